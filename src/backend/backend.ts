@@ -1,0 +1,387 @@
+// The Backend interface: every op the layers use. The CPU backend (backend/cpu) defines the
+// semantics in plain TypeScript; the CUDA backend (backend/cuda) meets the same contract with
+// generated kernels and cuBLASLt. Tests run one table of cases against both.
+//
+// Conventions for every op:
+// - Destination-passing: the caller allocates every output (so activation memory can be planned
+//   once and a whole step captured into a CUDA graph). Outputs are fully overwritten unless an
+//   argument says "accumulate".
+// - Row-major, contiguous tensors. `rows` is the product of all leading dimensions; the last
+//   dimension is the hidden size H (or the vocabulary V, or the key length Lk).
+// - Float tensors of one op share a dtype (f32, f16 or bf16) unless the argument says otherwise;
+//   statistics saved for backward (mean, rstd, log-sum-exp) and optimizer state are always f32.
+//   Arithmetic is f32 on the GPU and f64 where it matters on the CPU.
+// - Dropout is "inverted": kept elements are scaled by 1/(1-p). The keep mask is drawn from the
+//   counter-based Philox RNG (see rng.ts): element i of an op called with (seed, offset) is kept iff
+//   philoxUniform(seed, offset, i) >= p, identically on every backend. The op writes the mask
+//   (u8, 1 = kept) for its backward. Callers advance `offset` by dropoutOffsetAdvance(numel) per call.
+// - Every op validates its arguments (shapes, dtypes, backend, contiguity) through validate.ts and
+//   throws a FuseformerError naming the op and the problem.
+
+import type { DType, FloatDType } from '../dtype.js';
+import type { BackendName, HostArray, Tensor } from '../tensor.js';
+
+export type Activation = 'relu' | 'gelu' | 'gelu_tanh';
+
+// --- GEMM ------------------------------------------------------------------------------------------
+
+/**
+ * What is fused after the matrix product (cuBLASLt epilogues).
+ *  - 'none':        out = alpha·op(a)·op(b) + beta·out
+ *  - 'bias':        out = alpha·op(a)·op(b) + bias                    (bias [N])
+ *  - 'relu_bias':   out = relu(alpha·op(a)·op(b) + bias)
+ *  - 'gelu_bias':   out = gelu_tanh(alpha·op(a)·op(b) + bias); if `preActivation` is given the value
+ *                   before GELU is stored there too ([M, N], for the backward)
+ *  - 'dgelu':       out = (alpha·op(a)·op(b)) ⊙ gelu_tanh'(preActivation)
+ *  - 'dgelu_bgrad': as 'dgelu', and biasGrad[n] = Σ_m out[m, n]
+ *  - 'bgrad_a':     out = alpha·op(a)·op(b), and biasGrad[m] = Σ_k op(a)[m, k]
+ *                   (for a Linear's weight gradient dW = dYᵀ·X, this also yields db = Σ_rows dY)
+ */
+export type GemmEpilogue = 'none' | 'bias' | 'relu_bias' | 'gelu_bias' | 'dgelu' | 'dgelu_bgrad' | 'bgrad_a';
+
+export interface GemmArgs {
+  /** [M, K], or [K, M] when transA. */
+  a: Tensor;
+  /** [K, N], or [N, K] when transB. */
+  b: Tensor;
+  /** [M, N]. */
+  out: Tensor;
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+  /** Only with epilogue 'none'. */
+  beta?: number;
+  epilogue?: GemmEpilogue;
+  /** [N], with 'bias' | 'relu_bias' | 'gelu_bias'. */
+  bias?: Tensor;
+  /** [M, N]: written by 'gelu_bias' (optional), read by 'dgelu' and 'dgelu_bgrad'. */
+  preActivation?: Tensor;
+  /** [N] for 'dgelu_bgrad', [M] for 'bgrad_a'. */
+  biasGrad?: Tensor;
+}
+
+/**
+ * Strided-batched GEMM over the leading dimension: out[i] = alpha·op(a[i])·op(b[i]) + beta·out[i].
+ * a: [batch, M, K] (or [batch, K, M] when transA), b: [batch, K, N] (or [batch, N, K]), out: [batch, M, N].
+ */
+export interface BatchedGemmArgs {
+  a: Tensor;
+  b: Tensor;
+  out: Tensor;
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+  beta?: number;
+}
+
+// --- fused elementwise ----------------------------------------------------------------------------
+
+export interface DropoutArgs {
+  /** Probability of dropping an element, in [0, 1). 0 disables dropout (the mask is all ones). */
+  p: number;
+  seed: bigint;
+  offset: bigint;
+}
+
+/** out = dropout(input + bias) + residual; all [rows, H] except bias [H]; mask u8 [rows, H]. */
+export interface BiasDropoutResidualArgs extends DropoutArgs {
+  input: Tensor;
+  bias: Tensor;
+  residual: Tensor;
+  out: Tensor;
+  mask: Tensor;
+}
+
+/**
+ * dInput = dOut ⊙ mask / (1-p); dBias[h] = Σ_rows dInput[r, h] (if given). The residual's gradient
+ * is dOut itself and needs no op. dInput may alias dOut.
+ */
+export interface BiasDropoutResidualBackwardArgs {
+  dOut: Tensor;
+  mask: Tensor;
+  p: number;
+  dInput: Tensor;
+  dBias?: Tensor;
+}
+
+/** out = dropout(act(input + bias)); input/out [rows, H], bias [H], mask u8 [rows, H]. */
+export interface BiasActivationDropoutArgs extends DropoutArgs {
+  input: Tensor;
+  bias: Tensor;
+  out: Tensor;
+  mask: Tensor;
+  activation: Activation;
+}
+
+/**
+ * dInput = dOut ⊙ mask / (1-p) ⊙ act'(input + bias); dBias[h] = Σ_rows dInput[r, h] (if given).
+ * `input` is the pre-bias input saved from the forward. dInput may alias dOut.
+ */
+export interface BiasActivationDropoutBackwardArgs {
+  dOut: Tensor;
+  input: Tensor;
+  bias: Tensor;
+  mask: Tensor;
+  p: number;
+  activation: Activation;
+  dInput: Tensor;
+  dBias?: Tensor;
+}
+
+/**
+ * Adds the QKV bias and splits the fused projection into heads:
+ * qkv [B, L, 3·heads·d] (the Q, K, V blocks side by side) + bias [3·heads·d]
+ * → q, k, v each [B, heads, L, d]. q is multiplied by qScale (default 1), so attention can skip
+ * a separate scaling pass.
+ */
+export interface BiasQkvSplitArgs {
+  qkv: Tensor;
+  bias: Tensor;
+  heads: number;
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  qScale?: number;
+}
+
+/** The inverse: dq, dk, dv [B, heads, L, d] → dQkv [B, L, 3·heads·d] (dq times qScale); dBias = Σ_{B,L} dQkv. */
+export interface BiasQkvSplitBackwardArgs {
+  dq: Tensor;
+  dk: Tensor;
+  dv: Tensor;
+  heads: number;
+  dQkv: Tensor;
+  dBias?: Tensor;
+  qScale?: number;
+}
+
+// --- normalisation ---------------------------------------------------------------------------------
+
+/** out = (x - mean) · rstd · gamma + beta per row; mean and rstd (f32 [rows]) are saved for backward. */
+export interface LayerNormForwardArgs {
+  x: Tensor;
+  gamma: Tensor;
+  beta: Tensor;
+  out: Tensor;
+  mean: Tensor;
+  rstd: Tensor;
+  eps: number;
+}
+
+/**
+ * dX = rstd · (g - mean_h(g) - x̂ · mean_h(g ⊙ x̂)) with g = dOut ⊙ gamma, x̂ = (x - mean)·rstd
+ * (+ dResidual if given, fusing the residual branch's gradient); dGamma = Σ_rows dOut ⊙ x̂,
+ * dBeta = Σ_rows dOut. With `accumulate`, dGamma and dBeta are added to instead of overwritten.
+ */
+export interface LayerNormBackwardArgs {
+  dOut: Tensor;
+  x: Tensor;
+  gamma: Tensor;
+  mean: Tensor;
+  rstd: Tensor;
+  dX: Tensor;
+  dGamma: Tensor;
+  dBeta: Tensor;
+  dResidual?: Tensor;
+  accumulate?: boolean;
+}
+
+/** out = x · rstd · gamma, rstd = 1/sqrt(mean_h(x²) + eps) (f32 [rows], saved for backward). */
+export interface RmsNormForwardArgs {
+  x: Tensor;
+  gamma: Tensor;
+  out: Tensor;
+  rstd: Tensor;
+  eps: number;
+}
+
+/** dX = rstd · (g - x̂ · mean_h(g ⊙ x̂)), g = dOut ⊙ gamma, x̂ = x·rstd; dGamma = Σ_rows dOut ⊙ x̂. */
+export interface RmsNormBackwardArgs {
+  dOut: Tensor;
+  x: Tensor;
+  gamma: Tensor;
+  rstd: Tensor;
+  dX: Tensor;
+  dGamma: Tensor;
+  dResidual?: Tensor;
+  accumulate?: boolean;
+}
+
+// --- softmax --------------------------------------------------------------------------------------
+
+/**
+ * Attention softmax over the last dimension of x [B, heads, Lq, Lk]:
+ * out = softmax(scale · x + mask). Key j of query i in batch b is masked (−∞) when
+ * j >= keyLengths[b] (padding; keyLengths i32 [B]) or, if causal, when j > i + (Lk − Lq).
+ * A row with every key masked gives zeros. out may alias x.
+ */
+export interface SoftmaxForwardArgs {
+  x: Tensor;
+  out: Tensor;
+  scale?: number;
+  causal?: boolean;
+  keyLengths?: Tensor;
+}
+
+/** dX = scale · y ⊙ (dY − Σ_j y_j dY_j) over the last dimension; dX may alias dY. */
+export interface SoftmaxBackwardArgs {
+  y: Tensor;
+  dY: Tensor;
+  dX: Tensor;
+  scale?: number;
+}
+
+// --- cross-entropy ----------------------------------------------------------------------------------
+
+/**
+ * Per-row loss over logits [rows, V] with targets i32 [rows]:
+ * loss = (1−ε)·(lse − z_t) + ε·(lse − mean_j z_j), lse = log Σ_j exp z_j, ε = labelSmoothing.
+ * Rows whose target equals ignoreIndex get loss 0. loss and lse are f32 [rows].
+ * A target outside [0, V) that is not ignoreIndex is an error on the CPU; on the GPU its loss is NaN.
+ */
+export interface CrossEntropyForwardArgs {
+  logits: Tensor;
+  targets: Tensor;
+  loss: Tensor;
+  lse: Tensor;
+  labelSmoothing?: number;
+  ignoreIndex?: number;
+}
+
+/**
+ * dLogits = gradScale · (softmax(z) − (1−ε)·onehot(t) − ε/V), zero for ignored rows.
+ * gradScale is typically lossScale / (number of non-ignored rows). dLogits may alias logits.
+ */
+export interface CrossEntropyBackwardArgs {
+  logits: Tensor;
+  targets: Tensor;
+  lse: Tensor;
+  dLogits: Tensor;
+  gradScale: number;
+  labelSmoothing?: number;
+  ignoreIndex?: number;
+}
+
+// --- embedding -------------------------------------------------------------------------------------
+
+/**
+ * out[b, l] = dropout(scale · tokenTable[tokens[b, l]] + positionTable[positionOffset + l]);
+ * tokens i32 [B, L], tokenTable [V, H], positionTable [P, H] (optional), out [B, L, H], mask u8 [B, L, H].
+ */
+export interface EmbeddingForwardArgs extends DropoutArgs {
+  tokens: Tensor;
+  tokenTable: Tensor;
+  positionTable?: Tensor;
+  positionOffset?: number;
+  scale?: number;
+  out: Tensor;
+  mask: Tensor;
+}
+
+/**
+ * g = dOut ⊙ mask / (1−p); dTokenTable[tokens[b,l]] += scale · g[b,l]; dPositionTable[offset+l] += Σ_b g[b,l].
+ * Accumulates into the tables (callers zero them first, or accumulate across steps on purpose).
+ */
+export interface EmbeddingBackwardArgs {
+  tokens: Tensor;
+  dOut: Tensor;
+  mask: Tensor;
+  p: number;
+  scale?: number;
+  positionOffset?: number;
+  dTokenTable: Tensor;
+  dPositionTable?: Tensor;
+}
+
+// --- optimizer -------------------------------------------------------------------------------------
+
+/**
+ * AdamW over one flat workspace [n] in one launch:
+ *   g = grads · gradScale;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+ *   θ = θ − lr·( (m / (1−β1^step)) / (sqrt(v / (1−β2^step)) + eps) + weightDecay·θ )
+ * θ is `master` (f32) when given, and params then receive θ rounded to their dtype; otherwise
+ * params (f32, f16 or bf16) are updated directly (LightSeq2's no-master mode, computed in f32).
+ * grads share the params' dtype; m and v are f32. step counts from 1.
+ */
+export interface AdamWArgs {
+  params: Tensor;
+  grads: Tensor;
+  m: Tensor;
+  v: Tensor;
+  master?: Tensor;
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  step: number;
+  gradScale?: number;
+}
+
+// --- the interface ---------------------------------------------------------------------------------
+
+/** A recorded sequence of ops that can be replayed (a CUDA graph on the GPU; a closure on the CPU). */
+export interface Graph {
+  replay(): void;
+  dispose(): void;
+}
+
+export interface MemoryStats {
+  /** Number of allocations served (cache hits included). */
+  allocations: number;
+  /** Number of allocations that reached the device allocator (cache misses). */
+  deviceAllocations: number;
+  bytesInUse: number;
+  peakBytesInUse: number;
+  /** Bytes held by the backend, in use or cached for reuse. */
+  bytesReserved: number;
+}
+
+export interface Backend {
+  readonly name: BackendName;
+  /** A human-readable description: the device name, or "CPU (reference)". */
+  readonly description: string;
+
+  // memory and data movement
+  empty(shape: readonly number[], dtype: DType): Tensor;
+  /** A tensor holding `values` (Float32Array for float dtypes, rounded to the dtype). */
+  fromArray(values: HostArray | readonly number[], shape: readonly number[], dtype: DType): Tensor;
+  upload(t: Tensor, values: HostArray | readonly number[]): void;
+  /** Float dtypes come back as Float32Array, i32 as Int32Array, i8 as Int8Array, u8 as Uint8Array. */
+  download(t: Tensor): HostArray;
+  fill(t: Tensor, value: number): void;
+  /** Elementwise copy with dtype conversion; shapes must have the same number of elements. */
+  copy(src: Tensor, dst: Tensor): void;
+  /** A contiguous view of `shape` starting `offset` elements into a contiguous tensor (no copy). */
+  view(t: Tensor, offset: number, shape: readonly number[]): Tensor;
+  /** Frees the tensor's memory now (views are not freed; their base owns the memory). */
+  free(t: Tensor): void;
+  memoryStats(): MemoryStats;
+  /** Waits until all queued work is done. */
+  synchronize(): void;
+  /** Records the ops `fn` issues into a graph; nothing runs until replay(). */
+  captureGraph(fn: () => void): Graph;
+
+  // ops
+  gemm(args: GemmArgs): void;
+  batchedGemm(args: BatchedGemmArgs): void;
+  biasDropoutResidual(args: BiasDropoutResidualArgs): void;
+  biasDropoutResidualBackward(args: BiasDropoutResidualBackwardArgs): void;
+  biasActivationDropout(args: BiasActivationDropoutArgs): void;
+  biasActivationDropoutBackward(args: BiasActivationDropoutBackwardArgs): void;
+  biasQkvSplit(args: BiasQkvSplitArgs): void;
+  biasQkvSplitBackward(args: BiasQkvSplitBackwardArgs): void;
+  layerNormForward(args: LayerNormForwardArgs): void;
+  layerNormBackward(args: LayerNormBackwardArgs): void;
+  rmsNormForward(args: RmsNormForwardArgs): void;
+  rmsNormBackward(args: RmsNormBackwardArgs): void;
+  softmaxForward(args: SoftmaxForwardArgs): void;
+  softmaxBackward(args: SoftmaxBackwardArgs): void;
+  crossEntropyForward(args: CrossEntropyForwardArgs): void;
+  crossEntropyBackward(args: CrossEntropyBackwardArgs): void;
+  embeddingForward(args: EmbeddingForwardArgs): void;
+  embeddingBackward(args: EmbeddingBackwardArgs): void;
+  adamW(args: AdamWArgs): void;
+}
+
+export type { DType, FloatDType };

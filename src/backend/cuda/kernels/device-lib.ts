@@ -1,0 +1,165 @@
+// Device code shared by every generated kernel: fp16/bf16 conversion, 16-byte vector loads and
+// stores, warp and block reductions, activations, and the Philox RNG (bit-identical to
+// backend/rng.ts). Kernel sources start with DEVICE_LIB and then bake their spec in as constants.
+//
+// Why 16-byte vectors: a warp issuing 16-byte loads moves 512 bytes per instruction, which is what
+// memory-bound kernels need to approach HBM bandwidth on Hopper; the kernels choose the element
+// count per vector (4 × f32, 8 × f16/bf16) from their spec.
+
+import type { FloatDType } from '../../../dtype.js';
+import { cudaType } from '../../../dtype.js';
+
+export const DEVICE_LIB = String.raw`
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// ---- conversion -------------------------------------------------------------------------------
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// ---- 16-byte vectors ------------------------------------------------------------------------------
+// Vec<T, N> holds N elements in one aligned register group; load_vec/store_vec compile to a single
+// 16-byte (or 8/4-byte) memory instruction when sizeof(Vec) allows.
+template <typename T, int N> struct __align__(sizeof(T) * N) Vec { T v[N]; };
+
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> load_vec(const T* p) { return *reinterpret_cast<const Vec<T, N>*>(p); }
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& x) { *reinterpret_cast<Vec<T, N>*>(p) = x; }
+
+// Load N elements as floats, falling back to scalar loads for a partial tail (count < N).
+template <typename T, int N>
+__device__ __forceinline__ void load_floats(const T* p, float (&out)[N], int count) {
+  if (count == N) {
+    Vec<T, N> x = load_vec<T, N>(p);
+    #pragma unroll
+    for (int i = 0; i < N; i++) out[i] = to_float(x.v[i]);
+  } else {
+    #pragma unroll
+    for (int i = 0; i < N; i++) out[i] = i < count ? to_float(p[i]) : 0.f;
+  }
+}
+template <typename T, int N>
+__device__ __forceinline__ void store_floats(T* p, const float (&in)[N], int count) {
+  if (count == N) {
+    Vec<T, N> x;
+    #pragma unroll
+    for (int i = 0; i < N; i++) x.v[i] = from_float<T>(in[i]);
+    store_vec<T, N>(p, x);
+  } else {
+    #pragma unroll
+    for (int i = 0; i < N; i++) if (i < count) p[i] = from_float<T>(in[i]);
+  }
+}
+
+// ---- reductions -------------------------------------------------------------------------------------
+__device__ __forceinline__ float warp_sum(float x) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+// Two sums reduced together (LayerNorm's Σx and Σx², or its backward's two row sums): one pass of
+// shuffles and one barrier instead of two.
+__device__ __forceinline__ float2 warp_sum2(float2 x) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    x.x += __shfl_xor_sync(0xffffffffu, x.x, o);
+    x.y += __shfl_xor_sync(0xffffffffu, x.y, o);
+  }
+  return x;
+}
+
+// Block-wide reductions; every thread gets the result. "shared" needs blockDim.x / 32 slots.
+// The leading __syncthreads makes back-to-back calls that reuse "shared" safe.
+__device__ __forceinline__ float block_sum(float x, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  x = warp_sum(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : 0.f;
+  return warp_sum(x);
+}
+__device__ __forceinline__ float block_max(float x, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  x = warp_max(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : __int_as_float(0xff800000);
+  return warp_max(x);
+}
+__device__ __forceinline__ float2 block_sum2(float2 x, float2* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  x = warp_sum2(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : make_float2(0.f, 0.f);
+  return warp_sum2(x);
+}
+
+// ---- activations --------------------------------------------------------------------------------------
+__device__ __forceinline__ float relu_f(float x) { return fmaxf(x, 0.f); }
+__device__ __forceinline__ float relu_grad(float x) { return x > 0.f ? 1.f : 0.f; }
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_erf_grad(float x) {
+  const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+  const float pdf = 0.39894228040143268f * __expf(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+// GPT-2's "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.f + tanhf(u));
+}
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
+  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  const float t = tanhf(u);
+  const float du = 0.79788456080286536f * (1.f + 3.f * 0.044715f * x * x);
+  return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * du;
+}
+
+// ---- Philox4x32-10 (same rounds and counter mapping as backend/rng.ts) ----------------------------------
+__device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint2 k) {
+  #pragma unroll
+  for (int round = 0; round < 10; round++) {
+    const u32 lo0 = 0xD2511F53u * c.x, hi0 = __umulhi(0xD2511F53u, c.x);
+    const u32 lo1 = 0xCD9E8D57u * c.z, hi1 = __umulhi(0xCD9E8D57u, c.z);
+    c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+    k.x += 0x9E3779B9u; k.y += 0xBB67AE85u;
+  }
+  return c;
+}
+// The four random words for elements [4·group, 4·group + 4) of an op called with (seed, offset).
+__device__ __forceinline__ uint4 dropout_words(u64 seed, u64 offset, u64 group) {
+  const u64 counter = offset + group;
+  return philox4x32_10(make_uint4((u32)counter, (u32)(counter >> 32), 0u, 0u), make_uint2((u32)seed, (u32)(seed >> 32)));
+}
+// Element kept iff its 24-bit uniform >= threshold (dropoutThreshold(p) on the host).
+__device__ __forceinline__ bool dropout_keep(u32 word, u32 threshold) { return (word >> 8) >= threshold; }
+__device__ __forceinline__ u32 word_at(uint4 w, int i) { return i == 0 ? w.x : i == 1 ? w.y : i == 2 ? w.z : w.w; }
+`;
+
+/** Elements per 16-byte vector for a float dtype: 4 for f32, 8 for f16/bf16. */
+export function vectorWidth(dtype: FloatDType): number {
+  return dtype === 'f32' ? 4 : 8;
+}
+
+/** `typedef <cuda type> <alias>;` so kernel bodies can be written once over T. */
+export function typedefLine(alias: string, dtype: FloatDType): string {
+  return `typedef ${cudaType(dtype)} ${alias};`;
+}

@@ -1,0 +1,56 @@
+// The contract between kernel launchers (backend/cuda/kernels/*) and the runtime: a launcher turns
+// its spec into CUDA C once, asks the runtime for the compiled kernel under a cache key, and launches
+// it with typed arguments on the runtime's current stream.
+
+/** One kernel parameter, typed so it can be packed with the C ABI's size and alignment. */
+export type KernelArg =
+  | { readonly type: 'ptr'; readonly value: bigint }
+  | { readonly type: 'i32'; readonly value: number }
+  | { readonly type: 'u32'; readonly value: number }
+  | { readonly type: 'f32'; readonly value: number }
+  | { readonly type: 'i64'; readonly value: bigint }
+  | { readonly type: 'u64'; readonly value: bigint };
+
+export const arg = {
+  /** A device pointer (a CudaTensor's `ptr`, or any device address). */
+  ptr: (value: bigint | { readonly ptr: bigint }): KernelArg => ({ type: 'ptr', value: typeof value === 'bigint' ? value : value.ptr }),
+  i32: (value: number): KernelArg => ({ type: 'i32', value }),
+  u32: (value: number): KernelArg => ({ type: 'u32', value }),
+  f32: (value: number): KernelArg => ({ type: 'f32', value }),
+  i64: (value: bigint): KernelArg => ({ type: 'i64', value }),
+  u64: (value: bigint): KernelArg => ({ type: 'u64', value }),
+};
+
+export type Dim3 = number | readonly [number, number?, number?];
+
+export interface LaunchConfig {
+  grid: Dim3;
+  block: Dim3;
+  /** Dynamic shared memory in bytes (above 48 KiB the runtime raises the kernel's limit first). */
+  sharedBytes?: number;
+}
+
+/** CUDA C for one `extern "C" __global__` kernel named `name`. */
+export interface KernelSource {
+  readonly name: string;
+  readonly source: string;
+}
+
+export interface CompiledKernel {
+  readonly name: string;
+  launch(config: LaunchConfig, args: readonly KernelArg[]): void;
+}
+
+/** What a kernel launcher needs from the CUDA runtime. */
+export interface KernelHost {
+  /**
+   * The compiled kernel for `key` (a string derived from the kernel family and its spec). `build`
+   * runs only on the first request for a key in this process; compiled code is also cached on disk.
+   */
+  kernel(key: string, build: () => KernelSource): CompiledKernel;
+  /** Device scratch memory of at least `bytes`, valid until the next scratch() call; stream-ordered. */
+  scratch(bytes: number): bigint;
+  readonly multiProcessorCount: number;
+  /** Largest dynamic shared memory a block may opt into, in bytes. */
+  readonly maxSharedBytesPerBlock: number;
+}

@@ -1,0 +1,56 @@
+// Philox4x32-10, the counter-based RNG behind every dropout mask (Salmon et al., "Parallel random
+// numbers: as easy as 1, 2, 3", SC11). Counter-based means element i's random number is a pure
+// function of (seed, offset, i): the CPU backend and the CUDA kernels (device-lib.ts has the same
+// rounds in CUDA C) draw identical masks, and a backward pass or a recomputation can redraw them.
+//
+// Mapping: element i uses counter (offset + floor(i / 4)) as the 64-bit pair (c0, c1), c2 = c3 = 0,
+// key = (seed lo, seed hi), and takes output word i % 4. Its uniform integer is word >>> 8 (24 bits);
+// the element is kept iff that integer >= dropoutThreshold(p). Comparing integers, not floats, keeps
+// the decision bit-identical across backends.
+
+const M0 = 0xd2511f53;
+const M1 = 0xcd9e8d57;
+const W0 = 0x9e3779b9;
+const W1 = 0xbb67ae85;
+
+/** High 32 bits of the 64-bit product of two unsigned 32-bit integers. */
+function mulHi32(a: number, b: number): number {
+  const al = a & 0xffff, ah = a >>> 16, bl = b & 0xffff, bh = b >>> 16;
+  const t0 = al * bl;
+  const t1 = ah * bl + (t0 >>> 16);
+  const t2 = al * bh + (t1 & 0xffff);
+  return (ah * bh + Math.floor(t1 / 65536) + Math.floor(t2 / 65536)) >>> 0;
+}
+
+/** The four 32-bit output words of Philox4x32-10 for one counter and key. */
+export function philox4x32(c0: number, c1: number, c2: number, c3: number, k0: number, k1: number): [number, number, number, number] {
+  for (let round = 0; round < 10; round++) {
+    const hi0 = mulHi32(M0, c0), lo0 = Math.imul(M0, c0) >>> 0;
+    const hi1 = mulHi32(M1, c2), lo1 = Math.imul(M1, c2) >>> 0;
+    const n0 = (hi1 ^ c1 ^ k0) >>> 0, n2 = (hi0 ^ c3 ^ k1) >>> 0;
+    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    k0 = (k0 + W0) >>> 0; k1 = (k1 + W1) >>> 0;
+  }
+  return [c0, c1, c2, c3];
+}
+
+/** Integer threshold on 24-bit uniforms: keep iff uniform24 >= threshold (p = 0 keeps all). */
+export function dropoutThreshold(p: number): number {
+  return Math.min(2 ** 24, Math.ceil(p * 2 ** 24));
+}
+
+/** How far a caller advances `offset` after an op that drew `numel` dropout decisions. */
+export function dropoutOffsetAdvance(numel: number): bigint {
+  return BigInt(Math.ceil(numel / 4));
+}
+
+/** Fills `mask` (1 = kept) for elements [0, mask.length) of an op called with (seed, offset). */
+export function dropoutMask(mask: Uint8Array, p: number, seed: bigint, offset: bigint): void {
+  const threshold = dropoutThreshold(p);
+  const k0 = Number(seed & 0xffffffffn), k1 = Number((seed >> 32n) & 0xffffffffn);
+  for (let i = 0; i < mask.length; i += 4) {
+    const counter = offset + BigInt(i >>> 2);
+    const words = philox4x32(Number(counter & 0xffffffffn), Number((counter >> 32n) & 0xffffffffn), 0, 0, k0, k1);
+    for (let j = 0; j < 4 && i + j < mask.length; j++) mask[i + j] = (words[j]! >>> 8) >= threshold ? 1 : 0;
+  }
+}

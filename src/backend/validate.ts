@@ -1,0 +1,105 @@
+// Argument checks shared by every backend, so both reject the same bad calls with the same words.
+// Each check names the op, the argument and what was expected.
+
+import type { DType } from '../dtype.js';
+import { isFloat } from '../dtype.js';
+import { ArgumentError, DTypeError, LayoutError, ShapeError } from '../errors.js';
+import type { BackendName, Tensor } from '../tensor.js';
+import { formatShape } from '../tensor.js';
+
+/** A dimension pattern: a number must match exactly; a string names a size that must agree across tensors. */
+export type Dim = number | string;
+
+export class OpCheck {
+  private readonly sizes = new Map<string, { value: number; from: string }>();
+
+  constructor(readonly op: string, readonly backend: BackendName) {}
+
+  fail(message: string): never {
+    throw new ArgumentError(`${this.op}: ${message}`);
+  }
+
+  /** The tensor lives on this backend and is contiguous. */
+  tensor(name: string, t: Tensor | undefined): Tensor {
+    if (t === undefined) throw new ArgumentError(`${this.op}: argument '${name}' is required`);
+    if (t.backend !== this.backend) {
+      throw new LayoutError(`${this.op}: '${name}' is a ${t.backend} tensor but this op runs on the ${this.backend} backend`);
+    }
+    if (!t.isContiguous) {
+      throw new LayoutError(`${this.op}: '${name}' is a non-contiguous view ${formatShape(t.shape)} with strides [${t.strides.join(', ')}]; make a contiguous copy first`);
+    }
+    return t;
+  }
+
+  /** Shape matches the pattern; named dims bind on first use and must agree afterwards. */
+  shape(name: string, t: Tensor, pattern: readonly Dim[]): void {
+    this.dims(name, t.shape, pattern);
+  }
+
+  private dims(name: string, shape: readonly number[], pattern: readonly Dim[]): void {
+    const patternText = `[${pattern.join(', ')}]`;
+    if (shape.length !== pattern.length) {
+      throw new ShapeError(`${this.op}: '${name}' has shape ${formatShape(shape)} but expected ${patternText}`);
+    }
+    pattern.forEach((dim, i) => {
+      const actual = shape[i]!;
+      if (typeof dim === 'number') {
+        if (actual !== dim) throw new ShapeError(`${this.op}: '${name}' has shape ${formatShape(shape)} but expected ${patternText}`);
+        return;
+      }
+      const bound = this.sizes.get(dim);
+      if (bound === undefined) this.sizes.set(dim, { value: actual, from: name });
+      else if (bound.value !== actual) {
+        throw new ShapeError(`${this.op}: '${name}' has shape ${formatShape(shape)} (${dim} = ${actual}) but '${bound.from}' has ${dim} = ${bound.value}`);
+      }
+    });
+  }
+
+  /** Treats all leading dims as one `rows` dim: [..., H] → checks rows and H. */
+  rows(name: string, t: Tensor, rowsName: string, lastName: Dim): void {
+    if (t.rank < 1) throw new ShapeError(`${this.op}: '${name}' must have at least one dimension`);
+    const rows = t.shape.slice(0, -1).reduce((a, b) => a * b, 1);
+    this.dims(name, [rows, t.shape[t.rank - 1]!], [rowsName, lastName]);
+  }
+
+  size(dim: string): number {
+    const bound = this.sizes.get(dim);
+    if (bound === undefined) throw new Error(`internal: size '${dim}' not bound in ${this.op}`);
+    return bound.value;
+  }
+
+  dtype(name: string, t: Tensor, allowed: readonly DType[]): void {
+    if (!allowed.includes(t.dtype)) {
+      throw new DTypeError(`${this.op}: '${name}' has dtype ${t.dtype} but expected ${allowed.join(' or ')}`);
+    }
+  }
+
+  float(name: string, t: Tensor): void {
+    if (!isFloat(t.dtype)) throw new DTypeError(`${this.op}: '${name}' has dtype ${t.dtype} but expected a float dtype (f32, f16, bf16)`);
+  }
+
+  sameDType(names: readonly string[], tensors: readonly Tensor[]): void {
+    const first = tensors[0]!;
+    tensors.forEach((t, i) => {
+      if (t.dtype !== first.dtype) {
+        throw new DTypeError(`${this.op}: '${names[i]}' has dtype ${t.dtype} but '${names[0]}' has ${first.dtype}; they must match`);
+      }
+    });
+  }
+
+  probability(name: string, p: number): void {
+    if (!(p >= 0 && p < 1)) this.fail(`'${name}' must be in [0, 1), got ${p}`);
+  }
+
+  finite(name: string, x: number): void {
+    if (!Number.isFinite(x)) this.fail(`'${name}' must be a finite number, got ${x}`);
+  }
+
+  positive(name: string, x: number): void {
+    if (!(x > 0) || !Number.isFinite(x)) this.fail(`'${name}' must be a positive number, got ${x}`);
+  }
+
+  integer(name: string, x: number, min = 0): void {
+    if (!Number.isInteger(x) || x < min) this.fail(`'${name}' must be an integer >= ${min}, got ${x}`);
+  }
+}
