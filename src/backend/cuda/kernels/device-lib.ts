@@ -112,6 +112,33 @@ __device__ __forceinline__ float2 block_sum2(float2 x, float2* shared) {
   return warp_sum2(x);
 }
 
+// Online softmax state (m, s): running maximum m and s = Σ exp2(v − m) over the values seen (base 2:
+// callers scale by log2(e) first). Merging rescales both sides to the larger maximum; an empty side
+// (m = −inf, s = 0) adds nothing, and two empty sides stay empty instead of making NaN from −inf − −inf.
+// Merge order does not change the bits (a + b == b + a), so every lane ends with the same state.
+__device__ __forceinline__ float2 max_sum_merge(float2 a, float2 b) {
+  const float m = fmaxf(a.x, b.x);
+  if (m == __int_as_float(0xff800000)) return a;
+  return make_float2(m, a.y * exp2f(a.x - m) + b.y * exp2f(b.x - m));
+}
+__device__ __forceinline__ float2 warp_max_sum(float2 x) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float2 other = make_float2(__shfl_xor_sync(0xffffffffu, x.x, o), __shfl_xor_sync(0xffffffffu, x.y, o));
+    x = max_sum_merge(x, other);
+  }
+  return x;
+}
+__device__ __forceinline__ float2 block_max_sum(float2 x, float2* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  x = warp_max_sum(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : make_float2(__int_as_float(0xff800000), 0.f);
+  return warp_max_sum(x);
+}
+
 // ---- activations --------------------------------------------------------------------------------------
 __device__ __forceinline__ float relu_f(float x) { return fmaxf(x, 0.f); }
 __device__ __forceinline__ float relu_grad(float x) { return x > 0.f ? 1.f : 0.f; }
@@ -152,6 +179,44 @@ __device__ __forceinline__ uint4 dropout_words(u64 seed, u64 offset, u64 group) 
 // Element kept iff its 24-bit uniform >= threshold (dropoutThreshold(p) on the host).
 __device__ __forceinline__ bool dropout_keep(u32 word, u32 threshold) { return (word >> 8) >= threshold; }
 __device__ __forceinline__ u32 word_at(uint4 w, int i) { return i == 0 ? w.x : i == 1 ? w.y : i == 2 ? w.z : w.w; }
+
+// Keep flags for the N consecutive elements starting at element "first" (N a power of two, first a
+// multiple of N). N >= 4 consumes Philox groups first/4 .. first/4 + N/4 - 1 whole; N < 4 takes N words
+// of one group, so narrow vectors redraw the same group (correct, just more arithmetic).
+template <int N>
+__device__ __forceinline__ void dropout_keep_vec(u64 seed, u64 offset, u64 first, u32 threshold, bool (&keep)[N]) {
+  if constexpr (N >= 4) {
+    #pragma unroll
+    for (int g = 0; g < N / 4; g++) {
+      const uint4 w = dropout_words(seed, offset, (first >> 2) + g);
+      keep[4 * g + 0] = dropout_keep(w.x, threshold);
+      keep[4 * g + 1] = dropout_keep(w.y, threshold);
+      keep[4 * g + 2] = dropout_keep(w.z, threshold);
+      keep[4 * g + 3] = dropout_keep(w.w, threshold);
+    }
+  } else {
+    const uint4 w = dropout_words(seed, offset, first >> 2);
+    const int lane = (int)(first & 3);
+    #pragma unroll
+    for (int i = 0; i < N; i++) keep[i] = dropout_keep(word_at(w, lane + i), threshold);
+  }
+}
+// Dropout masks are u8 (1 = kept); N mask bytes move in one N-byte access (the pointer must be
+// N-aligned, which the launchers' vector-width choice guarantees).
+template <int N>
+__device__ __forceinline__ void store_mask(unsigned char* p, const bool (&keep)[N]) {
+  Vec<unsigned char, N> m;
+  #pragma unroll
+  for (int i = 0; i < N; i++) m.v[i] = keep[i] ? 1 : 0;
+  store_vec<unsigned char, N>(p, m);
+}
+template <int N>
+__device__ __forceinline__ void store_mask_all_kept(unsigned char* p) {
+  Vec<unsigned char, N> m;
+  #pragma unroll
+  for (int i = 0; i < N; i++) m.v[i] = 1;
+  store_vec<unsigned char, N>(p, m);
+}
 `;
 
 /** Elements per 16-byte vector for a float dtype: 4 for f32, 8 for f16/bf16. */

@@ -1,0 +1,151 @@
+// GEMM with cuBLASLt's epilogues, and strided-batched GEMM. Products accumulate in float64 and the
+// epilogue runs on the float64 value; results are rounded once, to the output's dtype.
+//   a: (M, K) or (K, M) with transA;  b: (K, N) or (N, K) with transB;  out: (M, N)
+// The GELU epilogues use the tanh approximation (cuBLASLt's GELU is gelu_tanh).
+
+import type { BatchedGemmArgs, GemmArgs, GemmEpilogue } from '../backend.js';
+import { geluTanh, geluTanhGrad } from './activation.js';
+import { CpuCheck } from './check.js';
+import type { CpuWork } from './graph.js';
+import type { CpuTensor } from './tensor.js';
+import { floatsOf, storeFloats } from './tensor.js';
+
+const EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_bias', 'dgelu', 'dgelu_bgrad', 'bgrad_a'];
+const WITH_BIAS: readonly GemmEpilogue[] = ['bias', 'relu_bias', 'gelu_bias'];
+const READS_PRE_ACTIVATION: readonly GemmEpilogue[] = ['dgelu', 'dgelu_bgrad'];
+
+/** alpha · op(a) · op(b) as float64 (M, N), for matrices starting at aStart/bStart in a and b. */
+function product(
+  a: Float32Array, aStart: number, b: Float32Array, bStart: number,
+  M: number, N: number, K: number, transA: boolean, transB: boolean, alpha: number,
+): Float64Array {
+  const out = new Float64Array(M * N);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let acc = 0;
+      for (let k = 0; k < K; k++) {
+        const av = a[aStart + (transA ? k * M + m : m * K + k)]!;
+        const bv = b[bStart + (transB ? n * K + k : k * N + n)]!;
+        acc += av * bv;
+      }
+      out[m * N + n] = alpha * acc;
+    }
+  }
+  return out;
+}
+
+export function prepareGemm(args: GemmArgs): CpuWork {
+  const check = new CpuCheck('gemm');
+  const transA = args.transA ?? false;
+  const transB = args.transB ?? false;
+  const epilogue = args.epilogue ?? 'none';
+  if (!EPILOGUES.includes(epilogue)) check.fail(`'epilogue' must be one of ${EPILOGUES.join(', ')}, got '${String(epilogue)}'`);
+
+  const a = check.cpu('a', args.a);
+  const b = check.cpu('b', args.b);
+  const out = check.cpu('out', args.out);
+  check.float('a', a);
+  check.sameDType(['a', 'b', 'out'], [a, b, out]);
+  check.shape('a', a, transA ? ['K', 'M'] : ['M', 'K']);
+  check.shape('b', b, transB ? ['N', 'K'] : ['K', 'N']);
+  check.shape('out', out, ['M', 'N']);
+  const [M, N, K] = [check.size('M'), check.size('N'), check.size('K')];
+
+  const alpha = args.alpha ?? 1;
+  check.finite('alpha', alpha);
+  const beta = args.beta ?? 0;
+  check.finite('beta', beta);
+  if (beta !== 0 && epilogue !== 'none') check.fail(`'beta' is only supported with epilogue 'none', got epilogue '${epilogue}'`);
+
+  const on = `with epilogue '${epilogue}'`;
+  let bias: CpuTensor | undefined;
+  if (WITH_BIAS.includes(epilogue)) {
+    bias = check.cpu('bias', args.bias);
+    check.shape('bias', bias, ['N']);
+    check.sameDType(['out', 'bias'], [out, bias]);
+  } else check.absent('bias', args.bias, on);
+
+  let pre: CpuTensor | undefined;
+  if (READS_PRE_ACTIVATION.includes(epilogue) || (epilogue === 'gelu_bias' && args.preActivation)) {
+    pre = check.cpu('preActivation', args.preActivation);
+    check.shape('preActivation', pre, ['M', 'N']);
+    check.sameDType(['out', 'preActivation'], [out, pre]);
+  } else check.absent('preActivation', args.preActivation, on);
+
+  let biasGrad: CpuTensor | undefined;
+  if (epilogue === 'dgelu_bgrad' || epilogue === 'bgrad_a') {
+    biasGrad = check.cpu('biasGrad', args.biasGrad);
+    check.shape('biasGrad', biasGrad, [epilogue === 'bgrad_a' ? 'M' : 'N']);
+    check.sameDType(['out', 'biasGrad'], [out, biasGrad]);
+  } else check.absent('biasGrad', args.biasGrad, on);
+
+  return check.work(() => {
+    const av = floatsOf(a);
+    const result = product(av, 0, floatsOf(b), 0, M, N, K, transA, transB, alpha);
+    const biasValues = bias ? floatsOf(bias) : undefined;
+    const preValues = pre ? floatsOf(pre) : undefined;
+    const old = floatsOf(out);
+    const preActivationOut = new Float64Array(M * N);
+
+    for (let m = 0; m < M; m++) {
+      for (let n = 0; n < N; n++) {
+        const i = m * N + n;
+        const x = result[i]!;
+        switch (epilogue) {
+          case 'none': result[i] = beta === 0 ? x : x + beta * old[i]!; break; // beta = 0 never reads out (BLAS)
+          case 'bias': result[i] = x + biasValues![n]!; break;
+          case 'relu_bias': result[i] = Math.max(x + biasValues![n]!, 0); break;
+          case 'gelu_bias': preActivationOut[i] = x + biasValues![n]!; result[i] = geluTanh(preActivationOut[i]!); break;
+          case 'dgelu': case 'dgelu_bgrad': result[i] = x * geluTanhGrad(preValues![i]!); break;
+          case 'bgrad_a': break;
+        }
+      }
+    }
+
+    if (epilogue === 'dgelu_bgrad') {
+      const sums = new Float64Array(N);
+      for (let i = 0; i < M * N; i++) sums[i % N] += result[i]!;
+      storeFloats(biasGrad!, sums);
+    }
+    if (epilogue === 'bgrad_a') {
+      // Σ_k op(a)[m, k]: a's rows when not transposed, its columns when transposed.
+      const sums = new Float64Array(M);
+      for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) sums[m] += av[transA ? k * M + m : m * K + k]!;
+      storeFloats(biasGrad!, sums);
+    }
+    if (epilogue === 'gelu_bias' && pre) storeFloats(pre, preActivationOut);
+    storeFloats(out, result);
+  });
+}
+
+/** out[i] = alpha·op(a[i])·op(b[i]) + beta·out[i] over the leading batch dimension. */
+export function prepareBatchedGemm(args: BatchedGemmArgs): CpuWork {
+  const check = new CpuCheck('batchedGemm');
+  const transA = args.transA ?? false;
+  const transB = args.transB ?? false;
+  const a = check.cpu('a', args.a);
+  const b = check.cpu('b', args.b);
+  const out = check.cpu('out', args.out);
+  check.float('a', a);
+  check.sameDType(['a', 'b', 'out'], [a, b, out]);
+  check.shape('a', a, transA ? ['batch', 'K', 'M'] : ['batch', 'M', 'K']);
+  check.shape('b', b, transB ? ['batch', 'N', 'K'] : ['batch', 'K', 'N']);
+  check.shape('out', out, ['batch', 'M', 'N']);
+  const [batch, M, N, K] = [check.size('batch'), check.size('M'), check.size('N'), check.size('K')];
+  const alpha = args.alpha ?? 1;
+  const beta = args.beta ?? 0;
+  check.finite('alpha', alpha);
+  check.finite('beta', beta);
+
+  return check.work(() => {
+    const av = floatsOf(a);
+    const bv = floatsOf(b);
+    const old = floatsOf(out);
+    const result = new Float64Array(batch * M * N);
+    for (let i = 0; i < batch; i++) {
+      const slice = product(av, i * M * K, bv, i * K * N, M, N, K, transA, transB, alpha);
+      for (let j = 0; j < M * N; j++) result[i * M * N + j] = beta === 0 ? slice[j]! : slice[j]! + beta * old[i * M * N + j]!;
+    }
+    storeFloats(out, result);
+  });
+}

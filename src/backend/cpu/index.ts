@@ -1,0 +1,121 @@
+// The CPU reference backend: every op of backend.ts in plain TypeScript, written for clarity, not
+// speed. It defines the semantics the CUDA backend is tested against. Each op validates its
+// arguments when called and then runs at once — or, inside captureGraph, is recorded for replay.
+
+import type { DType } from '../../dtype.js';
+import { DTYPES } from '../../dtype.js';
+import { DTypeError, LayoutError } from '../../errors.js';
+import type { HostArray, Tensor } from '../../tensor.js';
+import type {
+  AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
+  BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
+  CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs, Graph,
+  LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RmsNormBackwardArgs, RmsNormForwardArgs,
+  SoftmaxBackwardArgs, SoftmaxForwardArgs,
+} from '../backend.js';
+import { prepareAdamW } from './adam.js';
+import { prepareCrossEntropyBackward, prepareCrossEntropyForward } from './cross-entropy.js';
+import { download, makeView, prepareCopy, prepareFill, prepareUpload } from './data.js';
+import {
+  prepareBiasActivationDropout, prepareBiasActivationDropoutBackward, prepareBiasDropoutResidual,
+  prepareBiasDropoutResidualBackward, prepareBiasQkvSplit, prepareBiasQkvSplitBackward,
+} from './elementwise.js';
+import { prepareEmbeddingBackward, prepareEmbeddingForward } from './embedding.js';
+import { prepareBatchedGemm, prepareGemm } from './gemm.js';
+import { WorkQueue } from './graph.js';
+import { prepareLayerNormBackward, prepareLayerNormForward, prepareRmsNormBackward, prepareRmsNormForward } from './layernorm.js';
+import { MemoryTracker } from './memory.js';
+import { prepareSoftmaxBackward, prepareSoftmaxForward } from './softmax.js';
+import { CpuTensor } from './tensor.js';
+
+export { CpuTensor } from './tensor.js';
+
+function checkDType(op: string, dtype: DType): void {
+  if (!DTYPES.includes(dtype)) throw new DTypeError(`${op}: unknown dtype '${String(dtype)}': expected one of ${DTYPES.join(', ')}`);
+}
+
+export class CpuBackend implements Backend {
+  readonly name = 'cpu' as const;
+  readonly description = 'CPU (reference)';
+  private readonly memory = new MemoryTracker();
+  private readonly queue = new WorkQueue();
+
+  // --- memory and data movement ----------------------------------------------------------------
+
+  empty(shape: readonly number[], dtype: DType): CpuTensor {
+    checkDType('empty', dtype);
+    return this.memory.allocate(shape, dtype);
+  }
+
+  fromArray(values: HostArray | readonly number[], shape: readonly number[], dtype: DType): CpuTensor {
+    checkDType('fromArray', dtype);
+    const t = this.memory.allocate(shape, dtype);
+    try {
+      this.queue.issue(prepareUpload(t, values, 'fromArray'));
+    } catch (error) {
+      this.memory.free(t);
+      throw error;
+    }
+    return t;
+  }
+
+  upload(t: Tensor, values: HostArray | readonly number[]): void {
+    this.queue.issue(prepareUpload(t, values));
+  }
+
+  download(t: Tensor): HostArray {
+    this.queue.refuseWhileCapturing('download');
+    return download(t);
+  }
+
+  fill(t: Tensor, value: number): void {
+    this.queue.issue(prepareFill(t, value));
+  }
+
+  copy(src: Tensor, dst: Tensor): void {
+    this.queue.issue(prepareCopy(src, dst));
+  }
+
+  view(t: Tensor, offset: number, shape: readonly number[]): CpuTensor {
+    return makeView(t, offset, shape);
+  }
+
+  free(t: Tensor): void {
+    if (!(t instanceof CpuTensor)) throw new LayoutError(`free: 't' is a ${t.backend} tensor not made by the CPU backend`);
+    this.memory.free(t);
+  }
+
+  memoryStats(): MemoryStats {
+    return this.memory.stats();
+  }
+
+  synchronize(): void {
+    this.queue.refuseWhileCapturing('synchronize');
+  }
+
+  captureGraph(fn: () => void): Graph {
+    return this.queue.capture(fn);
+  }
+
+  // --- ops ---------------------------------------------------------------------------------------
+
+  gemm(args: GemmArgs): void { this.queue.issue(prepareGemm(args)); }
+  batchedGemm(args: BatchedGemmArgs): void { this.queue.issue(prepareBatchedGemm(args)); }
+  biasDropoutResidual(args: BiasDropoutResidualArgs): void { this.queue.issue(prepareBiasDropoutResidual(args)); }
+  biasDropoutResidualBackward(args: BiasDropoutResidualBackwardArgs): void { this.queue.issue(prepareBiasDropoutResidualBackward(args)); }
+  biasActivationDropout(args: BiasActivationDropoutArgs): void { this.queue.issue(prepareBiasActivationDropout(args)); }
+  biasActivationDropoutBackward(args: BiasActivationDropoutBackwardArgs): void { this.queue.issue(prepareBiasActivationDropoutBackward(args)); }
+  biasQkvSplit(args: BiasQkvSplitArgs): void { this.queue.issue(prepareBiasQkvSplit(args)); }
+  biasQkvSplitBackward(args: BiasQkvSplitBackwardArgs): void { this.queue.issue(prepareBiasQkvSplitBackward(args)); }
+  layerNormForward(args: LayerNormForwardArgs): void { this.queue.issue(prepareLayerNormForward(args)); }
+  layerNormBackward(args: LayerNormBackwardArgs): void { this.queue.issue(prepareLayerNormBackward(args)); }
+  rmsNormForward(args: RmsNormForwardArgs): void { this.queue.issue(prepareRmsNormForward(args)); }
+  rmsNormBackward(args: RmsNormBackwardArgs): void { this.queue.issue(prepareRmsNormBackward(args)); }
+  softmaxForward(args: SoftmaxForwardArgs): void { this.queue.issue(prepareSoftmaxForward(args)); }
+  softmaxBackward(args: SoftmaxBackwardArgs): void { this.queue.issue(prepareSoftmaxBackward(args)); }
+  crossEntropyForward(args: CrossEntropyForwardArgs): void { this.queue.issue(prepareCrossEntropyForward(args)); }
+  crossEntropyBackward(args: CrossEntropyBackwardArgs): void { this.queue.issue(prepareCrossEntropyBackward(args)); }
+  embeddingForward(args: EmbeddingForwardArgs): void { this.queue.issue(prepareEmbeddingForward(args)); }
+  embeddingBackward(args: EmbeddingBackwardArgs): void { this.queue.issue(prepareEmbeddingBackward(args)); }
+  adamW(args: AdamWArgs): void { this.queue.issue(prepareAdamW(args)); }
+}

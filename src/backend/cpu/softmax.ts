@@ -1,0 +1,85 @@
+// Attention softmax over the last dimension of x (B, heads, Lq, Lk), forward and backward.
+// Key j of query i in batch b is masked when j >= keyLengths[b] (padding) or, if causal, when
+// j > i + (Lk − Lq) (queries are the last Lq positions of the Lk keys, as in decoding with a cache).
+// A row with no unmasked key — or whose unmasked scores are all −∞ — becomes all zeros rather
+// than NaN. Row maxima, exponentials and sums are float64; out is written once per row at the end,
+// so out may alias x (and dX may alias dY).
+
+import type { SoftmaxBackwardArgs, SoftmaxForwardArgs } from '../backend.js';
+import { CpuCheck } from './check.js';
+import type { CpuWork } from './graph.js';
+import { floatsOf, int32sOf, storeFloats } from './tensor.js';
+
+const SHAPE = ['B', 'heads', 'Lq', 'Lk'];
+
+/** out = softmax(scale·x + mask). */
+export function prepareSoftmaxForward(args: SoftmaxForwardArgs): CpuWork {
+  const check = new CpuCheck('softmaxForward');
+  const x = check.cpu('x', args.x);
+  const out = check.cpu('out', args.out);
+  const keyLengths = check.optionalCpu('keyLengths', args.keyLengths);
+  check.float('x', x);
+  check.sameDType(['x', 'out'], [x, out]);
+  check.shape('x', x, SHAPE);
+  check.shape('out', out, SHAPE);
+  if (keyLengths) {
+    check.dtype('keyLengths', keyLengths, ['i32']);
+    check.shape('keyLengths', keyLengths, ['B']);
+  }
+  const scale = args.scale ?? 1;
+  check.finite('scale', scale);
+  const causal = args.causal ?? false;
+  const [B, heads, Lq, Lk] = SHAPE.map((d) => check.size(d)) as [number, number, number, number];
+
+  return check.work(() => {
+    const xv = floatsOf(x);
+    const lengths = keyLengths ? int32sOf(keyLengths) : undefined;
+    const result = new Float64Array(x.numel);
+    const scores = new Float64Array(Lk);
+    for (let b = 0; b < B; b++) {
+      const validKeys = lengths ? lengths[b]! : Lk;
+      for (let row = b * heads * Lq; row < (b + 1) * heads * Lq; row++) {
+        const i = row % Lq;
+        // Keys [0, end) are visible to this query.
+        const end = Math.max(0, Math.min(Lk, validKeys, causal ? i + (Lk - Lq) + 1 : Lk));
+        let max = -Infinity;
+        for (let j = 0; j < end; j++) {
+          scores[j] = scale * xv[row * Lk + j]!;
+          max = Math.max(max, scores[j]!);
+        }
+        if (max === -Infinity) continue; // nothing visible: the row stays zero
+        let sum = 0;
+        for (let j = 0; j < end; j++) sum += (scores[j] = Math.exp(scores[j]! - max));
+        for (let j = 0; j < end; j++) result[row * Lk + j] = scores[j]! / sum;
+      }
+    }
+    storeFloats(out, result);
+  });
+}
+
+/** dX = scale · y ⊙ (dY − Σ_j y_j·dY_j). */
+export function prepareSoftmaxBackward(args: SoftmaxBackwardArgs): CpuWork {
+  const check = new CpuCheck('softmaxBackward');
+  const y = check.cpu('y', args.y);
+  const dY = check.cpu('dY', args.dY);
+  const dX = check.cpu('dX', args.dX);
+  check.float('y', y);
+  check.sameDType(['y', 'dY', 'dX'], [y, dY, dX]);
+  check.shape('y', y, SHAPE);
+  check.shape('dY', dY, SHAPE);
+  check.shape('dX', dX, SHAPE);
+  const scale = args.scale ?? 1;
+  check.finite('scale', scale);
+  const Lk = check.size('Lk');
+
+  return check.work(() => {
+    const yv = floatsOf(y), g = floatsOf(dY);
+    const result = new Float64Array(y.numel);
+    for (let row = 0; row < y.numel / Lk; row++) {
+      let dot = 0;
+      for (let j = 0; j < Lk; j++) dot += yv[row * Lk + j]! * g[row * Lk + j]!;
+      for (let j = 0; j < Lk; j++) result[row * Lk + j] = scale * yv[row * Lk + j]! * (g[row * Lk + j]! - dot);
+    }
+    storeFloats(dX, result);
+  });
+}

@@ -1,0 +1,427 @@
+// GEMMs on cuBLASLt: row-major gemm (with the fused epilogues of backend.ts) and strided-batched gemm
+// for f32, f16 and bf16, always with f32 compute and f32 alpha/beta (CUBLAS_COMPUTE_32F: for f32
+// inputs that means true fp32 FMAs, no TF32 rounding, so results match the CPU reference).
+//
+// gemm-plan.ts maps row-major arguments onto cuBLAS's column-major ones (our b becomes cuBLAS's A)
+// and checks what cuBLASLt cannot do. This file owns the library objects: one cublasLt handle, and
+// per distinct problem (dtype, shape, transposes, epilogue, batch, operand alignment) one cache
+// entry holding the matmul descriptor, the three layouts and the chosen algorithm. A call on tensors
+// seen before (the same objects, as in every training step) costs one WeakMap lookup, a descriptor
+// update only if the bias/aux address changed, and the cublasLtMatmul FFI call; a call on new tensors
+// adds the argument check, the plan and a cache lookup (~5-10 µs).
+//
+// Choosing the algorithm: the heuristic's first answer by default. With autotuning (the option, or
+// FUSEFORMER_GEMM_AUTOTUNE=1) the first call of a problem times the heuristic's candidates with CUDA
+// events on the caller's own operands and keeps the fastest. Timing reruns the GEMM, so it happens
+// only on a call with beta = 0 (then every rerun writes the same outputs); a problem first seen with
+// beta ≠ 0 runs the heuristic's choice until a beta = 0 call tunes it. Calls inside a graph capture
+// never tune (events cannot be waited on there): run a step once before capturing it.
+
+import type { BatchedGemmArgs, GemmArgs } from '../backend.js';
+import { ArgumentError } from '../../errors.js';
+import {
+  CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_NOT_SUPPORTED, CUBLAS_STATUS_SUCCESS, CublasComputeType, CudaDataType,
+  MatmulDescAttribute, MatmulPreferenceAttribute, MatrixLayoutAttribute, checkCublas, cublasLt, cublasStatusName,
+} from '../../cuda/cublaslt.js';
+import type { CublasLt, HeuristicResult } from '../../cuda/cublaslt.js';
+import type { CheckedGemm, ColumnMajorLayout, CublasGemmPlan, GemmProblem, OperandAlignment } from './gemm-plan.js';
+import { checkBatchedGemm, checkGemm, gemmCacheKey, operandAddresses, operandAlignment, planGemm } from './gemm-plan.js';
+import { byteSize } from '../../dtype.js';
+import type { Tensor } from '../../tensor.js';
+import { cudaEventTimer, median } from './gemm-timer.js';
+import type { StreamTimer } from './gemm-timer.js';
+
+export interface GemmRunnerOptions {
+  /** Time the candidates on first use of a problem and keep the fastest (default: FUSEFORMER_GEMM_AUTOTUNE=1). */
+  autotune?: boolean;
+  /** How many algorithms to ask the heuristic for (default 8). */
+  candidates?: number;
+  /** Timed runs per candidate when autotuning (default 10; the median ranks them). */
+  autotuneRepeats?: number;
+  /** Event timer for autotuning and the timing helpers (default: CUDA events, created on first use). */
+  timer?: StreamTimer;
+  /** The bindings (default: libcublasLt found by cuda/library.ts). */
+  library?: CublasLt;
+}
+
+/** One candidate algorithm's timing for a problem. */
+export interface CandidateTiming {
+  /** Rank in the heuristic's answer (0 = its first choice). */
+  index: number;
+  /** Median GPU milliseconds of one GEMM; Infinity if cuBLASLt refused to run it. */
+  medianMs: number;
+  workspaceSize: number;
+  wavesCount: number;
+  /** Whether the runner currently uses this algorithm for the problem. */
+  chosen: boolean;
+}
+
+/** A cache entry as reported by cacheEntries(). */
+export interface GemmCacheInfo {
+  key: string;
+  candidates: number;
+  chosen: number;
+  tuned: boolean;
+}
+
+interface CacheEntry {
+  readonly key: string;
+  readonly problem: GemmProblem;
+  readonly plan: CublasGemmPlan;
+  readonly alignment: OperandAlignment;
+  readonly desc: bigint;
+  readonly layoutA: bigint;
+  readonly layoutB: bigint;
+  readonly layoutD: bigint;
+  readonly candidates: readonly HeuristicResult[];
+  chosen: number;
+  /** cublasLtMatmul succeeded with the chosen algorithm at least once. */
+  verified: boolean;
+  tuned: boolean;
+  /** Addresses last written into the descriptor (bias or bias gradient; aux). */
+  boundBias: bigint;
+  boundAux: bigint;
+}
+
+/**
+ * What a call passed, by identity. Tensors are immutable handles (shape, dtype, strides and address
+ * never change), so a call with the same objects and scalars as an already checked one needs no
+ * second check, plan or key: it goes straight to cublasLtMatmul.
+ */
+interface CallSignature {
+  readonly a: Tensor;
+  readonly b: Tensor;
+  readonly bias: Tensor | undefined;
+  readonly preActivation: Tensor | undefined;
+  readonly biasGrad: Tensor | undefined;
+  readonly transA: boolean;
+  readonly transB: boolean;
+  readonly epilogue: string;
+  readonly alpha: number;
+  readonly beta: number;
+}
+
+interface RecentCall {
+  readonly batched: boolean;
+  readonly signature: CallSignature;
+  readonly call: CheckedGemm;
+  readonly entry: CacheEntry;
+}
+
+/** BatchedGemmArgs is GemmArgs without the epilogue fields, so one signature covers both. */
+function signatureOf(args: GemmArgs): CallSignature {
+  return {
+    a: args.a, b: args.b, bias: args.bias, preActivation: args.preActivation, biasGrad: args.biasGrad,
+    transA: args.transA ?? false, transB: args.transB ?? false, epilogue: args.epilogue ?? 'none',
+    alpha: args.alpha ?? 1, beta: args.beta ?? 0,
+  };
+}
+
+function sameCall(s: CallSignature, args: GemmArgs): boolean {
+  return s.a === args.a && s.b === args.b && s.bias === args.bias && s.preActivation === args.preActivation &&
+    s.biasGrad === args.biasGrad && s.transA === (args.transA ?? false) && s.transB === (args.transB ?? false) &&
+    s.epilogue === (args.epilogue ?? 'none') && s.alpha === (args.alpha ?? 1) && s.beta === (args.beta ?? 0);
+}
+
+const DEFAULT_CANDIDATES = 8;
+const DEFAULT_AUTOTUNE_REPEATS = 10;
+const NO_ADDRESS = -1n;
+
+export class GemmRunner {
+  private readonly lt: CublasLt;
+  private readonly handle: bigint;
+  private readonly preference: bigint;
+  private readonly cache = new Map<string, CacheEntry>();
+  /** Per output tensor, its last checked call: a training step repeats the same tensors every step. */
+  private readonly recent = new WeakMap<Tensor, RecentCall>();
+  private readonly alpha = new Float32Array(1);
+  private readonly beta = new Float32Array(1);
+  private readonly autotune: boolean;
+  private readonly candidateCount: number;
+  private readonly autotuneRepeats: number;
+  private timer: StreamTimer | undefined;
+  private readonly ownsTimer: boolean;
+  private disposed = false;
+
+  /**
+   * @param stream          the CUstream every GEMM is queued on
+   * @param workspace       device scratch for cuBLASLt (split-K partials etc.), used only in stream order
+   * @param workspaceBytes  its size; 32 MiB lets cuBLASLt use every Hopper kernel it has
+   */
+  constructor(
+    readonly stream: bigint,
+    readonly workspace: bigint,
+    readonly workspaceBytes: number,
+    options: GemmRunnerOptions = {},
+  ) {
+    if (!Number.isSafeInteger(workspaceBytes) || workspaceBytes < 0) {
+      throw new ArgumentError(`GemmRunner: workspaceBytes must be a non-negative integer, got ${workspaceBytes}`);
+    }
+    this.lt = options.library ?? cublasLt();
+    this.autotune = options.autotune ?? process.env['FUSEFORMER_GEMM_AUTOTUNE'] === '1';
+    this.candidateCount = options.candidates ?? DEFAULT_CANDIDATES;
+    this.autotuneRepeats = options.autotuneRepeats ?? DEFAULT_AUTOTUNE_REPEATS;
+    this.timer = options.timer;
+    this.ownsTimer = options.timer === undefined;
+    this.handle = this.lt.create();
+    this.preference = this.lt.preferenceCreate();
+    this.lt.preferenceSetAttribute(this.preference, MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, 'u64', workspaceBytes);
+  }
+
+  /** cublasLtGetVersion() of the loaded library. */
+  get libraryVersion(): number {
+    return this.lt.version;
+  }
+
+  gemm(args: GemmArgs): void {
+    const recent = this.recentCall(args, false);
+    if (recent !== undefined) this.launch(recent.entry, recent.call);
+    else this.run(checkGemm(args), args, false);
+  }
+
+  batchedGemm(args: BatchedGemmArgs): void {
+    const recent = this.recentCall(args, true);
+    if (recent !== undefined) this.launch(recent.entry, recent.call);
+    else this.run(checkBatchedGemm(args), args, true);
+  }
+
+  /**
+   * Times every heuristic candidate for this call's problem on its operands: median GPU ms of
+   * `repeats` single runs each. Reruns the GEMM with beta = 0, so out (and preActivation or biasGrad)
+   * are overwritten. Does not change which algorithm the runner uses.
+   */
+  timeCandidates(args: GemmArgs, repeats = 20): CandidateTiming[] {
+    this.assertLive();
+    return this.timeAll(checkGemm(args), repeats);
+  }
+
+  timeBatchedCandidates(args: BatchedGemmArgs, repeats = 20): CandidateTiming[] {
+    this.assertLive();
+    return this.timeAll(checkBatchedGemm(args), repeats);
+  }
+
+  /** Median GPU ms of one full gemm() call through this wrapper (argument checks and cache lookup included). */
+  timeGemm(args: GemmArgs, repeats = 20): number {
+    return median(this.requireTimer().sample(this.stream, () => this.gemm(args), repeats));
+  }
+
+  timeBatchedGemm(args: BatchedGemmArgs, repeats = 20): number {
+    return median(this.requireTimer().sample(this.stream, () => this.batchedGemm(args), repeats));
+  }
+
+  cacheEntries(): GemmCacheInfo[] {
+    return [...this.cache.values()].map((e) => ({ key: e.key, candidates: e.candidates.length, chosen: e.chosen, tuned: e.tuned }));
+  }
+
+  /** Releases every descriptor and the cuBLASLt handle (call after the stream's work is done). */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const entry of this.cache.values()) this.destroyEntry(entry);
+    this.cache.clear();
+    this.lt.preferenceDestroy(this.preference);
+    this.lt.destroy(this.handle);
+    if (this.ownsTimer) this.timer?.dispose();
+  }
+
+  private assertLive(): void {
+    if (this.disposed) throw new ArgumentError('GemmRunner: used after dispose()');
+  }
+
+  // --- the hot path -------------------------------------------------------------------------------------
+
+  /** The remembered call for this output tensor, if `args` repeats it exactly (same tensor objects and scalars). */
+  private recentCall(args: GemmArgs, batched: boolean): RecentCall | undefined {
+    this.assertLive();
+    const recent = this.recent.get(args.out);
+    return recent !== undefined && recent.batched === batched && sameCall(recent.signature, args) ? recent : undefined;
+  }
+
+  private run(call: CheckedGemm, args: GemmArgs, batched: boolean): void {
+    const entry = this.entryFor(call);
+    if (this.autotune && !entry.tuned && call.beta === 0) {
+      this.bindAddresses(entry, call);
+      this.tune(entry, call);
+    }
+    this.launch(entry, call);
+    this.recent.set(call.out, { batched, signature: signatureOf(args), call, entry });
+  }
+
+  private launch(entry: CacheEntry, call: CheckedGemm): void {
+    this.bindAddresses(entry, call);
+    const status = this.matmul(entry, call, entry.chosen, call.beta);
+    if (status === CUBLAS_STATUS_SUCCESS) {
+      entry.verified = true;
+      return;
+    }
+    if (entry.verified) checkCublas('cublasLtMatmul', status, this.describe(entry));
+    this.fallBack(entry, call, status);
+  }
+
+  private matmul(entry: CacheEntry, call: CheckedGemm, candidate: number, beta: number): number {
+    this.alpha[0] = call.alpha;
+    this.beta[0] = beta;
+    const out = call.out.ptr;
+    // cuBLAS A is our b and cuBLAS B is our a (gemm-plan.ts); C and D are both out.
+    return this.lt.matmul(
+      this.handle, entry.desc, this.alpha,
+      call.b.ptr, entry.layoutA, call.a.ptr, entry.layoutB, this.beta,
+      out, entry.layoutD, out, entry.layoutD,
+      entry.candidates[candidate]!.algo, this.workspace, this.workspaceBytes, this.stream,
+    );
+  }
+
+  /** The chosen algorithm failed on its first run: take the next candidate that runs, or explain. */
+  private fallBack(entry: CacheEntry, call: CheckedGemm, firstStatus: number): void {
+    for (let i = 0; i < entry.candidates.length; i++) {
+      if (i === entry.chosen) continue;
+      if (this.matmul(entry, call, i, call.beta) === CUBLAS_STATUS_SUCCESS) {
+        entry.chosen = i;
+        entry.verified = true;
+        return;
+      }
+    }
+    if (firstStatus === CUBLAS_STATUS_NOT_SUPPORTED || firstStatus === CUBLAS_STATUS_INVALID_VALUE) {
+      throw new ArgumentError(`${this.opName(entry)}: cuBLASLt ${this.lt.version} cannot run ${this.describe(entry)}: ` +
+        `every candidate algorithm answered ${cublasStatusName(firstStatus)}`);
+    }
+    checkCublas('cublasLtMatmul', firstStatus, this.describe(entry));
+  }
+
+  private entryFor(call: CheckedGemm): CacheEntry {
+    const plan = planGemm(call.problem);
+    const alignment = operandAlignment(plan, operandAddresses(call), byteSize(call.problem.dtype));
+    const key = gemmCacheKey(call.problem, alignment);
+    let entry = this.cache.get(key);
+    if (entry === undefined) {
+      entry = this.createEntry(key, call, plan, alignment);
+      this.cache.set(key, entry);
+    }
+    return entry;
+  }
+
+  private bindAddresses(entry: CacheEntry, call: CheckedGemm): void {
+    const { plan } = entry;
+    if (plan.biasOperand !== null) {
+      const address = (plan.biasOperand === 'bias' ? call.bias : call.biasGrad)!.ptr;
+      if (address !== entry.boundBias) {
+        this.lt.matmulDescSetAttribute(entry.desc, MatmulDescAttribute.BIAS_POINTER, 'ptr', address);
+        entry.boundBias = address;
+      }
+    }
+    if (plan.auxLd !== null) {
+      const address = call.preActivation!.ptr;
+      if (address !== entry.boundAux) {
+        this.lt.matmulDescSetAttribute(entry.desc, MatmulDescAttribute.EPILOGUE_AUX_POINTER, 'ptr', address);
+        entry.boundAux = address;
+      }
+    }
+  }
+
+  // --- cache entries ------------------------------------------------------------------------------------
+
+  private createEntry(key: string, call: CheckedGemm, plan: CublasGemmPlan, alignment: OperandAlignment): CacheEntry {
+    const lt = this.lt;
+    const desc = lt.matmulDescCreate(CublasComputeType.COMPUTE_32F, CudaDataType.R_32F);
+    const layouts: bigint[] = [];
+    try {
+      lt.matmulDescSetAttribute(desc, MatmulDescAttribute.TRANSA, 'i32', plan.opA);
+      lt.matmulDescSetAttribute(desc, MatmulDescAttribute.TRANSB, 'i32', plan.opB);
+      lt.matmulDescSetAttribute(desc, MatmulDescAttribute.EPILOGUE, 'u32', plan.epilogue);
+      if (plan.auxLd !== null) lt.matmulDescSetAttribute(desc, MatmulDescAttribute.EPILOGUE_AUX_LD, 'i64', plan.auxLd);
+      for (const layout of [plan.layoutA, plan.layoutB, plan.layoutD]) layouts.push(this.createLayout(plan, layout));
+      const entry: CacheEntry = {
+        key, problem: call.problem, plan, alignment, desc,
+        layoutA: layouts[0]!, layoutB: layouts[1]!, layoutD: layouts[2]!,
+        candidates: [], chosen: 0, verified: false, tuned: false, boundBias: NO_ADDRESS, boundAux: NO_ADDRESS,
+      };
+      // The heuristic reads the bias and aux addresses to judge their alignment, so bind them first.
+      this.bindAddresses(entry, call);
+      const candidates = this.askHeuristic(entry);
+      if (candidates.length === 0) {
+        throw new ArgumentError(`${this.opName(entry)}: cuBLASLt ${lt.version} has no algorithm for ${this.describe(entry)}. ` +
+          'This combination of dtype, epilogue and operand alignment is not supported; views at offsets that are ' +
+          'a multiple of 16 bytes, or a separate activation kernel, avoid it');
+      }
+      return { ...entry, candidates };
+    } catch (err) {
+      for (const layout of layouts) lt.matrixLayoutDestroy(layout);
+      lt.matmulDescDestroy(desc);
+      throw err;
+    }
+  }
+
+  private createLayout(plan: CublasGemmPlan, layout: ColumnMajorLayout): bigint {
+    const handle = this.lt.matrixLayoutCreate(plan.dataType, layout.rows, layout.cols, layout.ld);
+    if (plan.batch > 1) {
+      this.lt.matrixLayoutSetAttribute(handle, MatrixLayoutAttribute.BATCH_COUNT, 'i32', plan.batch);
+      this.lt.matrixLayoutSetAttribute(handle, MatrixLayoutAttribute.STRIDED_BATCH_OFFSET, 'i64', layout.batchStride);
+    }
+    return handle;
+  }
+
+  private askHeuristic(entry: CacheEntry): HeuristicResult[] {
+    const { alignment } = entry;
+    const pref = this.preference;
+    this.lt.preferenceSetAttribute(pref, MatmulPreferenceAttribute.MIN_ALIGNMENT_A_BYTES, 'u32', alignment.a);
+    this.lt.preferenceSetAttribute(pref, MatmulPreferenceAttribute.MIN_ALIGNMENT_B_BYTES, 'u32', alignment.b);
+    this.lt.preferenceSetAttribute(pref, MatmulPreferenceAttribute.MIN_ALIGNMENT_C_BYTES, 'u32', alignment.d);
+    this.lt.preferenceSetAttribute(pref, MatmulPreferenceAttribute.MIN_ALIGNMENT_D_BYTES, 'u32', alignment.d);
+    return this.lt.algoGetHeuristic(this.handle, entry.desc, entry.layoutA, entry.layoutB, entry.layoutD, entry.layoutD, pref, this.candidateCount)
+      .filter((c) => c.workspaceSize <= this.workspaceBytes);
+  }
+
+  private destroyEntry(entry: CacheEntry): void {
+    this.lt.matrixLayoutDestroy(entry.layoutA);
+    this.lt.matrixLayoutDestroy(entry.layoutB);
+    this.lt.matrixLayoutDestroy(entry.layoutD);
+    this.lt.matmulDescDestroy(entry.desc);
+  }
+
+  // --- timing -------------------------------------------------------------------------------------------
+
+  private requireTimer(): StreamTimer {
+    this.timer ??= cudaEventTimer();
+    return this.timer;
+  }
+
+  private timeAll(call: CheckedGemm, repeats: number): CandidateTiming[] {
+    if (!Number.isInteger(repeats) || repeats < 1) throw new ArgumentError(`repeats must be a positive integer, got ${repeats}`);
+    const entry = this.entryFor(call);
+    this.bindAddresses(entry, call);
+    const timer = this.requireTimer();
+    return entry.candidates.map((candidate, index) => {
+      // A candidate cuBLASLt refuses to run ranks last instead of failing the whole measurement.
+      const status = this.matmul(entry, call, index, 0);
+      const medianMs = status === CUBLAS_STATUS_SUCCESS
+        ? median(timer.sample(this.stream, () => { this.matmul(entry, call, index, 0); }, repeats))
+        : Infinity;
+      return { index, medianMs, workspaceSize: candidate.workspaceSize, wavesCount: candidate.wavesCount, chosen: index === entry.chosen };
+    });
+  }
+
+  private tune(entry: CacheEntry, call: CheckedGemm): void {
+    if (!this.requireTimer().canTime(this.stream)) return; // inside a graph capture: tune on a later call
+    const timings = this.timeAll(call, this.autotuneRepeats);
+    const best = timings.reduce((x, y) => (y.medianMs < x.medianMs ? y : x));
+    if (Number.isFinite(best.medianMs)) {
+      entry.chosen = best.index;
+      entry.verified = true;
+    }
+    entry.tuned = true;
+  }
+
+  // --- messages -----------------------------------------------------------------------------------------
+
+  private opName(entry: CacheEntry): string {
+    return entry.problem.batch > 1 ? 'batchedGemm' : 'gemm';
+  }
+
+  private describe(entry: CacheEntry): string {
+    const p = entry.problem, al = entry.alignment;
+    return `${p.dtype} M=${p.M} N=${p.N} K=${p.K}${p.batch > 1 ? ` batch=${p.batch}` : ''} ` +
+      `transA=${p.transA} transB=${p.transB} epilogue '${p.epilogue}'` +
+      ` (operand alignment in bytes: a ${al.b}, b ${al.a}, out ${al.d}` +
+      `${entry.plan.biasOperand ? `, ${entry.plan.biasOperand} ${al.bias}` : ''}${entry.plan.auxLd !== null ? `, preActivation ${al.aux}` : ''})`;
+  }
+}

@@ -1,0 +1,26 @@
+// Every kernel family with a representative set of specs. The CPU test suite compiles each source
+// with `nvcc -cubin -arch=sm_90`, so a generator that emits invalid CUDA C fails CI, not a GPU run.
+
+import type { KernelSource } from '../runtime/kernel.js';
+import { catalog as adamCatalog } from './adam.js';
+import { catalog as crossEntropyCatalog } from './cross-entropy.js';
+import { catalog as elementwiseCatalog } from './elementwise.js';
+import { catalog as embeddingCatalog } from './embedding.js';
+import { catalog as layerNormCatalog } from './layernorm.js';
+import { catalog as softmaxCatalog } from './softmax.js';
+
+export interface CatalogEntry extends KernelSource {
+  family: string;
+}
+
+export function kernelCatalog(): CatalogEntry[] {
+  const families: [string, () => KernelSource[]][] = [
+    ['elementwise', elementwiseCatalog],
+    ['layernorm', layerNormCatalog],
+    ['softmax', softmaxCatalog],
+    ['cross-entropy', crossEntropyCatalog],
+    ['embedding', embeddingCatalog],
+    ['adam', adamCatalog],
+  ];
+  return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
+}

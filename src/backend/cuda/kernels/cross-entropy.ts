@@ -1,0 +1,340 @@
+// Cross-entropy over logits [rows, V] with integer targets, forward (loss, log-sum-exp) and backward.
+//
+// Math (backend.ts has the contract), ε = label smoothing, t = target:
+//   forward   lse = log Σ_j exp z_j,  loss = (1−ε)·(lse − z_t) + ε·(lse − Σ_j z_j / V)
+//             t == ignoreIndex → loss 0 (lse still written); t outside [0, V) otherwise → loss NaN.
+//   backward  dLogits_j = gradScale·(exp(z_j − lse) − (1−ε)·[j = t] − ε/V); ignored rows → zeros;
+//             an out-of-range target → a row of NaN (the forward's NaN loss, carried to the gradient).
+//
+// One block per row. The forward reads the row once: each thread keeps an online (max m, Σ exp2(v − m))
+// state over its elements (v = z·log2 e), rescaling once per chunk of LOOP_UNROLL vectors (one exp2
+// per element plus one per chunk), and Σz alongside when smoothing is on; the block merges the
+// states (block_max_sum in device-lib) and thread 0 writes loss and lse.
+// Rows start at any element (V = 50257 is odd), so each row is read as a head of single elements up
+// to the first vector boundary, whole 16-byte vectors, then a tail of single elements. The backward
+// peels the same way from the logits address; it uses vectors only when dLogits has the same
+// misalignment (always true in place, or when both tensors are allocator-aligned and V·s is a
+// multiple of the vector... see planCrossEntropyBackward), else scalar accesses.
+// dLogits may alias logits: each element is read, then written by the same thread.
+//
+// Precision: f32 arithmetic and outputs (loss, lse); logits/dLogits f32, f16 or bf16.
+// Bytes per logit (s = sizeof(dtype)), for the roofline:
+//   forward:  read s; per row read 4 (target) + s (z_t), write 8 (loss, lse).
+//   backward: read s, write s (ignored rows: write s only); per row read 8 (target, lse).
+
+import type { CrossEntropyBackwardArgs, CrossEntropyForwardArgs } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { alignedVectorWidth, constants, devicePtr, kernelIdentifier, launchBoundsMacro } from './row-kernels.js';
+
+// ---- specs -------------------------------------------------------------------------------------------
+
+export interface CrossEntropySpec {
+  readonly dtype: FloatDType;
+  /** V, baked in. */
+  readonly vocab: number;
+  /** Elements per vector access in the row's aligned middle. */
+  readonly vec: number;
+  /** Threads of the block that owns a row. */
+  readonly threads: number;
+  /** Label smoothing on: the forward also sums z; the backward subtracts ε/V everywhere. */
+  readonly smoothing: boolean;
+}
+
+export function crossEntropyForwardKey(s: CrossEntropySpec): string {
+  return `cross_entropy_forward.${s.dtype}.v${s.vocab}.x${s.vec}.t${s.threads}${s.smoothing ? '.smooth' : ''}`;
+}
+
+export function crossEntropyBackwardKey(s: CrossEntropySpec): string {
+  return `cross_entropy_backward.${s.dtype}.v${s.vocab}.x${s.vec}.t${s.threads}${s.smoothing ? '.smooth' : ''}`;
+}
+
+// ---- planning ------------------------------------------------------------------------------------------
+
+/** Vectors each thread loads before using any of them. */
+const LOOP_UNROLL = 4;
+
+/** Enough threads that each loops a few times over its chunks, at most 512 (several blocks per SM). */
+export function crossEntropyThreads(dtype: FloatDType, vocab: number): number {
+  const vectors = Math.ceil(vocab * byteSize(dtype) / 16);
+  let threads = 64;
+  while (threads < 512 && threads * LOOP_UNROLL * 2 < vectors) threads *= 2;
+  return threads;
+}
+
+export function planCrossEntropyForward(dtype: FloatDType, vocab: number, smoothing: boolean): CrossEntropySpec {
+  return { dtype, vocab, vec: 16 / byteSize(dtype), threads: crossEntropyThreads(dtype, vocab), smoothing };
+}
+
+/**
+ * The backward peels each row by the logits address; dLogits can share its vectors only when it sits
+ * at the same offset from a vector boundary, so the vector is the widest one that divides the
+ * distance between the two tensors.
+ */
+export function planCrossEntropyBackward(dtype: FloatDType, vocab: number, smoothing: boolean, logits: bigint, dLogits: bigint): CrossEntropySpec {
+  const distance = logits > dLogits ? logits - dLogits : dLogits - logits;
+  return { dtype, vocab, vec: alignedVectorWidth(dtype, [distance]), threads: crossEntropyThreads(dtype, vocab), smoothing };
+}
+
+// ---- sources -----------------------------------------------------------------------------------------
+
+function preamble(s: CrossEntropySpec): string {
+  return String.raw`${DEVICE_LIB}
+${typedefLine('T', s.dtype)}
+${constants({ V: s.vocab, VEC: s.vec, THREADS: s.threads, LOOP_UNROLL, SMOOTHING: s.smoothing })}
+${launchBoundsMacro(s.threads)}
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// A row [0, V) splits into single elements [0, head), VEC-vectors [head, tail), singles [tail, V):
+// head is the distance of the row start to the next VEC·sizeof(T) boundary.
+struct RowSplit { int head, vectors, tail; };
+__device__ __forceinline__ RowSplit split_row(const T* row) {
+  constexpr unsigned ALIGN = VEC * sizeof(T);
+  const unsigned misalign = (unsigned)((unsigned long long)row % ALIGN);
+  RowSplit s;
+  s.head = min(V, (int)(((ALIGN - misalign) % ALIGN) / sizeof(T)));
+  s.vectors = (V - s.head) / VEC;
+  s.tail = s.head + s.vectors * VEC;
+  return s;
+}
+`;
+}
+
+export function crossEntropyForwardSource(spec: CrossEntropySpec): KernelSource {
+  const name = kernelIdentifier(crossEntropyForwardKey(spec));
+  const source = preamble(spec) + String.raw`
+// Adds one logit (already times log2 e) to an online (max, Σ exp2) state.
+__device__ __forceinline__ void fold_one(float2& state, float v) {
+  if (v > state.x) { state.y = state.y * exp2f(state.x - v) + 1.f; state.x = v; }
+  else if (state.x != neg_inf()) state.y += exp2f(v - state.x);
+}
+
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const T* __restrict__ logits, const int* __restrict__ targets, float* __restrict__ loss, float* __restrict__ lse,
+    float smoothing, int ignore_enabled, int ignore_index) {
+  __shared__ float2 reduce_buf[THREADS / 32];
+  const int row = blockIdx.x, t = threadIdx.x;
+  const T* z = logits + (long long)row * V;
+  const int target = targets[row];
+  const bool target_valid = target >= 0 && target < V;
+  // The target's logit, loaded early so its latency hides behind the row.
+  const float z_target = t == 0 && target_valid ? to_float(z[target]) : 0.f;
+  const RowSplit split = split_row(z);
+
+  float2 state = make_float2(neg_inf(), 0.f);
+  float sum_z = 0.f;
+  if (t < split.head) {
+    const float zv = to_float(z[t]);
+    fold_one(state, zv * LOG2E);
+    if (SMOOTHING) sum_z += zv;
+  }
+  for (int first = 0; first < split.vectors; first += THREADS * LOOP_UNROLL) {
+    float v[LOOP_UNROLL][VEC];
+    #pragma unroll
+    for (int u = 0; u < LOOP_UNROLL; u++) {
+      const int idx = first + u * THREADS + t;
+      if (idx < split.vectors) load_floats<T, VEC>(z + split.head + idx * VEC, v[u], VEC);
+      else
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) v[u][i] = neg_inf();
+    }
+    float chunk_max = neg_inf();
+    #pragma unroll
+    for (int u = 0; u < LOOP_UNROLL; u++)
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) {
+        if (SMOOTHING && first + u * THREADS + t < split.vectors) sum_z += v[u][i];
+        v[u][i] *= LOG2E;
+        chunk_max = fmaxf(chunk_max, v[u][i]);
+      }
+    if (chunk_max > state.x) { state.y *= exp2f(state.x - chunk_max); state.x = chunk_max; }
+    if (state.x == neg_inf()) continue;  // nothing but −inf so far
+    #pragma unroll
+    for (int u = 0; u < LOOP_UNROLL; u++)
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) state.y += exp2f(v[u][i] - state.x);
+  }
+  if (t < V - split.tail) {
+    const float zv = to_float(z[split.tail + t]);
+    fold_one(state, zv * LOG2E);
+    if (SMOOTHING) sum_z += zv;
+  }
+
+  state = block_max_sum(state, reduce_buf);
+  if (SMOOTHING) sum_z = block_sum(sum_z, reinterpret_cast<float*>(reduce_buf));
+  if (t != 0) return;
+  const float row_lse = (state.x + log2f(state.y)) * LN2;
+  lse[row] = row_lse;
+  float row_loss;
+  if (ignore_enabled && target == ignore_index) row_loss = 0.f;
+  else if (!target_valid) row_loss = __int_as_float(0x7fffffff);
+  else {
+    row_loss = row_lse - z_target;
+    if (SMOOTHING) row_loss = (1.f - smoothing) * row_loss + smoothing * (row_lse - sum_z * (1.f / V));
+  }
+  loss[row] = row_loss;
+}
+`;
+  return { name, source };
+}
+
+export function crossEntropyBackwardSource(spec: CrossEntropySpec): KernelSource {
+  const name = kernelIdentifier(crossEntropyBackwardKey(spec));
+  const source = preamble(spec) + String.raw`
+// logits and dlogits are not __restrict__: the gradient may overwrite the logits in place.
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const T* logits, const int* __restrict__ targets, const float* __restrict__ lse, T* dlogits,
+    float grad_scale, float smoothing, int ignore_enabled, int ignore_index) {
+  const int row = blockIdx.x, t = threadIdx.x;
+  const T* z = logits + (long long)row * V;
+  T* d = dlogits + (long long)row * V;
+  const int target = targets[row];
+  const RowSplit split = split_row(z);
+
+  const bool ignored = ignore_enabled && target == ignore_index;
+  if (ignored || target < 0 || target >= V) {
+    // Ignored: zeros. Out of range: NaN, like the forward's loss. No logit needs reading.
+    const float fill = ignored ? 0.f : __int_as_float(0x7fffffff);
+    float f[VEC];
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) f[i] = fill;
+    if (t < split.head) d[t] = from_float<T>(fill);
+    for (int idx = t; idx < split.vectors; idx += THREADS) store_floats<T, VEC>(d + split.head + idx * VEC, f, VEC);
+    if (t < V - split.tail) d[split.tail + t] = from_float<T>(fill);
+    return;
+  }
+
+  const float lse2 = lse[row] * LOG2E;
+  const float off = SMOOTHING ? grad_scale * smoothing * (1.f / V) : 0.f;
+  const float on = SMOOTHING ? grad_scale * (1.f - smoothing) : grad_scale;
+  // dLogits_j for one element j.
+  auto grad = [&](float zv, int j) {
+    return grad_scale * exp2f(zv * LOG2E - lse2) - off - (j == target ? on : 0.f);
+  };
+
+  if (t < split.head) d[t] = from_float<T>(grad(to_float(z[t]), t));
+  for (int first = 0; first < split.vectors; first += THREADS * LOOP_UNROLL) {
+    float v[LOOP_UNROLL][VEC];
+    #pragma unroll
+    for (int u = 0; u < LOOP_UNROLL; u++) {
+      const int idx = first + u * THREADS + t;
+      if (idx < split.vectors) load_floats<T, VEC>(z + split.head + idx * VEC, v[u], VEC);
+    }
+    #pragma unroll
+    for (int u = 0; u < LOOP_UNROLL; u++) {
+      const int idx = first + u * THREADS + t;
+      if (idx >= split.vectors) continue;
+      const int j0 = split.head + idx * VEC;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) v[u][i] = grad(v[u][i], j0 + i);
+      store_floats<T, VEC>(d + j0, v[u], VEC);
+    }
+  }
+  if (t < V - split.tail) {
+    const int j = split.tail + t;
+    d[j] = from_float<T>(grad(to_float(z[j]), j));
+  }
+}
+`;
+  return { name, source };
+}
+
+// ---- launchers ----------------------------------------------------------------------------------------
+
+/** ε, the ignore rule and V, checked as the CPU backend checks them. */
+function checkLossOptions(check: OpCheck, labelSmoothing: number | undefined, ignoreIndex: number | undefined): { smoothing: number; ignore: IgnoreRule } {
+  const smoothing = labelSmoothing ?? 0;
+  check.probability('labelSmoothing', smoothing);
+  if (ignoreIndex !== undefined) {
+    check.integer('ignoreIndex', ignoreIndex, -(2 ** 31));
+    if (ignoreIndex >= 2 ** 31) check.fail(`'ignoreIndex' must fit in 32 bits, got ${ignoreIndex}`);
+  }
+  check.integer('V', check.size('V'), 1);
+  return { smoothing, ignore: ignoreIndex === undefined ? { enabled: 0, index: 0 } : { enabled: 1, index: ignoreIndex } };
+}
+
+/** Without an ignoreIndex no row is ignored, so the kernel gets a flag rather than a sentinel value. */
+interface IgnoreRule { enabled: 0 | 1; index: number }
+
+export function crossEntropyForward(host: KernelHost, args: CrossEntropyForwardArgs): void {
+  const check = new OpCheck('crossEntropyForward', 'cuda');
+  const logits = check.tensor('logits', args.logits);
+  const targets = check.tensor('targets', args.targets);
+  const loss = check.tensor('loss', args.loss);
+  const lse = check.tensor('lse', args.lse);
+  check.float('logits', logits);
+  check.rows('logits', logits, 'rows', 'V');
+  check.dtype('targets', targets, ['i32']);
+  check.shape('targets', targets, ['rows']);
+  check.dtype('loss', loss, ['f32']);
+  check.shape('loss', loss, ['rows']);
+  check.dtype('lse', lse, ['f32']);
+  check.shape('lse', lse, ['rows']);
+  const { smoothing, ignore } = checkLossOptions(check, args.labelSmoothing, args.ignoreIndex);
+  const rows = check.size('rows'), vocab = check.size('V');
+  if (rows === 0) return;
+
+  const spec = planCrossEntropyForward(logits.dtype as FloatDType, vocab, smoothing > 0);
+  const kernel = host.kernel(crossEntropyForwardKey(spec), () => crossEntropyForwardSource(spec));
+  kernel.launch(
+    { grid: rows, block: spec.threads },
+    [
+      arg.ptr(devicePtr(check, 'logits', logits)), arg.ptr(devicePtr(check, 'targets', targets)),
+      arg.ptr(devicePtr(check, 'loss', loss)), arg.ptr(devicePtr(check, 'lse', lse)),
+      arg.f32(smoothing), arg.i32(ignore.enabled), arg.i32(ignore.index),
+    ],
+  );
+}
+
+export function crossEntropyBackward(host: KernelHost, args: CrossEntropyBackwardArgs): void {
+  const check = new OpCheck('crossEntropyBackward', 'cuda');
+  const logits = check.tensor('logits', args.logits);
+  const targets = check.tensor('targets', args.targets);
+  const lse = check.tensor('lse', args.lse);
+  const dLogits = check.tensor('dLogits', args.dLogits);
+  check.float('logits', logits);
+  check.rows('logits', logits, 'rows', 'V');
+  check.rows('dLogits', dLogits, 'rows', 'V');
+  check.sameDType(['logits', 'dLogits'], [logits, dLogits]);
+  check.dtype('targets', targets, ['i32']);
+  check.shape('targets', targets, ['rows']);
+  check.dtype('lse', lse, ['f32']);
+  check.shape('lse', lse, ['rows']);
+  check.finite('gradScale', args.gradScale);
+  const { smoothing, ignore } = checkLossOptions(check, args.labelSmoothing, args.ignoreIndex);
+  const rows = check.size('rows'), vocab = check.size('V');
+  if (rows === 0) return;
+
+  const logitsPtr = devicePtr(check, 'logits', logits), dLogitsPtr = devicePtr(check, 'dLogits', dLogits);
+  const spec = planCrossEntropyBackward(logits.dtype as FloatDType, vocab, smoothing > 0, logitsPtr, dLogitsPtr);
+  const kernel = host.kernel(crossEntropyBackwardKey(spec), () => crossEntropyBackwardSource(spec));
+  kernel.launch(
+    { grid: rows, block: spec.threads },
+    [
+      arg.ptr(logitsPtr), arg.ptr(devicePtr(check, 'targets', targets)), arg.ptr(devicePtr(check, 'lse', lse)),
+      arg.ptr(dLogitsPtr), arg.f32(args.gradScale), arg.f32(smoothing), arg.i32(ignore.enabled), arg.i32(ignore.index),
+    ],
+  );
+}
+
+// ---- catalog -------------------------------------------------------------------------------------------
+
+export function catalog(): KernelSource[] {
+  const sources: KernelSource[] = [];
+  for (const dtype of FLOAT_DTYPES) {
+    for (const [vocab, smoothing] of [[50257, false], [128256, true], [1000, true], [30522, false]] as const) {
+      const forward = planCrossEntropyForward(dtype, vocab, smoothing);
+      sources.push(crossEntropyForwardSource(forward));
+      sources.push(crossEntropyBackwardSource(forward));
+    }
+    // dLogits at a different misalignment from logits: scalar accesses.
+    sources.push(crossEntropyBackwardSource(planCrossEntropyBackward(dtype, 50257, true, 0x1000n, 0x2002n)));
+  }
+  return sources;
+}

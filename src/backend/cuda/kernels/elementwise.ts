@@ -1,0 +1,1020 @@
+// Fused elementwise kernels (LightSeq's "bias + dropout + residual", "bias + activation + dropout",
+// "bias + reshape Q, K, V") with their backwards, plus the CudaBackend's utilities: fill, copy/cast,
+// and the column sum behind every dBias.
+//
+// Math (backend.ts has the contract; s = sizeof(dtype), p = dropout probability):
+//   biasDropoutResidual           out = dropout(input + bias) + residual          [rows, H], bias [H]
+//   biasDropoutResidualBackward   dInput = dOut ⊙ mask / (1−p);  dBias = Σ_rows dInput
+//   biasActivationDropout         out = dropout(act(input + bias)),  act ∈ relu | gelu (erf) | gelu_tanh
+//   biasActivationDropoutBackward dInput = dOut ⊙ mask / (1−p) ⊙ act'(input + bias);  dBias = Σ_rows dInput
+//   biasQkvSplit                  qkv [B, L, 3·heads·d] + bias → q, k, v [B, heads, L, d];  q ·= qScale
+//   biasQkvSplitBackward          dq·qScale, dk, dv → dQkv [B, L, 3·heads·d];  dBias = Σ_{B,L} dQkv
+//   fill                          every element = value (any dtype)
+//   copy                          dst = convert(src), same numel, any two dtypes
+//   columnSum                     out[h] (+)= Σ_rows input[r, h]
+// Dropout: element i (row-major index) is kept iff its Philox word (group ⌊i/4⌋, word i mod 4; see
+// rng.ts) is >= dropoutThreshold(p), and kept values are scaled by 1/(1−p) (an f32 argument). The
+// mask (u8, 1 = kept) is always written, all ones when p = 0; a dropped element is exactly 0 (also
+// when its input is NaN, as on the CPU). The backwards read the mask and never redraw it.
+//
+// Thread mapping of the row kernels ("row tiles"): the row is split into H/VEC vectors; a block of
+// (TX, TY) threads owns TX consecutive column vectors (blockIdx.y) of a tile of rows (blockIdx.x).
+// Thread (x, y) keeps its column vector's bias in registers and walks rows y, y + TY, ... of the tile,
+// ROW_UNROLL rows at a time with all their loads issued before the first use (that, and 2048 threads
+// per SM, keeps enough 16-byte requests in flight for HBM). A warp reads 32 × 16 = 512 contiguous
+// bytes of one row per load instruction. Column and row offsets need no integer division: H, VEC and
+// the head layout are compile-time constants (the QKV split divides by L once per row).
+//
+// dBias without atomics, deterministic: a backward with dBias runs ~one wave of 512-thread blocks,
+// each summing its tile's rows per column in f32 registers, then across its TY row lanes through
+// shared memory in a fixed order, and writes one f32 partial row to host.scratch() ([rowTiles, H]).
+// `column_sum_finalize` then adds the rowTiles partials of each column in a fixed order and writes
+// dBias in its dtype. Partials are ~1–2% of the traffic at BERT/GPT-2 sizes.
+//
+// Vector width: 16 bytes per access (4 × f32, 8 × f16/bf16) when H is a multiple and every pointer is
+// aligned to the access size; otherwise the widest narrower width that is (views at odd offsets
+// fall back as far as scalar). The flat kernels (fill, copy) vectorize numel with a scalar tail.
+//
+// Precision: loads convert to f32, all arithmetic is f32, results round once to the output dtype.
+//
+// Bytes per element (s = sizeof(dtype); bias/qScale reads are per column, cached, ≈ 0):
+//   biasDropoutResidual           read 2s (input, residual), write s + 1 (out, mask)       f16: 7
+//   biasDropoutResidualBackward   read s + 1 (dOut, mask),   write s (dInput)              f16: 5
+//   biasActivationDropout         read s (input),            write s + 1 (out, mask)       f16: 5
+//   biasActivationDropoutBackward read 2s + 1 (dOut, input, mask), write s (dInput)        f16: 7
+//   biasQkvSplit / backward       read s, write s                                          f16: 4
+//   dBias (any backward)          + 8·rowTiles·H bytes of partials (written, then read)
+//   fill                          write s;   copy: read s_src, write s_dst;   columnSum: read s
+
+import type {
+  Activation, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs, BiasDropoutResidualArgs,
+  BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs, DropoutArgs,
+} from '../../backend.js';
+import type { DType, FloatDType } from '../../../dtype.js';
+import { byteSize, cudaType, DTYPES, f32ToBf16Bits, f32ToF16Bits, FLOAT_DTYPES, isFloat } from '../../../dtype.js';
+import { ShapeError } from '../../../errors.js';
+import type { Tensor } from '../../../tensor.js';
+import { formatShape } from '../../../tensor.js';
+import { dropoutThreshold } from '../../rng.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+
+// ==== shared planning (also used by embedding.ts and adam.ts) =========================================
+
+/** One stream of accesses a kernel makes: the tensor's address and the size of its elements. */
+export interface Access {
+  readonly ptr: bigint;
+  readonly elementBytes: number;
+}
+
+/**
+ * The widest vector (elements per access, a power of two ≤ maxElements) that divides `multipleOf`
+ * and to which every access is aligned. An access of n elements is issued in chunks of at most 16
+ * bytes, so it needs alignment min(16, n·elementBytes). Pass multipleOf = 1 where a scalar tail
+ * handles the remainder.
+ */
+export function pickVectorWidth(maxElements: number, multipleOf: number, accesses: readonly Access[]): number {
+  const aligned = (n: number): boolean =>
+    accesses.every((a) => a.ptr % BigInt(Math.min(16, n * a.elementBytes)) === 0n);
+  let vec = maxElements;
+  while (vec > 1 && (multipleOf % vec !== 0 || !aligned(vec))) vec /= 2;
+  return vec;
+}
+
+/** Elements per 16-byte access of the widest dtype among `dtypes`. */
+export function maxVectorElements(...dtypes: DType[]): number {
+  return 16 / Math.max(...dtypes.map(byteSize));
+}
+
+/** Rows each thread loads before it uses any of them (memory-level parallelism per thread). */
+export const ROW_UNROLL = 2;
+/** Block size of the row kernels without a column reduction. */
+const ROW_BLOCK_THREADS = 256;
+/** Larger blocks where a block ends in a partial row: fewer blocks cover the GPU, fewer partials. */
+const REDUCE_BLOCK_THREADS = 512;
+/** The threads an SM holds (Hopper): sizes the one-wave grid of the reducing kernels. */
+const THREADS_PER_SM = 2048;
+/** gridDim.y limit; column chunks go there. */
+const MAX_GRID_Y = 65535;
+
+/** Block shape (TX column vectors × TY row lanes) for a row of `vectorsPerRow` vectors. */
+export interface RowTileShape {
+  readonly tx: number;
+  readonly ty: number;
+}
+
+export function rowTileShape(vectorsPerRow: number, reduces: boolean): RowTileShape {
+  let tx = 1;
+  while (tx < 32 && tx < vectorsPerRow) tx *= 2;
+  return { tx, ty: (reduces ? REDUCE_BLOCK_THREADS : ROW_BLOCK_THREADS) / tx };
+}
+
+export interface RowTiling {
+  /** (row tiles, column chunks). */
+  readonly grid: readonly [number, number];
+  readonly block: readonly [number, number];
+  readonly rowsPerTile: number;
+  /** Row tiles = partial rows written when the kernel reduces columns. */
+  readonly rowTiles: number;
+}
+
+/**
+ * Without a reduction, each block covers TY·ROW_UNROLL rows (one pass per thread, many blocks).
+ * With one, the grid is about one wave of resident blocks, each walking a longer tile, so that
+ * there are few partials to add afterwards.
+ */
+export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number, reduces: boolean, multiProcessorCount: number): RowTiling {
+  const { tx, ty } = rowTileShape(vectorsPerRow, reduces);
+  const columnChunks = Math.ceil(vectorsPerRow / tx);
+  if (columnChunks > MAX_GRID_Y) check.fail(`rows of ${vectorsPerRow} vectors need ${columnChunks} column blocks, more than the grid allows (${MAX_GRID_Y})`);
+  let rowsPerTile = ty * ROW_UNROLL;
+  if (reduces) {
+    const residentBlocks = multiProcessorCount * Math.max(1, Math.floor(THREADS_PER_SM / (tx * ty)));
+    const tiles = Math.max(1, Math.min(Math.ceil(rows / ty), Math.floor(residentBlocks / columnChunks)));
+    rowsPerTile = Math.max(1, Math.ceil(rows / tiles));
+  }
+  const rowTiles = Math.ceil(rows / rowsPerTile);
+  return { grid: [rowTiles, columnChunks], block: [tx, ty], rowsPerTile, rowTiles };
+}
+
+const U64_LIMIT = 1n << 64n;
+
+/** p in [0, 1); seed and offset unsigned 64-bit (as the CPU backend checks). */
+export function checkDropout(check: OpCheck, args: DropoutArgs): void {
+  check.probability('p', args.p);
+  for (const name of ['seed', 'offset'] as const) {
+    const x = args[name];
+    if (typeof x !== 'bigint' || x < 0n || x >= U64_LIMIT) check.fail(`'${name}' must be a bigint in [0, 2^64), got ${String(x)}`);
+  }
+}
+
+/** The kernel arguments of a dropout draw: seed, offset, threshold (u32), keep scale 1/(1−p) (f32). */
+export function dropoutArgs(args: DropoutArgs): KernelArg[] {
+  return [arg.u64(args.seed), arg.u64(args.offset), arg.u32(dropoutThreshold(args.p)), arg.f32(1 / (1 - args.p))];
+}
+
+// ==== the row-tile kernel skeleton ==========================================================================
+
+/** The op-specific parts of a row-tile kernel; the skeleton supplies row, col, i (element index), u. */
+export interface RowTileParts {
+  readonly name: string;
+  /** Kernel parameters before the skeleton's (rows, rows_per_tile[, partials]). */
+  readonly params: string;
+  /** Once per active thread: per-column state (bias in registers, head layout). `col` is defined. */
+  readonly setup: string;
+  /** Register arrays for ROW_UNROLL rows of loads, e.g. `Vec<T, VEC> x[ROW_UNROLL];`. */
+  readonly declarations: string;
+  /** Fills element [u] of the arrays for row `row`, element index `i` = row·H + col. */
+  readonly load: string;
+  /** Uses element [u]; with a reduction it adds each column's value to acc[k]. */
+  readonly compute: string;
+  /** Sum columns into f32 partials [gridDim.x, H] (the dBias reduction). */
+  readonly reduces: boolean;
+}
+
+export interface RowTileConstants {
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly vec: number;
+  readonly extra?: Record<string, number | boolean>;
+  /** Device code placed before the kernel (helpers the parts use). */
+  readonly prelude?: string;
+}
+
+// Sums the TY row lanes' column sums in a fixed order and writes this block's partial row.
+const COLUMN_PARTIALS_DEVICE_CODE = String.raw`
+__device__ __forceinline__ void write_column_partials(const float (&acc)[VEC], float* partials) {
+  __shared__ float lanes[TY][TX * VEC];
+  #pragma unroll
+  for (int k = 0; k < VEC; k++) lanes[threadIdx.y][threadIdx.x * VEC + k] = acc[k];
+  __syncthreads();
+  const int t = threadIdx.y * TX + threadIdx.x;
+  for (int c = t; c < TX * VEC; c += TX * TY) {
+    const u32 column = blockIdx.y * (TX * VEC) + c;
+    if (column >= H) continue;
+    float sum = 0.f;
+    #pragma unroll
+    for (int y = 0; y < TY; y++) sum += lanes[y][c];
+    partials[(size_t)blockIdx.x * H + column] = sum;
+  }
+}
+`;
+
+export function rowTileSource(c: RowTileConstants, parts: RowTileParts): KernelSource {
+  const vectorsPerRow = c.hidden / c.vec;
+  const { tx, ty } = rowTileShape(vectorsPerRow, parts.reduces);
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', c.dtype)}
+${constants({ H: c.hidden, VEC: c.vec, VECS_PER_ROW: vectorsPerRow, TX: tx, TY: ty, ROW_UNROLL, ...c.extra })}
+${c.prelude ?? ''}${parts.reduces ? COLUMN_PARTIALS_DEVICE_CODE : ''}
+// Block (TX, TY): thread (x, y) owns column vector blockIdx.y·TX + x and rows y, y + TY, ... of row
+// tile blockIdx.x. Pointers are not __restrict__: outputs may alias inputs (each element is read
+// before the same thread writes it).
+extern "C" __global__ void __launch_bounds__(TX * TY) ${parts.name}(
+    ${parts.params}, u32 rows, u32 rows_per_tile${parts.reduces ? ', float* partials' : ''}) {
+  const u32 cvec = blockIdx.y * TX + threadIdx.x;
+  const bool active = VECS_PER_ROW % TX == 0 || cvec < VECS_PER_ROW;
+  const u32 col = cvec * VEC;
+  const u32 begin = blockIdx.x * rows_per_tile;
+  const u32 end = min(rows, begin + rows_per_tile);
+${parts.reduces ? '  float acc[VEC] = {};\n' : ''}  if (active) {
+${indent(parts.setup, 4)}
+    for (u32 r0 = begin + threadIdx.y; r0 < end; r0 += TY * ROW_UNROLL) {
+${indent(parts.declarations, 6)}
+      #pragma unroll
+      for (int u = 0; u < ROW_UNROLL; u++) {
+        const u32 row = r0 + u * TY;
+        if (row >= end) break;
+        [[maybe_unused]] const size_t i = (size_t)row * H + col;
+${indent(parts.load, 8)}
+      }
+      #pragma unroll
+      for (int u = 0; u < ROW_UNROLL; u++) {
+        const u32 row = r0 + u * TY;
+        if (row >= end) break;
+        [[maybe_unused]] const size_t i = (size_t)row * H + col;
+${indent(parts.compute, 8)}
+      }
+    }
+  }${parts.reduces ? '\n  write_column_partials(acc, partials);' : ''}
+}
+`;
+  return { name: parts.name, source };
+}
+
+function indent(code: string, spaces: number): string {
+  const pad = ' '.repeat(spaces);
+  return code.trim().split('\n').map((line) => (line.trim() ? pad + line.trim() : '')).join('\n');
+}
+
+/** Launches a row-tile kernel: `args` are its own parameters; the skeleton's follow. */
+function launchRowTiles(host: KernelHost, key: string, build: () => KernelSource, tiling: RowTiling, rows: number, args: readonly KernelArg[], partials?: bigint): void {
+  if (tiling.rowTiles === 0) return;
+  const tail = [arg.u32(rows), arg.u32(tiling.rowsPerTile), ...(partials === undefined ? [] : [arg.ptr(partials)])];
+  host.kernel(key, build).launch({ grid: tiling.grid, block: tiling.block }, [...args, ...tail]);
+}
+
+// ==== column sums: partials → dBias ============================================================================
+
+export interface ColumnSumFinalizeSpec {
+  /** The output's dtype (dBias). */
+  readonly dtype: FloatDType;
+  /** out += Σ instead of out = Σ. */
+  readonly accumulate: boolean;
+}
+
+export function columnSumFinalizeKey(s: ColumnSumFinalizeSpec): string {
+  return `column_sum_finalize.${s.dtype}${s.accumulate ? '.acc' : ''}`;
+}
+
+const FINALIZE_LANES_X = 32;
+const FINALIZE_LANES_Y = 16;
+
+export function columnSumFinalizeSource(spec: ColumnSumFinalizeSpec): KernelSource {
+  const name = kernelIdentifier(columnSumFinalizeKey(spec));
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ LANES_X: FINALIZE_LANES_X, LANES_Y: FINALIZE_LANES_Y, ACCUMULATE: spec.accumulate })}
+
+// Block (LANES_X, LANES_Y) finishes LANES_X columns: lane (x, y) adds partial rows y, y + LANES_Y, ...
+// of column blockIdx.x·LANES_X + x (a warp reads 128 contiguous bytes), then lane (x, 0) adds the
+// LANES_Y results in order. The order is fixed: the same partials give the same bits. tiles = 0
+// writes zeros (a sum over no rows).
+extern "C" __global__ void __launch_bounds__(LANES_X * LANES_Y) ${name}(
+    const float* __restrict__ partials, u32 tiles, u32 hidden, T* out) {
+  __shared__ float lanes[LANES_Y][LANES_X + 1];
+  const u32 col = blockIdx.x * LANES_X + threadIdx.x;
+  float sum = 0.f;
+  if (col < hidden) {
+    #pragma unroll 4
+    for (u32 t = threadIdx.y; t < tiles; t += LANES_Y) sum += partials[(size_t)t * hidden + col];
+  }
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= hidden) return;
+  float total = 0.f;
+  #pragma unroll
+  for (int y = 0; y < LANES_Y; y++) total += lanes[y][threadIdx.x];
+  if (ACCUMULATE) total += to_float(out[col]);
+  out[col] = from_float<T>(total);
+}
+`;
+  return { name, source };
+}
+
+/** Adds `tiles` f32 partial rows of length `hidden` into `out` (its dtype), or overwrites it. */
+function launchColumnSumFinalize(host: KernelHost, partials: bigint, tiles: number, hidden: number, out: Tensor, outPtr: bigint, accumulate: boolean): void {
+  if (hidden === 0) return;
+  const spec: ColumnSumFinalizeSpec = { dtype: out.dtype as FloatDType, accumulate };
+  host.kernel(columnSumFinalizeKey(spec), () => columnSumFinalizeSource(spec)).launch(
+    { grid: Math.ceil(hidden / FINALIZE_LANES_X), block: [FINALIZE_LANES_X, FINALIZE_LANES_Y] },
+    [arg.ptr(partials), arg.u32(tiles), arg.u32(hidden), arg.ptr(outPtr)],
+  );
+}
+
+/** Scratch for the partial rows of a reducing launch (at least one float, so the pointer is real). */
+function partialsScratch(host: KernelHost, tiling: RowTiling, hidden: number): bigint {
+  return host.scratch(Math.max(1, tiling.rowTiles * hidden) * 4);
+}
+
+// ==== bias + dropout + residual ==================================================================================
+
+export interface BiasDropoutResidualSpec {
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly vec: number;
+  /** p > 0: draw the mask; p = 0 compiles to a copy-with-bias that writes an all-ones mask. */
+  readonly hasDropout: boolean;
+}
+
+export function biasDropoutResidualKey(s: BiasDropoutResidualSpec): string {
+  return `bias_dropout_residual.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}`;
+}
+
+// Per-column bias in registers, converted once.
+const LOAD_BIAS = 'float bias_f[VEC];\nload_floats<T, VEC>(bias + col, bias_f, VEC);';
+
+/** `keep[VEC]` for element i, or nothing when the spec has no dropout. */
+function drawKeep(hasDropout: boolean): string {
+  return hasDropout ? 'bool keep[VEC];\ndropout_keep_vec<VEC>(seed, offset, i, threshold, keep);' : '';
+}
+function storeMask(hasDropout: boolean): string {
+  return hasDropout ? 'store_mask<VEC>(mask + i, keep);' : 'store_mask_all_kept<VEC>(mask + i);';
+}
+/** The dropped-or-scaled value of `v` (an f32 expression) for column k. */
+function applyDropout(hasDropout: boolean, v: string): string {
+  return hasDropout ? `(keep[k] ? (${v}) * keep_scale : 0.f)` : v;
+}
+
+const DROPOUT_PARAMS = 'u64 seed, u64 offset, u32 threshold, float keep_scale';
+
+export function biasDropoutResidualSource(spec: BiasDropoutResidualSpec): KernelSource {
+  return rowTileSource(spec, {
+    name: kernelIdentifier(biasDropoutResidualKey(spec)),
+    params: `const T* input, const T* bias, const T* residual, T* out, unsigned char* mask, ${DROPOUT_PARAMS}`,
+    setup: LOAD_BIAS,
+    declarations: 'Vec<T, VEC> x[ROW_UNROLL], res[ROW_UNROLL];',
+    load: 'x[u] = load_vec<T, VEC>(input + i);\nres[u] = load_vec<T, VEC>(residual + i);',
+    compute: `${drawKeep(spec.hasDropout)}
+Vec<T, VEC> y;
+#pragma unroll
+for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>(${applyDropout(spec.hasDropout, 'to_float(x[u].v[k]) + bias_f[k]')} + to_float(res[u].v[k]));
+store_vec<T, VEC>(out + i, y);
+${storeMask(spec.hasDropout)}`,
+    reduces: false,
+  });
+}
+
+export function biasDropoutResidual(host: KernelHost, args: BiasDropoutResidualArgs): void {
+  const c = new OpCheck('biasDropoutResidual', 'cuda');
+  const input = c.tensor('input', args.input);
+  const bias = c.tensor('bias', args.bias);
+  const residual = c.tensor('residual', args.residual);
+  const out = c.tensor('out', args.out);
+  const mask = c.tensor('mask', args.mask);
+  c.float('input', input);
+  c.sameDType(['input', 'bias', 'residual', 'out'], [input, bias, residual, out]);
+  c.dtype('mask', mask, ['u8']);
+  c.rows('input', input, 'rows', 'H');
+  c.shape('bias', bias, ['H']);
+  c.rows('residual', residual, 'rows', 'H');
+  c.rows('out', out, 'rows', 'H');
+  c.rows('mask', mask, 'rows', 'H');
+  checkDropout(c, args);
+  const dtype = input.dtype as FloatDType;
+  const hidden = c.size('H'), rows = c.size('rows');
+  const s = byteSize(dtype);
+  const ptrs = {
+    input: devicePtr(c, 'input', input), bias: devicePtr(c, 'bias', bias), residual: devicePtr(c, 'residual', residual),
+    out: devicePtr(c, 'out', out), mask: devicePtr(c, 'mask', mask),
+  };
+  if (hidden === 0) return;
+  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+    { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s }, { ptr: ptrs.residual, elementBytes: s },
+    { ptr: ptrs.out, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 },
+  ]);
+  const spec: BiasDropoutResidualSpec = { dtype, hidden, vec, hasDropout: args.p > 0 };
+  const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount);
+  launchRowTiles(host, biasDropoutResidualKey(spec), () => biasDropoutResidualSource(spec), tiling, rows, [
+    arg.ptr(ptrs.input), arg.ptr(ptrs.bias), arg.ptr(ptrs.residual), arg.ptr(ptrs.out), arg.ptr(ptrs.mask), ...dropoutArgs(args),
+  ]);
+}
+
+// ==== dropout backward (shared by bias + dropout + residual) ======================================================
+
+export interface BiasDropoutResidualBackwardSpec {
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly vec: number;
+  /** Also sum dInput over rows into partials (dBias). */
+  readonly hasDBias: boolean;
+}
+
+export function biasDropoutResidualBackwardKey(s: BiasDropoutResidualBackwardSpec): string {
+  return `bias_dropout_residual_backward.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDBias ? '.dbias' : ''}`;
+}
+
+/** `acc[k] += d;` when the kernel reduces dBias. */
+function accumulate(reduces: boolean, value: string): string {
+  return reduces ? ` acc[k] += ${value};` : '';
+}
+
+export function biasDropoutResidualBackwardSource(spec: BiasDropoutResidualBackwardSpec): KernelSource {
+  return rowTileSource(spec, {
+    name: kernelIdentifier(biasDropoutResidualBackwardKey(spec)),
+    params: 'const T* d_out, const unsigned char* mask, T* d_input, float keep_scale',
+    setup: '',
+    declarations: 'Vec<T, VEC> g[ROW_UNROLL];\nVec<unsigned char, VEC> m[ROW_UNROLL];',
+    load: 'g[u] = load_vec<T, VEC>(d_out + i);\nm[u] = load_vec<unsigned char, VEC>(mask + i);',
+    compute: `Vec<T, VEC> y;
+#pragma unroll
+for (int k = 0; k < VEC; k++) {
+  const float d = m[u].v[k] ? to_float(g[u].v[k]) * keep_scale : 0.f;
+  y.v[k] = from_float<T>(d);${accumulate(spec.hasDBias, 'd')}
+}
+store_vec<T, VEC>(d_input + i, y);`,
+    reduces: spec.hasDBias,
+  });
+}
+
+export function biasDropoutResidualBackward(host: KernelHost, args: BiasDropoutResidualBackwardArgs): void {
+  const c = new OpCheck('biasDropoutResidualBackward', 'cuda');
+  const dOut = c.tensor('dOut', args.dOut);
+  const mask = c.tensor('mask', args.mask);
+  const dInput = c.tensor('dInput', args.dInput);
+  const dBias = args.dBias === undefined ? undefined : c.tensor('dBias', args.dBias);
+  c.float('dOut', dOut);
+  c.sameDType(['dOut', 'dInput', ...(dBias ? ['dBias'] : [])], [dOut, dInput, ...(dBias ? [dBias] : [])]);
+  c.dtype('mask', mask, ['u8']);
+  c.rows('dOut', dOut, 'rows', 'H');
+  c.rows('mask', mask, 'rows', 'H');
+  c.rows('dInput', dInput, 'rows', 'H');
+  if (dBias) c.shape('dBias', dBias, ['H']);
+  c.probability('p', args.p);
+  const dtype = dOut.dtype as FloatDType;
+  const hidden = c.size('H'), rows = c.size('rows');
+  const s = byteSize(dtype);
+  const ptrs = { dOut: devicePtr(c, 'dOut', dOut), mask: devicePtr(c, 'mask', mask), dInput: devicePtr(c, 'dInput', dInput) };
+  const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
+  if (hidden === 0) return;
+  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+    { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dInput, elementBytes: s },
+  ]);
+  const spec: BiasDropoutResidualBackwardSpec = { dtype, hidden, vec, hasDBias: dBias !== undefined };
+  const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
+  const partials = spec.hasDBias ? partialsScratch(host, tiling, hidden) : undefined;
+  launchRowTiles(host, biasDropoutResidualBackwardKey(spec), () => biasDropoutResidualBackwardSource(spec), tiling, rows, [
+    arg.ptr(ptrs.dOut), arg.ptr(ptrs.mask), arg.ptr(ptrs.dInput), arg.f32(1 / (1 - args.p)),
+  ], partials);
+  if (dBias && dBiasPtr !== undefined && partials !== undefined) launchColumnSumFinalize(host, partials, tiling.rowTiles, hidden, dBias, dBiasPtr, false);
+}
+
+// ==== bias + activation + dropout ================================================================================
+
+export const ACTIVATIONS: readonly Activation[] = ['relu', 'gelu', 'gelu_tanh'];
+
+/** device-lib.ts names of each activation and its derivative. */
+const ACTIVATION_FUNCTIONS: Record<Activation, { readonly fn: string; readonly grad: string }> = {
+  relu: { fn: 'relu_f', grad: 'relu_grad' },
+  gelu: { fn: 'gelu_erf', grad: 'gelu_erf_grad' },
+  gelu_tanh: { fn: 'gelu_tanh', grad: 'gelu_tanh_grad' },
+};
+
+function checkActivation(check: OpCheck, activation: string): Activation {
+  if (!(ACTIVATIONS as readonly string[]).includes(activation)) check.fail(`'activation' must be one of ${ACTIVATIONS.join(', ')}, got '${activation}'`);
+  return activation as Activation;
+}
+
+export interface BiasActivationDropoutSpec {
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly vec: number;
+  readonly activation: Activation;
+  readonly hasDropout: boolean;
+}
+
+export function biasActivationDropoutKey(s: BiasActivationDropoutSpec): string {
+  return `bias_activation_dropout.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}`;
+}
+
+export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): KernelSource {
+  const act = ACTIVATION_FUNCTIONS[spec.activation].fn;
+  return rowTileSource(spec, {
+    name: kernelIdentifier(biasActivationDropoutKey(spec)),
+    params: `const T* input, const T* bias, T* out, unsigned char* mask, ${DROPOUT_PARAMS}`,
+    setup: LOAD_BIAS,
+    declarations: 'Vec<T, VEC> x[ROW_UNROLL];',
+    load: 'x[u] = load_vec<T, VEC>(input + i);',
+    compute: `${drawKeep(spec.hasDropout)}
+Vec<T, VEC> y;
+#pragma unroll
+for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>(${applyDropout(spec.hasDropout, `${act}(to_float(x[u].v[k]) + bias_f[k])`)});
+store_vec<T, VEC>(out + i, y);
+${storeMask(spec.hasDropout)}`,
+    reduces: false,
+  });
+}
+
+export function biasActivationDropout(host: KernelHost, args: BiasActivationDropoutArgs): void {
+  const c = new OpCheck('biasActivationDropout', 'cuda');
+  const input = c.tensor('input', args.input);
+  const bias = c.tensor('bias', args.bias);
+  const out = c.tensor('out', args.out);
+  const mask = c.tensor('mask', args.mask);
+  c.float('input', input);
+  c.sameDType(['input', 'bias', 'out'], [input, bias, out]);
+  c.dtype('mask', mask, ['u8']);
+  c.rows('input', input, 'rows', 'H');
+  c.shape('bias', bias, ['H']);
+  c.rows('out', out, 'rows', 'H');
+  c.rows('mask', mask, 'rows', 'H');
+  const activation = checkActivation(c, args.activation);
+  checkDropout(c, args);
+  const dtype = input.dtype as FloatDType;
+  const hidden = c.size('H'), rows = c.size('rows');
+  const s = byteSize(dtype);
+  const ptrs = { input: devicePtr(c, 'input', input), bias: devicePtr(c, 'bias', bias), out: devicePtr(c, 'out', out), mask: devicePtr(c, 'mask', mask) };
+  if (hidden === 0) return;
+  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+    { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s }, { ptr: ptrs.out, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 },
+  ]);
+  const spec: BiasActivationDropoutSpec = { dtype, hidden, vec, activation, hasDropout: args.p > 0 };
+  const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount);
+  launchRowTiles(host, biasActivationDropoutKey(spec), () => biasActivationDropoutSource(spec), tiling, rows, [
+    arg.ptr(ptrs.input), arg.ptr(ptrs.bias), arg.ptr(ptrs.out), arg.ptr(ptrs.mask), ...dropoutArgs(args),
+  ]);
+}
+
+export interface BiasActivationDropoutBackwardSpec {
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly vec: number;
+  readonly activation: Activation;
+  readonly hasDBias: boolean;
+}
+
+export function biasActivationDropoutBackwardKey(s: BiasActivationDropoutBackwardSpec): string {
+  return `bias_activation_dropout_backward.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDBias ? '.dbias' : ''}`;
+}
+
+export function biasActivationDropoutBackwardSource(spec: BiasActivationDropoutBackwardSpec): KernelSource {
+  const grad = ACTIVATION_FUNCTIONS[spec.activation].grad;
+  return rowTileSource(spec, {
+    name: kernelIdentifier(biasActivationDropoutBackwardKey(spec)),
+    params: 'const T* d_out, const T* input, const T* bias, const unsigned char* mask, T* d_input, float keep_scale',
+    setup: LOAD_BIAS,
+    declarations: 'Vec<T, VEC> g[ROW_UNROLL], x[ROW_UNROLL];\nVec<unsigned char, VEC> m[ROW_UNROLL];',
+    load: 'g[u] = load_vec<T, VEC>(d_out + i);\nx[u] = load_vec<T, VEC>(input + i);\nm[u] = load_vec<unsigned char, VEC>(mask + i);',
+    compute: `Vec<T, VEC> y;
+#pragma unroll
+for (int k = 0; k < VEC; k++) {
+  const float d = m[u].v[k] ? to_float(g[u].v[k]) * keep_scale * ${grad}(to_float(x[u].v[k]) + bias_f[k]) : 0.f;
+  y.v[k] = from_float<T>(d);${accumulate(spec.hasDBias, 'd')}
+}
+store_vec<T, VEC>(d_input + i, y);`,
+    reduces: spec.hasDBias,
+  });
+}
+
+export function biasActivationDropoutBackward(host: KernelHost, args: BiasActivationDropoutBackwardArgs): void {
+  const c = new OpCheck('biasActivationDropoutBackward', 'cuda');
+  const dOut = c.tensor('dOut', args.dOut);
+  const input = c.tensor('input', args.input);
+  const bias = c.tensor('bias', args.bias);
+  const mask = c.tensor('mask', args.mask);
+  const dInput = c.tensor('dInput', args.dInput);
+  const dBias = args.dBias === undefined ? undefined : c.tensor('dBias', args.dBias);
+  c.float('dOut', dOut);
+  c.sameDType(['dOut', 'input', 'bias', 'dInput', ...(dBias ? ['dBias'] : [])], [dOut, input, bias, dInput, ...(dBias ? [dBias] : [])]);
+  c.dtype('mask', mask, ['u8']);
+  c.rows('dOut', dOut, 'rows', 'H');
+  c.rows('input', input, 'rows', 'H');
+  c.shape('bias', bias, ['H']);
+  c.rows('mask', mask, 'rows', 'H');
+  c.rows('dInput', dInput, 'rows', 'H');
+  if (dBias) c.shape('dBias', dBias, ['H']);
+  const activation = checkActivation(c, args.activation);
+  c.probability('p', args.p);
+  const dtype = dOut.dtype as FloatDType;
+  const hidden = c.size('H'), rows = c.size('rows');
+  const s = byteSize(dtype);
+  const ptrs = {
+    dOut: devicePtr(c, 'dOut', dOut), input: devicePtr(c, 'input', input), bias: devicePtr(c, 'bias', bias),
+    mask: devicePtr(c, 'mask', mask), dInput: devicePtr(c, 'dInput', dInput),
+  };
+  const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
+  if (hidden === 0) return;
+  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+    { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s },
+    { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dInput, elementBytes: s },
+  ]);
+  const spec: BiasActivationDropoutBackwardSpec = { dtype, hidden, vec, activation, hasDBias: dBias !== undefined };
+  const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
+  const partials = spec.hasDBias ? partialsScratch(host, tiling, hidden) : undefined;
+  launchRowTiles(host, biasActivationDropoutBackwardKey(spec), () => biasActivationDropoutBackwardSource(spec), tiling, rows, [
+    arg.ptr(ptrs.dOut), arg.ptr(ptrs.input), arg.ptr(ptrs.bias), arg.ptr(ptrs.mask), arg.ptr(ptrs.dInput), arg.f32(1 / (1 - args.p)),
+  ], partials);
+  if (dBias && dBiasPtr !== undefined && partials !== undefined) launchColumnSumFinalize(host, partials, tiling.rowTiles, hidden, dBias, dBiasPtr, false);
+}
+
+// ==== bias + QKV head split ========================================================================================
+// Rows are the B·L tokens, columns the 3·heads·d fused features; column col = part·heads·d + h·d + j
+// (part 0, 1, 2 = q, k, v) of token (b, l) is element ((b·heads + h)·L + l)·d + j of that part. A
+// vector never straddles heads (VEC divides d), so each is one contiguous 16-byte store; a warp's 32
+// vectors land in 32·VEC/d runs of d contiguous elements.
+
+export interface BiasQkvSplitSpec {
+  readonly dtype: FloatDType;
+  readonly heads: number;
+  readonly headDim: number;
+  readonly vec: number;
+}
+
+export interface BiasQkvSplitBackwardSpec extends BiasQkvSplitSpec {
+  readonly hasDBias: boolean;
+}
+
+export function biasQkvSplitKey(s: BiasQkvSplitSpec): string {
+  return `bias_qkv_split.${s.dtype}.n${s.heads}.d${s.headDim}.v${s.vec}`;
+}
+
+export function biasQkvSplitBackwardKey(s: BiasQkvSplitBackwardSpec): string {
+  return `bias_qkv_split_backward.${s.dtype}.n${s.heads}.d${s.headDim}.v${s.vec}${s.hasDBias ? '.dbias' : ''}`;
+}
+
+// This thread's column: which of q/k/v, which head, which element of the head.
+const QKV_COLUMN = String.raw`const u32 part = col / (HEADS * HEAD_DIM);
+const u32 head = (col / HEAD_DIM) % HEADS;
+const u32 j = col % HEAD_DIM;
+const float part_scale = part == 0 ? q_scale : 1.f;`;
+// Offset in q/k/v of this thread's vector for token `row` = b·L + l.
+const QKV_SPLIT_OFFSET = String.raw`const u32 batch = row / seq_len, l = row - batch * seq_len;
+const size_t o = (((size_t)batch * HEADS + head) * seq_len + l) * HEAD_DIM + j;`;
+
+function qkvConstants(spec: BiasQkvSplitSpec): RowTileConstants {
+  return { dtype: spec.dtype, hidden: 3 * spec.heads * spec.headDim, vec: spec.vec, extra: { HEADS: spec.heads, HEAD_DIM: spec.headDim } };
+}
+
+export function biasQkvSplitSource(spec: BiasQkvSplitSpec): KernelSource {
+  return rowTileSource(qkvConstants(spec), {
+    name: kernelIdentifier(biasQkvSplitKey(spec)),
+    params: 'const T* qkv, const T* bias, T* q_out, T* k_out, T* v_out, u32 seq_len, float q_scale',
+    setup: `${LOAD_BIAS}\n${QKV_COLUMN}\nT* dst = part == 0 ? q_out : part == 1 ? k_out : v_out;`,
+    declarations: 'Vec<T, VEC> x[ROW_UNROLL];',
+    load: 'x[u] = load_vec<T, VEC>(qkv + i);',
+    compute: `${QKV_SPLIT_OFFSET}
+Vec<T, VEC> y;
+#pragma unroll
+for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>((to_float(x[u].v[k]) + bias_f[k]) * part_scale);
+store_vec<T, VEC>(dst + o, y);`,
+    reduces: false,
+  });
+}
+
+export function biasQkvSplitBackwardSource(spec: BiasQkvSplitBackwardSpec): KernelSource {
+  return rowTileSource(qkvConstants(spec), {
+    name: kernelIdentifier(biasQkvSplitBackwardKey(spec)),
+    params: 'const T* dq, const T* dk, const T* dv, T* d_qkv, u32 seq_len, float q_scale',
+    setup: `${QKV_COLUMN}\nconst T* src = part == 0 ? dq : part == 1 ? dk : dv;`,
+    declarations: 'Vec<T, VEC> g[ROW_UNROLL];',
+    load: `${QKV_SPLIT_OFFSET}\ng[u] = load_vec<T, VEC>(src + o);`,
+    compute: `Vec<T, VEC> y;
+#pragma unroll
+for (int k = 0; k < VEC; k++) {
+  const float d = to_float(g[u].v[k]) * part_scale;
+  y.v[k] = from_float<T>(d);${accumulate(spec.hasDBias, 'd')}
+}
+store_vec<T, VEC>(d_qkv + i, y);`,
+    reduces: spec.hasDBias,
+  });
+}
+
+interface QkvLayout { batch: number; seqLen: number; heads: number; headDim: number }
+
+/** Checks fused [B, L, 3·heads·d] and the three [B, heads, L, d] tensors (the CPU backend's words). */
+function checkQkvShapes(c: OpCheck, fusedName: string, fused: Tensor, heads: number, splitNames: readonly string[], split: readonly Tensor[]): QkvLayout {
+  c.integer('heads', heads, 1);
+  c.shape(fusedName, fused, ['B', 'L', '3·heads·d']);
+  const width = c.size('3·heads·d');
+  if (width % (3 * heads) !== 0) c.fail(`'${fusedName}' has last dimension ${width}, which is not 3·heads·d for heads = ${heads}`);
+  const headDim = width / (3 * heads);
+  split.forEach((t, i) => c.shape(splitNames[i]!, t, ['B', heads, 'L', headDim]));
+  return { batch: c.size('B'), seqLen: c.size('L'), heads, headDim };
+}
+
+export function biasQkvSplit(host: KernelHost, args: BiasQkvSplitArgs): void {
+  const c = new OpCheck('biasQkvSplit', 'cuda');
+  const qkv = c.tensor('qkv', args.qkv);
+  const bias = c.tensor('bias', args.bias);
+  const q = c.tensor('q', args.q);
+  const k = c.tensor('k', args.k);
+  const v = c.tensor('v', args.v);
+  c.float('qkv', qkv);
+  c.sameDType(['qkv', 'bias', 'q', 'k', 'v'], [qkv, bias, q, k, v]);
+  const layout = checkQkvShapes(c, 'qkv', qkv, args.heads, ['q', 'k', 'v'], [q, k, v]);
+  c.shape('bias', bias, ['3·heads·d']);
+  const qScale = args.qScale ?? 1;
+  c.finite('qScale', qScale);
+  const dtype = qkv.dtype as FloatDType;
+  const ptrs = [qkv, bias, q, k, v].map((t, i) => devicePtr(c, ['qkv', 'bias', 'q', 'k', 'v'][i]!, t));
+  const [qkvPtr, biasPtr, qPtr, kPtr, vPtr] = ptrs as [bigint, bigint, bigint, bigint, bigint];
+  if (layout.headDim === 0) return;
+  const vec = pickVectorWidth(maxVectorElements(dtype), layout.headDim, ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })));
+  const spec: BiasQkvSplitSpec = { dtype, heads: layout.heads, headDim: layout.headDim, vec };
+  const rows = layout.batch * layout.seqLen;
+  const tiling = planRowTiles(c, rows, (3 * layout.heads * layout.headDim) / vec, false, host.multiProcessorCount);
+  launchRowTiles(host, biasQkvSplitKey(spec), () => biasQkvSplitSource(spec), tiling, rows, [
+    arg.ptr(qkvPtr), arg.ptr(biasPtr), arg.ptr(qPtr), arg.ptr(kPtr), arg.ptr(vPtr), arg.u32(layout.seqLen), arg.f32(qScale),
+  ]);
+}
+
+export function biasQkvSplitBackward(host: KernelHost, args: BiasQkvSplitBackwardArgs): void {
+  const c = new OpCheck('biasQkvSplitBackward', 'cuda');
+  const dq = c.tensor('dq', args.dq);
+  const dk = c.tensor('dk', args.dk);
+  const dv = c.tensor('dv', args.dv);
+  const dQkv = c.tensor('dQkv', args.dQkv);
+  const dBias = args.dBias === undefined ? undefined : c.tensor('dBias', args.dBias);
+  c.float('dq', dq);
+  c.sameDType(['dq', 'dk', 'dv', 'dQkv', ...(dBias ? ['dBias'] : [])], [dq, dk, dv, dQkv, ...(dBias ? [dBias] : [])]);
+  const layout = checkQkvShapes(c, 'dQkv', dQkv, args.heads, ['dq', 'dk', 'dv'], [dq, dk, dv]);
+  if (dBias) c.shape('dBias', dBias, ['3·heads·d']);
+  const qScale = args.qScale ?? 1;
+  c.finite('qScale', qScale);
+  const dtype = dq.dtype as FloatDType;
+  const ptrs = [dq, dk, dv, dQkv].map((t, i) => devicePtr(c, ['dq', 'dk', 'dv', 'dQkv'][i]!, t));
+  const [dqPtr, dkPtr, dvPtr, dQkvPtr] = ptrs as [bigint, bigint, bigint, bigint];
+  const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
+  if (layout.headDim === 0) return;
+  const hidden = 3 * layout.heads * layout.headDim;
+  const vec = pickVectorWidth(maxVectorElements(dtype), layout.headDim, ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })));
+  const spec: BiasQkvSplitBackwardSpec = { dtype, heads: layout.heads, headDim: layout.headDim, vec, hasDBias: dBias !== undefined };
+  const rows = layout.batch * layout.seqLen;
+  const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
+  const partials = spec.hasDBias ? partialsScratch(host, tiling, hidden) : undefined;
+  launchRowTiles(host, biasQkvSplitBackwardKey(spec), () => biasQkvSplitBackwardSource(spec), tiling, rows, [
+    arg.ptr(dqPtr), arg.ptr(dkPtr), arg.ptr(dvPtr), arg.ptr(dQkvPtr), arg.u32(layout.seqLen), arg.f32(qScale),
+  ], partials);
+  if (dBias && dBiasPtr !== undefined && partials !== undefined) launchColumnSumFinalize(host, partials, tiling.rowTiles, hidden, dBias, dBiasPtr, false);
+}
+
+// ==== column sum ===================================================================================================
+
+/** out[h] = Σ_rows input[r, h] (or += with accumulate); input [..., H] and out [H] may differ in float dtype. */
+export interface ColumnSumArgs {
+  input: Tensor;
+  out: Tensor;
+  accumulate?: boolean;
+}
+
+export interface ColumnSumSpec {
+  /** The input's dtype (the output's is the finalize kernel's). */
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly vec: number;
+}
+
+export function columnSumKey(s: ColumnSumSpec): string {
+  return `column_sum.${s.dtype}.h${s.hidden}.v${s.vec}`;
+}
+
+export function columnSumSource(spec: ColumnSumSpec): KernelSource {
+  return rowTileSource(spec, {
+    name: kernelIdentifier(columnSumKey(spec)),
+    params: 'const T* input',
+    setup: '',
+    declarations: 'Vec<T, VEC> x[ROW_UNROLL];',
+    load: 'x[u] = load_vec<T, VEC>(input + i);',
+    compute: '#pragma unroll\nfor (int k = 0; k < VEC; k++) acc[k] += to_float(x[u].v[k]);',
+    reduces: true,
+  });
+}
+
+export function columnSum(host: KernelHost, args: ColumnSumArgs): void {
+  const c = new OpCheck('columnSum', 'cuda');
+  const input = c.tensor('input', args.input);
+  const out = c.tensor('out', args.out);
+  c.float('input', input);
+  c.float('out', out);
+  c.rows('input', input, 'rows', 'H');
+  c.shape('out', out, ['H']);
+  const dtype = input.dtype as FloatDType;
+  const hidden = c.size('H'), rows = c.size('rows');
+  const inputPtr = devicePtr(c, 'input', input), outPtr = devicePtr(c, 'out', out);
+  if (hidden === 0) return;
+  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [{ ptr: inputPtr, elementBytes: byteSize(dtype) }]);
+  const spec: ColumnSumSpec = { dtype, hidden, vec };
+  const tiling = planRowTiles(c, rows, hidden / vec, true, host.multiProcessorCount);
+  const partials = partialsScratch(host, tiling, hidden);
+  launchRowTiles(host, columnSumKey(spec), () => columnSumSource(spec), tiling, rows, [arg.ptr(inputPtr)], partials);
+  launchColumnSumFinalize(host, partials, tiling.rowTiles, hidden, out, outPtr, args.accumulate ?? false);
+}
+
+// ==== flat kernels: fill and copy ====================================================================================
+// A grid-stride loop over numel/VEC vectors (two vectors per thread per iteration, both loaded before
+// either is stored), 64-bit indices (a whole parameter workspace can pass 2^31 elements), and a
+// scalar tail of numel mod VEC elements taken by the first threads. One wave of resident blocks.
+
+const FLAT_BLOCK_THREADS = 256;
+const FLAT_BLOCKS_PER_SM = THREADS_PER_SM / FLAT_BLOCK_THREADS;
+
+/** Blocks for a grid-stride loop over `vectors` (at least one, so the scalar tail always runs). */
+export function flatGridSize(vectors: number, multiProcessorCount: number, blocksPerSm = FLAT_BLOCKS_PER_SM): number {
+  return Math.max(1, Math.min(Math.ceil(vectors / FLAT_BLOCK_THREADS), multiProcessorCount * blocksPerSm));
+}
+
+/** Storage-only element types for fill: the bit pattern is what matters. */
+const STORAGE_TYPES: Record<number, string> = { 1: 'unsigned char', 2: 'unsigned short', 4: 'u32' };
+
+export interface FillSpec {
+  readonly elementBytes: 1 | 2 | 4;
+  readonly vec: number;
+}
+
+export function fillKey(s: FillSpec): string {
+  return `fill.b${s.elementBytes}.v${s.vec}`;
+}
+
+export function fillSource(spec: FillSpec): KernelSource {
+  const name = kernelIdentifier(fillKey(spec));
+  const source = String.raw`${DEVICE_LIB}
+typedef ${STORAGE_TYPES[spec.elementBytes]} E;
+${constants({ VEC: spec.vec, BLOCK: FLAT_BLOCK_THREADS })}
+
+// bits: the value's bit pattern in the tensor's dtype (converted and rounded on the host).
+extern "C" __global__ void __launch_bounds__(BLOCK) ${name}(E* out, u64 n, u32 bits) {
+  const E value = (E)bits;
+  Vec<E, VEC> x;
+  #pragma unroll
+  for (int k = 0; k < VEC; k++) x.v[k] = value;
+  const u64 vectors = n / VEC;
+  const u64 first = (u64)blockIdx.x * BLOCK + threadIdx.x;
+  for (u64 v = first; v < vectors; v += (u64)gridDim.x * BLOCK) store_vec<E, VEC>(out + v * VEC, x);
+  const u64 tail = vectors * VEC + first;
+  if (tail < n) out[tail] = value;
+}
+`;
+  return { name, source };
+}
+
+const INTEGER_RANGES: Record<'i32' | 'i8' | 'u8', readonly [number, number]> = {
+  i32: [-(2 ** 31), 2 ** 31 - 1],
+  i8: [-128, 127],
+  u8: [0, 255],
+};
+
+/** The bit pattern `value` has in `dtype` (the CPU backend's checks for integer dtypes). */
+function fillBits(c: OpCheck, dtype: DType, value: number): number {
+  switch (dtype) {
+    case 'f32': return new Uint32Array(new Float32Array([value]).buffer)[0]!;
+    case 'f16': return f32ToF16Bits(value);
+    case 'bf16': return f32ToBf16Bits(value);
+    default: {
+      if (!Number.isInteger(value)) c.fail(`'value' = ${value} is not an integer, as ${dtype} requires`);
+      const [lo, hi] = INTEGER_RANGES[dtype];
+      if (value < lo || value > hi) c.fail(`'value' = ${value} does not fit in ${dtype} [${lo}, ${hi}]`);
+      return dtype === 'i32' ? value >>> 0 : value & 0xff;
+    }
+  }
+}
+
+/** Every element of `t` = value, rounded to its dtype (integer dtypes need an integer that fits). */
+export function fill(host: KernelHost, t: Tensor, value: number): void {
+  const c = new OpCheck('fill', 'cuda');
+  const dst = c.tensor('t', t);
+  if (typeof value !== 'number') c.fail(`'value' must be a number, got ${typeof value}`);
+  const bits = fillBits(c, dst.dtype, value);
+  const ptr = devicePtr(c, 't', dst);
+  if (dst.numel === 0) return;
+  const elementBytes = byteSize(dst.dtype) as 1 | 2 | 4;
+  const spec: FillSpec = { elementBytes, vec: pickVectorWidth(16 / elementBytes, 1, [{ ptr, elementBytes }]) };
+  host.kernel(fillKey(spec), () => fillSource(spec)).launch(
+    { grid: flatGridSize(Math.floor(dst.numel / spec.vec), host.multiProcessorCount), block: FLAT_BLOCK_THREADS },
+    [arg.ptr(ptr), arg.u64(BigInt(dst.numel)), arg.u32(bits)],
+  );
+}
+
+export interface CopySpec {
+  readonly from: DType;
+  readonly to: DType;
+  readonly vec: number;
+}
+
+export function copyKey(s: CopySpec): string {
+  return `copy.${s.from}.${s.to}.v${s.vec}`;
+}
+
+const INTEGER_LIMITS: Record<'i32' | 'i8' | 'u8', readonly [string, string]> = { i32: ['-2147483647 - 1', '2147483647'], i8: ['-128', '127'], u8: ['0', '255'] };
+
+/**
+ * The C expression converting `x` (of dtype `from`) to dtype `to`. Floats to integers truncate toward
+ * zero (as the CPU backend does) and saturate (NaN → 0) where the CPU would reject the value; integers
+ * to narrower integers saturate likewise.
+ */
+function conversion(from: DType, to: DType): string {
+  if (from === to) return 'x';
+  if (isFloat(to)) return isFloat(from) ? 'from_float<D>(to_float(x))' : 'from_float<D>((float)x)';
+  // cvt.rzi.s32.f32 truncates toward zero, saturates to the i32 range and maps NaN to 0.
+  const asInt = isFloat(from) ? '__float2int_rz(to_float(x))' : '(int)x';
+  if (to === 'i32') return asInt;
+  const [lo, hi] = INTEGER_LIMITS[to];
+  return `(D)min(max(${asInt}, ${lo}), ${hi})`;
+}
+
+export function copySource(spec: CopySpec): KernelSource {
+  const name = kernelIdentifier(copyKey(spec));
+  const source = String.raw`${DEVICE_LIB}
+typedef ${cudaType(spec.from)} S;
+typedef ${cudaType(spec.to)} D;
+${constants({ VEC: spec.vec, BLOCK: FLAT_BLOCK_THREADS })}
+
+__device__ __forceinline__ D convert(S x) { return ${conversion(spec.from, spec.to)}; }
+
+__device__ __forceinline__ Vec<D, VEC> convert_vec(const Vec<S, VEC>& a) {
+  Vec<D, VEC> b;
+  #pragma unroll
+  for (int k = 0; k < VEC; k++) b.v[k] = convert(a.v[k]);
+  return b;
+}
+
+// src and dst must not partially overlap (the same range, converting in place between equal sizes,
+// is fine: each element is read before the same thread writes it).
+extern "C" __global__ void __launch_bounds__(BLOCK) ${name}(const S* src, D* dst, u64 n) {
+  const u64 vectors = n / VEC;
+  const u64 first = (u64)blockIdx.x * BLOCK + threadIdx.x;
+  const u64 stride = (u64)gridDim.x * BLOCK;
+  for (u64 v = first; v < vectors; v += 2 * stride) {
+    const u64 w = v + stride;
+    const Vec<S, VEC> a = load_vec<S, VEC>(src + v * VEC);
+    Vec<S, VEC> b;
+    if (w < vectors) b = load_vec<S, VEC>(src + w * VEC);
+    store_vec<D, VEC>(dst + v * VEC, convert_vec(a));
+    if (w < vectors) store_vec<D, VEC>(dst + w * VEC, convert_vec(b));
+  }
+  const u64 tail = vectors * VEC + first;
+  if (tail < n) dst[tail] = convert(src[tail]);
+}
+`;
+  return { name, source };
+}
+
+/** dst = src converted to dst's dtype; same number of elements, any shapes. */
+export function copy(host: KernelHost, src: Tensor, dst: Tensor): void {
+  const c = new OpCheck('copy', 'cuda');
+  const from = c.tensor('src', src);
+  const to = c.tensor('dst', dst);
+  if (from.numel !== to.numel) {
+    throw new ShapeError(`copy: 'src' ${formatShape(from.shape)} has ${from.numel} elements but 'dst' ${formatShape(to.shape)} has ${to.numel}`);
+  }
+  const srcPtr = devicePtr(c, 'src', from), dstPtr = devicePtr(c, 'dst', to);
+  if (from.numel === 0) return;
+  const vec = pickVectorWidth(maxVectorElements(from.dtype, to.dtype), 1, [
+    { ptr: srcPtr, elementBytes: byteSize(from.dtype) }, { ptr: dstPtr, elementBytes: byteSize(to.dtype) },
+  ]);
+  const spec: CopySpec = { from: from.dtype, to: to.dtype, vec };
+  host.kernel(copyKey(spec), () => copySource(spec)).launch(
+    { grid: flatGridSize(Math.floor(from.numel / vec), host.multiProcessorCount), block: FLAT_BLOCK_THREADS },
+    [arg.ptr(srcPtr), arg.ptr(dstPtr), arg.u64(BigInt(from.numel))],
+  );
+}
+
+// ==== catalog ==========================================================================================================
+
+/** Every kernel of this file with representative specs: each dtype, activation, fusion and a narrow vector. */
+export function catalog(): KernelSource[] {
+  const out: KernelSource[] = [];
+  for (const dtype of FLOAT_DTYPES) {
+    const wide = maxVectorElements(dtype);
+    const hidden = 768;
+    for (const hasDropout of [true, false]) out.push(biasDropoutResidualSource({ dtype, hidden, vec: wide, hasDropout }));
+    for (const hasDBias of [true, false]) out.push(biasDropoutResidualBackwardSource({ dtype, hidden, vec: wide, hasDBias }));
+    for (const activation of ACTIVATIONS) {
+      out.push(biasActivationDropoutSource({ dtype, hidden: 3072, vec: wide, activation, hasDropout: true }));
+      out.push(biasActivationDropoutBackwardSource({ dtype, hidden: 3072, vec: wide, activation, hasDBias: true }));
+    }
+    out.push(biasActivationDropoutSource({ dtype, hidden, vec: wide, activation: 'gelu', hasDropout: false }));
+    out.push(biasActivationDropoutBackwardSource({ dtype, hidden, vec: wide, activation: 'relu', hasDBias: false }));
+    out.push(biasQkvSplitSource({ dtype, heads: 12, headDim: 64, vec: wide }));
+    for (const hasDBias of [true, false]) out.push(biasQkvSplitBackwardSource({ dtype, heads: 12, headDim: 64, vec: wide, hasDBias }));
+    out.push(columnSumSource({ dtype, hidden, vec: wide }));
+    for (const accumulate of [false, true]) out.push(columnSumFinalizeSource({ dtype, accumulate }));
+  }
+  // Narrow fallbacks: odd hidden sizes and views at odd offsets (scalar and 2-element vectors).
+  out.push(biasDropoutResidualSource({ dtype: 'f16', hidden: 769, vec: 1, hasDropout: true }));
+  out.push(biasDropoutResidualSource({ dtype: 'bf16', hidden: 770, vec: 2, hasDropout: true }));
+  out.push(biasActivationDropoutBackwardSource({ dtype: 'f32', hidden: 102, vec: 2, activation: 'gelu_tanh', hasDBias: true }));
+  out.push(biasQkvSplitSource({ dtype: 'f16', heads: 3, headDim: 10, vec: 2 }));
+  out.push(columnSumSource({ dtype: 'f32', hidden: 7, vec: 1 }));
+  for (const elementBytes of [1, 2, 4] as const) {
+    out.push(fillSource({ elementBytes, vec: 16 / elementBytes }));
+    out.push(fillSource({ elementBytes, vec: 1 }));
+  }
+  for (const from of DTYPES) {
+    for (const to of DTYPES) out.push(copySource({ from, to, vec: maxVectorElements(from, to) }));
+  }
+  out.push(copySource({ from: 'f32', to: 'f16', vec: 1 }));
+  return out;
+}

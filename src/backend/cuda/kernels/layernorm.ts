@@ -1,0 +1,567 @@
+// LayerNorm and RMSNorm, forward and backward, over the last dimension H of x [rows, H].
+//
+// Math (backend.ts has the contract):
+//   LayerNorm forward   mean = Σx/H, var = Σx²/H − mean², rstd = 1/sqrt(var + eps),
+//                       out = (x − mean)·rstd·gamma + beta; mean and rstd (f32 [rows]) are saved.
+//   RMSNorm forward     rstd = 1/sqrt(Σx²/H + eps), out = x·rstd·gamma; rstd saved.
+//   LayerNorm backward  x̂ = (x − mean)·rstd, g = dOut⊙gamma,
+//                       dX = rstd·(g − Σg/H − x̂·Σ(g⊙x̂)/H) (+ dResidual),
+//                       dGamma = Σ_rows dOut⊙x̂, dBeta = Σ_rows dOut (+= with accumulate).
+//   RMSNorm backward    x̂ = x·rstd, dX = rstd·(g − x̂·Σ(g⊙x̂)/H) (+ dResidual), dGamma = Σ_rows dOut⊙x̂.
+//
+// One pass over memory (LightSeq's rewrite): the forward reduces Σx and Σx² together (one
+// warp_sum2/block_sum2), the backward reduces Σg and Σg⊙x̂ together, and each row stays in registers
+// between its reduction and its output. To keep Σx² − (Σx)²/H from cancelling when |mean| ≫ std,
+// the forward sums d = x − x[0] (the row's first element) instead of x: same single reduction,
+// variance exact up to rounding of d.
+//
+// Thread mapping (row-kernels.ts): H/vec vectors per row, 16-byte vectors where H and the addresses
+// allow; one warp per row (4 rows per block in the forward) while a lane holds ≤ 32 elements
+// (H ≤ 1024), else a block per row with ≤ 16 elements per thread (H = 4096 f16: 256 threads × 2 vectors).
+//
+// dGamma/dBeta (column sums over rows) are deterministic: the backward runs a fixed grid of P
+// blocks, each walking a fixed set of rows and keeping per-column sums in registers; a block writes
+// one f32 partial row per column sum to scratch ([P][sums][H], the warps of a block combined in warp
+// order through shared memory), then `norm_column_sums` adds the P partials in a fixed order and
+// writes (or adds to) dGamma/dBeta in their dtype. P ≈ resident blocks, so the partials are small
+// and still in L2 when the second kernel reads them.
+//
+// Precision: f32 arithmetic, storage f32/f16/bf16; mean, rstd and partials f32.
+//
+// Bytes per element of x (s = sizeof(dtype)), for the roofline:
+//   forward:  read s (x), write s (out); per row + 8 (mean, rstd; RMSNorm + 4); gamma/beta ≈ 0 (cached).
+//   backward: read 2s (dOut, x) [+ s dResidual], write s (dX); per row read 8; plus partials
+//             P·sums·H·4 written and read once (about 1–4% of the traffic at BERT/GPT-2 sizes).
+
+import type { LayerNormBackwardArgs, LayerNormForwardArgs, RmsNormBackwardArgs, RmsNormForwardArgs } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { FLOAT_DTYPES } from '../../../dtype.js';
+import type { Tensor } from '../../../tensor.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import type { RowMapping } from './row-kernels.js';
+import { constants, devicePtr, kernelIdentifier, launchBoundsMacro, planRowMapping, ROW_MAPPING_DEVICE_CODE, rowVectorWidth } from './row-kernels.js';
+
+// ---- specs -------------------------------------------------------------------------------------------
+
+export type NormKind = 'layer' | 'rms';
+
+/** What a forward kernel is compiled for; rows are a launch argument. */
+export interface NormForwardSpec {
+  readonly norm: NormKind;
+  readonly dtype: FloatDType;
+  /** H, baked in: loop bounds, the 1/H factors and the register array sizes are constants. */
+  readonly hidden: number;
+  /** Elements per vector access (16 bytes when H and the tensors' addresses allow). */
+  readonly vec: number;
+  /** 32: one warp per row; a larger multiple of 32: one block per row. */
+  readonly threadsPerRow: number;
+  /** Rows (warps) per block with a warp per row; 1 with a block per row. */
+  readonly rowsPerBlock: number;
+}
+
+/** The backward's per-row kernel (dX and the column partials). */
+export interface NormBackwardSpec extends NormForwardSpec {
+  /** dX += dResidual in the same kernel (the residual branch's gradient joins here). */
+  readonly dResidual: boolean;
+}
+
+/** The kernel that adds the partials into dGamma (and dBeta for LayerNorm). */
+export interface NormColumnSumsSpec {
+  readonly norm: NormKind;
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  /** dGamma/dBeta += sums instead of = sums. */
+  readonly accumulate: boolean;
+}
+
+export function normForwardKey(s: NormForwardSpec): string {
+  return `norm_forward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}`;
+}
+
+export function normBackwardKey(s: NormBackwardSpec): string {
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.dResidual ? '.dres' : ''}`;
+}
+
+export function normColumnSumsKey(s: NormColumnSumsSpec): string {
+  return `norm_column_sums.${s.norm}.${s.dtype}.h${s.hidden}${s.accumulate ? '.acc' : ''}`;
+}
+
+/** Column sums each backward block produces: dGamma and dBeta for LayerNorm, dGamma for RMSNorm. */
+export function columnSumCount(norm: NormKind): number {
+  return norm === 'layer' ? 2 : 1;
+}
+
+export function vecsPerThread(s: NormForwardSpec): number {
+  return Math.ceil(s.hidden / s.vec / s.threadsPerRow);
+}
+
+// ---- planning ------------------------------------------------------------------------------------------
+
+/** A warp per row while a lane holds at most this many elements (H ≤ 1024). */
+const WARP_ROW_MAX_ELEMENTS = 32;
+/** With a block per row, threads hold at most this many elements (more threads per row above that)... */
+const BLOCK_ROW_MAX_ELEMENTS = 16;
+/** ...unless a 1024-thread block would still need more: then up to this many (H ≤ 65536). */
+const LARGEST_ROW_MAX_ELEMENTS = 64;
+/** Warps (rows) per block with a warp per row: 128-thread blocks, 16 resident per SM. */
+const FORWARD_WARP_ROWS_PER_BLOCK = 4;
+/** The backward's warp-per-row blocks are larger, so fewer blocks (and partials) cover the GPU. */
+const BACKWARD_WARP_ROWS_PER_BLOCK = 8;
+/** Backward blocks resident per SM that the fixed grid aims for (register-limited at ~128 regs/thread). */
+const BACKWARD_THREADS_PER_SM = 1024;
+
+export const MAX_HIDDEN = 1024 * LARGEST_ROW_MAX_ELEMENTS;
+
+function planMapping(check: OpCheck, hidden: number, vec: number): RowMapping {
+  const vectors = hidden / vec;
+  const mapping = planRowMapping(vectors, vec, WARP_ROW_MAX_ELEMENTS, BLOCK_ROW_MAX_ELEMENTS)
+    ?? planRowMapping(vectors, vec, WARP_ROW_MAX_ELEMENTS, LARGEST_ROW_MAX_ELEMENTS);
+  if (!mapping) check.fail(`hidden size ${hidden} is larger than the largest supported (${MAX_HIDDEN})`);
+  return mapping;
+}
+
+/** The forward spec for a shape; `pointers` are the addresses the vectors must be aligned to. */
+export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, pointers: readonly bigint[]): NormForwardSpec {
+  const vec = rowVectorWidth(dtype, hidden, pointers);
+  const { threadsPerRow } = planMapping(check, hidden, vec);
+  return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? FORWARD_WARP_ROWS_PER_BLOCK : 1 };
+}
+
+export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[]): NormBackwardSpec {
+  const vec = rowVectorWidth(dtype, hidden, pointers);
+  const { threadsPerRow } = planMapping(check, hidden, vec);
+  return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? BACKWARD_WARP_ROWS_PER_BLOCK : 1, dResidual };
+}
+
+/** Blocks of the backward's fixed grid: about the resident blocks, never more than there are row groups. */
+export function backwardGridSize(spec: NormBackwardSpec, rows: number, multiProcessorCount: number): number {
+  const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
+  const perSm = Math.max(1, Math.floor(BACKWARD_THREADS_PER_SM / blockThreads));
+  return Math.max(1, Math.min(Math.ceil(rows / spec.rowsPerBlock), perSm * multiProcessorCount));
+}
+
+// ---- sources -----------------------------------------------------------------------------------------
+
+const COLUMN_SUMS_LANES_X = 32;
+const COLUMN_SUMS_LANES_Y = 16;
+
+function rowConstants(s: NormForwardSpec): string {
+  return constants({
+    H: s.hidden,
+    VEC: s.vec,
+    VECS_PER_ROW: s.hidden / s.vec,
+    THREADS_PER_ROW: s.threadsPerRow,
+    ROWS_PER_BLOCK: s.rowsPerBlock,
+    VECS_PER_THREAD: vecsPerThread(s),
+    BLOCK_THREADS: s.threadsPerRow * s.rowsPerBlock,
+  });
+}
+
+export function normForwardSource(spec: NormForwardSpec): KernelSource {
+  const name = kernelIdentifier(normForwardKey(spec));
+  const layer = spec.norm === 'layer';
+  const statistics = layer
+    ? String.raw`
+  // One reduction for both sums; shifting by x[0] keeps the variance from cancelling.
+  const float shift = to_float(xr[0]);
+  float2 sums = make_float2(0.f, 0.f);
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (!owns_vec(k, t)) continue;
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) { const float d = v[k][i] - shift; sums.x += d; sums.y += d * d; }
+  }
+  sums = row_sum2(sums, reduce_buf);
+  const float mean_shifted = sums.x * (1.f / H);
+  const float var = fmaxf(sums.y * (1.f / H) - mean_shifted * mean_shifted, 0.f);
+  const float mean = shift + mean_shifted;
+  const float rstd = rsqrtf(var + eps);
+  if (t == 0) { mean_out[row] = mean; rstd_out[row] = rstd; }`
+    : String.raw`
+  float squares = 0.f;
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (!owns_vec(k, t)) continue;
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) squares += v[k][i] * v[k][i];
+  }
+  squares = row_sum(squares, reinterpret_cast<float*>(reduce_buf));
+  const float mean = 0.f;
+  const float rstd = rsqrtf(squares * (1.f / H) + eps);
+  if (t == 0) rstd_out[row] = rstd;`;
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${rowConstants(spec)}
+${ROW_MAPPING_DEVICE_CODE}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock)}
+
+// Block (THREADS_PER_ROW, ROWS_PER_BLOCK); thread (t, r) works on row blockIdx.x·ROWS_PER_BLOCK + r.
+// x and out are not __restrict__: normalising in place (out == x) is safe, every element is read
+// into registers before the reduction and written after it by the same thread.
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const T* x, const T* __restrict__ gamma, ${layer ? 'const T* __restrict__ beta, ' : ''}T* out,
+    ${layer ? 'float* __restrict__ mean_out, ' : ''}float* __restrict__ rstd_out, int rows, float eps) {
+  __shared__ float2 reduce_buf[BLOCK_THREADS / 32];
+  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+  if (row >= rows) return;  // a whole warp of the last block; never with a block per row (grid = rows)
+  const int t = threadIdx.x;
+  const T* xr = x + (long long)row * H;
+  T* outr = out + (long long)row * H;
+
+  float v[VECS_PER_THREAD][VEC];
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++)
+    if (owns_vec(k, t)) load_floats<T, VEC>(xr + (k * THREADS_PER_ROW + t) * VEC, v[k], VEC);
+${statistics}
+
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (!owns_vec(k, t)) continue;
+    const int c = (k * THREADS_PER_ROW + t) * VEC;
+    float g[VEC];
+    load_floats<T, VEC>(gamma + c, g, VEC);
+${layer ? `    float b[VEC];
+    load_floats<T, VEC>(beta + c, b, VEC);
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) v[k][i] = (v[k][i] - mean) * rstd * g[i] + b[i];`
+    : `    #pragma unroll
+    for (int i = 0; i < VEC; i++) v[k][i] = (v[k][i] - mean) * rstd * g[i];`}
+    store_floats<T, VEC>(outr + c, v[k], VEC);
+  }
+}
+`;
+  return { name, source };
+}
+
+export function normBackwardSource(spec: NormBackwardSpec): KernelSource {
+  const name = kernelIdentifier(normBackwardKey(spec));
+  const layer = spec.norm === 'layer';
+  const sums = columnSumCount(spec.norm);
+  const warpPerRow = spec.threadsPerRow === 32 && spec.rowsPerBlock > 1;
+  // The warps of a block saw different rows: fold their column sums together in warp order (a
+  // fixed order, so the result is deterministic) and let the last warp write the block's partial.
+  const combineWarps = warpPerRow
+    ? String.raw`
+  __shared__ float column_buf[COLUMN_SUMS * H];
+  for (int w = 0; w < ROWS_PER_BLOCK; w++) {
+    if (threadIdx.y == w) {
+      #pragma unroll
+      for (int k = 0; k < VECS_PER_THREAD; k++) {
+        if (!owns_vec(k, t)) continue;
+        const int c = (k * THREADS_PER_ROW + t) * VEC;
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) {
+          if (w > 0) {
+            acc_gamma[k][i] += column_buf[c + i];${layer ? `
+            acc_beta[k][i] += column_buf[H + c + i];` : ''}
+          }
+          if (w < ROWS_PER_BLOCK - 1) {
+            column_buf[c + i] = acc_gamma[k][i];${layer ? `
+            column_buf[H + c + i] = acc_beta[k][i];` : ''}
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.y != ROWS_PER_BLOCK - 1) return;`
+    : '';
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${rowConstants(spec)}
+${constants({ COLUMN_SUMS: sums })}
+${ROW_MAPPING_DEVICE_CODE}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock)}
+
+// f32 partial sums as 16-byte (or narrower) stores.
+__device__ __forceinline__ void store_partial(float* p, const float (&a)[VEC]) {
+  constexpr int W = VEC < 4 ? VEC : 4;
+  #pragma unroll
+  for (int i = 0; i < VEC; i += W) {
+    Vec<float, W> q;
+    #pragma unroll
+    for (int j = 0; j < W; j++) q.v[j] = a[i + j];
+    store_vec<float, W>(p + i, q);
+  }
+}
+
+// A fixed grid: block b walks rows b·ROWS_PER_BLOCK + r, stepping gridDim.x·ROWS_PER_BLOCK, so which
+// rows feed which partial depends only on the shape and grid. partials: [gridDim.x][COLUMN_SUMS][H].
+// dOut, x, dResidual and dX are not __restrict__: dX may share memory with dOut or dResidual (each
+// element is read before the same thread writes it).
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const T* dout, const T* x, const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
+    ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows) {
+  __shared__ float2 reduce_buf[BLOCK_THREADS / 32];
+  const int t = threadIdx.x;
+  // This thread's columns, summed over the rows its warp (or block) visits.
+  float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++)
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
+
+  for (int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y; row < rows; row += gridDim.x * ROWS_PER_BLOCK) {
+    const long long base = (long long)row * H;
+    float xh[VECS_PER_THREAD][VEC], g[VECS_PER_THREAD][VEC];
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const int c = (k * THREADS_PER_ROW + t) * VEC;
+      load_floats<T, VEC>(x + base + c, xh[k], VEC);
+      load_floats<T, VEC>(dout + base + c, g[k], VEC);
+    }
+    const float mu = ${layer ? 'mean[row]' : '0.f'}, rs = rstd[row];
+    float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      float gam[VEC];
+      load_floats<T, VEC>(gamma + (k * THREADS_PER_ROW + t) * VEC, gam, VEC);
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) {
+        xh[k][i] = (xh[k][i] - mu) * rs;
+        acc_gamma[k][i] += g[k][i] * xh[k][i];${layer ? `
+        acc_beta[k][i] += g[k][i];` : ''}
+        g[k][i] *= gam[i];
+        sums.x += g[k][i];
+        sums.y += g[k][i] * xh[k][i];
+      }
+    }
+${layer ? `    sums = row_sum2(sums, reduce_buf);
+    const float mean_g = sums.x * (1.f / H);`
+    : `    sums.y = row_sum(sums.y, reinterpret_cast<float*>(reduce_buf));
+    const float mean_g = 0.f;`}
+    const float mean_gx = sums.y * (1.f / H);
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const int c = (k * THREADS_PER_ROW + t) * VEC;
+      float d[VEC];
+${spec.dResidual ? `      load_floats<T, VEC>(dres + base + c, d, VEC);` : `      #pragma unroll
+      for (int i = 0; i < VEC; i++) d[i] = 0.f;`}
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) d[i] += rs * (g[k][i] - mean_g - xh[k][i] * mean_gx);
+      store_floats<T, VEC>(dx + base + c, d, VEC);
+    }
+  }
+${combineWarps}
+  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (!owns_vec(k, t)) continue;
+    const int c = (k * THREADS_PER_ROW + t) * VEC;
+    store_partial(p + c, acc_gamma[k]);${layer ? `
+    store_partial(p + H + c, acc_beta[k]);` : ''}
+  }
+}
+`;
+  return { name, source };
+}
+
+export function normColumnSumsSource(spec: NormColumnSumsSpec): KernelSource {
+  const name = kernelIdentifier(normColumnSumsKey(spec));
+  const layer = spec.norm === 'layer';
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ H: spec.hidden, COLUMN_SUMS: columnSumCount(spec.norm), LANES_X: COLUMN_SUMS_LANES_X, LANES_Y: COLUMN_SUMS_LANES_Y, ACCUMULATE: spec.accumulate })}
+${launchBoundsMacro(COLUMN_SUMS_LANES_X * COLUMN_SUMS_LANES_Y)}
+
+// Block (LANES_X, LANES_Y) sums LANES_X columns: lane (x, y) adds partials y, y + LANES_Y, ... of
+// column blockIdx.x·LANES_X + x (a warp reads 32 consecutive floats), then lane (x, 0) adds the
+// LANES_Y results in order. Fixed order throughout: the same inputs give the same bits.
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const float* __restrict__ partials, int num_partials, T* dgamma${layer ? ', T* dbeta' : ''}) {
+  __shared__ float buf[COLUMN_SUMS][LANES_Y][LANES_X + 1];
+  const int col = blockIdx.x * LANES_X + threadIdx.x;
+  float s[COLUMN_SUMS];
+  #pragma unroll
+  for (int a = 0; a < COLUMN_SUMS; a++) s[a] = 0.f;
+  if (col < H) {
+    #pragma unroll 4
+    for (int p = threadIdx.y; p < num_partials; p += LANES_Y) {
+      const float* partial = partials + (long long)p * (COLUMN_SUMS * H);
+      #pragma unroll
+      for (int a = 0; a < COLUMN_SUMS; a++) s[a] += partial[a * H + col];
+    }
+  }
+  #pragma unroll
+  for (int a = 0; a < COLUMN_SUMS; a++) buf[a][threadIdx.y][threadIdx.x] = s[a];
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= H) return;
+  #pragma unroll
+  for (int a = 0; a < COLUMN_SUMS; a++) {
+    float total = 0.f;
+    #pragma unroll
+    for (int y = 0; y < LANES_Y; y++) total += buf[a][y][threadIdx.x];
+    T* out = ${layer ? 'a == 0 ? dgamma : dbeta' : 'dgamma'};
+    out[col] = from_float<T>(ACCUMULATE ? to_float(out[col]) + total : total);
+  }
+}
+`;
+  return { name, source };
+}
+
+// ---- launchers ----------------------------------------------------------------------------------------
+
+interface CheckedNormForward {
+  check: OpCheck;
+  rows: number;
+  hidden: number;
+  dtype: FloatDType;
+}
+
+function checkRowsAndHidden(check: OpCheck, x: Tensor): CheckedNormForward {
+  check.float('x', x);
+  check.rows('x', x, 'rows', 'H');
+  const rows = check.size('rows'), hidden = check.size('H');
+  check.integer('H', hidden, 1);
+  return { check, rows, hidden, dtype: x.dtype as FloatDType };
+}
+
+function checkEps(check: OpCheck, eps: number): void {
+  check.finite('eps', eps);
+  if (eps < 0) check.fail(`'eps' must be >= 0, got ${eps}`);
+}
+
+function checkStatistic(check: OpCheck, name: string, t: Tensor | undefined): Tensor {
+  const s = check.tensor(name, t);
+  check.dtype(name, s, ['f32']);
+  check.shape(name, s, ['rows']);
+  return s;
+}
+
+export function layerNormForward(host: KernelHost, args: LayerNormForwardArgs): void {
+  normForward(host, 'layerNormForward', 'layer', args.x, args.gamma, args.beta, args.out, args.mean, args.rstd, args.eps);
+}
+
+export function rmsNormForward(host: KernelHost, args: RmsNormForwardArgs): void {
+  normForward(host, 'rmsNormForward', 'rms', args.x, args.gamma, undefined, args.out, undefined, args.rstd, args.eps);
+}
+
+function normForward(
+  host: KernelHost, op: string, norm: NormKind,
+  xArg: Tensor, gammaArg: Tensor, betaArg: Tensor | undefined, outArg: Tensor,
+  meanArg: Tensor | undefined, rstdArg: Tensor, eps: number,
+): void {
+  const check = new OpCheck(op, 'cuda');
+  const x = check.tensor('x', xArg);
+  const { rows, hidden, dtype } = checkRowsAndHidden(check, x);
+  const gamma = check.tensor('gamma', gammaArg);
+  const out = check.tensor('out', outArg);
+  check.shape('gamma', gamma, ['H']);
+  check.rows('out', out, 'rows', 'H');
+  const beta = norm === 'layer' ? check.tensor('beta', betaArg) : undefined;
+  if (beta) check.shape('beta', beta, ['H']);
+  const floats = beta ? [x, gamma, beta, out] : [x, gamma, out];
+  check.sameDType(beta ? ['x', 'gamma', 'beta', 'out'] : ['x', 'gamma', 'out'], floats);
+  const mean = norm === 'layer' ? checkStatistic(check, 'mean', meanArg) : undefined;
+  const rstd = checkStatistic(check, 'rstd', rstdArg);
+  checkEps(check, eps);
+  if (rows === 0) return;
+
+  const ptrs = { x: devicePtr(check, 'x', x), gamma: devicePtr(check, 'gamma', gamma), out: devicePtr(check, 'out', out) };
+  const betaPtr = beta ? devicePtr(check, 'beta', beta) : undefined;
+  const spec = planNormForward(check, norm, dtype, hidden, betaPtr === undefined ? Object.values(ptrs) : [...Object.values(ptrs), betaPtr]);
+  const kernel = host.kernel(normForwardKey(spec), () => normForwardSource(spec));
+  kernel.launch(
+    { grid: Math.ceil(rows / spec.rowsPerBlock), block: [spec.threadsPerRow, spec.rowsPerBlock] },
+    [
+      arg.ptr(ptrs.x), arg.ptr(ptrs.gamma), ...(betaPtr === undefined ? [] : [arg.ptr(betaPtr)]), arg.ptr(ptrs.out),
+      ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
+      arg.i32(rows), arg.f32(eps),
+    ],
+  );
+}
+
+export function layerNormBackward(host: KernelHost, args: LayerNormBackwardArgs): void {
+  normBackward(host, 'layerNormBackward', 'layer', args.dOut, args.x, args.gamma, args.mean, args.rstd, args.dX, args.dGamma, args.dBeta, args.dResidual, args.accumulate ?? false);
+}
+
+export function rmsNormBackward(host: KernelHost, args: RmsNormBackwardArgs): void {
+  normBackward(host, 'rmsNormBackward', 'rms', args.dOut, args.x, args.gamma, undefined, args.rstd, args.dX, args.dGamma, undefined, args.dResidual, args.accumulate ?? false);
+}
+
+function normBackward(
+  host: KernelHost, op: string, norm: NormKind,
+  dOutArg: Tensor, xArg: Tensor, gammaArg: Tensor, meanArg: Tensor | undefined, rstdArg: Tensor,
+  dXArg: Tensor, dGammaArg: Tensor, dBetaArg: Tensor | undefined, dResidualArg: Tensor | undefined, accumulate: boolean,
+): void {
+  const check = new OpCheck(op, 'cuda');
+  const x = check.tensor('x', xArg);
+  const { rows, hidden, dtype } = checkRowsAndHidden(check, x);
+  const dOut = check.tensor('dOut', dOutArg);
+  const gamma = check.tensor('gamma', gammaArg);
+  const dX = check.tensor('dX', dXArg);
+  const dGamma = check.tensor('dGamma', dGammaArg);
+  const dBeta = norm === 'layer' ? check.tensor('dBeta', dBetaArg) : undefined;
+  const dResidual = dResidualArg === undefined ? undefined : check.tensor('dResidual', dResidualArg);
+  check.rows('dOut', dOut, 'rows', 'H');
+  check.rows('dX', dX, 'rows', 'H');
+  check.shape('gamma', gamma, ['H']);
+  check.shape('dGamma', dGamma, ['H']);
+  if (dBeta) check.shape('dBeta', dBeta, ['H']);
+  if (dResidual) check.rows('dResidual', dResidual, 'rows', 'H');
+  const named: [string, Tensor | undefined][] = [['x', x], ['dOut', dOut], ['gamma', gamma], ['dX', dX], ['dGamma', dGamma], ['dBeta', dBeta], ['dResidual', dResidual]];
+  const present = named.filter((e): e is [string, Tensor] => e[1] !== undefined);
+  check.sameDType(present.map((e) => e[0]), present.map((e) => e[1]));
+  const mean = norm === 'layer' ? checkStatistic(check, 'mean', meanArg) : undefined;
+  const rstd = checkStatistic(check, 'rstd', rstdArg);
+
+  const columnSpec: NormColumnSumsSpec = { norm, dtype, hidden, accumulate };
+  const columnKernel = host.kernel(normColumnSumsKey(columnSpec), () => normColumnSumsSource(columnSpec));
+  const gradPtrs = [arg.ptr(devicePtr(check, 'dGamma', dGamma)), ...(dBeta ? [arg.ptr(devicePtr(check, 'dBeta', dBeta))] : [])];
+  const columnLaunch = { grid: Math.ceil(hidden / COLUMN_SUMS_LANES_X), block: [COLUMN_SUMS_LANES_X, COLUMN_SUMS_LANES_Y] as const };
+  if (rows === 0) {
+    // No rows: the sums are zero. Zero partials are not needed; one empty "partial list" writes
+    // dGamma = 0 (or leaves it unchanged when accumulating).
+    if (!accumulate) columnKernel.launch(columnLaunch, [arg.ptr(0n), arg.i32(0), ...gradPtrs]);
+    return;
+  }
+
+  const rowPtrs = [x, dOut, dX, gamma, ...(dResidual ? [dResidual] : [])].map((t) => devicePtr(check, 'tensor', t));
+  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs);
+  const grid = backwardGridSize(spec, rows, host.multiProcessorCount);
+  const partials = host.scratch(grid * columnSumCount(norm) * hidden * 4);
+  const rowKernel = host.kernel(normBackwardKey(spec), () => normBackwardSource(spec));
+  rowKernel.launch(
+    { grid, block: [spec.threadsPerRow, spec.rowsPerBlock] },
+    [
+      arg.ptr(devicePtr(check, 'dOut', dOut)), arg.ptr(devicePtr(check, 'x', x)), arg.ptr(devicePtr(check, 'gamma', gamma)),
+      ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
+      ...(dResidual ? [arg.ptr(devicePtr(check, 'dResidual', dResidual))] : []), arg.ptr(devicePtr(check, 'dX', dX)),
+      arg.ptr(partials), arg.i32(rows),
+    ],
+  );
+  columnKernel.launch(columnLaunch, [arg.ptr(partials), arg.i32(grid), ...gradPtrs]);
+}
+
+// ---- catalog -------------------------------------------------------------------------------------------
+
+/** Representative specs as the launchers plan them (16-byte-aligned tensors), plus narrow-vector cases. */
+export function catalog(): KernelSource[] {
+  const plan = new OpCheck('catalog', 'cuda');
+  const aligned = [0x1000n];
+  const sources: KernelSource[] = [];
+  for (const dtype of FLOAT_DTYPES) {
+    for (const hidden of [768, 1024, 4096, 5120, 100, 1000]) {
+      sources.push(normForwardSource(planNormForward(plan, 'layer', dtype, hidden, aligned)));
+      sources.push(normBackwardSource(planNormBackward(plan, 'layer', dtype, hidden, hidden === 768 || hidden === 5120, aligned)));
+    }
+    for (const hidden of [4096, 5120]) {
+      sources.push(normForwardSource(planNormForward(plan, 'rms', dtype, hidden, aligned)));
+      sources.push(normBackwardSource(planNormBackward(plan, 'rms', dtype, hidden, hidden === 4096, aligned)));
+    }
+    sources.push(normColumnSumsSource({ norm: 'layer', dtype, hidden: 768, accumulate: false }));
+    sources.push(normColumnSumsSource({ norm: 'layer', dtype, hidden: 1000, accumulate: true }));
+    sources.push(normColumnSumsSource({ norm: 'rms', dtype, hidden: 4096, accumulate: false }));
+  }
+  // An odd hidden size (scalar accesses) and a 4-byte-aligned view (narrow vectors).
+  sources.push(normForwardSource(planNormForward(plan, 'layer', 'f16', 771, aligned)));
+  sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 771, true, aligned)));
+  sources.push(normForwardSource(planNormForward(plan, 'rms', 'f32', 1024, [0x1004n])));
+  return sources;
+}

@@ -1,0 +1,194 @@
+// Kernel launches: typed arguments packed into the `void **kernelParams` that cuLaunchKernel reads.
+//
+// Layout: cuLaunchKernel takes an array of pointers, entry i pointing at the value of parameter i;
+// the driver copies sizeof(parameter i) bytes from there when the call is made (so the memory can be
+// reused for the next launch at once, also during graph capture). Every KernelArg is at most 8 bytes,
+// so argument i lives in an 8-byte slot at offset 8·i of one native buffer — aligned for every type —
+// and the pointer array after the slots is written once, at construction. A launch then only stores
+// the values: no allocation, a few DataView writes and one FFI call (~0.3 µs measured against a C stub).
+
+import koffi from 'koffi';
+import { ArgumentError } from '../../../errors.js';
+import { check, type StatusLibrary } from '../../../cuda/check.js';
+import { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES } from '../../../cuda/driver.js';
+import type { CompiledKernel, Dim3, KernelArg, LaunchConfig } from './kernel.js';
+
+/** Bytes of one argument slot: the size and alignment of the largest KernelArg type. */
+export const ARG_SLOT_BYTES = 8;
+/** Arguments one launch may take (256 × 8 B = 2 KiB, under the 4 KiB parameter limit of older drivers). */
+export const MAX_KERNEL_ARGS = 256;
+/** Dynamic shared memory a kernel may use without opting in. */
+export const DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024;
+
+/** Packs arguments into native memory laid out as cuLaunchKernel expects. */
+export class KernelArgPacker {
+  /** Address of the first value slot. */
+  readonly valuesAddress: bigint;
+  /** Address of the void*[capacity] array (entry i = valuesAddress + 8·i). */
+  readonly pointerArrayAddress: bigint;
+  private readonly view: DataView;
+  private disposed = false;
+
+  constructor(readonly capacity = MAX_KERNEL_ARGS) {
+    const totalBytes = capacity * ARG_SLOT_BYTES * 2;
+    this.valuesAddress = BigInt(koffi.alloc('uint64_t', capacity * 2));
+    this.pointerArrayAddress = this.valuesAddress + BigInt(capacity * ARG_SLOT_BYTES);
+    this.view = new DataView(koffi.view(this.valuesAddress, totalBytes));
+    for (let i = 0; i < capacity; i++) {
+      this.view.setBigUint64((capacity + i) * ARG_SLOT_BYTES, this.valuesAddress + BigInt(i * ARG_SLOT_BYTES), true);
+    }
+  }
+
+  /** Stores `args` in the slots and returns the address to pass as kernelParams. */
+  pack(args: readonly KernelArg[], kernelName: string): bigint {
+    if (args.length > this.capacity) {
+      throw new ArgumentError(`kernel '${kernelName}' was given ${args.length} arguments: at most ${this.capacity} are supported`);
+    }
+    const view = this.view;
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i]!;
+      const offset = i * ARG_SLOT_BYTES;
+      switch (a.type) {
+        case 'ptr':
+        case 'u64':
+          if (typeof a.value !== 'bigint' || a.value < 0n || a.value >= 1n << 64n) throw badArg(kernelName, i, a, 'a bigint in [0, 2^64)');
+          view.setBigUint64(offset, a.value, true);
+          break;
+        case 'i64':
+          if (typeof a.value !== 'bigint' || a.value < -(1n << 63n) || a.value >= 1n << 63n) throw badArg(kernelName, i, a, 'a bigint in [-2^63, 2^63)');
+          view.setBigInt64(offset, a.value, true);
+          break;
+        case 'i32':
+          if (!Number.isInteger(a.value) || a.value < -0x80000000 || a.value > 0x7fffffff) throw badArg(kernelName, i, a, 'an integer in [-2^31, 2^31)');
+          view.setInt32(offset, a.value, true);
+          view.setInt32(offset + 4, 0, true);
+          break;
+        case 'u32':
+          if (!Number.isInteger(a.value) || a.value < 0 || a.value > 0xffffffff) throw badArg(kernelName, i, a, 'an integer in [0, 2^32)');
+          view.setUint32(offset, a.value, true);
+          view.setInt32(offset + 4, 0, true);
+          break;
+        case 'f32':
+          if (typeof a.value !== 'number') throw badArg(kernelName, i, a, 'a number');
+          view.setFloat32(offset, a.value, true);
+          view.setInt32(offset + 4, 0, true);
+          break;
+      }
+    }
+    return this.pointerArrayAddress;
+  }
+
+  /** A copy of the first `count` value slots (for tests and debugging). */
+  slotBytes(count: number): Uint8Array {
+    return new Uint8Array(this.view.buffer.slice(0, count * ARG_SLOT_BYTES));
+  }
+
+  /** The first `count` entries of the pointer array. */
+  pointerEntries(count: number): bigint[] {
+    const entries: bigint[] = [];
+    for (let i = 0; i < count; i++) entries.push(this.view.getBigUint64((this.capacity + i) * ARG_SLOT_BYTES, true));
+    return entries;
+  }
+
+  /** Frees the native memory; the packer must not be used afterwards. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    koffi.free(this.valuesAddress);
+  }
+}
+
+function badArg(kernelName: string, index: number, a: KernelArg, expected: string): ArgumentError {
+  return new ArgumentError(`kernel '${kernelName}' argument ${index} (${a.type}) is ${String(a.value)}: expected ${expected}`);
+}
+
+/** The driver calls a launch needs (CudaDriver provides them). */
+export interface LaunchApi extends StatusLibrary {
+  launchKernel(fn: bigint, gx: number, gy: number, gz: number, bx: number, by: number, bz: number,
+    sharedBytes: number, stream: bigint, kernelParams: bigint): number;
+  funcSetAttribute(fn: bigint, attribute: number, value: number): void;
+}
+
+export interface LaunchTarget {
+  readonly name: string;
+  /** The CUfunction handle. */
+  readonly function: bigint;
+}
+
+/** Validates launch shapes, raises shared-memory limits when needed, and calls cuLaunchKernel. */
+export class KernelLauncher {
+  private readonly packer = new KernelArgPacker();
+  /** Dynamic shared memory each function has been allowed so far, above the 48 KiB default. */
+  private readonly sharedLimit = new Map<bigint, number>();
+  private readonly dims = new Int32Array(6);
+
+  constructor(private readonly api: LaunchApi, private readonly maxSharedBytesPerBlockOptin: number) {}
+
+  launch(kernel: LaunchTarget, config: LaunchConfig, args: readonly KernelArg[], stream: bigint): void {
+    const dims = this.dims;
+    readDim3(config.grid, dims, 0, 'grid', kernel.name);
+    readDim3(config.block, dims, 3, 'block', kernel.name);
+    checkLaunchShape(dims, kernel.name);
+    const sharedBytes = config.sharedBytes ?? 0;
+    if (sharedBytes > DEFAULT_DYNAMIC_SHARED_LIMIT) this.allowSharedMemory(kernel, sharedBytes);
+    const params = this.packer.pack(args, kernel.name);
+    const status = this.api.launchKernel(kernel.function, dims[0]!, dims[1]!, dims[2]!, dims[3]!, dims[4]!, dims[5]!, sharedBytes, stream, params);
+    if (status !== 0) {
+      check(this.api, 'cuLaunchKernel', status,
+        `kernel '${kernel.name}', grid [${dims[0]}, ${dims[1]}, ${dims[2]}], block [${dims[3]}, ${dims[4]}, ${dims[5]}], ${sharedBytes} B shared, ${args.length} arguments`);
+    }
+  }
+
+  private allowSharedMemory(kernel: LaunchTarget, sharedBytes: number): void {
+    if ((this.sharedLimit.get(kernel.function) ?? DEFAULT_DYNAMIC_SHARED_LIMIT) >= sharedBytes) return;
+    if (sharedBytes > this.maxSharedBytesPerBlockOptin) {
+      throw new ArgumentError(`kernel '${kernel.name}' asks for ${sharedBytes} bytes of dynamic shared memory: this GPU allows at most ${this.maxSharedBytesPerBlockOptin} per block`);
+    }
+    this.api.funcSetAttribute(kernel.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, sharedBytes);
+    this.sharedLimit.set(kernel.function, sharedBytes);
+  }
+}
+
+/** Reads a Dim3 into out[at..at+2], defaulting missing components to 1. */
+export function readDim3(d: Dim3, out: Int32Array, at: number, what: string, kernelName: string): void {
+  let x: number, y: number, z: number;
+  if (typeof d === 'number') {
+    x = d; y = 1; z = 1;
+  } else {
+    x = d[0]; y = d[1] ?? 1; z = d[2] ?? 1;
+  }
+  if (!(isPositiveInt(x) && isPositiveInt(y) && isPositiveInt(z))) {
+    throw new ArgumentError(`kernel '${kernelName}' ${what} ${JSON.stringify(d)}: every dimension must be a positive integer`);
+  }
+  out[at] = x; out[at + 1] = y; out[at + 2] = z;
+}
+
+function isPositiveInt(v: number): boolean {
+  return Number.isInteger(v) && v >= 1 && v <= 0x7fffffff;
+}
+
+/** CUDA's limits: grid x < 2^31, grid y/z ≤ 65535; block x/y ≤ 1024, z ≤ 64, x·y·z ≤ 1024. */
+function checkLaunchShape(dims: Int32Array, kernelName: string): void {
+  if (dims[1]! > 65535 || dims[2]! > 65535) {
+    throw new ArgumentError(`kernel '${kernelName}' grid [${dims.subarray(0, 3).join(', ')}]: the y and z dimensions may be at most 65535`);
+  }
+  const bx = dims[3]!, by = dims[4]!, bz = dims[5]!;
+  if (bx > 1024 || by > 1024 || bz > 64 || bx * by * bz > 1024) {
+    throw new ArgumentError(`kernel '${kernelName}' block [${bx}, ${by}, ${bz}]: at most 1024 threads per block (x, y ≤ 1024, z ≤ 64)`);
+  }
+}
+
+/** A compiled kernel bound to a launcher; launch() goes to whatever stream is current then. */
+export class LaunchableKernel implements CompiledKernel {
+  constructor(
+    private readonly target: LaunchTarget,
+    private readonly launcher: KernelLauncher,
+    private readonly currentStream: () => bigint,
+  ) {}
+
+  get name(): string { return this.target.name; }
+
+  launch(config: LaunchConfig, args: readonly KernelArg[]): void {
+    this.launcher.launch(this.target, config, args, this.currentStream());
+  }
+}

@@ -1,0 +1,234 @@
+// The CUDA runtime the backend runs on: one device, one compute stream, the caching allocator, the
+// kernel JIT and the launcher. Everything is issued asynchronously on the current stream (the
+// compute stream unless withStream() says otherwise); only host copies and synchronize() wait.
+
+import { existsSync } from 'node:fs';
+import { cudaIncludeDirs, includeDirBeside } from '../../../cuda/library.js';
+import { nvrtc } from '../../../cuda/nvrtc.js';
+import { ArgumentError, FuseformerError } from '../../../errors.js';
+import type { MemoryStats } from '../../backend.js';
+import { CudaDevice, Event, Stream } from './device.js';
+import { CudaGraph } from './graph.js';
+import { debugEnabled, defaultKernelCacheDir, DiskCubinCache, findCudaIncludeDir, KernelJit, type JitOptions } from './jit.js';
+import type { CompiledKernel, KernelHost, KernelSource } from './kernel.js';
+import { KernelLauncher, LaunchableKernel } from './launch.js';
+import { CachingAllocator } from './memory.js';
+import type { DeviceBlock } from './tensor.js';
+
+export interface CudaRuntimeOptions {
+  /** Kernel cache directory; null disables the disk cache. Default: defaultKernelCacheDir(). */
+  kernelCacheDir?: string | null;
+}
+
+export class CudaRuntime implements KernelHost {
+  readonly device: CudaDevice;
+  /** The compute stream: every op, copy and graph of this runtime is ordered on it. */
+  readonly stream: Stream;
+  readonly allocator: CachingAllocator;
+  readonly jit: KernelJit;
+  private readonly launcher: KernelLauncher;
+  private readonly kernels = new Map<string, CompiledKernel>();
+  private currentStream: Stream;
+  private capturing = false;
+  private scratchBlock: DeviceBlock | null = null;
+
+  private constructor(device: CudaDevice, options: CudaRuntimeOptions) {
+    this.device = device;
+    const driver = device.driver;
+    this.stream = device.createStream();
+    this.currentStream = this.stream;
+    this.allocator = new CachingAllocator({
+      allocate: (bytes) => {
+        // A cache miss needs cuMemAlloc, which global-mode capture forbids; say why instead of
+        // letting the driver invalidate the capture.
+        if (this.capturing) {
+          throw new FuseformerError(`cannot allocate ${bytes} bytes of new device memory while a CUDA graph is being captured: allocate every buffer the graph uses before captureGraph()`);
+        }
+        return driver.memAlloc(bytes);
+      },
+      free: (ptr) => driver.memFree(ptr),
+      synchronize: () => device.synchronize(),
+    });
+    const compiler = nvrtc();
+    const cacheDir = options.kernelCacheDir === undefined ? defaultKernelCacheDir() : options.kernelCacheDir;
+    this.jit = new KernelJit({
+      compiler,
+      loader: {
+        load: (cubin) => driver.moduleLoadData(cubin),
+        getFunction: (module, name) => driver.moduleGetFunction(module, name),
+        unload: (module) => driver.moduleUnload(module),
+      },
+      arch: device.properties.arch,
+      includeDir: findCudaIncludeDir([includeDirBeside(compiler.library), ...cudaIncludeDirs()], existsSync),
+      diskCache: cacheDir === null ? null : new DiskCubinCache(cacheDir),
+      debug: debugEnabled('kernels'),
+    });
+    this.launcher = new KernelLauncher(driver, device.properties.maxSharedBytesPerBlockOptin);
+  }
+
+  /** A runtime on GPU `ordinal`, with its own compute stream. */
+  static create(ordinal = 0, options: CudaRuntimeOptions = {}): CudaRuntime {
+    return new CudaRuntime(CudaDevice.open(ordinal), options);
+  }
+
+  get multiProcessorCount(): number { return this.device.properties.multiProcessorCount; }
+  get maxSharedBytesPerBlock(): number { return this.device.properties.maxSharedBytesPerBlockOptin; }
+  /** The stream launches and copies go to now. */
+  get current(): Stream { return this.currentStream; }
+  get isCapturing(): boolean { return this.capturing; }
+
+  // --- kernels -------------------------------------------------------------------------------------
+
+  kernel(key: string, build: () => KernelSource, options: JitOptions = {}): CompiledKernel {
+    let kernel = this.kernels.get(key);
+    if (kernel === undefined) {
+      const compiled = this.jit.compile(build(), options);
+      kernel = new LaunchableKernel(compiled, this.launcher, () => this.currentStream.handle);
+      this.kernels.set(key, kernel);
+    }
+    return kernel;
+  }
+
+  /** Runs fn with `stream` as the current stream (e.g. a side stream for overlapping copies). */
+  withStream<T>(stream: Stream, fn: () => T): T {
+    const previous = this.currentStream;
+    this.currentStream = stream;
+    try {
+      return fn();
+    } finally {
+      this.currentStream = previous;
+    }
+  }
+
+  // --- memory --------------------------------------------------------------------------------------
+
+  alloc(bytes: number): DeviceBlock {
+    return this.allocator.allocate(bytes);
+  }
+
+  release(block: DeviceBlock): void {
+    if (this.capturing) {
+      // The graph keeps using this address on every replay; reusing it elsewhere would corrupt both.
+      throw new FuseformerError(`cannot release device memory (0x${block.ptr.toString(16)}, ${block.bytes} bytes) while a CUDA graph is being captured: release it after the graph is disposed`);
+    }
+    this.allocator.release(block);
+  }
+
+  /**
+   * Device scratch of at least `bytes`, valid until the next scratch() call. It only grows; the old
+   * buffer goes back to the cache, which is safe because later work on the stream is ordered after
+   * the work that used it.
+   */
+  scratch(bytes: number): bigint {
+    if (this.scratchBlock !== null && this.scratchBlock.bytes >= bytes) return this.scratchBlock.ptr;
+    if (this.capturing) {
+      throw new FuseformerError(`scratch memory must grow to ${bytes} bytes (now ${this.scratchBlock?.bytes ?? 0}) while a CUDA graph is being captured: ` +
+        'run the step once before capturing it, or call scratch() with the largest size first');
+    }
+    if (this.scratchBlock !== null) this.allocator.release(this.scratchBlock);
+    this.scratchBlock = null;
+    this.scratchBlock = this.allocator.allocate(bytes);
+    return this.scratchBlock.ptr;
+  }
+
+  memoryStats(): MemoryStats {
+    return this.allocator.stats();
+  }
+
+  /** Returns cached device memory to the driver (waits for the device first). */
+  emptyCache(): void {
+    this.allocator.emptyCache();
+  }
+
+  // --- data movement -------------------------------------------------------------------------------
+
+  /** Copies host bytes to the device; returns when the copy is done. */
+  uploadBytes(ptr: bigint, data: Uint8Array): void {
+    this.refuseDuringCapture('uploadBytes');
+    if (data.byteLength === 0) return;
+    // Ordered on the current stream (a NULL-stream copy would not wait for a non-blocking stream);
+    // the synchronize keeps `data` alive and unchanged until the device has read it.
+    this.device.driver.memcpyHostToDeviceAsync(ptr, data, this.currentStream.handle);
+    this.currentStream.synchronize();
+  }
+
+  /** Waits for queued work, then copies `bytes` from the device. */
+  downloadBytes(ptr: bigint, bytes: number): Uint8Array {
+    this.refuseDuringCapture('downloadBytes');
+    checkByteCount('downloadBytes', bytes);
+    const out = new Uint8Array(bytes);
+    if (bytes === 0) return out;
+    this.device.driver.memcpyDeviceToHostAsync(out, ptr, this.currentStream.handle);
+    this.currentStream.synchronize();
+    return out;
+  }
+
+  /** Sets `bytes` bytes at ptr to `value` (0–255), asynchronously. */
+  memset8(ptr: bigint, value: number, bytes: number): void {
+    checkByteCount('memset8', bytes);
+    if (!Number.isInteger(value) || value < 0 || value > 255) throw new ArgumentError(`memset8 value ${value}: expected an integer in [0, 255]`);
+    if (bytes === 0) return;
+    this.device.driver.memsetD8Async(ptr, value, bytes, this.currentStream.handle);
+  }
+
+  /** Sets `count` 32-bit words at ptr (4-byte aligned) to `bits`, asynchronously; fills f32/i32 tensors. */
+  memset32(ptr: bigint, bits: number, count: number): void {
+    checkByteCount('memset32', count);
+    if ((ptr & 3n) !== 0n) throw new ArgumentError(`memset32 at 0x${ptr.toString(16)}: the address must be 4-byte aligned`);
+    if (count === 0) return;
+    this.device.driver.memsetD32Async(ptr, bits, count, this.currentStream.handle);
+  }
+
+  copyDeviceToDevice(dst: bigint, src: bigint, bytes: number): void {
+    checkByteCount('copyDeviceToDevice', bytes);
+    if (bytes === 0) return;
+    this.device.driver.memcpyDeviceToDeviceAsync(dst, src, bytes, this.currentStream.handle);
+  }
+
+  // --- synchronization, graphs, timing --------------------------------------------------------------
+
+  synchronize(): void {
+    this.refuseDuringCapture('synchronize');
+    this.currentStream.synchronize();
+  }
+
+  /**
+   * Records what fn issues on the compute stream into a CUDA graph (nothing runs until replay()).
+   * During capture, new device allocations, releases, scratch growth and host copies are refused.
+   */
+  captureGraph(fn: () => void): CudaGraph {
+    if (this.capturing) throw new FuseformerError('captureGraph() cannot be nested: a CUDA graph is already being captured');
+    this.capturing = true;
+    try {
+      return this.withStream(this.stream, () => CudaGraph.capture(this.device.driver, this.stream, fn));
+    } finally {
+      this.capturing = false;
+    }
+  }
+
+  createEvent(options: { timing?: boolean } = {}): Event {
+    return this.device.createEvent(options);
+  }
+
+  private refuseDuringCapture(what: string): void {
+    if (this.capturing) {
+      throw new FuseformerError(`${what}() waits for the device, which is not allowed while a CUDA graph is being captured`);
+    }
+  }
+}
+
+function checkByteCount(what: string, bytes: number): void {
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new ArgumentError(`${what}: byte count ${bytes} must be a non-negative integer`);
+}
+
+const runtimes = new Map<number, CudaRuntime>();
+
+/** The process-wide runtime of GPU `ordinal`, created on first use. */
+export function cudaRuntime(ordinal = 0): CudaRuntime {
+  let runtime = runtimes.get(ordinal);
+  if (runtime === undefined) {
+    runtime = CudaRuntime.create(ordinal);
+    runtimes.set(ordinal, runtime);
+  }
+  return runtime;
+}

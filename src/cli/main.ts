@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// fuseformer's command line. With no command: show this machine's setup, then check every op on the
+// fastest available backend against the CPU reference.
+
+import { parseArgs } from 'node:util';
+import { FuseformerError } from '../errors.js';
+import { runInfo } from './info.js';
+import { runSelftest } from './selftest.js';
+
+const USAGE = `usage: fuseformer [command] [options]
+
+commands:
+  info                 GPU, driver, CUDA libraries found (or why not), kernel cache location
+  selftest [--full]    run every op on the selected backend and compare it with the CPU reference
+                       (--dtype f32|f16|bf16 to pick one dtype; --full for all shapes)
+  (no command)         info, then a quick selftest
+
+options:
+  --backend auto|cpu|cuda   backend to use (default: auto; env FUSEFORMER_BACKEND)
+  -h, --help                this text
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      backend: { type: 'string' },
+      dtype: { type: 'string' },
+      full: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) { process.stdout.write(USAGE); return 0; }
+  const command = positionals[0];
+  const backend = values.backend as 'auto' | 'cpu' | 'cuda' | undefined;
+  switch (command) {
+    case undefined:
+      runInfo();
+      process.stdout.write('\n');
+      return runSelftest({ backend, dtype: values.dtype, full: false });
+    case 'info':
+      runInfo();
+      return 0;
+    case 'selftest':
+      return runSelftest({ backend, dtype: values.dtype, full: values.full ?? false });
+    default:
+      process.stderr.write(`fuseformer: unknown command '${command}'\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (error: unknown) => {
+    const code = (error as { code?: unknown }).code;
+    if (error instanceof FuseformerError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) {
+      process.stderr.write(`fuseformer: ${error.message}\n`);
+    } else {
+      process.stderr.write(`fuseformer: ${error instanceof Error ? error.stack : String(error)}\n`);
+    }
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,54 @@
+// Runs op cases on a backend and on the reference backend with identical inputs and compares every
+// output. Used by the GPU test suite and by `fuseformer selftest`.
+
+import type { Backend } from '../backend/backend.js';
+import { compareArrays, describe, TOLERANCE } from './compare.js';
+import type { OpCase } from './op-cases.js';
+import { Rng } from './random.js';
+
+export interface OutputCheck {
+  output: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface CaseResult {
+  name: string;
+  ok: boolean;
+  checks: OutputCheck[];
+  /** Wall time of the case on the backend under test, in ms (includes upload/download). */
+  ms: number;
+}
+
+function nameHash(name: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+
+export function checkCase(c: OpCase, backend: Backend, reference: Backend, seed: number): CaseResult {
+  const inputs = c.inputs(new Rng(seed ^ nameHash(c.name)));
+  const expected = c.run(reference, inputs);
+  const start = performance.now();
+  const actual = c.run(backend, inputs);
+  const ms = performance.now() - start;
+  const checks: OutputCheck[] = [];
+  for (const [output, ref] of Object.entries(expected)) {
+    const got = actual[output];
+    if (!got) { checks.push({ output, ok: false, detail: `output missing on ${backend.name}` }); continue; }
+    if (c.exact?.includes(output)) {
+      let mismatches = 0, first = -1;
+      for (let i = 0; i < ref.length; i++) if (got[i] !== ref[i]) { mismatches++; if (first < 0) first = i; }
+      checks.push({
+        output, ok: mismatches === 0,
+        detail: mismatches === 0 ? 'bit-exact' : `${mismatches} of ${ref.length} elements differ (first at [${first}]: got ${got[first]}, expected ${ref[first]})`,
+      });
+      continue;
+    }
+    const cmp = compareArrays(got, ref);
+    const tolerance = c.tolerance ?? TOLERANCE[c.dtype];
+    const ok = cmp.unwritten === 0 && cmp.relativeError <= tolerance;
+    checks.push({ output, ok, detail: `${describe(cmp, got, ref)} (tolerance ${tolerance})` });
+  }
+  return { name: c.name, ok: checks.every((x) => x.ok), checks, ms };
+}

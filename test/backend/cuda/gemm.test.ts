@@ -1,0 +1,301 @@
+// GemmRunner against a recording fake of the cuBLASLt bindings: which descriptors it creates and
+// when, what reaches cublasLtMatmul (operands swapped for the column-major identity), the per-problem
+// cache, rebinding of bias/aux addresses, fallback when an algorithm refuses to run, clear errors
+// when none can, and autotuning's choice. No GPU needed.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { GemmRunner } from '../../../src/backend/cuda/gemm.js';
+import type { StreamTimer } from '../../../src/backend/cuda/gemm-timer.js';
+import { CudaTensor } from '../../../src/backend/cuda/runtime/tensor.js';
+import {
+  CUBLAS_STATUS_SUCCESS, CublasComputeType, CublasLtEpilogue, CudaDataType, MatmulDescAttribute, MatmulPreferenceAttribute,
+  MatrixLayoutAttribute,
+} from '../../../src/cuda/cublaslt.js';
+import type { AttributeKind, CublasLt, HeuristicResult } from '../../../src/cuda/cublaslt.js';
+import type { DType } from '../../../src/dtype.js';
+import { ArgumentError, CudaError } from '../../../src/errors.js';
+
+interface MatmulCall {
+  desc: bigint; alpha: number; beta: number;
+  a: bigint; aLayout: bigint; b: bigint; bLayout: bigint; c: bigint; d: bigint; cLayout: bigint; dLayout: bigint;
+  algo: number; workspace: bigint; workspaceBytes: number; stream: bigint;
+}
+
+class FakeCublasLt implements CublasLt {
+  readonly version = 130100;
+  private next = 100n;
+  readonly log: string[] = [];
+  readonly attributes = new Map<bigint, Map<number, number | bigint>>();
+  readonly layouts = new Map<bigint, { dataType: number; rows: number; cols: number; ld: number }>();
+  readonly live = new Set<bigint>();
+  readonly matmuls: MatmulCall[] = [];
+  candidateCount = 3;
+  /** Status cublasLtMatmul answers for an algorithm index. */
+  statusFor: (algo: number) => number = () => CUBLAS_STATUS_SUCCESS;
+
+  private make(kind: string): bigint {
+    const h = this.next++;
+    this.live.add(h);
+    this.attributes.set(h, new Map());
+    this.log.push(`${kind}Create`);
+    return h;
+  }
+  private drop(h: bigint): void {
+    assert.ok(this.live.delete(h), `destroying unknown handle ${h}`);
+  }
+  private set(h: bigint, attribute: number, _kind: AttributeKind, value: number | bigint): void {
+    assert.ok(this.live.has(h));
+    this.attributes.get(h)!.set(attribute, value);
+    this.log.push(`set ${attribute}`);
+  }
+  create(): bigint { return this.make('handle'); }
+  destroy(h: bigint): void { this.drop(h); }
+  matmulDescCreate(computeType: number, scaleType: number): bigint {
+    const h = this.make('desc');
+    this.attributes.get(h)!.set(-1, computeType).set(-2, scaleType);
+    return h;
+  }
+  matmulDescDestroy(h: bigint): void { this.drop(h); }
+  matmulDescSetAttribute(h: bigint, attribute: number, kind: AttributeKind, value: number | bigint): void { this.set(h, attribute, kind, value); }
+  matrixLayoutCreate(dataType: number, rows: number, cols: number, ld: number): bigint {
+    const h = this.make('layout');
+    this.layouts.set(h, { dataType, rows, cols, ld });
+    return h;
+  }
+  matrixLayoutDestroy(h: bigint): void { this.drop(h); }
+  matrixLayoutSetAttribute(h: bigint, attribute: number, kind: AttributeKind, value: number | bigint): void { this.set(h, attribute, kind, value); }
+  preferenceCreate(): bigint { return this.make('preference'); }
+  preferenceDestroy(h: bigint): void { this.drop(h); }
+  preferenceSetAttribute(h: bigint, attribute: number, kind: AttributeKind, value: number | bigint): void { this.set(h, attribute, kind, value); }
+  algoGetHeuristic(): HeuristicResult[] {
+    this.log.push('heuristic');
+    return Array.from({ length: this.candidateCount }, (_, i) => ({
+      algo: Uint8Array.from({ length: 64 }, (_, j) => (j === 0 ? i : 0)),
+      workspaceSize: 1024 * i,
+      state: 0,
+      wavesCount: 1,
+    }));
+  }
+  matmul(
+    _handle: bigint, desc: bigint, alpha: ArrayBufferView, a: bigint, aLayout: bigint, b: bigint, bLayout: bigint, beta: ArrayBufferView,
+    c: bigint, cLayout: bigint, d: bigint, dLayout: bigint, algo: Uint8Array, workspace: bigint, workspaceBytes: number, stream: bigint,
+  ): number {
+    this.matmuls.push({
+      desc, alpha: (alpha as Float32Array)[0]!, beta: (beta as Float32Array)[0]!, a, aLayout, b, bLayout, c, d, cLayout, dLayout,
+      algo: algo[0]!, workspace, workspaceBytes, stream,
+    });
+    return this.statusFor(algo[0]!);
+  }
+  count(entry: string): number {
+    return this.log.filter((l) => l === entry).length;
+  }
+}
+
+/** A timer whose "GPU time" is whatever the last algorithm run on the fake costs. */
+function fakeTimer(lt: FakeCublasLt, costOf: (algo: number) => number): StreamTimer & { samples: number } {
+  const timer = {
+    samples: 0,
+    canTime: () => true,
+    sample(_stream: bigint, enqueue: () => void, repeats: number) {
+      const times: number[] = [];
+      for (let i = 0; i < repeats; i++) {
+        enqueue();
+        timer.samples++;
+        times.push(costOf(lt.matmuls.at(-1)!.algo));
+      }
+      return times;
+    },
+    dispose() {},
+  };
+  return timer;
+}
+
+let nextAddress = 0x7f00_0000_0000n;
+function dev(shape: number[], dtype: DType = 'f16', offsetBytes = 0): CudaTensor {
+  const ptr = nextAddress + BigInt(offsetBytes);
+  nextAddress += 0x100_0000n;
+  return new CudaTensor(ptr, shape, dtype, null);
+}
+
+const STREAM = 0x5000n, WORKSPACE = 0x6000_0000n, WORKSPACE_BYTES = 32 * 2 ** 20;
+
+function runner(lt: FakeCublasLt, options: { autotune?: boolean; timer?: StreamTimer } = {}): GemmRunner {
+  return new GemmRunner(STREAM, WORKSPACE, WORKSPACE_BYTES, { library: lt, autotune: options.autotune ?? false, ...(options.timer ? { timer: options.timer } : {}) });
+}
+
+test('a GEMM reaches cublasLtMatmul with operands swapped, one descriptor set per problem', () => {
+  const lt = new FakeCublasLt();
+  const r = runner(lt);
+  const a = dev([8, 4]), b = dev([4, 16]), out = dev([8, 16]);
+  r.gemm({ a, b, out, alpha: 2 });
+  assert.equal(lt.count('descCreate'), 1);
+  assert.equal(lt.count('layoutCreate'), 3);
+  assert.equal(lt.count('heuristic'), 1);
+  const call = lt.matmuls[0]!;
+  assert.deepEqual([call.a, call.b, call.c, call.d], [b.ptr, a.ptr, out.ptr, out.ptr]);
+  assert.deepEqual([call.alpha, call.beta, call.algo], [2, 0, 0]);
+  assert.deepEqual([call.workspace, call.workspaceBytes, call.stream], [WORKSPACE, WORKSPACE_BYTES, STREAM]);
+  assert.deepEqual(lt.layouts.get(call.aLayout), { dataType: CudaDataType.R_16F, rows: 16, cols: 4, ld: 16 });
+  assert.deepEqual(lt.layouts.get(call.bLayout), { dataType: CudaDataType.R_16F, rows: 4, cols: 8, ld: 4 });
+  assert.deepEqual(lt.layouts.get(call.dLayout), { dataType: CudaDataType.R_16F, rows: 16, cols: 8, ld: 16 });
+  assert.equal(call.cLayout, call.dLayout);
+  const desc = lt.attributes.get(call.desc)!;
+  assert.equal(desc.get(-1), CublasComputeType.COMPUTE_32F);
+  assert.equal(desc.get(-2), CudaDataType.R_32F);
+  assert.equal(desc.get(MatmulDescAttribute.EPILOGUE), CublasLtEpilogue.DEFAULT);
+
+  // The same problem on other tensors (same alignment) reuses everything: one more matmul, nothing else.
+  const before = lt.log.length;
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), beta: 1 });
+  assert.equal(lt.log.length, before);
+  assert.equal(lt.matmuls.length, 2);
+  assert.equal(lt.matmuls[1]!.beta, 1);
+  assert.equal(r.cacheEntries().length, 1);
+});
+
+test('transposes, dtype and alignment each get their own cache entry', () => {
+  const lt = new FakeCublasLt();
+  const r = runner(lt);
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  r.gemm({ a: dev([4, 8]), b: dev([4, 16]), out: dev([8, 16]), transA: true });
+  r.gemm({ a: dev([8, 4]), b: dev([16, 4]), out: dev([8, 16]), transB: true });
+  r.gemm({ a: dev([8, 4], 'bf16'), b: dev([4, 16], 'bf16'), out: dev([8, 16], 'bf16') });
+  r.gemm({ a: dev([8, 4], 'f16', 2), b: dev([4, 16]), out: dev([8, 16]) }); // a view 2 bytes into a block
+  assert.equal(r.cacheEntries().length, 5);
+  const transA = lt.matmuls[1]!;
+  assert.equal(lt.attributes.get(transA.desc)!.get(MatmulDescAttribute.TRANSB), 1); // our transA is cuBLAS's op(B)
+  assert.equal(lt.attributes.get(transA.desc)!.get(MatmulDescAttribute.TRANSA), 0);
+  // The heuristic is told the real alignment of the misaligned view (our a = cuBLAS B).
+  const pref = [...lt.live].find((h) => lt.attributes.get(h)!.has(MatmulPreferenceAttribute.MIN_ALIGNMENT_B_BYTES))!;
+  assert.equal(lt.attributes.get(pref)!.get(MatmulPreferenceAttribute.MIN_ALIGNMENT_B_BYTES), 2);
+  assert.equal(lt.attributes.get(pref)!.get(MatmulPreferenceAttribute.MIN_ALIGNMENT_A_BYTES), 32); // ld 16 × 2 bytes
+  assert.equal(lt.attributes.get(pref)!.get(MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES), WORKSPACE_BYTES);
+});
+
+test('epilogue descriptors: aux ld, and bias/aux addresses rebound only when they change', () => {
+  const lt = new FakeCublasLt();
+  const r = runner(lt);
+  const args = () => ({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), epilogue: 'gelu_bias' as const, bias: dev([16]), preActivation: dev([8, 16]) });
+  const first = args();
+  r.gemm(first);
+  const desc = lt.attributes.get(lt.matmuls[0]!.desc)!;
+  assert.equal(desc.get(MatmulDescAttribute.EPILOGUE), CublasLtEpilogue.GELU_AUX_BIAS);
+  assert.equal(desc.get(MatmulDescAttribute.EPILOGUE_AUX_LD), 16);
+  assert.equal(desc.get(MatmulDescAttribute.BIAS_POINTER), first.bias.ptr);
+  assert.equal(desc.get(MatmulDescAttribute.EPILOGUE_AUX_POINTER), first.preActivation.ptr);
+  const sets = () => lt.count(`set ${MatmulDescAttribute.BIAS_POINTER}`) + lt.count(`set ${MatmulDescAttribute.EPILOGUE_AUX_POINTER}`);
+  const afterFirst = sets();
+  r.gemm({ ...args(), bias: first.bias, preActivation: first.preActivation });
+  assert.equal(sets(), afterFirst);
+  const second = args();
+  r.gemm(second);
+  assert.equal(sets(), afterFirst + 2);
+  assert.equal(desc.get(MatmulDescAttribute.BIAS_POINTER), second.bias.ptr);
+
+  const bg = dev([8]);
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), epilogue: 'bgrad_a', biasGrad: bg });
+  const bgDesc = lt.attributes.get(lt.matmuls.at(-1)!.desc)!;
+  assert.equal(bgDesc.get(MatmulDescAttribute.EPILOGUE), CublasLtEpilogue.BGRADB);
+  assert.equal(bgDesc.get(MatmulDescAttribute.BIAS_POINTER), bg.ptr);
+  assert.equal(bgDesc.has(MatmulDescAttribute.EPILOGUE_AUX_LD), false);
+});
+
+test('batched GEMMs set batch count and strides on every layout', () => {
+  const lt = new FakeCublasLt();
+  const r = runner(lt);
+  r.batchedGemm({ a: dev([3, 5, 7]), b: dev([3, 9, 7]), out: dev([3, 5, 9]), transB: true });
+  const call = lt.matmuls[0]!;
+  const stride = (h: bigint) => lt.attributes.get(h)!.get(MatrixLayoutAttribute.STRIDED_BATCH_OFFSET);
+  for (const h of [call.aLayout, call.bLayout, call.dLayout]) assert.equal(lt.attributes.get(h)!.get(MatrixLayoutAttribute.BATCH_COUNT), 3);
+  assert.deepEqual([stride(call.aLayout), stride(call.bLayout), stride(call.dLayout)], [63, 35, 45]);
+  assert.deepEqual(lt.layouts.get(call.aLayout), { dataType: CudaDataType.R_16F, rows: 7, cols: 9, ld: 7 });
+});
+
+test('an algorithm that refuses to run on first use gives way to the next candidate', () => {
+  const lt = new FakeCublasLt();
+  lt.statusFor = (algo) => (algo === 0 ? 15 : CUBLAS_STATUS_SUCCESS);
+  const r = runner(lt);
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  assert.deepEqual(lt.matmuls.map((m) => m.algo), [0, 1]);
+  assert.equal(r.cacheEntries()[0]!.chosen, 1);
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  assert.deepEqual(lt.matmuls.map((m) => m.algo), [0, 1, 1]);
+});
+
+test('no runnable algorithm is an ArgumentError; a later failure is a CudaError', () => {
+  const none = new FakeCublasLt();
+  none.candidateCount = 0;
+  assert.throws(() => runner(none).gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }), (e: unknown) =>
+    e instanceof ArgumentError && /gemm: cuBLASLt 130100 has no algorithm for f16 M=8 N=16 K=4/.test(e.message));
+  assert.equal(none.live.size, 2, 'the failed entry released its descriptors (handle and preference remain)');
+
+  const refusing = new FakeCublasLt();
+  refusing.statusFor = () => 15;
+  assert.throws(() => runner(refusing).gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }), (e: unknown) =>
+    e instanceof ArgumentError && /every candidate algorithm answered CUBLAS_STATUS_NOT_SUPPORTED/.test(e.message));
+
+  const failing = new FakeCublasLt();
+  const r = runner(failing);
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  failing.statusFor = () => 13;
+  assert.throws(() => r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }), (e: unknown) =>
+    e instanceof CudaError && e.errorName === 'CUBLAS_STATUS_EXECUTION_FAILED');
+});
+
+test('autotuning times every candidate once per problem and keeps the fastest', () => {
+  const lt = new FakeCublasLt();
+  lt.candidateCount = 4;
+  const timer = fakeTimer(lt, (algo) => [3, 2, 0.5, 1][algo]!);
+  const r = runner(lt, { autotune: true, timer });
+  // beta ≠ 0 first: timing would accumulate into out, so the heuristic's choice runs untuned.
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), beta: 1 });
+  assert.equal(r.cacheEntries()[0]!.tuned, false);
+  assert.equal(lt.matmuls.at(-1)!.algo, 0);
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  assert.deepEqual(r.cacheEntries()[0], { key: r.cacheEntries()[0]!.key, candidates: 4, chosen: 2, tuned: true });
+  assert.equal(lt.matmuls.at(-1)!.algo, 2);
+  assert.equal(lt.matmuls.at(-1)!.beta, 0);
+  const samples = timer.samples;
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  assert.equal(timer.samples, samples, 'tuned once');
+
+  const timings = r.timeCandidates({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), beta: 1 }, 5);
+  assert.deepEqual(timings.map((t) => [t.index, t.medianMs, t.chosen]), [[0, 3, false], [1, 2, false], [2, 0.5, true], [3, 1, false]]);
+  assert.ok(lt.matmuls.slice(-4).every((m) => m.beta === 0), 'timing runs with beta = 0');
+});
+
+test('timing ranks a refused candidate last instead of failing', () => {
+  const lt = new FakeCublasLt();
+  lt.statusFor = (algo) => (algo === 1 ? 15 : CUBLAS_STATUS_SUCCESS);
+  const r = runner(lt, { timer: fakeTimer(lt, () => 1) });
+  const timings = r.timeCandidates({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3);
+  assert.deepEqual(timings.map((t) => t.medianMs), [1, Infinity, 1]);
+});
+
+test('argument errors surface before any library call; dispose releases everything', () => {
+  const lt = new FakeCublasLt();
+  const r = runner(lt);
+  assert.throws(() => r.gemm({ a: dev([8, 4]), b: dev([5, 16]), out: dev([8, 16]) }), /'b' has shape \[5, 16\]/);
+  assert.equal(lt.count('descCreate'), 0);
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  r.batchedGemm({ a: dev([2, 8, 4]), b: dev([2, 4, 16]), out: dev([2, 8, 16]) });
+  r.dispose();
+  assert.equal(lt.live.size, 0);
+  assert.throws(() => r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }), /used after dispose/);
+});
+
+test('per-call host overhead stays in the low microseconds', (t) => {
+  const lt = new FakeCublasLt();
+  const r = runner(lt);
+  const args = { a: dev([512, 768]), b: dev([768, 768]), out: dev([512, 768]), epilogue: 'bias' as const, bias: dev([768]) };
+  for (let i = 0; i < 2000; i++) r.gemm(args);
+  lt.matmuls.length = 0;
+  const calls = 20000;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) r.gemm(args);
+  const perCallUs = Number(process.hrtime.bigint() - start) / 1000 / calls;
+  lt.matmuls.length = 0;
+  t.diagnostic(`${perCallUs.toFixed(2)} µs per gemm() call excluding the FFI call itself`);
+  assert.ok(perCallUs < 50, `${perCallUs} µs per call`);
+});
