@@ -18,7 +18,7 @@ export async function selectBackend(choice: BackendChoice = (process.env.FUSEFOR
     throw new ArgumentError(`unknown backend '${String(choice)}': expected auto, cpu or cuda`);
   }
   if (choice === 'cpu') return { backend: new CpuBackend(), reason: 'CPU backend requested' };
-  const { probeCuda } = await import('../cuda/library.js');
+  const { probeCuda } = await import('../cuda/probe.js');
   const probe = probeCuda();
   if (!probe.available) {
     if (choice === 'cuda') throw new ArgumentError(`the CUDA backend was requested but cannot start: ${probe.reason}`);

@@ -50,12 +50,15 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// A closed pipe (`fuseformer info | head`) is not an error worth a stack trace.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => { if (error.code === 'EPIPE') process.exit(0); throw error; });
+
 main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (error: unknown) => {
     const code = (error as { code?: unknown }).code;
     if (error instanceof FuseformerError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) {
-      process.stderr.write(`fuseformer: ${error.message}\n`);
+      process.stderr.write(`fuseformer: ${(error as Error).message}\n`);
     } else {
       process.stderr.write(`fuseformer: ${error instanceof Error ? error.stack : String(error)}\n`);
     }

@@ -7,7 +7,7 @@
 // major version comes first. Toolkit `stubs/` directories are never searched: the stub libcuda only
 // answers CUDA_ERROR_STUB_LIBRARY.
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import koffi from 'koffi';
 import type { LibraryHandle } from 'koffi';
@@ -27,6 +27,11 @@ export interface LibrarySpec {
   readonly fileNames: readonly string[];
   /** What to install when it is missing. */
   readonly install: string;
+  /**
+   * Libraries that this one dlopens by soname at run time, matched in the directory it was found in
+   * and loaded first, so they resolve even when that directory is not on the loader's search path.
+   */
+  readonly companions?: RegExp;
 }
 
 export const CUDA_LIBRARIES: Readonly<Record<CudaLibraryName, LibrarySpec>> = {
@@ -40,6 +45,9 @@ export const CUDA_LIBRARIES: Readonly<Record<CudaLibraryName, LibrarySpec>> = {
     name: 'nvrtc',
     description: 'NVRTC, the CUDA runtime compiler (libnvrtc)',
     fileNames: ['libnvrtc.so.13', 'libnvrtc.so.12', 'libnvrtc.so'],
+    // NVRTC opens libnvrtc-builtins.so.<major>.<minor> when it compiles; without this preload a
+    // toolkit outside ldconfig fails with "failed to open libnvrtc-builtins.so.13.0".
+    companions: /^libnvrtc-builtins\.so\.\d+\.\d+$/,
     install: 'Install the CUDA toolkit 12 or 13 (or just its NVRTC package) and set CUDA_HOME or FUSEFORMER_CUDA_PATH to its directory.',
   },
   cublasLt: {
@@ -69,6 +77,8 @@ export interface LibraryLoader {
   exists(path: string): boolean;
   /** Loads a library by absolute path or, for a plain name, through the dynamic loader; throws on failure. */
   load(pathOrName: string): LibraryHandle;
+  /** File names in a directory ([] when it cannot be read). */
+  list(dir: string): string[];
 }
 
 export interface LibrarySearchOptions {
@@ -81,6 +91,13 @@ export interface LibrarySearchOptions {
 export const systemLoader: LibraryLoader = {
   exists: (path) => existsSync(path),
   load: (pathOrName) => koffi.load(pathOrName),
+  list: (dir) => {
+    try {
+      return readdirSync(dir);
+    } catch {
+      return [];
+    }
+  },
 };
 
 function archNames(arch: string): { target: string; multiarch: string } {
@@ -138,6 +155,7 @@ export function findLibrary(name: CudaLibraryName, options: LibrarySearchOptions
       const path = join(dir, fileName);
       if (!loader.exists(path)) { missing.push(fileName); continue; }
       try {
+        preloadCompanions(spec, dir, fileName, loader);
         return { name, path, viaLoader: false, handle: loader.load(path) };
       } catch (err) {
         tried.push(`${path}: found but failed to load: ${errorText(err)}`);
@@ -156,6 +174,21 @@ export function findLibrary(name: CudaLibraryName, options: LibrarySearchOptions
     `could not load ${spec.description}. Places tried:\n  ${tried.join('\n  ')}\n` +
     `${spec.install}\nUntil then fuseformer uses the CPU backend.`,
   );
+}
+
+/** Loads the companions of `fileName` found in `dir` (same major version when the name has one). */
+function preloadCompanions(spec: LibrarySpec, dir: string, fileName: string, loader: LibraryLoader): void {
+  if (spec.companions === undefined) return;
+  const major = /\.so\.(\d+)$/.exec(fileName)?.[1];
+  for (const companion of loader.list(dir).sort()) {
+    if (!spec.companions.test(companion)) continue;
+    if (major !== undefined && !companion.includes(`.so.${major}.`)) continue;
+    try {
+      loader.load(join(dir, companion));
+    } catch {
+      // Best effort: if it is really needed, the library reports it by name when it fails.
+    }
+  }
 }
 
 const loaded = new Map<CudaLibraryName, LoadedLibrary | LibraryNotFoundError>();

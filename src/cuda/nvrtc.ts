@@ -84,8 +84,10 @@ export class Nvrtc implements StatusLibrary {
     const program = handle[0]!;
     try {
       const status = this.fn.nvrtcCompileProgram(program, options.length, options);
-      if (status !== NVRTC_SUCCESS && status !== NVRTC_ERROR_COMPILATION) this.check('nvrtcCompileProgram', status, name);
       const log = this.programLog(program);
+      // Failures other than source errors (e.g. NVRTC_ERROR_BUILTIN_OPERATION_FAILURE when
+      // libnvrtc-builtins is missing) explain themselves in the log.
+      if (status !== NVRTC_SUCCESS && status !== NVRTC_ERROR_COMPILATION) this.check('nvrtcCompileProgram', status, log ? `${name}: ${log}` : name);
       if (status === NVRTC_ERROR_COMPILATION) return { ok: false, log, cubin: null };
       this.check('nvrtcGetCUBINSize', this.fn.nvrtcGetCUBINSize(program, this.size), name);
       const cubin = new Uint8Array(Number(this.size[0]!));

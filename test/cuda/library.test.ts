@@ -18,6 +18,7 @@ function fakeLoader(files: string[], loadable: string[] = files): LibraryLoader 
   return {
     attempts,
     exists: (path) => files.includes(path),
+    list: (dir) => files.filter((f) => f.startsWith(`${dir}/`)).map((f) => f.slice(dir.length + 1)),
     load: (pathOrName) => {
       attempts.push(pathOrName);
       if (!loadable.includes(pathOrName)) throw new Error(`cannot open ${pathOrName}`);
@@ -49,6 +50,13 @@ test('the first directory with the library wins, newest version first within a d
   assert.equal(includeDirBeside(found), '/a/include');
 });
 
+test('NVRTC\'s builtins library of the same major version is loaded first from the same directory', () => {
+  const loader = fakeLoader(['/a/libnvrtc.so.13', '/a/libnvrtc-builtins.so.13.0', '/a/libnvrtc-builtins.so.12.8', '/a/libnvrtc-builtins.so']);
+  const found = findLibrary('nvrtc', { env: { FUSEFORMER_CUDA_PATH: '/a' }, loader, arch: 'x64' });
+  assert.equal(found.path, '/a/libnvrtc.so.13');
+  assert.deepEqual(loader.attempts, ['/a/libnvrtc-builtins.so.13.0', '/a/libnvrtc.so.13']);
+});
+
 test('a file that exists but fails to load is skipped, then the dynamic loader is tried', () => {
   const loader = fakeLoader(['/a/libcuda.so.1'], ['libcuda.so.1']);
   const found = findLibrary('cuda', { env: { FUSEFORMER_CUDA_PATH: '/a' }, loader, arch: 'x64' });
@@ -65,6 +73,7 @@ test('nothing found: the error names the library, every place tried, what to ins
     writeFileSync(join(dir, 'libnvrtc.so.13'), 'not an ELF file');
     const loader: LibraryLoader = {
       exists: (path) => path.startsWith(dir) && existsSync(path),
+      list: () => [],
       load: (pathOrName) => {
         if (!pathOrName.startsWith('/')) throw new Error(`${pathOrName}: cannot open shared object file (test loader)`);
         return koffi.load(pathOrName);

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/library.js';
+import { probeCuda } from '../../src/cuda/probe.js';
 import { checkCase } from '../../src/testing/conformance.js';
 import { allOpCases } from '../../src/testing/op-cases.js';
 import { freshSeed } from '../../src/testing/random.js';

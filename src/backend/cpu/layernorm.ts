@@ -15,10 +15,6 @@ function checkStatistic(check: CpuCheck, name: string, t: CpuTensor): void {
   check.shape(name, t, ['rows']);
 }
 
-function checkEps(check: CpuCheck, eps: number): void {
-  check.nonNegative('eps', eps);
-}
-
 /** The float tensors of a norm backward (dBeta only for LayerNorm; dResidual optional). */
 interface NormBackwardTensors {
   dOut: CpuTensor; x: CpuTensor; gamma: CpuTensor; dX: CpuTensor; dGamma: CpuTensor; dBeta?: CpuTensor; dResidual?: CpuTensor;
@@ -66,7 +62,7 @@ export function prepareLayerNormForward(args: LayerNormForwardArgs): CpuWork {
   check.rows('out', out, 'rows', 'H');
   checkStatistic(check, 'mean', mean);
   checkStatistic(check, 'rstd', rstd);
-  checkEps(check, args.eps);
+  check.nonNegative('eps', args.eps);
   const [rows, H] = [check.size('rows'), check.size('H')];
   if (H < 1) check.fail("'x' has an empty last dimension (H = 0)");
   const eps = args.eps;
@@ -153,7 +149,7 @@ export function prepareRmsNormForward(args: RmsNormForwardArgs): CpuWork {
   check.shape('gamma', gamma, ['H']);
   check.rows('out', out, 'rows', 'H');
   checkStatistic(check, 'rstd', rstd);
-  checkEps(check, args.eps);
+  check.nonNegative('eps', args.eps);
   const [rows, H] = [check.size('rows'), check.size('H')];
   if (H < 1) check.fail("'x' has an empty last dimension (H = 0)");
   const eps = args.eps;

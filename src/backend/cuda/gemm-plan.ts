@@ -16,14 +16,17 @@
 // epilogue is BGRADB: "length = columns of D (n = M), reduced over k", i.e.
 //     biasGrad[j] = Σ_k op(B)[k, j] = Σ_k op(a)ᵀ[k, j] = Σ_k op(a)[j, k],
 // which is our contract biasGrad[m] = Σ_k op(a)[m, k]. (BGRADA would sum our b instead.)
+// Measured on an H200 with cuBLASLt 13.1: BGRADB has algorithms only when op(B) = T, i.e. our transA;
+// the heuristic returns none for transA = false in every dtype, so checkGemm refuses that up front.
 
 import type { BatchedGemmArgs, GemmArgs, GemmEpilogue } from '../backend.js';
 import type { FloatDType } from '../../dtype.js';
-import { byteSize } from '../../dtype.js';
 import { OpCheck } from '../validate.js';
 import type { Dim } from '../validate.js';
 import { CublasLtEpilogue, CublasOperation, CudaDataType } from '../../cuda/cublaslt.js';
-import type { CudaTensor } from './runtime/tensor.js';
+import { CudaTensor } from './runtime/tensor.js';
+import { LayoutError } from '../../errors.js';
+import type { Tensor } from '../../tensor.js';
 
 /** The problem as cuBLASLt sees its shape-dependent parts: everything the algorithm choice depends on. */
 export interface GemmProblem {
@@ -199,6 +202,16 @@ export interface CheckedGemm {
 
 const FLOAT_TYPES = ['f32', 'f16', 'bf16'] as const;
 
+/** A contiguous tensor made by the CUDA backend whose memory has not been freed. */
+function cudaTensor(check: OpCheck, name: string, t: Tensor | undefined): CudaTensor {
+  const checked = check.tensor(name, t);
+  if (!(checked instanceof CudaTensor)) {
+    throw new LayoutError(`${check.op}: '${name}' says it is a cuda tensor but was not made by the CUDA backend`);
+  }
+  if (checked.block?.freed) check.fail(`'${name}' was freed`);
+  return checked;
+}
+
 function checkDims(check: OpCheck, M: number, N: number, K: number, batch: number): void {
   for (const [name, value] of [['M', M], ['N', N], ['K', K], ['batch', batch]] as const) {
     if (value < 1) check.fail(`${name} is ${value}: empty matrices are not supported (M = ${M}, N = ${N}, K = ${K}, batch = ${batch})`);
@@ -238,7 +251,7 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
   const epilogue = args.epilogue ?? 'none';
   if (!EPILOGUES.includes(epilogue)) check.fail(`unknown epilogue '${String(epilogue)}': expected one of ${EPILOGUES.join(', ')}`);
   const transA = args.transA ?? false, transB = args.transB ?? false;
-  const a = check.tensor('a', args.a), b = check.tensor('b', args.b), out = check.tensor('out', args.out);
+  const a = cudaTensor(check, 'a', args.a), b = cudaTensor(check, 'b', args.b), out = cudaTensor(check, 'out', args.out);
   const patterns = operandPatterns(transA, transB, false);
   check.shape('a', a, patterns.a);
   check.shape('b', b, patterns.b);
@@ -247,7 +260,7 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
   checkDims(check, M, N, K, 1);
 
   const names = ['a', 'b', 'out'];
-  const tensors = [a, b, out];
+  const tensors: CudaTensor[] = [a, b, out];
   const optional = { bias: args.bias, preActivation: args.preActivation, biasGrad: args.biasGrad };
   const shapes = { bias: ['N'], preActivation: ['M', 'N'], biasGrad: [epilogue === 'bgrad_a' ? 'M' : 'N'] } as const;
   const rules = EPILOGUE_OPERANDS[epilogue];
@@ -259,10 +272,9 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
       continue;
     }
     if (rule === undefined) check.fail(`'${name}' was given but epilogue '${epilogue}' does not use it`);
-    check.tensor(name, t);
+    tensors.push(cudaTensor(check, name, t));
     check.shape(name, t, shapes[name]);
     names.push(name);
-    tensors.push(t);
   }
   check.dtype('a', a, FLOAT_TYPES);
   check.sameDType(names, tensors);
@@ -272,6 +284,11 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
   if (beta !== 0 && epilogue !== 'none') {
     check.fail(`beta = ${beta} is only supported with epilogue 'none' (got '${epilogue}'): the fused epilogues overwrite out`);
   }
+  if (epilogue === 'bgrad_a' && !transA) {
+    check.fail(`epilogue 'bgrad_a' needs transA = true: cuBLASLt has bias-gradient kernels (BGRADB) only for a transposed ` +
+      `reduced operand, which is the weight-gradient layout dW = dYᵀ·X (a = dY [rows, out] with transA). ` +
+      `For an untransposed a, run the GEMM with epilogue 'none' and reduce a separately`);
+  }
   const writesPreActivation = epilogue === 'gelu_bias' && optional.preActivation !== undefined;
   if (usesPreActivation(epilogue, writesPreActivation) && N % 8 !== 0) {
     check.fail(`epilogue '${epilogue}' with a preActivation matrix needs N (the row length of out) to be a multiple of 8, got N = ${N}: ` +
@@ -279,13 +296,13 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
   }
 
   const written = new Set(['out', 'biasGrad', ...(writesPreActivation ? ['preActivation'] : [])]);
-  checkNoOverlap(check, names, tensors as CudaTensor[], written);
+  checkNoOverlap(check, names, tensors, written);
 
   return {
     problem: { dtype: a.dtype as FloatDType, M, N, K, batch: 1, transA, transB, epilogue, writesPreActivation },
-    a: a as CudaTensor,
-    b: b as CudaTensor,
-    out: out as CudaTensor,
+    a,
+    b,
+    out,
     ...(optional.bias ? { bias: optional.bias as CudaTensor } : {}),
     ...(optional.biasGrad ? { biasGrad: optional.biasGrad as CudaTensor } : {}),
     ...(optional.preActivation ? { preActivation: optional.preActivation as CudaTensor } : {}),
@@ -297,7 +314,7 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
 export function checkBatchedGemm(args: BatchedGemmArgs): CheckedGemm {
   const check = new OpCheck('batchedGemm', 'cuda');
   const transA = args.transA ?? false, transB = args.transB ?? false;
-  const a = check.tensor('a', args.a), b = check.tensor('b', args.b), out = check.tensor('out', args.out);
+  const a = cudaTensor(check, 'a', args.a), b = cudaTensor(check, 'b', args.b), out = cudaTensor(check, 'out', args.out);
   const patterns = operandPatterns(transA, transB, true);
   check.shape('a', a, patterns.a);
   check.shape('b', b, patterns.b);
@@ -308,12 +325,12 @@ export function checkBatchedGemm(args: BatchedGemmArgs): CheckedGemm {
   check.sameDType(['a', 'b', 'out'], [a, b, out]);
   const alpha = args.alpha ?? 1, beta = args.beta ?? 0;
   checkScalars(check, alpha, beta);
-  checkNoOverlap(check, ['a', 'b', 'out'], [a, b, out] as CudaTensor[], new Set(['out']));
+  checkNoOverlap(check, ['a', 'b', 'out'], [a, b, out], new Set(['out']));
   return {
     problem: { dtype: a.dtype as FloatDType, M, N, K, batch, transA, transB, epilogue: 'none', writesPreActivation: false },
-    a: a as CudaTensor,
-    b: b as CudaTensor,
-    out: out as CudaTensor,
+    a,
+    b,
+    out,
     alpha,
     beta,
   };
@@ -342,11 +359,6 @@ export function operandAddresses(call: CheckedGemm): OperandAddresses {
     ...(biasTensor ? { bias: biasTensor.ptr } : {}),
     ...(call.preActivation ? { aux: call.preActivation.ptr } : {}),
   };
-}
-
-/** Element size of the problem's dtype, for alignment arithmetic. */
-export function elementBytes(p: GemmProblem): number {
-  return byteSize(p.dtype);
 }
 
 /** Whether two byte ranges [start, start + bytes) overlap. */

@@ -123,6 +123,19 @@ function sameCall(s: CallSignature, args: GemmArgs): boolean {
     s.epilogue === (args.epilogue ?? 'none') && s.alpha === (args.alpha ?? 1) && s.beta === (args.beta ?? 0);
 }
 
+/** A timing sample spans about this much GPU time: events resolve ~0.5 µs, and on an H200 shorter bursts let clock and power state flip the ranking of near-equal algorithms. */
+const BURST_TARGET_MS = 1;
+const MAX_BURST = 64;
+
+/** Back-to-back runs per timing sample, from the time of one run. */
+function burstLength(oneRunMs: number): number {
+  return Math.max(1, Math.min(MAX_BURST, Math.round(BURST_TARGET_MS / Math.max(oneRunMs, 1e-6))));
+}
+
+function checkRepeats(repeats: number): void {
+  if (!Number.isInteger(repeats) || repeats < 1) throw new ArgumentError(`repeats must be a positive integer, got ${repeats}`);
+}
+
 const DEFAULT_CANDIDATES = 8;
 const DEFAULT_AUTOTUNE_REPEATS = 10;
 const NO_ADDRESS = -1n;
@@ -186,9 +199,9 @@ export class GemmRunner {
   }
 
   /**
-   * Times every heuristic candidate for this call's problem on its operands: median GPU ms of
-   * `repeats` single runs each. Reruns the GEMM with beta = 0, so out (and preActivation or biasGrad)
-   * are overwritten. Does not change which algorithm the runner uses.
+   * Times every heuristic candidate for this call's problem on its operands: median GPU ms per GEMM
+   * over `repeats` rounds. Reruns the GEMM with beta = 0, so out (and preActivation or biasGrad) are
+   * overwritten. Does not change which algorithm the runner uses.
    */
   timeCandidates(args: GemmArgs, repeats = 20): CandidateTiming[] {
     this.assertLive();
@@ -200,13 +213,13 @@ export class GemmRunner {
     return this.timeAll(checkBatchedGemm(args), repeats);
   }
 
-  /** Median GPU ms of one full gemm() call through this wrapper (argument checks and cache lookup included). */
+  /** Median GPU ms per gemm() call through this wrapper (argument checks and cache lookup included), timed in bursts. */
   timeGemm(args: GemmArgs, repeats = 20): number {
-    return median(this.requireTimer().sample(this.stream, () => this.gemm(args), repeats));
+    return this.timeWrapper(() => this.gemm(args), repeats);
   }
 
   timeBatchedGemm(args: BatchedGemmArgs, repeats = 20): number {
-    return median(this.requireTimer().sample(this.stream, () => this.batchedGemm(args), repeats));
+    return this.timeWrapper(() => this.batchedGemm(args), repeats);
   }
 
   cacheEntries(): GemmCacheInfo[] {
@@ -385,19 +398,51 @@ export class GemmRunner {
     return this.timer;
   }
 
+  /**
+   * Median GPU ms per GEMM of every candidate. Samples are bursts of back-to-back runs (long enough
+   * to hide event resolution), each preceded by an untimed burst of the same candidate: measured on
+   * an H200, an algorithm timed right after a different one can look 5% faster than it runs on
+   * repeat (cache and power state), which is how it will run. Candidates take turns round by round,
+   * so a drift in clocks or temperature shifts them all alike instead of favouring the first.
+   */
   private timeAll(call: CheckedGemm, repeats: number): CandidateTiming[] {
-    if (!Number.isInteger(repeats) || repeats < 1) throw new ArgumentError(`repeats must be a positive integer, got ${repeats}`);
+    checkRepeats(repeats);
     const entry = this.entryFor(call);
     this.bindAddresses(entry, call);
     const timer = this.requireTimer();
-    return entry.candidates.map((candidate, index) => {
-      // A candidate cuBLASLt refuses to run ranks last instead of failing the whole measurement.
-      const status = this.matmul(entry, call, index, 0);
-      const medianMs = status === CUBLAS_STATUS_SUCCESS
-        ? median(timer.sample(this.stream, () => { this.matmul(entry, call, index, 0); }, repeats))
-        : Infinity;
-      return { index, medianMs, workspaceSize: candidate.workspaceSize, wavesCount: candidate.wavesCount, chosen: index === entry.chosen };
-    });
+    const run = (index: number) => this.matmul(entry, call, index, 0);
+    // Two untimed runs each: the first launch of a kernel may load its module. A candidate cuBLASLt
+    // refuses to run ranks last instead of failing the whole measurement.
+    const runnable = entry.candidates.map((_, index) => run(index) === CUBLAS_STATUS_SUCCESS && run(index) === CUBLAS_STATUS_SUCCESS);
+    const first = runnable.indexOf(true);
+    const samples: number[][] = entry.candidates.map(() => []);
+    if (first >= 0) {
+      const burst = burstLength(timer.sample(this.stream, () => { run(first); }, 1, 0)[0]!);
+      for (let round = 0; round < repeats; round++) {
+        runnable.forEach((ok, index) => {
+          if (ok) samples[index]!.push(timer.sample(this.stream, () => { for (let i = 0; i < burst; i++) run(index); }, 1, 1)[0]! / burst);
+        });
+      }
+    }
+    return entry.candidates.map((candidate, index) => ({
+      index,
+      medianMs: runnable[index] ? median(samples[index]!) : Infinity,
+      workspaceSize: candidate.workspaceSize,
+      wavesCount: candidate.wavesCount,
+      chosen: index === entry.chosen,
+    }));
+  }
+
+  /** Median GPU ms per call of `enqueue` (one full wrapper call), timed exactly as timeAll times a candidate. */
+  private timeWrapper(enqueue: () => void, repeats: number): number {
+    checkRepeats(repeats);
+    const timer = this.requireTimer();
+    enqueue();
+    const burst = burstLength(timer.sample(this.stream, enqueue, 1, 1)[0]!);
+    const runBurst = () => { for (let i = 0; i < burst; i++) enqueue(); };
+    const samples: number[] = [];
+    for (let round = 0; round < repeats; round++) samples.push(timer.sample(this.stream, runBurst, 1, 1)[0]! / burst);
+    return median(samples);
   }
 
   private tune(entry: CacheEntry, call: CheckedGemm): void {

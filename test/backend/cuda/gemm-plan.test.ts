@@ -14,6 +14,7 @@ import { CublasLtEpilogue, CublasOperation, CudaDataType } from '../../../src/cu
 import type { DType } from '../../../src/dtype.js';
 import { ArgumentError, DTypeError, LayoutError, ShapeError } from '../../../src/errors.js';
 import { Rng } from '../../../src/testing/random.js';
+import { Tensor } from '../../../src/tensor.js';
 
 function problem(overrides: Partial<GemmProblem> = {}): GemmProblem {
   return { dtype: 'f16', M: 2, N: 3, K: 4, batch: 1, transA: false, transB: false, epilogue: 'none', writesPreActivation: false, ...overrides };
@@ -224,7 +225,7 @@ test('a valid call yields its problem and tensors', () => {
   assert.deepEqual(operandAddresses(call), { a: call.a.ptr, b: call.b.ptr, out: call.out.ptr, bias: bias.ptr, aux: pre.ptr });
   const t = checkGemm({ a: dev([4, 8]), b: dev([16, 4]), out: dev([8, 16]), transA: true, transB: true });
   assert.deepEqual([t.problem.M, t.problem.N, t.problem.K, t.problem.transA, t.problem.transB], [8, 16, 4, true, true]);
-  const bg = checkGemm(gemmArgs(8, 16, 4, { epilogue: 'bgrad_a', biasGrad: dev([8]) }));
+  const bg = checkGemm({ a: dev([4, 8]), b: dev([4, 16]), out: dev([8, 16]), transA: true, epilogue: 'bgrad_a', biasGrad: dev([8]) });
   assert.equal(bg.biasGrad?.shape[0], 8);
 });
 
@@ -235,7 +236,7 @@ test('shape disagreements are ShapeErrors naming the tensors', () => {
   assert.throws(() => checkGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), transA: true }), ShapeError);
   assert.throws(() => checkGemm({ a: dev([2, 8, 4]), b: dev([4, 16]), out: dev([8, 16]) }), ShapeError);
   assert.throws(() => checkGemm(gemmArgs(8, 16, 4, { epilogue: 'bias', bias: dev([8]) })), /'bias' has shape \[8\]/);
-  assert.throws(() => checkGemm(gemmArgs(8, 16, 4, { epilogue: 'bgrad_a', biasGrad: dev([16]) })), ShapeError); // [M], not [N]
+  assert.throws(() => checkGemm({ a: dev([4, 8]), b: dev([4, 16]), out: dev([8, 16]), transA: true, epilogue: 'bgrad_a', biasGrad: dev([16]) }), ShapeError); // [M], not [N]
   assert.throws(() => checkGemm(gemmArgs(8, 16, 4, { epilogue: 'dgelu_bgrad', preActivation: dev([8, 16]), biasGrad: dev([8]) })), ShapeError);
   assert.throws(() => checkGemm(gemmArgs(8, 16, 4, { epilogue: 'dgelu', preActivation: dev([16, 8]) })), ShapeError);
 });
@@ -252,6 +253,11 @@ test('tensors from another backend or non-contiguous views are LayoutErrors', ()
   const cpuLike = Object.assign(Object.create(Object.getPrototypeOf(args.a)), args.a, { backend: 'cpu' }) as CudaTensor;
   assert.throws(() => checkGemm({ ...args, a: cpuLike }), LayoutError);
   assert.throws(() => checkGemm({ ...args, a: dev([8, 4], 'f16', [1, 8]) }), (e: unknown) => e instanceof LayoutError && /non-contiguous/.test(e.message));
+  class ForeignTensor extends Tensor {}
+  assert.throws(() => checkGemm({ ...args, b: new ForeignTensor('cuda', [4, 16], 'f16') }), (e: unknown) =>
+    e instanceof LayoutError && /'b' says it is a cuda tensor but was not made by the CUDA backend/.test(e.message));
+  const freed = new CudaTensor(0x1000n, [8, 16], 'f16', { ptr: 0x1000n, bytes: 256, freed: true });
+  assert.throws(() => checkGemm({ ...args, out: freed }), /'out' was freed/);
 });
 
 test('epilogue operands: required, and refused where unused', () => {
@@ -264,7 +270,7 @@ test('epilogue operands: required, and refused where unused', () => {
     [{ epilogue: 'bgrad_a' }, /needs 'biasGrad'/],
     [{ bias: dev([16]) }, /'bias' was given but epilogue 'none' does not use it/],
     [{ epilogue: 'bias', bias: dev([16]), preActivation: dev([8, 16]) }, /'preActivation' was given/],
-    [{ epilogue: 'bgrad_a', biasGrad: dev([8]), bias: dev([16]) }, /'bias' was given/],
+    [{ epilogue: 'dgelu_bgrad', preActivation: dev([8, 16]), biasGrad: dev([16]), bias: dev([16]) }, /'bias' was given/],
     [{ epilogue: 'relu' as GemmEpilogue }, /unknown epilogue 'relu'/],
   ];
   for (const [extra, message] of cases) {
@@ -290,6 +296,8 @@ test('cuBLASLt limits: aux ld multiple of 8, no empty matrices, no overlapping o
       e instanceof ArgumentError && /multiple of 8, got N = 12/.test(e.message), extra.epilogue);
   }
   checkGemm(gemmArgs(8, 12, 4, { epilogue: 'gelu_bias', bias: dev([12]) })); // no aux matrix: any N
+  assert.throws(() => checkGemm(gemmArgs(8, 16, 4, { epilogue: 'bgrad_a', biasGrad: dev([8]) })), (e: unknown) =>
+    e instanceof ArgumentError && /epilogue 'bgrad_a' needs transA = true/.test(e.message));
   assert.throws(() => checkGemm(gemmArgs(0, 16, 4)), /M is 0: empty matrices are not supported/);
   assert.throws(() => checkGemm(gemmArgs(8, 16, 0)), /K is 0/);
 
@@ -297,7 +305,7 @@ test('cuBLASLt limits: aux ld multiple of 8, no empty matrices, no overlapping o
   assert.throws(() => checkGemm({ a, b: dev([8, 8]), out: a }), /'a' and 'out' overlap/);
   const shared = dev([64]);
   const view = (offset: number, shape: number[]) => new CudaTensor(shared.ptr + BigInt(offset * 2), shape, 'f16', null);
-  assert.throws(() => checkGemm({ a: dev([2, 4]), b: dev([4, 4]), out: view(0, [2, 4]), epilogue: 'bgrad_a', biasGrad: view(6, [2]) }), /'out' and 'biasGrad' overlap/);
+  assert.throws(() => checkGemm({ a: dev([4, 2]), b: dev([4, 4]), out: view(0, [2, 4]), transA: true, epilogue: 'bgrad_a', biasGrad: view(6, [2]) }), /'out' and 'biasGrad' overlap/);
   // Inputs may share memory with each other: only outputs must stand alone.
   checkGemm({ a: view(0, [2, 4]), b: view(0, [4, 2]), out: dev([2, 2]) });
 });

@@ -92,17 +92,20 @@ class FakeCublasLt implements CublasLt {
   }
 }
 
-/** A timer whose "GPU time" is whatever the last algorithm run on the fake costs. */
-function fakeTimer(lt: FakeCublasLt, costOf: (algo: number) => number): StreamTimer & { samples: number } {
+/** A timer whose "GPU time" is the summed cost of the algorithms each sample ran on the fake. */
+function fakeTimer(lt: FakeCublasLt, costOf: (algo: number) => number): StreamTimer & { samples: number; capturing: boolean } {
   const timer = {
     samples: 0,
-    canTime: () => true,
-    sample(_stream: bigint, enqueue: () => void, repeats: number) {
+    capturing: false,
+    canTime: () => !timer.capturing,
+    sample(_stream: bigint, enqueue: () => void, repeats: number, warmup = 2) {
+      for (let i = 0; i < warmup; i++) enqueue();
       const times: number[] = [];
       for (let i = 0; i < repeats; i++) {
+        const before = lt.matmuls.length;
         enqueue();
         timer.samples++;
-        times.push(costOf(lt.matmuls.at(-1)!.algo));
+        times.push(lt.matmuls.slice(before).reduce((sum, m) => sum + costOf(m.algo), 0));
       }
       return times;
     },
@@ -194,7 +197,7 @@ test('epilogue descriptors: aux ld, and bias/aux addresses rebound only when the
   assert.equal(desc.get(MatmulDescAttribute.BIAS_POINTER), second.bias.ptr);
 
   const bg = dev([8]);
-  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), epilogue: 'bgrad_a', biasGrad: bg });
+  r.gemm({ a: dev([4, 8]), b: dev([4, 16]), out: dev([8, 16]), transA: true, epilogue: 'bgrad_a', biasGrad: bg });
   const bgDesc = lt.attributes.get(lt.matmuls.at(-1)!.desc)!;
   assert.equal(bgDesc.get(MatmulDescAttribute.EPILOGUE), CublasLtEpilogue.BGRADB);
   assert.equal(bgDesc.get(MatmulDescAttribute.BIAS_POINTER), bg.ptr);
@@ -246,7 +249,7 @@ test('no runnable algorithm is an ArgumentError; a later failure is a CudaError'
 test('autotuning times every candidate once per problem and keeps the fastest', () => {
   const lt = new FakeCublasLt();
   lt.candidateCount = 4;
-  const timer = fakeTimer(lt, (algo) => [3, 2, 0.5, 1][algo]!);
+  const timer = fakeTimer(lt, (algo) => [0.03, 0.02, 0.005, 0.01][algo]!);
   const r = runner(lt, { autotune: true, timer });
   // beta ≠ 0 first: timing would accumulate into out, so the heuristic's choice runs untuned.
   r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), beta: 1 });
@@ -261,8 +264,25 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   assert.equal(timer.samples, samples, 'tuned once');
 
   const timings = r.timeCandidates({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]), beta: 1 }, 5);
-  assert.deepEqual(timings.map((t) => [t.index, t.medianMs, t.chosen]), [[0, 3, false], [1, 2, false], [2, 0.5, true], [3, 1, false]]);
+  assert.deepEqual(timings.map((t) => [t.index, t.chosen]), [[0, false], [1, false], [2, true], [3, false]]);
+  timings.forEach((t, i) => assert.ok(Math.abs(t.medianMs - [0.03, 0.02, 0.005, 0.01][i]!) < 1e-12, `per-GEMM time of candidate ${i}: ${t.medianMs}`));
   assert.ok(lt.matmuls.slice(-4).every((m) => m.beta === 0), 'timing runs with beta = 0');
+  // Samples are bursts (1 ms / 0.03 ms ≈ 33 runs), each after an untimed burst of the same
+  // candidate, and candidates take turns: the last round ran 0, 1, 2, 3 in order.
+  assert.deepEqual(lt.matmuls.slice(-264).map((m) => m.algo), [0, 1, 2, 3].flatMap((algo) => Array<number>(66).fill(algo)));
+  assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
+});
+
+test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {
+  const lt = new FakeCublasLt();
+  const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
+  const r = runner(lt, { autotune: true, timer });
+  timer.capturing = true;
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  assert.deepEqual([timer.samples, lt.matmuls.length, r.cacheEntries()[0]!.tuned], [0, 1, false]);
+  timer.capturing = false;
+  r.gemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) });
+  assert.deepEqual([r.cacheEntries()[0]!.tuned, r.cacheEntries()[0]!.chosen, lt.matmuls.at(-1)!.algo], [true, 1, 1]);
 });
 
 test('timing ranks a refused candidate last instead of failing', () => {

@@ -160,7 +160,7 @@ export function adamW(host: KernelHost, args: AdamWArgs): void {
   };
   if (n === 0) return;
   const s = byteSize(dtype);
-  const vec = pickVectorWidth(maxVectorElements(dtype), 1, [
+  const vec = pickVectorWidth(maxVectorElements(dtype), [
     { ptr: ptrs.params, elementBytes: s }, { ptr: ptrs.grads, elementBytes: s }, { ptr: ptrs.m, elementBytes: 4 }, { ptr: ptrs.v, elementBytes: 4 },
     ...(master ? [{ ptr: ptrs.master, elementBytes: 4 }] : []),
   ]);

@@ -112,6 +112,15 @@ __device__ __forceinline__ float2 block_sum2(float2 x, float2* shared) {
   return warp_sum2(x);
 }
 
+// exp2 as the single SFU instruction (ex2.approx.ftz: relative error about 2^-22; results below
+// 2^-126 flush to 0, exp2_fast(-inf) = 0). exp2f wraps the same instruction in range handling that
+// softmax-style sums do not need, and costs several instructions per element.
+__device__ __forceinline__ float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Online softmax state (m, s): running maximum m and s = Σ exp2(v − m) over the values seen (base 2:
 // callers scale by log2(e) first). Merging rescales both sides to the larger maximum; an empty side
 // (m = −inf, s = 0) adds nothing, and two empty sides stay empty instead of making NaN from −inf − −inf.

@@ -51,7 +51,7 @@ import type {
   BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs, DropoutArgs,
 } from '../../backend.js';
 import type { DType, FloatDType } from '../../../dtype.js';
-import { byteSize, cudaType, DTYPES, f32ToBf16Bits, f32ToF16Bits, FLOAT_DTYPES, isFloat } from '../../../dtype.js';
+import { byteSize, cudaType, f32ToBf16Bits, f32ToF16Bits, FLOAT_DTYPES, isFloat } from '../../../dtype.js';
 import { ShapeError } from '../../../errors.js';
 import type { Tensor } from '../../../tensor.js';
 import { formatShape } from '../../../tensor.js';
@@ -71,16 +71,16 @@ export interface Access {
 }
 
 /**
- * The widest vector (elements per access, a power of two ≤ maxElements) that divides `multipleOf`
- * and to which every access is aligned. An access of n elements is issued in chunks of at most 16
- * bytes, so it needs alignment min(16, n·elementBytes). Pass multipleOf = 1 where a scalar tail
- * handles the remainder.
+ * The widest vector (elements per access, a power of two ≤ maxElements) to which every access is
+ * aligned and, for row kernels, that divides the row length `multipleOf` (flat kernels leave it
+ * out: a scalar tail takes the remainder). An access of n elements is issued in chunks of at most
+ * 16 bytes, so it needs alignment min(16, n·elementBytes).
  */
-export function pickVectorWidth(maxElements: number, multipleOf: number, accesses: readonly Access[]): number {
-  const aligned = (n: number): boolean =>
-    accesses.every((a) => a.ptr % BigInt(Math.min(16, n * a.elementBytes)) === 0n);
+export function pickVectorWidth(maxElements: number, accesses: readonly Access[], multipleOf?: number): number {
+  const fits = (n: number): boolean =>
+    (multipleOf === undefined || multipleOf % n === 0) && accesses.every((a) => a.ptr % BigInt(Math.min(16, n * a.elementBytes)) === 0n);
   let vec = maxElements;
-  while (vec > 1 && (multipleOf % vec !== 0 || !aligned(vec))) vec /= 2;
+  while (vec > 1 && !fits(vec)) vec /= 2;
   return vec;
 }
 
@@ -392,10 +392,10 @@ export function biasDropoutResidual(host: KernelHost, args: BiasDropoutResidualA
     out: devicePtr(c, 'out', out), mask: devicePtr(c, 'mask', mask),
   };
   if (hidden === 0) return;
-  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+  const vec = pickVectorWidth(maxVectorElements(dtype), [
     { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s }, { ptr: ptrs.residual, elementBytes: s },
     { ptr: ptrs.out, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 },
-  ]);
+  ], hidden);
   const spec: BiasDropoutResidualSpec = { dtype, hidden, vec, hasDropout: args.p > 0 };
   const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount);
   launchRowTiles(host, biasDropoutResidualKey(spec), () => biasDropoutResidualSource(spec), tiling, rows, [
@@ -460,9 +460,9 @@ export function biasDropoutResidualBackward(host: KernelHost, args: BiasDropoutR
   const ptrs = { dOut: devicePtr(c, 'dOut', dOut), mask: devicePtr(c, 'mask', mask), dInput: devicePtr(c, 'dInput', dInput) };
   const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
   if (hidden === 0) return;
-  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+  const vec = pickVectorWidth(maxVectorElements(dtype), [
     { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dInput, elementBytes: s },
-  ]);
+  ], hidden);
   const spec: BiasDropoutResidualBackwardSpec = { dtype, hidden, vec, hasDBias: dBias !== undefined };
   const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
   const partials = spec.hasDBias ? partialsScratch(host, tiling, hidden) : undefined;
@@ -538,9 +538,9 @@ export function biasActivationDropout(host: KernelHost, args: BiasActivationDrop
   const s = byteSize(dtype);
   const ptrs = { input: devicePtr(c, 'input', input), bias: devicePtr(c, 'bias', bias), out: devicePtr(c, 'out', out), mask: devicePtr(c, 'mask', mask) };
   if (hidden === 0) return;
-  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+  const vec = pickVectorWidth(maxVectorElements(dtype), [
     { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s }, { ptr: ptrs.out, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 },
-  ]);
+  ], hidden);
   const spec: BiasActivationDropoutSpec = { dtype, hidden, vec, activation, hasDropout: args.p > 0 };
   const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount);
   launchRowTiles(host, biasActivationDropoutKey(spec), () => biasActivationDropoutSource(spec), tiling, rows, [
@@ -607,10 +607,10 @@ export function biasActivationDropoutBackward(host: KernelHost, args: BiasActiva
   };
   const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
   if (hidden === 0) return;
-  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [
+  const vec = pickVectorWidth(maxVectorElements(dtype), [
     { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s },
     { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dInput, elementBytes: s },
-  ]);
+  ], hidden);
   const spec: BiasActivationDropoutBackwardSpec = { dtype, hidden, vec, activation, hasDBias: dBias !== undefined };
   const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
   const partials = spec.hasDBias ? partialsScratch(host, tiling, hidden) : undefined;
@@ -722,7 +722,7 @@ export function biasQkvSplit(host: KernelHost, args: BiasQkvSplitArgs): void {
   const ptrs = [qkv, bias, q, k, v].map((t, i) => devicePtr(c, ['qkv', 'bias', 'q', 'k', 'v'][i]!, t));
   const [qkvPtr, biasPtr, qPtr, kPtr, vPtr] = ptrs as [bigint, bigint, bigint, bigint, bigint];
   if (layout.headDim === 0) return;
-  const vec = pickVectorWidth(maxVectorElements(dtype), layout.headDim, ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })));
+  const vec = pickVectorWidth(maxVectorElements(dtype), ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })), layout.headDim);
   const spec: BiasQkvSplitSpec = { dtype, heads: layout.heads, headDim: layout.headDim, vec };
   const rows = layout.batch * layout.seqLen;
   const tiling = planRowTiles(c, rows, (3 * layout.heads * layout.headDim) / vec, false, host.multiProcessorCount);
@@ -750,7 +750,7 @@ export function biasQkvSplitBackward(host: KernelHost, args: BiasQkvSplitBackwar
   const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
   if (layout.headDim === 0) return;
   const hidden = 3 * layout.heads * layout.headDim;
-  const vec = pickVectorWidth(maxVectorElements(dtype), layout.headDim, ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })));
+  const vec = pickVectorWidth(maxVectorElements(dtype), ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })), layout.headDim);
   const spec: BiasQkvSplitBackwardSpec = { dtype, heads: layout.heads, headDim: layout.headDim, vec, hasDBias: dBias !== undefined };
   const rows = layout.batch * layout.seqLen;
   const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
@@ -805,7 +805,7 @@ export function columnSum(host: KernelHost, args: ColumnSumArgs): void {
   const hidden = c.size('H'), rows = c.size('rows');
   const inputPtr = devicePtr(c, 'input', input), outPtr = devicePtr(c, 'out', out);
   if (hidden === 0) return;
-  const vec = pickVectorWidth(maxVectorElements(dtype), hidden, [{ ptr: inputPtr, elementBytes: byteSize(dtype) }]);
+  const vec = pickVectorWidth(maxVectorElements(dtype), [{ ptr: inputPtr, elementBytes: byteSize(dtype) }], hidden);
   const spec: ColumnSumSpec = { dtype, hidden, vec };
   const tiling = planRowTiles(c, rows, hidden / vec, true, host.multiProcessorCount);
   const partials = partialsScratch(host, tiling, hidden);
@@ -890,7 +890,7 @@ export function fill(host: KernelHost, t: Tensor, value: number): void {
   const ptr = devicePtr(c, 't', dst);
   if (dst.numel === 0) return;
   const elementBytes = byteSize(dst.dtype) as 1 | 2 | 4;
-  const spec: FillSpec = { elementBytes, vec: pickVectorWidth(16 / elementBytes, 1, [{ ptr, elementBytes }]) };
+  const spec: FillSpec = { elementBytes, vec: pickVectorWidth(16 / elementBytes, [{ ptr, elementBytes }]) };
   host.kernel(fillKey(spec), () => fillSource(spec)).launch(
     { grid: flatGridSize(Math.floor(dst.numel / spec.vec), host.multiProcessorCount), block: FLAT_BLOCK_THREADS },
     [arg.ptr(ptr), arg.u64(BigInt(dst.numel)), arg.u32(bits)],
@@ -971,7 +971,7 @@ export function copy(host: KernelHost, src: Tensor, dst: Tensor): void {
   }
   const srcPtr = devicePtr(c, 'src', from), dstPtr = devicePtr(c, 'dst', to);
   if (from.numel === 0) return;
-  const vec = pickVectorWidth(maxVectorElements(from.dtype, to.dtype), 1, [
+  const vec = pickVectorWidth(maxVectorElements(from.dtype, to.dtype), [
     { ptr: srcPtr, elementBytes: byteSize(from.dtype) }, { ptr: dstPtr, elementBytes: byteSize(to.dtype) },
   ]);
   const spec: CopySpec = { from: from.dtype, to: to.dtype, vec };
@@ -1012,9 +1012,13 @@ export function catalog(): KernelSource[] {
     out.push(fillSource({ elementBytes, vec: 16 / elementBytes }));
     out.push(fillSource({ elementBytes, vec: 1 }));
   }
-  for (const from of DTYPES) {
-    for (const to of DTYPES) out.push(copySource({ from, to, vec: maxVectorElements(from, to) }));
-  }
+  // Every float-to-float cast, and each kind of integer conversion (int→float, float→int saturating,
+  // int→int narrowing and widening, a byte copy).
+  const casts: [DType, DType][] = [
+    ...FLOAT_DTYPES.flatMap((from) => FLOAT_DTYPES.map((to): [DType, DType] => [from, to])),
+    ['i32', 'f32'], ['u8', 'bf16'], ['f32', 'i32'], ['f16', 'i8'], ['bf16', 'u8'], ['i32', 'i8'], ['i8', 'i32'], ['u8', 'u8'],
+  ];
+  for (const [from, to] of casts) out.push(copySource({ from, to, vec: maxVectorElements(from, to) }));
   out.push(copySource({ from: 'f32', to: 'f16', vec: 1 }));
   return out;
 }

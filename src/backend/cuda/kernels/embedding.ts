@@ -161,7 +161,7 @@ export function embeddingForward(host: KernelHost, args: EmbeddingForwardArgs): 
     ...(positionTable ? [{ ptr: ptrs.positionTable, elementBytes: s }] : []),
   ];
   const spec: EmbeddingForwardSpec = {
-    dtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), hidden, accesses), hasPositions: positionTable !== undefined, hasDropout: args.p > 0,
+    dtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), accesses, hidden), hasPositions: positionTable !== undefined, hasDropout: args.p > 0,
   };
   const rows = shapes.batch * shapes.seqLen;
   const tiling = planRowTiles(c, rows, hidden / spec.vec, false, host.multiProcessorCount);
@@ -334,7 +334,7 @@ export function embeddingBackward(host: KernelHost, args: EmbeddingBackwardArgs)
     { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dTokenTable, elementBytes: s },
     ...(dPositionTable ? [{ ptr: ptrs.dPositionTable, elementBytes: s }] : []),
   ];
-  const spec: EmbeddingBackwardSpec = { dtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), hidden, accesses), hasPositions: dPositionTable !== undefined };
+  const spec: EmbeddingBackwardSpec = { dtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), accesses, hidden), hasPositions: dPositionTable !== undefined };
   const plan = planEmbeddingBackward(c, batch, seqLen, hidden / spec.vec, host.multiProcessorCount);
   host.kernel(embeddingBackwardKey(spec), () => embeddingBackwardSource(spec)).launch({ grid: plan.grid, block: plan.block }, [
     arg.ptr(ptrs.tokens), arg.ptr(ptrs.dOut), arg.ptr(ptrs.mask), arg.ptr(ptrs.dTokenTable), arg.ptr(ptrs.dPositionTable),

@@ -102,37 +102,42 @@ export function vecsPerThread(s: NormForwardSpec): number {
 
 /** A warp per row while a lane holds at most this many elements (H ≤ 1024). */
 const WARP_ROW_MAX_ELEMENTS = 32;
-/** With a block per row, threads hold at most this many elements (more threads per row above that)... */
-const BLOCK_ROW_MAX_ELEMENTS = 16;
-/** ...unless a 1024-thread block would still need more: then up to this many (H ≤ 65536). */
-const LARGEST_ROW_MAX_ELEMENTS = 64;
+/**
+ * With a block per row: the first tier that fits, as (elements per thread, threads). The forward
+ * holds one row (≈ 1 register per element); the backward holds x̂, g and two column sums (≈ 4 per
+ * element), so its blocks stay at ≤ 512 threads, where __launch_bounds__ allows 128 registers.
+ * The last tiers spill to local memory but keep very wide rows (up to 65536) working.
+ */
+const FORWARD_BLOCK_TIERS: readonly (readonly [number, number])[] = [[16, 1024], [64, 1024]];
+const BACKWARD_BLOCK_TIERS: readonly (readonly [number, number])[] = [[16, 512], [32, 512], [64, 1024]];
 /** Warps (rows) per block with a warp per row: 128-thread blocks, 16 resident per SM. */
 const FORWARD_WARP_ROWS_PER_BLOCK = 4;
 /** The backward's warp-per-row blocks are larger, so fewer blocks (and partials) cover the GPU. */
 const BACKWARD_WARP_ROWS_PER_BLOCK = 8;
-/** Backward blocks resident per SM that the fixed grid aims for (register-limited at ~128 regs/thread). */
+/** Threads per SM the backward's fixed grid aims for (its kernels use ~100–200 registers a thread). */
 const BACKWARD_THREADS_PER_SM = 1024;
 
-export const MAX_HIDDEN = 1024 * LARGEST_ROW_MAX_ELEMENTS;
+export const MAX_HIDDEN = 65536;
 
-function planMapping(check: OpCheck, hidden: number, vec: number): RowMapping {
-  const vectors = hidden / vec;
-  const mapping = planRowMapping(vectors, vec, WARP_ROW_MAX_ELEMENTS, BLOCK_ROW_MAX_ELEMENTS)
-    ?? planRowMapping(vectors, vec, WARP_ROW_MAX_ELEMENTS, LARGEST_ROW_MAX_ELEMENTS);
-  if (!mapping) check.fail(`hidden size ${hidden} is larger than the largest supported (${MAX_HIDDEN})`);
-  return mapping;
+function planMapping(check: OpCheck, hidden: number, vec: number, tiers: readonly (readonly [number, number])[]): RowMapping {
+  if (hidden > MAX_HIDDEN) check.fail(`hidden size ${hidden} is larger than the largest supported (${MAX_HIDDEN})`);
+  for (const [elements, threads] of tiers) {
+    const mapping = planRowMapping(hidden / vec, vec, WARP_ROW_MAX_ELEMENTS, elements, threads);
+    if (mapping) return mapping;
+  }
+  return check.fail(`hidden size ${hidden} does not fit the row kernels with vectors of ${vec}`);
 }
 
 /** The forward spec for a shape; `pointers` are the addresses the vectors must be aligned to. */
 export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, pointers: readonly bigint[]): NormForwardSpec {
   const vec = rowVectorWidth(dtype, hidden, pointers);
-  const { threadsPerRow } = planMapping(check, hidden, vec);
+  const { threadsPerRow } = planMapping(check, hidden, vec, FORWARD_BLOCK_TIERS);
   return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? FORWARD_WARP_ROWS_PER_BLOCK : 1 };
 }
 
 export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[]): NormBackwardSpec {
   const vec = rowVectorWidth(dtype, hidden, pointers);
-  const { threadsPerRow } = planMapping(check, hidden, vec);
+  const { threadsPerRow } = planMapping(check, hidden, vec, BACKWARD_BLOCK_TIERS);
   return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? BACKWARD_WARP_ROWS_PER_BLOCK : 1, dResidual };
 }
 

@@ -52,15 +52,17 @@ export const MAX_BLOCK_THREADS = 1024;
 
 /**
  * One warp per row while a lane holds at most `warpMaxElements` elements; otherwise a block per row
- * with the fewest warps that keep each thread at or under `blockMaxElements`. Returns null when even
- * 1024 threads would each need more: the row does not fit in registers that way.
+ * with the fewest warps that keep each thread at or under `blockMaxElements`. Returns null when more
+ * than `maxThreads` threads would be needed: the row does not fit in registers that way. (A block of
+ * n threads gets at most 65536/n registers per thread from __launch_bounds__, so register-hungry
+ * kernels pass a smaller maxThreads.)
  */
-export function planRowMapping(vectorsPerRow: number, vec: number, warpMaxElements: number, blockMaxElements: number): RowMapping | null {
+export function planRowMapping(vectorsPerRow: number, vec: number, warpMaxElements: number, blockMaxElements: number, maxThreads = MAX_BLOCK_THREADS): RowMapping | null {
   const warpVecs = Math.ceil(vectorsPerRow / 32);
   if (warpVecs * vec <= warpMaxElements) return { threadsPerRow: 32, vecsPerThread: warpVecs };
   const maxVecsPerThread = Math.max(1, Math.floor(blockMaxElements / vec));
   const threads = Math.ceil(Math.ceil(vectorsPerRow / maxVecsPerThread) / 32) * 32;
-  if (threads > MAX_BLOCK_THREADS) return null;
+  if (threads > maxThreads) return null;
   return { threadsPerRow: threads, vecsPerThread: Math.ceil(vectorsPerRow / threads) };
 }
 
@@ -70,30 +72,49 @@ export function kernelIdentifier(key: string): string {
 }
 
 /**
- * Device code for the thread mapping above, given the constants VECS_PER_ROW, THREADS_PER_ROW and
- * VECS_PER_THREAD. `owns_vec(k, t)` is a compile-time `true` for every k but a ragged last one,
- * because all three constants are baked in and k is unrolled.
+ * Device code for the thread mapping above, given the constants VECS_PER_ROW, THREADS_PER_ROW,
+ * ROWS_PER_BLOCK and VECS_PER_THREAD, for blocks of (THREADS_PER_ROW, ROWS_PER_BLOCK) threads.
+ * `owns_vec(k, t)` is a compile-time `true` for every k but a ragged last one, because all the
+ * constants are baked in and k is unrolled.
+ *
+ * The row reductions: shuffles within each warp; when a row spans several warps, one barrier
+ * round through `shared` (ROWS_PER_BLOCK × WARPS_PER_ROW slots, i.e. BLOCK_THREADS / 32), so every
+ * thread of the block must call them together. Every thread of a row gets bit-identical results.
  */
 export const ROW_MAPPING_DEVICE_CODE = String.raw`
+constexpr int WARPS_PER_ROW = THREADS_PER_ROW / 32;
 __device__ __forceinline__ bool owns_vec(int k, int t) {
   return (k + 1) * THREADS_PER_ROW <= VECS_PER_ROW || k * THREADS_PER_ROW + t < VECS_PER_ROW;
 }
-// Reductions over one row: shuffles only when a warp owns the row, else through shared memory.
 __device__ __forceinline__ float row_sum(float x, float* shared) {
-  if (THREADS_PER_ROW == 32) return warp_sum(x);
-  return block_sum(x, shared);
+  x = warp_sum(x);
+  if (WARPS_PER_ROW == 1) return x;
+  const int lane = threadIdx.x & 31;
+  float* slots = shared + threadIdx.y * WARPS_PER_ROW;
+  __syncthreads();
+  if (lane == 0) slots[threadIdx.x >> 5] = x;
+  __syncthreads();
+  return warp_sum(lane < WARPS_PER_ROW ? slots[lane] : 0.f);
 }
 __device__ __forceinline__ float row_max(float x, float* shared) {
-  if (THREADS_PER_ROW == 32) return warp_max(x);
-  return block_max(x, shared);
+  x = warp_max(x);
+  if (WARPS_PER_ROW == 1) return x;
+  const int lane = threadIdx.x & 31;
+  float* slots = shared + threadIdx.y * WARPS_PER_ROW;
+  __syncthreads();
+  if (lane == 0) slots[threadIdx.x >> 5] = x;
+  __syncthreads();
+  return warp_max(lane < WARPS_PER_ROW ? slots[lane] : __int_as_float(0xff800000));
 }
 __device__ __forceinline__ float2 row_sum2(float2 x, float2* shared) {
-  if (THREADS_PER_ROW == 32) return warp_sum2(x);
-  return block_sum2(x, shared);
-}
-__device__ __forceinline__ float2 row_max_sum(float2 x, float2* shared) {
-  if (THREADS_PER_ROW == 32) return warp_max_sum(x);
-  return block_max_sum(x, shared);
+  x = warp_sum2(x);
+  if (WARPS_PER_ROW == 1) return x;
+  const int lane = threadIdx.x & 31;
+  float2* slots = shared + threadIdx.y * WARPS_PER_ROW;
+  __syncthreads();
+  if (lane == 0) slots[threadIdx.x >> 5] = x;
+  __syncthreads();
+  return warp_sum2(lane < WARPS_PER_ROW ? slots[lane] : make_float2(0.f, 0.f));
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 `;

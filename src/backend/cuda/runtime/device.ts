@@ -5,7 +5,7 @@
 // current on the calling thread (Node's main thread, where every koffi call runs).
 
 import { CudaDriver, cudaDriver, CU_EVENT_DEFAULT, CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, DeviceAttribute, StreamCaptureStatus } from '../../../cuda/driver.js';
-import { CudaError, FuseformerError } from '../../../errors.js';
+import { ArgumentError, CudaError } from '../../../errors.js';
 
 export interface DeviceProperties {
   ordinal: number;
@@ -53,7 +53,7 @@ export class CudaDevice {
     const driver = cudaDriver();
     const count = driver.deviceCount();
     if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= count) {
-      throw new FuseformerError(`CUDA device ordinal ${ordinal} does not exist: ${count} device(s) visible (0..${count - 1})`);
+      throw new ArgumentError(`CUDA device ordinal ${ordinal} does not exist: ${count} device(s) visible (0..${count - 1})`);
     }
     const handle = driver.deviceGet(ordinal);
     const context = driver.primaryContextRetain(handle);

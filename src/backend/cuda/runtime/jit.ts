@@ -85,8 +85,11 @@ export function numberedSource(source: string): string {
 export function compileErrorMessage(args: {
   name: string; key: string; arch: string; compilerVersion: string; options: readonly string[]; log: string; source: string;
 }): string {
+  const missingHeaders = /could not open source file/.test(args.log) && !args.options.some((o) => o.startsWith('-I'))
+    ? 'No CUDA include directory was found: set CUDA_HOME (or FUSEFORMER_CUDA_PATH) to a CUDA toolkit that has include/cuda_fp16.h.\n'
+    : '';
   return `kernel '${args.name}' failed to compile for ${args.arch} (NVRTC ${args.compilerVersion}, options: ${args.options.join(' ')}):\n` +
-    `${args.log || '(NVRTC gave no log)'}\n` +
+    `${args.log || '(NVRTC gave no log)'}\n${missingHeaders}` +
     `--- generated source of '${args.name}' (cache key ${args.key.slice(0, 16)}) ---\n${numberedSource(args.source)}`;
 }
 
@@ -184,7 +187,10 @@ export interface KernelJitConfig {
   loader: ModuleLoader;
   /** "sm_90". */
   arch: string;
-  /** Passed as -I when not null (NVRTC 12+ finds cuda_fp16.h etc. without it). */
+  /**
+   * Passed as -I when not null. NVRTC 13 has no built-in cuda_fp16.h/cuda_bf16.h (seen on the H200
+   * machine: "could not open source file cuda_fp16.h" without -I), so kernels need the toolkit's.
+   */
   includeDir: string | null;
   /** Null disables the disk cache. */
   diskCache: DiskCubinCache | null;
@@ -198,8 +204,11 @@ export class KernelJit {
 
   constructor(private readonly config: KernelJitConfig) {}
 
-  /** The compiled kernel; compiles (or reads the disk cache) only the first time in this process. */
-  compile(kernel: KernelSource, options: JitOptions = {}): JitKernel {
+  /**
+   * The compiled kernel; compiles (or reads the disk cache) only the first time in this process.
+   * `label` (the launcher's cache key) only appears in debug output.
+   */
+  compile(kernel: KernelSource, options: JitOptions = {}, label = ''): JitKernel {
     const { compiler, arch } = this.config;
     const nvrtcArgs = nvrtcOptions(arch, this.config.includeDir, options);
     const key = kernelCacheKey({ source: kernel.source, name: kernel.name, options: nvrtcArgs, arch, compilerVersion: compiler.version });
@@ -212,7 +221,7 @@ export class KernelJit {
     this.loaded.set(key, result);
     if (this.config.debug) {
       const ms = (performance.now() - started).toFixed(1);
-      this.log(`// ---- fuseformer kernel '${kernel.name}' key ${key} (${arch}, ${result.origin === 'disk' ? 'disk cache' : `NVRTC ${compiler.version}`}, ${ms} ms) ----\n` +
+      this.log(`// ---- fuseformer kernel '${kernel.name}'${label ? ` [${label}]` : ''} key ${key} (${arch}, ${result.origin === 'disk' ? 'disk cache' : `NVRTC ${compiler.version}`}, ${ms} ms) ----\n` +
         `${numberedSource(kernel.source)}\n`);
     }
     return result;

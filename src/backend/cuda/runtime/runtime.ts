@@ -82,7 +82,7 @@ export class CudaRuntime implements KernelHost {
   kernel(key: string, build: () => KernelSource, options: JitOptions = {}): CompiledKernel {
     let kernel = this.kernels.get(key);
     if (kernel === undefined) {
-      const compiled = this.jit.compile(build(), options);
+      const compiled = this.jit.compile(build(), options, key);
       kernel = new LaunchableKernel(compiled, this.launcher, () => this.currentStream.handle);
       this.kernels.set(key, kernel);
     }

@@ -28,7 +28,7 @@ test('the catalog lists every family with unique kernel sources', () => {
   assert.deepEqual([...families].sort(), ['adam', 'cross-entropy', 'elementwise', 'embedding', 'layernorm', 'softmax']);
   const sources = new Set(entries.map((e) => e.source));
   assert.equal(sources.size, entries.length, 'two catalog entries generate identical source');
-  for (const e of entries) assert.match(e.source, new RegExp(`extern "C" __global__[^(]*\\b${e.name}\\s*\\(`), `${e.family}: kernel '${e.name}' not defined in its source`);
+  for (const e of entries) assert.match(e.source, new RegExp(`extern "C" __global__ void\\b[^;{]*\\b${e.name}\\(`), `${e.family}: kernel '${e.name}' not defined in its source`);
 });
 
 test('every catalogued kernel compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 30 * 60_000 }, async () => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import {
-  debugEnabled, decodeCacheFile, defaultKernelCacheDir, DiskCubinCache, encodeCacheFile, findCudaIncludeDir,
+  compileErrorMessage, debugEnabled, decodeCacheFile, defaultKernelCacheDir, DiskCubinCache, encodeCacheFile, findCudaIncludeDir,
   kernelCacheKey, KernelJit, numberedSource, nvrtcOptions, type CacheKeyParts, type CubinCompiler, type ModuleLoader,
 } from '../../../../src/backend/cuda/runtime/jit.js';
 import { CudaError, KernelCompileError } from '../../../../src/errors.js';
@@ -90,6 +90,17 @@ test('a compile error throws KernelCompileError with the log and the numbered so
     assert.match(m, /\n1 \| extern "C" __global__ void broken\(\) \{\n2 \|   error;\n3 \| \}$/);
     return true;
   });
+});
+
+test('a missing header without an include directory points at CUDA_HOME', () => {
+  const message = compileErrorMessage({
+    name: 'k', key: '0'.repeat(64), arch: 'sm_90', compilerVersion: '13.0', options: ['--gpu-architecture=sm_90'],
+    log: 'k.cu(1): catastrophic error: could not open source file "cuda_fp16.h" (no directories in search list)', source: '#include <cuda_fp16.h>',
+  });
+  assert.match(message, /set CUDA_HOME/);
+  assert.doesNotMatch(compileErrorMessage({
+    name: 'k', key: '0'.repeat(64), arch: 'sm_90', compilerVersion: '13.0', options: ['-I/usr/local/cuda/include'], log: 'error', source: '',
+  }), /CUDA_HOME/);
 });
 
 test('disk cache: atomic write leaves one intact file and no temporaries', (t) => {
@@ -179,10 +190,10 @@ test('jit: a kernel whose symbol is missing unloads its module and reports the l
 test('FUSEFORMER_DEBUG=kernels prints each kernel once, with its name and key', () => {
   const printed: string[] = [];
   const jit = new KernelJit({ compiler: new FakeCompiler(), loader: new FakeLoader(), arch: 'sm_90', includeDir: null, diskCache: null, debug: true, log: (s) => printed.push(s) });
-  const compiled = jit.compile(kernel);
+  const compiled = jit.compile(kernel, {}, 'elementwise/axpb');
   jit.compile(kernel);
   assert.equal(printed.length, 1);
-  assert.ok(printed[0]!.includes(`kernel 'axpb' key ${compiled.key}`));
+  assert.ok(printed[0]!.includes(`kernel 'axpb' [elementwise/axpb] key ${compiled.key}`), printed[0]);
   assert.ok(printed[0]!.includes('1 | extern "C" __global__ void axpb(float* y) {'));
   assert.equal(debugEnabled('kernels', { FUSEFORMER_DEBUG: 'alloc,kernels' }), true);
   assert.equal(debugEnabled('kernels', { FUSEFORMER_DEBUG: 'all' }), true);

@@ -1,0 +1,167 @@
+// The CUDA backend: the Backend contract met by generated kernels (kernels/*), cuBLASLt (gemm.ts) and
+// the runtime (runtime/*). Every op is queued on the runtime's current stream; only download() and
+// synchronize() wait for the GPU.
+
+import { byteSize, decodeFloats, encodeFloats, isFloat } from '../../dtype.js';
+import type { DType } from '../../dtype.js';
+import { ArgumentError, LayoutError, ShapeError } from '../../errors.js';
+import type { HostArray, Tensor } from '../../tensor.js';
+import { formatShape, shapeNumel } from '../../tensor.js';
+import type {
+  AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
+  BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
+  CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs,
+  Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RmsNormBackwardArgs, RmsNormForwardArgs,
+  SoftmaxBackwardArgs, SoftmaxForwardArgs,
+} from '../backend.js';
+import { GemmRunner } from './gemm.js';
+import { adamW } from './kernels/adam.js';
+import { crossEntropyBackward, crossEntropyForward } from './kernels/cross-entropy.js';
+import * as elementwise from './kernels/elementwise.js';
+import { embeddingBackward, embeddingForward } from './kernels/embedding.js';
+import { layerNormBackward, layerNormForward, rmsNormBackward, rmsNormForward } from './kernels/layernorm.js';
+import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
+import { CudaRuntime } from './runtime/runtime.js';
+import { CudaTensor } from './runtime/tensor.js';
+
+/** cuBLASLt's scratch: 32 MiB lets it pick every Hopper kernel it has (split-K, stream-K). */
+const GEMM_WORKSPACE_BYTES = 32 << 20;
+
+export class CudaBackend implements Backend {
+  readonly name = 'cuda' as const;
+  readonly description: string;
+  readonly gemmRunner: GemmRunner;
+
+  private constructor(readonly runtime: CudaRuntime) {
+    const p = runtime.device.properties;
+    this.description = `${p.name} (${p.arch}, ${p.multiProcessorCount} SMs, ${(p.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB)`;
+    const workspace = runtime.alloc(GEMM_WORKSPACE_BYTES);
+    this.gemmRunner = new GemmRunner(runtime.stream.handle, workspace.ptr, GEMM_WORKSPACE_BYTES);
+  }
+
+  static create(ordinal = 0): CudaBackend {
+    return new CudaBackend(CudaRuntime.create(ordinal));
+  }
+
+  // --- memory and data movement ---------------------------------------------------------------------
+
+  empty(shape: readonly number[], dtype: DType): CudaTensor {
+    const bytes = shapeNumel(shape) * byteSize(dtype);
+    const block = this.runtime.alloc(bytes);
+    return new CudaTensor(block.ptr, shape, dtype, block);
+  }
+
+  fromArray(values: HostArray | readonly number[], shape: readonly number[], dtype: DType): CudaTensor {
+    const t = this.empty(shape, dtype);
+    this.upload(t, values);
+    return t;
+  }
+
+  upload(t: Tensor, values: HostArray | readonly number[]): void {
+    const dst = this.own('upload', t);
+    if (values.length !== dst.numel) {
+      throw new ShapeError(`upload: ${values.length} values given for a tensor of shape ${formatShape(dst.shape)} (${dst.numel} elements)`);
+    }
+    this.runtime.uploadBytes(dst.ptr, encodeHost(values, dst.dtype));
+  }
+
+  download(t: Tensor): HostArray {
+    const src = this.own('download', t);
+    const bytes = this.runtime.downloadBytes(src.ptr, src.bytes);
+    return decodeHost(bytes, src.dtype);
+  }
+
+  fill(t: Tensor, value: number): void {
+    elementwise.fill(this.runtime, t, value);
+  }
+
+  copy(src: Tensor, dst: Tensor): void {
+    const s = this.own('copy', src), d = this.own('copy', dst);
+    if (s.numel !== d.numel) {
+      throw new ShapeError(`copy: 'src' ${formatShape(s.shape)} has ${s.numel} elements but 'dst' ${formatShape(d.shape)} has ${d.numel}`);
+    }
+    if (s.dtype === d.dtype) this.runtime.copyDeviceToDevice(d.ptr, s.ptr, s.bytes);
+    else elementwise.copy(this.runtime, s, d);
+  }
+
+  view(t: Tensor, offset: number, shape: readonly number[]): CudaTensor {
+    const base = this.own('view', t);
+    const numel = shapeNumel(shape);
+    if (!Number.isInteger(offset) || offset < 0 || offset + numel > base.numel) {
+      throw new ShapeError(`view: ${formatShape(shape)} at offset ${offset} does not fit in a tensor of ${base.numel} elements`);
+    }
+    return new CudaTensor(base.ptr + BigInt(offset * byteSize(base.dtype)), shape, base.dtype, null);
+  }
+
+  free(t: Tensor): void {
+    const owned = this.own('free', t, { allowNonContiguous: true });
+    if (owned.block) this.runtime.release(owned.block);
+  }
+
+  memoryStats(): MemoryStats {
+    return this.runtime.memoryStats();
+  }
+
+  synchronize(): void {
+    this.runtime.synchronize();
+  }
+
+  captureGraph(fn: () => void): Graph {
+    return this.runtime.captureGraph(fn);
+  }
+
+  // --- ops --------------------------------------------------------------------------------------------
+
+  gemm(args: GemmArgs): void { this.gemmRunner.gemm(args); }
+  batchedGemm(args: BatchedGemmArgs): void { this.gemmRunner.batchedGemm(args); }
+  biasDropoutResidual(args: BiasDropoutResidualArgs): void { elementwise.biasDropoutResidual(this.runtime, args); }
+  biasDropoutResidualBackward(args: BiasDropoutResidualBackwardArgs): void { elementwise.biasDropoutResidualBackward(this.runtime, args); }
+  biasActivationDropout(args: BiasActivationDropoutArgs): void { elementwise.biasActivationDropout(this.runtime, args); }
+  biasActivationDropoutBackward(args: BiasActivationDropoutBackwardArgs): void { elementwise.biasActivationDropoutBackward(this.runtime, args); }
+  biasQkvSplit(args: BiasQkvSplitArgs): void { elementwise.biasQkvSplit(this.runtime, args); }
+  biasQkvSplitBackward(args: BiasQkvSplitBackwardArgs): void { elementwise.biasQkvSplitBackward(this.runtime, args); }
+  layerNormForward(args: LayerNormForwardArgs): void { layerNormForward(this.runtime, args); }
+  layerNormBackward(args: LayerNormBackwardArgs): void { layerNormBackward(this.runtime, args); }
+  rmsNormForward(args: RmsNormForwardArgs): void { rmsNormForward(this.runtime, args); }
+  rmsNormBackward(args: RmsNormBackwardArgs): void { rmsNormBackward(this.runtime, args); }
+  softmaxForward(args: SoftmaxForwardArgs): void { softmaxForward(this.runtime, args); }
+  softmaxBackward(args: SoftmaxBackwardArgs): void { softmaxBackward(this.runtime, args); }
+  crossEntropyForward(args: CrossEntropyForwardArgs): void { crossEntropyForward(this.runtime, args); }
+  crossEntropyBackward(args: CrossEntropyBackwardArgs): void { crossEntropyBackward(this.runtime, args); }
+  embeddingForward(args: EmbeddingForwardArgs): void { embeddingForward(this.runtime, args); }
+  embeddingBackward(args: EmbeddingBackwardArgs): void { embeddingBackward(this.runtime, args); }
+  adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
+
+  private own(op: string, t: Tensor, options: { allowNonContiguous?: boolean } = {}): CudaTensor {
+    if (!(t instanceof CudaTensor)) {
+      throw new LayoutError(`${op}: expected a cuda tensor, got a ${t.backend} tensor ${formatShape(t.shape)}`);
+    }
+    if (!options.allowNonContiguous && !t.isContiguous) {
+      throw new LayoutError(`${op}: the tensor ${formatShape(t.shape)} is a non-contiguous view; make a contiguous copy first`);
+    }
+    return t;
+  }
+}
+
+// --- host encoding -------------------------------------------------------------------------------------
+
+function encodeHost(values: HostArray | readonly number[], dtype: DType): Uint8Array {
+  if (isFloat(dtype)) return encodeFloats(values, dtype);
+  switch (dtype) {
+    case 'i32': return new Uint8Array(Int32Array.from(values).buffer);
+    case 'i8': return new Uint8Array(Int8Array.from(values).buffer);
+    case 'u8': return Uint8Array.from(values);
+  }
+  throw new ArgumentError(`upload: unsupported dtype ${String(dtype)}`);
+}
+
+function decodeHost(bytes: Uint8Array, dtype: DType): HostArray {
+  if (isFloat(dtype)) return decodeFloats(bytes, dtype);
+  const copy = bytes.slice();
+  switch (dtype) {
+    case 'i32': return new Int32Array(copy.buffer);
+    case 'i8': return new Int8Array(copy.buffer);
+    case 'u8': return copy;
+  }
+  throw new ArgumentError(`download: unsupported dtype ${String(dtype)}`);
+}

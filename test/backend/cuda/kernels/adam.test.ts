@@ -1,0 +1,70 @@
+// The fused AdamW kernel without a GPU: sources compile, keys differ, the launcher validates and
+// passes the host-computed bias corrections and the vector width the addresses allow.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as adam from '../../../../src/backend/cuda/kernels/adam.js';
+import { FuseformerError } from '../../../../src/errors.js';
+import { argValue, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
+
+const nvcc = findNvcc();
+
+test('every adam catalog source compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
+  const sources = adam.catalog();
+  const failures = await compileAll(nvcc!, sources);
+  assert.deepEqual(failures, [], `${failures.length} of ${sources.length} failed:\n${failures.join('\n\n')}`);
+});
+
+test('keys differ in dtype, master and vector width', () => {
+  const keys = [
+    adam.adamWKey({ dtype: 'bf16', hasMaster: true, vec: 8 }), adam.adamWKey({ dtype: 'f16', hasMaster: true, vec: 8 }),
+    adam.adamWKey({ dtype: 'bf16', hasMaster: false, vec: 8 }), adam.adamWKey({ dtype: 'bf16', hasMaster: true, vec: 4 }),
+  ];
+  assert.equal(new Set(keys).size, keys.length);
+  assert.equal(new Set(adam.catalog().map((s) => s.name)).size, adam.catalog().length);
+});
+
+const flat = (n: number, dtype: 'f32' | 'f16' | 'bf16', ptr?: bigint) => deviceTensor([n], dtype, ptr);
+
+test('adamW passes bias corrections computed on the host and 1 − β', () => {
+  const host = new RecordingHost();
+  const n = 1 << 20;
+  adam.adamW(host, { params: flat(n, 'bf16'), grads: flat(n, 'bf16'), m: flat(n, 'f32'), v: flat(n, 'f32'), master: flat(n, 'f32'), lr: 3e-4, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, step: 5, gradScale: 0.5 });
+  const l = host.launches[0]!;
+  assert.equal(l.key, 'adamw.bf16.v8.master');
+  assert.equal(l.config.block, 256);
+  assert.equal(l.config.grid, Math.min(Math.ceil(n / 8 / 256), 132 * 8));
+  assert.equal(argValue(l, 5, 'u64'), BigInt(n));
+  const f = (i: number) => argValue(l, i, 'f32');
+  assert.deepEqual([f(6), f(7), f(8), f(9), f(10), f(11), f(12)], [3e-4, 0.9, 1 - 0.9, 0.95, 1 - 0.95, 1e-8, 0.1]);
+  assert.equal(f(13), 1 - 0.9 ** 5);
+  assert.equal(f(14), 1 - 0.95 ** 5);
+  assert.equal(f(15), 0.5);
+});
+
+test('no-master mode passes a null master; misaligned state narrows the vector', () => {
+  const host = new RecordingHost();
+  adam.adamW(host, { params: flat(1001, 'f16'), grads: flat(1001, 'f16'), m: flat(1001, 'f32'), v: flat(1001, 'f32'), lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1 });
+  adam.adamW(host, { params: flat(1001, 'f16'), grads: flat(1001, 'f16'), m: flat(1001, 'f32', 0x6000_0008n), v: flat(1001, 'f32'), lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1 });
+  adam.adamW(host, { params: flat(1001, 'f16', 0x6100_0002n), grads: flat(1001, 'f16'), m: flat(1001, 'f32'), v: flat(1001, 'f32'), lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1 });
+  assert.deepEqual(host.launches.map((l) => l.key), ['adamw.f16.v8', 'adamw.f16.v2', 'adamw.f16.v1']);
+  assert.equal(argValue(host.launches[0]!, 4, 'ptr'), 0n);
+  assert.equal(argValue(host.launches[0]!, 15, 'f32'), 1);
+});
+
+test('adamW rejects bad arguments with messages naming the op', () => {
+  const host = new RecordingHost();
+  const base = { params: flat(8, 'f16'), grads: flat(8, 'f16'), m: flat(8, 'f32'), v: flat(8, 'f32'), lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1 };
+  const rejects = (fn: () => void, pattern: RegExp): void => {
+    assert.throws(fn, (e: unknown) => e instanceof FuseformerError && pattern.test(e.message));
+  };
+  rejects(() => adam.adamW(host, { ...base, grads: flat(8, 'bf16') }), /^adamW: 'grads' has dtype bf16 but 'params' has f16/);
+  rejects(() => adam.adamW(host, { ...base, m: flat(8, 'f16') }), /^adamW: 'm' has dtype f16 but expected f32/);
+  rejects(() => adam.adamW(host, { ...base, v: flat(9, 'f32') }), /^adamW: 'v' has shape \[9\]/);
+  rejects(() => adam.adamW(host, { ...base, master: deviceTensor([2, 4], 'f32') }), /^adamW: 'master' has shape \[2, 4\] but expected \[n\]/);
+  rejects(() => adam.adamW(host, { ...base, step: 0 }), /^adamW: 'step' must be an integer >= 1/);
+  rejects(() => adam.adamW(host, { ...base, beta2: 1 }), /^adamW: 'beta2' must be in \[0, 1\)/);
+  rejects(() => adam.adamW(host, { ...base, lr: -1 }), /^adamW: 'lr' must be a finite number >= 0/);
+  rejects(() => adam.adamW(host, { ...base, gradScale: Infinity }), /^adamW: 'gradScale' must be a finite number/);
+  assert.equal(host.launches.length, 0);
+});

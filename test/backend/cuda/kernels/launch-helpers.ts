@@ -1,0 +1,90 @@
+// Shared helpers for the kernel-family tests that run without a GPU: a KernelHost that records
+// launches instead of making them, fake device tensors at chosen addresses, and nvcc compilation
+// of a family's catalog.
+
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { DType } from '../../../../src/dtype.js';
+import type { CompiledKernel, KernelArg, KernelHost, KernelSource, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
+import { CudaTensor } from '../../../../src/backend/cuda/runtime/tensor.js';
+
+export interface RecordedLaunch {
+  key: string;
+  name: string;
+  source: string;
+  config: LaunchConfig;
+  args: readonly KernelArg[];
+}
+
+/** Records every launch; scratch() hands out one fixed address. */
+export class RecordingHost implements KernelHost {
+  readonly launches: RecordedLaunch[] = [];
+  readonly scratchRequests: number[] = [];
+  readonly multiProcessorCount = 132;
+  readonly maxSharedBytesPerBlock = 227 * 1024;
+  static readonly SCRATCH = 0x7000_0000n;
+
+  kernel(key: string, build: () => KernelSource): CompiledKernel {
+    const { name, source } = build();
+    return { name, launch: (config, args) => { this.launches.push({ key, name, source, config, args }); } };
+  }
+
+  scratch(bytes: number): bigint {
+    this.scratchRequests.push(bytes);
+    return RecordingHost.SCRATCH;
+  }
+}
+
+/** A device tensor that is never dereferenced; tensors made in a row get distinct 256-aligned addresses. */
+let nextAddress = 0x1000_0000n;
+export function deviceTensor(shape: readonly number[], dtype: DType, ptr?: bigint): CudaTensor {
+  const address = ptr ?? (nextAddress += 0x100_0000n);
+  return new CudaTensor(address, shape, dtype, null);
+}
+
+/** The value of a launch argument (asserting its type), for checks on what a launcher passed. */
+export function argValue(launch: RecordedLaunch, index: number, type: KernelArg['type']): number | bigint {
+  const a = launch.args[index];
+  if (!a || a.type !== type) throw new Error(`argument ${index} of ${launch.name} is ${a ? a.type : 'missing'}, expected ${type}`);
+  return a.value;
+}
+
+export function findNvcc(): string | null {
+  for (const candidate of [process.env.NVCC, 'nvcc', '/usr/local/cuda/bin/nvcc']) {
+    if (!candidate) continue;
+    try { execFileSync(candidate, ['--version'], { stdio: 'ignore' }); return candidate; } catch { /* try the next */ }
+  }
+  return null;
+}
+
+const run = promisify(execFile);
+
+/** Compiles each source to a cubin for sm_90, `concurrency` at a time; returns the failures' logs. */
+export async function compileAll(nvcc: string, sources: readonly KernelSource[], concurrency = 2): Promise<string[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'fuseformer-kernels-'));
+  const failures: string[] = [];
+  try {
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < sources.length) {
+        const index = next++;
+        const { name, source } = sources[index]!;
+        const file = join(dir, `${index}-${name}.cu`);
+        writeFileSync(file, source);
+        try {
+          await run(nvcc, ['-cubin', '-arch=sm_90', '-std=c++17', '-o', `${file}.cubin`, file], { maxBuffer: 16 << 20 });
+        } catch (error) {
+          const stderr = (error as { stderr?: string }).stderr ?? String(error);
+          failures.push(`${name}:\n${stderr.split('\n').slice(0, 20).join('\n')}`);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return failures;
+}

@@ -1,0 +1,148 @@
+// The LayerNorm/RMSNorm kernel family without a GPU: every catalogued source compiles with nvcc,
+// spec keys tell specs apart, launchers reject bad arguments naming the op, and known shapes get
+// the launch configuration we designed for (a warp per row up to H = 1024, a block per row above).
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as ln from '../../../../src/backend/cuda/kernels/layernorm.js';
+import { OpCheck } from '../../../../src/backend/validate.js';
+import { FuseformerError } from '../../../../src/errors.js';
+import { argValue, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
+
+const nvcc = findNvcc();
+
+test('every layernorm catalog source compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
+  const sources = ln.catalog();
+  const failures = await compileAll(nvcc!, sources);
+  assert.deepEqual(failures, [], `${failures.length} of ${sources.length} failed:\n${failures.join('\n\n')}`);
+});
+
+test('catalog kernels have distinct names, each defined in its source', () => {
+  const sources = ln.catalog();
+  assert.equal(new Set(sources.map((s) => s.name)).size, sources.length);
+  for (const s of sources) assert.match(s.source, new RegExp(`extern "C" __global__ void KERNEL_BOUNDS ${s.name}\\(`));
+});
+
+test('spec keys differ in every field', () => {
+  const base: ln.NormBackwardSpec = { norm: 'layer', dtype: 'f16', hidden: 768, vec: 8, threadsPerRow: 32, rowsPerBlock: 4, dResidual: false };
+  const variants: ln.NormBackwardSpec[] = [
+    base, { ...base, norm: 'rms' }, { ...base, dtype: 'bf16' }, { ...base, hidden: 1024 }, { ...base, vec: 4 },
+    { ...base, threadsPerRow: 64, rowsPerBlock: 1 }, { ...base, rowsPerBlock: 8 }, { ...base, dResidual: true },
+  ];
+  assert.equal(new Set(variants.map(ln.normBackwardKey)).size, variants.length);
+  assert.equal(new Set(variants.slice(0, -1).map(ln.normForwardKey)).size, variants.length - 1);
+  const sums = [false, true].flatMap((accumulate) => (['layer', 'rms'] as const).map((norm) => ln.normColumnSumsKey({ norm, dtype: 'f32', hidden: 768, accumulate })));
+  assert.equal(new Set(sums).size, 4);
+});
+
+function forwardTensors(rows: number, H: number, dtype: 'f32' | 'f16' | 'bf16' = 'f16') {
+  return {
+    x: deviceTensor([rows, H], dtype), gamma: deviceTensor([H], dtype), beta: deviceTensor([H], dtype),
+    out: deviceTensor([rows, H], dtype), mean: deviceTensor([rows], 'f32'), rstd: deviceTensor([rows], 'f32'), eps: 1e-5,
+  };
+}
+
+test('layerNormForward H=768: a warp per row, 4 rows per block, 16-byte vectors', () => {
+  const host = new RecordingHost();
+  ln.layerNormForward(host, forwardTensors(8192, 768, 'bf16'));
+  assert.equal(host.launches.length, 1);
+  const l = host.launches[0]!;
+  assert.equal(l.key, 'norm_forward.layer.bf16.h768.v8.t32.r4');
+  assert.deepEqual(l.config.block, [32, 4]);
+  assert.equal(l.config.grid, 8192 / 4);
+  assert.match(l.source, /constexpr int VECS_PER_THREAD = 3;/);
+  assert.equal(argValue(l, 6, 'i32'), 8192);
+  assert.equal(argValue(l, 7, 'f32'), 1e-5);
+});
+
+test('layerNormForward H=5120: a block per row, 320 threads × 2 vectors', () => {
+  const host = new RecordingHost();
+  ln.layerNormForward(host, forwardTensors(10, 5120));
+  const l = host.launches[0]!;
+  assert.equal(l.key, 'norm_forward.layer.f16.h5120.v8.t320.r1');
+  assert.deepEqual(l.config.block, [320, 1]);
+  assert.equal(l.config.grid, 10);
+  assert.match(l.source, /constexpr int VECS_PER_THREAD = 2;/);
+});
+
+test('an odd hidden size or an unaligned view narrows the vectors', () => {
+  const host = new RecordingHost();
+  ln.layerNormForward(host, forwardTensors(3, 771, 'f32'));
+  assert.match(host.launches[0]!.key, /\.h771\.v1\.t32\./);
+  const t = forwardTensors(4, 1024, 'f16');
+  ln.rmsNormForward(host, { x: deviceTensor([4, 1024], 'f16', 0x2000_0004n), gamma: t.gamma, out: t.out, rstd: t.rstd, eps: 1e-6 });
+  assert.equal(host.launches[1]!.key, 'norm_forward.rms.f16.h1024.v2.t32.r4');
+});
+
+test('layerNormBackward: fixed grid of partials, then the column sums; dResidual and accumulate in the specs', () => {
+  const host = new RecordingHost();
+  const [rows, H] = [16384, 768];
+  const f = forwardTensors(rows, H, 'f16');
+  ln.layerNormBackward(host, {
+    dOut: deviceTensor([rows, H], 'f16'), x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd,
+    dX: deviceTensor([rows, H], 'f16'), dGamma: deviceTensor([H], 'f16'), dBeta: deviceTensor([H], 'f16'),
+    dResidual: deviceTensor([rows, H], 'f16'), accumulate: true,
+  });
+  assert.equal(host.launches.length, 2);
+  const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
+  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t32.r8.dres');
+  assert.deepEqual(rowsLaunch.config.block, [32, 8]);
+  const grid = rowsLaunch.config.grid as number;
+  assert.equal(grid, ln.backwardGridSize(ln.planNormBackward(new OpCheck('test', 'cuda'), 'layer', 'f16', H, true, [0x1000n]), rows, 132));
+  assert.ok(grid >= 132 && grid <= 4 * 132, `grid ${grid} should be about the resident blocks`);
+  assert.deepEqual(host.scratchRequests, [grid * 2 * H * 4]);
+  assert.equal(argValue(rowsLaunch, 7, 'ptr'), RecordingHost.SCRATCH);
+  assert.equal(argValue(rowsLaunch, 8, 'i32'), rows);
+  assert.equal(sums.key, 'norm_column_sums.layer.f16.h768.acc');
+  assert.equal(sums.config.grid, H / 32);
+  assert.equal(argValue(sums, 1, 'i32'), grid);
+});
+
+test('rmsNormBackward H=4096: a block per row, one column sum', () => {
+  const host = new RecordingHost();
+  const [rows, H] = [64, 4096];
+  ln.rmsNormBackward(host, {
+    dOut: deviceTensor([rows, H], 'bf16'), x: deviceTensor([rows, H], 'bf16'), gamma: deviceTensor([H], 'bf16'), rstd: deviceTensor([rows], 'f32'),
+    dX: deviceTensor([rows, H], 'bf16'), dGamma: deviceTensor([H], 'bf16'),
+  });
+  const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
+  assert.equal(rowsLaunch.key, 'norm_backward.rms.bf16.h4096.v8.t256.r1');
+  assert.equal(rowsLaunch.config.grid, 64);
+  assert.deepEqual(host.scratchRequests, [64 * 1 * H * 4]);
+  assert.equal(sums.key, 'norm_column_sums.rms.bf16.h4096');
+});
+
+test('zero rows: nothing to normalise; the backward still zeroes dGamma/dBeta unless accumulating', () => {
+  const host = new RecordingHost();
+  ln.layerNormForward(host, forwardTensors(0, 768));
+  assert.equal(host.launches.length, 0);
+  const f = forwardTensors(0, 768);
+  const args = { dOut: f.out, x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd, dX: f.out, dGamma: deviceTensor([768], 'f16'), dBeta: deviceTensor([768], 'f16') };
+  ln.layerNormBackward(host, args);
+  assert.equal(host.launches.length, 1);
+  assert.equal(host.launches[0]!.key, 'norm_column_sums.layer.f16.h768');
+  assert.equal(argValue(host.launches[0]!, 1, 'i32'), 0);
+  ln.layerNormBackward(host, { ...args, accumulate: true });
+  assert.equal(host.launches.length, 1);
+});
+
+test('launchers reject bad arguments with messages naming the op', () => {
+  const host = new RecordingHost();
+  const f = forwardTensors(8, 768);
+  const bad: [string, () => void, RegExp][] = [
+    ['gamma shape', () => ln.layerNormForward(host, { ...f, gamma: deviceTensor([767], 'f16') }), /^layerNormForward: 'gamma' has shape \[767\]/],
+    ['dtype mix', () => ln.layerNormForward(host, { ...f, out: deviceTensor([8, 768], 'bf16') }), /^layerNormForward: 'out' has dtype bf16/],
+    ['mean dtype', () => ln.layerNormForward(host, { ...f, mean: deviceTensor([8], 'f16') }), /^layerNormForward: 'mean' has dtype f16 but expected f32/],
+    ['rstd rows', () => ln.rmsNormForward(host, { x: f.x, gamma: f.gamma, out: f.out, rstd: deviceTensor([9], 'f32'), eps: 1e-6 }), /^rmsNormForward: 'rstd' has shape \[9\]/],
+    ['negative eps', () => ln.layerNormForward(host, { ...f, eps: -1 }), /^layerNormForward: 'eps' must be >= 0/],
+    ['integer x', () => ln.layerNormForward(host, { ...f, x: deviceTensor([8, 768], 'i32') }), /^layerNormForward: 'x' has dtype i32/],
+    ['huge H', () => ln.layerNormForward(host, forwardTensors(1, 70000)), /^layerNormForward: hidden size 70000 is larger than the largest supported/],
+    ['missing dBeta', () => ln.layerNormBackward(host, { dOut: f.out, x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd, dX: f.out, dGamma: f.gamma, dBeta: undefined as never }), /^layerNormBackward: argument 'dBeta' is required/],
+    ['dResidual shape', () => ln.rmsNormBackward(host, { dOut: f.out, x: f.x, gamma: f.gamma, rstd: f.rstd, dX: f.out, dGamma: f.gamma, dResidual: deviceTensor([8, 767], 'f16') }), /^rmsNormBackward: 'dResidual' has shape \[8, 767\]/],
+    ['dX rows', () => ln.layerNormBackward(host, { dOut: f.out, x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd, dX: deviceTensor([9, 768], 'f16'), dGamma: f.gamma, dBeta: f.beta }), /^layerNormBackward: 'dX' has shape \[9, 768\]/],
+  ];
+  for (const [what, call, message] of bad) {
+    assert.throws(call, (e: unknown) => e instanceof FuseformerError && message.test(e.message), what);
+  }
+  assert.equal(host.launches.length, 0);
+});
