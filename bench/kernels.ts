@@ -6,6 +6,7 @@
 // also timed launched one by one from JS. Achieved bandwidth = bytes the op must move / time, against
 // the device-to-device copy bandwidth measured in the same run. PyTorch eager runs the same
 // computation in the same run (bench/torch_kernels.py) when python3 with torch is installed.
+// GEMMs are benchmarked by bench/gemm.ts (our wrapper against cuBLASLt's best algorithm per shape).
 // Results: bench/results/kernels.json and bench/results/kernels.md (and $OUT when set).
 
 import { spawnSync } from 'node:child_process';
@@ -266,33 +267,6 @@ function launchCost(b: CudaBackend): { jsUs: number; graphUs: number } {
   return { jsUs, graphUs };
 }
 
-// --- GEMM: our wrapper against cuBLASLt's best algorithm for the shape ----------------------------------------
-
-interface GemmResult { name: string; shape: string; epilogue: string; wrapperUs: number; heuristicUs: number; bestUs: number; tflops: number; wrapperVsBest: number }
-
-function gemmBench(b: CudaBackend, rng: Rng): GemmResult[] {
-  const shapes: [string, number, number, number, 'none' | 'bias' | 'gelu_bias'][] = [
-    ['GPT-2 QKV', 16384, 2304, 768, 'bias'], ['GPT-2 FFN1', 16384, 3072, 768, 'gelu_bias'], ['GPT-2 FFN2', 16384, 768, 3072, 'bias'],
-    ['GPT-2 LM head', 8192, 50257, 768, 'none'], ['BERT attn out', 8192, 768, 768, 'bias'], ['Llama FFN', 8192, 8192, 2048, 'none'],
-  ];
-  const results: GemmResult[] = [];
-  for (const [name, M, N, K, epilogue] of shapes) {
-    const a = randomTensor(b, rng, [M, K], 'bf16'), w = randomTensor(b, rng, [N, K], 'bf16', 0.05), out = b.empty([M, N], 'bf16');
-    const bias = randomTensor(b, rng, [N], 'bf16');
-    const args = { a, b: w, out, transB: true, epilogue, ...(epilogue === 'none' ? {} : { bias }) };
-    const wrapperMs = timeRegion(b, () => { for (let i = 0; i < 10; i++) b.gemm(args); }, 10);
-    const candidates = b.gemmRunner.timeCandidates(args, 20).filter((c) => Number.isFinite(c.medianMs));
-    const best = Math.min(...candidates.map((c) => c.medianMs));
-    const chosen = candidates.find((c) => c.chosen)?.medianMs ?? NaN;
-    results.push({
-      name, shape: `${M}×${N}×${K}`, epilogue, wrapperUs: wrapperMs * 1e3, heuristicUs: chosen * 1e3, bestUs: best * 1e3,
-      tflops: (2 * M * N * K) / (wrapperMs / 1e3) / 1e12, wrapperVsBest: wrapperMs / best,
-    });
-    for (const t of [a, w, out, bias]) b.free(t);
-  }
-  return results;
-}
-
 // --- PyTorch baseline ---------------------------------------------------------------------------------
 
 function torchBaseline(all: Case[]): { version: string | null; results: Record<string, number | null> } {
@@ -344,8 +318,6 @@ function main(): void {
     b.synchronize();
     b.runtime.emptyCache();
   }
-  const gemms = gemmBench(b, rng);
-  b.runtime.emptyCache();
   const torch = torchBaseline(all);
   for (const r of results) {
     const t = torch.results[r.id];
@@ -355,7 +327,7 @@ function main(): void {
   const report = {
     date: new Date().toISOString(), device: b.description, driver: probe.driverVersion, torch: torch.version,
     method: { callsPerGraph: CALLS, repeats: REPEATS, statistic: 'median', inputRotation: 'enough sets to exceed 3× L2' },
-    copyGBps, launchFromJsUs: launch.jsUs, launchInGraphUs: launch.graphUs, kernels: results, gemm: gemms,
+    copyGBps, launchFromJsUs: launch.jsUs, launchInGraphUs: launch.graphUs, kernels: results,
   };
   const md = [
     `# Kernel benchmark — ${b.description}, ${report.date.slice(0, 10)}`, '',
@@ -364,10 +336,6 @@ function main(): void {
     '| model | op | dtype | shape | fuseformer µs (graph) | µs (JS launch) | GB/s | % of copy | PyTorch eager µs | speed-up |',
     '|---|---|---|---|---:|---:|---:|---:|---:|---:|',
     ...results.map((r) => `| ${r.model} | ${r.op} | ${r.dtype} | ${r.shape} | ${r.graphUs.toFixed(1)} | ${r.eagerUs.toFixed(1)} | ${r.gbps.toFixed(0)} | ${r.percentOfCopy.toFixed(0)}% | ${r.torchUs?.toFixed(1) ?? '—'} | ${r.speedupVsTorch ? `${r.speedupVsTorch.toFixed(2)}×` : '—'} |`),
-    '', '## GEMM (bf16, cuBLASLt): our wrapper against the fastest cuBLASLt algorithm for the shape', '',
-    '| GEMM | M×N×K | epilogue | wrapper µs | heuristic choice µs | best algorithm µs | wrapper / best | TFLOP/s |',
-    '|---|---|---|---:|---:|---:|---:|---:|',
-    ...gemms.map((g) => `| ${g.name} | ${g.shape} | ${g.epilogue} | ${g.wrapperUs.toFixed(1)} | ${g.heuristicUs.toFixed(1)} | ${g.bestUs.toFixed(1)} | ${g.wrapperVsBest.toFixed(3)} | ${g.tflops.toFixed(0)} |`),
     '',
   ].join('\n');
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -32,8 +32,13 @@ import { cudaEventTimer, median } from './gemm-timer.js';
 import type { StreamTimer } from './gemm-timer.js';
 
 export interface GemmRunnerOptions {
-  /** Time the candidates on first use of a problem and keep the fastest (default: FUSEFORMER_GEMM_AUTOTUNE=1). */
-  autotune?: boolean;
+  /**
+   * Time the candidates on first use of a problem and keep the fastest. 'auto' (the default) tunes
+   * problems of at least AUTOTUNE_MIN_FLOPS, where the heuristic's first choice can be 15% off and a
+   * one-time tuning cost is repaid within a few steps; small problems (decode GEMMs, whose row count
+   * changes every step) keep the heuristic's choice. FUSEFORMER_GEMM_AUTOTUNE=1 or 0 forces it on or off.
+   */
+  autotune?: boolean | 'auto';
   /** How many algorithms to ask the heuristic for (default 8). */
   candidates?: number;
   /** Timed runs per candidate when autotuning (default 10; the median ranks them). */
@@ -137,6 +142,14 @@ function checkRepeats(repeats: number): void {
 }
 
 const DEFAULT_CANDIDATES = 8;
+/** 2^33 FLOPs ≈ 11 µs at the H200's ~790 TFLOP/s: below this, tuning cannot pay for itself quickly. */
+export const AUTOTUNE_MIN_FLOPS = 2 ** 33;
+
+function autotuneFromEnv(value: string | undefined): boolean | 'auto' {
+  if (value === '1') return true;
+  if (value === '0') return false;
+  return 'auto';
+}
 const DEFAULT_AUTOTUNE_REPEATS = 10;
 const NO_ADDRESS = -1n;
 
@@ -149,7 +162,7 @@ export class GemmRunner {
   private readonly recent = new WeakMap<Tensor, RecentCall>();
   private readonly alpha = new Float32Array(1);
   private readonly beta = new Float32Array(1);
-  private readonly autotune: boolean;
+  private readonly autotune: boolean | 'auto';
   private readonly candidateCount: number;
   private readonly autotuneRepeats: number;
   private timer: StreamTimer | undefined;
@@ -171,7 +184,7 @@ export class GemmRunner {
       throw new ArgumentError(`GemmRunner: workspaceBytes must be a non-negative integer, got ${workspaceBytes}`);
     }
     this.lt = options.library ?? cublasLt();
-    this.autotune = options.autotune ?? process.env['FUSEFORMER_GEMM_AUTOTUNE'] === '1';
+    this.autotune = options.autotune ?? autotuneFromEnv(process.env['FUSEFORMER_GEMM_AUTOTUNE']);
     this.candidateCount = options.candidates ?? DEFAULT_CANDIDATES;
     this.autotuneRepeats = options.autotuneRepeats ?? DEFAULT_AUTOTUNE_REPEATS;
     this.timer = options.timer;
@@ -252,12 +265,17 @@ export class GemmRunner {
 
   private run(call: CheckedGemm, args: GemmArgs, batched: boolean): void {
     const entry = this.entryFor(call);
-    if (this.autotune && !entry.tuned && call.beta === 0) {
+    if (this.shouldTune(call.problem) && !entry.tuned && call.beta === 0) {
       this.bindAddresses(entry, call);
       this.tune(entry, call);
     }
     this.launch(entry, call);
     this.recent.set(call.out, { batched, signature: signatureOf(args), call, entry });
+  }
+
+  private shouldTune(p: GemmProblem): boolean {
+    if (this.autotune !== 'auto') return this.autotune;
+    return 2 * p.batch * p.M * p.N * p.K >= AUTOTUNE_MIN_FLOPS;
   }
 
   private launch(entry: CacheEntry, call: CheckedGemm): void {

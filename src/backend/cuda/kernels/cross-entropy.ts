@@ -7,8 +7,8 @@
 //             an out-of-range target → a row of NaN (the forward's NaN loss, carried to the gradient).
 //
 // One block per row. The forward reads the row once: each thread keeps an online (max m, Σ exp2(v − m))
-// state over its elements (v = z·log2 e), rescaling once per chunk of LOOP_UNROLL vectors (one exp2
-// per element plus one per chunk), and Σz alongside when smoothing is on; the block merges the
+// state over its elements (v = z·log2 e), rescaling once per chunk of LOOP_UNROLL vectors (one FFMA
+// and one SFU exp2 per element, plus one per chunk), and Σz alongside when smoothing is on; the block merges the
 // states (block_max_sum in device-lib) and thread 0 writes loss and lse.
 // Rows start at any element (V = 50257 is odd), so each row is read as a head of single elements up
 // to the first vector boundary, whole 16-byte vectors, then a tail of single elements. The backward
@@ -111,8 +111,8 @@ export function crossEntropyForwardSource(spec: CrossEntropySpec): KernelSource 
   const source = preamble(spec) + String.raw`
 // Adds one logit (already times log2 e) to an online (max, Σ exp2) state.
 __device__ __forceinline__ void fold_one(float2& state, float v) {
-  if (v > state.x) { state.y = state.y * exp2f(state.x - v) + 1.f; state.x = v; }
-  else if (state.x != neg_inf()) state.y += exp2f(v - state.x);
+  if (v > state.x) { state.y = state.y * exp2_fast(state.x - v) + 1.f; state.x = v; }
+  else if (state.x != neg_inf()) state.y += exp2_fast(v - state.x);
 }
 
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
@@ -127,7 +127,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   const float z_target = t == 0 && target_valid ? to_float(z[target]) : 0.f;
   const RowSplit split = split_row(z);
 
-  float2 state = make_float2(neg_inf(), 0.f);
+  float2 state = make_float2(neg_inf(), 0.f);  // (max·log2 e, Σ exp2(z·log2 e − max·log2 e))
   float sum_z = 0.f;
   if (t < split.head) {
     const float zv = to_float(z[t]);
@@ -146,19 +146,26 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
     }
     float chunk_max = neg_inf();
     #pragma unroll
-    for (int u = 0; u < LOOP_UNROLL; u++)
+    for (int u = 0; u < LOOP_UNROLL; u++) {
       #pragma unroll
-      for (int i = 0; i < VEC; i++) {
-        if (SMOOTHING && first + u * THREADS + t < split.vectors) sum_z += v[u][i];
-        v[u][i] *= LOG2E;
-        chunk_max = fmaxf(chunk_max, v[u][i]);
-      }
-    if (chunk_max > state.x) { state.y *= exp2f(state.x - chunk_max); state.x = chunk_max; }
+      for (int i = 0; i < VEC; i++) chunk_max = fmaxf(chunk_max, v[u][i]);
+      if (SMOOTHING && first + u * THREADS + t < split.vectors)
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) sum_z += v[u][i];
+    }
+    const float chunk_max2 = chunk_max * LOG2E;
+    if (chunk_max2 > state.x) { state.y *= exp2_fast(state.x - chunk_max2); state.x = chunk_max2; }
     if (state.x == neg_inf()) continue;  // nothing but −inf so far
+    // One FFMA and one SFU op per element; a sum per vector keeps the adds off one dependency chain.
+    float part[LOOP_UNROLL];
     #pragma unroll
-    for (int u = 0; u < LOOP_UNROLL; u++)
+    for (int u = 0; u < LOOP_UNROLL; u++) {
+      part[u] = 0.f;
       #pragma unroll
-      for (int i = 0; i < VEC; i++) state.y += exp2f(v[u][i] - state.x);
+      for (int i = 0; i < VEC; i++) part[u] += exp2_fast(fmaf(v[u][i], LOG2E, -state.x));
+    }
+    #pragma unroll
+    for (int u = 0; u < LOOP_UNROLL; u++) state.y += part[u];
   }
   if (t < V - split.tail) {
     const float zv = to_float(z[split.tail + t]);
@@ -215,7 +222,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   const float on = SMOOTHING ? grad_scale * (1.f - smoothing) : grad_scale;
   // dLogits_j for one element j.
   auto grad = [&](float zv, int j) {
-    return grad_scale * exp2f(zv * LOG2E - lse2) - off - (j == target ? on : 0.f);
+    return grad_scale * exp2_fast(fmaf(zv, LOG2E, -lse2)) - off - (j == target ? on : 0.f);
   };
 
   if (t < split.head) d[t] = from_float<T>(grad(to_float(z[t]), t));

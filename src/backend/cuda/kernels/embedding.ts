@@ -49,7 +49,7 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { Access } from './elementwise.js';
-import { checkDropout, dropoutArgs, maxVectorElements, pickVectorWidth, planRowTiles, rowTileShape, rowTileSource } from './elementwise.js';
+import { checkDropout, dropoutArgs, maxVectorElements, pickVectorWidth, planRowTiles, rowTileShape, rowTileSource, rowUnrollFor } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 // ==== specs ============================================================================================
@@ -102,6 +102,7 @@ for (int k = 0; k < VEC; k++) {
 store_vec<T, VEC>(out + i, y);
 ${spec.hasDropout ? 'store_mask<VEC>(mask + i, keep);' : 'store_mask_all_kept<VEC>(mask + i);'}`,
     reduces: false,
+    rowUnroll: rowUnrollFor(spec.hasDropout),
   });
 }
 
@@ -164,7 +165,7 @@ export function embeddingForward(host: KernelHost, args: EmbeddingForwardArgs): 
     dtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), accesses, hidden), hasPositions: positionTable !== undefined, hasDropout: args.p > 0,
   };
   const rows = shapes.batch * shapes.seqLen;
-  const tiling = planRowTiles(c, rows, hidden / spec.vec, false, host.multiProcessorCount);
+  const tiling = planRowTiles(c, rows, hidden / spec.vec, false, rowUnrollFor(spec.hasDropout), host.multiProcessorCount);
   if (tiling.rowTiles === 0) return;
   host.kernel(embeddingForwardKey(spec), () => embeddingForwardSource(spec)).launch({ grid: tiling.grid, block: tiling.block }, [
     arg.ptr(ptrs.tokens), arg.ptr(ptrs.tokenTable), arg.ptr(ptrs.positionTable), arg.ptr(ptrs.out), arg.ptr(ptrs.mask),

@@ -41,7 +41,6 @@ import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
-import type { RowMapping } from './row-kernels.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro, planRowMapping, ROW_MAPPING_DEVICE_CODE, rowVectorWidth } from './row-kernels.js';
 
 // ---- specs -------------------------------------------------------------------------------------------
@@ -100,58 +99,87 @@ export function vecsPerThread(s: NormForwardSpec): number {
 
 // ---- planning ------------------------------------------------------------------------------------------
 
-/** A warp per row while a lane holds at most this many elements (H ≤ 1024). */
+/** Forward: a warp per row while a lane holds at most this many elements (H ≤ 1024). */
 const WARP_ROW_MAX_ELEMENTS = 32;
 /**
- * With a block per row: the first tier that fits, as (elements per thread, threads). The forward
- * holds one row (≈ 1 register per element); the backward holds x̂, g and two column sums (≈ 4 per
- * element), so its blocks stay at ≤ 512 threads, where __launch_bounds__ allows 128 registers.
- * The last tiers spill to local memory but keep very wide rows (up to 65536) working.
+ * Forward with a block per row: the first tier that fits, as (elements per thread, threads). The
+ * last tier spills to local memory but keeps very wide rows (up to 65536) working.
  */
 const FORWARD_BLOCK_TIERS: readonly (readonly [number, number])[] = [[16, 1024], [64, 1024]];
-const BACKWARD_BLOCK_TIERS: readonly (readonly [number, number])[] = [[16, 512], [32, 512], [64, 1024]];
 /** Warps (rows) per block with a warp per row: 128-thread blocks, 16 resident per SM. */
 const FORWARD_WARP_ROWS_PER_BLOCK = 4;
-/** The backward's warp-per-row blocks are larger, so fewer blocks (and partials) cover the GPU. */
-const BACKWARD_WARP_ROWS_PER_BLOCK = 8;
-/** Threads per SM the backward's fixed grid aims for (its kernels use ~100–200 registers a thread). */
+/**
+ * Blocks per SM the forward is compiled for: a warp-per-row forward over 16-bit data keeps the row
+ * in ≤ 12 registers, so it can be held to 32 registers and run 64 warps (rows) per SM — BERT-size
+ * launches (8192 rows) then fit in one wave. Others let the compiler choose.
+ */
+export function forwardMinBlocksPerSm(spec: NormForwardSpec): number | undefined {
+  const warpRows = spec.threadsPerRow === 32 && spec.dtype !== 'f32' && vecsPerThread(spec) * spec.vec <= 24;
+  return warpRows ? Math.floor(2048 / (32 * spec.rowsPerBlock)) : undefined;
+}
+
+/**
+ * Backward: each thread holds x̂, g and two column sums per element (~4 registers an element), so
+ * rows are spread over more threads: ≤ 8 elements a thread (H = 768 bf16: 96 threads a row), more
+ * only for very wide rows.
+ */
+const BACKWARD_ELEMENT_TIERS = [8, 16, 32, 64] as const;
+/** Backward blocks hold several rows (row slots) up to about this many threads. */
+const BACKWARD_BLOCK_THREADS = 512;
+/** Threads per SM the backward aims for: 64 registers a thread at ≤ 8 elements. */
 const BACKWARD_THREADS_PER_SM = 1024;
 
 export const MAX_HIDDEN = 65536;
 
-function planMapping(check: OpCheck, hidden: number, vec: number, tiers: readonly (readonly [number, number])[]): RowMapping {
+function checkHidden(check: OpCheck, hidden: number): void {
   if (hidden > MAX_HIDDEN) check.fail(`hidden size ${hidden} is larger than the largest supported (${MAX_HIDDEN})`);
-  for (const [elements, threads] of tiers) {
-    const mapping = planRowMapping(hidden / vec, vec, WARP_ROW_MAX_ELEMENTS, elements, threads);
-    if (mapping) return mapping;
-  }
-  return check.fail(`hidden size ${hidden} does not fit the row kernels with vectors of ${vec}`);
 }
 
 /** The forward spec for a shape; `pointers` are the addresses the vectors must be aligned to. */
 export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, pointers: readonly bigint[]): NormForwardSpec {
+  checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
-  const { threadsPerRow } = planMapping(check, hidden, vec, FORWARD_BLOCK_TIERS);
-  return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? FORWARD_WARP_ROWS_PER_BLOCK : 1 };
+  for (const [elements, threads] of FORWARD_BLOCK_TIERS) {
+    const mapping = planRowMapping(hidden / vec, vec, WARP_ROW_MAX_ELEMENTS, elements, threads);
+    if (mapping) {
+      const { threadsPerRow } = mapping;
+      return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? FORWARD_WARP_ROWS_PER_BLOCK : 1 };
+    }
+  }
+  return check.fail(`hidden size ${hidden} does not fit the row kernels with vectors of ${vec}`);
 }
 
 export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[]): NormBackwardSpec {
+  checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
-  const { threadsPerRow } = planMapping(check, hidden, vec, BACKWARD_BLOCK_TIERS);
-  return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? BACKWARD_WARP_ROWS_PER_BLOCK : 1, dResidual };
+  for (const elements of BACKWARD_ELEMENT_TIERS) {
+    const mapping = planRowMapping(hidden / vec, vec, elements, elements);
+    if (mapping) {
+      const { threadsPerRow } = mapping;
+      return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: Math.max(1, Math.floor(BACKWARD_BLOCK_THREADS / threadsPerRow)), dResidual };
+    }
+  }
+  return check.fail(`hidden size ${hidden} does not fit the row kernels with vectors of ${vec}`);
 }
 
-/** Blocks of the backward's fixed grid: about the resident blocks, never more than there are row groups. */
-export function backwardGridSize(spec: NormBackwardSpec, rows: number, multiProcessorCount: number): number {
+/**
+ * Blocks per SM the backward is compiled for (__launch_bounds__' second argument): enough to reach
+ * BACKWARD_THREADS_PER_SM at ≤ 8 elements a thread; wider rows need their registers more than occupancy.
+ */
+export function backwardMinBlocksPerSm(spec: NormBackwardSpec): number {
   const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
-  const perSm = Math.max(1, Math.floor(BACKWARD_THREADS_PER_SM / blockThreads));
-  return Math.max(1, Math.min(Math.ceil(rows / spec.rowsPerBlock), perSm * multiProcessorCount));
+  return vecsPerThread(spec) * spec.vec <= BACKWARD_ELEMENT_TIERS[0] ? Math.max(1, Math.floor(BACKWARD_THREADS_PER_SM / blockThreads)) : 1;
+}
+
+/** Blocks of the backward's fixed grid: the resident blocks (one wave), never more than there are row groups. */
+export function backwardGridSize(spec: NormBackwardSpec, rows: number, multiProcessorCount: number): number {
+  return Math.max(1, Math.min(Math.ceil(rows / spec.rowsPerBlock), backwardMinBlocksPerSm(spec) * multiProcessorCount));
 }
 
 // ---- sources -----------------------------------------------------------------------------------------
 
 const COLUMN_SUMS_LANES_X = 32;
-const COLUMN_SUMS_LANES_Y = 16;
+const COLUMN_SUMS_LANES_Y = 32;
 
 function rowConstants(s: NormForwardSpec): string {
   return constants({
@@ -170,8 +198,9 @@ export function normForwardSource(spec: NormForwardSpec): KernelSource {
   const layer = spec.norm === 'layer';
   const statistics = layer
     ? String.raw`
-  // One reduction for both sums; shifting by x[0] keeps the variance from cancelling.
-  const float shift = to_float(xr[0]);
+  // One reduction for both sums; shifting by x[0] keeps the variance from cancelling. With a warp
+  // per row lane 0 holds x[0] already; a wider row reads it once more (one cached load per row).
+  const float shift = WARPS_PER_ROW == 1 ? __shfl_sync(0xffffffffu, v[0][0], 0) : to_float(xr[0]);
   float2 sums = make_float2(0.f, 0.f);
   #pragma unroll
   for (int k = 0; k < VECS_PER_THREAD; k++) {
@@ -201,40 +230,57 @@ export function normForwardSource(spec: NormForwardSpec): KernelSource {
 ${typedefLine('T', spec.dtype)}
 ${rowConstants(spec)}
 ${ROW_MAPPING_DEVICE_CODE}
-${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock)}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, forwardMinBlocksPerSm(spec))}
+
+// An optimisation barrier on a value's 32-bit words: the compiler must assume they changed, so it
+// cannot reuse conversions made before it (keeping the 16-bit row instead of an f32 copy).
+template <typename V>
+__device__ __forceinline__ void opaque_words(V& x) {
+  unsigned* w = reinterpret_cast<unsigned*>(&x);
+  #pragma unroll
+  for (int i = 0; i < (int)(sizeof(V) / 4); i++) asm volatile("" : "+r"(w[i]));
+}
 
 // Block (THREADS_PER_ROW, ROWS_PER_BLOCK); thread (t, r) works on row blockIdx.x·ROWS_PER_BLOCK + r.
-// x and out are not __restrict__: normalising in place (out == x) is safe, every element is read
-// into registers before the reduction and written after it by the same thread.
+// The row stays in registers in its storage type (half the registers for f16/bf16, so more rows
+// are resident) and is converted to f32 where it is used. x and out are not __restrict__:
+// normalising in place (out == x) is safe, every element is read before the reduction and written
+// after it by the same thread. gamma/beta are read after the reduction: they are L1 hits.
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const T* x, const T* __restrict__ gamma, ${layer ? 'const T* __restrict__ beta, ' : ''}T* out,
     ${layer ? 'float* __restrict__ mean_out, ' : ''}float* __restrict__ rstd_out, int rows, float eps) {
   __shared__ float2 reduce_buf[BLOCK_THREADS / 32];
   const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-  if (row >= rows) return;  // a whole warp of the last block; never with a block per row (grid = rows)
+  // Whole rows leave together: with a warp per row a warp, with a block per row never (grid = rows).
+  if (row >= rows) return;
   const int t = threadIdx.x;
   const T* xr = x + (long long)row * H;
   T* outr = out + (long long)row * H;
 
+  Vec<T, VEC> raw[VECS_PER_THREAD];
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++)
+    if (owns_vec(k, t)) raw[k] = load_vec<T, VEC>(xr + (k * THREADS_PER_ROW + t) * VEC);
   float v[VECS_PER_THREAD][VEC];
   #pragma unroll
   for (int k = 0; k < VECS_PER_THREAD; k++)
-    if (owns_vec(k, t)) load_floats<T, VEC>(xr + (k * THREADS_PER_ROW + t) * VEC, v[k], VEC);
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) v[k][i] = owns_vec(k, t) ? to_float(raw[k].v[i]) : 0.f;
 ${statistics}
+  // Convert again below rather than keep the f32 copies live across the reduction.
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) opaque_words(raw[k]);
 
   #pragma unroll
   for (int k = 0; k < VECS_PER_THREAD; k++) {
     if (!owns_vec(k, t)) continue;
     const int c = (k * THREADS_PER_ROW + t) * VEC;
-    float g[VEC];
-    load_floats<T, VEC>(gamma + c, g, VEC);
-${layer ? `    float b[VEC];
-    load_floats<T, VEC>(beta + c, b, VEC);
+    const Vec<T, VEC> g = load_vec<T, VEC>(gamma + c);${layer ? `
+    const Vec<T, VEC> b = load_vec<T, VEC>(beta + c);` : ''}
+    float y[VEC];
     #pragma unroll
-    for (int i = 0; i < VEC; i++) v[k][i] = (v[k][i] - mean) * rstd * g[i] + b[i];`
-    : `    #pragma unroll
-    for (int i = 0; i < VEC; i++) v[k][i] = (v[k][i] - mean) * rstd * g[i];`}
-    store_floats<T, VEC>(outr + c, v[k], VEC);
+    for (int i = 0; i < VEC; i++) y[i] = (to_float(raw[k].v[i]) - mean) * rstd * to_float(g.v[i])${layer ? ' + to_float(b.v[i])' : ''};
+    store_floats<T, VEC>(outr + c, y, VEC);
   }
 }
 `;
@@ -245,25 +291,25 @@ export function normBackwardSource(spec: NormBackwardSpec): KernelSource {
   const name = kernelIdentifier(normBackwardKey(spec));
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
-  const warpPerRow = spec.threadsPerRow === 32 && spec.rowsPerBlock > 1;
-  // The warps of a block saw different rows: fold their column sums together in warp order (a
-  // fixed order, so the result is deterministic) and let the last warp write the block's partial.
-  const combineWarps = warpPerRow
+  const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
+  // The row slots of a block saw different rows: fold their column sums together in slot order (a
+  // fixed order, so the result is deterministic) and let the last slot write the block's partial.
+  const combineRowSlots = spec.rowsPerBlock > 1
     ? String.raw`
   __shared__ float column_buf[COLUMN_SUMS * H];
-  for (int w = 0; w < ROWS_PER_BLOCK; w++) {
-    if (threadIdx.y == w) {
+  for (int slot = 0; slot < ROWS_PER_BLOCK; slot++) {
+    if (threadIdx.y == slot) {
       #pragma unroll
       for (int k = 0; k < VECS_PER_THREAD; k++) {
         if (!owns_vec(k, t)) continue;
         const int c = (k * THREADS_PER_ROW + t) * VEC;
         #pragma unroll
         for (int i = 0; i < VEC; i++) {
-          if (w > 0) {
+          if (slot > 0) {
             acc_gamma[k][i] += column_buf[c + i];${layer ? `
             acc_beta[k][i] += column_buf[H + c + i];` : ''}
           }
-          if (w < ROWS_PER_BLOCK - 1) {
+          if (slot < ROWS_PER_BLOCK - 1) {
             column_buf[c + i] = acc_gamma[k][i];${layer ? `
             column_buf[H + c + i] = acc_beta[k][i];` : ''}
           }
@@ -279,7 +325,7 @@ ${typedefLine('T', spec.dtype)}
 ${rowConstants(spec)}
 ${constants({ COLUMN_SUMS: sums })}
 ${ROW_MAPPING_DEVICE_CODE}
-${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock)}
+${launchBoundsMacro(blockThreads, backwardMinBlocksPerSm(spec))}
 
 // f32 partial sums as 16-byte (or narrower) stores.
 __device__ __forceinline__ void store_partial(float* p, const float (&a)[VEC]) {
@@ -293,8 +339,10 @@ __device__ __forceinline__ void store_partial(float* p, const float (&a)[VEC]) {
   }
 }
 
-// A fixed grid: block b walks rows b·ROWS_PER_BLOCK + r, stepping gridDim.x·ROWS_PER_BLOCK, so which
-// rows feed which partial depends only on the shape and grid. partials: [gridDim.x][COLUMN_SUMS][H].
+// A fixed grid: block b takes row groups b, b + gridDim.x, ... (ROWS_PER_BLOCK rows each, row slot
+// threadIdx.y), so which rows feed which partial depends only on the shape and grid.
+// partials: [gridDim.x][COLUMN_SUMS][H]. The loop is uniform across the block (the row reductions
+// may synchronise it); slots past the last row contribute zeros.
 // dOut, x, dResidual and dX are not __restrict__: dX may share memory with dOut or dResidual (each
 // element is read before the same thread writes it).
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
@@ -302,24 +350,31 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
     ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows) {
   __shared__ float2 reduce_buf[BLOCK_THREADS / 32];
   const int t = threadIdx.x;
-  // This thread's columns, summed over the rows its warp (or block) visits.
+  // This thread's columns, summed over the rows its slot visits.
   float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
   #pragma unroll
   for (int k = 0; k < VECS_PER_THREAD; k++)
     #pragma unroll
     for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
 
-  for (int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y; row < rows; row += gridDim.x * ROWS_PER_BLOCK) {
+  const int groups = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  for (int group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int row = group * ROWS_PER_BLOCK + threadIdx.y;
+    const bool active = row < rows;
     const long long base = (long long)row * H;
     float xh[VECS_PER_THREAD][VEC], g[VECS_PER_THREAD][VEC];
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
-      if (!owns_vec(k, t)) continue;
       const int c = (k * THREADS_PER_ROW + t) * VEC;
-      load_floats<T, VEC>(x + base + c, xh[k], VEC);
-      load_floats<T, VEC>(dout + base + c, g[k], VEC);
+      if (active && owns_vec(k, t)) {
+        load_floats<T, VEC>(x + base + c, xh[k], VEC);
+        load_floats<T, VEC>(dout + base + c, g[k], VEC);
+      } else {
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) { xh[k][i] = 0.f; g[k][i] = 0.f; }
+      }
     }
-    const float mu = ${layer ? 'mean[row]' : '0.f'}, rs = rstd[row];
+    const float mu = ${layer ? 'active ? mean[row] : 0.f' : '0.f'}, rs = active ? rstd[row] : 0.f;
     float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
@@ -341,6 +396,7 @@ ${layer ? `    sums = row_sum2(sums, reduce_buf);
     : `    sums.y = row_sum(sums.y, reinterpret_cast<float*>(reduce_buf));
     const float mean_g = 0.f;`}
     const float mean_gx = sums.y * (1.f / H);
+    if (!active) continue;
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
       if (!owns_vec(k, t)) continue;
@@ -353,7 +409,7 @@ ${spec.dResidual ? `      load_floats<T, VEC>(dres + base + c, d, VEC);` : `    
       store_floats<T, VEC>(dx + base + c, d, VEC);
     }
   }
-${combineWarps}
+${combineRowSlots}
   float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
   #pragma unroll
   for (int k = 0; k < VECS_PER_THREAD; k++) {
@@ -386,7 +442,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   #pragma unroll
   for (int a = 0; a < COLUMN_SUMS; a++) s[a] = 0.f;
   if (col < H) {
-    #pragma unroll 4
+    #pragma unroll 8
     for (int p = threadIdx.y; p < num_partials; p += LANES_Y) {
       const float* partial = partials + (long long)p * (COLUMN_SUMS * H);
       #pragma unroll

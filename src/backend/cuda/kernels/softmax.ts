@@ -173,7 +173,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${FORWARD_PARAMS}) {
   #pragma unroll
   for (int k = 0; k < VECS_PER_THREAD; k++)
     #pragma unroll
-    for (int i = 0; i < VEC; i++) { v[k][i] = exp2f(v[k][i] - shift); s += v[k][i]; }
+    for (int i = 0; i < VEC; i++) { v[k][i] = exp2_fast(v[k][i] - shift); s += v[k][i]; }
   s = row_sum(s, reduce_buf);
   const float inv = visible ? 1.f / s : 0.f;
   #pragma unroll
@@ -214,11 +214,11 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${FORWARD_PARAMS}) {
       for (int i = 0; i < VEC; i++) chunk_max = fmaxf(chunk_max, v[u][i]);
     }
     if (chunk_max == neg_inf()) continue;
-    if (chunk_max > state.x) { state.y *= exp2f(state.x - chunk_max); state.x = chunk_max; }
+    if (chunk_max > state.x) { state.y *= exp2_fast(state.x - chunk_max); state.x = chunk_max; }
     #pragma unroll
     for (int u = 0; u < LOOP_UNROLL; u++)
       #pragma unroll
-      for (int i = 0; i < VEC; i++) state.y += exp2f(v[u][i] - state.x);
+      for (int i = 0; i < VEC; i++) state.y += exp2_fast(v[u][i] - state.x);
   }
   state = block_max_sum(state, reduce_buf);
   const bool visible = state.x != neg_inf();  // else the row becomes zeros (see the register path)
@@ -238,7 +238,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${FORWARD_PARAMS}) {
       const int idx = first + u * BLOCK_THREADS + t, c = idx * VEC;
       if (idx >= VECS_PER_ROW) continue;
       #pragma unroll
-      for (int i = 0; i < VEC; i++) v[u][i] = c + i < n && visible ? exp2f(v[u][i] * scale_log2e - shift) * inv : 0.f;
+      for (int i = 0; i < VEC; i++) v[u][i] = c + i < n && visible ? exp2_fast(v[u][i] * scale_log2e - shift) * inv : 0.f;
       store_floats<T, VEC>(outr + c, v[u], VEC);
     }
   }

@@ -53,16 +53,16 @@ test('biasDropoutResidual: row-tile grid, 16-byte vectors, threshold and keep sc
   assert.equal(host.launches.length, 1);
   const l = host.launches[0]!;
   assert.equal(l.key, 'bias_dropout_residual.bf16.h768.v8.drop');
-  // 96 vectors per row → 3 column chunks of 32; 8 row lanes × 2 rows each → 16 rows per block.
+  // 96 vectors per row → 3 column chunks of 32; 8 row lanes × 1 row each (a dropout kernel) → 8 rows per block.
   assert.deepEqual(l.config.block, [32, 8]);
-  assert.deepEqual(l.config.grid, [rows / 16, 3]);
+  assert.deepEqual(l.config.grid, [rows / 8, 3]);
   assert.equal(argValue(l, 5, 'u64'), 5n);
   assert.equal(argValue(l, 6, 'u64'), 7n);
   assert.equal(argValue(l, 7, 'u32'), dropoutThreshold(0.1));
   assert.equal(argValue(l, 7, 'u32'), 1677722);
   assert.equal(argValue(l, 8, 'f32'), 1 / 0.9);
   assert.equal(argValue(l, 9, 'u32'), rows);
-  assert.equal(argValue(l, 10, 'u32'), 16);
+  assert.equal(argValue(l, 10, 'u32'), 8);
 });
 
 test('biasDropoutResidual: p = 0 compiles the no-dropout variant', () => {
@@ -72,6 +72,9 @@ test('biasDropoutResidual: p = 0 compiles the no-dropout variant', () => {
   const l = host.launches[0]!;
   assert.equal(l.key, 'bias_dropout_residual.f32.h64.v4');
   assert.equal(argValue(l, 7, 'u32'), 0);
+  // Without a mask to draw the kernel is light: 2 rows per thread, 16 lanes × 2 rows per block.
+  assert.deepEqual(l.config.block, [16, 16]);
+  assert.equal(argValue(l, 10, 'u32'), 32);
   assert.doesNotMatch(l.source, /dropout_keep_vec<VEC>\(seed/);
   assert.match(l.source, /store_mask_all_kept<VEC>/);
 });

@@ -45,7 +45,7 @@ test('embeddingForward: row tiles over B·L tokens with the dropout parameters o
   });
   const l = host.launches[0]!;
   assert.equal(l.key, 'embedding_forward.bf16.h768.v8.pos.drop');
-  assert.deepEqual(l.config.grid, [(B * L) / 16, 3]);
+  assert.deepEqual(l.config.grid, [(B * L) / 8, 3]);
   assert.equal(argValue(l, 5, 'u32'), L);
   assert.equal(argValue(l, 6, 'u32'), V);
   assert.equal(argValue(l, 7, 'u32'), 2);
