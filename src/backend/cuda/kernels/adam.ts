@@ -21,6 +21,10 @@
 // Bytes per parameter (s = sizeof(params dtype)):
 //   no master: read 2s + 8 (grads, params, m, v), write s + 8 (params, m, v)            f16: 22, f32: 28
 //   master:    read s + 12 (grads, m, v, master), write s + 12 (params, m, v, master)   f16: 28, f32: 32
+//
+// Measured on an H200 (n = 2^27, CUDA-graph replay; memcpy D2D = 4.28 TB/s): bf16/f16 with master
+// 3.63–3.68 TB/s, f32 3.86 TB/s; bf16 without master only 2.98 TB/s (about the same time per
+// parameter as with master, though it moves 22 bytes instead of 28; cause not found yet).
 
 import type { AdamWArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';

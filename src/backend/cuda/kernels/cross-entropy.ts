@@ -6,18 +6,21 @@
 //   backward  dLogits_j = gradScale·(exp(z_j − lse) − (1−ε)·[j = t] − ε/V); ignored rows → zeros;
 //             an out-of-range target → a row of NaN (the forward's NaN loss, carried to the gradient).
 //
-// One block per row. The forward reads the row once: each thread keeps an online (max m, Σ exp2(v − m))
-// state over its elements (v = z·log2 e), rescaling once per chunk of LOOP_UNROLL vectors (one FFMA
-// and one SFU exp2 per element, plus one per chunk), and Σz alongside when smoothing is on; the block merges the
-// states (block_max_sum in device-lib) and thread 0 writes loss and lse.
-// Rows start at any element (V = 50257 is odd), so each row is read as a head of single elements up
-// to the first vector boundary, whole 16-byte vectors, then a tail of single elements. The backward
-// peels the same way from the logits address; it uses vectors only when dLogits has the same
-// misalignment (always true in place, or when both tensors are allocator-aligned and V·s is a
-// multiple of the vector... see planCrossEntropyBackward), else scalar accesses.
+// One block per row. The forward reads the row once: each thread keeps an online state
+// (max m, Σ exp2(z·log2 e − m)) over its elements, rescaled once per chunk of LOOP_UNROLL vectors
+// (one FFMA and one SFU exp2 per element), with Σz alongside when smoothing is on; the block merges
+// the states (block_max_sum in device-lib) and thread 0 writes loss and lse.
+// Rows start at any element (V = 50257 is odd), so a row is read as single elements up to the first
+// 16-byte boundary, whole 16-byte vectors, then single elements again. The backward splits rows by
+// the logits address; dLogits shares those vectors only when it sits at the same distance from a
+// boundary (always when in place), else the vector narrows (planCrossEntropyBackward).
 // dLogits may alias logits: each element is read, then written by the same thread.
 //
 // Precision: f32 arithmetic and outputs (loss, lse); logits/dLogits f32, f16 or bf16.
+// Measured on an H200 (CUDA graphs over rotating buffers, against a copy kernel moving the same
+// bytes; 2026-11-29): forward bf16 16384×50257 83% (75% with smoothing: bf16 holds twice the
+// elements per byte, so the per-element exp and adds show), 4096×128256 100%, f32 100%; backward
+// 93–105%. A few rows (decoding) use only as many SMs as rows.
 // Bytes per logit (s = sizeof(dtype)), for the roofline:
 //   forward:  read s; per row read 4 (target) + s (z_t), write 8 (loss, lse).
 //   backward: read s, write s (ignored rows: write s only); per row read 8 (target, lse).
@@ -88,7 +91,6 @@ ${typedefLine('T', s.dtype)}
 ${constants({ V: s.vocab, VEC: s.vec, THREADS: s.threads, LOOP_UNROLL, SMOOTHING: s.smoothing })}
 ${launchBoundsMacro(s.threads)}
 constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // A row [0, V) splits into single elements [0, head), VEC-vectors [head, tail), singles [tail, V):
@@ -176,7 +178,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   state = block_max_sum(state, reduce_buf);
   if (SMOOTHING) sum_z = block_sum(sum_z, reinterpret_cast<float*>(reduce_buf));
   if (t != 0) return;
-  const float row_lse = (state.x + log2f(state.y)) * LN2;
+  const float row_lse = (state.x + log2f(state.y)) * 0.6931471805599453f;  // back from base 2
   lse[row] = row_lse;
   float row_loss;
   if (ignore_enabled && target == ignore_index) row_loss = 0.f;

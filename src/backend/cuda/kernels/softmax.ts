@@ -18,7 +18,11 @@
 // Masked keys are neither read nor exponentiated: a causal row reads only its visible prefix.
 // out may alias x and dX may alias dY: every element is read, then written by the same thread.
 //
-// Precision: f32 arithmetic; storage f32/f16/bf16.
+// Precision: f32 arithmetic (exp2 on the SFU: relative error about 2^-22); storage f32/f16/bf16.
+// Measured on an H200 (CUDA graphs over rotating buffers, against a copy kernel moving the same
+// bytes; 2026-11-29): BERT [32,12,256,256] forward 95–104%, GPT-2 [16,12,1024,1024] causal forward
+// 125% (masked keys are not read), unmasked 90%; backward 104–110%. The looping path with few rows
+// ([1,4,16,32768]: 64 blocks for 132 SMs) reaches about 50%.
 // Bytes per element (s = sizeof(dtype)), for the roofline:
 //   forward:  read s (only visible keys: about half of them when causal), write s. Loop path: read 2s.
 //   backward: read 2s (y, dY), write s. Loop path: read 4s.

@@ -53,7 +53,7 @@ test('biasDropoutResidual: row-tile grid, 16-byte vectors, threshold and keep sc
   assert.equal(host.launches.length, 1);
   const l = host.launches[0]!;
   assert.equal(l.key, 'bias_dropout_residual.bf16.h768.v8.drop');
-  // 96 vectors per row → 3 column chunks of 32; 8 row lanes × 1 row each (a dropout kernel) → 8 rows per block.
+  // 96 vectors per row → 3 column chunks of 32; 8 row lanes, one row per thread → 8 rows per block.
   assert.deepEqual(l.config.block, [32, 8]);
   assert.deepEqual(l.config.grid, [rows / 8, 3]);
   assert.equal(argValue(l, 5, 'u64'), 5n);
@@ -72,9 +72,9 @@ test('biasDropoutResidual: p = 0 compiles the no-dropout variant', () => {
   const l = host.launches[0]!;
   assert.equal(l.key, 'bias_dropout_residual.f32.h64.v4');
   assert.equal(argValue(l, 7, 'u32'), 0);
-  // Without a mask to draw the kernel is light: 2 rows per thread, 16 lanes × 2 rows per block.
+  // 16 vectors per row: 16 column lanes × 16 row lanes, one row per thread.
   assert.deepEqual(l.config.block, [16, 16]);
-  assert.equal(argValue(l, 10, 'u32'), 32);
+  assert.equal(argValue(l, 10, 'u32'), 16);
   assert.doesNotMatch(l.source, /dropout_keep_vec<VEC>\(seed/);
   assert.match(l.source, /store_mask_all_kept<VEC>/);
 });
@@ -139,7 +139,7 @@ test('biasQkvSplit: head layout baked in, L and qScale passed', () => {
   assert.equal(l.key, 'bias_qkv_split.bf16.n12.d64.v8');
   assert.match(l.source, /constexpr int HEADS = 12;/);
   assert.match(l.source, /constexpr int HEAD_DIM = 64;/);
-  assert.deepEqual(l.config.grid, [Math.ceil((B * L) / 16), 9]);
+  assert.deepEqual(l.config.grid, [Math.ceil((B * L) / 8), 9]);
   assert.equal(argValue(l, 5, 'u32'), L);
   assert.equal(argValue(l, 6, 'f32'), 0.125);
   assert.equal(argValue(l, 7, 'u32'), B * L);

@@ -1,6 +1,7 @@
 // The LayerNorm/RMSNorm kernel family without a GPU: every catalogued source compiles with nvcc,
 // spec keys tell specs apart, launchers reject bad arguments naming the op, and known shapes get
-// the launch configuration we designed for (a warp per row up to H = 1024, a block per row above).
+// the launch configuration we designed for (forward: a warp per row up to H = 1024, a block per row
+// above; backward: ≤ 8 elements a thread, several rows a block, one wave of blocks).
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -24,10 +25,10 @@ test('catalog kernels have distinct names, each defined in its source', () => {
 });
 
 test('spec keys differ in every field', () => {
-  const base: ln.NormBackwardSpec = { norm: 'layer', dtype: 'f16', hidden: 768, vec: 8, threadsPerRow: 32, rowsPerBlock: 4, dResidual: false };
+  const base: ln.NormBackwardSpec = { norm: 'layer', dtype: 'f16', hidden: 768, vec: 8, threadsPerRow: 96, rowsPerBlock: 5, dResidual: false };
   const variants: ln.NormBackwardSpec[] = [
     base, { ...base, norm: 'rms' }, { ...base, dtype: 'bf16' }, { ...base, hidden: 1024 }, { ...base, vec: 4 },
-    { ...base, threadsPerRow: 64, rowsPerBlock: 1 }, { ...base, rowsPerBlock: 8 }, { ...base, dResidual: true },
+    { ...base, threadsPerRow: 128, rowsPerBlock: 1 }, { ...base, rowsPerBlock: 8 }, { ...base, dResidual: true },
   ];
   assert.equal(new Set(variants.map(ln.normBackwardKey)).size, variants.length);
   assert.equal(new Set(variants.slice(0, -1).map(ln.normForwardKey)).size, variants.length - 1);
@@ -74,7 +75,7 @@ test('an odd hidden size or an unaligned view narrows the vectors', () => {
   assert.equal(host.launches[1]!.key, 'norm_forward.rms.f16.h1024.v2.t32.r4');
 });
 
-test('layerNormBackward: fixed grid of partials, then the column sums; dResidual and accumulate in the specs', () => {
+test('layerNormBackward H=768: 96 threads a row, 5 rows a block, one wave of partials, then the column sums', () => {
   const host = new RecordingHost();
   const [rows, H] = [16384, 768];
   const f = forwardTensors(rows, H, 'f16');
@@ -85,20 +86,23 @@ test('layerNormBackward: fixed grid of partials, then the column sums; dResidual
   });
   assert.equal(host.launches.length, 2);
   const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
-  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t32.r8.dres');
-  assert.deepEqual(rowsLaunch.config.block, [32, 8]);
+  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t96.r5.dres');
+  assert.deepEqual(rowsLaunch.config.block, [96, 5]);
+  // 480-thread blocks compiled for 2 per SM: one wave of 2 × 132 blocks.
+  assert.match(rowsLaunch.source, /#define KERNEL_BOUNDS __launch_bounds__\(480, 2\)/);
   const grid = rowsLaunch.config.grid as number;
+  assert.equal(grid, 2 * 132);
   assert.equal(grid, ln.backwardGridSize(ln.planNormBackward(new OpCheck('test', 'cuda'), 'layer', 'f16', H, true, [0x1000n]), rows, 132));
-  assert.ok(grid >= 132 && grid <= 4 * 132, `grid ${grid} should be about the resident blocks`);
   assert.deepEqual(host.scratchRequests, [grid * 2 * H * 4]);
   assert.equal(argValue(rowsLaunch, 7, 'ptr'), RecordingHost.SCRATCH);
   assert.equal(argValue(rowsLaunch, 8, 'i32'), rows);
   assert.equal(sums.key, 'norm_column_sums.layer.f16.h768.acc');
   assert.equal(sums.config.grid, H / 32);
+  assert.deepEqual(sums.config.block, [32, 32]);
   assert.equal(argValue(sums, 1, 'i32'), grid);
 });
 
-test('rmsNormBackward H=4096: a block per row, one column sum', () => {
+test('rmsNormBackward H=4096: a block per row (512 threads × 1 vector), fewer blocks than SMs when rows are few', () => {
   const host = new RecordingHost();
   const [rows, H] = [64, 4096];
   ln.rmsNormBackward(host, {
@@ -106,7 +110,8 @@ test('rmsNormBackward H=4096: a block per row, one column sum', () => {
     dX: deviceTensor([rows, H], 'bf16'), dGamma: deviceTensor([H], 'bf16'),
   });
   const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
-  assert.equal(rowsLaunch.key, 'norm_backward.rms.bf16.h4096.v8.t256.r1');
+  assert.equal(rowsLaunch.key, 'norm_backward.rms.bf16.h4096.v8.t512.r1');
+  assert.deepEqual(rowsLaunch.config.block, [512, 1]);
   assert.equal(rowsLaunch.config.grid, 64);
   assert.deepEqual(host.scratchRequests, [64 * 1 * H * 4]);
   assert.equal(sums.key, 'norm_column_sums.rms.bf16.h4096');
