@@ -19,6 +19,7 @@ import { Event } from '../src/backend/cuda/runtime/device.js';
 import { probeCuda } from '../src/cuda/probe.js';
 import type { DType, FloatDType } from '../src/dtype.js';
 import { byteSize } from '../src/dtype.js';
+import { dropoutOffsetAdvance } from '../src/backend/rng.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
 
@@ -53,9 +54,13 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
+let randomOffset = 0n;
+/** Random inputs drawn on the GPU (host-generated data for hundreds of millions of elements takes minutes). */
 function randomTensor(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, scale = 1): Tensor {
-  const n = shape.reduce((x, y) => x * y, 1);
-  return b.fromArray(rng.floats(n, scale), shape, dtype);
+  const t = b.empty(shape, dtype);
+  b.randomFill({ out: t, distribution: 'normal', std: scale, seed: BigInt(Math.floor(rng.next() * 2 ** 32)), offset: randomOffset });
+  randomOffset += dropoutOffsetAdvance(t.numel);
+  return t;
 }
 
 function timeRegion(b: CudaBackend, region: () => void, calls: number): number {

@@ -318,6 +318,23 @@ export interface AdamWArgs {
   gradScale?: number;
 }
 
+// --- random initialisation --------------------------------------------------------------------------
+
+/**
+ * Fills `out` (a float tensor) with random values drawn from the Philox stream with the dropout
+ * counter mapping: group g = floor(i / 4) uses counter offset + g, giving words w0..w3.
+ *  - uniform: out[4g + j] = low + (high − low)·u_j, u_j = (w_j >>> 8)·2⁻²⁴ ∈ [0, 1).
+ *  - normal (Box–Muller on word pairs (w0, w1) → elements 4g, 4g+1 and (w2, w3) → 4g+2, 4g+3):
+ *    r = sqrt(−2·ln(((w_a >>> 8) + 1)·2⁻²⁴)), θ = 2π·(w_b >>> 8)·2⁻²⁴,
+ *    out[a] = mean + std·r·cos θ, out[b] = mean + std·r·sin θ.
+ * The GPU computes in f32 and the CPU in f64, so values agree to rounding, not bit for bit.
+ * Callers advance `offset` by dropoutOffsetAdvance(numel).
+ */
+export type RandomFillArgs = { out: Tensor; seed: bigint; offset: bigint } & (
+  | { distribution: 'uniform'; low?: number; high?: number }
+  | { distribution: 'normal'; mean?: number; std?: number }
+);
+
 // --- the interface ---------------------------------------------------------------------------------
 
 /** A recorded sequence of ops that can be replayed (a CUDA graph on the GPU; a closure on the CPU). */
@@ -382,6 +399,7 @@ export interface Backend {
   embeddingForward(args: EmbeddingForwardArgs): void;
   embeddingBackward(args: EmbeddingBackwardArgs): void;
   adamW(args: AdamWArgs): void;
+  randomFill(args: RandomFillArgs): void;
 }
 
 export type { DType, FloatDType };

@@ -8,6 +8,8 @@
 // the element is kept iff that integer >= dropoutThreshold(p). Comparing integers, not floats, keeps
 // the decision bit-identical across backends.
 
+import type { RandomDistribution } from './validate.js';
+
 const M0 = 0xd2511f53;
 const M1 = 0xcd9e8d57;
 const W0 = 0x9e3779b9;
@@ -53,4 +55,31 @@ export function dropoutMask(mask: Uint8Array, p: number, seed: bigint, offset: b
     const words = philox4x32(Number(counter & 0xffffffffn), Number((counter >> 32n) & 0xffffffffn), 0, 0, k0, k1);
     for (let j = 0; j < 4 && i + j < mask.length; j++) mask[i + j] = (words[j]! >>> 8) >= threshold ? 1 : 0;
   }
+}
+
+/** The random value for element i of a randomFill (see RandomFillArgs in backend.ts), in f64. */
+export function randomFillValues(
+  n: number, seed: bigint, offset: bigint,
+  distribution: RandomDistribution,
+): Float64Array {
+  const out = new Float64Array(n);
+  const k0 = Number(seed & 0xffffffffn), k1 = Number((seed >> 32n) & 0xffffffffn);
+  const unit = 2 ** -24;
+  for (let i = 0; i < n; i += 4) {
+    const counter = offset + BigInt(i >>> 2);
+    const w = philox4x32(Number(counter & 0xffffffffn), Number((counter >> 32n) & 0xffffffffn), 0, 0, k0, k1);
+    const values = [0, 0, 0, 0];
+    if (distribution.kind === 'uniform') {
+      for (let j = 0; j < 4; j++) values[j] = distribution.low + (distribution.high - distribution.low) * (w[j]! >>> 8) * unit;
+    } else {
+      for (let pair = 0; pair < 4; pair += 2) {
+        const r = Math.sqrt(-2 * Math.log(((w[pair]! >>> 8) + 1) * unit));
+        const theta = 2 * Math.PI * (w[pair + 1]! >>> 8) * unit;
+        values[pair] = distribution.mean + distribution.std * r * Math.cos(theta);
+        values[pair + 1] = distribution.mean + distribution.std * r * Math.sin(theta);
+      }
+    }
+    for (let j = 0; j < 4 && i + j < n; j++) out[i + j] = values[j]!;
+  }
+  return out;
 }

@@ -2,6 +2,7 @@
 // Each check names the op, the argument and what was expected.
 
 import type { DType } from '../dtype.js';
+import type { RandomFillArgs } from './backend.js';
 import { isFloat } from '../dtype.js';
 import { ArgumentError, DTypeError, LayoutError, ShapeError } from '../errors.js';
 import type { BackendName, Tensor } from '../tensor.js';
@@ -102,4 +103,25 @@ export class OpCheck {
   integer(name: string, x: number, min = 0): void {
     if (!Number.isInteger(x) || x < min) this.fail(`'${name}' must be an integer >= ${min}, got ${x}`);
   }
+}
+
+export type RandomDistribution = { kind: 'uniform'; low: number; high: number } | { kind: 'normal'; mean: number; std: number };
+
+/** randomFill's distribution with defaults applied (uniform [0, 1), normal mean 0 std 1), validated. */
+export function randomDistribution(check: OpCheck, args: RandomFillArgs): RandomDistribution {
+  if (args.distribution === 'uniform') {
+    const low = args.low ?? 0, high = args.high ?? 1;
+    check.finite('low', low);
+    check.finite('high', high);
+    if (!(high > low)) check.fail(`'high' (${high}) must be greater than 'low' (${low})`);
+    return { kind: 'uniform', low, high };
+  }
+  if (args.distribution === 'normal') {
+    const mean = args.mean ?? 0, std = args.std ?? 1;
+    check.finite('mean', mean);
+    check.finite('std', std);
+    if (!(std >= 0)) check.fail(`'std' must be >= 0, got ${std}`);
+    return { kind: 'normal', mean, std };
+  }
+  return check.fail(`'distribution' must be 'uniform' or 'normal', got '${String((args as { distribution: unknown }).distribution)}'`);
 }

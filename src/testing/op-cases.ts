@@ -264,9 +264,25 @@ function adamCases(dtype: FloatDType): OpCase[] {
   })));
 }
 
+function randomFillCases(dtype: FloatDType): OpCase[] {
+  const shapes = [[1], [7], [4099], [257, 771]];
+  return shapes.flatMap((shape) => (['uniform', 'normal'] as const).map((distribution): OpCase => ({
+    name: `randomFill(${distribution}) ${dtype} [${shape.join(', ')}]`, dtype,
+    inputs: (rng) => ({ rand: randomDropoutSeed(rng) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      const { seed, offset } = dropoutSeed(inputs);
+      const out = c.out('out', shape, dtype);
+      if (distribution === 'uniform') b.randomFill({ out, distribution, low: -0.5, high: 2, seed, offset });
+      else b.randomFill({ out, distribution, mean: 0.25, std: 0.02, seed, offset });
+      return c.results();
+    },
+  })));
+}
+
 export function allOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...elementwiseCases(dtype), ...normCases(dtype), ...softmaxCases(dtype),
-    ...crossEntropyCases(dtype), ...embeddingCases(dtype), ...adamCases(dtype),
+    ...crossEntropyCases(dtype), ...embeddingCases(dtype), ...adamCases(dtype), ...randomFillCases(dtype),
   ]);
 }

@@ -10,7 +10,7 @@ import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs, Graph,
-  LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RmsNormBackwardArgs, RmsNormForwardArgs,
+  LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
   SoftmaxBackwardArgs, SoftmaxForwardArgs,
 } from '../backend.js';
 import { prepareAdamW } from './adam.js';
@@ -25,6 +25,7 @@ import { prepareBatchedGemm, prepareGemm } from './gemm.js';
 import { WorkQueue } from './graph.js';
 import { prepareLayerNormBackward, prepareLayerNormForward, prepareRmsNormBackward, prepareRmsNormForward } from './layernorm.js';
 import { MemoryTracker } from './memory.js';
+import { prepareRandomFill } from './random.js';
 import { prepareSoftmaxBackward, prepareSoftmaxForward } from './softmax.js';
 import { CpuTensor } from './tensor.js';
 
@@ -118,4 +119,5 @@ export class CpuBackend implements Backend {
   embeddingForward(args: EmbeddingForwardArgs): void { this.queue.issue(prepareEmbeddingForward(args)); }
   embeddingBackward(args: EmbeddingBackwardArgs): void { this.queue.issue(prepareEmbeddingBackward(args)); }
   adamW(args: AdamWArgs): void { this.queue.issue(prepareAdamW(args)); }
+  randomFill(args: RandomFillArgs): void { this.queue.issue(prepareRandomFill(args)); }
 }

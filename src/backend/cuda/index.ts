@@ -11,7 +11,7 @@ import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs,
-  Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RmsNormBackwardArgs, RmsNormForwardArgs,
+  Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
   SoftmaxBackwardArgs, SoftmaxForwardArgs,
 } from '../backend.js';
 import { GemmRunner } from './gemm.js';
@@ -20,6 +20,7 @@ import { crossEntropyBackward, crossEntropyForward } from './kernels/cross-entro
 import * as elementwise from './kernels/elementwise.js';
 import { embeddingBackward, embeddingForward } from './kernels/embedding.js';
 import { layerNormBackward, layerNormForward, rmsNormBackward, rmsNormForward } from './kernels/layernorm.js';
+import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { CudaRuntime } from './runtime/runtime.js';
 import { CudaTensor } from './runtime/tensor.js';
@@ -131,6 +132,7 @@ export class CudaBackend implements Backend {
   embeddingForward(args: EmbeddingForwardArgs): void { embeddingForward(this.runtime, args); }
   embeddingBackward(args: EmbeddingBackwardArgs): void { embeddingBackward(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
+  randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
 
   private own(op: string, t: Tensor, options: { allowNonContiguous?: boolean } = {}): CudaTensor {
     if (!(t instanceof CudaTensor)) {

@@ -7,6 +7,7 @@ import { catalog as crossEntropyCatalog } from './cross-entropy.js';
 import { catalog as elementwiseCatalog } from './elementwise.js';
 import { catalog as embeddingCatalog } from './embedding.js';
 import { catalog as layerNormCatalog } from './layernorm.js';
+import { catalog as randomCatalog } from './random.js';
 import { catalog as softmaxCatalog } from './softmax.js';
 
 export interface CatalogEntry extends KernelSource {
@@ -21,6 +22,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['cross-entropy', crossEntropyCatalog],
     ['embedding', embeddingCatalog],
     ['adam', adamCatalog],
+    ['random', randomCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }

@@ -1,4 +1,4 @@
-// The cross-entropy kernel family without a GPU: every catalogued source compiles with nvcc, spec
+// The cross-entropy kernel family without a GPU: spec
 // keys tell specs apart, launchers reject bad arguments naming the op, and launches are one block
 // per row with the ignore rule, smoothing and vector width we expect.
 
@@ -6,15 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as ce from '../../../../src/backend/cuda/kernels/cross-entropy.js';
 import { FuseformerError } from '../../../../src/errors.js';
-import { argValue, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
-
-const nvcc = findNvcc();
-
-test('every cross-entropy catalog source compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
-  const sources = ce.catalog();
-  const failures = await compileAll(nvcc!, sources);
-  assert.deepEqual(failures, [], `${failures.length} of ${sources.length} failed:\n${failures.join('\n\n')}`);
-});
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
 
 test('catalog kernels have distinct names, each defined in its source', () => {
   const sources = ce.catalog();

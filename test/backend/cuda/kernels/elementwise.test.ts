@@ -1,4 +1,4 @@
-// The elementwise kernel family without a GPU: every catalogued source compiles with nvcc, spec keys
+// The elementwise kernel family without a GPU: spec keys
 // tell specs apart, and the launchers validate their arguments and pass the grid, vector width and
 // dropout parameters we expect for known shapes.
 
@@ -8,15 +8,7 @@ import type { Activation } from '../../../../src/backend/backend.js';
 import { dropoutThreshold } from '../../../../src/backend/rng.js';
 import * as ew from '../../../../src/backend/cuda/kernels/elementwise.js';
 import { FuseformerError } from '../../../../src/errors.js';
-import { argValue, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
-
-const nvcc = findNvcc();
-
-test('every elementwise catalog source compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
-  const sources = ew.catalog();
-  const failures = await compileAll(nvcc!, sources);
-  assert.deepEqual(failures, [], `${failures.length} of ${sources.length} failed:\n${failures.join('\n\n')}`);
-});
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
 
 test('catalog kernels have distinct names, each defined in its source', () => {
   const sources = ew.catalog();

@@ -72,7 +72,7 @@ export async function compileAll(nvcc: string, sources: readonly KernelSource[],
       while (next < sources.length) {
         const index = next++;
         const { name, source } = sources[index]!;
-        const file = join(dir, `${index}-${name}.cu`);
+        const file = join(dir, `${index}-${name.replace(/[^\w.-]/g, '_')}.cu`);
         writeFileSync(file, source);
         try {
           await run(nvcc, ['-cubin', '-arch=sm_90', '-std=c++17', '-o', `${file}.cubin`, file], { maxBuffer: 16 << 20 });

@@ -1,4 +1,4 @@
-// The LayerNorm/RMSNorm kernel family without a GPU: every catalogued source compiles with nvcc,
+// The LayerNorm/RMSNorm kernel family without a GPU:
 // spec keys tell specs apart, launchers reject bad arguments naming the op, and known shapes get
 // the launch configuration we designed for (forward: a warp per row up to H = 1024, a block per row
 // above; backward: ≤ 8 elements a thread, several rows a block, one wave of blocks).
@@ -8,15 +8,7 @@ import { test } from 'node:test';
 import * as ln from '../../../../src/backend/cuda/kernels/layernorm.js';
 import { OpCheck } from '../../../../src/backend/validate.js';
 import { FuseformerError } from '../../../../src/errors.js';
-import { argValue, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
-
-const nvcc = findNvcc();
-
-test('every layernorm catalog source compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
-  const sources = ln.catalog();
-  const failures = await compileAll(nvcc!, sources);
-  assert.deepEqual(failures, [], `${failures.length} of ${sources.length} failed:\n${failures.join('\n\n')}`);
-});
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
 
 test('catalog kernels have distinct names, each defined in its source', () => {
   const sources = ln.catalog();

@@ -1,4 +1,4 @@
-// The softmax kernel family without a GPU: every catalogued source compiles with nvcc, spec keys
+// The softmax kernel family without a GPU: spec keys
 // tell specs apart, launchers reject bad arguments naming the op, and the launch shape follows the
 // row length as designed (one element per lane up to 32, a warp per row up to 1024, a block per row
 // up to 16384, the looping block beyond).
@@ -8,15 +8,7 @@ import { test } from 'node:test';
 import * as sm from '../../../../src/backend/cuda/kernels/softmax.js';
 import type { FloatDType } from '../../../../src/dtype.js';
 import { FuseformerError } from '../../../../src/errors.js';
-import { argValue, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
-
-const nvcc = findNvcc();
-
-test('every softmax catalog source compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
-  const sources = sm.catalog();
-  const failures = await compileAll(nvcc!, sources);
-  assert.deepEqual(failures, [], `${failures.length} of ${sources.length} failed:\n${failures.join('\n\n')}`);
-});
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
 
 test('catalog kernels have distinct names, each defined in its source, covering both paths and all masks', () => {
   const sources = sm.catalog();
