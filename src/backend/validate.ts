@@ -2,7 +2,7 @@
 // Each check names the op, the argument and what was expected.
 
 import type { DType } from '../dtype.js';
-import type { RandomFillArgs } from './backend.js';
+import type { DropoutArgs, RandomFillArgs } from './backend.js';
 import { isFloat } from '../dtype.js';
 import { ArgumentError, DTypeError, LayoutError, ShapeError } from '../errors.js';
 import type { BackendName, Tensor } from '../tensor.js';
@@ -11,7 +11,14 @@ import { formatShape } from '../tensor.js';
 /** A dimension pattern: a number must match exactly; a string names a size that must agree across tensors. */
 export type Dim = number | string;
 
-export class OpCheck {
+const U64_LIMIT = 1n << 64n;
+
+/**
+ * Checks one op's arguments. T is the tensor type the backend works with: a backend's subclass
+ * narrows tensor() to its own tensors (the CPU backend also refuses freed tensors), so the shared
+ * per-op checks in op-checks.ts hand each backend its own tensor type.
+ */
+export class OpCheck<T extends Tensor = Tensor> {
   private readonly sizes = new Map<string, { value: number; from: string }>();
 
   constructor(readonly op: string, readonly backend: BackendName) {}
@@ -21,7 +28,26 @@ export class OpCheck {
   }
 
   /** The tensor lives on this backend and is contiguous. */
-  tensor(name: string, t: Tensor | undefined): Tensor {
+  tensor(name: string, t: Tensor | undefined): T {
+    return this.onBackend(name, t) as T;
+  }
+
+  /** As tensor(), for an optional argument. */
+  optional(name: string, t: Tensor | undefined): T | undefined {
+    return t === undefined ? undefined : this.tensor(name, t);
+  }
+
+  /** p in [0, 1); seed and offset are unsigned 64-bit integers (bigint). */
+  dropout(args: DropoutArgs): void {
+    this.probability('p', args.p);
+    for (const name of ['seed', 'offset'] as const) {
+      const x = args[name];
+      if (typeof x !== 'bigint' || x < 0n || x >= U64_LIMIT) this.fail(`'${name}' must be a bigint in [0, 2^64), got ${String(x)}`);
+    }
+  }
+
+  /** The backend-independent part of tensor(): on this backend, and contiguous. */
+  protected onBackend(name: string, t: Tensor | undefined): Tensor {
     if (t === undefined) throw new ArgumentError(`${this.op}: argument '${name}' is required`);
     if (t.backend !== this.backend) {
       throw new LayoutError(`${this.op}: '${name}' is a ${t.backend} tensor but this op runs on the ${this.backend} backend`);
@@ -94,6 +120,15 @@ export class OpCheck {
 
   finite(name: string, x: number): void {
     if (!Number.isFinite(x)) this.fail(`'${name}' must be a finite number, got ${x}`);
+  }
+
+  nonNegative(name: string, x: number): void {
+    if (!(x >= 0) || !Number.isFinite(x)) this.fail(`'${name}' must be a finite number >= 0, got ${x}`);
+  }
+
+  /** An argument this configuration does not use must not be passed (it is almost always a mistake). */
+  absent(name: string, value: unknown, reason: string): void {
+    if (value !== undefined) this.fail(`'${name}' is not used ${reason}; leave it out`);
   }
 
   positive(name: string, x: number): void {

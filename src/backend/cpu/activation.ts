@@ -60,5 +60,3 @@ export function activationGradient(activation: Activation): (x: number) => numbe
     case 'gelu_tanh': return geluTanhGrad;
   }
 }
-
-export const ACTIVATIONS: readonly Activation[] = ['relu', 'gelu', 'gelu_tanh'];

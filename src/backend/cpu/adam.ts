@@ -6,32 +6,15 @@
 // The step is computed in float64; m, v and master are stored as f32, params in their dtype.
 
 import type { AdamWArgs } from '../backend.js';
+import { checkAdamW } from '../op-checks.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import { floatsOf, storeFloats } from './tensor.js';
 
 export function prepareAdamW(args: AdamWArgs): CpuWork {
   const check = new CpuCheck('adamW');
-  const params = check.cpu('params', args.params);
-  const grads = check.cpu('grads', args.grads);
-  const m = check.cpu('m', args.m);
-  const v = check.cpu('v', args.v);
-  const master = check.optionalCpu('master', args.master);
-  check.float('params', params);
-  check.sameDType(['params', 'grads'], [params, grads]);
-  for (const [name, t] of [['m', m], ['v', v], ...(master ? [['master', master] as const] : [])] as const) check.dtype(name, t, ['f32']);
-  for (const [name, t] of [['params', params], ['grads', grads], ['m', m], ['v', v], ...(master ? [['master', master] as const] : [])] as const) {
-    check.shape(name, t, ['n']);
-  }
+  const { params, grads, m, v, master, gradScale } = checkAdamW(check, args);
   const { lr, beta1, beta2, eps, weightDecay, step } = args;
-  const gradScale = args.gradScale ?? 1;
-  check.nonNegative('lr', lr);
-  check.probability('beta1', beta1);
-  check.probability('beta2', beta2);
-  check.nonNegative('eps', eps);
-  check.nonNegative('weightDecay', weightDecay);
-  check.integer('step', step, 1);
-  check.finite('gradScale', gradScale);
 
   return check.work(() => {
     const theta = floatsOf(master ?? params), g = floatsOf(grads), mv = floatsOf(m), vv = floatsOf(v);

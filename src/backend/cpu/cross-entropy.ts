@@ -38,10 +38,10 @@ function rowTarget(check: CpuCheck, targets: Int32Array, row: number, V: number,
 
 export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWork {
   const check = new CpuCheck('crossEntropyForward');
-  const logits = check.cpu('logits', args.logits);
-  const targets = check.cpu('targets', args.targets);
-  const loss = check.cpu('loss', args.loss);
-  const lse = check.cpu('lse', args.lse);
+  const logits = check.tensor('logits', args.logits);
+  const targets = check.tensor('targets', args.targets);
+  const loss = check.tensor('loss', args.loss);
+  const lse = check.tensor('lse', args.lse);
   const { epsilon, ignoreIndex } = checkTargets(check, logits, targets, args);
   for (const [name, t] of [['loss', loss], ['lse', lse]] as const) {
     check.dtype(name, t, ['f32']);
@@ -68,10 +68,10 @@ export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWo
 
 export function prepareCrossEntropyBackward(args: CrossEntropyBackwardArgs): CpuWork {
   const check = new CpuCheck('crossEntropyBackward');
-  const logits = check.cpu('logits', args.logits);
-  const targets = check.cpu('targets', args.targets);
-  const lse = check.cpu('lse', args.lse);
-  const dLogits = check.cpu('dLogits', args.dLogits);
+  const logits = check.tensor('logits', args.logits);
+  const targets = check.tensor('targets', args.targets);
+  const lse = check.tensor('lse', args.lse);
+  const dLogits = check.tensor('dLogits', args.dLogits);
   const { epsilon, ignoreIndex } = checkTargets(check, logits, targets, args);
   check.dtype('lse', lse, ['f32']);
   check.shape('lse', lse, ['rows']);

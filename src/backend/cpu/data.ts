@@ -51,18 +51,18 @@ export function hostValues(op: string, values: HostArray | readonly number[], sh
 
 export function prepareUpload(t: Tensor, values: HostArray | readonly number[], op = 'upload'): CpuWork {
   const check = new CpuCheck(op);
-  const dst = check.cpu('t', t);
+  const dst = check.tensor('t', t);
   const converted = hostValues(op, values, dst.shape, dst.dtype);
   return check.work(() => elementsOf(dst).set(converted));
 }
 
 export function download(t: Tensor): HostArray {
-  return elementsOf(new CpuCheck('download').cpu('t', t)).slice();
+  return elementsOf(new CpuCheck('download').tensor('t', t)).slice();
 }
 
 export function prepareFill(t: Tensor, value: number): CpuWork {
   const check = new CpuCheck('fill');
-  const dst = check.cpu('t', t);
+  const dst = check.tensor('t', t);
   if (!isFloat(dst.dtype) && !Number.isInteger(value)) check.fail(`'value' = ${value} is not an integer, as ${dst.dtype} requires`);
   const stored = convert('fill', "'value'", value, dst.dtype);
   return check.work(() => elementsOf(dst).fill(stored));
@@ -70,8 +70,8 @@ export function prepareFill(t: Tensor, value: number): CpuWork {
 
 export function prepareCopy(src: Tensor, dst: Tensor): CpuWork {
   const check = new CpuCheck('copy');
-  const from = check.cpu('src', src);
-  const to = check.cpu('dst', dst);
+  const from = check.tensor('src', src);
+  const to = check.tensor('dst', dst);
   if (from.numel !== to.numel) {
     throw new ShapeError(`copy: 'src' ${formatShape(from.shape)} has ${from.numel} elements but 'dst' ${formatShape(to.shape)} has ${to.numel}`);
   }
@@ -84,7 +84,7 @@ export function prepareCopy(src: Tensor, dst: Tensor): CpuWork {
 
 export function makeView(t: Tensor, offset: number, shape: readonly number[]): CpuTensor {
   const check = new CpuCheck('view');
-  const base = check.cpu('t', t);
+  const base = check.tensor('t', t);
   check.integer('offset', offset);
   for (const d of shape) if (!Number.isInteger(d) || d < 0) throw new ShapeError(`view: 'shape' ${formatShape(shape)} must have non-negative integer dimensions`);
   const numel = shapeNumel(shape);

@@ -8,7 +8,10 @@ import type {
   BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
 } from '../backend.js';
 import { dropoutMask } from '../rng.js';
-import { ACTIVATIONS, activationFunction, activationGradient } from './activation.js';
+import {
+  checkBiasActivationDropout, checkBiasActivationDropoutBackward, checkBiasDropoutResidual, checkBiasDropoutResidualBackward,
+} from '../op-checks.js';
+import { activationFunction, activationGradient } from './activation.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import type { CpuTensor } from './tensor.js';
@@ -21,31 +24,13 @@ function columnSums(values: Float64Array, H: number): Float64Array {
   return sums;
 }
 
-function checkActivation(check: CpuCheck, activation: string): void {
-  if (!(ACTIVATIONS as readonly string[]).includes(activation)) check.fail(`'activation' must be one of ${ACTIVATIONS.join(', ')}, got '${activation}'`);
-}
-
 // --- bias + dropout + residual -------------------------------------------------------------------
 
 /** out = dropout(input + bias) + residual;  input, residual, out, mask (rows, H); bias (H). */
 export function prepareBiasDropoutResidual(args: BiasDropoutResidualArgs): CpuWork {
   const check = new CpuCheck('biasDropoutResidual');
-  const input = check.cpu('input', args.input);
-  const bias = check.cpu('bias', args.bias);
-  const residual = check.cpu('residual', args.residual);
-  const out = check.cpu('out', args.out);
-  const mask = check.cpu('mask', args.mask);
-  check.float('input', input);
-  check.sameDType(['input', 'bias', 'residual', 'out'], [input, bias, residual, out]);
-  check.dtype('mask', mask, ['u8']);
-  check.rows('input', input, 'rows', 'H');
-  check.shape('bias', bias, ['H']);
-  check.rows('residual', residual, 'rows', 'H');
-  check.rows('out', out, 'rows', 'H');
-  check.rows('mask', mask, 'rows', 'H');
-  check.dropout(args);
+  const { input, bias, residual, out, mask, H } = checkBiasDropoutResidual(check, args);
   const { p, seed, offset } = args;
-  const H = check.size('H');
 
   return check.work(() => {
     const keep = bytesOf(mask);
@@ -60,20 +45,8 @@ export function prepareBiasDropoutResidual(args: BiasDropoutResidualArgs): CpuWo
 /** dInput = dOut ⊙ mask / (1−p);  dBias = Σ_rows dInput. */
 export function prepareBiasDropoutResidualBackward(args: BiasDropoutResidualBackwardArgs): CpuWork {
   const check = new CpuCheck('biasDropoutResidualBackward');
-  const dOut = check.cpu('dOut', args.dOut);
-  const mask = check.cpu('mask', args.mask);
-  const dInput = check.cpu('dInput', args.dInput);
-  const dBias = check.optionalCpu('dBias', args.dBias);
-  check.float('dOut', dOut);
-  check.sameDType(['dOut', 'dInput', ...(dBias ? ['dBias'] : [])], [dOut, dInput, ...(dBias ? [dBias] : [])]);
-  check.dtype('mask', mask, ['u8']);
-  check.rows('dOut', dOut, 'rows', 'H');
-  check.rows('mask', mask, 'rows', 'H');
-  check.rows('dInput', dInput, 'rows', 'H');
-  if (dBias) check.shape('dBias', dBias, ['H']);
-  check.probability('p', args.p);
+  const { dOut, mask, dInput, dBias, H } = checkBiasDropoutResidualBackward(check, args);
   const p = args.p;
-  const H = check.size('H');
 
   return check.work(() => {
     const g = floatsOf(dOut), keep = bytesOf(mask);
@@ -89,22 +62,9 @@ export function prepareBiasDropoutResidualBackward(args: BiasDropoutResidualBack
 /** out = dropout(act(input + bias));  input, out, mask (rows, H); bias (H). */
 export function prepareBiasActivationDropout(args: BiasActivationDropoutArgs): CpuWork {
   const check = new CpuCheck('biasActivationDropout');
-  const input = check.cpu('input', args.input);
-  const bias = check.cpu('bias', args.bias);
-  const out = check.cpu('out', args.out);
-  const mask = check.cpu('mask', args.mask);
-  check.float('input', input);
-  check.sameDType(['input', 'bias', 'out'], [input, bias, out]);
-  check.dtype('mask', mask, ['u8']);
-  check.rows('input', input, 'rows', 'H');
-  check.shape('bias', bias, ['H']);
-  check.rows('out', out, 'rows', 'H');
-  check.rows('mask', mask, 'rows', 'H');
-  checkActivation(check, args.activation);
-  check.dropout(args);
+  const { input, bias, out, mask, H } = checkBiasActivationDropout(check, args);
   const { p, seed, offset } = args;
   const act = activationFunction(args.activation);
-  const H = check.size('H');
 
   return check.work(() => {
     const keep = bytesOf(mask);
@@ -119,26 +79,9 @@ export function prepareBiasActivationDropout(args: BiasActivationDropoutArgs): C
 /** dInput = dOut ⊙ mask / (1−p) ⊙ act'(input + bias);  dBias = Σ_rows dInput. */
 export function prepareBiasActivationDropoutBackward(args: BiasActivationDropoutBackwardArgs): CpuWork {
   const check = new CpuCheck('biasActivationDropoutBackward');
-  const dOut = check.cpu('dOut', args.dOut);
-  const input = check.cpu('input', args.input);
-  const bias = check.cpu('bias', args.bias);
-  const mask = check.cpu('mask', args.mask);
-  const dInput = check.cpu('dInput', args.dInput);
-  const dBias = check.optionalCpu('dBias', args.dBias);
-  check.float('dOut', dOut);
-  check.sameDType(['dOut', 'input', 'bias', 'dInput', ...(dBias ? ['dBias'] : [])], [dOut, input, bias, dInput, ...(dBias ? [dBias] : [])]);
-  check.dtype('mask', mask, ['u8']);
-  check.rows('dOut', dOut, 'rows', 'H');
-  check.rows('input', input, 'rows', 'H');
-  check.shape('bias', bias, ['H']);
-  check.rows('mask', mask, 'rows', 'H');
-  check.rows('dInput', dInput, 'rows', 'H');
-  if (dBias) check.shape('dBias', dBias, ['H']);
-  checkActivation(check, args.activation);
-  check.probability('p', args.p);
+  const { dOut, input, bias, mask, dInput, dBias, H } = checkBiasActivationDropoutBackward(check, args);
   const p = args.p;
   const actGrad = activationGradient(args.activation);
-  const H = check.size('H');
 
   return check.work(() => {
     const g = floatsOf(dOut), x = floatsOf(input), b = floatsOf(bias), keep = bytesOf(mask);
@@ -185,11 +128,11 @@ function forEachQkvElement({ B, L, heads, d }: QkvLayout, visit: (fused: number,
 /** q, k, v = split(qkv + bias), q scaled by qScale. */
 export function prepareBiasQkvSplit(args: BiasQkvSplitArgs): CpuWork {
   const check = new CpuCheck('biasQkvSplit');
-  const qkv = check.cpu('qkv', args.qkv);
-  const bias = check.cpu('bias', args.bias);
-  const q = check.cpu('q', args.q);
-  const k = check.cpu('k', args.k);
-  const v = check.cpu('v', args.v);
+  const qkv = check.tensor('qkv', args.qkv);
+  const bias = check.tensor('bias', args.bias);
+  const q = check.tensor('q', args.q);
+  const k = check.tensor('k', args.k);
+  const v = check.tensor('v', args.v);
   check.float('qkv', qkv);
   check.sameDType(['qkv', 'bias', 'q', 'k', 'v'], [qkv, bias, q, k, v]);
   const layout = checkQkvShapes(check, 'qkv', qkv, args.heads, ['q', 'k', 'v'], [q, k, v]);
@@ -213,11 +156,11 @@ export function prepareBiasQkvSplit(args: BiasQkvSplitArgs): CpuWork {
 /** dQkv = merge(dq·qScale, dk, dv);  dBias = Σ_{B, L} dQkv. */
 export function prepareBiasQkvSplitBackward(args: BiasQkvSplitBackwardArgs): CpuWork {
   const check = new CpuCheck('biasQkvSplitBackward');
-  const dq = check.cpu('dq', args.dq);
-  const dk = check.cpu('dk', args.dk);
-  const dv = check.cpu('dv', args.dv);
-  const dQkv = check.cpu('dQkv', args.dQkv);
-  const dBias = check.optionalCpu('dBias', args.dBias);
+  const dq = check.tensor('dq', args.dq);
+  const dk = check.tensor('dk', args.dk);
+  const dv = check.tensor('dv', args.dv);
+  const dQkv = check.tensor('dQkv', args.dQkv);
+  const dBias = check.optional('dBias', args.dBias);
   check.float('dq', dq);
   check.sameDType(['dq', 'dk', 'dv', 'dQkv', ...(dBias ? ['dBias'] : [])], [dq, dk, dv, dQkv, ...(dBias ? [dBias] : [])]);
   const layout = checkQkvShapes(check, 'dQkv', dQkv, args.heads, ['dq', 'dk', 'dv'], [dq, dk, dv]);

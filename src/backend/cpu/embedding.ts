@@ -59,11 +59,11 @@ function checkedTokens(check: CpuCheck, tokens: CpuTensor, V: number): Int32Arra
 
 export function prepareEmbeddingForward(args: EmbeddingForwardArgs): CpuWork {
   const check = new CpuCheck('embeddingForward');
-  const tokens = check.cpu('tokens', args.tokens);
-  const tokenTable = check.cpu('tokenTable', args.tokenTable);
-  const positionTable = check.optionalCpu('positionTable', args.positionTable);
-  const out = check.cpu('out', args.out);
-  const mask = check.cpu('mask', args.mask);
+  const tokens = check.tensor('tokens', args.tokens);
+  const tokenTable = check.tensor('tokenTable', args.tokenTable);
+  const positionTable = check.optional('positionTable', args.positionTable);
+  const out = check.tensor('out', args.out);
+  const mask = check.tensor('mask', args.mask);
   const { scale, positionOffset } = checkEmbedding(check, {
     tokens, mask, rows: { name: 'out', tensor: out },
     tokenTable: { name: 'tokenTable', tensor: tokenTable }, positionTable: { name: 'positionTable', tensor: positionTable },
@@ -96,11 +96,11 @@ export function prepareEmbeddingForward(args: EmbeddingForwardArgs): CpuWork {
 /** g = dOut⊙mask/(1−p);  dTokenTable[tokens[b, l]] += scale·g[b, l];  dPositionTable[offset + l] += Σ_b g[b, l]. */
 export function prepareEmbeddingBackward(args: EmbeddingBackwardArgs): CpuWork {
   const check = new CpuCheck('embeddingBackward');
-  const tokens = check.cpu('tokens', args.tokens);
-  const dOut = check.cpu('dOut', args.dOut);
-  const mask = check.cpu('mask', args.mask);
-  const dTokenTable = check.cpu('dTokenTable', args.dTokenTable);
-  const dPositionTable = check.optionalCpu('dPositionTable', args.dPositionTable);
+  const tokens = check.tensor('tokens', args.tokens);
+  const dOut = check.tensor('dOut', args.dOut);
+  const mask = check.tensor('mask', args.mask);
+  const dTokenTable = check.tensor('dTokenTable', args.dTokenTable);
+  const dPositionTable = check.optional('dPositionTable', args.dPositionTable);
   const { scale, positionOffset } = checkEmbedding(check, {
     tokens, mask, rows: { name: 'dOut', tensor: dOut },
     tokenTable: { name: 'dTokenTable', tensor: dTokenTable }, positionTable: { name: 'dPositionTable', tensor: dPositionTable },

@@ -41,9 +41,9 @@ export function prepareGemm(args: GemmArgs): CpuWork {
   const epilogue = args.epilogue ?? 'none';
   if (!EPILOGUES.includes(epilogue)) check.fail(`'epilogue' must be one of ${EPILOGUES.join(', ')}, got '${String(epilogue)}'`);
 
-  const a = check.cpu('a', args.a);
-  const b = check.cpu('b', args.b);
-  const out = check.cpu('out', args.out);
+  const a = check.tensor('a', args.a);
+  const b = check.tensor('b', args.b);
+  const out = check.tensor('out', args.out);
   check.float('a', a);
   check.sameDType(['a', 'b', 'out'], [a, b, out]);
   check.shape('a', a, transA ? ['K', 'M'] : ['M', 'K']);
@@ -60,21 +60,21 @@ export function prepareGemm(args: GemmArgs): CpuWork {
   const on = `with epilogue '${epilogue}'`;
   let bias: CpuTensor | undefined;
   if (WITH_BIAS.includes(epilogue)) {
-    bias = check.cpu('bias', args.bias);
+    bias = check.tensor('bias', args.bias);
     check.shape('bias', bias, ['N']);
     check.sameDType(['out', 'bias'], [out, bias]);
   } else check.absent('bias', args.bias, on);
 
   let pre: CpuTensor | undefined;
   if (READS_PRE_ACTIVATION.includes(epilogue) || (epilogue === 'gelu_bias' && args.preActivation)) {
-    pre = check.cpu('preActivation', args.preActivation);
+    pre = check.tensor('preActivation', args.preActivation);
     check.shape('preActivation', pre, ['M', 'N']);
     check.sameDType(['out', 'preActivation'], [out, pre]);
   } else check.absent('preActivation', args.preActivation, on);
 
   let biasGrad: CpuTensor | undefined;
   if (epilogue === 'dgelu_bgrad' || epilogue === 'bgrad_a') {
-    biasGrad = check.cpu('biasGrad', args.biasGrad);
+    biasGrad = check.tensor('biasGrad', args.biasGrad);
     check.shape('biasGrad', biasGrad, [epilogue === 'bgrad_a' ? 'M' : 'N']);
     check.sameDType(['out', 'biasGrad'], [out, biasGrad]);
   } else check.absent('biasGrad', args.biasGrad, on);
@@ -123,9 +123,9 @@ export function prepareBatchedGemm(args: BatchedGemmArgs): CpuWork {
   const check = new CpuCheck('batchedGemm');
   const transA = args.transA ?? false;
   const transB = args.transB ?? false;
-  const a = check.cpu('a', args.a);
-  const b = check.cpu('b', args.b);
-  const out = check.cpu('out', args.out);
+  const a = check.tensor('a', args.a);
+  const b = check.tensor('b', args.b);
+  const out = check.tensor('out', args.out);
   check.float('a', a);
   check.sameDType(['a', 'b', 'out'], [a, b, out]);
   check.shape('a', a, transA ? ['batch', 'K', 'M'] : ['batch', 'M', 'K']);

@@ -48,12 +48,12 @@ function storeParameterGradient(t: CpuTensor, sums: Float64Array, accumulate: bo
 /** out = (x − mean)·rstd·gamma + beta, rstd = 1/√(var + eps). */
 export function prepareLayerNormForward(args: LayerNormForwardArgs): CpuWork {
   const check = new CpuCheck('layerNormForward');
-  const x = check.cpu('x', args.x);
-  const gamma = check.cpu('gamma', args.gamma);
-  const beta = check.cpu('beta', args.beta);
-  const out = check.cpu('out', args.out);
-  const mean = check.cpu('mean', args.mean);
-  const rstd = check.cpu('rstd', args.rstd);
+  const x = check.tensor('x', args.x);
+  const gamma = check.tensor('gamma', args.gamma);
+  const beta = check.tensor('beta', args.beta);
+  const out = check.tensor('out', args.out);
+  const mean = check.tensor('mean', args.mean);
+  const rstd = check.tensor('rstd', args.rstd);
   check.float('x', x);
   check.sameDType(['x', 'gamma', 'beta', 'out'], [x, gamma, beta, out]);
   check.rows('x', x, 'rows', 'H');
@@ -91,15 +91,15 @@ export function prepareLayerNormForward(args: LayerNormForwardArgs): CpuWork {
 /** dX = rstd·(g − mean(g) − x̂·mean(g⊙x̂)) + dResidual, g = dOut⊙gamma;  dGamma = Σ dOut⊙x̂;  dBeta = Σ dOut. */
 export function prepareLayerNormBackward(args: LayerNormBackwardArgs): CpuWork {
   const check = new CpuCheck('layerNormBackward');
-  const dOut = check.cpu('dOut', args.dOut);
-  const x = check.cpu('x', args.x);
-  const gamma = check.cpu('gamma', args.gamma);
-  const dX = check.cpu('dX', args.dX);
-  const dGamma = check.cpu('dGamma', args.dGamma);
-  const dBeta = check.cpu('dBeta', args.dBeta);
-  const mean = check.cpu('mean', args.mean);
-  const rstd = check.cpu('rstd', args.rstd);
-  const dResidual = check.optionalCpu('dResidual', args.dResidual);
+  const dOut = check.tensor('dOut', args.dOut);
+  const x = check.tensor('x', args.x);
+  const gamma = check.tensor('gamma', args.gamma);
+  const dX = check.tensor('dX', args.dX);
+  const dGamma = check.tensor('dGamma', args.dGamma);
+  const dBeta = check.tensor('dBeta', args.dBeta);
+  const mean = check.tensor('mean', args.mean);
+  const rstd = check.tensor('rstd', args.rstd);
+  const dResidual = check.optional('dResidual', args.dResidual);
   checkBackward(check, { dOut, x, gamma, dX, dGamma, dBeta, dResidual });
   checkStatistic(check, 'mean', mean);
   checkStatistic(check, 'rstd', rstd);
@@ -139,10 +139,10 @@ export function prepareLayerNormBackward(args: LayerNormBackwardArgs): CpuWork {
 /** out = x·rstd·gamma, rstd = 1/√(mean(x²) + eps). */
 export function prepareRmsNormForward(args: RmsNormForwardArgs): CpuWork {
   const check = new CpuCheck('rmsNormForward');
-  const x = check.cpu('x', args.x);
-  const gamma = check.cpu('gamma', args.gamma);
-  const out = check.cpu('out', args.out);
-  const rstd = check.cpu('rstd', args.rstd);
+  const x = check.tensor('x', args.x);
+  const gamma = check.tensor('gamma', args.gamma);
+  const out = check.tensor('out', args.out);
+  const rstd = check.tensor('rstd', args.rstd);
   check.float('x', x);
   check.sameDType(['x', 'gamma', 'out'], [x, gamma, out]);
   check.rows('x', x, 'rows', 'H');
@@ -173,13 +173,13 @@ export function prepareRmsNormForward(args: RmsNormForwardArgs): CpuWork {
 /** dX = rstd·(g − x̂·mean(g⊙x̂)) + dResidual, g = dOut⊙gamma, x̂ = x·rstd;  dGamma = Σ dOut⊙x̂. */
 export function prepareRmsNormBackward(args: RmsNormBackwardArgs): CpuWork {
   const check = new CpuCheck('rmsNormBackward');
-  const dOut = check.cpu('dOut', args.dOut);
-  const x = check.cpu('x', args.x);
-  const gamma = check.cpu('gamma', args.gamma);
-  const dX = check.cpu('dX', args.dX);
-  const dGamma = check.cpu('dGamma', args.dGamma);
-  const rstd = check.cpu('rstd', args.rstd);
-  const dResidual = check.optionalCpu('dResidual', args.dResidual);
+  const dOut = check.tensor('dOut', args.dOut);
+  const x = check.tensor('x', args.x);
+  const gamma = check.tensor('gamma', args.gamma);
+  const dX = check.tensor('dX', args.dX);
+  const dGamma = check.tensor('dGamma', args.dGamma);
+  const rstd = check.tensor('rstd', args.rstd);
+  const dResidual = check.optional('dResidual', args.dResidual);
   checkBackward(check, { dOut, x, gamma, dX, dGamma, dResidual });
   checkStatistic(check, 'rstd', rstd);
   const [rows, H] = [check.size('rows'), check.size('H')];

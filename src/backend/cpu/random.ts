@@ -9,7 +9,7 @@ import { storeFloats } from './tensor.js';
 
 export function prepareRandomFill(args: RandomFillArgs): CpuWork {
   const check = new CpuCheck('randomFill');
-  const out = check.cpu('out', args.out);
+  const out = check.tensor('out', args.out);
   check.float('out', out);
   check.dropout({ p: 0, seed: args.seed, offset: args.offset });
   const distribution = randomDistribution(check, args);

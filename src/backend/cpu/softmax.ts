@@ -15,9 +15,9 @@ const SHAPE = ['B', 'heads', 'Lq', 'Lk'];
 /** out = softmax(scale·x + mask). */
 export function prepareSoftmaxForward(args: SoftmaxForwardArgs): CpuWork {
   const check = new CpuCheck('softmaxForward');
-  const x = check.cpu('x', args.x);
-  const out = check.cpu('out', args.out);
-  const keyLengths = check.optionalCpu('keyLengths', args.keyLengths);
+  const x = check.tensor('x', args.x);
+  const out = check.tensor('out', args.out);
+  const keyLengths = check.optional('keyLengths', args.keyLengths);
   check.float('x', x);
   check.sameDType(['x', 'out'], [x, out]);
   check.shape('x', x, SHAPE);
@@ -60,9 +60,9 @@ export function prepareSoftmaxForward(args: SoftmaxForwardArgs): CpuWork {
 /** dX = scale · y ⊙ (dY − Σ_j y_j·dY_j). */
 export function prepareSoftmaxBackward(args: SoftmaxBackwardArgs): CpuWork {
   const check = new CpuCheck('softmaxBackward');
-  const y = check.cpu('y', args.y);
-  const dY = check.cpu('dY', args.dY);
-  const dX = check.cpu('dX', args.dX);
+  const y = check.tensor('y', args.y);
+  const dY = check.tensor('dY', args.dY);
+  const dX = check.tensor('dX', args.dX);
   check.float('y', y);
   check.sameDType(['y', 'dY', 'dX'], [y, dY, dX]);
   check.shape('y', y, SHAPE);

@@ -29,6 +29,7 @@
 import type { AdamWArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
+import { checkAdamW } from '../../op-checks.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -129,35 +130,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK) ${name}(
   return { name, source };
 }
 
-/** The CPU backend's checks, with the messages it uses. */
-function checkHyperparameters(c: OpCheck, args: AdamWArgs): void {
-  const nonNegative = (name: string, x: number): void => {
-    if (!(x >= 0) || !Number.isFinite(x)) c.fail(`'${name}' must be a finite number >= 0, got ${x}`);
-  };
-  nonNegative('lr', args.lr);
-  c.probability('beta1', args.beta1);
-  c.probability('beta2', args.beta2);
-  nonNegative('eps', args.eps);
-  nonNegative('weightDecay', args.weightDecay);
-  c.integer('step', args.step, 1);
-  c.finite('gradScale', args.gradScale ?? 1);
-}
-
 export function adamW(host: KernelHost, args: AdamWArgs): void {
   const c = new OpCheck('adamW', 'cuda');
-  const params = c.tensor('params', args.params);
-  const grads = c.tensor('grads', args.grads);
-  const m = c.tensor('m', args.m);
-  const v = c.tensor('v', args.v);
-  const master = args.master === undefined ? undefined : c.tensor('master', args.master);
-  c.float('params', params);
-  c.sameDType(['params', 'grads'], [params, grads]);
-  const state = [['m', m], ['v', v], ...(master ? [['master', master] as const] : [])] as const;
-  for (const [name, t] of state) c.dtype(name, t, ['f32']);
-  for (const [name, t] of [['params', params], ['grads', grads], ...state] as const) c.shape(name, t, ['n']);
-  checkHyperparameters(c, args);
+  const { params, grads, m, v, master, n } = checkAdamW(c, args);
   const dtype = params.dtype as FloatDType;
-  const n = c.size('n');
   const ptrs = {
     params: devicePtr(c, 'params', params), grads: devicePtr(c, 'grads', grads), m: devicePtr(c, 'm', m), v: devicePtr(c, 'v', v),
     master: master ? devicePtr(c, 'master', master) : 0n,

@@ -67,6 +67,9 @@ import { ShapeError } from '../../../errors.js';
 import type { Tensor } from '../../../tensor.js';
 import { formatShape } from '../../../tensor.js';
 import { dropoutThreshold } from '../../rng.js';
+import {
+  ACTIVATIONS, checkBiasActivationDropout, checkBiasActivationDropoutBackward, checkBiasDropoutResidual, checkBiasDropoutResidualBackward,
+} from '../../op-checks.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -149,17 +152,8 @@ export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number
   return { grid: [rowTiles, columnChunks], block: [tx, ty], rowsPerTile, rowTiles };
 }
 
-const U64_LIMIT = 1n << 64n;
 
 /** p in [0, 1); seed and offset unsigned 64-bit (as the CPU backend checks). */
-export function checkDropout(check: OpCheck, args: DropoutArgs): void {
-  check.probability('p', args.p);
-  for (const name of ['seed', 'offset'] as const) {
-    const x = args[name];
-    if (typeof x !== 'bigint' || x < 0n || x >= U64_LIMIT) check.fail(`'${name}' must be a bigint in [0, 2^64), got ${String(x)}`);
-  }
-}
-
 /** The kernel arguments of a dropout draw: seed, offset, threshold (u32), keep scale 1/(1−p) (f32). */
 export function dropoutArgs(args: DropoutArgs): KernelArg[] {
   return [arg.u64(args.seed), arg.u64(args.offset), arg.u32(dropoutThreshold(args.p)), arg.f32(1 / (1 - args.p))];
@@ -361,22 +355,8 @@ ${storeMask(spec.hasDropout)}`,
 
 export function biasDropoutResidual(host: KernelHost, args: BiasDropoutResidualArgs): void {
   const c = new OpCheck('biasDropoutResidual', 'cuda');
-  const input = c.tensor('input', args.input);
-  const bias = c.tensor('bias', args.bias);
-  const residual = c.tensor('residual', args.residual);
-  const out = c.tensor('out', args.out);
-  const mask = c.tensor('mask', args.mask);
-  c.float('input', input);
-  c.sameDType(['input', 'bias', 'residual', 'out'], [input, bias, residual, out]);
-  c.dtype('mask', mask, ['u8']);
-  c.rows('input', input, 'rows', 'H');
-  c.shape('bias', bias, ['H']);
-  c.rows('residual', residual, 'rows', 'H');
-  c.rows('out', out, 'rows', 'H');
-  c.rows('mask', mask, 'rows', 'H');
-  checkDropout(c, args);
+  const { input, bias, residual, out, mask, rows, H: hidden } = checkBiasDropoutResidual(c, args);
   const dtype = input.dtype as FloatDType;
-  const hidden = c.size('H'), rows = c.size('rows');
   const s = byteSize(dtype);
   const ptrs = {
     input: devicePtr(c, 'input', input), bias: devicePtr(c, 'bias', bias), residual: devicePtr(c, 'residual', residual),
@@ -433,20 +413,8 @@ store_vec<T, VEC>(d_input + i, y);`,
 
 export function biasDropoutResidualBackward(host: KernelHost, args: BiasDropoutResidualBackwardArgs): void {
   const c = new OpCheck('biasDropoutResidualBackward', 'cuda');
-  const dOut = c.tensor('dOut', args.dOut);
-  const mask = c.tensor('mask', args.mask);
-  const dInput = c.tensor('dInput', args.dInput);
-  const dBias = args.dBias === undefined ? undefined : c.tensor('dBias', args.dBias);
-  c.float('dOut', dOut);
-  c.sameDType(['dOut', 'dInput', ...(dBias ? ['dBias'] : [])], [dOut, dInput, ...(dBias ? [dBias] : [])]);
-  c.dtype('mask', mask, ['u8']);
-  c.rows('dOut', dOut, 'rows', 'H');
-  c.rows('mask', mask, 'rows', 'H');
-  c.rows('dInput', dInput, 'rows', 'H');
-  if (dBias) c.shape('dBias', dBias, ['H']);
-  c.probability('p', args.p);
+  const { dOut, mask, dInput, dBias, rows, H: hidden } = checkBiasDropoutResidualBackward(c, args);
   const dtype = dOut.dtype as FloatDType;
-  const hidden = c.size('H'), rows = c.size('rows');
   const s = byteSize(dtype);
   const ptrs = { dOut: devicePtr(c, 'dOut', dOut), mask: devicePtr(c, 'mask', mask), dInput: devicePtr(c, 'dInput', dInput) };
   const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
@@ -465,7 +433,6 @@ export function biasDropoutResidualBackward(host: KernelHost, args: BiasDropoutR
 
 // ==== bias + activation + dropout ================================================================================
 
-export const ACTIVATIONS: readonly Activation[] = ['relu', 'gelu', 'gelu_tanh'];
 
 // Branch-free GELUs. CUDA's erff and tanhf branch on |x| (a polynomial near 0, an exp-based form
 // further out), so a warp with inputs on both sides runs both paths; with Philox on top that made
@@ -509,11 +476,6 @@ function activationFunctions(activation: Activation, dtype: FloatDType): { reado
   }
 }
 
-function checkActivation(check: OpCheck, activation: string): Activation {
-  if (!(ACTIVATIONS as readonly string[]).includes(activation)) check.fail(`'activation' must be one of ${ACTIVATIONS.join(', ')}, got '${activation}'`);
-  return activation as Activation;
-}
-
 export interface BiasActivationDropoutSpec {
   readonly dtype: FloatDType;
   readonly hidden: number;
@@ -545,21 +507,8 @@ ${storeMask(spec.hasDropout)}`,
 
 export function biasActivationDropout(host: KernelHost, args: BiasActivationDropoutArgs): void {
   const c = new OpCheck('biasActivationDropout', 'cuda');
-  const input = c.tensor('input', args.input);
-  const bias = c.tensor('bias', args.bias);
-  const out = c.tensor('out', args.out);
-  const mask = c.tensor('mask', args.mask);
-  c.float('input', input);
-  c.sameDType(['input', 'bias', 'out'], [input, bias, out]);
-  c.dtype('mask', mask, ['u8']);
-  c.rows('input', input, 'rows', 'H');
-  c.shape('bias', bias, ['H']);
-  c.rows('out', out, 'rows', 'H');
-  c.rows('mask', mask, 'rows', 'H');
-  const activation = checkActivation(c, args.activation);
-  checkDropout(c, args);
+  const { input, bias, out, mask, activation, rows, H: hidden } = checkBiasActivationDropout(c, args);
   const dtype = input.dtype as FloatDType;
-  const hidden = c.size('H'), rows = c.size('rows');
   const s = byteSize(dtype);
   const ptrs = { input: devicePtr(c, 'input', input), bias: devicePtr(c, 'bias', bias), out: devicePtr(c, 'out', out), mask: devicePtr(c, 'mask', mask) };
   if (hidden === 0) return;
@@ -607,25 +556,8 @@ store_vec<T, VEC>(d_input + i, y);`,
 
 export function biasActivationDropoutBackward(host: KernelHost, args: BiasActivationDropoutBackwardArgs): void {
   const c = new OpCheck('biasActivationDropoutBackward', 'cuda');
-  const dOut = c.tensor('dOut', args.dOut);
-  const input = c.tensor('input', args.input);
-  const bias = c.tensor('bias', args.bias);
-  const mask = c.tensor('mask', args.mask);
-  const dInput = c.tensor('dInput', args.dInput);
-  const dBias = args.dBias === undefined ? undefined : c.tensor('dBias', args.dBias);
-  c.float('dOut', dOut);
-  c.sameDType(['dOut', 'input', 'bias', 'dInput', ...(dBias ? ['dBias'] : [])], [dOut, input, bias, dInput, ...(dBias ? [dBias] : [])]);
-  c.dtype('mask', mask, ['u8']);
-  c.rows('dOut', dOut, 'rows', 'H');
-  c.rows('input', input, 'rows', 'H');
-  c.shape('bias', bias, ['H']);
-  c.rows('mask', mask, 'rows', 'H');
-  c.rows('dInput', dInput, 'rows', 'H');
-  if (dBias) c.shape('dBias', dBias, ['H']);
-  const activation = checkActivation(c, args.activation);
-  c.probability('p', args.p);
+  const { dOut, input, bias, mask, dInput, dBias, activation, rows, H: hidden } = checkBiasActivationDropoutBackward(c, args);
   const dtype = dOut.dtype as FloatDType;
-  const hidden = c.size('H'), rows = c.size('rows');
   const s = byteSize(dtype);
   const ptrs = {
     dOut: devicePtr(c, 'dOut', dOut), input: devicePtr(c, 'input', input), bias: devicePtr(c, 'bias', bias),

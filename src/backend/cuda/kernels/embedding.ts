@@ -54,7 +54,7 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { Access } from './elementwise.js';
-import { checkDropout, dropoutArgs, maxVectorElements, pickVectorWidth, planRowTiles, rowTileShape, rowTileSource } from './elementwise.js';
+import { dropoutArgs, maxVectorElements, pickVectorWidth, planRowTiles, rowTileShape, rowTileSource } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 // ==== specs ============================================================================================
@@ -151,7 +151,7 @@ export function embeddingForward(host: KernelHost, args: EmbeddingForwardArgs): 
   const out = c.tensor('out', args.out);
   const mask = c.tensor('mask', args.mask);
   const shapes = checkEmbedding(c, tokens, mask, ['out', out], ['tokenTable', tokenTable], ['positionTable', positionTable], args);
-  checkDropout(c, args);
+  c.dropout(args);
   const dtype = out.dtype as FloatDType;
   const s = byteSize(dtype);
   const ptrs = {

@@ -17,7 +17,7 @@ import { OpCheck, randomDistribution } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
-import { checkDropout, flatGridSize } from './elementwise.js';
+import { flatGridSize } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 export interface RandomFillSpec {
@@ -81,7 +81,7 @@ export function randomFill(host: KernelHost, args: RandomFillArgs): void {
   const c = new OpCheck('randomFill', 'cuda');
   const out = c.tensor('out', args.out);
   c.float('out', out);
-  checkDropout(c, { p: 0, seed: args.seed, offset: args.offset });
+  c.dropout({ p: 0, seed: args.seed, offset: args.offset });
   const distribution = randomDistribution(c, args);
   const ptr = devicePtr(c, 'out', out);
   const dtype = out.dtype as FloatDType;
