@@ -16,7 +16,7 @@ const U64_LIMIT = 1n << 64n;
 /**
  * Checks one op's arguments. T is the tensor type the backend works with: a backend's subclass
  * narrows tensor() to its own tensors (the CPU backend also refuses freed tensors), so the shared
- * per-op checks in op-checks.ts hand each backend its own tensor type.
+ * per-op checks in op-checks/ hand each backend its own tensor type.
  */
 export class OpCheck<T extends Tensor = Tensor> {
   private readonly sizes = new Map<string, { value: number; from: string }>();

@@ -6,7 +6,7 @@
 // The step is computed in float64; m, v and master are stored as f32, params in their dtype.
 
 import type { AdamWArgs } from '../backend.js';
-import { checkAdamW } from '../op-checks.js';
+import { checkAdamW } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import { floatsOf, storeFloats } from './tensor.js';

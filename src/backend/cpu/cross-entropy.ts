@@ -7,24 +7,10 @@
 // target outside [0, V) is an error here (the GPU writes NaN instead).
 
 import type { CrossEntropyBackwardArgs, CrossEntropyForwardArgs } from '../backend.js';
+import { checkCrossEntropyBackward, checkCrossEntropyForward } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
-import type { CpuTensor } from './tensor.js';
 import { floatsOf, int32sOf, storeFloats } from './tensor.js';
-
-interface Smoothing { epsilon: number; ignoreIndex: number | undefined }
-
-function checkTargets(check: CpuCheck, logits: CpuTensor, targets: CpuTensor, args: { labelSmoothing?: number; ignoreIndex?: number }): Smoothing {
-  check.float('logits', logits);
-  check.rows('logits', logits, 'rows', 'V');
-  check.dtype('targets', targets, ['i32']);
-  check.shape('targets', targets, ['rows']);
-  const epsilon = args.labelSmoothing ?? 0;
-  check.probability('labelSmoothing', epsilon);
-  if (args.ignoreIndex !== undefined) check.integer('ignoreIndex', args.ignoreIndex, -(2 ** 31));
-  if (check.size('V') < 1) check.fail("'logits' has no classes (V = 0)");
-  return { epsilon, ignoreIndex: args.ignoreIndex };
-}
 
 /** The row's target, or undefined when the row is ignored; throws for a target outside [0, V). */
 function rowTarget(check: CpuCheck, targets: Int32Array, row: number, V: number, ignoreIndex: number | undefined): number | undefined {
@@ -38,16 +24,7 @@ function rowTarget(check: CpuCheck, targets: Int32Array, row: number, V: number,
 
 export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWork {
   const check = new CpuCheck('crossEntropyForward');
-  const logits = check.tensor('logits', args.logits);
-  const targets = check.tensor('targets', args.targets);
-  const loss = check.tensor('loss', args.loss);
-  const lse = check.tensor('lse', args.lse);
-  const { epsilon, ignoreIndex } = checkTargets(check, logits, targets, args);
-  for (const [name, t] of [['loss', loss], ['lse', lse]] as const) {
-    check.dtype(name, t, ['f32']);
-    check.shape(name, t, ['rows']);
-  }
-  const [rows, V] = [check.size('rows'), check.size('V')];
+  const { logits, targets, loss, lse, labelSmoothing: epsilon, ignoreIndex, rows, V } = checkCrossEntropyForward(check, args);
 
   return check.work(() => {
     const z = floatsOf(logits), tv = int32sOf(targets);
@@ -68,18 +45,7 @@ export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWo
 
 export function prepareCrossEntropyBackward(args: CrossEntropyBackwardArgs): CpuWork {
   const check = new CpuCheck('crossEntropyBackward');
-  const logits = check.tensor('logits', args.logits);
-  const targets = check.tensor('targets', args.targets);
-  const lse = check.tensor('lse', args.lse);
-  const dLogits = check.tensor('dLogits', args.dLogits);
-  const { epsilon, ignoreIndex } = checkTargets(check, logits, targets, args);
-  check.dtype('lse', lse, ['f32']);
-  check.shape('lse', lse, ['rows']);
-  check.sameDType(['logits', 'dLogits'], [logits, dLogits]);
-  check.rows('dLogits', dLogits, 'rows', 'V');
-  check.finite('gradScale', args.gradScale);
-  const gradScale = args.gradScale;
-  const [rows, V] = [check.size('rows'), check.size('V')];
+  const { logits, targets, lse, dLogits, gradScale, labelSmoothing: epsilon, ignoreIndex, rows, V } = checkCrossEntropyBackward(check, args);
 
   return check.work(() => {
     const z = floatsOf(logits), tv = int32sOf(targets), saved = floatsOf(lse);

@@ -8,13 +8,14 @@ import type {
   BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
 } from '../backend.js';
 import { dropoutMask } from '../rng.js';
+import type { QkvLayout } from '../op-checks/index.js';
 import {
   checkBiasActivationDropout, checkBiasActivationDropoutBackward, checkBiasDropoutResidual, checkBiasDropoutResidualBackward,
-} from '../op-checks.js';
+  checkBiasQkvSplit, checkBiasQkvSplitBackward,
+} from '../op-checks/index.js';
 import { activationFunction, activationGradient } from './activation.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
-import type { CpuTensor } from './tensor.js';
 import { bytesOf, floatsOf, storeFloats } from './tensor.js';
 
 /** Σ over rows of a (rows, H) float64 matrix → (H). */
@@ -96,28 +97,14 @@ export function prepareBiasActivationDropoutBackward(args: BiasActivationDropout
 // qkv (B, L, 3·heads·d): along the last dimension the Q block, then K, then V, each (heads, d).
 // Element (b, l, part·heads·d + h·d + j) becomes element (b, h, l, j) of q, k or v.
 
-interface QkvLayout { B: number; L: number; heads: number; d: number }
-
-/** Checks qkv-like (B, L, 3·heads·d) and the three (B, heads, L, d) tensors; returns the layout. */
-function checkQkvShapes(check: CpuCheck, fusedName: string, fused: CpuTensor, heads: number, splitNames: readonly string[], split: readonly CpuTensor[]): QkvLayout {
-  check.integer('heads', heads, 1);
-  check.shape(fusedName, fused, ['B', 'L', '3·heads·d']);
-  const width = check.size('3·heads·d');
-  if (width % (3 * heads) !== 0) check.fail(`'${fusedName}' has last dimension ${width}, which is not 3·heads·d for heads = ${heads}`);
-  const d = width / (3 * heads);
-  split.forEach((t, i) => check.shape(splitNames[i]!, t, ['B', heads, 'L', d]));
-  return { B: check.size('B'), L: check.size('L'), heads, d };
-}
-
 /** Calls visit(fusedIndex, splitIndex, part) for every element; part 0, 1, 2 = q, k, v. */
-function forEachQkvElement({ B, L, heads, d }: QkvLayout, visit: (fused: number, split: number, part: number) => void): void {
-  const width = 3 * heads * d;
-  for (let b = 0; b < B; b++) {
-    for (let l = 0; l < L; l++) {
+function forEachQkvElement({ batch, seqLen, heads, headDim, width }: QkvLayout, visit: (fused: number, split: number, part: number) => void): void {
+  for (let b = 0; b < batch; b++) {
+    for (let l = 0; l < seqLen; l++) {
       for (let part = 0; part < 3; part++) {
         for (let h = 0; h < heads; h++) {
-          for (let j = 0; j < d; j++) {
-            visit((b * L + l) * width + part * heads * d + h * d + j, ((b * heads + h) * L + l) * d + j, part);
+          for (let j = 0; j < headDim; j++) {
+            visit((b * seqLen + l) * width + part * heads * headDim + h * headDim + j, ((b * heads + h) * seqLen + l) * headDim + j, part);
           }
         }
       }
@@ -128,24 +115,13 @@ function forEachQkvElement({ B, L, heads, d }: QkvLayout, visit: (fused: number,
 /** q, k, v = split(qkv + bias), q scaled by qScale. */
 export function prepareBiasQkvSplit(args: BiasQkvSplitArgs): CpuWork {
   const check = new CpuCheck('biasQkvSplit');
-  const qkv = check.tensor('qkv', args.qkv);
-  const bias = check.tensor('bias', args.bias);
-  const q = check.tensor('q', args.q);
-  const k = check.tensor('k', args.k);
-  const v = check.tensor('v', args.v);
-  check.float('qkv', qkv);
-  check.sameDType(['qkv', 'bias', 'q', 'k', 'v'], [qkv, bias, q, k, v]);
-  const layout = checkQkvShapes(check, 'qkv', qkv, args.heads, ['q', 'k', 'v'], [q, k, v]);
-  check.shape('bias', bias, ['3·heads·d']);
-  const qScale = args.qScale ?? 1;
-  check.finite('qScale', qScale);
+  const { qkv, bias, q, k, v, qScale, layout } = checkBiasQkvSplit(check, args);
 
   return check.work(() => {
     const x = floatsOf(qkv), b = floatsOf(bias);
-    const width = 3 * layout.heads * layout.d;
     const parts = [new Float64Array(q.numel), new Float64Array(k.numel), new Float64Array(v.numel)];
     forEachQkvElement(layout, (fused, split, part) => {
-      parts[part]![split] = (x[fused]! + b[fused % width]!) * (part === 0 ? qScale : 1);
+      parts[part]![split] = (x[fused]! + b[fused % layout.width]!) * (part === 0 ? qScale : 1);
     });
     storeFloats(q, parts[0]!);
     storeFloats(k, parts[1]!);
@@ -156,17 +132,7 @@ export function prepareBiasQkvSplit(args: BiasQkvSplitArgs): CpuWork {
 /** dQkv = merge(dq·qScale, dk, dv);  dBias = Σ_{B, L} dQkv. */
 export function prepareBiasQkvSplitBackward(args: BiasQkvSplitBackwardArgs): CpuWork {
   const check = new CpuCheck('biasQkvSplitBackward');
-  const dq = check.tensor('dq', args.dq);
-  const dk = check.tensor('dk', args.dk);
-  const dv = check.tensor('dv', args.dv);
-  const dQkv = check.tensor('dQkv', args.dQkv);
-  const dBias = check.optional('dBias', args.dBias);
-  check.float('dq', dq);
-  check.sameDType(['dq', 'dk', 'dv', 'dQkv', ...(dBias ? ['dBias'] : [])], [dq, dk, dv, dQkv, ...(dBias ? [dBias] : [])]);
-  const layout = checkQkvShapes(check, 'dQkv', dQkv, args.heads, ['dq', 'dk', 'dv'], [dq, dk, dv]);
-  if (dBias) check.shape('dBias', dBias, ['3·heads·d']);
-  const qScale = args.qScale ?? 1;
-  check.finite('qScale', qScale);
+  const { dq, dk, dv, dQkv, dBias, qScale, layout } = checkBiasQkvSplitBackward(check, args);
 
   return check.work(() => {
     const parts = [floatsOf(dq), floatsOf(dk), floatsOf(dv)];
@@ -174,7 +140,7 @@ export function prepareBiasQkvSplitBackward(args: BiasQkvSplitBackwardArgs): Cpu
     forEachQkvElement(layout, (fused, split, part) => {
       result[fused] = parts[part]![split]! * (part === 0 ? qScale : 1);
     });
-    if (dBias) storeFloats(dBias, columnSums(result, 3 * layout.heads * layout.d));
+    if (dBias) storeFloats(dBias, columnSums(result, layout.width));
     storeFloats(dQkv, result);
   });
 }

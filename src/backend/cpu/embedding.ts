@@ -8,47 +8,11 @@
 import type { FloatDType } from '../../dtype.js';
 import type { EmbeddingBackwardArgs, EmbeddingForwardArgs } from '../backend.js';
 import { dropoutMask } from '../rng.js';
+import { checkEmbeddingBackward, checkEmbeddingForward } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import type { CpuTensor } from './tensor.js';
 import { bytesOf, floatsOf, int32sOf, rounder, storeFloats } from './tensor.js';
-
-interface Positions { scale: number; positionOffset: number }
-
-interface EmbeddingTensors {
-  tokens: CpuTensor;
-  mask: CpuTensor;
-  /** out (forward) or dOut (backward), (B, L, H). */
-  rows: { name: string; tensor: CpuTensor };
-  /** tokenTable or dTokenTable, (V, H). */
-  tokenTable: { name: string; tensor: CpuTensor };
-  /** positionTable or dPositionTable, (P, H). */
-  positionTable: { name: string; tensor: CpuTensor | undefined };
-}
-
-/** Checks the tensors' shapes and dtypes, scale, and that positionOffset + L fits the position table. */
-function checkEmbedding(check: CpuCheck, t: EmbeddingTensors, args: { scale?: number; positionOffset?: number }): Positions {
-  check.dtype('tokens', t.tokens, ['i32']);
-  check.shape('tokens', t.tokens, ['B', 'L']);
-  const floats = [t.rows, t.tokenTable, ...(t.positionTable.tensor ? [t.positionTable as { name: string; tensor: CpuTensor }] : [])];
-  check.float(t.rows.name, t.rows.tensor);
-  check.sameDType(floats.map((f) => f.name), floats.map((f) => f.tensor));
-  check.shape(t.tokenTable.name, t.tokenTable.tensor, ['V', 'H']);
-  check.shape(t.rows.name, t.rows.tensor, ['B', 'L', 'H']);
-  check.dtype('mask', t.mask, ['u8']);
-  check.shape('mask', t.mask, ['B', 'L', 'H']);
-  const scale = args.scale ?? 1;
-  check.finite('scale', scale);
-  const positionOffset = args.positionOffset ?? 0;
-  check.integer('positionOffset', positionOffset);
-  if (t.positionTable.tensor) {
-    const name = t.positionTable.name;
-    check.shape(name, t.positionTable.tensor, ['P', 'H']);
-    const [L, P] = [check.size('L'), check.size('P')];
-    if (positionOffset + L > P) check.fail(`positions ${positionOffset}..${positionOffset + L - 1} (positionOffset + L) are past the ${P} rows of '${name}'`);
-  }
-  return { scale, positionOffset };
-}
 
 /** Every token, checked against [0, V) before anything is written. */
 function checkedTokens(check: CpuCheck, tokens: CpuTensor, V: number): Int32Array {
@@ -59,18 +23,10 @@ function checkedTokens(check: CpuCheck, tokens: CpuTensor, V: number): Int32Arra
 
 export function prepareEmbeddingForward(args: EmbeddingForwardArgs): CpuWork {
   const check = new CpuCheck('embeddingForward');
-  const tokens = check.tensor('tokens', args.tokens);
-  const tokenTable = check.tensor('tokenTable', args.tokenTable);
-  const positionTable = check.optional('positionTable', args.positionTable);
-  const out = check.tensor('out', args.out);
-  const mask = check.tensor('mask', args.mask);
-  const { scale, positionOffset } = checkEmbedding(check, {
-    tokens, mask, rows: { name: 'out', tensor: out },
-    tokenTable: { name: 'tokenTable', tensor: tokenTable }, positionTable: { name: 'positionTable', tensor: positionTable },
-  }, args);
-  check.dropout(args);
+  const {
+    tokens, tokenTable, positionTable, out, mask, scale, positionOffset, batch: B, seqLen: L, vocab: V, hidden: H,
+  } = checkEmbeddingForward(check, args);
   const { p, seed, offset } = args;
-  const [B, L, V, H] = [check.size('B'), check.size('L'), check.size('V'), check.size('H')];
 
   return check.work(() => {
     const ids = checkedTokens(check, tokens, V);
@@ -96,18 +52,10 @@ export function prepareEmbeddingForward(args: EmbeddingForwardArgs): CpuWork {
 /** g = dOut⊙mask/(1−p);  dTokenTable[tokens[b, l]] += scale·g[b, l];  dPositionTable[offset + l] += Σ_b g[b, l]. */
 export function prepareEmbeddingBackward(args: EmbeddingBackwardArgs): CpuWork {
   const check = new CpuCheck('embeddingBackward');
-  const tokens = check.tensor('tokens', args.tokens);
-  const dOut = check.tensor('dOut', args.dOut);
-  const mask = check.tensor('mask', args.mask);
-  const dTokenTable = check.tensor('dTokenTable', args.dTokenTable);
-  const dPositionTable = check.optional('dPositionTable', args.dPositionTable);
-  const { scale, positionOffset } = checkEmbedding(check, {
-    tokens, mask, rows: { name: 'dOut', tensor: dOut },
-    tokenTable: { name: 'dTokenTable', tensor: dTokenTable }, positionTable: { name: 'dPositionTable', tensor: dPositionTable },
-  }, args);
-  check.probability('p', args.p);
+  const {
+    tokens, dOut, mask, dTokenTable, dPositionTable, scale, positionOffset, batch: B, seqLen: L, vocab: V, hidden: H,
+  } = checkEmbeddingBackward(check, args);
   const p = args.p;
-  const [B, L, V, H] = [check.size('B'), check.size('L'), check.size('V'), check.size('H')];
 
   return check.work(() => {
     const ids = checkedTokens(check, tokens, V);

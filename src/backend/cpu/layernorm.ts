@@ -5,34 +5,11 @@
 // dBeta are added to (their old value + this call's sum, rounded once); otherwise overwritten.
 
 import type { LayerNormBackwardArgs, LayerNormForwardArgs, RmsNormBackwardArgs, RmsNormForwardArgs } from '../backend.js';
+import { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import type { CpuTensor } from './tensor.js';
 import { floatsOf, storeFloats } from './tensor.js';
-
-function checkStatistic(check: CpuCheck, name: string, t: CpuTensor): void {
-  check.dtype(name, t, ['f32']);
-  check.shape(name, t, ['rows']);
-}
-
-/** The float tensors of a norm backward (dBeta only for LayerNorm; dResidual optional). */
-interface NormBackwardTensors {
-  dOut: CpuTensor; x: CpuTensor; gamma: CpuTensor; dX: CpuTensor; dGamma: CpuTensor; dBeta?: CpuTensor; dResidual?: CpuTensor;
-}
-
-function checkBackward(check: CpuCheck, t: NormBackwardTensors): void {
-  const given = Object.entries(t).filter((entry): entry is [string, CpuTensor] => entry[1] !== undefined);
-  check.float('dOut', t.dOut);
-  check.sameDType(given.map(([name]) => name), given.map(([, tensor]) => tensor));
-  check.rows('dOut', t.dOut, 'rows', 'H');
-  check.rows('x', t.x, 'rows', 'H');
-  check.shape('gamma', t.gamma, ['H']);
-  check.rows('dX', t.dX, 'rows', 'H');
-  check.shape('dGamma', t.dGamma, ['H']);
-  if (t.dBeta) check.shape('dBeta', t.dBeta, ['H']);
-  if (t.dResidual) check.rows('dResidual', t.dResidual, 'rows', 'H');
-  if (check.size('H') < 1) check.fail("'dOut' has an empty last dimension (H = 0)");
-}
 
 /** Adds `sums` to the tensor's current values when accumulating, then stores. */
 function storeParameterGradient(t: CpuTensor, sums: Float64Array, accumulate: boolean): void {
@@ -48,24 +25,7 @@ function storeParameterGradient(t: CpuTensor, sums: Float64Array, accumulate: bo
 /** out = (x − mean)·rstd·gamma + beta, rstd = 1/√(var + eps). */
 export function prepareLayerNormForward(args: LayerNormForwardArgs): CpuWork {
   const check = new CpuCheck('layerNormForward');
-  const x = check.tensor('x', args.x);
-  const gamma = check.tensor('gamma', args.gamma);
-  const beta = check.tensor('beta', args.beta);
-  const out = check.tensor('out', args.out);
-  const mean = check.tensor('mean', args.mean);
-  const rstd = check.tensor('rstd', args.rstd);
-  check.float('x', x);
-  check.sameDType(['x', 'gamma', 'beta', 'out'], [x, gamma, beta, out]);
-  check.rows('x', x, 'rows', 'H');
-  check.shape('gamma', gamma, ['H']);
-  check.shape('beta', beta, ['H']);
-  check.rows('out', out, 'rows', 'H');
-  checkStatistic(check, 'mean', mean);
-  checkStatistic(check, 'rstd', rstd);
-  check.nonNegative('eps', args.eps);
-  const [rows, H] = [check.size('rows'), check.size('H')];
-  if (H < 1) check.fail("'x' has an empty last dimension (H = 0)");
-  const eps = args.eps;
+  const { x, gamma, beta, out, mean, rstd, eps, rows, H } = checkLayerNormForward(check, args);
 
   return check.work(() => {
     const xv = floatsOf(x), g = floatsOf(gamma), b = floatsOf(beta);
@@ -91,20 +51,7 @@ export function prepareLayerNormForward(args: LayerNormForwardArgs): CpuWork {
 /** dX = rstd·(g − mean(g) − x̂·mean(g⊙x̂)) + dResidual, g = dOut⊙gamma;  dGamma = Σ dOut⊙x̂;  dBeta = Σ dOut. */
 export function prepareLayerNormBackward(args: LayerNormBackwardArgs): CpuWork {
   const check = new CpuCheck('layerNormBackward');
-  const dOut = check.tensor('dOut', args.dOut);
-  const x = check.tensor('x', args.x);
-  const gamma = check.tensor('gamma', args.gamma);
-  const dX = check.tensor('dX', args.dX);
-  const dGamma = check.tensor('dGamma', args.dGamma);
-  const dBeta = check.tensor('dBeta', args.dBeta);
-  const mean = check.tensor('mean', args.mean);
-  const rstd = check.tensor('rstd', args.rstd);
-  const dResidual = check.optional('dResidual', args.dResidual);
-  checkBackward(check, { dOut, x, gamma, dX, dGamma, dBeta, dResidual });
-  checkStatistic(check, 'mean', mean);
-  checkStatistic(check, 'rstd', rstd);
-  const [rows, H] = [check.size('rows'), check.size('H')];
-  const accumulate = args.accumulate ?? false;
+  const { dOut, x, gamma, mean, rstd, dX, dGamma, dBeta, dResidual, accumulate, rows, H } = checkLayerNormBackward(check, args);
 
   return check.work(() => {
     const dy = floatsOf(dOut), xv = floatsOf(x), g = floatsOf(gamma), mu = floatsOf(mean), s = floatsOf(rstd);
@@ -139,20 +86,7 @@ export function prepareLayerNormBackward(args: LayerNormBackwardArgs): CpuWork {
 /** out = x·rstd·gamma, rstd = 1/√(mean(x²) + eps). */
 export function prepareRmsNormForward(args: RmsNormForwardArgs): CpuWork {
   const check = new CpuCheck('rmsNormForward');
-  const x = check.tensor('x', args.x);
-  const gamma = check.tensor('gamma', args.gamma);
-  const out = check.tensor('out', args.out);
-  const rstd = check.tensor('rstd', args.rstd);
-  check.float('x', x);
-  check.sameDType(['x', 'gamma', 'out'], [x, gamma, out]);
-  check.rows('x', x, 'rows', 'H');
-  check.shape('gamma', gamma, ['H']);
-  check.rows('out', out, 'rows', 'H');
-  checkStatistic(check, 'rstd', rstd);
-  check.nonNegative('eps', args.eps);
-  const [rows, H] = [check.size('rows'), check.size('H')];
-  if (H < 1) check.fail("'x' has an empty last dimension (H = 0)");
-  const eps = args.eps;
+  const { x, gamma, out, rstd, eps, rows, H } = checkRmsNormForward(check, args);
 
   return check.work(() => {
     const xv = floatsOf(x), g = floatsOf(gamma);
@@ -173,17 +107,7 @@ export function prepareRmsNormForward(args: RmsNormForwardArgs): CpuWork {
 /** dX = rstd·(g − x̂·mean(g⊙x̂)) + dResidual, g = dOut⊙gamma, x̂ = x·rstd;  dGamma = Σ dOut⊙x̂. */
 export function prepareRmsNormBackward(args: RmsNormBackwardArgs): CpuWork {
   const check = new CpuCheck('rmsNormBackward');
-  const dOut = check.tensor('dOut', args.dOut);
-  const x = check.tensor('x', args.x);
-  const gamma = check.tensor('gamma', args.gamma);
-  const dX = check.tensor('dX', args.dX);
-  const dGamma = check.tensor('dGamma', args.dGamma);
-  const rstd = check.tensor('rstd', args.rstd);
-  const dResidual = check.optional('dResidual', args.dResidual);
-  checkBackward(check, { dOut, x, gamma, dX, dGamma, dResidual });
-  checkStatistic(check, 'rstd', rstd);
-  const [rows, H] = [check.size('rows'), check.size('H')];
-  const accumulate = args.accumulate ?? false;
+  const { dOut, x, gamma, rstd, dX, dGamma, dResidual, accumulate, rows, H } = checkRmsNormBackward(check, args);
 
   return check.work(() => {
     const dy = floatsOf(dOut), xv = floatsOf(x), g = floatsOf(gamma), s = floatsOf(rstd);

@@ -6,30 +6,15 @@
 // so out may alias x (and dX may alias dY).
 
 import type { SoftmaxBackwardArgs, SoftmaxForwardArgs } from '../backend.js';
+import { checkSoftmaxBackward, checkSoftmaxForward } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import { floatsOf, int32sOf, storeFloats } from './tensor.js';
 
-const SHAPE = ['B', 'heads', 'Lq', 'Lk'];
-
 /** out = softmax(scale·x + mask). */
 export function prepareSoftmaxForward(args: SoftmaxForwardArgs): CpuWork {
   const check = new CpuCheck('softmaxForward');
-  const x = check.tensor('x', args.x);
-  const out = check.tensor('out', args.out);
-  const keyLengths = check.optional('keyLengths', args.keyLengths);
-  check.float('x', x);
-  check.sameDType(['x', 'out'], [x, out]);
-  check.shape('x', x, SHAPE);
-  check.shape('out', out, SHAPE);
-  if (keyLengths) {
-    check.dtype('keyLengths', keyLengths, ['i32']);
-    check.shape('keyLengths', keyLengths, ['B']);
-  }
-  const scale = args.scale ?? 1;
-  check.finite('scale', scale);
-  const causal = args.causal ?? false;
-  const [B, heads, Lq, Lk] = SHAPE.map((d) => check.size(d)) as [number, number, number, number];
+  const { x, out, keyLengths, scale, causal, B, heads, Lq, Lk } = checkSoftmaxForward(check, args);
 
   return check.work(() => {
     const xv = floatsOf(x);
@@ -60,22 +45,12 @@ export function prepareSoftmaxForward(args: SoftmaxForwardArgs): CpuWork {
 /** dX = scale · y ⊙ (dY − Σ_j y_j·dY_j). */
 export function prepareSoftmaxBackward(args: SoftmaxBackwardArgs): CpuWork {
   const check = new CpuCheck('softmaxBackward');
-  const y = check.tensor('y', args.y);
-  const dY = check.tensor('dY', args.dY);
-  const dX = check.tensor('dX', args.dX);
-  check.float('y', y);
-  check.sameDType(['y', 'dY', 'dX'], [y, dY, dX]);
-  check.shape('y', y, SHAPE);
-  check.shape('dY', dY, SHAPE);
-  check.shape('dX', dX, SHAPE);
-  const scale = args.scale ?? 1;
-  check.finite('scale', scale);
-  const Lk = check.size('Lk');
+  const { y, dY, dX, scale, rows, Lk } = checkSoftmaxBackward(check, args);
 
   return check.work(() => {
     const yv = floatsOf(y), g = floatsOf(dY);
     const result = new Float64Array(y.numel);
-    for (let row = 0; row < y.numel / Lk; row++) {
+    for (let row = 0; row < rows; row++) {
       let dot = 0;
       for (let j = 0; j < Lk; j++) dot += yv[row * Lk + j]! * g[row * Lk + j]!;
       for (let j = 0; j < Lk; j++) result[row * Lk + j] = scale * yv[row * Lk + j]! * (g[row * Lk + j]! - dot);

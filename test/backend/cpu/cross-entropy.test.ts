@@ -62,6 +62,7 @@ describe('crossEntropyForward', () => {
     assertRejects(() => backend.crossEntropyForward({ ...args(), lse: backend.empty([3], 'f32') }), 'crossEntropyForward', 'lse', ShapeError);
     assertRejects(() => backend.crossEntropyForward({ ...args(), labelSmoothing: 1.5 }), 'crossEntropyForward', 'labelSmoothing', ArgumentError);
     assertRejects(() => backend.crossEntropyForward({ ...args(), ignoreIndex: 0.5 }), 'crossEntropyForward', 'ignoreIndex', ArgumentError);
+    assertRejects(() => backend.crossEntropyForward({ ...args(), ignoreIndex: 2 ** 31 }), 'crossEntropyForward', 'ignoreIndex', ArgumentError);
   });
 });
 

@@ -29,7 +29,7 @@
 import type { AdamWArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
-import { checkAdamW } from '../../op-checks.js';
+import { checkAdamW } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';

@@ -28,6 +28,7 @@
 import type { CrossEntropyBackwardArgs, CrossEntropyForwardArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
+import { checkCrossEntropyBackward, checkCrossEntropyForward } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -256,37 +257,17 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
 
 // ---- launchers ----------------------------------------------------------------------------------------
 
-/** ε, the ignore rule and V, checked as the CPU backend checks them. */
-function checkLossOptions(check: OpCheck, labelSmoothing: number | undefined, ignoreIndex: number | undefined): { smoothing: number; ignore: IgnoreRule } {
-  const smoothing = labelSmoothing ?? 0;
-  check.probability('labelSmoothing', smoothing);
-  if (ignoreIndex !== undefined) {
-    check.integer('ignoreIndex', ignoreIndex, -(2 ** 31));
-    if (ignoreIndex >= 2 ** 31) check.fail(`'ignoreIndex' must fit in 32 bits, got ${ignoreIndex}`);
-  }
-  check.integer('V', check.size('V'), 1);
-  return { smoothing, ignore: ignoreIndex === undefined ? { enabled: 0, index: 0 } : { enabled: 1, index: ignoreIndex } };
-}
-
 /** Without an ignoreIndex no row is ignored, so the kernel gets a flag rather than a sentinel value. */
 interface IgnoreRule { enabled: 0 | 1; index: number }
 
+function ignoreRule(ignoreIndex: number | undefined): IgnoreRule {
+  return ignoreIndex === undefined ? { enabled: 0, index: 0 } : { enabled: 1, index: ignoreIndex };
+}
+
 export function crossEntropyForward(host: KernelHost, args: CrossEntropyForwardArgs): void {
   const check = new OpCheck('crossEntropyForward', 'cuda');
-  const logits = check.tensor('logits', args.logits);
-  const targets = check.tensor('targets', args.targets);
-  const loss = check.tensor('loss', args.loss);
-  const lse = check.tensor('lse', args.lse);
-  check.float('logits', logits);
-  check.rows('logits', logits, 'rows', 'V');
-  check.dtype('targets', targets, ['i32']);
-  check.shape('targets', targets, ['rows']);
-  check.dtype('loss', loss, ['f32']);
-  check.shape('loss', loss, ['rows']);
-  check.dtype('lse', lse, ['f32']);
-  check.shape('lse', lse, ['rows']);
-  const { smoothing, ignore } = checkLossOptions(check, args.labelSmoothing, args.ignoreIndex);
-  const rows = check.size('rows'), vocab = check.size('V');
+  const { logits, targets, loss, lse, labelSmoothing: smoothing, ignoreIndex, rows, V: vocab } = checkCrossEntropyForward(check, args);
+  const ignore = ignoreRule(ignoreIndex);
   if (rows === 0) return;
 
   const spec = planCrossEntropyForward(logits.dtype as FloatDType, vocab, smoothing > 0);
@@ -303,21 +284,8 @@ export function crossEntropyForward(host: KernelHost, args: CrossEntropyForwardA
 
 export function crossEntropyBackward(host: KernelHost, args: CrossEntropyBackwardArgs): void {
   const check = new OpCheck('crossEntropyBackward', 'cuda');
-  const logits = check.tensor('logits', args.logits);
-  const targets = check.tensor('targets', args.targets);
-  const lse = check.tensor('lse', args.lse);
-  const dLogits = check.tensor('dLogits', args.dLogits);
-  check.float('logits', logits);
-  check.rows('logits', logits, 'rows', 'V');
-  check.rows('dLogits', dLogits, 'rows', 'V');
-  check.sameDType(['logits', 'dLogits'], [logits, dLogits]);
-  check.dtype('targets', targets, ['i32']);
-  check.shape('targets', targets, ['rows']);
-  check.dtype('lse', lse, ['f32']);
-  check.shape('lse', lse, ['rows']);
-  check.finite('gradScale', args.gradScale);
-  const { smoothing, ignore } = checkLossOptions(check, args.labelSmoothing, args.ignoreIndex);
-  const rows = check.size('rows'), vocab = check.size('V');
+  const { logits, targets, lse, dLogits, gradScale, labelSmoothing: smoothing, ignoreIndex, rows, V: vocab } = checkCrossEntropyBackward(check, args);
+  const ignore = ignoreRule(ignoreIndex);
   if (rows === 0) return;
 
   const logitsPtr = devicePtr(check, 'logits', logits), dLogitsPtr = devicePtr(check, 'dLogits', dLogits);
@@ -327,7 +295,7 @@ export function crossEntropyBackward(host: KernelHost, args: CrossEntropyBackwar
     { grid: rows, block: spec.threads },
     [
       arg.ptr(logitsPtr), arg.ptr(devicePtr(check, 'targets', targets)), arg.ptr(devicePtr(check, 'lse', lse)),
-      arg.ptr(dLogitsPtr), arg.f32(args.gradScale), arg.f32(smoothing), arg.i32(ignore.enabled), arg.i32(ignore.index),
+      arg.ptr(dLogitsPtr), arg.f32(gradScale), arg.f32(smoothing), arg.i32(ignore.enabled), arg.i32(ignore.index),
     ],
   );
 }

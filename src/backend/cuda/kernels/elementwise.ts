@@ -69,7 +69,8 @@ import { formatShape } from '../../../tensor.js';
 import { dropoutThreshold } from '../../rng.js';
 import {
   ACTIVATIONS, checkBiasActivationDropout, checkBiasActivationDropoutBackward, checkBiasDropoutResidual, checkBiasDropoutResidualBackward,
-} from '../../op-checks.js';
+  checkBiasQkvSplit, checkBiasQkvSplitBackward,
+} from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -152,8 +153,6 @@ export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number
   return { grid: [rowTiles, columnChunks], block: [tx, ty], rowsPerTile, rowTiles };
 }
 
-
-/** p in [0, 1); seed and offset unsigned 64-bit (as the CPU backend checks). */
 /** The kernel arguments of a dropout draw: seed, offset, threshold (u32), keep scale 1/(1−p) (f32). */
 export function dropoutArgs(args: DropoutArgs): KernelArg[] {
   return [arg.u64(args.seed), arg.u64(args.offset), arg.u32(dropoutThreshold(args.p)), arg.f32(1 / (1 - args.p))];
@@ -649,32 +648,9 @@ store_vec<T, VEC>(d_qkv + i, y);`,
   });
 }
 
-interface QkvLayout { batch: number; seqLen: number; heads: number; headDim: number }
-
-/** Checks fused [B, L, 3·heads·d] and the three [B, heads, L, d] tensors (the CPU backend's words). */
-function checkQkvShapes(c: OpCheck, fusedName: string, fused: Tensor, heads: number, splitNames: readonly string[], split: readonly Tensor[]): QkvLayout {
-  c.integer('heads', heads, 1);
-  c.shape(fusedName, fused, ['B', 'L', '3·heads·d']);
-  const width = c.size('3·heads·d');
-  if (width % (3 * heads) !== 0) c.fail(`'${fusedName}' has last dimension ${width}, which is not 3·heads·d for heads = ${heads}`);
-  const headDim = width / (3 * heads);
-  split.forEach((t, i) => c.shape(splitNames[i]!, t, ['B', heads, 'L', headDim]));
-  return { batch: c.size('B'), seqLen: c.size('L'), heads, headDim };
-}
-
 export function biasQkvSplit(host: KernelHost, args: BiasQkvSplitArgs): void {
   const c = new OpCheck('biasQkvSplit', 'cuda');
-  const qkv = c.tensor('qkv', args.qkv);
-  const bias = c.tensor('bias', args.bias);
-  const q = c.tensor('q', args.q);
-  const k = c.tensor('k', args.k);
-  const v = c.tensor('v', args.v);
-  c.float('qkv', qkv);
-  c.sameDType(['qkv', 'bias', 'q', 'k', 'v'], [qkv, bias, q, k, v]);
-  const layout = checkQkvShapes(c, 'qkv', qkv, args.heads, ['q', 'k', 'v'], [q, k, v]);
-  c.shape('bias', bias, ['3·heads·d']);
-  const qScale = args.qScale ?? 1;
-  c.finite('qScale', qScale);
+  const { qkv, bias, q, k, v, qScale, layout } = checkBiasQkvSplit(c, args);
   const dtype = qkv.dtype as FloatDType;
   const ptrs = [qkv, bias, q, k, v].map((t, i) => devicePtr(c, ['qkv', 'bias', 'q', 'k', 'v'][i]!, t));
   const [qkvPtr, biasPtr, qPtr, kPtr, vPtr] = ptrs as [bigint, bigint, bigint, bigint, bigint];
@@ -682,7 +658,7 @@ export function biasQkvSplit(host: KernelHost, args: BiasQkvSplitArgs): void {
   const vec = pickVectorWidth(maxVectorElements(dtype), ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })), layout.headDim);
   const spec: BiasQkvSplitSpec = { dtype, heads: layout.heads, headDim: layout.headDim, vec };
   const rows = layout.batch * layout.seqLen;
-  const tiling = planRowTiles(c, rows, (3 * layout.heads * layout.headDim) / vec, false, host.multiProcessorCount);
+  const tiling = planRowTiles(c, rows, layout.width / vec, false, host.multiProcessorCount);
   launchRowTiles(host, biasQkvSplitKey(spec), () => biasQkvSplitSource(spec), tiling, rows, [
     arg.ptr(qkvPtr), arg.ptr(biasPtr), arg.ptr(qPtr), arg.ptr(kPtr), arg.ptr(vPtr), arg.u32(layout.seqLen), arg.f32(qScale),
   ]);
@@ -690,23 +666,13 @@ export function biasQkvSplit(host: KernelHost, args: BiasQkvSplitArgs): void {
 
 export function biasQkvSplitBackward(host: KernelHost, args: BiasQkvSplitBackwardArgs): void {
   const c = new OpCheck('biasQkvSplitBackward', 'cuda');
-  const dq = c.tensor('dq', args.dq);
-  const dk = c.tensor('dk', args.dk);
-  const dv = c.tensor('dv', args.dv);
-  const dQkv = c.tensor('dQkv', args.dQkv);
-  const dBias = args.dBias === undefined ? undefined : c.tensor('dBias', args.dBias);
-  c.float('dq', dq);
-  c.sameDType(['dq', 'dk', 'dv', 'dQkv', ...(dBias ? ['dBias'] : [])], [dq, dk, dv, dQkv, ...(dBias ? [dBias] : [])]);
-  const layout = checkQkvShapes(c, 'dQkv', dQkv, args.heads, ['dq', 'dk', 'dv'], [dq, dk, dv]);
-  if (dBias) c.shape('dBias', dBias, ['3·heads·d']);
-  const qScale = args.qScale ?? 1;
-  c.finite('qScale', qScale);
+  const { dq, dk, dv, dQkv, dBias, qScale, layout } = checkBiasQkvSplitBackward(c, args);
   const dtype = dq.dtype as FloatDType;
   const ptrs = [dq, dk, dv, dQkv].map((t, i) => devicePtr(c, ['dq', 'dk', 'dv', 'dQkv'][i]!, t));
   const [dqPtr, dkPtr, dvPtr, dQkvPtr] = ptrs as [bigint, bigint, bigint, bigint];
   const dBiasPtr = dBias ? devicePtr(c, 'dBias', dBias) : undefined;
   if (layout.headDim === 0) return;
-  const hidden = 3 * layout.heads * layout.headDim;
+  const hidden = layout.width;
   const vec = pickVectorWidth(maxVectorElements(dtype), ptrs.map((ptr) => ({ ptr, elementBytes: byteSize(dtype) })), layout.headDim);
   const spec: BiasQkvSplitBackwardSpec = { dtype, heads: layout.heads, headDim: layout.headDim, vec, hasDBias: dBias !== undefined };
   const rows = layout.batch * layout.seqLen;

@@ -48,7 +48,7 @@
 import type { EmbeddingBackwardArgs, EmbeddingForwardArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
-import type { Tensor } from '../../../tensor.js';
+import { checkEmbeddingBackward, checkEmbeddingForward } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -110,48 +110,9 @@ ${spec.hasDropout ? 'store_mask<VEC>(mask + i, keep);' : 'store_mask_all_kept<VE
   });
 }
 
-interface EmbeddingShapes {
-  batch: number;
-  seqLen: number;
-  vocab: number;
-  hidden: number;
-  scale: number;
-  positionOffset: number;
-}
-
-/** The CPU backend's checks: shapes, dtypes, scale, positionOffset + L within the position table. */
-function checkEmbedding(c: OpCheck, tokens: Tensor, mask: Tensor, rows: [string, Tensor], table: [string, Tensor], positions: [string, Tensor | undefined], args: { scale?: number; positionOffset?: number }): EmbeddingShapes {
-  c.dtype('tokens', tokens, ['i32']);
-  c.shape('tokens', tokens, ['B', 'L']);
-  const floats = [rows, table, ...(positions[1] ? [positions as [string, Tensor]] : [])];
-  c.float(rows[0], rows[1]);
-  c.sameDType(floats.map((f) => f[0]), floats.map((f) => f[1]));
-  c.shape(table[0], table[1], ['V', 'H']);
-  c.shape(rows[0], rows[1], ['B', 'L', 'H']);
-  c.dtype('mask', mask, ['u8']);
-  c.shape('mask', mask, ['B', 'L', 'H']);
-  const scale = args.scale ?? 1;
-  c.finite('scale', scale);
-  const positionOffset = args.positionOffset ?? 0;
-  c.integer('positionOffset', positionOffset);
-  const seqLen = c.size('L');
-  if (positions[1]) {
-    c.shape(positions[0], positions[1], ['P', 'H']);
-    const P = c.size('P');
-    if (positionOffset + seqLen > P) c.fail(`positions ${positionOffset}..${positionOffset + seqLen - 1} (positionOffset + L) are past the ${P} rows of '${positions[0]}'`);
-  }
-  return { batch: c.size('B'), seqLen, vocab: c.size('V'), hidden: c.size('H'), scale, positionOffset };
-}
-
 export function embeddingForward(host: KernelHost, args: EmbeddingForwardArgs): void {
   const c = new OpCheck('embeddingForward', 'cuda');
-  const tokens = c.tensor('tokens', args.tokens);
-  const tokenTable = c.tensor('tokenTable', args.tokenTable);
-  const positionTable = args.positionTable === undefined ? undefined : c.tensor('positionTable', args.positionTable);
-  const out = c.tensor('out', args.out);
-  const mask = c.tensor('mask', args.mask);
-  const shapes = checkEmbedding(c, tokens, mask, ['out', out], ['tokenTable', tokenTable], ['positionTable', positionTable], args);
-  c.dropout(args);
+  const { tokens, tokenTable, positionTable, out, mask, ...shapes } = checkEmbeddingForward(c, args);
   const dtype = out.dtype as FloatDType;
   const s = byteSize(dtype);
   const ptrs = {
@@ -307,13 +268,7 @@ export function planEmbeddingBackward(c: OpCheck, batch: number, seqLen: number,
 
 export function embeddingBackward(host: KernelHost, args: EmbeddingBackwardArgs): void {
   const c = new OpCheck('embeddingBackward', 'cuda');
-  const tokens = c.tensor('tokens', args.tokens);
-  const dOut = c.tensor('dOut', args.dOut);
-  const mask = c.tensor('mask', args.mask);
-  const dTokenTable = c.tensor('dTokenTable', args.dTokenTable);
-  const dPositionTable = args.dPositionTable === undefined ? undefined : c.tensor('dPositionTable', args.dPositionTable);
-  const shapes = checkEmbedding(c, tokens, mask, ['dOut', dOut], ['dTokenTable', dTokenTable], ['dPositionTable', dPositionTable], args);
-  c.probability('p', args.p);
+  const { tokens, dOut, mask, dTokenTable, dPositionTable, ...shapes } = checkEmbeddingBackward(c, args);
   const dtype = dOut.dtype as FloatDType;
   const s = byteSize(dtype);
   const ptrs = {

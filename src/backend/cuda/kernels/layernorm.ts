@@ -45,6 +45,8 @@ import type { LayerNormBackwardArgs, LayerNormForwardArgs, RmsNormBackwardArgs, 
 import type { FloatDType } from '../../../dtype.js';
 import { FLOAT_DTYPES } from '../../../dtype.js';
 import type { Tensor } from '../../../tensor.js';
+import type { CheckedNormBackward, CheckedNormForward } from '../../op-checks/index.js';
+import { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -451,62 +453,21 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
 
 // ---- launchers ----------------------------------------------------------------------------------------
 
-interface CheckedNormForward {
-  check: OpCheck;
-  rows: number;
-  hidden: number;
-  dtype: FloatDType;
-}
-
-function checkRowsAndHidden(check: OpCheck, x: Tensor): CheckedNormForward {
-  check.float('x', x);
-  check.rows('x', x, 'rows', 'H');
-  const rows = check.size('rows'), hidden = check.size('H');
-  check.integer('H', hidden, 1);
-  return { check, rows, hidden, dtype: x.dtype as FloatDType };
-}
-
-function checkEps(check: OpCheck, eps: number): void {
-  check.finite('eps', eps);
-  if (eps < 0) check.fail(`'eps' must be >= 0, got ${eps}`);
-}
-
-function checkStatistic(check: OpCheck, name: string, t: Tensor | undefined): Tensor {
-  const s = check.tensor(name, t);
-  check.dtype(name, s, ['f32']);
-  check.shape(name, s, ['rows']);
-  return s;
-}
-
 export function layerNormForward(host: KernelHost, args: LayerNormForwardArgs): void {
-  normForward(host, 'layerNormForward', 'layer', args.x, args.gamma, args.beta, args.out, args.mean, args.rstd, args.eps);
+  const check = new OpCheck('layerNormForward', 'cuda');
+  launchNormForward(host, check, 'layer', checkLayerNormForward(check, args));
 }
 
 export function rmsNormForward(host: KernelHost, args: RmsNormForwardArgs): void {
-  normForward(host, 'rmsNormForward', 'rms', args.x, args.gamma, undefined, args.out, undefined, args.rstd, args.eps);
+  const check = new OpCheck('rmsNormForward', 'cuda');
+  launchNormForward(host, check, 'rms', checkRmsNormForward(check, args));
 }
 
-function normForward(
-  host: KernelHost, op: string, norm: NormKind,
-  xArg: Tensor, gammaArg: Tensor, betaArg: Tensor | undefined, outArg: Tensor,
-  meanArg: Tensor | undefined, rstdArg: Tensor, eps: number,
-): void {
-  const check = new OpCheck(op, 'cuda');
-  const x = check.tensor('x', xArg);
-  const { rows, hidden, dtype } = checkRowsAndHidden(check, x);
-  const gamma = check.tensor('gamma', gammaArg);
-  const out = check.tensor('out', outArg);
-  check.shape('gamma', gamma, ['H']);
-  check.rows('out', out, 'rows', 'H');
-  const beta = norm === 'layer' ? check.tensor('beta', betaArg) : undefined;
-  if (beta) check.shape('beta', beta, ['H']);
-  const floats = beta ? [x, gamma, beta, out] : [x, gamma, out];
-  check.sameDType(beta ? ['x', 'gamma', 'beta', 'out'] : ['x', 'gamma', 'out'], floats);
-  const mean = norm === 'layer' ? checkStatistic(check, 'mean', meanArg) : undefined;
-  const rstd = checkStatistic(check, 'rstd', rstdArg);
-  checkEps(check, eps);
+function launchNormForward(host: KernelHost, check: OpCheck, norm: NormKind, checked: CheckedNormForward<Tensor>): void {
+  const { x, gamma, beta, out, mean, rstd, eps, rows, H: hidden } = checked;
   if (rows === 0) return;
 
+  const dtype = x.dtype as FloatDType;
   const ptrs = { x: devicePtr(check, 'x', x), gamma: devicePtr(check, 'gamma', gamma), out: devicePtr(check, 'out', out) };
   const betaPtr = beta ? devicePtr(check, 'beta', beta) : undefined;
   const spec = planNormForward(check, norm, dtype, hidden, betaPtr === undefined ? Object.values(ptrs) : [...Object.values(ptrs), betaPtr]);
@@ -522,39 +483,18 @@ function normForward(
 }
 
 export function layerNormBackward(host: KernelHost, args: LayerNormBackwardArgs): void {
-  normBackward(host, 'layerNormBackward', 'layer', args.dOut, args.x, args.gamma, args.mean, args.rstd, args.dX, args.dGamma, args.dBeta, args.dResidual, args.accumulate ?? false);
+  const check = new OpCheck('layerNormBackward', 'cuda');
+  launchNormBackward(host, check, 'layer', checkLayerNormBackward(check, args));
 }
 
 export function rmsNormBackward(host: KernelHost, args: RmsNormBackwardArgs): void {
-  normBackward(host, 'rmsNormBackward', 'rms', args.dOut, args.x, args.gamma, undefined, args.rstd, args.dX, args.dGamma, undefined, args.dResidual, args.accumulate ?? false);
+  const check = new OpCheck('rmsNormBackward', 'cuda');
+  launchNormBackward(host, check, 'rms', checkRmsNormBackward(check, args));
 }
 
-function normBackward(
-  host: KernelHost, op: string, norm: NormKind,
-  dOutArg: Tensor, xArg: Tensor, gammaArg: Tensor, meanArg: Tensor | undefined, rstdArg: Tensor,
-  dXArg: Tensor, dGammaArg: Tensor, dBetaArg: Tensor | undefined, dResidualArg: Tensor | undefined, accumulate: boolean,
-): void {
-  const check = new OpCheck(op, 'cuda');
-  const x = check.tensor('x', xArg);
-  const { rows, hidden, dtype } = checkRowsAndHidden(check, x);
-  const dOut = check.tensor('dOut', dOutArg);
-  const gamma = check.tensor('gamma', gammaArg);
-  const dX = check.tensor('dX', dXArg);
-  const dGamma = check.tensor('dGamma', dGammaArg);
-  const dBeta = norm === 'layer' ? check.tensor('dBeta', dBetaArg) : undefined;
-  const dResidual = dResidualArg === undefined ? undefined : check.tensor('dResidual', dResidualArg);
-  check.rows('dOut', dOut, 'rows', 'H');
-  check.rows('dX', dX, 'rows', 'H');
-  check.shape('gamma', gamma, ['H']);
-  check.shape('dGamma', dGamma, ['H']);
-  if (dBeta) check.shape('dBeta', dBeta, ['H']);
-  if (dResidual) check.rows('dResidual', dResidual, 'rows', 'H');
-  const named: [string, Tensor | undefined][] = [['x', x], ['dOut', dOut], ['gamma', gamma], ['dX', dX], ['dGamma', dGamma], ['dBeta', dBeta], ['dResidual', dResidual]];
-  const present = named.filter((e): e is [string, Tensor] => e[1] !== undefined);
-  check.sameDType(present.map((e) => e[0]), present.map((e) => e[1]));
-  const mean = norm === 'layer' ? checkStatistic(check, 'mean', meanArg) : undefined;
-  const rstd = checkStatistic(check, 'rstd', rstdArg);
-
+function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, checked: CheckedNormBackward<Tensor>): void {
+  const { dOut, x, gamma, mean, rstd, dX, dGamma, dBeta, dResidual, accumulate, rows, H: hidden } = checked;
+  const dtype = x.dtype as FloatDType;
   const columnSpec: NormColumnSumsSpec = { norm, dtype, hidden, accumulate };
   const columnKernel = host.kernel(normColumnSumsKey(columnSpec), () => normColumnSumsSource(columnSpec));
   const gradPtrs = [arg.ptr(devicePtr(check, 'dGamma', dGamma)), ...(dBeta ? [arg.ptr(devicePtr(check, 'dBeta', dBeta))] : [])];

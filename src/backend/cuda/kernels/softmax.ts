@@ -30,7 +30,7 @@
 import type { SoftmaxBackwardArgs, SoftmaxForwardArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { FLOAT_DTYPES } from '../../../dtype.js';
-import type { Tensor } from '../../../tensor.js';
+import { checkSoftmaxBackward, checkSoftmaxForward } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -342,32 +342,13 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}) {
 
 const LOG2E = Math.LOG2E;
 
-function checkScale(check: OpCheck, scale: number): void {
-  check.finite('scale', scale);
-}
-
 function gridFor(layout: SoftmaxLayout, rows: number): number {
   return Math.ceil(rows / layout.rowsPerBlock);
 }
 
 export function softmaxForward(host: KernelHost, args: SoftmaxForwardArgs): void {
   const check = new OpCheck('softmaxForward', 'cuda');
-  const x = check.tensor('x', args.x);
-  const out = check.tensor('out', args.out);
-  check.float('x', x);
-  check.shape('x', x, ['B', 'heads', 'Lq', 'Lk']);
-  check.shape('out', out, ['B', 'heads', 'Lq', 'Lk']);
-  check.sameDType(['x', 'out'], [x, out]);
-  const keyLengths: Tensor | undefined = args.keyLengths === undefined ? undefined : check.tensor('keyLengths', args.keyLengths);
-  if (keyLengths) {
-    check.dtype('keyLengths', keyLengths, ['i32']);
-    check.shape('keyLengths', keyLengths, ['B']);
-  }
-  const scale = args.scale ?? 1;
-  checkScale(check, scale);
-  const causal = args.causal ?? false;
-  const [B, heads, Lq, Lk] = [check.size('B'), check.size('heads'), check.size('Lq'), check.size('Lk')];
-  const rows = B * heads * Lq;
+  const { x, out, keyLengths, scale, causal, heads, Lq, Lk, rows } = checkSoftmaxForward(check, args);
   if (rows === 0 || Lk === 0) return;
 
   const xPtr = devicePtr(check, 'x', x), outPtr = devicePtr(check, 'out', out);
@@ -385,17 +366,7 @@ export function softmaxForward(host: KernelHost, args: SoftmaxForwardArgs): void
 
 export function softmaxBackward(host: KernelHost, args: SoftmaxBackwardArgs): void {
   const check = new OpCheck('softmaxBackward', 'cuda');
-  const y = check.tensor('y', args.y);
-  const dY = check.tensor('dY', args.dY);
-  const dX = check.tensor('dX', args.dX);
-  check.float('y', y);
-  check.shape('y', y, ['B', 'heads', 'Lq', 'Lk']);
-  check.shape('dY', dY, ['B', 'heads', 'Lq', 'Lk']);
-  check.shape('dX', dX, ['B', 'heads', 'Lq', 'Lk']);
-  check.sameDType(['y', 'dY', 'dX'], [y, dY, dX]);
-  const scale = args.scale ?? 1;
-  checkScale(check, scale);
-  const rows = check.size('B') * check.size('heads') * check.size('Lq'), Lk = check.size('Lk');
+  const { y, dY, dX, scale, rows, Lk } = checkSoftmaxBackward(check, args);
   if (rows === 0 || Lk === 0) return;
 
   const ptrs = [devicePtr(check, 'y', y), devicePtr(check, 'dY', dY), devicePtr(check, 'dX', dX)] as const;

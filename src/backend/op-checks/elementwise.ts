@@ -1,25 +1,19 @@
-// Per-op argument checks shared by the backends: each takes the backend's OpCheck (which decides
-// what a valid tensor is on that backend) and returns the op's tensors and sizes, so the CPU and CUDA
-// implementations reject exactly the same calls with the same messages and hold no copies of them.
+// Argument checks of the fused elementwise ops (bias + dropout + residual, bias + activation +
+// dropout, the QKV bias add + head split, and their backwards), shared by the backends.
 
-import type { Tensor } from '../tensor.js';
+import type { Tensor } from '../../tensor.js';
 import type {
-  Activation, AdamWArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs, BiasDropoutResidualArgs,
-  BiasDropoutResidualBackwardArgs,
-} from './backend.js';
-import type { OpCheck } from './validate.js';
+  Activation, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs, BiasDropoutResidualArgs,
+  BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
+} from '../backend.js';
+import type { OpCheck } from '../validate.js';
+import { present } from './present.js';
 
 export const ACTIVATIONS: readonly Activation[] = ['relu', 'gelu', 'gelu_tanh'];
 
 export function checkActivation<T extends Tensor>(check: OpCheck<T>, activation: string): Activation {
   if (!(ACTIVATIONS as readonly string[]).includes(activation)) check.fail(`'activation' must be one of ${ACTIVATIONS.join(', ')}, got '${activation}'`);
   return activation as Activation;
-}
-
-/** Optional tensors join the dtype check only when given. */
-function present<T>(pairs: readonly (readonly [string, T | undefined])[]): [string[], T[]] {
-  const given = pairs.filter((p): p is readonly [string, T] => p[1] !== undefined);
-  return [given.map((p) => p[0]), given.map((p) => p[1])];
 }
 
 export function checkBiasDropoutResidual<T extends Tensor>(check: OpCheck<T>, args: BiasDropoutResidualArgs) {
@@ -94,24 +88,54 @@ export function checkBiasActivationDropoutBackward<T extends Tensor>(check: OpCh
   return { dOut, input, bias, mask, dInput, dBias, activation, rows: check.size('rows'), H: check.size('H') };
 }
 
-export function checkAdamW<T extends Tensor>(check: OpCheck<T>, args: AdamWArgs) {
-  const params = check.tensor('params', args.params);
-  const grads = check.tensor('grads', args.grads);
-  const m = check.tensor('m', args.m);
+// --- QKV bias + head split -------------------------------------------------------------------------
+
+/** The sizes of qkv [batch, seqLen, width] and of q, k, v [batch, heads, seqLen, headDim]; width = 3·heads·headDim. */
+export interface QkvLayout {
+  readonly batch: number;
+  readonly seqLen: number;
+  readonly heads: number;
+  readonly headDim: number;
+  readonly width: number;
+}
+
+/** Checks the fused tensor (B, L, 3·heads·d) and the three split ones (B, heads, L, d). */
+function checkQkvShapes<T extends Tensor>(check: OpCheck<T>, fusedName: string, fused: T, heads: number, splitNames: readonly string[], split: readonly T[]): QkvLayout {
+  check.integer('heads', heads, 1);
+  check.shape(fusedName, fused, ['B', 'L', '3·heads·d']);
+  const width = check.size('3·heads·d');
+  if (width % (3 * heads) !== 0) check.fail(`'${fusedName}' has last dimension ${width}, which is not 3·heads·d for heads = ${heads}`);
+  const headDim = width / (3 * heads);
+  split.forEach((t, i) => check.shape(splitNames[i]!, t, ['B', heads, 'L', headDim]));
+  return { batch: check.size('B'), seqLen: check.size('L'), heads, headDim, width };
+}
+
+export function checkBiasQkvSplit<T extends Tensor>(check: OpCheck<T>, args: BiasQkvSplitArgs) {
+  const qkv = check.tensor('qkv', args.qkv);
+  const bias = check.tensor('bias', args.bias);
+  const q = check.tensor('q', args.q);
+  const k = check.tensor('k', args.k);
   const v = check.tensor('v', args.v);
-  const master = check.optional('master', args.master);
-  check.float('params', params);
-  check.sameDType(['params', 'grads'], [params, grads]);
-  const [stateNames, state] = present([['m', m], ['v', v], ['master', master]]);
-  state.forEach((t, i) => check.dtype(stateNames[i]!, t, ['f32']));
-  [params, grads, ...state].forEach((t, i) => check.shape(['params', 'grads', ...stateNames][i]!, t, ['n']));
-  check.nonNegative('lr', args.lr);
-  check.probability('beta1', args.beta1);
-  check.probability('beta2', args.beta2);
-  check.nonNegative('eps', args.eps);
-  check.nonNegative('weightDecay', args.weightDecay);
-  check.integer('step', args.step, 1);
-  const gradScale = args.gradScale ?? 1;
-  check.finite('gradScale', gradScale);
-  return { params, grads, m, v, master, gradScale, n: check.size('n') };
+  check.float('qkv', qkv);
+  check.sameDType(['qkv', 'bias', 'q', 'k', 'v'], [qkv, bias, q, k, v]);
+  const layout = checkQkvShapes(check, 'qkv', qkv, args.heads, ['q', 'k', 'v'], [q, k, v]);
+  check.shape('bias', bias, ['3·heads·d']);
+  const qScale = args.qScale ?? 1;
+  check.finite('qScale', qScale);
+  return { qkv, bias, q, k, v, qScale, layout };
+}
+
+export function checkBiasQkvSplitBackward<T extends Tensor>(check: OpCheck<T>, args: BiasQkvSplitBackwardArgs) {
+  const dq = check.tensor('dq', args.dq);
+  const dk = check.tensor('dk', args.dk);
+  const dv = check.tensor('dv', args.dv);
+  const dQkv = check.tensor('dQkv', args.dQkv);
+  const dBias = check.optional('dBias', args.dBias);
+  check.float('dq', dq);
+  check.sameDType(...present([['dq', dq], ['dk', dk], ['dv', dv], ['dQkv', dQkv], ['dBias', dBias]]));
+  const layout = checkQkvShapes(check, 'dQkv', dQkv, args.heads, ['dq', 'dk', 'dv'], [dq, dk, dv]);
+  if (dBias) check.shape('dBias', dBias, ['3·heads·d']);
+  const qScale = args.qScale ?? 1;
+  check.finite('qScale', qScale);
+  return { dq, dk, dv, dQkv, dBias, qScale, layout };
 }

@@ -1,0 +1,17 @@
+// Per-op argument checks shared by the backends: each takes the backend's OpCheck (which decides
+// what a valid tensor is on that backend) and returns the op's tensors and sizes, so the CPU and CUDA
+// implementations reject exactly the same calls with the same messages and hold no copies of them.
+// What only one backend can check stays with it: checks that read tensor data (a target or token
+// outside its range, on the CPU) and a kernel's own limits (the largest row a CUDA kernel handles).
+
+export { checkAdamW } from './adam.js';
+export { checkCrossEntropyBackward, checkCrossEntropyForward } from './cross-entropy.js';
+export {
+  ACTIVATIONS, checkActivation, checkBiasActivationDropout, checkBiasActivationDropoutBackward, checkBiasDropoutResidual,
+  checkBiasDropoutResidualBackward, checkBiasQkvSplit, checkBiasQkvSplitBackward,
+} from './elementwise.js';
+export type { QkvLayout } from './elementwise.js';
+export { checkEmbeddingBackward, checkEmbeddingForward } from './embedding.js';
+export { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from './norm.js';
+export type { CheckedNormBackward, CheckedNormForward } from './norm.js';
+export { checkSoftmaxBackward, checkSoftmaxForward } from './softmax.js';
