@@ -19,6 +19,7 @@ import { adamW } from './kernels/adam.js';
 import { crossEntropyBackward, crossEntropyForward } from './kernels/cross-entropy.js';
 import * as elementwise from './kernels/elementwise.js';
 import { embeddingBackward, embeddingForward } from './kernels/embedding.js';
+import { copy, fill } from './kernels/fill-copy.js';
 import { layerNormBackward, layerNormForward, rmsNormBackward, rmsNormForward } from './kernels/layernorm.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
@@ -73,7 +74,7 @@ export class CudaBackend implements Backend {
   }
 
   fill(t: Tensor, value: number): void {
-    elementwise.fill(this.runtime, t, value);
+    fill(this.runtime, t, value);
   }
 
   copy(src: Tensor, dst: Tensor): void {
@@ -82,7 +83,7 @@ export class CudaBackend implements Backend {
       throw new ShapeError(`copy: 'src' ${formatShape(s.shape)} has ${s.numel} elements but 'dst' ${formatShape(d.shape)} has ${d.numel}`);
     }
     if (s.dtype === d.dtype) this.runtime.copyDeviceToDevice(d.ptr, s.ptr, s.bytes);
-    else elementwise.copy(this.runtime, s, d);
+    else copy(this.runtime, s, d);
   }
 
   view(t: Tensor, offset: number, shape: readonly number[]): CudaTensor {

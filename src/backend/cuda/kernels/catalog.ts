@@ -6,6 +6,7 @@ import { catalog as adamCatalog } from './adam.js';
 import { catalog as crossEntropyCatalog } from './cross-entropy.js';
 import { catalog as elementwiseCatalog } from './elementwise.js';
 import { catalog as embeddingCatalog } from './embedding.js';
+import { catalog as fillCopyCatalog } from './fill-copy.js';
 import { catalog as layerNormCatalog } from './layernorm.js';
 import { catalog as randomCatalog } from './random.js';
 import { catalog as softmaxCatalog } from './softmax.js';
@@ -21,6 +22,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['softmax', softmaxCatalog],
     ['cross-entropy', crossEntropyCatalog],
     ['embedding', embeddingCatalog],
+    ['fill-copy', fillCopyCatalog],
     ['adam', adamCatalog],
     ['random', randomCatalog],
   ];

@@ -17,7 +17,7 @@ import { OpCheck, randomDistribution } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
-import { flatGridSize } from './elementwise.js';
+import { flatGridSize } from './fill-copy.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 export interface RandomFillSpec {

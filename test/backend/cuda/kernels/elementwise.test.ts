@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Activation } from '../../../../src/backend/backend.js';
 import { dropoutThreshold } from '../../../../src/backend/rng.js';
+import * as fc from '../../../../src/backend/cuda/kernels/fill-copy.js';
 import * as ew from '../../../../src/backend/cuda/kernels/elementwise.js';
 import { FuseformerError } from '../../../../src/errors.js';
 import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
@@ -34,7 +35,7 @@ test('spec keys differ in every field', () => {
   ];
   assert.equal(new Set(qkv).size, qkv.length);
   assert.notEqual(ew.columnSumFinalizeKey({ dtype: 'f32', accumulate: true }), ew.columnSumFinalizeKey({ dtype: 'f32', accumulate: false }));
-  assert.notEqual(ew.copyKey({ from: 'f32', to: 'f16', vec: 4 }), ew.copyKey({ from: 'f16', to: 'f32', vec: 4 }));
+  assert.notEqual(fc.copyKey({ from: 'f32', to: 'f16', vec: 4 }), fc.copyKey({ from: 'f16', to: 'f32', vec: 4 }));
 });
 
 test('biasDropoutResidual: row-tile grid, 16-byte vectors, threshold and keep scale from p', () => {
@@ -152,30 +153,6 @@ test('columnSum: input and output dtypes may differ; accumulate selects the fina
   assert.equal(argValue(host.launches[0]!, 1, 'u32'), 30);
 });
 
-test('fill passes the value as bits of the tensor dtype', () => {
-  const bitsFor = (dtype: 'f32' | 'f16' | 'bf16' | 'i32' | 'i8' | 'u8', value: number): number => {
-    const host = new RecordingHost();
-    ew.fill(host, deviceTensor([1000], dtype), value);
-    return Number(argValue(host.launches[0]!, 2, 'u32'));
-  };
-  assert.equal(bitsFor('f16', 1.5), 0x3e00);
-  assert.equal(bitsFor('bf16', -2), 0xc000);
-  assert.equal(bitsFor('f32', 1), 0x3f800000);
-  assert.equal(bitsFor('i32', -1), 0xffffffff);
-  assert.equal(bitsFor('i8', -3), 0xfd);
-  assert.equal(bitsFor('u8', 255), 0xff);
-  assert.ok(Number.isNaN(NaN) && bitsFor('f32', NaN) === 0x7fc00000);
-});
-
-test('fill and copy pick vectors from alignment and hand the tail to the kernel', () => {
-  const host = new RecordingHost();
-  ew.fill(host, deviceTensor([1001], 'u8', 0x2000_0003n), 7);
-  ew.copy(host, deviceTensor([1001], 'f32'), deviceTensor([1001], 'f16'));
-  ew.copy(host, deviceTensor([1001], 'f16', 0x3000_0002n), deviceTensor([1001], 'f32'));
-  assert.deepEqual(host.launches.map((l) => l.key), ['fill.b1.v1', 'copy.f32.f16.v4', 'copy.f16.f32.v1']);
-  assert.equal(argValue(host.launches[1]!, 2, 'u64'), 1001n);
-});
-
 test('launchers reject bad arguments with messages naming the op', () => {
   const host = new RecordingHost();
   const t = (shape: number[], dtype: 'f16' | 'f32' | 'u8' | 'i32' = 'f16') => deviceTensor(shape, dtype);
@@ -194,9 +171,9 @@ test('launchers reject bad arguments with messages naming the op', () => {
   rejects(() => ew.biasQkvSplit(host, { qkv: t([2, 3, 90]), bias: t([90]), heads: 3, q: t([2, 3, 3, 10]), k: t([2, 3, 3, 10]), v: t([2, 3, 4, 10]) }), /^biasQkvSplit: 'v' has shape/);
   rejects(() => ew.biasQkvSplitBackward(host, { dq: t([2, 3, 3, 10]), dk: t([2, 3, 3, 10]), dv: t([2, 3, 3, 10]), heads: 3, dQkv: t([2, 3, 90]), qScale: Infinity }), /^biasQkvSplitBackward: 'qScale' must be a finite number/);
   rejects(() => ew.columnSum(host, { input: t([4, 8], 'i32'), out: t([8]) }), /^columnSum: 'input' has dtype i32/);
-  rejects(() => ew.fill(host, t([4], 'u8'), 256), /^fill: 'value' = 256 does not fit in u8/);
-  rejects(() => ew.fill(host, t([4], 'i32'), 1.5), /^fill: 'value' = 1.5 is not an integer/);
-  rejects(() => ew.copy(host, t([4]), t([5])), /^copy: 'src' \[4\] has 4 elements but 'dst' \[5\] has 5/);
+  rejects(() => fc.fill(host, t([4], 'u8'), 256), /^fill: 'value' = 256 does not fit in u8/);
+  rejects(() => fc.fill(host, t([4], 'i32'), 1.5), /^fill: 'value' = 1.5 is not an integer/);
+  rejects(() => fc.copy(host, t([4]), t([5])), /^copy: 'src' \[4\] has 4 elements but 'dst' \[5\] has 5/);
   const cpuLike = { ...t([4, 8]), backend: 'cpu' } as unknown as ReturnType<typeof t>;
   rejects(() => ew.biasDropoutResidual(host, { ...bdr, input: cpuLike }), /^biasDropoutResidual: 'input' is a cpu tensor/);
   assert.equal(host.launches.length, 0);
@@ -204,8 +181,8 @@ test('launchers reject bad arguments with messages naming the op', () => {
 
 test('empty tensors launch nothing (and a dBias over zero rows is written as zeros)', () => {
   const host = new RecordingHost();
-  ew.fill(host, deviceTensor([0], 'f32'), 1);
-  ew.copy(host, deviceTensor([0, 3], 'f32'), deviceTensor([0], 'f16'));
+  fc.fill(host, deviceTensor([0], 'f32'), 1);
+  fc.copy(host, deviceTensor([0, 3], 'f32'), deviceTensor([0], 'f16'));
   ew.biasDropoutResidualBackward(host, { dOut: deviceTensor([0, 8], 'f32'), mask: deviceTensor([0, 8], 'u8'), p: 0, dInput: deviceTensor([0, 8], 'f32'), dBias: deviceTensor([8], 'f32') });
   assert.deepEqual(host.launches.map((l) => l.key), ['column_sum_finalize.f32']);
   assert.equal(argValue(host.launches[0]!, 1, 'u32'), 0);
