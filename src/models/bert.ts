@@ -1,0 +1,101 @@
+// BERT (Devlin et al. 2018) as Hugging Face's BertConfig describes it: token + position + token-type
+// embeddings followed by a LayerNorm, post-LayerNorm encoder blocks (separate Q, K, V projections), GELU
+// (erf) MLP; on top either the pooler (BertModel) or the masked-LM head (BertForMaskedLM).
+//
+// The shape fields are required (HF always writes them); the rest fall back to BertConfig's defaults.
+
+import { ConfigFields, hfActivationName, type JsonObject, type ModelActivation } from './config-fields.js';
+
+export interface BertConfig {
+  readonly vocabSize: number;
+  readonly hidden: number;
+  readonly layers: number;
+  readonly heads: number;
+  /** intermediate_size: the MLP inner width. */
+  readonly ffn: number;
+  readonly activation: ModelActivation;
+  readonly maxPositions: number;
+  /** Segment ids (sentence A / B): 2 for BERT. */
+  readonly typeVocabSize: number;
+  readonly layerNormEps: number;
+  /** hidden_dropout_prob: on the embeddings and after each block's output projections. */
+  readonly hiddenDropout: number;
+  /** attention_probs_dropout_prob: on the attention probabilities. */
+  readonly attentionDropout: number;
+  readonly padTokenId: number;
+}
+
+export function bertConfigFromJson(json: JsonObject, source: string): BertConfig {
+  const fields = new ConfigFields(json, source);
+  fields.modelType('bert');
+  fields.oneOf('position_embedding_type', ['absolute'], 'absolute');
+  const vocabSize = fields.positiveInteger('vocab_size');
+  const hidden = fields.positiveInteger('hidden_size');
+  const heads = fields.positiveInteger('num_attention_heads');
+  if (hidden % heads !== 0) fields.fail('num_attention_heads', `a divisor of hidden_size (${hidden})`);
+  const padTokenId = fields.tokenId('pad_token_id', 0);
+  if (padTokenId >= vocabSize) fields.fail('pad_token_id', `a token id below vocab_size (${vocabSize})`);
+  return {
+    vocabSize,
+    hidden,
+    layers: fields.positiveInteger('num_hidden_layers'),
+    heads,
+    ffn: fields.positiveInteger('intermediate_size'),
+    activation: fields.activation('hidden_act', 'gelu'),
+    maxPositions: fields.positiveInteger('max_position_embeddings'),
+    typeVocabSize: fields.positiveInteger('type_vocab_size', 2),
+    layerNormEps: fields.number('layer_norm_eps', 'positive', 1e-12),
+    hiddenDropout: fields.number('hidden_dropout_prob', 'probability', 0.1),
+    attentionDropout: fields.number('attention_probs_dropout_prob', 'probability', 0.1),
+    padTokenId,
+  };
+}
+
+/** The config.json fields for `config`, as BertConfig reads them. */
+export function bertConfigToJson(config: BertConfig): JsonObject {
+  return {
+    architectures: ['BertForMaskedLM'],
+    model_type: 'bert',
+    vocab_size: config.vocabSize,
+    hidden_size: config.hidden,
+    num_hidden_layers: config.layers,
+    num_attention_heads: config.heads,
+    intermediate_size: config.ffn,
+    hidden_act: hfActivationName(config.activation),
+    max_position_embeddings: config.maxPositions,
+    type_vocab_size: config.typeVocabSize,
+    layer_norm_eps: config.layerNormEps,
+    hidden_dropout_prob: config.hiddenDropout,
+    attention_probs_dropout_prob: config.attentionDropout,
+    pad_token_id: config.padTokenId,
+    position_embedding_type: 'absolute',
+  };
+}
+
+/**
+ * Parameters of the encoder with one of its heads:
+ *  - 'pooler' (default): BertModel, embeddings + blocks + the pooler's dense layer (109,482,240 for bert-base);
+ *  - 'masked-lm': BertForMaskedLM, embeddings + blocks + the MLM head's transform (dense + LayerNorm) and
+ *    decoder bias; the decoder weight is the word embedding (tied), and this model has no pooler.
+ */
+export function bertParameterCount(config: BertConfig, head: 'pooler' | 'masked-lm' = 'pooler'): number {
+  const { vocabSize: V, hidden: H, ffn: F, layers: L } = config;
+  const layerNorm = 2 * H;
+  const dense = H * H + H;
+  const embeddings = (V + config.maxPositions + config.typeVocabSize) * H + layerNorm;
+  const block = 4 * dense + layerNorm + (H * F + F) + (F * H + H) + layerNorm;
+  const headParameters = head === 'pooler' ? dense : dense + layerNorm + V;
+  return embeddings + L * block + headParameters;
+}
+
+const BERT_BASE: BertConfig = {
+  vocabSize: 30522, hidden: 768, layers: 12, heads: 12, ffn: 3072, activation: 'gelu', maxPositions: 512,
+  typeVocabSize: 2, layerNormEps: 1e-12, hiddenDropout: 0.1, attentionDropout: 0.1, padTokenId: 0,
+};
+
+export const BERT_PRESETS: Readonly<Record<string, BertConfig>> = {
+  /** bert-base-uncased. */
+  'bert-base': BERT_BASE,
+  /** google/bert_uncased_L-2_H-128_A-2 (BERT-Tiny of Turc et al. 2019): the same vocabulary, 4.4M parameters. */
+  'bert-tiny': { ...BERT_BASE, hidden: 128, layers: 2, heads: 2, ffn: 512 },
+};

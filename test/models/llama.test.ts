@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { LLAMA_PRESETS, llamaConfigFromJson, llamaConfigToJson, llamaParameterCount, type LlamaConfig } from '../../src/models/llama.js';
+import { assertConfigError } from './config-error.js';
+import { llama32OneBJson } from './hf-configs.js';
+
+const SOURCE = 'Llama-3.2-1B/config.json';
+const read = (changes: Record<string, unknown>): LlamaConfig => llamaConfigFromJson({ ...llama32OneBJson(), ...changes }, SOURCE);
+const roundTrip = (config: LlamaConfig): LlamaConfig =>
+  llamaConfigFromJson(JSON.parse(JSON.stringify(llamaConfigToJson(config))) as Record<string, unknown>, 'round-trip/config.json');
+
+test("Llama 3.2 1B's config.json reads as the llama-1.2B preset", () => {
+  const config = llamaConfigFromJson(llama32OneBJson(), SOURCE);
+  assert.deepEqual(config, LLAMA_PRESETS['llama-1.2B']);
+  assert.deepEqual(config.ropeScaling, { type: 'llama3', factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 });
+});
+
+test('defaults: kv heads = heads, head_dim = hidden / heads, untied, no scaling', () => {
+  const json = llama32OneBJson();
+  for (const field of ['num_key_value_heads', 'head_dim', 'tie_word_embeddings', 'rope_scaling', 'rope_theta']) delete json[field];
+  const config = llamaConfigFromJson(json, SOURCE);
+  assert.equal(config.kvHeads, 32);
+  assert.equal(config.headDim, 64);
+  assert.equal(config.tieWordEmbeddings, false);
+  assert.equal(config.ropeScaling, null);
+  assert.equal(config.ropeTheta, 10000);
+  assert.equal(read({ head_dim: 128 }).headDim, 128); // heads · head_dim need not be hidden
+});
+
+test('eos_token_id may be a list (Llama 3 Instruct)', () => {
+  const config = read({ eos_token_id: [128001, 128008, 128009] });
+  assert.deepEqual(config.eosTokenIds, [128001, 128008, 128009]);
+  assert.deepEqual(llamaConfigToJson(config)['eos_token_id'], [128001, 128008, 128009]);
+  assert.equal(llamaConfigToJson(LLAMA_PRESETS['llama-1.2B']!)['eos_token_id'], 128001);
+});
+
+test('rope scaling: every type parses and round-trips; "type" is the older spelling of "rope_type"', () => {
+  const cases: Record<string, unknown>[] = [
+    { rope_type: 'linear', factor: 2 },
+    { type: 'dynamic', factor: 4 },
+    { rope_type: 'dynamic', factor: 4, original_max_position_embeddings: 4096 },
+    { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 32768 },
+    { rope_type: 'yarn', factor: 4, beta_fast: 16, beta_slow: 2, attention_factor: 1.2 },
+    { rope_type: 'default' },
+  ];
+  for (const rope_scaling of cases) {
+    const config = read({ rope_scaling });
+    assert.deepEqual(roundTrip(config), config, JSON.stringify(rope_scaling));
+  }
+  assert.deepEqual(read({ rope_scaling: { type: 'dynamic', factor: 4 } }).ropeScaling, { type: 'dynamic', factor: 4 });
+  assert.deepEqual(read({ rope_scaling: cases[3] }).ropeScaling,
+    { type: 'yarn', factor: 4, originalMaxPositions: 32768, betaFast: 32, betaSlow: 1 });
+  assert.equal(read({ rope_scaling: { rope_type: 'default' } }).ropeScaling, null);
+});
+
+test('transformers 5 rope_parameters are read, and win over a missing or stale rope_theta', () => {
+  const json = llama32OneBJson();
+  const { rope_scaling: scaling } = json;
+  delete json['rope_scaling'];
+  delete json['rope_theta'];
+  json['rope_parameters'] = { ...(scaling as object), rope_theta: 500000 };
+  assert.deepEqual(llamaConfigFromJson(json, SOURCE), LLAMA_PRESETS['llama-1.2B']);
+  const plain = read({ rope_scaling: null, rope_theta: 10000, rope_parameters: { rope_theta: 1e6 } });
+  assert.equal(plain.ropeTheta, 1e6);
+  assert.equal(plain.ropeScaling, null);
+  assert.equal(read({ rope_scaling: null, rope_theta: 250000, rope_parameters: { rope_type: 'default' } }).ropeTheta, 250000);
+});
+
+test('presets round-trip through config.json text', () => {
+  for (const [name, preset] of Object.entries(LLAMA_PRESETS)) assert.deepEqual(roundTrip(preset), preset, name);
+});
+
+test('parameter counts match HF LlamaForCausalLM', () => {
+  assert.equal(llamaParameterCount(LLAMA_PRESETS['llama-1.2B']!), 1_235_814_400);
+  assert.equal(llamaParameterCount(LLAMA_PRESETS['llama-8B']!), 8_030_261_248);
+  const tiny = LLAMA_PRESETS['llama-tiny']!;
+  const biases = { ...tiny, attentionBias: true, mlpBias: true };
+  // q (4·32) + k, v (2·32 each) + o (128) per layer; gate, up (384 each) + down (128) per layer.
+  assert.equal(llamaParameterCount(biases) - llamaParameterCount(tiny), 4 * ((128 + 64 + 64 + 128) + (384 + 384 + 128)));
+});
+
+test('errors name the file and the field', () => {
+  assertConfigError(() => read({ num_key_value_heads: 5 }), SOURCE, 'num_key_value_heads', /is 5; expected a divisor of num_attention_heads \(32\)/);
+  assertConfigError(() => read({ num_attention_heads: 24, head_dim: null }), SOURCE, 'num_attention_heads', /a divisor of hidden_size \(2048\)/);
+  assertConfigError(() => read({ head_dim: 63 }), SOURCE, 'head_dim', /an even number/);
+  assertConfigError(() => read({ rope_scaling: { rope_type: 'longrope', factor: 4 } }), SOURCE, 'rope_scaling.rope_type',
+    /is "longrope"; expected one of "default", "linear", "dynamic", "llama3", "yarn"/);
+  assertConfigError(() => read({ rope_scaling: { type: 'su', factor: 4 } }), SOURCE, 'rope_scaling.type', /is "su"/);
+  assertConfigError(() => read({ rope_scaling: { factor: 4 } }), SOURCE, 'rope_scaling.rope_type', /is missing/);
+  assertConfigError(() => read({ rope_scaling: { rope_type: 'llama3', factor: 8, high_freq_factor: 4, original_max_position_embeddings: 8192 } }),
+    SOURCE, 'rope_scaling.low_freq_factor', /is missing/);
+  assertConfigError(() => read({ rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 4, high_freq_factor: 4, original_max_position_embeddings: 8192 } }),
+    SOURCE, 'rope_scaling.high_freq_factor', /above low_freq_factor \(4\)/);
+  assertConfigError(() => read({ rope_scaling: { rope_type: 'linear', factor: 0.5 } }), SOURCE, 'rope_scaling.factor', />= 1/);
+  assertConfigError(() => read({ rope_scaling: { rope_type: 'yarn', factor: 4, beta_fast: 1, beta_slow: 2 } }), SOURCE, 'rope_scaling.beta_fast');
+  assertConfigError(() => read({ rope_scaling: 'llama3' }), SOURCE, 'rope_scaling', /expected a JSON object or null/);
+  assertConfigError(() => read({ rope_parameters: { rope_type: 'mrope' } }), SOURCE, 'rope_parameters.rope_type');
+  assertConfigError(() => read({ eos_token_id: [128001, 200000] }), SOURCE, 'eos_token_id', /below vocab_size \(128256\)/);
+  assertConfigError(() => read({ rms_norm_eps: 0 }), SOURCE, 'rms_norm_eps', /a positive number/);
+  assertConfigError(() => read({ model_type: 'mistral' }), SOURCE, 'model_type');
+});
