@@ -4,12 +4,14 @@
 // instructions rather than bytes. This times three standalone variants of the same elementwise
 // kernel over [rows, H] bf16, one thread per 8 elements, on identical random inputs:
 //   none      no dropout at all (the ceiling without any RNG)
-//   philox4   today's rule: one Philox4x32-10 call per 4 elements, 24-bit uniforms
-//   philox8   one call per 8 elements, 16-bit uniforms (each 32-bit word gives two decisions)
-// If philox8 closes most of the gap to `none`, change the mask rule in rng.ts and device-lib.ts
-// together (16-bit thresholds keep p's resolution at 2⁻¹⁶; scale by 1/(1 − threshold·2⁻¹⁶) to stay
-// unbiased). Prediction: philox4 ≈ 115 µs at 16384 × 3072 (as measured in bench:kernels), philox8
-// ≈ 75–85 µs, none ≈ 60 µs (write-bound: 5 bytes per element at ~4.1 TB/s).
+//   philox4   the former rule: one Philox4x32-10 call per 4 elements, 24-bit uniforms
+//   philox8   the current rule (rng.ts): one call per 8 elements, 16-bit uniforms (each 32-bit word
+//             gives two decisions)
+// Measured on the H200: none 82.6 µs, philox4 118.3, philox8 111 µs at 16384 × 3072. Caveat: the
+// grid (132 × 8 blocks of 256, grid-stride) assumes 2048 resident threads an SM; variants using
+// more than 32 registers fit fewer blocks and run a partial second wave, so the Philox variants
+// also pay an occupancy penalty here that the production kernels (one row a thread, 32-register
+// launch bounds) do not. The IEEE division in gelu_fast also costs ~10 instructions an element.
 //
 //   node dist/bench/dropout-draws.js
 

@@ -93,6 +93,17 @@ export interface BiasDropoutResidualArgs extends DropoutArgs {
 }
 
 /**
+ * out = dropout(x) over every element of x (any shape; out and the u8 mask have its shape). For what
+ * no fused op covers: attention probabilities, BERT's embedding output after its LayerNorm. Its
+ * backward is biasDropoutResidualBackward without dBias (dInput = dOut ⊙ mask / (1−p)).
+ */
+export interface DropoutOpArgs extends DropoutArgs {
+  x: Tensor;
+  out: Tensor;
+  mask: Tensor;
+}
+
+/**
  * dInput = dOut ⊙ mask / (1-p); dBias[h] = Σ_rows dInput[r, h] (if given). The residual's gradient
  * is dOut itself and needs no op. dInput may alias dOut.
  */
@@ -293,30 +304,94 @@ export interface EmbeddingBackwardArgs {
   dPositionTable?: Tensor;
 }
 
+// --- layout and reductions -----------------------------------------------------------------------
+
+/**
+ * Swaps the two middle dimensions: x [A, B, C, D] → out [A, C, B, D], out[a, c, b, d] = x[a, b, c, d].
+ * Merges attention heads ([batch, heads, L, d] → [batch, L, heads, d]) and splits them back. Any
+ * dtype of 2 or 4 bytes (f32, f16, bf16, i32), the same for x and out; values are copied bit for bit.
+ * out must not overlap x.
+ */
+export interface Permute0213Args {
+  x: Tensor;
+  out: Tensor;
+}
+
+/**
+ * out[0] = Σ_i x_i² over every element of x (f32, f16 or bf16, any shape); out is f32 [1]. With
+ * `accumulate`, out[0] += Σ x² instead. Accumulation is f32 on the GPU, in a fixed order (the same
+ * bits on every run with the same size and device), f64 on the CPU. NaN and ±Inf in x make out NaN
+ * or +Inf (a fp16 overflow check reads it). The CUDA backend keeps its per-block partial sums in
+ * scratch memory, which cannot grow during a capture: call it once before captureGraph().
+ */
+export interface SumSquaresArgs {
+  x: Tensor;
+  out: Tensor;
+  accumulate?: boolean;
+}
+
 // --- optimizer -------------------------------------------------------------------------------------
 
 /**
  * AdamW over one flat workspace [n] in one launch:
- *   g = grads · gradScale;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
- *   θ = θ − lr·( (m / (1−β1^step)) / (sqrt(v / (1−β2^step)) + eps) + weightDecay·θ )
+ *   g = grads · gradScale · clipScale;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+ *   θ = θ − lr·( (m / c1) / (sqrt(v / c2) + eps) + weightDecay·θ ),   c1 = 1−β1^step, c2 = 1−β2^step
  * θ is `master` (f32) when given, and params then receive θ rounded to their dtype; otherwise
  * params (f32, f16 or bf16) are updated directly (LightSeq2's no-master mode, computed in f32).
  * grads share the params' dtype; m and v are f32. step counts from 1.
+ *
+ * Where lr, gradScale, c1 and c2 come from (AdamWHostScalars | AdamWDeviceScalars):
+ *  - host numbers: `lr`, `step` and `gradScale` (default 1); c1 and c2 are computed from step.
+ *  - device scalars: `scalars`, f32 [4] = [lr, gradScale, c1, c2], read by the op when it runs, so a
+ *    captured graph replays with whatever the caller uploaded before each replay (numbers passed at
+ *    capture would be frozen into the graph, which is why they are not accepted alongside it).
+ *
+ * Gradient clipping and the overflow skip (`clip`, optional): with S = clip.sumSquares[0] (f32 [1],
+ * the Σ of the squared raw grads, e.g. from sumSquares over every gradient buffer),
+ *   norm = sqrt(S) · gradScale            (the norm of the unscaled gradient; f32 on every backend)
+ *   norm not finite (an fp16 overflow)  → the whole update is skipped: params, m, v, master untouched
+ *   otherwise                          → clipScale = min(1, maxNorm / (norm + 1e-6))
+ * maxNorm > 0; Infinity means no clipping, but non-finite norms are still skipped. Without `clip`,
+ * clipScale = 1 and nothing is skipped.
  */
-export interface AdamWArgs {
+export interface AdamWClip {
+  /** f32 [1]: Σ of the squared raw (still loss-scaled) gradients. */
+  sumSquares: Tensor;
+  /** The largest allowed gradient norm (> 0), or Infinity for no clipping. */
+  maxNorm: number;
+}
+
+export interface AdamWCommonArgs {
   params: Tensor;
   grads: Tensor;
   m: Tensor;
   v: Tensor;
   master?: Tensor;
-  lr: number;
   beta1: number;
   beta2: number;
   eps: number;
   weightDecay: number;
+  clip?: AdamWClip;
+}
+
+/** lr, step and gradScale given as numbers (the usual, uncaptured step). */
+export interface AdamWHostScalars {
+  lr: number;
   step: number;
   gradScale?: number;
+  scalars?: undefined;
 }
+
+/** lr, gradScale and the bias corrections read from device memory (a graph-captured step). */
+export interface AdamWDeviceScalars {
+  /** f32 [4]: [lr, gradScale, 1 − β1^step, 1 − β2^step]. */
+  scalars: Tensor;
+  lr?: undefined;
+  step?: undefined;
+  gradScale?: undefined;
+}
+
+export type AdamWArgs = AdamWCommonArgs & (AdamWHostScalars | AdamWDeviceScalars);
 
 // --- random initialisation --------------------------------------------------------------------------
 
@@ -354,6 +429,22 @@ export interface MemoryStats {
   bytesReserved: number;
 }
 
+/** Byte offsets of arena views are multiples of this (cudaMalloc's alignment; 16-byte vectors fit). */
+export const ARENA_ALIGNMENT = 256;
+
+/**
+ * One allocation of `bytes` for planned activations (nn/plan.ts lays buffers into it by byte
+ * offset). view() makes a contiguous tensor at a byte offset (a multiple of ARENA_ALIGNMENT) that
+ * must fit inside the arena; views whose byte ranges overlap share memory, so buffers with disjoint
+ * lifetimes can reuse bytes. Views own nothing (Backend.free of a view frees nothing); free()
+ * releases the whole arena, after which its views must not be used.
+ */
+export interface Arena {
+  readonly bytes: number;
+  view(byteOffset: number, shape: readonly number[], dtype: DType): Tensor;
+  free(): void;
+}
+
 export interface Backend {
   readonly name: BackendName;
   /** A human-readable description: the device name, or "CPU (reference)". */
@@ -373,6 +464,8 @@ export interface Backend {
   view(t: Tensor, offset: number, shape: readonly number[]): Tensor;
   /** Frees the tensor's memory now (views are not freed; their base owns the memory). */
   free(t: Tensor): void;
+  /** One allocation of `bytes` that planned activations are carved from (see Arena). */
+  createArena(bytes: number): Arena;
   memoryStats(): MemoryStats;
   /** Waits until all queued work is done. */
   synchronize(): void;
@@ -398,6 +491,9 @@ export interface Backend {
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void;
   embeddingForward(args: EmbeddingForwardArgs): void;
   embeddingBackward(args: EmbeddingBackwardArgs): void;
+  permute0213(args: Permute0213Args): void;
+  dropout(args: DropoutOpArgs): void;
+  sumSquares(args: SumSquaresArgs): void;
   adamW(args: AdamWArgs): void;
   randomFill(args: RandomFillArgs): void;
 }

@@ -6,14 +6,16 @@ import { parseArgs } from 'node:util';
 import { FuseformerError } from '../errors.js';
 import { runInfo } from './info.js';
 import { runSelftest } from './selftest.js';
+import { runTrain, TRAIN_USAGE } from './train.js';
 
 const USAGE = `usage: fuseformer [command] [options]
 
 commands:
+  train [options]      train a GPT-2-architecture model (fuseformer train --help for options)
   info                 GPU, driver, CUDA libraries found (or why not), kernel cache location
   selftest [--full]    run every op on the selected backend and compare it with the CPU reference
                        (--dtype f32|f16|bf16 to pick one dtype; --full for all shapes)
-  (no command)         info, then a quick selftest
+  (no command)         the demo: train the tiny GPT-2 preset on Moby-Dick (CUDA if present, else CPU)
 
 options:
   --backend auto|cpu|cuda   backend to use (default: auto; env FUSEFORMER_BACKEND)
@@ -21,6 +23,12 @@ options:
 `;
 
 async function main(argv: string[]): Promise<number> {
+  // `train` has its own options (the command comes first: fuseformer train --steps 100 ...).
+  if (argv[0] === 'train') {
+    const rest = argv.slice(1);
+    if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(TRAIN_USAGE); return 0; }
+    return (await runTrain(rest)).code;
+  }
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -36,9 +44,7 @@ async function main(argv: string[]): Promise<number> {
   const backend = values.backend as 'auto' | 'cpu' | 'cuda' | undefined;
   switch (command) {
     case undefined:
-      runInfo();
-      process.stdout.write('\n');
-      return runSelftest({ backend, dtype: values.dtype, full: false });
+      return (await runTrain(backend ? ['--backend', backend] : [])).code;
     case 'info':
       runInfo();
       return 0;

@@ -96,13 +96,13 @@ export const GPT2_PRESETS: Readonly<Record<string, Gpt2Config>> = {
   /** HF's "gpt2": the 124M model (124,439,808 parameters). */
   'gpt2-124M': GPT2_124M,
   /**
-   * Small enough to train on a CPU in minutes (7,259,008 parameters), with GPT-2's tokenizer. The LM head
-   * (50257 × 128) holds 89% of the parameters and most of the FLOPs; the vocabulary could later be padded to
-   * 50304 (a multiple of 128) for aligned GEMMs, as llm.c does, with the extra logits masked out.
+   * Small enough to train on a CPU in minutes (859,008 parameters): GPT-2's architecture with a
+   * byte-level vocabulary (256 bytes + <|endoftext|>, io/byte-tokenizer.ts), so the LM head does not
+   * dwarf the blocks as GPT-2's 50257-token head would (it would hold 89% of the parameters).
    * No dropout: a run of a few minutes underfits, and dropout would only slow it down.
    */
   'gpt2-tiny': {
-    ...GPT2_124M, maxPositions: 256, hidden: 128, layers: 4, heads: 4, ffn: 512,
+    ...GPT2_124M, vocabSize: 257, maxPositions: 256, hidden: 128, layers: 4, heads: 4, ffn: 512,
     residualDropout: 0, embeddingDropout: 0, attentionDropout: 0,
   },
 };

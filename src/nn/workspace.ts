@@ -15,6 +15,11 @@ import { formatShape, shapeNumel } from '../tensor.js';
 export interface TensorSpec {
   readonly name: string;
   readonly shape: readonly number[];
+  /**
+   * Placed right after the previous tensor, without alignment padding, so the two can be used as one
+   * concatenated tensor (BERT's separate Q, K, V weights as one fused QKV projection).
+   */
+  readonly packWithPrevious?: boolean;
 }
 
 export interface WorkspaceEntry extends TensorSpec {
@@ -45,7 +50,7 @@ export function layoutWorkspace(specs: readonly TensorSpec[], dtype: DType, alig
     if (!spec.shape.every((d) => Number.isInteger(d) && d >= 0)) {
       throw new ArgumentError(`layoutWorkspace: '${spec.name}' has invalid shape ${formatShape(spec.shape)}`);
     }
-    const offset = Math.ceil(cursor / alignElements) * alignElements;
+    const offset = spec.packWithPrevious && entries.length > 0 ? cursor : Math.ceil(cursor / alignElements) * alignElements;
     const numel = shapeNumel(spec.shape);
     entries.push({ name: spec.name, shape: spec.shape, offset, numel });
     cursor = offset + numel;

@@ -264,6 +264,193 @@ function adamCases(dtype: FloatDType): OpCase[] {
   })));
 }
 
+function adamGraphCases(dtype: FloatDType): OpCase[] {
+  const cases: OpCase[] = [];
+  const adamInputs = (n: number) => (rng: Rng): Inputs => ({
+    params: floats(rng, [n], dtype), grads: floats(rng, [n], dtype, 0.1), m: floats(rng, [n], 'f32', 0.01),
+    v: { values: rng.floats(n, 0.001).map(Math.abs), shape: [n], dtype: 'f32' },
+  });
+  const hyper = { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01 };
+  const scalarValues = (lr: number, gradScale: number, step: number): number[] => [lr, gradScale, 1 - hyper.beta1 ** step, 1 - hyper.beta2 ** step];
+  for (const n of [4099, 1 << 20]) {
+    for (const withMaster of [true, false]) {
+      // A captured step replayed twice with new scalars uploaded in between; clipping active (norm ≈ 0.05·√n > maxNorm).
+      cases.push({
+        name: `adamW ${dtype} n=${n}${withMaster ? ' master' : ' no-master'} device scalars + clip, graph replayed twice`, dtype,
+        inputs: adamInputs(n),
+        run: (b, inputs) => {
+          const c = new CaseContext(b, inputs);
+          const params = c.keep('params', c.in('params')), grads = c.in('grads'), m = c.keep('m', c.in('m')), v = c.keep('v', c.in('v'));
+          const master = withMaster ? c.keep('master', b.empty([n], 'f32')) : undefined;
+          if (master) b.copy(params, master);
+          const sumSquares = c.out('sumSquares', [1], 'f32');
+          const scalars = b.fromArray(scalarValues(1e-3, 0.5, 1), [4], 'f32');
+          b.sumSquares({ x: grads, out: sumSquares }); // sizes the scratch memory, which cannot grow during capture
+          const graph = b.captureGraph(() => {
+            b.sumSquares({ x: grads, out: sumSquares });
+            b.adamW({ params, grads, m, v, ...(master ? { master } : {}), ...hyper, scalars, clip: { sumSquares, maxNorm: 1 } });
+          });
+          graph.replay();
+          b.upload(scalars, scalarValues(2e-3, 0.25, 2));
+          graph.replay();
+          const results = c.results();
+          graph.dispose();
+          return results;
+        },
+      });
+    }
+  }
+  // fp16 overflow: an Inf in the grads makes Σ g² Inf and the whole update is skipped (maxNorm = Inf: no clipping otherwise).
+  cases.push({
+    name: `adamW ${dtype} n=4099 master clip skips a step with Inf grads`, dtype, exact: ['sumSquares', 'params', 'master', 'm', 'v'],
+    inputs: (rng) => {
+      const inputs = adamInputs(4099)(rng);
+      (inputs.grads!.values as Float32Array)[1234] = Infinity;
+      return inputs;
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      const params = c.keep('params', c.in('params')), grads = c.in('grads');
+      const master = c.keep('master', b.empty([4099], 'f32'));
+      b.copy(params, master);
+      const sumSquares = c.out('sumSquares', [1], 'f32');
+      b.sumSquares({ x: grads, out: sumSquares });
+      b.adamW({ params, grads, m: c.keep('m', c.in('m')), v: c.keep('v', c.in('v')), master, ...hyper, lr: 1e-3, step: 3, gradScale: 1 / 1024, clip: { sumSquares, maxNorm: Infinity } });
+      return c.results();
+    },
+  });
+  return cases;
+}
+
+/** [A, B, C, D] shapes: merging heads, splitting them back, odd D (narrow vectors), a middle dimension of 1. */
+const PERMUTE_SHAPES: [number, number, number, number][] = [
+  [2, 12, 17, 64], [2, 17, 12, 64], [4, 16, 128, 64], [1, 5, 3, 80], [3, 7, 5, 3], [2, 1, 9, 6], [2, 5, 3, 1], [1, 40, 8, 128],
+];
+
+/** Standalone dropout over awkward sizes (not a multiple of 8: partial Philox groups), 4-D attention probabilities, a misaligned view. */
+function dropoutCases(dtype: FloatDType): OpCase[] {
+  const shapes: [number[], boolean][] = [[[2, 3, 37, 37], false], [[1001], false], [[4, 12, 64, 64], false], [[3, 777], true]];
+  return shapes.map(([shape, misaligned]) => {
+    const numel = shape.reduce((a, b) => a * b, 1);
+    return {
+      name: `dropout ${dtype} [${shape.join(', ')}]${misaligned ? ' misaligned x' : ''}`, dtype, exact: ['mask'],
+      inputs: (rng: Rng) => ({ x: floats(rng, [numel + 1], dtype), rand: randomDropoutSeed(rng) }),
+      run: (b: Backend, inputs: Inputs) => {
+        const c = new CaseContext(b, inputs);
+        const { seed, offset } = dropoutSeed(inputs);
+        const x = b.view(c.in('x'), misaligned ? 1 : 0, shape);
+        b.dropout({ x, out: c.out('out', shape, dtype), mask: c.out('mask', shape, 'u8'), p: 0.15, seed, offset });
+        return c.results();
+      },
+    };
+  });
+}
+
+function permuteCases(dtype: FloatDType): OpCase[] {
+  const cases: OpCase[] = [];
+  const permuteCase = (shape: [number, number, number, number], storage: DType, misaligned: boolean): OpCase => {
+    const [A, B, C, D] = shape;
+    const numel = A * B * C * D;
+    return {
+      name: `permute0213 ${storage} [${shape.join(', ')}]${misaligned ? ' misaligned x' : ''}`, dtype, exact: ['out'],
+      inputs: (rng) => ({ x: storage === 'i32' ? ints(rng, [numel + 1], -1 << 30, 1 << 30) : floats(rng, [numel + 1], storage) }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        const x = b.view(c.in('x'), misaligned ? 1 : 0, shape);
+        b.permute0213({ x, out: c.out('out', [A, C, B, D], storage) });
+        return c.results();
+      },
+    };
+  };
+  for (const shape of PERMUTE_SHAPES) cases.push(permuteCase(shape, dtype, false));
+  cases.push(permuteCase([2, 12, 17, 64], dtype, true));
+  if (dtype === 'f32') for (const shape of PERMUTE_SHAPES.slice(0, 5)) cases.push(permuteCase(shape, 'i32', false));
+  return cases;
+}
+
+function sumSquaresCases(dtype: FloatDType): OpCase[] {
+  const cases: OpCase[] = [];
+  for (const shape of [[1], [7], [4099], [3, 1000, 771], [(1 << 22) + 5]]) {
+    cases.push({
+      name: `sumSquares ${dtype} [${shape.join(', ')}]`, dtype,
+      inputs: (rng) => ({ x: floats(rng, shape, dtype) }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.sumSquares({ x: c.in('x'), out: c.out('out', [1], 'f32') });
+        return c.results();
+      },
+    });
+  }
+  cases.push({
+    name: `sumSquares ${dtype} misaligned view, accumulate`, dtype,
+    inputs: (rng) => ({ x: floats(rng, [100003], dtype), acc: floats(rng, [1], 'f32', 1, 50) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.sumSquares({ x: b.view(c.in('x'), 1, [100002]), out: c.keep('out', c.in('acc')), accumulate: true });
+      return c.results();
+    },
+  });
+  // Large values (f16: their squares are far past the f16 range) and an Inf, which must reach out as +Inf.
+  cases.push({
+    name: `sumSquares ${dtype} large values and one Inf`, dtype, exact: ['withInf'],
+    inputs: (rng) => {
+      const x = floats(rng, [5000], dtype, 1e4);
+      const withInf = floats(rng, [5000], dtype);
+      (withInf.values as Float32Array)[4321] = -Infinity;
+      return { x, withInf };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.sumSquares({ x: c.in('x'), out: c.out('out', [1], 'f32') });
+      b.sumSquares({ x: c.in('withInf'), out: c.out('withInf', [1], 'f32') });
+      return c.results();
+    },
+  });
+  return cases;
+}
+
+/**
+ * Activations carved from one arena: ops on views (a float view of the case's dtype, an f32 scalar, a u8
+ * mask), and a view at a dead buffer's offset with another shape reusing its bytes.
+ */
+function arenaCases(dtype: FloatDType): OpCase[] {
+  const [B, heads, L, d] = [2, 4, 33, 64];
+  const numel = B * heads * L * d;
+  const align = (bytes: number): number => Math.ceil(bytes / 256) * 256;
+  const slot = align(numel * (dtype === 'f32' ? 4 : 2));
+  return [{
+    name: `arena views ${dtype} [${B}, ${heads}, ${L}, ${d}]`, dtype, exact: ['mask'],
+    inputs: (rng) => ({ x: floats(rng, [B, heads, L, d], dtype), bias: floats(rng, [d], dtype), rand: randomDropoutSeed(rng) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      const bias = c.in('bias');
+      // Byte layout: [0, slot) x then split; [slot, 2·slot) merged; [2·slot, 3·slot) activated; then sum (f32) and mask (u8).
+      const arena = b.createArena(3 * slot + 256 + numel);
+      try {
+        const x = arena.view(0, [B, heads, L, d], dtype);
+        const merged = c.keep('merged', arena.view(slot, [B, L, heads, d], dtype));
+        const activated = c.keep('activated', arena.view(2 * slot, [B * L, heads * d], dtype));
+        const sum = c.keep('sum', arena.view(3 * slot, [1], 'f32'));
+        const mask = c.keep('mask', arena.view(3 * slot + 256, [B * L, heads * d], 'u8'));
+        for (const t of [merged, activated, sum]) b.fill(t, NaN);
+        b.fill(mask, 0xcd);
+        b.upload(x, inputs.x!.values);
+        b.permute0213({ x, out: merged });
+        b.sumSquares({ x: merged, out: sum });
+        // x is dead from here: its bytes take the heads split back out, through a view of another shape.
+        const split = c.keep('split', arena.view(0, [B * heads, L * d], dtype));
+        b.permute0213({ x: merged, out: b.view(split, 0, [B, heads, L, d]) });
+        const { seed, offset } = dropoutSeed(inputs);
+        const tiled = b.view(merged, 0, [B * L * heads, d]);
+        b.biasActivationDropout({ input: tiled, bias, out: b.view(activated, 0, [B * L * heads, d]), mask: b.view(mask, 0, [B * L * heads, d]), activation: 'gelu', p: 0.1, seed, offset });
+        return c.results();
+      } finally {
+        arena.free();
+      }
+    },
+  }];
+}
+
 function randomFillCases(dtype: FloatDType): OpCase[] {
   const shapes = [[1], [7], [4099], [257, 771]];
   return shapes.flatMap((shape) => (['uniform', 'normal'] as const).map((distribution): OpCase => ({
@@ -283,6 +470,7 @@ function randomFillCases(dtype: FloatDType): OpCase[] {
 export function allOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...elementwiseCases(dtype), ...normCases(dtype), ...softmaxCases(dtype),
-    ...crossEntropyCases(dtype), ...embeddingCases(dtype), ...adamCases(dtype), ...randomFillCases(dtype),
+    ...crossEntropyCases(dtype), ...embeddingCases(dtype), ...adamCases(dtype), ...adamGraphCases(dtype), ...randomFillCases(dtype),
+    ...permuteCases(dtype), ...dropoutCases(dtype), ...sumSquaresCases(dtype), ...arenaCases(dtype),
   ]);
 }

@@ -14,23 +14,40 @@ const EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_b
 const WITH_BIAS: readonly GemmEpilogue[] = ['bias', 'relu_bias', 'gelu_bias'];
 const READS_PRE_ACTIVATION: readonly GemmEpilogue[] = ['dgelu', 'dgelu_bgrad'];
 
-/** alpha · op(a) · op(b) as float64 (M, N), for matrices starting at aStart/bStart in a and b. */
+/**
+ * alpha · op(a) · op(b) as float64 (M, N), for matrices starting at aStart/bStart in a and b.
+ * Operands are first copied to row-major float64 (which also resolves the transposes), then the
+ * product runs in i-k-j order so the inner loop walks contiguous rows, four k at a time: f64 sums, an
+ * order of magnitude faster in V8 than the textbook loop.
+ */
 function product(
   a: Float32Array, aStart: number, b: Float32Array, bStart: number,
   M: number, N: number, K: number, transA: boolean, transB: boolean, alpha: number,
 ): Float64Array {
+  const A = new Float64Array(M * K);
+  for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) A[m * K + k] = a[aStart + (transA ? k * M + m : m * K + k)]!;
+  const Bm = new Float64Array(K * N);
+  if (transB) {
+    for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) Bm[k * N + n] = b[bStart + n * K + k]!;
+  } else {
+    for (let i = 0; i < K * N; i++) Bm[i] = b[bStart + i]!;
+  }
   const out = new Float64Array(M * N);
   for (let m = 0; m < M; m++) {
-    for (let n = 0; n < N; n++) {
-      let acc = 0;
-      for (let k = 0; k < K; k++) {
-        const av = a[aStart + (transA ? k * M + m : m * K + k)]!;
-        const bv = b[bStart + (transB ? n * K + k : k * N + n)]!;
-        acc += av * bv;
-      }
-      out[m * N + n] = alpha * acc;
+    const row = m * N, arow = m * K;
+    let k = 0;
+    // Four k at a time: each output element is loaded and stored once per four products.
+    for (; k + 4 <= K; k += 4) {
+      const a0 = A[arow + k]!, a1 = A[arow + k + 1]!, a2 = A[arow + k + 2]!, a3 = A[arow + k + 3]!;
+      const c0 = k * N, c1 = c0 + N, c2 = c1 + N, c3 = c2 + N;
+      for (let n = 0; n < N; n++) out[row + n]! += a0 * Bm[c0 + n]! + a1 * Bm[c1 + n]! + a2 * Bm[c2 + n]! + a3 * Bm[c3 + n]!;
+    }
+    for (; k < K; k++) {
+      const av = A[arow + k]!, col = k * N;
+      for (let n = 0; n < N; n++) out[row + n]! += av * Bm[col + n]!;
     }
   }
+  if (alpha !== 1) for (let i = 0; i < M * N; i++) out[i]! *= alpha;
   return out;
 }
 

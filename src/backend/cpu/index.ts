@@ -10,10 +10,10 @@ import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs, Graph,
-  LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
-  SoftmaxBackwardArgs, SoftmaxForwardArgs,
-} from '../backend.js';
+  LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
+  SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs } from '../backend.js';
 import { prepareAdamW } from './adam.js';
+import { CpuArena } from './arena.js';
 import { prepareCrossEntropyBackward, prepareCrossEntropyForward } from './cross-entropy.js';
 import { download, makeView, prepareCopy, prepareFill, prepareUpload } from './data.js';
 import {
@@ -25,10 +25,14 @@ import { prepareBatchedGemm, prepareGemm } from './gemm.js';
 import { WorkQueue } from './graph.js';
 import { prepareLayerNormBackward, prepareLayerNormForward, prepareRmsNormBackward, prepareRmsNormForward } from './layernorm.js';
 import { MemoryTracker } from './memory.js';
+import { prepareDropout } from './dropout.js';
+import { preparePermute0213 } from './permute.js';
 import { prepareRandomFill } from './random.js';
 import { prepareSoftmaxBackward, prepareSoftmaxForward } from './softmax.js';
+import { prepareSumSquares } from './sum-squares.js';
 import { CpuTensor } from './tensor.js';
 
+export { CpuArena } from './arena.js';
 export { CpuTensor } from './tensor.js';
 
 function checkDType(op: string, dtype: DType): void {
@@ -86,6 +90,10 @@ export class CpuBackend implements Backend {
     this.memory.free(t);
   }
 
+  createArena(bytes: number): CpuArena {
+    return new CpuArena(bytes, this.memory);
+  }
+
   memoryStats(): MemoryStats {
     return this.memory.stats();
   }
@@ -118,6 +126,9 @@ export class CpuBackend implements Backend {
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void { this.queue.issue(prepareCrossEntropyBackward(args)); }
   embeddingForward(args: EmbeddingForwardArgs): void { this.queue.issue(prepareEmbeddingForward(args)); }
   embeddingBackward(args: EmbeddingBackwardArgs): void { this.queue.issue(prepareEmbeddingBackward(args)); }
+  permute0213(args: Permute0213Args): void { this.queue.issue(preparePermute0213(args)); }
+  dropout(args: DropoutOpArgs): void { this.queue.issue(prepareDropout(args)); }
+  sumSquares(args: SumSquaresArgs): void { this.queue.issue(prepareSumSquares(args)); }
   adamW(args: AdamWArgs): void { this.queue.issue(prepareAdamW(args)); }
   randomFill(args: RandomFillArgs): void { this.queue.issue(prepareRandomFill(args)); }
 }

@@ -6,6 +6,7 @@
 import type { DType } from '../../dtype.js';
 import { ArgumentError } from '../../errors.js';
 import type { MemoryStats } from '../backend.js';
+import type { CpuAllocation } from './tensor.js';
 import { CpuTensor, newStorage, storageBytes } from './tensor.js';
 
 export class MemoryTracker {
@@ -16,23 +17,32 @@ export class MemoryTracker {
   private readonly tracked = new WeakSet<object>();
 
   allocate(shape: readonly number[], dtype: DType): CpuTensor {
-    const bytes = storageBytes(shape, dtype);
     const numel = shape.reduce((a, b) => a * b, 1);
+    const allocation = this.track(storageBytes(shape, dtype));
+    return new CpuTensor(shape, dtype, newStorage(dtype, numel), { allocation });
+  }
+
+  /** A counted allocation record of `bytes` (a tensor's, or an arena's that its views share). */
+  track(bytes: number): CpuAllocation {
     const allocation = { bytes, freed: false };
-    const tensor = new CpuTensor(shape, dtype, newStorage(dtype, numel), { allocation });
     this.tracked.add(allocation);
     this.allocations++;
     this.bytesInUse += bytes;
     this.peakBytesInUse = Math.max(this.peakBytesInUse, this.bytesInUse);
-    return tensor;
+    return allocation;
   }
 
   /** Views own nothing and are ignored; freeing an allocation twice is an error. */
   free(t: CpuTensor): void {
     if (t.isView) return;
-    if (t.allocation.freed) throw new ArgumentError(`free: ${t} was already freed`);
-    t.allocation.freed = true;
-    if (this.tracked.has(t.allocation)) this.bytesInUse -= t.allocation.bytes;
+    this.release(t.allocation, `free: ${t}`);
+  }
+
+  /** Marks the record freed (its tensors and views are then refused by every op). */
+  release(allocation: CpuAllocation, what: string): void {
+    if (allocation.freed) throw new ArgumentError(`${what} was already freed`);
+    allocation.freed = true;
+    if (this.tracked.has(allocation)) this.bytesInUse -= allocation.bytes;
   }
 
   stats(): MemoryStats {

@@ -11,9 +11,8 @@ import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs,
-  Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
-  SoftmaxBackwardArgs, SoftmaxForwardArgs,
-} from '../backend.js';
+  Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
+  RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs } from '../backend.js';
 import { GemmRunner } from './gemm.js';
 import { adamW } from './kernels/adam.js';
 import { crossEntropyBackward, crossEntropyForward } from './kernels/cross-entropy.js';
@@ -21,8 +20,12 @@ import * as elementwise from './kernels/elementwise.js';
 import { embeddingBackward, embeddingForward } from './kernels/embedding.js';
 import { copy, fill } from './kernels/fill-copy.js';
 import { layerNormBackward, layerNormForward, rmsNormBackward, rmsNormForward } from './kernels/layernorm.js';
+import { dropout } from './kernels/dropout.js';
+import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
+import { sumSquares } from './kernels/sum-squares.js';
+import { CudaArena } from './runtime/arena.js';
 import { CudaRuntime } from './runtime/runtime.js';
 import { CudaTensor } from './runtime/tensor.js';
 
@@ -100,6 +103,10 @@ export class CudaBackend implements Backend {
     if (owned.block) this.runtime.release(owned.block);
   }
 
+  createArena(bytes: number): CudaArena {
+    return new CudaArena(bytes, this.runtime);
+  }
+
   memoryStats(): MemoryStats {
     return this.runtime.memoryStats();
   }
@@ -132,6 +139,9 @@ export class CudaBackend implements Backend {
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void { crossEntropyBackward(this.runtime, args); }
   embeddingForward(args: EmbeddingForwardArgs): void { embeddingForward(this.runtime, args); }
   embeddingBackward(args: EmbeddingBackwardArgs): void { embeddingBackward(this.runtime, args); }
+  permute0213(args: Permute0213Args): void { permute0213(this.runtime, args); }
+  dropout(args: DropoutOpArgs): void { dropout(this.runtime, args); }
+  sumSquares(args: SumSquaresArgs): void { sumSquares(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
   randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
 

@@ -5,6 +5,7 @@
 // outside its range, on the CPU) and a kernel's own limits (the largest row a CUDA kernel handles).
 
 export { checkAdamW } from './adam.js';
+export { checkArenaBytes, checkArenaView } from './arena.js';
 export { checkCrossEntropyBackward, checkCrossEntropyForward } from './cross-entropy.js';
 export {
   ACTIVATIONS, checkActivation, checkBiasActivationDropout, checkBiasActivationDropoutBackward, checkBiasDropoutResidual,
@@ -14,4 +15,7 @@ export type { QkvLayout } from './elementwise.js';
 export { checkEmbeddingBackward, checkEmbeddingForward } from './embedding.js';
 export { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from './norm.js';
 export type { CheckedNormBackward, CheckedNormForward } from './norm.js';
+export { checkDropout } from './dropout.js';
+export { checkPermute0213 } from './permute.js';
 export { checkSoftmaxBackward, checkSoftmaxForward } from './softmax.js';
+export { checkSumSquares } from './sum-squares.js';

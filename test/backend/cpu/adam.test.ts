@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { AdamWArgs } from '../../../src/backend/backend.js';
+import type { AdamWArgs, AdamWCommonArgs, AdamWHostScalars } from '../../../src/backend/backend.js';
 import { CpuBackend } from '../../../src/backend/cpu/index.js';
 import type { FloatDType } from '../../../src/dtype.js';
 import { roundToDType } from '../../../src/dtype.js';
@@ -78,7 +78,7 @@ test('no-master mode with bf16 params keeps bf16 values and stays within bf16 pr
 });
 
 test('validation names the op and the argument', () => {
-  const args = (): AdamWArgs => ({ params: backend.empty([4], 'f16'), grads: backend.empty([4], 'f16'), m: backend.empty([4], 'f32'), v: backend.empty([4], 'f32'), ...hyper, step: 1 });
+  const args = (): AdamWCommonArgs & AdamWHostScalars => ({ params: backend.empty([4], 'f16'), grads: backend.empty([4], 'f16'), m: backend.empty([4], 'f32'), v: backend.empty([4], 'f32'), ...hyper, step: 1 });
   assertRejects(() => backend.adamW({ ...args(), m: backend.empty([4], 'f16') }), 'adamW', 'm', DTypeError);
   assertRejects(() => backend.adamW({ ...args(), grads: backend.empty([4], 'f32') }), 'adamW', 'grads', DTypeError);
   assertRejects(() => backend.adamW({ ...args(), master: backend.empty([4], 'bf16') }), 'adamW', 'master', DTypeError);
@@ -86,4 +86,102 @@ test('validation names the op and the argument', () => {
   assertRejects(() => backend.adamW({ ...args(), step: 0 }), 'adamW', 'step', ArgumentError);
   assertRejects(() => backend.adamW({ ...args(), beta1: 1.5 }), 'adamW', 'beta1', ArgumentError);
   assertRejects(() => backend.adamW({ ...args(), lr: -1 }), 'adamW', 'lr', ArgumentError);
+  const scalars = backend.empty([4], 'f32');
+  const { lr: _lr, step: _step, gradScale: _gradScale, ...noHost } = args();
+  assertRejects(() => backend.adamW({ ...args(), scalars } as unknown as AdamWArgs), 'adamW', 'lr', ArgumentError);
+  assertRejects(() => backend.adamW({ ...noHost, scalars: backend.empty([3], 'f32') }), 'adamW', 'scalars', ShapeError);
+  assertRejects(() => backend.adamW({ ...noHost, scalars: backend.empty([4], 'f16') }), 'adamW', 'scalars', DTypeError);
+  assertRejects(() => backend.adamW({ ...args(), clip: { sumSquares: backend.empty([2], 'f32'), maxNorm: 1 } }), 'adamW', 'clip.sumSquares', ShapeError);
+  assertRejects(() => backend.adamW({ ...args(), clip: { sumSquares: backend.empty([1], 'f32'), maxNorm: 0 } }), 'adamW', 'clip.maxNorm', ArgumentError);
+  assertRejects(() => backend.adamW({ ...args(), clip: { sumSquares: backend.empty([1], 'f32'), maxNorm: NaN } }), 'adamW', 'clip.maxNorm', ArgumentError);
+});
+
+// --- device scalars and the clip ---------------------------------------------------------------------
+
+/** [lr, gradScale, 1 − β1^step, 1 − β2^step] as the f32 tensor the graph-captured step reads. */
+function scalarValues(lr: number, gradScale: number, step: number): number[] {
+  return [lr, gradScale, 1 - hyper.beta1 ** step, 1 - hyper.beta2 ** step];
+}
+
+function state(withMaster: boolean) {
+  return {
+    params: backend.fromArray(theta, [n], 'f32'), grads: backend.fromArray(grads[0]!, [n], 'f32'),
+    m: backend.fromArray(m0, [n], 'f32'), v: backend.fromArray(v0, [n], 'f32'),
+    ...(withMaster ? { master: backend.fromArray(theta, [n], 'f32') } : {}),
+  };
+}
+
+function snapshot(s: ReturnType<typeof state>): number[][] {
+  return [s.params, s.m, s.v, ...(s.master ? [s.master] : [])].map((t) => Array.from(backend.download(t)));
+}
+
+const { lr: _lr, ...hyperNoLr } = hyper;
+
+test('device scalars give the update of the same host numbers', () => {
+  // The host path computes the bias corrections in f64, the scalars hold them rounded to f32.
+  const lr = 0.125, gradScale = 0.5;
+  const a = state(true), b = state(true);
+  const [, , c1, c2] = scalarValues(lr, gradScale, 3).map(Math.fround);
+  backend.adamW({ ...a, ...hyperNoLr, scalars: backend.fromArray([lr, gradScale, c1!, c2!], [4], 'f32') });
+  backend.adamW({ ...b, ...hyperNoLr, lr, step: 3, gradScale });
+  const [pa, ma, va] = snapshot(a), [pb, mb, vb] = snapshot(b);
+  assertClose(pa!, pb!, 1e-6, 'params');
+  assertClose(ma!, mb!, 1e-7, 'm');
+  assertClose(va!, vb!, 1e-7, 'v');
+});
+
+test('a captured graph reads the scalars uploaded before each replay', () => {
+  const s = state(false);
+  const scalars = backend.fromArray(scalarValues(0.1, 0.5, 1), [4], 'f32');
+  const graph = backend.captureGraph(() => backend.adamW({ ...s, ...hyperNoLr, scalars }));
+  graph.replay();
+  backend.upload(scalars, scalarValues(0.1, 0.5, 2));
+  graph.replay();
+  // The same two steps with the grads of step 1 both times.
+  assertClose(backend.download(s.params), referenceAdamW(theta, [grads[0]!, grads[0]!], m0, v0, 0.5), 1e-6, 'params');
+});
+
+test('clip: the gradient is scaled by min(1, maxNorm / (norm + 1e-6)), norm = sqrt(Σ g²)·gradScale', () => {
+  const gradScale = 0.5;
+  const sumSquares = backend.empty([1], 'f32');
+  const s = state(true);
+  backend.sumSquares({ x: s.grads, out: sumSquares });
+  const norm = Math.sqrt(backend.download(sumSquares)[0]!) * gradScale;
+  const maxNorm = norm / 4;
+  backend.adamW({ ...s, ...hyper, step: 1, gradScale, clip: { sumSquares, maxNorm } });
+  const clipScale = maxNorm / (norm + 1e-6);
+  assertClose(backend.download(s.master!), referenceAdamW(theta, [grads[0]!], m0, v0, gradScale * clipScale), 1e-6, 'master');
+
+  // A norm under maxNorm (or maxNorm = Infinity) leaves the gradient alone.
+  for (const bound of [norm * 2, Infinity]) {
+    const t = state(false);
+    backend.adamW({ ...t, ...hyper, step: 1, gradScale, clip: { sumSquares, maxNorm: bound } });
+    assertClose(backend.download(t.params), referenceAdamW(theta, [grads[0]!], m0, v0, gradScale), 1e-6, `params (maxNorm ${bound})`);
+  }
+});
+
+test('clip: a non-finite norm skips the whole update, with or without master, also with maxNorm = Infinity', () => {
+  for (const bad of [Infinity, NaN]) {
+    for (const withMaster of [true, false]) {
+      const s = state(withMaster);
+      const before = snapshot(s);
+      const sumSquares = backend.fromArray([bad], [1], 'f32');
+      backend.adamW({ ...s, ...hyper, step: 1, clip: { sumSquares, maxNorm: Infinity } });
+      assert.deepEqual(snapshot(s), before, `sumSquares = ${bad}, master ${withMaster}`);
+    }
+  }
+  // A finite Σ whose norm overflows f32 only after gradScale also counts as non-finite (as on the GPU).
+  const s = state(false);
+  const before = snapshot(s);
+  backend.adamW({ ...s, ...hyper, step: 1, gradScale: 1e30, clip: { sumSquares: backend.fromArray([1e30], [1], 'f32'), maxNorm: 1 } });
+  assert.deepEqual(snapshot(s), before);
+});
+
+test('clip with device scalars uses the gradScale from the scalars', () => {
+  const s = state(false), t = state(false);
+  const sumSquares = backend.fromArray([16], [1], 'f32'); // norm = 4·gradScale = 2
+  backend.adamW({ ...s, ...hyperNoLr, scalars: backend.fromArray(scalarValues(0.1, 0.5, 1), [4], 'f32'), clip: { sumSquares, maxNorm: 1 } });
+  backend.adamW({ ...t, ...hyper, step: 1, gradScale: 0.5, clip: { sumSquares, maxNorm: 1 } });
+  assertClose(backend.download(s.params), backend.download(t.params), 1e-6);
+  assertClose(backend.download(s.params), referenceAdamW(theta, [grads[0]!], m0, v0, 0.5 * (1 / (2 + 1e-6))), 1e-6);
 });

@@ -11,12 +11,29 @@ const backend = new CpuBackend();
 const f32 = (values: readonly number[], shape: number[]) => backend.fromArray(values, shape, 'f32');
 const sumColumns = (values: ArrayLike<number>, H: number) => Array.from({ length: H }, (_, h) => Array.from(values).filter((_, i) => i % H === h).reduce((s, x) => s + x, 0));
 
-/** The documented keep rule, re-derived: element i uses Philox counter offset + ⌊i/4⌋, word i % 4. */
+/**
+ * The documented keep rule, re-derived: element i uses Philox counter offset + ⌊i/8⌋, word ⌊(i % 8)/2⌋,
+ * its low 16 bits for even i and high 16 bits for odd i, kept iff that is >= ⌈p·2^16⌉.
+ */
 function expectedKeep(i: number, p: number, seed: bigint, offset: bigint): number {
-  const counter = offset + BigInt(Math.floor(i / 4));
+  const counter = offset + BigInt(Math.floor(i / 8));
   const words = philox4x32(Number(counter % 2n ** 32n), Number(counter / 2n ** 32n), 0, 0, Number(seed % 2n ** 32n), Number(seed / 2n ** 32n));
-  return words[i % 4]! >>> 8 >= Math.ceil(p * 2 ** 24) ? 1 : 0;
+  const word = words[Math.floor((i % 8) / 2)]!;
+  const uniform16 = i % 2 === 0 ? word % 2 ** 16 : Math.floor(word / 2 ** 16);
+  return uniform16 >= Math.ceil(p * 2 ** 16) ? 1 : 0;
 }
+
+test('dropout keeps 1 − ⌈p·2^16⌉/2^16 of the elements; p just below 1 drops them all', () => {
+  const n = 1 << 16, p = 0.3;
+  const out = backend.empty([1, n], 'f32'), mask = backend.empty([1, n], 'u8');
+  const zeros = backend.fromArray(new Array<number>(n).fill(0), [1, n], 'f32'), bias = backend.fromArray(new Array<number>(n).fill(0), [n], 'f32');
+  backend.biasDropoutResidual({ input: zeros, bias, residual: zeros, out, mask, p, seed: 9n, offset: 0n });
+  const kept = Array.from(backend.download(mask)).reduce((s, m) => s + m, 0) / n;
+  const expected = 1 - Math.ceil(p * 2 ** 16) / 2 ** 16;
+  assert.ok(Math.abs(kept - expected) < 4 * Math.sqrt(expected * (1 - expected) / n), `kept ${kept}, expected ${expected}`);
+  backend.biasDropoutResidual({ input: zeros, bias, residual: zeros, out, mask, p: 1 - 2 ** -20, seed: 9n, offset: 0n });
+  assert.ok(Array.from(backend.download(mask)).every((m) => m === 0));
+});
 
 function runBiasDropoutResidual(input: number[], bias: number[], residual: number[], rows: number, H: number, p: number, seed = 5n, offset = 0n) {
   const out = backend.empty([rows, H], 'f32'), mask = backend.empty([rows, H], 'u8');
@@ -51,12 +68,12 @@ describe('biasDropoutResidual', () => {
     }
   });
 
-  test('same (seed, offset) → same mask; another offset or seed → another mask; offset + 1 shifts by 4 elements', () => {
+  test('same (seed, offset) → same mask; another offset or seed → another mask; offset + 1 shifts by 8 elements', () => {
     const mask = (seed: bigint, offset: bigint) => Array.from(runBiasDropoutResidual(input, bias, residual, rows, H, 0.5, seed, offset).mask);
     assert.deepEqual(mask(3n, 10n), mask(3n, 10n));
     assert.notDeepEqual(mask(3n, 10n), mask(3n, 11n));
     assert.notDeepEqual(mask(3n, 10n), mask(4n, 10n));
-    assert.deepEqual(mask(3n, 11n).slice(0, rows * H - 4), mask(3n, 10n).slice(4));
+    assert.deepEqual(mask(3n, 11n).slice(0, rows * H - 8), mask(3n, 10n).slice(8));
   });
 
   test('backward matches finite differences of the forward, and dBias sums dInput over rows', () => {

@@ -4,12 +4,15 @@
 import type { KernelSource } from '../runtime/kernel.js';
 import { catalog as adamCatalog } from './adam.js';
 import { catalog as crossEntropyCatalog } from './cross-entropy.js';
+import { catalog as dropoutCatalog } from './dropout.js';
 import { catalog as elementwiseCatalog } from './elementwise.js';
 import { catalog as embeddingCatalog } from './embedding.js';
 import { catalog as fillCopyCatalog } from './fill-copy.js';
 import { catalog as layerNormCatalog } from './layernorm.js';
+import { catalog as permuteCatalog } from './permute.js';
 import { catalog as randomCatalog } from './random.js';
 import { catalog as softmaxCatalog } from './softmax.js';
+import { catalog as sumSquaresCatalog } from './sum-squares.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -25,6 +28,9 @@ export function kernelCatalog(): CatalogEntry[] {
     ['fill-copy', fillCopyCatalog],
     ['adam', adamCatalog],
     ['random', randomCatalog],
+    ['permute', permuteCatalog],
+    ['sum-squares', sumSquaresCatalog],
+    ['dropout', dropoutCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }

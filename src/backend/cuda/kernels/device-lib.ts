@@ -180,34 +180,37 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint2 k) {
   }
   return c;
 }
-// The four random words for elements [4·group, 4·group + 4) of an op called with (seed, offset).
+// The four random words of Philox counter (offset + group) for an op called with (seed, offset).
 __device__ __forceinline__ uint4 dropout_words(u64 seed, u64 offset, u64 group) {
   const u64 counter = offset + group;
   return philox4x32_10(make_uint4((u32)counter, (u32)(counter >> 32), 0u, 0u), make_uint2((u32)seed, (u32)(seed >> 32)));
 }
-// Element kept iff its 24-bit uniform >= threshold (dropoutThreshold(p) on the host).
-__device__ __forceinline__ bool dropout_keep(u32 word, u32 threshold) { return (word >> 8) >= threshold; }
+// Dropout (rng.ts has the rule): element i is decided by counter offset + i/8, word (i%8)/2, the
+// low 16 bits for even i and the high 16 bits for odd i; kept iff that uniform >= threshold
+// (dropoutThreshold(p) = ceil(p·2^16) on the host). One Philox call decides 8 elements.
+__device__ __forceinline__ bool dropout_keep16(u32 word, int half, u32 threshold) {
+  return (half ? word >> 16 : word & 0xffffu) >= threshold;
+}
 __device__ __forceinline__ u32 word_at(uint4 w, int i) { return i == 0 ? w.x : i == 1 ? w.y : i == 2 ? w.z : w.w; }
 
 // Keep flags for the N consecutive elements starting at element "first" (N a power of two, first a
-// multiple of N). N >= 4 consumes Philox groups first/4 .. first/4 + N/4 - 1 whole; N < 4 takes N words
-// of one group, so narrow vectors redraw the same group (correct, just more arithmetic).
+// multiple of N). N >= 8 consumes Philox counters first/8 .. first/8 + N/8 - 1 whole; N < 8 takes
+// the N uniforms it needs from one counter (narrow vectors, e.g. f32's 4, redraw the same counter:
+// correct, just more arithmetic).
 template <int N>
 __device__ __forceinline__ void dropout_keep_vec(u64 seed, u64 offset, u64 first, u32 threshold, bool (&keep)[N]) {
-  if constexpr (N >= 4) {
+  if constexpr (N >= 8) {
     #pragma unroll
-    for (int g = 0; g < N / 4; g++) {
-      const uint4 w = dropout_words(seed, offset, (first >> 2) + g);
-      keep[4 * g + 0] = dropout_keep(w.x, threshold);
-      keep[4 * g + 1] = dropout_keep(w.y, threshold);
-      keep[4 * g + 2] = dropout_keep(w.z, threshold);
-      keep[4 * g + 3] = dropout_keep(w.w, threshold);
+    for (int g = 0; g < N / 8; g++) {
+      const uint4 w = dropout_words(seed, offset, (first >> 3) + g);
+      #pragma unroll
+      for (int j = 0; j < 8; j++) keep[8 * g + j] = dropout_keep16(word_at(w, j >> 1), j & 1, threshold);
     }
   } else {
-    const uint4 w = dropout_words(seed, offset, first >> 2);
-    const int lane = (int)(first & 3);
+    const uint4 w = dropout_words(seed, offset, first >> 3);
+    const int lane = (int)(first & 7);
     #pragma unroll
-    for (int i = 0; i < N; i++) keep[i] = dropout_keep(word_at(w, lane + i), threshold);
+    for (int i = 0; i < N; i++) keep[i] = dropout_keep16(word_at(w, (lane + i) >> 1), (lane + i) & 1, threshold);
   }
 }
 // Dropout masks are u8 (1 = kept); N mask bytes move in one N-byte access (the pointer must be

@@ -10,8 +10,9 @@
 //   biasQkvSplit                  qkv [B, L, 3·heads·d] + bias → q, k, v [B, heads, L, d];  q ·= qScale
 //   biasQkvSplitBackward          dq·qScale, dk, dv → dQkv [B, L, 3·heads·d];  dBias = Σ_{B,L} dQkv
 //   columnSum                     out[h] (+)= Σ_rows input[r, h]
-// Dropout: element i (row-major index) is kept iff its Philox word (group ⌊i/4⌋, word i mod 4; see
-// rng.ts) is >= dropoutThreshold(p), and kept values are scaled by 1/(1−p) (an f32 argument). The
+// Dropout: element i (row-major index) is kept iff its 16-bit Philox uniform (counter ⌊i/8⌋, word
+// ⌊(i mod 8)/2⌋, low or high half; see rng.ts) is >= dropoutThreshold(p) = ⌈p·2^16⌉, and kept values
+// are scaled by 1/(1−p) (an f32 argument): one Philox call per 16-byte vector of f16/bf16. The
 // mask (u8, 1 = kept) is always written, all ones when p = 0; a dropped element is exactly 0 (also
 // when its input is NaN, as on the CPU). The backwards read the mask and never redraw it.
 //
@@ -51,9 +52,13 @@
 // Measured on an H200 (bf16, 16384 rows, CUDA-graph replay; memcpy D2D = 4.28 TB/s): bias + dropout +
 // residual fwd 3.77–3.99 TB/s and bwd 3.88–4.10 (H = 768–4096), bwd with dBias 3.29 (H ≤ 1024) to
 // 3.73 (H = 4096); relu backward 3.9–4.1; QKV split 3.6–3.7, its backward with dBias 3.1–3.4;
-// columnSum 3.2–4.0. Bias + GELU + dropout forward is compute-bound at ~2.1 TB/s
-// (Philox-4x32-10, ~25 instructions per element, plus the activation) and its backward with dBias
-// at 2.5–3.3 TB/s.
+// columnSum 3.2–4.0. Bias + GELU + dropout forward was issue-bound at ~2.1 TB/s (Philox-4x32-10
+// per 4 elements, ~11 integer instructions an element, plus ~25 for erff/tanhf-style GELUs) and
+// its backward with dBias at 2.5–3.3 TB/s with 1024 threads an SM (44 registers). Since: one Philox
+// call per 8 elements, MUFU GELUs (~7–16 instructions), one-row-per-thread bodies without a loop
+// and __launch_bounds__ for 2048 threads an SM (1536 for the activation backward with dBias); PTX
+// for bias + GELU(tanh) + dropout went from 522 to ~300 instructions per 8 elements, registers from
+// 40 to 26 (not yet measured on the H200).
 
 import type {
   Activation, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs, BiasDropoutResidualArgs,
@@ -137,13 +142,13 @@ export interface RowTiling {
  * With one, the grid is about one wave of resident blocks, each walking a longer tile, so that
  * there are few partials to add afterwards.
  */
-export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number, reduces: boolean, multiProcessorCount: number): RowTiling {
+export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number, reduces: boolean, multiProcessorCount: number, threadsPerSm = THREADS_PER_SM): RowTiling {
   const { tx, ty } = rowTileShape(vectorsPerRow, reduces);
   const columnChunks = Math.ceil(vectorsPerRow / tx);
   if (columnChunks > MAX_GRID_Y) check.fail(`rows of ${vectorsPerRow} vectors need ${columnChunks} column blocks, more than the grid allows (${MAX_GRID_Y})`);
   let rowsPerTile = ty;
   if (reduces) {
-    const residentBlocks = multiProcessorCount * Math.max(1, Math.floor(THREADS_PER_SM / (tx * ty)));
+    const residentBlocks = multiProcessorCount * Math.max(1, Math.floor(threadsPerSm / (tx * ty)));
     const tiles = Math.max(1, Math.min(Math.ceil(rows / ty), Math.floor(residentBlocks / columnChunks)));
     rowsPerTile = Math.max(1, Math.ceil(rows / tiles));
   }
@@ -169,6 +174,12 @@ export interface RowTileParts {
   readonly body: string;
   /** Sum columns into f32 partials [gridDim.x, H] (the dBias reduction). */
   readonly reduces: boolean;
+  /**
+   * Threads an SM should hold (__launch_bounds__; the launcher's planRowTiles must get the same):
+   * THREADS_PER_SM (32 registers a thread) unless the body needs more registers than that without
+   * spilling.
+   */
+  readonly threadsPerSm?: number;
 }
 
 export interface RowTileConstants {
@@ -204,23 +215,34 @@ export function rowTileSource(c: RowTileConstants, parts: RowTileParts): KernelS
   const { tx, ty } = rowTileShape(vectorsPerRow, parts.reduces);
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', c.dtype)}
-${constants({ H: c.hidden, VEC: c.vec, VECS_PER_ROW: vectorsPerRow, TX: tx, TY: ty, ...c.extra })}
+${constants({ H: c.hidden, VEC: c.vec, VECS_PER_ROW: vectorsPerRow, TX: tx, TY: ty, MIN_BLOCKS_PER_SM: Math.max(1, Math.floor((parts.threadsPerSm ?? THREADS_PER_SM) / (tx * ty))), ...c.extra })}
 ${c.prelude ?? ''}${parts.reduces ? COLUMN_PARTIALS_DEVICE_CODE : ''}
 // Block (TX, TY): thread (x, y) owns column vector blockIdx.y·TX + x and rows y, y + TY, ... of row
-// tile blockIdx.x. Pointers are not __restrict__: outputs may alias inputs (each element is read
-// before the same thread writes it).
-extern "C" __global__ void __launch_bounds__(TX * TY) ${parts.name}(
+// tile blockIdx.x (without a reduction a tile is TY rows: one row a thread, no loop). Pointers are
+// not __restrict__: outputs may alias inputs (each element is read before the same thread writes
+// it). __launch_bounds__ asks for MIN_BLOCKS_PER_SM blocks an SM (2048 threads = 32 registers a
+// thread unless the parts say otherwise): these kernels have one 16-byte load per stream in flight per thread, so
+// occupancy is what keeps HBM busy (left to itself the compiler took 37–44 registers: 1536 threads
+// an SM, and 1024 for a reducing 512-thread block, half the grid planRowTiles sized as one wave).
+extern "C" __global__ void __launch_bounds__(TX * TY, MIN_BLOCKS_PER_SM) ${parts.name}(
     ${parts.params}, u32 rows, u32 rows_per_tile${parts.reduces ? ', float* partials' : ''}) {
   const u32 cvec = blockIdx.y * TX + threadIdx.x;
   const bool active = VECS_PER_ROW % TX == 0 || cvec < VECS_PER_ROW;
   const u32 col = cvec * VEC;
-  const u32 begin = blockIdx.x * rows_per_tile;
+${parts.reduces ? `  const u32 begin = blockIdx.x * rows_per_tile;
   const u32 end = min(rows, begin + rows_per_tile);
-${parts.reduces ? '  float acc[VEC] = {};\n' : ''}  if (active) {
+  float acc[VEC] = {};
+  if (active) {
 ${indent(parts.setup, 4)}    for (u32 row = begin + threadIdx.y; row < end; row += TY) {
       [[maybe_unused]] const size_t i = (size_t)row * H + col;
 ${indent(parts.body, 6)}    }
-  }${parts.reduces ? '\n  write_column_partials(acc, partials);' : ''}
+  }
+  write_column_partials(acc, partials);` : `  const u32 row = blockIdx.x * TY + threadIdx.y;  // rows_per_tile == TY
+  if (active && row < rows) {
+${indent(parts.setup, 4)}    [[maybe_unused]] const size_t i = (size_t)row * H + col;
+    {
+${indent(parts.body, 6)}    }
+  }`}
 }
 `;
   return { name: parts.name, source };
@@ -316,8 +338,10 @@ export function biasDropoutResidualKey(s: BiasDropoutResidualSpec): string {
   return `bias_dropout_residual.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}`;
 }
 
-// Per-column bias in registers, converted once.
-const LOAD_BIAS = 'float bias_f[VEC];\nload_floats<T, VEC>(bias + col, bias_f, VEC);';
+// Per-column bias in registers, kept in its storage type (VEC·s bytes: 4 registers at 16-bit
+// instead of 8 as floats) and converted where used (one shift or PRMT an element): the saved
+// registers let every row-tile kernel run 2048 threads an SM (32 registers a thread).
+const LOAD_BIAS = 'const Vec<T, VEC> bias_v = load_vec<T, VEC>(bias + col);';
 
 /** `keep[VEC]` for element i, or nothing when the spec has no dropout. */
 function drawKeep(hasDropout: boolean): string {
@@ -343,7 +367,7 @@ const Vec<T, VEC> res = load_vec<T, VEC>(residual + i);
 ${drawKeep(spec.hasDropout)}
 Vec<T, VEC> y;
 #pragma unroll
-for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>(${applyDropout(spec.hasDropout, 'to_float(x.v[k]) + bias_f[k]')} + to_float(res.v[k]));
+for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>(${applyDropout(spec.hasDropout, 'to_float(x.v[k]) + to_float(bias_v.v[k])')} + to_float(res.v[k]));
 store_vec<T, VEC>(out + i, y);
 ${storeMask(spec.hasDropout)}`,
     reduces: false,
@@ -431,36 +455,56 @@ export function biasDropoutResidualBackward(host: KernelHost, args: BiasDropoutR
 // ==== bias + activation + dropout ================================================================================
 
 
-// Branch-free GELUs. CUDA's erff and tanhf branch on |x| (a polynomial near 0, an exp-based form
-// further out), so a warp with inputs on both sides runs both paths; with Philox on top that made
-// bias + GELU + dropout compute-bound at ~40% of HBM bandwidth in bf16.
-//  - gelu_tanh as x·sigmoid(2u) (= ½x(1 + tanh u) exactly, u = √(2/π)(x + 0.044715x³)): one exp and
-//    one division, accurate to a few ulp; its derivative s + 2x·s(1−s)·u'.
+// Branch-free GELUs on the SFU (MUFU) instructions. CUDA's erff and tanhf branch on |x|, and expf
+// and IEEE division add range handling and a slow path: ~25 instructions an element, which (with
+// the Philox draw) made bias + GELU + dropout integer/FP-issue-bound at ~50% of HBM bandwidth.
+//  - gelu_tanh as x·σ(2u) (= ½x(1 + tanh u) exactly, u = √(2/π)(x + 0.044715x³)), σ(2u) =
+//    1/(1 + 2^(x·(A + B·x²))) with A = −2√(2/π)·log2(e), B = 0.044715·A: FMUL, FFMA, FMUL, EX2,
+//    FADD, RCP, FMUL = 7 instructions (2 on the SFU). ex2.approx (≤ 2 ulp) and rcp.approx (≤ 1 ulp)
+//    keep the relative error a few ulp of f32 at every x (1 + e never cancels; the form 1 + tanh u
+//    with tanh.approx would lose all digits for x ≪ 0). Limits: e = +inf gives σ = 0, y = −0.
+//    Derivative: σ + 2x·σ(1−σ)·u', u' = √(2/π)(1 + 3·0.044715x²).
 //  - gelu (erf) for f16/bf16 outputs: Φ(x) from Abramowitz & Stegun 7.1.26 (|error of erf| ≤ 1.5e-7,
-//    far below half an ulp of the 16-bit output), sharing its exp(−x²/2) with φ(x) for the
-//    derivative Φ(x) + x·φ(x). f32 outputs keep device-lib's erff-based gelu_erf.
+//    far below half an ulp of the 16-bit output) with rcp.approx and ex2.approx, sharing its
+//    exp(−x²/2) with φ(x) for the derivative Φ(x) + x·φ(x): ~16 instructions, 2 on the SFU.
+//    f32 outputs keep device-lib's erff-based gelu_erf.
 const FAST_ACTIVATIONS_DEVICE_CODE = String.raw`
-__device__ __forceinline__ float gelu_tanh_u(float x) { return 0.79788456080286536f * (x + 0.044715f * x * x * x); }
-__device__ __forceinline__ float gelu_tanh_fast(float x) { return x / (1.f + expf(-2.f * gelu_tanh_u(x))); }
+__device__ __forceinline__ float rcp_fast(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// σ(2u) for GPT-2's gelu_new.
+__device__ __forceinline__ float gelu_tanh_sigma(float x) {
+  constexpr float A = -2.f * 0.79788456080286536f * 1.4426950408889634f;
+  constexpr float B = 0.044715f * A;
+  return rcp_fast(1.f + exp2_fast(x * fmaf(B, x * x, A)));
+}
+__device__ __forceinline__ float gelu_tanh_fast(float x) { return x * gelu_tanh_sigma(x); }
 __device__ __forceinline__ float gelu_tanh_fast_grad(float x) {
-  const float s = 1.f / (1.f + expf(-2.f * gelu_tanh_u(x)));
-  const float du = 0.79788456080286536f * (1.f + 3.f * 0.044715f * x * x);
-  return s + 2.f * x * s * (1.f - s) * du;
+  const float s = gelu_tanh_sigma(x);
+  const float du = 0.79788456080286536f * fmaf(3.f * 0.044715f, x * x, 1.f);
+  return fmaf(2.f * x * du, s - s * s, s);
 }
-// Φ(x) and exp(−x²/2), branch-free (A&S 7.1.26 applied to erfc(|x|/√2)).
-__device__ __forceinline__ float normal_cdf_fast(float x, float& gauss) {
+// Φ(−|x|) and exp(−x²/2), branch-free (A&S 7.1.26 applied to erfc(|x|/√2); the ½ of Φ = ½erfc is
+// folded into the coefficients).
+__device__ __forceinline__ float normal_tail_fast(float x, float& gauss) {
   const float z = fabsf(x) * 0.70710678118654752f;
-  const float t = __frcp_rn(fmaf(0.3275911f, z, 1.f));
-  const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  gauss = __expf(-0.5f * x * x);
-  const float tail = 0.5f * poly * gauss;  // Φ(−|x|)
-  return x >= 0.f ? 1.f - tail : tail;
+  const float t = rcp_fast(fmaf(0.3275911f, z, 1.f));
+  const float poly = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.5f * 1.061405429f, 0.5f * -1.453152027f), 0.5f * 1.421413741f), 0.5f * -0.284496736f), 0.5f * 0.254829592f);
+  gauss = exp2_fast(x * x * (-0.5f * 1.4426950408889634f));
+  return poly * gauss;
 }
-__device__ __forceinline__ float gelu_erf_fast(float x) { float g; return x * normal_cdf_fast(x, g); }
+__device__ __forceinline__ float gelu_erf_fast(float x) {
+  float g;
+  const float xt = x * normal_tail_fast(x, g);  // x·Φ(−|x|)
+  return x >= 0.f ? x - xt : xt;
+}
 __device__ __forceinline__ float gelu_erf_fast_grad(float x) {
   float g;
-  const float cdf = normal_cdf_fast(x, g);
-  return cdf + x * 0.39894228040143268f * g;
+  const float tail = normal_tail_fast(x, g);
+  const float cdf = x >= 0.f ? 1.f - tail : tail;
+  return fmaf(x * 0.39894228040143268f, g, cdf);
 }
 `;
 
@@ -495,7 +539,7 @@ export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): Ke
 ${drawKeep(spec.hasDropout)}
 Vec<T, VEC> y;
 #pragma unroll
-for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>(${applyDropout(spec.hasDropout, `${act}(to_float(x.v[k]) + bias_f[k])`)});
+for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>(${applyDropout(spec.hasDropout, `${act}(to_float(x.v[k]) + to_float(bias_v.v[k]))`)});
 store_vec<T, VEC>(out + i, y);
 ${storeMask(spec.hasDropout)}`,
     reduces: false,
@@ -543,12 +587,21 @@ const Vec<unsigned char, VEC> m = load_vec<unsigned char, VEC>(mask + i);
 Vec<T, VEC> y;
 #pragma unroll
 for (int k = 0; k < VEC; k++) {
-  const float d = m.v[k] ? to_float(g.v[k]) * keep_scale * ${grad}(to_float(x.v[k]) + bias_f[k]) : 0.f;
+  const float d = m.v[k] ? to_float(g.v[k]) * keep_scale * ${grad}(to_float(x.v[k]) + to_float(bias_v.v[k])) : 0.f;
   y.v[k] = from_float<T>(d);${accumulate(spec.hasDBias, 'd')}
 }
 store_vec<T, VEC>(d_input + i, y);`,
     reduces: spec.hasDBias,
+    threadsPerSm: activationBackwardThreadsPerSm(spec.hasDBias),
   });
+}
+
+/**
+ * The activation backward with dBias holds bias, 8 column sums and the activation's temporaries:
+ * at 32 registers it spills (12–28 bytes), so it runs 3 blocks of 512 (40 registers) an SM.
+ */
+function activationBackwardThreadsPerSm(hasDBias: boolean): number {
+  return hasDBias ? 1536 : THREADS_PER_SM;
 }
 
 export function biasActivationDropoutBackward(host: KernelHost, args: BiasActivationDropoutBackwardArgs): void {
@@ -567,7 +620,7 @@ export function biasActivationDropoutBackward(host: KernelHost, args: BiasActiva
     { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dInput, elementBytes: s },
   ], hidden);
   const spec: BiasActivationDropoutBackwardSpec = { dtype, hidden, vec, activation, hasDBias: dBias !== undefined };
-  const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
+  const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount, activationBackwardThreadsPerSm(spec.hasDBias));
   const partials = spec.hasDBias ? partialsScratch(host, tiling, hidden) : undefined;
   launchRowTiles(host, biasActivationDropoutBackwardKey(spec), () => biasActivationDropoutBackwardSource(spec), tiling, rows, [
     arg.ptr(ptrs.dOut), arg.ptr(ptrs.input), arg.ptr(ptrs.bias), arg.ptr(ptrs.mask), arg.ptr(ptrs.dInput), arg.f32(1 / (1 - args.p)),
@@ -622,7 +675,7 @@ export function biasQkvSplitSource(spec: BiasQkvSplitSpec): KernelSource {
 ${QKV_SPLIT_OFFSET}
 Vec<T, VEC> y;
 #pragma unroll
-for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>((to_float(x.v[k]) + bias_f[k]) * part_scale);
+for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>((to_float(x.v[k]) + to_float(bias_v.v[k])) * part_scale);
 store_vec<T, VEC>(dst + o, y);`,
     reduces: false,
   });

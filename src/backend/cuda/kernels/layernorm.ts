@@ -32,7 +32,9 @@
 // same bytes; 2026-11-29): forward BERT 8192×768 84.8% (bf16) / 89.5% (f16) / 93.5% (f32), GPT-2
 // 16384×768 90–97%; backward (both kernels) f32 86% / 94%, but f16/bf16 only 54–61%: at 16-bit
 // the backward is limited by per-row latency (loads → two barriers → stores with ~10 rows in
-// flight per SM), not by bytes.
+// flight per SM), not by bytes. So at 16-bit the backward now loads the next row group (x, dOut,
+// mean, rstd in storage type: +8 registers, still 64) before reducing and storing the current one,
+// doubling the rows whose loads are in flight without more threads (not yet measured).
 //
 // Precision: f32 arithmetic, storage f32/f16/bf16; mean, rstd and partials f32.
 //
@@ -272,11 +274,79 @@ ${layer ? `    float b[VEC];
   return { name, source };
 }
 
+// The backward's row loads, two ways. At 16-bit, a software pipeline: the next row group's x,
+// dOut, mean and rstd are loaded (in their storage type, 4 registers a vector) before this
+// group's reductions and stores, so a thread has two rows' loads in flight instead of one: the
+// 16-bit backward was bound by that per-row latency (loads → barriers → stores), not by bytes.
+// f32 (86–94% of copy already) would spill with the extra registers; it loads each row at the
+// top of its iteration. Both define row, active, base, xh, g (zeros where inactive), mu and rs.
+function prefetchedRowLoads(layer: boolean): string {
+  return String.raw`  const int groups = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  Vec<T, VEC> x_next[VECS_PER_THREAD], g_next[VECS_PER_THREAD];
+  float mu_next = 0.f, rs_next = 0.f;
+  int next = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+  #define LOAD_NEXT_ROW()                                                              \
+    if (next < rows) {                                                                 \
+      _Pragma("unroll")                                                                \
+      for (int k = 0; k < VECS_PER_THREAD; k++) {                                      \
+        if (!owns_vec(k, t)) continue;                                                 \
+        const long long o = (long long)next * H + (k * THREADS_PER_ROW + t) * VEC;     \
+        x_next[k] = load_vec<T, VEC>(x + o);                                           \
+        g_next[k] = load_vec<T, VEC>(dout + o);                                        \
+      }                                                                                \
+      ${layer ? 'mu_next = mean[next];' : ''}                                          \
+      rs_next = rstd[next];                                                            \
+    }
+  LOAD_NEXT_ROW()
+  for (int group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int row = next;
+    const bool active = row < rows;
+    const long long base = (long long)row * H;
+    float xh[VECS_PER_THREAD][VEC], g[VECS_PER_THREAD][VEC];
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) {
+        const bool on = active && owns_vec(k, t);
+        xh[k][i] = on ? to_float(x_next[k].v[i]) : 0.f;
+        g[k][i] = on ? to_float(g_next[k].v[i]) : 0.f;
+      }
+    }
+    const float mu = ${layer ? 'active ? mu_next : 0.f' : '0.f'}, rs = active ? rs_next : 0.f;
+    next = row + gridDim.x * ROWS_PER_BLOCK;
+    LOAD_NEXT_ROW()
+    #undef LOAD_NEXT_ROW
+`;
+}
+
+function directRowLoads(layer: boolean): string {
+  return String.raw`  const int groups = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  for (int group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int row = group * ROWS_PER_BLOCK + threadIdx.y;
+    const bool active = row < rows;
+    const long long base = (long long)row * H;
+    float xh[VECS_PER_THREAD][VEC], g[VECS_PER_THREAD][VEC];
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      const int c = (k * THREADS_PER_ROW + t) * VEC;
+      if (active && owns_vec(k, t)) {
+        load_floats<T, VEC>(x + base + c, xh[k], VEC);
+        load_floats<T, VEC>(dout + base + c, g[k], VEC);
+      } else {
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) { xh[k][i] = 0.f; g[k][i] = 0.f; }
+      }
+    }
+    const float mu = ${layer ? 'active ? mean[row] : 0.f' : '0.f'}, rs = active ? rstd[row] : 0.f;
+`;
+}
+
 export function normBackwardSource(spec: NormBackwardSpec): KernelSource {
   const name = kernelIdentifier(normBackwardKey(spec));
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
   const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
+  const prefetch = spec.dtype !== 'f32';
   // The row slots of a block saw different rows: fold their column sums together in slot order (a
   // fixed order, so the result is deterministic) and let the last slot write the block's partial.
   const combineRowSlots = spec.rowsPerBlock > 1
@@ -342,25 +412,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
     #pragma unroll
     for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
 
-  const int groups = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-  for (int group = blockIdx.x; group < groups; group += gridDim.x) {
-    const int row = group * ROWS_PER_BLOCK + threadIdx.y;
-    const bool active = row < rows;
-    const long long base = (long long)row * H;
-    float xh[VECS_PER_THREAD][VEC], g[VECS_PER_THREAD][VEC];
-    #pragma unroll
-    for (int k = 0; k < VECS_PER_THREAD; k++) {
-      const int c = (k * THREADS_PER_ROW + t) * VEC;
-      if (active && owns_vec(k, t)) {
-        load_floats<T, VEC>(x + base + c, xh[k], VEC);
-        load_floats<T, VEC>(dout + base + c, g[k], VEC);
-      } else {
-        #pragma unroll
-        for (int i = 0; i < VEC; i++) { xh[k][i] = 0.f; g[k][i] = 0.f; }
-      }
-    }
-    const float mu = ${layer ? 'active ? mean[row] : 0.f' : '0.f'}, rs = active ? rstd[row] : 0.f;
-    float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
+${prefetch ? prefetchedRowLoads(layer) : directRowLoads(layer)}    float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
       if (!owns_vec(k, t)) continue;

@@ -60,3 +60,39 @@ test('adamW rejects bad arguments with messages naming the op', () => {
   rejects(() => adam.adamW(host, { ...base, gradScale: Infinity }), /^adamW: 'gradScale' must be a finite number/);
   assert.equal(host.launches.length, 0);
 });
+
+test('device scalars and the clip: their own kernels, pointers and maxNorm appended to the arguments', () => {
+  const host = new RecordingHost();
+  const n = 4096;
+  const common = { params: flat(n, 'bf16'), grads: flat(n, 'bf16'), m: flat(n, 'f32'), v: flat(n, 'f32'), master: flat(n, 'f32'), beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };
+  const scalars = flat(4, 'f32'), sumSquares = flat(1, 'f32');
+  adam.adamW(host, { ...common, lr: 1e-3, step: 2, gradScale: 0.5 });
+  adam.adamW(host, { ...common, scalars });
+  adam.adamW(host, { ...common, scalars, clip: { sumSquares, maxNorm: 1 } });
+  adam.adamW(host, { ...common, lr: 1e-3, step: 2, clip: { sumSquares, maxNorm: Infinity } });
+  assert.deepEqual(host.launches.map((l) => l.key), ['adamw.bf16.v8.master', 'adamw.bf16.v8.master.scalars', 'adamw.bf16.v8.master.scalars.clip', 'adamw.bf16.v8.master.clip']);
+  const [plain, device, both, clipOnly] = host.launches;
+  assert.deepEqual([argValue(plain!, 16, 'ptr'), argValue(plain!, 17, 'ptr'), argValue(plain!, 18, 'f32')], [0n, 0n, Infinity]);
+  assert.deepEqual([argValue(device!, 16, 'ptr'), argValue(device!, 17, 'ptr')], [scalars.ptr, 0n]);
+  assert.deepEqual([argValue(both!, 16, 'ptr'), argValue(both!, 17, 'ptr'), argValue(both!, 18, 'f32')], [scalars.ptr, sumSquares.ptr, 1]);
+  assert.deepEqual([argValue(clipOnly!, 16, 'ptr'), argValue(clipOnly!, 17, 'ptr'), argValue(clipOnly!, 18, 'f32')], [0n, sumSquares.ptr, Infinity]);
+  assert.equal(argValue(clipOnly!, 13, 'f32'), 1 - 0.9 ** 2);
+  assert.match(both!.source, /constexpr bool HAS_SCALARS = true;/);
+  assert.match(both!.source, /constexpr bool HAS_CLIP = true;/);
+  assert.match(plain!.source, /constexpr bool HAS_CLIP = false;/);
+});
+
+test('device scalars refuse host numbers beside them; scalars and clip tensors are checked', () => {
+  const host = new RecordingHost();
+  const common = { params: flat(8, 'f16'), grads: flat(8, 'f16'), m: flat(8, 'f32'), v: flat(8, 'f32'), beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0 };
+  const rejects = (fn: () => void, pattern: RegExp): void => {
+    assert.throws(fn, (e: unknown) => e instanceof FuseformerError && pattern.test(e.message));
+  };
+  const withLr = { ...common, scalars: flat(4, 'f32'), lr: 1e-3 } as unknown as Parameters<typeof adam.adamW>[1];
+  rejects(() => adam.adamW(host, withLr), /^adamW: 'lr' is not used when 'scalars' is given/);
+  rejects(() => adam.adamW(host, { ...common, scalars: flat(4, 'f16') }), /^adamW: 'scalars' has dtype f16 but expected f32/);
+  rejects(() => adam.adamW(host, { ...common, scalars: flat(5, 'f32') }), /^adamW: 'scalars' has shape \[5\] but expected \[4\]/);
+  rejects(() => adam.adamW(host, { ...common, lr: 1e-3, step: 1, clip: { sumSquares: flat(1, 'f16'), maxNorm: 1 } }), /^adamW: 'clip.sumSquares' has dtype f16/);
+  rejects(() => adam.adamW(host, { ...common, lr: 1e-3, step: 1, clip: { sumSquares: flat(1, 'f32'), maxNorm: -1 } }), /^adamW: 'clip.maxNorm' must be a positive number or Infinity, got -1/);
+  assert.equal(host.launches.length, 0);
+});

@@ -1,0 +1,138 @@
+// fuseformer's GPT-2 training step against Hugging Face transformers (run on the GPU machine):
+//  1. the loss and every parameter gradient at the same weights and batch (f32: rel err ≤ 1e-4,
+//     bf16: ≤ 1e-2, as ‖ours − theirs‖ / ‖theirs‖ per tensor);
+//  2. a loss curve of `steps` AdamW steps from the same init over the same batches (within 1%).
+// Needs python3 with torch + transformers (bench/hf_reference.py). Writes a JSON report.
+//
+// Usage: node dist/bench/train-parity.js [--json out.json] [--steps 200]
+
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend } from '../src/backend/index.js';
+import type { FloatDType } from '../src/dtype.js';
+import { SafetensorsReader, writeSafetensors } from '../src/io/safetensors.js';
+import type { Gpt2Config } from '../src/models/gpt2.js';
+import { gpt2ConfigToJson } from '../src/models/gpt2.js';
+import { Gpt2Model } from '../src/models/gpt2-model.js';
+import type { HostBatch } from '../src/train/step-runner.js';
+import { StepRunner } from '../src/train/step-runner.js';
+
+const { values: cli } = parseArgs({ options: { json: { type: 'string' }, steps: { type: 'string', default: '200' } } });
+const steps = Number(cli.steps);
+
+const config: Gpt2Config = {
+  vocabSize: 5003, maxPositions: 128, hidden: 256, layers: 4, heads: 4, ffn: 1024, layerNormEps: 1e-5,
+  activation: 'gelu_tanh', residualDropout: 0, embeddingDropout: 0, attentionDropout: 0, tieWordEmbeddings: true,
+};
+const B = 8, L = 128, BATCHES = 8;
+const optimizer = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1, masterWeights: true };
+const lr = 1e-3;
+
+/** Sequences from a fixed random first-order Markov chain over a small vocabulary subset: learnable. */
+function markovBatches(): HostBatch[] {
+  let s = 12345;
+  const rand = () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s / 2 ** 32; };
+  const states = 64;
+  const next = Array.from({ length: states }, () => Array.from({ length: 3 }, () => Math.floor(rand() * states)));
+  const tokenOf = Array.from({ length: states }, () => Math.floor(rand() * config.vocabSize));
+  const out: HostBatch[] = [];
+  for (let b = 0; b < BATCHES; b++) {
+    const seq = new Int32Array(B * (L + 1));
+    for (let r = 0; r < B; r++) {
+      let state = Math.floor(rand() * states);
+      for (let t = 0; t <= L; t++) { seq[r * (L + 1) + t] = tokenOf[state]!; state = next[state]![Math.floor(rand() * 3)]!; }
+    }
+    const tokens = new Int32Array(B * L), targets = new Int32Array(B * L);
+    for (let r = 0; r < B; r++) for (let t = 0; t < L; t++) { tokens[r * L + t] = seq[r * (L + 1) + t]!; targets[r * L + t] = seq[r * (L + 1) + t + 1]!; }
+    out.push({ batch: B, seqLen: L, tokens, targets });
+  }
+  return out;
+}
+
+function bf16Round(x: Float32Array): Float32Array {
+  const u = new Uint32Array(x.buffer.slice(0));
+  for (let i = 0; i < u.length; i++) u[i] = ((u[i]! + 0x7fff + ((u[i]! >>> 16) & 1)) & 0xffff0000) >>> 0;
+  return new Float32Array(u.buffer);
+}
+
+function relError(ours: Float32Array, theirs: Float32Array): number {
+  let diff = 0, ref = 0;
+  for (let i = 0; i < ours.length; i++) { diff += (ours[i]! - theirs[i]!) ** 2; ref += theirs[i]! ** 2; }
+  return Math.sqrt(diff) / Math.max(Math.sqrt(ref), 1e-30);
+}
+
+const { backend } = await selectBackend();
+const batches = markovBatches();
+const report: Record<string, unknown> = { device: backend.description, config, batch: [B, L], steps, lr, optimizer };
+let failures = 0;
+
+// Initial weights: our own init, rounded to bf16 so both dtypes start from exactly the same values.
+const init = new Gpt2Model(backend, config, 'f32');
+init.params.initialize(42n);
+const weights = new Map([...init.params.download()].map(([name, t]) => [name, { shape: t.shape, data: bf16Round(t.data) }]));
+init.params.free();
+
+for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+  const dir = mkdtempSync(join(tmpdir(), `fuseformer-parity-${dtype}-`));
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(gpt2ConfigToJson(config)));
+  writeSafetensors(join(dir, 'model.safetensors'), [...weights].map(([name, t]) => ({ name, dtype: 'F32' as const, shape: t.shape, bytes: new Uint8Array(t.data.buffer) })));
+  const toList = (a: Int32Array) => Array.from({ length: B }, (_, r) => Array.from(a.subarray(r * L, (r + 1) * L)));
+  writeFileSync(join(dir, 'batch.json'), JSON.stringify({
+    dtype, tokens: batches.map((b) => toList(b.tokens)), targets: batches.map((b) => toList(b.targets)),
+    steps: dtype === 'bf16' ? steps : 0, lr, beta1: optimizer.beta1, beta2: optimizer.beta2, eps: optimizer.eps,
+    weight_decay: optimizer.weightDecay, max_grad_norm: optimizer.maxGradNorm,
+  }));
+  const python = spawnSync('python3', ['bench/hf_reference.py', dir], { encoding: 'utf8', timeout: 600_000 });
+  if (python.status !== 0) throw new Error(`hf_reference.py failed: ${python.stderr || python.error}`);
+  const reference = JSON.parse(readFileSync(join(dir, 'reference.json'), 'utf8')) as { loss: number; curve: number[] };
+  const refGrads = SafetensorsReader.open(join(dir, 'reference.safetensors'));
+
+  const model = new Gpt2Model(backend, config, dtype);
+  model.params.upload(weights, 'parity weights');
+  const runner = new StepRunner(model, { maxBatch: B, maxSeqLen: L, optimizer });
+  runner.syncMasterFromParams();
+  const first = runner.trainStep(batches[0]!, 0);
+  const tolerance = dtype === 'f32' ? 1e-4 : 1e-2;
+  let worst = { name: '', error: 0 };
+  const perTensor: Record<string, number> = {};
+  for (const name of model.params.names) {
+    const ours = (backend.download(model.params.param(name).grad) as Float32Array).map((g) => g * first.gradScale);
+    const theirs = new Float32Array(refGrads.read(name).bytes.slice().buffer);
+    const error = relError(ours, theirs);
+    perTensor[name] = error;
+    if (!(error <= worst.error)) worst = { name, error };
+  }
+  const lossError = Math.abs(first.loss - reference.loss) / reference.loss;
+  const gradsOk = worst.error <= tolerance && lossError <= tolerance;
+  if (!gradsOk) failures++;
+  console.log(`${dtype}: loss ours ${first.loss.toFixed(6)} HF ${reference.loss.toFixed(6)} (rel ${lossError.toExponential(2)}); worst gradient ${worst.name} rel err ${worst.error.toExponential(2)} (tolerance ${tolerance}) ${gradsOk ? 'OK' : 'FAIL'}`);
+  const entry: Record<string, unknown> = { lossOurs: first.loss, lossHf: reference.loss, lossRelError: lossError, worstGradient: worst, gradientRelErrors: perTensor, ok: gradsOk };
+
+  if (reference.curve.length > 0) {
+    // The probe above moved AdamW's moments: start the curve from the same init with a fresh optimizer.
+    model.params.upload(weights, 'parity weights');
+    const trainer = new StepRunner(model, { maxBatch: B, maxSeqLen: L, optimizer });
+    trainer.syncMasterFromParams();
+    const curve: number[] = [];
+    for (let step = 0; step < steps; step++) curve.push(trainer.trainStep(batches[step % BATCHES]!, lr).loss);
+    trainer.dispose();
+    let worstCurve = 0;
+    for (let i = 0; i < steps; i++) worstCurve = Math.max(worstCurve, Math.abs(curve[i]! - reference.curve[i]!) / reference.curve[i]!);
+    const finalGap = Math.abs(curve[steps - 1]! - reference.curve[steps - 1]!) / reference.curve[steps - 1]!;
+    const curveOk = worstCurve <= 0.01;
+    if (!curveOk) failures++;
+    console.log(`${dtype} ${steps}-step curve: ours ${curve[0]!.toFixed(4)} → ${curve[steps - 1]!.toFixed(4)}, HF ${reference.curve[0]!.toFixed(4)} → ${reference.curve[steps - 1]!.toFixed(4)}; worst step gap ${(100 * worstCurve).toFixed(2)}%, final ${(100 * finalGap).toFixed(2)}% ${curveOk ? 'OK' : 'FAIL'}`);
+    Object.assign(entry, { curveOurs: curve, curveHf: reference.curve, worstCurveGap: worstCurve, finalCurveGap: finalGap, curveOk });
+  }
+  report[dtype] = entry;
+  runner.dispose();
+  model.params.free();
+}
+
+report.failures = failures;
+if (cli.json) writeFileSync(cli.json, JSON.stringify(report, null, 1));
+console.log(failures === 0 ? 'parity: all checks passed' : `parity: ${failures} check(s) failed`);
+process.exitCode = failures === 0 ? 0 : 1;

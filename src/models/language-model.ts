@@ -1,0 +1,79 @@
+// What a trainable language model offers the trainer, and the shared LM head:
+//   a = LN_f(x); logits = a·Wᵀ (W [V, C], an 'out_in' weight, often the tied token embedding);
+//   loss_r = CE(logits_r, target_r) with optional label smoothing and an ignore index.
+// The cross-entropy backward writes dLogits over the logits (in place: the [rows, V] buffer is the
+// step's largest), then dW = dLogitsᵀ·a and dA = dLogits·W.
+
+import type { Backend } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import type { Tensor } from '../tensor.js';
+import type { Param, ParameterStore } from '../nn/parameters.js';
+import type { StepContext } from '../nn/step-context.js';
+import type { LayerNormParams } from '../nn/transformer-block.js';
+
+export interface CausalLmBatch {
+  readonly batch: number;
+  readonly seqLen: number;
+  /** i32 [batch, seqLen]. */
+  readonly tokens: Tensor;
+  /** i32 [batch·seqLen]: the next token, or ignoreIndex. */
+  readonly targets: Tensor;
+  /** f32 [batch·seqLen]: written with each position's loss (0 where ignored). */
+  readonly loss: Tensor;
+  /** Multiplies the loss gradient: the loss scale over the number of positions averaged. */
+  readonly lossGradScale: number;
+  readonly labelSmoothing?: number;
+  readonly ignoreIndex?: number;
+}
+
+export interface LanguageModel {
+  readonly backend: Backend;
+  readonly params: ParameterStore;
+  readonly dtype: FloatDType;
+  readonly vocabSize: number;
+  readonly maxSeqLen: number;
+  /** Forward and loss; with `backward`, every parameter gradient too (overwritten, not accumulated). */
+  lossStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean): void;
+}
+
+export interface LmHeadSaved {
+  readonly x: Tensor;
+  readonly mean: Tensor;
+  readonly rstd: Tensor;
+  readonly normed: Tensor;
+  readonly logits: Tensor;
+  readonly lse: Tensor;
+}
+
+function ceOptions(batch: CausalLmBatch): { labelSmoothing?: number; ignoreIndex?: number } {
+  return {
+    ...(batch.labelSmoothing !== undefined ? { labelSmoothing: batch.labelSmoothing } : {}),
+    ...(batch.ignoreIndex !== undefined ? { ignoreIndex: batch.ignoreIndex } : {}),
+  };
+}
+
+export function lmHeadForward(ctx: StepContext, norm: LayerNormParams, weight: Param, x: Tensor, batch: CausalLmBatch): LmHeadSaved {
+  const rows = x.shape[0]!, C = x.shape[1]!, V = weight.value.shape[0]!;
+  const normed = ctx.buffer('head.normed', [rows, C], x.dtype);
+  const mean = ctx.buffer('head.mean', [rows], 'f32');
+  const rstd = ctx.buffer('head.rstd', [rows], 'f32');
+  ctx.ops.layerNormForward({ x, gamma: norm.gamma.value, beta: norm.beta.value, out: normed, mean, rstd, eps: norm.eps });
+  const logits = ctx.buffer('head.logits', [rows, V], x.dtype);
+  ctx.ops.gemm({ a: normed, b: weight.value, out: logits, transB: true });
+  const lse = ctx.buffer('head.lse', [rows], 'f32');
+  ctx.ops.crossEntropyForward({ logits, targets: batch.targets, loss: batch.loss, lse, ...ceOptions(batch) });
+  return { x, mean, rstd, normed, logits, lse };
+}
+
+/** Returns dX [rows, C]; writes W's gradient (overwriting) and the norm's. */
+export function lmHeadBackward(ctx: StepContext, norm: LayerNormParams, weight: Param, saved: LmHeadSaved, batch: CausalLmBatch): Tensor {
+  const rows = saved.x.shape[0]!, C = saved.x.shape[1]!;
+  const dLogits = saved.logits;
+  ctx.ops.crossEntropyBackward({ logits: saved.logits, targets: batch.targets, lse: saved.lse, dLogits, gradScale: batch.lossGradScale, ...ceOptions(batch) });
+  ctx.ops.gemm({ a: dLogits, b: saved.normed, out: weight.grad, transA: true });
+  const dNormed = ctx.buffer('head.dNormed', [rows, C], saved.x.dtype);
+  ctx.ops.gemm({ a: dLogits, b: weight.value, out: dNormed });
+  const dX = ctx.buffer('head.dX', [rows, C], saved.x.dtype);
+  ctx.ops.layerNormBackward({ dOut: dNormed, x: saved.x, gamma: norm.gamma.value, mean: saved.mean, rstd: saved.rstd, dX, dGamma: norm.gamma.grad, dBeta: norm.beta.grad });
+  return dX;
+}

@@ -1,0 +1,317 @@
+// The device side of training: one call runs a whole step — forward, loss, backward, gradient norm,
+// AdamW — on memory that is allocated once.
+//
+// Per step shape (batch × seqLen, train or eval) the step is traced and planned (nn/step-context.ts)
+// into one activation arena sized at construction for the largest shape. The first step of a shape
+// runs eagerly (kernels compile, GEMMs autotune); the next one is captured into a CUDA graph that
+// every later step of that shape replays. Everything that changes from step to step is read from
+// device memory the host writes before the replay: the batch (tokens, targets) and the optimizer's
+// scalars (learning rate, gradient scale, bias corrections). The loss scale is a constant of the
+// graph (it scales the cross-entropy gradient), so a new loss scale — rare — means a new capture.
+//
+// Gradient scale bookkeeping. The cross-entropy backward multiplies by lossScale / rows, so fp16
+// gradients stay in range whatever the batch; AdamW then multiplies by rows / (lossScale · nValid),
+// which makes the update use the mean gradient over the nValid non-ignored targets exactly.
+// Clipping and the fp16 overflow skip happen inside AdamW from the gradient's sum of squares.
+//
+// Dropout draws its masks from Philox counters fixed at capture, so a graph would replay the same
+// masks every step; models with dropout therefore run eagerly (the graph needs a device-side counter).
+
+import type { AdamWArgs, Arena, Backend, Graph } from '../backend/backend.js';
+import { ArgumentError } from '../errors.js';
+import type { Tensor } from '../tensor.js';
+import type { CausalLmBatch, LanguageModel } from '../models/language-model.js';
+import type { StepPlan } from '../nn/step-context.js';
+import { planStep, runStep } from '../nn/step-context.js';
+
+export interface OptimizerConfig {
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly eps: number;
+  readonly weightDecay: number;
+  /** Global gradient-norm clipping threshold; Infinity disables clipping. */
+  readonly maxGradNorm: number;
+  /** fp32 master weights (default); false is LightSeq2's no-master mode (16-bit params updated in place). */
+  readonly masterWeights: boolean;
+}
+
+export const DEFAULT_OPTIMIZER: OptimizerConfig = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1, masterWeights: true };
+
+export interface StepRunnerOptions {
+  readonly optimizer?: Partial<OptimizerConfig>;
+  /** Largest batch × seqLen a step will see; the arena and batch buffers are sized for it. */
+  readonly maxBatch: number;
+  readonly maxSeqLen: number;
+  readonly seed?: bigint;
+  /** Capture steady-state steps into CUDA graphs (default: on for CUDA, off for the CPU). */
+  readonly graphs?: boolean;
+  readonly labelSmoothing?: number;
+  /** Targets equal to this are ignored (default −100, the Hugging Face convention). */
+  readonly ignoreIndex?: number;
+}
+
+export interface HostBatch {
+  readonly batch: number;
+  readonly seqLen: number;
+  /** batch·seqLen token ids. */
+  readonly tokens: Int32Array;
+  /** batch·seqLen next-token targets (or ignoreIndex). */
+  readonly targets: Int32Array;
+}
+
+export interface StepResult {
+  /** Mean loss over the non-ignored targets. */
+  readonly loss: number;
+  readonly validTargets: number;
+  /** Global norm of the mean gradient before clipping (NaN/Infinity on an fp16 overflow). */
+  readonly gradNorm: number;
+  /** True when the update was skipped (non-finite gradients). */
+  readonly skipped: boolean;
+  /**
+   * The factor that turns the gradient workspace into the gradient of the mean loss (the workspace
+   * holds it times lossScale·nValid/rows, a scale that keeps fp16 gradients in range).
+   */
+  readonly gradScale: number;
+}
+
+interface PreparedStep {
+  readonly plan: StepPlan;
+  readonly batch: CausalLmBatch;
+  readonly run: () => void;
+  graph?: Graph;
+  runs: number;
+}
+
+export class StepRunner {
+  readonly optimizer: OptimizerConfig;
+  private readonly backend: Backend;
+  private readonly tokens: Tensor;
+  private readonly targets: Tensor;
+  private readonly loss: Tensor;
+  private readonly m: Tensor;
+  private readonly v: Tensor;
+  private readonly master?: Tensor;
+  private readonly scalars: Tensor;
+  private readonly sumSquares: Tensor;
+  private arena: Arena;
+  private readonly steps = new Map<string, PreparedStep>();
+  private readonly seed: bigint;
+  private readonly useGraphs: boolean;
+  private readonly ignoreIndex: number;
+  private dropoutOffset = 0n;
+  /** The plan of the largest training step, made at construction to size the arena. */
+  readonly largestPlan: StepPlan;
+  /** Optimizer updates applied so far (skipped steps do not count): AdamW's bias-correction step. */
+  updates = 0;
+  /** Device allocations made by the most recent step (0 in steady state). */
+  lastStepAllocations = 0;
+
+  constructor(readonly model: LanguageModel, readonly options: StepRunnerOptions) {
+    const { maxBatch, maxSeqLen } = options;
+    if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new ArgumentError(`StepRunner: maxBatch must be a positive integer, got ${maxBatch}`);
+    if (!Number.isInteger(maxSeqLen) || maxSeqLen < 1 || maxSeqLen > model.maxSeqLen) {
+      throw new ArgumentError(`StepRunner: maxSeqLen must be an integer in [1, ${model.maxSeqLen}], got ${maxSeqLen}`);
+    }
+    this.optimizer = { ...DEFAULT_OPTIMIZER, ...options.optimizer };
+    const o = this.optimizer;
+    if (!(o.maxGradNorm > 0)) throw new ArgumentError(`StepRunner: maxGradNorm must be > 0 (Infinity disables clipping), got ${o.maxGradNorm}`);
+    this.backend = model.backend;
+    this.seed = options.seed ?? 1234n;
+    this.useGraphs = options.graphs ?? this.backend.name === 'cuda';
+    this.ignoreIndex = options.ignoreIndex ?? -100;
+    const b = this.backend, rows = maxBatch * maxSeqLen, n = model.params.layout.numel;
+    this.tokens = b.empty([rows], 'i32');
+    this.targets = b.empty([rows], 'i32');
+    this.loss = b.empty([rows], 'f32');
+    this.m = b.empty([n], 'f32');
+    this.v = b.empty([n], 'f32');
+    b.fill(this.m, 0);
+    b.fill(this.v, 0);
+    if (o.masterWeights && model.dtype !== 'f32') {
+      this.master = b.empty([n], 'f32');
+      b.copy(model.params.values.flat, this.master);
+    }
+    this.scalars = b.empty([4], 'f32');
+    this.sumSquares = b.empty([1], 'f32');
+    // Plan the largest training step now, so the arena is allocated once, up front.
+    this.largestPlan = this.prepare(maxBatch, maxSeqLen, 1, true, false).plan;
+    this.arena = b.createArena(this.largestPlan.arena.arenaBytes);
+  }
+
+  /** Bytes of the activation arena, and of the plan for each prepared shape. */
+  get arenaBytes(): number { return this.arena.bytes; }
+
+  plans(): { key: string; plan: StepPlan }[] {
+    return [...this.steps].map(([key, s]) => ({ key, plan: s.plan }));
+  }
+
+  /** AdamW's moments and the master weights, on the host (for checkpoints). */
+  optimizerState(): { m: Float32Array; v: Float32Array; master?: Float32Array } {
+    const b = this.backend;
+    return {
+      m: b.download(this.m) as Float32Array, v: b.download(this.v) as Float32Array,
+      ...(this.master ? { master: b.download(this.master) as Float32Array } : {}),
+    };
+  }
+
+  /** Restores what optimizerState() returned; sizes must match this model's workspace. */
+  restoreOptimizerState(state: { m: Float32Array; v: Float32Array; master?: Float32Array }, source: string): void {
+    const n = this.model.params.layout.numel;
+    for (const [name, data] of [['m', state.m], ['v', state.v], ['master', state.master]] as const) {
+      if (data && data.length !== n) throw new ArgumentError(`${source}: optimizer state '${name}' has ${data.length} elements, the model's workspace ${n}`);
+    }
+    this.backend.upload(this.m, state.m);
+    this.backend.upload(this.v, state.v);
+    if (this.master) {
+      if (state.master) this.backend.upload(this.master, state.master);
+      else this.syncMasterFromParams();
+    }
+  }
+
+  /** The Philox counter the next step's dropout starts from (saved in checkpoints for exact resume). */
+  get dropoutCounter(): bigint { return this.dropoutOffset; }
+  set dropoutCounter(value: bigint) { this.dropoutOffset = value; }
+
+  /** Uploads the model's current parameters into the fp32 master copy (after loading weights). */
+  syncMasterFromParams(): void {
+    if (this.master) this.backend.copy(this.model.params.values.flat, this.master);
+  }
+
+  /** One training step: forward, backward, clipping, AdamW. */
+  trainStep(host: HostBatch, lr: number, lossScale = 1): StepResult {
+    const validTargets = this.upload(host);
+    const step = this.prepare(host.batch, host.seqLen, lossScale, true, true);
+    const rows = host.batch * host.seqLen;
+    const t = this.updates + 1;
+    const gradScale = rows / (lossScale * Math.max(1, validTargets));
+    const { beta1, beta2 } = this.optimizer;
+    this.backend.upload(this.scalars, [lr, gradScale, 1 - beta1 ** t, 1 - beta2 ** t]);
+    this.execute(step);
+    const loss = this.meanLoss(rows, validTargets);
+    const sumSquares = (this.backend.download(this.sumSquares) as Float32Array)[0]!;
+    const gradNorm = Math.sqrt(sumSquares) * gradScale;
+    const skipped = !Number.isFinite(gradNorm);
+    if (!skipped) this.updates++;
+    return { loss, validTargets, gradNorm, skipped, gradScale };
+  }
+
+  /** Forward only (dropout off): the mean loss of a batch. */
+  evalLoss(host: HostBatch): { loss: number; validTargets: number } {
+    const validTargets = this.upload(host);
+    const step = this.prepare(host.batch, host.seqLen, 1, false, true);
+    this.execute(step);
+    return { loss: this.meanLoss(host.batch * host.seqLen, validTargets), validTargets };
+  }
+
+  dispose(): void {
+    for (const s of this.steps.values()) s.graph?.dispose();
+    this.steps.clear();
+    this.arena.free();
+    for (const t of [this.tokens, this.targets, this.loss, this.m, this.v, this.scalars, this.sumSquares]) this.backend.free(t);
+    if (this.master) this.backend.free(this.master);
+  }
+
+  // --- internals ----------------------------------------------------------------------------------
+
+  private upload(host: HostBatch): number {
+    const { batch, seqLen, tokens, targets } = host;
+    const rows = batch * seqLen;
+    if (!Number.isInteger(batch) || batch < 1 || !Number.isInteger(seqLen) || seqLen < 1) throw new ArgumentError(`step: batch and seqLen must be positive integers, got ${batch} × ${seqLen}`);
+    if (batch * seqLen > this.options.maxBatch * this.options.maxSeqLen || seqLen > this.options.maxSeqLen) {
+      throw new ArgumentError(`step: batch ${batch} × ${seqLen} exceeds the runner's bounds (maxBatch ${this.options.maxBatch} × maxSeqLen ${this.options.maxSeqLen})`);
+    }
+    if (tokens.length !== rows || targets.length !== rows) throw new ArgumentError(`step: tokens (${tokens.length}) and targets (${targets.length}) must both have batch × seqLen = ${rows} entries`);
+    const V = this.model.vocabSize, ignore = this.ignoreIndex;
+    let valid = 0;
+    for (let i = 0; i < rows; i++) {
+      const tok = tokens[i]!, tgt = targets[i]!;
+      if (tok < 0 || tok >= V) throw new ArgumentError(`step: token ${tok} at position ${i} is outside the vocabulary [0, ${V})`);
+      if (tgt === ignore) continue;
+      if (tgt < 0 || tgt >= V) throw new ArgumentError(`step: target ${tgt} at position ${i} is outside the vocabulary [0, ${V})`);
+      valid++;
+    }
+    this.backend.upload(this.backend.view(this.tokens, 0, [rows]), tokens);
+    this.backend.upload(this.backend.view(this.targets, 0, [rows]), targets);
+    return valid;
+  }
+
+  private meanLoss(rows: number, validTargets: number): number {
+    const losses = this.backend.download(this.backend.view(this.loss, 0, [rows])) as Float32Array;
+    let sum = 0;
+    for (let i = 0; i < rows; i++) sum += losses[i]!;
+    return validTargets > 0 ? sum / validTargets : 0;
+  }
+
+  private prepare(batchSize: number, seqLen: number, lossScale: number, training: boolean, forUse: boolean): PreparedStep {
+    const key = `${training ? 'train' : 'eval'} ${batchSize}x${seqLen} scale=${lossScale}`;
+    const existing = this.steps.get(key);
+    if (existing) return existing;
+    const rows = batchSize * seqLen;
+    const b = this.backend;
+    const batch: CausalLmBatch = {
+      batch: batchSize, seqLen,
+      tokens: b.view(this.tokens, 0, [batchSize, seqLen]),
+      targets: b.view(this.targets, 0, [rows]),
+      loss: b.view(this.loss, 0, [rows]),
+      lossGradScale: lossScale / rows,
+      ...(this.options.labelSmoothing ? { labelSmoothing: this.options.labelSmoothing } : {}),
+      ignoreIndex: this.ignoreIndex,
+    };
+    const stepFn = training
+      ? (ctx: Parameters<Parameters<typeof planStep>[1]>[0]) => { this.model.lossStep(ctx, batch, true); this.optimizerUpdate(ctx.ops); }
+      : (ctx: Parameters<Parameters<typeof planStep>[1]>[0]) => { this.model.lossStep(ctx, batch, false); };
+    const plan = planStep(b, stepFn, training);
+    const prepared: PreparedStep = {
+      plan, batch, runs: 0,
+      run: () => {
+        const offset = this.dropoutOffset;
+        this.dropoutOffset += plan.dropoutCounters;
+        runStep(b, plan, this.arena, { seed: this.seed, baseOffset: offset, training }, stepFn);
+      },
+    };
+    if (forUse) {
+      if (this.arena.bytes < plan.arena.arenaBytes) {
+        // A shape bigger than the one planned at construction (rare: a different batch/length mix).
+        for (const s of this.steps.values()) { s.graph?.dispose(); delete s.graph; }
+        this.arena.free();
+        this.arena = b.createArena(plan.arena.arenaBytes);
+      }
+      this.steps.set(key, prepared);
+    }
+    return prepared;
+  }
+
+  private execute(step: PreparedStep): void {
+    const before = this.backend.memoryStats().deviceAllocations;
+    if (step.graph) {
+      step.graph.replay();
+    } else if (this.useGraphs && step.runs >= 1 && step.plan.dropoutCounters === 0n) {
+      step.graph = this.backend.captureGraph(step.run);
+      step.graph.replay();
+    } else {
+      step.run();
+    }
+    step.runs++;
+    this.lastStepAllocations = this.backend.memoryStats().deviceAllocations - before;
+  }
+
+  /** Σ grad² over the gradient workspace, then AdamW over the decayed and the undecayed parts. */
+  private optimizerUpdate(ops: Backend): void {
+    const params = this.model.params;
+    const o = this.optimizer;
+    ops.sumSquares({ x: params.grads.flat, out: this.sumSquares });
+    const n = params.layout.numel, split = params.decayedElements;
+    const part = (t: Tensor, start: number, end: number) => ops.view(t, start, [end - start]);
+    for (const [start, end, decay] of [[0, split, o.weightDecay], [split, n, 0]] as const) {
+      if (end <= start) continue;
+      const args: AdamWArgs = {
+        params: part(params.values.flat, start, end), grads: part(params.grads.flat, start, end),
+        m: part(this.m, start, end), v: part(this.v, start, end),
+        beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: decay,
+        scalars: this.scalars, clip: { sumSquares: this.sumSquares, maxNorm: o.maxGradNorm },
+        ...(this.master ? { master: part(this.master, start, end) } : {}),
+      };
+      ops.adamW(args);
+    }
+  }
+}

@@ -1,0 +1,71 @@
+// BERT's masked-LM backward against finite differences of its loss (CPU, f32), and training on a batch.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import type { BertConfig } from '../../src/models/bert.js';
+import { BERT_PRESETS } from '../../src/models/bert.js';
+import { BertModel } from '../../src/models/bert-model.js';
+import type { HostBatch } from '../../src/train/step-runner.js';
+import { StepRunner } from '../../src/train/step-runner.js';
+
+const tiny: BertConfig = {
+  ...BERT_PRESETS['bert-tiny']!, vocabSize: 41, hidden: 16, layers: 2, heads: 2, ffn: 24, maxPositions: 12,
+  hiddenDropout: 0, attentionDropout: 0, layerNormEps: 1e-12,
+};
+
+function maskedBatch(batch: number, seqLen: number, seed: number): HostBatch {
+  let s = seed;
+  const next = () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s; };
+  const tokens = Int32Array.from({ length: batch * seqLen }, () => next() % tiny.vocabSize);
+  // Every third position carries a target; the rest are ignored (-100), as in masked-LM batches.
+  const targets = Int32Array.from({ length: batch * seqLen }, (_, i) => (i % 3 === 0 ? next() % tiny.vocabSize : -100));
+  return { batch, seqLen, tokens, targets };
+}
+
+test('BERT masked-LM gradients match finite differences (CPU, f32)', () => {
+  const backend = new CpuBackend();
+  const model = new BertModel(backend, tiny, 'f32');
+  model.params.initialize(3n);
+  const batch = maskedBatch(2, 7, 1);
+  const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 7, optimizer: { maxGradNorm: Infinity } });
+  const step = runner.trainStep(batch, 0);
+  assert.equal(step.validTargets, 5);
+  const probes = [
+    'bert.embeddings.word_embeddings.weight', 'bert.embeddings.position_embeddings.weight', 'bert.embeddings.token_type_embeddings.weight',
+    'bert.embeddings.LayerNorm.weight', 'bert.encoder.layer.0.attention.self.query.weight', 'bert.encoder.layer.0.attention.self.key.bias',
+    'bert.encoder.layer.0.attention.self.value.weight', 'bert.encoder.layer.1.attention.output.dense.weight', 'bert.encoder.layer.1.attention.output.LayerNorm.bias',
+    'bert.encoder.layer.0.intermediate.dense.weight', 'bert.encoder.layer.1.output.dense.bias', 'bert.encoder.layer.1.output.LayerNorm.weight',
+    'cls.predictions.transform.dense.weight', 'cls.predictions.transform.LayerNorm.weight', 'cls.predictions.bias',
+  ];
+  const h = 3e-3;
+  for (const name of probes) {
+    const { value, grad } = model.params.param(name);
+    const values = backend.download(value) as Float32Array, grads = backend.download(grad) as Float32Array;
+    let big = 0;
+    for (let i = 1; i < grads.length; i++) if (Math.abs(grads[i]!) > Math.abs(grads[big]!)) big = i;
+    for (const i of [big, (big * 5 + 1) % grads.length]) {
+      const original = values[i]!;
+      values[i] = original + h; backend.upload(value, values);
+      const up = runner.evalLoss(batch).loss;
+      values[i] = original - h; backend.upload(value, values);
+      const down = runner.evalLoss(batch).loss;
+      values[i] = original; backend.upload(value, values);
+      const numeric = (up - down) / (2 * h), analytic = grads[i]! * step.gradScale;
+      const error = Math.abs(numeric - analytic) / Math.max(1e-3, Math.abs(numeric), Math.abs(analytic));
+      assert.ok(error < 2e-2, `${name}[${i}]: analytic ${analytic}, finite difference ${numeric} (rel err ${error.toFixed(4)})`);
+    }
+  }
+});
+
+test('BERT learns a masked-LM batch', () => {
+  const backend = new CpuBackend();
+  const model = new BertModel(backend, tiny, 'f32');
+  model.params.initialize(4n);
+  const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 9, optimizer: { weightDecay: 0 } });
+  const batch = maskedBatch(2, 9, 2);
+  const first = runner.trainStep(batch, 3e-2);
+  let last = first;
+  for (let i = 0; i < 30; i++) last = runner.trainStep(batch, 3e-2);
+  assert.ok(last.loss < first.loss * 0.5, `loss ${first.loss} → ${last.loss}`);
+});

@@ -1,0 +1,124 @@
+// GPT-2's hand-written backward against finite differences of its own loss, on the CPU backend in f32,
+// and the planned step: buffers share memory, a traced step equals the planned one, training learns.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import type { Gpt2Config } from '../../src/models/gpt2.js';
+import { GPT2_PRESETS } from '../../src/models/gpt2.js';
+import { Gpt2Model } from '../../src/models/gpt2-model.js';
+import type { HostBatch } from '../../src/train/step-runner.js';
+import { StepRunner } from '../../src/train/step-runner.js';
+import { planStep, runStep } from '../../src/nn/step-context.js';
+
+const tinyConfig: Gpt2Config = {
+  ...GPT2_PRESETS['gpt2-tiny']!, vocabSize: 37, maxPositions: 12, hidden: 16, layers: 2, heads: 2, ffn: 24,
+};
+
+function randomBatch(batch: number, seqLen: number, vocab: number, seed: number): HostBatch {
+  let s = seed;
+  const next = () => { s = (s * 1103515245 + 12345) % 2147483648; return s % vocab; };
+  const tokens = Int32Array.from({ length: batch * seqLen }, next);
+  const targets = Int32Array.from({ length: batch * seqLen }, next);
+  return { batch, seqLen, tokens, targets };
+}
+
+/** Mean loss of the model on a batch, forward only, with the runner's planned eval step. */
+function lossOf(runner: StepRunner, batch: HostBatch): number {
+  return runner.evalLoss(batch).loss;
+}
+
+test('GPT-2 gradients match finite differences of the loss (CPU, f32)', () => {
+  const backend = new CpuBackend();
+  const model = new Gpt2Model(backend, tinyConfig, 'f32');
+  model.params.initialize(7n);
+  // A larger init spreads the logits so the loss is sensitive to every parameter.
+  const batch = randomBatch(2, 5, tinyConfig.vocabSize, 3);
+  const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 5, optimizer: { maxGradNorm: Infinity } });
+
+  // Analytic gradients: a training step with lr = 0 leaves the parameters and fills the gradients
+  // (of the mean loss times lossGradScale·rows = 1).
+  const result = runner.trainStep(batch, 0);
+  assert.ok(Number.isFinite(result.loss) && result.loss > 0);
+  const probes = [
+    'transformer.wte.weight', 'transformer.wpe.weight', 'transformer.h.0.ln_1.weight', 'transformer.h.0.ln_1.bias',
+    'transformer.h.0.attn.c_attn.weight', 'transformer.h.0.attn.c_attn.bias', 'transformer.h.1.attn.c_proj.weight',
+    'transformer.h.1.attn.c_proj.bias', 'transformer.h.1.ln_2.weight', 'transformer.h.1.mlp.c_fc.weight',
+    'transformer.h.1.mlp.c_fc.bias', 'transformer.h.0.mlp.c_proj.weight', 'transformer.h.0.mlp.c_proj.bias',
+    'transformer.ln_f.weight', 'transformer.ln_f.bias',
+  ];
+  const h = 3e-3;
+  let worst = 0;
+  for (const name of probes) {
+    const { value, grad } = model.params.param(name);
+    const values = backend.download(value) as Float32Array;
+    const grads = backend.download(grad) as Float32Array;
+    // The element with the largest gradient, and one other, per tensor.
+    let big = 0;
+    for (let i = 1; i < grads.length; i++) if (Math.abs(grads[i]!) > Math.abs(grads[big]!)) big = i;
+    for (const i of [big, (big * 7 + 3) % grads.length]) {
+      const original = values[i]!;
+      values[i] = original + h; backend.upload(value, values);
+      const up = lossOf(runner, batch);
+      values[i] = original - h; backend.upload(value, values);
+      const down = lossOf(runner, batch);
+      values[i] = original; backend.upload(value, values);
+      const numeric = (up - down) / (2 * h);
+      const analytic = grads[i]!;
+      const error = Math.abs(numeric - analytic) / Math.max(1e-3, Math.abs(numeric), Math.abs(analytic));
+      worst = Math.max(worst, error);
+      assert.ok(error < 2e-2, `${name}[${i}]: analytic ${analytic}, finite difference ${numeric} (rel err ${error.toFixed(4)})`);
+    }
+  }
+  assert.ok(worst < 2e-2);
+});
+
+test('the planned step shares memory and replays identically', () => {
+  const backend = new CpuBackend();
+  const model = new Gpt2Model(backend, tinyConfig, 'f32');
+  model.params.initialize(1n);
+  const runner = new StepRunner(model, { maxBatch: 3, maxSeqLen: 8 });
+  const plan = runner.largestPlan;
+  assert.ok(plan.arena.arenaBytes < plan.arena.unsharedBytes * 0.8, `arena ${plan.arena.arenaBytes} vs unshared ${plan.arena.unsharedBytes}`);
+  assert.ok(plan.arena.arenaBytes >= plan.arena.peakLiveBytes);
+
+  // A run that deviates from its trace is refused.
+  const other = planStep(backend, (ctx) => { ctx.buffer('a', [4], 'f32'); });
+  const arena = backend.createArena(other.arena.arenaBytes);
+  assert.throws(() => runStep(backend, other, arena, { seed: 0n, baseOffset: 0n, training: true }, (ctx) => { ctx.buffer('a', [5], 'f32'); }), /differs from its trace/);
+});
+
+test('training a tiny GPT-2 on one batch drives its loss down; bad batches are refused', () => {
+  const backend = new CpuBackend();
+  const model = new Gpt2Model(backend, tinyConfig, 'f32');
+  model.params.initialize(5n);
+  const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 6, optimizer: { weightDecay: 0 } });
+  const batch = randomBatch(2, 6, tinyConfig.vocabSize, 11);
+  const first = runner.trainStep(batch, 3e-2);
+  let last = first;
+  for (let i = 0; i < 30; i++) last = runner.trainStep(batch, 3e-2);
+  assert.ok(last.loss < first.loss * 0.5, `loss ${first.loss} → ${last.loss}`);
+  assert.equal(runner.updates, 31);
+  assert.equal(runner.lastStepAllocations, 0);
+
+  assert.throws(() => runner.trainStep({ ...batch, tokens: batch.tokens.map(() => 99) }, 1e-3), /token 99 at position 0 is outside the vocabulary/);
+  assert.throws(() => runner.trainStep(randomBatch(3, 6, 37, 1), 1e-3), /exceeds the runner's bounds/);
+});
+
+test('gradient checkpointing recomputes the same gradients (with dropout) in a smaller arena', () => {
+  const withDropout: Gpt2Config = { ...tinyConfig, residualDropout: 0.2, embeddingDropout: 0.1 };
+  const batch = randomBatch(2, 8, withDropout.vocabSize, 5);
+  const gradsWith = (checkpointEvery: number) => {
+    const backend = new CpuBackend();
+    const model = new Gpt2Model(backend, withDropout, 'f32');
+    model.checkpointEvery = checkpointEvery;
+    model.params.initialize(9n);
+    const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 8, optimizer: { maxGradNorm: Infinity } });
+    const loss = runner.trainStep(batch, 0).loss;
+    return { loss, grads: backend.download(model.params.grads.flat) as Float32Array, arena: runner.arenaBytes };
+  };
+  const plain = gradsWith(0), everyBlock = gradsWith(1);
+  assert.equal(everyBlock.loss, plain.loss);
+  assert.deepEqual(everyBlock.grads, plain.grads);
+  assert.ok(everyBlock.arena < plain.arena, `arena ${everyBlock.arena} (checkpointed) vs ${plain.arena}`);
+});
