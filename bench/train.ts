@@ -71,7 +71,8 @@ const CASES: ModelCase[] = [
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-interface Measured { stepMs: number; tokensPerS: number; peakBytes: number; loss: number; mfu: number; allocationsPerStep: number; arenaBytes: number }
+interface Breakdown { gpuStepMs: number; gemmMs: number; otherKernelsMs: number; gapsMs: number; topOps: { op: string; calls: number; ms: number }[] }
+interface Measured { stepMs: number; tokensPerS: number; peakBytes: number; loss: number; mfu: number; allocationsPerStep: number; arenaBytes: number; breakdown: Breakdown }
 
 const { backend } = await selectBackend('cuda');
 const results: Record<string, unknown> = { date: new Date().toISOString().slice(0, 10), device: backend.description, steps: STEPS, peakTflops: PEAK_TFLOPS, models: {} };
@@ -83,6 +84,8 @@ function randomTokens(n: number, vocab: number, seed: number, maskedFraction = 1
 }
 
 function measure(c: ModelCase, dtype: FloatDType): Measured {
+  backend.resetPeakMemory();
+  const baseline = backend.memoryStats().bytesInUse;
   const model = c.build(dtype);
   model.params.initialize(1n);
   const runner = new StepRunner(model, { maxBatch: c.batch, maxSeqLen: c.seqLen });
@@ -101,9 +104,16 @@ function measure(c: ModelCase, dtype: FloatDType): Measured {
   }
   const stepMs = median(times);
   const tokensPerS = n / (stepMs / 1000);
+  const peakBytes = backend.memoryStats().peakBytesInUse - baseline;
+  // Where the time goes: GPU time of the replayed step against its ops timed one by one.
+  const p = runner.profileTrainStep(batch, 1e-4, lossScale);
+  const breakdown: Breakdown = {
+    gpuStepMs: p.stepMs, gemmMs: p.gemmMs, otherKernelsMs: p.otherKernelsMs,
+    gapsMs: Math.max(0, p.stepMs - p.gemmMs - p.otherKernelsMs), topOps: p.byOp.slice(0, 12),
+  };
   const m: Measured = {
-    stepMs, tokensPerS, peakBytes: backend.memoryStats().peakBytesInUse, loss,
-    mfu: (tokensPerS * c.flopsPerToken) / (PEAK_TFLOPS * 1e12), allocationsPerStep: allocations / STEPS, arenaBytes: runner.arenaBytes,
+    stepMs, tokensPerS, peakBytes, loss,
+    mfu: (tokensPerS * c.flopsPerToken) / (PEAK_TFLOPS * 1e12), allocationsPerStep: allocations / STEPS, arenaBytes: runner.arenaBytes, breakdown,
   };
   runner.dispose();
   model.params.free();
@@ -117,6 +127,8 @@ for (const c of CASES) {
     ours[dtype] = measure(c, dtype);
     const m = ours[dtype]!;
     console.log(`fuseformer ${c.name} ${dtype}: ${m.stepMs.toFixed(1)} ms/step, ${Math.round(m.tokensPerS)} tok/s, MFU ${(100 * m.mfu).toFixed(1)}%, peak ${(m.peakBytes / 2 ** 30).toFixed(2)} GiB`);
+    const bd = m.breakdown;
+    console.log(`  GPU step ${bd.gpuStepMs.toFixed(1)} ms = GEMMs ${bd.gemmMs.toFixed(1)} + our kernels ${bd.otherKernelsMs.toFixed(1)} + gaps ${bd.gapsMs.toFixed(1)}; top: ${bd.topOps.slice(0, 8).map((o) => `${o.op} ${o.ms.toFixed(1)}`).join(', ')}`);
   }
   let torch: Record<string, { tokens_per_s?: number; step_ms?: number; peak_bytes?: number; error?: string }> | undefined;
   if (!cli['no-torch']) {

@@ -245,10 +245,15 @@ export interface SoftmaxBackwardArgs {
 // --- cross-entropy ----------------------------------------------------------------------------------
 
 /**
- * Per-row loss over logits [rows, V] with targets i32 [rows]:
- * loss = (1−ε)·(lse − z_t) + ε·(lse − mean_j z_j), lse = log Σ_j exp z_j, ε = labelSmoothing.
+ * Per-row loss over logits [rows, Vp] with targets i32 [rows], over the first C = classes columns:
+ * loss = (1−ε)·(lse − z_t) + ε·(lse − mean_{j<C} z_j), lse = log Σ_{j<C} exp z_j, ε = labelSmoothing.
  * Rows whose target equals ignoreIndex get loss 0. loss and lse are f32 [rows].
- * A target outside [0, V) that is not ignoreIndex is an error on the CPU; on the GPU its loss is NaN.
+ * A target outside [0, C) that is not ignoreIndex is an error on the CPU; on the GPU its loss is NaN.
+ *
+ * classes (C, 1 ≤ C ≤ Vp, default Vp) is the real vocabulary when the logits are padded (llm.c's
+ * padded_vocab_size: the LM head writes Vp = V rounded up to a multiple of 64 columns so that rows
+ * stay 16-byte aligned for cuBLASLt). Columns j ≥ C do not exist for the loss: they are never part
+ * of lse or of the smoothing mean, and a target in [C, Vp) is out of range.
  */
 export interface CrossEntropyForwardArgs {
   logits: Tensor;
@@ -257,11 +262,15 @@ export interface CrossEntropyForwardArgs {
   lse: Tensor;
   labelSmoothing?: number;
   ignoreIndex?: number;
+  /** Real classes C: the first C columns of the logits' last dimension Vp; default Vp. */
+  classes?: number;
 }
 
 /**
- * dLogits = gradScale · (softmax(z) − (1−ε)·onehot(t) − ε/V), zero for ignored rows.
- * gradScale is typically lossScale / (number of non-ignored rows). dLogits may alias logits.
+ * dLogits_j = gradScale · (softmax(z)_j − (1−ε)·[j = t] − ε/C) for j < C (softmax over the C real
+ * columns, through the saved lse), zero for ignored rows; dLogits_j = 0 exactly for padded columns
+ * j ≥ C (always written, also when dLogits aliases logits). gradScale is typically
+ * lossScale / (number of non-ignored rows). dLogits may alias logits.
  */
 export interface CrossEntropyBackwardArgs {
   logits: Tensor;
@@ -271,6 +280,8 @@ export interface CrossEntropyBackwardArgs {
   gradScale: number;
   labelSmoothing?: number;
   ignoreIndex?: number;
+  /** Real classes C, as in CrossEntropyForwardArgs; default the logits' last dimension. */
+  classes?: number;
 }
 
 // --- embedding -------------------------------------------------------------------------------------
@@ -429,6 +440,16 @@ export interface MemoryStats {
   bytesReserved: number;
 }
 
+/**
+ * A point in the queue of work (a CUDA event on the GPU; the host clock on the CPU, where ops run at
+ * once). Two markers time the work issued between them; dispose() releases the event.
+ */
+export interface TimeMarker {
+  /** Milliseconds from `earlier` to this marker; waits for the work before this marker to finish. */
+  elapsedSince(earlier: TimeMarker): number;
+  dispose(): void;
+}
+
 /** Byte offsets of arena views are multiples of this (cudaMalloc's alignment; 16-byte vectors fit). */
 export const ARENA_ALIGNMENT = 256;
 
@@ -467,10 +488,14 @@ export interface Backend {
   /** One allocation of `bytes` that planned activations are carved from (see Arena). */
   createArena(bytes: number): Arena;
   memoryStats(): MemoryStats;
+  /** Restarts peakBytesInUse from the bytes in use now (to measure the peak of one phase). */
+  resetPeakMemory(): void;
   /** Waits until all queued work is done. */
   synchronize(): void;
   /** Records the ops `fn` issues into a graph; nothing runs until replay(). */
   captureGraph(fn: () => void): Graph;
+  /** Marks the current point of the queue, for timing (not allowed while capturing a graph). */
+  mark(): TimeMarker;
 
   // ops
   gemm(args: GemmArgs): void;

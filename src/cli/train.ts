@@ -31,7 +31,7 @@ model and data:
                           model's vocabulary is 257 tokens, else gpt2)
 training:
   --dtype f32|bf16|f16    parameter/activation precision (default bf16 on CUDA, f32 on the CPU)
-  --batch-size N --seq-len N --steps N   (defaults 8, 64, 150 on the CPU; 16, 256, 600 on CUDA)
+  --batch-size N --seq-len N --steps N   (defaults 8, 64, 40 on the CPU; 16, 256, 600 on CUDA)
   --lr X --min-lr X --warmup N --schedule cosine|linear|constant   (3e-3, lr/10, steps/20, cosine)
   --weight-decay X --max-grad-norm X --no-master            (0.1, 1.0; fp32 master weights by default)
   --checkpoint-activations K   recompute every K-th block in backward (0 = off)
@@ -108,7 +108,7 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   }
   checkTokenRange(tokens, model.vocabSize, dataPath);
 
-  const steps = positiveInt('steps', values.steps, onGpu ? 600 : 150);
+  const steps = positiveInt('steps', values.steps, onGpu ? 600 : 40);
   const lr = positiveNumber('lr', values.lr, 3e-3);
   const schedule = values.schedule as LrScheduleKind;
   const outDir = values.out ?? join('runs', values.model!.replace(/[^A-Za-z0-9._-]+/g, '_'));

@@ -22,15 +22,17 @@ import type { AttentionShape } from '../nn/attention.js';
 import { selfAttention } from '../nn/attention.js';
 import { linear, linearForward, linearInputGrad, linearWeightGrad } from '../nn/linear.js';
 import type { Param, ParameterSpec } from '../nn/parameters.js';
-import { ParameterStore, normal, ones, zeros } from '../nn/parameters.js';
+import { ParameterStore, normal, ones, paddedVocabSize, zeros } from '../nn/parameters.js';
 import type { StepContext } from '../nn/step-context.js';
 import type { BlockSaved, LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
 import { blockBackward, blockForward } from '../nn/transformer-block.js';
 import type { BertConfig } from './bert.js';
 import type { CausalLmBatch, LanguageModel } from './language-model.js';
+import { ceOptions } from './language-model.js';
 
 export function bertParameterSpecs(config: BertConfig): ParameterSpec[] {
   const { vocabSize: V, maxPositions: P, hidden: H, ffn: F, layers, typeVocabSize: T } = config;
+  const Vp = paddedVocabSize(V);
   const std = 0.02;
   const layerNorm = (name: string): ParameterSpec[] => [
     { name: `${name}.weight`, shape: [H], init: ones, decay: false },
@@ -41,7 +43,7 @@ export function bertParameterSpecs(config: BertConfig): ParameterSpec[] {
     { name: `${name}.bias`, shape: [out], init: zeros, decay: false, packWithPrevious },
   ];
   const specs: ParameterSpec[] = [
-    { name: 'bert.embeddings.word_embeddings.weight', shape: [V, H], init: normal(std), decay: true },
+    { name: 'bert.embeddings.word_embeddings.weight', shape: [Vp, H], fileShape: [V, H], init: normal(std), decay: true },
     { name: 'bert.embeddings.position_embeddings.weight', shape: [P, H], init: normal(std), decay: true },
     { name: 'bert.embeddings.token_type_embeddings.weight', shape: [T, H], init: normal(std), decay: true },
     ...layerNorm('bert.embeddings.LayerNorm'),
@@ -62,7 +64,7 @@ export function bertParameterSpecs(config: BertConfig): ParameterSpec[] {
   specs.push(
     ...dense('cls.predictions.transform.dense', H, H),
     ...layerNorm('cls.predictions.transform.LayerNorm'),
-    { name: 'cls.predictions.bias', shape: [V], init: zeros, decay: false },
+    { name: 'cls.predictions.bias', shape: [Vp], fileShape: [V], init: zeros, decay: false },
   );
   return specs;
 }
@@ -117,12 +119,13 @@ export class BertModel implements LanguageModel {
   }
 
   get vocabSize(): number { return this.config.vocabSize; }
+  get logitsWidth(): number { return paddedVocabSize(this.config.vocabSize); }
   get maxSeqLen(): number { return this.config.maxPositions; }
 
   lossStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean): void {
     const { batch: B, seqLen: L } = batch;
     if (L > this.config.maxPositions) throw new ArgumentError(`BERT: sequence length ${L} exceeds max_position_embeddings ${this.config.maxPositions}`);
-    const H = this.config.hidden, rows = B * L, dtype = this.dtype, V = this.config.vocabSize;
+    const H = this.config.hidden, rows = B * L, dtype = this.dtype, V = this.logitsWidth;
     const shape: AttentionShape = { batch: B, seqLen: L };
     const onesL = ctx.reshape(this.backend.view(this.ones, 0, [L, 1]), [L, 1]);
     const tteRow0 = (t: Tensor) => this.backend.view(t, 0, [1, H]);
@@ -168,7 +171,7 @@ export class BertModel implements LanguageModel {
     const logits = ctx.buffer('head.logits', [rows, V], dtype);
     ctx.ops.gemm({ a: headIn, b: this.wte.value, out: logits, transB: true, epilogue: 'bias', bias: this.decoderBias.value });
     const lse = ctx.buffer('head.lse', [rows], 'f32');
-    const ce = { ignoreIndex: batch.ignoreIndex ?? -100, ...(batch.labelSmoothing ? { labelSmoothing: batch.labelSmoothing } : {}) };
+    const ce = ceOptions({ ...batch, ignoreIndex: batch.ignoreIndex ?? -100 }, this.config.vocabSize);
     ctx.ops.crossEntropyForward({ logits, targets: batch.targets, loss: batch.loss, lse, ...ce });
     if (!backward) return;
 

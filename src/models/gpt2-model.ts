@@ -17,7 +17,7 @@ import type { AttentionShape } from '../nn/attention.js';
 import { selfAttention } from '../nn/attention.js';
 import { linear } from '../nn/linear.js';
 import type { Param, ParameterSpec } from '../nn/parameters.js';
-import { ParameterStore, normal, ones, zeros } from '../nn/parameters.js';
+import { ParameterStore, normal, ones, paddedVocabSize, zeros } from '../nn/parameters.js';
 import type { StepContext } from '../nn/step-context.js';
 import type { BlockSaved, LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
 import { blockBackward, blockForward } from '../nn/transformer-block.js';
@@ -28,9 +28,10 @@ import { lmHeadBackward, lmHeadForward } from './language-model.js';
 /** HF's GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02/√(2·layers)), LN (1, 0), biases 0. */
 export function gpt2ParameterSpecs(config: Gpt2Config): ParameterSpec[] {
   const { vocabSize: V, maxPositions: P, hidden: C, ffn: F, layers } = config;
+  const Vp = paddedVocabSize(V);
   const std = 0.02, residualStd = 0.02 / Math.sqrt(2 * layers);
   const specs: ParameterSpec[] = [
-    { name: 'transformer.wte.weight', shape: [V, C], init: normal(std), decay: true },
+    { name: 'transformer.wte.weight', shape: [Vp, C], fileShape: [V, C], init: normal(std), decay: true },
     { name: 'transformer.wpe.weight', shape: [P, C], init: normal(std), decay: true },
   ];
   const layerNorm = (name: string) => [
@@ -53,7 +54,7 @@ export function gpt2ParameterSpecs(config: Gpt2Config): ParameterSpec[] {
     );
   }
   specs.push(...layerNorm('transformer.ln_f'));
-  if (!config.tieWordEmbeddings) specs.push({ name: 'lm_head.weight', shape: [V, C], init: normal(std), decay: true });
+  if (!config.tieWordEmbeddings) specs.push({ name: 'lm_head.weight', shape: [Vp, C], fileShape: [V, C], init: normal(std), decay: true });
   return specs;
 }
 
@@ -101,9 +102,10 @@ export class Gpt2Model implements LanguageModel {
   }
 
   get vocabSize(): number { return this.config.vocabSize; }
+  get logitsWidth(): number { return paddedVocabSize(this.config.vocabSize); }
   get maxSeqLen(): number { return this.config.maxPositions; }
 
-  /** Forward only: logits [batch·seqLen, V] for tokens i32 [batch, seqLen] (dropout off in eval steps). */
+  /** Forward only: logits [batch·seqLen, logitsWidth] (columns ≥ vocabSize are 0) for tokens i32 [batch, seqLen] (dropout off in eval steps). */
   logitsStep(ctx: StepContext, tokens: Tensor, logits: Tensor): void {
     const [B, L] = tokens.shape as [number, number];
     const C = this.config.hidden, rows = B * L;
@@ -140,7 +142,7 @@ export class Gpt2Model implements LanguageModel {
       saved.push(checkpointed ? { input: x, dropoutCursor } : r.saved);
       x = r.y;
     });
-    const head = lmHeadForward(ctx, this.lnF, this.lmHead, x, batch);
+    const head = lmHeadForward(ctx, this.lnF, this.lmHead, x, batch, this.config.vocabSize);
     if (!backward) return;
 
     let dX = lmHeadBackward(ctx, this.lnF, this.lmHead, head, batch);

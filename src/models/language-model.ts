@@ -31,6 +31,8 @@ export interface LanguageModel {
   readonly params: ParameterStore;
   readonly dtype: FloatDType;
   readonly vocabSize: number;
+  /** Columns of the logits: the vocabulary padded for aligned GEMMs (≥ vocabSize; the rest are zeros). */
+  readonly logitsWidth: number;
   readonly maxSeqLen: number;
   /** Forward and loss; with `backward`, every parameter gradient too (overwritten, not accumulated). */
   lossStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean): void;
@@ -43,16 +45,20 @@ export interface LmHeadSaved {
   readonly normed: Tensor;
   readonly logits: Tensor;
   readonly lse: Tensor;
+  readonly classes: number;
 }
 
-function ceOptions(batch: CausalLmBatch): { labelSmoothing?: number; ignoreIndex?: number } {
+/** The cross-entropy options of a batch; `classes` is the real vocabulary when the logits are padded. */
+export function ceOptions(batch: CausalLmBatch, classes: number): { classes: number; labelSmoothing?: number; ignoreIndex?: number } {
   return {
+    classes,
     ...(batch.labelSmoothing !== undefined ? { labelSmoothing: batch.labelSmoothing } : {}),
     ...(batch.ignoreIndex !== undefined ? { ignoreIndex: batch.ignoreIndex } : {}),
   };
 }
 
-export function lmHeadForward(ctx: StepContext, norm: LayerNormParams, weight: Param, x: Tensor, batch: CausalLmBatch): LmHeadSaved {
+/** W may be padded to Vp ≥ classes rows (zeros): logits are [rows, Vp] and only `classes` columns count. */
+export function lmHeadForward(ctx: StepContext, norm: LayerNormParams, weight: Param, x: Tensor, batch: CausalLmBatch, classes: number): LmHeadSaved {
   const rows = x.shape[0]!, C = x.shape[1]!, V = weight.value.shape[0]!;
   const normed = ctx.buffer('head.normed', [rows, C], x.dtype);
   const mean = ctx.buffer('head.mean', [rows], 'f32');
@@ -61,15 +67,15 @@ export function lmHeadForward(ctx: StepContext, norm: LayerNormParams, weight: P
   const logits = ctx.buffer('head.logits', [rows, V], x.dtype);
   ctx.ops.gemm({ a: normed, b: weight.value, out: logits, transB: true });
   const lse = ctx.buffer('head.lse', [rows], 'f32');
-  ctx.ops.crossEntropyForward({ logits, targets: batch.targets, loss: batch.loss, lse, ...ceOptions(batch) });
-  return { x, mean, rstd, normed, logits, lse };
+  ctx.ops.crossEntropyForward({ logits, targets: batch.targets, loss: batch.loss, lse, ...ceOptions(batch, classes) });
+  return { x, mean, rstd, normed, logits, lse, classes };
 }
 
 /** Returns dX [rows, C]; writes W's gradient (overwriting) and the norm's. */
 export function lmHeadBackward(ctx: StepContext, norm: LayerNormParams, weight: Param, saved: LmHeadSaved, batch: CausalLmBatch): Tensor {
   const rows = saved.x.shape[0]!, C = saved.x.shape[1]!;
   const dLogits = saved.logits;
-  ctx.ops.crossEntropyBackward({ logits: saved.logits, targets: batch.targets, lse: saved.lse, dLogits, gradScale: batch.lossGradScale, ...ceOptions(batch) });
+  ctx.ops.crossEntropyBackward({ logits: saved.logits, targets: batch.targets, lse: saved.lse, dLogits, gradScale: batch.lossGradScale, ...ceOptions(batch, saved.classes) });
   ctx.ops.gemm({ a: dLogits, b: saved.normed, out: weight.grad, transA: true });
   const dNormed = ctx.buffer('head.dNormed', [rows, C], saved.x.dtype);
   ctx.ops.gemm({ a: dLogits, b: weight.value, out: dNormed });

@@ -26,6 +26,17 @@ export interface ParameterSpec {
   readonly decay: boolean;
   /** Stored right after the previous parameter with the same `decay` (see ParameterStore.concatenated). */
   readonly packWithPrevious?: boolean;
+  /**
+   * The checkpoint shape when the stored one is padded (a vocabulary rounded up so GEMM rows stay
+   * 16-byte aligned): the parameter is the first rows of the stored tensor; the padding rows are
+   * zero and stay zero (their gradients are zero).
+   */
+  readonly fileShape?: readonly number[];
+}
+
+/** Rounds a vocabulary up to a multiple of 64 (llm.c's padded_vocab_size): aligned LM-head GEMMs. */
+export function paddedVocabSize(vocab: number): number {
+  return Math.ceil(vocab / 64) * 64;
 }
 
 export const normal = (std: number): ParameterInit => ({ kind: 'normal', std });
@@ -101,35 +112,51 @@ export class ParameterStore {
     };
   }
 
-  /** Fills every parameter from its init rule with the Philox stream (seed, counter 0, 1, ...). */
+  /** Each parameter's name and checkpoint shape (its stored shape unless padded). */
+  fileShapes(): { name: string; shape: readonly number[] }[] {
+    return this.layout.entries.map((e) => ({ name: e.name, shape: this.specs.get(e.name)!.fileShape ?? e.shape }));
+  }
+
+  /** The parameter without its padding rows (what checkpoints hold). */
+  private unpadded(workspace: Workspace, name: string): Tensor {
+    const shape = this.specs.get(name)!.fileShape;
+    const t = workspace.get(name);
+    return shape ? this.backend.view(t, 0, shape) : t;
+  }
+
+  /** Fills every parameter from its init rule with the Philox stream (seed, counter 0, 1, ...); padding stays zero. */
   initialize(seed: bigint): void {
     let offset = 0n;
     for (const e of this.layout.entries) {
       const init = this.specs.get(e.name)!.init;
-      const t = this.values.get(e.name);
+      const t = this.unpadded(this.values, e.name);
       if (init.kind === 'normal') {
         this.backend.randomFill({ out: t, seed, offset, distribution: 'normal', mean: 0, std: init.std });
-        offset += dropoutOffsetAdvance(e.numel);
+        offset += dropoutOffsetAdvance(t.numel);
       } else {
         this.backend.fill(t, init.kind === 'ones' ? 1 : 0);
       }
     }
   }
 
-  /** Host copies of every parameter, by name (for checkpoints). */
+  /** Host copies of every parameter, by name, in their checkpoint shapes. */
   download(): Map<string, { shape: readonly number[]; data: Float32Array }> {
     const out = new Map<string, { shape: readonly number[]; data: Float32Array }>();
-    for (const e of this.layout.entries) out.set(e.name, { shape: e.shape, data: this.backend.download(this.values.get(e.name)) as Float32Array });
+    for (const e of this.layout.entries) {
+      const t = this.unpadded(this.values, e.name);
+      out.set(e.name, { shape: t.shape, data: this.backend.download(t) as Float32Array });
+    }
     return out;
   }
 
-  /** Sets parameters from host values; every parameter must be given, with its exact shape. */
+  /** Sets parameters from host values; every parameter must be given, in its checkpoint shape. */
   upload(tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>, source: string): void {
     for (const e of this.layout.entries) {
+      const target = this.unpadded(this.values, e.name);
       const t = tensors.get(e.name);
-      if (!t) throw new ArgumentError(`${source}: parameter '${e.name}' ${formatShape(e.shape)} is missing`);
-      if (formatShape(t.shape) !== formatShape(e.shape)) throw new ArgumentError(`${source}: parameter '${e.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(e.shape)}`);
-      this.backend.upload(this.values.get(e.name), t.data);
+      if (!t) throw new ArgumentError(`${source}: parameter '${e.name}' ${formatShape(target.shape)} is missing`);
+      if (formatShape(t.shape) !== formatShape(target.shape)) throw new ArgumentError(`${source}: parameter '${e.name}' has shape ${formatShape(t.shape)}, expected ${formatShape(target.shape)}`);
+      this.backend.upload(target, t.data);
     }
   }
 

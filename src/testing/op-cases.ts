@@ -217,6 +217,50 @@ function crossEntropyCases(dtype: FloatDType): OpCase[] {
   return cases;
 }
 
+/**
+ * A padded vocabulary (llm.c's padded_vocab_size): logits [rows, Vp], only the first C columns are
+ * classes. The padding holds large logits, so any use of it in lse, the smoothing mean or the
+ * gradient shows; its gradient must be exactly 0 (compared bit-exactly as 'dLogitsPadding'), also
+ * when the backward runs in place over the logits.
+ */
+function paddedCrossEntropyCases(dtype: FloatDType): OpCase[] {
+  const cases: OpCase[] = [];
+  const shapes = [
+    [17, 50257, 50304, 0, true, false], [9, 50257, 50304, 0.1, false, true],
+    [64, 1001, 1024, 0.1, true, false], [33, 1001, 1024, 0, false, true],
+  ] as const;
+  for (const [rows, C, Vp, smoothing, ignore, inPlace] of shapes) {
+    const ignoreOption = ignore ? { ignoreIndex: -100 } : {};
+    cases.push({
+      name: `crossEntropy fwd+bwd ${dtype} rows=${rows} C=${C} padded to ${Vp} smoothing=${smoothing}${ignore ? ' ignoreIndex' : ''}${inPlace ? ' in place' : ''}`,
+      dtype, exact: ['dLogitsPadding'],
+      inputs: (rng) => {
+        const targets = ints(rng, [rows], 0, C);
+        const tv = targets.values as Int32Array;
+        tv[0] = C - 1; // the last real class
+        if (ignore) tv[1] = -100; // one ignored row
+        const logits = floats(rng, [rows, Vp], dtype, 2);
+        const z = logits.values as Float32Array;
+        for (let r = 0; r < rows; r++) for (let j = C; j < Vp; j++) z[r * Vp + j] = 30 + 4 * rng.next();
+        return { logits, targets };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        const logits = c.in('logits'), targets = c.in('targets');
+        const lse = c.out('lse', [rows], 'f32');
+        b.crossEntropyForward({ logits, targets, loss: c.out('loss', [rows], 'f32'), lse, labelSmoothing: smoothing, classes: C, ...ignoreOption });
+        const dLogits = inPlace ? c.keep('dLogits', logits) : c.out('dLogits', [rows, Vp], dtype);
+        b.crossEntropyBackward({ logits, targets, lse, dLogits, gradScale: 1 / rows, labelSmoothing: smoothing, classes: C, ...ignoreOption });
+        const results = c.results();
+        const d = results.dLogits!, padding = new Float32Array(rows * (Vp - C));
+        for (let r = 0; r < rows; r++) for (let j = C; j < Vp; j++) padding[r * (Vp - C) + j - C] = d[r * Vp + j]!;
+        return { ...results, dLogitsPadding: padding };
+      },
+    });
+  }
+  return cases;
+}
+
 function embeddingCases(dtype: FloatDType): OpCase[] {
   const cases: OpCase[] = [];
   for (const [B, L, V, H, withPositions] of [[2, 9, 8000, 768, true], [4, 33, 1000, 1024, false], [1, 5, 3001, 771, true]] as const) {
@@ -470,7 +514,7 @@ function randomFillCases(dtype: FloatDType): OpCase[] {
 export function allOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...elementwiseCases(dtype), ...normCases(dtype), ...softmaxCases(dtype),
-    ...crossEntropyCases(dtype), ...embeddingCases(dtype), ...adamCases(dtype), ...adamGraphCases(dtype), ...randomFillCases(dtype),
+    ...crossEntropyCases(dtype), ...paddedCrossEntropyCases(dtype), ...embeddingCases(dtype), ...adamCases(dtype), ...adamGraphCases(dtype), ...randomFillCases(dtype),
     ...permuteCases(dtype), ...dropoutCases(dtype), ...sumSquaresCases(dtype), ...arenaCases(dtype),
   ]);
 }

@@ -16,6 +16,8 @@ export interface LogitsModel {
   readonly backend: Backend;
   readonly dtype: FloatDType;
   readonly vocabSize: number;
+  /** Columns of the logits logitsStep writes (the padded vocabulary). */
+  readonly logitsWidth: number;
   readonly maxSeqLen: number;
   logitsStep(ctx: StepContext, tokens: Tensor, logits: Tensor): void;
 }
@@ -67,14 +69,14 @@ export function sampleTokens(model: LogitsModel, prompt: readonly number[], opti
   if (prompt.length === 0) throw new ArgumentError('sample: the prompt needs at least one token');
   const window = options.window ?? model.maxSeqLen;
   if (!Number.isInteger(window) || window < 1 || window > model.maxSeqLen) throw new ArgumentError(`sample: window must be in [1, ${model.maxSeqLen}], got ${window}`);
-  const b = model.backend, V = model.vocabSize;
+  const b = model.backend, V = model.vocabSize, W = model.logitsWidth;
   for (const t of prompt) if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`sample: prompt token ${t} is outside the vocabulary [0, ${V})`);
   const tokens = b.empty([1, window], 'i32');
-  const logits = b.empty([window, V], 'f32');
+  const logits = b.empty([window, W], 'f32');
   const step = (ctx: StepContext) => {
     // A 16-bit model computes logits in its dtype; they are widened to f32 for the host.
     if (model.dtype === 'f32') { model.logitsStep(ctx, tokens, logits); return; }
-    const narrow = ctx.buffer('sample.logits', [window, V], model.dtype);
+    const narrow = ctx.buffer('sample.logits', [window, W], model.dtype);
     model.logitsStep(ctx, tokens, narrow);
     ctx.ops.copy(narrow, logits);
   };
@@ -90,7 +92,7 @@ export function sampleTokens(model: LogitsModel, prompt: readonly number[], opti
       padded.set(visible);
       b.upload(tokens, padded);
       runStep(b, plan, arena, { seed: 0n, baseOffset: 0n, training: false }, step);
-      const row = b.download(b.view(logits, (visible.length - 1) * V, [V])) as Float32Array;
+      const row = b.download(b.view(logits, (visible.length - 1) * W, [V])) as Float32Array;
       const next = pickToken(row, options.temperature ?? 0.8, options.topK ?? 40, random);
       if (next === options.stopTokenId) break;
       generated.push(next);

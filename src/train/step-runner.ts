@@ -23,6 +23,8 @@ import type { Tensor } from '../tensor.js';
 import type { CausalLmBatch, LanguageModel } from '../models/language-model.js';
 import type { StepPlan } from '../nn/step-context.js';
 import { planStep, runStep } from '../nn/step-context.js';
+import type { StepProfile } from './profile.js';
+import { profilingBackend } from './profile.js';
 
 export interface OptimizerConfig {
   readonly beta1: number;
@@ -77,7 +79,8 @@ export interface StepResult {
 interface PreparedStep {
   readonly plan: StepPlan;
   readonly batch: CausalLmBatch;
-  readonly run: () => void;
+  /** Runs the step's ops on `backend` (the runner's, or a wrapper of it such as the profiler's). */
+  readonly run: (backend?: Backend) => void;
   graph?: Graph;
   runs: number;
 }
@@ -263,10 +266,10 @@ export class StepRunner {
     const plan = planStep(b, stepFn, training);
     const prepared: PreparedStep = {
       plan, batch, runs: 0,
-      run: () => {
+      run: (on = b) => {
         const offset = this.dropoutOffset;
         this.dropoutOffset += plan.dropoutCounters;
-        runStep(b, plan, this.arena, { seed: this.seed, baseOffset: offset, training }, stepFn);
+        runStep(on, plan, this.arena, { seed: this.seed, baseOffset: offset, training }, stepFn);
       },
     };
     if (forUse) {
@@ -281,12 +284,34 @@ export class StepRunner {
     return prepared;
   }
 
+  /**
+   * One training step with every op timed (eager, events around each op), after the same step has
+   * run normally at least once; plus the GPU time of the step as it normally runs (its graph replay
+   * where there is one). For profiling only: it runs the batch three times, each applying AdamW.
+   */
+  profileTrainStep(host: HostBatch, lr: number, lossScale = 1): StepProfile & { stepMs: number; replayed: boolean } {
+    this.trainStep(host, lr, lossScale); // compile, autotune, capture
+    this.upload(host);
+    const step = this.prepare(host.batch, host.seqLen, lossScale, true, true);
+    const start = this.backend.mark();
+    this.execute(step);
+    const end = this.backend.mark();
+    const stepMs = end.elapsedSince(start);
+    start.dispose();
+    end.dispose();
+    const profiler = profilingBackend(this.backend);
+    step.run(profiler.backend);
+    const profile = profiler.finish();
+    this.updates += 2;
+    return { ...profile, stepMs, replayed: step.graph !== undefined };
+  }
+
   private execute(step: PreparedStep): void {
     const before = this.backend.memoryStats().deviceAllocations;
     if (step.graph) {
       step.graph.replay();
     } else if (this.useGraphs && step.runs >= 1 && step.plan.dropoutCounters === 0n) {
-      step.graph = this.backend.captureGraph(step.run);
+      step.graph = this.backend.captureGraph(() => step.run());
       step.graph.replay();
     } else {
       step.run();

@@ -100,7 +100,7 @@ export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Token
   const evalCurve: { step: number; value: number }[] = [];
 
   const modelTensors = (): NamedHostTensor[] => [...model.params.download()].map(([name, t]) => ({ name, dtype: 'f32', shape: t.shape, data: t.data }));
-  const expectations = () => model.params.layout.entries.map((e) => ({ name: e.name, dtype: 'f32' as const, shape: e.shape }));
+  const expectations = () => model.params.fileShapes().map((e) => ({ name: e.name, dtype: 'f32' as const, shape: e.shape }));
 
   if (config.resume) {
     const latest = latestCheckpoint(config.outDir);

@@ -1,10 +1,13 @@
 // Cross-entropy with label smoothing over logits (rows, V), targets i32 (rows), forward and backward.
-//   lse  = log Σ_j exp z_j                              (float64, max-shifted; saved as f32)
-//   loss = (1−ε)·(lse − z_t) + ε·(lse − mean_j z_j)     — the smoothed target puts 1−ε on t and
-//          ε/V on every class, and Σ_j (ε/V)(lse − z_j) = ε(lse − mean z)
-//   dz   = gradScale·(softmax(z) − (1−ε)·onehot(t) − ε/V), softmax(z) = exp(z − lse) with the saved lse
+// Only the first C = classes columns (default V) count; columns [C, V) are padding (llm.c's padded
+// vocabulary) that the loss never sees.
+//   lse  = log Σ_{j<C} exp z_j                          (float64, max-shifted; saved as f32)
+//   loss = (1−ε)·(lse − z_t) + ε·(lse − mean_{j<C} z_j) — the smoothed target puts 1−ε on t and
+//          ε/C on every class, and Σ_{j<C} (ε/C)(lse − z_j) = ε(lse − mean z)
+//   dz_j = gradScale·(softmax(z)_j − (1−ε)·onehot(t)_j − ε/C) for j < C, with softmax(z) = exp(z − lse)
+//          from the saved lse; dz_j = 0 for padded columns j ≥ C
 // Rows whose target is ignoreIndex get loss 0, lse still computed, and zero gradient. Any other
-// target outside [0, V) is an error here (the GPU writes NaN instead).
+// target outside [0, C) is an error here (the GPU writes NaN instead).
 
 import type { CrossEntropyBackwardArgs, CrossEntropyForwardArgs } from '../backend.js';
 import { checkCrossEntropyBackward, checkCrossEntropyForward } from '../op-checks/index.js';
@@ -12,31 +15,31 @@ import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import { floatsOf, int32sOf, storeFloats } from './tensor.js';
 
-/** The row's target, or undefined when the row is ignored; throws for a target outside [0, V). */
-function rowTarget(check: CpuCheck, targets: Int32Array, row: number, V: number, ignoreIndex: number | undefined): number | undefined {
+/** The row's target, or undefined when the row is ignored; throws for a target outside [0, C). */
+function rowTarget(check: CpuCheck, targets: Int32Array, row: number, C: number, ignoreIndex: number | undefined): number | undefined {
   const t = targets[row]!;
   if (t === ignoreIndex) return undefined;
-  if (t < 0 || t >= V) {
-    check.fail(`'targets'[${row}] = ${t} is outside [0, ${V})${ignoreIndex === undefined ? ' and no ignoreIndex is set' : ` and is not ignoreIndex (${ignoreIndex})`}`);
+  if (t < 0 || t >= C) {
+    check.fail(`'targets'[${row}] = ${t} is outside [0, ${C})${ignoreIndex === undefined ? ' and no ignoreIndex is set' : ` and is not ignoreIndex (${ignoreIndex})`}`);
   }
   return t;
 }
 
 export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWork {
   const check = new CpuCheck('crossEntropyForward');
-  const { logits, targets, loss, lse, labelSmoothing: epsilon, ignoreIndex, rows, V } = checkCrossEntropyForward(check, args);
+  const { logits, targets, loss, lse, labelSmoothing: epsilon, ignoreIndex, rows, V, classes: C } = checkCrossEntropyForward(check, args);
 
   return check.work(() => {
     const z = floatsOf(logits), tv = int32sOf(targets);
     const losses = new Float64Array(rows), lses = new Float64Array(rows);
     for (let r = 0; r < rows; r++) {
-      const target = rowTarget(check, tv, r, V, ignoreIndex);
+      const target = rowTarget(check, tv, r, C, ignoreIndex);
       const row = r * V;
       let max = -Infinity, sum = 0, sumExp = 0;
-      for (let j = 0; j < V; j++) max = Math.max(max, z[row + j]!);
-      for (let j = 0; j < V; j++) { sumExp += Math.exp(z[row + j]! - max); sum += z[row + j]!; }
+      for (let j = 0; j < C; j++) max = Math.max(max, z[row + j]!);
+      for (let j = 0; j < C; j++) { sumExp += Math.exp(z[row + j]! - max); sum += z[row + j]!; }
       lses[r] = max + Math.log(sumExp);
-      if (target !== undefined) losses[r] = (1 - epsilon) * (lses[r]! - z[row + target]!) + epsilon * (lses[r]! - sum / V);
+      if (target !== undefined) losses[r] = (1 - epsilon) * (lses[r]! - z[row + target]!) + epsilon * (lses[r]! - sum / C);
     }
     storeFloats(lse, lses);
     storeFloats(loss, losses);
@@ -45,18 +48,19 @@ export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWo
 
 export function prepareCrossEntropyBackward(args: CrossEntropyBackwardArgs): CpuWork {
   const check = new CpuCheck('crossEntropyBackward');
-  const { logits, targets, lse, dLogits, gradScale, labelSmoothing: epsilon, ignoreIndex, rows, V } = checkCrossEntropyBackward(check, args);
+  const { logits, targets, lse, dLogits, gradScale, labelSmoothing: epsilon, ignoreIndex, rows, V, classes: C } = checkCrossEntropyBackward(check, args);
 
   return check.work(() => {
     const z = floatsOf(logits), tv = int32sOf(targets), saved = floatsOf(lse);
-    const result = new Float64Array(rows * V); // dLogits may alias logits: write at the end
+    // Zeros where nothing is written (ignored rows, padded columns). dLogits may alias logits: write at the end.
+    const result = new Float64Array(rows * V);
     for (let r = 0; r < rows; r++) {
-      const target = rowTarget(check, tv, r, V, ignoreIndex);
+      const target = rowTarget(check, tv, r, C, ignoreIndex);
       if (target === undefined) continue;
       const row = r * V;
-      for (let j = 0; j < V; j++) {
+      for (let j = 0; j < C; j++) {
         const onehot = j === target ? 1 - epsilon : 0;
-        result[row + j] = gradScale * (Math.exp(z[row + j]! - saved[r]!) - onehot - epsilon / V);
+        result[row + j] = gradScale * (Math.exp(z[row + j]! - saved[r]!) - onehot - epsilon / C);
       }
     }
     storeFloats(dLogits, result);

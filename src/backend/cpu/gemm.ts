@@ -17,8 +17,8 @@ const READS_PRE_ACTIVATION: readonly GemmEpilogue[] = ['dgelu', 'dgelu_bgrad'];
 /**
  * alpha · op(a) · op(b) as float64 (M, N), for matrices starting at aStart/bStart in a and b.
  * Operands are first copied to row-major float64 (which also resolves the transposes), then the
- * product runs in i-k-j order so the inner loop walks contiguous rows, four k at a time: f64 sums, an
- * order of magnitude faster in V8 than the textbook loop.
+ * product runs in i-k-j order so the inner loop walks contiguous rows, blocked four rows × two k:
+ * f64 sums, an order of magnitude faster in V8 than the textbook loop.
  */
 function product(
   a: Float32Array, aStart: number, b: Float32Array, bStart: number,
@@ -33,16 +33,36 @@ function product(
     for (let i = 0; i < K * N; i++) Bm[i] = b[bStart + i]!;
   }
   const out = new Float64Array(M * N);
-  for (let m = 0; m < M; m++) {
-    const row = m * N, arow = m * K;
+  // Four output rows × two k per pass: each B element loaded feeds eight products, and each output
+  // element is loaded and stored once per two k (V8 keeps the eight A values in registers).
+  let m = 0;
+  for (; m + 4 <= M; m += 4) {
+    const r0 = m * N, r1 = r0 + N, r2 = r1 + N, r3 = r2 + N;
+    const p0 = m * K, p1 = p0 + K, p2 = p1 + K, p3 = p2 + K;
     let k = 0;
-    // Four k at a time: each output element is loaded and stored once per four products.
-    for (; k + 4 <= K; k += 4) {
-      const a0 = A[arow + k]!, a1 = A[arow + k + 1]!, a2 = A[arow + k + 2]!, a3 = A[arow + k + 3]!;
-      const c0 = k * N, c1 = c0 + N, c2 = c1 + N, c3 = c2 + N;
-      for (let n = 0; n < N; n++) out[row + n]! += a0 * Bm[c0 + n]! + a1 * Bm[c1 + n]! + a2 * Bm[c2 + n]! + a3 * Bm[c3 + n]!;
+    for (; k + 2 <= K; k += 2) {
+      const a0 = A[p0 + k]!, a1 = A[p0 + k + 1]!, b0 = A[p1 + k]!, b1 = A[p1 + k + 1]!;
+      const c0 = A[p2 + k]!, c1 = A[p2 + k + 1]!, d0 = A[p3 + k]!, d1 = A[p3 + k + 1]!;
+      const x = k * N, y = x + N;
+      for (let n = 0; n < N; n++) {
+        const bx = Bm[x + n]!, by = Bm[y + n]!;
+        out[r0 + n]! += a0 * bx + a1 * by;
+        out[r1 + n]! += b0 * bx + b1 * by;
+        out[r2 + n]! += c0 * bx + c1 * by;
+        out[r3 + n]! += d0 * bx + d1 * by;
+      }
     }
     for (; k < K; k++) {
+      const a0 = A[p0 + k]!, b0 = A[p1 + k]!, c0 = A[p2 + k]!, d0 = A[p3 + k]!, x = k * N;
+      for (let n = 0; n < N; n++) {
+        const bx = Bm[x + n]!;
+        out[r0 + n]! += a0 * bx; out[r1 + n]! += b0 * bx; out[r2 + n]! += c0 * bx; out[r3 + n]! += d0 * bx;
+      }
+    }
+  }
+  for (; m < M; m++) {
+    const row = m * N, arow = m * K;
+    for (let k = 0; k < K; k++) {
       const av = A[arow + k]!, col = k * N;
       for (let n = 0; n < N; n++) out[row + n]! += av * Bm[col + n]!;
     }

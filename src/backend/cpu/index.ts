@@ -11,7 +11,7 @@ import type {
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs, Graph,
   LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
-  SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs } from '../backend.js';
+  SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker } from '../backend.js';
 import { prepareAdamW } from './adam.js';
 import { CpuArena } from './arena.js';
 import { prepareCrossEntropyBackward, prepareCrossEntropyForward } from './cross-entropy.js';
@@ -98,8 +98,19 @@ export class CpuBackend implements Backend {
     return this.memory.stats();
   }
 
+  resetPeakMemory(): void {
+    this.memory.resetPeak();
+  }
+
   synchronize(): void {
     this.queue.refuseWhileCapturing('synchronize');
+  }
+
+  mark(): TimeMarker {
+    // CPU ops run when issued (outside a capture), so the host clock times them.
+    const at = performance.now();
+    const marker: TimeMarker & { at: number } = { at, elapsedSince: (earlier) => at - (earlier as typeof marker).at, dispose: () => {} };
+    return marker;
   }
 
   captureGraph(fn: () => void): Graph {

@@ -22,6 +22,11 @@ export class MemoryTracker {
     return new CpuTensor(shape, dtype, newStorage(dtype, numel), { allocation });
   }
 
+  /** Starts peak tracking afresh from the bytes in use now. */
+  resetPeak(): void {
+    this.peakBytesInUse = this.bytesInUse;
+  }
+
   /** A counted allocation record of `bytes` (a tensor's, or an arena's that its views share). */
   track(bytes: number): CpuAllocation {
     const allocation = { bytes, freed: false };

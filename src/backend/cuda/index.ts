@@ -2,6 +2,7 @@
 // the runtime (runtime/*). Every op is queued on the runtime's current stream; only download() and
 // synchronize() wait for the GPU.
 
+import { Event } from './runtime/device.js';
 import { byteSize, decodeFloats, encodeFloats, isFloat } from '../../dtype.js';
 import type { DType } from '../../dtype.js';
 import { ArgumentError, LayoutError, ShapeError } from '../../errors.js';
@@ -12,7 +13,7 @@ import type {
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs,
   Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
-  RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs } from '../backend.js';
+  RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker } from '../backend.js';
 import { GemmRunner } from './gemm.js';
 import { adamW } from './kernels/adam.js';
 import { crossEntropyBackward, crossEntropyForward } from './kernels/cross-entropy.js';
@@ -111,12 +112,30 @@ export class CudaBackend implements Backend {
     return this.runtime.memoryStats();
   }
 
+  resetPeakMemory(): void {
+    this.runtime.resetPeakMemory();
+  }
+
   synchronize(): void {
     this.runtime.synchronize();
   }
 
   captureGraph(fn: () => void): Graph {
     return this.runtime.captureGraph(fn);
+  }
+
+  mark(): TimeMarker {
+    const event = this.runtime.createEvent({ timing: true });
+    event.record(this.runtime.stream);
+    const marker: TimeMarker & { event: typeof event } = {
+      event,
+      elapsedSince(earlier: TimeMarker): number {
+        event.synchronize();
+        return Event.elapsedMs((earlier as typeof marker).event, event);
+      },
+      dispose(): void { event.destroy(); },
+    };
+    return marker;
   }
 
   // --- ops --------------------------------------------------------------------------------------------

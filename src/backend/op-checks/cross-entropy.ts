@@ -1,13 +1,14 @@
 // Argument checks of cross-entropy with label smoothing, forward and backward, shared by the backends.
-//   logits, dLogits (rows, V) float;  targets i32 (rows);  loss, lse f32 (rows)
-// Whether each target lies in [0, V) depends on the data, so that check is the backend's own.
+//   logits, dLogits (rows, V) float;  targets i32 (rows);  loss, lse f32 (rows);
+//   classes C in [1, V] (default V): only the first C columns count, the rest are padding.
+// Whether each target lies in [0, C) depends on the data, so that check is the backend's own.
 
 import type { Tensor } from '../../tensor.js';
 import type { CrossEntropyBackwardArgs, CrossEntropyForwardArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 
-/** ε in [0, 1); ignoreIndex, when given, an i32; at least one class. */
-function checkLogitsAndTargets<T extends Tensor>(check: OpCheck<T>, logits: T, targets: T, args: { labelSmoothing?: number; ignoreIndex?: number }) {
+/** ε in [0, 1); ignoreIndex, when given, an i32; at least one class; classes an integer in [1, V]. */
+function checkLogitsAndTargets<T extends Tensor>(check: OpCheck<T>, logits: T, targets: T, args: { labelSmoothing?: number; ignoreIndex?: number; classes?: number }) {
   check.float('logits', logits);
   check.rows('logits', logits, 'rows', 'V');
   check.dtype('targets', targets, ['i32']);
@@ -19,8 +20,12 @@ function checkLogitsAndTargets<T extends Tensor>(check: OpCheck<T>, logits: T, t
     check.integer('ignoreIndex', ignoreIndex, -(2 ** 31));
     if (ignoreIndex >= 2 ** 31) check.fail(`'ignoreIndex' must fit in 32 bits, got ${ignoreIndex}`);
   }
-  if (check.size('V') < 1) check.fail("'logits' has no classes (V = 0)");
-  return { labelSmoothing, ignoreIndex };
+  const V = check.size('V');
+  if (V < 1) check.fail("'logits' has no classes (V = 0)");
+  const classes = args.classes ?? V;
+  check.integer('classes', classes, 1);
+  if (classes > V) check.fail(`'classes' must be at most the logits' last dimension (${V}), got ${classes}`);
+  return { labelSmoothing, ignoreIndex, classes };
 }
 
 /** A per-row f32 output or saved value (rows). */

@@ -9,7 +9,7 @@ const [rows, V] = [4, 5];
 const logits = randomValues(1, rows * V, -3, 3);
 const targets = [2, 0, -100, 4];
 
-interface Options { labelSmoothing?: number; ignoreIndex?: number }
+interface Options { labelSmoothing?: number; ignoreIndex?: number; classes?: number }
 
 function forward(z: readonly number[], t: readonly number[], options: Options = { ignoreIndex: -100 }) {
   const loss = backend.empty([t.length], 'f32'), lse = backend.empty([t.length], 'f32');
@@ -97,5 +97,87 @@ describe('crossEntropyBackward', () => {
     assertRejects(() => backend.crossEntropyBackward({ ...args, targets: backend.fromArray([0, 3], [2], 'i32') }), 'crossEntropyBackward', 'targets', ArgumentError);
     assertRejects(() => backend.crossEntropyBackward({ ...args, targets: backend.fromArray([0, 1], [2], 'i32'), dLogits: backend.empty([2, 3], 'bf16') }), 'crossEntropyBackward', 'dLogits', DTypeError);
     assertRejects(() => backend.crossEntropyBackward({ ...args, targets: backend.fromArray([0, 1], [2], 'i32'), gradScale: NaN }), 'crossEntropyBackward', 'gradScale', ArgumentError);
+  });
+});
+
+describe('crossEntropy with a padded vocabulary (classes < V)', () => {
+  const [C, Vp] = [3, 5];
+  // The first C columns of each row are the logits above; the padding holds large values that
+  // would dominate lse if it were counted.
+  const real = randomValues(2, rows * C, -3, 3);
+  const padded: number[] = [];
+  for (let r = 0; r < rows; r++) padded.push(...real.slice(r * C, (r + 1) * C), 40, -7);
+  const t = [2, 0, -100, 1];
+
+  function unpadded(z: readonly number[], options: Options) {
+    const loss = backend.empty([rows], 'f32'), lse = backend.empty([rows], 'f32');
+    backend.crossEntropyForward({ logits: backend.fromArray(z, [rows, C], 'f32'), targets: backend.fromArray(t, [rows], 'i32'), loss, lse, ...options });
+    return { loss, lse };
+  }
+
+  function run(options: Options, alias: boolean) {
+    const logits = backend.fromArray(padded, [rows, Vp], 'f32'), targets = backend.fromArray(t, [rows], 'i32');
+    const loss = backend.empty([rows], 'f32'), lse = backend.empty([rows], 'f32');
+    backend.crossEntropyForward({ logits, targets, loss, lse, classes: C, ...options });
+    const dLogits = alias ? logits : backend.fromArray(new Array<number>(rows * Vp).fill(NaN), [rows, Vp], 'f32');
+    backend.crossEntropyBackward({ logits, targets, lse, dLogits, gradScale: 0.5, classes: C, ...options });
+    return { loss: Array.from(backend.download(loss)), lse: Array.from(backend.download(lse)), dLogits: Array.from(backend.download(dLogits)) };
+  }
+
+  for (const labelSmoothing of [0, 0.2]) {
+    for (const alias of [false, true]) {
+      test(`equals the unpadded op on the first C columns; the padding's gradient is exactly 0 (ε ${labelSmoothing}${alias ? ', in place' : ''})`, () => {
+        const options = { labelSmoothing, ignoreIndex: -100 };
+        const got = run(options, alias);
+        const ref = unpadded(real, options);
+        const refLogits = backend.fromArray(real, [rows, C], 'f32');
+        const refD = backend.fromArray(new Array<number>(rows * C).fill(NaN), [rows, C], 'f32');
+        backend.crossEntropyBackward({ logits: refLogits, targets: backend.fromArray(t, [rows], 'i32'), lse: ref.lse, dLogits: refD, gradScale: 0.5, ...options });
+        assertClose(got.loss, Array.from(backend.download(ref.loss)), 1e-6, 'loss');
+        assertClose(got.lse, Array.from(backend.download(ref.lse)), 1e-6, 'lse');
+        const refGrad = Array.from(backend.download(refD));
+        for (let r = 0; r < rows; r++) {
+          assertClose(got.dLogits.slice(r * Vp, r * Vp + C), refGrad.slice(r * C, (r + 1) * C), 1e-6, `dLogits[${r}]`);
+          assert.deepEqual(got.dLogits.slice(r * Vp + C, (r + 1) * Vp), [0, 0], `padding of dLogits[${r}]`);
+        }
+      });
+    }
+  }
+
+  test('smoothing spreads ε/C over the real classes only', () => {
+    const epsilon = 0.2;
+    const { loss } = run({ labelSmoothing: epsilon, ignoreIndex: -100 }, false);
+    for (let r = 0; r < rows; r++) {
+      if (t[r] === -100) continue;
+      const nll = negativeLogSoftmax(real.slice(r * C, (r + 1) * C));
+      const smoothed = nll.reduce((s, l, j) => s + ((j === t[r] ? 1 - epsilon : 0) + epsilon / C) * l, 0);
+      assertClose([loss[r]!], [smoothed], 1e-6, `loss[${r}]`);
+    }
+  });
+
+  test('a target in the padding [C, V) is out of range', () => {
+    const logits = backend.fromArray(padded, [rows, Vp], 'f32');
+    const args = { logits, loss: backend.empty([rows], 'f32'), lse: backend.empty([rows], 'f32'), classes: C, ignoreIndex: -100 };
+    assert.throws(() => backend.crossEntropyForward({ ...args, targets: backend.fromArray([2, 0, 3, 1], [rows], 'i32') }), /crossEntropyForward: 'targets'\[2\] = 3 is outside \[0, 3\)/);
+    const back = { logits, lse: backend.empty([rows], 'f32'), dLogits: backend.empty([rows, Vp], 'f32'), gradScale: 1, classes: C };
+    assertRejects(() => backend.crossEntropyBackward({ ...back, targets: backend.fromArray([2, 0, 4, 1], [rows], 'i32') }), 'crossEntropyBackward', 'targets', ArgumentError);
+  });
+
+  test('classes defaults to V and must be an integer in [1, V]', () => {
+    const options = { labelSmoothing: 0.1, ignoreIndex: -100 };
+    const z = backend.fromArray(logits, [rows, V], 'f32');
+    const a = { loss: backend.empty([rows], 'f32'), lse: backend.empty([rows], 'f32') };
+    const b = { loss: backend.empty([rows], 'f32'), lse: backend.empty([rows], 'f32') };
+    backend.crossEntropyForward({ logits: z, targets: backend.fromArray(targets, [rows], 'i32'), ...a, ...options });
+    backend.crossEntropyForward({ logits: z, targets: backend.fromArray(targets, [rows], 'i32'), ...b, classes: V, ...options });
+    assert.deepEqual(Array.from(backend.download(a.loss)), Array.from(backend.download(b.loss)));
+    const args = () => ({ logits: backend.empty([2, 3], 'f32'), targets: backend.fromArray([0, 1], [2], 'i32'), loss: backend.empty([2], 'f32'), lse: backend.empty([2], 'f32') });
+    for (const classes of [0, -1, 1.5, NaN, 4]) {
+      assertRejects(() => backend.crossEntropyForward({ ...args(), classes }), 'crossEntropyForward', 'classes', ArgumentError);
+    }
+    assert.throws(() => backend.crossEntropyForward({ ...args(), classes: 4 }), /^.*crossEntropyForward: 'classes' must be at most the logits' last dimension \(3\), got 4/);
+    const back = { logits: backend.empty([2, 3], 'f32'), targets: backend.fromArray([0, 1], [2], 'i32'), lse: backend.empty([2], 'f32'), dLogits: backend.empty([2, 3], 'f32'), gradScale: 1 };
+    assertRejects(() => backend.crossEntropyBackward({ ...back, classes: 0 }), 'crossEntropyBackward', 'classes', ArgumentError);
+    assertRejects(() => backend.crossEntropyBackward({ ...back, classes: 5 }), 'crossEntropyBackward', 'classes', ArgumentError);
   });
 });

@@ -1,20 +1,26 @@
 // Cross-entropy over logits [rows, V] with integer targets, forward (loss, log-sum-exp) and backward.
+// Only the first C ≤ V columns are classes (C = `classes`, default V); columns [C, V) are padding
+// (llm.c's padded vocabulary: V = Vp, a multiple of 64, keeps every row 16-byte aligned).
 //
-// Math (backend.ts has the contract), ε = label smoothing, t = target:
-//   forward   lse = log Σ_j exp z_j,  loss = (1−ε)·(lse − z_t) + ε·(lse − Σ_j z_j / V)
-//             t == ignoreIndex → loss 0 (lse still written); t outside [0, V) otherwise → loss NaN.
-//   backward  dLogits_j = gradScale·(exp(z_j − lse) − (1−ε)·[j = t] − ε/V); ignored rows → zeros;
-//             an out-of-range target → a row of NaN (the forward's NaN loss, carried to the gradient).
+// Math (backend.ts has the contract), ε = label smoothing, t = target, sums over j < C:
+//   forward   lse = log Σ_j exp z_j,  loss = (1−ε)·(lse − z_t) + ε·(lse − Σ_j z_j / C)
+//             t == ignoreIndex → loss 0 (lse still written); t outside [0, C) otherwise → loss NaN.
+//   backward  dLogits_j = gradScale·(exp(z_j − lse) − (1−ε)·[j = t] − ε/C) for j < C, 0 for j ≥ C;
+//             ignored rows → zeros; an out-of-range target → NaN over [0, C) (the forward's NaN loss,
+//             carried to the gradient), zeros over the padding.
 //
 // One block per row. The forward reads the row once: each thread keeps an online state
 // (max m, Σ exp2(z·log2 e − m)) over its elements, rescaled once per chunk of LOOP_UNROLL vectors
 // (one FFMA and one SFU exp2 per element), with Σz alongside when smoothing is on; the block merges
 // the states (block_max_sum in device-lib) and thread 0 writes loss and lse.
-// Rows start at any element (V = 50257 is odd), so a row is read as single elements up to the first
-// 16-byte boundary, whole 16-byte vectors, then single elements again. The backward splits rows by
-// the logits address; dLogits shares those vectors only when it sits at the same distance from a
-// boundary (always when in place), else the vector narrows (planCrossEntropyBackward).
-// dLogits may alias logits: each element is read, then written by the same thread.
+// Rows start at any element (V = 50257 is odd; with a padded V every row is aligned), so a row is
+// read as single elements up to the first 16-byte boundary, whole 16-byte vectors, then single
+// elements again. The forward reads [0, C) only: the padding is never loaded. The backward walks
+// the whole row [0, V) so that the padding gets its zeros, masking only the vector that straddles C.
+// The backward splits rows by the logits address; dLogits shares those vectors only when it sits at
+// the same distance from a boundary (always when in place), else the vector narrows
+// (planCrossEntropyBackward). dLogits may alias logits: each element is read, then written by the
+// same thread.
 //
 // Precision: f32 arithmetic and outputs (loss, lse); logits/dLogits f32, f16 or bf16.
 // Measured on an H200 (CUDA graphs over rotating buffers, against a copy kernel moving the same
@@ -22,8 +28,9 @@
 // elements per byte, so the per-element exp and adds show), 4096×128256 100%, f32 100%; backward
 // 93–105%. A few rows (decoding) use only as many SMs as rows.
 // Bytes per logit (s = sizeof(dtype)), for the roofline:
-//   forward:  read s; per row read 4 (target) + s (z_t), write 8 (loss, lse).
-//   backward: read s, write s (ignored rows: write s only); per row read 8 (target, lse).
+//   forward:  read s per class (C per row); per row read 4 (target) + s (z_t), write 8 (loss, lse).
+//   backward: read s, write s per column (V per row; ignored rows: write s only); per row read 8
+//             (target, lse).
 
 import type { CrossEntropyBackwardArgs, CrossEntropyForwardArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
@@ -39,8 +46,10 @@ import { alignedVectorWidth, constants, devicePtr, kernelIdentifier, launchBound
 
 export interface CrossEntropySpec {
   readonly dtype: FloatDType;
-  /** V, baked in. */
+  /** V, the logits' last dimension and row stride (Vp when padded), baked in. */
   readonly vocab: number;
+  /** C ≤ V, the real classes, baked in; columns [C, V) are padding. */
+  readonly classes: number;
   /** Elements per vector access in the row's aligned middle. */
   readonly vec: number;
   /** Threads of the block that owns a row. */
@@ -49,12 +58,17 @@ export interface CrossEntropySpec {
   readonly smoothing: boolean;
 }
 
+/** The width part of a key: `v<V>`, with `.c<C>` added only when padded (unpadded keys are unchanged). */
+function widthKey(s: CrossEntropySpec): string {
+  return `v${s.vocab}${s.classes !== s.vocab ? `.c${s.classes}` : ''}`;
+}
+
 export function crossEntropyForwardKey(s: CrossEntropySpec): string {
-  return `cross_entropy_forward.${s.dtype}.v${s.vocab}.x${s.vec}.t${s.threads}${s.smoothing ? '.smooth' : ''}`;
+  return `cross_entropy_forward.${s.dtype}.${widthKey(s)}.x${s.vec}.t${s.threads}${s.smoothing ? '.smooth' : ''}`;
 }
 
 export function crossEntropyBackwardKey(s: CrossEntropySpec): string {
-  return `cross_entropy_backward.${s.dtype}.v${s.vocab}.x${s.vec}.t${s.threads}${s.smoothing ? '.smooth' : ''}`;
+  return `cross_entropy_backward.${s.dtype}.${widthKey(s)}.x${s.vec}.t${s.threads}${s.smoothing ? '.smooth' : ''}`;
 }
 
 // ---- planning ------------------------------------------------------------------------------------------
@@ -70,8 +84,9 @@ export function crossEntropyThreads(dtype: FloatDType, vocab: number): number {
   return threads;
 }
 
-export function planCrossEntropyForward(dtype: FloatDType, vocab: number, smoothing: boolean): CrossEntropySpec {
-  return { dtype, vocab, vec: 16 / byteSize(dtype), threads: crossEntropyThreads(dtype, vocab), smoothing };
+/** vocab is the row width V (Vp when padded); classes the real class count C ≤ V (default V). */
+export function planCrossEntropyForward(dtype: FloatDType, vocab: number, smoothing: boolean, classes = vocab): CrossEntropySpec {
+  return { dtype, vocab, classes, vec: 16 / byteSize(dtype), threads: crossEntropyThreads(dtype, vocab), smoothing };
 }
 
 /**
@@ -79,30 +94,34 @@ export function planCrossEntropyForward(dtype: FloatDType, vocab: number, smooth
  * at the same offset from a vector boundary, so the vector is the widest one that divides the
  * distance between the two tensors.
  */
-export function planCrossEntropyBackward(dtype: FloatDType, vocab: number, smoothing: boolean, logits: bigint, dLogits: bigint): CrossEntropySpec {
+export function planCrossEntropyBackward(dtype: FloatDType, vocab: number, smoothing: boolean, logits: bigint, dLogits: bigint, classes = vocab): CrossEntropySpec {
   const distance = logits > dLogits ? logits - dLogits : dLogits - logits;
-  return { dtype, vocab, vec: alignedVectorWidth(dtype, [distance]), threads: crossEntropyThreads(dtype, vocab), smoothing };
+  return { dtype, vocab, classes, vec: alignedVectorWidth(dtype, [distance]), threads: crossEntropyThreads(dtype, vocab), smoothing };
 }
 
 // ---- sources -----------------------------------------------------------------------------------------
 
 function preamble(s: CrossEntropySpec): string {
+  if (!(Number.isInteger(s.classes) && s.classes >= 1 && s.classes <= s.vocab)) {
+    throw new Error(`internal: cross-entropy spec has classes ${s.classes} outside [1, ${s.vocab}]`);
+  }
   return String.raw`${DEVICE_LIB}
 ${typedefLine('T', s.dtype)}
-${constants({ V: s.vocab, VEC: s.vec, THREADS: s.threads, LOOP_UNROLL, SMOOTHING: s.smoothing })}
+${constants({ V: s.vocab, C: s.classes, PADDED: s.classes < s.vocab, VEC: s.vec, THREADS: s.threads, LOOP_UNROLL, SMOOTHING: s.smoothing })}
 ${launchBoundsMacro(s.threads)}
 constexpr float LOG2E = 1.4426950408889634f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
-// A row [0, V) splits into single elements [0, head), VEC-vectors [head, tail), singles [tail, V):
-// head is the distance of the row start to the next VEC·sizeof(T) boundary.
+// The first n elements of a row (rows are V apart; n = C or V) split into single elements
+// [0, head), VEC-vectors [head, tail), singles [tail, n): head is the distance of the row start to
+// the next VEC·sizeof(T) boundary.
 struct RowSplit { int head, vectors, tail; };
-__device__ __forceinline__ RowSplit split_row(const T* row) {
+__device__ __forceinline__ RowSplit split_row(const T* row, int n) {
   constexpr unsigned ALIGN = VEC * sizeof(T);
   const unsigned misalign = (unsigned)((unsigned long long)row % ALIGN);
   RowSplit s;
-  s.head = min(V, (int)(((ALIGN - misalign) % ALIGN) / sizeof(T)));
-  s.vectors = (V - s.head) / VEC;
+  s.head = min(n, (int)(((ALIGN - misalign) % ALIGN) / sizeof(T)));
+  s.vectors = (n - s.head) / VEC;
   s.tail = s.head + s.vectors * VEC;
   return s;
 }
@@ -125,10 +144,10 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   const int row = blockIdx.x, t = threadIdx.x;
   const T* z = logits + (long long)row * V;
   const int target = targets[row];
-  const bool target_valid = target >= 0 && target < V;
+  const bool target_valid = target >= 0 && target < C;
   // The target's logit, loaded early so its latency hides behind the row.
   const float z_target = t == 0 && target_valid ? to_float(z[target]) : 0.f;
-  const RowSplit split = split_row(z);
+  const RowSplit split = split_row(z, C);  // the classes only: padding is never read
 
   float2 state = make_float2(neg_inf(), 0.f);  // (max·log2 e, Σ exp2(z·log2 e − max·log2 e))
   float sum_z = 0.f;
@@ -170,7 +189,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
     #pragma unroll
     for (int u = 0; u < LOOP_UNROLL; u++) state.y += part[u];
   }
-  if (t < V - split.tail) {
+  if (t < C - split.tail) {
     const float zv = to_float(z[split.tail + t]);
     fold_one(state, zv * LOG2E);
     if (SMOOTHING) sum_z += zv;
@@ -186,7 +205,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   else if (!target_valid) row_loss = __int_as_float(0x7fffffff);
   else {
     row_loss = row_lse - z_target;
-    if (SMOOTHING) row_loss = (1.f - smoothing) * row_loss + smoothing * (row_lse - sum_z * (1.f / V));
+    if (SMOOTHING) row_loss = (1.f - smoothing) * row_loss + smoothing * (row_lse - sum_z * (1.f / C));
   }
   loss[row] = row_loss;
 }
@@ -205,30 +224,37 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   const T* z = logits + (long long)row * V;
   T* d = dlogits + (long long)row * V;
   const int target = targets[row];
-  const RowSplit split = split_row(z);
+  const RowSplit split = split_row(z, V);  // the whole row: padded columns [C, V) get zeros
 
   const bool ignored = ignore_enabled && target == ignore_index;
-  if (ignored || target < 0 || target >= V) {
-    // Ignored: zeros. Out of range: NaN, like the forward's loss. No logit needs reading.
+  if (ignored || target < 0 || target >= C) {
+    // Ignored: zeros. Out of range: NaN over the classes, like the forward's loss, and zeros over
+    // the padding. No logit needs reading.
     const float fill = ignored ? 0.f : __int_as_float(0x7fffffff);
-    float f[VEC];
-    #pragma unroll
-    for (int i = 0; i < VEC; i++) f[i] = fill;
-    if (t < split.head) d[t] = from_float<T>(fill);
-    for (int idx = t; idx < split.vectors; idx += THREADS) store_floats<T, VEC>(d + split.head + idx * VEC, f, VEC);
-    if (t < V - split.tail) d[split.tail + t] = from_float<T>(fill);
+    auto fill_at = [&](int j) { return PADDED && j >= C ? 0.f : fill; };
+    if (t < split.head) d[t] = from_float<T>(fill_at(t));
+    for (int idx = t; idx < split.vectors; idx += THREADS) {
+      const int j0 = split.head + idx * VEC;
+      float f[VEC];
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) f[i] = fill_at(j0 + i);
+      store_floats<T, VEC>(d + j0, f, VEC);
+    }
+    if (t < V - split.tail) d[split.tail + t] = from_float<T>(fill_at(split.tail + t));
     return;
   }
 
   const float lse2 = lse[row] * LOG2E;
-  const float off = SMOOTHING ? grad_scale * smoothing * (1.f / V) : 0.f;
+  const float off = SMOOTHING ? grad_scale * smoothing * (1.f / C) : 0.f;
   const float on = SMOOTHING ? grad_scale * (1.f - smoothing) : grad_scale;
-  // dLogits_j for one element j.
+  // dLogits_j for one class j < C.
   auto grad = [&](float zv, int j) {
     return grad_scale * exp2_fast(fmaf(zv, LOG2E, -lse2)) - off - (j == target ? on : 0.f);
   };
+  // dLogits_j for any column j: exactly 0 in the padding.
+  auto grad_at = [&](float zv, int j) { return PADDED && j >= C ? 0.f : grad(zv, j); };
 
-  if (t < split.head) d[t] = from_float<T>(grad(to_float(z[t]), t));
+  if (t < split.head) d[t] = from_float<T>(grad_at(to_float(z[t]), t));
   for (int first = 0; first < split.vectors; first += THREADS * LOOP_UNROLL) {
     float v[LOOP_UNROLL][VEC];
     #pragma unroll
@@ -243,12 +269,15 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
       const int j0 = split.head + idx * VEC;
       #pragma unroll
       for (int i = 0; i < VEC; i++) v[u][i] = grad(v[u][i], j0 + i);
+      if (PADDED && j0 + VEC > C)  // only the vectors at or past C: the rest stay unmasked
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) if (j0 + i >= C) v[u][i] = 0.f;
       store_floats<T, VEC>(d + j0, v[u], VEC);
     }
   }
   if (t < V - split.tail) {
     const int j = split.tail + t;
-    d[j] = from_float<T>(grad(to_float(z[j]), j));
+    d[j] = from_float<T>(grad_at(to_float(z[j]), j));
   }
 }
 `;
@@ -266,11 +295,11 @@ function ignoreRule(ignoreIndex: number | undefined): IgnoreRule {
 
 export function crossEntropyForward(host: KernelHost, args: CrossEntropyForwardArgs): void {
   const check = new OpCheck('crossEntropyForward', 'cuda');
-  const { logits, targets, loss, lse, labelSmoothing: smoothing, ignoreIndex, rows, V: vocab } = checkCrossEntropyForward(check, args);
+  const { logits, targets, loss, lse, labelSmoothing: smoothing, ignoreIndex, rows, V: vocab, classes } = checkCrossEntropyForward(check, args);
   const ignore = ignoreRule(ignoreIndex);
   if (rows === 0) return;
 
-  const spec = planCrossEntropyForward(logits.dtype as FloatDType, vocab, smoothing > 0);
+  const spec = planCrossEntropyForward(logits.dtype as FloatDType, vocab, smoothing > 0, classes);
   const kernel = host.kernel(crossEntropyForwardKey(spec), () => crossEntropyForwardSource(spec));
   kernel.launch(
     { grid: rows, block: spec.threads },
@@ -284,12 +313,12 @@ export function crossEntropyForward(host: KernelHost, args: CrossEntropyForwardA
 
 export function crossEntropyBackward(host: KernelHost, args: CrossEntropyBackwardArgs): void {
   const check = new OpCheck('crossEntropyBackward', 'cuda');
-  const { logits, targets, lse, dLogits, gradScale, labelSmoothing: smoothing, ignoreIndex, rows, V: vocab } = checkCrossEntropyBackward(check, args);
+  const { logits, targets, lse, dLogits, gradScale, labelSmoothing: smoothing, ignoreIndex, rows, V: vocab, classes } = checkCrossEntropyBackward(check, args);
   const ignore = ignoreRule(ignoreIndex);
   if (rows === 0) return;
 
   const logitsPtr = devicePtr(check, 'logits', logits), dLogitsPtr = devicePtr(check, 'dLogits', dLogits);
-  const spec = planCrossEntropyBackward(logits.dtype as FloatDType, vocab, smoothing > 0, logitsPtr, dLogitsPtr);
+  const spec = planCrossEntropyBackward(logits.dtype as FloatDType, vocab, smoothing > 0, logitsPtr, dLogitsPtr, classes);
   const kernel = host.kernel(crossEntropyBackwardKey(spec), () => crossEntropyBackwardSource(spec));
   kernel.launch(
     { grid: rows, block: spec.threads },
@@ -310,8 +339,15 @@ export function catalog(): KernelSource[] {
       sources.push(crossEntropyForwardSource(forward));
       sources.push(crossEntropyBackwardSource(forward));
     }
+    // Padded vocabularies (llm.c's padded_vocab_size): GPT-2's 50257 in 50304 columns, 1001 in 1024.
+    for (const [vocab, classes, smoothing] of [[50304, 50257, false], [50304, 50257, true], [1024, 1001, true]] as const) {
+      const forward = planCrossEntropyForward(dtype, vocab, smoothing, classes);
+      sources.push(crossEntropyForwardSource(forward));
+      sources.push(crossEntropyBackwardSource(forward));
+    }
     // dLogits at a different misalignment from logits: scalar accesses.
     sources.push(crossEntropyBackwardSource(planCrossEntropyBackward(dtype, 50257, true, 0x1000n, 0x2002n)));
+    sources.push(crossEntropyBackwardSource(planCrossEntropyBackward(dtype, 50304, false, 0x1000n, 0x2002n, 50257)));
   }
   return sources;
 }

@@ -135,6 +135,10 @@ export class CudaRuntime implements KernelHost {
     return this.allocator.stats();
   }
 
+  resetPeakMemory(): void {
+    this.allocator.resetPeak();
+  }
+
   /** Returns cached device memory to the driver (waits for the device first). */
   emptyCache(): void {
     this.allocator.emptyCache();

@@ -15,8 +15,11 @@ test('catalog kernels have distinct names, each defined in its source', () => {
 });
 
 test('spec keys differ in every field', () => {
-  const base: ce.CrossEntropySpec = { dtype: 'bf16', vocab: 50257, vec: 8, threads: 512, smoothing: false };
-  const variants: ce.CrossEntropySpec[] = [base, { ...base, dtype: 'f16' }, { ...base, vocab: 50304 }, { ...base, vec: 1 }, { ...base, threads: 256 }, { ...base, smoothing: true }];
+  const base: ce.CrossEntropySpec = { dtype: 'bf16', vocab: 50257, classes: 50257, vec: 8, threads: 512, smoothing: false };
+  const variants: ce.CrossEntropySpec[] = [
+    base, { ...base, dtype: 'f16' }, { ...base, vocab: 50304, classes: 50304 }, { ...base, vocab: 50304 }, { ...base, classes: 50000 },
+    { ...base, vec: 1 }, { ...base, threads: 256 }, { ...base, smoothing: true },
+  ];
   assert.equal(new Set(variants.map(ce.crossEntropyForwardKey)).size, variants.length);
   assert.equal(new Set(variants.map(ce.crossEntropyBackwardKey)).size, variants.length);
   assert.notEqual(ce.crossEntropyForwardKey(base), ce.crossEntropyBackwardKey(base));
@@ -65,6 +68,22 @@ test('crossEntropyBackward: in place keeps 16-byte vectors; a differently misali
   assert.equal(host.launches[2]!.key, 'cross_entropy_backward.f16.v50257.x2.t512');
 });
 
+test('a padded vocabulary bakes C and V into the key and the source; unpadded keys are unchanged', () => {
+  const host = new RecordingHost();
+  const t = tensors(8, 50304);
+  ce.crossEntropyForward(host, { ...t, classes: 50257, labelSmoothing: 0.1 });
+  assert.equal(host.launches[0]!.key, 'cross_entropy_forward.bf16.v50304.c50257.x8.t512.smooth');
+  ce.crossEntropyBackward(host, { logits: t.logits, targets: t.targets, lse: t.lse, dLogits: t.logits, gradScale: 1, classes: 50257 });
+  assert.equal(host.launches[1]!.key, 'cross_entropy_backward.bf16.v50304.c50257.x8.t512');
+  ce.crossEntropyForward(host, { ...t, classes: 50304 });
+  assert.equal(host.launches[2]!.key, 'cross_entropy_forward.bf16.v50304.x8.t512');
+  const source = ce.crossEntropyBackwardSource(ce.planCrossEntropyForward('f32', 1024, true, 1001)).source;
+  assert.match(source, /constexpr int V = 1024;/);
+  assert.match(source, /constexpr int C = 1001;/);
+  assert.match(source, /constexpr bool PADDED = true;/);
+  assert.match(ce.crossEntropyForwardSource(ce.planCrossEntropyForward('f32', 1000, true)).source, /constexpr bool PADDED = false;/);
+});
+
 test('logits with leading dimensions count as rows; empty rows launch nothing', () => {
   const host = new RecordingHost();
   ce.crossEntropyForward(host, { logits: deviceTensor([4, 8, 1000], 'f32'), targets: deviceTensor([32], 'i32'), loss: deviceTensor([32], 'f32'), lse: deviceTensor([32], 'f32') });
@@ -89,6 +108,9 @@ test('launchers reject bad arguments with messages naming the op', () => {
     ['dLogits shape', () => ce.crossEntropyBackward(host, { ...back, dLogits: deviceTensor([8, 999], 'f16') }), /^crossEntropyBackward: 'dLogits' has shape \[8, 999\]/],
     ['gradScale', () => ce.crossEntropyBackward(host, { ...back, gradScale: Infinity }), /^crossEntropyBackward: 'gradScale' must be a finite number/],
     ['lse rows', () => ce.crossEntropyBackward(host, { ...back, lse: deviceTensor([7], 'f32') }), /^crossEntropyBackward: 'lse' has shape \[7\]/],
+    ['classes 0', () => ce.crossEntropyForward(host, { ...t, classes: 0 }), /^crossEntropyForward: 'classes' must be an integer >= 1, got 0/],
+    ['classes fraction', () => ce.crossEntropyBackward(host, { ...back, classes: 999.5 }), /^crossEntropyBackward: 'classes' must be an integer >= 1/],
+    ['classes above V', () => ce.crossEntropyBackward(host, { ...back, classes: 1001 }), /^crossEntropyBackward: 'classes' must be at most the logits' last dimension \(1000\), got 1001/],
   ];
   for (const [what, call, message] of bad) {
     assert.throws(call, (e: unknown) => e instanceof FuseformerError && message.test(e.message), what);
