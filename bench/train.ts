@@ -83,10 +83,11 @@ function randomTokens(n: number, vocab: number, seed: number, maskedFraction = 1
   return Int32Array.from({ length: n }, () => (next() / 2 ** 32 < maskedFraction ? next() % vocab : -100));
 }
 
-function measure(c: ModelCase, dtype: FloatDType): Measured {
+function measure(c: ModelCase, dtype: FloatDType, checkpointEvery = 0): Measured {
   backend.resetPeakMemory();
   const baseline = backend.memoryStats().bytesInUse;
   const model = c.build(dtype);
+  model.checkpointEvery = checkpointEvery;
   model.params.initialize(1n);
   const runner = new StepRunner(model, { maxBatch: c.batch, maxSeqLen: c.seqLen });
   console.log(`${c.name} ${dtype}: ${describePlan(runner.largestPlan)}`);
@@ -123,10 +124,11 @@ function measure(c: ModelCase, dtype: FloatDType): Measured {
 const tables: string[] = [];
 for (const c of CASES) {
   const ours: Record<string, Measured> = {};
-  for (const dtype of ['bf16', 'f16'] as FloatDType[]) {
-    ours[dtype] = measure(c, dtype);
-    const m = ours[dtype]!;
-    console.log(`fuseformer ${c.name} ${dtype}: ${m.stepMs.toFixed(1)} ms/step, ${Math.round(m.tokensPerS)} tok/s, MFU ${(100 * m.mfu).toFixed(1)}%, peak ${(m.peakBytes / 2 ** 30).toFixed(2)} GiB`);
+  // bf16, fp16 with loss scaling, and bf16 with gradient checkpointing of every block.
+  for (const [label, dtype, checkpointEvery] of [['bf16', 'bf16', 0], ['f16', 'f16', 0], ['bf16 checkpointed', 'bf16', 1]] as const) {
+    ours[label] = measure(c, dtype, checkpointEvery);
+    const m = ours[label]!;
+    console.log(`fuseformer ${c.name} ${label}: ${m.stepMs.toFixed(1)} ms/step, ${Math.round(m.tokensPerS)} tok/s, MFU ${(100 * m.mfu).toFixed(1)}%, peak ${(m.peakBytes / 2 ** 30).toFixed(2)} GiB`);
     const bd = m.breakdown;
     console.log(`  GPU step ${bd.gpuStepMs.toFixed(1)} ms = GEMMs ${bd.gemmMs.toFixed(1)} + our kernels ${bd.otherKernelsMs.toFixed(1)} + gaps ${bd.gapsMs.toFixed(1)}; top: ${bd.topOps.slice(0, 8).map((o) => `${o.op} ${o.ms.toFixed(1)}`).join(', ')}`);
   }

@@ -22,11 +22,16 @@ options:
   -h, --help                this text
 `;
 
+const COMMANDS = ['train', 'info', 'selftest'];
+
 async function main(argv: string[]): Promise<number> {
-  // `train` has its own options (the command comes first: fuseformer train --steps 100 ...).
-  if (argv[0] === 'train') {
-    const rest = argv.slice(1);
-    if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(TRAIN_USAGE); return 0; }
+  // `train` has its own options (fuseformer train --steps 100 ...); with no command, options go to the
+  // demo, which is `train` with its defaults (fuseformer --backend cpu --steps 20).
+  const commandAt = argv.findIndex((a) => COMMANDS.includes(a));
+  const isHelp = argv.includes('--help') || argv.includes('-h');
+  if (argv[commandAt] === 'train' || (commandAt < 0 && !isHelp)) {
+    const rest = commandAt < 0 ? argv : [...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)];
+    if (isHelp) { process.stdout.write(TRAIN_USAGE); return 0; }
     return (await runTrain(rest)).code;
   }
   const { values, positionals } = parseArgs({
@@ -43,8 +48,6 @@ async function main(argv: string[]): Promise<number> {
   const command = positionals[0];
   const backend = values.backend as 'auto' | 'cpu' | 'cuda' | undefined;
   switch (command) {
-    case undefined:
-      return (await runTrain(backend ? ['--backend', backend] : [])).code;
     case 'info':
       runInfo();
       return 0;

@@ -34,6 +34,8 @@ export interface LanguageModel {
   /** Columns of the logits: the vocabulary padded for aligned GEMMs (≥ vocabSize; the rest are zeros). */
   readonly logitsWidth: number;
   readonly maxSeqLen: number;
+  /** Gradient checkpointing: every k-th block recomputed in the backward (0 = off). */
+  checkpointEvery: number;
   /** Forward and loss; with `backward`, every parameter gradient too (overwritten, not accumulated). */
   lossStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean): void;
 }
