@@ -25,7 +25,7 @@ export const TRAIN_USAGE = `usage: fuseformer train [options]
 
 model and data:
   --model NAME|DIR        a GPT-2 preset (${Object.keys(GPT2_PRESETS).join(', ')}) or a directory with config.json
-                          (default gpt2-tiny)
+                          (default gpt2-tiny); a directory's model.safetensors is loaded too (fine-tuning)
   --data moby-dick|FILE   text (.txt), or a token file (.bin, llm.c format) (default moby-dick)
   --tokenizer byte|gpt2|FILE  byte-level, GPT-2's BPE, or a tokenizer.json (default: byte when the
                           model's vocabulary is 257 tokens, else gpt2)
@@ -91,6 +91,7 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
   const onGpu = backend.name === 'cuda';
   const model = modelConfig(values.model!);
+  const initFrom = GPT2_PRESETS[values.model!] ? undefined : (existsSync(join(values.model!, 'model.safetensors')) || existsSync(join(values.model!, 'model.safetensors.index.json')) ? values.model! : undefined);
   const tokenizer = tokenizerFor(values.tokenizer ?? (model.vocabSize === 257 ? 'byte' : 'gpt2'));
   const dtype = (values.dtype ?? (onGpu ? 'bf16' : 'f32')) as FloatDType;
   if (!['f32', 'bf16', 'f16'].includes(dtype)) throw new ArgumentError(`--dtype must be f32, bf16 or f16, got '${dtype}'`);
@@ -133,6 +134,7 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
     keepCheckpoints: Math.max(1, positiveInt('keep', values.keep, 2)),
     outDir, resume: values.resume ?? false, validationFraction: 0.05,
     checkpointActivations: positiveInt('checkpoint-activations', values['checkpoint-activations'], 0),
+    ...(initFrom ? { initFrom } : {}),
     sample: { prompt: values.prompt!, tokens: positiveInt('sample-tokens', values['sample-tokens'], 200), temperature: positiveNumber('temperature', values.temperature, 0.8) },
   }, { log, progressStream: process.stderr });
 

@@ -144,8 +144,11 @@ class TracingContext extends BaseContext {
 
   private viewOf(t: Tensor, offset: number, shape: readonly number[]): Tensor {
     if (!(t instanceof TraceTensor)) return this.backend.view(t, offset, shape);
-    if (offset !== 0) throw new StepTraceError(`view: planned buffers can only be reshaped (offset 0), got offset ${offset}`);
-    if (shapeNumel(shape) > t.numel) throw new StepTraceError(`view: ${formatShape(shape)} is larger than buffer ${formatShape(t.shape)}`);
+    // A view at an offset (one layer's slice of a buffer shared by all layers) is the same buffer for
+    // the lifetime analysis; only its bounds are checked here.
+    if (!Number.isInteger(offset) || offset < 0 || offset + shapeNumel(shape) > t.numel) {
+      throw new StepTraceError(`view: ${formatShape(shape)} at offset ${offset} does not fit in buffer ${formatShape(t.shape)}`);
+    }
     return new TraceTensor(this.backend, t.bufferIndex, shape, t.dtype);
   }
 

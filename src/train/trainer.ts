@@ -12,6 +12,7 @@ import type { Tokenizer } from '../io/tokenizer.js';
 import type { Gpt2Config } from '../models/gpt2.js';
 import { gpt2ConfigToJson } from '../models/gpt2.js';
 import { Gpt2Model } from '../models/gpt2-model.js';
+import { loadHfWeights } from '../models/hf-weights.js';
 import type { TokenArray } from '../io/token-file.js';
 import type { NamedHostTensor } from './checkpoint.js';
 import { checkpointPath, latestCheckpoint, loadCheckpoint, pruneCheckpoints, saveCheckpoint } from './checkpoint.js';
@@ -49,6 +50,8 @@ export interface TrainConfig {
   /** Every k-th block recomputed in backward (0 = off). */
   readonly checkpointActivations: number;
   readonly sample: { readonly prompt: string; readonly tokens: number; readonly temperature: number };
+  /** Start from the weights of this Hugging Face model directory instead of a random init. */
+  readonly initFrom?: string;
 }
 
 export interface TrainResult {
@@ -87,7 +90,12 @@ export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Token
   const { train, validation } = splitTokens(tokens, config.validationFraction);
   const model = new Gpt2Model(backend, config.model, config.dtype);
   model.checkpointEvery = config.checkpointActivations;
-  model.params.initialize(BigInt(config.seed));
+  if (config.initFrom) {
+    const loaded = loadHfWeights(model.params, config.initFrom);
+    io.log(`weights from ${loaded.files.join(', ')}${loaded.unused.length ? ` (unused: ${loaded.unused.slice(0, 4).join(', ')}${loaded.unused.length > 4 ? ', …' : ''})` : ''}`);
+  } else {
+    model.params.initialize(BigInt(config.seed));
+  }
   const runner = new StepRunner(model, {
     maxBatch: config.batchSize, maxSeqLen: config.seqLen, seed: BigInt(config.seed),
     ...(config.optimizer ? { optimizer: config.optimizer } : {}),

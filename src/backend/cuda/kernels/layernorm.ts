@@ -69,8 +69,14 @@ export interface NormForwardSpec {
   readonly vec: number;
   /** Threads sharing a row, a multiple of 32: one warp, or several warps of the block. */
   readonly threadsPerRow: number;
-  /** Rows a block works on at once (its row slots, threadIdx.y). */
+  /** Rows a block works on at once (its row slots, threadIdx.y); with `persistent`, its warps. */
   readonly rowsPerBlock: number;
+  /**
+   * Persistent warps (16-bit, a warp per row): each warp walks rows warp, warp + W, ... (W = all
+   * warps of the grid), keeps its row as packed 16-bit vectors and loads the next row before the
+   * current row's math. threadsPerRow is 32 and rowsPerBlock the warps of a block.
+   */
+  readonly persistent?: boolean;
 }
 
 /** The backward's per-row kernel (dX and the column partials). */
@@ -89,11 +95,11 @@ export interface NormColumnSumsSpec {
 }
 
 export function normForwardKey(s: NormForwardSpec): string {
-  return `norm_forward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}`;
+  return `norm_forward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? '.pw' : ''}`;
 }
 
 export function normBackwardKey(s: NormBackwardSpec): string {
-  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.dResidual ? '.dres' : ''}`;
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? '.pw' : ''}${s.dResidual ? '.dres' : ''}`;
 }
 
 export function normColumnSumsKey(s: NormColumnSumsSpec): string {
@@ -131,7 +137,25 @@ const BACKWARD_BLOCK_THREADS = 512;
 /** Threads per SM the backward aims for: 64 registers a thread at ≤ 8 elements. */
 const BACKWARD_THREADS_PER_SM = 1024;
 
+/**
+ * Persistent warps (16-bit, a warp per row): warps per block and blocks per SM the kernels are
+ * compiled for (__launch_bounds__). Forward: 8 × 32 threads × 6 blocks = 1536 threads an SM at ≤ 40
+ * registers. Backward: 2 blocks = 512 threads an SM at ≤ 128 registers (H = 768: 48 f32 column
+ * sums + two rows of packed x and dOut per lane); one partial row per block (264 on 132 SMs).
+ */
+const PERSISTENT_WARPS_PER_BLOCK = 8;
+const PERSISTENT_FORWARD_BLOCKS_PER_SM = 6;
+const PERSISTENT_BACKWARD_BLOCKS_PER_SM = 2;
+/** The persistent backward while a lane holds at most this many columns (H ≤ 768 at 16-byte vectors). */
+const PERSISTENT_BACKWARD_MAX_ELEMENTS = 24;
+
 export const MAX_HIDDEN = 65536;
+
+/** Elements a lane holds with a warp per row, or null when a warp row needs more than `maxElements`. */
+function warpRowElements(hidden: number, vec: number, maxElements: number): number | null {
+  const elements = Math.ceil(hidden / vec / 32) * vec;
+  return elements <= maxElements ? elements : null;
+}
 
 function checkHidden(check: OpCheck, hidden: number): void {
   if (hidden > MAX_HIDDEN) check.fail(`hidden size ${hidden} is larger than the largest supported (${MAX_HIDDEN})`);
@@ -141,6 +165,9 @@ function checkHidden(check: OpCheck, hidden: number): void {
 export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, pointers: readonly bigint[]): NormForwardSpec {
   checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
+  if (dtype !== 'f32' && warpRowElements(hidden, vec, WARP_ROW_MAX_ELEMENTS) !== null) {
+    return { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: PERSISTENT_WARPS_PER_BLOCK, persistent: true };
+  }
   for (const [elements, threads] of FORWARD_BLOCK_TIERS) {
     const mapping = planRowMapping(hidden / vec, vec, WARP_ROW_MAX_ELEMENTS, elements, threads);
     if (mapping) {
@@ -154,6 +181,9 @@ export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDTyp
 export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[]): NormBackwardSpec {
   checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
+  if (dtype !== 'f32' && warpRowElements(hidden, vec, PERSISTENT_BACKWARD_MAX_ELEMENTS) !== null) {
+    return { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: PERSISTENT_WARPS_PER_BLOCK, persistent: true, dResidual };
+  }
   for (const elements of BACKWARD_ELEMENT_TIERS) {
     const mapping = planRowMapping(hidden / vec, vec, elements, elements);
     if (mapping) {
@@ -169,13 +199,31 @@ export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDTy
  * BACKWARD_THREADS_PER_SM at ≤ 8 elements a thread; wider rows need their registers more than occupancy.
  */
 export function backwardMinBlocksPerSm(spec: NormBackwardSpec): number {
+  if (spec.persistent) return PERSISTENT_BACKWARD_BLOCKS_PER_SM;
   const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
   return vecsPerThread(spec) * spec.vec <= BACKWARD_ELEMENT_TIERS[0] ? Math.max(1, Math.floor(BACKWARD_THREADS_PER_SM / blockThreads)) : 1;
 }
 
 /** Blocks of the backward's fixed grid: the resident blocks (one wave), never more than there are row groups. */
 export function backwardGridSize(spec: NormBackwardSpec, rows: number, multiProcessorCount: number): number {
+  if (spec.persistent) return persistentGridSize(spec.rowsPerBlock, rows, backwardMinBlocksPerSm(spec) * multiProcessorCount);
   return Math.max(1, Math.min(Math.ceil(rows / spec.rowsPerBlock), backwardMinBlocksPerSm(spec) * multiProcessorCount));
+}
+
+/** Blocks of the forward: one per row group, or for persistent warps one wave (see persistentGridSize). */
+export function forwardGridSize(spec: NormForwardSpec, rows: number, multiProcessorCount: number): number {
+  if (spec.persistent) return persistentGridSize(spec.rowsPerBlock, rows, PERSISTENT_FORWARD_BLOCKS_PER_SM * multiProcessorCount);
+  return Math.ceil(rows / spec.rowsPerBlock);
+}
+
+/**
+ * Persistent warps: at most one wave (`maxBlocks` resident blocks), with the rows spread evenly:
+ * every warp gets ceil(rows / resident warps) rows or (the last warps) fewer, instead of some warps
+ * taking one row more than the rest. Depends only on rows and the SM count (deterministic sums).
+ */
+function persistentGridSize(warpsPerBlock: number, rows: number, maxBlocks: number): number {
+  const rowsPerWarp = Math.ceil(rows / (maxBlocks * warpsPerBlock));
+  return Math.max(1, Math.min(maxBlocks, Math.ceil(Math.ceil(rows / rowsPerWarp) / warpsPerBlock)));
 }
 
 // ---- sources -----------------------------------------------------------------------------------------
@@ -195,8 +243,109 @@ function rowConstants(s: NormForwardSpec): string {
   });
 }
 
+// Persistent warps (16-bit, H ≤ 1024): lane t of a warp holds vectors t, t + 32, ... of its row
+// as packed 16-bit Vec<T, VEC> (3 × 16 bytes at H = 768) and converts them to f32 where used.
+// PACKED_ROW_DEVICE_CODE loads one row that way (vectors the lane does not own are zeroed).
+const PACKED_ROW_DEVICE_CODE = String.raw`
+__device__ __forceinline__ void load_row(const T* p, int t, Vec<T, VEC> (&v)[VECS_PER_THREAD]) {
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (owns_vec(k, t)) {
+      v[k] = load_vec<T, VEC>(p + (k * 32 + t) * VEC);
+    } else {
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) v[k].v[i] = from_float<T>(0.f);
+    }
+  }
+}
+`;
+
+function persistentForwardSource(spec: NormForwardSpec, name: string): string {
+  const layer = spec.norm === 'layer';
+  const statistics = layer
+    ? String.raw`
+    // One reduction for both sums; shifting by x[0] (lane 0's first element) keeps the variance
+    // from cancelling.
+    const float shift = __shfl_sync(0xffffffffu, to_float(cur[0].v[0]), 0);
+    float2 sums = make_float2(0.f, 0.f);
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) { const float d = to_float(cur[k].v[i]) - shift; sums.x += d; sums.y += d * d; }
+    }
+    sums = warp_sum2(sums);
+    const float mean_shifted = sums.x * (1.f / H);
+    const float var = fmaxf(sums.y * (1.f / H) - mean_shifted * mean_shifted, 0.f);
+    const float mean = shift + mean_shifted;
+    const float rstd = rsqrtf(var + eps);
+    if (t == 0) { mean_out[row] = mean; rstd_out[row] = rstd; }`
+    : String.raw`
+    float squares = 0.f;
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) { const float v = to_float(cur[k].v[i]); squares += v * v; }
+    }
+    squares = warp_sum(squares);
+    const float mean = 0.f;
+    const float rstd = rsqrtf(squares * (1.f / H) + eps);
+    if (t == 0) rstd_out[row] = rstd;`;
+  return String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${rowConstants(spec)}
+${ROW_MAPPING_DEVICE_CODE}
+${PACKED_ROW_DEVICE_CODE}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, PERSISTENT_FORWARD_BLOCKS_PER_SM)}
+
+// Persistent warps: block (32, ROWS_PER_BLOCK); warp w = blockIdx.x·ROWS_PER_BLOCK + threadIdx.y
+// normalises rows w, w + W, w + 2W, ... (W = gridDim.x·ROWS_PER_BLOCK), shuffles only, no shared
+// memory and no barriers. The next row's loads are issued before this row's reduction and stores,
+// so each warp keeps two rows in flight. x and out are not __restrict__: normalising in place
+// (out == x) is safe, a row is read (whole, into registers) before the same warp writes it, and no
+// other warp touches it. gamma/beta are read per row after the reduction (L1 hits).
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const T* x, const T* __restrict__ gamma, ${layer ? 'const T* __restrict__ beta, ' : ''}T* out,
+    ${layer ? 'float* __restrict__ mean_out, ' : ''}float* __restrict__ rstd_out, int rows, float eps) {
+  const int t = threadIdx.x;
+  const int stride = gridDim.x * ROWS_PER_BLOCK;
+  int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+  if (row >= rows) return;
+  Vec<T, VEC> cur[VECS_PER_THREAD];
+  load_row(x + (long long)row * H, t, cur);
+  for (;;) {
+    const int next = row + stride;
+    const bool more = next < rows;
+    Vec<T, VEC> nxt[VECS_PER_THREAD];
+    if (more) load_row(x + (long long)next * H, t, nxt);
+${statistics}
+
+    T* outr = out + (long long)row * H;
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const int c = (k * 32 + t) * VEC;
+      const Vec<T, VEC> g = load_vec<T, VEC>(gamma + c);
+${layer ? `      const Vec<T, VEC> b = load_vec<T, VEC>(beta + c);
+` : ''}      Vec<T, VEC> o;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++)
+        o.v[i] = from_float<T>((to_float(cur[k].v[i]) - mean) * rstd * to_float(g.v[i])${layer ? ' + to_float(b.v[i])' : ''});
+      store_vec<T, VEC>(outr + c, o);
+    }
+    if (!more) break;
+    row = next;
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) cur[k] = nxt[k];
+  }
+}
+`;
+}
+
 export function normForwardSource(spec: NormForwardSpec): KernelSource {
   const name = kernelIdentifier(normForwardKey(spec));
+  if (spec.persistent) return { name, source: persistentForwardSource(spec, name) };
   const layer = spec.norm === 'layer';
   const statistics = layer
     ? String.raw`
