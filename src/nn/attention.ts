@@ -13,6 +13,10 @@
 //   dP = dC·vᵀ, dV = pᵀ·dC;  dS = softmax'(p, dP) (in place);  dQ = dS·k, dK = dSᵀ·q
 //   dQkv = merge(dQ·1/√d, dK, dV), dBqkv = Σ dQkv  (fused);  dWqkv, dX = dQkv·Wqkv
 // q is stored pre-scaled, so dK = dSᵀ·(q/√d) needs no extra scaling and dQ is scaled once in the merge.
+//
+// The part between the head split and the head merge (scores, softmax, dropout, context) is
+// attendForward/attendBackward, shared with cross-attention (nn/cross-attention.ts), where the
+// queries and the keys come from different streams (Lq ≠ Lk).
 
 import type { Tensor } from '../tensor.js';
 import { ArgumentError } from '../errors.js';
@@ -36,15 +40,9 @@ export interface AttentionShape {
   readonly keyLengths?: Tensor;
 }
 
-/** What the forward keeps for the backward. */
-export interface AttentionSaved {
+/** What the forward keeps for the backward (dropped: the probabilities after dropout and their keep mask). */
+export interface AttentionSaved extends AttendSaved {
   readonly x: Tensor;
-  readonly q: Tensor;
-  readonly k: Tensor;
-  readonly v: Tensor;
-  readonly probs: Tensor;
-  /** The probabilities after dropout and their keep mask (absent without attention dropout). */
-  readonly dropped?: { readonly probs: Tensor; readonly mask: Tensor; readonly p: number };
   readonly merged: Tensor;
 }
 
@@ -58,6 +56,86 @@ export function selfAttention(qkv: Linear, out: Linear, heads: number, causal: b
   return { qkv, out, heads, causal, dropout };
 }
 
+/** Sizes of one attention: `batch` sequences, `heads` heads of size d, Lq queries against Lk keys. */
+export interface AttendDims {
+  readonly batch: number;
+  readonly heads: number;
+  readonly queryLen: number;
+  readonly keyLen: number;
+  readonly headDim: number;
+}
+
+export interface AttendOptions {
+  readonly causal: boolean;
+  /** i32 [batch]: keys at positions ≥ keyLengths[b] are masked. */
+  readonly keyLengths?: Tensor;
+  /** Dropout on the probabilities. */
+  readonly dropout: number;
+  /** Multiplies the scores inside the softmax (1 when q is stored pre-scaled). */
+  readonly scale: number;
+}
+
+/** What attendForward keeps for attendBackward. */
+export interface AttendSaved {
+  readonly q: Tensor;
+  readonly k: Tensor;
+  readonly v: Tensor;
+  readonly probs: Tensor;
+  readonly dropped?: { readonly probs: Tensor; readonly mask: Tensor; readonly p: number };
+}
+
+/**
+ * q [B, heads, Lq, d], k and v [B, heads, Lk, d] → merged heads [B·Lq, H]:
+ * merge(dropout(softmax(scale·q·kᵀ + mask))·v).
+ */
+export function attendForward(ctx: StepContext, dims: AttendDims, q: Tensor, k: Tensor, v: Tensor, options: AttendOptions): { saved: AttendSaved; merged: Tensor } {
+  const { batch: B, heads, queryLen: Lq, keyLen: Lk, headDim: d } = dims;
+  const dtype = q.dtype;
+  const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
+  const probs = ctx.buffer('attn.probs', [B, heads, Lq, Lk], dtype);
+  ctx.ops.batchedGemm({ a: bh(q, Lq, d), b: bh(k, Lk, d), out: bh(probs, Lq, Lk), transB: true });
+  ctx.ops.softmaxForward({
+    x: probs, out: probs, causal: options.causal,
+    ...(options.keyLengths ? { keyLengths: options.keyLengths } : {}), ...(options.scale !== 1 ? { scale: options.scale } : {}),
+  });
+
+  const drop = ctx.dropout(options.dropout, B * heads * Lq * Lk);
+  let dropped: AttendSaved['dropped'];
+  if (drop.p > 0) {
+    dropped = { probs: ctx.buffer('attn.dropped', [B, heads, Lq, Lk], dtype), mask: ctx.buffer('attn.dropMask', [B, heads, Lq, Lk], 'u8'), p: drop.p };
+    ctx.ops.dropout({ x: probs, out: dropped.probs, mask: dropped.mask, ...drop });
+  }
+  const heads4 = ctx.buffer('attn.context', [B, heads, Lq, d], dtype);
+  ctx.ops.batchedGemm({ a: bh(dropped ? dropped.probs : probs, Lq, Lk), b: bh(v, Lk, d), out: bh(heads4, Lq, d) });
+  const merged = ctx.buffer('attn.merged', [B, Lq, heads, d], dtype);
+  ctx.ops.permute0213({ x: heads4, out: merged });
+  return { saved: { q, k, v, probs, ...(dropped ? { dropped } : {}) }, merged: ctx.reshape(merged, [B * Lq, heads * d]) };
+}
+
+/**
+ * dMerged [B·Lq, H] (gradient of the merged heads) → dq [B, heads, Lq, d] (a new buffer), and dk, dv
+ * [B, heads, Lk, d] written into the caller's buffers. With the softmax scale s, dS = s·softmax'(dP),
+ * so dq = dS·k and dk = dSᵀ·q need no further scaling.
+ */
+export function attendBackward(ctx: StepContext, dims: AttendDims, saved: AttendSaved, scale: number, dMerged: Tensor, dk: Tensor, dv: Tensor): Tensor {
+  const { batch: B, heads, queryLen: Lq, keyLen: Lk, headDim: d } = dims;
+  const dtype = dMerged.dtype;
+  const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
+  const dContext = ctx.buffer('attn.dContext', [B, heads, Lq, d], dtype);
+  ctx.ops.permute0213({ x: ctx.reshape(dMerged, [B, Lq, heads, d]), out: dContext });
+
+  const dProbs = ctx.buffer('attn.dProbs', [B, heads, Lq, Lk], dtype);
+  ctx.ops.batchedGemm({ a: bh(dContext, Lq, d), b: bh(saved.v, Lk, d), out: bh(dProbs, Lq, Lk), transB: true });
+  ctx.ops.batchedGemm({ a: bh(saved.dropped ? saved.dropped.probs : saved.probs, Lq, Lk), b: bh(dContext, Lq, d), out: bh(dv, Lk, d), transA: true });
+  if (saved.dropped) ctx.ops.biasDropoutResidualBackward({ dOut: dProbs, mask: saved.dropped.mask, p: saved.dropped.p, dInput: dProbs });
+  ctx.ops.softmaxBackward({ y: saved.probs, dY: dProbs, dX: dProbs, ...(scale !== 1 ? { scale } : {}) });
+
+  const dq = ctx.buffer('attn.dq', [B, heads, Lq, d], dtype);
+  ctx.ops.batchedGemm({ a: bh(dProbs, Lq, Lk), b: bh(saved.k, Lk, d), out: bh(dq, Lq, d) });
+  ctx.ops.batchedGemm({ a: bh(dProbs, Lq, Lk), b: bh(saved.q, Lq, d), out: bh(dk, Lk, d), transA: true });
+  return dq;
+}
+
 /** x [B·L, H] → y [B·L, H], the output projection before its bias. */
 export function attentionForward(ctx: StepContext, layer: SelfAttention, shape: AttentionShape, x: Tensor, y: Tensor): AttentionSaved {
   const { batch: B, seqLen: L } = shape;
@@ -69,24 +147,12 @@ export function attentionForward(ctx: StepContext, layer: SelfAttention, shape: 
   const k = ctx.buffer('attn.k', [B, heads, L, d], dtype);
   const v = ctx.buffer('attn.v', [B, heads, L, d], dtype);
   ctx.ops.biasQkvSplit({ qkv: ctx.reshape(qkvRaw, [B, L, 3 * H]), bias: layer.qkv.bias!.value, heads, q, k, v, qScale: 1 / Math.sqrt(d) });
-
-  const probs = ctx.buffer('attn.probs', [B, heads, L, L], dtype);
-  ctx.ops.batchedGemm({ a: ctx.reshape(q, [B * heads, L, d]), b: ctx.reshape(k, [B * heads, L, d]), out: ctx.reshape(probs, [B * heads, L, L]), transB: true });
-  ctx.ops.softmaxForward({ x: probs, out: probs, causal: layer.causal, ...(shape.keyLengths ? { keyLengths: shape.keyLengths } : {}) });
-
-  const drop = ctx.dropout(layer.dropout, B * heads * L * L);
-  let dropped: AttentionSaved['dropped'];
-  if (drop.p > 0) {
-    dropped = { probs: ctx.buffer('attn.dropped', [B, heads, L, L], dtype), mask: ctx.buffer('attn.dropMask', [B, heads, L, L], 'u8'), p: drop.p };
-    ctx.ops.dropout({ x: probs, out: dropped.probs, mask: dropped.mask, ...drop });
-  }
-  const heads4 = ctx.buffer('attn.context', [B, heads, L, d], dtype);
-  ctx.ops.batchedGemm({ a: ctx.reshape(dropped ? dropped.probs : probs, [B * heads, L, L]), b: ctx.reshape(v, [B * heads, L, d]), out: ctx.reshape(heads4, [B * heads, L, d]) });
-  const merged = ctx.buffer('attn.merged', [B, L, heads, d], dtype);
-  ctx.ops.permute0213({ x: heads4, out: merged });
-  const merged2d = ctx.reshape(merged, [B * L, H]);
-  linearForward(ctx, layer.out, merged2d, y);
-  return { x, q, k, v, probs, ...(dropped ? { dropped } : {}), merged: merged2d };
+  const dims: AttendDims = { batch: B, heads, queryLen: L, keyLen: L, headDim: d };
+  const { saved, merged } = attendForward(ctx, dims, q, k, v, {
+    causal: layer.causal, dropout: layer.dropout, scale: 1, ...(shape.keyLengths ? { keyLengths: shape.keyLengths } : {}),
+  });
+  linearForward(ctx, layer.out, merged, y);
+  return { x, ...saved, merged };
 }
 
 /**
@@ -98,23 +164,11 @@ export function attentionBackward(ctx: StepContext, layer: SelfAttention, shape:
   const H = layer.out.outFeatures, heads = layer.heads, d = H / heads;
   const dtype = dY.dtype;
   linearWeightGrad(ctx, layer.out, saved.merged, dY);
-  const dMerged = ctx.buffer('attn.dMerged', [B, L, heads, d], dtype);
-  linearInputGrad(ctx, layer.out, dY, ctx.reshape(dMerged, [B * L, H]));
-  const dContext = ctx.buffer('attn.dContext', [B, heads, L, d], dtype);
-  ctx.ops.permute0213({ x: dMerged, out: dContext });
-
-  const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
-  const dProbs = ctx.buffer('attn.dProbs', [B, heads, L, L], dtype);
-  ctx.ops.batchedGemm({ a: bh(dContext, L, d), b: bh(saved.v, L, d), out: bh(dProbs, L, L), transB: true });
-  const dv = ctx.buffer('attn.dv', [B, heads, L, d], dtype);
-  ctx.ops.batchedGemm({ a: bh(saved.dropped ? saved.dropped.probs : saved.probs, L, L), b: bh(dContext, L, d), out: bh(dv, L, d), transA: true });
-  if (saved.dropped) ctx.ops.biasDropoutResidualBackward({ dOut: dProbs, mask: saved.dropped.mask, p: saved.dropped.p, dInput: dProbs });
-  ctx.ops.softmaxBackward({ y: saved.probs, dY: dProbs, dX: dProbs });
-
-  const dq = ctx.buffer('attn.dq', [B, heads, L, d], dtype);
-  ctx.ops.batchedGemm({ a: bh(dProbs, L, L), b: bh(saved.k, L, d), out: bh(dq, L, d) });
+  const dMerged = ctx.buffer('attn.dMerged', [B * L, H], dtype);
+  linearInputGrad(ctx, layer.out, dY, dMerged);
   const dk = ctx.buffer('attn.dk', [B, heads, L, d], dtype);
-  ctx.ops.batchedGemm({ a: bh(dProbs, L, L), b: bh(saved.q, L, d), out: bh(dk, L, d), transA: true });
+  const dv = ctx.buffer('attn.dv', [B, heads, L, d], dtype);
+  const dq = attendBackward(ctx, { batch: B, heads, queryLen: L, keyLen: L, headDim: d }, saved, 1, dMerged, dk, dv);
 
   const dQkv = ctx.buffer('attn.dQkv', [B * L, 3 * H], dtype);
   ctx.ops.biasQkvSplitBackward({ dq, dk, dv, heads, dQkv: ctx.reshape(dQkv, [B, L, 3 * H]), dBias: layer.qkv.bias!.grad, qScale: 1 / Math.sqrt(d) });

@@ -490,8 +490,129 @@ function directRowLoads(layer: boolean): string {
 `;
 }
 
+function persistentBackwardSource(spec: NormBackwardSpec, name: string): string {
+  const layer = spec.norm === 'layer';
+  const sums = columnSumCount(spec.norm);
+  return String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${rowConstants(spec)}
+${constants({ COLUMN_SUMS: sums })}
+${ROW_MAPPING_DEVICE_CODE}
+${PACKED_ROW_DEVICE_CODE}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, backwardMinBlocksPerSm(spec))}
+
+// Persistent warps, a fixed grid: block (32, ROWS_PER_BLOCK); warp w = blockIdx.x·ROWS_PER_BLOCK +
+// threadIdx.y takes rows w, w + W, w + 2W, ... (W = gridDim.x·ROWS_PER_BLOCK), so which rows feed
+// which partial depends only on the shape and grid. Per row: the next row's x, dOut, mean and rstd
+// (packed 16-bit, in flight during this row's work), then x̂ and g = dOut⊙gamma, Σg and Σg⊙x̂ by
+// shuffles, dX; the lane's columns of dGamma (Σ dOut⊙x̂) and dBeta (Σ dOut) stay in f32 registers
+// over all of the warp's rows. At the end the block's warps are folded together in warp order
+// through shared memory (one column sum at a time) into one partial row per block:
+// partials [gridDim.x][COLUMN_SUMS][H]. No barriers until then; every warp reaches them.
+// dOut, x, dResidual and dX are not __restrict__: dX may share memory with dOut or dResidual (a
+// row is read whole before the same warp writes it; no other warp touches it).
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const T* dout, const T* x, const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
+    ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows) {
+  __shared__ __align__(16) float fold[ROWS_PER_BLOCK][H];
+  const int t = threadIdx.x;
+  const int stride = gridDim.x * ROWS_PER_BLOCK;
+  float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++)
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
+
+  int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+  Vec<T, VEC> xc[VECS_PER_THREAD], gc[VECS_PER_THREAD];
+  float mu = 0.f, rs = 0.f;
+  if (row < rows) {
+    load_row(x + (long long)row * H, t, xc);
+    load_row(dout + (long long)row * H, t, gc);
+    ${layer ? 'mu = mean[row]; ' : ''}rs = rstd[row];
+  }
+  for (; row < rows; row += stride) {
+    const int next = row + stride;
+    Vec<T, VEC> xn[VECS_PER_THREAD], gn[VECS_PER_THREAD];
+    float mu_next = 0.f, rs_next = 0.f;
+    if (next < rows) {
+      load_row(x + (long long)next * H, t, xn);
+      load_row(dout + (long long)next * H, t, gn);
+      ${layer ? 'mu_next = mean[next]; ' : ''}rs_next = rstd[next];
+    }
+    const long long base = (long long)row * H;
+${spec.dResidual ? `    Vec<T, VEC> dr[VECS_PER_THREAD];
+    load_row(dres + base, t, dr);
+` : ''}
+    float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma + (k * 32 + t) * VEC);
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) {
+        const float xh = (to_float(xc[k].v[i]) - mu) * rs;
+        const float dy = to_float(gc[k].v[i]);
+        acc_gamma[k][i] += dy * xh;${layer ? `
+        acc_beta[k][i] += dy;` : ''}
+        const float g = dy * to_float(gam.v[i]);
+        sums.x += g;
+        sums.y += g * xh;
+      }
+    }
+${layer ? `    sums = warp_sum2(sums);
+    const float mean_g = sums.x * (1.f / H);`
+    : `    sums.y = warp_sum(sums.y);
+    const float mean_g = 0.f;`}
+    const float mean_gx = sums.y * (1.f / H);
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const int c = (k * 32 + t) * VEC;
+      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma + c);
+      Vec<T, VEC> d;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) {
+        const float xh = (to_float(xc[k].v[i]) - mu) * rs;
+        const float g = to_float(gc[k].v[i]) * to_float(gam.v[i]);
+        const float v = rs * (g - mean_g - xh * mean_gx);
+        d.v[i] = from_float<T>(${spec.dResidual ? 'to_float(dr[k].v[i]) + v' : 'v'});
+      }
+      store_vec<T, VEC>(dx + base + c, d);
+    }
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) { xc[k] = xn[k]; gc[k] = gn[k]; }
+    mu = mu_next;
+    rs = rs_next;
+  }
+
+  // Fold the warps' column sums in warp order (fixed: deterministic), one column sum at a time.
+  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
+  #pragma unroll
+  for (int a = 0; a < COLUMN_SUMS; a++) {
+    if (a > 0) __syncthreads();
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      float* f = &fold[threadIdx.y][(k * 32 + t) * VEC];
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) f[i] = ${layer ? 'a == 0 ? acc_gamma[k][i] : acc_beta[k][i]' : 'acc_gamma[k][i]'};
+    }
+    __syncthreads();
+    for (int col = threadIdx.y * 32 + t; col < H; col += BLOCK_THREADS) {
+      float total = 0.f;
+      #pragma unroll
+      for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w][col];
+      p[a * H + col] = total;
+    }
+  }
+}
+`;
+}
+
 export function normBackwardSource(spec: NormBackwardSpec): KernelSource {
   const name = kernelIdentifier(normBackwardKey(spec));
+  if (spec.persistent) return { name, source: persistentBackwardSource(spec, name) };
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
   const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
@@ -674,7 +795,7 @@ function launchNormForward(host: KernelHost, check: OpCheck, norm: NormKind, che
   const spec = planNormForward(check, norm, dtype, hidden, betaPtr === undefined ? Object.values(ptrs) : [...Object.values(ptrs), betaPtr]);
   const kernel = host.kernel(normForwardKey(spec), () => normForwardSource(spec));
   kernel.launch(
-    { grid: Math.ceil(rows / spec.rowsPerBlock), block: [spec.threadsPerRow, spec.rowsPerBlock] },
+    { grid: forwardGridSize(spec, rows, host.multiProcessorCount), block: [spec.threadsPerRow, spec.rowsPerBlock] },
     [
       arg.ptr(ptrs.x), arg.ptr(ptrs.gamma), ...(betaPtr === undefined ? [] : [arg.ptr(betaPtr)]), arg.ptr(ptrs.out),
       ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
