@@ -81,6 +81,12 @@ export interface DropoutArgs {
   p: number;
   seed: bigint;
   offset: bigint;
+  /**
+   * i32 [2] on the device: a u64 (low word first) added to `offset` when the op runs. A captured
+   * graph freezes `offset`; the caller changes this value between replays so every step draws new
+   * masks (the step runner writes the step's first counter here).
+   */
+  offsetBase?: Tensor;
 }
 
 /** out = dropout(input + bias) + residual; all [rows, H] except bias [H]; mask u8 [rows, H]. */

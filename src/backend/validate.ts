@@ -44,6 +44,12 @@ export class OpCheck<T extends Tensor = Tensor> {
       const x = args[name];
       if (typeof x !== 'bigint' || x < 0n || x >= U64_LIMIT) this.fail(`'${name}' must be a bigint in [0, 2^64), got ${String(x)}`);
     }
+    if (args.offsetBase !== undefined) {
+      const base = this.onBackend('offsetBase', args.offsetBase);
+      if (base.dtype !== 'i32' || base.rank !== 1 || base.shape[0] !== 2) {
+        this.fail(`'offsetBase' must be an i32 [2] tensor (a u64, low word first), got ${base.dtype} [${base.shape.join(', ')}]`);
+      }
+    }
   }
 
   /** The backend-independent part of tensor(): on this backend, and contiguous. */

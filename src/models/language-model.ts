@@ -11,6 +11,19 @@ import type { Param, ParameterStore } from '../nn/parameters.js';
 import type { StepContext } from '../nn/step-context.js';
 import type { LayerNormParams } from '../nn/transformer-block.js';
 
+/** The source side of a sequence-to-sequence batch (encoder input). */
+export interface SourceBatch {
+  readonly seqLen: number;
+  /** i32 [batch, seqLen]; positions ≥ lengths[b] are padding (their tokens do not matter). */
+  readonly tokens: Tensor;
+  /** i32 [batch]: each source sequence's length (1..seqLen). */
+  readonly lengths: Tensor;
+}
+
+/**
+ * A batch of (decoder) tokens and their targets. For an encoder-decoder model (LanguageModel.source),
+ * `tokens` are the target-side inputs and `source` carries the encoder input.
+ */
 export interface CausalLmBatch {
   readonly batch: number;
   readonly seqLen: number;
@@ -24,6 +37,7 @@ export interface CausalLmBatch {
   readonly lossGradScale: number;
   readonly labelSmoothing?: number;
   readonly ignoreIndex?: number;
+  readonly source?: SourceBatch;
 }
 
 export interface LanguageModel {
@@ -34,6 +48,11 @@ export interface LanguageModel {
   /** Columns of the logits: the vocabulary padded for aligned GEMMs (≥ vocabSize; the rest are zeros). */
   readonly logitsWidth: number;
   readonly maxSeqLen: number;
+  /**
+   * Present on encoder-decoder models: every batch must carry `source`, with tokens below
+   * `vocabSize` and at most `maxSeqLen` positions.
+   */
+  readonly source?: { readonly vocabSize: number; readonly maxSeqLen: number };
   /** Gradient checkpointing: every k-th block recomputed in the backward (0 = off). */
   checkpointEvery: number;
   /** Forward and loss; with `backward`, every parameter gradient too (overwritten, not accumulated). */

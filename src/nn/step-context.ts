@@ -55,6 +55,11 @@ export interface DropoutStream {
   readonly baseOffset: bigint;
   /** False in evaluation: every dropout probability becomes 0. */
   readonly training: boolean;
+  /**
+   * i32 [2] device scalar added to every dropout offset when the op runs (see DropoutArgs): a step
+   * captured into a graph then draws new masks each replay when the caller rewrites it.
+   */
+  readonly offsetBase?: Tensor;
 }
 
 export interface StepContext {
@@ -66,7 +71,7 @@ export interface StepContext {
   /** Reshapes a buffer (or any contiguous tensor) without copying. */
   reshape(t: Tensor, shape: readonly number[]): Tensor;
   /** Seed and counter offset for a dropout over `numel` elements (advances the step's counter). */
-  dropout(p: number, numel: number): { p: number; seed: bigint; offset: bigint };
+  dropout(p: number, numel: number): { p: number; seed: bigint; offset: bigint; offsetBase?: Tensor };
   /**
    * Runs `fn` with the dropout counter rewound to `cursor` (a value of dropoutCursor taken earlier),
    * so a recomputed forward (gradient checkpointing) draws exactly the masks of the original one.
@@ -101,11 +106,11 @@ abstract class BaseContext implements StepContext {
     return this.ops.view(t, 0, shape);
   }
 
-  dropout(p: number, numel: number): { p: number; seed: bigint; offset: bigint } {
+  dropout(p: number, numel: number): { p: number; seed: bigint; offset: bigint; offsetBase?: Tensor } {
     if (!this.stream.training) p = 0;
     const offset = this.dropoutCursor;
     if (p > 0) this.dropoutCursor += BigInt(Math.ceil(numel / 4));
-    return { p, seed: this.stream.seed, offset };
+    return { p, seed: this.stream.seed, offset, ...(this.stream.offsetBase && p > 0 ? { offsetBase: this.stream.offsetBase } : {}) };
   }
 
   /** Philox counters used by this step (the next step's baseOffset is baseOffset + this). */

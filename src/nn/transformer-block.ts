@@ -41,7 +41,7 @@ export interface TransformerBlock {
   readonly activationDropout: number;
 }
 
-interface NormSaved { readonly x: Tensor; readonly mean: Tensor; readonly rstd: Tensor }
+export interface NormSaved { readonly x: Tensor; readonly mean: Tensor; readonly rstd: Tensor }
 
 export interface BlockSaved {
   readonly x: Tensor;
@@ -58,7 +58,8 @@ export interface BlockSaved {
   readonly ffnMask: Tensor;
 }
 
-function layerNorm(ctx: StepContext, p: LayerNormParams, x: Tensor, name: string): { out: Tensor; saved: NormSaved } {
+/** x [rows, H] → a new normalised buffer, and what the backward needs. */
+export function layerNorm(ctx: StepContext, p: LayerNormParams, x: Tensor, name: string): { out: Tensor; saved: NormSaved } {
   const rows = x.shape[0]!;
   const out = ctx.buffer(`${name}.out`, x.shape, x.dtype);
   const mean = ctx.buffer(`${name}.mean`, [rows], 'f32');
@@ -67,7 +68,8 @@ function layerNorm(ctx: StepContext, p: LayerNormParams, x: Tensor, name: string
   return { out, saved: { x, mean, rstd } };
 }
 
-function layerNormBackward(ctx: StepContext, p: LayerNormParams, saved: NormSaved, dOut: Tensor, dX: Tensor, dResidual?: Tensor): void {
+/** dX = LN'(dOut) (+ dResidual, fused); writes the norm's gain and bias gradients. */
+export function layerNormBackward(ctx: StepContext, p: LayerNormParams, saved: NormSaved, dOut: Tensor, dX: Tensor, dResidual?: Tensor): void {
   ctx.ops.layerNormBackward({
     dOut, x: saved.x, gamma: p.gamma.value, mean: saved.mean, rstd: saved.rstd,
     dX, dGamma: p.gamma.grad, dBeta: p.beta.grad, ...(dResidual ? { dResidual } : {}),

@@ -374,16 +374,21 @@ const PERMUTE_SHAPES: [number, number, number, number][] = [
 /** Standalone dropout over awkward sizes (not a multiple of 8: partial Philox groups), 4-D attention probabilities, a misaligned view. */
 function dropoutCases(dtype: FloatDType): OpCase[] {
   const shapes: [number[], boolean][] = [[[2, 3, 37, 37], false], [[1001], false], [[4, 12, 64, 64], false], [[3, 777], true]];
-  return shapes.map(([shape, misaligned]) => {
+  // The last case adds a device-side counter base (offsetBase: the graph-replay path).
+  return shapes.map(([shape, misaligned], index) => {
     const numel = shape.reduce((a, b) => a * b, 1);
+    const withBase = index === shapes.length - 1;
     return {
-      name: `dropout ${dtype} [${shape.join(', ')}]${misaligned ? ' misaligned x' : ''}`, dtype, exact: ['mask'],
-      inputs: (rng: Rng) => ({ x: floats(rng, [numel + 1], dtype), rand: randomDropoutSeed(rng) }),
+      name: `dropout ${dtype} [${shape.join(', ')}]${misaligned ? ' misaligned x' : ''}${withBase ? ' offsetBase' : ''}`, dtype, exact: ['mask'],
+      inputs: (rng: Rng) => ({
+        x: floats(rng, [numel + 1], dtype), rand: randomDropoutSeed(rng),
+        base: { values: new Int32Array([Math.floor(rng.next() * 2 ** 31), Math.floor(rng.next() * 1000)]), shape: [2], dtype: 'i32' as const },
+      }),
       run: (b: Backend, inputs: Inputs) => {
         const c = new CaseContext(b, inputs);
         const { seed, offset } = dropoutSeed(inputs);
         const x = b.view(c.in('x'), misaligned ? 1 : 0, shape);
-        b.dropout({ x, out: c.out('out', shape, dtype), mask: c.out('mask', shape, 'u8'), p: 0.15, seed, offset });
+        b.dropout({ x, out: c.out('out', shape, dtype), mask: c.out('mask', shape, 'u8'), p: 0.15, seed, offset, ...(withBase ? { offsetBase: c.in('base') } : {}) });
         return c.results();
       },
     };

@@ -14,8 +14,12 @@
 // which makes the update use the mean gradient over the nValid non-ignored targets exactly.
 // Clipping and the fp16 overflow skip happen inside AdamW from the gradient's sum of squares.
 //
-// Dropout draws its masks from Philox counters fixed at capture, so a graph would replay the same
-// masks every step; models with dropout therefore run eagerly (the graph needs a device-side counter).
+// Dropout: a step's ops draw from counters relative to the step's start, and the start itself is a
+// device scalar (DropoutArgs.offsetBase) written before each step, so replays draw fresh masks.
+//
+// Encoder-decoder models (LanguageModel.source) take a source side with every batch: its tokens and
+// lengths live in device buffers sized for maxBatch × maxSourceLen, and the step's shape includes the
+// source length.
 
 import type { AdamWArgs, Arena, Backend, Graph } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
@@ -50,6 +54,17 @@ export interface StepRunnerOptions {
   readonly labelSmoothing?: number;
   /** Targets equal to this are ignored (default −100, the Hugging Face convention). */
   readonly ignoreIndex?: number;
+  /** Longest source sequence: required for encoder-decoder models, refused for the others. */
+  readonly maxSourceLen?: number;
+}
+
+/** The source side of a sequence-to-sequence batch. */
+export interface HostSource {
+  readonly seqLen: number;
+  /** batch·seqLen source token ids (anything in [0, source vocabulary) beyond a sequence's length). */
+  readonly tokens: Int32Array;
+  /** batch source lengths, each in [1, seqLen]. */
+  readonly lengths: Int32Array;
 }
 
 export interface HostBatch {
@@ -59,6 +74,8 @@ export interface HostBatch {
   readonly tokens: Int32Array;
   /** batch·seqLen next-token targets (or ignoreIndex). */
   readonly targets: Int32Array;
+  /** Encoder input, for encoder-decoder models only. */
+  readonly source?: HostSource;
 }
 
 export interface StepResult {
@@ -91,10 +108,13 @@ export class StepRunner {
   private readonly tokens: Tensor;
   private readonly targets: Tensor;
   private readonly loss: Tensor;
+  private readonly source?: { readonly tokens: Tensor; readonly lengths: Tensor };
   private readonly m: Tensor;
   private readonly v: Tensor;
   private readonly master?: Tensor;
   private readonly scalars: Tensor;
+  /** The step's first dropout counter as a u64 (two i32 words), read by every dropout op. */
+  private readonly dropoutBase: Tensor;
   private readonly sumSquares: Tensor;
   private arena: Arena;
   private readonly steps = new Map<string, PreparedStep>();
@@ -126,6 +146,15 @@ export class StepRunner {
     this.tokens = b.empty([rows], 'i32');
     this.targets = b.empty([rows], 'i32');
     this.loss = b.empty([rows], 'f32');
+    const maxSourceLen = options.maxSourceLen ?? 0;
+    if (model.source) {
+      if (!Number.isInteger(maxSourceLen) || maxSourceLen < 1 || maxSourceLen > model.source.maxSeqLen) {
+        throw new ArgumentError(`StepRunner: an encoder-decoder model needs maxSourceLen, an integer in [1, ${model.source.maxSeqLen}], got ${options.maxSourceLen}`);
+      }
+      this.source = { tokens: b.empty([maxBatch * maxSourceLen], 'i32'), lengths: b.empty([maxBatch], 'i32') };
+    } else if (options.maxSourceLen !== undefined) {
+      throw new ArgumentError('StepRunner: maxSourceLen is only for encoder-decoder models');
+    }
     this.m = b.empty([n], 'f32');
     this.v = b.empty([n], 'f32');
     b.fill(this.m, 0);
@@ -135,9 +164,10 @@ export class StepRunner {
       b.copy(model.params.values.flat, this.master);
     }
     this.scalars = b.empty([4], 'f32');
+    this.dropoutBase = b.empty([2], 'i32');
     this.sumSquares = b.empty([1], 'f32');
     // Plan the largest training step now, so the arena is allocated once, up front.
-    this.largestPlan = this.prepare(maxBatch, maxSeqLen, 1, true, false).plan;
+    this.largestPlan = this.prepare(maxBatch, maxSeqLen, maxSourceLen, 1, true, false).plan;
     this.arena = b.createArena(this.largestPlan.arena.arenaBytes);
   }
 
@@ -183,7 +213,7 @@ export class StepRunner {
   /** One training step: forward, backward, clipping, AdamW. */
   trainStep(host: HostBatch, lr: number, lossScale = 1): StepResult {
     const validTargets = this.upload(host);
-    const step = this.prepare(host.batch, host.seqLen, lossScale, true, true);
+    const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, true, true);
     const rows = host.batch * host.seqLen;
     const t = this.updates + 1;
     const gradScale = rows / (lossScale * Math.max(1, validTargets));
@@ -201,7 +231,7 @@ export class StepRunner {
   /** Forward only (dropout off): the mean loss of a batch. */
   evalLoss(host: HostBatch): { loss: number; validTargets: number } {
     const validTargets = this.upload(host);
-    const step = this.prepare(host.batch, host.seqLen, 1, false, true);
+    const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, 1, false, true);
     this.execute(step);
     return { loss: this.meanLoss(host.batch * host.seqLen, validTargets), validTargets };
   }
@@ -210,8 +240,9 @@ export class StepRunner {
     for (const s of this.steps.values()) s.graph?.dispose();
     this.steps.clear();
     this.arena.free();
-    for (const t of [this.tokens, this.targets, this.loss, this.m, this.v, this.scalars, this.sumSquares]) this.backend.free(t);
+    for (const t of [this.tokens, this.targets, this.loss, this.m, this.v, this.scalars, this.sumSquares, this.dropoutBase]) this.backend.free(t);
     if (this.master) this.backend.free(this.master);
+    if (this.source) for (const t of [this.source.tokens, this.source.lengths]) this.backend.free(t);
   }
 
   // --- internals ----------------------------------------------------------------------------------
@@ -235,7 +266,32 @@ export class StepRunner {
     }
     this.backend.upload(this.backend.view(this.tokens, 0, [rows]), tokens);
     this.backend.upload(this.backend.view(this.targets, 0, [rows]), targets);
+    this.uploadSource(host);
     return valid;
+  }
+
+  private uploadSource(host: HostBatch): void {
+    const source = host.source;
+    if (!this.source || !this.model.source) {
+      if (source) throw new ArgumentError('step: the batch has a source side, but the model is not an encoder-decoder model');
+      return;
+    }
+    if (!source) throw new ArgumentError('step: an encoder-decoder model needs the batch\'s source side (HostBatch.source)');
+    const { batch } = host, { seqLen, tokens, lengths } = source;
+    const maxSourceLen = this.options.maxSourceLen!;
+    if (!Number.isInteger(seqLen) || seqLen < 1 || seqLen > maxSourceLen) throw new ArgumentError(`step: source length ${seqLen} must be an integer in [1, maxSourceLen ${maxSourceLen}]`);
+    if (tokens.length !== batch * seqLen || lengths.length !== batch) throw new ArgumentError(`step: source tokens (${tokens.length}) must have batch × seqLen = ${batch * seqLen} entries and lengths (${lengths.length}) ${batch}`);
+    const V = this.model.source.vocabSize;
+    for (let i = 0; i < tokens.length; i++) {
+      const tok = tokens[i]!;
+      if (tok < 0 || tok >= V) throw new ArgumentError(`step: source token ${tok} at position ${i} is outside the source vocabulary [0, ${V})`);
+    }
+    for (let b = 0; b < batch; b++) {
+      const len = lengths[b]!;
+      if (!Number.isInteger(len) || len < 1 || len > seqLen) throw new ArgumentError(`step: source length ${len} of sequence ${b} must be in [1, ${seqLen}]`);
+    }
+    this.backend.upload(this.backend.view(this.source.tokens, 0, [batch * seqLen]), tokens);
+    this.backend.upload(this.backend.view(this.source.lengths, 0, [batch]), lengths);
   }
 
   private meanLoss(rows: number, validTargets: number): number {
@@ -245,8 +301,8 @@ export class StepRunner {
     return validTargets > 0 ? sum / validTargets : 0;
   }
 
-  private prepare(batchSize: number, seqLen: number, lossScale: number, training: boolean, forUse: boolean): PreparedStep {
-    const key = `${training ? 'train' : 'eval'} ${batchSize}x${seqLen} scale=${lossScale}`;
+  private prepare(batchSize: number, seqLen: number, sourceLen: number, lossScale: number, training: boolean, forUse: boolean): PreparedStep {
+    const key = `${training ? 'train' : 'eval'} ${batchSize}x${seqLen}${this.source ? ` source=${sourceLen}` : ''} scale=${lossScale}`;
     const existing = this.steps.get(key);
     if (existing) return existing;
     const rows = batchSize * seqLen;
@@ -259,6 +315,9 @@ export class StepRunner {
       lossGradScale: lossScale / rows,
       ...(this.options.labelSmoothing ? { labelSmoothing: this.options.labelSmoothing } : {}),
       ignoreIndex: this.ignoreIndex,
+      ...(this.source ? {
+        source: { seqLen: sourceLen, tokens: b.view(this.source.tokens, 0, [batchSize, sourceLen]), lengths: b.view(this.source.lengths, 0, [batchSize]) },
+      } : {}),
     };
     const stepFn = training
       ? (ctx: Parameters<Parameters<typeof planStep>[1]>[0]) => { this.model.lossStep(ctx, batch, true); this.optimizerUpdate(ctx.ops); }
@@ -267,9 +326,7 @@ export class StepRunner {
     const prepared: PreparedStep = {
       plan, batch, runs: 0,
       run: (on = b) => {
-        const offset = this.dropoutOffset;
-        this.dropoutOffset += plan.dropoutCounters;
-        runStep(on, plan, this.arena, { seed: this.seed, baseOffset: offset, training }, stepFn);
+        runStep(on, plan, this.arena, { seed: this.seed, baseOffset: 0n, training, offsetBase: this.dropoutBase }, stepFn);
       },
     };
     if (forUse) {
@@ -292,7 +349,7 @@ export class StepRunner {
   profileTrainStep(host: HostBatch, lr: number, lossScale = 1): StepProfile & { stepMs: number; replayed: boolean } {
     this.trainStep(host, lr, lossScale); // compile, autotune, capture
     this.upload(host);
-    const step = this.prepare(host.batch, host.seqLen, lossScale, true, true);
+    const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, true, true);
     const start = this.backend.mark();
     this.execute(step);
     const end = this.backend.mark();
@@ -308,9 +365,12 @@ export class StepRunner {
 
   private execute(step: PreparedStep): void {
     const before = this.backend.memoryStats().deviceAllocations;
+    const base = this.dropoutOffset;
+    this.backend.upload(this.dropoutBase, new Int32Array([Number(base & 0xffffffffn) | 0, Number(base >> 32n) | 0]));
+    this.dropoutOffset += step.plan.dropoutCounters;
     if (step.graph) {
       step.graph.replay();
-    } else if (this.useGraphs && step.runs >= 1 && step.plan.dropoutCounters === 0n) {
+    } else if (this.useGraphs && step.runs >= 1) {
       step.graph = this.backend.captureGraph(() => step.run());
       step.graph.replay();
     } else {

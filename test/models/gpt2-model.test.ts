@@ -122,3 +122,19 @@ test('gradient checkpointing recomputes the same gradients (with dropout) in a s
   assert.deepEqual(everyBlock.grads, plain.grads);
   assert.ok(everyBlock.arena < plain.arena, `arena ${everyBlock.arena} (checkpointed) vs ${plain.arena}`);
 });
+
+test('steps replayed from a captured graph draw fresh dropout masks, exactly as eager steps do', () => {
+  const withDropout: Gpt2Config = { ...tinyConfig, residualDropout: 0.2, embeddingDropout: 0.1, attentionDropout: 0.1 };
+  const batch = randomBatch(2, 6, withDropout.vocabSize, 8);
+  const losses = (graphs: boolean) => {
+    const backend = new CpuBackend();
+    const model = new Gpt2Model(backend, withDropout, 'f32');
+    model.params.initialize(2n);
+    const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 6, graphs });
+    // lr = 0: the weights stay put, so any change in the loss comes from the masks.
+    return Array.from({ length: 4 }, () => runner.trainStep(batch, 0).loss);
+  };
+  const eager = losses(false), graphed = losses(true);
+  assert.deepEqual(graphed, eager);
+  assert.equal(new Set(eager).size, 4, `every step draws new masks: ${eager.join(', ')}`);
+});

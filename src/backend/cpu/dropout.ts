@@ -5,15 +5,16 @@ import { dropoutMask } from '../rng.js';
 import { checkDropout } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
-import { bytesOf, floatsOf, storeFloats } from './tensor.js';
+import { bytesOf, floatsOf, storeFloats, dropoutOffsetAtRun } from './tensor.js';
 
 export function prepareDropout(args: DropoutOpArgs): CpuWork {
   const check = new CpuCheck('dropout');
   const { x, out, mask } = checkDropout(check, args);
-  const { p, seed, offset } = args;
+  const { p, seed } = args;
+  const offsetAtRun = dropoutOffsetAtRun(args);
   return check.work(() => {
     const keep = bytesOf(mask);
-    dropoutMask(keep, p, seed, offset);
+    dropoutMask(keep, p, seed, offsetAtRun());
     const values = floatsOf(x);
     const result = new Float64Array(values.length);
     for (let i = 0; i < values.length; i++) result[i] = keep[i] ? values[i]! / (1 - p) : 0;

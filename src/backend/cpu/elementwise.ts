@@ -16,7 +16,7 @@ import {
 import { activationFunction, activationGradient } from './activation.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
-import { bytesOf, floatsOf, storeFloats } from './tensor.js';
+import { bytesOf, floatsOf, storeFloats, dropoutOffsetAtRun } from './tensor.js';
 
 /** Σ over rows of a (rows, H) float64 matrix → (H). */
 function columnSums(values: Float64Array, H: number): Float64Array {
@@ -31,11 +31,12 @@ function columnSums(values: Float64Array, H: number): Float64Array {
 export function prepareBiasDropoutResidual(args: BiasDropoutResidualArgs): CpuWork {
   const check = new CpuCheck('biasDropoutResidual');
   const { input, bias, residual, out, mask, H } = checkBiasDropoutResidual(check, args);
-  const { p, seed, offset } = args;
+  const { p, seed } = args;
 
+  const offsetAtRun = dropoutOffsetAtRun(args);
   return check.work(() => {
     const keep = bytesOf(mask);
-    dropoutMask(keep, p, seed, offset);
+    dropoutMask(keep, p, seed, offsetAtRun());
     const x = floatsOf(input), b = floatsOf(bias), res = floatsOf(residual);
     const result = new Float64Array(x.length);
     for (let i = 0; i < x.length; i++) result[i] = (keep[i] ? (x[i]! + b[i % H]!) / (1 - p) : 0) + res[i]!;
@@ -64,12 +65,13 @@ export function prepareBiasDropoutResidualBackward(args: BiasDropoutResidualBack
 export function prepareBiasActivationDropout(args: BiasActivationDropoutArgs): CpuWork {
   const check = new CpuCheck('biasActivationDropout');
   const { input, bias, out, mask, H } = checkBiasActivationDropout(check, args);
-  const { p, seed, offset } = args;
+  const { p, seed } = args;
   const act = activationFunction(args.activation);
 
+  const offsetAtRun = dropoutOffsetAtRun(args);
   return check.work(() => {
     const keep = bytesOf(mask);
-    dropoutMask(keep, p, seed, offset);
+    dropoutMask(keep, p, seed, offsetAtRun());
     const x = floatsOf(input), b = floatsOf(bias);
     const result = new Float64Array(x.length);
     for (let i = 0; i < x.length; i++) result[i] = keep[i] ? act(x[i]! + b[i % H]!) / (1 - p) : 0;

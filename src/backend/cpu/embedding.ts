@@ -12,7 +12,7 @@ import { checkEmbeddingBackward, checkEmbeddingForward } from '../op-checks/inde
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import type { CpuTensor } from './tensor.js';
-import { bytesOf, floatsOf, int32sOf, rounder, storeFloats } from './tensor.js';
+import { bytesOf, floatsOf, int32sOf, rounder, storeFloats, dropoutOffsetAtRun } from './tensor.js';
 
 /** Every token, checked against [0, V) before anything is written. */
 function checkedTokens(check: CpuCheck, tokens: CpuTensor, V: number): Int32Array {
@@ -26,12 +26,13 @@ export function prepareEmbeddingForward(args: EmbeddingForwardArgs): CpuWork {
   const {
     tokens, tokenTable, positionTable, out, mask, scale, positionOffset, batch: B, seqLen: L, vocab: V, hidden: H,
   } = checkEmbeddingForward(check, args);
-  const { p, seed, offset } = args;
+  const { p, seed } = args;
 
+  const offsetAtRun = dropoutOffsetAtRun(args);
   return check.work(() => {
     const ids = checkedTokens(check, tokens, V);
     const keep = bytesOf(mask);
-    dropoutMask(keep, p, seed, offset);
+    dropoutMask(keep, p, seed, offsetAtRun());
     const table = floatsOf(tokenTable);
     const positions = positionTable ? floatsOf(positionTable) : undefined;
     const result = new Float64Array(B * L * H);

@@ -65,6 +65,19 @@ export function newStorage(dtype: DType, numel: number): HostArray {
 
 // --- element access for ops (contiguous tensors only; ops validate contiguity first) -------------
 
+/**
+ * A dropout op's counter offset: `offset` (a scalar, frozen when the op is issued or captured) plus the
+ * u64 in `offsetBase` (i32 [2]) as it is when the op runs. Call at issue time; call the result at run time.
+ */
+export function dropoutOffsetAtRun(args: { offset: bigint; offsetBase?: unknown }): () => bigint {
+  const { offset, offsetBase } = args;
+  if (!offsetBase) return () => offset;
+  return () => {
+    const words = int32sOf(offsetBase as CpuTensor);
+    return offset + ((BigInt(words[1]! >>> 0) << 32n) | BigInt(words[0]! >>> 0));
+  };
+}
+
 /** The tensor's elements as a live subarray of its storage. */
 export function floatsOf(t: CpuTensor): Float32Array {
   if (!isFloat(t.dtype) || !(t.storage instanceof Float32Array)) throw new LayoutError(`internal: ${t} is not a float tensor`);

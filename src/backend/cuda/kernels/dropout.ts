@@ -16,7 +16,7 @@ import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
-import { dropoutArgs, pickVectorWidth } from './elementwise.js';
+import { DROPOUT_OFFSET, DROPOUT_PARAMS, dropoutArgs, pickVectorWidth } from './elementwise.js';
 import { flatGridSize } from './fill-copy.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
@@ -40,7 +40,8 @@ ${constants({ VEC: spec.vec, BLOCK: BLOCK_THREADS })}
 
 // vectors = numel / VEC
 extern "C" __global__ void __launch_bounds__(BLOCK) ${name}(const T* __restrict__ x, T* __restrict__ out, unsigned char* __restrict__ mask, u64 vectors,
-                                                        u64 seed, u64 offset, u32 threshold, float keep_scale) {
+                                                        ${DROPOUT_PARAMS}) {
+  ${DROPOUT_OFFSET}
   for (u64 v = (u64)blockIdx.x * BLOCK + threadIdx.x; v < vectors; v += (u64)gridDim.x * BLOCK) {
     const u64 i = v * VEC;
     const Vec<T, VEC> in = load_vec<T, VEC>(x + i);

@@ -67,6 +67,7 @@ import type {
 import type { DType, FloatDType } from '../../../dtype.js';
 import { byteSize, cudaType, f32ToBf16Bits, f32ToF16Bits, FLOAT_DTYPES, isFloat } from '../../../dtype.js';
 import { ShapeError } from '../../../errors.js';
+import type { CudaTensor } from '../runtime/tensor.js';
 import type { Tensor } from '../../../tensor.js';
 import { formatShape } from '../../../tensor.js';
 import { dropoutThreshold } from '../../rng.js';
@@ -156,10 +157,18 @@ export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number
   return { grid: [rowTiles, columnChunks], block: [tx, ty], rowsPerTile, rowTiles };
 }
 
-/** The kernel arguments of a dropout draw: seed, offset, threshold (u32), keep scale 1/(1−p) (f32). */
+/**
+ * The kernel arguments of a dropout draw (DROPOUT_PARAMS): seed, offset, the device u64 added to it
+ * (offsetBase, or null), threshold (u32), keep scale 1/(1−p) (f32). Kernels start with
+ * DROPOUT_OFFSET, which forms the counter offset they draw from.
+ */
 export function dropoutArgs(args: DropoutArgs): KernelArg[] {
-  return [arg.u64(args.seed), arg.u64(args.offset), arg.u32(dropoutThreshold(args.p)), arg.f32(1 / (1 - args.p))];
+  const base = args.offsetBase ? (args.offsetBase as CudaTensor).ptr : 0n;
+  if (base % 8n !== 0n) throw new ShapeError(`dropout: 'offsetBase' must be 8-byte aligned (it is read as a u64)`);
+  return [arg.u64(args.seed), arg.u64(args.offset), arg.ptr(base), arg.u32(dropoutThreshold(args.p)), arg.f32(1 / (1 - args.p))];
 }
+export const DROPOUT_PARAMS = 'u64 seed, u64 offset_arg, const u64* offset_base, u32 threshold, float keep_scale';
+export const DROPOUT_OFFSET = '[[maybe_unused]] const u64 offset = offset_arg + (offset_base != nullptr ? *offset_base : 0ull);';
 
 // ==== the row-tile kernel skeleton ==========================================================================
 
@@ -355,13 +364,12 @@ function applyDropout(hasDropout: boolean, v: string): string {
   return hasDropout ? `(keep[k] ? (${v}) * keep_scale : 0.f)` : v;
 }
 
-const DROPOUT_PARAMS = 'u64 seed, u64 offset, u32 threshold, float keep_scale';
 
 export function biasDropoutResidualSource(spec: BiasDropoutResidualSpec): KernelSource {
   return rowTileSource(spec, {
     name: kernelIdentifier(biasDropoutResidualKey(spec)),
     params: `const T* input, const T* bias, const T* residual, T* out, unsigned char* mask, ${DROPOUT_PARAMS}`,
-    setup: LOAD_BIAS,
+    setup: `${DROPOUT_OFFSET}\n${LOAD_BIAS}`,
     body: `const Vec<T, VEC> x = load_vec<T, VEC>(input + i);
 const Vec<T, VEC> res = load_vec<T, VEC>(residual + i);
 ${drawKeep(spec.hasDropout)}
@@ -534,7 +542,7 @@ export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): Ke
   return rowTileSource({ ...spec, prelude: FAST_ACTIVATIONS_DEVICE_CODE }, {
     name: kernelIdentifier(biasActivationDropoutKey(spec)),
     params: `const T* input, const T* bias, T* out, unsigned char* mask, ${DROPOUT_PARAMS}`,
-    setup: LOAD_BIAS,
+    setup: `${DROPOUT_OFFSET}\n${LOAD_BIAS}`,
     body: `const Vec<T, VEC> x = load_vec<T, VEC>(input + i);
 ${drawKeep(spec.hasDropout)}
 Vec<T, VEC> y;

@@ -54,7 +54,7 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { Access } from './elementwise.js';
-import { dropoutArgs, maxVectorElements, pickVectorWidth, planRowTiles, rowTileShape, rowTileSource } from './elementwise.js';
+import { dropoutArgs, maxVectorElements, pickVectorWidth, planRowTiles, rowTileShape, rowTileSource, DROPOUT_OFFSET, DROPOUT_PARAMS } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 // ==== specs ============================================================================================
@@ -90,8 +90,8 @@ export function embeddingForwardSource(spec: EmbeddingForwardSpec): KernelSource
   return rowTileSource(spec, {
     name: kernelIdentifier(embeddingForwardKey(spec)),
     params: 'const int* tokens, const T* token_table, const T* position_table, T* out, unsigned char* mask, '
-      + 'u32 seq_len, u32 vocab, u32 position_offset, float scale, u64 seed, u64 offset, u32 threshold, float keep_scale',
-    setup: '',
+      + `u32 seq_len, u32 vocab, u32 position_offset, float scale, ${DROPOUT_PARAMS}`,
+    setup: DROPOUT_OFFSET,
     // An id outside [0, V) reads nothing (its row becomes NaN below).
     body: `const int token = tokens[row];
 const bool valid = (u32)token < vocab;

@@ -15,7 +15,18 @@
 // the forward sums d = x − x[0] (the row's first element) instead of x: same single reduction,
 // variance exact up to rounding of d.
 //
-// Thread mapping (row-kernels.ts): H/vec vectors per row, 16-byte vectors where H and the addresses
+// Persistent warps (f16/bf16; forward while a lane holds ≤ 32 elements, H ≤ 1024; backward ≤ 24,
+// H ≤ 768): one warp per row, 8 warps a block, a grid of at most one wave, warp w taking rows w,
+// w + W, ... (W = all warps, rows spread evenly). Lane t keeps vectors t, t + 32, ... of its row
+// packed (3 × 16 bytes at H = 768) and converts on use; the next row's loads are issued before the
+// current row's reduction and stores (two rows in flight a warp); reductions are shuffles only.
+// Forward: single-pass shifted Σd, Σd²; no shared memory, no barriers (64 registers at H = 768,
+// 4 blocks = 1024 threads an SM). Backward: Σg and Σg⊙x̂ by shuffles, dX, and the lane's columns of
+// dGamma/dBeta summed in f32 over the warp's rows in shared memory (lane-owned, no barrier; 48 KB a
+// block), folded across the block's 8 warps in warp order at the end into one partial row per block
+// (≤ 128 registers, 2 blocks an SM). Bytes moved are those below (P = blocks, 264 at most).
+//
+// Otherwise (f32, wider rows; row-kernels.ts): H/vec vectors per row, 16-byte vectors where H and the addresses
 // allow. Forward: one warp per row (4 rows per block) while a lane holds ≤ 32 elements (H ≤ 1024),
 // else a block per row with ≤ 16 elements per thread (H = 4096 bf16: 256 threads × 2 vectors).
 // Backward: each element costs ~4 registers (x̂, g and two column sums), so rows are spread wider,
@@ -139,12 +150,14 @@ const BACKWARD_THREADS_PER_SM = 1024;
 
 /**
  * Persistent warps (16-bit, a warp per row): warps per block and blocks per SM the kernels are
- * compiled for (__launch_bounds__). Forward: 8 × 32 threads × 6 blocks = 1536 threads an SM at ≤ 40
- * registers. Backward: 2 blocks = 512 threads an SM at ≤ 128 registers (H = 768: 48 f32 column
- * sums + two rows of packed x and dOut per lane); one partial row per block (264 on 132 SMs).
+ * compiled for (__launch_bounds__), from ptxas -v (sm_90, CUDA 13.0). Forward: 8 warps × 4 blocks =
+ * 1024 threads an SM at ≤ 64 registers (H = 768 uses 62–64, no spills; a 40 or 48 bound spills
+ * 56–240 bytes, and without the next-row prefetch it needs 48). Backward: 2 blocks = 512 threads an
+ * SM at ≤ 128 registers (H = 768: 102–126, no spills; the column sums live in shared memory, 48 KB a
+ * block: in registers they took 168–176); one partial row per block (264 on 132 SMs).
  */
 const PERSISTENT_WARPS_PER_BLOCK = 8;
-const PERSISTENT_FORWARD_BLOCKS_PER_SM = 6;
+const PERSISTENT_FORWARD_BLOCKS_PER_SM = 4;
 const PERSISTENT_BACKWARD_BLOCKS_PER_SM = 2;
 /** The persistent backward while a lane holds at most this many columns (H ≤ 768 at 16-byte vectors). */
 const PERSISTENT_BACKWARD_MAX_ELEMENTS = 24;
@@ -212,8 +225,16 @@ export function backwardGridSize(spec: NormBackwardSpec, rows: number, multiProc
 
 /** Blocks of the forward: one per row group, or for persistent warps one wave (see persistentGridSize). */
 export function forwardGridSize(spec: NormForwardSpec, rows: number, multiProcessorCount: number): number {
-  if (spec.persistent) return persistentGridSize(spec.rowsPerBlock, rows, PERSISTENT_FORWARD_BLOCKS_PER_SM * multiProcessorCount);
+  if (spec.persistent) return persistentGridSize(spec.rowsPerBlock, rows, forwardMinBlocksPerSm(spec) * multiProcessorCount);
   return Math.ceil(rows / spec.rowsPerBlock);
+}
+
+/**
+ * Persistent forward blocks per SM: 4 (64 registers, no spills at H = 768: two packed rows, gamma and
+ * beta in flight); 3 (85) above 24 elements a lane (H = 1024 spills 32–40 bytes at 64).
+ */
+export function forwardMinBlocksPerSm(spec: NormForwardSpec): number {
+  return vecsPerThread(spec) * spec.vec <= PERSISTENT_BACKWARD_MAX_ELEMENTS ? PERSISTENT_FORWARD_BLOCKS_PER_SM : PERSISTENT_FORWARD_BLOCKS_PER_SM - 1;
 }
 
 /**
@@ -258,6 +279,26 @@ __device__ __forceinline__ void load_row(const T* p, int t, Vec<T, VEC> (&v)[VEC
     }
   }
 }
+// Register-pressure fences (no instructions). opaque(p): the compiler can no longer prove the
+// pointer loop-invariant, so gamma/beta are re-read from L1 each row instead of being hoisted into
+// registers for the whole loop (+24 registers at H = 768 with beta). launder_row(v): the row is
+// kept packed (4 registers a 16-byte vector) and converted again where it is used, instead of
+// holding its f32 copy (8 registers a vector) across the reduction.
+template <typename P> __device__ __forceinline__ P* opaque(P* p) { asm volatile("" : "+l"(p)); return p; }
+__device__ __forceinline__ void launder_row(Vec<T, VEC> (&v)[VECS_PER_THREAD]) {
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if constexpr (sizeof(Vec<T, VEC>) % 4 == 0) {
+      u32* w = reinterpret_cast<u32*>(&v[k]);
+      #pragma unroll
+      for (int j = 0; j < (int)(sizeof(Vec<T, VEC>) / 4); j++) asm volatile("" : "+r"(w[j]));
+    } else {
+      unsigned short* w = reinterpret_cast<unsigned short*>(&v[k]);
+      #pragma unroll
+      for (int j = 0; j < (int)(sizeof(Vec<T, VEC>) / 2); j++) asm volatile("" : "+h"(w[j]));
+    }
+  }
+}
 `;
 
 function persistentForwardSource(spec: NormForwardSpec, name: string): string {
@@ -297,7 +338,7 @@ ${typedefLine('T', spec.dtype)}
 ${rowConstants(spec)}
 ${ROW_MAPPING_DEVICE_CODE}
 ${PACKED_ROW_DEVICE_CODE}
-${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, PERSISTENT_FORWARD_BLOCKS_PER_SM)}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, forwardMinBlocksPerSm(spec))}
 
 // Persistent warps: block (32, ROWS_PER_BLOCK); warp w = blockIdx.x·ROWS_PER_BLOCK + threadIdx.y
 // normalises rows w, w + W, w + 2W, ... (W = gridDim.x·ROWS_PER_BLOCK), shuffles only, no shared
@@ -320,14 +361,16 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
     Vec<T, VEC> nxt[VECS_PER_THREAD];
     if (more) load_row(x + (long long)next * H, t, nxt);
 ${statistics}
-
+    launder_row(cur);
+    const T* gam = opaque(gamma);${layer ? `
+    const T* bet = opaque(beta);` : ''}
     T* outr = out + (long long)row * H;
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
       if (!owns_vec(k, t)) continue;
       const int c = (k * 32 + t) * VEC;
-      const Vec<T, VEC> g = load_vec<T, VEC>(gamma + c);
-${layer ? `      const Vec<T, VEC> b = load_vec<T, VEC>(beta + c);
+      const Vec<T, VEC> g = load_vec<T, VEC>(gam + c);
+${layer ? `      const Vec<T, VEC> b = load_vec<T, VEC>(bet + c);
 ` : ''}      Vec<T, VEC> o;
       #pragma unroll
       for (int i = 0; i < VEC; i++)
@@ -496,7 +539,7 @@ function persistentBackwardSource(spec: NormBackwardSpec, name: string): string 
   return String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${rowConstants(spec)}
-${constants({ COLUMN_SUMS: sums })}
+${constants({ COLUMN_SUMS: sums, LANE_COLUMNS: vecsPerThread(spec) * spec.vec })}
 ${ROW_MAPPING_DEVICE_CODE}
 ${PACKED_ROW_DEVICE_CODE}
 ${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, backwardMinBlocksPerSm(spec))}
@@ -514,14 +557,15 @@ ${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, backwardMinBlocksPer
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const T* dout, const T* x, const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
     ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows) {
-  __shared__ __align__(16) float fold[ROWS_PER_BLOCK][H];
+  // The warp's column sums: element (k, i) of lane t at [(k·VEC + i)·32 + t] (lane-consecutive:
+  // no bank conflicts). Only the owning lane touches them until the fold.
+  __shared__ float acc[ROWS_PER_BLOCK][COLUMN_SUMS][LANE_COLUMNS * 32];
   const int t = threadIdx.x;
   const int stride = gridDim.x * ROWS_PER_BLOCK;
-  float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
+  float (&acc_gamma)[LANE_COLUMNS * 32] = acc[threadIdx.y][0];${layer ? `
+  float (&acc_beta)[LANE_COLUMNS * 32] = acc[threadIdx.y][1];` : ''}
   #pragma unroll
-  for (int k = 0; k < VECS_PER_THREAD; k++)
-    #pragma unroll
-    for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
+  for (int j = 0; j < LANE_COLUMNS; j++) { acc_gamma[j * 32 + t] = 0.f;${layer ? ' acc_beta[j * 32 + t] = 0.f;' : ''} }
 
   int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
   Vec<T, VEC> xc[VECS_PER_THREAD], gc[VECS_PER_THREAD];
@@ -544,17 +588,18 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
 ${spec.dResidual ? `    Vec<T, VEC> dr[VECS_PER_THREAD];
     load_row(dres + base, t, dr);
 ` : ''}
+    const T* gamma_row = opaque(gamma);
     float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
       if (!owns_vec(k, t)) continue;
-      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma + (k * 32 + t) * VEC);
+      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma_row + (k * 32 + t) * VEC);
       #pragma unroll
       for (int i = 0; i < VEC; i++) {
         const float xh = (to_float(xc[k].v[i]) - mu) * rs;
         const float dy = to_float(gc[k].v[i]);
-        acc_gamma[k][i] += dy * xh;${layer ? `
-        acc_beta[k][i] += dy;` : ''}
+        acc_gamma[(k * VEC + i) * 32 + t] += dy * xh;${layer ? `
+        acc_beta[(k * VEC + i) * 32 + t] += dy;` : ''}
         const float g = dy * to_float(gam.v[i]);
         sums.x += g;
         sums.y += g * xh;
@@ -565,11 +610,13 @@ ${layer ? `    sums = warp_sum2(sums);
     : `    sums.y = warp_sum(sums.y);
     const float mean_g = 0.f;`}
     const float mean_gx = sums.y * (1.f / H);
+    launder_row(xc);
+    launder_row(gc);
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
       if (!owns_vec(k, t)) continue;
       const int c = (k * 32 + t) * VEC;
-      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma + c);
+      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma_row + c);
       Vec<T, VEC> d;
       #pragma unroll
       for (int i = 0; i < VEC; i++) {
@@ -586,23 +633,16 @@ ${layer ? `    sums = warp_sum2(sums);
     rs = rs_next;
   }
 
-  // Fold the warps' column sums in warp order (fixed: deterministic), one column sum at a time.
+  // Fold the warps' column sums in warp order (fixed: deterministic) into the block's partial row.
+  __syncthreads();
   float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
-  #pragma unroll
-  for (int a = 0; a < COLUMN_SUMS; a++) {
-    if (a > 0) __syncthreads();
+  for (int col = threadIdx.y * 32 + t; col < H; col += BLOCK_THREADS) {
+    const int v = col / VEC, j = ((v / 32) * VEC + col % VEC) * 32 + v % 32;
     #pragma unroll
-    for (int k = 0; k < VECS_PER_THREAD; k++) {
-      if (!owns_vec(k, t)) continue;
-      float* f = &fold[threadIdx.y][(k * 32 + t) * VEC];
-      #pragma unroll
-      for (int i = 0; i < VEC; i++) f[i] = ${layer ? 'a == 0 ? acc_gamma[k][i] : acc_beta[k][i]' : 'acc_gamma[k][i]'};
-    }
-    __syncthreads();
-    for (int col = threadIdx.y * 32 + t; col < H; col += BLOCK_THREADS) {
+    for (int a = 0; a < COLUMN_SUMS; a++) {
       float total = 0.f;
       #pragma unroll
-      for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w][col];
+      for (int w = 0; w < ROWS_PER_BLOCK; w++) total += acc[w][a][j];
       p[a * H + col] = total;
     }
   }

@@ -51,11 +51,12 @@ test('biasDropoutResidual: row-tile grid, 16-byte vectors, threshold and keep sc
   assert.deepEqual(l.config.grid, [rows / 8, 3]);
   assert.equal(argValue(l, 5, 'u64'), 5n);
   assert.equal(argValue(l, 6, 'u64'), 7n);
-  assert.equal(argValue(l, 7, 'u32'), dropoutThreshold(0.1));
-  assert.equal(argValue(l, 7, 'u32'), 6554); // ⌈0.1 · 2^16⌉ on 16-bit uniforms
-  assert.equal(argValue(l, 8, 'f32'), 1 / 0.9);
-  assert.equal(argValue(l, 9, 'u32'), rows);
-  assert.equal(argValue(l, 10, 'u32'), 8);
+  assert.equal(argValue(l, 7, 'ptr'), 0n); // no device-side offset base
+  assert.equal(argValue(l, 8, 'u32'), dropoutThreshold(0.1));
+  assert.equal(argValue(l, 8, 'u32'), 6554); // ⌈0.1 · 2^16⌉ on 16-bit uniforms
+  assert.equal(argValue(l, 9, 'f32'), 1 / 0.9);
+  assert.equal(argValue(l, 10, 'u32'), rows);
+  assert.equal(argValue(l, 11, 'u32'), 8);
 });
 
 test('biasDropoutResidual: p = 0 compiles the no-dropout variant', () => {
@@ -64,10 +65,10 @@ test('biasDropoutResidual: p = 0 compiles the no-dropout variant', () => {
   ew.biasDropoutResidual(host, { input: t(), bias: deviceTensor([64], 'f32'), residual: t(), out: t(), mask: deviceTensor([4, 64], 'u8'), p: 0, seed: 0n, offset: 0n });
   const l = host.launches[0]!;
   assert.equal(l.key, 'bias_dropout_residual.f32.h64.v4');
-  assert.equal(argValue(l, 7, 'u32'), 0);
+  assert.equal(argValue(l, 8, 'u32'), 0);
   // 16 vectors per row: 16 column lanes × 16 row lanes, one row per thread.
   assert.deepEqual(l.config.block, [16, 16]);
-  assert.equal(argValue(l, 10, 'u32'), 16);
+  assert.equal(argValue(l, 11, 'u32'), 16);
   assert.doesNotMatch(l.source, /dropout_keep_vec<VEC>\(seed/);
   assert.match(l.source, /store_mask_all_kept<VEC>/);
 });

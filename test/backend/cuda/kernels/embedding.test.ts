@@ -44,8 +44,9 @@ test('embeddingForward: row tiles over B·L tokens with the dropout parameters o
   assert.equal(argValue(l, 8, 'f32'), 2);
   assert.equal(argValue(l, 9, 'u64'), 9n);
   assert.equal(argValue(l, 10, 'u64'), 3n);
-  assert.equal(argValue(l, 11, 'u32'), dropoutThreshold(0.1));
-  assert.equal(argValue(l, 13, 'u32'), B * L);
+  assert.equal(argValue(l, 11, 'ptr'), 0n); // no device-side offset base
+  assert.equal(argValue(l, 12, 'u32'), dropoutThreshold(0.1));
+  assert.equal(argValue(l, 14, 'u32'), B * L);
 });
 
 test('embeddingForward without positions passes a null table and compiles the variant without them', () => {

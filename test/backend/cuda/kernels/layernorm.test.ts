@@ -20,7 +20,7 @@ test('spec keys differ in every field', () => {
   const base: ln.NormBackwardSpec = { norm: 'layer', dtype: 'f16', hidden: 768, vec: 8, threadsPerRow: 96, rowsPerBlock: 5, dResidual: false };
   const variants: ln.NormBackwardSpec[] = [
     base, { ...base, norm: 'rms' }, { ...base, dtype: 'bf16' }, { ...base, hidden: 1024 }, { ...base, vec: 4 },
-    { ...base, threadsPerRow: 128, rowsPerBlock: 1 }, { ...base, rowsPerBlock: 8 }, { ...base, dResidual: true },
+    { ...base, threadsPerRow: 128, rowsPerBlock: 1 }, { ...base, rowsPerBlock: 8 }, { ...base, persistent: true }, { ...base, dResidual: true },
   ];
   assert.equal(new Set(variants.map(ln.normBackwardKey)).size, variants.length);
   assert.equal(new Set(variants.slice(0, -1).map(ln.normForwardKey)).size, variants.length - 1);
@@ -35,17 +35,42 @@ function forwardTensors(rows: number, H: number, dtype: 'f32' | 'f16' | 'bf16' =
   };
 }
 
-test('layerNormForward H=768: a warp per row, 4 rows per block, 16-byte vectors', () => {
+test('layerNormForward H=768 bf16: persistent warps, 8 a block, one wave with the rows spread evenly', () => {
   const host = new RecordingHost();
   ln.layerNormForward(host, forwardTensors(8192, 768, 'bf16'));
   assert.equal(host.launches.length, 1);
   const l = host.launches[0]!;
-  assert.equal(l.key, 'norm_forward.layer.bf16.h768.v8.t32.r4');
-  assert.deepEqual(l.config.block, [32, 4]);
-  assert.equal(l.config.grid, 8192 / 4);
+  assert.equal(l.key, 'norm_forward.layer.bf16.h768.v8.t32.r8.pw');
+  assert.deepEqual(l.config.block, [32, 8]);
+  // 4 blocks × 8 warps × 132 SMs = 4224 warps: 2 rows each for 4096 warps, 512 blocks.
+  assert.match(l.source, /#define KERNEL_BOUNDS __launch_bounds__\(256, 4\)/);
+  assert.equal(l.config.grid, 512);
+  assert.doesNotMatch(l.source.slice(l.source.indexOf('extern "C"')), /__syncthreads|__shared__/);
   assert.match(l.source, /constexpr int VECS_PER_THREAD = 3;/);
   assert.equal(argValue(l, 6, 'i32'), 8192);
   assert.equal(argValue(l, 7, 'f32'), 1e-5);
+});
+
+test('layerNormForward f32 H=768 keeps a warp per row slot, 4 rows per block, a block per row group', () => {
+  const host = new RecordingHost();
+  ln.layerNormForward(host, forwardTensors(8192, 768, 'f32'));
+  const l = host.launches[0]!;
+  assert.equal(l.key, 'norm_forward.layer.f32.h768.v4.t32.r4');
+  assert.equal(l.config.grid, 8192 / 4);
+});
+
+test('persistent grid: never more than one wave, at least one block, every row covered', () => {
+  const plan = new OpCheck('test', 'cuda');
+  const fwd = ln.planNormForward(plan, 'layer', 'f16', 768, [0x1000n]);
+  const bwd = ln.planNormBackward(plan, 'layer', 'f16', 768, false, [0x1000n]);
+  for (const rows of [1, 7, 8, 9, 1000, 4224, 4225, 8192, 16384, 100_000]) {
+    for (const [grid, wave] of [[ln.forwardGridSize(fwd, rows, 132), 4 * 132], [ln.backwardGridSize(bwd, rows, 132), 2 * 132]] as const) {
+      assert.ok(grid >= 1 && grid <= wave, `rows ${rows}: grid ${grid}`);
+      const warps = grid * 8;
+      const rowsPerWarp = Math.ceil(rows / warps);
+      assert.ok(warps * rowsPerWarp >= rows);
+    }
+  }
 });
 
 test('layerNormForward H=5120: a block per row, 320 threads × 2 vectors', () => {
@@ -64,10 +89,10 @@ test('an odd hidden size or an unaligned view narrows the vectors', () => {
   assert.match(host.launches[0]!.key, /\.h771\.v1\.t32\./);
   const t = forwardTensors(4, 1024, 'f16');
   ln.rmsNormForward(host, { x: deviceTensor([4, 1024], 'f16', 0x2000_0004n), gamma: t.gamma, out: t.out, rstd: t.rstd, eps: 1e-6 });
-  assert.equal(host.launches[1]!.key, 'norm_forward.rms.f16.h1024.v2.t32.r4');
+  assert.equal(host.launches[1]!.key, 'norm_forward.rms.f16.h1024.v2.t32.r8.pw');
 });
 
-test('layerNormBackward H=768: 96 threads a row, 5 rows a block, one wave of partials, then the column sums', () => {
+test('layerNormBackward H=768 f16: persistent warps, 8 a block, one partial a block, then the column sums', () => {
   const host = new RecordingHost();
   const [rows, H] = [16384, 768];
   const f = forwardTensors(rows, H, 'f16');
@@ -78,12 +103,12 @@ test('layerNormBackward H=768: 96 threads a row, 5 rows a block, one wave of par
   });
   assert.equal(host.launches.length, 2);
   const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
-  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t96.r5.dres');
-  assert.deepEqual(rowsLaunch.config.block, [96, 5]);
-  // 480-thread blocks compiled for 2 per SM: one wave of 2 × 132 blocks.
-  assert.match(rowsLaunch.source, /#define KERNEL_BOUNDS __launch_bounds__\(480, 2\)/);
+  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t32.r8.pw.dres');
+  assert.deepEqual(rowsLaunch.config.block, [32, 8]);
+  // 256-thread blocks compiled for 2 per SM: 2112 warps at most, 8 rows each → 2048 warps, 256 blocks.
+  assert.match(rowsLaunch.source, /#define KERNEL_BOUNDS __launch_bounds__\(256, 2\)/);
   const grid = rowsLaunch.config.grid as number;
-  assert.equal(grid, 2 * 132);
+  assert.equal(grid, 256);
   assert.equal(grid, ln.backwardGridSize(ln.planNormBackward(new OpCheck('test', 'cuda'), 'layer', 'f16', H, true, [0x1000n]), rows, 132));
   assert.deepEqual(host.scratchRequests, [grid * 2 * H * 4]);
   assert.equal(argValue(rowsLaunch, 7, 'ptr'), RecordingHost.SCRATCH);
@@ -92,6 +117,16 @@ test('layerNormBackward H=768: 96 threads a row, 5 rows a block, one wave of par
   assert.equal(sums.config.grid, H / 32);
   assert.deepEqual(sums.config.block, [32, 32]);
   assert.equal(argValue(sums, 1, 'i32'), grid);
+});
+
+test('layerNormBackward f32 H=768 keeps 96 threads a row, 5 rows a block, one wave of 2 × 132 blocks', () => {
+  const host = new RecordingHost();
+  const f = forwardTensors(16384, 768, 'f32');
+  ln.layerNormBackward(host, { dOut: f.out, x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd, dX: f.out, dGamma: f.gamma, dBeta: f.beta });
+  const l = host.launches[0]!;
+  assert.equal(l.key, 'norm_backward.layer.f32.h768.v4.t96.r5');
+  assert.match(l.source, /#define KERNEL_BOUNDS __launch_bounds__\(480, 2\)/);
+  assert.equal(l.config.grid, 2 * 132);
 });
 
 test('rmsNormBackward H=4096: a block per row (512 threads × 1 vector), fewer blocks than SMs when rows are few', () => {
