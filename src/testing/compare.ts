@@ -35,3 +35,27 @@ export function describe(c: Comparison, actual: HostArray, expected: HostArray):
     (i >= 0 ? ` at [${i}] (got ${actual[i]}, expected ${expected[i]})` : '') +
     (c.unwritten ? `, ${c.unwritten} elements never written` : '');
 }
+
+/**
+ * Relative error of one parameter's gradient among a model's: ‖ours − reference‖ / max(‖reference‖,
+ * floor), with floor = 1e-3 · (the largest reference gradient norm of the model). The floor matters
+ * for gradients that are zero in exact arithmetic — an attention key bias shifts every score of a
+ * query equally, which the softmax ignores — where both sides hold rounding noise and a plain
+ * relative error would compare noise with noise.
+ */
+export function gradientRelError(ours: ArrayLike<number>, reference: ArrayLike<number>, floor: number): number {
+  let diff = 0, norm = 0;
+  for (let i = 0; i < reference.length; i++) { diff += (ours[i]! - reference[i]!) ** 2; norm += reference[i]! ** 2; }
+  return Math.sqrt(diff) / Math.max(Math.sqrt(norm), floor, 1e-30);
+}
+
+/** 1e-3 × the largest L2 norm among a model's reference gradients (the floor for gradientRelError). */
+export function gradientErrorFloor(references: Iterable<ArrayLike<number>>): number {
+  let largest = 0;
+  for (const g of references) {
+    let norm = 0;
+    for (let i = 0; i < g.length; i++) norm += g[i]! ** 2;
+    largest = Math.max(largest, Math.sqrt(norm));
+  }
+  return 1e-3 * largest;
+}

@@ -16,6 +16,7 @@ import { MARIAN_PRESETS } from '../../src/models/marian.js';
 import { TransformerMtModel } from '../../src/models/transformer-mt.js';
 import type { HostBatch, StepRunnerOptions } from '../../src/train/step-runner.js';
 import { StepRunner } from '../../src/train/step-runner.js';
+import { gradientErrorFloor, gradientRelError } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 
 const probe = probeCuda();
@@ -31,11 +32,6 @@ const marian: MarianConfig = {
   decoderStartTokenId: 1000, padTokenId: 1000, eosTokenId: 0, dropout: 0, attentionDropout: 0, activationDropout: 0,
 };
 
-function relError(a: Float32Array, b: Float32Array): number {
-  let d = 0, r = 0;
-  for (let i = 0; i < a.length; i++) { d += (a[i]! - b[i]!) ** 2; r += b[i]! ** 2; }
-  return Math.sqrt(d) / Math.max(Math.sqrt(r), 1e-30);
-}
 
 interface Case {
   readonly name: string;
@@ -77,8 +73,10 @@ for (const c of CASES) {
       const g = run(gpu), k = run(cpu);
       const tol = dtype === 'f32' ? 1e-4 : 3e-2;
       assert.ok(Math.abs(g.result.loss - k.result.loss) / k.result.loss < tol / 3, `loss GPU ${g.result.loss} CPU ${k.result.loss}`);
-      for (const name of k.model.params.names) {
-        const e = relError(gpu.download(g.model.params.param(name).grad) as Float32Array, cpu.download(k.model.params.param(name).grad) as Float32Array);
+      const reference = new Map(k.model.params.names.map((n) => [n, cpu.download(k.model.params.param(n).grad) as Float32Array]));
+      const floor = gradientErrorFloor(reference.values());
+      for (const [name, expected] of reference) {
+        const e = gradientRelError(gpu.download(g.model.params.param(name).grad) as Float32Array, expected, floor);
         assert.ok(e < tol, `${dtype} gradient of ${name}: rel err ${e}`);
       }
     });
