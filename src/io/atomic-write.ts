@@ -12,13 +12,15 @@ export function temporaryPathFor(path: string): string {
 }
 
 /** Writes `data` (bytes or UTF-8 text) to `path` atomically; see the file comment. */
-export function writeFileAtomically(path: string, data: Uint8Array | string): void {
-  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+export function writeFileAtomically(path: string, data: Uint8Array | string | readonly Uint8Array[]): void {
+  const chunks = typeof data === 'string' ? [Buffer.from(data, 'utf8')] : data instanceof Uint8Array ? [data] : data;
   const temporary = temporaryPathFor(path);
   try {
     const fd = openSync(temporary, 'w');
     try {
-      for (let done = 0; done < bytes.byteLength;) done += writeSync(fd, bytes, done, bytes.byteLength - done);
+      for (const bytes of chunks) {
+        for (let done = 0; done < bytes.byteLength;) done += writeSync(fd, bytes, done, bytes.byteLength - done);
+      }
       fsyncSync(fd);
     } finally {
       closeSync(fd);

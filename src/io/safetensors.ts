@@ -8,7 +8,8 @@
 // exactly: no gaps, no overlaps, nothing after the last one (what the reference implementation enforces).
 // Tensors are read one at a time at their offset, so a model larger than a Node Buffer can be loaded.
 
-import { closeSync, fstatSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { writeFileAtomically } from './atomic-write.js';
 import type { DType } from '../dtype.js';
 import { FuseformerError } from '../errors.js';
 
@@ -201,21 +202,5 @@ export function writeSafetensors(path: string, tensors: readonly TensorToWrite[]
   const headerBytes = Buffer.from(json, 'utf8');
   const lengthBytes = Buffer.alloc(8);
   lengthBytes.writeBigUInt64LE(BigInt(headerBytes.byteLength));
-  const temporary = `${path}.tmp-${process.pid}`;
-  const fd = openSync(temporary, 'w');
-  try {
-    try {
-      writeSync(fd, lengthBytes);
-      writeSync(fd, headerBytes);
-      for (const t of tensors) {
-        for (let done = 0; done < t.bytes.byteLength;) done += writeSync(fd, t.bytes, done, t.bytes.byteLength - done);
-      }
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temporary, path);
-  } catch (error) {
-    rmSync(temporary, { force: true });
-    throw error;
-  }
+  writeFileAtomically(path, [lengthBytes, headerBytes, ...tensors.map((t) => t.bytes)]);
 }

@@ -24,8 +24,8 @@ import { linear, linearForward, linearInputGrad, linearWeightGrad } from '../nn/
 import type { Param, ParameterSpec } from '../nn/parameters.js';
 import { ParameterStore, normal, ones, paddedVocabSize, zeros } from '../nn/parameters.js';
 import type { StepContext } from '../nn/step-context.js';
-import type { BlockSaved, LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
-import { blockBackward, blockForward } from '../nn/transformer-block.js';
+import type { LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
+import { blockStackBackward, blockStackForward } from '../nn/transformer-block.js';
 import type { BertConfig } from './bert.js';
 import type { CausalLmBatch, LanguageModel } from './language-model.js';
 import { ceOptions } from './language-model.js';
@@ -150,14 +150,8 @@ export class BertModel implements LanguageModel {
       ctx.ops.dropout({ x: normed, out: x, mask: embedDropMask, ...drop });
     }
 
-    const saved: (BlockSaved | { input: Tensor; dropoutCursor: bigint })[] = [];
-    this.blocks.forEach((block, i) => {
-      const checkpointed = backward && this.checkpointEvery > 0 && i % this.checkpointEvery === 0;
-      const dropoutCursor = ctx.dropoutCursor;
-      const r = blockForward(ctx, block, shape, x);
-      saved.push(checkpointed ? { input: x, dropoutCursor } : r.saved);
-      x = r.y;
-    });
+    const stack = blockStackForward(ctx, this.blocks, shape, x, this.checkpointEvery, backward);
+    x = stack.y;
 
     // MLM head: dense + GELU (erf) + LayerNorm, then the tied decoder with its own bias.
     const transformed = ctx.buffer('head.dense', [rows, H], dtype);
@@ -184,14 +178,9 @@ export class BertModel implements LanguageModel {
     ctx.ops.layerNormBackward({ dOut: dHeadIn, x: activated, gamma: this.lnTransform.gamma.value, mean: headMean, rstd: headRstd, dX: dActivated, dGamma: this.lnTransform.gamma.grad, dBeta: this.lnTransform.beta.grad });
     ctx.ops.biasActivationDropoutBackward({ dOut: dActivated, input: transformed, bias: this.transform.bias!.value, mask: actMask, p: 0, activation: this.config.activation === 'silu' ? 'gelu' : this.config.activation, dInput: dActivated, dBias: this.transform.bias!.grad });
     linearWeightGrad(ctx, this.transform, x, dActivated);
-    let dX = ctx.buffer('head.dX', [rows, H], dtype);
-    linearInputGrad(ctx, this.transform, dActivated, dX);
-
-    for (let i = this.blocks.length - 1; i >= 0; i--) {
-      const block = this.blocks[i]!, s = saved[i]!;
-      const blockSaved = 'input' in s ? ctx.replayDropout(s.dropoutCursor, () => blockForward(ctx, block, shape, s.input).saved) : s;
-      dX = blockBackward(ctx, block, shape, blockSaved, dX);
-    }
+    const dHead = ctx.buffer('head.dX', [rows, H], dtype);
+    linearInputGrad(ctx, this.transform, dActivated, dHead);
+    const dX = blockStackBackward(ctx, this.blocks, shape, stack.kept, dHead);
 
     if (embedDropMask) ctx.ops.biasDropoutResidualBackward({ dOut: dX, mask: embedDropMask, p: drop.p, dInput: dX });
     const dE = ctx.buffer('embed.dSum', [B, L, H], dtype);

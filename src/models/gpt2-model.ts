@@ -19,8 +19,8 @@ import { linear } from '../nn/linear.js';
 import type { Param, ParameterSpec } from '../nn/parameters.js';
 import { ParameterStore, normal, ones, paddedVocabSize, zeros } from '../nn/parameters.js';
 import type { StepContext } from '../nn/step-context.js';
-import type { BlockSaved, LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
-import { blockBackward, blockForward } from '../nn/transformer-block.js';
+import type { LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
+import { blockStackBackward, blockStackForward } from '../nn/transformer-block.js';
 import type { Gpt2Config } from './gpt2.js';
 import type { CausalLmBatch, LanguageModel } from './language-model.js';
 import { lmHeadBackward, lmHeadForward } from './language-model.js';
@@ -112,8 +112,7 @@ export class Gpt2Model implements LanguageModel {
     const x0 = ctx.buffer('embed.out', [B, L, C], this.dtype);
     const embedMask = ctx.buffer('embed.mask', [B, L, C], 'u8');
     ctx.ops.embeddingForward({ tokens, tokenTable: this.wte.value, positionTable: this.wpe.value, out: x0, mask: embedMask, ...ctx.dropout(this.config.embeddingDropout, rows * C) });
-    let x = ctx.reshape(x0, [rows, C]);
-    for (const block of this.blocks) x = blockForward(ctx, block, { batch: B, seqLen: L }, x).y;
+    const x = blockStackForward(ctx, this.blocks, { batch: B, seqLen: L }, ctx.reshape(x0, [rows, C]), 0, false).y;
     const normed = ctx.buffer('head.normed', [rows, C], this.dtype);
     const mean = ctx.buffer('head.mean', [rows], 'f32'), rstd = ctx.buffer('head.rstd', [rows], 'f32');
     ctx.ops.layerNormForward({ x, gamma: this.lnF.gamma.value, beta: this.lnF.beta.value, out: normed, mean, rstd, eps: this.lnF.eps });
@@ -132,25 +131,11 @@ export class Gpt2Model implements LanguageModel {
     const embedDropout = ctx.dropout(this.config.embeddingDropout, rows * C);
     ctx.ops.embeddingForward({ tokens: batch.tokens, tokenTable: this.wte.value, positionTable: this.wpe.value, out: x0, mask: embedMask, ...embedDropout });
 
-    let x = ctx.reshape(x0, [rows, C]);
-    // Per block: its saved activations, or (checkpointed) its input and dropout counter to recompute them.
-    const saved: (BlockSaved | { input: Tensor; dropoutCursor: bigint })[] = [];
-    this.blocks.forEach((block, i) => {
-      const checkpointed = backward && this.checkpointEvery > 0 && i % this.checkpointEvery === 0;
-      const dropoutCursor = ctx.dropoutCursor;
-      const r = blockForward(ctx, block, shape, x);
-      saved.push(checkpointed ? { input: x, dropoutCursor } : r.saved);
-      x = r.y;
-    });
-    const head = lmHeadForward(ctx, this.lnF, this.lmHead, x, batch, this.config.vocabSize);
+    const stack = blockStackForward(ctx, this.blocks, shape, ctx.reshape(x0, [rows, C]), this.checkpointEvery, backward);
+    const head = lmHeadForward(ctx, this.lnF, this.lmHead, stack.y, batch, this.config.vocabSize);
     if (!backward) return;
 
-    let dX = lmHeadBackward(ctx, this.lnF, this.lmHead, head, batch);
-    for (let i = this.blocks.length - 1; i >= 0; i--) {
-      const block = this.blocks[i]!, s = saved[i]!;
-      const blockSaved = 'input' in s ? ctx.replayDropout(s.dropoutCursor, () => blockForward(ctx, block, shape, s.input).saved) : s;
-      dX = blockBackward(ctx, block, shape, blockSaved, dX);
-    }
+    const dX = blockStackBackward(ctx, this.blocks, shape, stack.kept, lmHeadBackward(ctx, this.lnF, this.lmHead, head, batch));
 
     // wpe's gradient is accumulated by the embedding backward, so it starts from zero; wte's was
     // written by the LM head's GEMM (tied) and is accumulated onto.

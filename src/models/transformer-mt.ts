@@ -31,8 +31,10 @@ import { linear } from '../nn/linear.js';
 import type { Param, ParameterSpec } from '../nn/parameters.js';
 import { ParameterStore, normal, ones, paddedVocabSize, zeros } from '../nn/parameters.js';
 import type { StepContext } from '../nn/step-context.js';
-import type { BlockSaved, LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
-import { blockBackward, blockForward } from '../nn/transformer-block.js';
+import type { LayerNormParams, TransformerBlock } from '../nn/transformer-block.js';
+import type { Kept } from '../nn/checkpoint.js';
+import { forwardKeeping, isCheckpointed, savedForBackward } from '../nn/checkpoint.js';
+import { blockStackBackward, blockStackForward } from '../nn/transformer-block.js';
 import type { CausalLmBatch, LanguageModel, SourceBatch } from './language-model.js';
 import { ceOptions } from './language-model.js';
 import type { MarianConfig } from './marian.js';
@@ -204,28 +206,19 @@ export class TransformerMtModel implements LanguageModel {
     const D = this.config.hidden, rows = B * Lt, dtype = this.dtype;
     const encShape: AttentionShape = { batch: B, seqLen: Ls, keyLengths: source.lengths };
     const decShape: CrossAttentionShape = { batch: B, queryLen: Lt, keyLen: Ls, keyLengths: source.lengths };
-    const checkpointed = (i: number) => backward && this.checkpointEvery > 0 && i % this.checkpointEvery === 0;
 
     // ---- encoder ----
     const srcEmbed = this.embed(ctx, this.encoderTable, source.tokens, 'enc.embed');
-    let x = srcEmbed.x;
-    const encSaved: (BlockSaved | { input: Tensor; dropoutCursor: bigint })[] = [];
-    this.encoderBlocks.forEach((block, i) => {
-      const dropoutCursor = ctx.dropoutCursor;
-      const r = blockForward(ctx, block, encShape, x);
-      encSaved.push(checkpointed(i) ? { input: x, dropoutCursor } : r.saved);
-      x = r.y;
-    });
-    const kv = encoderKvForward(ctx, this.encoderKv, decShape, x);
+    const encoder = blockStackForward(ctx, this.encoderBlocks, encShape, srcEmbed.x, this.checkpointEvery, backward);
+    const kv = encoderKvForward(ctx, this.encoderKv, decShape, encoder.y);
 
     // ---- decoder ----
     const tgtEmbed = this.embed(ctx, this.decoderTable, batch.tokens, 'dec.embed');
     let y = tgtEmbed.x;
-    const decSaved: (DecoderBlockSaved | { input: Tensor; dropoutCursor: bigint })[] = [];
+    const decKept: Kept<DecoderBlockSaved, Tensor>[] = [];
     this.decoderBlocks.forEach((block, i) => {
-      const dropoutCursor = ctx.dropoutCursor;
-      const r = decoderBlockForward(ctx, block, decShape, y, kv.layers[i]!);
-      decSaved.push(checkpointed(i) ? { input: y, dropoutCursor } : r.saved);
+      const r = forwardKeeping(ctx, isCheckpointed(i, this.checkpointEvery, backward), y, (input) => decoderBlockForward(ctx, block, decShape, input, kv.layers[i]!));
+      decKept.push(r.kept);
       y = r.y;
     });
 
@@ -247,8 +240,8 @@ export class TransformerMtModel implements LanguageModel {
     // ---- decoder: each layer's dK/dV lands in one buffer for the single K/V weight GEMM ----
     const dKvSlices = encoderKvGradBuffer(ctx, this.encoderKv, decShape, dtype);
     for (let i = this.decoderBlocks.length - 1; i >= 0; i--) {
-      const block = this.decoderBlocks[i]!, s = decSaved[i]!;
-      const saved = 'input' in s ? ctx.replayDropout(s.dropoutCursor, () => decoderBlockForward(ctx, block, decShape, s.input, kv.layers[i]!).saved) : s;
+      const block = this.decoderBlocks[i]!;
+      const saved = savedForBackward(ctx, decKept[i]!, (input) => decoderBlockForward(ctx, block, decShape, input, kv.layers[i]!));
       const r = decoderBlockBackward(ctx, block, decShape, saved, dY);
       encoderKvStoreGrad(ctx, this.encoderKv, decShape, dKvSlices, i, r.dKv);
       dY = r.dX;
@@ -258,13 +251,9 @@ export class TransformerMtModel implements LanguageModel {
     this.embedBackward(ctx, this.decoderTable, batch.tokens, tgtEmbed, dY);
 
     // ---- encoder ----
-    let dX = ctx.buffer('enc.dOut', [B * Ls, D], dtype);
-    encoderKvBackward(ctx, this.encoderKv, decShape, kv, dKvSlices, dX);
-    for (let i = this.encoderBlocks.length - 1; i >= 0; i--) {
-      const block = this.encoderBlocks[i]!, s = encSaved[i]!;
-      const saved = 'input' in s ? ctx.replayDropout(s.dropoutCursor, () => blockForward(ctx, block, encShape, s.input).saved) : s;
-      dX = blockBackward(ctx, block, encShape, saved, dX);
-    }
+    const dEncoderOut = ctx.buffer('enc.dOut', [B * Ls, D], dtype);
+    encoderKvBackward(ctx, this.encoderKv, decShape, kv, dKvSlices, dEncoderOut);
+    const dX = blockStackBackward(ctx, this.encoderBlocks, encShape, encoder.kept, dEncoderOut);
     if (this.encoderTable.name !== this.decoderTable.name && this.encoderTable.name !== this.lmHead.name) ctx.ops.fill(this.encoderTable.grad, 0);
     this.embedBackward(ctx, this.encoderTable, source.tokens, srcEmbed, dX);
   }

@@ -20,6 +20,8 @@ import { attentionBackward, attentionForward } from './attention.js';
 import type { Linear } from './linear.js';
 import { linearForward, linearInputGrad, linearWeightGrad } from './linear.js';
 import type { Param } from './parameters.js';
+import type { Kept } from './checkpoint.js';
+import { forwardKeeping, isCheckpointed, savedForBackward } from './checkpoint.js';
 import type { StepContext } from './step-context.js';
 
 export interface LayerNormParams {
@@ -170,4 +172,26 @@ export function blockBackward(ctx: StepContext, block: TransformerBlock, shape: 
   }
   attentionBackward(ctx, block.attention, shape, saved.attention, dAttnProj, dR1, true);
   return dR1;
+}
+
+/** A stack of blocks, forward: every `checkpointEvery`-th block checkpointed (when a backward follows). */
+export function blockStackForward(ctx: StepContext, blocks: readonly TransformerBlock[], shape: AttentionShape, x: Tensor, checkpointEvery: number, backward: boolean): { y: Tensor; kept: Kept<BlockSaved, Tensor>[] } {
+  const kept: Kept<BlockSaved, Tensor>[] = [];
+  let y = x;
+  blocks.forEach((block, i) => {
+    const r = forwardKeeping(ctx, isCheckpointed(i, checkpointEvery, backward), y, (input) => blockForward(ctx, block, shape, input));
+    kept.push(r.kept);
+    y = r.y;
+  });
+  return { y, kept };
+}
+
+/** The stack's backward, last block first (recomputing checkpointed blocks); returns dX. */
+export function blockStackBackward(ctx: StepContext, blocks: readonly TransformerBlock[], shape: AttentionShape, kept: readonly Kept<BlockSaved, Tensor>[], dY: Tensor): Tensor {
+  let dX = dY;
+  for (let i = blocks.length - 1; i >= 0; i--) {
+    const block = blocks[i]!;
+    dX = blockBackward(ctx, block, shape, savedForBackward(ctx, kept[i]!, (input) => blockForward(ctx, block, shape, input)), dX);
+  }
+  return dX;
 }

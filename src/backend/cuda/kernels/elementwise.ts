@@ -65,11 +65,10 @@ import type {
   BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs, DropoutArgs,
 } from '../../backend.js';
 import type { DType, FloatDType } from '../../../dtype.js';
-import { byteSize, cudaType, f32ToBf16Bits, f32ToF16Bits, FLOAT_DTYPES, isFloat } from '../../../dtype.js';
+import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
 import { ShapeError } from '../../../errors.js';
 import type { CudaTensor } from '../runtime/tensor.js';
 import type { Tensor } from '../../../tensor.js';
-import { formatShape } from '../../../tensor.js';
 import { dropoutThreshold } from '../../rng.js';
 import {
   ACTIVATIONS, checkBiasActivationDropout, checkBiasActivationDropoutBackward, checkBiasDropoutResidual, checkBiasDropoutResidualBackward,
