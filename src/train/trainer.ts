@@ -1,4 +1,4 @@
-// The training loop behind `fuseformer train`: data → steps → progress, evaluation, checkpoints,
+// The training loop behind `fuseformer train` (GPT-2 causal LM or BERT masked LM): data → steps → progress, evaluation, checkpoints,
 // loss curve, and a sample at the end. The device work of a step is StepRunner's; this file is the
 // host-side loop around it, and everything it needs to resume exactly (model, optimizer state, data
 // position, loss scale, dropout counter) goes into each checkpoint.
@@ -12,10 +12,16 @@ import type { Tokenizer } from '../io/tokenizer.js';
 import type { Gpt2Config } from '../models/gpt2.js';
 import { gpt2ConfigToJson } from '../models/gpt2.js';
 import { Gpt2Model } from '../models/gpt2-model.js';
+import type { BertConfig } from '../models/bert.js';
+import { bertConfigToJson } from '../models/bert.js';
+import { BertModel } from '../models/bert-model.js';
+import type { LanguageModel } from '../models/language-model.js';
+import { MaskedLMLoader, maskTokens } from './masked-lm.js';
 import { loadHfWeights } from '../models/hf-weights.js';
 import type { TokenArray } from '../io/token-file.js';
 import type { NamedHostTensor } from './checkpoint.js';
 import { checkpointPath, latestCheckpoint, loadCheckpoint, pruneCheckpoints, saveCheckpoint } from './checkpoint.js';
+import type { CausalLMLoaderState } from './data.js';
 import { CausalLMLoader, evaluationBatches, splitTokens } from './data.js';
 import type { LossScaler } from './loss-scaler.js';
 import { lossScalerFor, restoreLossScaler } from './loss-scaler.js';
@@ -27,8 +33,11 @@ import { createLrSchedule } from './schedule.js';
 import type { OptimizerConfig } from './step-runner.js';
 import { StepRunner } from './step-runner.js';
 
+/** The model to train: a GPT-2-architecture causal LM, or BERT with the masked-LM objective. */
+export type TrainModel = { readonly family: 'gpt2'; readonly config: Gpt2Config } | { readonly family: 'bert'; readonly config: BertConfig };
+
 export interface TrainConfig {
-  readonly model: Gpt2Config;
+  readonly model: TrainModel;
   readonly dtype: FloatDType;
   readonly batchSize: number;
   readonly seqLen: number;
@@ -74,21 +83,43 @@ function checkConfig(c: TrainConfig, tokens: number): void {
   positive('batchSize', c.batchSize);
   positive('seqLen', c.seqLen);
   positive('steps', c.steps);
-  if (c.seqLen > c.model.maxPositions) throw new ArgumentError(`train: seqLen ${c.seqLen} exceeds the model's n_positions ${c.model.maxPositions}`);
+  if (c.seqLen > c.model.config.maxPositions) throw new ArgumentError(`train: seqLen ${c.seqLen} exceeds the model's n_positions ${c.model.config.maxPositions}`);
   if (!(c.validationFraction > 0 && c.validationFraction < 0.5)) throw new ArgumentError(`train: validationFraction must be in (0, 0.5), got ${c.validationFraction}`);
   const needed = (c.seqLen + 1) * 2;
   if (tokens < needed / c.validationFraction) throw new ArgumentError(`train: the corpus has ${tokens} tokens, too few for sequences of ${c.seqLen} with a ${c.validationFraction} validation split`);
 }
 
-/** Trains a GPT-2-architecture model on `tokens` and returns what happened. */
-export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Tokenizer, config: TrainConfig, io: TrainIo): TrainResult {
+/** The ids BERT's masked-LM batches need, from the tokenizer's special tokens. */
+function maskedLmTokens(tokenizer: Tokenizer): { maskTokenId: number; clsTokenId: number; sepTokenId: number; specialTokenIds: number[] } {
+  const id = (token: string) => {
+    const value = tokenizer.tokenToId(token);
+    if (value === undefined) throw new ArgumentError(`train: BERT's masked LM needs the token ${token}, which ${tokenizer.source} does not have`);
+    return value;
+  };
+  const pad = tokenizer.tokenToId('[PAD]');
+  return { maskTokenId: id('[MASK]'), clsTokenId: id('[CLS]'), sepTokenId: id('[SEP]'), specialTokenIds: pad === undefined ? [] : [pad] };
+}
+
+/** A batch source of either objective, with exact-resume state. */
+interface BatchSource {
+  next(): { inputs: Int32Array; targets: Int32Array; batchSize: number; seqLen: number };
+  state(): CausalLMLoaderState;
+  restore(state: CausalLMLoaderState, source: string): void;
+}
+
+/** Trains a GPT-2 (causal LM) or BERT (masked LM) model on `tokens` and returns what happened. */
+export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokenizer: Tokenizer, config: TrainConfig, io: TrainIo): TrainResult {
   checkConfig(config, tokens.length);
-  if (tokenizer.vocabSize > config.model.vocabSize) {
-    throw new ArgumentError(`train: the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocab_size is ${config.model.vocabSize}`);
+  const modelConfig = config.model.config;
+  if (tokenizer.vocabSize > modelConfig.vocabSize) {
+    throw new ArgumentError(`train: the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocab_size is ${modelConfig.vocabSize}`);
   }
   mkdirSync(config.outDir, { recursive: true });
   const { train, validation } = splitTokens(tokens, config.validationFraction);
-  const model = new Gpt2Model(backend, config.model, config.dtype);
+  const masked = config.model.family === 'bert' ? { ...maskedLmTokens(tokenizer), vocabSize: modelConfig.vocabSize } : undefined;
+  const model: LanguageModel & { logitsStep?: Gpt2Model['logitsStep'] } = config.model.family === 'gpt2'
+    ? new Gpt2Model(backend, config.model.config, config.dtype)
+    : new BertModel(backend, config.model.config, config.dtype);
   model.checkpointEvery = config.checkpointActivations;
   if (config.initFrom) {
     const loaded = loadHfWeights(model.params, config.initFrom);
@@ -100,7 +131,8 @@ export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Token
     maxBatch: config.batchSize, maxSeqLen: config.seqLen, seed: BigInt(config.seed),
     ...(config.optimizer ? { optimizer: config.optimizer } : {}),
   });
-  const loader = new CausalLMLoader(train, { batchSize: config.batchSize, seqLen: config.seqLen, seed: config.seed });
+  const windows = { batchSize: config.batchSize, seqLen: config.seqLen, seed: config.seed };
+  const loader: BatchSource = masked ? new MaskedLMLoader(train, { ...windows, ...masked }) : new CausalLMLoader(train, windows);
   const schedule = createLrSchedule(config.schedule);
   let scaler: LossScaler = lossScalerFor(config.dtype);
   let step = 0;
@@ -117,7 +149,7 @@ export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Token
     model.params.upload(new Map(ckpt.model.map((t) => [t.name, { shape: t.shape, data: t.data as Float32Array }])), latest);
     if (ckpt.optimizer) runner.restoreOptimizerState(ckpt.optimizer, latest);
     else runner.syncMasterFromParams();
-    const state = ckpt.trainer as { step: number; updates?: number; dropoutCounter?: string; data?: Parameters<CausalLMLoader['restore']>[0]; lossScaler?: Parameters<typeof restoreLossScaler>[0]; trainCurve?: typeof trainCurve; evalCurve?: typeof evalCurve };
+    const state = ckpt.trainer as { step: number; updates?: number; dropoutCounter?: string; data?: CausalLMLoaderState; lossScaler?: Parameters<typeof restoreLossScaler>[0]; trainCurve?: typeof trainCurve; evalCurve?: typeof evalCurve };
     step = state.step;
     runner.updates = state.updates ?? step;
     if (state.dropoutCounter) runner.dropoutCounter = BigInt(state.dropoutCounter);
@@ -130,8 +162,11 @@ export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Token
 
   const evaluate = (): number => {
     let sum = 0, count = 0;
+    let index = 0;
     for (const b of evaluationBatches(validation, { batchSize: config.batchSize, seqLen: config.seqLen, maxBatches: config.evalBatches })) {
-      const r = runner.evalLoss({ batch: b.batchSize, seqLen: b.seqLen, tokens: b.inputs, targets: b.targets });
+      // Masked LM: the same masks every evaluation (seeded by the batch index), over the window's tokens.
+      const { inputs, targets } = masked ? maskTokens(b.inputs, masked, config.seed, index++) : b;
+      const r = runner.evalLoss({ batch: b.batchSize, seqLen: b.seqLen, tokens: inputs, targets });
       sum += r.loss * r.validTargets;
       count += r.validTargets;
     }
@@ -147,7 +182,7 @@ export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Token
         step, updates: runner.updates, dropoutCounter: runner.dropoutCounter.toString(), data: loader.state(),
         lossScaler: scaler.state(), trainCurve, evalCurve, config: { ...config, model: undefined },
       },
-    }, { files: { 'config.json': JSON.stringify(gpt2ConfigToJson(config.model), null, 2) } });
+    }, { files: { 'config.json': JSON.stringify(config.model.family === 'gpt2' ? gpt2ConfigToJson(config.model.config) : bertConfigToJson(config.model.config), null, 2) } });
     pruneCheckpoints(config.outDir, config.keepCheckpoints);
     return path;
   };
@@ -184,11 +219,16 @@ export function trainGpt2(backend: Backend, tokens: TokenArray, tokenizer: Token
   const plot = writeLossPlot(join(config.outDir, 'loss'), [
     { name: 'train', points: trainCurve },
     { name: 'validation', points: evalCurve },
-  ], { title: `GPT-2 (${config.model.layers} layers, ${config.model.hidden} hidden) on ${backend.description}`, xLabel: 'step', yLabel: 'cross-entropy (nats/token)' });
+  ], { title: `${config.model.family === 'gpt2' ? 'GPT-2' : 'BERT (masked LM)'} (${modelConfig.layers} layers, ${modelConfig.hidden} hidden) on ${backend.description}`, xLabel: 'step', yLabel: 'cross-entropy (nats/token)' });
 
-  const prompt = tokenizer.encode(config.sample.prompt);
-  const generated = sampleTokens(model, prompt.length > 0 ? prompt : [0], { maxNewTokens: config.sample.tokens, temperature: config.sample.temperature, seed: config.seed, window: config.seqLen });
-  const sample = config.sample.prompt + tokenizer.decode(generated);
+  // A causal LM shows what it learned by continuing the prompt; BERT's evaluation loss says it.
+  let sample = '';
+  if (model.logitsStep) {
+    const prompt = tokenizer.encode(config.sample.prompt);
+    const generated = sampleTokens({ ...model, logitsStep: model.logitsStep.bind(model), backend, dtype: model.dtype, vocabSize: model.vocabSize, logitsWidth: model.logitsWidth, maxSeqLen: model.maxSeqLen },
+      prompt.length > 0 ? prompt : [0], { maxNewTokens: config.sample.tokens, temperature: config.sample.temperature, seed: config.seed, window: config.seqLen });
+    sample = config.sample.prompt + tokenizer.decode(generated);
+  }
   runner.dispose();
   model.params.free();
   return { steps: step, finalLoss: lastLoss, evalLoss, tokensPerSecond: tokensSeen / Math.max(seconds, 1e-9), sample, plot, checkpoint };

@@ -2,16 +2,17 @@
 // resumed from a checkpoint continues exactly as the uninterrupted run does.
 
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { createByteTokenizer } from '../../src/io/byte-tokenizer.js';
+import { BERT_PRESETS } from '../../src/models/bert.js';
 import { GPT2_PRESETS } from '../../src/models/gpt2.js';
 import { tokenizeDocuments } from '../../src/train/data.js';
 import type { TrainConfig } from '../../src/train/trainer.js';
-import { trainGpt2 } from '../../src/train/trainer.js';
+import { trainLanguageModel } from '../../src/train/trainer.js';
 
 const tokenizer = createByteTokenizer();
 const text = Array.from({ length: 300 }, (_, i) => `the whale ${i % 7} swims; the sea is ${['grey', 'blue', 'wide'][i % 3]}. `).join('');
@@ -19,7 +20,7 @@ const tokens = tokenizeDocuments([text], tokenizer);
 
 function config(outDir: string, steps: number, resume = false): TrainConfig {
   return {
-    model: { ...GPT2_PRESETS['gpt2-tiny']!, hidden: 32, layers: 2, heads: 2, ffn: 64, maxPositions: 32 },
+    model: { family: 'gpt2', config: { ...GPT2_PRESETS['gpt2-tiny']!, hidden: 32, layers: 2, heads: 2, ffn: 64, maxPositions: 32 } },
     dtype: 'f32', batchSize: 4, seqLen: 16, steps, seed: 5,
     schedule: { kind: 'cosine', lr: 1e-2, minLr: 1e-3, warmupSteps: 2, totalSteps: 12 },
     optimizer: { weightDecay: 0.01 }, evalEvery: 4, evalBatches: 2, checkpointEvery: 4, keepCheckpoints: 3,
@@ -28,11 +29,11 @@ function config(outDir: string, steps: number, resume = false): TrainConfig {
   };
 }
 
-test('trainGpt2 learns, writes its curve and checkpoints, and resumes exactly', () => {
+test('trainLanguageModel learns, writes its curve and checkpoints, and resumes exactly', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fuseformer-trainer-'));
   const quiet = { log: () => {}, progressStream: { write: () => true, isTTY: false } as unknown as NodeJS.WritableStream };
   try {
-    const full = trainGpt2(new CpuBackend(), tokens, tokenizer, config(join(dir, 'full'), 12), quiet);
+    const full = trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(join(dir, 'full'), 12), quiet);
     assert.equal(full.steps, 12);
     assert.ok(full.finalLoss < 4.5, `loss after 12 steps: ${full.finalLoss}`);
     assert.ok(existsSync(full.plot.svg));
@@ -41,14 +42,39 @@ test('trainGpt2 learns, writes its curve and checkpoints, and resumes exactly', 
 
     // Stop at 8 (checkpoint at 8), then resume to 12.
     const part = join(dir, 'part');
-    trainGpt2(new CpuBackend(), tokens, tokenizer, config(part, 8), quiet);
-    const resumed = trainGpt2(new CpuBackend(), tokens, tokenizer, config(part, 12, true), quiet);
+    trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(part, 8), quiet);
+    const resumed = trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(part, 12, true), quiet);
     assert.equal(resumed.steps, 12);
     assert.equal(resumed.finalLoss, full.finalLoss);
     assert.equal(resumed.evalLoss, full.evalLoss);
 
-    assert.throws(() => trainGpt2(new CpuBackend(), tokens, tokenizer, config(join(dir, 'empty'), 4, true), quiet), /no checkpoint/);
-    assert.throws(() => trainGpt2(new CpuBackend(), tokens, tokenizer, { ...config(dir, 4), seqLen: 64 }, quiet), /exceeds the model's n_positions/);
+    assert.throws(() => trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(join(dir, 'empty'), 4, true), quiet), /no checkpoint/);
+    assert.throws(() => trainLanguageModel(new CpuBackend(), tokens, tokenizer, { ...config(dir, 4), seqLen: 64 }, quiet), /exceeds the model's n_positions/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('trainLanguageModel trains BERT as a masked LM with the byte tokenizer and resumes exactly', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fuseformer-trainer-bert-'));
+  const quiet = { log: () => {}, progressStream: { write: () => true, isTTY: false } as unknown as NodeJS.WritableStream };
+  const bertTokenizer = createByteTokenizer({ specialTokens: ['[PAD]', '[CLS]', '[SEP]', '[MASK]'], padToken: '[PAD]' });
+  const bertTokens = tokenizeDocuments([text], bertTokenizer);
+  const bertConfig = (outDir: string, steps: number, resume = false): TrainConfig => ({
+    ...config(outDir, steps, resume),
+    model: { family: 'bert', config: { ...BERT_PRESETS['bert-tiny']!, vocabSize: bertTokenizer.vocabSize, hidden: 32, layers: 2, heads: 2, ffn: 64, maxPositions: 32, hiddenDropout: 0.1, attentionDropout: 0.1 } },
+  });
+  try {
+    const full = trainLanguageModel(new CpuBackend(), bertTokens, bertTokenizer, bertConfig(join(dir, 'full'), 12), quiet);
+    assert.ok(full.evalLoss! < Math.log(bertTokenizer.vocabSize), `masked-LM validation loss ${full.evalLoss}`);
+    assert.equal(full.sample, '');
+    assert.match(readFileSync(join(full.checkpoint, 'config.json'), 'utf8'), /"model_type": "bert"/);
+    const part = join(dir, 'part');
+    trainLanguageModel(new CpuBackend(), bertTokens, bertTokenizer, bertConfig(part, 8), quiet);
+    const resumed = trainLanguageModel(new CpuBackend(), bertTokens, bertTokenizer, bertConfig(part, 12, true), quiet);
+    assert.equal(resumed.finalLoss, full.finalLoss);
+    // Without [MASK] in the vocabulary there is no masked LM.
+    assert.throws(() => trainLanguageModel(new CpuBackend(), bertTokens, tokenizer, bertConfig(join(dir, 'x'), 2), quiet), /needs the token \[MASK\]/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
