@@ -248,6 +248,54 @@ export interface SoftmaxBackwardArgs {
   scale?: number;
 }
 
+// --- fused attention (FlashAttention) ------------------------------------------------------------------
+
+/**
+ * out = softmax(scale · q·kᵀ + mask) · v without materialising the [Lq, Lk] scores:
+ * q [B, Hq, Lq, d]; k, v [B, Hkv, Lk, d]; out [B, Hq, Lq, d]; lse f32 [B, Hq, Lq].
+ * Grouped-query attention: Hq is a multiple of Hkv and query head h reads kv head floor(h / (Hq/Hkv))
+ * (Hkv = Hq is ordinary multi-head attention, Hkv = 1 multi-query).
+ * Masks as in SoftmaxForwardArgs: key j of query i in batch b is masked when j >= keyLengths[b]
+ * (keyLengths i32 [B]) or, if causal, when j > i + (Lk − Lq).
+ * lse_i = ln Σ_{j visible} exp(scale · q_i·k_j) (natural log), saved for the backward. A query that
+ * sees no key gets out = 0 and lse = −∞. scale defaults to 1/sqrt(d). q, k, v and out share a float
+ * dtype; out and lse must not overlap the inputs.
+ */
+export interface FlashAttentionForwardArgs {
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  out: Tensor;
+  lse: Tensor;
+  scale?: number;
+  causal?: boolean;
+  keyLengths?: Tensor;
+}
+
+/**
+ * The gradients of flashAttentionForward, with P recomputed from q, k and the saved lse
+ * (P_ij = exp(scale · q_i·k_j − lse_i) for visible keys, 0 for masked ones):
+ *   D_i = Σ_c dOut_ic · out_ic;  dP = dOut · vᵀ;  dS = P ⊙ (dP − D)
+ *   dq = scale · dS · k;  dk = scale · dSᵀ · q;  dv = Pᵀ · dOut
+ * dk and dv sum over the Hq/Hkv query heads that share a kv head. dq [B, Hq, Lq, d], dk and dv
+ * [B, Hkv, Lk, d] are overwritten (a key no query sees gets zero gradients). Deterministic: the same
+ * inputs give the same bits on every run. scale, causal and keyLengths must be the forward's.
+ */
+export interface FlashAttentionBackwardArgs {
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  out: Tensor;
+  dOut: Tensor;
+  lse: Tensor;
+  dq: Tensor;
+  dk: Tensor;
+  dv: Tensor;
+  scale?: number;
+  causal?: boolean;
+  keyLengths?: Tensor;
+}
+
 // --- cross-entropy ----------------------------------------------------------------------------------
 
 /**
@@ -518,6 +566,8 @@ export interface Backend {
   rmsNormBackward(args: RmsNormBackwardArgs): void;
   softmaxForward(args: SoftmaxForwardArgs): void;
   softmaxBackward(args: SoftmaxBackwardArgs): void;
+  flashAttentionForward(args: FlashAttentionForwardArgs): void;
+  flashAttentionBackward(args: FlashAttentionBackwardArgs): void;
   crossEntropyForward(args: CrossEntropyForwardArgs): void;
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void;
   embeddingForward(args: EmbeddingForwardArgs): void;

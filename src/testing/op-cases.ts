@@ -194,6 +194,48 @@ function softmaxCases(dtype: FloatDType): OpCase[] {
   return cases;
 }
 
+/**
+ * flashAttentionForward + Backward. lse is −∞ exactly for queries that see no key (causal with
+ * Lq > Lk here); those entries are compared bit-exactly as the flag output 'lseMasked' and set to 0
+ * in 'lse', so the norm comparison of the rest stays finite.
+ */
+function attentionCases(dtype: FloatDType): OpCase[] {
+  const cases: OpCase[] = [];
+  const shapes: [number, number, number, number, number, number, boolean, boolean][] = [
+    // B, Hq, Hkv, Lq, Lk, d, causal, padded
+    [2, 4, 4, 77, 77, 64, false, false], [2, 4, 4, 77, 77, 80, true, true], [1, 8, 2, 129, 129, 128, true, false],
+    [1, 8, 2, 129, 129, 64, false, true], [1, 2, 1, 1000, 1000, 64, true, true], [2, 4, 2, 33, 200, 80, false, true],
+    [2, 4, 4, 16, 300, 128, true, false], [1, 2, 1, 50, 20, 64, true, false], [3, 2, 2, 1, 77, 96, true, true],
+  ];
+  for (const [B, Hq, Hkv, Lq, Lk, d, causal, padded] of shapes) {
+    cases.push({
+      name: `flashAttention fwd+bwd ${dtype} q[${B},${Hq},${Lq},${d}] kv[${B},${Hkv},${Lk},${d}]${causal ? ' causal' : ''}${padded ? ' padded' : ''}`, dtype,
+      exact: ['lseMasked'],
+      inputs: (rng) => ({
+        q: floats(rng, [B, Hq, Lq, d], dtype), k: floats(rng, [B, Hkv, Lk, d], dtype), v: floats(rng, [B, Hkv, Lk, d], dtype),
+        dOut: floats(rng, [B, Hq, Lq, d], dtype), keyLengths: ints(rng, [B], 1, Lk + 1),
+      }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        const options = { causal, ...(padded ? { keyLengths: c.in('keyLengths') } : {}) };
+        const q = c.in('q'), k = c.in('k'), v = c.in('v');
+        const out = c.out('out', [B, Hq, Lq, d], dtype), lse = c.out('lse', [B, Hq, Lq], 'f32');
+        b.flashAttentionForward({ q, k, v, out, lse, ...options });
+        b.flashAttentionBackward({
+          q, k, v, out, dOut: c.in('dOut'), lse, ...options,
+          dq: c.out('dq', [B, Hq, Lq, d], dtype), dk: c.out('dk', [B, Hkv, Lk, d], dtype), dv: c.out('dv', [B, Hkv, Lk, d], dtype),
+        });
+        const results = c.results();
+        const lseValues = Float32Array.from(results.lse!);
+        results.lseMasked = Uint8Array.from(lseValues, (x) => (x === -Infinity ? 1 : 0));
+        results.lse = lseValues.map((x) => (x === -Infinity ? 0 : x));
+        return results;
+      },
+    });
+  }
+  return cases;
+}
+
 function crossEntropyCases(dtype: FloatDType): OpCase[] {
   const cases: OpCase[] = [];
   for (const [rows, V, smoothing] of [[17, 50257, 0], [9, 50257, 0.1], [64, 1000, 0.1], [5, 128256, 0], [33, 30522, 0]] as const) {
@@ -518,7 +560,7 @@ function randomFillCases(dtype: FloatDType): OpCase[] {
 
 export function allOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
-    ...elementwiseCases(dtype), ...normCases(dtype), ...softmaxCases(dtype),
+    ...elementwiseCases(dtype), ...normCases(dtype), ...softmaxCases(dtype), ...attentionCases(dtype),
     ...crossEntropyCases(dtype), ...paddedCrossEntropyCases(dtype), ...embeddingCases(dtype), ...adamCases(dtype), ...adamGraphCases(dtype), ...randomFillCases(dtype),
     ...permuteCases(dtype), ...dropoutCases(dtype), ...sumSquaresCases(dtype), ...arenaCases(dtype),
   ]);

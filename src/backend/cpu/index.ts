@@ -11,8 +11,10 @@ import type {
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs, Graph,
   LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
-  SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker } from '../backend.js';
+  SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
+  FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import { prepareAdamW } from './adam.js';
+import { prepareFlashAttentionBackward, prepareFlashAttentionForward } from './attention.js';
 import { CpuArena } from './arena.js';
 import { prepareCrossEntropyBackward, prepareCrossEntropyForward } from './cross-entropy.js';
 import { download, makeView, prepareCopy, prepareFill, prepareUpload } from './data.js';
@@ -133,6 +135,8 @@ export class CpuBackend implements Backend {
   rmsNormBackward(args: RmsNormBackwardArgs): void { this.queue.issue(prepareRmsNormBackward(args)); }
   softmaxForward(args: SoftmaxForwardArgs): void { this.queue.issue(prepareSoftmaxForward(args)); }
   softmaxBackward(args: SoftmaxBackwardArgs): void { this.queue.issue(prepareSoftmaxBackward(args)); }
+  flashAttentionForward(args: FlashAttentionForwardArgs): void { this.queue.issue(prepareFlashAttentionForward(args)); }
+  flashAttentionBackward(args: FlashAttentionBackwardArgs): void { this.queue.issue(prepareFlashAttentionBackward(args)); }
   crossEntropyForward(args: CrossEntropyForwardArgs): void { this.queue.issue(prepareCrossEntropyForward(args)); }
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void { this.queue.issue(prepareCrossEntropyBackward(args)); }
   embeddingForward(args: EmbeddingForwardArgs): void { this.queue.issue(prepareEmbeddingForward(args)); }

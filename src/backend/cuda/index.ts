@@ -13,9 +13,11 @@ import type {
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs,
   Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
-  RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker } from '../backend.js';
+  RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
+  FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import { GemmRunner } from './gemm.js';
 import { adamW } from './kernels/adam.js';
+import { flashAttentionBackward, flashAttentionForward } from './kernels/attention.js';
 import { crossEntropyBackward, crossEntropyForward } from './kernels/cross-entropy.js';
 import * as elementwise from './kernels/elementwise.js';
 import { embeddingBackward, embeddingForward } from './kernels/embedding.js';
@@ -154,6 +156,8 @@ export class CudaBackend implements Backend {
   rmsNormBackward(args: RmsNormBackwardArgs): void { rmsNormBackward(this.runtime, args); }
   softmaxForward(args: SoftmaxForwardArgs): void { softmaxForward(this.runtime, args); }
   softmaxBackward(args: SoftmaxBackwardArgs): void { softmaxBackward(this.runtime, args); }
+  flashAttentionForward(args: FlashAttentionForwardArgs): void { flashAttentionForward(this.runtime, args); }
+  flashAttentionBackward(args: FlashAttentionBackwardArgs): void { flashAttentionBackward(this.runtime, args); }
   crossEntropyForward(args: CrossEntropyForwardArgs): void { crossEntropyForward(this.runtime, args); }
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void { crossEntropyBackward(this.runtime, args); }
   embeddingForward(args: EmbeddingForwardArgs): void { embeddingForward(this.runtime, args); }

@@ -5,6 +5,7 @@
 // outside its range, on the CPU) and a kernel's own limits (the largest row a CUDA kernel handles).
 
 export { checkAdamW } from './adam.js';
+export { checkFlashAttentionBackward, checkFlashAttentionForward } from './attention.js';
 export { checkArenaBytes, checkArenaView } from './arena.js';
 export { checkCrossEntropyBackward, checkCrossEntropyForward } from './cross-entropy.js';
 export {

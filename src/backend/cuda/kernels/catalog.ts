@@ -3,6 +3,7 @@
 
 import type { KernelSource } from '../runtime/kernel.js';
 import { catalog as adamCatalog } from './adam.js';
+import { catalog as attentionCatalog } from './attention.js';
 import { catalog as crossEntropyCatalog } from './cross-entropy.js';
 import { catalog as dropoutCatalog } from './dropout.js';
 import { catalog as elementwiseCatalog } from './elementwise.js';
@@ -31,6 +32,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['permute', permuteCatalog],
     ['sum-squares', sumSquaresCatalog],
     ['dropout', dropoutCatalog],
+    ['attention', attentionCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }
