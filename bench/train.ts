@@ -29,6 +29,8 @@ const { values: cli } = parseArgs({
     json: { type: 'string', default: 'bench/results/train.json' },
     steps: { type: 'string', default: '20' },
     'no-torch': { type: 'boolean', default: false },
+    /** Also time GPT-2/BERT with the fused attention op (flashAttentionForward/Backward). */
+    'fused-attention': { type: 'boolean', default: false },
     batch: { type: 'string', default: '16' },
     'seq-len': { type: 'string', default: '1024' },
   },
@@ -43,7 +45,7 @@ interface ModelCase {
   readonly seqLen: number;
   readonly parameters: number;
   readonly flopsPerToken: number;
-  readonly build: (dtype: FloatDType) => LanguageModel;
+  readonly build: (dtype: FloatDType, fusedAttention: boolean) => LanguageModel;
   /** HF config for the PyTorch side. */
   readonly torch: { model: 'gpt2' | 'bert'; config: Record<string, unknown> };
   /** Masked LM: only ~15% of positions carry a target. */
@@ -58,13 +60,13 @@ const CASES: ModelCase[] = [
   {
     name: 'GPT-2 124M', batch: B, seqLen: L, parameters: gpt2ParameterCount(gpt2),
     flopsPerToken: 6 * gpt2ParameterCount(gpt2) + attentionFlops(gpt2.layers, L, gpt2.hidden),
-    build: (dtype) => new Gpt2Model(backend, gpt2, dtype), masked: false,
+    build: (dtype, fusedAttention) => new Gpt2Model(backend, gpt2, dtype, { fusedAttention }), masked: false,
     torch: { model: 'gpt2', config: { ...gpt2ConfigToJson(gpt2), architectures: undefined } },
   },
   {
     name: 'BERT-base', batch: BERT_B, seqLen: BERT_L, parameters: bertParameterCount(bert, 'masked-lm'),
     flopsPerToken: 6 * bertParameterCount(bert, 'masked-lm') + attentionFlops(bert.layers, BERT_L, bert.hidden),
-    build: (dtype) => new BertModel(backend, bert, dtype), masked: true,
+    build: (dtype, fusedAttention) => new BertModel(backend, bert, dtype, { fusedAttention }), masked: true,
     torch: { model: 'bert', config: { ...bertConfigToJson(bert), architectures: undefined } },
   },
 ];
@@ -83,10 +85,10 @@ function randomTokens(n: number, vocab: number, seed: number, maskedFraction = 1
   return Int32Array.from({ length: n }, () => (next() / 2 ** 32 < maskedFraction ? next() % vocab : -100));
 }
 
-function measure(c: ModelCase, dtype: FloatDType, checkpointEvery = 0): Measured {
+function measure(c: ModelCase, dtype: FloatDType, checkpointEvery = 0, fusedAttention = false): Measured {
   backend.resetPeakMemory();
   const baseline = backend.memoryStats().bytesInUse;
-  const model = c.build(dtype);
+  const model = c.build(dtype, fusedAttention);
   model.checkpointEvery = checkpointEvery;
   model.params.initialize(1n);
   const runner = new StepRunner(model, { maxBatch: c.batch, maxSeqLen: c.seqLen });
@@ -125,8 +127,10 @@ const tables: string[] = [];
 for (const c of CASES) {
   const ours: Record<string, Measured> = {};
   // bf16, fp16 with loss scaling, and bf16 with gradient checkpointing of every block.
-  for (const [label, dtype, checkpointEvery] of [['bf16', 'bf16', 0], ['f16', 'f16', 0], ['bf16 checkpointed', 'bf16', 1]] as const) {
-    ours[label] = measure(c, dtype, checkpointEvery);
+  const variants: [string, FloatDType, number, boolean][] = [['bf16', 'bf16', 0, false], ['f16', 'f16', 0, false], ['bf16 checkpointed', 'bf16', 1, false]];
+  if (cli['fused-attention']) variants.push(['bf16 fused attention', 'bf16', 0, true]);
+  for (const [label, dtype, checkpointEvery, fusedAttention] of variants) {
+    ours[label] = measure(c, dtype, checkpointEvery, fusedAttention);
     const m = ours[label]!;
     console.log(`fuseformer ${c.name} ${label}: ${m.stepMs.toFixed(1)} ms/step, ${Math.round(m.tokensPerS)} tok/s, MFU ${(100 * m.mfu).toFixed(1)}%, peak ${(m.peakBytes / 2 ** 30).toFixed(2)} GiB`);
     const bd = m.breakdown;

@@ -84,7 +84,8 @@ export class BertModel implements LanguageModel {
   /** Gradient checkpointing: every k-th block recomputed in the backward (0 = none). */
   checkpointEvery = 0;
 
-  constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType) {
+  /** options.fusedAttention: the fused attention op instead of the LightSeq path (nn/attention.ts). */
+  constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType, options: { fusedAttention?: boolean } = {}) {
     if (config.activation === 'silu') throw new ArgumentError('BERT: hidden_act silu is not supported by the fused FFN kernels');
     this.params = new ParameterStore(backend, bertParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);
@@ -96,7 +97,7 @@ export class BertModel implements LanguageModel {
       const qkvWeight = this.params.concatenated([`${self}.query.weight`, `${self}.key.weight`, `${self}.value.weight`]);
       const qkvBias = this.params.concatenated([`${self}.query.bias`, `${self}.key.bias`, `${self}.value.bias`]);
       return {
-        attention: selfAttention(linear(qkvWeight, qkvBias, 'out_in'), linear(p(`${l}.attention.output.dense.weight`), p(`${l}.attention.output.dense.bias`), 'out_in'), config.heads, false, config.attentionDropout),
+        attention: selfAttention(linear(qkvWeight, qkvBias, 'out_in'), linear(p(`${l}.attention.output.dense.weight`), p(`${l}.attention.output.dense.bias`), 'out_in'), config.heads, false, config.attentionDropout, options.fusedAttention ?? false),
         ln1: norm(`${l}.attention.output.LayerNorm`),
         fc1: linear(p(`${l}.intermediate.dense.weight`), p(`${l}.intermediate.dense.bias`), 'out_in'),
         fc2: linear(p(`${l}.output.dense.weight`), p(`${l}.output.dense.bias`), 'out_in'),

@@ -72,7 +72,8 @@ export class Gpt2Model implements LanguageModel {
    */
   checkpointEvery = 0;
 
-  constructor(readonly backend: Backend, readonly config: Gpt2Config, readonly dtype: FloatDType) {
+  /** options.fusedAttention: the fused attention op instead of the LightSeq path (nn/attention.ts). */
+  constructor(readonly backend: Backend, readonly config: Gpt2Config, readonly dtype: FloatDType, options: { fusedAttention?: boolean } = {}) {
     this.params = new ParameterStore(backend, gpt2ParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);
     const norm = (name: string): LayerNormParams => ({ gamma: p(`${name}.weight`), beta: p(`${name}.bias`), eps: config.layerNormEps });
@@ -84,7 +85,7 @@ export class Gpt2Model implements LanguageModel {
         attention: selfAttention(
           linear(p(`${h}.attn.c_attn.weight`), p(`${h}.attn.c_attn.bias`), 'in_out'),
           linear(p(`${h}.attn.c_proj.weight`), p(`${h}.attn.c_proj.bias`), 'in_out'),
-          config.heads, true, config.attentionDropout),
+          config.heads, true, config.attentionDropout, options.fusedAttention ?? false),
         ln1: norm(`${h}.ln_1`),
         fc1: linear(p(`${h}.mlp.c_fc.weight`), p(`${h}.mlp.c_fc.bias`), 'in_out'),
         fc2: linear(p(`${h}.mlp.c_proj.weight`), p(`${h}.mlp.c_proj.bias`), 'in_out'),

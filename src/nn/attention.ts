@@ -31,6 +31,11 @@ export interface SelfAttention {
   readonly causal: boolean;
   /** Dropout on the attention probabilities. */
   readonly dropout: number;
+  /**
+   * Use the fused attention op (flashAttentionForward/Backward: no L×L matrix in memory) instead of
+   * the LightSeq path. Steps with attention dropout keep the LightSeq path (the fused op has none).
+   */
+  readonly fused: boolean;
 }
 
 export interface AttentionShape {
@@ -46,14 +51,14 @@ export interface AttentionSaved extends AttendSaved {
   readonly merged: Tensor;
 }
 
-export function selfAttention(qkv: Linear, out: Linear, heads: number, causal: boolean, dropout = 0): SelfAttention {
+export function selfAttention(qkv: Linear, out: Linear, heads: number, causal: boolean, dropout = 0, fused = false): SelfAttention {
   const hidden = out.outFeatures;
   if (qkv.outFeatures !== 3 * hidden || qkv.inFeatures !== hidden || out.inFeatures !== hidden) {
     throw new ArgumentError(`selfAttention: QKV projection must be [${hidden} → ${3 * hidden}] and output [${hidden} → ${hidden}]`);
   }
   if (hidden % heads !== 0) throw new ArgumentError(`selfAttention: hidden ${hidden} is not divisible by ${heads} heads`);
   if (!qkv.bias) throw new ArgumentError('selfAttention: the QKV projection needs a bias (it is fused into the head split)');
-  return { qkv, out, heads, causal, dropout };
+  return { qkv, out, heads, causal, dropout, fused };
 }
 
 /** Sizes of one attention: `batch` sequences, `heads` heads of size d, Lq queries against Lk keys. */
@@ -73,6 +78,8 @@ export interface AttendOptions {
   readonly dropout: number;
   /** Multiplies the scores inside the softmax (1 when q is stored pre-scaled). */
   readonly scale: number;
+  /** The fused attention op when no dropout is drawn (see SelfAttention.fused). */
+  readonly fused?: boolean;
 }
 
 /** What attendForward keeps for attendBackward. */
@@ -80,8 +87,11 @@ export interface AttendSaved {
   readonly q: Tensor;
   readonly k: Tensor;
   readonly v: Tensor;
-  readonly probs: Tensor;
+  /** The LightSeq path's probabilities (absent on the fused path). */
+  readonly probs?: Tensor;
   readonly dropped?: { readonly probs: Tensor; readonly mask: Tensor; readonly p: number };
+  /** The fused path's output and log-sum-exp, and the masks its backward must repeat. */
+  readonly fused?: { readonly out: Tensor; readonly lse: Tensor; readonly causal: boolean; readonly keyLengths?: Tensor };
 }
 
 /**
@@ -92,6 +102,16 @@ export function attendForward(ctx: StepContext, dims: AttendDims, q: Tensor, k: 
   const { batch: B, heads, queryLen: Lq, keyLen: Lk, headDim: d } = dims;
   const dtype = q.dtype;
   const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
+  const drop = ctx.dropout(options.dropout, B * heads * Lq * Lk);
+  const masks = { causal: options.causal, ...(options.keyLengths ? { keyLengths: options.keyLengths } : {}) };
+  if (options.fused && drop.p === 0) {
+    const out = ctx.buffer('attn.context', [B, heads, Lq, d], dtype);
+    const lse = ctx.buffer('attn.lse', [B, heads, Lq], 'f32');
+    ctx.ops.flashAttentionForward({ q, k, v, out, lse, scale: options.scale, ...masks });
+    const merged = ctx.buffer('attn.merged', [B, Lq, heads, d], dtype);
+    ctx.ops.permute0213({ x: out, out: merged });
+    return { saved: { q, k, v, fused: { out, lse, ...masks } }, merged: ctx.reshape(merged, [B * Lq, heads * d]) };
+  }
   const probs = ctx.buffer('attn.probs', [B, heads, Lq, Lk], dtype);
   ctx.ops.batchedGemm({ a: bh(q, Lq, d), b: bh(k, Lk, d), out: bh(probs, Lq, Lk), transB: true });
   ctx.ops.softmaxForward({
@@ -99,7 +119,6 @@ export function attendForward(ctx: StepContext, dims: AttendDims, q: Tensor, k: 
     ...(options.keyLengths ? { keyLengths: options.keyLengths } : {}), ...(options.scale !== 1 ? { scale: options.scale } : {}),
   });
 
-  const drop = ctx.dropout(options.dropout, B * heads * Lq * Lk);
   let dropped: AttendSaved['dropped'];
   if (drop.p > 0) {
     dropped = { probs: ctx.buffer('attn.dropped', [B, heads, Lq, Lk], dtype), mask: ctx.buffer('attn.dropMask', [B, heads, Lq, Lk], 'u8'), p: drop.p };
@@ -123,12 +142,19 @@ export function attendBackward(ctx: StepContext, dims: AttendDims, saved: Attend
   const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
   const dContext = ctx.buffer('attn.dContext', [B, heads, Lq, d], dtype);
   ctx.ops.permute0213({ x: ctx.reshape(dMerged, [B, Lq, heads, d]), out: dContext });
+  if (saved.fused) {
+    const dq = ctx.buffer('attn.dq', [B, heads, Lq, d], dtype);
+    const { out, lse, causal, keyLengths } = saved.fused;
+    ctx.ops.flashAttentionBackward({ q: saved.q, k: saved.k, v: saved.v, out, dOut: dContext, lse, dq, dk, dv, scale, causal, ...(keyLengths ? { keyLengths } : {}) });
+    return dq;
+  }
+  const probs = saved.probs!;
 
   const dProbs = ctx.buffer('attn.dProbs', [B, heads, Lq, Lk], dtype);
   ctx.ops.batchedGemm({ a: bh(dContext, Lq, d), b: bh(saved.v, Lk, d), out: bh(dProbs, Lq, Lk), transB: true });
-  ctx.ops.batchedGemm({ a: bh(saved.dropped ? saved.dropped.probs : saved.probs, Lq, Lk), b: bh(dContext, Lq, d), out: bh(dv, Lk, d), transA: true });
+  ctx.ops.batchedGemm({ a: bh(saved.dropped ? saved.dropped.probs : probs, Lq, Lk), b: bh(dContext, Lq, d), out: bh(dv, Lk, d), transA: true });
   if (saved.dropped) ctx.ops.biasDropoutResidualBackward({ dOut: dProbs, mask: saved.dropped.mask, p: saved.dropped.p, dInput: dProbs });
-  ctx.ops.softmaxBackward({ y: saved.probs, dY: dProbs, dX: dProbs, ...(scale !== 1 ? { scale } : {}) });
+  ctx.ops.softmaxBackward({ y: probs, dY: dProbs, dX: dProbs, ...(scale !== 1 ? { scale } : {}) });
 
   const dq = ctx.buffer('attn.dq', [B, heads, Lq, d], dtype);
   ctx.ops.batchedGemm({ a: bh(dProbs, Lq, Lk), b: bh(saved.k, Lk, d), out: bh(dq, Lq, d) });
@@ -149,7 +175,7 @@ export function attentionForward(ctx: StepContext, layer: SelfAttention, shape: 
   ctx.ops.biasQkvSplit({ qkv: ctx.reshape(qkvRaw, [B, L, 3 * H]), bias: layer.qkv.bias!.value, heads, q, k, v, qScale: 1 / Math.sqrt(d) });
   const dims: AttendDims = { batch: B, heads, queryLen: L, keyLen: L, headDim: d };
   const { saved, merged } = attendForward(ctx, dims, q, k, v, {
-    causal: layer.causal, dropout: layer.dropout, scale: 1, ...(shape.keyLengths ? { keyLengths: shape.keyLengths } : {}),
+    causal: layer.causal, dropout: layer.dropout, scale: 1, fused: layer.fused, ...(shape.keyLengths ? { keyLengths: shape.keyLengths } : {}),
   });
   linearForward(ctx, layer.out, merged, y);
   return { x, ...saved, merged };

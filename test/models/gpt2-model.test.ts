@@ -138,3 +138,23 @@ test('steps replayed from a captured graph draw fresh dropout masks, exactly as 
   assert.deepEqual(graphed, eager);
   assert.equal(new Set(eager).size, 4, `every step draws new masks: ${eager.join(', ')}`);
 });
+
+test('the fused attention path gives the LightSeq path\'s loss and gradients (GPT-2, causal)', () => {
+  const backend = new CpuBackend();
+  const run = (fusedAttention: boolean) => {
+    const model = new Gpt2Model(backend, tinyConfig, 'f32', { fusedAttention });
+    model.params.initialize(21n);
+    const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 7, optimizer: { maxGradNorm: Infinity } });
+    const loss = runner.trainStep(randomBatch(2, 7, tinyConfig.vocabSize, 4), 0).loss;
+    const plan = runner.largestPlan;
+    return { loss, grads: backend.download(model.params.grads.flat) as Float32Array, plan };
+  };
+  const lightseq = run(false), fused = run(true);
+  assert.ok(Math.abs(fused.loss - lightseq.loss) < 1e-5 * lightseq.loss, `loss ${fused.loss} vs ${lightseq.loss}`);
+  let diff = 0, norm = 0;
+  fused.grads.forEach((g, i) => { diff += (g - lightseq.grads[i]!) ** 2; norm += lightseq.grads[i]! ** 2; });
+  assert.ok(Math.sqrt(diff / norm) < 1e-4, `gradient rel err ${Math.sqrt(diff / norm)}`);
+  // No L×L buffer on the fused path.
+  assert.ok(!fused.plan.buffers.some((b) => b.name === 'attn.probs'));
+  assert.ok(lightseq.plan.buffers.some((b) => b.name === 'attn.probs'));
+});
