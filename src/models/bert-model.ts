@@ -127,7 +127,7 @@ export class BertModel implements LanguageModel {
     const { batch: B, seqLen: L } = batch;
     if (L > this.config.maxPositions) throw new ArgumentError(`BERT: sequence length ${L} exceeds max_position_embeddings ${this.config.maxPositions}`);
     const H = this.config.hidden, rows = B * L, dtype = this.dtype, V = this.logitsWidth;
-    const shape: AttentionShape = { batch: B, seqLen: L };
+    const shape: AttentionShape = { batch: B, seqLen: L, keyLengths: batch.lengths };
     const onesL = ctx.reshape(this.backend.view(this.ones, 0, [L, 1]), [L, 1]);
     const tteRow0 = (t: Tensor) => this.backend.view(t, 0, [1, H]);
 

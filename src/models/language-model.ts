@@ -33,6 +33,11 @@ export interface CausalLmBatch {
   readonly targets: Tensor;
   /** f32 [batch·seqLen]: written with each position's loss (0 where ignored). */
   readonly loss: Tensor;
+  /**
+   * i32 [batch]: each sequence's length; positions at or beyond it are padding, which bidirectional
+   * models (BERT) mask out as keys. Causal models need no mask (padding only follows real tokens).
+   */
+  readonly lengths: Tensor;
   /** Multiplies the loss gradient: the loss scale over the number of positions averaged. */
   readonly lossGradScale: number;
   readonly labelSmoothing?: number;

@@ -74,6 +74,8 @@ export interface HostBatch {
   readonly tokens: Int32Array;
   /** batch·seqLen next-token targets (or ignoreIndex). */
   readonly targets: Int32Array;
+  /** Each sequence's length in [1, seqLen] (default: all seqLen); the rest is padding (targets there should be ignored). */
+  readonly lengths?: Int32Array;
   /** Encoder input, for encoder-decoder models only. */
   readonly source?: HostSource;
 }
@@ -109,6 +111,7 @@ export class StepRunner {
   private readonly targets: Tensor;
   private readonly loss: Tensor;
   private readonly source?: { readonly tokens: Tensor; readonly lengths: Tensor };
+  private readonly lengths: Tensor;
   private readonly m: Tensor;
   private readonly v: Tensor;
   private readonly master?: Tensor;
@@ -144,6 +147,7 @@ export class StepRunner {
     this.ignoreIndex = options.ignoreIndex ?? -100;
     const b = this.backend, rows = maxBatch * maxSeqLen, n = model.params.layout.numel;
     this.tokens = b.empty([rows], 'i32');
+    this.lengths = b.empty([maxBatch], 'i32');
     this.targets = b.empty([rows], 'i32');
     this.loss = b.empty([rows], 'f32');
     const maxSourceLen = options.maxSourceLen ?? 0;
@@ -240,7 +244,7 @@ export class StepRunner {
     for (const s of this.steps.values()) s.graph?.dispose();
     this.steps.clear();
     this.arena.free();
-    for (const t of [this.tokens, this.targets, this.loss, this.m, this.v, this.scalars, this.sumSquares, this.dropoutBase]) this.backend.free(t);
+    for (const t of [this.tokens, this.lengths, this.targets, this.loss, this.m, this.v, this.scalars, this.sumSquares, this.dropoutBase]) this.backend.free(t);
     if (this.master) this.backend.free(this.master);
     if (this.source) for (const t of [this.source.tokens, this.source.lengths]) this.backend.free(t);
   }
@@ -266,6 +270,10 @@ export class StepRunner {
     }
     this.backend.upload(this.backend.view(this.tokens, 0, [rows]), tokens);
     this.backend.upload(this.backend.view(this.targets, 0, [rows]), targets);
+    const lengths = host.lengths ?? new Int32Array(batch).fill(seqLen);
+    if (lengths.length !== batch) throw new ArgumentError(`step: lengths has ${lengths.length} entries, the batch ${batch}`);
+    lengths.forEach((len, b) => { if (!Number.isInteger(len) || len < 1 || len > seqLen) throw new ArgumentError(`step: length ${len} of sequence ${b} must be in [1, ${seqLen}]`); });
+    this.backend.upload(this.backend.view(this.lengths, 0, [batch]), lengths);
     this.uploadSource(host);
     return valid;
   }
@@ -312,6 +320,7 @@ export class StepRunner {
       tokens: b.view(this.tokens, 0, [batchSize, seqLen]),
       targets: b.view(this.targets, 0, [rows]),
       loss: b.view(this.loss, 0, [rows]),
+      lengths: b.view(this.lengths, 0, [batchSize]),
       lossGradScale: lossScale / rows,
       ...(this.options.labelSmoothing ? { labelSmoothing: this.options.labelSmoothing } : {}),
       ignoreIndex: this.ignoreIndex,

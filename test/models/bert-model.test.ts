@@ -69,3 +69,25 @@ test('BERT learns a masked-LM batch', () => {
   for (let i = 0; i < 30; i++) last = runner.trainStep(batch, 3e-2);
   assert.ok(last.loss < first.loss * 0.5, `loss ${first.loss} → ${last.loss}`);
 });
+
+test('BERT masks padded keys: tokens beyond a sequence\'s length change nothing', () => {
+  const lossAndGrads = (padToken: number) => {
+    const backend = new CpuBackend();
+    const model = new BertModel(backend, tiny, 'f32');
+    model.params.initialize(6n);
+    const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 7, optimizer: { maxGradNorm: Infinity } });
+    const batch = maskedBatch(2, 7, 3);
+    const lengths = Int32Array.from([7, 4]);
+    const tokens = batch.tokens.map((t, i) => (i >= 7 + 4 ? padToken : t));
+    const targets = batch.targets.map((t, i) => (i >= 7 + 4 ? -100 : t));
+    const loss = runner.trainStep({ ...batch, tokens, targets, lengths }, 0).loss;
+    return { loss, grads: backend.download(model.params.grads.flat) as Float32Array, runner };
+  };
+  const a = lossAndGrads(5), b = lossAndGrads(17);
+  assert.equal(a.loss, b.loss);
+  // Padded positions are masked as keys and their own losses are ignored: they contribute no gradient.
+  let differing = 0;
+  a.grads.forEach((g, i) => { if (g !== b.grads[i]) differing++; });
+  assert.equal(differing, 0);
+  assert.throws(() => a.runner.trainStep({ ...maskedBatch(2, 7, 3), lengths: Int32Array.from([7, 0]) }, 0), /length 0 of sequence 1 must be in \[1, 7\]/);
+});
