@@ -21,7 +21,8 @@
 import type { DType, FloatDType } from '../dtype.js';
 import type { BackendName, HostArray, Tensor } from '../tensor.js';
 
-export type Activation = 'relu' | 'gelu' | 'gelu_tanh';
+/** silu(x) = x·σ(x) ("swish": Marian's FFN, Llama's gate). */
+export type Activation = 'relu' | 'gelu' | 'gelu_tanh' | 'silu';
 
 // --- GEMM ------------------------------------------------------------------------------------------
 

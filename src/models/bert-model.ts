@@ -86,7 +86,6 @@ export class BertModel implements LanguageModel {
 
   /** options.fusedAttention: the fused attention op instead of the LightSeq path (nn/attention.ts). */
   constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType, options: { fusedAttention?: boolean } = {}) {
-    if (config.activation === 'silu') throw new ArgumentError('BERT: hidden_act silu is not supported by the fused FFN kernels');
     this.params = new ParameterStore(backend, bertParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);
     const norm = (name: string): LayerNormParams => ({ gamma: p(`${name}.weight`), beta: p(`${name}.bias`), eps: config.layerNormEps });
@@ -159,7 +158,7 @@ export class BertModel implements LanguageModel {
     linearForward(ctx, this.transform, x, transformed);
     const activated = ctx.buffer('head.act', [rows, H], dtype);
     const actMask = ctx.buffer('head.actMask', [rows, H], 'u8');
-    ctx.ops.biasActivationDropout({ input: transformed, bias: this.transform.bias!.value, out: activated, mask: actMask, activation: this.config.activation === 'silu' ? 'gelu' : this.config.activation, ...ctx.dropout(0, rows * H) });
+    ctx.ops.biasActivationDropout({ input: transformed, bias: this.transform.bias!.value, out: activated, mask: actMask, activation: this.config.activation, ...ctx.dropout(0, rows * H) });
     const headIn = ctx.buffer('head.normed', [rows, H], dtype);
     const headMean = ctx.buffer('head.mean', [rows], 'f32'), headRstd = ctx.buffer('head.rstd', [rows], 'f32');
     ctx.ops.layerNormForward({ x: activated, gamma: this.lnTransform.gamma.value, beta: this.lnTransform.beta.value, out: headIn, mean: headMean, rstd: headRstd, eps: this.lnTransform.eps });
@@ -177,7 +176,7 @@ export class BertModel implements LanguageModel {
     ctx.ops.gemm({ a: logits, b: this.wte.value, out: dHeadIn });
     const dActivated = ctx.buffer('head.dAct', [rows, H], dtype);
     ctx.ops.layerNormBackward({ dOut: dHeadIn, x: activated, gamma: this.lnTransform.gamma.value, mean: headMean, rstd: headRstd, dX: dActivated, dGamma: this.lnTransform.gamma.grad, dBeta: this.lnTransform.beta.grad });
-    ctx.ops.biasActivationDropoutBackward({ dOut: dActivated, input: transformed, bias: this.transform.bias!.value, mask: actMask, p: 0, activation: this.config.activation === 'silu' ? 'gelu' : this.config.activation, dInput: dActivated, dBias: this.transform.bias!.grad });
+    ctx.ops.biasActivationDropoutBackward({ dOut: dActivated, input: transformed, bias: this.transform.bias!.value, mask: actMask, p: 0, activation: this.config.activation, dInput: dActivated, dBias: this.transform.bias!.grad });
     linearWeightGrad(ctx, this.transform, x, dActivated);
     const dHead = ctx.buffer('head.dX', [rows, H], dtype);
     linearInputGrad(ctx, this.transform, dActivated, dHead);

@@ -14,8 +14,8 @@ export class ConfigError extends FuseformerError {}
 
 export type JsonObject = Record<string, unknown>;
 
-/** The activations our models use: the backend's, plus SiLU (Llama's SwiGLU gate, Marian's "swish"). */
-export type ModelActivation = Activation | 'silu';
+/** The activations our models use: the backend's (SiLU is Llama's SwiGLU gate and Marian's "swish"). */
+export type ModelActivation = Activation;
 
 /** HF's ACT2FN names for each activation. "gelu_new" and "gelu_fast" are the same tanh approximation. */
 const ACTIVATION_OF_HF_NAME = new Map<string, ModelActivation>([

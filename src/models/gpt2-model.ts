@@ -78,7 +78,6 @@ export class Gpt2Model implements LanguageModel {
     const p = (name: string) => this.params.param(name);
     const norm = (name: string): LayerNormParams => ({ gamma: p(`${name}.weight`), beta: p(`${name}.bias`), eps: config.layerNormEps });
     const act = config.activation;
-    if (act === 'silu') throw new ArgumentError('GPT-2: activation_function silu is not supported by the fused FFN kernels');
     this.blocks = Array.from({ length: config.layers }, (_, i): TransformerBlock => {
       const h = `transformer.h.${i}`;
       return {

@@ -129,7 +129,6 @@ export class TransformerMtModel implements LanguageModel {
   checkpointEvery = 0;
 
   constructor(readonly backend: Backend, readonly config: MarianConfig, readonly dtype: FloatDType) {
-    if (config.activation === 'silu') throw new ArgumentError('Transformer MT: activation_function silu (swish) is not supported by the fused FFN kernels; use relu, gelu or gelu_new');
     this.params = new ParameterStore(backend, transformerMtParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);
     const norm = (name: string): LayerNormParams => ({ gamma: p(`${name}.weight`), beta: p(`${name}.bias`), eps: LAYER_NORM_EPS });

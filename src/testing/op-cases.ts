@@ -89,7 +89,7 @@ function elementwiseCases(dtype: FloatDType): OpCase[] {
         return c.results();
       },
     });
-    for (const activation of ['relu', 'gelu', 'gelu_tanh'] as Activation[]) {
+    for (const activation of ['relu', 'gelu', 'gelu_tanh', 'silu'] as Activation[]) {
       if (activation !== 'gelu' && rows > 100) continue;
       cases.push({
         name: `biasActivationDropout(${activation}) fwd+bwd ${tag}`, dtype, exact: ['mask'],

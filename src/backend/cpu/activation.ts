@@ -3,6 +3,7 @@
 //   gelu(x)      = x·Φ(x) = ½x(1 + erf(x/√2)),      gelu'(x) = Φ(x) + x·φ(x)
 //   gelu_tanh(x) = ½x(1 + tanh(u)), u = √(2/π)(x + 0.044715x³)   (GPT-2's "gelu_new")
 //   gelu_tanh'(x) = ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3·0.044715x²), t = tanh(u)
+//   silu(x)      = x·σ(x),                           silu'(x) = σ(x)·(1 + x·(1 − σ(x)))
 
 import type { Activation } from '../backend.js';
 
@@ -45,11 +46,19 @@ export function geluTanhGrad(x: number): number {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du;
 }
 
+function sigmoid(x: number): number { return 1 / (1 + Math.exp(-x)); }
+export function silu(x: number): number { return x * sigmoid(x); }
+export function siluGrad(x: number): number {
+  const s = sigmoid(x);
+  return s * (1 + x * (1 - s));
+}
+
 export function activationFunction(activation: Activation): (x: number) => number {
   switch (activation) {
     case 'relu': return relu;
     case 'gelu': return geluErf;
     case 'gelu_tanh': return geluTanh;
+    case 'silu': return silu;
   }
 }
 
@@ -58,5 +67,6 @@ export function activationGradient(activation: Activation): (x: number) => numbe
     case 'relu': return reluGrad;
     case 'gelu': return geluErfGrad;
     case 'gelu_tanh': return geluTanhGrad;
+    case 'silu': return siluGrad;
   }
 }

@@ -9,7 +9,7 @@ import type {
 import type { OpCheck } from '../validate.js';
 import { present } from './present.js';
 
-export const ACTIVATIONS: readonly Activation[] = ['relu', 'gelu', 'gelu_tanh'];
+export const ACTIVATIONS: readonly Activation[] = ['relu', 'gelu', 'gelu_tanh', 'silu'];
 
 export function checkActivation<T extends Tensor>(check: OpCheck<T>, activation: string): Activation {
   if (!(ACTIVATIONS as readonly string[]).includes(activation)) check.fail(`'activation' must be one of ${ACTIVATIONS.join(', ')}, got '${activation}'`);

@@ -137,7 +137,7 @@ describe('biasActivationDropout', () => {
     assert.ok(Math.abs(single('gelu')[4]! - single('gelu_tanh')[4]!) > 1e-4);
   });
 
-  for (const activation of ['relu', 'gelu', 'gelu_tanh'] as const) {
+  for (const activation of ['relu', 'gelu', 'gelu_tanh', 'silu'] as const) {
     test(`${activation}: dropout applies after the activation, and the backward matches finite differences`, () => {
       const p = 0.25, w = randomValues(7, rows * H), biasValues = randomValues(8, H, -0.05, 0.05);
       const { out, mask } = forward(activation, input, biasValues, p);

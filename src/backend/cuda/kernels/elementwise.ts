@@ -5,7 +5,7 @@
 // Math (backend.ts has the contract; s = sizeof(dtype), p = dropout probability):
 //   biasDropoutResidual           out = dropout(input + bias) + residual          [rows, H], bias [H]
 //   biasDropoutResidualBackward   dInput = dOut ⊙ mask / (1−p);  dBias = Σ_rows dInput
-//   biasActivationDropout         out = dropout(act(input + bias)),  act ∈ relu | gelu (erf) | gelu_tanh
+//   biasActivationDropout         out = dropout(act(input + bias)),  act ∈ relu | gelu (erf) | gelu_tanh | silu
 //   biasActivationDropoutBackward dInput = dOut ⊙ mask / (1−p) ⊙ act'(input + bias);  dBias = Σ_rows dInput
 //   biasQkvSplit                  qkv [B, L, 3·heads·d] + bias → q, k, v [B, heads, L, d];  q ·= qScale
 //   biasQkvSplitBackward          dq·qScale, dk, dv → dQkv [B, L, 3·heads·d];  dBias = Σ_{B,L} dQkv
@@ -507,6 +507,13 @@ __device__ __forceinline__ float gelu_erf_fast(float x) {
   const float xt = x * normal_tail_fast(x, g);  // x·Φ(−|x|)
   return x >= 0.f ? x - xt : xt;
 }
+// silu = x·σ(x), σ(x) = 1/(1 + 2^(−x·log2 e)): FMUL, EX2, FADD, RCP, FMUL (2 on the SFU).
+__device__ __forceinline__ float silu_sigma(float x) { return rcp_fast(1.f + exp2_fast(x * -1.4426950408889634f)); }
+__device__ __forceinline__ float silu_fast(float x) { return x * silu_sigma(x); }
+__device__ __forceinline__ float silu_fast_grad(float x) {
+  const float s = silu_sigma(x);
+  return s * fmaf(x, 1.f - s, 1.f);
+}
 __device__ __forceinline__ float gelu_erf_fast_grad(float x) {
   float g;
   const float tail = normal_tail_fast(x, g);
@@ -521,6 +528,7 @@ function activationFunctions(activation: Activation, dtype: FloatDType): { reado
     case 'relu': return { fn: 'relu_f', grad: 'relu_grad' };
     case 'gelu': return dtype === 'f32' ? { fn: 'gelu_erf', grad: 'gelu_erf_grad' } : { fn: 'gelu_erf_fast', grad: 'gelu_erf_fast_grad' };
     case 'gelu_tanh': return { fn: 'gelu_tanh_fast', grad: 'gelu_tanh_fast_grad' };
+    case 'silu': return { fn: 'silu_fast', grad: 'silu_fast_grad' };
   }
 }
 

@@ -22,7 +22,7 @@ test('spec keys differ in every field', () => {
   const keys = [base, { ...base, dtype: 'bf16' }, { ...base, hidden: 1024 }, { ...base, vec: 4 }, { ...base, hasDropout: false }]
     .map((s) => ew.biasDropoutResidualKey(s as ew.BiasDropoutResidualSpec));
   assert.equal(new Set(keys).size, keys.length);
-  const acts = (['relu', 'gelu', 'gelu_tanh'] as Activation[]).flatMap((activation) => [
+  const acts = (['relu', 'gelu', 'gelu_tanh', 'silu'] as Activation[]).flatMap((activation) => [
     ew.biasActivationDropoutKey({ dtype: 'f16', hidden: 768, vec: 8, activation, hasDropout: true }),
     ew.biasActivationDropoutBackwardKey({ dtype: 'f16', hidden: 768, vec: 8, activation, hasDBias: true }),
     ew.biasActivationDropoutBackwardKey({ dtype: 'f16', hidden: 768, vec: 8, activation, hasDBias: false }),
