@@ -8,6 +8,7 @@ import { BERT_PRESETS } from '../../src/models/bert.js';
 import { BertModel } from '../../src/models/bert-model.js';
 import type { HostBatch } from '../../src/train/step-runner.js';
 import { StepRunner } from '../../src/train/step-runner.js';
+import { describeFailures, finiteDifferenceFailures } from '../../src/testing/finite-difference.js';
 
 const tiny: BertConfig = {
   ...BERT_PRESETS['bert-tiny']!, vocabSize: 41, hidden: 16, layers: 2, heads: 2, ffn: 24, maxPositions: 12,
@@ -38,24 +39,8 @@ test('BERT masked-LM gradients match finite differences (CPU, f32)', () => {
     'bert.encoder.layer.0.intermediate.dense.weight', 'bert.encoder.layer.1.output.dense.bias', 'bert.encoder.layer.1.output.LayerNorm.weight',
     'cls.predictions.transform.dense.weight', 'cls.predictions.transform.LayerNorm.weight', 'cls.predictions.bias',
   ];
-  const h = 3e-3;
-  for (const name of probes) {
-    const { value, grad } = model.params.param(name);
-    const values = backend.download(value) as Float32Array, grads = backend.download(grad) as Float32Array;
-    let big = 0;
-    for (let i = 1; i < grads.length; i++) if (Math.abs(grads[i]!) > Math.abs(grads[big]!)) big = i;
-    for (const i of [big, (big * 5 + 1) % grads.length]) {
-      const original = values[i]!;
-      values[i] = original + h; backend.upload(value, values);
-      const up = runner.evalLoss(batch).loss;
-      values[i] = original - h; backend.upload(value, values);
-      const down = runner.evalLoss(batch).loss;
-      values[i] = original; backend.upload(value, values);
-      const numeric = (up - down) / (2 * h), analytic = grads[i]! * step.gradScale;
-      const error = Math.abs(numeric - analytic) / Math.max(1e-3, Math.abs(numeric), Math.abs(analytic));
-      assert.ok(error < 2e-2, `${name}[${i}]: analytic ${analytic}, finite difference ${numeric} (rel err ${error.toFixed(4)})`);
-    }
-  }
+  const failures = finiteDifferenceFailures({ runner, params: model.params, batch, probes, gradScale: step.gradScale });
+  assert.deepEqual(failures, [], describeFailures(failures));
 });
 
 test('BERT learns a masked-LM batch', () => {

@@ -9,6 +9,7 @@ import { GPT2_PRESETS } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
 import type { HostBatch } from '../../src/train/step-runner.js';
 import { StepRunner } from '../../src/train/step-runner.js';
+import { describeFailures, finiteDifferenceFailures } from '../../src/testing/finite-difference.js';
 import { planStep, runStep } from '../../src/nn/step-context.js';
 
 const tinyConfig: Gpt2Config = {
@@ -21,11 +22,6 @@ function randomBatch(batch: number, seqLen: number, vocab: number, seed: number)
   const tokens = Int32Array.from({ length: batch * seqLen }, next);
   const targets = Int32Array.from({ length: batch * seqLen }, next);
   return { batch, seqLen, tokens, targets };
-}
-
-/** Mean loss of the model on a batch, forward only, with the runner's planned eval step. */
-function lossOf(runner: StepRunner, batch: HostBatch): number {
-  return runner.evalLoss(batch).loss;
 }
 
 test('GPT-2 gradients match finite differences of the loss (CPU, f32)', () => {
@@ -47,30 +43,8 @@ test('GPT-2 gradients match finite differences of the loss (CPU, f32)', () => {
     'transformer.h.1.mlp.c_fc.bias', 'transformer.h.0.mlp.c_proj.weight', 'transformer.h.0.mlp.c_proj.bias',
     'transformer.ln_f.weight', 'transformer.ln_f.bias',
   ];
-  const h = 3e-3;
-  let worst = 0;
-  for (const name of probes) {
-    const { value, grad } = model.params.param(name);
-    const values = backend.download(value) as Float32Array;
-    const grads = backend.download(grad) as Float32Array;
-    // The element with the largest gradient, and one other, per tensor.
-    let big = 0;
-    for (let i = 1; i < grads.length; i++) if (Math.abs(grads[i]!) > Math.abs(grads[big]!)) big = i;
-    for (const i of [big, (big * 7 + 3) % grads.length]) {
-      const original = values[i]!;
-      values[i] = original + h; backend.upload(value, values);
-      const up = lossOf(runner, batch);
-      values[i] = original - h; backend.upload(value, values);
-      const down = lossOf(runner, batch);
-      values[i] = original; backend.upload(value, values);
-      const numeric = (up - down) / (2 * h);
-      const analytic = grads[i]!;
-      const error = Math.abs(numeric - analytic) / Math.max(1e-3, Math.abs(numeric), Math.abs(analytic));
-      worst = Math.max(worst, error);
-      assert.ok(error < 2e-2, `${name}[${i}]: analytic ${analytic}, finite difference ${numeric} (rel err ${error.toFixed(4)})`);
-    }
-  }
-  assert.ok(worst < 2e-2);
+  const failures = finiteDifferenceFailures({ runner, params: model.params, batch, probes, gradScale: result.gradScale, secondIndex: (big, n) => (big * 7 + 3) % n });
+  assert.deepEqual(failures, [], describeFailures(failures));
 });
 
 test('the planned step shares memory and replays identically', () => {

@@ -10,6 +10,7 @@ import { MARIAN_PRESETS } from '../../src/models/marian.js';
 import { TransformerMtModel, sinusoidalPositions } from '../../src/models/transformer-mt.js';
 import type { HostBatch } from '../../src/train/step-runner.js';
 import { StepRunner } from '../../src/train/step-runner.js';
+import { describeFailures, finiteDifferenceFailures } from '../../src/testing/finite-difference.js';
 
 const tiny: MarianConfig = {
   ...MARIAN_PRESETS['marian-base']!, vocabSize: 29, decoderVocabSize: 29, hidden: 16, encoderLayers: 2, decoderLayers: 2,
@@ -67,7 +68,7 @@ test('Marian parameter names, the packed cross-attention K/V and the sinusoidal 
 });
 
 test('Transformer MT gradients match finite differences, with source padding (CPU, f32)', () => {
-  const { backend, model } = newModel(tiny, 3n);
+  const { model } = newModel(tiny, 3n);
   const batch = mtBatch(1);
   const runner = new StepRunner(model, { maxBatch: 2, maxSeqLen: 5, maxSourceLen: 6, optimizer: { maxGradNorm: Infinity } });
   const step = runner.trainStep(batch, 0);
@@ -85,25 +86,8 @@ test('Transformer MT gradients match finite differences, with source padding (CP
     'model.decoder.layers.0.encoder_attn.out_proj.weight', 'model.decoder.layers.1.encoder_attn_layer_norm.weight',
     'model.decoder.layers.0.fc1.bias', 'model.decoder.layers.1.fc2.weight', 'model.decoder.layers.0.final_layer_norm.weight',
   ];
-  const h = 3e-3;
-  for (const name of probes) {
-    const { value, grad } = model.params.param(name);
-    const values = backend.download(value) as Float32Array, grads = backend.download(grad) as Float32Array;
-    let big = 0;
-    for (let i = 1; i < grads.length; i++) if (Math.abs(grads[i]!) > Math.abs(grads[big]!)) big = i;
-    assert.ok(grads[big] !== 0, `${name}: gradient is all zeros`);
-    for (const i of [big, (big * 5 + 1) % grads.length]) {
-      const original = values[i]!;
-      values[i] = original + h; backend.upload(value, values);
-      const up = runner.evalLoss(batch).loss;
-      values[i] = original - h; backend.upload(value, values);
-      const down = runner.evalLoss(batch).loss;
-      values[i] = original; backend.upload(value, values);
-      const numeric = (up - down) / (2 * h), analytic = grads[i]! * step.gradScale;
-      const error = Math.abs(numeric - analytic) / Math.max(1e-3, Math.abs(numeric), Math.abs(analytic));
-      assert.ok(error < 2e-2, `${name}[${i}]: analytic ${analytic}, finite difference ${numeric} (rel err ${error.toFixed(4)})`);
-    }
-  }
+  const failures = finiteDifferenceFailures({ runner, params: model.params, batch, probes, gradScale: step.gradScale });
+  assert.deepEqual(failures, [], describeFailures(failures));
 });
 
 test('source tokens beyond a sequence\'s length change neither the loss nor the gradients', () => {
