@@ -20,6 +20,7 @@ import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import type { AttentionShape } from '../nn/attention.js';
 import { selfAttention } from '../nn/attention.js';
+import { embeddingBackwardF32 } from '../nn/embedding-grad.js';
 import { linear, linearForward, linearInputGrad, linearWeightGrad } from '../nn/linear.js';
 import type { Param, ParameterSpec } from '../nn/parameters.js';
 import { ParameterStore, normal, ones, paddedVocabSize, zeros } from '../nn/parameters.js';
@@ -186,8 +187,7 @@ export class BertModel implements LanguageModel {
     const dE = ctx.buffer('embed.dSum', [B, L, H], dtype);
     ctx.ops.layerNormBackward({ dOut: dX, x: e, gamma: this.lnEmbed.gamma.value, mean: embMean, rstd: embRstd, dX: ctx.reshape(dE, [rows, H]), dGamma: this.lnEmbed.gamma.grad, dBeta: this.lnEmbed.beta.grad });
     const dPositions = ctx.buffer('embed.dPositions', [L, H], dtype);
-    ctx.ops.fill(dPositions, 0);
-    ctx.ops.embeddingBackward({ tokens: batch.tokens, dOut: dE, mask: noMask, p: 0, dTokenTable: this.wte.grad, dPositionTable: dPositions });
+    embeddingBackwardF32(ctx, { tokens: batch.tokens, dOut: dE, mask: noMask, p: 0, tokenGrad: this.wte.grad, accumulateTokenGrad: true, positionGrad: dPositions });
     ctx.ops.fill(this.wpe.grad, 0);
     ctx.ops.copy(dPositions, this.backend.view(this.wpe.grad, 0, [L, H]));
     ctx.ops.fill(this.tte.grad, 0);

@@ -23,6 +23,7 @@ import type { LayerNormParams, TransformerBlock } from '../nn/transformer-block.
 import { blockStackBackward, blockStackForward } from '../nn/transformer-block.js';
 import type { Gpt2Config } from './gpt2.js';
 import type { CausalLmBatch, LanguageModel } from './language-model.js';
+import { embeddingBackwardF32 } from '../nn/embedding-grad.js';
 import { lmHeadBackward, lmHeadForward } from './language-model.js';
 
 /** HF's GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02/√(2·layers)), LN (1, 0), biases 0. */
@@ -137,13 +138,10 @@ export class Gpt2Model implements LanguageModel {
 
     const dX = blockStackBackward(ctx, this.blocks, shape, stack.kept, lmHeadBackward(ctx, this.lnF, this.lmHead, head, batch));
 
-    // wpe's gradient is accumulated by the embedding backward, so it starts from zero; wte's was
-    // written by the LM head's GEMM (tied) and is accumulated onto.
-    ctx.ops.fill(this.wpe.grad, 0);
-    if (!this.config.tieWordEmbeddings) ctx.ops.fill(this.wte.grad, 0);
-    ctx.ops.embeddingBackward({
+    // wte's gradient was written by the LM head's GEMM when tied, and is accumulated onto.
+    embeddingBackwardF32(ctx, {
       tokens: batch.tokens, dOut: ctx.reshape(dX, [B, L, C]), mask: embedMask, p: embedDropout.p,
-      dTokenTable: this.wte.grad, dPositionTable: this.wpe.grad,
+      tokenGrad: this.wte.grad, accumulateTokenGrad: this.config.tieWordEmbeddings, positionGrad: this.wpe.grad,
     });
   }
 }

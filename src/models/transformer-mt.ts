@@ -17,6 +17,7 @@
 // self-attention and the cross-attention mask keys ≥ the source length, so padded positions get exactly
 // zero attention weight (and zero gradient).
 
+import { embeddingBackwardF32 } from '../nn/embedding-grad.js';
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
@@ -193,7 +194,7 @@ export class TransformerMtModel implements LanguageModel {
   }
 
   private embedBackward(ctx: StepContext, table: Param, tokens: Tensor, saved: { mask: Tensor; p: number }, dX: Tensor): void {
-    ctx.ops.embeddingBackward({ tokens, dOut: ctx.reshape(dX, saved.mask.shape), mask: saved.mask, p: saved.p, scale: this.embedScale, dTokenTable: table.grad });
+    embeddingBackwardF32(ctx, { tokens, dOut: ctx.reshape(dX, saved.mask.shape), mask: saved.mask, p: saved.p, scale: this.embedScale, tokenGrad: table.grad, accumulateTokenGrad: true });
   }
 
   lossStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean): void {

@@ -332,6 +332,26 @@ function embeddingCases(dtype: FloatDType): OpCase[] {
       },
     });
   }
+  if (dtype !== 'f32') {
+    // f32 gradient tables under f16/bf16 rows (nn/embedding-grad.ts): a 50-token vocabulary over 2048
+    // positions gives each row ~40 adds, which the f32 tables must sum without 16-bit rounding.
+    const [B, L, V, H] = [8, 256, 50, 768];
+    cases.push({
+      name: `embedding bwd ${dtype} rows, f32 tables B=${B} L=${L} V=${V} H=${H}`, dtype, tolerance: 1e-4,
+      inputs: (rng) => ({ tokens: ints(rng, [B, L], 0, V), dOut: floats(rng, [B, L, H], dtype) }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        const mask = c.out('mask', [B, L, H], 'u8');
+        b.fill(mask, 1);
+        const dTokenTable = c.out('dTokenTable', [V, H], 'f32');
+        b.fill(dTokenTable, 0.5);
+        const dPositionTable = c.out('dPositionTable', [L, H], 'f32');
+        b.fill(dPositionTable, 0);
+        b.embeddingBackward({ tokens: c.in('tokens'), dOut: c.in('dOut'), mask, p: 0, scale: 2, dTokenTable, dPositionTable });
+        return c.results();
+      },
+    });
+  }
   return cases;
 }
 

@@ -1,11 +1,14 @@
 // Argument checks of the token (+ position) embedding, forward and backward, shared by the backends.
 //   tokens i32 (B, L);  tokenTable, dTokenTable (V, H);  positionTable, dPositionTable (P, H), optional;
 //   out, dOut (B, L, H) float;  mask u8 (B, L, H)
+// The backward's gradient tables may be f32 when dOut is f16/bf16: they then accumulate in f32 (a
+// frequent token collects thousands of adds per step; rounding each to 16 bits loses the sum).
 // Whether each token lies in [0, V) depends on the data, so that check is the backend's own.
 
 import type { Tensor } from '../../tensor.js';
 import type { EmbeddingBackwardArgs, EmbeddingForwardArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
+import { DTypeError } from '../../errors.js';
 import { present } from './present.js';
 
 /** An argument's name with its tensor: the forward's and backward's tensors differ in name only. */
@@ -14,12 +17,21 @@ type Named<T> = readonly [string, T];
 /** Shapes and dtypes, scale, and that positionOffset + L fits in the position table. */
 function checkEmbedding<T extends Tensor>(
   check: OpCheck<T>, tokens: T, mask: T, rows: Named<T>, table: Named<T>, positions: Named<T | undefined>,
-  args: { scale?: number; positionOffset?: number },
+  args: { scale?: number; positionOffset?: number }, accumulatesInF32 = false,
 ) {
   check.dtype('tokens', tokens, ['i32']);
   check.shape('tokens', tokens, ['B', 'L']);
   check.float(rows[0], rows[1]);
-  check.sameDType(...present([rows, table, positions]));
+  if (accumulatesInF32) {
+    const [names, tables] = present([table, positions]);
+    tables.forEach((t, i) => {
+      if (t.dtype !== 'f32' && t.dtype !== rows[1].dtype) {
+        throw new DTypeError(`${check.op}: '${names[i]}' has dtype ${t.dtype}; a gradient table must be ${rows[1].dtype} (as '${rows[0]}') or f32`);
+      }
+    });
+  } else {
+    check.sameDType(...present([rows, table, positions]));
+  }
   check.shape(table[0], table[1], ['V', 'H']);
   check.shape(rows[0], rows[1], ['B', 'L', 'H']);
   check.dtype('mask', mask, ['u8']);
@@ -55,7 +67,7 @@ export function checkEmbeddingBackward<T extends Tensor>(check: OpCheck<T>, args
   const mask = check.tensor('mask', args.mask);
   const dTokenTable = check.tensor('dTokenTable', args.dTokenTable);
   const dPositionTable = check.optional('dPositionTable', args.dPositionTable);
-  const sizes = checkEmbedding(check, tokens, mask, ['dOut', dOut], ['dTokenTable', dTokenTable], ['dPositionTable', dPositionTable], args);
+  const sizes = checkEmbedding(check, tokens, mask, ['dOut', dOut], ['dTokenTable', dTokenTable], ['dPositionTable', dPositionTable], args, true);
   check.probability('p', args.p);
   return { tokens, dOut, mask, dTokenTable, dPositionTable, ...sizes };
 }

@@ -69,6 +69,8 @@ export interface EmbeddingForwardSpec {
 
 export interface EmbeddingBackwardSpec {
   readonly dtype: FloatDType;
+  /** The gradient tables' dtype: dtype, or f32 to accumulate in f32. */
+  readonly tableDtype: FloatDType;
   readonly hidden: number;
   readonly vec: number;
   readonly hasPositions: boolean;
@@ -79,7 +81,7 @@ export function embeddingForwardKey(s: EmbeddingForwardSpec): string {
 }
 
 export function embeddingBackwardKey(s: EmbeddingBackwardSpec): string {
-  return `embedding_backward.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasPositions ? '.pos' : ''}`;
+  return `embedding_backward.${s.dtype}${s.tableDtype === s.dtype ? '' : `.table_${s.tableDtype}`}.h${s.hidden}.v${s.vec}${s.hasPositions ? '.pos' : ''}`;
 }
 
 // ==== forward ===============================================================================================
@@ -206,13 +208,14 @@ export function embeddingBackwardSource(spec: EmbeddingBackwardSpec): KernelSour
   const { tx, ty } = backwardBlockShape(vectorsPerRow);
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
+${typedefLine('TT', spec.tableDtype)}
 ${constants({ H: spec.hidden, VEC: spec.vec, VECS_PER_ROW: vectorsPerRow, TX: tx, TY: ty, HAS_POSITIONS: spec.hasPositions })}
 ${ATOMIC_ADD_DEVICE_CODE}
 // Block (TX, TY); thread (x, y): column vector blockIdx.x·TX + x, position l = blockIdx.y·TY + y,
 // batches [blockIdx.z·batches_per_chunk, +batches_per_chunk).
 extern "C" __global__ void __launch_bounds__(TX * TY) ${name}(
     const int* __restrict__ tokens, const T* __restrict__ d_out, const unsigned char* __restrict__ mask,
-    T* d_token_table, T* d_position_table, u32 batch, u32 seq_len, u32 vocab, u32 position_offset,
+    TT* d_token_table, TT* d_position_table, u32 batch, u32 seq_len, u32 vocab, u32 position_offset,
     u32 batches_per_chunk, float scale, float keep_scale) {
   const u32 cvec = blockIdx.x * TX + threadIdx.x;
   const u32 l = blockIdx.y * TY + threadIdx.y;
@@ -270,7 +273,9 @@ export function embeddingBackward(host: KernelHost, args: EmbeddingBackwardArgs)
   const c = new OpCheck('embeddingBackward', 'cuda');
   const { tokens, dOut, mask, dTokenTable, dPositionTable, ...shapes } = checkEmbeddingBackward(c, args);
   const dtype = dOut.dtype as FloatDType;
-  const s = byteSize(dtype);
+  const tableDtype = dTokenTable.dtype as FloatDType;
+  if (dPositionTable && dPositionTable.dtype !== tableDtype) c.fail(`'dPositionTable' is ${dPositionTable.dtype} but 'dTokenTable' is ${tableDtype}: the CUDA kernel takes both tables in one dtype`);
+  const s = byteSize(dtype), st = byteSize(tableDtype);
   const ptrs = {
     tokens: devicePtr(c, 'tokens', tokens), dOut: devicePtr(c, 'dOut', dOut), mask: devicePtr(c, 'mask', mask),
     dTokenTable: devicePtr(c, 'dTokenTable', dTokenTable), dPositionTable: dPositionTable ? devicePtr(c, 'dPositionTable', dPositionTable) : 0n,
@@ -278,10 +283,10 @@ export function embeddingBackward(host: KernelHost, args: EmbeddingBackwardArgs)
   const { hidden, batch, seqLen } = shapes;
   if (hidden === 0 || batch === 0 || seqLen === 0) return;
   const accesses: Access[] = [
-    { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dTokenTable, elementBytes: s },
-    ...(dPositionTable ? [{ ptr: ptrs.dPositionTable, elementBytes: s }] : []),
+    { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dTokenTable, elementBytes: st },
+    ...(dPositionTable ? [{ ptr: ptrs.dPositionTable, elementBytes: st }] : []),
   ];
-  const spec: EmbeddingBackwardSpec = { dtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), accesses, hidden), hasPositions: dPositionTable !== undefined };
+  const spec: EmbeddingBackwardSpec = { dtype, tableDtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), accesses, hidden), hasPositions: dPositionTable !== undefined };
   const plan = planEmbeddingBackward(c, batch, seqLen, hidden / spec.vec, host.multiProcessorCount);
   host.kernel(embeddingBackwardKey(spec), () => embeddingBackwardSource(spec)).launch({ grid: plan.grid, block: plan.block }, [
     arg.ptr(ptrs.tokens), arg.ptr(ptrs.dOut), arg.ptr(ptrs.mask), arg.ptr(ptrs.dTokenTable), arg.ptr(ptrs.dPositionTable),
@@ -299,11 +304,12 @@ export function catalog(): KernelSource[] {
     const vec = maxVectorElements(dtype);
     for (const hasPositions of [true, false]) {
       for (const hasDropout of [true, false]) out.push(embeddingForwardSource({ dtype, hidden: 768, vec, hasPositions, hasDropout }));
-      out.push(embeddingBackwardSource({ dtype, hidden: 768, vec, hasPositions }));
+      out.push(embeddingBackwardSource({ dtype, tableDtype: dtype, hidden: 768, vec, hasPositions }));
+      if (dtype !== 'f32') out.push(embeddingBackwardSource({ dtype, tableDtype: 'f32', hidden: 768, vec, hasPositions }));
     }
     // half2 / bfloat162 / float2 atomics, then scalar atomics.
-    out.push(embeddingBackwardSource({ dtype, hidden: 770, vec: 2, hasPositions: true }));
-    out.push(embeddingBackwardSource({ dtype, hidden: 771, vec: 1, hasPositions: true }));
+    out.push(embeddingBackwardSource({ dtype, tableDtype: dtype, hidden: 770, vec: 2, hasPositions: true }));
+    out.push(embeddingBackwardSource({ dtype, tableDtype: dtype, hidden: 771, vec: 1, hasPositions: true }));
   }
   out.push(embeddingForwardSource({ dtype: 'bf16', hidden: 771, vec: 1, hasPositions: true, hasDropout: true }));
   return out;

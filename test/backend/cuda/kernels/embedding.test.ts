@@ -14,12 +14,14 @@ test('catalog names are distinct and keys differ in every field', () => {
   const base = { dtype: 'f16', hidden: 768, vec: 8, hasPositions: true, hasDropout: true } as const;
   const keys = [base, { ...base, dtype: 'f32' }, { ...base, hidden: 1024 }, { ...base, vec: 2 }, { ...base, hasPositions: false }, { ...base, hasDropout: false }]
     .map((s) => emb.embeddingForwardKey(s as emb.EmbeddingForwardSpec));
-  keys.push(emb.embeddingBackwardKey(base), emb.embeddingBackwardKey({ ...base, hasPositions: false }), emb.embeddingBackwardKey({ ...base, vec: 1 }));
+  const back = { ...base, tableDtype: 'f16' } as const;
+  keys.push(emb.embeddingBackwardKey(back), emb.embeddingBackwardKey({ ...back, hasPositions: false }), emb.embeddingBackwardKey({ ...back, vec: 1 }),
+    emb.embeddingBackwardKey({ ...back, tableDtype: 'f32' }));
   assert.equal(new Set(keys).size, keys.length);
 });
 
 test('the backward uses the widest atomics the vector allows', () => {
-  const source = (dtype: 'f32' | 'f16' | 'bf16', vec: number): string => emb.embeddingBackwardSource({ dtype, hidden: 768, vec, hasPositions: true }).source;
+  const source = (dtype: 'f32' | 'f16' | 'bf16', vec: number): string => emb.embeddingBackwardSource({ dtype, tableDtype: dtype, hidden: 768, vec, hasPositions: true }).source;
   for (const [dtype, vec] of [['f32', 4], ['f16', 8], ['bf16', 8], ['f16', 2], ['bf16', 1]] as const) {
     assert.match(source(dtype, vec), new RegExp(`constexpr int VEC = ${vec};`));
   }
