@@ -8,6 +8,14 @@
 //   logits = h·wteᵀ + b_dec                              GEMM with bias epilogue (tied decoder)
 //   loss_r = CE(logits_r, target_r), ignore index −100 (only masked positions carry targets)
 //
+// Sparse head (default; options.sparseLoss): only ~15% of positions carry a target, so the MLM head
+// (transform, LayerNorm, decoder GEMM, cross-entropy) runs on those rows only — gathered by the
+// embedding op with the row indices as "tokens" and x as the "table", scattered back in the backward
+// by the embedding backward (each index distinct, so each row gets exactly one add onto zero). The
+// loss and every gradient are those of the dense head (HF's BertForMaskedLM computes logits for all
+// positions); the decoder GEMM and the logits shrink ~6× (NVIDIA's BERT pretraining gathers the
+// masked positions the same way).
+//
 // All sequences use segment 0 (single-segment masked-LM pretraining). The segment-0 row is added to
 // the position table by a rank-1 GEMM (ones[L,1]·tte[0:1]), so the embedding op stays a two-table
 // lookup; in the backward the same GEMM transposed sums the position-table gradient into tte[0].
@@ -84,9 +92,15 @@ export class BertModel implements LanguageModel {
   private readonly decoderBias: Param;
   /** Gradient checkpointing: every k-th block recomputed in the backward (0 = none). */
   checkpointEvery = 0;
+  /** The MLM head runs on the rows with a target only (see the header). */
+  readonly sparseLoss: boolean;
 
-  /** options.fusedAttention: the fused attention op instead of the LightSeq path (nn/attention.ts). */
-  constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType, options: { fusedAttention?: boolean } = {}) {
+  /**
+   * options.fusedAttention: the fused attention op instead of the LightSeq path (nn/attention.ts);
+   * options.sparseLoss (default true): the MLM head on the target rows only.
+   */
+  constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType, options: { fusedAttention?: boolean; sparseLoss?: boolean } = {}) {
+    this.sparseLoss = options.sparseLoss ?? true;
     this.params = new ParameterStore(backend, bertParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);
     const norm = (name: string): LayerNormParams => ({ gamma: p(`${name}.weight`), beta: p(`${name}.bias`), eps: config.layerNormEps });
@@ -126,7 +140,7 @@ export class BertModel implements LanguageModel {
   lossStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean): void {
     const { batch: B, seqLen: L } = batch;
     if (L > this.config.maxPositions) throw new ArgumentError(`BERT: sequence length ${L} exceeds max_position_embeddings ${this.config.maxPositions}`);
-    const H = this.config.hidden, rows = B * L, dtype = this.dtype, V = this.logitsWidth;
+    const H = this.config.hidden, rows = B * L, dtype = this.dtype;
     const shape: AttentionShape = { batch: B, seqLen: L, keyLengths: batch.lengths };
     const onesL = ctx.reshape(this.backend.view(this.ones, 0, [L, 1]), [L, 1]);
     const tteRow0 = (t: Tensor) => this.backend.view(t, 0, [1, H]);
@@ -154,6 +168,30 @@ export class BertModel implements LanguageModel {
     const stack = blockStackForward(ctx, this.blocks, shape, x, this.checkpointEvery, backward);
     x = stack.y;
 
+    // Sparse head: gather the target rows (the embedding op with row indices as tokens).
+    const lossRows = batch.lossRows;
+    const headRows = lossRows ? lossRows.shape[0]! : rows;
+    let gatherMask: Tensor | undefined;
+    if (lossRows) {
+      const gathered = ctx.buffer('head.rows', [1, headRows, H], dtype);
+      gatherMask = ctx.buffer('head.rowsMask', [1, headRows, H], 'u8');
+      ctx.ops.embeddingForward({ tokens: ctx.reshape(lossRows, [1, headRows]), tokenTable: x, out: gathered, mask: gatherMask, ...ctx.dropout(0, headRows * H) });
+      x = ctx.reshape(gathered, [headRows, H]);
+    }
+    return this.headStep(ctx, batch, backward, x, headRows, (dHead) => {
+      let dX = dHead;
+      if (lossRows) {
+        dX = ctx.buffer('head.dXScattered', [rows, H], dtype);
+        ctx.ops.fill(dX, 0);
+        ctx.ops.embeddingBackward({ tokens: ctx.reshape(lossRows, [1, headRows]), dOut: ctx.reshape(dHead, [1, headRows, H]), mask: gatherMask!, p: 0, dTokenTable: dX });
+      }
+      this.encoderBackward(ctx, shape, stack, dX, { tokens: batch.tokens, e, embMean, embRstd, noMask, embedDropMask, dropP: drop.p, onesL, tteRow0 });
+    });
+  }
+
+  /** MLM head over x [n, H] (all rows, or the gathered target rows): forward, loss, backward to dX. */
+  private headStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean, x: Tensor, rows: number, encoderBackward: (dX: Tensor) => void): void {
+    const H = this.config.hidden, dtype = this.dtype, V = this.logitsWidth;
     // MLM head: dense + GELU (erf) + LayerNorm, then the tied decoder with its own bias.
     const transformed = ctx.buffer('head.dense', [rows, H], dtype);
     linearForward(ctx, this.transform, x, transformed);
@@ -181,16 +219,39 @@ export class BertModel implements LanguageModel {
     linearWeightGrad(ctx, this.transform, x, dActivated);
     const dHead = ctx.buffer('head.dX', [rows, H], dtype);
     linearInputGrad(ctx, this.transform, dActivated, dHead);
-    const dX = blockStackBackward(ctx, this.blocks, shape, stack.kept, dHead);
+    encoderBackward(dHead);
+  }
 
-    if (embedDropMask) ctx.ops.biasDropoutResidualBackward({ dOut: dX, mask: embedDropMask, p: drop.p, dInput: dX });
+  /** The encoder's and the embeddings' backward from the gradient of the last block's output. */
+  private encoderBackward(ctx: StepContext, shape: AttentionShape, stack: BlockStack, dOut: Tensor, saved: EmbeddingSaved): void {
+    const { batch: B, seqLen: L } = shape;
+    const H = this.config.hidden, rows = B * L, dtype = this.dtype;
+    const { tokens, e, embMean, embRstd, noMask, embedDropMask, dropP, onesL, tteRow0 } = saved;
+    const dX = blockStackBackward(ctx, this.blocks, shape, stack.kept, dOut);
+
+    if (embedDropMask) ctx.ops.biasDropoutResidualBackward({ dOut: dX, mask: embedDropMask, p: dropP, dInput: dX });
     const dE = ctx.buffer('embed.dSum', [B, L, H], dtype);
     ctx.ops.layerNormBackward({ dOut: dX, x: e, gamma: this.lnEmbed.gamma.value, mean: embMean, rstd: embRstd, dX: ctx.reshape(dE, [rows, H]), dGamma: this.lnEmbed.gamma.grad, dBeta: this.lnEmbed.beta.grad });
     const dPositions = ctx.buffer('embed.dPositions', [L, H], dtype);
-    embeddingBackwardF32(ctx, { tokens: batch.tokens, dOut: dE, mask: noMask, p: 0, tokenGrad: this.wte.grad, accumulateTokenGrad: true, positionGrad: dPositions });
+    embeddingBackwardF32(ctx, { tokens, dOut: dE, mask: noMask, p: 0, tokenGrad: this.wte.grad, accumulateTokenGrad: true, positionGrad: dPositions });
     ctx.ops.fill(this.wpe.grad, 0);
     ctx.ops.copy(dPositions, this.backend.view(this.wpe.grad, 0, [L, H]));
     ctx.ops.fill(this.tte.grad, 0);
     ctx.ops.gemm({ a: onesL, b: dPositions, out: tteRow0(this.tte.grad), transA: true });
   }
+}
+
+type BlockStack = ReturnType<typeof blockStackForward>;
+
+/** What the embeddings' backward needs from their forward. */
+interface EmbeddingSaved {
+  readonly tokens: Tensor;
+  readonly e: Tensor;
+  readonly embMean: Tensor;
+  readonly embRstd: Tensor;
+  readonly noMask: Tensor;
+  readonly embedDropMask: Tensor | undefined;
+  readonly dropP: number;
+  readonly onesL: Tensor;
+  readonly tteRow0: (t: Tensor) => Tensor;
 }

@@ -29,10 +29,15 @@ export interface CausalLmBatch {
   readonly seqLen: number;
   /** i32 [batch, seqLen]. */
   readonly tokens: Tensor;
-  /** i32 [batch·seqLen]: the next token, or ignoreIndex. */
+  /** i32 [batch·seqLen]: the next token, or ignoreIndex. With lossRows: i32 [count], row lossRows[i]'s target. */
   readonly targets: Tensor;
-  /** f32 [batch·seqLen]: written with each position's loss (0 where ignored). */
+  /** f32 [batch·seqLen]: written with each position's loss (0 where ignored). With lossRows: f32 [count]. */
   readonly loss: Tensor;
+  /**
+   * Sparse-loss models only (LanguageModel.sparseLoss): i32 [count], the flattened rows (b·seqLen + l)
+   * that carry a target, padded with entries whose target is ignored; the loss head runs on those rows only.
+   */
+  readonly lossRows?: Tensor;
   /**
    * i32 [batch]: each sequence's length; positions at or beyond it are padding, which bidirectional
    * models (BERT) mask out as keys. Causal models need no mask (padding only follows real tokens).
@@ -58,6 +63,11 @@ export interface LanguageModel {
    * `vocabSize` and at most `maxSeqLen` positions.
    */
   readonly source?: { readonly vocabSize: number; readonly maxSeqLen: number };
+  /**
+   * True when the loss needs only the rows with a target (a masked LM): the runner then passes
+   * CausalLmBatch.lossRows and per-row targets/loss for those rows only.
+   */
+  readonly sparseLoss?: boolean;
   /** Gradient checkpointing: every k-th block recomputed in the backward (0 = off). */
   checkpointEvery: number;
   /** Forward and loss; with `backward`, every parameter gradient too (overwritten, not accumulated). */

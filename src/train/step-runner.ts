@@ -17,6 +17,11 @@
 // Dropout: a step's ops draw from counters relative to the step's start, and the start itself is a
 // device scalar (DropoutArgs.offsetBase) written before each step, so replays draw fresh masks.
 //
+// Models whose loss needs only the rows with a target (LanguageModel.sparseLoss: BERT's masked LM,
+// where ~15% of positions carry one) get those rows' indices (CausalLmBatch.lossRows), gathered on
+// the host and padded to a multiple of LOSS_ROW_BUCKET with ignored entries, so a handful of shapes
+// (and graphs) cover every batch; the step's shape includes that count.
+//
 // Encoder-decoder models (LanguageModel.source) take a source side with every batch: its tokens and
 // lengths live in device buffers sized for maxBatch × maxSourceLen, and the step's shape includes the
 // source length.
@@ -42,6 +47,9 @@ export interface OptimizerConfig {
 }
 
 export const DEFAULT_OPTIMIZER: OptimizerConfig = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1, masterWeights: true };
+
+/** Sparse-loss row counts are rounded up to a multiple of this: few distinct shapes, little padding. */
+export const LOSS_ROW_BUCKET = 256;
 
 export interface StepRunnerOptions {
   readonly optimizer?: Partial<OptimizerConfig>;
@@ -110,6 +118,10 @@ export class StepRunner {
   private readonly tokens: Tensor;
   private readonly targets: Tensor;
   private readonly loss: Tensor;
+  /** For sparse-loss models: the rows with a target and their targets, padded to the bucket. */
+  private readonly lossRows?: { readonly rows: Tensor; readonly targets: Tensor };
+  /** Rows of the loss in the last uploaded batch (all rows, or the padded count of target rows). */
+  private lossRowCount = 0;
   private readonly source?: { readonly tokens: Tensor; readonly lengths: Tensor };
   private readonly lengths: Tensor;
   private readonly m: Tensor;
@@ -150,6 +162,7 @@ export class StepRunner {
     this.lengths = b.empty([maxBatch], 'i32');
     this.targets = b.empty([rows], 'i32');
     this.loss = b.empty([rows], 'f32');
+    if (model.sparseLoss) this.lossRows = { rows: b.empty([rows], 'i32'), targets: b.empty([rows], 'i32') };
     const maxSourceLen = options.maxSourceLen ?? 0;
     if (model.source) {
       if (!Number.isInteger(maxSourceLen) || maxSourceLen < 1 || maxSourceLen > model.source.maxSeqLen) {
@@ -171,7 +184,7 @@ export class StepRunner {
     this.dropoutBase = b.empty([2], 'i32');
     this.sumSquares = b.empty([1], 'f32');
     // Plan the largest training step now, so the arena is allocated once, up front.
-    this.largestPlan = this.prepare(maxBatch, maxSeqLen, maxSourceLen, 1, true, false).plan;
+    this.largestPlan = this.prepare(maxBatch, maxSeqLen, maxSourceLen, 1, true, false, rows).plan;
     this.arena = b.createArena(this.largestPlan.arena.arenaBytes);
   }
 
@@ -224,7 +237,7 @@ export class StepRunner {
     const { beta1, beta2 } = this.optimizer;
     this.backend.upload(this.scalars, [lr, gradScale, 1 - beta1 ** t, 1 - beta2 ** t]);
     this.execute(step);
-    const loss = this.meanLoss(rows, validTargets);
+    const loss = this.meanLoss(validTargets);
     const sumSquares = (this.backend.download(this.sumSquares) as Float32Array)[0]!;
     const gradNorm = Math.sqrt(sumSquares) * gradScale;
     const skipped = !Number.isFinite(gradNorm);
@@ -237,7 +250,7 @@ export class StepRunner {
     const validTargets = this.upload(host);
     const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, 1, false, true);
     this.execute(step);
-    return { loss: this.meanLoss(host.batch * host.seqLen, validTargets), validTargets };
+    return { loss: this.meanLoss(validTargets), validTargets };
   }
 
   dispose(): void {
@@ -245,6 +258,7 @@ export class StepRunner {
     this.steps.clear();
     this.arena.free();
     for (const t of [this.tokens, this.lengths, this.targets, this.loss, this.m, this.v, this.scalars, this.sumSquares, this.dropoutBase]) this.backend.free(t);
+    if (this.lossRows) for (const t of [this.lossRows.rows, this.lossRows.targets]) this.backend.free(t);
     if (this.master) this.backend.free(this.master);
     if (this.source) for (const t of [this.source.tokens, this.source.lengths]) this.backend.free(t);
   }
@@ -270,12 +284,26 @@ export class StepRunner {
     }
     this.backend.upload(this.backend.view(this.tokens, 0, [rows]), tokens);
     this.backend.upload(this.backend.view(this.targets, 0, [rows]), targets);
+    this.lossRowCount = this.lossRows ? this.uploadLossRows(targets, valid) : rows;
     const lengths = host.lengths ?? new Int32Array(batch).fill(seqLen);
     if (lengths.length !== batch) throw new ArgumentError(`step: lengths has ${lengths.length} entries, the batch ${batch}`);
     lengths.forEach((len, b) => { if (!Number.isInteger(len) || len < 1 || len > seqLen) throw new ArgumentError(`step: length ${len} of sequence ${b} must be in [1, ${seqLen}]`); });
     this.backend.upload(this.backend.view(this.lengths, 0, [batch]), lengths);
     this.uploadSource(host);
     return valid;
+  }
+
+  /** The indices and targets of the rows with a target, padded with ignored entries (row 0) to the bucket. */
+  private uploadLossRows(targets: Int32Array, valid: number): number {
+    const count = Math.min(targets.length, Math.max(1, Math.ceil(valid / LOSS_ROW_BUCKET)) * LOSS_ROW_BUCKET);
+    const rows = new Int32Array(count), gathered = new Int32Array(count).fill(this.ignoreIndex);
+    let k = 0;
+    targets.forEach((target, row) => {
+      if (target !== this.ignoreIndex) { rows[k] = row; gathered[k++] = target; }
+    });
+    this.backend.upload(this.backend.view(this.lossRows!.rows, 0, [count]), rows);
+    this.backend.upload(this.backend.view(this.lossRows!.targets, 0, [count]), gathered);
+    return count;
   }
 
   private uploadSource(host: HostBatch): void {
@@ -302,15 +330,17 @@ export class StepRunner {
     this.backend.upload(this.backend.view(this.source.lengths, 0, [batch]), lengths);
   }
 
-  private meanLoss(rows: number, validTargets: number): number {
-    const losses = this.backend.download(this.backend.view(this.loss, 0, [rows])) as Float32Array;
+  private meanLoss(validTargets: number): number {
+    const losses = this.backend.download(this.backend.view(this.loss, 0, [this.lossRowCount])) as Float32Array;
     let sum = 0;
-    for (let i = 0; i < rows; i++) sum += losses[i]!;
+    for (const x of losses) sum += x;
     return validTargets > 0 ? sum / validTargets : 0;
   }
 
-  private prepare(batchSize: number, seqLen: number, sourceLen: number, lossScale: number, training: boolean, forUse: boolean): PreparedStep {
-    const key = `${training ? 'train' : 'eval'} ${batchSize}x${seqLen}${this.source ? ` source=${sourceLen}` : ''} scale=${lossScale}`;
+  /** lossRowCount: the loss's rows (sparse-loss models; default: those of the last uploaded batch). */
+  private prepare(batchSize: number, seqLen: number, sourceLen: number, lossScale: number, training: boolean, forUse: boolean, lossRowCount = this.lossRowCount): PreparedStep {
+    const sparse = this.lossRows !== undefined;
+    const key = `${training ? 'train' : 'eval'} ${batchSize}x${seqLen}${this.source ? ` source=${sourceLen}` : ''}${sparse ? ` lossRows=${lossRowCount}` : ''} scale=${lossScale}`;
     const existing = this.steps.get(key);
     if (existing) return existing;
     const rows = batchSize * seqLen;
@@ -318,8 +348,9 @@ export class StepRunner {
     const batch: CausalLmBatch = {
       batch: batchSize, seqLen,
       tokens: b.view(this.tokens, 0, [batchSize, seqLen]),
-      targets: b.view(this.targets, 0, [rows]),
-      loss: b.view(this.loss, 0, [rows]),
+      targets: sparse ? b.view(this.lossRows!.targets, 0, [lossRowCount]) : b.view(this.targets, 0, [rows]),
+      loss: b.view(this.loss, 0, [sparse ? lossRowCount : rows]),
+      ...(sparse ? { lossRows: b.view(this.lossRows!.rows, 0, [lossRowCount]) } : {}),
       lengths: b.view(this.lengths, 0, [batchSize]),
       lossGradScale: lossScale / rows,
       ...(this.options.labelSmoothing ? { labelSmoothing: this.options.labelSmoothing } : {}),

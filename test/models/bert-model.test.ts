@@ -76,3 +76,19 @@ test('BERT masks padded keys: tokens beyond a sequence\'s length change nothing'
   assert.equal(differing, 0);
   assert.throws(() => a.runner.trainStep({ ...maskedBatch(2, 7, 3), lengths: Int32Array.from([7, 0]) }, 0), /length 0 of sequence 1 must be in \[1, 7\]/);
 });
+
+test('BERT\'s sparse MLM head (target rows only) gives the dense head\'s loss and gradients', () => {
+  const run = (sparseLoss: boolean) => {
+    const backend = new CpuBackend();
+    const model = new BertModel(backend, tiny, 'f32', { sparseLoss });
+    model.params.initialize(8n);
+    const runner = new StepRunner(model, { maxBatch: 3, maxSeqLen: 11, optimizer: { maxGradNorm: Infinity } });
+    const step = runner.trainStep(maskedBatch(3, 11, 4), 0);
+    return { loss: step.loss, grads: backend.download(model.params.grads.flat) as Float32Array };
+  };
+  const sparse = run(true), dense = run(false);
+  assert.ok(Math.abs(sparse.loss - dense.loss) <= 1e-6 * Math.abs(dense.loss), `loss ${sparse.loss} vs ${dense.loss}`);
+  let worst = 0, scale = 0;
+  dense.grads.forEach((g, i) => { worst = Math.max(worst, Math.abs(g - sparse.grads[i]!)); scale = Math.max(scale, Math.abs(g)); });
+  assert.ok(scale > 0 && worst <= 1e-5 * scale, `gradients differ by ${worst} (largest ${scale})`);
+});
