@@ -281,6 +281,8 @@ export interface FlashAttentionForwardArgs {
  * dk and dv sum over the Hq/Hkv query heads that share a kv head. dq [B, Hq, Lq, d], dk and dv
  * [B, Hkv, Lk, d] are overwritten (a key no query sees gets zero gradients). Deterministic: the same
  * inputs give the same bits on every run. scale, causal and keyLengths must be the forward's.
+ * The CUDA backend keeps D and lse·log2 e (8·B·Hq·Lq bytes) in scratch memory, which cannot grow
+ * during a capture: call it once before captureGraph().
  */
 export interface FlashAttentionBackwardArgs {
   q: Tensor;

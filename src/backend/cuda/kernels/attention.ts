@@ -1,11 +1,12 @@
 // Fused attention (FlashAttention-2's op pair), forward and backward, without materialising the
 // [Lq, Lk] scores in global memory.
 //
-// FIRST VERSION — tiled SIMT kernels (f32 FMA inner loops, tiles in shared memory, scalar global
-// loads) for every dtype. They implement FA2's algorithm and its tile schedule (online softmax;
-// causal tiles past the diagonal skipped; a dK/dV kernel per kv tile and a dQ kernel per query tile,
-// no atomics) but not yet its speed: the tensor-core inner loops (mma.sync m16n8k16 with ldmatrix
-// for f16/bf16) are the next step of issue #4, and will be a second `path` of the same specs.
+// Two paths. 'mma': the tensor-core forward of flash-forward.ts (mma.sync m16n8k16, ldmatrix,
+// cp.async), which flashAttentionForward takes for f16/bf16 with d a multiple of 16 up to 256,
+// scale > 0 and 16-byte aligned tensors. 'simt': the tiled SIMT kernels below (f32 FMA inner loops,
+// tiles in shared memory, scalar global loads) for everything else (f32, odd head dimensions). They
+// implement FA2's algorithm and its tile schedule (online softmax; causal tiles past the diagonal
+// skipped; a dK/dV kernel per kv tile and a dQ kernel per query tile, no atomics) but not its speed.
 //
 // Math (backend.ts has the contract). Per (batch b, query head h, kv head h/(Hq/Hkv)), with
 // s_ij = q_i·k_j, key j visible to query i when j < n_i = min(Lk, keyLengths[b], causal ? i+Lk−Lq+1 : Lk):
@@ -48,12 +49,24 @@ import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { flashForwardSupports, launchFlashForward } from './flash-forward.js';
+import { flashAttentionBackwardTensorCore, flashBackwardApplies } from './flash-backward.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro } from './row-kernels.js';
 
 // ---- specs -------------------------------------------------------------------------------------------
 
-/** 'simt': f32 FMA inner loops (this first version). A tensor-core path will join it. */
-export type AttentionPath = 'simt';
+/** 'simt': f32 FMA inner loops, any dtype and d. 'mma': tensor-core kernels (f16/bf16, d % 16 = 0). */
+export type AttentionPath = 'simt' | 'mma';
+
+/**
+ * The tensor-core path when it applies: f16/bf16, d a multiple of 16 up to 256, scale > 0 (its
+ * softmax takes the row max of unscaled scores) and every tensor 16-byte aligned (cp.async and the
+ * 16-byte stores; rows are then aligned too, since d·2 bytes is a multiple of 16).
+ */
+export function flashAttentionPath(dtype: FloatDType, headDim: number, scale: number, pointers: readonly bigint[]): AttentionPath {
+  if (!flashForwardSupports(dtype, headDim) || !(scale > 0)) return 'simt';
+  return pointers.every((p) => p % 16n === 0n) ? 'mma' : 'simt';
+}
 
 export interface AttentionSpec {
   readonly dtype: FloatDType;
@@ -389,7 +402,13 @@ export function flashAttentionForward(host: KernelHost, args: FlashAttentionForw
   checkLimits(check, host, { B, Hq, d });
   if (B * Hq * Lq === 0) return;
 
-  const spec: AttentionSpec = { dtype: q.dtype as FloatDType, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt' };
+  const dtype = q.dtype as FloatDType;
+  const pointers = [devicePtr(check, 'q', q), devicePtr(check, 'k', k), devicePtr(check, 'v', v), devicePtr(check, 'out', out)];
+  if (flashAttentionPath(dtype, d, scale, pointers) === 'mma') {
+    launchFlashForward(host, check, { q, k, v, out, lse, keyLengths }, { B, Hq, Lq, Lk, d, group, scale, causal });
+    return;
+  }
+  const spec: AttentionSpec = { dtype, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt' };
   const kernel = host.kernel(attentionKey('forward', spec), () => attentionForwardSource(spec));
   kernel.launch(
     { grid: [Math.ceil(Lq / BLOCK_Q), Hq, B], block: ATTENTION_THREADS, sharedBytes: attentionSharedBytes('forward', d) },
@@ -402,11 +421,20 @@ export function flashAttentionForward(host: KernelHost, args: FlashAttentionForw
   );
 }
 
-/** Two launches: dK/dV (a block per kv tile) then dQ (a block per query tile); neither uses atomics. */
+/**
+ * f16/bf16 with d a multiple of 16 up to 128 and 16-byte aligned tensors: the tensor-core kernels of
+ * flash-backward.ts (a D preprocess, then dK/dV and dQ). Otherwise the SIMT pair: dK/dV (a block per
+ * kv tile) then dQ (a block per query tile). Neither path uses atomics.
+ */
 export function flashAttentionBackward(host: KernelHost, args: FlashAttentionBackwardArgs): void {
   const check = new OpCheck('flashAttentionBackward', 'cuda');
   const { q, k, v, out, dOut, lse, dq, dk, dv, keyLengths, scale, causal, B, Hq, Hkv, Lq, Lk, d, group } = checkFlashAttentionBackward(check, args);
   checkLimits(check, host, { B, Hq, d });
+  const problem = { q, k, v, out, dOut, lse, dq, dk, dv, keyLengths, scale, causal, B, Hq, Hkv, Lq, Lk, d, group };
+  if (flashBackwardApplies(host, check, problem)) {
+    flashAttentionBackwardTensorCore(host, check, problem);
+    return;
+  }
 
   const spec: AttentionSpec = { dtype: q.dtype as FloatDType, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt' };
   const inputs = [

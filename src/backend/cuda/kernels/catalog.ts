@@ -9,6 +9,8 @@ import { catalog as dropoutCatalog } from './dropout.js';
 import { catalog as elementwiseCatalog } from './elementwise.js';
 import { catalog as embeddingCatalog } from './embedding.js';
 import { catalog as fillCopyCatalog } from './fill-copy.js';
+import { catalog as flashBackwardCatalog } from './flash-backward.js';
+import { catalog as flashForwardCatalog } from './flash-forward.js';
 import { catalog as layerNormCatalog } from './layernorm.js';
 import { catalog as permuteCatalog } from './permute.js';
 import { catalog as randomCatalog } from './random.js';
@@ -33,6 +35,8 @@ export function kernelCatalog(): CatalogEntry[] {
     ['sum-squares', sumSquaresCatalog],
     ['dropout', dropoutCatalog],
     ['attention', attentionCatalog],
+    ['flash-forward', flashForwardCatalog],
+    ['flash-backward', flashBackwardCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }

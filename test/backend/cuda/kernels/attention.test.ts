@@ -44,13 +44,13 @@ function tensors(B: number, Hq: number, Hkv: number, Lq: number, Lk: number, d: 
   };
 }
 
-test('forward: a block per (query tile, head, batch); GQA group and scale·log2(e) passed', () => {
+test('forward (SIMT path, f32): a block per (query tile, head, batch); GQA group and scale·log2(e) passed', () => {
   const host = new RecordingHost();
-  const t = tensors(2, 8, 2, 1000, 1000, 128);
+  const t = tensors(2, 8, 2, 1000, 1000, 128, 'f32');
   fa.flashAttentionForward(host, { q: t.q, k: t.k, v: t.v, out: t.out, lse: t.lse, causal: true, keyLengths: t.keyLengths });
   assert.equal(host.launches.length, 1);
   const l = host.launches[0]!;
-  assert.equal(l.key, 'flash_attention_forward.bf16.d128.q32.k32.simt.causal.padded');
+  assert.equal(l.key, 'flash_attention_forward.f32.d128.q32.k32.simt.causal.padded');
   assert.deepEqual(l.config.grid, [32, 8, 2]);
   assert.equal(l.config.block, 128);
   assert.equal(l.config.sharedBytes, fa.attentionSharedBytes('forward', 128));
@@ -62,11 +62,11 @@ test('forward: a block per (query tile, head, batch); GQA group and scale·log2(
   assert.match(l.source, /constexpr int D = 128;/);
 });
 
-test('backward: dK/dV per kv tile, then dQ per query tile', () => {
+test('backward (SIMT path, f32): dK/dV per kv tile, then dQ per query tile', () => {
   const host = new RecordingHost();
-  const t = tensors(3, 4, 4, 77, 129, 80, 'f16');
+  const t = tensors(3, 4, 4, 77, 129, 80, 'f32');
   fa.flashAttentionBackward(host, { ...t, keyLengths: undefined, scale: 0.5 });
-  assert.deepEqual(host.launches.map((l) => l.key), ['flash_attention_backward_dkdv.f16.d80.q32.k32.simt', 'flash_attention_backward_dq.f16.d80.q32.k32.simt']);
+  assert.deepEqual(host.launches.map((l) => l.key), ['flash_attention_backward_dkdv.f32.d80.q32.k32.simt', 'flash_attention_backward_dq.f32.d80.q32.k32.simt']);
   const [dkdv, dq] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
   assert.deepEqual(dkdv.config.grid, [5, 4, 3]);
   assert.deepEqual(dq.config.grid, [3, 4, 3]);
