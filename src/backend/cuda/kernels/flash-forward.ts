@@ -472,7 +472,7 @@ export function catalog(): KernelSource[] {
       }
     }
   }
-  // 32 rows per warp with Q in registers (250 registers at d = 64): the generator's remaining branch.
-  sources.push(flashForwardSource({ dtype: 'f16', headDim: 64, causal: true, padding: true, tile: { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2 } }));
+  // 16 rows per warp, 8 warps, Q in registers (the sweep's other shape): the generator's remaining branch.
+  sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: true, padding: true, tile: { warps: 8, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 1 } }));
   return sources;
 }
