@@ -21,6 +21,7 @@ import { BERT_PRESETS, bertConfigToJson, bertParameterCount } from '../src/model
 import { BertModel } from '../src/models/bert-model.js';
 import type { LanguageModel } from '../src/models/language-model.js';
 import { Gpt2Model } from '../src/models/gpt2-model.js';
+import type { FusedAttentionChoice } from '../src/nn/attention.js';
 import { describePlan } from '../src/nn/step-context.js';
 import { StepRunner } from '../src/train/step-runner.js';
 
@@ -29,8 +30,12 @@ const { values: cli } = parseArgs({
     json: { type: 'string', default: 'bench/results/train.json' },
     steps: { type: 'string', default: '20' },
     'no-torch': { type: 'boolean', default: false },
-    /** Also time GPT-2/BERT with the fused attention op (flashAttentionForward/Backward). */
-    'fused-attention': { type: 'boolean', default: false },
+    /**
+     * Which of our configurations to time: bf16 and f16 (attention path chosen by shape), bf16-ckpt
+     * (gradient checkpointing of every block), bf16-lightseq / bf16-fused (one attention path forced).
+     */
+    variants: { type: 'string', default: 'bf16,f16,bf16-ckpt,bf16-lightseq,bf16-fused' },
+    model: { type: 'string', default: 'gpt2,bert' },
     batch: { type: 'string', default: '16' },
     'seq-len': { type: 'string', default: '1024' },
   },
@@ -45,7 +50,7 @@ interface ModelCase {
   readonly seqLen: number;
   readonly parameters: number;
   readonly flopsPerToken: number;
-  readonly build: (dtype: FloatDType, fusedAttention: boolean) => LanguageModel;
+  readonly build: (dtype: FloatDType, fusedAttention: FusedAttentionChoice) => LanguageModel;
   /** HF config for the PyTorch side. */
   readonly torch: { model: 'gpt2' | 'bert'; config: Record<string, unknown> };
   /** Masked LM: only ~15% of positions carry a target. */
@@ -85,7 +90,7 @@ function randomTokens(n: number, vocab: number, seed: number, maskedFraction = 1
   return Int32Array.from({ length: n }, () => (next() / 2 ** 32 < maskedFraction ? next() % vocab : -100));
 }
 
-function measure(c: ModelCase, dtype: FloatDType, checkpointEvery = 0, fusedAttention = false): Measured {
+function measure(c: ModelCase, dtype: FloatDType, checkpointEvery: number, fusedAttention: FusedAttentionChoice): Measured {
   backend.resetPeakMemory();
   const baseline = backend.memoryStats().bytesInUse;
   const model = c.build(dtype, fusedAttention);
@@ -124,12 +129,22 @@ function measure(c: ModelCase, dtype: FloatDType, checkpointEvery = 0, fusedAtte
 }
 
 const tables: string[] = [];
-for (const c of CASES) {
+const VARIANTS: Record<string, [label: string, dtype: FloatDType, checkpointEvery: number, attention: FusedAttentionChoice]> = {
+  'bf16': ['bf16', 'bf16', 0, 'auto'],
+  'f16': ['f16', 'f16', 0, 'auto'],
+  'bf16-ckpt': ['bf16 checkpointed', 'bf16', 1, 'auto'],
+  'bf16-lightseq': ['bf16 LightSeq attention', 'bf16', 0, false],
+  'bf16-fused': ['bf16 fused attention', 'bf16', 0, true],
+};
+const chosen = cli.variants!.split(',').map((v) => {
+  const variant = VARIANTS[v];
+  if (!variant) throw new Error(`--variants: unknown variant '${v}' (known: ${Object.keys(VARIANTS).join(', ')})`);
+  return variant;
+});
+const models = cli.model!.split(',');
+for (const c of CASES.filter((m) => models.includes(m.torch.model))) {
   const ours: Record<string, Measured> = {};
-  // bf16, fp16 with loss scaling, and bf16 with gradient checkpointing of every block.
-  const variants: [string, FloatDType, number, boolean][] = [['bf16', 'bf16', 0, false], ['f16', 'f16', 0, false], ['bf16 checkpointed', 'bf16', 1, false]];
-  if (cli['fused-attention']) variants.push(['bf16 fused attention', 'bf16', 0, true]);
-  for (const [label, dtype, checkpointEvery, fusedAttention] of variants) {
+  for (const [label, dtype, checkpointEvery, fusedAttention] of chosen) {
     ours[label] = measure(c, dtype, checkpointEvery, fusedAttention);
     const m = ours[label]!;
     console.log(`fuseformer ${c.name} ${label}: ${m.stepMs.toFixed(1)} ms/step, ${Math.round(m.tokensPerS)} tok/s, MFU ${(100 * m.mfu).toFixed(1)}%, peak ${(m.peakBytes / 2 ** 30).toFixed(2)} GiB`);

@@ -27,6 +27,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import type { AttentionShape } from '../nn/attention.js';
+import type { FusedAttentionChoice } from '../nn/attention.js';
 import { selfAttention } from '../nn/attention.js';
 import { embeddingBackwardF32 } from '../nn/embedding-grad.js';
 import { linear, linearForward, linearInputGrad, linearWeightGrad } from '../nn/linear.js';
@@ -99,7 +100,7 @@ export class BertModel implements LanguageModel {
    * options.fusedAttention: the fused attention op instead of the LightSeq path (nn/attention.ts);
    * options.sparseLoss (default true): the MLM head on the target rows only.
    */
-  constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType, options: { fusedAttention?: boolean; sparseLoss?: boolean } = {}) {
+  constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType, options: { fusedAttention?: FusedAttentionChoice; sparseLoss?: boolean } = {}) {
     this.sparseLoss = options.sparseLoss ?? true;
     this.params = new ParameterStore(backend, bertParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);
@@ -111,7 +112,7 @@ export class BertModel implements LanguageModel {
       const qkvWeight = this.params.concatenated([`${self}.query.weight`, `${self}.key.weight`, `${self}.value.weight`]);
       const qkvBias = this.params.concatenated([`${self}.query.bias`, `${self}.key.bias`, `${self}.value.bias`]);
       return {
-        attention: selfAttention(linear(qkvWeight, qkvBias, 'out_in'), linear(p(`${l}.attention.output.dense.weight`), p(`${l}.attention.output.dense.bias`), 'out_in'), config.heads, false, config.attentionDropout, options.fusedAttention ?? false),
+        attention: selfAttention(linear(qkvWeight, qkvBias, 'out_in'), linear(p(`${l}.attention.output.dense.weight`), p(`${l}.attention.output.dense.bias`), 'out_in'), config.heads, false, config.attentionDropout, options.fusedAttention ?? 'auto'),
         ln1: norm(`${l}.attention.output.LayerNorm`),
         fc1: linear(p(`${l}.intermediate.dense.weight`), p(`${l}.intermediate.dense.bias`), 'out_in'),
         fc2: linear(p(`${l}.output.dense.weight`), p(`${l}.output.dense.bias`), 'out_in'),

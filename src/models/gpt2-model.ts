@@ -14,6 +14,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import type { AttentionShape } from '../nn/attention.js';
+import type { FusedAttentionChoice } from '../nn/attention.js';
 import { selfAttention } from '../nn/attention.js';
 import { linear } from '../nn/linear.js';
 import type { Param, ParameterSpec } from '../nn/parameters.js';
@@ -74,7 +75,7 @@ export class Gpt2Model implements LanguageModel {
   checkpointEvery = 0;
 
   /** options.fusedAttention: the fused attention op instead of the LightSeq path (nn/attention.ts). */
-  constructor(readonly backend: Backend, readonly config: Gpt2Config, readonly dtype: FloatDType, options: { fusedAttention?: boolean } = {}) {
+  constructor(readonly backend: Backend, readonly config: Gpt2Config, readonly dtype: FloatDType, options: { fusedAttention?: FusedAttentionChoice } = {}) {
     this.params = new ParameterStore(backend, gpt2ParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);
     const norm = (name: string): LayerNormParams => ({ gamma: p(`${name}.weight`), beta: p(`${name}.bias`), eps: config.layerNormEps });
@@ -85,7 +86,7 @@ export class Gpt2Model implements LanguageModel {
         attention: selfAttention(
           linear(p(`${h}.attn.c_attn.weight`), p(`${h}.attn.c_attn.bias`), 'in_out'),
           linear(p(`${h}.attn.c_proj.weight`), p(`${h}.attn.c_proj.bias`), 'in_out'),
-          config.heads, true, config.attentionDropout, options.fusedAttention ?? false),
+          config.heads, true, config.attentionDropout, options.fusedAttention ?? 'auto'),
         ln1: norm(`${h}.ln_1`),
         fc1: linear(p(`${h}.mlp.c_fc.weight`), p(`${h}.mlp.c_fc.bias`), 'in_out'),
         fc2: linear(p(`${h}.mlp.c_proj.weight`), p(`${h}.mlp.c_proj.bias`), 'in_out'),

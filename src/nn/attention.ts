@@ -33,9 +33,10 @@ export interface SelfAttention {
   readonly dropout: number;
   /**
    * Use the fused attention op (flashAttentionForward/Backward: no L×L matrix in memory) instead of
-   * the LightSeq path. Steps with attention dropout keep the LightSeq path (the fused op has none).
+   * the LightSeq path: always (true), never (false), or by shape ('auto', see preferFusedAttention).
+   * Steps with attention dropout keep the LightSeq path (the fused op has none).
    */
-  readonly fused: boolean;
+  readonly fused: FusedAttentionChoice;
 }
 
 export interface AttentionShape {
@@ -51,7 +52,22 @@ export interface AttentionSaved extends AttendSaved {
   readonly merged: Tensor;
 }
 
-export function selfAttention(qkv: Linear, out: Linear, heads: number, causal: boolean, dropout = 0, fused = false): SelfAttention {
+export type FusedAttentionChoice = boolean | 'auto';
+
+/**
+ * The 'auto' rule: the fused op for 16-bit activations once the score matrix is large (Lk ≥
+ * FUSED_ATTENTION_MIN_KEYS), where its tensor-core kernels beat two batched GEMMs plus a softmax that
+ * write and read the L×L scores; the LightSeq path for short sequences, where those GEMMs are cheap.
+ * Measured on the H200 (bench/train.ts, bf16): GPT-2 at L = 1024 is faster fused; see docs/training.md.
+ */
+export const FUSED_ATTENTION_MIN_KEYS = 512;
+
+export function preferFusedAttention(choice: FusedAttentionChoice, dtype: string, dims: AttendDims): boolean {
+  if (choice !== 'auto') return choice;
+  return dtype !== 'f32' && dims.keyLen >= FUSED_ATTENTION_MIN_KEYS;
+}
+
+export function selfAttention(qkv: Linear, out: Linear, heads: number, causal: boolean, dropout = 0, fused: FusedAttentionChoice = 'auto'): SelfAttention {
   const hidden = out.outFeatures;
   if (qkv.outFeatures !== 3 * hidden || qkv.inFeatures !== hidden || out.inFeatures !== hidden) {
     throw new ArgumentError(`selfAttention: QKV projection must be [${hidden} → ${3 * hidden}] and output [${hidden} → ${hidden}]`);
@@ -78,8 +94,8 @@ export interface AttendOptions {
   readonly dropout: number;
   /** Multiplies the scores inside the softmax (1 when q is stored pre-scaled). */
   readonly scale: number;
-  /** The fused attention op when no dropout is drawn (see SelfAttention.fused). */
-  readonly fused?: boolean;
+  /** The fused attention op when no dropout is drawn (see SelfAttention.fused; default false). */
+  readonly fused?: FusedAttentionChoice;
 }
 
 /** What attendForward keeps for attendBackward. */
@@ -104,7 +120,7 @@ export function attendForward(ctx: StepContext, dims: AttendDims, q: Tensor, k: 
   const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
   const drop = ctx.dropout(options.dropout, B * heads * Lq * Lk);
   const masks = { causal: options.causal, ...(options.keyLengths ? { keyLengths: options.keyLengths } : {}) };
-  if (options.fused && drop.p === 0) {
+  if (preferFusedAttention(options.fused ?? false, dtype, dims) && drop.p === 0) {
     const out = ctx.buffer('attn.context', [B, heads, Lq, d], dtype);
     const lse = ctx.buffer('attn.lse', [B, heads, Lq], 'f32');
     ctx.ops.flashAttentionForward({ q, k, v, out, lse, scale: options.scale, ...masks });
