@@ -478,6 +478,309 @@ export type RandomFillArgs = { out: Tensor; seed: bigint; offset: bigint } & (
   | { distribution: 'normal'; mean?: number; std?: number }
 );
 
+// --- inference (prefill and decode steps; src/infer) ----------------------------------------------------
+// Positions, lengths and tokens are read from device memory when the op runs, so a decode step captured
+// into a graph advances on every replay (the sampling op writes the next step's tokens and positions).
+
+/**
+ * A row gather, with an optional position row per output row (a decode step's embedding; also picks rows
+ * of any matrix): out[r] = scale·tokenTable[tokens[r]] + positionTable[positions[r]].
+ * tokens i32 [R]; tokenTable [V, H]; positions i32 [R] and positionTable [P, H] (both or neither); out [R, H].
+ * An id outside its table is an error on the CPU; the GPU writes NaN to that row instead of reading it.
+ */
+export interface EmbedTokensArgs {
+  tokens: Tensor;
+  tokenTable: Tensor;
+  positions?: Tensor;
+  positionTable?: Tensor;
+  scale?: number;
+  out: Tensor;
+}
+
+/** Rotary position embedding, rotate-half pairing (Llama's): pair i of a head is (x_i, x_{i+d/2}), i < d/2. */
+export interface RopeArgs {
+  /** f32 [d/2]: pair i of the token at position p turns by θ_i = fround(p · invFreq[i]) (an f32 product, as HF). */
+  invFreq: Tensor;
+  /** Multiplies cos θ and sin θ (YaRN's attention factor); default 1. */
+  scale?: number;
+}
+
+/**
+ * Attention's inputs from the QKV projection, with the new keys and values appended to the KV cache:
+ *   qkv [R, (Hq + 2·Hkv)·d]: per row the Hq query heads, then the Hkv key heads, then the Hkv value heads;
+ *   + bias [(Hq + 2·Hkv)·d] when given. With `rope`, q and k heads are rotated pair-wise:
+ *     x'_i = x_i·c − x_{i+d/2}·s,  x'_{i+d/2} = x_{i+d/2}·c + x_i·s,  c = scale·cos θ_i, s = scale·sin θ_i.
+ *   Rows are R = B·L tokens, row r = b·L + l being token l of sequence b (B = kCache's first dimension).
+ *   q [B, Hq, L, d] ← the query heads;  kCache, vCache [B, Hkv, maxLen, d]: [b, h, positions[r]] ← row r's
+ *   key and value heads;  kOut, vOut (optional, both or neither) [B, Hk, L, d] ← the same keys and values,
+ *   contiguous, for a prefill's attention; Hk = Hkv, or Hk = Hq to repeat each kv head for its Hq/Hkv query
+ *   heads (the materialised-scores path, whose batched GEMMs need one kv head per query head).
+ * positions i32 [R] in [0, maxLen): an error on the CPU; the GPU skips the cache write of such a row.
+ * Float tensors share a dtype (invFreq is f32).
+ */
+export interface QkvRopeAppendArgs {
+  qkv: Tensor;
+  bias?: Tensor;
+  positions: Tensor;
+  rope?: RopeArgs;
+  q: Tensor;
+  kCache: Tensor;
+  vCache: Tensor;
+  kOut?: Tensor;
+  vOut?: Tensor;
+}
+
+/**
+ * One new token per sequence attending over its KV cache (a decode step):
+ *   q [B, Hq, d]; kCache, vCache [B, Hkv, maxLen, d]; positions i32 [B]: query b sees keys 0..positions[b];
+ *   out[b, h] = Σ_j softmax_j(scale·q[b, h]·k[b, g, j])·v[b, g, j], g = floor(h / (Hq/Hkv)); out [B, Hq, d].
+ * scale defaults to 1/sqrt(d). partials (optional) f32 [B, Hq, S, d + 2]: scratch for split-K, where the
+ * cache is cut into S chunks of ceil(maxLen / S) keys reduced by separate blocks and then combined (long
+ * contexts at small batch); its contents afterwards are unspecified. A position outside [0, maxLen) is an
+ * error on the CPU; the GPU clamps the key count to maxLen.
+ */
+export interface DecodeAttentionArgs {
+  q: Tensor;
+  kCache: Tensor;
+  vCache: Tensor;
+  positions: Tensor;
+  out: Tensor;
+  scale?: number;
+  partials?: Tensor;
+}
+
+/**
+ * The residual add and the next norm in one pass: x ← x + y (+ bias), stored in x's dtype; then, from x as
+ * stored, out = (x − mean)·rstd·gamma + beta ('layer') or x·rstd·gamma ('rms', no beta), rstd =
+ * 1/sqrt(var + eps) or 1/sqrt(mean(x²) + eps). Without y, x is only read (out = norm(x)).
+ * x, y, out [rows, H]; bias, gamma, beta [H]; all one float dtype. Nothing is saved for a backward.
+ */
+export interface ResidualNormArgs {
+  x: Tensor;
+  y?: Tensor;
+  bias?: Tensor;
+  norm: 'layer' | 'rms';
+  gamma: Tensor;
+  beta?: Tensor;
+  out: Tensor;
+  eps: number;
+}
+
+/** A gated MLP's middle: out[r, c] = act(x[r, c])·x[r, F + c] (SwiGLU with 'silu'); x [rows, 2F], out [rows, F]. */
+export interface GatedActivationArgs {
+  x: Tensor;
+  out: Tensor;
+  activation: Activation;
+}
+
+/** Counter word c3 of every sampling draw: keeps sampling's Philox stream apart from dropout's (c3 = 0). */
+export const SAMPLING_DOMAIN = 0x53414d50;
+
+/**
+ * Picks the next token of every sequence from its logits and advances the sequence (the end of a decode
+ * step). logits [B, Vp] (float; the first `classes` columns are the vocabulary, default Vp). Per sequence b:
+ * params f32 [B, 4] = (temperature T ≥ 0, top-k k ≥ 0 (an integer), top-p p ∈ (0, 1], repetition penalty
+ * ρ > 0); seeds i32 [B, 2] (a u64, low word first); positions i32 [B], the position of the token whose
+ * logits these are; history i32 [B, maxLen], the sequence's tokens by position; tokens, finished, limits
+ * i32 [B]; stopIds i32 [S] (−1 = an unused slot).
+ *  1. z_j = logits[b, j] as f32 (j < classes). With ρ ≠ 1, each distinct token t of history[b, 0..positions[b]]
+ *     gets z_t = z_t > 0 ? z_t / ρ : z_t · ρ (f32 arithmetic; HF's repetition penalty).
+ *  2. T = 0: t = argmax z (the lowest index among equal maxima). T > 0: z_j ← z_j / T (f32), then
+ *     top-k: j is kept iff z_j ≥ the k-th largest z (every j when k = 0 or k ≥ classes);
+ *     top-p: with w_j = exp(z_j − max z) over the top-k set and P = p·Σ w, j is kept iff z_j ≥ τ, τ the
+ *       largest value with Σ_{kept, z ≥ τ} w ≥ P (the smallest top set holding mass p: HF's top-p rule);
+ *     t = argmax over kept j of z_j + g_j (Gumbel-max: an exact draw from the softmax over the kept set),
+ *     g_j = −ln(−ln u_j), u_j = ((w >>> 9) + 0.5)·2⁻²³ with w word j mod 4 of Philox4x32-10 (rng.ts) with
+ *     key seeds[b] and counter (floor(j/4), positions[b] + 1, 0, SAMPLING_DOMAIN): a draw depends on the
+ *     seed and the position only, not on the batch or on when it is made. The GPU computes g and the
+ *     top-p sums in f32, the CPU in f64: they pick the same token unless two candidates tie to rounding.
+ *  3. Unless finished[b] ≠ 0 (then nothing is written): history[b, positions[b] + 1] = t; then, if t is one
+ *     of stopIds or positions[b] + 2 ≥ limits[b], finished[b] = 1; otherwise tokens[b] = t and
+ *     positions[b] += 1. positions[b] + 1 must be < maxLen (an error on the CPU; the GPU writes nothing).
+ */
+export interface SampleTokensArgs {
+  logits: Tensor;
+  classes?: number;
+  params: Tensor;
+  seeds: Tensor;
+  positions: Tensor;
+  history: Tensor;
+  tokens: Tensor;
+  finished: Tensor;
+  limits: Tensor;
+  stopIds: Tensor;
+}
+
+// --- beam search and encoder-decoder decoding (src/infer/beam-search.ts, src/infer/seq2seq*.ts) -----------
+// An item (one source sentence) has `beams` consecutive rows, row r = b·beams + j. Positions and cache-row
+// tables live in device memory and are advanced by beamAdvance, so one captured decode step replays for
+// every position.
+
+/**
+ * One beam-search step's candidate selection, fused (Hugging Face's log-softmax, running score, top-K):
+ * logits [batch·beams, Vp], of which the first C = classes columns (default Vp) are the vocabulary;
+ * beamScores f32 [batch·beams] (default 0). For row r and token v < C:
+ *   score(r, v) = (z_rv − lse_r) + beamScores[r]          f32 arithmetic, in this order
+ *   lse_r = ln Σ_v exp z_rv over v < C, bannedTokens left out when `renormalize` (HF's renormalize_logits:
+ *           a second log-softmax after the processors) and counted otherwise (f64 on the CPU, f32 on the GPU).
+ * bannedTokens (bad_words_ids of single tokens) score −∞. NaN logits count as −∞; a row whose lse is −∞
+ * scores −∞ everywhere. For each item, its K best (beam, token) pairs of the beams·C are written, highest
+ * score first; equal scores are ordered by the lower flat index beam·C + token, so the order is fully
+ * determined. tokens, sourceBeams i32 [batch, K] (sourceBeams: the beam j within the item), scores f32
+ * [batch, K]; K ≤ beams·C. The CUDA kernel finds them with LightSeq's hierarchical search (HARS: a threshold
+ * from group maxima, then a sort of the few candidates above it), the CPU by sorting every candidate.
+ */
+export interface BeamTopKArgs {
+  logits: Tensor;
+  beams: number;
+  classes?: number;
+  beamScores?: Tensor;
+  bannedTokens?: readonly number[];
+  renormalize?: boolean;
+  tokens: Tensor;
+  sourceBeams: Tensor;
+  scores: Tensor;
+}
+
+/**
+ * The device half of a beam-search step, after beamTopK (candidates tokens, sourceBeams i32 [batch, K],
+ * scores f32 [batch, K]); per item b, with t = positions[b·beams] (every row of an item shares its position):
+ *  1. The next beams are the item's first `beams` candidates whose token is not one of eosTokens; if fewer
+ *     exist, the remaining slots take the earliest of the others with 1e9 subtracted from their scores (HF
+ *     keeps the top beams of the scores with finished candidates lowered by 1e9). With no eosTokens
+ *     (greedy), the first `beams` candidates. Slot j: nextTokens[b·beams + j] = its token, beamScores[..] =
+ *     its score, parent p = b·beams + its sourceBeam.
+ *  2. cacheRows i32 [2, batch·beams, L]: half (t mod 2) maps, for row r and position i < t, the cache row
+ *     holding position i of r's history (beamSelfAttention reads it). Half ((t + 1) mod 2) is written:
+ *     next[r][i] = cur[p][i] for i < t and next[r][t] = p (the parent wrote its position-t keys in its own row).
+ *  3. positions[r] = t + 1 for the item's rows. t < L (an error on the CPU; the GPU then writes no table row).
+ * nextTokens, positions i32 [batch·beams]; beamScores f32 [batch·beams]; K ≥ beams.
+ */
+export interface BeamAdvanceArgs {
+  tokens: Tensor;
+  sourceBeams: Tensor;
+  scores: Tensor;
+  beams: number;
+  eosTokens: readonly number[];
+  nextTokens: Tensor;
+  beamScores: Tensor;
+  cacheRows: Tensor;
+  positions: Tensor;
+}
+
+/**
+ * One decoding step of causal self-attention over a key/value cache whose beams are reordered through
+ * cacheRows (BeamAdvanceArgs) instead of by copying. qkv [R, 3H] is x·Wqkvᵀ without its bias (the Q, K, V
+ * blocks side by side), bias [3H]; per row r, t = positions[r], and head h (d = H/heads):
+ *   q = (qkv_q + b_q)/√d,  kCache[r, h, t] = qkv_k + b_k,  vCache[r, h, t] = qkv_v + b_v   (cache dtype)
+ *   key i ≤ t lives in cache row c_i = cacheRows[t mod 2][r][i] for i < t, c_t = r
+ *   out[r, h·d : (h+1)·d] = Σ_i softmax_i(q·kCache[c_i, h, i])·vCache[c_i, h, i]
+ * kCache, vCache [R, heads, L, d]; cacheRows i32 [2, R, L]; positions i32 [R] with t < L (an error on the
+ * CPU; the GPU writes zeros for such a row); out [R, H]. Float tensors share a dtype.
+ */
+export interface BeamSelfAttentionArgs {
+  qkv: Tensor;
+  bias: Tensor;
+  heads: number;
+  kCache: Tensor;
+  vCache: Tensor;
+  cacheRows: Tensor;
+  positions: Tensor;
+  out: Tensor;
+}
+
+/**
+ * One decoding step of cross-attention, `beams` query rows per source: q [batch·beams, H] (projected, bias
+ * added); kv [batch, Lk, 2·layers·H], every decoder layer's encoder keys and values side by side (layer i's
+ * K at columns 2i·H, its V at (2i+1)·H: the packed projection of nn/cross-attention.ts); keyLengths i32
+ * [batch]. Row r of item b = floor(r / beams), head h (d = H/heads):
+ *   out[r, h·d : (h+1)·d] = Σ_{i < keyLengths[b]} softmax_i(q_h·K_{b,i,h}/√d)·V_{b,i,h}
+ * A length outside [0, Lk] is an error on the CPU and clamped on the GPU; length 0 gives zeros.
+ */
+export interface BeamCrossAttentionArgs {
+  q: Tensor;
+  kv: Tensor;
+  layer: number;
+  heads: number;
+  beams: number;
+  keyLengths: Tensor;
+  out: Tensor;
+}
+
+// --- quantized linear layers (src/quant/, docs/quantization.md) -------------------------------------
+
+/**
+ * INT4 weight-only linear (W4A16): out[m, n] = act(Σ_k x[m, k]·w[n, k] + bias[n]) with the weight
+ * stored group-wise asymmetric, GPTQ/AWQ's convention w[n, k] = scale[n, k/G]·(q[n, k] − zero[n, k/G]):
+ *   qweight i32 [N, K/8]: q[n, k] is nibble k%8 (bits 4·(k%8) .. +3, low nibble first) of qweight[n, k/8]
+ *   scales  f16 [N, K/G]   zeros u8 [N, K/G] (any value 0..255; our quantizer writes 0..15)
+ * x [M, K] and out [M, N] share a float dtype; bias [N] has it too. G (groupSize) divides K and is a
+ * multiple of 32. The CUDA backend picks a memory-bound GEMV for M ≤ 8 (and f32) and a tensor-core
+ * kernel (weights dequantized to the activation dtype in shared memory) above.
+ */
+export interface Int4LinearArgs {
+  x: Tensor;
+  qweight: Tensor;
+  scales: Tensor;
+  zeros: Tensor;
+  groupSize: number;
+  out: Tensor;
+  bias?: Tensor;
+  activation?: Activation;
+}
+
+/**
+ * Round-to-nearest INT4 quantization of weight [N, K] (any float dtype) per group of G consecutive k
+ * of one row, in f32 (the same bits on every backend):
+ *   lo = min(0, min v), hi = max(0, max v) (zero is always representable)
+ *   scale = f16(max(hi − lo, 1e-5) / 15);  zero = clamp(rne(−lo / scale), 0, 15)
+ *   q = clamp(rne(v / scale) + zero, 0, 15)
+ * with the f16-rounded scale used for q, so that scale·(q − zero) is what int4Linear computes.
+ * Writes qweight, scales, zeros in int4Linear's layout.
+ */
+export interface Int4QuantizeWeightsArgs {
+  weight: Tensor;
+  groupSize: number;
+  qweight: Tensor;
+  scales: Tensor;
+  zeros: Tensor;
+}
+
+/**
+ * Per-row (per-token) dynamic symmetric INT8 quantization of x [M, K] (a float dtype), in f32:
+ *   amax = max_k |x[m, k]|;  scales[m] = amax / 127;  out[m, k] = clamp(rne(x[m, k] · (127 / amax)), −127, 127)
+ * (a row of zeros gets scale 0 and zeros). out i8 [M, K], scales f32 [M].
+ */
+export interface Int8QuantizeRowsArgs {
+  x: Tensor;
+  out: Tensor;
+  scales: Tensor;
+}
+
+/**
+ * out i32 [M, N] = a i8 [M, K] · bᵀ, b i8 [N, K] (the weight stored [out, in]), exact in integers
+ * (cuBLASLt IMMA on the GPU: K and N multiples of 4).
+ */
+export interface Int8GemmArgs {
+  a: Tensor;
+  b: Tensor;
+  out: Tensor;
+}
+
+/**
+ * The W8A8 epilogue: out[m, n] = act(acc[m, n] · rowScales[m] · colScales[n] + bias[n]);
+ * acc i32 [M, N], rowScales f32 [M] (per token), colScales f32 [N] (per output channel), out [M, N]
+ * a float dtype, bias [N] in out's dtype.
+ */
+export interface Int8DequantizeArgs {
+  acc: Tensor;
+  rowScales: Tensor;
+  colScales: Tensor;
+  out: Tensor;
+  bias?: Tensor;
+  activation?: Activation;
+}
+
 // --- the interface ---------------------------------------------------------------------------------
 
 /** A recorded sequence of ops that can be replayed (a CUDA graph on the GPU; a closure on the CPU). */
@@ -580,6 +883,24 @@ export interface Backend {
   sumSquares(args: SumSquaresArgs): void;
   adamW(args: AdamWArgs): void;
   randomFill(args: RandomFillArgs): void;
+  // quantized linear layers (docs/quantization.md)
+  int4Linear(args: Int4LinearArgs): void;
+  int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void;
+  int8QuantizeRows(args: Int8QuantizeRowsArgs): void;
+  int8Gemm(args: Int8GemmArgs): void;
+  int8Dequantize(args: Int8DequantizeArgs): void;
+  // inference
+  embedTokens(args: EmbedTokensArgs): void;
+  qkvRopeAppend(args: QkvRopeAppendArgs): void;
+  decodeAttention(args: DecodeAttentionArgs): void;
+  residualNorm(args: ResidualNormArgs): void;
+  gatedActivation(args: GatedActivationArgs): void;
+  sampleTokens(args: SampleTokensArgs): void;
+  // beam search and encoder-decoder decoding
+  beamTopK(args: BeamTopKArgs): void;
+  beamAdvance(args: BeamAdvanceArgs): void;
+  beamSelfAttention(args: BeamSelfAttentionArgs): void;
+  beamCrossAttention(args: BeamCrossAttentionArgs): void;
 }
 
 export type { DType, FloatDType };

@@ -5,6 +5,10 @@
 import { parseArgs } from 'node:util';
 import { FuseformerError } from '../errors.js';
 import { runInfo } from './info.js';
+import { QUANTIZE_USAGE, runQuantize } from './quantize.js';
+import { GENERATE_USAGE, runGenerate } from './generate.js';
+import { BENCH_USAGE, runBench } from './bench.js';
+import { PROFILE_USAGE, runProfile } from './profile.js';
 import { runSelftest } from './selftest.js';
 import { runTrain, TRAIN_USAGE } from './train.js';
 
@@ -12,6 +16,10 @@ const USAGE = `usage: fuseformer [command] [options]
 
 commands:
   train [options]      train a GPT-2-architecture model (fuseformer train --help for options)
+  generate [options]   continue a prompt with a GPT-2 or Llama model directory (generate --help)
+  profile [options]    where a step's time goes: every kernel timed, on the roofline (profile --help)
+  bench [options]      run the benchmark suites and chart their results (bench --help)
+  quantize [options]   INT4 (rtn/awq/gptq) or INT8 W8A8 quantization of a GPT-2 directory (quantize --help)
   info                 GPU, driver, CUDA libraries found (or why not), kernel cache location
   selftest [--full]    run every op on the selected backend and compare it with the CPU reference
                        (--dtype f32|f16|bf16 to pick one dtype; --full for all shapes)
@@ -22,7 +30,7 @@ options:
   -h, --help                this text
 `;
 
-const COMMANDS = ['train', 'info', 'selftest'];
+const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'quantize'];
 
 async function main(argv: string[]): Promise<number> {
   // `train` has its own options (fuseformer train --steps 100 ...); with no command, options go to the
@@ -33,6 +41,20 @@ async function main(argv: string[]): Promise<number> {
     const rest = commandAt < 0 ? argv : [...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)];
     if (isHelp) { process.stdout.write(TRAIN_USAGE); return 0; }
     return (await runTrain(rest)).code;
+  }
+  if (argv[commandAt] === 'generate') {
+    if (isHelp) { process.stdout.write(GENERATE_USAGE); return 0; }
+    return runGenerate([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
+  }
+  if (argv[commandAt] === 'profile' || argv[commandAt] === 'bench') {
+    const bench = argv[commandAt] === 'bench';
+    const rest = [...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)];
+    if (isHelp) { process.stdout.write(bench ? BENCH_USAGE : PROFILE_USAGE); return 0; }
+    return bench ? runBench(rest) : runProfile(rest);
+  }
+  if (argv[commandAt] === 'quantize') {
+    if (isHelp) { process.stdout.write(QUANTIZE_USAGE); return 0; }
+    return runQuantize([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
   }
   const { values, positionals } = parseArgs({
     args: argv,

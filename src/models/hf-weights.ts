@@ -31,7 +31,8 @@ export interface LoadedWeights {
   readonly unused: readonly string[];
 }
 
-function shardFiles(dir: string): string[] {
+/** The safetensors files of an HF model directory: the shards its index lists, or model.safetensors. */
+export function shardFiles(dir: string): string[] {
   const index = join(dir, 'model.safetensors.index.json');
   if (existsSync(index)) {
     let parsed: unknown;

@@ -24,6 +24,20 @@ export interface Linear {
   readonly layout: WeightLayout;
   readonly inFeatures: number;
   readonly outFeatures: number;
+  /**
+   * Inference only: when set, linearForward runs these quantized weights (src/quant/: INT4 W4A16 or
+   * INT8 W8A8 through the backend's quantized ops) instead of the GEMM on `weight`; the backward refuses.
+   */
+  quantized?: QuantizedForward;
+}
+
+/** A quantized replacement for a Linear's forward GEMM: out [rows, out] = act(x·Wᵀ + bias) from x [rows, in]. */
+export interface QuantizedForward {
+  forward(ctx: StepContext, x: Tensor, out: Tensor, epilogue: 'none' | 'bias' | 'gelu_bias', bias: Tensor | undefined): void;
+}
+
+function refuseQuantized(layer: Linear): void {
+  if (layer.quantized) throw new ArgumentError(`linear ${layer.weight.name}: quantized weights are for inference only; there is no backward`);
 }
 
 export function linear(weight: Param, bias: Param | undefined, layout: WeightLayout): Linear {
@@ -47,12 +61,18 @@ export function linearForward(ctx: StepContext, layer: Linear, x: Tensor, out: T
     if (!layer.bias) throw new ArgumentError(`linear ${layer.weight.name}: epilogue '${epilogue}' needs a bias`);
     args.bias = layer.bias.value;
   }
+  if (layer.quantized) {
+    if (preActivation) throw new ArgumentError(`linear ${layer.weight.name}: quantized weights are for inference only; no preActivation is kept`);
+    layer.quantized.forward(ctx, x, out, epilogue, args.bias);
+    return;
+  }
   if (preActivation) args.preActivation = preActivation;
   ctx.ops.gemm(args);
 }
 
 /** dX [rows, in] = dY·W (out_in) or dY·Wᵀ (in_out); with accumulate, dX += instead. */
 export function linearInputGrad(ctx: StepContext, layer: Linear, dY: Tensor, dX: Tensor, accumulate = false): void {
+  refuseQuantized(layer);
   ctx.ops.gemm({ a: dY, b: layer.weight.value, out: dX, transB: layer.layout === 'in_out', beta: accumulate ? 1 : 0 });
 }
 
@@ -63,6 +83,7 @@ export function linearInputGrad(ctx: StepContext, layer: Linear, dY: Tensor, dX:
  */
 export function linearWeightGrad(ctx: StepContext, layer: Linear, x: Tensor, dY: Tensor, options: { biasGrad?: boolean; accumulate?: boolean } = {}): void {
   const { biasGrad = false, accumulate = false } = options;
+  refuseQuantized(layer);
   if (biasGrad && (!layer.bias || layer.layout !== 'out_in' || accumulate)) {
     throw new ArgumentError(`linear ${layer.weight.name}: the fused bias gradient needs a bias, the 'out_in' layout and no accumulation`);
   }

@@ -32,8 +32,8 @@ import type { Tensor } from '../tensor.js';
 import type { CausalLmBatch, LanguageModel } from '../models/language-model.js';
 import type { StepPlan } from '../nn/step-context.js';
 import { planStep, runStep } from '../nn/step-context.js';
-import type { StepProfile } from './profile.js';
-import { profilingBackend } from './profile.js';
+import type { Profile, ProfileOptions } from '../profile/profiler.js';
+import { profile } from '../profile/profiler.js';
 
 export interface OptimizerConfig {
   readonly beta1: number;
@@ -86,6 +86,15 @@ export interface HostBatch {
   readonly lengths?: Int32Array;
   /** Encoder input, for encoder-decoder models only. */
   readonly source?: HostSource;
+}
+
+export interface StepProfileOptions extends Omit<ProfileOptions, 'reference' | 'warmup'> {
+  /** A training step (forward, backward, AdamW) or an evaluation step (forward and loss). */
+  readonly training: boolean;
+  readonly lr?: number;
+  readonly lossScale?: number;
+  /** Ordinary steps before profiling (at least 2: the eager first run and the graph capture); default 3. */
+  readonly warmupSteps?: number;
 }
 
 export interface StepResult {
@@ -382,25 +391,34 @@ export class StepRunner {
   }
 
   /**
-   * One training step with every op timed (eager, events around each op), after the same step has
-   * run normally at least once; plus the GPU time of the step as it normally runs (its graph replay
-   * where there is one). For profiling only: it runs the batch three times, each applying AdamW.
+   * Profiles one step of this batch's shape (profile/profiler.ts): `warmupSteps` ordinary steps
+   * (kernels compile, GEMMs autotune, the graph is captured), then the step as it normally runs — its
+   * graph replay where there is one — timed as the step, then one eager run with every op timed.
+   * A training step applies AdamW at every run (with the learning rate of the warm-up steps); an
+   * evaluation step (training: false) is the forward pass and the loss, dropout off.
    */
-  profileTrainStep(host: HostBatch, lr: number, lossScale = 1): StepProfile & { stepMs: number; replayed: boolean } {
-    this.trainStep(host, lr, lossScale); // compile, autotune, capture
-    this.upload(host);
-    const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, true, true);
-    const start = this.backend.mark();
-    this.execute(step);
-    const end = this.backend.mark();
-    const stepMs = end.elapsedSince(start);
-    start.dispose();
-    end.dispose();
-    const profiler = profilingBackend(this.backend);
-    step.run(profiler.backend);
-    const profile = profiler.finish();
-    this.updates += 2;
-    return { ...profile, stepMs, replayed: step.graph !== undefined };
+  profileStep(host: HostBatch, options: StepProfileOptions): Profile {
+    const { training, lr = 1e-4, lossScale = 1 } = options;
+    const warmupSteps = Math.max(2, options.warmupSteps ?? 3);
+    for (let i = 0; i < warmupSteps; i++) {
+      if (training) this.trainStep(host, lr, lossScale);
+      else this.evalLoss(host);
+    }
+    const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, training, true);
+    let runs = 0;
+    const result = profile(this.backend, (ops) => { runs++; step.run(ops); }, {
+      ...options, warmup: 0,
+      reference: () => { runs++; if (step.graph) step.graph.replay(); else step.run(); },
+    });
+    if (training) this.updates += runs;
+    return result;
+  }
+
+  /** profileStep of a training step, with the totals bench/train.ts reports. */
+  profileTrainStep(host: HostBatch, lr: number, lossScale = 1): Profile & { otherKernelsMs: number; replayed: boolean } {
+    const result = this.profileStep(host, { training: true, lr, lossScale, roofs: false });
+    const key = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, true, true);
+    return { ...result, otherKernelsMs: result.otherMs, replayed: key.graph !== undefined };
   }
 
   private execute(step: PreparedStep): void {

@@ -13,6 +13,20 @@ import type {
   LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
+import type {
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs,
+} from '../backend.js';
+import { prepareDecodeAttention } from './decode-attention.js';
+import { prepareEmbedTokens } from './embed-tokens.js';
+import { prepareGatedActivation } from './gated-activation.js';
+import { prepareQkvRopeAppend } from './qkv-rope-append.js';
+import { prepareResidualNorm } from './residual-norm.js';
+import { prepareSampleTokens } from './sample-tokens.js';
+import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
+import { prepareBeamCrossAttention, prepareBeamSelfAttention } from './beam-attention.js';
+import { prepareBeamAdvance, prepareBeamTopK } from './beam-topk.js';
+import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8QuantizeRowsArgs } from '../backend.js';
+import { prepareInt4Linear, prepareInt4QuantizeWeights, prepareInt8Dequantize, prepareInt8Gemm, prepareInt8QuantizeRows } from './quant.js';
 import { prepareAdamW } from './adam.js';
 import { prepareFlashAttentionBackward, prepareFlashAttentionForward } from './attention.js';
 import { CpuArena } from './arena.js';
@@ -146,4 +160,19 @@ export class CpuBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { this.queue.issue(prepareSumSquares(args)); }
   adamW(args: AdamWArgs): void { this.queue.issue(prepareAdamW(args)); }
   randomFill(args: RandomFillArgs): void { this.queue.issue(prepareRandomFill(args)); }
+  int4Linear(args: Int4LinearArgs): void { this.queue.issue(prepareInt4Linear(args)); }
+  int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { this.queue.issue(prepareInt4QuantizeWeights(args)); }
+  int8QuantizeRows(args: Int8QuantizeRowsArgs): void { this.queue.issue(prepareInt8QuantizeRows(args)); }
+  int8Gemm(args: Int8GemmArgs): void { this.queue.issue(prepareInt8Gemm(args)); }
+  int8Dequantize(args: Int8DequantizeArgs): void { this.queue.issue(prepareInt8Dequantize(args)); }
+  beamTopK(args: BeamTopKArgs): void { this.queue.issue(prepareBeamTopK(args)); }
+  beamAdvance(args: BeamAdvanceArgs): void { this.queue.issue(prepareBeamAdvance(args)); }
+  beamSelfAttention(args: BeamSelfAttentionArgs): void { this.queue.issue(prepareBeamSelfAttention(args)); }
+  beamCrossAttention(args: BeamCrossAttentionArgs): void { this.queue.issue(prepareBeamCrossAttention(args)); }
+  embedTokens(args: EmbedTokensArgs): void { this.queue.issue(prepareEmbedTokens(args)); }
+  qkvRopeAppend(args: QkvRopeAppendArgs): void { this.queue.issue(prepareQkvRopeAppend(args)); }
+  decodeAttention(args: DecodeAttentionArgs): void { this.queue.issue(prepareDecodeAttention(args)); }
+  residualNorm(args: ResidualNormArgs): void { this.queue.issue(prepareResidualNorm(args)); }
+  gatedActivation(args: GatedActivationArgs): void { this.queue.issue(prepareGatedActivation(args)); }
+  sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }
 }

@@ -15,6 +15,22 @@ import type {
   Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
+import type {
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs,
+} from '../backend.js';
+import { decodeAttention } from './kernels/decode-attention.js';
+import { embedTokens } from './kernels/embed-tokens.js';
+import { gatedActivation } from './kernels/gated-activation.js';
+import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
+import { residualNorm } from './kernels/residual-norm.js';
+import { sampleTokens } from './kernels/sample-tokens.js';
+import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
+import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.js';
+import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
+import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8QuantizeRowsArgs } from '../backend.js';
+import { Int8GemmRunner } from './int8-gemm.js';
+import { int4Linear, int4QuantizeWeights } from './kernels/quant-int4.js';
+import { int8Dequantize, int8QuantizeRows } from './kernels/quant-int8.js';
 import { GemmRunner } from './gemm.js';
 import { adamW } from './kernels/adam.js';
 import { flashAttentionBackward, flashAttentionForward } from './kernels/attention.js';
@@ -167,6 +183,26 @@ export class CudaBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { sumSquares(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
   randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
+  int4Linear(args: Int4LinearArgs): void { int4Linear(this.runtime, args); }
+  int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { int4QuantizeWeights(this.runtime, args); }
+  int8QuantizeRows(args: Int8QuantizeRowsArgs): void { int8QuantizeRows(this.runtime, args); }
+  int8Dequantize(args: Int8DequantizeArgs): void { int8Dequantize(this.runtime, args); }
+  /** cuBLASLt's int8 GEMM, made on first use; it shares the float GEMMs' workspace (both run in stream order). */
+  private int8Runner: Int8GemmRunner | undefined;
+  int8Gemm(args: Int8GemmArgs): void {
+    this.int8Runner ??= new Int8GemmRunner(this.runtime.stream.handle, this.gemmRunner.workspace, this.gemmRunner.workspaceBytes);
+    this.int8Runner.gemm(args);
+  }
+  beamTopK(args: BeamTopKArgs): void { beamTopK(this.runtime, args); }
+  beamAdvance(args: BeamAdvanceArgs): void { beamAdvance(this.runtime, args); }
+  beamSelfAttention(args: BeamSelfAttentionArgs): void { beamSelfAttention(this.runtime, args); }
+  beamCrossAttention(args: BeamCrossAttentionArgs): void { beamCrossAttention(this.runtime, args); }
+  embedTokens(args: EmbedTokensArgs): void { embedTokens(this.runtime, args); }
+  qkvRopeAppend(args: QkvRopeAppendArgs): void { qkvRopeAppend(this.runtime, args); }
+  decodeAttention(args: DecodeAttentionArgs): void { decodeAttention(this.runtime, args); }
+  residualNorm(args: ResidualNormArgs): void { residualNorm(this.runtime, args); }
+  gatedActivation(args: GatedActivationArgs): void { gatedActivation(this.runtime, args); }
+  sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }
 
   private own(op: string, t: Tensor, options: { allowNonContiguous?: boolean } = {}): CudaTensor {
     if (!(t instanceof CudaTensor)) {

@@ -3,6 +3,8 @@
 
 import type { KernelSource } from '../runtime/kernel.js';
 import { catalog as adamCatalog } from './adam.js';
+import { catalog as beamAttentionCatalog } from './beam-attention.js';
+import { catalog as beamTopKCatalog } from './beam-topk.js';
 import { catalog as attentionCatalog } from './attention.js';
 import { catalog as crossEntropyCatalog } from './cross-entropy.js';
 import { catalog as dropoutCatalog } from './dropout.js';
@@ -16,6 +18,14 @@ import { catalog as permuteCatalog } from './permute.js';
 import { catalog as randomCatalog } from './random.js';
 import { catalog as softmaxCatalog } from './softmax.js';
 import { catalog as sumSquaresCatalog } from './sum-squares.js';
+import { catalog as quantInt4Catalog } from './quant-int4.js';
+import { catalog as quantInt8Catalog } from './quant-int8.js';
+import { catalog as embedTokensCatalog } from './embed-tokens.js';
+import { catalog as qkvRopeAppendCatalog } from './qkv-rope-append.js';
+import { catalog as decodeAttentionCatalog } from './decode-attention.js';
+import { catalog as residualNormCatalog } from './residual-norm.js';
+import { catalog as gatedActivationCatalog } from './gated-activation.js';
+import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -35,8 +45,18 @@ export function kernelCatalog(): CatalogEntry[] {
     ['sum-squares', sumSquaresCatalog],
     ['dropout', dropoutCatalog],
     ['attention', attentionCatalog],
-    ['flash-forward', flashForwardCatalog],
+    ['quant-int4', quantInt4Catalog],
+    ['quant-int8', quantInt8Catalog],
+    ['beam-topk', beamTopKCatalog],
+    ['beam-attention', beamAttentionCatalog],
     ['flash-backward', flashBackwardCatalog],
+    ['flash-forward', flashForwardCatalog],
+    ['embed-tokens', embedTokensCatalog],
+    ['qkv-rope-append', qkvRopeAppendCatalog],
+    ['decode-attention', decodeAttentionCatalog],
+    ['residual-norm', residualNormCatalog],
+    ['gated-activation', gatedActivationCatalog],
+    ['sample-tokens', sampleTokensCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }

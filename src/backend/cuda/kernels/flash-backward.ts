@@ -8,6 +8,9 @@
 //   P_ij = 2^(t_ij − lse_i·log2 e) (0 when masked),  D_i = dOut_i·out_i,
 //   dP = dOut·vᵀ,  dS = P ⊙ (dP − D),  dv = Pᵀ·dOut,  dk = scale·dSᵀ·q (summed over the group's
 //   query heads),  dq = scale·dS·k.
+// With dropout (keep flags z_ij redrawn as the forward drew them, flash-lib.ts; r = 1/(1 − p)):
+//   out = (P ⊙ z·r)·v, so dv = (P ⊙ z·r)ᵀ·dOut, dP_ij = z_ij·r·(dOut·vᵀ)_ij, and D_i = dOut_i·out_i
+//   is still Σ_j P_ij dP_ij: dS = P ⊙ (dP − D) with that dP.
 //
 // Three launches, no atomics, every output element written exactly once by one thread after a
 // fixed-order loop (bitwise deterministic), nothing allocated (graph-capturable once the runtime's
@@ -15,55 +18,99 @@
 //   1. preprocess  grid ceil(B·Hq·Lq / 32), 128 threads, a quad per row: D_i (f32) and lse_i·log2 e
 //                  (+∞ for lse = −∞, so a query that sees nothing has P = 0 without a mask) into
 //                  the runtime's scratch. Reads 2·s·d + 4 bytes, writes 8 bytes per row.
-//   2. dK/dV       grid (ceil(Lk/64), Hkv, B), 4 warps; warp w owns keys j0+16w .. j0+16w+15.
-//                  K and V tiles [64, d] stay in shared memory; the block loops over the group's
-//                  query heads and, per head, over the query tiles [BQ, d] that can see the kv tile
-//                  (causal: from query j0 − (Lk − Lq) on), with Q, dO, D and lse·log2 e
-//                  double-buffered by cp.async. Per query tile, each warp computes
+//   2. dK/dV       grid (ceil(Lk/BK), Hkv, B), W warps; warp w owns keys j0 + RK·w .. + RK − 1
+//                  (RK = 16·MT keys, MT m16 tiles; BK = W·RK). K and V tiles [BK, d] stay in shared
+//                  memory; the block loops over the group's query heads and, per head, over the
+//                  query tiles [BQ, d] that can see the kv tile (causal: from query j0 − (Lk − Lq) on),
+//                  with Q, dO, D and lse·log2 e double-buffered by cp.async. Per query tile, each warp
+//                  computes
 //                    Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ    (A = K or V rows by ldmatrix, B = Q or dO rows by ldmatrix)
 //                    Pᵀ, dSᵀ in registers          (the mma accumulator layout, rows = keys)
 //                    dV += Pᵀ·dO, dK += dSᵀ·Q      (A = Pᵀ or dSᵀ repacked from the accumulators
 //                                                   in registers, B = dO or Q by ldmatrix.trans)
-//                  with dK, dV [16, d] per warp in f32 registers (d/2 floats each per thread).
-//   3. dQ          grid (ceil(Lq/64), Hq, B), 4 warps; warp w owns queries q0+16w .. q0+16w+15,
-//                  Q and dO tiles resident, K/V tiles [64, d] double-buffered by cp.async, up to
-//                  the last key the tile's last row sees:
+//                  with dK, dV [RK, d] per warp in f32 registers (MT·d/2 floats each per thread).
+//                  Every Q/dO fragment read from shared memory feeds MT mma: MT = 2 halves the
+//                  shared-memory traffic per FLOP, for MT·(d + BQ) accumulator registers.
+//   3. dQ          grid (ceil(Lq/BQ), Hq, B), W warps; warp w owns queries q0 + RQ·w .. + RQ − 1
+//                  (RQ = 16·MT), Q and dO tiles resident, K/V tiles [BKV, d] double-buffered by
+//                  cp.async, up to the last key the tile's last row sees:
 //                    S = Q·Kᵀ, dP = dO·Vᵀ, dS = P ⊙ (dP − D) in registers, dQ += dS·K
-//                  (A = dS repacked in registers, B = K by ldmatrix.trans); dQ [16, d] per warp in
-//                  registers. Blocks run in reverse tile order so that causal's longest rows start first.
+//                  (A = dS repacked in registers, B = K by ldmatrix.trans); dQ [RQ, d] per warp in
+//                  registers.
+// The tiles (W, MT, BQ / BKV, __launch_bounds__ min blocks per SM) of both kernels are a
+// FlashBackwardTile; bench/attention.ts sweeps them. Launch order (both kernels): blocks are decoded
+// from their linear index as in flash-forward.ts — causal, sections of heads whose streamed operands
+// fit SECTION_L2_BYTES run every head's longest tile first (dK/dV: the first kv tiles, which the most
+// queries see; dQ: the last query tiles); otherwise head-major.
 // Tiles fully past the causal diagonal or the padding are never loaded; only tiles that straddle
 // them evaluate the mask per element. Rows past Lq or Lk are zero-filled by cp.async; their
 // results are never stored (and the rows they meet contribute 0: a zero dO or Q row, or a masked key).
 // Outputs are staged through shared memory and stored as 16-byte vectors.
+// Packed sequences (varlen: flashAttentionVarlenBackward): as in flash-forward.ts, rows of stride H·d
+// within [total, H, d], per-sequence lengths from cuSeqlens, blocks past their sequence exit at once;
+// D and lse·log2 e are indexed [Hq, totalQ] like lse.
 //
 // Shared memory rows are d + 8 elements (2d + 16 bytes, an odd multiple of 16): the 8 rows one
 // ldmatrix phase reads then fall in distinct 16-byte bank groups, with no swizzle, for every d.
-//   dK/dV: (2·64 + 4·BQ)·(d+8)·s + 16·BQ bytes;  dQ: (2·64 + 4·64)·(d+8)·s bytes (104 KB at d = 128).
-// Registers (ptxas sm_90, CUDA 13, no spills): dK/dV 177–184 at d = 64 (BQ = 64), 232–236 at d = 128
-// (BQ = 32; BQ = 64 spills there), up to 254 at d = 96; dQ 127–164 at d = 64, 166–169 at d = 128.
-// So two dK/dV blocks (8 warps) and two or three dQ blocks share an SM.
+//   dK/dV: (2·BK + 4·BQ)·(d+8)·s + 16·BQ bytes;  dQ: (2·BQ + 4·BKV)·(d+8)·s bytes (104 KB at d = 128
+//   with the default 64 × 64).
+// Registers (ptxas sm_90, CUDA 13, no spills) of the default tiles: dK/dV 177–184 at d = 64 (BQ = 64),
+// 232–236 at d = 128 (BQ = 32; BQ = 64 spills there), up to 254 at d = 96; dQ 127–164 at d = 64,
+// 166–169 at d = 128. So two dK/dV blocks (8 warps) and two or three dQ blocks share an SM.
 //
 // FLOPs per (b, h) with Lk visible keys per query (half of them when causal and Lq = Lk): the
 // backward executes 7 GEMMs of 2·Lq·Lk·d (Sᵀ, dPᵀ, dV, dK in kernel 2; S, dP, dQ in kernel 3) =
 // 14·Lq·Lk·d, 3.5× the forward's 4·Lq·Lk·d. FA2 (one kernel, dq by float atomics, not deterministic)
 // executes 5 GEMMs = 10·Lq·Lk·d = 2.5× forward; benchmarks that report FA2-comparable TFLOP/s count
-// 10·Lq·Lk·d (the useful work), so our two recomputed GEMMs show up as lower throughput.
+// 10·Lq·Lk·d (the useful work), so our two recomputed GEMMs show up as lower throughput: matching FA2's
+// time needs 1.4× its FLOP rate per executed FLOP. That is the price of determinism (the contract):
+// FA2's single kernel adds every kv tile's dQ into f32 memory by atomics in no fixed order.
 // Bytes (s = sizeof(dtype)) per kv head: kernel 2 reads K, V once and Q, dO (+8 bytes D, lse) once per
-// kv tile per query head of the group: s·d·2·Lk + group·ceil(Lk/64)·Lq·(2·s·d + 8); kernel 3 reads
-// Q, dO once and K, V once per query tile; most of the re-reads hit L2.
+// kv tile per query head of the group: s·d·2·Lk + group·ceil(Lk/BK)·Lq·(2·s·d + 8); kernel 3 reads
+// Q, dO once and K, V once per query tile; most of the re-reads hit L2 (BK = 128 halves kernel 2's).
 
+import type { DropoutArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import type { Tensor } from '../../../tensor.js';
 import type { OpCheck } from '../../validate.js';
-import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import type { VarlenLayout } from './flash-lib.js';
+import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
+import { flashSectionHeads } from './flash-forward.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro } from './row-kernels.js';
 
 // ---- specs -------------------------------------------------------------------------------------------
 
 export type FlashBackwardDType = 'bf16' | 'f16';
+
+/** The dK/dV kernel's block: W warps of RK = 16·MT keys each (BK = W·RK keys per block). */
+export interface FlashDkDvTile {
+  readonly warps: number;
+  /** Keys per warp: 16 (one m16 tile) or 32 (two, each Q/dO fragment feeding two mma). */
+  readonly keysPerWarp: 16 | 32;
+  /** Query rows per tile of the loop over queries (a multiple of 16, at most 128). */
+  readonly blockQ: number;
+  /** __launch_bounds__ minimum blocks per SM (caps registers at 65536 / (32·warps·minBlocks)). */
+  readonly minBlocks: number;
+}
+
+/** The dQ kernel's block: W warps of RQ = 16·MT queries each (BQ = W·RQ queries per block). */
+export interface FlashDqTile {
+  readonly warps: number;
+  /** Query rows per warp: 16 or 32 (each K/V fragment feeding two mma). */
+  readonly rowsPerWarp: 16 | 32;
+  /** Keys per K/V tile (a multiple of 16, at most 128). */
+  readonly blockK: number;
+  readonly minBlocks: number;
+}
+
+export interface FlashBackwardTile {
+  readonly dkdv: FlashDkDvTile;
+  readonly dq: FlashDqTile;
+}
 
 export interface FlashBackwardSpec {
   readonly dtype: FlashBackwardDType;
@@ -72,16 +119,18 @@ export interface FlashBackwardSpec {
   readonly causal: boolean;
   /** Padding mask from keyLengths. */
   readonly padding: boolean;
+  /** Default: defaultFlashBackwardTile(headDim). */
+  readonly tile?: FlashBackwardTile;
+  /** Attention dropout, redrawn (flash-lib.ts). */
+  readonly dropout?: boolean;
+  /** Packed variable-length sequences. */
+  readonly varlen?: boolean;
 }
 
 export type FlashBackwardKernel = 'preprocess' | 'dkdv' | 'dq';
 
-/** 4 warps of 16 rows each: keys per dK/dV block, queries per dQ block. */
+/** Threads of the preprocess kernel (a quad per row). */
 export const FLASH_BACKWARD_THREADS = 128;
-export const KV_BLOCK = 64;
-export const Q_BLOCK = 64;
-/** Key rows per K/V tile streamed by the dQ kernel. */
-export const DQ_KEY_TILE = 64;
 /** Rows per preprocess block (a quad of threads per row). */
 const PREPROCESS_ROWS = FLASH_BACKWARD_THREADS / 4;
 /** dK and dV live in registers: d/2 floats each per thread; past 128 they no longer fit beside S and dP. */
@@ -89,11 +138,35 @@ export const MAX_HEAD_DIM = 128;
 const MAX_GRID_YZ = 65535;
 
 /**
- * Query rows per tile of the dK/dV loop. Registers per thread are d (dK, dV) + BQ (Sᵀ, dPᵀ) floats
- * plus addressing; at d = 128 BQ = 64 would pass 255, so it halves.
+ * The tiles per head dimension: 4 warps of 16 rows in both kernels (64 keys per dK/dV block, 64
+ * queries per dQ block, 64-key K/V tiles in dQ). The dK/dV query tile: registers per thread are
+ * d (dK, dV) + BQ (Sᵀ, dPᵀ) floats plus addressing; at d = 128 BQ = 64 would pass 255, so it halves.
  */
-export function dkdvQueryTile(headDim: number): number {
-  return headDim > 96 ? 32 : 64;
+export function defaultFlashBackwardTile(headDim: number): FlashBackwardTile {
+  return {
+    dkdv: { warps: 4, keysPerWarp: 16, blockQ: headDim > 96 ? 32 : 64, minBlocks: 1 },
+    dq: { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },
+  };
+}
+
+/** Keys per dK/dV block and queries per dQ block. */
+export function dkdvBlockKeys(t: FlashDkDvTile): number { return t.warps * t.keysPerWarp; }
+export function dqBlockRows(t: FlashDqTile): number { return t.warps * t.rowsPerWarp; }
+
+/** Why a tile cannot be generated, or null when it can. */
+export function flashBackwardTileProblem(tile: FlashBackwardTile): string | null {
+  const { dkdv, dq } = tile;
+  for (const [name, w] of [['dkdv', dkdv.warps], ['dq', dq.warps]] as const) {
+    if (![1, 2, 4, 8].includes(w)) return `${name} tile warps must be 1, 2, 4 or 8, got ${w}`;
+  }
+  if (dkdv.keysPerWarp !== 16 && dkdv.keysPerWarp !== 32) return `dkdv tile keysPerWarp must be 16 or 32, got ${String(dkdv.keysPerWarp)}`;
+  if (dq.rowsPerWarp !== 16 && dq.rowsPerWarp !== 32) return `dq tile rowsPerWarp must be 16 or 32, got ${String(dq.rowsPerWarp)}`;
+  if (dkdv.blockQ < 16 || dkdv.blockQ > 128 || dkdv.blockQ % 16 !== 0) return `dkdv tile blockQ must be a multiple of 16 in [16, 128], got ${dkdv.blockQ}`;
+  if (dq.blockK < 16 || dq.blockK > 128 || dq.blockK % 16 !== 0) return `dq tile blockK must be a multiple of 16 in [16, 128], got ${dq.blockK}`;
+  for (const [name, b] of [['dkdv', dkdv.minBlocks], ['dq', dq.minBlocks]] as const) {
+    if (!Number.isInteger(b) || b < 1 || b > 4) return `${name} tile minBlocks must be 1..4, got ${b}`;
+  }
+  return null;
 }
 
 /** The head dimensions and dtypes these kernels take. */
@@ -101,38 +174,51 @@ export function flashBackwardSupports(dtype: FloatDType, headDim: number): dtype
   return (dtype === 'bf16' || dtype === 'f16') && headDim % 16 === 0 && headDim >= 16 && headDim <= MAX_HEAD_DIM;
 }
 
+function tileOf(s: FlashBackwardSpec): FlashBackwardTile {
+  return s.tile ?? defaultFlashBackwardTile(s.headDim);
+}
+
+/** Warps (when not 4) and min blocks (when above 1) join the key; BQ and BK fix the rows per warp. */
+function shapeSuffix(warps: number, minBlocks: number): string {
+  return `${warps !== 4 ? `.w${warps}` : ''}${minBlocks > 1 ? `.b${minBlocks}` : ''}`;
+}
+
 export function flashBackwardKey(kernel: FlashBackwardKernel, s: FlashBackwardSpec): string {
+  const features = `${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
+  const { dkdv, dq } = tileOf(s);
   switch (kernel) {
-    case 'preprocess': return `flash_attention_backward_preprocess.${s.dtype}.d${s.headDim}`;
-    case 'dkdv': return `flash_attention_backward_dkdv.${s.dtype}.d${s.headDim}.q${dkdvQueryTile(s.headDim)}.k${KV_BLOCK}.mma${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}`;
-    case 'dq': return `flash_attention_backward_dq.${s.dtype}.d${s.headDim}.q${Q_BLOCK}.k${DQ_KEY_TILE}.mma${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}`;
+    case 'preprocess': return `flash_attention_backward_preprocess.${s.dtype}.d${s.headDim}${s.varlen ? '.varlen' : ''}`;
+    case 'dkdv': return `flash_attention_backward_dkdv.${s.dtype}.d${s.headDim}.q${dkdv.blockQ}.k${dkdvBlockKeys(dkdv)}${shapeSuffix(dkdv.warps, dkdv.minBlocks)}.mma${features}`;
+    case 'dq': return `flash_attention_backward_dq.${s.dtype}.d${s.headDim}.q${dqBlockRows(dq)}.k${dq.blockK}${shapeSuffix(dq.warps, dq.minBlocks)}.mma${features}`;
   }
 }
 
 /** Dynamic shared memory of each kernel, in bytes (the layouts are in the header comment). */
-export function flashBackwardSharedBytes(kernel: FlashBackwardKernel, headDim: number): number {
+export function flashBackwardSharedBytes(kernel: FlashBackwardKernel, headDim: number, tile: FlashBackwardTile = defaultFlashBackwardTile(headDim)): number {
   const row = 2 * (headDim + 8);
   switch (kernel) {
     case 'preprocess': return 0;
-    case 'dkdv': { const bq = dkdvQueryTile(headDim); return (2 * KV_BLOCK + 4 * bq) * row + 16 * bq; }
-    case 'dq': return (2 * Q_BLOCK + 4 * DQ_KEY_TILE) * row;
+    case 'dkdv': { const bq = tile.dkdv.blockQ; return (2 * dkdvBlockKeys(tile.dkdv) + 4 * bq) * row + 16 * bq; }
+    case 'dq': return (2 * dqBlockRows(tile.dq) + 4 * tile.dq.blockK) * row;
   }
 }
 
 // ---- sources -----------------------------------------------------------------------------------------
 
-function preamble(spec: FlashBackwardSpec, values: Record<string, number | boolean>): string {
+function preamble(spec: FlashBackwardSpec, threads: number, minBlocks: number | undefined, values: Record<string, number | boolean>, tiles: boolean): string {
   return `${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ D: spec.headDim, THREADS: FLASH_BACKWARD_THREADS, ...values })}
-${launchBoundsMacro(FLASH_BACKWARD_THREADS)}
-${values.BQ === undefined ? '' : MMA_LIB + TILE_DEVICE_CODE}`;
+${constants({ D: spec.headDim, THREADS: threads, VARLEN: spec.varlen ?? false, ...values })}
+${launchBoundsMacro(threads, minBlocks !== undefined && minBlocks > 1 ? minBlocks : undefined)}
+${tiles ? MMA_LIB + FLASH_LIB + TILE_DEVICE_CODE : ''}`;
 }
 
 /**
- * Shared tiles of rows [row0, row0 + ROWS) of a [len, D] matrix: row stride SD = D + 8 elements, so
- * the 8 rows of an ldmatrix phase (or of a warp's accumulator stores) hit 8 distinct bank groups for
- * every D (2·SD bytes is an odd multiple of 16). Tiles are addressed as u32 shared byte addresses.
+ * Shared tiles of rows [row0, row0 + ROWS) of a [len, D] matrix with row stride "stride" elements
+ * in global memory; shared row stride SD = D + 8 elements, so the 8 rows of an ldmatrix phase (or of
+ * a warp's accumulator stores) hit 8 distinct bank groups for every D (2·SD bytes is an odd multiple
+ * of 16). Tiles are addressed as u32 shared byte addresses. The block decode and the sequence layout
+ * are shared by both kernels.
  */
 const TILE_DEVICE_CODE = String.raw`
 constexpr int WARPS = THREADS / 32;
@@ -144,7 +230,7 @@ static_assert(D % 16 == 0, "head dimension must be a multiple of 16");
 
 // Rows past len are zero-filled (and their source clamped to row 0, a valid address).
 template <int ROWS>
-__device__ __forceinline__ void load_rows_async(u32 dst, const T* __restrict__ src, int row0, int len) {
+__device__ __forceinline__ void load_rows_async(u32 dst, const T* __restrict__ src, int row0, int len, int stride) {
   constexpr int TOTAL = ROWS * CHUNKS;
   #pragma unroll
   for (int n = 0; n < (TOTAL + THREADS - 1) / THREADS; n++) {
@@ -152,7 +238,7 @@ __device__ __forceinline__ void load_rows_async(u32 dst, const T* __restrict__ s
     if (TOTAL % THREADS == 0 || idx < TOTAL) {
       const int r = idx / CHUNKS, c = idx - r * CHUNKS;
       const bool in = row0 + r < len;
-      cp_async_16(dst + r * ROW_BYTES + c * 16, src + (long long)(in ? row0 + r : 0) * D + c * 8, in);
+      cp_async_16(dst + r * ROW_BYTES + c * 16, src + (long long)(in ? row0 + r : 0) * stride + c * 8, in);
     }
   }
 }
@@ -166,15 +252,15 @@ __device__ __forceinline__ void load_floats_async(u32 dst, const float* __restri
 }
 // A staged [ROWS][SD] tile of T to rows [row0, row0 + ROWS) of dst below len, as 16-byte stores.
 template <int ROWS>
-__device__ __forceinline__ void store_rows(T* __restrict__ dst, const T* staged, int row0, int len) {
+__device__ __forceinline__ void store_rows(T* __restrict__ dst, const T* staged, int row0, int len, int stride) {
   for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) {
     const int r = idx / CHUNKS, c = idx - r * CHUNKS;
     if (row0 + r < len)
-      *reinterpret_cast<uint4*>(dst + (long long)(row0 + r) * D + c * 8) = *reinterpret_cast<const uint4*>(staged + r * SD + c * 8);
+      *reinterpret_cast<uint4*>(dst + (long long)(row0 + r) * stride + c * 8) = *reinterpret_cast<const uint4*>(staged + r * SD + c * 8);
   }
 }
-// Accumulators of n8 tile n (rows g and g + 8 of the warp's 16, columns 8n + 2t, +1), times "mul",
-// rounded to T into a staged [rows][SD] tile at row "row0" (the warp's first row).
+// Accumulators of n8 tile n (rows g and g + 8 of a warp's m16 tile, columns 8n + 2t, +1), times "mul",
+// rounded to T into a staged [rows][SD] tile at row "row0" (the m16 tile's first row).
 template <int TILES>
 __device__ __forceinline__ void stage_accumulators(T* staged, int row0, const float (&acc)[TILES][4], float mul) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -191,21 +277,61 @@ __device__ __forceinline__ void accumulators_to_a(u32 (&a)[4], const float (&c0)
   a[2] = pack2<T>(c1[0], c1[1]);
   a[3] = pack2<T>(c1[2], c1[3]);
 }
+// Block → (tile rank, head) in launch order (flash-forward.ts's schedule): sections of section_heads
+// heads (gridDim.y·gridDim.z in all), every head's rank-0 tile of a section before its rank-1 tiles.
+__device__ __forceinline__ void decode_block(int section_heads, int& tile_rank, int& head) {
+  const int tiles = (int)gridDim.x;
+  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+  const long long per_section = (long long)section_heads * tiles;
+  const long long section = id / per_section, rank = id - section * per_section;
+  const int heads_total = (int)(gridDim.y * gridDim.z);
+  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
+  tile_rank = (int)(rank / in_section);
+  head = (int)(section * section_heads + rank % in_section);
+}
+// Sequence b's query and key rows: lengths, and (VARLEN) the first packed row of each.
+struct Sequence { int q_len, k_len, q_start, k_start; };
+__device__ __forceinline__ Sequence sequence_of(int b, int q_len, int k_len, const int* cu_q, const int* cu_k) {
+  if constexpr (VARLEN) {
+    const int qs = cu_q[b], ks = cu_k[b];
+    return { max(0, cu_q[b + 1] - qs), max(0, cu_k[b + 1] - ks), qs, ks };
+  } else {
+    return { q_len, k_len, 0, 0 };
+  }
+}
+// Element offset of row 0 of query head hq's [len, D] rows (or of kv head hk's), its row stride, and
+// the per-row index (lse, D, dropout rows) of query head hq's row 0.
+__device__ __forceinline__ long long q_rows_offset(const Sequence& s, int b, int hq, int q_heads) {
+  return VARLEN ? ((long long)s.q_start * q_heads + hq) * D : ((long long)b * q_heads + hq) * s.q_len * D;
+}
+__device__ __forceinline__ long long kv_rows_offset(const Sequence& s, int b, int hk, int kv_heads) {
+  return VARLEN ? ((long long)s.k_start * kv_heads + hk) * D : ((long long)b * kv_heads + hk) * s.k_len * D;
+}
+__device__ __forceinline__ long long row_index_base(const Sequence& s, int b, int hq, int q_heads, int total_q) {
+  return VARLEN ? (long long)hq * total_q + s.q_start : ((long long)b * q_heads + hq) * s.q_len;
+}
 `;
 
 export function flashBackwardPreprocessSource(spec: FlashBackwardSpec): KernelSource {
   const name = kernelIdentifier(flashBackwardKey('preprocess', spec));
   const body = String.raw`
 constexpr float LOG2E = 1.4426950408889634f;
-// D_i = Σ_c dOut_ic·out_ic and lse_i·log2 e (+∞ where lse = −∞) for every row of [rows, D].
+// D_i = Σ_c dOut_ic·out_ic and lse_i·log2 e (+∞ where lse = −∞) for every row i of lse's layout:
+// [B·Hq·Lq] rows of D elements, or (VARLEN) row h·total_q + token of [total_q, q_heads, D].
 extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ out, const T* __restrict__ dout,
-    const float* __restrict__ lse, float* __restrict__ delta, float* __restrict__ lse_log2, long long rows) {
+    const float* __restrict__ lse, float* __restrict__ delta, float* __restrict__ lse_log2, long long rows,
+    int total_q, int q_heads) {
   const long long row = (long long)blockIdx.x * (THREADS / 4) + (threadIdx.x >> 2);
   const int t4 = threadIdx.x & 3;
+  long long at = row * D;
+  if (VARLEN && row < rows) {
+    const long long h = row / total_q, token = row - h * total_q;
+    at = (token * q_heads + h) * D;
+  }
   float part = 0.f;
   if (row < rows) {
     for (int c = t4 * 8; c < D; c += 32) {
-      const Vec<T, 8> o = load_vec<T, 8>(out + row * D + c), g = load_vec<T, 8>(dout + row * D + c);
+      const Vec<T, 8> o = load_vec<T, 8>(out + at + c), g = load_vec<T, 8>(dout + at + c);
       #pragma unroll
       for (int e = 0; e < 8; e++) part += to_float(o.v[e]) * to_float(g.v[e]);
     }
@@ -219,21 +345,26 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ out, cons
   }
 }
 `;
-  return { name, source: preamble(spec, {}) + body };
+  return { name, source: preamble(spec, FLASH_BACKWARD_THREADS, undefined, {}, false) + body };
 }
 
 const BACKWARD_PARAMS = 'const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout, ' +
   'const float* __restrict__ delta, const float* __restrict__ lse_log2';
-const SHAPE_PARAMS = 'const int* __restrict__ key_lengths, int q_len, int k_len, int q_heads, int group, float scale, float scale_log2e';
+const SHAPE_PARAMS = 'const int* __restrict__ key_lengths, int q_len, int k_len, int q_heads, int group, float scale, float scale_log2e, int section_heads';
 
 export function flashBackwardDkDvSource(spec: FlashBackwardSpec): KernelSource {
+  const tile = tileOf(spec);
+  const problem = flashBackwardTileProblem(tile);
+  if (problem) throw new RangeError(`flashBackwardDkDvSource: ${problem}`);
   const name = kernelIdentifier(flashBackwardKey('dkdv', spec));
+  const t = tile.dkdv;
   const body = String.raw`
-static_assert(BK == WARPS * 16 && BQ % 16 == 0, "a warp per 16 keys");
+constexpr int RK = 16 * MT;  // keys per warp
+static_assert(BK == WARPS * RK && BQ % 16 == 0, "a warp per RK keys");
 constexpr int QT = BQ / 8;   // n8 tiles across the query tile
 
 extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restrict__ dk, T* __restrict__ dv,
-    ${SHAPE_PARAMS}) {
+    ${SHAPE_PARAMS}, ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* ks = reinterpret_cast<T*>(smem);   // [BK][SD]
   T* vs = ks + BK * SD;                 // [BK][SD]
@@ -242,41 +373,54 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
   float* dd_s = reinterpret_cast<float*>(dos + 2 * BQ * SD);  // [2][BQ]: D
   float* l2_s = dd_s + 2 * BQ;                                 // [2][BQ]: lse·log2 e
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int j0 = blockIdx.x * BK, kv_head = blockIdx.y, b = blockIdx.z;
-  const long long kv_row0 = ((long long)b * (q_heads / group) + kv_head) * k_len;
-  const int valid = PADDING ? max(0, min(key_lengths[b], k_len)) : k_len;
-  const int offset = k_len - q_len;  // causal: query i sees keys j <= i + offset
+  int tile_rank, head;
+  decode_block(section_heads, tile_rank, head);    // causal: the first kv tiles (the most queries) first
+  const int kv_heads = q_heads / group;
+  const int b = head / kv_heads, kv_head = head - b * kv_heads;
+  const int j0 = tile_rank * BK;
+  const Sequence seq = sequence_of(b, q_len, k_len, cu_seqlens_q, cu_seqlens_k);
+  if (VARLEN && j0 >= seq.k_len) return;  // the whole block: no rows of this sequence here
+  const int q_stride = VARLEN ? q_heads * D : D, kv_stride = VARLEN ? kv_heads * D : D;
+  const long long kv_off = kv_rows_offset(seq, b, kv_head, kv_heads);
+  const int valid = PADDING ? max(0, min(key_lengths[b], seq.k_len)) : seq.k_len;
+  const int offset_causal = seq.k_len - seq.q_len;  // causal: query i sees keys j <= i + offset_causal
   // Query i sees key j0 from i = j0 − offset on; nothing sees a tile past the padding.
-  const int i_start = CAUSAL ? (max(0, j0 - offset) / BQ) * BQ : 0;
-  const int tiles = j0 < valid && i_start < q_len ? (q_len - i_start + BQ - 1) / BQ : 0;
+  const int i_start = CAUSAL ? (max(0, j0 - offset_causal) / BQ) * BQ : 0;
+  const int tiles = j0 < valid && i_start < seq.q_len ? (seq.q_len - i_start + BQ - 1) / BQ : 0;
   const int iterations = tiles * group;   // (query head of the group, query tile), head-major
+  ${ATTENTION_DROPOUT_OFFSET}
+  [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   auto load_query_tile = [&](int it, int stage) {
     const int hh = it / tiles, i0 = i_start + (it - hh * tiles) * BQ;
-    const long long q_row0 = ((long long)b * q_heads + kv_head * group + hh) * q_len;
-    load_rows_async<BQ>(smem_u32(qs + stage * BQ * SD), q + q_row0 * D, i0, q_len);
-    load_rows_async<BQ>(smem_u32(dos + stage * BQ * SD), dout + q_row0 * D, i0, q_len);
-    load_floats_async<BQ>(smem_u32(dd_s + stage * BQ), delta + q_row0, i0, q_len);
-    load_floats_async<BQ>(smem_u32(l2_s + stage * BQ), lse_log2 + q_row0, i0, q_len);
+    const int hq = kv_head * group + hh;
+    const long long rows = row_index_base(seq, b, hq, q_heads, total_q);
+    const long long q_off = q_rows_offset(seq, b, hq, q_heads);
+    load_rows_async<BQ>(smem_u32(qs + stage * BQ * SD), q + q_off, i0, seq.q_len, q_stride);
+    load_rows_async<BQ>(smem_u32(dos + stage * BQ * SD), dout + q_off, i0, seq.q_len, q_stride);
+    load_floats_async<BQ>(smem_u32(dd_s + stage * BQ), delta + rows, i0, seq.q_len);
+    load_floats_async<BQ>(smem_u32(l2_s + stage * BQ), lse_log2 + rows, i0, seq.q_len);
   };
   if (iterations > 0) {
-    load_rows_async<BK>(smem_u32(ks), k + kv_row0 * D, j0, k_len);
-    load_rows_async<BK>(smem_u32(vs), v + kv_row0 * D, j0, k_len);
+    load_rows_async<BK>(smem_u32(ks), k + kv_off, j0, seq.k_len, kv_stride);
+    load_rows_async<BK>(smem_u32(vs), v + kv_off, j0, seq.k_len, kv_stride);
     load_query_tile(0, 0);
   }
   cp_async_commit();
 
-  float dk_acc[CHUNKS][4], dv_acc[CHUNKS][4];
+  float dk_acc[MT][CHUNKS][4], dv_acc[MT][CHUNKS][4];
   #pragma unroll
-  for (int n = 0; n < CHUNKS; n++)
+  for (int mt = 0; mt < MT; mt++)
     #pragma unroll
-    for (int e = 0; e < 4; e++) { dk_acc[n][e] = 0.f; dv_acc[n][e] = 0.f; }
+    for (int n = 0; n < CHUNKS; n++)
+      #pragma unroll
+      for (int e = 0; e < 4; e++) { dk_acc[mt][n][e] = 0.f; dv_acc[mt][n][e] = 0.f; }
   // This lane's ldmatrix addresses (mma-lib.ts): A operands and .trans B operands from row-major
   // [m or k][..] tiles use (a_row, a_col); B operands from row-major [n][k] tiles use (b_row, b_col).
   const int a_row = lane & 15, a_col = (lane >> 4) * 8;
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
-  const u32 k_frag = smem_u32(ks + (warp * 16 + a_row) * SD + a_col);
-  const u32 v_frag = smem_u32(vs + (warp * 16 + a_row) * SD + a_col);
+  const u32 k_frag = smem_u32(ks + (warp * RK + a_row) * SD + a_col);   // + mt·16 rows
+  const u32 v_frag = smem_u32(vs + (warp * RK + a_row) * SD + a_col);
 
   for (int it = 0; it < iterations; it++) {
     const int stage = it & 1;
@@ -284,7 +428,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();  // this stage's tile (and K, V) landed for every thread
-    const int i0 = i_start + (it % tiles) * BQ;
+    const int hh = it / tiles, i0 = i_start + (it - hh * tiles) * BQ;
     const u32 q_b = smem_u32(qs + stage * BQ * SD + b_row * SD + b_col);
     const u32 do_b = smem_u32(dos + stage * BQ * SD + b_row * SD + b_col);
     const u32 q_bt = smem_u32(qs + stage * BQ * SD + a_row * SD + a_col);
@@ -292,132 +436,190 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
     const float* ddt = dd_s + stage * BQ;
     const float* l2t = l2_s + stage * BQ;
 
-    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for this warp's 16 keys × BQ queries.
-    float st[QT][4], dpt[QT][4];
+    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for this warp's RK keys × BQ queries; each Q/dO fragment feeds MT mma.
+    float st[MT][QT][4], dpt[MT][QT][4];
     #pragma unroll
-    for (int n = 0; n < QT; n++)
+    for (int mt = 0; mt < MT; mt++)
       #pragma unroll
-      for (int e = 0; e < 4; e++) { st[n][e] = 0.f; dpt[n][e] = 0.f; }
+      for (int n = 0; n < QT; n++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) { st[mt][n][e] = 0.f; dpt[mt][n][e] = 0.f; }
     #pragma unroll
     for (int kk = 0; kk < KD; kk++) {
-      u32 ak[4], av[4];
-      ldsm_x4(k_frag + kk * 32, ak);
-      ldsm_x4(v_frag + kk * 32, av);
+      u32 ak[MT][4], av[MT][4];
+      #pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        ldsm_x4(k_frag + mt * 16 * ROW_BYTES + kk * 32, ak[mt]);
+        ldsm_x4(v_frag + mt * 16 * ROW_BYTES + kk * 32, av[mt]);
+      }
       #pragma unroll
       for (int np = 0; np < QT / 2; np++) {
         u32 bq[4], bo[4];
         ldsm_x4(q_b + np * 16 * ROW_BYTES + kk * 32, bq);
         ldsm_x4(do_b + np * 16 * ROW_BYTES + kk * 32, bo);
-        mma_16816<T>(st[2 * np], ak, bq[0], bq[1]);
-        mma_16816<T>(st[2 * np + 1], ak, bq[2], bq[3]);
-        mma_16816<T>(dpt[2 * np], av, bo[0], bo[1]);
-        mma_16816<T>(dpt[2 * np + 1], av, bo[2], bo[3]);
-      }
-    }
-    // Pᵀ and dSᵀ in place. Element (n, e): key j0 + 16·warp + g + 8·(e/2), query i0 + 8n + 2t + e%2.
-    const bool masked = (PADDING && j0 + BK > valid) || (CAUSAL && i0 + offset < j0 + BK - 1);
-    #pragma unroll
-    for (int n = 0; n < QT; n++) {
-      const float2 l2 = *reinterpret_cast<const float2*>(l2t + n * 8 + 2 * t);
-      const float2 dd = *reinterpret_cast<const float2*>(ddt + n * 8 + 2 * t);
-      #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float p = exp2_fast(fmaf(st[n][e], scale_log2e, -((e & 1) ? l2.y : l2.x)));
-        if (masked) {
-          const int j = j0 + warp * 16 + g + (e >> 1) * 8, i = i0 + n * 8 + 2 * t + (e & 1);
-          if ((PADDING && j >= valid) || (CAUSAL && j > i + offset)) p = 0.f;
+        #pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_16816<T>(st[mt][2 * np], ak[mt], bq[0], bq[1]);
+          mma_16816<T>(st[mt][2 * np + 1], ak[mt], bq[2], bq[3]);
+          mma_16816<T>(dpt[mt][2 * np], av[mt], bo[0], bo[1]);
+          mma_16816<T>(dpt[mt][2 * np + 1], av[mt], bo[2], bo[3]);
         }
-        st[n][e] = p;
-        dpt[n][e] = p * (dpt[n][e] - ((e & 1) ? dd.y : dd.x));
       }
     }
-    // dV += Pᵀ·dO and dK += dSᵀ·Q over the tile's queries (k), across d (n).
+    // Pᵀ (times z/(1 − p) with dropout) and dSᵀ in place. Element (mt, n, e): key
+    // j0 + RK·warp + 16mt + g + 8·(e/2), query i0 + 8n + 2t + e%2.
+    const bool masked = (PADDING && j0 + BK > valid) || (CAUSAL && i0 + offset_causal < j0 + BK - 1);
+    [[maybe_unused]] const long long q_rows = row_index_base(seq, b, kv_head * group + hh, q_heads, total_q);
+    #pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+      #pragma unroll
+      for (int np = 0; np < QT / 2; np++) {
+        u32 keep = 0xffffffffu;
+        if constexpr (DROPOUT)
+          keep = transposed_keep_bits(seed, offset, threshold, (u64)(q_rows + i0 + 16 * np + 2 * t) * (u64)drop_stride, drop_stride,
+                                      j0 + warp * RK + 16 * mt, drop_aligned);
+        #pragma unroll
+        for (int nn = 0; nn < 2; nn++) {
+          const int n = 2 * np + nn;
+          const float2 l2 = *reinterpret_cast<const float2*>(l2t + n * 8 + 2 * t);
+          const float2 dd = *reinterpret_cast<const float2*>(ddt + n * 8 + 2 * t);
+          #pragma unroll
+          for (int e = 0; e < 4; e++) {
+            float p = exp2_fast(fmaf(st[mt][n][e], scale_log2e, -((e & 1) ? l2.y : l2.x)));
+            if (masked) {
+              const int j = j0 + warp * RK + 16 * mt + g + (e >> 1) * 8, i = i0 + n * 8 + 2 * t + (e & 1);
+              if ((PADDING && j >= valid) || (CAUSAL && j > i + offset_causal)) p = 0.f;
+            }
+            const float d_i = (e & 1) ? dd.y : dd.x;
+            if constexpr (DROPOUT) {
+              const bool kept = (keep >> (4 * nn + 2 * (e & 1) + (e >> 1))) & 1u;
+              st[mt][n][e] = kept ? p * keep_scale : 0.f;
+              dpt[mt][n][e] = p * ((kept ? dpt[mt][n][e] * keep_scale : 0.f) - d_i);
+            } else {
+              st[mt][n][e] = p;
+              dpt[mt][n][e] = p * (dpt[mt][n][e] - d_i);
+            }
+          }
+        }
+      }
+    }
+    // dV += Pᵀ·dO and dK += dSᵀ·Q over the tile's queries (k), across d (n); each dO/Q fragment feeds MT mma.
     #pragma unroll
     for (int kq = 0; kq < BQ / 16; kq++) {
-      u32 ap[4], as[4];
-      accumulators_to_a(ap, st[2 * kq], st[2 * kq + 1]);
-      accumulators_to_a(as, dpt[2 * kq], dpt[2 * kq + 1]);
+      u32 ap[MT][4], as[MT][4];
+      #pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        accumulators_to_a(ap[mt], st[mt][2 * kq], st[mt][2 * kq + 1]);
+        accumulators_to_a(as[mt], dpt[mt][2 * kq], dpt[mt][2 * kq + 1]);
+      }
       #pragma unroll
       for (int np = 0; np < KD; np++) {
         u32 bo[4], bq[4];
         ldsm_x4_trans(do_bt + kq * 16 * ROW_BYTES + np * 32, bo);
         ldsm_x4_trans(q_bt + kq * 16 * ROW_BYTES + np * 32, bq);
-        mma_16816<T>(dv_acc[2 * np], ap, bo[0], bo[1]);
-        mma_16816<T>(dv_acc[2 * np + 1], ap, bo[2], bo[3]);
-        mma_16816<T>(dk_acc[2 * np], as, bq[0], bq[1]);
-        mma_16816<T>(dk_acc[2 * np + 1], as, bq[2], bq[3]);
+        #pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_16816<T>(dv_acc[mt][2 * np], ap[mt], bo[0], bo[1]);
+          mma_16816<T>(dv_acc[mt][2 * np + 1], ap[mt], bo[2], bo[3]);
+          mma_16816<T>(dk_acc[mt][2 * np], as[mt], bq[0], bq[1]);
+          mma_16816<T>(dk_acc[mt][2 * np + 1], as[mt], bq[2], bq[3]);
+        }
       }
     }
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
   cp_async_wait<0>();
   __syncthreads();  // K and V are no longer read (and no copy into them is in flight): stage dK, dV there
-  stage_accumulators<CHUNKS>(ks, warp * 16, dk_acc, scale);
-  stage_accumulators<CHUNKS>(vs, warp * 16, dv_acc, 1.f);
+  #pragma unroll
+  for (int mt = 0; mt < MT; mt++) {
+    stage_accumulators<CHUNKS>(ks, warp * RK + 16 * mt, dk_acc[mt], scale);
+    stage_accumulators<CHUNKS>(vs, warp * RK + 16 * mt, dv_acc[mt], 1.f);
+  }
   __syncthreads();
-  store_rows<BK>(dk + kv_row0 * D, ks, j0, k_len);
-  store_rows<BK>(dv + kv_row0 * D, vs, j0, k_len);
+  store_rows<BK>(dk + kv_off, ks, j0, seq.k_len, kv_stride);
+  store_rows<BK>(dv + kv_off, vs, j0, seq.k_len, kv_stride);
 }
 `;
-  return { name, source: preamble(spec, { BK: KV_BLOCK, BQ: dkdvQueryTile(spec.headDim), CAUSAL: spec.causal, PADDING: spec.padding }) + body };
+  const values = { BK: dkdvBlockKeys(t), BQ: t.blockQ, MT: t.keysPerWarp / 16, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false };
+  return { name, source: preamble(spec, 32 * t.warps, t.minBlocks, values, true) + body };
 }
 
 export function flashBackwardDqSource(spec: FlashBackwardSpec): KernelSource {
+  const tile = tileOf(spec);
+  const problem = flashBackwardTileProblem(tile);
+  if (problem) throw new RangeError(`flashBackwardDqSource: ${problem}`);
   const name = kernelIdentifier(flashBackwardKey('dq', spec));
+  const t = tile.dq;
   const body = String.raw`
-static_assert(BQ == WARPS * 16 && BKV % 16 == 0, "a warp per 16 queries");
+constexpr int RQ = 16 * MT;   // queries per warp
+static_assert(BQ == WARPS * RQ && BKV % 16 == 0, "a warp per RQ queries");
 constexpr int KT = BKV / 8;   // n8 tiles across the key tile
 
 extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restrict__ dq,
-    ${SHAPE_PARAMS}) {
+    ${SHAPE_PARAMS}, ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}) {
   extern __shared__ __align__(16) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);   // [BQ][SD]
   T* dos = qs + BQ * SD;                // [BQ][SD]
   T* ks = dos + BQ * SD;                // [2][BKV][SD]
   T* vs = ks + 2 * BKV * SD;            // [2][BKV][SD]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  // Reverse order: with a causal mask the last query tiles see the most keys, so they start first.
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * BQ, h = blockIdx.y, b = blockIdx.z;
-  const long long q_row0 = ((long long)b * q_heads + h) * q_len;
-  const long long kv_row0 = ((long long)b * (q_heads / group) + h / group) * k_len;
-  const int key_limit = PADDING ? max(0, min(key_lengths[b], k_len)) : k_len;
-  const int offset = k_len - q_len;  // causal: query i sees keys j <= i + offset
+  int tile_rank, head;
+  decode_block(section_heads, tile_rank, head);
+  const int b = head / q_heads, h = head - b * q_heads;
+  // Causal: the last query tiles see the most keys, so they start first.
+  const int q0 = (CAUSAL ? (int)gridDim.x - 1 - tile_rank : tile_rank) * BQ;
+  const Sequence seq = sequence_of(b, q_len, k_len, cu_seqlens_q, cu_seqlens_k);
+  if (VARLEN && q0 >= seq.q_len) return;  // the whole block
+  const int kv_heads = q_heads / group;
+  const int q_stride = VARLEN ? q_heads * D : D, kv_stride = VARLEN ? kv_heads * D : D;
+  const long long q_off = q_rows_offset(seq, b, h, q_heads);
+  const long long kv_off = kv_rows_offset(seq, b, h / group, kv_heads);
+  const long long q_rows = row_index_base(seq, b, h, q_heads, total_q);
+  const int key_limit = PADDING ? max(0, min(key_lengths[b], seq.k_len)) : seq.k_len;
+  const int offset_causal = seq.k_len - seq.q_len;  // causal: query i sees keys j <= i + offset_causal
   // The tile's last row sees the most keys.
-  const int kv_end = CAUSAL ? max(0, min(key_limit, min(q0 + BQ, q_len) + offset)) : key_limit;
+  const int kv_end = CAUSAL ? max(0, min(key_limit, min(q0 + BQ, seq.q_len) + offset_causal)) : key_limit;
   const int kv_tiles = (kv_end + BKV - 1) / BKV;
+  ${ATTENTION_DROPOUT_OFFSET}
+  [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   if (kv_tiles > 0) {
-    load_rows_async<BQ>(smem_u32(qs), q + q_row0 * D, q0, q_len);
-    load_rows_async<BQ>(smem_u32(dos), dout + q_row0 * D, q0, q_len);
-    load_rows_async<BKV>(smem_u32(ks), k + kv_row0 * D, 0, k_len);
-    load_rows_async<BKV>(smem_u32(vs), v + kv_row0 * D, 0, k_len);
+    load_rows_async<BQ>(smem_u32(qs), q + q_off, q0, seq.q_len, q_stride);
+    load_rows_async<BQ>(smem_u32(dos), dout + q_off, q0, seq.q_len, q_stride);
+    load_rows_async<BKV>(smem_u32(ks), k + kv_off, 0, seq.k_len, kv_stride);
+    load_rows_async<BKV>(smem_u32(vs), v + kv_off, 0, seq.k_len, kv_stride);
   }
   cp_async_commit();
-  // This thread's two rows: q0 + 16·warp + g and 8 below. Rows past Lq: D = lse = 0 (never stored).
-  int rows[2];
-  float dd[2], l2[2];
+  // This thread's rows: q0 + RQ·warp + 16mt + g and 8 below. Rows past the sequence: D = lse = 0 (never stored).
+  int rows[MT][2];
+  float dd[MT][2], l2[MT][2];
   #pragma unroll
-  for (int hf = 0; hf < 2; hf++) {
-    rows[hf] = q0 + warp * 16 + g + 8 * hf;
-    const bool in = rows[hf] < q_len;
-    dd[hf] = in ? delta[q_row0 + rows[hf]] : 0.f;
-    l2[hf] = in ? lse_log2[q_row0 + rows[hf]] : 0.f;
-  }
-  float dq_acc[CHUNKS][4];
-  #pragma unroll
-  for (int n = 0; n < CHUNKS; n++)
+  for (int mt = 0; mt < MT; mt++) {
     #pragma unroll
-    for (int e = 0; e < 4; e++) dq_acc[n][e] = 0.f;
+    for (int hf = 0; hf < 2; hf++) {
+      rows[mt][hf] = q0 + warp * RQ + 16 * mt + g + 8 * hf;
+      const bool in = rows[mt][hf] < seq.q_len;
+      dd[mt][hf] = in ? delta[q_rows + rows[mt][hf]] : 0.f;
+      l2[mt][hf] = in ? lse_log2[q_rows + rows[mt][hf]] : 0.f;
+    }
+  }
+  float dq_acc[MT][CHUNKS][4];
+  #pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+    #pragma unroll
+    for (int n = 0; n < CHUNKS; n++)
+      #pragma unroll
+      for (int e = 0; e < 4; e++) dq_acc[mt][n][e] = 0.f;
   const int a_row = lane & 15, a_col = (lane >> 4) * 8;
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
-  const u32 q_frag = smem_u32(qs + (warp * 16 + a_row) * SD + a_col);
-  const u32 do_frag = smem_u32(dos + (warp * 16 + a_row) * SD + a_col);
+  const u32 q_frag = smem_u32(qs + (warp * RQ + a_row) * SD + a_col);   // + mt·16 rows
+  const u32 do_frag = smem_u32(dos + (warp * RQ + a_row) * SD + a_col);
 
   for (int jt = 0; jt < kv_tiles; jt++) {
     const int stage = jt & 1, j0 = jt * BKV;
     if (jt + 1 < kv_tiles) {
-      load_rows_async<BKV>(smem_u32(ks + (stage ^ 1) * BKV * SD), k + kv_row0 * D, j0 + BKV, k_len);
-      load_rows_async<BKV>(smem_u32(vs + (stage ^ 1) * BKV * SD), v + kv_row0 * D, j0 + BKV, k_len);
+      load_rows_async<BKV>(smem_u32(ks + (stage ^ 1) * BKV * SD), k + kv_off, j0 + BKV, seq.k_len, kv_stride);
+      load_rows_async<BKV>(smem_u32(vs + (stage ^ 1) * BKV * SD), v + kv_off, j0 + BKV, seq.k_len, kv_stride);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -426,66 +628,101 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
     const u32 v_b = smem_u32(vs + stage * BKV * SD + b_row * SD + b_col);
     const u32 k_bt = smem_u32(ks + stage * BKV * SD + a_row * SD + a_col);
 
-    // S = Q·Kᵀ and dP = dO·Vᵀ for this warp's 16 queries × BKV keys.
-    float s[KT][4], dp[KT][4];
+    // S = Q·Kᵀ and dP = dO·Vᵀ for this warp's RQ queries × BKV keys; each K/V fragment feeds MT mma.
+    float s[MT][KT][4], dp[MT][KT][4];
     #pragma unroll
-    for (int n = 0; n < KT; n++)
+    for (int mt = 0; mt < MT; mt++)
       #pragma unroll
-      for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
+      for (int n = 0; n < KT; n++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) { s[mt][n][e] = 0.f; dp[mt][n][e] = 0.f; }
     #pragma unroll
     for (int kk = 0; kk < KD; kk++) {
-      u32 aq[4], ao[4];
-      ldsm_x4(q_frag + kk * 32, aq);
-      ldsm_x4(do_frag + kk * 32, ao);
+      u32 aq[MT][4], ao[MT][4];
+      #pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        ldsm_x4(q_frag + mt * 16 * ROW_BYTES + kk * 32, aq[mt]);
+        ldsm_x4(do_frag + mt * 16 * ROW_BYTES + kk * 32, ao[mt]);
+      }
       #pragma unroll
       for (int np = 0; np < KT / 2; np++) {
         u32 bk[4], bv[4];
         ldsm_x4(k_b + np * 16 * ROW_BYTES + kk * 32, bk);
         ldsm_x4(v_b + np * 16 * ROW_BYTES + kk * 32, bv);
-        mma_16816<T>(s[2 * np], aq, bk[0], bk[1]);
-        mma_16816<T>(s[2 * np + 1], aq, bk[2], bk[3]);
-        mma_16816<T>(dp[2 * np], ao, bv[0], bv[1]);
-        mma_16816<T>(dp[2 * np + 1], ao, bv[2], bv[3]);
-      }
-    }
-    // dS in place of S. Element (n, e): query rows[e/2], key j0 + 8n + 2t + e%2. Keys past Lk are
-    // masked here too: their zero-filled K gives S = 0, whose P is not 0.
-    const bool masked = j0 + BKV > key_limit || (CAUSAL && j0 + BKV - 1 > q0 + offset);
-    #pragma unroll
-    for (int n = 0; n < KT; n++) {
-      #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float p = exp2_fast(fmaf(s[n][e], scale_log2e, -l2[e >> 1]));
-        if (masked) {
-          const int j = j0 + n * 8 + 2 * t + (e & 1);
-          if (j >= key_limit || (CAUSAL && j > rows[e >> 1] + offset)) p = 0.f;
+        #pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_16816<T>(s[mt][2 * np], aq[mt], bk[0], bk[1]);
+          mma_16816<T>(s[mt][2 * np + 1], aq[mt], bk[2], bk[3]);
+          mma_16816<T>(dp[mt][2 * np], ao[mt], bv[0], bv[1]);
+          mma_16816<T>(dp[mt][2 * np + 1], ao[mt], bv[2], bv[3]);
         }
-        s[n][e] = p * (dp[n][e] - dd[e >> 1]);
       }
     }
-    // dQ += dS·K over the tile's keys (k), across d (n).
+    // dS in place of S. Element (mt, n, e): query rows[mt][e/2], key j0 + 8n + 2t + e%2. Keys past
+    // Lk are masked here too: their zero-filled K gives S = 0, whose P is not 0.
+    const bool masked = j0 + BKV > key_limit || (CAUSAL && j0 + BKV - 1 > q0 + offset_causal);
+    #pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+      #pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        [[maybe_unused]] const u64 e0 = (u64)(q_rows + rows[mt][hf]) * (u64)drop_stride + (u64)j0;
+        #pragma unroll
+        for (int nb = 0; nb < (KT + 3) / 4; nb++) {
+          u32 keep = 0xffffffffu;
+          if constexpr (DROPOUT) keep = row_keep_bits(seed, offset, threshold, e0 + 32 * nb, drop_aligned);
+          #pragma unroll
+          for (int sub = 0; sub < 4; sub++) {
+            const int n = 4 * nb + sub;
+            if (n < KT) {
+              #pragma unroll
+              for (int c = 0; c < 2; c++) {
+                const int e = 2 * hf + c;
+                float p = exp2_fast(fmaf(s[mt][n][e], scale_log2e, -l2[mt][hf]));
+                if (masked) {
+                  const int j = j0 + n * 8 + 2 * t + c;
+                  if (j >= key_limit || (CAUSAL && j > rows[mt][hf] + offset_causal)) p = 0.f;
+                }
+                if constexpr (DROPOUT) {
+                  const bool kept = (keep >> (2 * sub + c)) & 1u;
+                  s[mt][n][e] = p * ((kept ? dp[mt][n][e] * keep_scale : 0.f) - dd[mt][hf]);
+                } else {
+                  s[mt][n][e] = p * (dp[mt][n][e] - dd[mt][hf]);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    // dQ += dS·K over the tile's keys (k), across d (n); each K fragment feeds MT mma.
     #pragma unroll
     for (int kk = 0; kk < BKV / 16; kk++) {
-      u32 a[4];
-      accumulators_to_a(a, s[2 * kk], s[2 * kk + 1]);
+      u32 a[MT][4];
+      #pragma unroll
+      for (int mt = 0; mt < MT; mt++) accumulators_to_a(a[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
       #pragma unroll
       for (int np = 0; np < KD; np++) {
         u32 bk[4];
         ldsm_x4_trans(k_bt + kk * 16 * ROW_BYTES + np * 32, bk);
-        mma_16816<T>(dq_acc[2 * np], a, bk[0], bk[1]);
-        mma_16816<T>(dq_acc[2 * np + 1], a, bk[2], bk[3]);
+        #pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_16816<T>(dq_acc[mt][2 * np], a[mt], bk[0], bk[1]);
+          mma_16816<T>(dq_acc[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+        }
       }
     }
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
   cp_async_wait<0>();
   __syncthreads();  // Q is no longer read: stage dQ there
-  stage_accumulators<CHUNKS>(qs, warp * 16, dq_acc, scale);
+  #pragma unroll
+  for (int mt = 0; mt < MT; mt++) stage_accumulators<CHUNKS>(qs, warp * RQ + 16 * mt, dq_acc[mt], scale);
   __syncthreads();
-  store_rows<BQ>(dq + q_row0 * D, qs, q0, q_len);
+  store_rows<BQ>(dq + q_off, qs, q0, seq.q_len, q_stride);
 }
 `;
-  return { name, source: preamble(spec, { BQ: Q_BLOCK, BKV: DQ_KEY_TILE, CAUSAL: spec.causal, PADDING: spec.padding }) + body };
+  const values = { BQ: dqBlockRows(t), BKV: t.blockK, MT: t.rowsPerWarp / 16, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false };
+  return { name, source: preamble(spec, 32 * t.warps, t.minBlocks, values, true) + body };
 }
 
 // ---- launcher ----------------------------------------------------------------------------------------
@@ -497,7 +734,12 @@ export interface FlashBackwardProblem {
   keyLengths: Tensor | undefined;
   scale: number;
   causal: boolean;
+  /** With varlen: B sequences, Lq and Lk the max lengths. */
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; d: number; group: number;
+  /** Packed sequences (flashAttentionVarlenBackward). */
+  varlen?: VarlenLayout;
+  /** The forward's attention dropout (p > 0). */
+  dropout?: DropoutArgs;
 }
 
 const ALIGNED_TENSORS = ['q', 'k', 'v', 'out', 'dOut', 'dq', 'dk', 'dv'] as const;
@@ -507,21 +749,30 @@ const ALIGNED_TENSORS = ['q', 'k', 'v', 'out', 'dOut', 'dq', 'dk', 'dv'] as cons
  * [.., d] tensor 16-byte aligned (cp.async and the 16-byte stores), and the grid and shared memory
  * within the device's limits. Otherwise the SIMT kernels run.
  */
-export function flashBackwardApplies(host: KernelHost, check: OpCheck, p: FlashBackwardProblem): boolean {
+export function flashBackwardApplies(host: KernelHost, check: OpCheck, p: FlashBackwardProblem, tile?: FlashBackwardTile): boolean {
   if (!flashBackwardSupports(p.q.dtype as FloatDType, p.d)) return false;
   if (p.Hq > MAX_GRID_YZ || p.B > MAX_GRID_YZ) return false;
   if (ALIGNED_TENSORS.some((name) => devicePtr(check, name, p[name]) % 16n !== 0n)) return false;
-  return Math.max(flashBackwardSharedBytes('dkdv', p.d), flashBackwardSharedBytes('dq', p.d)) <= host.maxSharedBytesPerBlock;
+  const chosen = tile ?? defaultFlashBackwardTile(p.d);
+  return Math.max(flashBackwardSharedBytes('dkdv', p.d, chosen), flashBackwardSharedBytes('dq', p.d, chosen)) <= host.maxSharedBytesPerBlock;
 }
 
 /**
  * preprocess (D, lse·log2 e into scratch) → dK/dV (a block per kv tile) → dQ (a block per query
- * tile). Call only where flashBackwardApplies.
+ * tile). Call only where flashBackwardApplies. `tile` overrides the per-d default (the bench sweeps it).
  */
-export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpCheck, p: FlashBackwardProblem): void {
-  const { B, Hq, Hkv, Lq, Lk, d, group, scale, causal, keyLengths } = p;
-  const spec: FlashBackwardSpec = { dtype: p.q.dtype as FlashBackwardDType, headDim: d, causal, padding: keyLengths !== undefined };
-  const rows = B * Hq * Lq;
+export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpCheck, p: FlashBackwardProblem, tile?: FlashBackwardTile): void {
+  const { B, Hq, Hkv, Lq, Lk, d, group, scale, causal, keyLengths, varlen } = p;
+  const chosen = tile ?? defaultFlashBackwardTile(d);
+  const problem = flashBackwardTileProblem(chosen);
+  if (problem) check.fail(problem);
+  const dropout = p.dropout && p.dropout.p > 0 ? p.dropout : undefined;
+  const spec: FlashBackwardSpec = {
+    dtype: p.q.dtype as FlashBackwardDType, headDim: d, causal, padding: keyLengths !== undefined,
+    ...(tile ? { tile } : {}), ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+  };
+  // Rows of lse's layout: B·Hq·Lq, or Hq·totalQ packed.
+  const rows = varlen ? Hq * varlen.totalQ : B * Hq * Lq;
   // D then lse·log2 e, rows floats each.
   const delta = host.scratch(Math.max(16, 8 * rows));
   const lseLog2 = delta + BigInt(4 * rows);
@@ -529,30 +780,35 @@ export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpChec
     arg.ptr(devicePtr(check, 'q', p.q)), arg.ptr(devicePtr(check, 'k', p.k)), arg.ptr(devicePtr(check, 'v', p.v)),
     arg.ptr(devicePtr(check, 'dOut', p.dOut)), arg.ptr(delta), arg.ptr(lseLog2),
   ];
-  const shape = [
+  const shape = (sectionHeads: number): KernelArg[] => [
     arg.ptr(keyLengths ? devicePtr(check, 'keyLengths', keyLengths) : 0n),
-    arg.i32(Lq), arg.i32(Lk), arg.i32(Hq), arg.i32(group), arg.f32(scale), arg.f32(scale * Math.LOG2E),
+    arg.i32(Lq), arg.i32(Lk), arg.i32(Hq), arg.i32(group), arg.f32(scale), arg.f32(scale * Math.LOG2E), arg.i32(sectionHeads),
+    ...varlenArgs(check, varlen),
+    ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(Lk) : Lk),
   ];
   if (rows > 0) {
     const preprocess = host.kernel(flashBackwardKey('preprocess', spec), () => flashBackwardPreprocessSource(spec));
     preprocess.launch(
       { grid: Math.ceil(rows / PREPROCESS_ROWS), block: FLASH_BACKWARD_THREADS },
       [arg.ptr(devicePtr(check, 'out', p.out)), arg.ptr(devicePtr(check, 'dOut', p.dOut)), arg.ptr(devicePtr(check, 'lse', p.lse)),
-        arg.ptr(delta), arg.ptr(lseLog2), arg.i64(BigInt(rows))],
+        arg.ptr(delta), arg.ptr(lseLog2), arg.i64(BigInt(rows)), arg.i32(varlen ? varlen.totalQ : 0), arg.i32(Hq)],
     );
   }
   if (B * Hkv * Lk > 0) {
     const dkdv = host.kernel(flashBackwardKey('dkdv', spec), () => flashBackwardDkDvSource(spec));
+    // Causal sections: the Q and dO of a kv head's group stream through every kv tile of that head.
+    const sections = flashSectionHeads(causal, varlen !== undefined, B * Hkv, Lq, d, 1 / group);
     dkdv.launch(
-      { grid: [Math.ceil(Lk / KV_BLOCK), Hkv, B], block: FLASH_BACKWARD_THREADS, sharedBytes: flashBackwardSharedBytes('dkdv', d) },
-      [...inputs, arg.ptr(devicePtr(check, 'dk', p.dk)), arg.ptr(devicePtr(check, 'dv', p.dv)), ...shape],
+      { grid: [Math.ceil(Lk / dkdvBlockKeys(chosen.dkdv)), Hkv, B], block: 32 * chosen.dkdv.warps, sharedBytes: flashBackwardSharedBytes('dkdv', d, chosen) },
+      [...inputs, arg.ptr(devicePtr(check, 'dk', p.dk)), arg.ptr(devicePtr(check, 'dv', p.dv)), ...shape(sections)],
     );
   }
   if (rows > 0) {
     const dq = host.kernel(flashBackwardKey('dq', spec), () => flashBackwardDqSource(spec));
+    const sections = flashSectionHeads(causal, varlen !== undefined, B * Hq, Lk, d, group);
     dq.launch(
-      { grid: [Math.ceil(Lq / Q_BLOCK), Hq, B], block: FLASH_BACKWARD_THREADS, sharedBytes: flashBackwardSharedBytes('dq', d) },
-      [...inputs, arg.ptr(devicePtr(check, 'dq', p.dq)), ...shape],
+      { grid: [Math.ceil(Lq / dqBlockRows(chosen.dq)), Hq, B], block: 32 * chosen.dq.warps, sharedBytes: flashBackwardSharedBytes('dq', d, chosen) },
+      [...inputs, arg.ptr(devicePtr(check, 'dq', p.dq)), ...shape(sections)],
     );
   }
 }
@@ -574,5 +830,14 @@ export function catalog(): KernelSource[] {
       }
     }
   }
+  // Two m16 tiles per warp and 8 warps (the sweep's other shapes), dropout, packed sequences.
+  const wide: FlashBackwardTile = { dkdv: { warps: 8, keysPerWarp: 16, blockQ: 64, minBlocks: 1 }, dq: { warps: 4, rowsPerWarp: 32, blockK: 32, minBlocks: 1 } };
+  const twoTiles: FlashBackwardTile = { dkdv: { warps: 4, keysPerWarp: 32, blockQ: 32, minBlocks: 1 }, dq: { warps: 8, rowsPerWarp: 16, blockK: 64, minBlocks: 1 } };
+  sources.push(flashBackwardDkDvSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, tile: wide }), flashBackwardDqSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, tile: wide }));
+  sources.push(flashBackwardDkDvSource({ dtype: 'f16', headDim: 64, causal: false, padding: true, tile: twoTiles }), flashBackwardDqSource({ dtype: 'f16', headDim: 64, causal: false, padding: true, tile: twoTiles }));
+  const dropout: FlashBackwardSpec = { dtype: 'bf16', headDim: 64, causal: true, padding: true, dropout: true };
+  const varlen: FlashBackwardSpec = { dtype: 'f16', headDim: 128, causal: true, padding: false, varlen: true, dropout: true };
+  sources.push(flashBackwardDkDvSource(dropout), flashBackwardDqSource(dropout));
+  sources.push(flashBackwardPreprocessSource(varlen), flashBackwardDkDvSource(varlen), flashBackwardDqSource(varlen));
   return sources;
 }

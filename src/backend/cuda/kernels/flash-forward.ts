@@ -21,9 +21,26 @@
 //                sends scale ≤ 0 to the SIMT kernel).
 //   O += P·V     P's accumulators, packed to 16 bits, are already the A fragments of P·V (16 keys per
 //                k-step); V's B fragments come from ldmatrix.trans (V is row-major [key][dim]).
+//                The rescale of O (2·MT·d/8·… FMULs per tile, as many as the exponentials at d = 64) is
+//                skipped by a warp when none of its rows' max moved (α = 1 exactly), which after the
+//                first tiles is most of them; tile.eagerRescale restores the unconditional one.
 // Pipeline: Q, K0, V0 are issued as three cp.async groups; at tile j, after K(j) lands, the block
 // issues K(j+1) and V(j+1) into the other of two shared stages, so the copies overlap S, the softmax
-// and P·V of tile j; V(j) is waited for just before P·V. Two barriers per tile.
+// and P·V of tile j; V(j) is waited for just before P·V. Two barriers per tile. tile.oneBarrier waits
+// for K(j) and V(j) together at the top instead (both were issued a whole tile earlier), one barrier.
+// Schedule: blocks are numbered in launch order (x fastest) and decoded to (query tile, head) so that,
+// causal, the longest query tiles of a section of heads all start before any shorter one (longest
+// processing time first: the last wave holds the shortest tiles instead of some head's longest). A
+// section is as many heads as keep their K and V within SECTION_L2_BYTES of L2; non-causal tiles all
+// cost the same, and sections are single heads (the head-major order: a head's blocks share K, V in L2).
+// Waves: at L = 1024, B = 16 (d = 64, 32 heads) the grid is 8 × 32 × 16 = 4096 blocks of 128 rows on
+// 132 SMs × 2 = 264 slots, 15.5 waves, so the partial last wave costs ~3%; causal, head-major order
+// left up to a longest tile (8 units against a 4.5-unit mean) in the tail, which the sections remove.
+// Dropout (spec.dropout; flash-lib.ts has the element index and the lane-shared Philox draws): after a
+// row's sum, dropped probabilities are zeroed before P·V and 1/(1 − p) is folded into 1/l.
+// Packed sequences (spec.varlen: flashAttentionVarlenForward): q, out [totalQ, Hq, d] and k, v
+// [totalK, Hkv, d] with row stride H·d, sequence b's rows [cuSeqlens[b], cuSeqlens[b+1]); the grid
+// covers maxSeqlenQ and blocks past their sequence's length exit at once; lse is [Hq, totalQ].
 // Masks: tiles past the last key the block's last row sees are never loaded (causal: past the
 // diagonal; padding: past keyLengths[b]); a warp skips the math of tiles none of its rows sees (it
 // still joins the barriers), and masks a tile only if it reaches past the keys its first row sees
@@ -42,12 +59,15 @@
 // FLOPs 4·Lq·Lk·d per (b, h) (half when causal and Lq = Lk). Bytes: q and out once (2·s·Lq·d), k and v
 // once per query tile (2·s·Lk·d·ceil(Lq/BQ), mostly from L2), lse 4·Lq.
 
+import type { DropoutArgs } from '../../backend.js';
 import type { Tensor } from '../../../tensor.js';
 import type { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
+import type { VarlenLayout } from './flash-lib.js';
+import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro } from './row-kernels.js';
 
 // ---- spec ----------------------------------------------------------------------------------------------
@@ -65,6 +85,10 @@ export interface FlashForwardTile {
   readonly qInRegisters: boolean;
   /** __launch_bounds__ minimum blocks per SM: caps registers at 65536 / (32·warps·minBlocks). */
   readonly minBlocks: number;
+  /** Rescale O by α on every tile (the original schedule); by default a warp skips it when no row's max moved. */
+  readonly eagerRescale?: boolean;
+  /** One barrier per K/V tile (K(j) and V(j) waited for together) instead of two. */
+  readonly oneBarrier?: boolean;
 }
 
 export interface FlashForwardSpec {
@@ -75,6 +99,10 @@ export interface FlashForwardSpec {
   /** Padding mask from keyLengths. */
   readonly padding: boolean;
   readonly tile: FlashForwardTile;
+  /** Attention dropout drawn in the kernel (flash-lib.ts). */
+  readonly dropout?: boolean;
+  /** Packed variable-length sequences ([total, H, d], cuSeqlens). */
+  readonly varlen?: boolean;
 }
 
 export const MAX_FLASH_HEAD_DIM = 256;
@@ -117,7 +145,9 @@ export function flashForwardSharedBytes(headDim: number, tile: FlashForwardTile)
 
 export function flashForwardKey(s: FlashForwardSpec): string {
   const t = s.tile;
-  return `flash_forward.${s.dtype}.d${s.headDim}.q${blockRows(t)}.k${t.blockK}.w${t.warps}.b${t.minBlocks}${t.qInRegisters ? '.qreg' : ''}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}`;
+  return `flash_forward.${s.dtype}.d${s.headDim}.q${blockRows(t)}.k${t.blockK}.w${t.warps}.b${t.minBlocks}${t.qInRegisters ? '.qreg' : ''}` +
+    `${t.eagerRescale ? '.eager' : ''}${t.oneBarrier ? '.bar1' : ''}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}` +
+    `${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
 }
 
 /** Why a tile cannot be generated for this head dimension, or null when it can. */
@@ -139,8 +169,13 @@ export function flashForwardSource(spec: FlashForwardSpec): KernelSource {
   const name = kernelIdentifier(flashForwardKey(spec));
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
+${FLASH_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ D: spec.headDim, WARPS: tile.warps, MT: tile.rowsPerWarp / 16, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding, Q_IN_REGS: tile.qInRegisters })}
+${constants({
+    D: spec.headDim, WARPS: tile.warps, MT: tile.rowsPerWarp / 16, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding,
+    Q_IN_REGS: tile.qInRegisters, LAZY_RESCALE: !tile.eagerRescale, ONE_BARRIER: tile.oneBarrier ?? false,
+    DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false,
+  })}
 ${launchBoundsMacro(32 * tile.warps, tile.minBlocks)}
 constexpr int THREADS = 32 * WARPS;
 constexpr int RW = 16 * MT;               // query rows per warp: MT m-tiles of 16
@@ -163,17 +198,18 @@ __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
-// Keys [0, n) are visible to query i of a batch with "valid" keys (non-decreasing in i).
+// Keys [0, n) are visible to query i of a sequence with "valid" keys (non-decreasing in i).
 __device__ __forceinline__ int visible_keys(int i, int q_len, int k_len, int valid) {
   int n = k_len;
   if (PADDING) n = min(n, valid);
   if (CAUSAL) n = min(n, i + (k_len - q_len) + 1);
   return max(n, 0);
 }
-// Rows [row0, row0 + ROWS) of a head's [len, D] matrix into a swizzled shared tile by cp.async (one
-// 16-byte chunk per thread per step, consecutive threads along a row); rows past len are zero-filled.
+// Rows [row0, row0 + ROWS) of a head's [len, D] matrix (row stride "stride" elements) into a swizzled
+// shared tile by cp.async (one 16-byte chunk per thread per step, consecutive threads along a row);
+// rows past len are zero-filled.
 template <int ROWS>
-__device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ src, int row0, int len) {
+__device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ src, int row0, int len, int stride) {
   constexpr int CHUNKS = ROWS * DC;
   #pragma unroll
   for (int step = 0; step < (CHUNKS + THREADS - 1) / THREADS; step++) {
@@ -181,34 +217,69 @@ __device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ src, in
     if (CHUNKS % THREADS != 0 && idx >= CHUNKS) break;
     const int r = idx / DC, c = idx - r * DC;
     const bool inside = row0 + r < len;
-    cp_async_16(dst + swizzled_offset<RC>(r, c), src + (long long)(inside ? row0 + r : 0) * D + c * 8, inside);
+    cp_async_16(dst + swizzled_offset<RC>(r, c), src + (long long)(inside ? row0 + r : 0) * stride + c * 8, inside);
   }
 }
 
 extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const T* __restrict__ k,
     const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ key_lengths,
-    int q_len, int k_len, int q_heads, int group, float scale_log2e) {
+    int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads,
+    ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}) {
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 q_s = smem_u32(smem);                 // [BQ] rows
   const u32 k_s = q_s + BQ * ROW_BYTES;           // [2 stages][BK] rows
   const u32 v_s = k_s + 2 * BK * ROW_BYTES;       // [2 stages][BK] rows
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int q_tile = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;  // causal: longest rows first
-  const int q0 = q_tile * BQ, h = blockIdx.y, b = blockIdx.z;
-  const long long q_head = (long long)b * q_heads + h;
-  const long long kv_offset = ((long long)b * (q_heads / group) + h / group) * k_len * D;
+
+  // Block → (query tile, batch·head) in launch order: sections of section_heads heads, and within a
+  // section every head's longest tile (causal) before any head's next one, so the short tiles run last
+  // (the launcher sizes sections so that their K and V stay in L2; 1 = head-major).
+  const int q_tiles = (int)gridDim.x;
+  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+  const long long per_section = (long long)section_heads * q_tiles;
+  const long long section = id / per_section, rank = id - section * per_section;
+  const int heads_total = (int)(gridDim.y * gridDim.z);
+  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
+  const int tile_rank = (int)(rank / in_section);
+  const int head = (int)(section * section_heads + rank % in_section);
+  const int b = head / q_heads, h = head - b * q_heads;
+  const int q_tile = CAUSAL ? q_tiles - 1 - tile_rank : tile_rank;   // causal: longest rows first
+  const int q0 = q_tile * BQ;
+  const int kv_heads = q_heads / group;
+
+  // Where this (sequence, head) lives: [B, H, L, D] (row stride D) or packed [total, H, D] (VARLEN,
+  // row stride H·D, lengths from cu_seqlens). row_base + i indexes lse (and the dropout rows).
+  int seq_q = q_len, seq_k = k_len, q_stride = D, kv_stride = D;
+  long long q_offset, kv_offset, row_base;
+  if constexpr (VARLEN) {
+    const int q_start = cu_seqlens_q[b], k_start = cu_seqlens_k[b];
+    seq_q = max(0, cu_seqlens_q[b + 1] - q_start);
+    seq_k = max(0, cu_seqlens_k[b + 1] - k_start);
+    q_stride = q_heads * D;
+    kv_stride = kv_heads * D;
+    q_offset = ((long long)q_start * q_heads + h) * D;
+    kv_offset = ((long long)k_start * kv_heads + h / group) * D;
+    row_base = (long long)h * total_q + q_start;
+    if (q0 >= seq_q) return;  // the whole block: before any barrier
+  } else {
+    q_offset = ((long long)b * q_heads + h) * q_len * D;
+    kv_offset = ((long long)b * kv_heads + h / group) * k_len * D;
+    row_base = ((long long)b * q_heads + h) * q_len;
+  }
   const T* __restrict__ k_head = k + kv_offset;
   const T* __restrict__ v_head = v + kv_offset;
-  const int valid = PADDING ? key_lengths[b] : k_len;
-  const int kv_end = visible_keys(min(q0 + BQ, q_len) - 1, q_len, k_len, valid);  // keys the last row sees
+  const int valid = PADDING ? key_lengths[b] : seq_k;
+  const int kv_end = visible_keys(min(q0 + BQ, seq_q) - 1, seq_q, seq_k, valid);  // keys the last row sees
   const int tiles = (kv_end + BK - 1) / BK;
+  ${ATTENTION_DROPOUT_OFFSET}
+  [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   // Three cp.async groups: Q, K0, V0 (the K/V groups are empty when no key is visible).
-  load_tile<BQ>(q_s, q + q_head * q_len * D, q0, q_len);
+  load_tile<BQ>(q_s, q + q_offset, q0, seq_q, q_stride);
   cp_async_commit();
-  if (tiles > 0) load_tile<BK>(k_s, k_head, 0, k_len);
+  if (tiles > 0) load_tile<BK>(k_s, k_head, 0, seq_k, kv_stride);
   cp_async_commit();
-  if (tiles > 0) load_tile<BK>(v_s, v_head, 0, k_len);
+  if (tiles > 0) load_tile<BK>(v_s, v_head, 0, seq_k, kv_stride);
   cp_async_commit();
 
   // Warp w owns rows w·RW .. w·RW + RW − 1 of the tile (RW = 16·MT): in m-tile mt, lane 4g + t holds
@@ -216,17 +287,17 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
   // only depends on its index within the warp's slice.
   const u32 q_warp = q_s + warp * RW * ROW_BYTES;
   const int warp_row0 = q0 + warp * RW + g;
-  // Keys this warp's last valid row sees (0 for a warp wholly past Lq: it skips every tile) and keys
-  // its first row sees (tiles below need no mask). Warps skip the tiles none of their rows see (the
-  // far side of the causal diagonal) but still join the block's barriers.
-  const int warp_first = q0 + warp * RW, warp_last = min(warp_first + RW, q_len) - 1;
-  const int warp_kv_end = warp_first < q_len ? visible_keys(warp_last, q_len, k_len, valid) : 0;
-  const int warp_kv_full = visible_keys(warp_first, q_len, k_len, valid);
+  // Keys this warp's last valid row sees (0 for a warp wholly past the sequence: it skips every tile)
+  // and keys its first row sees (tiles below need no mask). Warps skip the tiles none of their rows
+  // see (the far side of the causal diagonal) but still join the block's barriers.
+  const int warp_first = q0 + warp * RW, warp_last = min(warp_first + RW, seq_q) - 1;
+  const int warp_kv_end = warp_first < seq_q ? visible_keys(warp_last, seq_q, seq_k, valid) : 0;
+  const int warp_kv_full = visible_keys(warp_first, seq_q, seq_k, valid);
   int visible[MT][2];
   #pragma unroll
   for (int mt = 0; mt < MT; mt++) {
-    visible[mt][0] = visible_keys(warp_row0 + 16 * mt, q_len, k_len, valid);
-    visible[mt][1] = visible_keys(warp_row0 + 16 * mt + 8, q_len, k_len, valid);
+    visible[mt][0] = visible_keys(warp_row0 + 16 * mt, seq_q, seq_k, valid);
+    visible[mt][1] = visible_keys(warp_row0 + 16 * mt + 8, seq_q, seq_k, valid);
   }
 
   u32 qf[Q_IN_REGS ? MT : 1][Q_IN_REGS ? KSTEPS : 1][4];
@@ -253,11 +324,12 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
   for (int j = 0; j < tiles; j++) {
     const int j0 = j * BK;
     const u32 k_cur = k_s + (j & 1) * BK * ROW_BYTES, v_cur = v_s + (j & 1) * BK * ROW_BYTES;
-    cp_async_wait<1>();  // this thread's copies of K(j) (and Q) landed; V(j) may be in flight
-    __syncthreads();     // everyone's landed, and every warp is past tile j − 1, whose stage is refilled next
-    if (j + 1 < tiles) load_tile<BK>(k_s + ((j + 1) & 1) * BK * ROW_BYTES, k_head, j0 + BK, k_len);
+    // Two barriers: K(j) landed (V(j) may be in flight), and below, V(j) landed. One barrier: both.
+    if constexpr (ONE_BARRIER) cp_async_wait<0>(); else cp_async_wait<1>();
+    __syncthreads();     // everyone's copies landed, and every warp is past tile j − 1, whose stage is refilled next
+    if (j + 1 < tiles) load_tile<BK>(k_s + ((j + 1) & 1) * BK * ROW_BYTES, k_head, j0 + BK, seq_k, kv_stride);
     cp_async_commit();
-    if (j + 1 < tiles) load_tile<BK>(v_s + ((j + 1) & 1) * BK * ROW_BYTES, v_head, j0 + BK, k_len);
+    if (j + 1 < tiles) load_tile<BK>(v_s + ((j + 1) & 1) * BK * ROW_BYTES, v_head, j0 + BK, seq_k, kv_stride);
     cp_async_commit();
 
     // S = Q·K(j)ᵀ: RW × BK per warp; each K fragment feeds MT mma.
@@ -306,6 +378,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
       }
 
       // Online softmax (base 2; c = scale·log2 e > 0, so the max of raw scores is the max of scaled ones).
+      float alpha[MT][2];
+      bool rescale = false;
       #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
         #pragma unroll
@@ -316,7 +390,10 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
           mx = quad_max(mx);
           // A row with nothing visible yet shifts by 0, so that 2^(−inf − shift) = 0 instead of NaN.
           const float shift = mx == neg_inf() ? 0.f : mx * scale_log2e;
-          const float alpha = exp2_fast(m[mt][half] * scale_log2e - shift);
+          // An unchanged max (also −inf staying −inf) needs no rescale: α = 1 exactly.
+          const bool moved = mx != m[mt][half];
+          alpha[mt][half] = moved ? exp2_fast(m[mt][half] * scale_log2e - shift) : 1.f;
+          rescale |= moved;
           m[mt][half] = mx;
           float sum = 0.f;
           #pragma unroll
@@ -325,19 +402,43 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
             s[mt][nt][2 * half + 1] = exp2_fast(fmaf(s[mt][nt][2 * half + 1], scale_log2e, -shift));
             sum += s[mt][nt][2 * half] + s[mt][nt][2 * half + 1];
           }
-          l[mt][half] = l[mt][half] * alpha + sum;
+          l[mt][half] = l[mt][half] * alpha[mt][half] + sum;
+          if constexpr (DROPOUT) {  // after the row sum: lse is the undropped softmax's
+            const u64 e0 = (u64)(row_base + warp_row0 + 16 * mt + 8 * half) * (u64)drop_stride + (u64)j0;
+            #pragma unroll
+            for (int nb = 0; nb < (SNT + 3) / 4; nb++) {
+              const u32 bits = row_keep_bits(seed, offset, threshold, e0 + 32 * nb, drop_aligned);
+              #pragma unroll
+              for (int sub = 0; sub < 4; sub++) {
+                if (4 * nb + sub < SNT) {
+                  if (!((bits >> (2 * sub)) & 1u)) s[mt][4 * nb + sub][2 * half] = 0.f;
+                  if (!((bits >> (2 * sub + 1)) & 1u)) s[mt][4 * nb + sub][2 * half + 1] = 0.f;
+                }
+              }
+            }
+          }
+        }
+      }
+      // O ← α·O, skipped by the whole warp when no row's max moved (most tiles once the max settles).
+      if (!LAZY_RESCALE || __any_sync(0xffffffffu, rescale)) {
+        #pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
           #pragma unroll
           for (int nt = 0; nt < ONT; nt++) {
-            o[mt][nt][2 * half] *= alpha;
-            o[mt][nt][2 * half + 1] *= alpha;
+            o[mt][nt][0] *= alpha[mt][0];
+            o[mt][nt][1] *= alpha[mt][0];
+            o[mt][nt][2] *= alpha[mt][1];
+            o[mt][nt][3] *= alpha[mt][1];
           }
         }
       }
     }
 
     // O += P·V(j): P's accumulator pairs are the A fragments (keys 16kk..16kk+15 per k-step).
-    cp_async_wait<2>();  // V(j) landed (K(j+1), V(j+1) may be in flight)
-    __syncthreads();
+    if constexpr (!ONE_BARRIER) {
+      cp_async_wait<2>();  // V(j) landed (K(j+1), V(j+1) may be in flight)
+      __syncthreads();
+    }
     if (active) {
       #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++) {
@@ -367,15 +468,15 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
     __syncthreads();
   }
 
-  // Epilogue: O / l as T through this warp's own RW rows of the Q tile (no other warp reads them),
-  // then 16-byte stores of whole rows.
+  // Epilogue: O / l (times 1/(1 − p) with dropout) as T through this warp's own RW rows of the Q tile
+  // (no other warp reads them), then 16-byte stores of whole rows.
   float inv[MT][2];
   #pragma unroll
   for (int mt = 0; mt < MT; mt++) {
     #pragma unroll
     for (int half = 0; half < 2; half++) {
       l[mt][half] = quad_sum(l[mt][half]);
-      inv[mt][half] = l[mt][half] > 0.f ? 1.f / l[mt][half] : 0.f;
+      inv[mt][half] = l[mt][half] > 0.f ? (DROPOUT ? keep_scale : 1.f) / l[mt][half] : 0.f;
     }
   }
   unsigned char* o_s = smem + warp * RW * ROW_BYTES;
@@ -389,20 +490,20 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
     }
   }
   __syncwarp();
-  T* __restrict__ out_head = out + q_head * q_len * D;
+  T* __restrict__ out_head = out + q_offset;
   #pragma unroll
   for (int idx = lane; idx < RW * DC; idx += 32) {
     const int r = idx / DC, c = idx - r * DC, row = q0 + warp * RW + r;
-    if (row < q_len) *reinterpret_cast<uint4*>(out_head + (long long)row * D + 8 * c) = *reinterpret_cast<const uint4*>(o_s + swizzled_offset<RC>(r, c));
+    if (row < seq_q) *reinterpret_cast<uint4*>(out_head + (long long)row * q_stride + 8 * c) = *reinterpret_cast<const uint4*>(o_s + swizzled_offset<RC>(r, c));
   }
   if (t == 0) {
-    float* __restrict__ lse_head = lse + q_head * q_len;
+    float* __restrict__ lse_head = lse + row_base;
     #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
       #pragma unroll
       for (int half = 0; half < 2; half++) {
         const int row = warp_row0 + 16 * mt + 8 * half;
-        if (row < q_len) lse_head[row] = l[mt][half] > 0.f ? (m[mt][half] * scale_log2e + log2f(l[mt][half])) * LN2 : neg_inf();
+        if (row < seq_q) lse_head[row] = l[mt][half] > 0.f ? (m[mt][half] * scale_log2e + log2f(l[mt][half])) * LN2 : neg_inf();
       }
     }
   }
@@ -415,6 +516,10 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
 
 export interface FlashForwardTensors {
   q: Tensor; k: Tensor; v: Tensor; out: Tensor; lse: Tensor; keyLengths: Tensor | undefined;
+  /** Packed sequences: q, out [totalQ, Hq, d], k, v [totalK, Hkv, d], lse [Hq, totalQ]; Lq, Lk are then the max lengths. */
+  varlen?: VarlenLayout;
+  /** Attention dropout (p > 0), drawn in the kernel. */
+  dropout?: DropoutArgs;
 }
 export interface FlashForwardSizes {
   B: number; Hq: number; Lq: number; Lk: number; d: number; group: number; scale: number; causal: boolean;
@@ -422,6 +527,19 @@ export interface FlashForwardSizes {
 
 /** Largest grid y/z dimension (CUDA's limit), for heads and batch. */
 const MAX_GRID_YZ = 65535;
+/** L2 bytes the K and V of one causal section of heads may fill (the H200 has 60 MB of L2, the H100 50). */
+export const SECTION_L2_BYTES = 16 << 20;
+
+/**
+ * Heads per launch-order section (the kernel's schedule): 1 (head-major) unless causal and dense;
+ * then as many heads as keep their K and V (2·Lk·d·s bytes per kv head, shared by `group` query
+ * heads) within SECTION_L2_BYTES.
+ */
+export function flashSectionHeads(causal: boolean, varlen: boolean, heads: number, Lk: number, d: number, group: number, elementBytes = 2): number {
+  if (!causal || varlen || heads <= 1) return 1;
+  const perHead = (2 * Lk * d * elementBytes) / group;
+  return Math.max(1, Math.min(heads, Math.floor(SECTION_L2_BYTES / Math.max(perHead, 1))));
+}
 
 /**
  * Launches the tensor-core forward on arguments that checkFlashAttentionForward has validated and
@@ -444,7 +562,12 @@ export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashFor
     if (p % 16n !== 0n) check.fail(`the tensor-core forward needs 16-byte aligned tensors; '${name}' is at 0x${p.toString(16)}`);
   }
 
-  const spec: FlashForwardSpec = { dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen };
+  const dropout = t.dropout && t.dropout.p > 0 ? t.dropout : undefined;
+  const varlen = t.varlen !== undefined;
+  const spec: FlashForwardSpec = {
+    dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen,
+    ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+  };
   const kernel = host.kernel(flashForwardKey(spec), () => flashForwardSource(spec));
   kernel.launch(
     { grid: [Math.ceil(s.Lq / blockRows(chosen)), s.Hq, s.B], block: 32 * chosen.warps, sharedBytes },
@@ -452,6 +575,9 @@ export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashFor
       arg.ptr(pointers.q), arg.ptr(pointers.k), arg.ptr(pointers.v), arg.ptr(pointers.out), arg.ptr(devicePtr(check, 'lse', t.lse)),
       arg.ptr(t.keyLengths ? devicePtr(check, 'keyLengths', t.keyLengths) : 0n),
       arg.i32(s.Lq), arg.i32(s.Lk), arg.i32(s.Hq), arg.i32(s.group), arg.f32(s.scale * Math.LOG2E),
+      arg.i32(flashSectionHeads(s.causal, varlen, s.B * s.Hq, s.Lk, s.d, s.group)),
+      ...varlenArgs(check, t.varlen),
+      ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(s.Lk) : s.Lk),
     ],
   );
 }
@@ -474,5 +600,10 @@ export function catalog(): KernelSource[] {
   }
   // 16 rows per warp, 8 warps, Q in registers (the sweep's other shape): the generator's remaining branch.
   sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: true, padding: true, tile: { warps: 8, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 1 } }));
+  // The original schedule (eager rescale) with one barrier per tile; dropout; packed sequences.
+  sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, tile: { ...defaultFlashForwardTile(64), eagerRescale: true, oneBarrier: true } }));
+  sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: true, dropout: true, tile: defaultFlashForwardTile(64) }));
+  sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: false, padding: false, dropout: true, varlen: true, tile: defaultFlashForwardTile(128) }));
+  sources.push(flashForwardSource({ dtype: 'bf16', headDim: 96, causal: true, padding: false, varlen: true, tile: defaultFlashForwardTile(96) }));
   return sources;
 }

@@ -1,0 +1,173 @@
+// Decode speed: fuseformer's inference engine against HF transformers generate() in the same run.
+//
+// GPT-2 124M and a Llama 3.2 1B-shaped model (hidden 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192,
+// vocabulary 128256, tied), random bf16 weights; 32-token prompts, 128 new tokens, greedy; batch 1 and 32.
+//   ours      decode ms/token: CUDA events around 127 decode steps (graph replays) after prefill, median
+//             of 5 generations; and end to end: (T(128 tokens) − T(1 token)) / 127 of whole generations
+//             (prefill, decode, reading the tokens) on the host clock, the same measure as for HF.
+//   HF        generate() eager (dynamic cache) and with cache_implementation="static" + torch.compile
+//             (mode "reduce-overhead": HF's recipe for a static cache), (T(128) − T(1)) / 127 (torch_decode.py).
+//   floor     (weight bytes a step reads + KV bytes it reads, averaged over the steps) ÷ the device-to-device
+//             copy bandwidth measured here; "% of floor" = floor time / measured time.
+// Targets (issue #5): GPT-2 ≤ 0.12 ms/token; Llama 1.2B ≤ 0.70 ms/token at batch 1, ≥ 35k tokens/s at batch 32.
+//
+// Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static-compile]
+//                                  [--reps 5] [--models gpt2,llama] [--backend cuda]
+// (--models tiny --backend cpu --no-torch runs the harness on a small GPT-2 anywhere, as a smoke test.)
+
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend } from '../src/backend/index.js';
+import { decodeWeightBytes } from '../src/infer/architecture.js';
+import { DecodeEngine } from '../src/infer/engine.js';
+import { randomDecoderModel } from '../src/infer/model.js';
+import type { DecoderModel } from '../src/infer/model.js';
+import { resolveSampling } from '../src/infer/sampling.js';
+import { presetConfig, toHfJson } from '../src/models/registry.js';
+import type { ModelConfig } from '../src/models/registry.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    json: { type: 'string', default: 'bench/results/decode.json' },
+    'no-torch': { type: 'boolean', default: false },
+    'torch-modes': { type: 'string', default: 'eager,static-compile' },
+    reps: { type: 'string', default: '5' },
+    models: { type: 'string', default: 'gpt2,llama' },
+    backend: { type: 'string', default: 'cuda' },
+  },
+});
+const REPS = Number(cli.reps), PROMPT = 32, NEW = 128, BATCHES = [1, 32];
+
+interface ModelCase { key: string; name: string; config: ModelConfig; target: { b1MsPerToken?: number; b32TokensPerS?: number } }
+const CASES: ModelCase[] = [
+  { key: 'gpt2', name: 'GPT-2 124M', config: presetConfig('gpt2-124M'), target: { b1MsPerToken: 0.12 } },
+  { key: 'llama', name: 'Llama 1.2B (3.2 1B shape)', config: presetConfig('llama-1.2B'), target: { b1MsPerToken: 0.70, b32TokensPerS: 35000 } },
+  { key: 'tiny', name: 'GPT-2 tiny (smoke test)', config: presetConfig('gpt2-tiny'), target: {} },
+].filter((c) => cli.models!.split(',').includes(c.key));
+
+const { backend } = await selectBackend(cli.backend as 'cuda' | 'cpu');
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** Device-to-device copy bandwidth (bytes read + written per second) on 1 GiB, median of 10 copies. */
+function copyBandwidth(): number {
+  const n = backend.name === 'cuda' ? 2 ** 29 : 2 ** 20, src = backend.empty([n], 'bf16'), dst = backend.empty([n], 'bf16');
+  backend.fill(src, 1);
+  backend.copy(src, dst);
+  const times: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const a = backend.mark();
+    backend.copy(src, dst);
+    const b = backend.mark();
+    times.push(b.elapsedSince(a));
+    a.dispose(); b.dispose();
+  }
+  backend.free(src); backend.free(dst);
+  return (2 * n * 2) / (median(times) / 1000);
+}
+
+function prompts(batch: number, vocab: number, seed: number): number[][] {
+  let s = seed;
+  const next = () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s; };
+  return Array.from({ length: batch }, () => Array.from({ length: PROMPT }, () => next() % vocab));
+}
+
+interface Ours { msPerToken: number; tokensPerS: number; e2eMsPerToken: number; floorMs: number; percentOfFloor: number; weightBytes: number; kvBytesPerStep: number }
+
+function measure(model: DecoderModel, batch: number, bandwidth: number): Ours {
+  const arch = model.arch;
+  const engine = new DecodeEngine(model, { maxBatch: batch, maxLen: PROMPT + NEW });
+  const greedy = resolveSampling({ temperature: 0 });
+  const requests = prompts(batch, arch.vocabSize, 7).map((prompt) => ({ prompt, maxNewTokens: NEW, sampling: greedy }));
+  // Warm-up: kernels compile, GEMMs choose algorithms, the bucket's step is captured.
+  engine.start(requests, []);
+  engine.decode(3);
+  engine.collect();
+  const decodeMs: number[] = [];
+  for (let r = 0; r < REPS; r++) {
+    engine.start(requests, []);
+    const a = backend.mark();
+    engine.decode(NEW - 1);
+    const b = backend.mark();
+    decodeMs.push(b.elapsedSince(a) / (NEW - 1));
+    a.dispose(); b.dispose();
+    const lengths = engine.collect().map((u) => u.tokens.length);
+    if (lengths.some((n) => n !== NEW)) throw new Error(`a generation made ${lengths.join(', ')} tokens, expected ${NEW} each`);
+  }
+  const msPerToken = median(decodeMs);
+  // End to end, as HF is measured: whole generations of 128 and of 1 new token.
+  const e2eMsPerToken = (e2eSync(engine, requests, NEW) - e2eSync(engine, requests, 1)) / (NEW - 1);
+  engine.dispose();
+  const weightBytes = decodeWeightBytes(arch, 2);
+  // Keys read per step, averaged over the decode steps (contexts PROMPT + 1 .. PROMPT + NEW − 1).
+  const averageKeys = PROMPT + NEW / 2;
+  const kvBytesPerStep = batch * averageKeys * 2 * arch.layers * arch.kvHeads * arch.headDim * 2;
+  const floorMs = ((weightBytes + kvBytesPerStep) / bandwidth) * 1000;
+  return { msPerToken, tokensPerS: batch / (msPerToken / 1000), e2eMsPerToken, floorMs, percentOfFloor: (100 * floorMs) / msPerToken, weightBytes, kvBytesPerStep };
+}
+
+/** Median host time of a whole generation of `tokens` new tokens (prefill, decode, reads) through the engine. */
+function e2eSync(engine: DecodeEngine, requests: { prompt: number[]; maxNewTokens: number; sampling: ReturnType<typeof resolveSampling> }[], tokens: number): number {
+  const times: number[] = [];
+  for (let r = 0; r < REPS; r++) {
+    const t0 = performance.now();
+    engine.start(requests.map((q) => ({ ...q, maxNewTokens: tokens })), []);
+    let chunk = 1;
+    for (;;) {
+      engine.collect();
+      if (engine.done) break;
+      engine.decode(chunk);
+      chunk = Math.min(16, chunk * 2);
+    }
+    times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
+interface TorchResult { ms_per_token?: number; tokens_per_s?: number; error?: string }
+
+function runTorch(c: ModelCase): Record<string, Record<string, TorchResult>> | { error: string } {
+  const spec = {
+    model: c.config.family, config: { ...toHfJson(c.config), architectures: undefined }, batches: BATCHES, prompt: PROMPT, new_tokens: NEW,
+    reps: REPS, modes: cli['torch-modes']!.split(','),
+  };
+  const run = spawnSync('python3', ['bench/torch_decode.py'], { input: JSON.stringify(spec), encoding: 'utf8', maxBuffer: 16 << 20, timeout: 1_500_000 });
+  if (run.status !== 0) return { error: (run.stderr || String(run.error)).trim().split('\n').slice(-3).join(' | ') };
+  return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Record<string, Record<string, TorchResult>>;
+}
+
+const bandwidth = copyBandwidth();
+console.log(`${backend.description}; device-to-device copy ${(bandwidth / 1e12).toFixed(2)} TB/s`);
+const results: Record<string, unknown> = { date: new Date().toISOString().slice(0, 10), device: backend.description, copyBandwidth: bandwidth, prompt: PROMPT, newTokens: NEW, models: {} };
+const table: string[] = [
+  '| model | batch | fuseformer ms/token | tokens/s | % of floor | e2e ms/token | HF eager ms/token | HF static+compile ms/token | target |',
+  '|---|---|---|---|---|---|---|---|---|',
+];
+for (const c of CASES) {
+  const model = randomDecoderModel(c.config, backend, { dtype: 'bf16', seed: 1n });
+  const ours: Record<number, Ours> = {};
+  for (const batch of BATCHES) {
+    ours[batch] = measure(model, batch, bandwidth);
+    const o = ours[batch]!;
+    console.log(`${c.name} batch ${batch}: ${o.msPerToken.toFixed(3)} ms/token (${Math.round(o.tokensPerS)} tokens/s), floor ${o.floorMs.toFixed(3)} ms (${o.percentOfFloor.toFixed(0)}%), e2e ${o.e2eMsPerToken.toFixed(3)} ms/token`);
+  }
+  model.free();
+  const torch = cli['no-torch'] ? undefined : runTorch(c);
+  if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
+  (results.models as Record<string, unknown>)[c.name] = { ours, torch };
+  for (const batch of BATCHES) {
+    const o = ours[batch]!;
+    const hf = (mode: string): string => {
+      if (!torch || 'error' in torch) return '—';
+      const r = torch[mode]?.[String(batch)];
+      return r?.ms_per_token !== undefined ? r.ms_per_token.toFixed(3) : r?.error ? 'error' : '—';
+    };
+    const target = batch === 1 && c.target.b1MsPerToken !== undefined ? `≤ ${c.target.b1MsPerToken} ms/token ${o.msPerToken <= c.target.b1MsPerToken ? 'met' : 'missed'}`
+      : batch === 32 && c.target.b32TokensPerS !== undefined ? `≥ ${c.target.b32TokensPerS} tok/s ${o.tokensPerS >= c.target.b32TokensPerS ? 'met' : 'missed'}` : '';
+    table.push(`| ${c.name} | ${batch} | ${o.msPerToken.toFixed(3)} | ${Math.round(o.tokensPerS)} | ${o.percentOfFloor.toFixed(0)}% | ${o.e2eMsPerToken.toFixed(3)} | ${hf('eager')} | ${hf('static-compile')} | ${target} |`);
+  }
+}
+mkdirSync(dirname(cli.json!), { recursive: true });
+writeFileSync(cli.json!, JSON.stringify(results, null, 1));
+console.log(`\n${table.join('\n')}`);

@@ -1,0 +1,145 @@
+"""Hugging Face reference for `npm run check:infer` (bench/infer-parity.ts; run on the GPU machine).
+
+Usage: python3 bench/hf_infer.py <workdir>
+
+Creates random-init models with save_pretrained (safetensors; one of them sharded), each with a
+tokenizer.json (byte-level: 256 byte tokens + <|endoftext|>, written by hand so the `tokenizers` package is
+not needed) and a generation_config.json, and for each model and dtype (fp32, bf16):
+  - logits of every prompt (several lengths) at every position;
+  - greedy generation of 128 new tokens per prompt (EOS disabled), with the top-1 − top-2 logit gap of
+    every step (so the checker can tell a near tie from a real disagreement);
+  - logits of prompt + generated tokens at the generated positions (KV-cache parity under teacher forcing).
+Writes <workdir>/<case>/ (the model folder) and <workdir>/<case>/reference-<dtype>.safetensors +
+reference-<dtype>.json, and <workdir>/cases.json listing the cases.
+"""
+import json
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+NEW_TOKENS = 128
+PROMPT_LENGTHS = [1, 7, 32, 100]
+
+
+def bytes_to_unicode():
+    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    chars = {b: chr(b) for b in printable}
+    n = 256
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(n)
+            n += 1
+    return [chars[b] for b in range(256)]
+
+
+def write_tokenizer(directory, vocab_size):
+    """A byte-level BPE tokenizer.json with no merges: id b is byte b, 256 is <|endoftext|>."""
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode())}
+    vocab["<|endoftext|>"] = 256
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": 256, "content": "<|endoftext|>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "vocab": vocab, "merges": []},
+    }
+    with open(os.path.join(directory, "tokenizer.json"), "w") as f:
+        json.dump(tokenizer, f)
+    with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "model_max_length": 4096}, f)
+    assert vocab_size >= 257
+
+
+def llama3_scaled(config):
+    """Llama 3 RoPE scaling, set the way the installed transformers spells it (rope_scaling in 4.x,
+    rope_parameters in 5.x), and checked to have taken effect."""
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 256}
+    if hasattr(config, "rope_parameters") and isinstance(getattr(config, "rope_parameters"), dict):
+        config.rope_parameters = {**config.rope_parameters, **scaling, "rope_theta": 500000.0}
+    else:
+        config.rope_scaling = scaling
+    if "llama3" not in json.dumps(config.to_dict()):
+        raise SystemExit("could not set Llama 3 RoPE scaling on this transformers version")
+    return config
+
+
+def cases():
+    vocab = 5003
+    return {
+        # GPT-2: learned positions, LayerNorm, GELU(tanh), tied head.
+        "gpt2": (GPT2LMHeadModel, GPT2Config(vocab_size=vocab, n_positions=512, n_embd=256, n_layer=4, n_head=8,
+                                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=256, eos_token_id=256), {}),
+        # Llama with grouped-query attention (8 heads, 2 kv heads), Llama 3 RoPE scaling, untied head, sharded files.
+        "llama-gqa": (LlamaForCausalLM, llama3_scaled(LlamaConfig(vocab_size=vocab, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                                                                 num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=1024,
+                                                                 rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                                                                 bos_token_id=256, eos_token_id=256)), {"max_shard_size": "2MB"}),
+        # Small Llama: multi-query (1 kv head), tied embeddings, attention and MLP biases, head_dim 64.
+        "llama-tied": (LlamaForCausalLM, LlamaConfig(vocab_size=vocab, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
+                                                    num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=512,
+                                                    tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
+                                                    bos_token_id=256, eos_token_id=256), {}),
+    }
+
+
+def main(workdir):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    listed = []
+    for index, (name, (cls, config, save_options)) in enumerate(cases().items()):
+        directory = os.path.join(workdir, name)
+        os.makedirs(directory, exist_ok=True)
+        torch.manual_seed(1000 + index)
+        # Larger weights than HF's 0.02 make the next-token distributions peaked, so greedy paths are decisive.
+        config.initializer_range = 0.08
+        model = cls(config)
+        with torch.no_grad():
+            # HF initialises biases to 0 and norm gains to 1; perturb them so those code paths are checked too.
+            for parameter_name, parameter in model.named_parameters():
+                if parameter_name.endswith("bias") or "norm" in parameter_name or ".ln_" in parameter_name:
+                    parameter.add_(torch.randn_like(parameter) * 0.1)
+        model.save_pretrained(directory, safe_serialization=True, **save_options)
+        write_tokenizer(directory, config.vocab_size)
+        with open(os.path.join(directory, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": 256, "eos_token_id": 256, "do_sample": False}, f)
+        generator = torch.Generator().manual_seed(7 + index)
+        prompts = [torch.randint(0, config.vocab_size, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
+        for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+            m = model.to(device="cuda", dtype=dtype).eval()
+            m.generation_config.eos_token_id = None
+            m.generation_config.pad_token_id = 0
+            tensors, meta = {}, {"prompts": prompts, "greedy": [], "gaps": []}
+            with torch.no_grad():
+                for i, prompt in enumerate(prompts):
+                    ids = torch.tensor([prompt], device="cuda")
+                    tensors[f"logits.{i}"] = m(input_ids=ids).logits[0].float().contiguous().cpu()
+                    out = m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
+                                     output_scores=True, return_dict_in_generate=True, eos_token_id=None, pad_token_id=0)
+                    new = out.sequences[0, len(prompt):].tolist()
+                    top2 = [torch.topk(s[0].float(), 2).values.tolist() for s in out.scores]
+                    meta["greedy"].append(new)
+                    meta["gaps"].append([a - b for a, b in top2])
+                    full = torch.tensor([prompt + new[:-1]], device="cuda")
+                    tensors[f"continuation.{i}"] = m(input_ids=full).logits[0, len(prompt) - 1:].float().contiguous().cpu()
+            save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
+            with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
+                json.dump(meta, f)
+        listed.append({"name": name, "dir": directory, "family": "gpt2" if cls is GPT2LMHeadModel else "llama"})
+        del model
+        torch.cuda.empty_cache()
+    with open(os.path.join(workdir, "cases.json"), "w") as f:
+        json.dump({"cases": listed, "new_tokens": NEW_TOKENS, "transformers": __import__("transformers").__version__,
+                   "torch": torch.__version__}, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,149 @@
+// fuseformer's inference engine against Hugging Face transformers (run on the GPU machine; needs python3
+// with torch + transformers: bench/hf_infer.py makes the models and the references).
+// For GPT2LMHeadModel and LlamaForCausalLM (GQA with Llama 3 RoPE scaling and sharded files; multi-query
+// with tied embeddings and biases), in fp32 and bf16:
+//   1. prompt logits at every position, prompts of 1, 7, 32 and 100 tokens (both prefill attention paths):
+//      ‖ours − HF‖ / ‖HF‖ ≤ 1e-4 (fp32), 1e-2 (bf16; 2e-2 for the materialised-scores path, whose
+//      probabilities are rounded to bf16 once more);
+//   2. KV-cached decode logits with HF's greedy tokens forced (teacher forcing), against HF's logits of the
+//      whole sequence: the same tolerances;
+//   3. greedy generation of 128 tokens from each prompt: the same tokens as HF's generate(); where the two
+//      part, HF's top-1 − top-2 gap at that step must be a near tie (≤ 1e-3 (fp32) or 5e-2 (bf16) × the
+//      row's logit RMS), and in teacher forcing every step's argmax must be HF's token or such a near tie.
+// Writes a JSON report (--json) and prints a table.
+//
+// Usage: node dist/bench/infer-parity.js [--json bench/results/infer-parity.json] [--keep DIR [--reuse]] [--backend cuda]
+// (--keep DIR keeps the models and references; --reuse takes them from DIR instead of running Python again.)
+
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend } from '../src/backend/index.js';
+import type { FloatDType } from '../src/dtype.js';
+import { DecodeEngine } from '../src/infer/engine.js';
+import { generateBatch } from '../src/infer/generate.js';
+import { loadDecoderModel } from '../src/infer/model.js';
+import { resolveSampling } from '../src/infer/sampling.js';
+import { SafetensorsReader } from '../src/io/safetensors.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    json: { type: 'string', default: 'bench/results/infer-parity.json' }, keep: { type: 'string' }, reuse: { type: 'boolean', default: false },
+    backend: { type: 'string', default: 'cuda' },
+  },
+});
+const workdir = cli.keep ?? mkdtempSync(join(tmpdir(), 'fuseformer-infer-parity-'));
+mkdirSync(workdir, { recursive: true });
+
+if (!(cli.reuse && existsSync(join(workdir, 'cases.json')))) {
+  const python = spawnSync('python3', ['bench/hf_infer.py', workdir], { encoding: 'utf8', timeout: 900_000, maxBuffer: 64 << 20 });
+  if (python.status !== 0) throw new Error(`hf_infer.py failed (status ${python.status}): ${python.stderr || String(python.error)}`);
+}
+const listing = JSON.parse(readFileSync(join(workdir, 'cases.json'), 'utf8')) as { cases: { name: string; dir: string }[]; new_tokens: number; transformers: string; torch: string };
+
+const { backend } = await selectBackend(cli.backend as 'cuda' | 'cpu');
+const TOLERANCE: Record<string, number> = { f32: 1e-4, bf16: 1e-2 };
+const TIE: Record<string, number> = { f32: 1e-3, bf16: 5e-2 };
+
+function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let diff = 0, norm = 0;
+  for (let i = 0; i < b.length; i++) { diff += (a[i]! - b[i]!) ** 2; norm += b[i]! ** 2; }
+  return Math.sqrt(diff / norm);
+}
+const rms = (row: ArrayLike<number>) => Math.sqrt(Array.from(row).reduce((s, x) => s + x * x, 0) / row.length);
+const argmax = (row: ArrayLike<number>) => { let best = 0; for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i; return best; };
+
+interface Row { model: string; dtype: string; check: string; value: string; ok: boolean }
+const rows: Row[] = [];
+const report: Record<string, unknown> = { device: backend.description, transformers: listing.transformers, torch: listing.torch, cases: {} };
+
+for (const c of listing.cases) {
+  for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+    const refs = SafetensorsReader.open(join(c.dir, `reference-${dtype}.safetensors`));
+    const meta = JSON.parse(readFileSync(join(c.dir, `reference-${dtype}.json`), 'utf8')) as { prompts: number[][]; greedy: number[][]; gaps: number[][] };
+    const tensor = (name: string) => new Float32Array(refs.read(name).bytes.slice().buffer);
+    const { model, unused } = loadDecoderModel(c.dir, backend, { dtype });
+    const V = model.vocabSize, newTokens = listing.new_tokens;
+    const maxLen = Math.max(...meta.prompts.map((p) => p.length)) + newTokens;
+    const entry: Record<string, unknown> = { unused };
+    const add = (check: string, value: string, ok: boolean) => rows.push({ model: c.name, dtype, check, value, ok });
+
+    // 1. Prompt logits, both prefill paths. In bf16 both sides are also compared with HF's fp32 logits, to
+    //    tell our rounding from HF's when the bf16 check is close.
+    const f32Refs = dtype === 'f32' ? undefined : SafetensorsReader.open(join(c.dir, 'reference-f32.safetensors'));
+    for (const prefill of ['flash', 'materialized'] as const) {
+      const engine = new DecodeEngine(model, { maxBatch: 1, maxLen, prefillAttention: prefill });
+      const logits = meta.prompts.map((p) => engine.promptLogits(p));
+      engine.dispose();
+      const errors = logits.map((l, i) => relError(l, tensor(`logits.${i}`)));
+      const worst = Math.max(...errors);
+      entry[`promptLogits.${prefill}`] = errors;
+      if (f32Refs) {
+        const exact = (i: number) => new Float32Array(f32Refs.read(`logits.${i}`).bytes.slice().buffer);
+        entry[`promptLogits.${prefill}.oursVsHfF32`] = logits.map((l, i) => relError(l, exact(i)));
+        entry[`promptLogits.${prefill}.hfVsHfF32`] = logits.map((_, i) => relError(tensor(`logits.${i}`), exact(i)));
+      }
+      // The materialised path stores scores and probabilities in the model's dtype (as LightSeq's training
+      // path does), one more bf16 rounding than the fused op: it gets twice the bf16 tolerance.
+      const tolerance = TOLERANCE[dtype]! * (prefill === 'materialized' && dtype !== 'f32' ? 2 : 1);
+      add(`prompt logits (${prefill})`, `rel err ≤ ${worst.toExponential(2)} (tolerance ${tolerance})`, worst <= tolerance);
+    }
+    f32Refs?.close();
+
+    // 2. KV-cached logits and argmax under teacher forcing with HF's tokens.
+    const engine = new DecodeEngine(model, { maxBatch: 1, maxLen });
+    let worstCached = 0, forcedMismatches = 0, forcedNonTies = 0;
+    meta.prompts.forEach((prompt, i) => {
+      const hf = meta.greedy[i]!, reference = tensor(`continuation.${i}`);
+      engine.start([{ prompt, maxNewTokens: newTokens, sampling: resolveSampling({ temperature: 0 }) }], []);
+      const ours = new Float32Array(newTokens * V);
+      for (let k = 0; k < newTokens; k++) {
+        const row = engine.logits()[0]!;
+        ours.set(row, k * V);
+        const ref = reference.subarray(k * V, (k + 1) * V);
+        if (argmax(row) !== hf[k]) {
+          forcedMismatches++;
+          if (meta.gaps[i]![k]! > TIE[dtype]! * rms(ref)) forcedNonTies++;
+        }
+        if (k + 1 === newTokens) break;
+        engine.collect();
+        engine.force(0, hf[k]!);
+        engine.decode(1);
+      }
+      worstCached = Math.max(worstCached, relError(ours, reference));
+    });
+    engine.dispose();
+    entry.cachedLogitsRelError = worstCached;
+    add('KV-cached logits (HF tokens forced)', `rel err ≤ ${worstCached.toExponential(2)}`, worstCached <= TOLERANCE[dtype]!);
+    add('teacher-forced argmax = HF token', `${forcedMismatches} differ, ${forcedNonTies} not near ties`, forcedNonTies === 0);
+
+    // 3. Free-running greedy generation (graphs, the default sync schedule), all prompts as one batch.
+    const ours = await generateBatch(model, meta.prompts, { maxNewTokens: newTokens, temperature: 0, stopTokenIds: [] });
+    const divergences = ours.map((tokens, i) => {
+      const at = tokens.findIndex((t, k) => t !== meta.greedy[i]![k]);
+      if (at < 0) return { at: -1, nearTie: true };
+      const ref = tensor(`continuation.${i}`).subarray(at * V, (at + 1) * V);
+      return { at, nearTie: meta.gaps[i]![at]! <= TIE[dtype]! * rms(ref) };
+    });
+    entry.greedyDivergence = divergences;
+    const identical = divergences.filter((d) => d.at < 0).length;
+    add(`greedy ${newTokens} tokens = HF generate()`, `${identical}/${divergences.length} identical; ${divergences.filter((d) => d.at >= 0).map((d) => `parts at ${d.at}${d.nearTie ? ' (near tie)' : ''}`).join(', ') || 'all'}`,
+      divergences.every((d) => d.at < 0 || d.nearTie));
+    (report.cases as Record<string, unknown>)[`${c.name} ${dtype}`] = entry;
+    refs.close();
+    model.free();
+  }
+}
+
+const failures = rows.filter((r) => !r.ok).length;
+report.rows = rows;
+report.failures = failures;
+mkdirSync(dirname(cli.json!), { recursive: true });
+writeFileSync(cli.json!, JSON.stringify(report, null, 1));
+console.log(`\n| model | dtype | check | result | |\n|---|---|---|---|---|`);
+for (const r of rows) console.log(`| ${r.model} | ${r.dtype} | ${r.check} | ${r.value} | ${r.ok ? 'OK' : 'FAIL'} |`);
+console.log(failures === 0 ? '\ninference parity: all checks passed' : `\ninference parity: ${failures} check(s) failed`);
+if (!cli.keep) rmSync(workdir, { recursive: true, force: true });
+process.exitCode = failures === 0 ? 0 : 1;

@@ -1,0 +1,94 @@
+"""PyTorch baselines for `npm run bench:decode`: HF transformers generate(), greedy, as Python users run it.
+
+Reads a JSON spec on stdin ({"model": "gpt2"|"llama", "config": {...HF config...}, "batches": [1, 32],
+"prompt": 32, "new_tokens": 128, "reps": 5, "modes": ["eager", "static-compile", "static"]}) and prints one
+JSON line: {mode: {batch: {"ms_per_token", "tokens_per_s"} or {"error"}}}.
+
+Modes: "eager" is generate() with the default dynamic KV cache; "static-compile" is
+cache_implementation="static" with model.forward compiled (torch.compile mode "reduce-overhead",
+fullgraph=True: HF's documented recipe for a static cache, CUDA graphs included); "static" is the static
+cache without compilation. Random bf16 weights; EOS disabled so every call makes exactly the tokens asked.
+Per-token time = (T(new_tokens) − T(1)) / (new_tokens − 1) of whole generate() calls (wall clock after a
+synchronize), medians of `reps` calls after warm-up, so prefill cancels out.
+"""
+import json
+import sys
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+
+def build(spec):
+    config = {k: v for k, v in spec["config"].items() if v is not None}
+    if spec["model"] == "gpt2":
+        return GPT2LMHeadModel(GPT2Config(**config))
+    return LlamaForCausalLM(LlamaConfig(**config))
+
+
+def timed(fn):
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
+def run_mode(model, spec, mode, batch):
+    torch.manual_seed(0)
+    vocab = spec["config"]["vocab_size"]
+    ids = torch.randint(0, vocab, (batch, spec["prompt"]), device="cuda")
+    mask = torch.ones_like(ids)
+    extra = {"cache_implementation": "static"} if mode.startswith("static") else {}
+
+    def generate(n):
+        return model.generate(ids, attention_mask=mask, max_new_tokens=n, do_sample=False, pad_token_id=0, **extra)
+
+    new = spec["new_tokens"]
+    out = generate(new)  # warm-up (and compilation for static-compile: prefill and decode shapes)
+    if out.shape[1] != spec["prompt"] + new:
+        raise RuntimeError(f"generate() made {out.shape[1] - spec['prompt']} tokens, expected {new}")
+    generate(1)
+    generate(new)
+    reps = spec["reps"]
+    full = median([timed(lambda: generate(new)) for _ in range(reps)])
+    prefill = median([timed(lambda: generate(1)) for _ in range(reps)])
+    per_token = (full - prefill) / (new - 1)
+    return {"ms_per_token": per_token * 1000, "tokens_per_s": batch / per_token}
+
+
+def main():
+    spec = json.load(sys.stdin)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    results = {}
+    for mode in spec["modes"]:
+        results[mode] = {}
+        try:
+            model = build(spec).to(device="cuda", dtype=torch.bfloat16).eval()
+            model.generation_config.eos_token_id = None
+            model.generation_config.pad_token_id = 0
+            if mode == "static-compile":
+                model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+        except Exception as error:  # a mode that cannot be set up is reported, not fatal
+            results[mode] = {str(b): {"error": f"{type(error).__name__}: {error}"} for b in spec["batches"]}
+            continue
+        for batch in spec["batches"]:
+            try:
+                with torch.no_grad():
+                    results[mode][str(batch)] = run_mode(model, spec, mode, batch)
+            except Exception as error:
+                results[mode][str(batch)] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+            print(f"{spec['model']} {mode} batch {batch}: {results[mode][str(batch)]}", file=sys.stderr)
+        del model
+        torch.cuda.empty_cache()
+        if mode == "static-compile":
+            torch._dynamo.reset()
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+// decodeAttention: one query per sequence against the keys 0..positions[b] of its cache, as the plain
+// materialised computation in float64 (the oracle for the split-K GPU kernel). partials are GPU scratch;
+// the CPU neither reads nor writes them.
+
+import type { DecodeAttentionArgs } from '../backend.js';
+import { checkDecodeAttention } from '../op-checks/index.js';
+import { CpuCheck } from './check.js';
+import type { CpuWork } from './graph.js';
+import { floatsOf, int32sOf, storeFloats } from './tensor.js';
+
+export function prepareDecodeAttention(args: DecodeAttentionArgs): CpuWork {
+  const check = new CpuCheck('decodeAttention');
+  const { q, kCache, vCache, positions, out, scale, B, Hq, Hkv, d, maxLen, group } = checkDecodeAttention(check, args);
+
+  return check.work(() => {
+    const qv = floatsOf(q), kv = floatsOf(kCache), vv = floatsOf(vCache), pos = int32sOf(positions);
+    const result = new Float64Array(B * Hq * d);
+    const scores = new Float64Array(maxLen);
+    for (let b = 0; b < B; b++) {
+      const p = pos[b]!;
+      if (p < 0 || p >= maxLen) check.fail(`'positions'[${b}] = ${p} is outside the cache's [0, ${maxLen})`);
+      const n = p + 1;
+      for (let h = 0; h < Hq; h++) {
+        const row = (b * Hq + h) * d, kvBase = (b * Hkv + Math.floor(h / group)) * maxLen * d;
+        let max = -Infinity;
+        for (let j = 0; j < n; j++) {
+          let s = 0;
+          for (let c = 0; c < d; c++) s += qv[row + c]! * kv[kvBase + j * d + c]!;
+          scores[j] = scale * s;
+          max = Math.max(max, scores[j]!);
+        }
+        let sum = 0;
+        for (let j = 0; j < n; j++) sum += (scores[j] = Math.exp(scores[j]! - max));
+        for (let j = 0; j < n; j++) {
+          const w = scores[j]! / sum;
+          for (let c = 0; c < d; c++) result[row + c]! += w * vv[kvBase + j * d + c]!;
+        }
+      }
+    }
+    storeFloats(out, result);
+  });
+}

@@ -1,0 +1,69 @@
+// qkvRopeAppend: the QKV projection's output (+ bias) split into query heads, rotated (RoPE) query and key
+// heads, and the keys and values written into the cache at each row's position (backend.ts has the contract).
+// Sums and rotations in float64; every stored value is rounded once to the tensors' dtype. θ is the f32
+// product fround(position · invFreq[i]), as the GPU and HF compute it.
+
+import type { QkvRopeAppendArgs } from '../backend.js';
+import { checkQkvRopeAppend } from '../op-checks/index.js';
+import { CpuCheck } from './check.js';
+import type { CpuWork } from './graph.js';
+import { floatsOf, int32sOf, rounder } from './tensor.js';
+import type { FloatDType } from '../../dtype.js';
+
+export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
+  const check = new CpuCheck('qkvRopeAppend');
+  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads } = checkQkvRopeAppend(check, args);
+  const half = d / 2, width = (Hq + 2 * Hkv) * d, group = Hq / Hkv;
+  const round = rounder(q.dtype as FloatDType);
+
+  return check.work(() => {
+    const x = floatsOf(qkv), b = bias ? floatsOf(bias) : undefined, pos = int32sOf(positions);
+    const freqs = invFreq ? floatsOf(invFreq) : undefined;
+    const qv = floatsOf(q), kc = floatsOf(kCache), vc = floatsOf(vCache);
+    const ko = kOut ? floatsOf(kOut) : undefined, vo = vOut ? floatsOf(vOut) : undefined;
+    const head = new Float64Array(d);
+    const cos = new Float64Array(half), sin = new Float64Array(half);
+    for (let r = 0; r < B * L; r++) {
+      const seq = Math.floor(r / L), l = r % L, p = pos[r]!;
+      if (p < 0 || p >= maxLen) check.fail(`'positions'[${r}] = ${p} is outside the cache's [0, ${maxLen})`);
+      if (freqs) {
+        for (let i = 0; i < half; i++) {
+          const theta = Math.fround(p * freqs[i]!);
+          cos[i] = ropeScale * Math.cos(theta);
+          sin[i] = ropeScale * Math.sin(theta);
+        }
+      }
+      // Head hh of the row: 0..Hq−1 queries, Hq..Hq+Hkv−1 keys, then values.
+      for (let hh = 0; hh < Hq + 2 * Hkv; hh++) {
+        const base = r * width + hh * d;
+        for (let c = 0; c < d; c++) head[c] = x[base + c]! + (b ? b[hh * d + c]! : 0);
+        const isValue = hh >= Hq + Hkv;
+        if (freqs && !isValue) {
+          for (let i = 0; i < half; i++) {
+            const a = head[i]!, z = head[i + half]!;
+            head[i] = a * cos[i]! - z * sin[i]!;
+            head[i + half] = z * cos[i]! + a * sin[i]!;
+          }
+        }
+        if (hh < Hq) {
+          const at = ((seq * Hq + hh) * L + l) * d;
+          for (let c = 0; c < d; c++) qv[at + c] = round(head[c]!);
+          continue;
+        }
+        const kvHead = isValue ? hh - Hq - Hkv : hh - Hq;
+        const cache = isValue ? vc : kc;
+        const at = ((seq * Hkv + kvHead) * maxLen + p) * d;
+        for (let c = 0; c < d; c++) cache[at + c] = round(head[c]!);
+        const copy = isValue ? vo : ko;
+        if (copy) {
+          // Hk = Hq repeats kv head g for query heads g·group .. g·group + group − 1.
+          const copies = kOutHeads === Hkv ? [kvHead] : Array.from({ length: group }, (_, i) => kvHead * group + i);
+          for (const h of copies) {
+            const out = ((seq * kOutHeads + h) * L + l) * d;
+            for (let c = 0; c < d; c++) copy[out + c] = round(head[c]!);
+          }
+        }
+      }
+    }
+  });
+}

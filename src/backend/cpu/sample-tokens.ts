@@ -1,0 +1,112 @@
+// sampleTokens: each sequence's next token from its logits — greedy, or temperature with top-k / top-p
+// filtering and a Gumbel-max draw from Philox — and the sequence's update (backend.ts has the contract).
+//
+// The values z are computed exactly as the GPU computes them in f32 (every division and product rounded
+// to f32 with Math.fround; −0 counts as +0), so greedy picks and the top-k threshold agree bit for bit.
+// The top-p mass and the Gumbel noise are float64 here and f32 on the GPU: the two backends then agree
+// unless two candidates' scores (or a mass and the top-p boundary) tie to within rounding.
+
+import { SAMPLING_DOMAIN } from '../backend.js';
+import type { SampleTokensArgs } from '../backend.js';
+import { checkSampleTokens } from '../op-checks/index.js';
+import { philox4x32 } from '../rng.js';
+import { CpuCheck } from './check.js';
+import type { CpuWork } from './graph.js';
+import { floatsOf, int32sOf } from './tensor.js';
+
+/** The Gumbel noise of candidate j for a draw at `position` with (seedLo, seedHi): −ln(−ln u_j). */
+export function gumbelNoise(j: number, position: number, seedLo: number, seedHi: number): number {
+  const words = philox4x32(Math.floor(j / 4) >>> 0, position >>> 0, 0, SAMPLING_DOMAIN, seedLo >>> 0, seedHi >>> 0);
+  const u = ((words[j % 4]! >>> 9) + 0.5) * 2 ** -23;
+  return -Math.log(-Math.log(u));
+}
+
+/** Index of the largest value among those `keep` accepts; the lowest index wins a tie. */
+function argmax(values: ArrayLike<number>, keep: (j: number) => boolean = () => true): number {
+  let best = -1;
+  for (let j = 0; j < values.length; j++) {
+    if (!keep(j)) continue;
+    if (best < 0 || values[j]! > values[best]!) best = j;
+  }
+  return best;
+}
+
+/** The smallest value of the top-k set: the k-th largest value counted with multiplicity. */
+function topKThreshold(z: Float32Array, k: number): number {
+  if (k <= 0 || k >= z.length) return -Infinity;
+  const sorted = Float32Array.from(z).sort();
+  return sorted[z.length - k]!;
+}
+
+/** τ: the largest value whose top set {z ≥ τ} (within `kept`) holds at least `p` of the kept mass. */
+function topPThreshold(z: Float32Array, kept: (j: number) => boolean, p: number): number {
+  if (p >= 1) return -Infinity;
+  let max = -Infinity;
+  for (let j = 0; j < z.length; j++) if (kept(j)) max = Math.max(max, z[j]!);
+  const byValue = new Map<number, number>();
+  let total = 0;
+  for (let j = 0; j < z.length; j++) {
+    if (!kept(j)) continue;
+    const w = Math.exp(z[j]! - max);
+    total += w;
+    byValue.set(z[j]!, (byValue.get(z[j]!) ?? 0) + w);
+  }
+  const target = p * total;
+  let mass = 0;
+  for (const value of [...byValue.keys()].sort((a, b) => b - a)) {
+    mass += byValue.get(value)!;
+    if (mass >= target) return value;
+  }
+  return -Infinity;
+}
+
+export function prepareSampleTokens(args: SampleTokensArgs): CpuWork {
+  const check = new CpuCheck('sampleTokens');
+  const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen } = checkSampleTokens(check, args);
+
+  return check.work(() => {
+    const logitRows = floatsOf(logits), settings = floatsOf(params), seedWords = int32sOf(seeds);
+    const pos = int32sOf(positions), past = int32sOf(history), next = int32sOf(tokens), done = int32sOf(finished);
+    const cap = int32sOf(limits), stops = new Set(int32sOf(stopIds));
+    for (let b = 0; b < B; b++) {
+      if (done[b] !== 0) continue;
+      const p = pos[b]!;
+      if (p < 0 || p + 1 >= maxLen) check.fail(`'positions'[${b}] = ${p}: the next token's position ${p + 1} is outside 'history' [0, ${maxLen})`);
+      const [temperature, topK, topP, penalty] = [0, 1, 2, 3].map((i) => settings[b * 4 + i]!) as [number, number, number, number];
+      if (!(temperature >= 0) || !Number.isFinite(temperature)) check.fail(`'params'[${b}] temperature ${temperature} must be a finite number >= 0`);
+      if (!Number.isInteger(topK) || topK < 0) check.fail(`'params'[${b}] top-k ${topK} must be an integer >= 0`);
+      if (!(topP > 0 && topP <= 1)) check.fail(`'params'[${b}] top-p ${topP} must be in (0, 1]`);
+      if (!(penalty > 0) || !Number.isFinite(penalty)) check.fail(`'params'[${b}] repetition penalty ${penalty} must be a finite number > 0`);
+
+      const z = Float32Array.from(logitRows.subarray(b * Vp, b * Vp + classes), (v) => (v === 0 ? 0 : v));
+      if (penalty !== 1) {
+        const seen = new Set(past.subarray(b * maxLen, b * maxLen + p + 1));
+        for (const t of seen) {
+          if (t < 0 || t >= classes) check.fail(`'history'[${b}] holds token ${t}, outside the vocabulary [0, ${classes})`);
+          z[t] = z[t]! > 0 ? Math.fround(z[t]! / penalty) : Math.fround(z[t]! * penalty);
+        }
+      }
+      let token: number;
+      if (temperature === 0) {
+        token = argmax(z);
+      } else {
+        for (let j = 0; j < classes; j++) { const v = Math.fround(z[j]! / temperature); z[j] = v === 0 ? 0 : v; }
+        const kThreshold = topKThreshold(z, topK);
+        const inTopK = (j: number) => z[j]! >= kThreshold;
+        const pThreshold = topPThreshold(z, inTopK, topP);
+        const kept = (j: number) => z[j]! >= kThreshold && z[j]! >= pThreshold;
+        const seedLo = seedWords[2 * b]!, seedHi = seedWords[2 * b + 1]!;
+        const scores = new Float64Array(classes);
+        for (let j = 0; j < classes; j++) scores[j] = kept(j) ? z[j]! + gumbelNoise(j, p + 1, seedLo, seedHi) : -Infinity;
+        token = argmax(scores, kept);
+      }
+      past[b * maxLen + p + 1] = token;
+      if (stops.has(token) || p + 2 >= cap[b]!) {
+        done[b] = 1;
+      } else {
+        next[b] = token;
+        pos[b] = p + 1;
+      }
+    }
+  });
+}

@@ -1,0 +1,296 @@
+// decodeAttention: one new token per sequence attending over its KV cache (FlashDecoding's split-K
+// scheme, GQA-aware), plus the kernel that combines the splits.
+//
+// Math (backend.ts has the contract): for sequence b, query head h, kv head g = h / group, keys
+// j < n = min(positions[b] + 1, maxLen): out = Σ_j softmax_j(scale·q·k_j)·v_j. Scores are kept in base 2
+// (q is pre-multiplied by scale·log2 e; exp2f), with FlashAttention's online softmax across key tiles:
+// m' = max(m, tile max), acc ← acc·2^(m − m') + Σ_j 2^(s_j − m')·v_j, l likewise.
+//
+// Thread mapping. Grid (Hkv·headBlocks, B, S). A block serves GH query heads that share one kv head
+// (GH = group, or a divisor of it ≤ MAX_HEADS_PER_BLOCK for very wide groups), so each key and value row
+// is read once for all of them; split s covers keys [s·chunk, min((s + 1)·chunk, n)). 128 threads, keys
+// in tiles of 128:
+//   scores  thread t takes key t of the tile: reads its d-element key row in 16-byte vectors (a
+//           thread's loads cover whole 32-byte sectors) and dots it with the GH query rows held in
+//           shared memory (broadcast reads) → GH scores in shared memory.
+//   softmax per head: tile max and sum by warp shuffles and one shared round; every thread keeps the
+//           same running (m, l) per head.
+//   values  thread t = (key lane kl, column vector cv) with d/VEC column vectors per row: it walks keys
+//           kl, kl + KEY_LANES, ... of the tile, reads 16 bytes of each value row (a warp reads whole
+//           rows: coalesced) and accumulates GH × VEC outputs in registers.
+//   end     the key lanes' partial sums are added through shared memory; without splits the block
+//           writes out = acc / l, with splits an unnormalised partial (acc, m, l) for the combine kernel
+//           (grid (Hq, B), a thread per output column), which weights split s by 2^(m_s − max m).
+// Splits beyond a sequence's length do nothing: the combine kernel recomputes n and reads only the
+// splits that hold keys, so the grid is fixed (graph-capturable) while lengths change on the device.
+//
+// Bytes: each key and value element is read once per head block: 2·n·d·s per (b, kv head), plus q and out
+// (2·GH·d·s per block) and, with S splits, S·GH·(d + 2)·4 partial bytes written and read once.
+// Precision: f32 scores, softmax and accumulation; stored in the tensors' dtype.
+
+import type { DecodeAttentionArgs } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { byteSize } from '../../../dtype.js';
+import { checkDecodeAttention } from '../../op-checks/index.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { pickVectorWidth } from './elementwise.js';
+import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+
+export interface DecodeAttentionSpec {
+  readonly dtype: FloatDType;
+  readonly headDim: number;
+  /** Query heads a kv head serves (Hq / Hkv). */
+  readonly group: number;
+  /** Query heads one block serves: group, or a divisor of it. */
+  readonly headsPerBlock: number;
+  /** Elements per vector access of a key or value row; divides headDim. */
+  readonly vec: number;
+  /** Write partials for the combine kernel instead of the output. */
+  readonly split: boolean;
+}
+
+export interface DecodeCombineSpec {
+  readonly dtype: FloatDType;
+  readonly headDim: number;
+}
+
+export function decodeAttentionKey(s: DecodeAttentionSpec): string {
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}`;
+}
+
+export function decodeCombineKey(s: DecodeCombineSpec): string {
+  return `decode_attention_combine.${s.dtype}.d${s.headDim}`;
+}
+
+export const DECODE_THREADS = 128;
+/** Keys a block scores at once (a key per thread). */
+export const DECODE_TILE = DECODE_THREADS;
+/** GH·VEC accumulators a thread holds; 8 heads × 8 columns = 64 registers. */
+export const MAX_HEADS_PER_BLOCK = 8;
+export const MAX_HEAD_DIM = 256;
+
+/** The largest divisor of `group` that is at most MAX_HEADS_PER_BLOCK. */
+export function headsPerBlock(group: number): number {
+  for (let gh = Math.min(group, MAX_HEADS_PER_BLOCK); gh > 1; gh--) if (group % gh === 0) return gh;
+  return 1;
+}
+
+/** Keys each split covers: the cache cut into `splits` equal chunks. */
+export function splitChunk(maxLen: number, splits: number): number {
+  return Math.ceil(maxLen / splits);
+}
+
+export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
+  const name = kernelIdentifier(decodeAttentionKey(spec));
+  const vecs = spec.headDim / spec.vec;
+  const keyLanes = Math.max(1, Math.floor(DECODE_THREADS / vecs));
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({
+    D: spec.headDim, GROUP: spec.group, GH: spec.headsPerBlock, HEAD_BLOCKS: spec.group / spec.headsPerBlock, VEC: spec.vec, VECS: vecs,
+    THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
+  })}
+
+// q, out [B, Hq, D]; caches [B, Hkv, max_len, D]; partials f32 [B, Hq, splits, D + 2].
+// Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+    const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
+    T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk) {
+  __shared__ float qs[GH][D];
+  __shared__ float ps[GH][TILE];
+  __shared__ float red[GH][WARPS];
+  __shared__ float accs[KEY_LANES * GH * D];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = blockIdx.x / HEAD_BLOCKS, h0 = g * GROUP + (blockIdx.x % HEAD_BLOCKS) * GH;
+  const int b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int hkv = hq / GROUP;
+  const int n = min(max(positions[b] + 1, 0), max_len);
+  const int j_begin = SPLIT ? split * chunk : 0;
+  const int j_end = SPLIT ? min(n, j_begin + chunk) : n;
+  if (SPLIT && j_begin >= j_end) return;  // the combine kernel reads only the splits below n
+
+  for (int i = tid; i < GH * D; i += THREADS) qs[i / D][i % D] = to_float(q[((size_t)b * hq + h0 + i / D) * D + i % D]) * scale_log2;
+  float m[GH], l[GH], acc[GH][VEC];
+  #pragma unroll
+  for (int h = 0; h < GH; h++) {
+    m[h] = __int_as_float(0xff800000);
+    l[h] = 0.f;
+    #pragma unroll
+    for (int e = 0; e < VEC; e++) acc[h][e] = 0.f;
+  }
+  __syncthreads();
+  const T* kb = k_cache + ((size_t)b * hkv + g) * max_len * D;
+  const T* vb = v_cache + ((size_t)b * hkv + g) * max_len * D;
+  const int key_lane = tid / VECS, cv = tid % VECS;
+
+  for (int t0 = j_begin; t0 < j_end; t0 += TILE) {
+    const int keys = min(TILE, j_end - t0);
+    // Scores of this thread's key for the block's heads.
+    float s[GH];
+    #pragma unroll
+    for (int h = 0; h < GH; h++) s[h] = __int_as_float(0xff800000);
+    if (tid < keys) {
+      #pragma unroll
+      for (int h = 0; h < GH; h++) s[h] = 0.f;
+      const T* kr = kb + (size_t)(t0 + tid) * D;
+      #pragma unroll 4
+      for (int c = 0; c < VECS; c++) {
+        const Vec<T, VEC> kv = load_vec<T, VEC>(kr + c * VEC);
+        #pragma unroll
+        for (int e = 0; e < VEC; e++) {
+          const float kf = to_float(kv.v[e]);
+          #pragma unroll
+          for (int h = 0; h < GH; h++) s[h] = fmaf(qs[h][c * VEC + e], kf, s[h]);
+        }
+      }
+    }
+    // Tile maxima per head.
+    #pragma unroll
+    for (int h = 0; h < GH; h++) {
+      const float x = warp_max(s[h]);
+      if (lane == 0) red[h][warp] = x;
+    }
+    __syncthreads();
+    float m_new[GH], alpha[GH];
+    #pragma unroll
+    for (int h = 0; h < GH; h++) {
+      float x = red[h][0];
+      #pragma unroll
+      for (int w = 1; w < WARPS; w++) x = fmaxf(x, red[h][w]);
+      m_new[h] = fmaxf(m[h], x);
+      alpha[h] = exp2f(m[h] - m_new[h]);
+      const float p = tid < keys ? exp2f(s[h] - m_new[h]) : 0.f;
+      ps[h][tid] = p;
+      s[h] = p;
+    }
+    __syncthreads();  // every thread has read red[][] (maxima) and written its ps
+    #pragma unroll
+    for (int h = 0; h < GH; h++) {
+      const float x = warp_sum(s[h]);
+      if (lane == 0) red[h][warp] = x;
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int h = 0; h < GH; h++) {
+      float sum = 0.f;
+      #pragma unroll
+      for (int w = 0; w < WARPS; w++) sum += red[h][w];
+      l[h] = l[h] * alpha[h] + sum;
+      m[h] = m_new[h];
+      #pragma unroll
+      for (int e = 0; e < VEC; e++) acc[h][e] *= alpha[h];
+    }
+    // Probability-weighted value rows.
+    if (key_lane < KEY_LANES) {
+      for (int j = key_lane; j < keys; j += KEY_LANES) {
+        const Vec<T, VEC> vv = load_vec<T, VEC>(vb + (size_t)(t0 + j) * D + cv * VEC);
+        #pragma unroll
+        for (int h = 0; h < GH; h++) {
+          const float p = ps[h][j];
+          #pragma unroll
+          for (int e = 0; e < VEC; e++) acc[h][e] = fmaf(p, to_float(vv.v[e]), acc[h][e]);
+        }
+      }
+    }
+    __syncthreads();  // ps and red are rewritten by the next tile
+  }
+
+  if (key_lane < KEY_LANES) {
+    #pragma unroll
+    for (int h = 0; h < GH; h++) {
+      #pragma unroll
+      for (int e = 0; e < VEC; e++) accs[(key_lane * GH + h) * D + cv * VEC + e] = acc[h][e];
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < GH * D; i += THREADS) {
+    const int h = i / D, c = i % D;
+    float sum = 0.f;
+    #pragma unroll
+    for (int kl = 0; kl < KEY_LANES; kl++) sum += accs[(kl * GH + h) * D + c];
+    const size_t row = (size_t)b * hq + h0 + h;
+    if (SPLIT) {
+      float* part = partials + (row * splits + split) * (D + 2);
+      part[c] = sum;
+      if (c == 0) { part[D] = m[h]; part[D + 1] = l[h]; }
+    } else {
+      out[row * D + c] = from_float<T>(n > 0 ? sum / l[h] : 0.f);
+    }
+  }
+}
+`;
+  return { name, source };
+}
+
+export function decodeCombineSource(spec: DecodeCombineSpec): KernelSource {
+  const name = kernelIdentifier(decodeCombineKey(spec));
+  const threads = Math.max(32, Math.ceil(spec.headDim / 32) * 32);
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ D: spec.headDim, THREADS: threads })}
+
+// partials f32 [B, Hq, splits, D + 2] → out [B, Hq, D]. Grid (Hq, B), block THREADS (a column each).
+extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+    const float* __restrict__ partials, const int* __restrict__ positions, T* __restrict__ out, int max_len, int chunk, int splits) {
+  const int h = blockIdx.x, b = blockIdx.y, c = threadIdx.x, hq = gridDim.x;
+  const int n = min(max(positions[b] + 1, 0), max_len);
+  const int used = min(splits, (n + chunk - 1) / chunk);
+  const float* base = partials + ((size_t)b * hq + h) * splits * (D + 2);
+  float top = __int_as_float(0xff800000);
+  for (int s = 0; s < used; s++) top = fmaxf(top, base[s * (D + 2) + D]);
+  float l = 0.f, acc = 0.f;
+  for (int s = 0; s < used; s++) {
+    const float w = exp2f(base[s * (D + 2) + D] - top);
+    l = fmaf(base[s * (D + 2) + D + 1], w, l);
+    if (c < D) acc = fmaf(base[s * (D + 2) + c], w, acc);
+  }
+  if (c < D) out[((size_t)b * hq + h) * D + c] = from_float<T>(used > 0 ? acc / l : 0.f);
+}
+`;
+  return { name, source };
+}
+
+export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): void {
+  const c = new OpCheck('decodeAttention', 'cuda');
+  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits } = checkDecodeAttention(c, args);
+  const ptr = (name: string, t: typeof q | undefined) => (t ? devicePtr(c, name, t) : 0n);
+  const p = { q: ptr('q', q), k: ptr('kCache', kCache), v: ptr('vCache', vCache), positions: ptr('positions', positions), out: ptr('out', out), partials: ptr('partials', partials) };
+  if (B === 0 || Hq === 0) return;
+  if (d > MAX_HEAD_DIM) c.fail(`head size ${d} is larger than the largest supported (${MAX_HEAD_DIM})`);
+  if (B > 65535 || splits > 65535) c.fail(`batch ${B} or splits ${splits} above CUDA's grid limit of 65535`);
+  const dtype = q.dtype as FloatDType, size = byteSize(dtype);
+  const vec = pickVectorWidth(16 / size, [p.k, p.v].map((a) => ({ ptr: a, elementBytes: size })), d);
+  if (d / vec > DECODE_THREADS) c.fail(`head size ${d} needs ${d / vec} vectors a row with ${vec}-element vectors: at most ${DECODE_THREADS} are supported (align the caches to 16 bytes)`);
+  const split = splits > 1;
+  const spec: DecodeAttentionSpec = { dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split };
+  const chunk = splitChunk(maxLen, splits);
+  host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
+    { grid: [Hkv * (group / spec.headsPerBlock), B, splits], block: DECODE_THREADS },
+    [arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(chunk)],
+  );
+  if (!split) return;
+  const combine: DecodeCombineSpec = { dtype, headDim: d };
+  host.kernel(decodeCombineKey(combine), () => decodeCombineSource(combine)).launch(
+    { grid: [Hq, B], block: Math.max(32, Math.ceil(d / 32) * 32) },
+    [arg.ptr(p.partials), arg.ptr(p.positions), arg.ptr(p.out), arg.i32(maxLen), arg.i32(chunk), arg.i32(splits)],
+  );
+}
+
+/** GPT-2 (group 1), Llama 3.2 1B (d 64, group 4) and 8B (d 128), split and not, MQA-wide groups, f32. */
+export function catalog(): KernelSource[] {
+  return [
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true }),
+    decodeAttentionSource({ dtype: 'f16', headDim: 128, group: 4, headsPerBlock: 4, vec: 8, split: true }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 128, group: 32, headsPerBlock: 8, vec: 8, split: false }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 2, headsPerBlock: 2, vec: 4, split: false }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 80, group: 1, headsPerBlock: 1, vec: 4, split: true }),
+    decodeCombineSource({ dtype: 'bf16', headDim: 64 }),
+    decodeCombineSource({ dtype: 'f16', headDim: 128 }),
+    decodeCombineSource({ dtype: 'f32', headDim: 80 }),
+  ];
+}

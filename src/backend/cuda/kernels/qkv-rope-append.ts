@@ -1,0 +1,140 @@
+// qkvRopeAppend: the QKV projection's output turned into attention's inputs — bias, rotary position
+// embedding on the query and key heads, the query heads written for attention and the key and value
+// heads appended to the KV cache at each token's position — in one kernel (backend.ts has the contract).
+//
+// Math, per row r (token l of sequence b, position p = positions[r]) and head hh of the row's
+// Hq + 2·Hkv heads, pair i < d/2 of the head: a = x_i + bias_i, z = x_{i+d/2} + bias_{i+d/2};
+// for query and key heads with RoPE θ = fround(p·invFreq[i]) (f32, as HF), c = scale·cos θ,
+// s = scale·sin θ: a' = a·c − z·s, z' = z·c + a·s (sincosf: full-precision range reduction, positions
+// into the 100k range keep their accuracy). Query heads go to q[b, hh, l]; key and value heads to the
+// cache at [b, g, p] (and to kOut/vOut [b, g', l], once per kv head or repeated for its query heads).
+//
+// Thread mapping: grid (R, Hq + 2·Hkv), a block of d/2 threads per (row, head), thread i owning pair
+// (i, i + d/2): each warp reads and writes 2 × 32 consecutive elements of a head (64-byte segments at
+// 16 bit). Decode rows are few, so the grid is sized by heads: a Llama 3.2 1B step at batch 1 runs 48
+// blocks. Rows whose position is outside [0, maxLen) skip the cache write.
+//
+// Precision: f32 arithmetic, stored in the tensors' dtype.
+// Bytes per row (s = sizeof(dtype), W = (Hq + 2·Hkv)·d): read W·s (+ W·s bias, cached) + 4·d/2 (invFreq,
+// cached), write W·s (+ 2·Hkv·d·s or 2·Hq·d·s with kOut/vOut).
+
+import type { QkvRopeAppendArgs } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { checkQkvRopeAppend } from '../../op-checks/index.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+
+/** Where the contiguous key/value copies go: none, one per kv head, or repeated for each query head. */
+export type KvCopy = 'none' | 'kv' | 'repeat';
+
+export interface QkvRopeAppendSpec {
+  readonly dtype: FloatDType;
+  readonly headDim: number;
+  readonly queryHeads: number;
+  readonly kvHeads: number;
+  readonly rope: boolean;
+  readonly bias: boolean;
+  readonly copy: KvCopy;
+}
+
+export function qkvRopeAppendKey(s: QkvRopeAppendSpec): string {
+  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}`;
+}
+
+export function qkvRopeAppendSource(spec: QkvRopeAppendSpec): KernelSource {
+  const name = kernelIdentifier(qkvRopeAppendKey(spec));
+  const half = spec.headDim / 2;
+  const group = spec.queryHeads / spec.kvHeads;
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({
+    D: spec.headDim, HALF: half, HQ: spec.queryHeads, HKV: spec.kvHeads, GROUP: group, WIDTH: (spec.queryHeads + 2 * spec.kvHeads) * spec.headDim,
+    ROPE: spec.rope, BIAS: spec.bias, COPY: spec.copy !== 'none', COPY_HEADS: spec.copy === 'repeat' ? spec.queryHeads : spec.kvHeads,
+    REPEAT: spec.copy === 'repeat',
+  })}
+
+// qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D]; copies [B, COPY_HEADS, L, D]. Grid (R, HQ + 2·HKV), block HALF.
+extern "C" __global__ void __launch_bounds__(HALF) ${name}(
+    const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ positions, const float* __restrict__ inv_freq,
+    float rope_scale, T* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache, T* __restrict__ k_out,
+    T* __restrict__ v_out, int L, int max_len) {
+  const int r = blockIdx.x, hh = blockIdx.y, i = threadIdx.x;
+  const int seq = r / L, l = r - seq * L;
+  const T* src = qkv + (size_t)r * WIDTH + hh * D;
+  float a = to_float(src[i]), z = to_float(src[i + HALF]);
+  if (BIAS) {
+    a += to_float(bias[hh * D + i]);
+    z += to_float(bias[hh * D + i + HALF]);
+  }
+  const int p = positions[r];
+  if (ROPE && hh < HQ + HKV) {
+    float s, c;
+    sincosf((float)p * inv_freq[i], &s, &c);
+    c *= rope_scale;
+    s *= rope_scale;
+    const float rotated_a = a * c - z * s;
+    z = z * c + a * s;
+    a = rotated_a;
+  }
+  if (hh < HQ) {
+    T* dst = q + (((size_t)seq * HQ + hh) * L + l) * D;
+    dst[i] = from_float<T>(a);
+    dst[i + HALF] = from_float<T>(z);
+    return;
+  }
+  const bool value = hh >= HQ + HKV;
+  const int g = value ? hh - HQ - HKV : hh - HQ;
+  if (p >= 0 && p < max_len) {
+    T* dst = (value ? v_cache : k_cache) + (((size_t)seq * HKV + g) * max_len + p) * D;
+    dst[i] = from_float<T>(a);
+    dst[i + HALF] = from_float<T>(z);
+  }
+  if (COPY) {
+    T* base = value ? v_out : k_out;
+    #pragma unroll
+    for (int rep = 0; rep < (REPEAT ? GROUP : 1); rep++) {
+      const int head = REPEAT ? g * GROUP + rep : g;
+      T* dst = base + (((size_t)seq * COPY_HEADS + head) * L + l) * D;
+      dst[i] = from_float<T>(a);
+      dst[i + HALF] = from_float<T>(z);
+    }
+  }
+}
+`;
+  return { name, source };
+}
+
+export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
+  const c = new OpCheck('qkvRopeAppend', 'cuda');
+  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads } = checkQkvRopeAppend(c, args);
+  const ptr = (name: string, t: typeof qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
+  const rows = B * L;
+  if (rows === 0) return;
+  if (d / 2 > 1024) c.fail(`head size ${d} is larger than the largest supported (2048)`);
+  if (Hq + 2 * Hkv > 65535) c.fail(`${Hq + 2 * Hkv} heads a row: at most 65535 are supported`);
+  const copy = kOut === undefined ? 'none' : kOutHeads === Hkv ? 'kv' : 'repeat';
+  const spec: QkvRopeAppendSpec = { dtype: qkv.dtype as FloatDType, headDim: d, queryHeads: Hq, kvHeads: Hkv, rope: invFreq !== undefined, bias: bias !== undefined, copy };
+  host.kernel(qkvRopeAppendKey(spec), () => qkvRopeAppendSource(spec)).launch(
+    { grid: [rows, Hq + 2 * Hkv], block: d / 2 },
+    [
+      arg.ptr(ptr('qkv', qkv)), arg.ptr(ptr('bias', bias)), arg.ptr(ptr('positions', positions)), arg.ptr(ptr('rope.invFreq', invFreq)),
+      arg.f32(ropeScale), arg.ptr(ptr('q', q)), arg.ptr(ptr('kCache', kCache)), arg.ptr(ptr('vCache', vCache)),
+      arg.ptr(ptr('kOut', kOut)), arg.ptr(ptr('vOut', vOut)), arg.i32(L), arg.i32(maxLen),
+    ],
+  );
+}
+
+/** GPT-2 (bias, no RoPE), Llama 3.2 1B and 3.1 8B (GQA, RoPE), prefill copies both ways, f32. */
+export function catalog(): KernelSource[] {
+  return [
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'none' }),
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'kv' }),
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'none' }),
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'repeat' }),
+    qkvRopeAppendSource({ dtype: 'f16', headDim: 128, queryHeads: 32, kvHeads: 8, rope: true, bias: true, copy: 'kv' }),
+    qkvRopeAppendSource({ dtype: 'f32', headDim: 32, queryHeads: 4, kvHeads: 2, rope: true, bias: false, copy: 'none' }),
+  ];
+}

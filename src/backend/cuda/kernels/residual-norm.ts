@@ -1,0 +1,165 @@
+// residualNorm: the residual add and the next LayerNorm/RMSNorm in one pass (inference: no statistics
+// are saved). x ← x + y + bias (stored in x's dtype), out = norm(x as stored).
+//
+// Math: LayerNorm mean = Σx/H, var = Σ(x − mean)²/H (two passes over the row held in registers, so no
+// cancellation), out = (x − mean)·rstd·gamma + beta; RMSNorm rstd = 1/sqrt(Σx²/H + eps), out = x·rstd·gamma.
+//
+// Thread mapping: row-kernels.ts's register-resident rows: a warp per row while a lane holds ≤ 32
+// elements (H ≤ 1024 at 16 bit; 4 rows a block), else a block per row with ≤ 16 elements a thread
+// (H = 2048 bf16: 128 threads × 2 vectors). Each thread loads its vectors of x, y and bias, forms the
+// sum, rounds it to T (the value later layers read), writes it back to x and keeps it as f32; then
+// one (RMSNorm) or two (LayerNorm) row reductions, and the output. Decode steps have few rows (one per
+// sequence), so the kernel is latency-bound there; at prefill sizes it streams like layernorm.ts.
+//
+// Precision: f32 arithmetic, storage f32/f16/bf16.
+// Bytes per element (s = sizeof(dtype)): read 2s (x, y) [without y: s], write 2s (x, out) [without y: s];
+// gamma, beta, bias ≈ 0 (cached).
+
+import type { ResidualNormArgs } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { checkResidualNorm } from '../../op-checks/index.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { constants, devicePtr, kernelIdentifier, planRowMapping, ROW_MAPPING_DEVICE_CODE, rowVectorWidth } from './row-kernels.js';
+
+export interface ResidualNormSpec {
+  readonly norm: 'layer' | 'rms';
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly vec: number;
+  readonly threadsPerRow: number;
+  readonly rowsPerBlock: number;
+  /** x += y (+ bias); without it x is only read. */
+  readonly residual: boolean;
+  readonly bias: boolean;
+}
+
+export function residualNormKey(s: ResidualNormSpec): string {
+  return `residual_norm.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.residual ? '.res' : ''}${s.bias ? '.bias' : ''}`;
+}
+
+/** A lane holds at most this many elements with a warp per row; a block-per-row thread at most the second. */
+const WARP_ROW_MAX_ELEMENTS = 32;
+const BLOCK_ROW_MAX_ELEMENTS = 16;
+const WARP_ROWS_PER_BLOCK = 4;
+
+export function planResidualNorm(check: OpCheck, norm: 'layer' | 'rms', dtype: FloatDType, hidden: number, residual: boolean, bias: boolean, pointers: readonly bigint[]): ResidualNormSpec {
+  const vec = rowVectorWidth(dtype, hidden, pointers);
+  const mapping = planRowMapping(hidden / vec, vec, WARP_ROW_MAX_ELEMENTS, BLOCK_ROW_MAX_ELEMENTS)
+    ?? planRowMapping(hidden / vec, vec, WARP_ROW_MAX_ELEMENTS, 64);
+  if (!mapping) return check.fail(`hidden size ${hidden} is too wide for the register-resident row kernel (at most ${64 * 1024} elements)`);
+  const { threadsPerRow } = mapping;
+  return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? WARP_ROWS_PER_BLOCK : 1, residual, bias };
+}
+
+export function residualNormSource(spec: ResidualNormSpec): KernelSource {
+  const name = kernelIdentifier(residualNormKey(spec));
+  const vectorsPerRow = spec.hidden / spec.vec;
+  const vecsPerThread = Math.ceil(vectorsPerRow / spec.threadsPerRow);
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({
+    H: spec.hidden, VEC: spec.vec, VECS_PER_ROW: vectorsPerRow, THREADS_PER_ROW: spec.threadsPerRow, ROWS_PER_BLOCK: spec.rowsPerBlock,
+    VECS_PER_THREAD: vecsPerThread, LAYER: spec.norm === 'layer', RESIDUAL: spec.residual, BIAS: spec.bias,
+  })}
+${ROW_MAPPING_DEVICE_CODE}
+
+// x, y, out [rows, H]; bias, gamma, beta [H]. Block (THREADS_PER_ROW, ROWS_PER_BLOCK), grid ceil(rows / ROWS_PER_BLOCK).
+extern "C" __global__ void __launch_bounds__(THREADS_PER_ROW * ROWS_PER_BLOCK) ${name}(
+    T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ gamma,
+    const T* __restrict__ beta, T* __restrict__ out, int rows, float eps) {
+  __shared__ float shared[ROWS_PER_BLOCK * WARPS_PER_ROW];
+  const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+  // A partial block's missing rows: with a block per row the whole block leaves together; with a warp
+  // per row the reductions are shuffles only, so a warp may leave alone.
+  if (row >= rows) return;
+  const int t = threadIdx.x;
+  T* xr = x + (size_t)row * H;
+  float v[VECS_PER_THREAD][VEC];
+  float sum = 0.f;
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) v[k][i] = 0.f;
+    if (!owns_vec(k, t)) continue;
+    const int col = (k * THREADS_PER_ROW + t) * VEC;
+    load_floats<T, VEC>(xr + col, v[k], VEC);
+    if (RESIDUAL) {
+      float w[VEC];
+      load_floats<T, VEC>(y + (size_t)row * H + col, w, VEC);
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) v[k][i] += w[i];
+      if (BIAS) {
+        load_floats<T, VEC>(bias + col, w, VEC);
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) v[k][i] += w[i];
+      }
+      Vec<T, VEC> stored;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) { stored.v[i] = from_float<T>(v[k][i]); v[k][i] = to_float(stored.v[i]); }
+      store_vec<T, VEC>(xr + col, stored);
+    }
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) sum += LAYER ? v[k][i] : v[k][i] * v[k][i];
+  }
+  float mean = 0.f, rstd;
+  if (LAYER) {
+    mean = row_sum(sum, shared) * (1.f / H);
+    float squares = 0.f;
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) { const float d = v[k][i] - mean; squares += d * d; }
+    }
+    rstd = rsqrtf(row_sum(squares, shared) * (1.f / H) + eps);
+  } else {
+    rstd = rsqrtf(row_sum(sum, shared) * (1.f / H) + eps);
+  }
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (!owns_vec(k, t)) continue;
+    const int col = (k * THREADS_PER_ROW + t) * VEC;
+    float g[VEC], b[VEC];
+    load_floats<T, VEC>(gamma + col, g, VEC);
+    if (LAYER) load_floats<T, VEC>(beta + col, b, VEC);
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) g[i] = (v[k][i] - mean) * rstd * g[i] + (LAYER ? b[i] : 0.f);
+    store_floats<T, VEC>(out + (size_t)row * H + col, g, VEC);
+  }
+}
+`;
+  return { name, source };
+}
+
+export function residualNorm(host: KernelHost, args: ResidualNormArgs): void {
+  const c = new OpCheck('residualNorm', 'cuda');
+  const { x, y, bias, gamma, beta, out, norm, eps, rows, H } = checkResidualNorm(c, args);
+  const ptr = (name: string, t: typeof x | undefined) => (t ? devicePtr(c, name, t) : 0n);
+  const p = { x: ptr('x', x), y: ptr('y', y), bias: ptr('bias', bias), gamma: ptr('gamma', gamma), beta: ptr('beta', beta), out: ptr('out', out) };
+  if (rows === 0) return;
+  const used = Object.values(p).filter((a) => a !== 0n);
+  const spec = planResidualNorm(c, norm, x.dtype as FloatDType, H, y !== undefined, bias !== undefined, used);
+  host.kernel(residualNormKey(spec), () => residualNormSource(spec)).launch(
+    { grid: Math.ceil(rows / spec.rowsPerBlock), block: [spec.threadsPerRow, spec.rowsPerBlock] },
+    [arg.ptr(p.x), arg.ptr(p.y), arg.ptr(p.bias), arg.ptr(p.gamma), arg.ptr(p.beta), arg.ptr(p.out), arg.i32(rows), arg.f32(eps)],
+  );
+}
+
+/** GPT-2 (LayerNorm, H = 768, bias), Llama 1B/8B (RMSNorm, 2048/4096), the first layer's plain norm, f32, odd H. */
+export function catalog(): KernelSource[] {
+  const c = new OpCheck('residualNorm catalog', 'cuda');
+  const spec = (norm: 'layer' | 'rms', dtype: FloatDType, hidden: number, residual: boolean, bias: boolean) =>
+    residualNormSource(planResidualNorm(c, norm, dtype, hidden, residual, bias, [0n]));
+  return [
+    spec('layer', 'bf16', 768, true, true),
+    spec('layer', 'bf16', 768, false, false),
+    spec('rms', 'bf16', 2048, true, false),
+    spec('rms', 'bf16', 2048, false, false),
+    spec('rms', 'f16', 4096, true, false),
+    spec('layer', 'f32', 1024, true, true),
+    spec('rms', 'f32', 130, true, false),
+  ];
+}

@@ -1,0 +1,323 @@
+// sampleTokens: each sequence's next token — greedy, or temperature + top-k + top-p with a seeded
+// Gumbel-max draw — and the sequence's update, in one kernel per step (backend.ts has the contract).
+//
+// Why Gumbel-max: argmax_j (z_j + g_j) with g_j = −ln(−ln u_j) is an exact draw from softmax(z) over
+// the candidates, so sampling is one more argmax pass: no cumulative sum over the vocabulary, no sort,
+// and the draw of candidate j depends only on (seed, position, j), never on how threads split the row.
+//
+// Thread mapping: a block of THREADS threads per sequence (row); every pass walks the row's logits in
+// 16-byte vectors (thread t takes vectors t, t + THREADS, ...) and recomputes
+//   z_j = (penalised logit_j) / T        (f32 with IEEE division, −0 folded to +0)
+// instead of storing it: the row (V·s bytes) stays in L1/L2 between passes. The repetition penalty
+// marks the sequence's previous tokens in a bitmask in shared memory (V/8 bytes) first.
+//   greedy      1 pass: argmax z, the lowest index on ties.
+//   top-k       radix select of the k-th largest z on the order-preserving 32-bit key of z: 4 passes
+//               of 8-bit digits, counts in a 256-bin shared histogram; warp 0 scans the bins from the
+//               top (a shuffle scan over 8-bin chunks) and picks the digit where the count crosses k.
+//   top-p       2 passes for max z and the top-k mass Σ exp(z − max), then the same radix select
+//               over mass instead of counts: τ = the largest key whose top set holds ≥ p of the mass.
+//   draw        1 pass: argmax over kept j of z_j + g_j, u_j from Philox4x32-10 (device-lib.ts) with
+//               key seeds[b] and counter (j/4, position + 1, 0, SAMPLING_DOMAIN), 4 draws a call.
+// Thread 0 then writes history/tokens/positions/finished.
+//
+// Precision: f32; z and the top-k threshold are bit-identical to the CPU reference; the top-p masses
+// (shared-memory float atomics) and g are f32 here, f64 on the CPU.
+// Bytes per sequence: (passes)·V·s read, mostly from L2 after the first pass; 4·(position + 1) of history
+// with a repetition penalty; a few words written. Greedy bf16 at V = 128256: 256 KB, one pass.
+
+import { SAMPLING_DOMAIN } from '../../backend.js';
+import type { SampleTokensArgs } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { byteSize } from '../../../dtype.js';
+import { checkSampleTokens } from '../../op-checks/index.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { pickVectorWidth } from './elementwise.js';
+import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+
+export interface SampleTokensSpec {
+  readonly dtype: FloatDType;
+  /** V (classes), baked in: loop bounds and the size of the penalty bitmask. */
+  readonly classes: number;
+  /** Elements per vector access; divides the row pitch. */
+  readonly vec: number;
+  readonly threads: number;
+}
+
+export function sampleTokensKey(s: SampleTokensSpec): string {
+  return `sample_tokens.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}`;
+}
+
+/** The penalty bitmask lives in static shared memory: V/8 bytes. */
+export const MAX_CLASSES = 262144;
+
+export function sampleTokensThreads(classes: number): number {
+  return classes >= 16384 ? 1024 : classes >= 4096 ? 512 : 256;
+}
+
+export function sampleTokensSource(spec: SampleTokensSpec): KernelSource {
+  const name = kernelIdentifier(sampleTokensKey(spec));
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ V: spec.classes, VEC: spec.vec, VECS: Math.ceil(spec.classes / spec.vec), THREADS: spec.threads, WARPS: spec.threads / 32, WORDS: Math.ceil(spec.classes / 32) })}
+constexpr u32 SAMPLING_DOMAIN = ${SAMPLING_DOMAIN}u;
+constexpr u32 FULL = 0xffffffffu;
+
+// The order-preserving key of a float: larger value, larger key (−0 never reaches it).
+__device__ __forceinline__ u32 key_of(float z) {
+  const u32 u = __float_as_uint(z);
+  return (u >> 31) ? ~u : (u | 0x80000000u);
+}
+
+struct RowState {
+  const T* row;
+  const u32* seen;
+  bool penalize;
+  float penalty;
+  bool sampling;
+  float temperature;
+};
+
+__device__ __forceinline__ float z_at(const RowState& r, float raw, int j) {
+  float z = raw;
+  if (r.penalize && ((r.seen[j >> 5] >> (j & 31)) & 1u)) z = z > 0.f ? __fdiv_rn(z, r.penalty) : __fmul_rn(z, r.penalty);
+  if (r.sampling) z = __fdiv_rn(z, r.temperature);
+  return z == 0.f ? 0.f : z;
+}
+
+// Calls f(z, j) for every j < V of the row; thread t takes vectors t, t + THREADS, ...
+template <typename F>
+__device__ __forceinline__ void for_each_z(const RowState& r, F&& f) {
+  for (int vi = threadIdx.x; vi < VECS; vi += THREADS) {
+    float raw[VEC];
+    load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
+    #pragma unroll
+    for (int e = 0; e < VEC; e++) {
+      const int j = vi * VEC + e;
+      if (j < V) f(z_at(r, raw[e], j), j);
+    }
+  }
+}
+
+// (value, index) with the larger value winning and the lower index breaking ties.
+__device__ __forceinline__ bool beats(float v, int j, float best_v, int best_j) {
+  return v > best_v || (v == best_v && j < best_j);
+}
+__device__ __forceinline__ void block_best(float& v, int& j, float* sv, int* sj) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(FULL, v, o);
+    const int oj = __shfl_xor_sync(FULL, j, o);
+    if (beats(ov, oj, v, j)) { v = ov; j = oj; }
+  }
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) { sv[threadIdx.x >> 5] = v; sj[threadIdx.x >> 5] = j; }
+  __syncthreads();
+  #pragma unroll 1
+  for (int w = 0; w < WARPS; w++) if (beats(sv[w], sj[w], v, j)) { v = sv[w]; j = sj[w]; }
+}
+
+// Warp 0 picks the digit: the first bin, from 255 down, where the running total (starting at "before")
+// reaches "need". Lane l holds bins 255 − 8l .. 248 − 8l. Returns the digit (lane 0's value is what
+// callers use) and, through before_pick, the total of the bins above it. Bins must be non-negative and
+// their sum ≥ need > 0; a float total that rounding leaves short picks the lowest non-empty bin.
+template <typename C>
+__device__ __forceinline__ int pick_digit(const C* bins, C need, C& before_pick) {
+  const int lane = threadIdx.x & 31;
+  C c[8], chunk = 0;
+  #pragma unroll
+  for (int i = 0; i < 8; i++) { c[i] = bins[255 - 8 * lane - i]; chunk += c[i]; }
+  C inclusive = chunk;
+  #pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const C y = __shfl_up_sync(FULL, inclusive, o);
+    if (lane >= o) inclusive += y;
+  }
+  const C total = __shfl_sync(FULL, inclusive, 31);
+  if (need > total) need = total;
+  const unsigned hit = __ballot_sync(FULL, inclusive >= need);
+  const int first = hit ? __ffs(hit) - 1 : 31;
+  int digit = 0;
+  C before = 0;
+  if (lane == first) {
+    C acc = inclusive - chunk;  // the bins above this lane's
+    int pick = -1, last = -1;
+    C last_before = 0;
+    #pragma unroll
+    for (int i = 0; i < 8; i++) {
+      if (c[i] > 0) {
+        last = i;
+        last_before = acc;
+        if (pick < 0 && acc + c[i] >= need) { pick = i; before = acc; }
+      }
+      acc += c[i];
+    }
+    if (pick < 0) { pick = last; before = last_before; }
+    digit = 255 - 8 * lane - pick;
+  }
+  digit = __shfl_sync(FULL, digit, first);
+  before_pick = __shfl_sync(FULL, before, first);
+  return digit;
+}
+
+// logits [B, pitch]; params f32 [B, 4]; seeds i32 [B, 2]; history i32 [B, max_len]; the rest i32 [B].
+// Grid B, block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+    const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
+    int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
+    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count) {
+  __shared__ u32 seen[WORDS];
+  __shared__ u32 counts[256];
+  __shared__ float masses[256];
+  __shared__ float red_v[WARPS];
+  __shared__ int red_j[WARPS];
+  __shared__ u32 chosen_prefix;
+  __shared__ u32 chosen_count;
+  __shared__ float chosen_mass;
+  const int b = blockIdx.x, tid = threadIdx.x;
+  if (finished[b] != 0) return;
+  const int p = positions[b];
+  if (p < 0 || p + 1 >= max_len) return;
+  const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
+  const int top_k = (int)params[4 * b + 1];
+  RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
+
+  if (r.penalize) {
+    for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
+    __syncthreads();
+    const int* past = history + (size_t)b * max_len;
+    for (int i = tid; i <= p; i += THREADS) {
+      const int t = past[i];
+      if (t >= 0 && t < V) atomicOr(&seen[t >> 5], 1u << (t & 31));
+    }
+    __syncthreads();
+  }
+
+  float best_v = __int_as_float(0xff800000);
+  int best_j = 0x7fffffff;
+  if (!r.sampling) {
+    for_each_z(r, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
+  } else {
+    u32 threshold = 0u;
+    if (top_k >= 1 && top_k < V) {
+      u32 prefix = 0u, mask = 0u, remaining = (u32)top_k;
+      #pragma unroll 1
+      for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 256; i += THREADS) counts[i] = 0u;
+        __syncthreads();
+        for_each_z(r, [&](float z, int) { const u32 k = key_of(z); if ((k & mask) == prefix) atomicAdd(&counts[(k >> shift) & 255u], 1u); });
+        __syncthreads();
+        if (tid < 32) {
+          u32 above;
+          const int digit = pick_digit<u32>(counts, remaining, above);
+          if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_count = remaining - above; }
+        }
+        __syncthreads();
+        prefix = chosen_prefix;
+        remaining = chosen_count;
+        mask |= 255u << shift;
+      }
+      threshold = prefix;
+    }
+    if (top_p < 1.f) {
+      float top = __int_as_float(0xff800000);
+      for_each_z(r, [&](float z, int) { top = fmaxf(top, z); });
+      top = block_max(top, red_v);
+      float total = 0.f;
+      for_each_z(r, [&](float z, int) { if (key_of(z) >= threshold) total += expf(z - top); });
+      total = block_sum(total, red_v);
+      const float target = top_p * total;
+      u32 prefix = 0u, mask = 0u;
+      float above = 0.f;
+      #pragma unroll 1
+      for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 256; i += THREADS) masses[i] = 0.f;
+        __syncthreads();
+        for_each_z(r, [&](float z, int) {
+          const u32 k = key_of(z);
+          if (k >= threshold && (k & mask) == prefix) atomicAdd(&masses[(k >> shift) & 255u], expf(z - top));
+        });
+        __syncthreads();
+        if (tid < 32) {
+          float before;
+          const int digit = pick_digit<float>(masses, fmaxf(target - above, 1.17549435e-38f), before);
+          if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_mass = above + before; }
+        }
+        __syncthreads();
+        prefix = chosen_prefix;
+        above = chosen_mass;
+        mask |= 255u << shift;
+      }
+      threshold = max(threshold, prefix);
+    }
+    const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
+    for (int vi = tid; vi < VECS; vi += THREADS) {
+      float raw[VEC];
+      load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
+      uint4 words = make_uint4(0u, 0u, 0u, 0u);
+      #pragma unroll
+      for (int e = 0; e < VEC; e++) {
+        const int j = vi * VEC + e;
+        if (j >= V) break;
+        if (e == 0 || (j & 3) == 0) words = philox4x32_10(make_uint4((u32)(j >> 2), (u32)(p + 1), 0u, SAMPLING_DOMAIN), key);
+        const float z = z_at(r, raw[e], j);
+        if (key_of(z) < threshold) continue;
+        const float u = ((float)(word_at(words, j & 3) >> 9) + 0.5f) * 1.1920928955078125e-07f;
+        const float score = z - logf(-logf(u));
+        if (beats(score, j, best_v, best_j)) { best_v = score; best_j = j; }
+      }
+    }
+  }
+  block_best(best_v, best_j, red_v, red_j);
+
+  if (tid == 0) {
+    const int t = best_j;
+    history[(size_t)b * max_len + p + 1] = t;
+    bool stop = p + 2 >= limits[b];
+    for (int i = 0; i < stop_count; i++) stop = stop || stop_ids[i] == t;
+    if (stop) {
+      finished[b] = 1;
+    } else {
+      tokens[b] = t;
+      positions[b] = p + 1;
+    }
+  }
+}
+`;
+  return { name, source };
+}
+
+export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
+  const c = new OpCheck('sampleTokens', 'cuda');
+  const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots } = checkSampleTokens(c, args);
+  const ptr = (name: string, t: typeof logits) => devicePtr(c, name, t);
+  const p = {
+    logits: ptr('logits', logits), params: ptr('params', params), seeds: ptr('seeds', seeds), positions: ptr('positions', positions),
+    history: ptr('history', history), tokens: ptr('tokens', tokens), finished: ptr('finished', finished), limits: ptr('limits', limits), stopIds: ptr('stopIds', stopIds),
+  };
+  if (B === 0) return;
+  if (classes > MAX_CLASSES) c.fail(`a vocabulary of ${classes} classes is larger than the largest supported (${MAX_CLASSES})`);
+  const dtype = logits.dtype as FloatDType, size = byteSize(dtype);
+  const vec = pickVectorWidth(16 / size, [{ ptr: p.logits, elementBytes: size }], Vp);
+  const spec: SampleTokensSpec = { dtype, classes, vec, threads: sampleTokensThreads(classes) };
+  host.kernel(sampleTokensKey(spec), () => sampleTokensSource(spec)).launch(
+    { grid: B, block: spec.threads },
+    [
+      arg.ptr(p.logits), arg.i32(Vp), arg.ptr(p.params), arg.ptr(p.seeds), arg.ptr(p.positions), arg.ptr(p.history), arg.i32(maxLen),
+      arg.ptr(p.tokens), arg.ptr(p.finished), arg.ptr(p.limits), arg.ptr(p.stopIds), arg.i32(stopSlots),
+    ],
+  );
+}
+
+/** GPT-2's and Llama 3's vocabularies in bf16, f16 and f32, and a small odd one. */
+export function catalog(): KernelSource[] {
+  return [
+    sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024 }),
+    sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024 }),
+    sampleTokensSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024 }),
+    sampleTokensSource({ dtype: 'f32', classes: 50257, vec: 4, threads: 1024 }),
+    sampleTokensSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256 }),
+  ];
+}

@@ -1,0 +1,38 @@
+// Argument checks of decodeAttention (one query token per sequence over its KV cache), shared by the backends.
+//   q, out (B, Hq, d);  kCache, vCache (B, Hkv, maxLen, d);  positions i32 (B);  partials f32 (B, Hq, S, d + 2), optional
+// Whether each position lies in [0, maxLen) depends on the data: that check is the backend's own.
+
+import type { Tensor } from '../../tensor.js';
+import type { DecodeAttentionArgs } from '../backend.js';
+import type { OpCheck } from '../validate.js';
+
+export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: DecodeAttentionArgs) {
+  const q = check.tensor('q', args.q);
+  const kCache = check.tensor('kCache', args.kCache);
+  const vCache = check.tensor('vCache', args.vCache);
+  const positions = check.tensor('positions', args.positions);
+  const out = check.tensor('out', args.out);
+  const partials = check.optional('partials', args.partials);
+  check.float('q', q);
+  check.sameDType(['q', 'kCache', 'vCache', 'out'], [q, kCache, vCache, out]);
+  check.shape('q', q, ['B', 'Hq', 'd']);
+  check.shape('kCache', kCache, ['B', 'Hkv', 'maxLen', 'd']);
+  check.shape('vCache', vCache, ['B', 'Hkv', 'maxLen', 'd']);
+  check.shape('out', out, ['B', 'Hq', 'd']);
+  check.dtype('positions', positions, ['i32']);
+  check.shape('positions', positions, ['B']);
+  const [B, Hq, Hkv, d, maxLen] = ['B', 'Hq', 'Hkv', 'd', 'maxLen'].map((n) => check.size(n)) as [number, number, number, number, number];
+  if (d < 1) check.fail(`the head size d must be at least 1, got ${d}`);
+  if (maxLen < 1) check.fail('the cache holds no positions (maxLen = 0)');
+  if (Hkv < 1 || Hq % Hkv !== 0) check.fail(`the query heads Hq = ${Hq} must be a positive multiple of the kv heads Hkv = ${Hkv}`);
+  let splits = 1;
+  if (partials) {
+    check.dtype('partials', partials, ['f32']);
+    splits = partials.shape[2] ?? 0;
+    check.shape('partials', partials, [B, Hq, splits, d + 2]);
+    if (splits < 1 || splits > maxLen) check.fail(`'partials' asks for ${splits} splits of the cache; expected 1 to maxLen = ${maxLen}`);
+  }
+  const scale = args.scale ?? 1 / Math.sqrt(d);
+  check.finite('scale', scale);
+  return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits };
+}

@@ -1,0 +1,41 @@
+// Argument checks of sampleTokens (pick each sequence's next token and advance it), shared by the backends.
+//   logits (B, Vp) float, classes ≤ Vp;  params f32 (B, 4);  seeds i32 (B, 2);  history i32 (B, maxLen);
+//   positions, tokens, finished, limits i32 (B);  stopIds i32 (S), S ≥ 1.
+// The values in params (temperature, top-k, top-p, penalty) and positions are data: each backend checks
+// them where it can (the CPU when the op runs; the GPU kernel treats bad values as documented).
+
+import type { Tensor } from '../../tensor.js';
+import type { SampleTokensArgs } from '../backend.js';
+import type { OpCheck } from '../validate.js';
+
+/** Columns of `params`: what each sequence's sampler is set to. */
+export const SAMPLING_PARAMS = ['temperature', 'topK', 'topP', 'repetitionPenalty'] as const;
+
+export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: SampleTokensArgs) {
+  const logits = check.tensor('logits', args.logits);
+  const params = check.tensor('params', args.params);
+  const seeds = check.tensor('seeds', args.seeds);
+  const positions = check.tensor('positions', args.positions);
+  const history = check.tensor('history', args.history);
+  const tokens = check.tensor('tokens', args.tokens);
+  const finished = check.tensor('finished', args.finished);
+  const limits = check.tensor('limits', args.limits);
+  const stopIds = check.tensor('stopIds', args.stopIds);
+  check.float('logits', logits);
+  check.shape('logits', logits, ['B', 'Vp']);
+  check.dtype('params', params, ['f32']);
+  check.shape('params', params, ['B', SAMPLING_PARAMS.length]);
+  for (const [name, t] of [['seeds', seeds], ['positions', positions], ['history', history], ['tokens', tokens], ['finished', finished], ['limits', limits], ['stopIds', stopIds]] as const) {
+    check.dtype(name, t, ['i32']);
+  }
+  check.shape('seeds', seeds, ['B', 2]);
+  check.shape('history', history, ['B', 'maxLen']);
+  for (const [name, t] of [['positions', positions], ['tokens', tokens], ['finished', finished], ['limits', limits]] as const) check.shape(name, t, ['B']);
+  check.shape('stopIds', stopIds, ['S']);
+  const [B, Vp, maxLen, S] = ['B', 'Vp', 'maxLen', 'S'].map((n) => check.size(n)) as [number, number, number, number];
+  if (S < 1) check.fail("'stopIds' must have at least one slot (−1 marks an unused one)");
+  if (maxLen < 2) check.fail(`'history' holds ${maxLen} positions: at least 2 are needed (a token and the next)`);
+  const classes = args.classes ?? Vp;
+  if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the logits' columns), got ${classes}`);
+  return { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots: S };
+}

@@ -1,0 +1,87 @@
+// `fuseformer generate`: continue a prompt with a Hugging Face GPT-2 or Llama model directory, streaming
+// the text as it is generated (stdout) and a one-line summary at the end (stderr).
+
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { generateText } from '../infer/generate.js';
+import { loadDecoderModel } from '../infer/model.js';
+import { loadTokenizer } from '../io/tokenizer.js';
+
+export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
+
+  --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors (or shards),
+                           tokenizer.json, and generation_config.json for defaults
+  --prompt TEXT            the text to continue (encoded with the tokenizer's special tokens, e.g. Llama's BOS)
+  --max-tokens N           new tokens at most (default: generation_config.json's max_new_tokens, else 256)
+  --temperature X          0 = greedy (default: generation_config.json's settings, else greedy)
+  --top-k K                sample among the K most likely tokens (0 = all; 50 when sampling by default)
+  --top-p P                sample from the smallest set of tokens holding probability P (1 = all)
+  --repetition-penalty R   divide (positive) or multiply (negative) the logits of tokens already seen by R
+  --seed N                 sampling seed (default: random; printed at the end)
+  --stop TEXT              stop when TEXT appears (repeatable; TEXT is not printed)
+  --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
+  --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
+  --no-graphs              run decode steps eagerly instead of replaying CUDA graphs
+`;
+
+function numberOption(name: string, value: string | undefined, check: (x: number) => boolean, expected: string): number | undefined {
+  if (value === undefined) return undefined;
+  const x = Number(value);
+  if (value.trim() === '' || !check(x)) throw new ArgumentError(`--${name} must be ${expected}, got '${value}'`);
+  return x;
+}
+
+export async function runGenerate(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: {
+      model: { type: 'string' }, prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
+      'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
+      stop: { type: 'string', multiple: true }, dtype: { type: 'string' }, backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false },
+    },
+  });
+  const dir = values.model;
+  if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
+  if (values.prompt === undefined) throw new ArgumentError('--prompt TEXT is required');
+  if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
+  if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode the prompt and decode the output)`);
+  const dtype = values.dtype as FloatDType | undefined;
+  if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
+  const integer = (x: number) => Number.isSafeInteger(x) && x >= 0;
+  const maxNewTokens = numberOption('max-tokens', values['max-tokens'], integer, 'a non-negative integer');
+  const temperature = numberOption('temperature', values.temperature, (x) => Number.isFinite(x) && x >= 0, 'a number >= 0');
+  const topK = numberOption('top-k', values['top-k'], integer, 'a non-negative integer');
+  const topP = numberOption('top-p', values['top-p'], (x) => x > 0 && x <= 1, 'a number in (0, 1]');
+  const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => Number.isFinite(x) && x > 0, 'a number > 0');
+  const seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
+
+  const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
+  const loadStart = performance.now();
+  const { model, unused } = loadDecoderModel(dir, backend, dtype ? { dtype } : {});
+  const tokenizer = loadTokenizer(dir);
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${backend.description}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
+  if (unused.length > 0) log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}`);
+
+  const start = performance.now();
+  let first = 0, pieces = 0;
+  const stream = generateText(model, tokenizer, values.prompt, {
+    seed, ...(maxNewTokens !== undefined ? { maxNewTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
+    ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
+    stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
+  });
+  process.stdout.write(values.prompt);
+  for await (const piece of stream) {
+    if (pieces++ === 0) first = performance.now();
+    process.stdout.write(piece);
+  }
+  const end = performance.now();
+  process.stdout.write('\n');
+  log(`[${pieces} text pieces; first after ${(first ? first - start : 0).toFixed(0)} ms, ${((end - start) / 1000).toFixed(2)} s in all; seed ${seed}]`);
+  model.free();
+  return 0;
+}

@@ -1,0 +1,116 @@
+// `fuseformer quantize`: a GPT-2 model directory (a Hugging Face folder, or a `fuseformer train`
+// checkpoint: model.safetensors + config.json) → a quantized directory (src/quant/checkpoint.ts),
+// INT4 W4A16 (rtn | awq | gptq, group-wise) or INT8 W8A8 (smoothquant | rtn), calibrated on the training
+// part of the embedded corpus; --eval reports held-out perplexity before and after.
+
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { Gpt2Model } from '../models/gpt2-model.js';
+import { loadHfWeights } from '../models/hf-weights.js';
+import { loadModelConfig } from '../models/registry.js';
+import { calibrationWindows, evaluatePerplexity, StepExecutor } from '../quant/calibration.js';
+import { saveQuantizedModel } from '../quant/checkpoint.js';
+import { applyQuantizedModel } from '../quant/model.js';
+import type { QuantMethod } from '../quant/quantize.js';
+import { checkQuantizeOptions, quantizeGpt2 } from '../quant/quantize.js';
+import { corpusSplit, tokenizerForModel } from '../quant/text.js';
+import { ProgressBar } from '../train/progress.js';
+
+export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR [options]
+
+  --model DIR             a GPT-2 model directory: config.json and model.safetensors (a Hugging Face
+                          folder, or a checkpoint written by \`fuseformer train\`)
+  --out DIR               the quantized model (model.safetensors, config.json, tokenizer.json)
+  --bits 4|8              INT4 weight-only (W4A16) or INT8 weights and activations (W8A8) (default 4)
+  --method M              4 bits: rtn | awq | gptq (default awq); 8 bits: smoothquant | rtn (default smoothquant)
+  --group N               INT4 group size along the input features: 128, 64 or 32 (default 128)
+  --smooth-alpha X        SmoothQuant migration strength (default 0.5)
+  --calibration-samples N --calibration-len N
+                          calibration windows from the embedded corpus (default 64 × 256 on CUDA, 16 × 64 on the CPU)
+  --dtype f32|bf16|f16    activation dtype while calibrating and evaluating (default bf16 on CUDA, f32 on the CPU)
+  --eval                  held-out perplexity of the float and the quantized model
+  --eval-batches N        (default 8)
+  --backend auto|cpu|cuda (default auto; env FUSEFORMER_BACKEND)
+`;
+
+function integer(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new ArgumentError(`--${name} must be a positive integer, got '${value}'`);
+  return n;
+}
+
+export async function runQuantize(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: {
+      model: { type: 'string' }, out: { type: 'string' }, bits: { type: 'string', default: '4' }, method: { type: 'string' },
+      group: { type: 'string' }, 'smooth-alpha': { type: 'string' }, 'calibration-samples': { type: 'string' }, 'calibration-len': { type: 'string' },
+      dtype: { type: 'string' }, eval: { type: 'boolean', default: false }, 'eval-batches': { type: 'string' }, backend: { type: 'string' },
+    },
+  });
+  if (!values.model) throw new ArgumentError('quantize: --model DIR is required (a GPT-2 model directory)');
+  if (!values.out) throw new ArgumentError('quantize: --out DIR is required');
+  if (!existsSync(join(values.model, 'config.json'))) throw new ArgumentError(`--model: '${values.model}' has no config.json`);
+  const bits = Number(values.bits);
+  if (bits !== 4 && bits !== 8) throw new ArgumentError(`--bits must be 4 or 8, got '${values.bits}'`);
+  const method = (values.method ?? (bits === 4 ? 'awq' : 'smoothquant')) as QuantMethod;
+  const smoothAlpha = values['smooth-alpha'] === undefined ? 0.5 : Number(values['smooth-alpha']);
+  if (!(smoothAlpha >= 0 && smoothAlpha <= 1)) throw new ArgumentError(`--smooth-alpha must be in [0, 1], got '${values['smooth-alpha']}'`);
+
+  const modelConfig = loadModelConfig(values.model);
+  if (modelConfig.family !== 'gpt2') throw new ArgumentError(`quantize: ${values.model} is a ${modelConfig.family} model; fuseformer quantize handles GPT-2 models`);
+  const config = modelConfig.config;
+  const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
+  const onGpu = backend.name === 'cuda';
+  const dtype = (values.dtype ?? (onGpu ? 'bf16' : 'f32')) as FloatDType;
+  if (!['f32', 'bf16', 'f16'].includes(dtype)) throw new ArgumentError(`--dtype must be f32, bf16 or f16, got '${dtype}'`);
+  const samples = integer('calibration-samples', values['calibration-samples'], onGpu ? 64 : 16);
+  const seqLen = Math.min(config.maxPositions, integer('calibration-len', values['calibration-len'], onGpu ? 256 : 64));
+
+  const tokenizer = tokenizerForModel(values.model, config.vocabSize);
+  const { train, validation } = corpusSplit(tokenizer, config.vocabSize);
+  const options = {
+    bits: bits as 4 | 8, method, groupSize: integer('group', values.group, 128), smoothAlpha,
+    calibration: { windows: calibrationWindows(train, samples, seqLen), batchSize: onGpu ? 16 : 4 },
+  };
+  checkQuantizeOptions(options);
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  log(`fuseformer quantize: ${values.model} (GPT-2, ${config.layers} layers, ${config.hidden} hidden) → ${bits === 4 ? `INT4 W4A16 ${method}, group ${options.groupSize}` : `INT8 W8A8 ${method}${method === 'smoothquant' ? `, α ${smoothAlpha}` : ''}`} on ${backend.description} — ${reason}`);
+  if (method !== 'rtn') log(`calibration: ${samples} × ${seqLen} tokens of the embedded corpus (${tokenizer.source})`);
+
+  const model = new Gpt2Model(backend, config, dtype);
+  const executor = new StepExecutor(backend);
+  try {
+    loadHfWeights(model.params, values.model);
+    const evalOptions = { batchSize: onGpu ? 8 : 4, seqLen, maxBatches: integer('eval-batches', values['eval-batches'], 8) };
+    const before = values.eval ? evaluatePerplexity(model, executor, validation, evalOptions) : undefined;
+    const progress = new ProgressBar({ total: 4 * config.layers, label: 'quantize', stream: process.stderr, everySteps: 4 });
+    const started = performance.now();
+    const quantized = quantizeGpt2(model, { ...options, onProgress: (done, _total, what) => progress.update({ step: done, extra: { layer: what } }) });
+    progress.finish();
+    const seconds = (performance.now() - started) / 1000;
+    const tokenizerJson = join(values.model, 'tokenizer.json');
+    saveQuantizedModel(values.out, quantized, { config, source: values.model, ...(existsSync(tokenizerJson) ? { tokenizerJson } : {}) });
+    const floatBytes = [...quantized.modules.values()].reduce((sum, w) => sum + 2 * w.inFeatures * w.outFeatures, 0);
+    const quantBytes = [...quantized.modules.values()].reduce((sum, w) => sum + (w.kind === 'int4'
+      ? w.qweight.byteLength + 2 * w.scales.length + w.zeros.length : w.qweight.byteLength + 4 * w.scales.length), 0);
+    process.stdout.write(`quantized ${quantized.modules.size} linear layers in ${seconds.toFixed(1)} s: ` +
+      `${(floatBytes / 2 ** 20).toFixed(1)} MiB of 16-bit weights → ${(quantBytes / 2 ** 20).toFixed(1)} MiB; written to ${values.out}\n`);
+    if (before) {
+      const applied = applyQuantizedModel(model, quantized);
+      const after = evaluatePerplexity(model, executor, validation, evalOptions);
+      applied.detach();
+      process.stdout.write(`held-out perplexity (${after.tokens} tokens): ${dtype} ${before.perplexity.toFixed(4)}, quantized ${after.perplexity.toFixed(4)} ` +
+        `(${after.perplexity >= before.perplexity ? '+' : ''}${(100 * (after.perplexity / before.perplexity - 1)).toFixed(2)}%)\n`);
+    }
+    return 0;
+  } finally {
+    executor.dispose();
+    model.params.free();
+  }
+}

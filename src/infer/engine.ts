@@ -1,0 +1,462 @@
+// The decode engine: a batch of sequences, their KV cache and device-side state, prefill, and decode
+// steps captured as CUDA graphs.
+//
+// Device state per sequence b (all allocated once for maxBatch sequences):
+//   tokens[b]     the token the next decode step reads;   positions[b]  its position
+//   history[b, :] every token of the sequence by position (prompt + generated)
+//   finished[b], limits[b] (the length at which it stops), params[b] (sampling), seeds[b]; stopIds (shared)
+// A decode step reads them and its last op, sampleTokens, writes the next token into history, tokens and
+// positions (or sets finished): the step's inputs for the next replay are on the device, so a step is
+// captured once per batch-size bucket (1, 2, 4, ... maxBatch) and replayed, each replay advancing every
+// unfinished sequence by one token. The host reads the new tokens from history every few steps
+// (collect()) and mirrors the stop rule (stop id or length limit) to know where each sequence ended;
+// stop strings are the host's: finish(b) marks a sequence finished on the device.
+//
+// Prefill runs the prompts through the model in groups of at most maxPrefillTokens rows (prompts padded
+// to the group's longest), writes their keys and values into the cache, and samples the first token of
+// each from its last prompt position. It is not captured (shapes vary with the prompts).
+//
+// Rows of a bucket beyond the batch are dummies marked finished: they compute (their cache slots are
+// unused) and never advance.
+
+import type { Backend, Graph } from '../backend/backend.js';
+import { ArgumentError } from '../errors.js';
+import type { Tensor } from '../tensor.js';
+import { DecoderForward } from './forward.js';
+import type { RowViews } from './forward.js';
+import { KvCache } from './kv-cache.js';
+import type { DecoderModel } from './model.js';
+import type { ResolvedSampling } from './sampling.js';
+import { samplingParamsRow, seedWords } from './sampling.js';
+
+export interface EngineOptions {
+  /** Sequences decoded together at most (the KV cache holds this many). */
+  readonly maxBatch: number;
+  /** Positions per sequence, prompt included: at most the model's maximum. */
+  readonly maxLen: number;
+  /** Capture each bucket's decode step into a graph (default: on for CUDA, off for the CPU). */
+  readonly graphs?: boolean;
+  /** Prompt tokens one prefill pass takes (default max(maxLen, 2048)); the activation buffers are sized by it. */
+  readonly maxPrefillTokens?: number;
+  /** Prefill attention: the fused flash op (default) or LightSeq's materialised scores. */
+  readonly prefillAttention?: 'flash' | 'materialized';
+  /** Chunks the cache is split into in decode attention (default: from maxLen and the batch size). */
+  readonly attentionSplits?: number;
+}
+
+export interface SequenceRequest {
+  readonly prompt: readonly number[];
+  /** At least 1; the sequence also stops at maxLen. */
+  readonly maxNewTokens: number;
+  readonly sampling: ResolvedSampling;
+}
+
+export interface SequenceUpdate {
+  /** Tokens generated since the last collect() (a stop token included). */
+  readonly tokens: number[];
+  readonly finished: boolean;
+}
+
+/** Stop ids the sampler compares against (the tensor's slots; −1 marks an unused one). */
+export const MAX_STOP_IDS = 16;
+/** Blocks decode attention aims for when it splits the cache (two waves on a 132-SM GPU). */
+const TARGET_ATTENTION_BLOCKS = 264;
+/** Keys a split should hold at least, so short contexts are not split (the combine costs a launch). */
+const MIN_KEYS_PER_SPLIT = 256;
+
+interface HostRow { length: number; limit: number; finished: boolean }
+
+interface StateViews {
+  readonly tokens: Tensor; readonly positions: Tensor; readonly finished: Tensor; readonly limits: Tensor;
+  readonly seeds: Tensor; readonly params: Tensor; readonly history: Tensor; readonly logits: Tensor;
+}
+
+interface PreparedDecode { readonly run: () => void; graph?: Graph; runs: number }
+
+export class DecodeEngine {
+  readonly backend: Backend;
+  readonly maxBatch: number;
+  readonly maxLen: number;
+  readonly maxPrefillTokens: number;
+  readonly cache: KvCache;
+  readonly buckets: readonly number[];
+  private readonly forward: DecoderForward;
+  private readonly state: StateViews & { readonly stopIds: Tensor };
+  private readonly prefillIo: { readonly tokens: Tensor; readonly positions: Tensor; readonly lengths: Tensor; readonly gather: Tensor };
+  private readonly partials?: Tensor;
+  private readonly useGraphs: boolean;
+  private readonly prefillAttention: 'flash' | 'materialized';
+  private readonly splitsOption?: number;
+  private readonly stateViews = new Map<string, StateViews>();
+  private readonly decodes = new Map<number, PreparedDecode>();
+  private rows: HostRow[] = [];
+  private stop = new Set<number>();
+  private bucket = 0;
+  /** Tokens sampled on the device that collect() has not read yet (per unfinished sequence). */
+  private pending = 0;
+  private disposed = false;
+
+  constructor(readonly model: DecoderModel, options: EngineOptions) {
+    const { maxBatch, maxLen } = options;
+    const arch = model.arch;
+    if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new ArgumentError(`engine: maxBatch must be a positive integer, got ${maxBatch}`);
+    if (!Number.isInteger(maxLen) || maxLen < 2 || maxLen > arch.maxPositions) {
+      throw new ArgumentError(`engine: maxLen must be an integer in [2, ${arch.maxPositions}] (the model's positions), got ${maxLen}`);
+    }
+    this.backend = model.backend;
+    this.maxBatch = maxBatch;
+    this.maxLen = maxLen;
+    this.maxPrefillTokens = options.maxPrefillTokens ?? Math.max(maxLen, 2048);
+    if (!Number.isInteger(this.maxPrefillTokens) || this.maxPrefillTokens < 1) throw new ArgumentError(`engine: maxPrefillTokens must be a positive integer, got ${options.maxPrefillTokens}`);
+    this.useGraphs = options.graphs ?? this.backend.name === 'cuda';
+    this.prefillAttention = options.prefillAttention ?? 'flash';
+    if (options.attentionSplits !== undefined && (!Number.isInteger(options.attentionSplits) || options.attentionSplits < 1 || options.attentionSplits > maxLen)) {
+      throw new ArgumentError(`engine: attentionSplits must be an integer in [1, ${maxLen}], got ${options.attentionSplits}`);
+    }
+    if (options.attentionSplits !== undefined) this.splitsOption = options.attentionSplits;
+    const buckets: number[] = [];
+    for (let n = 1; n < maxBatch; n *= 2) buckets.push(n);
+    buckets.push(maxBatch);
+    this.buckets = buckets;
+
+    const b = this.backend;
+    this.cache = new KvCache(b, arch.layers, maxBatch, arch.kvHeads, maxLen, arch.headDim, model.dtype);
+    this.forward = new DecoderForward(model, Math.max(maxBatch, this.maxPrefillTokens), maxLen);
+    const i32 = (shape: number[]) => b.empty(shape, 'i32');
+    this.state = {
+      tokens: i32([maxBatch]), positions: i32([maxBatch]), finished: i32([maxBatch]), limits: i32([maxBatch]),
+      seeds: i32([maxBatch, 2]), params: b.empty([maxBatch, 4], 'f32'), history: i32([maxBatch, maxLen]),
+      logits: b.empty([maxBatch, arch.paddedVocab], model.dtype), stopIds: i32([MAX_STOP_IDS]),
+    };
+    b.fill(this.state.finished, 1);
+    b.fill(this.state.history, 0);
+    this.prefillIo = { tokens: i32([this.maxPrefillTokens]), positions: i32([this.maxPrefillTokens]), lengths: i32([maxBatch]), gather: i32([maxBatch]) };
+    if (buckets.some((n) => this.splits(n) > 1)) {
+      const partialRows = Math.max(...buckets.map((n) => n * this.splits(n)));
+      this.partials = b.empty([partialRows * arch.heads * (arch.headDim + 2)], 'f32');
+    }
+  }
+
+  /** Sequences of the current batch. */
+  get batch(): number { return this.rows.length; }
+  /** True when every sequence of the batch has finished (as of the last collect()). */
+  get done(): boolean { return this.rows.every((r) => r.finished); }
+  /** Each sequence's length (prompt + generated) as of the last collect(). */
+  get lengths(): number[] { return this.rows.map((r) => r.length); }
+  /** Bytes of K and V the sequences hold now (as of the last collect()): what a decode step's attention reads. */
+  get kvBytesInUse(): number {
+    const a = this.model.arch, element = this.cache.bytes / this.cache.storage.numel;
+    return this.rows.reduce((n, r) => n + r.length, 0) * 2 * a.layers * a.kvHeads * a.headDim * element;
+  }
+
+  /** Decode attention's cache splits for a bucket of n sequences. */
+  splits(n: number): number {
+    if (this.splitsOption !== undefined) return this.splitsOption;
+    const byLength = Math.floor(this.maxLen / MIN_KEYS_PER_SPLIT);
+    const byOccupancy = Math.ceil(TARGET_ATTENTION_BLOCKS / (this.model.arch.kvHeads * n));
+    return Math.max(1, Math.min(byLength, byOccupancy));
+  }
+
+  /**
+   * Starts a new batch: uploads the prompts and settings, runs prefill, and samples each sequence's first
+   * token (collect() returns it). stopTokenIds end a sequence when sampled (shared by the batch).
+   */
+  start(requests: readonly SequenceRequest[], stopTokenIds: readonly number[]): void {
+    this.checkAlive();
+    const V = this.model.vocabSize, B = requests.length, L = this.maxLen;
+    if (B < 1 || B > this.maxBatch) throw new ArgumentError(`engine: a batch of ${B} sequences; expected 1 to maxBatch = ${this.maxBatch}`);
+    if (stopTokenIds.length > MAX_STOP_IDS) throw new ArgumentError(`engine: ${stopTokenIds.length} stop token ids; at most ${MAX_STOP_IDS} are supported`);
+    for (const id of stopTokenIds) if (!Number.isInteger(id) || id < 0 || id >= V) throw new ArgumentError(`engine: stop token id ${id} is outside the vocabulary [0, ${V})`);
+    requests.forEach((r, i) => {
+      const n = r.prompt.length;
+      if (n < 1) throw new ArgumentError(`engine: prompt ${i} is empty; a sequence needs at least one token`);
+      if (n >= L) throw new ArgumentError(`engine: prompt ${i} has ${n} tokens; the cache holds ${L} positions, so prompts may have at most ${L - 1}`);
+      if (n > this.maxPrefillTokens) throw new ArgumentError(`engine: prompt ${i} has ${n} tokens; one prefill pass takes at most maxPrefillTokens = ${this.maxPrefillTokens}`);
+      r.prompt.forEach((t, j) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`engine: token ${t} at position ${j} of prompt ${i} is outside the vocabulary [0, ${V})`); });
+      if (!Number.isInteger(r.maxNewTokens) || r.maxNewTokens < 1) throw new ArgumentError(`engine: maxNewTokens of sequence ${i} must be a positive integer, got ${r.maxNewTokens}`);
+    });
+    const bucket = this.buckets.find((n) => n >= B)!;
+    this.bucket = bucket;
+    this.rows = requests.map((r) => ({ length: r.prompt.length, limit: Math.min(r.prompt.length + r.maxNewTokens, L), finished: false }));
+    this.stop = new Set(stopTokenIds);
+    this.pending = 0;
+
+    // Device state of the bucket's rows; rows past the batch are finished dummies.
+    const history = new Int32Array(bucket * L), positions = new Int32Array(bucket), tokens = new Int32Array(bucket);
+    const finished = new Int32Array(bucket).fill(1), limits = new Int32Array(bucket).fill(L);
+    const params = new Float32Array(bucket * 4), seeds = new Int32Array(bucket * 2);
+    for (let b = 0; b < bucket; b++) params.set([0, 0, 1, 1], 4 * b);
+    requests.forEach((r, b) => {
+      history.set(r.prompt, b * L);
+      positions[b] = r.prompt.length - 1;
+      tokens[b] = r.prompt[r.prompt.length - 1]!;
+      finished[b] = 0;
+      limits[b] = this.rows[b]!.limit;
+      const row = samplingParamsRow(r.sampling);
+      row[1] = Math.min(row[1]!, V);
+      params.set(row, 4 * b);
+      seeds.set(seedWords(r.sampling.seed, 0), 2 * b);
+    });
+    const st = this.views(0, bucket), bk = this.backend;
+    bk.upload(st.history, history);
+    bk.upload(st.positions, positions);
+    bk.upload(st.tokens, tokens);
+    bk.upload(st.finished, finished);
+    bk.upload(st.limits, limits);
+    bk.upload(st.params, params);
+    bk.upload(st.seeds, seeds);
+    const stops = new Int32Array(MAX_STOP_IDS).fill(-1);
+    stops.set(stopTokenIds);
+    bk.upload(this.state.stopIds, stops);
+
+    // Prefill in groups of consecutive prompts that fit maxPrefillTokens rows (padded to the longest).
+    let first = 0;
+    while (first < B) {
+      let end = first + 1, longest = requests[first]!.prompt.length;
+      while (end < B && (end - first + 1) * Math.max(longest, requests[end]!.prompt.length) <= this.maxPrefillTokens) {
+        longest = Math.max(longest, requests[end]!.prompt.length);
+        end++;
+      }
+      this.prefillGroup(first, requests.slice(first, end).map((r) => r.prompt));
+      first = end;
+    }
+    this.pending = 1;
+  }
+
+  /** Runs `steps` decode steps (graph replays after the first step of a bucket). */
+  decode(steps = 1): void {
+    this.checkAlive();
+    if (this.rows.length === 0) throw new ArgumentError('engine: decode() before start()');
+    if (!Number.isInteger(steps) || steps < 0) throw new ArgumentError(`engine: steps must be a non-negative integer, got ${steps}`);
+    const step = this.prepared(this.bucket);
+    for (let i = 0; i < steps; i++) {
+      if (step.graph) {
+        step.graph.replay();
+      } else if (this.useGraphs && step.runs >= 1) {
+        step.graph = this.backend.captureGraph(step.run);
+        step.graph.replay();
+      } else {
+        step.run();
+      }
+      step.runs++;
+    }
+    this.pending += steps;
+  }
+
+  /** The tokens each sequence generated since the last collect() (waits for the device). */
+  collect(): SequenceUpdate[] {
+    this.checkAlive();
+    const L = this.maxLen, B = this.rows.length;
+    if (this.pending === 0) return this.rows.map((r) => ({ tokens: [], finished: r.finished }));
+    const history = this.backend.download(this.backend.view(this.state.history, 0, [B * L])) as Int32Array;
+    const updates = this.rows.map((row, b) => {
+      const tokens: number[] = [];
+      for (let k = 0; k < this.pending && !row.finished; k++) {
+        const t = history[b * L + row.length]!;
+        tokens.push(t);
+        row.length++;
+        if (this.stop.has(t) || row.length >= row.limit) row.finished = true;
+      }
+      return { tokens, finished: row.finished };
+    });
+    this.pending = 0;
+    return updates;
+  }
+
+  /** Marks sequence `row` finished (a stop string matched): it no longer advances. */
+  finish(row: number): void {
+    this.checkRow(row);
+    this.backend.upload(this.backend.view(this.state.finished, row, [1]), [1]);
+    this.rows[row]!.finished = true;
+  }
+
+  /**
+   * Replaces the last token of sequence `row` (the one the next step reads) by `token`: teacher forcing,
+   * for checks against a reference. Call after collect().
+   */
+  force(row: number, token: number): void {
+    this.checkRow(row);
+    const r = this.rows[row]!;
+    if (this.pending !== 0) throw new ArgumentError('engine: force() needs the sampled tokens collected first');
+    if (r.finished) throw new ArgumentError(`engine: sequence ${row} has finished; a forced token would not be read`);
+    if (!Number.isInteger(token) || token < 0 || token >= this.model.vocabSize) throw new ArgumentError(`engine: forced token ${token} is outside the vocabulary`);
+    const b = this.backend;
+    b.upload(b.view(this.state.history, row * this.maxLen + r.length - 1, [1]), [token]);
+    b.upload(b.view(this.state.tokens, row, [1]), [token]);
+  }
+
+  /** The logits of the last prefill or decode step, one Float32Array of vocabSize values per sequence. */
+  logits(): Float32Array[] {
+    this.checkAlive();
+    const V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    const all = this.backend.download(this.backend.view(this.state.logits, 0, [this.rows.length * Vp])) as Float32Array;
+    return this.rows.map((_, b) => all.slice(b * Vp, b * Vp + V));
+  }
+
+  /**
+   * Logits at every position of one prompt [L·vocabSize] (row-major), from one prefill pass: the
+   * full-recompute reference that KV-cached decoding is checked against. Uses sequence slot 0 and ends
+   * the current batch.
+   */
+  promptLogits(prompt: readonly number[]): Float32Array {
+    this.checkAlive();
+    const n = prompt.length, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    if (n < 1 || n > this.maxLen || n > this.maxPrefillTokens) throw new ArgumentError(`engine: promptLogits needs 1 to ${Math.min(this.maxLen, this.maxPrefillTokens)} tokens, got ${n}`);
+    prompt.forEach((t, j) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`engine: token ${t} at position ${j} is outside the vocabulary [0, ${V})`); });
+    this.rows = [];
+    this.pending = 0;
+    const b = this.backend;
+    const logits = b.empty([n, Vp], this.model.dtype);
+    try {
+      const v = this.prefillForward(0, [prompt]);
+      this.forward.lmHead(b, v.h, logits);
+      const all = b.download(logits) as Float32Array;
+      const out = new Float32Array(n * V);
+      for (let i = 0; i < n; i++) out.set(all.subarray(i * Vp, i * Vp + V), i * V);
+      return out;
+    } finally {
+      b.free(logits);
+    }
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const d of this.decodes.values()) d.graph?.dispose();
+    this.decodes.clear();
+    const b = this.backend;
+    for (const t of [...Object.values(this.state), ...Object.values(this.prefillIo)]) b.free(t);
+    if (this.partials) b.free(this.partials);
+    this.cache.free();
+    this.forward.free();
+  }
+
+  // --- internals ------------------------------------------------------------------------------------
+
+  private checkAlive(): void {
+    if (this.disposed) throw new ArgumentError('engine: used after dispose()');
+  }
+
+  private checkRow(row: number): void {
+    this.checkAlive();
+    if (!Number.isInteger(row) || row < 0 || row >= this.rows.length) throw new ArgumentError(`engine: sequence ${row} is not in the batch of ${this.rows.length}`);
+  }
+
+  /** Views of the state for sequences [first, first + count) (cached: GEMMs and graphs see the same tensors). */
+  private views(first: number, count: number): StateViews {
+    const key = `${first}.${count}`;
+    let v = this.stateViews.get(key);
+    if (!v) {
+      const b = this.backend, s = this.state, L = this.maxLen, Vp = this.model.arch.paddedVocab;
+      const rows = (t: Tensor, width: number) => b.view(t, first * width, width === 1 ? [count] : [count, width]);
+      v = {
+        tokens: rows(s.tokens, 1), positions: rows(s.positions, 1), finished: rows(s.finished, 1), limits: rows(s.limits, 1),
+        seeds: rows(s.seeds, 2), params: rows(s.params, 4), history: rows(s.history, L), logits: rows(s.logits, Vp),
+      };
+      this.stateViews.set(key, v);
+    }
+    return v;
+  }
+
+  private sample(st: StateViews): void {
+    this.backend.sampleTokens({
+      logits: st.logits, classes: this.model.vocabSize, params: st.params, seeds: st.seeds, positions: st.positions,
+      history: st.history, tokens: st.tokens, finished: st.finished, limits: st.limits, stopIds: this.state.stopIds,
+    });
+  }
+
+  /** The decode step of a bucket of n sequences: embed, layers with cached attention, LM head, sampling. */
+  private prepared(n: number): PreparedDecode {
+    let prepared = this.decodes.get(n);
+    if (prepared) return prepared;
+    const b = this.backend, m = this.model, arch = m.arch, f = this.forward, cache = this.cache;
+    const v = f.rows(n), st = this.views(0, n);
+    const { heads: Hq, headDim: d } = arch;
+    const q4 = b.view(v.q, 0, [n, Hq, 1, d]), q3 = b.view(v.q, 0, [n, Hq, d]), out3 = b.view(v.attn, 0, [n, Hq, d]);
+    const splits = this.splits(n);
+    const partials = splits > 1 ? b.view(this.partials!, 0, [n, Hq, splits, d + 2]) : undefined;
+    const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
+    const scale = 1 / Math.sqrt(d);
+    const run = () => {
+      f.embed(b, v, st.tokens, st.positions);
+      f.blocks(b, v, (l) => {
+        const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n), bias = m.layers[l]!.qkvBias;
+        b.qkvRopeAppend({ qkv: v.qkv, positions: st.positions, q: q4, kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
+        b.decodeAttention({ q: q3, kCache, vCache, positions: st.positions, out: out3, scale, ...(partials ? { partials } : {}) });
+        return v.attn;
+      });
+      f.lmHead(b, v.h, st.logits);
+      this.sample(st);
+    };
+    prepared = { run, runs: 0 };
+    this.decodes.set(n, prepared);
+    return prepared;
+  }
+
+  /** Embeds and runs the layers over prompts for sequences [first, first + count); h = final-norm output. */
+  private prefillForward(first: number, prompts: readonly (readonly number[])[]): RowViews {
+    const b = this.backend, m = this.model, arch = m.arch, f = this.forward, cache = this.cache;
+    const Bp = prompts.length, Lp = Math.max(...prompts.map((p) => p.length)), R = Bp * Lp;
+    const { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
+    const tokens = new Int32Array(R), positions = new Int32Array(R);
+    prompts.forEach((p, s) => {
+      tokens.set(p, s * Lp);
+      for (let l = 0; l < Lp; l++) positions[s * Lp + l] = l;
+    });
+    const io = this.prefillIo;
+    const tokensView = b.view(io.tokens, 0, [R]), positionsView = b.view(io.positions, 0, [R]), lengthsView = b.view(io.lengths, 0, [Bp]);
+    b.upload(tokensView, tokens);
+    b.upload(positionsView, positions);
+    b.upload(lengthsView, prompts.map((p) => p.length));
+    const v = f.rows(R);
+    const flash = this.prefillAttention === 'flash';
+    const kvHeads = flash ? Hkv : Hq;
+    const temporaries: Tensor[] = [];
+    const temp = (shape: number[], dtype: 'f32' | typeof m.dtype) => { const t = b.empty(shape, dtype); temporaries.push(t); return t; };
+    try {
+      const kOut = temp([Bp, kvHeads, Lp, d], m.dtype), vOut = temp([Bp, kvHeads, Lp, d], m.dtype), context = temp([Bp, Hq, Lp, d], m.dtype);
+      const lse = flash ? temp([Bp, Hq, Lp], 'f32') : undefined;
+      const scores = flash ? undefined : temp([Bp, Hq, Lp, Lp], m.dtype);
+      const q4 = b.view(v.q, 0, [Bp, Hq, Lp, d]), merged = b.view(v.attn, 0, [Bp, Lp, Hq, d]);
+      const scale = 1 / Math.sqrt(d);
+      const bh = (t: Tensor, rows: number, cols: number) => b.view(t, 0, [Bp * Hq, rows, cols]);
+      const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
+      f.embed(b, v, tokensView, positionsView);
+      f.blocks(b, v, (l) => {
+        const bias = m.layers[l]!.qkvBias;
+        b.qkvRopeAppend({
+          qkv: v.qkv, positions: positionsView, q: q4, kCache: cache.keys(l, first, Bp), vCache: cache.values(l, first, Bp), kOut, vOut,
+          ...rope, ...(bias ? { bias } : {}),
+        });
+        if (lse) {
+          b.flashAttentionForward({ q: q4, k: kOut, v: vOut, out: context, lse, scale, causal: true, keyLengths: lengthsView });
+        } else {
+          b.batchedGemm({ a: bh(q4, Lp, d), b: bh(kOut, Lp, d), out: bh(scores!, Lp, Lp), transB: true });
+          b.softmaxForward({ x: scores!, out: scores!, scale, causal: true, keyLengths: lengthsView });
+          b.batchedGemm({ a: bh(scores!, Lp, Lp), b: bh(vOut, Lp, d), out: bh(context, Lp, d) });
+        }
+        b.permute0213({ x: context, out: merged });
+        return v.attn;
+      });
+      // The temporaries are freed below while the queued work may still read them: free() hands memory
+      // back to the stream-ordered caching allocator (CUDA) or drops host arrays after the ops ran (CPU).
+      return v;
+    } finally {
+      for (const t of temporaries) b.free(t);
+    }
+  }
+
+  /** Prefill of sequences [first, first + prompts.length), then their first sampled token. */
+  private prefillGroup(first: number, prompts: readonly (readonly number[])[]): void {
+    const b = this.backend, f = this.forward;
+    const Bp = prompts.length, Lp = Math.max(...prompts.map((p) => p.length));
+    const gather = b.view(this.prefillIo.gather, 0, [Bp]);
+    b.upload(gather, prompts.map((p, s) => s * Lp + p.length - 1));
+    const v = this.prefillForward(first, prompts);
+    const last = f.rows(Bp).y;
+    b.embedTokens({ tokens: gather, tokenTable: v.h, out: last });
+    const st = this.views(first, Bp);
+    f.lmHead(b, last, st.logits);
+    this.sample(st);
+  }
+}

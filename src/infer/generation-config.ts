@@ -1,0 +1,57 @@
+// generation_config.json: the defaults a model directory ships for generation (HF's GenerationConfig):
+// end-of-sequence ids and, for models meant to be sampled (Llama 3: do_sample, temperature 0.6,
+// top_p 0.9), the sampling settings. Absent file: no defaults. Fields are checked like config.json's
+// (config-fields.ts): an error names the file, the field and what was expected.
+
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigFields, readConfigFile } from '../models/config-fields.js';
+
+export interface GenerationDefaults {
+  readonly eosTokenIds?: readonly number[];
+  readonly bosTokenId?: number;
+  readonly padTokenId?: number;
+  /** false (HF's default): greedy; the sampling fields below then do not apply. */
+  readonly doSample?: boolean;
+  readonly temperature?: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly repetitionPenalty?: number;
+  readonly maxNewTokens?: number;
+  /** Prompt + new tokens (HF's max_length), when max_new_tokens is not given. */
+  readonly maxLength?: number;
+}
+
+export function readGenerationConfig(dir: string): GenerationDefaults {
+  const path = join(dir, 'generation_config.json');
+  if (!existsSync(path)) return {};
+  return generationDefaultsFromJson(readConfigFile(path), path);
+}
+
+export function generationDefaultsFromJson(json: Record<string, unknown>, source: string): GenerationDefaults {
+  const f = new ConfigFields(json, source);
+  const out: { -readonly [K in keyof GenerationDefaults]: GenerationDefaults[K] } = {};
+  if (f.has('eos_token_id')) out.eosTokenIds = f.tokenIds('eos_token_id', []);
+  if (f.has('bos_token_id')) out.bosTokenId = f.tokenId('bos_token_id');
+  if (f.has('pad_token_id')) out.padTokenId = f.tokenId('pad_token_id');
+  if (f.has('do_sample')) out.doSample = f.boolean('do_sample');
+  if (f.has('temperature')) {
+    const t = f.value('temperature');
+    if (typeof t !== 'number' || !Number.isFinite(t) || t < 0) f.fail('temperature', 'a number >= 0');
+    out.temperature = t as number;
+  }
+  if (f.has('top_k')) {
+    const k = f.value('top_k');
+    if (typeof k !== 'number' || !Number.isSafeInteger(k) || k < 0) f.fail('top_k', 'an integer >= 0 (0 disables top-k)');
+    out.topK = k as number;
+  }
+  if (f.has('top_p')) {
+    const p = f.value('top_p');
+    if (typeof p !== 'number' || !(p > 0 && p <= 1)) f.fail('top_p', 'a number in (0, 1]');
+    out.topP = p as number;
+  }
+  if (f.has('repetition_penalty')) out.repetitionPenalty = f.number('repetition_penalty', 'positive');
+  if (f.has('max_new_tokens')) out.maxNewTokens = f.positiveInteger('max_new_tokens');
+  if (f.has('max_length')) out.maxLength = f.positiveInteger('max_length');
+  return out;
+}

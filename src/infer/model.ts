@@ -1,0 +1,242 @@
+// A decoder-only model ready for inference: its architecture (architecture.ts), one weight workspace in
+// the chosen dtype (bf16 by default; f16 or f32 by option) with a typed view per role, and the generation
+// defaults of its directory. No gradients, no optimizer state: only what a forward pass reads.
+//
+// Loading (loadDecoderModel) reads config.json, generation_config.json and the safetensors file(s)
+// (model.safetensors, or the shards model.safetensors.index.json lists), tensor by tensor:
+//   - names may lack the "transformer." / "model." prefix (files saved from GPT2Model / LlamaModel);
+//   - buffers that are not weights (GPT-2's attn.bias masks, old Llama files' rotary_emb.inv_freq) and a
+//     tied model's lm_head.weight are skipped; any other unknown tensor is reported in `unused`;
+//   - F32, F16 and BF16 tensors are converted to the workspace's dtype; a tensor with another dtype, a
+//     shape other than the config implies, a duplicate, or a missing tensor is an error naming it.
+
+import type { Backend } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import { decodeFloats } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { SafetensorsReader } from '../io/safetensors.js';
+import type { TensorInfo } from '../io/safetensors.js';
+import { shardFiles } from '../models/hf-weights.js';
+import { loadModelConfig } from '../models/registry.js';
+import type { ModelConfig } from '../models/registry.js';
+import { layoutWorkspace, Workspace } from '../nn/workspace.js';
+import type { WorkspaceEntry } from '../nn/workspace.js';
+import type { Tensor } from '../tensor.js';
+import { formatShape } from '../tensor.js';
+import { dropoutOffsetAdvance } from '../backend/rng.js';
+import type { DecoderArchitecture, LayerWeightNames, WeightSpec } from './architecture.js';
+import { decoderArchitecture } from './architecture.js';
+import type { GenerationDefaults } from './generation-config.js';
+import { readGenerationConfig } from './generation-config.js';
+import { ropeFrequencies } from './rope.js';
+import type { RopeFrequencies } from './rope.js';
+
+export interface NormWeights {
+  readonly gamma: Tensor;
+  readonly beta?: Tensor;
+}
+
+export interface LayerWeights {
+  readonly norm1: NormWeights;
+  /** [in, 3·out] (GPT-2) or [(Hq + 2·Hkv)·d, H] (Llama, q/k/v stacked). */
+  readonly qkv: Tensor;
+  readonly qkvBias?: Tensor;
+  readonly out: Tensor;
+  readonly outBias?: Tensor;
+  readonly norm2: NormWeights;
+  /** GPT-2's c_fc [C, F], or Llama's gate and up stacked [2F, H]. */
+  readonly up: Tensor;
+  readonly upBias?: Tensor;
+  readonly down: Tensor;
+  readonly downBias?: Tensor;
+}
+
+/** Tensors of a checkpoint that are not weights: causal-mask buffers, RoPE tables, position ids. */
+const NOT_WEIGHTS = [/(^|\.)attn\.(masked_)?bias$/, /rotary_emb\.inv_freq$/, /position_ids$/];
+
+export class DecoderModel {
+  readonly workspace: Workspace;
+  readonly tokenEmbedding: Tensor;
+  readonly positionEmbedding?: Tensor;
+  readonly layers: readonly LayerWeights[];
+  readonly finalNorm: NormWeights;
+  /** [paddedVocab, H] (the token embedding when tied). */
+  readonly lmHead: Tensor;
+  private readonly entries: ReadonlyMap<string, WorkspaceEntry>;
+  private readonly specs: ReadonlyMap<string, WeightSpec>;
+  private freed = false;
+
+  constructor(
+    readonly backend: Backend,
+    readonly arch: DecoderArchitecture,
+    readonly dtype: FloatDType,
+    readonly generation: GenerationDefaults = {},
+    /** Where the weights came from (a directory, or a description), for messages. */
+    readonly source = 'random weights',
+  ) {
+    const layout = layoutWorkspace(arch.weights, dtype);
+    this.workspace = Workspace.allocate(backend, layout);
+    this.entries = new Map(layout.entries.map((e) => [e.name, e]));
+    this.specs = new Map(arch.weights.map((w) => [w.name, w]));
+    const one = (name: string) => this.workspace.get(name);
+    const maybe = (name: string | undefined) => (name === undefined ? undefined : one(name));
+    const norm = (n: { gamma: string; beta?: string }): NormWeights => ({ gamma: one(n.gamma), ...(n.beta ? { beta: one(n.beta) } : {}) });
+    this.tokenEmbedding = one(arch.tokenEmbedding);
+    if (arch.positionEmbedding) this.positionEmbedding = one(arch.positionEmbedding);
+    this.layers = arch.layerNames.map((n: LayerWeightNames): LayerWeights => {
+      const qkvBias = n.qkvBias ? this.packed(n.qkvBias) : undefined, outBias = maybe(n.outBias);
+      const upBias = n.upBias ? this.packed(n.upBias) : undefined, downBias = maybe(n.downBias);
+      return {
+        norm1: norm(n.norm1), qkv: this.packed(n.qkv), out: one(n.out), norm2: norm(n.norm2), up: this.packed(n.up), down: one(n.down),
+        ...(qkvBias ? { qkvBias } : {}), ...(outBias ? { outBias } : {}), ...(upBias ? { upBias } : {}), ...(downBias ? { downBias } : {}),
+      };
+    });
+    this.finalNorm = norm(arch.finalNorm);
+    this.lmHead = one(arch.lmHead);
+  }
+
+  get vocabSize(): number { return this.arch.vocabSize; }
+
+  /** RoPE frequencies for a cache of maxLen positions (Llama), uploaded by the caller; undefined for learned positions. */
+  ropeFor(maxLen: number): RopeFrequencies | undefined {
+    if (this.arch.family !== 'llama' || this.arch.config.family !== 'llama') return undefined;
+    return ropeFrequencies(this.arch.config.config, maxLen);
+  }
+
+  /** The tensors `names` (stored back to back) as one tensor stacked along the first dimension. */
+  private packed(names: readonly string[]): Tensor {
+    if (names.length === 1) return this.workspace.get(names[0]!);
+    const entries = names.map((n) => this.entries.get(n)!);
+    const first = entries[0]!;
+    let end = first.offset;
+    for (const e of entries) {
+      if (e.offset !== end) throw new ArgumentError(`internal: weights ${names.join(', ')} are not stored back to back`);
+      end += e.numel;
+    }
+    const rows = entries.reduce((n, e) => n + e.shape[0]!, 0);
+    return this.backend.view(this.workspace.flat, first.offset, [rows, ...first.shape.slice(1)]);
+  }
+
+  /** The stored tensor for `name` without padding rows (its checkpoint shape). */
+  fileView(name: string): Tensor {
+    const e = this.entries.get(name), spec = this.specs.get(name);
+    if (!e || !spec) throw new ArgumentError(`${this.source}: the model has no weight '${name}'`);
+    return this.backend.view(this.workspace.flat, e.offset, spec.fileShape ?? spec.shape);
+  }
+
+  /** Every weight's name and checkpoint shape. */
+  weightShapes(): { name: string; shape: readonly number[] }[] {
+    return this.arch.weights.map((w) => ({ name: w.name, shape: w.fileShape ?? w.shape }));
+  }
+
+  /**
+   * Random weights from the Philox stream (benchmarks, tests): matrices N(0, std), norm gains 1, biases
+   * and norm shifts 0 (HF's initialisation). Padding rows stay zero.
+   */
+  initializeRandom(seed: bigint, std = 0.02): void {
+    const norms = new Set(this.arch.layerNames.flatMap((n) => [n.norm1.gamma, n.norm2.gamma]).concat(this.arch.finalNorm.gamma));
+    let offset = 0n;
+    for (const w of this.arch.weights) {
+      const t = this.fileView(w.name);
+      if (norms.has(w.name)) this.backend.fill(t, 1);
+      else if (t.rank === 1) this.backend.fill(t, 0);
+      else {
+        this.backend.randomFill({ out: t, seed, offset, distribution: 'normal', mean: 0, std });
+        offset += dropoutOffsetAdvance(t.numel);
+      }
+    }
+  }
+
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.backend.free(this.workspace.flat);
+  }
+}
+
+/** Options for loading a model directory. */
+export interface LoadOptions {
+  /** Weight and activation dtype (default bf16 on CUDA, f32 on the CPU). */
+  readonly dtype?: FloatDType;
+}
+
+export interface LoadedModel {
+  readonly model: DecoderModel;
+  readonly files: readonly string[];
+  /** Tensors in the files that are not weights of the model (reported, not an error). */
+  readonly unused: readonly string[];
+}
+
+/** Loads an HF model directory (config.json, safetensors, generation_config.json) onto `backend`. */
+export function loadDecoderModel(dir: string, backend: Backend, options: LoadOptions = {}): LoadedModel {
+  const config = loadModelConfig(dir);
+  const arch = decoderArchitecture(config);
+  const dtype = options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32');
+  const files = shardFiles(dir);
+  const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir), dir);
+  try {
+    const unused = loadWeights(model, dir, files);
+    return { model, files, unused };
+  } catch (error) {
+    model.free();
+    throw error;
+  }
+}
+
+/** A model with random weights for `config` (no files). */
+export function randomDecoderModel(config: ModelConfig, backend: Backend, options: { dtype?: FloatDType; seed?: bigint; std?: number } = {}): DecoderModel {
+  const model = new DecoderModel(backend, decoderArchitecture(config), options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'));
+  model.initializeRandom(options.seed ?? 1n, options.std);
+  return model;
+}
+
+function loadWeights(model: DecoderModel, dir: string, files: readonly string[]): string[] {
+  const arch = model.arch;
+  const expected = new Map(model.weightShapes().map((w) => [w.name, w.shape]));
+  const loadedFrom = new Map<string, string>();
+  const unused: string[] = [];
+  for (const file of files) {
+    const reader = SafetensorsReader.open(file);
+    try {
+      for (const info of reader.tensors as readonly TensorInfo[]) {
+        const name = expected.has(info.name) ? info.name : expected.has(arch.optionalPrefix + info.name) ? arch.optionalPrefix + info.name : undefined;
+        if (name === undefined) {
+          const tiedHead = arch.tiedEmbeddings && info.name === 'lm_head.weight';
+          if (!tiedHead && !NOT_WEIGHTS.some((re) => re.test(info.name))) unused.push(info.name);
+          continue;
+        }
+        const shape = expected.get(name)!;
+        if (formatShape(info.shape) !== formatShape(shape)) {
+          throw new ArgumentError(`${file}: tensor '${info.name}' has shape ${formatShape(info.shape)}; the ${arch.family} config (${dir}/config.json) implies ${formatShape(shape)}`);
+        }
+        if (info.dtype !== 'F32' && info.dtype !== 'F16' && info.dtype !== 'BF16') {
+          throw new ArgumentError(`${file}: tensor '${info.name}' is ${info.dtype}; only F32, F16 and BF16 weights are read`);
+        }
+        const earlier = loadedFrom.get(name);
+        if (earlier !== undefined) throw new ArgumentError(`${file}: tensor '${info.name}' also appears in ${earlier}`);
+        loadedFrom.set(name, file);
+        model.backend.upload(model.fileView(name), floatsOf(reader.read(info.name).bytes, info.dtype));
+      }
+    } finally {
+      reader.close();
+    }
+  }
+  const missing = [...expected.keys()].filter((n) => !loadedFrom.has(n));
+  if (missing.length > 0) {
+    const list = missing.slice(0, 5).map((n) => `'${n}' ${formatShape(expected.get(n)!)}`).join(', ');
+    throw new ArgumentError(`${dir}: the checkpoint (${files.length} file${files.length > 1 ? 's' : ''}) lacks ${missing.length} weight(s) the ${arch.family} model needs: ${list}${missing.length > 5 ? ', …' : ''}`);
+  }
+  return unused;
+}
+
+/** Checkpoint bytes as f32 values; bf16 widens by a shift (exact and fast for multi-GB files). */
+function floatsOf(bytes: Uint8Array, dtype: 'F32' | 'F16' | 'BF16'): Float32Array {
+  const aligned = bytes.byteOffset % 4 === 0 ? bytes : bytes.slice();
+  if (dtype === 'F32') return new Float32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
+  if (dtype === 'F16') return decodeFloats(aligned, 'f16');
+  const halves = new Uint16Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 2);
+  const words = new Uint32Array(halves.length);
+  for (let i = 0; i < halves.length; i++) words[i] = halves[i]! << 16;
+  return new Float32Array(words.buffer);
+}
+

@@ -1,0 +1,68 @@
+// Sampling settings: what the caller asked for, completed from the model's generation_config.json the way
+// HF's generate() completes them, checked, and packed into the sampler's per-sequence parameter row.
+//   greedy             temperature 0 (do_sample false: HF's default)
+//   sampling           temperature T > 0, then top-k (HF's default 50 when sampling; 0 = off) and top-p
+//                      (default 1 = off); draws are Philox-seeded (backend.ts, sampleTokens)
+//   repetition penalty ρ (default 1 = off), applied before either
+// Row b of a batch draws with seed + b, so a single-sequence call with seed s and row 0 of a batch call
+// with seed s give the same tokens.
+
+import { ArgumentError } from '../errors.js';
+import type { GenerationDefaults } from './generation-config.js';
+
+export interface SamplingOptions {
+  /** 0 = greedy. */
+  readonly temperature?: number;
+  /** Keep the k most likely tokens (0 = all). */
+  readonly topK?: number;
+  /** Keep the smallest set of most likely tokens holding this probability (1 = all). */
+  readonly topP?: number;
+  readonly repetitionPenalty?: number;
+  /** A u64 seed (default 0). */
+  readonly seed?: number | bigint;
+}
+
+export interface ResolvedSampling {
+  readonly temperature: number;
+  readonly topK: number;
+  readonly topP: number;
+  readonly repetitionPenalty: number;
+  readonly seed: bigint;
+}
+
+/** HF GenerationConfig's top_k when sampling and nothing says otherwise. */
+export const HF_DEFAULT_TOP_K = 50;
+
+export function resolveSampling(options: SamplingOptions, defaults: GenerationDefaults = {}): ResolvedSampling {
+  const fromConfig = defaults.doSample === true;
+  const temperature = options.temperature ?? (fromConfig ? defaults.temperature ?? 1 : 0);
+  const sampling = temperature > 0;
+  const resolved: ResolvedSampling = {
+    temperature,
+    topK: options.topK ?? (sampling ? (fromConfig ? defaults.topK : undefined) ?? HF_DEFAULT_TOP_K : 0),
+    topP: options.topP ?? (fromConfig ? defaults.topP : undefined) ?? 1,
+    repetitionPenalty: options.repetitionPenalty ?? defaults.repetitionPenalty ?? 1,
+    seed: BigInt(options.seed ?? 0),
+  };
+  checkSampling(resolved);
+  return resolved;
+}
+
+export function checkSampling(s: ResolvedSampling): void {
+  if (!Number.isFinite(s.temperature) || s.temperature < 0) throw new ArgumentError(`temperature must be a finite number >= 0 (0 = greedy), got ${s.temperature}`);
+  if (!Number.isSafeInteger(s.topK) || s.topK < 0) throw new ArgumentError(`top-k must be an integer >= 0 (0 = off), got ${s.topK}`);
+  if (!(s.topP > 0 && s.topP <= 1)) throw new ArgumentError(`top-p must be in (0, 1] (1 = off), got ${s.topP}`);
+  if (!(s.repetitionPenalty > 0) || !Number.isFinite(s.repetitionPenalty)) throw new ArgumentError(`repetition penalty must be a finite number > 0 (1 = off), got ${s.repetitionPenalty}`);
+  if (s.seed < 0n || s.seed >= 1n << 64n) throw new ArgumentError(`seed must be an integer in [0, 2^64), got ${s.seed}`);
+}
+
+/** The sampler's f32 parameter row: (temperature, top-k, top-p, repetition penalty). */
+export function samplingParamsRow(s: ResolvedSampling): number[] {
+  return [s.temperature, s.topK, s.topP, s.repetitionPenalty];
+}
+
+/** The seed of row `row` of a batch, as the sampler's two i32 words (low first). */
+export function seedWords(seed: bigint, row: number): [number, number] {
+  const s = (seed + BigInt(row)) & ((1n << 64n) - 1n);
+  return [Number(s & 0xffffffffn) | 0, Number(s >> 32n) | 0];
+}

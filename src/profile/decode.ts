@@ -1,0 +1,65 @@
+// Profiling a decode step of the inference engine (src/infer/engine.ts): one new token for each of
+// `batch` sequences whose KV cache already holds `context` positions.
+//
+// The engine replays each batch bucket's decode step as a CUDA graph, so it is built twice on one model
+// (random weights; the time does not depend on them), both on a ProfilingBackend:
+//   - the graph engine (the engine as `generate` runs it): its replayed step is the step time;
+//   - an eager engine (graphs off), whose step is the one timed op by op.
+// Both prefill the same random prompts of `context` tokens, then decode greedily with no stop tokens,
+// so every sequence advances each step. The cache grows by one position per step: the few steps the
+// profile takes (DECODE_STEPS_ROOM at most) leave the context all but unchanged.
+
+import type { Backend } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { decoderArchitecture } from '../infer/architecture.js';
+import { DecodeEngine } from '../infer/engine.js';
+import { randomDecoderModel } from '../infer/model.js';
+import { resolveSampling } from '../infer/sampling.js';
+import type { ModelConfig } from '../models/registry.js';
+import type { Profile, ProfileOptions } from './profiler.js';
+import { profile, ProfilingBackend } from './profiler.js';
+
+/** Positions past the prompt the engines may decode while profiling (warm-up, capture, repeats). */
+export const DECODE_STEPS_ROOM = 64;
+
+export interface DecodeProfileOptions extends Omit<ProfileOptions, 'reference' | 'warmup' | 'dtype'> {
+  /** Sequences decoded together. */
+  readonly batch: number;
+  /** Prompt tokens each sequence's cache holds when profiling starts. */
+  readonly context: number;
+  readonly dtype: FloatDType;
+}
+
+/** Profiles one decode step of a GPT-2 or Llama model with random weights (see the header). */
+export function profileDecodeStep(backend: Backend, config: ModelConfig, options: DecodeProfileOptions): Profile {
+  const { batch, context, dtype } = options;
+  const arch = decoderArchitecture(config);
+  if (!Number.isInteger(batch) || batch < 1) throw new ArgumentError(`decode profile: batch must be a positive integer, got ${batch}`);
+  const maxLen = context + DECODE_STEPS_ROOM;
+  if (!Number.isInteger(context) || context < 1 || maxLen > arch.maxPositions) {
+    throw new ArgumentError(`decode profile: the context (${context} tokens) + ${DECODE_STEPS_ROOM} decoded positions must fit the model's ${arch.maxPositions} positions`);
+  }
+  const tap = new ProfilingBackend(backend);
+  const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
+  const engines: DecodeEngine[] = [];
+  try {
+    const replayed = new DecodeEngine(model, { maxBatch: batch, maxLen });
+    engines.push(replayed);
+    const eager = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs: false });
+    engines.push(eager);
+    let s = 4242;
+    const next = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0);
+    const greedy = resolveSampling({ temperature: 0 });
+    const requests = Array.from({ length: batch }, () => ({
+      prompt: Array.from({ length: context }, () => next() % model.vocabSize), maxNewTokens: DECODE_STEPS_ROOM, sampling: greedy,
+    }));
+    replayed.start(requests, []);
+    eager.start(requests, []);
+    replayed.decode(2); // the first step runs eagerly (kernels compile), the second is captured and replayed
+    return profile(tap, () => eager.decode(1), { ...options, dtype, warmup: 1, reference: () => replayed.decode(1) });
+  } finally {
+    for (const e of engines) e.dispose();
+    model.free();
+  }
+}

@@ -1,0 +1,353 @@
+// Where the time goes: profile(backend, fn) runs `fn` — anything that issues Backend ops: a training
+// step, a forward pass, a decode step — and times every op it launches between two markers (CUDA
+// events; the host clock on the CPU), with the op's FLOPs and bytes from the cost model (cost.ts).
+//
+// Measurements, in order:
+//  1. roofs (roofs.ts), measured once per process on CUDA;
+//  2. `warmup` runs of fn (kernels compile, GEMMs autotune, graphs are captured);
+//  3. the step time: `reference` (the work as it normally runs, e.g. a graph replay; default fn on
+//     the plain backend) between two markers, median of `repeats`;
+//  4. one run of fn through a wrapper that brackets each op with markers.
+// The op times of 4 must be GPU times, not host time. A kernel launched from JS costs ~5–10 µs of
+// host work (argument checks, cuLaunchKernel, two markers), more than many kernels run; a GPU that
+// has caught up with the host would idle inside the markers and the op would absorb that idle. So
+// before 4 the GPU is given a backlog ("queue ahead"): a run of large fills timed to outlast the
+// host's work for the step (calibrated by one unheld profiled run), during which every launch of the
+// step queues up behind them and then runs back to back. Whether that worked is checked after the
+// fact: each start marker's GPU time against the host clock at its record; an op whose marker ran
+// less than HOST_BOUND_MS after the host recorded it had a GPU waiting for the host, and is counted
+// in `hostBoundOps` (with a warning).
+//
+// The step's idle time is step time − Σ op times: launch gaps (eager work), or in-graph launch cost
+// (~0.7 µs a kernel on an H200) for a replayed graph. Ops issued inside a captureGraph() call within fn
+// are recorded into the graph, not timed; replays of graphs fn makes are seen as idle time.
+//
+// fn gets the backend to issue its ops on. Code that keeps its own reference (an inference engine) is
+// built on a ProfilingBackend's `backend` instead, and that ProfilingBackend is passed to profile().
+// Ops whose exact cost depends on small device tensors (sequence lengths, decode positions) have them
+// copied right after the op, in stream order, and read back after the run (cost.ts deviceInputs).
+
+import { performance } from 'node:perf_hooks';
+import type { Backend, TimeMarker } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import type { BackendName, HostArray, Tensor } from '../tensor.js';
+import { describeCall, isGemmOp, NON_KERNEL_MEMBERS, opCost, opDeviceInputs } from './cost.js';
+import type { Roofs } from './roofs.js';
+import { measureRoofs, median, roofMs } from './roofs.js';
+
+/** One op launch of the profiled run. */
+export interface ProfiledOp {
+  readonly op: string;
+  /** The op and what tells its calls apart (sizes, flags): the kernel table's rows. */
+  readonly name: string;
+  readonly ms: number;
+  readonly gemm: boolean;
+  /** From the cost model; absent for an op without a cost entry. */
+  readonly flops?: number;
+  readonly bytes?: number;
+}
+
+/** All calls of one name. Rates and roof shares are present where the cost and the roofs are known. */
+export interface KernelRow {
+  readonly name: string;
+  readonly op: string;
+  readonly gemm: boolean;
+  readonly calls: number;
+  readonly totalMs: number;
+  readonly medianMs: number;
+  /** totalMs over the step time. */
+  readonly share: number;
+  /** Σ over the calls. */
+  readonly flops?: number;
+  readonly bytes?: number;
+  /** FLOP per byte. */
+  readonly intensity?: number;
+  readonly tflops?: number;
+  readonly gbps?: number;
+  /** 100 · (time at the roof: Σ max(F/peak, B/bandwidth) per call) / measured time. */
+  readonly percentOfRoof?: number;
+  readonly bound?: 'memory' | 'compute';
+}
+
+export interface Profile {
+  readonly backend: BackendName;
+  readonly device: string;
+  readonly roofs?: Roofs;
+  /** The work as it normally runs (the reference), wall time between markers: median, and every sample. */
+  readonly stepMs: number;
+  readonly stepSamplesMs: readonly number[];
+  /** Σ of the op times of the profiled run, and its GEMM / other split. */
+  readonly kernelMs: number;
+  readonly gemmMs: number;
+  readonly otherMs: number;
+  /** stepMs − kernelMs, at least 0: launch gaps and in-graph launch cost. */
+  readonly idleMs: number;
+  readonly ops: readonly ProfiledOp[];
+  /** One row per name, by total time, largest first. */
+  readonly kernels: readonly KernelRow[];
+  /** Σ by op, largest first. */
+  readonly byOp: readonly { op: string; calls: number; ms: number }[];
+  /** Ops whose launch the GPU had to wait for (their times include host time). 0 on the CPU. */
+  readonly hostBoundOps: number;
+  readonly warnings: readonly string[];
+}
+
+export interface ProfileOptions {
+  /** Runs of fn before anything is timed (compilation, autotuning, graph capture); default 1. */
+  readonly warmup?: number;
+  /** The work as it normally runs, timed as the step (e.g. a graph replay); default fn(backend). */
+  readonly reference?: () => void;
+  /** Timed runs of the reference (median); default 5. */
+  readonly repeats?: number;
+  /** The roofs to place kernels against; measured (cached per process) when absent; false for none. */
+  readonly roofs?: Roofs | false;
+  /** The dtype of the GEMM roof when it is measured here; default bf16. */
+  readonly dtype?: FloatDType;
+  /** Give the GPU a backlog before the profiled run (see the header); default true on CUDA. */
+  readonly queueAhead?: boolean;
+}
+
+/** A start marker that ran within this long of its record on the host had a GPU waiting for the host. */
+export const HOST_BOUND_MS = 0.05;
+/** Elements of the f32 buffer the queue-ahead fills write (256 MiB). */
+const HOLD_ELEMENTS = 1 << 26;
+const MAX_HOLD_MS = 2000;
+const MAX_HOLD_FILLS = 4000;
+
+const SKIPPED = new Set<string>(NON_KERNEL_MEMBERS);
+
+/** An op recorded by a ProfilingBackend, before its markers are read. */
+export interface PendingOp {
+  readonly op: string;
+  readonly args: unknown[];
+  readonly start: TimeMarker;
+  readonly end: TimeMarker;
+  /** performance.now() when the start marker was recorded. */
+  readonly hostStart: number;
+  /** Copies of the small device tensors the op's exact cost needs, taken right after it (cost.ts deviceInputs). */
+  readonly snapshots: Readonly<Record<string, Tensor>>;
+}
+
+/**
+ * A backend that forwards to `target` and, while recording, brackets every op launch with two
+ * markers. Build long-lived objects (an inference engine, a model) on `backend` and pass this object
+ * to profile(): the ops they issue during the profiled run are recorded, wherever they keep their
+ * reference. Members that launch nothing pass through; ops issued while a graph is being captured
+ * pass through untimed (markers cannot be recorded into a capture).
+ */
+export class ProfilingBackend {
+  readonly backend: Backend;
+  private pending: PendingOp[] | undefined;
+  private capturing = 0;
+
+  constructor(readonly target: Backend) {
+    const methods = new Map<string | symbol, (...a: unknown[]) => unknown>();
+    this.backend = new Proxy(target, {
+      get: (t, property, receiver) => {
+        const value = Reflect.get(t, property, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        let method = methods.get(property);
+        if (!method) methods.set(property, (method = this.forwarder(property, value as (...a: unknown[]) => unknown)));
+        return method;
+      },
+    });
+  }
+
+  /** Starts recording (a new, empty list of ops). */
+  start(): void {
+    this.pending = [];
+  }
+
+  /** Stops recording; the caller owns (and disposes) the markers of the ops returned. */
+  stop(): PendingOp[] {
+    const recorded = this.pending ?? [];
+    this.pending = undefined;
+    return recorded;
+  }
+
+  private forwarder(property: string | symbol, method: (...a: unknown[]) => unknown): (...a: unknown[]) => unknown {
+    const target = this.target;
+    if (property === 'captureGraph') {
+      return (fn: unknown) => {
+        this.capturing++;
+        try { return method.call(target, fn); } finally { this.capturing--; }
+      };
+    }
+    if (typeof property !== 'string' || SKIPPED.has(property)) return method.bind(target);
+    return (...args: unknown[]) => {
+      const pending = this.pending;
+      if (!pending || this.capturing > 0) return method.apply(target, args);
+      const hostStart = performance.now();
+      const start = target.mark();
+      let result: unknown;
+      try {
+        result = method.apply(target, args);
+      } catch (error) {
+        start.dispose();
+        throw error;
+      }
+      const end = target.mark();
+      // Device values the cost depends on (sequence lengths, positions), copied in stream order: outside
+      // the op's markers, as the op saw them.
+      const snapshots: Record<string, Tensor> = {};
+      for (const [name, t] of Object.entries(opDeviceInputs(property, args))) {
+        const copy = target.empty(t.shape, t.dtype);
+        target.copy(t, copy);
+        snapshots[name] = copy;
+      }
+      pending.push({ op: property, args, start, end, hostStart, snapshots });
+      return result;
+    };
+  }
+}
+
+/** Releases the markers and snapshots of recorded ops. */
+function release(backend: Backend, ops: readonly PendingOp[]): void {
+  for (const p of ops) {
+    p.start.dispose();
+    p.end.dispose();
+    for (const t of Object.values(p.snapshots)) backend.free(t);
+  }
+}
+
+/**
+ * Profiles `fn`, which issues its ops on the backend it is given — or on a ProfilingBackend's
+ * `backend` that it holds already, when `on` is that ProfilingBackend (see the header).
+ */
+export function profile(on: Backend | ProfilingBackend, fn: (ops: Backend) => void, options: ProfileOptions = {}): Profile {
+  const tap = on instanceof ProfilingBackend ? on : new ProfilingBackend(on);
+  const backend = tap.target, ops = tap.backend;
+  const onGpu = backend.name === 'cuda';
+  const roofs = options.roofs === false ? undefined : options.roofs ?? measureRoofs(backend, options.dtype ?? 'bf16');
+  const warmup = options.warmup ?? 1, repeats = Math.max(1, options.repeats ?? 5);
+  for (let i = 0; i < warmup; i++) fn(ops);
+  backend.synchronize();
+  const reference = options.reference ?? (() => fn(ops));
+  const stepSamplesMs: number[] = [];
+  for (let i = 0; i < repeats; i++) {
+    const start = backend.mark();
+    reference();
+    const end = backend.mark();
+    stepSamplesMs.push(end.elapsedSince(start));
+    start.dispose();
+    end.dispose();
+  }
+  const stepMs = median(stepSamplesMs);
+
+  const warnings: string[] = [];
+  let hold: Tensor | undefined, holdMs = 0;
+  if (onGpu && (options.queueAhead ?? true)) {
+    // Calibration: one unheld profiled run gives the host time of a profiled run.
+    backend.synchronize();
+    const t0 = performance.now();
+    tap.start();
+    try { fn(ops); } finally { backend.synchronize(); release(backend, tap.stop()); }
+    const hostMs = performance.now() - t0;
+    backend.synchronize();
+    try {
+      hold = backend.empty([HOLD_ELEMENTS], 'f32');
+    } catch (error) {
+      warnings.push(`no queue-ahead (${(error as Error).message}): op times may include launch overhead`);
+    }
+    holdMs = Math.min(MAX_HOLD_MS, 1.5 * hostMs + 1);
+  }
+
+  backend.synchronize();
+  const anchorHost = performance.now();
+  const anchor = backend.mark();
+  if (hold) holdGpu(backend, hold, holdMs);
+  tap.start();
+  try {
+    fn(ops);
+  } catch (error) {
+    backend.synchronize();
+    release(backend, tap.stop());
+    anchor.dispose();
+    if (hold) backend.free(hold);
+    throw error;
+  }
+  const recorded = tap.stop();
+  backend.synchronize();
+  if (hold) backend.free(hold);
+  let hostBoundOps = 0;
+  const profiled: ProfiledOp[] = recorded.map((p) => {
+    const ms = p.end.elapsedSince(p.start);
+    if (onGpu && p.start.elapsedSince(anchor) - (p.hostStart - anchorHost) < HOST_BOUND_MS) hostBoundOps++;
+    const values: Record<string, HostArray> = {};
+    for (const [name, t] of Object.entries(p.snapshots)) values[name] = backend.download(t);
+    const cost = opCost(p.op, p.args, values);
+    return { op: p.op, name: describeCall(p.op, p.args), ms, gemm: isGemmOp(p.op), ...(cost ? { flops: cost.flops, bytes: cost.bytes } : {}) };
+  });
+  release(backend, recorded);
+  anchor.dispose();
+  return summarize(backend, profiled, { stepMs, stepSamplesMs, hostBoundOps, warnings, ...(roofs ? { roofs } : {}) });
+}
+
+/** The tables of a profile from its op records (also used to rebuild a profile from JSON). */
+export function summarize(
+  backend: Pick<Backend, 'name' | 'description'>, ops: readonly ProfiledOp[],
+  measured: { stepMs: number; stepSamplesMs: readonly number[]; hostBoundOps: number; roofs?: Roofs; warnings?: readonly string[] },
+): Profile {
+  const { stepMs, roofs } = measured;
+  const sum = (xs: readonly ProfiledOp[]) => xs.reduce((s, o) => s + o.ms, 0);
+  const kernelMs = sum(ops), gemmMs = sum(ops.filter((o) => o.gemm));
+  const groups = new Map<string, ProfiledOp[]>();
+  for (const o of ops) {
+    const list = groups.get(o.name);
+    if (list) list.push(o);
+    else groups.set(o.name, [o]);
+  }
+  const kernels = [...groups.values()].map((calls) => kernelRow(calls, stepMs, roofs)).sort((a, b) => b.totalMs - a.totalMs);
+  const byOpMap = new Map<string, { op: string; calls: number; ms: number }>();
+  for (const o of ops) {
+    const t = byOpMap.get(o.op) ?? { op: o.op, calls: 0, ms: 0 };
+    t.calls++;
+    t.ms += o.ms;
+    byOpMap.set(o.op, t);
+  }
+  const warnings = [...(measured.warnings ?? [])];
+  if (measured.hostBoundOps > 0) {
+    warnings.push(`${measured.hostBoundOps} of ${ops.length} ops were launched while the GPU waited for the host: their times include host time (launch overhead)`);
+  }
+  const uncosted = [...new Set(ops.filter((o) => o.flops === undefined).map((o) => o.op))];
+  if (uncosted.length > 0) warnings.push(`no cost model for ${uncosted.join(', ')} (src/profile/cost.ts): timed, not placed on the roofline`);
+  return {
+    backend: backend.name, device: backend.description, ...(roofs ? { roofs } : {}),
+    stepMs, stepSamplesMs: measured.stepSamplesMs, kernelMs, gemmMs, otherMs: kernelMs - gemmMs, idleMs: Math.max(0, stepMs - kernelMs),
+    ops, kernels, byOp: [...byOpMap.values()].sort((a, b) => b.ms - a.ms), hostBoundOps: measured.hostBoundOps, warnings,
+  };
+}
+
+function kernelRow(calls: readonly ProfiledOp[], stepMs: number, roofs: Roofs | undefined): KernelRow {
+  const first = calls[0]!;
+  const totalMs = calls.reduce((s, o) => s + o.ms, 0);
+  const base = {
+    name: first.name, op: first.op, gemm: first.gemm, calls: calls.length, totalMs,
+    medianMs: median(calls.map((o) => o.ms)), share: stepMs > 0 ? totalMs / stepMs : 0,
+  };
+  if (calls.some((o) => o.flops === undefined || o.bytes === undefined)) return base;
+  const flops = calls.reduce((s, o) => s + o.flops!, 0), bytes = calls.reduce((s, o) => s + o.bytes!, 0);
+  const intensity = bytes > 0 ? flops / bytes : 0;
+  const seconds = totalMs / 1e3;
+  const rates = seconds > 0 ? { tflops: flops / seconds / 1e12, gbps: bytes / seconds / 1e9 } : {};
+  if (!roofs) return { ...base, flops, bytes, intensity, ...rates };
+  const atRoof = calls.reduce((s, o) => s + roofMs(roofs, o.flops!, o.bytes!), 0);
+  return {
+    ...base, flops, bytes, intensity, ...rates,
+    ...(totalMs > 0 ? { percentOfRoof: (100 * atRoof) / totalMs } : {}),
+    bound: intensity >= roofs.ridge ? 'compute' : 'memory',
+  };
+}
+
+/** Queues fills of `buffer` that keep the GPU busy for about `ms` (the launches after them then wait in the stream). */
+function holdGpu(backend: Backend, buffer: Tensor, ms: number): void {
+  backend.fill(buffer, 0);
+  const start = backend.mark();
+  backend.fill(buffer, 0);
+  const end = backend.mark();
+  const fillMs = Math.max(1e-3, end.elapsedSince(start));
+  start.dispose();
+  end.dispose();
+  const fills = Math.min(MAX_HOLD_FILLS, Math.ceil(ms / fillMs));
+  for (let i = 0; i < fills; i++) backend.fill(buffer, 0);
+}

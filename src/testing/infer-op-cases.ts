@@ -1,0 +1,167 @@
+// Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
+// gatedActivation, sampleTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
+// sequence state are compared exactly: the same seed must pick the same token on both backends.
+
+import type { Activation } from '../backend/backend.js';
+import type { DType, FloatDType } from '../dtype.js';
+import { FLOAT_DTYPES } from '../dtype.js';
+import type { HostTensor, OpCase } from './op-cases.js';
+import { CaseContext } from './op-cases.js';
+import type { Rng } from './random.js';
+
+function floats(rng: Rng, shape: number[], dtype: DType, scale = 1, mean = 0): HostTensor {
+  return { values: rng.floats(shape.reduce((a, b) => a * b, 1), scale, mean), shape, dtype };
+}
+function ints(shape: number[], values: ArrayLike<number>): HostTensor {
+  return { values: Int32Array.from(values), shape, dtype: 'i32' };
+}
+function randomInts(rng: Rng, shape: number[], low: number, high: number): HostTensor {
+  return { values: rng.ints(shape.reduce((a, b) => a * b, 1), low, high), shape, dtype: 'i32' };
+}
+
+function embedTokensCases(dtype: FloatDType): OpCase[] {
+  return ([[5, 50, 768, true], [3, 1000, 2048, false], [7, 11, 30, true]] as const).map(([R, V, H, positions]): OpCase => ({
+    name: `embedTokens ${dtype} R=${R} V=${V} H=${H}${positions ? ' +positions' : ''}`, dtype,
+    inputs: (rng) => ({ tokens: randomInts(rng, [R], 0, V), table: floats(rng, [V, H], dtype), positions: randomInts(rng, [R], 0, 40), posTable: floats(rng, [40, H], dtype) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.embedTokens({ tokens: c.in('tokens'), tokenTable: c.in('table'), out: c.out('out', [R, H], dtype), scale: 1.5, ...(positions ? { positions: c.in('positions'), positionTable: c.in('posTable') } : {}) });
+      return c.results();
+    },
+  }));
+}
+
+function qkvRopeAppendCases(dtype: FloatDType): OpCase[] {
+  // B, L, Hq, Hkv, d, maxLen, rope, bias, copies (0 none, Hkv or Hq)
+  const shapes: [number, number, number, number, number, number, boolean, boolean, 'none' | 'kv' | 'q'][] = [
+    [3, 1, 32, 8, 64, 40, true, false, 'none'], [2, 17, 12, 12, 64, 20, false, true, 'kv'], [2, 9, 8, 2, 128, 16, true, true, 'q'],
+    [1, 5, 4, 2, 32, 8, true, false, 'kv'],
+  ];
+  return shapes.map(([B, L, Hq, Hkv, d, maxLen, rope, bias, copies]): OpCase => {
+    const W = (Hq + 2 * Hkv) * d, copyHeads = copies === 'q' ? Hq : Hkv;
+    return {
+      name: `qkvRopeAppend ${dtype} B=${B} L=${L} Hq=${Hq} Hkv=${Hkv} d=${d}${rope ? ' rope' : ''}${bias ? ' bias' : ''} copies=${copies}`, dtype,
+      inputs: (rng) => {
+        // Decode rows (L = 1) at random positions; prefill rows at l (distinct within a sequence).
+        const positions = Array.from({ length: B * L }, (_, r) => (L === 1 ? Math.floor(rng.next() * maxLen) : (r % L) + (maxLen - L > 0 ? 1 : 0)));
+        return {
+          qkv: floats(rng, [B * L, W], dtype), bias: floats(rng, [W], dtype), positions: ints([B * L], positions),
+          invFreq: { values: Float32Array.from({ length: d / 2 }, (_, i) => 1 / 10000 ** ((2 * i) / d)), shape: [d / 2], dtype: 'f32' },
+          kCache: floats(rng, [B, Hkv, maxLen, d], dtype), vCache: floats(rng, [B, Hkv, maxLen, d], dtype),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.qkvRopeAppend({
+          qkv: c.in('qkv'), positions: c.in('positions'), q: c.out('q', [B, Hq, L, d], dtype),
+          kCache: c.keep('kCache', c.in('kCache')), vCache: c.keep('vCache', c.in('vCache')),
+          ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
+          ...(copies !== 'none' ? { kOut: c.out('kOut', [B, copyHeads, L, d], dtype), vOut: c.out('vOut', [B, copyHeads, L, d], dtype) } : {}),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
+function decodeAttentionCases(dtype: FloatDType): OpCase[] {
+  // B, Hq, Hkv, d, maxLen, splits
+  const shapes: [number, number, number, number, number, number][] = [
+    [4, 32, 8, 64, 300, 1], [4, 32, 8, 64, 300, 4], [2, 12, 12, 64, 160, 1], [1, 32, 8, 128, 2100, 8], [3, 16, 1, 64, 77, 3],
+    [2, 4, 4, 80, 50, 2], [2, 64, 8, 128, 33, 1],
+  ];
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits]): OpCase => ({
+    name: `decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}`, dtype,
+    inputs: (rng) => {
+      const positions = Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)));
+      return {
+        q: floats(rng, [B, Hq, d], dtype), k: floats(rng, [B, Hkv, maxLen, d], dtype), v: floats(rng, [B, Hkv, maxLen, d], dtype),
+        positions: ints([B], positions),
+      };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.decodeAttention({
+        q: c.in('q'), kCache: c.in('k'), vCache: c.in('v'), positions: c.in('positions'), out: c.out('out', [B, Hq, d], dtype),
+        ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}),
+      });
+      return c.results();
+    },
+  }));
+}
+
+function residualNormCases(dtype: FloatDType): OpCase[] {
+  const shapes: [number, number, 'layer' | 'rms', boolean, boolean][] = [
+    [3, 768, 'layer', true, true], [512, 768, 'layer', true, true], [33, 2048, 'rms', true, false], [2, 4096, 'rms', false, false],
+    [5, 130, 'rms', true, false], [4, 1024, 'layer', false, false], [2, 8192, 'rms', true, false],
+  ];
+  return shapes.map(([rows, H, norm, residual, bias]): OpCase => ({
+    name: `residualNorm ${norm} ${dtype} rows=${rows} H=${H}${residual ? ' +y' : ''}${bias ? ' +bias' : ''}`, dtype,
+    inputs: (rng) => ({ x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], dtype), bias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1), beta: floats(rng, [H], dtype) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.residualNorm({
+        x: c.keep('x', c.in('x')), norm, gamma: c.in('gamma'), out: c.out('out', [rows, H], dtype), eps: 1e-5,
+        ...(norm === 'layer' ? { beta: c.in('beta') } : {}), ...(residual ? { y: c.in('y') } : {}), ...(bias ? { bias: c.in('bias') } : {}),
+      });
+      return c.results();
+    },
+  }));
+}
+
+function gatedActivationCases(dtype: FloatDType): OpCase[] {
+  return ([[5, 8192, 'silu'], [64, 384, 'gelu'], [3, 33, 'silu'], [7, 3072, 'gelu_tanh'], [2, 100, 'relu']] as [number, number, Activation][]).map(([rows, F, activation]): OpCase => ({
+    name: `gatedActivation(${activation}) ${dtype} rows=${rows} F=${F}`, dtype,
+    inputs: (rng) => ({ x: floats(rng, [rows, 2 * F], dtype, 2) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.gatedActivation({ x: c.in('x'), out: c.out('out', [rows, F], dtype), activation });
+      return c.results();
+    },
+  }));
+}
+
+/** Rows with every sampling mode: greedy, penalty, T, T + top-k, T + top-p, all together, a finished row. */
+const SAMPLING_ROWS: readonly (readonly [number, number, number, number, number])[] = [
+  // temperature, topK, topP, penalty, finished
+  [0, 0, 1, 1, 0], [0, 0, 1, 1.3, 0], [1, 0, 1, 1, 0], [0.7, 40, 1, 1, 0], [1.2, 0, 0.9, 1, 0], [0.8, 50, 0.95, 1.2, 0],
+  [1, 1, 1, 1, 0], [1, 0, 1, 1, 1],
+];
+
+function sampleTokensCases(dtype: FloatDType): OpCase[] {
+  return ([[50257, 50304], [1003, 1024], [128256, 128256]] as const).map(([V, Vp]): OpCase => {
+    const B = SAMPLING_ROWS.length * 2, maxLen = 64;
+    return {
+      name: `sampleTokens ${dtype} V=${V} Vp=${Vp} B=${B}`, dtype, exact: ['history', 'tokens', 'positions', 'finished'],
+      inputs: (rng) => {
+        const rows = Array.from({ length: B }, (_, b) => SAMPLING_ROWS[b % SAMPLING_ROWS.length]!);
+        const positions = Array.from({ length: B }, () => Math.floor(rng.next() * (maxLen - 2)));
+        return {
+          logits: floats(rng, [B, Vp], dtype, 3),
+          params: { values: Float32Array.from(rows.flatMap(([t, k, p, r]) => [t, k, p, r])), shape: [B, 4], dtype: 'f32' },
+          seeds: randomInts(rng, [B, 2], -(2 ** 31), 2 ** 31 - 1), positions: ints([B], positions),
+          history: randomInts(rng, [B, maxLen], 0, V), finished: ints([B], rows.map((r) => r[4])),
+          limits: ints([B], positions.map((p, b) => (b % 5 === 4 ? p + 2 : maxLen))), stopIds: ints([3], [-1, 7, V - 1]),
+          tokens: randomInts(rng, [B], 0, V),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.sampleTokens({
+          logits: c.in('logits'), classes: V, params: c.in('params'), seeds: c.in('seeds'), positions: c.keep('positions', c.in('positions')),
+          history: c.keep('history', c.in('history')), tokens: c.keep('tokens', c.in('tokens')), finished: c.keep('finished', c.in('finished')),
+          limits: c.in('limits'), stopIds: c.in('stopIds'),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
+export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
+  return dtypes.flatMap((dtype) => [
+    ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
+    ...gatedActivationCases(dtype), ...sampleTokensCases(dtype),
+  ]);
+}

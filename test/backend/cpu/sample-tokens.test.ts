@@ -1,0 +1,125 @@
+// sampleTokens on the CPU reference: greedy picks and ties, the repetition penalty, top-k / top-p
+// filtering, Gumbel-max draws whose frequencies follow the softmax, the state update and the stop rule.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CpuBackend } from '../../../src/backend/cpu/index.js';
+import { assertRejects } from './helpers.js';
+
+const backend = new CpuBackend();
+
+interface Rows {
+  logits: number[][];
+  params?: number[][];
+  positions?: number[];
+  history?: number[][];
+  seeds?: number[];
+  limits?: number[];
+  finished?: number[];
+  stopIds?: number[];
+  maxLen?: number;
+}
+
+/** Runs one sampleTokens call on host rows; returns every state tensor afterwards. */
+function sample(r: Rows) {
+  const B = r.logits.length, V = r.logits[0]!.length, L = r.maxLen ?? 16;
+  const i32 = (values: number[], shape: number[]) => backend.fromArray(values, shape, 'i32');
+  const history = r.history ?? r.logits.map(() => [1]);
+  const t = {
+    logits: backend.fromArray(r.logits.flat(), [B, V], 'f32'),
+    params: backend.fromArray((r.params ?? r.logits.map(() => [0, 0, 1, 1])).flat(), [B, 4], 'f32'),
+    seeds: i32((r.seeds ?? r.logits.map((_, b) => b)).flatMap((s) => [s, 0]), [B, 2]),
+    positions: i32(r.positions ?? r.logits.map(() => 0), [B]),
+    history: i32(history.flatMap((h) => [...h, ...new Array(L - h.length).fill(0)]), [B, L]),
+    tokens: i32(new Array(B).fill(-5), [B]),
+    finished: i32(r.finished ?? new Array(B).fill(0), [B]),
+    limits: i32(r.limits ?? new Array(B).fill(L), [B]),
+    stopIds: i32(r.stopIds ?? [-1], [(r.stopIds ?? [-1]).length]),
+  };
+  backend.sampleTokens(t);
+  const read = (x: typeof t.tokens) => Array.from(backend.download(x) as Int32Array);
+  const hist = read(t.history);
+  return {
+    picked: r.logits.map((_, b) => hist[b * L + (r.positions?.[b] ?? 0) + 1]!),
+    tokens: read(t.tokens), positions: read(t.positions), finished: read(t.finished),
+  };
+}
+
+test('greedy: the argmax, the lowest index on ties; the state advances', () => {
+  const out = sample({ logits: [[0.1, 3, -2, 3], [5, 1, 5, 0], [-1, -2, -0.5, -3]], positions: [0, 2, 5], history: [[1], [1, 2, 3], [0, 0, 0, 0, 0, 0]] });
+  assert.deepEqual(out.picked, [1, 0, 2]);
+  assert.deepEqual(out.tokens, [1, 0, 2]);
+  assert.deepEqual(out.positions, [1, 3, 6]);
+  assert.deepEqual(out.finished, [0, 0, 0]);
+});
+
+test('a stop id or the length limit finishes a sequence without advancing it; finished rows are untouched', () => {
+  const out = sample({ logits: [[0, 9, 1], [0, 1, 9], [9, 0, 0]], positions: [3, 3, 3], stopIds: [-1, 1], limits: [16, 5, 16], finished: [0, 0, 1] });
+  assert.deepEqual(out.picked, [1, 2, 0]); // row 2: history untouched (0)
+  assert.deepEqual(out.finished, [1, 1, 1]);
+  assert.deepEqual(out.tokens, [-5, -5, -5]);
+  assert.deepEqual(out.positions, [3, 3, 3]);
+});
+
+test('the repetition penalty divides positive and multiplies negative logits of seen tokens, once each', () => {
+  // Token 0 (logit 2, seen twice) becomes 2/1.5 = 1.33 < 1.5: token 1 wins. Token 2 (−1, seen) becomes −1.5.
+  const out = sample({ logits: [[2, 1.5, -1, -1.2]], params: [[0, 0, 1, 1.5]], positions: [2], history: [[0, 0, 2]] });
+  assert.deepEqual(out.picked, [1]);
+  const negative = sample({ logits: [[-1, -1.2, -5, -6]], params: [[0, 0, 1, 1.5]], positions: [0], history: [[0]] });
+  assert.deepEqual(negative.picked, [1]); // −1·1.5 = −1.5 < −1.2
+});
+
+test('top-k = 1 and a tiny top-p are greedy at any temperature and seed', () => {
+  const logits = [0.3, 2.2, 2.1, -1, 0.9];
+  for (let seed = 0; seed < 20; seed++) {
+    const k = sample({ logits: [logits], params: [[2, 1, 1, 1]], seeds: [seed], positions: [seed % 10] });
+    const p = sample({ logits: [logits], params: [[2, 0, 0.01, 1]], seeds: [seed], positions: [seed % 10] });
+    assert.deepEqual([k.picked[0], p.picked[0]], [1, 1]);
+  }
+});
+
+/** Frequencies of 4000 draws (one row each, seeds 0..3999) against the expected probabilities. */
+function checkDistribution(logits: number[], params: number[], expected: number[]): void {
+  const n = 4000;
+  const out = sample({ logits: Array.from({ length: n }, () => logits), params: Array.from({ length: n }, () => params), seeds: Array.from({ length: n }, (_, i) => i * 7919) });
+  const counts = new Array(logits.length).fill(0);
+  for (const t of out.picked) counts[t]++;
+  expected.forEach((p, j) => {
+    const sigma = Math.sqrt(n * p * (1 - p));
+    assert.ok(Math.abs(counts[j] - n * p) <= 4 * sigma + 1e-9, `token ${j}: ${counts[j]} draws, expected ${(n * p).toFixed(0)} ± ${(4 * sigma).toFixed(0)}`);
+  });
+}
+
+function softmax(z: number[]): number[] {
+  const m = Math.max(...z), e = z.map((v) => Math.exp(v - m)), s = e.reduce((a, b) => a + b, 0);
+  return e.map((v) => v / s);
+}
+
+test('draws follow softmax(z / T), restricted and renormalised by top-k and top-p', () => {
+  const logits = [1, 0.5, 0, -1];
+  checkDistribution(logits, [1, 0, 1, 1], softmax(logits));
+  checkDistribution(logits, [0.5, 0, 1, 1], softmax(logits.map((z) => z / 0.5)));
+  const top2 = softmax([1, 0.5]);
+  checkDistribution(logits, [1, 2, 1, 1], [...top2, 0, 0]);
+  // softmax = (0.47, 0.29, 0.17, 0.06): the top-1 mass 0.47 < 0.6 ≤ the top-2 mass 0.76.
+  checkDistribution(logits, [1, 0, 0.6, 1], [...top2, 0, 0]);
+  checkDistribution(logits, [1, 0, 0.8, 1], [...softmax([1, 0.5, 0]), 0]);
+});
+
+test('a draw depends on the seed and the position, not on the row', () => {
+  const logits = Array.from({ length: 50 }, (_, j) => Math.sin(j));
+  const params = [1.5, 0, 1, 1];
+  const a = sample({ logits: [logits, logits], params: [params, params], seeds: [3, 3], positions: [4, 4] });
+  assert.equal(a.picked[0], a.picked[1]);
+  const draws = new Set<number>();
+  for (let p = 0; p < 12; p++) draws.add(sample({ logits: [logits], params: [params], seeds: [3], positions: [p] }).picked[0]!);
+  assert.ok(draws.size > 3, `12 positions drew only ${draws.size} distinct tokens`);
+});
+
+test('bad settings and positions are rejected naming the row', () => {
+  assertRejects(() => sample({ logits: [[1, 2]], params: [[1, 0, 0, 1]] }), 'sampleTokens', 'params');
+  assertRejects(() => sample({ logits: [[1, 2]], params: [[-1, 0, 1, 1]] }), 'sampleTokens', 'params');
+  assertRejects(() => sample({ logits: [[1, 2]], params: [[1, 1.5, 1, 1]] }), 'sampleTokens', 'params');
+  assertRejects(() => sample({ logits: [[1, 2]], positions: [15] }), 'sampleTokens', 'positions');
+  assertRejects(() => sample({ logits: [[1, 2]], params: [[0, 0, 1, 2]], history: [[7]] }), 'sampleTokens', 'history');
+});

@@ -1,0 +1,98 @@
+// The decode-step kernels' launchers without a GPU: specs, grids and arguments recorded by a fake host,
+// and the argument checks they share with the CPU backend.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as attention from '../../../../src/backend/cuda/kernels/decode-attention.js';
+import * as embed from '../../../../src/backend/cuda/kernels/embed-tokens.js';
+import * as gated from '../../../../src/backend/cuda/kernels/gated-activation.js';
+import * as qkv from '../../../../src/backend/cuda/kernels/qkv-rope-append.js';
+import * as norm from '../../../../src/backend/cuda/kernels/residual-norm.js';
+import * as sampling from '../../../../src/backend/cuda/kernels/sample-tokens.js';
+import { FuseformerError } from '../../../../src/errors.js';
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
+
+const rejects = (fn: () => void, pattern: RegExp): void => {
+  assert.throws(fn, (e: unknown) => e instanceof FuseformerError && pattern.test(e.message));
+};
+
+test('decodeAttention: a block per (kv head, head block, sequence, split); the combine kernel only when split', () => {
+  const host = new RecordingHost();
+  const args = (B: number, Hq: number, Hkv: number, d: number, maxLen: number) => ({
+    q: deviceTensor([B, Hq, d], 'bf16'), kCache: deviceTensor([B, Hkv, maxLen, d], 'bf16'), vCache: deviceTensor([B, Hkv, maxLen, d], 'bf16'),
+    positions: deviceTensor([B], 'i32'), out: deviceTensor([B, Hq, d], 'bf16'),
+  });
+  attention.decodeAttention(host, args(2, 32, 8, 64, 160));
+  assert.equal(host.launches.length, 1);
+  assert.equal(host.launches[0]!.key, 'decode_attention.bf16.d64.g4.gh4.v8');
+  assert.deepEqual(host.launches[0]!.config.grid, [8, 2, 1]);
+  assert.ok(Math.abs((argValue(host.launches[0]!, 6, 'f32') as number) - Math.LOG2E / 8) < 1e-12);
+  attention.decodeAttention(host, { ...args(1, 32, 8, 64, 2048), partials: deviceTensor([1, 32, 8, 66], 'f32') });
+  const [split, combine] = host.launches.slice(1);
+  assert.equal(split!.key, 'decode_attention.bf16.d64.g4.gh4.v8.split');
+  assert.deepEqual(split!.config.grid, [8, 1, 8]);
+  assert.equal(argValue(split!, 9, 'i32'), 256);
+  assert.equal(combine!.key, 'decode_attention_combine.bf16.d64');
+  assert.deepEqual(combine!.config.grid, [32, 1]);
+  // Multi-query with a group of 32: blocks of 8 query heads.
+  attention.decodeAttention(host, args(1, 32, 1, 128, 64));
+  assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d128.g32.gh8.v8');
+  assert.deepEqual(host.launches.at(-1)!.config.grid, [4, 1, 1]);
+  assert.equal(attention.headsPerBlock(12), 6);
+  rejects(() => attention.decodeAttention(host, { ...args(1, 4, 4, 512, 8), q: deviceTensor([1, 4, 512], 'bf16'), out: deviceTensor([1, 4, 512], 'bf16') }), /^decodeAttention: head size 512 is larger/);
+  rejects(() => attention.decodeAttention(host, { ...args(1, 6, 4, 64, 8) }), /^decodeAttention: the query heads Hq = 6 must be a positive multiple/);
+});
+
+test('sampleTokens: a block per sequence, 16-byte vectors when the pitch allows, threads by vocabulary', () => {
+  const host = new RecordingHost();
+  const args = (B: number, Vp: number, dtype: 'bf16' | 'f32', classes: number) => ({
+    logits: deviceTensor([B, Vp], dtype), classes, params: deviceTensor([B, 4], 'f32'), seeds: deviceTensor([B, 2], 'i32'),
+    positions: deviceTensor([B], 'i32'), history: deviceTensor([B, 64], 'i32'), tokens: deviceTensor([B], 'i32'), finished: deviceTensor([B], 'i32'),
+    limits: deviceTensor([B], 'i32'), stopIds: deviceTensor([4], 'i32'),
+  });
+  sampling.sampleTokens(host, args(32, 50304, 'bf16', 50257));
+  sampling.sampleTokens(host, args(2, 1003, 'f32', 1003));
+  assert.deepEqual(host.launches.map((l) => l.key), ['sample_tokens.bf16.v50257.vec8.t1024', 'sample_tokens.f32.v1003.vec1.t256']);
+  assert.equal(host.launches[0]!.config.grid, 32);
+  assert.equal(argValue(host.launches[0]!, 1, 'i32'), 50304);
+  assert.equal(argValue(host.launches[0]!, 11, 'i32'), 4);
+  rejects(() => sampling.sampleTokens(host, args(1, 300000, 'bf16', 300000)), /^sampleTokens: a vocabulary of 300000 classes is larger/);
+  rejects(() => sampling.sampleTokens(host, args(1, 64, 'bf16', 65)), /^sampleTokens: 'classes' must be an integer in \[1, 64\]/);
+});
+
+test('qkvRopeAppend: a block of d/2 threads per (row, head); copies per kv head or per query head', () => {
+  const host = new RecordingHost();
+  const base = (L: number, heads: number) => ({
+    qkv: deviceTensor([2 * L, (32 + 16) * 64], 'bf16'), positions: deviceTensor([2 * L], 'i32'), q: deviceTensor([2, 32, L, 64], 'bf16'),
+    kCache: deviceTensor([2, 8, 100, 64], 'bf16'), vCache: deviceTensor([2, 8, 100, 64], 'bf16'), rope: { invFreq: deviceTensor([32], 'f32') },
+    ...(heads ? { kOut: deviceTensor([2, heads, L, 64], 'bf16'), vOut: deviceTensor([2, heads, L, 64], 'bf16') } : {}),
+  });
+  qkv.qkvRopeAppend(host, base(1, 0));
+  qkv.qkvRopeAppend(host, base(9, 32));
+  assert.deepEqual(host.launches.map((l) => l.key), ['qkv_rope_append.bf16.d64.hq32.hkv8.rope', 'qkv_rope_append.bf16.d64.hq32.hkv8.rope.copy_repeat']);
+  assert.deepEqual(host.launches[1]!.config.grid, [18, 48]);
+  assert.equal(host.launches[1]!.config.block, 32);
+  assert.equal(argValue(host.launches[1]!, 10, 'i32'), 9);
+  rejects(() => qkv.qkvRopeAppend(host, { ...base(1, 0), kOut: deviceTensor([2, 3, 1, 64], 'bf16'), vOut: deviceTensor([2, 3, 1, 64], 'bf16') }), /^qkvRopeAppend: 'kOut' has 3 heads/);
+  rejects(() => qkv.qkvRopeAppend(host, { ...base(1, 0), rope: { invFreq: deviceTensor([32], 'bf16') } }), /^qkvRopeAppend: 'rope\.invFreq' has dtype bf16/);
+});
+
+test('residualNorm: a warp per row up to H = 1024 at 16 bit, a block per row beyond; embedTokens and gatedActivation launch shapes', () => {
+  const host = new RecordingHost();
+  const rn = (rows: number, H: number, kind: 'layer' | 'rms') => norm.residualNorm(host, {
+    x: deviceTensor([rows, H], 'bf16'), y: deviceTensor([rows, H], 'bf16'), norm: kind, gamma: deviceTensor([H], 'bf16'),
+    ...(kind === 'layer' ? { beta: deviceTensor([H], 'bf16') } : {}), out: deviceTensor([rows, H], 'bf16'), eps: 1e-5,
+  });
+  rn(5, 768, 'layer');
+  rn(3, 2048, 'rms');
+  assert.deepEqual(host.launches.map((l) => [l.key, l.config.block, l.config.grid]), [
+    ['residual_norm.layer.bf16.h768.v8.t32.r4.res', [32, 4], 2],
+    ['residual_norm.rms.bf16.h2048.v8.t128.r1.res', [128, 1], 3],
+  ]);
+  embed.embedTokens(host, { tokens: deviceTensor([4], 'i32'), tokenTable: deviceTensor([100, 768], 'bf16'), positions: deviceTensor([4], 'i32'), positionTable: deviceTensor([64, 768], 'bf16'), out: deviceTensor([4, 768], 'bf16') });
+  assert.equal(host.launches.at(-1)!.key, 'embed_tokens.bf16.h768.v8.pos');
+  assert.equal(host.launches.at(-1)!.config.grid, 4);
+  gated.gatedActivation(host, { x: deviceTensor([3, 16384], 'bf16'), out: deviceTensor([3, 8192], 'bf16'), activation: 'silu' });
+  assert.equal(host.launches.at(-1)!.key, 'gated_activation.silu.bf16.f8192.v8');
+  assert.equal(argValue(host.launches.at(-1)!, 2, 'u64'), BigInt(3 * 8192 / 8));
+});

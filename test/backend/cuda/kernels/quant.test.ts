@@ -1,0 +1,104 @@
+// The quantized-op launchers without a GPU: which kernel each shape gets (GEMV, tensor-core tiles,
+// split-K with its finishing pass), the launch geometry, the int8 GEMM's column-major mapping, and the
+// argument checks that only the GPU makes.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { planInt8Gemm } from '../../../../src/backend/cuda/int8-gemm.js';
+import * as q4 from '../../../../src/backend/cuda/kernels/quant-int4.js';
+import * as q8 from '../../../../src/backend/cuda/kernels/quant-int8.js';
+import { CublasOperation } from '../../../../src/cuda/cublaslt.js';
+import { FuseformerError } from '../../../../src/errors.js';
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
+
+function int4Args(M: number, K: number, N: number, G: number, dtype: 'bf16' | 'f16' | 'f32' = 'bf16', xPtr?: bigint) {
+  return {
+    x: deviceTensor([M, K], dtype, xPtr), qweight: deviceTensor([N, K / 8], 'i32'), scales: deviceTensor([N, K / G], 'f16'),
+    zeros: deviceTensor([N, K / G], 'u8'), groupSize: G, out: deviceTensor([M, N], dtype),
+  };
+}
+
+test('decode shapes take the GEMV: K split over warps, columns per lane for two waves of blocks', () => {
+  const host = new RecordingHost();
+  q4.int4Linear(host, int4Args(1, 2048, 2048, 128));
+  q4.int4Linear(host, int4Args(3, 8192, 2048, 64));
+  q4.int4Linear(host, int4Args(8, 5120, 11008, 32, 'f16'));
+  const [a, b, c] = host.launches;
+  assert.equal(a!.key, 'int4_gemv.bf16.r1.k2048.g128.c1.kw2.cg4.none');
+  assert.deepEqual(a!.config.grid, [2048 / 4, 1]);
+  assert.equal(a!.config.block, 256);
+  assert.equal(b!.key, 'int4_gemv.bf16.r4.k8192.g64.c4.kw8.cg1.none');
+  assert.deepEqual(b!.config.grid, [2048 / 4, 1]);
+  assert.equal(c!.key, 'int4_gemv.f16.r8.k5120.g32.c4.kw5.cg1.none');
+  assert.equal(c!.config.block, 160);
+  assert.equal(argValue(c!, 6, 'i32'), 8);
+  assert.equal(argValue(c!, 7, 'i32'), 11008);
+});
+
+test('prefill shapes take the tensor-core kernel; small grids split K and finish in a second pass', () => {
+  const host = new RecordingHost();
+  q4.int4Linear(host, { ...int4Args(256, 5120, 11008, 128), bias: deviceTensor([11008], 'bf16'), activation: 'gelu_tanh' });
+  const [big] = host.launches;
+  assert.equal(big!.key, 'int4_gemm.bf16.k5120.g128.m128.n128.bias.gelu_tanh');
+  assert.deepEqual(big!.config.grid, [86, 2, 1]);
+  assert.equal(big!.config.sharedBytes, 2 * (128 + 128) * 64 * 2);
+
+  const split = new RecordingHost();
+  q4.int4Linear(split, { ...int4Args(32, 2048, 2048, 128), bias: deviceTensor([2048], 'bf16'), activation: 'silu' });
+  const [partials, finish] = split.launches;
+  assert.equal(partials!.key, 'int4_gemm.bf16.k2048.g128.m32.n64.partials');
+  assert.deepEqual(partials!.config.grid, [32, 1, 8]);
+  assert.deepEqual(split.scratchRequests, [8 * 32 * 2048 * 4]);
+  assert.equal(argValue(partials!, 6, 'ptr'), RecordingHost.SCRATCH);
+  assert.equal(finish!.key, 'int4_split_finish.bf16.bias.silu');
+  assert.equal(argValue(finish!, 5, 'i32'), 8);
+
+  // f32 activations always take the GEMV, also for many rows (row chunks of 8 on grid y).
+  const f32 = new RecordingHost();
+  q4.int4Linear(f32, int4Args(20, 1024, 1000, 32, 'f32'));
+  assert.match(f32.launches[0]!.key, /^int4_gemv\.f32\.r8\./);
+  assert.equal((f32.launches[0]!.config.grid as readonly number[])[1], 3);
+});
+
+test('the tile planner shrinks tiles before splitting K, and splits only with 4+ steps per slice', () => {
+  const plan = (M: number, N: number, K: number) => q4.planInt4Gemm('bf16', M, N, K, 128, false, 'none', 132);
+  assert.deepEqual([plan(4096, 4096, 4096).spec.bm, plan(4096, 4096, 4096).spec.bn, plan(4096, 4096, 4096).slices], [128, 128, 1]);
+  assert.deepEqual([plan(17, 11008, 4096).spec.bm, plan(17, 11008, 4096).spec.bn, plan(17, 11008, 4096).slices], [32, 64, 1]);
+  assert.equal(plan(16, 256, 256).slices, 1);
+  assert.equal(plan(16, 256, 1024).slices, 4);
+});
+
+test('the int8 GEMM is cuBLASLt TN: A = our weight [N, K] transposed, B = our activations, D = out', () => {
+  const p = planInt8Gemm(17, 11008, 4096);
+  assert.deepEqual([p.m, p.n, p.k, p.opA, p.opB], [11008, 17, 4096, CublasOperation.T, CublasOperation.N]);
+  assert.deepEqual(p.layoutA, { rows: 4096, cols: 11008, ld: 4096, batchStride: 0 });
+  assert.deepEqual(p.layoutB, { rows: 4096, cols: 17, ld: 4096, batchStride: 0 });
+  assert.deepEqual(p.layoutD, { rows: 11008, cols: 17, ld: 11008, batchStride: 0 });
+});
+
+test('the W8A8 kernels: a block per row with 16-byte vectors (narrower when misaligned), 4 columns per thread', () => {
+  const host = new RecordingHost();
+  q8.int8QuantizeRows(host, { x: deviceTensor([17, 4096], 'bf16'), out: deviceTensor([17, 4096], 'i8'), scales: deviceTensor([17], 'f32') });
+  q8.int8QuantizeRows(host, { x: deviceTensor([3, 771], 'f16'), out: deviceTensor([3, 771], 'i8'), scales: deviceTensor([3], 'f32') });
+  q8.int8Dequantize(host, { acc: deviceTensor([70000, 2048], 'i32'), rowScales: deviceTensor([70000], 'f32'), colScales: deviceTensor([2048], 'f32'), out: deviceTensor([70000, 2048], 'bf16') });
+  const [rows, narrow, dequant] = host.launches;
+  assert.equal(rows!.key, 'int8_quantize_rows.bf16.k4096.v8');
+  assert.equal(rows!.config.grid, 17);
+  assert.equal(narrow!.key, 'int8_quantize_rows.f16.k771.v1');
+  assert.equal(dequant!.key, 'int8_dequantize.bf16.none');
+  assert.deepEqual(dequant!.config.grid, [2, 65535]);
+});
+
+test('GPU-only limits are refused naming the op', () => {
+  const host = new RecordingHost();
+  const rejects = (fn: () => void, pattern: RegExp) => assert.throws(fn, (e: unknown) => e instanceof FuseformerError && pattern.test(e.message));
+  rejects(() => q4.int4Linear(host, int4Args(1, 256, 64, 32, 'bf16', 0x4000_0008n)), /^int4Linear: 'x' and 'qweight' must be 16-byte aligned/);
+  rejects(() => q4.int4Linear(host, int4Args(1, 256, 64, 32, 'f32', 0x4000_0010n)), /^int4Linear: f32 'x' must be 32-byte aligned/);
+  rejects(() => q8.int8Dequantize(host, { acc: deviceTensor([2, 6], 'i32'), rowScales: deviceTensor([2], 'f32'), colScales: deviceTensor([6], 'f32'), out: deviceTensor([2, 6], 'bf16') }), /^int8Dequantize: N = 6 must be a multiple of 4/);
+  assert.equal(host.launches.length, 0);
+});
+
+test('catalog kernels have unique names', () => {
+  const names = [...q4.catalog(), ...q8.catalog()].map((k) => k.name);
+  assert.equal(new Set(names).size, names.length);
+});

@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { runProfile } from '../../src/cli/profile.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'fuseformer-profile-cli-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+async function run(args: string[]): Promise<{ code: number; log: string }> {
+  const lines: string[] = [];
+  const code = await runProfile(['--backend', 'cpu', '--repeats', '1', ...args], (l) => lines.push(l));
+  return { code, log: lines.join('\n') };
+}
+
+test('fuseformer profile on the CPU: train, prefill and decode write profile.json and print the table', async () => {
+  for (const mode of ['train', 'prefill', 'decode'] as const) {
+    const out = join(dir, mode);
+    const { code, log } = await run(['--model', 'gpt2-tiny', '--mode', mode, '--batch', '1', '--seq', '8', '--steps', '2', '--top', '4', '--out', out]);
+    assert.equal(code, 0);
+    assert.match(log, /\| kernel +\| calls \| total ms \| median µs \| step % \|/);
+    assert.match(log, /\(\d+ more\)/, 'the table stops at --top rows');
+    assert.match(log, /no roofline: CPU \(reference\) has no measured roofs/);
+    const json = JSON.parse(readFileSync(join(out, 'profile.json'), 'utf8')) as { run: Record<string, unknown>; ops: { op: string }[]; kernels: unknown[]; backend: string };
+    assert.equal(json.run['mode'], mode);
+    assert.equal(json.backend, 'cpu');
+    const ops = new Set(json.ops.map((o) => o.op));
+    assert.equal(ops.has('adamW'), mode === 'train');
+    assert.equal(ops.has('decodeAttention'), mode === 'decode');
+    assert.equal(ops.has('crossEntropyForward'), mode !== 'decode');
+    assert.ok(!existsSync(join(out, 'roofline.svg')));
+  }
+});
+
+test('fuseformer profile: bad options are named', async () => {
+  await assert.rejects(run(['--mode', 'serve']), /--mode must be one of train, prefill, decode, got 'serve'/);
+  await assert.rejects(run(['--dtype', 'f64']), /--dtype must be f32, bf16 or f16, got 'f64'/);
+  await assert.rejects(run(['--steps', '1']), /--steps must be at least 2/);
+  await assert.rejects(run(['--seq', '300']), /--seq 300 exceeds the model's 256 positions/);
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'train']), /runs GPT-2 and BERT models; this one is llama \(--mode decode runs GPT-2 and Llama\)/);
+  await assert.rejects(run(['--model', 'bert-tiny', '--mode', 'decode']), /--mode decode runs the inference engine's GPT-2 and Llama models; this one is bert/);
+  await assert.rejects(run(['--model', 'no-such-model']), /neither a preset .* nor a directory with config\.json/);
+  await assert.rejects(run(['--batch', '0']), /--batch must be a positive integer, got '0'/);
+});

@@ -1,0 +1,29 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import type { ModelConfig } from '../../src/models/registry.js';
+import { presetConfig } from '../../src/models/registry.js';
+import { DECODE_STEPS_ROOM, profileDecodeStep } from '../../src/profile/decode.js';
+
+test('a decode step of the inference engine profiled on the CPU: the KV cache read at its real length', () => {
+  const base = presetConfig('gpt2-tiny');
+  assert.equal(base.family, 'gpt2');
+  const config = { family: 'gpt2', config: { ...base.config, layers: 2 } } as ModelConfig;
+  const batch = 3, context = 12, d = 128 / 4, Hq = 4;
+  const p = profileDecodeStep(new CpuBackend(), config, { batch, context, dtype: 'f32', repeats: 1, roofs: false });
+  const count = (op: string) => p.ops.filter((o) => o.op === op).length;
+  assert.equal(count('decodeAttention'), 2, 'one per layer');
+  assert.equal(count('qkvRopeAppend'), 2);
+  assert.equal(count('embedTokens'), 1);
+  assert.equal(count('sampleTokens'), 1);
+  assert.ok(p.ops.filter((o) => o.gemm).every((o) => o.name.startsWith(`gemm ${batch}×`)), 'every GEMM has one row per sequence');
+  // Prefill leaves each sequence at position `context`; the warm-up step moves it one further, so the
+  // profiled step's attention reads context + 2 keys per sequence (not the cache's context + 64).
+  const attention = p.ops.find((o) => o.op === 'decodeAttention')!;
+  assert.equal(attention.flops, 4 * d * Hq * batch * (context + 2));
+  assert.equal(attention.bytes, 4 * (batch * Hq * d) * 2 + 4 * batch + 2 * 4 * batch * (context + 2) * Hq * d);
+  assert.match(attention.name, new RegExp(`cache ${context + DECODE_STEPS_ROOM}`));
+  assert.ok(p.stepMs > 0 && p.kernelMs > 0);
+  assert.throws(() => profileDecodeStep(new CpuBackend(), config, { batch, context: 250, dtype: 'f32', roofs: false }), /must fit the model's 256 positions/);
+  assert.throws(() => profileDecodeStep(new CpuBackend(), presetConfig('bert-tiny'), { batch, context, dtype: 'f32', roofs: false }), /GPT-2 and Llama/);
+});

@@ -1,0 +1,53 @@
+// `fuseformer quantize` on the CPU: a small GPT-2 directory in, a quantized directory out that loads
+// back; bad options are refused naming the option.
+
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { runQuantize } from '../../src/cli/quantize.js';
+import { writeSafetensors } from '../../src/io/safetensors.js';
+import type { Gpt2Config } from '../../src/models/gpt2.js';
+import { GPT2_PRESETS, gpt2ConfigToJson } from '../../src/models/gpt2.js';
+import { Gpt2Model } from '../../src/models/gpt2-model.js';
+import { loadQuantizedModel } from '../../src/quant/checkpoint.js';
+
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-quant-cli-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+const CONFIG: Gpt2Config = { ...GPT2_PRESETS['gpt2-tiny']!, hidden: 64, heads: 2, layers: 2, ffn: 128, maxPositions: 64 };
+
+function modelDirectory(): string {
+  const dir = join(root, 'model');
+  mkdirSync(dir, { recursive: true });
+  const model = new Gpt2Model(new CpuBackend(), CONFIG, 'f32');
+  model.params.initialize(7n);
+  writeSafetensors(join(dir, 'model.safetensors'), [...model.params.download()].map(([name, t]) => ({ name, dtype: 'F32' as const, shape: t.shape, bytes: new Uint8Array(t.data.buffer) })));
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...gpt2ConfigToJson(CONFIG), architectures: ['GPT2LMHeadModel'] }));
+  model.params.free();
+  return dir;
+}
+
+test('quantize a GPT-2 directory to INT4 (GPTQ) and INT8 (SmoothQuant); the results load back', { timeout: 5 * 60_000 }, async () => {
+  const model = modelDirectory();
+  for (const [bits, method, out] of [['4', 'gptq', 'q4'], ['8', 'smoothquant', 'q8']] as const) {
+    const code = await runQuantize(['--model', model, '--out', join(root, out), '--backend', 'cpu', '--bits', bits, '--method', method,
+      '--group', '32', '--calibration-samples', '2', '--calibration-len', '16', '--eval', '--eval-batches', '1']);
+    assert.equal(code, 0);
+    const loaded = loadQuantizedModel(join(root, out));
+    assert.equal(loaded.quantized.info.bits, Number(bits));
+    assert.equal(loaded.quantized.info.method, method);
+    assert.equal(loaded.quantized.modules.size, 4 * CONFIG.layers);
+  }
+});
+
+test('bad options are refused naming the option', async () => {
+  const model = modelDirectory();
+  await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--bits', '3']), /--bits must be 4 or 8, got '3'/);
+  await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--bits', '8', '--method', 'awq']), /--method awq is not a 8-bit method/);
+  await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--group', '48']), /group size must be a multiple of 32, got 48/);
+  await assert.rejects(runQuantize(['--model', join(root, 'nowhere'), '--out', join(root, 'x'), '--backend', 'cpu']), /has no config.json/);
+  await assert.rejects(runQuantize(['--out', join(root, 'x')]), /--model DIR is required/);
+});
