@@ -17,7 +17,13 @@
 // The part between the head split and the head merge (scores, softmax, dropout, context) is
 // attendForward/attendBackward, shared with cross-attention (nn/cross-attention.ts), where the
 // queries and the keys come from different streams (Lq ≠ Lk).
+//
+// The fused path (flashAttentionForward/Backward, no L×L buffer) takes attention dropout too: the op
+// draws the keep flag of element (b, h, i, j) from the same Philox counter the dropout op would use on
+// the materialised [B, heads, Lq, Lk] probabilities (the same seed and offset from ctx.dropout), so both
+// paths drop the same elements; the backward redraws the mask from the saved dropout arguments.
 
+import type { DropoutArgs } from '../backend/backend.js';
 import type { Tensor } from '../tensor.js';
 import { ArgumentError } from '../errors.js';
 import type { Linear } from './linear.js';
@@ -34,7 +40,7 @@ export interface SelfAttention {
   /**
    * Use the fused attention op (flashAttentionForward/Backward: no L×L matrix in memory) instead of
    * the LightSeq path: always (true), never (false), or by shape ('auto', see preferFusedAttention).
-   * Steps with attention dropout keep the LightSeq path (the fused op has none).
+   * Attention dropout is drawn inside the fused op.
    */
   readonly fused: FusedAttentionChoice;
 }
@@ -95,7 +101,7 @@ export interface AttendOptions {
   readonly dropout: number;
   /** Multiplies the scores inside the softmax (1 when q is stored pre-scaled). */
   readonly scale: number;
-  /** The fused attention op when no dropout is drawn (see SelfAttention.fused; default false). */
+  /** The fused attention op, dropout drawn inside it (see SelfAttention.fused; default false). */
   readonly fused?: FusedAttentionChoice;
 }
 
@@ -107,8 +113,8 @@ export interface AttendSaved {
   /** The LightSeq path's probabilities (absent on the fused path). */
   readonly probs?: Tensor;
   readonly dropped?: { readonly probs: Tensor; readonly mask: Tensor; readonly p: number };
-  /** The fused path's output and log-sum-exp, and the masks its backward must repeat. */
-  readonly fused?: { readonly out: Tensor; readonly lse: Tensor; readonly causal: boolean; readonly keyLengths?: Tensor };
+  /** The fused path's output and log-sum-exp, and the masks (and dropout draw) its backward must repeat. */
+  readonly fused?: { readonly out: Tensor; readonly lse: Tensor; readonly causal: boolean; readonly keyLengths?: Tensor; readonly dropout?: DropoutArgs };
 }
 
 /**
@@ -121,13 +127,14 @@ export function attendForward(ctx: StepContext, dims: AttendDims, q: Tensor, k: 
   const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
   const drop = ctx.dropout(options.dropout, B * heads * Lq * Lk);
   const masks = { causal: options.causal, ...(options.keyLengths ? { keyLengths: options.keyLengths } : {}) };
-  if (preferFusedAttention(options.fused ?? false, dtype, dims) && drop.p === 0) {
+  if (preferFusedAttention(options.fused ?? false, dtype, dims)) {
     const out = ctx.buffer('attn.context', [B, heads, Lq, d], dtype);
     const lse = ctx.buffer('attn.lse', [B, heads, Lq], 'f32');
-    ctx.ops.flashAttentionForward({ q, k, v, out, lse, scale: options.scale, ...masks });
+    const dropout = drop.p > 0 ? { dropout: drop } : {};
+    ctx.ops.flashAttentionForward({ q, k, v, out, lse, scale: options.scale, ...masks, ...dropout });
     const merged = ctx.buffer('attn.merged', [B, Lq, heads, d], dtype);
     ctx.ops.permute0213({ x: out, out: merged });
-    return { saved: { q, k, v, fused: { out, lse, ...masks } }, merged: ctx.reshape(merged, [B * Lq, heads * d]) };
+    return { saved: { q, k, v, fused: { out, lse, ...masks, ...dropout } }, merged: ctx.reshape(merged, [B * Lq, heads * d]) };
   }
   const probs = ctx.buffer('attn.probs', [B, heads, Lq, Lk], dtype);
   ctx.ops.batchedGemm({ a: bh(q, Lq, d), b: bh(k, Lk, d), out: bh(probs, Lq, Lk), transB: true });
@@ -161,8 +168,11 @@ export function attendBackward(ctx: StepContext, dims: AttendDims, saved: Attend
   ctx.ops.permute0213({ x: ctx.reshape(dMerged, [B, Lq, heads, d]), out: dContext });
   if (saved.fused) {
     const dq = ctx.buffer('attn.dq', [B, heads, Lq, d], dtype);
-    const { out, lse, causal, keyLengths } = saved.fused;
-    ctx.ops.flashAttentionBackward({ q: saved.q, k: saved.k, v: saved.v, out, dOut: dContext, lse, dq, dk, dv, scale, causal, ...(keyLengths ? { keyLengths } : {}) });
+    const { out, lse, causal, keyLengths, dropout } = saved.fused;
+    ctx.ops.flashAttentionBackward({
+      q: saved.q, k: saved.k, v: saved.v, out, dOut: dContext, lse, dq, dk, dv, scale, causal,
+      ...(keyLengths ? { keyLengths } : {}), ...(dropout ? { dropout } : {}),
+    });
     return dq;
   }
   const probs = saved.probs!;
