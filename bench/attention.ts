@@ -6,14 +6,25 @@
 // the forward (FA2's count: 5 GEMMs of which the forward has 2), so forward+backward is 3.5×.
 // Timing: CUDA events around back-to-back calls after warm-up, median of repeats (calls per sample
 // chosen so a sample takes ~20 ms). bench/torch_attention.py times SDPA the same way.
-// Also in the run:
-//   - a forward tile sweep at L = 4k (the per-d default tile against alternatives), to tune
-//     flash-forward.ts's defaultFlashForwardTile from one GPU run;
+// Also in the run (each phase rewrites the JSON and markdown, so a run cut short keeps what it measured):
+//   - attention dropout p = 0.1 inside the fused op, ours against SDPA's FA2 and cuDNN backends with
+//     dropout_p (rows marked 'dropout' in the main table);
+//   - a forward tile sweep at L = 4k (the per-d default tile against alternatives: the previous
+//     schedule that rescales O on every tile, one barrier per K/V tile), to tune flash-forward.ts's
+//     defaultFlashForwardTile from one GPU run;
+//   - a backward tile sweep at L = 4k: dK/dV-kernel tiles with the default dQ tile, and dQ-kernel tiles
+//     with the default dK/dV tile (backward alone, TFLOP/s counted as FA2 does: 2.5× the forward), so
+//     the best of each kernel can be picked independently (flash-backward.ts's defaultFlashBackwardTile);
+//   - the causal launch order at L = 1k, B = 16 (sections of heads, longest tiles first, against
+//     head-major), forward and backward;
+//   - packed variable-length sequences (16 sequences of 256–2048 tokens) against the same batch padded
+//     to the longest with keyLengths, forward and forward+backward, TFLOP/s over the real pairs;
 //   - a correctness check: for a few shapes (odd lengths, GQA, causal with Lq ≠ Lk), q, k, v, dOut and
 //     our out, lse, dq, dk, dv go to raw f32 files; python recomputes them with SDPA's math backend in
 //     fp32 and prints relative errors (‖ours − ref‖ / ‖ref‖); pass when out/lse ≤ 1e-2, grads ≤ 2e-2.
 //
-//   node dist/bench/attention.js [--json bench/results/attention.json] [--repeats 10] [--no-torch] [--no-sweep] [--no-check]
+//   node dist/bench/attention.js [--json bench/results/attention.json] [--repeats 10] [--no-torch] [--no-sweep]
+//       [--no-bwd-sweep] [--no-extras] [--no-check]
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,8 +33,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { CudaBackend } from '../src/backend/cuda/index.js';
+import type { DropoutArgs } from '../src/backend/backend.js';
+import type { FlashBackwardTile } from '../src/backend/cuda/kernels/flash-backward.js';
+import { defaultFlashBackwardTile, FLASH_DKDV_SWEEP, FLASH_DQ_SWEEP, flashAttentionBackwardTensorCore } from '../src/backend/cuda/kernels/flash-backward.js';
 import type { FlashForwardTile } from '../src/backend/cuda/kernels/flash-forward.js';
-import { defaultFlashForwardTile, launchFlashForward } from '../src/backend/cuda/kernels/flash-forward.js';
+import { defaultFlashForwardTile, FLASH_FORWARD_SWEEP, launchFlashForward } from '../src/backend/cuda/kernels/flash-forward.js';
 import { Event } from '../src/backend/cuda/runtime/device.js';
 import { OpCheck } from '../src/backend/validate.js';
 import { dropoutOffsetAdvance } from '../src/backend/rng.js';
@@ -36,7 +50,7 @@ const SEQUENCES = [1024, 2048, 4096, 8192, 16384];
 const HEAD_DIMS = [64, 128];
 const SAMPLE_MS = 20;
 
-interface Shape { id: string; B: number; H: number; L: number; d: number; causal: boolean }
+interface Shape { id: string; B: number; H: number; L: number; d: number; causal: boolean; dropout?: number }
 interface Result extends Shape {
   fwdFlops: number;
   oursFwdMs: number; oursFwdBwdMs: number;
@@ -54,8 +68,15 @@ function shapes(): Shape[] {
       }
     }
   }
+  // Attention dropout inside the kernels (BERT/GPT-2 training uses p = 0.1).
+  for (const d of HEAD_DIMS) {
+    for (const causal of [false, true]) out.push({ id: `d${d} L4096${causal ? ' causal' : ''} dropout`, B: TOKENS / 4096, H: HIDDEN / d, L: 4096, d, causal, dropout: 0.1 });
+  }
   return out;
 }
+
+const DROPOUT_DRAW = { seed: 0x5eedn, offset: 0n };
+const dropoutOf = (s: { dropout?: number }): { dropout?: DropoutArgs } => (s.dropout ? { dropout: { p: s.dropout, ...DROPOUT_DRAW } } : {});
 
 const forwardFlops = (s: { B: number; H: number; L: number; d: number; causal: boolean }): number =>
   (4 * s.B * s.H * s.L * s.L * s.d) / (s.causal ? 2 : 1);
@@ -125,24 +146,8 @@ function runPython(input: unknown): unknown | null {
 
 // --- tile sweep ------------------------------------------------------------------------------------------
 
-const SWEEP_TILES: Record<number, FlashForwardTile[]> = {
-  64: [
-    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: false, minBlocks: 2 },
-    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2 },
-    { warps: 8, rowsPerWarp: 32, blockK: 64, qInRegisters: false, minBlocks: 1 },
-    { warps: 8, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 1 },
-    { warps: 4, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 3 },
-    { warps: 8, rowsPerWarp: 16, blockK: 128, qInRegisters: true, minBlocks: 1 },
-  ],
-  128: [
-    { warps: 8, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 1 },
-    { warps: 8, rowsPerWarp: 16, blockK: 64, qInRegisters: false, minBlocks: 1 },
-    { warps: 4, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 2 },
-    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2 },
-    { warps: 8, rowsPerWarp: 16, blockK: 32, qInRegisters: true, minBlocks: 1 },
-  ],
-};
-const tileName = (t: FlashForwardTile): string => `${t.warps}w×${t.rowsPerWarp} BK${t.blockK}${t.qInRegisters ? ' Qreg' : ''} ≥${t.minBlocks}/SM`;
+const tileName = (t: FlashForwardTile): string =>
+  `${t.warps}w×${t.rowsPerWarp} BK${t.blockK}${t.qInRegisters ? ' Qreg' : ''} ≥${t.minBlocks}/SM${t.eagerRescale ? ' eager-rescale' : ''}${t.oneBarrier ? ' 1-barrier' : ''}`;
 
 interface SweepRow { d: number; causal: boolean; tile: string; isDefault: boolean; ms: number; tflops: number }
 
@@ -156,13 +161,114 @@ function sweep(b: CudaBackend, repeats: number): SweepRow[] {
       const check = new OpCheck('flashAttentionForward', 'cuda');
       const sizes = { B, Hq: H, Lq: L, Lk: L, d, group: 1, scale: 1 / Math.sqrt(d), causal };
       const fallback = defaultFlashForwardTile(d);
-      for (const tile of SWEEP_TILES[d]!) {
+      for (const tile of FLASH_FORWARD_SWEEP[d]!) {
         const ms = timeCalls(b, () => launchFlashForward(b.runtime, check, { q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, keyLengths: undefined }, sizes, tile), repeats);
         const isDefault = JSON.stringify(tile) === JSON.stringify(fallback);
         rows.push({ d, causal, tile: tileName(tile), isDefault, ms, tflops: forwardFlops({ B, H, L, d, causal }) / (ms * 1e-3) / 1e12 });
       }
     }
     release(b, x);
+  }
+  return rows;
+}
+
+// --- backward tile sweep ---------------------------------------------------------------------------------
+
+// dK/dV tiles (flash-backward.ts's FLASH_DKDV_SWEEP) are timed with the default dQ tile and dQ tiles with
+// the default dK/dV tile, so the difference to the default row is one kernel's.
+const dkdvName = (t: FlashBackwardTile['dkdv']): string => `dK/dV ${t.warps}w×${t.keysPerWarp} keys BQ${t.blockQ} ≥${t.minBlocks}/SM`;
+const dqName = (t: FlashBackwardTile['dq']): string => `dQ ${t.warps}w×${t.rowsPerWarp} rows BK${t.blockK} ≥${t.minBlocks}/SM`;
+
+interface BackwardSweepRow { d: number; causal: boolean; kernel: 'default' | 'dkdv' | 'dq'; tile: string; tileSpec: FlashBackwardTile; ms: number; tflops: number }
+
+function backwardProblem(x: Buffers, B: number, H: number, L: number, d: number, causal: boolean) {
+  return { ...x, keyLengths: undefined, scale: 1 / Math.sqrt(d), causal, B, Hq: H, Hkv: H, Lq: L, Lk: L, d, group: 1 };
+}
+
+function backwardSweep(b: CudaBackend, repeats: number): BackwardSweepRow[] {
+  const rows: BackwardSweepRow[] = [];
+  const L = 4096;
+  for (const d of HEAD_DIMS) {
+    const B = TOKENS / L, H = HIDDEN / d;
+    const x = allocate(b, B, H, H, L, L, d, 200 + d);
+    const base = defaultFlashBackwardTile(d);
+    const candidates: { kernel: BackwardSweepRow['kernel']; tile: FlashBackwardTile; name: string }[] = [
+      { kernel: 'default', tile: base, name: `${dkdvName(base.dkdv)}, ${dqName(base.dq)}` },
+      ...FLASH_DKDV_SWEEP[d]!.map((dkdv) => ({ kernel: 'dkdv' as const, tile: { ...base, dkdv }, name: dkdvName(dkdv) })),
+      ...FLASH_DQ_SWEEP[d]!.map((dq) => ({ kernel: 'dq' as const, tile: { ...base, dq }, name: dqName(dq) })),
+    ];
+    for (const causal of [false, true]) {
+      b.flashAttentionForward({ q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, causal });
+      const check = new OpCheck('flashAttentionBackward', 'cuda');
+      const problem = backwardProblem(x, B, H, L, d, causal);
+      for (const c of candidates) {
+        const ms = timeCalls(b, () => flashAttentionBackwardTensorCore(b.runtime, check, problem, c.tile), repeats);
+        rows.push({ d, causal, kernel: c.kernel, tile: c.name, tileSpec: c.tile, ms, tflops: (2.5 * forwardFlops({ B, H, L, d, causal })) / (ms * 1e-3) / 1e12 });
+      }
+    }
+    release(b, x);
+  }
+  return rows;
+}
+
+// --- launch order, packed sequences -------------------------------------------------------------------------
+
+interface ScheduleRow { id: string; headMajorMs: number; sectionsMs: number; headMajorTflops: number; sectionsTflops: number }
+
+/** Causal L = 1024, B = 16: the default sections (longest tiles first) against head-major, forward and backward. */
+function scheduleCompare(b: CudaBackend, repeats: number): ScheduleRow[] {
+  const rows: ScheduleRow[] = [];
+  const L = 1024;
+  for (const d of HEAD_DIMS) {
+    const B = TOKENS / L, H = HIDDEN / d;
+    const x = allocate(b, B, H, H, L, L, d, 300 + d);
+    const sizes = { B, Hq: H, Lq: L, Lk: L, d, group: 1, scale: 1 / Math.sqrt(d), causal: true };
+    const fcheck = new OpCheck('flashAttentionForward', 'cuda'), bcheck = new OpCheck('flashAttentionBackward', 'cuda');
+    const forward = (sections?: number) => () => launchFlashForward(b.runtime, fcheck, { q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, keyLengths: undefined }, sizes, undefined, sections);
+    const flops = forwardFlops({ B, H, L, d, causal: true });
+    const fwd = { head: timeCalls(b, forward(1), repeats), sections: timeCalls(b, forward(), repeats) };
+    rows.push({ id: `d${d} L${L} causal forward`, headMajorMs: fwd.head, sectionsMs: fwd.sections, headMajorTflops: flops / (fwd.head * 1e-3) / 1e12, sectionsTflops: flops / (fwd.sections * 1e-3) / 1e12 });
+    const problem = backwardProblem(x, B, H, L, d, true);
+    const backward = (sections?: number) => () => flashAttentionBackwardTensorCore(b.runtime, bcheck, problem, undefined, sections);
+    const bwd = { head: timeCalls(b, backward(1), repeats), sections: timeCalls(b, backward(), repeats) };
+    rows.push({ id: `d${d} L${L} causal backward`, headMajorMs: bwd.head, sectionsMs: bwd.sections, headMajorTflops: 2.5 * flops / (bwd.head * 1e-3) / 1e12, sectionsTflops: 2.5 * flops / (bwd.sections * 1e-3) / 1e12 });
+    release(b, x);
+  }
+  return rows;
+}
+
+interface VarlenRow { id: string; sequences: number; tokens: number; maxLen: number; packedFwdMs: number; packedFwdBwdMs: number; paddedFwdMs: number; paddedFwdBwdMs: number; flops: number }
+
+/** 16 causal sequences of 256–2048 tokens (fixed lengths), packed against padded to the longest. */
+function varlenBench(b: CudaBackend, repeats: number): VarlenRow[] {
+  const lengths = [1841, 260, 1024, 733, 2048, 512, 1377, 300, 1999, 888, 640, 1500, 256, 1111, 777, 1720];
+  const tokens = lengths.reduce((a, c) => a + c, 0), maxLen = Math.max(...lengths), n = lengths.length;
+  const cu = Int32Array.from([0, ...lengths.map((_, i) => lengths.slice(0, i + 1).reduce((a, c) => a + c, 0))]);
+  const rows: VarlenRow[] = [];
+  for (const d of HEAD_DIMS) {
+    const H = HIDDEN / d;
+    const flops = lengths.reduce((a, L) => a + (4 * H * L * L * d) / 2, 0);
+    // Packed [tokens, H, d]: the same random tensors viewed packed (their contents do not matter here).
+    const x = allocate(b, 1, H, H, tokens, tokens, d, 400 + d);
+    const cuSeqlens = b.fromArray(cu, [n + 1], 'i32');
+    const pk = (t: Tensor) => b.view(t, 0, [tokens, H, d]);
+    const layout = { cuSeqlensQ: cuSeqlens, cuSeqlensK: cuSeqlens, maxSeqlenQ: maxLen, maxSeqlenK: maxLen, causal: true };
+    const lse = b.view(x.lse, 0, [H, tokens]);
+    const packedFwd = () => b.flashAttentionForward({ q: pk(x.q), k: pk(x.k), v: pk(x.v), out: pk(x.out), lse, ...layout });
+    const packedBwd = () => b.flashAttentionBackward({ q: pk(x.q), k: pk(x.k), v: pk(x.v), out: pk(x.out), dOut: pk(x.dOut), lse, dq: pk(x.dq), dk: pk(x.dk), dv: pk(x.dv), ...layout });
+    const packedFwdMs = timeCalls(b, packedFwd, repeats);
+    const packedFwdBwdMs = timeCalls(b, () => { packedFwd(); packedBwd(); }, repeats);
+    release(b, x);
+    b.free(cuSeqlens);
+    // Padded: [n, H, maxLen, d] with keyLengths (and causal): the queries past a sequence's length still run.
+    const y = allocate(b, n, H, H, maxLen, maxLen, d, 500 + d);
+    const keyLengths = b.fromArray(Int32Array.from(lengths), [n], 'i32');
+    const paddedFwd = () => b.flashAttentionForward({ q: y.q, k: y.k, v: y.v, out: y.out, lse: y.lse, causal: true, keyLengths });
+    const paddedFwdMs = timeCalls(b, paddedFwd, repeats);
+    const paddedFwdBwdMs = timeCalls(b, () => { paddedFwd(); b.flashAttentionBackward({ ...y, causal: true, keyLengths }); }, repeats);
+    release(b, y);
+    b.free(keyLengths);
+    rows.push({ id: `d${d} causal, ${n} sequences`, sequences: n, tokens, maxLen, packedFwdMs, packedFwdBwdMs, paddedFwdMs, paddedFwdBwdMs, flops });
   }
   return rows;
 }
@@ -215,6 +321,7 @@ async function main(): Promise<void> {
     options: {
       json: { type: 'string' }, repeats: { type: 'string', default: '10' },
       'no-torch': { type: 'boolean', default: false }, 'no-sweep': { type: 'boolean', default: false }, 'no-check': { type: 'boolean', default: false },
+      'no-bwd-sweep': { type: 'boolean', default: false }, 'no-extras': { type: 'boolean', default: false },
     },
   });
   const repeats = Number(values.repeats);
@@ -228,74 +335,116 @@ async function main(): Promise<void> {
   const b = CudaBackend.create();
   process.stdout.write(`${b.description}\n`);
 
-  const results: Result[] = [];
+  const report = {
+    date: new Date().toISOString(), device: b.description, torch: null as string | null,
+    method: { flops: 'forward 4·B·H·L²·d (÷2 causal); backward 2.5× forward', statistic: 'median', repeats, sampleMs: SAMPLE_MS },
+    results: [] as Result[], sweep: [] as SweepRow[], backwardSweep: [] as BackwardSweepRow[], schedule: [] as ScheduleRow[],
+    varlen: [] as VarlenRow[], correctness: null as CheckResult[] | null,
+  };
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  // Written after every phase: a run cut short keeps what it measured.
+  const write = (final: boolean): void => {
+    const text = markdown(report);
+    writeAtomic(join(root, 'bench', 'results', 'attention.md'), text);
+    if (values.json) writeAtomic(values.json, `${JSON.stringify(report, null, 2)}\n`);
+    if (process.env.OUT) {
+      writeFileSync(join(process.env.OUT, 'attention.json'), `${JSON.stringify(report, null, 2)}\n`);
+      writeFileSync(join(process.env.OUT, 'attention.md'), text);
+    }
+    if (final) process.stdout.write(`\n${text}`);
+  };
+
   for (const [i, s] of shapes().entries()) {
     const x = allocate(b, s.B, s.H, s.H, s.L, s.L, s.d, 10 * i);
-    const forward = () => b.flashAttentionForward({ q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, causal: s.causal });
+    const options = { causal: s.causal, ...dropoutOf(s) };
+    const forward = () => b.flashAttentionForward({ q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, ...options });
     const fwdMs = timeCalls(b, forward, repeats);
-    const fwdBwdMs = timeCalls(b, () => { forward(); b.flashAttentionBackward({ ...x, causal: s.causal }); }, repeats);
+    const fwdBwdMs = timeCalls(b, () => { forward(); b.flashAttentionBackward({ ...x, ...options }); }, repeats);
     release(b, x);
     const flops = forwardFlops(s);
-    results.push({
+    report.results.push({
       ...s, fwdFlops: flops, oursFwdMs: fwdMs, oursFwdBwdMs: fwdBwdMs,
       torchFlashFwdMs: null, torchFlashFwdBwdMs: null, torchCudnnFwdMs: null, torchCudnnFwdBwdMs: null,
     });
-    process.stdout.write(`${s.id.padEnd(16)} ours fwd ${tflops(flops, fwdMs).padStart(4)} TFLOP/s, fwd+bwd ${tflops(3.5 * flops, fwdBwdMs).padStart(4)} TFLOP/s\n`);
+    process.stdout.write(`${s.id.padEnd(24)} ours fwd ${tflops(flops, fwdMs).padStart(4)} TFLOP/s, fwd+bwd ${tflops(3.5 * flops, fwdBwdMs).padStart(4)} TFLOP/s\n`);
   }
+  write(false);
 
-  let torchVersion: string | null = null;
   if (!values['no-torch']) {
     const parsed = runPython({ mode: 'time', repeats, sampleMs: SAMPLE_MS, shapes: shapes() }) as
       { torch: string; results: Record<string, Record<string, number | null>> } | null;
     if (parsed) {
-      torchVersion = parsed.torch;
-      for (const r of results) {
+      report.torch = parsed.torch;
+      for (const r of report.results) {
         const t = parsed.results[r.id] ?? {};
         r.torchFlashFwdMs = t.flash_fwd ?? null; r.torchFlashFwdBwdMs = t.flash_fwdbwd ?? null;
         r.torchCudnnFwdMs = t.cudnn_fwd ?? null; r.torchCudnnFwdBwdMs = t.cudnn_fwdbwd ?? null;
       }
     }
+    write(false);
   }
-  const sweepRows = values['no-sweep'] ? [] : sweep(b, repeats);
-  const checks = values['no-check'] ? null : correctness(b);
+  if (!values['no-sweep']) { report.sweep = sweep(b, repeats); write(false); }
+  if (!values['no-bwd-sweep']) { report.backwardSweep = backwardSweep(b, repeats); write(false); }
+  if (!values['no-extras']) {
+    report.schedule = scheduleCompare(b, repeats);
+    write(false);
+    report.varlen = varlenBench(b, repeats);
+    write(false);
+  }
+  if (!values['no-check']) {
+    report.correctness = correctness(b);
+    if (report.correctness?.some((c) => !c.pass)) process.exitCode = 1;
+  }
+  write(true);
+}
 
-  const report = {
-    date: new Date().toISOString(), device: b.description, torch: torchVersion,
-    method: { flops: 'forward 4·B·H·L²·d (÷2 causal); backward 2.5× forward', statistic: 'median', repeats, sampleMs: SAMPLE_MS },
-    results, sweep: sweepRows, correctness: checks,
-  };
+function markdown(report: {
+  date: string; device: string; torch: string | null; results: Result[]; sweep: SweepRow[]; backwardSweep: BackwardSweepRow[];
+  schedule: ScheduleRow[]; varlen: VarlenRow[]; correctness: CheckResult[] | null;
+}): string {
   const md: string[] = [
-    `# Attention benchmark — ${b.description}, ${report.date.slice(0, 10)}`, '',
-    `bf16, hidden ${HIDDEN}, B·L = ${TOKENS} tokens. TFLOP/s (forward 4·B·H·L²·d, ÷2 causal; fwd+bwd 3.5× that). PyTorch ${torchVersion ?? '(not available)'} SDPA, same run.`, '',
+    `# Attention benchmark — ${report.device}, ${report.date.slice(0, 10)}`, '',
+    `bf16, hidden ${HIDDEN}, B·L = ${TOKENS} tokens. TFLOP/s (forward 4·B·H·L²·d, ÷2 causal; fwd+bwd 3.5× that). PyTorch ${report.torch ?? '(not available)'} SDPA, same run. ` +
+      '"dropout": attention dropout p = 0.1 inside the kernels (SDPA dropout_p).', '',
     '| shape | B×H | ours fwd | FA2 fwd | cuDNN fwd | ours fwd+bwd | FA2 fwd+bwd | cuDNN fwd+bwd |',
     '|---|---|---:|---:|---:|---:|---:|---:|',
-    ...results.map((r) => `| ${r.id} | ${r.B}×${r.H} | ${tflops(r.fwdFlops, r.oursFwdMs)} | ${tflops(r.fwdFlops, r.torchFlashFwdMs)} | ${tflops(r.fwdFlops, r.torchCudnnFwdMs)} | ` +
+    ...report.results.map((r) => `| ${r.id} | ${r.B}×${r.H} | ${tflops(r.fwdFlops, r.oursFwdMs)} | ${tflops(r.fwdFlops, r.torchFlashFwdMs)} | ${tflops(r.fwdFlops, r.torchCudnnFwdMs)} | ` +
       `${tflops(3.5 * r.fwdFlops, r.oursFwdBwdMs)} | ${tflops(3.5 * r.fwdFlops, r.torchFlashFwdBwdMs)} | ${tflops(3.5 * r.fwdFlops, r.torchCudnnFwdBwdMs)} |`),
   ];
+  const { sweep: sweepRows, backwardSweep: bwdRows } = report;
   if (sweepRows.length > 0) {
     md.push('', 'Forward tile sweep, L = 4096 (TFLOP/s; * = current default):', '', '| d | tile | non-causal | causal |', '|---|---|---:|---:|');
     for (const r of sweepRows.filter((x) => !x.causal)) {
-      const c = sweepRows.find((x) => x.causal && x.d === r.d && x.tile === r.tile)!;
-      md.push(`| ${r.d} | ${r.tile}${r.isDefault ? ' *' : ''} | ${r.tflops.toFixed(0)} | ${c.tflops.toFixed(0)} |`);
+      const c = sweepRows.find((x) => x.causal && x.d === r.d && x.tile === r.tile);
+      md.push(`| ${r.d} | ${r.tile}${r.isDefault ? ' *' : ''} | ${r.tflops.toFixed(0)} | ${c ? c.tflops.toFixed(0) : '—'} |`);
     }
   }
-  if (checks) {
+  if (bwdRows.length > 0) {
+    md.push('', 'Backward tile sweep, L = 4096 (backward alone: preprocess + dK/dV + dQ; TFLOP/s as FA2 counts, 2.5× forward; ms; first row per d = current default, the others change one kernel):', '',
+      '| d | tile | non-causal | causal | ms non-causal | ms causal |', '|---|---|---:|---:|---:|---:|');
+    for (const r of bwdRows.filter((x) => !x.causal)) {
+      const c = bwdRows.find((x) => x.causal && x.d === r.d && x.tile === r.tile);
+      md.push(`| ${r.d} | ${r.tile}${r.kernel === 'default' ? ' *' : ''} | ${r.tflops.toFixed(0)} | ${c ? c.tflops.toFixed(0) : '—'} | ${r.ms.toFixed(3)} | ${c ? c.ms.toFixed(3) : '—'} |`);
+    }
+  }
+  if (report.schedule.length > 0) {
+    md.push('', 'Causal launch order, L = 1024, B = 16 (TFLOP/s; sections = default):', '', '| case | head-major | sections |', '|---|---:|---:|');
+    for (const r of report.schedule) md.push(`| ${r.id} | ${r.headMajorTflops.toFixed(0)} | ${r.sectionsTflops.toFixed(0)} |`);
+  }
+  if (report.varlen.length > 0) {
+    md.push('', 'Packed sequences against padding to the longest (keyLengths), TFLOP/s over the real pairs:', '', '| case | tokens (max) | packed fwd | padded fwd | packed fwd+bwd | padded fwd+bwd |', '|---|---|---:|---:|---:|---:|');
+    for (const r of report.varlen) {
+      md.push(`| ${r.id} | ${r.tokens} (${r.maxLen}) | ${tflops(r.flops, r.packedFwdMs)} | ${tflops(r.flops, r.paddedFwdMs)} | ${tflops(3.5 * r.flops, r.packedFwdBwdMs)} | ${tflops(3.5 * r.flops, r.paddedFwdBwdMs)} |`);
+    }
+  }
+  if (report.correctness) {
     md.push('', 'Correctness against SDPA math backend in fp32 (relative error ‖ours − ref‖ / ‖ref‖):', '', '| case | out | lse | dq | dk | dv | result |', '|---|---:|---:|---:|---:|---:|---|');
-    for (const c of checks) {
+    for (const c of report.correctness) {
       const e = (k: string) => (c.errors[k] !== undefined ? c.errors[k]!.toExponential(1) : '—');
       md.push(`| ${c.id} | ${e('out')} | ${e('lse')} | ${e('dq')} | ${e('dk')} | ${e('dv')} | ${c.pass ? 'pass' : '**FAIL**'} |`);
     }
-    if (checks.some((c) => !c.pass)) process.exitCode = 1;
   }
-  const text = `${md.join('\n')}\n`;
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  writeAtomic(join(root, 'bench', 'results', 'attention.md'), text);
-  if (values.json) writeAtomic(values.json, `${JSON.stringify(report, null, 2)}\n`);
-  if (process.env.OUT) {
-    writeFileSync(join(process.env.OUT, 'attention.json'), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(join(process.env.OUT, 'attention.md'), text);
-  }
-  process.stdout.write(`\n${text}`);
+  return `${md.join('\n')}\n`;
 }
 
 void main();

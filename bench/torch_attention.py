@@ -1,11 +1,12 @@
 """PyTorch side of `npm run bench:attention` (bench/attention.ts runs it and reads its stdout).
 
 Reads one JSON object on stdin:
-  {"mode": "time", "repeats": n, "sampleMs": ms, "shapes": [{id, B, H, L, d, causal}, ...]}
+  {"mode": "time", "repeats": n, "sampleMs": ms, "shapes": [{id, B, H, L, d, causal[, dropout]}, ...]}
       times torch SDPA with sdpa_kernel(SDPBackend.FLASH_ATTENTION) and (CUDNN_ATTENTION): the
       training forward (inputs require grad, so the kernel saves its logsumexp) and forward +
       backward (torch.autograd.grad, no .grad accumulation); bf16, CUDA events around back-to-back
-      calls after warm-up, median. Prints {"torch": version, "results": {id: {flash_fwd, flash_fwdbwd,
+      calls after warm-up, median; "dropout" (p) is SDPA's dropout_p (attention dropout inside the kernel).
+      Prints {"torch": version, "results": {id: {flash_fwd, flash_fwdbwd,
       cudnn_fwd, cudnn_fwdbwd}}} in ms per call (null where a backend refuses the shape).
   {"mode": "check", "cases": [{id, B, Hq, Hkv, Lq, Lk, d, causal, dir}, ...]}
       reads q, k, v, dOut, out, lse, dq, dk, dv (raw little-endian f32) from each dir, recomputes out,
@@ -54,7 +55,7 @@ def time_calls(fn, repeats, sample_ms):
 def time_shapes(request):
     results = {}
     for s in request["shapes"]:
-        B, H, L, d, causal = s["B"], s["H"], s["L"], s["d"], s["causal"]
+        B, H, L, d, causal, p = s["B"], s["H"], s["L"], s["d"], s["causal"], s.get("dropout", 0.0)
         q, k, v, dout = (torch.randn(B, H, L, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
         for t in (q, k, v):
             t.requires_grad_(True)
@@ -63,7 +64,7 @@ def time_shapes(request):
             try:
                 with sdpa_kernel(backend):
                     def forward():
-                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=p)
 
                     def forward_backward():
                         torch.autograd.grad(forward(), (q, k, v), dout)

@@ -261,8 +261,25 @@ export interface SoftmaxBackwardArgs {
  * lse_i = ln Σ_{j visible} exp(scale · q_i·k_j) (natural log), saved for the backward. A query that
  * sees no key gets out = 0 and lse = −∞. scale defaults to 1/sqrt(d). q, k, v and out share a float
  * dtype; out and lse must not overlap the inputs.
+ * dropout (optional, p > 0): out = (dropout(P)/(1−p))·v with P the softmax above (lse is unaffected).
+ * Element (b, h, i, j) of P has index e = ((b·Hq + h)·Lq + i)·Lk + j and is kept as the dropout op keeps
+ * element e for the same (seed, offset) (rng.ts: counter offset + ⌊e/8⌋, 16-bit uniforms, threshold
+ * ⌈p·2^16⌉), so the materialised path (softmax, then dropout) drops the same elements. The mask is
+ * never stored: the backward, given the same dropout arguments, redraws it. Advance the caller's offset
+ * by dropoutOffsetAdvance(B·Hq·Lq·Lk).
+ *
+ * Packed variable-length sequences (cuSeqlensQ, cuSeqlensK, maxSeqlenQ, maxSeqlenK, all four; no
+ * keyLengths): B ragged sequences packed along the token axis without padding, q, out [totalQ, Hq, d],
+ * k, v [totalK, Hkv, d], lse f32 [Hq, totalQ]. Sequence b owns query rows [cuSeqlensQ[b], cuSeqlensQ[b+1])
+ * and key rows [cuSeqlensK[b], cuSeqlensK[b+1]) (i32 [B+1], non-decreasing from 0 to totalQ or totalK;
+ * the same tensor twice for self-attention; the CPU checks the values, the GPU trusts them) and attends
+ * only within itself, exactly as the dense op on that sequence alone (its own Lq, Lk in the masks).
+ * maxSeqlenQ/K bound every sequence's length (the CUDA grid covers them; a longer sequence is an error
+ * on the CPU and partly unwritten on the GPU). Dropout element (b, h, i, j) then has index
+ * e = (h·totalQ + cuSeqlensQ[b] + i)·S + j, S = maxSeqlenK rounded up to a multiple of 8: advance the
+ * offset by dropoutOffsetAdvance(Hq·totalQ·S).
  */
-export interface FlashAttentionForwardArgs {
+export interface FlashAttentionForwardArgs extends PackedSequences {
   q: Tensor;
   k: Tensor;
   v: Tensor;
@@ -271,6 +288,15 @@ export interface FlashAttentionForwardArgs {
   scale?: number;
   causal?: boolean;
   keyLengths?: Tensor;
+  dropout?: DropoutArgs;
+}
+
+/** The packed variable-length layout of the fused attention ops (FlashAttentionForwardArgs). */
+export interface PackedSequences {
+  cuSeqlensQ?: Tensor;
+  cuSeqlensK?: Tensor;
+  maxSeqlenQ?: number;
+  maxSeqlenK?: number;
 }
 
 /**
@@ -283,8 +309,12 @@ export interface FlashAttentionForwardArgs {
  * inputs give the same bits on every run. scale, causal and keyLengths must be the forward's.
  * The CUDA backend keeps D and lse·log2 e (8·B·Hq·Lq bytes) in scratch memory, which cannot grow
  * during a capture: call it once before captureGraph().
+ * dropout must be the forward's (same p, seed, offset and offsetBase value): with keep flags z and
+ * r = 1/(1−p), dv = (P⊙z·r)ᵀ·dOut and dP = z·r ⊙ (dOut·vᵀ); D and dS as above.
+ * Packed sequences as in the forward: dOut, dq like q, dk, dv like k; D and lse·log2 e take 8·Hq·totalQ
+ * bytes of scratch.
  */
-export interface FlashAttentionBackwardArgs {
+export interface FlashAttentionBackwardArgs extends PackedSequences {
   q: Tensor;
   k: Tensor;
   v: Tensor;
@@ -297,6 +327,7 @@ export interface FlashAttentionBackwardArgs {
   scale?: number;
   causal?: boolean;
   keyLengths?: Tensor;
+  dropout?: DropoutArgs;
 }
 
 // --- cross-entropy ----------------------------------------------------------------------------------

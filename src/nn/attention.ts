@@ -66,12 +66,14 @@ export type FusedAttentionChoice = boolean | 'auto';
  * write and read the L×L scores; the LightSeq path for short sequences, where those GEMMs are cheap.
  * Measured on the H200 (bench/train.ts, bf16, 2026-11-29): GPT-2 16 × 1024 32.9 ms fused against 38.8 ms
  * LightSeq; BERT-base 32 × 256 12.6 against 13.0 ms. Shorter sequences are unmeasured and stay LightSeq.
+ * With attention dropout, 'auto' keeps the LightSeq path until the fused op's dropout (drawn inside the
+ * kernels) has been checked on a GPU; `true` takes it.
  */
 export const FUSED_ATTENTION_MIN_KEYS = 256;
 
-export function preferFusedAttention(choice: FusedAttentionChoice, dtype: string, dims: AttendDims): boolean {
+export function preferFusedAttention(choice: FusedAttentionChoice, dtype: string, dims: AttendDims, dropout = 0): boolean {
   if (choice !== 'auto') return choice;
-  return dtype !== 'f32' && dims.keyLen >= FUSED_ATTENTION_MIN_KEYS;
+  return dtype !== 'f32' && dims.keyLen >= FUSED_ATTENTION_MIN_KEYS && dropout === 0;
 }
 
 export function selfAttention(qkv: Linear, out: Linear, heads: number, causal: boolean, dropout = 0, fused: FusedAttentionChoice = 'auto'): SelfAttention {
@@ -127,7 +129,7 @@ export function attendForward(ctx: StepContext, dims: AttendDims, q: Tensor, k: 
   const bh = (t: Tensor, rows: number, cols: number) => ctx.reshape(t, [B * heads, rows, cols]);
   const drop = ctx.dropout(options.dropout, B * heads * Lq * Lk);
   const masks = { causal: options.causal, ...(options.keyLengths ? { keyLengths: options.keyLengths } : {}) };
-  if (preferFusedAttention(options.fused ?? false, dtype, dims)) {
+  if (preferFusedAttention(options.fused ?? false, dtype, dims, drop.p)) {
     const out = ctx.buffer('attn.context', [B, heads, Lq, d], dtype);
     const lse = ctx.buffer('attn.lse', [B, heads, Lq], 'f32');
     const dropout = drop.p > 0 ? { dropout: drop } : {};

@@ -1,20 +1,72 @@
 // Argument checks of the fused attention op pair (flashAttentionForward/Backward), shared by the backends.
 //   q, out, dOut, dq (B, Hq, Lq, d);  k, v, dk, dv (B, Hkv, Lk, d);  lse f32 (B, Hq, Lq);
 //   keyLengths i32 (B), optional. Hq must be a multiple of Hkv (grouped-query attention).
+// Packed sequences (cuSeqlensQ given): q, out, dOut, dq (Tq, Hq, d); k, v, dk, dv (Tk, Hkv, d); lse f32
+//   (Hq, Tq); cuSeqlensQ, cuSeqlensK i32 (B+1); maxSeqlenQ/K integers; no keyLengths. The sizes returned
+//   are then B sequences with Lq, Lk = maxSeqlenQ, maxSeqlenK, and `packed` holds the layout (the CPU
+//   also checks the offsets' values; the GPU cannot read them without a synchronisation).
+// dropout (optional): p in [0, 1), seed and offset u64 bigints, offsetBase an i32 [2] device tensor;
+//   returned as undefined when p = 0.
 
 import type { Tensor } from '../../tensor.js';
-import type { FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
+import type { DropoutArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs, PackedSequences } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 
 const Q_SHAPE = ['B', 'Hq', 'Lq', 'd'] as const;
 const KV_SHAPE = ['B', 'Hkv', 'Lk', 'd'] as const;
 const LSE_SHAPE = ['B', 'Hq', 'Lq'] as const;
+const PACKED_Q = ['Tq', 'Hq', 'd'] as const;
+const PACKED_KV = ['Tk', 'Hkv', 'd'] as const;
+const PACKED_LSE = ['Hq', 'Tq'] as const;
 
-interface Common { scale?: number; causal?: boolean; keyLengths?: Tensor }
+interface Common extends PackedSequences { scale?: number; causal?: boolean; keyLengths?: Tensor; dropout?: DropoutArgs }
+
+/** The packed layout: the cuSeqlens tensors, the total rows and the max lengths. */
+export interface PackedLayout<T extends Tensor = Tensor> {
+  cuSeqlensQ: T;
+  cuSeqlensK: T;
+  totalQ: number;
+  totalK: number;
+  maxSeqlenQ: number;
+  maxSeqlenK: number;
+}
+
+/** Whether the call uses the packed layout (any of its four arguments given; all four are then required). */
+function isPacked(check: OpCheck, args: Common): boolean {
+  const given = [args.cuSeqlensQ, args.cuSeqlensK, args.maxSeqlenQ, args.maxSeqlenK].filter((x) => x !== undefined).length;
+  if (given > 0 && given < 4) check.fail('packed sequences need all of cuSeqlensQ, cuSeqlensK, maxSeqlenQ and maxSeqlenK');
+  if (given === 4) check.absent('keyLengths', args.keyLengths, 'with packed sequences (each sequence has its own length)');
+  return given === 4;
+}
+
+/** Shapes of the four [.., d] roles (q-like and kv-like tensors) and lse, dense or packed. */
+function shapes(packed: boolean) {
+  return packed ? { q: PACKED_Q, kv: PACKED_KV, lse: PACKED_LSE } : { q: Q_SHAPE, kv: KV_SHAPE, lse: LSE_SHAPE };
+}
 
 /** The sizes, the GQA group, and the options with defaults applied (scale = 1/sqrt(d)). */
-function common<T extends Tensor>(check: OpCheck<T>, args: Common) {
-  const [B, Hq, Hkv, Lq, Lk, d] = ['B', 'Hq', 'Hkv', 'Lq', 'Lk', 'd'].map((n) => check.size(n)) as [number, number, number, number, number, number];
+function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boolean) {
+  let B: number, Lq: number, Lk: number, layout: PackedLayout<T> | undefined;
+  const [Hq, Hkv, d] = ['Hq', 'Hkv', 'd'].map((n) => check.size(n)) as [number, number, number];
+  if (packed) {
+    const cuSeqlensQ = check.tensor('cuSeqlensQ', args.cuSeqlensQ);
+    const cuSeqlensK = check.tensor('cuSeqlensK', args.cuSeqlensK);
+    check.dtype('cuSeqlensQ', cuSeqlensQ, ['i32']);
+    check.dtype('cuSeqlensK', cuSeqlensK, ['i32']);
+    check.shape('cuSeqlensQ', cuSeqlensQ, ['B1']);
+    check.shape('cuSeqlensK', cuSeqlensK, ['B1']);
+    const B1 = check.size('B1');
+    if (B1 < 1) check.fail(`'cuSeqlensQ' needs B + 1 >= 1 entries, got ${B1}`);
+    const maxSeqlenQ = args.maxSeqlenQ!, maxSeqlenK = args.maxSeqlenK!;
+    check.integer('maxSeqlenQ', maxSeqlenQ);
+    check.integer('maxSeqlenK', maxSeqlenK);
+    const totalQ = check.size('Tq'), totalK = check.size('Tk');
+    if (totalQ >= 2 ** 31 || totalK >= 2 ** 31) check.fail(`packed rows must be fewer than 2^31, got ${totalQ} queries and ${totalK} keys`);
+    [B, Lq, Lk] = [B1 - 1, maxSeqlenQ, maxSeqlenK];
+    layout = { cuSeqlensQ, cuSeqlensK, totalQ, totalK, maxSeqlenQ, maxSeqlenK };
+  } else {
+    [B, Lq, Lk] = ['B', 'Lq', 'Lk'].map((n) => check.size(n)) as [number, number, number];
+  }
   if (d < 1) check.fail(`the head dimension d must be at least 1, got ${d}`);
   if (Hkv < 1 || Hq % Hkv !== 0) check.fail(`the query heads Hq = ${Hq} must be a positive multiple of the kv heads Hkv = ${Hkv}`);
   const keyLengths = check.optional('keyLengths', args.keyLengths);
@@ -25,10 +77,14 @@ function common<T extends Tensor>(check: OpCheck<T>, args: Common) {
   const scale = args.scale ?? 1 / Math.sqrt(d);
   check.finite('scale', scale);
   const causal = args.causal ?? false;
-  return { B, Hq, Hkv, Lq, Lk, d, group: Hkv > 0 ? Hq / Hkv : 0, keyLengths, scale, causal };
+  if (args.dropout) check.dropout(args.dropout);
+  const dropout = args.dropout && args.dropout.p > 0 ? args.dropout : undefined;
+  return { B, Hq, Hkv, Lq, Lk, d, group: Hkv > 0 ? Hq / Hkv : 0, keyLengths, scale, causal, dropout, packed: layout };
 }
 
 export function checkFlashAttentionForward<T extends Tensor>(check: OpCheck<T>, args: FlashAttentionForwardArgs) {
+  const packed = isPacked(check, args);
+  const s = shapes(packed);
   const q = check.tensor('q', args.q);
   const k = check.tensor('k', args.k);
   const v = check.tensor('v', args.v);
@@ -37,15 +93,17 @@ export function checkFlashAttentionForward<T extends Tensor>(check: OpCheck<T>, 
   check.float('q', q);
   check.sameDType(['q', 'k', 'v', 'out'], [q, k, v, out]);
   check.dtype('lse', lse, ['f32']);
-  check.shape('q', q, Q_SHAPE);
-  check.shape('k', k, KV_SHAPE);
-  check.shape('v', v, KV_SHAPE);
-  check.shape('out', out, Q_SHAPE);
-  check.shape('lse', lse, LSE_SHAPE);
-  return { q, k, v, out, lse, ...common(check, args) };
+  check.shape('q', q, s.q);
+  check.shape('k', k, s.kv);
+  check.shape('v', v, s.kv);
+  check.shape('out', out, s.q);
+  check.shape('lse', lse, s.lse);
+  return { q, k, v, out, lse, ...common(check, args, packed) };
 }
 
 export function checkFlashAttentionBackward<T extends Tensor>(check: OpCheck<T>, args: FlashAttentionBackwardArgs) {
+  const packed = isPacked(check, args);
+  const s = shapes(packed);
   const q = check.tensor('q', args.q);
   const k = check.tensor('k', args.k);
   const v = check.tensor('v', args.v);
@@ -58,14 +116,14 @@ export function checkFlashAttentionBackward<T extends Tensor>(check: OpCheck<T>,
   check.float('q', q);
   check.sameDType(['q', 'k', 'v', 'out', 'dOut', 'dq', 'dk', 'dv'], [q, k, v, out, dOut, dq, dk, dv]);
   check.dtype('lse', lse, ['f32']);
-  check.shape('q', q, Q_SHAPE);
-  check.shape('k', k, KV_SHAPE);
-  check.shape('v', v, KV_SHAPE);
-  check.shape('out', out, Q_SHAPE);
-  check.shape('dOut', dOut, Q_SHAPE);
-  check.shape('lse', lse, LSE_SHAPE);
-  check.shape('dq', dq, Q_SHAPE);
-  check.shape('dk', dk, KV_SHAPE);
-  check.shape('dv', dv, KV_SHAPE);
-  return { q, k, v, out, dOut, lse, dq, dk, dv, ...common(check, args) };
+  check.shape('q', q, s.q);
+  check.shape('k', k, s.kv);
+  check.shape('v', v, s.kv);
+  check.shape('out', out, s.q);
+  check.shape('dOut', dOut, s.q);
+  check.shape('lse', lse, s.lse);
+  check.shape('dq', dq, s.q);
+  check.shape('dk', dk, s.kv);
+  check.shape('dv', dv, s.kv);
+  return { q, k, v, out, dOut, lse, dq, dk, dv, ...common(check, args, packed) };
 }

@@ -42,8 +42,10 @@
 // Bytes (s = sizeof(dtype)): forward reads q once and k, v once per query tile:
 //   s·d·(2·Lq + 2·Lk·ceil(Lq/BQ)) + 4·Lq per head; backward about 2× that twice over.
 
-import type { FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../../backend.js';
+import type { DropoutArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../../backend.js';
+import type { Tensor } from '../../../tensor.js';
 import type { FloatDType } from '../../../dtype.js';
+import type { PackedLayout } from '../../op-checks/attention.js';
 import { checkFlashAttentionBackward, checkFlashAttentionForward } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
@@ -51,6 +53,8 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { flashForwardSupports, launchFlashForward } from './flash-forward.js';
 import { flashAttentionBackwardTensorCore, flashBackwardApplies } from './flash-backward.js';
+import type { VarlenLayout } from './flash-lib.js';
+import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro } from './row-kernels.js';
 
 // ---- specs -------------------------------------------------------------------------------------------
@@ -76,12 +80,17 @@ export interface AttentionSpec {
   /** Padding mask from keyLengths. */
   readonly padding: boolean;
   readonly path: AttentionPath;
+  /** Attention dropout drawn in the kernel (flash-lib.ts has the element index). */
+  readonly dropout?: boolean;
+  /** Packed variable-length sequences ([total, H, d], cuSeqlens). */
+  readonly varlen?: boolean;
 }
 
 export type AttentionKernel = 'forward' | 'backward_dkdv' | 'backward_dq';
 
 export function attentionKey(kernel: AttentionKernel, s: AttentionSpec): string {
-  return `flash_attention_${kernel}.${s.dtype}.d${s.headDim}.q${BLOCK_Q}.k${BLOCK_K}.${s.path}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}`;
+  return `flash_attention_${kernel}.${s.dtype}.d${s.headDim}.q${BLOCK_Q}.k${BLOCK_K}.${s.path}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}` +
+    `${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
 }
 
 /** Query rows per tile, key rows per tile, threads per block (a quad of threads per tile row). */
@@ -108,7 +117,8 @@ export function attentionSharedBytes(kernel: AttentionKernel, headDim: number): 
 function preamble(spec: AttentionSpec): string {
   return `${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ D: spec.headDim, BQ: BLOCK_Q, BK: BLOCK_K, THREADS: ATTENTION_THREADS, CAUSAL: spec.causal, PADDING: spec.padding })}
+${FLASH_LIB}
+${constants({ D: spec.headDim, BQ: BLOCK_Q, BK: BLOCK_K, THREADS: ATTENTION_THREADS, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false })}
 ${launchBoundsMacro(ATTENTION_THREADS)}
 constexpr int COLS = (D + 3) / 4;   // output columns per thread: c = t4 + 4u
 constexpr int SD = D + 1;           // shared row stride of d-wide tiles (odd: conflict-free columns)
@@ -133,32 +143,48 @@ __device__ __forceinline__ int visible_keys(int i, int q_len, int k_len, int val
   if (CAUSAL) n = min(n, i + (k_len - q_len) + 1);
   return max(n, 0);
 }
-// Rows [row0, row0 + ROWS) of a [len, D] matrix into shared floats (stride SD); rows past len are 0.
+// Rows [row0, row0 + ROWS) of a [len, D] matrix (global row stride "stride") into shared floats
+// (stride SD); rows past len are 0.
 template <int ROWS>
-__device__ __forceinline__ void load_tile(float* dst, const T* __restrict__ src, int row0, int len) {
+__device__ __forceinline__ void load_tile(float* dst, const T* __restrict__ src, int row0, int len, int stride) {
   for (int idx = threadIdx.x; idx < ROWS * D; idx += THREADS) {
     const int r = idx / D, c = idx - r * D;
-    dst[r * SD + c] = row0 + r < len ? to_float(src[(long long)(row0 + r) * D + c]) : 0.f;
+    dst[r * SD + c] = row0 + r < len ? to_float(src[(long long)(row0 + r) * stride + c]) : 0.f;
   }
 }
-// D_i = dOut_i · out_i for row i of a head (0 when i ≥ q_len), reduced over the quad.
-__device__ __forceinline__ float row_dot(const T* __restrict__ dout, const T* __restrict__ out, long long row, bool valid_row, int t4) {
+// D_i = dOut_i · out_i for row i of a head (0 when the row is past the sequence), reduced over the quad.
+__device__ __forceinline__ float row_dot(const T* __restrict__ dout, const T* __restrict__ out, long long at, bool valid_row, int t4) {
   float part = 0.f;
   if (valid_row)
-    for (int c = t4; c < D; c += 4) part += to_float(dout[row * D + c]) * to_float(out[row * D + c]);
+    for (int c = t4; c < D; c += 4) part += to_float(dout[at + c]) * to_float(out[at + c]);
   return quad_sum(part);
+}
+// Sequence b's lengths and layout: [B, H, L, D] (row stride D), or packed [total, H, D] (VARLEN: row
+// stride H·D, rows [cu[b], cu[b+1])). rows = the lse/dropout row index of the head's row 0.
+struct Head { int q_len, k_len; int q_stride, kv_stride; long long q_off, kv_off, rows; };
+__device__ __forceinline__ Head head_layout(int b, int hq, int hk, int q_len, int k_len, int q_heads, int kv_heads,
+                                            const int* cu_q, const int* cu_k, int total_q) {
+  if constexpr (VARLEN) {
+    const int qs = cu_q[b], ks = cu_k[b];
+    return { max(0, cu_q[b + 1] - qs), max(0, cu_k[b + 1] - ks), q_heads * D, kv_heads * D,
+             ((long long)qs * q_heads + hq) * D, ((long long)ks * kv_heads + hk) * D, (long long)hq * total_q + qs };
+  } else {
+    return { q_len, k_len, D, D, ((long long)b * q_heads + hq) * q_len * D, ((long long)b * kv_heads + hk) * k_len * D,
+             ((long long)b * q_heads + hq) * q_len };
+  }
 }
 `;
 }
 
 const COMMON_PARAMS = 'const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v';
+const FEATURE_PARAMS = `${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}`;
 const SHAPE_PARAMS = 'const int* __restrict__ key_lengths, int q_len, int k_len, int q_heads, int group';
 
 export function attentionForwardSource(spec: AttentionSpec): KernelSource {
   const name = kernelIdentifier(attentionKey('forward', spec));
   const body = String.raw`
 extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict__ out, float* __restrict__ lse,
-    ${SHAPE_PARAMS}, float scale_log2e) {
+    ${SHAPE_PARAMS}, float scale_log2e, ${FEATURE_PARAMS}) {
   extern __shared__ float smem[];
   float* qs = smem;              // [BQ][SD]
   float* ks = qs + BQ * SD;      // [BK][SD]
@@ -166,15 +192,16 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
   float* ps = vs + BK * SD;      // [BQ][SB]: P of the current key tile
   const int r = threadIdx.x >> 2, t4 = threadIdx.x & 3;
   const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z;
-  const long long q_row0 = ((long long)b * q_heads + h) * q_len;
-  const long long kv_row0 = ((long long)b * (q_heads / group) + h / group) * k_len;
-  const int valid = PADDING ? key_lengths[b] : k_len;
+  const Head hd = head_layout(b, h, h / group, q_len, k_len, q_heads, q_heads / group, cu_seqlens_q, cu_seqlens_k, total_q);
+  if (VARLEN && q0 >= hd.q_len) return;  // the whole block, before any barrier
+  const int valid = PADDING ? key_lengths[b] : hd.k_len;
   const int i = q0 + r;
-  const int n = i < q_len ? visible_keys(i, q_len, k_len, valid) : 0;
+  const int n = i < hd.q_len ? visible_keys(i, hd.q_len, hd.k_len, valid) : 0;
   // n is non-decreasing in i: the tile's last row sees the most keys.
-  const int kv_end = visible_keys(min(q0 + BQ, q_len) - 1, q_len, k_len, valid);
+  const int kv_end = visible_keys(min(q0 + BQ, hd.q_len) - 1, hd.q_len, hd.k_len, valid);
+  ${ATTENTION_DROPOUT_OFFSET}
 
-  load_tile<BQ>(qs, q + q_row0 * D, q0, q_len);
+  load_tile<BQ>(qs, q + hd.q_off, q0, hd.q_len, hd.q_stride);
   float acc[COLS];
   #pragma unroll
   for (int u = 0; u < COLS; u++) acc[u] = 0.f;
@@ -182,8 +209,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
 
   for (int j0 = 0; j0 < kv_end; j0 += BK) {
     __syncthreads();  // the previous tile's K, V and P are no longer read
-    load_tile<BK>(ks, k + kv_row0 * D, j0, k_len);
-    load_tile<BK>(vs, v + kv_row0 * D, j0, k_len);
+    load_tile<BK>(ks, k + hd.kv_off, j0, hd.k_len, hd.kv_stride);
+    load_tile<BK>(vs, v + hd.kv_off, j0, hd.k_len, hd.kv_stride);
     __syncthreads();
     float s[BK / 4];
     #pragma unroll
@@ -206,9 +233,10 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
     float psum = 0.f;
     #pragma unroll
     for (int u = 0; u < BK / 4; u++) {
-      const float p = exp2_fast(s[u] - shift);
+      float p = exp2_fast(s[u] - shift);
+      psum += p;  // the undropped softmax's sum (lse)
+      if (DROPOUT && !attn_keep(seed, offset, (u64)(hd.rows + i) * (u64)drop_stride + (u64)(j0 + t4 + 4 * u), threshold)) p = 0.f;
       ps[r * SB + t4 + 4 * u] = p;
-      psum += p;
     }
     l = l * alpha + quad_sum(psum);
     m = m_new;
@@ -221,11 +249,11 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
       for (int u = 0; u < COLS; u++) if (t4 + 4 * u < D) acc[u] += p * vs[j * SD + t4 + 4 * u];
     }
   }
-  if (i < q_len) {
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+  if (i < hd.q_len) {
+    const float inv = l > 0.f ? (DROPOUT ? keep_scale : 1.f) / l : 0.f;
     #pragma unroll
-    for (int u = 0; u < COLS; u++) if (t4 + 4 * u < D) out[(q_row0 + i) * D + t4 + 4 * u] = from_float<T>(acc[u] * inv);
-    if (t4 == 0) lse[q_row0 + i] = l > 0.f ? (m + log2f(l)) * LN2 : neg_inf();
+    for (int u = 0; u < COLS; u++) if (t4 + 4 * u < D) out[hd.q_off + (long long)i * hd.q_stride + t4 + 4 * u] = from_float<T>(acc[u] * inv);
+    if (t4 == 0) lse[hd.rows + i] = l > 0.f ? (m + log2f(l)) * LN2 : neg_inf();
   }
 }
 `;
@@ -238,41 +266,44 @@ export function attentionBackwardDkDvSource(spec: AttentionSpec): KernelSource {
   const name = kernelIdentifier(attentionKey('backward_dkdv', spec));
   const body = String.raw`
 extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restrict__ dk, T* __restrict__ dv,
-    ${SHAPE_PARAMS}, float scale, float scale_log2e) {
+    ${SHAPE_PARAMS}, float scale, float scale_log2e, ${FEATURE_PARAMS}) {
   extern __shared__ float smem[];
   float* ks = smem;              // [BK][SD]
   float* vs = ks + BK * SD;      // [BK][SD]
   float* qs = vs + BK * SD;      // [BQ][SD]
   float* dos = qs + BQ * SD;     // [BQ][SD]
-  float* ps = dos + BQ * SD;     // [BQ][SB]: P (query row, key column)
+  float* ps = dos + BQ * SD;     // [BQ][SB]: P (query row, key column), times z/(1 − p) with dropout
   float* dss = ps + BQ * SB;     // [BQ][SB]: dS
   float* lse_s = dss + BQ * SB;  // [BQ]: lse · log2(e)
   float* dd_s = lse_s + BQ;      // [BQ]: D
   const int r = threadIdx.x >> 2, t4 = threadIdx.x & 3;   // r: key row of the tile (query row when loading D)
   const int j0 = blockIdx.x * BK, kv_head = blockIdx.y, b = blockIdx.z;
-  const long long kv_row0 = ((long long)b * (q_heads / group) + kv_head) * k_len;
-  const int valid = PADDING ? key_lengths[b] : k_len;
+  const int kv_heads = q_heads / group;
+  const Head kh = head_layout(b, kv_head * group, kv_head, q_len, k_len, q_heads, kv_heads, cu_seqlens_q, cu_seqlens_k, total_q);
+  if (VARLEN && j0 >= kh.k_len) return;  // the whole block, before any barrier
+  const int valid = PADDING ? key_lengths[b] : kh.k_len;
   const int j = j0 + r;
+  ${ATTENTION_DROPOUT_OFFSET}
 
-  load_tile<BK>(ks, k + kv_row0 * D, j0, k_len);
-  load_tile<BK>(vs, v + kv_row0 * D, j0, k_len);
+  load_tile<BK>(ks, k + kh.kv_off, j0, kh.k_len, kh.kv_stride);
+  load_tile<BK>(vs, v + kh.kv_off, j0, kh.k_len, kh.kv_stride);
   float dk_acc[COLS], dv_acc[COLS];
   #pragma unroll
   for (int u = 0; u < COLS; u++) { dk_acc[u] = 0.f; dv_acc[u] = 0.f; }
 
   // Query i sees key j0 from i = j0 − (Lk − Lq) on (causal); no query sees it past the padding.
-  const int i_first = CAUSAL ? max(0, j0 - (k_len - q_len)) : 0;
+  const int i_first = CAUSAL ? max(0, j0 - (kh.k_len - kh.q_len)) : 0;
   const bool seen = !PADDING || j0 < valid;
   for (int hh = 0; seen && hh < group; hh++) {
-    const long long q_row0 = ((long long)b * q_heads + kv_head * group + hh) * q_len;
-    for (int i0 = (i_first / BQ) * BQ; i0 < q_len; i0 += BQ) {
+    const Head qh = head_layout(b, kv_head * group + hh, kv_head, q_len, k_len, q_heads, kv_heads, cu_seqlens_q, cu_seqlens_k, total_q);
+    for (int i0 = (i_first / BQ) * BQ; i0 < qh.q_len; i0 += BQ) {
       __syncthreads();  // the previous query tile is no longer read
-      load_tile<BQ>(qs, q + q_row0 * D, i0, q_len);
-      load_tile<BQ>(dos, dout + q_row0 * D, i0, q_len);
+      load_tile<BQ>(qs, q + qh.q_off, i0, qh.q_len, qh.q_stride);
+      load_tile<BQ>(dos, dout + qh.q_off, i0, qh.q_len, qh.q_stride);
       {
-        const bool valid_row = i0 + r < q_len;
-        const float dot = row_dot(dout, out, q_row0 + i0 + r, valid_row, t4);
-        if (t4 == 0) { dd_s[r] = dot; lse_s[r] = valid_row ? lse[q_row0 + i0 + r] * LOG2E : 0.f; }
+        const bool valid_row = i0 + r < qh.q_len;
+        const float dot = row_dot(dout, out, qh.q_off + (long long)(i0 + r) * qh.q_stride, valid_row, t4);
+        if (t4 == 0) { dd_s[r] = dot; lse_s[r] = valid_row ? lse[qh.rows + i0 + r] * LOG2E : 0.f; }
       }
       __syncthreads();
       // S and dP for queries i0 + t4 + 4u against key j.
@@ -290,10 +321,16 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
       #pragma unroll
       for (int u = 0; u < BQ / 4; u++) {
         const int iq = t4 + 4 * u, i = i0 + iq;
-        const bool visible = i < q_len && j < visible_keys(i, q_len, k_len, valid);
+        const bool visible = i < qh.q_len && j < visible_keys(i, qh.q_len, kh.k_len, valid);
         const float p = visible ? exp2_fast(s[u] * scale_log2e - lse_s[iq]) : 0.f;
-        ps[iq * SB + r] = p;
-        dss[iq * SB + r] = p * (dp[u] - dd_s[iq]);
+        if (DROPOUT) {
+          const bool kept = attn_keep(seed, offset, (u64)(qh.rows + i) * (u64)drop_stride + (u64)j, threshold);
+          ps[iq * SB + r] = kept ? p * keep_scale : 0.f;
+          dss[iq * SB + r] = p * ((kept ? dp[u] * keep_scale : 0.f) - dd_s[iq]);
+        } else {
+          ps[iq * SB + r] = p;
+          dss[iq * SB + r] = p * (dp[u] - dd_s[iq]);
+        }
       }
       __syncwarp();  // key row r's column of P and dS was written by its own quad
       for (int iq = 0; iq < BQ; iq++) {
@@ -307,12 +344,12 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
       }
     }
   }
-  if (j < k_len) {
+  if (j < kh.k_len) {
     #pragma unroll
     for (int u = 0; u < COLS; u++) {
       if (t4 + 4 * u >= D) continue;
-      dk[(kv_row0 + j) * D + t4 + 4 * u] = from_float<T>(scale * dk_acc[u]);
-      dv[(kv_row0 + j) * D + t4 + 4 * u] = from_float<T>(dv_acc[u]);
+      dk[kh.kv_off + (long long)j * kh.kv_stride + t4 + 4 * u] = from_float<T>(scale * dk_acc[u]);
+      dv[kh.kv_off + (long long)j * kh.kv_stride + t4 + 4 * u] = from_float<T>(dv_acc[u]);
     }
   }
 }
@@ -324,7 +361,7 @@ export function attentionBackwardDqSource(spec: AttentionSpec): KernelSource {
   const name = kernelIdentifier(attentionKey('backward_dq', spec));
   const body = String.raw`
 extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restrict__ dq,
-    ${SHAPE_PARAMS}, float scale, float scale_log2e) {
+    ${SHAPE_PARAMS}, float scale, float scale_log2e, ${FEATURE_PARAMS}) {
   extern __shared__ float smem[];
   float* qs = smem;              // [BQ][SD]
   float* dos = qs + BQ * SD;     // [BQ][SD]
@@ -333,26 +370,27 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
   float* dss = vs + BK * SD;     // [BQ][SB]: dS of the current key tile
   const int r = threadIdx.x >> 2, t4 = threadIdx.x & 3;
   const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z;
-  const long long q_row0 = ((long long)b * q_heads + h) * q_len;
-  const long long kv_row0 = ((long long)b * (q_heads / group) + h / group) * k_len;
-  const int valid = PADDING ? key_lengths[b] : k_len;
+  const Head hd = head_layout(b, h, h / group, q_len, k_len, q_heads, q_heads / group, cu_seqlens_q, cu_seqlens_k, total_q);
+  if (VARLEN && q0 >= hd.q_len) return;  // the whole block, before any barrier
+  const int valid = PADDING ? key_lengths[b] : hd.k_len;
   const int i = q0 + r;
-  const bool valid_row = i < q_len;
-  const int n = valid_row ? visible_keys(i, q_len, k_len, valid) : 0;
-  const int kv_end = visible_keys(min(q0 + BQ, q_len) - 1, q_len, k_len, valid);
+  const bool valid_row = i < hd.q_len;
+  const int n = valid_row ? visible_keys(i, hd.q_len, hd.k_len, valid) : 0;
+  const int kv_end = visible_keys(min(q0 + BQ, hd.q_len) - 1, hd.q_len, hd.k_len, valid);
+  ${ATTENTION_DROPOUT_OFFSET}
 
-  load_tile<BQ>(qs, q + q_row0 * D, q0, q_len);
-  load_tile<BQ>(dos, dout + q_row0 * D, q0, q_len);
-  const float dd = row_dot(dout, out, q_row0 + i, valid_row, t4);
-  const float lse2 = n > 0 ? lse[q_row0 + i] * LOG2E : 0.f;
+  load_tile<BQ>(qs, q + hd.q_off, q0, hd.q_len, hd.q_stride);
+  load_tile<BQ>(dos, dout + hd.q_off, q0, hd.q_len, hd.q_stride);
+  const float dd = row_dot(dout, out, hd.q_off + (long long)i * hd.q_stride, valid_row, t4);
+  const float lse2 = n > 0 ? lse[hd.rows + i] * LOG2E : 0.f;
   float dq_acc[COLS];
   #pragma unroll
   for (int u = 0; u < COLS; u++) dq_acc[u] = 0.f;
 
   for (int j0 = 0; j0 < kv_end; j0 += BK) {
     __syncthreads();  // the previous key tile and dS are no longer read
-    load_tile<BK>(ks, k + kv_row0 * D, j0, k_len);
-    load_tile<BK>(vs, v + kv_row0 * D, j0, k_len);
+    load_tile<BK>(ks, k + hd.kv_off, j0, hd.k_len, hd.kv_stride);
+    load_tile<BK>(vs, v + hd.kv_off, j0, hd.k_len, hd.kv_stride);
     __syncthreads();
     float s[BK / 4], dp[BK / 4];
     #pragma unroll
@@ -367,8 +405,11 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
     }
     #pragma unroll
     for (int u = 0; u < BK / 4; u++) {
-      const float p = j0 + t4 + 4 * u < n ? exp2_fast(s[u] * scale_log2e - lse2) : 0.f;
-      dss[r * SB + t4 + 4 * u] = p * (dp[u] - dd);
+      const int j = j0 + t4 + 4 * u;
+      const float p = j < n ? exp2_fast(s[u] * scale_log2e - lse2) : 0.f;
+      float dpk = dp[u];
+      if (DROPOUT) dpk = attn_keep(seed, offset, (u64)(hd.rows + i) * (u64)drop_stride + (u64)j, threshold) ? dpk * keep_scale : 0.f;
+      dss[r * SB + t4 + 4 * u] = p * (dpk - dd);
     }
     __syncwarp();  // row r's dS, written by its quad, is read by the same quad
     for (int jj = 0; jj < BK; jj++) {
@@ -379,7 +420,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${BACKWARD_PARAMS}, T* __restri
   }
   if (valid_row) {
     #pragma unroll
-    for (int u = 0; u < COLS; u++) if (t4 + 4 * u < D) dq[(q_row0 + i) * D + t4 + 4 * u] = from_float<T>(scale * dq_acc[u]);
+    for (int u = 0; u < COLS; u++) if (t4 + 4 * u < D) dq[hd.q_off + (long long)i * hd.q_stride + t4 + 4 * u] = from_float<T>(scale * dq_acc[u]);
   }
 }
 `;
@@ -396,19 +437,39 @@ function checkLimits(check: OpCheck, host: KernelHost, sizes: { B: number; Hq: n
   if (shared > host.maxSharedBytesPerBlock) check.fail(`head dimension d = ${sizes.d} needs ${shared} bytes of shared memory; this GPU allows ${host.maxSharedBytesPerBlock}`);
 }
 
-export function flashAttentionForward(host: KernelHost, args: FlashAttentionForwardArgs): void {
-  const check = new OpCheck('flashAttentionForward', 'cuda');
-  const { q, k, v, out, lse, keyLengths, scale, causal, B, Hq, Lq, Lk, d, group } = checkFlashAttentionForward(check, args);
+/** One fused attention, dense or packed, after its op check. */
+interface AttentionProblem {
+  q: Tensor; k: Tensor; v: Tensor; out: Tensor; lse: Tensor;
+  keyLengths: Tensor | undefined;
+  scale: number; causal: boolean;
+  /** Dense: the sizes; packed: B sequences, Lq and Lk the max lengths. */
+  B: number; Hq: number; Hkv: number; Lq: number; Lk: number; d: number; group: number;
+  varlen?: VarlenLayout;
+  dropout?: DropoutArgs | undefined;
+}
+interface AttentionBackwardProblem extends AttentionProblem { dOut: Tensor; dq: Tensor; dk: Tensor; dv: Tensor }
+
+/** The dropout element row stride: Lk dense, maxSeqlenK rounded up to 8 packed. */
+function dropoutStride(p: AttentionProblem): number {
+  return p.varlen ? varlenDropoutStride(p.Lk) : p.Lk;
+}
+
+function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void {
+  const { q, k, v, out, lse, keyLengths, scale, causal, B, Hq, Lq, Lk, d, group, varlen } = p;
   checkLimits(check, host, { B, Hq, d });
   if (B * Hq * Lq === 0) return;
+  const dropout = p.dropout && p.dropout.p > 0 ? p.dropout : undefined;
 
   const dtype = q.dtype as FloatDType;
   const pointers = [devicePtr(check, 'q', q), devicePtr(check, 'k', k), devicePtr(check, 'v', v), devicePtr(check, 'out', out)];
   if (flashAttentionPath(dtype, d, scale, pointers) === 'mma') {
-    launchFlashForward(host, check, { q, k, v, out, lse, keyLengths }, { B, Hq, Lq, Lk, d, group, scale, causal });
+    launchFlashForward(host, check, { q, k, v, out, lse, keyLengths, ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}) },
+      { B, Hq, Lq, Lk, d, group, scale, causal });
     return;
   }
-  const spec: AttentionSpec = { dtype, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt' };
+  const spec: AttentionSpec = {
+    dtype, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt', ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+  };
   const kernel = host.kernel(attentionKey('forward', spec), () => attentionForwardSource(spec));
   kernel.launch(
     { grid: [Math.ceil(Lq / BLOCK_Q), Hq, B], block: ATTENTION_THREADS, sharedBytes: attentionSharedBytes('forward', d) },
@@ -417,6 +478,7 @@ export function flashAttentionForward(host: KernelHost, args: FlashAttentionForw
       arg.ptr(devicePtr(check, 'out', out)), arg.ptr(devicePtr(check, 'lse', lse)),
       arg.ptr(keyLengths ? devicePtr(check, 'keyLengths', keyLengths) : 0n),
       arg.i32(Lq), arg.i32(Lk), arg.i32(Hq), arg.i32(group), arg.f32(scale * Math.LOG2E),
+      ...varlenArgs(check, varlen), ...attentionDropoutArgs(dropout, dropoutStride(p)),
     ],
   );
 }
@@ -426,17 +488,23 @@ export function flashAttentionForward(host: KernelHost, args: FlashAttentionForw
  * flash-backward.ts (a D preprocess, then dK/dV and dQ). Otherwise the SIMT pair: dK/dV (a block per
  * kv tile) then dQ (a block per query tile). Neither path uses atomics.
  */
-export function flashAttentionBackward(host: KernelHost, args: FlashAttentionBackwardArgs): void {
-  const check = new OpCheck('flashAttentionBackward', 'cuda');
-  const { q, k, v, out, dOut, lse, dq, dk, dv, keyLengths, scale, causal, B, Hq, Hkv, Lq, Lk, d, group } = checkFlashAttentionBackward(check, args);
+function runBackward(host: KernelHost, check: OpCheck, p: AttentionBackwardProblem): void {
+  const { q, k, v, out, dOut, lse, dq, dk, dv, keyLengths, scale, causal, B, Hq, Hkv, Lq, Lk, d, group, varlen } = p;
   checkLimits(check, host, { B, Hq, d });
-  const problem = { q, k, v, out, dOut, lse, dq, dk, dv, keyLengths, scale, causal, B, Hq, Hkv, Lq, Lk, d, group };
+  const dropout = p.dropout && p.dropout.p > 0 ? p.dropout : undefined;
+  const problem = {
+    q, k, v, out, dOut, lse, dq, dk, dv, keyLengths, scale, causal, B, Hq, Hkv, Lq, Lk, d, group,
+    ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}),
+  };
   if (flashBackwardApplies(host, check, problem)) {
     flashAttentionBackwardTensorCore(host, check, problem);
     return;
   }
 
-  const spec: AttentionSpec = { dtype: q.dtype as FloatDType, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt' };
+  const spec: AttentionSpec = {
+    dtype: q.dtype as FloatDType, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt',
+    ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+  };
   const inputs = [
     arg.ptr(devicePtr(check, 'q', q)), arg.ptr(devicePtr(check, 'k', k)), arg.ptr(devicePtr(check, 'v', v)),
     arg.ptr(devicePtr(check, 'out', out)), arg.ptr(devicePtr(check, 'dOut', dOut)), arg.ptr(devicePtr(check, 'lse', lse)),
@@ -444,6 +512,7 @@ export function flashAttentionBackward(host: KernelHost, args: FlashAttentionBac
   const shape = [
     arg.ptr(keyLengths ? devicePtr(check, 'keyLengths', keyLengths) : 0n),
     arg.i32(Lq), arg.i32(Lk), arg.i32(Hq), arg.i32(group), arg.f32(scale), arg.f32(scale * Math.LOG2E),
+    ...varlenArgs(check, varlen), ...attentionDropoutArgs(dropout, dropoutStride(p)),
   ];
   if (B * Hkv * Lk > 0) {
     const dkdv = host.kernel(attentionKey('backward_dkdv', spec), () => attentionBackwardDkDvSource(spec));
@@ -459,6 +528,27 @@ export function flashAttentionBackward(host: KernelHost, args: FlashAttentionBac
       [...inputs, arg.ptr(devicePtr(check, 'dq', dq)), ...shape],
     );
   }
+}
+
+/** The checked arguments as a problem: packed sequences carry their layout, Lq and Lk are then the max lengths. */
+function problemOf<P extends { packed: PackedLayout | undefined }>(c: P): Omit<P, 'packed'> & { varlen?: VarlenLayout } {
+  const { packed, ...rest } = c;
+  return packed ? { ...rest, varlen: { cuSeqlensQ: packed.cuSeqlensQ, cuSeqlensK: packed.cuSeqlensK, totalQ: packed.totalQ } } : rest;
+}
+
+/**
+ * Dense or packed sequences (flash-lib.ts, flash-forward.ts): the same kernels either way. Packed, the
+ * grid covers maxSeqlenQ query rows (maxSeqlenK keys in the dK/dV kernel) per sequence, and blocks past
+ * their sequence's length exit at once.
+ */
+export function flashAttentionForward(host: KernelHost, args: FlashAttentionForwardArgs): void {
+  const check = new OpCheck('flashAttentionForward', 'cuda');
+  runForward(host, check, problemOf(checkFlashAttentionForward(check, args)));
+}
+
+export function flashAttentionBackward(host: KernelHost, args: FlashAttentionBackwardArgs): void {
+  const check = new OpCheck('flashAttentionBackward', 'cuda');
+  runBackward(host, check, problemOf(checkFlashAttentionBackward(check, args)));
 }
 
 // ---- catalog -------------------------------------------------------------------------------------------
@@ -481,5 +571,12 @@ export function catalog(): KernelSource[] {
     const spec: AttentionSpec = { dtype: 'f32', headDim, causal, padding, path: 'simt' };
     sources.push(attentionForwardSource(spec), attentionBackwardDkDvSource(spec), attentionBackwardDqSource(spec));
   }
+  // Dropout and packed sequences (f32 and the 16-bit types that miss the tensor cores: odd d).
+  const features: AttentionSpec[] = [
+    { dtype: 'f32', headDim: 64, causal: true, padding: true, path: 'simt', dropout: true },
+    { dtype: 'bf16', headDim: 72, causal: true, padding: false, path: 'simt', varlen: true, dropout: true },
+    { dtype: 'f32', headDim: 33, causal: false, padding: false, path: 'simt', varlen: true },
+  ];
+  for (const spec of features) sources.push(attentionForwardSource(spec), attentionBackwardDkDvSource(spec), attentionBackwardDqSource(spec));
   return sources;
 }

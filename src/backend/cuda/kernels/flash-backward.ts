@@ -46,7 +46,7 @@
 // them evaluate the mask per element. Rows past Lq or Lk are zero-filled by cp.async; their
 // results are never stored (and the rows they meet contribute 0: a zero dO or Q row, or a masked key).
 // Outputs are staged through shared memory and stored as 16-byte vectors.
-// Packed sequences (varlen: flashAttentionVarlenBackward): as in flash-forward.ts, rows of stride H·d
+// Packed sequences (varlen: flashAttentionBackward with cuSeqlens): as in flash-forward.ts, rows of stride H·d
 // within [total, H, d], per-sequence lengths from cuSeqlens, blocks past their sequence exit at once;
 // D and lse·log2 e are indexed [Hq, totalQ] like lse.
 //
@@ -54,9 +54,16 @@
 // ldmatrix phase reads then fall in distinct 16-byte bank groups, with no swizzle, for every d.
 //   dK/dV: (2·BK + 4·BQ)·(d+8)·s + 16·BQ bytes;  dQ: (2·BQ + 4·BKV)·(d+8)·s bytes (104 KB at d = 128
 //   with the default 64 × 64).
-// Registers (ptxas sm_90, CUDA 13, no spills) of the default tiles: dK/dV 177–184 at d = 64 (BQ = 64),
-// 232–236 at d = 128 (BQ = 32; BQ = 64 spills there), up to 254 at d = 96; dQ 127–164 at d = 64,
-// 166–169 at d = 128. So two dK/dV blocks (8 warps) and two or three dQ blocks share an SM.
+// Registers (ptxas sm_90, CUDA 13, bf16 causal; no spills unless said) of the default tiles: dK/dV 196
+// at d = 64 (BQ = 64), 235 with dropout, ~236 at d = 128 (BQ = 32; BQ = 64 spills there); dQ 168 at
+// d = 64, 244 at d = 128 with dropout and packed rows. So two dK/dV blocks (8 warps) and two or three dQ
+// blocks share an SM. The sweep's candidates (bench/attention.ts), all spill-free:
+//   dK/dV d = 64: 8w×16 keys BQ 64 176 · 4w×32 BQ 32 254 · 8w×32 BQ 32 249 · 4w×16 BQ 32 ≥3/SM 156;
+//         d = 128: 8w×16 BQ 32 232 · 4w×16 BQ 16 217 · 4w×16 BQ 16 ≥3/SM 168.
+//   dQ    d = 64: 8w×16 BKV 64 162 · 4w×32 BKV 32 218 · 8w×32 BKV 32 224 · 8w×16 BKV 32 ≥2/SM 126 ·
+//                 4w×16 BKV 64 ≥3/SM 168;  d = 128: 8w×16 BKV 64 174 · 8w×16 BKV 32 ≥2/SM 128 · 8w×32 BKV 32 254.
+//   Spilling (left out): dK/dV d = 64 4w×32 BQ 64, 8w×16 ≥2/SM, BQ 128, 4w×16 BQ 64 ≥3/SM; d = 128 BQ 64
+//   with 8 warps, 4w×32; dQ 4w×32 BKV 64, BKV 128, d = 128 4w×16 BKV 64 ≥3/SM.
 //
 // FLOPs per (b, h) with Lk visible keys per query (half of them when causal and Lq = Lk): the
 // backward executes 7 GEMMs of 2·Lq·Lk·d (Sᵀ, dPᵀ, dV, dK in kernel 2; S, dP, dQ in kernel 3) =
@@ -148,6 +155,39 @@ export function defaultFlashBackwardTile(headDim: number): FlashBackwardTile {
     dq: { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },
   };
 }
+
+/**
+ * The candidates bench/attention.ts sweeps against the default tiles (L = 4096), per d; every one
+ * compiles without spills (registers in the header) and test/gpu/flash-tiles.test.ts checks each
+ * against the CPU reference.
+ */
+export const FLASH_DKDV_SWEEP: Readonly<Record<number, readonly FlashDkDvTile[]>> = {
+  64: [
+    { warps: 8, keysPerWarp: 16, blockQ: 64, minBlocks: 1 },   // 128 keys per block: Q, dO re-read half as often
+    { warps: 4, keysPerWarp: 32, blockQ: 32, minBlocks: 1 },   // 128 keys, two m-tiles per warp: half the ldmatrix per mma
+    { warps: 8, keysPerWarp: 32, blockQ: 32, minBlocks: 1 },   // 256 keys
+    { warps: 4, keysPerWarp: 16, blockQ: 32, minBlocks: 3 },   // ≤ 170 registers: 3 blocks an SM
+  ],
+  128: [
+    { warps: 8, keysPerWarp: 16, blockQ: 32, minBlocks: 1 },   // 128 keys per block
+    { warps: 4, keysPerWarp: 16, blockQ: 16, minBlocks: 1 },
+    { warps: 4, keysPerWarp: 16, blockQ: 16, minBlocks: 3 },   // ≤ 170 registers: 3 blocks an SM
+  ],
+};
+export const FLASH_DQ_SWEEP: Readonly<Record<number, readonly FlashDqTile[]>> = {
+  64: [
+    { warps: 8, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },   // 128 queries per block: K, V re-read half as often
+    { warps: 4, rowsPerWarp: 32, blockK: 32, minBlocks: 1 },   // two m-tiles per warp
+    { warps: 8, rowsPerWarp: 32, blockK: 32, minBlocks: 1 },   // 256 queries
+    { warps: 8, rowsPerWarp: 16, blockK: 32, minBlocks: 2 },   // ≤ 128 registers: 16 warps an SM
+    { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 3 },   // ≤ 170 registers: 3 blocks an SM
+  ],
+  128: [
+    { warps: 8, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },
+    { warps: 8, rowsPerWarp: 16, blockK: 32, minBlocks: 2 },   // ≤ 128 registers: 16 warps an SM
+    { warps: 8, rowsPerWarp: 32, blockK: 32, minBlocks: 1 },
+  ],
+};
 
 /** Keys per dK/dV block and queries per dQ block. */
 export function dkdvBlockKeys(t: FlashDkDvTile): number { return t.warps * t.keysPerWarp; }
@@ -736,7 +776,7 @@ export interface FlashBackwardProblem {
   causal: boolean;
   /** With varlen: B sequences, Lq and Lk the max lengths. */
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; d: number; group: number;
-  /** Packed sequences (flashAttentionVarlenBackward). */
+  /** Packed sequences (flashAttentionBackward with cuSeqlens). */
   varlen?: VarlenLayout;
   /** The forward's attention dropout (p > 0). */
   dropout?: DropoutArgs;
@@ -759,9 +799,10 @@ export function flashBackwardApplies(host: KernelHost, check: OpCheck, p: FlashB
 
 /**
  * preprocess (D, lse·log2 e into scratch) → dK/dV (a block per kv tile) → dQ (a block per query
- * tile). Call only where flashBackwardApplies. `tile` overrides the per-d default (the bench sweeps it).
+ * tile). Call only where flashBackwardApplies. `tile` overrides the per-d default and `sectionHeads` the
+ * launch-order sections of both kernels (the bench sweeps them; 1 = head-major).
  */
-export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpCheck, p: FlashBackwardProblem, tile?: FlashBackwardTile): void {
+export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpCheck, p: FlashBackwardProblem, tile?: FlashBackwardTile, sectionHeads?: number): void {
   const { B, Hq, Hkv, Lq, Lk, d, group, scale, causal, keyLengths, varlen } = p;
   const chosen = tile ?? defaultFlashBackwardTile(d);
   const problem = flashBackwardTileProblem(chosen);
@@ -797,7 +838,7 @@ export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpChec
   if (B * Hkv * Lk > 0) {
     const dkdv = host.kernel(flashBackwardKey('dkdv', spec), () => flashBackwardDkDvSource(spec));
     // Causal sections: the Q and dO of a kv head's group stream through every kv tile of that head.
-    const sections = flashSectionHeads(causal, varlen !== undefined, B * Hkv, Lq, d, 1 / group);
+    const sections = varlen ? 1 : sectionHeads ?? flashSectionHeads(causal, false, B * Hkv, Lq, d, 1 / group);
     dkdv.launch(
       { grid: [Math.ceil(Lk / dkdvBlockKeys(chosen.dkdv)), Hkv, B], block: 32 * chosen.dkdv.warps, sharedBytes: flashBackwardSharedBytes('dkdv', d, chosen) },
       [...inputs, arg.ptr(devicePtr(check, 'dk', p.dk)), arg.ptr(devicePtr(check, 'dv', p.dv)), ...shape(sections)],
@@ -805,7 +846,7 @@ export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpChec
   }
   if (rows > 0) {
     const dq = host.kernel(flashBackwardKey('dq', spec), () => flashBackwardDqSource(spec));
-    const sections = flashSectionHeads(causal, varlen !== undefined, B * Hq, Lk, d, group);
+    const sections = varlen ? 1 : sectionHeads ?? flashSectionHeads(causal, false, B * Hq, Lk, d, group);
     dq.launch(
       { grid: [Math.ceil(Lq / dqBlockRows(chosen.dq)), Hq, B], block: 32 * chosen.dq.warps, sharedBytes: flashBackwardSharedBytes('dq', d, chosen) },
       [...inputs, arg.ptr(devicePtr(check, 'dq', p.dq)), ...shape(sections)],
@@ -830,13 +871,14 @@ export function catalog(): KernelSource[] {
       }
     }
   }
-  // Two m16 tiles per warp and 8 warps (the sweep's other shapes), dropout, packed sequences.
+  // Two m16 tiles per warp and 8 warps (the sweep's other shapes), dropout, packed sequences — at head
+  // dimensions outside CATALOG_HEAD_DIMS (48, 112, 32), so each catalog d keeps one kernel per mask.
   const wide: FlashBackwardTile = { dkdv: { warps: 8, keysPerWarp: 16, blockQ: 64, minBlocks: 1 }, dq: { warps: 4, rowsPerWarp: 32, blockK: 32, minBlocks: 1 } };
-  const twoTiles: FlashBackwardTile = { dkdv: { warps: 4, keysPerWarp: 32, blockQ: 32, minBlocks: 1 }, dq: { warps: 8, rowsPerWarp: 16, blockK: 64, minBlocks: 1 } };
-  sources.push(flashBackwardDkDvSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, tile: wide }), flashBackwardDqSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, tile: wide }));
-  sources.push(flashBackwardDkDvSource({ dtype: 'f16', headDim: 64, causal: false, padding: true, tile: twoTiles }), flashBackwardDqSource({ dtype: 'f16', headDim: 64, causal: false, padding: true, tile: twoTiles }));
-  const dropout: FlashBackwardSpec = { dtype: 'bf16', headDim: 64, causal: true, padding: true, dropout: true };
-  const varlen: FlashBackwardSpec = { dtype: 'f16', headDim: 128, causal: true, padding: false, varlen: true, dropout: true };
+  const twoTiles: FlashBackwardTile = { dkdv: { warps: 4, keysPerWarp: 32, blockQ: 32, minBlocks: 1 }, dq: { warps: 8, rowsPerWarp: 16, blockK: 64, minBlocks: 2 } };
+  sources.push(flashBackwardDkDvSource({ dtype: 'bf16', headDim: 48, causal: true, padding: false, tile: wide }), flashBackwardDqSource({ dtype: 'bf16', headDim: 48, causal: true, padding: false, tile: wide }));
+  sources.push(flashBackwardDkDvSource({ dtype: 'f16', headDim: 48, causal: false, padding: true, tile: twoTiles }), flashBackwardDqSource({ dtype: 'f16', headDim: 48, causal: false, padding: true, tile: twoTiles }));
+  const dropout: FlashBackwardSpec = { dtype: 'bf16', headDim: 32, causal: true, padding: true, dropout: true };
+  const varlen: FlashBackwardSpec = { dtype: 'f16', headDim: 112, causal: true, padding: false, varlen: true, dropout: true };
   sources.push(flashBackwardDkDvSource(dropout), flashBackwardDqSource(dropout));
   sources.push(flashBackwardPreprocessSource(varlen), flashBackwardDkDvSource(varlen), flashBackwardDqSource(varlen));
   return sources;

@@ -21,9 +21,10 @@
 //                sends scale ≤ 0 to the SIMT kernel).
 //   O += P·V     P's accumulators, packed to 16 bits, are already the A fragments of P·V (16 keys per
 //                k-step); V's B fragments come from ldmatrix.trans (V is row-major [key][dim]).
-//                The rescale of O (2·MT·d/8·… FMULs per tile, as many as the exponentials at d = 64) is
-//                skipped by a warp when none of its rows' max moved (α = 1 exactly), which after the
-//                first tiles is most of them; tile.eagerRescale restores the unconditional one.
+//                The rescale of O (MT·d/2 FMULs per thread per tile, against MT·BK/2 exponentials) is
+//                skipped, per half of an m-tile, by a warp none of whose rows moved its max (α = 1
+//                exactly), which after the first tiles is most of them (a warp vote per half);
+//                tile.eagerRescale restores the unconditional rescale.
 // Pipeline: Q, K0, V0 are issued as three cp.async groups; at tile j, after K(j) lands, the block
 // issues K(j+1) and V(j+1) into the other of two shared stages, so the copies overlap S, the softmax
 // and P·V of tile j; V(j) is waited for just before P·V. Two barriers per tile. tile.oneBarrier waits
@@ -38,7 +39,7 @@
 // left up to a longest tile (8 units against a 4.5-unit mean) in the tail, which the sections remove.
 // Dropout (spec.dropout; flash-lib.ts has the element index and the lane-shared Philox draws): after a
 // row's sum, dropped probabilities are zeroed before P·V and 1/(1 − p) is folded into 1/l.
-// Packed sequences (spec.varlen: flashAttentionVarlenForward): q, out [totalQ, Hq, d] and k, v
+// Packed sequences (spec.varlen: flashAttentionForward with cuSeqlens): q, out [totalQ, Hq, d] and k, v
 // [totalK, Hkv, d] with row stride H·d, sequence b's rows [cuSeqlens[b], cuSeqlens[b+1]); the grid
 // covers maxSeqlenQ and blocks past their sequence's length exit at once; lse is [Hq, totalQ].
 // Masks: tiles past the last key the block's last row sees are never loaded (causal: past the
@@ -127,6 +128,29 @@ export function defaultFlashForwardTile(headDim: number): FlashForwardTile {
   if (headDim <= 128) return { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2 };
   return { warps: 8, rowsPerWarp: 16, blockK: 32, qInRegisters: false, minBlocks: 1 };
 }
+
+/**
+ * Tiles the tile sweep of bench/attention.ts times (L = 4096), per d: the default first, the default
+ * with the previous schedule (eager rescale) and with one barrier per K/V tile, and the runner-up of the
+ * previous sweep. Every one compiles without spills (ptxas sm_90: 233–254 registers) and
+ * test/gpu/flash-tiles.test.ts checks each against the CPU reference.
+ */
+export const FLASH_FORWARD_SWEEP: Readonly<Record<number, readonly FlashForwardTile[]>> = {
+  64: [
+    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2, eagerRescale: true },
+    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2, oneBarrier: true },
+    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: false, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: false, minBlocks: 2, oneBarrier: true },
+  ],
+  128: [
+    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2, eagerRescale: true },
+    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2, oneBarrier: true },
+    { warps: 4, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 2, oneBarrier: true },
+  ],
+};
 
 /** 16-byte chunks per shared row: d/8 rounded up to a multiple of 4 (mma-lib.ts's swizzle unit). */
 function rowChunks(headDim: number): number {
@@ -378,8 +402,6 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
       }
 
       // Online softmax (base 2; c = scale·log2 e > 0, so the max of raw scores is the max of scaled ones).
-      float alpha[MT][2];
-      bool rescale = false;
       #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
         #pragma unroll
@@ -392,8 +414,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
           const float shift = mx == neg_inf() ? 0.f : mx * scale_log2e;
           // An unchanged max (also −inf staying −inf) needs no rescale: α = 1 exactly.
           const bool moved = mx != m[mt][half];
-          alpha[mt][half] = moved ? exp2_fast(m[mt][half] * scale_log2e - shift) : 1.f;
-          rescale |= moved;
+          const float alpha = moved ? exp2_fast(m[mt][half] * scale_log2e - shift) : 1.f;
           m[mt][half] = mx;
           float sum = 0.f;
           #pragma unroll
@@ -402,7 +423,15 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
             s[mt][nt][2 * half + 1] = exp2_fast(fmaf(s[mt][nt][2 * half + 1], scale_log2e, -shift));
             sum += s[mt][nt][2 * half] + s[mt][nt][2 * half + 1];
           }
-          l[mt][half] = l[mt][half] * alpha[mt][half] + sum;
+          l[mt][half] = l[mt][half] * alpha + sum;
+          // O ← α·O, skipped by the whole warp when none of its rows (of this half) moved its max.
+          if (!LAZY_RESCALE || __any_sync(0xffffffffu, moved)) {
+            #pragma unroll
+            for (int nt = 0; nt < ONT; nt++) {
+              o[mt][nt][2 * half] *= alpha;
+              o[mt][nt][2 * half + 1] *= alpha;
+            }
+          }
           if constexpr (DROPOUT) {  // after the row sum: lse is the undropped softmax's
             const u64 e0 = (u64)(row_base + warp_row0 + 16 * mt + 8 * half) * (u64)drop_stride + (u64)j0;
             #pragma unroll
@@ -416,19 +445,6 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
                 }
               }
             }
-          }
-        }
-      }
-      // O ← α·O, skipped by the whole warp when no row's max moved (most tiles once the max settles).
-      if (!LAZY_RESCALE || __any_sync(0xffffffffu, rescale)) {
-        #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          #pragma unroll
-          for (int nt = 0; nt < ONT; nt++) {
-            o[mt][nt][0] *= alpha[mt][0];
-            o[mt][nt][1] *= alpha[mt][0];
-            o[mt][nt][2] *= alpha[mt][1];
-            o[mt][nt][3] *= alpha[mt][1];
           }
         }
       }
@@ -544,9 +560,10 @@ export function flashSectionHeads(causal: boolean, varlen: boolean, heads: numbe
 /**
  * Launches the tensor-core forward on arguments that checkFlashAttentionForward has validated and
  * that attention.ts's flashAttentionPath sent to the tensor cores (f16/bf16, d % 16 = 0, scale > 0,
- * 16-byte aligned). `tile` overrides the per-d default (benchmarks sweep it).
+ * 16-byte aligned). `tile` overrides the per-d default and `sectionHeads` the launch-order sections
+ * (benchmarks sweep both; 1 = head-major).
  */
-export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashForwardTensors, s: FlashForwardSizes, tile?: FlashForwardTile): void {
+export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashForwardTensors, s: FlashForwardSizes, tile?: FlashForwardTile, sectionHeads?: number): void {
   const dtype = t.q.dtype;
   if (!flashForwardSupports(dtype, s.d)) check.fail(`the tensor-core forward takes f16/bf16 with d a multiple of 16 up to ${MAX_FLASH_HEAD_DIM}, got ${dtype} d = ${s.d}`);
   if (!(s.scale > 0)) check.fail(`the tensor-core forward needs scale > 0, got ${s.scale}`);
@@ -556,6 +573,7 @@ export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashFor
   if (problem) check.fail(problem);
   const sharedBytes = flashForwardSharedBytes(s.d, chosen);
   if (sharedBytes > host.maxSharedBytesPerBlock) check.fail(`head dimension d = ${s.d} needs ${sharedBytes} bytes of shared memory; this GPU allows ${host.maxSharedBytesPerBlock}`);
+  if (sectionHeads !== undefined && !(Number.isInteger(sectionHeads) && sectionHeads >= 1)) check.fail(`sectionHeads must be a positive integer, got ${sectionHeads}`);
   if (s.B * s.Hq * s.Lq === 0) return;
   const pointers = { q: devicePtr(check, 'q', t.q), k: devicePtr(check, 'k', t.k), v: devicePtr(check, 'v', t.v), out: devicePtr(check, 'out', t.out) };
   for (const [name, p] of Object.entries(pointers)) {
@@ -575,7 +593,7 @@ export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashFor
       arg.ptr(pointers.q), arg.ptr(pointers.k), arg.ptr(pointers.v), arg.ptr(pointers.out), arg.ptr(devicePtr(check, 'lse', t.lse)),
       arg.ptr(t.keyLengths ? devicePtr(check, 'keyLengths', t.keyLengths) : 0n),
       arg.i32(s.Lq), arg.i32(s.Lk), arg.i32(s.Hq), arg.i32(s.group), arg.f32(s.scale * Math.LOG2E),
-      arg.i32(flashSectionHeads(s.causal, varlen, s.B * s.Hq, s.Lk, s.d, s.group)),
+      arg.i32(varlen ? 1 : sectionHeads ?? flashSectionHeads(s.causal, varlen, s.B * s.Hq, s.Lk, s.d, s.group)),
       ...varlenArgs(check, t.varlen),
       ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(s.Lk) : s.Lk),
     ],
