@@ -7,11 +7,10 @@
 // sinusoidal tables (embed_positions) are recomputed, not read. final_logits_bias, a buffer some exports
 // leave out, is zero when absent (its initial value in HF). F32, F16 and BF16 tensors are read.
 
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { decodeFloats } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { SafetensorsReader } from '../io/safetensors.js';
+import { shardFiles } from '../models/hf-weights.js';
 import type { ParameterStore } from '../nn/parameters.js';
 import { formatShape } from '../tensor.js';
 
@@ -24,22 +23,6 @@ const TABLE_ALIASES: Readonly<Record<string, readonly string[]>> = {
 };
 const RECOMPUTED = /embed_positions\.weight$/;
 
-function checkpointFiles(dir: string): string[] {
-  const index = join(dir, 'model.safetensors.index.json');
-  if (existsSync(index)) {
-    let map: unknown;
-    try {
-      map = (JSON.parse(readFileSync(index, 'utf8')) as { weight_map?: unknown }).weight_map;
-    } catch (error) {
-      throw new ArgumentError(`${index}: not valid JSON (${(error as Error).message})`);
-    }
-    if (!map || typeof map !== 'object') throw new ArgumentError(`${index}: no "weight_map" object`);
-    return [...new Set(Object.values(map as Record<string, string>))].map((f) => join(dir, f));
-  }
-  const single = join(dir, 'model.safetensors');
-  if (!existsSync(single)) throw new ArgumentError(`${dir}: no model.safetensors or model.safetensors.index.json (PyTorch .bin checkpoints are not read; convert them to safetensors)`);
-  return [single];
-}
 
 export interface LoadedCheckpoint {
   readonly files: readonly string[];
@@ -48,7 +31,7 @@ export interface LoadedCheckpoint {
 }
 
 export function loadMarianWeights(store: ParameterStore, dir: string): LoadedCheckpoint {
-  const files = checkpointFiles(dir);
+  const files = shardFiles(dir);
   const wanted = new Map(store.fileShapes().map((e) => [e.name, e.shape]));
   const read = new Map<string, { file: string; shape: readonly number[]; data: Float32Array }>();
   for (const file of files) {

@@ -30,6 +30,7 @@ import { SafetensorsReader, writeSafetensors } from '../io/safetensors.js';
 import type { Gpt2Config } from '../models/gpt2.js';
 import { gpt2ConfigFromJson, gpt2ConfigToJson } from '../models/gpt2.js';
 import { gpt2ParameterSpecs } from '../models/gpt2-model.js';
+import { shardFiles } from '../models/hf-weights.js';
 import { formatShape } from '../tensor.js';
 import type { HostParams, QuantizationInfo, QuantizedModel } from './model.js';
 import type { GptqCheckpointFormat, QuantizedHostWeight } from './weights.js';
@@ -157,22 +158,6 @@ function readConfig(dir: string): Json {
   }
 }
 
-function weightFiles(dir: string): string[] {
-  const index = join(dir, 'model.safetensors.index.json');
-  if (existsSync(index)) {
-    let map: unknown;
-    try {
-      map = (JSON.parse(readFileSync(index, 'utf8')) as { weight_map?: unknown }).weight_map;
-    } catch (error) {
-      throw new QuantCheckpointError(`${index}: not valid JSON (${(error as Error).message})`);
-    }
-    if (typeof map !== 'object' || map === null) throw new QuantCheckpointError(`${index}: no "weight_map" object`);
-    return [...new Set(Object.values(map as Record<string, string>))].map((f) => join(dir, String(f)));
-  }
-  const single = join(dir, MODEL_FILE);
-  if (!existsSync(single)) throw new QuantCheckpointError(`${dir}: no ${MODEL_FILE} or model.safetensors.index.json`);
-  return [single];
-}
 
 /** Every tensor of the directory's files by name (read lazily through the open readers). */
 class TensorSource {
@@ -180,7 +165,7 @@ class TensorSource {
   private readonly byName = new Map<string, SafetensorsReader>();
 
   constructor(readonly dir: string) {
-    this.readers = weightFiles(dir).map((f) => SafetensorsReader.open(f));
+    this.readers = shardFiles(dir).map((f) => SafetensorsReader.open(f));
     for (const r of this.readers) for (const t of r.tensors) this.byName.set(t.name, r);
   }
 
