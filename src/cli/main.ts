@@ -7,6 +7,7 @@ import { FuseformerError } from '../errors.js';
 import { runInfo } from './info.js';
 import { QUANTIZE_USAGE, runQuantize } from './quantize.js';
 import { GENERATE_USAGE, runGenerate } from './generate.js';
+import { runLaunch } from './launch.js';
 import { BENCH_USAGE, runBench } from './bench.js';
 import { PROFILE_USAGE, runProfile } from './profile.js';
 import { runSelftest } from './selftest.js';
@@ -16,6 +17,7 @@ const USAGE = `usage: fuseformer [command] [options]
 
 commands:
   train [options]      train a GPT-2-architecture model (fuseformer train --help for options)
+  launch --gpus N -- <command>   one process per GPU with the NCCL rendezvous (launch --help)
   generate [options]   continue a prompt with a GPT-2 or Llama model directory (generate --help)
   profile [options]    where a step's time goes: every kernel timed, on the roofline (profile --help)
   bench [options]      run the benchmark suites and chart their results (bench --help)
@@ -33,6 +35,7 @@ options:
 const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'quantize'];
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'launch') return runLaunch(argv.slice(1));
   // `train` has its own options (fuseformer train --steps 100 ...); with no command, options go to the
   // demo, which is `train` with its defaults (fuseformer --backend cpu --steps 20).
   const commandAt = argv.findIndex((a) => COMMANDS.includes(a));

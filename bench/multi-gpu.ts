@@ -1,0 +1,240 @@
+// Multi-GPU over NCCL, run under the launcher (one process per GPU; world size from WORLD_SIZE):
+//
+//   node dist/src/cli/main.js launch --gpus N -- node dist/bench/multi-gpu.js --json bench/results/multi-gpu-N.json
+//
+// Checks and timings, rank 0 reporting:
+//   1. collectives: all-reduce and all-gather bus bandwidth (bf16, 1/64/256 MiB; NCCL's busBw formula
+//      2(w−1)/w · bytes / time for all-reduce, (w−1)/w · bytes / time for all-gather), CUDA-event timed
+//   2. tensor parallel (f32): TP GPT-2 logits, loss and gathered gradients against the single-GPU model
+//      on rank 0's GPU with the same weights
+//   3. data parallel (f32): 3 AdamW steps, each rank on 1/w of the batch, against rank 0 training alone
+//      on the whole batch: mean losses and parameters
+//   4. scaling, GPT-2 124M bf16, per-rank batch × 1024: one GPU alone (every rank at once, no
+//      communication), data parallel (weak scaling: efficiency = t1 / t_dp), tensor parallel on the
+//      per-rank batch (strong scaling: efficiency = t1 / (w · t_tp)); step = upload, forward, backward,
+//      collectives, AdamW, loss read back; medians after warm-up
+// World size 1 runs everything through NCCL too (a communicator of one rank).
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { CudaBackend } from '../src/backend/cuda/index.js';
+import type { FloatDType } from '../src/dtype.js';
+import { DataParallelModel } from '../src/dist/data-parallel.js';
+import { initNcclProcessGroup, processGroupEnv } from '../src/dist/process-group.js';
+import { TpGpt2Model } from '../src/dist/tp-gpt2.js';
+import type { Gpt2Config } from '../src/models/gpt2.js';
+import { GPT2_PRESETS } from '../src/models/gpt2.js';
+import { Gpt2Model } from '../src/models/gpt2-model.js';
+import type { LanguageModel } from '../src/models/language-model.js';
+import { planStep, runStep } from '../src/nn/step-context.js';
+import type { HostBatch } from '../src/train/step-runner.js';
+import { StepRunner } from '../src/train/step-runner.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    json: { type: 'string', default: 'bench/results/multi-gpu.json' },
+    steps: { type: 'string', default: '10' },
+    batch: { type: 'string', default: '8' },
+    'seq-len': { type: 'string', default: '1024' },
+    'no-graphs': { type: 'boolean', default: false },
+    skip: { type: 'string', default: '' },
+  },
+});
+const STEPS = Number(cli.steps), B = Number(cli.batch), L = Number(cli['seq-len']);
+const GRAPHS = !cli['no-graphs'];
+const SKIP = new Set(cli.skip.split(',').filter((s) => s.length > 0));
+
+const env = processGroupEnv();
+const backend = CudaBackend.create(env.localRank);
+const comm = await initNcclProcessGroup(backend, env);
+const W = comm.worldSize, rank0 = comm.rank === 0;
+const say = (line: string) => { if (rank0) process.stdout.write(`${line}\n`); };
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const results: Record<string, unknown> = { worldSize: W, device: backend.description, batchPerRank: B, seqLen: L };
+say(`multi-gpu: world size ${W} on ${backend.description}`);
+
+function batchOf(batch: number, seqLen: number, vocab: number, seed: number): HostBatch {
+  let s = seed;
+  const next = () => { s = (s * 1103515245 + 12345) % 2147483648; return s % vocab; };
+  return { batch, seqLen, tokens: Int32Array.from({ length: batch * seqLen }, next), targets: Int32Array.from({ length: batch * seqLen }, next) };
+}
+
+function sliceBatch(b: HostBatch, rank: number, parts: number): HostBatch {
+  const per = b.batch / parts, rows = per * b.seqLen;
+  return { batch: per, seqLen: b.seqLen, tokens: b.tokens.slice(rank * rows, (rank + 1) * rows), targets: b.targets.slice(rank * rows, (rank + 1) * rows) };
+}
+
+function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
+
+/** The same float on every rank: the average over ranks of a host number. */
+function averaged(x: number): number {
+  const t = backend.fromArray([x], [1], 'f32');
+  comm.allReduce(t, 'avg');
+  const v = (backend.download(t) as Float32Array)[0]!;
+  backend.free(t);
+  return v;
+}
+
+function logitsOf(model: Gpt2Model | TpGpt2Model, batch: HostBatch): Float32Array {
+  const tokens = backend.fromArray(batch.tokens, [batch.batch, batch.seqLen], 'i32');
+  const logits = backend.empty([batch.batch * batch.seqLen, model.logitsWidth], 'f32');
+  const step = (ctx: Parameters<Gpt2Model['logitsStep']>[0]) => model.logitsStep(ctx, tokens, logits);
+  const plan = planStep(backend, step, false);
+  const arena = backend.createArena(plan.arena.arenaBytes);
+  runStep(backend, plan, arena, { seed: 0n, baseOffset: 0n, training: false }, step);
+  const out = backend.download(logits) as Float32Array;
+  arena.free();
+  backend.free(tokens);
+  backend.free(logits);
+  return out;
+}
+
+// --- 1. collectives ---------------------------------------------------------------------------------
+if (!SKIP.has('collectives')) {
+  const rows: Record<string, number>[] = [];
+  for (const mib of [1, 64, 256]) {
+    const n = (mib * 2 ** 20) / 2;
+    const t = backend.empty([n], 'bf16');
+    backend.fill(t, 1);
+    const gathered = backend.empty([W * Math.floor(n / W)], 'bf16');
+    const part = backend.view(t, 0, [Math.floor(n / W)]);
+    const time = (fn: () => void) => {
+      for (let i = 0; i < 3; i++) fn();
+      const ms: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const a = backend.mark(); fn(); const b = backend.mark();
+        ms.push(b.elapsedSince(a)); a.dispose(); b.dispose();
+      }
+      return median(ms);
+    };
+    const arMs = time(() => comm.allReduce(t));
+    const agMs = time(() => comm.allGather(part, gathered));
+    const bytes = n * 2;
+    rows.push({ mib, allReduceMs: arMs, allReduceBusGBs: W > 1 ? (2 * (W - 1) / W) * bytes / arMs / 1e6 : 0, allGatherMs: agMs, allGatherBusGBs: W > 1 ? ((W - 1) / W) * bytes / agMs / 1e6 : 0 });
+    backend.free(t);
+    backend.free(gathered);
+  }
+  results['collectives'] = rows;
+}
+
+// --- 2. tensor parallel correctness -------------------------------------------------------------------
+const checkConfig: Gpt2Config = {
+  ...GPT2_PRESETS['gpt2-tiny']!, vocabSize: 1000, maxPositions: 128, hidden: 256, layers: 2, heads: 8, ffn: 1024,
+  residualDropout: 0, embeddingDropout: 0, attentionDropout: 0,
+};
+if (!SKIP.has('tp')) {
+  const batch = batchOf(2, 64, checkConfig.vocabSize, 11);
+  const tp = new TpGpt2Model(backend, comm, checkConfig, 'f32');
+  tp.initialize(5n);
+  const tpLogits = logitsOf(tp, batch);
+  const tpRunner = new StepRunner(tp, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: Infinity }, graphs: false });
+  const tpLoss = tpRunner.trainStep(batch, 0).loss;
+  const tpGrads = tp.fullGradients();
+  if (rank0) {
+    const single = new Gpt2Model(backend, checkConfig, 'f32');
+    single.params.initialize(5n);
+    const logits = logitsOf(single, batch);
+    const runner = new StepRunner(single, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: Infinity }, graphs: false });
+    const loss = runner.trainStep(batch, 0).loss;
+    let gradRel = 0;
+    for (const { name, shape } of single.params.fileShapes()) {
+      const g = backend.download(backend.view(single.params.param(name).grad, 0, shape)) as Float32Array;
+      const scale = Math.max(1e-6, ...Array.from(g, Math.abs));
+      gradRel = Math.max(gradRel, maxDiff(tpGrads.get(name)!.data, g) / scale);
+    }
+    results['tensorParallel'] = { logitsMaxAbsDiff: maxDiff(tpLogits, logits), lossTp: tpLoss, lossSingle: loss, gradMaxRelDiff: gradRel };
+    runner.dispose();
+    single.params.free();
+  }
+  tpRunner.dispose();
+  tp.params.free();
+}
+
+// --- 3. data parallel correctness ---------------------------------------------------------------------
+if (!SKIP.has('dp')) {
+  const global = batchOf(2 * W, 64, checkConfig.vocabSize, 17);
+  const dpModel = new Gpt2Model(backend, checkConfig, 'f32');
+  dpModel.params.initialize(9n);
+  const dp = new DataParallelModel(dpModel, comm, { bucketBytes: 1 << 20 });
+  const dpRunner = new StepRunner(dp, { maxBatch: 2, maxSeqLen: 64, graphs: GRAPHS });
+  const dpLosses: number[] = [];
+  for (let i = 0; i < 3; i++) dpLosses.push(averaged(dpRunner.trainStep(sliceBatch(global, comm.rank, W), 1e-3).loss));
+  if (rank0) {
+    const single = new Gpt2Model(backend, checkConfig, 'f32');
+    single.params.initialize(9n);
+    const runner = new StepRunner(single, { maxBatch: 2 * W, maxSeqLen: 64, graphs: GRAPHS });
+    const losses: number[] = [];
+    for (let i = 0; i < 3; i++) losses.push(runner.trainStep(global, 1e-3).loss);
+    const a = backend.download(dpModel.params.values.flat) as Float32Array, b = backend.download(single.params.values.flat) as Float32Array;
+    results['dataParallel'] = { lossesDp: dpLosses, lossesSingle: losses, paramMaxAbsDiff: maxDiff(a, b), buckets: dp.buckets.length, reducedDuringBackward: dp.reducedDuringBackward };
+    runner.dispose();
+    single.params.free();
+  }
+  dpRunner.dispose();
+  dpModel.params.free();
+}
+
+// --- 4. scaling -------------------------------------------------------------------------------------
+const gpt2: Gpt2Config = { ...GPT2_PRESETS['gpt2-124M']!, residualDropout: 0, embeddingDropout: 0, attentionDropout: 0 };
+
+function stepMs(model: LanguageModel, batch: HostBatch, dtype: FloatDType): number {
+  const runner = new StepRunner(model, { maxBatch: batch.batch, maxSeqLen: batch.seqLen, graphs: GRAPHS });
+  if (dtype !== 'f32') runner.syncMasterFromParams();
+  for (let i = 0; i < 3; i++) runner.trainStep(batch, 1e-4);
+  const times: number[] = [];
+  for (let i = 0; i < STEPS; i++) {
+    const t0 = performance.now();
+    runner.trainStep(batch, 1e-4);
+    times.push(performance.now() - t0);
+  }
+  runner.dispose();
+  return median(times);
+}
+
+if (!SKIP.has('scaling')) {
+  const local = batchOf(B, L, gpt2.vocabSize, 23 + comm.rank);
+  const single = new Gpt2Model(backend, gpt2, 'bf16');
+  single.params.initialize(1n);
+  const t1 = averaged(stepMs(single, local, 'bf16'));
+  single.params.free();
+  const dpModel = new Gpt2Model(backend, gpt2, 'bf16');
+  dpModel.params.initialize(1n);
+  const tDp = averaged(stepMs(new DataParallelModel(dpModel, comm), local, 'bf16'));
+  dpModel.params.free();
+  let tTp = NaN;
+  if (gpt2.heads % W === 0 && !SKIP.has('tp-scaling')) {
+    const tp = new TpGpt2Model(backend, comm, gpt2, 'bf16');
+    tp.initialize(1n);
+    tTp = averaged(stepMs(tp, batchOf(B, L, gpt2.vocabSize, 23), 'bf16'));
+    tp.params.free();
+  }
+  const tokens = B * L;
+  results['scaling'] = {
+    singleMs: t1, dataParallelMs: tDp, tensorParallelMs: tTp,
+    singleTokensPerS: tokens / t1 * 1e3, dataParallelTokensPerS: W * tokens / tDp * 1e3, tensorParallelTokensPerS: tokens / tTp * 1e3,
+    dataParallelEfficiency: t1 / tDp, tensorParallelEfficiency: t1 / (W * tTp),
+  };
+}
+
+if (rank0) {
+  mkdirSync(dirname(cli.json), { recursive: true });
+  writeFileSync(cli.json, `${JSON.stringify(results, null, 2)}\n`);
+  const f = (x: unknown, digits = 3) => (typeof x === 'number' ? (Math.abs(x) >= 1e4 ? x.toExponential(2) : x.toFixed(digits)) : String(x));
+  const lines = [`| world ${W} | value |`, '|---|---|'];
+  for (const [section, value] of Object.entries(results)) {
+    if (value === null || typeof value !== 'object') continue;
+    if (Array.isArray(value)) {
+      for (const row of value as Record<string, number>[]) lines.push(`| all-reduce ${row['mib']} MiB | ${f(row['allReduceMs'])} ms, bus ${f(row['allReduceBusGBs'], 1)} GB/s; all-gather bus ${f(row['allGatherBusGBs'], 1)} GB/s |`);
+      continue;
+    }
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) lines.push(`| ${section}.${k} | ${Array.isArray(v) ? v.map((x) => f(x, 5)).join(', ') : f(v, 6)} |`);
+  }
+  say(lines.join('\n'));
+}
+comm.destroy();
