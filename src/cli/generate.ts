@@ -9,6 +9,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
 import { loadDecoderModel } from '../infer/model.js';
+import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
@@ -26,6 +27,10 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
   --no-graphs              run decode steps eagerly instead of replaying CUDA graphs
+  --draft DIR              speculative decoding with this smaller model (same tokenizer) as the draft: the output
+                           follows the --model's distribution exactly (greedy: the same tokens); batch 1
+  --draft-tokens K         draft tokens per target pass to start with (default 4; alias --speculative-k)
+  --fixed-draft-tokens     keep K fixed instead of adapting it to the acceptance rate
 `;
 
 function numberOption(name: string, value: string | undefined, check: (x: number) => boolean, expected: string): number | undefined {
@@ -42,6 +47,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       model: { type: 'string' }, prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
       'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
       stop: { type: 'string', multiple: true }, dtype: { type: 'string' }, backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false },
+      draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -57,6 +63,11 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const topK = numberOption('top-k', values['top-k'], integer, 'a non-negative integer');
   const topP = numberOption('top-p', values['top-p'], (x) => x > 0 && x <= 1, 'a number in (0, 1]');
   const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => Number.isFinite(x) && x > 0, 'a number > 0');
+  const draftDir = values.draft;
+  if (draftDir !== undefined && !existsSync(join(draftDir, 'config.json'))) throw new ArgumentError(`--draft: '${draftDir}' has no config.json`);
+  if (values['draft-tokens'] !== undefined && values['speculative-k'] !== undefined) throw new ArgumentError('--draft-tokens and --speculative-k are the same option; give one');
+  const draftTokens = numberOption(values['draft-tokens'] !== undefined ? 'draft-tokens' : 'speculative-k', values['draft-tokens'] ?? values['speculative-k'], (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
+  if (draftDir === undefined && (draftTokens !== undefined || values['fixed-draft-tokens'])) throw new ArgumentError('--draft-tokens / --speculative-k / --fixed-draft-tokens need --draft DIR');
   const seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
@@ -66,6 +77,9 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const log = (line: string) => process.stderr.write(`${line}\n`);
   log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${backend.description}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
   if (unused.length > 0) log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}`);
+  const draft = draftDir === undefined ? undefined : loadDecoderModel(draftDir, backend, dtype ? { dtype } : {}).model;
+  if (draft) log(`draft: ${draftDir} (${draft.arch.family}, ${draft.arch.layers} layers)`);
+  const stats = emptySpeculativeStats();
 
   const start = performance.now();
   let first = 0, pieces = 0;
@@ -73,6 +87,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
     seed, ...(maxNewTokens !== undefined ? { maxNewTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
     stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
+    ...(draft ? { speculative: { draft, stats, adaptive: !values['fixed-draft-tokens'], ...(draftTokens !== undefined ? { draftTokens } : {}) } } : {}),
   });
   process.stdout.write(values.prompt);
   for await (const piece of stream) {
@@ -82,6 +97,11 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const end = performance.now();
   process.stdout.write('\n');
   log(`[${pieces} text pieces; first after ${(first ? first - start : 0).toFixed(0)} ms, ${((end - start) / 1000).toFixed(2)} s in all; seed ${seed}]`);
+  if (draft) {
+    const alpha = stats.drafted > 0 ? stats.accepted / stats.drafted : 0;
+    log(`[speculative: ${stats.rounds} target passes, ${stats.accepted}/${stats.drafted} draft tokens accepted (α = ${alpha.toFixed(3)}), ${(stats.emitted / Math.max(1, stats.targetPasses)).toFixed(2)} tokens per target pass]`);
+    draft.free();
+  }
   model.free();
   return 0;
 }

@@ -285,6 +285,28 @@ export class DecodeEngine {
     b.upload(b.view(this.state.tokens, row, [1]), [token]);
   }
 
+  /**
+   * Sets sequence `row` of the running batch to `history` (prompt + tokens, all of it): the next decode step
+   * reads its last token at position history.length − 1. The cache must already hold the keys of positions
+   * < history.length − 1 for this history (decode steps or extend() wrote them): speculative decoding's
+   * rollback of the draft after a rejection, whose cache holds a longer, partly rejected sequence. Clears
+   * finished (unless the length reaches the sequence's limit). Call after collect().
+   */
+  rewind(row: number, history: readonly number[]): void {
+    this.checkRow(row);
+    const r = this.rows[row]!, n = history.length, V = this.model.vocabSize;
+    if (this.pending !== 0) throw new ArgumentError('engine: rewind() needs the sampled tokens collected first');
+    if (n < 1 || n >= this.maxLen) throw new ArgumentError(`engine: rewind to ${n} tokens; a sequence holds 1 to ${this.maxLen - 1} tokens and a position for the next`);
+    history.forEach((t, j) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`engine: token ${t} at position ${j} of rewind is outside the vocabulary [0, ${V})`); });
+    const b = this.backend, L = this.maxLen;
+    r.length = n;
+    r.finished = n >= r.limit;
+    b.upload(b.view(this.state.history, row * L, [n]), history);
+    b.upload(b.view(this.state.positions, row, [1]), [n - 1]);
+    b.upload(b.view(this.state.tokens, row, [1]), [history[n - 1]!]);
+    b.upload(b.view(this.state.finished, row, [1]), [r.finished ? 1 : 0]);
+  }
+
   /** The logits of the last prefill or decode step, one Float32Array of vocabSize values per sequence. */
   logits(): Float32Array[] {
     this.checkAlive();
@@ -316,6 +338,101 @@ export class DecodeEngine {
       return out;
     } finally {
       b.free(logits);
+    }
+  }
+
+  /**
+   * Appends `tokens` to sequence `row` at positions [start, start + m) and returns the logits of the last
+   * `lastRows` of them (default all m), [lastRows·vocabSize] row-major (row i of m predicts position
+   * start + i + 1; only those rows go through the LM head and the download): speculative decoding's verification
+   * pass (the target scores a draft's K tokens and the last accepted one in one pass) and the draft's own
+   * steps (speculative.ts). Each token attends to the cached positions 0..start−1 and to the tokens before
+   * it; their keys and values are written into the cache at their positions. Rolling a sequence back to
+   * `length` tokens is passing start = length next time: positions ≥ start + m are never read (stale
+   * values there are overwritten before any query sees them). Per layer, the keys and values of positions
+   * < start + m are gathered into a contiguous [Hkv, start + m, d] copy (embedTokens as a row gather) for
+   * the fused attention op, whose causal mask is aligned to the last key (query i sees keys ≤ start + i):
+   * 2·Hkv·(start + m)·d values copied per layer on top of what attention reads. Independent of start() /
+   * decode(): the caller tracks the sequence's length; not captured (shapes vary).
+   */
+  extend(row: number, start: number, tokens: readonly number[], lastRows = tokens.length): Float32Array {
+    const V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    return this.extendRun(row, start, tokens, lastRows, (logits) => {
+      const all = this.backend.download(logits) as Float32Array;
+      if (Vp === V) return all;
+      const out = new Float32Array(lastRows * V);
+      for (let i = 0; i < lastRows; i++) out.set(all.subarray(i * Vp, i * Vp + V), i * V);
+      return out;
+    });
+  }
+
+  /**
+   * extend() for greedy verification, with the picks made on the device: the argmax of each of the last
+   * `lastRows` rows of logits (no repetition penalty; the lowest index wins a tie), by sampleTokens run over
+   * those rows as if each were a sequence, so lastRows ints cross PCIe instead of lastRows·V floats.
+   */
+  extendGreedy(row: number, start: number, tokens: readonly number[], lastRows = tokens.length): number[] {
+    return this.extendRun(row, start, tokens, lastRows, (logits, temp) => {
+      const b = this.backend, n = lastRows;
+      const tensor = (shape: number[], dtype: 'f32' | 'i32', values: Float32Array | Int32Array) => { const t = temp(shape, dtype); b.upload(t, values); return t; };
+      // Greedy rows: (T = 0, top-k 0, top-p 1, ρ = 1); each row reads position 0 and writes its pick to history[r, 1].
+      const params = new Float32Array(4 * n);
+      for (let r = 0; r < n; r++) params.set([0, 0, 1, 1], 4 * r);
+      const history = tensor([n, 2], 'i32', new Int32Array(2 * n));
+      b.sampleTokens({
+        logits, classes: this.model.vocabSize, params: tensor([n, 4], 'f32', params), seeds: tensor([n, 2], 'i32', new Int32Array(2 * n)),
+        positions: tensor([n], 'i32', new Int32Array(n)), history, tokens: tensor([n], 'i32', new Int32Array(n)), finished: tensor([n], 'i32', new Int32Array(n)),
+        limits: tensor([n], 'i32', new Int32Array(n).fill(2)), stopIds: tensor([MAX_STOP_IDS], 'i32', new Int32Array(MAX_STOP_IDS).fill(-1)),
+      });
+      const picks = b.download(history) as Int32Array;
+      return Array.from({ length: n }, (_, r) => picks[2 * r + 1]!);
+    });
+  }
+
+  /** The pass of extend(): runs the tokens, then `read(logits of the last rows, temp)` before the temporaries are freed. */
+  private extendRun<R>(row: number, start: number, tokens: readonly number[], lastRows: number, read: (logits: Tensor, temp: (shape: number[], dtype: 'f32' | 'i32') => Tensor) => R): R {
+    this.checkAlive();
+    const m = tokens.length, arch = this.model.arch, V = this.model.vocabSize, Vp = arch.paddedVocab, L = this.maxLen;
+    if (!Number.isInteger(row) || row < 0 || row >= this.maxBatch) throw new ArgumentError(`engine: extend of sequence ${row}; the cache holds sequences 0..${this.maxBatch - 1}`);
+    if (m < 1 || m > this.maxPrefillTokens) throw new ArgumentError(`engine: extend takes 1 to maxPrefillTokens = ${this.maxPrefillTokens} tokens, got ${m}`);
+    if (!Number.isInteger(start) || start < 0 || start + m > L) throw new ArgumentError(`engine: extend writes positions ${start}..${start + m - 1}; the cache holds positions 0..${L - 1}`);
+    tokens.forEach((t, j) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`engine: token ${t} at index ${j} of extend is outside the vocabulary [0, ${V})`); });
+    if (!Number.isInteger(lastRows) || lastRows < 1 || lastRows > m) throw new ArgumentError(`engine: extend returns 1 to ${m} rows of logits, asked for ${lastRows}`);
+    const b = this.backend, mdl = this.model, f = this.forward, cache = this.cache;
+    const { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
+    const Lk = start + m;
+    const io = this.prefillIo;
+    const tokensView = b.view(io.tokens, 0, [m]), positionsView = b.view(io.positions, 0, [m]);
+    b.upload(tokensView, tokens);
+    b.upload(positionsView, Array.from({ length: m }, (_, i) => start + i));
+    const temporaries: Tensor[] = [];
+    const temp = (shape: number[], dtype: 'f32' | 'i32' | typeof mdl.dtype) => { const t = b.empty(shape, dtype); temporaries.push(t); return t; };
+    try {
+      const gather = temp([Hkv * Lk], 'i32');
+      const rows = new Int32Array(Hkv * Lk);
+      for (let h = 0; h < Hkv; h++) for (let j = 0; j < Lk; j++) rows[h * Lk + j] = h * L + j;
+      b.upload(gather, rows);
+      const kAll = temp([1, Hkv, Lk, d], mdl.dtype), vAll = temp([1, Hkv, Lk, d], mdl.dtype);
+      const context = temp([1, Hq, m, d], mdl.dtype), lse = temp([1, Hq, m], 'f32'), logits = temp([lastRows, Vp], mdl.dtype);
+      const kRows = b.view(kAll, 0, [Hkv * Lk, d]), vRows = b.view(vAll, 0, [Hkv * Lk, d]);
+      const v = f.rows(m);
+      const q4 = b.view(v.q, 0, [1, Hq, m, d]), merged = b.view(v.attn, 0, [1, m, Hq, d]);
+      const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
+      const scale = 1 / Math.sqrt(d);
+      f.embed(b, v, tokensView, positionsView);
+      f.blocks(b, v, (l) => {
+        const kCache = cache.keys(l, row, 1), vCache = cache.values(l, row, 1), bias = mdl.layers[l]!.qkvBias;
+        b.qkvRopeAppend({ qkv: v.qkv, positions: positionsView, q: q4, kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
+        b.embedTokens({ tokens: gather, tokenTable: b.view(kCache, 0, [Hkv * L, d]), out: kRows });
+        b.embedTokens({ tokens: gather, tokenTable: b.view(vCache, 0, [Hkv * L, d]), out: vRows });
+        b.flashAttentionForward({ q: q4, k: kAll, v: vAll, out: context, lse, scale, causal: true });
+        b.permute0213({ x: context, out: merged });
+        return v.attn;
+      });
+      f.lmHead(b, lastRows === m ? v.h : b.view(v.h, (m - lastRows) * arch.hidden, [lastRows, arch.hidden]), logits);
+      return read(logits, temp);
+    } finally {
+      for (const t of temporaries) b.free(t);
     }
   }
 

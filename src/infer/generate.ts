@@ -16,6 +16,8 @@ import type { DecoderModel } from './model.js';
 import { resolveSampling } from './sampling.js';
 import type { SamplingOptions } from './sampling.js';
 import { StopStringMatcher } from './stop-strings.js';
+import { speculativeGenerate } from './speculative.js';
+import type { SpeculativeSettings } from './speculative.js';
 
 export interface GenerateOptions extends SamplingOptions {
   /** New tokens at most (default: generation_config.json's max_new_tokens, else 256). */
@@ -28,6 +30,8 @@ export interface GenerateOptions extends SamplingOptions {
   readonly engine?: DecodeEngine;
   /** Options for the engine made when none is given. */
   readonly engineOptions?: Partial<EngineOptions>;
+  /** Decode speculatively with a draft model (generate() and generateText() only; speculative.ts). */
+  readonly speculative?: SpeculativeSettings;
 }
 
 export interface TextGenerateOptions extends GenerateOptions {
@@ -69,6 +73,10 @@ function* chunkSizes(syncEvery: number | undefined): Generator<number> {
 
 /** The new tokens of one sequence, as they are generated (the stop token, if one ended it, included). */
 export async function* generate(model: DecoderModel, promptTokens: readonly number[], options: GenerateOptions = {}): AsyncGenerator<number, void, undefined> {
+  if (options.speculative) {
+    yield* speculativeGenerate(model, promptTokens, { ...options, speculative: options.speculative });
+    return;
+  }
   const { requests, maxNewTokens } = requestsFor(model, [promptTokens], options);
   if (maxNewTokens === 0) return;
   const { engine, owned } = engineFor(model, [promptTokens], maxNewTokens, options);
@@ -91,6 +99,7 @@ export async function* generate(model: DecoderModel, promptTokens: readonly numb
 /** Every sequence's new tokens (stop tokens included), generated as one batch. */
 export async function generateBatch(model: DecoderModel, prompts: readonly (readonly number[])[], options: GenerateOptions = {}): Promise<number[][]> {
   if (prompts.length === 0) return [];
+  if (options.speculative) throw new ArgumentError('speculative decoding runs one sequence: use generate() (generateBatch() decodes batches without a draft)');
   const { requests, maxNewTokens } = requestsFor(model, prompts, options);
   if (maxNewTokens === 0) return prompts.map(() => []);
   const { engine, owned } = engineFor(model, prompts, maxNewTokens, options);

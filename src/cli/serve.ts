@@ -1,0 +1,86 @@
+// `fuseformer serve`: an OpenAI-compatible HTTP server (src/serve/) for a Hugging Face GPT-2 or Llama
+// model directory, with continuous batching, a paged KV cache and prefix caching. Ctrl-C (SIGINT) or
+// SIGTERM shuts it down gracefully.
+
+import { existsSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { loadDecoderModel } from '../infer/model.js';
+import { loadTokenizer } from '../io/tokenizer.js';
+import { ServingEngine } from '../serve/engine.js';
+import { InferenceServer } from '../serve/server.js';
+
+export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
+
+  --model DIR              a Hugging Face GPT-2 or Llama directory (config.json, safetensors, tokenizer.json)
+  --host HOST              address to listen on (default 127.0.0.1)
+  --port N                 port (default 8000; 0 = any free port, printed)
+  --served-name NAME       the model name clients use (default: the directory's name)
+  --max-len N              context window: prompt + completion positions (default: the model's)
+  --max-running N          requests decoded together at most (default 16)
+  --max-batch-tokens N     positions per engine step: prompt chunks + decode tokens (default 256)
+  --block-size N           positions per KV cache block (default 16)
+  --kv-blocks N            blocks in the KV pool (default: max-running full-length requests)
+  --no-prefix-caching      do not share KV blocks between requests with a common prompt prefix
+  --max-queue N            requests queued or running at most; more get 429 (default 256)
+  --max-body-bytes N       request body limit (default 1048576)
+  --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
+  --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
+`;
+
+function integer(name: string, value: string | undefined, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  const x = Number(value);
+  if (value.trim() === '' || !Number.isSafeInteger(x) || x < min) throw new ArgumentError(`--${name} must be an integer >= ${min}, got '${value}'`);
+  return x;
+}
+
+export async function runServe(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: {
+      model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
+      'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
+      'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
+      dtype: { type: 'string' }, backend: { type: 'string' },
+    },
+  });
+  const dir = values.model;
+  if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
+  if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
+  if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode prompts and decode the output)`);
+  const dtype = values.dtype as FloatDType | undefined;
+  if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
+  const port = integer('port', values.port, 0) ?? 8000;
+  if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
+  const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
+  const engineOptions = {
+    ...(opt('max-len', 2) !== undefined ? { maxLen: opt('max-len', 2)! } : {}), ...(opt('max-running') !== undefined ? { maxRunning: opt('max-running')! } : {}),
+    ...(opt('max-batch-tokens') !== undefined ? { maxBatchTokens: opt('max-batch-tokens')! } : {}), ...(opt('block-size') !== undefined ? { blockSize: opt('block-size')! } : {}),
+    ...(opt('kv-blocks') !== undefined ? { numBlocks: opt('kv-blocks')! } : {}), prefixCaching: !values['no-prefix-caching'],
+  };
+
+  const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
+  const { model } = loadDecoderModel(dir, backend, dtype ? { dtype } : {});
+  const tokenizer = loadTokenizer(dir);
+  const engine = new ServingEngine(model, engineOptions);
+  const server = new InferenceServer(engine, tokenizer, {
+    modelName: values['served-name'] ?? basename(resolve(dir)),
+    ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
+  });
+  const address = await server.listen(port, values.host ?? '127.0.0.1');
+  process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${backend.description}; `
+    + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}; listening on http://${address.address}:${address.port}\n`);
+  await new Promise<void>((resolveSignal) => {
+    const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing running requests)\n'); resolveSignal(); };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  await server.close();
+  engine.dispose();
+  model.free();
+  return 0;
+}

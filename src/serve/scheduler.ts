@@ -1,0 +1,181 @@
+// Iteration-level scheduling (vLLM v1's scheduler, in small): each step's only output is
+// {request: tokens this step}, which covers a prompt chunk (chunked prefill), a whole prompt, a recompute
+// after preemption and a single decode token alike.
+//
+// A request holds tokens = prompt + generated so far and numComputed, the positions whose keys and values
+// are in its blocks. It needs tokens.length − numComputed more positions computed before it can sample
+// (1 while decoding). Per step, under a budget of maxBatchTokens positions:
+//   1. running requests, oldest first, get min(needed, budget left) positions; their block tables grow to
+//      cover them. When the pool runs dry, the newest running request is preempted — its blocks are
+//      released, numComputed goes back to 0, and it waits at the head of the queue to be recomputed
+//      (its full blocks stay hashed, so the recompute mostly hits the prefix cache). Nothing is dropped.
+//   2. if nothing was preempted, waiting requests are admitted in arrival order while the budget, the
+//      running limit and the pool allow: first the longest run of its full blocks found in the prefix
+//      cache (never the last prompt token: the step must compute it to get logits), then a chunk.
+// After the step ran, complete() advances numComputed and registers the hashes of blocks that became
+// full, so later requests can share them.
+
+import { ArgumentError } from '../errors.js';
+import { BlockPool, blockHashes } from './block-pool.js';
+
+export interface SchedulerOptions {
+  /** Positions computed per step at most (prompt chunks + decode tokens). */
+  readonly maxBatchTokens: number;
+  /** Requests running (holding blocks) at once at most. */
+  readonly maxRunning: number;
+  /** Share full blocks between requests with the same prefix (default true). */
+  readonly prefixCaching?: boolean;
+}
+
+export class SchedRequest {
+  /** Positions whose keys and values are in the blocks. */
+  numComputed = 0;
+  readonly blockTable: number[] = [];
+  /** Chain hashes of this request's full blocks registered so far (blockTable[i] ↔ hashes[i]). */
+  hashes: string[] = [];
+  state: 'waiting' | 'running' | 'finished' = 'waiting';
+  /** Times this request was preempted. */
+  preemptions = 0;
+
+  constructor(readonly id: string, readonly tokens: number[], readonly arrival: number) {}
+
+  get needed(): number { return this.tokens.length - this.numComputed; }
+}
+
+export interface ScheduledItem {
+  readonly request: SchedRequest;
+  /** First position computed this step. */
+  readonly start: number;
+  readonly count: number;
+  /** Whether the step computes the request's last token, so a new token is sampled from its logits. */
+  readonly samples: boolean;
+}
+
+export interface StepPlan {
+  readonly items: ScheduledItem[];
+  /** Requests admitted this step, with the positions found in the prefix cache (their blocks' data must be gathered). */
+  readonly admitted: { request: SchedRequest; cachedPositions: number }[];
+  readonly preempted: SchedRequest[];
+}
+
+export interface NewlyFullBlock { readonly request: SchedRequest; readonly index: number; readonly block: number }
+
+export class Scheduler {
+  readonly waiting: SchedRequest[] = [];
+  readonly running: SchedRequest[] = [];
+  private readonly prefixCaching: boolean;
+  private arrivals = 0;
+
+  constructor(readonly pool: BlockPool, readonly options: SchedulerOptions) {
+    if (!Number.isInteger(options.maxBatchTokens) || options.maxBatchTokens < 1) throw new ArgumentError(`scheduler: maxBatchTokens must be a positive integer, got ${options.maxBatchTokens}`);
+    if (!Number.isInteger(options.maxRunning) || options.maxRunning < 1) throw new ArgumentError(`scheduler: maxRunning must be a positive integer, got ${options.maxRunning}`);
+    this.prefixCaching = options.prefixCaching ?? true;
+  }
+
+  get hasWork(): boolean { return this.waiting.length > 0 || this.running.length > 0; }
+
+  add(id: string, tokens: number[]): SchedRequest {
+    if (tokens.length < 1) throw new ArgumentError(`scheduler: request ${id} has no tokens`);
+    const r = new SchedRequest(id, tokens, this.arrivals++);
+    this.waiting.push(r);
+    return r;
+  }
+
+  /** Takes a request out (finished or cancelled): its blocks are released at once. */
+  remove(r: SchedRequest): void {
+    const w = this.waiting.indexOf(r);
+    if (w >= 0) this.waiting.splice(w, 1);
+    const i = this.running.indexOf(r);
+    if (i >= 0) this.running.splice(i, 1);
+    this.releaseBlocks(r);
+    r.state = 'finished';
+  }
+
+  schedule(): StepPlan {
+    const items: ScheduledItem[] = [], preempted: SchedRequest[] = [], admitted: StepPlan['admitted'] = [];
+    let budget = this.options.maxBatchTokens;
+    for (let i = 0; i < this.running.length && budget > 0; i++) {
+      const r = this.running[i]!;
+      const count = Math.min(r.needed, budget);
+      if (count <= 0) continue;
+      let ok = this.grow(r, r.numComputed + count);
+      while (!ok) {
+        const victim = this.running[this.running.length - 1]!;
+        this.preempt(victim);
+        preempted.push(victim);
+        if (victim === r) break;
+        ok = this.grow(r, r.numComputed + count);
+      }
+      if (!ok) break; // r itself was the newest and was preempted: everything after it is gone too
+      items.push({ request: r, start: r.numComputed, count, samples: r.numComputed + count === r.tokens.length });
+      budget -= count;
+    }
+    while (preempted.length === 0 && budget > 0 && this.waiting.length > 0 && this.running.length < this.options.maxRunning) {
+      const r = this.waiting[0]!;
+      const bs = this.pool.blockSize;
+      const cached = this.prefixCaching ? this.pool.takePrefix(blockHashes(r.tokens, bs, Math.floor((r.tokens.length - 1) / bs))) : [];
+      r.blockTable.push(...cached);
+      r.hashes = cached.map((b) => this.pool.hashOf(b)!);
+      r.numComputed = cached.length * bs;
+      const count = Math.min(r.needed, budget);
+      if (!this.grow(r, r.numComputed + count)) {
+        this.releaseBlocks(r);
+        break;
+      }
+      this.waiting.shift();
+      r.state = 'running';
+      this.running.push(r);
+      admitted.push({ request: r, cachedPositions: r.numComputed });
+      items.push({ request: r, start: r.numComputed, count, samples: r.numComputed + count === r.tokens.length });
+      budget -= count;
+    }
+    return { items, admitted, preempted };
+  }
+
+  /** After the step ran: advances numComputed and registers the blocks that became full (those the caller must store). */
+  complete(items: readonly ScheduledItem[]): NewlyFullBlock[] {
+    const full: NewlyFullBlock[] = [];
+    const bs = this.pool.blockSize;
+    for (const { request: r, count } of items) {
+      if (r.state !== 'running') continue;
+      r.numComputed += count;
+      const nFull = Math.floor(r.numComputed / bs);
+      if (nFull > r.hashes.length) {
+        const chain = blockHashes(r.tokens, bs, nFull);
+        for (let i = r.hashes.length; i < nFull; i++) {
+          const block = r.blockTable[i]!;
+          r.hashes.push(chain[i]!);
+          if (this.prefixCaching && this.pool.hashOf(block) === null && this.pool.register(block, chain[i]!)) full.push({ request: r, index: i, block });
+        }
+      }
+    }
+    return full;
+  }
+
+  private grow(r: SchedRequest, positions: number): boolean {
+    const need = Math.ceil(positions / this.pool.blockSize) - r.blockTable.length;
+    if (need <= 0) return true;
+    const blocks = this.pool.allocate(need);
+    if (!blocks) return false;
+    r.blockTable.push(...blocks);
+    return true;
+  }
+
+  private preempt(r: SchedRequest): void {
+    this.running.splice(this.running.indexOf(r), 1);
+    this.releaseBlocks(r);
+    r.state = 'waiting';
+    r.preemptions++;
+    // Back into the queue by arrival order (ahead of every later arrival).
+    let at = 0;
+    while (at < this.waiting.length && this.waiting[at]!.arrival < r.arrival) at++;
+    this.waiting.splice(at, 0, r);
+  }
+
+  private releaseBlocks(r: SchedRequest): void {
+    this.pool.release(r.blockTable);
+    r.blockTable.length = 0;
+    r.hashes = [];
+    r.numComputed = 0;
+  }
+}

@@ -1,0 +1,371 @@
+// The OpenAI-compatible HTTP server on node:http, with one engine loop feeding every request.
+//   POST /v1/completions, /v1/chat/completions   JSON, or SSE with stream: true ("data: {chunk}\n\n" … "data: [DONE]")
+//   GET  /v1/models, /health, /metrics (Prometheus text)
+// Limits: body size (413), prompt + max_tokens within the context window and max_tokens within its limit
+// (400, code context_length_exceeded), requests in the engine (429 when the queue is full), 503 while
+// shutting down. A client that goes away has its request cancelled at once (engine.cancel frees its KV
+// blocks). close() is graceful: stop accepting, let running requests finish (up to a timeout, then
+// cancel them), stop the loop.
+//
+// Text: generated ids pass through a TokenStreamDecoder (whole characters only, special tokens dropped)
+// and a StopStringMatcher (text that may start a stop string is held back; a match ends the request with
+// finish_reason "stop", the stop string not included).
+
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { defaultStopTokenIds } from '../infer/generate.js';
+import { resolveSampling } from '../infer/sampling.js';
+import { StopStringMatcher } from '../infer/stop-strings.js';
+import type { Tokenizer } from '../io/tokenizer.js';
+import { TokenStreamDecoder } from '../io/token-stream-decoder.js';
+import { ChatTemplate } from './chat-template.js';
+import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
+import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
+import { ApiError, parseChatBody, parseCompletionBody } from './validation.js';
+import type { CommonParams } from './validation.js';
+
+export interface ServerOptions {
+  /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
+  readonly modelName?: string;
+  /** Request bodies larger than this are refused with 413 (default 1 MiB). */
+  readonly maxBodyBytes?: number;
+  /** Requests in the engine (waiting + running) at most; more get 429 (default 256). */
+  readonly maxQueue?: number;
+  /** max_tokens at most (default: the context window − 1). */
+  readonly maxTokensLimit?: number;
+  /** How long close() lets running requests finish before cancelling them (default 30 s). */
+  readonly shutdownTimeoutMs?: number;
+}
+
+type Kind = 'completion' | 'chat';
+
+interface Active {
+  readonly engineId: string;
+  fail: (error: ApiError) => void;
+}
+
+export class InferenceServer {
+  readonly modelName: string;
+  private readonly http: Server;
+  private readonly chat: ChatTemplate;
+  private readonly maxBodyBytes: number;
+  private readonly maxQueue: number;
+  private readonly maxTokensLimit: number;
+  private readonly shutdownTimeoutMs: number;
+  private readonly stopTokenIds: readonly number[];
+  private readonly active = new Set<Active>();
+  private draining = false;
+  private loopStopped = false;
+  private wake: (() => void) | null = null;
+  private loopDone: Promise<void> = Promise.resolve();
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly metrics = {
+    requests: new LabeledCounter('fuseformer_requests_total', 'HTTP requests by endpoint and status code'),
+    finished: new LabeledCounter('fuseformer_requests_finished_total', 'Generation requests by how they ended (stop, length, cancelled, error)'),
+    promptTokens: new LabeledCounter('fuseformer_prompt_tokens_total', 'Prompt tokens of accepted requests'),
+    generatedTokens: new LabeledCounter('fuseformer_generation_tokens_total', 'Tokens generated'),
+    ttft: new Histogram('fuseformer_time_to_first_token_seconds', 'Time from a request\'s arrival to its first generated token', LATENCY_BUCKETS),
+    itl: new Histogram('fuseformer_inter_token_latency_seconds', 'Time between consecutive generated tokens of a request', LATENCY_BUCKETS),
+    e2e: new Histogram('fuseformer_request_latency_seconds', 'Time from a request\'s arrival to its last token', LATENCY_BUCKETS),
+  };
+
+  constructor(readonly engine: ServingEngine, readonly tokenizer: Tokenizer, options: ServerOptions = {}) {
+    this.modelName = options.modelName ?? 'fuseformer';
+    this.maxBodyBytes = options.maxBodyBytes ?? 1 << 20;
+    this.maxQueue = options.maxQueue ?? 256;
+    this.maxTokensLimit = options.maxTokensLimit ?? engine.maxLen - 1;
+    this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
+    this.stopTokenIds = defaultStopTokenIds(engine.model);
+    this.chat = new ChatTemplate(tokenizer);
+    this.http = createServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, internal(error))); });
+    // Idle keep-alive sockets are closed by the client first (undici: 4 s) rather than raced by the server
+    // closing one just as a client reuses it; headersTimeout must exceed keepAliveTimeout.
+    this.http.keepAliveTimeout = 65_000;
+    this.http.headersTimeout = 66_000;
+  }
+
+  /** Starts listening and the engine loop; resolves with the bound address. */
+  async listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
+    this.loopDone = this.loop();
+    await new Promise<void>((resolve, reject) => {
+      this.http.once('error', reject);
+      this.http.listen(port, host, () => { this.http.off('error', reject); resolve(); });
+    });
+    return this.http.address() as AddressInfo;
+  }
+
+  /** Graceful shutdown: refuse new work, let running requests finish (or cancel them at the timeout), stop the loop. */
+  async close(): Promise<void> {
+    if (this.draining) return this.loopDone;
+    this.draining = true;
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    this.http.closeIdleConnections();
+    const deadline = Date.now() + this.shutdownTimeoutMs;
+    while (this.engine.hasWork && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    for (const a of [...this.active]) a.fail(new ApiError(503, 'the server is shutting down', 'server_error'));
+    this.loopStopped = true;
+    this.wake?.();
+    await this.loopDone;
+    this.http.closeAllConnections();
+    await closed;
+  }
+
+  metricsText(): string {
+    const s = this.engine.stats(), m = this.metrics;
+    return [
+      m.requests.text(), m.finished.text(), m.promptTokens.text(), m.generatedTokens.text(),
+      gauge('fuseformer_queue_depth', 'Requests waiting to be scheduled', s.waiting),
+      gauge('fuseformer_running_requests', 'Requests holding KV blocks', s.running),
+      gauge('fuseformer_kv_blocks_used', 'KV cache blocks in use', s.blocksUsed),
+      gauge('fuseformer_kv_blocks_total', 'KV cache blocks in the pool', s.blocksTotal),
+      gauge('fuseformer_kv_usage_ratio', 'Fraction of KV cache blocks in use', s.blocksUsed / s.blocksTotal),
+      gauge('fuseformer_prefix_cache_queries_total', 'Full prompt blocks looked up in the prefix cache', s.prefixQueried, 'counter'),
+      gauge('fuseformer_prefix_cache_hits_total', 'Full prompt blocks found in the prefix cache', s.prefixHits, 'counter'),
+      gauge('fuseformer_prefix_cache_hit_rate', 'Prefix cache hits / queries since start', s.prefixQueried > 0 ? s.prefixHits / s.prefixQueried : 0),
+      gauge('fuseformer_preemptions_total', 'Requests preempted (to be recomputed) when KV blocks ran out', s.preemptions, 'counter'),
+      gauge('fuseformer_engine_steps_total', 'Engine iterations run', s.steps, 'counter'),
+      m.ttft.text(), m.itl.text(), m.e2e.text(), '',
+    ].join('\n');
+  }
+
+  // --- the engine loop ------------------------------------------------------------------------------
+
+  private async loop(): Promise<void> {
+    while (!this.loopStopped) {
+      if (!this.engine.hasWork) {
+        await new Promise<void>((resolve) => { this.wake = resolve; });
+        this.wake = null;
+        continue;
+      }
+      try {
+        this.engine.step();
+      } catch (error) {
+        const failure = new ApiError(500, `the engine failed: ${(error as Error).message}`, 'server_error');
+        for (const a of [...this.active]) a.fail(failure);
+      }
+      // Let the event loop deliver new requests, disconnects and socket writes between steps.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  // --- routing --------------------------------------------------------------------------------------
+
+  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/v1/completions' || path === '/v1/chat/completions') {
+      if (req.method !== 'POST') throw new ApiError(405, `${path} takes POST, got ${req.method}`);
+      return this.generate(path === '/v1/completions' ? 'completion' : 'chat', req, res);
+    }
+    if (req.method !== 'GET') throw new ApiError(path === '/v1/models' || path === '/health' || path === '/metrics' ? 405 : 404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
+    if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
+    if (path === '/v1/models') {
+      return this.send(res, req, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.engine.maxLen }] });
+    }
+    if (path === '/metrics') {
+      this.metrics.requests.inc({ endpoint: path, status: '200' });
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(this.metricsText());
+      return;
+    }
+    throw new ApiError(404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
+  }
+
+  private send(res: ServerResponse, req: IncomingMessage, status: number, body: unknown): void {
+    this.metrics.requests.inc({ endpoint: (req.url ?? '/').split('?')[0]!, status: String(status) });
+    if (res.headersSent || res.destroyed) return;
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  }
+
+  private sendError(res: ServerResponse, req: IncomingMessage, error: ApiError): void {
+    if (res.headersSent) {
+      // A stream already under way: the error as a last event (as OpenAI does), then the end.
+      if (!res.destroyed) res.end(`data: ${JSON.stringify(error.body())}\n\n`);
+      return;
+    }
+    this.send(res, req, error.status, error.body());
+  }
+
+  private readBody(req: IncomingMessage): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const declared = Number(req.headers['content-length'] ?? 0);
+      if (declared > this.maxBodyBytes) { reject(new ApiError(413, `the request body has ${declared} bytes; the limit is ${this.maxBodyBytes}`)); req.resume(); return; }
+      const chunks: Buffer[] = [];
+      let size = 0, failed = false;
+      req.on('data', (c: Buffer) => {
+        if (failed) return;
+        size += c.length;
+        if (size > this.maxBodyBytes) { failed = true; reject(new ApiError(413, `the request body exceeds the limit of ${this.maxBodyBytes} bytes`)); return; }
+        chunks.push(c);
+      });
+      req.on('error', (e) => { if (!failed) { failed = true; reject(new ApiError(400, `reading the request body failed: ${e.message}`)); } });
+      req.on('end', () => {
+        if (failed) return;
+        const text = Buffer.concat(chunks).toString('utf8');
+        try {
+          resolve(JSON.parse(text));
+        } catch (e) {
+          reject(new ApiError(400, `the request body is not valid JSON: ${(e as Error).message}`));
+        }
+      });
+    });
+  }
+
+  // --- generation -----------------------------------------------------------------------------------
+
+  private async generate(kind: Kind, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const arrival = performance.now();
+    if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
+    const raw = await this.readBody(req);
+    const params = kind === 'completion' ? parseCompletionBody(raw) : parseChatBody(raw);
+    if (params.model !== undefined && params.model !== this.modelName) {
+      throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
+    }
+    const prompt = kind === 'chat' ? this.chat.encode((params as ReturnType<typeof parseChatBody>).messages) : this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
+    const window = this.engine.maxLen, n = prompt.length;
+    if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
+    const maxTokens = params.maxTokens ?? Math.min(this.maxTokensLimit, window - n);
+    if (n + maxTokens > window || maxTokens < 1) {
+      throw new ApiError(400, `this model's maximum context length is ${window} tokens; the request asks for ${n + Math.max(maxTokens, 1)} (${n} in the prompt, ${Math.max(maxTokens, 1)} for the completion)`, 'invalid_request_error', kind === 'chat' ? 'messages' : 'prompt', 'context_length_exceeded');
+    }
+    const s = this.engine.stats();
+    if (s.waiting + s.running >= this.maxQueue) throw new ApiError(429, `the server is busy: ${s.waiting + s.running} requests queued or running (limit ${this.maxQueue}); retry later`, 'rate_limit_error', null, 'queue_full');
+    const sampling = resolveSampling({
+      ...(params.temperature !== undefined ? { temperature: params.temperature } : {}), ...(params.topP !== undefined ? { topP: params.topP } : {}),
+      ...(params.topK !== undefined ? { topK: params.topK } : {}), seed: params.seed ?? Math.floor(Math.random() * 2 ** 48),
+    }, this.engine.model.generation);
+    this.metrics.promptTokens.inc({}, n);
+    await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival);
+  }
+
+  private promptIds(prompt: string | number[]): number[] {
+    if (typeof prompt === 'string') return this.tokenizer.encode(prompt);
+    const V = this.engine.model.vocabSize;
+    const badId = prompt.find((t) => t >= V);
+    if (badId !== undefined) throw new ApiError(400, `'prompt' holds token id ${badId}; the vocabulary has ${V} ids`, 'invalid_request_error', 'prompt');
+    return prompt;
+  }
+
+  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, sampling: ReturnType<typeof resolveSampling>, arrival: number): Promise<void> {
+    const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
+    const decoder = new TokenStreamDecoder(this.tokenizer, { skipSpecialTokens: true });
+    const stops = new StopStringMatcher(params.stop);
+    const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
+    const object = kind === 'chat' ? (params.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';
+    let text = '', generated = 0, lastTokenAt = 0, finished = false;
+    const logprobs: { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[] = [];
+    const tokenText = (t: number) => this.tokenizer.decode([t]);
+
+    const chunk = (piece: string, finish: string | null, lp: typeof logprobs) => {
+      const choice = kind === 'chat'
+        ? { index: 0, delta: piece === '' && finish !== null ? {} : { content: piece }, logprobs: params.logprobs ? chatLogprobs(lp) : null, finish_reason: finish }
+        : { index: 0, text: piece, logprobs: params.logprobs ? completionLogprobs(lp) : null, finish_reason: finish };
+      return { id, object, created, model: this.modelName, choices: [choice] };
+    };
+    const usage = () => ({ prompt_tokens: prompt.length, completion_tokens: generated, total_tokens: prompt.length + generated });
+    const write = (body: unknown) => { if (!res.destroyed) res.write(`data: ${JSON.stringify(body)}\n\n`); };
+
+    return new Promise<void>((resolve) => {
+      let pendingLogprobs: typeof logprobs = [];
+      const emit = (piece: string) => {
+        if (piece === '' && pendingLogprobs.length === 0) return;
+        text += piece;
+        if (params.stream && (piece !== '' || params.logprobs)) { write(chunk(piece, null, pendingLogprobs)); pendingLogprobs = []; }
+      };
+      const active: Active = {
+        engineId: '',
+        fail: (error) => {
+          if (finished) return;
+          finished = true;
+          this.active.delete(active);
+          this.engine.cancel(active.engineId);
+          this.metrics.finished.inc({ reason: 'error' });
+          this.sendError(res, req, error);
+          resolve();
+        },
+      };
+      const finish = (reason: FinishReason) => {
+        if (finished) return;
+        finished = true;
+        this.active.delete(active);
+        if (reason === 'cancelled') { this.metrics.finished.inc({ reason: 'cancelled' }); resolve(); return; }
+        if (!stops.done) emit(stops.push(decoder.flush()).text + stops.flush());
+        this.metrics.finished.inc({ reason });
+        this.metrics.e2e.observe((performance.now() - arrival) / 1000);
+        const finishReason = stops.done ? 'stop' : reason;
+        if (params.stream) {
+          write(chunk('', finishReason, []));
+          if (params.includeUsage) write({ id, object, created, model: this.modelName, choices: [], usage: usage() });
+          this.metrics.requests.inc({ endpoint: path, status: '200' });
+          if (!res.destroyed) res.end('data: [DONE]\n\n');
+        } else {
+          const lp = params.logprobs ? (kind === 'chat' ? chatLogprobs(logprobs) : completionLogprobs(logprobs)) : null;
+          const choice = kind === 'chat'
+            ? { index: 0, message: { role: 'assistant', content: text }, logprobs: lp, finish_reason: finishReason }
+            : { index: 0, text, logprobs: lp, finish_reason: finishReason };
+          this.send(res, req, 200, { id, object, created, model: this.modelName, choices: [choice], usage: usage() });
+        }
+        resolve();
+      };
+      const onToken = (e: TokenEvent) => {
+        const now = performance.now();
+        if (generated === 0) this.metrics.ttft.observe((now - arrival) / 1000);
+        else this.metrics.itl.observe((now - lastTokenAt) / 1000);
+        lastTokenAt = now;
+        generated++;
+        this.metrics.generatedTokens.inc();
+        if (stops.done) return;
+        if (e.logprob !== undefined) {
+          const entry = { token: tokenText(e.token), logprob: e.logprob, top: (e.top ?? []).slice(0, params.topLogprobs).map((t) => ({ token: tokenText(t.token), logprob: t.logprob })), offset: text.length };
+          logprobs.push(entry);
+          pendingLogprobs.push(entry);
+        }
+        const piece = e.token < this.tokenizer.vocabSize ? decoder.push(e.token) : '';
+        const { text: shown, stopped } = stops.push(piece);
+        emit(shown);
+        if (stopped) this.engine.cancel(active.engineId, 'stop');
+      };
+      // Submitted before any header is sent, so that a request the engine refuses still gets a plain error
+      // response (the executor's throw rejects this promise); tokens only arrive from later engine steps.
+      (active as { engineId: string }).engineId = this.engine.submit({
+        prompt, maxTokens, sampling, stopTokenIds: this.stopTokenIds, logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
+        onToken, onFinish: finish,
+      });
+      if (params.stream) {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+        if (kind === 'chat') write({ id, object, created, model: this.modelName, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
+      }
+      this.active.add(active);
+      // The client went away before the answer was complete: cancel, which frees the request's blocks now.
+      res.on('close', () => { if (!finished) this.engine.cancel(active.engineId); });
+      this.wake?.();
+    });
+  }
+}
+
+function internal(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  const name = (error as Error)?.name;
+  if (name === 'ArgumentError' || name === 'TokenizerError') return new ApiError(400, (error as Error).message);
+  return new ApiError(500, `internal error: ${(error as Error)?.message ?? String(error)}`, 'server_error');
+}
+
+function completionLogprobs(lp: readonly { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[]) {
+  return {
+    tokens: lp.map((e) => e.token), token_logprobs: lp.map((e) => e.logprob),
+    top_logprobs: lp.map((e) => {
+      // Keyed by text, as OpenAI's format is: tokens with the same text (partial UTF-8 bytes) keep the most likely.
+      const top: Record<string, number> = {};
+      for (const t of e.top) if (!(t.token in top)) top[t.token] = t.logprob;
+      return top;
+    }),
+    text_offset: lp.map((e) => e.offset),
+  };
+}
+
+function chatLogprobs(lp: readonly { token: string; logprob: number; top: { token: string; logprob: number }[] }[]) {
+  const bytes = (s: string) => [...Buffer.from(s, 'utf8')];
+  return { content: lp.map((e) => ({ token: e.token, logprob: e.logprob, bytes: bytes(e.token), top_logprobs: e.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: bytes(t.token) })) })) };
+}

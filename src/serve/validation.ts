@@ -1,0 +1,128 @@
+// Request bodies of the OpenAI-compatible API, checked field by field. Every problem is an ApiError with
+// the HTTP status and OpenAI's error body: {"error": {"message", "type", "param", "code"}} — the message
+// names the field, the value's kind and what was expected.
+
+import { FuseformerError } from '../errors.js';
+import { MAX_LOGPROBS } from './engine.js';
+
+export class ApiError extends FuseformerError {
+  constructor(readonly status: number, message: string, readonly type = 'invalid_request_error', readonly param: string | null = null, readonly code: string | null = null) {
+    super(message);
+  }
+
+  body(): { error: { message: string; type: string; param: string | null; code: string | null } } {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+export interface ChatMessage { readonly role: string; readonly content: string }
+
+/** The fields both endpoints share, checked (absent fields stay undefined: defaults come later). */
+export interface CommonParams {
+  readonly model?: string;
+  readonly maxTokens?: number;
+  readonly temperature?: number;
+  readonly topP?: number;
+  readonly topK?: number;
+  readonly seed?: number;
+  readonly stop: string[];
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+  /** Top alternatives per token (0 = none); `logprobs` asked at all. */
+  readonly topLogprobs: number;
+  readonly logprobs: boolean;
+}
+
+export interface CompletionParams extends CommonParams { readonly prompt: string | number[] }
+export interface ChatParams extends CommonParams { readonly messages: ChatMessage[] }
+
+const bad = (param: string, message: string) => new ApiError(400, message, 'invalid_request_error', param);
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  if (typeof v === 'string') return `the string ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
+  return `${typeof v} ${String(v)}`;
+}
+
+function body(raw: unknown): Record<string, unknown> {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError(400, `the request body is ${describe(raw)}; expected a JSON object`);
+  return raw as Record<string, unknown>;
+}
+
+function number(o: Record<string, unknown>, key: string, ok: (x: number) => boolean, expected: string): number | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !ok(v)) throw bad(key, `'${key}' is ${describe(v)}; expected ${expected}`);
+  return v;
+}
+
+function boolean(o: Record<string, unknown>, key: string): boolean {
+  const v = o[key];
+  if (v === undefined || v === null) return false;
+  if (typeof v !== 'boolean') throw bad(key, `'${key}' is ${describe(v)}; expected true or false`);
+  return v;
+}
+
+function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 'logprobs'> {
+  const model = o['model'];
+  if (model !== undefined && typeof model !== 'string') throw bad('model', `'model' is ${describe(model)}; expected a string`);
+  const n = number(o, 'n', (x) => x === 1, 'the integer 1 (one choice per request)');
+  void n;
+  const maxTokens = number(o, 'max_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1')
+    ?? number(o, 'max_completion_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
+  const temperature = number(o, 'temperature', (x) => Number.isFinite(x) && x >= 0 && x <= 2, 'a number in [0, 2]');
+  const topP = number(o, 'top_p', (x) => x > 0 && x <= 1, 'a number in (0, 1]');
+  const topKRaw = number(o, 'top_k', (x) => Number.isSafeInteger(x) && x >= -1, 'an integer >= 0 (0 or -1 = off)');
+  const seed = number(o, 'seed', (x) => Number.isSafeInteger(x) && x >= 0, 'a non-negative integer');
+  const stopRaw = o['stop'];
+  let stop: string[] = [];
+  if (typeof stopRaw === 'string') stop = [stopRaw];
+  else if (Array.isArray(stopRaw)) stop = stopRaw as string[];
+  else if (stopRaw !== undefined && stopRaw !== null) throw bad('stop', `'stop' is ${describe(stopRaw)}; expected a string or an array of up to 4 strings`);
+  if (stop.length > 4 || stop.some((s) => typeof s !== 'string' || s.length === 0)) throw bad('stop', `'stop' must hold up to 4 non-empty strings, got ${JSON.stringify(stopRaw).slice(0, 80)}`);
+  const stream = boolean(o, 'stream');
+  const streamOptions = o['stream_options'];
+  if (streamOptions !== undefined && streamOptions !== null && (typeof streamOptions !== 'object' || Array.isArray(streamOptions))) throw bad('stream_options', `'stream_options' is ${describe(streamOptions)}; expected an object`);
+  const includeUsage = streamOptions ? boolean(streamOptions as Record<string, unknown>, 'include_usage') : false;
+  return {
+    ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
+    ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
+    stop, stream, includeUsage,
+  };
+}
+
+export function parseCompletionBody(raw: unknown): CompletionParams {
+  const o = body(raw);
+  const prompt = o['prompt'];
+  let checked: string | number[];
+  if (typeof prompt === 'string') checked = prompt;
+  else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((t) => typeof t === 'number' && Number.isSafeInteger(t) && t >= 0)) checked = prompt as number[];
+  else if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') checked = prompt[0];
+  else throw bad('prompt', `'prompt' is ${describe(prompt)}; expected a string or a non-empty array of token ids (one prompt per request)`);
+  if (checked.length === 0) throw bad('prompt', `'prompt' is empty; give some text`);
+  const topLogprobs = number(o, 'logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
+  return { ...common(o), prompt: checked, logprobs: topLogprobs !== undefined, topLogprobs: topLogprobs ?? 0 };
+}
+
+export function parseChatBody(raw: unknown): ChatParams {
+  const o = body(raw);
+  const messages = o['messages'];
+  if (!Array.isArray(messages) || messages.length === 0) throw bad('messages', `'messages' is ${describe(messages)}; expected a non-empty array of {role, content}`);
+  const checked = messages.map((m: unknown, i): ChatMessage => {
+    if (typeof m !== 'object' || m === null || Array.isArray(m)) throw bad(`messages[${i}]`, `'messages[${i}]' is ${describe(m)}; expected an object {role, content}`);
+    const { role, content } = m as Record<string, unknown>;
+    if (typeof role !== 'string' || !['system', 'developer', 'user', 'assistant', 'tool'].includes(role)) throw bad(`messages[${i}].role`, `'messages[${i}].role' is ${describe(role)}; expected system, developer, user, assistant or tool`);
+    if (typeof content === 'string') return { role, content };
+    if (Array.isArray(content) && content.every((p) => typeof p === 'object' && p !== null && (p as Record<string, unknown>)['type'] === 'text' && typeof (p as Record<string, unknown>)['text'] === 'string')) {
+      return { role, content: (content as { text: string }[]).map((p) => p.text).join('') };
+    }
+    if ((content === null || content === undefined) && role === 'assistant') return { role, content: '' };
+    throw bad(`messages[${i}].content`, `'messages[${i}].content' is ${describe(content)}; expected a string or an array of {type: "text", text} parts`);
+  });
+  const logprobs = boolean(o, 'logprobs');
+  const top = number(o, 'top_logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
+  if (top !== undefined && top > 0 && !logprobs) throw bad('top_logprobs', `'top_logprobs' needs 'logprobs': true`);
+  return { ...common(o), messages: checked, logprobs, topLogprobs: top ?? 0 };
+}

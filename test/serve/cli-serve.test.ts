@@ -1,0 +1,49 @@
+// `fuseformer serve` as a process: it loads a tiny model folder, listens on a free port, answers a
+// completion, refuses bad options with a clear message, and exits 0 on SIGTERM after a graceful shutdown.
+
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, test } from 'node:test';
+import { TINY_GPT2, writeModelFolder } from '../infer/hf-folder.js';
+
+const main = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-cli-serve-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+test('fuseformer serve: bad options are refused by name', () => {
+  const r = spawnSync(process.execPath, [main, 'serve', '--model', join(root, 'missing'), '--backend', 'cpu'], { encoding: 'utf8' });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /--model: '.*missing' has no config.json/);
+  const help = spawnSync(process.execPath, [main, 'serve', '--help'], { encoding: 'utf8' });
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /--max-batch-tokens N/);
+});
+
+test('fuseformer serve: listens, answers, and shuts down gracefully on SIGTERM', async () => {
+  const dir = join(root, 'tiny');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  const child = spawn(process.execPath, [main, 'serve', '--model', dir, '--port', '0', '--backend', 'cpu', '--dtype', 'f32', '--served-name', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(stderr);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
+  const health = await fetch(`${url}/health`);
+  assert.equal(health.status, 200);
+  const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Hi', max_tokens: 5, temperature: 0 }) });
+  assert.equal(r.status, 200);
+  const body = await r.json() as { choices: { text: string; finish_reason: string }[]; usage: { completion_tokens: number } };
+  assert.ok(body.usage.completion_tokens >= 1 && body.usage.completion_tokens <= 5);
+  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  child.kill('SIGTERM');
+  assert.equal(await exit, 0, stderr);
+  assert.match(stderr, /shutting down/);
+});

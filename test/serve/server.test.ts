@@ -1,0 +1,246 @@
+// The HTTP server driven by the official `openai` client (and plain fetch for malformed requests) on
+// the CPU backend with a tiny random Llama folder: completions and chat, streaming and not, stop strings,
+// logprobs, OpenAI-shaped errors and limits (400, 404, 413, 429), concurrent requests equal to sequential
+// ones, cancellation on disconnect (blocks freed), /metrics, /health, /v1/models, graceful shutdown.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import OpenAI from 'openai';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { loadDecoderModel } from '../../src/infer/model.js';
+import type { DecoderModel } from '../../src/infer/model.js';
+import { loadTokenizer } from '../../src/io/tokenizer.js';
+import type { Tokenizer } from '../../src/io/tokenizer.js';
+import { ServingEngine } from '../../src/serve/engine.js';
+import type { ServingEngineOptions } from '../../src/serve/engine.js';
+import { InferenceServer } from '../../src/serve/server.js';
+import type { ServerOptions } from '../../src/serve/server.js';
+import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-server-'));
+const dir = join(root, 'tiny-llama');
+const TEMPLATE = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+let model: DecoderModel, tokenizer: Tokenizer;
+
+interface Running { server: InferenceServer; engine: ServingEngine; client: OpenAI; base: string }
+const started: Running[] = [];
+
+async function start(engineOptions: ServingEngineOptions = {}, serverOptions: ServerOptions = {}): Promise<Running> {
+  const engine = new ServingEngine(model, { maxRunning: 8, maxBatchTokens: 64, blockSize: 4, ...engineOptions });
+  const server = new InferenceServer(engine, tokenizer, { modelName: 'tiny', ...serverOptions });
+  const address = await server.listen(0);
+  const base = `http://127.0.0.1:${address.port}`;
+  const r = { server, engine, base, client: new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 }) };
+  started.push(r);
+  return r;
+}
+
+before(() => {
+  // Weights with the GPT-2-like vocabulary of the byte tokenizer (256 bytes + 1 special = eos).
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions: 96 }, 5, { generationConfig: { eos_token_id: 256, bos_token_id: 256 } });
+  const configPath = join(dir, 'tokenizer_config.json');
+  writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), chat_template: TEMPLATE }));
+  model = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
+  tokenizer = loadTokenizer(dir);
+});
+
+after(async () => {
+  for (const r of started) { await r.server.close(); r.engine.dispose(); }
+  rmSync(root, { recursive: true, force: true });
+});
+
+/** The tokens a request gets alone in a fresh engine (greedy), and their text. */
+function alone(prompt: number[], maxTokens: number): { tokens: number[]; text: string } {
+  const engine = new ServingEngine(model, { maxRunning: 1 });
+  const tokens: number[] = [];
+  engine.submit({ prompt, maxTokens, sampling: { temperature: 0, topK: 0, topP: 1, repetitionPenalty: 1, seed: 0n }, stopTokenIds: [256], onToken: (e) => tokens.push(e.token), onFinish: () => {} });
+  engine.runToCompletion();
+  engine.dispose();
+  return { tokens, text: tokenizer.decode(tokens.filter((t) => t < 256), { skipSpecialTokens: true }) };
+}
+
+test('models, health, completions (streaming and not) equal the engine alone', async () => {
+  const { client, base } = await start();
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
+  const health = await fetch(`${base}/health`);
+  assert.equal(health.status, 200);
+
+  const prompt = 'The whale swam';
+  const expected = alone(tokenizer.encode(prompt), 12);
+  const done = await client.completions.create({ model: 'tiny', prompt, max_tokens: 12, temperature: 0 });
+  assert.equal(done.choices[0]!.text, expected.text);
+  assert.equal(done.object, 'text_completion');
+  assert.equal(done.usage!.prompt_tokens, tokenizer.encode(prompt).length);
+  assert.equal(done.usage!.completion_tokens, expected.tokens.length);
+  assert.equal(done.choices[0]!.finish_reason, expected.tokens.includes(256) ? 'stop' : 'length');
+
+  const stream = await client.completions.create({ model: 'tiny', prompt, max_tokens: 12, temperature: 0, stream: true });
+  let text = '', last: string | null = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.text ?? '';
+    if (chunk.choices[0]?.finish_reason) last = chunk.choices[0].finish_reason;
+  }
+  assert.equal(text, expected.text);
+  assert.equal(last, done.choices[0]!.finish_reason);
+});
+
+test('chat completions through the chat template, streaming and not; usage in the stream', async () => {
+  const { client } = await start();
+  const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Hello there' }];
+  const promptIds = tokenizer.encode(renderByHand(messages), { addSpecialTokens: false });
+  const expected = alone(promptIds, 10);
+  const done = await client.chat.completions.create({ model: 'tiny', messages, max_tokens: 10, temperature: 0 });
+  assert.equal(done.object, 'chat.completion');
+  assert.equal(done.choices[0]!.message.role, 'assistant');
+  assert.equal(done.choices[0]!.message.content, expected.text);
+  assert.equal(done.usage!.prompt_tokens, promptIds.length);
+
+  const stream = await client.chat.completions.create({ model: 'tiny', messages, max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  let text = '', role: string | undefined, usage: OpenAI.CompletionUsage | undefined | null;
+  for await (const chunk of stream) {
+    role ??= chunk.choices[0]?.delta.role;
+    text += chunk.choices[0]?.delta.content ?? '';
+    if (chunk.usage) usage = chunk.usage;
+  }
+  assert.equal(role, 'assistant');
+  assert.equal(text, expected.text);
+  assert.equal(usage?.completion_tokens, expected.tokens.length);
+});
+
+function renderByHand(messages: { role: string; content: string }[]): string {
+  return `${tokenizer.idToToken(256)}${messages.map((m) => `<${m.role}>${m.content}\n`).join('')}<assistant>`;
+}
+
+test('stop strings cut the text before the match (finish_reason stop), streaming and not', async () => {
+  const { client } = await start();
+  const prompt = 'Call me Ishmael.';
+  const full = alone(tokenizer.encode(prompt), 24).text;
+  const stop = full.slice(6, 8);
+  assert.ok(stop.length === 2, `the greedy text is long enough (${JSON.stringify(full)})`);
+  const cut = full.slice(0, full.indexOf(stop));
+  const done = await client.completions.create({ model: 'tiny', prompt, max_tokens: 24, temperature: 0, stop: [stop, 'never-appears'] });
+  assert.equal(done.choices[0]!.text, cut);
+  assert.equal(done.choices[0]!.finish_reason, 'stop');
+  let text = '';
+  for await (const c of await client.completions.create({ model: 'tiny', prompt, max_tokens: 24, temperature: 0, stop, stream: true })) text += c.choices[0]?.text ?? '';
+  assert.equal(text, cut);
+});
+
+test('logprobs: completions (top 5) and chat (top_logprobs 3)', async () => {
+  const { client } = await start();
+  const done = await client.completions.create({ model: 'tiny', prompt: 'abc', max_tokens: 5, temperature: 0, logprobs: 5 });
+  const lp = done.choices[0]!.logprobs!;
+  assert.equal(lp.token_logprobs!.length, done.usage!.completion_tokens);
+  for (const [i, top] of lp.top_logprobs!.entries()) {
+    const values = Object.values(top);
+    assert.ok(values.length >= 1 && values.length <= 5);
+    assert.ok(Math.abs(Math.max(...values) - lp.token_logprobs![i]!) < 1e-6, 'greedy: the token is the most likely');
+  }
+  const chat = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3 });
+  const content = chat.choices[0]!.logprobs!.content!;
+  assert.equal(content.length, chat.usage!.completion_tokens);
+  for (const c of content) { assert.equal(c.top_logprobs.length, 3); assert.ok(c.logprob <= 0); }
+});
+
+test('OpenAI-shaped errors: validation, unknown model, context length, malformed JSON, body size, unknown route', async () => {
+  const { client, base } = await start({ maxLen: 64 }, { maxBodyBytes: 2000 });
+  const expectError = async (call: () => Promise<unknown>, status: number, pattern: RegExp, param?: string) => {
+    await assert.rejects(call, (e: unknown) => {
+      assert.ok(e instanceof OpenAI.APIError, String(e));
+      assert.equal(e.status, status);
+      assert.match(e.message, pattern);
+      if (param) assert.equal((e.error as { param?: string }).param, param);
+      return true;
+    });
+  };
+  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', n: 2 }), 400, /'n' is number 2; expected the integer 1/, 'n');
+  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', temperature: 3 }), 400, /'temperature' is number 3/, 'temperature');
+  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 0 }), 400, /'max_tokens'/, 'max_tokens');
+  await expectError(() => client.completions.create({ model: 'other', prompt: 'x' }), 404, /model 'other' does not exist/, 'model');
+  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'y'.repeat(60), max_tokens: 10 }), 400, /maximum context length is 64 tokens/, 'prompt');
+  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 64 }), 400, /at most 63/, 'max_tokens');
+  await expectError(() => client.chat.completions.create({ model: 'tiny', messages: [{ role: 'wizard' as 'user', content: 'x' }] }), 400, /messages\[0\]\.role/);
+  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }), 400, /up to 4/, 'stop');
+
+  const post = (path: string, body: string) => fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  let r = await post('/v1/completions', '{"prompt": "x",');
+  assert.equal(r.status, 400);
+  const err = await r.json() as { error: { message: string; type: string } };
+  assert.match(err.error.message, /not valid JSON/);
+  assert.equal(err.error.type, 'invalid_request_error');
+  r = await post('/v1/completions', JSON.stringify({ prompt: 'z'.repeat(5000) }));
+  assert.equal(r.status, 413);
+  r = await post('/v1/completions', '[1, 2]');
+  assert.equal(r.status, 400);
+  assert.match(((await r.json()) as { error: { message: string } }).error.message, /expected a JSON object/);
+  r = await fetch(`${base}/v1/nothing`);
+  assert.equal(r.status, 404);
+  r = await fetch(`${base}/v1/completions`);
+  assert.equal(r.status, 405);
+});
+
+test('concurrent requests (continuous batching) give the same text as one at a time', async () => {
+  const { client, engine } = await start({ maxRunning: 4, maxBatchTokens: 16 });
+  const prompts = ['It was the best', 'It was the worst of', 'Whale', 'Call me Ishmael. Some years ago', 'It was the best of times', 'Q', 'abcabcabc', 'It was'];
+  const expected = prompts.map((p) => alone(tokenizer.encode(p), 15).text);
+  const got = await Promise.all(prompts.map((prompt) => client.completions.create({ model: 'tiny', prompt, max_tokens: 15, temperature: 0 })));
+  assert.deepEqual(got.map((c) => c.choices[0]!.text), expected);
+  assert.ok(engine.stats().prefixHits > 0, 'the shared "It was the" prefix hit the cache');
+  assert.equal(engine.pool.usedBlocks, 0);
+});
+
+test('a client that disconnects has its request cancelled and its blocks freed; /metrics reports it', async () => {
+  const { base, engine } = await start();
+  const controller = new AbortController();
+  const response = await fetch(`${base}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, signal: controller.signal,
+    body: JSON.stringify({ model: 'tiny', prompt: 'Stream me a long text', max_tokens: 70, temperature: 0.8, stream: true }),
+  });
+  const reader = response.body!.getReader();
+  await reader.read();
+  assert.ok(engine.pool.usedBlocks > 0, 'the request holds blocks while it runs');
+  controller.abort();
+  for (let i = 0; i < 200 && (engine.hasWork || engine.pool.usedBlocks > 0); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(engine.hasWork, false);
+  assert.equal(engine.pool.usedBlocks, 0);
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  assert.match(metrics, /fuseformer_requests_finished_total\{reason="cancelled"\} 1/);
+  assert.match(metrics, /fuseformer_time_to_first_token_seconds_count 1/);
+  for (const name of ['fuseformer_queue_depth', 'fuseformer_kv_usage_ratio', 'fuseformer_prefix_cache_hit_rate', 'fuseformer_inter_token_latency_seconds_bucket', 'fuseformer_generation_tokens_total']) {
+    assert.ok(metrics.includes(name), name);
+  }
+});
+
+test('a full queue answers 429; graceful shutdown lets running requests finish', async () => {
+  const { client, server, base } = await start({}, { maxQueue: 1 });
+  const first = client.completions.create({ model: 'tiny', prompt: 'one', max_tokens: 40, temperature: 0 });
+  await new Promise((r) => setTimeout(r, 20));
+  await assert.rejects(client.completions.create({ model: 'tiny', prompt: 'two', max_tokens: 4 }), (e: unknown) => e instanceof OpenAI.APIError && e.status === 429 && /busy/.test(e.message));
+  const closing = server.close();
+  const done = await first;
+  assert.equal(done.usage!.completion_tokens > 0, true);
+  await closing;
+  await assert.rejects(fetch(`${base}/health`));
+});
+
+test('an engine failure answers every active request with a 500 error body (JSON and SSE) and the server keeps serving', async () => {
+  const { client, engine, base } = await start();
+  const realStep = engine.step.bind(engine);
+  let fail = true;
+  engine.step = () => { if (fail) { fail = false; throw new Error('device lost'); } return realStep(); };
+  const plain = fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'a', max_tokens: 3 }) });
+  const r = await plain;
+  assert.equal(r.status, 500);
+  assert.match(((await r.json()) as { error: { message: string } }).error.message, /the engine failed: device lost/);
+  assert.equal(engine.pool.usedBlocks, 0, 'the failed request released its blocks');
+  fail = true;
+  const stream = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'b' }], max_tokens: 3, stream: true }) });
+  assert.equal(stream.status, 200, 'the stream had started (role chunk) before the step failed');
+  assert.match(await stream.text(), /data: \{"error":\{"message":"the engine failed: device lost"/);
+  const after = await client.completions.create({ model: 'tiny', prompt: 'c', max_tokens: 2, temperature: 0 });
+  assert.equal(after.choices.length, 1);
+});
