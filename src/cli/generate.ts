@@ -1,7 +1,7 @@
 // `fuseformer generate`: continue a prompt with a Hugging Face GPT-2 or Llama model directory, streaming
 // the text as it is generated (stdout) and a one-line summary at the end (stderr).
 
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
@@ -9,13 +9,18 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
 import { loadDecoderModel } from '../infer/model.js';
+import { loadSeq2Seq, translateText } from '../infer/seq2seq.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
 
   --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors (or shards),
-                           tokenizer.json, and generation_config.json for defaults
+                           tokenizer.json, and generation_config.json for defaults; or a Marian translation
+                           model (MarianMTModel), whose output is the translation of the prompt
+  --beams N                beam search with N beams (Marian models; default: generation_config.json's
+                           num_beams); HARS top-k on the GPU
+  --length-penalty X       beam search's length penalty (default: generation_config.json's, else 1)
   --prompt TEXT            the text to continue (encoded with the tokenizer's special tokens, e.g. Llama's BOS)
   --max-tokens N           new tokens at most (default: generation_config.json's max_new_tokens, else 256)
   --temperature X          0 = greedy (default: generation_config.json's settings, else greedy)
@@ -47,6 +52,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       model: { type: 'string' }, prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
       'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
       stop: { type: 'string', multiple: true }, dtype: { type: 'string' }, backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false },
+      beams: { type: 'string' }, 'length-penalty': { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
     },
   });
@@ -70,7 +76,24 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (draftDir === undefined && (draftTokens !== undefined || values['fixed-draft-tokens'])) throw new ArgumentError('--draft-tokens / --speculative-k / --fixed-draft-tokens need --draft DIR');
   const seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
 
+  const beams = numberOption('beams', values.beams, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
+  const lengthPenalty = numberOption('length-penalty', values['length-penalty'], Number.isFinite, 'a number');
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
+  if (isEncoderDecoder(dir)) {
+    if (draftDir !== undefined) throw new ArgumentError('--draft: speculative decoding is for decoder-only (GPT-2, Llama) models');
+    const translator = loadSeq2Seq(dir, backend, dtype ? { dtype } : {});
+    const start = performance.now();
+    const [text] = translateText(translator, [values.prompt], {
+      ...(beams !== undefined ? { numBeams: beams } : {}), ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
+      ...(lengthPenalty !== undefined ? { lengthPenalty } : {}), graphs: !values['no-graphs'] && backend.name === 'cuda',
+    });
+    process.stdout.write(`${text}\n`);
+    process.stderr.write(`[translated on ${backend.description} with ${beams ?? translator.generation.numBeams} beam(s) in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+    translator.model.dispose();
+    return 0;
+  }
+  if (beams !== undefined && beams > 1) throw new ArgumentError(`--beams ${beams}: beam search is implemented for encoder-decoder (Marian) models; '${dir}' is decoder-only (use sampling or greedy)`);
+  if (lengthPenalty !== undefined) throw new ArgumentError('--length-penalty applies to beam search (Marian models) only');
   const loadStart = performance.now();
   const { model, unused } = loadDecoderModel(dir, backend, dtype ? { dtype } : {});
   const tokenizer = loadTokenizer(dir);
@@ -104,4 +127,14 @@ export async function runGenerate(argv: string[]): Promise<number> {
   }
   model.free();
   return 0;
+}
+
+/** A Marian-style encoder-decoder checkpoint (config.json's model_type or architectures). */
+function isEncoderDecoder(dir: string): boolean {
+  try {
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown; architectures?: unknown };
+    return config.model_type === 'marian' || (Array.isArray(config.architectures) && config.architectures.includes('MarianMTModel'));
+  } catch {
+    return false; // loadDecoderModel reports a malformed config.json with its own message
+  }
 }

@@ -1,0 +1,51 @@
+// `fuseformer generate --beams N`: a Marian directory is translated with beam search (the same text as
+// translateText), and a decoder-only directory refuses beam search by name.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { runGenerate } from '../../src/cli/generate.js';
+import { ArgumentError } from '../../src/errors.js';
+import { loadSeq2Seq, translateText } from '../../src/infer/seq2seq.js';
+import { TINY_GPT2, writeModelFolder } from './hf-folder.js';
+import { writeTinyMarian } from './marian-fixture.js';
+
+const dirs: string[] = [];
+after(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
+
+/** Runs the command with stdout captured. */
+async function captured(argv: string[]): Promise<{ code: number; out: string }> {
+  const write = process.stdout.write.bind(process.stdout), writeErr = process.stderr.write.bind(process.stderr);
+  let out = '';
+  process.stdout.write = ((chunk: string | Uint8Array) => { out += String(chunk); return true; }) as typeof process.stdout.write;
+  process.stderr.write = (() => true) as typeof process.stderr.write;
+  try {
+    return { code: await runGenerate(argv), out };
+  } finally {
+    process.stdout.write = write;
+    process.stderr.write = writeErr;
+  }
+}
+
+test('generate --beams translates a Marian directory with beam search', async () => {
+  const dir = writeTinyMarian();
+  dirs.push(dir);
+  const prompt = 'h e l l o w o r l d';
+  const { code, out } = await captured(['--model', dir, '--prompt', prompt, '--beams', '2', '--backend', 'cpu', '--max-tokens', '8']);
+  assert.equal(code, 0);
+  const translator = loadSeq2Seq(dir, new CpuBackend());
+  const [expected] = translateText(translator, [prompt], { numBeams: 2, maxNewTokens: 8 });
+  translator.model.dispose();
+  assert.equal(out, `${expected}\n`);
+});
+
+test('generate --beams on a decoder-only model is refused with the reason', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fuseformer-gpt2-'));
+  dirs.push(dir);
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  await assert.rejects(captured(['--model', dir, '--prompt', 'hi', '--beams', '3', '--backend', 'cpu']),
+    (e: unknown) => e instanceof ArgumentError && /--beams 3: beam search is implemented for encoder-decoder \(Marian\) models/.test(e.message));
+});
