@@ -9,8 +9,10 @@
 //     GPT-2 step with the fused attention op. FLOPs and bytes per call must match exactly; the
 //     measured point must sit at or below its roof (≤ 110% of it: timing noise, and L2 hits the
 //     minimum-bytes count cannot see).
-//  3. A decode step of the inference engine (GPT-2 124M, 8 × 512 cached tokens): the GPU never waited
-//     for the host, and decode attention's FLOPs and bytes match a formula over the real key counts.
+//  3. Decode steps of the inference engine (GPT-2 124M, 8 × 512 cached tokens; the Llama 1.2B config,
+//     1 × 512, GQA 32/8): the GPU never waited for the host, and decode attention's FLOPs and bytes
+//     match a formula over the real key counts (for GQA, K and V read once per KV head). Their op
+//     sums against the replayed graph are reported (in-graph launches cost less than eager ones).
 // Writes into --out (default $OUT, else ./profile-check-out): check.json (every check with its
 // numbers), and per profile a directory with profile.json and roofline.svg/png. Exit code 1 if a
 // check fails.
@@ -32,6 +34,7 @@ import type { Gpt2Config } from '../src/models/gpt2.js';
 import { GPT2_PRESETS } from '../src/models/gpt2.js';
 import { Gpt2Model } from '../src/models/gpt2-model.js';
 import type { LanguageModel } from '../src/models/language-model.js';
+import { presetConfig } from '../src/models/registry.js';
 import { DECODE_STEPS_ROOM, profileDecodeStep } from '../src/profile/decode.js';
 import { writeProfileOutputs } from '../src/profile/output.js';
 import type { KernelRow, Profile } from '../src/profile/profiler.js';
@@ -195,6 +198,30 @@ async function main(): Promise<number> {
     });
   } catch (error) {
     check('GPT-2 124M decode step profiles', false, (error as Error).message);
+  }
+
+  // A decode step of the Llama 1.2B config (the issue's model: hidden 2048, 16 layers, GQA 32/8, vocab
+  // 128256, tied), batch 1 with 512 cached tokens: produced, written out, its op sum reported beside the
+  // replayed graph, and decode attention (grouped: one KV head per 4 query heads) placed by hand.
+  try {
+    const llama = presetConfig('llama-1.2B');
+    if (llama.family !== 'llama') throw new Error('the llama-1.2B preset is not a Llama config');
+    const lc = dryRun ? { ...llama, config: { ...llama.config, hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, ffn: 128, vocabSize: 517 } } : llama;
+    const batch = 1, context = dryRun ? 16 : 512;
+    const { heads: Hq, kvHeads: Hkv, headDim: dl } = lc.config;
+    const dp = profileDecodeStep(backend, lc, { batch, context, dtype, repeats: dryRun ? 1 : 7, roofs });
+    const files = writeProfileOutputs(join(outDir, 'llama-1.2B-decode'), dp, { model: 'llama-1.2B', mode: 'decode', batch, context, dtype }, `Llama 1.2B decode, ${dtype}, ${batch} × ${context} cached — ${backend.description}`);
+    process.stdout.write(`\n## Llama 1.2B decode\n${formatSummary(dp, 'decode step (graph replay)')}\n\n${formatKernelTable(dp, 12)}\nwrote ${files.json}\n\n`);
+    if (!dryRun) {
+      check('Llama 1.2B decode: the GPU never waited for the host during the profiled run', dp.hostBoundOps === 0, `${dp.hostBoundOps} host-bound ops of ${dp.ops.length}`);
+      process.stdout.write(`(Llama decode: op times add up to ${(100 * dp.kernelMs / dp.stepMs).toFixed(1)}% of the replayed step, ${dp.ops.length} ops: reported, not checked)\n`);
+    }
+    const keys = context + (dryRun ? 2 : 3);
+    placementCheck('Llama decode attention (GQA)', dp, find(dp, `decodeAttention B${batch} H${Hq}/${Hkv}`, 'decodeAttention'), {
+      flops: 4 * dl * Hq * batch * keys, bytes: 2 * s * batch * Hq * dl + 4 * batch + 2 * s * batch * keys * Hkv * dl,
+    });
+  } catch (error) {
+    check('Llama 1.2B decode step profiles', false, (error as Error).message);
   }
 
   const failed = checks.filter((c) => !c.pass);
