@@ -13,7 +13,7 @@
 // Checkpoints hold the full tensors (shards gathered, shardTensor's inverse), so they load at any
 // world size: fullParameters() gathers, loadFullParameters() shards. Limits (docs/distributed.md):
 // the embedding and LM head are replicated, not vocab-parallel; the optimizer's gradient-norm clipping
-// sees only this rank's shards (train with maxGradNorm Infinity, or clip outside). Attention dropout
+// sees only this rank's shards (StepRunner refuses a finite maxGradNorm for it: train with Infinity). Attention dropout
 // draws each rank's heads from its own counter range (rankDropoutRange): valid, independent masks, but
 // not the single-GPU model's masks.
 
@@ -116,6 +116,8 @@ export class TpGpt2Model implements LanguageModel {
   private readonly lnF: LayerNormParams;
   private readonly lmHead: Param;
   checkpointEvery = 0;
+  /** Each rank holds its shards' gradients (StepRunner then refuses a finite maxGradNorm). */
+  get gradientsSharded(): boolean { return this.comm.worldSize > 1; }
 
   constructor(readonly backend: Backend, readonly comm: Communicator, readonly config: Gpt2Config, readonly dtype: FloatDType, options: { fusedAttention?: FusedAttentionChoice } = {}) {
     if (comm.backend !== backend) throw new ArgumentError('TpGpt2Model: the communicator works on a different backend than the model');

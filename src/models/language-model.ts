@@ -68,6 +68,11 @@ export interface LanguageModel {
    * CausalLmBatch.lossRows and per-row targets/loss for those rows only.
    */
   readonly sparseLoss?: boolean;
+  /**
+   * True when the gradient workspace holds only this rank's shards of a tensor-parallel model: a
+   * global-norm clip over it would use the wrong norm, so training steps refuse a finite maxGradNorm.
+   */
+  readonly gradientsSharded?: boolean;
   /** Gradient checkpointing: every k-th block recomputed in the backward (0 = off). */
   checkpointEvery: number;
   /** Forward and loss; with `backward`, every parameter gradient too (overwritten, not accumulated). */

@@ -238,6 +238,9 @@ export class StepRunner {
 
   /** One training step: forward, backward, clipping, AdamW. */
   trainStep(host: HostBatch, lr: number, lossScale = 1): StepResult {
+    if (this.model.gradientsSharded && Number.isFinite(this.optimizer.maxGradNorm)) {
+      throw new ArgumentError(`step: the model's gradients are sharded across tensor-parallel ranks, so a global-norm clip over this rank's part would use the wrong norm; pass optimizer.maxGradNorm: Infinity (clipping under tensor parallelism is not implemented yet), got ${this.optimizer.maxGradNorm}`);
+    }
     const validTargets = this.upload(host);
     const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, true, true);
     const rows = host.batch * host.seqLen;
