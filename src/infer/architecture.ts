@@ -8,8 +8,9 @@
 //     read. GPT-2's c_attn is already fused in the checkpoint.
 //   - The vocabulary is padded to a multiple of 64 rows (nn/parameters.ts): the LM head GEMM's rows stay
 //     16-byte aligned; the padding rows are zero and their logits are never sampled.
-//   - Weights keep the checkpoint's layout: GPT-2's Conv1D [in, out] ('in_out'), torch Linear [out, in]
-//     ('out_in'); the GEMMs pick their transposes (nn/linear.ts).
+//   - Every matrix is stored [out, in] (torch Linear's layout): GPT-2's Conv1D [in, out] matrices are
+//     transposed as they load ('transposed' specs), so one GEMM form (a·Wᵀ) serves both families and a
+//     decode GEMM streams whole weight rows.
 
 import type { Activation } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
@@ -23,8 +24,10 @@ export type DecoderFamily = 'gpt2' | 'llama';
 
 /** A stored weight: its name, stored shape, checkpoint shape (when padded), and whether it is optional in files. */
 export interface WeightSpec extends TensorSpec {
-  /** The shape in the checkpoint when the stored one is padded (the vocabulary). */
+  /** The shape in the checkpoint when the stored one differs (a padded vocabulary, a transposed matrix). */
   readonly fileShape?: readonly number[];
+  /** Stored as the transpose of the checkpoint's matrix (GPT-2's Conv1D [in, out] stored [out, in]). */
+  readonly transposed?: boolean;
 }
 
 /** Names of one block's weights; lists are tensors stored back to back and used as one. */
@@ -63,7 +66,6 @@ export interface DecoderArchitecture {
   /** A learned position table (GPT-2) instead of RoPE (Llama). */
   readonly learnedPositions: boolean;
   readonly tiedEmbeddings: boolean;
-  readonly weightLayout: 'in_out' | 'out_in';
   readonly eosTokenIds: readonly number[];
   readonly bosTokenId?: number;
   /** Every stored tensor, in storage order (packed groups adjacent). */
@@ -96,16 +98,18 @@ function gpt2Architecture(c: Gpt2Config, model: ModelConfig): DecoderArchitectur
   ];
   const layerNames: LayerWeightNames[] = [];
   const norm = (name: string) => ({ gamma: `${name}.weight`, beta: `${name}.bias` });
+  // A Conv1D matrix [in, out] in the file, stored [out, in].
+  const conv1d = (name: string, inputs: number, outputs: number): WeightSpec => ({ name, shape: [outputs, inputs], fileShape: [inputs, outputs], transposed: true });
   const normSpecs = (name: string): WeightSpec[] => [{ name: `${name}.weight`, shape: [C] }, { name: `${name}.bias`, shape: [C] }];
   for (let i = 0; i < c.layers; i++) {
     const h = `transformer.h.${i}`;
     weights.push(
       ...normSpecs(`${h}.ln_1`),
-      { name: `${h}.attn.c_attn.weight`, shape: [C, 3 * C] }, { name: `${h}.attn.c_attn.bias`, shape: [3 * C] },
-      { name: `${h}.attn.c_proj.weight`, shape: [C, C] }, { name: `${h}.attn.c_proj.bias`, shape: [C] },
+      conv1d(`${h}.attn.c_attn.weight`, C, 3 * C), { name: `${h}.attn.c_attn.bias`, shape: [3 * C] },
+      conv1d(`${h}.attn.c_proj.weight`, C, C), { name: `${h}.attn.c_proj.bias`, shape: [C] },
       ...normSpecs(`${h}.ln_2`),
-      { name: `${h}.mlp.c_fc.weight`, shape: [C, F] }, { name: `${h}.mlp.c_fc.bias`, shape: [F] },
-      { name: `${h}.mlp.c_proj.weight`, shape: [F, C] }, { name: `${h}.mlp.c_proj.bias`, shape: [C] },
+      conv1d(`${h}.mlp.c_fc.weight`, C, F), { name: `${h}.mlp.c_fc.bias`, shape: [F] },
+      conv1d(`${h}.mlp.c_proj.weight`, F, C), { name: `${h}.mlp.c_proj.bias`, shape: [C] },
     );
     layerNames.push({
       norm1: norm(`${h}.ln_1`), qkv: [`${h}.attn.c_attn.weight`], qkvBias: [`${h}.attn.c_attn.bias`],
@@ -118,7 +122,7 @@ function gpt2Architecture(c: Gpt2Config, model: ModelConfig): DecoderArchitectur
   return {
     family: 'gpt2', config: model, vocabSize: c.vocabSize, paddedVocab: Vp, hidden: C, layers: c.layers, heads: c.heads, kvHeads: c.heads,
     headDim: C / c.heads, ffn: F, maxPositions: c.maxPositions, norm: 'layer', normEps: c.layerNormEps, activation: c.activation,
-    gatedMlp: false, learnedPositions: true, tiedEmbeddings: c.tieWordEmbeddings, weightLayout: 'in_out',
+    gatedMlp: false, learnedPositions: true, tiedEmbeddings: c.tieWordEmbeddings,
     // GPT-2 configs name no special tokens; <|endoftext|> (the last id of GPT-2's vocabulary) comes from generation_config.json.
     eosTokenIds: [], weights, tokenEmbedding: 'transformer.wte.weight', positionEmbedding: 'transformer.wpe.weight', layerNames,
     finalNorm: norm('transformer.ln_f'), lmHead: c.tieWordEmbeddings ? 'transformer.wte.weight' : 'lm_head.weight', optionalPrefix: 'transformer.',
@@ -165,7 +169,7 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
   return {
     family: 'llama', config: model, vocabSize: c.vocabSize, paddedVocab: Vp, hidden: H, layers: c.layers, heads: c.heads, kvHeads: c.kvHeads,
     headDim: D, ffn: F, maxPositions: c.maxPositions, norm: 'rms', normEps: c.rmsNormEps, activation: c.activation,
-    gatedMlp: true, learnedPositions: false, tiedEmbeddings: c.tieWordEmbeddings, weightLayout: 'out_in',
+    gatedMlp: true, learnedPositions: false, tiedEmbeddings: c.tieWordEmbeddings,
     eosTokenIds: c.eosTokenIds, bosTokenId: c.bosTokenId, weights, tokenEmbedding: 'model.embed_tokens.weight', layerNames,
     finalNorm: { gamma: 'model.norm.weight' }, lmHead: c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight', optionalPrefix: 'model.',
   };

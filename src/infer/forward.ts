@@ -91,7 +91,7 @@ export class DecoderForward {
 
   /** Every layer; `attention(layer, v)` turns v.qkv into the attention output [R, Hq·d] (v.attn or another buffer). */
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
-    const m = this.model, arch = m.arch, transB = arch.weightLayout === 'out_in';
+    const m = this.model, arch = m.arch, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     m.layers.forEach((layer, l) => {
       ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB });
       const attended = attention(l, v);

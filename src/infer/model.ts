@@ -117,11 +117,19 @@ export class DecoderModel {
     return this.backend.view(this.workspace.flat, first.offset, [rows, ...first.shape.slice(1)]);
   }
 
-  /** The stored tensor for `name` without padding rows (its checkpoint shape). */
+  /** The stored tensor for `name` without padding rows (a transposed matrix keeps its stored shape). */
   fileView(name: string): Tensor {
     const e = this.entries.get(name), spec = this.specs.get(name);
     if (!e || !spec) throw new ArgumentError(`${this.source}: the model has no weight '${name}'`);
-    return this.backend.view(this.workspace.flat, e.offset, spec.fileShape ?? spec.shape);
+    return this.backend.view(this.workspace.flat, e.offset, spec.transposed ? spec.shape : spec.fileShape ?? spec.shape);
+  }
+
+  /** Uploads the checkpoint's values of `name` (in the file's shape and order), transposing where stored so. */
+  loadWeight(name: string, values: Float32Array): void {
+    const spec = this.specs.get(name);
+    if (!spec) throw new ArgumentError(`${this.source}: the model has no weight '${name}'`);
+    const [rows, cols] = spec.fileShape ?? spec.shape;
+    this.backend.upload(this.fileView(name), spec.transposed ? transposeMatrix(values, rows!, cols!) : values);
   }
 
   /** Every weight's name and checkpoint shape. */
@@ -215,7 +223,7 @@ function loadWeights(model: DecoderModel, dir: string, files: readonly string[])
         const earlier = loadedFrom.get(name);
         if (earlier !== undefined) throw new ArgumentError(`${file}: tensor '${info.name}' also appears in ${earlier}`);
         loadedFrom.set(name, file);
-        model.backend.upload(model.fileView(name), floatsOf(reader.read(info.name).bytes, info.dtype));
+        model.loadWeight(name, floatsOf(reader.read(info.name).bytes, info.dtype));
       }
     } finally {
       reader.close();
@@ -227,6 +235,13 @@ function loadWeights(model: DecoderModel, dir: string, files: readonly string[])
     throw new ArgumentError(`${dir}: the checkpoint (${files.length} file${files.length > 1 ? 's' : ''}) lacks ${missing.length} weight(s) the ${arch.family} model needs: ${list}${missing.length > 5 ? ', …' : ''}`);
   }
   return unused;
+}
+
+/** The [cols, rows] transpose of a row-major [rows, cols] matrix. */
+function transposeMatrix(values: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(values.length);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = values[r * cols + c]!;
+  return out;
 }
 
 /** Checkpoint bytes as f32 values; bf16 widens by a shift (exact and fast for multi-GB files). */

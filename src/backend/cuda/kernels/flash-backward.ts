@@ -145,14 +145,23 @@ export const MAX_HEAD_DIM = 128;
 const MAX_GRID_YZ = 65535;
 
 /**
- * The tiles per head dimension: 4 warps of 16 rows in both kernels (64 keys per dK/dV block, 64
- * queries per dQ block, 64-key K/V tiles in dQ). The dK/dV query tile: registers per thread are
- * d (dK, dV) + BQ (Sᵀ, dPᵀ) floats plus addressing; at d = 128 BQ = 64 would pass 255, so it halves.
+ * The tiles per head dimension, from the sweep of bench/attention.ts on the H200 (bf16, L = 4096,
+ * 2026-11-29; backward TFLOP/s non-causal / causal against the previous 4 warps × 16 rows everywhere):
+ *   d ≤ 64   dK/dV 4 warps × 32 keys, 32-query tiles 229 / 211 (was 197 / 184); dQ 4 warps × 32 rows,
+ *            32-key tiles 212 / 190 (was 197 / 184) — two m-tiles per warp halve the ldmatrix per mma.
+ *   d ≤ 128  dK/dV 4 warps × 16 keys (registers: d for dK, dV + BQ for Sᵀ, dPᵀ; BQ = 64 would pass 255
+ *            at d = 128, so it halves); dQ 8 warps × 32 rows, 32-key tiles 209 / 201 (was 196 / 195).
  */
 export function defaultFlashBackwardTile(headDim: number): FlashBackwardTile {
+  if (headDim <= 64) {
+    return {
+      dkdv: { warps: 4, keysPerWarp: 32, blockQ: 32, minBlocks: 1 },
+      dq: { warps: 4, rowsPerWarp: 32, blockK: 32, minBlocks: 1 },
+    };
+  }
   return {
     dkdv: { warps: 4, keysPerWarp: 16, blockQ: headDim > 96 ? 32 : 64, minBlocks: 1 },
-    dq: { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },
+    dq: headDim > 96 ? { warps: 8, rowsPerWarp: 32, blockK: 32, minBlocks: 1 } : { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },
   };
 }
 
@@ -164,7 +173,7 @@ export function defaultFlashBackwardTile(headDim: number): FlashBackwardTile {
 export const FLASH_DKDV_SWEEP: Readonly<Record<number, readonly FlashDkDvTile[]>> = {
   64: [
     { warps: 8, keysPerWarp: 16, blockQ: 64, minBlocks: 1 },   // 128 keys per block: Q, dO re-read half as often
-    { warps: 4, keysPerWarp: 32, blockQ: 32, minBlocks: 1 },   // 128 keys, two m-tiles per warp: half the ldmatrix per mma
+    { warps: 4, keysPerWarp: 16, blockQ: 64, minBlocks: 1 },   // the previous default: 64 keys per block
     { warps: 8, keysPerWarp: 32, blockQ: 32, minBlocks: 1 },   // 256 keys
     { warps: 4, keysPerWarp: 16, blockQ: 32, minBlocks: 3 },   // ≤ 170 registers: 3 blocks an SM
   ],
@@ -177,7 +186,7 @@ export const FLASH_DKDV_SWEEP: Readonly<Record<number, readonly FlashDkDvTile[]>
 export const FLASH_DQ_SWEEP: Readonly<Record<number, readonly FlashDqTile[]>> = {
   64: [
     { warps: 8, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },   // 128 queries per block: K, V re-read half as often
-    { warps: 4, rowsPerWarp: 32, blockK: 32, minBlocks: 1 },   // two m-tiles per warp
+    { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },   // the previous default: 64 queries per block
     { warps: 8, rowsPerWarp: 32, blockK: 32, minBlocks: 1 },   // 256 queries
     { warps: 8, rowsPerWarp: 16, blockK: 32, minBlocks: 2 },   // ≤ 128 registers: 16 warps an SM
     { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 3 },   // ≤ 170 registers: 3 blocks an SM
@@ -185,7 +194,7 @@ export const FLASH_DQ_SWEEP: Readonly<Record<number, readonly FlashDqTile[]>> = 
   128: [
     { warps: 8, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },
     { warps: 8, rowsPerWarp: 16, blockK: 32, minBlocks: 2 },   // ≤ 128 registers: 16 warps an SM
-    { warps: 8, rowsPerWarp: 32, blockK: 32, minBlocks: 1 },
+    { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 1 },   // the previous default
   ],
 };
 

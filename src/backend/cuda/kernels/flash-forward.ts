@@ -54,9 +54,10 @@
 // Shared memory: (BQ + 4·BK) rows of RC·16 bytes, RC = d/8 rounded up to a multiple of 4 (the swizzle's
 // unit). Default tiles (defaultFlashForwardTile; BQ = 128), from the tile sweep of bench/attention.ts on
 // the H200 (bf16, L = 4096, 2026-11-29; TFLOP/s non-causal / causal): d = 64 4 warps × 32 rows, BK 64,
-// Q in registers 282 / 266 (the previous default without Q in registers 274 / 255; 8 warps × 16 rows
-// 199 / 189); d = 80–128 4 warps × 32 rows, BK 32, 2 blocks an SM 303 / 259 (8 warps × 16 rows, BK 64,
-// Q in registers 258 / 237). Shared: 48 KiB at d = 64, 48–64 KiB at d = 80–128, 128 KiB at d = 256.
+// Q in registers, one barrier per K/V tile 296 / 285 (two barriers 283 / 270; without Q in registers
+// 274 / 255; 8 warps × 16 rows 199 / 189); d = 80–128 4 warps × 32 rows, BK 32, 2 blocks an SM, one
+// barrier 311 / 303 (two barriers 309 / 287; 8 warps × 16 rows, BK 64, Q in registers 258 / 237).
+// Shared: 48 KiB at d = 64, 48–64 KiB at d = 80–128, 128 KiB at d = 256.
 // FLOPs 4·Lq·Lk·d per (b, h) (half when causal and Lq = Lk). Bytes: q and out once (2·s·Lq·d), k and v
 // once per query tile (2·s·Lk·d·ceil(Lq/BQ), mostly from L2), lse 4·Lq.
 
@@ -124,8 +125,8 @@ export function flashForwardSupports(dtype: string, headDim: number): dtype is H
  * BQ = 128 everywhere, so K and V are re-read from L2 once per 128 queries.
  */
 export function defaultFlashForwardTile(headDim: number): FlashForwardTile {
-  if (headDim <= 64) return { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2 };
-  if (headDim <= 128) return { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2 };
+  if (headDim <= 64) return { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2, oneBarrier: true };
+  if (headDim <= 128) return { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2, oneBarrier: true };
   return { warps: 8, rowsPerWarp: 16, blockK: 32, qInRegisters: false, minBlocks: 1 };
 }
 
@@ -137,17 +138,15 @@ export function defaultFlashForwardTile(headDim: number): FlashForwardTile {
  */
 export const FLASH_FORWARD_SWEEP: Readonly<Record<number, readonly FlashForwardTile[]>> = {
   64: [
-    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2 },
-    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2, eagerRescale: true },
     { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2, oneBarrier: true },
-    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: false, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: true, minBlocks: 2, eagerRescale: true, oneBarrier: true },
     { warps: 4, rowsPerWarp: 32, blockK: 64, qInRegisters: false, minBlocks: 2, oneBarrier: true },
   ],
   128: [
-    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2 },
-    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2, eagerRescale: true },
     { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2, oneBarrier: true },
-    { warps: 4, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2 },
+    { warps: 4, rowsPerWarp: 32, blockK: 32, qInRegisters: false, minBlocks: 2, eagerRescale: true, oneBarrier: true },
     { warps: 4, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 2, oneBarrier: true },
   ],
 };
@@ -618,8 +617,8 @@ export function catalog(): KernelSource[] {
   }
   // 16 rows per warp, 8 warps, Q in registers (the sweep's other shape): the generator's remaining branch.
   sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: true, padding: true, tile: { warps: 8, rowsPerWarp: 16, blockK: 64, qInRegisters: true, minBlocks: 1 } }));
-  // The original schedule (eager rescale) with one barrier per tile; dropout; packed sequences.
-  sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, tile: { ...defaultFlashForwardTile(64), eagerRescale: true, oneBarrier: true } }));
+  // The original schedule (eager rescale, two barriers per tile); dropout; packed sequences.
+  sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, tile: { ...defaultFlashForwardTile(64), eagerRescale: true, oneBarrier: false } }));
   sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: true, dropout: true, tile: defaultFlashForwardTile(64) }));
   sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: false, padding: false, dropout: true, varlen: true, tile: defaultFlashForwardTile(128) }));
   sources.push(flashForwardSource({ dtype: 'bf16', headDim: 96, causal: true, padding: false, varlen: true, tile: defaultFlashForwardTile(96) }));

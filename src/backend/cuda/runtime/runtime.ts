@@ -31,6 +31,10 @@ export class CudaRuntime implements KernelHost {
   private currentStream: Stream;
   private capturing = false;
   private scratchBlock: DeviceBlock | null = null;
+  /** Whether a captured graph holds the scratch block's address (then growing must not free it). */
+  private scratchCaptured = false;
+  /** Scratch blocks outgrown after a graph captured them: kept for the runtime's lifetime. */
+  private readonly retiredScratch: DeviceBlock[] = [];
 
   private constructor(device: CudaDevice, options: CudaRuntimeOptions) {
     this.device = device;
@@ -120,12 +124,20 @@ export class CudaRuntime implements KernelHost {
    * the work that used it.
    */
   scratch(bytes: number): bigint {
-    if (this.scratchBlock !== null && this.scratchBlock.bytes >= bytes) return this.scratchBlock.ptr;
+    if (this.scratchBlock !== null && this.scratchBlock.bytes >= bytes) {
+      if (this.capturing) this.scratchCaptured = true;
+      return this.scratchBlock.ptr;
+    }
     if (this.capturing) {
       throw new FuseformerError(`scratch memory must grow to ${bytes} bytes (now ${this.scratchBlock?.bytes ?? 0}) while a CUDA graph is being captured: ` +
         'run the step once before capturing it, or call scratch() with the largest size first');
     }
-    if (this.scratchBlock !== null) this.allocator.release(this.scratchBlock);
+    // A graph captured earlier replays with the old address: keep that block alive.
+    if (this.scratchBlock !== null) {
+      if (this.scratchCaptured) this.retiredScratch.push(this.scratchBlock);
+      else this.allocator.release(this.scratchBlock);
+    }
+    this.scratchCaptured = false;
     this.scratchBlock = null;
     this.scratchBlock = this.allocator.allocate(bytes);
     return this.scratchBlock.ptr;

@@ -18,7 +18,7 @@ function tensors(B: number, Hq: number, Hkv: number, Lq: number, Lk: number, d: 
   };
 }
 
-test('bf16 d=128 causal padded GQA: preprocess, dK/dV per 64 keys, dQ per 64 queries, D and lse in scratch', () => {
+test('bf16 d=128 causal padded GQA: preprocess, dK/dV per 64 keys, dQ per 256 queries, D and lse in scratch', () => {
   const host = new RecordingHost();
   const t = tensors(2, 8, 2, 1000, 777, 128);
   const keyLengths = deviceTensor([2], 'i32');
@@ -26,7 +26,7 @@ test('bf16 d=128 causal padded GQA: preprocess, dK/dV per 64 keys, dQ per 64 que
   assert.deepEqual(host.launches.map((l) => l.key), [
     'flash_attention_backward_preprocess.bf16.d128',
     'flash_attention_backward_dkdv.bf16.d128.q32.k64.mma.causal.padded',
-    'flash_attention_backward_dq.bf16.d128.q64.k64.mma.causal.padded',
+    'flash_attention_backward_dq.bf16.d128.q256.k32.w8.mma.causal.padded',
   ]);
   const rows = 2 * 8 * 1000;
   assert.deepEqual(host.scratchRequests, [8 * rows]);
@@ -46,7 +46,7 @@ test('bf16 d=128 causal padded GQA: preprocess, dK/dV per 64 keys, dQ per 64 que
   assert.equal(argValue(dkdv, 13, 'f32'), 0.125);
   assert.ok(Math.abs((argValue(dkdv, 14, 'f32') as number) - 0.125 * Math.LOG2E) < 1e-12);
 
-  assert.deepEqual(dq.config.grid, [Math.ceil(1000 / 64), 8, 2]);
+  assert.deepEqual(dq.config.grid, [Math.ceil(1000 / 256), 8, 2]);
   assert.equal(dq.config.sharedBytes, fb.flashBackwardSharedBytes('dq', 128));
   assert.deepEqual([6, 7].map((i) => argValue(dq, i, 'ptr')), [t.dq.ptr, keyLengths.ptr]);
   assert.deepEqual([8, 9, 10, 11].map((i) => argValue(dq, i, 'i32')), [1000, 777, 8, 4]);
@@ -56,15 +56,15 @@ test('bf16 d=128 causal padded GQA: preprocess, dK/dV per 64 keys, dQ per 64 que
   assert.match(dkdv.source, /mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/);
 });
 
-test('f16 takes the tensor-core path with f16 mma; d = 64 uses 64-query tiles in dK/dV', () => {
+test('f16 takes the tensor-core path with f16 mma; d = 64 uses 128 keys and 32-query tiles in dK/dV, 128 queries in dQ', () => {
   const host = new RecordingHost();
   fa.flashAttentionBackward(host, tensors(1, 4, 4, 100, 100, 64, 'f16'));
   assert.deepEqual(host.launches.map((l) => l.key), [
     'flash_attention_backward_preprocess.f16.d64',
-    'flash_attention_backward_dkdv.f16.d64.q64.k64.mma',
-    'flash_attention_backward_dq.f16.d64.q64.k64.mma',
+    'flash_attention_backward_dkdv.f16.d64.q32.k128.mma',
+    'flash_attention_backward_dq.f16.d64.q128.k32.mma',
   ]);
-  assert.match(host.launches[1]!.source, /constexpr int BQ = 64;/);
+  assert.match(host.launches[1]!.source, /constexpr int BQ = 32;/);
   assert.match(host.launches[2]!.source, /mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32/);
 });
 
@@ -96,8 +96,11 @@ test('supported head dimensions fit sm_90 shared memory; keys differ in every sp
     assert.ok(fb.flashBackwardSupports('bf16', d));
     for (const kernel of ['dkdv', 'dq'] as const) assert.ok(fb.flashBackwardSharedBytes(kernel, d) <= 227 * 1024, `${kernel} d=${d}`);
   }
-  assert.equal(fb.flashBackwardSharedBytes('dq', 128), 384 * 272);
-  assert.equal(fb.flashBackwardSharedBytes('dkdv', 64), (128 + 256) * 144 + 16 * 64);
+  // 4 warps × 16 rows in both kernels (the first default): dQ keeps 64 Q/dO rows + 2 × 2 K/V tiles of
+  // 64 keys, dK/dV 64 keys of K, V + 2 × 2 Q/dO tiles of 64 rows, 272- and 144-byte padded rows.
+  const narrow = { dkdv: { warps: 4, keysPerWarp: 16, blockQ: 64, minBlocks: 1 }, dq: { warps: 4, rowsPerWarp: 16, blockK: 64, minBlocks: 1 } } as const;
+  assert.equal(fb.flashBackwardSharedBytes('dq', 128, narrow), 384 * 272);
+  assert.equal(fb.flashBackwardSharedBytes('dkdv', 64, narrow), (128 + 256) * 144 + 16 * 64);
   assert.ok(!fb.flashBackwardSupports('f32', 64) && !fb.flashBackwardSupports('bf16', 8) && !fb.flashBackwardSupports('bf16', 144));
   const base: fb.FlashBackwardSpec = { dtype: 'bf16', headDim: 64, causal: false, padding: false };
   const variants: fb.FlashBackwardSpec[] = [base, { ...base, dtype: 'f16' }, { ...base, headDim: 96 }, { ...base, causal: true }, { ...base, padding: true }];

@@ -39,7 +39,7 @@ test('flashAttentionForward: bf16 goes to the tensor-core kernel with its grid, 
   assert.equal(host.launches.length, 1);
   const l = host.launches[0]!;
   const tile = ff.defaultFlashForwardTile(128);
-  assert.equal(l.key, `flash_forward.bf16.d128.q${ff.blockRows(tile)}.k${tile.blockK}.w${tile.warps}.b${tile.minBlocks}${tile.qInRegisters ? '.qreg' : ''}.causal.padded`);
+  assert.equal(l.key, `flash_forward.bf16.d128.q${ff.blockRows(tile)}.k${tile.blockK}.w${tile.warps}.b${tile.minBlocks}${tile.qInRegisters ? '.qreg' : ''}${tile.oneBarrier ? '.bar1' : ''}.causal.padded`);
   assert.deepEqual(l.config.grid, [Math.ceil(1000 / ff.blockRows(tile)), 8, 2]);
   assert.equal(l.config.block, 32 * tile.warps);
   assert.equal(l.config.sharedBytes, ff.flashForwardSharedBytes(128, tile));
