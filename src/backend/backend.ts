@@ -885,7 +885,10 @@ export interface Backend {
   synchronize(): void;
   /** Records the ops `fn` issues into a graph; nothing runs until replay(). */
   captureGraph(fn: () => void): Graph;
-  /** Marks the current point of the queue, for timing (not allowed while capturing a graph). */
+  /**
+   * Marks the current point of the queue, for timing. Inside captureGraph() (CUDA) the mark becomes a
+   * node of the graph, recorded again by every replay: elapsedSince() then reads the latest replay.
+   */
   mark(): TimeMarker;
 
   // ops

@@ -50,6 +50,8 @@ export const CU_STREAM_NON_BLOCKING = 1;
 /** CUevent_flags. */
 export const CU_EVENT_DEFAULT = 0;
 export const CU_EVENT_DISABLE_TIMING = 2;
+/** cuEventRecordWithFlags: record as an event node of the graph being captured. */
+export const CU_EVENT_RECORD_EXTERNAL = 1;
 
 /** CUstreamCaptureMode. */
 export const StreamCaptureMode = { global: 0, threadLocal: 1, relaxed: 2 } as const;
@@ -103,8 +105,10 @@ interface DriverFunctions {
   cuStreamDestroy_v2(stream: Handle): Status;
   cuStreamSynchronize(stream: Handle): Status;
   cuStreamIsCapturing(stream: Handle, status: Int32Array): Status;
+  cuStreamWaitEvent(stream: Handle, event: Handle, flags: number): Status;
   cuEventCreate(event: BigUint64Array, flags: number): Status;
   cuEventRecord(event: Handle, stream: Handle): Status;
+  cuEventRecordWithFlags(event: Handle, stream: Handle, flags: number): Status;
   cuEventSynchronize(event: Handle): Status;
   cuEventElapsedTime(ms: Float32Array, start: Handle, end: Handle): Status;
   cuEventDestroy_v2(event: Handle): Status;
@@ -152,8 +156,10 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
     cuStreamDestroy_v2: f('int cuStreamDestroy_v2(uint64_t hStream)'),
     cuStreamSynchronize: f('int cuStreamSynchronize(uint64_t hStream)'),
     cuStreamIsCapturing: f('int cuStreamIsCapturing(uint64_t hStream, void *captureStatus)'),
+    cuStreamWaitEvent: f('int cuStreamWaitEvent(uint64_t hStream, uint64_t hEvent, unsigned int Flags)'),
     cuEventCreate: f('int cuEventCreate(void *phEvent, unsigned int Flags)'),
     cuEventRecord: f('int cuEventRecord(uint64_t hEvent, uint64_t hStream)'),
+    cuEventRecordWithFlags: f('int cuEventRecordWithFlags(uint64_t hEvent, uint64_t hStream, unsigned int flags)'),
     cuEventSynchronize: f('int cuEventSynchronize(uint64_t hEvent)'),
     // cuda.h 13 maps cuEventElapsedTime to cuEventElapsedTime_v2 (same arguments); drivers before
     // CUDA 12.8 export only the unversioned symbol.
@@ -349,6 +355,15 @@ export class CudaDriver implements StatusLibrary {
 
   eventRecord(event: bigint, stream: bigint): void {
     this.check('cuEventRecord', this.fn.cuEventRecord(event, stream));
+  }
+
+  /**
+   * Records the event as a node of the graph being captured on `stream` (CU_EVENT_RECORD_EXTERNAL): each
+   * replay of the graph records it again, so it can be timed. A plain record inside a capture only
+   * orders streams and cannot be timed.
+   */
+  eventRecordExternal(event: bigint, stream: bigint): void {
+    this.check('cuEventRecordWithFlags', this.fn.cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_EXTERNAL));
   }
 
   eventSynchronize(event: bigint): void {

@@ -1,10 +1,12 @@
 // Profiling a decode step of the inference engine (src/infer/engine.ts): one new token for each of
 // `batch` sequences whose KV cache already holds `context` positions.
 //
-// The engine replays each batch bucket's decode step as a CUDA graph, so it is built twice on one model
-// (random weights; the time does not depend on them), both on a ProfilingBackend:
+// The engine replays each batch bucket's decode step as a CUDA graph, so it is built three times on one
+// model (random weights; the time does not depend on them), all on a ProfilingBackend:
 //   - the graph engine (the engine as `generate` runs it): its replayed step is the step time;
-//   - an eager engine (graphs off), whose step is the one timed op by op.
+//   - on CUDA, a second graph engine whose step is captured with the ProfilingBackend timing captures:
+//     a marker node around each op, so each replay times the ops as they run in the graph;
+//   - an eager engine (graphs off): warm-up, and the step timed op by op on the CPU.
 // Both prefill the same random prompts of `context` tokens, then decode greedily with no stop tokens,
 // so every sequence advances each step. The cache grows by one position per step: the few steps the
 // profile takes (DECODE_STEPS_ROOM at most) leave the context all but unchanged.
@@ -57,8 +59,17 @@ export function profileDecodeStep(backend: Backend, config: ModelConfig, options
     replayed.start(requests, []);
     eager.start(requests, []);
     replayed.decode(2); // the first step runs eagerly (kernels compile), the second is captured and replayed
-    return profile(tap, () => eager.decode(1), { ...options, dtype, warmup: 1, reference: () => replayed.decode(1) });
+    if (backend.name !== 'cuda') return profile(tap, () => eager.decode(1), { ...options, dtype, warmup: 1, reference: () => replayed.decode(1) });
+    // A third engine whose step graph is captured with a marker node around each op: its replays time the ops.
+    const timed = new DecodeEngine(model, { maxBatch: batch, maxLen });
+    engines.push(timed);
+    timed.start(requests, []);
+    timed.decode(1);
+    tap.startTimingCaptures();
+    try { timed.decode(1); } finally { tap.stopTimingCaptures(); }
+    return profile(tap, () => eager.decode(1), { ...options, dtype, warmup: 1, reference: () => replayed.decode(1), replay: () => timed.decode(1) });
   } finally {
+    tap.releaseCaptured();
     for (const e of engines) e.dispose();
     model.free();
   }

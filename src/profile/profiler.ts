@@ -22,13 +22,25 @@
 // (~0.7 µs a kernel on an H200) for a replayed graph. Ops issued inside a captureGraph() call within fn
 // are recorded into the graph, not timed; replays of graphs fn makes are seen as idle time.
 //
+// Graph mode (CUDA; `graph: true`, or `replay`): the work is timed as it runs when replayed — the way
+// training steps and decode steps do run. Eager op times carry a few µs each of launch and event
+// overhead that a graph does not have (on a 10 ms step of 350 ops, or a 1 ms decode step of 150, that
+// is 10% or more); inside a graph the markers are event nodes, recorded by every replay:
+//   - `graph: true`: fn(ops) itself is captured with a marker node before and after each op, the graph
+//     replayed `repeats` times, and each op's time is the median of its marker intervals;
+//   - `replay`: a graph captured earlier through the ProfilingBackend with timeCaptures on (an engine
+//     that captures its own step) is replayed by calling replay(); the ops of that capture are timed.
+// Device inputs of the cost model (decode positions) are then read from the op's own tensors after the
+// replay, which still hold what the replay used.
+//
 // fn gets the backend to issue its ops on. Code that keeps its own reference (an inference engine) is
 // built on a ProfilingBackend's `backend` instead, and that ProfilingBackend is passed to profile().
 // Ops whose exact cost depends on small device tensors (sequence lengths, decode positions) have them
 // copied right after the op, in stream order, and read back after the run (cost.ts deviceInputs).
 
 import { performance } from 'node:perf_hooks';
-import type { Backend, TimeMarker } from '../backend/backend.js';
+import type { Backend, Graph, TimeMarker } from '../backend/backend.js';
+import { ArgumentError } from '../errors.js';
 import type { FloatDType } from '../dtype.js';
 import type { BackendName, HostArray, Tensor } from '../tensor.js';
 import { describeCall, isGemmOp, NON_KERNEL_MEMBERS, opCost, opDeviceInputs } from './cost.js';
@@ -105,6 +117,14 @@ export interface ProfileOptions {
   readonly dtype?: FloatDType;
   /** Give the GPU a backlog before the profiled run (see the header); default true on CUDA. */
   readonly queueAhead?: boolean;
+  /** Time fn(ops) as a replayed graph with a marker node around each op (see the header); CUDA only. */
+  readonly graph?: boolean;
+  /**
+   * Replays a graph whose capture the ProfilingBackend recorded with timeCaptures on: its ops are the
+   * profiled ops (see the header). fn is then not run by profile(). The graph's marker nodes are
+   * destroyed when profile() returns: that graph must not be replayed afterwards.
+   */
+  readonly replay?: () => void;
 }
 
 /** A start marker that ran within this long of its record on the host had a GPU waiting for the host. */
@@ -126,6 +146,8 @@ export interface PendingOp {
   readonly hostStart: number;
   /** Copies of the small device tensors the op's exact cost needs, taken right after it (cost.ts deviceInputs). */
   readonly snapshots: Readonly<Record<string, Tensor>>;
+  /** Whether the snapshots are copies to free (false: the op's own tensors, in a captured graph). */
+  readonly ownsSnapshots: boolean;
 }
 
 /**
@@ -137,8 +159,13 @@ export interface PendingOp {
  */
 export class ProfilingBackend {
   readonly backend: Backend;
+  /** Ops recorded inside captures between startTimingCaptures() and stopTimingCaptures(), in issue order. */
+  readonly captured: PendingOp[] = [];
   private pending: PendingOp[] | undefined;
   private capturing = 0;
+  private timeCaptures = false;
+  /** i32 buffer the captured ops' device cost inputs are copied into (nothing can be allocated in a capture). */
+  private snapshotPool: { tensor: Tensor; used: number } | undefined;
 
   constructor(readonly target: Backend) {
     const methods = new Map<string | symbol, (...a: unknown[]) => unknown>();
@@ -151,6 +178,27 @@ export class ProfilingBackend {
         return method;
       },
     });
+  }
+
+  /**
+   * From now on, ops issued inside a graph capture are recorded (into `captured`) with marker nodes, so
+   * every replay of that graph times them (CUDA; see the header's graph mode).
+   */
+  startTimingCaptures(): void {
+    this.releaseCaptured();
+    this.timeCaptures = true;
+    this.snapshotPool = { tensor: this.target.empty([SNAPSHOT_POOL_ELEMENTS], 'i32'), used: 0 };
+  }
+
+  stopTimingCaptures(): void {
+    this.timeCaptures = false;
+  }
+
+  /** Frees what the captured ops hold (after profiling their graph). */
+  releaseCaptured(): void {
+    release(this.target, this.captured.splice(0));
+    if (this.snapshotPool) this.target.free(this.snapshotPool.tensor);
+    this.snapshotPool = undefined;
   }
 
   /** Starts recording (a new, empty list of ops). */
@@ -175,38 +223,60 @@ export class ProfilingBackend {
     }
     if (typeof property !== 'string' || SKIPPED.has(property)) return method.bind(target);
     return (...args: unknown[]) => {
+      if (this.capturing > 0) return this.timeCaptures ? this.timed(property, method, args, this.captured, true) : method.apply(target, args);
       const pending = this.pending;
-      if (!pending || this.capturing > 0) return method.apply(target, args);
-      const hostStart = performance.now();
-      const start = target.mark();
-      let result: unknown;
-      try {
-        result = method.apply(target, args);
-      } catch (error) {
-        start.dispose();
-        throw error;
-      }
-      const end = target.mark();
-      // Device values the cost depends on (sequence lengths, positions), copied in stream order: outside
-      // the op's markers, as the op saw them.
-      const snapshots: Record<string, Tensor> = {};
-      for (const [name, t] of Object.entries(opDeviceInputs(property, args))) {
-        const copy = target.empty(t.shape, t.dtype);
-        target.copy(t, copy);
-        snapshots[name] = copy;
-      }
-      pending.push({ op: property, args, start, end, hostStart, snapshots });
-      return result;
+      if (!pending) return method.apply(target, args);
+      return this.timed(property, method, args, pending, false);
     };
   }
+
+  /** Runs the op between two markers and records it; `inCapture`: its cost inputs go to the snapshot pool. */
+  private timed(property: string, method: (...a: unknown[]) => unknown, args: unknown[], into: PendingOp[], inCapture: boolean): unknown {
+    const target = this.target;
+    const hostStart = performance.now();
+    const start = target.mark();
+    let result: unknown;
+    try {
+      result = method.apply(target, args);
+    } catch (error) {
+      start.dispose();
+      throw error;
+    }
+    const end = target.mark();
+    // Device values the cost depends on (sequence lengths, positions), copied in stream order: outside
+    // the op's markers, as the op saw them (in a capture, into views of the pool: nothing can be allocated).
+    const snapshots: Record<string, Tensor> = {};
+    for (const [name, t] of Object.entries(opDeviceInputs(property, args))) {
+      const copy = inCapture ? this.poolView(t) : target.empty(t.shape, t.dtype);
+      target.copy(t, copy);
+      snapshots[name] = copy;
+    }
+    into.push({ op: property, args, start, end, hostStart, snapshots, ownsSnapshots: !inCapture });
+    return result;
+  }
+
+  /** A view of the snapshot pool shaped like `t` (an i32 device input). */
+  private poolView(t: Tensor): Tensor {
+    const pool = this.snapshotPool;
+    if (!pool) throw new ArgumentError('profile: no snapshot pool (startTimingCaptures() first)');
+    if (t.dtype !== 'i32' || pool.used + t.numel > SNAPSHOT_POOL_ELEMENTS) {
+      throw new ArgumentError(`profile: the snapshot pool holds ${SNAPSHOT_POOL_ELEMENTS} i32 values; a cost input ${t.dtype} [${t.shape.join(', ')}] does not fit`);
+    }
+    const view = this.target.view(pool.tensor, pool.used, t.shape);
+    pool.used += t.numel;
+    return view;
+  }
 }
+
+/** Elements of the snapshot pool (i32): room for the device cost inputs of a captured step's ops. */
+const SNAPSHOT_POOL_ELEMENTS = 1 << 18;
 
 /** Releases the markers and snapshots of recorded ops. */
 function release(backend: Backend, ops: readonly PendingOp[]): void {
   for (const p of ops) {
     p.start.dispose();
     p.end.dispose();
-    for (const t of Object.values(p.snapshots)) backend.free(t);
+    if (p.ownsSnapshots) for (const t of Object.values(p.snapshots)) backend.free(t);
   }
 }
 
@@ -233,6 +303,9 @@ export function profile(on: Backend | ProfilingBackend, fn: (ops: Backend) => vo
     end.dispose();
   }
   const stepMs = median(stepSamplesMs);
+  if (onGpu && (options.graph === true || options.replay)) {
+    return profileReplayed(tap, fn, options, { stepMs, stepSamplesMs, ...(roofs ? { roofs } : {}) });
+  }
 
   const warnings: string[] = [];
   let hold: Tensor | undefined, holdMs = 0;
@@ -281,6 +354,46 @@ export function profile(on: Backend | ProfilingBackend, fn: (ops: Backend) => vo
   release(backend, recorded);
   anchor.dispose();
   return summarize(backend, profiled, { stepMs, stepSamplesMs, hostBoundOps, warnings, ...(roofs ? { roofs } : {}) });
+}
+
+/** Graph mode (see the header): op times from marker nodes in a replayed graph, median over `repeats` replays. */
+function profileReplayed(
+  tap: ProfilingBackend, fn: (ops: Backend) => void, options: ProfileOptions,
+  measured: { stepMs: number; stepSamplesMs: readonly number[]; roofs?: Roofs },
+): Profile {
+  const backend = tap.target, repeats = Math.max(1, options.repeats ?? 5);
+  let replay = options.replay, graph: Graph | undefined;
+  if (!replay) {
+    tap.startTimingCaptures();
+    try {
+      graph = tap.backend.captureGraph(() => fn(tap.backend));
+    } finally {
+      tap.stopTimingCaptures();
+    }
+    replay = () => graph!.replay();
+  }
+  const recorded = tap.captured;
+  try {
+    if (recorded.length === 0) {
+      throw new ArgumentError('profile: the replayed graph has no timed ops (capture it through the ProfilingBackend with timeCaptures on)');
+    }
+    const samples: number[][] = recorded.map(() => []);
+    for (let r = 0; r < repeats; r++) {
+      replay();
+      backend.synchronize();
+      recorded.forEach((p, i) => samples[i]!.push(p.end.elapsedSince(p.start)));
+    }
+    const profiled: ProfiledOp[] = recorded.map((p, i) => {
+      const values: Record<string, HostArray> = {};
+      for (const [name, t] of Object.entries(p.snapshots)) values[name] = backend.download(t);
+      const cost = opCost(p.op, p.args, values);
+      return { op: p.op, name: describeCall(p.op, p.args), ms: median(samples[i]!), gemm: isGemmOp(p.op), ...(cost ? { flops: cost.flops, bytes: cost.bytes } : {}) };
+    });
+    return summarize(backend, profiled, { ...measured, hostBoundOps: 0, warnings: [] });
+  } finally {
+    graph?.dispose();
+    tap.releaseCaptured();
+  }
 }
 
 /** The tables of a profile from its op records (also used to rebuild a profile from JSON). */

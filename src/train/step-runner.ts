@@ -409,8 +409,9 @@ export class StepRunner {
     }
     const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, training, true);
     let runs = 0;
+    // Timed as it runs: a replayed graph when the runner uses graphs (profiler.ts graph mode).
     const result = profile(this.backend, (ops) => { runs++; step.run(ops); }, {
-      ...options, warmup: 0,
+      ...options, warmup: 0, graph: step.graph !== undefined,
       reference: () => { runs++; if (step.graph) step.graph.replay(); else step.run(); },
     });
     if (training) this.updates += runs;

@@ -144,7 +144,9 @@ export class CudaBackend implements Backend {
 
   mark(): TimeMarker {
     const event = this.runtime.createEvent({ timing: true });
-    event.record(this.runtime.stream);
+    // Inside a capture the marker becomes an event node of the graph, recorded on every replay.
+    if (this.runtime.isCapturing) event.recordInCapture(this.runtime.stream);
+    else event.record(this.runtime.stream);
     const marker: TimeMarker & { event: typeof event } = {
       event,
       elapsedSince(earlier: TimeMarker): number {

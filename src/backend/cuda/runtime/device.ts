@@ -163,6 +163,11 @@ export class Event {
     this.driver.eventRecord(this.handle, stream.handle);
   }
 
+  /** Records into the graph being captured on `stream`: every replay records the event (timing a graph's parts). */
+  recordInCapture(stream: Stream): void {
+    this.driver.eventRecordExternal(this.handle, stream.handle);
+  }
+
   /** Blocks until the work before the last record() has finished. */
   synchronize(): void {
     this.driver.eventSynchronize(this.handle);
