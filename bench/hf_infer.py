@@ -9,8 +9,11 @@ not needed) and a generation_config.json, and for each model and dtype (fp32, bf
   - greedy generation of 128 new tokens per prompt (EOS disabled), with the top-1 − top-2 logit gap of
     every step (so the checker can tell a near tie from a real disagreement);
   - logits of prompt + generated tokens at the generated positions (KV-cache parity under teacher forcing).
+And BERT encoders (BertModel with its pooler; BertForMaskedLM with its tied MLM head), each run on one
+right-padded batch of several lengths with token types, in fp32 and bf16: last_hidden_state,
+pooler_output (BertModel), MLM logits (BertForMaskedLM) and L2-normalised mean-pooled embeddings.
 Writes <workdir>/<case>/ (the model folder) and <workdir>/<case>/reference-<dtype>.safetensors +
-reference-<dtype>.json, and <workdir>/cases.json listing the cases.
+reference-<dtype>.json, and <workdir>/cases.json listing the cases (with their family).
 """
 import json
 import os
@@ -18,10 +21,11 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 NEW_TOKENS = 128
 PROMPT_LENGTHS = [1, 7, 32, 100]
+BERT_LENGTHS = [1, 7, 32, 100, 64]
 
 
 def bytes_to_unicode():
@@ -90,6 +94,68 @@ def cases():
     }
 
 
+def bert_cases():
+    vocab = 3001  # not a multiple of 64: the padded vocabulary rows are exercised
+    return {
+        # BertModel (saved without the "bert." prefix) with its pooler; erf GELU, head size 64.
+        "bert": (BertModel, BertConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                                       intermediate_size=1024, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu")),
+        # BertForMaskedLM (the "bert." prefix, no pooler, tied decoder); tanh GELU, head size 80, three token types.
+        "bert-mlm": (BertForMaskedLM, BertConfig(vocab_size=vocab, hidden_size=160, num_hidden_layers=3, num_attention_heads=2,
+                                                 intermediate_size=640, max_position_embeddings=256, type_vocab_size=3,
+                                                 hidden_act="gelu_new")),
+    }
+
+
+def run_bert_cases(workdir, first_index):
+    """Random-init BERT encoders: one right-padded batch per model, references in fp32 and bf16."""
+    listed = []
+    for offset, (name, (cls, config)) in enumerate(bert_cases().items()):
+        index = first_index + offset
+        directory = os.path.join(workdir, name)
+        os.makedirs(directory, exist_ok=True)
+        torch.manual_seed(1000 + index)
+        config.initializer_range = 0.05
+        config.hidden_dropout_prob = 0.0
+        config.attention_probs_dropout_prob = 0.0
+        model = cls(config)
+        with torch.no_grad():
+            for parameter_name, parameter in model.named_parameters():
+                if parameter_name.endswith("bias") or "layernorm" in parameter_name.lower():
+                    parameter.add_(torch.randn_like(parameter) * 0.1)
+        model.save_pretrained(directory, safe_serialization=True)
+        generator = torch.Generator().manual_seed(7 + index)
+        L = max(BERT_LENGTHS)
+        ids = torch.zeros((len(BERT_LENGTHS), L), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        types = torch.zeros_like(ids)
+        for row, n in enumerate(BERT_LENGTHS):
+            ids[row, :n] = torch.randint(0, config.vocab_size, (n,), generator=generator)
+            mask[row, :n] = 1
+            types[row, :n] = torch.randint(0, config.type_vocab_size, (n,), generator=generator)
+        meta = {"input_ids": ids.tolist(), "attention_mask": mask.tolist(), "token_type_ids": types.tolist()}
+        for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+            m = model.to(device="cuda", dtype=dtype).eval()
+            with torch.no_grad():
+                out = m(input_ids=ids.cuda(), attention_mask=mask.cuda(), token_type_ids=types.cuda(), output_hidden_states=True)
+                hidden = out.hidden_states[-1]
+                tensors = {"hidden": hidden.float().contiguous().cpu()}
+                if cls is BertModel:
+                    tensors["pooler"] = out.pooler_output.float().contiguous().cpu()
+                else:
+                    tensors["logits"] = out.logits.float().contiguous().cpu()
+                weights = mask.cuda().unsqueeze(-1).to(hidden.dtype)
+                mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+                tensors["mean_normalized"] = torch.nn.functional.normalize(mean.float(), dim=-1).contiguous().cpu()
+            save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
+            with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
+                json.dump(meta, f)
+        listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls is BertModel else "masked-lm"})
+        del model
+        torch.cuda.empty_cache()
+    return listed
+
+
 def main(workdir):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -136,6 +202,7 @@ def main(workdir):
         listed.append({"name": name, "dir": directory, "family": "gpt2" if cls is GPT2LMHeadModel else "llama"})
         del model
         torch.cuda.empty_cache()
+    listed.extend(run_bert_cases(workdir, len(listed)))
     with open(os.path.join(workdir, "cases.json"), "w") as f:
         json.dump({"cases": listed, "new_tokens": NEW_TOKENS, "transformers": __import__("transformers").__version__,
                    "torch": torch.__version__}, f)

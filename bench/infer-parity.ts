@@ -10,6 +10,11 @@
 //   3. greedy generation of 128 tokens from each prompt: the same tokens as HF's generate(); where the two
 //      part, HF's top-1 − top-2 gap at that step must be a near tie (≤ 1e-3 (fp32) or 5e-2 (bf16) × the
 //      row's logit RMS), and in teacher forcing every step's argmax must be HF's token or such a near tie.
+// For BertModel (pooler) and BertForMaskedLM (tied MLM head), one right-padded batch of 1, 7, 32, 100 and 64
+// tokens with token types, in fp32 and bf16, both attention paths (fused flash, materialised scores):
+//   4. last_hidden_state and MLM logits at the real positions, pooler_output, and L2-normalised mean-pooled
+//      embeddings: ‖ours − HF‖ / ‖HF‖ ≤ 1e-4 (fp32), 1e-2 (bf16; 2e-2 materialised); in bf16 both sides are
+//      also measured against HF's fp32 outputs (reported).
 // Writes a JSON report (--json) and prints a table.
 //
 // Usage: node dist/bench/infer-parity.js [--json bench/results/infer-parity.json] [--keep DIR [--reuse]] [--backend cuda]
@@ -22,6 +27,7 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/backend/index.js';
 import type { FloatDType } from '../src/dtype.js';
+import { BertEncoder } from '../src/infer/bert.js';
 import { DecodeEngine } from '../src/infer/engine.js';
 import { generateBatch } from '../src/infer/generate.js';
 import { loadDecoderModel } from '../src/infer/model.js';
@@ -41,7 +47,7 @@ if (!(cli.reuse && existsSync(join(workdir, 'cases.json')))) {
   const python = spawnSync('python3', ['bench/hf_infer.py', workdir], { encoding: 'utf8', timeout: 900_000, maxBuffer: 64 << 20 });
   if (python.status !== 0) throw new Error(`hf_infer.py failed (status ${python.status}): ${python.stderr || String(python.error)}`);
 }
-const listing = JSON.parse(readFileSync(join(workdir, 'cases.json'), 'utf8')) as { cases: { name: string; dir: string }[]; new_tokens: number; transformers: string; torch: string };
+const listing = JSON.parse(readFileSync(join(workdir, 'cases.json'), 'utf8')) as { cases: { name: string; dir: string; family: string }[]; new_tokens: number; transformers: string; torch: string };
 
 const { backend } = await selectBackend(cli.backend as 'cuda' | 'cpu');
 const TOLERANCE: Record<string, number> = { f32: 1e-4, bf16: 1e-2 };
@@ -60,6 +66,7 @@ const rows: Row[] = [];
 const report: Record<string, unknown> = { device: backend.description, transformers: listing.transformers, torch: listing.torch, cases: {} };
 
 for (const c of listing.cases) {
+  if (c.family === 'bert') continue;
   for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
     const refs = SafetensorsReader.open(join(c.dir, `reference-${dtype}.safetensors`));
     const meta = JSON.parse(readFileSync(join(c.dir, `reference-${dtype}.json`), 'utf8')) as { prompts: number[][]; greedy: number[][]; gaps: number[][] };
@@ -134,6 +141,66 @@ for (const c of listing.cases) {
     (report.cases as Record<string, unknown>)[`${c.name} ${dtype}`] = entry;
     refs.close();
     model.free();
+  }
+}
+
+// 4. BERT encoders: one padded batch through BertEncoder, every output against HF's.
+for (const c of listing.cases.filter((x) => x.family === 'bert')) {
+  const meta = JSON.parse(readFileSync(join(c.dir, 'reference-f32.json'), 'utf8')) as { input_ids: number[][]; attention_mask: number[][]; token_type_ids: number[][] };
+  const L = meta.input_ids[0]!.length;
+  const real = meta.attention_mask.flatMap((row, s) => row.flatMap((m, l) => (m === 1 ? [s * L + l] : [])));
+  /** The rows of a [B·L, width] tensor at the real (unpadded) positions. */
+  const realRows = (flat: ArrayLike<number>, width: number) => {
+    const out = new Float32Array(real.length * width);
+    real.forEach((r, i) => { for (let j = 0; j < width; j++) out[i * width + j] = flat[r * width + j]!; });
+    return out;
+  };
+  const readRefs = (dtype: string) => {
+    const reader = SafetensorsReader.open(join(c.dir, `reference-${dtype}.safetensors`));
+    const get = (name: string) => (reader.tensors.some((t) => t.name === name) ? new Float32Array(reader.read(name).bytes.slice().buffer) : undefined);
+    const hfOut = { hidden: get('hidden')!, pooler: get('pooler'), logits: get('logits'), mean: get('mean_normalized')! };
+    reader.close();
+    return hfOut;
+  };
+  const hfF32 = readRefs('f32');
+  for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+    const hf = dtype === 'f32' ? hfF32 : readRefs(dtype);
+    for (const attention of ['flash', 'materialized'] as const) {
+      const { encoder, unused } = BertEncoder.load(c.dir, backend, { dtype, attention });
+      const H = encoder.hidden, V = encoder.config.vocabSize;
+      const out = encoder.encode(meta.input_ids, meta.attention_mask, meta.token_type_ids);
+      const ours: Record<string, Float32Array> = {
+        hidden: realRows(out.lastHiddenState, H),
+        mean: Float32Array.from(encoder.embeddings(meta.input_ids, meta.attention_mask, { normalize: true }, meta.token_type_ids).flatMap((v) => Array.from(v))),
+      };
+      if (out.poolerOutput) ours.pooler = out.poolerOutput;
+      if (encoder.hasMaskedLm) ours.logits = realRows(encoder.maskedLmLogits(meta.input_ids, meta.attention_mask, meta.token_type_ids), V);
+      encoder.free();
+      const reference: Record<string, Float32Array | undefined> = {
+        hidden: realRows(hf.hidden, H), mean: hf.mean, pooler: hf.pooler, logits: hf.logits ? realRows(hf.logits, V) : undefined,
+      };
+      const exact: Record<string, Float32Array | undefined> = {
+        hidden: realRows(hfF32.hidden, H), mean: hfF32.mean, pooler: hfF32.pooler, logits: hfF32.logits ? realRows(hfF32.logits, V) : undefined,
+      };
+      const tolerance = TOLERANCE[dtype]! * (attention === 'materialized' && dtype !== 'f32' ? 2 : 1);
+      const entry: Record<string, unknown> = { unused, attention };
+      for (const [output, label] of [['hidden', 'last_hidden_state'], ['pooler', 'pooler_output'], ['logits', 'MLM logits'], ['mean', 'mean embeddings (normalised)']] as const) {
+        const mine = ours[output], theirs = reference[output];
+        if (!theirs) continue;
+        if (!mine) { rows.push({ model: c.name, dtype, check: `${label} (${attention})`, value: 'missing from our outputs', ok: false }); continue; }
+        const error = relError(mine, theirs);
+        entry[output] = error;
+        let value = `rel err ${error.toExponential(2)} (tolerance ${tolerance})`;
+        if (dtype !== 'f32') {
+          const oursVsF32 = relError(mine, exact[output]!), hfVsF32 = relError(theirs, exact[output]!);
+          entry[`${output}.oursVsHfF32`] = oursVsF32;
+          entry[`${output}.hfVsHfF32`] = hfVsF32;
+          value += `; vs HF fp32: ours ${oursVsF32.toExponential(2)}, HF bf16 ${hfVsF32.toExponential(2)}`;
+        }
+        rows.push({ model: c.name, dtype, check: `${label} (${attention})`, value, ok: error <= tolerance });
+      }
+      (report.cases as Record<string, unknown>)[`${c.name} ${dtype} ${attention}`] = entry;
+    }
   }
 }
 

@@ -8,8 +8,14 @@
 // computation in the same run (bench/torch_kernels.py) when python3 with torch is installed.
 // GEMMs are benchmarked by bench/gemm.ts (our wrapper against cuBLASLt's best algorithm per shape).
 // Results: bench/results/kernels.json and bench/results/kernels.md (and $OUT when set).
+//
+// Options: --only A,B,... times only the cases whose id ("<model> <dtype> <op>") or op contains one of
+// the substrings (case-insensitive: --only layerNormBackward, --only BERT, --only "GPT-2 bf16"); a
+// filtered run prints its table and writes it to $OUT or --json PATH, but leaves bench/results/
+// (the full run's record) alone. --no-torch skips the PyTorch baseline.
 
 import { spawnSync } from 'node:child_process';
+import { parseArgs } from 'node:util';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -312,7 +318,24 @@ function writeAtomic(path: string, text: string): void {
   renameSync(`${path}.tmp`, path);
 }
 
+/** Cases whose id or op contains one of the comma-separated substrings (all of them without a filter). */
+function selectCases(all: readonly { id: string; op: string }[], only: string | undefined): number[] {
+  const wanted = (only ?? '').split(',').map((w) => w.trim().toLowerCase()).filter((w) => w !== '');
+  return all.flatMap((c, i) => (wanted.length === 0 || wanted.some((w) => c.id.toLowerCase().includes(w) || c.op.toLowerCase().includes(w)) ? [i] : []));
+}
+
 function main(): void {
+  const { values: cli } = parseArgs({
+    options: { only: { type: 'string' }, 'no-torch': { type: 'boolean', default: false }, json: { type: 'string' } },
+  });
+  const every = [...cases('bf16'), ...cases('f16')];
+  const all = selectCases(every, cli.only).map((i) => every[i]!);
+  if (all.length === 0) {
+    process.stderr.write(`bench:kernels: --only '${cli.only}' matches no case; ids look like '${every[0]!.id}'\n`);
+    process.exitCode = 1;
+    return;
+  }
+  const filtered = all.length < every.length;
   const probe = probeCuda();
   if (!probe.available) {
     process.stderr.write(`bench:kernels needs a CUDA GPU: ${probe.reason}\n`);
@@ -323,9 +346,7 @@ function main(): void {
   const rng = new Rng(20261129);
   const copyGBps = copyBandwidth(b);
   const launch = launchCost(b);
-  process.stdout.write(`${b.description}: copy ${copyGBps.toFixed(0)} GB/s; launch from JS ${launch.jsUs.toFixed(2)} µs, in a graph ${launch.graphUs.toFixed(2)} µs\n`);
-
-  const all = [...cases('bf16'), ...cases('f16')];
+  process.stdout.write(`${b.description}: copy ${copyGBps.toFixed(0)} GB/s; launch from JS ${launch.jsUs.toFixed(2)} µs, in a graph ${launch.graphUs.toFixed(2)} µs; ${all.length} of ${every.length} cases\n`);
   const results: Result[] = [];
   for (const c of all) {
     const sets = Math.max(2, Math.min(8, Math.ceil((3 * L2_BYTES) / c.bytes)));
@@ -345,7 +366,7 @@ function main(): void {
     b.synchronize();
     b.runtime.emptyCache();
   }
-  const torch = torchBaseline(all);
+  const torch = cli['no-torch'] ? { version: null, results: {} as Record<string, number | null> } : torchBaseline(all);
   for (const r of results) {
     const t = torch.results[r.id];
     if (typeof t === 'number') { r.torchUs = t * 1e3; r.speedupVsTorch = r.torchUs / r.graphUs; }
@@ -359,7 +380,7 @@ function main(): void {
   const md = [
     `# Kernel benchmark — ${b.description}, ${report.date.slice(0, 10)}`, '',
     `Copy bandwidth (device-to-device, read + write): **${copyGBps.toFixed(0)} GB/s**. Launch cost: ${launch.jsUs.toFixed(2)} µs per op from JS, ${launch.graphUs.toFixed(2)} µs per op inside a CUDA graph.`,
-    `PyTorch ${torch.version ?? '(not available)'} eager, same run, same inputs sizes. Times are medians per call.`,
+    `PyTorch ${torch.version ?? (cli['no-torch'] ? '(skipped: --no-torch)' : '(not available)')} eager, same run, same inputs sizes. Times are medians per call.${filtered ? ` Cases: --only ${cli.only}.` : ''}`,
     '"% of copy" is against the 1 GiB copy above; "% of same-size copy" is our copy kernel\'s time moving the op\'s bytes (half read, half written) over the op\'s time, timed the same way: the roofline a kernel of that size can reach.', '',
     '| model | op | dtype | shape | fuseformer µs (graph) | µs (JS launch) | GB/s | % of copy | same-size copy µs | % of same-size copy | PyTorch eager µs | speed-up |',
     '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
@@ -367,8 +388,11 @@ function main(): void {
     '',
   ].join('\n');
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  writeAtomic(join(root, 'bench', 'results', 'kernels.json'), `${JSON.stringify(report, null, 2)}\n`);
-  writeAtomic(join(root, 'bench', 'results', 'kernels.md'), md);
+  if (!filtered) {
+    writeAtomic(join(root, 'bench', 'results', 'kernels.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeAtomic(join(root, 'bench', 'results', 'kernels.md'), md);
+  }
+  if (cli.json) writeAtomic(cli.json, `${JSON.stringify(report, null, 2)}\n`);
   if (process.env.OUT) {
     writeFileSync(join(process.env.OUT, 'kernels.json'), `${JSON.stringify(report, null, 2)}\n`);
     writeFileSync(join(process.env.OUT, 'kernels.md'), md);

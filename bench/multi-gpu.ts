@@ -5,13 +5,17 @@
 // Checks and timings, rank 0 reporting:
 //   1. collectives: all-reduce and all-gather bus bandwidth (bf16, 1/64/256 MiB; NCCL's busBw formula
 //      2(w−1)/w · bytes / time for all-reduce, (w−1)/w · bytes / time for all-gather), CUDA-event timed
-//   2. tensor parallel (f32): TP GPT-2 logits, loss and gathered gradients against the single-GPU model
-//      on rank 0's GPU with the same weights
+//   2. tensor parallel (vocab-parallel embedding, LM head and cross-entropy): TP GPT-2 logits (f32 and
+//      bf16), loss, gradient norm and gathered gradients against the single-GPU model on rank 0's GPU
+//      with the same weights; then 3 clipped AdamW steps (CUDA graphs with the collectives captured):
+//      losses and gathered parameters
 //   3. data parallel (f32): 3 AdamW steps, each rank on 1/w of the batch, against rank 0 training alone
-//      on the whole batch: mean losses and parameters
+//      on the whole batch: mean losses and parameters — with bucketed all-reduces on the second stream
+//      (overlapped with the backward), and with ZeRO-1 inside StepRunner (sharded moments)
 //   4. scaling, GPT-2 124M bf16, per-rank batch × 1024: one GPU alone (every rank at once, no
 //      communication), data parallel (weak scaling: efficiency = t1 / t_dp), tensor parallel on the
-//      per-rank batch (strong scaling: efficiency = t1 / (w · t_tp)); step = upload, forward, backward,
+//      per-rank batch (strong scaling: efficiency = t1 / (w · t_tp)), data parallel with ZeRO-1;
+//      step = upload, forward, backward,
 //      collectives, AdamW, loss read back; medians after warm-up
 // World size 1 runs everything through NCCL too (a communicator of one rank).
 
@@ -83,7 +87,7 @@ function averaged(x: number): number {
 
 function logitsOf(model: Gpt2Model | TpGpt2Model, batch: HostBatch): Float32Array {
   const tokens = backend.fromArray(batch.tokens, [batch.batch, batch.seqLen], 'i32');
-  const logits = backend.empty([batch.batch * batch.seqLen, model.logitsWidth], 'f32');
+  const logits = backend.empty([batch.batch * batch.seqLen, model.logitsWidth], model.dtype);
   const step = (ctx: Parameters<Gpt2Model['logitsStep']>[0]) => model.logitsStep(ctx, tokens, logits);
   const plan = planStep(backend, step, false);
   const arena = backend.createArena(plan.arena.arenaBytes);
@@ -133,27 +137,49 @@ if (!SKIP.has('tp')) {
   const tp = new TpGpt2Model(backend, comm, checkConfig, 'f32');
   tp.initialize(5n);
   const tpLogits = logitsOf(tp, batch);
-  const tpRunner = new StepRunner(tp, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: Infinity }, graphs: false });
-  const tpLoss = tpRunner.trainStep(batch, 0).loss;
+  // Clipping on (maxGradNorm 1): the TP runner's norm is the shards' Σg² all-reduced plus the replicated part.
+  const tpRunner = new StepRunner(tp, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: 1 }, graphs: false });
+  const tpFirst = tpRunner.trainStep(batch, 0);
   const tpGrads = tp.fullGradients();
+  const tpLosses: number[] = [];
+  const tpSteps = new StepRunner(tp, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: 1 }, graphs: GRAPHS });
+  for (let i = 0; i < 3; i++) tpLosses.push(tpSteps.trainStep(batch, 1e-3).loss);
+  const tpParams = tp.fullParameters();
+  const tp16 = new TpGpt2Model(backend, comm, checkConfig, 'bf16');
+  tp16.initialize(5n);
+  const tpLogits16 = logitsOf(tp16, batch);
   if (rank0) {
     const single = new Gpt2Model(backend, checkConfig, 'f32');
     single.params.initialize(5n);
     const logits = logitsOf(single, batch);
-    const runner = new StepRunner(single, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: Infinity }, graphs: false });
-    const loss = runner.trainStep(batch, 0).loss;
+    const runner = new StepRunner(single, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: 1 }, graphs: false });
+    const first = runner.trainStep(batch, 0);
     let gradRel = 0;
     for (const { name, shape } of single.params.fileShapes()) {
       const g = backend.download(backend.view(single.params.param(name).grad, 0, shape)) as Float32Array;
-      const scale = Math.max(1e-6, ...Array.from(g, Math.abs));
+      const scale = g.reduce((m: number, x: number) => Math.max(m, Math.abs(x)), 1e-6);  // (a spread of 38 M values overflows the stack)
       gradRel = Math.max(gradRel, maxDiff(tpGrads.get(name)!.data, g) / scale);
     }
-    results['tensorParallel'] = { logitsMaxAbsDiff: maxDiff(tpLogits, logits), lossTp: tpLoss, lossSingle: loss, gradMaxRelDiff: gradRel };
-    runner.dispose();
+    const steps = new StepRunner(single, { maxBatch: 2, maxSeqLen: 64, optimizer: { maxGradNorm: 1 }, graphs: GRAPHS });
+    const losses: number[] = [];
+    for (let i = 0; i < 3; i++) losses.push(steps.trainStep(batch, 1e-3).loss);
+    let paramDiff = 0;
+    for (const [name, t] of single.params.download()) paramDiff = Math.max(paramDiff, maxDiff(tpParams.get(name)!.data, t.data));
+    const single16 = new Gpt2Model(backend, checkConfig, 'bf16');
+    single16.params.initialize(5n);
+    const logits16 = logitsOf(single16, batch);
+    results['tensorParallel'] = {
+      logitsMaxAbsDiff: maxDiff(tpLogits, logits), logitsBf16MaxAbsDiff: maxDiff(tpLogits16, logits16),
+      lossTp: tpFirst.loss, lossSingle: first.loss, gradNormTp: tpFirst.gradNorm, gradNormSingle: first.gradNorm, gradMaxRelDiff: gradRel,
+      lossesTp: tpLosses, lossesSingle: losses, paramMaxAbsDiff: paramDiff,
+    };
+    for (const r of [runner, steps]) r.dispose();
     single.params.free();
+    single16.params.free();
   }
-  tpRunner.dispose();
+  for (const r of [tpRunner, tpSteps]) r.dispose();
   tp.params.free();
+  tp16.params.free();
 }
 
 // --- 3. data parallel correctness ---------------------------------------------------------------------
@@ -178,13 +204,33 @@ if (!SKIP.has('dp')) {
   }
   dpRunner.dispose();
   dpModel.params.free();
+
+  // ZeRO-1 inside StepRunner: reduce-scatter, AdamW on this rank's shard, all-gather, all in the step.
+  const zeroModel = new Gpt2Model(backend, checkConfig, 'f32');
+  zeroModel.params.initialize(9n);
+  const zeroRunner = new StepRunner(zeroModel, { maxBatch: 2, maxSeqLen: 64, graphs: GRAPHS, zero: { comm } });
+  const zeroLosses: number[] = [];
+  for (let i = 0; i < 3; i++) zeroLosses.push(averaged(zeroRunner.trainStep(sliceBatch(global, comm.rank, W), 1e-3).loss));
+  if (rank0) {
+    const single = new Gpt2Model(backend, checkConfig, 'f32');
+    single.params.initialize(9n);
+    const runner = new StepRunner(single, { maxBatch: 2 * W, maxSeqLen: 64, graphs: GRAPHS });
+    const losses: number[] = [];
+    for (let i = 0; i < 3; i++) losses.push(runner.trainStep(global, 1e-3).loss);
+    const a = backend.download(zeroModel.params.values.flat) as Float32Array, b = backend.download(single.params.values.flat) as Float32Array;
+    results['zero'] = { lossesZero: zeroLosses, lossesSingle: losses, paramMaxAbsDiff: maxDiff(a, b), optimizerStateBytes: zeroRunner.optimizerStateBytes, unshardedStateBytes: runner.optimizerStateBytes };
+    runner.dispose();
+    single.params.free();
+  }
+  zeroRunner.dispose();
+  zeroModel.params.free();
 }
 
 // --- 4. scaling -------------------------------------------------------------------------------------
 const gpt2: Gpt2Config = { ...GPT2_PRESETS['gpt2-124M']!, residualDropout: 0, embeddingDropout: 0, attentionDropout: 0 };
 
-function stepMs(model: LanguageModel, batch: HostBatch, dtype: FloatDType): number {
-  const runner = new StepRunner(model, { maxBatch: batch.batch, maxSeqLen: batch.seqLen, graphs: GRAPHS });
+function stepMs(model: LanguageModel, batch: HostBatch, dtype: FloatDType, zero = false): number {
+  const runner = new StepRunner(model, { maxBatch: batch.batch, maxSeqLen: batch.seqLen, graphs: GRAPHS, ...(zero ? { zero: { comm } } : {}) });
   if (dtype !== 'f32') runner.syncMasterFromParams();
   for (let i = 0; i < 3; i++) runner.trainStep(batch, 1e-4);
   const times: number[] = [];
@@ -207,6 +253,10 @@ if (!SKIP.has('scaling')) {
   dpModel.params.initialize(1n);
   const tDp = averaged(stepMs(new DataParallelModel(dpModel, comm), local, 'bf16'));
   dpModel.params.free();
+  const zeroModel = new Gpt2Model(backend, gpt2, 'bf16');
+  zeroModel.params.initialize(1n);
+  const tZero = averaged(stepMs(zeroModel, local, 'bf16', true));
+  zeroModel.params.free();
   let tTp = NaN;
   if (gpt2.heads % W === 0 && !SKIP.has('tp-scaling')) {
     const tp = new TpGpt2Model(backend, comm, gpt2, 'bf16');
@@ -216,9 +266,9 @@ if (!SKIP.has('scaling')) {
   }
   const tokens = B * L;
   results['scaling'] = {
-    singleMs: t1, dataParallelMs: tDp, tensorParallelMs: tTp,
+    singleMs: t1, dataParallelMs: tDp, dataParallelZeroMs: tZero, tensorParallelMs: tTp,
     singleTokensPerS: tokens / t1 * 1e3, dataParallelTokensPerS: W * tokens / tDp * 1e3, tensorParallelTokensPerS: tokens / tTp * 1e3,
-    dataParallelEfficiency: t1 / tDp, tensorParallelEfficiency: t1 / (W * tTp),
+    dataParallelEfficiency: t1 / tDp, dataParallelZeroEfficiency: t1 / tZero, tensorParallelEfficiency: t1 / (W * tTp),
   };
 }
 

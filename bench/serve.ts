@@ -12,7 +12,7 @@
 //
 // Usage: node dist/bench/serve.js [--json bench/results/serve.json] [--requests 1000] [--concurrency 128]
 //   [--disconnect 0.1] [--malformed 0.05] [--max-tokens 16] [--backend auto|cpu|cuda] [--preset gpt2-tiny | --model DIR]
-//   [--max-running 64] [--max-batch-tokens 512] [--kv-blocks N]
+//   [--max-running 64] [--max-batch-tokens 512] [--kv-blocks N | --kv-memory-fraction F]
 
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,6 +44,7 @@ const { values: cli } = parseArgs({
     'max-running': { type: 'string', default: '64' },
     'max-batch-tokens': { type: 'string', default: '512' },
     'kv-blocks': { type: 'string' },
+    'kv-memory-fraction': { type: 'string' },
   },
 });
 const positive = (name: string, v: string, integer = true): number => {
@@ -74,6 +75,7 @@ if (cli.model) {
 const engine = new ServingEngine(model, {
   maxRunning: positive('max-running', cli['max-running']!), maxBatchTokens: positive('max-batch-tokens', cli['max-batch-tokens']!),
   ...(cli['kv-blocks'] ? { numBlocks: positive('kv-blocks', cli['kv-blocks']) } : {}),
+  ...(cli['kv-memory-fraction'] ? { kvMemoryFraction: positive('kv-memory-fraction', cli['kv-memory-fraction'], false) } : {}),
 });
 const server = new InferenceServer(engine, tokenizer, { modelName: 'bench', maxQueue: Math.max(256, 2 * C) });
 const address = await server.listen(0);
@@ -195,7 +197,7 @@ const result = {
   ttftSeconds: { p50: pct(ttfts, 0.5), p99: pct(ttfts, 0.99) },
   latencySeconds: { p50: pct(valid.map((o) => o.latency), 0.5), p99: pct(valid.map((o) => o.latency), 0.99) },
   cancelled: Number(/fuseformer_requests_finished_total\{reason="cancelled"\} (\d+)/.exec(metrics)?.[1] ?? 0),
-  engine: { steps: stats.steps, preemptions: stats.preemptions, prefixHitRate: stats.prefixQueried ? stats.prefixHits / stats.prefixQueried : 0, blocksTotal: stats.blocksTotal },
+  engine: { steps: stats.steps, preemptions: stats.preemptions, prefixHitRate: stats.prefixQueried ? stats.prefixHits / stats.prefixQueried : 0, blocksTotal: stats.blocksTotal, kvPoolBytes: stats.kvPoolBytes },
   checks, failures: failures.slice(0, 10).map((f) => f.problem),
 };
 if (cli.json) { mkdirSync(dirname(cli.json), { recursive: true }); writeFileSync(cli.json, `${JSON.stringify(result, null, 2)}\n`); }

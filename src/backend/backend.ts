@@ -278,6 +278,13 @@ export interface SoftmaxBackwardArgs {
  * on the CPU and partly unwritten on the GPU). Dropout element (b, h, i, j) then has index
  * e = (h·totalQ + cuSeqlensQ[b] + i)·S + j, S = maxSeqlenK rounded up to a multiple of 8: advance the
  * offset by dropoutOffsetAdvance(Hq·totalQ·S).
+ *
+ * Paged keys and values (paged given; dense q only, no packed sequences, no dropout): k, v are a block pool
+ * [numBlocks, Hkv, blockSize, d] and key j of sequence b (kv head g) is row [paged.blockTable[b, ⌊j /
+ * blockSize⌋], g, j mod blockSize] (blockTable i32 [B, maxBlocks]); Lk = paged.keys (1 ≤ Lk ≤
+ * maxBlocks·blockSize) plays the dense Lk in the masks, so causal puts the Lq queries at the end of the
+ * Lk keys (a prompt chunk after its cached context). A used table entry outside [0, numBlocks) is an
+ * error on the CPU; the GPU trusts the table.
  */
 export interface FlashAttentionForwardArgs extends PackedSequences {
   q: Tensor;
@@ -289,6 +296,14 @@ export interface FlashAttentionForwardArgs extends PackedSequences {
   causal?: boolean;
   keyLengths?: Tensor;
   dropout?: DropoutArgs;
+  paged?: PagedKv;
+}
+
+/** Keys and values read through a block table (FlashAttentionForwardArgs.paged). */
+export interface PagedKv {
+  blockTable: Tensor;
+  /** Lk: the keys every sequence has. */
+  keys: number;
 }
 
 /** The packed variable-length layout of the fused attention ops (FlashAttentionForwardArgs). */
@@ -372,6 +387,69 @@ export interface CrossEntropyBackwardArgs {
   classes?: number;
 }
 
+// --- vocab-parallel cross-entropy (Megatron's split vocabulary; src/dist/vocab-parallel.ts) ------------
+
+/**
+ * The cross-entropy of logits whose vocabulary is split over tensor-parallel ranks. This rank holds the
+ * columns of ids [vocabStart, vocabStart + Vl) of the full logits as logits [rows, Vl]; the first
+ * `classes` of them (0 ≤ classes ≤ Vl, default Vl) are real classes, the rest padding (never read).
+ * Three ops around two all-reduces give crossEntropyForward's loss and lse on every rank:
+ *   vocabShardMax    rowMax[r] = max_{j<classes} z_rj  (−∞ when classes = 0)            → all-reduce max
+ *   vocabShardSums   M = rowMax (the global one): sums[0, r] = Σ_{j<classes} exp(z_rj − M_r);
+ *                    sums[1, r] = z_r(t−vocabStart) when vocabStart ≤ t < vocabStart + classes, else 0;
+ *                    sums[2, r] = Σ_{j<classes} z_rj                                     → all-reduce sum
+ *   vocabShardLoss   lse = M + ln sums[0];  loss = (1−ε)·(lse − sums[1]) + ε·(lse − sums[2] / C)
+ *                    with C the whole vocabulary (totalClasses); rows whose target is ignoreIndex get
+ *                    loss 0 (lse still written); another target outside [0, C) is an error on the CPU,
+ *                    a NaN loss on the GPU.
+ * rowMax, lse, loss f32 [rows]; sums f32 [3, rows]; targets i32 [rows] hold global ids.
+ */
+export interface VocabShardMaxArgs {
+  logits: Tensor;
+  classes?: number;
+  rowMax: Tensor;
+}
+
+export interface VocabShardSumsArgs {
+  logits: Tensor;
+  targets: Tensor;
+  vocabStart: number;
+  classes?: number;
+  rowMax: Tensor;
+  sums: Tensor;
+}
+
+export interface VocabShardLossArgs {
+  rowMax: Tensor;
+  sums: Tensor;
+  targets: Tensor;
+  totalClasses: number;
+  loss: Tensor;
+  lse: Tensor;
+  labelSmoothing?: number;
+  ignoreIndex?: number;
+}
+
+/**
+ * This rank's part of crossEntropyBackward over a split vocabulary, from the global lse:
+ * dLogits_j = gradScale·(exp(z_j − lse) − (1−ε)·[vocabStart + j = t] − ε/C) for j < classes (C =
+ * totalClasses), 0 for padded columns j ≥ classes (always written), zeros for ignored rows; a target
+ * outside [0, C) that is not ignored is an error on the CPU, NaN over the classes on the GPU.
+ * dLogits may alias logits.
+ */
+export interface VocabShardCrossEntropyBackwardArgs {
+  logits: Tensor;
+  targets: Tensor;
+  lse: Tensor;
+  dLogits: Tensor;
+  vocabStart: number;
+  classes?: number;
+  totalClasses: number;
+  gradScale: number;
+  labelSmoothing?: number;
+  ignoreIndex?: number;
+}
+
 // --- embedding -------------------------------------------------------------------------------------
 
 /**
@@ -386,6 +464,12 @@ export interface EmbeddingForwardArgs extends DropoutArgs {
   scale?: number;
   out: Tensor;
   mask: Tensor;
+  /**
+   * A vocabulary split over ranks (Megatron's vocab-parallel embedding): tokenTable [V, H] holds the
+   * rows of ids [vocabStart, vocabStart + V). A token id outside that range contributes a zero token
+   * row (the position row is still added) instead of being an error. Default: no split.
+   */
+  vocabStart?: number;
 }
 
 /**
@@ -401,6 +485,8 @@ export interface EmbeddingBackwardArgs {
   positionOffset?: number;
   dTokenTable: Tensor;
   dPositionTable?: Tensor;
+  /** As in EmbeddingForwardArgs: dTokenTable holds ids [vocabStart, vocabStart + V); other ids add nothing to it. */
+  vocabStart?: number;
 }
 
 // --- layout and reductions -----------------------------------------------------------------------
@@ -548,6 +634,11 @@ export interface RopeArgs {
  *   heads (the materialised-scores path, whose batched GEMMs need one kv head per query head).
  * positions i32 [R] in [0, maxLen): an error on the CPU; the GPU skips the cache write of such a row.
  * Float tensors share a dtype (invFreq is f32).
+ * Paged (blockTable i32 [B, maxBlocks] given; no kOut/vOut): kCache, vCache are a block pool
+ *   [numBlocks, Hkv, blockSize, d], B = blockTable's first dimension, L = R / B, maxLen = maxBlocks·blockSize,
+ *   and row r's key and value heads go to [blockTable[b, ⌊p / blockSize⌋], g, p mod blockSize] (p = positions[r]).
+ *   A negative position marks an idle row: its query heads are written, nothing goes to the pool (both
+ *   backends). A used table entry outside [0, numBlocks) is an error on the CPU; the GPU trusts the table.
  */
 export interface QkvRopeAppendArgs {
   qkv: Tensor;
@@ -559,6 +650,7 @@ export interface QkvRopeAppendArgs {
   vCache: Tensor;
   kOut?: Tensor;
   vOut?: Tensor;
+  blockTable?: Tensor;
 }
 
 /**
@@ -569,6 +661,10 @@ export interface QkvRopeAppendArgs {
  * cache is cut into S chunks of ceil(maxLen / S) keys reduced by separate blocks and then combined (long
  * contexts at small batch); its contents afterwards are unspecified. A position outside [0, maxLen) is an
  * error on the CPU; the GPU clamps the key count to maxLen.
+ * Paged (blockTable i32 [B, maxBlocks] given): kCache, vCache are a block pool [numBlocks, Hkv, blockSize, d],
+ *   maxLen = maxBlocks·blockSize, and key j of sequence b is [blockTable[b, ⌊j / blockSize⌋], g, j mod blockSize].
+ *   A negative position marks an idle row (no keys: out = 0) on both backends. A used table entry outside
+ *   [0, numBlocks) is an error on the CPU; the GPU trusts the table.
  */
 export interface DecodeAttentionArgs {
   q: Tensor;
@@ -578,6 +674,7 @@ export interface DecodeAttentionArgs {
   out: Tensor;
   scale?: number;
   partials?: Tensor;
+  blockTable?: Tensor;
 }
 
 /**
@@ -602,6 +699,16 @@ export interface GatedActivationArgs {
   x: Tensor;
   out: Tensor;
   activation: Activation;
+}
+
+/**
+ * out = tanh(x + bias) elementwise (BERT's pooler: tanh of a dense layer over the [CLS] row). x, out
+ * [rows, H] of one float dtype; bias [H] (optional). out may alias x. f32 arithmetic, rounded once.
+ */
+export interface TanhActivationArgs {
+  x: Tensor;
+  bias?: Tensor;
+  out: Tensor;
 }
 
 /** Counter word c3 of every sampling draw: keeps sampling's Philox stream apart from dropout's (c3 = 0). */
@@ -910,6 +1017,10 @@ export interface Backend {
   flashAttentionBackward(args: FlashAttentionBackwardArgs): void;
   crossEntropyForward(args: CrossEntropyForwardArgs): void;
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void;
+  vocabShardMax(args: VocabShardMaxArgs): void;
+  vocabShardSums(args: VocabShardSumsArgs): void;
+  vocabShardLoss(args: VocabShardLossArgs): void;
+  vocabShardCrossEntropyBackward(args: VocabShardCrossEntropyBackwardArgs): void;
   embeddingForward(args: EmbeddingForwardArgs): void;
   embeddingBackward(args: EmbeddingBackwardArgs): void;
   permute0213(args: Permute0213Args): void;
@@ -929,6 +1040,7 @@ export interface Backend {
   decodeAttention(args: DecodeAttentionArgs): void;
   residualNorm(args: ResidualNormArgs): void;
   gatedActivation(args: GatedActivationArgs): void;
+  tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
   // beam search and encoder-decoder decoding
   beamTopK(args: BeamTopKArgs): void;

@@ -9,6 +9,7 @@ import { runLaunch } from './launch.js';
 import { QUANTIZE_USAGE, runQuantize } from './quantize.js';
 import { GENERATE_USAGE, runGenerate } from './generate.js';
 import { BENCH_USAGE, runBench } from './bench.js';
+import { EMBED_USAGE, runEmbed } from './embed.js';
 import { PROFILE_USAGE, runProfile } from './profile.js';
 import { runSelftest } from './selftest.js';
 import { runServe, SERVE_USAGE } from './serve.js';
@@ -21,6 +22,7 @@ commands:
   launch --gpus N -- <command>   one process per GPU with the NCCL rendezvous (launch --help)
   generate [options]   continue a prompt with a GPT-2 or Llama model directory (generate --help)
   serve --model DIR    OpenAI-compatible HTTP server with continuous batching (serve --help)
+  embed --model DIR --text TEXT   sentence embeddings (JSON) from a BERT directory (embed --help)
   profile [options]    where a step's time goes: every kernel timed, on the roofline (profile --help)
   bench [options]      run the benchmark suites and chart their results (bench --help)
   quantize [options]   INT4 (rtn/awq/gptq) or INT8 W8A8 quantization of a GPT-2 directory (quantize --help)
@@ -34,7 +36,7 @@ options:
   -h, --help                this text
 `;
 
-const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'quantize', 'serve'];
+const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'quantize', 'serve', 'embed'];
 
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'launch') return runLaunch(argv.slice(1));
@@ -50,6 +52,10 @@ async function main(argv: string[]): Promise<number> {
   if (argv[commandAt] === 'generate') {
     if (isHelp) { process.stdout.write(GENERATE_USAGE); return 0; }
     return runGenerate([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
+  }
+  if (argv[commandAt] === 'embed') {
+    if (isHelp) { process.stdout.write(EMBED_USAGE); return 0; }
+    return runEmbed([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
   }
   if (argv[commandAt] === 'serve') {
     if (isHelp) { process.stdout.write(SERVE_USAGE); return 0; }

@@ -24,6 +24,7 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --max-batch-tokens N     positions per engine step: prompt chunks + decode tokens (default 256)
   --block-size N           positions per KV cache block (default 16)
   --kv-blocks N            blocks in the KV pool (default: max-running full-length requests)
+  --kv-memory-fraction F   instead: size the KV pool to this fraction (0, 1] of the memory free after loading
   --no-prefix-caching      do not share KV blocks between requests with a common prompt prefix
   --max-queue N            requests queued or running at most; more get 429 (default 256)
   --max-body-bytes N       request body limit (default 1048576)
@@ -38,13 +39,19 @@ function integer(name: string, value: string | undefined, min: number): number |
   return x;
 }
 
+function fraction(name: string, value: string): number {
+  const x = Number(value);
+  if (value.trim() === '' || !(x > 0 && x <= 1)) throw new ArgumentError(`--${name} must be a number in (0, 1], got '${value}'`);
+  return x;
+}
+
 export async function runServe(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
     options: {
       model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
       'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
-      'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
+      'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' },
     },
   });
@@ -61,6 +68,7 @@ export async function runServe(argv: string[]): Promise<number> {
     ...(opt('max-len', 2) !== undefined ? { maxLen: opt('max-len', 2)! } : {}), ...(opt('max-running') !== undefined ? { maxRunning: opt('max-running')! } : {}),
     ...(opt('max-batch-tokens') !== undefined ? { maxBatchTokens: opt('max-batch-tokens')! } : {}), ...(opt('block-size') !== undefined ? { blockSize: opt('block-size')! } : {}),
     ...(opt('kv-blocks') !== undefined ? { numBlocks: opt('kv-blocks')! } : {}), prefixCaching: !values['no-prefix-caching'],
+    ...(values['kv-memory-fraction'] !== undefined ? { kvMemoryFraction: fraction('kv-memory-fraction', values['kv-memory-fraction']) } : {}),
   };
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);

@@ -5,7 +5,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { Backend } from '../backend/backend.js';
+import type { CudaBackend } from '../backend/cuda/index.js';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
+import { initNcclProcessGroup, processGroupEnv } from '../dist/process-group.js';
+import type { DistributedEnv } from '../dist/rendezvous.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { createByteTokenizer } from '../io/byte-tokenizer.js';
@@ -36,6 +40,11 @@ training:
   --weight-decay X --max-grad-norm X --no-master            (0.1, 1.0; fp32 master weights by default)
   --checkpoint-activations K   recompute every K-th block in backward (0 = off)
   --seed N
+parallel (one process per GPU: run under \`fuseformer launch --gpus N -- fuseformer train ...\`):
+  --tp N                  tensor parallel over N GPUs (GPT-2): heads, FFN, vocabulary split (Megatron)
+  --dp N                  data parallel over N GPUs: each takes 1/N of every --batch-size batch
+  --zero                  with --dp: ZeRO-1, AdamW's state sharded over the ranks
+                          (N must equal the launcher's WORLD_SIZE; --tp and --dp together are not supported)
 run:
   --backend auto|cpu|cuda (default auto; env FUSEFORMER_BACKEND)
   --out DIR               checkpoints, loss.svg/png (default runs/<model>)
@@ -45,6 +54,39 @@ run:
 `;
 
 interface TrainCliResult { code: number }
+
+export interface ParallelPlan {
+  readonly mode: 'tensor' | 'data';
+  readonly zero: boolean;
+  readonly env: DistributedEnv;
+}
+
+/**
+ * The parallel run that --tp/--dp/--zero ask for, checked against the launcher's environment
+ * (RANK, WORLD_SIZE, ...); undefined for a single-process run.
+ */
+export function parallelPlan(tp: number, dp: number, zero: boolean, env: NodeJS.ProcessEnv = process.env): ParallelPlan | undefined {
+  if (tp < 1 || dp < 1) throw new ArgumentError(`--tp and --dp must be at least 1, got --tp ${tp} --dp ${dp}`);
+  if (tp > 1 && dp > 1) throw new ArgumentError(`--tp ${tp} with --dp ${dp}: tensor and data parallelism together (a 2-D grid of ranks) are not supported; use one of them`);
+  if (zero && dp === 1) throw new ArgumentError('--zero shards the optimizer over data-parallel ranks: it needs --dp N with N > 1');
+  if (tp === 1 && dp === 1) return undefined;
+  const world = tp * dp;
+  const launched = processGroupEnv(env);
+  if (launched.worldSize !== world) {
+    throw new ArgumentError(`--${tp > 1 ? 'tp' : 'dp'} ${world} needs ${world} processes, but WORLD_SIZE is ${launched.worldSize}: run it as \`fuseformer launch --gpus ${world} -- fuseformer train ...\``);
+  }
+  return { mode: tp > 1 ? 'tensor' : 'data', zero, env: launched };
+}
+
+/** The CUDA backend on this rank's GPU (LOCAL_RANK): NCCL needs one. */
+async function parallelBackend(plan: ParallelPlan, choice: BackendChoice | undefined): Promise<{ backend: Backend; reason: string }> {
+  if (choice === 'cpu') throw new ArgumentError('--tp/--dp run one process per GPU over NCCL: they need the CUDA backend, not --backend cpu');
+  const { probeCuda } = await import('../cuda/probe.js');
+  const probe = probeCuda();
+  if (!probe.available) throw new ArgumentError(`--tp/--dp need CUDA GPUs: ${probe.reason}`);
+  const { CudaBackend } = await import('../backend/cuda/index.js');
+  return { backend: CudaBackend.create(plan.env.localRank), reason: `rank ${plan.env.rank} of ${plan.env.worldSize} on GPU ${plan.env.localRank}` };
+}
 
 function positiveInt(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -91,9 +133,13 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
       'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' }, 'checkpoint-every': { type: 'string' }, keep: { type: 'string' },
       resume: { type: 'boolean', default: false }, prompt: { type: 'string', default: 'CHAPTER 1. Loomings.\n\n' },
       'sample-tokens': { type: 'string' }, temperature: { type: 'string' },
+      tp: { type: 'string' }, dp: { type: 'string' }, zero: { type: 'boolean', default: false },
     },
   });
-  const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
+  const plan = parallelPlan(positiveInt('tp', values.tp, 1), positiveInt('dp', values.dp, 1), values.zero ?? false);
+  const { backend, reason } = plan ? await parallelBackend(plan, values.backend as BackendChoice | undefined) : await selectBackend(values.backend as BackendChoice | undefined);
+  const comm = plan ? await initNcclProcessGroup(backend as CudaBackend, plan.env) : undefined;
+  const lead = (comm?.rank ?? 0) === 0;
   const onGpu = backend.name === 'cuda';
   let model = modelConfig(values.model!);
   const initFrom = PRESET_NAMES.includes(values.model!) ? undefined : (existsSync(join(values.model!, 'model.safetensors')) || existsSync(join(values.model!, 'model.safetensors.index.json')) ? values.model! : undefined);
@@ -124,8 +170,9 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   const lr = positiveNumber('lr', values.lr, 3e-3);
   const schedule = values.schedule as LrScheduleKind;
   const outDir = values.out ?? join('runs', values.model!.replace(/[^A-Za-z0-9._-]+/g, '_'));
-  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const log = (line: string) => { if (lead) process.stderr.write(`${line}\n`); };
   log(`fuseformer train: ${values.model} (${model.family}, ${model.config.layers} layers, ${model.config.hidden} hidden, vocab ${model.config.vocabSize}) ${dtype} on ${backend.description} — ${reason}`);
+  if (plan && comm) log(`${plan.mode} parallel over ${comm.worldSize} GPUs${plan.zero ? ' with ZeRO-1' : ''} (NCCL)`);
   log(`data: ${dataPath}, ${tokens.length.toLocaleString('en-US')} tokens (${tokenizer.source}); output in ${outDir}`);
 
   const result = trainLanguageModel(backend, tokens, tokenizer, {
@@ -147,7 +194,10 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
     checkpointActivations: positiveInt('checkpoint-activations', values['checkpoint-activations'], 0),
     ...(initFrom ? { initFrom } : {}),
     sample: { prompt: values.prompt!, tokens: positiveInt('sample-tokens', values['sample-tokens'], 200), temperature: positiveNumber('temperature', values.temperature, 0.8) },
+    ...(plan && comm ? { parallel: { comm, mode: plan.mode, zero: plan.zero } } : {}),
   }, { log, progressStream: process.stderr });
+  comm?.destroy();
+  if (!lead) return { code: 0 };
 
   process.stdout.write(`\nfinished ${result.steps} steps: train loss ${result.finalLoss.toFixed(4)}, validation loss ${result.evalLoss?.toFixed(4)}, ${Math.round(result.tokensPerSecond).toLocaleString('en-US')} tokens/s\n`);
   process.stdout.write(`loss curve: ${result.plot.svg}${result.plot.png ? ` and ${result.plot.png}` : ` (no PNG: ${result.plot.pngError})`}\ncheckpoint: ${result.checkpoint}\n`);

@@ -348,6 +348,15 @@ export class CudaDriver implements StatusLibrary {
     return this.int32[0]!;
   }
 
+  /**
+   * Work issued on `stream` after this call waits for the event's most recent record (on any stream of
+   * the context) to complete; the host does not wait. Inside a graph capture this is how a second stream
+   * forks from, and joins back into, the capturing stream.
+   */
+  streamWaitEvent(stream: bigint, event: bigint): void {
+    this.check('cuStreamWaitEvent', this.fn.cuStreamWaitEvent(stream, event, 0));
+  }
+
   eventCreate(flags: number): bigint {
     this.check('cuEventCreate', this.fn.cuEventCreate(this.handle, flags));
     return this.handle[0]!;

@@ -10,17 +10,19 @@
 //   allGather(input, output)  output [world·n] = input_0 ‖ input_1 ‖ …       (flat, in rank order)
 //   reduceScatter(in, out)    out [n] = op over ranks of in[rank·n … rank·n+n)
 //   broadcast(t, root)        t ← t of rank `root`                           (in place)
-// 'avg' is the sum divided by the world size.
+// 'avg' is the sum divided by the world size; 'max' the elementwise maximum (vocab-parallel
+// cross-entropy's row max).
 
 import type { Backend } from '../backend/backend.js';
 import type { CudaBackend } from '../backend/cuda/index.js';
+import type { Event, Stream } from '../backend/cuda/runtime/device.js';
 import type { CudaTensor } from '../backend/cuda/runtime/tensor.js';
 import type { NcclComm } from '../cuda/nccl.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import { formatShape } from '../tensor.js';
 
-export type ReduceOp = 'sum' | 'avg';
+export type ReduceOp = 'sum' | 'avg' | 'max';
 
 export interface Communicator {
   readonly rank: number;
@@ -30,6 +32,15 @@ export interface Communicator {
   allGather(input: Tensor, output: Tensor): void;
   reduceScatter(input: Tensor, output: Tensor, op?: ReduceOp): void;
   broadcast(t: Tensor, root: number): void;
+  /**
+   * Issues the collectives of `fn` so that they may run at the same time as compute issued later:
+   * NCCL queues them on a communication stream that first waits for everything queued so far on the
+   * compute stream (an event and cuStreamWaitEvent); in-process ranks run them at once. Every tensor
+   * they touch must be left alone by the compute stream until joinOverlapped().
+   */
+  overlapped(fn: () => void): void;
+  /** Makes later compute wait for every collective issued through overlapped() (no host wait). */
+  joinOverlapped(): void;
   /** Releases the communicator (NCCL: ncclCommDestroy). */
   destroy(): void;
 }
@@ -59,6 +70,10 @@ export function checkCollective(kind: 'allReduce' | 'allGather' | 'reduceScatter
 export class NcclCommunicator implements Communicator {
   readonly rank: number;
   readonly worldSize: number;
+  /** The communication stream of overlapped() and its two events (made on first use). */
+  private side?: { readonly stream: Stream; readonly fork: Event; readonly join: Event };
+  /** Collectives were issued on the communication stream since the last join. */
+  private pendingJoin = false;
 
   constructor(readonly backend: CudaBackend, readonly comm: NcclComm) {
     this.rank = comm.rank;
@@ -95,7 +110,36 @@ export class NcclCommunicator implements Communicator {
     this.comm.broadcast(p, p, t.numel, t.dtype, root, this.stream);
   }
 
+  /**
+   * fork: record an event on the current (compute) stream, make the communication stream wait for it,
+   * issue fn's collectives there. Inside a graph capture the same calls fork the capture onto the
+   * second stream; joinOverlapped() joins it back before the capture ends.
+   */
+  overlapped(fn: () => void): void {
+    const runtime = this.backend.runtime;
+    const side = this.side ??= {
+      stream: runtime.device.createStream(), fork: runtime.createEvent({ timing: false }), join: runtime.createEvent({ timing: false }),
+    };
+    side.fork.record(runtime.current);
+    side.stream.waitEvent(side.fork);
+    runtime.withStream(side.stream, fn);
+    this.pendingJoin = true;
+  }
+
+  joinOverlapped(): void {
+    if (!this.side || !this.pendingJoin) return;
+    const runtime = this.backend.runtime;
+    this.side.join.record(this.side.stream);
+    runtime.current.waitEvent(this.side.join);
+    this.pendingJoin = false;
+  }
+
   destroy(): void {
     this.comm.destroy();
+    if (this.side) {
+      this.side.stream.synchronize();
+      for (const x of [this.side.fork, this.side.join, this.side.stream]) x.destroy();
+      this.side = undefined;
+    }
   }
 }

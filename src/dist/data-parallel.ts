@@ -14,20 +14,24 @@
 // whose last op is k. Buckets never reached by the schedule (a shape that was not traced) are reduced at
 // the end of the backward.
 //
-// Overlap: NCCL collectives are queued on the backend's stream, after the op that finished the bucket.
-// On one stream the GPU runs them in order with the remaining backward kernels — the host never waits,
-// and the collective of bucket i runs while the host is still issuing the backward for bucket i+1, but
-// compute and communication kernels do not run at the same time. True overlap needs the collective on a
-// second stream, ordered by an event recorded after the bucket's last op and joined before the optimizer;
-// the driver bindings have no cuStreamWaitEvent yet, so that is the next step (docs/distributed.md).
+// Overlap: each bucket's all-reduce goes through comm.overlapped(): with NCCL, an event is recorded on
+// the compute stream right after the bucket's last op, the communication stream waits for it
+// (cuStreamWaitEvent) and runs the all-reduce while the compute stream goes on with the rest of the
+// backward; at the end of the backward comm.joinOverlapped() makes the compute stream wait for the
+// communication stream, so the optimizer sees averaged gradients. The same calls inside a graph capture
+// fork the captured graph onto the second stream and join it back. No backward op touches a bucket's
+// gradients after its last op, so the two streams never race on them.
 //
 // ZeRO-1 (ZeroAdamW): the optimizer state is sharded instead of replicated. The gradients are
 // reduce-scattered (each rank gets the average of its 1/w of the workspace), each rank runs AdamW on
 // its shard with moments of n/w elements, and the updated shards are all-gathered into every rank's
 // parameters. Same arithmetic as AdamW on the averaged gradients; m and v take 2·n/w floats per rank
-// instead of 2·n.
+// instead of 2·n. When w divides n the collectives are NCCL's in-place forms (the reduce-scatter writes
+// this rank's slice of the gradient workspace, the all-gather reads its slice of the parameters), so
+// no padded copies are needed; otherwise the workspace is copied into buffers padded to w·⌈n/w⌉.
+// StepRunner runs it inside the step (options.zero), with device scalars, so it is graph-captured too.
 
-import type { Backend } from '../backend/backend.js';
+import type { AdamWArgs, Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { byteSize } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
@@ -111,11 +115,13 @@ export class DataParallelModel implements LanguageModel {
     }
     const schedule = this.schedules.get(key) ?? new Map<number, number[]>();
     const reduced = new Set<number>();
+    const reduce = (bucket: number) => this.comm.overlapped(() => this.comm.allReduce(this.bucketViews[bucket]!, 'avg'));
     this.inner.lossStep(this.watching(ctx, undefined, (op) => {
-      for (const bucket of schedule.get(op) ?? []) { this.comm.allReduce(this.bucketViews[bucket]!, 'avg'); reduced.add(bucket); }
+      for (const bucket of schedule.get(op) ?? []) { reduce(bucket); reduced.add(bucket); }
     }), batch, true);
     this.reducedDuringBackward = reduced.size;
-    this.bucketViews.forEach((view, bucket) => { if (!reduced.has(bucket)) this.comm.allReduce(view, 'avg'); });
+    this.bucketViews.forEach((_, bucket) => { if (!reduced.has(bucket)) reduce(bucket); });
+    this.comm.joinOverlapped();
   }
 
   /**
@@ -188,46 +194,87 @@ export interface ZeroAdamWConfig {
   readonly maxGradNorm: number;
 }
 
-/** AdamW with its moments (and f32 master weights for 16-bit models) sharded over the ranks. */
+/**
+ * AdamW with its moments (and f32 master weights for 16-bit models) sharded over the ranks. Rank r owns
+ * elements [r·shard, min(n, (r+1)·shard)) of the workspace, shard = ⌈n/w⌉.
+ */
 export class ZeroAdamW {
   /** Elements per rank's shard (the workspace padded to worldSize · shard). */
   readonly shard: number;
   private readonly start: number;
   private readonly end: number;
-  private readonly paddedGrads: Tensor;
+  /** w divides n: the collectives work in place on the workspaces, no padded copies. */
+  private readonly inPlace: boolean;
+  private readonly paddedGrads?: Tensor;
+  private readonly paddedValues?: Tensor;
+  /** This rank's averaged gradients: a view of the gradient workspace (in place) or its own buffer. */
   private readonly gradShard: Tensor;
-  private readonly paddedValues: Tensor;
   private readonly m: Tensor;
   private readonly v: Tensor;
   private readonly master?: Tensor;
-  private readonly sumSquares: Tensor;
+  /** f32 [1]: Σ g² of the averaged gradients over the whole workspace, after the last update. */
+  readonly sumSquares: Tensor;
+  /** f32 [4]: [lr, gradScale, c1, c2] for step(). */
+  private readonly hostScalars: Tensor;
   private steps = 0;
 
-  constructor(readonly params: ParameterStore, readonly comm: Communicator, readonly config: ZeroAdamWConfig) {
+  constructor(readonly params: ParameterStore, readonly comm: Communicator, readonly config: ZeroAdamWConfig, options: { masterWeights?: boolean } = {}) {
     const b = params.backend, n = params.layout.numel, w = comm.worldSize;
     if (b !== comm.backend) throw new ArgumentError('ZeroAdamW: the communicator works on a different backend than the parameters');
     this.shard = Math.ceil(n / w);
     this.start = Math.min(n, comm.rank * this.shard);
     this.end = Math.min(n, this.start + this.shard);
-    this.paddedGrads = b.empty([w * this.shard], params.dtype);
-    b.fill(this.paddedGrads, 0);
-    this.gradShard = b.empty([this.shard], params.dtype);
-    this.paddedValues = b.empty([w * this.shard], params.dtype);
-    b.fill(this.paddedValues, 0);
+    this.inPlace = n % w === 0;
+    if (this.inPlace) {
+      this.gradShard = b.view(params.grads.flat, this.start, [this.shard]);
+    } else {
+      this.paddedGrads = b.empty([w * this.shard], params.dtype);
+      b.fill(this.paddedGrads, 0);
+      this.paddedValues = b.empty([w * this.shard], params.dtype);
+      b.fill(this.paddedValues, 0);
+      this.gradShard = b.empty([this.shard], params.dtype);
+    }
     this.m = b.empty([this.shard], 'f32');
     this.v = b.empty([this.shard], 'f32');
     b.fill(this.m, 0);
     b.fill(this.v, 0);
-    if (params.dtype !== 'f32') {
+    if (params.dtype !== 'f32' && (options.masterWeights ?? true)) {
       this.master = b.empty([this.shard], 'f32');
-      if (this.end > this.start) b.copy(b.view(params.values.flat, this.start, [this.end - this.start]), b.view(this.master, 0, [this.end - this.start]));
+      b.fill(this.master, 0);
+      this.syncMasterFromParams();
     }
     this.sumSquares = b.empty([1], 'f32');
+    this.hostScalars = b.empty([4], 'f32');
   }
 
   /** Bytes of optimizer state this rank holds (moments and master shard). */
   get stateBytes(): number {
     return (this.master ? 3 : 2) * this.shard * 4;
+  }
+
+  /** Copies this rank's part of the parameters into its f32 master shard (after loading weights). */
+  syncMasterFromParams(): void {
+    const b = this.params.backend, local = this.end - this.start;
+    if (this.master && local > 0) b.copy(b.view(this.params.values.flat, this.start, [local]), b.view(this.master, 0, [local]));
+  }
+
+  /** This rank's moments and master shard, on the host (a checkpoint of ZeRO state is per rank). */
+  state(): { m: Float32Array; v: Float32Array; master?: Float32Array } {
+    const b = this.params.backend;
+    return { m: b.download(this.m) as Float32Array, v: b.download(this.v) as Float32Array, ...(this.master ? { master: b.download(this.master) as Float32Array } : {}) };
+  }
+
+  restore(state: { m: Float32Array; v: Float32Array; master?: Float32Array }, source: string): void {
+    for (const [name, data] of [['m', state.m], ['v', state.v], ['master', state.master]] as const) {
+      if (data && data.length !== this.shard) throw new ArgumentError(`${source}: ZeRO-1 optimizer state '${name}' has ${data.length} elements, this rank's shard ${this.shard} (was it saved at another world size?)`);
+    }
+    const b = this.params.backend;
+    b.upload(this.m, state.m);
+    b.upload(this.v, state.v);
+    if (this.master) {
+      if (state.master) b.upload(this.master, state.master);
+      else this.syncMasterFromParams();
+    }
   }
 
   /**
@@ -236,35 +283,58 @@ export class ZeroAdamW {
    * gradScale turns the averaged workspace into the mean gradient (StepResult.gradScale).
    */
   step(lr: number, gradScale: number): void {
-    const b = this.params.backend, n = this.params.layout.numel, c = this.config;
     this.steps++;
-    b.copy(this.params.grads.flat, b.view(this.paddedGrads, 0, [n]));
-    this.comm.reduceScatter(this.paddedGrads, this.gradShard, 'avg');
+    const c = this.config;
+    this.params.backend.upload(this.hostScalars, [lr, gradScale, 1 - c.beta1 ** this.steps, 1 - c.beta2 ** this.steps]);
+    this.update(this.params.backend, this.hostScalars, true);
+  }
+
+  /**
+   * Issues the update on `ops` (a step's ops, so it can be traced and captured), reading lr, gradScale
+   * and the bias corrections from `scalars` (f32 [4], AdamWDeviceScalars). collectives = false while the
+   * step is traced (every collective acts on persistent workspaces, never on planned buffers).
+   */
+  update(ops: Backend, scalars: Tensor, collectives: boolean): void {
+    const n = this.params.layout.numel, c = this.config, rank = this.comm.rank;
+    const grads = this.params.grads.flat, values = this.params.values.flat;
     const local = this.end - this.start;
-    b.sumSquares({ x: local > 0 ? b.view(this.gradShard, 0, [local]) : b.view(this.gradShard, 0, [0]), out: this.sumSquares });
-    this.comm.allReduce(this.sumSquares, 'sum');
+    if (this.inPlace) {
+      if (collectives) this.comm.reduceScatter(grads, this.gradShard, 'avg');
+    } else {
+      ops.copy(grads, ops.view(this.paddedGrads!, 0, [n]));
+      if (collectives) this.comm.reduceScatter(this.paddedGrads!, this.gradShard, 'avg');
+    }
+    if (local > 0) ops.sumSquares({ x: ops.view(this.gradShard, 0, [local]), out: this.sumSquares });
+    else ops.fill(this.sumSquares, 0);
+    if (collectives) this.comm.allReduce(this.sumSquares, 'sum');
     const split = this.params.decayedElements;
     // The shard's part with weight decay, then the part without.
     for (const [from, to, decay] of [[this.start, Math.min(this.end, split), c.weightDecay], [Math.max(this.start, split), this.end, 0]] as const) {
       if (to <= from) continue;
-      const at = (t: Tensor, offset: number) => b.view(t, offset, [to - from]);
-      b.adamW({
-        params: at(this.params.values.flat, from), grads: at(this.gradShard, from - this.start),
+      const at = (t: Tensor, offset: number) => ops.view(t, offset, [to - from]);
+      const args: AdamWArgs = {
+        params: at(values, from), grads: at(this.gradShard, from - this.start),
         m: at(this.m, from - this.start), v: at(this.v, from - this.start),
         ...(this.master ? { master: at(this.master, from - this.start) } : {}),
         beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: decay,
-        lr, step: this.steps, gradScale, clip: { sumSquares: this.sumSquares, maxNorm: c.maxGradNorm },
-      });
+        scalars, clip: { sumSquares: this.sumSquares, maxNorm: c.maxGradNorm },
+      };
+      ops.adamW(args);
     }
-    const slot = b.view(this.paddedValues, this.comm.rank * this.shard, [this.shard]);
-    if (local > 0) b.copy(b.view(this.params.values.flat, this.start, [local]), b.view(slot, 0, [local]));
-    this.comm.allGather(slot, this.paddedValues);
-    b.copy(b.view(this.paddedValues, 0, [n]), this.params.values.flat);
+    if (this.inPlace) {
+      if (collectives) this.comm.allGather(ops.view(values, this.start, [this.shard]), values);
+      return;
+    }
+    const slot = ops.view(this.paddedValues!, rank * this.shard, [this.shard]);
+    if (local > 0) ops.copy(ops.view(values, this.start, [local]), ops.view(slot, 0, [local]));
+    if (collectives) this.comm.allGather(slot, this.paddedValues!);
+    ops.copy(ops.view(this.paddedValues!, 0, [n]), values);
   }
 
   free(): void {
     const b = this.params.backend;
-    for (const t of [this.paddedGrads, this.gradShard, this.paddedValues, this.m, this.v, this.sumSquares]) b.free(t);
+    for (const t of [this.m, this.v, this.sumSquares, this.hostScalars]) b.free(t);
+    if (!this.inPlace) for (const t of [this.paddedGrads!, this.paddedValues!, this.gradShard]) b.free(t);
     if (this.master) b.free(this.master);
   }
 }

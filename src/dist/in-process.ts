@@ -104,12 +104,13 @@ export class InProcessCommunicator implements Communicator {
     return Ctor;
   }
 
-  /** Σ over ranks (f64, rank order) of elements [start, start + count) of every slot. */
+  /** Σ (or max) over ranks (f64, rank order) of elements [start, start + count) of every slot. */
   private reduce(Ctor: HostConstructor, start: number, count: number, op: ReduceOp): HostArray {
-    const sums = new Float64Array(count);
+    const sums = new Float64Array(count).fill(op === 'max' ? -Infinity : 0);
     for (let r = 0; r < this.worldSize; r++) {
       const s = this.slot(Ctor, r, start + count);
-      for (let i = 0; i < count; i++) sums[i]! += s[start + i]!;
+      if (op === 'max') for (let i = 0; i < count; i++) sums[i] = Math.max(sums[i]!, s[start + i]!);
+      else for (let i = 0; i < count; i++) sums[i]! += s[start + i]!;
     }
     if (op === 'avg') for (let i = 0; i < count; i++) sums[i]! /= this.worldSize;
     const out = new Ctor(count);
@@ -153,6 +154,15 @@ export class InProcessCommunicator implements Communicator {
     out.set(this.slot(Ctor, root, t.numel) as never);
     this.barrier('broadcast');
     this.backend.upload(t, out);
+  }
+
+  /** CPU ops run when issued: there is no second stream to overlap on, so the collectives run now. */
+  overlapped(fn: () => void): void {
+    fn();
+  }
+
+  joinOverlapped(): void {
+    // Nothing queued elsewhere to wait for.
   }
 
   destroy(): void {

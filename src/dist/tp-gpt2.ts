@@ -8,14 +8,16 @@
 //   attn.c_proj.weight [C, C]  → [C/w, C]    rows (its input is this rank's heads)
 //   mlp.c_fc.weight    [C, F]  → [C, F/w]    columns; mlp.c_fc.bias [F] → [F/w]
 //   mlp.c_proj.weight  [F, C]  → [F/w, C]    rows
-//   everything else (embeddings, layer norms, output biases, LM head) replicated
+//   transformer.wte.weight, lm_head.weight [Vp, C] → [Vp/w, C]   vocab rows (dist/vocab-parallel.ts:
+//                                            masked embedding lookup, split LM head and cross-entropy)
+//   everything else (position embeddings, layer norms, output biases) replicated
 //
 // Checkpoints hold the full tensors (shards gathered, shardTensor's inverse), so they load at any
-// world size: fullParameters() gathers, loadFullParameters() shards. Limits (docs/distributed.md):
-// the embedding and LM head are replicated, not vocab-parallel; the optimizer's gradient-norm clipping
-// sees only this rank's shards (StepRunner refuses a finite maxGradNorm for it: train with Infinity). Attention dropout
-// draws each rank's heads from its own counter range (rankDropoutRange): valid, independent masks, but
-// not the single-GPU model's masks.
+// world size: fullParameters() gathers, loadFullParameters() shards. Gradient-norm clipping: the model
+// declares which parts of its gradient workspace are shards (gradientSharding), and StepRunner sums
+// their squares over the ranks, counting the replicated parts once. Attention dropout draws each
+// rank's heads from its own counter range (rankDropoutRange): valid, independent masks, but not the
+// single-GPU model's masks (docs/distributed.md).
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -25,7 +27,6 @@ import { formatShape } from '../tensor.js';
 import type { AttentionShape, FusedAttentionChoice } from '../nn/attention.js';
 import { forwardKeeping, isCheckpointed, savedForBackward } from '../nn/checkpoint.js';
 import type { Kept } from '../nn/checkpoint.js';
-import { embeddingBackwardF32 } from '../nn/embedding-grad.js';
 import { linear } from '../nn/linear.js';
 import type { Param, ParameterSpec } from '../nn/parameters.js';
 import { ParameterStore, paddedVocabSize } from '../nn/parameters.js';
@@ -33,26 +34,34 @@ import type { StepContext } from '../nn/step-context.js';
 import type { LayerNormParams } from '../nn/transformer-block.js';
 import type { Gpt2Config } from '../models/gpt2.js';
 import { gpt2ParameterSpecs } from '../models/gpt2-model.js';
-import type { CausalLmBatch, LanguageModel } from '../models/language-model.js';
-import { lmHeadBackward, lmHeadForward } from '../models/language-model.js';
+import type { CausalLmBatch, GradientSharding, LanguageModel } from '../models/language-model.js';
 import type { Communicator } from './communicator.js';
 import type { ParallelBlock, ParallelBlockSaved } from './tensor-parallel.js';
 import { checkParallelBlock, parallelBlockBackward, parallelBlockForward } from './tensor-parallel.js';
+import type { VocabShard } from './vocab-parallel.js';
+import {
+  vocabParallelEmbeddingBackward, vocabParallelEmbeddingForward, vocabParallelHeadBackward, vocabParallelHeadForward, vocabParallelLogits, vocabShard,
+} from './vocab-parallel.js';
 
 /** How one tensor is split: kept whole, split by columns (last dim) in `sections` equal parts, or by rows. */
-export type TensorSplit = { kind: 'replicated' } | { kind: 'columns'; sections: number } | { kind: 'rows' };
+export type TensorSplit = { kind: 'replicated' } | { kind: 'columns'; sections: number } | { kind: 'rows' } | { kind: 'vocab' };
 
 /** The split of a GPT-2 parameter, by its HF name. */
 export function gpt2TensorSplit(name: string): TensorSplit {
   if (/\.attn\.c_attn\.(weight|bias)$/.test(name)) return { kind: 'columns', sections: 3 };
   if (/\.mlp\.c_fc\.(weight|bias)$/.test(name)) return { kind: 'columns', sections: 1 };
   if (/\.(attn|mlp)\.c_proj\.weight$/.test(name)) return { kind: 'rows' };
+  if (name === 'transformer.wte.weight' || name === 'lm_head.weight') return { kind: 'vocab' };
   return { kind: 'replicated' };
 }
 
-/** The shape of one rank's shard. */
-export function shardShape(split: TensorSplit, shape: readonly number[], worldSize: number, name = 'tensor'): number[] {
+/**
+ * The shape of one rank's shard. A vocabulary table [V, C] (its checkpoint shape) is split by rows of the
+ * padded [Vp, C]: rank `rank` holds vocabShard(V).classes real rows of it.
+ */
+export function shardShape(split: TensorSplit, shape: readonly number[], worldSize: number, name = 'tensor', rank = 0): number[] {
   if (split.kind === 'replicated') return [...shape];
+  if (split.kind === 'vocab') return [vocabShard(shape[0]!, worldSize, rank).classes, ...shape.slice(1)];
   const dim = split.kind === 'rows' ? 0 : shape.length - 1;
   const parts = split.kind === 'columns' ? split.sections * worldSize : worldSize;
   if (shape[dim]! % parts !== 0) throw new ArgumentError(`tensor parallel: ${name} ${formatShape(shape)} dimension ${dim} is not divisible into ${parts} equal parts (world size ${worldSize})`);
@@ -61,8 +70,12 @@ export function shardShape(split: TensorSplit, shape: readonly number[], worldSi
 
 /** Rank `rank`'s shard of a row-major tensor. */
 export function shardTensor(split: TensorSplit, shape: readonly number[], data: Float32Array, rank: number, worldSize: number, name = 'tensor'): Float32Array {
-  const local = shardShape(split, shape, worldSize, name);
+  const local = shardShape(split, shape, worldSize, name, rank);
   if (split.kind === 'replicated') return data.slice();
+  if (split.kind === 'vocab') {
+    const rowSize = data.length / shape[0]!, start = vocabShard(shape[0]!, worldSize, rank).start;
+    return data.slice(start * rowSize, (start + local[0]!) * rowSize);
+  }
   if (split.kind === 'rows') {
     const rowSize = data.length / shape[0]!, rows = local[0]!;
     return data.slice(rank * rows * rowSize, (rank + 1) * rows * rowSize);
@@ -87,6 +100,13 @@ export function gatherTensor(split: TensorSplit, shape: readonly number[], shard
     shards.forEach((s, r) => full.set(s, r * s.length));
     return full;
   }
+  if (split.kind === 'vocab') {
+    // Each rank's real rows, in rank order (ranks past the vocabulary hold none).
+    let at = 0;
+    for (const s of shards) { full.set(s, at); at += s.length; }
+    if (at !== full.length) throw new ArgumentError(`tensor parallel: ${name} shards hold ${at} elements, ${formatShape(shape)} needs ${full.length}`);
+    return full;
+  }
   shardShape(split, shape, worldSize, name);
   const N = shape[shape.length - 1]!, R = full.length / N, section = N / split.sections, width = section / worldSize, localN = N / worldSize;
   shards.forEach((shard, rank) => {
@@ -99,11 +119,19 @@ export function gatherTensor(split: TensorSplit, shape: readonly number[], shard
   return full;
 }
 
-/** GPT-2's parameter table with every split tensor at its shard shape (padded shapes kept whole). */
-export function tpGpt2ParameterSpecs(config: Gpt2Config, worldSize: number): ParameterSpec[] {
+/**
+ * GPT-2's parameter table for rank `rank` of `worldSize`, every split tensor at its shard shape. The
+ * vocabulary tables are stored [Vp/w, C] with checkpoint shape [classes, C] (this rank's real rows).
+ */
+export function tpGpt2ParameterSpecs(config: Gpt2Config, worldSize: number, rank = 0): ParameterSpec[] {
   if (config.heads % worldSize !== 0) throw new ArgumentError(`tensor parallel GPT-2: ${config.heads} heads cannot be split over ${worldSize} ranks`);
   if (config.ffn % worldSize !== 0) throw new ArgumentError(`tensor parallel GPT-2: FFN width ${config.ffn} cannot be split over ${worldSize} ranks`);
-  return gpt2ParameterSpecs(config).map((s) => ({ ...s, shape: shardShape(gpt2TensorSplit(s.name), s.shape, worldSize, s.name) }));
+  const shard = vocabShard(config.vocabSize, worldSize, rank);
+  return gpt2ParameterSpecs(config).map((s) => {
+    const split = gpt2TensorSplit(s.name);
+    if (split.kind === 'vocab') return { ...s, shape: [shard.rows, s.shape[1]!], fileShape: [shard.classes, s.shape[1]!] };
+    return { ...s, shape: shardShape(split, s.shape, worldSize, s.name) };
+  });
 }
 
 type HostTensors = Map<string, { shape: readonly number[]; data: Float32Array }>;
@@ -115,14 +143,17 @@ export class TpGpt2Model implements LanguageModel {
   private readonly wpe: Param;
   private readonly lnF: LayerNormParams;
   private readonly lmHead: Param;
+  /** This rank's part of the vocabulary (embedding and LM head rows). */
+  readonly vocab: VocabShard;
   checkpointEvery = 0;
-  /** Each rank holds its shards' gradients (StepRunner then refuses a finite maxGradNorm). */
-  get gradientsSharded(): boolean { return this.comm.worldSize > 1; }
+  /** The shards in the gradient workspace (for the global gradient norm); none at world size 1. */
+  readonly gradientSharding?: GradientSharding;
 
   constructor(readonly backend: Backend, readonly comm: Communicator, readonly config: Gpt2Config, readonly dtype: FloatDType, options: { fusedAttention?: FusedAttentionChoice } = {}) {
     if (comm.backend !== backend) throw new ArgumentError('TpGpt2Model: the communicator works on a different backend than the model');
     const w = comm.worldSize;
-    this.params = new ParameterStore(backend, tpGpt2ParameterSpecs(config, w), dtype);
+    this.vocab = vocabShard(config.vocabSize, w, comm.rank);
+    this.params = new ParameterStore(backend, tpGpt2ParameterSpecs(config, w, comm.rank), dtype);
     const p = (name: string) => this.params.param(name);
     const norm = (name: string): LayerNormParams => ({ gamma: p(`${name}.weight`), beta: p(`${name}.bias`), eps: config.layerNormEps });
     this.blocks = Array.from({ length: config.layers }, (_, i): ParallelBlock => {
@@ -147,6 +178,10 @@ export class TpGpt2Model implements LanguageModel {
     this.wpe = p('transformer.wpe.weight');
     this.lnF = norm('transformer.ln_f');
     this.lmHead = config.tieWordEmbeddings ? this.wte : p('lm_head.weight');
+    if (w > 1) {
+      const sharded = this.params.layout.entries.filter((e) => gpt2TensorSplit(e.name).kind !== 'replicated').map((e) => [e.offset, e.offset + e.numel] as const);
+      this.gradientSharding = { shardedRanges: sharded, allReduceSum: (t) => comm.allReduce(t, 'sum') };
+    }
   }
 
   get vocabSize(): number { return this.config.vocabSize; }
@@ -161,26 +196,19 @@ export class TpGpt2Model implements LanguageModel {
       const t = full.get(name);
       if (!t) throw new ArgumentError(`${source}: parameter '${name}' is missing`);
       const split = gpt2TensorSplit(name);
-      shards.set(name, { shape: shardShape(split, t.shape, worldSize, name), data: shardTensor(split, t.shape, t.data, rank, worldSize, name) });
+      shards.set(name, { shape: shardShape(split, t.shape, worldSize, name, rank), data: shardTensor(split, t.shape, t.data, rank, worldSize, name) });
     }
     this.params.upload(shards, source);
   }
 
   /** Every parameter at full size, gathered from all ranks (a collective: every rank must call it). */
   fullParameters(): HostTensors {
-    return this.gather(this.params.download());
+    return this.gather('value');
   }
 
   /** Every gradient at full size, gathered from all ranks (a collective). */
   fullGradients(): HostTensors {
-    const local: HostTensors = new Map();
-    for (const { name } of this.params.fileShapes()) {
-      const g = this.params.param(name).grad;
-      const shape = this.params.spec(name).fileShape;
-      const t = shape ? this.backend.view(g, 0, shape) : g;
-      local.set(name, { shape: t.shape, data: this.backend.download(t) as Float32Array });
-    }
-    return this.gather(local);
+    return this.gather('grad');
   }
 
   /** Initialises like the single-GPU model with `seed` (the full tensors made on each rank, then sharded). */
@@ -194,20 +222,35 @@ export class TpGpt2Model implements LanguageModel {
     }
   }
 
-  private gather(local: HostTensors): HostTensors {
+  /**
+   * Full tensors from every rank's shards. A vocabulary table is gathered at its stored (padded) shard
+   * shape [Vp/w, C], equal on every rank, and cut to its V real rows.
+   */
+  private gather(which: 'value' | 'grad'): HostTensors {
     const out: HostTensors = new Map();
     const w = this.comm.worldSize;
-    for (const [name, t] of local) {
+    for (const { name, shape: fileShape } of this.params.fileShapes()) {
       const split = gpt2TensorSplit(name);
-      const fullShape = split.kind === 'replicated' ? t.shape : t.shape.map((d, i) => (i === (split.kind === 'rows' ? 0 : t.shape.length - 1) ? d * w : d));
-      if (split.kind === 'replicated' || w === 1) { out.set(name, { shape: fullShape, data: t.data }); continue; }
-      const send = this.backend.fromArray(t.data, [t.data.length], 'f32');
-      const recv = this.backend.empty([w * t.data.length], 'f32');
-      this.comm.allGather(send, recv);
-      const all = this.backend.download(recv) as Float32Array;
-      this.backend.free(send);
-      this.backend.free(recv);
-      const shards = Array.from({ length: w }, (_, r) => all.subarray(r * t.data.length, (r + 1) * t.data.length));
+      const stored = this.params.param(name)[which];
+      const local = split.kind === 'vocab' ? stored : this.backend.view(stored, 0, fileShape);
+      const data = this.backend.download(local) as Float32Array;
+      if (split.kind === 'replicated') { out.set(name, { shape: fileShape, data }); continue; }
+      let all = data;
+      if (w > 1) {
+        const send = this.backend.fromArray(data, [data.length], 'f32');
+        const recv = this.backend.empty([w * data.length], 'f32');
+        this.comm.allGather(send, recv);
+        all = this.backend.download(recv) as Float32Array;
+        this.backend.free(send);
+        this.backend.free(recv);
+      }
+      if (split.kind === 'vocab') {
+        const C = fileShape[1]!;
+        out.set(name, { shape: [this.config.vocabSize, C], data: all.slice(0, this.config.vocabSize * C) });
+        continue;
+      }
+      const fullShape = fileShape.map((d, i) => (i === (split.kind === 'rows' ? 0 : fileShape.length - 1) ? d * w : d));
+      const shards = Array.from({ length: w }, (_, r) => all.subarray(r * data.length, (r + 1) * data.length));
       out.set(name, { shape: fullShape, data: gatherTensor(split, fullShape, shards, name) });
     }
     return out;
@@ -224,41 +267,45 @@ export class TpGpt2Model implements LanguageModel {
     return { y, kept };
   }
 
-  /** Forward only: full logits [batch·seqLen, logitsWidth] on every rank. */
+  /** The vocab-parallel embedding of `tokens` [B, L] → x0 [B, L, C] (replicated), with its mask and dropout. */
+  private embed(ctx: StepContext, tokens: Tensor): { x0: Tensor; mask: Tensor; dropout: ReturnType<StepContext['dropout']> } {
+    const [B, L] = tokens.shape as [number, number];
+    const C = this.config.hidden;
+    const x0 = ctx.buffer('embed.out', [B, L, C], this.dtype);
+    const mask = ctx.buffer('embed.mask', [B, L, C], 'u8');
+    const dropout = ctx.dropout(this.config.embeddingDropout, B * L * C);
+    vocabParallelEmbeddingForward(ctx, this.comm, { tokens, table: this.wte, positions: this.wpe, shard: this.vocab, out: x0, mask, dropout });
+    return { x0, mask, dropout };
+  }
+
+  /** Forward only: full logits [batch·seqLen, logitsWidth] on every rank (the vocabulary shards all-gathered). */
   logitsStep(ctx: StepContext, tokens: Tensor, logits: Tensor): void {
     const [B, L] = tokens.shape as [number, number];
     const C = this.config.hidden, rows = B * L;
-    const x0 = ctx.buffer('embed.out', [B, L, C], this.dtype);
-    const embedMask = ctx.buffer('embed.mask', [B, L, C], 'u8');
-    ctx.ops.embeddingForward({ tokens, tokenTable: this.wte.value, positionTable: this.wpe.value, out: x0, mask: embedMask, ...ctx.dropout(this.config.embeddingDropout, rows * C) });
+    const { x0 } = this.embed(ctx, tokens);
     const x = this.stackForward(ctx, { batch: B, seqLen: L }, ctx.reshape(x0, [rows, C]), false).y;
-    const normed = ctx.buffer('head.normed', [rows, C], this.dtype);
-    const mean = ctx.buffer('head.mean', [rows], 'f32'), rstd = ctx.buffer('head.rstd', [rows], 'f32');
-    ctx.ops.layerNormForward({ x, gamma: this.lnF.gamma.value, beta: this.lnF.beta.value, out: normed, mean, rstd, eps: this.lnF.eps });
-    ctx.ops.gemm({ a: normed, b: this.lmHead.value, out: logits, transB: true });
+    vocabParallelLogits(ctx, this.comm, this.lnF, this.lmHead, this.vocab, x, logits);
   }
 
   lossStep(ctx: StepContext, batch: CausalLmBatch, backward: boolean): void {
     const { batch: B, seqLen: L } = batch;
     if (L > this.config.maxPositions) throw new ArgumentError(`GPT-2: sequence length ${L} exceeds n_positions ${this.config.maxPositions}`);
-    const C = this.config.hidden, rows = B * L, dtype = this.dtype;
+    const C = this.config.hidden, rows = B * L;
     const shape: AttentionShape = { batch: B, seqLen: L };
-    const x0 = ctx.buffer('embed.out', [B, L, C], dtype);
-    const embedMask = ctx.buffer('embed.mask', [B, L, C], 'u8');
-    const embedDropout = ctx.dropout(this.config.embeddingDropout, rows * C);
-    ctx.ops.embeddingForward({ tokens: batch.tokens, tokenTable: this.wte.value, positionTable: this.wpe.value, out: x0, mask: embedMask, ...embedDropout });
+    if (batch.lossRows) throw new ArgumentError('tensor parallel GPT-2: sparse-loss batches (lossRows) are not supported');
+    const { x0, mask: embedMask, dropout: embedDropout } = this.embed(ctx, batch.tokens);
     const stack = this.stackForward(ctx, shape, ctx.reshape(x0, [rows, C]), backward);
-    const head = lmHeadForward(ctx, this.lnF, this.lmHead, stack.y, batch, this.config.vocabSize);
+    const head = vocabParallelHeadForward(ctx, this.comm, this.lnF, this.lmHead, this.vocab, stack.y, batch);
     if (!backward) return;
-    let dX = lmHeadBackward(ctx, this.lnF, this.lmHead, head, batch);
+    let dX = vocabParallelHeadBackward(ctx, this.comm, this.lnF, this.lmHead, this.vocab, head, batch);
     for (let i = this.blocks.length - 1; i >= 0; i--) {
       const block = this.blocks[i]!;
       const saved = savedForBackward(ctx, stack.kept[i]!, (input) => parallelBlockForward(ctx, this.comm, block, shape, input));
       dX = parallelBlockBackward(ctx, this.comm, block, shape, saved, dX);
     }
-    embeddingBackwardF32(ctx, {
+    vocabParallelEmbeddingBackward(ctx, {
       tokens: batch.tokens, dOut: ctx.reshape(dX, [B, L, C]), mask: embedMask, p: embedDropout.p,
-      tokenGrad: this.wte.grad, accumulateTokenGrad: this.config.tieWordEmbeddings, positionGrad: this.wpe.grad,
+      table: this.wte, positions: this.wpe, shard: this.vocab, accumulate: this.config.tieWordEmbeddings,
     });
   }
 }

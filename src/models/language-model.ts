@@ -50,6 +50,17 @@ export interface CausalLmBatch {
   readonly source?: SourceBatch;
 }
 
+/** Which parts of a tensor-parallel model's gradient workspace are per-rank shards. */
+export interface GradientSharding {
+  /**
+   * Element ranges [start, end) of the gradient workspace holding shards (each rank a different part of
+   * a tensor); everything else is replicated (the same values on every rank).
+   */
+  readonly shardedRanges: readonly (readonly [number, number])[];
+  /** Sums an f32 tensor over the model's ranks, in place (the caller skips it while a step is traced). */
+  allReduceSum(t: Tensor): void;
+}
+
 export interface LanguageModel {
   readonly backend: Backend;
   readonly params: ParameterStore;
@@ -69,10 +80,11 @@ export interface LanguageModel {
    */
   readonly sparseLoss?: boolean;
   /**
-   * True when the gradient workspace holds only this rank's shards of a tensor-parallel model: a
-   * global-norm clip over it would use the wrong norm, so training steps refuse a finite maxGradNorm.
+   * Present on tensor-parallel models whose gradient workspace holds this rank's shards of some
+   * tensors: the global gradient norm then sums the shards' squares over the ranks and counts the
+   * replicated rest once (StepRunner).
    */
-  readonly gradientsSharded?: boolean;
+  readonly gradientSharding?: GradientSharding;
   /** Gradient checkpointing: every k-th block recomputed in the backward (0 = off). */
   checkpointEvery: number;
   /** Forward and loss; with `backward`, every parameter gradient too (overwritten, not accumulated). */

@@ -188,12 +188,24 @@ function maskedPairs(b: number, heads: number, lq: number, lk: number, causal: b
 
 function attentionPairs(args: FlashAttentionForwardArgs | FlashAttentionBackwardArgs, values: DeviceValues | undefined): { pairs: number; d: number } {
   const [b, hq, lq, d] = args.q.shape as [number, number, number, number];
-  return { pairs: maskedPairs(b, hq, lq, args.k.shape[2]!, args.causal ?? false, values?.['keyLengths']), d };
+  return { pairs: maskedPairs(b, hq, lq, keysOf(args), args.causal ?? false, values?.['keyLengths']), d };
+}
+
+/** Lk: the dense k's length, or the keys a paged call reads through its block table. */
+function keysOf(args: FlashAttentionForwardArgs | FlashAttentionBackwardArgs): number {
+  return 'paged' in args && args.paged ? args.paged.keys : args.k.shape[2]!;
+}
+
+/** Bytes of k and v an attention call reads: the tensors, or (paged) only the rows its sequences use. */
+function kvBytesOf(args: FlashAttentionForwardArgs): number {
+  if (!args.paged) return bytesOf(args.k) + bytesOf(args.v);
+  const [b] = args.q.shape as [number], [, hkv, , d] = args.k.shape as [number, number, number, number];
+  return 2 * b * hkv * args.paged.keys * d * byteSize(args.k.dtype) + bytesOf(args.paged.blockTable);
 }
 
 function attentionVariant(args: FlashAttentionForwardArgs | FlashAttentionBackwardArgs): string {
   const [b, hq, lq, d] = args.q.shape;
-  const hkv = args.k.shape[1], lk = args.k.shape[2];
+  const hkv = args.k.shape[1], lk = keysOf(args);
   return `B${b} H${hq}${hkv !== hq ? `/${hkv}` : ''} ${lq}×${lk} d${d}${args.causal ? ' causal' : ''}${args.keyLengths ? ' padded' : ''}`;
 }
 
@@ -208,7 +220,9 @@ function adamWCost(args: AdamWArgs): OpCost {
 
 /** Keys each decode query sees: positions[b] + 1 (clamped to the cache), or the whole cache without the values. */
 function decodeKeys(args: DecodeAttentionArgs, values: DeviceValues | undefined): number {
-  const b = args.q.shape[0]!, maxLen = args.kCache.shape[2]!;
+  const b = args.q.shape[0]!;
+  // Paged: the cache of a sequence is its table's blocks (maxBlocks · blockSize positions).
+  const maxLen = args.blockTable ? args.blockTable.shape[1]! * args.kCache.shape[2]! : args.kCache.shape[2]!;
   const positions = values?.['positions'];
   if (!positions) return b * maxLen;
   let keys = 0;
@@ -328,7 +342,7 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       const { pairs, d } = attentionPairs(a, a.keyLengths ? values : undefined);
       return {
         flops: FLASH_FORWARD_FLOPS * d * pairs,
-        bytes: bytesOf(a.q) + bytesOf(a.k) + bytesOf(a.v) + bytesOf(a.out) + bytesOf(a.lse) + bytesOf(a.keyLengths),
+        bytes: bytesOf(a.q) + kvBytesOf(a) + bytesOf(a.out) + bytesOf(a.lse) + bytesOf(a.keyLengths),
       };
     },
     deviceInputs: ([a]) => ({ keyLengths: a.keyLengths }),
@@ -364,6 +378,34 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       return { flops: 3 * real, bytes: real * byteSize(a.logits.dtype) + bytesOf(a.targets) + bytesOf(a.lse) + bytesOf(a.dLogits) };
     },
     variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`,
+  },
+  vocabShardMax: {
+    cost: ([a]) => {
+      const { rows, h: vl } = rowsOf(a.logits);
+      const real = rows * (a.classes ?? vl);
+      return { flops: real, bytes: real * byteSize(a.logits.dtype) + bytesOf(a.rowMax) };
+    },
+    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined ? ` C=${a.classes}` : ''}`,
+  },
+  vocabShardSums: {
+    cost: ([a]) => {
+      const { rows, h: vl } = rowsOf(a.logits);
+      const real = rows * (a.classes ?? vl);
+      return { flops: 4 * real, bytes: real * byteSize(a.logits.dtype) + bytesOf(a.targets) + bytesOf(a.rowMax) + bytesOf(a.sums) + rows * byteSize(a.logits.dtype) };
+    },
+    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined ? ` C=${a.classes}` : ''}`,
+  },
+  vocabShardLoss: {
+    cost: ([a]) => ({ flops: 8 * a.loss.numel, bytes: bytesOf(a.rowMax) + bytesOf(a.sums) + bytesOf(a.targets) + bytesOf(a.loss) + bytesOf(a.lse) }),
+    variant: ([a]) => `rows ${a.loss.numel}`,
+  },
+  vocabShardCrossEntropyBackward: {
+    cost: ([a]) => {
+      const { rows, h: vl } = rowsOf(a.logits);
+      const real = rows * (a.classes ?? vl);
+      return { flops: 3 * real, bytes: real * byteSize(a.logits.dtype) + bytesOf(a.targets) + bytesOf(a.lse) + bytesOf(a.dLogits) };
+    },
+    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined ? ` C=${a.classes}` : ''}`,
   },
   embeddingForward: {
     cost: ([a]) => {
@@ -450,6 +492,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
   gatedActivation: {
     cost: ([a]) => ({ flops: a.out.numel * (ACTIVATION_FLOPS[a.activation] + 1), bytes: bytesOf(a.x) + bytesOf(a.out) }),
     variant: ([a]) => `${shapeOf(a.out)} ${a.activation}`,
+  },
+  tanhActivation: {
+    cost: ([a]) => ({ flops: a.out.numel * (a.bias ? 2 : 1), bytes: bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out) }),
+    variant: ([a]) => `${shapeOf(a.out)}${a.bias ? ' +bias' : ''}`,
   },
   sampleTokens: {
     // Read as if sampling with a temperature (6 FLOPs a column: ÷T, exp and Σ for top-p, the Gumbel

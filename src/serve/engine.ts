@@ -3,31 +3,39 @@
 //   rows: prompt chunks and decode tokens mixed) → sample (one token per request whose last position was
 //   computed) → update (append, retire finished requests, register full blocks for prefix sharing).
 //
-// KV memory, as built here ("gather" design; docs/serving.md):
-//   slots  [layers][2][maxRunning][Hkv][maxLen][d]  (infer/kv-cache.ts) — each running request owns one
-//          contiguous slot, which the existing ops (qkvRopeAppend, flashAttentionForward) read and write;
-//   pool   [layers][2][numBlocks][Hkv][blockSize][d] — the paged store behind the block tables: a block
-//          that becomes full (and is the first with its hash) is copied slot → pool; a request admitted
-//          with a prefix-cache hit gets its cached blocks copied pool → slot and skips computing them.
-// The block pool's accounting (block-pool.ts) is the capacity limit: a request holds blocks for every
-// computed position, and when they run out the newest request is preempted and later recomputed.
+// KV memory is one paged pool (docs/serving.md, "Paged attention"):
+//   pool         [layers][2][numBlocks][Hkv][blockSize][d] — the only store of keys and values; a block
+//                holds blockSize positions of one kv head contiguously (blockSize·d elements: whole
+//                16-byte vectors and 32-byte sectors for the kernels' row loads);
+//   blockTables  i32 [maxRunning, maxBlocksPerSeq] on the device, row = the request's slot, entry i = the
+//                pool block holding its positions [i·blockSize, (i + 1)·blockSize); a host mirror says
+//                which rows changed, and only those entries are uploaded, when the scheduler grows a
+//                table or admits a request.
+// The attention ops read and write the pool through the table (backend.ts: qkvRopeAppend, decodeAttention
+// and flashAttentionForward with a block table), so a prefix-cache hit only points the new request's
+// table at the shared blocks (block-pool.ts counts the references; only full blocks are shared, and a
+// full block is never written again, so no copy-on-write is needed). Preemption and cancellation release
+// the blocks (block-pool.ts); nothing is copied. The pool's size is the capacity limit: a request holds
+// blocks for every computed position, and when they run out the newest request is preempted and later
+// recomputed.
 //
 // Rows of a step: first a decode region, row s = slot s for every slot below the largest one with a
-// one-position item (a decode token; dummy rows at position maxLen − 1, never read, fill the gaps), then
-// each prompt chunk's positions [start, start + count) as consecutive rows. Per layer the QKV GEMM covers
-// all rows; attention is
-//   decode region: qkvRopeAppend + decodeAttention over the slots [0, S) at once (as infer/engine.ts);
-//   each chunk:    qkvRopeAppend writes its keys and values into its slot, then per kv head g, flash
-//                  attention of the group's query heads [1, Hq/Hkv, count, d] over the slot's keys
-//                  [1, 1, start + count, d], causal with the chunk at the end (key j visible to query i
-//                  iff j ≤ start + i); permute0213 turns [Hq, count, d] into rows [count, Hq·d].
+// one-position item (a decode token; idle rows — position −1 for the cache ops, nothing written or read —
+// fill the gaps), then each prompt chunk's positions [start, start + count) as consecutive rows. Per layer
+// the QKV GEMM covers all rows; attention is
+//   decode region: one qkvRopeAppend + one decodeAttention over table rows [0, S);
+//   each chunk:    qkvRopeAppend writes its keys and values into its blocks, then one flash attention of
+//                  its query heads [1, Hq, count, d] over its start + count keys through its table row,
+//                  causal with the chunk at the end (key j visible to query i iff j ≤ start + i);
+//                  permute0213 turns [Hq, count, d] into rows [count, Hq·d].
 // Sampling uses backend.sampleTokens on the rows that end a request's computed positions: its draw depends
 // on (seed, position) only, so a request samples the same tokens however it is batched or preempted.
 
+import { freemem } from 'node:os';
 import type { Backend } from '../backend/backend.js';
+import { byteSize } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { DecoderForward } from '../infer/forward.js';
-import { KvCache } from '../infer/kv-cache.js';
 import type { DecoderModel } from '../infer/model.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
 import { samplingParamsRow, seedWords } from '../infer/sampling.js';
@@ -45,8 +53,13 @@ export interface ServingEngineOptions {
   readonly maxBatchTokens?: number;
   /** Positions per KV block (default 16). */
   readonly blockSize?: number;
-  /** Blocks in the pool (default: enough for maxRunning full-length requests). */
+  /** Blocks in the pool (default: enough for maxRunning full-length requests; or from kvMemoryFraction). */
   readonly numBlocks?: number;
+  /**
+   * Size the pool to this fraction of the memory free when the engine is built (the device's on CUDA, the
+   * host's on the CPU), after the weights and the step buffers; (0, 1], not with numBlocks.
+   */
+  readonly kvMemoryFraction?: number;
   /** Share full blocks between requests with a common prefix (default true). */
   readonly prefixCaching?: boolean;
 }
@@ -77,6 +90,8 @@ export interface EngineStats {
   readonly waiting: number;
   readonly blocksUsed: number;
   readonly blocksTotal: number;
+  /** Bytes of the KV pool (all of the engine's KV memory). */
+  readonly kvPoolBytes: number;
   readonly prefixQueried: number;
   readonly prefixHits: number;
   readonly preemptions: number;
@@ -104,12 +119,20 @@ export class ServingEngine {
   readonly maxRunning: number;
   readonly maxBatchTokens: number;
   readonly blockSize: number;
+  /** Entries of a block table: ⌈maxLen / blockSize⌉. */
+  readonly maxBlocksPerSeq: number;
   readonly pool: BlockPool;
   readonly scheduler: Scheduler;
-  private readonly slots: KvCache;
-  private readonly blockStore: Tensor;
+  /** [layers, 2, numBlocks, Hkv, blockSize, d]: every key and value of every request. */
+  readonly kvPool: Tensor;
+  /** i32 [maxRunning, maxBlocksPerSeq] on the device; row = slot. */
+  readonly blockTables: Tensor;
+  /** What the device's block tables hold (−1 = never written); rows are re-sent when a request's table changed. */
+  private readonly tableMirror: Int32Array;
   private readonly forward: DecoderForward;
-  private readonly io: Record<'tokens' | 'positions' | 'gather' | 'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params' | 'logits' | 'q' | 'context' | 'lse', Tensor>;
+  /** Split-K scratch of decode attention (f32 [maxRunning·Hq·maxSplits·(d + 2)]), when some decode region splits. */
+  private readonly partials?: Tensor;
+  private readonly io: Record<'tokens' | 'positions' | 'cachePositions' | 'gather' | 'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params' | 'logits' | 'q' | 'context' | 'lse', Tensor>;
   private readonly live = new Map<string, Live>();
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
@@ -127,27 +150,63 @@ export class ServingEngine {
     if (!Number.isInteger(this.maxLen) || this.maxLen < 2 || this.maxLen > arch.maxPositions) throw new ArgumentError(`serving engine: maxLen must be an integer in [2, ${arch.maxPositions}], got ${this.maxLen}`);
     if (!Number.isInteger(this.maxRunning) || this.maxRunning < 1) throw new ArgumentError(`serving engine: maxRunning must be a positive integer, got ${this.maxRunning}`);
     if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1) throw new ArgumentError(`serving engine: maxBatchTokens must be a positive integer, got ${this.maxBatchTokens}`);
+    if (!Number.isInteger(this.blockSize) || this.blockSize < 1) throw new ArgumentError(`serving engine: blockSize must be a positive integer, got ${this.blockSize}`);
     const perRequest = Math.ceil(this.maxLen / this.blockSize);
-    const numBlocks = options.numBlocks ?? perRequest * this.maxRunning;
-    if (!Number.isInteger(numBlocks) || numBlocks < perRequest) throw new ArgumentError(`serving engine: numBlocks must be an integer >= ${perRequest} (one request of maxLen = ${this.maxLen} positions in blocks of ${this.blockSize}), got ${numBlocks}`);
-    this.pool = new BlockPool(numBlocks, this.blockSize);
-    this.scheduler = new Scheduler(this.pool, { maxBatchTokens: this.maxBatchTokens, maxRunning: this.maxRunning, prefixCaching: options.prefixCaching ?? true });
-    this.freeSlots = Array.from({ length: this.maxRunning }, (_, i) => i);
+    this.maxBlocksPerSeq = perRequest;
     const { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
-    this.slots = new KvCache(b, arch.layers, this.maxRunning, Hkv, this.maxLen, d, model.dtype);
-    this.blockStore = b.empty([arch.layers, 2, numBlocks, Hkv, this.blockSize, d], model.dtype);
-    // A step's rows: at most maxBatchTokens positions, plus up to maxRunning dummy rows of the decode region.
+    // A step's rows: at most maxBatchTokens positions, plus up to maxRunning idle rows of the decode region.
     const T = this.maxBatchTokens + this.maxRunning, N = this.maxRunning;
     this.forward = new DecoderForward(model, T, this.maxLen);
     const i32 = (shape: number[]) => b.empty(shape, 'i32');
     this.io = {
-      tokens: i32([T]), positions: i32([T]), gather: i32([N]), sPositions: i32([N]), sTokens: i32([N]), sFinished: i32([N]), sLimits: i32([N]),
+      tokens: i32([T]), positions: i32([T]), cachePositions: i32([N]), gather: i32([N]), sPositions: i32([N]), sTokens: i32([N]), sFinished: i32([N]), sLimits: i32([N]),
       seeds: i32([N, 2]), history: i32([N, this.maxLen]), stopIds: i32([STOP_SLOTS]), params: b.empty([N, 4], 'f32'),
       logits: b.empty([N, arch.paddedVocab], model.dtype), q: b.empty([T * Hq * d], model.dtype), context: b.empty([T * Hq * d], model.dtype),
       lse: b.empty([T * Hq], 'f32'),
     };
     b.fill(this.io.stopIds, -1);
     b.fill(this.io.history, 0);
+    const maxSplits = Math.max(...Array.from({ length: N }, (_, i) => this.decodeSplits(i + 1)));
+    if (maxSplits > 1) this.partials = b.empty([N * Hq * maxSplits * (d + 2)], 'f32');
+    this.blockTables = i32([N, perRequest]);
+    this.tableMirror = new Int32Array(N * perRequest).fill(-1);
+    b.fill(this.blockTables, -1);
+    // The pool last: kvMemoryFraction sizes it from what the weights and the buffers above left free.
+    const blockBytes = arch.layers * 2 * Hkv * this.blockSize * d * byteSize(model.dtype);
+    let numBlocks: number;
+    try {
+      numBlocks = poolBlocks(options, b, blockBytes, perRequest * this.maxRunning);
+      if (!Number.isInteger(numBlocks) || numBlocks < perRequest) throw new ArgumentError(`serving engine: numBlocks must be an integer >= ${perRequest} (one request of maxLen = ${this.maxLen} positions in blocks of ${this.blockSize}), got ${numBlocks}${options.kvMemoryFraction !== undefined ? ` from kvMemoryFraction ${options.kvMemoryFraction} (${blockBytes} bytes a block)` : ''}`);
+    } catch (e) {
+      for (const t of [...Object.values(this.io), this.blockTables, ...(this.partials ? [this.partials] : [])]) b.free(t);
+      this.forward.free();
+      throw e;
+    }
+    this.pool = new BlockPool(numBlocks, this.blockSize);
+    this.scheduler = new Scheduler(this.pool, { maxBatchTokens: this.maxBatchTokens, maxRunning: this.maxRunning, prefixCaching: options.prefixCaching ?? true });
+    this.freeSlots = Array.from({ length: this.maxRunning }, (_, i) => i);
+    this.kvPool = b.empty([arch.layers, 2, numBlocks, Hkv, this.blockSize, d], model.dtype);
+    // Zero, so that nothing in the pool is ever NaN (the ops only read positions a request has written).
+    b.fill(this.kvPool, 0);
+  }
+
+  /** Bytes of the KV pool. */
+  get kvPoolBytes(): number { return this.kvPool.numel * byteSize(this.model.dtype); }
+
+  /** The blocks slot `slot`'s device block table lists (for tests; −1 = an entry never written). */
+  deviceBlockTable(slot: number): number[] {
+    const row = this.backend.download(this.backend.view(this.blockTables, slot * this.maxBlocksPerSeq, [this.maxBlocksPerSeq])) as Int32Array;
+    return Array.from(row);
+  }
+
+  /** The slot (block-table row) of a running request, or −1. */
+  slotOf(id: string): number {
+    return this.live.get(id)?.slot ?? -1;
+  }
+
+  /** The scheduler's block table of a request (its blocks in position order), or undefined once finished. */
+  blockTableOf(id: string): readonly number[] | undefined {
+    return this.live.get(id)?.sched.blockTable;
   }
 
   get hasWork(): boolean { return this.scheduler.hasWork; }
@@ -155,7 +214,7 @@ export class ServingEngine {
   stats(): EngineStats {
     return {
       running: this.scheduler.running.length, waiting: this.scheduler.waiting.length,
-      blocksUsed: this.pool.usedBlocks, blocksTotal: this.pool.numBlocks,
+      blocksUsed: this.pool.usedBlocks, blocksTotal: this.pool.numBlocks, kvPoolBytes: this.kvPoolBytes,
       prefixQueried: this.pool.queried, prefixHits: this.pool.hits, ...this.counters,
     };
   }
@@ -195,14 +254,12 @@ export class ServingEngine {
       this.freeSlot(live);
       this.counters.preemptions++;
     }
-    for (const { request: r, cachedPositions } of plan.admitted) {
-      const live = this.bySched.get(r)!;
-      live.slot = this.freeSlots.shift()!;
-      for (let i = 0; i < cachedPositions / this.blockSize; i++) this.copyBlock(live.slot, i, r.blockTable[i]!, 'toSlot');
-    }
+    // An admitted request's table starts with its prefix-cache hits: the shared blocks themselves.
+    for (const { request: r } of plan.admitted) this.bySched.get(r)!.slot = this.freeSlots.shift()!;
     if (plan.items.length === 0) return false;
+    for (const it of plan.items) this.syncTable(this.bySched.get(it.request)!);
     const sampled = this.execute(plan.items);
-    for (const full of this.scheduler.complete(plan.items)) this.copyBlock(this.bySched.get(full.request)!.slot, full.index, full.block, 'toPool');
+    this.scheduler.complete(plan.items); // registers newly full blocks' hashes: they are shareable in place
     this.counters.steps++;
     for (const [live, event] of sampled) this.append(live, event);
     return true;
@@ -218,8 +275,9 @@ export class ServingEngine {
     this.disposed = true;
     const b = this.backend;
     for (const t of Object.values(this.io)) b.free(t);
-    b.free(this.blockStore);
-    this.slots.free();
+    b.free(this.kvPool);
+    b.free(this.blockTables);
+    if (this.partials) b.free(this.partials);
     this.forward.free();
   }
 
@@ -256,32 +314,40 @@ export class ServingEngine {
     else if (live.sched.tokens.length >= live.limit) this.retire(live, 'length');
   }
 
-  /** Copies block `index` of a slot to pool block `block` (or back), for every layer, K and V, kv head. */
-  private copyBlock(slot: number, index: number, block: number, direction: 'toSlot' | 'toPool'): void {
-    const b = this.backend, arch = this.model.arch, bs = this.blockSize, d = arch.headDim, Hkv = arch.kvHeads, L = this.maxLen;
-    const chunk = bs * d;
-    for (let l = 0; l < arch.layers; l++) {
-      for (let kv = 0; kv < 2; kv++) {
-        for (let h = 0; h < Hkv; h++) {
-          const inSlot = b.view(this.slots.storage, ((((l * 2 + kv) * this.maxRunning + slot) * Hkv + h) * L + index * bs) * d, [chunk]);
-          const inPool = b.view(this.blockStore, (((l * 2 + kv) * this.pool.numBlocks + block) * Hkv + h) * chunk, [chunk]);
-          if (direction === 'toPool') b.copy(inSlot, inPool); else b.copy(inPool, inSlot);
-        }
+  /**
+   * Decode attention's split-K chunks for a decode region of n rows (infer/engine.ts's rule): enough blocks
+   * to fill the GPU (264 = two waves on 132 SMs) when n·Hkv alone would not, but at least 256 keys a split.
+   */
+  private decodeSplits(n: number): number {
+    const byLength = Math.floor(this.maxLen / 256), byOccupancy = Math.ceil(264 / (this.model.arch.kvHeads * n));
+    return Math.max(1, Math.min(byLength, byOccupancy));
+  }
+
+  /** Sends the entries of a request's block table that differ from what its device row holds. */
+  private syncTable(live: Live): void {
+    const table = live.sched.blockTable, M = this.maxBlocksPerSeq, base = live.slot * M;
+    let first = -1, last = -1;
+    for (let i = 0; i < table.length; i++) {
+      if (this.tableMirror[base + i] !== table[i]) {
+        if (first < 0) first = i;
+        last = i;
+        this.tableMirror[base + i] = table[i]!;
       }
     }
+    if (first >= 0) this.backend.upload(this.backend.view(this.blockTables, base + first, [last - first + 1]), this.tableMirror.subarray(base + first, base + last + 1));
   }
 
   /** The forward over every scheduled row, then sampling for the requests whose last position was computed. */
   private execute(items: readonly ScheduledItem[]): [Live, TokenEvent][] {
     const b = this.backend, m = this.model, arch = m.arch, f = this.forward, io = this.io, L = this.maxLen;
-    const { heads: Hq, kvHeads: Hkv, headDim: d } = arch, G = Hq / Hkv, W = (Hq + 2 * Hkv) * d;
-    // Rows: the decode region first — row s is slot s, for s < S = 1 + the largest slot with a one-position
-    // item; slots without one get a dummy row at position maxLen − 1, a cache position no query ever reads
-    // (a request's last computed position is at most limit − 2 ≤ maxLen − 2) — then the prompt chunks.
+    const { heads: Hq, kvHeads: Hkv, headDim: d } = arch, W = (Hq + 2 * Hkv) * d;
+    // Rows: the decode region first — row s is slot s (its block-table row), for s < S = 1 + the largest
+    // slot with a one-position item; slots without one are idle rows (token 0 at position 0 for the
+    // embedding, position −1 for the cache ops: nothing written, no keys read) — then the prompt chunks.
     const single = items.filter((it) => it.count === 1);
     const S = single.length === 0 ? 0 : 1 + Math.max(...single.map((it) => this.bySched.get(it.request)!.slot));
     const R = S + items.reduce((n, it) => n + (it.count === 1 ? 0 : it.count), 0);
-    const tokens = new Int32Array(R), positions = new Int32Array(R).fill(L - 1, 0, S);
+    const tokens = new Int32Array(R), positions = new Int32Array(R), cachePositions = new Int32Array(S).fill(-1);
     const segments: { live: Live; r0: number; start: number; count: number }[] = [];
     const rowOf = new Map<ScheduledItem, number>();
     let r0 = S;
@@ -290,7 +356,7 @@ export class ServingEngine {
       this.counters.computedPositions += it.count;
       if (it.count === 1) {
         tokens[live.slot] = it.request.tokens[it.start]!;
-        positions[live.slot] = it.start;
+        positions[live.slot] = cachePositions[live.slot] = it.start;
         rowOf.set(it, live.slot);
         continue;
       }
@@ -303,36 +369,35 @@ export class ServingEngine {
     const tokensView = b.view(io.tokens, 0, [R]), positionsView = b.view(io.positions, 0, [R]);
     b.upload(tokensView, tokens);
     b.upload(positionsView, positions);
+    const decodePositions = S > 0 ? b.view(io.cachePositions, 0, [S]) : undefined;
+    if (decodePositions) b.upload(decodePositions, cachePositions);
     const v = f.rows(R);
     const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
     const scale = 1 / Math.sqrt(d);
-    const slotBase = (l: number, kv: number, slot: number) => ((l * 2 + kv) * this.maxRunning + slot) * Hkv * L * d;
+    const M = this.maxBlocksPerSeq, NB = this.pool.numBlocks, bs = this.blockSize;
+    const poolView = (l: number, kv: number) => b.view(this.kvPool, (l * 2 + kv) * NB * Hkv * bs * d, [NB, Hkv, bs, d]);
+    const tableRows = (first: number, count: number) => b.view(this.blockTables, first * M, [count, M]);
     f.embed(b, v, tokensView, positionsView);
     f.blocks(b, v, (l) => {
-      const bias = m.layers[l]!.qkvBias;
-      if (S > 0) {
-        // One token per slot: the decode step's ops over slots [0, S) (infer/engine.ts does the same).
-        const kCache = this.slots.keys(l, 0, S), vCache = this.slots.values(l, 0, S), decodePositions = b.view(io.positions, 0, [S]);
-        b.qkvRopeAppend({ qkv: b.view(v.qkv, 0, [S, W]), positions: decodePositions, q: b.view(io.q, 0, [S, Hq, 1, d]), kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
-        b.decodeAttention({ q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: decodePositions, out: b.view(v.attn, 0, [S, Hq, d]), scale });
+      const bias = m.layers[l]!.qkvBias, kCache = poolView(l, 0), vCache = poolView(l, 1);
+      if (decodePositions) {
+        // One token per slot: the decode step's ops over table rows [0, S).
+        const blockTable = tableRows(0, S), splits = this.decodeSplits(S);
+        const partials = splits > 1 ? { partials: b.view(this.partials!, 0, [S, Hq, splits, d + 2]) } : {};
+        b.qkvRopeAppend({ qkv: b.view(v.qkv, 0, [S, W]), positions: decodePositions, q: b.view(io.q, 0, [S, Hq, 1, d]), kCache, vCache, blockTable, ...rope, ...(bias ? { bias } : {}) });
+        b.decodeAttention({ q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: decodePositions, out: b.view(v.attn, 0, [S, Hq, d]), scale, blockTable, ...partials });
       }
       for (const s of segments) {
-        const c = s.count, slot = s.live.slot, keys = s.start + c;
+        const c = s.count, blockTable = tableRows(s.live.slot, 1), qOffset = s.r0 * Hq * d;
         b.qkvRopeAppend({
-          qkv: b.view(v.qkv, s.r0 * W, [c, W]), positions: b.view(io.positions, s.r0, [c]), q: b.view(io.q, s.r0 * Hq * d, [1, Hq, c, d]),
-          kCache: b.view(this.slots.storage, slotBase(l, 0, slot), [1, Hkv, L, d]), vCache: b.view(this.slots.storage, slotBase(l, 1, slot), [1, Hkv, L, d]),
-          ...rope, ...(bias ? { bias } : {}),
+          qkv: b.view(v.qkv, s.r0 * W, [c, W]), positions: b.view(io.positions, s.r0, [c]), q: b.view(io.q, qOffset, [1, Hq, c, d]),
+          kCache, vCache, blockTable, ...rope, ...(bias ? { bias } : {}),
         });
-        for (let g = 0; g < Hkv; g++) {
-          const qOffset = (s.r0 * Hq + g * G * c) * d;
-          b.flashAttentionForward({
-            q: b.view(io.q, qOffset, [1, G, c, d]), out: b.view(io.context, qOffset, [1, G, c, d]),
-            k: b.view(this.slots.storage, slotBase(l, 0, slot) + g * L * d, [1, 1, keys, d]),
-            v: b.view(this.slots.storage, slotBase(l, 1, slot) + g * L * d, [1, 1, keys, d]),
-            lse: b.view(io.lse, s.r0 * Hq + g * G * c, [1, G, c]), scale, causal: true,
-          });
-        }
-        b.permute0213({ x: b.view(io.context, s.r0 * Hq * d, [1, Hq, c, d]), out: b.view(v.attn, s.r0 * Hq * d, [1, c, Hq, d]) });
+        b.flashAttentionForward({
+          q: b.view(io.q, qOffset, [1, Hq, c, d]), k: kCache, v: vCache, out: b.view(io.context, qOffset, [1, Hq, c, d]),
+          lse: b.view(io.lse, s.r0 * Hq, [1, Hq, c]), scale, causal: true, paged: { blockTable, keys: s.start + c },
+        });
+        b.permute0213({ x: b.view(io.context, qOffset, [1, Hq, c, d]), out: b.view(v.attn, qOffset, [1, c, Hq, d]) });
       }
       return v.attn;
     });
@@ -394,4 +459,18 @@ export function logprobsOf(z: ArrayLike<number>, token: number, k: number): { lo
     }
   }
   return { logprob: z[token]! - lse, top };
+}
+
+/**
+ * Blocks of the KV pool: options.numBlocks, or kvMemoryFraction of the free memory (the device's on CUDA,
+ * read from the runtime; the host's otherwise) in blocks of blockBytes, or the default.
+ */
+function poolBlocks(options: ServingEngineOptions, backend: Backend, blockBytes: number, fallback: number): number {
+  const fraction = options.kvMemoryFraction;
+  if (fraction === undefined) return options.numBlocks ?? fallback;
+  if (options.numBlocks !== undefined) throw new ArgumentError('serving engine: give numBlocks or kvMemoryFraction, not both');
+  if (!(fraction > 0 && fraction <= 1)) throw new ArgumentError(`serving engine: kvMemoryFraction must be in (0, 1], got ${fraction}`);
+  const runtime = (backend as { runtime?: { device?: { memoryInfo?: () => { freeBytes: number } } } }).runtime;
+  const free = runtime?.device?.memoryInfo ? runtime.device.memoryInfo().freeBytes : freemem();
+  return Math.floor((fraction * free) / blockBytes);
 }

@@ -53,7 +53,7 @@ export interface ScheduledItem {
 
 export interface StepPlan {
   readonly items: ScheduledItem[];
-  /** Requests admitted this step, with the positions found in the prefix cache (their blocks' data must be gathered). */
+  /** Requests admitted this step, with the positions found in the prefix cache (their tables already list those shared blocks). */
   readonly admitted: { request: SchedRequest; cachedPositions: number }[];
   readonly preempted: SchedRequest[];
 }
@@ -132,7 +132,7 @@ export class Scheduler {
     return { items, admitted, preempted };
   }
 
-  /** After the step ran: advances numComputed and registers the blocks that became full (those the caller must store). */
+  /** After the step ran: advances numComputed and registers the blocks that became full (returned: newly shareable, read in place by later requests). */
   complete(items: readonly ScheduledItem[]): NewlyFullBlock[] {
     const full: NewlyFullBlock[] = [];
     const bs = this.pool.blockSize;

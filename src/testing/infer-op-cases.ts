@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, sampleTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, tanhActivation, sampleTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -122,6 +122,20 @@ function gatedActivationCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
+function tanhActivationCases(dtype: FloatDType): OpCase[] {
+  // rows, H, bias, in place (out aliases x)
+  return ([[8, 768, true, false], [3, 1024, false, false], [5, 33, true, true]] as const).map(([rows, H, bias, inPlace]): OpCase => ({
+    name: `tanhActivation ${dtype} rows=${rows} H=${H}${bias ? ' +bias' : ''}${inPlace ? ' in place' : ''}`, dtype,
+    inputs: (rng) => ({ x: floats(rng, [rows, H], dtype, 3), bias: floats(rng, [H], dtype) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      const x = inPlace ? c.keep('x', c.in('x')) : c.in('x');
+      b.tanhActivation({ x, out: inPlace ? x : c.out('out', [rows, H], dtype), ...(bias ? { bias: c.in('bias') } : {}) });
+      return c.results();
+    },
+  }));
+}
+
 /** Rows with every sampling mode: greedy, penalty, T, T + top-k, T + top-p, all together, a finished row. */
 const SAMPLING_ROWS: readonly (readonly [number, number, number, number, number])[] = [
   // temperature, topK, topP, penalty, finished
@@ -162,6 +176,6 @@ function sampleTokensCases(dtype: FloatDType): OpCase[] {
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
-    ...gatedActivationCases(dtype), ...sampleTokensCases(dtype),
+    ...gatedActivationCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
   ]);
 }

@@ -25,12 +25,22 @@
 // Encoder-decoder models (LanguageModel.source) take a source side with every batch: its tokens and
 // lengths live in device buffers sized for maxBatch × maxSourceLen, and the step's shape includes the
 // source length.
+//
+// Parallel training. Tensor-parallel models (LanguageModel.gradientSharding) hold shards of some
+// gradients: Σg² for clipping is then Σ over the shard ranges, all-reduced over the ranks, plus Σ over
+// the replicated ranges counted once. ZeRO-1 (options.zero): the optimizer's moments and master weights
+// are sharded over the data-parallel ranks (dist/data-parallel.ts ZeroAdamW) — the gradients are
+// reduce-scattered, each rank updates its 1/w of the workspace, and the parameters are all-gathered,
+// all inside the step (so inside its CUDA graph); the runner then allocates no full-size moments.
+// Collectives are skipped while a step is traced (they act in place on buffers the ops around them touch).
 
 import type { AdamWArgs, Arena, Backend, Graph } from '../backend/backend.js';
+import type { Communicator } from '../dist/communicator.js';
+import { DataParallelModel, ZeroAdamW } from '../dist/data-parallel.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import type { CausalLmBatch, LanguageModel } from '../models/language-model.js';
-import type { StepPlan } from '../nn/step-context.js';
+import type { StepContext, StepPlan } from '../nn/step-context.js';
 import { planStep, runStep } from '../nn/step-context.js';
 import type { Profile, ProfileOptions } from '../profile/profiler.js';
 import { profile } from '../profile/profiler.js';
@@ -64,6 +74,12 @@ export interface StepRunnerOptions {
   readonly ignoreIndex?: number;
   /** Longest source sequence: required for encoder-decoder models, refused for the others. */
   readonly maxSourceLen?: number;
+  /**
+   * ZeRO-1 over the data-parallel ranks of `comm`: each rank holds AdamW's moments (and master
+   * weights) for 1/w of the workspace, and the gradients are averaged over the ranks by the update's
+   * reduce-scatter — so pass the bare model (each rank on its slice of the batch), not a DataParallelModel.
+   */
+  readonly zero?: { readonly comm: Communicator };
 }
 
 /** The source side of a sequence-to-sequence batch. */
@@ -133,9 +149,14 @@ export class StepRunner {
   private lossRowCount = 0;
   private readonly source?: { readonly tokens: Tensor; readonly lengths: Tensor };
   private readonly lengths: Tensor;
-  private readonly m: Tensor;
-  private readonly v: Tensor;
+  /** AdamW's moments and master weights over the whole workspace (absent under ZeRO-1). */
+  private readonly m?: Tensor;
+  private readonly v?: Tensor;
   private readonly master?: Tensor;
+  /** ZeRO-1: the sharded optimizer (options.zero). */
+  readonly zero?: ZeroAdamW;
+  /** Tensor-parallel models: the gradient workspace split into shard and replicated ranges, merged. */
+  private readonly normRanges?: { readonly sharded: [number, number][]; readonly replicated: [number, number][] };
   private readonly scalars: Tensor;
   /** The step's first dropout counter as a u64 (two i32 words), read by every dropout op. */
   private readonly dropoutBase: Tensor;
@@ -181,14 +202,21 @@ export class StepRunner {
     } else if (options.maxSourceLen !== undefined) {
       throw new ArgumentError('StepRunner: maxSourceLen is only for encoder-decoder models');
     }
-    this.m = b.empty([n], 'f32');
-    this.v = b.empty([n], 'f32');
-    b.fill(this.m, 0);
-    b.fill(this.v, 0);
-    if (o.masterWeights && model.dtype !== 'f32') {
-      this.master = b.empty([n], 'f32');
-      b.copy(model.params.values.flat, this.master);
+    if (options.zero) {
+      if (model instanceof DataParallelModel) throw new ArgumentError('StepRunner: ZeRO-1 averages the gradients itself (reduce-scatter); pass the bare model, not a DataParallelModel');
+      if (model.gradientSharding) throw new ArgumentError('StepRunner: ZeRO-1 over a tensor-parallel model is not supported');
+      this.zero = new ZeroAdamW(model.params, options.zero.comm, o, { masterWeights: o.masterWeights });
+    } else {
+      this.m = b.empty([n], 'f32');
+      this.v = b.empty([n], 'f32');
+      b.fill(this.m, 0);
+      b.fill(this.v, 0);
+      if (o.masterWeights && model.dtype !== 'f32') {
+        this.master = b.empty([n], 'f32');
+        b.copy(model.params.values.flat, this.master);
+      }
     }
+    if (model.gradientSharding) this.normRanges = splitNormRanges(model.gradientSharding.shardedRanges, n);
     this.scalars = b.empty([4], 'f32');
     this.dropoutBase = b.empty([2], 'i32');
     this.sumSquares = b.empty([1], 'f32');
@@ -204,27 +232,35 @@ export class StepRunner {
     return [...this.steps].map(([key, s]) => ({ key, plan: s.plan }));
   }
 
-  /** AdamW's moments and the master weights, on the host (for checkpoints). */
+  /** AdamW's moments and the master weights, on the host (for checkpoints); under ZeRO-1 this rank's shard of them. */
   optimizerState(): { m: Float32Array; v: Float32Array; master?: Float32Array } {
+    if (this.zero) return this.zero.state();
     const b = this.backend;
     return {
-      m: b.download(this.m) as Float32Array, v: b.download(this.v) as Float32Array,
+      m: b.download(this.m!) as Float32Array, v: b.download(this.v!) as Float32Array,
       ...(this.master ? { master: b.download(this.master) as Float32Array } : {}),
     };
   }
 
-  /** Restores what optimizerState() returned; sizes must match this model's workspace. */
+  /** Restores what optimizerState() returned; sizes must match this model's workspace (this rank's shard under ZeRO-1). */
   restoreOptimizerState(state: { m: Float32Array; v: Float32Array; master?: Float32Array }, source: string): void {
+    if (this.zero) { this.zero.restore(state, source); return; }
     const n = this.model.params.layout.numel;
     for (const [name, data] of [['m', state.m], ['v', state.v], ['master', state.master]] as const) {
       if (data && data.length !== n) throw new ArgumentError(`${source}: optimizer state '${name}' has ${data.length} elements, the model's workspace ${n}`);
     }
-    this.backend.upload(this.m, state.m);
-    this.backend.upload(this.v, state.v);
+    this.backend.upload(this.m!, state.m);
+    this.backend.upload(this.v!, state.v);
     if (this.master) {
       if (state.master) this.backend.upload(this.master, state.master);
       else this.syncMasterFromParams();
     }
+  }
+
+  /** Bytes of optimizer state (moments and master weights) this rank holds. */
+  get optimizerStateBytes(): number {
+    if (this.zero) return this.zero.stateBytes;
+    return (this.master ? 3 : 2) * this.model.params.layout.numel * 4;
   }
 
   /** The Philox counter the next step's dropout starts from (saved in checkpoints for exact resume). */
@@ -234,13 +270,11 @@ export class StepRunner {
   /** Uploads the model's current parameters into the fp32 master copy (after loading weights). */
   syncMasterFromParams(): void {
     if (this.master) this.backend.copy(this.model.params.values.flat, this.master);
+    this.zero?.syncMasterFromParams();
   }
 
   /** One training step: forward, backward, clipping, AdamW. */
   trainStep(host: HostBatch, lr: number, lossScale = 1): StepResult {
-    if (this.model.gradientsSharded && Number.isFinite(this.optimizer.maxGradNorm)) {
-      throw new ArgumentError(`step: the model's gradients are sharded across tensor-parallel ranks, so a global-norm clip over this rank's part would use the wrong norm; pass optimizer.maxGradNorm: Infinity (clipping under tensor parallelism is not implemented yet), got ${this.optimizer.maxGradNorm}`);
-    }
     const validTargets = this.upload(host);
     const step = this.prepare(host.batch, host.seqLen, host.source?.seqLen ?? 0, lossScale, true, true);
     const rows = host.batch * host.seqLen;
@@ -250,7 +284,7 @@ export class StepRunner {
     this.backend.upload(this.scalars, [lr, gradScale, 1 - beta1 ** t, 1 - beta2 ** t]);
     this.execute(step);
     const loss = this.meanLoss(validTargets);
-    const sumSquares = (this.backend.download(this.sumSquares) as Float32Array)[0]!;
+    const sumSquares = (this.backend.download(this.zero?.sumSquares ?? this.sumSquares) as Float32Array)[0]!;
     const gradNorm = Math.sqrt(sumSquares) * gradScale;
     const skipped = !Number.isFinite(gradNorm);
     if (!skipped) this.updates++;
@@ -269,7 +303,10 @@ export class StepRunner {
     for (const s of this.steps.values()) s.graph?.dispose();
     this.steps.clear();
     this.arena.free();
-    for (const t of [this.tokens, this.lengths, this.targets, this.loss, this.m, this.v, this.scalars, this.sumSquares, this.dropoutBase]) this.backend.free(t);
+    for (const t of [this.tokens, this.lengths, this.targets, this.loss, this.scalars, this.sumSquares, this.dropoutBase]) this.backend.free(t);
+    if (this.m) this.backend.free(this.m);
+    if (this.v) this.backend.free(this.v);
+    this.zero?.free();
     if (this.lossRows) for (const t of [this.lossRows.rows, this.lossRows.targets]) this.backend.free(t);
     if (this.master) this.backend.free(this.master);
     if (this.source) for (const t of [this.source.tokens, this.source.lengths]) this.backend.free(t);
@@ -372,7 +409,7 @@ export class StepRunner {
       } : {}),
     };
     const stepFn = training
-      ? (ctx: Parameters<Parameters<typeof planStep>[1]>[0]) => { this.model.lossStep(ctx, batch, true); this.optimizerUpdate(ctx.ops); }
+      ? (ctx: Parameters<Parameters<typeof planStep>[1]>[0]) => { this.model.lossStep(ctx, batch, true); this.optimizerUpdate(ctx); }
       : (ctx: Parameters<Parameters<typeof planStep>[1]>[0]) => { this.model.lossStep(ctx, batch, false); };
     const plan = planStep(b, stepFn, training);
     const prepared: PreparedStep = {
@@ -442,18 +479,20 @@ export class StepRunner {
     this.lastStepAllocations = this.backend.memoryStats().deviceAllocations - before;
   }
 
-  /** Σ grad² over the gradient workspace, then AdamW over the decayed and the undecayed parts. */
-  private optimizerUpdate(ops: Backend): void {
+  /** Σ grad² over the gradient workspace, then AdamW over the decayed and the undecayed parts (or ZeRO-1's update). */
+  private optimizerUpdate(ctx: StepContext): void {
+    const ops = ctx.ops;
+    if (this.zero) { this.zero.update(ops, this.scalars, !ctx.tracing); return; }
     const params = this.model.params;
     const o = this.optimizer;
-    ops.sumSquares({ x: params.grads.flat, out: this.sumSquares });
+    this.gradientSumSquares(ctx);
     const n = params.layout.numel, split = params.decayedElements;
     const part = (t: Tensor, start: number, end: number) => ops.view(t, start, [end - start]);
     for (const [start, end, decay] of [[0, split, o.weightDecay], [split, n, 0]] as const) {
       if (end <= start) continue;
       const args: AdamWArgs = {
         params: part(params.values.flat, start, end), grads: part(params.grads.flat, start, end),
-        m: part(this.m, start, end), v: part(this.v, start, end),
+        m: part(this.m!, start, end), v: part(this.v!, start, end),
         beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: decay,
         scalars: this.scalars, clip: { sumSquares: this.sumSquares, maxNorm: o.maxGradNorm },
         ...(this.master ? { master: part(this.master, start, end) } : {}),
@@ -461,4 +500,38 @@ export class StepRunner {
       ops.adamW(args);
     }
   }
+
+  /**
+   * this.sumSquares ← Σ g² over the whole model: over the flat workspace, or, for a tensor-parallel
+   * model, over its shard ranges (all-reduced over the ranks) plus its replicated ranges (counted once).
+   */
+  private gradientSumSquares(ctx: StepContext): void {
+    const ops = ctx.ops, grads = this.model.params.grads.flat;
+    if (!this.normRanges) { ops.sumSquares({ x: grads, out: this.sumSquares }); return; }
+    const { sharded, replicated } = this.normRanges;
+    const range = ([start, end]: [number, number]) => ops.view(grads, start, [end - start]);
+    if (sharded.length === 0) ops.fill(this.sumSquares, 0);
+    sharded.forEach((r, i) => ops.sumSquares({ x: range(r), out: this.sumSquares, accumulate: i > 0 }));
+    if (!ctx.tracing) this.model.gradientSharding!.allReduceSum(this.sumSquares);
+    for (const r of replicated) ops.sumSquares({ x: range(r), out: this.sumSquares, accumulate: true });
+  }
+}
+
+/** Sorted, merged shard ranges within [0, n), and the replicated ranges between them. */
+export function splitNormRanges(shardedRanges: readonly (readonly [number, number])[], n: number): { sharded: [number, number][]; replicated: [number, number][] } {
+  const sorted = [...shardedRanges].map(([s, e]) => [s, e] as [number, number]).sort((a, b) => a[0] - b[0]);
+  const sharded: [number, number][] = [];
+  for (const [s, e] of sorted) {
+    if (!(Number.isInteger(s) && Number.isInteger(e) && 0 <= s && s <= e && e <= n)) throw new ArgumentError(`gradient sharding: range [${s}, ${e}) is outside the workspace [0, ${n})`);
+    if (e === s) continue;
+    const last = sharded.at(-1);
+    if (last && s < last[1]) throw new ArgumentError(`gradient sharding: ranges [${last[0]}, ${last[1]}) and [${s}, ${e}) overlap`);
+    if (last && s === last[1]) last[1] = e;
+    else sharded.push([s, e]);
+  }
+  const replicated: [number, number][] = [];
+  let at = 0;
+  for (const [s, e] of sharded) { if (s > at) replicated.push([at, s]); at = e; }
+  if (at < n) replicated.push([at, n]);
+  return { sharded, replicated };
 }

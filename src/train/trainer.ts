@@ -2,8 +2,17 @@
 // loss curve, and a sample at the end. The device work of a step is StepRunner's; this file is the
 // host-side loop around it, and everything it needs to resume exactly (model, optimizer state, data
 // position, loss scale, dropout counter) goes into each checkpoint.
+//
+// Parallel training (TrainConfig.parallel, `fuseformer train --tp N | --dp N` under the launcher): every
+// rank runs this loop in lockstep. Tensor parallel (GPT-2): the model is TpGpt2Model; every rank sees
+// the same batches. Data parallel: each rank takes its 1/w of every global batch (the loader draws the
+// same windows on every rank) and the gradients are averaged — DataParallelModel's bucketed all-reduces,
+// or ZeRO-1's reduce-scatter inside the runner (parallel.zero). The reported loss is the mean over the
+// ranks. Rank 0 alone logs, evaluates into the curve, writes checkpoints (full tensors, loadable at any
+// world size) and the plot. Under TP or ZeRO-1 the optimizer state is per rank and is not checkpointed:
+// a resumed run restarts AdamW's moments (the model, data position and schedule resume exactly).
 
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -16,6 +25,9 @@ import type { BertConfig } from '../models/bert.js';
 import { bertConfigToJson } from '../models/bert.js';
 import { BertModel } from '../models/bert-model.js';
 import type { LanguageModel } from '../models/language-model.js';
+import type { Communicator } from '../dist/communicator.js';
+import { DataParallelModel } from '../dist/data-parallel.js';
+import { TpGpt2Model } from '../dist/tp-gpt2.js';
 import { MaskedLMLoader, maskTokens } from './masked-lm.js';
 import { loadHfWeights } from '../models/hf-weights.js';
 import type { TokenArray } from '../io/token-file.js';
@@ -61,6 +73,16 @@ export interface TrainConfig {
   readonly sample: { readonly prompt: string; readonly tokens: number; readonly temperature: number };
   /** Start from the weights of this Hugging Face model directory instead of a random init. */
   readonly initFrom?: string;
+  /** Train over the ranks of `comm`: tensor parallel (GPT-2 only) or data parallel (optionally ZeRO-1). */
+  readonly parallel?: TrainParallel;
+}
+
+export interface TrainParallel {
+  readonly comm: Communicator;
+  /** 'tensor': the model split over the ranks; 'data': each rank on its slice of every batch. */
+  readonly mode: 'tensor' | 'data';
+  /** Data parallel only: shard AdamW's state over the ranks (ZeRO-1). */
+  readonly zero?: boolean;
 }
 
 export interface TrainResult {
@@ -114,23 +136,66 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
   if (tokenizer.vocabSize > modelConfig.vocabSize) {
     throw new ArgumentError(`train: the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocab_size is ${modelConfig.vocabSize}`);
   }
-  mkdirSync(config.outDir, { recursive: true });
+  const parallel = config.parallel;
+  const comm = parallel?.comm;
+  const world = comm?.worldSize ?? 1, rank = comm?.rank ?? 0, lead = rank === 0;
+  if (comm && comm.backend !== backend) throw new ArgumentError('train: the communicator works on a different backend than the one given');
+  if (parallel?.mode === 'tensor' && config.model.family !== 'gpt2') throw new ArgumentError(`train: tensor parallelism is implemented for GPT-2 models; this one is ${config.model.family}`);
+  if (parallel?.zero && parallel.mode !== 'data') throw new ArgumentError('train: ZeRO-1 shards the optimizer over data-parallel ranks; use it with data parallelism');
+  const dataParallel = parallel?.mode === 'data';
+  if (dataParallel && config.batchSize % world !== 0) throw new ArgumentError(`train: the batch size ${config.batchSize} must be divisible by the ${world} data-parallel ranks`);
+  /** Sequences of each batch this rank trains on. */
+  const rankBatch = dataParallel ? config.batchSize / world : config.batchSize;
+  if (!lead) io = { log: () => {} };
+  if (lead) mkdirSync(config.outDir, { recursive: true });
   const { train, validation } = splitTokens(tokens, config.validationFraction);
   const masked = config.model.family === 'bert' ? { ...maskedLmTokens(tokenizer), vocabSize: modelConfig.vocabSize } : undefined;
-  const model: LanguageModel & { logitsStep?: Gpt2Model['logitsStep'] } = config.model.family === 'gpt2'
+  const tensorParallel = parallel?.mode === 'tensor' && config.model.family === 'gpt2' ? new TpGpt2Model(backend, comm!, config.model.config, config.dtype) : undefined;
+  const model: LanguageModel & { logitsStep?: Gpt2Model['logitsStep'] } = tensorParallel ?? (config.model.family === 'gpt2'
     ? new Gpt2Model(backend, config.model.config, config.dtype)
-    : new BertModel(backend, config.model.config, config.dtype);
+    : new BertModel(backend, config.model.config, config.dtype));
   model.checkpointEvery = config.checkpointActivations;
   if (config.initFrom) {
-    const loaded = loadHfWeights(model.params, config.initFrom);
+    // Tensor parallel: the full weights are read on every rank, then each keeps its shards.
+    const target = tensorParallel ? new Gpt2Model(backend, config.model.config as Gpt2Config, 'f32') : model;
+    const loaded = loadHfWeights(target.params, config.initFrom);
+    if (tensorParallel) { tensorParallel.loadFullParameters(target.params.download(), config.initFrom); target.params.free(); }
     io.log(`weights from ${loaded.files.join(', ')}${loaded.unused.length ? ` (unused: ${loaded.unused.slice(0, 4).join(', ')}${loaded.unused.length > 4 ? ', …' : ''})` : ''}`);
+  } else if (tensorParallel) {
+    tensorParallel.initialize(BigInt(config.seed));
   } else {
     model.params.initialize(BigInt(config.seed));
   }
-  const runner = new StepRunner(model, {
-    maxBatch: config.batchSize, maxSeqLen: config.seqLen, seed: BigInt(config.seed),
+  const trained: LanguageModel = dataParallel && !parallel.zero ? new DataParallelModel(model, comm!) : model;
+  const runner = new StepRunner(trained, {
+    maxBatch: rankBatch, maxSeqLen: config.seqLen, seed: BigInt(config.seed),
     ...(config.optimizer ? { optimizer: config.optimizer } : {}),
+    ...(dataParallel && parallel.zero ? { zero: { comm: comm! } } : {}),
   });
+  /** Optimizer state is checkpointed only when it is the same on every rank (none of TP's or ZeRO's shards). */
+  const optimizerCheckpointed = parallel?.mode !== 'tensor' && !parallel?.zero;
+  const meanOverRanks = (x: number): number => {
+    if (!comm || world === 1) return x;
+    const t = backend.fromArray([x], [1], 'f32');
+    comm.allReduce(t, 'avg');
+    const mean = (backend.download(t) as Float32Array)[0]!;
+    backend.free(t);
+    return mean;
+  };
+  const sumOverRanks = (xs: number[]): number[] => {
+    if (!comm || world === 1) return xs;
+    const t = backend.fromArray(xs, [xs.length], 'f32');
+    comm.allReduce(t, 'sum');
+    const out = Array.from(backend.download(t));
+    backend.free(t);
+    return out;
+  };
+  /** This rank's rows of a global batch (data parallel), or the batch itself. */
+  const rankSlice = (b: { inputs: Int32Array; targets: Int32Array; batchSize: number; seqLen: number }) => {
+    if (!dataParallel) return { batch: b.batchSize, seqLen: b.seqLen, tokens: b.inputs, targets: b.targets };
+    const per = b.batchSize / world, rows = per * b.seqLen;
+    return { batch: per, seqLen: b.seqLen, tokens: b.inputs.slice(rank * rows, (rank + 1) * rows), targets: b.targets.slice(rank * rows, (rank + 1) * rows) };
+  };
   const windows = { batchSize: config.batchSize, seqLen: config.seqLen, seed: config.seed };
   const loader: BatchSource = masked ? new MaskedLMLoader(train, { ...windows, ...masked }) : new CausalLMLoader(train, windows);
   const schedule = createLrSchedule(config.schedule);
@@ -139,16 +204,23 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
   const trainCurve: { step: number; value: number }[] = [];
   const evalCurve: { step: number; value: number }[] = [];
 
-  const modelTensors = (): NamedHostTensor[] => [...model.params.download()].map(([name, t]) => ({ name, dtype: 'f32', shape: t.shape, data: t.data }));
-  const expectations = () => model.params.fileShapes().map((e) => ({ name: e.name, dtype: 'f32' as const, shape: e.shape }));
+  // Checkpoints hold full tensors: a tensor-parallel model gathers its shards (a collective: every rank calls it).
+  const fullTensors = () => (tensorParallel ? tensorParallel.fullParameters() : model.params.download());
+  const modelTensors = (): NamedHostTensor[] => [...fullTensors()].map(([name, t]) => ({ name, dtype: 'f32', shape: t.shape, data: t.data }));
+  const expectations = () => (tensorParallel ? [...fullTensors()].map(([name, t]) => ({ name, shape: t.shape })) : model.params.fileShapes())
+    .map((e) => ({ name: e.name, dtype: 'f32' as const, shape: e.shape }));
 
   if (config.resume) {
     const latest = latestCheckpoint(config.outDir);
     if (!latest) throw new ArgumentError(`train --resume: no checkpoint in ${config.outDir}`);
-    const ckpt = loadCheckpoint(latest, { model: expectations(), optimizerNumel: model.params.layout.numel });
-    model.params.upload(new Map(ckpt.model.map((t) => [t.name, { shape: t.shape, data: t.data as Float32Array }])), latest);
+    // A checkpoint of a tensor-parallel or ZeRO-1 run holds no optimizer state (its moments were per rank).
+    const withOptimizer = optimizerCheckpointed && existsSync(join(latest, 'optimizer.safetensors'));
+    const ckpt = loadCheckpoint(latest, { model: expectations(), ...(withOptimizer ? { optimizerNumel: model.params.layout.numel } : {}) });
+    const full = new Map(ckpt.model.map((t) => [t.name, { shape: t.shape, data: t.data as Float32Array }]));
+    if (tensorParallel) tensorParallel.loadFullParameters(full, latest);
+    else model.params.upload(full, latest);
     if (ckpt.optimizer) runner.restoreOptimizerState(ckpt.optimizer, latest);
-    else runner.syncMasterFromParams();
+    else { runner.syncMasterFromParams(); io.log(`${latest} holds no optimizer state: AdamW's moments start from zero`); }
     const state = ckpt.trainer as { step: number; updates?: number; dropoutCounter?: string; data?: CausalLMLoaderState; lossScaler?: Parameters<typeof restoreLossScaler>[0]; trainCurve?: typeof trainCurve; evalCurve?: typeof evalCurve };
     step = state.step;
     runner.updates = state.updates ?? step;
@@ -166,18 +238,33 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
     for (const b of evaluationBatches(validation, { batchSize: config.batchSize, seqLen: config.seqLen, maxBatches: config.evalBatches })) {
       // Masked LM: the same masks every evaluation (seeded by the batch index), over the window's tokens.
       const { inputs, targets } = masked ? maskTokens(b.inputs, masked, config.seed, index++) : b;
-      const r = runner.evalLoss({ batch: b.batchSize, seqLen: b.seqLen, tokens: inputs, targets });
-      sum += r.loss * r.validTargets;
-      count += r.validTargets;
+      if (!dataParallel || b.batchSize % world === 0) {
+        // Data parallel: each rank evaluates its slice of the batch.
+        const r = runner.evalLoss(dataParallel ? rankSlice({ ...b, inputs, targets }) : { batch: b.batchSize, seqLen: b.seqLen, tokens: inputs, targets });
+        sum += r.loss * r.validTargets;
+        count += r.validTargets;
+        continue;
+      }
+      // A short last batch that does not split over the ranks: every rank evaluates all of it, in
+      // pieces of its own batch size, and counts 1/w of it.
+      for (let first = 0; first < b.batchSize; first += rankBatch) {
+        const n = Math.min(rankBatch, b.batchSize - first), rows = [first * b.seqLen, (first + n) * b.seqLen] as const;
+        const r = runner.evalLoss({ batch: n, seqLen: b.seqLen, tokens: inputs.slice(...rows), targets: targets.slice(...rows) });
+        sum += (r.loss * r.validTargets) / world;
+        count += r.validTargets / world;
+      }
     }
+    if (dataParallel) [sum, count] = sumOverRanks([sum, count]);
     return count > 0 ? sum / count : NaN;
   };
 
   const save = (): string => {
     const path = checkpointPath(config.outDir, step);
+    const tensors = modelTensors();
+    if (!lead) return path;
     saveCheckpoint(path, {
-      model: modelTensors(),
-      optimizer: runner.optimizerState(),
+      model: tensors,
+      ...(optimizerCheckpointed ? { optimizer: runner.optimizerState() } : {}),
       trainer: {
         step, updates: runner.updates, dropoutCounter: runner.dropoutCounter.toString(), data: loader.state(),
         lossScaler: scaler.state(), trainCurve, evalCurve, config: { ...config, model: undefined },
@@ -187,21 +274,23 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
     return path;
   };
 
-  const progress = new ProgressBar({ total: config.steps, label: 'train', ...(io.progressStream ? { stream: io.progressStream } : {}) });
+  const silent = { write: () => true };
+  const progress = new ProgressBar({ total: config.steps, label: 'train', ...(!lead ? { stream: silent, tty: false } : io.progressStream ? { stream: io.progressStream } : {}) });
   let tokensSeen = 0, lastLoss = NaN;
   const started = performance.now();
   for (; step < config.steps;) {
     const batch = loader.next();
     const lr = schedule.lrAt(runner.updates);
-    const result = runner.trainStep({ batch: batch.batchSize, seqLen: batch.seqLen, tokens: batch.inputs, targets: batch.targets }, lr, scaler.scale);
+    const result = runner.trainStep(rankSlice(batch), lr, scaler.scale);
     const { skipped } = scaler.update(result.skipped);
-    if (scaler.consecutiveSkips >= 50) throw new ArgumentError(`train: 50 consecutive steps had non-finite gradients; the run diverged (last loss ${result.loss})`);
+    const loss = dataParallel ? meanOverRanks(result.loss) : result.loss;
+    if (scaler.consecutiveSkips >= 50) throw new ArgumentError(`train: 50 consecutive steps had non-finite gradients; the run diverged (last loss ${loss})`);
     step++;
     tokensSeen += batch.batchSize * batch.seqLen;
-    lastLoss = result.loss;
-    trainCurve.push({ step, value: result.loss });
+    lastLoss = loss;
+    trainCurve.push({ step, value: loss });
     progress.update({
-      step, loss: result.loss, tokens: tokensSeen,
+      step, loss, tokens: tokensSeen,
       extra: { lr: lr.toExponential(1), ...(config.dtype === 'f16' ? { scale: String(scaler.scale) } : {}), ...(skipped ? { skipped: 'yes' } : {}) },
     });
     if (config.evalEvery > 0 && step % config.evalEvery === 0 && step < config.steps) {
@@ -216,14 +305,15 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
   const evalLoss = evaluate();
   evalCurve.push({ step, value: evalLoss });
   const checkpoint = save();
-  const plot = writeLossPlot(join(config.outDir, 'loss'), [
+  const plot = !lead ? { svg: '' } : writeLossPlot(join(config.outDir, 'loss'), [
     { name: 'train', points: trainCurve },
     { name: 'validation', points: evalCurve },
   ], { title: `${config.model.family === 'gpt2' ? 'GPT-2' : 'BERT (masked LM)'} (${modelConfig.layers} layers, ${modelConfig.hidden} hidden) on ${backend.description}`, xLabel: 'step', yLabel: 'cross-entropy (nats/token)' });
 
   // A causal LM shows what it learned by continuing the prompt; BERT's evaluation loss says it.
   let sample = '';
-  if (model.logitsStep) {
+  // Tensor parallel: every rank takes part (the logits are gathered); data parallel: rank 0 alone.
+  if (model.logitsStep && (lead || tensorParallel)) {
     const prompt = tokenizer.encode(config.sample.prompt);
     const generated = sampleTokens({ ...model, logitsStep: model.logitsStep.bind(model), backend, dtype: model.dtype, vocabSize: model.vocabSize, logitsWidth: model.logitsWidth, maxSeqLen: model.maxSeqLen },
       prompt.length > 0 ? prompt : [0], { maxNewTokens: config.sample.tokens, temperature: config.sample.temperature, seed: config.seed, window: config.seqLen });

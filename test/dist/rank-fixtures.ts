@@ -56,10 +56,14 @@ export interface TpTrainInput {
   /** Optimizer steps at lr after the first (gradient-only) step. */
   readonly steps: number;
   readonly lr: number;
+  /** Global-norm clipping threshold (default Infinity: none). */
+  readonly maxGradNorm?: number;
 }
 
 export interface TpTrainOutput {
   readonly losses: number[];
+  /** Gradient norm reported by each step (before clipping). */
+  readonly gradNorms: number[];
   readonly grads: HostTensorList;
   readonly params: HostTensorList;
   readonly logits: number[];
@@ -69,13 +73,18 @@ export interface TpTrainOutput {
 export function tpGpt2Train(comm: Communicator, input: TpTrainInput): TpTrainOutput | null {
   const model = new TpGpt2Model(comm.backend, comm, input.config, 'f32');
   model.loadFullParameters(new Map(input.params), 'test parameters');
-  const runner = new StepRunner(model, { maxBatch: input.batch.batch, maxSeqLen: input.batch.seqLen, optimizer: { maxGradNorm: Infinity } });
-  const losses = [runner.trainStep(input.batch, 0).loss];
+  const runner = new StepRunner(model, { maxBatch: input.batch.batch, maxSeqLen: input.batch.seqLen, optimizer: { maxGradNorm: input.maxGradNorm ?? Infinity } });
+  const first = runner.trainStep(input.batch, 0);
+  const losses = [first.loss], gradNorms = [first.gradNorm];
   const grads = model.fullGradients();
-  for (let i = 0; i < input.steps; i++) losses.push(runner.trainStep(input.batch, input.lr).loss);
+  for (let i = 0; i < input.steps; i++) {
+    const r = runner.trainStep(input.batch, input.lr);
+    losses.push(r.loss);
+    gradNorms.push(r.gradNorm);
+  }
   const params = model.fullParameters();
   const logits = tpLogits(model, input.batch);
-  return comm.rank === 0 ? { losses, grads: [...grads], params: [...params], logits } : null;
+  return comm.rank === 0 ? { losses, gradNorms, grads: [...grads], params: [...params], logits } : null;
 }
 
 /** Logits of the model's logitsStep on the batch's tokens, run eagerly. */
@@ -105,13 +114,16 @@ import { Gpt2Model } from '../../src/models/gpt2-model.js';
 import { DataParallelModel, ZeroAdamW } from '../../src/dist/data-parallel.js';
 
 export interface DpTrainInput extends TpTrainInput {
-  readonly zero: boolean;
+  /** ZeRO-1: none, inside StepRunner (options.zero), or ZeroAdamW driven beside the runner. */
+  readonly zero: false | 'runner' | 'beside';
   readonly bucketBytes: number;
   readonly maxGradNorm: number;
 }
 
 export interface DpTrainOutput {
   readonly losses: number[];
+  /** Global gradient norms the runner reported (ZeRO-1 inside the runner only). */
+  readonly norms?: number[];
   readonly params: HostTensorList;
   readonly buckets: number;
   readonly reducedDuringBackward: number;
@@ -130,7 +142,8 @@ export function dpGpt2Train(comm: Communicator, input: DpTrainInput): DpTrainOut
   const model = new Gpt2Model(comm.backend, input.config, 'f32');
   model.params.upload(new Map(input.params), 'test parameters');
   const losses: number[] = [];
-  if (input.zero) {
+  if (input.zero === 'beside') {
+    // ZeroAdamW driven outside the step (host scalars): the step runs with lr 0 for the gradients.
     const runner = new StepRunner(model, { maxBatch: per, maxSeqLen: L });
     const zero = new ZeroAdamW(model.params, comm, { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: input.maxGradNorm });
     for (let i = 0; i < input.steps; i++) {
@@ -140,8 +153,33 @@ export function dpGpt2Train(comm: Communicator, input: DpTrainInput): DpTrainOut
     }
     return { losses, params: [...model.params.download()], buckets: 0, reducedDuringBackward: 0, optimizerStateBytes: zero.stateBytes };
   }
+  if (input.zero === 'runner') {
+    // ZeRO-1 inside the step: the runner holds no full-size moments.
+    const runner = new StepRunner(model, { maxBatch: per, maxSeqLen: L, optimizer: { maxGradNorm: input.maxGradNorm }, zero: { comm } });
+    const norms: number[] = [];
+    for (let i = 0; i < input.steps; i++) {
+      const r = runner.trainStep(slice, input.lr);
+      losses.push(r.loss);
+      norms.push(r.gradNorm);
+    }
+    return { losses, norms, params: [...model.params.download()], buckets: 0, reducedDuringBackward: 0, optimizerStateBytes: runner.optimizerStateBytes };
+  }
   const dp = new DataParallelModel(model, comm, { bucketBytes: input.bucketBytes });
   const runner = new StepRunner(dp, { maxBatch: per, maxSeqLen: L, optimizer: { maxGradNorm: input.maxGradNorm } });
   for (let i = 0; i < input.steps; i++) losses.push(runner.trainStep(slice, input.lr).loss);
-  return { losses, params: [...model.params.download()], buckets: dp.buckets.length, reducedDuringBackward: dp.reducedDuringBackward, optimizerStateBytes: 2 * model.params.layout.numel * 4 };
+  return { losses, params: [...model.params.download()], buckets: dp.buckets.length, reducedDuringBackward: dp.reducedDuringBackward, optimizerStateBytes: runner.optimizerStateBytes };
 }
+
+/** StepRunner's refusal of ZeRO-1 over a DataParallelModel, as text. */
+export function zeroOverDataParallel(comm: Communicator): string {
+  const config: Gpt2Config = { ...GPT2_PRESETS['gpt2-tiny']!, vocabSize: 37, maxPositions: 8, hidden: 16, layers: 1, heads: 2, ffn: 32 };
+  const model = new DataParallelModel(new Gpt2Model(comm.backend, config, 'f32'), comm);
+  try {
+    new StepRunner(model, { maxBatch: 1, maxSeqLen: 4, zero: { comm } });
+    return 'accepted';
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+import { GPT2_PRESETS } from '../../src/models/gpt2.js';

@@ -44,16 +44,21 @@ function reference(input: TpTrainInput): TpTrainOutput {
   const backend = new CpuBackend();
   const model = new Gpt2Model(backend, input.config, 'f32');
   model.params.upload(new Map(input.params), 'reference');
-  const runner = new StepRunner(model, { maxBatch: input.batch.batch, maxSeqLen: input.batch.seqLen, optimizer: { maxGradNorm: Infinity } });
-  const losses = [runner.trainStep(input.batch, 0).loss];
+  const runner = new StepRunner(model, { maxBatch: input.batch.batch, maxSeqLen: input.batch.seqLen, optimizer: { maxGradNorm: input.maxGradNorm ?? Infinity } });
+  const first = runner.trainStep(input.batch, 0);
+  const losses = [first.loss], gradNorms = [first.gradNorm];
   const grads: HostTensorList = model.params.fileShapes().map(({ name, shape }) => [name, { shape, data: backend.download(backend.view(model.params.param(name).grad, 0, shape)) as Float32Array }]);
-  for (let i = 0; i < input.steps; i++) losses.push(runner.trainStep(input.batch, input.lr).loss);
+  for (let i = 0; i < input.steps; i++) {
+    const r = runner.trainStep(input.batch, input.lr);
+    losses.push(r.loss);
+    gradNorms.push(r.gradNorm);
+  }
   const tokens = backend.fromArray(input.batch.tokens, [input.batch.batch, input.batch.seqLen], 'i32');
   const logits = backend.empty([input.batch.batch * input.batch.seqLen, model.logitsWidth], 'f32');
   const step = (ctx: Parameters<Gpt2Model['logitsStep']>[0]) => model.logitsStep(ctx, tokens, logits);
   const plan = planStep(backend, step, false);
   runStep(backend, plan, backend.createArena(plan.arena.arenaBytes), { seed: 0n, baseOffset: 0n, training: false }, step);
-  return { losses, grads, params: [...model.params.download()], logits: Array.from(backend.download(logits)) };
+  return { losses, gradNorms, grads, params: [...model.params.download()], logits: Array.from(backend.download(logits)) };
 }
 
 function initialParams(seed: bigint): HostTensorList {
@@ -78,13 +83,21 @@ test('shardTensor and gatherTensor are inverses; q, k, v keep their head columns
   assert.throws(() => shardTensor(split, [2, 12], data, 0, 8, 'qkv'), /qkv \[2, 12\] dimension 1 is not divisible into 24 equal parts/);
 });
 
-const input: TpTrainInput = { config, params: initialParams(3n), batch: batchOf(2, 6, 5), steps: 2, lr: 1e-2 };
+// Clipping is active (the reference's gradient norm is above maxGradNorm at every step), so the TP
+// runner's global norm — shards' Σg² all-reduced, replicated parts counted once — must be exact.
+const input: TpTrainInput = { config, params: initialParams(3n), batch: batchOf(2, 6, 5), steps: 2, lr: 1e-2, maxGradNorm: 0.5 };
 const expected = reference(input);
 
+// The vocabulary (37, padded to 64) splits into 16 rows a rank at world size 4: rank 2 holds ids 32–36
+// and 11 padding rows, rank 3 only padding — the vocab-parallel embedding, head and loss cover both.
 for (const w of [1, 2, 4]) {
-  test(`tensor parallel GPT-2 at world size ${w} equals the single-rank model (loss, gradients, logits, AdamW steps)`, async () => {
+  test(`tensor parallel GPT-2 (vocab-parallel embedding and loss) at world size ${w} equals the single-rank model (loss, gradients, logits, clipped AdamW steps)`, async () => {
     const [out] = await runInProcessRanks<TpTrainInput, TpTrainOutput | null>(w, fixtures, 'tpGpt2Train', input);
     assert.ok(out);
+    expected.gradNorms.forEach((norm, i) => {
+      assert.ok(norm > input.maxGradNorm!, `the reference clips at step ${i} (norm ${norm})`);
+      assert.ok(Math.abs(out.gradNorms[i]! - norm) <= 1e-5 * norm, `gradient norm ${i}: ${out.gradNorms[i]} vs ${norm}`);
+    });
     for (let i = 0; i < expected.losses.length; i++) {
       assert.ok(Math.abs(out.losses[i]! - expected.losses[i]!) < 1e-5, `loss ${i}: ${out.losses[i]} vs ${expected.losses[i]}`);
     }

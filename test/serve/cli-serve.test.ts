@@ -47,3 +47,13 @@ test('fuseformer serve: listens, answers, and shuts down gracefully on SIGTERM',
   assert.equal(await exit, 0, stderr);
   assert.match(stderr, /shutting down/);
 });
+
+test('fuseformer serve: --kv-memory-fraction must lie in (0, 1]', () => {
+  const dir = join(root, 'tiny-fraction');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  const r = spawnSync(process.execPath, [main, 'serve', '--model', dir, '--backend', 'cpu', '--kv-memory-fraction', '1.5'], { encoding: 'utf8' });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /--kv-memory-fraction must be a number in \(0, 1\], got '1.5'/);
+  const help = spawnSync(process.execPath, [main, 'serve', '--help'], { encoding: 'utf8' });
+  assert.match(help.stdout, /--kv-memory-fraction F/);
+});

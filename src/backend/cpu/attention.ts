@@ -13,6 +13,8 @@
 // h·totalQ + cuSeqlensQ[b] + i) has index e = row·S + j (S = Lk, or packed maxSeqlenK rounded up to 8)
 // and is kept exactly as rng.ts's dropoutMask keeps element e: the same mask the dropout op draws over
 // the materialised [B, Hq, Lq, Lk] probabilities.
+// Paged keys and values (forward): k, v (numBlocks, Hkv, blockSize, d); key j of sequence b is row j mod
+// blockSize of block blockTable[b, ⌊j / blockSize⌋]; otherwise the dense layout with Lk = paged.keys.
 
 import type { DropoutArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type { PackedLayout } from '../op-checks/attention.js';
@@ -200,11 +202,29 @@ function layoutOf(op: string, c: { B: number; Hq: number; Hkv: number; Lq: numbe
   return denseLayout(c, c.keyLengths ? int32sOf(c.keyLengths) : undefined);
 }
 
+/** The dense layout with keys read through a block table (each used entry checked at run time). */
+function pagedLayout(op: string, dense: Layout, Hkv: number, d: number, Lk: number, p: { blockTable: CpuTensor; numBlocks: number; blockSize: number; maxBlocks: number }): Layout {
+  const table = int32sOf(p.blockTable);
+  for (let b = 0; b < dense.B; b++) {
+    for (let i = 0; i < Math.ceil(Lk / p.blockSize); i++) {
+      const block = table[b * p.maxBlocks + i]!;
+      if (block < 0 || block >= p.numBlocks) throw new ArgumentError(`${op}: 'paged.blockTable'[${b}, ${i}] = ${block} is outside the pool's [0, ${p.numBlocks}) blocks`);
+    }
+  }
+  return {
+    ...dense,
+    kvRow: (b, _s, kh, j) => ((table[b * p.maxBlocks + Math.floor(j / p.blockSize)]! * Hkv + kh) * p.blockSize + (j % p.blockSize)) * d,
+  };
+}
+
 export function prepareFlashAttentionForward(args: FlashAttentionForwardArgs): CpuWork {
   const check = new CpuCheck('flashAttentionForward');
   const c = checkFlashAttentionForward(check, args);
   const offset = offsetAtRun(c.dropout);
-  return check.work(() => forward(layoutOf('flashAttentionForward', c), c, offset()));
+  return check.work(() => {
+    const dense = layoutOf('flashAttentionForward', c);
+    forward(c.paged ? pagedLayout('flashAttentionForward', dense, c.Hkv, c.d, c.Lk, c.paged) : dense, c, offset());
+  });
 }
 
 export function prepareFlashAttentionBackward(args: FlashAttentionBackwardArgs): CpuWork {

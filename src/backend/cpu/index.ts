@@ -14,7 +14,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs,
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -22,6 +22,7 @@ import { prepareGatedActivation } from './gated-activation.js';
 import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
 import { prepareSampleTokens } from './sample-tokens.js';
+import { prepareTanhActivation } from './tanh-activation.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import { prepareBeamCrossAttention, prepareBeamSelfAttention } from './beam-attention.js';
 import { prepareBeamAdvance, prepareBeamTopK } from './beam-topk.js';
@@ -31,6 +32,8 @@ import { prepareAdamW } from './adam.js';
 import { prepareFlashAttentionBackward, prepareFlashAttentionForward } from './attention.js';
 import { CpuArena } from './arena.js';
 import { prepareCrossEntropyBackward, prepareCrossEntropyForward } from './cross-entropy.js';
+import type { VocabShardCrossEntropyBackwardArgs, VocabShardLossArgs, VocabShardMaxArgs, VocabShardSumsArgs } from '../backend.js';
+import { prepareVocabShardCrossEntropyBackward, prepareVocabShardLoss, prepareVocabShardMax, prepareVocabShardSums } from './vocab-shard.js';
 import { download, makeView, prepareCopy, prepareFill, prepareUpload } from './data.js';
 import {
   prepareBiasActivationDropout, prepareBiasActivationDropoutBackward, prepareBiasDropoutResidual,
@@ -153,6 +156,10 @@ export class CpuBackend implements Backend {
   flashAttentionBackward(args: FlashAttentionBackwardArgs): void { this.queue.issue(prepareFlashAttentionBackward(args)); }
   crossEntropyForward(args: CrossEntropyForwardArgs): void { this.queue.issue(prepareCrossEntropyForward(args)); }
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void { this.queue.issue(prepareCrossEntropyBackward(args)); }
+  vocabShardMax(args: VocabShardMaxArgs): void { this.queue.issue(prepareVocabShardMax(args)); }
+  vocabShardSums(args: VocabShardSumsArgs): void { this.queue.issue(prepareVocabShardSums(args)); }
+  vocabShardLoss(args: VocabShardLossArgs): void { this.queue.issue(prepareVocabShardLoss(args)); }
+  vocabShardCrossEntropyBackward(args: VocabShardCrossEntropyBackwardArgs): void { this.queue.issue(prepareVocabShardCrossEntropyBackward(args)); }
   embeddingForward(args: EmbeddingForwardArgs): void { this.queue.issue(prepareEmbeddingForward(args)); }
   embeddingBackward(args: EmbeddingBackwardArgs): void { this.queue.issue(prepareEmbeddingBackward(args)); }
   permute0213(args: Permute0213Args): void { this.queue.issue(preparePermute0213(args)); }
@@ -174,5 +181,6 @@ export class CpuBackend implements Backend {
   decodeAttention(args: DecodeAttentionArgs): void { this.queue.issue(prepareDecodeAttention(args)); }
   residualNorm(args: ResidualNormArgs): void { this.queue.issue(prepareResidualNorm(args)); }
   gatedActivation(args: GatedActivationArgs): void { this.queue.issue(prepareGatedActivation(args)); }
+  tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }
   sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }
 }

@@ -2,6 +2,8 @@
 // heads, and the keys and values written into the cache at each row's position (backend.ts has the contract).
 // Sums and rotations in float64; every stored value is rounded once to the tensors' dtype. θ is the f32
 // product fround(position · invFreq[i]), as the GPU and HF compute it.
+// Paged (blockTable): the key and value of row r go to block blockTable[b, ⌊p / blockSize⌋] of the pool,
+// at offset p mod blockSize; a negative position is an idle row (nothing written to the pool).
 
 import type { QkvRopeAppendArgs } from '../backend.js';
 import { checkQkvRopeAppend } from '../op-checks/index.js';
@@ -12,7 +14,7 @@ import type { FloatDType } from '../../dtype.js';
 
 export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
   const check = new CpuCheck('qkvRopeAppend');
-  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads } = checkQkvRopeAppend(check, args);
+  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, paged } = checkQkvRopeAppend(check, args);
   const half = d / 2, width = (Hq + 2 * Hkv) * d, group = Hq / Hkv;
   const round = rounder(q.dtype as FloatDType);
 
@@ -21,11 +23,20 @@ export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
     const freqs = invFreq ? floatsOf(invFreq) : undefined;
     const qv = floatsOf(q), kc = floatsOf(kCache), vc = floatsOf(vCache);
     const ko = kOut ? floatsOf(kOut) : undefined, vo = vOut ? floatsOf(vOut) : undefined;
+    const table = blockTable ? int32sOf(blockTable) : undefined;
+    /** Element offset of position p of kv head g of sequence seq in the cache (dense or paged). */
+    const cacheRow = (seq: number, g: number, p: number): number => {
+      if (!paged || !table) return ((seq * Hkv + g) * maxLen + p) * d;
+      const entry = seq * paged.maxBlocks + Math.floor(p / paged.blockSize), block = table[entry]!;
+      if (block < 0 || block >= paged.numBlocks) check.fail(`'blockTable'[${seq}, ${Math.floor(p / paged.blockSize)}] = ${block} is outside the pool's [0, ${paged.numBlocks}) blocks`);
+      return ((block * Hkv + g) * paged.blockSize + (p % paged.blockSize)) * d;
+    };
     const head = new Float64Array(d);
     const cos = new Float64Array(half), sin = new Float64Array(half);
     for (let r = 0; r < B * L; r++) {
       const seq = Math.floor(r / L), l = r % L, p = pos[r]!;
-      if (p < 0 || p >= maxLen) check.fail(`'positions'[${r}] = ${p} is outside the cache's [0, ${maxLen})`);
+      const idle = paged !== undefined && p < 0;
+      if (!idle && (p < 0 || p >= maxLen)) check.fail(`'positions'[${r}] = ${p} is outside the cache's [0, ${maxLen})`);
       if (freqs) {
         for (let i = 0; i < half; i++) {
           const theta = Math.fround(p * freqs[i]!);
@@ -52,7 +63,8 @@ export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
         }
         const kvHead = isValue ? hh - Hq - Hkv : hh - Hq;
         const cache = isValue ? vc : kc;
-        const at = ((seq * Hkv + kvHead) * maxLen + p) * d;
+        if (idle) continue;
+        const at = cacheRow(seq, kvHead, p);
         for (let c = 0; c < d; c++) cache[at + c] = round(head[c]!);
         const copy = isValue ? vo : ko;
         if (copy) {

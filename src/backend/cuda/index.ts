@@ -16,7 +16,7 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs,
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { decodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -24,6 +24,7 @@ import { gatedActivation } from './kernels/gated-activation.js';
 import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
 import { residualNorm } from './kernels/residual-norm.js';
 import { sampleTokens } from './kernels/sample-tokens.js';
+import { tanhActivation } from './kernels/tanh-activation.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.js';
 import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
@@ -35,6 +36,8 @@ import { GemmRunner } from './gemm.js';
 import { adamW } from './kernels/adam.js';
 import { flashAttentionBackward, flashAttentionForward } from './kernels/attention.js';
 import { crossEntropyBackward, crossEntropyForward } from './kernels/cross-entropy.js';
+import type { VocabShardCrossEntropyBackwardArgs, VocabShardLossArgs, VocabShardMaxArgs, VocabShardSumsArgs } from '../backend.js';
+import { vocabShardCrossEntropyBackward, vocabShardLoss, vocabShardMax, vocabShardSums } from './kernels/vocab-shard.js';
 import * as elementwise from './kernels/elementwise.js';
 import { embeddingBackward, embeddingForward } from './kernels/embedding.js';
 import { copy, fill } from './kernels/fill-copy.js';
@@ -178,6 +181,10 @@ export class CudaBackend implements Backend {
   flashAttentionBackward(args: FlashAttentionBackwardArgs): void { flashAttentionBackward(this.runtime, args); }
   crossEntropyForward(args: CrossEntropyForwardArgs): void { crossEntropyForward(this.runtime, args); }
   crossEntropyBackward(args: CrossEntropyBackwardArgs): void { crossEntropyBackward(this.runtime, args); }
+  vocabShardMax(args: VocabShardMaxArgs): void { vocabShardMax(this.runtime, args); }
+  vocabShardSums(args: VocabShardSumsArgs): void { vocabShardSums(this.runtime, args); }
+  vocabShardLoss(args: VocabShardLossArgs): void { vocabShardLoss(this.runtime, args); }
+  vocabShardCrossEntropyBackward(args: VocabShardCrossEntropyBackwardArgs): void { vocabShardCrossEntropyBackward(this.runtime, args); }
   embeddingForward(args: EmbeddingForwardArgs): void { embeddingForward(this.runtime, args); }
   embeddingBackward(args: EmbeddingBackwardArgs): void { embeddingBackward(this.runtime, args); }
   permute0213(args: Permute0213Args): void { permute0213(this.runtime, args); }
@@ -204,6 +211,7 @@ export class CudaBackend implements Backend {
   decodeAttention(args: DecodeAttentionArgs): void { decodeAttention(this.runtime, args); }
   residualNorm(args: ResidualNormArgs): void { residualNorm(this.runtime, args); }
   gatedActivation(args: GatedActivationArgs): void { gatedActivation(this.runtime, args); }
+  tanhActivation(args: TanhActivationArgs): void { tanhActivation(this.runtime, args); }
   sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }
 
   private own(op: string, t: Tensor, options: { allowNonContiguous?: boolean } = {}): CudaTensor {

@@ -7,6 +7,10 @@
 //   also checks the offsets' values; the GPU cannot read them without a synchronisation).
 // dropout (optional): p in [0, 1), seed and offset u64 bigints, offsetBase an i32 [2] device tensor;
 //   returned as undefined when p = 0.
+// Paged keys and values (forward, paged given): q, out (B, Hq, Lq, d); k, v (numBlocks, Hkv, blockSize, d);
+//   paged.blockTable i32 (B, maxBlocks); Lk = paged.keys in [1, maxBlocks·blockSize]; no packed sequences,
+//   no dropout. `paged` is returned with the pool's sizes (each used table entry in [0, numBlocks) is
+//   the CPU's own check).
 
 import type { Tensor } from '../../tensor.js';
 import type { DropoutArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs, PackedSequences } from '../backend.js';
@@ -45,7 +49,7 @@ function shapes(packed: boolean) {
 }
 
 /** The sizes, the GQA group, and the options with defaults applied (scale = 1/sqrt(d)). */
-function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boolean) {
+function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boolean, pagedKeys?: number) {
   let B: number, Lq: number, Lk: number, layout: PackedLayout<T> | undefined;
   const [Hq, Hkv, d] = ['Hq', 'Hkv', 'd'].map((n) => check.size(n)) as [number, number, number];
   if (packed) {
@@ -64,6 +68,8 @@ function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boole
     if (totalQ >= 2 ** 31 || totalK >= 2 ** 31) check.fail(`packed rows must be fewer than 2^31, got ${totalQ} queries and ${totalK} keys`);
     [B, Lq, Lk] = [B1 - 1, maxSeqlenQ, maxSeqlenK];
     layout = { cuSeqlensQ, cuSeqlensK, totalQ, totalK, maxSeqlenQ, maxSeqlenK };
+  } else if (pagedKeys !== undefined) {
+    [B, Lq, Lk] = [check.size('B'), check.size('Lq'), pagedKeys];
   } else {
     [B, Lq, Lk] = ['B', 'Lq', 'Lk'].map((n) => check.size(n)) as [number, number, number];
   }
@@ -94,11 +100,26 @@ export function checkFlashAttentionForward<T extends Tensor>(check: OpCheck<T>, 
   check.sameDType(['q', 'k', 'v', 'out'], [q, k, v, out]);
   check.dtype('lse', lse, ['f32']);
   check.shape('q', q, s.q);
-  check.shape('k', k, s.kv);
-  check.shape('v', v, s.kv);
   check.shape('out', out, s.q);
   check.shape('lse', lse, s.lse);
-  return { q, k, v, out, lse, ...common(check, args, packed) };
+  if (args.paged) {
+    if (packed) check.fail('paged keys and values take the dense layout, not packed sequences');
+    if (args.dropout && args.dropout.p > 0) check.fail('paged keys and values do not take dropout (inference only)');
+    const blockTable = check.tensor('paged.blockTable', args.paged.blockTable);
+    check.dtype('paged.blockTable', blockTable, ['i32']);
+    check.shape('paged.blockTable', blockTable, ['B', 'maxBlocks']);
+    check.shape('k', k, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+    check.shape('v', v, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+    const numBlocks = check.size('numBlocks'), blockSize = check.size('blockSize'), maxBlocks = check.size('maxBlocks');
+    const keys = args.paged.keys;
+    check.integer('paged.keys', keys, 1);
+    if (keys > maxBlocks * blockSize) check.fail(`'paged.keys' = ${keys} is more than the block table holds (${maxBlocks} blocks of ${blockSize} = ${maxBlocks * blockSize})`);
+    const c = common(check, args, false, keys);
+    return { q, k, v, out, lse, ...c, paged: { blockTable, keys, numBlocks, blockSize, maxBlocks } };
+  }
+  check.shape('k', k, s.kv);
+  check.shape('v', v, s.kv);
+  return { q, k, v, out, lse, ...common(check, args, packed), paged: undefined };
 }
 
 export function checkFlashAttentionBackward<T extends Tensor>(check: OpCheck<T>, args: FlashAttentionBackwardArgs) {

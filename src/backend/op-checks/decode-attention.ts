@@ -1,6 +1,8 @@
 // Argument checks of decodeAttention (one query token per sequence over its KV cache), shared by the backends.
 //   q, out (B, Hq, d);  kCache, vCache (B, Hkv, maxLen, d);  positions i32 (B);  partials f32 (B, Hq, S, d + 2), optional
-// Whether each position lies in [0, maxLen) depends on the data: that check is the backend's own.
+// Paged (blockTable i32 (B, maxBlocks)): kCache, vCache (numBlocks, Hkv, blockSize, d), maxLen = maxBlocks·blockSize.
+// Whether each position lies in [0, maxLen) (and each used table entry in [0, numBlocks)) depends on the
+// data: that check is the backend's own.
 
 import type { Tensor } from '../../tensor.js';
 import type { DecodeAttentionArgs } from '../backend.js';
@@ -15,13 +17,25 @@ export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: 
   const partials = check.optional('partials', args.partials);
   check.float('q', q);
   check.sameDType(['q', 'kCache', 'vCache', 'out'], [q, kCache, vCache, out]);
+  const blockTable = check.optional('blockTable', args.blockTable);
   check.shape('q', q, ['B', 'Hq', 'd']);
-  check.shape('kCache', kCache, ['B', 'Hkv', 'maxLen', 'd']);
-  check.shape('vCache', vCache, ['B', 'Hkv', 'maxLen', 'd']);
+  let paged: { numBlocks: number; blockSize: number; maxBlocks: number } | undefined;
+  if (blockTable) {
+    check.dtype('blockTable', blockTable, ['i32']);
+    check.shape('blockTable', blockTable, ['B', 'maxBlocks']);
+    check.shape('kCache', kCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+    check.shape('vCache', vCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+    paged = { numBlocks: check.size('numBlocks'), blockSize: check.size('blockSize'), maxBlocks: check.size('maxBlocks') };
+    if (paged.blockSize < 1 || paged.maxBlocks < 1) check.fail(`a block table needs blocks of at least one position and at least one block a sequence, got blockSize ${paged.blockSize}, maxBlocks ${paged.maxBlocks}`);
+  } else {
+    check.shape('kCache', kCache, ['B', 'Hkv', 'maxLen', 'd']);
+    check.shape('vCache', vCache, ['B', 'Hkv', 'maxLen', 'd']);
+  }
   check.shape('out', out, ['B', 'Hq', 'd']);
   check.dtype('positions', positions, ['i32']);
   check.shape('positions', positions, ['B']);
-  const [B, Hq, Hkv, d, maxLen] = ['B', 'Hq', 'Hkv', 'd', 'maxLen'].map((n) => check.size(n)) as [number, number, number, number, number];
+  const [B, Hq, Hkv, d] = ['B', 'Hq', 'Hkv', 'd'].map((n) => check.size(n)) as [number, number, number, number];
+  const maxLen = paged ? paged.maxBlocks * paged.blockSize : check.size('maxLen');
   if (d < 1) check.fail(`the head size d must be at least 1, got ${d}`);
   if (maxLen < 1) check.fail('the cache holds no positions (maxLen = 0)');
   if (Hkv < 1 || Hq % Hkv !== 0) check.fail(`the query heads Hq = ${Hq} must be a positive multiple of the kv heads Hkv = ${Hkv}`);
@@ -34,5 +48,5 @@ export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: 
   }
   const scale = args.scale ?? 1 / Math.sqrt(d);
   check.finite('scale', scale);
-  return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits };
+  return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits, blockTable, paged };
 }

@@ -17,8 +17,9 @@ type Named<T> = readonly [string, T];
 /** Shapes and dtypes, scale, and that positionOffset + L fits in the position table. */
 function checkEmbedding<T extends Tensor>(
   check: OpCheck<T>, tokens: T, mask: T, rows: Named<T>, table: Named<T>, positions: Named<T | undefined>,
-  args: { scale?: number; positionOffset?: number }, accumulatesInF32 = false,
+  args: { scale?: number; positionOffset?: number; vocabStart?: number }, accumulatesInF32 = false,
 ) {
+  if (args.vocabStart !== undefined) check.integer('vocabStart', args.vocabStart, 0);
   check.dtype('tokens', tokens, ['i32']);
   check.shape('tokens', tokens, ['B', 'L']);
   check.float(rows[0], rows[1]);
@@ -47,7 +48,7 @@ function checkEmbedding<T extends Tensor>(
     const P = check.size('P');
     if (positionOffset + seqLen > P) check.fail(`positions ${positionOffset}..${positionOffset + seqLen - 1} (positionOffset + L) are past the ${P} rows of '${positionsName}'`);
   }
-  return { scale, positionOffset, batch: check.size('B'), seqLen, vocab: check.size('V'), hidden: check.size('H') };
+  return { scale, positionOffset, vocabStart: args.vocabStart, batch: check.size('B'), seqLen, vocab: check.size('V'), hidden: check.size('H') };
 }
 
 export function checkEmbeddingForward<T extends Tensor>(check: OpCheck<T>, args: EmbeddingForwardArgs) {

@@ -14,6 +14,7 @@ export {
 } from './elementwise.js';
 export type { QkvLayout } from './elementwise.js';
 export { checkEmbeddingBackward, checkEmbeddingForward } from './embedding.js';
+export { checkVocabShardCrossEntropyBackward, checkVocabShardLoss, checkVocabShardMax, checkVocabShardSums } from './vocab-shard.js';
 export { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from './norm.js';
 export type { CheckedNormBackward, CheckedNormForward } from './norm.js';
 export { checkDropout } from './dropout.js';
@@ -25,5 +26,6 @@ export { checkQkvRopeAppend } from './qkv-rope-append.js';
 export { checkDecodeAttention } from './decode-attention.js';
 export { checkResidualNorm } from './residual-norm.js';
 export { checkGatedActivation } from './gated-activation.js';
+export { checkTanhActivation } from './tanh-activation.js';
 export { checkSampleTokens, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';

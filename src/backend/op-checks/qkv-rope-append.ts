@@ -1,7 +1,10 @@
 // Argument checks of qkvRopeAppend (QKV bias + RoPE + KV-cache append), shared by the backends.
 //   qkv (R, (Hq + 2·Hkv)·d);  bias ((Hq + 2·Hkv)·d), optional;  positions i32 (R);  rope.invFreq f32 (d/2)
 //   q (B, Hq, L, d) with R = B·L;  kCache, vCache (B, Hkv, maxLen, d);  kOut, vOut (B, Hk, L, d), Hk ∈ {Hkv, Hq}
-// Whether each position lies in [0, maxLen) depends on the data: that check is the backend's own.
+// Paged (blockTable i32 (B, maxBlocks)): kCache, vCache (numBlocks, Hkv, blockSize, d), R = B·L, maxLen =
+//   maxBlocks·blockSize; no kOut/vOut.
+// Whether each position lies in [0, maxLen) (and each used table entry in [0, numBlocks)) depends on the
+// data: that check is the backend's own.
 
 import type { Tensor } from '../../tensor.js';
 import type { QkvRopeAppendArgs } from '../backend.js';
@@ -21,10 +24,23 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
   if ((kOut === undefined) !== (vOut === undefined)) check.fail("'kOut' and 'vOut' go together: pass both or neither");
   check.float('qkv', qkv);
   check.sameDType(...present([['qkv', qkv], ['bias', bias], ['q', q], ['kCache', kCache], ['vCache', vCache], ['kOut', kOut], ['vOut', vOut]]));
+  const blockTable = check.optional('blockTable', args.blockTable);
   check.shape('q', q, ['B', 'Hq', 'L', 'd']);
-  check.shape('kCache', kCache, ['B', 'Hkv', 'maxLen', 'd']);
-  check.shape('vCache', vCache, ['B', 'Hkv', 'maxLen', 'd']);
-  const [B, Hq, L, d, Hkv, maxLen] = ['B', 'Hq', 'L', 'd', 'Hkv', 'maxLen'].map((n) => check.size(n)) as [number, number, number, number, number, number];
+  let paged: { numBlocks: number; blockSize: number; maxBlocks: number } | undefined;
+  if (blockTable) {
+    check.absent('kOut', kOut, 'with a block table (paged caches)');
+    check.dtype('blockTable', blockTable, ['i32']);
+    check.shape('blockTable', blockTable, ['B', 'maxBlocks']);
+    check.shape('kCache', kCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+    check.shape('vCache', vCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+    paged = { numBlocks: check.size('numBlocks'), blockSize: check.size('blockSize'), maxBlocks: check.size('maxBlocks') };
+    if (paged.blockSize < 1 || paged.maxBlocks < 1) check.fail(`a block table needs blocks of at least one position and at least one block a sequence, got blockSize ${paged.blockSize}, maxBlocks ${paged.maxBlocks}`);
+  } else {
+    check.shape('kCache', kCache, ['B', 'Hkv', 'maxLen', 'd']);
+    check.shape('vCache', vCache, ['B', 'Hkv', 'maxLen', 'd']);
+  }
+  const [B, Hq, L, d, Hkv] = ['B', 'Hq', 'L', 'd', 'Hkv'].map((n) => check.size(n)) as [number, number, number, number, number];
+  const maxLen = paged ? paged.maxBlocks * paged.blockSize : check.size('maxLen');
   if (Hkv < 1 || Hq % Hkv !== 0) check.fail(`the query heads Hq = ${Hq} must be a positive multiple of the kv heads Hkv = ${Hkv}`);
   if (d < 2 || d % 2 !== 0) check.fail(`the head size d = ${d} must be even (RoPE rotates pairs (i, i + d/2))`);
   const width = (Hq + 2 * Hkv) * d;
@@ -46,5 +62,5 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
     ropeScale = args.rope!.scale ?? 1;
     check.finite('rope.scale', ropeScale);
   }
-  return { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads };
+  return { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, paged };
 }

@@ -33,6 +33,9 @@
 //             Shared: 4·32·(d+1) + 2·32·33 + 64 floats = 74.7 KB at d = 128.
 //   dQ        grid (ceil(Lq/BQ), Hq, B). Q/dOut tile resident, dq in registers; loops over K/V tiles
 //             as the forward. Shared: 4·32·(d+1) + 32·33 floats = 70.3 KB at d = 128.
+//   paged     (forward only; spec.page = blockSize) the K/V tiles' rows come through the block table:
+//             key j of sequence b is row j % PAGE of block block_table[b, j / PAGE] of the pool
+//             [numBlocks, Hkv, PAGE, d] (load_kv_tile); the rest is the dense forward.
 //   Every output element is written exactly once by one thread, after a fixed-order loop: bitwise
 //   deterministic. Dynamic shared memory above 48 KiB is opted into by the runtime's launch path.
 //
@@ -84,13 +87,15 @@ export interface AttentionSpec {
   readonly dropout?: boolean;
   /** Packed variable-length sequences ([total, H, d], cuSeqlens). */
   readonly varlen?: boolean;
+  /** Paged keys and values (forward only): positions per block of the pool; 0 or absent = dense. */
+  readonly page?: number;
 }
 
 export type AttentionKernel = 'forward' | 'backward_dkdv' | 'backward_dq';
 
 export function attentionKey(kernel: AttentionKernel, s: AttentionSpec): string {
   return `flash_attention_${kernel}.${s.dtype}.d${s.headDim}.q${BLOCK_Q}.k${BLOCK_K}.${s.path}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}` +
-    `${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
+    `${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}${s.page ? `.paged${s.page}` : ''}`;
 }
 
 /** Query rows per tile, key rows per tile, threads per block (a quad of threads per tile row). */
@@ -118,7 +123,7 @@ function preamble(spec: AttentionSpec): string {
   return `${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${FLASH_LIB}
-${constants({ D: spec.headDim, BQ: BLOCK_Q, BK: BLOCK_K, THREADS: ATTENTION_THREADS, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false })}
+${constants({ D: spec.headDim, BQ: BLOCK_Q, BK: BLOCK_K, THREADS: ATTENTION_THREADS, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false, PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0) })}
 ${launchBoundsMacro(ATTENTION_THREADS)}
 constexpr int COLS = (D + 3) / 4;   // output columns per thread: c = t4 + 4u
 constexpr int SD = D + 1;           // shared row stride of d-wide tiles (odd: conflict-free columns)
@@ -152,6 +157,20 @@ __device__ __forceinline__ void load_tile(float* dst, const T* __restrict__ src,
     dst[r * SD + c] = row0 + r < len ? to_float(src[(long long)(row0 + r) * stride + c]) : 0.f;
   }
 }
+// A K or V tile: load_tile, or (PAGED) key j from row j % PAGE of block table[j / PAGE] (src = the head's
+// row 0 of block 0; a block's rows of all heads are block_stride elements).
+template <int ROWS>
+__device__ __forceinline__ void load_kv_tile(float* dst, const T* __restrict__ src, int row0, int len, int stride,
+                                             [[maybe_unused]] const int* __restrict__ table, [[maybe_unused]] long long block_stride) {
+  if constexpr (!PAGED) {
+    load_tile<ROWS>(dst, src, row0, len, stride);
+  } else {
+    for (int idx = threadIdx.x; idx < ROWS * D; idx += THREADS) {
+      const int r = idx / D, c = idx - r * D, j = row0 + r;
+      dst[r * SD + c] = j < len ? to_float(src[(long long)table[j / PAGE] * block_stride + (long long)(j % PAGE) * D + c]) : 0.f;
+    }
+  }
+}
 // D_i = dOut_i · out_i for row i of a head (0 when the row is past the sequence), reduced over the quad.
 __device__ __forceinline__ float row_dot(const T* __restrict__ dout, const T* __restrict__ out, long long at, bool valid_row, int t4) {
   float part = 0.f;
@@ -169,8 +188,9 @@ __device__ __forceinline__ Head head_layout(int b, int hq, int hk, int q_len, in
     return { max(0, cu_q[b + 1] - qs), max(0, cu_k[b + 1] - ks), q_heads * D, kv_heads * D,
              ((long long)qs * q_heads + hq) * D, ((long long)ks * kv_heads + hk) * D, (long long)hq * total_q + qs };
   } else {
-    return { q_len, k_len, D, D, ((long long)b * q_heads + hq) * q_len * D, ((long long)b * kv_heads + hk) * k_len * D,
-             ((long long)b * q_heads + hq) * q_len };
+    // Paged: kv_off is the head's row 0 within a block (load_kv_tile adds the block's offset).
+    return { q_len, k_len, D, D, ((long long)b * q_heads + hq) * q_len * D,
+             PAGED ? (long long)hk * PAGE * D : ((long long)b * kv_heads + hk) * k_len * D, ((long long)b * q_heads + hq) * q_len };
   }
 }
 `;
@@ -184,7 +204,7 @@ export function attentionForwardSource(spec: AttentionSpec): KernelSource {
   const name = kernelIdentifier(attentionKey('forward', spec));
   const body = String.raw`
 extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict__ out, float* __restrict__ lse,
-    ${SHAPE_PARAMS}, float scale_log2e, ${FEATURE_PARAMS}) {
+    ${SHAPE_PARAMS}, float scale_log2e, ${FEATURE_PARAMS}, const int* __restrict__ block_table, int table_stride) {
   extern __shared__ float smem[];
   float* qs = smem;              // [BQ][SD]
   float* ks = qs + BQ * SD;      // [BK][SD]
@@ -200,6 +220,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
   // n is non-decreasing in i: the tile's last row sees the most keys.
   const int kv_end = visible_keys(min(q0 + BQ, hd.q_len) - 1, hd.q_len, hd.k_len, valid);
   ${ATTENTION_DROPOUT_OFFSET}
+  [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (long long)b * table_stride : nullptr;
+  [[maybe_unused]] const long long block_stride = (long long)(q_heads / group) * PAGE * D;
 
   load_tile<BQ>(qs, q + hd.q_off, q0, hd.q_len, hd.q_stride);
   float acc[COLS];
@@ -209,8 +231,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
 
   for (int j0 = 0; j0 < kv_end; j0 += BK) {
     __syncthreads();  // the previous tile's K, V and P are no longer read
-    load_tile<BK>(ks, k + hd.kv_off, j0, hd.k_len, hd.kv_stride);
-    load_tile<BK>(vs, v + hd.kv_off, j0, hd.k_len, hd.kv_stride);
+    load_kv_tile<BK>(ks, k + hd.kv_off, j0, hd.k_len, hd.kv_stride, table, block_stride);
+    load_kv_tile<BK>(vs, v + hd.kv_off, j0, hd.k_len, hd.kv_stride, table, block_stride);
     __syncthreads();
     float s[BK / 4];
     #pragma unroll
@@ -446,6 +468,8 @@ interface AttentionProblem {
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; d: number; group: number;
   varlen?: VarlenLayout;
   dropout?: DropoutArgs | undefined;
+  /** Paged keys and values (forward): the checked pool sizes and table. */
+  paged?: { blockTable: Tensor; blockSize: number; maxBlocks: number } | undefined;
 }
 interface AttentionBackwardProblem extends AttentionProblem { dOut: Tensor; dq: Tensor; dk: Tensor; dv: Tensor }
 
@@ -455,7 +479,7 @@ function dropoutStride(p: AttentionProblem): number {
 }
 
 function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void {
-  const { q, k, v, out, lse, keyLengths, scale, causal, B, Hq, Lq, Lk, d, group, varlen } = p;
+  const { q, k, v, out, lse, keyLengths, scale, causal, B, Hq, Lq, Lk, d, group, varlen, paged } = p;
   checkLimits(check, host, { B, Hq, d });
   if (B * Hq * Lq === 0) return;
   const dropout = p.dropout && p.dropout.p > 0 ? p.dropout : undefined;
@@ -463,12 +487,13 @@ function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void
   const dtype = q.dtype as FloatDType;
   const pointers = [devicePtr(check, 'q', q), devicePtr(check, 'k', k), devicePtr(check, 'v', v), devicePtr(check, 'out', out)];
   if (flashAttentionPath(dtype, d, scale, pointers) === 'mma') {
-    launchFlashForward(host, check, { q, k, v, out, lse, keyLengths, ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}) },
+    launchFlashForward(host, check, { q, k, v, out, lse, keyLengths, ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}), ...(paged ? { paged } : {}) },
       { B, Hq, Lq, Lk, d, group, scale, causal });
     return;
   }
   const spec: AttentionSpec = {
     dtype, headDim: d, causal, padding: keyLengths !== undefined, path: 'simt', ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+    ...(paged ? { page: paged.blockSize } : {}),
   };
   const kernel = host.kernel(attentionKey('forward', spec), () => attentionForwardSource(spec));
   kernel.launch(
@@ -479,6 +504,7 @@ function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void
       arg.ptr(keyLengths ? devicePtr(check, 'keyLengths', keyLengths) : 0n),
       arg.i32(Lq), arg.i32(Lk), arg.i32(Hq), arg.i32(group), arg.f32(scale * Math.LOG2E),
       ...varlenArgs(check, varlen), ...attentionDropoutArgs(dropout, dropoutStride(p)),
+      arg.ptr(paged ? devicePtr(check, 'paged.blockTable', paged.blockTable) : 0n), arg.i32(paged ? paged.maxBlocks : 0),
     ],
   );
 }
@@ -543,7 +569,8 @@ function problemOf<P extends { packed: PackedLayout | undefined }>(c: P): Omit<P
  */
 export function flashAttentionForward(host: KernelHost, args: FlashAttentionForwardArgs): void {
   const check = new OpCheck('flashAttentionForward', 'cuda');
-  runForward(host, check, problemOf(checkFlashAttentionForward(check, args)));
+  const { paged, ...checked } = checkFlashAttentionForward(check, args);
+  runForward(host, check, { ...problemOf(checked), ...(paged ? { paged } : {}) });
 }
 
 export function flashAttentionBackward(host: KernelHost, args: FlashAttentionBackwardArgs): void {
@@ -578,5 +605,8 @@ export function catalog(): KernelSource[] {
     { dtype: 'f32', headDim: 33, causal: false, padding: false, path: 'simt', varlen: true },
   ];
   for (const spec of features) sources.push(attentionForwardSource(spec), attentionBackwardDkDvSource(spec), attentionBackwardDqSource(spec));
+  // Paged keys and values (the serving engine's prefill; forward only): f32 with blocks of 16, an odd bf16 d with blocks of 32.
+  sources.push(attentionForwardSource({ dtype: 'f32', headDim: 64, causal: true, padding: false, path: 'simt', page: 16 }));
+  sources.push(attentionForwardSource({ dtype: 'bf16', headDim: 72, causal: true, padding: true, path: 'simt', page: 32 }));
   return sources;
 }

@@ -7,6 +7,7 @@ import { catalog as beamAttentionCatalog } from './beam-attention.js';
 import { catalog as beamTopKCatalog } from './beam-topk.js';
 import { catalog as attentionCatalog } from './attention.js';
 import { catalog as crossEntropyCatalog } from './cross-entropy.js';
+import { catalog as vocabShardCatalog } from './vocab-shard.js';
 import { catalog as dropoutCatalog } from './dropout.js';
 import { catalog as elementwiseCatalog } from './elementwise.js';
 import { catalog as embeddingCatalog } from './embedding.js';
@@ -26,6 +27,7 @@ import { catalog as decodeAttentionCatalog } from './decode-attention.js';
 import { catalog as residualNormCatalog } from './residual-norm.js';
 import { catalog as gatedActivationCatalog } from './gated-activation.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
+import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -37,6 +39,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['layernorm', layerNormCatalog],
     ['softmax', softmaxCatalog],
     ['cross-entropy', crossEntropyCatalog],
+    ['vocab-shard', vocabShardCatalog],
     ['embedding', embeddingCatalog],
     ['fill-copy', fillCopyCatalog],
     ['adam', adamCatalog],
@@ -57,6 +60,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['residual-norm', residualNormCatalog],
     ['gated-activation', gatedActivationCatalog],
     ['sample-tokens', sampleTokensCatalog],
+    ['tanh-activation', tanhActivationCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }

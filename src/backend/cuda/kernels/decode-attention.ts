@@ -23,6 +23,12 @@
 //           (grid (Hq, B), a thread per output column), which weights split s by 2^(m_s − max m).
 // Splits beyond a sequence's length do nothing: the combine kernel recomputes n and reads only the
 // splits that hold keys, so the grid is fixed (graph-capturable) while lengths change on the device.
+// Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
+// (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
+// (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
+// rows of one kv head are contiguous, so each warp's loads stay whole rows as in the dense layout. The
+// table entries a tile needs (TILE / PAGE of them) are read per key from L1. Idle rows (position < 0)
+// have no keys: out = 0.
 //
 // Bytes: each key and value element is read once per head block: 2·n·d·s per (b, kv head), plus q and out
 // (2·GH·d·s per block) and, with S splits, S·GH·(d + 2)·4 partial bytes written and read once.
@@ -50,6 +56,8 @@ export interface DecodeAttentionSpec {
   readonly vec: number;
   /** Write partials for the combine kernel instead of the output. */
   readonly split: boolean;
+  /** Positions per block of a paged cache (a block table given); 0 or absent for the contiguous cache. */
+  readonly page?: number;
 }
 
 export interface DecodeCombineSpec {
@@ -58,7 +66,7 @@ export interface DecodeCombineSpec {
 }
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}`;
 }
 
 export function decodeCombineKey(s: DecodeCombineSpec): string {
@@ -92,13 +100,15 @@ ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, GROUP: spec.group, GH: spec.headsPerBlock, HEAD_BLOCKS: spec.group / spec.headsPerBlock, VEC: spec.vec, VECS: vecs,
     THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
+    PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0),
   })}
 
-// q, out [B, Hq, D]; caches [B, Hkv, max_len, D]; partials f32 [B, Hq, splits, D + 2].
-// Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
+// q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
+// [B, table_stride]); partials f32 [B, Hq, splits, D + 2]. Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
-    T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk) {
+    T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk,
+    const int* __restrict__ block_table, int table_stride) {
   __shared__ float qs[GH][D];
   __shared__ float ps[GH][TILE];
   __shared__ float red[GH][WARPS];
@@ -122,8 +132,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     for (int e = 0; e < VEC; e++) acc[h][e] = 0.f;
   }
   __syncthreads();
-  const T* kb = k_cache + ((size_t)b * hkv + g) * max_len * D;
-  const T* vb = v_cache + ((size_t)b * hkv + g) * max_len * D;
+  // Element offset of key j's row (kv head g of sequence b).
+  [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (size_t)b * table_stride : nullptr;
+  const auto key_row = [&](int j) -> size_t {
+    if constexpr (PAGED) return (((size_t)table[j / PAGE] * hkv + g) * PAGE + j % PAGE) * D;
+    else return (((size_t)b * hkv + g) * max_len + j) * D;
+  };
   const int key_lane = tid / VECS, cv = tid % VECS;
 
   for (int t0 = j_begin; t0 < j_end; t0 += TILE) {
@@ -135,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     if (tid < keys) {
       #pragma unroll
       for (int h = 0; h < GH; h++) s[h] = 0.f;
-      const T* kr = kb + (size_t)(t0 + tid) * D;
+      const T* kr = k_cache + key_row(t0 + tid);
       #pragma unroll 4
       for (int c = 0; c < VECS; c++) {
         const Vec<T, VEC> kv = load_vec<T, VEC>(kr + c * VEC);
@@ -186,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     // Probability-weighted value rows.
     if (key_lane < KEY_LANES) {
       for (int j = key_lane; j < keys; j += KEY_LANES) {
-        const Vec<T, VEC> vv = load_vec<T, VEC>(vb + (size_t)(t0 + j) * D + cv * VEC);
+        const Vec<T, VEC> vv = load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
         #pragma unroll
         for (int h = 0; h < GH; h++) {
           const float p = ps[h][j];
@@ -255,7 +269,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
 
 export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): void {
   const c = new OpCheck('decodeAttention', 'cuda');
-  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits } = checkDecodeAttention(c, args);
+  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged } = checkDecodeAttention(c, args);
   const ptr = (name: string, t: typeof q | undefined) => (t ? devicePtr(c, name, t) : 0n);
   const p = { q: ptr('q', q), k: ptr('kCache', kCache), v: ptr('vCache', vCache), positions: ptr('positions', positions), out: ptr('out', out), partials: ptr('partials', partials) };
   if (B === 0 || Hq === 0) return;
@@ -265,11 +279,14 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   const vec = pickVectorWidth(16 / size, [p.k, p.v].map((a) => ({ ptr: a, elementBytes: size })), d);
   if (d / vec > DECODE_THREADS) c.fail(`head size ${d} needs ${d / vec} vectors a row with ${vec}-element vectors: at most ${DECODE_THREADS} are supported (align the caches to 16 bytes)`);
   const split = splits > 1;
-  const spec: DecodeAttentionSpec = { dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split };
+  const spec: DecodeAttentionSpec = { dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}) };
   const chunk = splitChunk(maxLen, splits);
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [Hkv * (group / spec.headsPerBlock), B, splits], block: DECODE_THREADS },
-    [arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(chunk)],
+    [
+      arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(chunk),
+      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0),
+    ],
   );
   if (!split) return;
   const combine: DecodeCombineSpec = { dtype, headDim: d };
@@ -289,6 +306,11 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 128, group: 32, headsPerBlock: 8, vec: 8, split: false }),
     decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 2, headsPerBlock: 2, vec: 4, split: false }),
     decodeAttentionSource({ dtype: 'f32', headDim: 80, group: 1, headsPerBlock: 1, vec: 4, split: true }),
+    // Paged (the serving engine's pool): Llama 3.2 1B with blocks of 16, split and not; GPT-2 with blocks of 32; f32 blocks of 8.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16 }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16 }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, page: 32 }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 16, group: 4, headsPerBlock: 4, vec: 4, split: true, page: 8 }),
     decodeCombineSource({ dtype: 'bf16', headDim: 64 }),
     decodeCombineSource({ dtype: 'f16', headDim: 128 }),
     decodeCombineSource({ dtype: 'f32', headDim: 80 }),

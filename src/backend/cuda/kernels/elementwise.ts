@@ -29,6 +29,8 @@
 // dBias without atomics, deterministic: a backward with dBias runs ~one wave of 512-thread blocks,
 // each summing its tile's rows per column in f32 registers, then across its TY row lanes through
 // shared memory in a fixed order, and writes one f32 partial row to host.scratch() ([rowTiles, H]).
+// The dropout backward with dBias issues two rows' loads a thread before using either (inFlight),
+// so a thread's few rows (2–8 at BERT/GPT-2 sizes) cost half the memory round trips.
 // `column_sum_finalize` then adds the rowTiles partials of each column in a fixed order and writes
 // dBias in its dtype. Partials are ~1–2% of the traffic at BERT/GPT-2 sizes.
 //
@@ -58,7 +60,14 @@
 // call per 8 elements, MUFU GELUs (~7–16 instructions), one-row-per-thread bodies without a loop
 // and __launch_bounds__ for 2048 threads an SM (1536 for the activation backward with dBias); PTX
 // for bias + GELU(tanh) + dropout went from 522 to ~300 instructions per 8 elements, registers from
-// 40 to 26 (not yet measured on the H200).
+// 40 to 26. Measured then (2026-11-29, % of the 1 GiB copy): GELU(tanh) forward 84–85% at GPT-2
+// size, GELU(erf) forward 69–70% at BERT size (~37 instructions an element: issue-bound next to
+// HBM), dropout backward with dBias 73% / 59% (GPT-2 / BERT). Since (not yet measured): the forward
+// computes every element's activation and masks dropped ones with an AND (the compiler had put each
+// element behind a divergent branch on its keep flag: 8 branches a thread, nearly every warp taking
+// both sides at p = 0.1), rounds outputs in pairs (cvt.rn.bf16x2/f16x2), and GELU(erf) is
+// relu(x) − |x|·Φ(−|x|) (one FFMA instead of multiply, subtract and select): PTX for bias +
+// GELU(erf) + dropout 359 → 341 instructions per 8 elements with 8 fewer branches, GELU(tanh) 269.
 
 import type {
   Activation, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs, BiasDropoutResidualArgs,
@@ -188,6 +197,13 @@ export interface RowTileParts {
    * spilling.
    */
   readonly threadsPerSm?: number;
+  /**
+   * Reducing kernels only: the loads of ROWS_IN_FLIGHT rows (a thread's rows row, row + TY, ...) are
+   * issued before any of them is used. `declare` declares per-row arrays [ROWS_IN_FLIGHT], `load`
+   * fills entry [u] for element index i, and `body` reads entry [u]. Without it each iteration loads
+   * one row and uses it before the next is requested (the loop carries a full memory latency a row).
+   */
+  readonly inFlight?: { readonly rows: number; readonly declare: string; readonly load: string };
 }
 
 export interface RowTileConstants {
@@ -241,10 +257,10 @@ ${parts.reduces ? `  const u32 begin = blockIdx.x * rows_per_tile;
   const u32 end = min(rows, begin + rows_per_tile);
   float acc[VEC] = {};
   if (active) {
-${indent(parts.setup, 4)}    for (u32 row = begin + threadIdx.y; row < end; row += TY) {
+${indent(parts.setup, 4)}${parts.inFlight ? reduceRowsInFlight(parts) : `    for (u32 row = begin + threadIdx.y; row < end; row += TY) {
       [[maybe_unused]] const size_t i = (size_t)row * H + col;
 ${indent(parts.body, 6)}    }
-  }
+`}  }
   write_column_partials(acc, partials);` : `  const u32 row = blockIdx.x * TY + threadIdx.y;  // rows_per_tile == TY
   if (active && row < rows) {
 ${indent(parts.setup, 4)}    [[maybe_unused]] const size_t i = (size_t)row * H + col;
@@ -254,6 +270,31 @@ ${indent(parts.body, 6)}    }
 }
 `;
   return { name: parts.name, source };
+}
+
+/**
+ * The reducing loop with ROWS_IN_FLIGHT rows a step: every row's loads first (independent 16-byte
+ * requests, all in flight together), then each row's math, stores and column sums in row order (the
+ * same order as one row a step, so the sums are the same bits). Rows past the tile's end load its
+ * last row again instead of branching around the load (unused; guarded loads made ptxas keep the
+ * arrays in local memory: 62 registers or spills for 2 rows), and skip the math.
+ */
+function reduceRowsInFlight(parts: RowTileParts): string {
+  const f = parts.inFlight!;
+  return `    for (u32 row0 = begin + threadIdx.y; row0 < end; row0 += ${f.rows} * TY) {
+${indent(f.declare, 6)}      #pragma unroll
+      for (int u = 0; u < ${f.rows}; u++) {
+        [[maybe_unused]] const size_t i = (size_t)min(row0 + u * TY, end - 1) * H + col;
+${indent(f.load, 8)}      }
+      #pragma unroll
+      for (int u = 0; u < ${f.rows}; u++) {
+        const u32 row = row0 + u * TY;
+        if (row < end) {
+          [[maybe_unused]] const size_t i = (size_t)row * H + col;
+${indent(parts.body, 10)}        }
+      }
+    }
+`;
 }
 
 /** Indents a snippet written flush left (its own nesting kept); an empty snippet gives no line. */
@@ -301,7 +342,8 @@ extern "C" __global__ void __launch_bounds__(LANES_X * LANES_Y) ${name}(
   const u32 col = blockIdx.x * LANES_X + threadIdx.x;
   float sum = 0.f;
   if (col < hidden) {
-    #pragma unroll 4
+    // 8 independent loads in flight a lane: the ~100–260 partial rows come back in one or two L2 round trips.
+    #pragma unroll 8
     for (u32 t = threadIdx.y; t < tiles; t += LANES_Y) sum += partials[(size_t)t * hidden + col];
   }
   lanes[threadIdx.y][threadIdx.x] = sum;
@@ -421,21 +463,53 @@ function accumulate(reduces: boolean, value: string): string {
   return reduces ? `\n  acc[k] += ${value};` : '';
 }
 
+/**
+ * The dropout backward with dBias: 2 rows' dOut and mask loads in flight a thread (16 + 8 bytes
+ * each at 16-bit) at 1536 threads an SM (40 registers, no spills; 4 rows spill 20 bytes at 40 and
+ * 2 rows spill at 32), ~74 KB requested per SM at once against ~48 KB before, and half the
+ * latency-bound steps per thread (BERT 8192 × 768: 2 instead of 3–4); one row a step measured 73% /
+ * 59% of copy bandwidth at GPT-2 / BERT sizes.
+ */
+const DROPOUT_BACKWARD_ROWS_IN_FLIGHT = 2;
+const DROPOUT_BACKWARD_DBIAS_THREADS_PER_SM = 1536;
+
+function dropoutBackwardThreadsPerSm(hasDBias: boolean): number {
+  return hasDBias ? DROPOUT_BACKWARD_DBIAS_THREADS_PER_SM : THREADS_PER_SM;
+}
+
 export function biasDropoutResidualBackwardSource(spec: BiasDropoutResidualBackwardSpec): KernelSource {
-  return rowTileSource(spec, {
+  const scale = (g: string, m: string) => `#pragma unroll
+for (int k = 0; k < VEC; k++) {
+  const float d = ${m}.v[k] ? to_float(${g}.v[k]) * keep_scale : 0.f;
+  y.v[k] = from_float<T>(d);${accumulate(spec.hasDBias, 'd')}
+}
+store_vec<T, VEC>(d_input + i, y);`;
+  const common = {
     name: kernelIdentifier(biasDropoutResidualBackwardKey(spec)),
     params: 'const T* d_out, const unsigned char* mask, T* d_input, float keep_scale',
     setup: '',
-    body: `const Vec<T, VEC> g = load_vec<T, VEC>(d_out + i);
+    threadsPerSm: dropoutBackwardThreadsPerSm(spec.hasDBias),
+  };
+  if (!spec.hasDBias) {
+    return rowTileSource(spec, {
+      ...common,
+      body: `const Vec<T, VEC> g = load_vec<T, VEC>(d_out + i);
 const Vec<unsigned char, VEC> m = load_vec<unsigned char, VEC>(mask + i);
 Vec<T, VEC> y;
-#pragma unroll
-for (int k = 0; k < VEC; k++) {
-  const float d = m.v[k] ? to_float(g.v[k]) * keep_scale : 0.f;
-  y.v[k] = from_float<T>(d);${accumulate(spec.hasDBias, 'd')}
-}
-store_vec<T, VEC>(d_input + i, y);`,
-    reduces: spec.hasDBias,
+${scale('g', 'm')}`,
+      reduces: false,
+    });
+  }
+  return rowTileSource(spec, {
+    ...common,
+    inFlight: {
+      rows: DROPOUT_BACKWARD_ROWS_IN_FLIGHT,
+      declare: `Vec<T, VEC> g[${DROPOUT_BACKWARD_ROWS_IN_FLIGHT}];\nVec<unsigned char, VEC> m[${DROPOUT_BACKWARD_ROWS_IN_FLIGHT}];`,
+      load: 'g[u] = load_vec<T, VEC>(d_out + i);\nm[u] = load_vec<unsigned char, VEC>(mask + i);',
+    },
+    body: `Vec<T, VEC> y;
+${scale('g[u]', 'm[u]')}`,
+    reduces: true,
   });
 }
 
@@ -451,7 +525,7 @@ export function biasDropoutResidualBackward(host: KernelHost, args: BiasDropoutR
     { ptr: ptrs.dOut, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 }, { ptr: ptrs.dInput, elementBytes: s },
   ], hidden);
   const spec: BiasDropoutResidualBackwardSpec = { dtype, hidden, vec, hasDBias: dBias !== undefined };
-  const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount);
+  const tiling = planRowTiles(c, rows, hidden / vec, spec.hasDBias, host.multiProcessorCount, dropoutBackwardThreadsPerSm(spec.hasDBias));
   const partials = spec.hasDBias ? partialsScratch(host, tiling, hidden) : undefined;
   launchRowTiles(host, biasDropoutResidualBackwardKey(spec), () => biasDropoutResidualBackwardSource(spec), tiling, rows, [
     arg.ptr(ptrs.dOut), arg.ptr(ptrs.mask), arg.ptr(ptrs.dInput), arg.f32(1 / (1 - args.p)),
@@ -502,10 +576,38 @@ __device__ __forceinline__ float normal_tail_fast(float x, float& gauss) {
   gauss = exp2_fast(x * x * (-0.5f * 1.4426950408889634f));
   return poly * gauss;
 }
+// x·Φ(x) = relu(x) − |x|·Φ(−|x|) for either sign (x ≥ 0: x − x·Φ(−x); x < 0: x·Φ(x)): one FFMA
+// after the tail instead of a multiply, a subtraction and a select.
 __device__ __forceinline__ float gelu_erf_fast(float x) {
   float g;
-  const float xt = x * normal_tail_fast(x, g);  // x·Φ(−|x|)
-  return x >= 0.f ? x - xt : xt;
+  return fmaf(-fabsf(x), normal_tail_fast(x, g), fmaxf(x, 0.f));
+}
+// Branch-free dropout of an activation: the value is computed for every element and a dropped one
+// masked to +0 (also when it is NaN), so the compiler cannot put each element's activation behind
+// a divergent branch on its keep flag (it did: 8 branches a thread, each with its reconvergence).
+__device__ __forceinline__ float keep_or_zero(bool keep, float v) {
+  return __uint_as_float(__float_as_uint(v) & (0u - (u32)keep));
+}
+// A vector of floats rounded to T, two at a time where T is 16-bit (one cvt.rn.{bf16x2,f16x2}.f32).
+template <int N> __device__ __forceinline__ Vec<float, N> round_pairs(const float (&v)[N], float) {
+  Vec<float, N> y;
+  #pragma unroll
+  for (int k = 0; k < N; k++) y.v[k] = v[k];
+  return y;
+}
+template <int N> __device__ __forceinline__ Vec<__half, N> round_pairs(const float (&v)[N], __half) {
+  Vec<__half, N> y;
+  #pragma unroll
+  for (int k = 0; k + 1 < N; k += 2) { const __half2 h = __floats2half2_rn(v[k], v[k + 1]); y.v[k] = h.x; y.v[k + 1] = h.y; }
+  if (N % 2) y.v[N - 1] = __float2half_rn(v[N - 1]);
+  return y;
+}
+template <int N> __device__ __forceinline__ Vec<__nv_bfloat16, N> round_pairs(const float (&v)[N], __nv_bfloat16) {
+  Vec<__nv_bfloat16, N> y;
+  #pragma unroll
+  for (int k = 0; k + 1 < N; k += 2) { const __nv_bfloat162 h = __floats2bfloat162_rn(v[k], v[k + 1]); y.v[k] = h.x; y.v[k + 1] = h.y; }
+  if (N % 2) y.v[N - 1] = __float2bfloat16_rn(v[N - 1]);
+  return y;
 }
 // silu = x·σ(x), σ(x) = 1/(1 + 2^(−x·log2 e)): FMUL, EX2, FADD, RCP, FMUL (2 on the SFU).
 __device__ __forceinline__ float silu_sigma(float x) { return rcp_fast(1.f + exp2_fast(x * -1.4426950408889634f)); }
@@ -552,10 +654,10 @@ export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): Ke
     setup: `${DROPOUT_OFFSET}\n${LOAD_BIAS}`,
     body: `const Vec<T, VEC> x = load_vec<T, VEC>(input + i);
 ${drawKeep(spec.hasDropout)}
-Vec<T, VEC> y;
+float y[VEC];
 #pragma unroll
-for (int k = 0; k < VEC; k++) y.v[k] = from_float<T>(${applyDropout(spec.hasDropout, `${act}(to_float(x.v[k]) + to_float(bias_v.v[k]))`)});
-store_vec<T, VEC>(out + i, y);
+for (int k = 0; k < VEC; k++) y[k] = ${spec.hasDropout ? `keep_or_zero(keep[k], ${act}(to_float(x.v[k]) + to_float(bias_v.v[k])) * keep_scale)` : `${act}(to_float(x.v[k]) + to_float(bias_v.v[k]))`};
+store_vec<T, VEC>(out + i, round_pairs<VEC>(y, T()));
 ${storeMask(spec.hasDropout)}`,
     reduces: false,
   });

@@ -7,6 +7,10 @@
 //   backward  g = dOut ⊙ mask / (1−p)
 //             dTokenTable[tokens[b, l]] += scale·g[b, l];  dPositionTable[positionOffset + l] += Σ_b g[b, l]
 //
+// A split vocabulary (vocabStart, Megatron's vocab-parallel embedding): the table holds ids
+// [vocabStart, vocabStart + V); every id is shifted by vocabStart, and an id outside the shard adds a
+// zero token row forward (the `masked` spec; its position row is still added) and nothing backward.
+//
 // Out-of-range token ids (outside [0, V)): the CPU backend raises an error; a kernel cannot, so the
 // forward never reads the table for such a token and writes NaN to that whole row of `out` (the mask
 // is still written), so the bug shows up in the loss instead of as a silent read of another row. The
@@ -65,6 +69,8 @@ export interface EmbeddingForwardSpec {
   readonly vec: number;
   readonly hasPositions: boolean;
   readonly hasDropout: boolean;
+  /** A split vocabulary (vocabStart given): an id outside the table's rows adds a zero row instead of NaN. */
+  readonly masked?: boolean;
 }
 
 export interface EmbeddingBackwardSpec {
@@ -77,7 +83,7 @@ export interface EmbeddingBackwardSpec {
 }
 
 export function embeddingForwardKey(s: EmbeddingForwardSpec): string {
-  return `embedding_forward.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasPositions ? '.pos' : ''}${s.hasDropout ? '.drop' : ''}`;
+  return `embedding_forward.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasPositions ? '.pos' : ''}${s.hasDropout ? '.drop' : ''}${s.masked ? '.masked' : ''}`;
 }
 
 export function embeddingBackwardKey(s: EmbeddingBackwardSpec): string {
@@ -88,14 +94,16 @@ export function embeddingBackwardKey(s: EmbeddingBackwardSpec): string {
 
 export function embeddingForwardSource(spec: EmbeddingForwardSpec): KernelSource {
   const pos = spec.hasPositions;
-  const value = `scale * to_float(e.v[k])${pos ? ' + to_float(pe.v[k])' : ''}`;
+  const tokenPart = spec.masked ? '(valid ? scale * to_float(e.v[k]) : 0.f)' : 'scale * to_float(e.v[k])';
+  const value = `${tokenPart}${pos ? ' + to_float(pe.v[k])' : ''}`;
   return rowTileSource(spec, {
     name: kernelIdentifier(embeddingForwardKey(spec)),
     params: 'const int* tokens, const T* token_table, const T* position_table, T* out, unsigned char* mask, '
-      + `u32 seq_len, u32 vocab, u32 position_offset, float scale, ${DROPOUT_PARAMS}`,
+      + `u32 seq_len, u32 vocab, int vocab_start, u32 position_offset, float scale, ${DROPOUT_PARAMS}`,
     setup: DROPOUT_OFFSET,
-    // An id outside [0, V) reads nothing (its row becomes NaN below).
-    body: `const int token = tokens[row];
+    // An id outside the table's rows reads nothing: its row becomes NaN below, or, with a split
+    // vocabulary (masked), gets a zero token row.
+    body: `const int token = tokens[row] - vocab_start;
 const bool valid = (u32)token < vocab;
 Vec<T, VEC> e;
 if (valid) e = load_vec<T, VEC>(token_table + (size_t)token * H + col);${pos ? `
@@ -104,7 +112,7 @@ ${spec.hasDropout ? 'bool keep[VEC];\ndropout_keep_vec<VEC>(seed, offset, i, thr
 #pragma unroll
 for (int k = 0; k < VEC; k++) {
   const float x = ${spec.hasDropout ? `keep[k] ? (${value}) * keep_scale : 0.f` : value};
-  y.v[k] = from_float<T>(valid ? x : __int_as_float(0x7fc00000));
+  y.v[k] = from_float<T>(${spec.masked ? 'x' : 'valid ? x : __int_as_float(0x7fc00000)'});
 }
 store_vec<T, VEC>(out + i, y);
 ${spec.hasDropout ? 'store_mask<VEC>(mask + i, keep);' : 'store_mask_all_kept<VEC>(mask + i);'}`,
@@ -130,13 +138,14 @@ export function embeddingForward(host: KernelHost, args: EmbeddingForwardArgs): 
   ];
   const spec: EmbeddingForwardSpec = {
     dtype, hidden, vec: pickVectorWidth(maxVectorElements(dtype), accesses, hidden), hasPositions: positionTable !== undefined, hasDropout: args.p > 0,
+    ...(shapes.vocabStart !== undefined ? { masked: true } : {}),
   };
   const rows = shapes.batch * shapes.seqLen;
   const tiling = planRowTiles(c, rows, hidden / spec.vec, false, host.multiProcessorCount);
   if (tiling.rowTiles === 0) return;
   host.kernel(embeddingForwardKey(spec), () => embeddingForwardSource(spec)).launch({ grid: tiling.grid, block: tiling.block }, [
     arg.ptr(ptrs.tokens), arg.ptr(ptrs.tokenTable), arg.ptr(ptrs.positionTable), arg.ptr(ptrs.out), arg.ptr(ptrs.mask),
-    arg.u32(shapes.seqLen), arg.u32(shapes.vocab), arg.u32(shapes.positionOffset), arg.f32(shapes.scale), ...dropoutArgs(args),
+    arg.u32(shapes.seqLen), arg.u32(shapes.vocab), arg.i32(shapes.vocabStart ?? 0), arg.u32(shapes.positionOffset), arg.f32(shapes.scale), ...dropoutArgs(args),
     arg.u32(rows), arg.u32(tiling.rowsPerTile),
   ]);
 }
@@ -215,7 +224,7 @@ ${ATOMIC_ADD_DEVICE_CODE}
 // batches [blockIdx.z·batches_per_chunk, +batches_per_chunk).
 extern "C" __global__ void __launch_bounds__(TX * TY) ${name}(
     const int* __restrict__ tokens, const T* __restrict__ d_out, const unsigned char* __restrict__ mask,
-    TT* d_token_table, TT* d_position_table, u32 batch, u32 seq_len, u32 vocab, u32 position_offset,
+    TT* d_token_table, TT* d_position_table, u32 batch, u32 seq_len, u32 vocab, int vocab_start, u32 position_offset,
     u32 batches_per_chunk, float scale, float keep_scale) {
   const u32 cvec = blockIdx.x * TX + threadIdx.x;
   const u32 l = blockIdx.y * TY + threadIdx.y;
@@ -227,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY) ${name}(
   for (u32 b = b_begin; b < b_end; b++) {
     const u32 row = b * seq_len + l;
     const size_t i = (size_t)row * H + col;
-    const int token = tokens[row];
+    const int token = tokens[row] - vocab_start;
     const Vec<T, VEC> g = load_vec<T, VEC>(d_out + i);
     const Vec<unsigned char, VEC> m = load_vec<unsigned char, VEC>(mask + i);
     float d[VEC];
@@ -236,7 +245,8 @@ extern "C" __global__ void __launch_bounds__(TX * TY) ${name}(
       d[k] = m.v[k] ? to_float(g.v[k]) * keep_scale : 0.f;
       position_sum[k] += d[k];
     }
-    // An id outside [0, V) contributes nothing (the forward made its row NaN).
+    // An id outside the table's rows contributes nothing (the forward made its row NaN, or, with a
+    // split vocabulary, another rank's table holds it).
     if ((u32)token < vocab) atomic_add_vec<VEC>(d_token_table + (size_t)token * H + col, d, scale);
   }
   if (HAS_POSITIONS) atomic_add_vec<VEC>(d_position_table + (size_t)(position_offset + l) * H + col, position_sum, 1.f);
@@ -290,7 +300,7 @@ export function embeddingBackward(host: KernelHost, args: EmbeddingBackwardArgs)
   const plan = planEmbeddingBackward(c, batch, seqLen, hidden / spec.vec, host.multiProcessorCount);
   host.kernel(embeddingBackwardKey(spec), () => embeddingBackwardSource(spec)).launch({ grid: plan.grid, block: plan.block }, [
     arg.ptr(ptrs.tokens), arg.ptr(ptrs.dOut), arg.ptr(ptrs.mask), arg.ptr(ptrs.dTokenTable), arg.ptr(ptrs.dPositionTable),
-    arg.u32(batch), arg.u32(seqLen), arg.u32(shapes.vocab), arg.u32(shapes.positionOffset), arg.u32(plan.batchesPerChunk),
+    arg.u32(batch), arg.u32(seqLen), arg.u32(shapes.vocab), arg.i32(shapes.vocabStart ?? 0), arg.u32(shapes.positionOffset), arg.u32(plan.batchesPerChunk),
     arg.f32(shapes.scale), arg.f32(1 / (1 - args.p)),
   ]);
 }
@@ -312,5 +322,8 @@ export function catalog(): KernelSource[] {
     out.push(embeddingBackwardSource({ dtype, tableDtype: dtype, hidden: 771, vec: 1, hasPositions: true }));
   }
   out.push(embeddingForwardSource({ dtype: 'bf16', hidden: 771, vec: 1, hasPositions: true, hasDropout: true }));
+  // A split vocabulary (vocab-parallel embedding): ids outside the shard add a zero row.
+  for (const hasPositions of [true, false]) out.push(embeddingForwardSource({ dtype: 'bf16', hidden: 768, vec: 8, hasPositions, hasDropout: false, masked: true }));
+  out.push(embeddingForwardSource({ dtype: 'f32', hidden: 64, vec: 4, hasPositions: true, hasDropout: true, masked: true }));
   return out;
 }

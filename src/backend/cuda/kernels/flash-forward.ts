@@ -42,6 +42,13 @@
 // Packed sequences (spec.varlen: flashAttentionForward with cuSeqlens): q, out [totalQ, Hq, d] and k, v
 // [totalK, Hkv, d] with row stride H·d, sequence b's rows [cuSeqlens[b], cuSeqlens[b+1]); the grid
 // covers maxSeqlenQ and blocks past their sequence's length exit at once; lse is [Hq, totalQ].
+// Paged keys and values (spec.page = blockSize > 0: flashAttentionForward with `paged`, the serving
+// engine's prefill over its block pool): k, v are [numBlocks, Hkv, PAGE, d] and the K/V tile loads
+// (load_kv_tile) find key j's row at (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE instead of
+// (b·Hkv + g)·Lk + j. A block's PAGE rows of one head are contiguous (PAGE·d·s bytes: 2 KiB at PAGE 16,
+// d 64, bf16), so each cp.async still moves whole 16-byte chunks of whole rows; the only extra work is a
+// table read (L1) per chunk. Everything else — Q, the masks, the softmax, the epilogue — is the dense
+// kernel's; a dense spec generates exactly the code it did before (PAGED is a compile-time false).
 // Masks: tiles past the last key the block's last row sees are never loaded (causal: past the
 // diagonal; padding: past keyLengths[b]); a warp skips the math of tiles none of its rows sees (it
 // still joins the barriers), and masks a tile only if it reaches past the keys its first row sees
@@ -105,6 +112,8 @@ export interface FlashForwardSpec {
   readonly dropout?: boolean;
   /** Packed variable-length sequences ([total, H, d], cuSeqlens). */
   readonly varlen?: boolean;
+  /** Paged keys and values: positions per block of the pool (0 or absent: dense). */
+  readonly page?: number;
 }
 
 export const MAX_FLASH_HEAD_DIM = 256;
@@ -170,7 +179,7 @@ export function flashForwardKey(s: FlashForwardSpec): string {
   const t = s.tile;
   return `flash_forward.${s.dtype}.d${s.headDim}.q${blockRows(t)}.k${t.blockK}.w${t.warps}.b${t.minBlocks}${t.qInRegisters ? '.qreg' : ''}` +
     `${t.eagerRescale ? '.eager' : ''}${t.oneBarrier ? '.bar1' : ''}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}` +
-    `${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
+    `${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}${s.page ? `.paged${s.page}` : ''}`;
 }
 
 /** Why a tile cannot be generated for this head dimension, or null when it can. */
@@ -197,7 +206,7 @@ ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, WARPS: tile.warps, MT: tile.rowsPerWarp / 16, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding,
     Q_IN_REGS: tile.qInRegisters, LAZY_RESCALE: !tile.eagerRescale, ONE_BARRIER: tile.oneBarrier ?? false,
-    DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false,
+    DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false, PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0),
   })}
 ${launchBoundsMacro(32 * tile.warps, tile.minBlocks)}
 constexpr int THREADS = 32 * WARPS;
@@ -243,11 +252,31 @@ __device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ src, in
     cp_async_16(dst + swizzled_offset<RC>(r, c), src + (long long)(inside ? row0 + r : 0) * stride + c * 8, inside);
   }
 }
+// A K or V tile: load_tile, or (PAGED) rows found through the sequence's block table: key j is row j % PAGE
+// of block table[j / PAGE], whose head rows start block_stride elements apart (src = the head's row 0 of block 0).
+template <int ROWS>
+__device__ __forceinline__ void load_kv_tile(u32 dst, const T* __restrict__ src, int row0, int len, int stride,
+                                             [[maybe_unused]] const int* __restrict__ table, [[maybe_unused]] long long block_stride) {
+  if constexpr (!PAGED) {
+    load_tile<ROWS>(dst, src, row0, len, stride);
+  } else {
+    constexpr int CHUNKS = ROWS * DC;
+    #pragma unroll
+    for (int step = 0; step < (CHUNKS + THREADS - 1) / THREADS; step++) {
+      const int idx = step * THREADS + (int)threadIdx.x;
+      if (CHUNKS % THREADS != 0 && idx >= CHUNKS) break;
+      const int r = idx / DC, c = idx - r * DC, j = row0 + r;
+      const bool inside = j < len;
+      const long long at = inside ? (long long)table[j / PAGE] * block_stride + (long long)(j % PAGE) * D : 0;
+      cp_async_16(dst + swizzled_offset<RC>(r, c), src + at + c * 8, inside);
+    }
+  }
+}
 
 extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const T* __restrict__ k,
     const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ key_lengths,
     int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads,
-    ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}) {
+    ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}, const int* __restrict__ block_table, int table_stride) {
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 q_s = smem_u32(smem);                 // [BQ] rows
   const u32 k_s = q_s + BQ * ROW_BYTES;           // [2 stages][BK] rows
@@ -286,11 +315,14 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
     if (q0 >= seq_q) return;  // the whole block: before any barrier
   } else {
     q_offset = ((long long)b * q_heads + h) * q_len * D;
-    kv_offset = ((long long)b * kv_heads + h / group) * k_len * D;
+    // Paged: the kv head's rows within block 0 (load_kv_tile adds table[j / PAGE]·block_stride).
+    kv_offset = PAGED ? (long long)(h / group) * PAGE * D : ((long long)b * kv_heads + h / group) * k_len * D;
     row_base = ((long long)b * q_heads + h) * q_len;
   }
   const T* __restrict__ k_head = k + kv_offset;
   const T* __restrict__ v_head = v + kv_offset;
+  [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (long long)b * table_stride : nullptr;
+  [[maybe_unused]] const long long block_stride = (long long)kv_heads * PAGE * D;
   const int valid = PADDING ? key_lengths[b] : seq_k;
   const int kv_end = visible_keys(min(q0 + BQ, seq_q) - 1, seq_q, seq_k, valid);  // keys the last row sees
   const int tiles = (kv_end + BK - 1) / BK;
@@ -300,9 +332,9 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
   // Three cp.async groups: Q, K0, V0 (the K/V groups are empty when no key is visible).
   load_tile<BQ>(q_s, q + q_offset, q0, seq_q, q_stride);
   cp_async_commit();
-  if (tiles > 0) load_tile<BK>(k_s, k_head, 0, seq_k, kv_stride);
+  if (tiles > 0) load_kv_tile<BK>(k_s, k_head, 0, seq_k, kv_stride, table, block_stride);
   cp_async_commit();
-  if (tiles > 0) load_tile<BK>(v_s, v_head, 0, seq_k, kv_stride);
+  if (tiles > 0) load_kv_tile<BK>(v_s, v_head, 0, seq_k, kv_stride, table, block_stride);
   cp_async_commit();
 
   // Warp w owns rows w·RW .. w·RW + RW − 1 of the tile (RW = 16·MT): in m-tile mt, lane 4g + t holds
@@ -350,9 +382,9 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
     // Two barriers: K(j) landed (V(j) may be in flight), and below, V(j) landed. One barrier: both.
     if constexpr (ONE_BARRIER) cp_async_wait<0>(); else cp_async_wait<1>();
     __syncthreads();     // everyone's copies landed, and every warp is past tile j − 1, whose stage is refilled next
-    if (j + 1 < tiles) load_tile<BK>(k_s + ((j + 1) & 1) * BK * ROW_BYTES, k_head, j0 + BK, seq_k, kv_stride);
+    if (j + 1 < tiles) load_kv_tile<BK>(k_s + ((j + 1) & 1) * BK * ROW_BYTES, k_head, j0 + BK, seq_k, kv_stride, table, block_stride);
     cp_async_commit();
-    if (j + 1 < tiles) load_tile<BK>(v_s + ((j + 1) & 1) * BK * ROW_BYTES, v_head, j0 + BK, seq_k, kv_stride);
+    if (j + 1 < tiles) load_kv_tile<BK>(v_s + ((j + 1) & 1) * BK * ROW_BYTES, v_head, j0 + BK, seq_k, kv_stride, table, block_stride);
     cp_async_commit();
 
     // S = Q·K(j)ᵀ: RW × BK per warp; each K fragment feeds MT mma.
@@ -535,6 +567,8 @@ export interface FlashForwardTensors {
   varlen?: VarlenLayout;
   /** Attention dropout (p > 0), drawn in the kernel. */
   dropout?: DropoutArgs;
+  /** Paged keys and values: k, v [numBlocks, Hkv, blockSize, d] read through blockTable i32 [B, maxBlocks]. */
+  paged?: { blockTable: Tensor; blockSize: number; maxBlocks: number };
 }
 export interface FlashForwardSizes {
   B: number; Hq: number; Lq: number; Lk: number; d: number; group: number; scale: number; causal: boolean;
@@ -583,7 +617,7 @@ export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashFor
   const varlen = t.varlen !== undefined;
   const spec: FlashForwardSpec = {
     dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen,
-    ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+    ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}), ...(t.paged ? { page: t.paged.blockSize } : {}),
   };
   const kernel = host.kernel(flashForwardKey(spec), () => flashForwardSource(spec));
   kernel.launch(
@@ -595,6 +629,7 @@ export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashFor
       arg.i32(varlen ? 1 : sectionHeads ?? flashSectionHeads(s.causal, varlen, s.B * s.Hq, s.Lk, s.d, s.group)),
       ...varlenArgs(check, t.varlen),
       ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(s.Lk) : s.Lk),
+      arg.ptr(t.paged ? devicePtr(check, 'paged.blockTable', t.paged.blockTable) : 0n), arg.i32(t.paged ? t.paged.maxBlocks : 0),
     ],
   );
 }
@@ -622,5 +657,8 @@ export function catalog(): KernelSource[] {
   sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: true, dropout: true, tile: defaultFlashForwardTile(64) }));
   sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: false, padding: false, dropout: true, varlen: true, tile: defaultFlashForwardTile(128) }));
   sources.push(flashForwardSource({ dtype: 'bf16', headDim: 96, causal: true, padding: false, varlen: true, tile: defaultFlashForwardTile(96) }));
+  // Paged keys and values (the serving engine's prefill): Llama 3.2 1B (d 64) with blocks of 16, 8B (d 128) with blocks of 32.
+  sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, page: 16, tile: defaultFlashForwardTile(64) }));
+  sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: true, padding: false, page: 32, tile: defaultFlashForwardTile(128) }));
   return sources;
 }

@@ -15,16 +15,24 @@
 // the forward sums d = x − x[0] (the row's first element) instead of x: same single reduction,
 // variance exact up to rounding of d.
 //
-// Persistent warps (f16/bf16; forward while a lane holds ≤ 32 elements, H ≤ 1024; backward ≤ 24,
-// H ≤ 768): one warp per row, 8 warps a block, a grid of at most one wave, warp w taking rows w,
-// w + W, ... (W = all warps, rows spread evenly). Lane t keeps vectors t, t + 32, ... of its row
-// packed (3 × 16 bytes at H = 768) and converts on use; the next row's loads are issued before the
-// current row's reduction and stores (two rows in flight a warp); reductions are shuffles only.
-// Forward: single-pass shifted Σd, Σd²; no shared memory, no barriers (64 registers at H = 768,
-// 4 blocks = 1024 threads an SM). Backward: Σg and Σg⊙x̂ by shuffles, dX, and the lane's columns of
-// dGamma/dBeta summed in f32 over the warp's rows in shared memory (lane-owned, no barrier; 48 KB a
-// block), folded across the block's 8 warps in warp order at the end into one partial row per block
-// (≤ 128 registers, 2 blocks an SM). Bytes moved are those below (P = blocks, 264 at most).
+// Forward, persistent warps (f16/bf16 while a lane holds ≤ 32 elements, H ≤ 1024): one warp per
+// row, 8 warps a block, a grid of at most one wave, warp w taking rows w, w + W, ... (W = all warps,
+// rows spread evenly). Lane t keeps vectors t, t + 32, ... of its row packed (3 × 16 bytes at
+// H = 768) and converts on use; the next row's loads are issued before the current row's reduction
+// and stores (two rows in flight a warp); single-pass shifted Σd, Σd² by shuffles; no shared memory,
+// no barriers (64 registers at H = 768, 4 blocks = 1024 threads an SM).
+//
+// Backward, staged (f16/bf16, 16-byte vectors, H ≤ 1024): also a warp per row and a fixed grid of
+// one 16-warp block an SM, but the row loads go through shared memory: each warp owns STAGES row
+// slots (2–4, as many as fit in ~220 KB) and cp.async.cg copies x, dOut (and dResidual) of the row
+// STAGES − 1 ahead into them. The earlier versions held in-flight rows in registers next to the
+// lane's dGamma/dBeta column sums, which left one or two rows in flight per warp and 8–16 warps an
+// SM: bound by per-row latency (~3.6 µs a row iteration, 48–63% of copy bandwidth). Now the loads
+// hold no registers, 16 warps × 3 rows (48 rows, ~145 KB) are in flight per SM, and the column sums
+// stay in f32 registers (48 at H = 768) for the warp's whole row range; no barriers in the loop.
+// Per row, from the slot: Σg and Σg⊙x̂ by shuffles while accumulating the lane's columns, then a
+// second read of the slot for dX. At the end the block's 16 warps are folded in warp order into one
+// partial row per block (P = 128–132 on an H200). Bytes: read x, dOut once, write dX once.
 //
 // Otherwise (f32, wider rows; row-kernels.ts): H/vec vectors per row, 16-byte vectors where H and the addresses
 // allow. Forward: one warp per row (4 rows per block) while a lane holds ≤ 32 elements (H ≤ 1024),
@@ -33,19 +41,16 @@
 // ≤ 8 elements per thread (H = 768 bf16: 96 threads a row, 5 rows a 480-thread block).
 //
 // dGamma/dBeta (column sums over rows) are deterministic: the backward runs a fixed grid of P
-// blocks (one wave of resident blocks), each walking a fixed set of row groups and keeping
-// per-column sums in registers; a block folds its row slots together in slot order through shared
+// blocks (one wave of resident blocks), each walking a fixed set of rows and keeping per-column
+// sums in registers; a block folds its warps or row slots together in a fixed order through shared
 // memory and writes one f32 partial row per column sum to scratch ([P][sums][H]); then
 // `norm_column_sums` adds the P partials in a fixed order and writes (or adds to) dGamma/dBeta in
-// their dtype. P is small (264 at H = 768 on 132 SMs), so the partials are still in L2 when read.
+// their dtype. P is small (≤ 264 at H = 768 on 132 SMs), so the partials are still in L2 when read.
 //
 // Measured on an H200 (CUDA graphs over rotating buffers, against a 16-byte copy kernel moving the
 // same bytes; 2026-11-29): forward BERT 8192×768 84.8% (bf16) / 89.5% (f16) / 93.5% (f32), GPT-2
-// 16384×768 90–97%; backward (both kernels) f32 86% / 94%, but f16/bf16 only 54–61%: at 16-bit
-// the backward is limited by per-row latency (loads → two barriers → stores with ~10 rows in
-// flight per SM), not by bytes. So at 16-bit the backward now loads the next row group (x, dOut,
-// mean, rstd in storage type: +8 registers, still 64) before reducing and storing the current one,
-// doubling the rows whose loads are in flight without more threads (not yet measured).
+// 16384×768 90–97%; backward (both kernels) f32 86% / 94%; the 16-bit backward before staging
+// 48–63% of the 1 GiB copy (the staged kernel is not yet measured).
 //
 // Precision: f32 arithmetic, storage f32/f16/bf16; mean, rstd and partials f32.
 //
@@ -56,7 +61,7 @@
 
 import type { LayerNormBackwardArgs, LayerNormForwardArgs, RmsNormBackwardArgs, RmsNormForwardArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
-import { FLOAT_DTYPES } from '../../../dtype.js';
+import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
 import type { Tensor } from '../../../tensor.js';
 import type { CheckedNormBackward, CheckedNormForward } from '../../op-checks/index.js';
 import { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from '../../op-checks/index.js';
@@ -94,6 +99,11 @@ export interface NormForwardSpec {
 export interface NormBackwardSpec extends NormForwardSpec {
   /** dX += dResidual in the same kernel (the residual branch's gradient joins here). */
   readonly dResidual: boolean;
+  /**
+   * With `persistent` (16-bit, 16-byte vectors, H ≤ 1024): row slots in shared memory per warp,
+   * i.e. the cp.async pipeline runs STAGES − 1 rows ahead of the math.
+   */
+  readonly stages?: number;
 }
 
 /** The kernel that adds the partials into dGamma (and dBeta for LayerNorm). */
@@ -110,7 +120,7 @@ export function normForwardKey(s: NormForwardSpec): string {
 }
 
 export function normBackwardKey(s: NormBackwardSpec): string {
-  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? '.pw' : ''}${s.dResidual ? '.dres' : ''}`;
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}` : ''}${s.dResidual ? '.dres' : ''}`;
 }
 
 export function normColumnSumsKey(s: NormColumnSumsSpec): string {
@@ -152,15 +162,23 @@ const BACKWARD_THREADS_PER_SM = 1024;
  * Persistent warps (16-bit, a warp per row): warps per block and blocks per SM the kernels are
  * compiled for (__launch_bounds__), from ptxas -v (sm_90, CUDA 13.0). Forward: 8 warps × 4 blocks =
  * 1024 threads an SM at ≤ 64 registers (H = 768 uses 62–64, no spills; a 40 or 48 bound spills
- * 56–240 bytes, and without the next-row prefetch it needs 48). Backward: 2 blocks = 512 threads an
- * SM at ≤ 128 registers (H = 768: 102–126, no spills; the column sums live in shared memory, 48 KB a
- * block: in registers they took 168–176); one partial row per block (264 on 132 SMs).
+ * 56–240 bytes, and without the next-row prefetch it needs 48).
  */
 const PERSISTENT_WARPS_PER_BLOCK = 8;
 const PERSISTENT_FORWARD_BLOCKS_PER_SM = 4;
-const PERSISTENT_BACKWARD_BLOCKS_PER_SM = 2;
-/** The persistent backward while a lane holds at most this many columns (H ≤ 768 at 16-byte vectors). */
-const PERSISTENT_BACKWARD_MAX_ELEMENTS = 24;
+/** Forward: 3 blocks an SM above this many elements a lane (H > 768 at 16-byte vectors). */
+const PERSISTENT_FORWARD_FOUR_BLOCK_ELEMENTS = 24;
+/**
+ * The staged backward (16-bit, 16-byte vectors): one block of 16 warps an SM (≤ 128 registers: the
+ * lane's dGamma/dBeta columns and gamma stay in f32 registers, 72 at H = 768), one partial row per
+ * block (132 on an H200), while a lane holds at most 4 vectors (H ≤ 1024). The row slots take the
+ * SM's shared memory instead of registers: STAGES = as many as fit in the budget, at most 4.
+ */
+const STAGED_BACKWARD_WARPS = 16;
+const STAGED_BACKWARD_MAX_VECS_PER_LANE = 4;
+const STAGED_BACKWARD_MAX_STAGES = 4;
+/** Shared memory the staged backward plans with (an H200 block may opt into 227 KiB). */
+export const STAGED_BACKWARD_SHARED_BUDGET = 220 * 1024;
 
 export const MAX_HIDDEN = 65536;
 
@@ -191,11 +209,19 @@ export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDTyp
   return check.fail(`hidden size ${hidden} does not fit the row kernels with vectors of ${vec}`);
 }
 
-export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[]): NormBackwardSpec {
+/**
+ * `sharedBudget`: dynamic shared memory a block may use (the device's opt-in limit, at most
+ * STAGED_BACKWARD_SHARED_BUDGET); the staged kernel needs room for two row slots a warp.
+ */
+export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[], sharedBudget = STAGED_BACKWARD_SHARED_BUDGET): NormBackwardSpec {
   checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
-  if (dtype !== 'f32' && warpRowElements(hidden, vec, PERSISTENT_BACKWARD_MAX_ELEMENTS) !== null) {
-    return { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: PERSISTENT_WARPS_PER_BLOCK, persistent: true, dResidual };
+  if (dtype !== 'f32' && vec * byteSize(dtype) === 16 && Math.ceil(hidden / vec / 32) <= STAGED_BACKWARD_MAX_VECS_PER_LANE) {
+    const staged: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: STAGED_BACKWARD_WARPS, persistent: true, dResidual };
+    const budget = Math.min(sharedBudget, STAGED_BACKWARD_SHARED_BUDGET);
+    const stages = Math.min(STAGED_BACKWARD_MAX_STAGES, Math.floor((budget - hidden * byteSize(dtype)) / (STAGED_BACKWARD_WARPS * stagedSlotBytes(staged))));
+    const spec = { ...staged, stages };
+    if (stages >= 2 && stagedSharedBytes(spec) <= budget) return spec;
   }
   for (const elements of BACKWARD_ELEMENT_TIERS) {
     const mapping = planRowMapping(hidden / vec, vec, elements, elements);
@@ -212,7 +238,7 @@ export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDTy
  * BACKWARD_THREADS_PER_SM at ≤ 8 elements a thread; wider rows need their registers more than occupancy.
  */
 export function backwardMinBlocksPerSm(spec: NormBackwardSpec): number {
-  if (spec.persistent) return PERSISTENT_BACKWARD_BLOCKS_PER_SM;
+  if (spec.persistent) return 1;
   const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
   return vecsPerThread(spec) * spec.vec <= BACKWARD_ELEMENT_TIERS[0] ? Math.max(1, Math.floor(BACKWARD_THREADS_PER_SM / blockThreads)) : 1;
 }
@@ -234,7 +260,19 @@ export function forwardGridSize(spec: NormForwardSpec, rows: number, multiProces
  * beta in flight); 3 (85) above 24 elements a lane (H = 1024 spills 32–40 bytes at 64).
  */
 export function forwardMinBlocksPerSm(spec: NormForwardSpec): number {
-  return vecsPerThread(spec) * spec.vec <= PERSISTENT_BACKWARD_MAX_ELEMENTS ? PERSISTENT_FORWARD_BLOCKS_PER_SM : PERSISTENT_FORWARD_BLOCKS_PER_SM - 1;
+  return vecsPerThread(spec) * spec.vec <= PERSISTENT_FORWARD_FOUR_BLOCK_ELEMENTS ? PERSISTENT_FORWARD_BLOCKS_PER_SM : PERSISTENT_FORWARD_BLOCKS_PER_SM - 1;
+}
+
+/** Bytes of one row slot of the staged backward: x, dOut (and dResidual) rows, then mean and rstd (16 bytes). */
+export function stagedSlotBytes(spec: NormBackwardSpec): number {
+  return (spec.dResidual ? 3 : 2) * spec.hidden * byteSize(spec.dtype) + 16;
+}
+
+/** Dynamic shared memory of the staged backward: every warp's slots, or the end-of-kernel fold if larger. */
+export function stagedSharedBytes(spec: NormBackwardSpec): number {
+  const slots = spec.hidden * byteSize(spec.dtype) + spec.rowsPerBlock * (spec.stages ?? 2) * stagedSlotBytes(spec);
+  const fold = spec.rowsPerBlock * columnSumCount(spec.norm) * spec.hidden * 4;
+  return Math.max(slots, fold);
 }
 
 /**
@@ -533,76 +571,123 @@ function directRowLoads(layer: boolean): string {
 `;
 }
 
+// The 16-bit backward for H ≤ 1024 at 16-byte vectors: persistent warps with a cp.async pipeline.
+// Warp w = blockIdx.x·ROWS_PER_BLOCK + threadIdx.y takes rows w, w + W, w + 2W, ... (W = all warps
+// of the fixed grid, so which rows feed which partial depends only on the shape and grid). Each warp
+// owns STAGES row slots in shared memory; lane t copies vectors t, t + 32, ... of a row's x, dOut
+// (and dResidual) into its slot with cp.async.cg (16 bytes, L1 bypassed, no registers held while in
+// flight), lane 0 adds the row's mean and rstd, and the copies run STAGES − 1 rows ahead of the math.
+// Shared memory only lands the loads: a lane reads back the vectors it copied itself (mean/rstd
+// after a __syncwarp), so there are no block barriers until the final fold. Per row, from the slot:
+// x̂ = (x − mean)·rstd, g = dOut⊙gamma, Σg and Σg⊙x̂ by shuffles, the lane's dGamma (Σ dOut⊙x̂) and
+// dBeta (Σ dOut) columns in f32 registers; then the slot is read again for dX. At the end the
+// block's warps write their column sums to shared memory (reusing the slots) and the block adds them
+// in warp order (fixed: deterministic) into its partial row: partials [gridDim.x][COLUMN_SUMS][H].
+// dOut, x, dResidual and dX are not __restrict__: dX may share memory with dOut or dResidual (a row
+// is copied whole before the same warp writes it; no other warp touches it).
 function persistentBackwardSource(spec: NormBackwardSpec, name: string): string {
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
+  const stages = spec.stages ?? 2;
+  const arrays = spec.dResidual ? 3 : 2;
   return String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${rowConstants(spec)}
-${constants({ COLUMN_SUMS: sums, LANE_COLUMNS: vecsPerThread(spec) * spec.vec })}
+${constants({ COLUMN_SUMS: sums, STAGES: stages, ROW_BYTES: spec.hidden * byteSize(spec.dtype), SLOT_BYTES: stagedSlotBytes(spec) })}
 ${ROW_MAPPING_DEVICE_CODE}
-${PACKED_ROW_DEVICE_CODE}
-${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, backwardMinBlocksPerSm(spec))}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, 1)}
 
-// Persistent warps, a fixed grid: block (32, ROWS_PER_BLOCK); warp w = blockIdx.x·ROWS_PER_BLOCK +
-// threadIdx.y takes rows w, w + W, w + 2W, ... (W = gridDim.x·ROWS_PER_BLOCK), so which rows feed
-// which partial depends only on the shape and grid. Per row: the next row's x, dOut, mean and rstd
-// (packed 16-bit, in flight during this row's work), then x̂ and g = dOut⊙gamma, Σg and Σg⊙x̂ by
-// shuffles, dX; the lane's columns of dGamma (Σ dOut⊙x̂) and dBeta (Σ dOut) stay in f32 registers
-// over all of the warp's rows. At the end the block's warps are folded together in warp order
-// through shared memory (one column sum at a time) into one partial row per block:
-// partials [gridDim.x][COLUMN_SUMS][H]. No barriers until then; every warp reaches them.
-// dOut, x, dResidual and dX are not __restrict__: dX may share memory with dOut or dResidual (a
-// row is read whole before the same warp writes it; no other warp touches it).
+__device__ __forceinline__ void copy_async_16(u32 dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async_4(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 1) : "memory"); }
+
+// Slot layout (SLOT_BYTES, 16-byte aligned): x [H], dOut [H]${spec.dResidual ? ', dResidual [H]' : ''}, then (mean, rstd) as 2 floats.
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const T* dout, const T* x, const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
     ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows) {
-  // The warp's column sums: element (k, i) of lane t at [(k·VEC + i)·32 + t] (lane-consecutive:
-  // no bank conflicts). Only the owning lane touches them until the fold.
-  __shared__ float acc[ROWS_PER_BLOCK][COLUMN_SUMS][LANE_COLUMNS * 32];
+  extern __shared__ __align__(16) unsigned char smem[];
   const int t = threadIdx.x;
   const int stride = gridDim.x * ROWS_PER_BLOCK;
-  float (&acc_gamma)[LANE_COLUMNS * 32] = acc[threadIdx.y][0];${layer ? `
-  float (&acc_beta)[LANE_COLUMNS * 32] = acc[threadIdx.y][1];` : ''}
-  #pragma unroll
-  for (int j = 0; j < LANE_COLUMNS; j++) { acc_gamma[j * 32 + t] = 0.f;${layer ? ' acc_beta[j * 32 + t] = 0.f;' : ''} }
+  const int first = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+  // gamma (ROW_BYTES, for the dX pass) first, then each warp's STAGES slots.
+  T* gamma_shared = reinterpret_cast<T*>(smem);
+  unsigned char* slots = smem + ROW_BYTES + threadIdx.y * (STAGES * SLOT_BYTES);
+  const u32 slots_shared = (u32)__cvta_generic_to_shared(slots);
 
-  int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-  Vec<T, VEC> xc[VECS_PER_THREAD], gc[VECS_PER_THREAD];
-  float mu = 0.f, rs = 0.f;
-  if (row < rows) {
-    load_row(x + (long long)row * H, t, xc);
-    load_row(dout + (long long)row * H, t, gc);
-    ${layer ? 'mu = mean[row]; ' : ''}rs = rstd[row];
-  }
-  for (; row < rows; row += stride) {
-    const int next = row + stride;
-    Vec<T, VEC> xn[VECS_PER_THREAD], gn[VECS_PER_THREAD];
-    float mu_next = 0.f, rs_next = 0.f;
-    if (next < rows) {
-      load_row(x + (long long)next * H, t, xn);
-      load_row(dout + (long long)next * H, t, gn);
-      ${layer ? 'mu_next = mean[next]; ' : ''}rs_next = rstd[next];
+  // Row j of this warp (row first + j·stride) goes to slot j % STAGES; one commit group per row,
+  // empty past the warp's last row, so wait_group<STAGES − 1> always means "row j has landed".
+  auto issue = [&](int j) {
+    const int row = first + j * stride;
+    if (row < rows) {
+      const u32 slot = slots_shared + (j % STAGES) * SLOT_BYTES;
+      const long long base = (long long)row * H;
+      #pragma unroll
+      for (int k = 0; k < VECS_PER_THREAD; k++) {
+        if (!owns_vec(k, t)) continue;
+        const int c = (k * 32 + t) * VEC;
+        copy_async_16(slot + c * (int)sizeof(T), x + base + c);
+        copy_async_16(slot + ROW_BYTES + c * (int)sizeof(T), dout + base + c);${spec.dResidual ? `
+        copy_async_16(slot + 2 * ROW_BYTES + c * (int)sizeof(T), dres + base + c);` : ''}
+      }
+      ${layer ? `if (t == 0) copy_async_4(slot + ${arrays} * ROW_BYTES, mean + row);
+      ` : ''}if (t == 1) copy_async_4(slot + ${arrays} * ROW_BYTES + 4, rstd + row);
     }
-    const long long base = (long long)row * H;
-${spec.dResidual ? `    Vec<T, VEC> dr[VECS_PER_THREAD];
-    load_row(dres + base, t, dr);
-` : ''}
-    const T* gamma_row = opaque(gamma);
+    copy_async_commit();
+  };
+  #pragma unroll
+  for (int j = 0; j < STAGES - 1; j++) issue(j);
+  for (int c = (threadIdx.y * 32 + t) * VEC; c < H; c += BLOCK_THREADS * VEC) store_vec<T, VEC>(gamma_shared + c, load_vec<T, VEC>(gamma + c));
+  __syncthreads();
+
+  // gamma of the lane's columns (packed 16-bit, converted where used: f32 copies would spill at
+  // 128 registers) and their column sums in f32, in registers for the whole loop.
+  Vec<T, VEC> gam[VECS_PER_THREAD];
+  float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (owns_vec(k, t)) {
+      gam[k] = load_vec<T, VEC>(gamma + (k * 32 + t) * VEC);
+    } else {
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) gam[k].v[i] = from_float<T>(0.f);
+    }
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
+  }
+
+  for (int j = 0, row = first; row < rows; j++, row += stride) {
+    // Every lane is done with the slot of row j − 1 (lane 0 refills its mean/rstd) before row
+    // j + STAGES − 1 is copied into it.
+    __syncwarp();
+    issue(j + STAGES - 1);
+    copy_async_wait();
+    __syncwarp();
+    const unsigned char* slot = slots + (j % STAGES) * SLOT_BYTES;
+    const T* xs = reinterpret_cast<const T*>(slot);
+    const T* gs = reinterpret_cast<const T*>(slot + ROW_BYTES);
+    const float* stats = reinterpret_cast<const float*>(slot + ${arrays} * ROW_BYTES);
+    const float mu = ${layer ? 'stats[0]' : '0.f'}, rs = stats[1];
+
     float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
     #pragma unroll
     for (int k = 0; k < VECS_PER_THREAD; k++) {
       if (!owns_vec(k, t)) continue;
-      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma_row + (k * 32 + t) * VEC);
+      const int c = (k * 32 + t) * VEC;
+      const Vec<T, VEC> xv = load_vec<T, VEC>(xs + c), gv = load_vec<T, VEC>(gs + c);
       #pragma unroll
       for (int i = 0; i < VEC; i++) {
-        const float xh = (to_float(xc[k].v[i]) - mu) * rs;
-        const float dy = to_float(gc[k].v[i]);
-        acc_gamma[(k * VEC + i) * 32 + t] += dy * xh;${layer ? `
-        acc_beta[(k * VEC + i) * 32 + t] += dy;` : ''}
-        const float g = dy * to_float(gam.v[i]);
+        const float xh = (to_float(xv.v[i]) - mu) * rs;
+        const float dy = to_float(gv.v[i]);
+        acc_gamma[k][i] = fmaf(dy, xh, acc_gamma[k][i]);${layer ? `
+        acc_beta[k][i] += dy;` : ''}
+        const float g = dy * to_float(gam[k].v[i]);
         sums.x += g;
-        sums.y += g * xh;
+        sums.y = fmaf(g, xh, sums.y);
       }
     }
 ${layer ? `    sums = warp_sum2(sums);
@@ -610,41 +695,51 @@ ${layer ? `    sums = warp_sum2(sums);
     : `    sums.y = warp_sum(sums.y);
     const float mean_g = 0.f;`}
     const float mean_gx = sums.y * (1.f / H);
-    launder_row(xc);
-    launder_row(gc);
-    #pragma unroll
+    // dX = rs·(g − mean_g − x̂·mean_gx) = g·rs + (x̂·(−rs·mean_gx) − rs·mean_g), one vector at a
+    // time from the slot and gamma_shared: not unrolled, so ptxas cannot hoist every vector's loads
+    // above the first store (unrolled, this pass alone pushed H = 1024 past 168 registers).
+    const float c_xh = -rs * mean_gx, c_0 = -rs * mean_g;
+    T* dxr = dx + (long long)row * H;
+    #pragma unroll 1
     for (int k = 0; k < VECS_PER_THREAD; k++) {
-      if (!owns_vec(k, t)) continue;
+      if (!owns_vec(k, t)) break;
       const int c = (k * 32 + t) * VEC;
-      const Vec<T, VEC> gam = load_vec<T, VEC>(gamma_row + c);
+      const Vec<T, VEC> xv = load_vec<T, VEC>(xs + c), gv = load_vec<T, VEC>(gs + c), gm = load_vec<T, VEC>(gamma_shared + c);${spec.dResidual ? `
+      const Vec<T, VEC> rv = load_vec<T, VEC>(reinterpret_cast<const T*>(slot + 2 * ROW_BYTES) + c);` : ''}
       Vec<T, VEC> d;
       #pragma unroll
       for (int i = 0; i < VEC; i++) {
-        const float xh = (to_float(xc[k].v[i]) - mu) * rs;
-        const float g = to_float(gc[k].v[i]) * to_float(gam.v[i]);
-        const float v = rs * (g - mean_g - xh * mean_gx);
-        d.v[i] = from_float<T>(${spec.dResidual ? 'to_float(dr[k].v[i]) + v' : 'v'});
+        const float xh = (to_float(xv.v[i]) - mu) * rs;
+        const float v = fmaf(to_float(gv.v[i]) * to_float(gm.v[i]), rs, fmaf(xh, c_xh, c_0));
+        d.v[i] = from_float<T>(${spec.dResidual ? 'to_float(rv.v[i]) + v' : 'v'});
       }
-      store_vec<T, VEC>(dx + base + c, d);
+      store_vec<T, VEC>(dxr + c, d);
     }
-    #pragma unroll
-    for (int k = 0; k < VECS_PER_THREAD; k++) { xc[k] = xn[k]; gc[k] = gn[k]; }
-    mu = mu_next;
-    rs = rs_next;
   }
 
-  // Fold the warps' column sums in warp order (fixed: deterministic) into the block's partial row.
+  // Fold: every warp writes its column sums to shared memory (the slots are free once every copy
+  // has landed), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();
+  float* fold = reinterpret_cast<float*>(smem);
+  float* mine = fold + threadIdx.y * (COLUMN_SUMS * H);
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (!owns_vec(k, t)) continue;
+    const int c = (k * 32 + t) * VEC;
+    #pragma unroll
+    for (int i = 0; i < VEC; i += 4) {
+      store_vec<float, 4>(mine + c + i, Vec<float, 4>{{acc_gamma[k][i], acc_gamma[k][i + 1], acc_gamma[k][i + 2], acc_gamma[k][i + 3]}});${layer ? `
+      store_vec<float, 4>(mine + H + c + i, Vec<float, 4>{{acc_beta[k][i], acc_beta[k][i + 1], acc_beta[k][i + 2], acc_beta[k][i + 3]}});` : ''}
+    }
+  }
   __syncthreads();
   float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
-  for (int col = threadIdx.y * 32 + t; col < H; col += BLOCK_THREADS) {
-    const int v = col / VEC, j = ((v / 32) * VEC + col % VEC) * 32 + v % 32;
+  for (int col = threadIdx.y * 32 + t; col < COLUMN_SUMS * H; col += BLOCK_THREADS) {
+    float total = 0.f;
     #pragma unroll
-    for (int a = 0; a < COLUMN_SUMS; a++) {
-      float total = 0.f;
-      #pragma unroll
-      for (int w = 0; w < ROWS_PER_BLOCK; w++) total += acc[w][a][j];
-      p[a * H + col] = total;
-    }
+    for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w * (COLUMN_SUMS * H) + col];
+    p[col] = total;
   }
 }
 `;
@@ -869,12 +964,12 @@ function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, ch
   }
 
   const rowPtrs = [x, dOut, dX, gamma, ...(dResidual ? [dResidual] : [])].map((t) => devicePtr(check, 'tensor', t));
-  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs);
+  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock);
   const grid = backwardGridSize(spec, rows, host.multiProcessorCount);
   const partials = host.scratch(grid * columnSumCount(norm) * hidden * 4);
   const rowKernel = host.kernel(normBackwardKey(spec), () => normBackwardSource(spec));
   rowKernel.launch(
-    { grid, block: [spec.threadsPerRow, spec.rowsPerBlock] },
+    { grid, block: [spec.threadsPerRow, spec.rowsPerBlock], ...(spec.persistent ? { sharedBytes: stagedSharedBytes(spec) } : {}) },
     [
       arg.ptr(devicePtr(check, 'dOut', dOut)), arg.ptr(devicePtr(check, 'x', x)), arg.ptr(devicePtr(check, 'gamma', gamma)),
       ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
@@ -905,6 +1000,8 @@ export function catalog(): KernelSource[] {
     sources.push(normColumnSumsSource({ norm: 'layer', dtype, hidden: 1000, accumulate: true }));
     sources.push(normColumnSumsSource({ norm: 'rms', dtype, hidden: 4096, accumulate: false }));
   }
+  // The staged RMSNorm backward (GPT-style models with RMSNorm at H ≤ 1024), with and without dResidual.
+  for (const dResidual of [false, true]) sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 1024, dResidual, aligned)));
   // An odd hidden size (scalar accesses) and a 4-byte-aligned view (narrow vectors).
   sources.push(normForwardSource(planNormForward(plan, 'layer', 'f16', 771, aligned)));
   sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 771, true, aligned)));

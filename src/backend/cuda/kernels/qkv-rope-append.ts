@@ -13,6 +13,10 @@
 // (i, i + d/2): each warp reads and writes 2 × 32 consecutive elements of a head (64-byte segments at
 // 16 bit). Decode rows are few, so the grid is sized by heads: a Llama 3.2 1B step at batch 1 runs 48
 // blocks. Rows whose position is outside [0, maxLen) skip the cache write.
+// Paged (spec.page = blockSize > 0, a block table given): the caches are a block pool [numBlocks, Hkv,
+// blockSize, d] and position p of sequence seq goes to block block_table[seq·table_stride + p / PAGE],
+// row p % PAGE (PAGE is a compile-time constant: shifts for powers of two); one more 4-byte load per
+// key/value head, from a row of the table every block of the sequence shares (L1).
 //
 // Precision: f32 arithmetic, stored in the tensors' dtype.
 // Bytes per row (s = sizeof(dtype), W = (Hq + 2·Hkv)·d): read W·s (+ W·s bias, cached) + 4·d/2 (invFreq,
@@ -38,10 +42,12 @@ export interface QkvRopeAppendSpec {
   readonly rope: boolean;
   readonly bias: boolean;
   readonly copy: KvCopy;
+  /** Positions per block of a paged cache (a block table given); 0 or absent for the contiguous cache. */
+  readonly page?: number;
 }
 
 export function qkvRopeAppendKey(s: QkvRopeAppendSpec): string {
-  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}`;
+  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}${s.page ? `.paged${s.page}` : ''}`;
 }
 
 export function qkvRopeAppendSource(spec: QkvRopeAppendSpec): KernelSource {
@@ -53,14 +59,16 @@ ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, HALF: half, HQ: spec.queryHeads, HKV: spec.kvHeads, GROUP: group, WIDTH: (spec.queryHeads + 2 * spec.kvHeads) * spec.headDim,
     ROPE: spec.rope, BIAS: spec.bias, COPY: spec.copy !== 'none', COPY_HEADS: spec.copy === 'repeat' ? spec.queryHeads : spec.kvHeads,
-    REPEAT: spec.copy === 'repeat',
+    REPEAT: spec.copy === 'repeat', PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0),
   })}
 
-// qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D]; copies [B, COPY_HEADS, L, D]. Grid (R, HQ + 2·HKV), block HALF.
+// qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D] (paged: [blocks, HKV, PAGE, D] through
+// block_table [B, table_stride], max_len = table_stride·PAGE); copies [B, COPY_HEADS, L, D].
+// Grid (R, HQ + 2·HKV), block HALF.
 extern "C" __global__ void __launch_bounds__(HALF) ${name}(
     const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ positions, const float* __restrict__ inv_freq,
     float rope_scale, T* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache, T* __restrict__ k_out,
-    T* __restrict__ v_out, int L, int max_len) {
+    T* __restrict__ v_out, int L, int max_len, const int* __restrict__ block_table, int table_stride) {
   const int r = blockIdx.x, hh = blockIdx.y, i = threadIdx.x;
   const int seq = r / L, l = r - seq * L;
   const T* src = qkv + (size_t)r * WIDTH + hh * D;
@@ -88,7 +96,9 @@ extern "C" __global__ void __launch_bounds__(HALF) ${name}(
   const bool value = hh >= HQ + HKV;
   const int g = value ? hh - HQ - HKV : hh - HQ;
   if (p >= 0 && p < max_len) {
-    T* dst = (value ? v_cache : k_cache) + (((size_t)seq * HKV + g) * max_len + p) * D;
+    const size_t row = PAGED ? ((size_t)block_table[(size_t)seq * table_stride + p / PAGE] * HKV + g) * PAGE + p % PAGE
+                             : ((size_t)seq * HKV + g) * max_len + p;
+    T* dst = (value ? v_cache : k_cache) + row * D;
     dst[i] = from_float<T>(a);
     dst[i + HALF] = from_float<T>(z);
   }
@@ -109,20 +119,24 @@ extern "C" __global__ void __launch_bounds__(HALF) ${name}(
 
 export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
   const c = new OpCheck('qkvRopeAppend', 'cuda');
-  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads } = checkQkvRopeAppend(c, args);
+  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, paged } = checkQkvRopeAppend(c, args);
   const ptr = (name: string, t: typeof qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
   const rows = B * L;
   if (rows === 0) return;
   if (d / 2 > 1024) c.fail(`head size ${d} is larger than the largest supported (2048)`);
   if (Hq + 2 * Hkv > 65535) c.fail(`${Hq + 2 * Hkv} heads a row: at most 65535 are supported`);
   const copy = kOut === undefined ? 'none' : kOutHeads === Hkv ? 'kv' : 'repeat';
-  const spec: QkvRopeAppendSpec = { dtype: qkv.dtype as FloatDType, headDim: d, queryHeads: Hq, kvHeads: Hkv, rope: invFreq !== undefined, bias: bias !== undefined, copy };
+  const spec: QkvRopeAppendSpec = {
+    dtype: qkv.dtype as FloatDType, headDim: d, queryHeads: Hq, kvHeads: Hkv, rope: invFreq !== undefined, bias: bias !== undefined, copy,
+    ...(paged ? { page: paged.blockSize } : {}),
+  };
   host.kernel(qkvRopeAppendKey(spec), () => qkvRopeAppendSource(spec)).launch(
     { grid: [rows, Hq + 2 * Hkv], block: d / 2 },
     [
       arg.ptr(ptr('qkv', qkv)), arg.ptr(ptr('bias', bias)), arg.ptr(ptr('positions', positions)), arg.ptr(ptr('rope.invFreq', invFreq)),
       arg.f32(ropeScale), arg.ptr(ptr('q', q)), arg.ptr(ptr('kCache', kCache)), arg.ptr(ptr('vCache', vCache)),
       arg.ptr(ptr('kOut', kOut)), arg.ptr(ptr('vOut', vOut)), arg.i32(L), arg.i32(maxLen),
+      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0),
     ],
   );
 }
@@ -136,5 +150,9 @@ export function catalog(): KernelSource[] {
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'repeat' }),
     qkvRopeAppendSource({ dtype: 'f16', headDim: 128, queryHeads: 32, kvHeads: 8, rope: true, bias: true, copy: 'kv' }),
     qkvRopeAppendSource({ dtype: 'f32', headDim: 32, queryHeads: 4, kvHeads: 2, rope: true, bias: false, copy: 'none' }),
+    // Paged (the serving engine's pool): Llama 3.2 1B with blocks of 16, GPT-2 with blocks of 32, f32 with blocks of 8.
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16 }),
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'none', page: 32 }),
+    qkvRopeAppendSource({ dtype: 'f32', headDim: 16, queryHeads: 8, kvHeads: 2, rope: true, bias: false, copy: 'none', page: 8 }),
   ];
 }

@@ -136,6 +136,11 @@ export class Stream {
     this.driver.streamSynchronize(this.handle);
   }
 
+  /** Later work on this stream waits for `event`'s last record (cuStreamWaitEvent); the host does not wait. */
+  waitEvent(event: Event): void {
+    this.driver.streamWaitEvent(this.handle, event.handle);
+  }
+
   /** True while the stream is being captured into a CUDA graph. */
   get isCapturing(): boolean {
     return this.driver.streamCaptureStatus(this.handle) !== StreamCaptureStatus.none;

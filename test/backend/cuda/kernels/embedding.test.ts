@@ -42,13 +42,25 @@ test('embeddingForward: row tiles over B·L tokens with the dropout parameters o
   assert.deepEqual(l.config.grid, [(B * L) / 8, 3]);
   assert.equal(argValue(l, 5, 'u32'), L);
   assert.equal(argValue(l, 6, 'u32'), V);
-  assert.equal(argValue(l, 7, 'u32'), 2);
-  assert.equal(argValue(l, 8, 'f32'), 2);
-  assert.equal(argValue(l, 9, 'u64'), 9n);
-  assert.equal(argValue(l, 10, 'u64'), 3n);
-  assert.equal(argValue(l, 11, 'ptr'), 0n); // no device-side offset base
-  assert.equal(argValue(l, 12, 'u32'), dropoutThreshold(0.1));
-  assert.equal(argValue(l, 14, 'u32'), B * L);
+  assert.equal(argValue(l, 7, 'i32'), 0); // vocab_start: no split vocabulary
+  assert.equal(argValue(l, 8, 'u32'), 2);
+  assert.equal(argValue(l, 9, 'f32'), 2);
+  assert.equal(argValue(l, 10, 'u64'), 9n);
+  assert.equal(argValue(l, 11, 'u64'), 3n);
+  assert.equal(argValue(l, 12, 'ptr'), 0n); // no device-side offset base
+  assert.equal(argValue(l, 13, 'u32'), dropoutThreshold(0.1));
+  assert.equal(argValue(l, 15, 'u32'), B * L);
+});
+
+test('embeddingForward with a split vocabulary: the masked variant, ids shifted by vocabStart', () => {
+  const host = new RecordingHost();
+  emb.embeddingForward(host, { tokens: deviceTensor([2, 3], 'i32'), tokenTable: deviceTensor([16, 64], 'f32'), vocabStart: 32, out: deviceTensor([2, 3, 64], 'f32'), mask: deviceTensor([2, 3, 64], 'u8'), p: 0, seed: 0n, offset: 0n });
+  const l = host.launches[0]!;
+  assert.equal(l.key, 'embedding_forward.f32.h64.v4.masked');
+  assert.equal(argValue(l, 7, 'i32'), 32);
+  assert.match(l.source, /tokens\[row\] - vocab_start/);
+  assert.match(l.source, /valid \? scale \* to_float\(e\.v\[k\]\) : 0\.f/);
+  assert.doesNotMatch(l.source, /0x7fc00000/, 'no NaN rows for ids another rank owns');
 });
 
 test('embeddingForward without positions passes a null table and compiles the variant without them', () => {
@@ -75,8 +87,9 @@ test('embeddingBackward: batch chunks only as needed to fill the GPU', () => {
   assert.equal(big.key, 'embedding_backward.f16.h768.v8.pos');
   assert.deepEqual(big.config.block, [32, 8]);
   assert.deepEqual(big.config.grid, [3, 64, 11]);
-  assert.equal(argValue(big, 9, 'u32'), 3);
-  assert.equal(argValue(big, 11, 'f32'), 1 / 0.9);
+  assert.equal(argValue(big, 8, 'i32'), 0); // vocab_start
+  assert.equal(argValue(big, 10, 'u32'), 3);
+  assert.equal(argValue(big, 12, 'f32'), 1 / 0.9);
   // A small problem splits down to one batch per chunk.
   assert.deepEqual(run(4, 16, 64).config.grid, [1, 1, 4]); // 8 vectors × 32 positions per block
   // An unaligned table falls back to half2 atomics (vec 2) or scalar ones.

@@ -20,10 +20,12 @@ test('spec keys differ in every field', () => {
   const base: ln.NormBackwardSpec = { norm: 'layer', dtype: 'f16', hidden: 768, vec: 8, threadsPerRow: 96, rowsPerBlock: 5, dResidual: false };
   const variants: ln.NormBackwardSpec[] = [
     base, { ...base, norm: 'rms' }, { ...base, dtype: 'bf16' }, { ...base, hidden: 1024 }, { ...base, vec: 4 },
-    { ...base, threadsPerRow: 128, rowsPerBlock: 1 }, { ...base, rowsPerBlock: 8 }, { ...base, persistent: true }, { ...base, dResidual: true },
+    { ...base, threadsPerRow: 128, rowsPerBlock: 1 }, { ...base, rowsPerBlock: 8 }, { ...base, persistent: true },
+    { ...base, persistent: true, stages: 3 }, { ...base, dResidual: true },
   ];
   assert.equal(new Set(variants.map(ln.normBackwardKey)).size, variants.length);
-  assert.equal(new Set(variants.slice(0, -1).map(ln.normForwardKey)).size, variants.length - 1);
+  // The forward key has neither stages nor dResidual.
+  assert.equal(new Set(variants.filter((v) => !v.stages && !v.dResidual).map(ln.normForwardKey)).size, variants.length - 2);
   const sums = [false, true].flatMap((accumulate) => (['layer', 'rms'] as const).map((norm) => ln.normColumnSumsKey({ norm, dtype: 'f32', hidden: 768, accumulate })));
   assert.equal(new Set(sums).size, 4);
 });
@@ -64,9 +66,9 @@ test('persistent grid: never more than one wave, at least one block, every row c
   const fwd = ln.planNormForward(plan, 'layer', 'f16', 768, [0x1000n]);
   const bwd = ln.planNormBackward(plan, 'layer', 'f16', 768, false, [0x1000n]);
   for (const rows of [1, 7, 8, 9, 1000, 4224, 4225, 8192, 16384, 100_000]) {
-    for (const [grid, wave] of [[ln.forwardGridSize(fwd, rows, 132), 4 * 132], [ln.backwardGridSize(bwd, rows, 132), 2 * 132]] as const) {
+    for (const [grid, wave, warpsPerBlock] of [[ln.forwardGridSize(fwd, rows, 132), 4 * 132, 8], [ln.backwardGridSize(bwd, rows, 132), 132, 16]] as const) {
       assert.ok(grid >= 1 && grid <= wave, `rows ${rows}: grid ${grid}`);
-      const warps = grid * 8;
+      const warps = grid * warpsPerBlock;
       const rowsPerWarp = Math.ceil(rows / warps);
       assert.ok(warps * rowsPerWarp >= rows);
     }
@@ -92,7 +94,7 @@ test('an odd hidden size or an unaligned view narrows the vectors', () => {
   assert.equal(host.launches[1]!.key, 'norm_forward.rms.f16.h1024.v2.t32.r8.pw');
 });
 
-test('layerNormBackward H=768 f16: persistent warps, 8 a block, one partial a block, then the column sums', () => {
+test('layerNormBackward H=768 f16: staged warps, 16 a block, one block an SM, one partial a block, then the column sums', () => {
   const host = new RecordingHost();
   const [rows, H] = [16384, 768];
   const f = forwardTensors(rows, H, 'f16');
@@ -103,12 +105,16 @@ test('layerNormBackward H=768 f16: persistent warps, 8 a block, one partial a bl
   });
   assert.equal(host.launches.length, 2);
   const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
-  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t32.r8.pw.dres');
-  assert.deepEqual(rowsLaunch.config.block, [32, 8]);
-  // 256-thread blocks compiled for 2 per SM: 2112 warps at most, 8 rows each → 2048 warps, 256 blocks.
-  assert.match(rowsLaunch.source, /#define KERNEL_BOUNDS __launch_bounds__\(256, 2\)/);
+  // x, dOut and dResidual rows (3 × 1536 bytes + 16) in 3 slots a warp: 16 × 3 × 4624 + gamma's 1536 bytes.
+  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t32.r16.pw.s3.dres');
+  assert.deepEqual(rowsLaunch.config.block, [32, 16]);
+  assert.equal(rowsLaunch.config.sharedBytes, 1536 + 16 * 3 * 4624);
+  assert.ok(rowsLaunch.config.sharedBytes! <= host.maxSharedBytesPerBlock);
+  assert.match(rowsLaunch.source, /#define KERNEL_BOUNDS __launch_bounds__\(512, 1\)/);
+  assert.match(rowsLaunch.source, /cp\.async\.cg\.shared\.global/);
+  // One 16-warp block an SM: 2112 warps at most, 8 rows each → 2048 warps, 128 blocks.
   const grid = rowsLaunch.config.grid as number;
-  assert.equal(grid, 256);
+  assert.equal(grid, 128);
   assert.equal(grid, ln.backwardGridSize(ln.planNormBackward(new OpCheck('test', 'cuda'), 'layer', 'f16', H, true, [0x1000n]), rows, 132));
   assert.deepEqual(host.scratchRequests, [grid * 2 * H * 4]);
   assert.equal(argValue(rowsLaunch, 7, 'ptr'), RecordingHost.SCRATCH);
@@ -117,6 +123,32 @@ test('layerNormBackward H=768 f16: persistent warps, 8 a block, one partial a bl
   assert.equal(sums.config.grid, H / 32);
   assert.deepEqual(sums.config.block, [32, 32]);
   assert.equal(argValue(sums, 1, 'i32'), grid);
+});
+
+test('staged backward: stages from the shared-memory budget; narrow vectors, f32 or too little shared memory use the row kernels', () => {
+  const plan = new OpCheck('test', 'cuda');
+  const aligned = [0x1000n];
+  const stagesOf = (dtype: 'f16' | 'bf16', hidden: number, dResidual: boolean, budget?: number) => {
+    const spec = ln.planNormBackward(plan, 'layer', dtype, hidden, dResidual, aligned, budget);
+    return spec.persistent ? spec.stages : null;
+  };
+  assert.equal(stagesOf('bf16', 768, false), 4);
+  assert.equal(stagesOf('bf16', 1024, false), 3);
+  assert.equal(stagesOf('bf16', 1024, true), 2);
+  // A GPU that lets a block have 99 KB: two slots a warp at H = 768, none at H = 1024.
+  assert.equal(stagesOf('f16', 768, false, 99 * 1024), 2);
+  assert.equal(stagesOf('f16', 1024, false, 99 * 1024), null);
+  // H = 2048 would need 8 vectors a lane; H = 100 has 8-byte vectors; f32 keeps the row kernels.
+  assert.equal(stagesOf('bf16', 2048, false), null);
+  assert.equal(stagesOf('bf16', 100, false), null);
+  assert.equal(ln.planNormBackward(plan, 'layer', 'f32', 768, false, aligned).persistent, undefined);
+  assert.equal(ln.planNormBackward(plan, 'layer', 'f16', 768, false, [0x1008n]).persistent, undefined);
+  for (const hidden of [768, 1000, 1024]) {
+    for (const dResidual of [false, true]) {
+      const spec = ln.planNormBackward(plan, 'layer', 'bf16', hidden, dResidual, aligned);
+      assert.ok(ln.stagedSharedBytes(spec) <= ln.STAGED_BACKWARD_SHARED_BUDGET, `H ${hidden}`);
+    }
+  }
 });
 
 test('layerNormBackward f32 H=768 keeps 96 threads a row, 5 rows a block, one wave of 2 × 132 blocks', () => {

@@ -1,0 +1,96 @@
+// `fuseformer embed`: sentence embeddings from a Hugging Face BERT directory (BertModel or BertForMaskedLM:
+// config.json, model.safetensors or shards, tokenizer.json). Each --text is tokenized with the tokenizer's
+// special tokens ([CLS] … [SEP]), the texts run through the encoder in batches (right-padded), and the
+// vectors are printed on stdout as one JSON object shaped like OpenAI's embeddings response; a summary goes
+// to stderr.
+
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { BertEncoder, padSequences } from '../infer/bert.js';
+import type { BertAttentionPath, BertPooling } from '../infer/bert.js';
+import { loadTokenizer } from '../io/tokenizer.js';
+
+export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
+
+  --model DIR              a Hugging Face BERT directory (BertModel or BertForMaskedLM): config.json,
+                           model.safetensors (or shards) and tokenizer.json
+  --text TEXT              a text to embed (repeatable; one vector per text, in order)
+  --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
+  --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
+  --batch-size N           texts per encoder pass (default 32)
+  --attention auto|flash|materialized
+                           attention path (default auto: fused flash for 16-bit, materialised scores for f32)
+  --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
+  --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
+
+Prints {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [...]}, ...],
+"model": DIR, "usage": {"prompt_tokens": n, "total_tokens": n}} on one line.
+`;
+
+/** Where the command writes: the JSON to `out`, notes and the summary to `log` (stdout and stderr by default). */
+export interface EmbedOutput {
+  out(text: string): void;
+  log(text: string): void;
+}
+
+const PROCESS_OUTPUT: EmbedOutput = { out: (text) => process.stdout.write(text), log: (text) => process.stderr.write(text) };
+
+export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUTPUT): Promise<number> {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: {
+      model: { type: 'string' }, text: { type: 'string', multiple: true }, pooling: { type: 'string' }, normalize: { type: 'boolean', default: false },
+      'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
+    },
+  });
+  const dir = values.model;
+  if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT directory)');
+  const texts = values.text ?? [];
+  if (texts.length === 0) throw new ArgumentError('--text TEXT is required (repeat it for several texts)');
+  if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
+  if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to turn the texts into tokens)`);
+  const pooling = (values.pooling ?? 'mean') as BertPooling;
+  if (pooling !== 'mean' && pooling !== 'cls') throw new ArgumentError(`--pooling must be mean or cls, got '${values.pooling}'`);
+  const attention = (values.attention ?? 'auto') as BertAttentionPath;
+  if (!['auto', 'flash', 'materialized'].includes(attention)) throw new ArgumentError(`--attention must be auto, flash or materialized, got '${values.attention}'`);
+  const dtype = values.dtype as FloatDType | undefined;
+  if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
+  const batchSize = values['batch-size'] === undefined ? 32 : Number(values['batch-size']);
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ArgumentError(`--batch-size must be a positive integer, got '${values['batch-size']}'`);
+
+  const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
+  const tokenizer = loadTokenizer(dir);
+  const start = performance.now();
+  const { encoder, unused } = BertEncoder.load(dir, backend, { attention, ...(dtype ? { dtype } : {}) });
+  try {
+    const maxTokens = encoder.config.maxPositions;
+    const sequences = texts.map((text, i) => {
+      const ids = tokenizer.encode(text);
+      if (ids.length === 0) throw new ArgumentError(`--text ${i + 1} gives no tokens`);
+      if (ids.length > maxTokens) throw new ArgumentError(`--text ${i + 1} has ${ids.length} tokens; the model takes at most ${maxTokens} (max_position_embeddings): shorten it`);
+      return ids;
+    });
+    const padId = tokenizer.padTokenId ?? encoder.config.padTokenId;
+    const vectors: Float32Array[] = [];
+    for (let first = 0; first < sequences.length; first += batchSize) {
+      const batch = padSequences(sequences.slice(first, first + batchSize), padId);
+      vectors.push(...encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling, normalize: values.normalize ?? false }));
+    }
+    const tokens = sequences.reduce((n, s) => n + s.length, 0);
+    output.out(`${JSON.stringify({
+      object: 'list',
+      data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: Array.from(v) })),
+      model: dir,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    })}\n`);
+    if (unused.length > 0) output.log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}\n`);
+    output.log(`[${texts.length} text(s), ${tokens} tokens, ${encoder.hidden} dimensions, ${pooling} pooling${values.normalize ? ', normalised' : ''}; ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+    return 0;
+  } finally {
+    encoder.free();
+  }
+}

@@ -1,0 +1,220 @@
+// A BERT checkpoint for encoder inference (HF BertModel / BertForMaskedLM saved by save_pretrained): the
+// weight table — every tensor by its canonical name (with the "bert." prefix) and the shape we store it in —
+// for the heads the checkpoint carries, and the loading of its safetensors file(s) into one workspace.
+//
+// Storage (views of one weight workspace, nn/workspace.ts):
+//   - each layer's query/key/value weights are stored back to back ([3H, H]) and so are their biases
+//     ([3H]): one QKV GEMM, whose output columns [q | k | v] biasQkvSplit cuts into heads;
+//   - the word embeddings (and an untied MLM decoder, and the MLM bias) are padded to a multiple of 64
+//     rows (nn/parameters.ts) so the MLM logits GEMM keeps 16-byte aligned rows; padding rows are zero.
+//
+// Names in files, normalised before matching:
+//   - BertModel files lack the "bert." prefix (embeddings.*, encoder.*, pooler.*); BertForMaskedLM has it;
+//   - TensorFlow-converted files name LayerNorm parameters gamma/beta;
+//   - the MLM decoder is tied to the word embeddings unless config.json says tie_word_embeddings: false:
+//     a tied cls.predictions.decoder.weight is HF's alias and is skipped; cls.predictions.decoder.bias is
+//     an alias of cls.predictions.bias (either one fills it, versions of transformers save one or the other).
+// Heads are read when present: the pooler (BertModel) when bert.pooler.dense.weight is in the files, the
+// MLM head when cls.predictions.transform.dense.weight is; their other tensors are then required. Tensors no
+// weight uses (the NSP head cls.seq_relationship.*, ...) are reported as unused; buffers (position_ids,
+// token_type_ids) are skipped. A tensor with a shape other than the config implies, a dtype other than
+// F32/F16/BF16, a duplicate, or a missing one is an error naming it and the file.
+
+import { decodeFloats } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { SafetensorsReader } from '../io/safetensors.js';
+import type { BertConfig } from '../models/bert.js';
+import { paddedVocabSize } from '../nn/parameters.js';
+import { formatShape } from '../tensor.js';
+import type { WeightSpec } from './architecture.js';
+
+/** Which heads a checkpoint carries. */
+export interface BertHeads {
+  /** BertModel's pooler: tanh(dense(h[CLS])). */
+  readonly pooler: boolean;
+  /** BertForMaskedLM's head: transform (dense + act + LayerNorm) and the decoder over the vocabulary. */
+  readonly maskedLm: boolean;
+  /** The MLM decoder has its own weight (tie_word_embeddings: false) instead of the word embeddings. */
+  readonly untiedDecoder: boolean;
+}
+
+/** Canonical names of one encoder layer's weights. */
+export interface BertLayerNames {
+  /** query, key, value weights (stored back to back), then their biases. */
+  readonly qkv: readonly string[];
+  readonly qkvBias: readonly string[];
+  readonly attentionOut: string;
+  readonly attentionOutBias: string;
+  readonly attentionNorm: { readonly gamma: string; readonly beta: string };
+  readonly intermediate: string;
+  readonly intermediateBias: string;
+  readonly output: string;
+  readonly outputBias: string;
+  readonly outputNorm: { readonly gamma: string; readonly beta: string };
+}
+
+export const BERT_WEIGHT_NAMES = {
+  wordEmbeddings: 'bert.embeddings.word_embeddings.weight',
+  positionEmbeddings: 'bert.embeddings.position_embeddings.weight',
+  tokenTypeEmbeddings: 'bert.embeddings.token_type_embeddings.weight',
+  embeddingNorm: { gamma: 'bert.embeddings.LayerNorm.weight', beta: 'bert.embeddings.LayerNorm.bias' },
+  pooler: 'bert.pooler.dense.weight',
+  poolerBias: 'bert.pooler.dense.bias',
+  transform: 'cls.predictions.transform.dense.weight',
+  transformBias: 'cls.predictions.transform.dense.bias',
+  transformNorm: { gamma: 'cls.predictions.transform.LayerNorm.weight', beta: 'cls.predictions.transform.LayerNorm.bias' },
+  decoder: 'cls.predictions.decoder.weight',
+  decoderBias: 'cls.predictions.bias',
+} as const;
+
+export function bertLayerNames(layer: number): BertLayerNames {
+  const l = `bert.encoder.layer.${layer}`, self = `${l}.attention.self`;
+  return {
+    qkv: [`${self}.query.weight`, `${self}.key.weight`, `${self}.value.weight`],
+    qkvBias: [`${self}.query.bias`, `${self}.key.bias`, `${self}.value.bias`],
+    attentionOut: `${l}.attention.output.dense.weight`, attentionOutBias: `${l}.attention.output.dense.bias`,
+    attentionNorm: { gamma: `${l}.attention.output.LayerNorm.weight`, beta: `${l}.attention.output.LayerNorm.bias` },
+    intermediate: `${l}.intermediate.dense.weight`, intermediateBias: `${l}.intermediate.dense.bias`,
+    output: `${l}.output.dense.weight`, outputBias: `${l}.output.dense.bias`,
+    outputNorm: { gamma: `${l}.output.LayerNorm.weight`, beta: `${l}.output.LayerNorm.bias` },
+  };
+}
+
+/** Every stored tensor of the encoder and the given heads, in storage order (packed groups adjacent). */
+export function bertWeightSpecs(config: BertConfig, heads: BertHeads): WeightSpec[] {
+  const { vocabSize: V, hidden: H, ffn: F, maxPositions: P, typeVocabSize: T } = config;
+  const Vp = paddedVocabSize(V), n = BERT_WEIGHT_NAMES;
+  const norm = (names: { gamma: string; beta: string }): WeightSpec[] => [{ name: names.gamma, shape: [H] }, { name: names.beta, shape: [H] }];
+  const specs: WeightSpec[] = [
+    { name: n.wordEmbeddings, shape: [Vp, H], fileShape: [V, H] },
+    { name: n.positionEmbeddings, shape: [P, H] },
+    { name: n.tokenTypeEmbeddings, shape: [T, H] },
+    ...norm(n.embeddingNorm),
+  ];
+  for (let i = 0; i < config.layers; i++) {
+    const l = bertLayerNames(i);
+    specs.push(
+      ...l.qkv.map((name, j): WeightSpec => ({ name, shape: [H, H], ...(j > 0 ? { packWithPrevious: true } : {}) })),
+      ...l.qkvBias.map((name, j): WeightSpec => ({ name, shape: [H], ...(j > 0 ? { packWithPrevious: true } : {}) })),
+      { name: l.attentionOut, shape: [H, H] }, { name: l.attentionOutBias, shape: [H] }, ...norm(l.attentionNorm),
+      { name: l.intermediate, shape: [F, H] }, { name: l.intermediateBias, shape: [F] },
+      { name: l.output, shape: [H, F] }, { name: l.outputBias, shape: [H] }, ...norm(l.outputNorm),
+    );
+  }
+  if (heads.pooler) specs.push({ name: n.pooler, shape: [H, H] }, { name: n.poolerBias, shape: [H] });
+  if (heads.maskedLm) {
+    specs.push({ name: n.transform, shape: [H, H] }, { name: n.transformBias, shape: [H] }, ...norm(n.transformNorm), { name: n.decoderBias, shape: [Vp], fileShape: [V] });
+    if (heads.untiedDecoder) specs.push({ name: n.decoder, shape: [Vp, H], fileShape: [V, H] });
+  }
+  return specs;
+}
+
+/** Checkpoint tensors that are buffers, not weights. */
+const NOT_WEIGHTS = [/(^|\.)position_ids$/, /(^|\.)token_type_ids$/];
+
+/** The canonical name a checkpoint tensor name stands for: "bert." prefixed, LayerNorm gamma/beta as weight/bias. */
+export function canonicalBertName(name: string): string {
+  let canonical = /^(embeddings|encoder|pooler)\./.test(name) ? `bert.${name}` : name;
+  canonical = canonical.replace(/LayerNorm\.gamma$/, 'LayerNorm.weight').replace(/LayerNorm\.beta$/, 'LayerNorm.bias');
+  return canonical;
+}
+
+/** A tensor of a checkpoint: where it is and what it holds. */
+export interface CheckpointTensor {
+  readonly file: string;
+  /** Its name in the file. */
+  readonly name: string;
+  readonly dtype: string;
+  readonly shape: readonly number[];
+}
+
+/** Every tensor of the files by canonical name (a name that appears twice is an error naming both files). */
+export function indexCheckpoint(files: readonly string[]): Map<string, CheckpointTensor> {
+  const index = new Map<string, CheckpointTensor>();
+  for (const file of files) {
+    const reader = SafetensorsReader.open(file);
+    try {
+      for (const info of reader.tensors) {
+        const canonical = canonicalBertName(info.name);
+        const earlier = index.get(canonical);
+        if (earlier) throw new ArgumentError(`${file}: tensor '${info.name}' also appears in ${earlier.file} (as '${earlier.name}')`);
+        index.set(canonical, { file, name: info.name, dtype: info.dtype, shape: info.shape });
+      }
+    } finally {
+      reader.close();
+    }
+  }
+  return index;
+}
+
+/** The heads a checkpoint carries (from its tensor names) and config.json's tie_word_embeddings. */
+export function checkpointHeads(index: ReadonlyMap<string, CheckpointTensor>, tieWordEmbeddings: boolean): BertHeads {
+  const maskedLm = index.has(BERT_WEIGHT_NAMES.transform);
+  return { pooler: index.has(BERT_WEIGHT_NAMES.pooler), maskedLm, untiedDecoder: maskedLm && !tieWordEmbeddings };
+}
+
+/** Where each weight comes from in the checkpoint, and the tensors no weight uses. */
+export interface CheckpointPlan {
+  readonly sources: ReadonlyMap<string, CheckpointTensor>;
+  readonly unused: readonly string[];
+}
+
+/**
+ * Matches the weight table to the checkpoint: every weight needs a tensor of its file shape (the MLM bias
+ * may come from its decoder.bias alias). Throws naming the first bad tensor, or up to five missing ones.
+ */
+export function planCheckpoint(specs: readonly WeightSpec[], index: ReadonlyMap<string, CheckpointTensor>, heads: BertHeads, dir: string): CheckpointPlan {
+  const sources = new Map<string, CheckpointTensor>();
+  const missing: string[] = [];
+  const aliases: Readonly<Record<string, string>> = { [BERT_WEIGHT_NAMES.decoderBias]: 'cls.predictions.decoder.bias' };
+  for (const spec of specs) {
+    const alias = aliases[spec.name];
+    const tensor = index.get(spec.name) ?? (alias !== undefined ? index.get(alias) : undefined);
+    if (!tensor) { missing.push(`'${spec.name}' ${formatShape(spec.fileShape ?? spec.shape)}`); continue; }
+    const expected = spec.fileShape ?? spec.shape;
+    if (formatShape(tensor.shape) !== formatShape(expected)) {
+      throw new ArgumentError(`${tensor.file}: tensor '${tensor.name}' has shape ${formatShape(tensor.shape)}; the BERT config (${dir}/config.json) implies ${formatShape(expected)}`);
+    }
+    if (tensor.dtype !== 'F32' && tensor.dtype !== 'F16' && tensor.dtype !== 'BF16') {
+      throw new ArgumentError(`${tensor.file}: tensor '${tensor.name}' is ${tensor.dtype}; only F32, F16 and BF16 weights are read`);
+    }
+    sources.set(spec.name, tensor);
+  }
+  if (missing.length > 0) {
+    const what = heads.maskedLm || heads.pooler ? ` (with its ${[heads.pooler ? 'pooler' : '', heads.maskedLm ? 'MLM head' : ''].filter(Boolean).join(' and ')})` : '';
+    throw new ArgumentError(`${dir}: the checkpoint lacks ${missing.length} weight(s) the BERT encoder${what} needs: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', …' : ''}`);
+  }
+  const used = new Set([...sources.values()].map((t) => `${t.file}\u0000${t.name}`));
+  const unused: string[] = [];
+  for (const [canonical, t] of index) {
+    if (used.has(`${t.file}\u0000${t.name}`) || NOT_WEIGHTS.some((re) => re.test(t.name))) continue;
+    // HF's aliases of tied tensors: the decoder weight of a tied head, the decoder bias beside cls.predictions.bias.
+    if (canonical === BERT_WEIGHT_NAMES.decoder && heads.maskedLm && !heads.untiedDecoder) continue;
+    if (canonical === 'cls.predictions.decoder.bias' && heads.maskedLm) continue;
+    unused.push(t.name);
+  }
+  return { sources, unused };
+}
+
+/** Reads each planned tensor as f32 values and hands it to `store(name, values)`, a file at a time. */
+export function readCheckpoint(plan: CheckpointPlan, store: (name: string, values: Float32Array) => void): void {
+  const byFile = new Map<string, [string, CheckpointTensor][]>();
+  for (const [name, t] of plan.sources) {
+    const list = byFile.get(t.file) ?? [];
+    list.push([name, t]);
+    byFile.set(t.file, list);
+  }
+  for (const [file, tensors] of byFile) {
+    const reader = SafetensorsReader.open(file);
+    try {
+      for (const [name, t] of tensors) store(name, floatsOf(reader.read(t.name).bytes, t.dtype as 'F32' | 'F16' | 'BF16'));
+    } finally {
+      reader.close();
+    }
+  }
+}
+
+function floatsOf(bytes: Uint8Array, dtype: 'F32' | 'F16' | 'BF16'): Float32Array {
+  if (dtype === 'F32') return new Float32Array(bytes.slice().buffer);
+  return decodeFloats(bytes, dtype === 'F16' ? 'f16' : 'bf16');
+}

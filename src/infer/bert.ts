@@ -1,0 +1,426 @@
+// BERT encoder inference (HF BertModel / BertForMaskedLM checkpoints): last_hidden_state, pooler_output,
+// sentence embeddings (mean or [CLS] pooling, optionally L2-normalised) and masked-LM logits, on any Backend.
+//
+// A batch is B sequences of L tokens (rectangular; the attention mask marks each row's real tokens, which
+// must come first: right padding, as BERT tokenizers pad). Rows are R = B·L, row r = b·L + l.
+//   x   = wte[ids] + wpe[l]                              embedTokens                          [R, H]
+//   y   = tte[token types]                               embedTokens (a row gather)           [R, H]
+//   h   = LN_emb(x + y)                                  residualNorm
+//   per layer (post-LN):
+//     qkv = h·Wqkvᵀ                                      GEMM (Q, K, V weights stored as one)  [R, 3H]
+//     q, k, v = split(qkv + bqkv)                        biasQkvSplit                          [B, heads, L, d]
+//     c   = softmax(q·kᵀ/√d + key padding)·v             flashAttentionForward (keyLengths), or the
+//                                                        materialised scores: batched GEMM, softmax, GEMM
+//     h   = LN_1(h + merge(c)·Woᵀ + bo)                  permute0213, GEMM, residualNorm
+//     u   = act(h·W1ᵀ + b1)                              GEMM with a GELU(tanh)/ReLU epilogue, or GEMM then
+//                                                        biasActivationDropout (erf GELU: BERT's "gelu")
+//     h   = LN_2(h + u·W2ᵀ + b2)                         GEMM, residualNorm
+//   pooler_output = tanh(h[b·L]·Wpᵀ + bp)                embedTokens (row gather), GEMM, tanhActivation
+//   mean pooling  = Σ_l mask·h / Σ_l mask                batched GEMM of 0/1 rows [B, 1, L]·h [B, L, H]; ÷ on the host
+//   MLM logits    = LN_t(act(h·Wtᵀ + bt))·wteᵀ + b       GEMM (+ activation), residualNorm, GEMM with a bias epilogue
+// Each residual add is fused into the LayerNorm after it (residualNorm: x ← x + y + bias, out = LN(x)), so the
+// residual stream alternates between two buffers. Padded positions compute like any other (their queries see
+// the real keys only, as in HF), so last_hidden_state matches HF there too; pooling ignores them.
+//
+// Attention path ('auto'): the fused flash op where its tensor-core kernels apply (16-bit, d a multiple of
+// 16 up to 256); otherwise the materialised scores (f32: two cuBLASLt GEMMs and a softmax), unless the
+// [B, heads, L, L] scores would take more than MATERIALIZED_SCORE_BYTES, where the fused op's SIMT kernels
+// take over. Activations are allocated per call (the caching allocator recycles them on CUDA).
+
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Backend } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import { byteSize } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import type { BertConfig } from '../models/bert.js';
+import { ConfigFields, readConfigFile } from '../models/config-fields.js';
+import { shardFiles } from '../models/hf-weights.js';
+import { loadModelConfig } from '../models/registry.js';
+import { paddedVocabSize } from '../nn/parameters.js';
+import { layoutWorkspace, Workspace } from '../nn/workspace.js';
+import type { WorkspaceEntry } from '../nn/workspace.js';
+import type { Tensor } from '../tensor.js';
+import type { WeightSpec } from './architecture.js';
+import type { BertHeads, BertLayerNames } from './bert-weights.js';
+import { BERT_WEIGHT_NAMES, bertLayerNames, bertWeightSpecs, checkpointHeads, indexCheckpoint, planCheckpoint, readCheckpoint } from './bert-weights.js';
+
+export type BertAttentionPath = 'auto' | 'flash' | 'materialized';
+export type BertPooling = 'cls' | 'mean';
+
+/** Above this many bytes of [B, heads, L, L] scores, 'auto' takes the fused attention op even in f32. */
+export const MATERIALIZED_SCORE_BYTES = 1 << 30;
+
+export interface BertLoadOptions {
+  /** Weights and activations (default bf16 on CUDA, f32 on the CPU). */
+  readonly dtype?: FloatDType;
+  readonly attention?: BertAttentionPath;
+}
+
+export interface BertEncoding {
+  readonly batch: number;
+  readonly length: number;
+  readonly hidden: number;
+  /** [B, L, H], row-major. */
+  readonly lastHiddenState: Float32Array;
+  /** [B, H]: tanh(dense(h[:, 0])); only when the checkpoint has BertModel's pooler. */
+  readonly poolerOutput?: Float32Array;
+}
+
+export interface BertEmbeddingOptions {
+  /** 'mean' (default): the mean of the real tokens' hidden states; 'cls': the first token's. */
+  readonly pooling?: BertPooling;
+  /** Scale each vector to unit L2 norm (for cosine similarity by dot product). */
+  readonly normalize?: boolean;
+}
+
+interface NormWeights { readonly gamma: Tensor; readonly beta: Tensor }
+
+interface LayerWeights {
+  /** [3H, H]: query, key, value weights back to back. */
+  readonly qkv: Tensor;
+  readonly qkvBias: Tensor;
+  readonly attentionOut: Tensor;
+  readonly attentionOutBias: Tensor;
+  readonly attentionNorm: NormWeights;
+  readonly intermediate: Tensor;
+  readonly intermediateBias: Tensor;
+  readonly output: Tensor;
+  readonly outputBias: Tensor;
+  readonly outputNorm: NormWeights;
+}
+
+/** A batch after its checks, as the device reads it. */
+interface CheckedBatch {
+  readonly batch: number;
+  readonly length: number;
+  readonly ids: Int32Array;
+  readonly types: Int32Array;
+  /** Real tokens per sequence (the attention mask's ones). */
+  readonly lengths: Int32Array;
+}
+
+/** One forward pass's result, valid inside the callback that reads it. */
+interface EncoderPass {
+  readonly batch: CheckedBatch;
+  /** [R, H]: last_hidden_state. */
+  readonly hidden: Tensor;
+  /** A temporary tensor freed with the pass's activations. */
+  readonly temp: (shape: readonly number[], dtype: FloatDType | 'i32' | 'u8') => Tensor;
+}
+
+export interface LoadedBert {
+  readonly encoder: BertEncoder;
+  readonly files: readonly string[];
+  /** Tensors in the files that no weight uses (e.g. the NSP head), reported rather than refused. */
+  readonly unused: readonly string[];
+}
+
+export class BertEncoder {
+  readonly workspace: Workspace;
+  readonly attention: BertAttentionPath;
+  private readonly wordEmbeddings: Tensor;
+  private readonly positionEmbeddings: Tensor;
+  private readonly tokenTypeEmbeddings: Tensor;
+  private readonly embeddingNorm: NormWeights;
+  private readonly layers: readonly LayerWeights[];
+  private readonly pooler?: { readonly weight: Tensor; readonly bias: Tensor };
+  private readonly maskedLm?: { readonly transform: Tensor; readonly transformBias: Tensor; readonly norm: NormWeights; readonly decoder: Tensor; readonly decoderBias: Tensor };
+  private readonly entries: ReadonlyMap<string, WorkspaceEntry>;
+  private readonly specs: ReadonlyMap<string, WeightSpec>;
+  private freed = false;
+
+  constructor(
+    readonly backend: Backend,
+    readonly config: BertConfig,
+    readonly heads: BertHeads,
+    readonly dtype: FloatDType,
+    options: { attention?: BertAttentionPath } = {},
+    /** Where the weights came from, for messages (the workspace starts zero-filled; load() uploads a checkpoint). */
+    readonly source = 'BERT encoder',
+  ) {
+    if (options.attention !== undefined && !['auto', 'flash', 'materialized'].includes(options.attention)) {
+      throw new ArgumentError(`BERT: attention must be 'auto', 'flash' or 'materialized', got '${String(options.attention)}'`);
+    }
+    this.attention = options.attention ?? 'auto';
+    const specs = bertWeightSpecs(config, heads);
+    const layout = layoutWorkspace(specs, dtype);
+    this.workspace = Workspace.allocate(backend, layout);
+    this.entries = new Map(layout.entries.map((e) => [e.name, e]));
+    this.specs = new Map(specs.map((w) => [w.name, w]));
+    const one = (name: string) => this.workspace.get(name);
+    const norm = (n: { gamma: string; beta: string }): NormWeights => ({ gamma: one(n.gamma), beta: one(n.beta) });
+    const n = BERT_WEIGHT_NAMES;
+    this.wordEmbeddings = one(n.wordEmbeddings);
+    this.positionEmbeddings = one(n.positionEmbeddings);
+    this.tokenTypeEmbeddings = one(n.tokenTypeEmbeddings);
+    this.embeddingNorm = norm(n.embeddingNorm);
+    this.layers = Array.from({ length: config.layers }, (_, i): LayerWeights => {
+      const l: BertLayerNames = bertLayerNames(i);
+      return {
+        qkv: this.packed(l.qkv), qkvBias: this.packed(l.qkvBias), attentionOut: one(l.attentionOut), attentionOutBias: one(l.attentionOutBias),
+        attentionNorm: norm(l.attentionNorm), intermediate: one(l.intermediate), intermediateBias: one(l.intermediateBias),
+        output: one(l.output), outputBias: one(l.outputBias), outputNorm: norm(l.outputNorm),
+      };
+    });
+    if (heads.pooler) this.pooler = { weight: one(n.pooler), bias: one(n.poolerBias) };
+    if (heads.maskedLm) {
+      this.maskedLm = {
+        transform: one(n.transform), transformBias: one(n.transformBias), norm: norm(n.transformNorm),
+        decoder: heads.untiedDecoder ? one(n.decoder) : this.wordEmbeddings, decoderBias: one(n.decoderBias),
+      };
+    }
+  }
+
+  /** Loads an HF BERT directory (config.json + model.safetensors or shards) onto `backend`. */
+  static load(dir: string, backend: Backend, options: BertLoadOptions = {}): LoadedBert {
+    const model = loadModelConfig(dir);
+    if (model.family !== 'bert') {
+      throw new ArgumentError(`${dir}: a ${model.family} model; BERT encoding reads BertModel / BertForMaskedLM directories (model_type "bert")`);
+    }
+    const configPath = existsSync(join(dir, 'config.json')) ? join(dir, 'config.json') : dir;
+    const fields = new ConfigFields(readConfigFile(configPath), configPath);
+    fields.requireIfPresent('is_decoder', false, 'causal BERT decoders are not supported: the encoder attends both ways');
+    const tieWordEmbeddings = fields.boolean('tie_word_embeddings', true);
+    const files = shardFiles(dir);
+    const index = indexCheckpoint(files);
+    const heads = checkpointHeads(index, tieWordEmbeddings);
+    const plan = planCheckpoint(bertWeightSpecs(model.config, heads), index, heads, dir);
+    const dtype = options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32');
+    const encoder = new BertEncoder(backend, model.config, heads, dtype, options.attention ? { attention: options.attention } : {}, dir);
+    try {
+      readCheckpoint(plan, (name, values) => backend.upload(encoder.fileView(name), values));
+    } catch (error) {
+      encoder.free();
+      throw error;
+    }
+    return { encoder, files, unused: plan.unused };
+  }
+
+  get hidden(): number { return this.config.hidden; }
+  get hasPooler(): boolean { return this.pooler !== undefined; }
+  get hasMaskedLm(): boolean { return this.maskedLm !== undefined; }
+
+  /** The stored tensor `name` without padding rows (its checkpoint shape). */
+  fileView(name: string): Tensor {
+    const e = this.entries.get(name), spec = this.specs.get(name);
+    if (!e || !spec) throw new ArgumentError(`${this.source}: the BERT encoder has no weight '${name}'`);
+    return this.backend.view(this.workspace.flat, e.offset, spec.fileShape ?? spec.shape);
+  }
+
+  /**
+   * last_hidden_state [B, L, H] and (with a pooler) pooler_output [B, H] of a batch: inputIds [B][L] token ids,
+   * attentionMask [B][L] of 1 (token) and 0 (padding, after the tokens; default all 1), tokenTypeIds [B][L]
+   * (default all 0).
+   */
+  encode(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], tokenTypeIds?: readonly (readonly number[])[]): BertEncoding {
+    return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
+      const b = this.backend;
+      const lastHiddenState = b.download(hidden) as Float32Array;
+      let poolerOutput: Float32Array | undefined;
+      if (this.pooler) {
+        const pooled = temp([batch.batch, this.config.hidden], this.dtype);
+        b.gemm({ a: this.firstRows(hidden, batch, temp), b: this.pooler.weight, out: pooled, transB: true });
+        b.tanhActivation({ x: pooled, bias: this.pooler.bias, out: pooled });
+        poolerOutput = b.download(pooled) as Float32Array;
+      }
+      return { batch: batch.batch, length: batch.length, hidden: this.config.hidden, lastHiddenState, ...(poolerOutput ? { poolerOutput } : {}) };
+    });
+  }
+
+  /**
+   * One vector [H] per sequence: the mean of its real tokens' hidden states (default) or its first ([CLS])
+   * token's, optionally scaled to unit L2 norm (sentence embeddings).
+   */
+  embeddings(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: BertEmbeddingOptions = {}, tokenTypeIds?: readonly (readonly number[])[]): Float32Array[] {
+    const pooling = options.pooling ?? 'mean';
+    if (pooling !== 'mean' && pooling !== 'cls') throw new ArgumentError(`BERT embeddings: pooling must be 'mean' or 'cls', got '${String(pooling)}'`);
+    const H = this.config.hidden;
+    const sums = this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
+      const b = this.backend, { batch: B, length: L } = batch;
+      if (pooling === 'cls') return { values: b.download(this.firstRows(hidden, batch, temp)) as Float32Array, lengths: batch.lengths };
+      // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64.
+      const weights = new Float32Array(B * L);
+      for (let s = 0; s < B; s++) weights.fill(1, s * L, s * L + batch.lengths[s]!);
+      const ones = temp([B, 1, L], this.dtype), sum = temp([B, 1, H], this.dtype);
+      b.upload(ones, weights);
+      b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: sum });
+      return { values: b.download(sum) as Float32Array, lengths: batch.lengths };
+    });
+    return Array.from(sums.lengths, (count, s) => {
+      const row = sums.values.subarray(s * H, (s + 1) * H);
+      const divisor = pooling === 'mean' ? count : 1;
+      const vector = Float64Array.from(row, (x) => x / divisor);
+      const norm = options.normalize ? Math.sqrt(vector.reduce((a, x) => a + x * x, 0)) : 1;
+      // A zero vector stays zero (as torch.nn.functional.normalize, whose divisor is max(norm, 1e-12)).
+      return Float32Array.from(vector, (x) => x / Math.max(norm, 1e-12));
+    });
+  }
+
+  /** Masked-LM logits [B·L·V] (row-major over positions) from the checkpoint's cls.predictions head. */
+  maskedLmLogits(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], tokenTypeIds?: readonly (readonly number[])[]): Float32Array {
+    const head = this.maskedLm;
+    if (!head) throw new ArgumentError(`${this.source}: the checkpoint has no masked-LM head (cls.predictions.*): it was saved from BertModel, not BertForMaskedLM`);
+    const V = this.config.vocabSize, Vp = paddedVocabSize(V), H = this.config.hidden;
+    return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
+      const b = this.backend, R = batch.batch * batch.length;
+      const transformed = temp([R, H], this.dtype), normed = temp([R, H], this.dtype), logits = temp([R, Vp], this.dtype);
+      this.denseActivation(hidden, head.transform, head.transformBias, temp([R, H], this.dtype), transformed, this.activationMask([R, H], temp));
+      b.residualNorm({ x: transformed, norm: 'layer', gamma: head.norm.gamma, beta: head.norm.beta, out: normed, eps: this.config.layerNormEps });
+      b.gemm({ a: normed, b: head.decoder, out: logits, transB: true, epilogue: 'bias', bias: head.decoderBias });
+      const all = b.download(logits) as Float32Array;
+      if (Vp === V) return all;
+      const out = new Float32Array(R * V);
+      for (let r = 0; r < R; r++) out.set(all.subarray(r * Vp, r * Vp + V), r * V);
+      return out;
+    });
+  }
+
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.backend.free(this.workspace.flat);
+  }
+
+  // --- internals --------------------------------------------------------------------------------------
+
+  /** The tensors `names` (stored back to back) as one tensor stacked along the first dimension. */
+  private packed(names: readonly string[]): Tensor {
+    const entries = names.map((n) => this.entries.get(n)!);
+    const rows = entries.reduce((n, e) => n + e.shape[0]!, 0);
+    return this.backend.view(this.workspace.flat, entries[0]!.offset, [rows, ...entries[0]!.shape.slice(1)]);
+  }
+
+  /** Checks a batch and lays it out as the device reads it. */
+  private check(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], tokenTypeIds?: readonly (readonly number[])[]): CheckedBatch {
+    if (this.freed) throw new ArgumentError('BERT: used after free()');
+    const c = this.config;
+    if (!Array.isArray(inputIds) || inputIds.length === 0) throw new ArgumentError('BERT: input_ids must be a non-empty list of token sequences');
+    const B = inputIds.length, L = inputIds[0]?.length ?? 0;
+    if (L < 1) throw new ArgumentError('BERT: input_ids[0] is empty; a sequence needs at least one token');
+    if (L > c.maxPositions) throw new ArgumentError(`BERT: sequences of ${L} tokens; the model has ${c.maxPositions} positions (max_position_embeddings)`);
+    const grid = (name: string, rows: readonly (readonly number[])[] | undefined, valid: (x: number) => boolean, expected: string, fallback: number): Int32Array => {
+      const out = new Int32Array(B * L).fill(fallback);
+      if (rows === undefined) return out;
+      if (!Array.isArray(rows) || rows.length !== B) throw new ArgumentError(`BERT: ${name} has ${Array.isArray(rows) ? rows.length : 'no'} rows; input_ids has ${B}`);
+      rows.forEach((row, s) => {
+        if (!Array.isArray(row) || row.length !== L) throw new ArgumentError(`BERT: ${name}[${s}] has ${Array.isArray(row) ? row.length : 'no'} entries; every row needs ${L} (the batch is rectangular: pad with the attention mask)`);
+        row.forEach((x, l) => {
+          if (!valid(x)) throw new ArgumentError(`BERT: ${name}[${s}][${l}] is ${String(x)}; expected ${expected}`);
+          out[s * L + l] = x;
+        });
+      });
+      return out;
+    };
+    const isInt = (low: number, high: number) => (x: number) => Number.isInteger(x) && x >= low && x < high;
+    const ids = grid('input_ids', inputIds, isInt(0, c.vocabSize), `a token id in [0, ${c.vocabSize})`, 0);
+    const mask = grid('attention_mask', attentionMask, (x) => x === 0 || x === 1, '0 or 1', 1);
+    const types = grid('token_type_ids', tokenTypeIds, isInt(0, c.typeVocabSize), `a token type in [0, ${c.typeVocabSize}) (type_vocab_size)`, 0);
+    const lengths = new Int32Array(B);
+    for (let s = 0; s < B; s++) {
+      let n = 0;
+      while (n < L && mask[s * L + n] === 1) n++;
+      for (let l = n; l < L; l++) {
+        if (mask[s * L + l] === 1) throw new ArgumentError(`BERT: attention_mask[${s}] has a 1 at position ${l} after a 0 at ${n}; padding must follow the tokens (right padding)`);
+      }
+      if (n === 0) throw new ArgumentError(`BERT: attention_mask[${s}] is all zeros; every sequence needs at least one token`);
+      lengths[s] = n;
+    }
+    return { batch: B, length: L, ids, types, lengths };
+  }
+
+  /** The attention path for a batch (see the header). */
+  private useFlash(batch: CheckedBatch): boolean {
+    if (this.attention !== 'auto') return this.attention === 'flash';
+    const d = this.config.hidden / this.config.heads;
+    if (this.dtype !== 'f32' && d % 16 === 0 && d <= 256) return true;
+    return batch.batch * this.config.heads * batch.length * batch.length * byteSize(this.dtype) > MATERIALIZED_SCORE_BYTES;
+  }
+
+  /** Runs the embeddings and every layer over `batch`, then `read(pass)` before the activations are freed. */
+  private pass<T>(batch: CheckedBatch, read: (pass: EncoderPass) => T): T {
+    const b = this.backend, c = this.config, dtype = this.dtype;
+    const { batch: B, length: L } = batch, R = B * L, H = c.hidden, heads = c.heads, d = H / heads, F = c.ffn;
+    const temporaries: Tensor[] = [];
+    const temp = (shape: readonly number[], type: FloatDType | 'i32' | 'u8') => { const t = b.empty(shape, type); temporaries.push(t); return t; };
+    try {
+      const ids = temp([R], 'i32'), positions = temp([R], 'i32'), types = temp([R], 'i32'), lengths = temp([B], 'i32');
+      b.upload(ids, batch.ids);
+      b.upload(positions, Int32Array.from({ length: R }, (_, r) => r % L));
+      b.upload(types, batch.types);
+      b.upload(lengths, batch.lengths);
+      let h = temp([R, H], dtype), spare = temp([R, H], dtype);
+      const y = temp([R, H], dtype), merged = temp([R, H], dtype), qkv = temp([R, 3 * H], dtype);
+      const [q, k, v, context] = [0, 1, 2, 3].map(() => temp([B, heads, L, d], dtype)) as [Tensor, Tensor, Tensor, Tensor];
+      const up = temp([R, F], dtype), activated = temp([R, F], dtype), activationMask = this.activationMask([R, F], temp);
+      const flash = this.useFlash(batch);
+      const lse = flash ? temp([B, heads, L], 'f32') : undefined, scores = flash ? undefined : temp([B, heads, L, L], dtype);
+      const scale = 1 / Math.sqrt(d), eps = c.layerNormEps;
+      const bh = (t: Tensor, rows: number, cols: number) => b.view(t, 0, [B * heads, rows, cols]);
+
+      b.embedTokens({ tokens: ids, tokenTable: this.wordEmbeddings, positions, positionTable: this.positionEmbeddings, out: spare });
+      b.embedTokens({ tokens: types, tokenTable: this.tokenTypeEmbeddings, out: y });
+      b.residualNorm({ x: spare, y, norm: 'layer', gamma: this.embeddingNorm.gamma, beta: this.embeddingNorm.beta, out: h, eps });
+      for (const layer of this.layers) {
+        b.gemm({ a: h, b: layer.qkv, out: qkv, transB: true });
+        b.biasQkvSplit({ qkv: b.view(qkv, 0, [B, L, 3 * H]), bias: layer.qkvBias, heads, q, k, v });
+        if (lse) {
+          b.flashAttentionForward({ q, k, v, out: context, lse, scale, keyLengths: lengths });
+        } else {
+          b.batchedGemm({ a: bh(q, L, d), b: bh(k, L, d), out: bh(scores!, L, L), transB: true });
+          b.softmaxForward({ x: scores!, out: scores!, scale, keyLengths: lengths });
+          b.batchedGemm({ a: bh(scores!, L, L), b: bh(v, L, d), out: bh(context, L, d) });
+        }
+        b.permute0213({ x: context, out: b.view(merged, 0, [B, L, heads, d]) });
+        b.gemm({ a: merged, b: layer.attentionOut, out: y, transB: true });
+        b.residualNorm({ x: h, y, bias: layer.attentionOutBias, norm: 'layer', gamma: layer.attentionNorm.gamma, beta: layer.attentionNorm.beta, out: spare, eps });
+        [h, spare] = [spare, h];
+        this.denseActivation(h, layer.intermediate, layer.intermediateBias, up, activated, activationMask);
+        b.gemm({ a: activated, b: layer.output, out: y, transB: true });
+        b.residualNorm({ x: h, y, bias: layer.outputBias, norm: 'layer', gamma: layer.outputNorm.gamma, beta: layer.outputNorm.beta, out: spare, eps });
+        [h, spare] = [spare, h];
+      }
+      return read({ batch, hidden: h, temp });
+    } finally {
+      // Freed while queued work may still read them: the CUDA allocator is stream-ordered; the CPU ran the ops already.
+      for (const t of temporaries) b.free(t);
+    }
+  }
+
+  /**
+   * out = act(x·Wᵀ + bias) with the config's activation: GELU(tanh) and ReLU in the GEMM's epilogue, the erf
+   * GELU (BERT's "gelu") and SiLU by biasActivationDropout (p = 0) over the GEMM's output `pre`.
+   */
+  private denseActivation(x: Tensor, weight: Tensor, bias: Tensor, pre: Tensor, out: Tensor, mask: Tensor | undefined): void {
+    const b = this.backend, activation = this.config.activation;
+    if (!mask) {
+      b.gemm({ a: x, b: weight, out, transB: true, epilogue: activation === 'relu' ? 'relu_bias' : 'gelu_bias', bias });
+      return;
+    }
+    b.gemm({ a: x, b: weight, out: pre, transB: true });
+    b.biasActivationDropout({ input: pre, bias, out, mask, activation, p: 0, seed: 0n, offset: 0n });
+  }
+
+  /** The u8 keep mask biasActivationDropout writes (all ones at p = 0), or undefined where a GEMM epilogue applies the activation. */
+  private activationMask(shape: readonly number[], temp: EncoderPass['temp']): Tensor | undefined {
+    const activation = this.config.activation;
+    return activation === 'gelu_tanh' || activation === 'relu' ? undefined : temp(shape, 'u8');
+  }
+
+  /** The first ([CLS]) row of each sequence, [B, H], gathered from hidden [B·L, H]. */
+  private firstRows(hidden: Tensor, batch: CheckedBatch, temp: EncoderPass['temp']): Tensor {
+    const b = this.backend, rows = temp([batch.batch], 'i32'), out = temp([batch.batch, this.config.hidden], this.dtype);
+    b.upload(rows, Int32Array.from({ length: batch.batch }, (_, s) => s * batch.length));
+    b.embedTokens({ tokens: rows, tokenTable: hidden, out });
+    return out;
+  }
+}
+
+/** Ragged token sequences as a rectangular batch: each padded with padTokenId to the longest, mask 1 then 0. */
+export function padSequences(sequences: readonly (readonly number[])[], padTokenId: number): { inputIds: number[][]; attentionMask: number[][] } {
+  const L = Math.max(0, ...sequences.map((s) => s.length));
+  return {
+    inputIds: sequences.map((s) => [...s, ...new Array<number>(L - s.length).fill(padTokenId)]),
+    attentionMask: sequences.map((s) => [...new Array<number>(s.length).fill(1), ...new Array<number>(L - s.length).fill(0)]),
+  };
+}

@@ -1,0 +1,141 @@
+// Op cases of the paged attention ops (the serving engine's block pool, backend.ts): qkvRopeAppend,
+// decodeAttention and flashAttentionForward with a block table, for the GPU test suite (each runs on CUDA
+// and on the CPU reference with the same random inputs, outputs poisoned first; op-cases.ts has the
+// harness). Shapes are the awkward ones: grouped-query heads, blocks of 16 and 32 (and 8), contexts that
+// end mid-block, tables that list the pool's blocks in a random order with unused entries −1 (a kernel
+// that read one would fault or differ), an idle row (position −1), split-K decode, and prefill chunks
+// whose start is not a multiple of the block size.
+
+import type { FloatDType } from '../dtype.js';
+import { FLOAT_DTYPES } from '../dtype.js';
+import type { HostTensor, OpCase } from './op-cases.js';
+import { CaseContext } from './op-cases.js';
+import type { Rng } from './random.js';
+
+function floats(rng: Rng, shape: number[], dtype: FloatDType, scale = 1): HostTensor {
+  return { values: rng.floats(shape.reduce((a, b) => a * b, 1), scale, 0), shape, dtype };
+}
+function ints(shape: number[], values: ArrayLike<number>): HostTensor {
+  return { values: Int32Array.from(values), shape, dtype: 'i32' };
+}
+
+/** A random permutation of [0, n). */
+function permutation(rng: Rng, n: number): number[] {
+  const p = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rng.next() * (i + 1));
+    [p[i], p[j]] = [p[j]!, p[i]!];
+  }
+  return p;
+}
+
+/**
+ * Block tables [B, maxBlocks]: sequence b needs ⌈keys[b] / blockSize⌉ blocks (0 for keys ≤ 0), taken without
+ * repetition from a random order of the pool; the entries past them are −1.
+ */
+export function randomBlockTables(rng: Rng, keys: readonly number[], blockSize: number, maxBlocks: number, numBlocks: number): Int32Array {
+  const order = permutation(rng, numBlocks), table = new Int32Array(keys.length * maxBlocks).fill(-1);
+  let next = 0;
+  keys.forEach((n, b) => {
+    const need = n > 0 ? Math.ceil(n / blockSize) : 0;
+    if (need > maxBlocks || next + need > numBlocks) throw new RangeError(`randomBlockTables: ${n} keys need ${need} blocks; the table has ${maxBlocks} a row and the pool ${numBlocks - next} left`);
+    for (let i = 0; i < need; i++) table[b * maxBlocks + i] = order[next++]!;
+  });
+  return table;
+}
+
+function pagedQkvRopeAppendCases(dtype: FloatDType): OpCase[] {
+  // B, L (rows a sequence), Hq, Hkv, d, blockSize, maxBlocks, rope, bias
+  const shapes: [number, number, number, number, number, number, number, boolean, boolean][] = [
+    [5, 1, 32, 8, 64, 16, 6, true, false], [2, 21, 12, 12, 64, 32, 3, false, true], [3, 7, 8, 2, 128, 16, 4, true, true],
+    [4, 1, 8, 2, 16, 8, 5, true, false],
+  ];
+  return shapes.map(([B, L, Hq, Hkv, d, bs, M, rope, bias]): OpCase => {
+    const W = (Hq + 2 * Hkv) * d, numBlocks = B * M + 3;
+    return {
+      name: `paged qkvRopeAppend ${dtype} B=${B} L=${L} Hq=${Hq} Hkv=${Hkv} d=${d} blockSize=${bs}${rope ? ' rope' : ''}${bias ? ' bias' : ''}`, dtype,
+      inputs: (rng) => {
+        // Sequence b's rows sit at positions start_b .. start_b + L − 1 (a chunk or a decode token, ending
+        // anywhere in a block); with L = 1 the second sequence is idle (position −1: nothing is written).
+        const starts = Array.from({ length: B }, () => Math.floor(rng.next() * (M * bs - L + 1)));
+        const positions = Array.from({ length: B * L }, (_, r) => (L === 1 && r === 1 ? -1 : starts[Math.floor(r / L)]! + (r % L)));
+        const keys = starts.map((s, b) => (L === 1 && b === 1 ? 0 : s + L));
+        return {
+          qkv: floats(rng, [B * L, W], dtype), bias: floats(rng, [W], dtype), positions: ints([B * L], positions),
+          invFreq: { values: Float32Array.from({ length: d / 2 }, (_, i) => 1 / 10000 ** ((2 * i) / d)), shape: [d / 2], dtype: 'f32' },
+          kPool: floats(rng, [numBlocks, Hkv, bs, d], dtype), vPool: floats(rng, [numBlocks, Hkv, bs, d], dtype),
+          table: ints([B, M], randomBlockTables(rng, keys, bs, M, numBlocks)),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.qkvRopeAppend({
+          qkv: c.in('qkv'), positions: c.in('positions'), q: c.out('q', [B, Hq, L, d], dtype),
+          kCache: c.keep('kPool', c.in('kPool')), vCache: c.keep('vPool', c.in('vPool')), blockTable: c.in('table'),
+          ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
+function pagedDecodeAttentionCases(dtype: FloatDType): OpCase[] {
+  // B, Hq, Hkv, d, blockSize, maxBlocks, splits
+  const shapes: [number, number, number, number, number, number, number][] = [
+    [5, 32, 8, 64, 16, 20, 1], [5, 32, 8, 64, 16, 20, 4], [3, 12, 12, 64, 32, 9, 1], [2, 32, 8, 128, 32, 70, 8],
+    [4, 16, 1, 64, 16, 5, 3], [3, 8, 2, 80, 32, 4, 2], [4, 8, 2, 16, 8, 7, 1],
+  ];
+  return shapes.map(([B, Hq, Hkv, d, bs, M, splits]): OpCase => {
+    const maxLen = M * bs, numBlocks = B * M + 5;
+    return {
+      name: `paged decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} blockSize=${bs} maxLen=${maxLen} splits=${splits}`, dtype,
+      inputs: (rng) => {
+        // Row 0 at the last position, row 1 idle (−1), row 2 at position 0, the rest anywhere.
+        const positions = Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? -1 : b === 2 ? 0 : Math.floor(rng.next() * maxLen)));
+        return {
+          q: floats(rng, [B, Hq, d], dtype), k: floats(rng, [numBlocks, Hkv, bs, d], dtype), v: floats(rng, [numBlocks, Hkv, bs, d], dtype),
+          positions: ints([B], positions), table: ints([B, M], randomBlockTables(rng, positions.map((p) => p + 1), bs, M, numBlocks)),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.decodeAttention({
+          q: c.in('q'), kCache: c.in('k'), vCache: c.in('v'), positions: c.in('positions'), out: c.out('out', [B, Hq, d], dtype), blockTable: c.in('table'),
+          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
+function pagedFlashForwardCases(dtype: FloatDType): OpCase[] {
+  // B, Hq, Hkv, Lq, Lk, d, blockSize, maxBlocks, causal
+  const shapes: [number, number, number, number, number, number, number, number, boolean][] = [
+    [1, 32, 8, 37, 203, 64, 16, 14, true], [2, 12, 12, 130, 130, 64, 32, 5, true], [1, 8, 2, 19, 83, 128, 32, 3, true],
+    [2, 4, 1, 5, 70, 64, 16, 6, false], [1, 4, 2, 200, 245, 72, 16, 16, true], [1, 8, 8, 1, 17, 80, 16, 2, true],
+  ];
+  return shapes.map(([B, Hq, Hkv, Lq, Lk, d, bs, M, causal]): OpCase => {
+    const numBlocks = B * M + 4;
+    return {
+      name: `paged flashAttentionForward ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} Lq=${Lq} Lk=${Lk} d=${d} blockSize=${bs}${causal ? ' causal' : ''}`, dtype,
+      inputs: (rng) => ({
+        q: floats(rng, [B, Hq, Lq, d], dtype), k: floats(rng, [numBlocks, Hkv, bs, d], dtype), v: floats(rng, [numBlocks, Hkv, bs, d], dtype),
+        table: ints([B, M], randomBlockTables(rng, new Array<number>(B).fill(Lk), bs, M, numBlocks)),
+      }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.flashAttentionForward({
+          q: c.in('q'), k: c.in('k'), v: c.in('v'), out: c.out('out', [B, Hq, Lq, d], dtype), lse: c.out('lse', [B, Hq, Lq], 'f32'),
+          causal, paged: { blockTable: c.in('table'), keys: Lk },
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
+export function pagedOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
+  return dtypes.flatMap((dtype) => [...pagedQkvRopeAppendCases(dtype), ...pagedDecodeAttentionCases(dtype), ...pagedFlashForwardCases(dtype)]);
+}

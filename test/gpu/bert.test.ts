@@ -1,0 +1,78 @@
+// BERT encoder inference on the GPU against the CPU encoder over the same tiny random checkpoints:
+// last_hidden_state, pooler_output, masked-LM logits and pooled embeddings, f32 and bf16, both attention
+// paths (the fused flash op and the materialised scores), ragged right-padded batches with token types.
+// Skips without a GPU.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import type { Backend } from '../../src/backend/backend.js';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { probeCuda } from '../../src/cuda/probe.js';
+import type { FloatDType } from '../../src/dtype.js';
+import { BertEncoder, padSequences } from '../../src/infer/bert.js';
+import type { BertAttentionPath } from '../../src/infer/bert.js';
+import type { BertConfig } from '../../src/models/bert.js';
+import { Rng } from '../../src/testing/random.js';
+import { TINY_BERT, writeBertFolder } from '../infer/bert-folder.js';
+
+const probe = probeCuda();
+const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-bert-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+// d = 64 (the tensor-core flash kernels) with erf GELU; d = 24 (SIMT flash) with tanh GELU, an untied decoder, no pooler.
+const MODELS: { name: string; config: BertConfig; untied: boolean }[] = [
+  { name: 'bert-d64', config: { ...TINY_BERT, vocabSize: 1003, hidden: 128, heads: 2, ffn: 512, layers: 3, maxPositions: 128 }, untied: false },
+  { name: 'bert-d24', config: { ...TINY_BERT, vocabSize: 517, hidden: 96, heads: 4, ffn: 160, layers: 2, maxPositions: 96, activation: 'gelu_tanh', typeVocabSize: 3 }, untied: true },
+];
+
+function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  assert.equal(a.length, b.length);
+  let diff = 0, norm = 0;
+  for (let i = 0; i < b.length; i++) { diff += (a[i]! - b[i]!) ** 2; norm += b[i]! ** 2; }
+  return Math.sqrt(diff / norm);
+}
+
+for (const m of MODELS) {
+  test(`${m.name}: CUDA encoder outputs match the CPU encoder (f32, bf16; flash and materialised attention)`, { skip }, async () => {
+    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+    const gpu = CudaBackend.create(), cpu = new CpuBackend();
+    const dir = join(root, m.name);
+    // Matrices of std 0.1: two bf16 computations of this model (CPU flash vs materialised) differ by ~7e-3.
+    writeBertFolder(dir, m.config, 31, { untiedDecoder: m.untied, pooler: !m.untied, matrixStd: 0.1 });
+    const rng = new Rng(5);
+    const lengths = [1, 17, 64, 5, 64, 33];
+    const batch = padSequences(lengths.map((n) => Array.from(rng.ints(n, 0, m.config.vocabSize))), 0);
+    const types = batch.inputIds.map((row) => row.map((_, l) => (l * 7) % m.config.typeVocabSize));
+    for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+      const reference = BertEncoder.load(dir, cpu, { dtype }).encoder;
+      const expected = reference.encode(batch.inputIds, batch.attentionMask, types);
+      const expectedLogits = reference.maskedLmLogits(batch.inputIds, batch.attentionMask, types);
+      const expectedMean = reference.embeddings(batch.inputIds, batch.attentionMask, { normalize: true });
+      reference.free();
+      const tolerance = dtype === 'f32' ? 1e-4 : 2e-2;
+      for (const attention of ['flash', 'materialized', 'auto'] as BertAttentionPath[]) {
+        const encoder = BertEncoder.load(dir, gpu as Backend, { dtype, attention }).encoder;
+        const out = encoder.encode(batch.inputIds, batch.attentionMask, types);
+        const label = `${dtype} ${attention}`;
+        const hidden = relError(out.lastHiddenState, expected.lastHiddenState);
+        assert.ok(hidden <= tolerance, `${label}: last_hidden_state rel err ${hidden}`);
+        if (expected.poolerOutput) {
+          const pooled = relError(out.poolerOutput!, expected.poolerOutput);
+          assert.ok(pooled <= tolerance, `${label}: pooler_output rel err ${pooled}`);
+        } else {
+          assert.equal(out.poolerOutput, undefined);
+        }
+        const logits = relError(encoder.maskedLmLogits(batch.inputIds, batch.attentionMask, types), expectedLogits);
+        assert.ok(logits <= tolerance, `${label}: MLM logits rel err ${logits}`);
+        const mean = encoder.embeddings(batch.inputIds, batch.attentionMask, { normalize: true });
+        const embedding = relError(Float32Array.from(mean.flatMap((v) => Array.from(v))), Float32Array.from(expectedMean.flatMap((v) => Array.from(v))));
+        assert.ok(embedding <= tolerance, `${label}: mean embeddings rel err ${embedding}`);
+        encoder.free();
+      }
+    }
+  });
+}
