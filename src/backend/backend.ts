@@ -367,6 +367,14 @@ export interface CrossEntropyForwardArgs {
   ignoreIndex?: number;
   /** Real classes C: the first C columns of the logits' last dimension Vp; default Vp. */
   classes?: number;
+  /**
+   * Also write crossEntropyBackward's gradient (with this gradScale, from the lse computed here) —
+   * LightSeq's fused cross-entropy: the logits are read once for loss and gradient where a row fits
+   * in shared memory. May alias logits. Same values as the forward followed by the backward.
+   */
+  dLogits?: Tensor;
+  /** With dLogits: crossEntropyBackward's gradScale. */
+  gradScale?: number;
 }
 
 /**

@@ -206,11 +206,11 @@ export class BertModel implements LanguageModel {
     ctx.ops.gemm({ a: headIn, b: this.wte.value, out: logits, transB: true, epilogue: 'bias', bias: this.decoderBias.value });
     const lse = ctx.buffer('head.lse', [rows], 'f32');
     const ce = ceOptions({ ...batch, ignoreIndex: batch.ignoreIndex ?? -100 }, this.config.vocabSize);
-    ctx.ops.crossEntropyForward({ logits, targets: batch.targets, loss: batch.loss, lse, ...ce });
+    // With a backward to follow, the loss gradient is written over the logits in the same pass (fused).
+    ctx.ops.crossEntropyForward({ logits, targets: batch.targets, loss: batch.loss, lse, ...ce, ...(backward ? { dLogits: logits, gradScale: batch.lossGradScale } : {}) });
     if (!backward) return;
 
-    // ---- backward ----
-    ctx.ops.crossEntropyBackward({ logits, targets: batch.targets, lse, dLogits: logits, gradScale: batch.lossGradScale, ...ce });
+    // ---- backward (the logits now hold dLogits) ----
     ctx.ops.gemm({ a: logits, b: headIn, out: this.wte.grad, transA: true, epilogue: 'bgrad_a', biasGrad: this.decoderBias.grad });
     const dHeadIn = ctx.buffer('head.dNormed', [rows, H], dtype);
     ctx.ops.gemm({ a: logits, b: this.wte.value, out: dHeadIn });

@@ -134,7 +134,7 @@ export class Gpt2Model implements LanguageModel {
     ctx.ops.embeddingForward({ tokens: batch.tokens, tokenTable: this.wte.value, positionTable: this.wpe.value, out: x0, mask: embedMask, ...embedDropout });
 
     const stack = blockStackForward(ctx, this.blocks, shape, ctx.reshape(x0, [rows, C]), this.checkpointEvery, backward);
-    const head = lmHeadForward(ctx, this.lnF, this.lmHead, stack.y, batch, this.config.vocabSize);
+    const head = lmHeadForward(ctx, this.lnF, this.lmHead, stack.y, batch, this.config.vocabSize, backward);
     if (!backward) return;
 
     const dX = blockStackBackward(ctx, this.blocks, shape, stack.kept, lmHeadBackward(ctx, this.lnF, this.lmHead, head, batch));

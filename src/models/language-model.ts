@@ -99,6 +99,8 @@ export interface LmHeadSaved {
   readonly logits: Tensor;
   readonly lse: Tensor;
   readonly classes: number;
+  /** The forward already wrote the loss gradient over the logits (fused cross-entropy). */
+  readonly gradientWritten: boolean;
 }
 
 /** The cross-entropy options of a batch; `classes` is the real vocabulary when the logits are padded. */
@@ -110,8 +112,12 @@ export function ceOptions(batch: CausalLmBatch, classes: number): { classes: num
   };
 }
 
-/** W may be padded to Vp ≥ classes rows (zeros): logits are [rows, Vp] and only `classes` columns count. */
-export function lmHeadForward(ctx: StepContext, norm: LayerNormParams, weight: Param, x: Tensor, batch: CausalLmBatch, classes: number): LmHeadSaved {
+/**
+ * W may be padded to Vp ≥ classes rows (zeros): logits are [rows, Vp] and only `classes` columns count.
+ * `backward`: a backward follows, so the cross-entropy writes the loss gradient over the logits in the
+ * same pass (LightSeq's fused cross-entropy: the logits are read once instead of twice).
+ */
+export function lmHeadForward(ctx: StepContext, norm: LayerNormParams, weight: Param, x: Tensor, batch: CausalLmBatch, classes: number, backward = false): LmHeadSaved {
   const rows = x.shape[0]!, C = x.shape[1]!, V = weight.value.shape[0]!;
   const normed = ctx.buffer('head.normed', [rows, C], x.dtype);
   const mean = ctx.buffer('head.mean', [rows], 'f32');
@@ -120,15 +126,20 @@ export function lmHeadForward(ctx: StepContext, norm: LayerNormParams, weight: P
   const logits = ctx.buffer('head.logits', [rows, V], x.dtype);
   ctx.ops.gemm({ a: normed, b: weight.value, out: logits, transB: true });
   const lse = ctx.buffer('head.lse', [rows], 'f32');
-  ctx.ops.crossEntropyForward({ logits, targets: batch.targets, loss: batch.loss, lse, ...ceOptions(batch, classes) });
-  return { x, mean, rstd, normed, logits, lse, classes };
+  ctx.ops.crossEntropyForward({
+    logits, targets: batch.targets, loss: batch.loss, lse, ...ceOptions(batch, classes),
+    ...(backward ? { dLogits: logits, gradScale: batch.lossGradScale } : {}),
+  });
+  return { x, mean, rstd, normed, logits, lse, classes, gradientWritten: backward };
 }
 
 /** Returns dX [rows, C]; writes W's gradient (overwriting) and the norm's. */
 export function lmHeadBackward(ctx: StepContext, norm: LayerNormParams, weight: Param, saved: LmHeadSaved, batch: CausalLmBatch): Tensor {
   const rows = saved.x.shape[0]!, C = saved.x.shape[1]!;
   const dLogits = saved.logits;
-  ctx.ops.crossEntropyBackward({ logits: saved.logits, targets: batch.targets, lse: saved.lse, dLogits, gradScale: batch.lossGradScale, ...ceOptions(batch, saved.classes) });
+  if (!saved.gradientWritten) {
+    ctx.ops.crossEntropyBackward({ logits: saved.logits, targets: batch.targets, lse: saved.lse, dLogits, gradScale: batch.lossGradScale, ...ceOptions(batch, saved.classes) });
+  }
   ctx.ops.gemm({ a: dLogits, b: saved.normed, out: weight.grad, transA: true });
   const dNormed = ctx.buffer('head.dNormed', [rows, C], saved.x.dtype);
   ctx.ops.gemm({ a: dLogits, b: weight.value, out: dNormed });

@@ -364,12 +364,13 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => {
       const { rows, h: vp } = rowsOf(a.logits);
       const real = rows * (a.classes ?? vp);
+      // Fused (dLogits given): the gradient too, written over the whole row (padding zeros included).
       return {
-        flops: real * (3 + (a.labelSmoothing ? 1 : 0)),
-        bytes: real * byteSize(a.logits.dtype) + bytesOf(a.targets) + bytesOf(a.loss) + bytesOf(a.lse),
+        flops: real * (3 + (a.labelSmoothing ? 1 : 0) + (a.dLogits ? 3 : 0)),
+        bytes: real * byteSize(a.logits.dtype) + bytesOf(a.targets) + bytesOf(a.loss) + bytesOf(a.lse) + bytesOf(a.dLogits),
       };
     },
-    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`,
+    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}${a.dLogits ? ' +gradient' : ''}`,
   },
   crossEntropyBackward: {
     cost: ([a]) => {

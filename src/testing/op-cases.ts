@@ -267,18 +267,21 @@ function crossEntropyCases(dtype: FloatDType): OpCase[] {
  * A padded vocabulary (llm.c's padded_vocab_size): logits [rows, Vp], only the first C columns are
  * classes. The padding holds large logits, so any use of it in lse, the smoothing mean or the
  * gradient shows; its gradient must be exactly 0 (compared bit-exactly as 'dLogitsPadding'), also
- * when the backward runs in place over the logits.
+ * when the backward runs in place over the logits. 'fused' cases give the forward dLogits (LightSeq's
+ * fused cross-entropy; Llama's 128256 classes do not fit in shared memory: the two-kernel fallback).
  */
 function paddedCrossEntropyCases(dtype: FloatDType): OpCase[] {
   const cases: OpCase[] = [];
   const shapes = [
-    [17, 50257, 50304, 0, true, false], [9, 50257, 50304, 0.1, false, true],
-    [64, 1001, 1024, 0.1, true, false], [33, 1001, 1024, 0, false, true],
+    [17, 50257, 50304, 0, true, false, false], [9, 50257, 50304, 0.1, false, true, false],
+    [64, 1001, 1024, 0.1, true, false, false], [33, 1001, 1024, 0, false, true, false],
+    [17, 50257, 50304, 0, true, true, true], [9, 50257, 50304, 0.1, false, false, true],
+    [64, 1001, 1024, 0.1, true, true, true], [33, 30522, 30522, 0, true, true, true], [5, 128256, 128256, 0, false, true, true],
   ] as const;
-  for (const [rows, C, Vp, smoothing, ignore, inPlace] of shapes) {
+  for (const [rows, C, Vp, smoothing, ignore, inPlace, fused] of shapes) {
     const ignoreOption = ignore ? { ignoreIndex: -100 } : {};
     cases.push({
-      name: `crossEntropy fwd+bwd ${dtype} rows=${rows} C=${C} padded to ${Vp} smoothing=${smoothing}${ignore ? ' ignoreIndex' : ''}${inPlace ? ' in place' : ''}`,
+      name: `crossEntropy ${fused ? 'fused' : 'fwd+bwd'} ${dtype} rows=${rows} C=${C} padded to ${Vp} smoothing=${smoothing}${ignore ? ' ignoreIndex' : ''}${inPlace ? ' in place' : ''}`,
       dtype, exact: ['dLogitsPadding'],
       inputs: (rng) => {
         const targets = ints(rng, [rows], 0, C);
@@ -293,10 +296,14 @@ function paddedCrossEntropyCases(dtype: FloatDType): OpCase[] {
       run: (b, inputs) => {
         const c = new CaseContext(b, inputs);
         const logits = c.in('logits'), targets = c.in('targets');
-        const lse = c.out('lse', [rows], 'f32');
-        b.crossEntropyForward({ logits, targets, loss: c.out('loss', [rows], 'f32'), lse, labelSmoothing: smoothing, classes: C, ...ignoreOption });
+        const lse = c.out('lse', [rows], 'f32'), loss = c.out('loss', [rows], 'f32');
         const dLogits = inPlace ? c.keep('dLogits', logits) : c.out('dLogits', [rows, Vp], dtype);
-        b.crossEntropyBackward({ logits, targets, lse, dLogits, gradScale: 1 / rows, labelSmoothing: smoothing, classes: C, ...ignoreOption });
+        if (fused) {
+          b.crossEntropyForward({ logits, targets, loss, lse, labelSmoothing: smoothing, classes: C, ...ignoreOption, dLogits, gradScale: 1 / rows });
+        } else {
+          b.crossEntropyForward({ logits, targets, loss, lse, labelSmoothing: smoothing, classes: C, ...ignoreOption });
+          b.crossEntropyBackward({ logits, targets, lse, dLogits, gradScale: 1 / rows, labelSmoothing: smoothing, classes: C, ...ignoreOption });
+        }
         const results = c.results();
         const d = results.dLogits!, padding = new Float32Array(rows * (Vp - C));
         for (let r = 0; r < rows; r++) for (let j = C; j < Vp; j++) padding[r * (Vp - C) + j - C] = d[r * Vp + j]!;

@@ -115,7 +115,8 @@ test('a GPT-2 training step profiled on the CPU: one record per op of the planne
   const updates = runner.updates;
   const p = runner.profileStep(host, { training: true, repeats: 1, warmupSteps: 2 });
   assert.equal(p.ops.length, runner.largestPlan.opCount);
-  assert.ok(p.byOp.some((o) => o.op === 'adamW') && p.byOp.some((o) => o.op === 'crossEntropyBackward'));
+  // The loss gradient comes out of the forward's cross-entropy (fused): no separate backward op.
+  assert.ok(p.byOp.some((o) => o.op === 'adamW') && p.byOp.some((o) => o.op === 'crossEntropyForward') && !p.byOp.some((o) => o.op === 'crossEntropyBackward'));
   assert.ok(p.gemmMs > 0 && p.otherMs > 0 && p.stepMs > 0);
   assert.equal(runner.updates, updates + 2 + 1 + 1, 'warm-up steps, the reference run and the profiled run each applied AdamW');
   const evalProfile = runner.profileStep(host, { training: false, repeats: 1, warmupSteps: 2 });

@@ -27,7 +27,7 @@ function rowTarget(check: CpuCheck, targets: Int32Array, row: number, C: number,
 
 export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWork {
   const check = new CpuCheck('crossEntropyForward');
-  const { logits, targets, loss, lse, labelSmoothing: epsilon, ignoreIndex, rows, V, classes: C } = checkCrossEntropyForward(check, args);
+  const { logits, targets, loss, lse, labelSmoothing: epsilon, ignoreIndex, rows, V, classes: C, gradient } = checkCrossEntropyForward(check, args);
 
   return check.work(() => {
     const z = floatsOf(logits), tv = int32sOf(targets);
@@ -43,6 +43,8 @@ export function prepareCrossEntropyForward(args: CrossEntropyForwardArgs): CpuWo
     }
     storeFloats(lse, lses);
     storeFloats(loss, losses);
+    // Fused: the backward's gradient from the lse as stored (f32), exactly as crossEntropyBackward reads it.
+    if (gradient) storeFloats(gradient.dLogits, gradientRows(check, z, tv, Float32Array.from(lses), gradient.gradScale, epsilon, ignoreIndex, rows, V, C));
   });
 }
 
@@ -51,18 +53,25 @@ export function prepareCrossEntropyBackward(args: CrossEntropyBackwardArgs): Cpu
   const { logits, targets, lse, dLogits, gradScale, labelSmoothing: epsilon, ignoreIndex, rows, V, classes: C } = checkCrossEntropyBackward(check, args);
 
   return check.work(() => {
-    const z = floatsOf(logits), tv = int32sOf(targets), saved = floatsOf(lse);
-    // Zeros where nothing is written (ignored rows, padded columns). dLogits may alias logits: write at the end.
-    const result = new Float64Array(rows * V);
-    for (let r = 0; r < rows; r++) {
-      const target = rowTarget(check, tv, r, C, ignoreIndex);
-      if (target === undefined) continue;
-      const row = r * V;
-      for (let j = 0; j < C; j++) {
-        const onehot = j === target ? 1 - epsilon : 0;
-        result[row + j] = gradScale * (Math.exp(z[row + j]! - saved[r]!) - onehot - epsilon / C);
-      }
-    }
-    storeFloats(dLogits, result);
+    // dLogits may alias logits: the gradient is computed in full before it is stored.
+    storeFloats(dLogits, gradientRows(check, floatsOf(logits), int32sOf(targets), floatsOf(lse), gradScale, epsilon, ignoreIndex, rows, V, C));
   });
+}
+
+/** dz for every row from the saved lse; zeros where nothing is written (ignored rows, padded columns). */
+function gradientRows(
+  check: CpuCheck, z: ArrayLike<number>, tv: Int32Array, saved: ArrayLike<number>, gradScale: number, epsilon: number,
+  ignoreIndex: number | undefined, rows: number, V: number, C: number,
+): Float64Array {
+  const result = new Float64Array(rows * V);
+  for (let r = 0; r < rows; r++) {
+    const target = rowTarget(check, tv, r, C, ignoreIndex);
+    if (target === undefined) continue;
+    const row = r * V;
+    for (let j = 0; j < C; j++) {
+      const onehot = j === target ? 1 - epsilon : 0;
+      result[row + j] = gradScale * (Math.exp(z[row + j]! - saved[r]!) - onehot - epsilon / C);
+    }
+  }
+  return result;
 }

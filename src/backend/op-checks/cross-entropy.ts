@@ -42,7 +42,18 @@ export function checkCrossEntropyForward<T extends Tensor>(check: OpCheck<T>, ar
   const options = checkLogitsAndTargets(check, logits, targets, args);
   checkPerRow(check, 'loss', loss);
   checkPerRow(check, 'lse', lse);
-  return { logits, targets, loss, lse, ...options, rows: check.size('rows'), V: check.size('V') };
+  let gradient: { dLogits: T; gradScale: number } | undefined;
+  if (args.dLogits !== undefined) {
+    const dLogits = check.tensor('dLogits', args.dLogits);
+    check.sameDType(['logits', 'dLogits'], [logits, dLogits]);
+    check.rows('dLogits', dLogits, 'rows', 'V');
+    if (args.gradScale === undefined) check.fail("'dLogits' needs 'gradScale' (the backward's gradient scale)");
+    check.finite('gradScale', args.gradScale);
+    gradient = { dLogits, gradScale: args.gradScale };
+  } else if (args.gradScale !== undefined) {
+    check.fail("'gradScale' was given without 'dLogits'");
+  }
+  return { logits, targets, loss, lse, ...options, gradient, rows: check.size('rows'), V: check.size('V') };
 }
 
 export function checkCrossEntropyBackward<T extends Tensor>(check: OpCheck<T>, args: CrossEntropyBackwardArgs) {

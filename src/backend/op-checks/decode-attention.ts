@@ -7,6 +7,7 @@
 import type { Tensor } from '../../tensor.js';
 import type { DecodeAttentionArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
+import { checkKvCacheLayout } from './kv-cache-layout.js';
 
 export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: DecodeAttentionArgs) {
   const q = check.tensor('q', args.q);
@@ -19,18 +20,7 @@ export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: 
   check.sameDType(['q', 'kCache', 'vCache', 'out'], [q, kCache, vCache, out]);
   const blockTable = check.optional('blockTable', args.blockTable);
   check.shape('q', q, ['B', 'Hq', 'd']);
-  let paged: { numBlocks: number; blockSize: number; maxBlocks: number } | undefined;
-  if (blockTable) {
-    check.dtype('blockTable', blockTable, ['i32']);
-    check.shape('blockTable', blockTable, ['B', 'maxBlocks']);
-    check.shape('kCache', kCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
-    check.shape('vCache', vCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
-    paged = { numBlocks: check.size('numBlocks'), blockSize: check.size('blockSize'), maxBlocks: check.size('maxBlocks') };
-    if (paged.blockSize < 1 || paged.maxBlocks < 1) check.fail(`a block table needs blocks of at least one position and at least one block a sequence, got blockSize ${paged.blockSize}, maxBlocks ${paged.maxBlocks}`);
-  } else {
-    check.shape('kCache', kCache, ['B', 'Hkv', 'maxLen', 'd']);
-    check.shape('vCache', vCache, ['B', 'Hkv', 'maxLen', 'd']);
-  }
+  const paged = checkKvCacheLayout(check, blockTable, kCache, vCache);
   check.shape('out', out, ['B', 'Hq', 'd']);
   check.dtype('positions', positions, ['i32']);
   check.shape('positions', positions, ['B']);

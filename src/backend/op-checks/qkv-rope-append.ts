@@ -9,6 +9,7 @@
 import type { Tensor } from '../../tensor.js';
 import type { QkvRopeAppendArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
+import { checkKvCacheLayout } from './kv-cache-layout.js';
 import { present } from './present.js';
 
 export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: QkvRopeAppendArgs) {
@@ -26,19 +27,8 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
   check.sameDType(...present([['qkv', qkv], ['bias', bias], ['q', q], ['kCache', kCache], ['vCache', vCache], ['kOut', kOut], ['vOut', vOut]]));
   const blockTable = check.optional('blockTable', args.blockTable);
   check.shape('q', q, ['B', 'Hq', 'L', 'd']);
-  let paged: { numBlocks: number; blockSize: number; maxBlocks: number } | undefined;
-  if (blockTable) {
-    check.absent('kOut', kOut, 'with a block table (paged caches)');
-    check.dtype('blockTable', blockTable, ['i32']);
-    check.shape('blockTable', blockTable, ['B', 'maxBlocks']);
-    check.shape('kCache', kCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
-    check.shape('vCache', vCache, ['numBlocks', 'Hkv', 'blockSize', 'd']);
-    paged = { numBlocks: check.size('numBlocks'), blockSize: check.size('blockSize'), maxBlocks: check.size('maxBlocks') };
-    if (paged.blockSize < 1 || paged.maxBlocks < 1) check.fail(`a block table needs blocks of at least one position and at least one block a sequence, got blockSize ${paged.blockSize}, maxBlocks ${paged.maxBlocks}`);
-  } else {
-    check.shape('kCache', kCache, ['B', 'Hkv', 'maxLen', 'd']);
-    check.shape('vCache', vCache, ['B', 'Hkv', 'maxLen', 'd']);
-  }
+  if (blockTable) check.absent('kOut', kOut, 'with a block table (paged caches)');
+  const paged = checkKvCacheLayout(check, blockTable, kCache, vCache);
   const [B, Hq, L, d, Hkv] = ['B', 'Hq', 'L', 'd', 'Hkv'].map((n) => check.size(n)) as [number, number, number, number, number];
   const maxLen = paged ? paged.maxBlocks * paged.blockSize : check.size('maxLen');
   if (Hkv < 1 || Hq % Hkv !== 0) check.fail(`the query heads Hq = ${Hq} must be a positive multiple of the kv heads Hkv = ${Hkv}`);

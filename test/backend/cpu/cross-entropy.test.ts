@@ -181,3 +181,26 @@ describe('crossEntropy with a padded vocabulary (classes < V)', () => {
     assertRejects(() => backend.crossEntropyBackward({ ...back, classes: 5 }), 'crossEntropyBackward', 'classes', ArgumentError);
   });
 });
+
+describe('crossEntropyForward with dLogits (fused)', () => {
+  test('writes the same loss, lse and gradient as the forward followed by the backward, also in place', () => {
+    for (const options of [{ ignoreIndex: -100 }, { ignoreIndex: -100, labelSmoothing: 0.1 }, { ignoreIndex: -100, classes: 4 }] as Options[]) {
+      const z = backend.fromArray(logits, [rows, V], 'f32'), t = backend.fromArray(targets.map((x) => (options.classes !== undefined && x === 4 ? 3 : x)), [rows], 'i32');
+      const loss = backend.empty([rows], 'f32'), lse = backend.empty([rows], 'f32'), dLogits = backend.empty([rows, V], 'f32');
+      backend.crossEntropyForward({ logits: z, targets: t, loss, lse, ...options });
+      backend.crossEntropyBackward({ logits: z, targets: t, lse, dLogits, gradScale: 0.7, ...options });
+      const fusedLoss = backend.empty([rows], 'f32'), fusedLse = backend.empty([rows], 'f32'), inPlace = backend.fromArray(logits, [rows, V], 'f32');
+      backend.crossEntropyForward({ logits: inPlace, targets: t, loss: fusedLoss, lse: fusedLse, ...options, dLogits: inPlace, gradScale: 0.7 });
+      assert.deepEqual(Array.from(backend.download(fusedLoss)), Array.from(backend.download(loss)));
+      assert.deepEqual(Array.from(backend.download(fusedLse)), Array.from(backend.download(lse)));
+      assert.deepEqual(Array.from(backend.download(inPlace)), Array.from(backend.download(dLogits)), JSON.stringify(options));
+    }
+  });
+
+  test('dLogits needs gradScale and the logits shape', () => {
+    const z = backend.fromArray(logits, [rows, V], 'f32'), t = backend.fromArray(targets, [rows], 'i32');
+    const loss = backend.empty([rows], 'f32'), lse = backend.empty([rows], 'f32');
+    assert.throws(() => backend.crossEntropyForward({ logits: z, targets: t, loss, lse, ignoreIndex: -100, dLogits: z }), /'dLogits' needs 'gradScale'/);
+    assert.throws(() => backend.crossEntropyForward({ logits: z, targets: t, loss, lse, ignoreIndex: -100, dLogits: backend.empty([rows, V + 1], 'f32'), gradScale: 1 }), ShapeError);
+  });
+});

@@ -117,3 +117,36 @@ test('launchers reject bad arguments with messages naming the op', () => {
   }
   assert.equal(host.launches.length, 0);
 });
+
+test('crossEntropyForward with dLogits: one fused launch where the row fits in shared memory, else forward then backward', () => {
+  const host = new RecordingHost();
+  // GPT-2's padded vocabulary, in place: one launch, the row's classes (+ a vector) in shared memory.
+  const gpt2 = tensors(16384, 50304);
+  ce.crossEntropyForward(host, { ...gpt2, classes: 50257, dLogits: gpt2.logits, gradScale: 0.5 });
+  assert.equal(host.launches.length, 1);
+  const fused = host.launches[0]!;
+  assert.equal(fused.key, 'cross_entropy_forward.bf16.v50304.c50257.x8.t512.fused');
+  assert.equal(fused.config.sharedBytes, Math.ceil(((50257 + 8) * 2) / 16) * 16);
+  assert.equal(argValue(fused, 7, 'ptr'), gpt2.logits.ptr);
+  assert.equal(argValue(fused, 8, 'f32'), 0.5);
+  assert.match(fused.source, /extern __shared__ __align__\(16\) unsigned char row_smem\[\];/);
+  // Llama's 128256 classes need 250 KiB: the forward kernel, then the backward kernel.
+  host.launches.length = 0;
+  const llama = tensors(4, 128256);
+  ce.crossEntropyForward(host, { ...llama, dLogits: llama.logits, gradScale: 1 });
+  assert.deepEqual(host.launches.map((l) => l.key.split('.')[0]), ['cross_entropy_forward', 'cross_entropy_backward']);
+  assert.ok(!host.launches[0]!.key.endsWith('.fused'));
+  // A dLogits at another misalignment cannot share the staged vectors: the two kernels too.
+  host.launches.length = 0;
+  const small = tensors(8, 1000);
+  ce.crossEntropyForward(host, { ...small, dLogits: deviceTensor([8, 1000], 'bf16', 0x9000_0002n), gradScale: 1 });
+  assert.deepEqual(host.launches.map((l) => l.key.split('.')[0]), ['cross_entropy_forward', 'cross_entropy_backward']);
+});
+
+test('crossEntropyForward: dLogits needs gradScale, and gradScale needs dLogits', () => {
+  const host = new RecordingHost();
+  const t = tensors(4, 1000);
+  assert.throws(() => ce.crossEntropyForward(host, { ...t, dLogits: t.logits }), /crossEntropyForward.*'dLogits' needs 'gradScale'/);
+  assert.throws(() => ce.crossEntropyForward(host, { ...t, gradScale: 1 }), /crossEntropyForward.*'gradScale' was given without 'dLogits'/);
+  assert.throws(() => ce.crossEntropyForward(host, { ...t, dLogits: deviceTensor([4, 999], 'bf16'), gradScale: 1 }), /crossEntropyForward.*dLogits/);
+});
