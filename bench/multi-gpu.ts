@@ -17,6 +17,15 @@
 //      per-rank batch (strong scaling: efficiency = t1 / (w · t_tp)), data parallel with ZeRO-1;
 //      step = upload, forward, backward,
 //      collectives, AdamW, loss read back; medians after warm-up
+//   5. tensor-parallel decode, the Llama 1.2B config (presetConfig('llama-1.2B'), random weights): the
+//      TP decode engine (each rank's heads, MLP columns and KV heads; two all-reduces per layer, captured
+//      in the decode step's CUDA graph) against the single-GPU engine on rank 0 with the same weights:
+//      prefill logits and 32 greedy decode steps of 4 ragged prompts, in f32 (the tokens must be equal;
+//      where a sequence parts, one GPU's top-two logit gap there is reported: a near tie or a bug) and bf16 (near-tied logits of a random model flip under any change of summation order: the
+//      common prefix of the tokens and the logit difference are reported); every rank's greedy and
+//      seeded-sampling tokens gathered and compared. Then decode ms/token in bf16 at batch 1 and 32
+//      (32-token prompts, CUDA events around 127 graph-replayed steps, median of 5, as bench/decode.ts),
+//      TP and rank 0 alone on one GPU.
 // World size 1 runs everything through NCCL too (a communicator of one rank).
 
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -26,6 +35,13 @@ import { parseArgs } from 'node:util';
 import { CudaBackend } from '../src/backend/cuda/index.js';
 import type { FloatDType } from '../src/dtype.js';
 import { DataParallelModel } from '../src/dist/data-parallel.js';
+import { decoderArchitecture } from '../src/infer/architecture.js';
+import { DecodeEngine } from '../src/infer/engine.js';
+import { randomDecoderModel } from '../src/infer/model.js';
+import type { DecoderModel } from '../src/infer/model.js';
+import { resolveSampling } from '../src/infer/sampling.js';
+import type { SamplingOptions } from '../src/infer/sampling.js';
+import { presetConfig } from '../src/models/registry.js';
 import { initNcclProcessGroup, processGroupEnv } from '../src/dist/process-group.js';
 import { TpGpt2Model } from '../src/dist/tp-gpt2.js';
 import type { Gpt2Config } from '../src/models/gpt2.js';
@@ -44,6 +60,7 @@ const { values: cli } = parseArgs({
     'seq-len': { type: 'string', default: '1024' },
     'no-graphs': { type: 'boolean', default: false },
     skip: { type: 'string', default: '' },
+    'decode-model': { type: 'string', default: 'llama-1.2B' },
   },
 });
 const STEPS = Number(cli.steps), B = Number(cli.batch), L = Number(cli['seq-len']);
@@ -270,6 +287,153 @@ if (!SKIP.has('scaling')) {
     singleTokensPerS: tokens / t1 * 1e3, dataParallelTokensPerS: W * tokens / tDp * 1e3, tensorParallelTokensPerS: tokens / tTp * 1e3,
     dataParallelEfficiency: t1 / tDp, dataParallelZeroEfficiency: t1 / tZero, tensorParallelEfficiency: t1 / (W * tTp),
   };
+}
+
+// --- 5. tensor-parallel decode ------------------------------------------------------------------------
+const DECODE_CHECK_STEPS = 32, DECODE_PROMPT = 32, DECODE_NEW = 128, DECODE_REPS = 5;
+
+function decodePrompts(lengths: readonly number[], vocab: number, seed: number): number[][] {
+  let s = seed;
+  const next = () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s; };
+  return lengths.map((n) => Array.from({ length: n }, () => next() % vocab));
+}
+
+/** The largest logit minus the second largest: how near a greedy pick was to a tie. */
+function topTwoGap(logits: Float32Array): number {
+  let a = -Infinity, b = -Infinity;
+  for (const x of logits) {
+    if (x > a) { b = a; a = x; } else if (x > b) b = x;
+  }
+  return a - b;
+}
+
+/**
+ * The first-step logits and the tokens of `steps` decode steps (graph replays after the first) for each
+ * prompt; with `gaps`, the steps run one at a time and gaps[b][k] is the top-two gap of the logits that
+ * token k of sequence b was picked from.
+ */
+function decodeTokens(model: DecoderModel, prompts: readonly number[][], steps: number, sampling: SamplingOptions, withGaps = false): { tokens: number[][]; first: Float32Array[]; gaps: number[][] } {
+  const engine = new DecodeEngine(model, { maxBatch: prompts.length, maxLen: Math.max(...prompts.map((p) => p.length)) + steps + 2 });
+  const resolved = resolveSampling(sampling);
+  engine.start(prompts.map((prompt, i) => ({ prompt, maxNewTokens: steps + 1, sampling: { ...resolved, seed: resolved.seed + BigInt(i) } })), []);
+  const first = engine.logits();
+  const gaps = prompts.map((): number[] => []);
+  const recordGaps = (logits: Float32Array[]) => logits.forEach((l, b) => gaps[b]!.push(topTwoGap(l)));
+  if (withGaps) recordGaps(first);
+  const tokens = prompts.map((): number[] => []);
+  engine.collect().forEach((u, b) => tokens[b]!.push(...u.tokens));
+  if (withGaps) {
+    for (let i = 0; i < steps; i++) {
+      engine.decode(1);
+      recordGaps(engine.logits());
+    }
+  } else {
+    engine.decode(steps);
+  }
+  engine.collect().forEach((u, b) => tokens[b]!.push(...u.tokens));
+  engine.dispose();
+  return { tokens, first, gaps };
+}
+
+/** ‖a − b‖ / ‖b‖ over every row. */
+function relativeError(a: readonly Float32Array[], b: readonly Float32Array[]): number {
+  let diff = 0, norm = 0;
+  b.forEach((row, i) => row.forEach((x, j) => { diff += (a[i]![j]! - x) ** 2; norm += x ** 2; }));
+  return Math.sqrt(diff / norm);
+}
+
+/** Whether every rank holds the same tokens (all-gathered; the answer is the same on every rank). */
+function ranksAgree(tokens: number[][]): boolean {
+  const flat = Int32Array.from(tokens.flat());
+  const mine = backend.fromArray(flat, [flat.length], 'i32'), all = backend.empty([W * flat.length], 'i32');
+  comm.allGather(mine, all);
+  const gathered = backend.download(all) as Int32Array;
+  backend.free(mine);
+  backend.free(all);
+  for (let r = 1; r < W; r++) for (let i = 0; i < flat.length; i++) if (gathered[r * flat.length + i] !== gathered[i]) return false;
+  return true;
+}
+
+/** Where sequence b of `a` first differs from `b` (its length when it does not). */
+function firstDifference(a: number[], b: number[]): number {
+  let k = 0;
+  while (k < a.length && a[k] === b[k]) k++;
+  return k;
+}
+
+/** Median decode ms/token of a batch: CUDA events around DECODE_NEW − 1 steps after prefill (graph replays). */
+function decodeMsPerToken(model: DecoderModel, batch: number): number {
+  const engine = new DecodeEngine(model, { maxBatch: batch, maxLen: DECODE_PROMPT + DECODE_NEW });
+  const greedy = resolveSampling({ temperature: 0 });
+  const requests = decodePrompts(Array.from({ length: batch }, () => DECODE_PROMPT), model.vocabSize, 7).map((prompt) => ({ prompt, maxNewTokens: DECODE_NEW, sampling: greedy }));
+  engine.start(requests, []);
+  engine.decode(3);
+  engine.collect();
+  const ms: number[] = [];
+  for (let r = 0; r < DECODE_REPS; r++) {
+    engine.start(requests, []);
+    const a = backend.mark();
+    engine.decode(DECODE_NEW - 1);
+    const b = backend.mark();
+    ms.push(b.elapsedSince(a) / (DECODE_NEW - 1));
+    a.dispose(); b.dispose();
+    const lengths = engine.collect().map((u) => u.tokens.length);
+    if (lengths.some((n) => n !== DECODE_NEW)) throw new Error(`a generation made ${lengths.join(', ')} tokens, expected ${DECODE_NEW} each`);
+  }
+  engine.dispose();
+  return median(ms);
+}
+
+/** The largest value of x over the ranks. */
+function slowestRank(x: number): number {
+  const t = backend.fromArray([x], [1], 'f32');
+  comm.allReduce(t, 'max');
+  const v = (backend.download(t) as Float32Array)[0]!;
+  backend.free(t);
+  return v;
+}
+
+if (!SKIP.has('tp-decode')) {
+  const config = presetConfig(cli['decode-model']!);
+  const section: Record<string, unknown> = { model: cli['decode-model'], checkSequences: 4, checkSteps: DECODE_CHECK_STEPS };
+  const prompts = decodePrompts([32, 17, 25, 9], decoderArchitecture(config).vocabSize, 31);
+  for (const dtype of ['f32', 'bf16'] as const) {
+    const tp = randomDecoderModel(config, backend, { dtype, seed: 1n, tensorParallel: comm });
+    const greedy = decodeTokens(tp, prompts, DECODE_CHECK_STEPS, { temperature: 0 });
+    const sampled = decodeTokens(tp, prompts, DECODE_CHECK_STEPS, { temperature: 0.8, topK: 50, seed: 99n });
+    tp.free();
+    section[`${dtype}RanksAgreeGreedy`] = ranksAgree(greedy.tokens);
+    section[`${dtype}RanksAgreeSampled`] = ranksAgree(sampled.tokens);
+    if (rank0) {
+      const single = randomDecoderModel(config, backend, { dtype, seed: 1n });
+      const want = decodeTokens(single, prompts, DECODE_CHECK_STEPS, { temperature: 0 }, true);
+      single.free();
+      const differences = greedy.tokens.map((seq, b) => firstDifference(seq, want.tokens[b]!));
+      section[`${dtype}TokensMatching`] = differences.reduce((n, k) => n + k, 0);
+      section[`${dtype}TokensTotal`] = want.tokens.flat().length;
+      // The single-GPU model's top-two logit gap where each differing sequence first differs: a near tie
+      // that another summation order may break the other way, or a real difference.
+      section[`${dtype}GapsAtFirstDifference`] = differences.flatMap((k, b) => (k < want.tokens[b]!.length ? [want.gaps[b]![k]!] : []));
+      section[`${dtype}FirstLogitsMaxAbsDiff`] = Math.max(...greedy.first.map((l, i) => maxDiff(l, want.first[i]!)));
+      section[`${dtype}FirstLogitsRelError`] = relativeError(greedy.first, want.first);
+    }
+  }
+  const tp = randomDecoderModel(config, backend, { dtype: 'bf16', seed: 1n, tensorParallel: comm });
+  const tpMs = [1, 32].map((batch) => decodeMsPerToken(tp, batch));
+  tp.free();
+  const slowest = tpMs.map(slowestRank);
+  if (rank0) {
+    const single = randomDecoderModel(config, backend, { dtype: 'bf16', seed: 1n });
+    const singleMs = [1, 32].map((batch) => decodeMsPerToken(single, batch));
+    single.free();
+    [1, 32].forEach((batch, i) => {
+      Object.assign(section, {
+        [`b${batch}MsPerToken`]: tpMs[i], [`b${batch}MsPerTokenSlowestRank`]: slowest[i], [`b${batch}SingleGpuMsPerToken`]: singleMs[i],
+        [`b${batch}Speedup`]: singleMs[i]! / slowest[i]!, [`b${batch}TokensPerS`]: (batch * 1000) / slowest[i]!,
+      });
+    });
+    results['tensorParallelDecode'] = section;
+  }
 }
 
 if (rank0) {

@@ -4,7 +4,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { Backend } from '../backend/backend.js';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { Communicator } from '../dist/communicator.js';
+import { initNcclProcessGroup, processGroupEnv } from '../dist/process-group.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
@@ -36,6 +39,8 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            follows the --model's distribution exactly (greedy: the same tokens); batch 1
   --draft-tokens K         draft tokens per target pass to start with (default 4; alias --speculative-k)
   --fixed-draft-tokens     keep K fixed instead of adapting it to the acceptance rate
+  --tp N                   tensor parallel over N GPUs (GPT-2, Llama: heads, MLP and KV cache split, Megatron); run
+                           as \`fuseformer launch --gpus N -- fuseformer generate --tp N ...\`; rank 0 prints
 `;
 
 function numberOption(name: string, value: string | undefined, check: (x: number) => boolean, expected: string): number | undefined {
@@ -54,6 +59,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       stop: { type: 'string', multiple: true }, dtype: { type: 'string' }, backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false },
       beams: { type: 'string' }, 'length-penalty': { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
+      tp: { type: 'string' },
     },
   });
   const dir = values.model;
@@ -74,11 +80,21 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (values['draft-tokens'] !== undefined && values['speculative-k'] !== undefined) throw new ArgumentError('--draft-tokens and --speculative-k are the same option; give one');
   const draftTokens = numberOption(values['draft-tokens'] !== undefined ? 'draft-tokens' : 'speculative-k', values['draft-tokens'] ?? values['speculative-k'], (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
   if (draftDir === undefined && (draftTokens !== undefined || values['fixed-draft-tokens'])) throw new ArgumentError('--draft-tokens / --speculative-k / --fixed-draft-tokens need --draft DIR');
-  const seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
+  let seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
+  const tp = numberOption('tp', values.tp, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer') ?? 1;
 
   const beams = numberOption('beams', values.beams, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
   const lengthPenalty = numberOption('length-penalty', values['length-penalty'], Number.isFinite, 'a number');
-  const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
+  if (tp > 1) {
+    if (isEncoderDecoder(dir)) throw new ArgumentError(`--tp ${tp}: tensor parallel generation runs decoder-only (GPT-2, Llama) models; '${dir}' is an encoder-decoder`);
+    if (draftDir !== undefined) throw new ArgumentError(`--tp ${tp} with --draft: speculative decoding runs on one GPU; drop one of them`);
+  }
+  const group = tp > 1 ? await tensorParallelGroup(tp, values.backend as BackendChoice | undefined) : undefined;
+  const { backend } = group ?? await selectBackend(values.backend as BackendChoice | undefined);
+  // Every rank must sample with the same seed (the same draws keep the ranks' sequences, and collectives, in step): rank 0's.
+  if (group) seed = broadcastSeed(group.comm, seed);
+  const rank0 = !group || group.comm.rank === 0;
+  const write = (text: string) => { if (rank0) process.stdout.write(text); };
   if (isEncoderDecoder(dir)) {
     if (draftDir !== undefined) throw new ArgumentError('--draft: speculative decoding is for decoder-only (GPT-2, Llama) models');
     const translator = loadSeq2Seq(dir, backend, dtype ? { dtype } : {});
@@ -95,10 +111,11 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (beams !== undefined && beams > 1) throw new ArgumentError(`--beams ${beams}: beam search is implemented for encoder-decoder (Marian) models; '${dir}' is decoder-only (use sampling or greedy)`);
   if (lengthPenalty !== undefined) throw new ArgumentError('--length-penalty applies to beam search (Marian models) only');
   const loadStart = performance.now();
-  const { model, unused } = loadDecoderModel(dir, backend, dtype ? { dtype } : {});
+  const { model, unused } = loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
   const tokenizer = loadTokenizer(dir);
-  const log = (line: string) => process.stderr.write(`${line}\n`);
-  log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${backend.description}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
+  const log = (line: string) => { if (rank0) process.stderr.write(`${line}\n`); };
+  const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
+  log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${where}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
   if (unused.length > 0) log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}`);
   const draft = draftDir === undefined ? undefined : loadDecoderModel(draftDir, backend, dtype ? { dtype } : {}).model;
   if (draft) log(`draft: ${draftDir} (${draft.arch.family}, ${draft.arch.layers} layers)`);
@@ -112,13 +129,13 @@ export async function runGenerate(argv: string[]): Promise<number> {
     stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
     ...(draft ? { speculative: { draft, stats, adaptive: !values['fixed-draft-tokens'], ...(draftTokens !== undefined ? { draftTokens } : {}) } } : {}),
   });
-  process.stdout.write(values.prompt);
+  write(values.prompt);
   for await (const piece of stream) {
     if (pieces++ === 0) first = performance.now();
-    process.stdout.write(piece);
+    write(piece);
   }
   const end = performance.now();
-  process.stdout.write('\n');
+  write('\n');
   log(`[${pieces} text pieces; first after ${(first ? first - start : 0).toFixed(0)} ms, ${((end - start) / 1000).toFixed(2)} s in all; seed ${seed}]`);
   if (draft) {
     const alpha = stats.drafted > 0 ? stats.accepted / stats.drafted : 0;
@@ -126,7 +143,31 @@ export async function runGenerate(argv: string[]): Promise<number> {
     draft.free();
   }
   model.free();
+  group?.comm.destroy();
   return 0;
+}
+
+/** This rank's GPU and NCCL communicator for `--tp N` under `fuseformer launch --gpus N` (WORLD_SIZE must be N). */
+async function tensorParallelGroup(tp: number, choice: BackendChoice | undefined): Promise<{ backend: Backend; comm: Communicator }> {
+  const env = processGroupEnv();
+  if (env.worldSize !== tp) throw new ArgumentError(`--tp ${tp} needs ${tp} processes, but WORLD_SIZE is ${env.worldSize}: run it as \`fuseformer launch --gpus ${tp} -- fuseformer generate --tp ${tp} ...\``);
+  if (choice === 'cpu') throw new ArgumentError('--tp runs one process per GPU over NCCL: it needs the CUDA backend, not --backend cpu');
+  const { probeCuda } = await import('../cuda/probe.js');
+  const probe = probeCuda();
+  if (!probe.available) throw new ArgumentError(`--tp needs CUDA GPUs: ${probe.reason}`);
+  const { CudaBackend } = await import('../backend/cuda/index.js');
+  const backend = CudaBackend.create(env.localRank);
+  return { backend, comm: await initNcclProcessGroup(backend, env) };
+}
+
+/** Rank 0's seed (a u64 below 2⁶⁴) on every rank. */
+export function broadcastSeed(comm: Communicator, seed: bigint): bigint {
+  const b = comm.backend;
+  const words = b.fromArray(Int32Array.of(Number(seed & 0xffffffffn) | 0, Number(seed >> 32n) | 0), [2], 'i32');
+  comm.broadcast(words, 0);
+  const [low, high] = b.download(words) as Int32Array;
+  b.free(words);
+  return BigInt(low! >>> 0) + (BigInt(high! >>> 0) << 32n);
 }
 
 /** A Marian-style encoder-decoder checkpoint (config.json's model_type or architectures). */

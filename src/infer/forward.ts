@@ -14,6 +14,11 @@
 // Every norm after the first is fused with the residual add before it, so a layer is 4 GEMMs and 4–5
 // other kernels. One set of activation buffers, sized for the largest row count, serves every layer (as
 // LightSeq shares them): each layer overwrites what the previous one no longer needs.
+// Under tensor parallelism (model.tensorParallel, dist/tp-decoder.ts) the model's sizes are one rank's
+// (heads/w, kvHeads/w, ffn/w) and y is all-reduced after the O-projection and after the down projection
+// (each rank's GEMM gives a partial sum over its heads or MLP columns), before the residualNorm that
+// adds the replicated bias once; NCCL queues on the compute stream, so a captured decode step holds
+// the collectives too.
 
 import type { Backend, GemmEpilogue } from '../backend/backend.js';
 import type { Tensor } from '../tensor.js';
@@ -96,6 +101,7 @@ export class DecoderForward {
       ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB });
       const attended = attention(l, v);
       ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
+      this.sumOverRanks(v.y);
       this.norm(ops, v, layer.norm2, true, layer.outBias);
       if (arch.gatedMlp) {
         ops.gemm({ a: v.h, b: layer.up, out: v.up, transB, ...(layer.upBias ? { epilogue: 'bias' as const, bias: layer.upBias } : {}) });
@@ -107,6 +113,7 @@ export class DecoderForward {
         ops.biasActivationDropout({ input: v.up, bias: layer.upBias!, out: v.act, mask: v.mask!, activation: arch.activation, p: 0, seed: 0n, offset: 0n });
       }
       ops.gemm({ a: v.act, b: layer.down, out: v.y, transB });
+      this.sumOverRanks(v.y);
       const next = l + 1 < m.layers.length ? m.layers[l + 1]!.norm1 : m.finalNorm;
       this.norm(ops, v, next, true, layer.downBias);
     });
@@ -115,6 +122,14 @@ export class DecoderForward {
   /** logits [n, Vp] = hidden [n, H]·Wheadᵀ. */
   lmHead(ops: Backend, hidden: Tensor, logits: Tensor): void {
     ops.gemm({ a: hidden, b: this.model.lmHead, out: logits, transB: true });
+  }
+
+  /**
+   * The all-reduce of a row-parallel GEMM's partial products (tensor parallel only). Issued at world
+   * size 1 too, so a one-GPU group runs (and captures) the same collectives as a larger one.
+   */
+  private sumOverRanks(y: Tensor): void {
+    this.model.tensorParallel?.comm.allReduce(y, 'sum');
   }
 
   private norm(ops: Backend, v: RowViews, weights: NormWeights, residual: boolean, bias?: Tensor): void {

@@ -9,6 +9,8 @@
 //     tied model's lm_head.weight are skipped; any other unknown tensor is reported in `unused`;
 //   - F32, F16 and BF16 tensors are converted to the workspace's dtype; a tensor with another dtype, a
 //     shape other than the config implies, a duplicate, or a missing tensor is an error naming it.
+// Tensor parallel (options.tensorParallel, dist/tp-decoder.ts): the model holds one rank's shards; the
+// checkpoint's shapes are still the whole model's, and each rank reads only its shard's bytes.
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -24,6 +26,9 @@ import type { WorkspaceEntry } from '../nn/workspace.js';
 import type { Tensor } from '../tensor.js';
 import { formatShape } from '../tensor.js';
 import { dropoutOffsetAdvance } from '../backend/rng.js';
+import type { Communicator } from '../dist/communicator.js';
+import type { DecoderTensorParallel } from '../dist/tp-decoder.js';
+import { decoderWeightSplits, shardDecoderArchitecture, shardFileRanges, shardRowPicks } from '../dist/tp-decoder.js';
 import type { DecoderArchitecture, LayerWeightNames, WeightSpec } from './architecture.js';
 import { decoderArchitecture } from './architecture.js';
 import type { GenerationDefaults } from './generation-config.js';
@@ -65,6 +70,8 @@ export class DecoderModel {
   private readonly entries: ReadonlyMap<string, WorkspaceEntry>;
   private readonly specs: ReadonlyMap<string, WeightSpec>;
   private freed = false;
+  /** This rank's place in a tensor-parallel group (arch is then the rank's shard of tensorParallel.full). */
+  readonly tensorParallel?: DecoderTensorParallel;
 
   constructor(
     readonly backend: Backend,
@@ -73,7 +80,14 @@ export class DecoderModel {
     readonly generation: GenerationDefaults = {},
     /** Where the weights came from (a directory, or a description), for messages. */
     readonly source = 'random weights',
+    /** The group this model is one rank of: `arch` is then the whole model, and the model holds its shards. */
+    tensorParallel?: Communicator,
   ) {
+    if (tensorParallel) {
+      if (tensorParallel.backend !== backend) throw new ArgumentError('DecoderModel: the communicator works on a different backend than the model');
+      this.tensorParallel = { comm: tensorParallel, full: arch, splits: decoderWeightSplits(arch) };
+      arch = this.arch = shardDecoderArchitecture(arch, tensorParallel.worldSize);
+    }
     const layout = layoutWorkspace(arch.weights, dtype);
     this.workspace = Workspace.allocate(backend, layout);
     this.entries = new Map(layout.entries.map((e) => [e.name, e]));
@@ -143,16 +157,42 @@ export class DecoderModel {
    */
   initializeRandom(seed: bigint, std = 0.02): void {
     const norms = new Set(this.arch.layerNames.flatMap((n) => [n.norm1.gamma, n.norm2.gamma]).concat(this.arch.finalNorm.gamma));
+    const tp = this.tensorParallel, b = this.backend;
     let offset = 0n;
-    for (const w of this.arch.weights) {
+    // Under tensor parallelism the stream runs over the whole model's tensors (tp.full, same order):
+    // each split matrix is drawn whole into a temporary and this rank's shard gathered from it, so the
+    // shards are exactly the single-GPU model's.
+    for (const w of tp ? tp.full.weights : this.arch.weights) {
       const t = this.fileView(w.name);
-      if (norms.has(w.name)) this.backend.fill(t, 1);
-      else if (t.rank === 1) this.backend.fill(t, 0);
-      else {
-        this.backend.randomFill({ out: t, seed, offset, distribution: 'normal', mean: 0, std });
+      const split = tp?.splits.get(w.name);
+      if (norms.has(w.name)) b.fill(t, 1);
+      else if (t.rank === 1) b.fill(t, 0);
+      else if (!split || split.kind === 'replicated') {
+        b.randomFill({ out: t, seed, offset, distribution: 'normal', mean: 0, std });
         offset += dropoutOffsetAdvance(t.numel);
+      } else {
+        const whole = b.empty(w.shape, this.dtype);
+        try {
+          b.randomFill({ out: whole, seed, offset, distribution: 'normal', mean: 0, std });
+          offset += dropoutOffsetAdvance(whole.numel);
+          const { rows, width, picks } = shardRowPicks(w, split, tp!.comm.rank, tp!.comm.worldSize);
+          const index = b.fromArray(picks, [picks.length], 'i32');
+          b.embedTokens({ tokens: index, tokenTable: b.view(whole, 0, [rows, width]), out: b.view(t, 0, [picks.length, width]) });
+          b.free(index);
+        } finally {
+          b.free(whole);
+        }
       }
     }
+  }
+
+  /** Values of checkpoint tensor `name` for this model: whole, or this rank's shard read alone. */
+  readCheckpointTensor(reader: SafetensorsReader, info: TensorInfo, name: string): Float32Array {
+    const tp = this.tensorParallel, split = tp?.splits.get(name);
+    const dtype = info.dtype as 'F32' | 'F16' | 'BF16';
+    if (!split || split.kind === 'replicated') return floatsOf(reader.read(info.name).bytes, dtype);
+    const spec = tp!.full.weights.find((w) => w.name === name)!;
+    return floatsOf(reader.readElements(info.name, shardFileRanges(spec, split, tp!.comm.rank, tp!.comm.worldSize)), dtype);
   }
 
   free(): void {
@@ -166,6 +206,8 @@ export class DecoderModel {
 export interface LoadOptions {
   /** Weight and activation dtype (default bf16 on CUDA, f32 on the CPU). */
   readonly dtype?: FloatDType;
+  /** Load this rank's shards for Megatron tensor parallelism over the communicator's group (dist/tp-decoder.ts). */
+  readonly tensorParallel?: Communicator;
 }
 
 export interface LoadedModel {
@@ -181,7 +223,7 @@ export function loadDecoderModel(dir: string, backend: Backend, options: LoadOpt
   const arch = decoderArchitecture(config);
   const dtype = options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32');
   const files = shardFiles(dir);
-  const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir), dir);
+  const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir), dir, options.tensorParallel);
   try {
     const unused = loadWeights(model, dir, files);
     return { model, files, unused };
@@ -192,15 +234,16 @@ export function loadDecoderModel(dir: string, backend: Backend, options: LoadOpt
 }
 
 /** A model with random weights for `config` (no files). */
-export function randomDecoderModel(config: ModelConfig, backend: Backend, options: { dtype?: FloatDType; seed?: bigint; std?: number } = {}): DecoderModel {
-  const model = new DecoderModel(backend, decoderArchitecture(config), options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'));
+export function randomDecoderModel(config: ModelConfig, backend: Backend, options: { dtype?: FloatDType; seed?: bigint; std?: number; tensorParallel?: Communicator } = {}): DecoderModel {
+  const model = new DecoderModel(backend, decoderArchitecture(config), options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'), {}, 'random weights', options.tensorParallel);
   model.initializeRandom(options.seed ?? 1n, options.std);
   return model;
 }
 
 function loadWeights(model: DecoderModel, dir: string, files: readonly string[]): string[] {
-  const arch = model.arch;
-  const expected = new Map(model.weightShapes().map((w) => [w.name, w.shape]));
+  const arch = model.tensorParallel?.full ?? model.arch;
+  // The checkpoint holds the whole model's tensors, also when this model is one rank's shards.
+  const expected = new Map(arch.weights.map((w) => [w.name, w.fileShape ?? w.shape]));
   const loadedFrom = new Map<string, string>();
   const unused: string[] = [];
   for (const file of files) {
@@ -223,7 +266,7 @@ function loadWeights(model: DecoderModel, dir: string, files: readonly string[])
         const earlier = loadedFrom.get(name);
         if (earlier !== undefined) throw new ArgumentError(`${file}: tensor '${info.name}' also appears in ${earlier}`);
         loadedFrom.set(name, file);
-        model.loadWeight(name, floatsOf(reader.read(info.name).bytes, info.dtype));
+        model.loadWeight(name, model.readCheckpointTensor(reader, info, name));
       }
     } finally {
       reader.close();

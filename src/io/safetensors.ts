@@ -153,6 +153,35 @@ export class SafetensorsReader {
     return { dtype: t.dtype, shape: t.shape, bytes: readExactly(this.fd, t.begin, t.end - t.begin, this.path) };
   }
 
+  /**
+   * The bytes of elements [start, end) of each range of tensor `name` (row-major element indices),
+   * concatenated in the order given: a slice of a tensor without reading the rest (a tensor-parallel shard).
+   */
+  readElements(name: string, ranges: readonly (readonly [number, number])[]): Uint8Array {
+    const t = this.info(name);
+    if (this.fd === null) throw new SafetensorsError(`${this.path}: the reader is closed`);
+    const size = SAFETENSORS_DTYPES[t.dtype], numel = (t.end - t.begin) / size;
+    let total = 0;
+    for (const [start, end] of ranges) {
+      if (!(Number.isInteger(start) && Number.isInteger(end) && start >= 0 && start <= end && end <= numel)) {
+        throw new SafetensorsError(`${this.path}: elements [${start}, ${end}) of tensor '${name}' are outside its ${numel} elements`);
+      }
+      total += end - start;
+    }
+    const out = new Uint8Array(total * size);
+    let at = 0;
+    for (const [start, end] of ranges) {
+      const position = t.begin + start * size, length = (end - start) * size;
+      for (let done = 0; done < length;) {
+        const n = readSync(this.fd, out, at + done, length - done, position + done);
+        if (n === 0) throw new SafetensorsError(`${this.path}: the file ended after ${position + done} bytes while reading ${length} bytes at ${position}`);
+        done += n;
+      }
+      at += length;
+    }
+    return out;
+  }
+
   close(): void {
     if (this.fd !== null) { closeSync(this.fd); this.fd = null; }
   }
