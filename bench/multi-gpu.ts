@@ -199,6 +199,19 @@ if (!SKIP.has('tp')) {
   tp16.params.free();
 }
 
+/** The reference for data parallel and ZeRO-1: 3 AdamW steps of the seed-9 model on the whole global batch, one GPU. */
+function singleGpuSteps(global: ReturnType<typeof batchOf>): { losses: number[]; params: Float32Array; optimizerStateBytes: number } {
+  const single = new Gpt2Model(backend, checkConfig, 'f32');
+  single.params.initialize(9n);
+  const runner = new StepRunner(single, { maxBatch: 2 * W, maxSeqLen: 64, graphs: GRAPHS });
+  const losses: number[] = [];
+  for (let i = 0; i < 3; i++) losses.push(runner.trainStep(global, 1e-3).loss);
+  const result = { losses, params: backend.download(single.params.values.flat) as Float32Array, optimizerStateBytes: runner.optimizerStateBytes };
+  runner.dispose();
+  single.params.free();
+  return result;
+}
+
 // --- 3. data parallel correctness ---------------------------------------------------------------------
 if (!SKIP.has('dp')) {
   const global = batchOf(2 * W, 64, checkConfig.vocabSize, 17);
@@ -209,15 +222,9 @@ if (!SKIP.has('dp')) {
   const dpLosses: number[] = [];
   for (let i = 0; i < 3; i++) dpLosses.push(averaged(dpRunner.trainStep(sliceBatch(global, comm.rank, W), 1e-3).loss));
   if (rank0) {
-    const single = new Gpt2Model(backend, checkConfig, 'f32');
-    single.params.initialize(9n);
-    const runner = new StepRunner(single, { maxBatch: 2 * W, maxSeqLen: 64, graphs: GRAPHS });
-    const losses: number[] = [];
-    for (let i = 0; i < 3; i++) losses.push(runner.trainStep(global, 1e-3).loss);
-    const a = backend.download(dpModel.params.values.flat) as Float32Array, b = backend.download(single.params.values.flat) as Float32Array;
-    results['dataParallel'] = { lossesDp: dpLosses, lossesSingle: losses, paramMaxAbsDiff: maxDiff(a, b), buckets: dp.buckets.length, reducedDuringBackward: dp.reducedDuringBackward };
-    runner.dispose();
-    single.params.free();
+    const single = singleGpuSteps(global);
+    const ours = backend.download(dpModel.params.values.flat) as Float32Array;
+    results['dataParallel'] = { lossesDp: dpLosses, lossesSingle: single.losses, paramMaxAbsDiff: maxDiff(ours, single.params), buckets: dp.buckets.length, reducedDuringBackward: dp.reducedDuringBackward };
   }
   dpRunner.dispose();
   dpModel.params.free();
@@ -229,15 +236,9 @@ if (!SKIP.has('dp')) {
   const zeroLosses: number[] = [];
   for (let i = 0; i < 3; i++) zeroLosses.push(averaged(zeroRunner.trainStep(sliceBatch(global, comm.rank, W), 1e-3).loss));
   if (rank0) {
-    const single = new Gpt2Model(backend, checkConfig, 'f32');
-    single.params.initialize(9n);
-    const runner = new StepRunner(single, { maxBatch: 2 * W, maxSeqLen: 64, graphs: GRAPHS });
-    const losses: number[] = [];
-    for (let i = 0; i < 3; i++) losses.push(runner.trainStep(global, 1e-3).loss);
-    const a = backend.download(zeroModel.params.values.flat) as Float32Array, b = backend.download(single.params.values.flat) as Float32Array;
-    results['zero'] = { lossesZero: zeroLosses, lossesSingle: losses, paramMaxAbsDiff: maxDiff(a, b), optimizerStateBytes: zeroRunner.optimizerStateBytes, unshardedStateBytes: runner.optimizerStateBytes };
-    runner.dispose();
-    single.params.free();
+    const single = singleGpuSteps(global);
+    const ours = backend.download(zeroModel.params.values.flat) as Float32Array;
+    results['zero'] = { lossesZero: zeroLosses, lossesSingle: single.losses, paramMaxAbsDiff: maxDiff(ours, single.params), optimizerStateBytes: zeroRunner.optimizerStateBytes, unshardedStateBytes: single.optimizerStateBytes };
   }
   zeroRunner.dispose();
   zeroModel.params.free();

@@ -6,11 +6,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { roundToDType } from '../../src/dtype.js';
-import { writeSafetensors } from '../../src/io/safetensors.js';
 import type { BertConfig } from '../../src/models/bert.js';
 import { bertConfigToJson } from '../../src/models/bert.js';
 import { Rng } from '../../src/testing/random.js';
 import type { HostWeights } from './hf-folder.js';
+import { writeCheckpointFiles } from './hf-folder.js';
 
 /** Vocabulary 99 (not a multiple of 64: the padded rows are exercised), head size 8, erf GELU. */
 export const TINY_BERT: BertConfig = {
@@ -98,17 +98,7 @@ export function writeBertFolder(dir: string, config: BertConfig, seed: number, o
     name, dtype, shape: t.shape,
     bytes: dtype === 'F32' ? new Uint8Array(Float32Array.from(t.data).buffer) : bf16Bytes(t.data),
   }));
-  if (options.sharded) {
-    const half = Math.ceil(entries.length / 2), weightMap: Record<string, string> = {};
-    [entries.slice(0, half), entries.slice(half)].forEach((shard, i) => {
-      const file = `model-0000${i + 1}-of-00002.safetensors`;
-      writeSafetensors(join(dir, file), shard);
-      for (const e of shard) weightMap[e.name] = file;
-    });
-    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }));
-  } else {
-    writeSafetensors(join(dir, 'model.safetensors'), entries);
-  }
+  writeCheckpointFiles(dir, entries, options.sharded ?? false);
   return weights;
 }
 

@@ -106,22 +106,25 @@ export function writeModelFolder(dir: string, family: 'gpt2' | 'llama', config: 
     dtype: fileDType, shape: t.shape,
     bytes: fileDType === 'F32' ? new Uint8Array(t.data.buffer.slice(0)) : encodeFloats(t.data, fileDType === 'BF16' ? 'bf16' : 'f16'),
   }));
-  if (options.sharded) {
-    const half = Math.ceil(entries.length / 2);
-    const shards = [entries.slice(0, half), entries.slice(half)];
-    const weightMap: Record<string, string> = {};
-    shards.forEach((shard, i) => {
-      const file = `model-0000${i + 1}-of-00002.safetensors`;
-      writeSafetensors(join(dir, file), shard);
-      for (const e of shard) weightMap[e.name] = file;
-    });
-    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }));
-  } else {
-    writeSafetensors(join(dir, 'model.safetensors'), entries);
-  }
+  writeCheckpointFiles(dir, entries, options.sharded ?? false);
   const tokenizer = createByteTokenizer();
   writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.tokenizerJson()));
   writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(tokenizer.tokenizerConfig()));
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify(options.generationConfig ?? { eos_token_id: 256, bos_token_id: 256 }));
   return weights;
+}
+
+/** Writes the tensors as model.safetensors, or as two shards with HF's index file when `sharded`. */
+export function writeCheckpointFiles(dir: string, entries: Parameters<typeof writeSafetensors>[1], sharded: boolean): void {
+  if (!sharded) {
+    writeSafetensors(join(dir, 'model.safetensors'), entries);
+    return;
+  }
+  const half = Math.ceil(entries.length / 2), weightMap: Record<string, string> = {};
+  [entries.slice(0, half), entries.slice(half)].forEach((shard, i) => {
+    const file = `model-0000${i + 1}-of-00002.safetensors`;
+    writeSafetensors(join(dir, file), shard);
+    for (const e of shard) weightMap[e.name] = file;
+  });
+  writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }));
 }
