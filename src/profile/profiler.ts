@@ -30,6 +30,8 @@
 //     replayed `repeats` times, and each op's time is the median of its marker intervals;
 //   - `replay`: a graph captured earlier through the ProfilingBackend with timeCaptures on (an engine
 //     that captures its own step) is replayed by calling replay(); the ops of that capture are timed.
+// A marker node has a launch latency of its own, which an op's interval then includes; a graph of
+// empty marker pairs measures it (markerPairMs) and each op's interval is reduced by it.
 // Device inputs of the cost model (decode positions) are then read from the op's own tensors after the
 // replay, which still hold what the replay used.
 //
@@ -102,6 +104,8 @@ export interface Profile {
   /** Ops whose launch the GPU had to wait for (their times include host time). 0 on the CPU. */
   readonly hostBoundOps: number;
   readonly warnings: readonly string[];
+  /** Graph mode: the interval of an empty marker pair, subtracted from each op's interval (ms). */
+  readonly markerPairMs?: number;
 }
 
 export interface ProfileOptions {
@@ -383,16 +387,47 @@ function profileReplayed(
       backend.synchronize();
       recorded.forEach((p, i) => samples[i]!.push(p.end.elapsedSince(p.start)));
     }
+    // What a marker pair itself adds to an interval, subtracted from every op (see markerPairMs).
+    const overhead = markerPairMs(backend, repeats);
     const profiled: ProfiledOp[] = recorded.map((p, i) => {
       const values: Record<string, HostArray> = {};
       for (const [name, t] of Object.entries(p.snapshots)) values[name] = backend.download(t);
       const cost = opCost(p.op, p.args, values);
-      return { op: p.op, name: describeCall(p.op, p.args), ms: median(samples[i]!), gemm: isGemmOp(p.op), ...(cost ? { flops: cost.flops, bytes: cost.bytes } : {}) };
+      const ms = Math.max(0, median(samples[i]!) - overhead);
+      return { op: p.op, name: describeCall(p.op, p.args), ms, gemm: isGemmOp(p.op), ...(cost ? { flops: cost.flops, bytes: cost.bytes } : {}) };
     });
-    return summarize(backend, profiled, { ...measured, hostBoundOps: 0, warnings: [] });
+    return { ...summarize(backend, profiled, { ...measured, hostBoundOps: 0, warnings: [] }), markerPairMs: overhead };
   } finally {
     graph?.dispose();
     tap.releaseCaptured();
+  }
+}
+
+/** Empty marker pairs in the calibration graph. */
+const MARKER_PAIRS = 64;
+
+/**
+ * The interval between two marker nodes with nothing between them, in a replayed graph of
+ * MARKER_PAIRS such pairs: median over the pairs and `repeats` replays. An op's interval in graph
+ * mode is this much longer than the op's share of the unmarked step (the two nodes' own launch
+ * latency), so it is subtracted from every op; the profile reports it as markerPairMs.
+ */
+function markerPairMs(backend: Backend, repeats: number): number {
+  const pairs: [TimeMarker, TimeMarker][] = [];
+  const graph = backend.captureGraph(() => {
+    for (let i = 0; i < MARKER_PAIRS; i++) pairs.push([backend.mark(), backend.mark()]);
+  });
+  try {
+    const intervals: number[] = [];
+    for (let r = 0; r < repeats; r++) {
+      graph.replay();
+      backend.synchronize();
+      for (const [a, b] of pairs) intervals.push(b.elapsedSince(a));
+    }
+    return median(intervals);
+  } finally {
+    graph.dispose();
+    for (const [a, b] of pairs) { a.dispose(); b.dispose(); }
   }
 }
 
