@@ -10,9 +10,12 @@
 //   floor     (weight bytes a step reads + KV bytes it reads, averaged over the steps) ÷ the device-to-device
 //             copy bandwidth measured here; "% of floor" = floor time / measured time.
 // Targets (issue #5): GPT-2 ≤ 0.12 ms/token; Llama 1.2B ≤ 0.70 ms/token at batch 1, ≥ 35k tokens/s at batch 32.
+// --quant int4,int8 adds rows per model with its projections RTN-quantized (infer/quantized.ts: INT4 W4A16
+// in groups of 128, INT8 W8A8 per channel; embeddings, norms and LM head bf16), the floor from the bytes
+// the quantized step reads. Targets (issue #7): Llama 1.2B at batch 1 ≤ 0.30 ms/token INT4, ≤ 0.45 INT8.
 //
 // Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static-compile]
-//                                  [--reps 5] [--models gpt2,llama] [--backend cuda]
+//                                  [--reps 5] [--models gpt2,llama] [--backend cuda] [--quant int4,int8]
 // (--models tiny --backend cpu --no-torch runs the harness on a small GPT-2 anywhere, as a smoke test.)
 
 import { spawnSync } from 'node:child_process';
@@ -24,6 +27,7 @@ import { decodeWeightBytes } from '../src/infer/architecture.js';
 import { DecodeEngine } from '../src/infer/engine.js';
 import { randomDecoderModel } from '../src/infer/model.js';
 import type { DecoderModel } from '../src/infer/model.js';
+import { quantizeDecoderModel, quantizedDecodeWeightBytes } from '../src/infer/quantized.js';
 import { resolveSampling } from '../src/infer/sampling.js';
 import { presetConfig, toHfJson } from '../src/models/registry.js';
 import type { ModelConfig } from '../src/models/registry.js';
@@ -36,6 +40,7 @@ const { values: cli } = parseArgs({
     reps: { type: 'string', default: '5' },
     models: { type: 'string', default: 'gpt2,llama' },
     backend: { type: 'string', default: 'cuda' },
+    quant: { type: 'string', default: '' },
   },
 });
 const REPS = Number(cli.reps), PROMPT = 32, NEW = 128, BATCHES = [1, 32];
@@ -46,6 +51,16 @@ const CASES: ModelCase[] = [
   { key: 'llama', name: 'Llama 1.2B (3.2 1B shape)', config: presetConfig('llama-1.2B'), target: { b1MsPerToken: 0.70, b32TokensPerS: 35000 } },
   { key: 'tiny', name: 'GPT-2 tiny (smoke test)', config: presetConfig('gpt2-tiny'), target: {} },
 ].filter((c) => cli.models!.split(',').includes(c.key));
+
+interface Precision { key: string; label: string; bits?: 4 | 8; b1MsPerToken?: Record<string, number> }
+const PRECISIONS: Precision[] = [
+  { key: 'bf16', label: '' },
+  { key: 'int4', label: ' INT4 W4A16', bits: 4, b1MsPerToken: { llama: 0.30 } },
+  { key: 'int8', label: ' INT8 W8A8', bits: 8, b1MsPerToken: { llama: 0.45 } },
+];
+const quantKeys = cli.quant ? cli.quant.split(',') : [];
+for (const k of quantKeys) if (k !== 'int4' && k !== 'int8') throw new Error(`--quant: '${k}' is not int4 or int8`);
+const precisions = PRECISIONS.filter((p) => p.key === 'bf16' || quantKeys.includes(p.key));
 
 const { backend } = await selectBackend(cli.backend as 'cuda' | 'cpu');
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -99,7 +114,7 @@ function measure(model: DecoderModel, batch: number, bandwidth: number): Ours {
   // End to end, as HF is measured: whole generations of 128 and of 1 new token.
   const e2eMsPerToken = (e2eSync(engine, requests, NEW) - e2eSync(engine, requests, 1)) / (NEW - 1);
   engine.dispose();
-  const weightBytes = decodeWeightBytes(arch, 2);
+  const weightBytes = quantizedDecodeWeightBytes(model, decodeWeightBytes(arch, 2), 2);
   // Keys read per step, averaged over the decode steps (contexts PROMPT + 1 .. PROMPT + NEW − 1).
   const averageKeys = PROMPT + NEW / 2;
   const kvBytesPerStep = batch * averageKeys * 2 * arch.layers * arch.kvHeads * arch.headDim * 2;
@@ -145,27 +160,33 @@ const table: string[] = [
   '|---|---|---|---|---|---|---|---|---|',
 ];
 for (const c of CASES) {
-  const model = randomDecoderModel(c.config, backend, { dtype: 'bf16', seed: 1n });
-  const ours: Record<number, Ours> = {};
-  for (const batch of BATCHES) {
-    ours[batch] = measure(model, batch, bandwidth);
-    const o = ours[batch]!;
-    console.log(`${c.name} batch ${batch}: ${o.msPerToken.toFixed(3)} ms/token (${Math.round(o.tokensPerS)} tokens/s), floor ${o.floorMs.toFixed(3)} ms (${o.percentOfFloor.toFixed(0)}%), e2e ${o.e2eMsPerToken.toFixed(3)} ms/token`);
-  }
-  model.free();
-  const torch = cli['no-torch'] ? undefined : runTorch(c);
-  if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
-  (results.models as Record<string, unknown>)[c.name] = { ours, torch };
-  for (const batch of BATCHES) {
-    const o = ours[batch]!;
-    const hf = (mode: string): string => {
-      if (!torch || 'error' in torch) return '—';
-      const r = torch[mode]?.[String(batch)];
-      return r?.ms_per_token !== undefined ? r.ms_per_token.toFixed(3) : r?.error ? 'error' : '—';
-    };
-    const target = batch === 1 && c.target.b1MsPerToken !== undefined ? `≤ ${c.target.b1MsPerToken} ms/token ${o.msPerToken <= c.target.b1MsPerToken ? 'met' : 'missed'}`
-      : batch === 32 && c.target.b32TokensPerS !== undefined ? `≥ ${c.target.b32TokensPerS} tok/s ${o.tokensPerS >= c.target.b32TokensPerS ? 'met' : 'missed'}` : '';
-    table.push(`| ${c.name} | ${batch} | ${o.msPerToken.toFixed(3)} | ${Math.round(o.tokensPerS)} | ${o.percentOfFloor.toFixed(0)}% | ${o.e2eMsPerToken.toFixed(3)} | ${hf('eager')} | ${hf('static-compile')} | ${target} |`);
+  for (const p of precisions) {
+    const name = `${c.name}${p.label}`;
+    const model = randomDecoderModel(c.config, backend, { dtype: 'bf16', seed: 1n });
+    if (p.bits) quantizeDecoderModel(model, { method: 'rtn', bits: p.bits, groupSize: 128 });
+    const ours: Record<number, Ours> = {};
+    for (const batch of BATCHES) {
+      ours[batch] = measure(model, batch, bandwidth);
+      const o = ours[batch]!;
+      console.log(`${name} batch ${batch}: ${o.msPerToken.toFixed(3)} ms/token (${Math.round(o.tokensPerS)} tokens/s), floor ${o.floorMs.toFixed(3)} ms (${o.percentOfFloor.toFixed(0)}%), e2e ${o.e2eMsPerToken.toFixed(3)} ms/token`);
+    }
+    model.free();
+    // HF is measured for the bf16 model only (transformers has no W4A16 / W8A8 decode path to compare with here).
+    const torch = cli['no-torch'] || p.bits ? undefined : runTorch(c);
+    if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
+    (results.models as Record<string, unknown>)[name] = { ours, torch };
+    const b1Target = p.bits ? p.b1MsPerToken?.[c.key] : c.target.b1MsPerToken;
+    for (const batch of BATCHES) {
+      const o = ours[batch]!;
+      const hf = (mode: string): string => {
+        if (!torch || 'error' in torch) return '—';
+        const r = torch[mode]?.[String(batch)];
+        return r?.ms_per_token !== undefined ? r.ms_per_token.toFixed(3) : r?.error ? 'error' : '—';
+      };
+      const target = batch === 1 && b1Target !== undefined ? `≤ ${b1Target} ms/token ${o.msPerToken <= b1Target ? 'met' : 'missed'}`
+        : batch === 32 && !p.bits && c.target.b32TokensPerS !== undefined ? `≥ ${c.target.b32TokensPerS} tok/s ${o.tokensPerS >= c.target.b32TokensPerS ? 'met' : 'missed'}` : '';
+      table.push(`| ${name} | ${batch} | ${o.msPerToken.toFixed(3)} | ${Math.round(o.tokensPerS)} | ${o.percentOfFloor.toFixed(0)}% | ${o.e2eMsPerToken.toFixed(3)} | ${hf('eager')} | ${hf('static-compile')} | ${target} |`);
+    }
   }
 }
 mkdirSync(dirname(cli.json!), { recursive: true });

@@ -12,6 +12,8 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
 import { loadDecoderModel } from '../infer/model.js';
+import type { DecoderModel } from '../infer/model.js';
+import { isQuantizedDirectory, loadQuantizedDecoderModel, quantizeDecoderModel } from '../infer/quantized.js';
 import { loadSeq2Seq, translateText } from '../infer/seq2seq.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
@@ -20,7 +22,11 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
 
   --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors (or shards),
                            tokenizer.json, and generation_config.json for defaults; or a Marian translation
-                           model (MarianMTModel), whose output is the translation of the prompt
+                           model (MarianMTModel), whose output is the translation of the prompt; or a quantized
+                           GPT-2 directory (\`fuseformer quantize\`, or a Hugging Face GPTQ / AWQ one): its INT4 / INT8
+                           projections run on the quantized kernels
+  --quantize rtn4|rtn8     quantize a 16-bit GPT-2 or Llama model on loading (round-to-nearest): INT4 W4A16 in groups
+                           of 128, or INT8 W8A8 per channel; embeddings, norms and the LM head stay 16-bit
   --beams N                beam search with N beams (Marian models; default: generation_config.json's
                            num_beams); HARS top-k on the GPU
   --length-penalty X       beam search's length penalty (default: generation_config.json's, else 1)
@@ -59,7 +65,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       stop: { type: 'string', multiple: true }, dtype: { type: 'string' }, backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false },
       beams: { type: 'string' }, 'length-penalty': { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
-      tp: { type: 'string' },
+      tp: { type: 'string' }, quantize: { type: 'string' },
     },
   });
   const dir = values.model;
@@ -83,6 +89,11 @@ export async function runGenerate(argv: string[]): Promise<number> {
   let seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
   const tp = numberOption('tp', values.tp, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer') ?? 1;
 
+  const quantize = values.quantize;
+  if (quantize !== undefined && quantize !== 'rtn4' && quantize !== 'rtn8') throw new ArgumentError(`--quantize must be rtn4 or rtn8, got '${quantize}'`);
+  const quantizedDir = readsAsQuantized(dir);
+  if (quantizedDir && quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: '${dir}' is already quantized (its config.json has a quantization_config)`);
+  if ((quantizedDir || quantize !== undefined) && tp > 1) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp${quantize !== undefined ? ' or --quantize' : ''}`);
   const beams = numberOption('beams', values.beams, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
   const lengthPenalty = numberOption('length-penalty', values['length-penalty'], Number.isFinite, 'a number');
   if (tp > 1) {
@@ -97,6 +108,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const write = (text: string) => { if (rank0) process.stdout.write(text); };
   if (isEncoderDecoder(dir)) {
     if (draftDir !== undefined) throw new ArgumentError('--draft: speculative decoding is for decoder-only (GPT-2, Llama) models');
+    if (quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: quantized generation is for decoder-only (GPT-2, Llama) models`);
     const translator = loadSeq2Seq(dir, backend, dtype ? { dtype } : {});
     const start = performance.now();
     const [text] = translateText(translator, [values.prompt], {
@@ -111,13 +123,18 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (beams !== undefined && beams > 1) throw new ArgumentError(`--beams ${beams}: beam search is implemented for encoder-decoder (Marian) models; '${dir}' is decoder-only (use sampling or greedy)`);
   if (lengthPenalty !== undefined) throw new ArgumentError('--length-penalty applies to beam search (Marian models) only');
   const loadStart = performance.now();
-  const { model, unused } = loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
+  const { model, unused } = quantizedDir ? { model: loadQuantizedDecoderModel(dir, backend, dtype ? { dtype } : {}), unused: [] }
+    : loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
+  if (quantize !== undefined) quantizeOnLoad(model, quantize);
   const tokenizer = loadTokenizer(dir);
   const log = (line: string) => { if (rank0) process.stderr.write(`${line}\n`); };
   const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
-  log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${where}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
+  const q = model.quantization?.info;
+  const precision = q ? `${q.bits === 4 ? `INT4 W4A16 (${q.method}, group ${q.groupSize})` : `INT8 W8A8 (${q.method})`} projections, ${model.dtype} otherwise` : model.dtype;
+  log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${precision}) on ${where}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
   if (unused.length > 0) log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}`);
-  const draft = draftDir === undefined ? undefined : loadDecoderModel(draftDir, backend, dtype ? { dtype } : {}).model;
+  const draft = draftDir === undefined ? undefined
+    : readsAsQuantized(draftDir) ? loadQuantizedDecoderModel(draftDir, backend, dtype ? { dtype } : {}) : loadDecoderModel(draftDir, backend, dtype ? { dtype } : {}).model;
   if (draft) log(`draft: ${draftDir} (${draft.arch.family}, ${draft.arch.layers} layers)`);
   const stats = emptySpeculativeStats();
 
@@ -168,6 +185,26 @@ export function broadcastSeed(comm: Communicator, seed: bigint): bigint {
   const [low, high] = b.download(words) as Int32Array;
   b.free(words);
   return BigInt(low! >>> 0) + (BigInt(high! >>> 0) << 32n);
+}
+
+/** `--quantize rtn4|rtn8` on a loaded 16-bit model; the model is freed if its shapes do not allow it. */
+function quantizeOnLoad(model: DecoderModel, quantize: 'rtn4' | 'rtn8'): void {
+  try {
+    quantizeDecoderModel(model, { method: 'rtn', bits: quantize === 'rtn4' ? 4 : 8 });
+  } catch (error) {
+    model.free();
+    throw error;
+  }
+}
+
+/** A directory whose config.json has a quantization_config (`fuseformer quantize`, GPTQ, AWQ). */
+function readsAsQuantized(dir: string): boolean {
+  try {
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    return typeof config === 'object' && config !== null && isQuantizedDirectory(config);
+  } catch {
+    return false; // the loaders report a malformed config.json with their own message
+  }
 }
 
 /** A Marian-style encoder-decoder checkpoint (config.json's model_type or architectures). */

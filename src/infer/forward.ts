@@ -19,8 +19,14 @@
 // (each rank's GEMM gives a partial sum over its heads or MLP columns), before the residualNorm that
 // adds the replicated bias once; NCCL queues on the compute stream, so a captured decode step holds
 // the collectives too.
+// Quantized projections (model.quantization, quantized.ts) replace a layer's GEMM with int4Linear (the
+// bias/activation in its epilogue) or W8A8's quantize-rows → int8Gemm → dequantize, whose intermediates
+// are views of buffers allocated here for maxRows rows; the LM head stays a 16-bit GEMM.
 
-import type { Backend, GemmEpilogue } from '../backend/backend.js';
+import type { Activation, Backend, GemmEpilogue } from '../backend/backend.js';
+import type { DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
+import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
+import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import type { DecoderModel, NormWeights } from './model.js';
 
@@ -46,6 +52,9 @@ export class DecoderForward {
   private readonly views = new Map<number, RowViews>();
   /** The MLP's first GEMM epilogue, or null when the activation needs its own kernel. */
   private readonly fcEpilogue: GemmEpilogue | null;
+  /** Flat W8A8 intermediates for maxRows rows of the widest INT8 projection (allocated here: a captured step cannot allocate). */
+  private readonly w8a8?: W8A8Scratch;
+  private readonly w8a8Views = new Map<string, W8A8Scratch>();
 
   constructor(readonly model: DecoderModel, readonly maxRows: number, maxLen: number) {
     const { backend: b, arch, dtype } = model;
@@ -64,6 +73,11 @@ export class DecoderForward {
       act: b.empty([maxRows, arch.ffn], dtype),
       ...(needsMask ? { mask: b.empty([maxRows, arch.ffn], 'u8') } : {}),
     };
+    const int8 = (model.quantization?.layers ?? []).flatMap((q) => Object.values(q)).filter((w) => w.kind === 'int8');
+    if (int8.length > 0) {
+      const K = Math.max(...int8.map((w) => w.inFeatures)), N = Math.max(...int8.map((w) => w.outFeatures));
+      this.w8a8 = { xq: b.empty([maxRows * K], 'i8'), rowScales: b.empty([maxRows], 'f32'), acc: b.empty([maxRows * N], 'i32') };
+    }
     const rope = model.ropeFor(maxLen);
     if (rope) this.rope = { invFreq: b.fromArray(rope.invFreq, [rope.invFreq.length], 'f32'), scale: rope.scale };
   }
@@ -98,25 +112,52 @@ export class DecoderForward {
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
     const m = this.model, arch = m.arch, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     m.layers.forEach((layer, l) => {
-      ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB });
+      const q = m.quantization?.layers[l] ?? {};
+      if (q.qkv) this.quantizedLinear(ops, q.qkv, v.h, v.qkv);
+      else ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB });
       const attended = attention(l, v);
-      ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
+      if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
+      else ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
       this.sumOverRanks(v.y);
       this.norm(ops, v, layer.norm2, true, layer.outBias);
       if (arch.gatedMlp) {
-        ops.gemm({ a: v.h, b: layer.up, out: v.up, transB, ...(layer.upBias ? { epilogue: 'bias' as const, bias: layer.upBias } : {}) });
+        if (q.up) this.quantizedLinear(ops, q.up, v.h, v.up, layer.upBias ? { bias: layer.upBias } : {});
+        else ops.gemm({ a: v.h, b: layer.up, out: v.up, transB, ...(layer.upBias ? { epilogue: 'bias' as const, bias: layer.upBias } : {}) });
         ops.gatedActivation({ x: v.up, out: v.act, activation: arch.activation });
+      } else if (q.up) {
+        // The quantized ops take any activation as their epilogue.
+        this.quantizedLinear(ops, q.up, v.h, v.act, { bias: layer.upBias!, activation: arch.activation });
       } else if (this.fcEpilogue) {
         ops.gemm({ a: v.h, b: layer.up, out: v.act, transB, epilogue: this.fcEpilogue, bias: layer.upBias! });
       } else {
         ops.gemm({ a: v.h, b: layer.up, out: v.up, transB });
         ops.biasActivationDropout({ input: v.up, bias: layer.upBias!, out: v.act, mask: v.mask!, activation: arch.activation, p: 0, seed: 0n, offset: 0n });
       }
-      ops.gemm({ a: v.act, b: layer.down, out: v.y, transB });
+      if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
+      else ops.gemm({ a: v.act, b: layer.down, out: v.y, transB });
       this.sumOverRanks(v.y);
       const next = l + 1 < m.layers.length ? m.layers[l + 1]!.norm1 : m.finalNorm;
       this.norm(ops, v, next, true, layer.downBias);
     });
+  }
+
+  /** out [R, N] = act(x [R, K]·wᵀ + bias) with a quantized weight (INT4: one op; W8A8: three, through the scratch). */
+  private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation } = {}): void {
+    if (w.kind === 'int4') int4LinearOp(ops, w, x, out, epilogue);
+    else w8a8LinearOp(ops, w, x, out, this.w8a8Scratch(x.shape[0]!, w.inFeatures, w.outFeatures), epilogue);
+  }
+
+  /** Views of the W8A8 buffers for rows × K inputs × N outputs (cached: a captured step replays the same tensors). */
+  private w8a8Scratch(rows: number, K: number, N: number): W8A8Scratch {
+    const key = `${rows}:${K}:${N}`;
+    let s = this.w8a8Views.get(key);
+    if (!s) {
+      const b = this.model.backend, f = this.w8a8;
+      if (!f) throw new ArgumentError(`${this.model.source}: the model was quantized to INT8 after this engine was made; make a new engine`);
+      s = { xq: b.view(f.xq, 0, [rows, K]), rowScales: b.view(f.rowScales, 0, [rows]), acc: b.view(f.acc, 0, [rows, N]) };
+      this.w8a8Views.set(key, s);
+    }
+    return s;
   }
 
   /** logits [n, Vp] = hidden [n, H]·Wheadᵀ. */
@@ -144,6 +185,8 @@ export class DecoderForward {
     const b = this.model.backend;
     for (const t of Object.values(this.buffers)) b.free(t as Tensor);
     if (this.rope) b.free(this.rope.invFreq);
+    if (this.w8a8) for (const t of Object.values(this.w8a8)) b.free(t as Tensor);
     this.views.clear();
+    this.w8a8Views.clear();
   }
 }

@@ -35,6 +35,8 @@ import type { GenerationDefaults } from './generation-config.js';
 import { readGenerationConfig } from './generation-config.js';
 import { ropeFrequencies } from './rope.js';
 import type { RopeFrequencies } from './rope.js';
+import { freeQuantized } from '../quant/device.js';
+import type { DecoderQuantization } from './quantized.js';
 
 export interface NormWeights {
   readonly gamma: Tensor;
@@ -72,6 +74,8 @@ export class DecoderModel {
   private freed = false;
   /** This rank's place in a tensor-parallel group (arch is then the rank's shard of tensorParallel.full). */
   readonly tensorParallel?: DecoderTensorParallel;
+  /** Quantized projections that DecoderForward runs instead of the float GEMMs (quantized.ts); freed with the model. */
+  quantization?: DecoderQuantization;
 
   constructor(
     readonly backend: Backend,
@@ -198,6 +202,7 @@ export class DecoderModel {
   free(): void {
     if (this.freed) return;
     this.freed = true;
+    for (const layer of this.quantization?.layers ?? []) for (const w of Object.values(layer)) freeQuantized(this.backend, w);
     this.backend.free(this.workspace.flat);
   }
 }
