@@ -17,27 +17,16 @@ import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { quantizeDecoderModel } from '../../src/infer/quantized.js';
-import type { Gpt2Config } from '../../src/models/gpt2.js';
-import type { LlamaConfig } from '../../src/models/llama.js';
-import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { writeModelFolder } from '../infer/hf-folder.js';
+import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-infer-quant-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-const MODELS: { name: string; family: 'gpt2' | 'llama'; config: Gpt2Config | LlamaConfig }[] = [
-  { name: 'gpt2', family: 'gpt2', config: { ...TINY_GPT2, hidden: 64, heads: 2, ffn: 256, maxPositions: 128 } },
-  { name: 'llama', family: 'llama', config: { ...TINY_LLAMA, hidden: 128, heads: 8, kvHeads: 2, headDim: 16, ffn: 192, maxPositions: 128 } },
-];
 // Prefill of 17 rows takes int4Linear's tensor-core kernel in bf16; decode (1–3 rows) its GEMV.
-const PROMPTS = [[72, 101, 108, 108, 111], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17], [200]];
-
-function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let diff = 0, norm = 0;
-  for (let i = 0; i < b.length; i++) { diff += (a[i]! - b[i]!) ** 2; norm += b[i]! ** 2; }
-  return Math.sqrt(diff / norm);
-}
+const MODELS = ENGINE_TEST_MODELS, PROMPTS = ENGINE_TEST_PROMPTS;
 
 for (const m of MODELS) {
   for (const bits of [4, 8] as const) {
