@@ -49,6 +49,7 @@ import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 export type EpilogueActivation = Activation | 'none';
@@ -276,44 +277,14 @@ export function int4GemmSharedBytes(bm: number, bn: number): number {
   return 2 * (bm + bn) * BK * 2;
 }
 
-/** Tensor-core building blocks (PTX ISA, mma.m16n8k16 fragments; see kernels/mma-lib.ts for the layouts). */
-const MMA_CODE = String.raw`
-__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-// 16-byte chunk "chunk" (0..7) of row "row" of a tile with 128-byte rows, XOR-swizzled so that the 8 rows
-// an ldmatrix phase reads hit 8 different bank groups.
-__device__ __forceinline__ u32 tile_offset(int row, int chunk) { return (u32)((row * 8 + (chunk ^ (row & 7))) * 16); }
-__device__ __forceinline__ void ldsm_x4(u32 addr, u32 (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, bool pred) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(pred ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+/**
+ * What the INT4 GEMM adds to mma-lib.ts's building blocks: its tiles have 128-byte rows (8 chunks, the
+ * swizzle of swizzled_offset<8>), a 16-byte shared store for dequantized weights, and the nibble trick.
+ */
+const INT4_MMA_CODE = String.raw`
+__device__ __forceinline__ u32 tile_offset(int row, int chunk) { return swizzled_offset<8>(row, chunk); }
 __device__ __forceinline__ void st_shared_v4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-template <typename E> __device__ __forceinline__ void mma_16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1);
-template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <> __device__ __forceinline__ void mma_16816<__half>(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// Two floats as one packed 16-bit pair, the lower k (or column) in the low half.
-template <typename E> __device__ __forceinline__ u32 pack_pair(float lo, float hi);
-template <> __device__ __forceinline__ u32 pack_pair<__nv_bfloat16>(float lo, float hi) {
-  u32 r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-template <> __device__ __forceinline__ u32 pack_pair<__half>(float lo, float hi) {
-  u32 r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
 }
 // q (0..15) as an exact float: OR-ed into the mantissa of 2^23, minus 2^23 folded into the zero.
 __device__ __forceinline__ float nibble_plus_2p23(u32 w, int shift) { return __int_as_float(0x4B000000u | ((w >> shift) & 0xFu)); }
@@ -323,7 +294,8 @@ export function int4GemmSource(spec: Int4GemmSpec): KernelSource {
   const name = kernelIdentifier(int4GemmKey(spec));
   const { bm, bn } = spec;
   const source = String.raw`${DEVICE_LIB}
-${MMA_CODE}
+${MMA_LIB}
+${INT4_MMA_CODE}
 ${EPILOGUE_ACTIVATION_CODE}
 ${typedefLine('T', spec.dtype)}
 ${constants({
@@ -339,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out,
     float* __restrict__ partials, int M, int N) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const u32 sA = smem_addr(smem), sB = sA + 2 * A_STAGE;
+  const u32 sA = smem_u32(smem), sB = sA + 2 * A_STAGE;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp >> 2, wn = warp & 3;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -382,7 +354,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
       u32 p[4];
       #pragma unroll
       for (int e = 0; e < 4; e++) {
-        p[e] = pack_pair<T>(bs * (nibble_plus_2p23(w, 8 * e) - bz), bs * (nibble_plus_2p23(w, 8 * e + 4) - bz));
+        p[e] = pack2<T>(bs * (nibble_plus_2p23(w, 8 * e) - bz), bs * (nibble_plus_2p23(w, 8 * e + 4) - bz));
       }
       st_shared_v4(sB + stage * B_STAGE + tile_offset(b_col, b_half * 4 + j), p[0], p[1], p[2], p[3]);
     }
@@ -422,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
     cp_async_commit();
     fetch_b(kt_begin);
     store_b(0);
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();
     for (int kt = kt_begin; kt < kt_end; kt++) {
       const int stage = (kt - kt_begin) & 1;
@@ -434,7 +406,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
       }
       compute(stage);
       if (more) store_b(stage ^ 1);
-      cp_async_wait_all();
+      cp_async_wait<0>();
       __syncthreads();
     }
   }
@@ -464,7 +436,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
         v1 = ${activationExpression(spec.activation, 'v1')};
         T* p = out + (size_t)row * N + col;
         if ((N & 1) == 0 && col + 1 < N) {
-          *reinterpret_cast<u32*>(p) = pack_pair<T>(v0, v1);
+          *reinterpret_cast<u32*>(p) = pack2<T>(v0, v1);
         } else {
           if (col < N) p[0] = from_float<T>(v0);
           if (col + 1 < N) p[1] = from_float<T>(v1);
