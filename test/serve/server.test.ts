@@ -202,6 +202,8 @@ test('a client that disconnects has its request cancelled and its blocks freed; 
   });
   const reader = response.body!.getReader();
   await reader.read();
+  // The first chunk can arrive before the engine's next step admits the request: wait for that step.
+  for (let i = 0; i < 200 && engine.pool.usedBlocks === 0; i++) await new Promise((r) => setTimeout(r, 5));
   assert.ok(engine.pool.usedBlocks > 0, 'the request holds blocks while it runs');
   controller.abort();
   for (let i = 0; i < 200 && (engine.hasWork || engine.pool.usedBlocks > 0); i++) await new Promise((r) => setTimeout(r, 10));
