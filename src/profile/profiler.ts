@@ -30,8 +30,9 @@
 //     replayed `repeats` times, and each op's time is the median of its marker intervals;
 //   - `replay`: a graph captured earlier through the ProfilingBackend with timeCaptures on (an engine
 //     that captures its own step) is replayed by calling replay(); the ops of that capture are timed.
-// A marker node has a launch latency of its own, which an op's interval then includes; a graph of
-// empty marker pairs measures it (markerPairMs) and each op's interval is reduced by it.
+// A marker node has a launch latency of its own, which an op's interval then includes; a calibration
+// graph of tiny kernels with and without markers measures it (markerOverheadMs) and each op's
+// interval is reduced by it.
 // Device inputs of the cost model (decode positions) are then read from the op's own tensors after the
 // replay, which still hold what the replay used.
 //
@@ -104,8 +105,8 @@ export interface Profile {
   /** Ops whose launch the GPU had to wait for (their times include host time). 0 on the CPU. */
   readonly hostBoundOps: number;
   readonly warnings: readonly string[];
-  /** Graph mode: the interval of an empty marker pair, subtracted from each op's interval (ms). */
-  readonly markerPairMs?: number;
+  /** Graph mode: what the marker nodes add to an op's interval, subtracted from each op (ms). */
+  readonly markerOverheadMs?: number;
 }
 
 export interface ProfileOptions {
@@ -387,8 +388,8 @@ function profileReplayed(
       backend.synchronize();
       recorded.forEach((p, i) => samples[i]!.push(p.end.elapsedSince(p.start)));
     }
-    // What a marker pair itself adds to an interval, subtracted from every op (see markerPairMs).
-    const overhead = markerPairMs(backend, repeats);
+    // What the markers add to an op's interval, subtracted from every op (see markerOverheadMs).
+    const overhead = markerOverheadMs(backend, repeats);
     const profiled: ProfiledOp[] = recorded.map((p, i) => {
       const values: Record<string, HostArray> = {};
       for (const [name, t] of Object.entries(p.snapshots)) values[name] = backend.download(t);
@@ -396,38 +397,55 @@ function profileReplayed(
       const ms = Math.max(0, median(samples[i]!) - overhead);
       return { op: p.op, name: describeCall(p.op, p.args), ms, gemm: isGemmOp(p.op), ...(cost ? { flops: cost.flops, bytes: cost.bytes } : {}) };
     });
-    return { ...summarize(backend, profiled, { ...measured, hostBoundOps: 0, warnings: [] }), markerPairMs: overhead };
+    return { ...summarize(backend, profiled, { ...measured, hostBoundOps: 0, warnings: [] }), markerOverheadMs: overhead };
   } finally {
     graph?.dispose();
     tap.releaseCaptured();
   }
 }
 
-/** Empty marker pairs in the calibration graph. */
-const MARKER_PAIRS = 64;
+/** Launches in each calibration graph. */
+const CALIBRATION_LAUNCHES = 64;
 
 /**
- * The interval between two marker nodes with nothing between them, in a replayed graph of
- * MARKER_PAIRS such pairs: median over the pairs and `repeats` replays. An op's interval in graph
- * mode is this much longer than the op's share of the unmarked step (the two nodes' own launch
- * latency), so it is subtracted from every op; the profile reports it as markerPairMs.
+ * What the markers add to an op's interval, measured on a tiny kernel (a 256-float fill) whose own
+ * duration cancels out: in graph A the fills run back to back, unmarked, as the step's ops do; in
+ * graph B each fill has a marker node before and after it. An op's share of the unmarked step is its
+ * duration plus the kernel-to-kernel launch latency of a graph (A's time per fill); its marked
+ * interval is its duration plus the latency of a marker → kernel and a kernel → marker edge (B's
+ * median interval). Their difference is subtracted from every op. (An empty marker pair alone
+ * undercounts it: with a kernel between them the two edges cost more than one marker → marker edge,
+ * which left decode steps of 100-150 short kernels 15-25% over their step.)
  */
-function markerPairMs(backend: Backend, repeats: number): number {
+function markerOverheadMs(backend: Backend, repeats: number): number {
+  const target = backend.empty([256], 'f32');
   const pairs: [TimeMarker, TimeMarker][] = [];
+  let plainStart: TimeMarker | undefined, plainEnd: TimeMarker | undefined;
   const graph = backend.captureGraph(() => {
-    for (let i = 0; i < MARKER_PAIRS; i++) pairs.push([backend.mark(), backend.mark()]);
+    plainStart = backend.mark();
+    for (let i = 0; i < CALIBRATION_LAUNCHES; i++) backend.fill(target, i);
+    plainEnd = backend.mark();
+    for (let i = 0; i < CALIBRATION_LAUNCHES; i++) {
+      const start = backend.mark();
+      backend.fill(target, i);
+      pairs.push([start, backend.mark()]);
+    }
   });
   try {
-    const intervals: number[] = [];
-    for (let r = 0; r < repeats; r++) {
+    const perLaunch: number[] = [], intervals: number[] = [];
+    for (let r = 0; r < Math.max(3, repeats); r++) {
       graph.replay();
       backend.synchronize();
+      perLaunch.push(plainEnd!.elapsedSince(plainStart!) / CALIBRATION_LAUNCHES);
       for (const [a, b] of pairs) intervals.push(b.elapsedSince(a));
     }
-    return median(intervals);
+    return Math.max(0, median(intervals) - median(perLaunch));
   } finally {
     graph.dispose();
+    plainStart?.dispose();
+    plainEnd?.dispose();
     for (const [a, b] of pairs) { a.dispose(); b.dispose(); }
+    backend.free(target);
   }
 }
 

@@ -17,7 +17,10 @@
 //           same running (m, l) per head.
 //   values  thread t = (key lane kl, column vector cv) with d/VEC column vectors per row: it walks keys
 //           kl, kl + KEY_LANES, ... of the tile, reads 16 bytes of each value row (a warp reads whole
-//           rows: coalesced) and accumulates GH × VEC outputs in registers.
+//           rows: coalesced) and accumulates GH × VEC outputs in registers. The rows' loads go out in
+//           batches of up to 8 before any is used (a lane's 8 rows in a dependent chain cost 8 memory
+//           latencies a tile, which made a 576-key decode step 15-17 µs); when a batch covers the lane's
+//           whole tile (d ≤ 64) they are issued before the scores, overlapping the softmax's barriers.
 //   end     the key lanes' partial sums are added through shared memory; without splits the block
 //           writes out = acc / l, with splits an unnormalised partial (acc, m, l) for the combine kernel
 //           (grid (Hq, B), a thread per output column), which weights split s by 2^(m_s − max m).
@@ -95,11 +98,14 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const name = kernelIdentifier(decodeAttentionKey(spec));
   const vecs = spec.headDim / spec.vec;
   const keyLanes = Math.max(1, Math.floor(DECODE_THREADS / vecs));
+  // Value rows a key lane reads per tile, and how many of them it loads before using any (see "values").
+  const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, 8);
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, GROUP: spec.group, GH: spec.headsPerBlock, HEAD_BLOCKS: spec.group / spec.headsPerBlock, VEC: spec.vec, VECS: vecs,
     THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
+    PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: perLane <= vBatch,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0),
   })}
 
@@ -146,11 +152,23 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     float s[GH];
     #pragma unroll
     for (int h = 0; h < GH; h++) s[h] = __int_as_float(0xff800000);
+    // EARLY_V (the lane's value rows of the tile fit one batch): their loads are issued now, so they are
+    // in flight during the scores and the softmax's barriers instead of after them.
+    [[maybe_unused]] Vec<T, VEC> v_early[EARLY_V ? V_BATCH : 1];
+    if constexpr (EARLY_V) {
+      if (key_lane < KEY_LANES) {
+        #pragma unroll
+        for (int i = 0; i < V_BATCH; i++) {
+          const int j = key_lane + i * KEY_LANES;
+          if (j < keys) v_early[i] = load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
+        }
+      }
+    }
     if (tid < keys) {
       #pragma unroll
       for (int h = 0; h < GH; h++) s[h] = 0.f;
       const T* kr = k_cache + key_row(t0 + tid);
-      #pragma unroll 4
+      #pragma unroll 16
       for (int c = 0; c < VECS; c++) {
         const Vec<T, VEC> kv = load_vec<T, VEC>(kr + c * VEC);
         #pragma unroll
@@ -197,15 +215,32 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       #pragma unroll
       for (int e = 0; e < VEC; e++) acc[h][e] *= alpha[h];
     }
-    // Probability-weighted value rows.
+    // Probability-weighted value rows: a lane's rows j = key_lane + i·KEY_LANES in batches of V_BATCH,
+    // every load of a batch issued before the first is used (one memory latency per batch, not per row).
     if (key_lane < KEY_LANES) {
-      for (int j = key_lane; j < keys; j += KEY_LANES) {
-        const Vec<T, VEC> vv = load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
-        #pragma unroll
-        for (int h = 0; h < GH; h++) {
-          const float p = ps[h][j];
+      for (int base = key_lane; base < keys; base += V_BATCH * KEY_LANES) {
+        Vec<T, VEC> vv[V_BATCH];
+        if constexpr (EARLY_V) {
           #pragma unroll
-          for (int e = 0; e < VEC; e++) acc[h][e] = fmaf(p, to_float(vv.v[e]), acc[h][e]);
+          for (int i = 0; i < V_BATCH; i++) vv[i] = v_early[i];
+        } else {
+          #pragma unroll
+          for (int i = 0; i < V_BATCH; i++) {
+            const int j = base + i * KEY_LANES;
+            if (j < keys) vv[i] = load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
+          }
+        }
+        #pragma unroll
+        for (int i = 0; i < V_BATCH; i++) {
+          const int j = base + i * KEY_LANES;
+          if (j < keys) {
+            #pragma unroll
+            for (int h = 0; h < GH; h++) {
+              const float p = ps[h][j];
+              #pragma unroll
+              for (int e = 0; e < VEC; e++) acc[h][e] = fmaf(p, to_float(vv[i].v[e]), acc[h][e]);
+            }
+          }
         }
       }
     }
