@@ -12,6 +12,10 @@ not needed) and a generation_config.json, and for each model and dtype (fp32, bf
 And BERT encoders (BertModel with its pooler; BertForMaskedLM with its tied MLM head), each run on one
 right-padded batch of several lengths with token types, in fp32 and bf16: last_hidden_state,
 pooler_output (BertModel), MLM logits (BertForMaskedLM) and L2-normalised mean-pooled embeddings.
+And an "exact" reference for the bf16 runs: the bf16-rounded weights computed in fp32
+(reference-exact.safetensors: prompt logits, and the continuation logits over the bf16 greedy tokens; the
+same encoder outputs for BERT). A bf16 run can be no closer to the truth than that; HF's fp32 outputs also
+carry the weights' rounding, which neither bf16 implementation can avoid.
 Writes <workdir>/<case>/ (the model folder) and <workdir>/<case>/reference-<dtype>.safetensors +
 reference-<dtype>.json, and <workdir>/cases.json listing the cases (with their family).
 """
@@ -134,7 +138,8 @@ def run_bert_cases(workdir, first_index):
             mask[row, :n] = 1
             types[row, :n] = torch.randint(0, config.type_vocab_size, (n,), generator=generator)
         meta = {"input_ids": ids.tolist(), "attention_mask": mask.tolist(), "token_type_ids": types.tolist()}
-        for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+        # "exact": after the bf16 pass the model holds bf16-rounded weights; back in fp32 it computes them exactly.
+        for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16), ("exact", torch.float32)):
             m = model.to(device="cuda", dtype=dtype).eval()
             with torch.no_grad():
                 out = m(input_ids=ids.cuda(), attention_mask=mask.cuda(), token_type_ids=types.cuda(), output_hidden_states=True)
@@ -199,6 +204,15 @@ def main(workdir):
             save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
             with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
                 json.dump(meta, f)
+        # The bf16-rounded weights in fp32: prompt logits, and continuation logits over the bf16 greedy tokens.
+        m = model.to(device="cuda", dtype=torch.float32).eval()
+        exact = {}
+        with torch.no_grad():
+            for i, prompt in enumerate(prompts):
+                exact[f"logits.{i}"] = m(input_ids=torch.tensor([prompt], device="cuda")).logits[0].float().contiguous().cpu()
+                full = torch.tensor([prompt + meta["greedy"][i][:-1]], device="cuda")
+                exact[f"continuation.{i}"] = m(input_ids=full).logits[0, len(prompt) - 1:].float().contiguous().cpu()
+        save_file(exact, os.path.join(directory, "reference-exact.safetensors"))
         listed.append({"name": name, "dir": directory, "family": "gpt2" if cls is GPT2LMHeadModel else "llama"})
         del model
         torch.cuda.empty_cache()

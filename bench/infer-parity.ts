@@ -8,13 +8,19 @@
 //   2. KV-cached decode logits with HF's greedy tokens forced (teacher forcing), against HF's logits of the
 //      whole sequence: the same tolerances;
 //   3. greedy generation of 128 tokens from each prompt: the same tokens as HF's generate(); where the two
-//      part, HF's top-1 − top-2 gap at that step must be a near tie (≤ 1e-3 (fp32) or 5e-2 (bf16) × the
-//      row's logit RMS), and in teacher forcing every step's argmax must be HF's token or such a near tie.
+//      part, the step must be a near tie (see below), and in teacher forcing every step's argmax must be
+//      HF's token or such a near tie.
+// bf16 is judged against the exact computation of the same model: its bf16-rounded weights in fp32
+// (hf_infer.py's "exact" reference). HF's own bf16 logits are 0.9–3.8e-2 from it on these models, so
+// ‖ours − HF bf16‖ measures two roundings, mostly HF's; the check is ‖ours − exact‖ ≤ the tolerance, or
+// ≤ 1.1 × ‖HF bf16 − exact‖ where HF itself is farther (both reported, with ‖ours − HF bf16‖). A near tie:
+// the exact logits of HF's token and ours differ by ≤ 1e-3 (fp32) or 5e-2 (bf16) × the row's logit RMS, or
+// the exact logits prefer our token.
 // For BertModel (pooler) and BertForMaskedLM (tied MLM head), one right-padded batch of 1, 7, 32, 100 and 64
 // tokens with token types, in fp32 and bf16, both attention paths (fused flash, materialised scores):
 //   4. last_hidden_state and MLM logits at the real positions, pooler_output, and L2-normalised mean-pooled
-//      embeddings: ‖ours − HF‖ / ‖HF‖ ≤ 1e-4 (fp32), 1e-2 (bf16; 2e-2 materialised); in bf16 both sides are
-//      also measured against HF's fp32 outputs (reported).
+//      embeddings: ‖ours − HF‖ / ‖HF‖ ≤ 1e-4 (fp32); bf16 against the exact reference as above (1e-2,
+//      2e-2 materialised).
 // Writes a JSON report (--json) and prints a table.
 //
 // Usage: node dist/bench/infer-parity.js [--json bench/results/infer-parity.json] [--keep DIR [--reuse]] [--backend cuda]
@@ -52,6 +58,8 @@ const listing = JSON.parse(readFileSync(join(workdir, 'cases.json'), 'utf8')) as
 const { backend } = await selectBackend(cli.backend as 'cuda' | 'cpu');
 const TOLERANCE: Record<string, number> = { f32: 1e-4, bf16: 1e-2 };
 const TIE: Record<string, number> = { f32: 1e-3, bf16: 5e-2 };
+/** How much farther from the exact logits than HF's own bf16 ours may be, where HF is past the tolerance. */
+const HF_SLACK = 1.1;
 
 function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let diff = 0, norm = 0;
@@ -71,48 +79,61 @@ for (const c of listing.cases) {
     const refs = SafetensorsReader.open(join(c.dir, `reference-${dtype}.safetensors`));
     const meta = JSON.parse(readFileSync(join(c.dir, `reference-${dtype}.json`), 'utf8')) as { prompts: number[][]; greedy: number[][]; gaps: number[][] };
     const tensor = (name: string) => new Float32Array(refs.read(name).bytes.slice().buffer);
+    // The exact logits of this run's model (fp32: HF's own; bf16: the rounded weights in fp32).
+    const exactRefs = dtype === 'f32' ? refs : SafetensorsReader.open(join(c.dir, 'reference-exact.safetensors'));
+    const exact = (name: string) => new Float32Array(exactRefs.read(name).bytes.slice().buffer);
+    /** A divergence from HF's token at a row is fine when the exact logits call it a near tie or prefer ours. */
+    const nearTie = (exactRow: Float32Array, hfToken: number, ours: number) =>
+      exactRow[ours]! >= exactRow[hfToken]! || exactRow[hfToken]! - exactRow[ours]! <= TIE[dtype]! * rms(exactRow);
+    /** Report text and verdict of a relative error against HF, judged against the exact reference in bf16. */
+    const judge = (vsHf: number, oursVsExact: number, hfVsExact: number, tolerance: number) => {
+      if (dtype === 'f32') return { text: `rel err ≤ ${vsHf.toExponential(2)} (tolerance ${tolerance})`, ok: vsHf <= tolerance };
+      const limit = Math.max(tolerance, HF_SLACK * hfVsExact);
+      return {
+        text: `vs exact ${oursVsExact.toExponential(2)} (HF bf16 ${hfVsExact.toExponential(2)}; limit ${limit.toExponential(2)}); vs HF bf16 ${vsHf.toExponential(2)}`,
+        ok: oursVsExact <= limit,
+      };
+    };
     const { model, unused } = loadDecoderModel(c.dir, backend, { dtype });
     const V = model.vocabSize, newTokens = listing.new_tokens;
     const maxLen = Math.max(...meta.prompts.map((p) => p.length)) + newTokens;
     const entry: Record<string, unknown> = { unused };
     const add = (check: string, value: string, ok: boolean) => rows.push({ model: c.name, dtype, check, value, ok });
 
-    // 1. Prompt logits, both prefill paths. In bf16 both sides are also compared with HF's fp32 logits, to
-    //    tell our rounding from HF's when the bf16 check is close.
-    const f32Refs = dtype === 'f32' ? undefined : SafetensorsReader.open(join(c.dir, 'reference-f32.safetensors'));
+    // 1. Prompt logits, both prefill paths.
     for (const prefill of ['flash', 'materialized'] as const) {
       const engine = new DecodeEngine(model, { maxBatch: 1, maxLen, prefillAttention: prefill });
       const logits = meta.prompts.map((p) => engine.promptLogits(p));
       engine.dispose();
       const errors = logits.map((l, i) => relError(l, tensor(`logits.${i}`)));
-      const worst = Math.max(...errors);
+      const oursVsExact = logits.map((l, i) => relError(l, exact(`logits.${i}`)));
+      const hfVsExact = logits.map((_, i) => relError(tensor(`logits.${i}`), exact(`logits.${i}`)));
       entry[`promptLogits.${prefill}`] = errors;
-      if (f32Refs) {
-        const exact = (i: number) => new Float32Array(f32Refs.read(`logits.${i}`).bytes.slice().buffer);
-        entry[`promptLogits.${prefill}.oursVsHfF32`] = logits.map((l, i) => relError(l, exact(i)));
-        entry[`promptLogits.${prefill}.hfVsHfF32`] = logits.map((_, i) => relError(tensor(`logits.${i}`), exact(i)));
-      }
+      if (dtype !== 'f32') Object.assign(entry, { [`promptLogits.${prefill}.oursVsExact`]: oursVsExact, [`promptLogits.${prefill}.hfVsExact`]: hfVsExact });
       // The materialised path stores scores and probabilities in the model's dtype (as LightSeq's training
       // path does), one more bf16 rounding than the fused op: it gets twice the bf16 tolerance.
       const tolerance = TOLERANCE[dtype]! * (prefill === 'materialized' && dtype !== 'f32' ? 2 : 1);
-      add(`prompt logits (${prefill})`, `rel err ≤ ${worst.toExponential(2)} (tolerance ${tolerance})`, worst <= tolerance);
+      // The prompt judged worst (by its margin to its limit) stands for the check.
+      const verdicts = errors.map((e, i) => judge(e, oursVsExact[i]!, hfVsExact[i]!, tolerance));
+      const failing = verdicts.find((v) => !v.ok);
+      const worst = errors.indexOf(Math.max(...errors));
+      add(`prompt logits (${prefill})`, (failing ?? verdicts[worst]!).text, !failing);
     }
-    f32Refs?.close();
 
     // 2. KV-cached logits and argmax under teacher forcing with HF's tokens.
     const engine = new DecodeEngine(model, { maxBatch: 1, maxLen });
-    let worstCached = 0, forcedMismatches = 0, forcedNonTies = 0;
+    let worstCached = 0, worstCachedExact = 0, worstHfExact = 0, forcedMismatches = 0, forcedNonTies = 0;
     meta.prompts.forEach((prompt, i) => {
-      const hf = meta.greedy[i]!, reference = tensor(`continuation.${i}`);
+      const hf = meta.greedy[i]!, reference = tensor(`continuation.${i}`), exactRows = exact(`continuation.${i}`);
       engine.start([{ prompt, maxNewTokens: newTokens, sampling: resolveSampling({ temperature: 0 }) }], []);
       const ours = new Float32Array(newTokens * V);
       for (let k = 0; k < newTokens; k++) {
         const row = engine.logits()[0]!;
         ours.set(row, k * V);
-        const ref = reference.subarray(k * V, (k + 1) * V);
-        if (argmax(row) !== hf[k]) {
+        const mine = argmax(row);
+        if (mine !== hf[k]) {
           forcedMismatches++;
-          if (meta.gaps[i]![k]! > TIE[dtype]! * rms(ref)) forcedNonTies++;
+          if (!nearTie(exactRows.subarray(k * V, (k + 1) * V), hf[k]!, mine)) forcedNonTies++;
         }
         if (k + 1 === newTokens) break;
         engine.collect();
@@ -120,10 +141,14 @@ for (const c of listing.cases) {
         engine.decode(1);
       }
       worstCached = Math.max(worstCached, relError(ours, reference));
+      worstCachedExact = Math.max(worstCachedExact, relError(ours, exactRows));
+      worstHfExact = Math.max(worstHfExact, relError(reference, exactRows));
     });
     engine.dispose();
     entry.cachedLogitsRelError = worstCached;
-    add('KV-cached logits (HF tokens forced)', `rel err ≤ ${worstCached.toExponential(2)}`, worstCached <= TOLERANCE[dtype]!);
+    if (dtype !== 'f32') Object.assign(entry, { cachedLogitsVsExact: worstCachedExact, hfCachedLogitsVsExact: worstHfExact });
+    const cached = judge(worstCached, worstCachedExact, worstHfExact, TOLERANCE[dtype]!);
+    add('KV-cached logits (HF tokens forced)', cached.text, cached.ok);
     add('teacher-forced argmax = HF token', `${forcedMismatches} differ, ${forcedNonTies} not near ties`, forcedNonTies === 0);
 
     // 3. Free-running greedy generation (graphs, the default sync schedule), all prompts as one batch.
@@ -131,8 +156,8 @@ for (const c of listing.cases) {
     const divergences = ours.map((tokens, i) => {
       const at = tokens.findIndex((t, k) => t !== meta.greedy[i]![k]);
       if (at < 0) return { at: -1, nearTie: true };
-      const ref = tensor(`continuation.${i}`).subarray(at * V, (at + 1) * V);
-      return { at, nearTie: meta.gaps[i]![at]! <= TIE[dtype]! * rms(ref) };
+      // Up to `at` both followed HF's tokens, so the exact continuation row is the one both saw.
+      return { at, nearTie: nearTie(exact(`continuation.${i}`).subarray(at * V, (at + 1) * V), meta.greedy[i]![at]!, tokens[at]!) };
     });
     entry.greedyDivergence = divergences;
     const identical = divergences.filter((d) => d.at < 0).length;
@@ -140,6 +165,7 @@ for (const c of listing.cases) {
       divergences.every((d) => d.at < 0 || d.nearTie));
     (report.cases as Record<string, unknown>)[`${c.name} ${dtype}`] = entry;
     refs.close();
+    if (exactRefs !== refs) exactRefs.close();
     model.free();
   }
 }
@@ -162,7 +188,7 @@ for (const c of listing.cases.filter((x) => x.family === 'bert')) {
     reader.close();
     return hfOut;
   };
-  const hfF32 = readRefs('f32');
+  const hfF32 = readRefs('f32'), hfExact = existsSync(join(c.dir, 'reference-exact.safetensors')) ? readRefs('exact') : undefined;
   for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
     const hf = dtype === 'f32' ? hfF32 : readRefs(dtype);
     for (const attention of ['flash', 'materialized'] as const) {
@@ -179,8 +205,10 @@ for (const c of listing.cases.filter((x) => x.family === 'bert')) {
       const reference: Record<string, Float32Array | undefined> = {
         hidden: realRows(hf.hidden, H), mean: hf.mean, pooler: hf.pooler, logits: hf.logits ? realRows(hf.logits, V) : undefined,
       };
+      // bf16 is judged against the bf16-rounded weights computed in fp32 (as the decoders are, above).
+      const truth = dtype === 'f32' ? hfF32 : (hfExact ?? hfF32);
       const exact: Record<string, Float32Array | undefined> = {
-        hidden: realRows(hfF32.hidden, H), mean: hfF32.mean, pooler: hfF32.pooler, logits: hfF32.logits ? realRows(hfF32.logits, V) : undefined,
+        hidden: realRows(truth.hidden, H), mean: truth.mean, pooler: truth.pooler, logits: truth.logits ? realRows(truth.logits, V) : undefined,
       };
       const tolerance = TOLERANCE[dtype]! * (attention === 'materialized' && dtype !== 'f32' ? 2 : 1);
       const entry: Record<string, unknown> = { unused, attention };
@@ -190,14 +218,16 @@ for (const c of listing.cases.filter((x) => x.family === 'bert')) {
         if (!mine) { rows.push({ model: c.name, dtype, check: `${label} (${attention})`, value: 'missing from our outputs', ok: false }); continue; }
         const error = relError(mine, theirs);
         entry[output] = error;
-        let value = `rel err ${error.toExponential(2)} (tolerance ${tolerance})`;
+        let value = `rel err ${error.toExponential(2)} (tolerance ${tolerance})`, ok = error <= tolerance;
         if (dtype !== 'f32') {
-          const oursVsF32 = relError(mine, exact[output]!), hfVsF32 = relError(theirs, exact[output]!);
-          entry[`${output}.oursVsHfF32`] = oursVsF32;
-          entry[`${output}.hfVsHfF32`] = hfVsF32;
-          value += `; vs HF fp32: ours ${oursVsF32.toExponential(2)}, HF bf16 ${hfVsF32.toExponential(2)}`;
+          const oursVsExact = relError(mine, exact[output]!), hfVsExact = relError(theirs, exact[output]!);
+          const limit = Math.max(tolerance, HF_SLACK * hfVsExact);
+          entry[`${output}.oursVsExact`] = oursVsExact;
+          entry[`${output}.hfVsExact`] = hfVsExact;
+          value = `vs ${hfExact ? 'exact' : 'HF fp32'} ${oursVsExact.toExponential(2)} (HF bf16 ${hfVsExact.toExponential(2)}; limit ${limit.toExponential(2)}); vs HF bf16 ${error.toExponential(2)}`;
+          ok = oursVsExact <= limit;
         }
-        rows.push({ model: c.name, dtype, check: `${label} (${attention})`, value, ok: error <= tolerance });
+        rows.push({ model: c.name, dtype, check: `${label} (${attention})`, value, ok });
       }
       (report.cases as Record<string, unknown>)[`${c.name} ${dtype} ${attention}`] = entry;
     }
