@@ -19,7 +19,7 @@
 // --dry-run: the same steps at toy sizes on the CPU backend, checking only the FLOP and byte counts
 // (no timing checks; nominal roofs), so the formulas here and the cost model can be compared anywhere.
 //
-// Usage: node dist/bench/profile-check.js [--out DIR] [--dry-run]
+// Usage: node dist/bench/profile-check.js [--out DIR] [--dry-run] [--only train|decode]
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -43,7 +43,10 @@ import type { Roofs } from '../src/profile/roofs.js';
 import { measureRoofs } from '../src/profile/roofs.js';
 import { StepRunner } from '../src/train/step-runner.js';
 
-const { values: cli } = parseArgs({ options: { out: { type: 'string' }, 'dry-run': { type: 'boolean', default: false } } });
+const { values: cli } = parseArgs({ options: { out: { type: 'string' }, 'dry-run': { type: 'boolean', default: false }, only: { type: 'string' } } });
+// --only train|decode: just the training steps (1, 2) or just the decode steps (3).
+if (cli.only !== undefined && !['train', 'decode'].includes(cli.only)) throw new Error(`--only must be train or decode, got '${cli.only}'`);
+const runTrain = cli.only !== 'decode', runDecode = cli.only !== 'train';
 const outDir = resolve(cli.out ?? process.env.OUT ?? 'profile-check-out');
 const dryRun = cli['dry-run']!;
 /** Dry runs on the CPU place kernels against these (an H200's order of magnitude); nothing is timed against them. */
@@ -143,6 +146,7 @@ async function main(): Promise<number> {
   const gpt2: Gpt2Config = { ...GPT2_PRESETS['gpt2-124M']!, residualDropout: 0, embeddingDropout: 0, attentionDropout: 0, ...(dryRun ? { ...toy, vocabSize: 517 } : {}) };
   const B = dryRun ? 2 : 16, L = dryRun ? 32 : 1024, C = gpt2.hidden, heads = gpt2.heads, d = C / heads, M = B * L;
   const dtype = dryRun ? 'f32' : 'bf16', s = dryRun ? 4 : 2;
+  if (runTrain) {
   const p = profileModel(backend, roofs, 'gpt2-124M-lightseq-attention', new Gpt2Model(backend, gpt2, dtype, { fusedAttention: false }), B, L, false);
   sumCheck('GPT-2 124M (LightSeq attention)', p);
   // The QKV projection: [M, C]·[C, 3C] (+ its bias when the GEMM's epilogue adds it). s = bytes per element.
@@ -183,7 +187,9 @@ async function main(): Promise<number> {
   } catch (error) {
     check('GPT-2 124M with the fused attention op runs', false, (error as Error).message);
   }
+  }
 
+  if (runDecode) {
   // A decode step of the inference engine (GPT-2 124M, 8 sequences × 512 cached tokens): it runs, the
   // GPU never waited for the host, and decode attention reads each sequence's keys at their real count.
   try {
@@ -220,6 +226,7 @@ async function main(): Promise<number> {
     });
   } catch (error) {
     check('Llama 1.2B decode step profiles', false, (error as Error).message);
+  }
   }
 
   const failed = checks.filter((c) => !c.pass);

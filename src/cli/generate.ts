@@ -1,22 +1,21 @@
 // `fuseformer generate`: continue a prompt with a Hugging Face GPT-2 or Llama model directory, streaming
 // the text as it is generated (stdout) and a one-line summary at the end (stderr).
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Backend } from '../backend/backend.js';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
-import type { Communicator } from '../dist/communicator.js';
-import { initNcclProcessGroup, processGroupEnv } from '../dist/process-group.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
 import { loadDecoderModel } from '../infer/model.js';
 import type { DecoderModel } from '../infer/model.js';
-import { isQuantizedDirectory, loadQuantizedDecoderModel, quantizeDecoderModel } from '../infer/quantized.js';
+import { loadQuantizedDecoderModel, quantizeDecoderModel } from '../infer/quantized.js';
 import { loadSeq2Seq, translateText } from '../infer/seq2seq.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
+import { isEncoderDecoder, readsAsQuantized } from './model-directory.js';
+import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
 
@@ -100,7 +99,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
     if (isEncoderDecoder(dir)) throw new ArgumentError(`--tp ${tp}: tensor parallel generation runs decoder-only (GPT-2, Llama) models; '${dir}' is an encoder-decoder`);
     if (draftDir !== undefined) throw new ArgumentError(`--tp ${tp} with --draft: speculative decoding runs on one GPU; drop one of them`);
   }
-  const group = tp > 1 ? await tensorParallelGroup(tp, values.backend as BackendChoice | undefined) : undefined;
+  const group = tp > 1 ? await tensorParallelGroup('generate', tp, values.backend as BackendChoice | undefined) : undefined;
   const { backend } = group ?? await selectBackend(values.backend as BackendChoice | undefined);
   // Every rank must sample with the same seed (the same draws keep the ranks' sequences, and collectives, in step): rank 0's.
   if (group) seed = broadcastSeed(group.comm, seed);
@@ -164,29 +163,6 @@ export async function runGenerate(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** This rank's GPU and NCCL communicator for `--tp N` under `fuseformer launch --gpus N` (WORLD_SIZE must be N). */
-async function tensorParallelGroup(tp: number, choice: BackendChoice | undefined): Promise<{ backend: Backend; comm: Communicator }> {
-  const env = processGroupEnv();
-  if (env.worldSize !== tp) throw new ArgumentError(`--tp ${tp} needs ${tp} processes, but WORLD_SIZE is ${env.worldSize}: run it as \`fuseformer launch --gpus ${tp} -- fuseformer generate --tp ${tp} ...\``);
-  if (choice === 'cpu') throw new ArgumentError('--tp runs one process per GPU over NCCL: it needs the CUDA backend, not --backend cpu');
-  const { probeCuda } = await import('../cuda/probe.js');
-  const probe = probeCuda();
-  if (!probe.available) throw new ArgumentError(`--tp needs CUDA GPUs: ${probe.reason}`);
-  const { CudaBackend } = await import('../backend/cuda/index.js');
-  const backend = CudaBackend.create(env.localRank);
-  return { backend, comm: await initNcclProcessGroup(backend, env) };
-}
-
-/** Rank 0's seed (a u64 below 2⁶⁴) on every rank. */
-export function broadcastSeed(comm: Communicator, seed: bigint): bigint {
-  const b = comm.backend;
-  const words = b.fromArray(Int32Array.of(Number(seed & 0xffffffffn) | 0, Number(seed >> 32n) | 0), [2], 'i32');
-  comm.broadcast(words, 0);
-  const [low, high] = b.download(words) as Int32Array;
-  b.free(words);
-  return BigInt(low! >>> 0) + (BigInt(high! >>> 0) << 32n);
-}
-
 /** `--quantize rtn4|rtn8` on a loaded 16-bit model; the model is freed if its shapes do not allow it. */
 function quantizeOnLoad(model: DecoderModel, quantize: 'rtn4' | 'rtn8'): void {
   try {
@@ -194,25 +170,5 @@ function quantizeOnLoad(model: DecoderModel, quantize: 'rtn4' | 'rtn8'): void {
   } catch (error) {
     model.free();
     throw error;
-  }
-}
-
-/** A directory whose config.json has a quantization_config (`fuseformer quantize`, GPTQ, AWQ). */
-function readsAsQuantized(dir: string): boolean {
-  try {
-    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
-    return typeof config === 'object' && config !== null && isQuantizedDirectory(config);
-  } catch {
-    return false; // the loaders report a malformed config.json with their own message
-  }
-}
-
-/** A Marian-style encoder-decoder checkpoint (config.json's model_type or architectures). */
-function isEncoderDecoder(dir: string): boolean {
-  try {
-    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown; architectures?: unknown };
-    return config.model_type === 'marian' || (Array.isArray(config.architectures) && config.architectures.includes('MarianMTModel'));
-  } catch {
-    return false; // loadDecoderModel reports a malformed config.json with its own message
   }
 }

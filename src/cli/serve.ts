@@ -1,17 +1,28 @@
 // `fuseformer serve`: an OpenAI-compatible HTTP server (src/serve/) for a Hugging Face GPT-2 or Llama
 // model directory, with continuous batching, a paged KV cache and prefix caching. Ctrl-C (SIGINT) or
 // SIGTERM shuts it down gracefully.
+//
+// `--tp N` under `fuseformer launch --gpus N`: every rank loads its shards and builds an engine on them;
+// rank 0 serves HTTP through a ReplicatedLeader, the other ranks replay its steps (ReplicatedFollower,
+// serve/replicated-engine.ts). Rank 0 alone reacts to SIGINT/SIGTERM: it shuts the server down, then its
+// stop message ends the followers, which ignore the signals the launcher forwards to them.
 
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
+import type { Communicator } from '../dist/communicator.js';
 import { ArgumentError } from '../errors.js';
 import { loadDecoderModel } from '../infer/model.js';
+import type { DecoderModel } from '../infer/model.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { ServingEngine } from '../serve/engine.js';
+import type { ServingEngineOptions } from '../serve/engine.js';
+import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
 import { InferenceServer } from '../serve/server.js';
+import { readsAsQuantized } from './model-directory.js';
+import { tensorParallelGroup } from './tensor-parallel-group.js';
 
 export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
 
@@ -30,6 +41,9 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --max-body-bytes N       request body limit (default 1048576)
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
+  --tp N                   tensor parallel over N GPUs (GPT-2, Llama: heads, MLP and KV cache split, Megatron); run
+                           as \`fuseformer launch --gpus N --grace-ms 35000 -- fuseformer serve --tp N ...\`; rank 0
+                           serves HTTP, the other ranks follow its engine steps
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -52,7 +66,7 @@ export async function runServe(argv: string[]): Promise<number> {
       model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
       'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
-      dtype: { type: 'string' }, backend: { type: 'string' },
+      dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
     },
   });
   const dir = values.model;
@@ -71,24 +85,59 @@ export async function runServe(argv: string[]): Promise<number> {
     ...(values['kv-memory-fraction'] !== undefined ? { kvMemoryFraction: fraction('kv-memory-fraction', values['kv-memory-fraction']) } : {}),
   };
 
-  const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
-  const { model } = loadDecoderModel(dir, backend, dtype ? { dtype } : {});
+  const tp = integer('tp', values.tp, 1) ?? 1;
+  if (tp > 1 && readsAsQuantized(dir)) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp`);
+
+  // Before any collective, on every rank: a bad tokenizer.json then fails every rank alike.
   const tokenizer = loadTokenizer(dir);
-  const engine = new ServingEngine(model, engineOptions);
-  const server = new InferenceServer(engine, tokenizer, {
-    modelName: values['served-name'] ?? basename(resolve(dir)),
-    ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
-  });
-  const address = await server.listen(port, values.host ?? '127.0.0.1');
-  process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${backend.description}; `
-    + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}; listening on http://${address.address}:${address.port}\n`);
-  await new Promise<void>((resolveSignal) => {
-    const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing running requests)\n'); resolveSignal(); };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
-  await server.close();
-  engine.dispose();
-  model.free();
+  const group = tp > 1 ? await tensorParallelGroup('serve', tp, values.backend as BackendChoice | undefined) : undefined;
+  const { backend } = group ?? await selectBackend(values.backend as BackendChoice | undefined);
+  const { model } = loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
+  if (group && group.comm.rank !== 0) return follow(model, group.comm, engineOptions);
+  const engine = group ? replicatedServingEngine(model, group.comm, engineOptions) : new ServingEngine(model, engineOptions);
+  const served = group ? new ReplicatedLeader(engine, group.comm) : engine;
+  try {
+    const server = new InferenceServer(served, tokenizer, {
+      modelName: values['served-name'] ?? basename(resolve(dir)),
+      ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
+    });
+    const address = await server.listen(port, values.host ?? '127.0.0.1');
+    const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
+    process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${where}; `
+      + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}${group ? ' per GPU' : ''}; listening on http://${address.address}:${address.port}\n`);
+    await new Promise<void>((resolveSignal) => {
+      const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing running requests)\n'); resolveSignal(); };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    await server.close();
+  } finally {
+    served.dispose(); // under --tp: the stop message that ends the followers
+    model.free();
+    group?.comm.destroy();
+  }
+  return 0;
+}
+
+/** A rank other than 0 under --tp: replays rank 0's engine steps until its stop message. */
+function follow(model: DecoderModel, comm: Communicator, engineOptions: ServingEngineOptions): number {
+  // The launcher forwards SIGINT/SIGTERM to every rank; rank 0 finishes the running requests and then stops
+  // the followers, which must keep stepping with it until then.
+  const ignore = () => {};
+  process.on('SIGINT', ignore);
+  process.on('SIGTERM', ignore);
+  try {
+    const follower = new ReplicatedFollower(replicatedServingEngine(model, comm, engineOptions), comm);
+    try {
+      follower.follow();
+    } finally {
+      follower.dispose();
+    }
+  } finally {
+    model.free();
+    comm.destroy();
+    process.off('SIGINT', ignore);
+    process.off('SIGTERM', ignore);
+  }
   return 0;
 }

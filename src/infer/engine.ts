@@ -19,6 +19,7 @@
 // Rows of a bucket beyond the batch are dummies marked finished: they compute (their cache slots are
 // unused) and never advance.
 
+import { decodeAttentionSplits } from './attention-splits.js';
 import type { Backend, Graph } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
@@ -59,11 +60,6 @@ export interface SequenceUpdate {
 
 /** Stop ids the sampler compares against (the tensor's slots; −1 marks an unused one). */
 export const MAX_STOP_IDS = 16;
-/** Blocks decode attention aims for when it splits the cache (two waves on a 132-SM GPU). */
-const TARGET_ATTENTION_BLOCKS = 264;
-/** Keys a split should hold at least, so short contexts are not split (the combine costs a launch). */
-const MIN_KEYS_PER_SPLIT = 256;
-
 interface HostRow { length: number; limit: number; finished: boolean }
 
 interface StateViews {
@@ -152,9 +148,7 @@ export class DecodeEngine {
   /** Decode attention's cache splits for a bucket of n sequences. */
   splits(n: number): number {
     if (this.splitsOption !== undefined) return this.splitsOption;
-    const byLength = Math.floor(this.maxLen / MIN_KEYS_PER_SPLIT);
-    const byOccupancy = Math.ceil(TARGET_ATTENTION_BLOCKS / (this.model.arch.kvHeads * n));
-    return Math.max(1, Math.min(byLength, byOccupancy));
+    return decodeAttentionSplits(this.maxLen, this.model.arch.kvHeads, n);
   }
 
   /**

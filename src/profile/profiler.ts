@@ -407,9 +407,12 @@ function profileReplayed(
 /** Launches in each calibration graph. */
 const CALIBRATION_LAUNCHES = 64;
 
+/** Elements of the calibration fill: a grid over the whole GPU (~128 blocks), launched as the ops are. */
+const CALIBRATION_ELEMENTS = 1 << 17;
+
 /**
- * What the markers add to an op's interval, measured on a tiny kernel (a 256-float fill) whose own
- * duration cancels out: in graph A the fills run back to back, unmarked, as the step's ops do; in
+ * What the markers add to an op's interval, measured on a short kernel (a 512 KiB fill, a full wave of
+ * blocks like the ops it stands for; a one-block kernel launches faster) whose own duration cancels out: in graph A the fills run back to back, unmarked, as the step's ops do; in
  * graph B each fill has a marker node before and after it. An op's share of the unmarked step is its
  * duration plus the kernel-to-kernel launch latency of a graph (A's time per fill); its marked
  * interval is its duration plus the latency of a marker → kernel and a kernel → marker edge (B's
@@ -418,7 +421,7 @@ const CALIBRATION_LAUNCHES = 64;
  * which left decode steps of 100-150 short kernels 15-25% over their step.)
  */
 function markerOverheadMs(backend: Backend, repeats: number): number {
-  const target = backend.empty([256], 'f32');
+  const target = backend.empty([CALIBRATION_ELEMENTS], 'f32');
   const pairs: [TimeMarker, TimeMarker][] = [];
   let plainStart: TimeMarker | undefined, plainEnd: TimeMarker | undefined;
   const graph = backend.captureGraph(() => {

@@ -35,6 +35,7 @@ import { freemem } from 'node:os';
 import type { Backend } from '../backend/backend.js';
 import { byteSize } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
+import { decodeAttentionSplits } from '../infer/attention-splits.js';
 import { DecoderForward } from '../infer/forward.js';
 import type { DecoderModel } from '../infer/model.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
@@ -42,7 +43,9 @@ import { samplingParamsRow, seedWords } from '../infer/sampling.js';
 import type { Tensor } from '../tensor.js';
 import { BlockPool } from './block-pool.js';
 import { Scheduler } from './scheduler.js';
-import type { ScheduledItem, SchedRequest } from './scheduler.js';
+import type { Batching, ScheduledItem, SchedRequest } from './scheduler.js';
+
+export type { Batching } from './scheduler.js';
 
 export interface ServingEngineOptions {
   /** Positions per request, prompt included (default and maximum: the model's). */
@@ -62,6 +65,12 @@ export interface ServingEngineOptions {
   readonly kvMemoryFraction?: number;
   /** Share full blocks between requests with a common prefix (default true). */
   readonly prefixCaching?: boolean;
+  /**
+   * 'continuous' (default): a waiting request is admitted as soon as there is room. 'static': requests are
+   * admitted in waves of up to maxRunning, the next wave only once the whole previous one has finished
+   * (scheduler.ts; a baseline for benchmarks: same kernels, same steps).
+   */
+  readonly batching?: Batching;
 }
 
 export type FinishReason = 'stop' | 'length' | 'cancelled';
@@ -183,7 +192,7 @@ export class ServingEngine {
       throw e;
     }
     this.pool = new BlockPool(numBlocks, this.blockSize);
-    this.scheduler = new Scheduler(this.pool, { maxBatchTokens: this.maxBatchTokens, maxRunning: this.maxRunning, prefixCaching: options.prefixCaching ?? true });
+    this.scheduler = new Scheduler(this.pool, { maxBatchTokens: this.maxBatchTokens, maxRunning: this.maxRunning, prefixCaching: options.prefixCaching ?? true, batching: options.batching ?? 'continuous' });
     this.freeSlots = Array.from({ length: this.maxRunning }, (_, i) => i);
     this.kvPool = b.empty([arch.layers, 2, numBlocks, Hkv, this.blockSize, d], model.dtype);
     // Zero, so that nothing in the pool is ever NaN (the ops only read positions a request has written).
@@ -319,8 +328,7 @@ export class ServingEngine {
    * to fill the GPU (264 = two waves on 132 SMs) when n·Hkv alone would not, but at least 256 keys a split.
    */
   private decodeSplits(n: number): number {
-    const byLength = Math.floor(this.maxLen / 256), byOccupancy = Math.ceil(264 / (this.model.arch.kvHeads * n));
-    return Math.max(1, Math.min(byLength, byOccupancy));
+    return decodeAttentionSplits(this.maxLen, this.model.arch.kvHeads, n);
   }
 
   /** Sends the entries of a request's block table that differ from what its device row holds. */

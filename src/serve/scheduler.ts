@@ -14,6 +14,13 @@
 //      cache (never the last prompt token: the step must compute it to get logits), then a chunk.
 // After the step ran, complete() advances numComputed and registers the hashes of blocks that became
 // full, so later requests can share them.
+//
+// batching: 'static' turns step 2 into classic static batching, as a baseline for the same engine (same
+// kernels, same step): when nothing is running, the first min(maxRunning, waiting) requests in the queue
+// become a wave; only wave members are admitted (over as many steps as the budget needs), and the next
+// wave forms only once every member has finished, so a finished request's slot stays idle until then. A
+// preempted member stays in the wave (it goes back to the queue ahead of every later arrival, so the
+// wave's members not yet admitted are always the queue's first `waveLeft` entries).
 
 import { ArgumentError } from '../errors.js';
 import { BlockPool, blockHashes } from './block-pool.js';
@@ -25,7 +32,11 @@ export interface SchedulerOptions {
   readonly maxRunning: number;
   /** Share full blocks between requests with the same prefix (default true). */
   readonly prefixCaching?: boolean;
+  /** 'continuous' (default): admit whenever there is room; 'static': admit in waves (see the header). */
+  readonly batching?: Batching;
 }
+
+export type Batching = 'continuous' | 'static';
 
 export class SchedRequest {
   /** Positions whose keys and values are in the blocks. */
@@ -64,12 +75,17 @@ export class Scheduler {
   readonly waiting: SchedRequest[] = [];
   readonly running: SchedRequest[] = [];
   private readonly prefixCaching: boolean;
+  readonly batching: Batching;
+  /** Static batching: members of the current wave not yet admitted (the queue's first waveLeft entries). */
+  private waveLeft = 0;
   private arrivals = 0;
 
   constructor(readonly pool: BlockPool, readonly options: SchedulerOptions) {
     if (!Number.isInteger(options.maxBatchTokens) || options.maxBatchTokens < 1) throw new ArgumentError(`scheduler: maxBatchTokens must be a positive integer, got ${options.maxBatchTokens}`);
     if (!Number.isInteger(options.maxRunning) || options.maxRunning < 1) throw new ArgumentError(`scheduler: maxRunning must be a positive integer, got ${options.maxRunning}`);
     this.prefixCaching = options.prefixCaching ?? true;
+    this.batching = options.batching ?? 'continuous';
+    if (this.batching !== 'continuous' && this.batching !== 'static') throw new ArgumentError(`scheduler: batching must be 'continuous' or 'static', got '${String(this.batching)}'`);
   }
 
   get hasWork(): boolean { return this.waiting.length > 0 || this.running.length > 0; }
@@ -84,7 +100,10 @@ export class Scheduler {
   /** Takes a request out (finished or cancelled): its blocks are released at once. */
   remove(r: SchedRequest): void {
     const w = this.waiting.indexOf(r);
-    if (w >= 0) this.waiting.splice(w, 1);
+    if (w >= 0) {
+      this.waiting.splice(w, 1);
+      if (w < this.waveLeft) this.waveLeft--; // a wave member cancelled before it was admitted
+    }
     const i = this.running.indexOf(r);
     if (i >= 0) this.running.splice(i, 1);
     this.releaseBlocks(r);
@@ -110,7 +129,9 @@ export class Scheduler {
       items.push({ request: r, start: r.numComputed, count, samples: r.numComputed + count === r.tokens.length });
       budget -= count;
     }
-    while (preempted.length === 0 && budget > 0 && this.waiting.length > 0 && this.running.length < this.options.maxRunning) {
+    const isStatic = this.batching === 'static';
+    if (isStatic && this.running.length === 0 && this.waveLeft === 0) this.waveLeft = Math.min(this.options.maxRunning, this.waiting.length);
+    while (preempted.length === 0 && budget > 0 && this.waiting.length > 0 && this.running.length < this.options.maxRunning && (!isStatic || this.waveLeft > 0)) {
       const r = this.waiting[0]!;
       const bs = this.pool.blockSize;
       const cached = this.prefixCaching ? this.pool.takePrefix(blockHashes(r.tokens, bs, Math.floor((r.tokens.length - 1) / bs))) : [];
@@ -123,6 +144,7 @@ export class Scheduler {
         break;
       }
       this.waiting.shift();
+      if (isStatic) this.waveLeft--;
       r.state = 'running';
       this.running.push(r);
       admitted.push({ request: r, cachedPositions: r.numComputed });
@@ -170,6 +192,7 @@ export class Scheduler {
     let at = 0;
     while (at < this.waiting.length && this.waiting[at]!.arrival < r.arrival) at++;
     this.waiting.splice(at, 0, r);
+    if (this.batching === 'static') this.waveLeft++; // still a member of the wave: readmitted before any later arrival
   }
 
   private releaseBlocks(r: SchedRequest): void {

@@ -39,6 +39,12 @@ export interface ServerOptions {
   readonly shutdownTimeoutMs?: number;
 }
 
+/**
+ * What the server needs of an engine: a ServingEngine, or rank 0 of a tensor-parallel group
+ * (replicated-engine.ts's ReplicatedLeader, which replicates these calls to the other ranks).
+ */
+export type ServedEngine = Pick<ServingEngine, 'model' | 'maxLen' | 'hasWork' | 'stats' | 'submit' | 'cancel' | 'step'>;
+
 type Kind = 'completion' | 'chat';
 
 interface Active {
@@ -71,7 +77,7 @@ export class InferenceServer {
     e2e: new Histogram('fuseformer_request_latency_seconds', 'Time from a request\'s arrival to its last token', LATENCY_BUCKETS),
   };
 
-  constructor(readonly engine: ServingEngine, readonly tokenizer: Tokenizer, options: ServerOptions = {}) {
+  constructor(readonly engine: ServedEngine, readonly tokenizer: Tokenizer, options: ServerOptions = {}) {
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 1 << 20;
     this.maxQueue = options.maxQueue ?? 256;

@@ -4,7 +4,7 @@
 // (runInProcessRanks imports this module in each worker).
 
 import type { Backend } from '../../src/backend/backend.js';
-import { broadcastSeed } from '../../src/cli/generate.js';
+import { broadcastSeed } from '../../src/cli/tensor-parallel-group.js';
 import type { Communicator } from '../../src/dist/communicator.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { loadDecoderModel, randomDecoderModel } from '../../src/infer/model.js';
