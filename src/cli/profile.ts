@@ -22,6 +22,7 @@ import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.
 import { DECODE_STEPS_ROOM, profileDecodeStep } from '../profile/decode.js';
 import { writeProfileOutputs } from '../profile/output.js';
 import type { Profile } from '../profile/profiler.js';
+import { REMOVAL_BUDGET_MS } from '../profile/profiler.js';
 import { formatKernelTable, formatSummary } from '../profile/report.js';
 import { measureRoofs } from '../profile/roofs.js';
 import { StepRunner } from '../train/step-runner.js';
@@ -43,6 +44,9 @@ export const PROFILE_USAGE = `usage: fuseformer profile [options]
   --fused-attention    the fused attention op instead of the materialised-scores path
   --steps N            ordinary steps before profiling (default 3; at least 2)
   --repeats N          timed runs of the step (median; default 5 on CUDA, 2 on the CPU)
+  --op-timing auto|markers|removal   how the ops of a replayed graph are timed: marker nodes around
+                       each op, or removal (the step replayed without each op in turn: what the op costs
+                       it); auto: removal when it takes under ${REMOVAL_BUDGET_MS / 1000} s (decode steps), else markers
   --top N              kernel table rows printed (default 30; profile.json has them all)
   --out DIR            profile.json, roofline.svg, roofline.png (default ./profile-out)
   --backend auto|cpu|cuda
@@ -80,7 +84,15 @@ function randomBatch(batch: number, seqLen: number, vocab: number, masked: boole
   };
 }
 
-type ProfileCliValues = { batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; out?: string };
+type ProfileCliValues = { batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; out?: string; 'op-timing'?: string };
+
+const OP_TIMINGS = ['auto', 'markers', 'removal'] as const;
+
+function opTiming(value: string | undefined): (typeof OP_TIMINGS)[number] {
+  if (value === undefined) return 'auto';
+  if (!(OP_TIMINGS as readonly string[]).includes(value)) throw new ArgumentError(`--op-timing must be one of ${OP_TIMINGS.join(', ')}, got '${value}'`);
+  return value as (typeof OP_TIMINGS)[number];
+}
 
 function writeAndPrint(result: Profile, stepLabel: string, top: number, outDir: string, run: Record<string, unknown>, title: string, log: (line: string) => void): void {
   log(formatSummary(result, stepLabel));
@@ -106,7 +118,7 @@ function runDecodeProfile(backend: Backend, reason: string, config: ModelConfig,
   log(`fuseformer profile: ${modelName} decode, ${batch} sequences × ${context} cached tokens, ${dtype} on ${backend.description} — ${reason}`);
   const roofs = measureRoofs(backend, dtype);
   if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
-  const result = profileDecodeStep(backend, config, { batch, context, dtype, repeats, roofs: roofs ?? false });
+  const result = profileDecodeStep(backend, config, { batch, context, dtype, repeats, roofs: roofs ?? false, opTiming: opTiming(values['op-timing']) });
   log(`${batch} tokens a step: ${result.stepMs.toFixed(3)} ms/token per sequence, ${Math.round((batch * 1e3) / result.stepMs).toLocaleString('en-US')} tokens/s`);
   writeAndPrint(result, `decode step${onGpu ? ' (graph replay)' : ''}`, top, resolve(values.out ?? 'profile-out'),
     { model: modelName, family: config.family, mode: 'decode', batch, context, dtype, repeats },
@@ -120,7 +132,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
     options: {
       model: { type: 'string' }, mode: { type: 'string', default: 'train' }, batch: { type: 'string' }, seq: { type: 'string' },
       dtype: { type: 'string' }, 'fused-attention': { type: 'boolean', default: false }, steps: { type: 'string' }, repeats: { type: 'string' },
-      top: { type: 'string' }, out: { type: 'string', default: 'profile-out' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
+      top: { type: 'string' }, out: { type: 'string', default: 'profile-out' }, 'op-timing': { type: 'string' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) { process.stdout.write(PROFILE_USAGE); return 0; }
@@ -158,6 +170,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
   try {
     result = runner.profileStep(randomBatch(batch, seq, model.vocabSize, bert), {
       training: mode === 'train', lossScale: dtype === 'f16' && mode === 'train' ? 1024 : 1, warmupSteps, repeats, roofs: roofs ?? false, dtype,
+      opTiming: opTiming(values['op-timing']),
     });
   } finally {
     runner.dispose();

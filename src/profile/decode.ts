@@ -5,7 +5,11 @@
 // model (random weights; the time does not depend on them), all on a ProfilingBackend:
 //   - the graph engine (the engine as `generate` runs it): its replayed step is the step time;
 //   - on CUDA, a second graph engine whose step is captured with the ProfilingBackend timing captures:
-//     a marker node around each op, so each replay times the ops as they run in the graph;
+//     a marker node around each op, so each replay times the ops as they run in the graph (the op list,
+//     the cost inputs, and the marker times shown beside the others);
+//   - on CUDA, for each op k, one more graph engine whose captured step leaves op k out: the op's time
+//     is what the step loses without it (timing by removal, profiler.ts), as the marker nodes cost as
+//     much as a decode kernel;
 //   - an eager engine (graphs off): warm-up, and the step timed op by op on the CPU.
 // Both prefill the same random prompts of `context` tokens, then decode greedily with no stop tokens,
 // so every sequence advances each step. The cache grows by one position per step: the few steps the
@@ -43,10 +47,12 @@ export function profileDecodeStep(backend: Backend, config: ModelConfig, options
     throw new ArgumentError(`decode profile: the context (${context} tokens) + ${DECODE_STEPS_ROOM} decoded positions must fit the model's ${arch.maxPositions} positions`);
   }
   const tap = new ProfilingBackend(backend);
+  // Graph engines: on CUDA as generate runs them; on the CPU only for timing by removal (its graphs replay too).
+  const graphs = backend.name === 'cuda' || options.opTiming === 'removal';
   const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
   const engines: DecodeEngine[] = [];
   try {
-    const replayed = new DecodeEngine(model, { maxBatch: batch, maxLen });
+    const replayed = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs });
     engines.push(replayed);
     const eager = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs: false });
     engines.push(eager);
@@ -59,15 +65,35 @@ export function profileDecodeStep(backend: Backend, config: ModelConfig, options
     replayed.start(requests, []);
     eager.start(requests, []);
     replayed.decode(2); // the first step runs eagerly (kernels compile), the second is captured and replayed
-    if (backend.name !== 'cuda') return profile(tap, () => eager.decode(1), { ...options, dtype, warmup: 1, reference: () => replayed.decode(1) });
+    // On the CPU the ops are timed eagerly, unless timing by removal is asked for (the CPU replays graphs too).
+    if (backend.name !== 'cuda' && options.opTiming !== 'removal') {
+      return profile(tap, () => eager.decode(1), { ...options, dtype, warmup: 1, reference: () => replayed.decode(1) });
+    }
     // A third engine whose step graph is captured with a marker node around each op: its replays time the ops.
-    const timed = new DecodeEngine(model, { maxBatch: batch, maxLen });
+    const timed = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs });
     engines.push(timed);
     timed.start(requests, []);
     timed.decode(1);
     tap.startTimingCaptures();
     try { timed.decode(1); } finally { tap.stopTimingCaptures(); }
-    return profile(tap, () => eager.decode(1), { ...options, dtype, warmup: 1, reference: () => replayed.decode(1), replay: () => timed.decode(1) });
+    // A step variant for timing by removal: a fresh graph engine (prefilled like the others) whose
+    // capture leaves out op `skip` (none when undefined); it may decode DECODE_STEPS_ROOM − 2 steps.
+    const variant = (skip: number | undefined) => {
+      const engine = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs });
+      try {
+        engine.start(requests, []);
+        engine.decode(1); // eager (the engine captures a bucket's second step)
+        tap.skipInCaptures(skip);
+        try { engine.decode(1); } finally { tap.skipInCaptures(undefined); }
+      } catch (error) {
+        engine.dispose();
+        throw error;
+      }
+      return { run: () => engine.decode(1), dispose: () => engine.dispose() };
+    };
+    return profile(tap, () => eager.decode(1), {
+      ...options, dtype, warmup: 1, reference: () => replayed.decode(1), replay: () => timed.decode(1), variant, variantRuns: DECODE_STEPS_ROOM - 2,
+    });
   } finally {
     tap.releaseCaptured();
     for (const e of engines) e.dispose();

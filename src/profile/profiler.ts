@@ -32,7 +32,16 @@
 //     that captures its own step) is replayed by calling replay(); the ops of that capture are timed.
 // A marker node has a launch latency of its own, which an op's interval then includes; a calibration
 // graph of tiny kernels with and without markers measures it (markerOverheadMs) and each op's
-// interval is reduced by it.
+// interval is reduced by it. That is close for long ops and coarse for a step of many short ones
+// (a decode step: ~150 kernels of 2–20 µs, where a marker pair costs as much as a kernel), so such a
+// step is timed by removal instead:
+//   - removal (`opTiming: 'removal'`, the default where it is affordable): the step is captured again
+//     with op k left out (ProfilingBackend.skipInCaptures), for every k, and the whole step and the step
+//     without op k are replayed in turn; op k's time is the median of t(whole) − t(without k). That is
+//     what the op costs the step — its run plus its share of the graph's kernel-to-kernel latency —
+//     with no marker in the measured graphs. The variants are built by `variant(k)` (an engine that
+//     captures its own step supplies one; for `graph: true` the profiler captures fn itself). The marker
+//     intervals stay in the profile (`markedMs`) for comparison.
 // Device inputs of the cost model (decode positions) are then read from the op's own tensors after the
 // replay, which still hold what the replay used.
 //
@@ -56,6 +65,8 @@ export interface ProfiledOp {
   /** The op and what tells its calls apart (sizes, flags): the kernel table's rows. */
   readonly name: string;
   readonly ms: number;
+  /** Graph mode timed by removal: the op's marker interval (less the calibrated marker cost), for comparison. */
+  readonly markedMs?: number;
   readonly gemm: boolean;
   /** From the cost model; absent for an op without a cost entry. */
   readonly flops?: number;
@@ -107,6 +118,16 @@ export interface Profile {
   readonly warnings: readonly string[];
   /** Graph mode: what the marker nodes add to an op's interval, subtracted from each op (ms). */
   readonly markerOverheadMs?: number;
+  /** How the op times were taken: eager markers, marker nodes in a replayed graph, or removal. */
+  readonly opTiming?: 'eager' | 'markers' | 'removal';
+  /** Timed by removal: Σ of the ops' marker intervals (markedMs), beside kernelMs. */
+  readonly markedKernelMs?: number;
+}
+
+/** The step as it normally runs, with one op left out (or none): see removal in the header. */
+export interface StepVariant {
+  run(): void;
+  dispose(): void;
 }
 
 export interface ProfileOptions {
@@ -130,7 +151,23 @@ export interface ProfileOptions {
    * destroyed when profile() returns: that graph must not be replayed afterwards.
    */
   readonly replay?: () => void;
+  /**
+   * Graph mode: how the ops are timed (see the header). 'auto' (the default) times by removal when a
+   * variant builder is at hand (`variant`, or `graph: true`) and ops × step × 2 × repeats stays under
+   * REMOVAL_BUDGET_MS, else by markers. 'removal' also runs on the CPU backend (host clock).
+   */
+  readonly opTiming?: 'auto' | 'markers' | 'removal';
+  /**
+   * For removal with `replay`: builds the step as it normally runs with the k-th op of its capture
+   * left out (`skip` = k, through this ProfilingBackend's skipInCaptures), or whole (`skip` undefined).
+   */
+  readonly variant?: (skip: number | undefined) => StepVariant;
+  /** How often one variant may run before a fresh one is built (a decode engine's room); default unlimited. */
+  readonly variantRuns?: number;
 }
+
+/** Removal re-runs the step 2 × repeats times per op: 'auto' takes it when that stays under this long. */
+export const REMOVAL_BUDGET_MS = 20_000;
 
 /** A start marker that ran within this long of its record on the host had a GPU waiting for the host. */
 export const HOST_BOUND_MS = 0.05;
@@ -169,6 +206,10 @@ export class ProfilingBackend {
   private pending: PendingOp[] | undefined;
   private capturing = 0;
   private timeCaptures = false;
+  /** Ops issued so far in the current capture (their index in it). */
+  private captureOps = 0;
+  /** The index of the op that captures leave out (removal timing), if any. */
+  private skip: number | undefined;
   /** i32 buffer the captured ops' device cost inputs are copied into (nothing can be allocated in a capture). */
   private snapshotPool: { tensor: Tensor; used: number } | undefined;
 
@@ -199,6 +240,16 @@ export class ProfilingBackend {
     this.timeCaptures = false;
   }
 
+  /**
+   * From now on (until called with undefined), every capture leaves out the op of index `index` in it
+   * (0: its first op launch): the step without that op, for timing by removal. Ops return nothing, so
+   * the caller cannot tell; the skipped op's outputs keep what they held.
+   */
+  skipInCaptures(index: number | undefined): void {
+    if (index !== undefined && !(Number.isInteger(index) && index >= 0)) throw new ArgumentError(`skipInCaptures: index must be a non-negative integer, got ${index}`);
+    this.skip = index;
+  }
+
   /** Frees what the captured ops hold (after profiling their graph). */
   releaseCaptured(): void {
     release(this.target, this.captured.splice(0));
@@ -222,13 +273,17 @@ export class ProfilingBackend {
     const target = this.target;
     if (property === 'captureGraph') {
       return (fn: unknown) => {
+        if (this.capturing === 0) this.captureOps = 0;
         this.capturing++;
         try { return method.call(target, fn); } finally { this.capturing--; }
       };
     }
     if (typeof property !== 'string' || SKIPPED.has(property)) return method.bind(target);
     return (...args: unknown[]) => {
-      if (this.capturing > 0) return this.timeCaptures ? this.timed(property, method, args, this.captured, true) : method.apply(target, args);
+      if (this.capturing > 0) {
+        if (this.captureOps++ === this.skip) return undefined;
+        return this.timeCaptures ? this.timed(property, method, args, this.captured, true) : method.apply(target, args);
+      }
       const pending = this.pending;
       if (!pending) return method.apply(target, args);
       return this.timed(property, method, args, pending, false);
@@ -308,7 +363,8 @@ export function profile(on: Backend | ProfilingBackend, fn: (ops: Backend) => vo
     end.dispose();
   }
   const stepMs = median(stepSamplesMs);
-  if (onGpu && (options.graph === true || options.replay)) {
+  const graphMode = options.graph === true || options.replay !== undefined;
+  if (graphMode && (onGpu || options.opTiming === 'removal')) {
     return profileReplayed(tap, fn, options, { stepMs, stepSamplesMs, ...(roofs ? { roofs } : {}) });
   }
 
@@ -358,16 +414,20 @@ export function profile(on: Backend | ProfilingBackend, fn: (ops: Backend) => vo
   });
   release(backend, recorded);
   anchor.dispose();
-  return summarize(backend, profiled, { stepMs, stepSamplesMs, hostBoundOps, warnings, ...(roofs ? { roofs } : {}) });
+  return { ...summarize(backend, profiled, { stepMs, stepSamplesMs, hostBoundOps, warnings, ...(roofs ? { roofs } : {}) }), opTiming: 'eager' };
 }
 
-/** Graph mode (see the header): op times from marker nodes in a replayed graph, median over `repeats` replays. */
+/**
+ * Graph mode (see the header): the ops of a replayed graph, timed by the marker nodes around them
+ * (median over `repeats` replays, less the calibrated marker cost) and, with opTiming removal, by
+ * leaving each out in turn.
+ */
 function profileReplayed(
   tap: ProfilingBackend, fn: (ops: Backend) => void, options: ProfileOptions,
   measured: { stepMs: number; stepSamplesMs: readonly number[]; roofs?: Roofs },
 ): Profile {
-  const backend = tap.target, repeats = Math.max(1, options.repeats ?? 5);
-  let replay = options.replay, graph: Graph | undefined;
+  const backend = tap.target, repeats = Math.max(1, options.repeats ?? 5), onGpu = backend.name === 'cuda';
+  let replay = options.replay, graph: Graph | undefined, variant = options.variant;
   if (!replay) {
     tap.startTimingCaptures();
     try {
@@ -376,32 +436,122 @@ function profileReplayed(
       tap.stopTimingCaptures();
     }
     replay = () => graph!.replay();
+    // The profiler captured fn itself: the variants are fn captured again, one op left out.
+    variant ??= (skip) => {
+      tap.skipInCaptures(skip);
+      let g: Graph;
+      try { g = tap.backend.captureGraph(() => fn(tap.backend)); } finally { tap.skipInCaptures(undefined); }
+      return { run: () => g.replay(), dispose: () => g.dispose() };
+    };
   }
   const recorded = tap.captured;
   try {
     if (recorded.length === 0) {
       throw new ArgumentError('profile: the replayed graph has no timed ops (capture it through the ProfilingBackend with timeCaptures on)');
     }
-    const samples: number[][] = recorded.map(() => []);
-    for (let r = 0; r < repeats; r++) {
-      replay();
+    const timing = chooseOpTiming(options, recorded.length, measured.stepMs, repeats, variant !== undefined);
+    // Marker intervals (CUDA: on the CPU the markers of a capture hold capture-time clock readings).
+    let marked: number[] | undefined, overhead: number | undefined;
+    if (onGpu) {
+      const samples: number[][] = recorded.map(() => []);
+      for (let r = 0; r < repeats; r++) {
+        replay();
+        backend.synchronize();
+        recorded.forEach((p, i) => samples[i]!.push(p.end.elapsedSince(p.start)));
+      }
+      // What the markers add to an op's interval, subtracted from every op (see markerOverheadMs).
+      overhead = markerOverheadMs(backend, repeats);
+      marked = samples.map((s) => Math.max(0, median(s) - overhead!));
+    } else {
+      replay(); // fills the cost inputs' snapshots
       backend.synchronize();
-      recorded.forEach((p, i) => samples[i]!.push(p.end.elapsedSince(p.start)));
     }
-    // What the markers add to an op's interval, subtracted from every op (see markerOverheadMs).
-    const overhead = markerOverheadMs(backend, repeats);
-    const profiled: ProfiledOp[] = recorded.map((p, i) => {
+    // The cost inputs as the timed graph's last replay saw them, read before other graphs run.
+    const costs = recorded.map((p) => {
       const values: Record<string, HostArray> = {};
       for (const [name, t] of Object.entries(p.snapshots)) values[name] = backend.download(t);
-      const cost = opCost(p.op, p.args, values);
-      const ms = Math.max(0, median(samples[i]!) - overhead);
-      return { op: p.op, name: describeCall(p.op, p.args), ms, gemm: isGemmOp(p.op), ...(cost ? { flops: cost.flops, bytes: cost.bytes } : {}) };
+      return opCost(p.op, p.args, values);
     });
-    return { ...summarize(backend, profiled, { ...measured, hostBoundOps: 0, warnings: [] }), markerOverheadMs: overhead };
+    const removed = timing === 'removal' ? timesByRemoval(backend, recorded.length, variant!, repeats, options.variantRuns ?? Infinity) : undefined;
+    const profiled: ProfiledOp[] = recorded.map((p, i) => {
+      const cost = costs[i];
+      const ms = removed ? removed[i]! : marked![i]!;
+      return {
+        op: p.op, name: describeCall(p.op, p.args), ms, ...(removed && marked ? { markedMs: marked[i]! } : {}), gemm: isGemmOp(p.op),
+        ...(cost ? { flops: cost.flops, bytes: cost.bytes } : {}),
+      };
+    });
+    return {
+      ...summarize(backend, profiled, { ...measured, hostBoundOps: 0, warnings: [] }),
+      ...(overhead !== undefined ? { markerOverheadMs: overhead } : {}),
+      opTiming: timing,
+      ...(removed && marked ? { markedKernelMs: marked.reduce((a, b) => a + b, 0) } : {}),
+    };
   } finally {
     graph?.dispose();
     tap.releaseCaptured();
   }
+}
+
+/** Graph mode: removal or markers (see ProfileOptions.opTiming). */
+function chooseOpTiming(options: ProfileOptions, ops: number, stepMs: number, repeats: number, canRemove: boolean): 'markers' | 'removal' {
+  const wanted = options.opTiming ?? 'auto';
+  if (wanted === 'removal' && !canRemove) {
+    throw new ArgumentError('profile: opTiming removal of a replayed graph needs options.variant (the step built with one op left out)');
+  }
+  if (wanted !== 'auto') return wanted;
+  return canRemove && ops * stepMs * 2 * repeats <= REMOVAL_BUDGET_MS ? 'removal' : 'markers';
+}
+
+/**
+ * Each op's time by removal (see the header): for op k, the whole step and the step without op k run
+ * in turn `repeats` times, each between two markers; the op's time is the median difference (at
+ * least 0: an op too short to see costs what the noise hides). Alternating the two cancels drift
+ * (clocks, a growing KV cache). A variant runs at most `maxRuns` times: the whole step is rebuilt
+ * when it has, and a variant must allow `repeats` + 1 runs (one warm-up).
+ */
+function timesByRemoval(backend: Backend, ops: number, variant: (skip: number | undefined) => StepVariant, repeats: number, maxRuns: number): number[] {
+  if (maxRuns < repeats + 1) throw new ArgumentError(`profile: a step variant may run ${maxRuns} times; timing by removal needs ${repeats + 1}`);
+  const time = (run: () => void): number => {
+    const start = backend.mark();
+    run();
+    const end = backend.mark();
+    backend.synchronize();
+    const ms = end.elapsedSince(start);
+    start.dispose();
+    end.dispose();
+    return ms;
+  };
+  let whole = variant(undefined), wholeRuns = 0;
+  const times: number[] = [];
+  try {
+    whole.run();
+    wholeRuns++;
+    for (let k = 0; k < ops; k++) {
+      const without = variant(k);
+      try {
+        without.run(); // warm-up: a first replay uploads the graph
+        const differences: number[] = [];
+        for (let r = 0; r < repeats; r++) {
+          if (wholeRuns >= maxRuns) {
+            whole.dispose();
+            whole = variant(undefined);
+            whole.run();
+            wholeRuns = 1;
+          }
+          const t = time(() => whole.run());
+          wholeRuns++;
+          differences.push(t - time(() => without.run()));
+        }
+        times.push(Math.max(0, median(differences)));
+      } finally {
+        without.dispose();
+      }
+    }
+  } finally {
+    whole.dispose();
+  }
+  return times;
 }
 
 /** Launches in each calibration graph. */

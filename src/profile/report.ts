@@ -25,8 +25,11 @@ export function formatSummary(p: Profile, stepLabel = 'step'): string {
   const share = (ms: number) => (p.stepMs > 0 ? ` (${pct(ms / p.stepMs)})` : '');
   lines.push(`${stepLabel} ${formatNumber(p.stepMs)} ms (median of ${p.stepSamplesMs.length}) = GEMMs ${formatNumber(p.gemmMs)} ms${share(p.gemmMs)} + other kernels ${formatNumber(p.otherMs)} ms${share(p.otherMs)} + idle ${formatNumber(p.idleMs)} ms${share(p.idleMs)}`);
   lines.push(`${p.ops.length} op launches; their times add up to ${formatNumber(p.kernelMs)} ms = ${p.stepMs > 0 ? pct(p.kernelMs / p.stepMs) : '—'} of the ${stepLabel}`);
-  if (p.markerOverheadMs !== undefined) {
-    lines.push(`ops timed inside the replayed graph; each op's interval less what its markers add (${formatNumber(p.markerOverheadMs * 1000)} µs, calibrated on a tiny kernel)`);
+  if (p.opTiming === 'removal') {
+    const marked = p.markedKernelMs !== undefined && p.stepMs > 0 ? `; by marker nodes they add up to ${formatNumber(p.markedKernelMs)} ms = ${pct(p.markedKernelMs / p.stepMs)}` : '';
+    lines.push(`ops timed by removal: each op's time is what the replayed step loses without it${marked}`);
+  } else if (p.markerOverheadMs !== undefined) {
+    lines.push(`ops timed inside the replayed graph; each op's interval less what its markers add (${formatNumber(p.markerOverheadMs * 1000)} µs, calibrated on a full-wave kernel)`);
   }
   if (p.roofs) {
     const r = p.roofs;

@@ -27,3 +27,22 @@ test('a decode step of the inference engine profiled on the CPU: the KV cache re
   assert.throws(() => profileDecodeStep(new CpuBackend(), config, { batch, context: 250, dtype: 'f32', roofs: false }), /must fit the model's 256 positions/);
   assert.throws(() => profileDecodeStep(new CpuBackend(), presetConfig('bert-tiny'), { batch, context, dtype: 'f32', roofs: false }), /GPT-2 and Llama/);
 });
+
+test('a decode step timed by removal on the CPU: one engine per op, the same ops as the eager profile', () => {
+  const base = presetConfig('gpt2-tiny');
+  const config = { family: 'gpt2', config: { ...base.config, layers: 1 } } as ModelConfig;
+  const options = { batch: 2, context: 8, dtype: 'f32' as const, repeats: 1, roofs: false as const };
+  const eager = profileDecodeStep(new CpuBackend(), config, options);
+  const removed = profileDecodeStep(new CpuBackend(), config, { ...options, opTiming: 'removal' });
+  assert.equal(eager.opTiming, 'eager');
+  assert.equal(removed.opTiming, 'removal');
+  assert.deepEqual(removed.ops.map((o) => o.name), eager.ops.map((o) => o.name), 'the captured step issues the eager step\'s ops');
+  // Costed as the timed graph's last replay read the cache: one step further on than the eager run.
+  const attention = (p: typeof eager) => p.ops.find((o) => o.op === 'decodeAttention')!.flops!;
+  const perKey = 4 * (128 / 4) * 4 * options.batch;
+  assert.equal(attention(eager), perKey * (options.context + 2));
+  assert.equal(attention(removed), perKey * (options.context + 3));
+  const others = (p: typeof eager) => p.ops.filter((o) => o.op !== 'decodeAttention').map((o) => o.flops);
+  assert.deepEqual(others(removed), others(eager));
+  assert.ok(removed.ops.every((o) => o.ms >= 0));
+});

@@ -127,3 +127,56 @@ test('a GPT-2 training step profiled on the CPU: one record per op of the planne
   runner.dispose();
   model.params.free();
 });
+
+test('skipInCaptures leaves the op of that index out of every capture until cleared', () => {
+  const b = new CpuBackend();
+  const tap = new ProfilingBackend(b);
+  const ops = tap.backend;
+  const bufs = [0, 1, 2].map(() => b.fromArray([-7, -7], [2], 'f32'));
+  const step = () => bufs.forEach((t, i) => ops.fill(t, i + 1));
+  tap.skipInCaptures(1);
+  const without = ops.captureGraph(step);
+  tap.skipInCaptures(undefined);
+  const whole = ops.captureGraph(step);
+  without.replay();
+  assert.deepEqual(bufs.map((t) => Array.from(b.download(t))), [[1, 1], [-7, -7], [3, 3]], 'the second op (index 1) was not captured');
+  whole.replay();
+  assert.deepEqual(bufs.map((t) => Array.from(b.download(t))), [[1, 1], [2, 2], [3, 3]]);
+  assert.throws(() => tap.skipInCaptures(-1), /non-negative integer/);
+  without.dispose();
+  whole.dispose();
+});
+
+test('graph mode timed by removal (CPU, host clock): each op is what the replayed step loses without it', () => {
+  const b = new CpuBackend();
+  const rng = new Rng(freshSeed());
+  const n = 192;
+  const x = b.fromArray(rng.floats(n * n), [n, n], 'f32'), w = b.fromArray(rng.floats(n * n), [n, n], 'f32');
+  const y = b.empty([n, n], 'f32'), small = b.empty([16], 'f32');
+  const fn = (ops: Backend) => {
+    ops.fill(small, 1);
+    ops.gemm({ a: x, b: w, out: y, transB: true }); // ~7 MFLOP×2: milliseconds on the CPU
+    ops.gemm({ a: x, b: w, out: y, transB: true });
+    ops.fill(small, 2);
+  };
+  const p = profile(b, fn, { graph: true, opTiming: 'removal', repeats: 5, roofs: false });
+  assert.equal(p.opTiming, 'removal');
+  assert.deepEqual(p.ops.map((o) => o.op), ['fill', 'gemm', 'gemm', 'fill']);
+  assert.ok(p.ops.every((o) => o.ms >= 0 && o.markedMs === undefined), 'no marker times on the CPU');
+  const [fill1, gemm1, gemm2, fill2] = p.ops.map((o) => o.ms) as [number, number, number, number];
+  assert.ok(gemm1 > 5 * (fill1 + fill2) && gemm2 > 5 * (fill1 + fill2), `the GEMMs dominate: ${p.ops.map((o) => o.ms.toFixed(3)).join(', ')} ms`);
+  // The two GEMMs are the whole step: their removal times add up to it (host clock noise aside).
+  assert.ok(Math.abs(p.kernelMs / p.stepMs - 1) < 0.5, `Σ ops ${p.kernelMs.toFixed(3)} ms vs step ${p.stepMs.toFixed(3)} ms`);
+  assert.match(formatSummary(p), /ops timed by removal/);
+});
+
+test('timing by removal of a replayed graph needs a variant builder; markers are refused on the CPU', () => {
+  const b = new CpuBackend();
+  const tap = new ProfilingBackend(b);
+  const t = tap.backend.empty([8], 'f32');
+  tap.startTimingCaptures();
+  const g = tap.backend.captureGraph(() => tap.backend.fill(t, 3));
+  tap.stopTimingCaptures();
+  assert.throws(() => profile(tap, () => {}, { replay: () => g.replay(), opTiming: 'removal', roofs: false, warmup: 0 }), /needs options\.variant/);
+  g.dispose();
+});
