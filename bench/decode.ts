@@ -163,14 +163,24 @@ for (const c of CASES) {
   for (const p of precisions) {
     const name = `${c.name}${p.label}`;
     const model = randomDecoderModel(c.config, backend, { dtype: 'bf16', seed: 1n });
-    if (p.bits) quantizeDecoderModel(model, { method: 'rtn', bits: p.bits, groupSize: 128 });
     const ours: Record<number, Ours> = {};
-    for (const batch of BATCHES) {
-      ours[batch] = measure(model, batch, bandwidth);
-      const o = ours[batch]!;
-      console.log(`${name} batch ${batch}: ${o.msPerToken.toFixed(3)} ms/token (${Math.round(o.tokensPerS)} tokens/s), floor ${o.floorMs.toFixed(3)} ms (${o.percentOfFloor.toFixed(0)}%), e2e ${o.e2eMsPerToken.toFixed(3)} ms/token`);
+    try {
+      if (p.bits) quantizeDecoderModel(model, { method: 'rtn', bits: p.bits, groupSize: 128 });
+      for (const batch of BATCHES) {
+        ours[batch] = measure(model, batch, bandwidth);
+        const o = ours[batch]!;
+        console.log(`${name} batch ${batch}: ${o.msPerToken.toFixed(3)} ms/token (${Math.round(o.tokensPerS)} tokens/s), floor ${o.floorMs.toFixed(3)} ms (${o.percentOfFloor.toFixed(0)}%), e2e ${o.e2eMsPerToken.toFixed(3)} ms/token`);
+      }
+    } catch (error) {
+      // One failing case (a kernel that does not run) must not cost the other rows of the run.
+      const message = error instanceof Error ? error.message : String(error);
+      console.log(`${name}: FAILED: ${message}`);
+      (results.models as Record<string, unknown>)[name] = { error: message };
+      table.push(`| ${name} | — | failed: ${message.split('\n')[0]!.slice(0, 120)} | | | | | | |`);
+      continue;
+    } finally {
+      model.free();
     }
-    model.free();
     // HF is measured for the bf16 model only (transformers has no W4A16 / W8A8 decode path to compare with here).
     const torch = cli['no-torch'] || p.bits ? undefined : runTorch(c);
     if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
