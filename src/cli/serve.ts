@@ -44,6 +44,12 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --tp N                   tensor parallel over N GPUs (GPT-2, Llama: heads, MLP and KV cache split, Megatron); run
                            as \`fuseformer launch --gpus N --grace-ms 35000 -- fuseformer serve --tp N ...\`; rank 0
                            serves HTTP, the other ranks follow its engine steps
+  --draft DIR              speculative decoding: this smaller model (same tokenizer) proposes tokens that the
+                           model verifies K + 1 at a time (greedy output unchanged; sampled output distributed
+                           as the model's); its KV cache shares the model's blocks
+  --draft-tokens K         draft tokens a request starts with (default 4)
+  --max-draft-tokens K     the most K adapts to (default 8; below --max-batch-tokens)
+  --fixed-draft-tokens     keep K fixed instead of adapting it to each request's acceptance
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -67,6 +73,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
+      draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -87,6 +94,15 @@ export async function runServe(argv: string[]): Promise<number> {
 
   const tp = integer('tp', values.tp, 1) ?? 1;
   if (tp > 1 && readsAsQuantized(dir)) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp`);
+  const draftDir = values.draft;
+  const draftTokens = opt('draft-tokens'), maxDraftTokens = opt('max-draft-tokens');
+  if (draftDir === undefined && (draftTokens !== undefined || maxDraftTokens !== undefined || values['fixed-draft-tokens'])) {
+    throw new ArgumentError('--draft-tokens / --max-draft-tokens / --fixed-draft-tokens need --draft DIR');
+  }
+  if (draftDir !== undefined) {
+    if (!existsSync(join(draftDir, 'config.json'))) throw new ArgumentError(`--draft: '${draftDir}' has no config.json`);
+    if (tp > 1) throw new ArgumentError(`--tp ${tp} with --draft: speculative serving runs on one GPU; drop one of them`);
+  }
 
   // Before any collective, on every rank: a bad tokenizer.json then fails every rank alike.
   const tokenizer = loadTokenizer(dir);
@@ -94,7 +110,22 @@ export async function runServe(argv: string[]): Promise<number> {
   const { backend } = group ?? await selectBackend(values.backend as BackendChoice | undefined);
   const { model } = loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
   if (group && group.comm.rank !== 0) return follow(model, group.comm, engineOptions);
-  const engine = group ? replicatedServingEngine(model, group.comm, engineOptions) : new ServingEngine(model, engineOptions);
+  let draft: DecoderModel | undefined;
+  let engine: ServingEngine;
+  try {
+    draft = draftDir === undefined ? undefined : loadDecoderModel(draftDir, backend, dtype ? { dtype } : {}).model;
+    const speculative = draft ? {
+      speculative: {
+        draft, adaptive: !values['fixed-draft-tokens'],
+        ...(draftTokens !== undefined ? { draftTokens } : {}), ...(maxDraftTokens !== undefined ? { maxDraftTokens } : {}),
+      },
+    } : {};
+    engine = group ? replicatedServingEngine(model, group.comm, engineOptions) : new ServingEngine(model, { ...engineOptions, ...speculative });
+  } catch (error) {
+    draft?.free();
+    model.free();
+    throw error;
+  }
   const served = group ? new ReplicatedLeader(engine, group.comm) : engine;
   try {
     const server = new InferenceServer(served, tokenizer, {
@@ -104,7 +135,8 @@ export async function runServe(argv: string[]): Promise<number> {
     const address = await server.listen(port, values.host ?? '127.0.0.1');
     const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
     process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${where}; `
-      + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}${group ? ' per GPU' : ''}; listening on http://${address.address}:${address.port}\n`);
+      + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}${group ? ' per GPU' : ''}`
+      + `${draft ? `; speculative with draft '${basename(resolve(draftDir!))}' (${draft.arch.layers} layers, K up to ${engine.maxDraftTokens})` : ''}; listening on http://${address.address}:${address.port}\n`);
     await new Promise<void>((resolveSignal) => {
       const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing running requests)\n'); resolveSignal(); };
       process.once('SIGINT', stop);
@@ -113,6 +145,7 @@ export async function runServe(argv: string[]): Promise<number> {
     await server.close();
   } finally {
     served.dispose(); // under --tp: the stop message that ends the followers
+    draft?.free();
     model.free();
     group?.comm.destroy();
   }

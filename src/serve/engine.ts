@@ -19,29 +19,42 @@
 // blocks for every computed position, and when they run out the newest request is preempted and later
 // recomputed.
 //
-// Rows of a step: first a decode region, row s = slot s for every slot below the largest one with a
-// one-position item (a decode token; idle rows — position −1 for the cache ops, nothing written or read —
-// fill the gaps), then each prompt chunk's positions [start, start + count) as consecutive rows. Per layer
-// the QKV GEMM covers all rows; attention is
-//   decode region: one qkvRopeAppend + one decodeAttention over table rows [0, S);
-//   each chunk:    qkvRopeAppend writes its keys and values into its blocks, then one flash attention of
-//                  its query heads [1, Hq, count, d] over its start + count keys through its table row,
-//                  causal with the chunk at the end (key j visible to query i iff j ≤ start + i);
-//                  permute0213 turns [Hq, count, d] into rows [count, Hq·d].
+// Rows of a step and the attention ops over them: paged-forward.ts (the decode region, row s = slot s, for
+// one-position items; then each longer item's positions as a segment with paged flash attention).
 // Sampling uses backend.sampleTokens on the rows that end a request's computed positions: its draw depends
 // on (seed, position) only, so a request samples the same tokens however it is batched or preempted.
+//
+// Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
+// a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
+// scheduler serve both — and mirrors the target: every position the target computes (prompt chunks,
+// recomputes, decode tokens) the draft computes in the same step, so the draft's keys are valid exactly
+// where the target's are, prefix-cache hits, preemption and cancellation included. A decoding request with
+// speculation on is scheduled as one item of 1 + K positions (scheduler.ts: K = its own adaptive draft
+// length, never cut by the batch, so its output does not depend on what it is batched with):
+//   draft   K + 1 passes: pass j computes position p + j (token t_p, then the draft tokens) and, for j < K,
+//           yields x_{j+1} from its logits (greedy: the argmax; sampled: a draw from q_{j+1}); pass 0 also
+//           carries the mirror of the step's other items;
+//   target  one pass in which the item is a segment of the K + 1 positions p..p+K (tokens t_p, x_1..x_K);
+//   accept  speculative-accept.ts on the host (exact rule, or greedy: the target's argmax per row), giving
+//           n accepted tokens and one more; n + 1 positions are kept (numComputed += n + 1), the rest of
+//           both pools' writes are stale and rewritten before anything reads them; the blocks they took
+//           stay with the request for its next round.
+// Greedy output equals the engine's without a draft token for token; sampled output is distributed as
+// the target's (seeded draws by position and kind, speculative-accept.ts) but is not the same sequence as
+// without a draft. K adapts per request (+2 after a round that accepted all, −1 otherwise), at most
+// maxDraftTokens and the tokens the request has left − 1.
 
 import { freemem } from 'node:os';
 import type { Backend } from '../backend/backend.js';
-import { byteSize } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import { decodeAttentionSplits } from '../infer/attention-splits.js';
-import { DecoderForward } from '../infer/forward.js';
 import type { DecoderModel } from '../infer/model.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
 import { samplingParamsRow, seedWords } from '../infer/sampling.js';
+import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled } from '../infer/speculative-accept.js';
 import type { Tensor } from '../tensor.js';
 import { BlockPool } from './block-pool.js';
+import { kvBlockBytes, PagedForward } from './paged-forward.js';
+import type { StepRows } from './paged-forward.js';
 import { Scheduler } from './scheduler.js';
 import type { Batching, ScheduledItem, SchedRequest } from './scheduler.js';
 
@@ -71,6 +84,19 @@ export interface ServingEngineOptions {
    * (scheduler.ts; a baseline for benchmarks: same kernels, same steps).
    */
   readonly batching?: Batching;
+  /** Speculative decoding with a draft model (see the header). */
+  readonly speculative?: ServingSpeculation;
+}
+
+export interface ServingSpeculation {
+  /** Same vocabulary as the target, at least maxLen positions, on the same backend. */
+  readonly draft: DecoderModel;
+  /** Draft tokens a request starts with (default 4). */
+  readonly draftTokens?: number;
+  /** The most adaptation may reach (default 8; at most maxBatchTokens − 1). */
+  readonly maxDraftTokens?: number;
+  /** Adapt K per request (default true). */
+  readonly adaptive?: boolean;
 }
 
 export type FinishReason = 'stop' | 'length' | 'cancelled';
@@ -108,6 +134,10 @@ export interface EngineStats {
   readonly computedPositions: number;
   readonly generatedTokens: number;
   readonly steps: number;
+  /** Speculative decoding: draft tokens proposed, and accepted by the target; rounds (target verification passes). */
+  readonly draftedTokens: number;
+  readonly acceptedTokens: number;
+  readonly speculativeRounds: number;
 }
 
 interface Live {
@@ -117,6 +147,21 @@ interface Live {
   readonly limit: number;
   slot: number;
   done: boolean;
+  /** Speculative decoding: the request's current draft length (0 without a draft model). */
+  draftTokens: number;
+}
+
+/** What a step produced for one request: its new tokens and, for a speculative round, the draft tokens the target kept. */
+interface StepOutcome {
+  readonly live: Live;
+  readonly events: TokenEvent[];
+  readonly accepted?: readonly number[];
+}
+
+/** A draft's proposals for one speculative item: x_1..x_K and, when sampling, the distributions they came from. */
+interface Proposal {
+  readonly tokens: number[];
+  readonly q: Float64Array[];
 }
 
 export const MAX_LOGPROBS = 5;
@@ -132,21 +177,21 @@ export class ServingEngine {
   readonly maxBlocksPerSeq: number;
   readonly pool: BlockPool;
   readonly scheduler: Scheduler;
-  /** [layers, 2, numBlocks, Hkv, blockSize, d]: every key and value of every request. */
-  readonly kvPool: Tensor;
-  /** i32 [maxRunning, maxBlocksPerSeq] on the device; row = slot. */
+  /** i32 [maxRunning, maxBlocksPerSeq] on the device; row = slot (shared by the target's and the draft's pools). */
   readonly blockTables: Tensor;
+  /** Speculative decoding: K at most (0 without a draft model). */
+  readonly maxDraftTokens: number;
   /** What the device's block tables hold (−1 = never written); rows are re-sent when a request's table changed. */
   private readonly tableMirror: Int32Array;
-  private readonly forward: DecoderForward;
-  /** Split-K scratch of decode attention (f32 [maxRunning·Hq·maxSplits·(d + 2)]), when some decode region splits. */
-  private readonly partials?: Tensor;
-  private readonly io: Record<'tokens' | 'positions' | 'cachePositions' | 'gather' | 'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params' | 'logits' | 'q' | 'context' | 'lse', Tensor>;
+  private readonly target: PagedForward;
+  private readonly draft?: PagedForward;
+  private readonly speculation?: { readonly initial: number; readonly adaptive: boolean };
+  private readonly io: Record<'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params', Tensor>;
   private readonly live = new Map<string, Live>();
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
   private nextId = 0;
-  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0 };
+  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0 };
   private disposed = false;
 
   constructor(readonly model: DecoderModel, options: ServingEngineOptions = {}) {
@@ -160,47 +205,59 @@ export class ServingEngine {
     if (!Number.isInteger(this.maxRunning) || this.maxRunning < 1) throw new ArgumentError(`serving engine: maxRunning must be a positive integer, got ${this.maxRunning}`);
     if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1) throw new ArgumentError(`serving engine: maxBatchTokens must be a positive integer, got ${this.maxBatchTokens}`);
     if (!Number.isInteger(this.blockSize) || this.blockSize < 1) throw new ArgumentError(`serving engine: blockSize must be a positive integer, got ${this.blockSize}`);
+    const spec = options.speculative;
+    this.maxDraftTokens = spec ? checkSpeculation(spec, model, this.maxLen, this.maxBatchTokens) : 0;
+    if (spec) this.speculation = { initial: Math.min(spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, this.maxDraftTokens), adaptive: spec.adaptive ?? true };
     const perRequest = Math.ceil(this.maxLen / this.blockSize);
     this.maxBlocksPerSeq = perRequest;
-    const { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
     // A step's rows: at most maxBatchTokens positions, plus up to maxRunning idle rows of the decode region.
     const T = this.maxBatchTokens + this.maxRunning, N = this.maxRunning;
-    this.forward = new DecoderForward(model, T, this.maxLen);
     const i32 = (shape: number[]) => b.empty(shape, 'i32');
     this.io = {
-      tokens: i32([T]), positions: i32([T]), cachePositions: i32([N]), gather: i32([N]), sPositions: i32([N]), sTokens: i32([N]), sFinished: i32([N]), sLimits: i32([N]),
+      sPositions: i32([N]), sTokens: i32([N]), sFinished: i32([N]), sLimits: i32([N]),
       seeds: i32([N, 2]), history: i32([N, this.maxLen]), stopIds: i32([STOP_SLOTS]), params: b.empty([N, 4], 'f32'),
-      logits: b.empty([N, arch.paddedVocab], model.dtype), q: b.empty([T * Hq * d], model.dtype), context: b.empty([T * Hq * d], model.dtype),
-      lse: b.empty([T * Hq], 'f32'),
     };
     b.fill(this.io.stopIds, -1);
     b.fill(this.io.history, 0);
-    const maxSplits = Math.max(...Array.from({ length: N }, (_, i) => this.decodeSplits(i + 1)));
-    if (maxSplits > 1) this.partials = b.empty([N * Hq * maxSplits * (d + 2)], 'f32');
     this.blockTables = i32([N, perRequest]);
     this.tableMirror = new Int32Array(N * perRequest).fill(-1);
     b.fill(this.blockTables, -1);
-    // The pool last: kvMemoryFraction sizes it from what the weights and the buffers above left free.
-    const blockBytes = arch.layers * 2 * Hkv * this.blockSize * d * byteSize(model.dtype);
+    const freeAll = () => { for (const t of [...Object.values(this.io), this.blockTables]) b.free(t); };
+    // The pools last: kvMemoryFraction sizes them from what the weights and the buffers above left free.
+    // A block takes room in both pools (the target's and the draft's).
+    const blockBytes = kvBlockBytes(model, this.blockSize) + (spec ? kvBlockBytes(spec.draft, this.blockSize) : 0);
     let numBlocks: number;
     try {
       numBlocks = poolBlocks(options, b, blockBytes, perRequest * this.maxRunning);
       if (!Number.isInteger(numBlocks) || numBlocks < perRequest) throw new ArgumentError(`serving engine: numBlocks must be an integer >= ${perRequest} (one request of maxLen = ${this.maxLen} positions in blocks of ${this.blockSize}), got ${numBlocks}${options.kvMemoryFraction !== undefined ? ` from kvMemoryFraction ${options.kvMemoryFraction} (${blockBytes} bytes a block)` : ''}`);
     } catch (e) {
-      for (const t of [...Object.values(this.io), this.blockTables, ...(this.partials ? [this.partials] : [])]) b.free(t);
-      this.forward.free();
+      freeAll();
       throw e;
+    }
+    const common = { maxRows: T, maxRunning: N, maxLen: this.maxLen, blockSize: this.blockSize, numBlocks, blockTables: this.blockTables };
+    // Target logits: a row per sampling request, K + 1 per speculative round (all within a step's rows).
+    try {
+      this.target = new PagedForward(model, { ...common, maxLogitRows: Math.min(T, N * (1 + this.maxDraftTokens)) });
+    } catch (e) {
+      freeAll();
+      throw e;
+    }
+    if (spec) {
+      try {
+        this.draft = new PagedForward(spec.draft, { ...common, maxLogitRows: N });
+      } catch (e) {
+        this.target.free();
+        freeAll();
+        throw e;
+      }
     }
     this.pool = new BlockPool(numBlocks, this.blockSize);
     this.scheduler = new Scheduler(this.pool, { maxBatchTokens: this.maxBatchTokens, maxRunning: this.maxRunning, prefixCaching: options.prefixCaching ?? true, batching: options.batching ?? 'continuous' });
     this.freeSlots = Array.from({ length: this.maxRunning }, (_, i) => i);
-    this.kvPool = b.empty([arch.layers, 2, numBlocks, Hkv, this.blockSize, d], model.dtype);
-    // Zero, so that nothing in the pool is ever NaN (the ops only read positions a request has written).
-    b.fill(this.kvPool, 0);
   }
 
-  /** Bytes of the KV pool. */
-  get kvPoolBytes(): number { return this.kvPool.numel * byteSize(this.model.dtype); }
+  /** Bytes of the KV pools (the target's, and the draft's with speculative decoding). */
+  get kvPoolBytes(): number { return this.target.kvPoolBytes + (this.draft?.kvPoolBytes ?? 0); }
 
   /** The blocks slot `slot`'s device block table lists (for tests; −1 = an entry never written). */
   deviceBlockTable(slot: number): number[] {
@@ -240,7 +297,7 @@ export class ServingEngine {
     if (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_LOGPROBS) throw new ArgumentError(`serving engine: logprobs must be an integer in [0, ${MAX_LOGPROBS}], got ${logprobs}`);
     const id = `r${this.nextId++}`;
     const sched = this.scheduler.add(id, [...request.prompt]);
-    const live: Live = { id, request, sched, limit: Math.min(n + request.maxTokens, this.maxLen), slot: -1, done: false };
+    const live: Live = { id, request, sched, limit: Math.min(n + request.maxTokens, this.maxLen), slot: -1, done: false, draftTokens: this.speculation?.initial ?? 0 };
     this.live.set(id, live);
     this.bySched.set(sched, live);
     return id;
@@ -267,10 +324,17 @@ export class ServingEngine {
     for (const { request: r } of plan.admitted) this.bySched.get(r)!.slot = this.freeSlots.shift()!;
     if (plan.items.length === 0) return false;
     for (const it of plan.items) this.syncTable(this.bySched.get(it.request)!);
-    const sampled = this.execute(plan.items);
-    this.scheduler.complete(plan.items); // registers newly full blocks' hashes: they are shareable in place
+    const outcomes = this.execute(plan.items);
+    // Registers newly full blocks' hashes (they are shareable in place); a speculative round keeps the
+    // positions of its accepted draft tokens.
+    const accepted = new Map<SchedRequest, readonly number[]>();
+    for (const o of outcomes) if (o.accepted) accepted.set(o.live.sched, o.accepted);
+    this.scheduler.complete(plan.items, accepted);
     this.counters.steps++;
-    for (const [live, event] of sampled) this.append(live, event);
+    for (const { live, events } of outcomes) {
+      for (const event of events) this.append(live, event);
+      if (this.speculation && !live.done) live.sched.speculate = Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
+    }
     return true;
   }
 
@@ -284,10 +348,9 @@ export class ServingEngine {
     this.disposed = true;
     const b = this.backend;
     for (const t of Object.values(this.io)) b.free(t);
-    b.free(this.kvPool);
     b.free(this.blockTables);
-    if (this.partials) b.free(this.partials);
-    this.forward.free();
+    this.target.free();
+    this.draft?.free();
   }
 
   // --- internals ------------------------------------------------------------------------------------
@@ -323,14 +386,6 @@ export class ServingEngine {
     else if (live.sched.tokens.length >= live.limit) this.retire(live, 'length');
   }
 
-  /**
-   * Decode attention's split-K chunks for a decode region of n rows (infer/engine.ts's rule): enough blocks
-   * to fill the GPU (264 = two waves on 132 SMs) when n·Hkv alone would not, but at least 256 keys a split.
-   */
-  private decodeSplits(n: number): number {
-    return decodeAttentionSplits(this.maxLen, this.model.arch.kvHeads, n);
-  }
-
   /** Sends the entries of a request's block table that differ from what its device row holds. */
   private syncTable(live: Live): void {
     const table = live.sched.blockTable, M = this.maxBlocksPerSeq, base = live.slot * M;
@@ -345,110 +400,160 @@ export class ServingEngine {
     if (first >= 0) this.backend.upload(this.backend.view(this.blockTables, base + first, [last - first + 1]), this.tableMirror.subarray(base + first, base + last + 1));
   }
 
-  /** The forward over every scheduled row, then sampling for the requests whose last position was computed. */
-  private execute(items: readonly ScheduledItem[]): [Live, TokenEvent][] {
-    const b = this.backend, m = this.model, arch = m.arch, f = this.forward, io = this.io, L = this.maxLen;
-    const { heads: Hq, kvHeads: Hkv, headDim: d } = arch, W = (Hq + 2 * Hkv) * d;
-    // Rows: the decode region first — row s is slot s (its block-table row), for s < S = 1 + the largest
-    // slot with a one-position item; slots without one are idle rows (token 0 at position 0 for the
-    // embedding, position −1 for the cache ops: nothing written, no keys read) — then the prompt chunks.
-    const single = items.filter((it) => it.count === 1);
-    const S = single.length === 0 ? 0 : 1 + Math.max(...single.map((it) => this.bySched.get(it.request)!.slot));
-    const R = S + items.reduce((n, it) => n + (it.count === 1 ? 0 : it.count), 0);
-    const tokens = new Int32Array(R), positions = new Int32Array(R), cachePositions = new Int32Array(S).fill(-1);
-    const segments: { live: Live; r0: number; start: number; count: number }[] = [];
-    const rowOf = new Map<ScheduledItem, number>();
-    let r0 = S;
-    for (const it of items) {
-      const live = this.bySched.get(it.request)!;
-      this.counters.computedPositions += it.count;
-      if (it.count === 1) {
-        tokens[live.slot] = it.request.tokens[it.start]!;
-        positions[live.slot] = cachePositions[live.slot] = it.start;
-        rowOf.set(it, live.slot);
-        continue;
-      }
-      tokens.set(it.request.tokens.slice(it.start, it.start + it.count), r0);
-      for (let j = 0; j < it.count; j++) positions[r0 + j] = it.start + j;
-      segments.push({ live, r0, start: it.start, count: it.count });
-      rowOf.set(it, r0 + it.count - 1);
-      r0 += it.count;
+  /**
+   * The step's forward passes (the draft's, then the target's over every scheduled row), then sampling:
+   * a token for each request whose last position was computed, and the verdict of each speculative round.
+   */
+  private execute(items: readonly ScheduledItem[]): StepOutcome[] {
+    const liveOf = (it: ScheduledItem) => this.bySched.get(it.request)!;
+    for (const it of items) this.counters.computedPositions += it.count;
+    const proposals = this.draft ? this.runDraft(items) : new Map<ScheduledItem, Proposal>();
+    // The target: a speculative item is a segment of its last token and its draft tokens.
+    const layout = layoutRows(items.map((it) => ({
+      slot: liveOf(it).slot, start: it.start,
+      tokens: it.draft ? [it.request.tokens[it.start]!, ...proposals.get(it)!.tokens] : it.request.tokens.slice(it.start, it.start + it.count),
+    })));
+    this.target.run(layout.rows);
+    const plain = items.flatMap((it, i) => (it.samples && !it.draft ? [{ it, row: layout.lastRow[i]! }] : []));
+    const rounds = items.flatMap((it, i) => (it.draft ? [{ it, row: layout.firstRow[i]! }] : []));
+    const n = plain.length, rows = [...plain.map((x) => x.row), ...rounds.flatMap(({ it, row }) => Array.from({ length: it.count }, (_, j) => row + j))];
+    if (rows.length === 0) return [];
+    const b = this.backend, arch = this.model.arch, Vp = arch.paddedVocab, V = this.model.vocabSize, L = this.maxLen, io = this.io;
+    const logits = this.target.logits(rows);
+    const outcomes: StepOutcome[] = [];
+    let picked: Int32Array | undefined;
+    if (n > 0) {
+      const params = new Float32Array(n * 4), seeds = new Int32Array(n * 2);
+      plain.forEach(({ it }, i) => {
+        const sampling = liveOf(it).request.sampling, row = samplingParamsRow(sampling);
+        row[1] = Math.min(row[1]!, V);
+        params.set(row, 4 * i);
+        seeds.set(seedWords(sampling.seed, 0), 2 * i);
+      });
+      const view1 = (t: Tensor) => b.view(t, 0, [n]);
+      b.upload(b.view(io.params, 0, [n, 4]), params);
+      b.upload(b.view(io.seeds, 0, [n, 2]), seeds);
+      b.upload(view1(io.sPositions), plain.map(({ it }) => it.start + it.count - 1));
+      b.fill(view1(io.sFinished), 0);
+      b.fill(view1(io.sLimits), L);
+      b.sampleTokens({
+        logits: b.view(logits, 0, [n, Vp]), classes: V, params: b.view(io.params, 0, [n, 4]), seeds: b.view(io.seeds, 0, [n, 2]), positions: view1(io.sPositions),
+        history: b.view(io.history, 0, [n, L]), tokens: view1(io.sTokens), finished: view1(io.sFinished), limits: view1(io.sLimits), stopIds: io.stopIds,
+      });
+      picked = b.download(view1(io.sTokens)) as Int32Array;
     }
-    const tokensView = b.view(io.tokens, 0, [R]), positionsView = b.view(io.positions, 0, [R]);
-    b.upload(tokensView, tokens);
-    b.upload(positionsView, positions);
-    const decodePositions = S > 0 ? b.view(io.cachePositions, 0, [S]) : undefined;
-    if (decodePositions) b.upload(decodePositions, cachePositions);
-    const v = f.rows(R);
-    const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
-    const scale = 1 / Math.sqrt(d);
-    const M = this.maxBlocksPerSeq, NB = this.pool.numBlocks, bs = this.blockSize;
-    const poolView = (l: number, kv: number) => b.view(this.kvPool, (l * 2 + kv) * NB * Hkv * bs * d, [NB, Hkv, bs, d]);
-    const tableRows = (first: number, count: number) => b.view(this.blockTables, first * M, [count, M]);
-    f.embed(b, v, tokensView, positionsView);
-    f.blocks(b, v, (l) => {
-      const bias = m.layers[l]!.qkvBias, kCache = poolView(l, 0), vCache = poolView(l, 1);
-      if (decodePositions) {
-        // One token per slot: the decode step's ops over table rows [0, S).
-        const blockTable = tableRows(0, S), splits = this.decodeSplits(S);
-        const partials = splits > 1 ? { partials: b.view(this.partials!, 0, [S, Hq, splits, d + 2]) } : {};
-        b.qkvRopeAppend({ qkv: b.view(v.qkv, 0, [S, W]), positions: decodePositions, q: b.view(io.q, 0, [S, Hq, 1, d]), kCache, vCache, blockTable, ...rope, ...(bias ? { bias } : {}) });
-        b.decodeAttention({ q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: decodePositions, out: b.view(v.attn, 0, [S, Hq, d]), scale, blockTable, ...partials });
-      }
-      for (const s of segments) {
-        const c = s.count, blockTable = tableRows(s.live.slot, 1), qOffset = s.r0 * Hq * d;
-        b.qkvRopeAppend({
-          qkv: b.view(v.qkv, s.r0 * W, [c, W]), positions: b.view(io.positions, s.r0, [c]), q: b.view(io.q, qOffset, [1, Hq, c, d]),
-          kCache, vCache, blockTable, ...rope, ...(bias ? { bias } : {}),
-        });
-        b.flashAttentionForward({
-          q: b.view(io.q, qOffset, [1, Hq, c, d]), k: kCache, v: vCache, out: b.view(io.context, qOffset, [1, Hq, c, d]),
-          lse: b.view(io.lse, s.r0 * Hq, [1, Hq, c]), scale, causal: true, paged: { blockTable, keys: s.start + c },
-        });
-        b.permute0213({ x: b.view(io.context, qOffset, [1, Hq, c, d]), out: b.view(v.attn, qOffset, [1, c, Hq, d]) });
-      }
-      return v.attn;
-    });
+    const wantLogprobs = plain.some(({ it }) => (liveOf(it).request.logprobs ?? 0) > 0);
+    const all = rounds.length > 0 || wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
+    const rowLogits = (i: number) => all!.subarray(i * Vp, i * Vp + V);
+    const event = (live: Live, token: number, row: number): TokenEvent => {
+      const k = live.request.logprobs ?? 0;
+      return k === 0 ? { token } : { token, ...logprobsOf(rowLogits(row), token, k) };
+    };
+    plain.forEach(({ it }, i) => outcomes.push({ live: liveOf(it), events: [event(liveOf(it), picked![i]!, i)] }));
+    let base = n;
+    for (const { it } of rounds) {
+      const live = liveOf(it), proposal = proposals.get(it)!, K = it.draft!, sampling = live.request.sampling, first = base;
+      const verdict = sampling.temperature === 0
+        ? verifyGreedy(proposal.tokens, Array.from({ length: K + 1 }, (_, j) => greedyToken(rowLogits(first + j), sampling, [])))
+        : verifySampled(proposal.tokens, proposal.q, (j) => samplingDistribution(rowLogits(first + j), sampling, []), sampling.seed, it.start + 1);
+      const kept = proposal.tokens.slice(0, verdict.accepted);
+      outcomes.push({ live, events: [...kept, verdict.next].map((token, j) => event(live, token, first + j)), accepted: kept });
+      this.counters.draftedTokens += K;
+      this.counters.acceptedTokens += verdict.accepted;
+      this.counters.speculativeRounds++;
+      if (this.speculation!.adaptive) live.draftTokens = verdict.accepted === K ? Math.min(this.maxDraftTokens, live.draftTokens + 2) : Math.max(1, live.draftTokens - 1);
+      base += K + 1;
+    }
+    return outcomes;
+  }
 
-    const sampling = items.filter((it) => it.samples).map((it) => {
-      const live = this.bySched.get(it.request)!;
-      return { live, row: rowOf.get(it)!, position: it.start + it.count - 1 };
-    });
-    const n = sampling.length;
-    if (n === 0) return [];
-    const Vp = arch.paddedVocab, V = m.vocabSize;
-    const gather = b.view(io.gather, 0, [n]);
-    b.upload(gather, sampling.map((x) => x.row));
-    const last = f.rows(n).y, logits = b.view(io.logits, 0, [n, Vp]);
-    b.embedTokens({ tokens: gather, tokenTable: v.h, out: last });
-    f.lmHead(b, last, logits);
-    const params = new Float32Array(n * 4), seeds = new Int32Array(n * 2);
-    sampling.forEach(({ live }, i) => {
-      const row = samplingParamsRow(live.request.sampling);
-      row[1] = Math.min(row[1]!, V);
-      params.set(row, 4 * i);
-      seeds.set(seedWords(live.request.sampling.seed, 0), 2 * i);
-    });
-    const view1 = (t: Tensor) => b.view(t, 0, [n]);
-    b.upload(b.view(io.params, 0, [n, 4]), params);
-    b.upload(b.view(io.seeds, 0, [n, 2]), seeds);
-    b.upload(view1(io.sPositions), sampling.map((x) => x.position));
-    b.fill(view1(io.sFinished), 0);
-    b.fill(view1(io.sLimits), L);
-    b.sampleTokens({
-      logits, classes: V, params: b.view(io.params, 0, [n, 4]), seeds: b.view(io.seeds, 0, [n, 2]), positions: view1(io.sPositions),
-      history: b.view(io.history, 0, [n, L]), tokens: view1(io.sTokens), finished: view1(io.sFinished), limits: view1(io.sLimits), stopIds: io.stopIds,
-    });
-    const picked = b.download(view1(io.sTokens)) as Int32Array;
-    const wantLogprobs = sampling.some(({ live }) => (live.request.logprobs ?? 0) > 0);
-    const allLogits = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
-    return sampling.map(({ live }, i) => {
-      const token = picked[i]!, k = live.request.logprobs ?? 0;
-      if (k === 0 || !allLogits) return [live, { token }];
-      return [live, { token, ...logprobsOf(allLogits.subarray(i * Vp, i * Vp + V), token, k) }];
-    });
+  /**
+   * The draft's passes (see the header): pass 0 mirrors every item (a speculative item's first position
+   * only), pass j computes position start + j of each speculative item with K ≥ j; passes j < K draw
+   * the draft tokens from its logits.
+   */
+  private runDraft(items: readonly ScheduledItem[]): Map<ScheduledItem, Proposal> {
+    const draft = this.draft!, V = this.model.vocabSize, Vp = draft.model.arch.paddedVocab;
+    const rounds = items.filter((it) => it.draft);
+    const proposals = new Map<ScheduledItem, Proposal>(rounds.map((it) => [it, { tokens: [], q: [] }]));
+    const K = Math.max(0, ...rounds.map((it) => it.draft!));
+    for (let j = 0; j <= K; j++) {
+      const entries = (j === 0 ? items : rounds.filter((it) => it.draft! >= j)).map((it) => ({
+        it, slot: this.bySched.get(it.request)!.slot, start: it.start + j,
+        tokens: !it.draft ? it.request.tokens.slice(it.start, it.start + it.count) : [j === 0 ? it.request.tokens[it.start]! : proposals.get(it)!.tokens[j - 1]!],
+      }));
+      const layout = layoutRows(entries);
+      draft.run(layout.rows);
+      const proposing = entries.flatMap((e, i) => (e.it.draft && j < e.it.draft ? [{ it: e.it, row: layout.lastRow[i]! }] : []));
+      if (proposing.length === 0) continue;
+      const all = this.backend.download(draft.logits(proposing.map((p) => p.row))) as Float32Array;
+      proposing.forEach(({ it }, i) => {
+        const z = all.subarray(i * Vp, i * Vp + V), sampling = this.bySched.get(it.request)!.request.sampling, proposal = proposals.get(it)!;
+        if (sampling.temperature === 0) {
+          proposal.tokens.push(greedyToken(z, sampling, []));
+        } else {
+          const q = samplingDistribution(z, sampling, []);
+          proposal.q.push(q);
+          proposal.tokens.push(drawFrom(q, speculativeUniform(sampling.seed, it.start + j + 1, DrawKind.Draft)));
+        }
+      });
+    }
+    return proposals;
   }
 }
+
+/** One request's positions [start, start + tokens.length) in a step, for layoutRows. */
+interface RowEntry { readonly slot: number; readonly start: number; readonly tokens: readonly number[] }
+
+/**
+ * The rows of a step (paged-forward.ts): one-position entries in the decode region (row = slot; slots
+ * without one are idle rows: token 0 at position 0 for the embedding, cache position −1), the others as
+ * segments after it. firstRow / lastRow: each entry's first and last row.
+ */
+export function layoutRows(entries: readonly RowEntry[]): { rows: StepRows; firstRow: number[]; lastRow: number[] } {
+  const single = entries.filter((e) => e.tokens.length === 1);
+  const S = single.length === 0 ? 0 : 1 + Math.max(...single.map((e) => e.slot));
+  const R = S + entries.reduce((n, e) => n + (e.tokens.length === 1 ? 0 : e.tokens.length), 0);
+  const tokens = new Int32Array(R), positions = new Int32Array(R), decodePositions = new Int32Array(S).fill(-1);
+  const segments: StepRows['segments'][number][] = [], firstRow: number[] = [], lastRow: number[] = [];
+  let r0 = S;
+  for (const e of entries) {
+    const c = e.tokens.length;
+    if (c === 1) {
+      tokens[e.slot] = e.tokens[0]!;
+      positions[e.slot] = decodePositions[e.slot] = e.start;
+      firstRow.push(e.slot);
+      lastRow.push(e.slot);
+      continue;
+    }
+    tokens.set(e.tokens, r0);
+    for (let j = 0; j < c; j++) positions[r0 + j] = e.start + j;
+    segments.push({ slot: e.slot, r0, start: e.start, count: c });
+    firstRow.push(r0);
+    lastRow.push(r0 + c - 1);
+    r0 += c;
+  }
+  return { rows: { tokens, positions, decodePositions, segments }, firstRow, lastRow };
+}
+
+/** Checks a speculation setting against the target and the engine; returns the largest K. */
+function checkSpeculation(spec: ServingSpeculation, model: DecoderModel, maxLen: number, maxBatchTokens: number): number {
+  const draft = spec.draft;
+  if (draft.backend !== model.backend) throw new ArgumentError('serving engine: the draft model must be on the target model\'s backend');
+  if (draft.vocabSize !== model.vocabSize) throw new ArgumentError(`serving engine: the draft model's vocabulary has ${draft.vocabSize} tokens, the target's ${model.vocabSize}; speculative decoding needs the same tokenizer`);
+  if (draft.arch.maxPositions < maxLen) throw new ArgumentError(`serving engine: the draft model has ${draft.arch.maxPositions} positions, fewer than the context window (maxLen ${maxLen})`);
+  if (draft.tensorParallel) throw new ArgumentError('serving engine: a tensor-parallel draft model is not supported');
+  const int = (name: string, x: number | undefined) => {
+    if (x !== undefined && !(Number.isInteger(x) && x >= 1)) throw new ArgumentError(`serving engine: speculative ${name} must be a positive integer, got ${x}`);
+  };
+  int('draftTokens', spec.draftTokens);
+  int('maxDraftTokens', spec.maxDraftTokens);
+  if (maxBatchTokens < 2) throw new ArgumentError('serving engine: speculative decoding needs maxBatchTokens >= 2 (a round computes K + 1 positions)');
+  return Math.min(spec.maxDraftTokens ?? DEFAULT_MAX_DRAFT_TOKENS, maxBatchTokens - 1);
+}
+
+const DEFAULT_DRAFT_TOKENS = 4;
+const DEFAULT_MAX_DRAFT_TOKENS = 8;
 
 /** ln softmax(z)[token] and the k most likely tokens with theirs (f64 log-sum-exp). */
 export function logprobsOf(z: ArrayLike<number>, token: number, k: number): { logprob: number; top: { token: number; logprob: number }[] } {

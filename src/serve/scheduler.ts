@@ -15,6 +15,14 @@
 // After the step ran, complete() advances numComputed and registers the hashes of blocks that became
 // full, so later requests can share them.
 //
+// Speculative decoding (engine.ts): a running request whose `speculate` is K > 0 and that has only its
+// last token left to compute is scheduled as one item of 1 + K positions (draft = K): its last token and
+// the K draft tokens the engine proposes during the step. If the budget left cannot hold 1 + K, the
+// request waits for the next step rather than taking a shorter round: K stays the request's own, so its
+// output does not depend on the batch (the oldest running request always fits: K < maxBatchTokens).
+// complete() is then told which draft tokens the target accepted: numComputed grows by those + 1, and the
+// blocks taken for the rejected positions stay with the request for its next round.
+//
 // batching: 'static' turns step 2 into classic static batching, as a baseline for the same engine (same
 // kernels, same step): when nothing is running, the first min(maxRunning, waiting) requests in the queue
 // become a wave; only wave members are admitted (over as many steps as the budget needs), and the next
@@ -47,6 +55,8 @@ export class SchedRequest {
   state: 'waiting' | 'running' | 'finished' = 'waiting';
   /** Times this request was preempted. */
   preemptions = 0;
+  /** Draft tokens of its next speculative round (0: decode one token at a time); set by the engine. */
+  speculate = 0;
 
   constructor(readonly id: string, readonly tokens: number[], readonly arrival: number) {}
 
@@ -60,6 +70,8 @@ export interface ScheduledItem {
   readonly count: number;
   /** Whether the step computes the request's last token, so a new token is sampled from its logits. */
   readonly samples: boolean;
+  /** A speculative round: count = 1 + draft positions, the last token and the draft's proposals. */
+  readonly draft?: number;
 }
 
 export interface StepPlan {
@@ -115,7 +127,9 @@ export class Scheduler {
     let budget = this.options.maxBatchTokens;
     for (let i = 0; i < this.running.length && budget > 0; i++) {
       const r = this.running[i]!;
-      const count = Math.min(r.needed, budget);
+      const draft = r.needed === 1 ? r.speculate : 0;
+      if (draft > 0 && 1 + draft > budget) continue; // the round waits for a step with room (see the header)
+      const count = draft > 0 ? 1 + draft : Math.min(r.needed, budget);
       if (count <= 0) continue;
       let ok = this.grow(r, r.numComputed + count);
       while (!ok) {
@@ -126,7 +140,7 @@ export class Scheduler {
         ok = this.grow(r, r.numComputed + count);
       }
       if (!ok) break; // r itself was the newest and was preempted: everything after it is gone too
-      items.push({ request: r, start: r.numComputed, count, samples: r.numComputed + count === r.tokens.length });
+      items.push(draft > 0 ? { request: r, start: r.numComputed, count, samples: true, draft } : { request: r, start: r.numComputed, count, samples: r.numComputed + count === r.tokens.length });
       budget -= count;
     }
     const isStatic = this.batching === 'static';
@@ -154,16 +168,22 @@ export class Scheduler {
     return { items, admitted, preempted };
   }
 
-  /** After the step ran: advances numComputed and registers the blocks that became full (returned: newly shareable, read in place by later requests). */
-  complete(items: readonly ScheduledItem[]): NewlyFullBlock[] {
+  /**
+   * After the step ran: advances numComputed and registers the blocks that became full (returned: newly
+   * shareable, read in place by later requests). `accepted`: the draft tokens each speculative round
+   * kept (their positions count as computed; the request's tokens do not hold them yet).
+   */
+  complete(items: readonly ScheduledItem[], accepted: ReadonlyMap<SchedRequest, readonly number[]> = new Map()): NewlyFullBlock[] {
     const full: NewlyFullBlock[] = [];
     const bs = this.pool.blockSize;
-    for (const { request: r, count } of items) {
+    for (const { request: r, count, draft } of items) {
       if (r.state !== 'running') continue;
-      r.numComputed += count;
+      const kept = draft ? accepted.get(r) : undefined;
+      if (draft && !kept) throw new Error(`internal: the speculative round of ${r.id} completed without its verdict`);
+      r.numComputed += kept ? 1 + kept.length : count;
       const nFull = Math.floor(r.numComputed / bs);
       if (nFull > r.hashes.length) {
-        const chain = blockHashes(r.tokens, bs, nFull);
+        const chain = blockHashes(kept ? [...r.tokens, ...kept] : r.tokens, bs, nFull);
         for (let i = r.hashes.length; i < nFull; i++) {
           const block = r.blockTable[i]!;
           r.hashes.push(chain[i]!);

@@ -132,6 +132,10 @@ export class InferenceServer {
       gauge('fuseformer_prefix_cache_hit_rate', 'Prefix cache hits / queries since start', s.prefixQueried > 0 ? s.prefixHits / s.prefixQueried : 0),
       gauge('fuseformer_preemptions_total', 'Requests preempted (to be recomputed) when KV blocks ran out', s.preemptions, 'counter'),
       gauge('fuseformer_engine_steps_total', 'Engine iterations run', s.steps, 'counter'),
+      gauge('fuseformer_speculative_rounds_total', 'Speculative decoding rounds (target verification passes)', s.speculativeRounds, 'counter'),
+      gauge('fuseformer_speculative_draft_tokens_total', 'Draft tokens proposed', s.draftedTokens, 'counter'),
+      gauge('fuseformer_speculative_accepted_tokens_total', 'Draft tokens the target accepted', s.acceptedTokens, 'counter'),
+      gauge('fuseformer_speculative_acceptance_rate', 'Accepted / proposed draft tokens since start', s.draftedTokens > 0 ? s.acceptedTokens / s.draftedTokens : 0),
       m.ttft.text(), m.itl.text(), m.e2e.text(), '',
     ].join('\n');
   }

@@ -1,7 +1,8 @@
 // The serving engine (src/serve/engine.ts) on the GPU, f32, tiny random GPT-2 and Llama-GQA folders:
 // requests under continuous batching (chunked prefill, prefix sharing, preemption) give the same tokens
 // as each request alone through the CUDA decode engine (infer/generate.ts) and as the serving engine on
-// the CPU; no KV block leaks. Skips without a GPU.
+// the CPU; with a draft model (speculative serving), the same greedy tokens; no KV block leaks. Skips
+// without a GPU.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -34,7 +35,7 @@ const shared = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 250);
 const PROMPTS = [shared.slice(0, 35), [...shared, 3, 4], [9], shared.slice(0, 20), Array.from({ length: 50 }, (_, i) => 100 + i), [...shared.slice(0, 33), 200, 201, 202]];
 const MAX_TOKENS = [30, 25, 60, 40, 20, 33];
 
-function serve(model: DecoderModel, options: ServingEngineOptions): { tokens: number[][]; preemptions: number; hits: number } {
+function serve(model: DecoderModel, options: ServingEngineOptions): { tokens: number[][]; preemptions: number; hits: number; drafted: number; accepted: number } {
   const engine = new ServingEngine(model, options);
   const tokens = PROMPTS.map(() => [] as number[]);
   PROMPTS.forEach((prompt, i) => engine.submit({
@@ -44,7 +45,7 @@ function serve(model: DecoderModel, options: ServingEngineOptions): { tokens: nu
   const s = engine.stats();
   assert.equal(engine.pool.usedBlocks, 0, 'every block came back');
   engine.dispose();
-  return { tokens, preemptions: s.preemptions, hits: s.prefixHits };
+  return { tokens, preemptions: s.preemptions, hits: s.prefixHits, drafted: s.draftedTokens, accepted: s.acceptedTokens };
 }
 
 for (const m of MODELS) {
@@ -64,6 +65,16 @@ for (const m of MODELS) {
     assert.deepEqual(preempted.tokens, alone, 'with preemption');
     assert.ok(preempted.preemptions > 0);
     assert.deepEqual(serve(onCpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8 }).tokens, alone, 'the CPU serving engine');
+    // Speculative serving: the model as its own draft checks the alignment of draft and target rows (its
+    // tokens are accepted but where the decode and the flash path round a near-tie differently).
+    const speculative = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, speculative: { draft: onGpu } });
+    assert.deepEqual(speculative.tokens, alone, 'speculative serving (the model as its own draft)');
+    assert.ok(speculative.drafted > 0 && speculative.accepted >= 0.95 * speculative.drafted, `${speculative.accepted} of ${speculative.drafted} accepted`);
+    const draftDir = join(root, `${m.name}-draft`);
+    writeModelFolder(draftDir, m.family, { ...m.config, layers: 1 }, 6);
+    const draft = loadDecoderModel(draftDir, gpu, { dtype: 'f32' }).model;
+    assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, numBlocks: 20, speculative: { draft } }).tokens, alone, 'speculative serving with another draft and preemption');
+    draft.free();
     onGpu.free();
     onCpu.free();
   });

@@ -57,3 +57,41 @@ test('fuseformer serve: --kv-memory-fraction must lie in (0, 1]', () => {
   const help = spawnSync(process.execPath, [main, 'serve', '--help'], { encoding: 'utf8' });
   assert.match(help.stdout, /--kv-memory-fraction F/);
 });
+
+test('fuseformer serve --draft: speculative serving answers, and /metrics counts the rounds', async () => {
+  const dir = join(root, 'tiny-spec');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  const child = spawn(process.execPath, [main, 'serve', '--model', dir, '--draft', dir, '--draft-tokens', '3', '--port', '0', '--backend', 'cpu', '--dtype', 'f32', '--served-name', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(stderr);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
+  assert.match(stderr, /speculative with draft 'tiny-spec' \(2 layers, K up to 8\)/);
+  const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Hi', max_tokens: 12, temperature: 0 }) });
+  assert.equal(r.status, 200);
+  const body = await r.json() as { usage: { completion_tokens: number } };
+  assert.ok(body.usage.completion_tokens >= 1);
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]);
+  if (body.usage.completion_tokens >= 3) assert.ok(value('fuseformer_speculative_rounds_total') >= 1, metrics);
+  assert.equal(value('fuseformer_speculative_accepted_tokens_total'), value('fuseformer_speculative_draft_tokens_total'), 'the draft is the model itself: all accepted');
+  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  child.kill('SIGTERM');
+  assert.equal(await exit, 0, stderr);
+});
+
+test('fuseformer serve: draft options are checked', () => {
+  const dir = join(root, 'tiny-spec-bad');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  const other = join(root, 'tiny-spec-vocab');
+  writeModelFolder(other, 'gpt2', { ...TINY_GPT2, vocabSize: 300 }, 3);
+  const run = (...args: string[]) => spawnSync(process.execPath, [main, 'serve', '--model', dir, '--backend', 'cpu', '--port', '0', ...args], { encoding: 'utf8' });
+  assert.match(run('--draft-tokens', '3').stderr, /--draft-tokens \/ --max-draft-tokens \/ --fixed-draft-tokens need --draft DIR/);
+  assert.match(run('--draft', join(root, 'nowhere')).stderr, /--draft: '.*nowhere' has no config.json/);
+  assert.match(run('--draft', other).stderr, /the draft model's vocabulary has 300 tokens, the target's 257/);
+});
