@@ -11,11 +11,11 @@
 //             copy bandwidth measured here; "% of floor" = floor time / measured time.
 // Targets (issue #5): GPT-2 ≤ 0.12 ms/token; Llama 1.2B ≤ 0.70 ms/token at batch 1, ≥ 35k tokens/s at batch 32.
 // --quant int4,int8 adds rows per model with its projections RTN-quantized (infer/quantized.ts: INT4 W4A16
-// in groups of 128, INT8 W8A8 per channel; embeddings, norms and LM head bf16), the floor from the bytes
-// the quantized step reads. Targets (issue #7): Llama 1.2B at batch 1 ≤ 0.30 ms/token INT4, ≤ 0.45 INT8.
+// in groups of 128, INT8 W8A8 per channel; embeddings, norms and LM head bf16); int4-head, int8-head
+// quantize the LM head too; the floor from the bytes the quantized step reads. Targets (issue #7): Llama 1.2B at batch 1 ≤ 0.30 ms/token INT4, ≤ 0.45 INT8.
 //
 // Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static-compile]
-//                                  [--reps 5] [--models gpt2,llama] [--backend cuda] [--quant int4,int8]
+//                                  [--reps 5] [--models gpt2,llama] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
 // (--models tiny --backend cpu --no-torch runs the harness on a small GPT-2 anywhere, as a smoke test.)
 
 import { spawnSync } from 'node:child_process';
@@ -52,14 +52,16 @@ const CASES: ModelCase[] = [
   { key: 'tiny', name: 'GPT-2 tiny (smoke test)', config: presetConfig('gpt2-tiny'), target: {} },
 ].filter((c) => cli.models!.split(',').includes(c.key));
 
-interface Precision { key: string; label: string; bits?: 4 | 8; b1MsPerToken?: Record<string, number> }
+interface Precision { key: string; label: string; bits?: 4 | 8; lmHead?: boolean; b1MsPerToken?: Record<string, number> }
 const PRECISIONS: Precision[] = [
   { key: 'bf16', label: '' },
   { key: 'int4', label: ' INT4 W4A16', bits: 4, b1MsPerToken: { llama: 0.30 } },
   { key: 'int8', label: ' INT8 W8A8', bits: 8, b1MsPerToken: { llama: 0.45 } },
+  { key: 'int4-head', label: ' INT4 W4A16 + head', bits: 4, lmHead: true, b1MsPerToken: { llama: 0.30 } },
+  { key: 'int8-head', label: ' INT8 W8A8 + head', bits: 8, lmHead: true, b1MsPerToken: { llama: 0.45 } },
 ];
 const quantKeys = cli.quant ? cli.quant.split(',') : [];
-for (const k of quantKeys) if (k !== 'int4' && k !== 'int8') throw new Error(`--quant: '${k}' is not int4 or int8`);
+for (const k of quantKeys) if (!PRECISIONS.some((p) => p.bits && p.key === k)) throw new Error(`--quant: '${k}' is not one of int4, int8, int4-head, int8-head`);
 const precisions = PRECISIONS.filter((p) => p.key === 'bf16' || quantKeys.includes(p.key));
 
 const { backend } = await selectBackend(cli.backend as 'cuda' | 'cpu');
@@ -165,7 +167,7 @@ for (const c of CASES) {
     const model = randomDecoderModel(c.config, backend, { dtype: 'bf16', seed: 1n });
     const ours: Record<number, Ours> = {};
     try {
-      if (p.bits) quantizeDecoderModel(model, { method: 'rtn', bits: p.bits, groupSize: 128 });
+      if (p.bits) quantizeDecoderModel(model, { method: 'rtn', bits: p.bits, groupSize: 128, lmHead: p.lmHead ?? false });
       for (const batch of BATCHES) {
         ours[batch] = measure(model, batch, bandwidth);
         const o = ours[batch]!;

@@ -26,6 +26,7 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            projections run on the quantized kernels
   --quantize rtn4|rtn8     quantize a 16-bit GPT-2 or Llama model on loading (round-to-nearest): INT4 W4A16 in groups
                            of 128, or INT8 W8A8 per channel; embeddings, norms and the LM head stay 16-bit
+  --quantize-lm-head       with --quantize: the LM head too (at batch 1 a large share of the bytes a step reads)
   --beams N                beam search with N beams (Marian models; default: generation_config.json's
                            num_beams); HARS top-k on the GPU
   --length-penalty X       beam search's length penalty (default: generation_config.json's, else 1)
@@ -64,7 +65,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       stop: { type: 'string', multiple: true }, dtype: { type: 'string' }, backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false },
       beams: { type: 'string' }, 'length-penalty': { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
-      tp: { type: 'string' }, quantize: { type: 'string' },
+      tp: { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -91,6 +92,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const quantize = values.quantize;
   if (quantize !== undefined && quantize !== 'rtn4' && quantize !== 'rtn8') throw new ArgumentError(`--quantize must be rtn4 or rtn8, got '${quantize}'`);
   const quantizedDir = readsAsQuantized(dir);
+  if (values['quantize-lm-head'] && quantize === undefined) throw new ArgumentError('--quantize-lm-head needs --quantize rtn4|rtn8');
   if (quantizedDir && quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: '${dir}' is already quantized (its config.json has a quantization_config)`);
   if ((quantizedDir || quantize !== undefined) && tp > 1) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp${quantize !== undefined ? ' or --quantize' : ''}`);
   const beams = numberOption('beams', values.beams, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
@@ -124,7 +126,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const loadStart = performance.now();
   const { model, unused } = quantizedDir ? { model: loadQuantizedDecoderModel(dir, backend, dtype ? { dtype } : {}), unused: [] }
     : loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
-  if (quantize !== undefined) quantizeOnLoad(model, quantize);
+  if (quantize !== undefined) quantizeOnLoad(model, quantize, values['quantize-lm-head']!);
   const tokenizer = loadTokenizer(dir);
   const log = (line: string) => { if (rank0) process.stderr.write(`${line}\n`); };
   const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
@@ -164,9 +166,9 @@ export async function runGenerate(argv: string[]): Promise<number> {
 }
 
 /** `--quantize rtn4|rtn8` on a loaded 16-bit model; the model is freed if its shapes do not allow it. */
-function quantizeOnLoad(model: DecoderModel, quantize: 'rtn4' | 'rtn8'): void {
+function quantizeOnLoad(model: DecoderModel, quantize: 'rtn4' | 'rtn8', lmHead: boolean): void {
   try {
-    quantizeDecoderModel(model, { method: 'rtn', bits: quantize === 'rtn4' ? 4 : 8 });
+    quantizeDecoderModel(model, { method: 'rtn', bits: quantize === 'rtn4' ? 4 : 8, lmHead });
   } catch (error) {
     model.free();
     throw error;

@@ -46,6 +46,9 @@ export interface RowViews {
   readonly mask?: Tensor;
 }
 
+/** Rows the INT8 LM head computes at once (its i32 accumulator is rows × vocabulary). */
+const HEAD_CHUNK_ROWS = 256;
+
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
   private readonly buffers: Omit<RowViews, 'rows'>;
@@ -74,9 +77,12 @@ export class DecoderForward {
       ...(needsMask ? { mask: b.empty([maxRows, arch.ffn], 'u8') } : {}),
     };
     const int8 = (model.quantization?.layers ?? []).flatMap((q) => Object.values(q)).filter((w) => w.kind === 'int8');
-    if (int8.length > 0) {
-      const K = Math.max(...int8.map((w) => w.inFeatures)), N = Math.max(...int8.map((w) => w.outFeatures));
-      this.w8a8 = { xq: b.empty([maxRows * K], 'i8'), rowScales: b.empty([maxRows], 'f32'), acc: b.empty([maxRows * N], 'i32') };
+    const int8Head = model.quantization?.lmHead?.kind === 'int8' ? model.quantization.lmHead : undefined;
+    if (int8.length > 0 || int8Head) {
+      // The head's i32 accumulator is vocabulary-wide: it runs in chunks of HEAD_CHUNK_ROWS rows.
+      const K = Math.max(...[...int8, ...(int8Head ? [int8Head] : [])].map((w) => w.inFeatures));
+      const accRows = Math.max(maxRows * Math.max(0, ...int8.map((w) => w.outFeatures)), int8Head ? Math.min(maxRows, HEAD_CHUNK_ROWS) * int8Head.outFeatures : 0);
+      this.w8a8 = { xq: b.empty([maxRows * K], 'i8'), rowScales: b.empty([maxRows], 'f32'), acc: b.empty([accRows], 'i32') };
     }
     const rope = model.ropeFor(maxLen);
     if (rope) this.rope = { invFreq: b.fromArray(rope.invFreq, [rope.invFreq.length], 'f32'), scale: rope.scale };
@@ -160,9 +166,20 @@ export class DecoderForward {
     return s;
   }
 
-  /** logits [n, Vp] = hidden [n, H]·Wheadᵀ. */
+  /** logits [n, Vp] = hidden [n, H]·Wheadᵀ (the quantized head when the model has one). */
   lmHead(ops: Backend, hidden: Tensor, logits: Tensor): void {
-    ops.gemm({ a: hidden, b: this.model.lmHead, out: logits, transB: true });
+    const head = this.model.quantization?.lmHead;
+    if (!head) {
+      ops.gemm({ a: hidden, b: this.model.lmHead, out: logits, transB: true });
+      return;
+    }
+    const n = hidden.shape[0]!, H = head.inFeatures, Vp = head.outFeatures;
+    const chunk = head.kind === 'int8' ? HEAD_CHUNK_ROWS : n;
+    for (let r = 0; r < n; r += chunk) {
+      const rows = Math.min(chunk, n - r);
+      const x = rows === n ? hidden : ops.view(hidden, r * H, [rows, H]), out = rows === n ? logits : ops.view(logits, r * Vp, [rows, Vp]);
+      this.quantizedLinear(ops, head, x, out);
+    }
   }
 
   /**

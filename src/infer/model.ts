@@ -203,6 +203,7 @@ export class DecoderModel {
     if (this.freed) return;
     this.freed = true;
     for (const layer of this.quantization?.layers ?? []) for (const w of Object.values(layer)) freeQuantized(this.backend, w);
+    if (this.quantization?.lmHead) freeQuantized(this.backend, this.quantization.lmHead);
     this.backend.free(this.workspace.flat);
   }
 }

@@ -1,7 +1,10 @@
 // Quantized projections for the inference engine: per layer the QKV projection, the attention output,
 // the MLP's first GEMM (GPT-2's c_fc, or Llama's gate and up stacked [2F, H]) and the down projection,
 // as INT4 W4A16 or INT8 W8A8 weights (quant/device.ts) that DecoderForward runs in place of the 16-bit
-// GEMMs. Embeddings, norms, biases and the LM head stay in the model's float dtype.
+// GEMMs; optionally the LM head too (`lmHead`: at batch 1 the head is a large share of what a step reads —
+// Llama 1.2B's 128256 × 2048 tied table is 0.5 GB of 2.5 in bf16). Embeddings, norms and biases stay in
+// the model's float dtype; a tied table keeps its float copy for the embedding lookups, and the head
+// reads the quantized copy.
 //
 // Two ways to get them:
 //   quantizeDecoderModel       round-to-nearest from the model's own weights (any family, random or loaded):
@@ -38,6 +41,8 @@ export type QuantizedLayer = Partial<Record<ProjectionRole, DeviceQuantizedWeigh
 export interface DecoderQuantization {
   readonly info: QuantizationInfo;
   readonly layers: readonly QuantizedLayer[];
+  /** The LM head [paddedVocab, hidden], when it was quantized too. */
+  readonly lmHead?: DeviceQuantizedWeight;
 }
 
 export interface QuantizeDecoderOptions {
@@ -46,6 +51,8 @@ export interface QuantizeDecoderOptions {
   readonly bits: 4 | 8;
   /** INT4 group size (default 128; a multiple of 32 dividing every projection's input width). */
   readonly groupSize?: number;
+  /** Quantize the LM head too (default false; see the header). */
+  readonly lmHead?: boolean;
 }
 
 /** The float matrix [N out, K in] of a layer's projection. */
@@ -62,27 +69,27 @@ export function quantizeDecoderModel(model: DecoderModel, options: QuantizeDecod
   const G = options.groupSize ?? 128;
   const b = model.backend;
   if (options.bits === 4) {
-    const widths = [...new Set(model.layers.flatMap((layer) => PROJECTION_ROLES.map((r) => projectionMatrix(layer, r).shape[1]!)))];
+    const widths = [...new Set([...model.layers.flatMap((layer) => PROJECTION_ROLES.map((r) => projectionMatrix(layer, r).shape[1]!)), ...(options.lmHead ? [model.lmHead.shape[1]!] : [])])];
     if (!(Number.isInteger(G) && G >= 32 && G % 32 === 0) || widths.some((k) => k % G !== 0)) {
       throw new ArgumentError(`quantizeDecoderModel: INT4 group size ${G} must be a multiple of 32 dividing every projection's input width (${widths.join(', ')})`);
     }
   }
   const layers: QuantizedLayer[] = [];
+  const quantize = (w: Tensor) => (options.bits === 4 ? int4OnDevice(b, w, G) : int8FromHost(b, w));
+  let lmHead: DeviceQuantizedWeight | undefined;
   try {
     for (const layer of model.layers) {
       const q: QuantizedLayer = {};
       layers.push(q);
-      for (const role of PROJECTION_ROLES) {
-        const w = projectionMatrix(layer, role);
-        q[role] = options.bits === 4 ? int4OnDevice(b, w, G) : int8FromHost(b, w);
-      }
+      for (const role of PROJECTION_ROLES) q[role] = quantize(projectionMatrix(layer, role));
     }
+    if (options.lmHead) lmHead = quantize(model.lmHead);
   } catch (error) {
     freeLayers(b, layers);
     throw error;
   }
   const info: QuantizationInfo = { method: 'rtn', bits: options.bits, ...(options.bits === 4 ? { groupSize: G } : {}) };
-  return (model.quantization = { info, layers });
+  return (model.quantization = { info, layers, ...(lmHead ? { lmHead } : {}) });
 }
 
 function int4OnDevice(b: Backend, weight: Tensor, G: number): DeviceInt4Weight {
@@ -109,6 +116,7 @@ function freeLayers(b: Backend, layers: readonly QuantizedLayer[]): void {
 export function dropQuantization(model: DecoderModel): void {
   if (!model.quantization) return;
   freeLayers(model.backend, model.quantization.layers);
+  if (model.quantization.lmHead) freeQuantized(model.backend, model.quantization.lmHead);
   model.quantization = undefined;
 }
 
@@ -116,15 +124,21 @@ export function dropQuantization(model: DecoderModel): void {
 export function quantizedDecodeWeightBytes(model: DecoderModel, floatWeightBytes: number, bytesPerElement: number): number {
   if (!model.quantization) return floatWeightBytes;
   let bytes = floatWeightBytes;
+  const swap = (w: DeviceQuantizedWeight, N: number, K: number) => {
+    bytes -= N * K * bytesPerElement;
+    bytes += w.kind === 'int4' ? N * K / 2 + (N * K / w.groupSize) * 3 : N * K + N * 4;
+  };
   model.quantization.layers.forEach((q, l) => {
     for (const role of PROJECTION_ROLES) {
       const w = q[role];
       if (!w) continue;
       const [N, K] = projectionMatrix(model.layers[l]!, role).shape as [number, number];
-      bytes -= N * K * bytesPerElement;
-      bytes += w.kind === 'int4' ? N * K / 2 + (N * K / w.groupSize) * 3 : N * K + N * 4;
+      swap(w, N, K);
     }
   });
+  // The head reads the vocabulary's rows (decodeWeightBytes counts vocabSize × hidden for it).
+  const head = model.quantization.lmHead;
+  if (head) swap(head, model.vocabSize, head.inFeatures);
   return bytes;
 }
 

@@ -1,7 +1,7 @@
 // The inference engine with RTN-quantized projections (INT4 W4A16, INT8 W8A8) on the GPU against the
 // CPU engine quantized the same way (the same bits: int4QuantizeWeights is exact on both backends, INT8
 // is quantized on the host): prefill logits in f32 and bf16, and greedy tokens in f32 with the decode
-// step captured in graphs and run eagerly. Skips without a GPU.
+// step captured in graphs and run eagerly; each also with the LM head quantized. Skips without a GPU.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -29,8 +29,8 @@ after(() => rmSync(root, { recursive: true, force: true }));
 const MODELS = ENGINE_TEST_MODELS, PROMPTS = ENGINE_TEST_PROMPTS;
 
 for (const m of MODELS) {
-  for (const bits of [4, 8] as const) {
-    test(`${m.name} INT${bits}: CUDA quantized engine matches the CPU quantized engine`, { skip }, async () => {
+  for (const [bits, lmHead] of [[4, false], [8, false], [4, true], [8, true]] as const) {
+    test(`${m.name} INT${bits}${lmHead ? ' + LM head' : ''}: CUDA quantized engine matches the CPU quantized engine`, { skip }, async () => {
       const { CudaBackend } = await import('../../src/backend/cuda/index.js');
       const gpu = CudaBackend.create(), cpu = new CpuBackend();
       const dir = join(root, m.name);
@@ -38,7 +38,7 @@ for (const m of MODELS) {
       for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
         const load = (b: Backend) => {
           const model = loadDecoderModel(dir, b, { dtype }).model;
-          quantizeDecoderModel(model, { method: 'rtn', bits, groupSize: 32 });
+          quantizeDecoderModel(model, { method: 'rtn', bits, groupSize: 32, lmHead });
           return model;
         };
         const onGpu = load(gpu), onCpu = load(cpu);

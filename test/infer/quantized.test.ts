@@ -23,7 +23,8 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generate } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
-import { dropQuantization, loadQuantizedDecoderModel, PROJECTION_ROLES, quantizeDecoderModel } from '../../src/infer/quantized.js';
+import { decodeWeightBytes } from '../../src/infer/architecture.js';
+import { dropQuantization, loadQuantizedDecoderModel, PROJECTION_ROLES, quantizedDecodeWeightBytes, quantizeDecoderModel } from '../../src/infer/quantized.js';
 import type { ProjectionRole } from '../../src/infer/quantized.js';
 import { loadTokenizer } from '../../src/io/tokenizer.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
@@ -142,6 +143,42 @@ for (const c of CASES) {
   });
 }
 
+for (const c of CASES) {
+  test(`${c.name} with the LM head quantized too: logits match the reference with a dequantized head; the embedding stays float`, () => {
+    const dir = join(root, `${c.name.replace(/\W+/g, '-')}-head`);
+    const weights = writeModelFolder(dir, c.family, c.config, 13);
+    const { model } = loadDecoderModel(dir, backend, { dtype: 'f32' });
+    try {
+      const floatBytes = quantizedDecodeWeightBytes(model, decodeWeightBytes(model.arch, 4), 4);
+      quantizeDecoderModel(model, { method: 'rtn', bits: c.bits, groupSize: 32, lmHead: true });
+      const head = model.quantization!.lmHead!;
+      assert.equal(head.kind, c.bits === 4 ? 'int4' : 'int8');
+      assert.deepEqual([head.outFeatures, head.inFeatures], model.lmHead.shape);
+      // The reference: dequantized projections, and an untied head holding the dequantized head's rows
+      // (a tied model's embedding lookups still read the float table).
+      const reference = dequantizedWeights(model, weights);
+      const V = model.vocabSize, H = head.inFeatures;
+      reference.set('lm_head.weight', { shape: [V, H], data: dequantized(backend, head).slice(0, V * H) });
+      const untied = { ...c.config, tieWordEmbeddings: false };
+      const expected = c.family === 'gpt2' ? gpt2ReferenceLogits(untied as Gpt2Config, reference, PROMPT) : llamaReferenceLogits(untied as LlamaConfig, reference, PROMPT);
+      const engine = new DecodeEngine(model, { maxBatch: 2, maxLen: 32 });
+      const logits = engine.promptLogits(PROMPT);
+      engine.dispose();
+      const flat = new Float64Array(PROMPT.length * V);
+      expected.forEach((row, i) => flat.set(row.subarray(0, V), i * V));
+      const error = relError(logits, flat);
+      assert.ok(error < (c.bits === 4 ? 1e-4 : 5e-2), `relative logit error ${error}`);
+      // A step reads fewer bytes: the head's vocabSize × hidden floats became INT4 / INT8 ones.
+      const headBytes = c.bits === 4 ? V * H / 2 + (V * H / 32) * 3 : V * H + V * 4;
+      const withoutHead = quantizedDecodeWeightBytes({ ...model, quantization: { ...model.quantization!, lmHead: undefined } } as DecoderModel, decodeWeightBytes(model.arch, 4), 4);
+      assert.equal(quantizedDecodeWeightBytes(model, decodeWeightBytes(model.arch, 4), 4), withoutHead - V * H * 4 + headBytes);
+      assert.ok(withoutHead < floatBytes);
+    } finally {
+      model.free();
+    }
+  });
+}
+
 test('quantizeDecoderModel refuses group sizes that do not divide the widths, and a second quantization', () => {
   const dir = join(root, 'refuse');
   writeModelFolder(dir, 'llama', TINY_LLAMA, 3);  // ffn 48: groups of 32 do not divide the down projection's inputs
@@ -212,4 +249,16 @@ test('a `fuseformer quantize` directory runs through `fuseformer generate` (INT4
   await assert.rejects(captured(['--model', llama, '--prompt', 'x', '--backend', 'cpu']), /a quantized llama directory cannot be loaded/);
   const rtn8 = await captured(['--model', dir, '--prompt', prompt, '--max-tokens', '4', '--temperature', '0', '--quantize', 'rtn8', '--backend', 'cpu']);
   assert.ok(rtn8.startsWith(prompt));
+  // --quantize-lm-head: the head too; the same tokens as the engine API with lmHead on.
+  const withHead = await captured(['--model', dir, '--prompt', prompt, '--max-tokens', '6', '--temperature', '0', '--quantize', 'rtn8', '--quantize-lm-head', '--backend', 'cpu']);
+  const { model: m8 } = loadDecoderModel(dir, backend, { dtype: 'f32' });
+  try {
+    quantizeDecoderModel(m8, { method: 'rtn', bits: 8, lmHead: true });
+    const tokenizer = loadTokenizer(dir), ids: number[] = [];
+    for await (const t of generate(m8, tokenizer.encode(prompt), { temperature: 0, maxNewTokens: 6 })) ids.push(t);
+    assert.equal(withHead, `${prompt}${tokenizer.decode(ids)}\n`);
+  } finally {
+    m8.free();
+  }
+  await assert.rejects(captured(['--model', dir, '--prompt', 'x', '--quantize-lm-head', '--backend', 'cpu']), /--quantize-lm-head needs --quantize rtn4\|rtn8/);
 });
