@@ -27,14 +27,27 @@ const { values: cli } = parseArgs({
 const maxNewTokens = Number(cli['max-new-tokens']);
 const BEAMS = [4, 1];
 
+/** Each Python stage (build the models, or one generate() sweep) must end within this long. */
+const PYTHON_STAGE_MS = 300_000;
+
+/** Runs one stage of hf_marian.py, saying what it is and how long it took (a stalled stage is named, and killed). */
 function python(args: string[]): void {
-  const run = spawnSync('python3', ['bench/hf_marian.py', ...args], { encoding: 'utf8', timeout: 1_800_000, maxBuffer: 64 << 20 });
-  if (run.status !== 0) throw new Error(`hf_marian.py ${args[0]} failed (status ${run.status}): ${run.stderr || run.error}`);
+  const t0 = performance.now();
+  console.log(`beam parity: hf_marian.py ${args.filter((a) => !a.startsWith('/')).join(' ')} …`);
+  const run = spawnSync('python3', ['bench/hf_marian.py', ...args], {
+    encoding: 'utf8', timeout: PYTHON_STAGE_MS, killSignal: 'SIGKILL', maxBuffer: 64 << 20, env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
+  if (run.error || run.status !== 0) {
+    const why = run.signal ? `killed (${run.signal}) after ${((performance.now() - t0) / 1000).toFixed(0)} s` : `status ${run.status}`;
+    throw new Error(`hf_marian.py ${args[0]} failed (${why}): ${(run.stderr || String(run.error ?? '')).trim().split('\n').slice(-5).join(' | ')}`);
+  }
+  console.log(`beam parity:   done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 }
 
 interface HfOutput { outputs: number[][]; scores?: number[] }
 
 const { backend } = await selectBackend();
+console.log(`beam parity on ${backend.description}: sizes ${cli.sizes}, ${maxNewTokens} new tokens`);
 const report: Record<string, unknown> = { device: backend.description, maxNewTokens };
 const table: string[] = ['| model | dtype | search | equal to HF f32 | equal to HF bf16 | worst score gap | mean length |', '|---|---|---|---|---|---|---|'];
 let failures = 0;
@@ -52,6 +65,7 @@ for (const size of (cli.sizes ?? '').split(',').filter(Boolean)) {
       }
     }
     for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+      console.log(`beam parity: ${size} ${dtype}: fuseformer translates ${sources.length} sources …`);
       const translator = loadSeq2Seq(dir, backend, { dtype });
       if (translator.unusedTensors.length > 0) console.log(`${size}: checkpoint tensors not used: ${translator.unusedTensors.join(', ')}`);
       for (const beams of BEAMS) {
