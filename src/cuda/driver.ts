@@ -118,6 +118,8 @@ interface DriverFunctions {
   cuFuncSetAttribute(fn: Handle, attrib: number, value: number): Status;
   cuLaunchKernel(fn: Handle, gx: number, gy: number, gz: number, bx: number, by: number, bz: number,
     sharedBytes: number, stream: Handle, kernelParams: bigint, extra: bigint): Status;
+  /** Absent from drivers before CUDA 12.0 (then no programmatic launches). */
+  cuLaunchKernelEx?: (config: bigint, fn: Handle, kernelParams: bigint, extra: bigint) => Status;
   cuStreamBeginCapture_v2(stream: Handle, mode: number): Status;
   cuStreamEndCapture(stream: Handle, graph: BigUint64Array): Status;
   cuGraphInstantiateWithFlags(exec: BigUint64Array, graph: Handle, flags: bigint): Status;
@@ -175,6 +177,7 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
     cuLaunchKernel: f('int cuLaunchKernel(uint64_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, ' +
       'unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, ' +
       'uint64_t hStream, uint64_t kernelParams, uint64_t extra)'),
+    ...optionalExport(lib, 'cuLaunchKernelEx', 'int cuLaunchKernelEx(uint64_t config, uint64_t f, uint64_t kernelParams, uint64_t extra)'),
     cuStreamBeginCapture_v2: f('int cuStreamBeginCapture_v2(uint64_t hStream, int mode)'),
     cuStreamEndCapture: f('int cuStreamEndCapture(uint64_t hStream, void *phGraph)'),
     cuGraphInstantiateWithFlags: f('int cuGraphInstantiateWithFlags(void *phGraphExec, uint64_t hGraph, uint64_t flags)'),
@@ -182,6 +185,15 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
     cuGraphExecDestroy: f('int cuGraphExecDestroy(uint64_t hGraphExec)'),
     cuGraphDestroy: f('int cuGraphDestroy(uint64_t hGraph)'),
   };
+}
+
+/** { name: function } when the library exports the symbol, else {}. */
+function optionalExport(lib: LibraryHandle, name: string, prototype: string): Record<string, ReturnType<LibraryHandle['func']>> {
+  try {
+    return { [name]: lib.func(prototype) };
+  } catch {
+    return {};
+  }
 }
 
 /** Binds the first prototype whose symbol the library exports. */
@@ -410,6 +422,15 @@ export class CudaDriver implements StatusLibrary {
   launchKernel(fn: bigint, gx: number, gy: number, gz: number, bx: number, by: number, bz: number,
     sharedBytes: number, stream: bigint, kernelParams: bigint): number {
     return this.fn.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, sharedBytes, stream, kernelParams, 0n);
+  }
+
+  /** Whether cuLaunchKernelEx is there (programmatic dependent launches need it). */
+  get hasLaunchKernelEx(): boolean { return this.fn.cuLaunchKernelEx !== undefined; }
+
+  /** cuLaunchKernelEx with a CUlaunchConfig at `config` (launch.ts lays it out); `extra` is always NULL. */
+  launchKernelEx(config: bigint, fn: bigint, kernelParams: bigint): number {
+    if (!this.fn.cuLaunchKernelEx) throw new Error('internal: cuLaunchKernelEx is not exported by this driver');
+    return this.fn.cuLaunchKernelEx(config, fn, kernelParams, 0n);
   }
 
   streamBeginCapture(stream: bigint, mode: StreamCaptureMode): void {

@@ -115,6 +115,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk,
     const int* __restrict__ block_table, int table_stride) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   __shared__ float qs[GH][D];
   __shared__ float ps[GH][TILE];
   __shared__ float red[GH][WARPS];
@@ -271,7 +274,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function decodeCombineSource(spec: DecodeCombineSpec): KernelSource {
@@ -284,6 +287,9 @@ ${constants({ D: spec.headDim, THREADS: threads })}
 // partials f32 [B, Hq, splits, D + 2] → out [B, Hq, D]. Grid (Hq, B), block THREADS (a column each).
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const float* __restrict__ partials, const int* __restrict__ positions, T* __restrict__ out, int max_len, int chunk, int splits) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   const int h = blockIdx.x, b = blockIdx.y, c = threadIdx.x, hq = gridDim.x;
   const int n = min(max(positions[b] + 1, 0), max_len);
   const int used = min(splits, (n + chunk - 1) / chunk);
@@ -299,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   if (c < D) out[((size_t)b * hq + h) * D + c] = from_float<T>(used > 0 ? acc / l : 0.f);
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): void {

@@ -16,6 +16,20 @@ export const DEVICE_LIB = String.raw`
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+// ---- programmatic dependent launch (runtime/launch.ts) ------------------------------------------
+// GRID_DEPENDENCY_WAIT: wait until the grids this one depends on have finished and their writes are
+// visible; a kernel launched programmatically must run it before it reads anything they wrote (weights
+// may be read before). GRID_DEPENDENCY_TRIGGER: this block's part no longer holds the next kernel back
+// (it may launch once every block has triggered or exited; it still waits for this grid to finish).
+// Both are no-ops in an ordinary launch, and before sm_90.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define GRID_DEPENDENCY_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define GRID_DEPENDENCY_WAIT() do {} while (0)
+#define GRID_DEPENDENCY_TRIGGER() do {} while (0)
+#endif
+
 // ---- conversion -------------------------------------------------------------------------------
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }

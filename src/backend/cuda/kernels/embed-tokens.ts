@@ -54,6 +54,9 @@ ${constants({ H: spec.hidden, VEC: spec.vec, VECS: spec.hidden / spec.vec, THREA
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const int* __restrict__ tokens, const T* __restrict__ table, const int* __restrict__ positions,
     const T* __restrict__ position_table, T* __restrict__ out, int V, int P, float scale) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   const int r = blockIdx.x;
   const int id = tokens[r];
   const int p = POSITIONS ? positions[r] : 0;
@@ -82,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function embedTokens(host: KernelHost, args: EmbedTokensArgs): void {

@@ -49,6 +49,9 @@ __device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[sp
 
 // x [rows, 2F], out [rows, F]; vectors = rows·F/VEC.
 extern "C" __global__ void __launch_bounds__(BLOCK) ${name}(const T* __restrict__ x, T* __restrict__ out, u64 vectors) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   const u64 stride = (u64)gridDim.x * BLOCK;
   for (u64 v = (u64)blockIdx.x * BLOCK + threadIdx.x; v < vectors; v += stride) {
     const u64 row = v / VECS_PER_ROW;
@@ -62,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) ${name}(const T* __restrict_
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function gatedActivation(host: KernelHost, args: GatedActivationArgs): void {

@@ -69,6 +69,9 @@ extern "C" __global__ void __launch_bounds__(HALF) ${name}(
     const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ positions, const float* __restrict__ inv_freq,
     float rope_scale, T* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache, T* __restrict__ k_out,
     T* __restrict__ v_out, int L, int max_len, const int* __restrict__ block_table, int table_stride) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   const int r = blockIdx.x, hh = blockIdx.y, i = threadIdx.x;
   const int seq = r / L, l = r - seq * L;
   const T* src = qkv + (size_t)r * WIDTH + hh * D;
@@ -114,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(HALF) ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {

@@ -70,6 +70,9 @@ ${ROW_MAPPING_DEVICE_CODE}
 extern "C" __global__ void __launch_bounds__(THREADS_PER_ROW * ROWS_PER_BLOCK) ${name}(
     T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ gamma,
     const T* __restrict__ beta, T* __restrict__ out, int rows, float eps) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   __shared__ float shared[ROWS_PER_BLOCK * WARPS_PER_ROW];
   const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
   // A partial block's missing rows: with a block per row the whole block leaves together; with a warp
@@ -131,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_PER_ROW * ROWS_PER_BLOCK) $
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function residualNorm(host: KernelHost, args: ResidualNormArgs): void {

@@ -168,6 +168,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
     int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
     const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   __shared__ u32 seen[WORDS];
   __shared__ u32 counts[256];
   __shared__ float masses[256];
@@ -286,7 +289,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {

@@ -34,6 +34,11 @@ export interface LaunchConfig {
 export interface KernelSource {
   readonly name: string;
   readonly source: string;
+  /**
+   * The kernel runs GRID_DEPENDENCY_WAIT (device-lib.ts) before it reads anything earlier kernels wrote,
+   * so it may be launched programmatically (launch.ts): it may then start before the kernel ahead of it ends.
+   */
+  readonly gridDependencyWait?: boolean;
 }
 
 export interface CompiledKernel {

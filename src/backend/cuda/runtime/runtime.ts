@@ -18,6 +18,8 @@ import type { DeviceBlock } from './tensor.js';
 export interface CudaRuntimeOptions {
   /** Kernel cache directory; null disables the disk cache. Default: defaultKernelCacheDir(). */
   kernelCacheDir?: string | null;
+  /** Programmatic dependent launch (see programmaticLaunch); default: on when FUSEFORMER_PDL=1. */
+  programmaticLaunch?: boolean;
 }
 
 export class CudaRuntime implements KernelHost {
@@ -68,6 +70,23 @@ export class CudaRuntime implements KernelHost {
       debug: debugEnabled('kernels'),
     });
     this.launcher = new KernelLauncher(driver, device.properties.maxSharedBytesPerBlockOptin);
+    const programmatic = options.programmaticLaunch ?? process.env['FUSEFORMER_PDL'] === '1';
+    if (programmatic) this.programmaticLaunch = true;
+  }
+
+  /**
+   * Programmatic dependent launch of the kernels that wait for their prerequisites themselves (launch.ts):
+   * Hopper or newer (compute capability 9.0), and a driver with cuLaunchKernelEx. Takes effect for
+   * launches and captures made after it is set.
+   */
+  get programmaticLaunch(): boolean { return this.launcher.programmaticLaunch; }
+
+  set programmaticLaunch(on: boolean) {
+    const { major, minor } = this.device.properties.computeCapability;
+    if (on && major < 9) {
+      throw new ArgumentError(`programmatic dependent launch needs compute capability 9.0 or newer; ${this.device.properties.name} is ${major}.${minor}`);
+    }
+    this.launcher.programmaticLaunch = on;
   }
 
   /** A runtime on GPU `ordinal`, with its own compute stream. */
@@ -86,8 +105,9 @@ export class CudaRuntime implements KernelHost {
   kernel(key: string, build: () => KernelSource, options: JitOptions = {}): CompiledKernel {
     let kernel = this.kernels.get(key);
     if (kernel === undefined) {
-      const compiled = this.jit.compile(build(), options, key);
-      kernel = new LaunchableKernel(compiled, this.launcher, () => this.currentStream.handle);
+      const source = build();
+      const compiled = this.jit.compile(source, options, key);
+      kernel = new LaunchableKernel({ ...compiled, gridDependencyWait: source.gridDependencyWait === true }, this.launcher, () => this.currentStream.handle);
       this.kernels.set(key, kernel);
     }
     return kernel;

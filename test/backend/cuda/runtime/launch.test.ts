@@ -132,3 +132,37 @@ test('launch: bad shapes are rejected before the driver; a failed launch names t
   assert.throws(() => failing.launch(k, { grid: [2, 3], block: 256 }, [arg.i32(1)], 0n), (err: unknown) =>
     err instanceof CudaError && err.message === "cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (1): kernel 'k', grid [2, 3, 1], block [256, 1, 1], 0 B shared, 1 arguments");
 });
+
+test('programmatic launch: kernels that wait for their prerequisites go through cuLaunchKernelEx with the serialization attribute', () => {
+  const api = fakeApi();
+  const ex: { config: Uint8Array; fn: bigint; params: bigint }[] = [];
+  const withEx: LaunchApi = {
+    ...api,
+    hasLaunchKernelEx: true,
+    launchKernelEx: (config, fn, params) => {
+      ex.push({ config: new Uint8Array(koffi.view(config, 136).slice(0)), fn, params });
+      return 0;
+    },
+  };
+  const launcher = new KernelLauncher(withEx, 227 * 1024);
+  const waits = { name: 'waits', function: 0xaan, gridDependencyWait: true }, plain = { name: 'plain', function: 0xbbn };
+  launcher.launch(waits, { grid: [7, 2], block: 128 }, [arg.i32(1)], 0x55n);
+  assert.equal(ex.length, 0, 'off by default: an ordinary launch');
+  assert.equal(api.launches.length, 1);
+  launcher.programmaticLaunch = true;
+  launcher.launch(waits, { grid: [7, 2], block: [128, 1, 1], sharedBytes: 512 }, [arg.i32(1)], 0x55n);
+  launcher.launch(plain, { grid: 3, block: 64 }, [], 0x55n);
+  assert.equal(api.launches.length, 2, 'a kernel that does not wait is never launched programmatically');
+  assert.equal(ex.length, 1);
+  const view = new DataView(ex[0]!.config.buffer);
+  const u32 = (o: number) => view.getUint32(o, true);
+  assert.deepEqual([0, 4, 8, 12, 16, 20, 24].map(u32), [7, 2, 1, 128, 1, 1, 512], 'grid, block, shared bytes');
+  assert.equal(view.getBigUint64(32, true), 0x55n, 'the stream');
+  assert.equal(u32(48), 1, 'one attribute');
+  assert.equal(u32(64), 6, 'CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION');
+  assert.equal(view.getInt32(72, true), 1, 'programmaticStreamSerializationAllowed');
+  assert.equal(ex[0]!.fn, 0xaan);
+  const attrs = view.getBigUint64(40, true);
+  assert.deepEqual(new Uint8Array(koffi.view(attrs, 72).slice(0)), ex[0]!.config.subarray(64, 136), 'attrs points at the attribute in the same buffer');
+  assert.throws(() => { new KernelLauncher(fakeApi(), 1024).programmaticLaunch = true; }, /needs cuLaunchKernelEx/);
+});
