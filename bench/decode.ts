@@ -16,6 +16,9 @@
 //
 // Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static-compile]
 //                                  [--reps 5] [--models gpt2,llama] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
+//                                  [--modes cublas,gemv,pdl,gemv-pdl]
+// --modes: the decode GEMMs on cuBLASLt (default) or on kernels/gemv.ts (CudaBackend.decodeGemv), and/or
+// programmatic dependent launches (runtime.programmaticLaunch); one set of rows per mode, same run.
 // (--models tiny --backend cpu --no-torch runs the harness on a small GPT-2 anywhere, as a smoke test.)
 
 import { spawnSync } from 'node:child_process';
@@ -23,6 +26,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/backend/index.js';
+import type { CudaBackend } from '../src/backend/cuda/index.js';
 import { decodeWeightBytes } from '../src/infer/architecture.js';
 import { DecodeEngine } from '../src/infer/engine.js';
 import { randomDecoderModel } from '../src/infer/model.js';
@@ -41,6 +45,7 @@ const { values: cli } = parseArgs({
     models: { type: 'string', default: 'gpt2,llama' },
     backend: { type: 'string', default: 'cuda' },
     quant: { type: 'string', default: '' },
+    modes: { type: 'string', default: 'cublas' },
   },
 });
 const REPS = Number(cli.reps), PROMPT = 32, NEW = 128, BATCHES = [1, 32];
@@ -161,43 +166,74 @@ const table: string[] = [
   '| model | batch | fuseformer ms/token | tokens/s | % of floor | e2e ms/token | HF eager ms/token | HF static+compile ms/token | target |',
   '|---|---|---|---|---|---|---|---|---|',
 ];
+/** Decode GEMMs and launches (CUDA): cuBLASLt (the default), the GEMV kernel, programmatic launches, or both. */
+const MODES = ['cublas', 'gemv', 'pdl', 'gemv-pdl'] as const;
+type Mode = (typeof MODES)[number];
+const modes = cli.modes!.split(',') as Mode[];
+for (const m of modes) if (!MODES.includes(m)) throw new Error(`--modes: '${m}' is not one of ${MODES.join(', ')}`);
+function setMode(mode: Mode): void {
+  if (backend.name !== 'cuda') {
+    if (mode !== 'cublas') throw new Error(`--modes ${mode} needs the CUDA backend`);
+    return;
+  }
+  const cuda = backend as CudaBackend;
+  cuda.decodeGemv = mode === 'gemv' || mode === 'gemv-pdl';
+  cuda.runtime.programmaticLaunch = mode === 'pdl' || mode === 'gemv-pdl';
+}
+
+const failedRow = (name: string, error: unknown) => {
+  // One failing case (a kernel that does not run) must not cost the other rows of the run.
+  const message = error instanceof Error ? error.message : String(error);
+  console.log(`${name}: FAILED: ${message}`);
+  (results.models as Record<string, unknown>)[name] = { error: message };
+  table.push(`| ${name} | — | failed: ${message.split('\n')[0]!.slice(0, 120)} | | | | | | |`);
+};
+
 for (const c of CASES) {
   for (const p of precisions) {
-    const name = `${c.name}${p.label}`;
     const model = randomDecoderModel(c.config, backend, { dtype: 'bf16', seed: 1n });
-    const ours: Record<number, Ours> = {};
     try {
       if (p.bits) quantizeDecoderModel(model, { method: 'rtn', bits: p.bits, groupSize: 128, lmHead: p.lmHead ?? false });
-      for (const batch of BATCHES) {
-        ours[batch] = measure(model, batch, bandwidth);
-        const o = ours[batch]!;
-        console.log(`${name} batch ${batch}: ${o.msPerToken.toFixed(3)} ms/token (${Math.round(o.tokensPerS)} tokens/s), floor ${o.floorMs.toFixed(3)} ms (${o.percentOfFloor.toFixed(0)}%), e2e ${o.e2eMsPerToken.toFixed(3)} ms/token`);
-      }
     } catch (error) {
-      // One failing case (a kernel that does not run) must not cost the other rows of the run.
-      const message = error instanceof Error ? error.message : String(error);
-      console.log(`${name}: FAILED: ${message}`);
-      (results.models as Record<string, unknown>)[name] = { error: message };
-      table.push(`| ${name} | — | failed: ${message.split('\n')[0]!.slice(0, 120)} | | | | | | |`);
-      continue;
-    } finally {
+      failedRow(`${c.name}${p.label}`, error);
       model.free();
+      continue;
     }
-    // HF is measured for the bf16 model only (transformers has no W4A16 / W8A8 decode path to compare with here).
-    const torch = cli['no-torch'] || p.bits ? undefined : runTorch(c);
-    if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
-    (results.models as Record<string, unknown>)[name] = { ours, torch };
-    const b1Target = p.bits ? p.b1MsPerToken?.[c.key] : c.target.b1MsPerToken;
-    for (const batch of BATCHES) {
-      const o = ours[batch]!;
-      const hf = (mode: string): string => {
-        if (!torch || 'error' in torch) return '—';
-        const r = torch[mode]?.[String(batch)];
-        return r?.ms_per_token !== undefined ? r.ms_per_token.toFixed(3) : r?.error ? 'error' : '—';
-      };
-      const target = batch === 1 && b1Target !== undefined ? `≤ ${b1Target} ms/token ${o.msPerToken <= b1Target ? 'met' : 'missed'}`
-        : batch === 32 && !p.bits && c.target.b32TokensPerS !== undefined ? `≥ ${c.target.b32TokensPerS} tok/s ${o.tokensPerS >= c.target.b32TokensPerS ? 'met' : 'missed'}` : '';
-      table.push(`| ${name} | ${batch} | ${o.msPerToken.toFixed(3)} | ${Math.round(o.tokensPerS)} | ${o.percentOfFloor.toFixed(0)}% | ${o.e2eMsPerToken.toFixed(3)} | ${hf('eager')} | ${hf('static-compile')} | ${target} |`);
+    try {
+      for (const mode of modes) {
+        const name = `${c.name}${p.label}${mode === 'cublas' ? '' : ` [${mode}]`}`;
+        const ours: Record<number, Ours> = {};
+        try {
+          setMode(mode);
+          for (const batch of BATCHES) {
+            ours[batch] = measure(model, batch, bandwidth);
+            const o = ours[batch]!;
+            console.log(`${name} batch ${batch}: ${o.msPerToken.toFixed(3)} ms/token (${Math.round(o.tokensPerS)} tokens/s), floor ${o.floorMs.toFixed(3)} ms (${o.percentOfFloor.toFixed(0)}%), e2e ${o.e2eMsPerToken.toFixed(3)} ms/token`);
+          }
+        } catch (error) {
+          failedRow(name, error);
+          continue;
+        }
+        // HF is measured for the bf16 model only (transformers has no W4A16 / W8A8 decode path to compare with here).
+        const torch = cli['no-torch'] || p.bits || mode !== 'cublas' ? undefined : runTorch(c);
+        if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
+        (results.models as Record<string, unknown>)[name] = { ours, torch, mode };
+        const b1Target = p.bits ? p.b1MsPerToken?.[c.key] : c.target.b1MsPerToken;
+        for (const batch of BATCHES) {
+          const o = ours[batch]!;
+          const hf = (hfMode: string): string => {
+            if (!torch || 'error' in torch) return '—';
+            const r = torch[hfMode]?.[String(batch)];
+            return r?.ms_per_token !== undefined ? r.ms_per_token.toFixed(3) : r?.error ? 'error' : '—';
+          };
+          const target = batch === 1 && b1Target !== undefined ? `≤ ${b1Target} ms/token ${o.msPerToken <= b1Target ? 'met' : 'missed'}`
+            : batch === 32 && !p.bits && c.target.b32TokensPerS !== undefined ? `≥ ${c.target.b32TokensPerS} tok/s ${o.tokensPerS >= c.target.b32TokensPerS ? 'met' : 'missed'}` : '';
+          table.push(`| ${name} | ${batch} | ${o.msPerToken.toFixed(3)} | ${Math.round(o.tokensPerS)} | ${o.percentOfFloor.toFixed(0)}% | ${o.e2eMsPerToken.toFixed(3)} | ${hf('eager')} | ${hf('static-compile')} | ${target} |`);
+        }
+      }
+    } finally {
+      setMode('cublas');
+      model.free();
     }
   }
 }

@@ -47,6 +47,8 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
+import { gemvApplies, launchGemv } from './kernels/gemv.js';
+import { checkGemm } from './gemm-plan.js';
 import { CudaArena } from './runtime/arena.js';
 import { CudaRuntime } from './runtime/runtime.js';
 import { CudaTensor } from './runtime/tensor.js';
@@ -58,6 +60,14 @@ export class CudaBackend implements Backend {
   readonly name = 'cuda' as const;
   readonly description: string;
   readonly gemmRunner: GemmRunner;
+  /**
+   * GEMMs of at most 8 rows with [N, K] weights (decode steps) on fuseformer's own kernel
+   * (kernels/gemv.ts) instead of cuBLASLt; default: on when FUSEFORMER_DECODE_GEMV=1. Takes effect for
+   * launches and captures made after it is set.
+   */
+  decodeGemv = process.env['FUSEFORMER_DECODE_GEMV'] === '1';
+  /** GEMMs run on the GEMV kernel so far (decodeGemv). */
+  gemvLaunches = 0;
 
   private constructor(readonly runtime: CudaRuntime) {
     const p = runtime.device.properties;
@@ -163,7 +173,17 @@ export class CudaBackend implements Backend {
 
   // --- ops --------------------------------------------------------------------------------------------
 
-  gemm(args: GemmArgs): void { this.gemmRunner.gemm(args); }
+  gemm(args: GemmArgs): void {
+    if (this.decodeGemv) {
+      const checked = checkGemm(args);
+      if (gemvApplies(checked)) {
+        launchGemv(this.runtime, checked);
+        this.gemvLaunches++;
+        return;
+      }
+    }
+    this.gemmRunner.gemm(args);
+  }
   batchedGemm(args: BatchedGemmArgs): void { this.gemmRunner.batchedGemm(args); }
   biasDropoutResidual(args: BiasDropoutResidualArgs): void { elementwise.biasDropoutResidual(this.runtime, args); }
   biasDropoutResidualBackward(args: BiasDropoutResidualBackwardArgs): void { elementwise.biasDropoutResidualBackward(this.runtime, args); }

@@ -26,6 +26,7 @@ import { catalog as qkvRopeAppendCatalog } from './qkv-rope-append.js';
 import { catalog as decodeAttentionCatalog } from './decode-attention.js';
 import { catalog as residualNormCatalog } from './residual-norm.js';
 import { catalog as gatedActivationCatalog } from './gated-activation.js';
+import { catalog as gemvCatalog } from './gemv.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 
@@ -59,6 +60,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['decode-attention', decodeAttentionCatalog],
     ['residual-norm', residualNormCatalog],
     ['gated-activation', gatedActivationCatalog],
+    ['gemv', gemvCatalog],
     ['sample-tokens', sampleTokensCatalog],
     ['tanh-activation', tanhActivationCatalog],
   ];

@@ -1,0 +1,156 @@
+// gemv: a GEMM of few rows, out[m, n] = ep(Σ_k a[m, k]·w[n, k] + bias[n]) for M ≤ 8 (decode steps:
+// one row per sequence), with the weight stored [N, K] (transB; every inference matrix is [out, in]).
+// An alternative to cuBLASLt for those shapes (CudaBackend option decodeGemv), for two reasons: a small
+// matrix (GPT-2's 768 × 768, Llama's QKV and output projections: 1–12 MB) read by one short cuBLASLt
+// kernel reaches a third to half of HBM bandwidth, the rest being the kernel's ramp; and this kernel
+// can be launched programmatically (runtime/launch.ts): its blocks prefetch their weight rows into L2
+// before GRID_DEPENDENCY_WAIT, overlapping the previous kernel's tail — the weights never depend on it.
+//
+// Thread mapping. Blocks of WARPS warps; warp j of block b owns output columns n0 = (b·WARPS + j)·R ..
+// n0 + R − 1 for all M rows of a. Lanes stride along K in 16-byte vectors (VEC elements): at step s
+// lane l reads w[n, s·32·VEC + l·VEC ..] for its R columns (a warp reads 512 contiguous bytes of each
+// weight row: whole 32-byte sectors) and the same slice of each row of a (the M × K activations are
+// read by every warp of the GPU: L1/L2 hits after the first). f32 accumulation in registers, R·M sums
+// per lane, reduced by shuffles at the end; lane r·M + m writes out[m, n0 + r] with the epilogue.
+// Bytes: the weights N·K·s once, a M·K·s (cached), out M·N·s; FLOPs 2·M·N·K.
+// Precision: f32 products and sums of the stored values (as cuBLASLt with f32 compute).
+
+import type { GemmEpilogue } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { byteSize } from '../../../dtype.js';
+import type { CheckedGemm } from '../gemm-plan.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { constants, kernelIdentifier } from './row-kernels.js';
+
+/** Rows of a the kernel takes at most (R·M accumulators a lane). */
+export const GEMV_MAX_ROWS = 8;
+/** The epilogues the kernel has. */
+export const GEMV_EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_bias'];
+
+export interface GemvSpec {
+  readonly dtype: FloatDType;
+  /** Rows of a (M), 1..GEMV_MAX_ROWS. */
+  readonly rows: number;
+  /** Input width, a multiple of VEC. */
+  readonly k: number;
+  readonly epilogue: GemmEpilogue;
+}
+
+export function gemvKey(s: GemvSpec): string {
+  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.${s.epilogue}`;
+}
+
+const WARPS = 4;
+/** Output columns a warp computes. */
+const COLUMNS_PER_WARP = 2;
+
+/** Elements of a 16-byte vector. */
+function vectorWidth(dtype: FloatDType): number {
+  return 16 / byteSize(dtype);
+}
+
+const EPILOGUE_CODE: Record<string, string> = {
+  none: 'x',
+  bias: 'x + to_float(bias[n])',
+  relu_bias: 'fmaxf(x + to_float(bias[n]), 0.f)',
+  gelu_bias: 'gelu_tanh(x + to_float(bias[n]))',
+};
+
+export function gemvSource(spec: GemvSpec): KernelSource {
+  const name = kernelIdentifier(gemvKey(spec));
+  const vec = vectorWidth(spec.dtype);
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ M: spec.rows, K: spec.k, VEC: vec, R: COLUMNS_PER_WARP, WARPS, CHUNK: 32 * vec, STEPS: Math.floor(spec.k / (32 * vec)), LINE: 128 / byteSize(spec.dtype) })}
+
+__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[spec.epilogue]}; }
+
+// a [M, K], w [N, K], bias [N] (or null), out [M, N]. Grid ceil(N / (WARPS·R)), block WARPS·32.
+extern "C" __global__ void __launch_bounds__(WARPS * 32) ${name}(
+    const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = (blockIdx.x * WARPS + warp) * R;
+  const T* rows[R];
+  #pragma unroll
+  for (int r = 0; r < R; r++) rows[r] = w + (size_t)min(n0 + r, N - 1) * K;
+  // The weights do not depend on earlier kernels: ask for this warp's rows in L2 before waiting.
+  #pragma unroll
+  for (int r = 0; r < R; r++) {
+    for (int e = lane * LINE; e < K; e += 32 * LINE) asm volatile("prefetch.global.L2 [%0];" :: "l"(rows[r] + e));
+  }
+  GRID_DEPENDENCY_WAIT();
+  float acc[R][M];
+  #pragma unroll
+  for (int r = 0; r < R; r++) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) acc[r][m] = 0.f;
+  }
+  #pragma unroll 2
+  for (int s = 0; s <= STEPS; s++) {
+    const int k = s * CHUNK + lane * VEC;
+    if (s == STEPS && k >= K) break; // the last, partial step (K % CHUNK) covers the first lanes only
+    float wv[R][VEC];
+    #pragma unroll
+    for (int r = 0; r < R; r++) load_floats<T, VEC>(rows[r] + k, wv[r], VEC);
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      float av[VEC];
+      load_floats<T, VEC>(a + (size_t)m * K + k, av, VEC);
+      #pragma unroll
+      for (int r = 0; r < R; r++) {
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) acc[r][m] = fmaf(wv[r][i], av[i], acc[r][m]);
+      }
+    }
+  }
+  GRID_DEPENDENCY_TRIGGER();
+  float mine = 0.f;
+  #pragma unroll
+  for (int r = 0; r < R; r++) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      const float total = warp_sum(acc[r][m]);
+      if (lane == r * M + m) mine = total;
+    }
+  }
+  if (lane < R * M) {
+    const int r = lane / M, m = lane - r * M, n = n0 + r;
+    if (n < N) out[(size_t)m * N + n] = from_float<T>(epilogue(mine, bias, n));
+  }
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+/**
+ * Whether the kernel takes this checked GEMM: transB only, M ≤ GEMV_MAX_ROWS, K a multiple of the
+ * vector width, 16-byte aligned operands, alpha 1 and beta 0, a forward epilogue without preActivation.
+ */
+export function gemvApplies(g: CheckedGemm): boolean {
+  const p = g.problem, vec = vectorWidth(p.dtype), align = (t: { ptr: bigint }) => t.ptr % 16n === 0n;
+  return p.batch === 1 && !p.transA && p.transB && p.M <= GEMV_MAX_ROWS && p.K % vec === 0 && GEMV_EPILOGUES.includes(p.epilogue)
+    && !p.writesPreActivation && g.alpha === 1 && g.beta === 0 && align(g.a) && align(g.b);
+}
+
+/** Launches the kernel for a GEMM gemvApplies() accepted. */
+export function launchGemv(host: KernelHost, g: CheckedGemm): void {
+  const p = g.problem;
+  const spec: GemvSpec = { dtype: p.dtype, rows: p.M, k: p.K, epilogue: p.epilogue };
+  const kernel = host.kernel(gemvKey(spec), () => gemvSource(spec));
+  kernel.launch({ grid: Math.ceil(p.N / (WARPS * COLUMNS_PER_WARP)), block: WARPS * 32 }, [
+    arg.ptr(g.a.ptr), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N),
+  ]);
+}
+
+/** Representative specs for the nvcc compile check: decode shapes of GPT-2 and Llama, partial K steps, f32. */
+export function catalog(): KernelSource[] {
+  return [
+    gemvSource({ dtype: 'bf16', rows: 1, k: 2048, epilogue: 'none' }),
+    gemvSource({ dtype: 'bf16', rows: 8, k: 8192, epilogue: 'none' }),
+    gemvSource({ dtype: 'f16', rows: 3, k: 768, epilogue: 'gelu_bias' }),
+    gemvSource({ dtype: 'bf16', rows: 1, k: 3072, epilogue: 'bias' }),
+    gemvSource({ dtype: 'f32', rows: 5, k: 100, epilogue: 'relu_bias' }),
+  ];
+}
