@@ -101,9 +101,9 @@ export function gemmCases(): GemmCase[] {
 }
 
 /**
- * Decode-step GEMMs (kernels/gemv.ts when CudaBackend.decodeGemv is on): M ≤ 8 rows against [N, K]
+ * Decode-step GEMMs (kernels/gemv.ts when CudaBackend.decodeGemv is on): M ≤ 4 rows against [N, K]
  * weights at GPT-2 and Llama widths, odd N and K (a partial last step), every forward epilogue; then
- * cases the GEMV kernel must leave to cuBLASLt (9 rows, beta, alpha, a misaligned a, K not a multiple of
+ * cases the GEMV kernel must leave to cuBLASLt (5 rows, beta, alpha, a misaligned a, K not a multiple of
  * the vector width, a stored pre-activation, an untransposed weight). `gemv` says which path it takes.
  */
 export function decodeGemmCases(): (GemmCase & { gemv: boolean })[] {
@@ -111,10 +111,10 @@ export function decodeGemmCases(): (GemmCase & { gemv: boolean })[] {
   const variants = [ALL_VARIANTS[0]!, ALL_VARIANTS[2]!, ALL_VARIANTS[3]!, ALL_VARIANTS[4]!];
   for (const dtype of DTYPES) {
     const vec = dtype === 'f32' ? 4 : 8;
-    const shapes = [[1, 3072, 2048], [3, 2304, 768], [8, 2048, 8192], [5, 131, 96], [2, 768, 3072], [4, 77, 136], [7, 1000, 4104]];
+    const shapes = [[1, 3072, 2048], [3, 2304, 768], [4, 2048, 8192], [2, 131, 96], [2, 768, 3072], [4, 77, 136], [3, 1000, 4104]];
     shapes.forEach((shape, i) => cases.push({ ...gemmCase(dtype, shape, [false, true], variants[i % variants.length]!), gemv: shape[2]! % vec === 0 }));
     cases.push({ ...gemmCase(dtype, [1, 50257, 768], [false, true], ALL_VARIANTS[2]!), gemv: true });
-    cases.push({ ...gemmCase(dtype, [9, 512, 256], [false, true], ALL_VARIANTS[0]!), gemv: false });
+    cases.push({ ...gemmCase(dtype, [5, 512, 256], [false, true], ALL_VARIANTS[0]!), gemv: false });
     cases.push({ ...gemmCase(dtype, [2, 512, 256], [false, true], ALL_VARIANTS[1]!), gemv: false });
     cases.push({ ...gemmCase(dtype, [2, 512, 256], [false, true], ALL_VARIANTS[0]!, { alpha: 0.25 }), gemv: false });
     cases.push({ ...gemmCase(dtype, [2, 512, 256], [false, true], ALL_VARIANTS[0]!, { aOffset: 1 }), gemv: false });

@@ -61,7 +61,7 @@ export class CudaBackend implements Backend {
   readonly description: string;
   readonly gemmRunner: GemmRunner;
   /**
-   * GEMMs of at most 8 rows with [N, K] weights (decode steps) on fuseformer's own kernel
+   * GEMMs of at most 4 rows with [N, K] weights (small-batch decode steps) on fuseformer's own kernel
    * (kernels/gemv.ts) instead of cuBLASLt; default: on when FUSEFORMER_DECODE_GEMV=1. Takes effect for
    * launches and captures made after it is set.
    */

@@ -1,4 +1,4 @@
-// gemv: a GEMM of few rows, out[m, n] = ep(Σ_k a[m, k]·w[n, k] + bias[n]) for M ≤ 8 (decode steps:
+// gemv: a GEMM of few rows, out[m, n] = ep(Σ_k a[m, k]·w[n, k] + bias[n]) for M ≤ 4 (decode steps:
 // one row per sequence), with the weight stored [N, K] (transB; every inference matrix is [out, in]).
 // An alternative to cuBLASLt for those shapes (CudaBackend option decodeGemv), for two reasons: a small
 // matrix (GPT-2's 768 × 768, Llama's QKV and output projections: 1–12 MB) read by one short cuBLASLt
@@ -12,7 +12,7 @@
 // weight row: whole 32-byte sectors) and the same slice of each row of a (the M × K activations are
 // read by every warp of the GPU: L1/L2 hits after the first). f32 accumulation in registers, R·M sums
 // per lane, reduced by shuffles at the end; lane r·M + m writes out[m, n0 + r] with the epilogue.
-// Bytes: the weights N·K·s once, a M·K·s (cached), out M·N·s; FLOPs 2·M·N·K.
+// Bytes: the weights N·K·s once, a M·K·s (cached), out M·N·s; FLOPs 2·M·N·K (SIMT f32: see GEMV_MAX_ROWS).
 // Precision: f32 products and sums of the stored values (as cuBLASLt with f32 compute).
 
 import type { GemmEpilogue } from '../../backend.js';
@@ -24,8 +24,12 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 
-/** Rows of a the kernel takes at most (R·M accumulators a lane). */
-export const GEMV_MAX_ROWS = 8;
+/**
+ * Rows of a the kernel takes at most. Each 16-byte weight load feeds VEC·M FMAs and the M activation
+ * vectors VEC·M conversions: at M = 8 that is ~270·10⁹ operations a second per SM to keep up with HBM
+ * (31 GB/s an SM), above the ~250·10⁹ an H200 SM issues, so from 5 rows cuBLASLt's tensor cores win.
+ */
+export const GEMV_MAX_ROWS = 4;
 /** The epilogues the kernel has. */
 export const GEMV_EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_bias'];
 
@@ -148,9 +152,9 @@ export function launchGemv(host: KernelHost, g: CheckedGemm): void {
 export function catalog(): KernelSource[] {
   return [
     gemvSource({ dtype: 'bf16', rows: 1, k: 2048, epilogue: 'none' }),
-    gemvSource({ dtype: 'bf16', rows: 8, k: 8192, epilogue: 'none' }),
+    gemvSource({ dtype: 'bf16', rows: 4, k: 8192, epilogue: 'none' }),
     gemvSource({ dtype: 'f16', rows: 3, k: 768, epilogue: 'gelu_bias' }),
     gemvSource({ dtype: 'bf16', rows: 1, k: 3072, epilogue: 'bias' }),
-    gemvSource({ dtype: 'f32', rows: 5, k: 100, epilogue: 'relu_bias' }),
+    gemvSource({ dtype: 'f32', rows: 2, k: 100, epilogue: 'relu_bias' }),
   ];
 }
