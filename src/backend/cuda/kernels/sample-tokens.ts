@@ -87,16 +87,28 @@ __device__ __forceinline__ float z_at(const RowState& r, float raw, int j) {
   return z == 0.f ? 0.f : z;
 }
 
-// Calls f(z, j) for every j < V of the row; thread t takes vectors t, t + THREADS, ...
+// Calls f(z, j) for every j < V of the row; thread t takes vectors t, t + THREADS, ... in that order.
+// One block reads the whole row (256 KB at V = 128256, bf16): LOADS_IN_FLIGHT vectors are loaded
+// before any is used, so a thread waits for one memory latency per LOADS_IN_FLIGHT vectors, not per one.
+constexpr int LOADS_IN_FLIGHT = 4;
 template <typename F>
 __device__ __forceinline__ void for_each_z(const RowState& r, F&& f) {
-  for (int vi = threadIdx.x; vi < VECS; vi += THREADS) {
-    float raw[VEC];
-    load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
+  for (int v0 = threadIdx.x; v0 < VECS; v0 += THREADS * LOADS_IN_FLIGHT) {
+    float raw[LOADS_IN_FLIGHT][VEC];
     #pragma unroll
-    for (int e = 0; e < VEC; e++) {
-      const int j = vi * VEC + e;
-      if (j < V) f(z_at(r, raw[e], j), j);
+    for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
+      const int vi = v0 + b * THREADS;
+      if (vi < VECS) load_floats<T, VEC>(r.row + vi * VEC, raw[b], VEC);
+    }
+    #pragma unroll
+    for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
+      const int vi = v0 + b * THREADS;
+      if (vi >= VECS) break;
+      #pragma unroll
+      for (int e = 0; e < VEC; e++) {
+        const int j = vi * VEC + e;
+        if (j < V) f(z_at(r, raw[b][e], j), j);
+      }
     }
   }
 }
