@@ -14,6 +14,21 @@ const main = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-cli-serve-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
+/** `fuseformer serve --model MODEL_ARGS…` on a free port (CPU, f32, served as 'tiny'), once it listens; stderr() so far. */
+async function startServer(modelArgs: string[]): Promise<{ child: ReturnType<typeof spawn>; url: string; stderr: () => string }> {
+  const child = spawn(process.execPath, [main, 'serve', '--model', ...modelArgs, '--port', '0', '--backend', 'cpu', '--dtype', 'f32', '--served-name', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(stderr);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr };
+}
+
 test('fuseformer serve: bad options are refused by name', () => {
   const r = spawnSync(process.execPath, [main, 'serve', '--model', join(root, 'missing'), '--backend', 'cpu'], { encoding: 'utf8' });
   assert.equal(r.status, 1);
@@ -26,16 +41,7 @@ test('fuseformer serve: bad options are refused by name', () => {
 test('fuseformer serve: listens, answers, and shuts down gracefully on SIGTERM', async () => {
   const dir = join(root, 'tiny');
   writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
-  const child = spawn(process.execPath, [main, 'serve', '--model', dir, '--port', '0', '--backend', 'cpu', '--dtype', 'f32', '--served-name', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (d: Buffer) => {
-      stderr += d.toString();
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(stderr);
-      if (m) resolve(m[1]!);
-    });
-    child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-  });
+  const { child, url, stderr } = await startServer([dir]);
   const health = await fetch(`${url}/health`);
   assert.equal(health.status, 200);
   const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Hi', max_tokens: 5, temperature: 0 }) });
@@ -44,8 +50,8 @@ test('fuseformer serve: listens, answers, and shuts down gracefully on SIGTERM',
   assert.ok(body.usage.completion_tokens >= 1 && body.usage.completion_tokens <= 5);
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   child.kill('SIGTERM');
-  assert.equal(await exit, 0, stderr);
-  assert.match(stderr, /shutting down/);
+  assert.equal(await exit, 0, stderr());
+  assert.match(stderr(), /shutting down/);
 });
 
 test('fuseformer serve: --kv-memory-fraction must lie in (0, 1]', () => {
@@ -61,17 +67,8 @@ test('fuseformer serve: --kv-memory-fraction must lie in (0, 1]', () => {
 test('fuseformer serve --draft: speculative serving answers, and /metrics counts the rounds', async () => {
   const dir = join(root, 'tiny-spec');
   writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
-  const child = spawn(process.execPath, [main, 'serve', '--model', dir, '--draft', dir, '--draft-tokens', '3', '--port', '0', '--backend', 'cpu', '--dtype', 'f32', '--served-name', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr!.on('data', (d: Buffer) => {
-      stderr += d.toString();
-      const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(stderr);
-      if (m) resolve(m[1]!);
-    });
-    child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-  });
-  assert.match(stderr, /speculative with draft 'tiny-spec' \(2 layers, K up to 8\)/);
+  const { child, url, stderr } = await startServer([dir, '--draft', dir, '--draft-tokens', '3']);
+  assert.match(stderr(), /speculative with draft 'tiny-spec' \(2 layers, K up to 8\)/);
   const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Hi', max_tokens: 12, temperature: 0 }) });
   assert.equal(r.status, 200);
   const body = await r.json() as { usage: { completion_tokens: number } };
@@ -82,7 +79,7 @@ test('fuseformer serve --draft: speculative serving answers, and /metrics counts
   assert.equal(value('fuseformer_speculative_accepted_tokens_total'), value('fuseformer_speculative_draft_tokens_total'), 'the draft is the model itself: all accepted');
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   child.kill('SIGTERM');
-  assert.equal(await exit, 0, stderr);
+  assert.equal(await exit, 0, stderr());
 });
 
 test('fuseformer serve: draft options are checked', () => {
