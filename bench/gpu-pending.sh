@@ -4,14 +4,14 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests profile decode beam serve (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests profile tokenizer decode beam serve (default: all, in order)
 #
 # On the lent H200: bash .device/run.sh bash bench/gpu-pending.sh
 set -u
 out=${OUT:-bench/results/gpu-pending}
 mkdir -p "$out"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests profile decode beam serve)
+[ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer decode beam serve)
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 run() { # name seconds command...
@@ -27,15 +27,17 @@ for step in "${steps[@]}"; do
     tests) run tests 240 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js ;;
     profile) run profile 150 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
              cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null ;;
+    tokenizer) run tokenizer 120 node dist/bench/tokenizer-parity.js --json "$out/tokenizer-parity.json" ;;
     decode) run decode 300 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --modes cublas,gemv-pdl --json "$out/decode.json" ;;
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
-    *) echo "unknown step '$step' (tests profile decode beam serve)"; exit 2 ;;
+    *) echo "unknown step '$step' (tests profile tokenizer decode beam serve)"; exit 2 ;;
   esac
 done
 say "summary"
 [ -f "$out/tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tests.log" | head -20
 [ -f "$out/profile.log" ] && grep -E '^(PASS|FAIL)' "$out/profile.log"
+[ -f "$out/tokenizer.log" ] && tail -8 "$out/tokenizer.log"
 [ -f "$out/decode.log" ] && grep -E '^\|' "$out/decode.log"
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"

@@ -1,0 +1,119 @@
+"""The reference side of `npm run check:tokenizer` (bench/tokenizer-parity.ts): Hugging Face's Rust
+`tokenizers` library (the one that defines tokenizer.json) trains small tokenizers of the four families
+fuseformer's models use on a corpus, and encodes and decodes the check's texts with them.
+
+  python3 bench/hf_tokenizers.py build DIR CORPUS      writes DIR/<family>/tokenizer.json
+  python3 bench/hf_tokenizers.py encode DIR TEXTS      prints JSON: {family: [{ids, plain, text, bare}]} per text
+
+Families (vocabulary 2000 each, trained on CORPUS):
+  byte-level-bpe   GPT-2's: byte-level pre-tokenizer and decoder, <|endoftext|>
+  wordpiece        BERT's: BertNormalizer (lowercase, accents stripped), BertPreTokenizer, [CLS] $A [SEP]
+  bpe-byte-fallback  Llama 2's SentencePiece-as-BPE: "▁" for spaces, <0xXX> byte fallback, <s> $A
+  unigram-metaspace  Marian / T5's SentencePiece unigram: Metaspace pre-tokenizer and decoder
+For each text: ids with the post-processor's special tokens and without (plain), and the decoding of
+ids keeping (text) and skipping (bare) special tokens.
+"""
+
+import json
+import os
+import sys
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+VOCAB = 2000
+
+
+def byte_level_bpe():
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    return tok, trainer, None
+
+
+def wordpiece():
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=VOCAB, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+    def finish(t):
+        t.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", t.token_to_id("[CLS]")), ("[SEP]", t.token_to_id("[SEP]"))])
+        return t
+    return tok, trainer, finish
+
+
+def bpe_byte_fallback():
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<unk>", "<s>", "</s>"])
+
+    def finish(t):
+        # Llama's layout: the 256 byte tokens <0x00>..<0xFF> are ordinary vocabulary entries after the
+        # specials, and byte_fallback spells any character the vocabulary lacks through them.
+        spec = json.loads(t.to_str())
+        vocab = spec["model"]["vocab"]
+        shifted = {token: (i if i < 3 else i + 256) for token, i in vocab.items()}
+        for b in range(256):
+            shifted[f"<0x{b:02X}>"] = 3 + b
+        spec["model"]["vocab"] = shifted
+        spec["model"]["byte_fallback"] = True
+        for added in spec["added_tokens"]:
+            added["id"] = shifted[added["content"]]
+        t = Tokenizer.from_str(json.dumps(spec))
+        t.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", t.token_to_id("<s>"))])
+        return t
+    return tok, trainer, finish
+
+
+def unigram_metaspace():
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=VOCAB, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>")
+    return tok, trainer, None
+
+
+FAMILIES = {"byte-level-bpe": byte_level_bpe, "wordpiece": wordpiece, "bpe-byte-fallback": bpe_byte_fallback, "unigram-metaspace": unigram_metaspace}
+
+
+def build(out_dir, corpus):
+    with open(corpus, encoding="utf-8") as f:
+        lines = [line for line in f.read().split("\n") if line.strip()]
+    for name, make in FAMILIES.items():
+        tok, trainer, finish = make()
+        tok.train_from_iterator(lines, trainer=trainer)
+        if finish:
+            tok = finish(tok)
+        os.makedirs(os.path.join(out_dir, name), exist_ok=True)
+        tok.save(os.path.join(out_dir, name, "tokenizer.json"))
+        print(f"{name}: {tok.get_vocab_size()} tokens", file=sys.stderr)
+
+
+def encode(out_dir, texts_file):
+    with open(texts_file, encoding="utf-8") as f:
+        texts = json.load(f)
+    result = {}
+    for name in FAMILIES:
+        tok = Tokenizer.from_file(os.path.join(out_dir, name, "tokenizer.json"))
+        rows = []
+        for text in texts:
+            ids = tok.encode(text).ids
+            plain = tok.encode(text, add_special_tokens=False).ids
+            rows.append({"ids": ids, "plain": plain, "text": tok.decode(ids, skip_special_tokens=False), "bare": tok.decode(ids, skip_special_tokens=True)})
+        result[name] = rows
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    command, out_dir, path = sys.argv[1], sys.argv[2], sys.argv[3]
+    if command == "build":
+        build(out_dir, path)
+    elif command == "encode":
+        encode(out_dir, path)
+    else:
+        sys.exit(f"unknown command {command!r} (build, encode)")
