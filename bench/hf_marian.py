@@ -1,4 +1,4 @@
-"""Hugging Face reference for fuseformer's encoder-decoder generation (run on the GPU machine).
+"""Hugging Face reference for fuseformer's encoder-decoder generation (on the GPU when there is one, else the CPU).
 
   python3 bench/hf_marian.py build <dir> --size small|base [--seed N] [--eos-bias X] [--sources N]
       A randomly initialised MarianMTModel (small, or the Transformer-base size of opus-mt: 58101 tokens,
@@ -55,13 +55,14 @@ def build(args):
 
 def generate(args):
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
-    model = MarianMTModel.from_pretrained(args.dir).to(device="cuda", dtype=dtype).eval()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = MarianMTModel.from_pretrained(args.dir).to(device=device, dtype=dtype).eval()
     with open(os.path.join(args.dir, "sources.json")) as f:
         sources = json.load(f)["sources"]
     pad, eos = model.config.pad_token_id, model.config.eos_token_id
     longest = max(len(s) for s in sources)
-    input_ids = torch.tensor([s + [pad] * (longest - len(s)) for s in sources], device="cuda")
-    attention_mask = torch.tensor([[1] * len(s) + [0] * (longest - len(s)) for s in sources], device="cuda")
+    input_ids = torch.tensor([s + [pad] * (longest - len(s)) for s in sources], device=device)
+    attention_mask = torch.tensor([[1] * len(s) + [0] * (longest - len(s)) for s in sources], device=device)
     with torch.no_grad():
         out = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=args.beams,
                              max_new_tokens=args.max_new_tokens, do_sample=False, return_dict_in_generate=True,
