@@ -292,6 +292,7 @@ async function main(): Promise<void> {
       'no-prefix': { type: 'boolean', default: false },
       'no-torch': { type: 'boolean', default: false },
       'torch-batches': { type: 'string', default: '2' },
+      graphs: { type: 'boolean', default: false },
     },
   });
   const concurrencies = cli.concurrency!.split(',').map((c) => positive('concurrency', c));
@@ -312,12 +313,13 @@ async function main(): Promise<void> {
   if (maxLen > model.arch.maxPositions) throw new Error(`the longest request (${maxLen} positions) exceeds ${cli.preset}'s context of ${model.arch.maxPositions}: lower --prompt-range, --output-range or --prefix-length`);
   const bandwidth = copyBandwidth(backend);
   const cost = stepCost(model, bandwidth);
-  console.log(`${backend.description}; ${cli.preset} random ${model.dtype}; device-to-device copy ${(bandwidth / 1e9).toFixed(1)} GB/s; weights ${(cost.weightBytes / 1e9).toFixed(3)} GB`);
+  console.log(`${backend.description}; ${cli.preset} random ${model.dtype}${cli.graphs ? '; decode-only steps as CUDA graphs' : ''}; device-to-device copy ${(bandwidth / 1e9).toFixed(1)} GB/s; weights ${(cost.weightBytes / 1e9).toFixed(3)} GB`);
 
   const engineOptions = (maxRunning: number, extra: ServingEngineOptions): ServingEngineOptions => ({
     maxLen, maxRunning, maxBatchTokens: positive('max-batch-tokens', cli['max-batch-tokens']!), blockSize: positive('block-size', cli['block-size']!),
     ...(cli['kv-blocks'] ? { numBlocks: positive('kv-blocks', cli['kv-blocks']) } : {}),
     ...(cli['kv-memory-fraction'] ? { kvMemoryFraction: positive('kv-memory-fraction', cli['kv-memory-fraction'], false) } : {}),
+    ...(cli.graphs ? { graphs: true } : {}),
     ...extra,
   });
   /** A fresh engine, warmed up on C short requests, then the measured closed loop. */

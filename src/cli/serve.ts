@@ -50,6 +50,7 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --draft-tokens K         draft tokens a request starts with (default 4)
   --max-draft-tokens K     the most K adapts to (default 8; below --max-batch-tokens)
   --fixed-draft-tokens     keep K fixed instead of adapting it to each request's acceptance
+  --graphs                 replay decode-only steps as CUDA graphs, one per batch-size bucket (not with --draft)
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -74,6 +75,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
+      graphs: { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -90,6 +92,7 @@ export async function runServe(argv: string[]): Promise<number> {
     ...(opt('max-batch-tokens') !== undefined ? { maxBatchTokens: opt('max-batch-tokens')! } : {}), ...(opt('block-size') !== undefined ? { blockSize: opt('block-size')! } : {}),
     ...(opt('kv-blocks') !== undefined ? { numBlocks: opt('kv-blocks')! } : {}), prefixCaching: !values['no-prefix-caching'],
     ...(values['kv-memory-fraction'] !== undefined ? { kvMemoryFraction: fraction('kv-memory-fraction', values['kv-memory-fraction']) } : {}),
+    ...(values.graphs ? { graphs: true } : {}),
   };
 
   const tp = integer('tp', values.tp, 1) ?? 1;

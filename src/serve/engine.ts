@@ -24,6 +24,14 @@
 // Sampling uses backend.sampleTokens on the rows that end a request's computed positions: its draw depends
 // on (seed, position) only, so a request samples the same tokens however it is batched or preempted.
 //
+// Decode steps as graphs (options.graphs): a step whose items are all single decode tokens is, apart from
+// its inputs, the same work every time for the same decode-region size, so it is captured once per
+// bucket B (the region 1 + the largest slot rounded up to a power of two, at most maxRunning) and
+// replayed: the host uploads the tokens, positions, sampling parameters and block-table changes, the
+// graph runs the model, the head over all B rows and sampleTokens, and the host reads B tokens. Idle rows
+// (no request in that slot) have cache position −1 and sample greedily into nothing. Steps with a prompt
+// chunk run eagerly, as without graphs.
+//
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
 // scheduler serve both — and mirrors the target: every position the target computes (prompt chunks,
@@ -45,7 +53,7 @@
 // maxDraftTokens and the tokens the request has left − 1.
 
 import { freemem } from 'node:os';
-import type { Backend } from '../backend/backend.js';
+import type { Backend, Graph } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
 import type { DecoderModel } from '../infer/model.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
@@ -86,6 +94,11 @@ export interface ServingEngineOptions {
   readonly batching?: Batching;
   /** Speculative decoding with a draft model (see the header). */
   readonly speculative?: ServingSpeculation;
+  /**
+   * Replay decode-only steps as CUDA graphs, one per power-of-two bucket of the decode region (see
+   * "Decode steps as graphs" in the header). Default false (not yet measured on a GPU); not with a draft.
+   */
+  readonly graphs?: boolean;
 }
 
 export interface ServingSpeculation {
@@ -138,6 +151,8 @@ export interface EngineStats {
   readonly draftedTokens: number;
   readonly acceptedTokens: number;
   readonly speculativeRounds: number;
+  /** Decode-only steps replayed as CUDA graphs (options.graphs). */
+  readonly graphSteps: number;
 }
 
 interface Live {
@@ -186,12 +201,15 @@ export class ServingEngine {
   private readonly target: PagedForward;
   private readonly draft?: PagedForward;
   private readonly speculation?: { readonly initial: number; readonly adaptive: boolean };
+  private readonly useGraphs: boolean;
+  /** Decode-only steps by bucket: runs so far (the first is eager) and the captured graph. */
+  private readonly decodeSteps = new Map<number, { runs: number; graph?: Graph }>();
   private readonly io: Record<'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params', Tensor>;
   private readonly live = new Map<string, Live>();
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
   private nextId = 0;
-  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0 };
+  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0, graphSteps: 0 };
   private disposed = false;
 
   constructor(readonly model: DecoderModel, options: ServingEngineOptions = {}) {
@@ -206,6 +224,8 @@ export class ServingEngine {
     if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1) throw new ArgumentError(`serving engine: maxBatchTokens must be a positive integer, got ${this.maxBatchTokens}`);
     if (!Number.isInteger(this.blockSize) || this.blockSize < 1) throw new ArgumentError(`serving engine: blockSize must be a positive integer, got ${this.blockSize}`);
     const spec = options.speculative;
+    this.useGraphs = options.graphs ?? false;
+    if (this.useGraphs && spec) throw new ArgumentError('serving engine: graphs and speculative decoding do not go together yet (a round\'s shape changes every step)');
     this.maxDraftTokens = spec ? checkSpeculation(spec, model, this.maxLen, this.maxBatchTokens) : 0;
     if (spec) this.speculation = { initial: Math.min(spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, this.maxDraftTokens), adaptive: spec.adaptive ?? true };
     const perRequest = Math.ceil(this.maxLen / this.blockSize);
@@ -349,6 +369,7 @@ export class ServingEngine {
     const b = this.backend;
     for (const t of Object.values(this.io)) b.free(t);
     b.free(this.blockTables);
+    for (const s of this.decodeSteps.values()) s.graph?.dispose();
     this.target.free();
     this.draft?.free();
   }
@@ -407,6 +428,7 @@ export class ServingEngine {
   private execute(items: readonly ScheduledItem[]): StepOutcome[] {
     const liveOf = (it: ScheduledItem) => this.bySched.get(it.request)!;
     for (const it of items) this.counters.computedPositions += it.count;
+    if (this.useGraphs && items.every((it) => it.count === 1 && it.samples && !it.draft)) return this.executeDecodeStep(items);
     const proposals = this.draft ? this.runDraft(items) : new Map<ScheduledItem, Proposal>();
     // The target: a speculative item is a segment of its last token and its draft tokens.
     const layout = layoutRows(items.map((it) => ({
@@ -465,6 +487,62 @@ export class ServingEngine {
       base += K + 1;
     }
     return outcomes;
+  }
+
+  /**
+   * A decode-only step through a CUDA graph (see the header): the decode region padded to its bucket B
+   * (a power of two, at most maxRunning), every row of it through the head and sampleTokens (idle rows
+   * sample a token nobody reads), the graph of bucket B replayed after its inputs are uploaded.
+   */
+  private executeDecodeStep(items: readonly ScheduledItem[]): StepOutcome[] {
+    const b = this.backend, io = this.io, L = this.maxLen, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    const slots = items.map((it) => this.bySched.get(it.request)!.slot);
+    const B = Math.min(this.maxRunning, 2 ** Math.ceil(Math.log2(1 + Math.max(...slots))));
+    const tokens = new Int32Array(B), positions = new Int32Array(B), decodePositions = new Int32Array(B).fill(-1);
+    const params = new Float32Array(B * 4), seeds = new Int32Array(B * 2), samplePositions = new Int32Array(B);
+    const idle = samplingParamsRow(IDLE_SAMPLING);
+    for (let s = 0; s < B; s++) params.set(idle, 4 * s);
+    items.forEach((it, i) => {
+      const slot = slots[i]!, sampling = this.bySched.get(it.request)!.request.sampling, row = samplingParamsRow(sampling);
+      tokens[slot] = it.request.tokens[it.start]!;
+      positions[slot] = decodePositions[slot] = samplePositions[slot] = it.start;
+      row[1] = Math.min(row[1]!, V);
+      params.set(row, 4 * slot);
+      seeds.set(seedWords(sampling.seed, 0), 2 * slot);
+    });
+    this.target.upload({ tokens, positions, decodePositions, segments: [] });
+    this.target.uploadLogitRows(Array.from({ length: B }, (_, s) => s));
+    const view1 = (t: Tensor) => b.view(t, 0, [B]);
+    b.upload(b.view(io.params, 0, [B, 4]), params);
+    b.upload(b.view(io.seeds, 0, [B, 2]), seeds);
+    b.upload(view1(io.sPositions), samplePositions);
+    let logits: Tensor | undefined;
+    const body = () => {
+      this.target.compute(B, B, []);
+      logits = this.target.computeLogits(B);
+      b.fill(view1(io.sFinished), 0);
+      b.fill(view1(io.sLimits), L);
+      b.sampleTokens({
+        logits, classes: V, params: b.view(io.params, 0, [B, 4]), seeds: b.view(io.seeds, 0, [B, 2]), positions: view1(io.sPositions),
+        history: b.view(io.history, 0, [B, L]), tokens: view1(io.sTokens), finished: view1(io.sFinished), limits: view1(io.sLimits), stopIds: io.stopIds,
+      });
+    };
+    let step = this.decodeSteps.get(B);
+    if (!step) this.decodeSteps.set(B, (step = { runs: 0 }));
+    // The first step of a bucket runs eagerly (kernels compile, GEMMs pick their algorithms); the second is captured.
+    if (step.graph) step.graph.replay();
+    else if (step.runs >= 1) (step.graph = b.captureGraph(body)).replay();
+    else body();
+    if (step.graph) this.counters.graphSteps++;
+    step.runs++;
+    logits ??= b.view(this.target.logitsBuffer, 0, [B, Vp]);
+    const picked = b.download(view1(io.sTokens)) as Int32Array;
+    const wantLogprobs = items.some((it) => (this.bySched.get(it.request)!.request.logprobs ?? 0) > 0);
+    const all = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
+    return items.map((it, i) => {
+      const live = this.bySched.get(it.request)!, slot = slots[i]!, token = picked[slot]!, k = live.request.logprobs ?? 0;
+      return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(slot * Vp, slot * Vp + V), token, k) }] };
+    });
   }
 
   /**
@@ -554,6 +632,8 @@ function checkSpeculation(spec: ServingSpeculation, model: DecoderModel, maxLen:
 
 const DEFAULT_DRAFT_TOKENS = 4;
 const DEFAULT_MAX_DRAFT_TOKENS = 8;
+/** What the idle rows of a graph-replayed decode step sample with (greedy: no draws). */
+const IDLE_SAMPLING: ResolvedSampling = { temperature: 0, topK: 0, topP: 1, repetitionPenalty: 1, seed: 0n };
 
 /** ln softmax(z)[token] and the k most likely tokens with theirs (f64 log-sum-exp). */
 export function logprobsOf(z: ArrayLike<number>, token: number, k: number): { logprob: number; top: { token: number; logprob: number }[] } {

@@ -98,6 +98,9 @@ export class PagedForward {
 
   get kvPoolBytes(): number { return this.kvPool.numel * byteSize(this.model.dtype); }
 
+  /** The logits buffer [maxLogitRows, paddedVocab] (computeLogits() returns views of it). */
+  get logitsBuffer(): Tensor { return this.io.logits; }
+
   /** Decode attention's split-K chunks for a decode region of n rows (attention-splits.ts). */
   splits(n: number): number {
     return decodeAttentionSplits(this.options.maxLen, this.model.arch.kvHeads, n);
@@ -105,14 +108,27 @@ export class PagedForward {
 
   /** The model over the step's rows: writes their keys and values, leaves the last hidden state for logits(). */
   run(rows: StepRows): void {
+    this.upload(rows);
+    this.compute(rows.tokens.length, rows.decodePositions.length, rows.segments);
+  }
+
+  /** run()'s host-to-device part: the rows' tokens and positions into the forward's buffers. */
+  upload(rows: StepRows): void {
+    const b = this.model.backend, io = this.io, R = rows.tokens.length, S = rows.decodePositions.length;
+    b.upload(b.view(io.tokens, 0, [R]), rows.tokens);
+    b.upload(b.view(io.positions, 0, [R]), rows.positions);
+    if (S > 0) b.upload(b.view(io.decodePositions, 0, [S]), rows.decodePositions);
+  }
+
+  /**
+   * run()'s device part, over the rows upload() wrote: R rows, the first S of them the decode region,
+   * then the segments. It only launches work on fixed buffers, so it can be captured in a CUDA graph.
+   */
+  compute(R: number, S: number, segments: readonly RowSegment[]): void {
     const b = this.model.backend, m = this.model, arch = m.arch, f = this.forward, io = this.io, o = this.options;
     const { heads: Hq, kvHeads: Hkv, headDim: d } = arch, W = (Hq + 2 * Hkv) * d;
-    const R = rows.tokens.length, S = rows.decodePositions.length;
     const tokens = b.view(io.tokens, 0, [R]), positions = b.view(io.positions, 0, [R]);
-    b.upload(tokens, rows.tokens);
-    b.upload(positions, rows.positions);
     const decodePositions = S > 0 ? b.view(io.decodePositions, 0, [S]) : undefined;
-    if (decodePositions) b.upload(decodePositions, rows.decodePositions);
     const v = f.rows(R);
     this.last = v;
     const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
@@ -129,7 +145,7 @@ export class PagedForward {
         b.qkvRopeAppend({ qkv: b.view(v.qkv, 0, [S, W]), positions: decodePositions, q: b.view(io.q, 0, [S, Hq, 1, d]), kCache, vCache, blockTable, ...rope, ...(bias ? { bias } : {}) });
         b.decodeAttention({ q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: decodePositions, out: b.view(v.attn, 0, [S, Hq, d]), scale, blockTable, ...partials });
       }
-      for (const s of rows.segments) {
+      for (const s of segments) {
         const c = s.count, blockTable = tableRows(s.slot, 1), qOffset = s.r0 * Hq * d;
         b.qkvRopeAppend({
           qkv: b.view(v.qkv, s.r0 * W, [c, W]), positions: b.view(io.positions, s.r0, [c]), q: b.view(io.q, qOffset, [1, Hq, c, d]),
@@ -147,11 +163,22 @@ export class PagedForward {
 
   /** The LM head over rows `rows` of the last run: logits [n, paddedVocab] (a view, valid until the next call). */
   logits(rows: readonly number[]): Tensor {
-    const b = this.model.backend, n = rows.length, v = this.last;
-    if (!v) throw new Error('internal: logits() before run()');
+    this.uploadLogitRows(rows);
+    return this.computeLogits(rows.length);
+  }
+
+  /** logits()'s host-to-device part: which rows of the last hidden state go through the head. */
+  uploadLogitRows(rows: readonly number[]): void {
+    const b = this.model.backend, n = rows.length;
     if (n < 1 || n > this.options.maxLogitRows) throw new Error(`internal: logits of ${n} rows (1..${this.options.maxLogitRows})`);
+    b.upload(b.view(this.io.gather, 0, [n]), Int32Array.from(rows));
+  }
+
+  /** logits()'s device part, for the n rows uploadLogitRows() named (capturable, as compute()). */
+  computeLogits(n: number): Tensor {
+    const b = this.model.backend, v = this.last;
+    if (!v) throw new Error('internal: logits before the forward');
     const gather = b.view(this.io.gather, 0, [n]);
-    b.upload(gather, Int32Array.from(rows));
     const last = this.forward.rows(n).y, logits = b.view(this.io.logits, 0, [n, this.model.arch.paddedVocab]);
     b.embedTokens({ tokens: gather, tokenTable: v.h, out: last });
     this.forward.lmHead(b, last, logits);

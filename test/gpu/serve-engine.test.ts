@@ -65,6 +65,8 @@ for (const m of MODELS) {
     assert.deepEqual(preempted.tokens, alone, 'with preemption');
     assert.ok(preempted.preemptions > 0);
     assert.deepEqual(serve(onCpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8 }).tokens, alone, 'the CPU serving engine');
+    // Decode-only steps replayed as CUDA graphs, with preemption.
+    assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, numBlocks: 20, graphs: true }).tokens, alone, 'decode steps as graphs');
     // Speculative serving: the model as its own draft checks the alignment of draft and target rows (its
     // tokens are accepted but where the decode and the flash path round a near-tie differently).
     const speculative = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, speculative: { draft: onGpu } });

@@ -168,3 +168,44 @@ test('logprobs: the sampled token\'s log-probability and the top 5, sorted, from
   assert.throws(() => engine.submit({ prompt: new Array(64).fill(1), maxTokens: 1, sampling: resolveSampling({}), stopTokenIds: [], onToken: () => {}, onFinish: () => {} }), /at most 63/);
   engine.dispose();
 });
+
+for (const family of ['gpt2', 'llama'] as const) {
+  test(`${family}: decode-only steps replayed as graphs give the eager engine's tokens and logprobs`, () => {
+    const model = models[family];
+    for (const sampling of [{ temperature: 0 }, { temperature: 0.9, topK: 40, topP: 0.95 }]) {
+      for (const options of [{ maxRunning: 4, maxBatchTokens: 8, blockSize: 4 }, { maxRunning: 6, maxBatchTokens: 32, blockSize: 4, numBlocks: 20 }]) {
+        const eager = runAll(model, options, PROMPTS, sampling);
+        const graphs = runAll(model, { ...options, graphs: true }, PROMPTS, sampling);
+        graphs.outcomes.forEach((o, i) => assert.deepEqual(o.tokens, eager.outcomes[i]!.tokens, `request ${i} (temperature ${sampling.temperature})`));
+        const s = graphs.engine.stats();
+        assert.ok(s.graphSteps > 0, 'decode-only steps were replayed');
+        assert.ok(s.graphSteps < s.steps, 'steps with prompt chunks ran eagerly');
+        assert.equal(eager.engine.stats().graphSteps, 0);
+        assert.equal(graphs.engine.pool.usedBlocks, 0);
+        eager.engine.dispose();
+        graphs.engine.dispose();
+      }
+    }
+  });
+}
+
+test('graph-replayed decode steps report the same logprobs; graphs with a draft model are refused', () => {
+  const model = models.llama;
+  const run = (graphs: boolean) => {
+    const engine = new ServingEngine(model, { maxRunning: 2, graphs });
+    const events: TokenEvent[] = [];
+    engine.submit({ prompt: PROMPTS[0]!, maxTokens: 6, logprobs: 3, sampling: resolveSampling({}), stopTokenIds: [], onToken: (e) => events.push(e), onFinish: () => {} });
+    engine.runToCompletion();
+    const replayed = engine.stats().graphSteps;
+    engine.dispose();
+    return { events, replayed };
+  };
+  const eager = run(false), graphs = run(true);
+  assert.ok(graphs.replayed >= 3);
+  graphs.events.forEach((e, i) => {
+    assert.equal(e.token, eager.events[i]!.token);
+    assert.ok(Math.abs(e.logprob! - eager.events[i]!.logprob!) < 1e-9);
+    assert.deepEqual(e.top, eager.events[i]!.top);
+  });
+  assert.throws(() => new ServingEngine(model, { graphs: true, speculative: { draft: model } }), /graphs and speculative decoding do not go together/);
+});
