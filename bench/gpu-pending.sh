@@ -4,14 +4,14 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests profile tokenizer decode beam serve (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests profile tokenizer decode beam serve serve-graphs (default: all, in order)
 #
 # On the lent H200: bash .device/run.sh bash bench/gpu-pending.sh
 set -u
 out=${OUT:-bench/results/gpu-pending}
 mkdir -p "$out"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer decode beam serve)
+[ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer decode beam serve serve-graphs)
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 run() { # name seconds command...
@@ -31,7 +31,8 @@ for step in "${steps[@]}"; do
     decode) run decode 300 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --modes cublas,gemv-pdl --json "$out/decode.json" ;;
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
-    *) echo "unknown step '$step' (tests profile tokenizer decode beam serve)"; exit 2 ;;
+    serve-graphs) run serve-graphs 300 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;
+    *) echo "unknown step '$step' (tests profile tokenizer decode beam serve serve-graphs)"; exit 2 ;;
   esac
 done
 say "summary"
@@ -41,4 +42,5 @@ say "summary"
 [ -f "$out/decode.log" ] && grep -E '^\|' "$out/decode.log"
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"
+[ -f "$out/serve-graphs.log" ] && tail -12 "$out/serve-graphs.log"
 exit 0
