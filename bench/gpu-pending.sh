@@ -6,7 +6,10 @@
 #
 #   bash bench/gpu-pending.sh [step ...]     steps: tests profile tokenizer decode beam serve serve-graphs (default: all, in order)
 #
-# On the lent H200: bash .device/run.sh bash bench/gpu-pending.sh
+# On the lent H200 (a call runs 10 minutes at most: three calls, e.g.
+#   bash .device/run.sh bash bench/gpu-pending.sh tests profile tokenizer
+#   bash .device/run.sh bash bench/gpu-pending.sh decode beam
+#   bash .device/run.sh bash bench/gpu-pending.sh serve serve-graphs).
 set -u
 out=${OUT:-bench/results/gpu-pending}
 mkdir -p "$out"
@@ -24,7 +27,7 @@ run() { # name seconds command...
 }
 for step in "${steps[@]}"; do
   case $step in
-    tests) run tests 240 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js ;;
+    tests) run tests 420 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js ;;
     profile) run profile 150 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
              cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null ;;
     tokenizer) run tokenizer 120 node dist/bench/tokenizer-parity.js --json "$out/tokenizer-parity.json" ;;
