@@ -710,6 +710,21 @@ export interface GatedActivationArgs {
 }
 
 /**
+ * A gated MLP's first half in one op: up = x·weightᵀ (+ bias), then out[r, c] = act(up[r, c])·up[r, F + c]
+ * (gatedActivation). x [rows, K]; weight [2F, K], the gate's rows then the up projection's (one stacked
+ * matrix, as inference stores it); bias [2F] (optional); up [rows, 2F] is scratch: afterwards its
+ * contents are unspecified (a fused kernel need not write it); out [rows, F]. One float dtype.
+ */
+export interface GatedLinearArgs {
+  x: Tensor;
+  weight: Tensor;
+  bias?: Tensor;
+  up: Tensor;
+  out: Tensor;
+  activation: Activation;
+}
+
+/**
  * out = tanh(x + bias) elementwise (BERT's pooler: tanh of a dense layer over the [CLS] row). x, out
  * [rows, H] of one float dtype; bias [H] (optional). out may alias x. f32 arithmetic, rounded once.
  */
@@ -1048,6 +1063,7 @@ export interface Backend {
   decodeAttention(args: DecodeAttentionArgs): void;
   residualNorm(args: ResidualNormArgs): void;
   gatedActivation(args: GatedActivationArgs): void;
+  gatedLinear(args: GatedLinearArgs): void;
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
   // beam search and encoder-decoder decoding

@@ -494,6 +494,19 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: a.out.numel * (ACTIVATION_FLOPS[a.activation] + 1), bytes: bytesOf(a.x) + bytesOf(a.out) }),
     variant: ([a]) => `${shapeOf(a.out)} ${a.activation}`,
   },
+  gatedLinear: {
+    // The fused minimum: the weight, x and bias read once, out written once (the fallback's scratch `up`
+    // is written and read back once more: at decode sizes a few KB beside the weight's MBs).
+    gemm: true,
+    cost: ([a]) => {
+      const rows = a.out.numel / a.out.shape[a.out.rank - 1]!, F = a.out.shape[a.out.rank - 1]!, K = a.x.shape[a.x.rank - 1]!;
+      return {
+        flops: 2 * rows * 2 * F * K + (a.bias ? rows * 2 * F : 0) + rows * F * (ACTIVATION_FLOPS[a.activation] + 1),
+        bytes: bytesOf(a.weight) + bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out),
+      };
+    },
+    variant: ([a]) => `${shapeOf(a.out)}×${a.x.shape[a.x.rank - 1]} ${a.activation}${a.bias ? ' +bias' : ''}`,
+  },
   tanhActivation: {
     cost: ([a]) => ({ flops: a.out.numel * (a.bias ? 2 : 1), bytes: bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out) }),
     variant: ([a]) => `${shapeOf(a.out)}${a.bias ? ' +bias' : ''}`,

@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, tanhActivation, sampleTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -122,6 +122,28 @@ function gatedActivationCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
+/**
+ * gatedLinear at decode and prefill row counts: 1–4 rows take the gated GEMV where CudaBackend.decodeGemv
+ * is on; 6 rows and K = 130 (not a multiple of 8) take cuBLASLt + gatedActivation either way.
+ */
+export function gatedLinearCases(dtype: FloatDType): OpCase[] {
+  const shapes: [number, number, number, Activation, boolean][] = [
+    [1, 512, 768, 'silu', false], [3, 256, 384, 'gelu_tanh', true], [4, 136, 100, 'relu', true], [2, 1024, 257, 'silu', true], [6, 128, 96, 'silu', false], [2, 130, 64, 'gelu', false],
+  ];
+  return shapes.map(([rows, K, F, activation, bias]): OpCase => ({
+    name: `gatedLinear(${activation}) ${dtype} rows=${rows} K=${K} F=${F}${bias ? ' +bias' : ''}`, dtype,
+    inputs: (rng) => ({ x: floats(rng, [rows, K], dtype, 1), weight: floats(rng, [2 * F, K], dtype, 2 / Math.sqrt(K)), bias: floats(rng, [2 * F], dtype, 0.5) }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.gatedLinear({
+        x: c.in('x'), weight: c.in('weight'), up: b.empty([rows, 2 * F], dtype), out: c.out('out', [rows, F], dtype), activation,
+        ...(bias ? { bias: c.in('bias') } : {}),
+      });
+      return c.results();
+    },
+  }));
+}
+
 function tanhActivationCases(dtype: FloatDType): OpCase[] {
   // rows, H, bias, in place (out aliases x)
   return ([[8, 768, true, false], [3, 1024, false, false], [5, 33, true, true]] as const).map(([rows, H, bias, inPlace]): OpCase => ({
@@ -176,6 +198,6 @@ function sampleTokensCases(dtype: FloatDType): OpCase[] {
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
-    ...gatedActivationCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
+    ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
   ]);
 }

@@ -19,6 +19,8 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { checkGemmCase, decodeGemmCases } from '../../src/testing/gemm-cases.js';
+import { gatedLinearCases } from '../../src/testing/infer-op-cases.js';
+import { checkCase } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
@@ -41,6 +43,25 @@ test('decode GEMMs on the GEMV kernel match the CPU reference; the others still 
       assert.ok(result.ok, result.details.join('\n'));
       assert.equal(gpu.gemvLaunches > before, c.gemv, c.gemv ? 'the GEMV kernel ran' : 'left to cuBLASLt');
     });
+  }
+});
+
+test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  gpu.decodeGemv = true;
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  for (const dtype of ['f32', 'f16', 'bf16'] as FloatDType[]) {
+    for (const c of gatedLinearCases(dtype)) {
+      await t.test(c.name, () => {
+        const before = gpu.gemvLaunches;
+        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        assert.deepEqual(failed, [], failed.join('\n'));
+        const rows = Number(/rows=(\d+)/.exec(c.name)![1]), K = Number(/K=(\d+)/.exec(c.name)![1]);
+        assert.equal(gpu.gemvLaunches > before, rows <= 4 && K % (dtype === 'f32' ? 4 : 8) === 0, 'the gated GEMV ran where it applies');
+      });
+    }
   }
 });
 

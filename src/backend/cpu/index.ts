@@ -14,11 +14,13 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
 import { prepareGatedActivation } from './gated-activation.js';
+import { checkGatedLinear } from '../op-checks/index.js';
+import { CpuCheck } from './check.js';
 import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
 import { prepareSampleTokens } from './sample-tokens.js';
@@ -181,6 +183,12 @@ export class CpuBackend implements Backend {
   decodeAttention(args: DecodeAttentionArgs): void { this.queue.issue(prepareDecodeAttention(args)); }
   residualNorm(args: ResidualNormArgs): void { this.queue.issue(prepareResidualNorm(args)); }
   gatedActivation(args: GatedActivationArgs): void { this.queue.issue(prepareGatedActivation(args)); }
+  /** The GEMM into the scratch, then gatedActivation (the contract's definition; up holds the product). */
+  gatedLinear(args: GatedLinearArgs): void {
+    checkGatedLinear(new CpuCheck('gatedLinear'), args);
+    this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });
+    this.gatedActivation({ x: args.up, out: args.out, activation: args.activation });
+  }
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }
   sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }
 }

@@ -16,7 +16,7 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { decodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -47,7 +47,9 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { gemvApplies, launchGemv } from './kernels/gemv.js';
+import { gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv } from './kernels/gemv.js';
+import { checkGatedLinear } from '../op-checks/index.js';
+import { OpCheck } from '../validate.js';
 import { checkGemm } from './gemm-plan.js';
 import { CudaArena } from './runtime/arena.js';
 import { CudaRuntime } from './runtime/runtime.js';
@@ -231,6 +233,17 @@ export class CudaBackend implements Backend {
   decodeAttention(args: DecodeAttentionArgs): void { decodeAttention(this.runtime, args); }
   residualNorm(args: ResidualNormArgs): void { residualNorm(this.runtime, args); }
   gatedActivation(args: GatedActivationArgs): void { gatedActivation(this.runtime, args); }
+  /** The gated GEMV (kernels/gemv.ts) for a few rows when decodeGemv is on; else cuBLASLt into the scratch, then gatedActivation. */
+  gatedLinear(args: GatedLinearArgs): void {
+    const checked = checkGatedLinear(new OpCheck('gatedLinear', 'cuda'), args);
+    if (this.decodeGemv && gatedGemvApplies(checked)) {
+      launchGatedGemv(this.runtime, checked);
+      this.gemvLaunches++;
+      return;
+    }
+    this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });
+    gatedActivation(this.runtime, { x: args.up, out: args.out, activation: args.activation });
+  }
   tanhActivation(args: TanhActivationArgs): void { tanhActivation(this.runtime, args); }
   sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }
 

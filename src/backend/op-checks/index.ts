@@ -26,6 +26,7 @@ export { checkQkvRopeAppend } from './qkv-rope-append.js';
 export { checkDecodeAttention } from './decode-attention.js';
 export { checkResidualNorm } from './residual-norm.js';
 export { checkGatedActivation } from './gated-activation.js';
+export { checkGatedLinear } from './gated-linear.js';
 export { checkTanhActivation } from './tanh-activation.js';
 export { checkSampleTokens, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';

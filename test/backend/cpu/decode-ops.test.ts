@@ -109,3 +109,16 @@ test('gatedActivation multiplies act(gate) by up, column for column', () => {
   assertClose(read(out), [0, 1, 2, 6, 7, 8].map((i) => silu(x[i]!) * x[i + 3]!), 1e-6);
   assertRejects(() => backend.gatedActivation({ x: f32(x, [2, 6]), out: backend.empty([2, 4], 'f32'), activation: 'silu' }), 'gatedActivation', 'x');
 });
+
+test('gatedLinear is the stacked GEMM (+ bias) and then act(gate)·up', () => {
+  const rows = 2, K = 5, F = 3;
+  const x = randomValues(21, rows * K, -1, 1), w = randomValues(22, 2 * F * K, -1, 1), bias = randomValues(23, 2 * F, -1, 1);
+  const out = backend.empty([rows, F], 'f32');
+  backend.gatedLinear({ x: f32(x, [rows, K]), weight: f32(w, [2 * F, K]), bias: f32(bias, [2 * F]), up: backend.empty([rows, 2 * F], 'f32'), out, activation: 'silu' });
+  const silu = (z: number) => z / (1 + Math.exp(-z));
+  const dot = (r: number, n: number) => bias[n]! + Array.from({ length: K }, (_, k) => x[r * K + k]! * w[n * K + k]!).reduce((a, b) => a + b, 0);
+  const expected = Array.from({ length: rows * F }, (_, i) => { const r = Math.floor(i / F), c = i % F; return silu(dot(r, c)) * dot(r, F + c); });
+  assertClose(read(out), expected, 1e-6);
+  assertRejects(() => backend.gatedLinear({ x: f32(x, [rows, K]), weight: f32(w, [2 * F, K]), up: backend.empty([rows, 2 * F], 'f32'), out: backend.empty([rows, F + 1], 'f32'), activation: 'silu' }), 'gatedLinear', 'weight');
+  assertRejects(() => backend.gatedLinear({ x: f32(x, [rows, K]), weight: f32(w, [2 * F, K]), up: backend.empty([rows, F], 'f32'), out, activation: 'silu' }), 'gatedLinear', 'up');
+});

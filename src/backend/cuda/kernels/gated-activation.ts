@@ -32,7 +32,8 @@ export function gatedActivationKey(s: GatedActivationSpec): string {
 
 const BLOCK_THREADS = 256;
 
-const ACTIVATION_CODE: Record<Activation, string> = {
+/** An activation of g in CUDA C (used by the gated GEMV too). */
+export const ACTIVATION_CODE: Record<Activation, string> = {
   relu: 'relu_f(g)',
   gelu: 'gelu_erf(g)',
   gelu_tanh: 'gelu_tanh(g)',
