@@ -226,6 +226,9 @@ export class ServingEngine {
     const spec = options.speculative;
     this.useGraphs = options.graphs ?? false;
     if (this.useGraphs && spec) throw new ArgumentError('serving engine: graphs and speculative decoding do not go together yet (a round\'s shape changes every step)');
+    // The in-process ranks of the CPU backend exchange partial sums on the host when called, which a
+    // recorded graph would not repeat; NCCL's collectives are captured with the kernels.
+    if (this.useGraphs && model.tensorParallel && b.name !== 'cuda') throw new ArgumentError('serving engine: graphs with tensor parallelism need the CUDA backend (NCCL collectives are captured; in-process CPU ranks are not)');
     this.maxDraftTokens = spec ? checkSpeculation(spec, model, this.maxLen, this.maxBatchTokens) : 0;
     if (spec) this.speculation = { initial: Math.min(spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, this.maxDraftTokens), adaptive: spec.adaptive ?? true };
     const perRequest = Math.ceil(this.maxLen / this.blockSize);
