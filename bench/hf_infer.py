@@ -24,8 +24,12 @@ import os
 import sys
 
 import torch
+
 from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+# The GPU machine has one; elsewhere the references run on the CPU (slower, the same numbers to rounding).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 NEW_TOKENS = 128
 PROMPT_LENGTHS = [1, 7, 32, 100]
@@ -140,16 +144,16 @@ def run_bert_cases(workdir, first_index):
         meta = {"input_ids": ids.tolist(), "attention_mask": mask.tolist(), "token_type_ids": types.tolist()}
         # "exact": after the bf16 pass the model holds bf16-rounded weights; back in fp32 it computes them exactly.
         for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16), ("exact", torch.float32)):
-            m = model.to(device="cuda", dtype=dtype).eval()
+            m = model.to(device=DEVICE, dtype=dtype).eval()
             with torch.no_grad():
-                out = m(input_ids=ids.cuda(), attention_mask=mask.cuda(), token_type_ids=types.cuda(), output_hidden_states=True)
+                out = m(input_ids=ids.to(DEVICE), attention_mask=mask.to(DEVICE), token_type_ids=types.to(DEVICE), output_hidden_states=True)
                 hidden = out.hidden_states[-1]
                 tensors = {"hidden": hidden.float().contiguous().cpu()}
                 if cls is BertModel:
                     tensors["pooler"] = out.pooler_output.float().contiguous().cpu()
                 else:
                     tensors["logits"] = out.logits.float().contiguous().cpu()
-                weights = mask.cuda().unsqueeze(-1).to(hidden.dtype)
+                weights = mask.to(DEVICE).unsqueeze(-1).to(hidden.dtype)
                 mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
                 tensors["mean_normalized"] = torch.nn.functional.normalize(mean.float(), dim=-1).contiguous().cpu()
             save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
@@ -157,7 +161,8 @@ def run_bert_cases(workdir, first_index):
                 json.dump(meta, f)
         listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls is BertModel else "masked-lm"})
         del model
-        torch.cuda.empty_cache()
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
     return listed
 
 
@@ -185,13 +190,13 @@ def main(workdir):
         generator = torch.Generator().manual_seed(7 + index)
         prompts = [torch.randint(0, config.vocab_size, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
         for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
-            m = model.to(device="cuda", dtype=dtype).eval()
+            m = model.to(device=DEVICE, dtype=dtype).eval()
             m.generation_config.eos_token_id = None
             m.generation_config.pad_token_id = 0
             tensors, meta = {}, {"prompts": prompts, "greedy": [], "gaps": []}
             with torch.no_grad():
                 for i, prompt in enumerate(prompts):
-                    ids = torch.tensor([prompt], device="cuda")
+                    ids = torch.tensor([prompt], device=DEVICE)
                     tensors[f"logits.{i}"] = m(input_ids=ids).logits[0].float().contiguous().cpu()
                     out = m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
                                      output_scores=True, return_dict_in_generate=True, eos_token_id=None, pad_token_id=0)
@@ -199,23 +204,24 @@ def main(workdir):
                     top2 = [torch.topk(s[0].float(), 2).values.tolist() for s in out.scores]
                     meta["greedy"].append(new)
                     meta["gaps"].append([a - b for a, b in top2])
-                    full = torch.tensor([prompt + new[:-1]], device="cuda")
+                    full = torch.tensor([prompt + new[:-1]], device=DEVICE)
                     tensors[f"continuation.{i}"] = m(input_ids=full).logits[0, len(prompt) - 1:].float().contiguous().cpu()
             save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
             with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
                 json.dump(meta, f)
         # The bf16-rounded weights in fp32: prompt logits, and continuation logits over the bf16 greedy tokens.
-        m = model.to(device="cuda", dtype=torch.float32).eval()
+        m = model.to(device=DEVICE, dtype=torch.float32).eval()
         exact = {}
         with torch.no_grad():
             for i, prompt in enumerate(prompts):
-                exact[f"logits.{i}"] = m(input_ids=torch.tensor([prompt], device="cuda")).logits[0].float().contiguous().cpu()
-                full = torch.tensor([prompt + meta["greedy"][i][:-1]], device="cuda")
+                exact[f"logits.{i}"] = m(input_ids=torch.tensor([prompt], device=DEVICE)).logits[0].float().contiguous().cpu()
+                full = torch.tensor([prompt + meta["greedy"][i][:-1]], device=DEVICE)
                 exact[f"continuation.{i}"] = m(input_ids=full).logits[0, len(prompt) - 1:].float().contiguous().cpu()
         save_file(exact, os.path.join(directory, "reference-exact.safetensors"))
         listed.append({"name": name, "dir": directory, "family": "gpt2" if cls is GPT2LMHeadModel else "llama"})
         del model
-        torch.cuda.empty_cache()
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
     listed.extend(run_bert_cases(workdir, len(listed)))
     with open(os.path.join(workdir, "cases.json"), "w") as f:
         json.dump({"cases": listed, "new_tokens": NEW_TOKENS, "transformers": __import__("transformers").__version__,

@@ -123,6 +123,9 @@ __device__ __forceinline__ float nibble_float(u32 w, int j) {
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int M, int N) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * COLS * MR : 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kw = warp % KW, cg = warp / KW;
@@ -223,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export interface GemvPlan {
@@ -310,6 +313,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out,
     float* __restrict__ partials, int M, int N) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 sA = smem_u32(smem), sB = sA + 2 * A_STAGE;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -446,7 +452,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export interface Int4SplitFinishSpec {
@@ -470,6 +476,9 @@ ${typedefLine('T', spec.dtype)}
 ${constants({ THREADS: FINISH_THREADS, HAS_BIAS: spec.bias })}
 
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const float* __restrict__ partials, const T* __restrict__ bias, T* __restrict__ out, long long count, int N, int slices) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < count; i += (long long)gridDim.x * THREADS) {
     float v = 0.f;
     for (int s = 0; s < slices; s++) v += partials[(size_t)s * count + i];
@@ -478,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const float* __res
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export interface GemmPlan {
@@ -579,6 +588,9 @@ ${constants({ K: spec.K, G: spec.groupSize, VEC: vec, THREADS: QUANTIZE_THREADS,
 // One thread per (row, group): task = n · GROUPS + group.
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const T* __restrict__ weight, u32* __restrict__ qweight,
     __half* __restrict__ scales, unsigned char* __restrict__ zeros, long long tasks) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   const long long task = (long long)blockIdx.x * THREADS + threadIdx.x;
   if (task >= tasks) return;
   const long long n = task / GROUPS;
@@ -607,7 +619,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const T* __restric
   zeros[task] = (unsigned char)z;
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function int4QuantizeWeights(host: KernelHost, args: Int4QuantizeWeightsArgs): void {

@@ -48,6 +48,9 @@ ${typedefLine('T', spec.dtype)}
 ${constants({ K: spec.K, VEC: spec.vec, THREADS: ROW_THREADS, VECTORS: spec.K / spec.vec })}
 
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const T* __restrict__ x, signed char* __restrict__ out, float* __restrict__ scales) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   __shared__ float shared[THREADS / 32];
   const size_t row = blockIdx.x;
   const T* xr = x + row * K;
@@ -72,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const T* __restric
   if (threadIdx.x == 0) scales[row] = __fdiv_rn(amax, 127.f);
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function int8QuantizeRows(host: KernelHost, args: Int8QuantizeRowsArgs): void {
@@ -112,6 +115,9 @@ ${constants({ THREADS: DEQUANT_THREADS, HAS_BIAS: spec.bias })}
 // N is a multiple of 4; thread → columns 4v .. 4v + 3.
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const int* __restrict__ acc, const float* __restrict__ row_scales,
     const float* __restrict__ col_scales, const T* __restrict__ bias, T* __restrict__ out, int M, int N) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   const int n = 4 * (blockIdx.x * THREADS + threadIdx.x);
   if (n >= N) return;
   const float4 cs = *reinterpret_cast<const float4*>(col_scales + n);
@@ -128,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(const int* __restr
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function int8Dequantize(host: KernelHost, args: Int8DequantizeArgs): void {
