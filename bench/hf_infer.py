@@ -24,7 +24,6 @@ import os
 import sys
 
 import torch
-
 from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -189,6 +188,9 @@ def main(workdir):
             json.dump({"bos_token_id": 256, "eos_token_id": 256, "do_sample": False}, f)
         generator = torch.Generator().manual_seed(7 + index)
         prompts = [torch.randint(0, config.vocab_size, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
+        # Casting the model casts its buffers too: Llama's RoPE inv_freq becomes bf16 (up to 0.4% off), which
+        # HF's bf16 forward then uses. Kept here to restore for the exact reference below.
+        buffers = {buffer_name: b.detach().clone() for buffer_name, b in model.named_buffers()}
         for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
             m = model.to(device=DEVICE, dtype=dtype).eval()
             m.generation_config.eos_token_id = None
@@ -209,8 +211,13 @@ def main(workdir):
             save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
             with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
                 json.dump(meta, f)
-        # The bf16-rounded weights in fp32: prompt logits, and continuation logits over the bf16 greedy tokens.
+        # The bf16-rounded weights in fp32, with the model's own fp32 buffers (RoPE frequencies): the exact
+        # computation of the model a bf16 run holds. Prompt logits, and continuation logits over the bf16
+        # greedy tokens.
         m = model.to(device=DEVICE, dtype=torch.float32).eval()
+        with torch.no_grad():
+            for buffer_name, b in m.named_buffers():
+                b.copy_(buffers[buffer_name].to(b.device))
         exact = {}
         with torch.no_grad():
             for i, prompt in enumerate(prompts):
