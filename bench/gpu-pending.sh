@@ -4,17 +4,19 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests profile tokenizer decode beam serve serve-graphs (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests profile tokenizer infer decode beam serve serve-graphs (default: all, in order)
 #
-# On the lent H200 (a call runs 10 minutes at most: three calls, e.g.
-#   bash .device/run.sh bash bench/gpu-pending.sh tests profile tokenizer
+# On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time: in
+# priority order, calls whose step bounds add up to under 10 minutes (typical runs are shorter):
+#   bash .device/run.sh bash bench/gpu-pending.sh tests tokenizer
+#   bash .device/run.sh bash bench/gpu-pending.sh profile infer
 #   bash .device/run.sh bash bench/gpu-pending.sh decode beam
-#   bash .device/run.sh bash bench/gpu-pending.sh serve serve-graphs).
+#   bash .device/run.sh bash bench/gpu-pending.sh serve serve-graphs
 set -u
 out=${OUT:-bench/results/gpu-pending}
 mkdir -p "$out"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer decode beam serve serve-graphs)
+[ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer infer decode beam serve serve-graphs)
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 run() { # name seconds command...
@@ -31,17 +33,19 @@ for step in "${steps[@]}"; do
     profile) run profile 150 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
              cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null ;;
     tokenizer) run tokenizer 120 node dist/bench/tokenizer-parity.js --json "$out/tokenizer-parity.json" ;;
+    infer) run infer 300 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     decode) run decode 300 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --modes cublas,gemv-pdl --json "$out/decode.json" ;;
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
-    serve-graphs) run serve-graphs 300 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;
-    *) echo "unknown step '$step' (tests profile tokenizer decode beam serve serve-graphs)"; exit 2 ;;
+    serve-graphs) run serve-graphs 180 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;
+    *) echo "unknown step '$step' (tests profile tokenizer infer decode beam serve serve-graphs)"; exit 2 ;;
   esac
 done
 say "summary"
 [ -f "$out/tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tests.log" | head -20
 [ -f "$out/profile.log" ] && grep -E '^(PASS|FAIL)' "$out/profile.log"
 [ -f "$out/tokenizer.log" ] && tail -8 "$out/tokenizer.log"
+[ -f "$out/infer.log" ] && grep -E 'FAIL|parity:' "$out/infer.log"
 [ -f "$out/decode.log" ] && grep -E '^\|' "$out/decode.log"
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"
