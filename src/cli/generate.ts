@@ -8,13 +8,10 @@ import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
-import { loadDecoderModel } from '../infer/model.js';
-import type { DecoderModel } from '../infer/model.js';
-import { loadQuantizedDecoderModel, quantizeDecoderModel } from '../infer/quantized.js';
 import { loadSeq2Seq, translateText } from '../infer/seq2seq.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
-import { isEncoderDecoder, readsAsQuantized } from './model-directory.js';
+import { isEncoderDecoder, loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
@@ -89,12 +86,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   let seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
   const tp = numberOption('tp', values.tp, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer') ?? 1;
 
-  const quantize = values.quantize;
-  if (quantize !== undefined && quantize !== 'rtn4' && quantize !== 'rtn8') throw new ArgumentError(`--quantize must be rtn4 or rtn8, got '${quantize}'`);
-  const quantizedDir = readsAsQuantized(dir);
-  if (values['quantize-lm-head'] && quantize === undefined) throw new ArgumentError('--quantize-lm-head needs --quantize rtn4|rtn8');
-  if (quantizedDir && quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: '${dir}' is already quantized (its config.json has a quantization_config)`);
-  if ((quantizedDir || quantize !== undefined) && tp > 1) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp${quantize !== undefined ? ' or --quantize' : ''}`);
+  const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
   const beams = numberOption('beams', values.beams, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
   const lengthPenalty = numberOption('length-penalty', values['length-penalty'], Number.isFinite, 'a number');
   if (tp > 1) {
@@ -124,18 +116,15 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (beams !== undefined && beams > 1) throw new ArgumentError(`--beams ${beams}: beam search is implemented for encoder-decoder (Marian) models; '${dir}' is decoder-only (use sampling or greedy)`);
   if (lengthPenalty !== undefined) throw new ArgumentError('--length-penalty applies to beam search (Marian models) only');
   const loadStart = performance.now();
-  const { model, unused } = quantizedDir ? { model: loadQuantizedDecoderModel(dir, backend, dtype ? { dtype } : {}), unused: [] }
-    : loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
-  if (quantize !== undefined) quantizeOnLoad(model, quantize, values['quantize-lm-head']!);
+  const { model, unused } = loadDecoderDirectory(dir, backend, {
+    ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}), ...(quantize ? { quantize, quantizeLmHead: values['quantize-lm-head']! } : {}),
+  });
   const tokenizer = loadTokenizer(dir);
   const log = (line: string) => { if (rank0) process.stderr.write(`${line}\n`); };
   const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
-  const q = model.quantization?.info;
-  const precision = q ? `${q.bits === 4 ? `INT4 W4A16 (${q.method}, group ${q.groupSize})` : `INT8 W8A8 (${q.method})`} projections, ${model.dtype} otherwise` : model.dtype;
-  log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${precision}) on ${where}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
+  log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${where}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
   if (unused.length > 0) log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}`);
-  const draft = draftDir === undefined ? undefined
-    : readsAsQuantized(draftDir) ? loadQuantizedDecoderModel(draftDir, backend, dtype ? { dtype } : {}) : loadDecoderModel(draftDir, backend, dtype ? { dtype } : {}).model;
+  const draft = draftDir === undefined ? undefined : loadDecoderDirectory(draftDir, backend, dtype ? { dtype } : {}).model;
   if (draft) log(`draft: ${draftDir} (${draft.arch.family}, ${draft.arch.layers} layers)`);
   const stats = emptySpeculativeStats();
 
@@ -163,14 +152,4 @@ export async function runGenerate(argv: string[]): Promise<number> {
   model.free();
   group?.comm.destroy();
   return 0;
-}
-
-/** `--quantize rtn4|rtn8` on a loaded 16-bit model; the model is freed if its shapes do not allow it. */
-function quantizeOnLoad(model: DecoderModel, quantize: 'rtn4' | 'rtn8', lmHead: boolean): void {
-  try {
-    quantizeDecoderModel(model, { method: 'rtn', bits: quantize === 'rtn4' ? 4 : 8, lmHead });
-  } catch (error) {
-    model.free();
-    throw error;
-  }
 }

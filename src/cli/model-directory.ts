@@ -4,7 +4,13 @@
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isQuantizedDirectory } from '../infer/quantized.js';
+import type { Backend } from '../backend/backend.js';
+import type { Communicator } from '../dist/communicator.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { loadDecoderModel } from '../infer/model.js';
+import type { DecoderModel } from '../infer/model.js';
+import { isQuantizedDirectory, loadQuantizedDecoderModel, quantizeDecoderModel } from '../infer/quantized.js';
 
 /** A directory whose config.json has a quantization_config (`fuseformer quantize`, GPTQ, AWQ). */
 export function readsAsQuantized(dir: string): boolean {
@@ -24,4 +30,51 @@ export function isEncoderDecoder(dir: string): boolean {
   } catch {
     return false; // loadDecoderModel reports a malformed config.json with its own message
   }
+}
+
+/** `--quantize`: round-to-nearest INT4 (W4A16, groups of 128) or INT8 (W8A8) on loading a 16-bit model. */
+export type QuantizeOnLoad = 'rtn4' | 'rtn8';
+
+/** Checks --quantize and --quantize-lm-head against the directory and --tp; returns the quantization asked for. */
+export function quantizeOption(dir: string, quantize: string | undefined, lmHead: boolean, tp: number): QuantizeOnLoad | undefined {
+  if (quantize !== undefined && quantize !== 'rtn4' && quantize !== 'rtn8') throw new ArgumentError(`--quantize must be rtn4 or rtn8, got '${quantize}'`);
+  const quantizedDir = readsAsQuantized(dir);
+  if (lmHead && quantize === undefined) throw new ArgumentError('--quantize-lm-head needs --quantize rtn4|rtn8');
+  if (quantizedDir && quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: '${dir}' is already quantized (its config.json has a quantization_config)`);
+  if ((quantizedDir || quantize !== undefined) && tp > 1) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp${quantize !== undefined ? ' or --quantize' : ''}`);
+  return quantize;
+}
+
+export interface DecoderDirectoryOptions {
+  readonly dtype?: FloatDType;
+  readonly tensorParallel?: Communicator;
+  readonly quantize?: QuantizeOnLoad;
+  readonly quantizeLmHead?: boolean;
+}
+
+/**
+ * A decoder-only model from a directory: a quantized one (`fuseformer quantize`, GPTQ, AWQ) through its
+ * loader, else the 16-bit loader, then round-to-nearest when asked (the model is freed if that fails).
+ */
+export function loadDecoderDirectory(dir: string, backend: Backend, options: DecoderDirectoryOptions = {}): { model: DecoderModel; unused: readonly string[] } {
+  const dtype = options.dtype ? { dtype: options.dtype } : {};
+  const { model, unused } = readsAsQuantized(dir) ? { model: loadQuantizedDecoderModel(dir, backend, dtype), unused: [] }
+    : loadDecoderModel(dir, backend, { ...dtype, ...(options.tensorParallel ? { tensorParallel: options.tensorParallel } : {}) });
+  if (options.quantize !== undefined) {
+    try {
+      quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize === 'rtn4' ? 4 : 8, lmHead: options.quantizeLmHead ?? false });
+    } catch (error) {
+      model.free();
+      throw error;
+    }
+  }
+  return { model, unused };
+}
+
+/** How a model's weights are held, for a command's first line: "INT4 W4A16 (rtn, group 128) projections, bf16 otherwise". */
+export function precisionOf(model: DecoderModel): string {
+  const q = model.quantization?.info;
+  if (!q) return model.dtype;
+  const head = model.quantization!.lmHead ? ' and LM head' : '';
+  return `${q.bits === 4 ? `INT4 W4A16 (${q.method}, group ${q.groupSize})` : `INT8 W8A8 (${q.method})`} projections${head}, ${model.dtype} otherwise`;
 }

@@ -14,14 +14,13 @@ import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import type { Communicator } from '../dist/communicator.js';
 import { ArgumentError } from '../errors.js';
-import { loadDecoderModel } from '../infer/model.js';
 import type { DecoderModel } from '../infer/model.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { ServingEngine } from '../serve/engine.js';
 import type { ServingEngineOptions } from '../serve/engine.js';
 import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
 import { InferenceServer } from '../serve/server.js';
-import { readsAsQuantized } from './model-directory.js';
+import { loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 
 export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
@@ -51,6 +50,9 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --max-draft-tokens K     the most K adapts to (default 8; below --max-batch-tokens)
   --fixed-draft-tokens     keep K fixed instead of adapting it to each request's acceptance
   --graphs                 replay decode-only steps as CUDA graphs, one per batch-size bucket (not with --draft)
+  --quantize rtn4|rtn8     quantize a 16-bit model on loading (round-to-nearest): INT4 W4A16 in groups of 128, or
+                           INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
+  --quantize-lm-head       with --quantize: the LM head too
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -75,7 +77,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
-      graphs: { type: 'boolean', default: false },
+      graphs: { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -96,7 +98,7 @@ export async function runServe(argv: string[]): Promise<number> {
   };
 
   const tp = integer('tp', values.tp, 1) ?? 1;
-  if (tp > 1 && readsAsQuantized(dir)) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp`);
+  const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
   const draftDir = values.draft;
   const draftTokens = opt('draft-tokens'), maxDraftTokens = opt('max-draft-tokens');
   if (draftDir === undefined && (draftTokens !== undefined || maxDraftTokens !== undefined || values['fixed-draft-tokens'])) {
@@ -111,12 +113,14 @@ export async function runServe(argv: string[]): Promise<number> {
   const tokenizer = loadTokenizer(dir);
   const group = tp > 1 ? await tensorParallelGroup('serve', tp, values.backend as BackendChoice | undefined) : undefined;
   const { backend } = group ?? await selectBackend(values.backend as BackendChoice | undefined);
-  const { model } = loadDecoderModel(dir, backend, { ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}) });
+  const { model } = loadDecoderDirectory(dir, backend, {
+    ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}), ...(quantize ? { quantize, quantizeLmHead: values['quantize-lm-head']! } : {}),
+  });
   if (group && group.comm.rank !== 0) return follow(model, group.comm, engineOptions);
   let draft: DecoderModel | undefined;
   let engine: ServingEngine;
   try {
-    draft = draftDir === undefined ? undefined : loadDecoderModel(draftDir, backend, dtype ? { dtype } : {}).model;
+    draft = draftDir === undefined ? undefined : loadDecoderDirectory(draftDir, backend, dtype ? { dtype } : {}).model;
     const speculative = draft ? {
       speculative: {
         draft, adaptive: !values['fixed-draft-tokens'],
@@ -137,7 +141,7 @@ export async function runServe(argv: string[]): Promise<number> {
     });
     const address = await server.listen(port, values.host ?? '127.0.0.1');
     const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
-    process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${model.dtype}) on ${where}; `
+    process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${where}; `
       + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}${group ? ' per GPU' : ''}`
       + `${draft ? `; speculative with draft '${basename(resolve(draftDir!))}' (${draft.arch.layers} layers, K up to ${engine.maxDraftTokens})` : ''}; listening on http://${address.address}:${address.port}\n`);
     await new Promise<void>((resolveSignal) => {

@@ -92,3 +92,19 @@ test('fuseformer serve: draft options are checked', () => {
   assert.match(run('--draft', join(root, 'nowhere')).stderr, /--draft: '.*nowhere' has no config.json/);
   assert.match(run('--draft', other).stderr, /the draft model's vocabulary has 300 tokens, the target's 257/);
 });
+
+test('fuseformer serve --quantize rtn8: the engine runs INT8 projections; quantize options are checked', async () => {
+  const dir = join(root, 'tiny-quant');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  const { child, url, stderr } = await startServer([dir, '--quantize', 'rtn8', '--quantize-lm-head']);
+  assert.match(stderr(), /INT8 W8A8 \(rtn\) projections and LM head, f32 otherwise/);
+  const r = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Hi', max_tokens: 4, temperature: 0 }) });
+  assert.equal(r.status, 200);
+  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  child.kill('SIGTERM');
+  assert.equal(await exit, 0, stderr());
+  const run = (...args: string[]) => spawnSync(process.execPath, [main, 'serve', '--model', dir, '--backend', 'cpu', '--port', '0', ...args], { encoding: 'utf8' });
+  assert.match(run('--quantize', 'int3').stderr, /--quantize must be rtn4 or rtn8, got 'int3'/);
+  assert.match(run('--quantize-lm-head').stderr, /--quantize-lm-head needs --quantize rtn4\|rtn8/);
+  assert.match(run('--quantize', 'rtn4').stderr, /group size 128 must be a multiple of 32 dividing/);
+});
