@@ -369,6 +369,7 @@ export function profile(on: Backend | ProfilingBackend, fn: (ops: Backend) => vo
   }
 
   const warnings: string[] = [];
+  if (options.opTiming === 'removal') warnings.push('timing by removal needs a step replayed as a graph; this one runs eagerly, so its ops are timed by markers around each launch');
   let hold: Tensor | undefined, holdMs = 0;
   if (onGpu && (options.queueAhead ?? true)) {
     // Calibration: one unheld profiled run gives the host time of a profiled run.

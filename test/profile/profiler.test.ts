@@ -180,3 +180,11 @@ test('timing by removal of a replayed graph needs a variant builder; markers are
   assert.throws(() => profile(tap, () => {}, { replay: () => g.replay(), opTiming: 'removal', roofs: false, warmup: 0 }), /needs options\.variant/);
   g.dispose();
 });
+
+test('timing by removal asked of an eagerly run step says so and times by markers', () => {
+  const b = new CpuBackend();
+  const t = b.empty([64], 'f32');
+  const p = profile(b, (ops) => ops.fill(t, 1), { opTiming: 'removal', roofs: false, repeats: 1 });
+  assert.equal(p.opTiming, 'eager');
+  assert.ok(p.warnings.some((w) => /needs a step replayed as a graph/.test(w)), p.warnings.join('; '));
+});
