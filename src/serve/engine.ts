@@ -443,29 +443,14 @@ export class ServingEngine {
     const rounds = items.flatMap((it, i) => (it.draft ? [{ it, row: layout.firstRow[i]! }] : []));
     const n = plain.length, rows = [...plain.map((x) => x.row), ...rounds.flatMap(({ it, row }) => Array.from({ length: it.count }, (_, j) => row + j))];
     if (rows.length === 0) return [];
-    const b = this.backend, arch = this.model.arch, Vp = arch.paddedVocab, V = this.model.vocabSize, L = this.maxLen, io = this.io;
+    const b = this.backend, Vp = this.model.arch.paddedVocab, V = this.model.vocabSize, io = this.io;
     const logits = this.target.logits(rows);
     const outcomes: StepOutcome[] = [];
     let picked: Int32Array | undefined;
     if (n > 0) {
-      const params = new Float32Array(n * 4), seeds = new Int32Array(n * 2);
-      plain.forEach(({ it }, i) => {
-        const sampling = liveOf(it).request.sampling, row = samplingParamsRow(sampling);
-        row[1] = Math.min(row[1]!, V);
-        params.set(row, 4 * i);
-        seeds.set(seedWords(sampling.seed, 0), 2 * i);
-      });
-      const view1 = (t: Tensor) => b.view(t, 0, [n]);
-      b.upload(b.view(io.params, 0, [n, 4]), params);
-      b.upload(b.view(io.seeds, 0, [n, 2]), seeds);
-      b.upload(view1(io.sPositions), plain.map(({ it }) => it.start + it.count - 1));
-      b.fill(view1(io.sFinished), 0);
-      b.fill(view1(io.sLimits), L);
-      b.sampleTokens({
-        logits: b.view(logits, 0, [n, Vp]), classes: V, params: b.view(io.params, 0, [n, 4]), seeds: b.view(io.seeds, 0, [n, 2]), positions: view1(io.sPositions),
-        history: b.view(io.history, 0, [n, L]), tokens: view1(io.sTokens), finished: view1(io.sFinished), limits: view1(io.sLimits), stopIds: io.stopIds,
-      });
-      picked = b.download(view1(io.sTokens)) as Int32Array;
+      this.uploadSampling(n, plain.map(({ it }, i) => ({ row: i, sampling: liveOf(it).request.sampling, position: it.start + it.count - 1 })));
+      this.sampleRows(b.view(logits, 0, [n, Vp]), n);
+      picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     }
     const wantLogprobs = plain.some(({ it }) => (liveOf(it).request.logprobs ?? 0) > 0);
     const all = rounds.length > 0 || wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
@@ -498,37 +483,22 @@ export class ServingEngine {
    * sample a token nobody reads), the graph of bucket B replayed after its inputs are uploaded.
    */
   private executeDecodeStep(items: readonly ScheduledItem[]): StepOutcome[] {
-    const b = this.backend, io = this.io, L = this.maxLen, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    const b = this.backend, io = this.io, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
     const slots = items.map((it) => this.bySched.get(it.request)!.slot);
     const B = Math.min(this.maxRunning, 2 ** Math.ceil(Math.log2(1 + Math.max(...slots))));
     const tokens = new Int32Array(B), positions = new Int32Array(B), decodePositions = new Int32Array(B).fill(-1);
-    const params = new Float32Array(B * 4), seeds = new Int32Array(B * 2), samplePositions = new Int32Array(B);
-    const idle = samplingParamsRow(IDLE_SAMPLING);
-    for (let s = 0; s < B; s++) params.set(idle, 4 * s);
     items.forEach((it, i) => {
-      const slot = slots[i]!, sampling = this.bySched.get(it.request)!.request.sampling, row = samplingParamsRow(sampling);
-      tokens[slot] = it.request.tokens[it.start]!;
-      positions[slot] = decodePositions[slot] = samplePositions[slot] = it.start;
-      row[1] = Math.min(row[1]!, V);
-      params.set(row, 4 * slot);
-      seeds.set(seedWords(sampling.seed, 0), 2 * slot);
+      tokens[slots[i]!] = it.request.tokens[it.start]!;
+      positions[slots[i]!] = decodePositions[slots[i]!] = it.start;
     });
     this.target.upload({ tokens, positions, decodePositions, segments: [] });
     this.target.uploadLogitRows(Array.from({ length: B }, (_, s) => s));
-    const view1 = (t: Tensor) => b.view(t, 0, [B]);
-    b.upload(b.view(io.params, 0, [B, 4]), params);
-    b.upload(b.view(io.seeds, 0, [B, 2]), seeds);
-    b.upload(view1(io.sPositions), samplePositions);
+    this.uploadSampling(B, items.map((it, i) => ({ row: slots[i]!, sampling: this.bySched.get(it.request)!.request.sampling, position: it.start })));
     let logits: Tensor | undefined;
     const body = () => {
       this.target.compute(B, B, []);
       logits = this.target.computeLogits(B);
-      b.fill(view1(io.sFinished), 0);
-      b.fill(view1(io.sLimits), L);
-      b.sampleTokens({
-        logits, classes: V, params: b.view(io.params, 0, [B, 4]), seeds: b.view(io.seeds, 0, [B, 2]), positions: view1(io.sPositions),
-        history: b.view(io.history, 0, [B, L]), tokens: view1(io.sTokens), finished: view1(io.sFinished), limits: view1(io.sLimits), stopIds: io.stopIds,
-      });
+      this.sampleRows(logits, B);
     };
     let step = this.decodeSteps.get(B);
     if (!step) this.decodeSteps.set(B, (step = { runs: 0 }));
@@ -539,12 +509,45 @@ export class ServingEngine {
     if (step.graph) this.counters.graphSteps++;
     step.runs++;
     logits ??= b.view(this.target.logitsBuffer, 0, [B, Vp]);
-    const picked = b.download(view1(io.sTokens)) as Int32Array;
+    const picked = b.download(b.view(io.sTokens, 0, [B])) as Int32Array;
     const wantLogprobs = items.some((it) => (this.bySched.get(it.request)!.request.logprobs ?? 0) > 0);
     const all = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
     return items.map((it, i) => {
       const live = this.bySched.get(it.request)!, slot = slots[i]!, token = picked[slot]!, k = live.request.logprobs ?? 0;
       return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(slot * Vp, slot * Vp + V), token, k) }] };
+    });
+  }
+
+  /**
+   * The sampler's inputs for rows [0, n): each listed row's sampling parameters, seed and position; the
+   * other rows (idle slots of a graph-replayed step) sample greedily into nothing.
+   */
+  private uploadSampling(n: number, rows: readonly { row: number; sampling: ResolvedSampling; position: number }[]): void {
+    const b = this.backend, io = this.io, V = this.model.vocabSize;
+    const params = new Float32Array(n * 4), seeds = new Int32Array(n * 2), positions = new Int32Array(n);
+    const idle = samplingParamsRow(IDLE_SAMPLING);
+    for (let r = 0; r < n; r++) params.set(idle, 4 * r);
+    for (const { row, sampling, position } of rows) {
+      const p = samplingParamsRow(sampling);
+      p[1] = Math.min(p[1]!, V);
+      params.set(p, 4 * row);
+      seeds.set(seedWords(sampling.seed, 0), 2 * row);
+      positions[row] = position;
+    }
+    b.upload(b.view(io.params, 0, [n, 4]), params);
+    b.upload(b.view(io.seeds, 0, [n, 2]), seeds);
+    b.upload(b.view(io.sPositions, 0, [n]), positions);
+  }
+
+  /** sampleTokens over logits [n, paddedVocab] with uploadSampling()'s inputs, into io.sTokens (device work only: capturable). */
+  private sampleRows(logits: Tensor, n: number): void {
+    const b = this.backend, io = this.io, L = this.maxLen;
+    const view1 = (t: Tensor) => b.view(t, 0, [n]);
+    b.fill(view1(io.sFinished), 0);
+    b.fill(view1(io.sLimits), L);
+    b.sampleTokens({
+      logits, classes: this.model.vocabSize, params: b.view(io.params, 0, [n, 4]), seeds: b.view(io.seeds, 0, [n, 2]), positions: view1(io.sPositions),
+      history: b.view(io.history, 0, [n, L]), tokens: view1(io.sTokens), finished: view1(io.sFinished), limits: view1(io.sLimits), stopIds: io.stopIds,
     });
   }
 

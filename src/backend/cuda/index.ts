@@ -47,7 +47,7 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv } from './kernels/gemv.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv } from './kernels/gemv.js';
 import { checkGatedLinear } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
 import { checkGemm } from './gemm-plan.js';
@@ -176,7 +176,8 @@ export class CudaBackend implements Backend {
   // --- ops --------------------------------------------------------------------------------------------
 
   gemm(args: GemmArgs): void {
-    if (this.decodeGemv) {
+    // Only a few-row, [N, K]-weight product is checked here (the cuBLASLt path checks its own calls).
+    if (this.decodeGemv && args.transB === true && !args.transA && args.a.shape.length === 2 && args.a.shape[0]! <= GEMV_MAX_ROWS) {
       const checked = checkGemm(args);
       if (gemvApplies(checked)) {
         launchGemv(this.runtime, checked);
