@@ -508,8 +508,11 @@ function chooseOpTiming(options: ProfileOptions, ops: number, stepMs: number, re
  * Each op's time by removal (see the header): for op k, the whole step and the step without op k run
  * in turn `repeats` times, each between two markers; the op's time is the median difference (at
  * least 0: an op too short to see costs what the noise hides). Alternating the two cancels drift
- * (clocks, a growing KV cache). A variant runs at most `maxRuns` times: the whole step is rebuilt
- * when it has, and a variant must allow `repeats` + 1 runs (one warm-up).
+ * (clocks). A step whose variants may run only `maxRuns` times has state that advances with each run
+ * (a decode step's KV cache grows a position a run, and attention with it): for such a step the whole
+ * one is built afresh beside each variant, so the two always run at the same position — a whole step
+ * that had run 30 times more would cost more than its variant by 30 positions of attention, which
+ * is then counted in every op. A variant must allow `repeats` + 1 runs (one warm-up).
  */
 function timesByRemoval(backend: Backend, ops: number, variant: (skip: number | undefined) => StepVariant, repeats: number, maxRuns: number): number[] {
   if (maxRuns < repeats + 1) throw new ArgumentError(`profile: a step variant may run ${maxRuns} times; timing by removal needs ${repeats + 1}`);
@@ -523,34 +526,28 @@ function timesByRemoval(backend: Backend, ops: number, variant: (skip: number | 
     end.dispose();
     return ms;
   };
-  let whole = variant(undefined), wholeRuns = 0;
+  const lockstep = Number.isFinite(maxRuns);
+  const shared = lockstep ? undefined : variant(undefined);
   const times: number[] = [];
   try {
-    whole.run();
-    wholeRuns++;
     for (let k = 0; k < ops; k++) {
-      const without = variant(k);
+      const whole = shared ?? variant(undefined);
+      let without: StepVariant | undefined;
       try {
-        without.run(); // warm-up: a first replay uploads the graph
+        without = variant(k);
+        // Warm-up: a first replay uploads the graph.
+        whole.run();
+        without.run();
         const differences: number[] = [];
-        for (let r = 0; r < repeats; r++) {
-          if (wholeRuns >= maxRuns) {
-            whole.dispose();
-            whole = variant(undefined);
-            whole.run();
-            wholeRuns = 1;
-          }
-          const t = time(() => whole.run());
-          wholeRuns++;
-          differences.push(t - time(() => without.run()));
-        }
+        for (let r = 0; r < repeats; r++) differences.push(time(() => whole.run()) - time(() => without!.run()));
         times.push(Math.max(0, median(differences)));
       } finally {
-        without.dispose();
+        without?.dispose();
+        if (!shared) whole.dispose();
       }
     }
   } finally {
-    whole.dispose();
+    shared?.dispose();
   }
   return times;
 }

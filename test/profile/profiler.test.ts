@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
@@ -168,6 +169,32 @@ test('graph mode timed by removal (CPU, host clock): each op is what the replaye
   // The two GEMMs are the whole step: their removal times add up to it (host clock noise aside).
   assert.ok(Math.abs(p.kernelMs / p.stepMs - 1) < 0.5, `Σ ops ${p.kernelMs.toFixed(3)} ms vs step ${p.stepMs.toFixed(3)} ms`);
   assert.match(formatSummary(p), /ops timed by removal/);
+});
+
+test('timing by removal of a step whose cost grows with each run: the whole step runs beside each variant at the same position', () => {
+  // A decode step costs a little more each run (its KV cache grows); op 0 costs 2 ms, op 1 4 ms.
+  const b = new CpuBackend();
+  const tap = new ProfilingBackend(b);
+  const t = tap.backend.empty([8], 'f32');
+  tap.startTimingCaptures();
+  const g = tap.backend.captureGraph(() => {
+    tap.backend.fill(t, 1);
+    tap.backend.fill(t, 2);
+  });
+  tap.stopTimingCaptures();
+  const spin = (ms: number) => {
+    const end = performance.now() + ms;
+    while (performance.now() < end);
+  };
+  const variant = (skip: number | undefined) => {
+    let runs = 0;
+    return { run: () => spin(1 + 0.5 * ++runs + (skip === 0 ? 0 : 2) + (skip === 1 ? 0 : 4)), dispose: () => {} };
+  };
+  const p = profile(tap, () => g.replay(), { replay: () => g.replay(), variant, variantRuns: 40, opTiming: 'removal', repeats: 5, roofs: false, warmup: 0 });
+  assert.equal(p.opTiming, 'removal');
+  const [op0, op1] = p.ops.map((o) => o.ms) as [number, number];
+  assert.ok(Math.abs(op0 - 2) < 0.5 && Math.abs(op1 - 4) < 0.5, `op times ${op0.toFixed(2)}, ${op1.toFixed(2)} ms (expected 2, 4)`);
+  g.dispose();
 });
 
 test('timing by removal of a replayed graph needs a variant builder; markers are refused on the CPU', () => {

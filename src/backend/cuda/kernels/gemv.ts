@@ -1,17 +1,20 @@
 // gemv: a GEMM of few rows, out[m, n] = ep(Σ_k a[m, k]·w[n, k] + bias[n]) for M ≤ 4 (decode steps:
 // one row per sequence), with the weight stored [N, K] (transB; every inference matrix is [out, in]).
-// An alternative to cuBLASLt for those shapes (CudaBackend option decodeGemv), for two reasons: a small
+// Used instead of cuBLASLt for those shapes (CudaBackend option decodeGemv), for two reasons: a small
 // matrix (GPT-2's 768 × 768, Llama's QKV and output projections: 1–12 MB) read by one short cuBLASLt
 // kernel reaches a third to half of HBM bandwidth, the rest being the kernel's ramp; and this kernel
-// can be launched programmatically (runtime/launch.ts): its blocks prefetch their weight rows into L2
-// before GRID_DEPENDENCY_WAIT, overlapping the previous kernel's tail — the weights never depend on it.
+// can be launched programmatically (runtime/launch.ts): its first weight loads are issued before
+// GRID_DEPENDENCY_WAIT, overlapping the previous kernel's tail — the weights never depend on it.
 //
-// Thread mapping. Blocks of WARPS warps; warp j of block b owns output columns n0 = (b·WARPS + j)·R ..
-// n0 + R − 1 for all M rows of a. Lanes stride along K in 16-byte vectors (VEC elements): at step s
-// lane l reads w[n, s·32·VEC + l·VEC ..] for its R columns (a warp reads 512 contiguous bytes of each
-// weight row: whole 32-byte sectors) and the same slice of each row of a (the M × K activations are
-// read by every warp of the GPU: L1/L2 hits after the first). f32 accumulation in registers, R·M sums
-// per lane, reduced by shuffles at the end; lane r·M + m writes out[m, n0 + r] with the epilogue.
+// A decode GEMV is a stream of the weights at HBM rate, so the mapping is chosen (planGemv) for bytes
+// in flight: HBM needs ~20–40 KB outstanding per SM (bandwidth × latency ÷ SMs) to run at its rate.
+// Blocks of 8 warps; the block's warps are CG column groups × KW K-splits. Warp (kw, cg) of block b
+// owns R output columns n0 = (b·CG + cg)·R .. n0 + R − 1 (WR weight rows: R, or gated 2R: the gate
+// rows and the up rows F + n) and the K chunks kw, kw + KW, …: a chunk is 32 lanes × one 16-byte
+// vector (VEC elements) of each of its rows, so a warp reads 512 contiguous bytes of a row (whole
+// sectors). A lane issues the loads of U chunks × WR rows (≤ 16 vectors, 64 registers) before using
+// any, then multiplies them with the same slices of the M activation rows (read by every warp: L1
+// hits after the first). f32 sums, reduced by shuffles and, across the KW warps, through shared memory.
 // Bytes: the weights N·K·s once, a M·K·s (cached), out M·N·s; FLOPs 2·M·N·K (SIMT f32: see GEMV_MAX_ROWS).
 // Precision: f32 products and sums of the stored values (as cuBLASLt with f32 compute).
 
@@ -36,6 +39,15 @@ export const GEMV_MAX_ROWS = 4;
 /** The epilogues the kernel has. */
 export const GEMV_EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_bias'];
 
+/** Warps of a block. */
+const WARPS = 8;
+/** 16-byte vectors a lane may hold in flight (4 registers each). */
+const MAX_VECTORS = 16;
+/** Outstanding bytes an SM needs for HBM to run at its rate, with margin (see the header). */
+const TARGET_BYTES_PER_SM = 48 * 1024;
+/** Resident warps an SM holds at this kernel's register use (~100 registers a thread). */
+const RESIDENT_WARPS = 16;
+
 export interface GemvSpec {
   readonly dtype: FloatDType;
   /** Rows of a (M), 1..GEMV_MAX_ROWS. */
@@ -44,23 +56,70 @@ export interface GemvSpec {
   readonly k: number;
   readonly epilogue: GemmEpilogue;
   /**
-   * gatedLinear: the weight is [2F, K] (gate rows, then up rows); a warp computes gate column n and up
-   * column n together and writes out[m, n] = act(gate + bias[n])·(up + bias[F + n]) (bias optional).
+   * gatedLinear: the weight is [2F, K] (gate rows, then up rows); a warp computes gate columns n and up
+   * columns F + n together and writes out[m, n] = act(gate + bias[n])·(up + bias[F + n]) (bias optional).
    */
   readonly gate?: { readonly activation: Activation; readonly bias: boolean };
+  /** Output columns a warp computes (R). */
+  readonly columns: number;
+  /** Warps splitting K (KW: 1, 2, 4 or 8); the block's other factor is CG = 8 / KW column groups. */
+  readonly kWarps: number;
 }
 
 export function gemvKey(s: GemvSpec): string {
-  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.${s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue}`;
+  const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
+  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}`;
 }
-
-const WARPS = 4;
-/** Output columns a warp computes. */
-const COLUMNS_PER_WARP = 2;
 
 /** Elements of a 16-byte vector. */
 function vectorWidth(dtype: FloatDType): number {
   return 16 / byteSize(dtype);
+}
+
+/** The spec's derived sizes: chunks of K, chunks a warp takes, chunks loaded at once. */
+function gemvShape(s: GemvSpec): { weightRows: number; chunks: number; perWarp: number; unroll: number; groups: number } {
+  const weightRows = s.gate ? 2 * s.columns : s.columns;
+  const chunks = Math.ceil(s.k / (32 * vectorWidth(s.dtype)));
+  const perWarp = Math.ceil(chunks / s.kWarps);
+  const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / weightRows)));
+  return { weightRows, chunks, perWarp, unroll, groups: Math.ceil(perWarp / unroll) };
+}
+
+export interface GemvPlan {
+  readonly spec: GemvSpec;
+  /** Blocks (of 8 warps). */
+  readonly grid: number;
+}
+
+/**
+ * The mapping of a decode GEMV of M rows onto the GPU (see the header): among R ∈ {1, 2, 4} columns a
+ * warp (gated: 1 or 2) and KW ∈ {1, 2, 4, 8} K-splits, the one with the most bytes in flight per SM up
+ * to the target (scaled by how evenly the blocks spread over the SMs), then the fewest load rounds,
+ * the fewest K-splits (less reduction) and the widest R.
+ */
+export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number): GemvPlan {
+  let best: { plan: GemvPlan; score: number[] } | undefined;
+  for (const kWarps of [1, 2, 4, 8]) {
+    for (const columns of gate ? [1, 2] : [1, 2, 4]) {
+      const spec: GemvSpec = { dtype, rows: M, k: K, epilogue, columns, kWarps, ...(gate ? { gate } : {}) };
+      const shape = gemvShape(spec);
+      if (kWarps > shape.chunks && kWarps > 1) continue;
+      if (shape.weightRows * M > 16) continue; // the sums a lane holds
+      const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
+      const warpsPerSm = Math.min(RESIDENT_WARPS, (grid * WARPS) / multiProcessorCount);
+      const inFlight = warpsPerSm * 32 * shape.unroll * shape.weightRows * 16;
+      // The busiest SM sets the time: blocks per SM on average over the most any SM gets.
+      const balance = grid / multiProcessorCount / Math.ceil(grid / multiProcessorCount);
+      const score = [Math.round((Math.min(inFlight, TARGET_BYTES_PER_SM) * balance) / 1024), -shape.groups, -kWarps, columns];
+      if (!best || better(score, best.score)) best = { plan: { spec, grid }, score };
+    }
+  }
+  return best!.plan;
+}
+
+function better(a: number[], b: number[]): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! > b[i]!;
+  return false;
 }
 
 const EPILOGUE_CODE: Record<string, string> = {
@@ -73,85 +132,113 @@ const EPILOGUE_CODE: Record<string, string> = {
 export function gemvSource(spec: GemvSpec): KernelSource {
   const name = kernelIdentifier(gemvKey(spec));
   const vec = vectorWidth(spec.dtype), gate = spec.gate;
-  // Plain: warp j's columns n0..n0 + R − 1 of out [M, N]. Gated: its one column n of out [M, F], from
-  // weight rows n (gate) and F + n (up); N is then F.
-  const columns = gate
-    ? String.raw`const int n0 = blockIdx.x * WARPS + warp;
-  const T* rows[R] = {w + (size_t)min(n0, N - 1) * K, w + (size_t)(N + min(n0, N - 1)) * K};`
-    : String.raw`const int n0 = (blockIdx.x * WARPS + warp) * R;
-  const T* rows[R];
-  #pragma unroll
-  for (int r = 0; r < R; r++) rows[r] = w + (size_t)min(n0 + r, N - 1) * K;`;
+  const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
+  // Weight rows of the warp: its R columns (gated: the R gate rows, then the R up rows F + n).
+  const rowPointers = gate
+    ? String.raw`rows[r] = w + (size_t)n * K;
+    rows[R + r] = w + (size_t)(N + n) * K;`
+    : 'rows[r] = w + (size_t)n * K;';
   const write = gate
-    ? String.raw`// Lane m holds row m's gate and up sums.
-  float gate_sum = 0.f, up_sum = 0.f;
-  #pragma unroll
-  for (int m = 0; m < M; m++) {
-    const float g = warp_sum(acc[0][m]), u = warp_sum(acc[1][m]);
-    if (lane == m) { gate_sum = g; up_sum = u; }
-  }
-  if (lane < M && n0 < N) {
-    const float g = gate_sum${gate.bias ? ' + to_float(bias[n0])' : ''}, u = up_sum${gate.bias ? ' + to_float(bias[N + n0])' : ''};
-    out[(size_t)lane * N + n0] = from_float<T>(activate(g) * u);
-  }`
-    : String.raw`float mine = 0.f;
-  #pragma unroll
-  for (int r = 0; r < R; r++) {
-    #pragma unroll
-    for (int m = 0; m < M; m++) {
-      const float total = warp_sum(acc[r][m]);
-      if (lane == r * M + m) mine = total;
-    }
-  }
-  if (lane < R * M) {
-    const int r = lane / M, m = lane - r * M, n = n0 + r;
-    if (n < N) out[(size_t)m * N + n] = from_float<T>(epilogue(mine, bias, n));
-  }`;
+    ? String.raw`const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};
+        out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
+    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ M: spec.rows, K: spec.k, VEC: vec, R: COLUMNS_PER_WARP, WARPS, CHUNK: 32 * vec, STEPS: Math.floor(spec.k / (32 * vec)), LINE: 128 / byteSize(spec.dtype) })}
+${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups })}
 
 ${gate ? `__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[gate.activation]}; }`
     : `__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[spec.epilogue]}; }`}
 
+// A streamed weight vector: read once, so kept out of L1 (the activations stay there).
+__device__ __forceinline__ uint4 load_weight(const T* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
 // a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].
-// Grid ceil(N / (WARPS·R)) (gated: ceil(N / WARPS)), block WARPS·32.
-extern "C" __global__ void __launch_bounds__(WARPS * 32) ${name}(
+// Grid ceil(N / (CG·R)), block ${WARPS * 32}.
+extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N) {
+  __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  ${columns}
-  // The weights do not depend on earlier kernels: ask for this warp's rows in L2 before waiting.
+  const int kw = warp % KW, cg = warp / KW;
+  const int n0 = (blockIdx.x * CG + cg) * R;
+  const T* rows[WR];
   #pragma unroll
   for (int r = 0; r < R; r++) {
-    for (int e = lane * LINE; e < K; e += 32 * LINE) asm volatile("prefetch.global.L2 [%0];" :: "l"(rows[r] + e));
+    const int n = min(n0 + r, N - 1); // columns past N compute a copy of the last and are not written
+    ${rowPointers}
   }
-  GRID_DEPENDENCY_WAIT();
-  float acc[R][M];
+  float sum[WR][M];
   #pragma unroll
-  for (int r = 0; r < R; r++) {
+  for (int r = 0; r < WR; r++)
     #pragma unroll
-    for (int m = 0; m < M; m++) acc[r][m] = 0.f;
-  }
-  #pragma unroll 2
-  for (int s = 0; s <= STEPS; s++) {
-    const int k = s * CHUNK + lane * VEC;
-    if (s == STEPS && k >= K) break; // the last, partial step (K % CHUNK) covers the first lanes only
-    float wv[R][VEC];
+    for (int m = 0; m < M; m++) sum[r][m] = 0.f;
+
+  #pragma unroll
+  for (int g = 0; g < GROUPS; g++) {
+    // Issue the group's U × WR weight loads, then use them.
+    uint4 wv[U][WR];
     #pragma unroll
-    for (int r = 0; r < R; r++) load_floats<T, VEC>(rows[r] + k, wv[r], VEC);
-    #pragma unroll
-    for (int m = 0; m < M; m++) {
-      float av[VEC];
-      load_floats<T, VEC>(a + (size_t)m * K + k, av, VEC);
+    for (int u = 0; u < U; u++) {
+      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
       #pragma unroll
-      for (int r = 0; r < R; r++) {
+      for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    // The first loads are in flight before waiting for the kernel that writes a (programmatic launch).
+    if (g == 0) GRID_DEPENDENCY_WAIT();
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+      if (j < PER_WARP && k < K) {
         #pragma unroll
-        for (int i = 0; i < VEC; i++) acc[r][m] = fmaf(wv[r][i], av[i], acc[r][m]);
+        for (int m = 0; m < M; m++) {
+          float av[VEC];
+          load_floats<T, VEC>(a + (size_t)m * K + k, av, VEC);
+          #pragma unroll
+          for (int r = 0; r < WR; r++) {
+            const T* e = reinterpret_cast<const T*>(&wv[u][r]);
+            #pragma unroll
+            for (int i = 0; i < VEC; i++) sum[r][m] = fmaf(to_float(e[i]), av[i], sum[r][m]);
+          }
+        }
       }
     }
   }
   GRID_DEPENDENCY_TRIGGER();
-  ${write}
+
+  #pragma unroll
+  for (int r = 0; r < WR; r++)
+    #pragma unroll
+    for (int m = 0; m < M; m++) sum[r][m] = warp_sum(sum[r][m]);
+  if (KW > 1) {
+    if (kw > 0 && lane == 0) {
+      #pragma unroll
+      for (int r = 0; r < WR; r++)
+        #pragma unroll
+        for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = sum[r][m];
+    }
+    __syncthreads();
+    if (kw != 0) return;
+    #pragma unroll
+    for (int p = 1; p < KW; p++)
+      #pragma unroll
+      for (int r = 0; r < WR; r++)
+        #pragma unroll
+        for (int m = 0; m < M; m++) sum[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
+  }
+  // Lane r·M + m writes out[m, n0 + r].
+  #pragma unroll
+  for (int r = 0; r < R; r++) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      const int n = n0 + r;
+      if (lane == r * M + m && n < N) {
+        ${write}
+      }
+    }
+  }
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -170,9 +257,9 @@ export function gemvApplies(g: CheckedGemm): boolean {
 /** Launches the kernel for a GEMM gemvApplies() accepted. */
 export function launchGemv(host: KernelHost, g: CheckedGemm): void {
   const p = g.problem;
-  const spec: GemvSpec = { dtype: p.dtype, rows: p.M, k: p.K, epilogue: p.epilogue };
+  const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
   const kernel = host.kernel(gemvKey(spec), () => gemvSource(spec));
-  kernel.launch({ grid: Math.ceil(p.N / (WARPS * COLUMNS_PER_WARP)), block: WARPS * 32 }, [
+  kernel.launch({ grid, block: WARPS * 32 }, [
     arg.ptr(g.a.ptr), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N),
   ]);
 }
@@ -185,10 +272,11 @@ export function gatedGemvApplies(g: CheckedGatedLinear): boolean {
 
 /** Launches the gated kernel for a gatedLinear gatedGemvApplies() accepted (the scratch `up` is not written). */
 export function launchGatedGemv(host: KernelHost, g: CheckedGatedLinear): void {
-  const spec: GemvSpec = { dtype: g.x.dtype as FloatDType, rows: g.rows, k: g.K, epilogue: 'none', gate: { activation: g.activation, bias: g.bias !== undefined } };
+  const gate = { activation: g.activation, bias: g.bias !== undefined };
+  const { spec, grid } = planGemv(g.x.dtype as FloatDType, g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount);
   const kernel = host.kernel(gemvKey(spec), () => gemvSource(spec));
   const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
-  kernel.launch({ grid: Math.ceil(g.F / WARPS), block: WARPS * 32 }, [ptr(g.x), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F)]);
+  kernel.launch({ grid, block: WARPS * 32 }, [ptr(g.x), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F)]);
 }
 
 /** What checkGatedLinear returns, as the gated launch reads it. */
@@ -203,16 +291,18 @@ export interface CheckedGatedLinear {
   readonly K: number;
 }
 
-/** Representative specs for the nvcc compile check: decode shapes of GPT-2 and Llama, partial K steps, f32. */
+/** Representative plans for the nvcc compile check (132 SMs): decode shapes of GPT-2 and Llama, partial K chunks, f32. */
 export function catalog(): KernelSource[] {
-  return [
-    gemvSource({ dtype: 'bf16', rows: 1, k: 2048, epilogue: 'none' }),
-    gemvSource({ dtype: 'bf16', rows: 4, k: 8192, epilogue: 'none' }),
-    gemvSource({ dtype: 'f16', rows: 3, k: 768, epilogue: 'gelu_bias' }),
-    gemvSource({ dtype: 'bf16', rows: 1, k: 3072, epilogue: 'bias' }),
-    gemvSource({ dtype: 'f32', rows: 2, k: 100, epilogue: 'relu_bias' }),
-    gemvSource({ dtype: 'bf16', rows: 1, k: 2048, epilogue: 'none', gate: { activation: 'silu', bias: false } }),
-    gemvSource({ dtype: 'f16', rows: 4, k: 4096, epilogue: 'none', gate: { activation: 'gelu_tanh', bias: true } }),
-    gemvSource({ dtype: 'f32', rows: 3, k: 132, epilogue: 'none', gate: { activation: 'relu', bias: true } }),
+  const plans: [FloatDType, number, number, number, GemmEpilogue, GemvSpec['gate']][] = [
+    ['bf16', 1, 3072, 2048, 'none', undefined],
+    ['bf16', 1, 2048, 8192, 'none', undefined],
+    ['bf16', 4, 128256, 2048, 'none', undefined],
+    ['f16', 3, 2304, 768, 'gelu_bias', undefined],
+    ['bf16', 1, 768, 3072, 'bias', undefined],
+    ['f32', 2, 131, 100, 'relu_bias', undefined],
+    ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }],
+    ['f16', 4, 4096, 4096, 'none', { activation: 'gelu_tanh', bias: true }],
+    ['f32', 3, 77, 132, 'none', { activation: 'relu', bias: true }],
   ];
+  return plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec));
 }

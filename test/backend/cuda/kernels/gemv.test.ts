@@ -1,10 +1,10 @@
 // The decode GEMV's routing rule and launch shape, without a GPU: which checked GEMMs it takes (the
-// rest stay on cuBLASLt), and a grid of one warp per two output columns.
+// rest stay on cuBLASLt), and the planner's choice of mapping (bytes in flight, balance over the SMs).
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvSource, launchGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvSource, launchGemv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
 function checked(problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean } = {}): CheckedGemm {
@@ -31,22 +31,47 @@ test('gemvApplies: few rows against [N, K] weights with a forward epilogue; ever
   ] as const) assert.equal(gemvApplies(g), false, why);
 });
 
-test('launchGemv: a block of 4 warps per 8 output columns; the source bakes M and K in and waits for its prerequisites', () => {
+test('launchGemv: blocks of 8 warps as planned; the source bakes M and K in, loads weights before waiting for its prerequisites', () => {
   const launches: { key: string; config: LaunchConfig; args: readonly KernelArg[] }[] = [];
   const host: KernelHost = {
     kernel: (key, build) => {
       const src = build();
       assert.equal(src.gridDependencyWait, true);
       assert.match(src.source, /constexpr int M = 3;[\s\S]*constexpr int K = 768;/);
-      assert.match(src.source, /GRID_DEPENDENCY_WAIT\(\);[\s\S]*GRID_DEPENDENCY_TRIGGER\(\);/);
+      assert.match(src.source, /load_weight\(rows\[r\] \+ k\)[\s\S]*GRID_DEPENDENCY_WAIT\(\);[\s\S]*load_floats[\s\S]*GRID_DEPENDENCY_TRIGGER\(\);/);
       return { name: src.name, launch: (config, args) => launches.push({ key, config, args }) } satisfies CompiledKernel;
     },
     scratch: () => 0n, multiProcessorCount: 132, maxSharedBytesPerBlock: 227 * 1024,
   };
   launchGemv(host, checked({ M: 3, N: 2305, K: 768, epilogue: 'bias' }, { bias: true }));
+  const plan = planGemv('bf16', 3, 2305, 768, 'bias', undefined, 132);
   assert.equal(launches.length, 1);
-  assert.equal(launches[0]!.key, 'gemv.bf16.m3.k768.bias');
-  assert.deepEqual(launches[0]!.config, { grid: Math.ceil(2305 / 8), block: 128 });
+  assert.equal(launches[0]!.key, `gemv.bf16.m3.k768.r${plan.spec.columns}.kw${plan.spec.kWarps}.bias`);
+  assert.deepEqual(launches[0]!.config, { grid: Math.ceil(2305 / ((8 / plan.spec.kWarps) * plan.spec.columns)), block: 256 });
+  assert.equal(plan.grid, launches[0]!.config.grid);
   assert.deepEqual(launches[0]!.args.map((a) => a.value), [0x1000n, 0x2000n, 0x4000n, 0x3000n, 2305]);
-  assert.match(gemvSource({ dtype: 'f32', rows: 1, k: 100, epilogue: 'none' }).source, /constexpr int STEPS = 0;/, 'K below one warp step: only the partial step');
+});
+
+test('planGemv: enough bytes in flight and an even spread over the SMs for the decode shapes', () => {
+  // Llama 1.2B's QKV (3072 × 2048) and output projection (2048 × 2048): blocks spread evenly over 132
+  // SMs (QKV at two columns a warp would be 192 blocks: 2 on some SMs, 1 on most).
+  for (const [N, K] of [[3072, 2048], [2048, 2048]] as const) {
+    const { grid } = planGemv('bf16', 1, N, K, 'none', undefined, 132);
+    assert.ok(grid / 132 / Math.ceil(grid / 132) >= 0.9, `N ${N} K ${K}: ${grid} blocks`);
+  }
+  assert.equal(planGemv('bf16', 1, 3072, 2048, 'none', undefined, 132).spec.columns, 1);
+  // The down projection (K 8192): a warp's chunks fit its 16 vectors only with K split in two.
+  const down = planGemv('bf16', 1, 2048, 8192, 'none', undefined, 132).spec;
+  assert.deepEqual([down.columns, down.kWarps], [1, 2]);
+  // Gated: a column is two weight rows (gate and up).
+  const gated = planGemv('bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132);
+  assert.deepEqual([gated.spec.columns, gated.spec.kWarps, gated.grid], [1, 1, 1024]);
+  // Four rows: at most 16 sums a lane, so at most 4 weight rows a warp.
+  for (const N of [77, 2048, 50304]) {
+    const p = planGemv('f32', 4, N, 132, 'none', { activation: 'relu', bias: true }, 132).spec;
+    assert.ok(2 * p.columns * 4 <= 16, `N ${N}: ${JSON.stringify(p)}`);
+  }
+  // K below one chunk (f32, K 100: 25 vectors): no K split.
+  assert.equal(planGemv('f32', 1, 512, 100, 'none', undefined, 132).spec.kWarps, 1);
+  assert.match(gemvSource(planGemv('f32', 1, 512, 100, 'none', undefined, 132).spec).source, /constexpr int CHUNKS = 1;/);
 });
