@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests profile tokenizer infer decode beam serve serve-graphs (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time: in
 # priority order, calls whose step bounds add up to under 10 minutes (typical runs are shorter):
@@ -30,18 +30,26 @@ run() { # name seconds command...
 for step in "${steps[@]}"; do
   case $step in
     tests) run tests 420 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js ;;
-    profile) run profile 150 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
-             cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null ;;
+    profile) run profile 200 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
+             cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null
+             for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile/$m-decode/profile.json "$out/profile-$m.json" 2>/dev/null; done ;;
+    profile-fast) run profile-fast 200 env FUSEFORMER_DECODE_GEMV=1 FUSEFORMER_PDL=1 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile-fast
+             for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile-fast/$m-decode/profile.json "$out/profile-fast-$m.json" 2>/dev/null; done ;;
+    gemv) run gemv 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js ;;
+    decode-modes) run decode-modes 200 node dist/bench/decode.js --no-torch --reps 3 --modes cublas,gemv,gemv-pdl --json "$out/decode-modes.json" ;;
     tokenizer) run tokenizer 120 node dist/bench/tokenizer-parity.js --json "$out/tokenizer-parity.json" ;;
     infer) run infer 300 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     decode) run decode 300 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --modes cublas,gemv-pdl --json "$out/decode.json" ;;
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-graphs) run serve-graphs 180 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;
-    *) echo "unknown step '$step' (tests profile tokenizer infer decode beam serve serve-graphs)"; exit 2 ;;
+    *) echo "unknown step '$step' (tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs)"; exit 2 ;;
   esac
 done
 say "summary"
+[ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20
+[ -f "$out/profile-fast.log" ] && grep -E '^(PASS|FAIL)' "$out/profile-fast.log"
+[ -f "$out/decode-modes.log" ] && grep -E '^\|' "$out/decode-modes.log"
 [ -f "$out/tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tests.log" | head -20
 [ -f "$out/profile.log" ] && grep -E '^(PASS|FAIL)' "$out/profile.log"
 [ -f "$out/tokenizer.log" ] && tail -8 "$out/tokenizer.log"
