@@ -22,7 +22,6 @@ import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.
 import { DECODE_STEPS_ROOM, profileDecodeStep } from '../profile/decode.js';
 import { writeProfileOutputs } from '../profile/output.js';
 import type { Profile } from '../profile/profiler.js';
-import { REMOVAL_BUDGET_MS } from '../profile/profiler.js';
 import { formatKernelTable, formatSummary } from '../profile/report.js';
 import { measureRoofs } from '../profile/roofs.js';
 import { StepRunner } from '../train/step-runner.js';
@@ -45,8 +44,8 @@ export const PROFILE_USAGE = `usage: fuseformer profile [options]
   --steps N            ordinary steps before profiling (default 3; at least 2)
   --repeats N          timed runs of the step (median; default 5 on CUDA, 2 on the CPU)
   --op-timing auto|markers|removal   how the ops of a replayed graph are timed: marker nodes around
-                       each op, or removal (the step replayed without each op in turn: what the op costs
-                       it); auto: removal when it takes under ${REMOVAL_BUDGET_MS / 1000} s (decode steps), else markers
+                       each op (auto), or removal (the step replayed without each op in turn: what the op
+                       costs it; with programmatic launches, less its overlap with its neighbours)
   --top N              kernel table rows printed (default 30; profile.json has them all)
   --out DIR            profile.json, roofline.svg, roofline.png (default ./profile-out)
   --backend auto|cpu|cuda
