@@ -16,9 +16,11 @@
 //
 // Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static-compile]
 //                                  [--reps 5] [--models gpt2,llama] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
-//                                  [--modes cublas,gemv,pdl,gemv-pdl]
-// --modes: the decode GEMMs on cuBLASLt (default) or on kernels/gemv.ts (CudaBackend.decodeGemv), and/or
-// programmatic dependent launches (runtime.programmaticLaunch); one set of rows per mode, same run.
+//                                  [--modes default,cublas,gemv,pdl,gemv-pdl]
+// --modes: the backend's defaults (on an H200: the decode GEMMs of ≤ 4 rows on kernels/gemv.ts and
+// programmatic dependent launches), or the decode GEMMs on cuBLASLt or on the GEMV kernel
+// (CudaBackend.decodeGemv), with or without programmatic launches (runtime.programmaticLaunch); one set
+// of rows per mode, same run. HF runs beside the first mode listed.
 // (--models tiny --backend cpu --no-torch runs the harness on a small GPT-2 anywhere, as a smoke test.)
 
 import { spawnSync } from 'node:child_process';
@@ -45,7 +47,7 @@ const { values: cli } = parseArgs({
     models: { type: 'string', default: 'gpt2,llama' },
     backend: { type: 'string', default: 'cuda' },
     quant: { type: 'string', default: '' },
-    modes: { type: 'string', default: 'cublas' },
+    modes: { type: 'string', default: 'default' },
   },
 });
 const REPS = Number(cli.reps), PROMPT = 32, NEW = 128, BATCHES = [1, 32];
@@ -166,20 +168,26 @@ const table: string[] = [
   '| model | batch | fuseformer ms/token | tokens/s | % of floor | e2e ms/token | HF eager ms/token | HF static+compile ms/token | target |',
   '|---|---|---|---|---|---|---|---|---|',
 ];
-/** Decode GEMMs and launches (CUDA): cuBLASLt (the default), the GEMV kernel, programmatic launches, or both. */
-const MODES = ['cublas', 'gemv', 'pdl', 'gemv-pdl'] as const;
+/** Decode GEMMs and launches (CUDA): the backend's defaults, cuBLASLt, the GEMV kernel, with or without programmatic launches. */
+const MODES = ['default', 'cublas', 'gemv', 'pdl', 'gemv-pdl'] as const;
 type Mode = (typeof MODES)[number];
 const modes = cli.modes!.split(',') as Mode[];
 for (const m of modes) if (!MODES.includes(m)) throw new Error(`--modes: '${m}' is not one of ${MODES.join(', ')}`);
+const defaults = backend.name === 'cuda'
+  ? { gemv: (backend as CudaBackend).decodeGemv, pdl: (backend as CudaBackend).runtime.programmaticLaunch } : undefined;
 function setMode(mode: Mode): void {
-  if (backend.name !== 'cuda') {
-    if (mode !== 'cublas') throw new Error(`--modes ${mode} needs the CUDA backend`);
+  if (!defaults) {
+    if (mode !== 'default' && mode !== 'cublas') throw new Error(`--modes ${mode} needs the CUDA backend`);
     return;
   }
   const cuda = backend as CudaBackend;
-  cuda.decodeGemv = mode === 'gemv' || mode === 'gemv-pdl';
-  cuda.runtime.programmaticLaunch = mode === 'pdl' || mode === 'gemv-pdl';
+  cuda.decodeGemv = mode === 'default' ? defaults.gemv : mode === 'gemv' || mode === 'gemv-pdl';
+  cuda.runtime.programmaticLaunch = mode === 'default' ? defaults.pdl : mode === 'pdl' || mode === 'gemv-pdl';
 }
+const modeName = (mode: Mode): string => {
+  if (mode !== 'default') return mode;
+  return defaults ? `${defaults.gemv ? 'gemv' : 'cublas'}${defaults.pdl ? '-pdl' : ''}` : 'cpu';
+};
 
 const failedRow = (name: string, error: unknown) => {
   // One failing case (a kernel that does not run) must not cost the other rows of the run.
@@ -201,7 +209,7 @@ for (const c of CASES) {
     }
     try {
       for (const mode of modes) {
-        const name = `${c.name}${p.label}${mode === 'cublas' ? '' : ` [${mode}]`}`;
+        const name = `${c.name}${p.label}${mode === 'default' ? '' : ` [${mode}]`}`;
         const ours: Record<number, Ours> = {};
         try {
           setMode(mode);
@@ -215,9 +223,9 @@ for (const c of CASES) {
           continue;
         }
         // HF is measured for the bf16 model only (transformers has no W4A16 / W8A8 decode path to compare with here).
-        const torch = cli['no-torch'] || p.bits || mode !== 'cublas' ? undefined : runTorch(c);
+        const torch = cli['no-torch'] || p.bits || mode !== modes[0] ? undefined : runTorch(c);
         if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
-        (results.models as Record<string, unknown>)[name] = { ours, torch, mode };
+        (results.models as Record<string, unknown>)[name] = { ours, torch, mode: modeName(mode) };
         const b1Target = p.bits ? p.b1MsPerToken?.[c.key] : c.target.b1MsPerToken;
         for (const batch of BATCHES) {
           const o = ours[batch]!;
@@ -232,7 +240,7 @@ for (const c of CASES) {
         }
       }
     } finally {
-      setMode('cublas');
+      setMode('default');
       model.free();
     }
   }

@@ -36,10 +36,10 @@ for step in "${steps[@]}"; do
     profile-fast) run profile-fast 200 env FUSEFORMER_DECODE_GEMV=1 FUSEFORMER_PDL=1 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile-fast
              for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile-fast/$m-decode/profile.json "$out/profile-fast-$m.json" 2>/dev/null; done ;;
     gemv) run gemv 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js ;;
-    decode-modes) run decode-modes 200 node dist/bench/decode.js --no-torch --reps 3 --modes cublas,gemv,gemv-pdl --json "$out/decode-modes.json" ;;
+    decode-modes) run decode-modes 200 node dist/bench/decode.js --no-torch --reps 3 --modes default,cublas,gemv --json "$out/decode-modes.json" ;;
     tokenizer) run tokenizer 120 node dist/bench/tokenizer-parity.js --json "$out/tokenizer-parity.json" ;;
     infer) run infer 300 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
-    decode) run decode 300 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --modes cublas,gemv-pdl --json "$out/decode.json" ;;
+    decode) run decode 300 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --modes default,cublas --json "$out/decode.json" ;;
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-graphs) run serve-graphs 180 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;

@@ -64,10 +64,10 @@ export class CudaBackend implements Backend {
   readonly gemmRunner: GemmRunner;
   /**
    * GEMMs of at most 4 rows with [N, K] weights (small-batch decode steps) on fuseformer's own kernel
-   * (kernels/gemv.ts) instead of cuBLASLt; default: on when FUSEFORMER_DECODE_GEMV=1. Takes effect for
-   * launches and captures made after it is set.
+   * (kernels/gemv.ts) instead of cuBLASLt; default on (FUSEFORMER_DECODE_GEMV=0 turns it off). Takes
+   * effect for launches and captures made after it is set.
    */
-  decodeGemv = process.env['FUSEFORMER_DECODE_GEMV'] === '1';
+  decodeGemv = process.env['FUSEFORMER_DECODE_GEMV'] !== '0';
   /** GEMMs run on the GEMV kernel so far (decodeGemv). */
   gemvLaunches = 0;
 

@@ -153,8 +153,11 @@ export class KernelLauncher {
   /** Whether kernels that wait for their prerequisites themselves are launched programmatically. */
   get programmaticLaunch(): boolean { return this.programmatic; }
 
+  /** Whether the driver has cuLaunchKernelEx (programmatic launch). */
+  get canLaunchProgrammatically(): boolean { return this.api.hasLaunchKernelEx ?? this.api.launchKernelEx !== undefined; }
+
   set programmaticLaunch(on: boolean) {
-    if (on && !(this.api.hasLaunchKernelEx ?? this.api.launchKernelEx !== undefined)) {
+    if (on && !this.canLaunchProgrammatically) {
       throw new ArgumentError('programmatic dependent launch needs cuLaunchKernelEx, which this CUDA driver does not export (CUDA 12.0 or newer)');
     }
     this.programmatic = on;

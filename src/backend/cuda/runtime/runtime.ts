@@ -18,7 +18,7 @@ import type { DeviceBlock } from './tensor.js';
 export interface CudaRuntimeOptions {
   /** Kernel cache directory; null disables the disk cache. Default: defaultKernelCacheDir(). */
   kernelCacheDir?: string | null;
-  /** Programmatic dependent launch (see programmaticLaunch); default: on when FUSEFORMER_PDL=1. */
+  /** Programmatic dependent launch (see programmaticLaunch); default: on where the GPU and driver have it (compute capability ≥ 9.0, cuLaunchKernelEx), unless FUSEFORMER_PDL=0. */
   programmaticLaunch?: boolean;
 }
 
@@ -70,8 +70,13 @@ export class CudaRuntime implements KernelHost {
       debug: debugEnabled('kernels'),
     });
     this.launcher = new KernelLauncher(driver, device.properties.maxSharedBytesPerBlockOptin);
-    const programmatic = options.programmaticLaunch ?? process.env['FUSEFORMER_PDL'] === '1';
+    const programmatic = options.programmaticLaunch ?? (process.env['FUSEFORMER_PDL'] !== '0' && this.supportsProgrammaticLaunch());
     if (programmatic) this.programmaticLaunch = true;
+  }
+
+  /** Whether this GPU and driver can launch programmatically (see programmaticLaunch). */
+  supportsProgrammaticLaunch(): boolean {
+    return this.device.properties.computeCapability.major >= 9 && this.launcher.canLaunchProgrammatically;
   }
 
   /**
