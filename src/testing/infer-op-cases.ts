@@ -166,7 +166,7 @@ const SAMPLING_ROWS: readonly (readonly [number, number, number, number, number]
 ];
 
 function sampleTokensCases(dtype: FloatDType): OpCase[] {
-  return ([[50257, 50304], [1003, 1024], [128256, 128256]] as const).map(([V, Vp]): OpCase => {
+  return ([[50257, 50304], [1003, 1024], [128256, 128256], [300, 300]] as const).map(([V, Vp]): OpCase => {
     const B = SAMPLING_ROWS.length * 2, maxLen = 64;
     return {
       name: `sampleTokens ${dtype} V=${V} Vp=${Vp} B=${B}`, dtype, exact: ['history', 'tokens', 'positions', 'finished'],

@@ -1,5 +1,5 @@
 // decodeAttention: one new token per sequence attending over its KV cache (FlashDecoding's split-K
-// scheme, GQA-aware), plus the kernel that combines the splits.
+// scheme, GQA-aware), the splits combined by the last block of each (sequence, head block).
 //
 // Math (backend.ts has the contract): for sequence b, query head h, kv head g = h / group, keys
 // j < n = min(positions[b] + 1, maxLen): out = Σ_j softmax_j(scale·q·k_j)·v_j. Scores are kept in base 2
@@ -22,10 +22,13 @@
 //           latencies a tile, which made a 576-key decode step 15-17 µs); when a batch covers the lane's
 //           whole tile (d ≤ 64) they are issued before the scores, overlapping the softmax's barriers.
 //   end     the key lanes' partial sums are added through shared memory; without splits the block
-//           writes out = acc / l, with splits an unnormalised partial (acc, m, l) for the combine kernel
-//           (grid (Hq, B), a thread per output column), which weights split s by 2^(m_s − max m).
-// Splits beyond a sequence's length do nothing: the combine kernel recomputes n and reads only the
-// splits that hold keys, so the grid is fixed (graph-capturable) while lengths change on the device.
+//           writes out = acc / l, with splits an unnormalised partial (acc, m, l). The blocks of one
+//           (sequence, head block) count themselves on a zeroed counter (KernelHost.counters); the
+//           last to finish combines the partials — split s weighted by 2^(m_s − max m) — writes out
+//           and sets the counter back to zero. (A separate combine kernel cost a launch and a memory
+//           latency per layer: ~2 µs of a 4–8 µs op at batch 1.)
+// Splits beyond a sequence's length do nothing and are not counted: every block recomputes n, so the
+// grid is fixed (graph-capturable) while lengths change on the device.
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
 // (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
@@ -57,23 +60,14 @@ export interface DecodeAttentionSpec {
   readonly headsPerBlock: number;
   /** Elements per vector access of a key or value row; divides headDim. */
   readonly vec: number;
-  /** Write partials for the combine kernel instead of the output. */
+  /** Split-K: write partials, the last block of each (sequence, head block) combines them. */
   readonly split: boolean;
   /** Positions per block of a paged cache (a block table given); 0 or absent for the contiguous cache. */
   readonly page?: number;
 }
 
-export interface DecodeCombineSpec {
-  readonly dtype: FloatDType;
-  readonly headDim: number;
-}
-
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
   return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}`;
-}
-
-export function decodeCombineKey(s: DecodeCombineSpec): string {
-  return `decode_attention_combine.${s.dtype}.d${s.headDim}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -110,11 +104,12 @@ ${constants({
   })}
 
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
-// [B, table_stride]); partials f32 [B, Hq, splits, D + 2]. Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
+// [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
+// left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk,
-    const int* __restrict__ block_table, int table_stride) {
+    const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters) {
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
@@ -122,6 +117,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ float ps[GH][TILE];
   __shared__ float red[GH][WARPS];
   __shared__ float accs[KEY_LANES * GH * D];
+  __shared__ bool last_block;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.x / HEAD_BLOCKS, h0 = g * GROUP + (blockIdx.x % HEAD_BLOCKS) * GH;
   const int b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
@@ -129,7 +125,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   const int n = min(max(positions[b] + 1, 0), max_len);
   const int j_begin = SPLIT ? split * chunk : 0;
   const int j_end = SPLIT ? min(n, j_begin + chunk) : n;
-  if (SPLIT && j_begin >= j_end) return;  // the combine kernel reads only the splits below n
+  if (SPLIT && j_begin >= j_end) {
+    // Not counted: the last block combines only the splits below n. No keys at all (an idle row): split 0 writes zeros.
+    if (n == 0 && split == 0) for (int i = tid; i < GH * D; i += THREADS) out[((size_t)b * hq + h0 + i / D) * D + i % D] = from_float<T>(0.f);
+    return;
+  }
 
   for (int i = tid; i < GH * D; i += THREADS) qs[i / D][i % D] = to_float(q[((size_t)b * hq + h0 + i / D) * D + i % D]) * scale_log2;
   float m[GH], l[GH], acc[GH][VEC];
@@ -272,37 +272,32 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       out[row * D + c] = from_float<T>(n > 0 ? sum / l[h] : 0.f);
     }
   }
-}
-`;
-  return { name, source, gridDependencyWait: true };
-}
-
-export function decodeCombineSource(spec: DecodeCombineSpec): KernelSource {
-  const name = kernelIdentifier(decodeCombineKey(spec));
-  const threads = Math.max(32, Math.ceil(spec.headDim / 32) * 32);
-  const source = String.raw`${DEVICE_LIB}
-${typedefLine('T', spec.dtype)}
-${constants({ D: spec.headDim, THREADS: threads })}
-
-// partials f32 [B, Hq, splits, D + 2] → out [B, Hq, D]. Grid (Hq, B), block THREADS (a column each).
-extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
-    const float* __restrict__ partials, const int* __restrict__ positions, T* __restrict__ out, int max_len, int chunk, int splits) {
-  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
-  GRID_DEPENDENCY_WAIT();
-  GRID_DEPENDENCY_TRIGGER();
-  const int h = blockIdx.x, b = blockIdx.y, c = threadIdx.x, hq = gridDim.x;
-  const int n = min(max(positions[b] + 1, 0), max_len);
-  const int used = min(splits, (n + chunk - 1) / chunk);
-  const float* base = partials + ((size_t)b * hq + h) * splits * (D + 2);
-  float top = __int_as_float(0xff800000);
-  for (int s = 0; s < used; s++) top = fmaxf(top, base[s * (D + 2) + D]);
-  float l = 0.f, acc = 0.f;
-  for (int s = 0; s < used; s++) {
-    const float w = exp2f(base[s * (D + 2) + D] - top);
-    l = fmaf(base[s * (D + 2) + D + 1], w, l);
-    if (c < D) acc = fmaf(base[s * (D + 2) + c], w, acc);
+  if (!SPLIT) return;
+  // The last block of this (sequence, head block) to finish combines the used splits (release: each
+  // block's partials are visible device-wide before it counts; acquire: the last one fences after).
+  __threadfence();
+  __syncthreads();
+  const int used = (n + chunk - 1) / chunk;
+  unsigned int* counter = counters + (size_t)b * gridDim.x + blockIdx.x;
+  if (tid == 0) last_block = atomicAdd(counter, 1u) == (unsigned int)(used - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  for (int i = tid; i < GH * D; i += THREADS) {
+    const int h = i / D, c = i % D;
+    const size_t row = (size_t)b * hq + h0 + h;
+    const float* base = partials + row * splits * (D + 2);
+    float top = __int_as_float(0xff800000);
+    for (int s = 0; s < used; s++) top = fmaxf(top, __ldcg(base + s * (D + 2) + D));
+    float total = 0.f, value = 0.f;
+    for (int s = 0; s < used; s++) {
+      const float w = exp2f(__ldcg(base + s * (D + 2) + D) - top);
+      total = fmaf(__ldcg(base + s * (D + 2) + D + 1), w, total);
+      value = fmaf(__ldcg(base + s * (D + 2) + c), w, value);
+    }
+    out[row * D + c] = from_float<T>(value / total);
   }
-  if (c < D) out[((size_t)b * hq + h) * D + c] = from_float<T>(used > 0 ? acc / l : 0.f);
+  if (tid == 0) *counter = 0u;
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -322,18 +317,14 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   const split = splits > 1;
   const spec: DecodeAttentionSpec = { dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}) };
   const chunk = splitChunk(maxLen, splits);
+  const headGroups = Hkv * (group / spec.headsPerBlock);
+  const counters = split ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
-    { grid: [Hkv * (group / spec.headsPerBlock), B, splits], block: DECODE_THREADS },
+    { grid: [headGroups, B, splits], block: DECODE_THREADS },
     [
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(chunk),
-      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0),
+      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters),
     ],
-  );
-  if (!split) return;
-  const combine: DecodeCombineSpec = { dtype, headDim: d };
-  host.kernel(decodeCombineKey(combine), () => decodeCombineSource(combine)).launch(
-    { grid: [Hq, B], block: Math.max(32, Math.ceil(d / 32) * 32) },
-    [arg.ptr(p.partials), arg.ptr(p.positions), arg.ptr(p.out), arg.i32(maxLen), arg.i32(chunk), arg.i32(splits)],
   );
 }
 
@@ -352,8 +343,5 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16 }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, page: 32 }),
     decodeAttentionSource({ dtype: 'f32', headDim: 16, group: 4, headsPerBlock: 4, vec: 4, split: true, page: 8 }),
-    decodeCombineSource({ dtype: 'bf16', headDim: 64 }),
-    decodeCombineSource({ dtype: 'f16', headDim: 128 }),
-    decodeCombineSource({ dtype: 'f32', headDim: 80 }),
   ];
 }

@@ -5,8 +5,14 @@
 // the candidates, so sampling is one more argmax pass: no cumulative sum over the vocabulary, no sort,
 // and the draw of candidate j depends only on (seed, position, j), never on how threads split the row.
 //
-// Thread mapping: a block of THREADS threads per sequence (row); every pass walks the row's logits in
-// 16-byte vectors (thread t takes vectors t, t + THREADS, ...) and recomputes
+// Thread mapping: SPLITS blocks of THREADS threads per sequence (row), grid (SPLITS, B). A greedy row,
+// or one sampled with temperature alone, is cut into SPLITS slices of vectors: block s takes the
+// argmax (of z, or of z + g for a draw) over slice s, writes it to a partial, and the last of the row's
+// blocks to finish (a zeroed counter per row, set back to zero by that block) reduces the partials and
+// updates the sequence — one block reading a 256 KB row alone waited ~16 memory latencies for it.
+// A row with top-k or top-p needs its whole row for the radix select: block 0 does all of it, the
+// others return. Every pass walks a range of the row's logits in 16-byte vectors (thread t takes
+// vectors t, t + THREADS, ... of it) and recomputes
 //   z_j = (penalised logit_j) / T        (f32 with IEEE division, −0 folded to +0)
 // instead of storing it: the row (V·s bytes) stays in L1/L2 between passes. The repetition penalty
 // marks the sequence's previous tokens in a bitmask in shared memory (V/8 bytes) first.
@@ -18,7 +24,7 @@
 //               over mass instead of counts: τ = the largest key whose top set holds ≥ p of the mass.
 //   draw        1 pass: argmax over kept j of z_j + g_j, u_j from Philox4x32-10 (device-lib.ts) with
 //               key seeds[b] and counter (j/4, position + 1, 0, SAMPLING_DOMAIN), 4 draws a call.
-// Thread 0 then writes history/tokens/positions/finished.
+// Thread 0 (of the last block, with splits) then writes history/tokens/positions/finished.
 //
 // Precision: f32; z and the top-k threshold are bit-identical to the CPU reference; the top-p masses
 // (shared-memory float atomics) and g are f32 here, f64 on the CPU.
@@ -44,10 +50,12 @@ export interface SampleTokensSpec {
   /** Elements per vector access; divides the row pitch. */
   readonly vec: number;
   readonly threads: number;
+  /** Blocks a greedy or temperature-only row is split over (sampleTokensSplits). */
+  readonly splits: number;
 }
 
 export function sampleTokensKey(s: SampleTokensSpec): string {
-  return `sample_tokens.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}`;
+  return `sample_tokens.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}.s${s.splits}`;
 }
 
 /** The penalty bitmask lives in static shared memory: V/8 bytes. */
@@ -57,11 +65,19 @@ export function sampleTokensThreads(classes: number): number {
   return classes >= 16384 ? 1024 : classes >= 4096 ? 512 : 256;
 }
 
+/** Vectors a thread loads per split (two loads in flight: one memory latency a block). */
+const VECTORS_PER_THREAD = 2;
+
+/** Blocks per row: the row's vectors over THREADS · VECTORS_PER_THREAD a block (1: unsplit). */
+export function sampleTokensSplits(classes: number, vec: number, threads: number): number {
+  return Math.max(1, Math.ceil(Math.ceil(classes / vec) / (threads * VECTORS_PER_THREAD)));
+}
+
 export function sampleTokensSource(spec: SampleTokensSpec): KernelSource {
   const name = kernelIdentifier(sampleTokensKey(spec));
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ V: spec.classes, VEC: spec.vec, VECS: Math.ceil(spec.classes / spec.vec), THREADS: spec.threads, WARPS: spec.threads / 32, WORDS: Math.ceil(spec.classes / 32) })}
+${constants({ V: spec.classes, VEC: spec.vec, VECS: Math.ceil(spec.classes / spec.vec), THREADS: spec.threads, WARPS: spec.threads / 32, WORDS: Math.ceil(spec.classes / 32), SPLITS: spec.splits, SLICE: Math.ceil(Math.ceil(spec.classes / spec.vec) / spec.splits) })}
 constexpr u32 SAMPLING_DOMAIN = ${SAMPLING_DOMAIN}u;
 constexpr u32 FULL = 0xffffffffu;
 
@@ -87,23 +103,24 @@ __device__ __forceinline__ float z_at(const RowState& r, float raw, int j) {
   return z == 0.f ? 0.f : z;
 }
 
-// Calls f(z, j) for every j < V of the row; thread t takes vectors t, t + THREADS, ... in that order.
-// One block reads the whole row (256 KB at V = 128256, bf16): LOADS_IN_FLIGHT vectors are loaded
-// before any is used, so a thread waits for one memory latency per LOADS_IN_FLIGHT vectors, not per one.
+// Calls f(z, j) for every j of vectors [first, end) of the row; thread t takes vectors first + t,
+// first + t + THREADS, ... in that order. LOADS_IN_FLIGHT vectors are loaded before any is used, so a
+// thread waits for one memory latency per LOADS_IN_FLIGHT vectors, not per one (a whole 256 KB row
+// in one block: 4 latencies).
 constexpr int LOADS_IN_FLIGHT = 4;
 template <typename F>
-__device__ __forceinline__ void for_each_z(const RowState& r, F&& f) {
-  for (int v0 = threadIdx.x; v0 < VECS; v0 += THREADS * LOADS_IN_FLIGHT) {
+__device__ __forceinline__ void for_each_z(const RowState& r, int first, int end, F&& f) {
+  for (int v0 = first + threadIdx.x; v0 < end; v0 += THREADS * LOADS_IN_FLIGHT) {
     float raw[LOADS_IN_FLIGHT][VEC];
     #pragma unroll
     for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
       const int vi = v0 + b * THREADS;
-      if (vi < VECS) load_floats<T, VEC>(r.row + vi * VEC, raw[b], VEC);
+      if (vi < end) load_floats<T, VEC>(r.row + vi * VEC, raw[b], VEC);
     }
     #pragma unroll
     for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
       const int vi = v0 + b * THREADS;
-      if (vi >= VECS) break;
+      if (vi >= end) break;
       #pragma unroll
       for (int e = 0; e < VEC; e++) {
         const int j = vi * VEC + e;
@@ -174,12 +191,13 @@ __device__ __forceinline__ int pick_digit(const C* bins, C need, C& before_pick)
   return digit;
 }
 
-// logits [B, pitch]; params f32 [B, 4]; seeds i32 [B, 2]; history i32 [B, max_len]; the rest i32 [B].
-// Grid B, block THREADS.
+// logits [B, pitch]; params f32 [B, 4]; seeds i32 [B, 2]; history i32 [B, max_len]; the rest i32 [B];
+// with SPLITS > 1, partials [B, SPLITS] (value, index) and counters [B] (zero; left zero).
+// Grid (SPLITS, B), block THREADS.
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
     int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
-    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count) {
+    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count, float2* __restrict__ partials, u32* __restrict__ counters) {
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
@@ -191,13 +209,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ u32 chosen_prefix;
   __shared__ u32 chosen_count;
   __shared__ float chosen_mass;
-  const int b = blockIdx.x, tid = threadIdx.x;
+  __shared__ bool last_block;
+  const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
   if (finished[b] != 0) return;
   const int p = positions[b];
   if (p < 0 || p + 1 >= max_len) return;
   const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
   const int top_k = (int)params[4 * b + 1];
   RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
+  // A row with top-k or top-p is block 0's alone; the others take a slice each.
+  const bool whole_row = r.sampling && ((top_k >= 1 && top_k < V) || top_p < 1.f);
+  if (whole_row && split != 0) return;
+  const int first = whole_row ? 0 : split * SLICE, end = whole_row ? VECS : min(VECS, first + SLICE);
 
   if (r.penalize) {
     for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
@@ -213,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   float best_v = __int_as_float(0xff800000);
   int best_j = 0x7fffffff;
   if (!r.sampling) {
-    for_each_z(r, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
+    for_each_z(r, first, end, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
   } else {
     u32 threshold = 0u;
     if (top_k >= 1 && top_k < V) {
@@ -222,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = tid; i < 256; i += THREADS) counts[i] = 0u;
         __syncthreads();
-        for_each_z(r, [&](float z, int) { const u32 k = key_of(z); if ((k & mask) == prefix) atomicAdd(&counts[(k >> shift) & 255u], 1u); });
+        for_each_z(r, 0, VECS, [&](float z, int) { const u32 k = key_of(z); if ((k & mask) == prefix) atomicAdd(&counts[(k >> shift) & 255u], 1u); });
         __syncthreads();
         if (tid < 32) {
           u32 above;
@@ -238,10 +261,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     }
     if (top_p < 1.f) {
       float top = __int_as_float(0xff800000);
-      for_each_z(r, [&](float z, int) { top = fmaxf(top, z); });
+      for_each_z(r, 0, VECS, [&](float z, int) { top = fmaxf(top, z); });
       top = block_max(top, red_v);
       float total = 0.f;
-      for_each_z(r, [&](float z, int) { if (key_of(z) >= threshold) total += expf(z - top); });
+      for_each_z(r, 0, VECS, [&](float z, int) { if (key_of(z) >= threshold) total += expf(z - top); });
       total = block_sum(total, red_v);
       const float target = top_p * total;
       u32 prefix = 0u, mask = 0u;
@@ -250,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = tid; i < 256; i += THREADS) masses[i] = 0.f;
         __syncthreads();
-        for_each_z(r, [&](float z, int) {
+        for_each_z(r, 0, VECS, [&](float z, int) {
           const u32 k = key_of(z);
           if (k >= threshold && (k & mask) == prefix) atomicAdd(&masses[(k >> shift) & 255u], expf(z - top));
         });
@@ -268,7 +291,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       threshold = max(threshold, prefix);
     }
     const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
-    for (int vi = tid; vi < VECS; vi += THREADS) {
+    for (int vi = first + tid; vi < end; vi += THREADS) {
       float raw[VEC];
       load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
       uint4 words = make_uint4(0u, 0u, 0u, 0u);
@@ -286,6 +309,33 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     }
   }
   block_best(best_v, best_j, red_v, red_j);
+  if (SPLITS > 1 && !whole_row) {
+    // The last block of the row to get here reduces the row's partials (release: each block's
+    // partial is visible device-wide before its count; acquire: the last one fences after it).
+    if (tid == 0) {
+      partials[(size_t)b * SPLITS + split] = make_float2(best_v, __int_as_float(best_j));
+      __threadfence();
+      last_block = atomicAdd(&counters[b], 1u) == SPLITS - 1;
+    }
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    if (tid < 32) {
+      best_v = __int_as_float(0xff800000);
+      best_j = 0x7fffffff;
+      for (int i = tid; i < SPLITS; i += 32) {
+        const float2 q = __ldcg(&partials[(size_t)b * SPLITS + i]);
+        if (beats(q.x, __float_as_int(q.y), best_v, best_j)) { best_v = q.x; best_j = __float_as_int(q.y); }
+      }
+      #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(FULL, best_v, o);
+        const int oj = __shfl_xor_sync(FULL, best_j, o);
+        if (beats(ov, oj, best_v, best_j)) { best_v = ov; best_j = oj; }
+      }
+      if (tid == 0) counters[b] = 0u;
+    }
+  }
 
   if (tid == 0) {
     const int t = best_j;
@@ -316,12 +366,14 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
   if (classes > MAX_CLASSES) c.fail(`a vocabulary of ${classes} classes is larger than the largest supported (${MAX_CLASSES})`);
   const dtype = logits.dtype as FloatDType, size = byteSize(dtype);
   const vec = pickVectorWidth(16 / size, [{ ptr: p.logits, elementBytes: size }], Vp);
-  const spec: SampleTokensSpec = { dtype, classes, vec, threads: sampleTokensThreads(classes) };
+  const threads = sampleTokensThreads(classes);
+  const spec: SampleTokensSpec = { dtype, classes, vec, threads, splits: sampleTokensSplits(classes, vec, threads) };
+  const partials = spec.splits > 1 ? host.scratch(B * spec.splits * 8) : 0n, counters = spec.splits > 1 ? host.counters(B) : 0n;
   host.kernel(sampleTokensKey(spec), () => sampleTokensSource(spec)).launch(
-    { grid: B, block: spec.threads },
+    { grid: [spec.splits, B], block: spec.threads },
     [
       arg.ptr(p.logits), arg.i32(Vp), arg.ptr(p.params), arg.ptr(p.seeds), arg.ptr(p.positions), arg.ptr(p.history), arg.i32(maxLen),
-      arg.ptr(p.tokens), arg.ptr(p.finished), arg.ptr(p.limits), arg.ptr(p.stopIds), arg.i32(stopSlots),
+      arg.ptr(p.tokens), arg.ptr(p.finished), arg.ptr(p.limits), arg.ptr(p.stopIds), arg.i32(stopSlots), arg.ptr(partials), arg.ptr(counters),
     ],
   );
 }
@@ -329,10 +381,11 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
 /** GPT-2's and Llama 3's vocabularies in bf16, f16 and f32, and a small odd one. */
 export function catalog(): KernelSource[] {
   return [
-    sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024 }),
-    sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024 }),
-    sampleTokensSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024 }),
-    sampleTokensSource({ dtype: 'f32', classes: 50257, vec: 4, threads: 1024 }),
-    sampleTokensSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256 }),
+    sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: sampleTokensSplits(50257, 8, 1024) }),
+    sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024, splits: sampleTokensSplits(128256, 8, 1024) }),
+    sampleTokensSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024, splits: sampleTokensSplits(32000, 8, 1024) }),
+    sampleTokensSource({ dtype: 'f32', classes: 50257, vec: 4, threads: 1024, splits: sampleTokensSplits(50257, 4, 1024) }),
+    sampleTokensSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: sampleTokensSplits(1003, 1, 256) }),
+    sampleTokensSource({ dtype: 'f32', classes: 300, vec: 4, threads: 256, splits: 1 }),
   ];
 }

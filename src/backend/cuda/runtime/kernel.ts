@@ -55,6 +55,12 @@ export interface KernelHost {
   kernel(key: string, build: () => KernelSource): CompiledKernel;
   /** Device scratch memory of at least `bytes`, valid until the next scratch() call; stream-ordered. */
   scratch(bytes: number): bigint;
+  /**
+   * A device array of at least `count` u32 counters that are zero whenever no kernel runs: a kernel
+   * that counts on them (a "last block done" reduction) must set them back to zero before it ends.
+   * Persistent (CUDA graphs may keep the address); it only grows, and not during a graph capture.
+   */
+  counters(count: number): bigint;
   readonly multiProcessorCount: number;
   /** Largest dynamic shared memory a block may opt into, in bytes. */
   readonly maxSharedBytesPerBlock: number;

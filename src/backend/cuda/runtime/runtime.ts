@@ -33,6 +33,8 @@ export class CudaRuntime implements KernelHost {
   private currentStream: Stream;
   private capturing = false;
   private scratchBlock: DeviceBlock | null = null;
+  /** KernelHost.counters: zero between kernels. */
+  private counterBlock: DeviceBlock | null = null;
   /** Whether a captured graph holds the scratch block's address (then growing must not free it). */
   private scratchCaptured = false;
   /** Scratch blocks outgrown after a graph captured them: kept for the runtime's lifetime. */
@@ -166,6 +168,21 @@ export class CudaRuntime implements KernelHost {
     this.scratchBlock = null;
     this.scratchBlock = this.allocator.allocate(bytes);
     return this.scratchBlock.ptr;
+  }
+
+  /** Zeroed u32 counters for "last block done" kernels (KernelHost.counters). */
+  counters(count: number): bigint {
+    if (!Number.isInteger(count) || count < 1) throw new ArgumentError(`counters: count must be a positive integer, got ${count}`);
+    if (this.counterBlock !== null && this.counterBlock.bytes >= 4 * count) return this.counterBlock.ptr;
+    if (this.capturing) {
+      throw new FuseformerError(`the zeroed counters must grow to ${count} while a CUDA graph is being captured: run the step once before capturing it`);
+    }
+    // Graphs captured earlier keep the old address: it stays allocated (and zero) for them.
+    if (this.counterBlock !== null) this.retiredScratch.push(this.counterBlock);
+    const block = this.allocator.allocate(4 * Math.max(count, 1024));
+    this.memset32(block.ptr, 0, block.bytes / 4);
+    this.counterBlock = block;
+    return block.ptr;
   }
 
   memoryStats(): MemoryStats {

@@ -16,7 +16,7 @@ const rejects = (fn: () => void, pattern: RegExp): void => {
   assert.throws(fn, (e: unknown) => e instanceof FuseformerError && pattern.test(e.message));
 };
 
-test('decodeAttention: a block per (kv head, head block, sequence, split); the combine kernel only when split', () => {
+test('decodeAttention: a block per (kv head, head block, sequence, split); split blocks combine through zeroed counters, one launch', () => {
   const host = new RecordingHost();
   const args = (B: number, Hq: number, Hkv: number, d: number, maxLen: number) => ({
     q: deviceTensor([B, Hq, d], 'bf16'), kCache: deviceTensor([B, Hkv, maxLen, d], 'bf16'), vCache: deviceTensor([B, Hkv, maxLen, d], 'bf16'),
@@ -28,12 +28,14 @@ test('decodeAttention: a block per (kv head, head block, sequence, split); the c
   assert.deepEqual(host.launches[0]!.config.grid, [8, 2, 1]);
   assert.ok(Math.abs((argValue(host.launches[0]!, 6, 'f32') as number) - Math.LOG2E / 8) < 1e-12);
   attention.decodeAttention(host, { ...args(1, 32, 8, 64, 2048), partials: deviceTensor([1, 32, 8, 66], 'f32') });
-  const [split, combine] = host.launches.slice(1);
-  assert.equal(split!.key, 'decode_attention.bf16.d64.g4.gh4.v8.split');
-  assert.deepEqual(split!.config.grid, [8, 1, 8]);
-  assert.equal(argValue(split!, 9, 'i32'), 256);
-  assert.equal(combine!.key, 'decode_attention_combine.bf16.d64');
-  assert.deepEqual(combine!.config.grid, [32, 1]);
+  assert.equal(host.launches.length, 2, 'no separate combine kernel');
+  const split = host.launches[1]!;
+  assert.equal(split.key, 'decode_attention.bf16.d64.g4.gh4.v8.split');
+  assert.deepEqual(split.config.grid, [8, 1, 8]);
+  assert.equal(argValue(split, 9, 'i32'), 256);
+  // One counter per (sequence, head block); the unsplit launch asked for none.
+  assert.deepEqual(host.counterRequests, [8]);
+  assert.equal(argValue(split, 12, 'ptr'), RecordingHost.COUNTERS);
   // Multi-query with a group of 32: blocks of 8 query heads.
   attention.decodeAttention(host, args(1, 32, 1, 128, 64));
   assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d128.g32.gh8.v8');
@@ -43,7 +45,7 @@ test('decodeAttention: a block per (kv head, head block, sequence, split); the c
   rejects(() => attention.decodeAttention(host, { ...args(1, 6, 4, 64, 8) }), /^decodeAttention: the query heads Hq = 6 must be a positive multiple/);
 });
 
-test('sampleTokens: a block per sequence, 16-byte vectors when the pitch allows, threads by vocabulary', () => {
+test('sampleTokens: blocks per sequence by vocabulary (two vectors a thread), 16-byte vectors when the pitch allows, threads by vocabulary', () => {
   const host = new RecordingHost();
   const args = (B: number, Vp: number, dtype: 'bf16' | 'f32', classes: number) => ({
     logits: deviceTensor([B, Vp], dtype), classes, params: deviceTensor([B, 4], 'f32'), seeds: deviceTensor([B, 2], 'i32'),
@@ -52,10 +54,15 @@ test('sampleTokens: a block per sequence, 16-byte vectors when the pitch allows,
   });
   sampling.sampleTokens(host, args(32, 50304, 'bf16', 50257));
   sampling.sampleTokens(host, args(2, 1003, 'f32', 1003));
-  assert.deepEqual(host.launches.map((l) => l.key), ['sample_tokens.bf16.v50257.vec8.t1024', 'sample_tokens.f32.v1003.vec1.t256']);
-  assert.equal(host.launches[0]!.config.grid, 32);
+  sampling.sampleTokens(host, args(3, 300, 'f32', 300));
+  // 50257 classes in 6283 vectors of 8: 4 blocks of 1024 threads a row; 1003 in vectors of 1: 2 of 256; 300 in vectors of 4: 1.
+  assert.deepEqual(host.launches.map((l) => l.key), ['sample_tokens.bf16.v50257.vec8.t1024.s4', 'sample_tokens.f32.v1003.vec1.t256.s2', 'sample_tokens.f32.v300.vec4.t256.s1']);
+  assert.deepEqual(host.launches.map((l) => l.config.grid), [[4, 32], [2, 2], [1, 3]]);
   assert.equal(argValue(host.launches[0]!, 1, 'i32'), 50304);
   assert.equal(argValue(host.launches[0]!, 11, 'i32'), 4);
+  // Split rows reduce through partials in scratch and a zeroed counter per row; an unsplit row needs neither.
+  assert.deepEqual(host.counterRequests, [32, 2]);
+  assert.deepEqual(host.scratchRequests, [32 * 4 * 8, 2 * 2 * 8]);
   rejects(() => sampling.sampleTokens(host, args(1, 300000, 'bf16', 300000)), /^sampleTokens: a vocabulary of 300000 classes is larger/);
   rejects(() => sampling.sampleTokens(host, args(1, 64, 'bf16', 65)), /^sampleTokens: 'classes' must be an integer in \[1, 64\]/);
 });

@@ -41,7 +41,7 @@ test('launchGemv: blocks of 8 warps as planned; the source bakes M and K in, loa
       assert.match(src.source, /load_weight\(rows\[r\] \+ k\)[\s\S]*GRID_DEPENDENCY_WAIT\(\);[\s\S]*load_floats[\s\S]*GRID_DEPENDENCY_TRIGGER\(\);/);
       return { name: src.name, launch: (config, args) => launches.push({ key, config, args }) } satisfies CompiledKernel;
     },
-    scratch: () => 0n, multiProcessorCount: 132, maxSharedBytesPerBlock: 227 * 1024,
+    scratch: () => 0n, counters: () => 0n, multiProcessorCount: 132, maxSharedBytesPerBlock: 227 * 1024,
   };
   launchGemv(host, checked({ M: 3, N: 2305, K: 768, epilogue: 'bias' }, { bias: true }));
   const plan = planGemv('bf16', 3, 2305, 768, 'bias', undefined, 132);

@@ -19,13 +19,15 @@ export interface RecordedLaunch {
   args: readonly KernelArg[];
 }
 
-/** Records every launch; scratch() hands out one fixed address. */
+/** Records every launch; scratch() and counters() hand out fixed addresses. */
 export class RecordingHost implements KernelHost {
   readonly launches: RecordedLaunch[] = [];
   readonly scratchRequests: number[] = [];
   readonly multiProcessorCount = 132;
   readonly maxSharedBytesPerBlock = 227 * 1024;
   static readonly SCRATCH = 0x7000_0000n;
+  static readonly COUNTERS = 0x7800_0000n;
+  readonly counterRequests: number[] = [];
 
   kernel(key: string, build: () => KernelSource): CompiledKernel {
     const { name, source } = build();
@@ -35,6 +37,11 @@ export class RecordingHost implements KernelHost {
   scratch(bytes: number): bigint {
     this.scratchRequests.push(bytes);
     return RecordingHost.SCRATCH;
+  }
+
+  counters(count: number): bigint {
+    this.counterRequests.push(count);
+    return RecordingHost.COUNTERS;
   }
 }
 
