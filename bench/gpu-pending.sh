@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time: in
 # priority order, calls whose step bounds add up to under 10 minutes (typical runs are shorter):
@@ -30,6 +30,14 @@ run() { # name seconds command...
 for step in "${steps[@]}"; do
   case $step in
     tests) run tests 420 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js ;;
+    infer-tests) run infer-tests 400 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/paged-attention.test.js dist/test/gpu/decode-gemv.test.js \
+                   dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js dist/test/gpu/speculative.test.js \
+                   dist/test/gpu/beam.test.js dist/test/gpu/graph.test.js dist/test/gpu/gemm.test.js dist/test/gpu/runtime.test.js ;;
+    decode-hf) run decode-hf 420 node dist/bench/decode.js --reps 3 --modes default,cublas --json "$out/decode.json" ;;
+    decode-quant) run decode-quant 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head --json "$out/decode-quant.json" ;;
+    profile-shapes) run profile-llama-b32 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-llama-b32
+                    run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
+    spec) run spec 200 node dist/bench/speculative.js --json "$out/speculative.json" ;;
     profile) run profile 200 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
              cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null
              for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile/$m-decode/profile.json "$out/profile-$m.json" 2>/dev/null; done ;;
@@ -43,10 +51,14 @@ for step in "${steps[@]}"; do
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-graphs) run serve-graphs 180 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;
-    *) echo "unknown step '$step' (tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs)"; exit 2 ;;
+    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs)"; exit 2 ;;
   esac
 done
 say "summary"
+[ -f "$out/infer-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-tests.log" | head -20
+[ -f "$out/decode-hf.log" ] && grep -E '^\|' "$out/decode-hf.log"
+[ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
+[ -f "$out/spec.log" ] && tail -15 "$out/spec.log"
 [ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20
 [ -f "$out/profile-fast.log" ] && grep -E '^(PASS|FAIL)' "$out/profile-fast.log"
 [ -f "$out/decode-modes.log" ] && grep -E '^\|' "$out/decode-modes.log"
