@@ -34,6 +34,7 @@ for step in "${steps[@]}"; do
                    dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js dist/test/gpu/speculative.test.js \
                    dist/test/gpu/beam.test.js dist/test/gpu/graph.test.js dist/test/gpu/gemm.test.js dist/test/gpu/runtime.test.js ;;
     decode-hf) run decode-hf 420 node dist/bench/decode.js --reps 3 --modes default,cublas --json "$out/decode.json" ;;
+    decode-hf-static) run decode-hf-static 400 node dist/bench/decode.js --reps 3 --modes default --torch-modes static-compile,static --json "$out/decode-static.json" ;;
     decode-quant) run decode-quant 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head --json "$out/decode-quant.json" ;;
     profile-shapes) run profile-llama-b32 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-llama-b32
                     run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
@@ -57,6 +58,7 @@ done
 say "summary"
 [ -f "$out/infer-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-tests.log" | head -20
 [ -f "$out/decode-hf.log" ] && grep -E '^\|' "$out/decode-hf.log"
+[ -f "$out/decode-hf-static.log" ] && grep -E "^\\|" "$out/decode-hf-static.log"
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
 [ -f "$out/spec.log" ] && tail -15 "$out/spec.log"
 [ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20

@@ -6,8 +6,10 @@ JSON line: {mode: {batch: {"ms_per_token", "tokens_per_s"} or {"error"}}}.
 
 Modes: "eager" is generate() with the default dynamic KV cache; "static-compile" is
 cache_implementation="static" with model.forward compiled (torch.compile mode "reduce-overhead",
-fullgraph=True: HF's documented recipe for a static cache, CUDA graphs included); "static" is the static
-cache without compilation. Random bf16 weights; EOS disabled so every call makes exactly the tokens asked.
+fullgraph=True: HF's documented recipe for a static cache, CUDA graphs included; each call marks a new
+CUDA-graph step and clones the logits, which generate() reads after the next replay — without that,
+torch 2.11 refuses with "accessing tensor output of CUDAGraphs that has been overwritten"); "static" is
+the static cache as generate() runs it without our compile call. Random bf16 weights; EOS disabled so every call makes exactly the tokens asked.
 Per-token time = (T(new_tokens) − T(1)) / (new_tokens − 1) of whole generate() calls (wall clock after a
 synchronize), medians of `reps` calls after warm-up, so prefill cancels out.
 """
@@ -36,6 +38,16 @@ def timed(fn):
 
 def median(xs):
     return sorted(xs)[len(xs) // 2]
+
+
+def graph_safe(compiled):
+    """A compiled forward whose logits outlive the next CUDA-graph replay (see the header)."""
+    def forward(*args, **kwargs):
+        torch.compiler.cudagraph_mark_step_begin()
+        out = compiled(*args, **kwargs)
+        out.logits = out.logits.clone()
+        return out
+    return forward
 
 
 def run_mode(model, spec, mode, batch):
@@ -72,7 +84,7 @@ def main():
             model.generation_config.eos_token_id = None
             model.generation_config.pad_token_id = 0
             if mode == "static-compile":
-                model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+                model.forward = graph_safe(torch.compile(model.forward, mode="reduce-overhead", fullgraph=True))
         except Exception as error:  # a mode that cannot be set up is reported, not fatal
             results[mode] = {str(b): {"error": f"{type(error).__name__}: {error}"} for b in spec["batches"]}
             continue
