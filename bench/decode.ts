@@ -157,7 +157,11 @@ function runTorch(c: ModelCase): Record<string, Record<string, TorchResult>> | {
     reps: REPS, modes: cli['torch-modes']!.split(','),
   };
   const run = spawnSync('python3', ['bench/torch_decode.py'], { input: JSON.stringify(spec), encoding: 'utf8', maxBuffer: 16 << 20, timeout: 1_500_000 });
-  if (run.status !== 0) return { error: (run.stderr || String(run.error)).trim().split('\n').slice(-3).join(' | ') };
+  if (run.status !== 0) {
+    // The last lines that are not torch's own log warnings (W1201 12:00:00.000000 … lines) say what failed.
+    const lines = (run.stderr || String(run.error)).trim().split('\n').filter((l) => !/^[WI]\d{4} /.test(l));
+    return { error: `exit ${run.status ?? run.signal}: ${lines.slice(-3).join(' | ')}` };
+  }
   return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Record<string, Record<string, TorchResult>>;
 }
 
