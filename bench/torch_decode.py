@@ -8,8 +8,9 @@ Modes: "eager" is generate() with the default dynamic KV cache; "static-compile"
 cache_implementation="static" with model.forward compiled (torch.compile mode "reduce-overhead",
 fullgraph=True: HF's documented recipe for a static cache, CUDA graphs included; each call marks a new
 CUDA-graph step and clones the logits, which generate() reads after the next replay — without that,
-torch 2.11 refuses with "accessing tensor output of CUDAGraphs that has been overwritten"); "static" is
-the static cache as generate() runs it without our compile call. Random bf16 weights; EOS disabled so every call makes exactly the tokens asked.
+torch 2.11 refuses with "accessing tensor output of CUDAGraphs that has been overwritten"; generate()'s
+own compile is disabled for it); "static" is the static cache as generate() runs it, which transformers 5
+compiles by itself (GenerationConfig.compile_config, auto-compile on CUDA for a compileable cache). Random bf16 weights; EOS disabled so every call makes exactly the tokens asked.
 Per-token time = (T(new_tokens) − T(1)) / (new_tokens − 1) of whole generate() calls (wall clock after a
 synchronize), medians of `reps` calls after warm-up, so prefill cancels out.
 """
@@ -84,6 +85,9 @@ def main():
             model.generation_config.eos_token_id = None
             model.generation_config.pad_token_id = 0
             if mode == "static-compile":
+                # Ours instead of generate()'s own compile of a static-cache forward (transformers 5 compiles
+                # it unless told not to): two compiles of one forward are not what either recipe measures.
+                model.generation_config.disable_compile = True
                 model.forward = graph_safe(torch.compile(model.forward, mode="reduce-overhead", fullgraph=True))
         except Exception as error:  # a mode that cannot be set up is reported, not fatal
             results[mode] = {str(b): {"error": f"{type(error).__name__}: {error}"} for b in spec["batches"]}
