@@ -10,9 +10,9 @@
 // update only if the bias/aux address changed, and the cublasLtMatmul FFI call; a call on new tensors
 // adds the argument check, the plan and a cache lookup (~5-10 µs).
 //
-// Choosing the algorithm: the heuristic's first answer by default. With autotuning (the option, or
-// FUSEFORMER_GEMM_AUTOTUNE=1) the first call of a problem times the heuristic's candidates with CUDA
-// events on the caller's own operands and keeps the fastest. Timing reruns the GEMM, so it happens
+// Choosing the algorithm: the heuristic's first answer, until the problem is tuned: with autotuning on
+// (FUSEFORMER_GEMM_AUTOTUNE=1) its first call, by default ('auto') the third call of a large problem,
+// times the heuristic's candidates with CUDA events on the caller's own operands and keeps the fastest. Timing reruns the GEMM, so it happens
 // only on a call with beta = 0 (then every rerun writes the same outputs); a problem first seen with
 // beta ≠ 0 runs the heuristic's choice until a beta = 0 call tunes it. Calls inside a graph capture
 // never tune (events cannot be waited on there): run a step once before capturing it.
@@ -33,10 +33,11 @@ import type { StreamTimer } from './gemm-timer.js';
 
 export interface GemmRunnerOptions {
   /**
-   * Time the candidates on first use of a problem and keep the fastest. 'auto' (the default) tunes
-   * problems of at least AUTOTUNE_MIN_FLOPS, where the heuristic's first choice can be 15% off and a
-   * one-time tuning cost is repaid within a few steps; small problems (decode GEMMs, whose row count
-   * changes every step) keep the heuristic's choice. FUSEFORMER_GEMM_AUTOTUNE=1 or 0 forces it on or off.
+   * Time the candidates and keep the fastest: `true` on a problem's first use; 'auto' (the default)
+   * on the AUTOTUNE_AFTER_USES-th use of problems of at least AUTOTUNE_MIN_FLOPS, where the heuristic's
+   * first choice can be 15% off and a one-time tuning cost is repaid within a few steps; small
+   * problems (decode GEMMs) and shapes seen once or twice (a serving step's row count) keep the
+   * heuristic's choice. FUSEFORMER_GEMM_AUTOTUNE=1 or 0 forces it on or off.
    */
   autotune?: boolean | 'auto';
   /** How many algorithms to ask the heuristic for (default 8). */
@@ -83,6 +84,8 @@ interface CacheEntry {
   /** cublasLtMatmul succeeded with the chosen algorithm at least once. */
   verified: boolean;
   tuned: boolean;
+  /** Calls of this problem so far ('auto' tunes on the AUTOTUNE_AFTER_USES-th). */
+  uses: number;
   /** Addresses last written into the descriptor (bias or bias gradient; aux). */
   boundBias: bigint;
   boundAux: bigint;
@@ -144,6 +147,13 @@ function checkRepeats(repeats: number): void {
 const DEFAULT_CANDIDATES = 8;
 /** 2^33 FLOPs ≈ 11 µs at the H200's ~790 TFLOP/s: below this, tuning cannot pay for itself quickly. */
 export const AUTOTUNE_MIN_FLOPS = 2 ** 33;
+/**
+ * 'auto' tunes a problem on this call of it, not the first: a training step repeats its shapes every
+ * step (tuned on the third, repaid soon after), while a serving engine's mixed steps (prompt chunks
+ * beside decode rows) change the row count nearly every step — tuning each new M on first sight cost
+ * 8 candidates × 10 timed runs of every large GEMM of such a step, each time.
+ */
+export const AUTOTUNE_AFTER_USES = 3;
 
 function autotuneFromEnv(value: string | undefined): boolean | 'auto' {
   if (value === '1') return true;
@@ -201,13 +211,13 @@ export class GemmRunner {
 
   gemm(args: GemmArgs): void {
     const recent = this.recentCall(args, false);
-    if (recent !== undefined) this.launch(recent.entry, recent.call);
+    if (recent !== undefined) this.launchRecent(recent);
     else this.run(checkGemm(args), args, false);
   }
 
   batchedGemm(args: BatchedGemmArgs): void {
     const recent = this.recentCall(args, true);
-    if (recent !== undefined) this.launch(recent.entry, recent.call);
+    if (recent !== undefined) this.launchRecent(recent);
     else this.run(checkBatchedGemm(args), args, true);
   }
 
@@ -265,17 +275,28 @@ export class GemmRunner {
 
   private run(call: CheckedGemm, args: GemmArgs, batched: boolean): void {
     const entry = this.entryFor(call);
-    if (this.shouldTune(call.problem) && !entry.tuned && call.beta === 0) {
-      this.bindAddresses(entry, call);
-      this.tune(entry, call);
-    }
+    this.tuneIfDue(entry, call);
     this.launch(entry, call);
     this.recent.set(call.out, { batched, signature: signatureOf(args), call, entry });
   }
 
-  private shouldTune(p: GemmProblem): boolean {
+  private launchRecent(recent: RecentCall): void {
+    if (!recent.entry.tuned) this.tuneIfDue(recent.entry, recent.call);
+    this.launch(recent.entry, recent.call);
+  }
+
+  private tuneIfDue(entry: CacheEntry, call: CheckedGemm): void {
+    entry.uses++;
+    if (!entry.tuned && call.beta === 0 && this.shouldTune(entry)) {
+      this.bindAddresses(entry, call);
+      this.tune(entry, call);
+    }
+  }
+
+  private shouldTune(entry: CacheEntry): boolean {
     if (this.autotune !== 'auto') return this.autotune;
-    return 2 * p.batch * p.M * p.N * p.K >= AUTOTUNE_MIN_FLOPS;
+    const p = entry.problem;
+    return 2 * p.batch * p.M * p.N * p.K >= AUTOTUNE_MIN_FLOPS && entry.uses >= AUTOTUNE_AFTER_USES;
   }
 
   private launch(entry: CacheEntry, call: CheckedGemm): void {
@@ -364,7 +385,7 @@ export class GemmRunner {
       const entry: CacheEntry = {
         key, problem: call.problem, plan, alignment, desc,
         layoutA: layouts[0]!, layoutB: layouts[1]!, layoutD: layouts[2]!,
-        candidates: [], chosen: 0, verified: false, tuned: false, boundBias: NO_ADDRESS, boundAux: NO_ADDRESS,
+        candidates: [], chosen: 0, verified: false, tuned: false, uses: 0, boundBias: NO_ADDRESS, boundAux: NO_ADDRESS,
       };
       // The heuristic reads the bias and aux addresses to judge their alignment, so bind them first.
       this.bindAddresses(entry, call);

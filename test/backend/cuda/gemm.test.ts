@@ -123,7 +123,7 @@ function dev(shape: number[], dtype: DType = 'f16', offsetBytes = 0): CudaTensor
 
 const STREAM = 0x5000n, WORKSPACE = 0x6000_0000n, WORKSPACE_BYTES = 32 * 2 ** 20;
 
-function runner(lt: FakeCublasLt, options: { autotune?: boolean; timer?: StreamTimer } = {}): GemmRunner {
+function runner(lt: FakeCublasLt, options: { autotune?: boolean | 'auto'; timer?: StreamTimer } = {}): GemmRunner {
   return new GemmRunner(STREAM, WORKSPACE, WORKSPACE_BYTES, { library: lt, autotune: options.autotune ?? false, ...(options.timer ? { timer: options.timer } : {}) });
 }
 
@@ -271,6 +271,29 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   // candidate, and candidates take turns: the last round ran 0, 1, 2, 3 in order.
   assert.deepEqual(lt.matmuls.slice(-264).map((m) => m.algo), [0, 1, 2, 3].flatMap((algo) => Array<number>(66).fill(algo)));
   assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
+});
+
+test("'auto' tunes a large problem on its third use, the same tensors or new ones; a row count seen once or twice is never tuned", () => {
+  const lt = new FakeCublasLt();
+  lt.candidateCount = 3;
+  const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
+  const r = runner(lt, { autotune: 'auto', timer });
+  // 2·M·N·K ≥ AUTOTUNE_MIN_FLOPS (2³³) from M = 1024 at N = K = 2048.
+  const a = dev([2048, 2048]), w = dev([2048, 2048]), out = dev([2048, 2048]);
+  r.gemm({ a, b: w, out });
+  r.gemm({ a, b: w, out }); // the repeated-call fast path
+  assert.deepEqual([timer.samples, r.cacheEntries()[0]!.tuned], [0, false], 'two uses: the heuristic choice');
+  r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
+  assert.deepEqual([r.cacheEntries()[0]!.tuned, r.cacheEntries()[0]!.chosen, lt.matmuls.at(-1)!.algo], [true, 1, 1], 'tuned on the third');
+  const samples = timer.samples;
+  // A serving step's row counts: each large, each seen once.
+  for (const M of [1100, 1200, 1300, 1400]) r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
+  assert.equal(timer.samples, samples, 'no tuning of shapes seen once');
+  // Small problems (decode rows) are never tuned, however often they run.
+  const x = dev([4, 2048]), y = dev([4, 2048]);
+  for (let i = 0; i < 5; i++) r.gemm({ a: x, b: w, out: y });
+  assert.equal(timer.samples, samples);
+  assert.equal(r.cacheEntries().filter((e) => e.tuned).length, 1);
 });
 
 test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {
