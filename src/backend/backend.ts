@@ -702,6 +702,19 @@ export interface ResidualNormArgs {
   eps: number;
 }
 
+/**
+ * A residual norm and the product that reads its output, as one op: residualNorm(norm) — x += y + bias
+ * when y is given, norm.out = norm(x) — then, of norm.out, either a GEMM against [N, K] weights
+ * (out = ep(norm.out·bᵀ + bias)) or gatedLinear (norm.out is its x). A backend may fuse the two (the
+ * decode GEMV with the norm in its prologue) but writes everything the two ops write.
+ */
+export interface NormLinearArgs {
+  norm: ResidualNormArgs;
+  linear:
+    | { kind: 'gemm'; b: Tensor; out: Tensor; epilogue?: GemmEpilogue; bias?: Tensor }
+    | { kind: 'gated'; weight: Tensor; bias?: Tensor; up: Tensor; out: Tensor; activation: Activation };
+}
+
 /** A gated MLP's middle: out[r, c] = act(x[r, c])·x[r, F + c] (SwiGLU with 'silu'); x [rows, 2F], out [rows, F]. */
 export interface GatedActivationArgs {
   x: Tensor;
@@ -1064,6 +1077,7 @@ export interface Backend {
   residualNorm(args: ResidualNormArgs): void;
   gatedActivation(args: GatedActivationArgs): void;
   gatedLinear(args: GatedLinearArgs): void;
+  normLinear(args: NormLinearArgs): void;
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
   // beam search and encoder-decoder decoding

@@ -2,17 +2,20 @@
 // (one row per sequence); only attention differs between the two and is passed in.
 //
 //   x = embed(tokens) (+ wpe[positions])                   embedTokens              [R, H]
-//   h = norm1_0(x)                                          residualNorm (no y)
 //   per layer l:
-//     qkv = h·Wqkv                                          GEMM                     [R, (Hq + 2Hkv)·d]
+//     x += y + bdown (l > 0); h = norm1_l(x); qkv = h·Wqkv  normLinear               [R, (Hq + 2Hkv)·d]
 //     a   = attention(qkv)  (bias + RoPE + cache append inside)                      [R, Hq·d]
-//     y   = a·Wo;  x += y + bo;  h = norm2_l(x)             GEMM, residualNorm
-//     GPT-2: u = act(h·Wfc + bfc)                           GEMM with a GELU/ReLU epilogue
-//     Llama: u = act(h·Wgate)·(h·Wup)                       one GEMM [R, 2F], gatedActivation
-//     y   = u·Wdown;  x += y + bdown;  h = norm1_{l+1}(x)   GEMM, residualNorm (the final norm after the last layer)
+//     y   = a·Wo                                            GEMM
+//     x += y + bo;  h = norm2_l(x), then                    normLinear:
+//       GPT-2: u = act(h·Wfc + bfc)                           the GEMM with a GELU/ReLU epilogue
+//       Llama: u = act(h·Wgate)·(h·Wup)                       gatedLinear
+//     y   = u·Wdown                                         GEMM
+//   x += y + bdown;  h = finalNorm(x)                       residualNorm
 //   logits = h·Wheadᵀ                                       GEMM                     [rows, Vp]
-// Every norm after the first is fused with the residual add before it, so a layer is 4 GEMMs and 4–5
-// other kernels. One set of activation buffers, sized for the largest row count, serves every layer (as
+// Every norm after the first is fused with the residual add before it, and each norm with the product
+// that reads it (normLinear: one GEMV kernel at decode sizes where the backend fuses them, else
+// residualNorm + the product), so a layer is 4 products and 2–3 other kernels. Quantized projections
+// take the norm as its own residualNorm. One set of activation buffers, sized for the largest row count, serves every layer (as
 // LightSeq shares them): each layer overwrites what the previous one no longer needs.
 // Under tensor parallelism (model.tensorParallel, dist/tp-decoder.ts) the model's sizes are one rank's
 // (heads/w, kvHeads/w, ffn/w) and y is all-reduced after the O-projection and after the down projection
@@ -23,7 +26,7 @@
 // bias/activation in its epilogue) or W8A8's quantize-rows → int8Gemm → dequantize, whose intermediates
 // are views of buffers allocated here for maxRows rows; the LM head stays a 16-bit GEMM.
 
-import type { Activation, Backend, GemmEpilogue } from '../backend/backend.js';
+import type { Activation, Backend, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
 import type { DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
 import { ArgumentError } from '../errors.js';
@@ -104,49 +107,67 @@ export class DecoderForward {
     return v;
   }
 
-  /** x = token (+ position) embeddings of the rows; h = the first layer's norm of x. */
+  /** x = token (+ position) embeddings of the rows (blocks() normalises them for the first layer). */
   embed(ops: Backend, v: RowViews, tokens: Tensor, positions: Tensor): void {
     const m = this.model;
     ops.embedTokens({
       tokens, tokenTable: m.tokenEmbedding, out: v.x,
       ...(m.positionEmbedding ? { positions, positionTable: m.positionEmbedding } : {}),
     });
-    this.norm(ops, v, m.layers[0]!.norm1, false);
   }
 
-  /** Every layer; `attention(layer, v)` turns v.qkv into the attention output [R, Hq·d] (v.attn or another buffer). */
+  /**
+   * Every layer, from x as embed() left it to h = the final norm of x; `attention(layer, v)` turns v.qkv
+   * into the attention output [R, Hq·d] (v.attn or another buffer).
+   */
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
     const m = this.model, arch = m.arch, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     m.layers.forEach((layer, l) => {
       const q = m.quantization?.layers[l] ?? {};
-      if (q.qkv) this.quantizedLinear(ops, q.qkv, v.h, v.qkv);
-      else ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB });
+      // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
+      const norm1 = this.normArgs(v, layer.norm1, l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined);
+      if (q.qkv) {
+        ops.residualNorm(norm1);
+        this.quantizedLinear(ops, q.qkv, v.h, v.qkv);
+      } else {
+        ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv } });
+      }
       const attended = attention(l, v);
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
       else ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
       this.sumOverRanks(v.y);
-      this.norm(ops, v, layer.norm2, true, layer.outBias);
-      if (arch.gatedMlp && q.up) {
-        this.quantizedLinear(ops, q.up, v.h, v.up, layer.upBias ? { bias: layer.upBias } : {});
-        ops.gatedActivation({ x: v.up, out: v.act, activation: arch.activation });
-      } else if (arch.gatedMlp) {
-        // Gate and up GEMM and the gated activation in one op (a gated GEMV for a few rows on CUDA).
-        ops.gatedLinear({ x: v.h, weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...(layer.upBias ? { bias: layer.upBias } : {}) });
-      } else if (q.up) {
-        // The quantized ops take any activation as their epilogue.
-        this.quantizedLinear(ops, q.up, v.h, v.act, { bias: layer.upBias!, activation: arch.activation });
-      } else if (this.fcEpilogue) {
-        ops.gemm({ a: v.h, b: layer.up, out: v.act, transB, epilogue: this.fcEpilogue, bias: layer.upBias! });
-      } else {
-        ops.gemm({ a: v.h, b: layer.up, out: v.up, transB });
-        ops.biasActivationDropout({ input: v.up, bias: layer.upBias!, out: v.act, mask: v.mask!, activation: arch.activation, p: 0, seed: 0n, offset: 0n });
-      }
+      this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, true, layer.outBias));
       if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
       else ops.gemm({ a: v.act, b: layer.down, out: v.y, transB });
       this.sumOverRanks(v.y);
-      const next = l + 1 < m.layers.length ? m.layers[l + 1]!.norm1 : m.finalNorm;
-      this.norm(ops, v, next, true, layer.downBias);
     });
+    ops.residualNorm(this.normArgs(v, m.finalNorm, true, m.layers.at(-1)!.downBias));
+  }
+
+  /** x += y + bo; h = norm2(x) (`norm`); v.act = the MLP's first product and activation of h. */
+  private mlpIn(ops: Backend, v: RowViews, l: number, norm: ResidualNormArgs): void {
+    const m = this.model, arch = m.arch, layer = m.layers[l]!, up = m.quantization?.layers[l]?.up;
+    if (!up && arch.gatedMlp) {
+      // Norm, gate and up GEMM and the gated activation in one op (one GEMV kernel for a few rows on CUDA).
+      const bias = layer.upBias ? { bias: layer.upBias } : {};
+      ops.normLinear({ norm, linear: { kind: 'gated', weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias } });
+      return;
+    }
+    if (!up && this.fcEpilogue) {
+      ops.normLinear({ norm, linear: { kind: 'gemm', b: layer.up, out: v.act, epilogue: this.fcEpilogue, bias: layer.upBias! } });
+      return;
+    }
+    ops.residualNorm(norm);
+    if (up && arch.gatedMlp) {
+      this.quantizedLinear(ops, up, v.h, v.up, layer.upBias ? { bias: layer.upBias } : {});
+      ops.gatedActivation({ x: v.up, out: v.act, activation: arch.activation });
+    } else if (up) {
+      // The quantized ops take any activation as their epilogue.
+      this.quantizedLinear(ops, up, v.h, v.act, { bias: layer.upBias!, activation: arch.activation });
+    } else {
+      ops.gemm({ a: v.h, b: layer.up, out: v.up, transB: true });
+      ops.biasActivationDropout({ input: v.up, bias: layer.upBias!, out: v.act, mask: v.mask!, activation: arch.activation, p: 0, seed: 0n, offset: 0n });
+    }
   }
 
   /** out [R, N] = act(x [R, K]·wᵀ + bias) with a quantized weight (INT4: one op; W8A8: three, through the scratch). */
@@ -192,12 +213,13 @@ export class DecoderForward {
     this.model.tensorParallel?.comm.allReduce(y, 'sum');
   }
 
-  private norm(ops: Backend, v: RowViews, weights: NormWeights, residual: boolean, bias?: Tensor): void {
+  /** x (+= y + bias, with `residual`), h = norm(x): the residualNorm of these weights over the rows. */
+  private normArgs(v: RowViews, weights: NormWeights, residual: boolean, bias?: Tensor): ResidualNormArgs {
     const arch = this.model.arch;
-    ops.residualNorm({
+    return {
       x: v.x, norm: arch.norm, gamma: weights.gamma, out: v.h, eps: arch.normEps,
       ...(weights.beta ? { beta: weights.beta } : {}), ...(residual ? { y: v.y } : {}), ...(residual && bias ? { bias } : {}),
-    });
+    };
   }
 
   free(): void {

@@ -507,6 +507,20 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     },
     variant: ([a]) => `${shapeOf(a.out)}×${a.x.shape[a.x.rank - 1]} ${a.activation}${a.bias ? ' +bias' : ''}`,
   },
+  normLinear: {
+    // The fused minimum: the norm's reads and writes (residualNorm's count) plus the product's (gemm's
+    // or gatedLinear's), its input counted once — h is written, and read back only by the unfused path.
+    gemm: true,
+    cost: ([a]) => {
+      const norm = OP_COSTS.residualNorm!.cost([a.norm]);
+      const l = a.linear;
+      const product = l.kind === 'gated'
+        ? OP_COSTS.gatedLinear!.cost([{ x: a.norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) }])
+        : gemmCost({ a: a.norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
+      return { flops: norm.flops + product.flops, bytes: norm.bytes + product.bytes - bytesOf(a.norm.out) };
+    },
+    variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.linear.kind === 'gated' ? `gated ${shapeOf(a.linear.out)}` : `${shapeOf(a.linear.out)}`}`,
+  },
   tanhActivation: {
     cost: ([a]) => ({ flops: a.out.numel * (a.bias ? 2 : 1), bytes: bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out) }),
     variant: ([a]) => `${shapeOf(a.out)}${a.bias ? ' +bias' : ''}`,

@@ -3,7 +3,7 @@
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
-import type { Activation } from '../backend/backend.js';
+import type { Activation, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
 import type { DType, FloatDType } from '../dtype.js';
 import { FLOAT_DTYPES } from '../dtype.js';
 import type { HostTensor, OpCase } from './op-cases.js';
@@ -110,6 +110,44 @@ function residualNormCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
+/**
+ * normLinear at decode and prefill row counts: 1–4 rows take the GEMV with the norm in its prologue
+ * where CudaBackend.normGemv is on (x, h and the product all checked), the rest residualNorm + the product.
+ */
+export function normLinearCases(dtype: FloatDType): OpCase[] {
+  // rows, H, norm, residual, residual bias, product: [N, epilogue] or gated F
+  const shapes: [number, number, 'layer' | 'rms', boolean, boolean, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation }][] = [
+    [1, 2048, 'rms', true, false, { N: 3072, epilogue: 'none' }], [4, 2048, 'rms', true, false, { F: 1024, activation: 'silu' }],
+    [1, 768, 'layer', false, false, { N: 2304, epilogue: 'bias' }], [3, 768, 'layer', true, true, { N: 3072, epilogue: 'gelu_bias' }],
+    [2, 136, 'layer', true, true, { F: 77, activation: 'relu' }], [6, 256, 'rms', true, false, { N: 130, epilogue: 'none' }],
+  ];
+  return shapes.map(([rows, H, norm, residual, bias, product]): OpCase => {
+    const gated = 'F' in product, N = gated ? 2 * product.F : product.N;
+    const what = gated ? `gated(${product.activation}) F=${product.F}` : `N=${product.N} ${product.epilogue}`;
+    return {
+      name: `normLinear ${norm} ${dtype} rows=${rows} H=${H}${residual ? ' +y' : ''}${bias ? ' +bias' : ''} → ${what}`, dtype,
+      inputs: (rng) => ({
+        x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], dtype), rbias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1),
+        beta: floats(rng, [H], dtype), weight: floats(rng, [N, H], dtype, 2 / Math.sqrt(H)), bias: floats(rng, [N], dtype, 0.5),
+      }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        const normArgs: ResidualNormArgs = {
+          x: c.keep('x', c.in('x')), norm, gamma: c.in('gamma'), out: c.out('h', [rows, H], dtype), eps: 1e-5,
+          ...(norm === 'layer' ? { beta: c.in('beta') } : {}), ...(residual ? { y: c.in('y') } : {}), ...(bias ? { bias: c.in('rbias') } : {}),
+        };
+        if ('F' in product) {
+          b.normLinear({ norm: normArgs, linear: { kind: 'gated', weight: c.in('weight'), up: b.empty([rows, N], dtype), out: c.out('out', [rows, product.F], dtype), activation: product.activation } });
+        } else {
+          const withBias = product.epilogue !== 'none';
+          b.normLinear({ norm: normArgs, linear: { kind: 'gemm', b: c.in('weight'), out: c.out('out', [rows, N], dtype), epilogue: product.epilogue, ...(withBias ? { bias: c.in('bias') } : {}) } });
+        }
+        return c.results();
+      },
+    };
+  });
+}
+
 function gatedActivationCases(dtype: FloatDType): OpCase[] {
   return ([[5, 8192, 'silu'], [64, 384, 'gelu'], [3, 33, 'silu'], [7, 3072, 'gelu_tanh'], [2, 100, 'relu']] as [number, number, Activation][]).map(([rows, F, activation]): OpCase => ({
     name: `gatedActivation(${activation}) ${dtype} rows=${rows} F=${F}`, dtype,
@@ -198,6 +236,6 @@ function sampleTokensCases(dtype: FloatDType): OpCase[] {
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
-    ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
+    ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
   ]);
 }

@@ -19,7 +19,7 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { checkGemmCase, decodeGemmCases } from '../../src/testing/gemm-cases.js';
-import { gatedLinearCases } from '../../src/testing/infer-op-cases.js';
+import { gatedLinearCases, normLinearCases } from '../../src/testing/infer-op-cases.js';
 import { checkCase } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
@@ -65,6 +65,30 @@ test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback ma
   }
 });
 
+test('normLinear on the GEMV with the norm in its prologue (1–4 rows) and on its fallback matches the CPU reference: x, h and the product', { skip }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  gpu.decodeGemv = true;
+  gpu.normGemv = true;
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  for (const dtype of ['f32', 'f16', 'bf16'] as FloatDType[]) {
+    for (const c of normLinearCases(dtype)) {
+      await t.test(c.name, () => {
+        const before = gpu.normGemvLaunches;
+        // Twice: the counter the last block resets must be zero again for the second launch.
+        for (let run = 0; run < 2; run++) {
+          const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          assert.deepEqual(failed, [], failed.join('\n'));
+        }
+        const rows = Number(/rows=(\d+)/.exec(c.name)![1]), H = Number(/H=(\d+)/.exec(c.name)![1]);
+        const fits = rows <= 4 && rows * H * (dtype === 'f32' ? 4 : 2) <= 40 * 1024;
+        assert.equal(gpu.normGemvLaunches - before, fits ? 2 : 0, 'the fused kernel ran where it applies');
+      });
+    }
+  }
+});
+
 for (const m of ENGINE_TEST_MODELS) {
   test(`${m.name}: the decode engine with the GEMV kernel and programmatic launches equals it without`, { skip }, async () => {
     const { CudaBackend } = await import('../../src/backend/cuda/index.js');
@@ -73,6 +97,7 @@ for (const m of ENGINE_TEST_MODELS) {
     writeModelFolder(dir, m.family, m.config, 5);
     const setMode = (on: boolean) => {
       gpu.decodeGemv = on;
+      gpu.normGemv = on;
       gpu.runtime.programmaticLaunch = on;
     };
     for (const dtype of ['f32', 'bf16'] as FloatDType[]) {

@@ -16,7 +16,10 @@ test('a decode step of the inference engine profiled on the CPU: the KV cache re
   assert.equal(count('qkvRopeAppend'), 2);
   assert.equal(count('embedTokens'), 1);
   assert.equal(count('sampleTokens'), 1);
-  assert.ok(p.ops.filter((o) => o.gemm).every((o) => o.name.startsWith(`gemm ${batch}×`)), 'every GEMM has one row per sequence');
+  // A layer's norms go with the products that read them (normLinear); the final norm is its own op.
+  assert.equal(count('normLinear'), 4, 'two per layer');
+  assert.equal(count('residualNorm'), 1);
+  assert.ok(p.ops.filter((o) => o.gemm).every((o) => o.name.startsWith(`gemm ${batch}×`) || o.name.startsWith(`normLinear [${batch}, `)), 'every GEMM has one row per sequence');
   // Prefill leaves each sequence at position `context`; the warm-up step moves it one further, so the
   // profiled step's attention reads context + 2 keys per sequence (not the cache's context + 64).
   const attention = p.ops.find((o) => o.op === 'decodeAttention')!;

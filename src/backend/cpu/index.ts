@@ -14,7 +14,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -188,6 +188,13 @@ export class CpuBackend implements Backend {
     checkGatedLinear(new CpuCheck('gatedLinear'), args);
     this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });
     this.gatedActivation({ x: args.up, out: args.out, activation: args.activation });
+  }
+  /** residualNorm, then the GEMM or gatedLinear of its output (the contract's definition). */
+  normLinear(args: NormLinearArgs): void {
+    this.residualNorm(args.norm);
+    const l = args.linear;
+    if (l.kind === 'gated') this.gatedLinear({ x: args.norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) });
+    else this.gemm({ a: args.norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
   }
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }
   sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }

@@ -16,7 +16,7 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
+  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { decodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -47,8 +47,8 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv } from './kernels/gemv.js';
-import { checkGatedLinear } from '../op-checks/index.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies } from './kernels/gemv.js';
+import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
 import { checkGemm } from './gemm-plan.js';
 import { CudaArena } from './runtime/arena.js';
@@ -70,6 +70,14 @@ export class CudaBackend implements Backend {
   decodeGemv = process.env['FUSEFORMER_DECODE_GEMV'] !== '0';
   /** GEMMs run on the GEMV kernel so far (decodeGemv). */
   gemvLaunches = 0;
+  /**
+   * normLinear of ≤ 4 rows (with decodeGemv) as one GEMV kernel with the residual norm in its prologue
+   * (kernels/gemv.ts) instead of residualNorm + the GEMV; default: on when FUSEFORMER_NORM_GEMV=1 (new
+   * on 2026-12-01, not yet run on a GPU). Takes effect for launches and captures made after it is set.
+   */
+  normGemv = process.env['FUSEFORMER_NORM_GEMV'] === '1';
+  /** normLinear calls run as the fused kernel so far. */
+  normGemvLaunches = 0;
 
   private constructor(readonly runtime: CudaRuntime) {
     const p = runtime.device.properties;
@@ -244,6 +252,33 @@ export class CudaBackend implements Backend {
     }
     this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });
     gatedActivation(this.runtime, { x: args.up, out: args.out, activation: args.activation });
+  }
+  /** One GEMV kernel with the norm in its prologue for a few rows (normGemv and decodeGemv on); else residualNorm, then gemm or gatedLinear. */
+  normLinear(args: NormLinearArgs): void {
+    const l = args.linear;
+    if (this.normGemv && this.decodeGemv) {
+      const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), args.norm);
+      if (normGemvApplies(norm)) {
+        const fused = l.kind === 'gated'
+          ? (() => {
+            const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), { x: norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) });
+            return gatedGemvApplies(checked) ? { kind: 'gated' as const, checked } : undefined;
+          })()
+          : (() => {
+            const checked = checkGemm({ a: norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
+            return gemvApplies(checked) ? { kind: 'gemm' as const, checked } : undefined;
+          })();
+        if (fused) {
+          launchNormGemv(this.runtime, norm, fused);
+          this.normGemvLaunches++;
+          this.gemvLaunches++;
+          return;
+        }
+      }
+    }
+    this.residualNorm(args.norm);
+    if (l.kind === 'gated') this.gatedLinear({ x: args.norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) });
+    else this.gemm({ a: args.norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
   }
   tanhActivation(args: TanhActivationArgs): void { tanhActivation(this.runtime, args); }
   sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }

@@ -64,12 +64,36 @@ export interface GemvSpec {
   readonly columns: number;
   /** Warps splitting K (KW: 1, 2, 4 or 8); the block's other factor is CG = 8 / KW column groups. */
   readonly kWarps: number;
+  /**
+   * normLinear: the activations are norm(x + y + bias) of the residual stream x, formed by every block
+   * in its prologue (see NORM_PROLOGUE_HEADER) instead of read from `a`.
+   */
+  readonly norm?: GemvNorm;
+}
+
+export interface GemvNorm {
+  readonly kind: 'layer' | 'rms';
+  /** x += y (+ bias) first; without it x is only read. */
+  readonly residual: boolean;
+  readonly bias: boolean;
 }
 
 export function gemvKey(s: GemvSpec): string {
   const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}`;
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}` : '';
+  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}`;
 }
+
+// The norm prologue (normLinear). Each block forms the M activation rows itself: v = x + y + bias
+// rounded to T (what the residual stream stores), the row statistics by block reductions — LayerNorm
+// in two passes over v as held in shared memory, as residualNorm does — and h = norm(v)·gamma (+ beta)
+// rounded to T into shared memory (M·K·s bytes), which the main loop reads instead of a. Its weight
+// loads are issued before the prologue, so the prologue's reads (x, y: a few KB from L2) overlap them.
+// The residual stream is updated in place by the last block to finish its prologue (a zeroed counter:
+// every other block has read x by then), which also writes h [M, K]; it re-reads x, y and bias for that.
+
+/** Shared memory the prologue may take for its M × K activations. */
+export const NORM_PROLOGUE_MAX_BYTES = 40 * 1024;
 
 /** Elements of a 16-byte vector. */
 function vectorWidth(dtype: FloatDType): number {
@@ -97,11 +121,11 @@ export interface GemvPlan {
  * to the target (scaled by how evenly the blocks spread over the SMs), then the fewest load rounds,
  * the fewest K-splits (less reduction) and the widest R.
  */
-export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number): GemvPlan {
+export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number, norm?: GemvNorm): GemvPlan {
   let best: { plan: GemvPlan; score: number[] } | undefined;
   for (const kWarps of [1, 2, 4, 8]) {
     for (const columns of gate ? [1, 2] : [1, 2, 4]) {
-      const spec: GemvSpec = { dtype, rows: M, k: K, epilogue, columns, kWarps, ...(gate ? { gate } : {}) };
+      const spec: GemvSpec = { dtype, rows: M, k: K, epilogue, columns, kWarps, ...(gate ? { gate } : {}), ...(norm ? { norm } : {}) };
       const shape = gemvShape(spec);
       if (kWarps > shape.chunks && kWarps > 1) continue;
       if (shape.weightRows * M > 16) continue; // the sums a lane holds
@@ -129,10 +153,125 @@ const EPILOGUE_CODE: Record<string, string> = {
   gelu_bias: 'gelu_tanh(x + to_float(bias[n]))',
 };
 
+/** The prologue's device functions (constants M, K, VEC, THREADS, NWARPS and T defined before). */
+function normPrologueCode(norm: GemvNorm): string {
+  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias};
+
+// v = x + y + bias of row m at columns k..k + VEC − 1, rounded to T (as residualNorm stores it).
+__device__ __forceinline__ void residual_vec(const T* x, const T* __restrict__ y, const T* __restrict__ rbias, int m, int k, float (&v)[VEC]) {
+  load_floats<T, VEC>(x + (size_t)m * K + k, v, VEC);
+  if (RESIDUAL) {
+    float w[VEC];
+    load_floats<T, VEC>(y + (size_t)m * K + k, w, VEC);
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) v[i] += w[i];
+    if (RBIAS) {
+      load_floats<T, VEC>(rbias + k, w, VEC);
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) v[i] += w[i];
+    }
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) v[i] = to_float(from_float<T>(v[i]));
+  }
+}
+
+// Σ over the block of each of the M values; every thread gets the sums. "shared": NWARPS·M floats.
+__device__ __forceinline__ void block_sums(float (&value)[M], float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  #pragma unroll
+  for (int m = 0; m < M; m++) value[m] = warp_sum(value[m]);
+  __syncthreads();
+  if (lane == 0) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) shared[warp * M + m] = value[m];
+  }
+  __syncthreads();
+  #pragma unroll
+  for (int m = 0; m < M; m++) {
+    float total = 0.f;
+    #pragma unroll
+    for (int w = 0; w < NWARPS; w++) total += shared[w * M + m];
+    value[m] = total;
+  }
+}
+
+// act = norm(x + y + bias)·gamma (+ beta), rounded to T, for the M rows (see the header).
+__device__ void normalize_rows(const T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
+                               const T* __restrict__ beta, float eps, T* act) {
+  __shared__ float red[NWARPS * M];
+  float sum[M], mean[M], rstd[M];
+  #pragma unroll
+  for (int m = 0; m < M; m++) sum[m] = 0.f;
+  for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      float v[VEC];
+      residual_vec(x, y, rbias, m, k, v);
+      store_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) sum[m] += LAYER ? v[i] : v[i] * v[i];
+    }
+  }
+  block_sums(sum, red);
+  if (LAYER) {
+    // Two passes, as residualNorm: the squares of v − mean. Each thread reads back what it stored.
+    #pragma unroll
+    for (int m = 0; m < M; m++) { mean[m] = sum[m] * (1.f / K); sum[m] = 0.f; }
+    for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
+      #pragma unroll
+      for (int m = 0; m < M; m++) {
+        float v[VEC];
+        load_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) { const float d = v[i] - mean[m]; sum[m] += d * d; }
+      }
+    }
+    block_sums(sum, red);
+  } else {
+    // RMSNorm: the first pass summed v².
+    #pragma unroll
+    for (int m = 0; m < M; m++) mean[m] = 0.f;
+  }
+  #pragma unroll
+  for (int m = 0; m < M; m++) rstd[m] = rsqrtf(sum[m] * (1.f / K) + eps);
+  for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
+    float g[VEC], b[VEC];
+    load_floats<T, VEC>(gamma + k, g, VEC);
+    if (LAYER) load_floats<T, VEC>(beta + k, b, VEC);
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      float v[VEC];
+      load_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) v[i] = (v[i] - mean[m]) * rstd[m] * g[i] + (LAYER ? b[i] : 0.f);
+      store_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+    }
+  }
+  __syncthreads();  // the main loop reads every thread's columns
+}
+
+// The last block: x ← x + y + bias in place (RESIDUAL) and h ← act.
+__device__ void write_rows(T* x, const T* __restrict__ y, const T* __restrict__ rbias, T* __restrict__ h, const T* act) {
+  for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      if (RESIDUAL) {
+        float v[VEC];
+        residual_vec(x, y, rbias, m, k, v);
+        store_floats<T, VEC>(x + (size_t)m * K + k, v, VEC);
+      }
+      store_vec<T, VEC>(h + (size_t)m * K + k, load_vec<T, VEC>(act + (size_t)m * K + k));
+    }
+  }
+}
+`;
+}
+
 export function gemvSource(spec: GemvSpec): KernelSource {
   const name = kernelIdentifier(gemvKey(spec));
   const vec = vectorWidth(spec.dtype), gate = spec.gate;
   const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
+  const norm = spec.norm;
   // Weight rows of the warp: its R columns (gated: the R gate rows, then the R up rows F + n).
   const rowPointers = gate
     ? String.raw`rows[r] = w + (size_t)n * K;
@@ -144,7 +283,8 @@ export function gemvSource(spec: GemvSpec): KernelSource {
     : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups })}
+${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
+${norm ? normPrologueCode(norm) : ''}
 
 ${gate ? `__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[gate.activation]}; }`
     : `__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[spec.epilogue]}; }`}
@@ -156,11 +296,17 @@ __device__ __forceinline__ uint4 load_weight(const T* p) {
   return r;
 }
 
-// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].
+// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
+// Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
+// gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}
 // Grid ceil(N / (CG·R)), block ${WARPS * 32}.
 extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
-    const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N) {
-  __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
+    const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
+    T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
+  __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
+  __shared__ __align__(16) T act_s[M * K];
+  __shared__ bool last_block;` : ''}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KW, cg = warp / KW;
   const int n0 = (blockIdx.x * CG + cg) * R;
@@ -187,7 +333,11 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
       for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
     }
     // The first loads are in flight before waiting for the kernel that writes a (programmatic launch).
-    if (g == 0) GRID_DEPENDENCY_WAIT();
+    if (g == 0) {
+      GRID_DEPENDENCY_WAIT();${norm ? `
+      normalize_rows(x, y, rbias, gamma, beta, eps, act_s);
+      if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;` : ''}
+    }
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
@@ -195,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
         #pragma unroll
         for (int m = 0; m < M; m++) {
           float av[VEC];
-          load_floats<T, VEC>(a + (size_t)m * K + k, av, VEC);
+          load_floats<T, VEC>(${norm ? 'act_s' : 'a'} + (size_t)m * K + k, av, VEC);
           #pragma unroll
           for (int r = 0; r < WR; r++) {
             const T* e = reinterpret_cast<const T*>(&wv[u][r]);
@@ -207,7 +357,13 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     }
   }
   GRID_DEPENDENCY_TRIGGER();
-
+${norm ? `  // The last block past its prologue (every block has read x by then) updates x and writes h.
+  __syncthreads();
+  if (last_block) {
+    write_rows(x, y, rbias, h, act_s);
+    if (threadIdx.x == 0) *counter = 0u;
+  }
+` : ''}
   #pragma unroll
   for (int r = 0; r < WR; r++)
     #pragma unroll
@@ -279,6 +435,55 @@ export function launchGatedGemv(host: KernelHost, g: CheckedGatedLinear): void {
   kernel.launch({ grid, block: WARPS * 32 }, [ptr(g.x), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F)]);
 }
 
+/** What checkResidualNorm returns, as the norm prologue reads it. */
+export interface CheckedNorm {
+  readonly x: Tensor;
+  readonly y?: Tensor | undefined;
+  readonly bias?: Tensor | undefined;
+  readonly gamma: Tensor;
+  readonly beta?: Tensor | undefined;
+  readonly out: Tensor;
+  readonly norm: 'layer' | 'rms';
+  readonly eps: number;
+  readonly rows: number;
+  readonly H: number;
+}
+
+/** The product a normLinear launch fuses: a checked GEMM or gatedLinear whose input is the norm's output. */
+export type NormGemvLinear = { readonly kind: 'gemm'; readonly checked: CheckedGemm } | { readonly kind: 'gated'; readonly checked: CheckedGatedLinear };
+
+/**
+ * Whether the norm prologue can take this norm: rows ≤ GEMV_MAX_ROWS, H a multiple of the vector
+ * width, the M × H activations within NORM_PROLOGUE_MAX_BYTES, every row operand 16-byte aligned
+ * (the product must pass gemvApplies / gatedGemvApplies too).
+ */
+export function normGemvApplies(n: CheckedNorm): boolean {
+  const dtype = n.x.dtype as FloatDType, vec = vectorWidth(dtype);
+  const aligned = [n.x, n.y, n.bias, n.gamma, n.beta, n.out].every((t) => t === undefined || (t as CudaTensor).ptr % 16n === 0n);
+  return n.rows >= 1 && n.rows <= GEMV_MAX_ROWS && n.H % vec === 0 && n.rows * n.H * byteSize(dtype) <= NORM_PROLOGUE_MAX_BYTES && aligned;
+}
+
+/** Launches the GEMV with the norm prologue (the product's input `a` / `x` is the norm's output, written too). */
+export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGemvLinear): void {
+  const dtype = n.x.dtype as FloatDType;
+  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined };
+  const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
+  const prologueArgs = [ptr(n.x), ptr(n.y), ptr(n.bias), ptr(n.gamma), ptr(n.beta), ptr(n.out), arg.f32(n.eps), arg.ptr(host.counters(1))];
+  if (linear.kind === 'gemm') {
+    const g = linear.checked, p = g.problem;
+    const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount, norm);
+    host.kernel(gemvKey(spec), () => gemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
+      arg.ptr(0n), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N), ...prologueArgs,
+    ]);
+  } else {
+    const g = linear.checked, gate = { activation: g.activation, bias: g.bias !== undefined };
+    const { spec, grid } = planGemv(dtype, g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount, norm);
+    host.kernel(gemvKey(spec), () => gemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
+      arg.ptr(0n), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F), ...prologueArgs,
+    ]);
+  }
+}
+
 /** What checkGatedLinear returns, as the gated launch reads it. */
 export interface CheckedGatedLinear {
   readonly x: Tensor;
@@ -304,5 +509,15 @@ export function catalog(): KernelSource[] {
     ['f16', 4, 4096, 4096, 'none', { activation: 'gelu_tanh', bias: true }],
     ['f32', 3, 77, 132, 'none', { activation: 'relu', bias: true }],
   ];
-  return plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec));
+  const normed: [FloatDType, number, number, number, GemmEpilogue, GemvSpec['gate'], GemvNorm][] = [
+    ['bf16', 1, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false }],
+    ['bf16', 4, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false }],
+    ['f16', 1, 2304, 768, 'bias', undefined, { kind: 'layer', residual: false, bias: false }],
+    ['bf16', 3, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true }],
+    ['f32', 2, 77, 132, 'none', { activation: 'relu', bias: true }, { kind: 'layer', residual: true, bias: true }],
+  ];
+  return [
+    ...plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec)),
+    ...normed.map(([dtype, M, N, K, epilogue, gate, norm]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132, norm).spec)),
+  ];
 }

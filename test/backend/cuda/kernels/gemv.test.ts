@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvSource, launchGemv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvSource, launchGemv, launchNormGemv, normGemvApplies, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
 function checked(problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean } = {}): CheckedGemm {
@@ -74,4 +75,22 @@ test('planGemv: enough bytes in flight and an even spread over the SMs for the d
   // K below one chunk (f32, K 100: 25 vectors): no K split.
   assert.equal(planGemv('f32', 1, 512, 100, 'none', undefined, 132).spec.kWarps, 1);
   assert.match(gemvSource(planGemv('f32', 1, 512, 100, 'none', undefined, 132).spec).source, /constexpr int CHUNKS = 1;/);
+});
+
+test('launchNormGemv: the norm prologue in the key, the residual stream, norm weights, h, eps and a zeroed counter after the GEMV arguments', () => {
+  const host = new RecordingHost();
+  const t = (shape: number[]) => deviceTensor(shape, 'bf16');
+  const norm = { x: t([2, 2048]), y: t([2, 2048]), gamma: t([2048]), out: t([2, 2048]), norm: 'rms' as const, eps: 1e-5, rows: 2, H: 2048 };
+  assert.ok(normGemvApplies(norm));
+  assert.equal(normGemvApplies({ ...norm, rows: 5 }), false, 'more rows than the GEMV takes');
+  assert.equal(normGemvApplies({ ...norm, H: 8192, rows: 4 }), false, '4 × 8192 bf16 activations pass the shared-memory budget');
+  launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 2, N: 3072, K: 2048 }) });
+  const launch = host.launches[0]!;
+  assert.match(launch.key, /^gemv\.bf16\.m2\.k2048\..*\.none\.norm_rms_res$/);
+  assert.equal(launch.args.length, 13);
+  assert.equal(argValue(launch, 0, 'ptr'), 0n, 'a is not read: the activations are formed in shared memory');
+  assert.deepEqual([argValue(launch, 5, 'ptr'), argValue(launch, 6, 'ptr'), argValue(launch, 10, 'ptr')], [norm.x.ptr, norm.y.ptr, norm.out.ptr]);
+  assert.equal(argValue(launch, 12, 'ptr'), RecordingHost.COUNTERS);
+  assert.deepEqual(host.counterRequests, [1]);
+  assert.match(launch.source, /normalize_rows\(x, y, rbias, gamma, beta, eps, act_s\);[\s\S]*atomicAdd\(counter, 1u\)[\s\S]*write_rows/);
 });
