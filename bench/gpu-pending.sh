@@ -4,12 +4,12 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh gemv decode-norm profile       # normLinear's first GPU run (~3 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh gemv infer-ops decode-fusions   # normLinear's and the cluster combine's first GPU run (~5 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh serve                           # serving after the autotune change (~5 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-hf-static spec           # HF static-cache baseline; speculative
 #   bash .device/run.sh bash bench/gpu-pending.sh infer decode-quant              # HF parity on the GPU; quantized rows
@@ -37,6 +37,12 @@ for step in "${steps[@]}"; do
     decode-hf) run decode-hf 420 node dist/bench/decode.js --reps 3 --modes default,cublas --json "$out/decode.json" ;;
     decode-hf-static) run decode-hf-static 400 node dist/bench/decode.js --reps 3 --modes default --torch-modes static-compile,static --json "$out/decode-static.json" ;;
     decode-norm) run decode-norm 200 env FUSEFORMER_NORM_GEMV=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-norm.json" ;;
+    infer-ops) run infer-ops 200 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js ;;
+    decode-fusions) # the opt-in decode fusions one at a time and together, beside the default, one process each
+                    run decode-base 120 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-base.json
+                    run decode-norm 120 env FUSEFORMER_NORM_GEMV=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-norm.json
+                    run decode-cluster 120 env FUSEFORMER_DECODE_CLUSTER=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-cluster.json
+                    run decode-both 120 env FUSEFORMER_NORM_GEMV=1 FUSEFORMER_DECODE_CLUSTER=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-both.json ;;
     decode-quant) run decode-quant 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head --json "$out/decode-quant.json" ;;
     profile-shapes) run profile-llama-b32 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-llama-b32
                     run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
@@ -54,14 +60,15 @@ for step in "${steps[@]}"; do
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-graphs) run serve-graphs 180 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;
-    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs)"; exit 2 ;;
+    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs)"; exit 2 ;;
   esac
 done
 say "summary"
 [ -f "$out/infer-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-tests.log" | head -20
 [ -f "$out/decode-hf.log" ] && grep -E '^\|' "$out/decode-hf.log"
 [ -f "$out/decode-hf-static.log" ] && grep -E "^\\|" "$out/decode-hf-static.log"
-[ -f "$out/decode-norm.log" ] && grep -E '^\|' "$out/decode-norm.log"
+[ -f "$out/infer-ops.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-ops.log" | head -20
+for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
 [ -f "$out/spec.log" ] && tail -15 "$out/spec.log"
 [ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20

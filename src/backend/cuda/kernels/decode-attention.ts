@@ -29,6 +29,12 @@
 //           latency per layer: ~2 µs of a 4–8 µs op at batch 1.)
 // Splits beyond a sequence's length do nothing and are not counted: every block recomputes n, so the
 // grid is fixed (graph-capturable) while lengths change on the device.
+// Cluster combine (spec.cluster = splits ≤ 8; decodeAttentionOptions.clusterCombine, opt-in, not yet
+// run on a GPU): the splits of one (sequence, head block) are one thread-block cluster (Hopper,
+// __cluster_dims__), each keeps its partial in shared memory, and after a cluster barrier rank 0 reads
+// the others' through distributed shared memory (mapa / ld.shared::cluster) and writes out — no
+// partials in global memory, no fence, no counter. Splits past n take part with an empty partial
+// (m = −∞, l = 0): every block of a cluster must reach its barriers.
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
 // (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
@@ -64,10 +70,21 @@ export interface DecodeAttentionSpec {
   readonly split: boolean;
   /** Positions per block of a paged cache (a block table given); 0 or absent for the contiguous cache. */
   readonly page?: number;
+  /** Split-K combined inside a cluster of this many blocks (= the splits, 2..8); 0 or absent: through global partials. */
+  readonly cluster?: number;
 }
 
+/** Largest portable thread-block cluster. */
+export const MAX_CLUSTER_SPLITS = 8;
+
+/**
+ * Process-wide choices of the decode-attention launcher: the cluster combine (see the header) for
+ * splits ≤ MAX_CLUSTER_SPLITS, default on when FUSEFORMER_DECODE_CLUSTER=1.
+ */
+export const decodeAttentionOptions = { clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1' };
+
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -88,6 +105,27 @@ export function splitChunk(maxLen: number, splits: number): number {
   return Math.ceil(maxLen / splits);
 }
 
+// Thread-block cluster primitives (sm_90 PTX): a barrier over the cluster, this block's rank in it,
+// and a load from another block's shared memory at the address of `p` in this one. In every variant's
+// source (the cluster branch is compiled, if never taken, without a cluster); emitted only where used.
+const CLUSTER_CODE = String.raw`__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+`;
+
 export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const name = kernelIdentifier(decodeAttentionKey(spec));
   const vecs = spec.headDim / spec.vec;
@@ -100,13 +138,13 @@ ${constants({
     D: spec.headDim, GROUP: spec.group, GH: spec.headsPerBlock, HEAD_BLOCKS: spec.group / spec.headsPerBlock, VEC: spec.vec, VECS: vecs,
     THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: perLane <= vBatch,
-    PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0),
+    PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
   })}
-
+${CLUSTER_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
-extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}__launch_bounds__(THREADS) ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters) {
@@ -118,6 +156,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ float red[GH][WARPS];
   __shared__ float accs[KEY_LANES * GH * D];
   __shared__ bool last_block;
+  [[maybe_unused]] __shared__ float cluster_part[CLUSTER ? GH * D : 1];
+  [[maybe_unused]] __shared__ float cluster_stat[CLUSTER ? 2 * GH : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.x / HEAD_BLOCKS, h0 = g * GROUP + (blockIdx.x % HEAD_BLOCKS) * GH;
   const int b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
@@ -125,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   const int n = min(max(positions[b] + 1, 0), max_len);
   const int j_begin = SPLIT ? split * chunk : 0;
   const int j_end = SPLIT ? min(n, j_begin + chunk) : n;
-  if (SPLIT && j_begin >= j_end) {
+  if (SPLIT && !CLUSTER && j_begin >= j_end) {
     // Not counted: the last block combines only the splits below n. No keys at all (an idle row): split 0 writes zeros.
     if (n == 0 && split == 0) for (int i = tid; i < GH * D; i += THREADS) out[((size_t)b * hq + h0 + i / D) * D + i % D] = from_float<T>(0.f);
     return;
@@ -264,7 +304,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     #pragma unroll
     for (int kl = 0; kl < KEY_LANES; kl++) sum += accs[(kl * GH + h) * D + c];
     const size_t row = (size_t)b * hq + h0 + h;
-    if (SPLIT) {
+    if (CLUSTER) {
+      cluster_part[i] = sum;
+      if (c == 0) { cluster_stat[h] = m[h]; cluster_stat[GH + h] = l[h]; }
+    } else if (SPLIT) {
       float* part = partials + (row * splits + split) * (D + 2);
       part[c] = sum;
       if (c == 0) { part[D] = m[h]; part[D + 1] = l[h]; }
@@ -273,6 +316,30 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     }
   }
   if (!SPLIT) return;
+  if (CLUSTER) {
+    // Rank 0 combines the cluster's partials from the other blocks' shared memory; the second barrier
+    // keeps every block (and its shared memory) alive until it has.
+    cluster_sync();
+    if (cluster_rank() == 0) {
+      for (int i = tid; i < GH * D; i += THREADS) {
+        const int h = i / D;
+        float top = __int_as_float(0xff800000);
+        #pragma unroll
+        for (int r = 0; r < CLUSTER; r++) top = fmaxf(top, cluster_load(&cluster_stat[h], r));
+        float total = 0.f, value = 0.f;
+        #pragma unroll
+        for (int r = 0; r < CLUSTER; r++) {
+          const float mr = cluster_load(&cluster_stat[h], r);
+          const float w = mr == __int_as_float(0xff800000) ? 0.f : exp2f(mr - top);  // an empty split weighs nothing
+          total = fmaf(cluster_load(&cluster_stat[GH + h], r), w, total);
+          value = fmaf(cluster_load(&cluster_part[i], r), w, value);
+        }
+        out[((size_t)b * hq + h0 + h) * D + i % D] = from_float<T>(n > 0 ? value / total : 0.f);
+      }
+    }
+    cluster_sync();
+    return;
+  }
   // The last block of this (sequence, head block) to finish combines the used splits (release: each
   // block's partials are visible device-wide before it counts; acquire: the last one fences after).
   __threadfence();
@@ -315,10 +382,13 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   const vec = pickVectorWidth(16 / size, [p.k, p.v].map((a) => ({ ptr: a, elementBytes: size })), d);
   if (d / vec > DECODE_THREADS) c.fail(`head size ${d} needs ${d / vec} vectors a row with ${vec}-element vectors: at most ${DECODE_THREADS} are supported (align the caches to 16 bytes)`);
   const split = splits > 1;
-  const spec: DecodeAttentionSpec = { dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}) };
+  const cluster = split && decodeAttentionOptions.clusterCombine && splits <= MAX_CLUSTER_SPLITS ? splits : 0;
+  const spec: DecodeAttentionSpec = {
+    dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}), ...(cluster ? { cluster } : {}),
+  };
   const chunk = splitChunk(maxLen, splits);
   const headGroups = Hkv * (group / spec.headsPerBlock);
-  const counters = split ? host.counters(B * headGroups) : 0n;
+  const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS },
     [
@@ -343,5 +413,9 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16 }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, page: 32 }),
     decodeAttentionSource({ dtype: 'f32', headDim: 16, group: 4, headsPerBlock: 4, vec: 4, split: true, page: 8 }),
+    // The cluster combine: Llama 3.2 1B at batch 1 (5 splits), paged GPT-2 (8), f32 (2).
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, cluster: 5 }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: true, page: 32, cluster: 8 }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 80, group: 1, headsPerBlock: 1, vec: 4, split: true, cluster: 2 }),
   ];
 }

@@ -36,6 +36,18 @@ test('decodeAttention: a block per (kv head, head block, sequence, split); split
   // One counter per (sequence, head block); the unsplit launch asked for none.
   assert.deepEqual(host.counterRequests, [8]);
   assert.equal(argValue(split, 12, 'ptr'), RecordingHost.COUNTERS);
+  // The cluster combine (opt-in): the same grid, one cluster per (kv head, sequence) over its 8 splits, no counters.
+  attention.decodeAttentionOptions.clusterCombine = true;
+  try {
+    attention.decodeAttention(host, { ...args(1, 32, 8, 64, 2048), partials: deviceTensor([1, 32, 8, 66], 'f32') });
+  } finally {
+    attention.decodeAttentionOptions.clusterCombine = false;
+  }
+  const clustered = host.launches.at(-1)!;
+  assert.equal(clustered.key, 'decode_attention.bf16.d64.g4.gh4.v8.split.cluster8');
+  assert.deepEqual(clustered.config.grid, [8, 1, 8]);
+  assert.match(clustered.source, /__cluster_dims__\(1, 1, 8\)/);
+  assert.deepEqual(host.counterRequests, [8], 'no counters for the cluster combine');
   // Multi-query with a group of 32: blocks of 8 query heads.
   attention.decodeAttention(host, args(1, 32, 1, 128, 64));
   assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d128.g32.gh8.v8');
