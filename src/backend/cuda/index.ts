@@ -48,6 +48,7 @@ import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies } from './kernels/gemv.js';
+import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
 import { checkGemm } from './gemm-plan.js';
@@ -256,29 +257,32 @@ export class CudaBackend implements Backend {
   /** One GEMV kernel with the norm in its prologue for a few rows (normGemv and decodeGemv on); else residualNorm, then gemm or gatedLinear. */
   normLinear(args: NormLinearArgs): void {
     const l = args.linear;
+    const x = args.norm.out, bias = l.bias ? { bias: l.bias } : {};
+    const gated: GatedLinearArgs | undefined = l.kind === 'gated' ? { x, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...bias } : undefined;
+    const gemm: GemmArgs | undefined = l.kind === 'gemm' ? { a: x, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...bias } : undefined;
     if (this.normGemv && this.decodeGemv) {
       const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), args.norm);
-      if (normGemvApplies(norm)) {
-        const fused = l.kind === 'gated'
-          ? (() => {
-            const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), { x: norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) });
-            return gatedGemvApplies(checked) ? { kind: 'gated' as const, checked } : undefined;
-          })()
-          : (() => {
-            const checked = checkGemm({ a: norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
-            return gemvApplies(checked) ? { kind: 'gemm' as const, checked } : undefined;
-          })();
-        if (fused) {
-          launchNormGemv(this.runtime, norm, fused);
-          this.normGemvLaunches++;
-          this.gemvLaunches++;
-          return;
-        }
+      const product = normGemvApplies(norm) ? this.gemvProduct(gated, gemm) : undefined;
+      if (product) {
+        launchNormGemv(this.runtime, norm, product);
+        this.normGemvLaunches++;
+        this.gemvLaunches++;
+        return;
       }
     }
     this.residualNorm(args.norm);
-    if (l.kind === 'gated') this.gatedLinear({ x: args.norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) });
-    else this.gemm({ a: args.norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
+    if (gated) this.gatedLinear(gated);
+    else this.gemm(gemm!);
+  }
+
+  /** The checked product for the fused GEMV, if the GEMV takes it. */
+  private gemvProduct(gated: GatedLinearArgs | undefined, gemm: GemmArgs | undefined): NormGemvLinear | undefined {
+    if (gated) {
+      const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), gated);
+      return gatedGemvApplies(checked) ? { kind: 'gated', checked } : undefined;
+    }
+    const checked = checkGemm(gemm!);
+    return gemvApplies(checked) ? { kind: 'gemm', checked } : undefined;
   }
   tanhActivation(args: TanhActivationArgs): void { tanhActivation(this.runtime, args); }
   sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }
