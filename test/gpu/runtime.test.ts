@@ -173,6 +173,17 @@ test('CUDA runtime on the GPU', { skip }, async (t) => {
     assertClose(bytesToFloats(runtime.downloadBytes(yBlock.ptr, n * 4)), (i) => x[i]! + 1, 'y after failed captures');
   });
 
+  await t.test('zeroed counters: zero when handed out, the same block while it is large enough, grown outside captures only', () => {
+    const first = runtime.counters(5);
+    assert.ok(runtime.downloadBytes(first, 4 * 1024).every((v) => v === 0), 'zero');
+    assert.equal(runtime.counters(3), first, 'the same block');
+    assert.throws(() => runtime.captureGraph(() => { runtime.counters(1 << 20); }), /counters must grow/);
+    const grown = runtime.counters(1 << 20);
+    assert.notEqual(grown, first);
+    assert.ok(runtime.downloadBytes(grown, 4 << 20).every((v) => v === 0), 'the grown block is zero too');
+    assert.throws(() => runtime.counters(0), /positive integer/);
+  });
+
   await t.test('events time a kernel', () => {
     const start = runtime.createEvent();
     const end = runtime.createEvent();
