@@ -52,7 +52,7 @@ for step in "${steps[@]}"; do
              for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile/$m-decode/profile.json "$out/profile-$m.json" 2>/dev/null; done ;;
     profile-fast) run profile-fast 200 env FUSEFORMER_DECODE_GEMV=1 FUSEFORMER_PDL=1 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile-fast
              for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile-fast/$m-decode/profile.json "$out/profile-fast-$m.json" 2>/dev/null; done ;;
-    gemv) run gemv 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js ;;
+    gemv) run gemv 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/runtime.test.js ;;
     decode-modes) run decode-modes 200 node dist/bench/decode.js --no-torch --reps 3 --modes default,cublas,gemv --json "$out/decode-modes.json" ;;
     tokenizer) run tokenizer 120 node dist/bench/tokenizer-parity.js --json "$out/tokenizer-parity.json" ;;
     infer) run infer 300 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
