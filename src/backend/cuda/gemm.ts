@@ -11,8 +11,9 @@
 // adds the argument check, the plan and a cache lookup (~5-10 µs).
 //
 // Choosing the algorithm: the heuristic's first answer, until the problem is tuned: with autotuning on
-// (FUSEFORMER_GEMM_AUTOTUNE=1) its first call, by default ('auto') the third call of a large problem,
-// times the heuristic's candidates with CUDA events on the caller's own operands and keeps the fastest. Timing reruns the GEMM, so it happens
+// (FUSEFORMER_GEMM_AUTOTUNE=1) its first call, by default ('auto') the first call of a large problem of
+// round sizes or the third of any other (AUTOTUNE_AFTER_USES), times the heuristic's candidates with
+// CUDA events on the caller's own operands and keeps the fastest. Timing reruns the GEMM, so it happens
 // only on a call with beta = 0 (then every rerun writes the same outputs); a problem first seen with
 // beta ≠ 0 runs the heuristic's choice until a beta = 0 call tunes it. Calls inside a graph capture
 // never tune (events cannot be waited on there): run a step once before capturing it.
@@ -34,10 +35,11 @@ import type { StreamTimer } from './gemm-timer.js';
 export interface GemmRunnerOptions {
   /**
    * Time the candidates and keep the fastest: `true` on a problem's first use; 'auto' (the default)
-   * on the AUTOTUNE_AFTER_USES-th use of problems of at least AUTOTUNE_MIN_FLOPS, where the heuristic's
-   * first choice can be 15% off and a one-time tuning cost is repaid within a few steps; small
-   * problems (decode GEMMs) and shapes seen once or twice (a serving step's row count) keep the
-   * heuristic's choice. FUSEFORMER_GEMM_AUTOTUNE=1 or 0 forces it on or off.
+   * for problems of at least AUTOTUNE_MIN_FLOPS, where the heuristic's first choice can be 15% off and
+   * a one-time tuning cost is repaid within a few steps — on first use when M, N, K are round
+   * (AUTOTUNE_ROUND_SIZE), else on the AUTOTUNE_AFTER_USES-th; small problems (decode GEMMs) and
+   * odd shapes seen once or twice (a serving step's row count) keep the heuristic's choice.
+   * FUSEFORMER_GEMM_AUTOTUNE=1 or 0 forces it on or off.
    */
   autotune?: boolean | 'auto';
   /** How many algorithms to ask the heuristic for (default 8). */
@@ -148,12 +150,15 @@ const DEFAULT_CANDIDATES = 8;
 /** 2^33 FLOPs ≈ 11 µs at the H200's ~790 TFLOP/s: below this, tuning cannot pay for itself quickly. */
 export const AUTOTUNE_MIN_FLOPS = 2 ** 33;
 /**
- * 'auto' tunes a problem on this call of it, not the first: a training step repeats its shapes every
- * step (tuned on the third, repaid soon after), while a serving engine's mixed steps (prompt chunks
- * beside decode rows) change the row count nearly every step — tuning each new M on first sight cost
- * 8 candidates × 10 timed runs of every large GEMM of such a step, each time.
+ * 'auto' tunes a large problem on its first call when M, N and K are all multiples of
+ * AUTOTUNE_ROUND_SIZE (training's padded shapes: B·L tokens, hidden sizes, the padded vocabulary —
+ * tuned in the first, eager step, before the step is captured), else on its AUTOTUNE_AFTER_USES-th
+ * call: a serving engine's mixed steps (prompt chunks beside decode rows) have a new row count nearly
+ * every step, and tuning each on first sight cost 8 candidates × 10 timed runs of every large GEMM of
+ * such a step, each time; a shape that does recur is tuned once it has.
  */
 export const AUTOTUNE_AFTER_USES = 3;
+export const AUTOTUNE_ROUND_SIZE = 64;
 
 function autotuneFromEnv(value: string | undefined): boolean | 'auto' {
   if (value === '1') return true;
@@ -295,8 +300,8 @@ export class GemmRunner {
 
   private shouldTune(entry: CacheEntry): boolean {
     if (this.autotune !== 'auto') return this.autotune;
-    const p = entry.problem;
-    return 2 * p.batch * p.M * p.N * p.K >= AUTOTUNE_MIN_FLOPS && entry.uses >= AUTOTUNE_AFTER_USES;
+    const p = entry.problem, round = [p.M, p.N, p.K].every((n) => n % AUTOTUNE_ROUND_SIZE === 0);
+    return 2 * p.batch * p.M * p.N * p.K >= AUTOTUNE_MIN_FLOPS && (round || entry.uses >= AUTOTUNE_AFTER_USES);
   }
 
   private launch(entry: CacheEntry, call: CheckedGemm): void {

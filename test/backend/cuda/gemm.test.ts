@@ -273,27 +273,32 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
 });
 
-test("'auto' tunes a large problem on its third use, the same tensors or new ones; a row count seen once or twice is never tuned", () => {
+test("'auto' tunes a large problem of round sizes on first use, any other on its third; odd row counts seen once or twice are never tuned", () => {
   const lt = new FakeCublasLt();
   lt.candidateCount = 3;
   const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
   const r = runner(lt, { autotune: 'auto', timer });
-  // 2·M·N·K ≥ AUTOTUNE_MIN_FLOPS (2³³) from M = 1024 at N = K = 2048.
-  const a = dev([2048, 2048]), w = dev([2048, 2048]), out = dev([2048, 2048]);
+  // 2·M·N·K ≥ AUTOTUNE_MIN_FLOPS (2³³) from M = 1024 at N = K = 2048. M = 2000 is not a multiple of 64.
+  const w = dev([2048, 2048]);
+  const a = dev([2000, 2048]), out = dev([2000, 2048]);
   r.gemm({ a, b: w, out });
   r.gemm({ a, b: w, out }); // the repeated-call fast path
   assert.deepEqual([timer.samples, r.cacheEntries()[0]!.tuned], [0, false], 'two uses: the heuristic choice');
-  r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
+  r.gemm({ a: dev([2000, 2048]), b: w, out: dev([2000, 2048]) });
   assert.deepEqual([r.cacheEntries()[0]!.tuned, r.cacheEntries()[0]!.chosen, lt.matmuls.at(-1)!.algo], [true, 1, 1], 'tuned on the third');
-  const samples = timer.samples;
-  // A serving step's row counts: each large, each seen once.
-  for (const M of [1100, 1200, 1300, 1400]) r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
-  assert.equal(timer.samples, samples, 'no tuning of shapes seen once');
+  let samples = timer.samples;
+  // A serving step's row counts: each large and odd, each seen once.
+  for (const M of [1100, 1210, 1300, 1430]) r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
+  assert.equal(timer.samples, samples, 'no tuning of odd shapes seen once');
+  // A training step's padded shape (16 × 128 tokens): tuned on its first, eager use.
+  r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
+  assert.ok(timer.samples > samples, 'a round shape is tuned at once');
+  samples = timer.samples;
   // Small problems (decode rows) are never tuned, however often they run.
   const x = dev([4, 2048]), y = dev([4, 2048]);
   for (let i = 0; i < 5; i++) r.gemm({ a: x, b: w, out: y });
   assert.equal(timer.samples, samples);
-  assert.equal(r.cacheEntries().filter((e) => e.tuned).length, 1);
+  assert.equal(r.cacheEntries().filter((e) => e.tuned).length, 2);
 });
 
 test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {
