@@ -715,6 +715,13 @@ export interface NormLinearArgs {
     | { kind: 'gated'; weight: Tensor; bias?: Tensor; up: Tensor; out: Tensor; activation: Activation };
 }
 
+/** The product of a normLinear as the op it stands for, reading norm.out (the unfused path, the cost model). */
+export function normLinearProduct(args: NormLinearArgs): { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs } {
+  const l = args.linear, x = args.norm.out, bias = l.bias ? { bias: l.bias } : {};
+  if (l.kind === 'gated') return { gated: { x, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...bias } };
+  return { gemm: { a: x, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...bias } };
+}
+
 /** A gated MLP's middle: out[r, c] = act(x[r, c])·x[r, F + c] (SwiGLU with 'silu'); x [rows, 2F], out [rows, F]. */
 export interface GatedActivationArgs {
   x: Tensor;

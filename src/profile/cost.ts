@@ -45,6 +45,7 @@
 // one); NON_KERNEL_MEMBERS lists the members that launch no device work (allocation, views, host
 // transfers, graphs, markers), which the profiler passes through untimed.
 
+import { normLinearProduct } from '../backend/backend.js';
 import type {
   Activation, AdamWArgs, Backend, BatchedGemmArgs, DecodeAttentionArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs, GemmArgs,
   GemmEpilogue, QkvRopeAppendArgs,
@@ -513,10 +514,8 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     gemm: true,
     cost: ([a]) => {
       const norm = OP_COSTS.residualNorm!.cost([a.norm]);
-      const l = a.linear;
-      const product = l.kind === 'gated'
-        ? OP_COSTS.gatedLinear!.cost([{ x: a.norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) }])
-        : gemmCost({ a: a.norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
+      const p = normLinearProduct(a);
+      const product = 'gated' in p ? OP_COSTS.gatedLinear!.cost([p.gated]) : gemmCost(p.gemm);
       return { flops: norm.flops + product.flops, bytes: norm.bytes + product.bytes - bytesOf(a.norm.out) };
     },
     variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.linear.kind === 'gated' ? `gated ${shapeOf(a.linear.out)}` : `${shapeOf(a.linear.out)}`}`,

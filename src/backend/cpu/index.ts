@@ -6,6 +6,7 @@ import type { DType } from '../../dtype.js';
 import { DTYPES } from '../../dtype.js';
 import { DTypeError, LayoutError } from '../../errors.js';
 import type { HostArray, Tensor } from '../../tensor.js';
+import { normLinearProduct } from '../backend.js';
 import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
@@ -192,9 +193,9 @@ export class CpuBackend implements Backend {
   /** residualNorm, then the GEMM or gatedLinear of its output (the contract's definition). */
   normLinear(args: NormLinearArgs): void {
     this.residualNorm(args.norm);
-    const l = args.linear;
-    if (l.kind === 'gated') this.gatedLinear({ x: args.norm.out, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...(l.bias ? { bias: l.bias } : {}) });
-    else this.gemm({ a: args.norm.out, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...(l.bias ? { bias: l.bias } : {}) });
+    const product = normLinearProduct(args);
+    if ('gated' in product) this.gatedLinear(product.gated);
+    else this.gemm(product.gemm);
   }
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }
   sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }

@@ -86,8 +86,10 @@ interface CacheEntry {
   /** cublasLtMatmul succeeded with the chosen algorithm at least once. */
   verified: boolean;
   tuned: boolean;
-  /** Calls of this problem so far ('auto' tunes on the AUTOTUNE_AFTER_USES-th). */
+  /** Calls of this problem so far. */
   uses: number;
+  /** The call that tunes it (1: the first; Infinity: never), fixed when the entry is made (GemmRunner.tuneAtUse). */
+  readonly tuneAtUse: number;
   /** Addresses last written into the descriptor (bias or bias gradient; aux). */
   boundBias: bigint;
   boundAux: bigint;
@@ -291,17 +293,18 @@ export class GemmRunner {
   }
 
   private tuneIfDue(entry: CacheEntry, call: CheckedGemm): void {
-    entry.uses++;
-    if (!entry.tuned && call.beta === 0 && this.shouldTune(entry)) {
+    if (++entry.uses >= entry.tuneAtUse && !entry.tuned && call.beta === 0) {
       this.bindAddresses(entry, call);
       this.tune(entry, call);
     }
   }
 
-  private shouldTune(entry: CacheEntry): boolean {
-    if (this.autotune !== 'auto') return this.autotune;
-    const p = entry.problem, round = [p.M, p.N, p.K].every((n) => n % AUTOTUNE_ROUND_SIZE === 0);
-    return 2 * p.batch * p.M * p.N * p.K >= AUTOTUNE_MIN_FLOPS && (round || entry.uses >= AUTOTUNE_AFTER_USES);
+  /** Which call of problem `p` tunes it (see GemmRunnerOptions.autotune). */
+  private tuneAtUse(p: GemmProblem): number {
+    if (this.autotune !== 'auto') return this.autotune ? 1 : Infinity;
+    if (2 * p.batch * p.M * p.N * p.K < AUTOTUNE_MIN_FLOPS) return Infinity;
+    const round = p.M % AUTOTUNE_ROUND_SIZE === 0 && p.N % AUTOTUNE_ROUND_SIZE === 0 && p.K % AUTOTUNE_ROUND_SIZE === 0;
+    return round ? 1 : AUTOTUNE_AFTER_USES;
   }
 
   private launch(entry: CacheEntry, call: CheckedGemm): void {
@@ -390,7 +393,7 @@ export class GemmRunner {
       const entry: CacheEntry = {
         key, problem: call.problem, plan, alignment, desc,
         layoutA: layouts[0]!, layoutB: layouts[1]!, layoutD: layouts[2]!,
-        candidates: [], chosen: 0, verified: false, tuned: false, uses: 0, boundBias: NO_ADDRESS, boundAux: NO_ADDRESS,
+        candidates: [], chosen: 0, verified: false, tuned: false, uses: 0, tuneAtUse: this.tuneAtUse(call.problem), boundBias: NO_ADDRESS, boundAux: NO_ADDRESS,
       };
       // The heuristic reads the bias and aux addresses to judge their alignment, so bind them first.
       this.bindAddresses(entry, call);

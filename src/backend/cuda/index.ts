@@ -2,6 +2,7 @@
 // the runtime (runtime/*). Every op is queued on the runtime's current stream; only download() and
 // synchronize() wait for the GPU.
 
+import { normLinearProduct } from '../backend.js';
 import { Event } from './runtime/device.js';
 import { byteSize, decodeFloats, encodeFloats, isFloat } from '../../dtype.js';
 import type { DType } from '../../dtype.js';
@@ -256,34 +257,32 @@ export class CudaBackend implements Backend {
   }
   /** One GEMV kernel with the norm in its prologue for a few rows (normGemv and decodeGemv on); else residualNorm, then gemm or gatedLinear. */
   normLinear(args: NormLinearArgs): void {
-    const l = args.linear;
-    const x = args.norm.out, bias = l.bias ? { bias: l.bias } : {};
-    const gated: GatedLinearArgs | undefined = l.kind === 'gated' ? { x, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...bias } : undefined;
-    const gemm: GemmArgs | undefined = l.kind === 'gemm' ? { a: x, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...bias } : undefined;
+    const product = normLinearProduct(args);
     if (this.normGemv && this.decodeGemv) {
       const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), args.norm);
-      const product = normGemvApplies(norm) ? this.gemvProduct(gated, gemm) : undefined;
-      if (product) {
-        launchNormGemv(this.runtime, norm, product);
+      const fused = normGemvApplies(norm) ? this.gemvProduct(product) : undefined;
+      if (fused) {
+        launchNormGemv(this.runtime, norm, fused);
         this.normGemvLaunches++;
         this.gemvLaunches++;
         return;
       }
     }
     this.residualNorm(args.norm);
-    if (gated) this.gatedLinear(gated);
-    else this.gemm(gemm!);
+    if ('gated' in product) this.gatedLinear(product.gated);
+    else this.gemm(product.gemm);
   }
 
   /** The checked product for the fused GEMV, if the GEMV takes it. */
-  private gemvProduct(gated: GatedLinearArgs | undefined, gemm: GemmArgs | undefined): NormGemvLinear | undefined {
-    if (gated) {
-      const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), gated);
+  private gemvProduct(product: ReturnType<typeof normLinearProduct>): NormGemvLinear | undefined {
+    if ('gated' in product) {
+      const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), product.gated);
       return gatedGemvApplies(checked) ? { kind: 'gated', checked } : undefined;
     }
-    const checked = checkGemm(gemm!);
+    const checked = checkGemm(product.gemm);
     return gemvApplies(checked) ? { kind: 'gemm', checked } : undefined;
   }
+
   tanhActivation(args: TanhActivationArgs): void { tanhActivation(this.runtime, args); }
   sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }
 

@@ -134,13 +134,16 @@ __device__ __forceinline__ void for_each_z(const RowState& r, int first, int end
 __device__ __forceinline__ bool beats(float v, int j, float best_v, int best_j) {
   return v > best_v || (v == best_v && j < best_j);
 }
-__device__ __forceinline__ void block_best(float& v, int& j, float* sv, int* sj) {
+__device__ __forceinline__ void warp_best(float& v, int& j) {
   #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(FULL, v, o);
     const int oj = __shfl_xor_sync(FULL, j, o);
     if (beats(ov, oj, v, j)) { v = ov; j = oj; }
   }
+}
+__device__ __forceinline__ void block_best(float& v, int& j, float* sv, int* sj) {
+  warp_best(v, j);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) { sv[threadIdx.x >> 5] = v; sj[threadIdx.x >> 5] = j; }
   __syncthreads();
@@ -327,12 +330,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
         const float2 q = __ldcg(&partials[(size_t)b * SPLITS + i]);
         if (beats(q.x, __float_as_int(q.y), best_v, best_j)) { best_v = q.x; best_j = __float_as_int(q.y); }
       }
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(FULL, best_v, o);
-        const int oj = __shfl_xor_sync(FULL, best_j, o);
-        if (beats(ov, oj, best_v, best_j)) { best_v = ov; best_j = oj; }
-      }
+      warp_best(best_v, best_j);
       if (tid == 0) counters[b] = 0u;
     }
   }
