@@ -13,7 +13,9 @@
 //   continuous  batching: 'continuous' — a finished request's slot is refilled in the next step;
 //   static      batching: 'static' — waves of up to maxRunning = C requests; the next wave starts only
 //               when the whole wave has finished (scheduler.ts); same kernels, same step, same budget.
-// Each engine first runs C short requests (8 tokens) as a warm-up (kernel compiles, GEMM algorithm picks).
+// Each engine is first warmed up as `fuseformer serve` does at start (src/serve/warmup.ts: a prompt of each
+// power-of-two length, decode steps of each power-of-two batch — kernel compiles, GEMM tuning per row-count
+// bucket, decode graphs; its time is reported as warmupMs), then runs C short requests (8 tokens).
 // Measured per run: output tokens/s = tokens ÷ wall time of the run; TTFT = submit → first token; ITL =
 // gaps between one request's successive tokens (tokens are stamped when the step that made them returns);
 // p50/p99 by nearest rank; steps; mean batch = requests per step (mean decode batch: over steps with no
@@ -56,9 +58,11 @@ import type { DecoderModel } from '../src/infer/model.js';
 import { resolveSampling } from '../src/infer/sampling.js';
 import { presetConfig, toHfJson } from '../src/models/registry.js';
 import type { ModelConfig } from '../src/models/registry.js';
+import type { CudaBackend } from '../src/backend/cuda/index.js';
 import { ServingEngine } from '../src/serve/engine.js';
 import type { Batching, ServingEngineOptions } from '../src/serve/engine.js';
 import type { StepPlan } from '../src/serve/scheduler.js';
+import { warmUp } from '../src/serve/warmup.js';
 import { Rng } from '../src/testing/random.js';
 
 // --- workload -----------------------------------------------------------------------------------------
@@ -160,6 +164,32 @@ export interface RunMetrics {
   peakBlocksUsed: number;
   peakKvBytes: number;
   roofline: { decodePercent: number; allPercent: number; decodeFloorMs: number; decodeMeasuredMs: number; floorMs: number; measuredMs: number };
+  /** Steps with a prompt chunk: how many, their median ms and rows, and the slowest few (rows, segments, ms). */
+  mixedSteps: { count: number; msP50: number; rowsP50: number; slowest: { ms: number; rows: number; segments: number }[] };
+  /** Host work inside the run's steps on CUDA (kernel compiles, GEMM problems met and tuned): undefined elsewhere. */
+  host?: HostCosts;
+}
+
+/** Deltas of the CUDA backend's JIT and GEMM-runner counters over a run. */
+export interface HostCosts {
+  kernelsCompiled: number;
+  kernelsFromDisk: number;
+  jitMs: number;
+  gemmProblems: number;
+  gemmProblemMs: number;
+  gemmTunings: number;
+  gemmTuneMs: number;
+}
+
+function hostCounters(backend: Backend): HostCosts | undefined {
+  if (backend.name !== 'cuda') return undefined;
+  const cuda = backend as CudaBackend, j = cuda.runtime.jit.stats, g = cuda.gemmRunner.stats;
+  return { kernelsCompiled: j.compiled, kernelsFromDisk: j.fromDisk, jitMs: j.ms, gemmProblems: g.entries, gemmProblemMs: g.entryMs, gemmTunings: g.tunings, gemmTuneMs: g.tuneMs };
+}
+
+function hostDelta(after: HostCosts | undefined, before: HostCosts | undefined): HostCosts | undefined {
+  if (!after || !before) return undefined;
+  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - before[k as keyof HostCosts]])) as unknown as HostCosts;
 }
 
 interface Client { request: BenchRequest; submitted: number; times: number[] }
@@ -177,7 +207,7 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
     peakBlocks = Math.max(peakBlocks, engine.pool.usedBlocks);
     return plan;
   };
-  const before = engine.stats();
+  const before = engine.stats(), hostBefore = hostCounters(backend);
   const greedy = resolveSampling({ temperature: 0 });
   const done: Client[] = [];
   let next = 0, finishedThisStep = 0;
@@ -192,6 +222,7 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
   };
   let floorMs = 0, measuredMs = 0, decodeFloorMs = 0, decodeMeasuredMs = 0, steps = 0, decodeSteps = 0, batchSum = 0, decodeBatchSum = 0;
   const decodeStepMs: number[] = [];
+  const mixed: { ms: number; rows: number; segments: number }[] = [];
   const start = performance.now();
   try {
     for (let c = 0; c < Math.min(concurrency, work.length); c++) submit();
@@ -206,6 +237,8 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
       steps++; batchSum += p.items.length; floorMs += floor; measuredMs += ms;
       if (p.items.every((it) => it.count === 1)) {
         decodeSteps++; decodeBatchSum += p.items.length; decodeFloorMs += floor; decodeMeasuredMs += ms; decodeStepMs.push(ms);
+      } else {
+        mixed.push({ ms, rows: p.items.reduce((n, it) => n + it.count, 0), segments: p.items.filter((it) => it.count > 1).length });
       }
       // Clients whose request finished in this step submit their next one now.
       for (; finishedThisStep > 0; finishedThisStep--) if (next < work.length) submit();
@@ -214,7 +247,7 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
     scheduler.schedule = schedule;
   }
   const wallSeconds = (performance.now() - start) / 1000;
-  const after = engine.stats();
+  const after = engine.stats(), host = hostDelta(hostCounters(backend), hostBefore);
   const ttft = done.filter((c) => c.times.length > 0).map((c) => c.times[0]! - c.submitted);
   const itl = done.flatMap((c) => c.times.slice(1).map((t, i) => t - c.times[i]!));
   const outputTokens = done.reduce((n, c) => n + c.times.length, 0);
@@ -232,6 +265,11 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
       decodePercent: (100 * decodeFloorMs) / decodeMeasuredMs, allPercent: (100 * floorMs) / measuredMs,
       decodeFloorMs, decodeMeasuredMs, floorMs, measuredMs,
     },
+    mixedSteps: {
+      count: mixed.length, msP50: percentile(mixed.map((m) => m.ms), 0.5), rowsP50: percentile(mixed.map((m) => m.rows), 0.5),
+      slowest: [...mixed].sort((x, y) => y.ms - x.ms).slice(0, 5),
+    },
+    ...(host ? { host } : {}),
   };
 }
 
@@ -322,13 +360,14 @@ async function main(): Promise<void> {
     ...(cli.graphs ? { graphs: true } : {}),
     ...extra,
   });
-  /** A fresh engine, warmed up on C short requests, then the measured closed loop. */
-  const measure = (maxRunning: number, extra: ServingEngineOptions, work: BenchRequest[], concurrency: number, warmSeed: number): RunMetrics & { kvPoolBytes: number; blocksTotal: number } => {
+  /** A fresh engine, warmed up (warmup.ts, as `fuseformer serve` does at start), then on C short requests, then the measured closed loop. */
+  const measure = (maxRunning: number, extra: ServingEngineOptions, work: BenchRequest[], concurrency: number, warmSeed: number): RunMetrics & { kvPoolBytes: number; blocksTotal: number; warmupMs: number } => {
     const engine = new ServingEngine(model, engineOptions(maxRunning, extra));
     try {
+      const warmup = warmUp(engine);
       const warm = Math.min(8, outputDist.max);
       closedLoop(engine, drawWorkload(concurrency, promptDist, { ...outputDist, min: warm, max: warm }, model.vocabSize, warmSeed), concurrency, cost);
-      return { ...closedLoop(engine, work, concurrency, cost), kvPoolBytes: engine.kvPoolBytes, blocksTotal: engine.pool.numBlocks };
+      return { ...closedLoop(engine, work, concurrency, cost), kvPoolBytes: engine.kvPoolBytes, blocksTotal: engine.pool.numBlocks, warmupMs: warmup.ms };
     } finally {
       engine.dispose();
     }
@@ -344,6 +383,10 @@ async function main(): Promise<void> {
       const m = measure(maxRunning, { batching }, work, C, 7 * seed + C);
       row[batching] = m;
       console.log(`C ${C} ${batching}: ${m.tokensPerSecond.toFixed(0)} tok/s, TTFT p50 ${m.ttftMs.p50.toFixed(1)} ms, ITL p50 ${m.itlMs.p50.toFixed(2)} ms, mean decode batch ${m.meanDecodeBatch.toFixed(1)}, roofline ${m.roofline.decodePercent.toFixed(0)}% (decode steps), preemptions ${m.preemptions}`);
+      console.log(`  steps: ${m.decodeSteps} decode-only (${m.roofline.decodeMeasuredMs.toFixed(0)} ms), ${m.mixedSteps.count} with a prompt chunk ` +
+        `(${(m.roofline.measuredMs - m.roofline.decodeMeasuredMs).toFixed(0)} ms; p50 ${m.mixedSteps.msP50.toFixed(1)} ms at ${m.mixedSteps.rowsP50} rows)` +
+        (m.host ? `; host: ${m.host.kernelsCompiled} kernels compiled + ${m.host.kernelsFromDisk} from disk (${m.host.jitMs.toFixed(0)} ms), ` +
+          `${m.host.gemmProblems} new GEMM problems (${m.host.gemmProblemMs.toFixed(0)} ms), ${m.host.gemmTunings} tuned (${m.host.gemmTuneMs.toFixed(0)} ms)` : ''));
     }
     const cont = row.continuous as RunMetrics, stat = row.static as RunMetrics;
     row.ratio = cont.tokensPerSecond / stat.tokensPerSecond;

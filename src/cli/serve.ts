@@ -20,6 +20,7 @@ import { ServingEngine } from '../serve/engine.js';
 import type { ServingEngineOptions } from '../serve/engine.js';
 import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
 import { InferenceServer } from '../serve/server.js';
+import { warmUp } from '../serve/warmup.js';
 import { loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 
@@ -49,6 +50,9 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --draft-tokens K         draft tokens a request starts with (default 4)
   --max-draft-tokens K     the most K adapts to (default 8; below --max-batch-tokens)
   --fixed-draft-tokens     keep K fixed instead of adapting it to each request's acceptance
+  --no-warmup              on CUDA, skip the start-up warm-up (one prompt of each power-of-two length and decode
+                           steps of each power-of-two batch: kernel compiles, GEMM tuning, decode graphs — a few
+                           seconds, which the first requests would otherwise pay)
   --graphs                 replay decode-only steps as CUDA graphs, one per batch-size bucket (not with --draft)
   --quantize rtn4|rtn8     quantize a 16-bit model on loading (round-to-nearest): INT4 W4A16 in groups of 128, or
                            INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
@@ -77,7 +81,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
-      graphs: { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
+      graphs: { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -135,6 +139,10 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const served = group ? new ReplicatedLeader(engine, group.comm) : engine;
   try {
+    if (backend.name === 'cuda' && !values['no-warmup']) {
+      const w = warmUp(served);
+      process.stderr.write(`fuseformer serve: warmed up in ${(w.ms / 1000).toFixed(1)} s (${w.steps} steps: prompts of ${w.promptLengths.join(', ')} tokens; decode batches of ${w.decodeBatches.join(', ')})\n`);
+    }
     const server = new InferenceServer(served, tokenizer, {
       modelName: values['served-name'] ?? basename(resolve(dir)),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),

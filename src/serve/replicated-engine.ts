@@ -149,6 +149,8 @@ export class ReplicatedLeader {
 
   get model(): DecoderModel { return this.engine.model; }
   get maxLen(): number { return this.engine.maxLen; }
+  get maxRunning(): number { return this.engine.maxRunning; }
+  get maxBatchTokens(): number { return this.engine.maxBatchTokens; }
   get blockSize(): number { return this.engine.blockSize; }
   get pool(): ServingEngine['pool'] { return this.engine.pool; }
   /** A cancel deferred from inside a step leaves its request in the engine until the next step, so this covers it. */

@@ -12,8 +12,10 @@
 //
 // Choosing the algorithm: the heuristic's first answer, until the problem is tuned: with autotuning on
 // (FUSEFORMER_GEMM_AUTOTUNE=1) its first call, by default ('auto') the first call of a large problem of
-// round sizes or the third of any other (AUTOTUNE_AFTER_USES), times the heuristic's candidates with
-// CUDA events on the caller's own operands and keeps the fastest. Timing reruns the GEMM, so it happens
+// round sizes or, for any other, the third call of its tuning group (AUTOTUNE_AFTER_USES; problems that
+// differ only in M within a power-of-two bucket: TuningGroup), times the heuristic's candidates with
+// CUDA events on the caller's own operands and keeps the fastest; odd-sized members of a tuned group run
+// its winner. Timing reruns the GEMM, so it happens
 // only on a call with beta = 0 (then every rerun writes the same outputs); a problem first seen with
 // beta ≠ 0 runs the heuristic's choice until a beta = 0 call tunes it. Calls inside a graph capture
 // never tune (events cannot be waited on there): run a step once before capturing it.
@@ -52,6 +54,14 @@ export interface GemmRunnerOptions {
   library?: CublasLt;
 }
 
+/** What a GemmRunner has done so far: problems met (cache entries made), problems tuned, and the host ms each took. */
+export interface GemmRunnerStats {
+  entries: number;
+  entryMs: number;
+  tunings: number;
+  tuneMs: number;
+}
+
 /** One candidate algorithm's timing for a problem. */
 export interface CandidateTiming {
   /** Rank in the heuristic's answer (0 = its first choice). */
@@ -81,18 +91,35 @@ interface CacheEntry {
   readonly layoutA: bigint;
   readonly layoutB: bigint;
   readonly layoutD: bigint;
-  readonly candidates: readonly HeuristicResult[];
+  candidates: readonly HeuristicResult[];
   chosen: number;
   /** cublasLtMatmul succeeded with the chosen algorithm at least once. */
   verified: boolean;
   tuned: boolean;
   /** Calls of this problem so far. */
   uses: number;
-  /** The call that tunes it (1: the first; Infinity: never), fixed when the entry is made (GemmRunner.tuneAtUse). */
+  /** The call of its tuning group that tunes it (1: the first; Infinity: never), fixed when the group is made (GemmRunner.tuneAtUse). */
   readonly tuneAtUse: number;
+  /** The problems that share one tuning with it (TuningGroup). */
+  readonly group: TuningGroup;
   /** Addresses last written into the descriptor (bias or bias gradient; aux). */
   boundBias: bigint;
   boundAux: bigint;
+}
+
+/**
+ * Problems that differ only in M within one power-of-two bucket (a serving step's row count: a new one
+ * nearly every step) share one tuning: the first of them due to be tuned (a round one on its first call,
+ * else on the group's AUTOTUNE_AFTER_USES-th) times the candidates, and every odd-sized member — made
+ * before or after — runs the winner, cuBLASLt's algorithm descriptor being valid across M (a member where
+ * it is not falls back to its own heuristic's list). Round members still tune themselves (training's
+ * shapes keep their own best), so a serving warm-up of power-of-two row counts (serve/warmup.ts) tunes
+ * every bucket before the first request.
+ */
+interface TuningGroup {
+  uses: number;
+  /** The tuned member's winner, once there is one. */
+  winner?: HeuristicResult;
 }
 
 /**
@@ -144,6 +171,19 @@ function burstLength(oneRunMs: number): number {
   return Math.max(1, Math.min(MAX_BURST, Math.round(BURST_TARGET_MS / Math.max(oneRunMs, 1e-6))));
 }
 
+function isRound(p: GemmProblem): boolean {
+  return p.M % AUTOTUNE_ROUND_SIZE === 0 && p.N % AUTOTUNE_ROUND_SIZE === 0 && p.K % AUTOTUNE_ROUND_SIZE === 0;
+}
+
+/** The power of two at or above M: odd row counts of one bucket share a tuning (TuningGroup). */
+export function tuningBucket(M: number): number {
+  return 2 ** Math.ceil(Math.log2(Math.max(1, M)));
+}
+
+function sameAlgo(x: Uint8Array, y: Uint8Array): boolean {
+  return x.length === y.length && x.every((byte, i) => byte === y[i]);
+}
+
 function checkRepeats(repeats: number): void {
   if (!Number.isInteger(repeats) || repeats < 1) throw new ArgumentError(`repeats must be a positive integer, got ${repeats}`);
 }
@@ -175,6 +215,7 @@ export class GemmRunner {
   private readonly handle: bigint;
   private readonly preference: bigint;
   private readonly cache = new Map<string, CacheEntry>();
+  private readonly groups = new Map<string, TuningGroup>();
   /** Per output tensor, its last checked call: a training step repeats the same tensors every step. */
   private readonly recent = new WeakMap<Tensor, RecentCall>();
   private readonly alpha = new Float32Array(1);
@@ -185,6 +226,7 @@ export class GemmRunner {
   private timer: StreamTimer | undefined;
   private readonly ownsTimer: boolean;
   private disposed = false;
+  readonly stats: GemmRunnerStats = { entries: 0, entryMs: 0, tunings: 0, tuneMs: 0 };
 
   /**
    * @param stream          the CUstream every GEMM is queued on
@@ -293,18 +335,44 @@ export class GemmRunner {
   }
 
   private tuneIfDue(entry: CacheEntry, call: CheckedGemm): void {
-    if (++entry.uses >= entry.tuneAtUse && !entry.tuned && call.beta === 0) {
+    const group = entry.group;
+    entry.uses++;
+    group.uses++;
+    if (entry.tuned) return;
+    // A round problem (training's: tuned on first use) times its own candidates; an odd one runs its group's winner.
+    if (group.winner !== undefined && !isRound(entry.problem)) this.adoptWinner(entry, group.winner);
+    else if (group.uses >= entry.tuneAtUse && call.beta === 0) {
       this.bindAddresses(entry, call);
       this.tune(entry, call);
+      if (entry.tuned && group.winner === undefined) group.winner = entry.candidates[entry.chosen];
     }
   }
 
-  /** Which call of problem `p` tunes it (see GemmRunnerOptions.autotune). */
+  /** Runs its group's tuned algorithm from now on: as its first candidate, so that fallBack still has the heuristic's list. */
+  private adoptWinner(entry: CacheEntry, winner: HeuristicResult): void {
+    const own = entry.candidates.findIndex((c) => sameAlgo(c.algo, winner.algo));
+    if (own >= 0) entry.chosen = own;
+    else {
+      entry.candidates = [winner, ...entry.candidates];
+      entry.chosen = 0;
+      entry.verified = false;
+    }
+    entry.tuned = true;
+  }
+
+  /** Which call of problem `p`'s tuning group tunes it (see GemmRunnerOptions.autotune). */
   private tuneAtUse(p: GemmProblem): number {
     if (this.autotune !== 'auto') return this.autotune ? 1 : Infinity;
     if (2 * p.batch * p.M * p.N * p.K < AUTOTUNE_MIN_FLOPS) return Infinity;
-    const round = p.M % AUTOTUNE_ROUND_SIZE === 0 && p.N % AUTOTUNE_ROUND_SIZE === 0 && p.K % AUTOTUNE_ROUND_SIZE === 0;
-    return round ? 1 : AUTOTUNE_AFTER_USES;
+    return isRound(p) ? 1 : AUTOTUNE_AFTER_USES;
+  }
+
+  /** The tuning group of a new problem (made on first sight). */
+  private groupFor(p: GemmProblem, alignment: OperandAlignment): TuningGroup {
+    const key = gemmCacheKey({ ...p, M: tuningBucket(p.M) }, alignment);
+    let group = this.groups.get(key);
+    if (group === undefined) this.groups.set(key, (group = { uses: 0 }));
+    return group;
   }
 
   private launch(entry: CacheEntry, call: CheckedGemm): void {
@@ -354,8 +422,11 @@ export class GemmRunner {
     const key = gemmCacheKey(call.problem, alignment);
     let entry = this.cache.get(key);
     if (entry === undefined) {
+      const started = performance.now();
       entry = this.createEntry(key, call, plan, alignment);
       this.cache.set(key, entry);
+      this.stats.entries++;
+      this.stats.entryMs += performance.now() - started;
     }
     return entry;
   }
@@ -393,7 +464,8 @@ export class GemmRunner {
       const entry: CacheEntry = {
         key, problem: call.problem, plan, alignment, desc,
         layoutA: layouts[0]!, layoutB: layouts[1]!, layoutD: layouts[2]!,
-        candidates: [], chosen: 0, verified: false, tuned: false, uses: 0, tuneAtUse: this.tuneAtUse(call.problem), boundBias: NO_ADDRESS, boundAux: NO_ADDRESS,
+        candidates: [], chosen: 0, verified: false, tuned: false, uses: 0, tuneAtUse: this.tuneAtUse(call.problem),
+        group: this.groupFor(call.problem, alignment), boundBias: NO_ADDRESS, boundAux: NO_ADDRESS,
       };
       // The heuristic reads the bias and aux addresses to judge their alignment, so bind them first.
       this.bindAddresses(entry, call);
@@ -494,7 +566,10 @@ export class GemmRunner {
 
   private tune(entry: CacheEntry, call: CheckedGemm): void {
     if (!this.requireTimer().canTime(this.stream)) return; // inside a graph capture: tune on a later call
+    const started = performance.now();
     const timings = this.timeAll(call, this.autotuneRepeats);
+    this.stats.tunings++;
+    this.stats.tuneMs += performance.now() - started;
     const best = timings.reduce((x, y) => (y.medianMs < x.medianMs ? y : x));
     if (Number.isFinite(best.medianMs)) {
       entry.chosen = best.index;

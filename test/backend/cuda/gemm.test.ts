@@ -273,24 +273,37 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
 });
 
-test("'auto' tunes a large problem of round sizes on first use, any other on its third; odd row counts seen once or twice are never tuned", () => {
+test("'auto' tunes a large problem of round sizes on first use, any other when its row-count bucket is used a third time; odd row counts of a tuned bucket run its winner", () => {
   const lt = new FakeCublasLt();
   lt.candidateCount = 3;
   const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
   const r = runner(lt, { autotune: 'auto', timer });
+  const entry = (M: number) => r.cacheEntries().find((e) => e.key.includes(` ${M}x2048x2048 `))!;
   // 2·M·N·K ≥ AUTOTUNE_MIN_FLOPS (2³³) from M = 1024 at N = K = 2048. M = 2000 is not a multiple of 64.
   const w = dev([2048, 2048]);
   const a = dev([2000, 2048]), out = dev([2000, 2048]);
   r.gemm({ a, b: w, out });
   r.gemm({ a, b: w, out }); // the repeated-call fast path
-  assert.deepEqual([timer.samples, r.cacheEntries()[0]!.tuned], [0, false], 'two uses: the heuristic choice');
+  assert.deepEqual([timer.samples, entry(2000).tuned], [0, false], 'two uses: the heuristic choice');
   r.gemm({ a: dev([2000, 2048]), b: w, out: dev([2000, 2048]) });
-  assert.deepEqual([r.cacheEntries()[0]!.tuned, r.cacheEntries()[0]!.chosen, lt.matmuls.at(-1)!.algo], [true, 1, 1], 'tuned on the third');
+  assert.deepEqual([entry(2000).tuned, entry(2000).chosen, lt.matmuls.at(-1)!.algo], [true, 1, 1], 'tuned on the third');
   let samples = timer.samples;
-  // A serving step's row counts: each large and odd, each seen once.
-  for (const M of [1100, 1210, 1300, 1430]) r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
-  assert.equal(timer.samples, samples, 'no tuning of odd shapes seen once');
-  // A training step's padded shape (16 × 128 tokens): tuned on its first, eager use.
+  // A serving step's row counts, each large, odd and seen once: those of the tuned bucket (1025..2048) run its winner untimed.
+  for (const M of [1100, 1210, 1300, 1430]) {
+    r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
+    assert.deepEqual([lt.matmuls.at(-1)!.algo, entry(M).tuned], [1, true], `M = ${M} runs the bucket's winner`);
+  }
+  assert.equal(timer.samples, samples, 'no tuning of odd shapes of a tuned bucket');
+  // One of an untuned bucket (2049..4096), seen once: the heuristic's first choice, no timing.
+  r.gemm({ a: dev([3000, 2048]), b: w, out: dev([3000, 2048]) });
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(3000).tuned], [samples, 0, false]);
+  // The same bucket's third use — another odd size — tunes the bucket.
+  for (const M of [2500, 3900]) r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
+  assert.ok(timer.samples > samples && entry(3900).tuned, 'the bucket tuned on its third use');
+  samples = timer.samples;
+  r.gemm({ a: dev([3000, 2048]), b: w, out: dev([3000, 2048]) });
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(3000).tuned], [samples, 1, true], 'a member made before the tuning adopts the winner on its next call');
+  // A training step's padded shape (16 × 128 tokens): tuned on its first, eager use, although its bucket has a winner.
   r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
   assert.ok(timer.samples > samples, 'a round shape is tuned at once');
   samples = timer.samples;
@@ -298,7 +311,8 @@ test("'auto' tunes a large problem of round sizes on first use, any other on its
   const x = dev([4, 2048]), y = dev([4, 2048]);
   for (let i = 0; i < 5; i++) r.gemm({ a: x, b: w, out: y });
   assert.equal(timer.samples, samples);
-  assert.equal(r.cacheEntries().filter((e) => e.tuned).length, 2);
+  assert.equal(r.cacheEntries().find((e) => e.key.includes(' 4x2048x2048 '))!.tuned, false);
+  assert.deepEqual([r.stats.tunings, r.stats.entries], [3, 10]);
 });
 
 test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {

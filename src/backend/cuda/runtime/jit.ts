@@ -199,8 +199,16 @@ export interface KernelJitConfig {
   log?: (text: string) => void;
 }
 
+/** What a KernelJit has done so far: kernels compiled by NVRTC, read from the disk cache, and the host ms both took. */
+export interface JitStats {
+  compiled: number;
+  fromDisk: number;
+  ms: number;
+}
+
 export class KernelJit {
   private readonly loaded = new Map<string, JitKernel>();
+  readonly stats: JitStats = { compiled: 0, fromDisk: 0, ms: 0 };
 
   constructor(private readonly config: KernelJitConfig) {}
 
@@ -219,6 +227,9 @@ export class KernelJit {
     const fromDisk = this.loadFromDisk(kernel.name, key);
     const result = fromDisk ?? this.compileAndLoad(kernel, key, nvrtcArgs);
     this.loaded.set(key, result);
+    if (fromDisk) this.stats.fromDisk++;
+    else this.stats.compiled++;
+    this.stats.ms += performance.now() - started;
     if (this.config.debug) {
       const ms = (performance.now() - started).toFixed(1);
       this.log(`// ---- fuseformer kernel '${kernel.name}'${label ? ` [${label}]` : ''} key ${key} (${arch}, ${result.origin === 'disk' ? 'disk cache' : `NVRTC ${compiler.version}`}, ${ms} ms) ----\n` +

@@ -1,0 +1,56 @@
+// The serving warm-up (src/serve/warmup.ts) on the CPU backend: it runs one prompt of each power-of-two
+// length up to the step budget and decode waves of each power-of-two batch up to maxRunning, leaves the
+// engine idle with no block in use beyond the prefix cache's, and later requests give the same tokens as
+// on an engine that was never warmed up.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { randomDecoderModel } from '../../src/infer/model.js';
+import { resolveSampling } from '../../src/infer/sampling.js';
+import { presetConfig } from '../../src/models/registry.js';
+import { ServingEngine } from '../../src/serve/engine.js';
+import { warmUp } from '../../src/serve/warmup.js';
+
+const backend = new CpuBackend();
+const model = randomDecoderModel(presetConfig('gpt2-tiny'), backend, { dtype: 'f32', seed: 5n, std: 0.2 });
+const options = { maxRunning: 5, maxBatchTokens: 48, maxLen: 64, blockSize: 8, prefixCaching: false };
+
+function generate(engine: ServingEngine, prompts: number[][]): number[][] {
+  const out = prompts.map(() => [] as number[]);
+  prompts.forEach((prompt, i) => engine.submit({
+    prompt, maxTokens: 6, sampling: resolveSampling({ temperature: 0 }), stopTokenIds: [],
+    onToken: (e) => { out[i]!.push(e.token); }, onFinish: () => {},
+  }));
+  engine.runToCompletion();
+  return out;
+}
+
+test('warm-up runs each power-of-two prompt length and decode batch, then serves exactly as a cold engine', () => {
+  const warm = new ServingEngine(model, options), cold = new ServingEngine(model, options);
+  try {
+    const report = warmUp(warm);
+    assert.deepEqual(report.promptLengths, [16, 32, 48]);
+    assert.deepEqual(report.decodeBatches, [1, 2, 4, 5]);
+    const stats = warm.stats();
+    assert.deepEqual([stats.running, stats.waiting, stats.blocksUsed, warm.hasWork], [0, 0, 0, false]);
+    // 3 prompt steps (one sampled token each), then per wave a prompt step and 2 decode steps.
+    assert.equal(report.steps, 3 + 4 * 3);
+    assert.equal(stats.steps, report.steps);
+    const prompts = [[3, 9, 27, 81], [5, 25, 125, 100, 7, 1, 2], [11]];
+    assert.deepEqual(generate(warm, prompts), generate(cold, prompts));
+  } finally {
+    warm.dispose();
+    cold.dispose();
+  }
+});
+
+test('warm-up refuses an engine that already has requests', () => {
+  const engine = new ServingEngine(model, options);
+  try {
+    engine.submit({ prompt: [1, 2], maxTokens: 2, sampling: resolveSampling({ temperature: 0 }), stopTokenIds: [], onToken: () => {}, onFinish: () => {} });
+    assert.throws(() => warmUp(engine), /serving warm-up: the engine already has requests/);
+  } finally {
+    engine.dispose();
+  }
+});
