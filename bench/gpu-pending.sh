@@ -4,20 +4,20 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh gemv infer-ops decode-fusions   # normLinear's and the cluster combine's first GPU run (~5 min)
-#   bash .device/run.sh bash bench/gpu-pending.sh serve                           # serving after the autotune change (~5 min)
-#   bash .device/run.sh bash bench/gpu-pending.sh decode-hf-static spec           # HF static-cache baseline; speculative
-#   bash .device/run.sh bash bench/gpu-pending.sh infer decode-quant              # HF parity on the GPU; quantized rows
+#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve   # GEMM tuning groups, default graphs + warm-up on the GPU; serving steps op by op (~5 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh serve                       # serving after the neighbour-bucket GEMM change (~5.5 min with HF)
+#   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run
+#   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
 set -u
 out=${OUT:-bench/results/gpu-pending}
 mkdir -p "$out"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer infer decode beam serve serve-graphs)
+[ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer infer decode beam serve serve-eager)
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 run() { # name seconds command...
@@ -46,7 +46,14 @@ for step in "${steps[@]}"; do
     decode-quant) run decode-quant 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head --json "$out/decode-quant.json" ;;
     profile-shapes) run profile-llama-b32 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-llama-b32
                     run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
-    spec) run spec 200 node dist/bench/speculative.js --json "$out/speculative.json" ;;
+    spec) # two bounded runs (one run of both models with HF took over 170 s without printing a row)
+          run spec-gpt2 280 node dist/bench/speculative.js --models gpt2 --reps 2 --json "$out/speculative-gpt2.json"
+          run spec-llama 280 node dist/bench/speculative.js --models llama --reps 2 --json "$out/speculative-llama.json" ;;
+    profile-serve) # the serving engine's eager steps, op by op (PDL off: programmatic launches overlap the markers)
+          run profile-serve-decode 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-serve-decode
+          run profile-serve-mixed 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-mixed --batch 64 --seq 512 --chunk 512 --out /tmp/p-serve-mixed
+          for k in decode mixed; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
+    serve-tests) run serve-tests 300 node --test --test-concurrency=1 dist/test/gpu/gemm.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/decode-gemv.test.js ;;
     profile) run profile 200 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
              cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null
              for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile/$m-decode/profile.json "$out/profile-$m.json" 2>/dev/null; done ;;
@@ -59,8 +66,8 @@ for step in "${steps[@]}"; do
     decode) run decode 300 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --modes default,cublas --json "$out/decode.json" ;;
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
-    serve-graphs) run serve-graphs 180 node dist/bench/serve-speed.js --graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-graphs.json" ;;
-    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-graphs)"; exit 2 ;;
+    serve-eager) run serve-eager 180 node dist/bench/serve-speed.js --no-graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-eager.json" ;;
+    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
   esac
 done
 say "summary"
@@ -70,7 +77,9 @@ say "summary"
 [ -f "$out/infer-ops.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-ops.log" | head -20
 for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
-[ -f "$out/spec.log" ] && tail -15 "$out/spec.log"
+for f in spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
+for f in profile-serve-decode profile-serve-mixed; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
+[ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20
 [ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20
 [ -f "$out/profile-fast.log" ] && grep -E '^(PASS|FAIL)' "$out/profile-fast.log"
 [ -f "$out/decode-modes.log" ] && grep -E '^\|' "$out/decode-modes.log"
@@ -81,5 +90,5 @@ for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.lo
 [ -f "$out/decode.log" ] && grep -E '^\|' "$out/decode.log"
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"
-[ -f "$out/serve-graphs.log" ] && tail -12 "$out/serve-graphs.log"
+[ -f "$out/serve-eager.log" ] && tail -12 "$out/serve-eager.log"
 exit 0

@@ -41,7 +41,7 @@
 //   [--max-batch-tokens 2048] [--block-size 16] [--kv-blocks N | --kv-memory-fraction F] [--seed 1]
 //   [--prompt-median 256] [--prompt-range 16,1024] [--output-median 128] [--output-range 16,512]
 //   [--prefix-length 1024] [--prefix-concurrency 64] [--prefix-requests 128] [--suffix-range 16,64] [--no-prefix]
-//   [--no-torch] [--torch-batches 2]
+//   [--no-torch] [--torch-batches 2] [--no-graphs (decode-only steps eager; graphs are the engine default on CUDA)]
 // Smoke test: --preset gpt2-tiny --backend cpu --no-torch with small lengths (test/bench/serve-speed.test.ts).
 
 import { spawnSync } from 'node:child_process';
@@ -330,7 +330,7 @@ async function main(): Promise<void> {
       'no-prefix': { type: 'boolean', default: false },
       'no-torch': { type: 'boolean', default: false },
       'torch-batches': { type: 'string', default: '2' },
-      graphs: { type: 'boolean', default: false },
+      'no-graphs': { type: 'boolean', default: false },
     },
   });
   const concurrencies = cli.concurrency!.split(',').map((c) => positive('concurrency', c));
@@ -351,13 +351,13 @@ async function main(): Promise<void> {
   if (maxLen > model.arch.maxPositions) throw new Error(`the longest request (${maxLen} positions) exceeds ${cli.preset}'s context of ${model.arch.maxPositions}: lower --prompt-range, --output-range or --prefix-length`);
   const bandwidth = copyBandwidth(backend);
   const cost = stepCost(model, bandwidth);
-  console.log(`${backend.description}; ${cli.preset} random ${model.dtype}${cli.graphs ? '; decode-only steps as CUDA graphs' : ''}; device-to-device copy ${(bandwidth / 1e9).toFixed(1)} GB/s; weights ${(cost.weightBytes / 1e9).toFixed(3)} GB`);
+  console.log(`${backend.description}; ${cli.preset} random ${model.dtype}${backend.name === 'cuda' && !cli['no-graphs'] ? '; decode-only steps as CUDA graphs' : ''}; device-to-device copy ${(bandwidth / 1e9).toFixed(1)} GB/s; weights ${(cost.weightBytes / 1e9).toFixed(3)} GB`);
 
   const engineOptions = (maxRunning: number, extra: ServingEngineOptions): ServingEngineOptions => ({
     maxLen, maxRunning, maxBatchTokens: positive('max-batch-tokens', cli['max-batch-tokens']!), blockSize: positive('block-size', cli['block-size']!),
     ...(cli['kv-blocks'] ? { numBlocks: positive('kv-blocks', cli['kv-blocks']) } : {}),
     ...(cli['kv-memory-fraction'] ? { kvMemoryFraction: positive('kv-memory-fraction', cli['kv-memory-fraction'], false) } : {}),
-    ...(cli.graphs ? { graphs: true } : {}),
+    ...(cli['no-graphs'] ? { graphs: false } : {}),
     ...extra,
   });
   /** A fresh engine, warmed up (warmup.ts, as `fuseformer serve` does at start), then on C short requests, then the measured closed loop. */

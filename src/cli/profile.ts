@@ -6,6 +6,9 @@
 //   --mode prefill   GPT-2 or BERT: the forward pass of the whole sequence and its loss, no backward
 //   --mode decode    GPT-2 or Llama: one step of the inference engine (src/infer/engine.ts), a token for
 //                    each of --batch sequences with --seq tokens in their KV cache (profile/decode.ts)
+//   --mode serve-decode, serve-mixed   GPT-2 or Llama: one step of the serving engine (paged KV cache,
+//                    eager): --batch requests decoding with --seq cached positions, and for serve-mixed
+//                    also one new request's --chunk-token prompt in the same step (profile/serve.ts)
 
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -20,25 +23,29 @@ import type { LanguageModel } from '../models/language-model.js';
 import type { ModelConfig } from '../models/registry.js';
 import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.js';
 import { DECODE_STEPS_ROOM, profileDecodeStep } from '../profile/decode.js';
+import { profileServingStep, SERVE_STEPS_ROOM } from '../profile/serve.js';
 import { writeProfileOutputs } from '../profile/output.js';
 import type { Profile } from '../profile/profiler.js';
 import { formatKernelTable, formatSummary } from '../profile/report.js';
 import { measureRoofs } from '../profile/roofs.js';
 import { StepRunner } from '../train/step-runner.js';
 
-export const PROFILE_MODES = ['train', 'prefill', 'decode'] as const;
+export const PROFILE_MODES = ['train', 'prefill', 'decode', 'serve-decode', 'serve-mixed'] as const;
 export type ProfileMode = (typeof PROFILE_MODES)[number];
 
 export const PROFILE_USAGE = `usage: fuseformer profile [options]
 
   --model NAME|DIR     gpt2-124M, bert-base, gpt2-tiny, llama-1.2B, another preset, or a directory with
                        config.json (default: gpt2-124M on CUDA, gpt2-tiny on the CPU); random weights
-  --mode train|prefill|decode   a training step, the forward pass only (GPT-2, BERT), or a decode step of
-                       the inference engine (GPT-2, Llama) (default train)
+  --mode train|prefill|decode|serve-decode|serve-mixed   a training step, the forward pass only (GPT-2,
+                       BERT), a decode step of the inference engine (GPT-2, Llama), or a step of the serving
+                       engine (paged KV cache, eager): decode rows only, or decode rows plus one new
+                       request's whole prompt of --chunk tokens (default train)
   --batch N --seq N    batch and sequence length (default: 16 × 1024 for GPT-2 and 32 × 256 for BERT on
                        CUDA, 2 × 32 on the CPU; --seq at most the model's positions); for decode, the
                        sequences and the tokens already in their KV cache (default 8 × 512 on CUDA, 2 × 32
                        on the CPU; --seq + ${DECODE_STEPS_ROOM} at most the model's positions)
+  --chunk N            serve-mixed: the new request's prompt tokens (default 256)
   --dtype f32|bf16|f16 (default bf16 on CUDA, f32 on the CPU)
   --fused-attention    the fused attention op instead of the materialised-scores path
   --steps N            ordinary steps before profiling (default 3; at least 2)
@@ -83,7 +90,7 @@ function randomBatch(batch: number, seqLen: number, vocab: number, masked: boole
   };
 }
 
-type ProfileCliValues = { batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; out?: string; 'op-timing'?: string };
+type ProfileCliValues = { batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; chunk?: string; out?: string; 'op-timing'?: string };
 
 const OP_TIMINGS = ['auto', 'markers', 'removal'] as const;
 
@@ -125,13 +132,37 @@ function runDecodeProfile(backend: Backend, reason: string, config: ModelConfig,
   return 0;
 }
 
+function runServeProfile(backend: Backend, reason: string, config: ModelConfig, modelName: string, dtype: FloatDType, mode: 'serve-decode' | 'serve-mixed', values: ProfileCliValues, log: (line: string) => void): number {
+  if (config.family !== 'gpt2' && config.family !== 'llama') {
+    throw new ArgumentError(`--model ${modelName}: --mode ${mode} runs the serving engine's GPT-2 and Llama models; this one is ${config.family}`);
+  }
+  const onGpu = backend.name === 'cuda';
+  const kind = mode === 'serve-decode' ? 'decode' : 'mixed';
+  const running = positiveInt('batch', values.batch, onGpu ? 64 : 2);
+  const context = positiveInt('seq', values.seq, Math.min(config.config.maxPositions - SERVE_STEPS_ROOM, onGpu ? 512 : 16));
+  if (kind === 'decode' && values.chunk !== undefined) throw new ArgumentError('--chunk is for --mode serve-mixed');
+  const chunk = positiveInt('chunk', values.chunk, onGpu ? 256 : 8);
+  const repeats = positiveInt('repeats', values.repeats, onGpu ? 5 : 2);
+  const top = positiveInt('top', values.top, 30);
+  const what = `${running} requests × ${context} cached positions${kind === 'mixed' ? ` + a ${chunk}-token prompt` : ''}`;
+  log(`fuseformer profile: ${modelName} serving step, ${what}, ${dtype} on ${backend.description} — ${reason}`);
+  const roofs = measureRoofs(backend, dtype);
+  if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
+  const result = profileServingStep(backend, config, { kind, running, context, chunk, dtype, repeats, roofs: roofs ?? false });
+  log(`${running + (kind === 'mixed' ? chunk : 0)} positions a step: ${result.stepMs.toFixed(3)} ms (eager)`);
+  writeAndPrint(result, `serving step (${kind}, eager)`, top, resolve(values.out ?? 'profile-out'),
+    { model: modelName, family: config.family, mode, batch: running, context, ...(kind === 'mixed' ? { chunk } : {}), dtype, repeats },
+    `${modelName} serving ${kind}, ${dtype}, ${what} — ${backend.description}`, log);
+  return 0;
+}
+
 export async function runProfile(argv: string[], log: (line: string) => void = (line) => process.stdout.write(`${line}\n`)): Promise<number> {
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
     options: {
       model: { type: 'string' }, mode: { type: 'string', default: 'train' }, batch: { type: 'string' }, seq: { type: 'string' },
       dtype: { type: 'string' }, 'fused-attention': { type: 'boolean', default: false }, steps: { type: 'string' }, repeats: { type: 'string' },
-      top: { type: 'string' }, out: { type: 'string', default: 'profile-out' }, 'op-timing': { type: 'string' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
+      top: { type: 'string' }, chunk: { type: 'string' }, out: { type: 'string', default: 'profile-out' }, 'op-timing': { type: 'string' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) { process.stdout.write(PROFILE_USAGE); return 0; }
@@ -145,6 +176,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
   const config = modelConfig(modelName);
   const dtype = (dtypeArg ?? (onGpu ? 'bf16' : 'f32')) as FloatDType;
   if (mode === 'decode') return runDecodeProfile(backend, reason, config, modelName, dtype, values, log);
+  if (mode === 'serve-decode' || mode === 'serve-mixed') return runServeProfile(backend, reason, config, modelName, dtype, mode, values, log);
   if (config.family !== 'gpt2' && config.family !== 'bert') {
     throw new ArgumentError(`--model ${modelName}: --mode ${mode} runs GPT-2 and BERT models; this one is ${config.family} (--mode decode runs GPT-2 and Llama)`);
   }

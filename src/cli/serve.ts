@@ -53,7 +53,8 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --no-warmup              on CUDA, skip the start-up warm-up (one prompt of each power-of-two length and decode
                            steps of each power-of-two batch: kernel compiles, GEMM tuning, decode graphs — a few
                            seconds, which the first requests would otherwise pay)
-  --graphs                 replay decode-only steps as CUDA graphs, one per batch-size bucket (not with --draft)
+  --no-graphs              on CUDA, run decode-only steps eagerly instead of replaying them as CUDA graphs (one
+                           per batch-size bucket; the default without --draft)
   --quantize rtn4|rtn8     quantize a 16-bit model on loading (round-to-nearest): INT4 W4A16 in groups of 128, or
                            INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
   --quantize-lm-head       with --quantize: the LM head too
@@ -81,7 +82,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
-      graphs: { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
+      'no-graphs': { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -98,7 +99,7 @@ export async function runServe(argv: string[]): Promise<number> {
     ...(opt('max-batch-tokens') !== undefined ? { maxBatchTokens: opt('max-batch-tokens')! } : {}), ...(opt('block-size') !== undefined ? { blockSize: opt('block-size')! } : {}),
     ...(opt('kv-blocks') !== undefined ? { numBlocks: opt('kv-blocks')! } : {}), prefixCaching: !values['no-prefix-caching'],
     ...(values['kv-memory-fraction'] !== undefined ? { kvMemoryFraction: fraction('kv-memory-fraction', values['kv-memory-fraction']) } : {}),
-    ...(values.graphs ? { graphs: true } : {}),
+    ...(values['no-graphs'] ? { graphs: false } : {}),
   };
 
   const tp = integer('tp', values.tp, 1) ?? 1;

@@ -96,7 +96,8 @@ export interface ServingEngineOptions {
   readonly speculative?: ServingSpeculation;
   /**
    * Replay decode-only steps as CUDA graphs, one per power-of-two bucket of the decode region (see
-   * "Decode steps as graphs" in the header). Default false (not yet measured on a GPU); not with a draft.
+   * "Decode steps as graphs" in the header). Default: on with the CUDA backend and no draft (measured on
+   * the H200, 2026-12-01, Llama 1.2B, 16 clients: decode steps 1.63 ms against 3.06 eager); not with a draft.
    */
   readonly graphs?: boolean;
 }
@@ -224,7 +225,7 @@ export class ServingEngine {
     if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1) throw new ArgumentError(`serving engine: maxBatchTokens must be a positive integer, got ${this.maxBatchTokens}`);
     if (!Number.isInteger(this.blockSize) || this.blockSize < 1) throw new ArgumentError(`serving engine: blockSize must be a positive integer, got ${this.blockSize}`);
     const spec = options.speculative;
-    this.useGraphs = options.graphs ?? false;
+    this.useGraphs = options.graphs ?? (b.name === 'cuda' && spec === undefined);
     if (this.useGraphs && spec) throw new ArgumentError('serving engine: graphs and speculative decoding do not go together yet (a round\'s shape changes every step)');
     // The in-process ranks of the CPU backend exchange partial sums on the host when called, which a
     // recorded graph would not repeat; NCCL's collectives are captured with the kernels.

@@ -33,8 +33,25 @@ test('fuseformer profile on the CPU: train, prefill and decode write profile.jso
   }
 });
 
+test('fuseformer profile on the CPU: serving steps, decode rows alone and with a prompt beside them', async () => {
+  for (const mode of ['serve-decode', 'serve-mixed'] as const) {
+    const out = join(dir, mode);
+    const { code, log } = await run(['--model', 'llama-tiny', '--mode', mode, '--batch', '3', '--seq', '12', ...(mode === 'serve-mixed' ? ['--chunk', '9'] : []), '--out', out]);
+    assert.equal(code, 0);
+    assert.match(log, mode === 'serve-mixed' ? /3 requests × 12 cached positions \+ a 9-token prompt/ : /3 requests × 12 cached positions,/);
+    const json = JSON.parse(readFileSync(join(out, 'profile.json'), 'utf8')) as { run: Record<string, unknown>; ops: { op: string; describe?: string }[] };
+    assert.deepEqual([json.run['mode'], json.run['batch'], json.run['context']], [mode, 3, 12]);
+    const ops = json.ops.map((o) => o.op);
+    // Every layer reads the paged cache for the decode rows; only the mixed step runs the prompt's flash attention.
+    assert.ok(ops.filter((o) => o === 'decodeAttention').length >= 2);
+    assert.equal(ops.includes('flashAttentionForward'), mode === 'serve-mixed');
+  }
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--chunk', '4']), /--chunk is for --mode serve-mixed/);
+  await assert.rejects(run(['--model', 'bert-tiny', '--mode', 'serve-mixed']), /--mode serve-mixed runs the serving engine's GPT-2 and Llama models; this one is bert/);
+});
+
 test('fuseformer profile: bad options are named', async () => {
-  await assert.rejects(run(['--mode', 'serve']), /--mode must be one of train, prefill, decode, got 'serve'/);
+  await assert.rejects(run(['--mode', 'serve']), /--mode must be one of train, prefill, decode, serve-decode, serve-mixed, got 'serve'/);
   await assert.rejects(run(['--dtype', 'f64']), /--dtype must be f32, bf16 or f16, got 'f64'/);
   await assert.rejects(run(['--steps', '1']), /--steps must be at least 2/);
   await assert.rejects(run(['--seq', '300']), /--seq 300 exceeds the model's 256 positions/);

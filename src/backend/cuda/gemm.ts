@@ -112,14 +112,19 @@ interface CacheEntry {
  * nearly every step) share one tuning: the first of them due to be tuned (a round one on its first call,
  * else on the group's AUTOTUNE_AFTER_USES-th) times the candidates, and every odd-sized member — made
  * before or after — runs the winner, cuBLASLt's algorithm descriptor being valid across M (a member where
- * it is not falls back to its own heuristic's list). Round members still tune themselves (training's
- * shapes keep their own best), so a serving warm-up of power-of-two row counts (serve/warmup.ts) tunes
- * every bucket before the first request.
+ * it is not falls back to its own heuristic's list). An odd member of a bucket with no winner yet takes
+ * the winner of a neighbouring bucket (M within a factor of 2) instead of tuning. Round members still tune
+ * themselves (training's shapes keep their own best), so a serving warm-up of power-of-two row counts
+ * (serve/warmup.ts) leaves nothing to tune once requests arrive: measured on the H200 (2026-12-01), tuning
+ * inside live steps had cost a 16-client run 9.3 of its 13.7 s.
  */
 interface TuningGroup {
   uses: number;
   /** The tuned member's winner, once there is one. */
   winner?: HeuristicResult;
+  /** log2 of its bucket, and the groups of the same problem at other buckets (by log2). */
+  readonly log2: number;
+  readonly family: Map<number, TuningGroup>;
 }
 
 /**
@@ -180,6 +185,11 @@ export function tuningBucket(M: number): number {
   return 2 ** Math.ceil(Math.log2(Math.max(1, M)));
 }
 
+/** The group's winner, else that of the bucket below, else the bucket above. */
+function nearestWinner(group: TuningGroup): HeuristicResult | undefined {
+  return group.winner ?? group.family.get(group.log2 - 1)?.winner ?? group.family.get(group.log2 + 1)?.winner;
+}
+
 function sameAlgo(x: Uint8Array, y: Uint8Array): boolean {
   return x.length === y.length && x.every((byte, i) => byte === y[i]);
 }
@@ -215,7 +225,8 @@ export class GemmRunner {
   private readonly handle: bigint;
   private readonly preference: bigint;
   private readonly cache = new Map<string, CacheEntry>();
-  private readonly groups = new Map<string, TuningGroup>();
+  /** Tuning groups by problem without M (its family), then by log2 of the row-count bucket. */
+  private readonly groups = new Map<string, Map<number, TuningGroup>>();
   /** Per output tensor, its last checked call: a training step repeats the same tensors every step. */
   private readonly recent = new WeakMap<Tensor, RecentCall>();
   private readonly alpha = new Float32Array(1);
@@ -339,8 +350,10 @@ export class GemmRunner {
     entry.uses++;
     group.uses++;
     if (entry.tuned) return;
-    // A round problem (training's: tuned on first use) times its own candidates; an odd one runs its group's winner.
-    if (group.winner !== undefined && !isRound(entry.problem)) this.adoptWinner(entry, group.winner);
+    // A round problem (training's: tuned on first use) times its own candidates; an odd one that would be
+    // tuned runs its group's winner, or a neighbouring bucket's.
+    const winner = isRound(entry.problem) || entry.tuneAtUse === Infinity ? undefined : nearestWinner(group);
+    if (winner !== undefined) this.adoptWinner(entry, winner);
     else if (group.uses >= entry.tuneAtUse && call.beta === 0) {
       this.bindAddresses(entry, call);
       this.tune(entry, call);
@@ -369,9 +382,11 @@ export class GemmRunner {
 
   /** The tuning group of a new problem (made on first sight). */
   private groupFor(p: GemmProblem, alignment: OperandAlignment): TuningGroup {
-    const key = gemmCacheKey({ ...p, M: tuningBucket(p.M) }, alignment);
-    let group = this.groups.get(key);
-    if (group === undefined) this.groups.set(key, (group = { uses: 0 }));
+    const key = gemmCacheKey({ ...p, M: 0 }, alignment), log2 = Math.log2(tuningBucket(p.M));
+    let family = this.groups.get(key);
+    if (family === undefined) this.groups.set(key, (family = new Map()));
+    let group = family.get(log2);
+    if (group === undefined) family.set(log2, (group = { uses: 0, log2, family }));
     return group;
   }
 

@@ -13,6 +13,7 @@ import {
   MatrixLayoutAttribute,
 } from '../../../src/cuda/cublaslt.js';
 import type { AttributeKind, CublasLt, HeuristicResult } from '../../../src/cuda/cublaslt.js';
+import { byteSize } from '../../../src/dtype.js';
 import type { DType } from '../../../src/dtype.js';
 import { ArgumentError, CudaError } from '../../../src/errors.js';
 
@@ -117,7 +118,9 @@ function fakeTimer(lt: FakeCublasLt, costOf: (algo: number) => number): StreamTi
 let nextAddress = 0x7f00_0000_0000n;
 function dev(shape: number[], dtype: DType = 'f16', offsetBytes = 0): CudaTensor {
   const ptr = nextAddress + BigInt(offsetBytes);
-  nextAddress += 0x100_0000n;
+  // 16 MiB apart, or more for a larger tensor: fake tensors never overlap.
+  const bytes = shape.reduce((n, d) => n * d, 1) * byteSize(dtype) + offsetBytes;
+  nextAddress += BigInt(Math.max(0x100_0000, Math.ceil(bytes / 0x100_0000) * 0x100_0000));
   return new CudaTensor(ptr, shape, dtype, null);
 }
 
@@ -273,7 +276,7 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
 });
 
-test("'auto' tunes a large problem of round sizes on first use, any other when its row-count bucket is used a third time; odd row counts of a tuned bucket run its winner", () => {
+test("'auto' tunes a large problem of round sizes on first use, any other when its row-count bucket is used a third time; odd row counts of a tuned or neighbouring bucket run its winner", () => {
   const lt = new FakeCublasLt();
   lt.candidateCount = 3;
   const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
@@ -294,15 +297,17 @@ test("'auto' tunes a large problem of round sizes on first use, any other when i
     assert.deepEqual([lt.matmuls.at(-1)!.algo, entry(M).tuned], [1, true], `M = ${M} runs the bucket's winner`);
   }
   assert.equal(timer.samples, samples, 'no tuning of odd shapes of a tuned bucket');
-  // One of an untuned bucket (2049..4096), seen once: the heuristic's first choice, no timing.
+  // An untuned bucket next to the tuned one (2049..4096): its odd sizes take the neighbour's winner, untimed.
   r.gemm({ a: dev([3000, 2048]), b: w, out: dev([3000, 2048]) });
-  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(3000).tuned], [samples, 0, false]);
-  // The same bucket's third use — another odd size — tunes the bucket.
-  for (const M of [2500, 3900]) r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
-  assert.ok(timer.samples > samples && entry(3900).tuned, 'the bucket tuned on its third use');
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(3000).tuned], [samples, 1, true], 'a neighbouring bucket\'s winner');
+  // Two buckets away (4097..8192): no winner near enough; its third use tunes it.
+  for (const M of [5000, 6000]) r.gemm({ a: dev([M, 2048]), b: w, out: dev([M, 2048]) });
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(5000).tuned], [samples, 0, false], 'too far from any winner: the heuristic');
+  r.gemm({ a: dev([7000, 2048]), b: w, out: dev([7000, 2048]) });
+  assert.ok(timer.samples > samples && entry(7000).tuned, 'the bucket tuned on its third use');
   samples = timer.samples;
-  r.gemm({ a: dev([3000, 2048]), b: w, out: dev([3000, 2048]) });
-  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(3000).tuned], [samples, 1, true], 'a member made before the tuning adopts the winner on its next call');
+  r.gemm({ a: dev([5000, 2048]), b: w, out: dev([5000, 2048]) });
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(5000).tuned], [samples, 1, true], 'a member made before the tuning adopts the winner on its next call');
   // A training step's padded shape (16 × 128 tokens): tuned on its first, eager use, although its bucket has a winner.
   r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
   assert.ok(timer.samples > samples, 'a round shape is tuned at once');
@@ -312,7 +317,7 @@ test("'auto' tunes a large problem of round sizes on first use, any other when i
   for (let i = 0; i < 5; i++) r.gemm({ a: x, b: w, out: y });
   assert.equal(timer.samples, samples);
   assert.equal(r.cacheEntries().find((e) => e.key.includes(' 4x2048x2048 '))!.tuned, false);
-  assert.deepEqual([r.stats.tunings, r.stats.entries], [3, 10]);
+  assert.deepEqual([r.stats.tunings, r.stats.entries], [3, 11]);
 });
 
 test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {

@@ -1,0 +1,76 @@
+// Profiling a step of the serving engine (src/serve/engine.ts), the paged path serving really runs:
+//   'decode'  `running` requests, each with `context` positions in the paged KV cache, one token each;
+//   'mixed'   the same decode rows plus one new request's whole prompt of `chunk` tokens in the same
+//             step (chunked prefill beside decoding: a continuous-batching step when a client arrives).
+// The engine runs eagerly (no decode graphs), so every op is timed as launched, with the GPU given a
+// backlog first (profiler.ts "queue ahead") so the op times are GPU times, not launch gaps; the step
+// time is that of the same eager step. The engine is built on a ProfilingBackend with random weights;
+// the requests are prefilled first, then each profiled step advances every decode row by one position
+// (a mixed step's new request samples its one token and finishes within the step, freeing its slot).
+
+import type { Backend } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import { decoderArchitecture } from '../infer/architecture.js';
+import { randomDecoderModel } from '../infer/model.js';
+import { resolveSampling } from '../infer/sampling.js';
+import type { ModelConfig } from '../models/registry.js';
+import { ServingEngine } from '../serve/engine.js';
+import type { Profile, ProfileOptions } from './profiler.js';
+import { profile, ProfilingBackend } from './profiler.js';
+
+/** Positions past the prompt a profiled decode row may advance (warm-up, calibration, repeats). */
+export const SERVE_STEPS_ROOM = 64;
+
+export type ServeStepKind = 'decode' | 'mixed';
+
+export interface ServeProfileOptions extends Omit<ProfileOptions, 'reference' | 'warmup' | 'dtype' | 'graph' | 'replay' | 'variant' | 'opTiming'> {
+  readonly kind: ServeStepKind;
+  /** Requests decoding in the step. */
+  readonly running: number;
+  /** Positions each of them holds in the KV cache when profiling starts. */
+  readonly context: number;
+  /** 'mixed': the new request's prompt, computed whole in the step. */
+  readonly chunk?: number;
+  readonly dtype: FloatDType;
+  /** KV block size (default 16, the engine's). */
+  readonly blockSize?: number;
+}
+
+/** Profiles one serving-engine step of a GPT-2 or Llama model with random weights (see the header). */
+export function profileServingStep(backend: Backend, config: ModelConfig, options: ServeProfileOptions): Profile {
+  const { kind, running, context, dtype } = options;
+  const chunk = kind === 'mixed' ? options.chunk ?? 256 : 0;
+  const arch = decoderArchitecture(config);
+  if (!Number.isInteger(running) || running < 1) throw new ArgumentError(`serving profile: running must be a positive integer, got ${running}`);
+  if (!Number.isInteger(chunk) || (kind === 'mixed' && chunk < 1)) throw new ArgumentError(`serving profile: chunk must be a positive integer, got ${chunk}`);
+  const maxLen = Math.max(context + SERVE_STEPS_ROOM, chunk + 1);
+  if (!Number.isInteger(context) || context < 1 || maxLen > arch.maxPositions) {
+    throw new ArgumentError(`serving profile: the context (${context} tokens) + ${SERVE_STEPS_ROOM} decoded positions, and the chunk (${chunk}), must fit the model's ${arch.maxPositions} positions`);
+  }
+  const tap = new ProfilingBackend(backend);
+  const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
+  let engine: ServingEngine | undefined;
+  try {
+    // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole chunk.
+    engine = new ServingEngine(model, {
+      maxRunning: running + 1, maxBatchTokens: Math.max(256, running + 1 + chunk), maxLen, blockSize: options.blockSize ?? 16,
+      graphs: false, prefixCaching: false,
+    });
+    const e = engine;
+    let s = 4242;
+    const token = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) % model.vocabSize;
+    const greedy = resolveSampling({ temperature: 0 });
+    const submit = (length: number, maxTokens: number) => e.submit({
+      prompt: Array.from({ length }, token), maxTokens, sampling: greedy, stopTokenIds: [], onToken: () => {}, onFinish: () => {},
+    });
+    for (let i = 0; i < running; i++) submit(context, SERVE_STEPS_ROOM);
+    // Prefill: every request has its first token once its prompt is through.
+    while (e.stats().generatedTokens < running) e.step();
+    const step = kind === 'decode' ? () => { e.step(); } : () => { submit(chunk, 1); e.step(); };
+    return profile(tap, step, { ...options, dtype, warmup: 2 });
+  } finally {
+    engine?.dispose();
+    model.free();
+  }
+}
