@@ -4,12 +4,12 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve   # GEMM tuning groups, default graphs + warm-up on the GPU; serving steps op by op (~5 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve profile-quant   # GEMM tuning groups, default graphs + warm-up on the GPU; serving and INT4 decode steps op by op (~6 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh serve                       # serving after the neighbour-bucket GEMM change (~5.5 min with HF)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
@@ -53,6 +53,9 @@ for step in "${steps[@]}"; do
           run profile-serve-decode 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-serve-decode
           run profile-serve-mixed 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-mixed --batch 64 --seq 512 --chunk 512 --out /tmp/p-serve-mixed
           for k in decode mixed; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
+    profile-quant) # the INT4 decode step op by op (batch 1, the bench's context), PDL off as above
+          run profile-int4 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --quantize rtn4 --quantize-lm-head --out /tmp/p-int4
+          cp /tmp/p-int4/profile.json "$out/profile-int4.json" 2>/dev/null ;;
     serve-tests) run serve-tests 300 node --test --test-concurrency=1 dist/test/gpu/gemm.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/decode-gemv.test.js ;;
     profile) run profile 200 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
              cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null
@@ -67,7 +70,7 @@ for step in "${steps[@]}"; do
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-eager) run serve-eager 180 node dist/bench/serve-speed.js --no-graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-eager.json" ;;
-    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
+    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
   esac
 done
 say "summary"
@@ -78,7 +81,7 @@ say "summary"
 for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
 for f in spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
-for f in profile-serve-decode profile-serve-mixed; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
+for f in profile-serve-decode profile-serve-mixed profile-int4; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
 [ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20
 [ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20
 [ -f "$out/profile-fast.log" ] && grep -E '^(PASS|FAIL)' "$out/profile-fast.log"

@@ -23,6 +23,7 @@ import type { LanguageModel } from '../models/language-model.js';
 import type { ModelConfig } from '../models/registry.js';
 import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.js';
 import { DECODE_STEPS_ROOM, profileDecodeStep } from '../profile/decode.js';
+import type { ProfileQuantization } from '../profile/decode.js';
 import { profileServingStep, SERVE_STEPS_ROOM } from '../profile/serve.js';
 import { writeProfileOutputs } from '../profile/output.js';
 import type { Profile } from '../profile/profiler.js';
@@ -46,6 +47,8 @@ export const PROFILE_USAGE = `usage: fuseformer profile [options]
                        sequences and the tokens already in their KV cache (default 8 × 512 on CUDA, 2 × 32
                        on the CPU; --seq + ${DECODE_STEPS_ROOM} at most the model's positions)
   --chunk N            serve-mixed: the new request's prompt tokens (default 256)
+  --quantize rtn4|rtn8 decode and serve modes: the projections round-to-nearest quantized (INT4 W4A16 in
+                       groups of 128, or INT8 W8A8); --quantize-lm-head the LM head too
   --dtype f32|bf16|f16 (default bf16 on CUDA, f32 on the CPU)
   --fused-attention    the fused attention op instead of the materialised-scores path
   --steps N            ordinary steps before profiling (default 3; at least 2)
@@ -90,7 +93,7 @@ function randomBatch(batch: number, seqLen: number, vocab: number, masked: boole
   };
 }
 
-type ProfileCliValues = { batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; chunk?: string; out?: string; 'op-timing'?: string };
+type ProfileCliValues = { batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; chunk?: string; quantize?: string; 'quantize-lm-head'?: boolean; out?: string; 'op-timing'?: string };
 
 const OP_TIMINGS = ['auto', 'markers', 'removal'] as const;
 
@@ -109,6 +112,20 @@ function writeAndPrint(result: Profile, stepLabel: string, top: number, outDir: 
   log(`wrote ${[files.json, files.svg, files.png].filter(Boolean).join(', ')}${files.note ? ` (${files.note})` : ''}`);
 }
 
+/** --quantize / --quantize-lm-head of the decode and serve modes. */
+function profileQuantization(values: ProfileCliValues): ProfileQuantization | undefined {
+  if (values.quantize === undefined) {
+    if (values['quantize-lm-head']) throw new ArgumentError('--quantize-lm-head needs --quantize rtn4|rtn8');
+    return undefined;
+  }
+  if (values.quantize !== 'rtn4' && values.quantize !== 'rtn8') throw new ArgumentError(`--quantize must be rtn4 or rtn8, got '${values.quantize}'`);
+  return { bits: values.quantize === 'rtn4' ? 4 : 8, lmHead: values['quantize-lm-head'] ?? false };
+}
+
+function quantLabel(q: ProfileQuantization | undefined): string {
+  return q ? `, ${q.bits === 4 ? 'INT4 W4A16' : 'INT8 W8A8'}${q.lmHead ? ' + head' : ''}` : '';
+}
+
 function runDecodeProfile(backend: Backend, reason: string, config: ModelConfig, modelName: string, dtype: FloatDType, values: ProfileCliValues, log: (line: string) => void): number {
   if (config.family !== 'gpt2' && config.family !== 'llama') {
     throw new ArgumentError(`--model ${modelName}: --mode decode runs the inference engine's GPT-2 and Llama models; this one is ${config.family}`);
@@ -124,11 +141,12 @@ function runDecodeProfile(backend: Backend, reason: string, config: ModelConfig,
   log(`fuseformer profile: ${modelName} decode, ${batch} sequences × ${context} cached tokens, ${dtype} on ${backend.description} — ${reason}`);
   const roofs = measureRoofs(backend, dtype);
   if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
-  const result = profileDecodeStep(backend, config, { batch, context, dtype, repeats, roofs: roofs ?? false, opTiming: opTiming(values['op-timing']) });
+  const quantize = profileQuantization(values);
+  const result = profileDecodeStep(backend, config, { batch, context, dtype, repeats, roofs: roofs ?? false, opTiming: opTiming(values['op-timing']), ...(quantize ? { quantize } : {}) });
   log(`${batch} tokens a step: ${result.stepMs.toFixed(3)} ms/token per sequence, ${Math.round((batch * 1e3) / result.stepMs).toLocaleString('en-US')} tokens/s`);
   writeAndPrint(result, `decode step${onGpu ? ' (graph replay)' : ''}`, top, resolve(values.out ?? 'profile-out'),
-    { model: modelName, family: config.family, mode: 'decode', batch, context, dtype, repeats },
-    `${modelName} decode, ${dtype}, ${batch} × ${context} cached — ${backend.description}`, log);
+    { model: modelName, family: config.family, mode: 'decode', batch, context, dtype, repeats, ...(quantize ? { quantize } : {}) },
+    `${modelName} decode, ${dtype}${quantLabel(quantize)}, ${batch} × ${context} cached — ${backend.description}`, log);
   return 0;
 }
 
@@ -148,11 +166,12 @@ function runServeProfile(backend: Backend, reason: string, config: ModelConfig, 
   log(`fuseformer profile: ${modelName} serving step, ${what}, ${dtype} on ${backend.description} — ${reason}`);
   const roofs = measureRoofs(backend, dtype);
   if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
-  const result = profileServingStep(backend, config, { kind, running, context, chunk, dtype, repeats, roofs: roofs ?? false });
+  const quantize = profileQuantization(values);
+  const result = profileServingStep(backend, config, { kind, running, context, chunk, dtype, repeats, roofs: roofs ?? false, ...(quantize ? { quantize } : {}) });
   log(`${running + (kind === 'mixed' ? chunk : 0)} positions a step: ${result.stepMs.toFixed(3)} ms (eager)`);
   writeAndPrint(result, `serving step (${kind}, eager)`, top, resolve(values.out ?? 'profile-out'),
-    { model: modelName, family: config.family, mode, batch: running, context, ...(kind === 'mixed' ? { chunk } : {}), dtype, repeats },
-    `${modelName} serving ${kind}, ${dtype}, ${what} — ${backend.description}`, log);
+    { model: modelName, family: config.family, mode, batch: running, context, ...(kind === 'mixed' ? { chunk } : {}), dtype, repeats, ...(quantize ? { quantize } : {}) },
+    `${modelName} serving ${kind}, ${dtype}${quantLabel(quantize)}, ${what} — ${backend.description}`, log);
   return 0;
 }
 
@@ -162,7 +181,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
     options: {
       model: { type: 'string' }, mode: { type: 'string', default: 'train' }, batch: { type: 'string' }, seq: { type: 'string' },
       dtype: { type: 'string' }, 'fused-attention': { type: 'boolean', default: false }, steps: { type: 'string' }, repeats: { type: 'string' },
-      top: { type: 'string' }, chunk: { type: 'string' }, out: { type: 'string', default: 'profile-out' }, 'op-timing': { type: 'string' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
+      top: { type: 'string' }, chunk: { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false }, out: { type: 'string', default: 'profile-out' }, 'op-timing': { type: 'string' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) { process.stdout.write(PROFILE_USAGE); return 0; }
@@ -177,6 +196,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
   const dtype = (dtypeArg ?? (onGpu ? 'bf16' : 'f32')) as FloatDType;
   if (mode === 'decode') return runDecodeProfile(backend, reason, config, modelName, dtype, values, log);
   if (mode === 'serve-decode' || mode === 'serve-mixed') return runServeProfile(backend, reason, config, modelName, dtype, mode, values, log);
+  if (values.quantize !== undefined || values['quantize-lm-head']) throw new ArgumentError(`--quantize is for --mode decode, serve-decode and serve-mixed, not ${mode}`);
   if (config.family !== 'gpt2' && config.family !== 'bert') {
     throw new ArgumentError(`--model ${modelName}: --mode ${mode} runs GPT-2 and BERT models; this one is ${config.family} (--mode decode runs GPT-2 and Llama)`);
   }

@@ -21,6 +21,7 @@ import { ArgumentError } from '../errors.js';
 import { decoderArchitecture } from '../infer/architecture.js';
 import { DecodeEngine } from '../infer/engine.js';
 import { randomDecoderModel } from '../infer/model.js';
+import { quantizeDecoderModel } from '../infer/quantized.js';
 import { resolveSampling } from '../infer/sampling.js';
 import type { ModelConfig } from '../models/registry.js';
 import type { Profile, ProfileOptions } from './profiler.js';
@@ -35,6 +36,13 @@ export interface DecodeProfileOptions extends Omit<ProfileOptions, 'reference' |
   /** Prompt tokens each sequence's cache holds when profiling starts. */
   readonly context: number;
   readonly dtype: FloatDType;
+  /** Round-to-nearest quantized projections (INT4 W4A16 or INT8 W8A8, groups of 128), and the LM head too with lmHead. */
+  readonly quantize?: ProfileQuantization;
+}
+
+export interface ProfileQuantization {
+  readonly bits: 4 | 8;
+  readonly lmHead: boolean;
 }
 
 /** Profiles one decode step of a GPT-2 or Llama model with random weights (see the header). */
@@ -50,6 +58,7 @@ export function profileDecodeStep(backend: Backend, config: ModelConfig, options
   // Graph engines: on CUDA as generate runs them; on the CPU only for timing by removal (its graphs replay too).
   const graphs = backend.name === 'cuda' || options.opTiming === 'removal';
   const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
+  if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
   const engines: DecodeEngine[] = [];
   try {
     const replayed = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs });

@@ -13,9 +13,11 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { decoderArchitecture } from '../infer/architecture.js';
 import { randomDecoderModel } from '../infer/model.js';
+import { quantizeDecoderModel } from '../infer/quantized.js';
 import { resolveSampling } from '../infer/sampling.js';
 import type { ModelConfig } from '../models/registry.js';
 import { ServingEngine } from '../serve/engine.js';
+import type { ProfileQuantization } from './decode.js';
 import type { Profile, ProfileOptions } from './profiler.js';
 import { profile, ProfilingBackend } from './profiler.js';
 
@@ -35,6 +37,8 @@ export interface ServeProfileOptions extends Omit<ProfileOptions, 'reference' | 
   readonly dtype: FloatDType;
   /** KV block size (default 16, the engine's). */
   readonly blockSize?: number;
+  /** Round-to-nearest quantized projections (decode.ts). */
+  readonly quantize?: ProfileQuantization;
 }
 
 /** Profiles one serving-engine step of a GPT-2 or Llama model with random weights (see the header). */
@@ -50,6 +54,7 @@ export function profileServingStep(backend: Backend, config: ModelConfig, option
   }
   const tap = new ProfilingBackend(backend);
   const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
+  if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
   let engine: ServingEngine | undefined;
   try {
     // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole chunk.

@@ -47,6 +47,14 @@ test('fuseformer profile on the CPU: serving steps, decode rows alone and with a
     assert.equal(ops.includes('flashAttentionForward'), mode === 'serve-mixed');
   }
   await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--chunk', '4']), /--chunk is for --mode serve-mixed/);
+  // Quantized projections: the INT4 path's ops in the profile.
+  const q = join(dir, 'decode-int4');
+  assert.equal((await run(['--model', 'llama-tiny', '--mode', 'decode', '--batch', '1', '--seq', '8', '--quantize', 'rtn4', '--out', q])).code, 0);
+  const qOps = (JSON.parse(readFileSync(join(q, 'profile.json'), 'utf8')) as { ops: { op: string }[] }).ops.map((o) => o.op);
+  assert.ok(qOps.includes('int4Linear') && !qOps.includes('normLinear'), 'the quantized layers run int4Linear');
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'decode', '--quantize', 'int4']), /--quantize must be rtn4 or rtn8, got 'int4'/);
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'decode', '--quantize-lm-head']), /--quantize-lm-head needs --quantize rtn4\|rtn8/);
+  await assert.rejects(run(['--mode', 'train', '--quantize', 'rtn4']), /--quantize is for --mode decode, serve-decode and serve-mixed, not train/);
   await assert.rejects(run(['--model', 'bert-tiny', '--mode', 'serve-mixed']), /--mode serve-mixed runs the serving engine's GPT-2 and Llama models; this one is bert/);
 });
 
