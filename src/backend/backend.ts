@@ -898,6 +898,11 @@ export interface BeamCrossAttentionArgs {
  * x [M, K] and out [M, N] share a float dtype; bias [N] has it too. G (groupSize) divides K and is a
  * multiple of 32. The CUDA backend picks a memory-bound GEMV for M ≤ 8 (and f32) and a tensor-core
  * kernel (weights dequantized to the activation dtype in shared memory) above.
+ *
+ * `gated` (a gated MLP's first half, as gatedLinear): the weight's N = 2F rows are the gate's then the
+ * up projection's, bias [2F] likewise, and out [M, F] = act(g)·u with g = x·w[n]ᵀ + bias[n] and
+ * u = x·w[F + n]ᵀ + bias[F + n] — the product never stored (on CUDA one GEMV kernel for M ≤ 8);
+ * `activation` is then required.
  */
 export interface Int4LinearArgs {
   x: Tensor;
@@ -908,6 +913,7 @@ export interface Int4LinearArgs {
   out: Tensor;
   bias?: Tensor;
   activation?: Activation;
+  gated?: boolean;
 }
 
 /**

@@ -52,6 +52,13 @@ export interface RowViews {
 /** Rows the INT8 LM head computes at once (its i32 accumulator is rows × vocabulary). */
 const HEAD_CHUNK_ROWS = 256;
 
+/**
+ * A Llama-family INT4 MLP's gate/up product and act(gate)·up as one gated int4Linear (one GEMV kernel at
+ * decode's few rows on CUDA) instead of int4Linear + gatedActivation. Opt-in (FUSEFORMER_INT4_GATED=1)
+ * until it has run on a GPU (built 2026-12-01); takes effect for forwards launched or captured after it is set.
+ */
+export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] === '1' };
+
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
   private readonly buffers: Omit<RowViews, 'rows'>;
@@ -158,7 +165,10 @@ export class DecoderForward {
       return;
     }
     ops.residualNorm(norm);
-    if (up && arch.gatedMlp) {
+    if (up && arch.gatedMlp && up.kind === 'int4' && int4GatedOptions.enabled) {
+      // Gate/up product and act(g)·u in one op (one GEMV kernel for a few rows on CUDA).
+      int4LinearOp(ops, up, v.h, v.act, { gated: true, activation: arch.activation, ...(layer.upBias ? { bias: layer.upBias } : {}) });
+    } else if (up && arch.gatedMlp) {
       this.quantizedLinear(ops, up, v.h, v.up, layer.upBias ? { bias: layer.upBias } : {});
       ops.gatedActivation({ x: v.up, out: v.act, activation: arch.activation });
     } else if (up) {

@@ -84,7 +84,7 @@ function asMatrix(ctx: StepContext, t: Tensor): Tensor {
 }
 
 /** out = act(x·wᵀ + bias) with INT4 weights, x [rows, K], out [rows, N], on any op issuer (a backend or ctx.ops). */
-export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation } = {}): void {
+export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
   ops.int4Linear({ x, qweight: w.qweight, scales: w.scales, zeros: w.zeros, groupSize: w.groupSize, out, ...epilogue });
 }
 

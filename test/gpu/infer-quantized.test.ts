@@ -17,6 +17,7 @@ import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { quantizeDecoderModel } from '../../src/infer/quantized.js';
+import { int4GatedOptions } from '../../src/infer/forward.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 
@@ -70,4 +71,48 @@ for (const m of MODELS) {
       }
     });
   }
+}
+
+// The gated INT4 MLP (int4GatedOptions, FUSEFORMER_INT4_GATED=1): gate/up and SwiGLU as one int4Linear —
+// the gated GEMV at decode's rows, the tensor-core kernel + gatedActivation at prefill's 17.
+for (const m of MODELS.filter((x) => x.family === 'llama')) {
+  test(`${m.name} INT4, gated MLP op: CUDA quantized engine matches the CPU quantized engine`, { skip }, async () => {
+    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+    const gpu = CudaBackend.create(), cpu = new CpuBackend();
+    const dir = join(root, `${m.name}-gated`);
+    writeModelFolder(dir, m.family, m.config, 6);
+    const saved = int4GatedOptions.enabled;
+    int4GatedOptions.enabled = true;
+    try {
+      for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+        const load = (b: Backend) => {
+          const model = loadDecoderModel(dir, b, { dtype }).model;
+          quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 32 });
+          return model;
+        };
+        const onGpu = load(gpu), onCpu = load(cpu);
+        try {
+          const logitsOf = (model: DecoderModel) => {
+            const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+            const out = engine.promptLogits(PROMPTS[1]!);
+            engine.dispose();
+            return out;
+          };
+          const prefill = relError(logitsOf(onGpu), logitsOf(onCpu));
+          assert.ok(prefill <= (dtype === 'f32' ? 1e-4 : 3e-2), `${dtype} prefill logits rel err ${prefill}`);
+          if (dtype === 'f32') {
+            const run = (model: DecoderModel, graphs: boolean) =>
+              generateBatch(model, PROMPTS, { maxNewTokens: 32, stopTokenIds: [], temperature: 0, engineOptions: { graphs }, syncEvery: 7 });
+            const reference = await run(onCpu, false);
+            for (const graphs of [true, false]) assert.deepEqual(await run(onGpu, graphs), reference, `graphs ${graphs}`);
+          }
+        } finally {
+          onGpu.free();
+          onCpu.free();
+        }
+      }
+    } finally {
+      int4GatedOptions.enabled = saved;
+    }
+  });
 }

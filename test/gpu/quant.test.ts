@@ -42,7 +42,8 @@ function poisoned(b: Backend, shape: number[], dtype: 'f32' | 'f16' | 'bf16' | '
   return t;
 }
 
-interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv' }
+/** gated: N = 2F weight rows (gate, then up), out [M, F] = act(g)·u. */
+interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv'; gated?: boolean }
 
 const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 1, K: 4096, N: 11008, G: 128 },
@@ -56,6 +57,14 @@ const INT4_CASES: Int4Case[] = [
   { dtype: 'f32', M: 5, K: 1024, N: 1000, G: 32, bias: true },
   { dtype: 'bf16', M: 40, K: 96, N: 72, G: 32 }, // K not a multiple of 64, N below one tile
   { dtype: 'f16', M: 20, K: 128, N: 131, G: 64, activation: 'gelu' }, // odd N: no paired stores
+  // Gated (a Llama MLP's gate/up + SwiGLU): the GEMV at decode's rows, the tensor-core kernel + gatedActivation above.
+  { dtype: 'bf16', M: 1, K: 2048, N: 16384, G: 128, activation: 'silu', gated: true },
+  { dtype: 'bf16', M: 3, K: 2048, N: 2 * 1000, G: 128, bias: true, activation: 'silu', gated: true }, // F not a multiple of the block's columns
+  { dtype: 'f16', M: 8, K: 1024, N: 2 * 2752, G: 64, activation: 'gelu_tanh', gated: true },
+  { dtype: 'f32', M: 5, K: 512, N: 2 * 300, G: 32, bias: true, activation: 'silu', gated: true },
+  { dtype: 'bf16', M: 17, K: 2048, N: 16384, G: 128, activation: 'silu', gated: true },
+  { dtype: 'bf16', M: 32, K: 2048, N: 2 * 2048, G: 128, bias: true, activation: 'silu', gated: true }, // split-K, then the gate
+  { dtype: 'bf16', M: 9, K: 4096, N: 2 * 1376, G: 128, activation: 'silu', gated: true, path: 'gemv' },
 ];
 
 function randomInt4(rng: Rng, N: number, K: number, G: number) {
@@ -75,9 +84,9 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   const rng = new Rng(seed);
 
   for (const c of INT4_CASES) {
-    const name = `int4Linear ${c.dtype} M=${c.M} K=${c.K} N=${c.N} G=${c.G}${c.bias ? ' +bias' : ''}${c.activation ? ` ${c.activation}` : ''}${c.path ? ` (${c.path})` : ''}`;
+    const name = `int4Linear ${c.dtype} M=${c.M} K=${c.K} N=${c.N} G=${c.G}${c.bias ? ' +bias' : ''}${c.activation ? ` ${c.activation}` : ''}${c.gated ? ' gated' : ''}${c.path ? ` (${c.path})` : ''}`;
     await t.test(name, () => {
-      const { M, K, N, G } = c;
+      const { M, K, N, G } = c, width = c.gated ? N / 2 : N;
       const w = randomInt4(rng, N, K, G);
       const x = rng.floats(M * K);
       const bias = c.bias ? rng.floats(N, 0.5) : undefined;
@@ -85,8 +94,8 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
       const run = (b: Backend, xValues: Float32Array, m: number, force?: 'gemv') => {
         const args = {
           x: b.fromArray(xValues, [m, K], c.dtype), qweight: b.fromArray(w.qweight, [N, K / 8], 'i32'), scales: b.fromArray(w.scales, [N, K / G], 'f16'),
-          zeros: b.fromArray(w.zeros, [N, K / G], 'u8'), groupSize: G, out: poisoned(b, [m, N], c.dtype),
-          ...(bias ? { bias: b.fromArray(bias, [N], c.dtype) } : {}), ...(c.activation ? { activation: c.activation } : {}),
+          zeros: b.fromArray(w.zeros, [N, K / G], 'u8'), groupSize: G, out: poisoned(b, [m, width], c.dtype),
+          ...(bias ? { bias: b.fromArray(bias, [N], c.dtype) } : {}), ...(c.activation ? { activation: c.activation } : {}), ...(c.gated ? { gated: true } : {}),
         };
         if (force) int4Linear(gpu.runtime, args, force); else b.int4Linear(args);
         return b.download(args.out);
@@ -94,7 +103,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
       const got = run(gpu, x, M, c.path);
       assert.equal(Array.from(got).filter(Number.isNaN).length, 0, 'every output element is written');
       const expected = run(cpu, Float32Array.from(pickRows(x, rows, K)), rows.length);
-      const cmp = compareArrays(Float32Array.from(pickRows(got, rows, N)), expected);
+      const cmp = compareArrays(Float32Array.from(pickRows(got, rows, width)), expected);
       assert.ok(cmp.relativeError <= TOLERANCE[c.dtype], describe(cmp, got, expected));
     });
   }

@@ -20,6 +20,7 @@ import { runGenerate } from '../../src/cli/generate.js';
 import { runQuantize } from '../../src/cli/quantize.js';
 import { ArgumentError } from '../../src/errors.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
+import { int4GatedOptions } from '../../src/infer/forward.js';
 import { generate } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
@@ -142,6 +143,32 @@ for (const c of CASES) {
     }
   });
 }
+
+test('llama int4 with the gated int4Linear (gate/up and SwiGLU in one op): the logits and greedy tokens of the two-op MLP', async () => {
+  const dir = join(root, 'llama-int4-gated');
+  writeModelFolder(dir, 'llama', LLAMA, 17);
+  const { model } = loadDecoderModel(dir, backend, { dtype: 'f32' });
+  const saved = int4GatedOptions.enabled;
+  try {
+    quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 32 });
+    const run = async (gated: boolean) => {
+      int4GatedOptions.enabled = gated;
+      const engine = new DecodeEngine(model, { maxBatch: 2, maxLen: 32 });
+      const logits = engine.promptLogits(PROMPT);
+      engine.dispose();
+      return { logits, tokens: await greedy(model, 10) };
+    };
+    const twoOps = await run(false), fused = await run(true);
+    // The fused op rounds act(g)·u once; the two ops store the [rows, 2F] product in f32 first.
+    const difference = relError(fused.logits, twoOps.logits);
+    assert.ok(difference < 1e-5, `relative logit difference ${difference}`);
+    assert.ok(difference > 0, 'the gated op ran (it skips the f32 rounding of the product)');
+    assert.deepEqual(fused.tokens, twoOps.tokens);
+  } finally {
+    int4GatedOptions.enabled = saved;
+    model.free();
+  }
+});
 
 for (const c of CASES) {
   test(`${c.name} with the LM head quantized too: logits match the reference with a dequantized head; the embedding stays float`, () => {

@@ -1,6 +1,6 @@
 // The quantized-linear ops on the CPU (backend.ts has the contract; quant-math.ts the exact scalar
 // arithmetic both backends share):
-//   int4Linear           out = act(x·wᵀ + bias), w = scale·(q − zero) dequantized exactly into f64
+//   int4Linear           out = act(x·wᵀ + bias), w = scale·(q − zero) dequantized exactly into f64 (gated: act(g)·u)
 //   int4QuantizeWeights  round-to-nearest INT4 of a weight [N, K], the same bits as the GPU
 //   int8QuantizeRows     per-row symmetric INT8 of activations, the same bits as the GPU
 //   int8Gemm             exact integer product (i32)
@@ -37,9 +37,22 @@ function storeWithEpilogue(out: CpuTensor, product: Float64Array, N: number, bia
   storeFloats(out, product);
 }
 
+/** out[m, n] = act(p[m, n] + bias[n])·(p[m, F + n] + bias[F + n]) for the product p [M, 2F], rounded once. */
+function storeGated(out: CpuTensor, product: Float64Array, N: number, bias: CpuTensor | undefined, activation: Activation): void {
+  const F = N / 2, M = product.length / N, act = activationFunction(activation);
+  const b = bias ? floatsOf(bias) : undefined, result = new Float64Array(M * F);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < F; n++) {
+      const g = product[m * N + n]! + (b ? b[n]! : 0), u = product[m * N + F + n]! + (b ? b[F + n]! : 0);
+      result[m * F + n] = act(g) * u;
+    }
+  }
+  storeFloats(out, result);
+}
+
 export function prepareInt4Linear(args: Int4LinearArgs): CpuWork {
   const check = new CpuCheck('int4Linear');
-  const { x, qweight, scales, zeros, out, bias, activation, groupSize, M, N, K } = checkInt4Linear(check, args);
+  const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K } = checkInt4Linear(check, args);
   return check.work(() => {
     const w = dequantizeInt4(unpackInt4(int32sOf(qweight), N, K), floatsOf(scales), bytesOf(zeros), N, K, groupSize);
     const xs = Float64Array.from(floatsOf(x));
@@ -53,7 +66,8 @@ export function prepareInt4Linear(args: Int4LinearArgs): CpuWork {
         product[m * N + n] = sum;
       }
     }
-    storeWithEpilogue(out, product, N, bias, activation);
+    if (gated) storeGated(out, product, N, bias, activation!);
+    else storeWithEpilogue(out, product, N, bias, activation);
   });
 }
 

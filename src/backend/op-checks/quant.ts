@@ -49,14 +49,17 @@ export function checkInt4Linear<T extends Tensor>(check: OpCheck<T>, args: Int4L
   check.shape('x', x, ['M', 'K']);
   const K = check.size('K');
   const { qweight, scales, zeros } = checkInt4Weight(check, args, K);
-  check.shape('out', out, ['M', 'N']);
+  const gated = args.gated === true, N = check.size('N');
+  if (gated && N % 2 !== 0) check.fail(`a gated int4Linear's weight holds the gate's rows then the up projection's, so an even N; got N = ${N}`);
+  check.shape('out', out, ['M', gated ? N / 2 : 'N']);
   const bias = check.optional('bias', args.bias);
   if (bias) {
     check.shape('bias', bias, ['N']);
     check.sameDType(['x', 'bias'], [x, bias]);
   }
   const activation = optionalActivation(check, args.activation);
-  return { x, qweight, scales, zeros, out, bias, activation, groupSize: args.groupSize, M: check.size('M'), N: check.size('N'), K };
+  if (gated && activation === undefined) check.fail(`a gated int4Linear computes act(gate)·up: 'activation' is required`);
+  return { x, qweight, scales, zeros, out, bias, activation, gated, groupSize: args.groupSize, M: check.size('M'), N, K };
 }
 
 export function checkInt4QuantizeWeights<T extends Tensor>(check: OpCheck<T>, args: Int4QuantizeWeightsArgs) {

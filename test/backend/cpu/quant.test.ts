@@ -97,6 +97,29 @@ test('int8Gemm is exact in integers; int8Dequantize scales rows and columns, add
   assert.deepEqual(Array.from(backend.download(out)), expected);
 });
 
+test('gated int4Linear: act(gate)·up of the stacked product, bias on both halves, rounded once', () => {
+  const M = 3, F = 5, N = 2 * F, K = 64, G = 32;
+  const q = Array.from({ length: N * K }, (_, i) => (i * 7 + 3) % 16);
+  const scales = Array.from({ length: N * 2 }, (_, i) => 0.01 + 0.003 * i), zeros = Array.from({ length: N * 2 }, (_, i) => i % 16);
+  const x = randomValues(11, M * K), bias = randomValues(12, N, -0.5, 0.5);
+  const weight = {
+    x: backend.fromArray(x, [M, K], 'f32'), qweight: backend.fromArray(packInt4(q, N, K), [N, K / 8], 'i32'),
+    scales: backend.fromArray(scales, [N, 2], 'f16'), zeros: backend.fromArray(zeros, [N, 2], 'u8'), groupSize: G, bias: backend.fromArray(bias, [N], 'f32'),
+  };
+  // The unfused composition: the whole [M, 2F] product with bias, then silu(g)·u in f64.
+  const product = backend.empty([M, N], 'f32');
+  backend.int4Linear({ ...weight, out: product });
+  const p = backend.download(product), silu = (v: number) => v / (1 + Math.exp(-v));
+  const expected = Array.from({ length: M * F }, (_, i) => { const m = Math.floor(i / F), n = i % F; return silu(p[m * N + n]!) * p[m * N + F + n]!; });
+  const out = backend.empty([M, F], 'f32');
+  backend.int4Linear({ ...weight, out, gated: true, activation: 'silu' });
+  assertClose(backend.download(out), expected, 1e-6);
+  assertRejects(() => backend.int4Linear({ ...weight, out, gated: true }), 'int4Linear', 'activation');
+  assertRejects(() => backend.int4Linear({ ...weight, out: backend.empty([M, N], 'f32'), gated: true, activation: 'silu' }), 'int4Linear', 'out', ShapeError);
+  const odd = { ...weight, qweight: backend.empty([N - 1, K / 8], 'i32'), scales: backend.empty([N - 1, 2], 'f16'), zeros: backend.empty([N - 1, 2], 'u8'), bias: backend.empty([N - 1], 'f32') };
+  assert.throws(() => backend.int4Linear({ ...odd, out: backend.empty([M, F], 'f32'), gated: true, activation: 'silu' }), /int4Linear: a gated int4Linear's weight holds the gate's rows then the up projection's, so an even N; got N = 9/);
+});
+
 test('bad arguments are rejected naming the op and the argument', () => {
   const N = 4, K = 64;
   const ok = { x: backend.empty([2, K], 'f32'), qweight: backend.empty([N, K / 8], 'i32'), scales: backend.empty([N, 2], 'f16'), zeros: backend.empty([N, 2], 'u8'), groupSize: 32, out: backend.empty([2, N], 'f32') };

@@ -51,6 +51,8 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+import { gatedActivation } from './gated-activation.js';
+import { CudaTensor } from '../runtime/tensor.js';
 
 export type EpilogueActivation = Activation | 'none';
 
@@ -95,10 +97,15 @@ export interface Int4GemvSpec {
   readonly colGroups: number;
   readonly bias: boolean;
   readonly activation: EpilogueActivation;
+  /**
+   * Gated (int4Linear's `gated`): each of a lane's COLS output columns n reads two weight rows, the
+   * gate's n and the up projection's F + n, and the lane writes act(g)·u; N (the launch argument) is F.
+   */
+  readonly gated?: boolean;
 }
 
 export function int4GemvKey(s: Int4GemvSpec): string {
-  return `int4_gemv.${s.dtype}.r${s.rows}.k${s.K}.g${s.groupSize}.c${s.cols}.kw${s.kWarps}.cg${s.colGroups}${s.bias ? '.bias' : ''}.${s.activation}`;
+  return `int4_gemv.${s.dtype}.r${s.rows}.k${s.K}.g${s.groupSize}.c${s.cols}.kw${s.kWarps}.cg${s.colGroups}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
 }
 
 const CHUNK_K = 1024;
@@ -113,7 +120,12 @@ ${typedefLine('T', spec.dtype)}
 ${constants({
     MR: spec.rows, K: spec.K, G: spec.groupSize, COLS: spec.cols, KW: spec.kWarps, CG: spec.colGroups, THREADS: threads,
     WORDS_PER_ROW: spec.K / 8, GROUPS: spec.K / spec.groupSize, CHUNKS: Math.ceil(spec.K / CHUNK_K), HAS_BIAS: spec.bias,
+    GATED: spec.gated === true, NC: spec.gated ? 2 * spec.cols : spec.cols,
   })}
+
+// Internal column j of a lane: its output column n0 + j % COLS, and the weight row it reads (gated: the
+// gate's row for j < COLS, the up projection's F + n for the others; N is F then).
+__device__ __forceinline__ int weight_row(int n0, int j, int N) { return GATED && j >= COLS ? N + n0 + j - COLS : n0 + j; }
 
 // 1 + q/16 for nibble j of w: q in the top mantissa bits of 1.0.
 __device__ __forceinline__ float nibble_float(u32 w, int j) {
@@ -126,50 +138,50 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
-  __shared__ float partial[KW > 1 ? (KW - 1) * CG * COLS * MR : 1];
+  __shared__ float partial[KW > 1 ? (KW - 1) * CG * NC * MR : 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kw = warp % KW, cg = warp / KW;
   const int n0 = (blockIdx.x * CG + cg) * COLS;
   const int m0 = blockIdx.y * MR;
   const int rows = min(MR, M - m0);
 
-  float acc[COLS][MR];
+  float acc[NC][MR];
   #pragma unroll
-  for (int c = 0; c < COLS; c++)
+  for (int c = 0; c < NC; c++)
     #pragma unroll
     for (int m = 0; m < MR; m++) acc[c][m] = 0.f;
 
   for (int chunk = kw; chunk < CHUNKS; chunk += KW) {
     const int k0 = chunk * ${CHUNK_K} + lane * 32;
     if (k0 >= K) continue;
-    uint4 w[COLS];
-    float s[COLS], zf[COLS];
+    uint4 w[NC];
+    float s[NC], zf[NC];
     const int group = k0 / G;
     #pragma unroll
-    for (int c = 0; c < COLS; c++) {
-      const int n = n0 + c;
-      if (n < N) {
-        w[c] = load_stream_u4(qweight + (size_t)n * WORDS_PER_ROW + k0 / 8);
-        s[c] = __half2float(scales[(size_t)n * GROUPS + group]);
-        zf[c] = 16.f + (float)zeros[(size_t)n * GROUPS + group];
+    for (int c = 0; c < NC; c++) {
+      const int r = weight_row(n0, c, N);
+      if (n0 + c % COLS < N) {
+        w[c] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + k0 / 8);
+        s[c] = __half2float(scales[(size_t)r * GROUPS + group]);
+        zf[c] = 16.f + (float)zeros[(size_t)r * GROUPS + group];
       } else {
         w[c] = make_uint4(0u, 0u, 0u, 0u);
         s[c] = 0.f;
         zf[c] = 16.f;
       }
     }
-    float dot[COLS][MR], xs[MR];
+    float dot[NC][MR], xs[MR];
     #pragma unroll
     for (int m = 0; m < MR; m++) {
       xs[m] = 0.f;
       #pragma unroll
-      for (int c = 0; c < COLS; c++) dot[c][m] = 0.f;
+      for (int c = 0; c < NC; c++) dot[c][m] = 0.f;
     }
     #pragma unroll
     for (int j = 0; j < 4; j++) {
-      float f[COLS][8];
+      float f[NC][8];
       #pragma unroll
-      for (int c = 0; c < COLS; c++) {
+      for (int c = 0; c < NC; c++) {
         const u32 word = word_of(w[c], j);
         #pragma unroll
         for (int e = 0; e < 8; e++) f[c][e] = nibble_float(word, e);
@@ -183,27 +195,27 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
           for (int e = 0; e < 8; e++) {
             xs[m] += xv[e];
             #pragma unroll
-            for (int c = 0; c < COLS; c++) dot[c][m] = fmaf(xv[e], f[c][e], dot[c][m]);
+            for (int c = 0; c < NC; c++) dot[c][m] = fmaf(xv[e], f[c][e], dot[c][m]);
           }
         }
       }
     }
     #pragma unroll
-    for (int c = 0; c < COLS; c++)
+    for (int c = 0; c < NC; c++)
       #pragma unroll
       for (int m = 0; m < MR; m++) acc[c][m] = fmaf(s[c], fmaf(16.f, dot[c][m], -zf[c] * xs[m]), acc[c][m]);
   }
 
   #pragma unroll
-  for (int c = 0; c < COLS; c++)
+  for (int c = 0; c < NC; c++)
     #pragma unroll
     for (int m = 0; m < MR; m++) acc[c][m] = warp_sum(acc[c][m]);
   if (KW > 1) {
     if (kw > 0 && lane == 0) {
       #pragma unroll
-      for (int c = 0; c < COLS; c++)
+      for (int c = 0; c < NC; c++)
         #pragma unroll
-        for (int m = 0; m < MR; m++) partial[(((kw - 1) * CG + cg) * COLS + c) * MR + m] = acc[c][m];
+        for (int m = 0; m < MR; m++) partial[(((kw - 1) * CG + cg) * NC + c) * MR + m] = acc[c][m];
     }
     __syncthreads();
   }
@@ -217,9 +229,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
         if (n < N && m < rows) {
           float v = acc[c][m];
           #pragma unroll
-          for (int p = 1; p < KW; p++) v += partial[(((p - 1) * CG + cg) * COLS + c) * MR + m];
+          for (int p = 1; p < KW; p++) v += partial[(((p - 1) * CG + cg) * NC + c) * MR + m];
           if (HAS_BIAS) v += to_float(bias[n]);
-          out[(size_t)(m0 + m) * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});
+          if (GATED) {
+            float u = acc[COLS + c][m];
+            #pragma unroll
+            for (int p = 1; p < KW; p++) u += partial[(((p - 1) * CG + cg) * NC + COLS + c) * MR + m];
+            if (HAS_BIAS) u += to_float(bias[N + n]);
+            out[(size_t)(m0 + m) * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')} * u);
+          } else {
+            out[(size_t)(m0 + m) * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});
+          }
         }
       }
     }
@@ -238,16 +258,20 @@ export interface GemvPlan {
 const MAX_GEMV_ROWS = 8;
 const GEMV_WARPS = 8;
 
-/** Rows per block (a power of two ≤ 8), K split over up to 8 warps, and as many columns per lane as still give two waves of blocks. */
-export function planInt4Gemv(dtype: FloatDType, M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, multiProcessorCount: number): GemvPlan {
+/**
+ * Rows per block (a power of two ≤ 8), K split over up to 8 warps, and as many columns per lane as still
+ * give two waves of blocks. N is the output width (F when gated: each column then reads two weight
+ * rows, so at most 2 columns a lane keep the loads in flight per lane as without gating).
+ */
+export function planInt4Gemv(dtype: FloatDType, M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, multiProcessorCount: number, gated = false): GemvPlan {
   let rows = 1;
   while (rows < Math.min(M, MAX_GEMV_ROWS)) rows *= 2;
   const rowChunks = Math.ceil(M / rows);
   const kWarps = Math.min(GEMV_WARPS, Math.ceil(K / CHUNK_K));
   const colGroups = Math.max(1, Math.floor(GEMV_WARPS / kWarps));
-  let cols = 4;
+  let cols = gated ? 2 : 4;
   while (cols > 1 && Math.ceil(N / (colGroups * cols)) * rowChunks < 2 * multiProcessorCount) cols /= 2;
-  const spec: Int4GemvSpec = { dtype, rows, K, groupSize, cols, kWarps, colGroups, bias, activation };
+  const spec: Int4GemvSpec = { dtype, rows, K, groupSize, cols, kWarps, colGroups, bias, activation, ...(gated ? { gated: true } : {}) };
   return { spec, grid: [Math.ceil(N / (colGroups * cols)), rowChunks], block: 32 * kWarps * colGroups };
 }
 
@@ -533,7 +557,7 @@ export type Int4Path = 'auto' | 'gemv' | 'gemm';
  */
 export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Path = 'auto'): void {
   const c = new OpCheck('int4Linear', 'cuda');
-  const { x, qweight, scales, zeros, out, bias, activation, groupSize, M, N, K } = checkInt4Linear(c, args);
+  const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K } = checkInt4Linear(c, args);
   const dtype = x.dtype as FloatDType;
   const xPtr = devicePtr(c, 'x', x), outPtr = devicePtr(c, 'out', out), qPtr = devicePtr(c, 'qweight', qweight);
   if (xPtr % 16n !== 0n || qPtr % 16n !== 0n) c.fail(`'x' and 'qweight' must be 16-byte aligned (the kernels read 16-byte vectors); make a contiguous copy of an offset view`);
@@ -544,23 +568,33 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(devicePtr(c, 'scales', scales)), arg.ptr(devicePtr(c, 'zeros', zeros)), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const useGemv = path === 'gemv' || (path === 'auto' && (dtype === 'f32' || M <= INT4_GEMV_MAX_ROWS));
   if (useGemv) {
-    const plan = planInt4Gemv(dtype, M, N, K, groupSize, bias !== undefined, act, host.multiProcessorCount);
+    const width = gated ? N / 2 : N;
+    const plan = planInt4Gemv(dtype, M, width, K, groupSize, bias !== undefined, act, host.multiProcessorCount, gated);
     host.kernel(int4GemvKey(plan.spec), () => int4GemvSource(plan.spec)).launch(
-      { grid: plan.grid, block: plan.block }, [...common, arg.i32(M), arg.i32(N)]);
+      { grid: plan.grid, block: plan.block }, [...common, arg.i32(M), arg.i32(width)]);
     return;
   }
   if (dtype === 'f32') c.fail(`the tensor-core path needs f16 or bf16 activations, got f32`);
   if (outPtr % 16n !== 0n) c.fail(`'out' must be 16-byte aligned`);
-  const plan = planInt4Gemm(dtype as 'f16' | 'bf16', M, N, K, groupSize, bias !== undefined, act, host.multiProcessorCount);
-  const partials = plan.slices > 1 ? host.scratch(plan.slices * M * N * 4) : 0n;
+  const plan = planInt4Gemm(dtype as 'f16' | 'bf16', M, N, K, groupSize, bias !== undefined, gated ? 'none' : act, host.multiProcessorCount);
+  // Gated above the GEMV's rows: the [M, 2F] product (bias added) into scratch after the split-K partials, then act(g)·u.
+  const partialBytes = plan.slices > 1 ? Math.ceil((plan.slices * M * N * 4) / 256) * 256 : 0; // the product 16-byte aligned
+  const productBytes = gated ? M * N * byteSize(dtype) : 0;
+  const scratch = partialBytes + productBytes > 0 ? host.scratch(partialBytes + productBytes) : 0n;
+  const partials = plan.slices > 1 ? scratch : 0n;
+  const productPtr = gated ? scratch + BigInt(partialBytes) : outPtr;
+  const gemmArgs = gated ? [...common.slice(0, 5), arg.ptr(productPtr)] : common;
   host.kernel(int4GemmKey(plan.spec), () => int4GemmSource(plan.spec)).launch(
-    { grid: plan.grid, block: GEMM_THREADS, sharedBytes: plan.sharedBytes }, [...common, arg.ptr(partials), arg.i32(M), arg.i32(N)]);
+    { grid: plan.grid, block: GEMM_THREADS, sharedBytes: plan.sharedBytes }, [...gemmArgs, arg.ptr(partials), arg.i32(M), arg.i32(N)]);
   if (plan.slices > 1) {
-    const finish: Int4SplitFinishSpec = { dtype, bias: bias !== undefined, activation: act };
+    const finish: Int4SplitFinishSpec = { dtype, bias: bias !== undefined, activation: gated ? 'none' : act };
     const count = M * N;
     host.kernel(int4SplitFinishKey(finish), () => int4SplitFinishSource(finish)).launch(
       { grid: Math.min(Math.ceil(count / FINISH_THREADS), host.multiProcessorCount * 8), block: FINISH_THREADS },
-      [arg.ptr(partials), arg.ptr(biasPtr), arg.ptr(outPtr), arg.i64(BigInt(count)), arg.i32(N), arg.i32(plan.slices)]);
+      [arg.ptr(partials), arg.ptr(biasPtr), arg.ptr(productPtr), arg.i64(BigInt(count)), arg.i32(N), arg.i32(plan.slices)]);
+  }
+  if (gated) {
+    gatedActivation(host, { x: new CudaTensor(productPtr, [M, N], dtype, null), out, activation: activation! });
   }
 }
 
@@ -644,6 +678,9 @@ export function catalog(): KernelSource[] {
   out.push(int4GemvSource({ dtype: 'bf16', rows: 1, K: 2048, groupSize: 128, cols: 1, kWarps: 2, colGroups: 4, bias: false, activation: 'none' }));
   out.push(int4GemvSource({ dtype: 'f16', rows: 4, K: 5120, groupSize: 64, cols: 4, kWarps: 5, colGroups: 1, bias: true, activation: 'gelu_tanh' }));
   out.push(int4GemvSource({ dtype: 'f32', rows: 8, K: 128, groupSize: 32, cols: 2, kWarps: 1, colGroups: 8, bias: true, activation: 'silu' }));
+  // Gated (a Llama MLP's gate/up + SwiGLU): one lane's two columns read four weight rows.
+  out.push(int4GemvSource({ dtype: 'bf16', rows: 1, K: 2048, groupSize: 128, cols: 2, kWarps: 2, colGroups: 4, bias: false, activation: 'silu', gated: true }));
+  out.push(int4GemvSource({ dtype: 'f16', rows: 8, K: 1024, groupSize: 64, cols: 1, kWarps: 1, colGroups: 8, bias: true, activation: 'gelu', gated: true }));
   out.push(int4GemmSource({ dtype: 'bf16', K: 4096, groupSize: 128, bm: 128, bn: 128, splitK: false, bias: true, activation: 'none' }));
   out.push(int4GemmSource({ dtype: 'f16', K: 2080, groupSize: 32, bm: 32, bn: 64, splitK: true, bias: false, activation: 'none' }));
   out.push(int4GemmSource({ dtype: 'bf16', K: 768, groupSize: 64, bm: 64, bn: 128, splitK: false, bias: true, activation: 'gelu' }));
