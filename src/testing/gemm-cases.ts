@@ -125,6 +125,27 @@ export function decodeGemmCases(): (GemmCase & { gemv: boolean })[] {
   return cases;
 }
 
+/**
+ * Batched-decode GEMMs (kernels/gemv-mma.ts when CudaBackend.mmaGemv is on): 5–64 rows against [N, K]
+ * 16-bit weights — whole and partial row tiles of 8, N not a multiple of 16, K at GPT-2 and Llama
+ * widths and just a multiple of 32 — every forward epilogue; then what the kernel leaves alone (65 rows,
+ * K not a multiple of 32, f32, beta, a misaligned a). `mma` says which path it must take.
+ */
+export function mmaGemmCases(): (GemmCase & { mma: boolean })[] {
+  const cases: (GemmCase & { mma: boolean })[] = [];
+  const variants = [ALL_VARIANTS[0]!, ALL_VARIANTS[2]!, ALL_VARIANTS[3]!, ALL_VARIANTS[4]!];
+  for (const dtype of ['bf16', 'f16'] as const) {
+    const shapes = [[5, 3072, 2048], [8, 2304, 768], [13, 2048, 8192], [16, 131, 96], [24, 768, 3072], [32, 1000, 2048], [33, 77, 160], [64, 4096, 1024], [40, 50257, 768]];
+    shapes.forEach((shape, i) => cases.push({ ...gemmCase(dtype, shape, [false, true], variants[i % variants.length]!), mma: true }));
+    cases.push({ ...gemmCase(dtype, [65, 512, 256], [false, true], ALL_VARIANTS[0]!), mma: false });
+    cases.push({ ...gemmCase(dtype, [16, 512, 264], [false, true], ALL_VARIANTS[0]!), mma: false });
+    cases.push({ ...gemmCase(dtype, [16, 512, 256], [false, true], ALL_VARIANTS[1]!), mma: false });
+    cases.push({ ...gemmCase(dtype, [16, 512, 256], [false, true], ALL_VARIANTS[0]!, { aOffset: 1 }), mma: false });
+  }
+  cases.push({ ...gemmCase('f32', [16, 512, 256], [false, true], ALL_VARIANTS[0]!), mma: false });
+  return cases;
+}
+
 // --- running a case -------------------------------------------------------------------------------------
 
 export interface GemmCaseInputs {

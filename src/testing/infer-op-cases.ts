@@ -164,10 +164,17 @@ function gatedActivationCases(dtype: FloatDType): OpCase[] {
  * gatedLinear at decode and prefill row counts: 1–4 rows take the gated GEMV where CudaBackend.decodeGemv
  * is on; 6 rows and K = 130 (not a multiple of 8) take cuBLASLt + gatedActivation either way.
  */
-export function gatedLinearCases(dtype: FloatDType): OpCase[] {
-  const shapes: [number, number, number, Activation, boolean][] = [
-    [1, 512, 768, 'silu', false], [3, 256, 384, 'gelu_tanh', true], [4, 136, 100, 'relu', true], [2, 1024, 257, 'silu', true], [6, 128, 96, 'silu', false], [2, 130, 64, 'gelu', false],
-  ];
+const GATED_LINEAR_SHAPES: readonly [number, number, number, Activation, boolean][] = [
+  [1, 512, 768, 'silu', false], [3, 256, 384, 'gelu_tanh', true], [4, 136, 100, 'relu', true], [2, 1024, 257, 'silu', true], [6, 128, 96, 'silu', false], [2, 130, 64, 'gelu', false],
+];
+
+/** gatedLinear at 5–33 rows (kernels/gemv-mma.ts's gated kernel up to 32, with a partial row tile; then its cuBLASLt fallback). */
+export const MMA_GATED_LINEAR_SHAPES: readonly [number, number, number, Activation, boolean][] = [
+  [5, 2048, 1000, 'silu', false], [8, 768, 3072, 'gelu_tanh', true], [17, 512, 257, 'silu', true], [32, 2048, 2048, 'silu', false], [33, 256, 96, 'relu', true], [12, 100, 64, 'silu', false],
+];
+
+/** gatedLinear at decode's few rows and their fallbacks (default), or `shapes` [rows, K, F, activation, bias]. */
+export function gatedLinearCases(dtype: FloatDType, shapes: readonly [number, number, number, Activation, boolean][] = GATED_LINEAR_SHAPES): OpCase[] {
   return shapes.map(([rows, K, F, activation, bias]): OpCase => ({
     name: `gatedLinear(${activation}) ${dtype} rows=${rows} K=${K} F=${F}${bias ? ' +bias' : ''}`, dtype,
     inputs: (rng) => ({ x: floats(rng, [rows, K], dtype, 1), weight: floats(rng, [2 * F, K], dtype, 2 / Math.sqrt(K)), bias: floats(rng, [2 * F], dtype, 0.5) }),

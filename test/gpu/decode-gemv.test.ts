@@ -18,8 +18,8 @@ import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
-import { checkGemmCase, decodeGemmCases } from '../../src/testing/gemm-cases.js';
-import { gatedLinearCases, normLinearCases } from '../../src/testing/infer-op-cases.js';
+import { checkGemmCase, decodeGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
+import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases } from '../../src/testing/infer-op-cases.js';
 import { checkCase } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
@@ -43,6 +43,43 @@ test('decode GEMMs on the GEMV kernel match the CPU reference; the others still 
       assert.ok(result.ok, result.details.join('\n'));
       assert.equal(gpu.gemvLaunches > before, c.gemv, c.gemv ? 'the GEMV kernel ran' : 'left to cuBLASLt');
     });
+  }
+});
+
+test('batched-decode GEMMs on the mma GEMV (5–64 rows) match the CPU reference; the others go to cuBLASLt', { skip }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  gpu.decodeGemv = true;
+  gpu.mmaGemv = true;
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  for (const c of mmaGemmCases()) {
+    await t.test(`${c.name} → ${c.mma ? 'mma GEMV' : 'cuBLASLt'}`, () => {
+      const before = gpu.mmaGemvLaunches;
+      const result = checkGemmCase(c, gpu, cpu, seed);
+      assert.ok(result.ok, result.details.join('\n'));
+      assert.equal(gpu.mmaGemvLaunches > before, c.mma, c.mma ? 'the mma GEMV ran' : 'left to cuBLASLt');
+    });
+  }
+});
+
+test('gatedLinear on the gated mma GEMV (5–32 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  gpu.decodeGemv = true;
+  gpu.mmaGemv = true;
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
+    for (const c of gatedLinearCases(dtype, MMA_GATED_LINEAR_SHAPES)) {
+      await t.test(c.name, () => {
+        const before = gpu.mmaGemvLaunches;
+        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        assert.deepEqual(failed, [], failed.join('\n'));
+        const rows = Number(/rows=(\d+)/.exec(c.name)![1]), K = Number(/K=(\d+)/.exec(c.name)![1]);
+        assert.equal(gpu.mmaGemvLaunches > before, rows <= 32 && K % 32 === 0, 'the gated mma GEMV ran where it applies');
+      });
+    }
   }
 });
 
@@ -127,6 +164,41 @@ for (const m of ENGINE_TEST_MODELS) {
         setMode(false);
         model.free();
       }
+    }
+  });
+}
+
+for (const m of ENGINE_TEST_MODELS) {
+  test(`${m.name}: prefill and batched decode rows on the mma GEMV give cuBLASLt's logits (bf16)`, { skip }, async () => {
+    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+    const gpu = CudaBackend.create();
+    const dir = join(root, `${m.name}-mma`);
+    writeModelFolder(dir, m.family, m.config, 8);
+    const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
+    try {
+      // A 20-token prompt: every GEMM of the prefill has 20 rows (the LM head only the last row's).
+      const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 200);
+      const logitsOf = (mma: boolean) => {
+        gpu.mmaGemv = mma;
+        const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+        const out = engine.promptLogits(prompt);
+        engine.dispose();
+        return out;
+      };
+      const reference = logitsOf(false), before = gpu.mmaGemvLaunches, ours = logitsOf(true);
+      assert.ok(gpu.mmaGemvLaunches > before, 'the prefill ran on the mma GEMV');
+      const error = relError(ours, reference);
+      assert.ok(error <= 1e-2, `bf16 logits rel err ${error}`);
+      // Twelve sequences decoding together, graphs replayed: 12-row decode steps on the mma GEMV.
+      const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
+      const launches = gpu.mmaGemvLaunches;
+      gpu.mmaGemv = true;
+      const tokens = await generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs: true } });
+      assert.ok(gpu.mmaGemvLaunches > launches, 'the decode steps ran on the mma GEMV');
+      assert.deepEqual(tokens.map((t) => t.length), prompts.map(() => 8));
+    } finally {
+      gpu.mmaGemv = false;
+      model.free();
     }
   });
 }

@@ -49,6 +49,7 @@ import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies } from './kernels/gemv.js';
+import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
@@ -81,6 +82,14 @@ export class CudaBackend implements Backend {
   normGemv = process.env['FUSEFORMER_NORM_GEMV'] !== '0';
   /** normLinear calls run as the fused kernel so far. */
   normGemvLaunches = 0;
+  /**
+   * GEMMs (and gatedLinear) of 5–64 rows (gated: 32) with [N, K] bf16/f16 weights on the tensor-core
+   * GEMV (kernels/gemv-mma.ts) instead of cuBLASLt: a batch of decode rows streaming the weights once.
+   * Opt-in (FUSEFORMER_MMA_GEMV=1) until it has run on a GPU (built 2026-12-01); needs decodeGemv.
+   */
+  mmaGemv = process.env['FUSEFORMER_MMA_GEMV'] === '1';
+  /** GEMMs run on the mma GEMV so far. */
+  mmaGemvLaunches = 0;
 
   private constructor(readonly runtime: CudaRuntime) {
     const p = runtime.device.properties;
@@ -188,11 +197,17 @@ export class CudaBackend implements Backend {
 
   gemm(args: GemmArgs): void {
     // Only a few-row, [N, K]-weight product is checked here (the cuBLASLt path checks its own calls).
-    if (this.decodeGemv && args.transB === true && !args.transA && args.a.shape.length === 2 && args.a.shape[0]! <= GEMV_MAX_ROWS) {
+    const rows = args.a.shape.length === 2 ? args.a.shape[0]! : Infinity;
+    if (this.decodeGemv && args.transB === true && !args.transA && rows <= (this.mmaGemv ? MMA_GEMV_MAX_ROWS : GEMV_MAX_ROWS)) {
       const checked = checkGemm(args);
-      if (gemvApplies(checked)) {
+      if (rows <= GEMV_MAX_ROWS && gemvApplies(checked)) {
         launchGemv(this.runtime, checked);
         this.gemvLaunches++;
+        return;
+      }
+      if (this.mmaGemv && mmaGemvApplies(checked)) {
+        launchMmaGemv(this.runtime, checked);
+        this.mmaGemvLaunches++;
         return;
       }
     }
@@ -251,6 +266,11 @@ export class CudaBackend implements Backend {
     if (this.decodeGemv && gatedGemvApplies(checked)) {
       launchGatedGemv(this.runtime, checked);
       this.gemvLaunches++;
+      return;
+    }
+    if (this.decodeGemv && this.mmaGemv && mmaGatedGemvApplies(checked)) {
+      launchMmaGatedGemv(this.runtime, checked);
+      this.mmaGemvLaunches++;
       return;
     }
     this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });

@@ -27,6 +27,7 @@ import { catalog as decodeAttentionCatalog } from './decode-attention.js';
 import { catalog as residualNormCatalog } from './residual-norm.js';
 import { catalog as gatedActivationCatalog } from './gated-activation.js';
 import { catalog as gemvCatalog } from './gemv.js';
+import { catalog as mmaGemvCatalog } from './gemv-mma.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 
@@ -61,6 +62,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['residual-norm', residualNormCatalog],
     ['gated-activation', gatedActivationCatalog],
     ['gemv', gemvCatalog],
+    ['gemv-mma', mmaGemvCatalog],
     ['sample-tokens', sampleTokensCatalog],
     ['tanh-activation', tanhActivationCatalog],
   ];
