@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import type { TestContext } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { probeCuda } from '../../src/cuda/probe.js';
 import type { FloatDType } from '../../src/dtype.js';
@@ -30,12 +31,18 @@ const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-test('decode GEMMs on the GEMV kernel match the CPU reference; the others still go to cuBLASLt', { skip }, async (t) => {
+/** A CUDA backend with the given switches on, the CPU reference, and a fresh seed (reported). */
+async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean }) {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
-  gpu.decodeGemv = true;
+  Object.assign(gpu, on);
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  return { gpu, cpu, seed };
+}
+
+test('decode GEMMs on the GEMV kernel match the CPU reference; the others still go to cuBLASLt', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true });
   for (const c of decodeGemmCases()) {
     await t.test(`${c.name} → ${c.gemv ? 'GEMV kernel' : 'cuBLASLt'}`, () => {
       const before = gpu.gemvLaunches;
@@ -47,12 +54,7 @@ test('decode GEMMs on the GEMV kernel match the CPU reference; the others still 
 });
 
 test('batched-decode GEMMs on the mma GEMV (5–64 rows) match the CPU reference; the others go to cuBLASLt', { skip }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
-  gpu.decodeGemv = true;
-  gpu.mmaGemv = true;
-  const seed = freshSeed();
-  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, mmaGemv: true });
   for (const c of mmaGemmCases()) {
     await t.test(`${c.name} → ${c.mma ? 'mma GEMV' : 'cuBLASLt'}`, () => {
       const before = gpu.mmaGemvLaunches;
@@ -64,12 +66,7 @@ test('batched-decode GEMMs on the mma GEMV (5–64 rows) match the CPU reference
 });
 
 test('gatedLinear on the gated mma GEMV (5–32 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
-  gpu.decodeGemv = true;
-  gpu.mmaGemv = true;
-  const seed = freshSeed();
-  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, mmaGemv: true });
   for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
     for (const c of gatedLinearCases(dtype, MMA_GATED_LINEAR_SHAPES)) {
       await t.test(c.name, () => {
@@ -84,11 +81,7 @@ test('gatedLinear on the gated mma GEMV (5–32 rows) and on its cuBLASLt fallba
 });
 
 test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
-  gpu.decodeGemv = true;
-  const seed = freshSeed();
-  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true });
   for (const dtype of ['f32', 'f16', 'bf16'] as FloatDType[]) {
     for (const c of gatedLinearCases(dtype)) {
       await t.test(c.name, () => {
@@ -103,12 +96,7 @@ test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback ma
 });
 
 test('normLinear on the GEMV with the norm in its prologue (1–4 rows) and on its fallback matches the CPU reference: x, h and the product', { skip }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
-  gpu.decodeGemv = true;
-  gpu.normGemv = true;
-  const seed = freshSeed();
-  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, normGemv: true });
   for (const dtype of ['f32', 'f16', 'bf16'] as FloatDType[]) {
     for (const c of normLinearCases(dtype)) {
       await t.test(c.name, () => {

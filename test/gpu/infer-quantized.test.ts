@@ -29,46 +29,54 @@ after(() => rmSync(root, { recursive: true, force: true }));
 // Prefill of 17 rows takes int4Linear's tensor-core kernel in bf16; decode (1–3 rows) its GEMV.
 const MODELS = ENGINE_TEST_MODELS, PROMPTS = ENGINE_TEST_PROMPTS;
 
+/**
+ * The CUDA engine against the CPU engine on the model in `dir`, quantized the same way: f32 and bf16
+ * prefill logits, and in f32 the greedy tokens of a batch with and without graphs.
+ */
+async function compareQuantizedEngines(dir: string, bits: 4 | 8, lmHead: boolean): Promise<void> {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+    const load = (b: Backend) => {
+      const model = loadDecoderModel(dir, b, { dtype }).model;
+      quantizeDecoderModel(model, { method: 'rtn', bits, groupSize: 32, lmHead });
+      return model;
+    };
+    const onGpu = load(gpu), onCpu = load(cpu);
+    try {
+      const logitsOf = (model: DecoderModel) => {
+        const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+        const out = engine.promptLogits(PROMPTS[1]!);
+        engine.dispose();
+        return out;
+      };
+      // W8A8 in f32: an activation within an ulp of an INT8 rounding boundary may round the other way.
+      // bf16: the GPU rounds each dequantized weight s·(q − z) (INT4) or per-token-quantized activation
+      // (INT8) to bf16 for the tensor cores, one rounding more per product than the CPU reference
+      // (exact dequantization in f64): measured 2.0–2.3e-2 on the Llama fixture, against 1–2e-2
+      // unquantized. A wrong kernel is off by O(1).
+      const tolerance = dtype === 'f32' ? (bits === 4 ? 1e-4 : 1e-3) : 3e-2;
+      const prefill = relError(logitsOf(onGpu), logitsOf(onCpu));
+      assert.ok(prefill <= tolerance, `${dtype} prefill logits rel err ${prefill}`);
+      if (dtype === 'f32') {
+        const run = (model: DecoderModel, graphs: boolean) =>
+          generateBatch(model, PROMPTS, { maxNewTokens: 32, stopTokenIds: [], temperature: 0, engineOptions: { graphs }, syncEvery: 7 });
+        const reference = await run(onCpu, false);
+        for (const graphs of [true, false]) assert.deepEqual(await run(onGpu, graphs), reference, `graphs ${graphs}`);
+      }
+    } finally {
+      onGpu.free();
+      onCpu.free();
+    }
+  }
+}
+
 for (const m of MODELS) {
   for (const [bits, lmHead] of [[4, false], [8, false], [4, true], [8, true]] as const) {
     test(`${m.name} INT${bits}${lmHead ? ' + LM head' : ''}: CUDA quantized engine matches the CPU quantized engine`, { skip }, async () => {
-      const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-      const gpu = CudaBackend.create(), cpu = new CpuBackend();
       const dir = join(root, m.name);
       writeModelFolder(dir, m.family, m.config, 5);
-      for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
-        const load = (b: Backend) => {
-          const model = loadDecoderModel(dir, b, { dtype }).model;
-          quantizeDecoderModel(model, { method: 'rtn', bits, groupSize: 32, lmHead });
-          return model;
-        };
-        const onGpu = load(gpu), onCpu = load(cpu);
-        try {
-          const logitsOf = (model: DecoderModel) => {
-            const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
-            const out = engine.promptLogits(PROMPTS[1]!);
-            engine.dispose();
-            return out;
-          };
-          // W8A8 in f32: an activation within an ulp of an INT8 rounding boundary may round the other way.
-          // bf16: the GPU rounds each dequantized weight s·(q − z) (INT4) or per-token-quantized activation
-          // (INT8) to bf16 for the tensor cores, one rounding more per product than the CPU reference
-          // (exact dequantization in f64): measured 2.0–2.3e-2 on the Llama fixture, against 1–2e-2
-          // unquantized. A wrong kernel is off by O(1).
-          const tolerance = dtype === 'f32' ? (bits === 4 ? 1e-4 : 1e-3) : 3e-2;
-          const prefill = relError(logitsOf(onGpu), logitsOf(onCpu));
-          assert.ok(prefill <= tolerance, `${dtype} prefill logits rel err ${prefill}`);
-          if (dtype === 'f32') {
-            const run = (model: DecoderModel, graphs: boolean) =>
-              generateBatch(model, PROMPTS, { maxNewTokens: 32, stopTokenIds: [], temperature: 0, engineOptions: { graphs }, syncEvery: 7 });
-            const reference = await run(onCpu, false);
-            for (const graphs of [true, false]) assert.deepEqual(await run(onGpu, graphs), reference, `graphs ${graphs}`);
-          }
-        } finally {
-          onGpu.free();
-          onCpu.free();
-        }
-      }
+      await compareQuantizedEngines(dir, bits, lmHead);
     });
   }
 }
@@ -77,40 +85,12 @@ for (const m of MODELS) {
 // the gated GEMV at decode's rows, the tensor-core kernel + gatedActivation at prefill's 17.
 for (const m of MODELS.filter((x) => x.family === 'llama')) {
   test(`${m.name} INT4, gated MLP op: CUDA quantized engine matches the CPU quantized engine`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create(), cpu = new CpuBackend();
     const dir = join(root, `${m.name}-gated`);
     writeModelFolder(dir, m.family, m.config, 6);
     const saved = int4GatedOptions.enabled;
     int4GatedOptions.enabled = true;
     try {
-      for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
-        const load = (b: Backend) => {
-          const model = loadDecoderModel(dir, b, { dtype }).model;
-          quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 32 });
-          return model;
-        };
-        const onGpu = load(gpu), onCpu = load(cpu);
-        try {
-          const logitsOf = (model: DecoderModel) => {
-            const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
-            const out = engine.promptLogits(PROMPTS[1]!);
-            engine.dispose();
-            return out;
-          };
-          const prefill = relError(logitsOf(onGpu), logitsOf(onCpu));
-          assert.ok(prefill <= (dtype === 'f32' ? 1e-4 : 3e-2), `${dtype} prefill logits rel err ${prefill}`);
-          if (dtype === 'f32') {
-            const run = (model: DecoderModel, graphs: boolean) =>
-              generateBatch(model, PROMPTS, { maxNewTokens: 32, stopTokenIds: [], temperature: 0, engineOptions: { graphs }, syncEvery: 7 });
-            const reference = await run(onCpu, false);
-            for (const graphs of [true, false]) assert.deepEqual(await run(onGpu, graphs), reference, `graphs ${graphs}`);
-          }
-        } finally {
-          onGpu.free();
-          onCpu.free();
-        }
-      }
+      await compareQuantizedEngines(dir, 4, false);
     } finally {
       int4GatedOptions.enabled = saved;
     }

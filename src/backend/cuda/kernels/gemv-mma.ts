@@ -29,7 +29,8 @@ import type { CheckedGemm } from '../gemm-plan.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
-import { ACTIVATION_CODE } from './gated-activation.js';
+import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
+import type { CheckedGatedLinear } from './gemv.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 
@@ -37,7 +38,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 export const MMA_GEMV_MAX_ROWS = 64;
 export const MMA_GEMV_MAX_GATED_ROWS = 32;
 /** The epilogues the kernel has (those of gemv.ts). */
-export const MMA_GEMV_EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_bias'];
+export const MMA_GEMV_EPILOGUES: readonly GemmEpilogue[] = GEMV_EPILOGUES;
 
 const WARPS = 8;
 /** k of one chunk: 32 lanes… 4 lanes (t) × 8 elements per weight row. */
@@ -69,13 +70,6 @@ export function mmaGemvKey(s: MmaGemvSpec): string {
   const gate = s.gate ? `.gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : `.${s.epilogue}`;
   return `gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.k}.ft${s.featureTiles}.kw${s.kWarps}.u${s.unroll}${gate}`;
 }
-
-const EPILOGUE_CODE: Record<string, string> = {
-  none: 'x',
-  bias: 'x + to_float(bias[n])',
-  relu_bias: 'fmaxf(x + to_float(bias[n]), 0.f)',
-  gelu_bias: 'gelu_tanh(x + to_float(bias[n]))',
-};
 
 export interface MmaGemvPlan {
   readonly spec: MmaGemvSpec;
@@ -124,15 +118,7 @@ ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ K: spec.k, NT, FT, WT, KW: spec.kWarps, CG: WARPS / spec.kWarps, U: spec.unroll, CHUNKS: chunks, PER_WARP: perWarp, GROUPS: groups, ACC: WT * NT * 4, GATED: gate !== undefined })}
 
-${gate ? `__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[gate.activation]}; }`
-    : `__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[spec.epilogue]}; }`}
-
-// A streamed weight vector: read once, so kept out of L1 (the activations stay there).
-__device__ __forceinline__ uint4 load_weight(const T* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
+${gemvOutputCode(spec.epilogue, gate)}
 __device__ __forceinline__ u32 word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 // a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]. Grid ceil(N / (CG·16·FT)), block ${WARPS * 32}.
@@ -260,27 +246,16 @@ export function launchMmaGemv(host: KernelHost, g: CheckedGemm): void {
   ]);
 }
 
-/** What checkGatedLinear returns, as the gated kernel reads it. */
-export interface MmaGatedLinear {
-  readonly x: Tensor;
-  readonly weight: Tensor;
-  readonly bias?: Tensor | undefined;
-  readonly out: Tensor;
-  readonly activation: Activation;
-  readonly rows: number;
-  readonly F: number;
-  readonly K: number;
-}
 
 /** Whether the gated kernel takes this gatedLinear: bf16/f16, rows ≤ MMA_GEMV_MAX_GATED_ROWS, K a multiple of 32, aligned operands. */
-export function mmaGatedGemvApplies(g: MmaGatedLinear): boolean {
+export function mmaGatedGemvApplies(g: CheckedGatedLinear): boolean {
   const dtype = g.x.dtype, ptr = (t: Tensor) => t as CudaTensor;
   return (dtype === 'bf16' || dtype === 'f16') && g.rows <= MMA_GEMV_MAX_GATED_ROWS && g.K % CHUNK_K === 0
     && aligned(ptr(g.x)) && aligned(ptr(g.weight)) && aligned(ptr(g.out));
 }
 
 /** Launches the gated kernel for a gatedLinear mmaGatedGemvApplies() accepted (the scratch `up` is not written). */
-export function launchMmaGatedGemv(host: KernelHost, g: MmaGatedLinear): void {
+export function launchMmaGatedGemv(host: KernelHost, g: CheckedGatedLinear): void {
   const gate = { activation: g.activation, bias: g.bias !== undefined };
   const { spec, grid } = planMmaGemv(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount);
   const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);

@@ -146,6 +146,22 @@ function better(a: number[], b: number[]): boolean {
   return false;
 }
 
+/**
+ * The device functions both GEMV kernels (this one and gemv-mma.ts) share: the epilogue of column n (or
+ * a gated product's activation) and the streamed weight load (T defined before).
+ */
+export function gemvOutputCode(epilogue: GemmEpilogue, gate: { readonly activation: Activation } | undefined): string {
+  return String.raw`${gate ? `__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[gate.activation]}; }`
+    : `__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[epilogue]}; }`}
+
+// A streamed weight vector: read once, so kept out of L1 (the activations stay there).
+__device__ __forceinline__ uint4 load_weight(const T* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}`;
+}
+
 const EPILOGUE_CODE: Record<string, string> = {
   none: 'x',
   bias: 'x + to_float(bias[n])',
@@ -286,15 +302,7 @@ ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${gate ? `__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[gate.activation]}; }`
-    : `__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[spec.epilogue]}; }`}
-
-// A streamed weight vector: read once, so kept out of L1 (the activations stay there).
-__device__ __forceinline__ uint4 load_weight(const T* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
+${gemvOutputCode(spec.epilogue, gate)}
 
 // a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
