@@ -449,7 +449,7 @@ export class ServingEngine {
     const outcomes: StepOutcome[] = [];
     let picked: Int32Array | undefined;
     if (n > 0) {
-      this.uploadSampling(n, plain.map(({ it }, i) => ({ row: i, sampling: liveOf(it).request.sampling, position: it.start + it.count - 1 })));
+      this.uploadSampling(n, plain.map(({ it }, i) => ({ row: i, sampling: liveOf(it).request.sampling, position: it.start + it.count - 1, tokens: it.request.tokens })));
       this.sampleRows(b.view(logits, 0, [n, Vp]), n);
       picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     }
@@ -494,7 +494,7 @@ export class ServingEngine {
     });
     this.target.upload({ tokens, positions, decodePositions, segments: [] });
     this.target.uploadLogitRows(Array.from({ length: B }, (_, s) => s));
-    this.uploadSampling(B, items.map((it, i) => ({ row: slots[i]!, sampling: this.bySched.get(it.request)!.request.sampling, position: it.start })));
+    this.uploadSampling(B, items.map((it, i) => ({ row: slots[i]!, sampling: this.bySched.get(it.request)!.request.sampling, position: it.start, tokens: it.request.tokens })));
     let logits: Tensor | undefined;
     const body = () => {
       this.target.compute(B, B, []);
@@ -521,10 +521,15 @@ export class ServingEngine {
 
   /**
    * The sampler's inputs for rows [0, n): each listed row's sampling parameters, seed and position; the
-   * other rows (idle slots of a graph-replayed step) sample greedily into nothing.
+   * other rows (idle slots of a graph-replayed step) sample greedily into nothing. A row with a
+   * repetition penalty also gets its request's tokens 0..position as its history row (the rows a request
+   * samples at change between steps, so no row's history is kept on the device from one step to the next).
    */
-  private uploadSampling(n: number, rows: readonly { row: number; sampling: ResolvedSampling; position: number }[]): void {
-    const b = this.backend, io = this.io, V = this.model.vocabSize;
+  private uploadSampling(n: number, rows: readonly { row: number; sampling: ResolvedSampling; position: number; tokens: readonly number[] }[]): void {
+    const b = this.backend, io = this.io, V = this.model.vocabSize, L = this.maxLen;
+    for (const { row, sampling, position, tokens } of rows) {
+      if (sampling.repetitionPenalty !== 1) b.upload(b.view(io.history, row * L, [position + 1]), Int32Array.from(tokens.slice(0, position + 1)));
+    }
     const params = new Float32Array(n * 4), seeds = new Int32Array(n * 2), positions = new Int32Array(n);
     const idle = samplingParamsRow(IDLE_SAMPLING);
     for (let r = 0; r < n; r++) params.set(idle, 4 * r);

@@ -170,6 +170,24 @@ test('logprobs: the sampled token\'s log-probability and the top 5, sorted, from
 });
 
 for (const family of ['gpt2', 'llama'] as const) {
+  test(`${family}: a repetition penalty (the history the sampler reads) gives the decode engine's tokens, batched, chunked and graph-replayed`, async () => {
+    const model = models[family];
+    for (const sampling of [{ temperature: 0, repetitionPenalty: 1.8 }, { temperature: 0.9, topK: 40, repetitionPenalty: 1.3 }]) {
+      const expected: number[][] = [];
+      for (let i = 0; i < PROMPTS.length; i++) {
+        const [tokens] = await generateBatch(model, [PROMPTS[i]!], { ...sampling, seed: 1000 + i, maxNewTokens: MAX_TOKENS[i]!, stopTokenIds: [] });
+        expected.push(tokens!);
+      }
+      for (const options of [{ maxRunning: 4, maxBatchTokens: 8, blockSize: 4 }, { maxRunning: 6, maxBatchTokens: 32, blockSize: 4, graphs: true }]) {
+        const { outcomes, engine } = runAll(model, options, PROMPTS, sampling);
+        outcomes.forEach((o, i) => assert.deepEqual(o.tokens, expected[i], `request ${i} (${JSON.stringify(sampling)}, ${JSON.stringify(options)})`));
+        engine.dispose();
+      }
+    }
+  });
+}
+
+for (const family of ['gpt2', 'llama'] as const) {
   test(`${family}: decode-only steps replayed as graphs give the eager engine's tokens and logprobs`, () => {
     const model = models[family];
     for (const sampling of [{ temperature: 0 }, { temperature: 0.9, topK: 40, topP: 0.95 }]) {
