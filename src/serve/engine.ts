@@ -347,6 +347,7 @@ export class ServingEngine {
     // An admitted request's table starts with its prefix-cache hits: the shared blocks themselves.
     for (const { request: r } of plan.admitted) this.bySched.get(r)!.slot = this.freeSlots.shift()!;
     if (plan.items.length === 0) return false;
+    this.compactSlots();
     for (const it of plan.items) this.syncTable(this.bySched.get(it.request)!);
     const outcomes = this.execute(plan.items);
     // Registers newly full blocks' hashes (they are shareable in place); a speculative round keeps the
@@ -359,6 +360,7 @@ export class ServingEngine {
       for (const event of events) this.append(live, event);
       if (this.speculation && !live.done) live.sched.speculate = Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
     }
+    this.compactSlots(); // between steps the busy slots are 0..running − 1 (cancel() may open a hole; the next step closes it)
     return true;
   }
 
@@ -382,6 +384,27 @@ export class ServingEngine {
 
   private checkAlive(): void {
     if (this.disposed) throw new ArgumentError('serving engine: used after dispose()');
+  }
+
+  /**
+   * Moves requests from the highest busy slots into the lowest free ones, so that the busy slots are
+   * 0..running − 1: a decode step computes every row up to the highest busy slot (its graph bucket is
+   * that slot + 1, rounded up to a power of two), so a request left in slot 200 of a half-empty engine
+   * would keep every step at 256 rows. A move is the block-table row only (the keys and values stay in
+   * their blocks; the new row is uploaded at once); nothing else on the device is kept per slot.
+   */
+  private compactSlots(): void {
+    if (this.freeSlots.length === 0) return;
+    const busy = [...this.live.values()].filter((l) => l.slot >= 0).sort((a, b) => b.slot - a.slot);
+    for (const live of busy) {
+      const lowest = this.freeSlots[0];
+      if (lowest === undefined || lowest > live.slot) break;
+      this.freeSlots.shift();
+      this.freeSlots.push(live.slot);
+      this.freeSlots.sort((a, b) => a - b);
+      live.slot = lowest;
+      this.syncTable(live);
+    }
   }
 
   private freeSlot(live: Live): void {

@@ -169,6 +169,28 @@ test('logprobs: the sampled token\'s log-probability and the top 5, sorted, from
   engine.dispose();
 });
 
+test('busy slots stay compact (0..running − 1) as requests finish, so decode steps shrink to the rows in use; tokens unchanged', () => {
+  const model = models.llama;
+  const options = { maxRunning: 6, maxBatchTokens: 32, blockSize: 4, graphs: true };
+  const engine = new ServingEngine(model, options);
+  const expected = oneAtATime(model, PROMPTS);
+  const tokens = PROMPTS.map(() => [] as number[]);
+  const ids = PROMPTS.map((prompt, i) => engine.submit({
+    prompt, maxTokens: MAX_TOKENS[i % MAX_TOKENS.length]!, sampling: resolveSampling({ seed: 1000 + i }), stopTokenIds: [],
+    onToken: (e) => { tokens[i]!.push(e.token); }, onFinish: () => {},
+  }));
+  let sawShrink = false;
+  while (engine.hasWork) {
+    engine.step();
+    const slots = ids.map((id) => engine.slotOf(id)).filter((s) => s >= 0).sort((a, b) => a - b);
+    assert.deepEqual(slots, slots.map((_, i) => i), `busy slots ${slots.join(', ')}`);
+    if (slots.length > 0 && slots.length < Math.min(PROMPTS.length, options.maxRunning)) sawShrink = true;
+  }
+  assert.ok(sawShrink, 'some requests finished while others ran');
+  tokens.forEach((t, i) => assert.deepEqual(t, expected[i], `request ${i}`));
+  engine.dispose();
+});
+
 for (const family of ['gpt2', 'llama'] as const) {
   test(`${family}: a repetition penalty (the history the sampler reads) gives the decode engine's tokens, batched, chunked and graph-replayed`, async () => {
     const model = models[family];
