@@ -26,7 +26,8 @@
 //
 // Decode steps as graphs (options.graphs): a step whose items are all single decode tokens is, apart from
 // its inputs, the same work every time for the same decode-region size, so it is captured once per
-// bucket B (the region 1 + the largest slot rounded up to a power of two, at most maxRunning) and
+// bucket B (the region 1 + the largest slot rounded up to a power of two up to 32, then to a multiple of
+// 32, at most maxRunning: decodeBucket) and
 // replayed: the host uploads the tokens, positions, sampling parameters and block-table changes, the
 // graph runs the model, the head over all B rows and sampleTokens, and the host reads B tokens. Idle rows
 // (no request in that slot) have cache position −1 and sample greedily into nothing. Steps with a prompt
@@ -95,7 +96,7 @@ export interface ServingEngineOptions {
   /** Speculative decoding with a draft model (see the header). */
   readonly speculative?: ServingSpeculation;
   /**
-   * Replay decode-only steps as CUDA graphs, one per power-of-two bucket of the decode region (see
+   * Replay decode-only steps as CUDA graphs, one per bucket of the decode region (decodeBucket; see
    * "Decode steps as graphs" in the header). Default: on with the CUDA backend and no draft (measured on
    * the H200, 2026-12-01, Llama 1.2B, 16 clients: decode steps 1.63 ms against 3.06 eager); not with a draft.
    */
@@ -389,7 +390,7 @@ export class ServingEngine {
   /**
    * Moves requests from the highest busy slots into the lowest free ones, so that the busy slots are
    * 0..running − 1: a decode step computes every row up to the highest busy slot (its graph bucket is
-   * that slot + 1, rounded up to a power of two), so a request left in slot 200 of a half-empty engine
+   * that slot + 1, rounded up: decodeBucket), so a request left in slot 200 of a half-empty engine
    * would keep every step at 256 rows. A move is the block-table row only (the keys and values stay in
    * their blocks; the new row is uploaded at once); nothing else on the device is kept per slot.
    */
@@ -503,13 +504,13 @@ export class ServingEngine {
 
   /**
    * A decode-only step through a CUDA graph (see the header): the decode region padded to its bucket B
-   * (a power of two, at most maxRunning), every row of it through the head and sampleTokens (idle rows
+   * (decodeBucket), every row of it through the head and sampleTokens (idle rows
    * sample a token nobody reads), the graph of bucket B replayed after its inputs are uploaded.
    */
   private executeDecodeStep(items: readonly ScheduledItem[]): StepOutcome[] {
     const b = this.backend, io = this.io, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
     const slots = items.map((it) => this.bySched.get(it.request)!.slot);
-    const B = Math.min(this.maxRunning, 2 ** Math.ceil(Math.log2(1 + Math.max(...slots))));
+    const B = decodeBucket(1 + Math.max(...slots), this.maxRunning);
     const tokens = new Int32Array(B), positions = new Int32Array(B), decodePositions = new Int32Array(B).fill(-1);
     items.forEach((it, i) => {
       tokens[slots[i]!] = it.request.tokens[it.start]!;
@@ -613,6 +614,16 @@ export class ServingEngine {
     }
     return proposals;
   }
+}
+
+/**
+ * The rows a graph-replayed decode step computes for a decode region of n rows: n rounded up to a power
+ * of two up to 32, above that to a multiple of 32 (at most 31 idle rows, where powers of two would leave
+ * up to half the step idle), at most maxRunning. One graph per bucket.
+ */
+export function decodeBucket(n: number, maxRunning: number): number {
+  const rounded = n <= 32 ? 2 ** Math.ceil(Math.log2(Math.max(1, n))) : 32 * Math.ceil(n / 32);
+  return Math.min(maxRunning, rounded);
 }
 
 /** One request's positions [start, start + tokens.length) in a step, for layoutRows. */

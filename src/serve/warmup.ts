@@ -8,15 +8,16 @@
 //   prompts of every power-of-two length from 16 up to the step budget (maxBatchTokens, and maxLen − 2),
 //     then maxBatchTokens itself: each is one prompt step of that many rows, the first use of the
 //     GEMMs of its bucket (round sizes tune on first use), with one sampled token;
-//   then waves of n requests for n = 1, 2, 4, … up to maxRunning, each with a 2-token prompt and 3 new
-//     tokens: decode steps of n rows, twice (a decode bucket's graph is captured on its second step),
-//     and the LM head over n rows.
+//   then a wave of n requests for each decode bucket n (engine.ts decodeBucket: 1, 2, 4, … 32, then
+//     multiples of 32, and maxRunning), each with a 2-token prompt and 3 new tokens: decode steps of n
+//     rows, twice (a decode bucket's graph is captured on its second step), and the LM head over n rows.
 // Prompts are a fixed pseudo-random pattern per length; their blocks enter the prefix cache like any
 // request's and are evicted like any (least recently used first). The engine's counters include the
 // warm-up's steps.
 
 import { ArgumentError } from '../errors.js';
 import { resolveSampling } from '../infer/sampling.js';
+import { decodeBucket } from './engine.js';
 import type { ServingEngine } from './engine.js';
 
 /** What warmUp() needs of an engine (ServingEngine, or the tensor-parallel ReplicatedLeader). */
@@ -61,8 +62,11 @@ export function warmUp(engine: WarmableEngine): WarmupReport {
 
   const decodeBatches: number[] = [];
   if (engine.maxLen >= 5) {
-    for (let n = 1; n < engine.maxRunning; n *= 2) decodeBatches.push(n);
-    decodeBatches.push(engine.maxRunning);
+    // One wave per decode bucket (engine.ts decodeBucket): its largest batch.
+    for (let n = 1; n <= engine.maxRunning; n++) {
+      const bucket = decodeBucket(n, engine.maxRunning);
+      if (bucket === n || n === engine.maxRunning) decodeBatches.push(n);
+    }
     for (const n of decodeBatches) run(Array.from({ length: n }, (_, j) => prompt(2, 1000 + n + j)), 3);
   }
   return { promptLengths, decodeBatches, steps, ms: performance.now() - started };

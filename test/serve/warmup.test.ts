@@ -9,7 +9,7 @@ import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { randomDecoderModel } from '../../src/infer/model.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
 import { presetConfig } from '../../src/models/registry.js';
-import { ServingEngine } from '../../src/serve/engine.js';
+import { decodeBucket, ServingEngine } from '../../src/serve/engine.js';
 import { warmUp } from '../../src/serve/warmup.js';
 
 const backend = new CpuBackend();
@@ -50,6 +50,19 @@ test('warm-up refuses an engine that already has requests', () => {
   try {
     engine.submit({ prompt: [1, 2], maxTokens: 2, sampling: resolveSampling({ temperature: 0 }), stopTokenIds: [], onToken: () => {}, onFinish: () => {} });
     assert.throws(() => warmUp(engine), /serving warm-up: the engine already has requests/);
+  } finally {
+    engine.dispose();
+  }
+});
+
+test('decode buckets: powers of two up to 32, then multiples of 32, capped at maxRunning; warm-up runs one wave per bucket', () => {
+  assert.deepEqual([1, 2, 3, 5, 17, 32, 33, 64, 65, 130, 256].map((n) => decodeBucket(n, 256)), [1, 2, 4, 8, 32, 32, 64, 64, 96, 160, 256]);
+  assert.equal(decodeBucket(20, 16), 16);
+  assert.equal(decodeBucket(70, 100), 96);
+  assert.equal(decodeBucket(99, 100), 100);
+  const engine = new ServingEngine(model, { maxRunning: 100, maxBatchTokens: 16, maxLen: 24, blockSize: 8, prefixCaching: false });
+  try {
+    assert.deepEqual(warmUp(engine).decodeBatches, [1, 2, 4, 8, 16, 32, 64, 96, 100]);
   } finally {
     engine.dispose();
   }
