@@ -34,7 +34,7 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --max-running N          requests decoded together at most (default 16)
   --max-batch-tokens N     positions per engine step: prompt chunks + decode tokens (default 256)
   --block-size N           positions per KV cache block (default 16)
-  --kv-blocks N            blocks in the KV pool (default: max-running full-length requests)
+  --kv-blocks N            blocks in the KV pool (default: max-running full-length requests, at most 90% of free memory)
   --kv-memory-fraction F   instead: size the KV pool to this fraction (0, 1] of the memory free after loading
   --no-prefix-caching      do not share KV blocks between requests with a common prompt prefix
   --max-queue N            requests queued or running at most; more get 429 (default 256)

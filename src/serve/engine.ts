@@ -78,7 +78,10 @@ export interface ServingEngineOptions {
   readonly maxBatchTokens?: number;
   /** Positions per KV block (default 16). */
   readonly blockSize?: number;
-  /** Blocks in the pool (default: enough for maxRunning full-length requests; or from kvMemoryFraction). */
+  /**
+   * Blocks in the pool (default: enough for maxRunning full-length requests, at most 90% of the memory
+   * free after the weights and step buffers; or from kvMemoryFraction).
+   */
   readonly numBlocks?: number;
   /**
    * Size the pool to this fraction of the memory free when the engine is built (the device's on CUDA, the
@@ -253,7 +256,7 @@ export class ServingEngine {
     const blockBytes = kvBlockBytes(model, this.blockSize) + (spec ? kvBlockBytes(spec.draft, this.blockSize) : 0);
     let numBlocks: number;
     try {
-      numBlocks = poolBlocks(options, b, blockBytes, perRequest * this.maxRunning);
+      numBlocks = poolBlocks(options, b, blockBytes, perRequest * this.maxRunning, perRequest);
       if (!Number.isInteger(numBlocks) || numBlocks < perRequest) throw new ArgumentError(`serving engine: numBlocks must be an integer >= ${perRequest} (one request of maxLen = ${this.maxLen} positions in blocks of ${this.blockSize}), got ${numBlocks}${options.kvMemoryFraction !== undefined ? ` from kvMemoryFraction ${options.kvMemoryFraction} (${blockBytes} bytes a block)` : ''}`);
     } catch (e) {
       freeAll();
@@ -704,12 +707,31 @@ export function logprobsOf(z: ArrayLike<number>, token: number, k: number): { lo
  * Blocks of the KV pool: options.numBlocks, or kvMemoryFraction of the free memory (the device's on CUDA,
  * read from the runtime; the host's otherwise) in blocks of blockBytes, or the default.
  */
-function poolBlocks(options: ServingEngineOptions, backend: Backend, blockBytes: number, fallback: number): number {
+/**
+ * The pool's blocks: numBlocks, or kvMemoryFraction of the free memory, or by default `full` (maxRunning
+ * full-length requests) — capped at DEFAULT_KV_FRACTION of the free memory, so that a long-context model
+ * (Llama 3.2's 131072 positions: 4 GiB a request) does not ask for more than the device has; the cap
+ * never goes below `one` request of maxLen positions (a clear error says so when even that does not fit).
+ */
+function poolBlocks(options: ServingEngineOptions, backend: Backend, blockBytes: number, full: number, one: number): number {
   const fraction = options.kvMemoryFraction;
-  if (fraction === undefined) return options.numBlocks ?? fallback;
+  const freeBytes = () => {
+    const runtime = (backend as { runtime?: { device?: { memoryInfo?: () => { freeBytes: number } } } }).runtime;
+    return runtime?.device?.memoryInfo ? runtime.device.memoryInfo().freeBytes : freemem();
+  };
+  if (fraction === undefined) {
+    if (options.numBlocks !== undefined) return options.numBlocks;
+    const free = freeBytes(), cap = Math.floor((DEFAULT_KV_FRACTION * free) / blockBytes);
+    if (cap < one) {
+      throw new ArgumentError(`serving engine: one request of maxLen positions needs ${one} KV blocks (${(one * blockBytes / 2 ** 30).toFixed(2)} GiB), ` +
+        `but ${(free / 2 ** 30).toFixed(2)} GiB are free: give a smaller maxLen (--max-len), or numBlocks / kvMemoryFraction`);
+    }
+    return Math.min(full, cap);
+  }
   if (options.numBlocks !== undefined) throw new ArgumentError('serving engine: give numBlocks or kvMemoryFraction, not both');
   if (!(fraction > 0 && fraction <= 1)) throw new ArgumentError(`serving engine: kvMemoryFraction must be in (0, 1], got ${fraction}`);
-  const runtime = (backend as { runtime?: { device?: { memoryInfo?: () => { freeBytes: number } } } }).runtime;
-  const free = runtime?.device?.memoryInfo ? runtime.device.memoryInfo().freeBytes : freemem();
-  return Math.floor((fraction * free) / blockBytes);
+  return Math.floor((fraction * freeBytes()) / blockBytes);
 }
+
+/** The most of the free memory a default-sized KV pool takes. */
+const DEFAULT_KV_FRACTION = 0.9;

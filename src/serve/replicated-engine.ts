@@ -38,8 +38,8 @@ export class ReplicaDivergenceError extends FuseformerError {}
 
 /**
  * A ServingEngine on this rank's shards with the same configuration on every rank (a collective: every
- * rank calls it). A pool sized by kvMemoryFraction takes the smallest rank's block count (free memory
- * differs between GPUs); then maxLen, maxRunning, maxBatchTokens, blockSize, numBlocks, prefix caching and batching
+ * rank calls it). A pool sized by memory (kvMemoryFraction, or a default pool capped by the free memory)
+ * takes the smallest rank's block count (free memory differs between GPUs); then maxLen, maxRunning, maxBatchTokens, blockSize, numBlocks, prefix caching and batching
  * are compared across ranks, and a difference is an error naming the setting.
  */
 export function replicatedServingEngine(model: DecoderModel, comm: Communicator, options: ServingEngineOptions = {}): ServingEngine {
@@ -47,7 +47,8 @@ export function replicatedServingEngine(model: DecoderModel, comm: Communicator,
   try {
     // Two all-reduces on every rank whatever its options say, so that the ranks' collectives always pair up.
     const [fewest] = rankExtremes(comm, [engine.pool.numBlocks]).min;
-    if (options.kvMemoryFraction !== undefined && engine.pool.numBlocks !== fewest) {
+    // Sized by memory (kvMemoryFraction, or the default pool's cap at 90% of the free memory): the smallest rank's count.
+    if (options.numBlocks === undefined && engine.pool.numBlocks !== fewest) {
       engine.dispose();
       const { kvMemoryFraction: _sizedByMemory, ...rest } = options;
       engine = new ServingEngine(model, { ...rest, numBlocks: fewest! });
