@@ -166,6 +166,8 @@ export interface RunMetrics {
   roofline: { decodePercent: number; allPercent: number; decodeFloorMs: number; decodeMeasuredMs: number; floorMs: number; measuredMs: number };
   /** Steps with a prompt chunk: how many, their median ms and rows, and the slowest few (rows, segments, ms). */
   mixedSteps: { count: number; msP50: number; rowsP50: number; slowest: { ms: number; rows: number; segments: number }[] };
+  /** Graph-replayed decode steps: rows computed (their buckets) and rows in use, over the run. */
+  graphRows: { computed: number; used: number };
   /** Host work inside the run's steps on CUDA (kernel compiles, GEMM problems met and tuned): undefined elsewhere. */
   host?: HostCosts;
 }
@@ -265,6 +267,7 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
       decodePercent: (100 * decodeFloorMs) / decodeMeasuredMs, allPercent: (100 * floorMs) / measuredMs,
       decodeFloorMs, decodeMeasuredMs, floorMs, measuredMs,
     },
+    graphRows: { computed: after.graphRowsComputed - before.graphRowsComputed, used: after.graphRowsUsed - before.graphRowsUsed },
     mixedSteps: {
       count: mixed.length, msP50: percentile(mixed.map((m) => m.ms), 0.5), rowsP50: percentile(mixed.map((m) => m.rows), 0.5),
       slowest: [...mixed].sort((x, y) => y.ms - x.ms).slice(0, 5),
@@ -385,6 +388,7 @@ async function main(): Promise<void> {
       console.log(`C ${C} ${batching}: ${m.tokensPerSecond.toFixed(0)} tok/s, TTFT p50 ${m.ttftMs.p50.toFixed(1)} ms, ITL p50 ${m.itlMs.p50.toFixed(2)} ms, mean decode batch ${m.meanDecodeBatch.toFixed(1)}, roofline ${m.roofline.decodePercent.toFixed(0)}% (decode steps), preemptions ${m.preemptions}`);
       console.log(`  steps: ${m.decodeSteps} decode-only (${m.roofline.decodeMeasuredMs.toFixed(0)} ms), ${m.mixedSteps.count} with a prompt chunk ` +
         `(${(m.roofline.measuredMs - m.roofline.decodeMeasuredMs).toFixed(0)} ms; p50 ${m.mixedSteps.msP50.toFixed(1)} ms at ${m.mixedSteps.rowsP50} rows)` +
+        (m.graphRows.computed > 0 ? `; graph steps computed ${m.graphRows.computed} rows for ${m.graphRows.used} requests (${(100 * m.graphRows.used / m.graphRows.computed).toFixed(0)}% used)` : '') +
         (m.host ? `; host: ${m.host.kernelsCompiled} kernels compiled + ${m.host.kernelsFromDisk} from disk (${m.host.jitMs.toFixed(0)} ms), ` +
           `${m.host.gemmProblems} new GEMM problems (${m.host.gemmProblemMs.toFixed(0)} ms), ${m.host.gemmTunings} tuned (${m.host.gemmTuneMs.toFixed(0)} ms)` : ''));
     }

@@ -158,6 +158,9 @@ export interface EngineStats {
   readonly speculativeRounds: number;
   /** Decode-only steps replayed as CUDA graphs (options.graphs). */
   readonly graphSteps: number;
+  /** Rows those graph-replayed steps computed (Σ of their buckets), and the requests they served: the bucket's idle share is 1 − used ÷ computed. */
+  readonly graphRowsComputed: number;
+  readonly graphRowsUsed: number;
 }
 
 interface Live {
@@ -214,7 +217,7 @@ export class ServingEngine {
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
   private nextId = 0;
-  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0, graphSteps: 0 };
+  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0, graphSteps: 0, graphRowsComputed: 0, graphRowsUsed: 0 };
   private disposed = false;
 
   constructor(readonly model: DecoderModel, options: ServingEngineOptions = {}) {
@@ -534,7 +537,11 @@ export class ServingEngine {
     if (step.graph) step.graph.replay();
     else if (step.runs >= 1) (step.graph = b.captureGraph(body)).replay();
     else body();
-    if (step.graph) this.counters.graphSteps++;
+    if (step.graph) {
+      this.counters.graphSteps++;
+      this.counters.graphRowsComputed += B;
+      this.counters.graphRowsUsed += items.length;
+    }
     step.runs++;
     logits ??= b.view(this.target.logitsBuffer, 0, [B, Vp]);
     const picked = b.download(b.view(io.sTokens, 0, [B])) as Int32Array;

@@ -187,6 +187,9 @@ test('busy slots stay compact (0..running − 1) as requests finish, so decode s
     if (slots.length > 0 && slots.length < Math.min(PROMPTS.length, options.maxRunning)) sawShrink = true;
   }
   assert.ok(sawShrink, 'some requests finished while others ran');
+  const stats = engine.stats();
+  assert.ok(stats.graphSteps > 0 && stats.graphRowsUsed <= stats.graphRowsComputed, `graph rows ${stats.graphRowsUsed} of ${stats.graphRowsComputed}`);
+  assert.ok(stats.graphRowsComputed < stats.graphSteps * options.maxRunning, 'the buckets shrank with the requests running');
   tokens.forEach((t, i) => assert.deepEqual(t, expected[i], `request ${i}`));
   engine.dispose();
 });
