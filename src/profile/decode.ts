@@ -58,9 +58,9 @@ export function profileDecodeStep(backend: Backend, config: ModelConfig, options
   // Graph engines: on CUDA as generate runs them; on the CPU only for timing by removal (its graphs replay too).
   const graphs = backend.name === 'cuda' || options.opTiming === 'removal';
   const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
-  if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
   const engines: DecodeEngine[] = [];
   try {
+    if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
     const replayed = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs });
     engines.push(replayed);
     const eager = new DecodeEngine(model, { maxBatch: batch, maxLen, graphs: false });

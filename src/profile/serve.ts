@@ -54,9 +54,9 @@ export function profileServingStep(backend: Backend, config: ModelConfig, option
   }
   const tap = new ProfilingBackend(backend);
   const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
-  if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
   let engine: ServingEngine | undefined;
   try {
+    if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
     // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole chunk.
     engine = new ServingEngine(model, {
       maxRunning: running + 1, maxBatchTokens: Math.max(256, running + 1 + chunk), maxLen, blockSize: options.blockSize ?? 16,

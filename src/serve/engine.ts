@@ -401,7 +401,9 @@ export class ServingEngine {
    * their blocks; the new row is uploaded at once); nothing else on the device is kept per slot.
    */
   private compactSlots(): void {
-    if (this.freeSlots.length === 0) return;
+    // Compact already when the lowest free slot is past the busy ones (the common case: no work, no sort).
+    const lowestFree = this.freeSlots[0];
+    if (lowestFree === undefined || lowestFree >= this.maxRunning - this.freeSlots.length) return;
     const busy = [...this.live.values()].filter((l) => l.slot >= 0).sort((a, b) => b.slot - a.slot);
     for (const live of busy) {
       const lowest = this.freeSlots[0];
