@@ -968,6 +968,34 @@ export interface Int8DequantizeArgs {
   activation?: Activation;
 }
 
+/**
+ * W8A8 linear in one op: exactly int8QuantizeRows(x) → int8Gemm(·, qweight) → int8Dequantize(·, scales,
+ * bias, activation), out [M, N] = act(acc · rowScale · colScale + bias). Gated (a gated MLP's gate and up
+ * projections in one weight, [2F, K]): out [M, F] = act(g)·u with g, u the dequantized gate column n and
+ * up column F + n (bias [2F] added to both). x [M, K] a float dtype, qweight i8 [N, K], scales f32 [N],
+ * bias [N] in x's dtype. A backend may fuse it (CUDA: one GEMV kernel for ≤ 4 rows, the activations
+ * quantized in its prologue); otherwise it runs the three ops through `scratch` (xq i8 [M, K],
+ * rowScales f32 [M], acc i32 [M, N], and up [M, N] in x's dtype when gated), or through scratch of its
+ * own when none is given (CUDA's cannot grow inside a graph capture).
+ */
+export interface Int8LinearArgs {
+  x: Tensor;
+  qweight: Tensor;
+  scales: Tensor;
+  out: Tensor;
+  bias?: Tensor;
+  activation?: Activation;
+  gated?: boolean;
+  scratch?: Int8LinearScratch;
+}
+
+export interface Int8LinearScratch {
+  xq: Tensor;
+  rowScales: Tensor;
+  acc: Tensor;
+  up?: Tensor;
+}
+
 // --- the interface ---------------------------------------------------------------------------------
 
 /** A recorded sequence of ops that can be replayed (a CUDA graph on the GPU; a closure on the CPU). */
@@ -1083,6 +1111,7 @@ export interface Backend {
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void;
   int8Gemm(args: Int8GemmArgs): void;
   int8Dequantize(args: Int8DequantizeArgs): void;
+  int8Linear(args: Int8LinearArgs): void;
   // inference
   embedTokens(args: EmbedTokensArgs): void;
   qkvRopeAppend(args: QkvRopeAppendArgs): void;

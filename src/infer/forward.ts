@@ -23,8 +23,9 @@
 // adds the replicated bias once; NCCL queues on the compute stream, so a captured decode step holds
 // the collectives too.
 // Quantized projections (model.quantization, quantized.ts) replace a layer's GEMM with int4Linear (the
-// bias/activation in its epilogue) or W8A8's quantize-rows → int8Gemm → dequantize, whose intermediates
-// are views of buffers allocated here for maxRows rows; the LM head stays a 16-bit GEMM.
+// bias/activation in its epilogue) or int8Linear (W8A8: one GEMV kernel for decode's rows on CUDA, else
+// quantize-rows → int8Gemm → dequantize, whose intermediates are views of buffers allocated here for
+// maxRows rows); a gated MLP's INT8 gate/up product and act(g)·u are one int8Linear.
 
 import type { Activation, Backend, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
 import type { DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
@@ -168,6 +169,9 @@ export class DecoderForward {
     if (up && arch.gatedMlp && up.kind === 'int4' && int4GatedOptions.enabled) {
       // Gate/up product and act(g)·u in one op (one GEMV kernel for a few rows on CUDA).
       int4LinearOp(ops, up, v.h, v.act, { gated: true, activation: arch.activation, ...(layer.upBias ? { bias: layer.upBias } : {}) });
+    } else if (up && arch.gatedMlp && up.kind === 'int8') {
+      const bias = layer.upBias ? { bias: layer.upBias } : {};
+      w8a8LinearOp(ops, up, v.h, v.act, { ...this.w8a8Scratch(v.rows, up.inFeatures, up.outFeatures), up: v.up }, { gated: true, activation: arch.activation, ...bias });
     } else if (up && arch.gatedMlp) {
       this.quantizedLinear(ops, up, v.h, v.up, layer.upBias ? { bias: layer.upBias } : {});
       ops.gatedActivation({ x: v.up, out: v.act, activation: arch.activation });
@@ -180,7 +184,7 @@ export class DecoderForward {
     }
   }
 
-  /** out [R, N] = act(x [R, K]·wᵀ + bias) with a quantized weight (INT4: one op; W8A8: three, through the scratch). */
+  /** out [R, N] = act(x [R, K]·wᵀ + bias) with a quantized weight (int4Linear or int8Linear, the latter with its scratch). */
   private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation } = {}): void {
     if (w.kind === 'int4') int4LinearOp(ops, w, x, out, epilogue);
     else w8a8LinearOp(ops, w, x, out, this.w8a8Scratch(x.shape[0]!, w.inFeatures, w.outFeatures), epilogue);

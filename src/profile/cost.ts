@@ -34,7 +34,7 @@
 //   AdamW                   ADAMW_FLOPS_PER_ELEMENT = 18 (g scaling 2, m 3, v 4, bias corrections 2,
 //                           sqrt 1, +eps 1, ÷ 1, + weight decay 2, ·lr and update 2)
 //   decode attention        4·d per (query head, cached key): keys 0..positions[b] as the op read them
-//   int4Linear / int8Gemm   2·M·N·K (+ 2 per INT4 weight for its dequantization, once); integer
+//   int4Linear / int8Gemm / int8Linear   2·M·N·K (+ 2 per INT4 weight for its dequantization, once); integer
 //                           multiply-adds count like float ones. Their roof is still the float GEMM's.
 //   beam search             top-K 4 per candidate; self-/cross-attention as decode attention, over the
 //                           positions (cache rows) and source lengths as the op read them
@@ -543,7 +543,8 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     gemm: true,
     // 2·M·N·K, the epilogue, and dequantizing each weight once (q − zero)·scale.
     cost: ([a]) => {
-      const { rows: m, h: k } = rowsOf(a.x), n = rowsOf(a.out).h;
+      // n: the weight's rows (gated: gate and up, 2F; out is [M, F]).
+      const { rows: m, h: k } = rowsOf(a.x), n = a.qweight.shape[0]!;
       return {
         flops: 2 * m * n * k + 2 * n * k + (a.bias ? m * n : 0) + (a.activation ? ACTIVATION_FLOPS[a.activation] * m * n : 0),
         bytes: bytesOf(a.x) + bytesOf(a.qweight) + bytesOf(a.scales) + bytesOf(a.zeros) + bytesOf(a.bias) + bytesOf(a.out),
@@ -574,6 +575,18 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       flops: a.out.numel * (2 + (a.bias ? 1 : 0) + (a.activation ? ACTIVATION_FLOPS[a.activation] : 0)),
       bytes: bytesOf(a.acc) + bytesOf(a.rowScales) + bytesOf(a.colScales) + bytesOf(a.bias) + bytesOf(a.out),
     }),
+  },
+  int8Linear: {
+    gemm: true,
+    // 2·M·N·K (n: the weight's rows, gated 2F), quantizing x (|x|, × inv), the epilogue (× 2, bias, act).
+    cost: ([a]) => {
+      const { rows: m, h: k } = rowsOf(a.x), n = a.qweight.shape[0]!;
+      return {
+        flops: 2 * m * n * k + 2 * m * k + m * n * (2 + (a.bias ? 1 : 0) + (a.activation ? ACTIVATION_FLOPS[a.activation] : 0)),
+        bytes: bytesOf(a.x) + bytesOf(a.qweight) + bytesOf(a.scales) + bytesOf(a.bias) + bytesOf(a.out),
+      };
+    },
+    variant: ([a]) => `${rowsOf(a.x).rows}×${a.qweight.shape[0]}×${rowsOf(a.x).h}${a.gated ? ' gated' : ''}${a.bias ? ' bias' : ''}${a.activation ? ` ${a.activation}` : ''}`,
   },
   // beam search
   beamTopK: {

@@ -2,9 +2,11 @@
 // (nn/linear.ts: Linear.quantized, inference only):
 //
 //   W4A16   out = act(x·wᵀ + bias)            one int4Linear op (GEMV for decode, tensor cores for prefill)
-//   W8A8    xq, s_x = int8QuantizeRows(x)     per-token dynamic scales      [rows, K] i8, [rows] f32
+//   W8A8    out = act(x·wᵀ + bias)            one int8Linear op, which is
+//           xq, s_x = int8QuantizeRows(x)     per-token dynamic scales      [rows, K] i8, [rows] f32
 //           acc = int8Gemm(xq, qweight)       cuBLASLt IMMA, exact i32      [rows, N]
 //           out = int8Dequantize(acc, s_x, s_w, bias, act)
+//           (on CUDA one GEMV kernel for ≤ 4 rows, kernels/gemv-int8.ts, with the same integers)
 // The W8A8 intermediates are step buffers (ctx.buffer), so they live in the planned arena and the
 // whole forward can still be captured into one CUDA graph. int4LinearOp / w8a8LinearOp issue the same
 // ops for code that holds a Backend rather than a StepContext (an inference engine's own forward).
@@ -88,18 +90,22 @@ export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: 
   ops.int4Linear({ x, qweight: w.qweight, scales: w.scales, zeros: w.zeros, groupSize: w.groupSize, out, ...epilogue });
 }
 
-/** The W8A8 intermediates of `rows` tokens: i8 [rows, K], f32 [rows], i32 [rows, N]. */
+/** The W8A8 intermediates of `rows` tokens: i8 [rows, K], f32 [rows], i32 [rows, N] (and up [rows, N] for a gated product). */
 export interface W8A8Scratch {
   readonly xq: Tensor;
   readonly rowScales: Tensor;
   readonly acc: Tensor;
+  readonly up?: Tensor;
 }
 
-/** out = act(x·wᵀ + bias) with INT8 weights and per-token INT8 activations (three ops, see the file comment). */
-export function w8a8LinearOp(ops: Backend, w: DeviceInt8Weight, x: Tensor, out: Tensor, scratch: W8A8Scratch, epilogue: { bias?: Tensor; activation?: Activation } = {}): void {
-  ops.int8QuantizeRows({ x, out: scratch.xq, scales: scratch.rowScales });
-  ops.int8Gemm({ a: scratch.xq, b: w.qweight, out: scratch.acc });
-  ops.int8Dequantize({ acc: scratch.acc, rowScales: scratch.rowScales, colScales: w.scales, out, ...epilogue });
+/**
+ * out = act(x·wᵀ + bias) with INT8 weights and per-token INT8 activations (gated: act(g)·u), one
+ * int8Linear: one GEMV kernel for decode's few rows on CUDA, else quantize → int8Gemm → dequantize
+ * through the scratch.
+ */
+export function w8a8LinearOp(ops: Backend, w: DeviceInt8Weight, x: Tensor, out: Tensor, scratch: W8A8Scratch, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
+  const { up, ...rest } = scratch;
+  ops.int8Linear({ x, qweight: w.qweight, scales: w.scales, out, ...epilogue, scratch: { ...rest, ...(epilogue.gated && up ? { up } : {}) } });
 }
 
 export class Int4Forward implements QuantizedForward {

@@ -29,8 +29,8 @@ import { prepareTanhActivation } from './tanh-activation.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import { prepareBeamCrossAttention, prepareBeamSelfAttention } from './beam-attention.js';
 import { prepareBeamAdvance, prepareBeamTopK } from './beam-topk.js';
-import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8QuantizeRowsArgs } from '../backend.js';
-import { prepareInt4Linear, prepareInt4QuantizeWeights, prepareInt8Dequantize, prepareInt8Gemm, prepareInt8QuantizeRows } from './quant.js';
+import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
+import { prepareInt4Linear, prepareInt4QuantizeWeights, prepareInt8Dequantize, prepareInt8Gemm, prepareInt8Linear, prepareInt8QuantizeRows } from './quant.js';
 import { prepareAdamW } from './adam.js';
 import { prepareFlashAttentionBackward, prepareFlashAttentionForward } from './attention.js';
 import { CpuArena } from './arena.js';
@@ -175,6 +175,7 @@ export class CpuBackend implements Backend {
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { this.queue.issue(prepareInt8QuantizeRows(args)); }
   int8Gemm(args: Int8GemmArgs): void { this.queue.issue(prepareInt8Gemm(args)); }
   int8Dequantize(args: Int8DequantizeArgs): void { this.queue.issue(prepareInt8Dequantize(args)); }
+  int8Linear(args: Int8LinearArgs): void { this.queue.issue(prepareInt8Linear(args)); }
   beamTopK(args: BeamTopKArgs): void { this.queue.issue(prepareBeamTopK(args)); }
   beamAdvance(args: BeamAdvanceArgs): void { this.queue.issue(prepareBeamAdvance(args)); }
   beamSelfAttention(args: BeamSelfAttentionArgs): void { this.queue.issue(prepareBeamSelfAttention(args)); }

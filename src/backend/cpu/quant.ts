@@ -5,11 +5,12 @@
 //   int8QuantizeRows     per-row symmetric INT8 of activations, the same bits as the GPU
 //   int8Gemm             exact integer product (i32)
 //   int8Dequantize       act(acc·rowScale·colScale + bias)
+//   int8Linear           the three above in one op (gated: act(g)·u of the dequantized gate and up columns)
 // Products accumulate in f64 and round once to the output dtype.
 
-import type { Activation, Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8QuantizeRowsArgs } from '../backend.js';
+import type { Activation, Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
 import {
-  checkInt4Linear, checkInt4QuantizeWeights, checkInt8Dequantize, checkInt8Gemm, checkInt8QuantizeRows,
+  checkInt4Linear, checkInt4QuantizeWeights, checkInt8Dequantize, checkInt8Gemm, checkInt8Linear, checkInt8QuantizeRows,
 } from '../op-checks/quant.js';
 import { LayoutError } from '../../errors.js';
 import { activationFunction } from './activation.js';
@@ -119,5 +120,24 @@ export function prepareInt8Dequantize(args: Int8DequantizeArgs): CpuWork {
     const product = new Float64Array(M * N);
     for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) product[m * N + n] = values[m * N + n]! * rs[m]! * cs[n]!;
     storeWithEpilogue(out, product, N, bias, activation);
+  });
+}
+
+export function prepareInt8Linear(args: Int8LinearArgs): CpuWork {
+  const check = new CpuCheck('int8Linear');
+  const { x, qweight, scales, out, bias, activation, gated, M, N, K } = checkInt8Linear(check, args);
+  return check.work(() => {
+    const values = floatsOf(x), w = int8sOf(qweight), cs = floatsOf(scales);
+    const xq = new Int8Array(M * K), product = new Float64Array(M * N);
+    for (let m = 0; m < M; m++) {
+      const rowScale = int8QuantizeRow(values, m * K, K, xq, m * K);
+      for (let n = 0; n < N; n++) {
+        let sum = 0; // exact: |Σ| < 2^31 (checked)
+        for (let k = 0; k < K; k++) sum += xq[m * K + k]! * w[n * K + k]!;
+        product[m * N + n] = sum * rowScale * cs[n]!;
+      }
+    }
+    if (gated) storeGated(out, product, N, bias, activation!);
+    else storeWithEpilogue(out, product, N, bias, activation);
   });
 }

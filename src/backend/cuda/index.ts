@@ -5,7 +5,7 @@
 import { normLinearProduct } from '../backend.js';
 import { Event } from './runtime/device.js';
 import { byteSize, decodeFloats, encodeFloats, isFloat } from '../../dtype.js';
-import type { DType } from '../../dtype.js';
+import type { DType, FloatDType } from '../../dtype.js';
 import { ArgumentError, LayoutError, ShapeError } from '../../errors.js';
 import type { HostArray, Tensor } from '../../tensor.js';
 import { formatShape, shapeNumel } from '../../tensor.js';
@@ -29,7 +29,11 @@ import { tanhActivation } from './kernels/tanh-activation.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.js';
 import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
-import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8QuantizeRowsArgs } from '../backend.js';
+import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
+import { checkInt8Linear } from '../op-checks/quant.js';
+import type { Int8GemvLaunch } from './kernels/gemv-int8.js';
+import { int8GemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
+import { devicePtr } from './kernels/row-kernels.js';
 import { Int8GemmRunner } from './int8-gemm.js';
 import { int4Linear, int4QuantizeWeights } from './kernels/quant-int4.js';
 import { int8Dequantize, int8QuantizeRows } from './kernels/quant-int8.js';
@@ -90,6 +94,15 @@ export class CudaBackend implements Backend {
   mmaGemv = process.env['FUSEFORMER_MMA_GEMV'] === '1';
   /** GEMMs run on the mma GEMV so far. */
   mmaGemvLaunches = 0;
+  /**
+   * int8Linear of 1–4 rows as one W8A8 GEMV kernel (kernels/gemv-int8.ts: activations quantized in its
+   * prologue, dp4a products, the dequantizing epilogue) instead of quantize → cuBLASLt int8 GEMM →
+   * dequantize; default on (FUSEFORMER_INT8_GEMV=0 turns it off). Takes effect for launches and captures
+   * made after it is set.
+   */
+  int8Gemv = process.env['FUSEFORMER_INT8_GEMV'] !== '0';
+  /** int8Linear calls run as the GEMV so far. */
+  int8GemvLaunches = 0;
 
   private constructor(readonly runtime: CudaRuntime) {
     const p = runtime.device.properties;
@@ -250,6 +263,44 @@ export class CudaBackend implements Backend {
   int8Gemm(args: Int8GemmArgs): void {
     this.int8Runner ??= new Int8GemmRunner(this.runtime.stream.handle, this.gemmRunner.workspace, this.gemmRunner.workspaceBytes);
     this.int8Runner.gemm(args);
+  }
+  /**
+   * The W8A8 GEMV (kernels/gemv-int8.ts) for 1–4 rows when int8Gemv is on; else the three ops through
+   * args.scratch (or the runtime's scratch), then gatedActivation when gated.
+   */
+  int8Linear(args: Int8LinearArgs): void {
+    const c = new OpCheck('int8Linear', 'cuda');
+    const a = checkInt8Linear(c, args);
+    if (a.M === 0 || a.N === 0) return;
+    const dtype = a.x.dtype as FloatDType;
+    const gemv: Int8GemvLaunch = {
+      dtype, M: a.M, N: a.N, K: a.K, gated: a.gated, activation: a.activation ?? 'none',
+      x: devicePtr(c, 'x', a.x), qweight: devicePtr(c, 'qweight', a.qweight), scales: devicePtr(c, 'scales', a.scales),
+      bias: a.bias ? devicePtr(c, 'bias', a.bias) : 0n, out: devicePtr(c, 'out', a.out),
+    };
+    if (this.int8Gemv && int8GemvApplies(gemv)) {
+      launchInt8Gemv(this.runtime, gemv);
+      this.int8GemvLaunches++;
+      return;
+    }
+    const { M, N, K, x } = a;
+    let s = a.scratch;
+    if (!s) {
+      // xq | rowScales | acc | up, each 256-byte aligned in one scratch block.
+      const align = (bytes: number) => Math.ceil(bytes / 256) * 256;
+      const sizes = [M * K, 4 * M, 4 * M * N, a.gated ? M * N * byteSize(dtype) : 0].map(align);
+      const base = this.runtime.scratch(sizes.reduce((p, q) => p + q, 0));
+      const at = (i: number) => base + BigInt(sizes.slice(0, i).reduce((p, q) => p + q, 0));
+      s = {
+        xq: new CudaTensor(at(0), [M, K], 'i8', null), rowScales: new CudaTensor(at(1), [M], 'f32', null), acc: new CudaTensor(at(2), [M, N], 'i32', null),
+        ...(a.gated ? { up: new CudaTensor(at(3), [M, N], dtype, null) } : {}),
+      };
+    }
+    this.int8QuantizeRows({ x, out: s.xq, scales: s.rowScales });
+    this.int8Gemm({ a: s.xq, b: a.qweight, out: s.acc });
+    const epilogue = { ...(a.bias ? { bias: a.bias } : {}), ...(!a.gated && a.activation ? { activation: a.activation } : {}) };
+    this.int8Dequantize({ acc: s.acc, rowScales: s.rowScales, colScales: a.scales, out: a.gated ? s.up! : a.out, ...epilogue });
+    if (a.gated) gatedActivation(this.runtime, { x: s.up!, out: a.out, activation: a.activation! });
   }
   beamTopK(args: BeamTopKArgs): void { beamTopK(this.runtime, args); }
   beamAdvance(args: BeamAdvanceArgs): void { beamAdvance(this.runtime, args); }

@@ -1,9 +1,9 @@
 // Argument checks of the quantized-linear ops (int4Linear, int4QuantizeWeights, int8QuantizeRows,
-// int8Gemm, int8Dequantize), shared by the backends. backend.ts states each op's math and layout.
+// int8Gemm, int8Dequantize, int8Linear), shared by the backends. backend.ts states each op's math and layout.
 
 import type { Tensor } from '../../tensor.js';
 import type {
-  Activation, Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8QuantizeRowsArgs,
+  Activation, Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs,
 } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 import { checkActivation } from './elementwise.js';
@@ -120,4 +120,47 @@ export function checkInt8Dequantize<T extends Tensor>(check: OpCheck<T>, args: I
   }
   const activation = optionalActivation(check, args.activation);
   return { acc, rowScales, colScales, out, bias, activation, M: check.size('M'), N: check.size('N') };
+}
+
+export function checkInt8Linear<T extends Tensor>(check: OpCheck<T>, args: Int8LinearArgs) {
+  const x = check.tensor('x', args.x);
+  const qweight = check.tensor('qweight', args.qweight);
+  const scales = check.tensor('scales', args.scales);
+  const out = check.tensor('out', args.out);
+  check.float('x', x);
+  check.sameDType(['x', 'out'], [x, out]);
+  check.dtype('qweight', qweight, ['i8']);
+  check.dtype('scales', scales, ['f32']);
+  check.shape('x', x, ['M', 'K']);
+  check.shape('qweight', qweight, ['N', 'K']);
+  check.shape('scales', scales, ['N']);
+  const M = check.size('M'), N = check.size('N'), K = check.size('K');
+  if (K * 127 * 127 >= 2 ** 31) check.fail(`K = ${K} is too large for exact i32 accumulation (at most ${Math.floor((2 ** 31 - 1) / (127 * 127))})`);
+  const gated = args.gated === true;
+  if (gated && N % 2 !== 0) check.fail(`a gated int8Linear's weight holds the gate's rows then the up projection's, so an even N; got N = ${N}`);
+  check.shape('out', out, ['M', gated ? N / 2 : 'N']);
+  const bias = check.optional('bias', args.bias);
+  if (bias) {
+    check.shape('bias', bias, ['N']);
+    check.sameDType(['x', 'bias'], [x, bias]);
+  }
+  const activation = optionalActivation(check, args.activation);
+  if (gated && activation === undefined) check.fail(`a gated int8Linear computes act(gate)·up: 'activation' is required`);
+  const s = args.scratch;
+  if (s) {
+    const xq = check.tensor('scratch.xq', s.xq), rowScales = check.tensor('scratch.rowScales', s.rowScales), acc = check.tensor('scratch.acc', s.acc);
+    check.dtype('scratch.xq', xq, ['i8']);
+    check.dtype('scratch.rowScales', rowScales, ['f32']);
+    check.dtype('scratch.acc', acc, ['i32']);
+    check.shape('scratch.xq', xq, ['M', 'K']);
+    check.shape('scratch.rowScales', rowScales, ['M']);
+    check.shape('scratch.acc', acc, ['M', 'N']);
+    if (gated) {
+      if (!s.up) check.fail(`a gated int8Linear's scratch needs 'up' [M, N] in x's dtype (the dequantized gate and up columns)`);
+      const up = check.tensor('scratch.up', s.up);
+      check.shape('scratch.up', up, ['M', 'N']);
+      check.sameDType(['x', 'scratch.up'], [x, up]);
+    }
+  }
+  return { x, qweight, scales, out, bias, activation, gated, scratch: s, M, N, K };
 }

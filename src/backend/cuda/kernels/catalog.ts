@@ -28,6 +28,7 @@ import { catalog as residualNormCatalog } from './residual-norm.js';
 import { catalog as gatedActivationCatalog } from './gated-activation.js';
 import { catalog as gemvCatalog } from './gemv.js';
 import { catalog as mmaGemvCatalog } from './gemv-mma.js';
+import { catalog as int8GemvCatalog } from './gemv-int8.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 
@@ -63,6 +64,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['gated-activation', gatedActivationCatalog],
     ['gemv', gemvCatalog],
     ['gemv-mma', mmaGemvCatalog],
+    ['gemv-int8', int8GemvCatalog],
     ['sample-tokens', sampleTokensCatalog],
     ['tanh-activation', tanhActivationCatalog],
   ];

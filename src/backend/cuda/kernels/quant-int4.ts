@@ -19,6 +19,9 @@
 // so the inner loop is one FMA per weight per row (plus the OR), and the group's scale is applied once.
 // Reduction: shuffles within a warp, then the KW partial sums through shared memory in a fixed order
 // (deterministic), and warp kw = 0 writes act(Σ + bias).
+// Latency: a lane's first chunk of weights (words, scales, zeros) is loaded before GRID_DEPENDENCY_WAIT,
+// so under a programmatic launch it is in flight during the previous kernel's tail (the weights never
+// depend on it), and each further chunk is loaded before the current one is used.
 // Bytes: K·N/2 (weights) + K·N/G·3 (scales, zeros) + M·K·s (x, cached) + M·N·s (out).
 //
 // ==== tiled GEMM (f16/bf16, M > 8) =================================================================
@@ -135,9 +138,6 @@ __device__ __forceinline__ float nibble_float(u32 w, int j) {
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int M, int N) {
-  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
-  GRID_DEPENDENCY_WAIT();
-  GRID_DEPENDENCY_TRIGGER();
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * NC * MR : 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int kw = warp % KW, cg = warp / KW;
@@ -151,16 +151,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     #pragma unroll
     for (int m = 0; m < MR; m++) acc[c][m] = 0.f;
 
-  for (int chunk = kw; chunk < CHUNKS; chunk += KW) {
+  // A lane's packed words, scales and zeros of one chunk (zeros past K or N: they add nothing).
+  uint4 w[NC];
+  float s[NC], zf[NC];
+  auto load_chunk = [&](int chunk) {
     const int k0 = chunk * ${CHUNK_K} + lane * 32;
-    if (k0 >= K) continue;
-    uint4 w[NC];
-    float s[NC], zf[NC];
     const int group = k0 / G;
     #pragma unroll
     for (int c = 0; c < NC; c++) {
       const int r = weight_row(n0, c, N);
-      if (n0 + c % COLS < N) {
+      if (chunk < CHUNKS && k0 < K && n0 + c % COLS < N) {
         w[c] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + k0 / 8);
         s[c] = __half2float(scales[(size_t)r * GROUPS + group]);
         zf[c] = 16.f + (float)zeros[(size_t)r * GROUPS + group];
@@ -170,6 +170,21 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
         zf[c] = 16.f;
       }
     }
+  };
+  // The first chunk's weights are in flight before waiting for the kernel that writes x (programmatic
+  // launch: the weights never depend on it); the next chunk's are loaded before this one is used.
+  load_chunk(kw);
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
+
+  for (int chunk = kw; chunk < CHUNKS; chunk += KW) {
+    const int k0 = chunk * ${CHUNK_K} + lane * 32;
+    if (k0 >= K) break; // k0 only grows with chunk
+    uint4 wcur[NC];
+    float scur[NC], zcur[NC];
+    #pragma unroll
+    for (int c = 0; c < NC; c++) { wcur[c] = w[c]; scur[c] = s[c]; zcur[c] = zf[c]; }
+    if (chunk + KW < CHUNKS) load_chunk(chunk + KW);
     float dot[NC][MR], xs[MR];
     #pragma unroll
     for (int m = 0; m < MR; m++) {
@@ -182,7 +197,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       float f[NC][8];
       #pragma unroll
       for (int c = 0; c < NC; c++) {
-        const u32 word = word_of(w[c], j);
+        const u32 word = word_of(wcur[c], j);
         #pragma unroll
         for (int e = 0; e < 8; e++) f[c][e] = nibble_float(word, e);
       }
@@ -203,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     #pragma unroll
     for (int c = 0; c < NC; c++)
       #pragma unroll
-      for (int m = 0; m < MR; m++) acc[c][m] = fmaf(s[c], fmaf(16.f, dot[c][m], -zf[c] * xs[m]), acc[c][m]);
+      for (int m = 0; m < MR; m++) acc[c][m] = fmaf(scur[c], fmaf(16.f, dot[c][m], -zcur[c] * xs[m]), acc[c][m]);
   }
 
   #pragma unroll
