@@ -175,6 +175,48 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
       assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE[dtype], describe(cmp, got, expected));
     });
   }
+
+  // int8Linear: the W8A8 GEMV (1–4 rows, K a multiple of 16) and the three-op path (more rows, other K),
+  // against the CPU and, where both GPU paths run, against each other (the same integers: the outputs
+  // differ at most by an f32 rounding in the epilogue).
+  const INT8_LINEAR_CASES: [FloatDType, number, number, number, boolean, Activation | undefined, boolean][] = [
+    ['bf16', 1, 2048, 3072, false, undefined, false], ['bf16', 1, 8192, 2048, false, undefined, false],
+    ['bf16', 4, 4096, 11008, true, undefined, false], ['f16', 3, 768, 2304, true, 'gelu_tanh', false],
+    ['bf16', 1, 768, 50257, false, undefined, false], ['f32', 2, 112, 132, true, 'relu', false],
+    ['bf16', 1, 2048, 2 * 8192, false, 'silu', true], ['bf16', 4, 2048, 2 * 1000, true, 'silu', true], ['f16', 2, 1024, 2 * 300, false, 'gelu', true],
+    ['bf16', 5, 2048, 1024, true, undefined, false], ['bf16', 1, 1000, 512, false, 'silu', false], ['bf16', 17, 512, 2 * 256, true, 'silu', true],
+  ];
+  for (const [dtype, M, K, N, hasBias, activation, gated] of INT8_LINEAR_CASES) {
+    const width = gated ? N / 2 : N;
+    const gemv = M <= 4 && K % 16 === 0;
+    await t.test(`int8Linear ${dtype} M=${M} K=${K} N=${N}${hasBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''} (${gemv ? 'GEMV' : 'three ops'})`, () => {
+      const x = rng.floats(M * K, 2);
+      if (M > 1) x.fill(0, K, 2 * K); // a zero row: scale 0
+      const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
+      const scales = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N, 0.5);
+      const run = (b: Backend, fused = true) => {
+        const out = poisoned(b, [M, width], dtype);
+        if (b === gpu) gpu.int8Gemv = fused;
+        b.int8Linear({
+          x: b.fromArray(x, [M, K], dtype), qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out,
+          ...(hasBias ? { bias: b.fromArray(bias, [N], dtype) } : {}), ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}),
+        });
+        gpu.int8Gemv = true;
+        return b.download(out);
+      };
+      const before = gpu.int8GemvLaunches;
+      const got = run(gpu);
+      assert.equal(gpu.int8GemvLaunches > before, gemv, gemv ? 'the GEMV ran' : 'the three ops ran');
+      const expected = run(cpu);
+      const cmp = compareArrays(got, expected);
+      assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE[dtype], describe(cmp, got, expected));
+      if (gemv) {
+        const unfused = run(gpu, false);
+        const paths = compareArrays(got, unfused);
+        assert.ok(paths.relativeError <= TOLERANCE[dtype], `GEMV against the three-op path: ${describe(paths, got, unfused)}`);
+      }
+    });
+  }
 });
 
 test('a GPT-2 with INT4 and INT8 weights gives the CPU reference\'s logits on the GPU', { skip, timeout: 10 * 60_000 }, async () => {

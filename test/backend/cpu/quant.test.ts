@@ -120,6 +120,39 @@ test('gated int4Linear: act(gate)·up of the stacked product, bias on both halve
   assert.throws(() => backend.int4Linear({ ...odd, out: backend.empty([M, F], 'f32'), gated: true, activation: 'silu' }), /int4Linear: a gated int4Linear's weight holds the gate's rows then the up projection's, so an even N; got N = 9/);
 });
 
+test('int8Linear is quantize → int8Gemm → dequantize in one op; gated: act(g)·u of the dequantized halves', () => {
+  const M = 3, K = 32, F = 6, N = 2 * F;
+  const x = randomValues(21, M * K, -2, 2);
+  x.fill(0, K, 2 * K); // a zero row
+  const q = Array.from({ length: N * K }, (_, i) => ((i * 37 + 11) % 255) - 127);
+  const args = {
+    x: backend.fromArray(x, [M, K], 'bf16'), qweight: backend.fromArray(q, [N, K], 'i8'),
+    scales: backend.fromArray(randomValues(22, N, 1e-3, 3e-3), [N], 'f32'), bias: backend.fromArray(randomValues(23, N, -0.5, 0.5), [N], 'bf16'),
+  };
+  // The three ops, then act(g)·u of their f32 product (the gated reference).
+  const xq = backend.empty([M, K], 'i8'), rowScales = backend.empty([M], 'f32'), acc = backend.empty([M, N], 'i32'), product = backend.empty([M, N], 'f32');
+  backend.int8QuantizeRows({ x: args.x, out: xq, scales: rowScales });
+  backend.int8Gemm({ a: xq, b: args.qweight, out: acc });
+  const three = backend.empty([M, N], 'bf16');
+  backend.int8Dequantize({ acc, rowScales, colScales: args.scales, out: three, bias: args.bias, activation: 'gelu_tanh' });
+  const out = backend.empty([M, N], 'bf16');
+  backend.int8Linear({ ...args, out, activation: 'gelu_tanh' });
+  assert.deepEqual(Array.from(backend.download(out)), Array.from(backend.download(three)));
+  assert.ok(Array.from(backend.download(out)).slice(N, 2 * N).every((v, n) => v === roundToDType(geluTanh(Array.from(backend.download(args.bias))[n]!), 'bf16')), 'a zero row is act(bias)');
+
+  backend.int8Dequantize({ acc, rowScales, colScales: args.scales, out: product, bias: backend.fromArray(Array.from(backend.download(args.bias)), [N], 'f32') });
+  const p = backend.download(product), silu = (v: number) => v / (1 + Math.exp(-v));
+  const expected = Array.from({ length: M * F }, (_, i) => { const m = Math.floor(i / F), n = i % F; return silu(p[m * N + n]!) * p[m * N + F + n]!; });
+  const gated = backend.empty([M, F], 'bf16');
+  backend.int8Linear({ ...args, out: gated, gated: true, activation: 'silu' });
+  assertClose(backend.download(gated), expected, 1e-2);
+  assertRejects(() => backend.int8Linear({ ...args, out: gated, gated: true }), 'int8Linear', 'activation');
+  assertRejects(() => backend.int8Linear({ ...args, out: backend.empty([M, N], 'bf16'), gated: true, activation: 'silu' }), 'int8Linear', 'out', ShapeError);
+  assertRejects(() => backend.int8Linear({ ...args, qweight: backend.empty([N, K], 'u8'), out }), 'int8Linear', 'qweight', DTypeError);
+  assertRejects(() => backend.int8Linear({ ...args, out, scratch: { xq, rowScales, acc: backend.empty([M, N + 1], 'i32') } }), 'int8Linear', 'scratch.acc', ShapeError);
+  assertRejects(() => backend.int8Linear({ ...args, out: gated, gated: true, activation: 'silu', scratch: { xq, rowScales, acc } }), 'int8Linear', 'up');
+});
+
 test('bad arguments are rejected naming the op and the argument', () => {
   const N = 4, K = 64;
   const ok = { x: backend.empty([2, K], 'f32'), qweight: backend.empty([N, K / 8], 'i32'), scales: backend.empty([N, 2], 'f16'), zeros: backend.empty([N, 2], 'u8'), groupSize: 32, out: backend.empty([2, N], 'f32') };

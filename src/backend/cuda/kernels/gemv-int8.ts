@@ -1,0 +1,323 @@
+// The W8A8 GEMV: int8Linear (backend.ts) for decode's few rows in one kernel, instead of
+// int8QuantizeRows → cuBLASLt's int8 GEMM → int8Dequantize (three launches, and an IMMA GEMM whose
+// ramp dominates at M ≤ 4: the int8 weights are 1–34 MB a matrix, a few µs at HBM rate).
+//
+// Each block, after its first weight loads are in flight (before GRID_DEPENDENCY_WAIT: the weights never
+// depend on the previous kernel), quantizes the M activation rows itself into shared memory — max |x|
+// by a block reduction, then q = clamp(rne(x · (127 / amax)), ±127) with the f32 operations of
+// int8QuantizeRows (__fdiv_rn, __fmul_rn, __float2int_rn), so the bytes are the three-op path's. The x
+// rows are a few KB read from L2 by every block; the weights are the stream.
+// Mapping as kernels/gemv.ts: blocks of 8 warps = CG column groups × KW K-splits; warp (kw, cg) owns R
+// output columns (gated: R gate rows and R up rows F + n) and the 512-wide K chunks kw, kw + KW, …; a
+// lane reads one 16-byte vector (16 int8 k) of each row a chunk and holds U chunks in flight before
+// using any. Products are dp4a (4 int8 MACs into an i32): the i32 sums are exact, so they equal
+// cuBLASLt's whatever the order. Reduction by shuffles, across the KW warps through shared memory.
+// Epilogue (lane r·M + m writes out[m, n0 + r]): v = acc · rowScale · colScale + bias as
+// int8Dequantize writes it, then the activation; gated: act(g)·u.
+// Bytes: N·K (weights) + 4·N (scales) + M·K·s (x, per block from L2) + M·N·s (out); ops 2·M·N·K.
+
+import type { FloatDType } from '../../../dtype.js';
+import { byteSize } from '../../../dtype.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import type { EpilogueActivation } from './quant-int4.js';
+import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
+import { constants, kernelIdentifier } from './row-kernels.js';
+
+/** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
+export const INT8_GEMV_MAX_ROWS = 4;
+/** Shared memory for the quantized rows (M·K bytes). */
+export const INT8_GEMV_MAX_ACTIVATION_BYTES = 32 * 1024;
+
+const WARPS = 8;
+/** int8 k per lane per chunk: one 16-byte vector. */
+const VEC = 16;
+const CHUNK = 32 * VEC;
+const MAX_VECTORS = 16;
+const TARGET_BYTES_PER_SM = 48 * 1024;
+/** Warps an SM keeps resident at this kernel's register use (as gemv.ts). */
+const RESIDENT_WARPS = 16;
+/** Shared memory an H200 SM holds for blocks. */
+const SM_SHARED_BYTES = 227 * 1024;
+
+export interface Int8GemvSpec {
+  readonly dtype: FloatDType;
+  /** Rows of x (M), 1..INT8_GEMV_MAX_ROWS. */
+  readonly rows: number;
+  /** Input features, a multiple of 16. */
+  readonly K: number;
+  /** Output columns a warp computes (R). */
+  readonly columns: number;
+  /** Warps splitting K (KW: 1, 2, 4 or 8). */
+  readonly kWarps: number;
+  readonly bias: boolean;
+  readonly activation: EpilogueActivation;
+  /** act(g)·u of gate column n and up column F + n (N, the launch argument, is F). */
+  readonly gated: boolean;
+}
+
+export function int8GemvKey(s: Int8GemvSpec): string {
+  return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
+}
+
+function int8GemvShape(s: Int8GemvSpec): { weightRows: number; chunks: number; perWarp: number; unroll: number; groups: number } {
+  const weightRows = s.gated ? 2 * s.columns : s.columns;
+  const chunks = Math.ceil(s.K / CHUNK);
+  const perWarp = Math.ceil(chunks / s.kWarps);
+  const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / weightRows)));
+  return { weightRows, chunks, perWarp, unroll, groups: Math.ceil(perWarp / unroll) };
+}
+
+export interface Int8GemvPlan {
+  readonly spec: Int8GemvSpec;
+  readonly grid: number;
+}
+
+/**
+ * As planGemv: the (R, KW) with the most weight bytes in flight per SM up to the target, weighted by
+ * how evenly the blocks spread, then the fewest load rounds, the fewest K-splits and the widest R.
+ * N is the output width (F when gated).
+ */
+export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number): Int8GemvPlan {
+  const blocksBySharedMemory = Math.floor(SM_SHARED_BYTES / (M * K + 1024));
+  const residentWarps = Math.min(RESIDENT_WARPS, blocksBySharedMemory * WARPS);
+  let best: { plan: Int8GemvPlan; score: number[] } | undefined;
+  for (const kWarps of [1, 2, 4, 8]) {
+    for (const columns of gated ? [1, 2] : [1, 2, 4]) {
+      const spec: Int8GemvSpec = { dtype, rows: M, K, columns, kWarps, bias, activation, gated };
+      const shape = int8GemvShape(spec);
+      if (kWarps > shape.chunks && kWarps > 1) continue;
+      if (shape.weightRows * M > 16) continue; // the sums a lane holds
+      const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
+      const warpsPerSm = Math.min(residentWarps, (grid * WARPS) / multiProcessorCount);
+      const inFlight = warpsPerSm * 32 * shape.unroll * shape.weightRows * 16;
+      const balance = grid / multiProcessorCount / Math.ceil(grid / multiProcessorCount);
+      const score = [Math.round((Math.min(inFlight, TARGET_BYTES_PER_SM) * balance) / 1024), -shape.groups, -kWarps, columns];
+      if (!best || better(score, best.score)) best = { plan: { spec, grid }, score };
+    }
+  }
+  return best!.plan;
+}
+
+function better(a: number[], b: number[]): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! > b[i]!;
+  return false;
+}
+
+export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
+  const name = kernelIdentifier(int8GemvKey(spec));
+  const { weightRows, chunks, perWarp, unroll, groups } = int8GemvShape(spec);
+  const xVec = 16 / byteSize(spec.dtype);
+  const value = (i: string, n: string) => `__int2float_rn(${i}) * row_scale[m] * scales[${n}] + ${spec.bias ? `to_float(bias[${n}])` : '0.f'}`;
+  const write = spec.gated
+    ? String.raw`const float g = ${value('acc[r][m]', 'n')}, u = ${value('acc[R + r][m]', 'N + n')};
+        out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'g')} * u);`
+    : String.raw`const float v = ${value('acc[r][m]', 'n')};
+        out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});`;
+  const source = String.raw`${DEVICE_LIB}
+${EPILOGUE_ACTIVATION_CODE}
+${typedefLine('T', spec.dtype)}
+${constants({
+    M: spec.rows, K: spec.K, VEC, XVEC: xVec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps,
+    CHUNK, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS, GATED: spec.gated,
+  })}
+
+__device__ __forceinline__ uint4 load_weight(const signed char* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ int dp4a(u32 a, u32 b, int c) {
+  int d;
+  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ int warp_sum_int(int x) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// The M rows of x quantized into xq (shared, M × K), as int8QuantizeRows does; row_scale = amax / 127.
+// "red": NWARPS · M floats.
+__device__ __forceinline__ void quantize_rows(const T* __restrict__ x, signed char* xq, float (&row_scale)[M], float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float amax[M];
+  #pragma unroll
+  for (int m = 0; m < M; m++) amax[m] = 0.f;
+  for (int v = threadIdx.x; v < K / XVEC; v += THREADS) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      float f[XVEC];
+      load_floats<T, XVEC>(x + (size_t)m * K + v * XVEC, f, XVEC);
+      #pragma unroll
+      for (int e = 0; e < XVEC; e++) amax[m] = fmaxf(amax[m], fabsf(f[e]));
+    }
+  }
+  #pragma unroll
+  for (int m = 0; m < M; m++) {
+    amax[m] = warp_max(amax[m]);
+    if (lane == 0) red[warp * M + m] = amax[m];
+  }
+  __syncthreads();
+  float inv[M];
+  #pragma unroll
+  for (int m = 0; m < M; m++) {
+    float a = red[m];
+    #pragma unroll
+    for (int w = 1; w < NWARPS; w++) a = fmaxf(a, red[w * M + m]);
+    inv[m] = a > 0.f ? __fdiv_rn(127.f, a) : 0.f;
+    row_scale[m] = __fdiv_rn(a, 127.f);
+  }
+  for (int v = threadIdx.x; v < K / XVEC; v += THREADS) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      float f[XVEC];
+      load_floats<T, XVEC>(x + (size_t)m * K + v * XVEC, f, XVEC);
+      Vec<signed char, XVEC> q;
+      #pragma unroll
+      for (int e = 0; e < XVEC; e++) q.v[e] = (signed char)max(-127, min(127, __float2int_rn(__fmul_rn(f[e], inv[m]))));
+      store_vec<signed char, XVEC>(xq + m * K + v * XVEC, q);
+    }
+  }
+  __syncthreads();
+}
+
+// x [M, K], qweight i8 [N, K] (gated: [2N, K]), scales f32 [N] (gated [2N]), bias [N] (gated [2N]) or
+// null, out [M, N]. Grid ceil(N / (CG·R)), block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+    const T* __restrict__ x, const signed char* __restrict__ w, const float* __restrict__ scales,
+    const T* __restrict__ bias, T* __restrict__ out, int N) {
+  __shared__ __align__(16) signed char xq[M * K];
+  __shared__ int partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
+  __shared__ float red[NWARPS * M];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int kw = warp % KW, cg = warp / KW;
+  const int n0 = (blockIdx.x * CG + cg) * R;
+  const signed char* rows[WR];
+  #pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int n = min(n0 + r, N - 1); // columns past N compute a copy of the last and are not written
+    rows[r] = w + (size_t)n * K;
+    if constexpr (GATED) rows[R + r] = w + (size_t)(N + n) * K;
+  }
+  int acc[WR][M];
+  #pragma unroll
+  for (int r = 0; r < WR; r++)
+    #pragma unroll
+    for (int m = 0; m < M; m++) acc[r][m] = 0;
+  float row_scale[M];
+
+  #pragma unroll
+  for (int g = 0; g < GROUPS; g++) {
+    uint4 wv[U][WR];
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+      #pragma unroll
+      for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
+    if (g == 0) {
+      GRID_DEPENDENCY_WAIT();
+      quantize_rows(x, xq, row_scale, red);
+    }
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+      if (j < PER_WARP && k < K) {
+        #pragma unroll
+        for (int m = 0; m < M; m++) {
+          const uint4 a = *reinterpret_cast<const uint4*>(xq + m * K + k);
+          #pragma unroll
+          for (int r = 0; r < WR; r++) {
+            int s = acc[r][m];
+            s = dp4a(wv[u][r].x, a.x, s);
+            s = dp4a(wv[u][r].y, a.y, s);
+            s = dp4a(wv[u][r].z, a.z, s);
+            acc[r][m] = dp4a(wv[u][r].w, a.w, s);
+          }
+        }
+      }
+    }
+  }
+  GRID_DEPENDENCY_TRIGGER();
+  #pragma unroll
+  for (int r = 0; r < WR; r++)
+    #pragma unroll
+    for (int m = 0; m < M; m++) acc[r][m] = warp_sum_int(acc[r][m]);
+  if (KW > 1) {
+    if (kw > 0 && lane == 0) {
+      #pragma unroll
+      for (int r = 0; r < WR; r++)
+        #pragma unroll
+        for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = acc[r][m];
+    }
+    __syncthreads();
+    if (kw != 0) return;
+    #pragma unroll
+    for (int p = 1; p < KW; p++)
+      #pragma unroll
+      for (int r = 0; r < WR; r++)
+        #pragma unroll
+        for (int m = 0; m < M; m++) acc[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
+  }
+  #pragma unroll
+  for (int r = 0; r < R; r++) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      const int n = n0 + r;
+      if (lane == r * M + m && n < N) {
+        ${write}
+      }
+    }
+  }
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+/** An int8Linear as the GEMV reads it: its sizes and device pointers (bias 0n when absent). */
+export interface Int8GemvLaunch {
+  readonly dtype: FloatDType;
+  readonly M: number;
+  /** Weight rows (gated: 2F). */
+  readonly N: number;
+  readonly K: number;
+  readonly gated: boolean;
+  readonly activation: EpilogueActivation;
+  readonly x: bigint;
+  readonly qweight: bigint;
+  readonly scales: bigint;
+  readonly bias: bigint;
+  readonly out: bigint;
+}
+
+/** Whether the GEMV takes it: 1–4 rows, K a multiple of 16, the M × K bytes within its shared memory, x and qweight 16-byte aligned. */
+export function int8GemvApplies(a: Int8GemvLaunch): boolean {
+  return a.M >= 1 && a.M <= INT8_GEMV_MAX_ROWS && a.K % VEC === 0 && a.M * a.K <= INT8_GEMV_MAX_ACTIVATION_BYTES
+    && a.x % 16n === 0n && a.qweight % 16n === 0n;
+}
+
+export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch): void {
+  const width = a.gated ? a.N / 2 : a.N;
+  const { spec, grid } = planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount);
+  host.kernel(int8GemvKey(spec), () => int8GemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
+    arg.ptr(a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(width),
+  ]);
+}
+
+/** Representative plans for the nvcc compile check (132 SMs): Llama and GPT-2 decode shapes, gated, f32, odd N. */
+export function catalog(): KernelSource[] {
+  const plans: [FloatDType, number, number, number, boolean, EpilogueActivation, boolean][] = [
+    ['bf16', 1, 3072, 2048, false, 'none', false],
+    ['bf16', 1, 2048, 8192, false, 'none', false],
+    ['bf16', 4, 128256, 2048, false, 'none', false],
+    ['bf16', 1, 8192, 2048, false, 'silu', true],
+    ['f16', 3, 2304, 768, true, 'gelu_tanh', false],
+    ['f32', 2, 131, 112, true, 'relu', false],
+    ['f16', 4, 300, 1024, true, 'gelu', true],
+  ];
+  return plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec));
+}
