@@ -43,7 +43,7 @@ function poisoned(b: Backend, shape: number[], dtype: 'f32' | 'f16' | 'bf16' | '
 }
 
 /** gated: N = 2F weight rows (gate, then up), out [M, F] = act(g)·u. */
-interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv'; gated?: boolean }
+interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv' | 'gemm' | 'mma'; gated?: boolean }
 
 const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 1, K: 4096, N: 11008, G: 128 },
@@ -53,7 +53,7 @@ const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 17, K: 5120, N: 11008, G: 128, path: 'gemv' },
   { dtype: 'bf16', M: 256, K: 5120, N: 11008, G: 128 },
   { dtype: 'f16', M: 256, K: 4096, N: 11008, G: 64, bias: true, activation: 'relu' },
-  { dtype: 'bf16', M: 32, K: 2048, N: 2048, G: 128, bias: true, activation: 'silu' }, // split-K
+  { dtype: 'bf16', M: 32, K: 2048, N: 2048, G: 128, bias: true, activation: 'silu', path: 'gemm' }, // split-K
   { dtype: 'f32', M: 5, K: 1024, N: 1000, G: 32, bias: true },
   { dtype: 'bf16', M: 40, K: 96, N: 72, G: 32 }, // K not a multiple of 64, N below one tile
   { dtype: 'f16', M: 20, K: 128, N: 131, G: 64, activation: 'gelu' }, // odd N: no paired stores
@@ -63,8 +63,16 @@ const INT4_CASES: Int4Case[] = [
   { dtype: 'f16', M: 8, K: 1024, N: 2 * 2752, G: 64, activation: 'gelu_tanh', gated: true },
   { dtype: 'f32', M: 5, K: 512, N: 2 * 300, G: 32, bias: true, activation: 'silu', gated: true },
   { dtype: 'bf16', M: 17, K: 2048, N: 16384, G: 128, activation: 'silu', gated: true },
-  { dtype: 'bf16', M: 32, K: 2048, N: 2 * 2048, G: 128, bias: true, activation: 'silu', gated: true }, // split-K, then the gate
+  { dtype: 'bf16', M: 32, K: 2048, N: 2 * 2048, G: 128, bias: true, activation: 'silu', gated: true, path: 'gemm' }, // split-K, then the gate
   { dtype: 'bf16', M: 9, K: 4096, N: 2 * 1376, G: 128, activation: 'silu', gated: true, path: 'gemv' },
+  // The tensor-core GEMV (1–32 rows of 16-bit x, G a multiple of 128; 'auto' picks it): row tiles 1–4, partial
+  // feature tiles, G 256, K-splits, gated with bias, and the rows it shares with the SIMT GEMV (M ≤ 8).
+  { dtype: 'bf16', M: 1, K: 8192, N: 2048, G: 128, path: 'mma' },
+  { dtype: 'bf16', M: 8, K: 2048, N: 3072, G: 128, bias: true },
+  { dtype: 'f16', M: 32, K: 1024, N: 1000, G: 256, bias: true, activation: 'gelu_tanh' },
+  { dtype: 'bf16', M: 20, K: 2048, N: 2 * 1000, G: 128, bias: true, activation: 'silu', gated: true },
+  { dtype: 'f16', M: 2, K: 768, N: 2 * 300, G: 128, activation: 'gelu', gated: true },
+  { dtype: 'bf16', M: 13, K: 384, N: 77, G: 128, activation: 'relu' },
 ];
 
 function randomInt4(rng: Rng, N: number, K: number, G: number) {
@@ -91,7 +99,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
       const x = rng.floats(M * K);
       const bias = c.bias ? rng.floats(N, 0.5) : undefined;
       const rows = sampledRows(M);
-      const run = (b: Backend, xValues: Float32Array, m: number, force?: 'gemv') => {
+      const run = (b: Backend, xValues: Float32Array, m: number, force?: 'gemv' | 'gemm' | 'mma') => {
         const args = {
           x: b.fromArray(xValues, [m, K], c.dtype), qweight: b.fromArray(w.qweight, [N, K / 8], 'i32'), scales: b.fromArray(w.scales, [N, K / G], 'f16'),
           zeros: b.fromArray(w.zeros, [N, K / G], 'u8'), groupSize: G, out: poisoned(b, [m, width], c.dtype),

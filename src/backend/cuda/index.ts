@@ -103,6 +103,12 @@ export class CudaBackend implements Backend {
   int8Gemv = process.env['FUSEFORMER_INT8_GEMV'] !== '0';
   /** int8Linear calls run as the GEMV so far. */
   int8GemvLaunches = 0;
+  /**
+   * int4Linear of 1–32 rows of 16-bit x, groups a multiple of 128, on the tensor-core INT4 GEMV
+   * (kernels/gemv-int4-mma.ts) instead of the SIMT GEMV (≤ 8 rows) or the tiled GEMM; default on
+   * (FUSEFORMER_INT4_MMA=0 turns it off). Takes effect for launches and captures made after it is set.
+   */
+  int4MmaGemv = process.env['FUSEFORMER_INT4_MMA'] !== '0';
 
   private constructor(readonly runtime: CudaRuntime) {
     const p = runtime.device.properties;
@@ -254,7 +260,7 @@ export class CudaBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { sumSquares(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
   randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
-  int4Linear(args: Int4LinearArgs): void { int4Linear(this.runtime, args); }
+  int4Linear(args: Int4LinearArgs): void { int4Linear(this.runtime, args, 'auto', this.int4MmaGemv); }
   int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { int4QuantizeWeights(this.runtime, args); }
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { int8QuantizeRows(this.runtime, args); }
   int8Dequantize(args: Int8DequantizeArgs): void { int8Dequantize(this.runtime, args); }

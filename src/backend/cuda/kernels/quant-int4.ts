@@ -55,6 +55,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { gatedActivation } from './gated-activation.js';
+import { INT4_MMA_CHUNK_K, INT4_MMA_MAX_ROWS, int4MmaGemvApplies, launchInt4MmaGemv } from './gemv-int4-mma.js';
 import { CudaTensor } from '../runtime/tensor.js';
 
 export type EpilogueActivation = Activation | 'none';
@@ -564,13 +565,14 @@ export function planInt4Gemm(dtype: 'f16' | 'bf16', M: number, N: number, K: num
 /** Largest M the GEMV takes for 16-bit activations; above it the tensor-core kernel runs. */
 export const INT4_GEMV_MAX_ROWS = 8;
 
-export type Int4Path = 'auto' | 'gemv' | 'gemm';
+export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma';
 
 /**
- * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the GEMV for
- * M ≤ 8 or f32 activations and the tensor-core GEMM otherwise.
+ * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the tensor-core
+ * GEMV (gemv-int4-mma.ts) for 1–32 rows of 16-bit x in groups of a multiple of 128 when `mma` allows,
+ * else the SIMT GEMV for M ≤ 8 or f32 activations, and the tiled tensor-core GEMM otherwise.
  */
-export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Path = 'auto'): void {
+export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Path = 'auto', mma = true): void {
   const c = new OpCheck('int4Linear', 'cuda');
   const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K } = checkInt4Linear(c, args);
   const dtype = x.dtype as FloatDType;
@@ -581,6 +583,14 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const act: EpilogueActivation = activation ?? 'none';
   const biasPtr = bias ? devicePtr(c, 'bias', bias) : 0n;
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(devicePtr(c, 'scales', scales)), arg.ptr(devicePtr(c, 'zeros', zeros)), arg.ptr(biasPtr), arg.ptr(outPtr)];
+  if (path === 'mma' || (path === 'auto' && mma && int4MmaGemvApplies(dtype, M, groupSize))) {
+    if (!int4MmaGemvApplies(dtype, M, groupSize)) c.fail(`the mma GEMV takes 1–${INT4_MMA_MAX_ROWS} rows of f16/bf16 x in groups of a multiple of ${INT4_MMA_CHUNK_K}; got ${M} rows of ${dtype}, groups of ${groupSize}`);
+    launchInt4MmaGemv(host, {
+      dtype: dtype as 'bf16' | 'f16', M, N, K, groupSize, gated, activation: act, x: xPtr, qweight: qPtr,
+      scales: devicePtr(c, 'scales', scales), zeros: devicePtr(c, 'zeros', zeros), bias: biasPtr, out: outPtr,
+    });
+    return;
+  }
   const useGemv = path === 'gemv' || (path === 'auto' && (dtype === 'f32' || M <= INT4_GEMV_MAX_ROWS));
   if (useGemv) {
     const width = gated ? N / 2 : N;

@@ -1,0 +1,344 @@
+// INT4 W4A16 GEMV on the tensor cores: int4Linear (backend.ts) for 1–32 rows with 16-bit activations
+// and groups of a multiple of 128 — decode steps, where the SIMT GEMV (quant-int4.ts) spends ~6
+// instructions a weight (nibble → float, FMA, the x sums) and tops out at ~2.1 TB/s of packed weights
+// even on the 138 MB LM head (bench/results/gpu-pending-s8/call1/profile-int4.log).
+//
+// mma.sync m16n8k16 with the weights as A (16 weight rows × 16 k) and the activations as B (16 k × 8
+// rows of x), so C is [weight row][x row]; NT row tiles of 8 take M ≤ 8·NT. Per 128-wide k chunk, lane
+// (g, t) (g = lane >> 2, t = lane & 3) loads one 16-byte vector — k0 + 32t … k0 + 32t + 31, 4 packed
+// words — of weight rows g and g + 8 of each tile, and the same 32 k of x rows 8j + g. The reduction Σ_k
+// is order-free, so k is permuted inside the chunk (the same map for A and B): word w's nibble pairs
+// (e, e + 4) — one LOP3 turns both into a 16-bit pair, (w >> 4e) & 0x000F000F | magic, the magic being
+// the exponent of 128 (bf16) or 1024 (f16), so the pair reads (magic + q) exactly — are the logical
+// positions {2t, 2t+1} (pair e = 0, 2) and {2t+8, 2t+9} (e = 1, 3) of mma steps 2w and 2w + 1; on the
+// B side the same pairs (x[8w + e], x[8w + e + 4]) come from the 16-byte vector of word w by PRMT.
+// Subtracting (magic + zero) is exact (|q − z| ≤ 15), so the tensor cores multiply the exact integers
+// q − z by the stored x; a chunk lies in one group (G a multiple of 128), so the group's scale is applied
+// once per chunk in f32: acc += s·C. More exact than dequantizing to 16 bits (the tiled kernel's way).
+// Gated (act(g)·u of gate row n and up row F + n): a tile is 8 features, rows g = gate n and g + 8 = up
+// F + n, so a lane holds both halves of its outputs.
+// A warp takes FT tiles (16·FT features, gated 8·FT) and its K chunks kw, kw + KW, …; the block's 8 warps
+// are CG = 8/KW column groups × KW K-splits. A lane issues U chunks of weight loads (U·FT·2 vectors)
+// and their scales and zeros before using any, the first group before GRID_DEPENDENCY_WAIT (the weights
+// never depend on the previous kernel). f32 accumulators; the KW partial sums reduced through shared
+// memory in a fixed order (deterministic).
+// Bytes: K·N/2 (weights) + K·N/G·3 (scales, zeros) + M·K·s (x, L1/L2 after the first) + M·N·s (out).
+
+import type { FloatDType } from '../../../dtype.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { MMA_LIB } from './mma-lib.js';
+import type { EpilogueActivation } from './quant-int4.js';
+import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
+import { constants, kernelIdentifier } from './row-kernels.js';
+
+/** Rows the kernel takes (4 row tiles of 8). */
+export const INT4_MMA_MAX_ROWS = 32;
+/** k of one chunk: 4 lanes (t) × 32 nibbles of a weight row. */
+export const INT4_MMA_CHUNK_K = 128;
+
+const WARPS = 8;
+/** f32 values a lane holds per tile set: the sums and a chunk's C (2 · WT·NT·4). */
+const MAX_ACCUMULATORS = 32;
+const MAX_VECTORS = 16;
+const TARGET_BYTES_PER_SM = 48 * 1024;
+
+export interface Int4MmaGemvSpec {
+  readonly dtype: 'bf16' | 'f16';
+  /** Row tiles of 8 (NT): M in (8·(NT − 1), 8·NT], M an argument. */
+  readonly rowTiles: number;
+  readonly K: number;
+  readonly groupSize: number;
+  /** Weight tiles of 16 rows a warp computes (FT). */
+  readonly tiles: number;
+  /** Warps splitting K (KW: 1, 2, 4 or 8). */
+  readonly kWarps: number;
+  /** Chunks of weight loads in flight per lane (U). */
+  readonly unroll: number;
+  readonly bias: boolean;
+  readonly activation: EpilogueActivation;
+  readonly gated: boolean;
+}
+
+export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
+}
+
+export interface Int4MmaGemvPlan {
+  readonly spec: Int4MmaGemvSpec;
+  readonly grid: number;
+}
+
+/** Whether the kernel takes this int4Linear: 16-bit x, 1–32 rows, groups a multiple of 128. */
+export function int4MmaGemvApplies(dtype: FloatDType, M: number, groupSize: number): boolean {
+  return (dtype === 'bf16' || dtype === 'f16') && M >= 1 && M <= INT4_MMA_MAX_ROWS && groupSize % INT4_MMA_CHUNK_K === 0;
+}
+
+/**
+ * For N output features (F when gated), among FT ∈ {1, 2, 4} and KW ∈ {1, 2, 4, 8} within a lane's
+ * accumulator and vector budget: the most evenly spread blocks that keep TARGET_BYTES_PER_SM of weights
+ * in flight (two resident blocks an SM at ≤ 128 registers a thread), then fewer K-splits.
+ */
+export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number): Int4MmaGemvPlan {
+  const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, featuresPerTile = gated ? 8 : 16;
+  let best: { plan: Int4MmaGemvPlan; score: number } | undefined;
+  for (const tiles of [1, 2, 4]) {
+    if (2 * tiles * rowTiles * 4 > MAX_ACCUMULATORS) continue;
+    for (const kWarps of [1, 2, 4, 8]) {
+      if (kWarps > chunks && kWarps > 1) continue;
+      const CG = WARPS / kWarps, grid = Math.ceil(N / (CG * tiles * featuresPerTile));
+      const perWarp = Math.ceil(chunks / kWarps);
+      // More row tiles hold more sums and x pairs: fewer chunks in flight keep a lane within 128 registers.
+      const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / (2 * tiles)), rowTiles > 2 ? 2 : 4));
+      const resident = Math.min(grid, 2 * multiProcessorCount);
+      const inFlight = (resident / multiProcessorCount) * WARPS * 32 * unroll * tiles * 2 * 16;
+      const balance = grid / (Math.ceil(grid / multiProcessorCount) * multiProcessorCount);
+      const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) - kWarps * 1e-3 - tiles * 1e-4;
+      const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated };
+      if (!best || score > best.score) best = { plan: { spec, grid }, score };
+    }
+  }
+  return best!.plan;
+}
+
+export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
+  if (spec.K % INT4_MMA_CHUNK_K !== 0 || spec.groupSize % INT4_MMA_CHUNK_K !== 0 || spec.K % spec.groupSize !== 0) {
+    throw new RangeError(`int4MmaGemvSource: K (${spec.K}) and the group size (${spec.groupSize}) must be multiples of ${INT4_MMA_CHUNK_K}, G dividing K`);
+  }
+  const name = kernelIdentifier(int4MmaGemvKey(spec));
+  const chunks = spec.K / INT4_MMA_CHUNK_K, perWarp = Math.ceil(chunks / spec.kWarps), groups = Math.ceil(perWarp / spec.unroll);
+  const bf16 = spec.dtype === 'bf16';
+  const biasOf = (n: string) => (spec.bias ? ` + to_float(bias[${n}])` : '');
+  const write = spec.gated
+    ? String.raw`const float gv = acc[i][j][q]${biasOf('n')}, uv = acc[i][j][2 + q]${biasOf('N + n')};
+            out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'gv')} * uv);`
+    : String.raw`const float v = acc[i][j][2 * h + q]${biasOf('n')};
+            out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});`;
+  const source = String.raw`${DEVICE_LIB}
+${MMA_LIB}
+${EPILOGUE_ACTIVATION_CODE}
+${typedefLine('T', spec.dtype)}
+${constants({
+    K: spec.K, G: spec.groupSize, NT: spec.rowTiles, FT: spec.tiles, KW: spec.kWarps, CG: WARPS / spec.kWarps, U: spec.unroll,
+    CHUNKS: chunks, GROUPS: groups, WORDS_PER_ROW: spec.K / 8, GROUPS_PER_ROW: spec.K / spec.groupSize,
+    ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16,
+  })}
+// magic | q is the 16-bit float magic + q (exact); one = 1.0 in both halves.
+constexpr u32 MAGIC = ${bf16 ? '0x43004300u' : '0x64006400u'}, ONE = ${bf16 ? '0x3F803F80u' : '0x3C003C00u'};
+constexpr float MAGIC_VALUE = ${bf16 ? '128.f' : '1024.f'};
+
+__device__ __forceinline__ uint4 load_stream_u4(const u32* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+// Nibbles e and e + 4 of w as the pair (q_e − z, q_{e+4} − z): magic + q, minus the packed (magic + z).
+__device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {
+  u32 p = ((w >> (4 * e)) & 0x000F000Fu) | MAGIC, d;
+  asm("fma.rn.${bf16 ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(p), "r"(ONE), "r"(minus_zero));
+  return d;
+}
+// −(magic + z) in both halves of a 16-bit pair.
+__device__ __forceinline__ u32 minus_zero_pair(unsigned char z) {
+  const u32 h = (u32)__${bf16 ? 'bfloat16_as_ushort(__float2bfloat16_rn' : 'half_as_ushort(__float2half_rn'}(-(MAGIC_VALUE + (float)z)));
+  return h | (h << 16);
+}
+
+// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
+// (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${WARPS * 32}.
+extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
+    const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
+    const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int M, int N) {
+  __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int kw = warp % KW, cg = warp / KW;
+  const int f0 = (blockIdx.x * CG + cg) * FT * FEATURES;
+  // Weight rows g and g + 8 of each tile (features past N read the last one's rows and are not written).
+  int wrow[FT][2];
+  #pragma unroll
+  for (int i = 0; i < FT; i++) {
+    if (GATED) {
+      const int n = min(f0 + 8 * i + g, N - 1);
+      wrow[i][0] = n;
+      wrow[i][1] = N + n;
+    } else {
+      wrow[i][0] = min(f0 + 16 * i + g, N - 1);
+      wrow[i][1] = min(f0 + 16 * i + g + 8, N - 1);
+    }
+  }
+  float acc[FT][NT][4];
+  #pragma unroll
+  for (int i = 0; i < FT; i++)
+    #pragma unroll
+    for (int j = 0; j < NT; j++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
+
+  #pragma unroll 1
+  for (int grp = 0; grp < GROUPS; grp++) {
+    uint4 wv[U][FT][2];
+    float sc[U][FT][2];
+    u32 mz[U][FT][2];
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = kw + (grp * U + u) * KW;
+      #pragma unroll
+      for (int i = 0; i < FT; i++)
+        #pragma unroll
+        for (int h = 0; h < 2; h++) {
+          if (c < CHUNKS) {
+            const int r = wrow[i][h];
+            const size_t gi = (size_t)r * GROUPS_PER_ROW + (c * ${INT4_MMA_CHUNK_K}) / G;
+            wv[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
+            sc[u][i][h] = __half2float(scales[gi]);
+            mz[u][i][h] = minus_zero_pair(zeros[gi]);
+          } else {
+            wv[u][i][h] = make_uint4(0u, 0u, 0u, 0u);
+            sc[u][i][h] = 0.f;
+            mz[u][i][h] = 0u;
+          }
+        }
+    }
+    // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
+    if (grp == 0) GRID_DEPENDENCY_WAIT();
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = kw + (grp * U + u) * KW;
+      if (c < CHUNKS) {
+        float cf[FT][NT][4];
+        #pragma unroll
+        for (int i = 0; i < FT; i++)
+          #pragma unroll
+          for (int j = 0; j < NT; j++)
+            #pragma unroll
+            for (int q = 0; q < 4; q++) cf[i][j][q] = 0.f;
+        #pragma unroll
+        for (int w = 0; w < 4; w++) {
+          // x pairs (x[8w + e], x[8w + e + 4]) of rows 8j + g, for e = 0..3.
+          u32 bp[NT][4];
+          #pragma unroll
+          for (int j = 0; j < NT; j++) {
+            const int m = 8 * j + g;
+            const uint4 xv = m < M ? *reinterpret_cast<const uint4*>(x + (size_t)m * K + c * ${INT4_MMA_CHUNK_K} + 32 * t + 8 * w) : make_uint4(0u, 0u, 0u, 0u);
+            bp[j][0] = __byte_perm(xv.x, xv.z, 0x5410);
+            bp[j][1] = __byte_perm(xv.x, xv.z, 0x7632);
+            bp[j][2] = __byte_perm(xv.y, xv.w, 0x5410);
+            bp[j][3] = __byte_perm(xv.y, xv.w, 0x7632);
+          }
+          #pragma unroll
+          for (int i = 0; i < FT; i++) {
+            const u32 w0 = word_of(wv[u][i][0], w), w1 = word_of(wv[u][i][1], w);
+            #pragma unroll
+            for (int s = 0; s < 2; s++) {
+              const u32 af[4] = { nibble_pair(w0, 2 * s, mz[u][i][0]), nibble_pair(w1, 2 * s, mz[u][i][1]),
+                                  nibble_pair(w0, 2 * s + 1, mz[u][i][0]), nibble_pair(w1, 2 * s + 1, mz[u][i][1]) };
+              #pragma unroll
+              for (int j = 0; j < NT; j++) mma_16816<T>(cf[i][j], af, bp[j][2 * s], bp[j][2 * s + 1]);
+            }
+          }
+        }
+        // One group per chunk: its scale, per weight row (c0, c1: row g; c2, c3: row g + 8).
+        #pragma unroll
+        for (int i = 0; i < FT; i++)
+          #pragma unroll
+          for (int j = 0; j < NT; j++) {
+            acc[i][j][0] = fmaf(sc[u][i][0], cf[i][j][0], acc[i][j][0]);
+            acc[i][j][1] = fmaf(sc[u][i][0], cf[i][j][1], acc[i][j][1]);
+            acc[i][j][2] = fmaf(sc[u][i][1], cf[i][j][2], acc[i][j][2]);
+            acc[i][j][3] = fmaf(sc[u][i][1], cf[i][j][3], acc[i][j][3]);
+          }
+      }
+    }
+  }
+  GRID_DEPENDENCY_TRIGGER();
+
+  if (KW > 1) {
+    float* mine = partial + ((kw - 1) * CG + cg) * ACC * 32;
+    if (kw > 0) {
+      #pragma unroll
+      for (int i = 0; i < FT; i++)
+        #pragma unroll
+        for (int j = 0; j < NT; j++)
+          #pragma unroll
+          for (int q = 0; q < 4; q++) mine[((i * NT + j) * 4 + q) * 32 + lane] = acc[i][j][q];
+    }
+    __syncthreads();
+    if (kw != 0) return;
+    #pragma unroll
+    for (int p = 1; p < KW; p++) {
+      const float* theirs = partial + ((p - 1) * CG + cg) * ACC * 32;
+      #pragma unroll
+      for (int i = 0; i < FT; i++)
+        #pragma unroll
+        for (int j = 0; j < NT; j++)
+          #pragma unroll
+          for (int q = 0; q < 4; q++) acc[i][j][q] += theirs[((i * NT + j) * 4 + q) * 32 + lane];
+    }
+  }
+  // C of tile i, row tile j: [q] = (weight row g + 8·(q >> 1), x row 8j + 2t + (q & 1)).
+  #pragma unroll
+  for (int i = 0; i < FT; i++)
+    #pragma unroll
+    for (int j = 0; j < NT; j++)
+      #pragma unroll
+      for (int q = 0; q < 2; q++) {
+        const int m = 8 * j + 2 * t + q;
+        ${spec.gated ? String.raw`const int n = f0 + 8 * i + g;
+        if (m < M && n < N) {
+          ${write}
+        }` : String.raw`#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int n = f0 + 16 * i + g + 8 * h;
+          if (m < M && n < N) {
+            ${write}
+          }
+        }`}
+      }
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+/** An int4Linear as the kernel reads it: sizes and device pointers (bias 0n when absent). */
+export interface Int4MmaGemvLaunch {
+  readonly dtype: 'bf16' | 'f16';
+  readonly M: number;
+  /** Weight rows (gated: 2F). */
+  readonly N: number;
+  readonly K: number;
+  readonly groupSize: number;
+  readonly gated: boolean;
+  readonly activation: EpilogueActivation;
+  readonly x: bigint;
+  readonly qweight: bigint;
+  readonly scales: bigint;
+  readonly zeros: bigint;
+  readonly bias: bigint;
+  readonly out: bigint;
+}
+
+export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch): void {
+  const width = a.gated ? a.N / 2 : a.N;
+  const { spec, grid } = planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount);
+  host.kernel(int4MmaGemvKey(spec), () => int4MmaGemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
+    arg.ptr(a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.zeros), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(width),
+  ]);
+}
+
+/** Representative plans for the nvcc compile check (132 SMs): Llama decode at 1 and 32 rows, gated, f16, G 256. */
+export function catalog(): KernelSource[] {
+  const plans: ['bf16' | 'f16', number, number, number, number, boolean, EpilogueActivation, boolean][] = [
+    ['bf16', 1, 3072, 2048, 128, false, 'none', false],
+    ['bf16', 1, 2048, 8192, 128, false, 'none', false],
+    ['bf16', 1, 128256, 2048, 128, false, 'none', false],
+    ['bf16', 1, 8192, 2048, 128, false, 'silu', true],
+    ['bf16', 32, 3072, 2048, 128, false, 'none', false],
+    ['bf16', 32, 8192, 2048, 128, false, 'silu', true],
+    ['f16', 3, 2304, 768, 256, true, 'gelu_tanh', false],
+    ['f16', 17, 300, 1024, 128, true, 'gelu', true],
+  ];
+  return plans.map(([dtype, M, N, K, G, bias, act, gated]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132).spec));
+}
