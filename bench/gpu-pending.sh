@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests quant-tests decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
@@ -63,6 +63,9 @@ for step in "${steps[@]}"; do
           run decode-cublas-b32 150 node dist/bench/decode.js --no-torch --reps 3 --json /tmp/decode-nomma.json
           run decode-mma-b32 150 env FUSEFORMER_MMA_GEMV=1 node dist/bench/decode.js --no-torch --reps 3 --json /tmp/decode-mma.json ;;
     serve-mma) run serve-mma 200 env FUSEFORMER_MMA_GEMV=1 node dist/bench/serve-speed.js --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-mma.json" ;;
+    decode-int4) # the tensor-core INT4 GEMV (default) beside the SIMT GEMV / tiled GEMM it replaced, one process each
+          run decode-int4-mma 150 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-mma.json"
+          run decode-int4-simt 150 env FUSEFORMER_INT4_MMA=0 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json /tmp/decode-int4-simt.json ;;
     decode-int8) # the W8A8 GEMV (default) beside the three-op path it replaced, and INT4 after the weight prefetch, one process each
           run decode-quant-s8 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --json "$out/decode-quant.json"
           run decode-int8-off 150 env FUSEFORMER_INT8_GEMV=0 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int8,int8-head --json /tmp/decode-int8-off.json ;;
@@ -84,7 +87,7 @@ for step in "${steps[@]}"; do
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-eager) run serve-eager 180 node dist/bench/serve-speed.js --no-graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-eager.json" ;;
-    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests quant-tests decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
+    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
   esac
 done
 say "summary"
@@ -101,7 +104,7 @@ for f in profile-serve-decode profile-serve-mixed profile-int4; do [ -f "$out/$f
 [ -f "$out/mma-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/mma-tests.log" | head -20
 for f in decode-cublas-b32 decode-mma-b32; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/serve-mma.log" ] && grep -E '^C ' "$out/serve-mma.log"
-for f in decode-quant-s8 decode-int8-off; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
+for f in decode-quant-s8 decode-int8-off decode-int4-mma decode-int4-simt; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 for f in decode-int4 decode-int4-gated; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| Llama' "$out/$f.log"; }; done
 [ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20
 [ -f "$out/profile-fast.log" ] && grep -E '^(PASS|FAIL)' "$out/profile-fast.log"

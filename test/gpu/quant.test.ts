@@ -218,7 +218,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
       const expected = run(cpu);
       const cmp = compareArrays(got, expected);
       assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE[dtype], describe(cmp, got, expected));
-      if (gemv) {
+      if (gemv && N % 4 === 0) { // cuBLASLt's int8 GEMM (the three-op path) takes N a multiple of 4
         const unfused = run(gpu, false);
         const paths = compareArrays(got, unfused);
         assert.ok(paths.relativeError <= TOLERANCE[dtype], `GEMV against the three-op path: ${describe(paths, got, unfused)}`);
