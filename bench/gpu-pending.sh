@@ -57,7 +57,8 @@ for step in "${steps[@]}"; do
           for k in decode mixed; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
     profile-quant) # the INT4 decode step op by op (batch 1, the bench's context), PDL off as above
           run profile-int4 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --quantize rtn4 --quantize-lm-head --out /tmp/p-int4
-          cp /tmp/p-int4/profile.json "$out/profile-int4.json" 2>/dev/null ;;
+          run profile-int8 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --quantize rtn8 --quantize-lm-head --out /tmp/p-int8
+          cp /tmp/p-int4/profile.json "$out/profile-int4.json" 2>/dev/null; cp /tmp/p-int8/profile.json "$out/profile-int8.json" 2>/dev/null ;;
     mma-tests) run mma-tests 300 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js ;;
     decode-mma) # the tensor-core GEMV for 5–64 rows beside cuBLASLt, one process each (batch 32 is the row that moves)
           run decode-cublas-b32 150 node dist/bench/decode.js --no-torch --reps 3 --json /tmp/decode-nomma.json
@@ -98,7 +99,7 @@ say "summary"
 for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
 for f in spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
-for f in profile-serve-decode profile-serve-mixed profile-int4; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
+for f in profile-serve-decode profile-serve-mixed profile-int4 profile-int8; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
 [ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20
 [ -f "$out/quant-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/quant-tests.log" | head -20
 [ -f "$out/mma-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/mma-tests.log" | head -20
