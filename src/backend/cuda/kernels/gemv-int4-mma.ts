@@ -19,9 +19,8 @@
 // F + n, so a lane holds both halves of its outputs.
 // A warp takes FT tiles (16·FT features, gated 8·FT) and its K chunks kw, kw + KW, …; the block's 8 warps
 // are CG = 8/KW column groups × KW K-splits. A lane issues U chunks of weight loads (U·FT·2 vectors)
-// and their scales and zeros (kept unconverted until used, so issuing never waits on one) for the next
-// group before computing the current one, the first before GRID_DEPENDENCY_WAIT (the weights never
-// depend on the previous kernel). f32 accumulators; the KW partial sums reduced through shared
+// and their scales and zeros before using any, the first group before GRID_DEPENDENCY_WAIT (the weights
+// never depend on the previous kernel). f32 accumulators; the KW partial sums reduced through shared
 // memory in a fixed order (deterministic).
 // Bytes: K·N/2 (weights) + K·N/G·3 (scales, zeros) + M·K·s (x, L1/L2 after the first) + M·N·s (out).
 
@@ -84,18 +83,16 @@ export function int4MmaGemvApplies(dtype: FloatDType, M: number, groupSize: numb
 export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number): Int4MmaGemvPlan {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, featuresPerTile = gated ? 8 : 16;
   let best: { plan: Int4MmaGemvPlan; score: number } | undefined;
-  for (const tiles of [1, 2]) {
+  for (const tiles of [1, 2, 4]) {
     if (2 * tiles * rowTiles * 4 > MAX_ACCUMULATORS) continue;
     for (const kWarps of [1, 2, 4, 8]) {
       if (kWarps > chunks && kWarps > 1) continue;
       const CG = WARPS / kWarps, grid = Math.ceil(N / (CG * tiles * featuresPerTile));
       const perWarp = Math.ceil(chunks / kWarps);
       // More row tiles hold more sums and x pairs: fewer chunks in flight keep a lane within 128 registers.
-      // Two groups of U chunks in flight (the pipeline below); more row tiles hold more sums and x
-      // pairs, so fewer chunks keep a lane within 128 registers.
-      const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / (4 * tiles)), rowTiles > 2 ? 1 : 2));
+      const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / (2 * tiles)), rowTiles > 2 ? 2 : 4));
       const resident = Math.min(grid, 2 * multiProcessorCount);
-      const inFlight = (resident / multiProcessorCount) * WARPS * 32 * Math.min(perWarp, 2 * unroll) * tiles * 2 * 16;
+      const inFlight = (resident / multiProcessorCount) * WARPS * 32 * unroll * tiles * 2 * 16;
       const balance = grid / (Math.ceil(grid / multiProcessorCount) * multiProcessorCount);
       const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) - kWarps * 1e-3 - tiles * 1e-4;
       const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated };
@@ -180,10 +177,11 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
       #pragma unroll
       for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
 
-  // A group: U chunks' weight vectors and the raw scale and zero of each (row, chunk). They stay
-  // unconverted until used, so issuing a group's loads never waits for one of them.
-  struct Group { uint4 w[U][FT][2]; unsigned short s[U][FT][2]; unsigned char z[U][FT][2]; };
-  auto load_group = [&](int grp, Group& b) {
+  #pragma unroll 1
+  for (int grp = 0; grp < GROUPS; grp++) {
+    uint4 wv[U][FT][2];
+    float sc[U][FT][2];
+    u32 mz[U][FT][2];
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int c = kw + (grp * U + u) * KW;
@@ -194,27 +192,22 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
           if (c < CHUNKS) {
             const int r = wrow[i][h];
             const size_t gi = (size_t)r * GROUPS_PER_ROW + (c * ${INT4_MMA_CHUNK_K}) / G;
-            b.w[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
-            b.s[u][i][h] = __ldg(reinterpret_cast<const unsigned short*>(scales) + gi);
-            b.z[u][i][h] = __ldg(zeros + gi);
+            wv[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
+            sc[u][i][h] = __half2float(scales[gi]);
+            mz[u][i][h] = minus_zero_pair(zeros[gi]);
           } else {
-            b.w[u][i][h] = make_uint4(0u, 0u, 0u, 0u);
-            b.s[u][i][h] = 0;
-            b.z[u][i][h] = 0;
+            wv[u][i][h] = make_uint4(0u, 0u, 0u, 0u);
+            sc[u][i][h] = 0.f;
+            mz[u][i][h] = 0u;
           }
         }
     }
-  };
-  auto compute_group = [&](int grp, const Group& b) {
+    // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
+    if (grp == 0) GRID_DEPENDENCY_WAIT();
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int c = kw + (grp * U + u) * KW;
       if (c < CHUNKS) {
-        u32 mz[FT][2];
-        #pragma unroll
-        for (int i = 0; i < FT; i++)
-          #pragma unroll
-          for (int h = 0; h < 2; h++) mz[i][h] = minus_zero_pair(b.z[u][i][h]);
         float cf[FT][NT][4];
         #pragma unroll
         for (int i = 0; i < FT; i++)
@@ -237,11 +230,11 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
           }
           #pragma unroll
           for (int i = 0; i < FT; i++) {
-            const u32 w0 = word_of(b.w[u][i][0], w), w1 = word_of(b.w[u][i][1], w);
+            const u32 w0 = word_of(wv[u][i][0], w), w1 = word_of(wv[u][i][1], w);
             #pragma unroll
             for (int s = 0; s < 2; s++) {
-              const u32 af[4] = { nibble_pair(w0, 2 * s, mz[i][0]), nibble_pair(w1, 2 * s, mz[i][1]),
-                                  nibble_pair(w0, 2 * s + 1, mz[i][0]), nibble_pair(w1, 2 * s + 1, mz[i][1]) };
+              const u32 af[4] = { nibble_pair(w0, 2 * s, mz[u][i][0]), nibble_pair(w1, 2 * s, mz[u][i][1]),
+                                  nibble_pair(w0, 2 * s + 1, mz[u][i][0]), nibble_pair(w1, 2 * s + 1, mz[u][i][1]) };
               #pragma unroll
               for (int j = 0; j < NT; j++) mma_16816<T>(cf[i][j], af, bp[j][2 * s], bp[j][2 * s + 1]);
             }
@@ -249,32 +242,15 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
         }
         // One group per chunk: its scale, per weight row (c0, c1: row g; c2, c3: row g + 8).
         #pragma unroll
-        for (int i = 0; i < FT; i++) {
-          const float s0 = __half2float(__ushort_as_half(b.s[u][i][0])), s1 = __half2float(__ushort_as_half(b.s[u][i][1]));
+        for (int i = 0; i < FT; i++)
           #pragma unroll
           for (int j = 0; j < NT; j++) {
-            acc[i][j][0] = fmaf(s0, cf[i][j][0], acc[i][j][0]);
-            acc[i][j][1] = fmaf(s0, cf[i][j][1], acc[i][j][1]);
-            acc[i][j][2] = fmaf(s1, cf[i][j][2], acc[i][j][2]);
-            acc[i][j][3] = fmaf(s1, cf[i][j][3], acc[i][j][3]);
+            acc[i][j][0] = fmaf(sc[u][i][0], cf[i][j][0], acc[i][j][0]);
+            acc[i][j][1] = fmaf(sc[u][i][0], cf[i][j][1], acc[i][j][1]);
+            acc[i][j][2] = fmaf(sc[u][i][1], cf[i][j][2], acc[i][j][2]);
+            acc[i][j][3] = fmaf(sc[u][i][1], cf[i][j][3], acc[i][j][3]);
           }
-        }
       }
-    }
-  };
-
-  // Two groups in flight: the next one's loads are issued before the current one is used. The first
-  // is issued before waiting for the kernel that writes x (programmatic launch).
-  Group ga, gb;
-  load_group(0, ga);
-  GRID_DEPENDENCY_WAIT();
-  #pragma unroll 1
-  for (int grp = 0; grp < GROUPS; grp += 2) {
-    if (grp + 1 < GROUPS) load_group(grp + 1, gb);
-    compute_group(grp, ga);
-    if (grp + 1 < GROUPS) {
-      if (grp + 2 < GROUPS) load_group(grp + 2, ga);
-      compute_group(grp + 1, gb);
     }
   }
   GRID_DEPENDENCY_TRIGGER();
@@ -352,12 +328,12 @@ export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch): void 
   ]);
 }
 
-/** Representative plans for the nvcc compile check (132 SMs): Llama decode at 1 and 32 rows, gated, f16, G 256. */
+/** Representative plans for the nvcc compile check (132 SMs): Llama decode at 1, 12 and 32 rows, gated, f16, G 256. */
 export function catalog(): KernelSource[] {
   const plans: ['bf16' | 'f16', number, number, number, number, boolean, EpilogueActivation, boolean][] = [
     ['bf16', 1, 3072, 2048, 128, false, 'none', false],
     ['bf16', 1, 2048, 8192, 128, false, 'none', false],
-    ['bf16', 1, 128256, 2048, 128, false, 'none', false],
+    ['bf16', 12, 128256, 2048, 128, false, 'none', false],
     ['bf16', 1, 8192, 2048, 128, false, 'silu', true],
     ['bf16', 32, 3072, 2048, 128, false, 'none', false],
     ['bf16', 32, 8192, 2048, 128, false, 'silu', true],

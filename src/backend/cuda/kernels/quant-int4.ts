@@ -153,10 +153,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     for (int m = 0; m < MR; m++) acc[c][m] = 0.f;
 
   // A lane's packed words, scales and zeros of one chunk (zeros past K or N: they add nothing).
-  // Scales and zeros stay raw until used, so issuing the loads never waits for one of them.
   uint4 w[NC];
-  unsigned short s[NC];
-  unsigned char zf[NC];
+  float s[NC], zf[NC];
   auto load_chunk = [&](int chunk) {
     const int k0 = chunk * ${CHUNK_K} + lane * 32;
     const int group = k0 / G;
@@ -165,12 +163,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       const int r = weight_row(n0, c, N);
       if (chunk < CHUNKS && k0 < K && n0 + c % COLS < N) {
         w[c] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + k0 / 8);
-        s[c] = __ldg(reinterpret_cast<const unsigned short*>(scales) + (size_t)r * GROUPS + group);
-        zf[c] = __ldg(zeros + (size_t)r * GROUPS + group);
+        s[c] = __half2float(scales[(size_t)r * GROUPS + group]);
+        zf[c] = 16.f + (float)zeros[(size_t)r * GROUPS + group];
       } else {
         w[c] = make_uint4(0u, 0u, 0u, 0u);
-        s[c] = 0;
-        zf[c] = 0;
+        s[c] = 0.f;
+        zf[c] = 16.f;
       }
     }
   };
@@ -186,7 +184,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     uint4 wcur[NC];
     float scur[NC], zcur[NC];
     #pragma unroll
-    for (int c = 0; c < NC; c++) { wcur[c] = w[c]; scur[c] = __half2float(__ushort_as_half(s[c])); zcur[c] = 16.f + (float)zf[c]; }
+    for (int c = 0; c < NC; c++) { wcur[c] = w[c]; scur[c] = s[c]; zcur[c] = zf[c]; }
     if (chunk + KW < CHUNKS) load_chunk(chunk + KW);
     float dot[NC][MR], xs[MR];
     #pragma unroll

@@ -20,7 +20,7 @@ function int4Args(M: number, K: number, N: number, G: number, dtype: 'bf16' | 'f
 
 test('decode shapes take the GEMV: K split over warps, columns per lane for two waves of blocks', () => {
   const host = new RecordingHost();
-  q4.int4Linear(host, int4Args(1, 2048, 2048, 128));
+  q4.int4Linear(host, int4Args(1, 2048, 2048, 128), 'auto', false); // the tensor-core GEMV off (below)
   q4.int4Linear(host, int4Args(3, 8192, 2048, 64));
   q4.int4Linear(host, int4Args(8, 5120, 11008, 32, 'f16'));
   const [a, b, c] = host.launches;
@@ -35,6 +35,26 @@ test('decode shapes take the GEMV: K split over warps, columns per lane for two 
   assert.equal(argValue(c!, 7, 'i32'), 11008);
 });
 
+test('1–32 rows of 16-bit x in groups of a multiple of 128 take the tensor-core GEMV; others keep their kernels', () => {
+  const first = (args: Parameters<typeof q4.int4Linear>[1]) => {
+    const host = new RecordingHost();
+    q4.int4Linear(host, args);
+    return host.launches[0]!;
+  };
+  const g = first({ ...int4Args(32, 2048, 2 * 8192, 256), out: deviceTensor([32, 8192], 'bf16'), gated: true, activation: 'silu' });
+  const [one, gated, above, g64, f32] = [first(int4Args(1, 2048, 3072, 128)), g, first(int4Args(33, 2048, 3072, 128)),
+    first(int4Args(4, 2048, 3072, 64, 'f16')), first(int4Args(4, 2048, 3072, 128, 'f32'))].map((l) => l.key);
+  assert.match(one!, /^int4_gemv_mma\.bf16\.nt1\.k2048\.g128\./);
+  assert.match(gated!, /^int4_gemv_mma\.bf16\.nt4\.k2048\.g256\..*\.silu\.gated$/);
+  assert.match(above!, /^int4_gemm\./);
+  assert.match(g64!, /^int4_gemv\.f16\./);
+  assert.match(f32!, /^int4_gemv\.f32\./);
+  // The launch: x, qweight, scales, zeros, bias, out, M, width (F when gated).
+  assert.equal(argValue(g, 6, 'i32'), 32);
+  assert.equal(argValue(g, 7, 'i32'), 8192);
+  assert.throws(() => q4.int4Linear(new RecordingHost(), int4Args(4, 2048, 3072, 64), 'mma'), /int4Linear: the mma GEMV takes 1–32 rows of f16\/bf16 x in groups of a multiple of 128/);
+});
+
 test('prefill shapes take the tensor-core kernel; small grids split K and finish in a second pass', () => {
   const host = new RecordingHost();
   q4.int4Linear(host, { ...int4Args(256, 5120, 11008, 128), bias: deviceTensor([11008], 'bf16'), activation: 'gelu_tanh' });
@@ -44,7 +64,7 @@ test('prefill shapes take the tensor-core kernel; small grids split K and finish
   assert.equal(big!.config.sharedBytes, 2 * (128 + 128) * 64 * 2);
 
   const split = new RecordingHost();
-  q4.int4Linear(split, { ...int4Args(32, 2048, 2048, 128), bias: deviceTensor([2048], 'bf16'), activation: 'silu' });
+  q4.int4Linear(split, { ...int4Args(32, 2048, 2048, 128), bias: deviceTensor([2048], 'bf16'), activation: 'silu' }, 'auto', false);
   const [partials, finish] = split.launches;
   assert.equal(partials!.key, 'int4_gemm.bf16.k2048.g128.m32.n64.partials');
   assert.deepEqual(partials!.config.grid, [32, 1, 8]);
@@ -101,4 +121,26 @@ test('GPU-only limits are refused naming the op', () => {
 test('catalog kernels have unique names', () => {
   const names = [...q4.catalog(), ...q8.catalog()].map((k) => k.name);
   assert.equal(new Set(names).size, names.length);
+});
+
+test('the W8A8 GEMV: 1–4 rows, K a multiple of 16 within its shared memory, aligned x and weights; launched with the output width', async () => {
+  const { int8GemvApplies, launchInt8Gemv, planInt8Gemv } = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
+  const base = { dtype: 'bf16' as const, M: 1, N: 2 * 8192, K: 2048, gated: true, activation: 'silu' as const, x: 256n, qweight: 512n, scales: 1024n, bias: 0n, out: 2048n };
+  assert.ok(int8GemvApplies(base));
+  assert.ok(!int8GemvApplies({ ...base, M: 5 }), 'five rows go to the three ops');
+  assert.ok(!int8GemvApplies({ ...base, K: 1000 }), 'K not a multiple of 16');
+  assert.ok(!int8GemvApplies({ ...base, M: 4, K: 16384 }), 'M·K over the shared-memory budget');
+  assert.ok(!int8GemvApplies({ ...base, x: 258n }), 'x not 16-byte aligned');
+  const host = new RecordingHost();
+  launchInt8Gemv(host, base);
+  const [l] = host.launches;
+  const plan = planInt8Gemv('bf16', 1, 8192, 2048, false, 'silu', true, 132);
+  assert.equal(l!.key, `int8_gemv.bf16.m1.k2048.r${plan.spec.columns}.kw${plan.spec.kWarps}.silu.gated`);
+  assert.equal(l!.config.grid, plan.grid);
+  assert.equal(argValue(l!, 5, 'i32'), 8192);
+  // Every plan covers the output: CG = 8 / KW warps of R columns a block.
+  for (const [M, N, K] of [[1, 3072, 2048], [4, 128256, 2048], [3, 131, 112], [2, 2048, 8192]] as const) {
+    const p = planInt8Gemv('f16', M, N, K, true, 'none', false, 132);
+    assert.ok(p.grid * (8 / p.spec.kWarps) * p.spec.columns >= N, `${M}×${N}×${K}: grid ${p.grid} covers N`);
+  }
 });
