@@ -55,8 +55,9 @@ const HEAD_CHUNK_ROWS = 256;
 
 /**
  * A Llama-family INT4 MLP's gate/up product and act(gate)·up as one gated int4Linear (one GEMV kernel at
- * decode's few rows on CUDA) instead of int4Linear + gatedActivation. Opt-in (FUSEFORMER_INT4_GATED=1)
- * until it has run on a GPU (built 2026-12-01); takes effect for forwards launched or captured after it is set.
+ * decode's few rows on CUDA) instead of int4Linear + gatedActivation. Opt-in (FUSEFORMER_INT4_GATED=1):
+ * measured no faster on the H200 (2026-12-01: 0.617 against 0.613 ms/token, Llama 1.2B b1); takes
+ * effect for forwards launched or captured after it is set.
  */
 export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] === '1' };
 
