@@ -105,6 +105,8 @@ interface CacheEntry {
   /** Addresses last written into the descriptor (bias or bias gradient; aux). */
   boundBias: bigint;
   boundAux: bigint;
+  /** A round problem running its bucket's winner: its own call that times its candidates after all. */
+  ownTuneAtUse?: number;
 }
 
 /**
@@ -113,10 +115,14 @@ interface CacheEntry {
  * else on the group's AUTOTUNE_AFTER_USES-th) times the candidates, and every odd-sized member — made
  * before or after — runs the winner, cuBLASLt's algorithm descriptor being valid across M (a member where
  * it is not falls back to its own heuristic's list). An odd member of a bucket with no winner yet takes
- * the winner of a neighbouring bucket (M within a factor of 2) instead of tuning. Round members still tune
- * themselves (training's shapes keep their own best), so a serving warm-up of power-of-two row counts
- * (serve/warmup.ts) leaves nothing to tune once requests arrive: measured on the H200 (2026-12-01), tuning
- * inside live steps had cost a 16-client run 9.3 of its 13.7 s.
+ * the winner of a neighbouring bucket (M within a factor of 2) instead of tuning. A round member tunes
+ * itself on first use when its bucket has no winner yet; when it has one, it runs that winner at once and
+ * times its own candidates only at its ROUND_OWN_TUNE_USES-th call (a training shape, called thousands of
+ * times, still gets its own best; a serving step's row count that happens to be a multiple of 64 does
+ * not tune inside a live step — 12 such tunings had cost a 256-client run 2.1 s, H200 2026-12-01). So a
+ * serving warm-up of power-of-two row counts (serve/warmup.ts) leaves nothing to tune once requests
+ * arrive: measured on the H200 (2026-12-01), tuning inside live steps had cost a 16-client run 9.3 of
+ * its 13.7 s.
  */
 interface TuningGroup {
   uses: number;
@@ -211,6 +217,8 @@ export const AUTOTUNE_MIN_FLOPS = 2 ** 33;
  */
 export const AUTOTUNE_AFTER_USES = 3;
 export const AUTOTUNE_ROUND_SIZE = 64;
+/** The call at which a round problem that adopted its bucket's winner times its own candidates (TuningGroup). */
+export const ROUND_OWN_TUNE_USES = 50;
 
 function autotuneFromEnv(value: string | undefined): boolean | 'auto' {
   if (value === '1') return true;
@@ -341,7 +349,7 @@ export class GemmRunner {
   }
 
   private launchRecent(recent: RecentCall): void {
-    if (!recent.entry.tuned) this.tuneIfDue(recent.entry, recent.call);
+    if (!recent.entry.tuned || recent.entry.ownTuneAtUse !== undefined) this.tuneIfDue(recent.entry, recent.call);
     this.launch(recent.entry, recent.call);
   }
 
@@ -349,12 +357,24 @@ export class GemmRunner {
     const group = entry.group;
     entry.uses++;
     group.uses++;
-    if (entry.tuned) return;
-    // A round problem (training's: tuned on first use) times its own candidates; an odd one that would be
-    // tuned runs its group's winner, or a neighbouring bucket's.
-    const winner = isRound(entry.problem) || entry.tuneAtUse === Infinity ? undefined : nearestWinner(group);
-    if (winner !== undefined) this.adoptWinner(entry, winner);
-    else if (group.uses >= entry.tuneAtUse && call.beta === 0) {
+    if (entry.tuned) {
+      // Not inside a graph capture (no timing there): a later eager call tunes it.
+      if (entry.ownTuneAtUse !== undefined && entry.uses >= entry.ownTuneAtUse && call.beta === 0 && this.requireTimer().canTime(this.stream)) {
+        delete entry.ownTuneAtUse;
+        this.bindAddresses(entry, call);
+        this.tune(entry, call);
+      }
+      return;
+    }
+    // A round problem (training's: tuned on first use) times its own candidates unless its bucket has a
+    // winner (then later, see TuningGroup); an odd one that would be tuned runs its group's winner, or a
+    // neighbouring bucket's.
+    const round = isRound(entry.problem);
+    const winner = entry.tuneAtUse === Infinity ? undefined : round ? group.winner : nearestWinner(group);
+    if (winner !== undefined) {
+      this.adoptWinner(entry, winner);
+      if (round) entry.ownTuneAtUse = ROUND_OWN_TUNE_USES;
+    } else if (group.uses >= entry.tuneAtUse && call.beta === 0) {
       this.bindAddresses(entry, call);
       this.tune(entry, call);
       if (entry.tuned && group.winner === undefined) group.winner = entry.candidates[entry.chosen];

@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { GemmRunner } from '../../../src/backend/cuda/gemm.js';
+import { GemmRunner, ROUND_OWN_TUNE_USES } from '../../../src/backend/cuda/gemm.js';
 import type { StreamTimer } from '../../../src/backend/cuda/gemm-timer.js';
 import { CudaTensor } from '../../../src/backend/cuda/runtime/tensor.js';
 import {
@@ -276,7 +276,7 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
 });
 
-test("'auto' tunes a large problem of round sizes on first use, any other when its row-count bucket is used a third time; odd row counts of a tuned or neighbouring bucket run its winner", () => {
+test("'auto' tunes a large problem of round sizes on first use (at its 50th when its bucket has a winner), any other when its row-count bucket is used a third time; odd row counts of a tuned or neighbouring bucket run its winner", () => {
   const lt = new FakeCublasLt();
   lt.candidateCount = 3;
   const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
@@ -308,16 +308,28 @@ test("'auto' tunes a large problem of round sizes on first use, any other when i
   samples = timer.samples;
   r.gemm({ a: dev([5000, 2048]), b: w, out: dev([5000, 2048]) });
   assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(5000).tuned], [samples, 1, true], 'a member made before the tuning adopts the winner on its next call');
-  // A training step's padded shape (16 × 128 tokens): tuned on its first, eager use, although its bucket has a winner.
-  r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
-  assert.ok(timer.samples > samples, 'a round shape is tuned at once');
+  // A round shape (a multiple of 64) in a bucket with a winner — a serving step's 1984 rows, or a training
+  // step's 16 × 124 tokens — runs the winner at once, and times its own candidates at its 50th call.
+  const roundA = dev([1984, 2048]), roundOut = dev([1984, 2048]);
+  r.gemm({ a: roundA, b: w, out: roundOut });
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(1984).tuned], [samples, 1, true], 'a round shape adopts its bucket\'s winner');
+  for (let i = 2; i < ROUND_OWN_TUNE_USES; i++) r.gemm({ a: roundA, b: w, out: roundOut }); // the repeated-call fast path
+  assert.equal(timer.samples, samples, 'untimed before its 50th call');
+  r.gemm({ a: roundA, b: w, out: roundOut });
+  assert.ok(timer.samples > samples, 'its own tuning at the 50th call');
+  samples = timer.samples;
+  for (let i = 0; i < 5; i++) r.gemm({ a: roundA, b: w, out: roundOut });
+  assert.equal(timer.samples, samples, 'once');
+  // A round shape in a bucket without a winner (a training step's 16 × 128 tokens): tuned on its first use.
+  r.gemm({ a: dev([16384, 2048]), b: w, out: dev([16384, 2048]) });
+  assert.ok(timer.samples > samples, 'a round shape of an untuned bucket is tuned at once');
   samples = timer.samples;
   // Small problems (decode rows) are never tuned, however often they run.
   const x = dev([4, 2048]), y = dev([4, 2048]);
   for (let i = 0; i < 5; i++) r.gemm({ a: x, b: w, out: y });
   assert.equal(timer.samples, samples);
   assert.equal(r.cacheEntries().find((e) => e.key.includes(' 4x2048x2048 '))!.tuned, false);
-  assert.deepEqual([r.stats.tunings, r.stats.entries], [3, 11]);
+  assert.deepEqual([r.stats.tunings, r.stats.entries], [4, 12]);
 });
 
 test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {
