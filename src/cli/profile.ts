@@ -138,10 +138,10 @@ function runDecodeProfile(backend: Backend, reason: string, config: ModelConfig,
   }
   const repeats = positiveInt('repeats', values.repeats, onGpu ? 5 : 2);
   const top = positiveInt('top', values.top, 30);
-  log(`fuseformer profile: ${modelName} decode, ${batch} sequences × ${context} cached tokens, ${dtype} on ${backend.description} — ${reason}`);
+  const quantize = profileQuantization(values);
+  log(`fuseformer profile: ${modelName} decode, ${batch} sequences × ${context} cached tokens, ${dtype}${quantLabel(quantize)} on ${backend.description} — ${reason}`);
   const roofs = measureRoofs(backend, dtype);
   if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
-  const quantize = profileQuantization(values);
   const result = profileDecodeStep(backend, config, { batch, context, dtype, repeats, roofs: roofs ?? false, opTiming: opTiming(values['op-timing']), ...(quantize ? { quantize } : {}) });
   log(`${batch} tokens a step: ${result.stepMs.toFixed(3)} ms/token per sequence, ${Math.round((batch * 1e3) / result.stepMs).toLocaleString('en-US')} tokens/s`);
   writeAndPrint(result, `decode step${onGpu ? ' (graph replay)' : ''}`, top, resolve(values.out ?? 'profile-out'),
@@ -163,10 +163,10 @@ function runServeProfile(backend: Backend, reason: string, config: ModelConfig, 
   const repeats = positiveInt('repeats', values.repeats, onGpu ? 5 : 2);
   const top = positiveInt('top', values.top, 30);
   const what = `${running} requests × ${context} cached positions${kind === 'mixed' ? ` + a ${chunk}-token prompt` : ''}`;
-  log(`fuseformer profile: ${modelName} serving step, ${what}, ${dtype} on ${backend.description} — ${reason}`);
+  const quantize = profileQuantization(values);
+  log(`fuseformer profile: ${modelName} serving step, ${what}, ${dtype}${quantLabel(quantize)} on ${backend.description} — ${reason}`);
   const roofs = measureRoofs(backend, dtype);
   if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
-  const quantize = profileQuantization(values);
   const result = profileServingStep(backend, config, { kind, running, context, chunk, dtype, repeats, roofs: roofs ?? false, ...(quantize ? { quantize } : {}) });
   log(`${running + (kind === 'mixed' ? chunk : 0)} positions a step: ${result.stepMs.toFixed(3)} ms (eager)`);
   writeAndPrint(result, `serving step (${kind}, eager)`, top, resolve(values.out ?? 'profile-out'),
