@@ -4,15 +4,14 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve profile-quant   # GEMM tuning groups, default graphs + warm-up on the GPU; serving and INT4 decode steps op by op (~6 min)
-#   bash .device/run.sh bash bench/gpu-pending.sh serve                       # serving after the neighbour-bucket GEMM change (~5.5 min with HF)
-#   bash .device/run.sh bash bench/gpu-pending.sh mma-tests decode-mma        # the tensor-core GEMV (5–64 rows): checks, then A/B with serving (~6 min)
-#   bash .device/run.sh bash bench/gpu-pending.sh quant-tests decode-quant-gated   # the gated INT4 MLP op: checks, then A/B (~5 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh gemv-sweep                  # every plan of the INT4 mma and W8A8 GEMVs at Llama's decode shapes vs the planners' picks (~3 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant serve   # after a planner change: quantized decode A/B, profiles; serving after the round-problem tuning rule
+#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve   # the round-problem GEMM tuning rule's checks; serving steps op by op (~5 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
 set -u
@@ -70,6 +69,7 @@ for step in "${steps[@]}"; do
     decode-int8) # the W8A8 GEMV (default) beside the three-op path it replaced, and INT4 after the weight prefetch, one process each
           run decode-quant-s8 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --json "$out/decode-quant.json"
           run decode-int8-off 150 env FUSEFORMER_INT8_GEMV=0 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int8,int8-head --json /tmp/decode-int8-off.json ;;
+    gemv-sweep) run gemv-sweep 420 node dist/bench/gemv-sweep.js --json "$out/gemv-sweep.json" ;;
     quant-tests) run quant-tests 300 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js ;;
     decode-quant-gated) # the gated INT4 MLP op beside the two-op MLP, one process each
           run decode-int4 150 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json /tmp/decode-int4.json
@@ -88,7 +88,7 @@ for step in "${steps[@]}"; do
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-eager) run serve-eager 180 node dist/bench/serve-speed.js --no-graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-eager.json" ;;
-    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
+    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
   esac
 done
 say "summary"
@@ -101,6 +101,7 @@ for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.lo
 for f in spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
 for f in profile-serve-decode profile-serve-mixed profile-int4 profile-int8; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
 [ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20
+[ -f "$out/gemv-sweep.log" ] && grep -E '^\|' "$out/gemv-sweep.log"
 [ -f "$out/quant-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/quant-tests.log" | head -20
 [ -f "$out/mma-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/mma-tests.log" | head -20
 for f in decode-cublas-b32 decode-mma-b32; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done

@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { CudaBackend } from '../src/backend/cuda/index.js';
-import { Event } from '../src/backend/cuda/runtime/device.js';
+import { copyBandwidth as measureCopy, timeGraph as timeGraphOf } from './device-timing.js';
 import { probeCuda } from '../src/cuda/probe.js';
 import { dropoutOffsetAdvance } from '../src/backend/rng.js';
 import type { DType } from '../src/dtype.js';
@@ -44,46 +44,9 @@ interface Row {
   us: number; bytes: number; gbps: number; percentOfCopy: number; vsBf16: number | null; torchUs: number | null;
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
-function timeRegion(b: CudaBackend, region: () => void, calls: number): number {
-  const start = b.runtime.createEvent({ timing: true }), end = b.runtime.createEvent({ timing: true });
-  for (let i = 0; i < 3; i++) region();
-  b.synchronize();
-  const samples: number[] = [];
-  for (let r = 0; r < REPEATS; r++) {
-    start.record(b.runtime.stream);
-    region();
-    end.record(b.runtime.stream);
-    end.synchronize();
-    samples.push(Event.elapsedMs(start, end) / calls);
-  }
-  start.destroy(); end.destroy();
-  return median(samples);
-}
-
 /** Median ms per call of CALLS launches rotating over `launches`, replayed as one graph. */
-function timeGraph(b: CudaBackend, launches: (() => void)[]): number {
-  const all = () => { for (let i = 0; i < CALLS; i++) launches[i % launches.length]!(); };
-  all(); // compile, tune and size scratch memory before the capture
-  b.synchronize();
-  const graph = b.captureGraph(all);
-  const ms = timeRegion(b, () => graph.replay(), CALLS);
-  graph.dispose();
-  return ms;
-}
-
-function copyBandwidth(b: CudaBackend): number {
-  const bytes = 1 << 30;
-  const src = b.empty([bytes], 'u8'), dst = b.empty([bytes], 'u8');
-  b.fill(src, 7);
-  const ms = timeRegion(b, () => b.runtime.copyDeviceToDevice(dst.ptr, src.ptr, bytes), 1);
-  b.free(src); b.free(dst);
-  return (2 * bytes) / (ms / 1e3) / 1e9;
-}
+const timeGraph = (b: CudaBackend, launches: (() => void)[]) => timeGraphOf(b, launches, CALLS, REPEATS);
+const copyBandwidth = (b: CudaBackend) => measureCopy(b, REPEATS);
 
 let offset = 0n;
 function random(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, std = 1): Tensor {

@@ -320,9 +320,33 @@ export interface Int4MmaGemvLaunch {
   readonly out: bigint;
 }
 
-export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch): void {
+/** Blocks of a launch of `spec` over `width` output features (F when gated). */
+export function int4MmaGemvGrid(spec: Int4MmaGemvSpec, width: number): number {
+  return Math.ceil(width / ((WARPS / spec.kWarps) * spec.tiles * (spec.gated ? 8 : 16)));
+}
+
+/** Every (FT, KW, U) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
+export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean): Int4MmaGemvSpec[] {
+  const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, out: Int4MmaGemvSpec[] = [];
+  for (const tiles of [1, 2]) {
+    if (2 * tiles * rowTiles * 4 > MAX_ACCUMULATORS) continue;
+    for (const kWarps of [1, 2, 4, 8]) {
+      if (kWarps > chunks && kWarps > 1) continue;
+      const perWarp = Math.ceil(chunks / kWarps);
+      for (const unroll of [1, 2, 4, 8]) {
+        if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS) continue;
+        out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated });
+      }
+    }
+  }
+  return out;
+}
+
+/** Launches the kernel with the planner's spec, or `spec` (the sweep). */
+export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch, forced?: Int4MmaGemvSpec): void {
   const width = a.gated ? a.N / 2 : a.N;
-  const { spec, grid } = planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount);
+  const spec = forced ?? planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount).spec;
+  const grid = int4MmaGemvGrid(spec, width);
   host.kernel(int4MmaGemvKey(spec), () => int4MmaGemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
     arg.ptr(a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.zeros), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(width),
   ]);

@@ -300,9 +300,30 @@ export function int8GemvApplies(a: Int8GemvLaunch): boolean {
     && a.x % 16n === 0n && a.qweight % 16n === 0n;
 }
 
-export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch): void {
+/** Blocks of a launch of `spec` over `width` output columns (F when gated). */
+export function int8GemvGrid(spec: Int8GemvSpec, width: number): number {
+  return Math.ceil(width / ((WARPS / spec.kWarps) * spec.columns));
+}
+
+/** Every (R, KW) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
+export function int8GemvSpace(dtype: FloatDType, M: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean): Int8GemvSpec[] {
+  const out: Int8GemvSpec[] = [];
+  for (const kWarps of [1, 2, 4, 8]) {
+    for (const columns of gated ? [1, 2] : [1, 2, 4]) {
+      const spec: Int8GemvSpec = { dtype, rows: M, K, columns, kWarps, bias, activation, gated };
+      const shape = int8GemvShape(spec);
+      if ((kWarps > shape.chunks && kWarps > 1) || shape.weightRows * M > 16) continue;
+      out.push(spec);
+    }
+  }
+  return out;
+}
+
+/** Launches the kernel with the planner's spec, or `spec` (the sweep). */
+export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch, forced?: Int8GemvSpec): void {
   const width = a.gated ? a.N / 2 : a.N;
-  const { spec, grid } = planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount);
+  const spec = forced ?? planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount).spec;
+  const grid = int8GemvGrid(spec, width);
   host.kernel(int8GemvKey(spec), () => int8GemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
     arg.ptr(a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(width),
   ]);

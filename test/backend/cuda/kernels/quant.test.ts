@@ -144,3 +144,20 @@ test('the W8A8 GEMV: 1–4 rows, K a multiple of 16 within its shared memory, al
     assert.ok(p.grid * (8 / p.spec.kWarps) * p.spec.columns >= N, `${M}×${N}×${K}: grid ${p.grid} covers N`);
   }
 });
+
+test('the decode GEMVs\' plan spaces (bench/gemv-sweep.ts) hold each planner\'s pick, and every plan covers the output', async () => {
+  const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
+  const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
+  for (const [M, width, K, gated] of [[1, 3072, 2048, false], [1, 8192, 2048, true], [1, 2048, 8192, false], [1, 128256, 2048, false], [32, 3072, 2048, false], [20, 1000, 1024, true]] as const) {
+    const act = gated ? 'silu' as const : 'none' as const;
+    const space4 = i4.int4MmaGemvSpace('bf16', M, K, 128, false, act, gated).map(i4.int4MmaGemvKey);
+    const plan4 = i4.planInt4MmaGemv('bf16', M, width, K, 128, false, act, gated, 132);
+    assert.ok(space4.includes(i4.int4MmaGemvKey(plan4.spec)), `int4 ${M}×${width}×${K}: the planner's pick is in the space`);
+    for (const spec of i4.int4MmaGemvSpace('bf16', M, K, 128, false, act, gated)) {
+      assert.ok(i4.int4MmaGemvGrid(spec, width) * (8 / spec.kWarps) * spec.tiles * (gated ? 8 : 16) >= width);
+    }
+    if (M > i8.INT8_GEMV_MAX_ROWS) continue;
+    const plan8 = i8.planInt8Gemv('bf16', M, width, K, false, act, gated, 132);
+    assert.ok(i8.int8GemvSpace('bf16', M, K, false, act, gated).map(i8.int8GemvKey).includes(i8.int8GemvKey(plan8.spec)), `int8 ${M}×${width}×${K}: the planner's pick is in the space`);
+  }
+});

@@ -1,0 +1,147 @@
+// `node dist/bench/gemv-sweep.js`: every launch plan of the quantized decode GEMVs timed on its own —
+// the tensor-core INT4 GEMV (kernels/gemv-int4-mma.ts: tiles FT, K-splits KW, chunks in flight U) and
+// the W8A8 GEMV (kernels/gemv-int8.ts: columns R, K-splits KW) — at Llama 1.2B's decode shapes, beside
+// the plan each planner picks, so a planner can be checked (or replaced) from one short device run.
+// The profile of a decode step (fuseformer profile --quantize rtn4) puts these kernels at 28–57% of
+// HBM bandwidth; this says whether a different plan does better, shape by shape.
+// Method (bench/quant.ts's): weights rotate over enough sets to exceed the L2 cache, CALLS launches are
+// one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = the weight bytes (with
+// scales and zeros) ÷ time, against the copy bandwidth measured in the same run.
+//
+//   node dist/bench/gemv-sweep.js [--rows 1,32] [--json bench/results/gemv-sweep.json]
+// (about 2–4 minutes on an H200, most of it compiling each plan once; cached on disk after that)
+
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { CudaBackend } from '../src/backend/cuda/index.js';
+import type { Int4MmaGemvSpec } from '../src/backend/cuda/kernels/gemv-int4-mma.js';
+import type { Int8GemvSpec } from '../src/backend/cuda/kernels/gemv-int8.js';
+import { dropoutOffsetAdvance } from '../src/backend/rng.js';
+import { probeCuda } from '../src/cuda/probe.js';
+import type { DType } from '../src/dtype.js';
+import type { Tensor } from '../src/tensor.js';
+import { Rng } from '../src/testing/random.js';
+import { copyBandwidth, timeGraph } from './device-timing.js';
+
+const CALLS = 20;
+const REPEATS = 9;
+const L2_BYTES = 60 << 20;
+const GROUP = 128;
+
+/** Llama 1.2B's decode products: [weight rows, K], gated for the MLP's gate/up (2F rows, F outputs). */
+const SHAPES = [
+  { name: 'QKV', N: 3072, K: 2048, gated: false },
+  { name: 'out', N: 2048, K: 2048, gated: false },
+  { name: 'gate/up (gated)', N: 2 * 8192, K: 2048, gated: true },
+  { name: 'down', N: 2048, K: 8192, gated: false },
+  { name: 'LM head', N: 128256, K: 2048, gated: false },
+];
+
+interface Row { kernel: string; shape: string; M: number; spec: string; planned: boolean; us: number; gbps: number; percentOfCopy: number }
+
+let offset = 0n;
+function random(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, std = 1): Tensor {
+  const t = b.empty(shape, dtype);
+  b.randomFill({ out: t, distribution: 'normal', std, seed: BigInt(Math.floor(rng.next() * 2 ** 32)), offset });
+  offset += dropoutOffsetAdvance(t.numel);
+  return t;
+}
+
+const ptr = (t: Tensor) => (t as unknown as { ptr: bigint }).ptr;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' } } });
+  const probe = probeCuda();
+  if (!probe.available) {
+    process.stdout.write(`bench/gemv-sweep: skipped, no usable CUDA GPU (${probe.reason})\n`);
+    return;
+  }
+  const rowsList = values.rows!.split(',').map(Number);
+  if (rowsList.some((m) => !Number.isInteger(m) || m < 1 || m > 32)) throw new Error(`--rows: integers 1..32, got '${values.rows}'`);
+  const { CudaBackend } = await import('../src/backend/cuda/index.js');
+  const i4 = await import('../src/backend/cuda/kernels/gemv-int4-mma.js');
+  const i8 = await import('../src/backend/cuda/kernels/gemv-int8.js');
+  const b = CudaBackend.create();
+  const host = b.runtime, sms = host.multiProcessorCount;
+  const rng = new Rng(20261201);
+  const copyGBps = copyBandwidth(b, REPEATS);
+  process.stdout.write(`${b.description}: copy ${copyGBps.toFixed(0)} GB/s\n`);
+  const rows: Row[] = [];
+  const record = (kernel: string, shape: string, M: number, spec: string, planned: boolean, ms: number, bytes: number) => {
+    const gbps = bytes / (ms / 1e3) / 1e9;
+    rows.push({ kernel, shape, M, spec, planned, us: ms * 1e3, gbps, percentOfCopy: (100 * gbps) / copyGBps });
+  };
+
+  for (const { name, N, K, gated } of SHAPES) {
+    const width = gated ? N / 2 : N;
+    for (const M of rowsList) {
+      // INT4: packed words, f16 scales, u8 zeros; random bits (the kernel's speed does not depend on them).
+      const int4Bytes = (N * K) / 2 + (N * K / GROUP) * 3;
+      const sets4 = Math.max(2, Math.min(16, Math.ceil((2 * L2_BYTES) / int4Bytes)));
+      const made: Tensor[] = [];
+      const keep = (t: Tensor) => { made.push(t); return t; };
+      const int4Sets = Array.from({ length: sets4 }, () => {
+        const w = random(b, rng, [N, K], 'bf16', 0.02);
+        const q = { qweight: keep(b.empty([N, K / 8], 'i32')), scales: keep(b.empty([N, K / GROUP], 'f16')), zeros: keep(b.empty([N, K / GROUP], 'u8')) };
+        b.int4QuantizeWeights({ weight: w, groupSize: GROUP, ...q });
+        b.free(w);
+        return { ...q, x: keep(random(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, width], 'bf16')) };
+      });
+      const activation = gated ? 'silu' as const : 'none' as const;
+      const planned4 = i4.planInt4MmaGemv('bf16', M, width, K, GROUP, false, activation, gated, sms).spec;
+      const time4 = (spec: Int4MmaGemvSpec) => timeGraph(b, int4Sets.map((s) => () => i4.launchInt4MmaGemv(host, {
+        dtype: 'bf16', M, N, K, groupSize: GROUP, gated, activation, x: ptr(s.x), qweight: ptr(s.qweight), scales: ptr(s.scales), zeros: ptr(s.zeros), bias: 0n, out: ptr(s.out),
+      }, spec)), CALLS, REPEATS);
+      for (const spec of i4.int4MmaGemvSpace('bf16', M, K, GROUP, false, activation, gated)) {
+        const key = i4.int4MmaGemvKey(spec);
+        record('int4 mma GEMV', name, M, key, key === i4.int4MmaGemvKey(planned4), time4(spec), int4Bytes);
+      }
+      for (const t of made) b.free(t);
+      made.length = 0;
+
+      // W8A8 (≤ 4 rows): i8 weights, f32 scales.
+      if (M > i8.INT8_GEMV_MAX_ROWS) continue;
+      const int8Bytes = N * K + 4 * N;
+      const sets8 = Math.max(2, Math.min(16, Math.ceil((2 * L2_BYTES) / int8Bytes)));
+      const int8Sets = Array.from({ length: sets8 }, () => {
+        const w = random(b, rng, [N, K], 'bf16', 0.02);
+        const q = keep(b.empty([N, K], 'i8')), scales = keep(b.empty([N], 'f32'));
+        b.int8QuantizeRows({ x: w, out: q, scales });
+        b.free(w);
+        return { q, scales, x: keep(random(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, width], 'bf16')) };
+      });
+      const planned8 = i8.planInt8Gemv('bf16', M, width, K, false, activation, gated, sms).spec;
+      const time8 = (spec: Int8GemvSpec) => timeGraph(b, int8Sets.map((s) => () => i8.launchInt8Gemv(host, {
+        dtype: 'bf16', M, N, K, gated, activation, x: ptr(s.x), qweight: ptr(s.q), scales: ptr(s.scales), bias: 0n, out: ptr(s.out),
+      }, spec)), CALLS, REPEATS);
+      for (const spec of i8.int8GemvSpace('bf16', M, K, false, activation, gated)) {
+        const key = i8.int8GemvKey(spec);
+        record('W8A8 GEMV', name, M, key, key === i8.int8GemvKey(planned8), time8(spec), int8Bytes);
+      }
+      for (const t of made) b.free(t);
+    }
+  }
+
+  // Per (kernel, shape, M): the planner's pick beside the fastest plan.
+  const lines = ['| kernel | shape | M | planned µs | % of copy | best µs | % of copy | best plan |', '|---|---|---:|---:|---:|---:|---:|---|'];
+  const groups = new Map<string, Row[]>();
+  for (const r of rows) {
+    const k = `${r.kernel}|${r.shape}|${r.M}`;
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k)!.push(r);
+  }
+  for (const [, g] of groups) {
+    const planned = g.find((r) => r.planned)!, best = g.reduce((x, y) => (y.us < x.us ? y : x));
+    lines.push(`| ${planned.kernel} | ${planned.shape} | ${planned.M} | ${planned.us.toFixed(2)} | ${planned.percentOfCopy.toFixed(0)}% | ${best.us.toFixed(2)} | ${best.percentOfCopy.toFixed(0)}% | ${best.spec} |`);
+  }
+  process.stdout.write(`\n${lines.join('\n')}\n`);
+  if (values.json) {
+    writeFileSync(values.json, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows }, null, 2)}\n`);
+    process.stdout.write(`wrote ${values.json}\n`);
+  }
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
+  process.exit(1);
+});
