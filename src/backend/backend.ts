@@ -704,20 +704,26 @@ export interface ResidualNormArgs {
 
 /**
  * A residual norm and the product that reads its output, as one op: residualNorm(norm) — x += y + bias
- * when y is given, norm.out = norm(x) — then, of norm.out, either a GEMM against [N, K] weights
- * (out = ep(norm.out·bᵀ + bias)) or gatedLinear (norm.out is its x). A backend may fuse the two (the
- * decode GEMV with the norm in its prologue) but writes everything the two ops write.
+ * when y is given, norm.out = norm(x) — then, of norm.out, a GEMM against [N, K] weights
+ * (out = ep(norm.out·bᵀ + bias)), gatedLinear (norm.out is its x), or int8Linear (W8A8 weights; norm.out
+ * is its x). A backend may fuse the two (the decode GEMV with the norm in its prologue) but writes
+ * everything the two ops write.
  */
 export interface NormLinearArgs {
   norm: ResidualNormArgs;
   linear:
     | { kind: 'gemm'; b: Tensor; out: Tensor; epilogue?: GemmEpilogue; bias?: Tensor }
-    | { kind: 'gated'; weight: Tensor; bias?: Tensor; up: Tensor; out: Tensor; activation: Activation };
+    | { kind: 'gated'; weight: Tensor; bias?: Tensor; up: Tensor; out: Tensor; activation: Activation }
+    | ({ kind: 'int8' } & Omit<Int8LinearArgs, 'x'>);
 }
 
 /** The product of a normLinear as the op it stands for, reading norm.out (the unfused path, the cost model). */
-export function normLinearProduct(args: NormLinearArgs): { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs } {
+export function normLinearProduct(args: NormLinearArgs): { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs } | { readonly int8: Int8LinearArgs } {
   const l = args.linear, x = args.norm.out, bias = l.bias ? { bias: l.bias } : {};
+  if (l.kind === 'int8') {
+    const { kind: _kind, ...rest } = l;
+    return { int8: { x, ...rest } };
+  }
   if (l.kind === 'gated') return { gated: { x, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...bias } };
   return { gemm: { a: x, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...bias } };
 }

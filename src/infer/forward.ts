@@ -28,7 +28,7 @@
 // maxRows rows); a gated MLP's INT8 gate/up product and act(g)·u are one int8Linear.
 
 import type { Activation, Backend, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
-import type { DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
+import type { DeviceInt8Weight, DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
@@ -135,7 +135,9 @@ export class DecoderForward {
       const q = m.quantization?.layers[l] ?? {};
       // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
       const norm1 = this.normArgs(v, layer.norm1, l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined);
-      if (q.qkv) {
+      if (q.qkv?.kind === 'int8') {
+        this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
+      } else if (q.qkv) {
         ops.residualNorm(norm1);
         this.quantizedLinear(ops, q.qkv, v.h, v.qkv);
       } else {
@@ -166,13 +168,17 @@ export class DecoderForward {
       ops.normLinear({ norm, linear: { kind: 'gemm', b: layer.up, out: v.act, epilogue: this.fcEpilogue, bias: layer.upBias! } });
       return;
     }
+    if (up?.kind === 'int8') {
+      // Norm and the W8A8 product (gated: with act(g)·u) in one op (one GEMV kernel for a few rows on CUDA with int8NormGemv).
+      const bias = layer.upBias ? { bias: layer.upBias } : {};
+      if (arch.gatedMlp) this.int8NormLinear(ops, norm, up, v.act, { gated: true, activation: arch.activation, ...bias }, v.up);
+      else this.int8NormLinear(ops, norm, up, v.act, { activation: arch.activation, ...bias });
+      return;
+    }
     ops.residualNorm(norm);
     if (up && arch.gatedMlp && up.kind === 'int4' && int4GatedOptions.enabled) {
       // Gate/up product and act(g)·u in one op (one GEMV kernel for a few rows on CUDA).
       int4LinearOp(ops, up, v.h, v.act, { gated: true, activation: arch.activation, ...(layer.upBias ? { bias: layer.upBias } : {}) });
-    } else if (up && arch.gatedMlp && up.kind === 'int8') {
-      const bias = layer.upBias ? { bias: layer.upBias } : {};
-      w8a8LinearOp(ops, up, v.h, v.act, { ...this.w8a8Scratch(v.rows, up.inFeatures, up.outFeatures), up: v.up }, { gated: true, activation: arch.activation, ...bias });
     } else if (up && arch.gatedMlp) {
       this.quantizedLinear(ops, up, v.h, v.up, layer.upBias ? { bias: layer.upBias } : {});
       ops.gatedActivation({ x: v.up, out: v.act, activation: arch.activation });
@@ -189,6 +195,13 @@ export class DecoderForward {
   private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation } = {}): void {
     if (w.kind === 'int4') int4LinearOp(ops, w, x, out, epilogue);
     else w8a8LinearOp(ops, w, x, out, this.w8a8Scratch(x.shape[0]!, w.inFeatures, w.outFeatures), epilogue);
+  }
+
+  /** residualNorm(norm), then out = the W8A8 product of norm.out, as one normLinear (`up`: a gated product's scratch). */
+  private int8NormLinear(ops: Backend, norm: ResidualNormArgs, w: DeviceInt8Weight, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}, up?: Tensor): void {
+    const rows = norm.out.shape[0]!;
+    const { up: _none, ...scratch } = this.w8a8Scratch(rows, w.inFeatures, w.outFeatures);
+    ops.normLinear({ norm, linear: { kind: 'int8', qweight: w.qweight, scales: w.scales, out, ...epilogue, scratch: { ...scratch, ...(up ? { up } : {}) } } });
   }
 
   /** Views of the W8A8 buffers for rows × K inputs × N outputs (cached: a captured step replays the same tensors). */

@@ -515,10 +515,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => {
       const norm = OP_COSTS.residualNorm!.cost([a.norm]);
       const p = normLinearProduct(a);
-      const product = 'gated' in p ? OP_COSTS.gatedLinear!.cost([p.gated]) : gemmCost(p.gemm);
+      const product = 'gated' in p ? OP_COSTS.gatedLinear!.cost([p.gated]) : 'int8' in p ? OP_COSTS.int8Linear!.cost([p.int8]) : gemmCost(p.gemm);
       return { flops: norm.flops + product.flops, bytes: norm.bytes + product.bytes - bytesOf(a.norm.out) };
     },
-    variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.linear.kind === 'gated' ? `gated ${shapeOf(a.linear.out)}` : `${shapeOf(a.linear.out)}`}`,
+    variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.linear.kind === 'gemm' ? '' : `${a.linear.kind === 'int8' ? 'int8 ' : ''}${a.linear.kind === 'gated' || (a.linear.kind === 'int8' && a.linear.gated) ? 'gated ' : ''}`}${shapeOf(a.linear.out)}`,
   },
   tanhActivation: {
     cost: ([a]) => ({ flops: a.out.numel * (a.bias ? 2 : 1), bytes: bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out) }),

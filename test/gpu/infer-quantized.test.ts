@@ -17,6 +17,7 @@ import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { quantizeDecoderModel } from '../../src/infer/quantized.js';
+import type { CudaBackend } from '../../src/backend/cuda/index.js';
 import { int4GatedOptions } from '../../src/infer/forward.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
@@ -33,9 +34,10 @@ const MODELS = ENGINE_TEST_MODELS, PROMPTS = ENGINE_TEST_PROMPTS;
  * The CUDA engine against the CPU engine on the model in `dir`, quantized the same way: f32 and bf16
  * prefill logits, and in f32 the greedy tokens of a batch with and without graphs.
  */
-async function compareQuantizedEngines(dir: string, bits: 4 | 8, lmHead: boolean): Promise<void> {
+async function compareQuantizedEngines(dir: string, bits: 4 | 8, lmHead: boolean, configure: (gpu: CudaBackend) => void = () => {}): Promise<void> {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  configure(gpu);
   for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
     const load = (b: Backend) => {
       const model = loadDecoderModel(dir, b, { dtype }).model;
@@ -94,5 +96,19 @@ for (const m of MODELS.filter((x) => x.family === 'llama')) {
     } finally {
       int4GatedOptions.enabled = saved;
     }
+  });
+}
+
+// The W8A8 GEMV with the residual norm in its prologue (CudaBackend.int8NormGemv, FUSEFORMER_INT8_NORM=1):
+// each layer's QKV and gate/up (GPT-2: fc) normLinear one kernel at decode's rows; prefill's 17 rows
+// take residualNorm + the three-op int8Linear.
+for (const m of MODELS) {
+  test(`${m.name} INT8 + LM head, norm in the W8A8 GEMV: CUDA quantized engine matches the CPU quantized engine`, { skip }, async () => {
+    const dir = join(root, `${m.name}-int8-norm`);
+    writeModelFolder(dir, m.family, m.config, 7);
+    let used: CudaBackend | undefined;
+    await compareQuantizedEngines(dir, 8, true, (gpu) => { gpu.int8NormGemv = true; used = gpu; });
+    // Every projection is INT8, so each fused normLinear is the W8A8 GEMV with the norm prologue.
+    assert.ok(used!.normGemvLaunches > 0, 'the fused kernel ran');
   });
 }

@@ -227,6 +227,54 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   }
 });
 
+// normLinear of an int8Linear: the W8A8 GEMV with the residual norm in its prologue (int8NormGemv), against
+// the CPU's residualNorm + int8Linear — the product, the normed rows h and the updated residual stream x.
+test('normLinear with a W8A8 product on the fused GEMV matches the CPU reference', { skip, timeout: 10 * 60_000 }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  gpu.int8NormGemv = true;
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  const rng = new Rng(seed);
+  const CASES: [FloatDType, number, number, number, 'rms' | 'layer', boolean, boolean, Activation | undefined, boolean][] = [
+    // dtype, M, K, N (weight rows), norm, residual, residual bias, activation, gated
+    ['bf16', 1, 2048, 3072, 'rms', true, false, undefined, false],
+    ['bf16', 4, 2048, 2 * 1000, 'rms', true, false, 'silu', true],
+    ['f16', 2, 768, 3072, 'layer', true, true, 'gelu_tanh', false],
+    ['f32', 3, 112, 132, 'layer', false, false, 'relu', false],
+    ['bf16', 5, 512, 256, 'rms', true, false, undefined, false], // five rows: residualNorm + the three ops
+  ];
+  for (const [dtype, M, K, N, norm, residual, residualBias, activation, gated] of CASES) {
+    const width = gated ? N / 2 : N;
+    await t.test(`${dtype} M=${M} K=${K} N=${N} ${norm}${residual ? ' +residual' : ''}${residualBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''}`, () => {
+      const x = rng.floats(M * K), y = rng.floats(M * K), rbias = rng.floats(K, 0.2), gamma = rng.floats(K, 0.3, 1), beta = rng.floats(K, 0.2);
+      const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
+      const scales = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N, 0.5);
+      const run = (b: Backend) => {
+        const xs = b.fromArray(x, [M, K], dtype), h = poisoned(b, [M, K], dtype), out = poisoned(b, [M, width], dtype);
+        b.normLinear({
+          norm: { x: xs, ...(residual ? { y: b.fromArray(y, [M, K], dtype) } : {}), ...(residualBias ? { bias: b.fromArray(rbias, [K], dtype) } : {}), norm,
+            gamma: b.fromArray(gamma, [K], dtype), ...(norm === 'layer' ? { beta: b.fromArray(beta, [K], dtype) } : {}), out: h, eps: 1e-5 },
+          linear: { kind: 'int8', qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out, bias: b.fromArray(bias, [N], dtype),
+            ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}) },
+        });
+        return { out: b.download(out), h: b.download(h), x: b.download(xs) };
+      };
+      const before = gpu.int8GemvLaunches, beforeNorm = gpu.normGemvLaunches;
+      const got = run(gpu);
+      const fused = M <= 4;
+      assert.equal(gpu.normGemvLaunches > beforeNorm, fused, fused ? 'the fused kernel ran' : 'residualNorm + int8Linear ran');
+      assert.equal(gpu.int8GemvLaunches > before, fused, 'the W8A8 GEMV ran where it applies');
+      const expected = run(cpu);
+      for (const key of ['x', 'h', 'out'] as const) {
+        const cmp = compareArrays(got[key], expected[key]);
+        // out: an activation within an ulp of an INT8 rounding boundary may round the other way (1/127 of its row's amax).
+        assert.ok(cmp.unwritten === 0 && cmp.relativeError <= (key === 'out' ? 2 * TOLERANCE[dtype] : TOLERANCE[dtype]), `${key}: ${describe(cmp, got[key], expected[key])}`);
+      }
+    });
+  }
+});
+
 test('a GPT-2 with INT4 and INT8 weights gives the CPU reference\'s logits on the GPU', { skip, timeout: 10 * 60_000 }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();

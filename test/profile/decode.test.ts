@@ -49,3 +49,18 @@ test('a decode step timed by removal on the CPU: one engine per op, the same ops
   assert.deepEqual(others(removed), others(eager));
   assert.ok(removed.ops.every((o) => o.ms >= 0));
 });
+
+test('an INT8 decode step on the CPU: each layer\'s norms go with their W8A8 products (normLinear), the rest as int8Linear', () => {
+  const base = presetConfig('gpt2-tiny');
+  const config = { family: 'gpt2', config: { ...base.config, layers: 2 } } as ModelConfig;
+  const batch = 2, context = 8, hidden = base.config.hidden;
+  const p = profileDecodeStep(new CpuBackend(), config, { batch, context, dtype: 'f32', repeats: 1, roofs: false, quantize: { bits: 8, lmHead: true } });
+  const named = (prefix: string) => p.ops.filter((o) => o.name.startsWith(prefix));
+  // QKV and fc after the two norms of each layer; the out and down projections and the LM head on their own.
+  assert.equal(p.ops.filter((o) => o.op === 'normLinear').length, 4);
+  assert.ok(named('normLinear ').every((o) => / int8 /.test(o.name) && o.gemm), 'the fused ops name their W8A8 product');
+  assert.equal(p.ops.filter((o) => o.op === 'int8Linear').length, 5, 'out and down per layer, and the head');
+  const qkv = p.ops.find((o) => o.op === 'normLinear' && o.name.includes(`[${batch}, ${3 * hidden}]`))!;
+  assert.ok(qkv.flops! >= 2 * batch * 3 * hidden * hidden, 'the product\'s MACs counted');
+  assert.ok(qkv.bytes! >= 3 * hidden * hidden, 'the int8 weight read once');
+});

@@ -191,11 +191,12 @@ export class CpuBackend implements Backend {
     this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });
     this.gatedActivation({ x: args.up, out: args.out, activation: args.activation });
   }
-  /** residualNorm, then the GEMM or gatedLinear of its output (the contract's definition). */
+  /** residualNorm, then the GEMM, gatedLinear or int8Linear of its output (the contract's definition). */
   normLinear(args: NormLinearArgs): void {
     this.residualNorm(args.norm);
     const product = normLinearProduct(args);
     if ('gated' in product) this.gatedLinear(product.gated);
+    else if ('int8' in product) this.int8Linear(product.int8);
     else this.gemm(product.gemm);
   }
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }

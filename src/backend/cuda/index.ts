@@ -32,7 +32,7 @@ import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
 import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
 import { checkInt8Linear } from '../op-checks/quant.js';
 import type { Int8GemvLaunch } from './kernels/gemv-int8.js';
-import { int8GemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
+import { int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
 import { devicePtr } from './kernels/row-kernels.js';
 import { Int8GemmRunner } from './int8-gemm.js';
 import { int4Linear, int4QuantizeWeights } from './kernels/quant-int4.js';
@@ -104,6 +104,12 @@ export class CudaBackend implements Backend {
   int8Gemv = process.env['FUSEFORMER_INT8_GEMV'] !== '0';
   /** int8Linear calls run as the GEMV so far. */
   int8GemvLaunches = 0;
+  /**
+   * normLinear of an int8Linear (≤ 4 rows) as one W8A8 GEMV with the residual norm in its prologue
+   * (kernels/gemv-int8.ts with gemv.ts's norm prologue) instead of residualNorm + the GEMV. Opt-in
+   * (FUSEFORMER_INT8_NORM=1) until it has run on a GPU (built 2026-12-01, session 8); needs int8Gemv.
+   */
+  int8NormGemv = process.env['FUSEFORMER_INT8_NORM'] === '1';
   /**
    * int4Linear of 1–32 rows of 16-bit x, groups a multiple of 128, on the tensor-core INT4 GEMV
    * (kernels/gemv-int4-mma.ts) instead of the SIMT GEMV (≤ 8 rows) or the tiled GEMM; default on
@@ -337,6 +343,13 @@ export class CudaBackend implements Backend {
   /** One GEMV kernel with the norm in its prologue for a few rows (normGemv and decodeGemv on); else residualNorm, then gemm or gatedLinear. */
   normLinear(args: NormLinearArgs): void {
     const product = normLinearProduct(args);
+    if ('int8' in product) {
+      if (!(this.int8NormGemv && this.int8Gemv && this.launchInt8NormGemv(args, product.int8))) {
+        this.residualNorm(args.norm);
+        this.int8Linear(product.int8);
+      }
+      return;
+    }
     if (this.normGemv && this.decodeGemv) {
       const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), args.norm);
       const fused = normGemvApplies(norm) ? this.gemvProduct(product) : undefined;
@@ -352,8 +365,31 @@ export class CudaBackend implements Backend {
     else this.gemm(product.gemm);
   }
 
+  /** normLinear of an int8Linear as one W8A8 GEMV with the norm in its prologue, if the kernel takes it. */
+  private launchInt8NormGemv(args: NormLinearArgs, product: Int8LinearArgs): boolean {
+    const c = new OpCheck('normLinear', 'cuda');
+    const norm = checkResidualNorm(c, args.norm);
+    const a = checkInt8Linear(c, product);
+    if (!normGemvApplies(norm) || norm.rows !== a.M || a.M === 0 || a.N === 0) return false;
+    const ptr = (name: string, t: Tensor | undefined) => (t ? devicePtr(c, name, t) : 0n);
+    const gemv: Int8GemvLaunch = {
+      dtype: a.x.dtype as FloatDType, M: a.M, N: a.N, K: a.K, gated: a.gated, activation: a.activation ?? 'none',
+      x: 0n, qweight: ptr('qweight', a.qweight), scales: ptr('scales', a.scales), bias: ptr('bias', a.bias), out: ptr('out', a.out),
+    };
+    if (!int8NormGemvApplies(gemv)) return false;
+    launchInt8Gemv(this.runtime, gemv, undefined, {
+      norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined },
+      x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),
+      beta: ptr('norm.beta', norm.beta), h: ptr('norm.out', norm.out), eps: norm.eps,
+    });
+    this.int8GemvLaunches++;
+    this.normGemvLaunches++;
+    return true;
+  }
+
   /** The checked product for the fused GEMV, if the GEMV takes it. */
   private gemvProduct(product: ReturnType<typeof normLinearProduct>): NormGemvLinear | undefined {
+    if ('int8' in product) return undefined; // normLinear takes those first
     if ('gated' in product) {
       const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), product.gated);
       return gatedGemvApplies(checked) ? { kind: 'gated', checked } : undefined;

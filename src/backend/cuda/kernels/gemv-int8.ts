@@ -24,6 +24,8 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
+import type { GemvNorm } from './gemv.js';
+import { normPrologueCode } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -32,8 +34,8 @@ export const INT8_GEMV_MAX_ACTIVATION_BYTES = 32 * 1024;
 
 const WARPS = 8;
 /** int8 k per lane per chunk: one 16-byte vector. */
-const VEC = 16;
-const CHUNK = 32 * VEC;
+const WVEC = 16;
+const CHUNK = 32 * WVEC;
 const MAX_VECTORS = 16;
 const TARGET_BYTES_PER_SM = 48 * 1024;
 /** Warps an SM keeps resident at this kernel's register use (as gemv.ts). */
@@ -55,10 +57,17 @@ export interface Int8GemvSpec {
   readonly activation: EpilogueActivation;
   /** act(g)·u of gate column n and up column F + n (N, the launch argument, is F). */
   readonly gated: boolean;
+  /**
+   * normLinear: the rows are norm(x + y + bias) of the residual stream, formed by every block in its
+   * prologue (gemv.ts's norm prologue, the same code) before they are quantized; the last block to pass
+   * it updates x and writes h.
+   */
+  readonly norm?: GemvNorm;
 }
 
 export function int8GemvKey(s: Int8GemvSpec): string {
-  return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}` : '';
+  return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
 function int8GemvShape(s: Int8GemvSpec): { weightRows: number; chunks: number; perWarp: number; unroll: number; groups: number } {
@@ -79,13 +88,13 @@ export interface Int8GemvPlan {
  * how evenly the blocks spread, then the fewest load rounds, the fewest K-splits and the widest R.
  * N is the output width (F when gated).
  */
-export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number): Int8GemvPlan {
-  const blocksBySharedMemory = Math.floor(SM_SHARED_BYTES / (M * K + 1024));
+export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number, norm?: GemvNorm): Int8GemvPlan {
+  const blocksBySharedMemory = Math.floor(SM_SHARED_BYTES / (M * K * (norm ? 1 + byteSize(dtype) : 1) + 1024));
   const residentWarps = Math.min(RESIDENT_WARPS, blocksBySharedMemory * WARPS);
   let best: { plan: Int8GemvPlan; score: number[] } | undefined;
   for (const kWarps of [1, 2, 4, 8]) {
     for (const columns of gated ? [1, 2] : [1, 2, 4]) {
-      const spec: Int8GemvSpec = { dtype, rows: M, K, columns, kWarps, bias, activation, gated };
+      const spec: Int8GemvSpec = { dtype, rows: M, K, columns, kWarps, bias, activation, gated, ...(norm ? { norm } : {}) };
       const shape = int8GemvShape(spec);
       if (kWarps > shape.chunks && kWarps > 1) continue;
       if (shape.weightRows * M > 16) continue; // the sums a lane holds
@@ -107,6 +116,7 @@ function better(a: number[], b: number[]): boolean {
 
 export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
   const name = kernelIdentifier(int8GemvKey(spec));
+  const norm = spec.norm;
   const { weightRows, chunks, perWarp, unroll, groups } = int8GemvShape(spec);
   const xVec = 16 / byteSize(spec.dtype);
   const value = (i: string, n: string) => `__int2float_rn(${i}) * row_scale[m] * scales[${n}] + ${spec.bias ? `to_float(bias[${n}])` : '0.f'}`;
@@ -119,9 +129,10 @@ export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
 ${EPILOGUE_ACTIVATION_CODE}
 ${typedefLine('T', spec.dtype)}
 ${constants({
-    M: spec.rows, K: spec.K, VEC, XVEC: xVec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps,
+    M: spec.rows, K: spec.K, WVEC, VEC: xVec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps,
     CHUNK, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS, GATED: spec.gated,
   })}
+${norm ? normPrologueCode(norm) : ''}
 
 __device__ __forceinline__ uint4 load_weight(const signed char* p) {
   uint4 r;
@@ -141,18 +152,18 @@ __device__ __forceinline__ int warp_sum_int(int x) {
 
 // The M rows of x quantized into xq (shared, M × K), as int8QuantizeRows does; row_scale = amax / 127.
 // "red": NWARPS · M floats.
-__device__ __forceinline__ void quantize_rows(const T* __restrict__ x, signed char* xq, float (&row_scale)[M], float* red) {
+__device__ __forceinline__ void quantize_rows(const T* x, signed char* xq, float (&row_scale)[M], float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float amax[M];
   #pragma unroll
   for (int m = 0; m < M; m++) amax[m] = 0.f;
-  for (int v = threadIdx.x; v < K / XVEC; v += THREADS) {
+  for (int v = threadIdx.x; v < K / VEC; v += THREADS) {
     #pragma unroll
     for (int m = 0; m < M; m++) {
-      float f[XVEC];
-      load_floats<T, XVEC>(x + (size_t)m * K + v * XVEC, f, XVEC);
+      float f[VEC];
+      load_floats<T, VEC>(x + (size_t)m * K + v * VEC, f, VEC);
       #pragma unroll
-      for (int e = 0; e < XVEC; e++) amax[m] = fmaxf(amax[m], fabsf(f[e]));
+      for (int e = 0; e < VEC; e++) amax[m] = fmaxf(amax[m], fabsf(f[e]));
     }
   }
   #pragma unroll
@@ -170,26 +181,32 @@ __device__ __forceinline__ void quantize_rows(const T* __restrict__ x, signed ch
     inv[m] = a > 0.f ? __fdiv_rn(127.f, a) : 0.f;
     row_scale[m] = __fdiv_rn(a, 127.f);
   }
-  for (int v = threadIdx.x; v < K / XVEC; v += THREADS) {
+  for (int v = threadIdx.x; v < K / VEC; v += THREADS) {
     #pragma unroll
     for (int m = 0; m < M; m++) {
-      float f[XVEC];
-      load_floats<T, XVEC>(x + (size_t)m * K + v * XVEC, f, XVEC);
-      Vec<signed char, XVEC> q;
+      float f[VEC];
+      load_floats<T, VEC>(x + (size_t)m * K + v * VEC, f, VEC);
+      Vec<signed char, VEC> q;
       #pragma unroll
-      for (int e = 0; e < XVEC; e++) q.v[e] = (signed char)max(-127, min(127, __float2int_rn(__fmul_rn(f[e], inv[m]))));
-      store_vec<signed char, XVEC>(xq + m * K + v * XVEC, q);
+      for (int e = 0; e < VEC; e++) q.v[e] = (signed char)max(-127, min(127, __float2int_rn(__fmul_rn(f[e], inv[m]))));
+      store_vec<signed char, VEC>(xq + m * K + v * VEC, q);
     }
   }
   __syncthreads();
 }
 
 // x [M, K], qweight i8 [N, K] (gated: [2N, K]), scales f32 [N] (gated [2N]), bias [N] (gated [2N]) or
-// null, out [M, N]. Grid ceil(N / (CG·R)), block THREADS.
+// null, out [M, N]. Grid ceil(N / (CG·R)), block THREADS.${norm ? `
+// Norm prologue: x is unused; rx [M, K] the residual stream (updated in place), y [M, K], rbias [K],
+// gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ x, const signed char* __restrict__ w, const float* __restrict__ scales,
-    const T* __restrict__ bias, T* __restrict__ out, int N) {
-  __shared__ __align__(16) signed char xq[M * K];
+    const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
+    T* rx, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
+  __shared__ __align__(16) signed char xq[M * K];${norm ? `
+  __shared__ __align__(16) T act_s[M * K];
+  __shared__ bool last_block;` : ''}
   __shared__ int partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
   __shared__ float red[NWARPS * M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -214,18 +231,21 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     uint4 wv[U][WR];
     #pragma unroll
     for (int u = 0; u < U; u++) {
-      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * WVEC;
       #pragma unroll
       for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
     }
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (g == 0) {
-      GRID_DEPENDENCY_WAIT();
-      quantize_rows(x, xq, row_scale, red);
+      GRID_DEPENDENCY_WAIT();${norm ? `
+      normalize_rows(rx, y, rbias, gamma, beta, eps, act_s);
+      if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;
+      quantize_rows(act_s, xq, row_scale, red);` : `
+      quantize_rows(x, xq, row_scale, red);`}
     }
     #pragma unroll
     for (int u = 0; u < U; u++) {
-      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * WVEC;
       if (j < PER_WARP && k < K) {
         #pragma unroll
         for (int m = 0; m < M; m++) {
@@ -242,7 +262,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       }
     }
   }
-  GRID_DEPENDENCY_TRIGGER();
+  GRID_DEPENDENCY_TRIGGER();${norm ? `
+  // The last block past its prologue (every block has read rx by then) updates rx and writes h.
+  __syncthreads();
+  if (last_block) {
+    write_rows(rx, y, rbias, h, act_s);
+    if (threadIdx.x == 0) *counter = 0u;
+  }` : ''}
   #pragma unroll
   for (int r = 0; r < WR; r++)
     #pragma unroll
@@ -296,7 +322,7 @@ export interface Int8GemvLaunch {
 
 /** Whether the GEMV takes it: 1–4 rows, K a multiple of 16, the M × K bytes within its shared memory, x and qweight 16-byte aligned. */
 export function int8GemvApplies(a: Int8GemvLaunch): boolean {
-  return a.M >= 1 && a.M <= INT8_GEMV_MAX_ROWS && a.K % VEC === 0 && a.M * a.K <= INT8_GEMV_MAX_ACTIVATION_BYTES
+  return a.M >= 1 && a.M <= INT8_GEMV_MAX_ROWS && a.K % WVEC === 0 && a.M * a.K <= INT8_GEMV_MAX_ACTIVATION_BYTES
     && a.x % 16n === 0n && a.qweight % 16n === 0n;
 }
 
@@ -319,13 +345,36 @@ export function int8GemvSpace(dtype: FloatDType, M: number, K: number, bias: boo
   return out;
 }
 
-/** Launches the kernel with the planner's spec, or `spec` (the sweep). */
-export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch, forced?: Int8GemvSpec): void {
+/** A normLinear's norm as the prologue reads it: the residual stream x, y, its bias, gamma, beta, h (0n when absent). */
+export interface Int8NormPrologue {
+  readonly norm: GemvNorm;
+  readonly x: bigint;
+  readonly y: bigint;
+  readonly bias: bigint;
+  readonly gamma: bigint;
+  readonly beta: bigint;
+  readonly h: bigint;
+  readonly eps: number;
+}
+
+/** Shared memory the norm prologue's rows (T) and their quantized copy (i8) may take: M·K·(s + 1) bytes. */
+export const INT8_NORM_MAX_BYTES = 40 * 1024;
+
+/** Whether the GEMV with the norm prologue takes it (the norm's own conditions are gemv.ts's normGemvApplies). */
+export function int8NormGemvApplies(a: Int8GemvLaunch): boolean {
+  return int8GemvApplies({ ...a, x: 0n }) && a.M * a.K * (1 + byteSize(a.dtype)) <= INT8_NORM_MAX_BYTES;
+}
+
+/** Launches the kernel with the planner's spec, or `spec` (the sweep); with `prologue`, the normLinear form (a.x unused). */
+export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch, forced?: Int8GemvSpec, prologue?: Int8NormPrologue): void {
   const width = a.gated ? a.N / 2 : a.N;
-  const spec = forced ?? planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount).spec;
+  const spec = forced ?? planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
   const grid = int8GemvGrid(spec, width);
+  const normArgs = prologue
+    ? [arg.ptr(prologue.x), arg.ptr(prologue.y), arg.ptr(prologue.bias), arg.ptr(prologue.gamma), arg.ptr(prologue.beta), arg.ptr(prologue.h), arg.f32(prologue.eps), arg.ptr(host.counters(1))]
+    : [];
   host.kernel(int8GemvKey(spec), () => int8GemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
-    arg.ptr(a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(width),
+    arg.ptr(prologue ? 0n : a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(width), ...normArgs,
   ]);
 }
 
@@ -340,5 +389,14 @@ export function catalog(): KernelSource[] {
     ['f32', 2, 131, 112, true, 'relu', false],
     ['f16', 4, 300, 1024, true, 'gelu', true],
   ];
-  return plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec));
+  const normed: [FloatDType, number, number, number, boolean, EpilogueActivation, boolean, GemvNorm][] = [
+    ['bf16', 1, 3072, 2048, false, 'none', false, { kind: 'rms', residual: true, bias: false }],
+    ['bf16', 4, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false }],
+    ['f16', 2, 2304, 768, true, 'none', false, { kind: 'layer', residual: true, bias: true }],
+    ['f32', 1, 132, 112, true, 'gelu_tanh', false, { kind: 'layer', residual: false, bias: false }],
+  ];
+  return [
+    ...plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec)),
+    ...normed.map(([dtype, M, N, K, bias, act, gated, norm]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132, norm).spec)),
+  ];
 }

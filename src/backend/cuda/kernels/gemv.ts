@@ -170,7 +170,7 @@ const EPILOGUE_CODE: Record<string, string> = {
 };
 
 /** The prologue's device functions (constants M, K, VEC, THREADS, NWARPS and T defined before). */
-function normPrologueCode(norm: GemvNorm): string {
+export function normPrologueCode(norm: GemvNorm): string {
   return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias};
 
 // v = x + y + bias of row m at columns k..k + VEC − 1, rounded to T (as residualNorm stores it).
