@@ -4,11 +4,12 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
+#   bash .device/run.sh bash bench/gpu-pending.sh int8-norm                   # the W8A8 GEMV with the norm prologue: checks, then A/B (~6 min); default it if faster
 #   bash .device/run.sh bash bench/gpu-pending.sh gemv-sweep                  # every plan of the INT4 mma and W8A8 GEMVs at Llama's decode shapes vs the planners' picks (~3 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant serve   # after a planner change: quantized decode A/B, profiles; serving after the round-problem tuning rule
 #   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve   # the round-problem GEMM tuning rule's checks; serving steps op by op (~5 min)
@@ -69,6 +70,10 @@ for step in "${steps[@]}"; do
     decode-int8) # the W8A8 GEMV (default) beside the three-op path it replaced, and INT4 after the weight prefetch, one process each
           run decode-quant-s8 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head,int8-head --json "$out/decode-quant.json"
           run decode-int8-off 150 env FUSEFORMER_INT8_GEMV=0 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int8,int8-head --json /tmp/decode-int8-off.json ;;
+    int8-norm) # the W8A8 GEMV with the norm prologue (opt-in): its checks, then A/B against residualNorm + the GEMV, one process each
+          run int8-norm-tests 300 env FUSEFORMER_INT8_NORM=1 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
+          run decode-int8-base 150 node dist/bench/decode.js --no-torch --reps 3 --quant int8,int8-head --json /tmp/decode-int8-base.json
+          run decode-int8-norm 150 env FUSEFORMER_INT8_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --quant int8,int8-head --json "$out/decode-int8-norm.json" ;;
     gemv-sweep) run gemv-sweep 420 node dist/bench/gemv-sweep.js --json "$out/gemv-sweep.json" ;;
     quant-tests) run quant-tests 300 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js ;;
     decode-quant-gated) # the gated INT4 MLP op beside the two-op MLP, one process each
@@ -88,7 +93,7 @@ for step in "${steps[@]}"; do
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-eager) run serve-eager 180 node dist/bench/serve-speed.js --no-graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-eager.json" ;;
-    *) echo "unknown step '$step' (tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
+    *) echo "unknown step '$step' (int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
   esac
 done
 say "summary"
@@ -106,7 +111,8 @@ for f in profile-serve-decode profile-serve-mixed profile-int4 profile-int8; do 
 [ -f "$out/mma-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/mma-tests.log" | head -20
 for f in decode-cublas-b32 decode-mma-b32; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/serve-mma.log" ] && grep -E '^C ' "$out/serve-mma.log"
-for f in decode-quant-s8 decode-int8-off decode-int4-mma decode-int4-simt; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
+[ -f "$out/int8-norm-tests.log" ] && grep -E '^# (pass|fail)|not ok' "$out/int8-norm-tests.log" | head -20
+for f in decode-quant-s8 decode-int8-off decode-int4-mma decode-int4-simt decode-int8-base decode-int8-norm; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 for f in decode-int4 decode-int4-gated; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| Llama' "$out/$f.log"; }; done
 [ -f "$out/gemv.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/gemv.log" | head -20
 [ -f "$out/profile-fast.log" ] && grep -E '^(PASS|FAIL)' "$out/profile-fast.log"
