@@ -29,6 +29,7 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
+import { mmaSplitReduceCode } from './gemv-mma.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -255,29 +256,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
   }
   GRID_DEPENDENCY_TRIGGER();
 
-  if (KW > 1) {
-    float* mine = partial + ((kw - 1) * CG + cg) * ACC * 32;
-    if (kw > 0) {
-      #pragma unroll
-      for (int i = 0; i < FT; i++)
-        #pragma unroll
-        for (int j = 0; j < NT; j++)
-          #pragma unroll
-          for (int q = 0; q < 4; q++) mine[((i * NT + j) * 4 + q) * 32 + lane] = acc[i][j][q];
-    }
-    __syncthreads();
-    if (kw != 0) return;
-    #pragma unroll
-    for (int p = 1; p < KW; p++) {
-      const float* theirs = partial + ((p - 1) * CG + cg) * ACC * 32;
-      #pragma unroll
-      for (int i = 0; i < FT; i++)
-        #pragma unroll
-        for (int j = 0; j < NT; j++)
-          #pragma unroll
-          for (int q = 0; q < 4; q++) acc[i][j][q] += theirs[((i * NT + j) * 4 + q) * 32 + lane];
-    }
-  }
+${mmaSplitReduceCode('FT')}
   // C of tile i, row tile j: [q] = (weight row g + 8·(q >> 1), x row 8j + 2t + (q & 1)).
   #pragma unroll
   for (int i = 0; i < FT; i++)

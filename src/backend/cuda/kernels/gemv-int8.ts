@@ -25,7 +25,7 @@ import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import type { GemvNorm } from './gemv.js';
-import { normPrologueCode } from './gemv.js';
+import { gemvReduceWriteCode, normPrologueCode } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -269,36 +269,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     write_rows(rx, y, rbias, h, act_s);
     if (threadIdx.x == 0) *counter = 0u;
   }` : ''}
-  #pragma unroll
-  for (int r = 0; r < WR; r++)
-    #pragma unroll
-    for (int m = 0; m < M; m++) acc[r][m] = warp_sum_int(acc[r][m]);
-  if (KW > 1) {
-    if (kw > 0 && lane == 0) {
-      #pragma unroll
-      for (int r = 0; r < WR; r++)
-        #pragma unroll
-        for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = acc[r][m];
-    }
-    __syncthreads();
-    if (kw != 0) return;
-    #pragma unroll
-    for (int p = 1; p < KW; p++)
-      #pragma unroll
-      for (int r = 0; r < WR; r++)
-        #pragma unroll
-        for (int m = 0; m < M; m++) acc[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
-  }
-  #pragma unroll
-  for (int r = 0; r < R; r++) {
-    #pragma unroll
-    for (int m = 0; m < M; m++) {
-      const int n = n0 + r;
-      if (lane == r * M + m && n < N) {
-        ${write}
-      }
-    }
-  }
+${gemvReduceWriteCode('acc', 'warp_sum_int', write)}
 }
 `;
   return { name, source, gridDependencyWait: true };

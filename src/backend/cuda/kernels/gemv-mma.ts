@@ -103,6 +103,37 @@ export function planMmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: numb
   return { spec: best.spec, grid: best.grid };
 }
 
+/**
+ * The K-splitting warps' partial C fragments `acc` [tiles][NT][4] added into warp kw = 0 through shared
+ * `partial` (ACC·32 floats a warp, lane-major: conflict-free) in a fixed order; warps kw > 0 return.
+ * Shared by this kernel and gemv-int4-mma.ts (constants KW, CG, NT, ACC and locals kw, cg, lane in scope).
+ */
+export function mmaSplitReduceCode(tiles: string): string {
+  return String.raw`  if (KW > 1) {
+    float* mine = partial + ((kw - 1) * CG + cg) * ACC * 32;
+    if (kw > 0) {
+      #pragma unroll
+      for (int i = 0; i < ${tiles}; i++)
+        #pragma unroll
+        for (int j = 0; j < NT; j++)
+          #pragma unroll
+          for (int q = 0; q < 4; q++) mine[((i * NT + j) * 4 + q) * 32 + lane] = acc[i][j][q];
+    }
+    __syncthreads();
+    if (kw != 0) return;
+    #pragma unroll
+    for (int p = 1; p < KW; p++) {
+      const float* theirs = partial + ((p - 1) * CG + cg) * ACC * 32;
+      #pragma unroll
+      for (int i = 0; i < ${tiles}; i++)
+        #pragma unroll
+        for (int j = 0; j < NT; j++)
+          #pragma unroll
+          for (int q = 0; q < 4; q++) acc[i][j][q] += theirs[((i * NT + j) * 4 + q) * 32 + lane];
+    }
+  }`;
+}
+
 export function mmaGemvSource(spec: MmaGemvSpec): KernelSource {
   const name = kernelIdentifier(mmaGemvKey(spec));
   const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles;
@@ -183,29 +214,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
   }
   GRID_DEPENDENCY_TRIGGER();
 
-  if (KW > 1) {
-    float* mine = partial + ((kw - 1) * CG + cg) * ACC * 32;
-    if (kw > 0) {
-      #pragma unroll
-      for (int i = 0; i < WT; i++)
-        #pragma unroll
-        for (int j = 0; j < NT; j++)
-          #pragma unroll
-          for (int q = 0; q < 4; q++) mine[((i * NT + j) * 4 + q) * 32 + lane] = acc[i][j][q];
-    }
-    __syncthreads();
-    if (kw != 0) return;
-    #pragma unroll
-    for (int p = 1; p < KW; p++) {
-      const float* theirs = partial + ((p - 1) * CG + cg) * ACC * 32;
-      #pragma unroll
-      for (int i = 0; i < WT; i++)
-        #pragma unroll
-        for (int j = 0; j < NT; j++)
-          #pragma unroll
-          for (int q = 0; q < 4; q++) acc[i][j][q] += theirs[((i * NT + j) * 4 + q) * 32 + lane];
-    }
-  }
+${mmaSplitReduceCode('WT')}
   // C fragment q of tile (i, j): feature f0 + 16i + g + 8·(q >> 1), row 8j + 2t + (q & 1).
   #pragma unroll
   for (int i = 0; i < FT; i++)

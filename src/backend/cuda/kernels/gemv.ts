@@ -372,16 +372,29 @@ ${norm ? `  // The last block past its prologue (every block has read x by then)
     if (threadIdx.x == 0) *counter = 0u;
   }
 ` : ''}
-  #pragma unroll
+${gemvReduceWriteCode('sum', 'warp_sum', write)}
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+/**
+ * The end of a GEMV kernel (this one, gemv-int8.ts): a lane's sums `acc` [WR][M] reduced over the warp
+ * by `warpSum`, then over the KW K-splitting warps through shared `partial` in a fixed order
+ * (deterministic; warps kw > 0 return), and lane r·M + m writes out[m, n0 + r] with `write`
+ * (constants WR, M, R, KW, CG and locals lane, kw, cg, n0, N in scope).
+ */
+export function gemvReduceWriteCode(acc: string, warpSum: string, write: string): string {
+  return String.raw`  #pragma unroll
   for (int r = 0; r < WR; r++)
     #pragma unroll
-    for (int m = 0; m < M; m++) sum[r][m] = warp_sum(sum[r][m]);
+    for (int m = 0; m < M; m++) ${acc}[r][m] = ${warpSum}(${acc}[r][m]);
   if (KW > 1) {
     if (kw > 0 && lane == 0) {
       #pragma unroll
       for (int r = 0; r < WR; r++)
         #pragma unroll
-        for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = sum[r][m];
+        for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = ${acc}[r][m];
     }
     __syncthreads();
     if (kw != 0) return;
@@ -390,7 +403,7 @@ ${norm ? `  // The last block past its prologue (every block has read x by then)
       #pragma unroll
       for (int r = 0; r < WR; r++)
         #pragma unroll
-        for (int m = 0; m < M; m++) sum[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
+        for (int m = 0; m < M; m++) ${acc}[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
   }
   // Lane r·M + m writes out[m, n0 + r].
   #pragma unroll
@@ -402,10 +415,7 @@ ${norm ? `  // The last block past its prologue (every block has read x by then)
         ${write}
       }
     }
-  }
-}
-`;
-  return { name, source, gridDependencyWait: true };
+  }`;
 }
 
 /**
