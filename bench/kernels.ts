@@ -21,7 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Activation } from '../src/backend/backend.js';
 import { CudaBackend } from '../src/backend/cuda/index.js';
-import { Event } from '../src/backend/cuda/runtime/device.js';
+import { timeRegion as timeRegionOf } from './device-timing.js';
 import { probeCuda } from '../src/cuda/probe.js';
 import type { DType, FloatDType } from '../src/dtype.js';
 import { byteSize } from '../src/dtype.js';
@@ -57,11 +57,6 @@ interface Result {
 
 // --- helpers ----------------------------------------------------------------------------------------
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
 let randomOffset = 0n;
 /** Random inputs drawn on the GPU (host-generated data for hundreds of millions of elements takes minutes). */
 function randomTensor(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, scale = 1): Tensor {
@@ -71,21 +66,8 @@ function randomTensor(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, s
   return t;
 }
 
-function timeRegion(b: CudaBackend, region: () => void, calls: number): number {
-  const start = b.runtime.createEvent({ timing: true }), end = b.runtime.createEvent({ timing: true });
-  for (let i = 0; i < 3; i++) region();
-  b.synchronize();
-  const samples: number[] = [];
-  for (let r = 0; r < REPEATS; r++) {
-    start.record(b.runtime.stream);
-    region();
-    end.record(b.runtime.stream);
-    end.synchronize();
-    samples.push(Event.elapsedMs(start, end) / calls);
-  }
-  start.destroy(); end.destroy();
-  return median(samples);
-}
+/** Median ms per call of `region` (which makes `calls` calls), REPEATS samples. */
+const timeRegion = (b: CudaBackend, region: () => void, calls: number) => timeRegionOf(b, region, calls, REPEATS);
 
 /** Median ms per launch: (graph of CALLS launches replayed, launches issued one by one from JS). */
 function timeLaunches(b: CudaBackend, launches: (() => void)[]): { graphMs: number; eagerMs: number } {

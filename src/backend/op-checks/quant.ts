@@ -26,6 +26,24 @@ function optionalActivation<T extends Tensor>(check: OpCheck<T>, activation: str
   return activation === undefined ? undefined : checkActivation(check, activation);
 }
 
+/**
+ * A quantized linear's output and epilogue for N weight rows: out [M, N], or gated (the gate's rows, then
+ * the up projection's: N even) out [M, N/2] with an activation required; bias [N] in x's dtype.
+ */
+function checkLinearEpilogue<T extends Tensor>(check: OpCheck<T>, op: string, args: { bias?: Tensor | undefined; activation?: string | undefined; gated?: boolean | undefined }, x: T, out: T, N: number) {
+  const gated = args.gated === true;
+  if (gated && N % 2 !== 0) check.fail(`a gated ${op}'s weight holds the gate's rows then the up projection's, so an even N; got N = ${N}`);
+  check.shape('out', out, ['M', gated ? N / 2 : 'N']);
+  const bias = check.optional('bias', args.bias);
+  if (bias) {
+    check.shape('bias', bias, ['N']);
+    check.sameDType(['x', 'bias'], [x, bias]);
+  }
+  const activation = optionalActivation(check, args.activation);
+  if (gated && activation === undefined) check.fail(`a gated ${op} computes act(gate)·up: 'activation' is required`);
+  return { bias, activation, gated };
+}
+
 /** The packed weight, its scales and zeros for K input and N output features, group size G. */
 function checkInt4Weight<T extends Tensor>(check: OpCheck<T>, args: { qweight: Tensor; scales: Tensor; zeros: Tensor; groupSize: number }, K: number) {
   const qweight = check.tensor('qweight', args.qweight);
@@ -49,16 +67,8 @@ export function checkInt4Linear<T extends Tensor>(check: OpCheck<T>, args: Int4L
   check.shape('x', x, ['M', 'K']);
   const K = check.size('K');
   const { qweight, scales, zeros } = checkInt4Weight(check, args, K);
-  const gated = args.gated === true, N = check.size('N');
-  if (gated && N % 2 !== 0) check.fail(`a gated int4Linear's weight holds the gate's rows then the up projection's, so an even N; got N = ${N}`);
-  check.shape('out', out, ['M', gated ? N / 2 : 'N']);
-  const bias = check.optional('bias', args.bias);
-  if (bias) {
-    check.shape('bias', bias, ['N']);
-    check.sameDType(['x', 'bias'], [x, bias]);
-  }
-  const activation = optionalActivation(check, args.activation);
-  if (gated && activation === undefined) check.fail(`a gated int4Linear computes act(gate)·up: 'activation' is required`);
+  const N = check.size('N');
+  const { bias, activation, gated } = checkLinearEpilogue(check, 'int4Linear', args, x, out, N);
   return { x, qweight, scales, zeros, out, bias, activation, gated, groupSize: args.groupSize, M: check.size('M'), N, K };
 }
 
@@ -136,16 +146,7 @@ export function checkInt8Linear<T extends Tensor>(check: OpCheck<T>, args: Int8L
   check.shape('scales', scales, ['N']);
   const M = check.size('M'), N = check.size('N'), K = check.size('K');
   if (K * 127 * 127 >= 2 ** 31) check.fail(`K = ${K} is too large for exact i32 accumulation (at most ${Math.floor((2 ** 31 - 1) / (127 * 127))})`);
-  const gated = args.gated === true;
-  if (gated && N % 2 !== 0) check.fail(`a gated int8Linear's weight holds the gate's rows then the up projection's, so an even N; got N = ${N}`);
-  check.shape('out', out, ['M', gated ? N / 2 : 'N']);
-  const bias = check.optional('bias', args.bias);
-  if (bias) {
-    check.shape('bias', bias, ['N']);
-    check.sameDType(['x', 'bias'], [x, bias]);
-  }
-  const activation = optionalActivation(check, args.activation);
-  if (gated && activation === undefined) check.fail(`a gated int8Linear computes act(gate)·up: 'activation' is required`);
+  const { bias, activation, gated } = checkLinearEpilogue(check, 'int8Linear', args, x, out, N);
   const s = args.scratch;
   if (s) {
     const xq = check.tensor('scratch.xq', s.xq), rowScales = check.tensor('scratch.rowScales', s.rowScales), acc = check.tensor('scratch.acc', s.acc);
