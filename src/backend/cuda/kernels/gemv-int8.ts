@@ -25,7 +25,7 @@ import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import type { GemvNorm } from './gemv.js';
-import { gemvReduceWriteCode, normPrologueCode } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvReduceWriteCode, normPrologueCode } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -37,7 +37,6 @@ const WARPS = 8;
 const WVEC = 16;
 const CHUNK = 32 * WVEC;
 const MAX_VECTORS = 16;
-const TARGET_BYTES_PER_SM = 48 * 1024;
 /** Warps an SM keeps resident at this kernel's register use (as gemv.ts). */
 const RESIDENT_WARPS = 16;
 /** Shared memory an H200 SM holds for blocks. */
@@ -99,19 +98,11 @@ export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number,
       if (kWarps > shape.chunks && kWarps > 1) continue;
       if (shape.weightRows * M > 16) continue; // the sums a lane holds
       const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
-      const warpsPerSm = Math.min(residentWarps, (grid * WARPS) / multiProcessorCount);
-      const inFlight = warpsPerSm * 32 * shape.unroll * shape.weightRows * 16;
-      const balance = grid / multiProcessorCount / Math.ceil(grid / multiProcessorCount);
-      const score = [Math.round((Math.min(inFlight, TARGET_BYTES_PER_SM) * balance) / 1024), -shape.groups, -kWarps, columns];
-      if (!best || better(score, best.score)) best = { plan: { spec, grid }, score };
+      const score = gemvPlanScore(grid, shape, kWarps, columns, residentWarps, multiProcessorCount);
+      if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
     }
   }
   return best!.plan;
-}
-
-function better(a: number[], b: number[]): boolean {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! > b[i]!;
-  return false;
 }
 
 export function int8GemvSource(spec: Int8GemvSpec): KernelSource {

@@ -130,18 +130,28 @@ export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epi
       if (kWarps > shape.chunks && kWarps > 1) continue;
       if (shape.weightRows * M > 16) continue; // the sums a lane holds
       const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
-      const warpsPerSm = Math.min(RESIDENT_WARPS, (grid * WARPS) / multiProcessorCount);
-      const inFlight = warpsPerSm * 32 * shape.unroll * shape.weightRows * 16;
-      // The busiest SM sets the time: blocks per SM on average over the most any SM gets.
-      const balance = grid / multiProcessorCount / Math.ceil(grid / multiProcessorCount);
-      const score = [Math.round((Math.min(inFlight, TARGET_BYTES_PER_SM) * balance) / 1024), -shape.groups, -kWarps, columns];
-      if (!best || better(score, best.score)) best = { plan: { spec, grid }, score };
+      const score = gemvPlanScore(grid, shape, kWarps, columns, RESIDENT_WARPS, multiProcessorCount);
+      if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
     }
   }
   return best!.plan;
 }
 
-function better(a: number[], b: number[]): boolean {
+/**
+ * A GEMV plan's score (planGemv, gemv-int8.ts's planInt8Gemv), compared by betterScore: the weight bytes
+ * in flight per SM (resident warps × 32 lanes × U × WR 16-byte vectors) up to the target, weighted by how
+ * evenly the grid spreads — the busiest SM sets the time: blocks per SM on average over the most any SM
+ * gets — then the fewest load rounds, the fewest K-splits (less reduction) and the widest R.
+ */
+export function gemvPlanScore(grid: number, shape: { unroll: number; weightRows: number; groups: number }, kWarps: number, columns: number, residentWarps: number, multiProcessorCount: number): number[] {
+  const warpsPerSm = Math.min(residentWarps, (grid * WARPS) / multiProcessorCount);
+  const inFlight = warpsPerSm * 32 * shape.unroll * shape.weightRows * 16;
+  const balance = grid / multiProcessorCount / Math.ceil(grid / multiProcessorCount);
+  return [Math.round((Math.min(inFlight, TARGET_BYTES_PER_SM) * balance) / 1024), -shape.groups, -kWarps, columns];
+}
+
+/** Whether score a beats b (lexicographic, larger first). */
+export function betterScore(a: number[], b: number[]): boolean {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! > b[i]!;
   return false;
 }
