@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
@@ -12,7 +12,7 @@
 #   bash .device/run.sh bash bench/gpu-pending.sh int8-norm                   # the W8A8 GEMV with the norm prologue: checks, then A/B (~6 min); default it if faster
 #   bash .device/run.sh bash bench/gpu-pending.sh gemv-sweep                  # every plan of the INT4 mma and W8A8 GEMVs at Llama's decode shapes vs the planners' picks (~3 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant serve   # after a planner change: quantized decode A/B, profiles; serving after the round-problem tuning rule
-#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve   # the round-problem GEMM tuning rule's checks; serving steps op by op (~5 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve serve-cpuprof   # the round-problem GEMM tuning rule's checks; serving steps op by op, and the host's share (~6 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
 set -u
@@ -55,6 +55,9 @@ for step in "${steps[@]}"; do
           run profile-serve-decode 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-serve-decode
           run profile-serve-mixed 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-mixed --batch 64 --seq 512 --chunk 512 --out /tmp/p-serve-mixed
           for k in decode mixed; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
+    serve-cpuprof) # where the host time of a serving run goes (a mixed step of 97 rows took 12.9 ms at C 16: host-bound?)
+          run serve-cpuprof 200 node --cpu-prof --cpu-prof-dir=/tmp/serve-prof dist/bench/serve-speed.js --concurrency 16 --no-torch --no-prefix --json /tmp/serve-prof.json
+          f=$(ls -S /tmp/serve-prof/*.cpuprofile 2>/dev/null | head -1); [ -n "$f" ] && node bench/cpuprofile-top.mjs "$f" 40 > "$out/serve-cpuprof-top.txt" 2>&1 ;;
     profile-quant) # the INT4 decode step op by op (batch 1, the bench's context), PDL off as above
           run profile-int4 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --quantize rtn4 --quantize-lm-head --out /tmp/p-int4
           run profile-int8 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --quantize rtn8 --quantize-lm-head --out /tmp/p-int8
@@ -93,7 +96,7 @@ for step in "${steps[@]}"; do
     beam) run beam 300 node dist/bench/beam-parity.js --json "$out/beam-parity.json" ;;
     serve) run serve 400 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
     serve-eager) run serve-eager 180 node dist/bench/serve-speed.js --no-graphs --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-eager.json" ;;
-    *) echo "unknown step '$step' (int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
+    *) echo "unknown step '$step' (int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager)"; exit 2 ;;
   esac
 done
 say "summary"
@@ -104,6 +107,7 @@ say "summary"
 for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
 for f in spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
+[ -f "$out/serve-cpuprof-top.txt" ] && head -30 "$out/serve-cpuprof-top.txt"
 for f in profile-serve-decode profile-serve-mixed profile-int4 profile-int8; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
 [ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20
 [ -f "$out/gemv-sweep.log" ] && grep -E '^\|' "$out/gemv-sweep.log"
