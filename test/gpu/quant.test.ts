@@ -116,6 +116,38 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
     });
   }
 
+  // The tensor-core GEMV's plans beyond the planner's picks (bench/gemv-sweep.ts times them): two accumulator
+  // chains, U = 8 chunks in flight, against the CPU.
+  {
+    const i4 = await import('../../src/backend/cuda/kernels/gemv-int4-mma.js');
+    const specs: [number, number, number, boolean, Partial<import('../../src/backend/cuda/kernels/gemv-int4-mma.js').Int4MmaGemvSpec>][] = [
+      [1, 8192, 2048, false, { tiles: 1, kWarps: 8, unroll: 8, chains: 2 }],
+      [20, 2048, 2 * 1000, true, { tiles: 1, kWarps: 4, unroll: 2, chains: 2 }],
+      [3, 2048, 3072, false, { tiles: 2, kWarps: 1, unroll: 4, chains: 2 }],
+    ];
+    for (const [M, K, N, gated, forced] of specs) {
+      await t.test(`int4 mma GEMV, forced plan ${JSON.stringify(forced)}: M=${M} K=${K} N=${N}${gated ? ' gated' : ''}`, () => {
+        const G = 128, width = gated ? N / 2 : N, activation = gated ? 'silu' as const : 'none' as const;
+        const w = randomInt4(rng, N, K, G), x = rng.floats(M * K);
+        const spec = { ...i4.planInt4MmaGemv('bf16', M, width, K, G, false, activation, gated, gpu.runtime.multiProcessorCount).spec, ...forced };
+        const args = (b: Backend) => ({
+          x: b.fromArray(x, [M, K], 'bf16'), qweight: b.fromArray(w.qweight, [N, K / 8], 'i32'), scales: b.fromArray(w.scales, [N, K / G], 'f16'),
+          zeros: b.fromArray(w.zeros, [N, K / G], 'u8'), groupSize: G, out: poisoned(b, [M, width], 'bf16'), ...(gated ? { gated: true, activation: 'silu' as const } : {}),
+        });
+        const g = args(gpu), ptr = (t: Tensor) => (t as unknown as { ptr: bigint }).ptr;
+        i4.launchInt4MmaGemv(gpu.runtime, {
+          dtype: 'bf16', M, N, K, groupSize: G, gated, activation, x: ptr(g.x), qweight: ptr(g.qweight), scales: ptr(g.scales), zeros: ptr(g.zeros), bias: 0n, out: ptr(g.out),
+        }, spec);
+        const got = gpu.download(g.out);
+        const c = args(cpu);
+        cpu.int4Linear(c);
+        const expected = cpu.download(c.out);
+        const cmp = compareArrays(got, expected);
+        assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE.bf16, describe(cmp, got, expected));
+      });
+    }
+  }
+
   for (const [dtype, N, K, G] of [['bf16', 11008, 4096, 128], ['f32', 1000, 5120, 32], ['f16', 96, 2048, 64]] as const) {
     await t.test(`int4QuantizeWeights ${dtype} [${N}, ${K}] G=${G}: the same integers and scales as the CPU`, () => {
       const weight = rng.floats(N * K, 0.05);

@@ -60,10 +60,16 @@ export interface Int4MmaGemvSpec {
   readonly bias: boolean;
   readonly activation: EpilogueActivation;
   readonly gated: boolean;
+  /**
+   * Independent accumulator chains per chunk (1 or 2; default 1): a chunk's 8 mma steps alternate
+   * between them, halving the dependent chain (an mma's latency is ~30 cycles), summed at the chunk's end.
+   * The planner takes 1 (measured); bench/gemv-sweep.ts times both.
+   */
+  readonly chains?: 1 | 2;
 }
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
-  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
 }
 
 export interface Int4MmaGemvPlan {
@@ -123,7 +129,7 @@ ${typedefLine('T', spec.dtype)}
 ${constants({
     K: spec.K, G: spec.groupSize, NT: spec.rowTiles, FT: spec.tiles, KW: spec.kWarps, CG: WARPS / spec.kWarps, U: spec.unroll,
     CHUNKS: chunks, GROUPS: groups, WORDS_PER_ROW: spec.K / 8, GROUPS_PER_ROW: spec.K / spec.groupSize,
-    ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16,
+    ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16, CH: spec.chains ?? 1,
   })}
 // magic | q is the 16-bit float magic + q (exact); one = 1.0 in both halves.
 constexpr u32 MAGIC = ${bf16 ? '0x43004300u' : '0x64006400u'}, ONE = ${bf16 ? '0x3F803F80u' : '0x3C003C00u'};
@@ -209,13 +215,15 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
     for (int u = 0; u < U; u++) {
       const int c = kw + (grp * U + u) * KW;
       if (c < CHUNKS) {
-        float cf[FT][NT][4];
+        float cf[CH][FT][NT][4];
         #pragma unroll
-        for (int i = 0; i < FT; i++)
+        for (int h = 0; h < CH; h++)
           #pragma unroll
-          for (int j = 0; j < NT; j++)
+          for (int i = 0; i < FT; i++)
             #pragma unroll
-            for (int q = 0; q < 4; q++) cf[i][j][q] = 0.f;
+            for (int j = 0; j < NT; j++)
+              #pragma unroll
+              for (int q = 0; q < 4; q++) cf[h][i][j][q] = 0.f;
         #pragma unroll
         for (int w = 0; w < 4; w++) {
           // x pairs (x[8w + e], x[8w + e + 4]) of rows 8j + g, for e = 0..3.
@@ -237,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
               const u32 af[4] = { nibble_pair(w0, 2 * s, mz[u][i][0]), nibble_pair(w1, 2 * s, mz[u][i][1]),
                                   nibble_pair(w0, 2 * s + 1, mz[u][i][0]), nibble_pair(w1, 2 * s + 1, mz[u][i][1]) };
               #pragma unroll
-              for (int j = 0; j < NT; j++) mma_16816<T>(cf[i][j], af, bp[j][2 * s], bp[j][2 * s + 1]);
+              for (int j = 0; j < NT; j++) mma_16816<T>(cf[s % CH][i][j], af, bp[j][2 * s], bp[j][2 * s + 1]);
             }
           }
         }
@@ -246,10 +254,14 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
         for (int i = 0; i < FT; i++)
           #pragma unroll
           for (int j = 0; j < NT; j++) {
-            acc[i][j][0] = fmaf(sc[u][i][0], cf[i][j][0], acc[i][j][0]);
-            acc[i][j][1] = fmaf(sc[u][i][0], cf[i][j][1], acc[i][j][1]);
-            acc[i][j][2] = fmaf(sc[u][i][1], cf[i][j][2], acc[i][j][2]);
-            acc[i][j][3] = fmaf(sc[u][i][1], cf[i][j][3], acc[i][j][3]);
+            #pragma unroll
+            for (int h = 1; h < CH; h++)
+              #pragma unroll
+              for (int q = 0; q < 4; q++) cf[0][i][j][q] += cf[h][i][j][q];
+            acc[i][j][0] = fmaf(sc[u][i][0], cf[0][i][j][0], acc[i][j][0]);
+            acc[i][j][1] = fmaf(sc[u][i][0], cf[0][i][j][1], acc[i][j][1]);
+            acc[i][j][2] = fmaf(sc[u][i][1], cf[0][i][j][2], acc[i][j][2]);
+            acc[i][j][3] = fmaf(sc[u][i][1], cf[0][i][j][3], acc[i][j][3]);
           }
       }
     }
@@ -313,8 +325,11 @@ export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, gr
       if (kWarps > chunks && kWarps > 1) continue;
       const perWarp = Math.ceil(chunks / kWarps);
       for (const unroll of [1, 2, 4, 8]) {
-        if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS) continue;
-        out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated });
+        // More than 2 row tiles hold too many sums for more chunks in flight (spills past 128 registers).
+        if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS || (rowTiles > 2 && unroll > 2)) continue;
+        for (const chains of [1, 2] as const) {
+          out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(chains === 2 ? { chains } : {}) });
+        }
       }
     }
   }
@@ -343,5 +358,10 @@ export function catalog(): KernelSource[] {
     ['f16', 3, 2304, 768, 256, true, 'gelu_tanh', false],
     ['f16', 17, 300, 1024, 128, true, 'gelu', true],
   ];
-  return plans.map(([dtype, M, N, K, G, bias, act, gated]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132).spec));
+  return [
+    ...plans.map(([dtype, M, N, K, G, bias, act, gated]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132).spec)),
+    // Two accumulator chains (the sweep's variant), and U = 8 chunks in flight.
+    int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 8, unroll: 8, bias: false, activation: 'none', gated: false, chains: 2 }),
+    int4MmaGemvSource({ dtype: 'f16', rowTiles: 4, K: 2048, groupSize: 128, tiles: 1, kWarps: 4, unroll: 2, bias: true, activation: 'silu', gated: true, chains: 2 }),
+  ];
 }
