@@ -1,9 +1,14 @@
-// Timing on the GPU for the benchmarks that time single ops (bench/quant.ts, bench/gemv-sweep.ts):
-// CUDA events around a region, median of `repeats`; and CALLS launches captured into one CUDA graph,
-// its replays timed, so a few-µs kernel is not measured with the ~4 µs a launch from JS costs.
+// Timing on the GPU for the benchmarks that time single ops (bench/kernels.ts, bench/quant.ts,
+// bench/gemv-sweep.ts): CUDA events around a region, median of `repeats`; and CALLS launches captured
+// into one CUDA graph, its replays timed, so a few-µs kernel is not measured with the ~4 µs a launch
+// from JS costs. And their inputs: random tensors drawn on the GPU.
 
 import type { CudaBackend } from '../src/backend/cuda/index.js';
 import { Event } from '../src/backend/cuda/runtime/device.js';
+import { dropoutOffsetAdvance } from '../src/backend/rng.js';
+import type { DType } from '../src/dtype.js';
+import type { Tensor } from '../src/tensor.js';
+import type { Rng } from '../src/testing/random.js';
 
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -46,4 +51,16 @@ export function copyBandwidth(b: CudaBackend, repeats: number): number {
   const ms = timeRegion(b, () => b.runtime.copyDeviceToDevice(dst.ptr, src.ptr, bytes), 1, repeats);
   b.free(src); b.free(dst);
   return (2 * bytes) / (ms / 1e3) / 1e9;
+}
+
+let randomOffset = 0n;
+/**
+ * A normal(0, std) tensor drawn on the GPU (host-generated data for hundreds of millions of elements
+ * takes minutes), its seed from `rng`, each draw at a fresh Philox offset.
+ */
+export function randomTensor(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, std = 1): Tensor {
+  const t = b.empty(shape, dtype);
+  b.randomFill({ out: t, distribution: 'normal', std, seed: BigInt(Math.floor(rng.next() * 2 ** 32)), offset: randomOffset });
+  randomOffset += dropoutOffsetAdvance(t.numel);
+  return t;
 }

@@ -13,15 +13,12 @@
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import type { CudaBackend } from '../src/backend/cuda/index.js';
 import type { Int4MmaGemvSpec } from '../src/backend/cuda/kernels/gemv-int4-mma.js';
 import type { Int8GemvSpec } from '../src/backend/cuda/kernels/gemv-int8.js';
-import { dropoutOffsetAdvance } from '../src/backend/rng.js';
 import { probeCuda } from '../src/cuda/probe.js';
-import type { DType } from '../src/dtype.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
-import { copyBandwidth, timeGraph } from './device-timing.js';
+import { copyBandwidth, randomTensor, timeGraph } from './device-timing.js';
 
 const CALLS = 20;
 const REPEATS = 9;
@@ -39,13 +36,6 @@ const SHAPES = [
 
 interface Row { kernel: string; shape: string; M: number; spec: string; planned: boolean; us: number; gbps: number; percentOfCopy: number }
 
-let offset = 0n;
-function random(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, std = 1): Tensor {
-  const t = b.empty(shape, dtype);
-  b.randomFill({ out: t, distribution: 'normal', std, seed: BigInt(Math.floor(rng.next() * 2 ** 32)), offset });
-  offset += dropoutOffsetAdvance(t.numel);
-  return t;
-}
 
 const ptr = (t: Tensor) => (t as unknown as { ptr: bigint }).ptr;
 
@@ -81,11 +71,11 @@ async function main(): Promise<void> {
       const made: Tensor[] = [];
       const keep = (t: Tensor) => { made.push(t); return t; };
       const int4Sets = Array.from({ length: sets4 }, () => {
-        const w = random(b, rng, [N, K], 'bf16', 0.02);
+        const w = randomTensor(b, rng, [N, K], 'bf16', 0.02);
         const q = { qweight: keep(b.empty([N, K / 8], 'i32')), scales: keep(b.empty([N, K / GROUP], 'f16')), zeros: keep(b.empty([N, K / GROUP], 'u8')) };
         b.int4QuantizeWeights({ weight: w, groupSize: GROUP, ...q });
         b.free(w);
-        return { ...q, x: keep(random(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, width], 'bf16')) };
+        return { ...q, x: keep(randomTensor(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, width], 'bf16')) };
       });
       const activation = gated ? 'silu' as const : 'none' as const;
       const planned4 = i4.planInt4MmaGemv('bf16', M, width, K, GROUP, false, activation, gated, sms).spec;
@@ -104,11 +94,11 @@ async function main(): Promise<void> {
       const int8Bytes = N * K + 4 * N;
       const sets8 = Math.max(2, Math.min(16, Math.ceil((2 * L2_BYTES) / int8Bytes)));
       const int8Sets = Array.from({ length: sets8 }, () => {
-        const w = random(b, rng, [N, K], 'bf16', 0.02);
+        const w = randomTensor(b, rng, [N, K], 'bf16', 0.02);
         const q = keep(b.empty([N, K], 'i8')), scales = keep(b.empty([N], 'f32'));
         b.int8QuantizeRows({ x: w, out: q, scales });
         b.free(w);
-        return { q, scales, x: keep(random(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, width], 'bf16')) };
+        return { q, scales, x: keep(randomTensor(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, width], 'bf16')) };
       });
       const planned8 = i8.planInt8Gemv('bf16', M, width, K, false, activation, gated, sms).spec;
       const time8 = (spec: Int8GemvSpec) => timeGraph(b, int8Sets.map((s) => () => i8.launchInt8Gemv(host, {

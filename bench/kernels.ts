@@ -21,12 +21,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Activation } from '../src/backend/backend.js';
 import { CudaBackend } from '../src/backend/cuda/index.js';
-import { timeRegion as timeRegionOf } from './device-timing.js';
+import { randomTensor, timeRegion as timeRegionOf } from './device-timing.js';
 import { probeCuda } from '../src/cuda/probe.js';
-import type { DType, FloatDType } from '../src/dtype.js';
+import type { FloatDType } from '../src/dtype.js';
 import { byteSize } from '../src/dtype.js';
-import { dropoutOffsetAdvance } from '../src/backend/rng.js';
-import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
 
 const CALLS = 20;
@@ -57,14 +55,6 @@ interface Result {
 
 // --- helpers ----------------------------------------------------------------------------------------
 
-let randomOffset = 0n;
-/** Random inputs drawn on the GPU (host-generated data for hundreds of millions of elements takes minutes). */
-function randomTensor(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, scale = 1): Tensor {
-  const t = b.empty(shape, dtype);
-  b.randomFill({ out: t, distribution: 'normal', std: scale, seed: BigInt(Math.floor(rng.next() * 2 ** 32)), offset: randomOffset });
-  randomOffset += dropoutOffsetAdvance(t.numel);
-  return t;
-}
 
 /** Median ms per call of `region` (which makes `calls` calls), REPEATS samples. */
 const timeRegion = (b: CudaBackend, region: () => void, calls: number) => timeRegionOf(b, region, calls, REPEATS);

@@ -19,10 +19,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { CudaBackend } from '../src/backend/cuda/index.js';
-import { copyBandwidth as measureCopy, timeGraph as timeGraphOf } from './device-timing.js';
+import { copyBandwidth as measureCopy, randomTensor, timeGraph as timeGraphOf } from './device-timing.js';
 import { probeCuda } from '../src/cuda/probe.js';
-import { dropoutOffsetAdvance } from '../src/backend/rng.js';
-import type { DType } from '../src/dtype.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
 
@@ -48,13 +46,6 @@ interface Row {
 const timeGraph = (b: CudaBackend, launches: (() => void)[]) => timeGraphOf(b, launches, CALLS, REPEATS);
 const copyBandwidth = (b: CudaBackend) => measureCopy(b, REPEATS);
 
-let offset = 0n;
-function random(b: CudaBackend, rng: Rng, shape: number[], dtype: DType, std = 1): Tensor {
-  const t = b.empty(shape, dtype);
-  b.randomFill({ out: t, distribution: 'normal', std, seed: BigInt(Math.floor(rng.next() * 2 ** 32)), offset });
-  offset += dropoutOffsetAdvance(t.numel);
-  return t;
-}
 
 function torchBaseline(cases: { id: string; M: number; N: number; K: number; sets: number }[]): { version: string | null; results: Record<string, number | null> } {
   const script = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'torch_quant.py');
@@ -90,13 +81,13 @@ async function main(): Promise<void> {
       const made: Tensor[] = [];
       const keep = (t: Tensor) => { made.push(t); return t; };
       const weightSets = Array.from({ length: sets }, () => {
-        const w = keep(random(b, rng, [N, K], 'bf16', 0.02));
+        const w = keep(randomTensor(b, rng, [N, K], 'bf16', 0.02));
         const q = { qweight: keep(b.empty([N, K / 8], 'i32')), scales: keep(b.empty([N, K / GROUP], 'f16')), zeros: keep(b.empty([N, K / GROUP], 'u8')) };
         b.int4QuantizeWeights({ weight: w, groupSize: GROUP, ...q });
         const i8 = keep(b.empty([N, K], 'i8'));
         const i8Scales = keep(b.empty([N], 'f32'));
         b.int8QuantizeRows({ x: w, out: i8, scales: i8Scales }); // per-output-channel weights: rows of [N, K]
-        return { w, q, i8, i8Scales, x: keep(random(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, N], 'bf16')),
+        return { w, q, i8, i8Scales, x: keep(randomTensor(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, N], 'bf16')),
           xq: keep(b.empty([M, K], 'i8')), xs: keep(b.empty([M], 'f32')), acc: keep(b.empty([M, N], 'i32')) };
       });
       const id = `${layer} M=${M}`;

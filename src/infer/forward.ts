@@ -199,9 +199,8 @@ export class DecoderForward {
 
   /** residualNorm(norm), then out = the W8A8 product of norm.out, as one normLinear (`up`: a gated product's scratch). */
   private int8NormLinear(ops: Backend, norm: ResidualNormArgs, w: DeviceInt8Weight, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}, up?: Tensor): void {
-    const rows = norm.out.shape[0]!;
-    const { up: _none, ...scratch } = this.w8a8Scratch(rows, w.inFeatures, w.outFeatures);
-    ops.normLinear({ norm, linear: { kind: 'int8', qweight: w.qweight, scales: w.scales, out, ...epilogue, scratch: { ...scratch, ...(up ? { up } : {}) } } });
+    const scratch = this.w8a8Scratch(norm.out.shape[0]!, w.inFeatures, w.outFeatures);
+    ops.normLinear({ norm, linear: { kind: 'int8', qweight: w.qweight, scales: w.scales, out, ...epilogue, scratch: up ? { ...scratch, up } : scratch } });
   }
 
   /** Views of the W8A8 buffers for rows × K inputs × N outputs (cached: a captured step replays the same tensors). */

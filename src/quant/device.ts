@@ -104,8 +104,7 @@ export interface W8A8Scratch {
  * through the scratch.
  */
 export function w8a8LinearOp(ops: Backend, w: DeviceInt8Weight, x: Tensor, out: Tensor, scratch: W8A8Scratch, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
-  const { up, ...rest } = scratch;
-  ops.int8Linear({ x, qweight: w.qweight, scales: w.scales, out, ...epilogue, scratch: { ...rest, ...(epilogue.gated && up ? { up } : {}) } });
+  ops.int8Linear({ x, qweight: w.qweight, scales: w.scales, out, ...epilogue, scratch });
 }
 
 export class Int4Forward implements QuantizedForward {

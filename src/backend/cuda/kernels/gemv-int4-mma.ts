@@ -29,7 +29,8 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
-import { mmaSplitReduceCode } from './gemv-mma.js';
+import { MAX_ACCUMULATORS, mmaSplitReduceCode } from './gemv-mma.js';
+import { MAX_VECTORS, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -39,11 +40,7 @@ export const INT4_MMA_MAX_ROWS = 32;
 /** k of one chunk: 4 lanes (t) × 32 nibbles of a weight row. */
 export const INT4_MMA_CHUNK_K = 128;
 
-const WARPS = 8;
-/** f32 values a lane holds per tile set: the sums and a chunk's C (2 · WT·NT·4). */
-const MAX_ACCUMULATORS = 32;
-const MAX_VECTORS = 16;
-const TARGET_BYTES_PER_SM = 48 * 1024;
+// A lane's budget (gemv-mma.ts's): MAX_ACCUMULATORS f32 values — here the sums and a chunk's C, 2·FT·NT·4.
 
 export interface Int4MmaGemvSpec {
   readonly dtype: 'bf16' | 'f16';

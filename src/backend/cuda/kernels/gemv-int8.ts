@@ -25,20 +25,16 @@ import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import type { GemvNorm } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvReduceWriteCode, normPrologueCode } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
 /** Shared memory for the quantized rows (M·K bytes). */
 export const INT8_GEMV_MAX_ACTIVATION_BYTES = 32 * 1024;
 
-const WARPS = 8;
 /** int8 k per lane per chunk: one 16-byte vector. */
 const WVEC = 16;
 const CHUNK = 32 * WVEC;
-const MAX_VECTORS = 16;
-/** Warps an SM keeps resident at this kernel's register use (as gemv.ts). */
-const RESIDENT_WARPS = 16;
 /** Shared memory an H200 SM holds for blocks. */
 const SM_SHARED_BYTES = 227 * 1024;
 

@@ -29,7 +29,7 @@ import type { CheckedGemm } from '../gemm-plan.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
-import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
+import { GEMV_EPILOGUES, gemvOutputCode, MAX_VECTORS, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
 import type { CheckedGatedLinear } from './gemv.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -40,15 +40,10 @@ export const MMA_GEMV_MAX_GATED_ROWS = 32;
 /** The epilogues the kernel has (those of gemv.ts). */
 export const MMA_GEMV_EPILOGUES: readonly GemmEpilogue[] = GEMV_EPILOGUES;
 
-const WARPS = 8;
 /** k of one chunk: 32 lanes… 4 lanes (t) × 8 elements per weight row. */
 const CHUNK_K = 32;
 /** f32 accumulators a lane may hold (WT·NT·4). */
-const MAX_ACCUMULATORS = 32;
-/** 16-byte weight vectors a lane may hold in flight (4 registers each). */
-const MAX_VECTORS = 16;
-/** Outstanding weight bytes an SM needs for HBM to run at its rate, with margin (gemv.ts). */
-const TARGET_BYTES_PER_SM = 48 * 1024;
+export const MAX_ACCUMULATORS = 32;
 
 export interface MmaGemvSpec {
   readonly dtype: 'bf16' | 'f16';

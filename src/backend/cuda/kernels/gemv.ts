@@ -40,13 +40,13 @@ export const GEMV_MAX_ROWS = 4;
 export const GEMV_EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_bias'];
 
 /** Warps of a block. */
-const WARPS = 8;
+export const WARPS = 8;
 /** 16-byte vectors a lane may hold in flight (4 registers each). */
-const MAX_VECTORS = 16;
+export const MAX_VECTORS = 16;
 /** Outstanding bytes an SM needs for HBM to run at its rate, with margin (see the header). */
-const TARGET_BYTES_PER_SM = 48 * 1024;
+export const TARGET_BYTES_PER_SM = 48 * 1024;
 /** Resident warps an SM holds at this kernel's register use (~100 registers a thread). */
-const RESIDENT_WARPS = 16;
+export const RESIDENT_WARPS = 16;
 
 export interface GemvSpec {
   readonly dtype: FloatDType;
