@@ -41,7 +41,7 @@
 //   [--max-batch-tokens 2048] [--block-size 16] [--kv-blocks N | --kv-memory-fraction F] [--seed 1]
 //   [--prompt-median 256] [--prompt-range 16,1024] [--output-median 128] [--output-range 16,512]
 //   [--prefix-length 1024] [--prefix-concurrency 64] [--prefix-requests 128] [--suffix-range 16,64] [--no-prefix]
-//   [--no-torch] [--torch-batches 2] [--no-graphs (decode-only steps eager; graphs are the engine default on CUDA)]
+//   [--no-torch] [--torch-batches 2] [--no-graphs (every step eager; graphs are the engine default on CUDA)]
 // Smoke test: --preset gpt2-tiny --backend cpu --no-torch with small lengths (test/bench/serve-speed.test.ts).
 
 import { spawnSync } from 'node:child_process';
@@ -166,8 +166,8 @@ export interface RunMetrics {
   roofline: { decodePercent: number; allPercent: number; decodeFloorMs: number; decodeMeasuredMs: number; floorMs: number; measuredMs: number };
   /** Steps with a prompt chunk: how many, their median ms and rows, and the slowest few (rows, segments, ms). */
   mixedSteps: { count: number; msP50: number; rowsP50: number; slowest: { ms: number; rows: number; segments: number }[] };
-  /** Graph-replayed decode steps: rows computed (their buckets) and rows in use, over the run. */
-  graphRows: { computed: number; used: number };
+  /** Graph-replayed steps: how many, shapes captured, rows computed (their shapes) and rows in use, over the run. */
+  graphRows: { steps: number; captures: number; computed: number; used: number };
   /** Host work inside the run's steps on CUDA (kernel compiles, GEMM problems met and tuned): undefined elsewhere. */
   host?: HostCosts;
 }
@@ -267,7 +267,10 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
       decodePercent: (100 * decodeFloorMs) / decodeMeasuredMs, allPercent: (100 * floorMs) / measuredMs,
       decodeFloorMs, decodeMeasuredMs, floorMs, measuredMs,
     },
-    graphRows: { computed: after.graphRowsComputed - before.graphRowsComputed, used: after.graphRowsUsed - before.graphRowsUsed },
+    graphRows: {
+      steps: after.graphSteps - before.graphSteps, captures: after.graphCaptures - before.graphCaptures,
+      computed: after.graphRowsComputed - before.graphRowsComputed, used: after.graphRowsUsed - before.graphRowsUsed,
+    },
     mixedSteps: {
       count: mixed.length, msP50: percentile(mixed.map((m) => m.ms), 0.5), rowsP50: percentile(mixed.map((m) => m.rows), 0.5),
       slowest: [...mixed].sort((x, y) => y.ms - x.ms).slice(0, 5),
@@ -354,7 +357,7 @@ async function main(): Promise<void> {
   if (maxLen > model.arch.maxPositions) throw new Error(`the longest request (${maxLen} positions) exceeds ${cli.preset}'s context of ${model.arch.maxPositions}: lower --prompt-range, --output-range or --prefix-length`);
   const bandwidth = copyBandwidth(backend);
   const cost = stepCost(model, bandwidth);
-  console.log(`${backend.description}; ${cli.preset} random ${model.dtype}${backend.name === 'cuda' && !cli['no-graphs'] ? '; decode-only steps as CUDA graphs' : ''}; device-to-device copy ${(bandwidth / 1e9).toFixed(1)} GB/s; weights ${(cost.weightBytes / 1e9).toFixed(3)} GB`);
+  console.log(`${backend.description}; ${cli.preset} random ${model.dtype}${backend.name === 'cuda' && !cli['no-graphs'] ? '; steps as CUDA graphs' : ''}; device-to-device copy ${(bandwidth / 1e9).toFixed(1)} GB/s; weights ${(cost.weightBytes / 1e9).toFixed(3)} GB`);
 
   const engineOptions = (maxRunning: number, extra: ServingEngineOptions): ServingEngineOptions => ({
     maxLen, maxRunning, maxBatchTokens: positive('max-batch-tokens', cli['max-batch-tokens']!), blockSize: positive('block-size', cli['block-size']!),
@@ -388,7 +391,7 @@ async function main(): Promise<void> {
       console.log(`C ${C} ${batching}: ${m.tokensPerSecond.toFixed(0)} tok/s, TTFT p50 ${m.ttftMs.p50.toFixed(1)} ms, ITL p50 ${m.itlMs.p50.toFixed(2)} ms, mean decode batch ${m.meanDecodeBatch.toFixed(1)}, roofline ${m.roofline.decodePercent.toFixed(0)}% (decode steps), preemptions ${m.preemptions}`);
       console.log(`  steps: ${m.decodeSteps} decode-only (${m.roofline.decodeMeasuredMs.toFixed(0)} ms), ${m.mixedSteps.count} with a prompt chunk ` +
         `(${(m.roofline.measuredMs - m.roofline.decodeMeasuredMs).toFixed(0)} ms; p50 ${m.mixedSteps.msP50.toFixed(1)} ms at ${m.mixedSteps.rowsP50} rows)` +
-        (m.graphRows.computed > 0 ? `; graph steps computed ${m.graphRows.computed} rows for ${m.graphRows.used} requests (${(100 * m.graphRows.used / m.graphRows.computed).toFixed(0)}% used)` : '') +
+        (m.graphRows.computed > 0 ? `; ${m.graphRows.steps} of ${m.steps} steps graph-replayed (${m.graphRows.captures} shapes captured), computing ${m.graphRows.computed} rows for ${m.graphRows.used} positions (${(100 * m.graphRows.used / m.graphRows.computed).toFixed(0)}% used)` : '') +
         (m.host ? `; host: ${m.host.kernelsCompiled} kernels compiled + ${m.host.kernelsFromDisk} from disk (${m.host.jitMs.toFixed(0)} ms), ` +
           `${m.host.gemmProblems} new GEMM problems (${m.host.gemmProblemMs.toFixed(0)} ms), ${m.host.gemmTunings} tuned (${m.host.gemmTuneMs.toFixed(0)} ms)` : ''));
     }

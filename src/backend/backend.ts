@@ -285,6 +285,13 @@ export interface SoftmaxBackwardArgs {
  * maxBlocks·blockSize) plays the dense Lk in the masks, so causal puts the Lq queries at the end of the
  * Lk keys (a prompt chunk after its cached context). A used table entry outside [0, numBlocks) is an
  * error on the CPU; the GPU trusts the table.
+ * Packed queries over paged keys (paged with seqKeys, cuSeqlensQ and maxSeqlenQ; no cuSeqlensK,
+ * maxSeqlenK, keyLengths or paged.keys): q, out [totalQ, Hq, d], lse f32 [Hq, totalQ]; sequence b owns
+ * query rows [cuSeqlensQ[b], cuSeqlensQ[b+1]), has paged.seqKeys[b] keys (0 ≤ seqKeys[b] ≤
+ * maxBlocks·blockSize) read through block-table row paged.seqRows[b] (default b; the table may have any
+ * number of rows), and is masked as the dense op on that sequence alone (causal: its queries are the
+ * last of its keys). cuSeqlensQ runs from 0 to at most totalQ; rows past cuSeqlensQ[B] are left as they
+ * were (a padded step). The serving engine's prompt chunks of one step, whatever their number, in one call.
  */
 export interface FlashAttentionForwardArgs extends PackedSequences {
   q: Tensor;
@@ -302,8 +309,12 @@ export interface FlashAttentionForwardArgs extends PackedSequences {
 /** Keys and values read through a block table (FlashAttentionForwardArgs.paged). */
 export interface PagedKv {
   blockTable: Tensor;
-  /** Lk: the keys every sequence has. */
-  keys: number;
+  /** Dense q: Lk, the keys every sequence has. */
+  keys?: number;
+  /** Packed q: i32 [B], the keys of sequence b. */
+  seqKeys?: Tensor;
+  /** Packed q: i32 [B], the block-table row sequence b reads (default b). */
+  seqRows?: Tensor;
 }
 
 /** The packed variable-length layout of the fused attention ops (FlashAttentionForwardArgs). */
@@ -647,6 +658,9 @@ export interface RopeArgs {
  *   and row r's key and value heads go to [blockTable[b, ⌊p / blockSize⌋], g, p mod blockSize] (p = positions[r]).
  *   A negative position marks an idle row: its query heads are written, nothing goes to the pool (both
  *   backends). A used table entry outside [0, numBlocks) is an error on the CPU; the GPU trusts the table.
+ *   tableRows (optional, i32 [B]): sequence b writes through block-table row tableRows[b] instead of row b,
+ *   and blockTable may have any number of rows (a step's rows of many requests, each row its own sequence
+ *   with L = 1, in one call).
  */
 export interface QkvRopeAppendArgs {
   qkv: Tensor;
@@ -659,6 +673,7 @@ export interface QkvRopeAppendArgs {
   kOut?: Tensor;
   vOut?: Tensor;
   blockTable?: Tensor;
+  tableRows?: Tensor;
 }
 
 /**

@@ -6,8 +6,8 @@
 //   --mode prefill   GPT-2 or BERT: the forward pass of the whole sequence and its loss, no backward
 //   --mode decode    GPT-2 or Llama: one step of the inference engine (src/infer/engine.ts), a token for
 //                    each of --batch sequences with --seq tokens in their KV cache (profile/decode.ts)
-//   --mode serve-decode, serve-mixed   GPT-2 or Llama: one step of the serving engine (paged KV cache,
-//                    eager): --batch requests decoding with --seq cached positions, and for serve-mixed
+//   --mode serve-decode, serve-mixed   GPT-2 or Llama: one step of the serving engine (paged KV cache; a
+//                    replayed CUDA graph on the GPU): --batch requests decoding with --seq cached positions, and for serve-mixed
 //                    also one new request's --chunk-token prompt in the same step (profile/serve.ts)
 
 import { existsSync } from 'node:fs';
@@ -40,7 +40,7 @@ export const PROFILE_USAGE = `usage: fuseformer profile [options]
                        config.json (default: gpt2-124M on CUDA, gpt2-tiny on the CPU); random weights
   --mode train|prefill|decode|serve-decode|serve-mixed   a training step, the forward pass only (GPT-2,
                        BERT), a decode step of the inference engine (GPT-2, Llama), or a step of the serving
-                       engine (paged KV cache, eager): decode rows only, or decode rows plus one new
+                       engine (paged KV cache; graph-replayed on CUDA): decode rows only, or decode rows plus one new
                        request's whole prompt of --chunk tokens (default train)
   --batch N --seq N    batch and sequence length (default: 16 × 1024 for GPT-2 and 32 × 256 for BERT on
                        CUDA, 2 × 32 on the CPU; --seq at most the model's positions); for decode, the
@@ -168,8 +168,9 @@ function runServeProfile(backend: Backend, reason: string, config: ModelConfig, 
   const roofs = measureRoofs(backend, dtype);
   if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
   const result = profileServingStep(backend, config, { kind, running, context, chunk, dtype, repeats, roofs: roofs ?? false, ...(quantize ? { quantize } : {}) });
-  log(`${running + (kind === 'mixed' ? chunk : 0)} positions a step: ${result.stepMs.toFixed(3)} ms (eager)`);
-  writeAndPrint(result, `serving step (${kind}, eager)`, top, resolve(values.out ?? 'profile-out'),
+  const how = onGpu ? 'graph replay' : 'eager';
+  log(`${running + (kind === 'mixed' ? chunk : 0)} positions a step: ${result.stepMs.toFixed(3)} ms (${how})`);
+  writeAndPrint(result, `serving step (${kind}, ${how})`, top, resolve(values.out ?? 'profile-out'),
     { model: modelName, family: config.family, mode, batch: running, context, ...(kind === 'mixed' ? { chunk } : {}), dtype, repeats, ...(quantize ? { quantize } : {}) },
     `${modelName} serving ${kind}, ${dtype}${quantLabel(quantize)}, ${what} — ${backend.description}`, log);
   return 0;

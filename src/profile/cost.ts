@@ -194,17 +194,47 @@ function attentionPairs(args: FlashAttentionForwardArgs | FlashAttentionBackward
 
 /** Lk: the dense k's length, or the keys a paged call reads through its block table. */
 function keysOf(args: FlashAttentionForwardArgs | FlashAttentionBackwardArgs): number {
-  return 'paged' in args && args.paged ? args.paged.keys : args.k.shape[2]!;
+  return 'paged' in args && args.paged?.keys !== undefined ? args.paged.keys : args.k.shape[2]!;
+}
+
+/**
+ * Packed queries over paged keys: each sequence's visible pairs from its query rows and keys (causal: the
+ * queries are its last keys); without the device values, every query row sees the table's whole capacity
+ * (an upper bound).
+ */
+function packedPagedCost(a: FlashAttentionForwardArgs, values: DeviceValues | undefined): OpCost {
+  const [tq, hq, d] = a.q.shape as [number, number, number];
+  const [, hkv, bs] = a.k.shape as [number, number, number, number], s = byteSize(a.k.dtype);
+  const capacity = a.paged!.blockTable.shape[1]! * bs;
+  const cu = values?.['cuSeqlensQ'], keys = values?.['seqKeys'];
+  let pairs = tq * capacity, keyRows = (a.paged!.seqKeys!.shape[0] ?? 0) * capacity;
+  if (cu && keys) {
+    pairs = 0;
+    keyRows = 0;
+    for (let b = 0; b < keys.length; b++) {
+      const lq = Math.max(0, cu[b + 1]! - cu[b]!), lk = Math.max(0, keys[b]!);
+      pairs += visiblePairs(lq, lk, a.causal ?? false);
+      keyRows += lq > 0 ? lk : 0;
+    }
+  }
+  return {
+    flops: FLASH_FORWARD_FLOPS * d * hq * pairs,
+    bytes: bytesOf(a.q) + bytesOf(a.out) + bytesOf(a.lse) + 2 * keyRows * hkv * d * s + bytesOf(a.cuSeqlensQ) + bytesOf(a.paged!.seqKeys),
+  };
 }
 
 /** Bytes of k and v an attention call reads: the tensors, or (paged) only the rows its sequences use. */
 function kvBytesOf(args: FlashAttentionForwardArgs): number {
   if (!args.paged) return bytesOf(args.k) + bytesOf(args.v);
   const [b] = args.q.shape as [number], [, hkv, , d] = args.k.shape as [number, number, number, number];
-  return 2 * b * hkv * args.paged.keys * d * byteSize(args.k.dtype) + bytesOf(args.paged.blockTable);
+  return 2 * b * hkv * (args.paged.keys ?? 0) * d * byteSize(args.k.dtype) + bytesOf(args.paged.blockTable);
 }
 
 function attentionVariant(args: FlashAttentionForwardArgs | FlashAttentionBackwardArgs): string {
+  if ('paged' in args && args.paged?.seqKeys) {
+    const [tq, hq, d] = args.q.shape, hkv = args.k.shape[1];
+    return `packed ${args.paged.seqKeys.shape[0]} seqs ${tq} rows H${hq}${hkv !== hq ? `/${hkv}` : ''} d${d} paged${args.causal ? ' causal' : ''}`;
+  }
   const [b, hq, lq, d] = args.q.shape;
   const hkv = args.k.shape[1], lk = keysOf(args);
   return `B${b} H${hq}${hkv !== hq ? `/${hkv}` : ''} ${lq}×${lk} d${d}${args.causal ? ' causal' : ''}${args.keyLengths ? ' padded' : ''}`;
@@ -340,13 +370,14 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
   },
   flashAttentionForward: {
     cost: ([a], values) => {
+      if (a.paged?.seqKeys) return packedPagedCost(a, values);
       const { pairs, d } = attentionPairs(a, a.keyLengths ? values : undefined);
       return {
         flops: FLASH_FORWARD_FLOPS * d * pairs,
         bytes: bytesOf(a.q) + kvBytesOf(a) + bytesOf(a.out) + bytesOf(a.lse) + bytesOf(a.keyLengths),
       };
     },
-    deviceInputs: ([a]) => ({ keyLengths: a.keyLengths }),
+    deviceInputs: ([a]) => (a.paged?.seqKeys ? { cuSeqlensQ: a.cuSeqlensQ, seqKeys: a.paged.seqKeys } : { keyLengths: a.keyLengths }),
     variant: ([a]) => attentionVariant(a),
   },
   flashAttentionBackward: {

@@ -2,11 +2,14 @@
 //   'decode'  `running` requests, each with `context` positions in the paged KV cache, one token each;
 //   'mixed'   the same decode rows plus one new request's whole prompt of `chunk` tokens in the same
 //             step (chunked prefill beside decoding: a continuous-batching step when a client arrives).
-// The engine runs eagerly (no decode graphs), so every op is timed as launched, with the GPU given a
-// backlog first (profiler.ts "queue ahead") so the op times are GPU times, not launch gaps; the step
-// time is that of the same eager step. The engine is built on a ProfilingBackend with random weights;
-// the requests are prefilled first, then each profiled step advances every decode row by one position
-// (a mixed step's new request samples its one token and finishes within the step, freeing its slot).
+// On CUDA the step is timed as serving runs it, a replayed CUDA graph (engine.ts "Steps as graphs"), and
+// its ops as they run inside that graph: a second graph engine captures the same step with a marker node
+// around each op (profiler.ts graph mode, `replay`). An eager step launches ~200 ops from JS, and its op
+// times, even with the GPU given a backlog, mostly measured the host: before session 9 this profile ran
+// eagerly and found 175 of a mixed step's 199 launches waiting on the host. On the CPU, the eager engine's
+// ops. The engines are built on a ProfilingBackend with random weights and the same prompts; the requests
+// are prefilled first, then each profiled step advances every decode row by one position (a mixed step's
+// new request samples its one token and finishes within the step, freeing its slot).
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -54,28 +57,45 @@ export function profileServingStep(backend: Backend, config: ModelConfig, option
   }
   const tap = new ProfilingBackend(backend);
   const model = randomDecoderModel(config, tap.backend, { dtype, seed: 1n });
-  let engine: ServingEngine | undefined;
+  const engines: ServingEngine[] = [];
   try {
     if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
-    // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole chunk.
-    engine = new ServingEngine(model, {
-      maxRunning: running + 1, maxBatchTokens: Math.max(256, running + 1 + chunk), maxLen, blockSize: options.blockSize ?? 16,
-      graphs: false, prefixCaching: false,
-    });
-    const e = engine;
-    let s = 4242;
-    const token = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) % model.vocabSize;
     const greedy = resolveSampling({ temperature: 0 });
-    const submit = (length: number, maxTokens: number) => e.submit({
-      prompt: Array.from({ length }, token), maxTokens, sampling: greedy, stopTokenIds: [], onToken: () => {}, onFinish: () => {},
-    });
-    for (let i = 0; i < running; i++) submit(context, SERVE_STEPS_ROOM);
-    // Prefill: every request has its first token once its prompt is through.
-    while (e.stats().generatedTokens < running) e.step();
-    const step = kind === 'decode' ? () => { e.step(); } : () => { submit(chunk, 1); e.step(); };
-    return profile(tap, step, { ...options, dtype, warmup: 2 });
+    // An engine with the running requests prefilled, and its profiled step (every engine sees the same prompts).
+    const build = (graphs: boolean) => {
+      // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole chunk.
+      const e = new ServingEngine(model, {
+        maxRunning: running + 1, maxBatchTokens: Math.max(256, running + 1 + chunk), maxLen, blockSize: options.blockSize ?? 16,
+        graphs, prefixCaching: false,
+      });
+      engines.push(e);
+      let s = 4242;
+      const token = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) % model.vocabSize;
+      const submit = (length: number, maxTokens: number) => e.submit({
+        prompt: Array.from({ length }, token), maxTokens, sampling: greedy, stopTokenIds: [], onToken: () => {}, onFinish: () => {},
+      });
+      for (let i = 0; i < running; i++) submit(context, SERVE_STEPS_ROOM);
+      // Prefill: every request has its first token once its prompt is through.
+      while (e.stats().generatedTokens < running) e.step();
+      const step = kind === 'decode' ? () => { e.step(); } : () => { submit(chunk, 1); e.step(); };
+      return { engine: e, step };
+    };
+    const eager = build(false);
+    if (backend.name !== 'cuda') return profile(tap, eager.step, { ...options, dtype, warmup: 2 });
+    // CUDA: the step as serving runs it, a replayed graph (its first run of the shape is eager, the second
+    // captured); a second graph engine whose capture of the step has a marker node around each op times them.
+    const replayed = build(true);
+    replayed.step();
+    replayed.step();
+    const timed = build(true);
+    timed.step();
+    timed.engine.resetGraphs();
+    tap.startTimingCaptures();
+    try { timed.step(); } finally { tap.stopTimingCaptures(); }
+    return profile(tap, eager.step, { ...options, dtype, warmup: 1, reference: replayed.step, replay: timed.step });
   } finally {
-    engine?.dispose();
+    tap.releaseCaptured();
+    for (const e of engines) e.dispose();
     model.free();
   }
 }

@@ -24,15 +24,16 @@
 // Sampling uses backend.sampleTokens on the rows that end a request's computed positions: its draw depends
 // on (seed, position) only, so a request samples the same tokens however it is batched or preempted.
 //
-// Decode steps as graphs (options.graphs): a step whose items are all single decode tokens is, apart from
-// its inputs, the same work every time for the same decode-region size, so it is captured once per
-// bucket B (the region 1 + the largest slot rounded up to a power of two up to 32, then to a multiple of
-// 32, at most maxRunning: decodeBucket) and
-// replayed: the host uploads the tokens, positions, sampling parameters and block-table changes, the
-// graph runs the model, the head over all B rows and sampleTokens, and the host reads B tokens. Idle rows
-// (no request in that slot) have cache position −1 and sample greedily into nothing. Steps with a prompt
-// chunk run eagerly, as without graphs.
-//
+// Steps as graphs (options.graphs): a step's launches depend only on its shape (paged-forward.ts), so each
+// shape is captured once and replayed. A step is padded to its shape: the decode region to its bucket B
+// (1 + the largest decoding slot rounded up to a power of two up to 32, then to a multiple of 32, at most
+// maxRunning: decodeBucket), the prompt rows to a multiple of STEP_ROW_QUANTUM, the segment slots to a
+// power of two (stepShape). The host uploads the step's rows and segments (one buffer), the sampling
+// parameters and block-table changes; the graph runs the model, the head over the B decode-region rows
+// and each segment slot's last row, and sampleTokens over them; the host reads those tokens. Idle rows
+// (no request in that slot, padding) have cache position −1 and sample greedily into nothing. Without
+// graphs a step runs the same ops in its exact shape. A step that samples nothing skips the head.
+
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
 // scheduler serve both — and mirrors the target: every position the target computes (prompt chunks,
@@ -62,8 +63,8 @@ import { samplingParamsRow, seedWords } from '../infer/sampling.js';
 import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled } from '../infer/speculative-accept.js';
 import type { Tensor } from '../tensor.js';
 import { BlockPool } from './block-pool.js';
-import { kvBlockBytes, PagedForward } from './paged-forward.js';
-import type { StepRows } from './paged-forward.js';
+import { exactShape, kvBlockBytes, PagedForward } from './paged-forward.js';
+import type { StepRows, StepShape } from './paged-forward.js';
 import { Scheduler } from './scheduler.js';
 import type { Batching, ScheduledItem, SchedRequest } from './scheduler.js';
 
@@ -99,9 +100,9 @@ export interface ServingEngineOptions {
   /** Speculative decoding with a draft model (see the header). */
   readonly speculative?: ServingSpeculation;
   /**
-   * Replay decode-only steps as CUDA graphs, one per bucket of the decode region (decodeBucket; see
-   * "Decode steps as graphs" in the header). Default: on with the CUDA backend and no draft (measured on
-   * the H200, 2026-12-01, Llama 1.2B, 16 clients: decode steps 1.63 ms against 3.06 eager); not with a draft.
+   * Replay steps as CUDA graphs, one per step shape (stepShape; see "Steps as graphs" in the header).
+   * Default: on with the CUDA backend and no draft (measured on the H200, 2026-12-01, Llama 1.2B, 16
+   * clients: decode steps 1.63 ms against 3.06 eager); not with a draft.
    */
   readonly graphs?: boolean;
 }
@@ -156,11 +157,13 @@ export interface EngineStats {
   readonly draftedTokens: number;
   readonly acceptedTokens: number;
   readonly speculativeRounds: number;
-  /** Decode-only steps replayed as CUDA graphs (options.graphs). */
+  /** Steps replayed as CUDA graphs (options.graphs). */
   readonly graphSteps: number;
-  /** Rows those graph-replayed steps computed (Σ of their buckets), and the requests they served: the bucket's idle share is 1 − used ÷ computed. */
+  /** Rows those graph-replayed steps computed (Σ of their shapes' rows), and the positions they carried: the padding's share is 1 − used ÷ computed. */
   readonly graphRowsComputed: number;
   readonly graphRowsUsed: number;
+  /** Step shapes captured as graphs so far (each shape's second step; its first runs eagerly). */
+  readonly graphCaptures: number;
 }
 
 interface Live {
@@ -210,14 +213,14 @@ export class ServingEngine {
   private readonly draft?: PagedForward;
   private readonly speculation?: { readonly initial: number; readonly adaptive: boolean };
   private readonly useGraphs: boolean;
-  /** Decode-only steps by bucket: runs so far (the first is eager) and the captured graph. */
-  private readonly decodeSteps = new Map<number, { runs: number; graph?: Graph }>();
+  /** Steps by shape (stepShape: decode rows / rows / segment slots): runs so far (the first is eager) and the captured graph. */
+  private readonly stepGraphs = new Map<string, { runs: number; graph?: Graph }>();
   private readonly io: Record<'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params', Tensor>;
   private readonly live = new Map<string, Live>();
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
   private nextId = 0;
-  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0, graphSteps: 0, graphRowsComputed: 0, graphRowsUsed: 0 };
+  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0, graphSteps: 0, graphRowsComputed: 0, graphRowsUsed: 0, graphCaptures: 0 };
   private disposed = false;
 
   constructor(readonly model: DecoderModel, options: ServingEngineOptions = {}) {
@@ -243,10 +246,12 @@ export class ServingEngine {
     this.maxBlocksPerSeq = perRequest;
     // A step's rows: at most maxBatchTokens positions, plus up to maxRunning idle rows of the decode region.
     const T = this.maxBatchTokens + this.maxRunning, N = this.maxRunning;
+    // Rows a step samples at most: without a draft, the decode region and a row per segment slot (≤ 2N, ≤ T).
+    const Ns = spec ? N : Math.min(T, 2 * N);
     const i32 = (shape: number[]) => b.empty(shape, 'i32');
     this.io = {
-      sPositions: i32([N]), sTokens: i32([N]), sFinished: i32([N]), sLimits: i32([N]),
-      seeds: i32([N, 2]), history: i32([N, this.maxLen]), stopIds: i32([STOP_SLOTS]), params: b.empty([N, 4], 'f32'),
+      sPositions: i32([Ns]), sTokens: i32([Ns]), sFinished: i32([Ns]), sLimits: i32([Ns]),
+      seeds: i32([Ns, 2]), history: i32([Ns, this.maxLen]), stopIds: i32([STOP_SLOTS]), params: b.empty([Ns, 4], 'f32'),
     };
     b.fill(this.io.stopIds, -1);
     b.fill(this.io.history, 0);
@@ -268,7 +273,7 @@ export class ServingEngine {
     const common = { maxRows: T, maxRunning: N, maxLen: this.maxLen, blockSize: this.blockSize, numBlocks, blockTables: this.blockTables };
     // Target logits: a row per sampling request, K + 1 per speculative round (all within a step's rows).
     try {
-      this.target = new PagedForward(model, { ...common, maxLogitRows: Math.min(T, N * (1 + this.maxDraftTokens)) });
+      this.target = new PagedForward(model, { ...common, maxLogitRows: spec ? Math.min(T, N * (1 + this.maxDraftTokens)) : Ns });
     } catch (e) {
       freeAll();
       throw e;
@@ -376,13 +381,24 @@ export class ServingEngine {
     while (this.hasWork) this.step();
   }
 
+  /**
+   * Drops the captured step graphs: the next step of a shape that has run before is captured again (the
+   * profiler captures a step with its op markers this way).
+   */
+  resetGraphs(): void {
+    for (const s of this.stepGraphs.values()) {
+      s.graph?.dispose();
+      delete s.graph;
+    }
+  }
+
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
     const b = this.backend;
     for (const t of Object.values(this.io)) b.free(t);
     b.free(this.blockTables);
-    for (const s of this.decodeSteps.values()) s.graph?.dispose();
+    for (const s of this.stepGraphs.values()) s.graph?.dispose();
     this.target.free();
     this.draft?.free();
   }
@@ -464,8 +480,8 @@ export class ServingEngine {
   private execute(items: readonly ScheduledItem[]): StepOutcome[] {
     const liveOf = (it: ScheduledItem) => this.bySched.get(it.request)!;
     for (const it of items) this.counters.computedPositions += it.count;
-    if (this.useGraphs && items.every((it) => it.count === 1 && it.samples && !it.draft)) return this.executeDecodeStep(items);
-    const proposals = this.draft ? this.runDraft(items) : new Map<ScheduledItem, Proposal>();
+    if (!this.draft) return this.executeStep(items);
+    const proposals = this.runDraft(items);
     // The target: a speculative item is a segment of its last token and its draft tokens.
     const layout = layoutRows(items.map((it) => ({
       slot: liveOf(it).slot, start: it.start,
@@ -511,47 +527,67 @@ export class ServingEngine {
   }
 
   /**
-   * A decode-only step through a CUDA graph (see the header): the decode region padded to its bucket B
-   * (decodeBucket), every row of it through the head and sampleTokens (idle rows
-   * sample a token nobody reads), the graph of bucket B replayed after its inputs are uploaded.
+   * A step without a draft model (see "Steps as graphs" in the header): the decode region at the slots,
+   * then the segments; the head over every decode-region row and each segment's last row, and
+   * sampleTokens over all of them (rows nobody reads sample greedily into nothing). With graphs the step
+   * is padded to its shape (stepShape) and replayed from that shape's graph after its inputs are uploaded.
    */
-  private executeDecodeStep(items: readonly ScheduledItem[]): StepOutcome[] {
+  private executeStep(items: readonly ScheduledItem[]): StepOutcome[] {
     const b = this.backend, io = this.io, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
-    const slots = items.map((it) => this.bySched.get(it.request)!.slot);
-    const B = decodeBucket(1 + Math.max(...slots), this.maxRunning);
-    const tokens = new Int32Array(B), positions = new Int32Array(B), decodePositions = new Int32Array(B).fill(-1);
-    items.forEach((it, i) => {
-      tokens[slots[i]!] = it.request.tokens[it.start]!;
-      positions[slots[i]!] = decodePositions[slots[i]!] = it.start;
+    const liveOf = (it: ScheduledItem) => this.bySched.get(it.request)!;
+    const entries = items.map((it) => ({ slot: liveOf(it).slot, start: it.start, tokens: it.request.tokens.slice(it.start, it.start + it.count) }));
+    const exact = Math.max(0, ...entries.filter((e) => e.tokens.length === 1).map((e) => e.slot + 1));
+    const layout = layoutRows(entries, this.useGraphs && exact > 0 ? decodeBucket(exact, this.maxRunning) : exact);
+    const rows = layout.rows, S = rows.decodePositions.length, segments = rows.segments.length;
+    const shape = this.useGraphs ? stepShape(rows, this.maxRunning, this.maxBatchTokens + this.maxRunning) : exactShape(rows);
+    // Logit row s for decode-region row s, S + i for segment i's last row (padded segments: row 0).
+    const logitRows = Array.from({ length: S + shape.segments }, (_, i) => (i < S ? i : i - S < segments ? rows.segments[i - S]!.r0 + rows.segments[i - S]!.count - 1 : 0));
+    const n = logitRows.length;
+    const sampled = items.flatMap((it, i) => {
+      if (!it.samples) return [];
+      const row = entries[i]!.tokens.length === 1 ? entries[i]!.slot : S + rows.segments.findIndex((seg) => seg.r0 === layout.firstRow[i]);
+      return [{ it, row }];
     });
-    this.target.upload({ tokens, positions, decodePositions, segments: [] });
-    this.target.uploadLogitRows(Array.from({ length: B }, (_, s) => s));
-    this.uploadSampling(B, items.map((it, i) => ({ row: slots[i]!, sampling: this.bySched.get(it.request)!.request.sampling, position: it.start, tokens: it.request.tokens })));
+    this.target.upload(rows, shape, logitRows);
+    if (sampled.length > 0) this.uploadSampling(n, sampled.map(({ it, row }) => ({ row, sampling: liveOf(it).request.sampling, position: it.start + it.count - 1, tokens: it.request.tokens })));
+    // A step that samples nothing (a prompt chunk short of the prompt's end, alone) skips the head.
+    const head = sampled.length > 0;
     let logits: Tensor | undefined;
     const body = () => {
-      this.target.compute(B, B, []);
-      logits = this.target.computeLogits(B);
-      this.sampleRows(logits, B);
+      this.target.compute(shape);
+      if (!head) return;
+      logits = this.target.computeLogits(n);
+      this.sampleRows(logits, n);
     };
-    let step = this.decodeSteps.get(B);
-    if (!step) this.decodeSteps.set(B, (step = { runs: 0 }));
-    // The first step of a bucket runs eagerly (kernels compile, GEMMs pick their algorithms); the second is captured.
-    if (step.graph) step.graph.replay();
-    else if (step.runs >= 1) (step.graph = b.captureGraph(body)).replay();
-    else body();
-    if (step.graph) {
-      this.counters.graphSteps++;
-      this.counters.graphRowsComputed += B;
-      this.counters.graphRowsUsed += items.length;
+    if (!this.useGraphs) {
+      body();
+    } else {
+      const key = `${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`;
+      let step = this.stepGraphs.get(key);
+      if (!step) this.stepGraphs.set(key, (step = { runs: 0 }));
+      // A shape's first step runs eagerly (kernels compile, GEMMs pick their algorithms); the second is captured.
+      if (step.graph) step.graph.replay();
+      else if (step.runs >= 1) {
+        (step.graph = b.captureGraph(body)).replay();
+        this.counters.graphCaptures++;
+      } else {
+        body();
+      }
+      if (step.graph) {
+        this.counters.graphSteps++;
+        this.counters.graphRowsComputed += shape.rows;
+        this.counters.graphRowsUsed += items.reduce((r, it) => r + it.count, 0);
+      }
+      step.runs++;
     }
-    step.runs++;
-    logits ??= b.view(this.target.logitsBuffer, 0, [B, Vp]);
-    const picked = b.download(b.view(io.sTokens, 0, [B])) as Int32Array;
-    const wantLogprobs = items.some((it) => (this.bySched.get(it.request)!.request.logprobs ?? 0) > 0);
+    if (!head) return [];
+    logits ??= b.view(this.target.logitsBuffer, 0, [n, Vp]);
+    const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
+    const wantLogprobs = sampled.some(({ it }) => (liveOf(it).request.logprobs ?? 0) > 0);
     const all = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
-    return items.map((it, i) => {
-      const live = this.bySched.get(it.request)!, slot = slots[i]!, token = picked[slot]!, k = live.request.logprobs ?? 0;
-      return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(slot * Vp, slot * Vp + V), token, k) }] };
+    return sampled.map(({ it, row }) => {
+      const live = liveOf(it), token = picked[row]!, k = live.request.logprobs ?? 0;
+      return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(row * Vp, row * Vp + V), token, k) }] };
     });
   }
 
@@ -628,6 +664,21 @@ export class ServingEngine {
   }
 }
 
+/** Prompt rows of a graph-replayed step are padded to a multiple of this (a GEMM of a few more rows costs little; fewer shapes, fewer graphs). */
+export const STEP_ROW_QUANTUM = 128;
+
+/**
+ * The shape a graph-replayed step of these rows runs in: the prompt rows rounded up to STEP_ROW_QUANTUM
+ * (at most maxRows in all), the segment slots to a power of two (at most maxRunning), each segment's
+ * flash grid covering all prompt rows. The decode region is the caller's (decodeBucket).
+ */
+export function stepShape(rows: StepRows, maxRunning: number, maxRows: number): StepShape {
+  const S = rows.decodePositions.length, P = rows.tokens.length - S, g = rows.segments.length;
+  const padded = P === 0 ? 0 : Math.min(maxRows - S, STEP_ROW_QUANTUM * Math.ceil(P / STEP_ROW_QUANTUM));
+  const segments = g === 0 ? 0 : Math.min(maxRunning, 2 ** Math.ceil(Math.log2(g)));
+  return { rows: S + padded, decodeRows: S, segments, maxSegmentRows: padded };
+}
+
 /**
  * The rows a graph-replayed decode step computes for a decode region of n rows: n rounded up to a power
  * of two up to 32, above that to a multiple of 32 (at most 31 idle rows, where powers of two would leave
@@ -646,9 +697,9 @@ interface RowEntry { readonly slot: number; readonly start: number; readonly tok
  * without one are idle rows: token 0 at position 0 for the embedding, cache position −1), the others as
  * segments after it. firstRow / lastRow: each entry's first and last row.
  */
-export function layoutRows(entries: readonly RowEntry[]): { rows: StepRows; firstRow: number[]; lastRow: number[] } {
+export function layoutRows(entries: readonly RowEntry[], decodeRows?: number): { rows: StepRows; firstRow: number[]; lastRow: number[] } {
   const single = entries.filter((e) => e.tokens.length === 1);
-  const S = single.length === 0 ? 0 : 1 + Math.max(...single.map((e) => e.slot));
+  const S = Math.max(decodeRows ?? 0, single.length === 0 ? 0 : 1 + Math.max(...single.map((e) => e.slot)));
   const R = S + entries.reduce((n, e) => n + (e.tokens.length === 1 ? 0 : e.tokens.length), 0);
   const tokens = new Int32Array(R), positions = new Int32Array(R), decodePositions = new Int32Array(S).fill(-1);
   const segments: StepRows['segments'][number][] = [], firstRow: number[] = [], lastRow: number[] = [];

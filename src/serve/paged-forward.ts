@@ -5,13 +5,20 @@
 //
 // Rows of a step (StepRows): first a decode region, row s = slot s for s < S (one position per slot;
 // cache position −1 marks an idle row: nothing written, no keys read), then each segment's positions
-// [start, start + count) of one request as consecutive rows. Per layer the QKV GEMM covers all rows;
-// attention is
-//   decode region: one qkvRopeAppend + one decodeAttention over table rows [0, S);
-//   each segment:  qkvRopeAppend writes its keys and values into its blocks, then one flash attention of
-//                  its query heads [1, Hq, count, d] over its start + count keys through its table row,
-//                  causal with the segment at the end (key j visible to query i iff j ≤ start + i);
-//                  permute0213 turns [Hq, count, d] into rows [count, Hq·d].
+// [start, start + count) of one request as consecutive rows, then (a padded step, StepShape) rows that
+// belong to nobody (cache position −1). Per layer, whatever the number of segments, three attention ops:
+//   qkvRopeAppend   every row at once: row r's keys and values go to its cache position through block-
+//                   table row tableRows[r] (s in the decode region, the request's slot in a segment),
+//                   its query heads to q [R, Hq, d];
+//   decodeAttention the decode region, table rows [0, S);
+//   flash attention the segments as packed queries over paged keys: segment i is rows cu[i]..cu[i+1] of
+//                   q past the decode region, with start + count keys through its slot's table row,
+//                   causal with the segment at the end (key j visible to query i iff j ≤ start + i); its
+//                   output lands in the rows of the attention output directly.
+// So a step's launches depend only on its shape (R, S, the segment slots G and the longest segment the
+// grid covers): the engine captures a step of each shape as a CUDA graph (engine.ts). Every per-step
+// value — tokens, positions, cache positions, table rows, the segments' offsets, keys and rows, the rows
+// the LM head gathers — travels in one i32 buffer, uploaded once.
 // logits(rows) then runs the LM head on chosen rows of the last hidden state (gathered by the embedding
 // op, so only those rows pay for the vocabulary GEMM).
 
@@ -42,6 +49,26 @@ export interface StepRows {
   readonly segments: readonly RowSegment[];
 }
 
+/**
+ * The launches of a step: `rows` rows (those of StepRows, then padding), the first `decodeRows` the decode
+ * region; `segments` segment slots (those of StepRows, then empty ones) whose flash attention grid covers
+ * `maxSegmentRows` rows each. Steps of one shape launch the same kernels on the same buffers.
+ */
+export interface StepShape {
+  readonly rows: number;
+  readonly decodeRows: number;
+  readonly segments: number;
+  readonly maxSegmentRows: number;
+}
+
+/** The shape of exactly these rows (no padding): what an eager step runs. */
+export function exactShape(rows: StepRows): StepShape {
+  return {
+    rows: rows.tokens.length, decodeRows: rows.decodePositions.length, segments: rows.segments.length,
+    maxSegmentRows: Math.max(0, ...rows.segments.map((s) => s.count)),
+  };
+}
+
 export interface PagedForwardOptions {
   /** Rows of a step at most. */
   readonly maxRows: number;
@@ -66,7 +93,10 @@ export class PagedForward {
   /** [layers, 2, numBlocks, Hkv, blockSize, d]: every key and value this model holds. */
   readonly kvPool: Tensor;
   private readonly forward: DecoderForward;
-  private readonly io: Record<'tokens' | 'positions' | 'decodePositions' | 'gather' | 'logits' | 'q' | 'context' | 'lse', Tensor>;
+  private readonly io: Record<'meta' | 'logits' | 'q' | 'lse', Tensor>;
+  /** Host copy of io.meta, filled by upload(); sections at the offsets of `at`. */
+  private readonly meta: Int32Array;
+  private readonly at: Record<'tokens' | 'positions' | 'cachePositions' | 'tableRows' | 'cu' | 'seqKeys' | 'seqRows' | 'gather', number>;
   /** Split-K scratch of decode attention (f32 [maxRunning·Hq·maxSplits·(d + 2)]), when some decode region splits. */
   private readonly partials?: Tensor;
   /** The last run's row views (logits() reads its hidden state). */
@@ -76,13 +106,21 @@ export class PagedForward {
   constructor(readonly model: DecoderModel, readonly options: PagedForwardOptions) {
     const b = model.backend, arch = model.arch;
     const { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
-    const T = options.maxRows, N = options.maxRunning;
+    const T = options.maxRows, N = options.maxRunning, G = N;
     this.forward = new DecoderForward(model, T, options.maxLen);
-    const i32 = (shape: number[]) => b.empty(shape, 'i32');
+    // i32 sections: tokens, positions, cache positions, table rows [T] each; segment offsets [G + 1],
+    // keys and table rows [G] each; the LM head's rows [maxLogitRows].
+    let offset = 0;
+    const section = (n: number) => { const o = offset; offset += n; return o; };
+    this.at = {
+      tokens: section(T), positions: section(T), cachePositions: section(T), tableRows: section(T),
+      cu: section(G + 1), seqKeys: section(G), seqRows: section(G), gather: section(options.maxLogitRows),
+    };
+    this.meta = new Int32Array(offset);
     this.io = {
-      tokens: i32([T]), positions: i32([T]), decodePositions: i32([N]), gather: i32([options.maxLogitRows]),
+      meta: b.empty([offset], 'i32'),
       logits: b.empty([options.maxLogitRows, arch.paddedVocab], model.dtype),
-      q: b.empty([T * Hq * d], model.dtype), context: b.empty([T * Hq * d], model.dtype), lse: b.empty([T * Hq], 'f32'),
+      q: b.empty([T * Hq * d], model.dtype), lse: b.empty([T * Hq], 'f32'),
     };
     const maxSplits = Math.max(...Array.from({ length: N }, (_, i) => this.splits(i + 1)));
     if (maxSplits > 1) this.partials = b.empty([N * Hq * maxSplits * (d + 2)], 'f32');
@@ -108,54 +146,90 @@ export class PagedForward {
 
   /** The model over the step's rows: writes their keys and values, leaves the last hidden state for logits(). */
   run(rows: StepRows): void {
-    this.upload(rows);
-    this.compute(rows.tokens.length, rows.decodePositions.length, rows.segments);
-  }
-
-  /** run()'s host-to-device part: the rows' tokens and positions into the forward's buffers. */
-  upload(rows: StepRows): void {
-    const b = this.model.backend, io = this.io, R = rows.tokens.length, S = rows.decodePositions.length;
-    b.upload(b.view(io.tokens, 0, [R]), rows.tokens);
-    b.upload(b.view(io.positions, 0, [R]), rows.positions);
-    if (S > 0) b.upload(b.view(io.decodePositions, 0, [S]), rows.decodePositions);
+    const shape = exactShape(rows);
+    this.upload(rows, shape);
+    this.compute(shape);
   }
 
   /**
-   * run()'s device part, over the rows upload() wrote: R rows, the first S of them the decode region,
-   * then the segments. It only launches work on fixed buffers, so it can be captured in a CUDA graph.
+   * run()'s host-to-device part: the rows' tokens, positions, cache positions and table rows, the
+   * segments, and (when given) the rows logits will gather, in one upload. `shape` may pad the rows and
+   * the segments of `rows` (a graph's shape): padded rows have cache position −1, padded segments none.
    */
-  compute(R: number, S: number, segments: readonly RowSegment[]): void {
-    const b = this.model.backend, m = this.model, arch = m.arch, f = this.forward, io = this.io, o = this.options;
+  upload(rows: StepRows, shape: StepShape, logitRows?: readonly number[]): void {
+    const m = this.meta, at = this.at, o = this.options, R = rows.tokens.length, S = rows.decodePositions.length;
+    const { rows: Rp, segments: G } = shape;
+    if (shape.decodeRows !== S || Rp < R || Rp > o.maxRows || G < rows.segments.length || G > o.maxRunning) {
+      throw new Error(`internal: step of ${R} rows (${S} decode, ${rows.segments.length} segments) in shape ${JSON.stringify(shape)}`);
+    }
+    m.set(rows.tokens, at.tokens);
+    m.fill(0, at.tokens + R, at.tokens + Rp);
+    m.set(rows.positions, at.positions);
+    m.fill(0, at.positions + R, at.positions + Rp);
+    m.set(rows.decodePositions, at.cachePositions);
+    m.set(rows.positions.subarray(S), at.cachePositions + S);
+    m.fill(-1, at.cachePositions + R, at.cachePositions + Rp);
+    for (let s = 0; s < S; s++) m[at.tableRows + s] = s;
+    m.fill(0, at.tableRows + S, at.tableRows + Rp);
+    m[at.cu] = 0;
+    rows.segments.forEach((seg, i) => {
+      if (seg.count > shape.maxSegmentRows) throw new Error(`internal: a segment of ${seg.count} rows in a step shaped for ${shape.maxSegmentRows}`);
+      m.fill(seg.slot, at.tableRows + seg.r0, at.tableRows + seg.r0 + seg.count);
+      m[at.cu + i + 1] = seg.r0 + seg.count - S;
+      m[at.seqKeys + i] = seg.start + seg.count;
+      m[at.seqRows + i] = seg.slot;
+    });
+    for (let i = rows.segments.length; i < G; i++) {
+      m[at.cu + i + 1] = m[at.cu + i]!;
+      m[at.seqKeys + i] = 0;
+      m[at.seqRows + i] = 0;
+    }
+    if (logitRows) this.setLogitRows(logitRows);
+    const b = this.model.backend;
+    const used = logitRows ? at.gather + logitRows.length : at.seqRows + G;
+    b.upload(b.view(this.io.meta, 0, [used]), m.subarray(0, used));
+  }
+
+  /**
+   * run()'s device part, over the rows upload() wrote, in `shape`. It only launches work on fixed
+   * buffers, and the same work for the same shape, so it can be captured in a CUDA graph.
+   */
+  compute(shape: StepShape): void {
+    const b = this.model.backend, m = this.model, arch = m.arch, f = this.forward, io = this.io, o = this.options, at = this.at;
     const { heads: Hq, kvHeads: Hkv, headDim: d } = arch, W = (Hq + 2 * Hkv) * d;
-    const tokens = b.view(io.tokens, 0, [R]), positions = b.view(io.positions, 0, [R]);
-    const decodePositions = S > 0 ? b.view(io.decodePositions, 0, [S]) : undefined;
+    const { rows: R, decodeRows: S, segments: G } = shape, P = R - S;
+    const meta = (offset: number, n: number) => b.view(io.meta, offset, [n]);
+    const tokens = meta(at.tokens, R), positions = meta(at.positions, R), cachePositions = meta(at.cachePositions, R), tableRows = meta(at.tableRows, R);
     const v = f.rows(R);
     this.last = v;
     const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
     const scale = 1 / Math.sqrt(d);
     const M = o.blockTables.shape[1]!, NB = o.numBlocks, bs = o.blockSize;
     const poolView = (l: number, kv: number) => b.view(this.kvPool, (l * 2 + kv) * NB * Hkv * bs * d, [NB, Hkv, bs, d]);
-    const tableRows = (first: number, count: number) => b.view(o.blockTables, first * M, [count, M]);
+    const splits = S > 0 ? this.splits(S) : 1;
+    const partials = splits > 1 ? { partials: b.view(this.partials!, 0, [S, Hq, splits, d + 2]) } : {};
+    const segments = G > 0 && P > 0 ? {
+      cuSeqlensQ: meta(at.cu, G + 1), maxSeqlenQ: Math.min(P, shape.maxSegmentRows),
+      paged: { blockTable: o.blockTables, seqKeys: meta(at.seqKeys, G), seqRows: meta(at.seqRows, G) },
+    } : undefined;
     f.embed(b, v, tokens, positions);
     f.blocks(b, v, (l) => {
       const bias = m.layers[l]!.qkvBias, kCache = poolView(l, 0), vCache = poolView(l, 1);
-      if (decodePositions) {
-        const blockTable = tableRows(0, S), splits = this.splits(S);
-        const partials = splits > 1 ? { partials: b.view(this.partials!, 0, [S, Hq, splits, d + 2]) } : {};
-        b.qkvRopeAppend({ qkv: b.view(v.qkv, 0, [S, W]), positions: decodePositions, q: b.view(io.q, 0, [S, Hq, 1, d]), kCache, vCache, blockTable, ...rope, ...(bias ? { bias } : {}) });
-        b.decodeAttention({ q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: decodePositions, out: b.view(v.attn, 0, [S, Hq, d]), scale, blockTable, ...partials });
+      b.qkvRopeAppend({
+        qkv: b.view(v.qkv, 0, [R, W]), positions: cachePositions, q: b.view(io.q, 0, [R, Hq, 1, d]),
+        kCache, vCache, blockTable: o.blockTables, tableRows, ...rope, ...(bias ? { bias } : {}),
+      });
+      if (S > 0) {
+        b.decodeAttention({
+          q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: b.view(cachePositions, 0, [S]), out: b.view(v.attn, 0, [S, Hq, d]),
+          scale, blockTable: b.view(o.blockTables, 0, [S, M]), ...partials,
+        });
       }
-      for (const s of segments) {
-        const c = s.count, blockTable = tableRows(s.slot, 1), qOffset = s.r0 * Hq * d;
-        b.qkvRopeAppend({
-          qkv: b.view(v.qkv, s.r0 * W, [c, W]), positions: b.view(io.positions, s.r0, [c]), q: b.view(io.q, qOffset, [1, Hq, c, d]),
-          kCache, vCache, blockTable, ...rope, ...(bias ? { bias } : {}),
-        });
+      if (segments) {
         b.flashAttentionForward({
-          q: b.view(io.q, qOffset, [1, Hq, c, d]), k: kCache, v: vCache, out: b.view(io.context, qOffset, [1, Hq, c, d]),
-          lse: b.view(io.lse, s.r0 * Hq, [1, Hq, c]), scale, causal: true, paged: { blockTable, keys: s.start + c },
+          q: b.view(io.q, S * Hq * d, [P, Hq, d]), k: kCache, v: vCache, out: b.view(v.attn, S * Hq * d, [P, Hq, d]),
+          lse: b.view(io.lse, 0, [Hq, P]), scale, causal: true, ...segments,
         });
-        b.permute0213({ x: b.view(io.context, qOffset, [1, Hq, c, d]), out: b.view(v.attn, qOffset, [1, c, Hq, d]) });
       }
       return v.attn;
     });
@@ -169,16 +243,16 @@ export class PagedForward {
 
   /** logits()'s host-to-device part: which rows of the last hidden state go through the head. */
   uploadLogitRows(rows: readonly number[]): void {
-    const b = this.model.backend, n = rows.length;
-    if (n < 1 || n > this.options.maxLogitRows) throw new Error(`internal: logits of ${n} rows (1..${this.options.maxLogitRows})`);
-    b.upload(b.view(this.io.gather, 0, [n]), Int32Array.from(rows));
+    this.setLogitRows(rows);
+    const b = this.model.backend;
+    b.upload(b.view(this.io.meta, this.at.gather, [rows.length]), this.meta.subarray(this.at.gather, this.at.gather + rows.length));
   }
 
-  /** logits()'s device part, for the n rows uploadLogitRows() named (capturable, as compute()). */
+  /** logits()'s device part, for the n rows uploadLogitRows() (or upload()) named (capturable, as compute()). */
   computeLogits(n: number): Tensor {
     const b = this.model.backend, v = this.last;
     if (!v) throw new Error('internal: logits before the forward');
-    const gather = b.view(this.io.gather, 0, [n]);
+    const gather = b.view(this.io.meta, this.at.gather, [n]);
     const last = this.forward.rows(n).y, logits = b.view(this.io.logits, 0, [n, this.model.arch.paddedVocab]);
     b.embedTokens({ tokens: gather, tokenTable: v.h, out: last });
     this.forward.lmHead(b, last, logits);
@@ -190,6 +264,12 @@ export class PagedForward {
     this.freed = true;
     this.freeBuffers();
     this.model.backend.free(this.kvPool);
+  }
+
+  private setLogitRows(rows: readonly number[]): void {
+    const n = rows.length;
+    if (n < 1 || n > this.options.maxLogitRows) throw new Error(`internal: logits of ${n} rows (1..${this.options.maxLogitRows})`);
+    this.meta.set(rows, this.at.gather);
   }
 
   private freeBuffers(): void {

@@ -136,6 +136,100 @@ function pagedFlashForwardCases(dtype: FloatDType): OpCase[] {
   });
 }
 
+/**
+ * A serving step's rows (qkvRopeAppend with tableRows): R rows, each its own sequence (L = 1), row r
+ * writing through table row tableRows[r] — a decode region at rows s → s, then segments of consecutive
+ * rows of one table row each, an idle row and padding (position −1).
+ */
+function stepQkvRopeAppendCases(dtype: FloatDType): OpCase[] {
+  // slots (table rows), segment counts, Hq, Hkv, d, blockSize, maxBlocks, rope, bias
+  const shapes: [number, number[], number, number, number, number, number, boolean, boolean][] = [
+    [6, [13, 40], 32, 8, 64, 16, 6, true, false], [4, [3], 12, 12, 64, 32, 3, false, true], [5, [9, 2, 17], 8, 2, 16, 8, 7, true, false],
+  ];
+  return shapes.map(([slots, counts, Hq, Hkv, d, bs, M, rope, bias]): OpCase => {
+    const W = (Hq + 2 * Hkv) * d, numBlocks = slots * M + 3, S = slots - counts.length, R = S + counts.reduce((a, b) => a + b, 0) + 3;
+    return {
+      name: `step qkvRopeAppend (tableRows) ${dtype} S=${S} segments ${counts.join('+')} Hq=${Hq} Hkv=${Hkv} d=${d} blockSize=${bs}${rope ? ' rope' : ''}${bias ? ' bias' : ''}`, dtype,
+      inputs: (rng) => {
+        // Decode rows s < S at a random position of slot s (row 1 idle); segment i in slot S + i from a
+        // random start; 3 padding rows (−1) at the end.
+        const positions: number[] = [], tableRows: number[] = [], keys = new Array<number>(slots).fill(0);
+        for (let s = 0; s < S; s++) {
+          const p = s === 1 ? -1 : Math.floor(rng.next() * M * bs);
+          positions.push(p);
+          tableRows.push(s);
+          keys[s] = p + 1;
+        }
+        counts.forEach((c, i) => {
+          const start = Math.floor(rng.next() * (M * bs - c + 1));
+          for (let j = 0; j < c; j++) { positions.push(start + j); tableRows.push(S + i); }
+          keys[S + i] = start + c;
+        });
+        for (let j = 0; j < 3; j++) { positions.push(-1); tableRows.push(0); }
+        return {
+          qkv: floats(rng, [R, W], dtype), bias: floats(rng, [W], dtype), positions: ints([R], positions), tableRows: ints([R], tableRows),
+          invFreq: { values: Float32Array.from({ length: d / 2 }, (_, i) => 1 / 10000 ** ((2 * i) / d)), shape: [d / 2], dtype: 'f32' },
+          kPool: floats(rng, [numBlocks, Hkv, bs, d], dtype), vPool: floats(rng, [numBlocks, Hkv, bs, d], dtype),
+          table: ints([slots, M], randomBlockTables(rng, keys, bs, M, numBlocks)),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.qkvRopeAppend({
+          qkv: c.in('qkv'), positions: c.in('positions'), q: c.out('q', [R, Hq, 1, d], dtype), tableRows: c.in('tableRows'),
+          kCache: c.keep('kPool', c.in('kPool')), vCache: c.keep('vPool', c.in('vPool')), blockTable: c.in('table'),
+          ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1 } } : {}),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
+/**
+ * Packed queries over paged keys (a serving step's prompt chunks in one flash attention): segments of
+ * awkward lengths (1, past a 128-row tile, an empty one) from random starts in their own table rows
+ * (seqRows a permutation of part of the table), causal at the end of their keys; rows past the last
+ * segment must keep what they held (out starts from random values).
+ */
+function packedPagedFlashForwardCases(dtype: FloatDType): OpCase[] {
+  // counts, Hq, Hkv, d, blockSize, maxBlocks, causal
+  const shapes: [number[], number, number, number, number, number, boolean][] = [
+    [[37, 1, 150, 0, 64], 32, 8, 64, 16, 16, true], [[130, 5], 12, 12, 64, 32, 6, true], [[19, 83], 8, 2, 128, 32, 4, true],
+    [[7, 33, 2], 4, 1, 72, 16, 5, false], [[3], 8, 8, 16, 8, 3, true],
+  ];
+  return shapes.map(([counts, Hq, Hkv, d, bs, M, causal]): OpCase => {
+    const B = counts.length, tableRows = B + 2, numBlocks = tableRows * M + 4, pad = 5;
+    const cu = counts.reduce((acc, c) => [...acc, acc.at(-1)! + c], [0]), totalQ = cu.at(-1)! + pad, maxQ = Math.max(...counts);
+    return {
+      name: `packed paged flashAttentionForward ${dtype} segments ${counts.join('+')} Hq=${Hq} Hkv=${Hkv} d=${d} blockSize=${bs}${causal ? ' causal' : ''}`, dtype,
+      inputs: (rng) => {
+        const rows = permutation(rng, tableRows).slice(0, B);
+        const keys = counts.map((c) => c + Math.floor(rng.next() * (M * bs - c + 1)));
+        const perRow = new Array<number>(tableRows).fill(0);
+        rows.forEach((r, b) => { perRow[r] = keys[b]!; });
+        return {
+          q: floats(rng, [totalQ, Hq, d], dtype), k: floats(rng, [numBlocks, Hkv, bs, d], dtype), v: floats(rng, [numBlocks, Hkv, bs, d], dtype),
+          out: floats(rng, [totalQ, Hq, d], dtype), lse: { values: rng.floats(Hq * totalQ, 1, 0), shape: [Hq, totalQ], dtype: 'f32' },
+          table: ints([tableRows, M], randomBlockTables(rng, perRow, bs, M, numBlocks)),
+          cu: ints([B + 1], cu), seqKeys: ints([B], keys), seqRows: ints([B], rows),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.flashAttentionForward({
+          q: c.in('q'), k: c.in('k'), v: c.in('v'), out: c.keep('out', c.in('out')), lse: c.keep('lse', c.in('lse')), causal,
+          cuSeqlensQ: c.in('cu'), maxSeqlenQ: maxQ, paged: { blockTable: c.in('table'), seqKeys: c.in('seqKeys'), seqRows: c.in('seqRows') },
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
 export function pagedOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
-  return dtypes.flatMap((dtype) => [...pagedQkvRopeAppendCases(dtype), ...pagedDecodeAttentionCases(dtype), ...pagedFlashForwardCases(dtype)]);
+  return dtypes.flatMap((dtype) => [
+    ...pagedQkvRopeAppendCases(dtype), ...stepQkvRopeAppendCases(dtype), ...pagedDecodeAttentionCases(dtype),
+    ...pagedFlashForwardCases(dtype), ...packedPagedFlashForwardCases(dtype),
+  ]);
 }

@@ -15,9 +15,12 @@
 // the materialised [B, Hq, Lq, Lk] probabilities.
 // Paged keys and values (forward): k, v (numBlocks, Hkv, blockSize, d); key j of sequence b is row j mod
 // blockSize of block blockTable[b, ⌊j / blockSize⌋]; otherwise the dense layout with Lk = paged.keys.
+// Packed queries over paged keys (paged.seqKeys): q, out (totalQ, Hq, d), lse (Hq, totalQ); sequence b's
+// queries are rows [cuSeqlensQ[b], cuSeqlensQ[b+1]), its keys Lk = seqKeys[b] come through table row
+// seqRows[b] (default b).
 
 import type { DropoutArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
-import type { PackedLayout } from '../op-checks/attention.js';
+import type { CheckedPaged, PackedLayout } from '../op-checks/attention.js';
 import { checkFlashAttentionBackward, checkFlashAttentionForward } from '../op-checks/index.js';
 import { DROPOUT_ELEMENTS_PER_COUNTER, dropoutThreshold, dropoutUniform16, philox4x32 } from '../rng.js';
 import { ArgumentError } from '../../errors.js';
@@ -108,8 +111,9 @@ function forward(L: Layout, t: ForwardTensors, offset: bigint): void {
   const d = L.d, scale = t.scale;
   const keep = keepFlags(t.dropout, offset);
   const keepScale = t.dropout ? 1 / (1 - t.dropout.p) : 1;
-  const result = new Float64Array(t.out.numel);
-  const lseResult = new Float64Array(t.lse.numel);
+  // Rows no sequence owns (packed paged queries past cuSeqlensQ[B]) keep what they held.
+  const result = Float64Array.from(floatsOf(t.out));
+  const lseResult = Float64Array.from(floatsOf(t.lse));
   for (let b = 0; b < L.B; b++) {
     const s = L.sequence(b);
     const scores = new Float64Array(s.Lk);
@@ -117,6 +121,7 @@ function forward(L: Layout, t: ForwardTensors, offset: bigint): void {
       const g = Math.floor(h / L.group);
       for (let i = 0; i < s.Lq; i++) {
         const qa = L.qRow(b, s, h, i), row = L.lseRow(b, s, h, i);
+        result.fill(0, qa, qa + d);
         const n = visibleKeys(L.causal, s, i);
         if (n === 0) { lseResult[row] = -Infinity; continue; } // out row stays 0
         let max = -Infinity;
@@ -217,13 +222,47 @@ function pagedLayout(op: string, dense: Layout, Hkv: number, d: number, Lk: numb
   };
 }
 
+/**
+ * Packed queries over paged keys: sequence b's query rows from cuSeqlensQ, its seqKeys[b] keys through
+ * table row seqRows[b] (offsets, counts, rows and used table entries checked at run time).
+ */
+function packedPagedLayout(op: string, c: { B: number; Hq: number; Hkv: number; d: number; group: number; causal: boolean }, p: CheckedPaged<CpuTensor>): Layout {
+  const { B, Hq, Hkv, d } = c, q = p.packedQ!;
+  const cu = int32sOf(q.cuSeqlensQ), keys = int32sOf(q.seqKeys), rows = q.seqRows ? int32sOf(q.seqRows) : undefined;
+  const table = int32sOf(p.blockTable), tableRows = p.blockTable.shape[0]!, capacity = p.maxBlocks * p.blockSize;
+  const seqRow = (b: number) => (rows ? rows[b]! : b);
+  if (cu[0] !== 0 || cu[B]! > q.totalQ) throw new ArgumentError(`${op}: 'cuSeqlensQ' must run from 0 to at most totalQ = ${q.totalQ}, got ${cu[0]} … ${cu[B]}`);
+  for (let b = 0; b < B; b++) {
+    const lq = cu[b + 1]! - cu[b]!;
+    if (lq < 0) throw new ArgumentError(`${op}: 'cuSeqlensQ' decreases at ${b} (${cu[b]} → ${cu[b + 1]})`);
+    if (lq > q.maxSeqlenQ) throw new ArgumentError(`${op}: sequence ${b} has ${lq} queries, more than maxSeqlenQ = ${q.maxSeqlenQ}`);
+    if (keys[b]! < 0 || keys[b]! > capacity) throw new ArgumentError(`${op}: 'paged.seqKeys'[${b}] = ${keys[b]} is outside [0, ${capacity}] (the table's ${p.maxBlocks} blocks of ${p.blockSize})`);
+    if (lq === 0) continue;
+    const row = seqRow(b);
+    if (row < 0 || row >= tableRows) throw new ArgumentError(`${op}: 'paged.seqRows'[${b}] = ${row} is outside the block table's [0, ${tableRows}) rows`);
+    for (let i = 0; i < Math.ceil(keys[b]! / p.blockSize); i++) {
+      const block = table[row * p.maxBlocks + i]!;
+      if (block < 0 || block >= p.numBlocks) throw new ArgumentError(`${op}: 'paged.blockTable'[${row}, ${i}] = ${block} is outside the pool's [0, ${p.numBlocks}) blocks`);
+    }
+  }
+  return {
+    B, Hq, Hkv, d, group: c.group, causal: c.causal, dropStride: 0,
+    sequence: (b) => ({ Lq: cu[b + 1]! - cu[b]!, Lk: keys[b]!, qStart: cu[b]!, kStart: 0, validKeys: keys[b]! }),
+    qRow: (_b, s, h, i) => ((s.qStart + i) * Hq + h) * d,
+    kvRow: (b, _s, kh, j) => ((table[seqRow(b) * p.maxBlocks + Math.floor(j / p.blockSize)]! * Hkv + kh) * p.blockSize + (j % p.blockSize)) * d,
+    lseRow: (_b, s, h, i) => h * q.totalQ + s.qStart + i,
+  };
+}
+
 export function prepareFlashAttentionForward(args: FlashAttentionForwardArgs): CpuWork {
   const check = new CpuCheck('flashAttentionForward');
   const c = checkFlashAttentionForward(check, args);
   const offset = offsetAtRun(c.dropout);
   return check.work(() => {
-    const dense = layoutOf('flashAttentionForward', c);
-    forward(c.paged ? pagedLayout('flashAttentionForward', dense, c.Hkv, c.d, c.Lk, c.paged) : dense, c, offset());
+    const op = 'flashAttentionForward';
+    if (c.paged?.packedQ) return forward(packedPagedLayout(op, c, c.paged), c, 0n);
+    const dense = layoutOf(op, c);
+    forward(c.paged ? pagedLayout(op, dense, c.Hkv, c.d, c.Lk, c.paged) : dense, c, offset());
   });
 }
 

@@ -3,7 +3,8 @@
 // Sums and rotations in float64; every stored value is rounded once to the tensors' dtype. θ is the f32
 // product fround(position · invFreq[i]), as the GPU and HF compute it.
 // Paged (blockTable): the key and value of row r go to block blockTable[b, ⌊p / blockSize⌋] of the pool,
-// at offset p mod blockSize; a negative position is an idle row (nothing written to the pool).
+// at offset p mod blockSize (row tableRows[b] of the table when given); a negative position is an idle row
+// (nothing written to the pool).
 
 import type { QkvRopeAppendArgs } from '../backend.js';
 import { checkQkvRopeAppend } from '../op-checks/index.js';
@@ -14,7 +15,7 @@ import type { FloatDType } from '../../dtype.js';
 
 export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
   const check = new CpuCheck('qkvRopeAppend');
-  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, paged } = checkQkvRopeAppend(check, args);
+  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged } = checkQkvRopeAppend(check, args);
   const half = d / 2, width = (Hq + 2 * Hkv) * d, group = Hq / Hkv;
   const round = rounder(q.dtype as FloatDType);
 
@@ -23,12 +24,15 @@ export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
     const freqs = invFreq ? floatsOf(invFreq) : undefined;
     const qv = floatsOf(q), kc = floatsOf(kCache), vc = floatsOf(vCache);
     const ko = kOut ? floatsOf(kOut) : undefined, vo = vOut ? floatsOf(vOut) : undefined;
-    const table = blockTable ? int32sOf(blockTable) : undefined;
+    const table = blockTable ? int32sOf(blockTable) : undefined, rowOf = tableRows ? int32sOf(tableRows) : undefined;
+    const tableRowCount = blockTable?.shape[0] ?? 0;
     /** Element offset of position p of kv head g of sequence seq in the cache (dense or paged). */
     const cacheRow = (seq: number, g: number, p: number): number => {
       if (!paged || !table) return ((seq * Hkv + g) * maxLen + p) * d;
-      const entry = seq * paged.maxBlocks + Math.floor(p / paged.blockSize), block = table[entry]!;
-      if (block < 0 || block >= paged.numBlocks) check.fail(`'blockTable'[${seq}, ${Math.floor(p / paged.blockSize)}] = ${block} is outside the pool's [0, ${paged.numBlocks}) blocks`);
+      const row = rowOf ? rowOf[seq]! : seq;
+      if (row < 0 || row >= tableRowCount) check.fail(`'tableRows'[${seq}] = ${row} is outside the block table's [0, ${tableRowCount}) rows`);
+      const entry = row * paged.maxBlocks + Math.floor(p / paged.blockSize), block = table[entry]!;
+      if (block < 0 || block >= paged.numBlocks) check.fail(`'blockTable'[${row}, ${Math.floor(p / paged.blockSize)}] = ${block} is outside the pool's [0, ${paged.numBlocks}) blocks`);
       return ((block * Hkv + g) * paged.blockSize + (p % paged.blockSize)) * d;
     };
     const head = new Float64Array(d);

@@ -20,6 +20,7 @@
 // beta ≠ 0 runs the heuristic's choice until a beta = 0 call tunes it. Calls inside a graph capture
 // never tune (events cannot be waited on there): run a step once before capturing it.
 
+import { envSwitch } from './env-switch.js';
 import type { BatchedGemmArgs, GemmArgs } from '../backend.js';
 import { ArgumentError } from '../../errors.js';
 import {
@@ -116,10 +117,12 @@ interface CacheEntry {
  * before or after — runs the winner, cuBLASLt's algorithm descriptor being valid across M (a member where
  * it is not falls back to its own heuristic's list). An odd member of a bucket with no winner yet takes
  * the winner of a neighbouring bucket (M within a factor of 2) instead of tuning. A round member tunes
- * itself on first use when its bucket has no winner yet; when it has one, it runs that winner at once and
- * times its own candidates only at its ROUND_OWN_TUNE_USES-th call (a training shape, called thousands of
- * times, still gets its own best; a serving step's row count that happens to be a multiple of 64 does
- * not tune inside a live step — 12 such tunings had cost a 256-client run 2.1 s, H200 2026-12-01). So a
+ * itself on first use when neither its bucket nor a neighbouring one has a winner yet; when one has, it
+ * runs that winner at once and times its own candidates only at its ROUND_OWN_TUNE_USES-th call (a
+ * training shape, called thousands of times, still gets its own best; a serving step's row count that
+ * happens to be a multiple of 64 does not tune inside a live step — 12 such tunings had cost a 256-client
+ * run 2.1 s, H200 2026-12-01; with graph-replayed mixed steps padded to multiples of 128 rows, 24 tunings
+ * in buckets the warm-up had not reached cost 3.8 s, session 9). So a
  * serving warm-up of power-of-two row counts (serve/warmup.ts) leaves nothing to tune once requests
  * arrive: measured on the H200 (2026-12-01), tuning inside live steps had cost a 16-client run 9.3 of
  * its 13.7 s.
@@ -220,11 +223,6 @@ export const AUTOTUNE_ROUND_SIZE = 64;
 /** The call at which a round problem that adopted its bucket's winner times its own candidates (TuningGroup). */
 export const ROUND_OWN_TUNE_USES = 50;
 
-function autotuneFromEnv(value: string | undefined): boolean | 'auto' {
-  if (value === '1') return true;
-  if (value === '0') return false;
-  return 'auto';
-}
 const DEFAULT_AUTOTUNE_REPEATS = 10;
 const NO_ADDRESS = -1n;
 
@@ -262,7 +260,7 @@ export class GemmRunner {
       throw new ArgumentError(`GemmRunner: workspaceBytes must be a non-negative integer, got ${workspaceBytes}`);
     }
     this.lt = options.library ?? cublasLt();
-    this.autotune = options.autotune ?? autotuneFromEnv(process.env['FUSEFORMER_GEMM_AUTOTUNE']);
+    this.autotune = options.autotune ?? envSwitch(process.env['FUSEFORMER_GEMM_AUTOTUNE']);
     this.candidateCount = options.candidates ?? DEFAULT_CANDIDATES;
     this.autotuneRepeats = options.autotuneRepeats ?? DEFAULT_AUTOTUNE_REPEATS;
     this.timer = options.timer;
@@ -366,11 +364,10 @@ export class GemmRunner {
       }
       return;
     }
-    // A round problem (training's: tuned on first use) times its own candidates unless its bucket has a
-    // winner (then later, see TuningGroup); an odd one that would be tuned runs its group's winner, or a
-    // neighbouring bucket's.
+    // A problem that would be tuned runs its group's winner, or a neighbouring bucket's; a round one
+    // (training's) then times its own candidates later (see TuningGroup), and with no winner near it, now.
     const round = isRound(entry.problem);
-    const winner = entry.tuneAtUse === Infinity ? undefined : round ? group.winner : nearestWinner(group);
+    const winner = entry.tuneAtUse === Infinity ? undefined : nearestWinner(group);
     if (winner !== undefined) {
       this.adoptWinner(entry, winner);
       if (round) entry.ownTuneAtUse = ROUND_OWN_TUNE_USES;

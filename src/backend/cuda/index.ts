@@ -2,6 +2,7 @@
 // the runtime (runtime/*). Every op is queued on the runtime's current stream; only download() and
 // synchronize() wait for the GPU.
 
+import { envSwitch } from './env-switch.js';
 import { normLinearProduct } from '../backend.js';
 import { Event } from './runtime/device.js';
 import { byteSize, decodeFloats, encodeFloats, isFloat } from '../../dtype.js';
@@ -32,7 +33,7 @@ import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
 import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
 import { checkInt8Linear } from '../op-checks/quant.js';
 import type { Int8GemvLaunch } from './kernels/gemv-int8.js';
-import { int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
+import { INT8_NORM_AUTO_MAX_K, int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
 import { devicePtr } from './kernels/row-kernels.js';
 import { Int8GemmRunner } from './int8-gemm.js';
 import { int4Linear, int4QuantizeWeights } from './kernels/quant-int4.js';
@@ -106,10 +107,13 @@ export class CudaBackend implements Backend {
   int8GemvLaunches = 0;
   /**
    * normLinear of an int8Linear (≤ 4 rows) as one W8A8 GEMV with the residual norm in its prologue
-   * (kernels/gemv-int8.ts with gemv.ts's norm prologue) instead of residualNorm + the GEMV. Opt-in
-   * (FUSEFORMER_INT8_NORM=1) until it has run on a GPU (built 2026-12-01, session 8); needs int8Gemv.
+   * (kernels/gemv-int8.ts with gemv.ts's norm prologue) instead of residualNorm + the GEMV; needs int8Gemv.
+   * 'auto' (default) takes it for rows of at most INT8_NORM_AUTO_MAX_K: every block re-reads and
+   * re-normalises the rows, which the saved launch pays for at GPT-2's K = 768 (H200, session 9: INT8 +
+   * head b1 0.235 → 0.224 ms/token) but not at Llama's 2048 (0.566 → 0.573). FUSEFORMER_INT8_NORM=1
+   * takes it at every K, =0 never.
    */
-  int8NormGemv = process.env['FUSEFORMER_INT8_NORM'] === '1';
+  int8NormGemv: boolean | 'auto' = envSwitch(process.env['FUSEFORMER_INT8_NORM']);
   /**
    * int4Linear of 1–32 rows of 16-bit x, groups a multiple of 128, on the tensor-core INT4 GEMV
    * (kernels/gemv-int4-mma.ts) instead of the SIMT GEMV (≤ 8 rows) or the tiled GEMM; default on
@@ -344,7 +348,7 @@ export class CudaBackend implements Backend {
   normLinear(args: NormLinearArgs): void {
     const product = normLinearProduct(args);
     if ('int8' in product) {
-      if (!(this.int8NormGemv && this.int8Gemv && this.launchInt8NormGemv(args, product.int8))) {
+      if (!(this.int8NormGemv !== false && this.int8Gemv && this.launchInt8NormGemv(args, product.int8))) {
         this.residualNorm(args.norm);
         this.int8Linear(product.int8);
       }
@@ -376,7 +380,7 @@ export class CudaBackend implements Backend {
       dtype: a.x.dtype as FloatDType, M: a.M, N: a.N, K: a.K, gated: a.gated, activation: a.activation ?? 'none',
       x: 0n, qweight: ptr('qweight', a.qweight), scales: ptr('scales', a.scales), bias: ptr('bias', a.bias), out: ptr('out', a.out),
     };
-    if (!int8NormGemvApplies(gemv)) return false;
+    if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > INT8_NORM_AUTO_MAX_K)) return false;
     launchInt8Gemv(this.runtime, gemv, undefined, {
       norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined },
       x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),

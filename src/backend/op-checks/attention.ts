@@ -11,6 +11,10 @@
 //   paged.blockTable i32 (B, maxBlocks); Lk = paged.keys in [1, maxBlocks·blockSize]; no packed sequences,
 //   no dropout. `paged` is returned with the pool's sizes (each used table entry in [0, numBlocks) is
 //   the CPU's own check).
+// Packed queries over paged keys (paged.seqKeys given): q, out (Tq, Hq, d); lse (Hq, Tq); cuSeqlensQ i32
+//   (B+1), maxSeqlenQ; paged.seqKeys, paged.seqRows i32 (B); the table (tableRows, maxBlocks) has any
+//   number of rows; no cuSeqlensK, maxSeqlenK, keyLengths, paged.keys or dropout. Returned as B sequences,
+//   Lq = maxSeqlenQ, Lk = maxBlocks·blockSize, with `paged.packedQ` (the CPU checks the values).
 
 import type { Tensor } from '../../tensor.js';
 import type { DropoutArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs, PackedSequences } from '../backend.js';
@@ -49,7 +53,7 @@ function shapes(packed: boolean) {
 }
 
 /** The sizes, the GQA group, and the options with defaults applied (scale = 1/sqrt(d)). */
-function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boolean, pagedKeys?: number) {
+function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boolean, pagedKeys?: number, pagedB?: number, pagedLq?: number) {
   let B: number, Lq: number, Lk: number, layout: PackedLayout<T> | undefined;
   const [Hq, Hkv, d] = ['Hq', 'Hkv', 'd'].map((n) => check.size(n)) as [number, number, number];
   if (packed) {
@@ -69,7 +73,7 @@ function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boole
     [B, Lq, Lk] = [B1 - 1, maxSeqlenQ, maxSeqlenK];
     layout = { cuSeqlensQ, cuSeqlensK, totalQ, totalK, maxSeqlenQ, maxSeqlenK };
   } else if (pagedKeys !== undefined) {
-    [B, Lq, Lk] = [check.size('B'), check.size('Lq'), pagedKeys];
+    [B, Lq, Lk] = [pagedB ?? check.size('B'), pagedLq ?? check.size('Lq'), pagedKeys];
   } else {
     [B, Lq, Lk] = ['B', 'Lq', 'Lk'].map((n) => check.size(n)) as [number, number, number];
   }
@@ -89,6 +93,7 @@ function common<T extends Tensor>(check: OpCheck<T>, args: Common, packed: boole
 }
 
 export function checkFlashAttentionForward<T extends Tensor>(check: OpCheck<T>, args: FlashAttentionForwardArgs) {
+  if (args.paged && args.paged.seqKeys !== undefined) return checkPackedPaged(check, args);
   const packed = isPacked(check, args);
   const s = shapes(packed);
   const q = check.tensor('q', args.q);
@@ -103,23 +108,85 @@ export function checkFlashAttentionForward<T extends Tensor>(check: OpCheck<T>, 
   check.shape('out', out, s.q);
   check.shape('lse', lse, s.lse);
   if (args.paged) {
-    if (packed) check.fail('paged keys and values take the dense layout, not packed sequences');
+    if (packed) check.fail('paged keys and values with packed queries take paged.seqKeys (and cuSeqlensQ, maxSeqlenQ only)');
     if (args.dropout && args.dropout.p > 0) check.fail('paged keys and values do not take dropout (inference only)');
-    const blockTable = check.tensor('paged.blockTable', args.paged.blockTable);
-    check.dtype('paged.blockTable', blockTable, ['i32']);
-    check.shape('paged.blockTable', blockTable, ['B', 'maxBlocks']);
-    check.shape('k', k, ['numBlocks', 'Hkv', 'blockSize', 'd']);
-    check.shape('v', v, ['numBlocks', 'Hkv', 'blockSize', 'd']);
-    const numBlocks = check.size('numBlocks'), blockSize = check.size('blockSize'), maxBlocks = check.size('maxBlocks');
+    check.absent('paged.seqRows', args.paged.seqRows, 'with dense queries (sequence b reads table row b)');
+    const { blockTable, numBlocks, blockSize, maxBlocks } = checkPool(check, args.paged.blockTable, k, v, 'B');
     const keys = args.paged.keys;
+    if (keys === undefined) check.fail("paged keys and values with dense queries need 'paged.keys' (Lk)");
     check.integer('paged.keys', keys, 1);
     if (keys > maxBlocks * blockSize) check.fail(`'paged.keys' = ${keys} is more than the block table holds (${maxBlocks} blocks of ${blockSize} = ${maxBlocks * blockSize})`);
     const c = common(check, args, false, keys);
-    return { q, k, v, out, lse, ...c, paged: { blockTable, keys, numBlocks, blockSize, maxBlocks } };
+    return { q, k, v, out, lse, ...c, paged: { blockTable, keys, numBlocks, blockSize, maxBlocks } as CheckedPaged<T> };
   }
   check.shape('k', k, s.kv);
   check.shape('v', v, s.kv);
-  return { q, k, v, out, lse, ...common(check, args, packed), paged: undefined };
+  return { q, k, v, out, lse, ...common(check, args, packed), paged: undefined as CheckedPaged<T> | undefined };
+}
+
+/** The checked pool and table of a paged call; packedQ for packed queries (seqKeys, seqRows, cuSeqlensQ). */
+export interface CheckedPaged<T extends Tensor = Tensor> {
+  blockTable: T;
+  /** Dense: Lk; packed: the most keys a sequence can have (maxBlocks·blockSize). */
+  keys: number;
+  numBlocks: number;
+  blockSize: number;
+  maxBlocks: number;
+  packedQ?: { cuSeqlensQ: T; totalQ: number; maxSeqlenQ: number; seqKeys: T; seqRows: T | undefined };
+}
+
+/** The block pool k, v (numBlocks, Hkv, blockSize, d) and its table i32 (rows, maxBlocks). */
+function checkPool<T extends Tensor>(check: OpCheck<T>, table: Tensor, k: T, v: T, rows: string) {
+  const blockTable = check.tensor('paged.blockTable', table);
+  check.dtype('paged.blockTable', blockTable, ['i32']);
+  check.shape('paged.blockTable', blockTable, [rows, 'maxBlocks']);
+  check.shape('k', k, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+  check.shape('v', v, ['numBlocks', 'Hkv', 'blockSize', 'd']);
+  return { blockTable, numBlocks: check.size('numBlocks'), blockSize: check.size('blockSize'), maxBlocks: check.size('maxBlocks') };
+}
+
+/** Packed queries over paged keys (backend.ts): q, out (Tq, Hq, d); lse (Hq, Tq); cuSeqlensQ, seqKeys, seqRows per sequence. */
+function checkPackedPaged<T extends Tensor>(check: OpCheck<T>, args: FlashAttentionForwardArgs) {
+  const paged = args.paged!;
+  if (args.cuSeqlensQ === undefined || args.maxSeqlenQ === undefined) check.fail("'paged.seqKeys' (packed queries) needs cuSeqlensQ and maxSeqlenQ");
+  check.absent('cuSeqlensK', args.cuSeqlensK, "with paged keys (each sequence's keys are paged.seqKeys)");
+  check.absent('maxSeqlenK', args.maxSeqlenK, 'with paged keys');
+  check.absent('keyLengths', args.keyLengths, 'with packed queries');
+  check.absent('paged.keys', paged.keys, "with packed queries (each sequence's keys are paged.seqKeys)");
+  if (args.dropout && args.dropout.p > 0) check.fail('paged keys and values do not take dropout (inference only)');
+  const q = check.tensor('q', args.q);
+  const k = check.tensor('k', args.k);
+  const v = check.tensor('v', args.v);
+  const out = check.tensor('out', args.out);
+  const lse = check.tensor('lse', args.lse);
+  check.float('q', q);
+  check.sameDType(['q', 'k', 'v', 'out'], [q, k, v, out]);
+  check.dtype('lse', lse, ['f32']);
+  check.shape('q', q, PACKED_Q);
+  check.shape('out', out, PACKED_Q);
+  check.shape('lse', lse, PACKED_LSE);
+  const pool = checkPool(check, paged.blockTable, k, v, 'tableRows');
+  const cuSeqlensQ = check.tensor('cuSeqlensQ', args.cuSeqlensQ);
+  check.dtype('cuSeqlensQ', cuSeqlensQ, ['i32']);
+  check.shape('cuSeqlensQ', cuSeqlensQ, ['B1']);
+  const B1 = check.size('B1');
+  if (B1 < 1) check.fail(`'cuSeqlensQ' needs B + 1 >= 1 entries, got ${B1}`);
+  const seqKeys = check.tensor('paged.seqKeys', paged.seqKeys);
+  check.dtype('paged.seqKeys', seqKeys, ['i32']);
+  check.shape('paged.seqKeys', seqKeys, [B1 - 1]);
+  const seqRows = check.optional('paged.seqRows', paged.seqRows);
+  if (seqRows) {
+    check.dtype('paged.seqRows', seqRows, ['i32']);
+    check.shape('paged.seqRows', seqRows, [B1 - 1]);
+  }
+  const maxSeqlenQ = args.maxSeqlenQ;
+  check.integer('maxSeqlenQ', maxSeqlenQ);
+  const totalQ = check.size('Tq');
+  if (totalQ >= 2 ** 31) check.fail(`packed rows must be fewer than 2^31, got ${totalQ} queries`);
+  const maxKeys = pool.maxBlocks * pool.blockSize;
+  const c = common(check, args, false, maxKeys, B1 - 1, maxSeqlenQ);
+  const checked: CheckedPaged<T> = { ...pool, keys: maxKeys, packedQ: { cuSeqlensQ, totalQ, maxSeqlenQ, seqKeys, seqRows } };
+  return { q, k, v, out, lse, ...c, paged: checked };
 }
 
 export function checkFlashAttentionBackward<T extends Tensor>(check: OpCheck<T>, args: FlashAttentionBackwardArgs) {

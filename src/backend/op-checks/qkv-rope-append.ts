@@ -2,7 +2,8 @@
 //   qkv (R, (Hq + 2·Hkv)·d);  bias ((Hq + 2·Hkv)·d), optional;  positions i32 (R);  rope.invFreq f32 (d/2)
 //   q (B, Hq, L, d) with R = B·L;  kCache, vCache (B, Hkv, maxLen, d);  kOut, vOut (B, Hk, L, d), Hk ∈ {Hkv, Hq}
 // Paged (blockTable i32 (B, maxBlocks)): kCache, vCache (numBlocks, Hkv, blockSize, d), R = B·L, maxLen =
-//   maxBlocks·blockSize; no kOut/vOut.
+//   maxBlocks·blockSize; no kOut/vOut. tableRows i32 (B), optional: sequence b's row of the table (which
+//   then has any number of rows).
 // Whether each position lies in [0, maxLen) (and each used table entry in [0, numBlocks)) depends on the
 // data: that check is the backend's own.
 
@@ -26,9 +27,10 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
   check.float('qkv', qkv);
   check.sameDType(...present([['qkv', qkv], ['bias', bias], ['q', q], ['kCache', kCache], ['vCache', vCache], ['kOut', kOut], ['vOut', vOut]]));
   const blockTable = check.optional('blockTable', args.blockTable);
+  const tableRows = check.optional('tableRows', args.tableRows);
   check.shape('q', q, ['B', 'Hq', 'L', 'd']);
   if (blockTable) check.absent('kOut', kOut, 'with a block table (paged caches)');
-  const paged = checkKvCacheLayout(check, blockTable, kCache, vCache);
+  const paged = checkKvCacheLayout(check, blockTable, kCache, vCache, tableRows);
   const [B, Hq, L, d, Hkv] = ['B', 'Hq', 'L', 'd', 'Hkv'].map((n) => check.size(n)) as [number, number, number, number, number];
   const maxLen = paged ? paged.maxBlocks * paged.blockSize : check.size('maxLen');
   if (Hkv < 1 || Hq % Hkv !== 0) check.fail(`the query heads Hq = ${Hq} must be a positive multiple of the kv heads Hkv = ${Hkv}`);
@@ -52,5 +54,5 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
     ropeScale = args.rope!.scale ?? 1;
     check.finite('rope.scale', ropeScale);
   }
-  return { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, paged };
+  return { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged };
 }

@@ -124,3 +124,76 @@ test('the paged ops reject a table entry outside the pool, too many keys, and co
   assert.throws(() => backend.qkvRopeAppend({ qkv, positions: i32([0], [1]), q: backend.empty([1, 1, 1, 2], 'f32'), kCache: pool, vCache: pool, blockTable: i32([0], [1, 1]), kOut: backend.empty([1, 1, 1, 2], 'f32'), vOut: backend.empty([1, 1, 1, 2], 'f32') }), /'kOut' is not used with a block table/);
   assert.throws(() => { backend.qkvRopeAppend({ qkv, positions: i32([2], [1]), q: backend.empty([1, 1, 1, 2], 'f32'), kCache: pool, vCache: pool, blockTable: i32([-1], [1, 1]) }); backend.synchronize(); }, /qkvRopeAppend: 'blockTable'\[0, 0\] = -1 is outside the pool's \[0, 3\) blocks/);
 });
+
+test('packed paged flashAttentionForward equals the paged op on each segment alone, through its own table row; rows past the segments keep their values', () => {
+  const [Hq, Hkv, d, bs, M] = [4, 2, 8, 4, 6], counts = [5, 1, 0, 9], B = counts.length, rowsInTable = 6, numBlocks = rowsInTable * M + 2;
+  const seqRows = [4, 0, 2, 5], keys = [13, 7, 3, 9];
+  const perRow = new Array<number>(rowsInTable).fill(0);
+  seqRows.forEach((r, b) => { perRow[r] = keys[b]!; });
+  const table = randomBlockTables(new Rng(21), perRow, bs, M, numBlocks);
+  const cu = counts.reduce((acc, c) => [...acc, acc.at(-1)! + c], [0]), pad = 3, Tq = cu.at(-1)! + pad;
+  const q = randomValues(22, Tq * Hq * d), k = f32(randomValues(23, numBlocks * Hkv * bs * d), [numBlocks, Hkv, bs, d]), v = f32(randomValues(24, numBlocks * Hkv * bs * d), [numBlocks, Hkv, bs, d]);
+  const before = randomValues(25, Tq * Hq * d);
+  for (const causal of [true, false]) {
+    const out = f32(before, [Tq, Hq, d]), lse = f32(new Array<number>(Hq * Tq).fill(0.5), [Hq, Tq]);
+    backend.flashAttentionForward({
+      q: f32(q, [Tq, Hq, d]), k, v, out, lse, causal, cuSeqlensQ: i32(cu, [B + 1]), maxSeqlenQ: Math.max(...counts),
+      paged: { blockTable: i32(table, [rowsInTable, M]), seqKeys: i32(keys, [B]), seqRows: i32(seqRows, [B]) },
+    });
+    const got = read(out), gotLse = read(lse);
+    counts.forEach((c, b) => {
+      if (c === 0) return;
+      // Segment b alone: q [1, Hq, c, d] from its packed rows, the dense-q paged op over its table row.
+      const qb = new Array<number>(Hq * c * d), r0 = cu[b]!;
+      for (let h = 0; h < Hq; h++) for (let i = 0; i < c; i++) for (let x = 0; x < d; x++) qb[(h * c + i) * d + x] = q[((r0 + i) * Hq + h) * d + x]!;
+      const ob = backend.empty([1, Hq, c, d], 'f32'), lb = backend.empty([1, Hq, c], 'f32');
+      const row = Array.from(table.subarray(seqRows[b]! * M, (seqRows[b]! + 1) * M));
+      backend.flashAttentionForward({ q: f32(qb, [1, Hq, c, d]), k, v, out: ob, lse: lb, causal, paged: { blockTable: i32(row, [1, M]), keys: keys[b]! } });
+      const want = read(ob), wantLse = read(lb);
+      for (let h = 0; h < Hq; h++) {
+        for (let i = 0; i < c; i++) {
+          assert.deepEqual(got.slice(((r0 + i) * Hq + h) * d, ((r0 + i) * Hq + h + 1) * d), want.slice((h * c + i) * d, (h * c + i + 1) * d), `segment ${b} head ${h} row ${i}`);
+          assert.equal(gotLse[h * Tq + r0 + i], wantLse[h * c + i], `lse segment ${b} head ${h} row ${i}`);
+        }
+      }
+    });
+    const tail = Array.from(new Float32Array(before.slice(cu.at(-1)! * Hq * d)));
+    assert.deepEqual(got.slice(cu.at(-1)! * Hq * d), tail, 'rows past the last segment keep their values');
+    for (let h = 0; h < Hq; h++) for (let r = cu.at(-1)!; r < Tq; r++) assert.equal(gotLse[h * Tq + r], 0.5, 'lse past the last segment');
+  }
+});
+
+test('qkvRopeAppend with tableRows equals one call per row through that row of the table', () => {
+  const [Hq, Hkv, d, bs, M] = [4, 2, 4, 4, 4], tableRowsCount = 3, numBlocks = tableRowsCount * M + 2, W = (Hq + 2 * Hkv) * d;
+  const positions = [3, -1, 0, 1, 2, 9, 10, -1], rowsOf = [0, 1, 2, 2, 2, 1, 1, 0], R = positions.length;
+  const table = randomBlockTables(new Rng(31), [4, 11, 3], bs, M, numBlocks);
+  const qkv = randomValues(32, R * W), rope = { invFreq: f32([0.3, 0.02], [2]), scale: 1 };
+  const q = backend.empty([R, Hq, 1, d], 'f32'), kPool = f32(new Array<number>(numBlocks * Hkv * bs * d).fill(7), [numBlocks, Hkv, bs, d]), vPool = f32(new Array<number>(numBlocks * Hkv * bs * d).fill(7), [numBlocks, Hkv, bs, d]);
+  backend.qkvRopeAppend({ qkv: f32(qkv, [R, W]), positions: i32(positions, [R]), rope, q, kCache: kPool, vCache: vPool, blockTable: i32(table, [tableRowsCount, M]), tableRows: i32(rowsOf, [R]) });
+  const qOne = backend.empty([1, Hq, 1, d], 'f32'), kOne = f32(new Array<number>(numBlocks * Hkv * bs * d).fill(7), [numBlocks, Hkv, bs, d]), vOne = f32(new Array<number>(numBlocks * Hkv * bs * d).fill(7), [numBlocks, Hkv, bs, d]);
+  const qWant: number[] = [];
+  for (let r = 0; r < R; r++) {
+    const row = Array.from(table.subarray(rowsOf[r]! * M, (rowsOf[r]! + 1) * M));
+    backend.qkvRopeAppend({ qkv: f32(qkv.slice(r * W, (r + 1) * W), [1, W]), positions: i32([positions[r]!], [1]), rope, q: qOne, kCache: kOne, vCache: vOne, blockTable: i32(row, [1, M]) });
+    qWant.push(...read(qOne));
+  }
+  assert.deepEqual(read(q), qWant, 'query heads');
+  assert.deepEqual(read(kPool), read(kOne), 'key pool');
+  assert.deepEqual(read(vPool), read(vOne), 'value pool');
+  assert.throws(() => { backend.qkvRopeAppend({ qkv: f32(qkv.slice(0, W), [1, W]), positions: i32([0], [1]), q: qOne, kCache: kPool, vCache: vPool, blockTable: i32(table, [tableRowsCount, M]), tableRows: i32([3], [1]) }); backend.synchronize(); }, /'tableRows'\[0\] = 3 is outside the block table's \[0, 3\) rows/);
+});
+
+test('packed paged attention rejects a table row, a key count or offsets it cannot use, and arguments of the other layouts', () => {
+  const pool = backend.empty([4, 1, 4, 2], 'f32'), table = i32([0, 1, 2, 3], [2, 2]);
+  const q = backend.empty([5, 1, 2], 'f32'), out = backend.empty([5, 1, 2], 'f32'), lse = backend.empty([1, 5], 'f32');
+  const base = { q, k: pool, v: pool, out, lse, causal: true, maxSeqlenQ: 3 };
+  const run = (extra: object) => { backend.flashAttentionForward({ ...base, ...extra } as never); backend.synchronize(); };
+  const paged = (seqKeys: number[], seqRows: number[]) => ({ blockTable: table, seqKeys: i32(seqKeys, [seqKeys.length]), seqRows: i32(seqRows, [seqRows.length]) });
+  assert.throws(() => run({ cuSeqlensQ: i32([0, 2, 5], [3]), paged: paged([4, 9], [0, 1]) }), /'paged.seqKeys'\[1\] = 9 is outside \[0, 8\]/);
+  assert.throws(() => run({ cuSeqlensQ: i32([0, 2, 5], [3]), paged: paged([4, 5], [0, 2]) }), /'paged.seqRows'\[1\] = 2 is outside the block table's \[0, 2\) rows/);
+  assert.throws(() => run({ cuSeqlensQ: i32([0, 4, 5], [3]), paged: paged([4, 5], [0, 1]) }), /sequence 0 has 4 queries, more than maxSeqlenQ = 3/);
+  assert.throws(() => run({ cuSeqlensQ: i32([0, 3, 2], [3]), paged: paged([4, 5], [0, 1]) }), /'cuSeqlensQ' decreases at 1/);
+  assert.throws(() => run({ cuSeqlensQ: i32([0, 2, 5], [3]), cuSeqlensK: i32([0, 2, 5], [3]), paged: paged([4, 5], [0, 1]) }), /'cuSeqlensK' is not used with paged keys/);
+  assert.throws(() => run({ cuSeqlensQ: i32([0, 2, 5], [3]), paged: { ...paged([4, 5], [0, 1]), keys: 4 } }), /'paged.keys' is not used with packed queries/);
+  assert.throws(() => run({ paged: paged([4, 5], [0, 1]) }), /'paged.seqKeys' \(packed queries\) needs cuSeqlensQ and maxSeqlenQ/);
+});

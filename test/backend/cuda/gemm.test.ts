@@ -276,7 +276,7 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
 });
 
-test("'auto' tunes a large problem of round sizes on first use (at its 50th when its bucket has a winner), any other when its row-count bucket is used a third time; odd row counts of a tuned or neighbouring bucket run its winner", () => {
+test("'auto' tunes a large problem of round sizes on first use (at its 50th when its or a neighbouring bucket has a winner), any other when its row-count bucket is used a third time; odd row counts of a tuned or neighbouring bucket run its winner", () => {
   const lt = new FakeCublasLt();
   lt.candidateCount = 3;
   const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
@@ -320,8 +320,12 @@ test("'auto' tunes a large problem of round sizes on first use (at its 50th when
   samples = timer.samples;
   for (let i = 0; i < 5; i++) r.gemm({ a: roundA, b: w, out: roundOut });
   assert.equal(timer.samples, samples, 'once');
-  // A round shape in a bucket without a winner (a training step's 16 × 128 tokens): tuned on its first use.
-  r.gemm({ a: dev([16384, 2048]), b: w, out: dev([16384, 2048]) });
+  // A round shape next to a tuned bucket (a graph-replayed serving step padded to 2304 rows; 2049..4096
+  // has no winner of its own): the neighbour's winner, untimed.
+  r.gemm({ a: dev([2304, 2048]), b: w, out: dev([2304, 2048]) });
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo, entry(2304).tuned], [samples, 1, true], 'a round shape adopts a neighbouring bucket\'s winner');
+  // A round shape with no winner near it (a training step's 64 × 1024 tokens): tuned on its first use.
+  r.gemm({ a: dev([65536, 2048]), b: w, out: dev([65536, 2048]) });
   assert.ok(timer.samples > samples, 'a round shape of an untuned bucket is tuned at once');
   samples = timer.samples;
   // Small problems (decode rows) are never tuned, however often they run.
@@ -329,7 +333,7 @@ test("'auto' tunes a large problem of round sizes on first use (at its 50th when
   for (let i = 0; i < 5; i++) r.gemm({ a: x, b: w, out: y });
   assert.equal(timer.samples, samples);
   assert.equal(r.cacheEntries().find((e) => e.key.includes(' 4x2048x2048 '))!.tuned, false);
-  assert.deepEqual([r.stats.tunings, r.stats.entries], [4, 12]);
+  assert.deepEqual([r.stats.tunings, r.stats.entries], [4, 13]);
 });
 
 test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {

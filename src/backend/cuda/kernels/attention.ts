@@ -35,7 +35,9 @@
 //             as the forward. Shared: 4·32·(d+1) + 32·33 floats = 70.3 KB at d = 128.
 //   paged     (forward only; spec.page = blockSize) the K/V tiles' rows come through the block table:
 //             key j of sequence b is row j % PAGE of block block_table[b, j / PAGE] of the pool
-//             [numBlocks, Hkv, PAGE, d] (load_kv_tile); the rest is the dense forward.
+//             [numBlocks, Hkv, PAGE, d] (load_kv_tile); the rest is the dense forward. With VARLEN,
+//             packed queries over paged keys: sequence b has seq_keys[b] keys through table row
+//             seq_rows[b] (b when null).
 //   Every output element is written exactly once by one thread, after a fixed-order loop: bitwise
 //   deterministic. Dynamic shared memory above 48 KiB is opted into by the runtime's launch path.
 //
@@ -54,7 +56,7 @@ import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
-import { flashForwardSupports, launchFlashForward } from './flash-forward.js';
+import { flashForwardSupports, launchFlashForward, pagedSequenceArgs } from './flash-forward.js';
 import { flashAttentionBackwardTensorCore, flashBackwardApplies } from './flash-backward.js';
 import type { VarlenLayout } from './flash-lib.js';
 import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
@@ -182,8 +184,13 @@ __device__ __forceinline__ float row_dot(const T* __restrict__ dout, const T* __
 // stride H·D, rows [cu[b], cu[b+1])). rows = the lse/dropout row index of the head's row 0.
 struct Head { int q_len, k_len; int q_stride, kv_stride; long long q_off, kv_off, rows; };
 __device__ __forceinline__ Head head_layout(int b, int hq, int hk, int q_len, int k_len, int q_heads, int kv_heads,
-                                            const int* cu_q, const int* cu_k, int total_q) {
-  if constexpr (VARLEN) {
+                                            const int* cu_q, const int* cu_k, int total_q, const int* seq_keys = nullptr) {
+  if constexpr (VARLEN && PAGED) {
+    // Packed queries over paged keys: seq_keys[b] keys; kv_off as the dense paged layout's.
+    const int qs = cu_q[b];
+    return { max(0, cu_q[b + 1] - qs), seq_keys[b], q_heads * D, D, ((long long)qs * q_heads + hq) * D,
+             (long long)hk * PAGE * D, (long long)hq * total_q + qs };
+  } else if constexpr (VARLEN) {
     const int qs = cu_q[b], ks = cu_k[b];
     return { max(0, cu_q[b + 1] - qs), max(0, cu_k[b + 1] - ks), q_heads * D, kv_heads * D,
              ((long long)qs * q_heads + hq) * D, ((long long)ks * kv_heads + hk) * D, (long long)hq * total_q + qs };
@@ -204,7 +211,8 @@ export function attentionForwardSource(spec: AttentionSpec): KernelSource {
   const name = kernelIdentifier(attentionKey('forward', spec));
   const body = String.raw`
 extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict__ out, float* __restrict__ lse,
-    ${SHAPE_PARAMS}, float scale_log2e, ${FEATURE_PARAMS}, const int* __restrict__ block_table, int table_stride) {
+    ${SHAPE_PARAMS}, float scale_log2e, ${FEATURE_PARAMS}, const int* __restrict__ block_table, int table_stride,
+    const int* __restrict__ seq_keys, const int* __restrict__ seq_rows) {
   extern __shared__ float smem[];
   float* qs = smem;              // [BQ][SD]
   float* ks = qs + BQ * SD;      // [BK][SD]
@@ -212,7 +220,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
   float* ps = vs + BK * SD;      // [BQ][SB]: P of the current key tile
   const int r = threadIdx.x >> 2, t4 = threadIdx.x & 3;
   const int q0 = blockIdx.x * BQ, h = blockIdx.y, b = blockIdx.z;
-  const Head hd = head_layout(b, h, h / group, q_len, k_len, q_heads, q_heads / group, cu_seqlens_q, cu_seqlens_k, total_q);
+  const Head hd = head_layout(b, h, h / group, q_len, k_len, q_heads, q_heads / group, cu_seqlens_q, cu_seqlens_k, total_q, seq_keys);
   if (VARLEN && q0 >= hd.q_len) return;  // the whole block, before any barrier
   const int valid = PADDING ? key_lengths[b] : hd.k_len;
   const int i = q0 + r;
@@ -220,7 +228,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(${COMMON_PARAMS}, T* __restrict
   // n is non-decreasing in i: the tile's last row sees the most keys.
   const int kv_end = visible_keys(min(q0 + BQ, hd.q_len) - 1, hd.q_len, hd.k_len, valid);
   ${ATTENTION_DROPOUT_OFFSET}
-  [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (long long)b * table_stride : nullptr;
+  [[maybe_unused]] const int* __restrict__ table =
+      PAGED ? block_table + (long long)(VARLEN && seq_rows != nullptr ? seq_rows[b] : b) * table_stride : nullptr;
   [[maybe_unused]] const long long block_stride = (long long)(q_heads / group) * PAGE * D;
 
   load_tile<BQ>(qs, q + hd.q_off, q0, hd.q_len, hd.q_stride);
@@ -468,8 +477,8 @@ interface AttentionProblem {
   B: number; Hq: number; Hkv: number; Lq: number; Lk: number; d: number; group: number;
   varlen?: VarlenLayout;
   dropout?: DropoutArgs | undefined;
-  /** Paged keys and values (forward): the checked pool sizes and table. */
-  paged?: { blockTable: Tensor; blockSize: number; maxBlocks: number } | undefined;
+  /** Paged keys and values (forward): the checked pool sizes and table; with varlen, each sequence's keys and table row. */
+  paged?: { blockTable: Tensor; blockSize: number; maxBlocks: number; seqKeys?: Tensor; seqRows?: Tensor | undefined } | undefined;
 }
 interface AttentionBackwardProblem extends AttentionProblem { dOut: Tensor; dq: Tensor; dk: Tensor; dv: Tensor }
 
@@ -505,6 +514,7 @@ function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void
       arg.i32(Lq), arg.i32(Lk), arg.i32(Hq), arg.i32(group), arg.f32(scale * Math.LOG2E),
       ...varlenArgs(check, varlen), ...attentionDropoutArgs(dropout, dropoutStride(p)),
       arg.ptr(paged ? devicePtr(check, 'paged.blockTable', paged.blockTable) : 0n), arg.i32(paged ? paged.maxBlocks : 0),
+      ...pagedSequenceArgs(check, paged),
     ],
   );
 }
@@ -570,6 +580,13 @@ function problemOf<P extends { packed: PackedLayout | undefined }>(c: P): Omit<P
 export function flashAttentionForward(host: KernelHost, args: FlashAttentionForwardArgs): void {
   const check = new OpCheck('flashAttentionForward', 'cuda');
   const { paged, ...checked } = checkFlashAttentionForward(check, args);
+  const packedQ = paged?.packedQ;
+  if (packedQ) {
+    // Packed queries over paged keys: the varlen kernels with the keys' layout from the pool.
+    const pool = { blockTable: paged.blockTable, blockSize: paged.blockSize, maxBlocks: paged.maxBlocks, seqKeys: packedQ.seqKeys, seqRows: packedQ.seqRows };
+    runForward(host, check, { ...checked, varlen: { cuSeqlensQ: packedQ.cuSeqlensQ, totalQ: packedQ.totalQ }, paged: pool });
+    return;
+  }
   runForward(host, check, { ...problemOf(checked), ...(paged ? { paged } : {}) });
 }
 
@@ -608,5 +625,6 @@ export function catalog(): KernelSource[] {
   // Paged keys and values (the serving engine's prefill; forward only): f32 with blocks of 16, an odd bf16 d with blocks of 32.
   sources.push(attentionForwardSource({ dtype: 'f32', headDim: 64, causal: true, padding: false, path: 'simt', page: 16 }));
   sources.push(attentionForwardSource({ dtype: 'bf16', headDim: 72, causal: true, padding: true, path: 'simt', page: 32 }));
+  sources.push(attentionForwardSource({ dtype: 'f32', headDim: 64, causal: true, padding: false, path: 'simt', varlen: true, page: 16 }));
   return sources;
 }

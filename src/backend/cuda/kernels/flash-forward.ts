@@ -49,6 +49,9 @@
 // d 64, bf16), so each cp.async still moves whole 16-byte chunks of whole rows; the only extra work is a
 // table read (L1) per chunk. Everything else — Q, the masks, the softmax, the epilogue — is the dense
 // kernel's; a dense spec generates exactly the code it did before (PAGED is a compile-time false).
+// Both (VARLEN and PAGED: packed queries over paged keys, the serving engine's prompt chunks of a step in
+// one launch): sequence b's queries are packed rows [cu_seqlens_q[b], cu_seqlens_q[b+1]), its keys
+// seq_keys[b] through table row seq_rows[b] (b when null); cu_seqlens_k is unused.
 // Masks: tiles past the last key the block's last row sees are never loaded (causal: past the
 // diagonal; padding: past keyLengths[b]); a warp skips the math of tiles none of its rows sees (it
 // still joins the barriers), and masks a tile only if it reaches past the keys its first row sees
@@ -71,7 +74,7 @@
 import type { DropoutArgs } from '../../backend.js';
 import type { Tensor } from '../../../tensor.js';
 import type { OpCheck } from '../../validate.js';
-import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
@@ -276,7 +279,8 @@ __device__ __forceinline__ void load_kv_tile(u32 dst, const T* __restrict__ src,
 extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const T* __restrict__ k,
     const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ key_lengths,
     int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads,
-    ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}, const int* __restrict__ block_table, int table_stride) {
+    ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}, const int* __restrict__ block_table, int table_stride,
+    const int* __restrict__ seq_keys, const int* __restrict__ seq_rows) {
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 q_s = smem_u32(smem);                 // [BQ] rows
   const u32 k_s = q_s + BQ * ROW_BYTES;           // [2 stages][BK] rows
@@ -304,15 +308,22 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
   int seq_q = q_len, seq_k = k_len, q_stride = D, kv_stride = D;
   long long q_offset, kv_offset, row_base;
   if constexpr (VARLEN) {
-    const int q_start = cu_seqlens_q[b], k_start = cu_seqlens_k[b];
+    const int q_start = cu_seqlens_q[b];
     seq_q = max(0, cu_seqlens_q[b + 1] - q_start);
-    seq_k = max(0, cu_seqlens_k[b + 1] - k_start);
     q_stride = q_heads * D;
-    kv_stride = kv_heads * D;
     q_offset = ((long long)q_start * q_heads + h) * D;
-    kv_offset = ((long long)k_start * kv_heads + h / group) * D;
     row_base = (long long)h * total_q + q_start;
     if (q0 >= seq_q) return;  // the whole block: before any barrier
+    if constexpr (PAGED) {
+      // Packed queries over paged keys: seq_keys[b] keys through table row seq_rows[b] (or b).
+      seq_k = seq_keys[b];
+      kv_offset = (long long)(h / group) * PAGE * D;
+    } else {
+      const int k_start = cu_seqlens_k[b];
+      seq_k = max(0, cu_seqlens_k[b + 1] - k_start);
+      kv_stride = kv_heads * D;
+      kv_offset = ((long long)k_start * kv_heads + h / group) * D;
+    }
   } else {
     q_offset = ((long long)b * q_heads + h) * q_len * D;
     // Paged: the kv head's rows within block 0 (load_kv_tile adds table[j / PAGE]·block_stride).
@@ -321,7 +332,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
   }
   const T* __restrict__ k_head = k + kv_offset;
   const T* __restrict__ v_head = v + kv_offset;
-  [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (long long)b * table_stride : nullptr;
+  [[maybe_unused]] const int* __restrict__ table =
+      PAGED ? block_table + (long long)(VARLEN && seq_rows != nullptr ? seq_rows[b] : b) * table_stride : nullptr;
   [[maybe_unused]] const long long block_stride = (long long)kv_heads * PAGE * D;
   const int valid = PADDING ? key_lengths[b] : seq_k;
   const int kv_end = visible_keys(min(q0 + BQ, seq_q) - 1, seq_q, seq_k, valid);  // keys the last row sees
@@ -567,8 +579,11 @@ export interface FlashForwardTensors {
   varlen?: VarlenLayout;
   /** Attention dropout (p > 0), drawn in the kernel. */
   dropout?: DropoutArgs;
-  /** Paged keys and values: k, v [numBlocks, Hkv, blockSize, d] read through blockTable i32 [B, maxBlocks]. */
-  paged?: { blockTable: Tensor; blockSize: number; maxBlocks: number };
+  /**
+   * Paged keys and values: k, v [numBlocks, Hkv, blockSize, d] read through blockTable i32 [B, maxBlocks];
+   * with varlen (packed queries; its cuSeqlensK unused), sequence b's keys seqKeys[b] through row seqRows[b].
+   */
+  paged?: { blockTable: Tensor; blockSize: number; maxBlocks: number; seqKeys?: Tensor; seqRows?: Tensor | undefined };
 }
 export interface FlashForwardSizes {
   B: number; Hq: number; Lq: number; Lk: number; d: number; group: number; scale: number; causal: boolean;
@@ -630,8 +645,17 @@ export function launchFlashForward(host: KernelHost, check: OpCheck, t: FlashFor
       ...varlenArgs(check, t.varlen),
       ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(s.Lk) : s.Lk),
       arg.ptr(t.paged ? devicePtr(check, 'paged.blockTable', t.paged.blockTable) : 0n), arg.i32(t.paged ? t.paged.maxBlocks : 0),
+      ...pagedSequenceArgs(check, t.paged),
     ],
   );
+}
+
+/** seq_keys and seq_rows: packed queries over paged keys (null pointers otherwise). */
+export function pagedSequenceArgs(check: OpCheck, paged: { seqKeys?: Tensor; seqRows?: Tensor | undefined } | undefined): KernelArg[] {
+  return [
+    arg.ptr(paged?.seqKeys ? devicePtr(check, 'paged.seqKeys', paged.seqKeys) : 0n),
+    arg.ptr(paged?.seqRows ? devicePtr(check, 'paged.seqRows', paged.seqRows) : 0n),
+  ];
 }
 
 // ---- catalog -------------------------------------------------------------------------------------------
@@ -660,5 +684,8 @@ export function catalog(): KernelSource[] {
   // Paged keys and values (the serving engine's prefill): Llama 3.2 1B (d 64) with blocks of 16, 8B (d 128) with blocks of 32.
   sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, page: 16, tile: defaultFlashForwardTile(64) }));
   sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: true, padding: false, page: 32, tile: defaultFlashForwardTile(128) }));
+  // Packed queries over paged keys (a serving step's prompt chunks in one launch).
+  sources.push(flashForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, varlen: true, page: 16, tile: defaultFlashForwardTile(64) }));
+  sources.push(flashForwardSource({ dtype: 'f16', headDim: 128, causal: true, padding: false, varlen: true, page: 32, tile: defaultFlashForwardTile(128) }));
   return sources;
 }

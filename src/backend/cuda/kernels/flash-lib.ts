@@ -102,16 +102,17 @@ export const ATTENTION_DROPOUT_PARAMS = `${DROPOUT_PARAMS}, long long drop_strid
 /** The counter offset the kernel draws from (offset + the device offsetBase, when given). */
 export const ATTENTION_DROPOUT_OFFSET = '[[maybe_unused]] const u64 offset = offset_arg + (offset_base != nullptr ? *offset_base : 0ull);';
 
-/** Packed sequences: cuSeqlens for queries and keys (i32 [B+1]) and the total query rows. */
+/** Packed sequences: cuSeqlens for queries and keys (i32 [B+1]; no keys' when paged) and the total query rows. */
 export interface VarlenLayout {
   cuSeqlensQ: Tensor;
-  cuSeqlensK: Tensor;
+  cuSeqlensK?: Tensor;
   totalQ: number;
 }
 
 export function varlenArgs(check: OpCheck, varlen: VarlenLayout | undefined): KernelArg[] {
   if (!varlen) return [arg.ptr(0n), arg.ptr(0n), arg.i32(0)];
-  return [arg.ptr(devicePtr(check, 'cuSeqlensQ', varlen.cuSeqlensQ)), arg.ptr(devicePtr(check, 'cuSeqlensK', varlen.cuSeqlensK)), arg.i32(varlen.totalQ)];
+  const keys = varlen.cuSeqlensK ? devicePtr(check, 'cuSeqlensK', varlen.cuSeqlensK) : 0n;
+  return [arg.ptr(devicePtr(check, 'cuSeqlensQ', varlen.cuSeqlensQ)), arg.ptr(keys), arg.i32(varlen.totalQ)];
 }
 
 /** The dropout arguments (p = 0 placeholders when off) and the element row stride. */

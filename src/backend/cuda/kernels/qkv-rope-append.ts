@@ -16,7 +16,8 @@
 // Paged (spec.page = blockSize > 0, a block table given): the caches are a block pool [numBlocks, Hkv,
 // blockSize, d] and position p of sequence seq goes to block block_table[seq·table_stride + p / PAGE],
 // row p % PAGE (PAGE is a compile-time constant: shifts for powers of two); one more 4-byte load per
-// key/value head, from a row of the table every block of the sequence shares (L1).
+// key/value head, from a row of the table every block of the sequence shares (L1). With table_rows
+// (qkvRopeAppend's tableRows: a serving step's rows, each its own sequence) the row is table_rows[seq].
 //
 // Precision: f32 arithmetic, stored in the tensors' dtype.
 // Bytes per row (s = sizeof(dtype), W = (Hq + 2·Hkv)·d): read W·s (+ W·s bias, cached) + 4·d/2 (invFreq,
@@ -68,7 +69,8 @@ ${constants({
 extern "C" __global__ void __launch_bounds__(HALF) ${name}(
     const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ positions, const float* __restrict__ inv_freq,
     float rope_scale, T* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache, T* __restrict__ k_out,
-    T* __restrict__ v_out, int L, int max_len, const int* __restrict__ block_table, int table_stride) {
+    T* __restrict__ v_out, int L, int max_len, const int* __restrict__ block_table, int table_stride,
+    const int* __restrict__ table_rows) {
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
@@ -99,7 +101,8 @@ extern "C" __global__ void __launch_bounds__(HALF) ${name}(
   const bool value = hh >= HQ + HKV;
   const int g = value ? hh - HQ - HKV : hh - HQ;
   if (p >= 0 && p < max_len) {
-    const size_t row = PAGED ? ((size_t)block_table[(size_t)seq * table_stride + p / PAGE] * HKV + g) * PAGE + p % PAGE
+    const size_t table_row = PAGED && table_rows != nullptr ? table_rows[seq] : seq;
+    const size_t row = PAGED ? ((size_t)block_table[table_row * table_stride + p / PAGE] * HKV + g) * PAGE + p % PAGE
                              : ((size_t)seq * HKV + g) * max_len + p;
     T* dst = (value ? v_cache : k_cache) + row * D;
     dst[i] = from_float<T>(a);
@@ -122,7 +125,7 @@ extern "C" __global__ void __launch_bounds__(HALF) ${name}(
 
 export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
   const c = new OpCheck('qkvRopeAppend', 'cuda');
-  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, paged } = checkQkvRopeAppend(c, args);
+  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged } = checkQkvRopeAppend(c, args);
   const ptr = (name: string, t: typeof qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
   const rows = B * L;
   if (rows === 0) return;
@@ -139,7 +142,7 @@ export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
       arg.ptr(ptr('qkv', qkv)), arg.ptr(ptr('bias', bias)), arg.ptr(ptr('positions', positions)), arg.ptr(ptr('rope.invFreq', invFreq)),
       arg.f32(ropeScale), arg.ptr(ptr('q', q)), arg.ptr(ptr('kCache', kCache)), arg.ptr(ptr('vCache', vCache)),
       arg.ptr(ptr('kOut', kOut)), arg.ptr(ptr('vOut', vOut)), arg.i32(L), arg.i32(maxLen),
-      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0),
+      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(ptr('tableRows', tableRows)),
     ],
   );
 }
