@@ -53,7 +53,9 @@ for step in "${steps[@]}"; do
     profile-serve) # the serving engine's eager steps, op by op (PDL off: programmatic launches overlap the markers)
           run profile-serve-decode 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-serve-decode
           run profile-serve-mixed 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-mixed --batch 64 --seq 512 --chunk 512 --out /tmp/p-serve-mixed
-          for k in decode mixed; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
+          run profile-serve-decode256 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-serve-decode256
+          for k in decode mixed decode256; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
+    step-tests2) run step-tests2 300 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     serve-cpuprof) # where the host time of a serving run goes (a mixed step of 97 rows took 12.9 ms at C 16: host-bound?)
           run serve-cpuprof 200 node --cpu-prof --cpu-prof-dir=/tmp/serve-prof dist/bench/serve-speed.js --concurrency 16 --no-torch --no-prefix --json /tmp/serve-prof.json
           f=$(ls -S /tmp/serve-prof/*.cpuprofile 2>/dev/null | head -1); [ -n "$f" ] && node bench/cpuprofile-top.mjs "$f" 40 > "$out/serve-cpuprof-top.txt" 2>&1 ;;

@@ -181,17 +181,27 @@ export interface HostCosts {
   gemmProblemMs: number;
   gemmTunings: number;
   gemmTuneMs: number;
+  /** The GEMM problems tuned (cache key, host ms), the latest last. */
+  tuned: { key: string; ms: number }[];
 }
 
 function hostCounters(backend: Backend): HostCosts | undefined {
   if (backend.name !== 'cuda') return undefined;
   const cuda = backend as CudaBackend, j = cuda.runtime.jit.stats, g = cuda.gemmRunner.stats;
-  return { kernelsCompiled: j.compiled, kernelsFromDisk: j.fromDisk, jitMs: j.ms, gemmProblems: g.entries, gemmProblemMs: g.entryMs, gemmTunings: g.tunings, gemmTuneMs: g.tuneMs };
+  return {
+    kernelsCompiled: j.compiled, kernelsFromDisk: j.fromDisk, jitMs: j.ms, gemmProblems: g.entries, gemmProblemMs: g.entryMs,
+    gemmTunings: g.tunings, gemmTuneMs: g.tuneMs, tuned: [...g.tuned],
+  };
 }
 
 function hostDelta(after: HostCosts | undefined, before: HostCosts | undefined): HostCosts | undefined {
   if (!after || !before) return undefined;
-  return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - before[k as keyof HostCosts]])) as unknown as HostCosts;
+  const n = (k: Exclude<keyof HostCosts, 'tuned'>) => after[k] - before[k];
+  return {
+    kernelsCompiled: n('kernelsCompiled'), kernelsFromDisk: n('kernelsFromDisk'), jitMs: n('jitMs'), gemmProblems: n('gemmProblems'),
+    gemmProblemMs: n('gemmProblemMs'), gemmTunings: n('gemmTunings'), gemmTuneMs: n('gemmTuneMs'),
+    tuned: n('gemmTunings') > 0 ? after.tuned.slice(-n('gemmTunings')) : [],
+  };
 }
 
 interface Client { request: BenchRequest; submitted: number; times: number[] }
@@ -394,6 +404,7 @@ async function main(): Promise<void> {
         (m.graphRows.computed > 0 ? `; ${m.graphRows.steps} of ${m.steps} steps graph-replayed (${m.graphRows.captures} shapes captured), computing ${m.graphRows.computed} rows for ${m.graphRows.used} positions (${(100 * m.graphRows.used / m.graphRows.computed).toFixed(0)}% used)` : '') +
         (m.host ? `; host: ${m.host.kernelsCompiled} kernels compiled + ${m.host.kernelsFromDisk} from disk (${m.host.jitMs.toFixed(0)} ms), ` +
           `${m.host.gemmProblems} new GEMM problems (${m.host.gemmProblemMs.toFixed(0)} ms), ${m.host.gemmTunings} tuned (${m.host.gemmTuneMs.toFixed(0)} ms)` : ''));
+      if (m.host && m.host.tuned.length > 0) console.log(`  tuned in the run: ${m.host.tuned.map((t) => `${t.key} (${t.ms.toFixed(0)} ms)`).join('; ')}`);
     }
     const cont = row.continuous as RunMetrics, stat = row.static as RunMetrics;
     row.ratio = cont.tokensPerSecond / stat.tokensPerSecond;

@@ -24,8 +24,10 @@ import type { ProfileQuantization } from './decode.js';
 import type { Profile, ProfileOptions } from './profiler.js';
 import { profile, ProfilingBackend } from './profiler.js';
 
-/** Positions past the prompt a profiled decode row may advance (warm-up, calibration, repeats). */
+/** Positions past the prompt a profiled decode row may advance (prefill of the later requests, warm-up, calibration, repeats). */
 export const SERVE_STEPS_ROOM = 64;
+/** The profiled engines' step budget at least: 128 prompts of 512 tokens prefill in 16 steps. */
+const PREFILL_BUDGET = 4096;
 
 export type ServeStepKind = 'decode' | 'mixed';
 
@@ -63,20 +65,26 @@ export function profileServingStep(backend: Backend, config: ModelConfig, option
     const greedy = resolveSampling({ temperature: 0 });
     // An engine with the running requests prefilled, and its profiled step (every engine sees the same prompts).
     const build = (graphs: boolean) => {
-      // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole chunk.
+      // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole
+      // chunk, and prefills in few steps (the requests that start first decode while the others prefill).
       const e = new ServingEngine(model, {
-        maxRunning: running + 1, maxBatchTokens: Math.max(256, running + 1 + chunk), maxLen, blockSize: options.blockSize ?? 16,
+        maxRunning: running + 1, maxBatchTokens: Math.max(PREFILL_BUDGET, running + 1 + chunk), maxLen, blockSize: options.blockSize ?? 16,
         graphs, prefixCaching: false,
       });
       engines.push(e);
-      let s = 4242;
+      let s = 4242, started = 0;
       const token = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) % model.vocabSize;
-      const submit = (length: number, maxTokens: number) => e.submit({
-        prompt: Array.from({ length }, token), maxTokens, sampling: greedy, stopTokenIds: [], onToken: () => {}, onFinish: () => {},
-      });
-      for (let i = 0; i < running; i++) submit(context, SERVE_STEPS_ROOM);
-      // Prefill: every request has its first token once its prompt is through.
-      while (e.stats().generatedTokens < running) e.step();
+      const submit = (length: number, maxTokens: number, onFirst = () => {}) => {
+        let first = true;
+        e.submit({
+          prompt: Array.from({ length }, token), maxTokens, sampling: greedy, stopTokenIds: [], onFinish: () => {},
+          onToken: () => { if (first) { first = false; onFirst(); } },
+        });
+      };
+      for (let i = 0; i < running; i++) submit(context, SERVE_STEPS_ROOM, () => { started++; });
+      // Prefill: until every request has its first token (its prompt is through; the first ones to finish
+      // decode meanwhile, so the tokens generated say nothing about the others).
+      while (started < running) e.step();
       const step = kind === 'decode' ? () => { e.step(); } : () => { submit(chunk, 1); e.step(); };
       return { engine: e, step };
     };

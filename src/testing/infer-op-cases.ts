@@ -37,6 +37,8 @@ function qkvRopeAppendCases(dtype: FloatDType): OpCase[] {
   const shapes: [number, number, number, number, number, number, boolean, boolean, 'none' | 'kv' | 'q'][] = [
     [3, 1, 32, 8, 64, 40, true, false, 'none'], [2, 17, 12, 12, 64, 20, false, true, 'kv'], [2, 9, 8, 2, 128, 16, true, true, 'q'],
     [1, 5, 4, 2, 32, 8, true, false, 'kv'],
+    // A prefill long enough for blocks of many heads (qkv-rope-append.ts headsPerBlock), copies repeated and not.
+    [2, 200, 8, 2, 128, 256, true, true, 'q'], [1, 130, 12, 12, 64, 160, false, true, 'kv'],
   ];
   return shapes.map(([B, L, Hq, Hkv, d, maxLen, rope, bias, copies]): OpCase => {
     const W = (Hq + 2 * Hkv) * d, copyHeads = copies === 'q' ? Hq : Hkv;

@@ -145,6 +145,8 @@ function stepQkvRopeAppendCases(dtype: FloatDType): OpCase[] {
   // slots (table rows), segment counts, Hq, Hkv, d, blockSize, maxBlocks, rope, bias
   const shapes: [number, number[], number, number, number, number, number, boolean, boolean][] = [
     [6, [13, 40], 32, 8, 64, 16, 6, true, false], [4, [3], 12, 12, 64, 32, 3, false, true], [5, [9, 2, 17], 8, 2, 16, 8, 7, true, false],
+    // Enough rows × heads for blocks of many heads (headsPerBlock): Llama's 48 heads, GPT-2's 36 (a partial last block).
+    [6, [200, 90], 32, 8, 64, 16, 20, true, false], [4, [150], 12, 12, 64, 32, 6, false, true],
   ];
   return shapes.map(([slots, counts, Hq, Hkv, d, bs, M, rope, bias]): OpCase => {
     const W = (Hq + 2 * Hkv) * d, numBlocks = slots * M + 3, S = slots - counts.length, R = S + counts.reduce((a, b) => a + b, 0) + 3;

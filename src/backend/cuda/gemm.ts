@@ -61,7 +61,12 @@ export interface GemmRunnerStats {
   entryMs: number;
   tunings: number;
   tuneMs: number;
+  /** The problems tuned, in order: their cache key and the host ms the tuning took (the last TUNED_LOG_LENGTH). */
+  tuned: { key: string; ms: number }[];
 }
+
+/** Tuned problems GemmRunnerStats.tuned keeps. */
+const TUNED_LOG_LENGTH = 64;
 
 /** One candidate algorithm's timing for a problem. */
 export interface CandidateTiming {
@@ -243,7 +248,7 @@ export class GemmRunner {
   private timer: StreamTimer | undefined;
   private readonly ownsTimer: boolean;
   private disposed = false;
-  readonly stats: GemmRunnerStats = { entries: 0, entryMs: 0, tunings: 0, tuneMs: 0 };
+  readonly stats: GemmRunnerStats = { entries: 0, entryMs: 0, tunings: 0, tuneMs: 0, tuned: [] };
 
   /**
    * @param stream          the CUstream every GEMM is queued on
@@ -600,8 +605,11 @@ export class GemmRunner {
     if (!this.requireTimer().canTime(this.stream)) return; // inside a graph capture: tune on a later call
     const started = performance.now();
     const timings = this.timeAll(call, this.autotuneRepeats);
+    const ms = performance.now() - started;
     this.stats.tunings++;
-    this.stats.tuneMs += performance.now() - started;
+    this.stats.tuneMs += ms;
+    this.stats.tuned.push({ key: entry.key, ms });
+    if (this.stats.tuned.length > TUNED_LOG_LENGTH) this.stats.tuned.shift();
     const best = timings.reduce((x, y) => (y.medianMs < x.medianMs ? y : x));
     if (Number.isFinite(best.medianMs)) {
       entry.chosen = best.index;

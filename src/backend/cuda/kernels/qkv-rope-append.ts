@@ -9,10 +9,11 @@
 // into the 100k range keep their accuracy). Query heads go to q[b, hh, l]; key and value heads to the
 // cache at [b, g, p] (and to kOut/vOut [b, g', l], once per kv head or repeated for its query heads).
 //
-// Thread mapping: grid (R, Hq + 2·Hkv), a block of d/2 threads per (row, head), thread i owning pair
-// (i, i + d/2): each warp reads and writes 2 × 32 consecutive elements of a head (64-byte segments at
-// 16 bit). Decode rows are few, so the grid is sized by heads: a Llama 3.2 1B step at batch 1 runs 48
-// blocks. Rows whose position is outside [0, maxLen) skip the cache write.
+// Thread mapping: grid (R, ⌈(Hq + 2·Hkv) / HPB⌉), a block of d/2 threads per (row, head) and HPB heads a
+// block, thread i of a head owning pair (i, i + d/2): each warp reads and writes 2 × 32 consecutive
+// elements of a head (64-byte segments at 16 bit). Decode rows are few, so the grid is sized by heads
+// (HPB = 1): a Llama 3.2 1B step at batch 1 runs 48 blocks; hundreds of rows (a prefill, a serving step)
+// take 256 threads a block (headsPerBlock). Rows whose position is outside [0, maxLen) skip the cache write.
 // Paged (spec.page = blockSize > 0, a block table given): the caches are a block pool [numBlocks, Hkv,
 // blockSize, d] and position p of sequence seq goes to block block_table[seq·table_stride + p / PAGE],
 // row p % PAGE (PAGE is a compile-time constant: shifts for powers of two); one more 4-byte load per
@@ -45,28 +46,46 @@ export interface QkvRopeAppendSpec {
   readonly copy: KvCopy;
   /** Positions per block of a paged cache (a block table given); 0 or absent for the contiguous cache. */
   readonly page?: number;
+  /** Heads a block handles (1 or absent: one; see headsPerBlock()). */
+  readonly headsPerBlock?: number;
 }
 
 export function qkvRopeAppendKey(s: QkvRopeAppendSpec): string {
-  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}${s.page ? `.paged${s.page}` : ''}`;
+  const hpb = s.headsPerBlock ?? 1;
+  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}${s.page ? `.paged${s.page}` : ''}${hpb > 1 ? `.h${hpb}` : ''}`;
+}
+
+/** Blocks of one head each up to this many (rows × heads); above it, a block takes 256 threads' worth of heads. */
+export const QKV_ONE_HEAD_BLOCKS = 4096;
+
+/**
+ * Heads per block for R rows of `heads` heads of d/2 threads each: 1 while the grid of one head a block
+ * stays within QKV_ONE_HEAD_BLOCKS (decode rows: more, smaller blocks spread a latency-bound op over more
+ * SMs), else 256 / (d/2) (at most all heads): a 642-row serving step of Llama 1.2B was 30,816 blocks of
+ * 32 threads, 38.7 µs for 7.9 MB (H200, session 9 profile), bound by block scheduling, not bandwidth.
+ */
+export function headsPerBlock(rows: number, heads: number, headDim: number): number {
+  if (rows * heads <= QKV_ONE_HEAD_BLOCKS) return 1;
+  return Math.max(1, Math.min(heads, Math.floor(256 / (headDim / 2))));
 }
 
 export function qkvRopeAppendSource(spec: QkvRopeAppendSpec): KernelSource {
   const name = kernelIdentifier(qkvRopeAppendKey(spec));
   const half = spec.headDim / 2;
   const group = spec.queryHeads / spec.kvHeads;
+  const hpb = spec.headsPerBlock ?? 1;
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, HALF: half, HQ: spec.queryHeads, HKV: spec.kvHeads, GROUP: group, WIDTH: (spec.queryHeads + 2 * spec.kvHeads) * spec.headDim,
     ROPE: spec.rope, BIAS: spec.bias, COPY: spec.copy !== 'none', COPY_HEADS: spec.copy === 'repeat' ? spec.queryHeads : spec.kvHeads,
-    REPEAT: spec.copy === 'repeat', PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0),
+    REPEAT: spec.copy === 'repeat', PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), HPB: hpb,
   })}
 
 // qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D] (paged: [blocks, HKV, PAGE, D] through
 // block_table [B, table_stride], max_len = table_stride·PAGE); copies [B, COPY_HEADS, L, D].
-// Grid (R, HQ + 2·HKV), block HALF.
-extern "C" __global__ void __launch_bounds__(HALF) ${name}(
+// Grid (R, ⌈(HQ + 2·HKV) / HPB⌉), block HALF·HPB.
+extern "C" __global__ void __launch_bounds__(HALF * HPB) ${name}(
     const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ positions, const float* __restrict__ inv_freq,
     float rope_scale, T* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache, T* __restrict__ k_out,
     T* __restrict__ v_out, int L, int max_len, const int* __restrict__ block_table, int table_stride,
@@ -74,7 +93,9 @@ extern "C" __global__ void __launch_bounds__(HALF) ${name}(
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
-  const int r = blockIdx.x, hh = blockIdx.y, i = threadIdx.x;
+  // Block (r, y) takes heads y·HPB .. y·HPB + HPB − 1 of row r, d/2 threads each.
+  const int r = blockIdx.x, hh = blockIdx.y * HPB + (int)threadIdx.x / HALF, i = (int)threadIdx.x % HALF;
+  if (HPB > 1 && hh >= HQ + 2 * HKV) return;
   const int seq = r / L, l = r - seq * L;
   const T* src = qkv + (size_t)r * WIDTH + hh * D;
   float a = to_float(src[i]), z = to_float(src[i + HALF]);
@@ -132,12 +153,13 @@ export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
   if (d / 2 > 1024) c.fail(`head size ${d} is larger than the largest supported (2048)`);
   if (Hq + 2 * Hkv > 65535) c.fail(`${Hq + 2 * Hkv} heads a row: at most 65535 are supported`);
   const copy = kOut === undefined ? 'none' : kOutHeads === Hkv ? 'kv' : 'repeat';
+  const heads = Hq + 2 * Hkv, hpb = headsPerBlock(rows, heads, d);
   const spec: QkvRopeAppendSpec = {
     dtype: qkv.dtype as FloatDType, headDim: d, queryHeads: Hq, kvHeads: Hkv, rope: invFreq !== undefined, bias: bias !== undefined, copy,
-    ...(paged ? { page: paged.blockSize } : {}),
+    ...(paged ? { page: paged.blockSize } : {}), ...(hpb > 1 ? { headsPerBlock: hpb } : {}),
   };
   host.kernel(qkvRopeAppendKey(spec), () => qkvRopeAppendSource(spec)).launch(
-    { grid: [rows, Hq + 2 * Hkv], block: d / 2 },
+    { grid: [rows, Math.ceil(heads / hpb)], block: hpb * (d / 2) },
     [
       arg.ptr(ptr('qkv', qkv)), arg.ptr(ptr('bias', bias)), arg.ptr(ptr('positions', positions)), arg.ptr(ptr('rope.invFreq', invFreq)),
       arg.f32(ropeScale), arg.ptr(ptr('q', q)), arg.ptr(ptr('kCache', kCache)), arg.ptr(ptr('vCache', vCache)),
@@ -160,5 +182,9 @@ export function catalog(): KernelSource[] {
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16 }),
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'none', page: 32 }),
     qkvRopeAppendSource({ dtype: 'f32', headDim: 16, queryHeads: 8, kvHeads: 2, rope: true, bias: false, copy: 'none', page: 8 }),
+    // Many heads a block (a serving step's hundreds of rows): Llama 3.2 1B paged, GPT-2 prefill copies (a partial last block), d 128 repeated.
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16, headsPerBlock: 8 }),
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'kv', headsPerBlock: 8 }),
+    qkvRopeAppendSource({ dtype: 'f16', headDim: 128, queryHeads: 32, kvHeads: 8, rope: true, bias: true, copy: 'repeat', headsPerBlock: 4 }),
   ];
 }
