@@ -1091,6 +1091,11 @@ export interface Backend {
   /** Records the ops `fn` issues into a graph; nothing runs until replay(). */
   captureGraph(fn: () => void): Graph;
   /**
+   * Whether GEMMs may time their candidate algorithms (autotuning) from now on; returns the previous
+   * setting. Absent on backends that do not tune.
+   */
+  setGemmTuning?(enabled: boolean): boolean;
+  /**
    * Marks the current point of the queue, for timing. Inside captureGraph() (CUDA) the mark becomes a
    * node of the graph, recorded again by every replay: elapsedSince() then reads the latest replay.
    */

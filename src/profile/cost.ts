@@ -63,7 +63,7 @@ export interface OpCost {
 /** Backend members that launch no device work of their own: the profiler does not time them. */
 export const NON_KERNEL_MEMBERS = [
   'name', 'description', 'empty', 'fromArray', 'upload', 'download', 'view', 'free', 'createArena',
-  'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark',
+  'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning',
 ] as const;
 
 export type NonKernelMember = (typeof NON_KERNEL_MEMBERS)[number];

@@ -212,6 +212,13 @@ export class ServingEngine {
   private readonly target: PagedForward;
   private readonly draft?: PagedForward;
   private readonly speculation?: { readonly initial: number; readonly adaptive: boolean };
+  /**
+   * Whether GEMMs may autotune inside this engine's steps (Backend.setGemmTuning). Off: a step never
+   * stalls ~0.1–0.2 s per problem timing algorithms (25 such tunings cost a 256-client run 4.0 of its
+   * 11.6 s, H200 session 9; a captured step keeps the algorithms it was captured with anyway). warmUp()
+   * turns it on while it runs, so the warm-up's shapes tune and later ones adopt their winners.
+   */
+  gemmTuning = false;
   private readonly useGraphs: boolean;
   /** Steps by shape (stepShape: decode rows / rows / segment slots): runs so far (the first is eager) and the captured graph. */
   private readonly stepGraphs = new Map<string, { runs: number; graph?: Graph }>();
@@ -361,7 +368,13 @@ export class ServingEngine {
     if (plan.items.length === 0) return false;
     this.compactSlots();
     for (const it of plan.items) this.syncTable(this.bySched.get(it.request)!);
-    const outcomes = this.execute(plan.items);
+    const tuning = this.backend.setGemmTuning?.(this.gemmTuning);
+    let outcomes: StepOutcome[];
+    try {
+      outcomes = this.execute(plan.items);
+    } finally {
+      if (tuning !== undefined) this.backend.setGemmTuning!(tuning);
+    }
     // Registers newly full blocks' hashes (they are shareable in place); a speculative round keeps the
     // positions of its accepted draft tokens.
     const accepted = new Map<SchedRequest, readonly number[]>();

@@ -13,7 +13,8 @@
 //     rows, twice (a decode bucket's graph is captured on its second step), and the LM head over n rows.
 // Prompts are a fixed pseudo-random pattern per length; their blocks enter the prefix cache like any
 // request's and are evicted like any (least recently used first). The engine's counters include the
-// warm-up's steps.
+// warm-up's steps. GEMMs tune only here (ServingEngine.gemmTuning is on while it runs): live steps adopt
+// the winners of the warm-up's row buckets and their neighbours, or keep cuBLASLt's first choice.
 
 import { ArgumentError } from '../errors.js';
 import { resolveSampling } from '../infer/sampling.js';
@@ -22,6 +23,8 @@ import type { ServingEngine } from './engine.js';
 
 /** What warmUp() needs of an engine (ServingEngine, or the tensor-parallel ReplicatedLeader). */
 export type WarmableEngine = Pick<ServingEngine, 'submit' | 'step' | 'hasWork' | 'maxLen'> & {
+  /** GEMM autotuning inside steps (ServingEngine.gemmTuning): on during the warm-up. */
+  gemmTuning?: boolean;
   readonly maxRunning: number;
   readonly maxBatchTokens: number;
   readonly model: { readonly vocabSize: number };
@@ -39,6 +42,16 @@ export interface WarmupReport {
 export function warmUp(engine: WarmableEngine): WarmupReport {
   if (engine.hasWork) throw new ArgumentError('serving warm-up: the engine already has requests; warm it up before submitting any');
   const started = performance.now();
+  const tuning = engine.gemmTuning;
+  if (tuning !== undefined) engine.gemmTuning = true;
+  try {
+    return runWarmup(engine, started);
+  } finally {
+    if (tuning !== undefined) engine.gemmTuning = tuning;
+  }
+}
+
+function runWarmup(engine: WarmableEngine, started: number): WarmupReport {
   const greedy = resolveSampling({ temperature: 0 });
   const V = engine.model.vocabSize;
   let steps = 0;

@@ -67,3 +67,25 @@ test('decode buckets: powers of two up to 32, then multiples of 32, capped at ma
     engine.dispose();
   }
 });
+
+test('GEMM autotuning: on in the warm-up\'s steps, off in live steps, the backend\'s own setting restored after each step', () => {
+  // A backend that tunes: it records the setting each step runs with.
+  const tuning = backend as CpuBackend & { setGemmTuning?: (enabled: boolean) => boolean };
+  let setting = true;
+  const seen: boolean[] = [];
+  tuning.setGemmTuning = (enabled) => { const previous = setting; setting = enabled; seen.push(enabled); return previous; };
+  const engine = new ServingEngine(model, options);
+  try {
+    assert.equal(engine.gemmTuning, false);
+    warmUp(engine);
+    assert.ok(seen.length > 0 && seen.filter((_, i) => i % 2 === 0).every((x) => x), 'every warm-up step ran with tuning on');
+    assert.equal(engine.gemmTuning, false, 'back off after the warm-up');
+    seen.length = 0;
+    generate(engine, [[4, 8, 15, 16, 23, 42]]);
+    assert.ok(seen.length > 0 && seen.filter((_, i) => i % 2 === 0).every((x) => !x), 'live steps ran with tuning off');
+    assert.equal(setting, true, "the backend's setting is restored after each step");
+  } finally {
+    delete tuning.setGemmTuning;
+    engine.dispose();
+  }
+});

@@ -232,6 +232,11 @@ const DEFAULT_AUTOTUNE_REPEATS = 10;
 const NO_ADDRESS = -1n;
 
 export class GemmRunner {
+  /**
+   * Whether problems due to be tuned are timed now (default true). Off (a serving engine's live steps),
+   * a problem still adopts a tuned winner it may take, and is otherwise tuned by a later call with it on.
+   */
+  tuning = true;
   private readonly lt: CublasLt;
   private readonly handle: bigint;
   private readonly preference: bigint;
@@ -362,7 +367,7 @@ export class GemmRunner {
     group.uses++;
     if (entry.tuned) {
       // Not inside a graph capture (no timing there): a later eager call tunes it.
-      if (entry.ownTuneAtUse !== undefined && entry.uses >= entry.ownTuneAtUse && call.beta === 0 && this.requireTimer().canTime(this.stream)) {
+      if (this.tuning && entry.ownTuneAtUse !== undefined && entry.uses >= entry.ownTuneAtUse && call.beta === 0 && this.requireTimer().canTime(this.stream)) {
         delete entry.ownTuneAtUse;
         this.bindAddresses(entry, call);
         this.tune(entry, call);
@@ -376,7 +381,7 @@ export class GemmRunner {
     if (winner !== undefined) {
       this.adoptWinner(entry, winner);
       if (round) entry.ownTuneAtUse = ROUND_OWN_TUNE_USES;
-    } else if (group.uses >= entry.tuneAtUse && call.beta === 0) {
+    } else if (this.tuning && group.uses >= entry.tuneAtUse && call.beta === 0) {
       this.bindAddresses(entry, call);
       this.tune(entry, call);
       if (entry.tuned && group.winner === undefined) group.winner = entry.candidates[entry.chosen];

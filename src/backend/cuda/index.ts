@@ -121,6 +121,12 @@ export class CudaBackend implements Backend {
    */
   int4MmaGemv = process.env['FUSEFORMER_INT4_MMA'] !== '0';
 
+  setGemmTuning(enabled: boolean): boolean {
+    const previous = this.gemmRunner.tuning;
+    this.gemmRunner.tuning = enabled;
+    return previous;
+  }
+
   private constructor(readonly runtime: CudaRuntime) {
     const p = runtime.device.properties;
     this.description = `${p.name} (${p.arch}, ${p.multiProcessorCount} SMs, ${(p.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB)`;

@@ -382,3 +382,22 @@ test('per-call host overhead stays in the low microseconds', (t) => {
   t.diagnostic(`${perCallUs.toFixed(2)} µs per gemm() call excluding the FFI call itself`);
   assert.ok(perCallUs < 50, `${perCallUs} µs per call`);
 });
+
+test('with tuning off nothing is timed, a tuned winner is still adopted, and the problem tunes on a later call with tuning on', () => {
+  const lt = new FakeCublasLt();
+  lt.candidateCount = 3;
+  const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
+  const r = runner(lt, { autotune: 'auto', timer });
+  const entry = (M: number) => r.cacheEntries().find((e) => e.key.includes(` ${M}x2048x2048 `))!;
+  const w = dev([2048, 2048]);
+  r.tuning = false;
+  r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
+  assert.deepEqual([timer.samples, entry(2048).tuned, lt.matmuls.at(-1)!.algo], [0, false, 0], 'a round problem with no winner: the heuristic, untimed');
+  r.tuning = true;
+  r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
+  assert.ok(timer.samples > 0 && entry(2048).tuned, 'tuned once tuning is back on');
+  const samples = timer.samples;
+  r.tuning = false;
+  r.gemm({ a: dev([1984, 2048]), b: w, out: dev([1984, 2048]) });
+  assert.deepEqual([timer.samples, entry(1984).tuned, lt.matmuls.at(-1)!.algo], [samples, true, 1], "the bucket's winner, adopted with tuning off");
+});
