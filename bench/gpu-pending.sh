@@ -4,12 +4,12 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: step-tests serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh step-tests serve-quick      # graph-replayed mixed serving steps (packed paged flash, qkvRopeAppend tableRows): checks, then serving without HF
+#   bash .device/run.sh bash bench/gpu-pending.sh throughput-tests profile-throughput serve-quick serve-throughput   # decode attention's throughput variant: checks, A/B; serving with GEMM tuning only in the warm-up
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant serve   # after a planner change: quantized decode A/B, profiles; serving after the round-problem tuning rule
 #   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve serve-cpuprof   # the round-problem GEMM tuning rule's checks; serving steps op by op, and the host's share (~6 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run
@@ -81,6 +81,11 @@ for step in "${steps[@]}"; do
     step-tests) # the packed paged flash attention, qkvRopeAppend with tableRows, and the serving engine's graph-replayed mixed steps
           run step-tests 300 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/flash-varlen.test.js dist/test/gpu/flash-attention.test.js ;;
     serve-quick) run serve-quick 360 node dist/bench/serve-speed.js --no-torch --json "$out/serve-speed.json" ;;
+    throughput-tests) # decode attention's throughput variant forced everywhere (its checks), with the qkvRopeAppend and serving checks
+          run throughput-tests 300 env FUSEFORMER_DECODE_THROUGHPUT=1 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
+    profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
+          for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
+    serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
     gemv-sweep) run gemv-sweep 420 node dist/bench/gemv-sweep.js --json "$out/gemv-sweep.json" ;;
     quant-tests) run quant-tests 300 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js ;;
     decode-quant-gated) # the gated INT4 MLP op beside the two-op MLP, one process each

@@ -72,6 +72,32 @@ export interface DecodeAttentionSpec {
   readonly page?: number;
   /** Split-K combined inside a cluster of this many blocks (= the splits, 2..8); 0 or absent: through global partials. */
   readonly cluster?: number;
+  /**
+   * Many blocks resident rather than each block's latency hidden (decodeAttentionThroughput): value rows
+   * in batches of THROUGHPUT_V_BATCH after the scores, not all prefetched before them, and registers capped
+   * for THROUGHPUT_MIN_BLOCKS blocks an SM.
+   */
+  readonly throughput?: boolean;
+}
+
+/** The throughput variant's value-row batch and resident blocks an SM (ptxas sm_90, d 64 group 4: 96 registers, 32 bytes spilled; 168 without). */
+export const THROUGHPUT_V_BATCH = 4;
+export const THROUGHPUT_MIN_BLOCKS = 5;
+/**
+ * Grids above this many blocks take the throughput variant: more than the latency variant keeps resident
+ * (168 registers: 3 blocks an SM on 132 SMs). Serving's decode steps: a 128-row step's decodeAttention
+ * (2,048 blocks) took 158 µs for 139 MB, 21% of the copy roof, and a 256-row one 265 µs, 32% (H200,
+ * session 9) — each block's tiles are a chain of latencies, and 3 blocks an SM did not cover them.
+ */
+export const THROUGHPUT_MIN_GRID = 3 * 132;
+
+/**
+ * Whether a grid of `blocks` takes the throughput variant: FUSEFORMER_DECODE_THROUGHPUT=1 always, =0 never,
+ * else above THROUGHPUT_MIN_GRID blocks (opt-in until measured: see decodeAttentionOptions.throughput).
+ */
+export function decodeAttentionThroughput(blocks: number): boolean {
+  const mode = decodeAttentionOptions.throughput;
+  return mode === 'auto' ? blocks > THROUGHPUT_MIN_GRID : mode;
 }
 
 /** Largest portable thread-block cluster. */
@@ -82,10 +108,14 @@ export const MAX_CLUSTER_SPLITS = 8;
  * splits ≤ MAX_CLUSTER_SPLITS, on when FUSEFORMER_DECODE_CLUSTER=1 (correct on the H200, but no faster
  * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token).
  */
-export const decodeAttentionOptions = { clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1' };
+export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto' } = {
+  clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
+  // Off unless asked for (FUSEFORMER_DECODE_THROUGHPUT=1, or 'auto' by large grids) until it has been timed on a GPU (built session 9).
+  throughput: process.env['FUSEFORMER_DECODE_THROUGHPUT'] === '1' ? true : process.env['FUSEFORMER_DECODE_THROUGHPUT'] === 'auto' ? 'auto' : false,
+};
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -132,20 +162,21 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const vecs = spec.headDim / spec.vec;
   const keyLanes = Math.max(1, Math.floor(DECODE_THREADS / vecs));
   // Value rows a key lane reads per tile, and how many of them it loads before using any (see "values").
-  const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, 8);
+  const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, spec.throughput ? THROUGHPUT_V_BATCH : 8);
+  const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : '__launch_bounds__(THREADS)';
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, GROUP: spec.group, GH: spec.headsPerBlock, HEAD_BLOCKS: spec.group / spec.headsPerBlock, VEC: spec.vec, VECS: vecs,
     THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
-    PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: perLane <= vBatch,
+    PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && perLane <= vBatch,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
   })}
 ${CLUSTER_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
-extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}__launch_bounds__(THREADS) ${name}(
+extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}${bounds} ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters) {
@@ -384,11 +415,12 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   if (d / vec > DECODE_THREADS) c.fail(`head size ${d} needs ${d / vec} vectors a row with ${vec}-element vectors: at most ${DECODE_THREADS} are supported (align the caches to 16 bytes)`);
   const split = splits > 1;
   const cluster = split && decodeAttentionOptions.clusterCombine && splits <= MAX_CLUSTER_SPLITS ? splits : 0;
-  const spec: DecodeAttentionSpec = {
+  let spec: DecodeAttentionSpec = {
     dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}), ...(cluster ? { cluster } : {}),
   };
   const chunk = splitChunk(maxLen, splits);
   const headGroups = Hkv * (group / spec.headsPerBlock);
+  if (!cluster && decodeAttentionThroughput(headGroups * B * splits)) spec = { ...spec, throughput: true };
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS },
@@ -418,5 +450,10 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, cluster: 5 }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: true, page: 32, cluster: 8 }),
     decodeAttentionSource({ dtype: 'f32', headDim: 80, group: 1, headsPerBlock: 1, vec: 4, split: true, cluster: 2 }),
+    // The throughput variant (large grids): Llama 3.2 1B paged, split and not; GPT-2 paged; f32.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, throughput: true }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, throughput: true }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, page: 32, throughput: true }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 16, group: 4, headsPerBlock: 4, vec: 4, split: true, page: 8, throughput: true }),
   ];
 }
