@@ -35,6 +35,10 @@
 // the others' through distributed shared memory (mapa / ld.shared::cluster) and writes out — no
 // partials in global memory, no fence, no counter. Splits past n take part with an empty partial
 // (m = −∞, l = 0): every block of a cluster must reach its barriers.
+// Throughput variant (spec.throughput; large grids of the serving engine, decodeAttentionThroughput): the
+// value rows are loaded after the scores in batches of THROUGHPUT_V_BATCH instead of all before them, and
+// __launch_bounds__ caps registers for THROUGHPUT_MIN_BLOCKS blocks an SM (96 against 168): with more
+// blocks than fit, more of them resident hide each one's chain of tile latencies better than the prefetch.
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
 // (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
@@ -46,6 +50,7 @@
 // (2·GH·d·s per block) and, with S splits, S·GH·(d + 2)·4 partial bytes written and read once.
 // Precision: f32 scores, softmax and accumulation; stored in the tensors' dtype.
 
+import { envSwitch } from '../env-switch.js';
 import type { DecodeAttentionArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize } from '../../../dtype.js';
@@ -85,19 +90,22 @@ export const THROUGHPUT_V_BATCH = 4;
 export const THROUGHPUT_MIN_BLOCKS = 5;
 /**
  * Grids above this many blocks take the throughput variant: more than the latency variant keeps resident
- * (168 registers: 3 blocks an SM on 132 SMs). Serving's decode steps: a 128-row step's decodeAttention
- * (2,048 blocks) took 158 µs for 139 MB, 21% of the copy roof, and a 256-row one 265 µs, 32% (H200,
- * session 9) — each block's tiles are a chain of latencies, and 3 blocks an SM did not cover them.
+ * (168 registers: 3 blocks an SM on 132 SMs). Measured on the H200 (session 9, Llama 1.2B, paged): a
+ * 128-row serving decode step's decodeAttention (2,048 blocks, 139 MB) 157 → 106 µs (23% → 32% of the
+ * copy roof), the step 5.05 → 4.79 ms; serving at 64 / 256 clients 12,119 → 15,381 and 21,088 → 23,503
+ * tokens/s (`bench/results/gpu-pending-s9/call6/`). Each block's tiles are a chain of latencies that 3
+ * blocks an SM did not cover.
  */
 export const THROUGHPUT_MIN_GRID = 3 * 132;
 
 /**
- * Whether a grid of `blocks` takes the throughput variant: FUSEFORMER_DECODE_THROUGHPUT=1 always, =0 never,
- * else above THROUGHPUT_MIN_GRID blocks (opt-in until measured: see decodeAttentionOptions.throughput).
+ * Whether a grid of `blocks` takes the throughput variant: FUSEFORMER_DECODE_THROUGHPUT=1 always, =0 never;
+ * by default ('auto') a paged cache's grid above THROUGHPUT_MIN_GRID blocks (the serving engine, where it
+ * was measured; the decode engine's contiguous caches keep the latency variant until timed there).
  */
-export function decodeAttentionThroughput(blocks: number): boolean {
+export function decodeAttentionThroughput(blocks: number, paged: boolean): boolean {
   const mode = decodeAttentionOptions.throughput;
-  return mode === 'auto' ? blocks > THROUGHPUT_MIN_GRID : mode;
+  return mode === 'auto' ? paged && blocks > THROUGHPUT_MIN_GRID : mode;
 }
 
 /** Largest portable thread-block cluster. */
@@ -106,12 +114,13 @@ export const MAX_CLUSTER_SPLITS = 8;
 /**
  * Process-wide choices of the decode-attention launcher: the cluster combine (see the header) for
  * splits ≤ MAX_CLUSTER_SPLITS, on when FUSEFORMER_DECODE_CLUSTER=1 (correct on the H200, but no faster
- * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token).
+ * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
+ * the throughput variant (decodeAttentionThroughput).
  */
 export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto' } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
-  // Off unless asked for (FUSEFORMER_DECODE_THROUGHPUT=1, or 'auto' by large grids) until it has been timed on a GPU (built session 9).
-  throughput: process.env['FUSEFORMER_DECODE_THROUGHPUT'] === '1' ? true : process.env['FUSEFORMER_DECODE_THROUGHPUT'] === 'auto' ? 'auto' : false,
+  // decodeAttentionThroughput: 'auto' unless FUSEFORMER_DECODE_THROUGHPUT is 1 or 0.
+  throughput: envSwitch(process.env['FUSEFORMER_DECODE_THROUGHPUT']),
 };
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
@@ -420,7 +429,7 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   };
   const chunk = splitChunk(maxLen, splits);
   const headGroups = Hkv * (group / spec.headsPerBlock);
-  if (!cluster && decodeAttentionThroughput(headGroups * B * splits)) spec = { ...spec, throughput: true };
+  if (!cluster && decodeAttentionThroughput(headGroups * B * splits, paged !== undefined)) spec = { ...spec, throughput: true };
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS },
