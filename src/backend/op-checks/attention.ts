@@ -96,17 +96,7 @@ export function checkFlashAttentionForward<T extends Tensor>(check: OpCheck<T>, 
   if (args.paged && args.paged.seqKeys !== undefined) return checkPackedPaged(check, args);
   const packed = isPacked(check, args);
   const s = shapes(packed);
-  const q = check.tensor('q', args.q);
-  const k = check.tensor('k', args.k);
-  const v = check.tensor('v', args.v);
-  const out = check.tensor('out', args.out);
-  const lse = check.tensor('lse', args.lse);
-  check.float('q', q);
-  check.sameDType(['q', 'k', 'v', 'out'], [q, k, v, out]);
-  check.dtype('lse', lse, ['f32']);
-  check.shape('q', q, s.q);
-  check.shape('out', out, s.q);
-  check.shape('lse', lse, s.lse);
+  const { q, k, v, out, lse } = forwardTensors(check, args, s.q, s.lse);
   if (args.paged) {
     if (packed) check.fail('paged keys and values with packed queries take paged.seqKeys (and cuSeqlensQ, maxSeqlenQ only)');
     if (args.dropout && args.dropout.p > 0) check.fail('paged keys and values do not take dropout (inference only)');
@@ -122,6 +112,22 @@ export function checkFlashAttentionForward<T extends Tensor>(check: OpCheck<T>, 
   check.shape('k', k, s.kv);
   check.shape('v', v, s.kv);
   return { q, k, v, out, lse, ...common(check, args, packed), paged: undefined as CheckedPaged<T> | undefined };
+}
+
+/** The forward's tensors: q, k, v, out of one float dtype, lse f32; q, out and lse of the given shapes. */
+function forwardTensors<T extends Tensor>(check: OpCheck<T>, args: FlashAttentionForwardArgs, qShape: readonly string[], lseShape: readonly string[]) {
+  const q = check.tensor('q', args.q);
+  const k = check.tensor('k', args.k);
+  const v = check.tensor('v', args.v);
+  const out = check.tensor('out', args.out);
+  const lse = check.tensor('lse', args.lse);
+  check.float('q', q);
+  check.sameDType(['q', 'k', 'v', 'out'], [q, k, v, out]);
+  check.dtype('lse', lse, ['f32']);
+  check.shape('q', q, qShape);
+  check.shape('out', out, qShape);
+  check.shape('lse', lse, lseShape);
+  return { q, k, v, out, lse };
 }
 
 /** The checked pool and table of a paged call; packedQ for packed queries (seqKeys, seqRows, cuSeqlensQ). */
@@ -154,17 +160,7 @@ function checkPackedPaged<T extends Tensor>(check: OpCheck<T>, args: FlashAttent
   check.absent('keyLengths', args.keyLengths, 'with packed queries');
   check.absent('paged.keys', paged.keys, "with packed queries (each sequence's keys are paged.seqKeys)");
   if (args.dropout && args.dropout.p > 0) check.fail('paged keys and values do not take dropout (inference only)');
-  const q = check.tensor('q', args.q);
-  const k = check.tensor('k', args.k);
-  const v = check.tensor('v', args.v);
-  const out = check.tensor('out', args.out);
-  const lse = check.tensor('lse', args.lse);
-  check.float('q', q);
-  check.sameDType(['q', 'k', 'v', 'out'], [q, k, v, out]);
-  check.dtype('lse', lse, ['f32']);
-  check.shape('q', q, PACKED_Q);
-  check.shape('out', out, PACKED_Q);
-  check.shape('lse', lse, PACKED_LSE);
+  const { q, k, v, out, lse } = forwardTensors(check, args, PACKED_Q, PACKED_LSE);
   const pool = checkPool(check, paged.blockTable, k, v, 'tableRows');
   const cuSeqlensQ = check.tensor('cuSeqlensQ', args.cuSeqlensQ);
   check.dtype('cuSeqlensQ', cuSeqlensQ, ['i32']);

@@ -276,12 +276,18 @@ test('autotuning times every candidate once per problem and keeps the fastest', 
   assert.ok(Math.abs(r.timeGemm({ a: dev([8, 4]), b: dev([4, 16]), out: dev([8, 16]) }, 3) - 0.005) < 1e-12, 'the wrapper runs the tuned algorithm');
 });
 
-test("'auto' tunes a large problem of round sizes on first use (at its 50th when its or a neighbouring bucket has a winner), any other when its row-count bucket is used a third time; odd row counts of a tuned or neighbouring bucket run its winner", () => {
+/** An 'auto' runner over three candidates (the second fastest), and its cache entry of an M × 2048 × 2048 problem. */
+function autoTuningRunner() {
   const lt = new FakeCublasLt();
   lt.candidateCount = 3;
   const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
   const r = runner(lt, { autotune: 'auto', timer });
   const entry = (M: number) => r.cacheEntries().find((e) => e.key.includes(` ${M}x2048x2048 `))!;
+  return { lt, timer, r, entry };
+}
+
+test("'auto' tunes a large problem of round sizes on first use (at its 50th when its or a neighbouring bucket has a winner), any other when its row-count bucket is used a third time; odd row counts of a tuned or neighbouring bucket run its winner", () => {
+  const { lt, timer, r, entry } = autoTuningRunner();
   // 2·M·N·K ≥ AUTOTUNE_MIN_FLOPS (2³³) from M = 1024 at N = K = 2048. M = 2000 is not a multiple of 64.
   const w = dev([2048, 2048]);
   const a = dev([2000, 2048]), out = dev([2000, 2048]);
@@ -384,11 +390,7 @@ test('per-call host overhead stays in the low microseconds', (t) => {
 });
 
 test('with tuning off nothing is timed, a tuned winner is still adopted, and the problem tunes on a later call with tuning on', () => {
-  const lt = new FakeCublasLt();
-  lt.candidateCount = 3;
-  const timer = fakeTimer(lt, (algo) => [0.03, 0.01, 0.02][algo]!);
-  const r = runner(lt, { autotune: 'auto', timer });
-  const entry = (M: number) => r.cacheEntries().find((e) => e.key.includes(` ${M}x2048x2048 `))!;
+  const { lt, timer, r, entry } = autoTuningRunner();
   const w = dev([2048, 2048]);
   r.tuning = false;
   r.gemm({ a: dev([2048, 2048]), b: w, out: dev([2048, 2048]) });
