@@ -100,11 +100,13 @@ export class BlockPool {
   }
 }
 
-/** The chain hashes of the full blocks of `tokens` (a partial last block has none). */
-export function blockHashes(tokens: readonly number[], blockSize: number, count = Math.floor(tokens.length / blockSize)): string[] {
+/**
+ * The chain hashes of the full blocks of `tokens` (a partial last block has none): blocks [first, count),
+ * block `first` chained to `parent` (the hash of block first − 1; '' for the first block).
+ */
+export function blockHashes(tokens: readonly number[], blockSize: number, count = Math.floor(tokens.length / blockSize), first = 0, parent = ''): string[] {
   const out: string[] = [];
-  let parent = '';
-  for (let i = 0; i < count; i++) {
+  for (let i = first; i < count; i++) {
     const h = createHash('sha1').update(parent).update('|').update(tokens.slice(i * blockSize, (i + 1) * blockSize).join(',')).digest('hex');
     out.push(h);
     parent = h;

@@ -556,10 +556,12 @@ export class ServingEngine {
     // Logit row s for decode-region row s, S + i for segment i's last row (padded segments: row 0).
     const logitRows = Array.from({ length: S + shape.segments }, (_, i) => (i < S ? i : i - S < segments ? rows.segments[i - S]!.r0 + rows.segments[i - S]!.count - 1 : 0));
     const n = logitRows.length;
-    const sampled = items.flatMap((it, i) => {
-      if (!it.samples) return [];
-      const row = entries[i]!.tokens.length === 1 ? entries[i]!.slot : S + rows.segments.findIndex((seg) => seg.r0 === layout.firstRow[i]);
-      return [{ it, row }];
+    // Segments are laid out in the items' order (layoutRows), so the k-th multi-position item is segment k.
+    let segment = 0;
+    const sampled: { it: ScheduledItem; row: number }[] = [];
+    items.forEach((it, i) => {
+      const single = entries[i]!.tokens.length === 1, row = single ? entries[i]!.slot : S + segment++;
+      if (it.samples) sampled.push({ it, row });
     });
     this.target.upload(rows, shape, logitRows);
     if (sampled.length > 0) this.uploadSampling(n, sampled.map(({ it, row }) => ({ row, sampling: liveOf(it).request.sampling, position: it.start + it.count - 1, tokens: it.request.tokens })));

@@ -61,6 +61,21 @@ export class SchedRequest {
   constructor(readonly id: string, readonly tokens: number[], readonly arrival: number) {}
 
   get needed(): number { return this.tokens.length - this.numComputed; }
+
+  /**
+   * The chain hashes of its full blocks but the last position (a prefix-cache lookup: the step must compute
+   * that position to sample), kept while its tokens stay as they are (a request waiting for room is looked
+   * up again every step).
+   */
+  promptHashes(blockSize: number): string[] {
+    const count = Math.floor((this.tokens.length - 1) / blockSize);
+    if (this.lookup?.length !== this.tokens.length || this.lookup.blockSize !== blockSize) {
+      this.lookup = { length: this.tokens.length, blockSize, hashes: blockHashes(this.tokens, blockSize, count) };
+    }
+    return this.lookup.hashes;
+  }
+
+  private lookup?: { length: number; blockSize: number; hashes: string[] };
 }
 
 export interface ScheduledItem {
@@ -148,7 +163,7 @@ export class Scheduler {
     while (preempted.length === 0 && budget > 0 && this.waiting.length > 0 && this.running.length < this.options.maxRunning && (!isStatic || this.waveLeft > 0)) {
       const r = this.waiting[0]!;
       const bs = this.pool.blockSize;
-      const cached = this.prefixCaching ? this.pool.takePrefix(blockHashes(r.tokens, bs, Math.floor((r.tokens.length - 1) / bs))) : [];
+      const cached = this.prefixCaching ? this.pool.takePrefix(r.promptHashes(bs)) : [];
       r.blockTable.push(...cached);
       r.hashes = cached.map((b) => this.pool.hashOf(b)!);
       r.numComputed = cached.length * bs;
@@ -183,11 +198,13 @@ export class Scheduler {
       r.numComputed += kept ? 1 + kept.length : count;
       const nFull = Math.floor(r.numComputed / bs);
       if (nFull > r.hashes.length) {
-        const chain = blockHashes(kept ? [...r.tokens, ...kept] : r.tokens, bs, nFull);
-        for (let i = r.hashes.length; i < nFull; i++) {
-          const block = r.blockTable[i]!;
-          r.hashes.push(chain[i]!);
-          if (this.prefixCaching && this.pool.hashOf(block) === null && this.pool.register(block, chain[i]!)) full.push({ request: r, index: i, block });
+        // Only the blocks that became full, chained to the last one hashed (the chain so far is r.hashes).
+        const first = r.hashes.length;
+        const chain = blockHashes(kept ? [...r.tokens, ...kept] : r.tokens, bs, nFull, first, r.hashes[first - 1] ?? '');
+        for (let i = first; i < nFull; i++) {
+          const block = r.blockTable[i]!, hash = chain[i - first]!;
+          r.hashes.push(hash);
+          if (this.prefixCaching && this.pool.hashOf(block) === null && this.pool.register(block, hash)) full.push({ request: r, index: i, block });
         }
       }
     }

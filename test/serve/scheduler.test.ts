@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BlockPool, blockHashes } from '../../src/serve/block-pool.js';
-import { Scheduler } from '../../src/serve/scheduler.js';
-import type { SchedRequest, StepPlan } from '../../src/serve/scheduler.js';
+import { SchedRequest, Scheduler } from '../../src/serve/scheduler.js';
+import type { StepPlan } from '../../src/serve/scheduler.js';
 
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
 
@@ -147,4 +147,25 @@ test('scheduler: admission stops at maxRunning and the queue keeps arrival order
   const plan = s.schedule();
   assert.deepEqual(plan.items.map((it) => it.request.id), ['a', 'b']);
   assert.deepEqual(s.waiting.map((r) => r.id), ['c']);
+});
+
+test('block hashes extend a chain: blocks [first, count) chained to the hash of block first − 1 equal the whole chain\'s tail', () => {
+  const tokens = Array.from({ length: 70 }, (_, i) => (i * 37) % 101), bs = 8;
+  const whole = blockHashes(tokens, bs);
+  assert.equal(whole.length, 8);
+  assert.deepEqual(blockHashes(tokens, bs, 8, 5, whole[4]!), whole.slice(5));
+  assert.deepEqual(blockHashes(tokens, bs, 3, 0, ''), whole.slice(0, 3));
+  assert.notDeepEqual(blockHashes(tokens, bs, 8, 5, 'another parent'), whole.slice(5), 'the parent is part of each hash');
+});
+
+test("a waiting request's lookup hashes are computed once while its tokens stay, and again when they grow", () => {
+  const r = new SchedRequest('r', Array.from({ length: 33 }, (_, i) => i), 0);
+  const first = r.promptHashes(8);
+  assert.equal(first.length, 4, 'full blocks short of the last position: ⌊32 / 8⌋');
+  assert.equal(r.promptHashes(8), first, 'the same array: not recomputed');
+  r.tokens.push(33, 34, 35, 36, 37, 38, 39, 40);
+  const grown = r.promptHashes(8);
+  assert.equal(grown.length, 5);
+  assert.deepEqual(grown, blockHashes(r.tokens, 8, 5));
+  assert.deepEqual(r.promptHashes(4), blockHashes(r.tokens, 4, 10), 'another block size');
 });
