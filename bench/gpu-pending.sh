@@ -9,10 +9,10 @@
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh throughput-tests profile-throughput serve-quick serve-throughput   # decode attention's throughput variant: checks, A/B; serving with GEMM tuning only in the warm-up
-#   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant serve   # after a planner change: quantized decode A/B, profiles; serving after the round-problem tuning rule
-#   bash .device/run.sh bash bench/gpu-pending.sh serve-tests profile-serve serve-cpuprof   # the round-problem GEMM tuning rule's checks; serving steps op by op, and the host's share (~6 min)
-#   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run
+#   bash .device/run.sh bash bench/gpu-pending.sh serve profile-serve        # the full serving benchmark with HF for the record (~6 min), the replayed steps op by op ($OUT: at most ~8 files)
+#   bash .device/run.sh bash bench/gpu-pending.sh decode-hf                   # the decode engine after this session's serving changes (shared kernels: qkvRopeAppend's blocks of heads)
+#   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run (never measured)
+#   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B, profiles
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
 set -u
 out=${OUT:-bench/results/gpu-pending}
