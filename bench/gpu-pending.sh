@@ -4,11 +4,12 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
+#   bash .device/run.sh bash bench/gpu-pending.sh pipelined                   # decode attention's pipelined variant: checks (both variants forced), A/B at 256 rows, serving (~6 min); default it for 128-byte rows if faster
 #   bash .device/run.sh bash bench/gpu-pending.sh serve profile-serve        # the full serving benchmark with HF for the record (~6 min), the replayed steps op by op ($OUT: at most ~8 files)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-hf                   # the decode engine after this session's serving changes (shared kernels: qkvRopeAppend's blocks of heads)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run (never measured)
@@ -85,6 +86,10 @@ for step in "${steps[@]}"; do
           run throughput-tests 300 env FUSEFORMER_DECODE_THROUGHPUT=1 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
+    pipelined) # decode attention's pipelined variant (opt-in, built session 9, never run): its checks, then A/B at 128 and 256 serving rows, then serving
+          run pipelined-tests 300 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js
+          for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
+          run serve-pipelined 200 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-pipelined.json" ;;
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
     gemv-sweep) run gemv-sweep 420 node dist/bench/gemv-sweep.js --json "$out/gemv-sweep.json" ;;
     quant-tests) run quant-tests 300 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js ;;

@@ -39,6 +39,11 @@
 // value rows are loaded after the scores in batches of THROUGHPUT_V_BATCH instead of all before them, and
 // __launch_bounds__ caps registers for THROUGHPUT_MIN_BLOCKS blocks an SM (96 against 168): with more
 // blocks than fit, more of them resident hide each one's chain of tile latencies better than the prefetch.
+// Pipelined variant (spec.pipelined, opt-in: decodeAttentionOptions.pipelined; rows of 128 bytes — d 64 at
+// 16 bit, d 32 at f32): the K and V tiles go to shared memory by cp.async in two stages, XOR-swizzled, the
+// next tile issued before the current one is computed, so a block's loads overlap its own math and
+// barriers; the scores and values read the rows from shared memory (64 KiB of dynamic shared memory; the
+// key lanes' sums reuse it at the end).
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
 // (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
@@ -59,6 +64,7 @@ import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { MMA_LIB } from './mma-lib.js';
 import { pickVectorWidth } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
@@ -83,6 +89,19 @@ export interface DecodeAttentionSpec {
    * for THROUGHPUT_MIN_BLOCKS blocks an SM.
    */
   readonly throughput?: boolean;
+  /**
+   * K/V tiles staged in shared memory by cp.async, two stages, so a block's next tile is in flight while
+   * it computes the current one (decodeAttentionPipelined; 128-byte rows only: d·sizeof(T) = 128).
+   */
+  readonly pipelined?: boolean;
+}
+
+/** Bytes of dynamic shared memory the pipelined variant stages: two stages of a K and a V tile of 128-byte rows. */
+export const PIPELINED_STAGE_BYTES = 2 * 2 * 128 * 128;
+
+/** Whether the pipelined variant takes rows of this many bytes (the XOR swizzle of mma-lib.ts over 8 chunks). */
+export function pipelinedRows(headDim: number, elementBytes: number, vec: number): boolean {
+  return headDim * elementBytes === 128 && vec * elementBytes === 16;
 }
 
 /** The throughput variant's value-row batch and resident blocks an SM (ptxas sm_90, d 64 group 4: 96 registers, 32 bytes spilled; 168 without). */
@@ -117,14 +136,16 @@ export const MAX_CLUSTER_SPLITS = 8;
  * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
  * the throughput variant (decodeAttentionThroughput).
  */
-export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto' } = {
+export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
+  // The pipelined variant for 128-byte rows (spec.pipelined): opt-in (FUSEFORMER_DECODE_PIPELINED=1) until it has run on a GPU (built session 9).
+  pipelined: process.env['FUSEFORMER_DECODE_PIPELINED'] === '1',
   // decodeAttentionThroughput: 'auto' unless FUSEFORMER_DECODE_THROUGHPUT is 1 or 0.
   throughput: envSwitch(process.env['FUSEFORMER_DECODE_THROUGHPUT']),
 };
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -173,12 +194,15 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   // Value rows a key lane reads per tile, and how many of them it loads before using any (see "values").
   const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, spec.throughput ? THROUGHPUT_V_BATCH : 8);
   const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : '__launch_bounds__(THREADS)';
+  if (spec.pipelined && !pipelinedRows(spec.headDim, byteSize(spec.dtype), spec.vec)) throw new RangeError(`decodeAttentionSource: the pipelined variant takes 128-byte rows of 16-byte vectors, got d ${spec.headDim} ${spec.dtype} vec ${spec.vec}`);
+  // MMA_LIB for the pipelined variant's cp.async and shared addresses (its code is compiled in every variant, if unused).
   const source = String.raw`${DEVICE_LIB}
+${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, GROUP: spec.group, GH: spec.headsPerBlock, HEAD_BLOCKS: spec.group / spec.headsPerBlock, VEC: spec.vec, VECS: vecs,
     THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
-    PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && perLane <= vBatch,
+    PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
   })}
 ${CLUSTER_CODE}
@@ -195,7 +219,10 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   __shared__ float qs[GH][D];
   __shared__ float ps[GH][TILE];
   __shared__ float red[GH][WARPS];
-  __shared__ float accs[KEY_LANES * GH * D];
+  // The key lanes' partial sums at the end (PIPELINED: in the stage buffers, done with by then).
+  __shared__ float accs_own[PIPELINED ? 1 : KEY_LANES * GH * D];
+  [[maybe_unused]] extern __shared__ __align__(128) unsigned char stages[];  // PIPELINED: [K0 | K1 | V0 | V1], TILE rows of 128 bytes each
+  float* accs = PIPELINED ? reinterpret_cast<float*>(stages) : accs_own;
   __shared__ bool last_block;
   [[maybe_unused]] __shared__ float cluster_part[CLUSTER ? GH * D : 1];
   [[maybe_unused]] __shared__ float cluster_stat[CLUSTER ? 2 * GH : 1];
@@ -229,9 +256,41 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     else return (((size_t)b * hkv + g) * max_len + j) * D;
   };
   const int key_lane = tid / VECS, cv = tid % VECS;
+  // PIPELINED: tile rows [t0, t0 + TILE) of K and V into stage s by cp.async (rows past j_end zero-filled),
+  // chunk c of row r at chunk c ^ (r & 7) (mma-lib.ts's swizzle: a phase of 8 threads reading one chunk
+  // column of 8 rows, or one row's 8 chunks, hits 8 distinct bank groups).
+  constexpr int STAGE = TILE * 128;
+  [[maybe_unused]] const auto load_stage = [&](int stage, int t0) {
+    const u32 k_dst = smem_u32(stages) + stage * STAGE, v_dst = k_dst + 2 * STAGE;
+    #pragma unroll
+    for (int step = 0; step < TILE * 8 / THREADS; step++) {
+      const int idx = step * THREADS + tid, r = idx >> 3, c = idx & 7, j = t0 + r;
+      const bool inside = j < j_end;
+      const size_t at = key_row(inside ? j : j_begin) + c * VEC;
+      const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
+      cp_async_16(k_dst + off, k_cache + at, inside);
+      cp_async_16(v_dst + off, v_cache + at, inside);
+    }
+  };
+  [[maybe_unused]] const auto stage_row = [&](int kv, int stage, int r, int c) -> Vec<T, VEC> {
+    return *reinterpret_cast<const Vec<T, VEC>*>(stages + (kv * 2 + stage) * STAGE + (r * 8 + (c ^ (r & 7))) * 16);
+  };
+  if constexpr (PIPELINED) {
+    if (j_begin < j_end) load_stage(0, j_begin);
+    cp_async_commit();
+  }
 
-  for (int t0 = j_begin; t0 < j_end; t0 += TILE) {
+  for (int t0 = j_begin, it = 0; t0 < j_end; t0 += TILE, it++) {
     const int keys = min(TILE, j_end - t0);
+    [[maybe_unused]] const int stage = it & 1;
+    if constexpr (PIPELINED) {
+      // The next tile into the other stage (every thread was done with it at the last tile's end barrier),
+      // then wait for this one.
+      if (t0 + TILE < j_end) load_stage(stage ^ 1, t0 + TILE);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+    }
     // Scores of this thread's key for the block's heads.
     float s[GH];
     #pragma unroll
@@ -251,10 +310,10 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     if (tid < keys) {
       #pragma unroll
       for (int h = 0; h < GH; h++) s[h] = 0.f;
-      const T* kr = k_cache + key_row(t0 + tid);
+      [[maybe_unused]] const T* kr = PIPELINED ? nullptr : k_cache + key_row(t0 + tid);
       #pragma unroll 16
       for (int c = 0; c < VECS; c++) {
-        const Vec<T, VEC> kv = load_vec<T, VEC>(kr + c * VEC);
+        const Vec<T, VEC> kv = PIPELINED ? stage_row(0, stage, tid, c) : load_vec<T, VEC>(kr + c * VEC);
         #pragma unroll
         for (int e = 0; e < VEC; e++) {
           const float kf = to_float(kv.v[e]);
@@ -311,7 +370,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
           #pragma unroll
           for (int i = 0; i < V_BATCH; i++) {
             const int j = base + i * KEY_LANES;
-            if (j < keys) vv[i] = load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
+            if (j < keys) vv[i] = PIPELINED ? stage_row(1, stage, j, cv) : load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
           }
         }
         #pragma unroll
@@ -328,8 +387,9 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
         }
       }
     }
-    __syncthreads();  // ps and red are rewritten by the next tile
+    __syncthreads();  // ps and red are rewritten by the next tile (PIPELINED: and this stage refilled)
   }
+  if constexpr (PIPELINED) cp_async_wait<0>();  // the last (empty) group, before accs reuses the stages
 
   if (key_lane < KEY_LANES) {
     #pragma unroll
@@ -429,10 +489,11 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   };
   const chunk = splitChunk(maxLen, splits);
   const headGroups = Hkv * (group / spec.headsPerBlock);
-  if (!cluster && decodeAttentionThroughput(headGroups * B * splits, paged !== undefined)) spec = { ...spec, throughput: true };
+  if (!cluster && decodeAttentionOptions.pipelined && pipelinedRows(d, size, vec)) spec = { ...spec, pipelined: true };
+  else if (!cluster && decodeAttentionThroughput(headGroups * B * splits, paged !== undefined)) spec = { ...spec, throughput: true };
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
-    { grid: [headGroups, B, splits], block: DECODE_THREADS },
+    { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: PIPELINED_STAGE_BYTES } : {}) },
     [
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(chunk),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters),
@@ -464,5 +525,10 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, throughput: true }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, page: 32, throughput: true }),
     decodeAttentionSource({ dtype: 'f32', headDim: 16, group: 4, headsPerBlock: 4, vec: 4, split: true, page: 8, throughput: true }),
+    // The pipelined variant (128-byte rows): Llama 3.2 1B paged, split and not; GPT-2 contiguous; f32 d 32.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, pipelined: true }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: true, pipelined: true }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 2, headsPerBlock: 2, vec: 4, split: false, pipelined: true }),
   ];
 }
