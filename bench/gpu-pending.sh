@@ -9,7 +9,7 @@
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh pipelined                   # decode attention's pipelined variant: checks (both variants forced), A/B at 256 rows, serving (~6 min); default it for 128-byte rows if faster
+#   bash .device/run.sh bash bench/gpu-pending.sh pipelined                   # decode attention's pipelined variant: checks (every variant forced), A/B at 256 rows, serving (~6 min); default it for 128-byte rows if faster
 #   bash .device/run.sh bash bench/gpu-pending.sh serve profile-serve        # the full serving benchmark with HF for the record (~6 min), the replayed steps op by op ($OUT: at most ~8 files)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-hf                   # the decode engine after this session's serving changes (shared kernels: qkvRopeAppend's blocks of heads)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run (never measured)
@@ -87,7 +87,7 @@ for step in "${steps[@]}"; do
     profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
     pipelined) # decode attention's pipelined variant (opt-in, built session 9, never run): its checks, then A/B at 128 and 256 serving rows, then serving
-          run pipelined-tests 300 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js
+          run pipelined-tests 300 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
           for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
           run serve-pipelined 200 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-pipelined.json" ;;
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;

@@ -1,9 +1,11 @@
 // The decode-step ops (src/testing/infer-op-cases.ts) on the CUDA backend against the CPU reference, on
 // fresh random inputs with poisoned outputs; sampled tokens must match exactly; decode attention again
-// with its cluster combine (decodeAttentionOptions.clusterCombine). Skips without a GPU.
+// with each of its variants forced (decodeAttentionOptions: the cluster combine, the throughput and the
+// pipelined kernels). Skips without a GPU.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { TestContext } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { probeCuda } from '../../src/cuda/probe.js';
 import { checkCase } from '../../src/testing/conformance.js';
@@ -29,26 +31,51 @@ test('CUDA decode-step ops match the CPU reference', { skip }, async (t) => {
   }
 });
 
-test('decode attention with the split-K combine inside a thread-block cluster matches the CPU reference, twice in a row', { skip }, async (t) => {
+type DecodeOptions = typeof import('../../src/backend/cuda/kernels/decode-attention.js').decodeAttentionOptions;
+
+/**
+ * Every decode attention case (contiguous and paged) on the GPU against the CPU, `runs` times each, with
+ * the launcher's options changed by `set` (restored afterwards).
+ */
+async function decodeVariantCheck(t: TestContext, set: (options: DecodeOptions) => void, runs: number, cases = decodeCases()): Promise<void> {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { decodeAttentionOptions } = await import('../../src/backend/cuda/kernels/decode-attention.js');
   const gpu = CudaBackend.create();
   const cpu = new CpuBackend();
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
-  decodeAttentionOptions.clusterCombine = true;
+  const saved = { ...decodeAttentionOptions };
+  set(decodeAttentionOptions);
   try {
-    const cases = [...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?decodeAttention /.test(c.name));
-    assert.ok(cases.some((c) => /splits=[2-8]\b/.test(c.name)), 'cases with 2–8 splits exercise the cluster path');
     for (const c of cases) {
       await t.test(c.name, () => {
-        for (let run = 0; run < 2; run++) {
+        for (let run = 0; run < runs; run++) {
           const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
           assert.deepEqual(failed, [], failed.join('\n'));
         }
       });
     }
   } finally {
-    decodeAttentionOptions.clusterCombine = false;
+    Object.assign(decodeAttentionOptions, saved);
   }
+}
+
+function decodeCases() {
+  return [...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?decodeAttention /.test(c.name));
+}
+
+test('decode attention with the split-K combine inside a thread-block cluster matches the CPU reference, twice in a row', { skip }, async (t) => {
+  assert.ok(decodeCases().some((c) => /splits=[2-8]\b/.test(c.name)), 'cases with 2–8 splits exercise the cluster path');
+  await decodeVariantCheck(t, (o) => { o.clusterCombine = true; }, 2);
+});
+
+// The throughput variant (5 blocks an SM) and the pipelined one (cp.async-staged, double-buffered K/V
+// tiles; 128-byte rows, the others keep the default kernel) forced on every case: the launcher picks them
+// only for some grids or when asked.
+test('decode attention, throughput variant forced, matches the CPU reference', { skip }, async (t) => {
+  await decodeVariantCheck(t, (o) => { o.throughput = true; }, 1);
+});
+
+test('decode attention, pipelined variant forced, matches the CPU reference, twice in a row', { skip }, async (t) => {
+  await decodeVariantCheck(t, (o) => { o.pipelined = true; }, 2);
 });

@@ -9,7 +9,6 @@ import { test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { probeCuda } from '../../src/cuda/probe.js';
 import { checkCase } from '../../src/testing/conformance.js';
-import { inferOpCases } from '../../src/testing/infer-op-cases.js';
 import { pagedOpCases } from '../../src/testing/paged-op-cases.js';
 import { freshSeed } from '../../src/testing/random.js';
 
@@ -31,30 +30,3 @@ test('CUDA paged attention ops match the CPU reference', { skip }, async (t) => 
   }
 });
 
-// decodeAttention's other variants forced on every case, paged and contiguous (the launcher picks them
-// only for some grids or when asked): the throughput variant (5 blocks an SM) and the pipelined one
-// (cp.async-staged, double-buffered K/V tiles; 128-byte rows, the others keep the default kernel).
-for (const variant of ['throughput', 'pipelined'] as const) {
-  test(`CUDA decodeAttention, ${variant} variant forced, matches the CPU reference`, { skip }, async (t) => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const { decodeAttentionOptions } = await import('../../src/backend/cuda/kernels/decode-attention.js');
-    const gpu = CudaBackend.create();
-    const cpu = new CpuBackend();
-    const seed = freshSeed();
-    t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
-    const saved = { ...decodeAttentionOptions };
-    if (variant === 'throughput') decodeAttentionOptions.throughput = true;
-    else decodeAttentionOptions.pipelined = true;
-    try {
-      for (const c of [...pagedOpCases(), ...inferOpCases()].filter((x) => x.name.includes('decodeAttention'))) {
-        await t.test(c.name, () => {
-          const result = checkCase(c, gpu, cpu, seed);
-          const failed = result.checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
-          assert.deepEqual(failed, [], failed.join('\n'));
-        });
-      }
-    } finally {
-      Object.assign(decodeAttentionOptions, saved);
-    }
-  });
-}
