@@ -5,7 +5,8 @@
 // the next one): a 128-row decode step's profile on the H200 showed 1.9 of 4.8 ms between kernels.
 // Workload: a closed loop of C clients, 4·C requests, prompts of 16–515 tokens and 16–215 new tokens
 // (seeded; tokens are whatever the no-op sampler leaves, so none stops early), blocks of 16, 2048 tokens
-// a step, graphs on (their replays are no-ops too).
+// a step, graphs on (their replays are no-ops too; the step shapes captured are counted, each one a
+// capture and an eager first run on the GPU).
 //   node dist/bench/serve-host.js [--concurrency 16,64,256] [--json FILE]
 
 import { writeFileSync } from 'node:fs';
@@ -31,7 +32,7 @@ export function hostOnlyBackend(): Backend {
   });
 }
 
-export interface HostRun { concurrency: number; steps: number; msPerStep: number; positionsPerStep: number }
+export interface HostRun { concurrency: number; steps: number; msPerStep: number; positionsPerStep: number; shapesCaptured: number }
 
 /** The closed loop of the header at concurrency C on `backend`; the host ms per engine.step(). */
 export function measureHost(backend: Backend, concurrency: number, seed = 7): HostRun {
@@ -62,7 +63,8 @@ export function measureHost(backend: Backend, concurrency: number, seed = 7): Ho
       ms += performance.now() - t0;
       steps++;
     }
-    return { concurrency, steps, msPerStep: ms / steps, positionsPerStep: (engine.stats().computedPositions - before) / steps };
+    const stats = engine.stats();
+    return { concurrency, steps, msPerStep: ms / steps, positionsPerStep: (stats.computedPositions - before) / steps, shapesCaptured: stats.graphCaptures };
   } finally {
     engine.dispose();
     model.free();
@@ -78,8 +80,8 @@ async function main(): Promise<void> {
     measureHost(backend, C); // warm the JIT
     return measureHost(backend, C);
   });
-  console.log('| concurrency | steps | host ms / step | positions / step |\n|---|---|---|---|');
-  for (const r of runs) console.log(`| ${r.concurrency} | ${r.steps} | ${r.msPerStep.toFixed(3)} | ${r.positionsPerStep.toFixed(0)} |`);
+  console.log('| concurrency | steps | host ms / step | positions / step | step shapes captured |\n|---|---|---|---|---|');
+  for (const r of runs) console.log(`| ${r.concurrency} | ${r.steps} | ${r.msPerStep.toFixed(3)} | ${r.positionsPerStep.toFixed(0)} | ${r.shapesCaptured} |`);
   if (values.json) writeFileSync(values.json, JSON.stringify({ date: new Date().toISOString(), runs }, null, 2) + '\n');
 }
 

@@ -679,18 +679,25 @@ export class ServingEngine {
   }
 }
 
+/**
+ * Segment slots of a graph-replayed step at least: a step of 1–8 prompt chunks has one shape, so fewer
+ * shapes are run eagerly and captured (each costs an eager step and a capture); an empty slot's flash
+ * attention blocks exit at once.
+ */
+export const MIN_SEGMENT_SLOTS = 8;
+
 /** Prompt rows of a graph-replayed step are padded to a multiple of this (a GEMM of a few more rows costs little; fewer shapes, fewer graphs). */
 export const STEP_ROW_QUANTUM = 128;
 
 /**
  * The shape a graph-replayed step of these rows runs in: the prompt rows rounded up to STEP_ROW_QUANTUM
- * (at most maxRows in all), the segment slots to a power of two (at most maxRunning), each segment's
+ * (at most maxRows in all), the segment slots to a power of two of at least MIN_SEGMENT_SLOTS (at most maxRunning), each segment's
  * flash grid covering all prompt rows. The decode region is the caller's (decodeBucket).
  */
 export function stepShape(rows: StepRows, maxRunning: number, maxRows: number): StepShape {
   const S = rows.decodePositions.length, P = rows.tokens.length - S, g = rows.segments.length;
   const padded = P === 0 ? 0 : Math.min(maxRows - S, STEP_ROW_QUANTUM * Math.ceil(P / STEP_ROW_QUANTUM));
-  const segments = g === 0 ? 0 : Math.min(maxRunning, 2 ** Math.ceil(Math.log2(g)));
+  const segments = g === 0 ? 0 : Math.min(maxRunning, Math.max(MIN_SEGMENT_SLOTS, 2 ** Math.ceil(Math.log2(g))));
   return { rows: S + padded, decodeRows: S, segments, maxSegmentRows: padded };
 }
 
