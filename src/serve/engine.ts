@@ -551,10 +551,12 @@ export class ServingEngine {
     const entries = items.map((it) => ({ slot: liveOf(it).slot, start: it.start, tokens: it.request.tokens.slice(it.start, it.start + it.count) }));
     const exact = Math.max(0, ...entries.filter((e) => e.tokens.length === 1).map((e) => e.slot + 1));
     const layout = layoutRows(entries, this.useGraphs && exact > 0 ? decodeBucket(exact, this.maxRunning) : exact);
-    const rows = layout.rows, S = rows.decodePositions.length, segments = rows.segments.length;
+    const rows = layout.rows, S = rows.decodePositions.length;
     const shape = this.useGraphs ? stepShape(rows, this.maxRunning, this.maxBatchTokens + this.maxRunning) : exactShape(rows);
-    // Logit row s for decode-region row s, S + i for segment i's last row (padded segments: row 0).
-    const logitRows = Array.from({ length: S + shape.segments }, (_, i) => (i < S ? i : i - S < segments ? rows.segments[i - S]!.r0 + rows.segments[i - S]!.count - 1 : 0));
+    // Logit row s for decode-region row s, then S + k for segment k's last row; padded segment slots read row 0.
+    const logitRows = Array.from({ length: S }, (_, s) => s);
+    for (const seg of rows.segments) logitRows.push(seg.r0 + seg.count - 1);
+    while (logitRows.length < S + shape.segments) logitRows.push(0);
     const n = logitRows.length;
     // Segments are laid out in the items' order (layoutRows), so the k-th multi-position item is segment k.
     let segment = 0;
