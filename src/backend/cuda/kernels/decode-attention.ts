@@ -39,10 +39,10 @@
 // value rows are loaded after the scores in batches of THROUGHPUT_V_BATCH instead of all before them, and
 // __launch_bounds__ caps registers for THROUGHPUT_MIN_BLOCKS blocks an SM (96 against 168): with more
 // blocks than fit, more of them resident hide each one's chain of tile latencies better than the prefetch.
-// Pipelined variant (spec.pipelined, opt-in: decodeAttentionOptions.pipelined; rows of 128 bytes — d 64 at
-// 16 bit, d 32 at f32): the K and V tiles go to shared memory by cp.async in two stages, XOR-swizzled, the
-// next tile issued before the current one is computed, so a block's loads overlap its own math and
-// barriers; the scores and values read the rows from shared memory (64 KiB of dynamic shared memory; the
+// Pipelined variant (spec.pipelined; rows of 128 bytes — d 64 at 16 bit, d 32 at f32; by default on the
+// throughput variant's grids, decodeAttentionPipelined): the K and V tiles go to shared memory by
+// cp.async in two stages, XOR-swizzled, the next tile issued before the current one is computed, so a
+// block's loads overlap its own math and barriers; the scores and values read the rows from shared memory (64 KiB of dynamic shared memory; the
 // key lanes' sums reuse it at the end).
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
@@ -127,6 +127,20 @@ export function decodeAttentionThroughput(blocks: number, paged: boolean): boole
   return mode === 'auto' ? paged && blocks > THROUGHPUT_MIN_GRID : mode;
 }
 
+/**
+ * Whether a grid of `blocks` with rows the pipelined variant takes (pipelinedRows) gets it:
+ * FUSEFORMER_DECODE_PIPELINED=1 always, =0 never; by default ('auto') the same grids as the throughput
+ * variant (a paged cache, above THROUGHPUT_MIN_GRID blocks), where it replaces that variant. Measured on
+ * the H200 (session 10, Llama 1.2B, 256 serving rows × 640 positions, 352 MB a layer): 214 → 121 µs a
+ * layer (39% → 70% of the copy roof), the replayed step 5.46 → 4.19 ms; serving at 64 / 256 clients
+ * 16,701 → 18,496 and 28,214 → 32,965 tokens/s (`bench/results/gpu-pending-s10/call1/`). The decode
+ * engine's contiguous caches keep their kernels until timed there.
+ */
+export function decodeAttentionPipelined(blocks: number, paged: boolean): boolean {
+  const mode = decodeAttentionOptions.pipelined;
+  return mode === 'auto' ? paged && blocks > THROUGHPUT_MIN_GRID : mode;
+}
+
 /** Largest portable thread-block cluster. */
 export const MAX_CLUSTER_SPLITS = 8;
 
@@ -136,10 +150,10 @@ export const MAX_CLUSTER_SPLITS = 8;
  * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
  * the throughput variant (decodeAttentionThroughput).
  */
-export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean } = {
+export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto' } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
-  // The pipelined variant for 128-byte rows (spec.pipelined): opt-in (FUSEFORMER_DECODE_PIPELINED=1) until it has run on a GPU (built session 9).
-  pipelined: process.env['FUSEFORMER_DECODE_PIPELINED'] === '1',
+  // decodeAttentionPipelined (128-byte rows): 'auto' unless FUSEFORMER_DECODE_PIPELINED is 1 or 0.
+  pipelined: envSwitch(process.env['FUSEFORMER_DECODE_PIPELINED']),
   // decodeAttentionThroughput: 'auto' unless FUSEFORMER_DECODE_THROUGHPUT is 1 or 0.
   throughput: envSwitch(process.env['FUSEFORMER_DECODE_THROUGHPUT']),
 };
@@ -489,8 +503,9 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   };
   const chunk = splitChunk(maxLen, splits);
   const headGroups = Hkv * (group / spec.headsPerBlock);
-  if (!cluster && decodeAttentionOptions.pipelined && pipelinedRows(d, size, vec)) spec = { ...spec, pipelined: true };
-  else if (!cluster && decodeAttentionThroughput(headGroups * B * splits, paged !== undefined)) spec = { ...spec, throughput: true };
+  const blocks = headGroups * B * splits;
+  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined(blocks, paged !== undefined)) spec = { ...spec, pipelined: true };
+  else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: PIPELINED_STAGE_BYTES } : {}) },

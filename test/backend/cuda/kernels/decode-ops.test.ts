@@ -115,3 +115,32 @@ test('residualNorm: a warp per row up to H = 1024 at 16 bit, a block per row bey
   assert.equal(host.launches.at(-1)!.key, 'gated_activation.silu.bf16.f8192.v8');
   assert.equal(argValue(host.launches.at(-1)!, 2, 'u64'), BigInt(3 * 8192 / 8));
 });
+
+test('decodeAttention on a paged pool: grids above THROUGHPUT_MIN_GRID blocks take the pipelined variant for 128-byte rows, the throughput variant otherwise', () => {
+  const host = new RecordingHost();
+  const paged = (B: number, d: number, dtype: 'bf16' | 'f32', page: number) => ({
+    q: deviceTensor([B, 32, d], dtype), kCache: deviceTensor([B * 8, 8, page, d], dtype), vCache: deviceTensor([B * 8, 8, page, d], dtype),
+    positions: deviceTensor([B], 'i32'), out: deviceTensor([B, 32, d], dtype), blockTable: deviceTensor([B, 8], 'i32'),
+  });
+  const launch = (a: ReturnType<typeof paged>) => { attention.decodeAttention(host, a); return host.launches.at(-1)!; };
+  // 8 head groups × 64 sequences = 512 blocks > 396: d 64 bf16 rows are 128 bytes → pipelined, with its staged tiles.
+  const big = launch(paged(64, 64, 'bf16', 16));
+  assert.equal(big.key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
+  assert.equal(big.config.sharedBytes, attention.PIPELINED_STAGE_BYTES);
+  // f32 d 16 rows are 64 bytes: the throughput variant.
+  assert.equal(launch(paged(64, 16, 'f32', 8)).key, 'decode_attention.f32.d16.g4.gh4.v4.paged8.throughput');
+  // 8 × 32 = 256 blocks fit at once: the latency variant.
+  const small = launch(paged(32, 64, 'bf16', 16));
+  assert.equal(small.key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16');
+  assert.equal(small.config.sharedBytes, undefined);
+  // Forced off, the big grid falls back to the throughput variant; forced on, the small grid is pipelined.
+  const saved = attention.decodeAttentionOptions.pipelined;
+  try {
+    attention.decodeAttentionOptions.pipelined = false;
+    assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.throughput');
+    attention.decodeAttentionOptions.pipelined = true;
+    assert.equal(launch(paged(32, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
+  } finally {
+    attention.decodeAttentionOptions.pipelined = saved;
+  }
+});
