@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: decode-tune pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
@@ -48,6 +48,9 @@ for step in "${steps[@]}"; do
     decode-quant) run decode-quant 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head --json "$out/decode-quant.json" ;;
     profile-shapes) run profile-llama-b32 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-llama-b32
                     run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
+    spec-ours) # speculative decoding without HF (never measured; the HF runs took > 170 s before a row), one model per bounded run
+          run spec-ours-gpt2 150 node dist/bench/speculative.js --models gpt2 --reps 2 --no-torch --json "$out/speculative-gpt2.json"
+          run spec-ours-llama 150 node dist/bench/speculative.js --models llama --reps 2 --no-torch --json "$out/speculative-llama.json" ;;
     spec) # two bounded runs (one run of both models with HF took over 170 s without printing a row)
           run spec-gpt2 280 node dist/bench/speculative.js --models gpt2 --reps 2 --json "$out/speculative-gpt2.json"
           run spec-llama 280 node dist/bench/speculative.js --models llama --reps 2 --json "$out/speculative-llama.json" ;;
@@ -55,7 +58,7 @@ for step in "${steps[@]}"; do
           run profile-serve-decode 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-serve-decode
           run profile-serve-mixed 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-mixed --batch 64 --seq 512 --chunk 512 --out /tmp/p-serve-mixed
           run profile-serve-decode256 150 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-serve-decode256
-          for k in decode mixed decode256; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
+          [ "${GPU_PENDING_TAR:-0}" = 1 ] && for k in decode mixed decode256; do cp /tmp/p-serve-$k/profile.json "$out/profile-serve-$k.json" 2>/dev/null; done ;;
     step-tests2) run step-tests2 300 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     serve-cpuprof) # where the host time of a serving run goes (a mixed step of 97 rows took 12.9 ms at C 16: host-bound?)
           run serve-cpuprof 200 node --cpu-prof --cpu-prof-dir=/tmp/serve-prof dist/bench/serve-speed.js --concurrency 16 --no-torch --no-prefix --json /tmp/serve-prof.json
@@ -86,11 +89,14 @@ for step in "${steps[@]}"; do
           run throughput-tests 300 env FUSEFORMER_DECODE_THROUGHPUT=1 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
-    decode-tune) # memory-bound GEMMs tuned on first use (MEMORY_BOUND_INTENSITY, session 10): GPU checks, then decode A/B against no tuning at all, then serving
+    decode-tune) # (session 10: memory-bound GEMMs tuned on first use, since reverted: no gain) GPU checks, decode A/B against no tuning at all, then serving
           run tune-tests 200 node --test --test-concurrency=1 dist/test/gpu/gemm.test.js dist/test/gpu/infer-engine.test.js
           run decode-tuned 150 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-tuned.json"
           run decode-untuned 150 env FUSEFORMER_GEMM_AUTOTUNE=0 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-untuned.json
           run serve-tuned 200 node dist/bench/serve-speed.js --no-torch --json "$out/serve-speed-tuned.json" ;;
+    decode-pipelined) # the decode engine's contiguous caches with decode attention's pipelined variant forced, against the default, one process each
+          run decode-default 150 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-default.json
+          run decode-pipe 150 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-pipelined.json ;;
     pipelined) # decode attention's pipelined variant (opt-in, built session 9, never run): its checks, then A/B at 128 and 256 serving rows, then serving
           run pipelined-tests 300 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
           for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
@@ -120,7 +126,7 @@ for step in "${steps[@]}"; do
 done
 say "summary"
 [ -f "$out/tune-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tune-tests.log" | head -20
-for f in decode-tuned decode-untuned; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
+for f in decode-tuned decode-untuned decode-default decode-pipe; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/serve-tuned.log" ] && grep -E '^C |^\|' "$out/serve-tuned.log" | tail -14
 [ -f "$out/pipelined-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/pipelined-tests.log" | head -20
 for t in 0 1; do [ -f "$out/profile-pipelined$t.log" ] && { echo "profile-pipelined$t:"; grep -iE 'decodeAttention|step|total' "$out/profile-pipelined$t.log" | head -8; }; done
@@ -131,9 +137,9 @@ for t in 0 1; do [ -f "$out/profile-pipelined$t.log" ] && { echo "profile-pipeli
 [ -f "$out/infer-ops.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-ops.log" | head -20
 for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
-for f in spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
+for f in spec-ours-gpt2 spec-ours-llama spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
 [ -f "$out/serve-cpuprof-top.txt" ] && head -30 "$out/serve-cpuprof-top.txt"
-for f in profile-serve-decode profile-serve-mixed profile-int4 profile-int8; do [ -f "$out/$f.log" ] && head -30 "$out/$f.log"; done
+for f in profile-serve-decode profile-serve-mixed profile-serve-decode256 profile-int4 profile-int8; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E 'graph replay\)|op launches|^\| (decodeAttention|normLinear|gemm|flash|qkvRope)' "$out/$f.log" | head -12; }; done
 [ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20
 [ -f "$out/gemv-sweep.log" ] && grep -E '^\|' "$out/gemv-sweep.log"
 [ -f "$out/quant-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/quant-tests.log" | head -20
@@ -154,4 +160,8 @@ for f in decode-int4 decode-int4-gated; do [ -f "$out/$f.log" ] && { echo "$f:";
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"
 [ -f "$out/serve-eager.log" ] && tail -12 "$out/serve-eager.log"
+# GPU_PENDING_TAR=1: everything in one archive (the device tool brings back only a few files a call).
+if [ "${GPU_PENDING_TAR:-0}" = 1 ]; then
+  (cd "$out" && files=$(ls -A | grep -v '^results.tgz$') && [ -n "$files" ] && tar czf results.tgz $files && rm -f $files)
+fi
 exit 0

@@ -12,8 +12,7 @@
 //
 // Choosing the algorithm: the heuristic's first answer, until the problem is tuned: with autotuning on
 // (FUSEFORMER_GEMM_AUTOTUNE=1) its first call, by default ('auto') the first call of a large problem of
-// round sizes or of a memory-bound one (MEMORY_BOUND_INTENSITY: decode rows against a weight matrix) or,
-// for any other large one, the third call of its tuning group (AUTOTUNE_AFTER_USES; problems that
+// round sizes or, for any other, the third call of its tuning group (AUTOTUNE_AFTER_USES; problems that
 // differ only in M within a power-of-two bucket: TuningGroup), times the heuristic's candidates with
 // CUDA events on the caller's own operands and keeps the fastest; odd-sized members of a tuned group run
 // its winner. Timing reruns the GEMM, so it happens
@@ -214,31 +213,13 @@ function checkRepeats(repeats: number): void {
 }
 
 const DEFAULT_CANDIDATES = 8;
-/** 2^33 FLOPs ≈ 11 µs at the H200's ~790 TFLOP/s: below this, tuning cannot pay for itself quickly (but see MEMORY_BOUND_INTENSITY). */
-export const AUTOTUNE_MIN_FLOPS = 2 ** 33;
 /**
- * A memory-bound problem — fewer than MEMORY_BOUND_INTENSITY FLOPs a byte (the H200's ridge is ~165),
- * at least AUTOTUNE_MIN_BYTES of operands (8 MiB ≈ 2 µs at HBM rate) — is tuned on its first call,
- * whatever its size or shape, among MEMORY_BOUND_CANDIDATES of the heuristic's answers: a decode step's
- * GEMMs of 8–128 rows against weight matrices (and the LM head) run thousands of times, and the
- * heuristic's first choice read Llama 1.2B's matrices at 1.5–3.2 TB/s at 32 rows on the H200 (too few
- * output tiles for 132 SMs; split-K candidates fill them). First call: the decode engine's eager step
- * before its graph is captured; the serving warm-up.
+ * 2^33 FLOPs ≈ 11 µs at the H200's ~790 TFLOP/s: below this, tuning cannot pay for itself quickly.
+ * Memory-bound problems below it gain nothing either: decode GEMMs of 32 rows (< 128 FLOP/B, ≥ 8 MiB of
+ * operands) tuned on first use among 16 candidates left Llama 1.2B at batch 32 at 1.117 ms/token against
+ * 1.114 untuned (H200, session 10, `bench/results/gpu-pending-s10/call2/decode-*.log`).
  */
-export const MEMORY_BOUND_INTENSITY = 128;
-export const AUTOTUNE_MIN_BYTES = 2 ** 23;
-export const MEMORY_BOUND_CANDIDATES = 16;
-
-/** Operand bytes of a problem (A, B and the output once each). */
-function operandBytes(p: GemmProblem): number {
-  return p.batch * (p.M * p.K + p.K * p.N + p.M * p.N) * byteSize(p.dtype);
-}
-
-/** Bound by its operand bytes, and enough of them to be worth timing (MEMORY_BOUND_INTENSITY, AUTOTUNE_MIN_BYTES). */
-function memoryBound(p: GemmProblem): boolean {
-  const bytes = operandBytes(p);
-  return bytes >= AUTOTUNE_MIN_BYTES && 2 * p.batch * p.M * p.N * p.K < MEMORY_BOUND_INTENSITY * bytes;
-}
+export const AUTOTUNE_MIN_FLOPS = 2 ** 33;
 /**
  * 'auto' tunes a large problem on its first call when M, N and K are all multiples of
  * AUTOTUNE_ROUND_SIZE (training's padded shapes: B·L tokens, hidden sizes, the padded vocabulary —
@@ -427,7 +408,6 @@ export class GemmRunner {
   /** Which call of problem `p`'s tuning group tunes it (see GemmRunnerOptions.autotune). */
   private tuneAtUse(p: GemmProblem): number {
     if (this.autotune !== 'auto') return this.autotune ? 1 : Infinity;
-    if (memoryBound(p)) return 1;
     if (2 * p.batch * p.M * p.N * p.K < AUTOTUNE_MIN_FLOPS) return Infinity;
     return isRound(p) ? 1 : AUTOTUNE_AFTER_USES;
   }
@@ -566,8 +546,7 @@ export class GemmRunner {
     this.lt.preferenceSetAttribute(pref, MatmulPreferenceAttribute.MIN_ALIGNMENT_B_BYTES, 'u32', alignment.b);
     this.lt.preferenceSetAttribute(pref, MatmulPreferenceAttribute.MIN_ALIGNMENT_C_BYTES, 'u32', alignment.d);
     this.lt.preferenceSetAttribute(pref, MatmulPreferenceAttribute.MIN_ALIGNMENT_D_BYTES, 'u32', alignment.d);
-    const count = this.autotune !== false && memoryBound(entry.problem) ? Math.max(this.candidateCount, MEMORY_BOUND_CANDIDATES) : this.candidateCount;
-    return this.lt.algoGetHeuristic(this.handle, entry.desc, entry.layoutA, entry.layoutB, entry.layoutD, entry.layoutD, pref, count)
+    return this.lt.algoGetHeuristic(this.handle, entry.desc, entry.layoutA, entry.layoutB, entry.layoutD, entry.layoutD, pref, this.candidateCount)
       .filter((c) => c.workspaceSize <= this.workspaceBytes);
   }
 
