@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { drawWorkload, percentile } from '../../bench/serve-speed.js';
+import { drawWorkload, percentile, stepFloorMs } from '../../bench/serve-speed.js';
 import type { RunMetrics } from '../../bench/serve-speed.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'fuseformer-serve-speed-'));
@@ -43,12 +43,12 @@ test('bench:serve-speed runs end to end on the CPU and writes a sane JSON', () =
     '--max-batch-tokens', '64', '--block-size', '8', '--json', json,
   ], { encoding: 'utf8', timeout: 120_000 });
   assert.equal(run.status, 0, run.stderr);
-  assert.match(run.stdout, /\| concurrency \| continuous tok\/s \| static tok\/s \| ratio \|/);
+  assert.match(run.stdout, /\| concurrency \| continuous tok\/s \| static tok\/s \| ratio \| ratio at equal % of floor \|/);
   assert.match(run.stdout, /HF generate column: left out \(--no-torch\)/);
   assert.match(run.stdout, /\| prefix caching \| TTFT p50\/p99 ms \| peak KV blocks/);
   const result = JSON.parse(readFileSync(json, 'utf8')) as {
     copyBandwidth: number; weightBytes: number; kvBytesPerPosition: number; torch: { note: string };
-    runs: { concurrency: number; requests: number; continuous: RunMetrics; static: RunMetrics; ratio: number; hf?: unknown }[];
+    runs: { concurrency: number; requests: number; continuous: RunMetrics; static: RunMetrics; ratio: number; floorRatio: number; hf?: unknown }[];
     prefix: { on: RunMetrics; off: RunMetrics; ttftP50Ratio: number; kvMemoryRatio: number };
     targets: { staticRatioAt256: { note?: string }; rooflineDecodePercent: { byConcurrency: Record<string, number>; met: boolean } };
   };
@@ -73,6 +73,8 @@ test('bench:serve-speed runs end to end on the CPU and writes a sane JSON', () =
     assert.equal(r.continuous.drawnOutputTokens, r.static.drawnOutputTokens, 'both modes run the same requests');
     assert.ok(Math.abs(r.ratio - r.continuous.tokensPerSecond / r.static.tokensPerSecond) < 1e-9);
     assert.ok(r.static.steps >= r.continuous.steps, 'idle slots cost static batching steps');
+    assert.ok(Math.abs(r.floorRatio - r.static.roofline.floorMs / r.continuous.roofline.floorMs) < 1e-9);
+    assert.ok(r.floorRatio >= 1, 'static batching\'s extra steps read the weights again: its floors add up to more');
   }
   const { on, off } = result.prefix;
   assert.equal(on.outputTokens, on.drawnOutputTokens);
@@ -82,4 +84,16 @@ test('bench:serve-speed runs end to end on the CPU and writes a sane JSON', () =
   assert.match(result.targets.staticRatioAt256.note!, /256 not run/);
   assert.deepEqual(Object.keys(result.targets.rooflineDecodePercent.byConcurrency), ['2', '4']);
   assert.match(result.torch.note, /--no-torch/);
+});
+
+test("a step's floor is its bytes at copy bandwidth or its GEMM FLOPs at the GEMM rate, whichever is longer", () => {
+  const cost = { weightBytes: 2e9, lmHeadBytes: 5e8, kvBytesPerPosition: 32768, bandwidth: 4e12, layerFlopsPerRow: 3e9, lmHeadFlopsPerRow: 5e8, gemmRate: 6e14 };
+  // A decode step of 100 rows at 500 positions: 2e9 + 100·501·32768 B ≈ 3.64 GB → 0.91 ms; 100·3.5e9 FLOP → 0.58 ms.
+  const decode = { items: Array.from({ length: 100 }, () => ({ start: 500, count: 1, samples: true })) };
+  assert.ok(Math.abs(stepFloorMs(decode as never, cost) - ((2e9 + 100 * 501 * 32768) / 4e12) * 1000) < 1e-12);
+  // A 2048-token prompt chunk that does not sample: 1.5e9 B → 0.375 ms; 2048·3e9 FLOP → 10.24 ms.
+  const prompt = { items: [{ start: 0, count: 2048, samples: false }] };
+  assert.ok(Math.abs(stepFloorMs(prompt as never, cost) - ((2048 * 3e9) / 6e14) * 1000) < 1e-12);
+  // No GEMM rate (the CPU backend): bytes only.
+  assert.ok(Math.abs(stepFloorMs(prompt as never, { ...cost, gemmRate: Infinity }) - ((1.5e9 + 2048 * 32768) / 4e12) * 1000) < 1e-12);
 });
