@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
@@ -89,6 +89,8 @@ for step in "${steps[@]}"; do
           run throughput-tests 300 env FUSEFORMER_DECODE_THROUGHPUT=1 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
+    split-tests) # decode attention's splits by each sequence's length (session 10) and the pipelined variant by default: every variant's checks, the engines against the CPU
+          run split-tests 420 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-engine.test.js ;;
     decode-tune) # (session 10: memory-bound GEMMs tuned on first use, since reverted: no gain) GPU checks, decode A/B against no tuning at all, then serving
           run tune-tests 200 node --test --test-concurrency=1 dist/test/gpu/gemm.test.js dist/test/gpu/infer-engine.test.js
           run decode-tuned 150 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-tuned.json"
@@ -125,6 +127,7 @@ for step in "${steps[@]}"; do
   esac
 done
 say "summary"
+[ -f "$out/split-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/split-tests.log" | head -20
 [ -f "$out/tune-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tune-tests.log" | head -20
 for f in decode-tuned decode-untuned decode-default decode-pipe; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/serve-tuned.log" ] && grep -E '^C |^\|' "$out/serve-tuned.log" | tail -14

@@ -3,21 +3,35 @@
 // 128, one tile after another, and each tile costs a few memory latencies whatever the batch: with few
 // sequences and KV heads (batch 1 of a GQA model: 8 blocks) the step is that chain of latencies, not
 // bandwidth. So a cache long enough to split is cut into one-tile chunks, as long as the grid stays
-// within a few blocks per SM; short caches are not split (the combine kernel costs a launch).
-// The count is fixed per batch-size bucket from the cache capacity (graphs need a fixed grid); splits
-// past a sequence's current length exit at once.
+// within what the SMs hold at once; short caches are not split (the combine costs the partials' round
+// trip). The kernel divides each sequence's own length among the splits (at least 64 keys a split), so
+// a split count chosen from the capacity still spreads a short sequence over several blocks.
+// The count is fixed per batch-size bucket from the cache capacity (graphs need a fixed grid).
+// The pipelined variant (128-byte rows: d 64 at 16 bit) holds 3 blocks an SM and overlaps a block's
+// tiles with each other, so it wants few long blocks: its grid aims for one wave of them, the other
+// variants' for 8 blocks an SM.
+
+import { PIPELINED_BLOCKS_PER_SM, takesPipelined } from '../backend/cuda/kernels/decode-attention.js';
 
 /** Keys a decode attention block takes per tile (DECODE_TILE of the kernel). */
 export const DECODE_KEYS_PER_TILE = 128;
 /** Caches up to this capacity are not split. */
 const MIN_SPLIT_CAPACITY = 256;
-/** Blocks the split grid aims for at most: 8 resident blocks on each of 132 SMs. */
-const TARGET_BLOCKS = 1056;
+/** SMs the targets assume (an H100 / H200). */
+const SMS = 132;
+/** Blocks the split grid aims for at most: 8 resident blocks on each SM; the pipelined variant's one wave. */
+const TARGET_BLOCKS = 8 * SMS;
+const PIPELINED_TARGET_BLOCKS = PIPELINED_BLOCKS_PER_SM * SMS;
 
 /** Splits of each sequence's cache for `rows` sequences of `kvHeads` KV heads and `capacity` positions. */
-export function decodeAttentionSplits(capacity: number, kvHeads: number, rows: number): number {
+export function decodeAttentionSplits(capacity: number, kvHeads: number, rows: number, pipelined = false): number {
   if (capacity <= MIN_SPLIT_CAPACITY) return 1;
   const byLength = Math.ceil(capacity / DECODE_KEYS_PER_TILE);
-  const byOccupancy = Math.ceil(TARGET_BLOCKS / (kvHeads * rows));
+  const byOccupancy = Math.ceil((pipelined ? PIPELINED_TARGET_BLOCKS : TARGET_BLOCKS) / (kvHeads * rows));
   return Math.max(1, Math.min(byLength, byOccupancy));
+}
+
+/** Whether decode attention over heads of `headDim` elements of `elementBytes` runs the pipelined variant (on CUDA). */
+export function pipelinedAttention(headDim: number, elementBytes: number): boolean {
+  return takesPipelined(headDim, elementBytes);
 }

@@ -19,7 +19,8 @@
 // Rows of a bucket beyond the batch are dummies marked finished: they compute (their cache slots are
 // unused) and never advance.
 
-import { decodeAttentionSplits } from './attention-splits.js';
+import { decodeAttentionSplits, pipelinedAttention } from './attention-splits.js';
+import { byteSize } from '../dtype.js';
 import type { Backend, Graph } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
@@ -148,7 +149,8 @@ export class DecodeEngine {
   /** Decode attention's cache splits for a bucket of n sequences. */
   splits(n: number): number {
     if (this.splitsOption !== undefined) return this.splitsOption;
-    return decodeAttentionSplits(this.maxLen, this.model.arch.kvHeads, n);
+    const a = this.model.arch;
+    return decodeAttentionSplits(this.maxLen, a.kvHeads, n, pipelinedAttention(a.headDim, byteSize(this.model.dtype)));
   }
 
   /**

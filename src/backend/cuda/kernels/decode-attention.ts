@@ -8,7 +8,10 @@
 //
 // Thread mapping. Grid (Hkv·headBlocks, B, S). A block serves GH query heads that share one kv head
 // (GH = group, or a divisor of it ≤ MAX_HEADS_PER_BLOCK for very wide groups), so each key and value row
-// is read once for all of them; split s covers keys [s·chunk, min((s + 1)·chunk, n)). 128 threads, keys
+// is read once for all of them; split s covers keys [s·chunk, min((s + 1)·chunk, n)) with chunk =
+// max(min_chunk, ⌈n / S⌉) from the sequence's own length n (on the device: a graph's fixed grid of S
+// splits divides whatever length each step has evenly, instead of the cache capacity — a serving pool
+// of 1,600 positions cut in 2 left all of a 512-key sequence to split 0). 128 threads, keys
 // in tiles of 128:
 //   scores  thread t takes key t of the tile: reads its d-element key row in 16-byte vectors (a
 //           thread's loads cover whole 32-byte sectors) and dots it with the GH query rows held in
@@ -39,8 +42,8 @@
 // value rows are loaded after the scores in batches of THROUGHPUT_V_BATCH instead of all before them, and
 // __launch_bounds__ caps registers for THROUGHPUT_MIN_BLOCKS blocks an SM (96 against 168): with more
 // blocks than fit, more of them resident hide each one's chain of tile latencies better than the prefetch.
-// Pipelined variant (spec.pipelined; rows of 128 bytes — d 64 at 16 bit, d 32 at f32; by default on the
-// throughput variant's grids, decodeAttentionPipelined): the K and V tiles go to shared memory by
+// Pipelined variant (spec.pipelined; rows of 128 bytes — d 64 at 16 bit, d 32 at f32; the default for
+// them, decodeAttentionPipelined): the K and V tiles go to shared memory by
 // cp.async in two stages, XOR-swizzled, the next tile issued before the current one is computed, so a
 // block's loads overlap its own math and barriers; the scores and values read the rows from shared memory (64 KiB of dynamic shared memory; the
 // key lanes' sums reuse it at the end).
@@ -128,17 +131,24 @@ export function decodeAttentionThroughput(blocks: number, paged: boolean): boole
 }
 
 /**
- * Whether a grid of `blocks` with rows the pipelined variant takes (pipelinedRows) gets it:
- * FUSEFORMER_DECODE_PIPELINED=1 always, =0 never; by default ('auto') the same grids as the throughput
- * variant (a paged cache, above THROUGHPUT_MIN_GRID blocks), where it replaces that variant. Measured on
- * the H200 (session 10, Llama 1.2B, 256 serving rows × 640 positions, 352 MB a layer): 214 → 121 µs a
- * layer (39% → 70% of the copy roof), the replayed step 5.46 → 4.19 ms; serving at 64 / 256 clients
- * 16,701 → 18,496 and 28,214 → 32,965 tokens/s (`bench/results/gpu-pending-s10/call1/`). The decode
- * engine's contiguous caches keep their kernels until timed there.
+ * Whether rows the pipelined variant takes (pipelinedRows) get it: unless FUSEFORMER_DECODE_PIPELINED=0,
+ * every such launch (the default, 'auto', and =1). Measured on the H200 (session 10, Llama 1.2B): a
+ * paged serving step of 256 rows × 640 positions (352 MB a layer) 214 → 121 µs a layer against the
+ * throughput variant (39% → 70% of the copy roof), the replayed step 5.46 → 4.19 ms, serving at 64 / 256
+ * clients 16,701 → 18,496 and 28,214 → 32,965 tokens/s (`bench/results/gpu-pending-s10/call1/`); the
+ * decode engine's contiguous caches, against the latency variant, GPT-2 b1 0.243 → 0.235 ms/token, b32
+ * 0.450 → 0.440, Llama b1 0.857 → 0.845, b32 1.106 → 1.096 (`call3/decode-{default,pipe}.log`).
  */
-export function decodeAttentionPipelined(blocks: number, paged: boolean): boolean {
-  const mode = decodeAttentionOptions.pipelined;
-  return mode === 'auto' ? paged && blocks > THROUGHPUT_MIN_GRID : mode;
+export function decodeAttentionPipelined(): boolean {
+  return decodeAttentionOptions.pipelined !== false;
+}
+
+/** Blocks of the pipelined variant an SM holds (64 KiB of staged tiles each, 168 registers): 3. */
+export const PIPELINED_BLOCKS_PER_SM = 3;
+
+/** Whether a launch with rows of d elements of `elementBytes` (16-byte vectors) takes the pipelined variant. */
+export function takesPipelined(headDim: number, elementBytes: number): boolean {
+  return decodeAttentionPipelined() && pipelinedRows(headDim, elementBytes, 16 / elementBytes);
 }
 
 /** Largest portable thread-block cluster. */
@@ -152,7 +162,7 @@ export const MAX_CLUSTER_SPLITS = 8;
  */
 export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto' } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
-  // decodeAttentionPipelined (128-byte rows): 'auto' unless FUSEFORMER_DECODE_PIPELINED is 1 or 0.
+  // decodeAttentionPipelined (128-byte rows): on unless FUSEFORMER_DECODE_PIPELINED=0.
   pipelined: envSwitch(process.env['FUSEFORMER_DECODE_PIPELINED']),
   // decodeAttentionThroughput: 'auto' unless FUSEFORMER_DECODE_THROUGHPUT is 1 or 0.
   throughput: envSwitch(process.env['FUSEFORMER_DECODE_THROUGHPUT']),
@@ -175,9 +185,15 @@ export function headsPerBlock(group: number): number {
   return 1;
 }
 
-/** Keys each split covers: the cache cut into `splits` equal chunks. */
-export function splitChunk(maxLen: number, splits: number): number {
-  return Math.ceil(maxLen / splits);
+/**
+ * Fewest keys a split takes (the kernel's min_chunk): shorter sequences use fewer splits, so a split's
+ * work stays above its fixed cost (the partials and the combine).
+ */
+export const MIN_SPLIT_KEYS = 64;
+
+/** Keys each split of a sequence of n keys covers (the kernel computes the same on the device). */
+export function splitChunk(n: number, splits: number): number {
+  return Math.max(MIN_SPLIT_KEYS, Math.ceil(n / splits));
 }
 
 // Thread-block cluster primitives (sm_90 PTX): a barrier over the cluster, this block's rank in it,
@@ -225,7 +241,7 @@ ${CLUSTER_CODE}
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
 extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}${bounds} ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
-    T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int chunk,
+    T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters) {
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
@@ -245,6 +261,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   const int b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
   const int hkv = hq / GROUP;
   const int n = min(max(positions[b] + 1, 0), max_len);
+  const int chunk = SPLIT ? max(min_chunk, (n + splits - 1) / splits) : n;  // splitChunk
   const int j_begin = SPLIT ? split * chunk : 0;
   const int j_end = SPLIT ? min(n, j_begin + chunk) : n;
   if (SPLIT && !CLUSTER && j_begin >= j_end) {
@@ -459,7 +476,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   // block's partials are visible device-wide before it counts; acquire: the last one fences after).
   __threadfence();
   __syncthreads();
-  const int used = (n + chunk - 1) / chunk;
+  const int used = (n + chunk - 1) / chunk;  // ≥ 1: this block has keys
   unsigned int* counter = counters + (size_t)b * gridDim.x + blockIdx.x;
   if (tid == 0) last_block = atomicAdd(counter, 1u) == (unsigned int)(used - 1);
   __syncthreads();
@@ -501,16 +518,15 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   let spec: DecodeAttentionSpec = {
     dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}), ...(cluster ? { cluster } : {}),
   };
-  const chunk = splitChunk(maxLen, splits);
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
-  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined(blocks, paged !== undefined)) spec = { ...spec, pipelined: true };
+  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) spec = { ...spec, pipelined: true };
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: PIPELINED_STAGE_BYTES } : {}) },
     [
-      arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(chunk),
+      arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters),
     ],
   );

@@ -24,15 +24,19 @@ test('decodeAttention: a block per (kv head, head block, sequence, split); split
   });
   attention.decodeAttention(host, args(2, 32, 8, 64, 160));
   assert.equal(host.launches.length, 1);
-  assert.equal(host.launches[0]!.key, 'decode_attention.bf16.d64.g4.gh4.v8');
+  // d 64 bf16: rows of 128 bytes take the pipelined variant (its staged tiles in dynamic shared memory).
+  assert.equal(host.launches[0]!.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined');
+  assert.equal(host.launches[0]!.config.sharedBytes, attention.PIPELINED_STAGE_BYTES);
   assert.deepEqual(host.launches[0]!.config.grid, [8, 2, 1]);
   assert.ok(Math.abs((argValue(host.launches[0]!, 6, 'f32') as number) - Math.LOG2E / 8) < 1e-12);
   attention.decodeAttention(host, { ...args(1, 32, 8, 64, 2048), partials: deviceTensor([1, 32, 8, 66], 'f32') });
   assert.equal(host.launches.length, 2, 'no separate combine kernel');
   const split = host.launches[1]!;
-  assert.equal(split.key, 'decode_attention.bf16.d64.g4.gh4.v8.split');
+  assert.equal(split.key, 'decode_attention.bf16.d64.g4.gh4.v8.split.pipelined');
   assert.deepEqual(split.config.grid, [8, 1, 8]);
-  assert.equal(argValue(split, 9, 'i32'), 256);
+  // The fewest keys a split takes; each sequence's chunk is max(that, ⌈n / splits⌉), on the device.
+  assert.equal(argValue(split, 9, 'i32'), attention.MIN_SPLIT_KEYS);
+  assert.deepEqual([attention.splitChunk(2048, 8), attention.splitChunk(300, 8), attention.splitChunk(10, 8)], [256, 64, 64]);
   // One counter per (sequence, head block); the unsplit launch asked for none.
   assert.deepEqual(host.counterRequests, [8]);
   assert.equal(argValue(split, 12, 'ptr'), RecordingHost.COUNTERS);
@@ -116,31 +120,29 @@ test('residualNorm: a warp per row up to H = 1024 at 16 bit, a block per row bey
   assert.equal(argValue(host.launches.at(-1)!, 2, 'u64'), BigInt(3 * 8192 / 8));
 });
 
-test('decodeAttention on a paged pool: grids above THROUGHPUT_MIN_GRID blocks take the pipelined variant for 128-byte rows, the throughput variant otherwise', () => {
+test('decodeAttention: 128-byte rows take the pipelined variant unless it is switched off; then paged grids above THROUGHPUT_MIN_GRID blocks take the throughput variant', () => {
   const host = new RecordingHost();
   const paged = (B: number, d: number, dtype: 'bf16' | 'f32', page: number) => ({
     q: deviceTensor([B, 32, d], dtype), kCache: deviceTensor([B * 8, 8, page, d], dtype), vCache: deviceTensor([B * 8, 8, page, d], dtype),
     positions: deviceTensor([B], 'i32'), out: deviceTensor([B, 32, d], dtype), blockTable: deviceTensor([B, 8], 'i32'),
   });
   const launch = (a: ReturnType<typeof paged>) => { attention.decodeAttention(host, a); return host.launches.at(-1)!; };
-  // 8 head groups × 64 sequences = 512 blocks > 396: d 64 bf16 rows are 128 bytes → pipelined, with its staged tiles.
-  const big = launch(paged(64, 64, 'bf16', 16));
-  assert.equal(big.key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
-  assert.equal(big.config.sharedBytes, attention.PIPELINED_STAGE_BYTES);
-  // f32 d 16 rows are 64 bytes: the throughput variant.
+  // d 64 bf16 rows are 128 bytes: pipelined at any grid (8 head groups × 64 sequences = 512 blocks, or 256).
+  assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
+  assert.equal(launch(paged(32, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
+  // f32 d 16 rows are 64 bytes: the throughput variant above 396 blocks, the latency variant below.
   assert.equal(launch(paged(64, 16, 'f32', 8)).key, 'decode_attention.f32.d16.g4.gh4.v4.paged8.throughput');
-  // 8 × 32 = 256 blocks fit at once: the latency variant.
-  const small = launch(paged(32, 64, 'bf16', 16));
-  assert.equal(small.key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16');
+  const small = launch(paged(32, 16, 'f32', 8));
+  assert.equal(small.key, 'decode_attention.f32.d16.g4.gh4.v4.paged8');
   assert.equal(small.config.sharedBytes, undefined);
-  // Forced off, the big grid falls back to the throughput variant; forced on, the small grid is pipelined.
+  // Switched off (FUSEFORMER_DECODE_PIPELINED=0), the big grid falls back to the throughput variant.
   const saved = attention.decodeAttentionOptions.pipelined;
   try {
     attention.decodeAttentionOptions.pipelined = false;
     assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.throughput');
-    attention.decodeAttentionOptions.pipelined = true;
-    assert.equal(launch(paged(32, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
+    assert.equal(attention.takesPipelined(64, 2), false);
   } finally {
     attention.decodeAttentionOptions.pipelined = saved;
   }
+  assert.deepEqual([attention.takesPipelined(64, 2), attention.takesPipelined(32, 4), attention.takesPipelined(128, 2)], [true, true, false]);
 });
