@@ -24,6 +24,8 @@
 // of rows per mode, same run. HF runs beside the first mode listed.
 // (--models tiny --backend cpu --no-torch runs the harness on a small GPT-2 anywhere, as a smoke test.)
 
+import { torchRows } from './torch-rows.js';
+import type { TorchResult } from './torch-rows.js';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -150,7 +152,6 @@ function e2eSync(engine: DecodeEngine, requests: { prompt: number[]; maxNewToken
   return median(times);
 }
 
-interface TorchResult { ms_per_token?: number; tokens_per_s?: number; error?: string }
 
 function runTorch(c: ModelCase): Record<string, Record<string, TorchResult>> | { error: string } {
   const spec = {
@@ -161,10 +162,20 @@ function runTorch(c: ModelCase): Record<string, Record<string, TorchResult>> | {
   if (run.status !== 0) {
     // The last lines that are not torch's own log warnings (W1201 12:00:00.000000 … lines) say what failed.
     const lines = (run.stderr || String(run.error)).trim().split('\n').filter((l) => !/^[WI]\d{4} /.test(l));
-    return { error: `exit ${run.status ?? run.signal}: ${lines.slice(-3).join(' | ')}` };
+    const error = `exit ${run.status ?? run.signal}: ${lines.slice(-3).join(' | ')}`;
+    // The rows measured before the process ended (one JSON line each on stdout) are kept; the others carry the exit.
+    const rows = torchRows(run.stdout ?? '');
+    if (rows.length === 0) return { error };
+    const partial: Record<string, Record<string, TorchResult>> = {};
+    for (const mode of spec.modes) {
+      partial[mode] = {};
+      for (const b of BATCHES) partial[mode][String(b)] = rows.find((r) => r.mode === mode && r.batch === b)?.result ?? { error: `not measured: ${error}` };
+    }
+    return partial;
   }
   return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Record<string, Record<string, TorchResult>>;
 }
+
 
 const bandwidth = copyBandwidth();
 console.log(`${backend.description}; device-to-device copy ${(bandwidth / 1e12).toFixed(2)} TB/s`);
@@ -230,6 +241,8 @@ for (const c of CASES) {
         // HF is measured for the bf16 model only (transformers has no W4A16 / W8A8 decode path to compare with here).
         const torch = cli['no-torch'] || p.bits || mode !== modes[0] ? undefined : runTorch(c);
         if (torch && 'error' in torch) console.log(`${c.name} PyTorch: ${torch.error}`);
+        const lost = torch && !('error' in torch) ? Object.values(torch).flatMap((m) => Object.values(m)).find((r) => r.error?.startsWith('not measured: '))?.error : undefined;
+        if (lost) console.log(`${c.name} PyTorch: some rows ${lost}`);
         (results.models as Record<string, unknown>)[name] = { ours, torch, mode: modeName(mode) };
         const b1Target = p.bits ? p.b1MsPerToken?.[c.key] : c.target.b1MsPerToken;
         for (const batch of BATCHES) {

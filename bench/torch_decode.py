@@ -99,6 +99,9 @@ def main():
             except Exception as error:
                 results[mode][str(batch)] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
             print(f"{spec['model']} {mode} batch {batch}: {results[mode][str(batch)]}", file=sys.stderr)
+            # Each row on stdout as it is measured: a crash in a later mode (torch 2.11's compiled static
+            # cache ended the process with SIGSEGV) keeps the rows already made.
+            print(json.dumps({"mode": mode, "batch": batch, "result": results[mode][str(batch)]}), flush=True)
         del model
         torch.cuda.empty_cache()
         if mode == "static-compile":
