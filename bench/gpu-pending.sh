@@ -4,15 +4,14 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: skinny split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
-# priority order (bounds add up to under 10 minutes a call; typical runs are shorter):
-#   bash .device/run.sh bash bench/gpu-pending.sh pipelined                   # decode attention's pipelined variant: checks (every variant forced), A/B at 256 rows, serving (~6 min); default it for 128-byte rows if faster
-#   bash .device/run.sh bash bench/gpu-pending.sh serve profile-serve        # the full serving benchmark with HF for the record (~6 min), the replayed steps op by op ($OUT: at most ~8 files)
-#   bash .device/run.sh bash bench/gpu-pending.sh decode-hf                   # the decode engine after this session's serving changes (shared kernels: qkvRopeAppend's blocks of heads)
-#   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative, one model per bounded run (never measured)
+# priority order (bounds add up to under 10 minutes a call; typical runs are shorter; GPU_PENDING_TAR=1
+# packs $OUT into one archive, since the device tool brings back only a few files a call):
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF (session 10 measured ours only: slower than plain on random weights)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B, profiles
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
 set -u
@@ -89,6 +88,12 @@ for step in "${steps[@]}"; do
           run throughput-tests 300 env FUSEFORMER_DECODE_THROUGHPUT=1 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
+    skinny) # the skinny GEMM (kernels/gemm-skinny.ts, opt-in FUSEFORMER_SKINNY_GEMM=1, built session 10, never run): its checks, decode A/B, the b32 step op by op, serving A/B
+          run skinny-tests 300 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js
+          run decode-noskinny 120 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noskinny.json
+          run decode-skinny 120 env FUSEFORMER_SKINNY_GEMM=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-skinny.json
+          run profile-skinny-b32 120 env FUSEFORMER_PDL=0 FUSEFORMER_SKINNY_GEMM=1 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-skinny-b32
+          run serve-skinny 200 env FUSEFORMER_SKINNY_GEMM=1 node dist/bench/serve-speed.js --concurrency 16,64 --no-torch --no-prefix --json "$out/serve-speed-skinny.json" ;;
     split-tests) # decode attention's splits by each sequence's length (session 10) and the pipelined variant by default: every variant's checks, the engines against the CPU
           run split-tests 420 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-engine.test.js ;;
     decode-tune) # (session 10: memory-bound GEMMs tuned on first use, since reverted: no gain) GPU checks, decode A/B against no tuning at all, then serving
@@ -127,6 +132,10 @@ for step in "${steps[@]}"; do
   esac
 done
 say "summary"
+[ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
+for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
+[ -f "$out/profile-skinny-b32.log" ] && grep -E 'graph replay\)|op launches|^\| (gemm|normLinear|gated)' "$out/profile-skinny-b32.log" | head -14
+[ -f "$out/serve-skinny.log" ] && grep -E '^C ' "$out/serve-skinny.log"
 [ -f "$out/split-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/split-tests.log" | head -20
 [ -f "$out/tune-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tune-tests.log" | head -20
 for f in decode-tuned decode-untuned decode-default decode-pipe; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done

@@ -32,7 +32,7 @@ const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 /** A CUDA backend with the given switches on, the CPU reference, and a fresh seed (reported). */
-async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean }) {
+async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean }) {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
   Object.assign(gpu, on);
@@ -76,6 +76,37 @@ test('gatedLinear on the gated mma GEMV (5–32 rows) and on its fallback (GEMM 
         const rows = Number(/rows=(\d+)/.exec(c.name)![1]), K = Number(/K=(\d+)/.exec(c.name)![1]);
         // ≤ 32 rows: the gated kernel; 33–64: the fallback's plain GEMM (cuBLASLt's place) is itself an mma GEMV.
         assert.equal(gpu.mmaGemvLaunches > before, rows <= 64 && K % 32 === 0, 'an mma GEMV ran where one applies');
+      });
+    }
+  }
+});
+
+test('batched-decode GEMMs on the skinny GEMM (5–64 rows) match the CPU reference; the others go to cuBLASLt', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, skinnyGemm: true });
+  for (const c of mmaGemmCases()) {
+    // The mma GEMV's cases: the skinny GEMM takes what it takes, and also K = 264 (a multiple of 8, not of 32).
+    const skinnyTakes = c.mma || (c.dtype !== 'f32' && c.K === 264);
+    await t.test(`${c.name} → ${skinnyTakes ? 'skinny GEMM' : 'cuBLASLt'}`, () => {
+      for (let run = 0; run < 2; run++) {  // twice: the split-K counters must be back at zero after each launch
+        const before = gpu.skinnyGemmLaunches;
+        const result = checkGemmCase(c, gpu, cpu, seed + run);
+        assert.ok(result.ok, result.details.join('\n'));
+        assert.equal(gpu.skinnyGemmLaunches > before, skinnyTakes, skinnyTakes ? 'the skinny GEMM ran' : 'left to cuBLASLt');
+      }
+    });
+  }
+});
+
+test('gatedLinear on the gated skinny GEMM (5–64 rows) matches the CPU reference', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, skinnyGemm: true });
+  for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
+    for (const c of gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [64, 2048, 1024, 'silu', false], [48, 264, 100, 'gelu_tanh', true]])) {
+      await t.test(c.name, () => {
+        const before = gpu.skinnyGemmLaunches;
+        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        assert.deepEqual(failed, [], failed.join('\n'));
+        const K = Number(/K=(\d+)/.exec(c.name)![1]);
+        assert.equal(gpu.skinnyGemmLaunches > before, K % 8 === 0, 'the skinny GEMM ran where it applies');
       });
     }
   }
@@ -158,36 +189,38 @@ for (const m of ENGINE_TEST_MODELS) {
 }
 
 for (const m of ENGINE_TEST_MODELS) {
-  test(`${m.name}: prefill and batched decode rows on the mma GEMV give cuBLASLt's logits (bf16)`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create();
-    const dir = join(root, `${m.name}-mma`);
-    writeModelFolder(dir, m.family, m.config, 8);
-    const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
-    try {
-      // A 20-token prompt: every GEMM of the prefill has 20 rows (the LM head only the last row's).
-      const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 200);
-      const logitsOf = (mma: boolean) => {
-        gpu.mmaGemv = mma;
-        const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
-        const out = engine.promptLogits(prompt);
-        engine.dispose();
-        return out;
-      };
-      const reference = logitsOf(false), before = gpu.mmaGemvLaunches, ours = logitsOf(true);
-      assert.ok(gpu.mmaGemvLaunches > before, 'the prefill ran on the mma GEMV');
-      const error = relError(ours, reference);
-      assert.ok(error <= 1e-2, `bf16 logits rel err ${error}`);
-      // Twelve sequences decoding together, graphs replayed: 12-row decode steps on the mma GEMV.
-      const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
-      const launches = gpu.mmaGemvLaunches;
-      gpu.mmaGemv = true;
-      const tokens = await generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs: true } });
-      assert.ok(gpu.mmaGemvLaunches > launches, 'the decode steps ran on the mma GEMV');
-      assert.deepEqual(tokens.map((t) => t.length), prompts.map(() => 8));
-    } finally {
-      gpu.mmaGemv = false;
-      model.free();
-    }
-  });
+  for (const [kernel, on, launches] of [['mma GEMV', 'mmaGemv', 'mmaGemvLaunches'], ['skinny GEMM', 'skinnyGemm', 'skinnyGemmLaunches']] as const) {
+    test(`${m.name}: prefill and batched decode rows on the ${kernel} give cuBLASLt's logits (bf16)`, { skip }, async () => {
+      const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+      const gpu = CudaBackend.create();
+      const dir = join(root, `${m.name}-${on}`);
+      writeModelFolder(dir, m.family, m.config, 8);
+      const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
+      try {
+        // A 20-token prompt: every GEMM of the prefill has 20 rows (the LM head only the last row's).
+        const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 200);
+        const logitsOf = (use: boolean) => {
+          gpu[on] = use;
+          const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+          const out = engine.promptLogits(prompt);
+          engine.dispose();
+          return out;
+        };
+        const reference = logitsOf(false), before = gpu[launches], ours = logitsOf(true);
+        assert.ok(gpu[launches] > before, `the prefill ran on the ${kernel}`);
+        const error = relError(ours, reference);
+        assert.ok(error <= 1e-2, `bf16 logits rel err ${error}`);
+        // Twelve sequences decoding together, graphs replayed: 12-row decode steps on the kernel.
+        const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
+        const started = gpu[launches];
+        gpu[on] = true;
+        const tokens = await generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs: true } });
+        assert.ok(gpu[launches] > started, `the decode steps ran on the ${kernel}`);
+        assert.deepEqual(tokens.map((t) => t.length), prompts.map(() => 8));
+      } finally {
+        gpu[on] = false;
+        model.free();
+      }
+    });
+  }
 }

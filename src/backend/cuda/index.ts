@@ -55,6 +55,7 @@ import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
+import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
@@ -96,6 +97,15 @@ export class CudaBackend implements Backend {
   mmaGemv = process.env['FUSEFORMER_MMA_GEMV'] === '1';
   /** GEMMs run on the mma GEMV so far. */
   mmaGemvLaunches = 0;
+  /**
+   * GEMMs and gatedLinear of 5–64 rows with [N, K] bf16/f16 weights on the skinny GEMM
+   * (kernels/gemm-skinny.ts: the weights streamed through a cp.async pipeline, x staged in shared memory
+   * once per block, split-K over blocks) instead of cuBLASLt (or the mma GEMV). Opt-in
+   * (FUSEFORMER_SKINNY_GEMM=1; needs decodeGemv) until it has run on a GPU (built session 10).
+   */
+  skinnyGemm = process.env['FUSEFORMER_SKINNY_GEMM'] === '1';
+  /** GEMMs run on the skinny GEMM so far. */
+  skinnyGemmLaunches = 0;
   /**
    * int8Linear of 1–4 rows as one W8A8 GEMV kernel (kernels/gemv-int8.ts: activations quantized in its
    * prologue, dp4a products, the dequantizing epilogue) instead of quantize → cuBLASLt int8 GEMM →
@@ -234,11 +244,17 @@ export class CudaBackend implements Backend {
   gemm(args: GemmArgs): void {
     // Only a few-row, [N, K]-weight product is checked here (the cuBLASLt path checks its own calls).
     const rows = args.a.shape.length === 2 ? args.a.shape[0]! : Infinity;
-    if (this.decodeGemv && args.transB === true && !args.transA && rows <= (this.mmaGemv ? MMA_GEMV_MAX_ROWS : GEMV_MAX_ROWS)) {
+    const fewRows = Math.max(GEMV_MAX_ROWS, this.mmaGemv ? MMA_GEMV_MAX_ROWS : 0, this.skinnyGemm ? SKINNY_MAX_ROWS : 0);
+    if (this.decodeGemv && args.transB === true && !args.transA && rows <= fewRows) {
       const checked = checkGemm(args);
       if (rows <= GEMV_MAX_ROWS && gemvApplies(checked)) {
         launchGemv(this.runtime, checked);
         this.gemvLaunches++;
+        return;
+      }
+      if (this.skinnyGemm && skinnyGemmApplies(checked)) {
+        launchSkinnyGemm(this.runtime, checked);
+        this.skinnyGemmLaunches++;
         return;
       }
       if (this.mmaGemv && mmaGemvApplies(checked)) {
@@ -340,6 +356,11 @@ export class CudaBackend implements Backend {
     if (this.decodeGemv && gatedGemvApplies(checked)) {
       launchGatedGemv(this.runtime, checked);
       this.gemvLaunches++;
+      return;
+    }
+    if (this.decodeGemv && this.skinnyGemm && skinnyGatedApplies(checked)) {
+      launchSkinnyGated(this.runtime, checked);
+      this.skinnyGemmLaunches++;
       return;
     }
     if (this.decodeGemv && this.mmaGemv && mmaGatedGemvApplies(checked)) {

@@ -28,6 +28,7 @@ import { catalog as residualNormCatalog } from './residual-norm.js';
 import { catalog as gatedActivationCatalog } from './gated-activation.js';
 import { catalog as gemvCatalog } from './gemv.js';
 import { catalog as mmaGemvCatalog } from './gemv-mma.js';
+import { catalog as skinnyGemmCatalog } from './gemm-skinny.js';
 import { catalog as int8GemvCatalog } from './gemv-int8.js';
 import { catalog as int4MmaGemvCatalog } from './gemv-int4-mma.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
@@ -65,6 +66,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['gated-activation', gatedActivationCatalog],
     ['gemv', gemvCatalog],
     ['gemv-mma', mmaGemvCatalog],
+    ['gemm-skinny', skinnyGemmCatalog],
     ['gemv-int8', int8GemvCatalog],
     ['gemv-int4-mma', int4MmaGemvCatalog],
     ['sample-tokens', sampleTokensCatalog],

@@ -1,0 +1,315 @@
+// Skinny GEMM: out[M, N] = ep(x[M, K]·w[N, K]ᵀ + bias) for 5 ≤ M ≤ 64 rows on the tensor cores, the
+// weights streamed once through a cp.async pipeline — a decode step of a batch of sequences (the decode
+// engine at batch 32, the serving engine's decode buckets), where cuBLASLt read Llama 1.2B's matrices at
+// 1.5–3.2 TB/s on the H200 and its other algorithms did no better (gemm.ts, AUTOTUNE_MIN_FLOPS), and
+// the mma GEMV (gemv-mma.ts: fragments straight from global memory, every warp re-reading all M rows of
+// x from L1/L2 for each 16 features) was slower still. Gated: act(x·w_gᵀ + b_g) ⊙ (x·w_uᵀ + b_u) with the
+// gate rows n and the up rows N + n of one [2N, K] weight (gatedLinear).
+//
+// Block: 4 warps, BN = 4·16·FT output features (gated: 4·16·FT gate rows and as many up rows), all M
+// rows (NT = ⌈M / 8⌉ rounded up to even row tiles of 8; rows past M are zeros), and one split of K.
+// Pipeline: K in chunks of 64; STAGES stages in dynamic shared memory, each the chunk's weight rows and
+// x rows, 128-byte rows with the 128-byte XOR swizzle (mma-lib.ts); chunk c + STAGES − 1 is issued by
+// cp.async before chunk c is computed, so STAGES − 1 chunks of weights are in flight per block
+// (16 KiB each at BN = 128). The first stages' weight copies are issued before GRID_DEPENDENCY_WAIT
+// (the weights never depend on the previous kernel), their x copies after it. Rows past N and k past K
+// are zero-filled (cp.async with src-size 0) and never stored.
+// Fragments: mma.sync m16n8k16 with the weights as A (16 features × 16 k, ldmatrix.x4 from the
+// [feature][k] tile) and x as B (16 k × 8 rows, ldmatrix.x4 giving two row tiles from the [row][k]
+// tile), so C is [feature][row]: lane (g, t) holds features base + g (+ 8) of rows 8j + 2t (+ 1).
+// Split-K (grid.y = S > 1, chosen so the grid covers the SMs): each block writes its f32 sums to
+// scratch [S][M][N'] (N' = N, gated 2N), counts itself on a zeroed counter per feature tile
+// (KernelHost.counters), and the last block adds the S partials in split order (deterministic), applies
+// the epilogue, writes out and sets the counter back to zero.
+// Bytes: N·K·s of weights once, M·K·s of x per feature tile (L2 hits after the first), with S > 1 the
+// partials S·M·N'·4 written and read once (L2).
+// Precision: f32 products and sums of the stored 16-bit values (as cuBLASLt with f32 compute).
+
+import type { Activation, GemmEpilogue } from '../../backend.js';
+import type { Tensor } from '../../../tensor.js';
+import type { CudaTensor } from '../runtime/tensor.js';
+import type { CheckedGemm } from '../gemm-plan.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
+import type { CheckedGatedLinear } from './gemv.js';
+import { MMA_LIB } from './mma-lib.js';
+import { constants, kernelIdentifier } from './row-kernels.js';
+
+/** Rows the kernel takes: fewer are gemv.ts's, more are cuBLASLt's. */
+export const SKINNY_MIN_ROWS = 5;
+export const SKINNY_MAX_ROWS = 64;
+/** k of one pipeline chunk (a 128-byte row of 16-bit elements). */
+export const SKINNY_CHUNK_K = 64;
+export const SKINNY_WARPS = 4;
+export const SKINNY_EPILOGUES: readonly GemmEpilogue[] = GEMV_EPILOGUES;
+/** Chunks a split takes at least, so its pipeline has something to overlap. */
+const MIN_CHUNKS_PER_SPLIT = 4;
+/** Resident blocks an SM the split count aims for (two of ≤ 96 KiB of stages). */
+const TARGET_BLOCKS_PER_SM = 2;
+
+export interface SkinnyGemmSpec {
+  readonly dtype: 'bf16' | 'f16';
+  /** Row tiles of 8 (even, ≤ 8): the kernel takes M ≤ 8·NT (M is an argument). */
+  readonly rowTiles: number;
+  /** Feature tiles of 16 a warp computes (gated: of the gate, and as many of the up rows). */
+  readonly featureTiles: number;
+  /** Pipeline stages (3 or 4). */
+  readonly stages: number;
+  readonly epilogue: GemmEpilogue;
+  readonly gate?: { readonly activation: Activation; readonly bias: boolean };
+}
+
+export function skinnyGemmKey(s: SkinnyGemmSpec): string {
+  const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
+  return `gemm_skinny.${s.dtype}.nt${s.rowTiles}.ft${s.featureTiles}.s${s.stages}.${tail}`;
+}
+
+export interface SkinnyGemmPlan {
+  readonly spec: SkinnyGemmSpec;
+  /** [feature tiles, K splits]. */
+  readonly grid: readonly [number, number];
+  /** Output features a block computes. */
+  readonly blockFeatures: number;
+}
+
+/** Weight rows of a block's tile: BN, gated 2·BN. */
+function weightRows(spec: SkinnyGemmSpec): number {
+  return (spec.gate ? 2 : 1) * SKINNY_WARPS * 16 * spec.featureTiles;
+}
+
+/** Bytes of one pipeline stage: the chunk's weight rows and x rows, 128 bytes each. */
+export function skinnyStageBytes(spec: SkinnyGemmSpec): number {
+  return (weightRows(spec) + 8 * spec.rowTiles) * 128;
+}
+
+/**
+ * The plan for M rows, N outputs (gated: N = F), K inputs: two feature tiles a warp (one each of gate
+ * and up when gated), four stages, and K split so the grid holds about TARGET_BLOCKS_PER_SM blocks an
+ * SM while each split keeps MIN_CHUNKS_PER_SPLIT chunks.
+ */
+export function planSkinnyGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: SkinnyGemmSpec['gate'], multiProcessorCount: number): SkinnyGemmPlan {
+  if (M < 1 || M > SKINNY_MAX_ROWS) throw new RangeError(`planSkinnyGemm: ${M} rows: the kernel takes 1..${SKINNY_MAX_ROWS}`);
+  const rowTiles = 2 * Math.ceil(M / 16);
+  const spec: SkinnyGemmSpec = { dtype, rowTiles, featureTiles: gate ? 1 : 2, stages: 4, epilogue, ...(gate ? { gate } : {}) };
+  const blockFeatures = SKINNY_WARPS * 16 * spec.featureTiles;
+  const tiles = Math.ceil(N / blockFeatures), chunks = Math.ceil(K / SKINNY_CHUNK_K);
+  const wanted = Math.ceil((TARGET_BLOCKS_PER_SM * multiProcessorCount) / tiles);
+  const splits = Math.max(1, Math.min(wanted, Math.floor(chunks / MIN_CHUNKS_PER_SPLIT), 65535));
+  return { spec, grid: [tiles, splits], blockFeatures };
+}
+
+export function skinnyGemmSource(spec: SkinnyGemmSpec): KernelSource {
+  const name = kernelIdentifier(skinnyGemmKey(spec));
+  const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles;
+  if (NT < 2 || NT > 8 || NT % 2 !== 0) throw new RangeError(`skinnyGemmSource: row tiles must be 2, 4, 6 or 8, got ${NT}`);
+  const WROWS = weightRows(spec), BN = SKINNY_WARPS * 16 * FT;
+  // Output of C fragment value v at feature n, row m (gated: gate tile i's value and up tile FT + i's).
+  const write = gate
+    ? String.raw`const float gv = vg${gate.bias ? ' + to_float(bias[n])' : ''}, uv = vu${gate.bias ? ' + to_float(bias[N + n])' : ''};
+        out[(size_t)m * N + n] = from_float<T>(activate(gv) * uv);`
+    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(vg, bias, n));';
+  const source = String.raw`${DEVICE_LIB}
+${MMA_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, STAGES: spec.stages, STAGE_BYTES: skinnyStageBytes(spec), CHUNK: SKINNY_CHUNK_K, THREADS: SKINNY_WARPS * 32, GATED: gate !== undefined })}
+
+${gemvOutputCode(spec.epilogue, gate)}
+
+// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; partials f32
+// [gridDim.y][M][N'] and counters [gridDim.x] (zero) when gridDim.y > 1. Grid (⌈N / BN⌉, splits), block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K,
+    float* __restrict__ partials, unsigned int* __restrict__ counters) {
+  extern __shared__ __align__(128) unsigned char stages[];
+  __shared__ bool last_block;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * BN, split = blockIdx.y, splits = gridDim.y;
+  const int chunks = (K + CHUNK - 1) / CHUNK;
+  const int c_begin = (int)((long long)split * chunks / splits), c_end = (int)((long long)(split + 1) * chunks / splits);
+  const u32 base = smem_u32(stages);
+
+  // One chunk's copies: weight rows [0, WROWS) (gated: the gate rows n0.., then the up rows N + n0..),
+  // then x rows [0, XROWS); 8 chunks of 16 bytes a row.
+  const auto load_weights = [&](int stage, int c) {
+    const u32 tile = base + stage * STAGE_BYTES;
+    for (int i = tid; i < WROWS * 8; i += THREADS) {
+      const int r = i >> 3, ch = i & 7, k = c * CHUNK + 8 * ch;
+      const int f = n0 + (GATED && r >= BN ? r - BN : r);
+      const bool ok = f < N && k < K;
+      const T* src = w + (size_t)((GATED && r >= BN ? N : 0) + (ok ? f : 0)) * K + (ok ? k : 0);
+      cp_async_16(tile + swizzled_offset<8>(r, ch), src, ok);
+    }
+  };
+  const auto load_x = [&](int stage, int c) {
+    const u32 tile = base + stage * STAGE_BYTES + WROWS * 128;
+    for (int i = tid; i < XROWS * 8; i += THREADS) {
+      const int r = i >> 3, ch = i & 7, k = c * CHUNK + 8 * ch;
+      const bool ok = r < M && k < K;
+      cp_async_16(tile + swizzled_offset<8>(r, ch), x + (ok ? (size_t)r * K + k : 0), ok);
+    }
+  };
+
+  // Prologue: the weights of the first STAGES − 1 chunks before waiting for the kernel that writes x.
+  #pragma unroll
+  for (int s = 0; s < STAGES - 1; s++)
+    if (c_begin + s < c_end) load_weights(s, c_begin + s);
+  GRID_DEPENDENCY_WAIT();
+  #pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (c_begin + s < c_end) load_x(s, c_begin + s);
+    cp_async_commit();  // group s: stage s's x (group 0 also holds every prologue weight copy)
+  }
+
+  float acc[WT][NT][4];
+  #pragma unroll
+  for (int i = 0; i < WT; i++)
+    #pragma unroll
+    for (int j = 0; j < NT; j++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
+
+  // Weight tile i of this warp: rows (gated: gate tiles, then the up rows' tiles at BN + …).
+  const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
+
+  #pragma unroll 1
+  for (int c = c_begin; c < c_end; c++) {
+    const int it = c - c_begin;
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // chunk c is in shared memory; every warp is done with the stage refilled next
+    const int next = c + STAGES - 1;
+    if (next < c_end) { load_weights((it + STAGES - 1) % STAGES, next); load_x((it + STAGES - 1) % STAGES, next); }
+    cp_async_commit();
+    const u32 wtile = base + (it % STAGES) * STAGE_BYTES, xtile = wtile + WROWS * 128;
+    #pragma unroll
+    for (int ks = 0; ks < CHUNK / 16; ks++) {
+      u32 a[WT][4];
+      #pragma unroll
+      for (int i = 0; i < WT; i++) ldsm_x4(wtile + swizzled_offset<8>(tile_row(i) + (lane & 15), 2 * ks + (lane >> 4)), a[i]);
+      #pragma unroll
+      for (int j = 0; j < NT; j += 2) {
+        u32 b[4];
+        ldsm_x4(xtile + swizzled_offset<8>(8 * j + (lane & 7) + 8 * (lane >> 4), 2 * ks + ((lane >> 3) & 1)), b);
+        #pragma unroll
+        for (int i = 0; i < WT; i++) {
+          mma_16816<T>(acc[i][j], a[i], b[0], b[1]);
+          mma_16816<T>(acc[i][j + 1], a[i], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  GRID_DEPENDENCY_TRIGGER();
+
+  // C fragment q of tile (i, j): feature n0 + tile_row(i) + g + 8·(q >> 1) (gated: less BN for the up tiles), row 8j + 2t + (q & 1).
+  const int NW = GATED ? 2 * N : N;
+  if (splits > 1) {
+    float* mine = partials + (size_t)split * M * NW;
+    #pragma unroll
+    for (int i = 0; i < WT; i++)
+      #pragma unroll
+      for (int j = 0; j < NT; j++)
+        #pragma unroll
+        for (int q = 0; q < 4; q++) {
+          const int f = n0 + (warp * FT + (i % FT)) * 16 + g + 8 * (q >> 1), m = 8 * j + 2 * t + (q & 1);
+          if (f < N && m < M) mine[(size_t)m * NW + (GATED && i >= FT ? N : 0) + f] = acc[i][j][q];
+        }
+    // The last block of this feature tile adds the splits (release: partials visible before counting).
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last_block = atomicAdd(counters + blockIdx.x, 1u) == (unsigned int)(splits - 1);
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    #pragma unroll
+    for (int i = 0; i < WT; i++)
+      #pragma unroll
+      for (int j = 0; j < NT; j++)
+        #pragma unroll
+        for (int q = 0; q < 4; q++) {
+          const int f = n0 + (warp * FT + (i % FT)) * 16 + g + 8 * (q >> 1), m = 8 * j + 2 * t + (q & 1);
+          float sum = 0.f;
+          if (f < N && m < M)
+            for (int s = 0; s < splits; s++) sum += __ldcg(partials + ((size_t)s * M + m) * NW + (GATED && i >= FT ? N : 0) + f);
+          acc[i][j][q] = sum;
+        }
+    if (tid == 0) counters[blockIdx.x] = 0u;
+  }
+  #pragma unroll
+  for (int i = 0; i < FT; i++)
+    #pragma unroll
+    for (int j = 0; j < NT; j++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int n = n0 + (warp * FT + i) * 16 + g + 8 * (q >> 1), m = 8 * j + 2 * t + (q & 1);
+        if (n < N && m < M) {
+          const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
+          ${write}
+        }
+      }
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+const aligned = (ptr: bigint) => ptr % 16n === 0n;
+
+/**
+ * Whether the kernel takes this checked GEMM: bf16/f16, transB only, SKINNY_MIN_ROWS ≤ M ≤
+ * SKINNY_MAX_ROWS, K a multiple of 8, 16-byte aligned operands, alpha 1 and beta 0, a forward epilogue
+ * without preActivation.
+ */
+export function skinnyGemmApplies(g: CheckedGemm): boolean {
+  const p = g.problem;
+  return (p.dtype === 'bf16' || p.dtype === 'f16') && p.batch === 1 && !p.transA && p.transB && p.M >= SKINNY_MIN_ROWS && p.M <= SKINNY_MAX_ROWS
+    && p.K % 8 === 0 && SKINNY_EPILOGUES.includes(p.epilogue) && !p.writesPreActivation && g.alpha === 1 && g.beta === 0
+    && aligned(g.a.ptr) && aligned(g.b.ptr) && aligned(g.out.ptr);
+}
+
+/** Whether the gated kernel takes this gatedLinear: bf16/f16, SKINNY_MIN_ROWS..SKINNY_MAX_ROWS rows, K a multiple of 8, aligned operands. */
+export function skinnyGatedApplies(g: CheckedGatedLinear): boolean {
+  const dtype = g.x.dtype, ptr = (t: Tensor) => (t as CudaTensor).ptr;
+  return (dtype === 'bf16' || dtype === 'f16') && g.rows >= SKINNY_MIN_ROWS && g.rows <= SKINNY_MAX_ROWS && g.K % 8 === 0
+    && aligned(ptr(g.x)) && aligned(ptr(g.weight)) && aligned(ptr(g.out));
+}
+
+interface SkinnyLaunch { x: bigint; w: bigint; bias: bigint; out: bigint; M: number; N: number; K: number }
+
+function launch(host: KernelHost, plan: SkinnyGemmPlan, a: SkinnyLaunch): void {
+  const [tiles, splits] = plan.grid, outputs = plan.spec.gate ? 2 * a.N : a.N;
+  const partials = splits > 1 ? host.scratch(splits * a.M * outputs * 4) : 0n;
+  const counters = splits > 1 ? host.counters(tiles) : 0n;
+  host.kernel(skinnyGemmKey(plan.spec), () => skinnyGemmSource(plan.spec)).launch(
+    { grid: [tiles, splits], block: SKINNY_WARPS * 32, sharedBytes: plan.spec.stages * skinnyStageBytes(plan.spec) },
+    [arg.ptr(a.x), arg.ptr(a.w), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K), arg.ptr(partials), arg.ptr(counters)],
+  );
+}
+
+/** Launches the kernel for a GEMM skinnyGemmApplies() accepted. */
+export function launchSkinnyGemm(host: KernelHost, g: CheckedGemm): void {
+  const p = g.problem;
+  const plan = planSkinnyGemm(p.dtype as 'bf16' | 'f16', p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
+  launch(host, plan, { x: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N, K: p.K });
+}
+
+/** Launches the gated kernel for a gatedLinear skinnyGatedApplies() accepted (the scratch `up` is not written). */
+export function launchSkinnyGated(host: KernelHost, g: CheckedGatedLinear): void {
+  const ptr = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
+  const plan = planSkinnyGemm(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', { activation: g.activation, bias: g.bias !== undefined }, host.multiProcessorCount);
+  launch(host, plan, { x: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F, K: g.K });
+}
+
+/** Representative plans for the nvcc compile check (132 SMs): Llama 1.2B at batch 32, GPT-2 fc, odd rows, the gated MLP. */
+export function catalog(): KernelSource[] {
+  const plans: ['bf16' | 'f16', number, number, number, GemmEpilogue, SkinnyGemmSpec['gate']][] = [
+    ['bf16', 32, 3072, 2048, 'none', undefined],   // Llama 1.2B QKV, out and down at batch 32 (K is an argument)
+    ['bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }], // gate/up + SwiGLU
+    ['bf16', 64, 128256, 2048, 'none', undefined], // an LM head at 64 rows
+    ['f16', 13, 3072, 768, 'gelu_bias', undefined], // GPT-2 fc, odd rows
+    ['f16', 40, 768, 3072, 'none', { activation: 'gelu_tanh', bias: true }],
+    ['bf16', 5, 2048, 2048, 'relu_bias', undefined],
+  ];
+  return plans.map(([dtype, M, N, K, epilogue, gate]) => skinnyGemmSource(planSkinnyGemm(dtype, M, N, K, epilogue, gate, 132).spec));
+}

@@ -1,0 +1,94 @@
+// The skinny GEMM's routing rule, plans and launches, without a GPU: which checked GEMMs it takes, that
+// every plan covers N and splits K into ranges of whole chunks, and what a launch asks of its host
+// (dynamic shared memory for its stages; scratch partials and zeroed counters only when K is split).
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
+import * as skinny from '../../../../src/backend/cuda/kernels/gemm-skinny.js';
+import type { CheckedGatedLinear } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
+
+function checked(problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint } = {}): CheckedGemm {
+  const p: GemmProblem = { dtype: 'bf16', M: 32, N: 3072, K: 2048, batch: 1, transA: false, transB: true, epilogue: 'none', writesPreActivation: false, ...problem };
+  const t = (ptr: bigint) => ({ ptr }) as unknown as CheckedGemm['a'];
+  return { problem: p, a: t(extra.aPtr ?? 0x1000n), b: t(0x2000n), out: t(0x3000n), alpha: extra.alpha ?? 1, beta: extra.beta ?? 0 };
+}
+
+test('skinnyGemmApplies: 16-bit, 5–64 rows against [N, K] weights, K a multiple of 8, a forward epilogue, aligned; the rest stays elsewhere', () => {
+  assert.ok(skinny.skinnyGemmApplies(checked({})));
+  assert.ok(skinny.skinnyGemmApplies(checked({ dtype: 'f16', M: 64, K: 96, epilogue: 'gelu_bias' })));
+  assert.ok(skinny.skinnyGemmApplies(checked({ M: 5, N: 77, K: 264 })));
+  for (const [why, g] of [
+    ['4 rows (the GEMV\'s)', checked({ M: 4 })],
+    ['65 rows', checked({ M: 65 })],
+    ['f32', checked({ dtype: 'f32' })],
+    ['K not a multiple of 8', checked({ K: 2052 })],
+    ['an untransposed weight', checked({ transB: false })],
+    ['a batch', checked({ batch: 2 })],
+    ['a stored pre-activation', checked({ epilogue: 'gelu_bias', writesPreActivation: true })],
+    ['a backward epilogue', checked({ epilogue: 'dgelu' })],
+    ['alpha', checked({}, { alpha: 2 })],
+    ['beta', checked({}, { beta: 1 })],
+    ['a misaligned a', checked({}, { aPtr: 0x1008n })],
+  ] as const) assert.equal(skinny.skinnyGemmApplies(g), false, why);
+});
+
+test('planSkinnyGemm: even row tiles for M, blocks covering N once, K split into ranges of at least 4 chunks for a grid of about two blocks an SM', () => {
+  for (const M of [5, 8, 16, 17, 32, 33, 48, 64]) {
+    for (const [N, K] of [[3072, 2048], [2048, 8192], [8192, 2048], [77, 96], [128256, 2048], [768, 3072]] as const) {
+      for (const gate of [undefined, { activation: 'silu' as const, bias: true }]) {
+        const { spec, grid, blockFeatures } = skinny.planSkinnyGemm('bf16', M, N, K, 'none', gate, 132);
+        assert.equal(spec.rowTiles, 2 * Math.ceil(M / 16));
+        assert.ok(8 * spec.rowTiles >= M && spec.rowTiles <= 8);
+        assert.equal(blockFeatures, 64 * spec.featureTiles);
+        const [tiles, splits] = grid;
+        assert.ok(tiles * blockFeatures >= N && (tiles - 1) * blockFeatures < N, `${tiles} blocks cover N = ${N} once`);
+        const chunks = Math.ceil(K / skinny.SKINNY_CHUNK_K);
+        assert.ok(splits === 1 || Math.floor(chunks / splits) >= 4, `${splits} splits of ${chunks} chunks keep 4 a split`);
+        assert.ok(splits === 1 || tiles * (splits - 1) < 2 * 132, 'no more splits than the grid target needs');
+        assert.ok(spec.stages * skinny.skinnyStageBytes(spec) <= 96 * 1024, 'two blocks an SM fit');
+        assert.doesNotThrow(() => skinny.skinnyGemmSource(spec));
+      }
+    }
+  }
+  // Llama 1.2B at batch 32: QKV 24 tiles × 8 splits; down 16 × 17; the gated gate/up 128 × 3; the LM head unsplit.
+  const plan = (N: number, K: number, gate?: { activation: 'silu'; bias: boolean }) => skinny.planSkinnyGemm('bf16', 32, N, K, 'none', gate, 132).grid;
+  assert.deepEqual([plan(3072, 2048), plan(2048, 8192), plan(8192, 2048, { activation: 'silu', bias: false }), plan(128256, 2048)], [[24, 8], [16, 17], [128, 3], [1002, 1]]);
+  assert.throws(() => skinny.skinnyGemmSource({ dtype: 'bf16', rowTiles: 3, featureTiles: 2, stages: 4, epilogue: 'none' }), /row tiles must be 2, 4, 6 or 8/);
+});
+
+test('launchSkinnyGemm: stages in dynamic shared memory; split K takes scratch partials and zeroed counters, an unsplit one neither', () => {
+  const host = new RecordingHost();
+  const t = (ptr: bigint) => ({ ptr }) as unknown as CheckedGemm['a'];
+  skinny.launchSkinnyGemm(host, { ...checked({ M: 32, N: 3072, K: 2048 }), bias: t(0x4000n) });
+  const split = host.launches.at(-1)!;
+  assert.equal(split.key, 'gemm_skinny.bf16.nt4.ft2.s4.none');
+  assert.deepEqual(split.config.grid, [24, 8]);
+  assert.equal(split.config.block, 128);
+  assert.equal(split.config.sharedBytes, 4 * (128 + 32) * 128);
+  assert.deepEqual([argValue(split, 4, 'i32'), argValue(split, 5, 'i32'), argValue(split, 6, 'i32')], [32, 3072, 2048]);
+  assert.deepEqual(host.scratchRequests, [8 * 32 * 3072 * 4]);
+  assert.equal(argValue(split, 7, 'ptr'), RecordingHost.SCRATCH);
+  assert.equal(argValue(split, 8, 'ptr'), RecordingHost.COUNTERS);
+  assert.deepEqual(host.counterRequests, [24]);
+  // The LM head at 32 rows fills the GPU unsplit: no partials, no counters.
+  skinny.launchSkinnyGemm(host, checked({ M: 32, N: 128256, K: 2048 }));
+  const whole = host.launches.at(-1)!;
+  assert.deepEqual(whole.config.grid, [1002, 1]);
+  assert.deepEqual([argValue(whole, 7, 'ptr'), argValue(whole, 8, 'ptr')], [0n, 0n]);
+  assert.equal(host.scratchRequests.length, 1);
+  // Gated: the partials hold gate and up sums (2F columns); the kernel writes F outputs.
+  const gated: CheckedGatedLinear = {
+    x: deviceTensor([32, 2048], 'bf16'), weight: deviceTensor([16384, 2048], 'bf16'), out: deviceTensor([32, 8192], 'bf16'),
+    activation: 'silu', rows: 32, F: 8192, K: 2048,
+  };
+  assert.ok(skinny.skinnyGatedApplies(gated));
+  skinny.launchSkinnyGated(host, gated);
+  const g = host.launches.at(-1)!;
+  assert.equal(g.key, 'gemm_skinny.bf16.nt4.ft1.s4.gated_silu');
+  assert.deepEqual(g.config.grid, [128, 3]);
+  assert.equal(host.scratchRequests.at(-1), 3 * 32 * 16384 * 4);
+  assert.equal(argValue(g, 5, 'i32'), 8192);
+  assert.equal(skinny.skinnyGatedApplies({ ...gated, rows: 4 }), false, 'four rows are the gated GEMV\'s');
+});
