@@ -4,13 +4,14 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: skinny split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: skinny spec-trained split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter; GPU_PENDING_TAR=1
 # packs $OUT into one archive, since the device tool brings back only a few files a call):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # speculative on a pair trained here (α of related trained models; ~3 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF (session 10 measured ours only: slower than plain on random weights)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B, profiles
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
@@ -47,6 +48,11 @@ for step in "${steps[@]}"; do
     decode-quant) run decode-quant 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int8,int4-head --json "$out/decode-quant.json" ;;
     profile-shapes) run profile-llama-b32 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-llama-b32
                     run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
+    spec-trained) # speculative on a trained pair (issue #7: α on our trained models): GPT-2 124M and a 2-layer draft of its width (bench/spec-draft),
+          # both trained on Moby-Dick with GPT-2's BPE (the last 5% held out), then α and the speedup on a held-out prompt
+          run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
+          run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft
+          run spec-trained 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained.json" ;;
     spec-ours) # speculative decoding without HF (never measured; the HF runs took > 170 s before a row), one model per bounded run
           run spec-ours-gpt2 150 node dist/bench/speculative.js --models gpt2 --reps 2 --no-torch --json "$out/speculative-gpt2.json"
           run spec-ours-llama 150 node dist/bench/speculative.js --models llama --reps 2 --no-torch --json "$out/speculative-llama.json" ;;
@@ -132,6 +138,7 @@ for step in "${steps[@]}"; do
   esac
 done
 say "summary"
+for f in train-target train-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done
 [ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/profile-skinny-b32.log" ] && grep -E 'graph replay\)|op launches|^\| (gemm|normLinear|gated)' "$out/profile-skinny-b32.log" | head -14
@@ -149,7 +156,7 @@ for t in 0 1; do [ -f "$out/profile-pipelined$t.log" ] && { echo "profile-pipeli
 [ -f "$out/infer-ops.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-ops.log" | head -20
 for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
-for f in spec-ours-gpt2 spec-ours-llama spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
+for f in spec-trained spec-ours-gpt2 spec-ours-llama spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
 [ -f "$out/serve-cpuprof-top.txt" ] && head -30 "$out/serve-cpuprof-top.txt"
 for f in profile-serve-decode profile-serve-mixed profile-serve-decode256 profile-int4 profile-int8; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E 'graph replay\)|op launches|^\| (decodeAttention|normLinear|gemm|flash|qkvRope)' "$out/$f.log" | head -12; }; done
 [ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20

@@ -22,11 +22,15 @@
 //
 // Usage: node dist/bench/speculative.js [--json bench/results/speculative.json] [--models gpt2,llama]
 //          [--backend cuda] [--draft-layers 2] [--ks 1,2,4,8] [--reps 3] [--new-tokens 128] [--std 0.02]
-//          [--target DIR --draft DIR] [--no-torch]
+//          [--target DIR --draft DIR] [--prompt random|corpus] [--no-torch]
+// --prompt corpus (the default with a --target that has a tokenizer.json): 32 tokens of Moby-Dick's
+// last 5%, the validation split `fuseformer train` holds out, so a pair trained there sees unseen text.
 // CPU smoke test: node dist/bench/speculative.js --backend cpu --models tiny --reps 1 --new-tokens 24 --ks 1,3
 
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { loadTokenizer } from '../src/io/tokenizer.js';
+import { heldOutPrompt } from '../src/train/corpus.js';
 import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/backend/index.js';
 import type { BackendChoice } from '../src/backend/index.js';
@@ -54,6 +58,7 @@ const { values: cli } = parseArgs({
     std: { type: 'string', default: '0.02' },
     target: { type: 'string' },
     draft: { type: 'string' },
+    prompt: { type: 'string' },
     'no-torch': { type: 'boolean', default: false },
   },
 });
@@ -68,6 +73,12 @@ const KS = cli.ks!.split(',').map((k) => positiveInt('ks', k));
 const STD = Number(cli.std);
 if (!(STD > 0)) throw new ArgumentError(`--std must be a positive number, got '${cli.std}'`);
 if ((cli.target === undefined) !== (cli.draft === undefined)) throw new ArgumentError('--target DIR and --draft DIR go together');
+// The prompt: random token ids (random models), or held-out text (a trained pair's own tokenizer.json).
+const PROMPT_KIND = cli.prompt ?? (cli.target !== undefined && existsSync(join(cli.target, 'tokenizer.json')) ? 'corpus' : 'random');
+if (PROMPT_KIND !== 'random' && PROMPT_KIND !== 'corpus') throw new ArgumentError(`--prompt must be random or corpus, got '${PROMPT_KIND}'`);
+if (PROMPT_KIND === 'corpus' && (cli.target === undefined || !existsSync(join(cli.target, 'tokenizer.json')))) {
+  throw new ArgumentError(`--prompt corpus needs --target DIR with a tokenizer.json${cli.target !== undefined ? ` (none in ${cli.target})` : ''}`);
+}
 
 const { backend } = await selectBackend(cli.backend as BackendChoice);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -105,13 +116,19 @@ interface TorchTiming { ms_per_token?: number; tokens_per_pass?: number; error?:
 type TorchResults = { plain: Record<string, TorchTiming>; assisted: Record<string, Record<string, TorchTiming>> };
 
 function runTorch(p: Pair): TorchResults | { error: string } {
-  const spec = { ...p.torchSpec, prompt: PROMPT, new_tokens: NEW, reps: REPS, ks: KS };
+  const spec = { ...p.torchSpec, prompt: PROMPT, ...(PROMPT_KIND === 'corpus' ? { prompt_ids: prompt(p.target.vocabSize) } : {}), new_tokens: NEW, reps: REPS, ks: KS };
   const run = spawnSync('python3', ['bench/torch_speculative.py'], { input: JSON.stringify(spec), encoding: 'utf8', maxBuffer: 16 << 20, timeout: 1_500_000 });
   if (run.status !== 0) return { error: (run.stderr || String(run.error)).trim().split('\n').slice(-3).join(' | ') };
   return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as TorchResults;
 }
 
 function prompt(vocab: number): number[] {
+  if (PROMPT_KIND === 'corpus') {
+    const ids = heldOutPrompt((text) => loadTokenizer(join(cli.target!, 'tokenizer.json')).encode(text), PROMPT);
+    const bad = ids.find((id) => id >= vocab);
+    if (bad !== undefined) throw new ArgumentError(`--prompt corpus: ${cli.target}/tokenizer.json gives token ${bad}, outside the model's vocabulary of ${vocab}`);
+    return ids;
+  }
   let s = 12345;
   return Array.from({ length: PROMPT }, () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s % vocab; });
 }
@@ -176,8 +193,8 @@ function speculative(p: Pair, ids: number[], sampling: ResolvedSampling, k: numb
   return result;
 }
 
-console.log(`${backend.description}; prompt ${PROMPT}, ${NEW} new tokens, batch 1, ${dtype}`);
-const results: Record<string, unknown> = { date: new Date().toISOString().slice(0, 10), device: backend.description, prompt: PROMPT, newTokens: NEW, dtype, runs: [] as unknown[] };
+console.log(`${backend.description}; prompt ${PROMPT} (${PROMPT_KIND === 'corpus' ? 'held-out text' : 'random'} tokens), ${NEW} new tokens, batch 1, ${dtype}`);
+const results: Record<string, unknown> = { date: new Date().toISOString().slice(0, 10), device: backend.description, prompt: PROMPT, promptKind: PROMPT_KIND, newTokens: NEW, dtype, runs: [] as unknown[] };
 const table = [
   '| target ← draft | T | K | α | tokens/pass | formula | ms/token | plain ms/token | speedup | predicted | HF tokens/pass | HF ms/token (plain) | HF speedup |',
   '|---|---|---|---|---|---|---|---|---|---|---|---|---|',

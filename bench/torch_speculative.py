@@ -65,7 +65,7 @@ def main():
     target.register_forward_pre_hook(lambda *_: calls.__setitem__("target", calls["target"] + 1))
     torch.manual_seed(0)
     vocab = target.config.vocab_size
-    ids = torch.randint(0, vocab, (1, spec["prompt"]), device="cuda")
+    ids = torch.tensor([spec["prompt_ids"]], device="cuda") if "prompt_ids" in spec else torch.randint(0, vocab, (1, spec["prompt"]), device="cuda")
     mask = torch.ones_like(ids)
     new = spec["new_tokens"]
     results = {"plain": {}, "assisted": {}}

