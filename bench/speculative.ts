@@ -176,7 +176,8 @@ function speculative(p: Pair, ids: number[], sampling: ResolvedSampling, k: numb
     // Pass times alone, mid-sequence (the cache past the prompt holds stale keys: the cost is the same).
     const at = PROMPT + Math.floor(NEW / 2) - k - 1, rows = ids.slice(0, k + 1);
     const time = (f: () => void) => { f(); f(); return median(Array.from({ length: 9 }, () => { const t0 = performance.now(); f(); return performance.now() - t0; })); };
-    result.verifyMs = time(() => engines.target.extend(0, at, rows));
+    // Greedy verification reads only the picks (extendGreedy: a replayed graph on CUDA); sampled, the K + 1 rows of logits.
+    result.verifyMs = time(() => (sampling.temperature === 0 && sampling.repetitionPenalty === 1 ? engines.target.extendGreedy(0, at, rows) : engines.target.extend(0, at, rows)));
     if (sampling.temperature > 0) {
       result.draftMs = time(() => engines.draft.extend(0, at, rows.slice(0, 1)));
     } else {

@@ -70,6 +70,21 @@ interface StateViews {
 
 interface PreparedDecode { readonly run: () => void; graph?: Graph; runs: number }
 
+/**
+ * Rows a graph-replayed extendGreedy takes at most (speculative verification: K + 1 rows, K ≤ 16 by
+ * default); longer extends (a first round's prompt) run eagerly.
+ */
+export const VERIFY_GRAPH_MAX_ROWS = 32;
+
+/** A graph-replayable extendGreedy of m rows into cache row `row`: its inputs, its picks, its run. */
+interface PreparedVerify extends PreparedDecode {
+  readonly tokens: Tensor;
+  readonly positions: Tensor;
+  /** [m, 2]: sampleTokens writes row r's pick to [r, 1]. */
+  readonly history: Tensor;
+  readonly tensors: readonly Tensor[];
+}
+
 export class DecodeEngine {
   readonly backend: Backend;
   readonly maxBatch: number;
@@ -86,6 +101,7 @@ export class DecodeEngine {
   private readonly splitsOption?: number;
   private readonly stateViews = new Map<string, StateViews>();
   private readonly decodes = new Map<number, PreparedDecode>();
+  private readonly verifies = new Map<string, PreparedVerify>();
   private rows: HostRow[] = [];
   private stop = new Set<number>();
   private bucket = 0;
@@ -368,6 +384,7 @@ export class DecodeEngine {
    * those rows as if each were a sequence, so lastRows ints cross PCIe instead of lastRows·V floats.
    */
   extendGreedy(row: number, start: number, tokens: readonly number[], lastRows = tokens.length): number[] {
+    if (this.useGraphs && tokens.length <= VERIFY_GRAPH_MAX_ROWS) return this.extendGreedyReplayed(row, start, tokens, lastRows);
     return this.extendRun(row, start, tokens, lastRows, (logits, temp) => {
       const b = this.backend, n = lastRows;
       const tensor = (shape: number[], dtype: 'f32' | 'i32', values: Float32Array | Int32Array) => { const t = temp(shape, dtype); b.upload(t, values); return t; };
@@ -385,15 +402,94 @@ export class DecodeEngine {
     });
   }
 
-  /** The pass of extend(): runs the tokens, then `read(logits of the last rows, temp)` before the temporaries are freed. */
-  private extendRun<R>(row: number, start: number, tokens: readonly number[], lastRows: number, read: (logits: Tensor, temp: (shape: number[], dtype: 'f32' | 'i32') => Tensor) => R): R {
+  /**
+   * extendGreedy as a replayed graph per (row, m) — the graph engine's path for m ≤ VERIFY_GRAPH_MAX_ROWS:
+   * the m rows run as a decode step of m one-token "sequences" that share cache row `row`, each seeing
+   * keys 0..start + i. The cache layer [maxBatch, Hkv, maxLen, d] is read as a block pool of one block
+   * per sequence (blockSize = maxLen) through a [m, 1] block table of `row`, so qkvRopeAppend writes the m
+   * keys and values at positions start..start + m − 1 and decodeAttention's causal prefix is each row's
+   * own position — the decode step's kernels, no gathered copy of the keys, no shape that depends on
+   * start. Host work per call: two uploads of m ints, the replay, one download of 2m ints (the eager
+   * extend() allocates, uploads a gather table and launches the whole pass each round).
+   */
+  private extendGreedyReplayed(row: number, start: number, tokens: readonly number[], lastRows: number): number[] {
+    this.checkExtend(row, start, tokens, lastRows);
+    const b = this.backend, m = tokens.length;
+    const v = this.preparedVerify(row, m);
+    b.upload(v.tokens, tokens);
+    b.upload(v.positions, Array.from({ length: m }, (_, i) => start + i));
+    if (v.graph) v.graph.replay();
+    else if (v.runs >= 1) (v.graph = b.captureGraph(v.run)).replay();
+    else v.run();
+    v.runs++;
+    const picks = b.download(v.history) as Int32Array;
+    return Array.from({ length: lastRows }, (_, i) => picks[2 * (m - lastRows + i) + 1]!);
+  }
+
+  private preparedVerify(row: number, m: number): PreparedVerify {
+    const key = `${row}.${m}`;
+    let prepared = this.verifies.get(key);
+    if (prepared) return prepared;
+    const b = this.backend, mdl = this.model, arch = mdl.arch, f = this.forward, cache = this.cache;
+    const { heads: Hq, headDim: d } = arch;
+    const tensors: Tensor[] = [];
+    const make = (shape: number[], dtype: 'f32' | 'i32', values?: Int32Array | readonly number[]) => {
+      const t = b.empty(shape, dtype);
+      tensors.push(t);
+      if (values) b.upload(t, values);
+      return t;
+    };
+    try {
+      const tokens = make([m], 'i32'), positions = make([m], 'i32'), table = make([m, 1], 'i32', new Int32Array(m).fill(row));
+      // Greedy picks by sampleTokens, each row its own "sequence" at position 0 whose pick goes to history[r, 1]:
+      // (T = 0, top-k 0, top-p 1, ρ = 1); a limit of 2 finishes it there, so `finished` is zeroed before each run.
+      const params = make([m, 4], 'f32', Array.from({ length: m }, () => [0, 0, 1, 1]).flat());
+      const seeds = make([m, 2], 'i32', new Int32Array(2 * m)), samplePositions = make([m], 'i32', new Int32Array(m));
+      const history = make([m, 2], 'i32', new Int32Array(2 * m)), picked = make([m], 'i32', new Int32Array(m)), finished = make([m], 'i32', new Int32Array(m));
+      const limits = make([m], 'i32', new Int32Array(m).fill(2)), stopIds = make([MAX_STOP_IDS], 'i32', new Int32Array(MAX_STOP_IDS).fill(-1));
+      const logits = b.empty([m, arch.paddedVocab], mdl.dtype);
+      tensors.push(logits);
+      const v = f.rows(m);
+      const q4 = b.view(v.q, 0, [m, Hq, 1, d]), q3 = b.view(v.q, 0, [m, Hq, d]), out3 = b.view(v.attn, 0, [m, Hq, d]);
+      const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
+      const scale = 1 / Math.sqrt(d);
+      const run = () => {
+        b.fill(finished, 0);
+        f.embed(b, v, tokens, positions);
+        f.blocks(b, v, (l) => {
+          const kPool = cache.keys(l, 0, this.maxBatch), vPool = cache.values(l, 0, this.maxBatch), bias = mdl.layers[l]!.qkvBias;
+          b.qkvRopeAppend({ qkv: v.qkv, positions, q: q4, kCache: kPool, vCache: vPool, blockTable: table, ...rope, ...(bias ? { bias } : {}) });
+          b.decodeAttention({ q: q3, kCache: kPool, vCache: vPool, positions, out: out3, scale, blockTable: table });
+          return v.attn;
+        });
+        f.lmHead(b, v.h, logits);
+        b.sampleTokens({
+          logits, classes: mdl.vocabSize, params, seeds, positions: samplePositions, history, tokens: picked, finished, limits, stopIds,
+        });
+      };
+      prepared = { run, runs: 0, tokens, positions, history, tensors };
+    } catch (e) {
+      for (const t of tensors) b.free(t);
+      throw e;
+    }
+    this.verifies.set(key, prepared);
+    return prepared;
+  }
+
+  private checkExtend(row: number, start: number, tokens: readonly number[], lastRows: number): void {
     this.checkAlive();
-    const m = tokens.length, arch = this.model.arch, V = this.model.vocabSize, Vp = arch.paddedVocab, L = this.maxLen;
+    const m = tokens.length, V = this.model.vocabSize, L = this.maxLen;
     if (!Number.isInteger(row) || row < 0 || row >= this.maxBatch) throw new ArgumentError(`engine: extend of sequence ${row}; the cache holds sequences 0..${this.maxBatch - 1}`);
     if (m < 1 || m > this.maxPrefillTokens) throw new ArgumentError(`engine: extend takes 1 to maxPrefillTokens = ${this.maxPrefillTokens} tokens, got ${m}`);
     if (!Number.isInteger(start) || start < 0 || start + m > L) throw new ArgumentError(`engine: extend writes positions ${start}..${start + m - 1}; the cache holds positions 0..${L - 1}`);
     tokens.forEach((t, j) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`engine: token ${t} at index ${j} of extend is outside the vocabulary [0, ${V})`); });
     if (!Number.isInteger(lastRows) || lastRows < 1 || lastRows > m) throw new ArgumentError(`engine: extend returns 1 to ${m} rows of logits, asked for ${lastRows}`);
+  }
+
+  /** The pass of extend(): runs the tokens, then `read(logits of the last rows, temp)` before the temporaries are freed. */
+  private extendRun<R>(row: number, start: number, tokens: readonly number[], lastRows: number, read: (logits: Tensor, temp: (shape: number[], dtype: 'f32' | 'i32') => Tensor) => R): R {
+    this.checkExtend(row, start, tokens, lastRows);
+    const m = tokens.length, arch = this.model.arch, Vp = arch.paddedVocab, L = this.maxLen;
     const b = this.backend, mdl = this.model, f = this.forward, cache = this.cache;
     const { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
     const Lk = start + m;
@@ -437,6 +533,11 @@ export class DecodeEngine {
     this.disposed = true;
     for (const d of this.decodes.values()) d.graph?.dispose();
     this.decodes.clear();
+    for (const v of this.verifies.values()) {
+      v.graph?.dispose();
+      for (const t of v.tensors) this.backend.free(t);
+    }
+    this.verifies.clear();
     const b = this.backend;
     for (const t of [...Object.values(this.state), ...Object.values(this.prefillIo)]) b.free(t);
     if (this.partials) b.free(this.partials);

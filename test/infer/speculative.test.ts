@@ -125,6 +125,18 @@ for (const family of ['gpt2', 'llama'] as const) {
     // Device-side greedy picks equal the host's argmax of the same rows.
     const picks = engine.extendGreedy(0, 0, PROMPT, 5);
     assert.deepEqual(picks, Array.from({ length: 5 }, (_, i) => greedyToken(reference.subarray((PROMPT.length - 5 + i) * V, (PROMPT.length - 4 + i) * V), greedy, [])));
+    // The graph engine's extendGreedy (a replayed decode-style pass over the cache row, captured on the
+    // second call of a row count): the same picks as the eager pass, call after call, at new positions.
+    const graphed = new DecodeEngine(m, { maxBatch: 2, maxLen: 16, graphs: true });
+    graphed.extend(1, 0, PROMPT.slice(0, 3));
+    engine.extend(1, 0, PROMPT.slice(0, 3));
+    for (const [start, fed] of [[3, PROMPT.slice(3, 6)], [6, PROMPT.slice(6, 8).concat([5])], [4, [9, 17, 33]]] as const) {
+      const eager = engine.extendGreedy(1, start, fed), replayed = graphed.extendGreedy(1, start, fed);
+      assert.deepEqual(replayed, eager, `picks at ${start}`);
+      assert.deepEqual(graphed.extendGreedy(1, start, fed, 2), eager.slice(1), 'the last rows only');
+    }
+    assert.throws(() => graphed.extendGreedy(1, 14, [1, 2, 3]), /positions 14\.\.16; the cache holds positions 0\.\.15/);
+    graphed.dispose();
     assert.throws(() => engine.extend(0, 14, [1, 2, 3]), /positions 14\.\.16; the cache holds positions 0\.\.15/);
     assert.throws(() => engine.extend(2, 0, [1]), /sequence 2/);
     assert.throws(() => engine.extend(0, 0, [V]), /outside the vocabulary/);
