@@ -203,8 +203,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
   cp_async_wait<0>();
   GRID_DEPENDENCY_TRIGGER();
 
-  // C fragment q of tile (i, j): feature n0 + tile_row(i) + g + 8·(q >> 1) (gated: less BN for the up tiles), row 8j + 2t + (q & 1).
+  // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
+  // the gate's), row 8j + 2t + (q & 1); in the partials, the up tiles' sums sit N columns to the right.
   const int NW = GATED ? 2 * N : N;
+  const auto feature = [&](int i, int q) { return n0 + (warp * FT + (i % FT)) * 16 + g + 8 * (q >> 1); };
+  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };
+  const auto column = [&](int i, int f) { return (GATED && i >= FT ? N : 0) + f; };
   if (splits > 1) {
     float* mine = partials + (size_t)split * M * NW;
     #pragma unroll
@@ -213,8 +217,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
       for (int j = 0; j < NT; j++)
         #pragma unroll
         for (int q = 0; q < 4; q++) {
-          const int f = n0 + (warp * FT + (i % FT)) * 16 + g + 8 * (q >> 1), m = 8 * j + 2 * t + (q & 1);
-          if (f < N && m < M) mine[(size_t)m * NW + (GATED && i >= FT ? N : 0) + f] = acc[i][j][q];
+          const int f = feature(i, q), m = row_of(j, q);
+          if (f < N && m < M) mine[(size_t)m * NW + column(i, f)] = acc[i][j][q];
         }
     // The last block of this feature tile adds the splits (release: partials visible before counting).
     __threadfence();
@@ -229,10 +233,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
       for (int j = 0; j < NT; j++)
         #pragma unroll
         for (int q = 0; q < 4; q++) {
-          const int f = n0 + (warp * FT + (i % FT)) * 16 + g + 8 * (q >> 1), m = 8 * j + 2 * t + (q & 1);
+          const int f = feature(i, q), m = row_of(j, q);
           float sum = 0.f;
           if (f < N && m < M)
-            for (int s = 0; s < splits; s++) sum += __ldcg(partials + ((size_t)s * M + m) * NW + (GATED && i >= FT ? N : 0) + f);
+            for (int s = 0; s < splits; s++) sum += __ldcg(partials + ((size_t)s * M + m) * NW + column(i, f));
           acc[i][j][q] = sum;
         }
     if (tid == 0) counters[blockIdx.x] = 0u;
@@ -243,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
     for (int j = 0; j < NT; j++)
       #pragma unroll
       for (int q = 0; q < 4; q++) {
-        const int n = n0 + (warp * FT + i) * 16 + g + 8 * (q >> 1), m = 8 * j + 2 * t + (q & 1);
+        const int n = feature(i, q), m = row_of(j, q);
         if (n < N && m < M) {
           const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
           ${write}
