@@ -11,7 +11,7 @@
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter; GPU_PENDING_TAR=1
 # packs $OUT into one archive, since the device tool brings back only a few files a call):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # speculative on a pair trained here (α of related trained models; ~3 min)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # the replayed greedy verification's GPU checks, then speculative on a pair trained here (α of related trained models; ~5 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF (session 10 measured ours only: slower than plain on random weights)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B, profiles
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
@@ -50,6 +50,7 @@ for step in "${steps[@]}"; do
                     run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
     spec-trained) # speculative on a trained pair (issue #7: α on our trained models): GPT-2 124M and a 2-layer draft of its width (bench/spec-draft),
           # both trained on Moby-Dick with GPT-2's BPE (the last 5% held out), then α and the speedup on a held-out prompt
+          run spec-tests 240 node --test --test-concurrency=1 dist/test/gpu/speculative.test.js
           run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
           run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft
           run spec-trained 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained.json" ;;
@@ -138,6 +139,7 @@ for step in "${steps[@]}"; do
   esac
 done
 say "summary"
+[ -f "$out/spec-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/spec-tests.log" | head -20
 for f in train-target train-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done
 [ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
