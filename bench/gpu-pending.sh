@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: skinny beam-speed spec-trained split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: skinny beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
@@ -13,6 +13,7 @@
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh beam-speed                  # bench:beam against HF generate with 4 beams (issue #5's ≥ 10×; never run on a GPU)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # the replayed greedy verification's GPU checks, then speculative on a pair trained here (α of related trained models; ~5 min)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # the same with a 24-layer × 1024 target (~3 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF (session 10 measured ours only: slower than plain on random weights)
 #   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B, profiles
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
@@ -55,6 +56,11 @@ for step in "${steps[@]}"; do
           run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
           run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft
           run spec-trained 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained.json" ;;
+    spec-trained-medium) # the same with a GPT-2-medium-sized target (24 layers × 1024, bench/spec-medium) and a 2-layer draft of its width: a target
+          # whose decode step costs more than a launch chain, where the lecture's speedup should show
+          run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
+          run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft
+          run spec-trained-medium 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained-medium.json" ;;
     spec-ours) # speculative decoding without HF (never measured; the HF runs took > 170 s before a row), one model per bounded run
           run spec-ours-gpt2 150 node dist/bench/speculative.js --models gpt2 --reps 2 --no-torch --json "$out/speculative-gpt2.json"
           run spec-ours-llama 150 node dist/bench/speculative.js --models llama --reps 2 --no-torch --json "$out/speculative-llama.json" ;;
@@ -143,7 +149,7 @@ for step in "${steps[@]}"; do
 done
 say "summary"
 [ -f "$out/spec-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/spec-tests.log" | head -20
-for f in train-target train-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done
+for f in train-target train-draft train-medium train-medium-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done
 [ -f "$out/beam-speed.log" ] && tail -25 "$out/beam-speed.log"
 [ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
@@ -162,7 +168,7 @@ for t in 0 1; do [ -f "$out/profile-pipelined$t.log" ] && { echo "profile-pipeli
 [ -f "$out/infer-ops.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/infer-ops.log" | head -20
 for f in decode-base decode-norm decode-cluster decode-both; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/decode-quant.log" ] && grep -E '^\|' "$out/decode-quant.log"
-for f in spec-trained spec-ours-gpt2 spec-ours-llama spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
+for f in spec-trained spec-trained-medium spec-ours-gpt2 spec-ours-llama spec-gpt2 spec-llama; do [ -f "$out/$f.log" ] && tail -15 "$out/$f.log"; done
 [ -f "$out/serve-cpuprof-top.txt" ] && head -30 "$out/serve-cpuprof-top.txt"
 for f in profile-serve-decode profile-serve-mixed profile-serve-decode256 profile-int4 profile-int8; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E 'graph replay\)|op launches|^\| (decodeAttention|normLinear|gemm|flash|qkvRope)' "$out/$f.log" | head -12; }; done
 [ -f "$out/serve-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/serve-tests.log" | head -20
