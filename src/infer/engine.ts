@@ -76,11 +76,13 @@ interface PreparedDecode { readonly run: () => void; graph?: Graph; runs: number
  */
 export const VERIFY_GRAPH_MAX_ROWS = 32;
 
-/** A graph-replayable extendGreedy of m rows into cache row `row`: its inputs, its picks, its run. */
+/** A graph-replayable extend of m rows into cache row `row`: its inputs, its logits (and greedy picks), its run. */
 interface PreparedVerify extends PreparedDecode {
   readonly tokens: Tensor;
   readonly positions: Tensor;
-  /** [m, 2]: sampleTokens writes row r's pick to [r, 1]. */
+  /** [m, paddedVocab]. */
+  readonly logits: Tensor;
+  /** [m, 2]: with picks, sampleTokens writes row r's greedy pick to [r, 1]. */
   readonly history: Tensor;
   readonly tensors: readonly Tensor[];
 }
@@ -364,18 +366,24 @@ export class DecodeEngine {
    * values there are overwritten before any query sees them). Per layer, the keys and values of positions
    * < start + m are gathered into a contiguous [Hkv, start + m, d] copy (embedTokens as a row gather) for
    * the fused attention op, whose causal mask is aligned to the last key (query i sees keys ≤ start + i):
-   * 2·Hkv·(start + m)·d values copied per layer on top of what attention reads. Independent of start() /
-   * decode(): the caller tracks the sequence's length; not captured (shapes vary).
+   * 2·Hkv·(start + m)·d values copied per layer on top of what attention reads. On a graph engine, up to
+   * VERIFY_GRAPH_MAX_ROWS tokens run instead as a replayed graph per row count (replayExtend: the decode
+   * step's kernels, nothing shaped by start). Independent of start() / decode(): the caller tracks the
+   * sequence's length.
    */
   extend(row: number, start: number, tokens: readonly number[], lastRows = tokens.length): Float32Array {
     const V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
-    return this.extendRun(row, start, tokens, lastRows, (logits) => {
-      const all = this.backend.download(logits) as Float32Array;
+    const unpad = (all: Float32Array) => {
       if (Vp === V) return all;
       const out = new Float32Array(lastRows * V);
       for (let i = 0; i < lastRows; i++) out.set(all.subarray(i * Vp, i * Vp + V), i * V);
       return out;
-    });
+    };
+    if (this.useGraphs && tokens.length <= VERIFY_GRAPH_MAX_ROWS) {
+      const v = this.replayExtend(row, start, tokens, lastRows, false), m = tokens.length;
+      return unpad(this.backend.download(this.backend.view(v.logits, (m - lastRows) * Vp, [lastRows * Vp])) as Float32Array);
+    }
+    return this.extendRun(row, start, tokens, lastRows, (logits) => unpad(this.backend.download(logits) as Float32Array));
   }
 
   /**
@@ -384,7 +392,11 @@ export class DecodeEngine {
    * those rows as if each were a sequence, so lastRows ints cross PCIe instead of lastRows·V floats.
    */
   extendGreedy(row: number, start: number, tokens: readonly number[], lastRows = tokens.length): number[] {
-    if (this.useGraphs && tokens.length <= VERIFY_GRAPH_MAX_ROWS) return this.extendGreedyReplayed(row, start, tokens, lastRows);
+    if (this.useGraphs && tokens.length <= VERIFY_GRAPH_MAX_ROWS) {
+      const v = this.replayExtend(row, start, tokens, lastRows, true), m = tokens.length;
+      const picks = this.backend.download(v.history) as Int32Array;
+      return Array.from({ length: lastRows }, (_, i) => picks[2 * (m - lastRows + i) + 1]!);
+    }
     return this.extendRun(row, start, tokens, lastRows, (logits, temp) => {
       const b = this.backend, n = lastRows;
       const tensor = (shape: number[], dtype: 'f32' | 'i32', values: Float32Array | Int32Array) => { const t = temp(shape, dtype); b.upload(t, values); return t; };
@@ -403,31 +415,32 @@ export class DecodeEngine {
   }
 
   /**
-   * extendGreedy as a replayed graph per (row, m) — the graph engine's path for m ≤ VERIFY_GRAPH_MAX_ROWS:
+   * extend / extendGreedy as a replayed graph per (row, m, picks) — a graph engine's path for m ≤ VERIFY_GRAPH_MAX_ROWS:
    * the m rows run as a decode step of m one-token "sequences" that share cache row `row`, each seeing
    * keys 0..start + i. The cache layer [maxBatch, Hkv, maxLen, d] is read as a block pool of one block
    * per sequence (blockSize = maxLen) through a [m, 1] block table of `row`, so qkvRopeAppend writes the m
    * keys and values at positions start..start + m − 1 and decodeAttention's causal prefix is each row's
    * own position — the decode step's kernels, no gathered copy of the keys, no shape that depends on
-   * start. Host work per call: two uploads of m ints, the replay, one download of 2m ints (the eager
-   * extend() allocates, uploads a gather table and launches the whole pass each round).
+   * start. Host work per call: two uploads of m ints, the replay, then the caller's one download — the
+   * greedy picks (2m ints) or the last rows' logits — where the eager pass allocates, uploads a gather
+   * table and launches the whole pass each round. The first call of a shape runs eagerly (one-off
+   * shapes, such as a first round's prompt, are never captured); the second captures it.
    */
-  private extendGreedyReplayed(row: number, start: number, tokens: readonly number[], lastRows: number): number[] {
+  private replayExtend(row: number, start: number, tokens: readonly number[], lastRows: number, picks: boolean): PreparedVerify {
     this.checkExtend(row, start, tokens, lastRows);
     const b = this.backend, m = tokens.length;
-    const v = this.preparedVerify(row, m);
+    const v = this.preparedVerify(row, m, picks);
     b.upload(v.tokens, tokens);
     b.upload(v.positions, Array.from({ length: m }, (_, i) => start + i));
     if (v.graph) v.graph.replay();
     else if (v.runs >= 1) (v.graph = b.captureGraph(v.run)).replay();
     else v.run();
     v.runs++;
-    const picks = b.download(v.history) as Int32Array;
-    return Array.from({ length: lastRows }, (_, i) => picks[2 * (m - lastRows + i) + 1]!);
+    return v;
   }
 
-  private preparedVerify(row: number, m: number): PreparedVerify {
-    const key = `${row}.${m}`;
+  private preparedVerify(row: number, m: number, picks: boolean): PreparedVerify {
+    const key = `${row}.${m}.${picks ? 'picks' : 'logits'}`;
     let prepared = this.verifies.get(key);
     if (prepared) return prepared;
     const b = this.backend, mdl = this.model, arch = mdl.arch, f = this.forward, cache = this.cache;
@@ -454,7 +467,7 @@ export class DecodeEngine {
       const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
       const scale = 1 / Math.sqrt(d);
       const run = () => {
-        b.fill(finished, 0);
+        if (picks) b.fill(finished, 0);
         f.embed(b, v, tokens, positions);
         f.blocks(b, v, (l) => {
           const kPool = cache.keys(l, 0, this.maxBatch), vPool = cache.values(l, 0, this.maxBatch), bias = mdl.layers[l]!.qkvBias;
@@ -463,11 +476,13 @@ export class DecodeEngine {
           return v.attn;
         });
         f.lmHead(b, v.h, logits);
-        b.sampleTokens({
-          logits, classes: mdl.vocabSize, params, seeds, positions: samplePositions, history, tokens: picked, finished, limits, stopIds,
-        });
+        if (picks) {
+          b.sampleTokens({
+            logits, classes: mdl.vocabSize, params, seeds, positions: samplePositions, history, tokens: picked, finished, limits, stopIds,
+          });
+        }
       };
-      prepared = { run, runs: 0, tokens, positions, history, tensors };
+      prepared = { run, runs: 0, tokens, positions, logits, history, tensors };
     } catch (e) {
       for (const t of tensors) b.free(t);
       throw e;

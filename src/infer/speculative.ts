@@ -22,11 +22,10 @@
 // Cost per round: K draft passes and one target pass over K + 1 rows (whose weights are read once, as in
 // one decode step); when sampling, downloads of K + 1 target and K draft rows of V f32 logits (V = 50257:
 // ~200 KB a row) and the host's acceptance (speculative-accept.ts: O(V) per row, a sort for top-p without
-// top-k); greedy, K + 1 ints. Greedy verification (extendGreedy) replays a graph per row count on a graph
-// engine: the K + 1 rows run the decode step's kernels over the cache row, positions uploaded, so
-// nothing in it depends on where the sequence is (engine.ts, extendGreedyReplayed). extend() passes
-// (sampling, a draft's catch-up, the first round's prompt) run eagerly and end with a synchronising
-// download, so a sampled draft's per-token cost is its launches' latency.
+// top-k); greedy, K + 1 ints. On a graph engine every extend of ≤ 32 rows (the target's K + 1, a
+// sampled draft's one-row steps, a catch-up) replays a graph per row count: the rows run the decode
+// step's kernels over the cache row, positions uploaded, so nothing in it depends on where the sequence
+// is (engine.ts, replayExtend); each still ends with a synchronising download.
 //
 // Adaptive K (HF's assistant heuristic): K + 2 after a round that accepted every draft token, K − 1 (at
 // least 1) otherwise, capped at maxDraftTokens and at the tokens left.

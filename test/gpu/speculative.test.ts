@@ -61,9 +61,11 @@ for (const m of MODELS) {
         const graphed = new DecodeEngine(model, { maxBatch: 2, maxLen: 64, graphs: true });
         graphed.extend(1, 0, PROMPT.slice(0, n - 6));
         const replayed = [0, 1, 2].map(() => graphed.extendGreedy(1, n - 6, PROMPT.slice(n - 6)));
+        // extend()'s logits through the replayed pass: the last 6 rows, twice (eager, then captured).
+        const replayedLogits = [0, 1].map(() => graphed.extend(1, n - 6, PROMPT.slice(n - 6)));
         graphed.dispose();
         model.free();
-        return { whole, chunked, picks, hostPicks, replayed };
+        return { whole, chunked, picks, hostPicks, replayed, replayedLogits };
       };
       const g = run(gpu), c = run(cpu);
       assert.deepEqual(g.picks, g.hostPicks, `${dtype}: device greedy picks (extendGreedy) vs the host's argmax of the same logits`);
@@ -73,6 +75,11 @@ for (const m of MODELS) {
         assert.ok(dtype === 'f32' ? same === 6 : same >= 5, `${dtype}: replayed extendGreedy picks ${r} vs ${g.hostPicks}`);
       }
       const tolerance = dtype === 'f32' ? 1e-4 : 2e-2;
+      const V = g.whole.length / PROMPT.length, tail = g.whole.subarray((PROMPT.length - 6) * V);
+      for (const r of g.replayedLogits) {
+        const e = relError(r, tail);
+        assert.ok(e <= tolerance, `${dtype} replayed extend logits rel err ${e}`);
+      }
       for (const key of ['whole', 'chunked'] as const) {
         const e = relError(g[key], c[key]);
         assert.ok(e <= tolerance, `${dtype} ${key} rel err ${e}`);

@@ -134,6 +134,15 @@ for (const family of ['gpt2', 'llama'] as const) {
       const eager = engine.extendGreedy(1, start, fed), replayed = graphed.extendGreedy(1, start, fed);
       assert.deepEqual(replayed, eager, `picks at ${start}`);
       assert.deepEqual(graphed.extendGreedy(1, start, fed, 2), eager.slice(1), 'the last rows only');
+      // extend()'s logits through the replayed pass (its own graph per row count) against the eager pass.
+      const want = engine.extend(1, start, fed, 2);
+      for (let rep = 0; rep < 2; rep++) {
+        const got = graphed.extend(1, start, fed, 2);
+        assert.equal(got.length, want.length);
+        let worst = 0;
+        for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
+        assert.ok(worst < 1e-4, `replayed extend logits at ${start}: max |diff| ${worst}`);
+      }
     }
     assert.throws(() => graphed.extendGreedy(1, 14, [1, 2, 3]), /positions 14\.\.16; the cache holds positions 0\.\.15/);
     graphed.dispose();
