@@ -4,13 +4,14 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: skinny beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: skinny prefetch beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter; GPU_PENDING_TAR=1
 # packs $OUT into one archive, since the device tool brings back only a few files a call):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh prefetch  # decode attention's early copies (never run): all decode-attention + speculative checks, decode and serving A/B (~6 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh beam-speed                  # bench:beam against HF generate with 4 beams (issue #5's ≥ 10×; never run on a GPU)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # the replayed greedy verification's GPU checks, then speculative on a pair trained here (α of related trained models; ~5 min)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # the same with a 24-layer × 1024 target (~3 min)
@@ -104,6 +105,12 @@ for step in "${steps[@]}"; do
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
     beam-speed) # beam search speed against HF generate (issue #5: ≥ 10× at 4 beams, batch 1 and 32; never run on a GPU)
           run beam-speed 420 node dist/bench/beam.js --iters 3 --json "$out/beam.json" ;;
+    prefetch) # decode attention's early copies (freshKeys, built session 10, never run): every decode-attention check, then A/B one process each, decode and serving
+          run prefetch-tests 300 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/speculative.test.js
+          run decode-prefetch 120 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-prefetch.json
+          run decode-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noprefetch.json
+          run serve-prefetch 120 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-prefetch.json"
+          run serve-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json /tmp/serve-noprefetch.json ;;
     skinny) # the skinny GEMM (kernels/gemm-skinny.ts, opt-in FUSEFORMER_SKINNY_GEMM=1, built session 10, never run): its checks, decode A/B, the b32 step op by op, serving A/B
           run skinny-tests 300 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js
           run decode-noskinny 120 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noskinny.json
@@ -150,6 +157,9 @@ done
 say "summary"
 [ -f "$out/spec-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/spec-tests.log" | head -20
 for f in train-target train-draft train-medium train-medium-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done
+[ -f "$out/prefetch-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/prefetch-tests.log" | head -20
+for f in decode-prefetch decode-noprefetch; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
+for f in serve-prefetch serve-noprefetch; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^C ' "$out/$f.log"; }; done
 [ -f "$out/beam-speed.log" ] && tail -25 "$out/beam-speed.log"
 [ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done

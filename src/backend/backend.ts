@@ -688,6 +688,10 @@ export interface QkvRopeAppendArgs {
  *   maxLen = maxBlocks·blockSize, and key j of sequence b is [blockTable[b, ⌊j / blockSize⌋], g, j mod blockSize].
  *   A negative position marks an idle row (no keys: out = 0) on both backends. A used table entry outside
  *   [0, numBlocks) is an error on the CPU; the GPU trusts the table.
+ * freshKeys (default 0): of each query's keys, at most its last freshKeys (positions > positions[b] −
+ *   freshKeys) were written by the op just before this one (a decode step's qkvRopeAppend: 1; m rows of
+ *   one sequence appended together: m); the GPU may read the others before that op has finished
+ *   (programmatic launch). It does not change the result; a value too small is a race.
  */
 export interface DecodeAttentionArgs {
   q: Tensor;
@@ -698,6 +702,7 @@ export interface DecodeAttentionArgs {
   scale?: number;
   partials?: Tensor;
   blockTable?: Tensor;
+  freshKeys?: number;
 }
 
 /**

@@ -472,7 +472,8 @@ export class DecodeEngine {
         f.blocks(b, v, (l) => {
           const kPool = cache.keys(l, 0, this.maxBatch), vPool = cache.values(l, 0, this.maxBatch), bias = mdl.layers[l]!.qkvBias;
           b.qkvRopeAppend({ qkv: v.qkv, positions, q: q4, kCache: kPool, vCache: vPool, blockTable: table, ...rope, ...(bias ? { bias } : {}) });
-          b.decodeAttention({ q: q3, kCache: kPool, vCache: vPool, positions, out: out3, scale, blockTable: table });
+          // Row i's keys start..start + i were appended just now: at most m fresh keys a row.
+          b.decodeAttention({ q: q3, kCache: kPool, vCache: vPool, positions, out: out3, scale, blockTable: table, freshKeys: m });
           return v.attn;
         });
         f.lmHead(b, v.h, logits);
@@ -611,7 +612,7 @@ export class DecodeEngine {
       f.blocks(b, v, (l) => {
         const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n), bias = m.layers[l]!.qkvBias;
         b.qkvRopeAppend({ qkv: v.qkv, positions: st.positions, q: q4, kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
-        b.decodeAttention({ q: q3, kCache, vCache, positions: st.positions, out: out3, scale, ...(partials ? { partials } : {}) });
+        b.decodeAttention({ q: q3, kCache, vCache, positions: st.positions, out: out3, scale, ...(partials ? { partials } : {}), freshKeys: 1 });
         return v.attn;
       });
       f.lmHead(b, v.h, st.logits);

@@ -224,6 +224,7 @@ export class PagedForward {
         b.decodeAttention({
           q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: b.view(cachePositions, 0, [S]), out: b.view(v.attn, 0, [S, Hq, d]),
           scale, blockTable: b.view(o.blockTables, 0, [S, M]), ...partials,
+          freshKeys: 1,  // the decode region's rows are one token each: only its own key is this step's
         });
       }
       if (segments) {

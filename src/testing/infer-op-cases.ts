@@ -73,8 +73,9 @@ function decodeAttentionCases(dtype: FloatDType): OpCase[] {
     [4, 32, 8, 64, 300, 1], [4, 32, 8, 64, 300, 4], [2, 12, 12, 64, 160, 1], [1, 32, 8, 128, 2100, 8], [3, 16, 1, 64, 77, 3],
     [2, 4, 4, 80, 50, 2], [2, 64, 8, 128, 33, 1],
   ];
-  return shapes.map(([B, Hq, Hkv, d, maxLen, splits]): OpCase => ({
-    name: `decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}`, dtype,
+  // freshKeys (which keys the GPU may read before the previous op ends) varies by case: it must not change the result.
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits], i): OpCase => ({
+    name: `decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits} fresh=${[0, 1, 7][i % 3]}`, dtype,
     inputs: (rng) => {
       const positions = Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)));
       return {
@@ -86,7 +87,7 @@ function decodeAttentionCases(dtype: FloatDType): OpCase[] {
       const c = new CaseContext(b, inputs);
       b.decodeAttention({
         q: c.in('q'), kCache: c.in('k'), vCache: c.in('v'), positions: c.in('positions'), out: c.out('out', [B, Hq, d], dtype),
-        ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}),
+        ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), freshKeys: [0, 1, 7][i % 3]!,
       });
       return c.results();
     },

@@ -86,10 +86,10 @@ function pagedDecodeAttentionCases(dtype: FloatDType): OpCase[] {
     [5, 32, 8, 64, 16, 20, 1], [5, 32, 8, 64, 16, 20, 4], [3, 12, 12, 64, 32, 9, 1], [2, 32, 8, 128, 32, 70, 8],
     [4, 16, 1, 64, 16, 5, 3], [3, 8, 2, 80, 32, 4, 2], [4, 8, 2, 16, 8, 7, 1],
   ];
-  return shapes.map(([B, Hq, Hkv, d, bs, M, splits]): OpCase => {
-    const maxLen = M * bs, numBlocks = B * M + 5;
+  return shapes.map(([B, Hq, Hkv, d, bs, M, splits], i): OpCase => {
+    const maxLen = M * bs, numBlocks = B * M + 5, freshKeys = [1, 0, 20][i % 3]!;
     return {
-      name: `paged decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} blockSize=${bs} maxLen=${maxLen} splits=${splits}`, dtype,
+      name: `paged decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} blockSize=${bs} maxLen=${maxLen} splits=${splits} fresh=${freshKeys}`, dtype,
       inputs: (rng) => {
         // Row 0 at the last position, row 1 idle (−1), row 2 at position 0, the rest anywhere.
         const positions = Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? -1 : b === 2 ? 0 : Math.floor(rng.next() * maxLen)));
@@ -102,7 +102,7 @@ function pagedDecodeAttentionCases(dtype: FloatDType): OpCase[] {
         const c = new CaseContext(b, inputs);
         b.decodeAttention({
           q: c.in('q'), kCache: c.in('k'), vCache: c.in('v'), positions: c.in('positions'), out: c.out('out', [B, Hq, d], dtype), blockTable: c.in('table'),
-          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}),
+          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), freshKeys,
         });
         return c.results();
       },

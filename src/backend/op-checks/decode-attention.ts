@@ -38,5 +38,7 @@ export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: 
   }
   const scale = args.scale ?? 1 / Math.sqrt(d);
   check.finite('scale', scale);
-  return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits, blockTable, paged };
+  const freshKeys = args.freshKeys ?? 0;
+  if (!Number.isInteger(freshKeys) || freshKeys < 0) check.fail(`freshKeys must be a non-negative integer, got ${freshKeys}`);
+  return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits, blockTable, paged, freshKeys };
 }

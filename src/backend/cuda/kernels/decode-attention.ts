@@ -47,6 +47,12 @@
 // cp.async in two stages, XOR-swizzled, the next tile issued before the current one is computed, so a
 // block's loads overlap its own math and barriers; the scores and values read the rows from shared memory (64 KiB of dynamic shared memory; the
 // key lanes' sums reuse it at the end).
+// Early copies (PIPELINED, args.freshKeys > 0): the caller vouches that only each query's last freshKeys
+// keys were written by the op just before (this step's qkvRopeAppend); the first tile's copies of the
+// others are issued before GRID_DEPENDENCY_WAIT, overlapping that op's tail under a programmatic launch.
+// Safe because every kernel here triggers its dependents only after its own wait: when this kernel
+// starts, every op but the one just before has finished (positions and block tables come from host
+// uploads or earlier steps).
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
 // (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
@@ -160,8 +166,11 @@ export const MAX_CLUSTER_SPLITS = 8;
  * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
  * the throughput variant (decodeAttentionThroughput).
  */
-export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto' } = {
+export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
+  // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
+  // wait (built session 10, not yet timed); FUSEFORMER_DECODE_PREFETCH=0 issues them all after it.
+  prefetch: process.env['FUSEFORMER_DECODE_PREFETCH'] !== '0',
   // decodeAttentionPipelined (128-byte rows): on unless FUSEFORMER_DECODE_PIPELINED=0.
   pipelined: envSwitch(process.env['FUSEFORMER_DECODE_PIPELINED']),
   // decodeAttentionThroughput: 'auto' unless FUSEFORMER_DECODE_THROUGHPUT is 1 or 0.
@@ -223,6 +232,8 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const keyLanes = Math.max(1, Math.floor(DECODE_THREADS / vecs));
   // Value rows a key lane reads per tile, and how many of them it loads before using any (see "values").
   const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, spec.throughput ? THROUGHPUT_V_BATCH : 8);
+  // (The split pipelined variant takes 172 registers: 2 blocks an SM, where its stages would allow 3;
+  // __launch_bounds__(THREADS, 3) fits it in 168 with 68 bytes spilled — not yet timed.)
   const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : '__launch_bounds__(THREADS)';
   if (spec.pipelined && !pipelinedRows(spec.headDim, byteSize(spec.dtype), spec.vec)) throw new RangeError(`decodeAttentionSource: the pipelined variant takes 128-byte rows of 16-byte vectors, got d ${spec.headDim} ${spec.dtype} vec ${spec.vec}`);
   // MMA_LIB for the pipelined variant's cp.async and shared addresses (its code is compiled in every variant, if unused).
@@ -242,10 +253,11 @@ ${CLUSTER_CODE}
 extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}${bounds} ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
-    const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters) {
-  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
-  GRID_DEPENDENCY_WAIT();
-  GRID_DEPENDENCY_TRIGGER();
+    const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): nothing the previous kernel writes
+  // is read before GRID_DEPENDENCY_WAIT below. PIPELINED with fresh_keys > 0: the keys and values at
+  // positions < n − fresh_keys were written before that kernel (earlier steps; see the header), so the
+  // first tile's copies of them are issued before the wait.
   __shared__ float qs[GH][D];
   __shared__ float ps[GH][TILE];
   __shared__ float red[GH][WARPS];
@@ -264,6 +276,37 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   const int chunk = SPLIT ? max(min_chunk, (n + splits - 1) / splits) : n;  // splitChunk
   const int j_begin = SPLIT ? split * chunk : 0;
   const int j_end = SPLIT ? min(n, j_begin + chunk) : n;
+  // Element offset of key j's row (kv head g of sequence b).
+  [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (size_t)b * table_stride : nullptr;
+  const auto key_row = [&](int j) -> size_t {
+    if constexpr (PAGED) return (((size_t)table[j / PAGE] * hkv + g) * PAGE + j % PAGE) * D;
+    else return (((size_t)b * hkv + g) * max_len + j) * D;
+  };
+  // PIPELINED: tile rows [t0, t0 + TILE) of K and V into stage s by cp.async (rows past j_end zero-filled),
+  // chunk c of row r at chunk c ^ (r & 7) (mma-lib.ts's swizzle: a phase of 8 threads reading one chunk
+  // column of 8 rows, or one row's 8 chunks, hits 8 distinct bank groups). part: 0 every row; 1 the rows
+  // below stable_end (before the wait); 2 the others (after it) — together, each row once.
+  constexpr int STAGE = TILE * 128;
+  const int stable_end = n - fresh_keys;
+  [[maybe_unused]] const auto load_stage = [&](int stage, int t0, int part) {
+    const u32 k_dst = smem_u32(stages) + stage * STAGE, v_dst = k_dst + 2 * STAGE;
+    #pragma unroll
+    for (int step = 0; step < TILE * 8 / THREADS; step++) {
+      const int idx = step * THREADS + tid, r = idx >> 3, c = idx & 7, j = t0 + r;
+      if (part == 1 ? j >= stable_end || j >= j_end : part == 2 && j < stable_end && j < j_end) continue;
+      const bool inside = j < j_end;
+      const size_t at = key_row(inside ? j : j_begin) + c * VEC;
+      const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
+      cp_async_16(k_dst + off, k_cache + at, inside);
+      cp_async_16(v_dst + off, v_cache + at, inside);
+    }
+  };
+  [[maybe_unused]] const bool prefetched = PIPELINED && fresh_keys > 0 && j_begin < j_end && j_begin < stable_end;
+  if constexpr (PIPELINED) {
+    if (prefetched) load_stage(0, j_begin, 1);
+  }
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
   if (SPLIT && !CLUSTER && j_begin >= j_end) {
     // Not counted: the last block combines only the splits below n. No keys at all (an idle row): split 0 writes zeros.
     if (n == 0 && split == 0) for (int i = tid; i < GH * D; i += THREADS) out[((size_t)b * hq + h0 + i / D) * D + i % D] = from_float<T>(0.f);
@@ -280,34 +323,12 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     for (int e = 0; e < VEC; e++) acc[h][e] = 0.f;
   }
   __syncthreads();
-  // Element offset of key j's row (kv head g of sequence b).
-  [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (size_t)b * table_stride : nullptr;
-  const auto key_row = [&](int j) -> size_t {
-    if constexpr (PAGED) return (((size_t)table[j / PAGE] * hkv + g) * PAGE + j % PAGE) * D;
-    else return (((size_t)b * hkv + g) * max_len + j) * D;
-  };
   const int key_lane = tid / VECS, cv = tid % VECS;
-  // PIPELINED: tile rows [t0, t0 + TILE) of K and V into stage s by cp.async (rows past j_end zero-filled),
-  // chunk c of row r at chunk c ^ (r & 7) (mma-lib.ts's swizzle: a phase of 8 threads reading one chunk
-  // column of 8 rows, or one row's 8 chunks, hits 8 distinct bank groups).
-  constexpr int STAGE = TILE * 128;
-  [[maybe_unused]] const auto load_stage = [&](int stage, int t0) {
-    const u32 k_dst = smem_u32(stages) + stage * STAGE, v_dst = k_dst + 2 * STAGE;
-    #pragma unroll
-    for (int step = 0; step < TILE * 8 / THREADS; step++) {
-      const int idx = step * THREADS + tid, r = idx >> 3, c = idx & 7, j = t0 + r;
-      const bool inside = j < j_end;
-      const size_t at = key_row(inside ? j : j_begin) + c * VEC;
-      const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
-      cp_async_16(k_dst + off, k_cache + at, inside);
-      cp_async_16(v_dst + off, v_cache + at, inside);
-    }
-  };
   [[maybe_unused]] const auto stage_row = [&](int kv, int stage, int r, int c) -> Vec<T, VEC> {
     return *reinterpret_cast<const Vec<T, VEC>*>(stages + (kv * 2 + stage) * STAGE + (r * 8 + (c ^ (r & 7))) * 16);
   };
   if constexpr (PIPELINED) {
-    if (j_begin < j_end) load_stage(0, j_begin);
+    if (j_begin < j_end) load_stage(0, j_begin, prefetched ? 2 : 0);
     cp_async_commit();
   }
 
@@ -317,7 +338,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     if constexpr (PIPELINED) {
       // The next tile into the other stage (every thread was done with it at the last tile's end barrier),
       // then wait for this one.
-      if (t0 + TILE < j_end) load_stage(stage ^ 1, t0 + TILE);
+      if (t0 + TILE < j_end) load_stage(stage ^ 1, t0 + TILE, 0);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
@@ -504,7 +525,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
 
 export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): void {
   const c = new OpCheck('decodeAttention', 'cuda');
-  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged } = checkDecodeAttention(c, args);
+  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged, freshKeys } = checkDecodeAttention(c, args);
   const ptr = (name: string, t: typeof q | undefined) => (t ? devicePtr(c, name, t) : 0n);
   const p = { q: ptr('q', q), k: ptr('kCache', kCache), v: ptr('vCache', vCache), positions: ptr('positions', positions), out: ptr('out', out), partials: ptr('partials', partials) };
   if (B === 0 || Hq === 0) return;
@@ -527,7 +548,7 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
     { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: PIPELINED_STAGE_BYTES } : {}) },
     [
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
-      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters),
+      arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters), arg.i32(decodeAttentionOptions.prefetch ? freshKeys : 0),
     ],
   );
 }
