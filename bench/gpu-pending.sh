@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: skinny prefetch beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: skinny prefetch profile-train beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
@@ -12,6 +12,7 @@
 # packs $OUT into one archive, since the device tool brings back only a few files a call):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh prefetch  # decode attention's early copies (never run): all decode-attention + speculative checks, decode and serving A/B (~6 min)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh profile-train   # #9: the GPT-2 training step's profile and checks (~2 min); copy *-train.profile.json into bench/results/profile/, then fuseformer bench --charts-only
 #   bash .device/run.sh bash bench/gpu-pending.sh beam-speed                  # bench:beam against HF generate with 4 beams (issue #5's ≥ 10×; never run on a GPU)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # the replayed greedy verification's GPU checks, then speculative on a pair trained here (α of related trained models; ~5 min)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # the same with a 24-layer × 1024 target (~3 min)
@@ -138,6 +139,10 @@ for step in "${steps[@]}"; do
           run decode-int4 150 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json /tmp/decode-int4.json
           run decode-int4-gated 150 env FUSEFORMER_INT4_GATED=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json /tmp/decode-int4-gated.json ;;
     serve-tests) run serve-tests 300 node --test --test-concurrency=1 dist/test/gpu/gemm.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/decode-gemv.test.js ;;
+    profile-train) # issue #9's GPT-2 124M training-step profile (and BERT's, LightSeq attention's), kept as profiles for the rooflines (bench/results/profile/*.profile.json)
+          run profile-train 300 node dist/bench/profile-check.js --only train --out /tmp/fuseformer-profile-train
+          cp /tmp/fuseformer-profile-train/check.json "$out/profile-check-train.json" 2>/dev/null
+          for m in gpt2-124M bert-base gpt2-124M-lightseq-attention; do cp /tmp/fuseformer-profile-train/$m/profile.json "$out/$m-train.profile.json" 2>/dev/null; done ;;
     profile) run profile 200 node dist/bench/profile-check.js --only decode --out /tmp/fuseformer-profile
              cp /tmp/fuseformer-profile/check.json "$out/profile-check.json" 2>/dev/null
              for m in gpt2-124M llama-1.2B; do cp /tmp/fuseformer-profile/$m-decode/profile.json "$out/profile-$m.json" 2>/dev/null; done ;;
@@ -195,6 +200,7 @@ for f in decode-int4 decode-int4-gated; do [ -f "$out/$f.log" ] && { echo "$f:";
 [ -f "$out/decode-modes.log" ] && grep -E '^\|' "$out/decode-modes.log"
 [ -f "$out/tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tests.log" | head -20
 [ -f "$out/profile.log" ] && grep -E '^(PASS|FAIL)' "$out/profile.log"
+[ -f "$out/profile-train.log" ] && grep -E '^(PASS|FAIL)' "$out/profile-train.log"
 [ -f "$out/tokenizer.log" ] && tail -8 "$out/tokenizer.log"
 [ -f "$out/infer.log" ] && grep -E 'FAIL|parity:' "$out/infer.log"
 [ -f "$out/decode.log" ] && grep -E '^\|' "$out/decode.log"

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ArgumentError } from '../errors.js';
 import type { BenchSuite } from '../profile/bench-charts.js';
-import { BENCH_SUITES, writeBenchCharts } from '../profile/bench-charts.js';
+import { BENCH_SUITES, writeBenchCharts, writeRooflineCharts } from '../profile/bench-charts.js';
 
 export const BENCH_USAGE = `usage: fuseformer bench [options]
 
@@ -65,7 +65,9 @@ export function runBench(argv: string[], log: (line: string) => void = (line) =>
       }
     }
   }
-  const report = writeBenchCharts(resultsDir, suites, join(resultsDir, 'charts'));
+  const bars = writeBenchCharts(resultsDir, suites, join(resultsDir, 'charts'));
+  const rooflines = writeRooflineCharts(resultsDir, join(resultsDir, 'charts'));
+  const report = { written: [...bars.written, ...rooflines.written], skipped: [...bars.skipped, ...rooflines.skipped] };
   for (const line of report.skipped) log(`charts: ${line}`);
   log(report.written.length > 0 ? `charts written: ${report.written.join(', ')}` : 'no charts written');
   return failed > 0 ? 1 : 0;

@@ -9,6 +9,7 @@
 //              generate() eager and static + compile, and the bandwidth floor (decode.json)
 //   quant      µs per linear layer: bf16, W4A16, W8A8 and PyTorch's bf16 F.linear (quant.json)
 //   serve      whatever its results file declares (below)
+// and the rooflines of the profiles kept in bench/results/profile/*.profile.json (writeRooflineCharts).
 // A results file can carry its own charts — the way for a new benchmark to get one without code here:
 //   "charts": [{ "name": "decode", "title": "…", "unit": "ms/token", "better": "lower",
 //                "series": ["fuseformer", "PyTorch (HF generate)"],
@@ -16,11 +17,14 @@
 //                "note": "…", "reference": { "value": 100, "label": "…" } }]
 // Those are drawn as declared (after the built-in ones), each into <name>.svg/png.
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FuseformerError } from '../errors.js';
 import type { BarChartSpec, BarGroup } from './bar-chart.js';
 import { barChartSvg } from './bar-chart.js';
+import type { KernelRow } from './profiler.js';
+import { rooflineSvg } from './roofline-plot.js';
+import type { Roofs } from './roofs.js';
 import { writeSvgAndPng } from './svg.js';
 
 export class BenchResultsError extends FuseformerError {}
@@ -302,6 +306,38 @@ export function writeBenchCharts(resultsDir: string, suites: readonly BenchSuite
       if (files.png) written.push(files.png);
       else skipped.push(`${chart.name}: SVG only (${files.pngError})`);
     }
+  }
+  return { written, skipped };
+}
+
+/**
+ * The rooflines of the profiles kept under `<resultsDir>/profile/` (`fuseformer profile`'s profile.json,
+ * saved as `<name>.profile.json`: a step profiled on the H200), each drawn into `roofline-<name>.svg/png`
+ * — so the plots of measured steps can be redrawn and linked without the GPU. Files without measured
+ * roofs (CPU profiles) are skipped with a line saying so.
+ */
+export function writeRooflineCharts(resultsDir: string, chartsDir: string): ChartsReport {
+  const written: string[] = [], skipped: string[] = [], dir = join(resultsDir, 'profile');
+  if (!existsSync(dir)) return { written, skipped: [`rooflines: no ${dir}`] };
+  for (const name of readdirSync(dir).filter((f) => f.endsWith('.profile.json')).sort()) {
+    const file = join(dir, name), stem = name.slice(0, -'.profile.json'.length);
+    let json: unknown;
+    try {
+      json = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (error) {
+      throw new BenchResultsError(`${file}: not valid JSON (${(error as Error).message})`);
+    }
+    if (!isObject(json) || !Array.isArray(json['kernels'])) throw new BenchResultsError(`${file}: not a profile (no 'kernels' array)`);
+    const roofs = json['roofs'];
+    if (!isObject(roofs) || typeof roofs['copyGBps'] !== 'number' || typeof roofs['gemmTflops'] !== 'number') { skipped.push(`${stem}: no measured roofs in ${file}`); continue; }
+    // "NVIDIA H200: llama-1.2B decode, batch 1, context 512, bf16" (the device without its details, the run's main fields).
+    const run = isObject(json['run']) ? json['run'] : {};
+    const fields = ['batch', 'context', 'chunk'].filter((k) => run[k] !== undefined).map((k) => `${k} ${String(run[k])}`);
+    const title = `${String(json['device'] ?? 'unknown device').split(' (')[0]}: ${String(run['model'] ?? stem)} ${String(run['mode'] ?? '')}, ${[...fields, String(run['dtype'] ?? '')].filter(Boolean).join(', ')}`;
+    const files = writeSvgAndPng(join(chartsDir, `roofline-${stem}`), rooflineSvg(json['kernels'] as KernelRow[], roofs as unknown as Roofs, { title }));
+    written.push(files.svg);
+    if (files.png) written.push(files.png);
+    else skipped.push(`roofline-${stem}: SVG only (${files.pngError})`);
   }
   return { written, skipped };
 }

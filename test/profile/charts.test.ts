@@ -6,7 +6,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseSuites, runBench } from '../../src/cli/bench.js';
 import { barChartSvg } from '../../src/profile/bar-chart.js';
-import { attentionCharts, declaredCharts, decodeCharts, kernelCharts, quantCharts, trainCharts, writeBenchCharts } from '../../src/profile/bench-charts.js';
+import { attentionCharts, declaredCharts, decodeCharts, kernelCharts, quantCharts, trainCharts, writeBenchCharts, writeRooflineCharts } from '../../src/profile/bench-charts.js';
 import type { KernelRow } from '../../src/profile/profiler.js';
 import { writeProfileOutputs } from '../../src/profile/output.js';
 import { summarize } from '../../src/profile/profiler.js';
@@ -181,6 +181,26 @@ test('fuseformer bench --charts-only: SVG + PNG for the committed train and kern
   assert.deepEqual(parseSuites('train, kernels,train'), ['train', 'kernels']);
   writeFileSync(join(results, 'train.json'), '{ not json');
   assert.throws(() => runBench(['--charts-only', '--results', results, '--suite', 'train'], () => {}), /train\.json: not valid JSON/);
+});
+
+test('fuseformer bench --charts-only draws the rooflines of the profiles kept in bench/results/profile (H200 steps); profiles without roofs are said, broken ones refused', () => {
+  const results = join(dir, 'roofline-results'), profiles = join(results, 'profile');
+  mkdirSync(profiles, { recursive: true });
+  assert.match(writeRooflineCharts(join(dir, 'no-results'), join(dir, 'no-charts')).skipped.join('\n'), /rooflines: no .*profile/);
+  copyFileSync(join(committed, 'profile', 'llama-1.2B-decode-b1.profile.json'), join(profiles, 'llama-1.2B-decode-b1.profile.json'));
+  writeFileSync(join(profiles, 'cpu-run.profile.json'), JSON.stringify({ device: 'CPU (reference)', run: { model: 'gpt2-tiny', mode: 'decode' }, kernels: [] }));
+  writeFileSync(join(profiles, 'notes.json'), '{ "ignored": "not a .profile.json" }');
+  const lines: string[] = [];
+  assert.equal(runBench(['--charts-only', '--results', results, '--suite', 'train'], (l) => lines.push(l)), 0);
+  const svg = readFileSync(join(results, 'charts', 'roofline-llama-1.2B-decode-b1.svg'), 'utf8');
+  assert.match(svg, />NVIDIA H200: llama-1\.2B decode, batch 1, context 512, bf16</);
+  assert.match(svg, />decodeAttention B1 H32\/8 d64 cache 576 split 5</);
+  const [w, h] = pngSize(join(results, 'charts', 'roofline-llama-1.2B-decode-b1.png'));
+  assert.deepEqual([w, h], [1100, 700]);
+  assert.match(lines.join('\n'), /cpu-run: no measured roofs/);
+  assert.ok(!existsSync(join(results, 'charts', 'roofline-notes.svg')));
+  writeFileSync(join(profiles, 'broken.profile.json'), '{ "kernels": 3 }');
+  assert.throws(() => writeRooflineCharts(results, join(results, 'charts')), /broken\.profile\.json: not a profile/);
 });
 
 test('roofline: roofs, a circle per costed kernel sized by share, labels, the no-FLOP strip; SVG and PNG on disk', () => {
