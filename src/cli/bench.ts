@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ArgumentError } from '../errors.js';
 import type { BenchSuite } from '../profile/bench-charts.js';
-import { BENCH_SUITES, writeBenchCharts, writeRooflineCharts } from '../profile/bench-charts.js';
+import { BENCH_SUITES, SUITE_BENCHMARK, writeBenchCharts, writeRooflineCharts } from '../profile/bench-charts.js';
 
 export const BENCH_USAGE = `usage: fuseformer bench [options]
 
@@ -55,7 +55,7 @@ export function runBench(argv: string[], log: (line: string) => void = (line) =>
   if (!values['charts-only']) {
     const scripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }).scripts ?? {};
     for (const suite of suites) {
-      const script = `bench:${suite}`;
+      const script = `bench:${SUITE_BENCHMARK[suite]}`;
       if (!scripts[script]) { log(`${suite}: skipped — this package has no '${script}' script yet`); continue; }
       log(`${suite}: npm run ${script}`);
       const run = spawnSync('npm', ['run', '-s', script], { cwd: root, stdio: 'inherit' });

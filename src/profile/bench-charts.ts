@@ -8,7 +8,7 @@
 //   decode     ms per token (a step of the engine), one chart per batch size: the engine, end to end, HF
 //              generate() eager and static + compile, and the bandwidth floor (decode.json)
 //   quant      µs per linear layer: bf16, W4A16, W8A8 and PyTorch's bf16 F.linear (quant.json)
-//   serve      whatever its results file declares (below)
+//   serve      output tokens/s per concurrency: continuous, static batching and HF generate (serve-speed.json)
 // and the rooflines of the profiles kept in bench/results/profile/*.profile.json (writeRooflineCharts).
 // A results file can carry its own charts — the way for a new benchmark to get one without code here:
 //   "charts": [{ "name": "decode", "title": "…", "unit": "ms/token", "better": "lower",
@@ -265,9 +265,36 @@ export function declaredCharts(json: Json, file: string): NamedChart[] {
   });
 }
 
+/**
+ * The npm script and results file of each suite: bench:<suite> and <suite>.json, but for serving the
+ * speed benchmark (continuous against static batching and HF generate: bench:serve-speed), not the
+ * robustness load test (bench:serve).
+ */
+export const SUITE_BENCHMARK: Readonly<Record<BenchSuite, string>> = { kernels: 'kernels', train: 'train', attention: 'attention', decode: 'decode', serve: 'serve-speed', quant: 'quant' };
+
 /** The results file of a suite. */
 export function suiteResultsFile(resultsDir: string, suite: BenchSuite): string {
-  return join(resultsDir, `${suite}.json`);
+  return join(resultsDir, `${SUITE_BENCHMARK[suite]}.json`);
+}
+
+/** Output tokens/s per concurrency: continuous batching, static batching of the same engine, HF generate batched (serve-speed.json). */
+export function serveCharts(json: Json, file = 'serve-speed.json'): NamedChart[] {
+  const runs = json['runs'];
+  if (!Array.isArray(runs)) throw new BenchResultsError(`${file}: expected a 'runs' array`);
+  const rate = (m: unknown): number | null => (isObject(m) && typeof m['tokensPerSecond'] === 'number' ? m['tokensPerSecond'] : null);
+  const groups: BarGroup[] = runs.filter(isObject).map((r) => {
+    const hf = isObject(r['hf']) && typeof r['hf']['tokens_per_s'] === 'number' ? r['hf']['tokens_per_s'] : null;
+    return { label: `${String(r['concurrency'])} clients`, values: { 'continuous batching': rate(r['continuous']), 'static batching (same engine)': rate(r['static']), 'HF generate (batched)': hf } };
+  });
+  if (groups.length === 0) return [];
+  return [{
+    name: 'serve',
+    spec: {
+      title: 'Serving: output tokens/s under a closed loop of clients', unit: 'output tokens/s', better: 'higher',
+      series: [{ name: 'continuous batching', color: '#1f77b4' }, { name: 'static batching (same engine)', color: '#6baed6' }, { name: 'HF generate (batched)', color: '#bdbdbd' }], groups,
+      note: `${String(json['device'] ?? '')}, ${String(json['preset'] ?? '')} ${String(json['dtype'] ?? '')}, ${String(json['date'] ?? '').slice(0, 10)}`,
+    },
+  }];
 }
 
 /** Every chart of `suite` from its results file; `missing` when there is no file yet. */
@@ -283,7 +310,7 @@ export function suiteCharts(resultsDir: string, suite: BenchSuite): { charts: Na
   if (!isObject(json)) throw new BenchResultsError(`${file}: expected a JSON object`);
   const builtIn = suite === 'train' ? trainCharts(json, file) : suite === 'kernels' ? kernelCharts(json, file)
     : suite === 'attention' ? attentionCharts(json, file) : suite === 'decode' ? decodeCharts(json, file)
-    : suite === 'quant' ? quantCharts(json, file) : [];
+    : suite === 'quant' ? quantCharts(json, file) : suite === 'serve' ? serveCharts(json, file) : [];
   return { charts: [...builtIn, ...declaredCharts(json, file)] };
 }
 
@@ -298,7 +325,7 @@ export function writeBenchCharts(resultsDir: string, suites: readonly BenchSuite
   const written: string[] = [], skipped: string[] = [];
   for (const suite of suites) {
     const { charts, missing } = suiteCharts(resultsDir, suite);
-    if (missing) { skipped.push(`${suite}: no results yet (${missing}; run npm run bench:${suite})`); continue; }
+    if (missing) { skipped.push(`${suite}: no results yet (${missing}; run npm run bench:${SUITE_BENCHMARK[suite]})`); continue; }
     if (charts.length === 0) { skipped.push(`${suite}: ${suiteResultsFile(resultsDir, suite)} declares no charts (a 'charts' field, see src/profile/bench-charts.ts)`); continue; }
     for (const chart of charts) {
       const files = writeSvgAndPng(join(chartsDir, chart.name), barChartSvg(chart.spec));

@@ -156,26 +156,26 @@ test('fuseformer bench --charts-only: SVG + PNG for the committed train and kern
   const results = join(dir, 'results');
   const report0 = writeBenchCharts(join(dir, 'nowhere'), ['train', 'serve'], join(dir, 'nowhere-charts'));
   assert.equal(report0.written.length, 0);
-  assert.match(report0.skipped.join('\n'), /serve: no results yet .*npm run bench:serve/);
+  assert.match(report0.skipped.join('\n'), /serve: no results yet .*serve-speed\.json; run npm run bench:serve-speed/);
   // The committed results, copied, and a decode file that declares a chart.
   mkdirSync(results, { recursive: true });
   copyFileSync(join(committed, 'train.json'), join(results, 'train.json'));
   copyFileSync(join(committed, 'kernels.json'), join(results, 'kernels.json'));
   writeFileSync(join(results, 'quant.json'), JSON.stringify({ ...quantResults, charts: [{ name: 'int4-extra', title: 'INT4', unit: 'ms/token', better: 'lower', series: ['fuseformer'], groups: [{ label: 'GPT-2', values: { fuseformer: 1.5 } }] }] }));
   writeFileSync(join(results, 'decode.json'), JSON.stringify(decodeResults));
-  writeFileSync(join(results, 'serve.json'), JSON.stringify({ rows: [] }));
+  copyFileSync(join(committed, 'serve-speed.json'), join(results, 'serve-speed.json'));
   writeFileSync(join(results, 'attention.json'), JSON.stringify({ device: 'H200', results: [attentionRow] }));
   const lines: string[] = [];
   assert.equal(runBench(['--charts-only', '--results', results, '--suite', 'train,kernels,decode,attention,serve,quant'], (l) => lines.push(l)), 0);
   const charts = join(results, 'charts');
-  for (const name of ['train', 'kernels-bf16', 'kernels-f16', 'quant', 'int4-extra', 'decode-batch1', 'decode-batch32', 'attention-forward', 'attention-training']) {
+  for (const name of ['train', 'kernels-bf16', 'kernels-f16', 'quant', 'int4-extra', 'decode-batch1', 'decode-batch32', 'attention-forward', 'attention-training', 'serve']) {
     assert.ok(existsSync(join(charts, `${name}.svg`)), name);
     const [w, h] = pngSize(join(charts, `${name}.png`));
     assert.equal(w, 1000);
     assert.ok(h > 120, `${name}: ${h} px high`);
   }
   const log = lines.join('\n');
-  assert.match(log, /serve: .*serve\.json declares no charts/);
+  assert.match(readFileSync(join(charts, 'serve.svg'), 'utf8'), />256 clients</);
   assert.match(log, /charts written: .*train\.png/);
   assert.throws(() => parseSuites('train,speed'), /unknown suite 'speed'; expected some of kernels, train, attention, decode, serve, quant/);
   assert.deepEqual(parseSuites('train, kernels,train'), ['train', 'kernels']);
