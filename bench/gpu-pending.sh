@@ -10,9 +10,9 @@
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
 # priority order (bounds add up to under 10 minutes a call; typical runs are shorter; GPU_PENDING_TAR=1
 # packs $OUT into one archive, since the device tool brings back only a few files a call):
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh profile-train   # #9: the GPT-2 training step's profile and checks (~2 min); copy *-train.profile.json into bench/results/profile/, then fuseformer bench --charts-only
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh prefetch  # decode attention's early copies (never run): all decode-attention + speculative checks, decode and serving A/B (~6 min)
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh profile-train   # #9: the GPT-2 training step's profile and checks (~2 min); copy *-train.profile.json into bench/results/profile/, then fuseformer bench --charts-only
 #   bash .device/run.sh bash bench/gpu-pending.sh quant-bench beam-speed      # bench:quant and bench:beam have never run on a GPU (their JSON → bench/results/, then fuseformer bench --charts-only)
 #   bash .device/run.sh bash bench/gpu-pending.sh beam-speed                  # bench:beam against HF generate with 4 beams (issue #5's ≥ 10×; never run on a GPU)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # the replayed greedy verification's GPU checks, then speculative on a pair trained here (α of related trained models; ~5 min)
