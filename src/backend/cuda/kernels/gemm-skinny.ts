@@ -116,6 +116,9 @@ ${typedefLine('T', spec.dtype)}
 ${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, STAGES: spec.stages, STAGE_BYTES: skinnyStageBytes(spec), CHUNK: SKINNY_CHUNK_K, THREADS: SKINNY_WARPS * 32, GATED: gate !== undefined })}
 
 ${gemvOutputCode(spec.epilogue, gate)}
+// Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
+#define FOR_EACH_FRAGMENT(TILES) \
+  _Pragma("unroll") for (int i = 0; i < (TILES); i++) _Pragma("unroll") for (int j = 0; j < NT; j++) _Pragma("unroll") for (int q = 0; q < 4; q++)
 
 // x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; partials f32
 // [gridDim.y][M][N'] and counters [gridDim.x] (zero) when gridDim.y > 1. Grid (⌈N / BN⌉, splits), block THREADS.
@@ -164,12 +167,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
   }
 
   float acc[WT][NT][4];
-  #pragma unroll
-  for (int i = 0; i < WT; i++)
-    #pragma unroll
-    for (int j = 0; j < NT; j++)
-      #pragma unroll
-      for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
+  FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;
 
   // Weight tile i of this warp: rows (gated: gate tiles, then the up rows' tiles at BN + …).
   const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
@@ -211,15 +209,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
   const auto column = [&](int i, int f) { return (GATED && i >= FT ? N : 0) + f; };
   if (splits > 1) {
     float* mine = partials + (size_t)split * M * NW;
-    #pragma unroll
-    for (int i = 0; i < WT; i++)
-      #pragma unroll
-      for (int j = 0; j < NT; j++)
-        #pragma unroll
-        for (int q = 0; q < 4; q++) {
-          const int f = feature(i, q), m = row_of(j, q);
-          if (f < N && m < M) mine[(size_t)m * NW + column(i, f)] = acc[i][j][q];
-        }
+    FOR_EACH_FRAGMENT(WT) {
+      const int f = feature(i, q), m = row_of(j, q);
+      if (f < N && m < M) mine[(size_t)m * NW + column(i, f)] = acc[i][j][q];
+    }
     // The last block of this feature tile adds the splits (release: partials visible before counting).
     __threadfence();
     __syncthreads();
@@ -227,32 +220,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ${name}(
     __syncthreads();
     if (!last_block) return;
     __threadfence();
-    #pragma unroll
-    for (int i = 0; i < WT; i++)
-      #pragma unroll
-      for (int j = 0; j < NT; j++)
-        #pragma unroll
-        for (int q = 0; q < 4; q++) {
-          const int f = feature(i, q), m = row_of(j, q);
-          float sum = 0.f;
-          if (f < N && m < M)
-            for (int s = 0; s < splits; s++) sum += __ldcg(partials + ((size_t)s * M + m) * NW + column(i, f));
-          acc[i][j][q] = sum;
-        }
+    FOR_EACH_FRAGMENT(WT) {
+      const int f = feature(i, q), m = row_of(j, q);
+      float sum = 0.f;
+      if (f < N && m < M)
+        for (int s = 0; s < splits; s++) sum += __ldcg(partials + ((size_t)s * M + m) * NW + column(i, f));
+      acc[i][j][q] = sum;
+    }
     if (tid == 0) counters[blockIdx.x] = 0u;
   }
-  #pragma unroll
-  for (int i = 0; i < FT; i++)
-    #pragma unroll
-    for (int j = 0; j < NT; j++)
-      #pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const int n = feature(i, q), m = row_of(j, q);
-        if (n < N && m < M) {
-          const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
-          ${write}
-        }
-      }
+  FOR_EACH_FRAGMENT(FT) {
+    const int n = feature(i, q), m = row_of(j, q);
+    if (n < N && m < M) {
+      const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
+      ${write}
+    }
+  }
 }
 `;
   return { name, source, gridDependencyWait: true };
