@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: skinny prefetch profile-train quant-bench beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
@@ -13,6 +13,7 @@
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh profile-train   # #9: the GPT-2 training step's profile and checks (~2 min); copy *-train.profile.json into bench/results/profile/, then fuseformer bench --charts-only
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh prefetch  # decode attention's early copies (never run): all decode-attention + speculative checks, decode and serving A/B (~6 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh quant-quality               # check:quant (#7's perplexity targets) has never run on a GPU (~3–5 min: trains a 6-layer GPT-2 first)
 #   bash .device/run.sh bash bench/gpu-pending.sh quant-bench beam-speed      # bench:quant and bench:beam have never run on a GPU (their JSON → bench/results/, then fuseformer bench --charts-only)
 #   bash .device/run.sh bash bench/gpu-pending.sh beam-speed                  # bench:beam against HF generate with 4 beams (issue #5's ≥ 10×; never run on a GPU)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # the replayed greedy verification's GPU checks, then speculative on a pair trained here (α of related trained models; ~5 min)
@@ -105,6 +106,8 @@ for step in "${steps[@]}"; do
           run throughput-tests 300 env FUSEFORMER_DECODE_THROUGHPUT=1 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
+    quant-quality) # check:quant (issue #7's quality targets: held-out perplexity of a GPT-2 trained here, INT8 ≤ +1%, calibrated INT4 ≤ +4%; never run on a GPU)
+          run quant-quality 420 node dist/bench/quant-quality.js --json "$out/quant-quality.json" ;;
     quant-bench) # bench:quant (issue #7's benchmark: the quantized linears at Llama 1.2B's shapes beside bf16 and PyTorch; never run on a GPU), for the record and its chart
           run quant-bench 300 node dist/bench/quant.js --json "$out/quant.json" ;;
     beam-speed) # beam search speed against HF generate (issue #5: ≥ 10× at 4 beams, batch 1 and 32; never run on a GPU)
@@ -170,6 +173,7 @@ for f in decode-prefetch decode-noprefetch; do [ -f "$out/$f.log" ] && { echo "$
 for f in serve-prefetch serve-noprefetch; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^C ' "$out/$f.log"; }; done
 [ -f "$out/beam-speed.log" ] && tail -25 "$out/beam-speed.log"
 [ -f "$out/quant-bench.log" ] && tail -25 "$out/quant-bench.log"
+[ -f "$out/quant-quality.log" ] && tail -15 "$out/quant-quality.log"
 [ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/profile-skinny-b32.log" ] && grep -E 'graph replay\)|op launches|^\| (gemm|normLinear|gated)' "$out/profile-skinny-b32.log" | head -14
