@@ -4,21 +4,11 @@
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
 import type { Activation, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
-import type { DType, FloatDType } from '../dtype.js';
+import type { FloatDType } from '../dtype.js';
 import { FLOAT_DTYPES } from '../dtype.js';
-import type { HostTensor, OpCase } from './op-cases.js';
-import { CaseContext } from './op-cases.js';
-import type { Rng } from './random.js';
+import type { OpCase } from './op-cases.js';
+import { CaseContext, floats, ints, randomInts, ropeInvFreq } from './op-cases.js';
 
-function floats(rng: Rng, shape: number[], dtype: DType, scale = 1, mean = 0): HostTensor {
-  return { values: rng.floats(shape.reduce((a, b) => a * b, 1), scale, mean), shape, dtype };
-}
-function ints(shape: number[], values: ArrayLike<number>): HostTensor {
-  return { values: Int32Array.from(values), shape, dtype: 'i32' };
-}
-function randomInts(rng: Rng, shape: number[], low: number, high: number): HostTensor {
-  return { values: rng.ints(shape.reduce((a, b) => a * b, 1), low, high), shape, dtype: 'i32' };
-}
 
 function embedTokensCases(dtype: FloatDType): OpCase[] {
   return ([[5, 50, 768, true], [3, 1000, 2048, false], [7, 11, 30, true]] as const).map(([R, V, H, positions]): OpCase => ({
@@ -49,7 +39,7 @@ function qkvRopeAppendCases(dtype: FloatDType): OpCase[] {
         const positions = Array.from({ length: B * L }, (_, r) => (L === 1 ? Math.floor(rng.next() * maxLen) : (r % L) + (maxLen - L > 0 ? 1 : 0)));
         return {
           qkv: floats(rng, [B * L, W], dtype), bias: floats(rng, [W], dtype), positions: ints([B * L], positions),
-          invFreq: { values: Float32Array.from({ length: d / 2 }, (_, i) => 1 / 10000 ** ((2 * i) / d)), shape: [d / 2], dtype: 'f32' },
+          invFreq: ropeInvFreq(d),
           kCache: floats(rng, [B, Hkv, maxLen, d], dtype), vCache: floats(rng, [B, Hkv, maxLen, d], dtype),
         };
       },

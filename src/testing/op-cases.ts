@@ -52,11 +52,21 @@ export class CaseContext {
   }
 }
 
-function floats(rng: Rng, shape: number[], dtype: DType, scale = 1, mean = 0): HostTensor {
+/** Random floats of `shape` (uniform in mean ± scale), for a case's inputs. */
+export function floats(rng: Rng, shape: number[], dtype: DType, scale = 1, mean = 0): HostTensor {
   return { values: rng.floats(shape.reduce((a, b) => a * b, 1), scale, mean), shape, dtype };
 }
-function ints(rng: Rng, shape: number[], low: number, high: number): HostTensor {
+/** Random i32 of `shape` in [low, high). */
+export function randomInts(rng: Rng, shape: number[], low: number, high: number): HostTensor {
   return { values: rng.ints(shape.reduce((a, b) => a * b, 1), low, high), shape, dtype: 'i32' };
+}
+/** Given i32 values of `shape`. */
+export function ints(shape: number[], values: ArrayLike<number>): HostTensor {
+  return { values: Int32Array.from(values), shape, dtype: 'i32' };
+}
+/** RoPE's inverse frequencies 10000^(−2i/d), i < d/2 (f32 [d/2]). */
+export function ropeInvFreq(d: number): HostTensor {
+  return { values: Float32Array.from({ length: d / 2 }, (_, i) => 1 / 10000 ** ((2 * i) / d)), shape: [d / 2], dtype: 'f32' };
 }
 
 /** A random (seed, offset) pair carried as an input, so both backends draw the same dropout masks. */
@@ -184,7 +194,7 @@ function softmaxCases(dtype: FloatDType): OpCase[] {
   for (const [B, H, Lq, Lk, causal, padded] of shapes) {
     cases.push({
       name: `softmax fwd+bwd ${dtype} [${B},${H},${Lq},${Lk}]${causal ? ' causal' : ''}${padded ? ' padded' : ''}`, dtype,
-      inputs: (rng) => ({ x: floats(rng, [B, H, Lq, Lk], dtype, 3), dY: floats(rng, [B, H, Lq, Lk], dtype), keyLengths: ints(rng, [B], 1, Lk + 1) }),
+      inputs: (rng) => ({ x: floats(rng, [B, H, Lq, Lk], dtype, 3), dY: floats(rng, [B, H, Lq, Lk], dtype), keyLengths: randomInts(rng, [B], 1, Lk + 1) }),
       run: (b, inputs) => {
         const c = new CaseContext(b, inputs);
         const scale = 0.125;
@@ -217,7 +227,7 @@ function attentionCases(dtype: FloatDType): OpCase[] {
       exact: ['lseMasked'],
       inputs: (rng) => ({
         q: floats(rng, [B, Hq, Lq, d], dtype), k: floats(rng, [B, Hkv, Lk, d], dtype), v: floats(rng, [B, Hkv, Lk, d], dtype),
-        dOut: floats(rng, [B, Hq, Lq, d], dtype), keyLengths: ints(rng, [B], 1, Lk + 1),
+        dOut: floats(rng, [B, Hq, Lq, d], dtype), keyLengths: randomInts(rng, [B], 1, Lk + 1),
       }),
       run: (b, inputs) => {
         const c = new CaseContext(b, inputs);
@@ -246,7 +256,7 @@ function crossEntropyCases(dtype: FloatDType): OpCase[] {
     cases.push({
       name: `crossEntropy fwd+bwd ${dtype} rows=${rows} V=${V} smoothing=${smoothing}`, dtype,
       inputs: (rng) => {
-        const targets = ints(rng, [rows], 0, V);
+        const targets = randomInts(rng, [rows], 0, V);
         (targets.values as Int32Array)[1] = -100; // one ignored row
         return { logits: floats(rng, [rows, V], dtype, 2), targets };
       },
@@ -284,7 +294,7 @@ function paddedCrossEntropyCases(dtype: FloatDType): OpCase[] {
       name: `crossEntropy ${fused ? 'fused' : 'fwd+bwd'} ${dtype} rows=${rows} C=${C} padded to ${Vp} smoothing=${smoothing}${ignore ? ' ignoreIndex' : ''}${inPlace ? ' in place' : ''}`,
       dtype, exact: ['dLogitsPadding'],
       inputs: (rng) => {
-        const targets = ints(rng, [rows], 0, C);
+        const targets = randomInts(rng, [rows], 0, C);
         const tv = targets.values as Int32Array;
         tv[0] = C - 1; // the last real class
         if (ignore) tv[1] = -100; // one ignored row
@@ -323,7 +333,7 @@ function embeddingCases(dtype: FloatDType): OpCase[] {
       // Atomic accumulation order differs on the GPU; f16/bf16 tables get a looser tolerance.
       tolerance: dtype === 'f32' ? 1e-5 : dtype === 'f16' ? 5e-3 : 3e-2,
       inputs: (rng) => {
-        const tokens = ints(rng, [B, L], 0, V);
+        const tokens = randomInts(rng, [B, L], 0, V);
         (tokens.values as Int32Array)[1] = (tokens.values as Int32Array)[0]!; // a repeated token accumulates twice
         return { tokens, tokenTable: floats(rng, [V, H], dtype, 0.02), positionTable: floats(rng, [P, H], dtype, 0.02), dOut: floats(rng, [B, L, H], dtype) };
       },
@@ -349,7 +359,7 @@ function embeddingCases(dtype: FloatDType): OpCase[] {
     const [B, L, V, H] = [8, 256, 50, 768];
     cases.push({
       name: `embedding bwd ${dtype} rows, f32 tables B=${B} L=${L} V=${V} H=${H}`, dtype, tolerance: 1e-4,
-      inputs: (rng) => ({ tokens: ints(rng, [B, L], 0, V), dOut: floats(rng, [B, L, H], dtype) }),
+      inputs: (rng) => ({ tokens: randomInts(rng, [B, L], 0, V), dOut: floats(rng, [B, L, H], dtype) }),
       run: (b, inputs) => {
         const c = new CaseContext(b, inputs);
         const mask = c.out('mask', [B, L, H], 'u8');
@@ -475,7 +485,7 @@ function permuteCases(dtype: FloatDType): OpCase[] {
     const numel = A * B * C * D;
     return {
       name: `permute0213 ${storage} [${shape.join(', ')}]${misaligned ? ' misaligned x' : ''}`, dtype, exact: ['out'],
-      inputs: (rng) => ({ x: storage === 'i32' ? ints(rng, [numel + 1], -1 << 30, 1 << 30) : floats(rng, [numel + 1], storage) }),
+      inputs: (rng) => ({ x: storage === 'i32' ? randomInts(rng, [numel + 1], -1 << 30, 1 << 30) : floats(rng, [numel + 1], storage) }),
       run: (b, inputs) => {
         const c = new CaseContext(b, inputs);
         const x = b.view(c.in('x'), misaligned ? 1 : 0, shape);

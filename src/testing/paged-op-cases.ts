@@ -8,16 +8,10 @@
 
 import type { FloatDType } from '../dtype.js';
 import { FLOAT_DTYPES } from '../dtype.js';
-import type { HostTensor, OpCase } from './op-cases.js';
-import { CaseContext } from './op-cases.js';
+import type { OpCase } from './op-cases.js';
+import { CaseContext, floats, ints, ropeInvFreq } from './op-cases.js';
 import type { Rng } from './random.js';
 
-function floats(rng: Rng, shape: number[], dtype: FloatDType, scale = 1): HostTensor {
-  return { values: rng.floats(shape.reduce((a, b) => a * b, 1), scale, 0), shape, dtype };
-}
-function ints(shape: number[], values: ArrayLike<number>): HostTensor {
-  return { values: Int32Array.from(values), shape, dtype: 'i32' };
-}
 
 /** A random permutation of [0, n). */
 function permutation(rng: Rng, n: number): number[] {
@@ -62,7 +56,7 @@ function pagedQkvRopeAppendCases(dtype: FloatDType): OpCase[] {
         const keys = starts.map((s, b) => (L === 1 && b === 1 ? 0 : s + L));
         return {
           qkv: floats(rng, [B * L, W], dtype), bias: floats(rng, [W], dtype), positions: ints([B * L], positions),
-          invFreq: { values: Float32Array.from({ length: d / 2 }, (_, i) => 1 / 10000 ** ((2 * i) / d)), shape: [d / 2], dtype: 'f32' },
+          invFreq: ropeInvFreq(d),
           kPool: floats(rng, [numBlocks, Hkv, bs, d], dtype), vPool: floats(rng, [numBlocks, Hkv, bs, d], dtype),
           table: ints([B, M], randomBlockTables(rng, keys, bs, M, numBlocks)),
         };
@@ -170,7 +164,7 @@ function stepQkvRopeAppendCases(dtype: FloatDType): OpCase[] {
         for (let j = 0; j < 3; j++) { positions.push(-1); tableRows.push(0); }
         return {
           qkv: floats(rng, [R, W], dtype), bias: floats(rng, [W], dtype), positions: ints([R], positions), tableRows: ints([R], tableRows),
-          invFreq: { values: Float32Array.from({ length: d / 2 }, (_, i) => 1 / 10000 ** ((2 * i) / d)), shape: [d / 2], dtype: 'f32' },
+          invFreq: ropeInvFreq(d),
           kPool: floats(rng, [numBlocks, Hkv, bs, d], dtype), vPool: floats(rng, [numBlocks, Hkv, bs, d], dtype),
           table: ints([slots, M], randomBlockTables(rng, keys, bs, M, numBlocks)),
         };
