@@ -136,39 +136,37 @@ export function stepFloorMs(plan: StepPlan, cost: StepCost): number {
   return Math.max(bytes / cost.bandwidth, flops / cost.gemmRate) * 1000;
 }
 
-/** A 4096³ bf16 GEMM's FLOP/s, median of 10 (CUDA only; Infinity elsewhere: the CPU backend gets no compute floor). */
-function gemmRate(backend: Backend): number {
-  if (backend.name !== 'cuda') return Infinity;
-  const n = 4096, a = backend.empty([n, n], 'bf16'), b = backend.empty([n, n], 'bf16'), out = backend.empty([n, n], 'bf16');
-  backend.fill(a, 0.01); backend.fill(b, 0.01);
-  for (let i = 0; i < 3; i++) backend.gemm({ a, b, out });
+/** The median ms of 10 runs of `op` between two stream markers, after one untimed run (a GEMM's first call tunes it). */
+function medianOpMs(backend: Backend, op: () => void): number {
+  op();
   const times: number[] = [];
   for (let i = 0; i < 10; i++) {
     const start = backend.mark();
-    backend.gemm({ a, b, out });
+    op();
     const end = backend.mark();
     times.push(end.elapsedSince(start));
     start.dispose(); end.dispose();
   }
+  return percentile(times, 0.5);
+}
+
+/** A 4096³ bf16 GEMM's FLOP/s (CUDA only; Infinity elsewhere: the CPU backend gets no compute floor). */
+function gemmRate(backend: Backend): number {
+  if (backend.name !== 'cuda') return Infinity;
+  const n = 4096, a = backend.empty([n, n], 'bf16'), b = backend.empty([n, n], 'bf16'), out = backend.empty([n, n], 'bf16');
+  backend.fill(a, 0.01); backend.fill(b, 0.01);
+  const ms = medianOpMs(backend, () => backend.gemm({ a, b, out }));
   backend.free(a); backend.free(b); backend.free(out);
-  return (2 * n ** 3) / (percentile(times, 0.5) / 1000);
+  return (2 * n ** 3) / (ms / 1000);
 }
 
 /** Device-to-device copy bandwidth (bytes read + written per second), median of 10 copies (bench/decode.ts's method). */
 function copyBandwidth(backend: Backend): number {
   const n = backend.name === 'cuda' ? 2 ** 29 : 2 ** 20, src = backend.empty([n], 'bf16'), dst = backend.empty([n], 'bf16');
   backend.fill(src, 1);
-  backend.copy(src, dst);
-  const times: number[] = [];
-  for (let i = 0; i < 10; i++) {
-    const a = backend.mark();
-    backend.copy(src, dst);
-    const b = backend.mark();
-    times.push(b.elapsedSince(a));
-    a.dispose(); b.dispose();
-  }
+  const ms = medianOpMs(backend, () => backend.copy(src, dst));
   backend.free(src); backend.free(dst);
-  return (2 * n * 2) / (percentile(times, 0.5) / 1000);
+  return (2 * n * 2) / (ms / 1000);
 }
 
 // --- the closed loop --------------------------------------------------------------------------------

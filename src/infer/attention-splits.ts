@@ -12,6 +12,8 @@
 // variants' for 8 blocks an SM.
 
 import { PIPELINED_BLOCKS_PER_SM, takesPipelined } from '../backend/cuda/kernels/decode-attention.js';
+import { byteSize } from '../dtype.js';
+import type { DType } from '../dtype.js';
 
 /** Keys a decode attention block takes per tile (DECODE_TILE of the kernel). */
 export const DECODE_KEYS_PER_TILE = 128;
@@ -31,7 +33,7 @@ export function decodeAttentionSplits(capacity: number, kvHeads: number, rows: n
   return Math.max(1, Math.min(byLength, byOccupancy));
 }
 
-/** Whether decode attention over heads of `headDim` elements of `elementBytes` runs the pipelined variant (on CUDA). */
-export function pipelinedAttention(headDim: number, elementBytes: number): boolean {
-  return takesPipelined(headDim, elementBytes);
+/** decodeAttentionSplits for a model's heads (the pipelined variant's target where its rows take it). */
+export function modelAttentionSplits(arch: { readonly kvHeads: number; readonly headDim: number }, dtype: DType, capacity: number, rows: number): number {
+  return decodeAttentionSplits(capacity, arch.kvHeads, rows, takesPipelined(arch.headDim, byteSize(dtype)));
 }

@@ -19,8 +19,7 @@
 // Rows of a bucket beyond the batch are dummies marked finished: they compute (their cache slots are
 // unused) and never advance.
 
-import { decodeAttentionSplits, pipelinedAttention } from './attention-splits.js';
-import { byteSize } from '../dtype.js';
+import { modelAttentionSplits } from './attention-splits.js';
 import type { Backend, Graph } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
@@ -167,8 +166,7 @@ export class DecodeEngine {
   /** Decode attention's cache splits for a bucket of n sequences. */
   splits(n: number): number {
     if (this.splitsOption !== undefined) return this.splitsOption;
-    const a = this.model.arch;
-    return decodeAttentionSplits(this.maxLen, a.kvHeads, n, pipelinedAttention(a.headDim, byteSize(this.model.dtype)));
+    return modelAttentionSplits(this.model.arch, this.model.dtype, this.maxLen, n);
   }
 
   /**
@@ -379,7 +377,7 @@ export class DecodeEngine {
       for (let i = 0; i < lastRows; i++) out.set(all.subarray(i * Vp, i * Vp + V), i * V);
       return out;
     };
-    if (this.useGraphs && tokens.length <= VERIFY_GRAPH_MAX_ROWS) {
+    if (this.replaysExtend(tokens.length)) {
       const v = this.replayExtend(row, start, tokens, lastRows, false), m = tokens.length;
       return unpad(this.backend.download(this.backend.view(v.logits, (m - lastRows) * Vp, [lastRows * Vp])) as Float32Array);
     }
@@ -392,7 +390,7 @@ export class DecodeEngine {
    * those rows as if each were a sequence, so lastRows ints cross PCIe instead of lastRows·V floats.
    */
   extendGreedy(row: number, start: number, tokens: readonly number[], lastRows = tokens.length): number[] {
-    if (this.useGraphs && tokens.length <= VERIFY_GRAPH_MAX_ROWS) {
+    if (this.replaysExtend(tokens.length)) {
       const v = this.replayExtend(row, start, tokens, lastRows, true), m = tokens.length;
       const picks = this.backend.download(v.history) as Int32Array;
       return Array.from({ length: lastRows }, (_, i) => picks[2 * (m - lastRows + i) + 1]!);
@@ -426,6 +424,11 @@ export class DecodeEngine {
    * table and launches the whole pass each round. The first call of a shape runs eagerly (one-off
    * shapes, such as a first round's prompt, are never captured); the second captures it.
    */
+  /** Whether an extend of m rows takes the replayed path (a graph engine, m ≤ VERIFY_GRAPH_MAX_ROWS). */
+  private replaysExtend(m: number): boolean {
+    return this.useGraphs && m <= VERIFY_GRAPH_MAX_ROWS;
+  }
+
   private replayExtend(row: number, start: number, tokens: readonly number[], lastRows: number, picks: boolean): PreparedVerify {
     this.checkExtend(row, start, tokens, lastRows);
     const b = this.backend, m = tokens.length;
@@ -454,12 +457,14 @@ export class DecodeEngine {
     };
     try {
       const tokens = make([m], 'i32'), positions = make([m], 'i32'), table = make([m, 1], 'i32', new Int32Array(m).fill(row));
+      const history = make([m, 2], 'i32', new Int32Array(2 * m));
       // Greedy picks by sampleTokens, each row its own "sequence" at position 0 whose pick goes to history[r, 1]:
       // (T = 0, top-k 0, top-p 1, ρ = 1); a limit of 2 finishes it there, so `finished` is zeroed before each run.
-      const params = make([m, 4], 'f32', Array.from({ length: m }, () => [0, 0, 1, 1]).flat());
-      const seeds = make([m, 2], 'i32', new Int32Array(2 * m)), samplePositions = make([m], 'i32', new Int32Array(m));
-      const history = make([m, 2], 'i32', new Int32Array(2 * m)), picked = make([m], 'i32', new Int32Array(m)), finished = make([m], 'i32', new Int32Array(m));
-      const limits = make([m], 'i32', new Int32Array(m).fill(2)), stopIds = make([MAX_STOP_IDS], 'i32', new Int32Array(MAX_STOP_IDS).fill(-1));
+      const sampling = picks ? {
+        params: make([m, 4], 'f32', Array.from({ length: m }, () => [0, 0, 1, 1]).flat()), seeds: make([m, 2], 'i32', new Int32Array(2 * m)),
+        positions: make([m], 'i32', new Int32Array(m)), history, tokens: make([m], 'i32', new Int32Array(m)), finished: make([m], 'i32', new Int32Array(m)),
+        limits: make([m], 'i32', new Int32Array(m).fill(2)), stopIds: make([MAX_STOP_IDS], 'i32', new Int32Array(MAX_STOP_IDS).fill(-1)),
+      } : undefined;
       const logits = b.empty([m, arch.paddedVocab], mdl.dtype);
       tensors.push(logits);
       const v = f.rows(m);
@@ -467,7 +472,7 @@ export class DecodeEngine {
       const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
       const scale = 1 / Math.sqrt(d);
       const run = () => {
-        if (picks) b.fill(finished, 0);
+        if (sampling) b.fill(sampling.finished, 0);
         f.embed(b, v, tokens, positions);
         f.blocks(b, v, (l) => {
           const kPool = cache.keys(l, 0, this.maxBatch), vPool = cache.values(l, 0, this.maxBatch), bias = mdl.layers[l]!.qkvBias;
@@ -477,11 +482,7 @@ export class DecodeEngine {
           return v.attn;
         });
         f.lmHead(b, v.h, logits);
-        if (picks) {
-          b.sampleTokens({
-            logits, classes: mdl.vocabSize, params, seeds, positions: samplePositions, history, tokens: picked, finished, limits, stopIds,
-          });
-        }
+        if (sampling) b.sampleTokens({ logits, classes: mdl.vocabSize, ...sampling });
       };
       prepared = { run, runs: 0, tokens, positions, logits, history, tensors };
     } catch (e) {

@@ -298,9 +298,8 @@ export function serveCharts(json: Json, file = 'serve-speed.json'): NamedChart[]
 }
 
 /** Every chart of `suite` from its results file; `missing` when there is no file yet. */
-export function suiteCharts(resultsDir: string, suite: BenchSuite): { charts: NamedChart[]; missing?: string } {
-  const file = suiteResultsFile(resultsDir, suite);
-  if (!existsSync(file)) return { charts: [], missing: file };
+/** A results file's JSON object, or an error naming the file. */
+function readResults(file: string): Json {
   let json: unknown;
   try {
     json = JSON.parse(readFileSync(file, 'utf8'));
@@ -308,6 +307,13 @@ export function suiteCharts(resultsDir: string, suite: BenchSuite): { charts: Na
     throw new BenchResultsError(`${file}: not valid JSON (${(error as Error).message})`);
   }
   if (!isObject(json)) throw new BenchResultsError(`${file}: expected a JSON object`);
+  return json;
+}
+
+export function suiteCharts(resultsDir: string, suite: BenchSuite): { charts: NamedChart[]; missing?: string } {
+  const file = suiteResultsFile(resultsDir, suite);
+  if (!existsSync(file)) return { charts: [], missing: file };
+  const json = readResults(file);
   const builtIn = suite === 'train' ? trainCharts(json, file) : suite === 'kernels' ? kernelCharts(json, file)
     : suite === 'attention' ? attentionCharts(json, file) : suite === 'decode' ? decodeCharts(json, file)
     : suite === 'quant' ? quantCharts(json, file) : suite === 'serve' ? serveCharts(json, file) : [];
@@ -347,14 +353,8 @@ export function writeRooflineCharts(resultsDir: string, chartsDir: string): Char
   const written: string[] = [], skipped: string[] = [], dir = join(resultsDir, 'profile');
   if (!existsSync(dir)) return { written, skipped: [`rooflines: no ${dir}`] };
   for (const name of readdirSync(dir).filter((f) => f.endsWith('.profile.json')).sort()) {
-    const file = join(dir, name), stem = name.slice(0, -'.profile.json'.length);
-    let json: unknown;
-    try {
-      json = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (error) {
-      throw new BenchResultsError(`${file}: not valid JSON (${(error as Error).message})`);
-    }
-    if (!isObject(json) || !Array.isArray(json['kernels'])) throw new BenchResultsError(`${file}: not a profile (no 'kernels' array)`);
+    const file = join(dir, name), stem = name.slice(0, -'.profile.json'.length), json = readResults(file);
+    if (!Array.isArray(json['kernels'])) throw new BenchResultsError(`${file}: not a profile (no 'kernels' array)`);
     const roofs = json['roofs'];
     if (!isObject(roofs) || typeof roofs['copyGBps'] !== 'number' || typeof roofs['gemmTflops'] !== 'number') { skipped.push(`${stem}: no measured roofs in ${file}`); continue; }
     // "NVIDIA H200: llama-1.2B decode, batch 1, context 512, bf16" (the device without its details, the run's main fields).

@@ -23,7 +23,7 @@
 // op, so only those rows pay for the vocabulary GEMM).
 
 import { byteSize } from '../dtype.js';
-import { decodeAttentionSplits, pipelinedAttention } from '../infer/attention-splits.js';
+import { modelAttentionSplits } from '../infer/attention-splits.js';
 import { DecoderForward } from '../infer/forward.js';
 import type { RowViews } from '../infer/forward.js';
 import type { DecoderModel } from '../infer/model.js';
@@ -141,8 +141,7 @@ export class PagedForward {
 
   /** Decode attention's split-K chunks for a decode region of n rows (attention-splits.ts). */
   splits(n: number): number {
-    const a = this.model.arch;
-    return decodeAttentionSplits(this.options.maxLen, a.kvHeads, n, pipelinedAttention(a.headDim, byteSize(this.model.dtype)));
+    return modelAttentionSplits(this.model.arch, this.model.dtype, this.options.maxLen, n);
   }
 
   /** The model over the step's rows: writes their keys and values, leaves the last hidden state for logits(). */

@@ -2,7 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeAttentionSplits, pipelinedAttention } from '../../src/infer/attention-splits.js';
+import { decodeAttentionSplits, modelAttentionSplits } from '../../src/infer/attention-splits.js';
 
 test('short caches are not split; longer ones are cut into one-tile chunks up to the grid target (8 blocks an SM, the pipelined variant one wave of 3 an SM)', () => {
   assert.equal(decodeAttentionSplits(160, 8, 1), 1, 'a 160-position cache: one block per kv head');
@@ -14,6 +14,7 @@ test('short caches are not split; longer ones are cut into one-tile chunks up to
   assert.deepEqual([decodeAttentionSplits(1600, 8, 128), decodeAttentionSplits(1600, 8, 128, true)], [2, 1]);
   assert.deepEqual([decodeAttentionSplits(1600, 8, 64), decodeAttentionSplits(1600, 8, 64, true)], [3, 1]);
   assert.deepEqual([decodeAttentionSplits(1600, 8, 16), decodeAttentionSplits(1600, 8, 16, true)], [9, 4]);
-  // Which variant a model's heads get: 128-byte rows (d 64 at 16 bit, d 32 at f32).
-  assert.deepEqual([pipelinedAttention(64, 2), pipelinedAttention(32, 4), pipelinedAttention(128, 2), pipelinedAttention(64, 4)], [true, true, false, false]);
+  // A model's heads pick the target: 128-byte rows (d 64 at 16 bit, d 32 at f32) the pipelined variant's.
+  const heads = (headDim: number) => ({ kvHeads: 8, headDim });
+  assert.deepEqual([modelAttentionSplits(heads(64), 'bf16', 1600, 64), modelAttentionSplits(heads(32), 'f32', 1600, 64), modelAttentionSplits(heads(128), 'bf16', 1600, 64), modelAttentionSplits(heads(64), 'f32', 1600, 64)], [1, 1, 3, 3]);
 });
