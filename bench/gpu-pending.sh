@@ -28,8 +28,15 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests profile tokenizer infer decode beam serve serve-eager)
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+# GPU_PENDING_BUDGET (seconds, default 570): every step's bound is cut to what is left of it, and a step
+# with under 20 s left is skipped, so the summary and the archive are written before the device tool's
+# 10-minute limit ends the call.
+deadline=$(( t0 + ${GPU_PENDING_BUDGET:-570} ))
 run() { # name seconds command...
   local name=$1 limit=$2; shift 2
+  local left=$(( deadline - $(date +%s) ))
+  if [ "$left" -lt 20 ]; then say "$name: skipped (${left}s of the budget left)"; echo "skipped: budget" > "$out/$name.log"; return; fi
+  [ "$limit" -gt "$left" ] && limit=$left
   say "$name: $*"
   timeout -s KILL "$limit" "$@" > "$out/$name.log" 2>&1
   local rc=$?
