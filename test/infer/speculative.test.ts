@@ -354,6 +354,49 @@ test('kthLargest (top-k threshold) equals the sorted k-th largest, ties counted'
   }
 });
 
+/** samplingDistribution written the plain way (every row value sorted for top-p), the oracle of the one that sorts only above a cutoff. */
+function plainDistribution(logits: Float32Array, sampling: ResolvedSampling, history: readonly number[]): Float64Array {
+  const V = logits.length, z = Float32Array.from(logits);
+  if (sampling.repetitionPenalty !== 1) for (const t of new Set(history)) z[t] = z[t]! > 0 ? z[t]! / sampling.repetitionPenalty : z[t]! * sampling.repetitionPenalty;
+  for (let j = 0; j < V; j++) z[j] = z[j]! / sampling.temperature;
+  const kThreshold = sampling.topK > 0 && sampling.topK < V ? Float32Array.from(z).sort()[V - sampling.topK]! : -Infinity;
+  let max = -Infinity;
+  for (const v of z) if (v >= kThreshold && v > max) max = v;
+  const w = new Float64Array(V);
+  let total = 0;
+  for (let j = 0; j < V; j++) if (z[j]! >= kThreshold) { w[j] = Math.exp(z[j]! - max); total += w[j]!; }
+  let tau = -Infinity;
+  if (sampling.topP < 1) {
+    const sorted = Float32Array.from(z.filter((_, j) => w[j]! > 0)).sort();
+    let mass = 0;
+    for (let i = sorted.length - 1; i >= 0; i--) {
+      mass += Math.exp(sorted[i]! - max);
+      if ((i === 0 || sorted[i - 1] !== sorted[i]) && mass >= sampling.topP * total) { tau = sorted[i]!; break; }
+    }
+  }
+  let sum = 0;
+  for (let j = 0; j < V; j++) { if (z[j]! < tau) w[j] = 0; sum += w[j]!; }
+  return w.map((x) => x / sum);
+}
+
+test('samplingDistribution equals the plain computation bit for bit: peaked and flat rows, ties, top-k, top-p (its sort above a cutoff), repetition penalty', () => {
+  let s = 5;
+  const next = () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return s / 2 ** 32; };
+  const rows: [string, Float32Array][] = [];
+  for (const V of [9, 300, 50257]) {
+    rows.push([`flat V ${V}`, Float32Array.from({ length: V }, () => Math.floor(next() * 40) / 8)]);  // ties
+    rows.push([`peaked V ${V}`, Float32Array.from({ length: V }, (_, j) => (j % 97 === 3 ? 12 : 0) + 3 * Math.log(next() + 1e-9))]);
+  }
+  for (const [name, logits] of rows) {
+    for (const settings of [{ temperature: 1 }, { temperature: 0.7, topK: 0, topP: 0.9 }, { temperature: 1.2, topK: 0, topP: 0.5 }, { temperature: 0.9, topK: 7, topP: 0.95 }, { temperature: 1, topK: 0, topP: 0.999, repetitionPenalty: 1.3 }, { temperature: 1, topK: 0, topP: 1 }]) {
+      const sampling = resolveSampling({ ...settings, seed: 1 }), history = [0, 2, 2, logits.length - 1];
+      const ours = samplingDistribution(logits, sampling, history), plain = plainDistribution(logits, sampling, history);
+      const first = ours.findIndex((x, j) => !Object.is(x, plain[j]));
+      assert.equal(first, -1, `${name} ${JSON.stringify(settings)}: index ${first}: ${ours[first]} vs ${plain[first]}`);
+    }
+  }
+});
+
 for (const [topK, topP] of [[20, 0.9], [0, 0.8]] as const) test(`samplingDistribution is what sampleTokens draws from (T 0.7, top-k ${topK}, top-p ${topP}, repetition penalty 1.3; 4000 rows)`, () => {
   const V = 64, B = 4000, L = 8;
   let s = 11;
