@@ -63,14 +63,15 @@ for step in "${steps[@]}"; do
                     run profile-gpt2-b1 120 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --out /tmp/p-gpt2-b1 ;;
     spec-trained) # speculative on a trained pair (issue #7: α on our trained models): GPT-2 124M and a 2-layer draft of its width (bench/spec-draft),
           # both trained on Moby-Dick with GPT-2's BPE (the last 5% held out), then α and the speedup on a held-out prompt
-          run spec-tests 240 node --test --test-concurrency=1 dist/test/gpu/speculative.test.js
-          run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
-          run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft
+          [ "${SPEC_TESTS:-1}" = 1 ] && run spec-tests 240 node --test --test-concurrency=1 dist/test/gpu/speculative.test.js
+          run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
+          run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft
+          # SPEC_TOKENIZER: a tokenizer.json for --tokenizer (the device's install lacks the dev dependency behind `gpt2`)
           run spec-trained 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained.json" ;;
     spec-trained-medium) # the same with a GPT-2-medium-sized target (24 layers × 1024, bench/spec-medium) and a 2-layer draft of its width: a target
           # whose decode step costs more than a launch chain, where the lecture's speedup should show
-          run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
-          run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer gpt2 --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft
+          run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
+          run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft
           run spec-trained-medium 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained-medium.json" ;;
     spec-ours) # speculative decoding without HF (never measured; the HF runs took > 170 s before a row), one model per bounded run
           run spec-ours-gpt2 150 node dist/bench/speculative.js --models gpt2 --reps 2 --no-torch --json "$out/speculative-gpt2.json"
@@ -125,8 +126,8 @@ for step in "${steps[@]}"; do
           run decode-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noprefetch.json
           run serve-prefetch 120 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-prefetch.json"
           run serve-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json /tmp/serve-noprefetch.json ;;
-    skinny) # the skinny GEMM (kernels/gemm-skinny.ts, opt-in FUSEFORMER_SKINNY_GEMM=1, built session 10, never run): its checks, decode A/B, the b32 step op by op, serving A/B
-          run skinny-tests 300 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js
+    skinny) # the skinny GEMM (kernels/gemm-skinny.ts, opt-in FUSEFORMER_SKINNY_GEMM=1; session 11: split-K combined in a cluster): its checks, decode A/B, the b32 step op by op, serving A/B
+          run skinny-tests 300 node --test --test-concurrency=1 --test-name-pattern=skinny dist/test/gpu/decode-gemv.test.js
           run decode-noskinny 120 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noskinny.json
           run decode-skinny 120 env FUSEFORMER_SKINNY_GEMM=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-skinny.json
           run profile-skinny-b32 120 env FUSEFORMER_PDL=0 FUSEFORMER_SKINNY_GEMM=1 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --out /tmp/p-skinny-b32

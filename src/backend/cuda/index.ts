@@ -100,8 +100,9 @@ export class CudaBackend implements Backend {
   /**
    * GEMMs and gatedLinear of 5–64 rows with [N, K] bf16/f16 weights on the skinny GEMM
    * (kernels/gemm-skinny.ts: the weights streamed through a cp.async pipeline, x staged in shared memory
-   * once per block, split-K over blocks) instead of cuBLASLt (or the mma GEMV). Opt-in
-   * (FUSEFORMER_SKINNY_GEMM=1; needs decodeGemv) until it has run on a GPU (built session 10).
+   * once per block, split-K within a cluster) instead of cuBLASLt (or the mma GEMV). Opt-in
+   * (FUSEFORMER_SKINNY_GEMM=1; needs decodeGemv): correct on the H200 but slower than cuBLASLt at 32 rows
+   * (session 11: Llama 1.2B b32 1.262 against 1.109 ms/token; docs/perf.md).
    */
   skinnyGemm = process.env['FUSEFORMER_SKINNY_GEMM'] === '1';
   /** GEMMs run on the skinny GEMM so far. */

@@ -72,7 +72,7 @@ import { checkDecodeAttention } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
-import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { pickVectorWidth } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
@@ -169,7 +169,8 @@ export const MAX_CLUSTER_SPLITS = 8;
 export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
   // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
-  // wait (built session 10, not yet timed); FUSEFORMER_DECODE_PREFETCH=0 issues them all after it.
+  // wait (H200, session 11: serving at 64 clients 16,690 → 17,949 tok/s, decode unchanged);
+  // FUSEFORMER_DECODE_PREFETCH=0 issues them all after it.
   prefetch: process.env['FUSEFORMER_DECODE_PREFETCH'] !== '0',
   // decodeAttentionPipelined (128-byte rows): on unless FUSEFORMER_DECODE_PIPELINED=0.
   pipelined: envSwitch(process.env['FUSEFORMER_DECODE_PIPELINED']),
@@ -205,26 +206,6 @@ export function splitChunk(n: number, splits: number): number {
   return Math.max(MIN_SPLIT_KEYS, Math.ceil(n / splits));
 }
 
-// Thread-block cluster primitives (sm_90 PTX): a barrier over the cluster, this block's rank in it,
-// and a load from another block's shared memory at the address of `p` in this one. In every variant's
-// source (the cluster branch is compiled, if never taken, without a cluster); emitted only where used.
-const CLUSTER_CODE = String.raw`__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
-  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-  unsigned remote;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
-`;
 
 export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const name = kernelIdentifier(decodeAttentionKey(spec));
@@ -246,7 +227,7 @@ ${constants({
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
   })}
-${CLUSTER_CODE}
+${CLUSTER_LIB}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.

@@ -254,3 +254,24 @@ export function vectorWidth(dtype: FloatDType): number {
 export function typedefLine(alias: string, dtype: FloatDType): string {
   return `typedef ${cudaType(dtype)} ${alias};`;
 }
+
+// Thread-block cluster primitives (sm_90 PTX): a barrier over the cluster, this block's rank in it,
+// and a load from another block's shared memory at the address of `p` in this one (decode attention's
+// and the skinny GEMM's split-K combines).
+export const CLUSTER_LIB = String.raw`__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+`;

@@ -18,6 +18,16 @@ test('the catalog lists every family with unique kernel sources', () => {
   for (const e of entries) assert.match(e.source, new RegExp(`extern "C" __global__ void\\b[^;{]*\\b${e.name}\\(`), `${e.family}: kernel '${e.name}' not defined in its source`);
 });
 
+test('no kernel tests a constexpr constant with the preprocessor (#if NAME would read it as 0)', () => {
+  for (const e of kernelCatalog()) {
+    const constexprs = new Set([...e.source.matchAll(/constexpr (?:int|bool) ([A-Za-z_]\w*) =/g)].map((m) => m[1]!));
+    for (const m of e.source.matchAll(/^\s*#\s*(?:if|elif)\b(.*)$/gm)) {
+      const names = [...m[1]!.matchAll(/[A-Za-z_]\w*/g)].map((n) => n[0]).filter((n) => constexprs.has(n));
+      assert.deepEqual(names, [], `${e.family}/${e.name}: '#${m[0]!.trim().slice(1)}' tests constexpr ${names.join(', ')}`);
+    }
+  }
+});
+
 test('every catalogued kernel compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 60 * 60_000 }, async () => {
   const entries = kernelCatalog();
   const failures = await compileAll(nvcc!, entries.map((e) => ({ name: `${e.family}/${e.name}`, source: e.source })), Math.max(1, Math.min(4, cpus().length)));
