@@ -7,19 +7,15 @@
 #   bash bench/gpu-pending.sh [step ...]     steps: skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
-# machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Next, in
-# priority order (bounds add up to under 10 minutes a call; typical runs are shorter; GPU_PENDING_TAR=1
-# packs $OUT into one archive, since the device tool brings back only a few files a call):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh profile-train   # #9: the GPT-2 training step's profile and checks (~2 min); copy *-train.profile.json into bench/results/profile/, then fuseformer bench --charts-only
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny    # the skinny GEMM (never run): checks, decode A/B (b32 target ≥ 35,000 tok/s), profile, serving A/B (~6 min)
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh prefetch  # decode attention's early copies (never run): all decode-attention + speculative checks, decode and serving A/B (~6 min)
-#   bash .device/run.sh bash bench/gpu-pending.sh quant-quality               # check:quant (#7's perplexity targets) has never run on a GPU (~3–5 min: trains a 6-layer GPT-2 first)
-#   bash .device/run.sh bash bench/gpu-pending.sh quant-bench beam-speed      # bench:quant and bench:beam have never run on a GPU (their JSON → bench/results/, then fuseformer bench --charts-only)
-#   bash .device/run.sh bash bench/gpu-pending.sh beam-speed                  # bench:beam against HF generate with 4 beams (issue #5's ≥ 10×; never run on a GPU)
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained   # the replayed greedy verification's GPU checks, then speculative on a pair trained here (α of related trained models; ~5 min)
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # the same with a 24-layer × 1024 target (~3 min)
-#   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF (session 10 measured ours only: slower than plain on random weights)
-#   bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B, profiles
+# machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
+# step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
+# archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
+# only a few files a call). Next, in priority order (session 11 ran profile-train, skinny, prefetch,
+# quant-quality, quant-bench, beam-speed and spec-trained):
+#   node dist/bench/spec-tokenizer.js, then with carry [".device", "bench/spec-tokenizer"]:
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # a 24-layer × 1024 target and its 2-layer draft, trained here (~4 min)
+#   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF assisted generation beside ours (random-weight pairs)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B and its op-by-op profile (#7's INT4 ≤ 0.30 ms/token: the INT4 GEMV runs at 19–40% of copy)
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
 set -u
 out=${OUT:-bench/results/gpu-pending}
@@ -43,6 +39,12 @@ run() { # name seconds command...
   echo "rc=$rc" >> "$out/$name.log"
   say "$name: rc=$rc ($( [ $rc -eq 137 ] && echo "killed after ${limit}s" || echo done))"
 }
+# The spec-trained steps train with GPT-2's BPE; the device's install lacks the dev dependency behind
+# `--tokenizer gpt2`, so a carried bench/spec-tokenizer/ (node dist/bench/spec-tokenizer.js) is unpacked.
+if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]; then
+  mkdir -p /tmp/spec-tokenizer && gunzip -c bench/spec-tokenizer/tokenizer.json.gz > /tmp/spec-tokenizer/tokenizer.json \
+    && cp bench/spec-tokenizer/tokenizer_config.json /tmp/spec-tokenizer/ && SPEC_TOKENIZER=/tmp/spec-tokenizer/tokenizer.json
+fi
 for step in "${steps[@]}"; do
   case $step in
     tests) run tests 420 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js ;;
