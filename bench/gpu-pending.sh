@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: async-upload skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -13,6 +13,7 @@
 # only a few files a call). Next, in priority order (session 11 ran profile-train, skinny, prefetch,
 # quant-quality, quant-bench, beam-speed and spec-trained):
 #   node dist/bench/spec-tokenizer.js, then with carry [".device", "bench/spec-tokenizer"]:
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh async-upload   # uploads that do not drain the stream (never run): GPU checks with it on, serving and speculative A/B (~6 min); default on if they pass and gain
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # a 24-layer × 1024 target and its 2-layer draft, trained here (~4 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF assisted generation beside ours (random-weight pairs)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B and its op-by-op profile (#7's INT4 ≤ 0.30 ms/token: the INT4 GEMV runs at 19–40% of copy)
@@ -128,6 +129,16 @@ for step in "${steps[@]}"; do
           run decode-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noprefetch.json
           run serve-prefetch 120 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-prefetch.json"
           run serve-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json /tmp/serve-noprefetch.json ;;
+    async-upload) # uploads that do not drain the stream (FUSEFORMER_ASYNC_UPLOAD=1, built session 11, never run): the runtime's
+          # checks and the engines' with it on, then serving and speculative A/B (a trained pair, as spec-trained), one process each
+          run async-tests 300 env FUSEFORMER_ASYNC_UPLOAD=1 node --test --test-concurrency=1 dist/test/gpu/runtime.test.js dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/speculative.test.js
+          run serve-async 120 env FUSEFORMER_ASYNC_UPLOAD=1 node dist/bench/serve-speed.js --concurrency 16,64,256 --no-torch --no-prefix --json "$out/serve-speed-async.json"
+          run serve-sync 120 node dist/bench/serve-speed.js --concurrency 16,64,256 --no-torch --no-prefix --json /tmp/serve-speed-sync.json
+          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
+            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft; }
+          for mode in async sync; do
+            run spec-$mode 150 env FUSEFORMER_ASYNC_UPLOAD=$([ $mode = async ] && echo 1 || echo 0) node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-$mode.json"
+          done ;;
     skinny) # the skinny GEMM (kernels/gemm-skinny.ts, opt-in FUSEFORMER_SKINNY_GEMM=1; session 11: split-K combined in a cluster): its checks, decode A/B, the b32 step op by op, serving A/B
           run skinny-tests 300 node --test --test-concurrency=1 --test-name-pattern=skinny dist/test/gpu/decode-gemv.test.js
           run decode-noskinny 120 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noskinny.json
@@ -187,6 +198,9 @@ for f in serve-prefetch serve-noprefetch; do [ -f "$out/$f.log" ] && { echo "$f:
 [ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/profile-skinny-b32.log" ] && grep -E 'graph replay\)|op launches|^\| (gemm|normLinear|gated)' "$out/profile-skinny-b32.log" | head -14
+[ -f "$out/async-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/async-tests.log" | head -20
+for f in serve-async serve-sync; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^C ' "$out/$f.log"; }; done
+for f in spec-async spec-sync; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| ' "$out/$f.log" | cut -d'|' -f3-11; }; done
 [ -f "$out/serve-skinny.log" ] && grep -E '^C ' "$out/serve-skinny.log"
 [ -f "$out/split-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/split-tests.log" | head -20
 [ -f "$out/tune-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/tune-tests.log" | head -20

@@ -132,6 +132,31 @@ test('CUDA runtime on the GPU', { skip }, async (t) => {
     assertClose(y, (i) => 2.5 * x[i]! - 1, 'y');
   });
 
+  await t.test('asyncUploads: uploads queued behind kernels send the bytes of the call (the source overwritten at once) and later kernels read them', () => {
+    const previous = runtime.asyncUploads;
+    runtime.asyncUploads = true;
+    try {
+      const w = rng.floats(n), bytes = floatsToBytes(w.slice()), sent = bytes.slice(); // bytes: a copy of w, overwritten below
+      for (let round = 0; round < 3; round++) {
+        poison();
+        for (let i = 0; i < 20; i++) launchAxpb(xBlock.ptr, yBlock.ptr, 1, i); // ~ms of queued work writing y
+        runtime.uploadBytes(yBlock.ptr, bytes);  // after them in stream order: y = w
+        bytes.fill(0x5a);                        // the caller's array changes as soon as the call returns
+        launchAxpb(yBlock.ptr, zBlock.ptr, 2, 1);
+        const z = bytesToFloats(runtime.downloadBytes(zBlock.ptr, n * 4));
+        assertClose(z, (i) => 2 * w[i]! + 1, `z, round ${round}`);
+        bytes.set(sent);
+      }
+      // Small uploads of one reused array, back to back (a decode step's tokens and positions).
+      const small = runtime.alloc(64 * 4), words = new Uint8Array(4);
+      for (let i = 0; i < 64; i++) { words.set(floatsToBytes(new Float32Array([i + 0.5]))); runtime.uploadBytes(small.ptr + BigInt(4 * i), words); }
+      assert.deepEqual(Array.from(bytesToFloats(runtime.downloadBytes(small.ptr, 64 * 4))), Array.from({ length: 64 }, (_, i) => i + 0.5));
+      runtime.release(small);
+    } finally {
+      runtime.asyncUploads = previous;
+    }
+  });
+
   await t.test('a second runtime (fresh in-memory cache) loads the kernel from the disk cache', () => {
     const first = runtime.jit.compile(axpb);
     const other = CudaRuntime.create(0, { kernelCacheDir: cacheDir });

@@ -200,14 +200,25 @@ export class CudaRuntime implements KernelHost {
 
   // --- data movement -------------------------------------------------------------------------------
 
-  /** Copies host bytes to the device; returns when the copy is done. */
+  /**
+   * Host-to-device copies that do not wait for the stream (FUSEFORMER_ASYNC_UPLOAD=1; off by default
+   * until the GPU checks have run with it). The CUDA API's synchronization rules for an asynchronous
+   * copy from pageable host memory (JS arrays are pageable): the bytes are copied to a staging buffer
+   * before the call returns, with no device synchronization, and the DMA to the device follows in stream
+   * order — so `data` may change or go as soon as uploadBytes returns, and later work on the stream sees
+   * the copy. Off, every upload drains the stream first: a decode or serving step's small uploads
+   * (tokens, positions, block tables) then leave the GPU idle while the host prepares what follows, and
+   * a speculative round does about ten of them.
+   */
+  asyncUploads = process.env['FUSEFORMER_ASYNC_UPLOAD'] === '1';
+
+  /** Copies host bytes to the device, ordered on the current stream; returns when the copy is done (asyncUploads: once `data` is staged). */
   uploadBytes(ptr: bigint, data: Uint8Array): void {
     this.refuseDuringCapture('uploadBytes');
     if (data.byteLength === 0) return;
-    // Ordered on the current stream (a NULL-stream copy would not wait for a non-blocking stream);
-    // the synchronize keeps `data` alive and unchanged until the device has read it.
+    // Ordered on the current stream (a NULL-stream copy would not wait for a non-blocking stream).
     this.device.driver.memcpyHostToDeviceAsync(ptr, data, this.currentStream.handle);
-    this.currentStream.synchronize();
+    if (!this.asyncUploads) this.currentStream.synchronize();
   }
 
   /** Waits for queued work, then copies `bytes` from the device. */
