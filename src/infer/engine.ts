@@ -76,6 +76,9 @@ interface PreparedDecode { readonly run: () => void; graph?: Graph; runs: number
 export const VERIFY_GRAPH_MAX_ROWS = 32;
 
 /** A graph-replayable extend of m rows into cache row `row`: its inputs, its logits (and greedy picks), its run. */
+/** What a replayed extend ends with: the last rows' logits, the device's greedy picks of them, or nothing (the cache writes alone). */
+type VerifyMode = 'logits' | 'picks' | 'keys';
+
 interface PreparedVerify extends PreparedDecode {
   readonly tokens: Tensor;
   readonly positions: Tensor;
@@ -378,7 +381,7 @@ export class DecodeEngine {
       return out;
     };
     if (this.replaysExtend(tokens.length)) {
-      const v = this.replayExtend(row, start, tokens, lastRows, false), m = tokens.length;
+      const v = this.replayExtend(row, start, tokens, lastRows, 'logits'), m = tokens.length;
       return unpad(this.backend.download(this.backend.view(v.logits, (m - lastRows) * Vp, [lastRows * Vp])) as Float32Array);
     }
     return this.extendRun(row, start, tokens, lastRows, (logits) => unpad(this.backend.download(logits) as Float32Array));
@@ -391,7 +394,7 @@ export class DecodeEngine {
    */
   extendGreedy(row: number, start: number, tokens: readonly number[], lastRows = tokens.length): number[] {
     if (this.replaysExtend(tokens.length)) {
-      const v = this.replayExtend(row, start, tokens, lastRows, true), m = tokens.length;
+      const v = this.replayExtend(row, start, tokens, lastRows, 'picks'), m = tokens.length;
       const picks = this.backend.download(v.history) as Int32Array;
       return Array.from({ length: lastRows }, (_, i) => picks[2 * (m - lastRows + i) + 1]!);
     }
@@ -413,7 +416,20 @@ export class DecodeEngine {
   }
 
   /**
-   * extend / extendGreedy as a replayed graph per (row, m, picks) — a graph engine's path for m ≤ VERIFY_GRAPH_MAX_ROWS:
+   * extend() for its cache writes alone: the tokens' keys and values go into the cache at positions
+   * start.., and nothing is read back — no LM head on a graph engine, no download, so nothing waits for
+   * the device (a greedy draft catching up on the token it proposed last round: speculative.ts).
+   */
+  extendKeys(row: number, start: number, tokens: readonly number[]): void {
+    if (this.replaysExtend(tokens.length)) {
+      this.replayExtend(row, start, tokens, 1, 'keys');
+      return;
+    }
+    this.extendRun(row, start, tokens, 1, () => undefined);
+  }
+
+  /**
+   * extend / extendGreedy / extendKeys as a replayed graph per (row, m, mode) — a graph engine's path for m ≤ VERIFY_GRAPH_MAX_ROWS:
    * the m rows run as a decode step of m one-token "sequences" that share cache row `row`, each seeing
    * keys 0..start + i. The cache layer [maxBatch, Hkv, maxLen, d] is read as a block pool of one block
    * per sequence (blockSize = maxLen) through a [m, 1] block table of `row`, so qkvRopeAppend writes the m
@@ -429,10 +445,10 @@ export class DecodeEngine {
     return this.useGraphs && m <= VERIFY_GRAPH_MAX_ROWS;
   }
 
-  private replayExtend(row: number, start: number, tokens: readonly number[], lastRows: number, picks: boolean): PreparedVerify {
+  private replayExtend(row: number, start: number, tokens: readonly number[], lastRows: number, mode: VerifyMode): PreparedVerify {
     this.checkExtend(row, start, tokens, lastRows);
     const b = this.backend, m = tokens.length;
-    const v = this.preparedVerify(row, m, picks);
+    const v = this.preparedVerify(row, m, mode);
     b.upload(v.tokens, tokens);
     b.upload(v.positions, Array.from({ length: m }, (_, i) => start + i));
     if (v.graph) v.graph.replay();
@@ -442,8 +458,8 @@ export class DecodeEngine {
     return v;
   }
 
-  private preparedVerify(row: number, m: number, picks: boolean): PreparedVerify {
-    const key = `${row}.${m}.${picks ? 'picks' : 'logits'}`;
+  private preparedVerify(row: number, m: number, mode: VerifyMode): PreparedVerify {
+    const key = `${row}.${m}.${mode}`, picks = mode === 'picks';
     let prepared = this.verifies.get(key);
     if (prepared) return prepared;
     const b = this.backend, mdl = this.model, arch = mdl.arch, f = this.forward, cache = this.cache;
@@ -481,6 +497,7 @@ export class DecodeEngine {
           b.decodeAttention({ q: q3, kCache: kPool, vCache: vPool, positions, out: out3, scale, blockTable: table, freshKeys: m });
           return v.attn;
         });
+        if (mode === 'keys') return;
         f.lmHead(b, v.h, logits);
         if (sampling) b.sampleTokens({ logits, classes: mdl.vocabSize, ...sampling });
       };

@@ -203,8 +203,9 @@ export class SpeculativeSession {
   /**
    * Greedy drafting on the draft engine's decode path (captured graphs on CUDA, greedy picks by
    * sampleTokens on the device): K steps, then one read of the K tokens. The first round starts the
-   * engine's batch (its prefill picks x_1); later rounds catch the cache up with extend() if it lacks
-   * positions (after a round that accepted every draft token, x_K's), then rewind() the sequence to s.
+   * engine's batch (its prefill picks x_1); later rounds catch the cache up with extendKeys() if it lacks
+   * positions (after a round that accepted every draft token, x_K's: its keys only, nothing read back),
+   * then rewind() the sequence to s.
    */
   private draftGreedy(K: number): number[] {
     const s = this.tokens, T = s.length, e = this.draft;
@@ -214,7 +215,7 @@ export class SpeculativeSession {
       e.decode(K - 1);
     } else {
       if (this.draftValid < T - 1) {
-        e.extend(0, this.draftValid, s.slice(this.draftValid, T - 1));
+        e.extendKeys(0, this.draftValid, s.slice(this.draftValid, T - 1));
         this.stats.draftPasses++;
       }
       e.rewind(0, s);

@@ -144,6 +144,19 @@ for (const family of ['gpt2', 'llama'] as const) {
         assert.ok(worst < 1e-4, `replayed extend logits at ${start}: max |diff| ${worst}`);
       }
     }
+    // extendKeys writes the cache as extend does and reads nothing back: over positions first filled with
+    // other tokens, the keys it writes give the prompt's own logits to the rows after them (twice each:
+    // the graph engine replays a row count from its second call).
+    for (const e of [engine, graphed]) {
+      for (let rep = 0; rep < 2; rep++) {
+        e.extend(0, 0, [11, 12, 13, 14, 15, 16]);
+        assert.equal(e.extendKeys(0, 0, PROMPT.slice(0, 6)), undefined);
+        const rest = e.extend(0, 6, PROMPT.slice(6)), want = reference.subarray(6 * V);
+        let worst = 0;
+        for (let i = 0; i < rest.length; i++) worst = Math.max(worst, Math.abs(rest[i]! - want[i]!));
+        assert.ok(worst < 1e-4, `after extendKeys (${e === graphed ? 'graphs' : 'eager'}, call ${rep + 1}): max |diff| ${worst}`);
+      }
+    }
     assert.throws(() => graphed.extendGreedy(1, 14, [1, 2, 3]), /positions 14\.\.16; the cache holds positions 0\.\.15/);
     graphed.dispose();
     assert.throws(() => engine.extend(0, 14, [1, 2, 3]), /positions 14\.\.16; the cache holds positions 0\.\.15/);
