@@ -11,7 +11,7 @@
 // dropped): finished requests leave their prompt blocks behind for the next request with the same prefix.
 // Invariant: refCount(b) = the number of block tables listing b; b is in the free queue iff refCount = 0.
 
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { ArgumentError } from '../errors.js';
 
 export class BlockPool {
@@ -102,14 +102,30 @@ export class BlockPool {
 
 /**
  * The chain hashes of the full blocks of `tokens` (a partial last block has none): blocks [first, count),
- * block `first` chained to `parent` (the hash of block first − 1; '' for the first block).
+ * block `first` chained to `parent` (the hash of block first − 1; '' for the first block). A block's hash
+ * is SHA-256 (collision-resistant: a crafted prompt must not map onto another client's cached blocks) of
+ * its parent's 32-byte digest (zeros for the first block) and its tokens as 32-bit little-endian ints,
+ * one-shot over a reused buffer (a step hashes every block its prompt chunks fill: at 256 clients the
+ * former text form — a comma-joined copy of the tokens through createHash — was an eighth of the
+ * scheduler's host time).
  */
 export function blockHashes(tokens: readonly number[], blockSize: number, count = Math.floor(tokens.length / blockSize), first = 0, parent = ''): string[] {
   const out: string[] = [];
+  if (count <= first) return out;
+  const buffer = Buffer.alloc(DIGEST_BYTES + 4 * blockSize);
+  if (parent) buffer.write(parent, 0, DIGEST_BYTES, 'hex');
   for (let i = first; i < count; i++) {
-    const h = createHash('sha1').update(parent).update('|').update(tokens.slice(i * blockSize, (i + 1) * blockSize).join(',')).digest('hex');
+    for (let j = 0; j < blockSize; j++) buffer.writeInt32LE(tokens[i * blockSize + j]!, DIGEST_BYTES + 4 * j);
+    const h = sha256Hex(buffer);
     out.push(h);
-    parent = h;
+    buffer.write(h, 0, DIGEST_BYTES, 'hex');
   }
   return out;
 }
+
+const DIGEST_BYTES = 32;
+/** crypto.hash (Node ≥ 20.12; a namespace import, since a named one fails to link where it is missing) where there is one, else createHash. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: Buffer, encoding: 'hex') => string }).hash;
+const sha256Hex: (data: Buffer) => string = oneShot
+  ? (data) => oneShot('sha256', data, 'hex')
+  : (data) => crypto.createHash('sha256').update(data).digest('hex');
