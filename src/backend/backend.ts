@@ -805,6 +805,24 @@ export const SAMPLING_DOMAIN = 0x53414d50;
  *     of stopIds or positions[b] + 2 ≥ limits[b], finished[b] = 1; otherwise tokens[b] = t and
  *     positions[b] += 1. positions[b] + 1 must be < maxLen (an error on the CPU; the GPU writes nothing).
  */
+/**
+ * Advances a serving step's decode rows to the next step on the device, so several decode steps run back
+ * to back without the host (the serving engine's multi-step decoding): with idx = step[0], for every row
+ * s < rows: record[idx·width + s] = sampled[s] (when idx < steps); where cachePositions[s] ≥ 0 (an idle
+ * row's −1 stays as it is), tokens[s] = sampled[s] and positions[s] and cachePositions[s] each grow by
+ * one (sampleTokens has moved its own positions on); then step[0] = idx + 1. All i32: sampled [≥ rows]
+ * (the step's sampleTokens output), tokens, positions, cachePositions [rows], record [steps, width] with
+ * width ≥ rows, step [1].
+ */
+export interface DecodeAdvanceArgs {
+  sampled: Tensor;
+  tokens: Tensor;
+  positions: Tensor;
+  cachePositions: Tensor;
+  record: Tensor;
+  step: Tensor;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1153,6 +1171,7 @@ export interface Backend {
   normLinear(args: NormLinearArgs): void;
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
+  decodeAdvance(args: DecodeAdvanceArgs): void;
   // beam search and encoder-decoder decoding
   beamTopK(args: BeamTopKArgs): void;
   beamAdvance(args: BeamAdvanceArgs): void;

@@ -551,6 +551,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     },
     variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.linear.kind === 'gemm' ? '' : `${a.linear.kind === 'int8' ? 'int8 ' : ''}${a.linear.kind === 'gated' || (a.linear.kind === 'int8' && a.linear.gated) ? 'gated ' : ''}`}${shapeOf(a.linear.out)}`,
   },
+  decodeAdvance: {
+    cost: ([a]) => ({ flops: 0, bytes: 7 * 4 * a.tokens.numel + 8 }),
+    variant: ([a]) => `${shapeOf(a.tokens)} of ${shapeOf(a.record)}`,
+  },
   tanhActivation: {
     cost: ([a]) => ({ flops: a.out.numel * (a.bias ? 2 : 1), bytes: bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out) }),
     variant: ([a]) => `${shapeOf(a.out)}${a.bias ? ' +bias' : ''}`,

@@ -34,6 +34,17 @@
 // (no request in that slot, padding) have cache position −1 and sample greedily into nothing. Without
 // graphs a step runs the same ops in its exact shape. A step that samples nothing skips the head.
 
+// Multi-step decoding (options.decodeSteps = k > 1; FUSEFORMER_SERVE_DECODE_STEPS): a step whose every item
+// decodes one token — nothing admitted, waiting or preempted, no draft, no logprobs or repetition
+// penalty — runs up to k decode steps back to back on the device: the step is uploaded once, then k times
+// the model, the head, sampleTokens and decodeAdvance (each active row's sampled token becomes its next
+// input, its positions move on by one, the tokens go to row j of a record buffer), and the host reads the
+// k × rows tokens once. The blocks for the k positions are taken up front; k never passes a request's
+// length limit. A request that samples a stop token at step j < k − 1 keeps computing to the end of the k
+// (its later tokens are dropped; its blocks are released at retire). The host's per-step work — scheduling,
+// layout, uploads, the sync — is paid once for k steps; the cost is tokens arriving k at a time and
+// admissions and cancellations waiting up to k − 1 steps. Greedy and seeded sampled output equal k = 1's.
+
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
 // scheduler serve both — and mirrors the target: every position the target computes (prompt chunks,
@@ -66,7 +77,7 @@ import { BlockPool } from './block-pool.js';
 import { exactShape, kvBlockBytes, PagedForward } from './paged-forward.js';
 import type { StepRows, StepShape } from './paged-forward.js';
 import { Scheduler } from './scheduler.js';
-import type { Batching, ScheduledItem, SchedRequest } from './scheduler.js';
+import type { Batching, ScheduledItem, SchedRequest, StepPlan } from './scheduler.js';
 
 export type { Batching } from './scheduler.js';
 
@@ -105,7 +116,16 @@ export interface ServingEngineOptions {
    * clients: decode steps 1.63 ms against 3.06 eager); not with a draft.
    */
   readonly graphs?: boolean;
+  /**
+   * Decode steps run back to back on the device when a step only decodes (see "Multi-step decoding" in the
+   * header): 1 (the default, unless FUSEFORMER_SERVE_DECODE_STEPS says otherwise) runs every step on its
+   * own; up to MAX_DECODE_STEPS.
+   */
+  readonly decodeSteps?: number;
 }
+
+/** decodeSteps at most (the record buffer's rows). */
+export const MAX_DECODE_STEPS = 16;
 
 export interface ServingSpeculation {
   /** Same vocabulary as the target, at least maxLen positions, on the same backend. */
@@ -164,6 +184,8 @@ export interface EngineStats {
   readonly graphRowsUsed: number;
   /** Step shapes captured as graphs so far (each shape's second step; its first runs eagerly). */
   readonly graphCaptures: number;
+  /** Runs of several decode steps back to back (options.decodeSteps; their steps count in steps). */
+  readonly multiStepRuns: number;
 }
 
 interface Live {
@@ -222,12 +244,14 @@ export class ServingEngine {
   private readonly useGraphs: boolean;
   /** Steps by shape (stepShape: decode rows / rows / segment slots): runs so far (the first is eager) and the captured graph. */
   private readonly stepGraphs = new Map<string, { runs: number; graph?: Graph }>();
-  private readonly io: Record<'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params', Tensor>;
+  private readonly io: Record<'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params' | 'record' | 'stepIndex', Tensor>;
+  /** Decode steps a decode-only step may run back to back (options.decodeSteps). */
+  readonly decodeSteps: number;
   private readonly live = new Map<string, Live>();
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
   private nextId = 0;
-  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0, graphSteps: 0, graphRowsComputed: 0, graphRowsUsed: 0, graphCaptures: 0 };
+  private counters = { preemptions: 0, computedPositions: 0, generatedTokens: 0, steps: 0, draftedTokens: 0, acceptedTokens: 0, speculativeRounds: 0, graphSteps: 0, graphRowsComputed: 0, graphRowsUsed: 0, graphCaptures: 0, multiStepRuns: 0 };
   private disposed = false;
 
   constructor(readonly model: DecoderModel, options: ServingEngineOptions = {}) {
@@ -242,6 +266,11 @@ export class ServingEngine {
     if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1) throw new ArgumentError(`serving engine: maxBatchTokens must be a positive integer, got ${this.maxBatchTokens}`);
     if (!Number.isInteger(this.blockSize) || this.blockSize < 1) throw new ArgumentError(`serving engine: blockSize must be a positive integer, got ${this.blockSize}`);
     const spec = options.speculative;
+    const envSteps = process.env['FUSEFORMER_SERVE_DECODE_STEPS'];
+    this.decodeSteps = options.decodeSteps ?? (envSteps !== undefined && envSteps !== '' ? Number(envSteps) : 1);
+    if (!Number.isInteger(this.decodeSteps) || this.decodeSteps < 1 || this.decodeSteps > MAX_DECODE_STEPS) {
+      throw new ArgumentError(`serving engine: decodeSteps must be an integer in [1, ${MAX_DECODE_STEPS}], got ${options.decodeSteps ?? `'${envSteps}' (FUSEFORMER_SERVE_DECODE_STEPS)`}`);
+    }
     this.useGraphs = options.graphs ?? (b.name === 'cuda' && spec === undefined);
     if (this.useGraphs && spec) throw new ArgumentError('serving engine: graphs and speculative decoding do not go together yet (a round\'s shape changes every step)');
     // The in-process ranks of the CPU backend exchange partial sums on the host when called, which a
@@ -259,6 +288,7 @@ export class ServingEngine {
     this.io = {
       sPositions: i32([Ns]), sTokens: i32([Ns]), sFinished: i32([Ns]), sLimits: i32([Ns]),
       seeds: i32([Ns, 2]), history: i32([Ns, this.maxLen]), stopIds: i32([STOP_SLOTS]), params: b.empty([Ns, 4], 'f32'),
+      record: i32([this.decodeSteps, N]), stepIndex: i32([1]),
     };
     b.fill(this.io.stopIds, -1);
     b.fill(this.io.history, 0);
@@ -366,11 +396,16 @@ export class ServingEngine {
     // An admitted request's table starts with its prefix-cache hits: the shared blocks themselves.
     for (const { request: r } of plan.admitted) this.bySched.get(r)!.slot = this.freeSlots.shift()!;
     if (plan.items.length === 0) return false;
+    const steps = this.decodeStepsFor(plan);
     this.compactSlots();
     for (const it of plan.items) this.syncTable(this.bySched.get(it.request)!);
     const tuning = this.backend.setGemmTuning?.(this.gemmTuning);
     let outcomes: StepOutcome[];
     try {
+      if (steps > 1) {
+        this.finishDecodeSteps(plan.items, this.executeDecodeSteps(plan.items, steps));
+        return true;
+      }
       outcomes = this.execute(plan.items);
     } finally {
       if (tuning !== undefined) this.backend.setGemmTuning!(tuning);
@@ -540,6 +575,92 @@ export class ServingEngine {
   }
 
   /**
+   * How many decode steps this plan may run back to back (1 = the ordinary step; see "Multi-step decoding"
+   * in the header). Takes the blocks of the further positions up front; without room for them, 1.
+   */
+  private decodeStepsFor(plan: StepPlan): number {
+    if (this.decodeSteps < 2 || this.draft || this.model.tensorParallel || plan.preempted.length > 0 || plan.admitted.length > 0 || this.scheduler.waiting.length > 0) return 1;
+    let k = this.decodeSteps;
+    for (const it of plan.items) {
+      const live = this.bySched.get(it.request)!, sampling = live.request.sampling;
+      if (it.count !== 1 || !it.samples || it.draft || (live.request.logprobs ?? 0) > 0 || sampling.repetitionPenalty !== 1) return 1;
+      k = Math.min(k, live.limit - it.request.tokens.length);
+    }
+    if (k < 2) return 1;
+    for (const it of plan.items) if (!this.scheduler.reserve(it.request, it.start + k)) return 1;
+    return k;
+  }
+
+  /**
+   * `steps` decode steps of these one-position items, back to back on the device (see "Multi-step
+   * decoding" in the header); returns the tokens each step sampled, per item.
+   */
+  private executeDecodeSteps(items: readonly ScheduledItem[], steps: number): number[][] {
+    const b = this.backend, io = this.io, N = this.maxRunning;
+    const slots = items.map((it) => this.bySched.get(it.request)!.slot);
+    const entries = items.map((it, i) => ({ slot: slots[i]!, start: it.start, tokens: [it.request.tokens[it.start]!] }));
+    const exact = 1 + Math.max(...slots);
+    const layout = layoutRows(entries, this.useGraphs ? decodeBucket(exact, N) : exact);
+    const rows = layout.rows, S = rows.decodePositions.length;
+    const shape = this.useGraphs ? stepShape(rows, N, this.maxBatchTokens + N) : exactShape(rows);
+    const logitRows = Array.from({ length: S + shape.segments }, (_, s) => (s < S ? s : 0)), n = logitRows.length;
+    this.target.upload(rows, shape, logitRows);
+    this.uploadSampling(n, items.map((it, i) => ({ row: slots[i]!, sampling: this.bySched.get(it.request)!.request.sampling, position: it.start, tokens: it.request.tokens })));
+    b.upload(io.stepIndex, [0]);
+    const body = () => {
+      this.target.compute(shape);
+      this.sampleRows(this.target.computeLogits(n), n);
+      this.target.advanceDecode(S, io.sTokens, io.record, io.stepIndex);
+    };
+    const key = `${shape.decodeRows}/${shape.rows}/${shape.segments}/advance`;
+    for (let j = 0; j < steps; j++) {
+      if (!this.useGraphs) {
+        body();
+        continue;
+      }
+      let step = this.stepGraphs.get(key);
+      if (!step) this.stepGraphs.set(key, (step = { runs: 0 }));
+      if (step.graph) step.graph.replay();
+      else if (step.runs >= 1) {
+        (step.graph = b.captureGraph(body)).replay();
+        this.counters.graphCaptures++;
+      } else {
+        body();
+      }
+      if (step.graph) {
+        this.counters.graphSteps++;
+        this.counters.graphRowsComputed += shape.rows;
+        this.counters.graphRowsUsed += items.length;
+      }
+      step.runs++;
+    }
+    const record = b.download(b.view(io.record, 0, [steps * N])) as Int32Array;
+    this.counters.multiStepRuns++;
+    this.counters.computedPositions += (steps - 1) * items.length; // execute() counts the first step's
+    return items.map((_, i) => Array.from({ length: steps }, (_, j) => record[j * N + slots[i]!]!));
+  }
+
+  /**
+   * The host's side of executeDecodeSteps, step by step as step() does it for one: positions completed
+   * (full blocks registered), tokens appended; a request that finished at step j takes no later tokens.
+   */
+  private finishDecodeSteps(items: readonly ScheduledItem[], tokens: readonly number[][]): void {
+    const steps = tokens[0]!.length;
+    this.counters.computedPositions += items.length;
+    for (let j = 0; j < steps; j++) {
+      const alive = items.flatMap((it, i) => (it.request.state === 'running' ? [{ it: { ...it, start: it.start + j }, i }] : []));
+      if (alive.length === 0) break;
+      this.scheduler.complete(alive.map((a) => a.it));
+      this.counters.steps++;
+      for (const { it, i } of alive) {
+        const live = this.bySched.get(it.request);
+        if (live) this.append(live, { token: tokens[i]![j]! });
+      }
+    }
+    this.compactSlots();
+  }
+
+  /**
    * A step without a draft model (see "Steps as graphs" in the header): the decode region at the slots,
    * then the segments; the head over every decode-region row and each segment's last row, and
    * sampleTokens over all of them (rows nobody reads sample greedily into nothing). With graphs the step
@@ -639,7 +760,9 @@ export class ServingEngine {
     const b = this.backend, io = this.io, L = this.maxLen;
     const view1 = (t: Tensor) => b.view(t, 0, [n]);
     b.fill(view1(io.sFinished), 0);
-    b.fill(view1(io.sLimits), L);
+    // Past any position a row reaches (≤ maxLen − 2): sampleTokens then never marks a row finished, which
+    // would leave its token out of io.sTokens (a request filling the whole context read a stale one).
+    b.fill(view1(io.sLimits), L + 1);
     b.sampleTokens({
       logits, classes: this.model.vocabSize, params: b.view(io.params, 0, [n, 4]), seeds: b.view(io.seeds, 0, [n, 2]), positions: view1(io.sPositions),
       history: b.view(io.history, 0, [n, L]), tokens: view1(io.sTokens), finished: view1(io.sFinished), limits: view1(io.sLimits), stopIds: io.stopIds,

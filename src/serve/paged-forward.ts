@@ -139,6 +139,19 @@ export class PagedForward {
   /** The logits buffer [maxLogitRows, paddedVocab] (computeLogits() returns views of it). */
   get logitsBuffer(): Tensor { return this.io.logits; }
 
+  /**
+   * Moves the decode region's S rows of the uploaded step on to the next step on the device
+   * (decodeAdvance): each active row's token becomes its sampled one and its positions grow by one, and
+   * the sampled tokens go to row step[0] of `record`. Device work only: capturable with compute().
+   */
+  advanceDecode(S: number, sampled: Tensor, record: Tensor, step: Tensor): void {
+    const b = this.model.backend, view = (at: number) => b.view(this.io.meta, at, [S]);
+    b.decodeAdvance({
+      sampled, tokens: view(this.at.tokens), positions: view(this.at.positions), cachePositions: view(this.at.cachePositions),
+      record, step,
+    });
+  }
+
   /** Decode attention's split-K chunks for a decode region of n rows (attention-splits.ts). */
   splits(n: number): number {
     return modelAttentionSplits(this.model.arch, this.model.dtype, this.options.maxLen, n);

@@ -211,6 +211,11 @@ export class Scheduler {
     return full;
   }
 
+  /** Takes blocks for a running request's positions up to `positions` (multi-step decoding); false when the pool has too few. */
+  reserve(r: SchedRequest, positions: number): boolean {
+    return r.state === 'running' && this.grow(r, positions);
+  }
+
   private grow(r: SchedRequest, positions: number): boolean {
     const need = Math.ceil(positions / this.pool.blockSize) - r.blockTable.length;
     if (need <= 0) return true;

@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, decodeAdvance) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -233,9 +233,33 @@ function sampleTokensCases(dtype: FloatDType): OpCase[] {
   });
 }
 
+/** decodeAdvance over rows with idle ones (cache position −1) among them, the record at a few counter values (one past its steps). */
+function decodeAdvanceCases(): OpCase[] {
+  return ([[5, 8, 4, 1], [37, 40, 8, 7], [300, 512, 3, 3]] as const).map(([rows, width, steps, counter]): OpCase => ({
+    name: `decodeAdvance rows=${rows} width=${width} steps=${steps} step=${counter}`, dtype: 'f32',
+    exact: ['tokens', 'positions', 'cachePositions', 'record', 'step'],
+    inputs: (rng) => {
+      const cache = randomInts(rng, [rows], 0, 1000);
+      for (let r = 0; r < rows; r += 3) cache.values[r] = -1;  // idle rows
+      return {
+        sampled: randomInts(rng, [rows + 2], 0, 50000), tokens: randomInts(rng, [rows], 0, 50000), positions: randomInts(rng, [rows], 0, 1000),
+        cachePositions: cache, record: randomInts(rng, [steps, width], 0, 50000), step: ints([1], [counter]),
+      };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.decodeAdvance({
+        sampled: c.in('sampled'), tokens: c.keep('tokens', c.in('tokens')), positions: c.keep('positions', c.in('positions')), cachePositions: c.keep('cachePositions', c.in('cachePositions')),
+        record: c.keep('record', c.in('record')), step: c.keep('step', c.in('step')),
+      });
+      return c.results();
+    },
+  }));
+}
+
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-  ]);
+  ]).concat(decodeAdvanceCases());
 }

@@ -1,8 +1,8 @@
 // The serving engine (src/serve/engine.ts) on the GPU, f32, tiny random GPT-2 and Llama-GQA folders:
 // requests under continuous batching (chunked prefill, prefix sharing, preemption) give the same tokens
 // as each request alone through the CUDA decode engine (infer/generate.ts) and as the serving engine on
-// the CPU; with a draft model (speculative serving), the same greedy tokens; no KV block leaks. Skips
-// without a GPU.
+// the CPU; with a draft model (speculative serving) and with decode steps run several at a time, the same
+// greedy tokens; no KV block leaks. Skips without a GPU.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -67,6 +67,10 @@ for (const m of MODELS) {
     assert.deepEqual(serve(onCpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8 }).tokens, alone, 'the CPU serving engine');
     // Decode-only steps replayed as CUDA graphs, with preemption.
     assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, numBlocks: 20, graphs: true }).tokens, alone, 'decode steps as graphs');
+    // Multi-step decoding: decode-only steps k at a time (decodeAdvance between them), eager and as graphs.
+    for (const graphs of [false, true]) {
+      assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, graphs, decodeSteps: 5 }).tokens, alone, `decode steps 5 at a time (graphs ${graphs})`);
+    }
     // Speculative serving: the model as its own draft checks the alignment of draft and target rows (its
     // tokens are accepted but where the decode and the flash path round a near-tie differently).
     const speculative = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, speculative: { draft: onGpu } });

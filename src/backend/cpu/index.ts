@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
+  DecodeAdvanceArgs, DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -26,6 +26,7 @@ import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
 import { prepareSampleTokens } from './sample-tokens.js';
 import { prepareTanhActivation } from './tanh-activation.js';
+import { prepareDecodeAdvance } from './decode-advance.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import { prepareBeamCrossAttention, prepareBeamSelfAttention } from './beam-attention.js';
 import { prepareBeamAdvance, prepareBeamTopK } from './beam-topk.js';
@@ -201,4 +202,5 @@ export class CpuBackend implements Backend {
   }
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }
   sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }
+  decodeAdvance(args: DecodeAdvanceArgs): void { this.queue.issue(prepareDecodeAdvance(args)); }
 }

@@ -18,7 +18,7 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
+  DecodeAdvanceArgs, DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs,
 } from '../backend.js';
 import { decodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -27,6 +27,7 @@ import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
 import { residualNorm } from './kernels/residual-norm.js';
 import { sampleTokens } from './kernels/sample-tokens.js';
 import { tanhActivation } from './kernels/tanh-activation.js';
+import { decodeAdvance } from './kernels/decode-advance.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.js';
 import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
@@ -432,6 +433,7 @@ export class CudaBackend implements Backend {
 
   tanhActivation(args: TanhActivationArgs): void { tanhActivation(this.runtime, args); }
   sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }
+  decodeAdvance(args: DecodeAdvanceArgs): void { decodeAdvance(this.runtime, args); }
 
   private own(op: string, t: Tensor, options: { allowNonContiguous?: boolean } = {}): CudaTensor {
     if (!(t instanceof CudaTensor)) {

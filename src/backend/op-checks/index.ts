@@ -29,4 +29,5 @@ export { checkGatedActivation } from './gated-activation.js';
 export { checkGatedLinear } from './gated-linear.js';
 export { checkTanhActivation } from './tanh-activation.js';
 export { checkSampleTokens, SAMPLING_PARAMS } from './sample-tokens.js';
+export { checkDecodeAdvance } from './decode-advance.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';

@@ -33,6 +33,7 @@ import { catalog as int8GemvCatalog } from './gemv-int8.js';
 import { catalog as int4MmaGemvCatalog } from './gemv-int4-mma.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
+import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -71,6 +72,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['gemv-int4-mma', int4MmaGemvCatalog],
     ['sample-tokens', sampleTokensCatalog],
     ['tanh-activation', tanhActivationCatalog],
+    ['decode-advance', decodeAdvanceCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }
