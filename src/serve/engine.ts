@@ -35,8 +35,8 @@
 // graphs a step runs the same ops in its exact shape. A step that samples nothing skips the head.
 
 // Multi-step decoding (options.decodeSteps = k > 1; FUSEFORMER_SERVE_DECODE_STEPS): a step whose every item
-// decodes one token — nothing admitted, waiting or preempted, no draft, no logprobs or repetition
-// penalty — runs up to k decode steps back to back on the device: the step is uploaded once, then k times
+// decodes one token — nothing admitted or preempted, nothing waiting for a free slot, no draft, no
+// logprobs or repetition penalty — runs up to k decode steps back to back on the device: the step is uploaded once, then k times
 // the model, the head, sampleTokens and decodeAdvance (each active row's sampled token becomes its next
 // input, its positions move on by one, the tokens go to row j of a record buffer), and the host reads the
 // k × rows tokens once. The blocks for the k positions are taken up front; k never passes a request's
@@ -579,7 +579,9 @@ export class ServingEngine {
    * in the header). Takes the blocks of the further positions up front; without room for them, 1.
    */
   private decodeStepsFor(plan: StepPlan): number {
-    if (this.decodeSteps < 2 || this.draft || this.model.tensorParallel || plan.preempted.length > 0 || plan.admitted.length > 0 || this.scheduler.waiting.length > 0) return 1;
+    // Waiting requests hold it back only while a slot is free for them (they would wait out the run).
+    const admissible = this.scheduler.waiting.length > 0 && this.freeSlots.length > 0;
+    if (this.decodeSteps < 2 || this.draft || this.model.tensorParallel || plan.preempted.length > 0 || plan.admitted.length > 0 || admissible) return 1;
     let k = this.decodeSteps;
     for (const it of plan.items) {
       const live = this.bySched.get(it.request)!, sampling = live.request.sampling;
