@@ -267,15 +267,20 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
     for (let c = 0; c < Math.min(concurrency, work.length); c++) submit();
     while (engine.hasWork) {
       plan = undefined;
+      const stepsBefore = engine.stats().steps;
       const t0 = performance.now();
       const ran = engine.step();
       backend.synchronize();
       const ms = performance.now() - t0;
       if (!ran || !plan) throw new Error(`serve-speed: the engine has work but ran no step (${engine.stats().waiting} waiting, ${engine.stats().blocksUsed}/${engine.stats().blocksTotal} blocks): give a larger KV pool`);
-      const p: StepPlan = plan, floor = stepFloorMs(p, cost);
-      steps++; batchSum += p.items.length; floorMs += floor; measuredMs += ms;
+      // A multi-step run (decodeSteps) is n model steps of one plan, each one position further on.
+      const p: StepPlan = plan, n = Math.max(1, engine.stats().steps - stepsBefore);
+      let floor = 0;
+      for (let j = 0; j < n; j++) floor += stepFloorMs(j === 0 ? p : { ...p, items: p.items.map((it) => ({ ...it, start: it.start + j })) }, cost);
+      steps += n; batchSum += n * p.items.length; floorMs += floor; measuredMs += ms;
       if (p.items.every((it) => it.count === 1)) {
-        decodeSteps++; decodeBatchSum += p.items.length; decodeFloorMs += floor; decodeMeasuredMs += ms; decodeStepMs.push(ms);
+        decodeSteps += n; decodeBatchSum += n * p.items.length; decodeFloorMs += floor; decodeMeasuredMs += ms;
+        for (let j = 0; j < n; j++) decodeStepMs.push(ms / n);
       } else {
         mixed.push({ ms, rows: p.items.reduce((n, it) => n + it.count, 0), segments: p.items.filter((it) => it.count > 1).length });
       }
