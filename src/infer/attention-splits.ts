@@ -17,8 +17,19 @@ import type { DType } from '../dtype.js';
 
 /** Keys a decode attention block takes per tile (DECODE_TILE of the kernel). */
 export const DECODE_KEYS_PER_TILE = 128;
-/** Caches up to this capacity are not split. */
-const MIN_SPLIT_CAPACITY = 256;
+/**
+ * Caches up to this capacity are not split (FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY overrides it, for sweeps:
+ * GPT-2's decode bench runs a 160-position cache, 12 blocks of two tiles each at batch 1).
+ */
+const MIN_SPLIT_CAPACITY = envInteger('FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY', 256);
+
+function envInteger(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a non-negative integer, got '${raw}'`);
+  return value;
+}
 /** SMs the targets assume (an H100 / H200). */
 const SMS = 132;
 /** Blocks the split grid aims for at most: 8 resident blocks on each SM; the pipelined variant's one wave. */
