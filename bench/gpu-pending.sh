@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: multi-step async-upload split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: l2-prefetch multi-step async-upload split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -12,9 +12,9 @@
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 11 ran profile-train, skinny, prefetch,
 # quant-quality, quant-bench, beam-speed and spec-trained):
-#   bash .device/run.sh bash bench/gpu-pending.sh split-sweep                  # decode attention split threshold for small caches (~1 min)
-#   node dist/bench/spec-tokenizer.js, then with carry [".device", "bench/spec-tokenizer"]:
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh l2-prefetch split-sweep   # (one call, ~3 min) next weights into L2 during attention (never run): checks, decode at 0/8/16/32 MiB a layer; decode attention's split threshold for small caches — #5's b1 targets
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh multi-step   # the serving engine's multi-step decoding (never run): checks, serving at 1/4/8 steps a run (~6 min); #6's roofline
+#   node dist/bench/spec-tokenizer.js, then with carry [".device", "bench/spec-tokenizer"] (the steps that train with GPT-2's BPE):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh async-upload   # uploads that do not drain the stream (never run): GPU checks with it on, serving and speculative A/B (~6 min); default on if they pass and gain
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # a 24-layer × 1024 target and its 2-layer draft, trained here (~4 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF assisted generation beside ours (random-weight pairs)
@@ -131,6 +131,10 @@ for step in "${steps[@]}"; do
           run decode-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-noprefetch.json
           run serve-prefetch 120 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-prefetch.json"
           run serve-noprefetch 120 env FUSEFORMER_DECODE_PREFETCH=0 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json /tmp/serve-noprefetch.json ;;
+    l2-prefetch) # a layer's next weights prefetched into L2 during its attention (FUSEFORMER_L2_PREFETCH_MB, built session 11, never run):
+          # its GPU checks, then decode at 0 / 8 / 16 / 32 MiB a layer, one process each
+          run prefetch-l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/prefetch-l2.test.js
+          for mb in 0 8 16 32; do run decode-l2-$mb 120 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-l2-$mb.json; done ;;
     split-sweep) # decode attention's smallest split capacity (FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY; default 256, so the decode bench's
           # 160-position GPT-2 cache is never split), one process each
           for c in 256 128 64; do run decode-split$c 120 env FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY=$c node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-split$c.json; done ;;
@@ -209,6 +213,8 @@ for f in serve-prefetch serve-noprefetch; do [ -f "$out/$f.log" ] && { echo "$f:
 [ -f "$out/skinny-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/skinny-tests.log" | head -20
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/profile-skinny-b32.log" ] && grep -E 'graph replay\)|op launches|^\| (gemm|normLinear|gated)' "$out/profile-skinny-b32.log" | head -14
+[ -f "$out/prefetch-l2-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/prefetch-l2-tests.log" | head -10
+for mb in 0 8 16 32; do [ -f "$out/decode-l2-$mb.log" ] && { echo "decode-l2-$mb:"; grep -E '^\| (GPT|Llama)' "$out/decode-l2-$mb.log"; }; done
 for c in 256 128 64; do [ -f "$out/decode-split$c.log" ] && { echo "decode-split$c:"; grep -E '^\| (GPT|Llama)' "$out/decode-split$c.log"; }; done
 for f in multi-tests multi-serve-tests; do [ -f "$out/$f.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/$f.log" | head -10; done
 for f in serve-steps1 serve-steps4 serve-steps8 serve-steps4-async; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^C ' "$out/$f.log"; }; done

@@ -32,6 +32,7 @@ import type { DeviceInt8Weight, DeviceQuantizedWeight, W8A8Scratch } from '../qu
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
+import { byteSize } from '../dtype.js';
 import type { DecoderModel, NormWeights } from './model.js';
 
 /** Views of the shared activation buffers for R rows (cached per R: GEMMs recognise the same tensors). */
@@ -60,6 +61,19 @@ const HEAD_CHUNK_ROWS = 256;
  * effect for forwards launched or captured after it is set.
  */
 export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] === '1' };
+
+/**
+ * L2 prefetch of a layer's next weights during its attention (FUSEFORMER_L2_PREFETCH_MB = the bytes a
+ * layer may prefetch, in MiB; 0, the default, is off until timed on a GPU): at decode's few rows
+ * (≤ PREFETCH_MAX_ROWS) the O-projection's, then the MLP's first and second products' weights (the
+ * unquantized ones; each row's leading part once the budget runs short, so every output column gains alike) are
+ * pulled into L2 by prefetchL2 before qkvRopeAppend and decode attention — kernels that leave HBM nearly
+ * idle — so those products read part of their bytes from L2. Takes effect for forwards launched or
+ * captured after it is set.
+ */
+export const l2PrefetchOptions = { bytes: Math.max(0, Number(process.env['FUSEFORMER_L2_PREFETCH_MB'] ?? 0) || 0) * 2 ** 20 };
+/** Rows at most for which blocks() prefetches (decode steps; a prompt's products are compute-bound). */
+export const PREFETCH_MAX_ROWS = 64;
 
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
@@ -143,6 +157,7 @@ export class DecoderForward {
       } else {
         ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv } });
       }
+      if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchAfterAttention(ops, l);
       const attended = attention(l, v);
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
       else ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
@@ -153,6 +168,19 @@ export class DecoderForward {
       this.sumOverRanks(v.y);
     });
     ops.residualNorm(this.normArgs(v, m.finalNorm, true, m.layers.at(-1)!.downBias));
+  }
+
+  /** l2PrefetchOptions: layer l's unquantized O-projection, MLP-up and down weights, in that order, within the budget. */
+  private prefetchAfterAttention(ops: Backend, l: number): void {
+    const layer = this.model.layers[l]!, q = this.model.quantization?.layers[l] ?? {};
+    let left = l2PrefetchOptions.bytes;
+    for (const [w, quantized] of [[layer.out, q.out], [layer.up, q.up], [layer.down, q.down]] as const) {
+      if (left <= 0) return;
+      if (quantized || !w) continue;
+      const bytes = w.numel * byteSize(w.dtype), fraction = Math.min(1, left / bytes);
+      ops.prefetchL2({ x: w, fraction });
+      left -= fraction * bytes;
+    }
   }
 
   /** x += y + bo; h = norm2(x) (`norm`); v.act = the MLP's first product and activation of h. */

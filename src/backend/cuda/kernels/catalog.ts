@@ -34,6 +34,7 @@ import { catalog as int4MmaGemvCatalog } from './gemv-int4-mma.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
+import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -73,6 +74,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['sample-tokens', sampleTokensCatalog],
     ['tanh-activation', tanhActivationCatalog],
     ['decode-advance', decodeAdvanceCatalog],
+    ['prefetch-l2', prefetchL2Catalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }

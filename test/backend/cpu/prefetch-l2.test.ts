@@ -1,0 +1,62 @@
+// prefetchL2 (a cache hint) on the CPU reference: checked like any op, then nothing happens; and the
+// decoder forward issues it for a layer's unquantized weights within l2PrefetchOptions' budget, in the
+// order they are read, with the tokens unchanged.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import type { Backend, PrefetchL2Args } from '../../../src/backend/backend.js';
+import { CpuBackend } from '../../../src/backend/cpu/index.js';
+import { generateBatch } from '../../../src/infer/generate.js';
+import { l2PrefetchOptions } from '../../../src/infer/forward.js';
+import { loadDecoderModel } from '../../../src/infer/model.js';
+import { TINY_LLAMA, writeModelFolder } from '../../infer/hf-folder.js';
+
+const b = new CpuBackend();
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-prefetch-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+test('prefetchL2 leaves its tensor as it was and rejects what it cannot read as rows', () => {
+  const x = b.fromArray([1, 2, 3, 4, 5, 6], [2, 3], 'f32');
+  b.prefetchL2({ x });
+  b.prefetchL2({ x, fraction: 0.5 });
+  b.prefetchL2({ x: b.view(x, 1, [4]) });
+  assert.deepEqual(Array.from(b.download(x)), [1, 2, 3, 4, 5, 6]);
+  assert.throws(() => b.prefetchL2({ x: b.empty([2, 2, 2], 'f32') }), /prefetchL2: 'x' must be 1-D or 2-D/);
+  for (const fraction of [0, -0.5, 1.5, Number.NaN]) assert.throws(() => b.prefetchL2({ x, fraction }), /prefetchL2: 'fraction' must be in \(0, 1\]/);
+});
+
+test('the decoder forward prefetches the O-projection, MLP-up and down weights within the budget; tokens unchanged', async () => {
+  const dir = join(root, 'llama');
+  writeModelFolder(dir, 'llama', TINY_LLAMA, 3);
+  const calls: PrefetchL2Args[] = [];
+  const counting = new Proxy(b, {
+    get(target, property) {
+      const value = (target as unknown as Record<string | symbol, unknown>)[property];
+      if (property === 'prefetchL2') return (args: PrefetchL2Args) => { calls.push(args); target.prefetchL2(args); };
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as Backend;
+  const model = loadDecoderModel(dir, counting, { dtype: 'f32' }).model;
+  const prompts = [[5, 9, 2, 7, 1], [3, 3]];
+  try {
+    const plain = await generateBatch(model, prompts, { maxNewTokens: 6, temperature: 0, stopTokenIds: [] });
+    assert.equal(calls.length, 0, 'off by default');
+    const layer = model.layers[0]!, outBytes = layer.out.numel * 4, upBytes = layer.up.numel * 4;
+    l2PrefetchOptions.bytes = outBytes + upBytes / 2;  // the O-projection whole, half of each MLP-up row, no down
+    const prefetched = await generateBatch(model, prompts, { maxNewTokens: 6, temperature: 0, stopTokenIds: [] });
+    assert.deepEqual(prefetched, plain, 'a hint changes no token');
+    const L = model.layers.length, decodeSteps = 5;  // the prefill's 7 rows are within PREFETCH_MAX_ROWS too
+    assert.equal(calls.length % (2 * L), 0);
+    assert.ok(calls.length >= 2 * L * decodeSteps, `${calls.length} prefetches`);
+    assert.equal(calls[0]!.x, layer.out);
+    assert.equal(calls[0]!.fraction, 1);
+    assert.equal(calls[1]!.x, layer.up);
+    assert.ok(Math.abs(calls[1]!.fraction! - 0.5) < 1e-12, `MLP-up fraction ${calls[1]!.fraction}`);
+  } finally {
+    l2PrefetchOptions.bytes = 0;
+    model.free();
+  }
+});
