@@ -12,7 +12,7 @@
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 11 ran profile-train, skinny, prefetch,
 # quant-quality, quant-bench, beam-speed and spec-trained):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh l2-prefetch split-sweep   # (one call, ~3 min) next weights into L2 during attention (never run): checks, decode at 0/8/16/32 MiB a layer; decode attention's split threshold for small caches — #5's b1 targets
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh l2-prefetch split-sweep   # (one call, ~3 min) next weights into L2 during attention (never run): checks, decode at 0/8/16/32 MiB a layer (INT4/INT8 at 0/24: #7's ≤ 0.30 / 0.45); decode attention's split threshold for small caches — #5's b1 targets
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh multi-step   # the serving engine's multi-step decoding (never run): checks, serving at 1/4/8 steps a run (~6 min); #6's roofline
 #   node dist/bench/spec-tokenizer.js, then with carry [".device", "bench/spec-tokenizer"] (the steps that train with GPT-2's BPE):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh async-upload   # uploads that do not drain the stream (never run): GPU checks with it on, serving and speculative A/B (~6 min); default on if they pass and gain
@@ -134,7 +134,8 @@ for step in "${steps[@]}"; do
     l2-prefetch) # a layer's next weights prefetched into L2 during its attention (FUSEFORMER_L2_PREFETCH_MB, built session 11, never run):
           # its GPU checks, then decode at 0 / 8 / 16 / 32 MiB a layer, one process each
           run prefetch-l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/prefetch-l2.test.js
-          for mb in 0 8 16 32; do run decode-l2-$mb 120 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-l2-$mb.json; done ;;
+          for mb in 0 8 16 32; do run decode-l2-$mb 120 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-l2-$mb.json; done
+          for mb in 0 24; do run decode-l2-int4-$mb 150 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head,int8-head --json /tmp/decode-l2-int4-$mb.json; done ;;
     split-sweep) # decode attention's smallest split capacity (FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY; default 256, so the decode bench's
           # 160-position GPT-2 cache is never split), one process each
           for c in 256 128 64; do run decode-split$c 120 env FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY=$c node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-split$c.json; done ;;
@@ -214,7 +215,7 @@ for f in serve-prefetch serve-noprefetch; do [ -f "$out/$f.log" ] && { echo "$f:
 for f in decode-noskinny decode-skinny; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/profile-skinny-b32.log" ] && grep -E 'graph replay\)|op launches|^\| (gemm|normLinear|gated)' "$out/profile-skinny-b32.log" | head -14
 [ -f "$out/prefetch-l2-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/prefetch-l2-tests.log" | head -10
-for mb in 0 8 16 32; do [ -f "$out/decode-l2-$mb.log" ] && { echo "decode-l2-$mb:"; grep -E '^\| (GPT|Llama)' "$out/decode-l2-$mb.log"; }; done
+for mb in 0 8 16 32 int4-0 int4-24; do [ -f "$out/decode-l2-$mb.log" ] && { echo "decode-l2-$mb:"; grep -E '^\| (GPT|Llama)' "$out/decode-l2-$mb.log"; }; done
 for c in 256 128 64; do [ -f "$out/decode-split$c.log" ] && { echo "decode-split$c:"; grep -E '^\| (GPT|Llama)' "$out/decode-split$c.log"; }; done
 for f in multi-tests multi-serve-tests; do [ -f "$out/$f.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/$f.log" | head -10; done
 for f in serve-steps1 serve-steps4 serve-steps8 serve-steps4-async; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^C ' "$out/$f.log"; }; done

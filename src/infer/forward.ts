@@ -65,8 +65,8 @@ export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] 
 /**
  * L2 prefetch of a layer's next weights during its attention (FUSEFORMER_L2_PREFETCH_MB = the bytes a
  * layer may prefetch, in MiB; 0, the default, is off until timed on a GPU): at decode's few rows
- * (≤ PREFETCH_MAX_ROWS) the O-projection's, then the MLP's first and second products' weights (the
- * unquantized ones; each row's leading part once the budget runs short, so every output column gains alike) are
+ * (≤ PREFETCH_MAX_ROWS) the O-projection's, then the MLP's first and second products' weights (16-bit or
+ * quantized; each row's leading part once the budget runs short, so every output column gains alike) are
  * pulled into L2 by prefetchL2 before qkvRopeAppend and decode attention — kernels that leave HBM nearly
  * idle — so those products read part of their bytes from L2. Takes effect for forwards launched or
  * captured after it is set.
@@ -170,16 +170,27 @@ export class DecoderForward {
     ops.residualNorm(this.normArgs(v, m.finalNorm, true, m.layers.at(-1)!.downBias));
   }
 
-  /** l2PrefetchOptions: layer l's unquantized O-projection, MLP-up and down weights, in that order, within the budget. */
+  /**
+   * l2PrefetchOptions: layer l's O-projection, MLP-up and down weights, in that order, within the budget
+   * (a quantized one: its scales and zeros whole, then as much of each row of its packed weights as fits).
+   */
   private prefetchAfterAttention(ops: Backend, l: number): void {
     const layer = this.model.layers[l]!, q = this.model.quantization?.layers[l] ?? {};
     let left = l2PrefetchOptions.bytes;
-    for (const [w, quantized] of [[layer.out, q.out], [layer.up, q.up], [layer.down, q.down]] as const) {
+    const prefetch = (x: Tensor) => {
       if (left <= 0) return;
-      if (quantized || !w) continue;
-      const bytes = w.numel * byteSize(w.dtype), fraction = Math.min(1, left / bytes);
-      ops.prefetchL2({ x: w, fraction });
+      const bytes = x.numel * byteSize(x.dtype), fraction = Math.min(1, left / bytes);
+      ops.prefetchL2({ x, fraction });
       left -= fraction * bytes;
+    };
+    for (const [w, quantized] of [[layer.out, q.out], [layer.up, q.up], [layer.down, q.down]] as const) {
+      if (quantized) {
+        prefetch(quantized.scales);
+        if (quantized.kind === 'int4') prefetch(quantized.zeros);
+        prefetch(quantized.qweight);
+      } else if (w) {
+        prefetch(w);
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 // prefetchL2 on the GPU: a cache hint that changes nothing — a tensor reads back as it was after being
 // prefetched (whole, in part, an unaligned view, odd row widths), and the decode engine with a layer's
-// next weights prefetched during attention gives the same greedy tokens, eager and graph-replayed. Skips
+// next weights prefetched during attention (16-bit, INT4, INT8) gives the same greedy tokens, eager and
+// graph-replayed. Skips
 // without a GPU.
 
 import assert from 'node:assert/strict';
@@ -12,6 +13,7 @@ import { probeCuda } from '../../src/cuda/probe.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { l2PrefetchOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
+import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import { Rng } from '../../src/testing/random.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
@@ -37,10 +39,11 @@ test('prefetchL2 leaves every tensor as it was', { skip }, async () => {
 test('the decode engine with weights prefetched during attention gives the same greedy tokens', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create();
-  for (const [family, config] of [['gpt2', TINY_GPT2], ['llama', TINY_LLAMA]] as const) {
-    const dir = join(root, family);
+  for (const [family, config, bits] of [['gpt2', TINY_GPT2, 0], ['llama', TINY_LLAMA, 0], ['llama', { ...TINY_LLAMA, ffn: 64 }, 4], ['gpt2', TINY_GPT2, 8]] as const) {
+    const dir = join(root, `${family}-${bits}`);
     writeModelFolder(dir, family, config, 7);
     const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
+    if (bits) quantizeDecoderModel(model, { method: 'rtn', bits, groupSize: 32 });
     const prompts = [[5, 9, 2, 7, 1], [3, 3], [40, 41, 42]];
     try {
       for (const graphs of [false, true]) {
@@ -49,7 +52,7 @@ test('the decode engine with weights prefetched during attention gives the same 
         l2PrefetchOptions.bytes = 4 * 2 ** 20;
         const prefetched = await run();
         l2PrefetchOptions.bytes = 0;
-        assert.deepEqual(prefetched, plain, `${family}, graphs ${graphs}`);
+        assert.deepEqual(prefetched, plain, `${family}${bits ? ` INT${bits}` : ''}, graphs ${graphs}`);
       }
     } finally {
       l2PrefetchOptions.bytes = 0;

@@ -1,5 +1,5 @@
 // prefetchL2 (a cache hint) on the CPU reference: checked like any op, then nothing happens; and the
-// decoder forward issues it for a layer's unquantized weights within l2PrefetchOptions' budget, in the
+// decoder forward issues it for a layer's weights within l2PrefetchOptions' budget, in the
 // order they are read, with the tokens unchanged.
 
 import assert from 'node:assert/strict';
@@ -12,6 +12,7 @@ import { CpuBackend } from '../../../src/backend/cpu/index.js';
 import { generateBatch } from '../../../src/infer/generate.js';
 import { l2PrefetchOptions } from '../../../src/infer/forward.js';
 import { loadDecoderModel } from '../../../src/infer/model.js';
+import { quantizeDecoderModel } from '../../../src/infer/quantized.js';
 import { TINY_LLAMA, writeModelFolder } from '../../infer/hf-folder.js';
 
 const b = new CpuBackend();
@@ -55,6 +56,39 @@ test('the decoder forward prefetches the O-projection, MLP-up and down weights w
     assert.equal(calls[0]!.fraction, 1);
     assert.equal(calls[1]!.x, layer.up);
     assert.ok(Math.abs(calls[1]!.fraction! - 0.5) < 1e-12, `MLP-up fraction ${calls[1]!.fraction}`);
+  } finally {
+    l2PrefetchOptions.bytes = 0;
+    model.free();
+  }
+});
+
+test('a quantized layer prefetches its scales and zeros whole, then each row of its packed weights as the budget allows; tokens unchanged', async () => {
+  const dir = join(root, 'llama-int4');
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, ffn: 64 }, 4);  // INT4 groups of 32 need widths that 32 divides
+  const calls: PrefetchL2Args[] = [];
+  const counting = new Proxy(b, {
+    get(target, property) {
+      const value = (target as unknown as Record<string | symbol, unknown>)[property];
+      if (property === 'prefetchL2') return (args: PrefetchL2Args) => { calls.push(args); target.prefetchL2(args); };
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as Backend;
+  const model = loadDecoderModel(dir, counting, { dtype: 'f32' }).model;
+  quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 32 });
+  try {
+    const prompts = [[5, 9, 2], [8]];
+    const plain = await generateBatch(model, prompts, { maxNewTokens: 4, temperature: 0, stopTokenIds: [] });
+    const out = model.quantization!.layers[0]!.out!;
+    assert.equal(out.kind, 'int4');
+    const bytesOf = (t: { numel: number }, size: number) => t.numel * size;
+    const small = out.kind === 'int4' ? bytesOf(out.scales, 2) + bytesOf(out.zeros, 1) : 0;
+    l2PrefetchOptions.bytes = small + bytesOf(out.qweight, 4) / 4;  // a quarter of each packed row, nothing of the MLP
+    const prefetched = await generateBatch(model, prompts, { maxNewTokens: 4, temperature: 0, stopTokenIds: [] });
+    assert.deepEqual(prefetched, plain);
+    assert.deepEqual(calls.slice(0, 3).map((c) => c.x), out.kind === 'int4' ? [out.scales, out.zeros, out.qweight] : []);
+    assert.deepEqual(calls.slice(0, 2).map((c) => c.fraction), [1, 1]);
+    assert.ok(Math.abs(calls[2]!.fraction! - 0.25) < 1e-12, `packed rows: fraction ${calls[2]!.fraction}`);
+    assert.equal(calls.length % 3, 0, 'three prefetches a layer, then the budget is spent');
   } finally {
     l2PrefetchOptions.bytes = 0;
     model.free();
