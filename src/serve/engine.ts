@@ -615,27 +615,7 @@ export class ServingEngine {
       this.target.advanceDecode(S, io.sTokens, io.record, io.stepIndex);
     };
     const key = `${shape.decodeRows}/${shape.rows}/${shape.segments}/advance`;
-    for (let j = 0; j < steps; j++) {
-      if (!this.useGraphs) {
-        body();
-        continue;
-      }
-      let step = this.stepGraphs.get(key);
-      if (!step) this.stepGraphs.set(key, (step = { runs: 0 }));
-      if (step.graph) step.graph.replay();
-      else if (step.runs >= 1) {
-        (step.graph = b.captureGraph(body)).replay();
-        this.counters.graphCaptures++;
-      } else {
-        body();
-      }
-      if (step.graph) {
-        this.counters.graphSteps++;
-        this.counters.graphRowsComputed += shape.rows;
-        this.counters.graphRowsUsed += items.length;
-      }
-      step.runs++;
-    }
+    for (let j = 0; j < steps; j++) this.runStepBody(key, shape, body, items.length);
     const record = b.download(b.view(io.record, 0, [steps * N])) as Int32Array;
     this.counters.multiStepRuns++;
     this.counters.computedPositions += (steps - 1) * items.length; // execute() counts the first step's
@@ -699,27 +679,7 @@ export class ServingEngine {
       logits = this.target.computeLogits(n);
       this.sampleRows(logits, n);
     };
-    if (!this.useGraphs) {
-      body();
-    } else {
-      const key = `${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`;
-      let step = this.stepGraphs.get(key);
-      if (!step) this.stepGraphs.set(key, (step = { runs: 0 }));
-      // A shape's first step runs eagerly (kernels compile, GEMMs pick their algorithms); the second is captured.
-      if (step.graph) step.graph.replay();
-      else if (step.runs >= 1) {
-        (step.graph = b.captureGraph(body)).replay();
-        this.counters.graphCaptures++;
-      } else {
-        body();
-      }
-      if (step.graph) {
-        this.counters.graphSteps++;
-        this.counters.graphRowsComputed += shape.rows;
-        this.counters.graphRowsUsed += items.reduce((r, it) => r + it.count, 0);
-      }
-      step.runs++;
-    }
+    this.runStepBody(`${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`, shape, body, items.reduce((r, it) => r + it.count, 0));
     if (!head) return [];
     logits ??= b.view(this.target.logitsBuffer, 0, [n, Vp]);
     const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
@@ -729,6 +689,32 @@ export class ServingEngine {
       const live = liveOf(it), token = picked[row]!, k = live.request.logprobs ?? 0;
       return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(row * Vp, row * Vp + V), token, k) }] };
     });
+  }
+
+  /**
+   * Runs a step's device work: eagerly without graphs; with them, the graph of its shape's `key` — a
+   * shape's first step runs eagerly (kernels compile, GEMMs pick their algorithms), the second is captured.
+   */
+  private runStepBody(key: string, shape: StepShape, body: () => void, rowsUsed: number): void {
+    if (!this.useGraphs) {
+      body();
+      return;
+    }
+    let step = this.stepGraphs.get(key);
+    if (!step) this.stepGraphs.set(key, (step = { runs: 0 }));
+    if (step.graph) step.graph.replay();
+    else if (step.runs >= 1) {
+      (step.graph = this.backend.captureGraph(body)).replay();
+      this.counters.graphCaptures++;
+    } else {
+      body();
+    }
+    if (step.graph) {
+      this.counters.graphSteps++;
+      this.counters.graphRowsComputed += shape.rows;
+      this.counters.graphRowsUsed += rowsUsed;
+    }
+    step.runs++;
   }
 
   /**

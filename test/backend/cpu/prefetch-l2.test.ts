@@ -19,6 +19,19 @@ const b = new CpuBackend();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-prefetch-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
+/** The CPU backend with its prefetchL2 calls recorded. */
+function recordingPrefetches(): { calls: PrefetchL2Args[]; counting: Backend } {
+  const calls: PrefetchL2Args[] = [];
+  const counting = new Proxy(b, {
+    get(target, property) {
+      const value = (target as unknown as Record<string | symbol, unknown>)[property];
+      if (property === 'prefetchL2') return (args: PrefetchL2Args) => { calls.push(args); target.prefetchL2(args); };
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as Backend;
+  return { calls, counting };
+}
+
 test('prefetchL2 leaves its tensor as it was and rejects what it cannot read as rows', () => {
   const x = b.fromArray([1, 2, 3, 4, 5, 6], [2, 3], 'f32');
   b.prefetchL2({ x });
@@ -32,14 +45,7 @@ test('prefetchL2 leaves its tensor as it was and rejects what it cannot read as 
 test('the decoder forward prefetches the O-projection, MLP-up and down weights within the budget; tokens unchanged', async () => {
   const dir = join(root, 'llama');
   writeModelFolder(dir, 'llama', TINY_LLAMA, 3);
-  const calls: PrefetchL2Args[] = [];
-  const counting = new Proxy(b, {
-    get(target, property) {
-      const value = (target as unknown as Record<string | symbol, unknown>)[property];
-      if (property === 'prefetchL2') return (args: PrefetchL2Args) => { calls.push(args); target.prefetchL2(args); };
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  }) as Backend;
+  const { calls, counting } = recordingPrefetches();
   const model = loadDecoderModel(dir, counting, { dtype: 'f32' }).model;
   const prompts = [[5, 9, 2, 7, 1], [3, 3]];
   try {
@@ -65,14 +71,7 @@ test('the decoder forward prefetches the O-projection, MLP-up and down weights w
 test('a quantized layer prefetches its scales and zeros whole, then each row of its packed weights as the budget allows; tokens unchanged', async () => {
   const dir = join(root, 'llama-int4');
   writeModelFolder(dir, 'llama', { ...TINY_LLAMA, ffn: 64 }, 4);  // INT4 groups of 32 need widths that 32 divides
-  const calls: PrefetchL2Args[] = [];
-  const counting = new Proxy(b, {
-    get(target, property) {
-      const value = (target as unknown as Record<string | symbol, unknown>)[property];
-      if (property === 'prefetchL2') return (args: PrefetchL2Args) => { calls.push(args); target.prefetchL2(args); };
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  }) as Backend;
+  const { calls, counting } = recordingPrefetches();
   const model = loadDecoderModel(dir, counting, { dtype: 'f32' }).model;
   quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 32 });
   try {
