@@ -7,7 +7,8 @@
 // Mapping: a grid-stride loop over rows, one thread a row, each issuing one cp.async.bulk.prefetch.L2
 // (sm_90: fire and forget — the thread moves on at once, the transfer proceeds without it) for the
 // row's first `bytes` (a multiple of 16 from a 16-byte-aligned start, as the instruction needs). The
-// kernel reads nothing and writes nothing.
+// kernel reads nothing and writes nothing. Launched programmatically (runtime/launch.ts), it starts while
+// the previous kernel drains and lets the next one start at once, adding no step to the chain.
 
 import type { PrefetchL2Args } from '../../backend.js';
 import { checkPrefetchL2 } from '../../op-checks/index.js';
@@ -33,9 +34,14 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${name}(const char* bas
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
   }
 #endif
+  // Launched programmatically: the next kernel may start now, but this grid must not finish before the
+  // one it follows — the next kernel's wait covers only this grid, so that is what orders it after the
+  // previous one (which it reads).
+  GRID_DEPENDENCY_TRIGGER();
+  GRID_DEPENDENCY_WAIT();
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function prefetchL2(host: KernelHost, args: PrefetchL2Args): void {
