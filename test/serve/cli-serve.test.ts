@@ -64,6 +64,24 @@ test('fuseformer serve: --kv-memory-fraction must lie in (0, 1]', () => {
   assert.match(help.stdout, /--kv-memory-fraction F/);
 });
 
+test('fuseformer serve --decode-steps: decode-only steps several at a time still answer; out of range is refused by name', async () => {
+  const dir = join(root, 'tiny-steps');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  const r = spawnSync(process.execPath, [main, 'serve', '--model', dir, '--backend', 'cpu', '--decode-steps', '17'], { encoding: 'utf8' });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /decodeSteps must be an integer in \[1, 16\], got 17/);
+  const { child, url, stderr } = await startServer([dir, '--decode-steps', '4']);
+  try {
+    const response = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Call me', max_tokens: 9, temperature: 0 }) });
+    assert.equal(response.status, 200, stderr());
+    const body = await response.json() as { choices: { text: string; finish_reason: string }[]; usage: { completion_tokens: number } };
+    assert.equal(body.usage.completion_tokens, 9);
+    assert.equal(body.choices[0]!.finish_reason, 'length');
+  } finally {
+    child.kill('SIGTERM');
+  }
+});
+
 test('fuseformer serve --draft: speculative serving answers, and /metrics counts the rounds', async () => {
   const dir = join(root, 'tiny-spec');
   writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
