@@ -157,7 +157,7 @@ export class DecoderForward {
       } else {
         ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv } });
       }
-      if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchAfterAttention(ops, l);
+      if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
       const attended = attention(l, v);
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
       else ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
@@ -174,7 +174,7 @@ export class DecoderForward {
    * l2PrefetchOptions: layer l's O-projection, MLP-up and down weights, in that order, within the budget
    * (a quantized one: its scales and zeros whole, then as much of each row of its packed weights as fits).
    */
-  private prefetchAfterAttention(ops: Backend, l: number): void {
+  private prefetchPostAttentionWeights(ops: Backend, l: number): void {
     const layer = this.model.layers[l]!, q = this.model.quantization?.layers[l] ?? {};
     let left = l2PrefetchOptions.bytes;
     const prefetch = (x: Tensor) => {
