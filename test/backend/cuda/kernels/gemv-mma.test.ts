@@ -5,12 +5,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
 import { mmaGemvApplies, mmaGemvSource, planMmaGemv } from '../../../../src/backend/cuda/kernels/gemv-mma.js';
+import { checkedGemm, commonGemmRefusals } from './launch-helpers.js';
 
-function checked(problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint } = {}): CheckedGemm {
-  const p: GemmProblem = { dtype: 'bf16', M: 16, N: 2048, K: 2048, batch: 1, transA: false, transB: true, epilogue: 'none', writesPreActivation: false, ...problem };
-  const t = (ptr: bigint) => ({ ptr }) as unknown as CheckedGemm['a'];
-  return { problem: p, a: t(extra.aPtr ?? 0x1000n), b: t(0x2000n), out: t(0x3000n), alpha: extra.alpha ?? 1, beta: extra.beta ?? 0 };
-}
+const checked = (problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean } = {}) => checkedGemm({ M: 16 }, problem, extra);
 
 test('mmaGemvApplies: 16-bit, up to 64 rows against [N, K] weights, K a multiple of 32, a forward epilogue; the rest stays on cuBLASLt', () => {
   assert.ok(mmaGemvApplies(checked({})));
@@ -20,13 +17,7 @@ test('mmaGemvApplies: 16-bit, up to 64 rows against [N, K] weights, K a multiple
     ['65 rows', checked({ M: 65 })],
     ['f32', checked({ dtype: 'f32' })],
     ['K not a multiple of 32', checked({ K: 2056 })],
-    ['an untransposed weight', checked({ transB: false })],
-    ['a batch', checked({ batch: 2 })],
-    ['a stored pre-activation', checked({ epilogue: 'gelu_bias', writesPreActivation: true })],
-    ['a backward epilogue', checked({ epilogue: 'dgelu' })],
-    ['alpha', checked({}, { alpha: 2 })],
-    ['beta', checked({}, { beta: 1 })],
-    ['a misaligned a', checked({}, { aPtr: 0x1008n })],
+    ...commonGemmRefusals(checked),
   ] as const) assert.equal(mmaGemvApplies(g), false, why);
 });
 

@@ -2,6 +2,7 @@
 // launches instead of making them, fake device tensors at chosen addresses, and nvcc compilation
 // of a family's catalog.
 
+import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -94,4 +95,28 @@ export async function compileAll(nvcc: string, sources: readonly KernelSource[],
     rmSync(dir, { recursive: true, force: true });
   }
   return failures;
+}
+
+/**
+ * A checked GEMM for the routing rules of the few-row kernels (gemv.ts, gemv-mma.ts, gemm-skinny.ts):
+ * bf16 x [M, K] against [N, K] weights (transB), no epilogue, 16-byte-aligned operands, alpha 1, beta 0,
+ * `defaults` and `problem` over that; `extra` sets alpha, beta, a's address or a bias.
+ */
+export function checkedGemm(defaults: Partial<GemmProblem>, problem: Partial<GemmProblem> = {}, extra: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean } = {}): CheckedGemm {
+  const p: GemmProblem = { dtype: 'bf16', M: 1, N: 2048, K: 2048, batch: 1, transA: false, transB: true, epilogue: 'none', writesPreActivation: false, ...defaults, ...problem };
+  const t = (ptr: bigint) => ({ ptr }) as unknown as CheckedGemm['a'];
+  return { problem: p, a: t(extra.aPtr ?? 0x1000n), b: t(0x2000n), out: t(0x3000n), ...(extra.bias ? { bias: t(0x4000n) } : {}), alpha: extra.alpha ?? 1, beta: extra.beta ?? 0 };
+}
+
+/** What no few-row kernel takes, whatever its row limits: [why, the GEMM] (checked: checkedGemm with the kernel's defaults). */
+export function commonGemmRefusals(checked: (problem: Partial<GemmProblem>, extra?: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean }) => CheckedGemm): [string, CheckedGemm][] {
+  return [
+    ['an untransposed weight', checked({ transB: false })],
+    ['a batch', checked({ batch: 2 })],
+    ['a stored pre-activation', checked({ epilogue: 'gelu_bias', writesPreActivation: true }, { bias: true })],
+    ['a backward epilogue', checked({ epilogue: 'dgelu' })],
+    ['alpha', checked({}, { alpha: 2 })],
+    ['beta', checked({}, { beta: 1 })],
+    ['a misaligned a', checked({}, { aPtr: 0x1008n })],
+  ];
 }
