@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: l2-prefetch multi-step async-upload split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: norm-sweep l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -136,6 +136,14 @@ for step in "${steps[@]}"; do
           run prefetch-l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/prefetch-l2.test.js
           for mb in 0 8 16 32; do run decode-l2-$mb 120 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-l2-$mb.json; done
           for mb in 0 24; do run decode-l2-int4-$mb 150 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head,int8-head --json /tmp/decode-l2-int4-$mb.json; done ;;
+    norm-sweep) # the staged LayerNorm backward's launch shape (FUSEFORMER_NORM_BACKWARD="warps,blocksPerSm,maxStages"; default 16,1,4,
+          # 48–63% of copy since 2026-11-29): the norm cases of the op checks at three other shapes, then bench:kernels' LayerNorm rows at each
+          # (session 12: the column sums launched programmatically after the reducing kernels — all ops checked by default first)
+          run norm-tests-default 200 node --test dist/test/gpu/ops.test.js
+          for cfg in 8,2,4 4,4,4 16,1,2; do run norm-tests-${cfg//,/-} 100 env FUSEFORMER_NORM_BACKWARD=$cfg FUSEFORMER_TEST_OPS=Norm node --test dist/test/gpu/ops.test.js; done
+          run norm-bench-nopdl 90 env FUSEFORMER_PDL=0 node dist/bench/kernels.js --only layerNormBackward,biasDropoutResidualBackward,biasActivationDropoutBackward --no-torch --json "$out/norm-bench-nopdl.json"
+          run norm-bench-pdl 90 node dist/bench/kernels.js --only layerNormBackward,biasDropoutResidualBackward,biasActivationDropoutBackward --no-torch --json "$out/norm-bench-pdl.json"
+          for cfg in 16,1,2 8,2,4 8,2,2 4,4,4 12,1,4; do run norm-bench-${cfg//,/-} 90 env FUSEFORMER_NORM_BACKWARD=$cfg node dist/bench/kernels.js --only layerNormBackward --no-torch --json "$out/norm-bench-${cfg//,/-}.json"; done ;;
     split-sweep) # decode attention's smallest split capacity (FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY; default 256, so the decode bench's
           # 160-position GPT-2 cache is never split), one process each
           for c in 256 128 64; do run decode-split$c 120 env FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY=$c node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-split$c.json; done ;;
@@ -149,7 +157,8 @@ for step in "${steps[@]}"; do
           # checks and the engines' with it on, then serving and speculative A/B (a trained pair, as spec-trained), one process each
           run async-tests 300 env FUSEFORMER_ASYNC_UPLOAD=1 node --test --test-concurrency=1 dist/test/gpu/runtime.test.js dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/speculative.test.js
           run serve-async 120 env FUSEFORMER_ASYNC_UPLOAD=1 node dist/bench/serve-speed.js --concurrency 16,64,256 --no-torch --no-prefix --json "$out/serve-speed-async.json"
-          run serve-sync 120 node dist/bench/serve-speed.js --concurrency 16,64,256 --no-torch --no-prefix --json /tmp/serve-speed-sync.json
+          run serve-sync 120 node dist/bench/serve-speed.js --concurrency 16,64,256 --no-torch --no-prefix --json /tmp/serve-speed-sync.json ;;
+    async-spec) # speculative decoding with and without async uploads on the trained pair (trained first on a fresh machine, as spec-trained)
           [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
             run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft; }
           for mode in async sync; do

@@ -218,6 +218,7 @@ export interface RowTileConstants {
 // Sums the TY row lanes' column sums in a fixed order and writes this block's partial row.
 const COLUMN_PARTIALS_DEVICE_CODE = String.raw`
 __device__ __forceinline__ void write_column_partials(const float (&acc)[VEC], float* partials) {
+  GRID_DEPENDENCY_TRIGGER();  // column_sum_finalize may launch (it waits for this grid to finish)
   __shared__ float lanes[TY][TX * VEC];
   #pragma unroll
   for (int k = 0; k < VEC; k++) lanes[threadIdx.y][threadIdx.x * VEC + k] = acc[k];
@@ -338,6 +339,9 @@ ${constants({ LANES_X: FINALIZE_LANES_X, LANES_Y: FINALIZE_LANES_Y, ACCUMULATE: 
 // writes zeros (a sum over no rows).
 extern "C" __global__ void __launch_bounds__(LANES_X * LANES_Y) ${name}(
     const float* __restrict__ partials, u32 tiles, u32 hidden, T* out) {
+  // Launched programmatically (the reducing row kernels trigger once their rows are summed): resident
+  // as soon as SMs free up, then waits here for the partials.
+  GRID_DEPENDENCY_WAIT();
   __shared__ float lanes[LANES_Y][LANES_X + 1];
   const u32 col = blockIdx.x * LANES_X + threadIdx.x;
   float sum = 0.f;
@@ -356,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(LANES_X * LANES_Y) ${name}(
   out[col] = from_float<T>(total);
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 /** Adds `tiles` f32 partial rows of length `hidden` into `out` (its dtype), or overwrites it. */

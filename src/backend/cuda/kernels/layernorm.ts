@@ -46,6 +46,10 @@
 // memory and writes one f32 partial row per column sum to scratch ([P][sums][H]); then
 // `norm_column_sums` adds the P partials in a fixed order and writes (or adds to) dGamma/dBeta in
 // their dtype. P is small (≤ 264 at H = 768 on 132 SMs), so the partials are still in L2 when read.
+// `norm_column_sums` is launched programmatically (it waits for the row kernel at its first line), and
+// the staged row kernel triggers it when its rows are done: its launch overlaps the row kernel's fold.
+// The two sizes measured on 2026-11-29 (8192 and 16384 rows at H = 768) put the 16-bit backward at
+// ~10 µs per 8192 rows (copy: 9) plus ~7 µs fixed: launch, prologue, fold and the column sums.
 //
 // Measured on an H200 (CUDA graphs over rotating buffers, against a 16-byte copy kernel moving the
 // same bytes; 2026-11-29): forward BERT 8192×768 84.8% (bf16) / 89.5% (f16) / 93.5% (f32), GPT-2
@@ -65,6 +69,7 @@ import { byteSize, FLOAT_DTYPES } from '../../../dtype.js';
 import type { Tensor } from '../../../tensor.js';
 import type { CheckedNormBackward, CheckedNormForward } from '../../op-checks/index.js';
 import { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from '../../op-checks/index.js';
+import { ArgumentError } from '../../../errors.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -104,6 +109,8 @@ export interface NormBackwardSpec extends NormForwardSpec {
    * i.e. the cp.async pipeline runs STAGES − 1 rows ahead of the math.
    */
   readonly stages?: number;
+  /** With `persistent`: resident blocks an SM the kernel is compiled and launched for (default 1). */
+  readonly blocksPerSm?: number;
 }
 
 /** The kernel that adds the partials into dGamma (and dBeta for LayerNorm). */
@@ -120,7 +127,7 @@ export function normForwardKey(s: NormForwardSpec): string {
 }
 
 export function normBackwardKey(s: NormBackwardSpec): string {
-  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}` : ''}${s.dResidual ? '.dres' : ''}`;
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.dResidual ? '.dres' : ''}`;
 }
 
 export function normColumnSumsKey(s: NormColumnSumsSpec): string {
@@ -180,6 +187,33 @@ const STAGED_BACKWARD_MAX_STAGES = 4;
 /** Shared memory the staged backward plans with (an H200 block may opt into 227 KiB). */
 export const STAGED_BACKWARD_SHARED_BUDGET = 220 * 1024;
 
+/** The staged backward's launch shape: warps a block, resident blocks an SM, the most row slots a warp. */
+export interface StagedBackwardShape {
+  readonly warps: number;
+  readonly blocksPerSm: number;
+  readonly maxStages: number;
+}
+
+/**
+ * FUSEFORMER_NORM_BACKWARD="warps,blocksPerSm,maxStages" (e.g. "8,2,4"): a tuning knob for sweeps of the
+ * staged backward's shape on a GPU (bench/gpu-pending.sh norm-sweep); unset, the default 16,1,4.
+ */
+export function stagedBackwardShapeFromEnv(value = process.env['FUSEFORMER_NORM_BACKWARD']): StagedBackwardShape | null {
+  if (value === undefined || value === '') return null;
+  const parts = value.split(',').map((p) => Number(p.trim()));
+  const [warps, blocksPerSm, maxStages] = parts;
+  const valid = parts.length === 3 && parts.every((n) => Number.isInteger(n) && n > 0) && warps! <= 32 && blocksPerSm! <= 4 && warps! * blocksPerSm! <= 64 && maxStages! >= 2 && maxStages! <= 8;
+  if (!valid) throw new ArgumentError(`FUSEFORMER_NORM_BACKWARD must be "warps,blocksPerSm,maxStages" (warps 1–32, blocks 1–4, at most 64 warps an SM, stages 2–8), got "${value}"`);
+  return { warps: warps!, blocksPerSm: blocksPerSm!, maxStages: maxStages! };
+}
+
+let envShape: { value: string | undefined; shape: StagedBackwardShape | null } | undefined;
+function envStagedShape(): StagedBackwardShape | null {
+  const value = process.env['FUSEFORMER_NORM_BACKWARD'];
+  if (envShape?.value !== value || envShape === undefined) envShape = { value, shape: stagedBackwardShapeFromEnv(value) };
+  return envShape.shape;
+}
+
 export const MAX_HIDDEN = 65536;
 
 /** Elements a lane holds with a warp per row, or null when a warp row needs more than `maxElements`. */
@@ -213,13 +247,15 @@ export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDTyp
  * `sharedBudget`: dynamic shared memory a block may use (the device's opt-in limit, at most
  * STAGED_BACKWARD_SHARED_BUDGET); the staged kernel needs room for two row slots a warp.
  */
-export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[], sharedBudget = STAGED_BACKWARD_SHARED_BUDGET): NormBackwardSpec {
+export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[], sharedBudget = STAGED_BACKWARD_SHARED_BUDGET, stagedShape: StagedBackwardShape | null = envStagedShape()): NormBackwardSpec {
   checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
   if (dtype !== 'f32' && vec * byteSize(dtype) === 16 && Math.ceil(hidden / vec / 32) <= STAGED_BACKWARD_MAX_VECS_PER_LANE) {
-    const staged: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: STAGED_BACKWARD_WARPS, persistent: true, dResidual };
-    const budget = Math.min(sharedBudget, STAGED_BACKWARD_SHARED_BUDGET);
-    const stages = Math.min(STAGED_BACKWARD_MAX_STAGES, Math.floor((budget - hidden * byteSize(dtype)) / (STAGED_BACKWARD_WARPS * stagedSlotBytes(staged))));
+    const shape = stagedShape ?? { warps: STAGED_BACKWARD_WARPS, blocksPerSm: 1, maxStages: STAGED_BACKWARD_MAX_STAGES };
+    const staged: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: shape.warps, persistent: true, dResidual, ...(shape.blocksPerSm > 1 ? { blocksPerSm: shape.blocksPerSm } : {}) };
+    // Blocks sharing an SM share its shared memory (an SM has 228 KiB, 1 KiB of it reserved per block).
+    const budget = Math.min(sharedBudget, Math.floor(STAGED_BACKWARD_SHARED_BUDGET / shape.blocksPerSm));
+    const stages = Math.min(shape.maxStages, Math.floor((budget - hidden * byteSize(dtype)) / (shape.warps * stagedSlotBytes(staged))));
     const spec = { ...staged, stages };
     if (stages >= 2 && stagedSharedBytes(spec) <= budget) return spec;
   }
@@ -238,7 +274,7 @@ export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDTy
  * BACKWARD_THREADS_PER_SM at ≤ 8 elements a thread; wider rows need their registers more than occupancy.
  */
 export function backwardMinBlocksPerSm(spec: NormBackwardSpec): number {
-  if (spec.persistent) return 1;
+  if (spec.persistent) return spec.blocksPerSm ?? 1;
   const blockThreads = spec.threadsPerRow * spec.rowsPerBlock;
   return vecsPerThread(spec) * spec.vec <= BACKWARD_ELEMENT_TIERS[0] ? Math.max(1, Math.floor(BACKWARD_THREADS_PER_SM / blockThreads)) : 1;
 }
@@ -595,7 +631,7 @@ ${typedefLine('T', spec.dtype)}
 ${rowConstants(spec)}
 ${constants({ COLUMN_SUMS: sums, STAGES: stages, ROW_BYTES: spec.hidden * byteSize(spec.dtype), SLOT_BYTES: stagedSlotBytes(spec) })}
 ${ROW_MAPPING_DEVICE_CODE}
-${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, 1)}
+${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, spec.blocksPerSm ?? 1)}
 
 __device__ __forceinline__ void copy_async_16(u32 dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
@@ -720,6 +756,7 @@ ${layer ? `    sums = warp_sum2(sums);
   // Fold: every warp writes its column sums to shared memory (the slots are free once every copy
   // has landed), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
   asm volatile("cp.async.wait_all;" ::: "memory");
+  GRID_DEPENDENCY_TRIGGER();  // the column-sum kernel may launch (it waits for this grid to finish)
   __syncthreads();
   float* fold = reinterpret_cast<float*>(smem);
   float* mine = fold + threadIdx.y * (COLUMN_SUMS * H);
@@ -878,6 +915,9 @@ ${launchBoundsMacro(COLUMN_SUMS_LANES_X * COLUMN_SUMS_LANES_Y)}
 // LANES_Y results in order. Fixed order throughout: the same inputs give the same bits.
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const float* __restrict__ partials, int num_partials, T* dgamma${layer ? ', T* dbeta' : ''}) {
+  // Launched programmatically after the row kernel (which triggers as it starts its fold): resident as
+  // soon as SMs free up, then waits here for the partials.
+  GRID_DEPENDENCY_WAIT();
   __shared__ float buf[COLUMN_SUMS][LANES_Y][LANES_X + 1];
   const int col = blockIdx.x * LANES_X + threadIdx.x;
   float s[COLUMN_SUMS];
@@ -905,7 +945,7 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   }
 }
 `;
-  return { name, source };
+  return { name, source, gridDependencyWait: true };
 }
 
 // ---- launchers ----------------------------------------------------------------------------------------

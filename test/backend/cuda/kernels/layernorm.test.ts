@@ -151,6 +151,28 @@ test('staged backward: stages from the shared-memory budget; narrow vectors, f32
   }
 });
 
+test('staged backward shape knob: FUSEFORMER_NORM_BACKWARD parses "warps,blocksPerSm,maxStages", splits the SM between blocks, refuses bad values by name', () => {
+  assert.equal(ln.stagedBackwardShapeFromEnv(undefined), null);
+  assert.deepEqual(ln.stagedBackwardShapeFromEnv('8, 2, 4'), { warps: 8, blocksPerSm: 2, maxStages: 4 });
+  for (const bad of ['8,2', '0,1,4', '33,1,4', '8,2,1', '16,8,4', 'x,1,4']) {
+    assert.throws(() => ln.stagedBackwardShapeFromEnv(bad), /FUSEFORMER_NORM_BACKWARD must be .*got "/, bad);
+  }
+  const plan = new OpCheck('test', 'cuda');
+  const spec = ln.planNormBackward(plan, 'layer', 'bf16', 768, false, [0x1000n], undefined, { warps: 8, blocksPerSm: 2, maxStages: 8 });
+  // Two blocks share the 220 KiB budget: 110 KiB a block, (110 KiB − 1536) / (8 × 3088) = 4 slots a warp.
+  assert.equal(spec.rowsPerBlock, 8);
+  assert.equal(spec.stages, 4);
+  assert.ok(ln.stagedSharedBytes(spec) <= ln.STAGED_BACKWARD_SHARED_BUDGET / 2);
+  assert.equal(ln.backwardMinBlocksPerSm(spec), 2);
+  // 264 resident blocks of 8 warps: 7.8 rows a warp, rounded to 8, so 2048 warps = 256 blocks.
+  assert.equal(ln.backwardGridSize(spec, 16384, 132), 256);
+  assert.match(ln.normBackwardKey(spec), /\.pw\.s4\.b2$/);
+  assert.match(ln.normBackwardSource(spec).source, /#define KERNEL_BOUNDS __launch_bounds__\(256, 2\)/);
+  // The default shape keeps its key (no .b suffix) and one 16-warp block an SM.
+  const base = ln.planNormBackward(plan, 'layer', 'bf16', 768, false, [0x1000n], undefined, null);
+  assert.equal(ln.normBackwardKey(base), 'norm_backward.layer.bf16.h768.v8.t32.r16.pw.s4');
+});
+
 test('layerNormBackward f32 H=768 keeps 96 threads a row, 5 rows a block, one wave of 2 × 132 blocks', () => {
   const host = new RecordingHost();
   const f = forwardTensors(16384, 768, 'f32');
