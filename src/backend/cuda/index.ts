@@ -5,7 +5,7 @@
 import { envSwitch } from './env-switch.js';
 import { normLinearProduct } from '../backend.js';
 import { Event } from './runtime/device.js';
-import { byteSize, decodeFloats, encodeFloats, isFloat } from '../../dtype.js';
+import { byteSize, encodeFloats, isFloat, widenHalvesInPlace } from '../../dtype.js';
 import type { DType, FloatDType } from '../../dtype.js';
 import { ArgumentError, LayoutError, ShapeError } from '../../errors.js';
 import type { HostArray, Tensor } from '../../tensor.js';
@@ -175,8 +175,23 @@ export class CudaBackend implements Backend {
 
   download(t: Tensor): HostArray {
     const src = this.own('download', t);
-    const bytes = this.runtime.downloadBytes(src.ptr, src.bytes);
-    return decodeHost(bytes, src.dtype);
+    const n = src.numel, into = (out: Int32Array | Int8Array | Uint8Array | Float32Array) => {
+      this.runtime.downloadInto(src.ptr, new Uint8Array(out.buffer, 0, src.bytes));
+      return out;
+    };
+    switch (src.dtype) {
+      case 'f16': case 'bf16': {
+        // Straight into the first half of the f32 result, then widened in place (no second buffer).
+        const buffer = new ArrayBuffer(4 * n);
+        this.runtime.downloadInto(src.ptr, new Uint8Array(buffer, 0, src.bytes));
+        return widenHalvesInPlace(buffer, n, src.dtype);
+      }
+      case 'f32': return into(new Float32Array(n));
+      case 'i32': return into(new Int32Array(n));
+      case 'i8': return into(new Int8Array(n));
+      case 'u8': return into(new Uint8Array(n));
+    }
+    throw new ArgumentError(`download: unsupported dtype ${String(src.dtype)}`);
   }
 
   fill(t: Tensor, value: number): void {
@@ -460,13 +475,3 @@ function encodeHost(values: HostArray | readonly number[], dtype: DType): Uint8A
   throw new ArgumentError(`upload: unsupported dtype ${String(dtype)}`);
 }
 
-function decodeHost(bytes: Uint8Array, dtype: DType): HostArray {
-  if (isFloat(dtype)) return decodeFloats(bytes, dtype);
-  const copy = bytes.slice();
-  switch (dtype) {
-    case 'i32': return new Int32Array(copy.buffer);
-    case 'i8': return new Int8Array(copy.buffer);
-    case 'u8': return copy;
-  }
-  throw new ArgumentError(`download: unsupported dtype ${String(dtype)}`);
-}

@@ -223,13 +223,18 @@ export class CudaRuntime implements KernelHost {
 
   /** Waits for queued work, then copies `bytes` from the device. */
   downloadBytes(ptr: bigint, bytes: number): Uint8Array {
-    this.refuseDuringCapture('downloadBytes');
     checkByteCount('downloadBytes', bytes);
     const out = new Uint8Array(bytes);
-    if (bytes === 0) return out;
-    this.device.driver.memcpyDeviceToHostAsync(out, ptr, this.currentStream.handle);
-    this.currentStream.synchronize();
+    this.downloadInto(ptr, out);
     return out;
+  }
+
+  /** Waits for queued work, then copies dst.byteLength bytes from the device into `dst`. */
+  downloadInto(ptr: bigint, dst: Uint8Array): void {
+    this.refuseDuringCapture('download');
+    if (dst.byteLength === 0) return;
+    this.device.driver.memcpyDeviceToHostAsync(dst, ptr, this.currentStream.handle);
+    this.currentStream.synchronize();
   }
 
   /** Sets `bytes` bytes at ptr to `value` (0–255), asynchronously. */
