@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: norm-sweep l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: norm-sweep norm-sweep2 norm-default l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -136,6 +136,18 @@ for step in "${steps[@]}"; do
           run prefetch-l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/prefetch-l2.test.js
           for mb in 0 8 16 32; do run decode-l2-$mb 120 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-l2-$mb.json; done
           for mb in 0 24; do run decode-l2-int4-$mb 150 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head,int8-head --json /tmp/decode-l2-int4-$mb.json; done ;;
+    norm-default) # the staged LayerNorm backward at its new default shape (8,2,2): the norm op checks, its bench rows, GPT-2 training on the GPU
+          run norm-tests-default 120 env FUSEFORMER_TEST_OPS=Norm node --test dist/test/gpu/ops.test.js
+          run norm-bench-default 60 node dist/bench/kernels.js --only layerNormBackward,layerNormForward --no-torch --json "$out/norm-bench-default.json"
+          run train-tests 120 node --test dist/test/gpu/gpt2-train.test.js ;;
+    norm-sweep2) # (session 12, after norm-sweep found 2 row slots a warp and 2 blocks an SM fastest) finer shapes around 8,2,2, their checks,
+          # and the checks of this build's defaults (async uploads on, downloads widened in place), then speculative on a freshly trained pair
+          run defaults-tests 200 node --test --test-concurrency=1 dist/test/gpu/runtime.test.js dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/speculative.test.js dist/test/gpu/graph.test.js
+          for cfg in 4,4,2 2,8,2; do run norm-tests-${cfg//,/-} 100 env FUSEFORMER_NORM_BACKWARD=$cfg FUSEFORMER_TEST_OPS=Norm node --test dist/test/gpu/ops.test.js; done
+          for cfg in 8,2,2 4,4,2 2,8,2 8,2,3 6,2,2 16,1,4; do run norm-bench-${cfg//,/-} 90 env FUSEFORMER_NORM_BACKWARD=$cfg node dist/bench/kernels.js --only layerNormBackward --no-torch --json "$out/norm-bench-${cfg//,/-}.json"; done
+          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
+            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft; }
+          run spec-defaults 150 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 3 --no-torch --json "$out/speculative-defaults.json" ;;
     norm-sweep) # the staged LayerNorm backward's launch shape (FUSEFORMER_NORM_BACKWARD="warps,blocksPerSm,maxStages"; default 16,1,4,
           # 48–63% of copy since 2026-11-29): the norm cases of the op checks at three other shapes, then bench:kernels' LayerNorm rows at each
           # (session 12: the column sums launched programmatically after the reducing kernels — all ops checked by default first)

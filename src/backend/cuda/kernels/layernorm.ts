@@ -23,16 +23,15 @@
 // no barriers (64 registers at H = 768, 4 blocks = 1024 threads an SM).
 //
 // Backward, staged (f16/bf16, 16-byte vectors, H ≤ 1024): also a warp per row and a fixed grid of
-// one 16-warp block an SM, but the row loads go through shared memory: each warp owns STAGES row
-// slots (2–4, as many as fit in ~220 KB) and cp.async.cg copies x, dOut (and dResidual) of the row
-// STAGES − 1 ahead into them. The earlier versions held in-flight rows in registers next to the
-// lane's dGamma/dBeta column sums, which left one or two rows in flight per warp and 8–16 warps an
-// SM: bound by per-row latency (~3.6 µs a row iteration, 48–63% of copy bandwidth). Now the loads
-// hold no registers, 16 warps × 3 rows (48 rows, ~145 KB) are in flight per SM, and the column sums
-// stay in f32 registers (48 at H = 768) for the warp's whole row range; no barriers in the loop.
-// Per row, from the slot: Σg and Σg⊙x̂ by shuffles while accumulating the lane's columns, then a
-// second read of the slot for dX. At the end the block's 16 warps are folded in warp order into one
-// partial row per block (P = 128–132 on an H200). Bytes: read x, dOut once, write dX once.
+// two 8-warp blocks an SM, but the row loads go through shared memory: each warp owns STAGES = 2 row
+// slots and cp.async.cg copies x, dOut (and dResidual) of its next row into one while it works on
+// the other. The earlier versions held in-flight rows in registers next to the lane's dGamma/dBeta
+// column sums (48–63% of copy bandwidth, bound by per-row latency); the loads now hold no registers
+// and the column sums stay in f32 registers (48 at H = 768) for the warp's whole row range; no
+// barriers in the loop. Per row, from the slot: Σg and Σg⊙x̂ by shuffles while accumulating the
+// lane's columns, then a second read of the slot for dX. At the end the block's 8 warps are folded in
+// warp order into one partial row per block (P = 256–264 on an H200). Bytes: read x, dOut once,
+// write dX once. (The shape is swept: STAGED_BACKWARD_* below; FUSEFORMER_NORM_BACKWARD for sweeps.)
 //
 // Otherwise (f32, wider rows; row-kernels.ts): H/vec vectors per row, 16-byte vectors where H and the addresses
 // allow. Forward: one warp per row (4 rows per block) while a lane holds ≤ 32 elements (H ≤ 1024),
@@ -176,14 +175,19 @@ const PERSISTENT_FORWARD_BLOCKS_PER_SM = 4;
 /** Forward: 3 blocks an SM above this many elements a lane (H > 768 at 16-byte vectors). */
 const PERSISTENT_FORWARD_FOUR_BLOCK_ELEMENTS = 24;
 /**
- * The staged backward (16-bit, 16-byte vectors): one block of 16 warps an SM (≤ 128 registers: the
+ * The staged backward (16-bit, 16-byte vectors): two blocks of 8 warps an SM (≤ 128 registers: the
  * lane's dGamma/dBeta columns and gamma stay in f32 registers, 72 at H = 768), one partial row per
- * block (132 on an H200), while a lane holds at most 4 vectors (H ≤ 1024). The row slots take the
- * SM's shared memory instead of registers: STAGES = as many as fit in the budget, at most 4.
+ * block (264 on an H200), while a lane holds at most 4 vectors (H ≤ 1024), and two row slots a warp
+ * (the row being worked on and the next one in flight). Swept on an H200 (session 12, bf16, BERT
+ * 8192 × 768 / GPT-2 16384 × 768, µs): 16 warps × 1 block × 4 slots 18.4 / 28.5, × 2 slots 16.9 / 26.5;
+ * 8 × 2 × 2 14.9 / 25.3; 8 × 2 × 3 15.9 / 26.4; 8 × 2 × 4 17.5 / 28.1; 4 × 4 × 2 15.2 / 26.4; 6 × 2 × 2
+ * 16.2 / 25.9. More slots issue every row of a warp at once (~4 rows a warp at these sizes), which
+ * serialises the loads behind one burst; two blocks an SM let one fold and write while the other streams.
  */
-const STAGED_BACKWARD_WARPS = 16;
+const STAGED_BACKWARD_WARPS = 8;
+const STAGED_BACKWARD_BLOCKS_PER_SM = 2;
 const STAGED_BACKWARD_MAX_VECS_PER_LANE = 4;
-const STAGED_BACKWARD_MAX_STAGES = 4;
+const STAGED_BACKWARD_MAX_STAGES = 2;
 /** Shared memory the staged backward plans with (an H200 block may opt into 227 KiB). */
 export const STAGED_BACKWARD_SHARED_BUDGET = 220 * 1024;
 
@@ -195,8 +199,8 @@ export interface StagedBackwardShape {
 }
 
 /**
- * FUSEFORMER_NORM_BACKWARD="warps,blocksPerSm,maxStages" (e.g. "8,2,4"): a tuning knob for sweeps of the
- * staged backward's shape on a GPU (bench/gpu-pending.sh norm-sweep); unset, the default 16,1,4.
+ * FUSEFORMER_NORM_BACKWARD="warps,blocksPerSm,maxStages" (e.g. "16,1,4"): a tuning knob for sweeps of the
+ * staged backward's shape on a GPU (bench/gpu-pending.sh norm-sweep); unset, the default 8,2,2.
  */
 export function stagedBackwardShapeFromEnv(value = process.env['FUSEFORMER_NORM_BACKWARD']): StagedBackwardShape | null {
   if (value === undefined || value === '') return null;
@@ -251,7 +255,7 @@ export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDTy
   checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
   if (dtype !== 'f32' && vec * byteSize(dtype) === 16 && Math.ceil(hidden / vec / 32) <= STAGED_BACKWARD_MAX_VECS_PER_LANE) {
-    const shape = stagedShape ?? { warps: STAGED_BACKWARD_WARPS, blocksPerSm: 1, maxStages: STAGED_BACKWARD_MAX_STAGES };
+    const shape = stagedShape ?? { warps: STAGED_BACKWARD_WARPS, blocksPerSm: STAGED_BACKWARD_BLOCKS_PER_SM, maxStages: STAGED_BACKWARD_MAX_STAGES };
     const staged: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: shape.warps, persistent: true, dResidual, ...(shape.blocksPerSm > 1 ? { blocksPerSm: shape.blocksPerSm } : {}) };
     // Blocks sharing an SM share its shared memory (an SM has 228 KiB, 1 KiB of it reserved per block).
     const budget = Math.min(sharedBudget, Math.floor(STAGED_BACKWARD_SHARED_BUDGET / shape.blocksPerSm));

@@ -16,6 +16,8 @@ export interface RecordedLaunch {
   key: string;
   name: string;
   source: string;
+  /** The source declares that it waits for its prerequisites (it may be launched programmatically). */
+  gridDependencyWait: boolean;
   config: LaunchConfig;
   args: readonly KernelArg[];
 }
@@ -31,8 +33,8 @@ export class RecordingHost implements KernelHost {
   readonly counterRequests: number[] = [];
 
   kernel(key: string, build: () => KernelSource): CompiledKernel {
-    const { name, source } = build();
-    return { name, launch: (config, args) => { this.launches.push({ key, name, source, config, args }); } };
+    const { name, source, gridDependencyWait } = build();
+    return { name, launch: (config, args) => { this.launches.push({ key, name, source, gridDependencyWait: gridDependencyWait === true, config, args }); } };
   }
 
   scratch(bytes: number): bigint {

@@ -66,7 +66,7 @@ test('persistent grid: never more than one wave, at least one block, every row c
   const fwd = ln.planNormForward(plan, 'layer', 'f16', 768, [0x1000n]);
   const bwd = ln.planNormBackward(plan, 'layer', 'f16', 768, false, [0x1000n]);
   for (const rows of [1, 7, 8, 9, 1000, 4224, 4225, 8192, 16384, 100_000]) {
-    for (const [grid, wave, warpsPerBlock] of [[ln.forwardGridSize(fwd, rows, 132), 4 * 132, 8], [ln.backwardGridSize(bwd, rows, 132), 132, 16]] as const) {
+    for (const [grid, wave, warpsPerBlock] of [[ln.forwardGridSize(fwd, rows, 132), 4 * 132, 8], [ln.backwardGridSize(bwd, rows, 132), 2 * 132, 8]] as const) {
       assert.ok(grid >= 1 && grid <= wave, `rows ${rows}: grid ${grid}`);
       const warps = grid * warpsPerBlock;
       const rowsPerWarp = Math.ceil(rows / warps);
@@ -94,7 +94,7 @@ test('an odd hidden size or an unaligned view narrows the vectors', () => {
   assert.equal(host.launches[1]!.key, 'norm_forward.rms.f16.h1024.v2.t32.r8.pw');
 });
 
-test('layerNormBackward H=768 f16: staged warps, 16 a block, one block an SM, one partial a block, then the column sums', () => {
+test('layerNormBackward H=768 f16: staged warps, 8 a block, two blocks an SM, one partial a block, then the column sums', () => {
   const host = new RecordingHost();
   const [rows, H] = [16384, 768];
   const f = forwardTensors(rows, H, 'f16');
@@ -105,18 +105,22 @@ test('layerNormBackward H=768 f16: staged warps, 16 a block, one block an SM, on
   });
   assert.equal(host.launches.length, 2);
   const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
-  // x, dOut and dResidual rows (3 × 1536 bytes + 16) in 3 slots a warp: 16 × 3 × 4624 + gamma's 1536 bytes.
-  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t32.r16.pw.s3.dres');
-  assert.deepEqual(rowsLaunch.config.block, [32, 16]);
-  assert.equal(rowsLaunch.config.sharedBytes, 1536 + 16 * 3 * 4624);
-  assert.ok(rowsLaunch.config.sharedBytes! <= host.maxSharedBytesPerBlock);
-  assert.match(rowsLaunch.source, /#define KERNEL_BOUNDS __launch_bounds__\(512, 1\)/);
+  // x, dOut and dResidual rows (3 × 1536 bytes + 16) in 2 slots a warp: 8 × 2 × 4624 + gamma's 1536 bytes.
+  assert.equal(rowsLaunch.key, 'norm_backward.layer.f16.h768.v8.t32.r8.pw.s2.b2.dres');
+  assert.deepEqual(rowsLaunch.config.block, [32, 8]);
+  assert.equal(rowsLaunch.config.sharedBytes, 1536 + 8 * 2 * 4624);
+  assert.ok(2 * rowsLaunch.config.sharedBytes! <= ln.STAGED_BACKWARD_SHARED_BUDGET);
+  assert.match(rowsLaunch.source, /#define KERNEL_BOUNDS __launch_bounds__\(256, 2\)/);
   assert.match(rowsLaunch.source, /cp\.async\.cg\.shared\.global/);
-  // One 16-warp block an SM: 2112 warps at most, 8 rows each → 2048 warps, 128 blocks.
+  // Two 8-warp blocks an SM: 2112 warps at most, 8 rows each → 2048 warps, 256 blocks.
   const grid = rowsLaunch.config.grid as number;
-  assert.equal(grid, 128);
+  assert.equal(grid, 256);
   assert.equal(grid, ln.backwardGridSize(ln.planNormBackward(new OpCheck('test', 'cuda'), 'layer', 'f16', H, true, [0x1000n]), rows, 132));
   assert.deepEqual(host.scratchRequests, [grid * 2 * H * 4]);
+  // The column sums wait for the row kernel themselves (launched programmatically); the row kernel triggers them.
+  assert.equal(sums.gridDependencyWait, true);
+  assert.match(sums.source, /GRID_DEPENDENCY_WAIT\(\);/);
+  assert.match(rowsLaunch.source, /GRID_DEPENDENCY_TRIGGER\(\);/);
   assert.equal(argValue(rowsLaunch, 7, 'ptr'), RecordingHost.SCRATCH);
   assert.equal(argValue(rowsLaunch, 8, 'i32'), rows);
   assert.equal(sums.key, 'norm_column_sums.layer.f16.h768.acc');
@@ -128,8 +132,10 @@ test('layerNormBackward H=768 f16: staged warps, 16 a block, one block an SM, on
 test('staged backward: stages from the shared-memory budget; narrow vectors, f32 or too little shared memory use the row kernels', () => {
   const plan = new OpCheck('test', 'cuda');
   const aligned = [0x1000n];
-  const stagesOf = (dtype: 'f16' | 'bf16', hidden: number, dResidual: boolean, budget?: number) => {
-    const spec = ln.planNormBackward(plan, 'layer', dtype, hidden, dResidual, aligned, budget);
+  // One 16-warp block an SM with up to 4 slots a warp (the shape before session 12's sweep): as many as fit.
+  const wide = { warps: 16, blocksPerSm: 1, maxStages: 4 };
+  const stagesOf = (dtype: 'f16' | 'bf16', hidden: number, dResidual: boolean, budget?: number, shape: ln.StagedBackwardShape | null = wide) => {
+    const spec = ln.planNormBackward(plan, 'layer', dtype, hidden, dResidual, aligned, budget, shape);
     return spec.persistent ? spec.stages : null;
   };
   assert.equal(stagesOf('bf16', 768, false), 4);
@@ -138,6 +144,12 @@ test('staged backward: stages from the shared-memory budget; narrow vectors, f32
   // A GPU that lets a block have 99 KB: two slots a warp at H = 768, none at H = 1024.
   assert.equal(stagesOf('f16', 768, false, 99 * 1024), 2);
   assert.equal(stagesOf('f16', 1024, false, 99 * 1024), null);
+  // The default (two 8-warp blocks an SM, 2 slots): 2 everywhere up to H = 1024 with dResidual (100.6 KB of 110),
+  // also with 99 KB a block; with 64 KB a block, H = 1024 without dResidual (67.8 KB) no longer fits.
+  for (const [hidden, dResidual] of [[768, false], [768, true], [1024, false], [1024, true]] as const) assert.equal(stagesOf('bf16', hidden, dResidual, undefined, null), 2);
+  assert.equal(stagesOf('f16', 1024, true, 99 * 1024, null), 2);
+  assert.equal(stagesOf('f16', 768, false, 64 * 1024, null), 2);
+  assert.equal(stagesOf('f16', 1024, false, 64 * 1024, null), null);
   // H = 2048 would need 8 vectors a lane; H = 100 has 8-byte vectors; f32 keeps the row kernels.
   assert.equal(stagesOf('bf16', 2048, false), null);
   assert.equal(stagesOf('bf16', 100, false), null);
@@ -168,9 +180,11 @@ test('staged backward shape knob: FUSEFORMER_NORM_BACKWARD parses "warps,blocksP
   assert.equal(ln.backwardGridSize(spec, 16384, 132), 256);
   assert.match(ln.normBackwardKey(spec), /\.pw\.s4\.b2$/);
   assert.match(ln.normBackwardSource(spec).source, /#define KERNEL_BOUNDS __launch_bounds__\(256, 2\)/);
-  // The default shape keeps its key (no .b suffix) and one 16-warp block an SM.
+  // One block an SM keeps the key without a .b suffix; the default is two 8-warp blocks with 2 slots.
+  const single = ln.planNormBackward(plan, 'layer', 'bf16', 768, false, [0x1000n], undefined, { warps: 16, blocksPerSm: 1, maxStages: 4 });
+  assert.equal(ln.normBackwardKey(single), 'norm_backward.layer.bf16.h768.v8.t32.r16.pw.s4');
   const base = ln.planNormBackward(plan, 'layer', 'bf16', 768, false, [0x1000n], undefined, null);
-  assert.equal(ln.normBackwardKey(base), 'norm_backward.layer.bf16.h768.v8.t32.r16.pw.s4');
+  assert.equal(ln.normBackwardKey(base), 'norm_backward.layer.bf16.h768.v8.t32.r8.pw.s2.b2');
 });
 
 test('layerNormBackward f32 H=768 keeps 96 threads a row, 5 rows a block, one wave of 2 × 132 blocks', () => {
