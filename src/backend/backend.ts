@@ -847,6 +847,26 @@ export interface SampleTokensArgs {
   stopIds: Tensor;
 }
 
+/**
+ * The probability of one token per row under the distribution sampleTokens draws from (speculative
+ * decoding's acceptance test, on the device): logits [R, Vp] (the first `classes` columns the
+ * vocabulary), params f32 [R, 4] as sampleTokens' (temperature, top-k, top-p, repetition penalty),
+ * tokens i32 [R], out f32 [R]. With z_j = fround(logit_j / T) (−0 as +0) and the kept set of
+ * sampleTokens' step 2 (z ≥ the top-k threshold and ≥ top-p's τ):
+ *   out[r] = exp(z_t − m) / Σ_{j kept} exp(z_j − m)  for t = tokens[r] kept (m: the largest z), else 0;
+ * a greedy row (T = 0) gives 1 for its argmax (the lowest index on ties) and 0 otherwise. The repetition
+ * penalty is not applied (ρ must be 1: callers with a penalty keep the host's acceptance; an error on the
+ * CPU, ignored on the GPU), nor is a token outside [0, classes) allowed (CPU: an error; GPU: 0). f32 on the
+ * GPU (the top-p masses as in sampleTokens), f64 on the CPU.
+ */
+export interface TokenProbabilitiesArgs {
+  logits: Tensor;
+  classes?: number;
+  params: Tensor;
+  tokens: Tensor;
+  out: Tensor;
+}
+
 // --- beam search and encoder-decoder decoding (src/infer/beam-search.ts, src/infer/seq2seq*.ts) -----------
 // An item (one source sentence) has `beams` consecutive rows, row r = b·beams + j. Positions and cache-row
 // tables live in device memory and are advanced by beamAdvance, so one captured decode step replays for
@@ -1182,6 +1202,7 @@ export interface Backend {
   normLinear(args: NormLinearArgs): void;
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
+  tokenProbabilities(args: TokenProbabilitiesArgs): void;
   decodeAdvance(args: DecodeAdvanceArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding

@@ -578,6 +578,15 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     },
     variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`,
   },
+  tokenProbabilities: {
+    // One read of each row (later passes hit L1/L2) and ~3 FLOPs a column (÷T, exp, Σ).
+    cost: ([a]) => {
+      const { rows, h: vp } = rowsOf(a.logits);
+      const real = rows * (a.classes ?? vp);
+      return { flops: 3 * real, bytes: real * byteSize(a.logits.dtype) + bytesOf(a.params) + bytesOf(a.tokens) + bytesOf(a.out) };
+    },
+    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`,
+  },
   // quantized inference (W4A16, W8A8)
   int4Linear: {
     gemm: true,

@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, decodeAdvance) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, decodeAdvance) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -233,6 +233,34 @@ function sampleTokensCases(dtype: FloatDType): OpCase[] {
   });
 }
 
+/**
+ * tokenProbabilities over the penalty-free sampling modes (greedy, T, T + top-k, T + top-p, both, top-k 1):
+ * every other row's token is made likely (its logit raised by 5, so it is kept and its probability large),
+ * the rest are random tokens, mostly outside a top-k set (probability 0) or tiny.
+ */
+function tokenProbabilitiesCases(dtype: FloatDType): OpCase[] {
+  const modes = SAMPLING_ROWS.filter(([, , , penalty, finished]) => penalty === 1 && finished === 0);
+  return ([[50257, 50304], [1003, 1024], [300, 300]] as const).map(([V, Vp]): OpCase => {
+    const R = modes.length * 2;
+    return {
+      name: `tokenProbabilities ${dtype} V=${V} Vp=${Vp} R=${R}`, dtype, tolerance: 1e-4,
+      inputs: (rng) => {
+        const logits = floats(rng, [R, Vp], dtype, 3), tokens = randomInts(rng, [R], 0, V);
+        for (let r = 0; r < R; r += 2) logits.values[r * Vp + tokens.values[r]!]! += 5;
+        return {
+          logits, tokens,
+          params: { values: Float32Array.from(Array.from({ length: R }, (_, r) => modes[r % modes.length]!).flatMap(([t, k, p, ρ]) => [t, k, p, ρ])), shape: [R, 4], dtype: 'f32' },
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.tokenProbabilities({ logits: c.in('logits'), classes: V, params: c.in('params'), tokens: c.in('tokens'), out: c.out('out', [R], 'f32') });
+        return c.results();
+      },
+    };
+  });
+}
+
 /** decodeAdvance over rows with idle ones (cache position −1) among them, the record at a few counter values (one past its steps). */
 function decodeAdvanceCases(): OpCase[] {
   return ([[5, 8, 4, 1], [37, 40, 8, 7], [300, 512, 3, 3]] as const).map(([rows, width, steps, counter]): OpCase => ({
@@ -261,5 +289,6 @@ export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCa
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
+    ...tokenProbabilitiesCases(dtype),
   ]).concat(decodeAdvanceCases());
 }

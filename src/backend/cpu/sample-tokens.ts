@@ -7,8 +7,8 @@
 // unless two candidates' scores (or a mass and the top-p boundary) tie to within rounding.
 
 import { SAMPLING_DOMAIN } from '../backend.js';
-import type { SampleTokensArgs } from '../backend.js';
-import { checkSampleTokens } from '../op-checks/index.js';
+import type { SampleTokensArgs, TokenProbabilitiesArgs } from '../backend.js';
+import { checkSampleTokens, checkTokenProbabilities } from '../op-checks/index.js';
 import { philox4x32 } from '../rng.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
@@ -60,6 +60,48 @@ function topPThreshold(z: Float32Array, kept: (j: number) => boolean, p: number)
   return -Infinity;
 }
 
+/** Row b of sampleTokens' params (temperature, top-k, top-p, penalty), each checked. */
+function samplingRow(check: CpuCheck, settings: Float32Array, b: number): [number, number, number, number] {
+  const [temperature, topK, topP, penalty] = [0, 1, 2, 3].map((i) => settings[b * 4 + i]!) as [number, number, number, number];
+  if (!(temperature >= 0) || !Number.isFinite(temperature)) check.fail(`'params'[${b}] temperature ${temperature} must be a finite number >= 0`);
+  if (!Number.isInteger(topK) || topK < 0) check.fail(`'params'[${b}] top-k ${topK} must be an integer >= 0`);
+  if (!(topP > 0 && topP <= 1)) check.fail(`'params'[${b}] top-p ${topP} must be in (0, 1]`);
+  if (!(penalty > 0) || !Number.isFinite(penalty)) check.fail(`'params'[${b}] repetition penalty ${penalty} must be a finite number > 0`);
+  return [temperature, topK, topP, penalty];
+}
+
+/** Scales z by 1/T in place (f32, −0 as +0) and returns sampleTokens' kept set: z ≥ top-k's threshold and ≥ top-p's τ. */
+function keptSet(z: Float32Array, temperature: number, topK: number, topP: number): (j: number) => boolean {
+  for (let j = 0; j < z.length; j++) { const v = Math.fround(z[j]! / temperature); z[j] = v === 0 ? 0 : v; }
+  const kThreshold = topKThreshold(z, topK);
+  const inTopK = (j: number) => z[j]! >= kThreshold;
+  const pThreshold = topPThreshold(z, inTopK, topP);
+  return (j: number) => z[j]! >= kThreshold && z[j]! >= pThreshold;
+}
+
+/** tokenProbabilities (backend.ts): each row's probability of its token under sampleTokens' distribution, f64. */
+export function prepareTokenProbabilities(args: TokenProbabilitiesArgs): CpuWork {
+  const check = new CpuCheck('tokenProbabilities');
+  const { logits, params, tokens, out, classes, R, Vp } = checkTokenProbabilities(check, args);
+  return check.work(() => {
+    const logitRows = floatsOf(logits), settings = floatsOf(params), picks = int32sOf(tokens), probs = floatsOf(out);
+    for (let r = 0; r < R; r++) {
+      const [temperature, topK, topP, penalty] = samplingRow(check, settings, r);
+      if (penalty !== 1) check.fail(`'params'[${r}] repetition penalty ${penalty}: tokenProbabilities does not apply a penalty (it must be 1)`);
+      const t = picks[r]!;
+      if (!Number.isInteger(t) || t < 0 || t >= classes) check.fail(`'tokens'[${r}] = ${t} is outside the vocabulary [0, ${classes})`);
+      const z = Float32Array.from(logitRows.subarray(r * Vp, r * Vp + classes), (v) => (v === 0 ? 0 : v));
+      if (temperature === 0) { probs[r] = argmax(z) === t ? 1 : 0; continue; }
+      const kept = keptSet(z, temperature, topK, topP);
+      if (!kept(t)) { probs[r] = 0; continue; }
+      let max = -Infinity, total = 0;
+      for (let j = 0; j < classes; j++) if (kept(j)) max = Math.max(max, z[j]!);
+      for (let j = 0; j < classes; j++) if (kept(j)) total += Math.exp(z[j]! - max);
+      probs[r] = Math.exp(z[t]! - max) / total;
+    }
+  });
+}
+
 export function prepareSampleTokens(args: SampleTokensArgs): CpuWork {
   const check = new CpuCheck('sampleTokens');
   const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen } = checkSampleTokens(check, args);
@@ -72,11 +114,7 @@ export function prepareSampleTokens(args: SampleTokensArgs): CpuWork {
       if (done[b] !== 0) continue;
       const p = pos[b]!;
       if (p < 0 || p + 1 >= maxLen) check.fail(`'positions'[${b}] = ${p}: the next token's position ${p + 1} is outside 'history' [0, ${maxLen})`);
-      const [temperature, topK, topP, penalty] = [0, 1, 2, 3].map((i) => settings[b * 4 + i]!) as [number, number, number, number];
-      if (!(temperature >= 0) || !Number.isFinite(temperature)) check.fail(`'params'[${b}] temperature ${temperature} must be a finite number >= 0`);
-      if (!Number.isInteger(topK) || topK < 0) check.fail(`'params'[${b}] top-k ${topK} must be an integer >= 0`);
-      if (!(topP > 0 && topP <= 1)) check.fail(`'params'[${b}] top-p ${topP} must be in (0, 1]`);
-      if (!(penalty > 0) || !Number.isFinite(penalty)) check.fail(`'params'[${b}] repetition penalty ${penalty} must be a finite number > 0`);
+      const [temperature, topK, topP, penalty] = samplingRow(check, settings, b);
 
       const z = Float32Array.from(logitRows.subarray(b * Vp, b * Vp + classes), (v) => (v === 0 ? 0 : v));
       if (penalty !== 1) {
@@ -90,11 +128,7 @@ export function prepareSampleTokens(args: SampleTokensArgs): CpuWork {
       if (temperature === 0) {
         token = argmax(z);
       } else {
-        for (let j = 0; j < classes; j++) { const v = Math.fround(z[j]! / temperature); z[j] = v === 0 ? 0 : v; }
-        const kThreshold = topKThreshold(z, topK);
-        const inTopK = (j: number) => z[j]! >= kThreshold;
-        const pThreshold = topPThreshold(z, inTopK, topP);
-        const kept = (j: number) => z[j]! >= kThreshold && z[j]! >= pThreshold;
+        const kept = keptSet(z, temperature, topK, topP);
         const seedLo = seedWords[2 * b]!, seedHi = seedWords[2 * b + 1]!;
         const scores = new Float64Array(classes);
         for (let j = 0; j < classes; j++) scores[j] = kept(j) ? z[j]! + gumbelNoise(j, p + 1, seedLo, seedHi) : -Infinity;

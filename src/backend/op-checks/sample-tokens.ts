@@ -5,7 +5,7 @@
 // them where it can (the CPU when the op runs; the GPU kernel treats bad values as documented).
 
 import type { Tensor } from '../../tensor.js';
-import type { SampleTokensArgs } from '../backend.js';
+import type { SampleTokensArgs, TokenProbabilitiesArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 
 /** Columns of `params`: what each sequence's sampler is set to. */
@@ -38,4 +38,24 @@ export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: Sam
   const classes = args.classes ?? Vp;
   if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the logits' columns), got ${classes}`);
   return { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots: S };
+}
+
+/** tokenProbabilities: logits (R, Vp) float, classes ≤ Vp; params f32 (R, 4); tokens i32 (R); out f32 (R). */
+export function checkTokenProbabilities<T extends Tensor>(check: OpCheck<T>, args: TokenProbabilitiesArgs) {
+  const logits = check.tensor('logits', args.logits);
+  const params = check.tensor('params', args.params);
+  const tokens = check.tensor('tokens', args.tokens);
+  const out = check.tensor('out', args.out);
+  check.float('logits', logits);
+  check.shape('logits', logits, ['R', 'Vp']);
+  check.dtype('params', params, ['f32']);
+  check.shape('params', params, ['R', SAMPLING_PARAMS.length]);
+  check.dtype('tokens', tokens, ['i32']);
+  check.shape('tokens', tokens, ['R']);
+  check.dtype('out', out, ['f32']);
+  check.shape('out', out, ['R']);
+  const [R, Vp] = ['R', 'Vp'].map((n) => check.size(n)) as [number, number];
+  const classes = args.classes ?? Vp;
+  if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the logits' columns), got ${classes}`);
+  return { logits, params, tokens, out, classes, R, Vp };
 }

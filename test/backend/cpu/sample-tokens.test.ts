@@ -123,3 +123,48 @@ test('bad settings and positions are rejected naming the row', () => {
   assertRejects(() => sample({ logits: [[1, 2]], positions: [15] }), 'sampleTokens', 'positions');
   assertRejects(() => sample({ logits: [[1, 2]], params: [[0, 0, 1, 2]], history: [[7]] }), 'sampleTokens', 'history');
 });
+
+// ---- tokenProbabilities -------------------------------------------------------------------------------
+
+/** tokenProbabilities on host rows (params per row: temperature, top-k, top-p, penalty). */
+function probabilities(logits: number[][], params: number[][], tokens: number[], classes?: number): number[] {
+  const R = logits.length, Vp = logits[0]!.length;
+  const out = backend.empty([R], 'f32');
+  backend.fill(out, NaN);
+  backend.tokenProbabilities({
+    logits: backend.fromArray(logits.flat(), [R, Vp], 'f32'), ...(classes !== undefined ? { classes } : {}),
+    params: backend.fromArray(params.flat(), [R, 4], 'f32'), tokens: backend.fromArray(tokens, [R], 'i32'), out,
+  });
+  return Array.from(backend.download(out) as Float32Array);
+}
+
+test('tokenProbabilities equals the host acceptance\'s distribution (samplingDistribution) for every token, mode by mode', async () => {
+  const { samplingDistribution } = await import('../../../src/infer/speculative-accept.js');
+  let seed = 7;
+  const random = () => { seed = (Math.imul(seed, 1103515245) + 12345) >>> 0; return seed / 2 ** 32; };
+  const V = 61, row = Array.from({ length: V }, () => Math.fround(4 * random() - 2));
+  row[13] = row[40]!;  // a tie: both kept or both dropped together
+  for (const [temperature, topK, topP] of [[1, 0, 1], [0.7, 5, 1], [1.3, 0, 0.8], [0.9, 8, 0.7], [1, 1, 1], [2, 60, 0.999]] as const) {
+    const expected = samplingDistribution(row, { temperature, topK, topP, repetitionPenalty: 1, seed: 0n }, []);
+    const got = probabilities(Array.from({ length: V }, () => row), Array.from({ length: V }, () => [temperature, topK, topP, 1]), Array.from({ length: V }, (_, t) => t));
+    const mode = `T ${temperature} top-k ${topK} top-p ${topP}`;
+    for (let t = 0; t < V; t++) assert.ok(Math.abs(got[t]! - expected[t]!) <= 1e-6 * Math.max(1, expected[t]!), `${mode}, token ${t}: ${got[t]} vs ${expected[t]}`);
+    assert.ok(Math.abs(got.reduce((a, b) => a + b, 0) - 1) < 1e-5, `${mode}: sums to 1`);
+    if (topK > 0 && topK < V && topP === 1) assert.ok(got.filter((p) => p > 0).length >= topK, `${mode}: at least k kept`);
+  }
+});
+
+test('tokenProbabilities: greedy rows give 1 for the argmax (lowest index on ties) and 0 elsewhere; classes cut the padding', () => {
+  assert.deepEqual(probabilities([[1, 3, 3, 0], [1, 3, 3, 0], [1, 3, 3, 0]], [[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1]], [1, 2, 0]), [1, 0, 0]);
+  // Column 3 (padding, the row's largest) is outside classes = 3: token 1 is the argmax of the vocabulary.
+  assert.deepEqual(probabilities([[1, 3, 2, 9]], [[0, 0, 1, 1]], [1], 3), [1]);
+  const [p] = probabilities([[0, Math.log(3), 9]], [[1, 0, 1, 1]], [1], 2);
+  assert.ok(Math.abs(p! - 0.75) < 1e-6, `softmax over the 2 classes: ${p}`);
+});
+
+test('tokenProbabilities refuses a repetition penalty, a token outside the vocabulary and bad settings, naming the row', () => {
+  assertRejects(() => probabilities([[1, 2]], [[1, 0, 1, 1.2]], [0]), 'tokenProbabilities', 'params');
+  assertRejects(() => probabilities([[1, 2]], [[1, 0, 1, 1]], [2]), 'tokenProbabilities', 'tokens');
+  assertRejects(() => probabilities([[1, 2]], [[1, 0, 0, 1]], [0]), 'tokenProbabilities', 'params');
+  assertRejects(() => probabilities([[1, 2]], [[1, 0, 1, 1]], [0], 3), 'tokenProbabilities', 'classes');
+});

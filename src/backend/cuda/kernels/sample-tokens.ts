@@ -32,10 +32,10 @@
 // with a repetition penalty; a few words written. Greedy bf16 at V = 128256: 256 KB, one pass.
 
 import { SAMPLING_DOMAIN } from '../../backend.js';
-import type { SampleTokensArgs } from '../../backend.js';
+import type { SampleTokensArgs, TokenProbabilitiesArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize } from '../../../dtype.js';
-import { checkSampleTokens } from '../../op-checks/index.js';
+import { checkSampleTokens, checkTokenProbabilities } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -73,9 +73,13 @@ export function sampleTokensSplits(classes: number, vec: number, threads: number
   return Math.max(1, Math.ceil(Math.ceil(classes / vec) / (threads * VECTORS_PER_THREAD)));
 }
 
-export function sampleTokensSource(spec: SampleTokensSpec): KernelSource {
-  const name = kernelIdentifier(sampleTokensKey(spec));
-  const source = String.raw`${DEVICE_LIB}
+/**
+ * Device code shared by sampleTokens and tokenProbabilities: the spec's constants, the order-preserving
+ * key, a row's z (penalty, temperature), the vectorised row walk, argmax reductions and the radix
+ * select's digit pick.
+ */
+function samplingDeviceCode(spec: SampleTokensSpec): string {
+  return String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ V: spec.classes, VEC: spec.vec, VECS: Math.ceil(spec.classes / spec.vec), THREADS: spec.threads, WARPS: spec.threads / 32, WORDS: Math.ceil(spec.classes / 32), SPLITS: spec.splits, SLICE: Math.ceil(Math.ceil(spec.classes / spec.vec) / spec.splits) })}
 constexpr u32 SAMPLING_DOMAIN = ${SAMPLING_DOMAIN}u;
@@ -194,54 +198,15 @@ __device__ __forceinline__ int pick_digit(const C* bins, C need, C& before_pick)
   return digit;
 }
 
-// logits [B, pitch]; params f32 [B, 4]; seeds i32 [B, 2]; history i32 [B, max_len]; the rest i32 [B];
-// with SPLITS > 1, partials [B, SPLITS] (value, index) and counters [B] (zero; left zero).
-// Grid (SPLITS, B), block THREADS.
-extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
-    const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
-    int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
-    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count, float2* __restrict__ partials, u32* __restrict__ counters) {
-  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
-  GRID_DEPENDENCY_WAIT();
-  GRID_DEPENDENCY_TRIGGER();
-  __shared__ u32 seen[WORDS];
-  __shared__ u32 counts[256];
-  __shared__ float masses[256];
-  __shared__ float red_v[WARPS];
-  __shared__ int red_j[WARPS];
-  __shared__ u32 chosen_prefix;
-  __shared__ u32 chosen_count;
-  __shared__ float chosen_mass;
-  __shared__ bool last_block;
-  const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
-  if (finished[b] != 0) return;
-  const int p = positions[b];
-  if (p < 0 || p + 1 >= max_len) return;
-  const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
-  const int top_k = (int)params[4 * b + 1];
-  RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
-  // A row with top-k or top-p is block 0's alone; the others take a slice each.
-  const bool whole_row = r.sampling && ((top_k >= 1 && top_k < V) || top_p < 1.f);
-  if (whole_row && split != 0) return;
-  const int first = whole_row ? 0 : split * SLICE, end = whole_row ? VECS : min(VECS, first + SLICE);
+`;
+}
 
-  if (r.penalize) {
-    for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
-    __syncthreads();
-    const int* past = history + (size_t)b * max_len;
-    for (int i = tid; i <= p; i += THREADS) {
-      const int t = past[i];
-      if (t >= 0 && t < V) atomicOr(&seen[t >> 5], 1u << (t & 31));
-    }
-    __syncthreads();
-  }
-
-  float best_v = __int_as_float(0xff800000);
-  int best_j = 0x7fffffff;
-  if (!r.sampling) {
-    for_each_z(r, first, end, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
-  } else {
-    u32 threshold = 0u;
+/**
+ * The kept set's threshold key (sampleTokens' step 2), as statements inside a kernel: reads r, tid,
+ * top_k, top_p and the shared counts / masses / red_v / chosen_* of the kernel, leaves `threshold` (kept
+ * iff key_of(z) ≥ threshold) and, with top-p, `top` (the largest z) in scope.
+ */
+const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
     if (top_k >= 1 && top_k < V) {
       u32 prefix = 0u, mask = 0u, remaining = (u32)top_k;
       #pragma unroll 1
@@ -293,7 +258,58 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       }
       threshold = max(threshold, prefix);
     }
-    const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
+`;
+
+export function sampleTokensSource(spec: SampleTokensSpec): KernelSource {
+  const name = kernelIdentifier(sampleTokensKey(spec));
+  const source = String.raw`${samplingDeviceCode(spec)}// logits [B, pitch]; params f32 [B, 4]; seeds i32 [B, 2]; history i32 [B, max_len]; the rest i32 [B];
+// with SPLITS > 1, partials [B, SPLITS] (value, index) and counters [B] (zero; left zero).
+// Grid (SPLITS, B), block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+    const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
+    int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
+    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count, float2* __restrict__ partials, u32* __restrict__ counters) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
+  __shared__ u32 seen[WORDS];
+  __shared__ u32 counts[256];
+  __shared__ float masses[256];
+  __shared__ float red_v[WARPS];
+  __shared__ int red_j[WARPS];
+  __shared__ u32 chosen_prefix;
+  __shared__ u32 chosen_count;
+  __shared__ float chosen_mass;
+  __shared__ bool last_block;
+  const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
+  if (finished[b] != 0) return;
+  const int p = positions[b];
+  if (p < 0 || p + 1 >= max_len) return;
+  const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
+  const int top_k = (int)params[4 * b + 1];
+  RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
+  // A row with top-k or top-p is block 0's alone; the others take a slice each.
+  const bool whole_row = r.sampling && ((top_k >= 1 && top_k < V) || top_p < 1.f);
+  if (whole_row && split != 0) return;
+  const int first = whole_row ? 0 : split * SLICE, end = whole_row ? VECS : min(VECS, first + SLICE);
+
+  if (r.penalize) {
+    for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
+    __syncthreads();
+    const int* past = history + (size_t)b * max_len;
+    for (int i = tid; i <= p; i += THREADS) {
+      const int t = past[i];
+      if (t >= 0 && t < V) atomicOr(&seen[t >> 5], 1u << (t & 31));
+    }
+    __syncthreads();
+  }
+
+  float best_v = __int_as_float(0xff800000);
+  int best_j = 0x7fffffff;
+  if (!r.sampling) {
+    for_each_z(r, first, end, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
+  } else {
+${KEPT_THRESHOLD_CODE}    const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
     for (int vi = first + tid; vi < end; vi += THREADS) {
       float raw[VEC];
       load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
@@ -352,6 +368,77 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   return { name, source, gridDependencyWait: true };
 }
 
+export function tokenProbabilitiesKey(s: SampleTokensSpec): string {
+  return `token_probabilities.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}`;
+}
+
+/**
+ * tokenProbabilities (backend.ts): one block per row — greedy rows an argmax pass; sampled rows
+ * sampleTokens' kept-set threshold (KEPT_THRESHOLD_CODE: radix selects for top-k and top-p), then two
+ * passes for the kept set's largest z and its mass Σ exp(z − m), and p(t) = exp(z_t − m) / mass. The row
+ * stays in L1/L2 between passes, as in sampleTokens; f32 throughout.
+ */
+export function tokenProbabilitiesSource(spec: SampleTokensSpec): KernelSource {
+  const name = kernelIdentifier(tokenProbabilitiesKey(spec));
+  const source = String.raw`${samplingDeviceCode(spec)}
+// logits [R, pitch]; params f32 [R, 4]; tokens i32 [R]; out f32 [R]. Grid R, block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+    const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ tokens, float* __restrict__ out) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
+  __shared__ u32 counts[256];
+  __shared__ float masses[256];
+  __shared__ float red_v[WARPS];
+  __shared__ int red_j[WARPS];
+  __shared__ u32 chosen_prefix;
+  __shared__ u32 chosen_count;
+  __shared__ float chosen_mass;
+  const int b = blockIdx.x, tid = threadIdx.x;
+  const int t = tokens[b];
+  if (t < 0 || t >= V) { if (tid == 0) out[b] = 0.f; return; }
+  const float temperature = params[4 * b], top_p = params[4 * b + 2];
+  const int top_k = (int)params[4 * b + 1];
+  // No repetition penalty (the contract: callers with one keep the host's acceptance).
+  RowState r{logits + (size_t)b * pitch, nullptr, false, 1.f, temperature > 0.f, temperature};
+  if (!r.sampling) {
+    float best_v = __int_as_float(0xff800000);
+    int best_j = 0x7fffffff;
+    for_each_z(r, 0, VECS, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
+    block_best(best_v, best_j, red_v, red_j);
+    if (tid == 0) out[b] = best_j == t ? 1.f : 0.f;
+    return;
+  }
+${KEPT_THRESHOLD_CODE}  float m = __int_as_float(0xff800000);
+  for_each_z(r, 0, VECS, [&](float z, int) { if (key_of(z) >= threshold) m = fmaxf(m, z); });
+  m = block_max(m, red_v);
+  float mass = 0.f;
+  for_each_z(r, 0, VECS, [&](float z, int) { if (key_of(z) >= threshold) mass += expf(z - m); });
+  mass = block_sum(mass, red_v);
+  if (tid == 0) {
+    const float z = z_at(r, to_float(r.row[t]), t);
+    out[b] = key_of(z) >= threshold ? expf(z - m) / mass : 0.f;
+  }
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+export function tokenProbabilities(host: KernelHost, args: TokenProbabilitiesArgs): void {
+  const c = new OpCheck('tokenProbabilities', 'cuda');
+  const { logits, params, tokens, out, classes, R, Vp } = checkTokenProbabilities(c, args);
+  const p = { logits: devicePtr(c, 'logits', logits), params: devicePtr(c, 'params', params), tokens: devicePtr(c, 'tokens', tokens), out: devicePtr(c, 'out', out) };
+  if (R === 0) return;
+  if (classes > MAX_CLASSES) c.fail(`a vocabulary of ${classes} classes is larger than the largest supported (${MAX_CLASSES})`);
+  const dtype = logits.dtype as FloatDType, size = byteSize(dtype);
+  const vec = pickVectorWidth(16 / size, [{ ptr: p.logits, elementBytes: size }], Vp);
+  const spec: SampleTokensSpec = { dtype, classes, vec, threads: sampleTokensThreads(classes), splits: 1 };
+  host.kernel(tokenProbabilitiesKey(spec), () => tokenProbabilitiesSource(spec)).launch(
+    { grid: R, block: spec.threads },
+    [arg.ptr(p.logits), arg.i32(Vp), arg.ptr(p.params), arg.ptr(p.tokens), arg.ptr(p.out)],
+  );
+}
+
 export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
   const c = new OpCheck('sampleTokens', 'cuda');
   const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots } = checkSampleTokens(c, args);
@@ -385,5 +472,8 @@ export function catalog(): KernelSource[] {
     sampleTokensSource({ dtype: 'f32', classes: 50257, vec: 4, threads: 1024, splits: sampleTokensSplits(50257, 4, 1024) }),
     sampleTokensSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: sampleTokensSplits(1003, 1, 256) }),
     sampleTokensSource({ dtype: 'f32', classes: 300, vec: 4, threads: 256, splits: 1 }),
+    tokenProbabilitiesSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: 1 }),
+    tokenProbabilitiesSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024, splits: 1 }),
+    tokenProbabilitiesSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: 1 }),
   ];
 }

@@ -83,6 +83,26 @@ test('sampleTokens: blocks per sequence by vocabulary (two vectors a thread), 16
   rejects(() => sampling.sampleTokens(host, args(1, 64, 'bf16', 65)), /^sampleTokens: 'classes' must be an integer in \[1, 64\]/);
 });
 
+test('tokenProbabilities: one block per row with sampleTokens\' threads, the whole row a block (no splits, no scratch), waits for its inputs itself', () => {
+  const host = new RecordingHost();
+  const args = (R: number, Vp: number, dtype: 'bf16' | 'f32', classes: number) => ({
+    logits: deviceTensor([R, Vp], dtype), classes, params: deviceTensor([R, 4], 'f32'), tokens: deviceTensor([R], 'i32'), out: deviceTensor([R], 'f32'),
+  });
+  sampling.tokenProbabilities(host, args(9, 50304, 'bf16', 50257));
+  sampling.tokenProbabilities(host, args(2, 1003, 'f32', 1003));
+  assert.deepEqual(host.launches.map((l) => l.key), ['token_probabilities.bf16.v50257.vec8.t1024', 'token_probabilities.f32.v1003.vec1.t256']);
+  assert.deepEqual(host.launches.map((l) => [l.config.grid, l.config.block]), [[9, 1024], [2, 256]]);
+  assert.equal(argValue(host.launches[0]!, 1, 'i32'), 50304);
+  assert.deepEqual([host.scratchRequests, host.counterRequests], [[], []]);
+  assert.ok(host.launches.every((l) => l.gridDependencyWait && /GRID_DEPENDENCY_WAIT\(\);/.test(l.source)));
+  // The kept set is found by sampleTokens' own code: the same radix selects in both sources.
+  const sampled = sampling.sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: 4 }).source;
+  assert.ok(sampled.includes('const float target = top_p * total;') && host.launches[0]!.source.includes('const float target = top_p * total;'));
+  rejects(() => sampling.tokenProbabilities(host, { ...args(2, 64, 'bf16', 64), tokens: deviceTensor([3], 'i32') }), /^tokenProbabilities: 'tokens'/);
+  rejects(() => sampling.tokenProbabilities(host, { ...args(2, 64, 'bf16', 64), out: deviceTensor([2], 'bf16') }), /^tokenProbabilities: 'out'/);
+  rejects(() => sampling.tokenProbabilities(host, args(1, 300000, 'bf16', 300000)), /^tokenProbabilities: a vocabulary of 300000 classes is larger/);
+});
+
 test('qkvRopeAppend: a block of d/2 threads per (row, head); copies per kv head or per query head', () => {
   const host = new RecordingHost();
   const base = (L: number, heads: number) => ({
