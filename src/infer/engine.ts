@@ -75,6 +75,12 @@ interface PreparedDecode { readonly run: () => void; graph?: Graph; runs: number
  */
 export const VERIFY_GRAPH_MAX_ROWS = 32;
 
+/** What extendScored returns: the scored tokens' probabilities, and the rows' logits on demand. */
+export interface ScoredRows {
+  readonly probabilities: Float32Array;
+  row(i: number): Float32Array;
+}
+
 /** A graph-replayable extend of m rows into cache row `row`: its inputs, its logits (and greedy picks), its run. */
 /** What a replayed extend ends with: the last rows' logits, the device's greedy picks of them, or nothing (the cache writes alone). */
 type VerifyMode = 'logits' | 'picks' | 'keys';
@@ -412,6 +418,48 @@ export class DecodeEngine {
       });
       const picks = b.download(history) as Int32Array;
       return Array.from({ length: n }, (_, r) => picks[2 * r + 1]!);
+    });
+  }
+
+  /**
+   * extend() for sampled speculative verification, scored on the device: the logits of the last
+   * `lastRows` rows stay there, tokenProbabilities gives row i's probability of scored[i] under
+   * `sampling` (sampleTokens' distribution; no repetition penalty), and only those scored.length ≤
+   * lastRows floats come back. row(i) then reads row i's vocabSize logits — on a graph engine from the
+   * replayed pass's buffer, valid until this engine's next extend of the same shape; eagerly, all rows
+   * are read with the probabilities.
+   */
+  extendScored(row: number, start: number, tokens: readonly number[], lastRows: number, scored: readonly number[], sampling: ResolvedSampling): ScoredRows {
+    if (sampling.repetitionPenalty !== 1) throw new ArgumentError('engine: extendScored does not apply a repetition penalty; with one, score the rows of extend() on the host');
+    if (scored.length < 1 || scored.length > lastRows) throw new ArgumentError(`engine: extendScored scores 1 to lastRows = ${lastRows} rows, got ${scored.length}`);
+    const b = this.backend, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab, n = scored.length;
+    const score = (rows: Tensor, temp: (shape: number[], dtype: 'f32' | 'i32') => Tensor): Float32Array => {
+      const params = temp([n, 4], 'f32'), picks = temp([n], 'i32'), out = temp([n], 'f32');
+      b.upload(params, Array.from({ length: n }, () => samplingParamsRow(sampling)).flat());
+      b.upload(picks, scored);
+      b.tokenProbabilities({ logits: b.view(rows, 0, [n, Vp]), classes: V, params, tokens: picks, out });
+      return b.download(out) as Float32Array;
+    };
+    const unpadRow = (all: Float32Array, i: number) => all.slice(i * Vp, i * Vp + V);
+    if (this.replaysExtend(tokens.length)) {
+      const v = this.replayExtend(row, start, tokens, lastRows, 'logits'), m = tokens.length;
+      const temporaries: Tensor[] = [];
+      const temp = (shape: number[], dtype: 'f32' | 'i32') => { const t = b.empty(shape, dtype); temporaries.push(t); return t; };
+      let probabilities: Float32Array;
+      try {
+        probabilities = score(b.view(v.logits, (m - lastRows) * Vp, [lastRows, Vp]), temp);
+      } finally {
+        for (const t of temporaries) b.free(t);
+      }
+      const rowAt = (i: number) => {
+        if (!Number.isInteger(i) || i < 0 || i >= lastRows) throw new ArgumentError(`engine: row ${i} of ${lastRows} scored rows`);
+        return unpadRow(b.download(b.view(v.logits, (m - lastRows + i) * Vp, [Vp])) as Float32Array, 0);
+      };
+      return { probabilities, row: rowAt };
+    }
+    return this.extendRun(row, start, tokens, lastRows, (logits, temp) => {
+      const probabilities = score(logits, temp), all = b.download(logits) as Float32Array;
+      return { probabilities, row: (i: number) => unpadRow(all, i) };
     });
   }
 

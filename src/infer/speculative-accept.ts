@@ -187,10 +187,30 @@ export function verifySampled(draft: readonly number[], q: readonly Float64Array
   const K = draft.length;
   if (q.length !== K || (typeof p !== 'function' && p.length !== K + 1)) throw new Error(`internal: ${K} draft tokens need ${K} draft rows and ${K + 1} target rows`);
   const target = typeof p === 'function' ? p : (i: number) => p[i]!;
+  return verifyScored(draft, { targetAt: (i) => target(i)[draft[i]!]!, draftAt: (i) => q[i]![draft[i]!]!, targetRow: target, draftRow: (i) => q[i]! }, seed, firstPosition);
+}
+
+/**
+ * A round's rows as the rule reads them: the two probabilities of draft token i (all the acceptance test
+ * needs; speculative.ts has them scored on the device), and whole distributions only where a residual
+ * or bonus token is drawn (at most one target and one draft row a round).
+ */
+export interface ScoredRound {
+  /** p_i(x_i) and q_i(x_i) for i < K. */
+  targetAt(i: number): number;
+  draftAt(i: number): number;
+  /** p_i (i ≤ K) and q_i (i < K) whole. */
+  targetRow(i: number): Float64Array;
+  draftRow(i: number): Float64Array;
+}
+
+/** verifySampled over a ScoredRound. */
+export function verifyScored(draft: readonly number[], round: ScoredRound, seed: bigint, firstPosition: number): Verdict {
+  const K = draft.length;
   for (let i = 0; i < K; i++) {
-    const x = draft[i]!, position = firstPosition + i;
-    const pi = target(i), qi = q[i]!;
-    if (speculativeUniform(seed, position, DrawKind.Accept) * qi[x]! < pi[x]!) continue;
+    const position = firstPosition + i;
+    if (speculativeUniform(seed, position, DrawKind.Accept) * round.draftAt(i) < round.targetAt(i)) continue;
+    const pi = round.targetRow(i), qi = round.draftRow(i);
     const residual = new Float64Array(pi.length);
     let mass = 0;
     for (let j = 0; j < pi.length; j++) { residual[j] = Math.max(0, pi[j]! - qi[j]!); mass += residual[j]!; }
@@ -198,7 +218,7 @@ export function verifySampled(draft: readonly number[], q: readonly Float64Array
     const u = speculativeUniform(seed, position, DrawKind.Residual);
     return { accepted: i, next: drawFrom(mass > 0 ? residual : pi, u) };
   }
-  return { accepted: K, next: drawFrom(target(K), speculativeUniform(seed, firstPosition + K, DrawKind.Bonus)) };
+  return { accepted: K, next: drawFrom(round.targetRow(K), speculativeUniform(seed, firstPosition + K, DrawKind.Bonus)) };
 }
 
 /** Greedy verification: target[i] is the target's greedy pick for the position of draft[i] (K + 1 picks). */

@@ -17,7 +17,12 @@
 // round's extends are the prompt's prefill.
 //
 // Greedy drafting runs on the draft engine's decode path instead: K decode steps (CUDA graphs, the device's
-// greedy picks), one read of the K tokens, and rewind() for the rollback (draftGreedy below).
+// greedy picks), one read of the K tokens, and rewind() for the rollback (draftOnDevice below).
+// Sampling without a repetition penalty can run so too (deviceAcceptance): the draft's K steps draw on the
+// device (sampleTokens' Gumbel-max: exact draws from q_i), one more draft pass over the K positions and
+// the target's pass keep their logits on the device, where tokenProbabilities scores q_i(x_i) and
+// p_i(x_i); the host reads those 2K floats, runs the acceptance test, and reads one target and one draft
+// row only for a residual draw (one target row for the bonus). speculative-accept.ts's verifyScored.
 //
 // Cost per round: K draft passes and one target pass over K + 1 rows (whose weights are read once, as in
 // one decode step); when sampling, downloads of K + 1 target and K draft rows of V f32 logits (V = 50257:
@@ -36,7 +41,7 @@ import type { GenerateOptions } from './generate.js';
 import type { DecoderModel } from './model.js';
 import { resolveSampling } from './sampling.js';
 import type { ResolvedSampling } from './sampling.js';
-import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled } from './speculative-accept.js';
+import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled, verifyScored } from './speculative-accept.js';
 
 export interface SpeculativeSettings {
   /** The draft model: same vocabulary as the target, smaller (it runs K times per target pass). */
@@ -53,6 +58,12 @@ export interface SpeculativeSettings {
   readonly graphs?: boolean;
   /** Engines to reuse (sequence slot 0 of each; maxLen must fit prompt + new tokens); by default made and disposed. */
   readonly engines?: { readonly target: DecodeEngine; readonly draft: DecodeEngine };
+  /**
+   * Sampling without a repetition penalty: draw the draft's tokens on its decode path and score the
+   * acceptance test on the device (tokenProbabilities), so a round reads 2K floats and at most two rows
+   * instead of 2K + 1 rows of logits (default: FUSEFORMER_SPEC_DEVICE_ACCEPT=1; off until run on a GPU).
+   */
+  readonly deviceAcceptance?: boolean;
 }
 
 export interface SpeculativeStats {
@@ -89,6 +100,7 @@ export class SpeculativeSession {
   private ended = false;
   private draftStarted = false;
   private readonly ownsEngines: boolean = true;
+  private readonly deviceAcceptance: boolean;
 
   constructor(
     readonly targetModel: DecoderModel,
@@ -116,6 +128,7 @@ export class SpeculativeSession {
     this.k = k;
     this.maxK = maxK;
     this.adaptive = settings.adaptive ?? true;
+    this.deviceAcceptance = settings.deviceAcceptance ?? process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] === '1';
     this.stats = settings.stats ?? emptySpeculativeStats();
     this.stop = new Set(stopTokenIds);
     this.tokens = [...prompt];
@@ -152,8 +165,16 @@ export class SpeculativeSession {
     const K = Math.min(this.k, this.limit - T - 1);
     const draft: number[] = [], q: Float64Array[] = [];
     const V = this.targetModel.vocabSize;
-    if (greedy && K > 0) draft.push(...this.draftGreedy(K));
-    for (let i = 0; i < K && !greedy; i++) {
+    // Sampling scored on the device: the draft draws on its decode path as greedy drafting does, then one
+    // more draft pass over the K positions scores q_i(x_i) (the decode steps keep no logits).
+    const scored = !greedy && K > 0 && this.deviceAcceptance && this.sampling.repetitionPenalty === 1;
+    let draftRows: ReturnType<DecodeEngine['extendScored']> | undefined;
+    if ((greedy || scored) && K > 0) draft.push(...this.draftOnDevice(K));
+    if (scored) {
+      draftRows = this.draft.extendScored(0, T - 1, [s[T - 1]!, ...draft.slice(0, K - 1)], K, draft, this.sampling);
+      this.stats.draftPasses++;
+    }
+    for (let i = 0; i < K && !greedy && !scored; i++) {
       // Feed what the draft has not seen (the round's first pass catches up; later passes feed x_i).
       const rows = i === 0 ? this.draft.extend(0, this.draftValid, s.slice(this.draftValid, T), 1) : this.draft.extend(0, T + i - 1, [draft[i - 1]!]);
       this.stats.draftPasses++;
@@ -177,6 +198,13 @@ export class SpeculativeSession {
         if (i < K && picks[i] !== draft[i]) break;
       }
       verdict = verifyGreedy(draft, picks);
+    } else if (draftRows) {
+      const targetRows = this.target.extendScored(0, this.targetValid, fed, K + 1, draft, this.sampling);
+      verdict = verifyScored(draft, {
+        targetAt: (i) => targetRows.probabilities[i]!, draftAt: (i) => draftRows!.probabilities[i]!,
+        targetRow: (i) => samplingDistribution(targetRows.row(i), this.sampling, historyAt(i)),
+        draftRow: (i) => samplingDistribution(draftRows!.row(i), this.sampling, historyAt(i)),
+      }, this.sampling.seed, T);
     } else {
       const all = this.target.extend(0, this.targetValid, fed, K + 1);
       const targetRow = (i: number) => all.subarray(i * V, (i + 1) * V);
@@ -201,13 +229,13 @@ export class SpeculativeSession {
   }
 
   /**
-   * Greedy drafting on the draft engine's decode path (captured graphs on CUDA, greedy picks by
+   * Drafting on the draft engine's decode path (captured graphs on CUDA, the picks or draws by
    * sampleTokens on the device): K steps, then one read of the K tokens. The first round starts the
    * engine's batch (its prefill picks x_1); later rounds catch the cache up with extendKeys() if it lacks
    * positions (after a round that accepted every draft token, x_K's: its keys only, nothing read back),
    * then rewind() the sequence to s.
    */
-  private draftGreedy(K: number): number[] {
+  private draftOnDevice(K: number): number[] {
     const s = this.tokens, T = s.length, e = this.draft;
     if (!this.draftStarted) {
       e.start([{ prompt: s, maxNewTokens: e.maxLen - T, sampling: this.sampling }], []);

@@ -194,6 +194,19 @@ for (const family of ['gpt2', 'llama'] as const) {
     for await (const t of generate(target, PROMPT, { maxNewTokens: 40, temperature: 1, topK: 20, seed: 9, stopTokenIds: [], speculative: { draft: target, draftTokens: 3, stats: sampledStats } })) sampledOut.push(t);
     assert.equal(sampledOut.length, 40);
     assert.equal(sampledStats.accepted, sampledStats.drafted);
+    // The same with the acceptance test scored on the device (the draft drawing on its decode path, its
+    // cache rewound and caught up each round); with a repetition penalty that path steps aside for the
+    // host's, so the output equals the host path's token for token.
+    const scoredStats = emptySpeculativeStats(), scoredOut: number[] = [];
+    for await (const t of generate(target, PROMPT, { maxNewTokens: 40, temperature: 1, topK: 20, seed: 9, stopTokenIds: [], speculative: { draft: target, draftTokens: 3, stats: scoredStats, deviceAcceptance: true } })) scoredOut.push(t);
+    assert.equal(scoredOut.length, 40);
+    assert.equal(scoredStats.accepted, scoredStats.drafted);
+    const withPenalty = async (deviceAcceptance: boolean) => {
+      const out: number[] = [];
+      for await (const t of generate(target, PROMPT, { maxNewTokens: 16, temperature: 1, topK: 20, repetitionPenalty: 1.3, seed: 4, stopTokenIds: [], speculative: { draft: drafts[0]!, draftTokens: 2, deviceAcceptance } })) out.push(t);
+      return out;
+    };
+    assert.deepEqual(await withPenalty(true), await withPenalty(false));
     // With a repetition penalty the greedy picks are made on the host (history-dependent): still plain greedy's.
     const penalised = { maxNewTokens: 24, temperature: 0, repetitionPenalty: 1.5, stopTokenIds: [] };
     const plainPenalised: number[] = [], oursPenalised: number[] = [];
@@ -274,7 +287,8 @@ test('engine.rewind: decoding after a rollback equals decoding the prefix from s
   m.free();
 });
 
-test('sampled speculative decoding: the first token over 1200 fixed seeds follows the target (chi-square), reproducibly', () => {
+for (const [label, deviceAcceptance, graphs] of [['host acceptance', false, false], ['scored on the device, eager', true, false], ['scored on the device, graphs', true, true]] as const) {
+test(`sampled speculative decoding (${label}): the first token over 1200 fixed seeds follows the target (chi-square), reproducibly`, () => {
   const target = model('chi-target', 'gpt2', TINY_GPT2, 7);
   const draft = nearDraft('chi-draft', 'gpt2', TINY_GPT2, 7, 0.6);
   const settings = sampled();
@@ -287,11 +301,11 @@ test('sampled speculative decoding: the first token over 1200 fixed seeds follow
   const q = samplingDistribution(dl.subarray((PROMPT.length - 1) * V), settings, PROMPT);
   probe.dispose();
   draftProbe.dispose();
-  const engines = { target: new DecodeEngine(target, { maxBatch: 1, maxLen: 16, graphs: false }), draft: new DecodeEngine(draft, { maxBatch: 1, maxLen: 16, graphs: false }) };
+  const engines = { target: new DecodeEngine(target, { maxBatch: 1, maxLen: 16, graphs }), draft: new DecodeEngine(draft, { maxBatch: 1, maxLen: 16, graphs }) };
   const N = 1200, counts = new Array(V).fill(0), stats = emptySpeculativeStats();
   const runs: number[][] = [];
   for (let s = 0; s < N; s++) {
-    const session = new SpeculativeSession(target, draft, PROMPT, 3, { ...settings, seed: BigInt(s) }, [], { draftTokens: 2, adaptive: false, engines, stats });
+    const session = new SpeculativeSession(target, draft, PROMPT, 3, { ...settings, seed: BigInt(s) }, [], { draftTokens: 2, adaptive: false, engines, stats, deviceAcceptance });
     const out = session.round();
     counts[out[0]!]++;
     if (s < 5) { while (!session.done) session.round(); runs.push(session.tokens.slice(PROMPT.length)); }
@@ -299,13 +313,13 @@ test('sampled speculative decoding: the first token over 1200 fixed seeds follow
   const [stat, df] = chiSquare(counts, p, N), [draftStat] = chiSquare(counts, q, N);
   let tv = 0;
   for (let j = 0; j < V; j++) tv += Math.abs(p[j]! - q[j]!) / 2;
-  console.log(`# tiny GPT-2, T = 1, top-k 8, K = 2: chi2 vs target = ${stat.toFixed(2)} (df ${df}, bound ${critical(df).toFixed(2)}); vs draft = ${draftStat.toFixed(1)}; TV(p, q) = ${tv.toFixed(3)}; α = ${(stats.accepted / stats.drafted).toFixed(3)}`);
+  console.log(`# tiny GPT-2, T = 1, top-k 8, K = 2, ${label}: chi2 vs target = ${stat.toFixed(2)} (df ${df}, bound ${critical(df).toFixed(2)}); vs draft = ${draftStat.toFixed(1)}; TV(p, q) = ${tv.toFixed(3)}; α = ${(stats.accepted / stats.drafted).toFixed(3)}`);
   assert.ok(stat < critical(df), `chi2 ${stat} >= ${critical(df)}`);
   assert.ok(draftStat > critical(df), `the draft's distribution should be told apart: chi2 ${draftStat}`);
   assert.ok(stats.accepted > 0 && stats.accepted < stats.drafted, 'both acceptances and rejections should occur');
   // The same seeds give the same tokens.
   for (let s = 0; s < runs.length; s++) {
-    const session = new SpeculativeSession(target, draft, PROMPT, 3, { ...settings, seed: BigInt(s) }, [], { draftTokens: 2, adaptive: false, engines });
+    const session = new SpeculativeSession(target, draft, PROMPT, 3, { ...settings, seed: BigInt(s) }, [], { draftTokens: 2, adaptive: false, engines, deviceAcceptance });
     while (!session.done) session.round();
     assert.deepEqual(session.tokens.slice(PROMPT.length), runs[s]);
   }
@@ -314,6 +328,7 @@ test('sampled speculative decoding: the first token over 1200 fixed seeds follow
   target.free();
   draft.free();
 });
+}
 
 test('speculative decoding: stop ids, limits and errors', async () => {
   const target = model('err-target', 'gpt2', TINY_GPT2, 7);
