@@ -206,6 +206,16 @@ __device__ __forceinline__ int pick_digit(const C* bins, C need, C& before_pick)
  * top_k, top_p and the shared counts / masses / red_v / chosen_* of the kernel, leaves `threshold` (kept
  * iff key_of(z) ≥ threshold) and, with top-p, `top` (the largest z) in scope.
  */
+/** The shared memory KEPT_THRESHOLD_CODE works in (and the argmax reductions' red_v / red_j), declared in the kernel. */
+const KEPT_THRESHOLD_SHARED = String.raw`  __shared__ u32 counts[256];
+  __shared__ float masses[256];
+  __shared__ float red_v[WARPS];
+  __shared__ int red_j[WARPS];
+  __shared__ u32 chosen_prefix;
+  __shared__ u32 chosen_count;
+  __shared__ float chosen_mass;
+`;
+
 const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
     if (top_k >= 1 && top_k < V) {
       u32 prefix = 0u, mask = 0u, remaining = (u32)top_k;
@@ -273,14 +283,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
   __shared__ u32 seen[WORDS];
-  __shared__ u32 counts[256];
-  __shared__ float masses[256];
-  __shared__ float red_v[WARPS];
-  __shared__ int red_j[WARPS];
-  __shared__ u32 chosen_prefix;
-  __shared__ u32 chosen_count;
-  __shared__ float chosen_mass;
-  __shared__ bool last_block;
+${KEPT_THRESHOLD_SHARED}  __shared__ bool last_block;
   const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
   if (finished[b] != 0) return;
   const int p = positions[b];
@@ -387,14 +390,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
-  __shared__ u32 counts[256];
-  __shared__ float masses[256];
-  __shared__ float red_v[WARPS];
-  __shared__ int red_j[WARPS];
-  __shared__ u32 chosen_prefix;
-  __shared__ u32 chosen_count;
-  __shared__ float chosen_mass;
-  const int b = blockIdx.x, tid = threadIdx.x;
+${KEPT_THRESHOLD_SHARED}  const int b = blockIdx.x, tid = threadIdx.x;
   const int t = tokens[b];
   if (t < 0 || t >= V) { if (tid == 0) out[b] = 0.f; return; }
   const float temperature = params[4 * b], top_p = params[4 * b + 2];
