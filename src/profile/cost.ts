@@ -276,6 +276,11 @@ function qkvRopeAppendCost(a: QkvRopeAppendArgs): OpCost {
 }
 
 /** The cost of every op that queues device work. */
+/** A sampling op's variant: the logits' shape, and the vocabulary where it is narrower than the rows. */
+function logitsVariant(a: { readonly logits: Tensor; readonly classes?: number }): string {
+  return `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`;
+}
+
 export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
   fill: { cost: ([t]) => ({ flops: 0, bytes: bytesOf(t) }), variant: ([t]) => `${shapeOf(t)} ${t.dtype}` },
   copy: {
@@ -410,7 +415,7 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       const real = rows * (a.classes ?? vp);
       return { flops: 3 * real, bytes: real * byteSize(a.logits.dtype) + bytesOf(a.targets) + bytesOf(a.lse) + bytesOf(a.dLogits) };
     },
-    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`,
+    variant: ([a]) => logitsVariant(a),
   },
   vocabShardMax: {
     cost: ([a]) => {
@@ -576,7 +581,7 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
           2 * bytesOf(a.finished) + bytesOf(a.limits) + bytesOf(a.stopIds) + 4 * rows /* the history entry written */,
       };
     },
-    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`,
+    variant: ([a]) => logitsVariant(a),
   },
   tokenProbabilities: {
     // One read of each row (later passes hit L1/L2) and ~3 FLOPs a column (÷T, exp, Σ).
@@ -585,7 +590,7 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       const real = rows * (a.classes ?? vp);
       return { flops: 3 * real, bytes: real * byteSize(a.logits.dtype) + bytesOf(a.params) + bytesOf(a.tokens) + bytesOf(a.out) };
     },
-    variant: ([a]) => `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`,
+    variant: ([a]) => logitsVariant(a),
   },
   // quantized inference (W4A16, W8A8)
   int4Linear: {

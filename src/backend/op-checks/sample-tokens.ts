@@ -11,9 +11,21 @@ import type { OpCheck } from '../validate.js';
 /** Columns of `params`: what each sequence's sampler is set to. */
 export const SAMPLING_PARAMS = ['temperature', 'topK', 'topP', 'repetitionPenalty'] as const;
 
-export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: SampleTokensArgs) {
+/** The rows both sampling ops read: logits (B, Vp) float, params f32 (B, 4), and classes ≤ Vp. */
+function checkLogitRows<T extends Tensor>(check: OpCheck<T>, args: { logits: Tensor; params: Tensor; classes?: number }) {
   const logits = check.tensor('logits', args.logits);
   const params = check.tensor('params', args.params);
+  check.float('logits', logits);
+  check.shape('logits', logits, ['B', 'Vp']);
+  check.dtype('params', params, ['f32']);
+  check.shape('params', params, ['B', SAMPLING_PARAMS.length]);
+  const Vp = check.size('Vp'), classes = args.classes ?? Vp;
+  if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the logits' columns), got ${classes}`);
+  return { logits, params, classes, B: check.size('B'), Vp };
+}
+
+export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: SampleTokensArgs) {
+  const { logits, params, classes, B, Vp } = checkLogitRows(check, args);
   const seeds = check.tensor('seeds', args.seeds);
   const positions = check.tensor('positions', args.positions);
   const history = check.tensor('history', args.history);
@@ -21,10 +33,6 @@ export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: Sam
   const finished = check.tensor('finished', args.finished);
   const limits = check.tensor('limits', args.limits);
   const stopIds = check.tensor('stopIds', args.stopIds);
-  check.float('logits', logits);
-  check.shape('logits', logits, ['B', 'Vp']);
-  check.dtype('params', params, ['f32']);
-  check.shape('params', params, ['B', SAMPLING_PARAMS.length]);
   for (const [name, t] of [['seeds', seeds], ['positions', positions], ['history', history], ['tokens', tokens], ['finished', finished], ['limits', limits], ['stopIds', stopIds]] as const) {
     check.dtype(name, t, ['i32']);
   }
@@ -32,30 +40,20 @@ export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: Sam
   check.shape('history', history, ['B', 'maxLen']);
   for (const [name, t] of [['positions', positions], ['tokens', tokens], ['finished', finished], ['limits', limits]] as const) check.shape(name, t, ['B']);
   check.shape('stopIds', stopIds, ['S']);
-  const [B, Vp, maxLen, S] = ['B', 'Vp', 'maxLen', 'S'].map((n) => check.size(n)) as [number, number, number, number];
+  const [maxLen, S] = ['maxLen', 'S'].map((n) => check.size(n)) as [number, number];
   if (S < 1) check.fail("'stopIds' must have at least one slot (−1 marks an unused one)");
   if (maxLen < 2) check.fail(`'history' holds ${maxLen} positions: at least 2 are needed (a token and the next)`);
-  const classes = args.classes ?? Vp;
-  if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the logits' columns), got ${classes}`);
   return { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots: S };
 }
 
-/** tokenProbabilities: logits (R, Vp) float, classes ≤ Vp; params f32 (R, 4); tokens i32 (R); out f32 (R). */
+/** tokenProbabilities: logits (R, Vp) float, classes ≤ Vp; params f32 (R, 4); tokens i32 (R); out f32 (R) (R named B in messages). */
 export function checkTokenProbabilities<T extends Tensor>(check: OpCheck<T>, args: TokenProbabilitiesArgs) {
-  const logits = check.tensor('logits', args.logits);
-  const params = check.tensor('params', args.params);
+  const { logits, params, classes, B: R, Vp } = checkLogitRows(check, args);
   const tokens = check.tensor('tokens', args.tokens);
   const out = check.tensor('out', args.out);
-  check.float('logits', logits);
-  check.shape('logits', logits, ['R', 'Vp']);
-  check.dtype('params', params, ['f32']);
-  check.shape('params', params, ['R', SAMPLING_PARAMS.length]);
   check.dtype('tokens', tokens, ['i32']);
-  check.shape('tokens', tokens, ['R']);
+  check.shape('tokens', tokens, ['B']);
   check.dtype('out', out, ['f32']);
-  check.shape('out', out, ['R']);
-  const [R, Vp] = ['R', 'Vp'].map((n) => check.size(n)) as [number, number];
-  const classes = args.classes ?? Vp;
-  if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the logits' columns), got ${classes}`);
+  check.shape('out', out, ['B']);
   return { logits, params, tokens, out, classes, R, Vp };
 }
