@@ -177,16 +177,16 @@ function speculative(p: Pair, ids: number[], sampling: ResolvedSampling, k: numb
     const at = PROMPT + Math.floor(NEW / 2) - k - 1, rows = ids.slice(0, k + 1);
     const time = (f: () => void) => { f(); f(); return median(Array.from({ length: 9 }, () => { const t0 = performance.now(); f(); return performance.now() - t0; })); };
     // Greedy verification reads only the picks (extendGreedy: a replayed graph on CUDA); sampled, the K + 1 rows
-    // of logits — or, scored on the device (FUSEFORMER_SPEC_DEVICE_ACCEPT=1, no penalty), K probabilities.
-    const scored = sampling.temperature > 0 && sampling.repetitionPenalty === 1 && process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] === '1';
+    // of logits — or, scored on the device (the default without a penalty; FUSEFORMER_SPEC_DEVICE_ACCEPT=0 turns it off), K probabilities.
+    const scored = sampling.temperature > 0 && sampling.repetitionPenalty === 1 && process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] !== '0';
     result.verifyMs = time(() => (sampling.temperature === 0 && sampling.repetitionPenalty === 1 ? engines.target.extendGreedy(0, at, rows)
-      : scored ? engines.target.extendScored(0, at, rows, k + 1, rows.slice(0, k), sampling) : engines.target.extend(0, at, rows)));
+      : scored ? engines.target.extendScored(0, at, rows, k + 1, rows.slice(0, k), sampling).probabilities() : engines.target.extend(0, at, rows)));
     if (scored) {
       // The draft's K steps on its decode path (device draws), its scoring pass over the K positions, one read: per step.
       const d = engines.draft;
       d.start([{ prompt: ids, maxNewTokens: NEW, sampling }], []);
       d.collect();
-      result.draftMs = time(() => { d.rewind(0, ids); d.decode(k); d.collect(); d.extendScored(0, at, rows.slice(0, k), k, rows.slice(0, k), sampling); }) / k;
+      result.draftMs = time(() => { d.rewind(0, ids); d.decode(k); d.collect(); d.extendScored(0, at, rows.slice(0, k), k, rows.slice(0, k), sampling).probabilities(); }) / k;
     } else if (sampling.temperature > 0) {
       result.draftMs = time(() => engines.draft.extend(0, at, rows.slice(0, 1)));
     } else {

@@ -867,6 +867,40 @@ export interface TokenProbabilitiesArgs {
   out: Tensor;
 }
 
+/** Counter word c3 of every speculative-decoding draw ("SPEC"): apart from sampleTokens' and dropout's streams. */
+export const SPECULATIVE_DOMAIN = 0x53504543;
+
+/** Counter word c2 of speculativeSample's noise: 3 for a residual draw, 4 for a bonus (the host's uniforms use 0). */
+export const SPECULATIVE_NOISE_RESIDUAL = 3;
+export const SPECULATIVE_NOISE_BONUS = 4;
+
+/**
+ * Speculative decoding's draw after the acceptance tests, on the device (speculative-accept.ts has the
+ * rule): per row r, with p the distribution sampleTokens draws from for target[r] and q that of draft[r]
+ * (tokenProbabilities' distributions: params f32 [R, 4] as theirs, no repetition penalty), one token from
+ *   the residual  w_v = max(0, p_v − q_v)     (draft given: a rejection's resample), or
+ *   p itself      w_v = p_v                   (no draft: the bonus token after K accepted),
+ * and from p when the residual has no mass (p = q to rounding). The draw is Gumbel-max:
+ *   out[r] = argmax over v with w_v > 0 of  s_v,  s_v = ln w_v + g_v (residual) or z_v + g_v (p; the same
+ *   argmax: ln p_v = z_v − const),  g_v = −ln(−ln u_v),  u_v = ((word >>> 9) + 0.5)·2⁻²³
+ * with word v mod 4 of Philox4x32-10 keyed by seeds[r] (a u64, low word first) at counter (floor(v/4),
+ * positions[r], SPECULATIVE_NOISE_RESIDUAL or _BONUS, SPECULATIVE_DOMAIN): a draw depends on the seed and
+ * the position only. A greedy row (T = 0) gives the target's argmax (the lowest index on ties).
+ * target, draft [R, Vp] float (the same dtype), the first `classes` columns the vocabulary; seeds i32 [R, 2];
+ * positions i32 [R] (the position of the token drawn); out i32 [R]. f32 on the GPU, f64 on the CPU: the two
+ * pick the same token unless two candidates' scores tie to within rounding. ρ ≠ 1 is an error on the CPU
+ * and ignored on the GPU, as in tokenProbabilities.
+ */
+export interface SpeculativeSampleArgs {
+  target: Tensor;
+  draft?: Tensor;
+  classes?: number;
+  params: Tensor;
+  seeds: Tensor;
+  positions: Tensor;
+  out: Tensor;
+}
+
 // --- beam search and encoder-decoder decoding (src/infer/beam-search.ts, src/infer/seq2seq*.ts) -----------
 // An item (one source sentence) has `beams` consecutive rows, row r = b·beams + j. Positions and cache-row
 // tables live in device memory and are advanced by beamAdvance, so one captured decode step replays for
@@ -1203,6 +1237,7 @@ export interface Backend {
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
   tokenProbabilities(args: TokenProbabilitiesArgs): void;
+  speculativeSample(args: SpeculativeSampleArgs): void;
   decodeAdvance(args: DecodeAdvanceArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding

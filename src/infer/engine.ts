@@ -75,10 +75,20 @@ interface PreparedDecode { readonly run: () => void; graph?: Graph; runs: number
  */
 export const VERIFY_GRAPH_MAX_ROWS = 32;
 
-/** What extendScored returns: the scored tokens' probabilities, and the rows' logits on demand. */
+/** What extendScored returns: the scored tokens' probabilities, and the rows' logits where they stay on the device. */
 export interface ScoredRows {
-  readonly probabilities: Float32Array;
-  row(i: number): Float32Array;
+  /** The probabilities, read from the device on the first call (which waits for the pass). */
+  probabilities(): Float32Array;
+  /** Row i's logits, [1, paddedVocab] on the engine's backend: valid until this engine's next extend. */
+  logits(i: number): Tensor;
+}
+
+/** extendScored's tokenProbabilities buffers for one row count; `stamp` counts the passes that wrote them. */
+interface ScoreBuffers {
+  readonly params: Tensor;
+  readonly picks: Tensor;
+  readonly out: Tensor;
+  stamp: number;
 }
 
 /** A graph-replayable extend of m rows into cache row `row`: its inputs, its logits (and greedy picks), its run. */
@@ -115,6 +125,9 @@ export class DecodeEngine {
   private rows: HostRow[] = [];
   private stop = new Set<number>();
   private bucket = 0;
+  /** extendScored's eager copy of its rows' logits (scoredLogitsBuffer), made on first use. */
+  private scoredLogits?: Tensor;
+  private readonly scoring = new Map<number, ScoreBuffers>();
   /** Tokens sampled on the device that collect() has not read yet (per unfinished sequence). */
   private pending = 0;
   private disposed = false;
@@ -425,42 +438,62 @@ export class DecodeEngine {
    * extend() for sampled speculative verification, scored on the device: the logits of the last
    * `lastRows` rows stay there, tokenProbabilities gives row i's probability of scored[i] under
    * `sampling` (sampleTokens' distribution; no repetition penalty), and only those scored.length ≤
-   * lastRows floats come back. row(i) then reads row i's vocabSize logits — on a graph engine from the
-   * replayed pass's buffer, valid until this engine's next extend of the same shape; eagerly, all rows
-   * are read with the probabilities.
+   * lastRows floats come back, when probabilities() is first called (valid until the engine's next
+   * extendScored of as many rows). logits(i) is row i's logits on the device, for speculativeSample — on a
+   * graph engine the replayed pass's buffer, eagerly a copy in an engine-owned buffer (the pass's own
+   * are freed with it); either is valid until this engine's next extend.
    */
   extendScored(row: number, start: number, tokens: readonly number[], lastRows: number, scored: readonly number[], sampling: ResolvedSampling): ScoredRows {
     if (sampling.repetitionPenalty !== 1) throw new ArgumentError('engine: extendScored does not apply a repetition penalty; with one, score the rows of extend() on the host');
     if (scored.length < 1 || scored.length > lastRows) throw new ArgumentError(`engine: extendScored scores 1 to lastRows = ${lastRows} rows, got ${scored.length}`);
     const b = this.backend, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab, n = scored.length;
-    const score = (rows: Tensor, temp: (shape: number[], dtype: 'f32' | 'i32') => Tensor): Float32Array => {
-      const params = temp([n, 4], 'f32'), picks = temp([n], 'i32'), out = temp([n], 'f32');
-      b.upload(params, Array.from({ length: n }, () => samplingParamsRow(sampling)).flat());
-      b.upload(picks, scored);
-      b.tokenProbabilities({ logits: b.view(rows, 0, [n, Vp]), classes: V, params, tokens: picks, out });
-      return b.download(out) as Float32Array;
+    // tokenProbabilities into the engine's buffers for n rows; read back when the caller first asks, so a
+    // caller can queue more work (the other model's pass) before it waits for this one.
+    const score = (rows: Tensor): (() => Float32Array) => {
+      const io = this.scoreBuffers(n);
+      b.upload(io.params, Array.from({ length: n }, () => samplingParamsRow(sampling)).flat());
+      b.upload(io.picks, scored);
+      b.tokenProbabilities({ logits: b.view(rows, 0, [n, Vp]), classes: V, params: io.params, tokens: io.picks, out: io.out });
+      const stamp = ++io.stamp;
+      let read: Float32Array | undefined;
+      return () => {
+        if (!read && io.stamp !== stamp) throw new ArgumentError(`engine: these scored rows' probabilities were overwritten by a later extendScored of ${n} rows; read them first`);
+        return (read ??= b.download(io.out) as Float32Array);
+      };
     };
-    const unpadRow = (all: Float32Array, i: number) => all.slice(i * Vp, i * Vp + V);
+    const rowsOf = (logits: Tensor, first: number) => (i: number) => {
+      if (!Number.isInteger(i) || i < 0 || i >= lastRows) throw new ArgumentError(`engine: row ${i} of ${lastRows} scored rows`);
+      return b.view(logits, (first + i) * Vp, [1, Vp]);
+    };
     if (this.replaysExtend(tokens.length)) {
       const v = this.replayExtend(row, start, tokens, lastRows, 'logits'), m = tokens.length;
-      const temporaries: Tensor[] = [];
-      const temp = (shape: number[], dtype: 'f32' | 'i32') => { const t = b.empty(shape, dtype); temporaries.push(t); return t; };
-      let probabilities: Float32Array;
-      try {
-        probabilities = score(b.view(v.logits, (m - lastRows) * Vp, [lastRows, Vp]), temp);
-      } finally {
-        for (const t of temporaries) b.free(t);
-      }
-      const rowAt = (i: number) => {
-        if (!Number.isInteger(i) || i < 0 || i >= lastRows) throw new ArgumentError(`engine: row ${i} of ${lastRows} scored rows`);
-        return unpadRow(b.download(b.view(v.logits, (m - lastRows + i) * Vp, [Vp])) as Float32Array, 0);
-      };
-      return { probabilities, row: rowAt };
+      return { probabilities: score(b.view(v.logits, (m - lastRows) * Vp, [lastRows, Vp])), logits: rowsOf(v.logits, m - lastRows) };
     }
-    return this.extendRun(row, start, tokens, lastRows, (logits, temp) => {
-      const probabilities = score(logits, temp), all = b.download(logits) as Float32Array;
-      return { probabilities, row: (i: number) => unpadRow(all, i) };
+    return this.extendRun(row, start, tokens, lastRows, (logits) => {
+      const kept = this.scoredLogitsBuffer(lastRows);
+      b.copy(logits, b.view(kept, 0, [lastRows, Vp]));
+      return { probabilities: score(b.view(kept, 0, [lastRows, Vp])), logits: rowsOf(kept, 0) };
     });
+  }
+
+  /** extendScored's tokenProbabilities inputs and output for n rows (made on first use, kept until dispose). */
+  private scoreBuffers(n: number): ScoreBuffers {
+    let io = this.scoring.get(n);
+    if (!io) {
+      const b = this.backend;
+      io = { params: b.empty([n, 4], 'f32'), picks: b.empty([n], 'i32'), out: b.empty([n], 'f32'), stamp: 0 };
+      this.scoring.set(n, io);
+    }
+    return io;
+  }
+
+  /** The eager extendScored's copy of its rows' logits: [rows ≥ n, paddedVocab], grown when a pass has more. */
+  private scoredLogitsBuffer(n: number): Tensor {
+    if (!this.scoredLogits || this.scoredLogits.shape[0]! < n) {
+      if (this.scoredLogits) this.backend.free(this.scoredLogits);
+      this.scoredLogits = this.backend.empty([Math.max(n, 9), this.model.arch.paddedVocab], this.model.dtype);
+    }
+    return this.scoredLogits;
   }
 
   /**
@@ -623,6 +656,9 @@ export class DecodeEngine {
     const b = this.backend;
     for (const t of [...Object.values(this.state), ...Object.values(this.prefillIo)]) b.free(t);
     if (this.partials) b.free(this.partials);
+    if (this.scoredLogits) b.free(this.scoredLogits);
+    for (const io of this.scoring.values()) for (const t of [io.params, io.picks, io.out]) b.free(t);
+    this.scoring.clear();
     this.cache.free();
     this.forward.free();
   }

@@ -24,13 +24,16 @@
 // 53-bit uniform. A decision therefore depends only on the seed, its position and its kind, so runs are
 // reproducible on either backend. Reusing a position's draft draw in a later round (after the token there
 // was discarded) keeps every decision's uniform independent of what led to it: a rejection at position s
-// never depends on the draws at positions after s.
+// never depends on the draws at positions after s. Scored on the device (speculative.ts), the residual and
+// bonus draws are speculativeSample's Gumbel-max draws instead (backend.ts: per-candidate noise from the same
+// SPECULATIVE_DOMAIN stream at counter words c2 = 3 and 4, apart from these uniforms' c2 = 0): exact draws
+// from the same distributions, so either path emits tokens distributed as the target's, but a seed gives
+// different tokens on the two.
 
+import { SPECULATIVE_DOMAIN } from '../backend/backend.js';
 import { philox4x32 } from '../backend/rng.js';
 import type { ResolvedSampling } from './sampling.js';
 
-/** Counter word c3 of every speculative draw ("SPEC"): apart from sampleTokens' and dropout's streams. */
-export const SPECULATIVE_DOMAIN = 0x53504543;
 
 /** Which decision a uniform is for (counter word c1). */
 export const DrawKind = { Draft: 0, Accept: 1, Residual: 2, Bonus: 3 } as const;
@@ -179,46 +182,52 @@ export interface Verdict {
 }
 
 /**
- * The exact rule (sampling). draft[i] was drawn from q[i] and is the token at position firstPosition + i;
- * p gives K + 1 target rows, p[i] for that same position (p[K]: the position after the last draft token),
- * as an array or a function (rows past the first rejection are then never built).
+ * The exact rule (sampling), on the host. draft[i] was drawn from q[i] and is the token at position
+ * firstPosition + i; p gives K + 1 target rows, p[i] for that same position (p[K]: the position after the
+ * last draft token), as an array or a function (rows past the first rejection are then never built). The
+ * residual and bonus draws are inverse-CDF draws with the position's Residual / Bonus uniform.
  */
 export function verifySampled(draft: readonly number[], q: readonly Float64Array[], p: readonly Float64Array[] | ((i: number) => Float64Array), seed: bigint, firstPosition: number): Verdict {
   const K = draft.length;
   if (q.length !== K || (typeof p !== 'function' && p.length !== K + 1)) throw new Error(`internal: ${K} draft tokens need ${K} draft rows and ${K + 1} target rows`);
   const target = typeof p === 'function' ? p : (i: number) => p[i]!;
-  return verifyScored(draft, { targetAt: (i) => target(i)[draft[i]!]!, draftAt: (i) => q[i]![draft[i]!]!, targetRow: target, draftRow: (i) => q[i]! }, seed, firstPosition);
+  return verifyScored(draft, {
+    targetAt: (i) => target(i)[draft[i]!]!, draftAt: (i) => q[i]![draft[i]!]!,
+    residual: (i) => {
+      const pi = target(i), qi = q[i]!, residual = new Float64Array(pi.length);
+      let mass = 0;
+      for (let j = 0; j < pi.length; j++) { residual[j] = Math.max(0, pi[j]! - qi[j]!); mass += residual[j]!; }
+      // p = q to rounding (a rejection then has probability ~0): p itself is the residual's limit.
+      return drawFrom(mass > 0 ? residual : pi, speculativeUniform(seed, firstPosition + i, DrawKind.Residual));
+    },
+    bonus: () => drawFrom(target(K), speculativeUniform(seed, firstPosition + K, DrawKind.Bonus)),
+  }, seed, firstPosition);
 }
 
 /**
- * A round's rows as the rule reads them: the two probabilities of draft token i (all the acceptance test
- * needs; speculative.ts has them scored on the device), and whole distributions only where a residual
- * or bonus token is drawn (at most one target and one draft row a round).
+ * A round as the rule reads it: the two probabilities of draft token i (all the acceptance test needs),
+ * and the token drawn where the round ends — the residual max(0, p_i − q_i) (normalised; p_i when it has
+ * no mass) at the first rejection i, or the bonus from p_K. verifySampled draws them on the host;
+ * speculative.ts has them all on the device (tokenProbabilities, speculativeSample).
  */
 export interface ScoredRound {
   /** p_i(x_i) and q_i(x_i) for i < K. */
   targetAt(i: number): number;
   draftAt(i: number): number;
-  /** p_i (i ≤ K) and q_i (i < K) whole. */
-  targetRow(i: number): Float64Array;
-  draftRow(i: number): Float64Array;
+  /** The token at position firstPosition + i drawn from the residual of p_i and q_i. */
+  residual(i: number): number;
+  /** The token at position firstPosition + K drawn from p_K. */
+  bonus(): number;
 }
 
-/** verifySampled over a ScoredRound. */
+/** The acceptance tests over a ScoredRound, then its residual or bonus draw. */
 export function verifyScored(draft: readonly number[], round: ScoredRound, seed: bigint, firstPosition: number): Verdict {
   const K = draft.length;
   for (let i = 0; i < K; i++) {
-    const position = firstPosition + i;
-    if (speculativeUniform(seed, position, DrawKind.Accept) * round.draftAt(i) < round.targetAt(i)) continue;
-    const pi = round.targetRow(i), qi = round.draftRow(i);
-    const residual = new Float64Array(pi.length);
-    let mass = 0;
-    for (let j = 0; j < pi.length; j++) { residual[j] = Math.max(0, pi[j]! - qi[j]!); mass += residual[j]!; }
-    // p = q to rounding (a rejection then has probability ~0): p itself is the residual's limit.
-    const u = speculativeUniform(seed, position, DrawKind.Residual);
-    return { accepted: i, next: drawFrom(mass > 0 ? residual : pi, u) };
+    if (speculativeUniform(seed, firstPosition + i, DrawKind.Accept) * round.draftAt(i) < round.targetAt(i)) continue;
+    return { accepted: i, next: round.residual(i) };
   }
-  return { accepted: K, next: drawFrom(round.targetRow(K), speculativeUniform(seed, firstPosition + K, DrawKind.Bonus)) };
+  return { accepted: K, next: round.bonus() };
 }
 
 /** Greedy verification: target[i] is the target's greedy pick for the position of draft[i] (K + 1 picks). */

@@ -21,8 +21,9 @@
 // Sampling without a repetition penalty can run so too (deviceAcceptance): the draft's K steps draw on the
 // device (sampleTokens' Gumbel-max: exact draws from q_i), one more draft pass over the K positions and
 // the target's pass keep their logits on the device, where tokenProbabilities scores q_i(x_i) and
-// p_i(x_i); the host reads those 2K floats, runs the acceptance test, and reads one target and one draft
-// row only for a residual draw (one target row for the bonus). speculative-accept.ts's verifyScored.
+// p_i(x_i); the host reads those 2K floats and runs the acceptance test, and speculativeSample draws the
+// residual (or bonus) token from the rows still on the device: one int comes back. verifyScored in
+// speculative-accept.ts; its Gumbel-max draws are exact, as the host's inverse-CDF draws are.
 //
 // Cost per round: K draft passes and one target pass over K + 1 rows (whose weights are read once, as in
 // one decode step); when sampling, downloads of K + 1 target and K draft rows of V f32 logits (V = 50257:
@@ -38,8 +39,9 @@
 import { ArgumentError } from '../errors.js';
 import { DecodeEngine } from './engine.js';
 import type { GenerateOptions } from './generate.js';
+import type { Tensor } from '../tensor.js';
 import type { DecoderModel } from './model.js';
-import { resolveSampling } from './sampling.js';
+import { resolveSampling, samplingParamsRow, seedWords } from './sampling.js';
 import type { ResolvedSampling } from './sampling.js';
 import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled, verifyScored } from './speculative-accept.js';
 
@@ -59,9 +61,10 @@ export interface SpeculativeSettings {
   /** Engines to reuse (sequence slot 0 of each; maxLen must fit prompt + new tokens); by default made and disposed. */
   readonly engines?: { readonly target: DecodeEngine; readonly draft: DecodeEngine };
   /**
-   * Sampling without a repetition penalty: draw the draft's tokens on its decode path and score the
-   * acceptance test on the device (tokenProbabilities), so a round reads 2K floats and at most two rows
-   * instead of 2K + 1 rows of logits (default: FUSEFORMER_SPEC_DEVICE_ACCEPT=1; off until run on a GPU).
+   * Sampling without a repetition penalty: draw the draft's tokens on its decode path, score the
+   * acceptance test on the device (tokenProbabilities) and draw the residual or bonus token there too
+   * (speculativeSample), so a round reads 2K floats and one int instead of 2K + 1 rows of logits
+   * (default on; FUSEFORMER_SPEC_DEVICE_ACCEPT=0 turns it off).
    */
   readonly deviceAcceptance?: boolean;
 }
@@ -101,6 +104,8 @@ export class SpeculativeSession {
   private draftStarted = false;
   private readonly ownsEngines: boolean = true;
   private readonly deviceAcceptance: boolean;
+  /** speculativeSample's inputs and output (drawOnDevice), made on the first draw. */
+  private drawIo?: { readonly params: Tensor; readonly seeds: Tensor; readonly positions: Tensor; readonly out: Tensor };
 
   constructor(
     readonly targetModel: DecoderModel,
@@ -128,7 +133,7 @@ export class SpeculativeSession {
     this.k = k;
     this.maxK = maxK;
     this.adaptive = settings.adaptive ?? true;
-    this.deviceAcceptance = settings.deviceAcceptance ?? process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] === '1';
+    this.deviceAcceptance = settings.deviceAcceptance ?? process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] !== '0';
     this.stats = settings.stats ?? emptySpeculativeStats();
     this.stop = new Set(stopTokenIds);
     this.tokens = [...prompt];
@@ -199,11 +204,12 @@ export class SpeculativeSession {
       }
       verdict = verifyGreedy(draft, picks);
     } else if (draftRows) {
-      const targetRows = this.target.extendScored(0, this.targetValid, fed, K + 1, draft, this.sampling);
+      // The target's pass is queued before the draft's probabilities are read: one wait for both.
+      const targetRows = this.target.extendScored(0, this.targetValid, fed, K + 1, draft, this.sampling), d = draftRows;
       verdict = verifyScored(draft, {
-        targetAt: (i) => targetRows.probabilities[i]!, draftAt: (i) => draftRows!.probabilities[i]!,
-        targetRow: (i) => samplingDistribution(targetRows.row(i), this.sampling, historyAt(i)),
-        draftRow: (i) => samplingDistribution(draftRows!.row(i), this.sampling, historyAt(i)),
+        targetAt: (i) => targetRows.probabilities()[i]!, draftAt: (i) => d.probabilities()[i]!,
+        residual: (i) => this.drawOnDevice(targetRows.logits(i), d.logits(i), T + i),
+        bonus: () => this.drawOnDevice(targetRows.logits(K), undefined, T + K),
       }, this.sampling.seed, T);
     } else {
       const all = this.target.extend(0, this.targetValid, fed, K + 1);
@@ -255,14 +261,35 @@ export class SpeculativeSession {
     return tokens;
   }
 
+  /**
+   * speculativeSample on the target's row of logits (and the draft's, for a residual draw) for the token
+   * at `position`: one int comes back. Both engines share the backend (one device).
+   */
+  private drawOnDevice(target: Tensor, draft: Tensor | undefined, position: number): number {
+    const b = this.target.backend;
+    if (!this.drawIo) {
+      // The sampler's settings and seed are the session's: uploaded once, with the buffers.
+      this.drawIo = {
+        params: b.fromArray(samplingParamsRow(this.sampling), [1, 4], 'f32'), seeds: b.fromArray(seedWords(this.sampling.seed, 0), [1, 2], 'i32'),
+        positions: b.empty([1], 'i32'), out: b.empty([1], 'i32'),
+      };
+    }
+    const { params, seeds, positions, out } = this.drawIo;
+    b.upload(positions, [position]);
+    b.speculativeSample({ target, ...(draft ? { draft } : {}), classes: this.targetModel.vocabSize, params, seeds, positions, out });
+    return (b.download(out) as Int32Array)[0]!;
+  }
+
   /** The target's cache (for checks: positions [0, cachedLength) hold the sequence's keys and values). */
   get targetEngine(): DecodeEngine { return this.target; }
   get draftEngine(): DecodeEngine { return this.draft; }
   /** Positions of the sequence whose keys the target's cache holds (the last token is fed next round). */
   get targetCachedLength(): number { return this.targetValid; }
 
-  /** Frees the engines the session made (engines given in the settings stay the caller's). */
+  /** Frees the engines the session made (engines given in the settings stay the caller's) and its draw buffers. */
   dispose(): void {
+    if (this.drawIo) for (const t of Object.values(this.drawIo)) this.target.backend.free(t);
+    this.drawIo = undefined;
     if (!this.ownsEngines) return;
     this.target.dispose();
     this.draft.dispose();

@@ -592,6 +592,16 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     },
     variant: ([a]) => logitsVariant(a),
   },
+  speculativeSample: {
+    // One read of each row given (later passes hit L1/L2); ~12 FLOPs a column: ÷T, exp and Σ per row, the
+    // Philox noise's two logs, the residual's exps, difference and log.
+    cost: ([a]) => {
+      const { rows, h: vp } = rowsOf(a.target);
+      const real = rows * (a.classes ?? vp), inputs = a.draft ? 2 : 1;
+      return { flops: 12 * real, bytes: inputs * real * byteSize(a.target.dtype) + bytesOf(a.params) + bytesOf(a.seeds) + bytesOf(a.positions) + bytesOf(a.out) };
+    },
+    variant: ([a]) => `${shapeOf(a.target)}${a.draft ? ' residual' : ' bonus'}`,
+  },
   // quantized inference (W4A16, W8A8)
   int4Linear: {
     gemm: true,

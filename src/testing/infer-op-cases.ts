@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, decodeAdvance) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -261,6 +261,39 @@ function tokenProbabilitiesCases(dtype: FloatDType): OpCase[] {
   });
 }
 
+/**
+ * speculativeSample over the penalty-free sampling modes, with a draft (the residual draw) and without
+ * (the bonus): the draft rows are drawn independently of the target's (a residual with mass), except the
+ * last row's, a copy of its target row (no mass: the draw falls back to p).
+ */
+function speculativeSampleCases(dtype: FloatDType): OpCase[] {
+  const modes = SAMPLING_ROWS.filter(([, , , penalty, finished]) => penalty === 1 && finished === 0);
+  return ([[50257, 50304, true], [1003, 1024, true], [300, 300, false], [128256, 128256, true]] as const).map(([V, Vp, withDraft]): OpCase => {
+    const R = modes.length + 1;
+    return {
+      name: `speculativeSample ${dtype} V=${V} Vp=${Vp} R=${R} ${withDraft ? 'residual' : 'bonus'}`, dtype, exact: ['out'],
+      inputs: (rng) => {
+        const target = floats(rng, [R, Vp], dtype, 3), draft = floats(rng, [R, Vp], dtype, 3);
+        draft.values.set(target.values.subarray((R - 1) * Vp, R * Vp), (R - 1) * Vp);
+        return {
+          target, draft,
+          // Every mode once, then the copied row's: temperature 1.
+          params: { values: Float32Array.from([...modes.map(([t, k, p, ρ]) => [t, k, p, ρ]), [1, 0, 1, 1]].flat()), shape: [R, 4], dtype: 'f32' },
+          seeds: randomInts(rng, [R, 2], -(2 ** 31), 2 ** 31 - 1), positions: randomInts(rng, [R], 0, 4096),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.speculativeSample({
+          target: c.in('target'), ...(withDraft ? { draft: c.in('draft') } : {}), classes: V, params: c.in('params'), seeds: c.in('seeds'),
+          positions: c.in('positions'), out: c.out('out', [R], 'i32'),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
 /** decodeAdvance over rows with idle ones (cache position −1) among them, the record at a few counter values (one past its steps). */
 function decodeAdvanceCases(): OpCase[] {
   return ([[5, 8, 4, 1], [37, 40, 8, 7], [300, 512, 3, 3]] as const).map(([rows, width, steps, counter]): OpCase => ({
@@ -289,6 +322,6 @@ export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCa
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-    ...tokenProbabilitiesCases(dtype),
+    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype),
   ]).concat(decodeAdvanceCases());
 }

@@ -1,7 +1,8 @@
 // The decode-step ops (src/testing/infer-op-cases.ts) on the CUDA backend against the CPU reference, on
 // fresh random inputs with poisoned outputs; sampled tokens must match exactly; decode attention again
 // with each of its variants forced (decodeAttentionOptions: the cluster combine, the throughput and the
-// pipelined kernels). Skips without a GPU.
+// pipelined kernels). Skips without a GPU. FUSEFORMER_TEST_OPS=a,b runs only the cases whose name contains
+// one of the substrings (e.g. "speculativeSample"; the decode attention variants then run only if matched).
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -15,6 +16,8 @@ import { freshSeed } from '../../src/testing/random.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const only = (process.env['FUSEFORMER_TEST_OPS'] ?? '').split(',').map((w) => w.trim()).filter((w) => w !== '');
+const selected = <C extends { name: string }>(cases: C[]): C[] => cases.filter((c) => only.length === 0 || only.some((w) => c.name.includes(w)));
 
 test('CUDA decode-step ops match the CPU reference', { skip }, async (t) => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
@@ -22,7 +25,10 @@ test('CUDA decode-step ops match the CPU reference', { skip }, async (t) => {
   const cpu = new CpuBackend();
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
-  for (const c of inferOpCases()) {
+  const cases = selected(inferOpCases());
+  if (only.length > 0) t.diagnostic(`FUSEFORMER_TEST_OPS: ${cases.length} cases`);
+  assert.ok(cases.length > 0, `FUSEFORMER_TEST_OPS=${only.join(',')} matches no op case`);
+  for (const c of cases) {
     await t.test(c.name, () => {
       const result = checkCase(c, gpu, cpu, seed);
       const failed = result.checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
@@ -61,11 +67,11 @@ async function decodeVariantCheck(t: TestContext, set: (options: DecodeOptions) 
 }
 
 function decodeCases() {
-  return [...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?decodeAttention /.test(c.name));
+  return selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?decodeAttention /.test(c.name)));
 }
 
 test('decode attention with the split-K combine inside a thread-block cluster matches the CPU reference, twice in a row', { skip }, async (t) => {
-  assert.ok(decodeCases().some((c) => /splits=[2-8]\b/.test(c.name)), 'cases with 2–8 splits exercise the cluster path');
+  if (only.length === 0) assert.ok(decodeCases().some((c) => /splits=[2-8]\b/.test(c.name)), 'cases with 2–8 splits exercise the cluster path');
   await decodeVariantCheck(t, (o) => { o.clusterCombine = true; }, 2);
 });
 

@@ -166,6 +166,39 @@ for (const family of ['gpt2', 'llama'] as const) {
     m.free();
   });
 
+  test(`${family}: extendScored's probabilities equal tokenProbabilities of extend()'s rows and its logits stay on the device (eager and replayed)`, async () => {
+    const m = model(`${family}-scored`, family, config, 7);
+    const { samplingDistribution: distribution } = await import('../../src/infer/speculative-accept.js');
+    const settings = sampled(), Vp = m.arch.paddedVocab, V = m.vocabSize;
+    for (const graphs of [false, true]) {
+      const engine = new DecodeEngine(m, { maxBatch: 1, maxLen: 16, graphs });
+      engine.extend(0, 0, PROMPT.slice(0, 4));
+      for (let call = 0; call < 3; call++) {  // a graph engine replays a row count from its second call
+        const fed = PROMPT.slice(4, 7), scored = [3, 17, 40];
+        const want = engine.extend(0, 4, fed, 3);
+        const rows = engine.extendScored(0, 4, fed, 3, scored, settings);
+        const probabilities = rows.probabilities();
+        for (let i = 0; i < 3; i++) {
+          const p = distribution(want.subarray(i * V, (i + 1) * V), settings, []);
+          assert.ok(Math.abs(probabilities[i]! - p[scored[i]!]!) < 1e-5, `${graphs ? 'graphs' : 'eager'} call ${call}, row ${i}: ${probabilities[i]} vs ${p[scored[i]!]}`);
+          const logits = backend.download(rows.logits(i)) as Float32Array;
+          assert.deepEqual([rows.logits(i).shape, logits.length], [[1, Vp], Vp]);
+          let worst = 0;
+          for (let j = 0; j < V; j++) worst = Math.max(worst, Math.abs(logits[j]! - want[i * V + j]!));
+          assert.ok(worst < 1e-4, `row ${i}'s logits: max |diff| ${worst}`);
+        }
+        assert.equal(rows.probabilities(), probabilities, 'read once');
+        // A later scoring of as many rows overwrites the buffers: the unread earlier one says so.
+        const first = engine.extendScored(0, 4, fed, 3, scored, settings);
+        engine.extendScored(0, 4, fed, 3, scored, settings);
+        assert.throws(() => first.probabilities(), /overwritten by a later extendScored of 3 rows/);
+        assert.throws(() => rows.logits(3), /row 3 of 3 scored rows/);
+      }
+      engine.dispose();
+    }
+    m.free();
+  });
+
   test(`${family}: greedy speculative output equals plain greedy decoding (unrelated, near and identical drafts)`, async () => {
     const target = model(`${family}-greedy-target`, family, config, 7);
     const drafts = [

@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -24,7 +24,7 @@ import { checkGatedLinear, checkPrefetchL2 } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
-import { prepareSampleTokens, prepareTokenProbabilities } from './sample-tokens.js';
+import { prepareSampleTokens, prepareSpeculativeSample, prepareTokenProbabilities } from './sample-tokens.js';
 import { prepareTanhActivation } from './tanh-activation.js';
 import { prepareDecodeAdvance } from './decode-advance.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
@@ -203,6 +203,7 @@ export class CpuBackend implements Backend {
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }
   sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }
   tokenProbabilities(args: TokenProbabilitiesArgs): void { this.queue.issue(prepareTokenProbabilities(args)); }
+  speculativeSample(args: SpeculativeSampleArgs): void { this.queue.issue(prepareSpeculativeSample(args)); }
   decodeAdvance(args: DecodeAdvanceArgs): void { this.queue.issue(prepareDecodeAdvance(args)); }
   /** A cache hint: checked, then nothing to do on the host. */
   prefetchL2(args: PrefetchL2Args): void { checkPrefetchL2(new CpuCheck('prefetchL2'), args); }

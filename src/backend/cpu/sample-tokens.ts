@@ -6,9 +6,9 @@
 // The top-p mass and the Gumbel noise are float64 here and f32 on the GPU: the two backends then agree
 // unless two candidates' scores (or a mass and the top-p boundary) tie to within rounding.
 
-import { SAMPLING_DOMAIN } from '../backend.js';
-import type { SampleTokensArgs, TokenProbabilitiesArgs } from '../backend.js';
-import { checkSampleTokens, checkTokenProbabilities } from '../op-checks/index.js';
+import { SAMPLING_DOMAIN, SPECULATIVE_DOMAIN, SPECULATIVE_NOISE_BONUS, SPECULATIVE_NOISE_RESIDUAL } from '../backend.js';
+import type { SampleTokensArgs, SpeculativeSampleArgs, TokenProbabilitiesArgs } from '../backend.js';
+import { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities } from '../op-checks/index.js';
 import { philox4x32 } from '../rng.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
@@ -18,6 +18,13 @@ import { floatsOf, int32sOf } from './tensor.js';
 export function gumbelNoise(j: number, position: number, seedLo: number, seedHi: number): number {
   const words = philox4x32(Math.floor(j / 4) >>> 0, position >>> 0, 0, SAMPLING_DOMAIN, seedLo >>> 0, seedHi >>> 0);
   const u = ((words[j % 4]! >>> 9) + 0.5) * 2 ** -23;
+  return -Math.log(-Math.log(u));
+}
+
+/** speculativeSample's noise of candidate v (backend.ts): −ln(−ln u_v) from the SPECULATIVE_DOMAIN stream at counter c2 = noise. */
+export function speculativeNoise(v: number, position: number, noise: number, seedLo: number, seedHi: number): number {
+  const words = philox4x32(Math.floor(v / 4) >>> 0, position >>> 0, noise, SPECULATIVE_DOMAIN, seedLo >>> 0, seedHi >>> 0);
+  const u = ((words[v % 4]! >>> 9) + 0.5) * 2 ** -23;
   return -Math.log(-Math.log(u));
 }
 
@@ -98,6 +105,55 @@ export function prepareTokenProbabilities(args: TokenProbabilitiesArgs): CpuWork
       for (let j = 0; j < classes; j++) if (kept(j)) max = Math.max(max, z[j]!);
       for (let j = 0; j < classes; j++) if (kept(j)) total += Math.exp(z[j]! - max);
       probs[r] = Math.exp(z[t]! - max) / total;
+    }
+  });
+}
+
+/** A row's distribution as tokenProbabilities defines it (f64; 0 outside the kept set) and its z (scaled logits). */
+function keptDistribution(row: Float32Array, temperature: number, topK: number, topP: number): { z: Float32Array; p: Float64Array; kept: (j: number) => boolean } {
+  const z = Float32Array.from(row, (v) => (v === 0 ? 0 : v));
+  const kept = keptSet(z, temperature, topK, topP), p = new Float64Array(z.length);
+  let max = -Infinity, total = 0;
+  for (let j = 0; j < z.length; j++) if (kept(j)) max = Math.max(max, z[j]!);
+  for (let j = 0; j < z.length; j++) if (kept(j)) { p[j] = Math.exp(z[j]! - max); total += p[j]!; }
+  for (let j = 0; j < z.length; j++) p[j] = p[j]! / total;
+  return { z, p, kept };
+}
+
+/** speculativeSample (backend.ts): the residual's or the target's Gumbel-max draw per row, f64. */
+export function prepareSpeculativeSample(args: SpeculativeSampleArgs): CpuWork {
+  const check = new CpuCheck('speculativeSample');
+  const { target, draft, params, seeds, positions, out, classes, R, Vp } = checkSpeculativeSample(check, args);
+  return check.work(() => {
+    const targetRows = floatsOf(target), draftRows = draft ? floatsOf(draft) : undefined, settings = floatsOf(params);
+    const seedWords = int32sOf(seeds), pos = int32sOf(positions), picks = int32sOf(out);
+    for (let r = 0; r < R; r++) {
+      const [temperature, topK, topP, penalty] = samplingRow(check, settings, r);
+      if (penalty !== 1) check.fail(`'params'[${r}] repetition penalty ${penalty}: speculativeSample does not apply a penalty (it must be 1)`);
+      const rowOf = (rows: Float32Array) => rows.subarray(r * Vp, r * Vp + classes);
+      if (temperature === 0) { picks[r] = argmax(Float32Array.from(rowOf(targetRows), (v) => (v === 0 ? 0 : v))); continue; }
+      const { z, p, kept } = keptDistribution(rowOf(targetRows), temperature, topK, topP);
+      const q = draftRows ? keptDistribution(rowOf(draftRows), temperature, topK, topP).p : undefined;
+      const seedLo = seedWords[2 * r]!, seedHi = seedWords[2 * r + 1]!, position = pos[r]!;
+      // The residual's draw when it has mass; else (and for the bonus) the target's.
+      let best = -1, bestScore = -Infinity;
+      if (q) {
+        for (let v = 0; v < classes; v++) {
+          const w = p[v]! - q[v]!;
+          if (!(w > 0)) continue;
+          const score = Math.log(w) + speculativeNoise(v, position, SPECULATIVE_NOISE_RESIDUAL, seedLo, seedHi);
+          if (best < 0 || score > bestScore) { best = v; bestScore = score; }
+        }
+      }
+      if (best < 0) {
+        const noise = q ? SPECULATIVE_NOISE_RESIDUAL : SPECULATIVE_NOISE_BONUS;
+        for (let v = 0; v < classes; v++) {
+          if (!kept(v)) continue;
+          const score = z[v]! + speculativeNoise(v, position, noise, seedLo, seedHi);
+          if (best < 0 || score > bestScore) { best = v; bestScore = score; }
+        }
+      }
+      picks[r] = best;
     }
   });
 }

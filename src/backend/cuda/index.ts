@@ -18,14 +18,14 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { decodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
 import { gatedActivation } from './kernels/gated-activation.js';
 import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
 import { residualNorm } from './kernels/residual-norm.js';
-import { sampleTokens, tokenProbabilities } from './kernels/sample-tokens.js';
+import { sampleTokens, speculativeSample, tokenProbabilities } from './kernels/sample-tokens.js';
 import { tanhActivation } from './kernels/tanh-activation.js';
 import { decodeAdvance } from './kernels/decode-advance.js';
 import { prefetchL2 } from './kernels/prefetch-l2.js';
@@ -450,6 +450,7 @@ export class CudaBackend implements Backend {
   tanhActivation(args: TanhActivationArgs): void { tanhActivation(this.runtime, args); }
   sampleTokens(args: SampleTokensArgs): void { sampleTokens(this.runtime, args); }
   tokenProbabilities(args: TokenProbabilitiesArgs): void { tokenProbabilities(this.runtime, args); }
+  speculativeSample(args: SpeculativeSampleArgs): void { speculativeSample(this.runtime, args); }
   decodeAdvance(args: DecodeAdvanceArgs): void { decodeAdvance(this.runtime, args); }
   prefetchL2(args: PrefetchL2Args): void { prefetchL2(this.runtime, args); }
 

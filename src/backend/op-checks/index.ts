@@ -28,7 +28,7 @@ export { checkResidualNorm } from './residual-norm.js';
 export { checkGatedActivation } from './gated-activation.js';
 export { checkGatedLinear } from './gated-linear.js';
 export { checkTanhActivation } from './tanh-activation.js';
-export { checkSampleTokens, checkTokenProbabilities, SAMPLING_PARAMS } from './sample-tokens.js';
+export { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkDecodeAdvance } from './decode-advance.js';
 export { checkPrefetchL2 } from './prefetch-l2.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';

@@ -5,22 +5,22 @@
 // them where it can (the CPU when the op runs; the GPU kernel treats bad values as documented).
 
 import type { Tensor } from '../../tensor.js';
-import type { SampleTokensArgs, TokenProbabilitiesArgs } from '../backend.js';
+import type { SampleTokensArgs, SpeculativeSampleArgs, TokenProbabilitiesArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 
 /** Columns of `params`: what each sequence's sampler is set to. */
 export const SAMPLING_PARAMS = ['temperature', 'topK', 'topP', 'repetitionPenalty'] as const;
 
 /** The rows both sampling ops read: logits (B, Vp) float, params f32 (B, 4), and classes ≤ Vp. */
-function checkLogitRows<T extends Tensor>(check: OpCheck<T>, args: { logits: Tensor; params: Tensor; classes?: number }) {
-  const logits = check.tensor('logits', args.logits);
+function checkLogitRows<T extends Tensor>(check: OpCheck<T>, args: { logits: Tensor; params: Tensor; classes?: number }, name = 'logits') {
+  const logits = check.tensor(name, args.logits);
   const params = check.tensor('params', args.params);
-  check.float('logits', logits);
-  check.shape('logits', logits, ['B', 'Vp']);
+  check.float(name, logits);
+  check.shape(name, logits, ['B', 'Vp']);
   check.dtype('params', params, ['f32']);
   check.shape('params', params, ['B', SAMPLING_PARAMS.length]);
   const Vp = check.size('Vp'), classes = args.classes ?? Vp;
-  if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the logits' columns), got ${classes}`);
+  if (!Number.isInteger(classes) || classes < 1 || classes > Vp) check.fail(`'classes' must be an integer in [1, ${Vp}] (the columns of '${name}'), got ${classes}`);
   return { logits, params, classes, B: check.size('B'), Vp };
 }
 
@@ -56,4 +56,26 @@ export function checkTokenProbabilities<T extends Tensor>(check: OpCheck<T>, arg
   check.dtype('out', out, ['f32']);
   check.shape('out', out, ['B']);
   return { logits, params, tokens, out, classes, R, Vp };
+}
+
+/**
+ * speculativeSample: target (R, Vp) float and draft, if given, of the same dtype and shape; classes ≤ Vp;
+ * params f32 (R, 4); seeds i32 (R, 2); positions, out i32 (R) (R named B in messages).
+ */
+export function checkSpeculativeSample<T extends Tensor>(check: OpCheck<T>, args: SpeculativeSampleArgs) {
+  const { logits: target, params, classes, B: R, Vp } = checkLogitRows(check, { logits: args.target, params: args.params, ...(args.classes !== undefined ? { classes: args.classes } : {}) }, 'target');
+  let draft: T | undefined;
+  if (args.draft !== undefined) {
+    draft = check.tensor('draft', args.draft);
+    check.dtype('draft', draft, [target.dtype]);
+    check.shape('draft', draft, ['B', 'Vp']);
+  }
+  const seeds = check.tensor('seeds', args.seeds);
+  const positions = check.tensor('positions', args.positions);
+  const out = check.tensor('out', args.out);
+  for (const [name, t] of [['seeds', seeds], ['positions', positions], ['out', out]] as const) check.dtype(name, t, ['i32']);
+  check.shape('seeds', seeds, ['B', 2]);
+  check.shape('positions', positions, ['B']);
+  check.shape('out', out, ['B']);
+  return { target, draft, params, seeds, positions, out, classes, R, Vp };
 }

@@ -168,3 +168,74 @@ test('tokenProbabilities refuses a repetition penalty, a token outside the vocab
   assertRejects(() => probabilities([[1, 2]], [[1, 0, 0, 1]], [0]), 'tokenProbabilities', 'params');
   assertRejects(() => probabilities([[1, 2]], [[1, 0, 1, 1]], [0], 3), 'tokenProbabilities', 'classes');
 });
+
+// ---- speculativeSample --------------------------------------------------------------------------------
+
+/** speculativeSample on host rows, one draw per position in `positions` (each row the same logits). */
+function speculativeDraws(target: number[], draft: number[] | undefined, params: number[], positions: number[], seed = [11, 3], classes?: number): number[] {
+  const R = positions.length, Vp = target.length;
+  const rows = (row: number[]) => backend.fromArray(positions.flatMap(() => row), [R, Vp], 'f32');
+  const out = backend.fromArray(new Array(R).fill(-7), [R], 'i32');
+  backend.speculativeSample({
+    target: rows(target), ...(draft ? { draft: rows(draft) } : {}), ...(classes !== undefined ? { classes } : {}),
+    params: backend.fromArray(positions.flatMap(() => params), [R, 4], 'f32'), seeds: backend.fromArray(positions.flatMap(() => seed), [R, 2], 'i32'),
+    positions: backend.fromArray(positions, [R], 'i32'), out,
+  });
+  return Array.from(backend.download(out) as Int32Array);
+}
+
+/** Pearson's χ² of observed counts against expected probabilities (cells with p = 0 must stay empty). */
+function chiSquare(draws: number[], expected: ArrayLike<number>): number {
+  const counts = new Array<number>(expected.length).fill(0);
+  for (const t of draws) counts[t]!++;
+  let chi = 0;
+  for (let v = 0; v < expected.length; v++) {
+    const e = expected[v]! * draws.length;
+    if (e === 0) assert.equal(counts[v], 0, `token ${v} has probability 0 but was drawn ${counts[v]} times`);
+    else chi += (counts[v]! - e) ** 2 / e;
+  }
+  return chi;
+}
+
+test('speculativeSample draws the residual max(0, p − q) on a rejection and p for the bonus (χ² over 3000 positions), the same token for the same seed and position', async () => {
+  const { samplingDistribution } = await import('../../../src/infer/speculative-accept.js');
+  const target = [1.2, 0.3, -0.5, 2.0, 0.9, -1.1, 0.0], draft = [0.4, 1.5, -0.2, 1.1, 0.9, 0.3, -2.0];
+  const positions = Array.from({ length: 3000 }, (_, i) => 17 + i);
+  // df ≤ 6; 22.5 is the 0.999 quantile at df 6, so a correct rule fails it once in a thousand seeds.
+  for (const [temperature, topK, topP] of [[1, 0, 1], [0.8, 4, 1], [1.1, 0, 0.85]] as const) {
+    const sampling = { temperature, topK, topP, repetitionPenalty: 1, seed: 0n };
+    const p = samplingDistribution(target, sampling, []), q = samplingDistribution(draft, sampling, []);
+    const residual = Array.from(p, (pv, v) => Math.max(0, pv - q[v]!)), mass = residual.reduce((a, b) => a + b, 0);
+    const mode = `T ${temperature} top-k ${topK} top-p ${topP}`;
+    const params = [temperature, topK, topP, 1];
+    const residualDraws = speculativeDraws(target, draft, params, positions);
+    assert.ok(chiSquare(residualDraws, residual.map((r) => r / mass)) < 22.5, `${mode}: residual draws follow max(0, p − q)`);
+    const bonusDraws = speculativeDraws(target, undefined, params, positions);
+    assert.ok(chiSquare(bonusDraws, p) < 22.5, `${mode}: bonus draws follow p`);
+    assert.deepEqual(speculativeDraws(target, draft, params, positions.slice(0, 50)), residualDraws.slice(0, 50), `${mode}: a draw depends on seed and position alone`);
+    assert.notDeepEqual(speculativeDraws(target, draft, params, positions.slice(0, 50), [12, 3]), residualDraws.slice(0, 50), `${mode}: another seed, other draws`);
+  }
+});
+
+test('speculativeSample: a draft equal to the target leaves no residual, so the draw is from p; greedy rows give the target\'s argmax; classes cut the padding', async () => {
+  const { samplingDistribution } = await import('../../../src/infer/speculative-accept.js');
+  const target = [0.5, 1.5, -1, 0.2];
+  const positions = Array.from({ length: 2000 }, (_, i) => i);
+  const p = samplingDistribution(target, { temperature: 1, topK: 0, topP: 1, repetitionPenalty: 1, seed: 0n }, []);
+  assert.ok(chiSquare(speculativeDraws(target, target, [1, 0, 1, 1], positions), p) < 16.3, 'p = q: draws follow p (df 3, 0.999 quantile 16.3)');
+  assert.deepEqual(speculativeDraws([1, 3, 3, 0], [9, 0, 0, 0], [0, 0, 1, 1], [4, 5]), [1, 1], 'greedy: the target\'s argmax, lowest index on ties');
+  // Column 3 (padding, the largest logit) is outside classes = 3: never drawn.
+  assert.ok(speculativeDraws([0, 0.5, 0.2, 40], [0.3, 0, 0, 0], [1, 0, 1, 1], positions.slice(0, 300), [5, 5], 3).every((t) => t >= 0 && t < 3));
+});
+
+test('speculativeSample refuses a repetition penalty, a draft of another dtype or shape and bad settings, naming the argument', () => {
+  const f32 = (values: number[], shape: number[]) => backend.fromArray(values, shape, 'f32');
+  const i32 = (values: number[], shape: number[]) => backend.fromArray(values, shape, 'i32');
+  const args = { target: f32([1, 2, 3, 4], [2, 2]), params: f32([1, 0, 1, 1, 1, 0, 1, 1], [2, 4]), seeds: i32([1, 2, 3, 4], [2, 2]), positions: i32([0, 1], [2]), out: i32([0, 0], [2]) };
+  assertRejects(() => backend.speculativeSample({ ...args, params: f32([1, 0, 1, 1.2, 1, 0, 1, 1], [2, 4]) }), 'speculativeSample', 'params');
+  assertRejects(() => backend.speculativeSample({ ...args, draft: backend.fromArray([1, 2, 3, 4], [2, 2], 'bf16') }), 'speculativeSample', 'draft');
+  assertRejects(() => backend.speculativeSample({ ...args, draft: f32([1, 2, 3], [1, 3]) }), 'speculativeSample', 'draft');
+  assertRejects(() => backend.speculativeSample({ ...args, out: f32([0, 0], [2]) }), 'speculativeSample', 'out');
+  assertRejects(() => backend.speculativeSample({ ...args, seeds: i32([1, 2], [2, 1]) }), 'speculativeSample', 'seeds');
+  assertRejects(() => backend.speculativeSample({ ...args, classes: 3 }), 'speculativeSample', 'classes');
+});

@@ -31,11 +31,11 @@
 // Bytes per sequence: (passes)·V·s read, mostly from L2 after the first pass; 4·(position + 1) of history
 // with a repetition penalty; a few words written. Greedy bf16 at V = 128256: 256 KB, one pass.
 
-import { SAMPLING_DOMAIN } from '../../backend.js';
-import type { SampleTokensArgs, TokenProbabilitiesArgs } from '../../backend.js';
+import { SAMPLING_DOMAIN, SPECULATIVE_DOMAIN, SPECULATIVE_NOISE_BONUS, SPECULATIVE_NOISE_RESIDUAL } from '../../backend.js';
+import type { SampleTokensArgs, SpeculativeSampleArgs, TokenProbabilitiesArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize } from '../../../dtype.js';
-import { checkSampleTokens, checkTokenProbabilities } from '../../op-checks/index.js';
+import { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -420,6 +420,124 @@ ${KEPT_THRESHOLD_CODE}  float m = __int_as_float(0xff800000);
   return { name, source, gridDependencyWait: true };
 }
 
+/** A kept set's largest z and mass Σ exp(z − m), as statements: reads r and `threshold`, declares m_<tag>, mass_<tag>. */
+function keptMassCode(tag: string): string {
+  return `  float m_${tag} = __int_as_float(0xff800000);
+  for_each_z(r, 0, VECS, [&](float z, int) { if (key_of(z) >= threshold) m_${tag} = fmaxf(m_${tag}, z); });
+  m_${tag} = block_max(m_${tag}, red_v);
+  float mass_${tag} = 0.f;
+  for_each_z(r, 0, VECS, [&](float z, int) { if (key_of(z) >= threshold) mass_${tag} += expf(z - m_${tag}); });
+  mass_${tag} = block_sum(mass_${tag}, red_v);
+`;
+}
+
+export function speculativeSampleKey(s: SampleTokensSpec): string {
+  return `speculative_sample.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}`;
+}
+
+/**
+ * speculativeSample (backend.ts): one block per row. A greedy row is an argmax pass. A sampled row:
+ * the target's kept-set threshold, largest z and mass (KEPT_THRESHOLD_CODE, as in tokenProbabilities),
+ * the draft's likewise when there is one, then one pass over both rows that draws Philox noise per
+ * candidate (4 a call) and keeps two running Gumbel-max winners — the residual's, ln(p − q) + g over
+ * p > q, and the target's, z + g over its kept set (the bonus, and the residual's fallback when it has
+ * no mass) — reduced across the block at the end. f32 throughout; the rows stay in L1/L2 between passes.
+ */
+export function speculativeSampleSource(spec: SampleTokensSpec): KernelSource {
+  const name = kernelIdentifier(speculativeSampleKey(spec));
+  const source = String.raw`${samplingDeviceCode(spec)}
+constexpr u32 SPECULATIVE_DOMAIN = ${SPECULATIVE_DOMAIN}u;
+// target_logits, draft_logits (or null) [R, pitch]; params f32 [R, 4]; seeds i32 [R, 2]; positions, out i32 [R]. Grid R, block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
+    const T* __restrict__ target_logits, const T* __restrict__ draft_logits, int pitch, const float* __restrict__ params,
+    const int* __restrict__ seeds, const int* __restrict__ positions, int* __restrict__ out) {
+  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
+${KEPT_THRESHOLD_SHARED}  const int b = blockIdx.x, tid = threadIdx.x;
+  const float temperature = params[4 * b], top_p = params[4 * b + 2];
+  const int top_k = (int)params[4 * b + 1];
+  const bool has_draft = draft_logits != nullptr;
+  // No repetition penalty (the contract, as tokenProbabilities).
+  const RowState rt{target_logits + (size_t)b * pitch, nullptr, false, 1.f, temperature > 0.f, temperature};
+  const RowState rd{has_draft ? draft_logits + (size_t)b * pitch : rt.row, nullptr, false, 1.f, temperature > 0.f, temperature};
+  if (!rt.sampling) {
+    float best_v = __int_as_float(0xff800000);
+    int best_j = 0x7fffffff;
+    for_each_z(rt, 0, VECS, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
+    block_best(best_v, best_j, red_v, red_j);
+    if (tid == 0) out[b] = best_j;
+    return;
+  }
+  u32 threshold_t, threshold_d = 0u;
+  float rt_m, rt_mass, m_d = 0.f, mass_d = 1.f;
+  {
+    const RowState& r = rt;
+${KEPT_THRESHOLD_CODE}    threshold_t = threshold;
+${keptMassCode('t')}    rt_m = m_t;
+    rt_mass = mass_t;
+  }
+  if (has_draft) {
+    const RowState& r = rd;
+${KEPT_THRESHOLD_CODE}    threshold_d = threshold;
+${keptMassCode('q')}    m_d = m_q;
+    mass_d = mass_q;
+  }
+  const float inv_t = 1.f / rt_mass, inv_d = 1.f / mass_d;
+  const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
+  const u32 position = (u32)positions[b], noise = has_draft ? ${SPECULATIVE_NOISE_RESIDUAL}u : ${SPECULATIVE_NOISE_BONUS}u;
+  float res_v = __int_as_float(0xff800000), tgt_v = __int_as_float(0xff800000);
+  int res_j = 0x7fffffff, tgt_j = 0x7fffffff;
+  for (int vi = tid; vi < VECS; vi += THREADS) {
+    float raw_t[VEC], raw_d[VEC];
+    load_floats<T, VEC>(rt.row + vi * VEC, raw_t, VEC);
+    if (has_draft) load_floats<T, VEC>(rd.row + vi * VEC, raw_d, VEC);
+    uint4 words = make_uint4(0u, 0u, 0u, 0u);
+    #pragma unroll
+    for (int e = 0; e < VEC; e++) {
+      const int j = vi * VEC + e;
+      if (j >= V) break;
+      if (e == 0 || (j & 3) == 0) words = philox4x32_10(make_uint4((u32)(j >> 2), position, noise, SPECULATIVE_DOMAIN), key);
+      const float z = z_at(rt, raw_t[e], j);
+      if (key_of(z) < threshold_t) continue;  // p_j = 0: in neither draw
+      const float u = ((float)(word_at(words, j & 3) >> 9) + 0.5f) * 1.1920928955078125e-07f;
+      const float g = -logf(-logf(u));
+      if (beats(z + g, j, tgt_v, tgt_j)) { tgt_v = z + g; tgt_j = j; }
+      if (has_draft) {
+        // Each probability rounded on its own (no FMA contraction of one product into the difference),
+        // so a draft row equal to the target's gives w = 0 exactly, as on the CPU: the fallback to p.
+        const float zq = z_at(rd, raw_d[e], j);
+        const float w = __fsub_rn(__fmul_rn(expf(z - rt_m), inv_t), key_of(zq) >= threshold_d ? __fmul_rn(expf(zq - m_d), inv_d) : 0.f);
+        if (w > 0.f && beats(logf(w) + g, j, res_v, res_j)) { res_v = logf(w) + g; res_j = j; }
+      }
+    }
+  }
+  block_best(tgt_v, tgt_j, red_v, red_j);
+  if (has_draft) block_best(res_v, res_j, red_v, red_j);
+  if (tid == 0) out[b] = has_draft && res_j != 0x7fffffff ? res_j : tgt_j;
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+export function speculativeSample(host: KernelHost, args: SpeculativeSampleArgs): void {
+  const c = new OpCheck('speculativeSample', 'cuda');
+  const { target, draft, params, seeds, positions, out, classes, R, Vp } = checkSpeculativeSample(c, args);
+  const p = {
+    target: devicePtr(c, 'target', target), draft: draft ? devicePtr(c, 'draft', draft) : 0n, params: devicePtr(c, 'params', params),
+    seeds: devicePtr(c, 'seeds', seeds), positions: devicePtr(c, 'positions', positions), out: devicePtr(c, 'out', out),
+  };
+  if (R === 0) return;
+  if (classes > MAX_CLASSES) c.fail(`a vocabulary of ${classes} classes is larger than the largest supported (${MAX_CLASSES})`);
+  const dtype = target.dtype as FloatDType, size = byteSize(dtype);
+  const vec = pickVectorWidth(16 / size, [{ ptr: p.target, elementBytes: size }, ...(draft ? [{ ptr: p.draft, elementBytes: size }] : [])], Vp);
+  const spec: SampleTokensSpec = { dtype, classes, vec, threads: sampleTokensThreads(classes), splits: 1 };
+  host.kernel(speculativeSampleKey(spec), () => speculativeSampleSource(spec)).launch(
+    { grid: R, block: spec.threads },
+    [arg.ptr(p.target), arg.ptr(p.draft), arg.i32(Vp), arg.ptr(p.params), arg.ptr(p.seeds), arg.ptr(p.positions), arg.ptr(p.out)],
+  );
+}
+
 export function tokenProbabilities(host: KernelHost, args: TokenProbabilitiesArgs): void {
   const c = new OpCheck('tokenProbabilities', 'cuda');
   const { logits, params, tokens, out, classes, R, Vp } = checkTokenProbabilities(c, args);
@@ -471,5 +589,8 @@ export function catalog(): KernelSource[] {
     tokenProbabilitiesSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: 1 }),
     tokenProbabilitiesSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024, splits: 1 }),
     tokenProbabilitiesSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: 1 }),
+    speculativeSampleSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: 1 }),
+    speculativeSampleSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024, splits: 1 }),
+    speculativeSampleSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: 1 }),
   ];
 }

@@ -103,6 +103,26 @@ test('tokenProbabilities: one block per row with sampleTokens\' threads, the who
   rejects(() => sampling.tokenProbabilities(host, args(1, 300000, 'bf16', 300000)), /^tokenProbabilities: a vocabulary of 300000 classes is larger/);
 });
 
+test('speculativeSample: one block per row, the draft optional (a null pointer: the bonus), sampleTokens\' kept-set code for each row it reads', () => {
+  const host = new RecordingHost();
+  const args = (R: number, Vp: number, dtype: 'bf16' | 'f32', classes: number, draft: boolean) => ({
+    target: deviceTensor([R, Vp], dtype), ...(draft ? { draft: deviceTensor([R, Vp], dtype) } : {}), classes, params: deviceTensor([R, 4], 'f32'),
+    seeds: deviceTensor([R, 2], 'i32'), positions: deviceTensor([R], 'i32'), out: deviceTensor([R], 'i32'),
+  });
+  sampling.speculativeSample(host, args(1, 50304, 'bf16', 50257, true));
+  sampling.speculativeSample(host, args(3, 1003, 'f32', 1003, false));
+  assert.deepEqual(host.launches.map((l) => l.key), ['speculative_sample.bf16.v50257.vec8.t1024', 'speculative_sample.f32.v1003.vec1.t256']);
+  assert.deepEqual(host.launches.map((l) => [l.config.grid, l.config.block]), [[1, 1024], [3, 256]]);
+  assert.notEqual(argValue(host.launches[0]!, 1, 'ptr'), 0n);
+  assert.equal(argValue(host.launches[1]!, 1, 'ptr'), 0n);
+  assert.equal(argValue(host.launches[0]!, 2, 'i32'), 50304);
+  assert.deepEqual([host.scratchRequests, host.counterRequests], [[], []]);
+  assert.ok(host.launches.every((l) => l.gridDependencyWait && l.source.split('const float target = top_p * total;').length === 3));
+  rejects(() => sampling.speculativeSample(host, { ...args(2, 64, 'bf16', 64, false), draft: deviceTensor([2, 64], 'f16') }), /^speculativeSample: 'draft'/);
+  rejects(() => sampling.speculativeSample(host, { ...args(2, 64, 'bf16', 64, true), positions: deviceTensor([2], 'f32') }), /^speculativeSample: 'positions'/);
+  rejects(() => sampling.speculativeSample(host, args(1, 300000, 'bf16', 300000, true)), /^speculativeSample: a vocabulary of 300000 classes is larger/);
+});
+
 test('qkvRopeAppend: a block of d/2 threads per (row, head); copies per kv head or per query head', () => {
   const host = new RecordingHost();
   const base = (L: number, heads: number) => ({
