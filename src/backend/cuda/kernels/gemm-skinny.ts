@@ -48,6 +48,7 @@ export const SKINNY_MIN_ROWS = 5;
 export const SKINNY_MAX_ROWS = 64;
 /** k of one pipeline chunk (a 128-byte row of 16-bit elements). */
 export const SKINNY_CHUNK_K = 64;
+/** Warps of a block unless the spec says otherwise. */
 export const SKINNY_WARPS = 4;
 export const SKINNY_EPILOGUES: readonly GemmEpilogue[] = GEMV_EPILOGUES;
 /** Chunks a split takes at least, so its pipeline has something to overlap. */
@@ -71,13 +72,20 @@ export interface SkinnyGemmSpec {
   readonly stages: number;
   /** Splits of K, the blocks of a cluster (1 = unsplit, no cluster; ≤ SKINNY_MAX_SPLITS). */
   readonly splits: number;
+  /** Warps of a block, 4 or 8 (default SKINNY_WARPS): BN = warps·16·featureTiles features. */
+  readonly warps?: 4 | 8;
   readonly epilogue: GemmEpilogue;
   readonly gate?: { readonly activation: Activation; readonly bias: boolean };
 }
 
 export function skinnyGemmKey(s: SkinnyGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  return `gemm_skinny.${s.dtype}.nt${s.rowTiles}.ft${s.featureTiles}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`;
+  return `gemm_skinny.${s.dtype}.nt${s.rowTiles}.ft${s.featureTiles}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}${warpsOf(s) !== SKINNY_WARPS ? `.w${warpsOf(s)}` : ''}.${tail}`;
+}
+
+/** The spec's warps a block. */
+export function warpsOf(spec: Pick<SkinnyGemmSpec, 'warps'>): number {
+  return spec.warps ?? SKINNY_WARPS;
 }
 
 export interface SkinnyGemmPlan {
@@ -90,7 +98,7 @@ export interface SkinnyGemmPlan {
 
 /** Weight rows of a block's tile: BN, gated 2·BN. */
 function weightRows(spec: SkinnyGemmSpec): number {
-  return (spec.gate ? 2 : 1) * SKINNY_WARPS * 16 * spec.featureTiles;
+  return (spec.gate ? 2 : 1) * warpsOf(spec) * 16 * spec.featureTiles;
 }
 
 /** Bytes of one pipeline stage: the chunk's weight rows and x rows, 128 bytes each. */
@@ -128,7 +136,8 @@ export function skinnyGemmSource(spec: SkinnyGemmSpec): KernelSource {
   const name = kernelIdentifier(skinnyGemmKey(spec));
   const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles;
   if (NT < 2 || NT > 8 || NT % 2 !== 0) throw new RangeError(`skinnyGemmSource: row tiles must be 2, 4, 6 or 8, got ${NT}`);
-  const WROWS = weightRows(spec), BN = SKINNY_WARPS * 16 * FT, S = spec.splits;
+  const WROWS = weightRows(spec), BN = warpsOf(spec) * 16 * FT, S = spec.splits;
+  if (spec.warps !== undefined && spec.warps !== 4 && spec.warps !== 8) throw new RangeError(`skinnyGemmSource: warps must be 4 or 8, got ${spec.warps}`);
   if (!Number.isInteger(S) || S < 1 || S > SKINNY_MAX_SPLITS) throw new RangeError(`skinnyGemmSource: splits must be 1..${SKINNY_MAX_SPLITS}, got ${S}`);
   // Output of C fragment value v at feature n, row m (gated: gate tile i's value and up tile FT + i's).
   const write = gate
@@ -172,7 +181,7 @@ export function skinnyGemmSource(spec: SkinnyGemmSpec): KernelSource {
 ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
 ${CLUSTER_LIB}
-${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, STAGES: spec.stages, STAGE_BYTES: skinnyStageBytes(spec), CHUNK: SKINNY_CHUNK_K, THREADS: SKINNY_WARPS * 32, GATED: gate !== undefined, SPLITS: S, PITCH: WROWS + COMBINE_PAD })}
+${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, STAGES: spec.stages, STAGE_BYTES: skinnyStageBytes(spec), CHUNK: SKINNY_CHUNK_K, THREADS: warpsOf(spec) * 32, GATED: gate !== undefined, SPLITS: S, PITCH: WROWS + COMBINE_PAD })}
 
 ${gemvOutputCode(spec.epilogue, gate)}
 // Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
@@ -287,11 +296,39 @@ export function skinnyGatedApplies(g: CheckedGatedLinear): boolean {
     && aligned(ptr(g.x)) && aligned(ptr(g.weight)) && aligned(ptr(g.out));
 }
 
-interface SkinnyLaunch { x: bigint; w: bigint; bias: bigint; out: bigint; M: number; N: number; K: number }
+/** Shared memory a block may take on sm_90 (227 KiB of dynamic shared memory). */
+const MAX_SHARED_BYTES = 227 * 1024;
 
-function launch(host: KernelHost, plan: SkinnyGemmPlan, a: SkinnyLaunch): void {
+/**
+ * Every plan the kernel takes for M rows, N outputs (gated: N = F), K inputs — 4 or 8 warps, 1 or 2
+ * feature tiles a warp, 4, 6 or 8 stages within the shared memory, 1–8 splits each of at least two chunks —
+ * for bench/skinny-sweep.ts to time against the planner's pick and cuBLASLt.
+ */
+export function skinnyGemmSpace(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: SkinnyGemmSpec['gate']): SkinnyGemmPlan[] {
+  const rowTiles = 2 * Math.ceil(M / 16), chunks = Math.ceil(K / SKINNY_CHUNK_K), out: SkinnyGemmPlan[] = [];
+  for (const warps of [4, 8] as const) {
+    for (const featureTiles of [1, 2]) {
+      for (const stages of [4, 6, 8]) {
+        for (const splits of [1, 2, 4, 8]) {
+          if (splits > 1 && chunks / splits < 2) continue;
+          const spec: SkinnyGemmSpec = { dtype, rowTiles, featureTiles, stages, splits, epilogue, ...(gate ? { gate } : {}), ...(warps !== SKINNY_WARPS ? { warps } : {}) };
+          if (skinnySharedBytes(spec) > MAX_SHARED_BYTES) continue;
+          const blockFeatures = warps * 16 * featureTiles;
+          out.push({ spec, grid: [Math.ceil(N / blockFeatures), splits], blockFeatures });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** A skinny GEMM's operands: device pointers (bias 0n when absent) and sizes (gated: N = F). */
+export interface SkinnyLaunch { x: bigint; w: bigint; bias: bigint; out: bigint; M: number; N: number; K: number }
+
+/** Launches `plan` (the planner's, or one of skinnyGemmSpace's: the sweep). */
+export function launchSkinnyPlan(host: KernelHost, plan: SkinnyGemmPlan, a: SkinnyLaunch): void {
   host.kernel(skinnyGemmKey(plan.spec), () => skinnyGemmSource(plan.spec)).launch(
-    { grid: [...plan.grid], block: SKINNY_WARPS * 32, sharedBytes: skinnySharedBytes(plan.spec) },
+    { grid: [...plan.grid], block: warpsOf(plan.spec) * 32, sharedBytes: skinnySharedBytes(plan.spec) },
     [arg.ptr(a.x), arg.ptr(a.w), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K)],
   );
 }
@@ -300,14 +337,14 @@ function launch(host: KernelHost, plan: SkinnyGemmPlan, a: SkinnyLaunch): void {
 export function launchSkinnyGemm(host: KernelHost, g: CheckedGemm): void {
   const p = g.problem;
   const plan = planSkinnyGemm(p.dtype as 'bf16' | 'f16', p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
-  launch(host, plan, { x: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N, K: p.K });
+  launchSkinnyPlan(host, plan, { x: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N, K: p.K });
 }
 
 /** Launches the gated kernel for a gatedLinear skinnyGatedApplies() accepted (the scratch `up` is not written). */
 export function launchSkinnyGated(host: KernelHost, g: CheckedGatedLinear): void {
   const ptr = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
   const plan = planSkinnyGemm(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', { activation: g.activation, bias: g.bias !== undefined }, host.multiProcessorCount);
-  launch(host, plan, { x: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F, K: g.K });
+  launchSkinnyPlan(host, plan, { x: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F, K: g.K });
 }
 
 /** Representative plans for the nvcc compile check (132 SMs): Llama 1.2B at batch 32, GPT-2 fc, odd rows, the gated MLP. */
@@ -320,5 +357,11 @@ export function catalog(): KernelSource[] {
     ['f16', 40, 768, 3072, 'none', { activation: 'gelu_tanh', bias: true }],
     ['bf16', 5, 2048, 2048, 'relu_bias', undefined],
   ];
-  return plans.map(([dtype, M, N, K, epilogue, gate]) => skinnyGemmSource(planSkinnyGemm(dtype, M, N, K, epilogue, gate, 132).spec));
+  return [
+    ...plans.map(([dtype, M, N, K, epilogue, gate]) => skinnyGemmSource(planSkinnyGemm(dtype, M, N, K, epilogue, gate, 132).spec)),
+    // 8 warps a block, deep pipelines (the sweep's): split and gated, unsplit with 8 stages.
+    skinnyGemmSource({ dtype: 'bf16', rowTiles: 4, featureTiles: 2, stages: 4, splits: 4, epilogue: 'none', warps: 8 }),
+    skinnyGemmSource({ dtype: 'bf16', rowTiles: 4, featureTiles: 1, stages: 6, splits: 2, epilogue: 'none', gate: { activation: 'silu', bias: false }, warps: 8 }),
+    skinnyGemmSource({ dtype: 'bf16', rowTiles: 4, featureTiles: 1, stages: 8, splits: 1, epilogue: 'none' }),
+  ];
 }

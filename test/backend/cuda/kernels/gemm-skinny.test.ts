@@ -102,3 +102,20 @@ test('launchSkinnyGemm: stages (or the split combine\'s sums) in dynamic shared 
   assert.equal(argValue(g, 5, 'i32'), 8192);
   assert.equal(skinny.skinnyGatedApplies({ ...gated, rows: 4 }), false, 'four rows are the gated GEMV\'s');
 });
+
+test('skinnyGemmSpace: every plan fits the shared memory, covers N with its grid and launches 32·warps threads; 8-warp plans say so in their key', () => {
+  const sk = skinny;
+  for (const gate of [undefined, { activation: 'silu' as const, bias: false }]) {
+    const space = sk.skinnyGemmSpace('bf16', 32, 8192, 2048, 'none', gate);
+    assert.ok(space.length >= 24, `${space.length} plans`);
+    assert.equal(new Set(space.map((p) => sk.skinnyGemmKey(p.spec))).size, space.length, 'distinct keys');
+    for (const p of space) {
+      assert.ok(sk.skinnySharedBytes(p.spec) <= 227 * 1024);
+      assert.ok(p.grid[0] * p.blockFeatures >= 8192 && (p.grid[0] - 1) * p.blockFeatures < 8192);
+      assert.equal(p.blockFeatures, sk.warpsOf(p.spec) * 16 * p.spec.featureTiles);
+      assert.equal(sk.skinnyGemmKey(p.spec).includes('.w8'), sk.warpsOf(p.spec) === 8);
+    }
+    assert.ok(space.some((p) => sk.warpsOf(p.spec) === 8) && space.some((p) => p.spec.splits === 8));
+  }
+  assert.throws(() => sk.skinnyGemmSource({ dtype: 'bf16', rowTiles: 4, featureTiles: 1, stages: 4, splits: 1, epilogue: 'none', warps: 6 as 4 }), /warps must be 4 or 8/);
+});

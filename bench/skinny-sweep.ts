@@ -1,0 +1,111 @@
+// `node dist/bench/skinny-sweep.js`: every launch plan of the skinny GEMM (kernels/gemm-skinny.ts: warps
+// a block, feature tiles a warp, pipeline stages, K splits) timed on its own at Llama 1.2B's decode
+// products for a batch of sequences, beside the planner's pick and the backend's default path for the
+// same product (cuBLASLt, or the mma GEMV where it takes the rows; gated: cuBLASLt + gatedActivation).
+// The batch-32 decode target needs these products near HBM bandwidth: in session 11 the skinny GEMM's
+// planned shape (4 warps, ≤ 48 KiB of weights in flight a block) streamed at 29–54% of copy and
+// cuBLASLt at 35–60%; this says which shape, if any, does better, product by product.
+// Method (bench/gemv-sweep.ts's): the weights rotate over enough sets to exceed the L2 cache, CALLS
+// launches are one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = weight
+// bytes ÷ time, against the copy bandwidth measured in the same run.
+//
+//   node dist/bench/skinny-sweep.js [--rows 32] [--json bench/results/skinny-sweep.json]
+// (a few minutes on an H200, most of it compiling each plan once)
+
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { SkinnyGemmPlan } from '../src/backend/cuda/kernels/gemm-skinny.js';
+import { probeCuda } from '../src/cuda/probe.js';
+import type { Tensor } from '../src/tensor.js';
+import { Rng } from '../src/testing/random.js';
+import { copyBandwidth, randomTensor, timeGraph } from './device-timing.js';
+
+const CALLS = 20;
+const REPEATS = 9;
+const L2_BYTES = 60 << 20;
+
+/** Llama 1.2B's decode products: [weight rows, K]; the MLP's gate/up gated (2F rows, F outputs). */
+const SHAPES = [
+  { name: 'QKV', N: 3072, K: 2048, gated: false },
+  { name: 'out', N: 2048, K: 2048, gated: false },
+  { name: 'gate/up (gated)', N: 2 * 8192, K: 2048, gated: true },
+  { name: 'down', N: 2048, K: 8192, gated: false },
+];
+
+interface Row { shape: string; M: number; kernel: string; spec: string; planned: boolean; us: number; gbps: number; percentOfCopy: number }
+
+const ptr = (t: Tensor) => (t as unknown as { ptr: bigint }).ptr;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' } } });
+  const probe = probeCuda();
+  if (!probe.available) {
+    process.stdout.write(`bench/skinny-sweep: skipped, no usable CUDA GPU (${probe.reason})\n`);
+    return;
+  }
+  const { CudaBackend } = await import('../src/backend/cuda/index.js');
+  const sk = await import('../src/backend/cuda/kernels/gemm-skinny.js');
+  const rowsList = values.rows!.split(',').map(Number);
+  if (rowsList.some((m) => !Number.isInteger(m) || m < sk.SKINNY_MIN_ROWS || m > sk.SKINNY_MAX_ROWS)) {
+    throw new Error(`--rows: integers ${sk.SKINNY_MIN_ROWS}..${sk.SKINNY_MAX_ROWS}, got '${values.rows}'`);
+  }
+  const b = CudaBackend.create();
+  const host = b.runtime, sms = host.multiProcessorCount;
+  const rng = new Rng(20261202);
+  const copyGBps = copyBandwidth(b, REPEATS);
+  process.stdout.write(`${b.description}: copy ${copyGBps.toFixed(0)} GB/s\n`);
+  const rows: Row[] = [];
+  const record = (shape: string, M: number, kernel: string, spec: string, planned: boolean, ms: number, bytes: number) => {
+    const gbps = bytes / (ms / 1e3) / 1e9;
+    rows.push({ shape, M, kernel, spec, planned, us: ms * 1e3, gbps, percentOfCopy: (100 * gbps) / copyGBps });
+  };
+
+  for (const { name, N, K, gated } of SHAPES) {
+    const width = gated ? N / 2 : N, bytes = N * K * 2;
+    for (const M of rowsList) {
+      const sets = Math.max(2, Math.min(16, Math.ceil((2 * L2_BYTES) / bytes)));
+      const made: Tensor[] = [];
+      const keep = (t: Tensor) => { made.push(t); return t; };
+      const operands = Array.from({ length: sets }, () => ({
+        w: keep(randomTensor(b, rng, [N, K], 'bf16', 0.02)), x: keep(randomTensor(b, rng, [M, K], 'bf16')),
+        out: keep(b.empty([M, width], 'bf16')), up: keep(b.empty([M, N], 'bf16')),
+      }));
+      const gate = gated ? { activation: 'silu' as const, bias: false } : undefined;
+      // The backend's own path for the product (skinny off, its default).
+      const defaultMs = timeGraph(b, operands.map((o) => () => (gated
+        ? b.gatedLinear({ x: o.x, weight: o.w, up: o.up, out: o.out, activation: 'silu' })
+        : b.gemm({ a: o.x, b: o.w, out: o.out, transB: true }))), CALLS, REPEATS);
+      record(name, M, 'default path', gated ? 'gatedLinear (cuBLASLt + gatedActivation)' : 'gemm', false, defaultMs, bytes);
+      const planned = sk.planSkinnyGemm('bf16', M, width, K, 'none', gate, sms);
+      for (const plan of sk.skinnyGemmSpace('bf16', M, width, K, 'none', gate)) {
+        const key = sk.skinnyGemmKey(plan.spec);
+        const ms = timeGraph(b, operands.map((o) => () => sk.launchSkinnyPlan(host, plan as SkinnyGemmPlan, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
+        record(name, M, 'skinny', `${key} grid ${plan.grid.join('×')}`, key === sk.skinnyGemmKey(planned.spec), ms, bytes);
+      }
+      for (const t of made) b.free(t);
+    }
+  }
+
+  // Per (shape, M): the default path, the planner's pick and the five fastest plans.
+  const lines = ['| shape | M | default µs | % of copy | planned µs | % of copy | best µs | % of copy | best plan | next best |', '|---|---:|---:|---:|---:|---:|---:|---:|---|---|'];
+  for (const { name } of SHAPES) {
+    for (const M of rowsList) {
+      const g = rows.filter((r) => r.shape === name && r.M === M);
+      const def = g.find((r) => r.kernel === 'default path')!, planned = g.find((r) => r.planned);
+      const ranked = g.filter((r) => r.kernel === 'skinny').sort((x, y) => x.us - y.us);
+      const best = ranked[0]!;
+      const pct = (r: Row | undefined) => (r ? `${r.us.toFixed(2)} | ${r.percentOfCopy.toFixed(0)}%` : '— | —');
+      lines.push(`| ${name} | ${M} | ${pct(def)} | ${pct(planned)} | ${pct(best)} | ${best.spec} | ${ranked.slice(1, 5).map((r) => `${r.spec} ${r.us.toFixed(2)}`).join('; ')} |`);
+    }
+  }
+  process.stdout.write(`\n${lines.join('\n')}\n`);
+  if (values.json) {
+    writeFileSync(values.json, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows }, null, 2)}\n`);
+    process.stdout.write(`wrote ${values.json}\n`);
+  }
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
+  process.exit(1);
+});
