@@ -11,7 +11,6 @@
 //   node dist/bench/gemv-sweep.js [--rows 1,32] [--json bench/results/gemv-sweep.json]
 // (about 2–4 minutes on an H200, most of it compiling each plan once; cached on disk after that)
 
-import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Int4MmaGemvSpec } from '../src/backend/cuda/kernels/gemv-int4-mma.js';
 import type { Int8GemvSpec } from '../src/backend/cuda/kernels/gemv-int8.js';
@@ -19,25 +18,17 @@ import { probeCuda } from '../src/cuda/probe.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
 import { copyBandwidth, randomTensor, timeGraph } from './device-timing.js';
+import { devicePointer, finishSweep, LLAMA_DECODE_PRODUCTS, runSweep, sweepRecorder } from './sweep-lib.js';
+import type { SweepRow } from './sweep-lib.js';
 
 const CALLS = 20;
 const REPEATS = 9;
 const L2_BYTES = 60 << 20;
 const GROUP = 128;
 
-/** Llama 1.2B's decode products: [weight rows, K], gated for the MLP's gate/up (2F rows, F outputs). */
-const SHAPES = [
-  { name: 'QKV', N: 3072, K: 2048, gated: false },
-  { name: 'out', N: 2048, K: 2048, gated: false },
-  { name: 'gate/up (gated)', N: 2 * 8192, K: 2048, gated: true },
-  { name: 'down', N: 2048, K: 8192, gated: false },
-  { name: 'LM head', N: 128256, K: 2048, gated: false },
-];
+const SHAPES = LLAMA_DECODE_PRODUCTS;
 
-interface Row { kernel: string; shape: string; M: number; spec: string; planned: boolean; us: number; gbps: number; percentOfCopy: number }
-
-
-const ptr = (t: Tensor) => (t as unknown as { ptr: bigint }).ptr;
+const ptr = devicePointer;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' } } });
@@ -56,11 +47,7 @@ async function main(): Promise<void> {
   const rng = new Rng(20261201);
   const copyGBps = copyBandwidth(b, REPEATS);
   process.stdout.write(`${b.description}: copy ${copyGBps.toFixed(0)} GB/s\n`);
-  const rows: Row[] = [];
-  const record = (kernel: string, shape: string, M: number, spec: string, planned: boolean, ms: number, bytes: number) => {
-    const gbps = bytes / (ms / 1e3) / 1e9;
-    rows.push({ kernel, shape, M, spec, planned, us: ms * 1e3, gbps, percentOfCopy: (100 * gbps) / copyGBps });
-  };
+  const { rows, record } = sweepRecorder(copyGBps);
 
   for (const { name, N, K, gated } of SHAPES) {
     const width = gated ? N / 2 : N;
@@ -114,7 +101,7 @@ async function main(): Promise<void> {
 
   // Per (kernel, shape, M): the planner's pick beside the fastest plan.
   const lines = ['| kernel | shape | M | planned µs | % of copy | best µs | % of copy | best plan |', '|---|---|---:|---:|---:|---:|---:|---|'];
-  const groups = new Map<string, Row[]>();
+  const groups = new Map<string, SweepRow[]>();
   for (const r of rows) {
     const k = `${r.kernel}|${r.shape}|${r.M}`;
     if (!groups.has(k)) groups.set(k, []);
@@ -124,14 +111,7 @@ async function main(): Promise<void> {
     const planned = g.find((r) => r.planned)!, best = g.reduce((x, y) => (y.us < x.us ? y : x));
     lines.push(`| ${planned.kernel} | ${planned.shape} | ${planned.M} | ${planned.us.toFixed(2)} | ${planned.percentOfCopy.toFixed(0)}% | ${best.us.toFixed(2)} | ${best.percentOfCopy.toFixed(0)}% | ${best.spec} |`);
   }
-  process.stdout.write(`\n${lines.join('\n')}\n`);
-  if (values.json) {
-    writeFileSync(values.json, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows }, null, 2)}\n`);
-    process.stdout.write(`wrote ${values.json}\n`);
-  }
+  finishSweep(lines, values.json, { device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows });
 }
 
-main().catch((e: unknown) => {
-  process.stderr.write(`${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
-  process.exit(1);
-});
+runSweep(main);

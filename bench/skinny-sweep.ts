@@ -12,29 +12,23 @@
 //   node dist/bench/skinny-sweep.js [--rows 32] [--json bench/results/skinny-sweep.json]
 // (a few minutes on an H200, most of it compiling each plan once)
 
-import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { SkinnyGemmPlan } from '../src/backend/cuda/kernels/gemm-skinny.js';
 import { probeCuda } from '../src/cuda/probe.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
 import { copyBandwidth, randomTensor, timeGraph } from './device-timing.js';
+import { devicePointer, finishSweep, LLAMA_DECODE_PRODUCTS, runSweep, sweepRecorder } from './sweep-lib.js';
+import type { SweepRow } from './sweep-lib.js';
 
 const CALLS = 20;
 const REPEATS = 9;
 const L2_BYTES = 60 << 20;
 
-/** Llama 1.2B's decode products: [weight rows, K]; the MLP's gate/up gated (2F rows, F outputs). */
-const SHAPES = [
-  { name: 'QKV', N: 3072, K: 2048, gated: false },
-  { name: 'out', N: 2048, K: 2048, gated: false },
-  { name: 'gate/up (gated)', N: 2 * 8192, K: 2048, gated: true },
-  { name: 'down', N: 2048, K: 8192, gated: false },
-];
+/** The batched products (the LM head is cuBLASLt's at every batch). */
+const SHAPES = LLAMA_DECODE_PRODUCTS.filter((s) => s.name !== 'LM head');
 
-interface Row { shape: string; M: number; kernel: string; spec: string; planned: boolean; us: number; gbps: number; percentOfCopy: number }
-
-const ptr = (t: Tensor) => (t as unknown as { ptr: bigint }).ptr;
+const ptr = devicePointer;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' } } });
@@ -54,11 +48,7 @@ async function main(): Promise<void> {
   const rng = new Rng(20261202);
   const copyGBps = copyBandwidth(b, REPEATS);
   process.stdout.write(`${b.description}: copy ${copyGBps.toFixed(0)} GB/s\n`);
-  const rows: Row[] = [];
-  const record = (shape: string, M: number, kernel: string, spec: string, planned: boolean, ms: number, bytes: number) => {
-    const gbps = bytes / (ms / 1e3) / 1e9;
-    rows.push({ shape, M, kernel, spec, planned, us: ms * 1e3, gbps, percentOfCopy: (100 * gbps) / copyGBps });
-  };
+  const { rows, record } = sweepRecorder(copyGBps);
 
   for (const { name, N, K, gated } of SHAPES) {
     const width = gated ? N / 2 : N, bytes = N * K * 2;
@@ -75,12 +65,12 @@ async function main(): Promise<void> {
       const defaultMs = timeGraph(b, operands.map((o) => () => (gated
         ? b.gatedLinear({ x: o.x, weight: o.w, up: o.up, out: o.out, activation: 'silu' })
         : b.gemm({ a: o.x, b: o.w, out: o.out, transB: true }))), CALLS, REPEATS);
-      record(name, M, 'default path', gated ? 'gatedLinear (cuBLASLt + gatedActivation)' : 'gemm', false, defaultMs, bytes);
+      record('default path', name, M, gated ? 'gatedLinear (cuBLASLt + gatedActivation)' : 'gemm', false, defaultMs, bytes);
       const planned = sk.planSkinnyGemm('bf16', M, width, K, 'none', gate, sms);
       for (const plan of sk.skinnyGemmSpace('bf16', M, width, K, 'none', gate)) {
         const key = sk.skinnyGemmKey(plan.spec);
         const ms = timeGraph(b, operands.map((o) => () => sk.launchSkinnyPlan(host, plan as SkinnyGemmPlan, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
-        record(name, M, 'skinny', `${key} grid ${plan.grid.join('×')}`, key === sk.skinnyGemmKey(planned.spec), ms, bytes);
+        record('skinny', name, M, `${key} grid ${plan.grid.join('×')}`, key === sk.skinnyGemmKey(planned.spec), ms, bytes);
       }
       for (const t of made) b.free(t);
     }
@@ -94,18 +84,11 @@ async function main(): Promise<void> {
       const def = g.find((r) => r.kernel === 'default path')!, planned = g.find((r) => r.planned);
       const ranked = g.filter((r) => r.kernel === 'skinny').sort((x, y) => x.us - y.us);
       const best = ranked[0]!;
-      const pct = (r: Row | undefined) => (r ? `${r.us.toFixed(2)} | ${r.percentOfCopy.toFixed(0)}%` : '— | —');
+      const pct = (r: SweepRow | undefined) => (r ? `${r.us.toFixed(2)} | ${r.percentOfCopy.toFixed(0)}%` : '— | —');
       lines.push(`| ${name} | ${M} | ${pct(def)} | ${pct(planned)} | ${pct(best)} | ${best.spec} | ${ranked.slice(1, 5).map((r) => `${r.spec} ${r.us.toFixed(2)}`).join('; ')} |`);
     }
   }
-  process.stdout.write(`\n${lines.join('\n')}\n`);
-  if (values.json) {
-    writeFileSync(values.json, `${JSON.stringify({ date: new Date().toISOString().slice(0, 10), device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows }, null, 2)}\n`);
-    process.stdout.write(`wrote ${values.json}\n`);
-  }
+  finishSweep(lines, values.json, { device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows });
 }
 
-main().catch((e: unknown) => {
-  process.stderr.write(`${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
-  process.exit(1);
-});
+runSweep(main);
