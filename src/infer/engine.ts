@@ -28,6 +28,7 @@ import type { RowViews } from './forward.js';
 import { KvCache } from './kv-cache.js';
 import type { DecoderModel } from './model.js';
 import type { ResolvedSampling } from './sampling.js';
+import { GreedyPicker } from './greedy-picks.js';
 import { samplingParamsRow, seedWords } from './sampling.js';
 
 export interface EngineOptions {
@@ -125,6 +126,7 @@ export class DecodeEngine {
   private rows: HostRow[] = [];
   private stop = new Set<number>();
   private bucket = 0;
+  private picker?: GreedyPicker;
   /** extendScored's eager copy of its rows' logits (scoredLogitsBuffer), made on first use. */
   private scoredLogits?: Tensor;
   private readonly scoring = new Map<number, ScoreBuffers>();
@@ -417,21 +419,16 @@ export class DecodeEngine {
       const picks = this.backend.download(v.history) as Int32Array;
       return Array.from({ length: lastRows }, (_, i) => picks[2 * (m - lastRows + i) + 1]!);
     }
-    return this.extendRun(row, start, tokens, lastRows, (logits, temp) => {
-      const b = this.backend, n = lastRows;
-      const tensor = (shape: number[], dtype: 'f32' | 'i32', values: Float32Array | Int32Array) => { const t = temp(shape, dtype); b.upload(t, values); return t; };
-      // Greedy rows: (T = 0, top-k 0, top-p 1, ρ = 1); each row reads position 0 and writes its pick to history[r, 1].
-      const params = new Float32Array(4 * n);
-      for (let r = 0; r < n; r++) params.set([0, 0, 1, 1], 4 * r);
-      const history = tensor([n, 2], 'i32', new Int32Array(2 * n));
-      b.sampleTokens({
-        logits, classes: this.model.vocabSize, params: tensor([n, 4], 'f32', params), seeds: tensor([n, 2], 'i32', new Int32Array(2 * n)),
-        positions: tensor([n], 'i32', new Int32Array(n)), history, tokens: tensor([n], 'i32', new Int32Array(n)), finished: tensor([n], 'i32', new Int32Array(n)),
-        limits: tensor([n], 'i32', new Int32Array(n).fill(2)), stopIds: tensor([MAX_STOP_IDS], 'i32', new Int32Array(MAX_STOP_IDS).fill(-1)),
-      });
-      const picks = b.download(history) as Int32Array;
-      return Array.from({ length: n }, (_, r) => picks[2 * r + 1]!);
-    });
+    return this.extendRun(row, start, tokens, lastRows, (logits) => this.greedyPicker(lastRows).pick(logits));
+  }
+
+  /** The eager extendGreedy's picker (greedy-picks.ts), grown when a pass has more rows. */
+  private greedyPicker(n: number): GreedyPicker {
+    if (!this.picker || this.picker.capacity < n) {
+      this.picker?.free();
+      this.picker = new GreedyPicker(this.backend, Math.max(n, 16), this.model.vocabSize);
+    }
+    return this.picker;
   }
 
   /**
@@ -657,6 +654,7 @@ export class DecodeEngine {
     for (const t of [...Object.values(this.state), ...Object.values(this.prefillIo)]) b.free(t);
     if (this.partials) b.free(this.partials);
     if (this.scoredLogits) b.free(this.scoredLogits);
+    this.picker?.free();
     for (const io of this.scoring.values()) for (const t of [io.params, io.picks, io.out]) b.free(t);
     this.scoring.clear();
     this.cache.free();

@@ -56,7 +56,8 @@
 //           yields x_{j+1} from its logits (greedy: the argmax; sampled: a draw from q_{j+1}); pass 0 also
 //           carries the mirror of the step's other items;
 //   target  one pass in which the item is a segment of the K + 1 positions p..p+K (tokens t_p, x_1..x_K);
-//   accept  speculative-accept.ts on the host (exact rule, or greedy: the target's argmax per row), giving
+//   accept  speculative-accept.ts on the host (exact rule, or greedy: the target's argmax per row — picked
+//           on the device by greedy-picks.ts, as the greedy draft tokens are, so no rows come back), giving
 //           n accepted tokens and one more; n + 1 positions are kept (numComputed += n + 1), the rest of
 //           both pools' writes are stale and rewritten before anything reads them; the blocks they took
 //           stay with the request for its next round.
@@ -68,6 +69,7 @@
 import { freemem } from 'node:os';
 import type { Backend, Graph } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
+import { GreedyPicker } from '../infer/greedy-picks.js';
 import type { DecoderModel } from '../infer/model.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
 import { samplingParamsRow, seedWords } from '../infer/sampling.js';
@@ -233,6 +235,8 @@ export class ServingEngine {
   private readonly tableMirror: Int32Array;
   private readonly target: PagedForward;
   private readonly draft?: PagedForward;
+  /** Greedy speculative rounds' picks on the device (drafting and verification), with a draft. */
+  private readonly picker?: GreedyPicker;
   private readonly speculation?: { readonly initial: number; readonly adaptive: boolean };
   /**
    * Whether GEMMs may autotune inside this engine's steps (Backend.setGemmTuning). Off: a step never
@@ -318,7 +322,10 @@ export class ServingEngine {
     if (spec) {
       try {
         this.draft = new PagedForward(spec.draft, { ...common, maxLogitRows: N });
+        // Greedy drafts and verifications: the target's logit rows at most (the draft's N are fewer).
+        this.picker = new GreedyPicker(b, Math.max(N, Math.min(T, N * (1 + this.maxDraftTokens))), model.vocabSize);
       } catch (e) {
+        this.draft?.free();
         this.target.free();
         freeAll();
         throw e;
@@ -449,6 +456,7 @@ export class ServingEngine {
     for (const s of this.stepGraphs.values()) s.graph?.dispose();
     this.target.free();
     this.draft?.free();
+    this.picker?.free();
   }
 
   // --- internals ------------------------------------------------------------------------------------
@@ -549,9 +557,14 @@ export class ServingEngine {
       this.sampleRows(b.view(logits, 0, [n, Vp]), n);
       picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     }
-    const wantLogprobs = plain.some(({ it }) => (liveOf(it).request.logprobs ?? 0) > 0);
-    const all = rounds.length > 0 || wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
+    const wantLogprobs = [...plain, ...rounds].some(({ it }) => (liveOf(it).request.logprobs ?? 0) > 0);
+    // Greedy rounds are verified by the device's picks (rounds' rows only: n ints a row, not V floats);
+    // sampled ones and log-probabilities read the rows.
+    const sampledRound = rounds.some(({ it }) => liveOf(it).request.sampling.temperature > 0);
+    const all = sampledRound || wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
+    const greedyPicks = rounds.length > 0 && !all ? this.picker!.pick(b.view(logits, n * Vp, [rows.length - n, Vp])) : undefined;
     const rowLogits = (i: number) => all!.subarray(i * Vp, i * Vp + V);
+    const pickAt = (i: number) => (greedyPicks ? greedyPicks[i - n]! : greedyToken(rowLogits(i), IDLE_SAMPLING, []));
     const event = (live: Live, token: number, row: number): TokenEvent => {
       const k = live.request.logprobs ?? 0;
       return k === 0 ? { token } : { token, ...logprobsOf(rowLogits(row), token, k) };
@@ -561,7 +574,7 @@ export class ServingEngine {
     for (const { it } of rounds) {
       const live = liveOf(it), proposal = proposals.get(it)!, K = it.draft!, sampling = live.request.sampling, first = base;
       const verdict = sampling.temperature === 0
-        ? verifyGreedy(proposal.tokens, Array.from({ length: K + 1 }, (_, j) => greedyToken(rowLogits(first + j), sampling, [])))
+        ? verifyGreedy(proposal.tokens, Array.from({ length: K + 1 }, (_, j) => pickAt(first + j)))
         : verifySampled(proposal.tokens, proposal.q, (j) => samplingDistribution(rowLogits(first + j), sampling, []), sampling.seed, it.start + 1);
       const kept = proposal.tokens.slice(0, verdict.accepted);
       outcomes.push({ live, events: [...kept, verdict.next].map((token, j) => event(live, token, first + j)), accepted: kept });
@@ -776,13 +789,18 @@ export class ServingEngine {
       draft.run(layout.rows);
       const proposing = entries.flatMap((e, i) => (e.it.draft && j < e.it.draft ? [{ it: e.it, row: layout.lastRow[i]! }] : []));
       if (proposing.length === 0) continue;
-      const all = this.backend.download(draft.logits(proposing.map((p) => p.row))) as Float32Array;
+      const logits = draft.logits(proposing.map((p) => p.row));
+      // Greedy proposals are the device's picks; rows are read only when some proposal is sampled.
+      const sampledHere = proposing.some(({ it }) => this.bySched.get(it.request)!.request.sampling.temperature > 0);
+      const all = sampledHere ? (this.backend.download(logits) as Float32Array) : undefined;
+      const picks = sampledHere ? undefined : this.picker!.pick(logits);
       proposing.forEach(({ it }, i) => {
-        const z = all.subarray(i * Vp, i * Vp + V), sampling = this.bySched.get(it.request)!.request.sampling, proposal = proposals.get(it)!;
+        const sampling = this.bySched.get(it.request)!.request.sampling, proposal = proposals.get(it)!;
+        const z = () => all!.subarray(i * Vp, i * Vp + V);
         if (sampling.temperature === 0) {
-          proposal.tokens.push(greedyToken(z, sampling, []));
+          proposal.tokens.push(picks ? picks[i]! : greedyToken(z(), sampling, []));
         } else {
-          const q = samplingDistribution(z, sampling, []);
+          const q = samplingDistribution(z(), sampling, []);
           proposal.q.push(q);
           proposal.tokens.push(drawFrom(q, speculativeUniform(sampling.seed, it.start + j + 1, DrawKind.Draft)));
         }

@@ -127,6 +127,25 @@ test('stop tokens inside an accepted run end the request there; logprobs are the
   stopped.engine.dispose();
 });
 
+test('greedy rounds draft and verify on the device\'s picks: no row of logits is read back (with logprobs, the rows are)', () => {
+  const { target, draft } = models.gpt2, V = target.vocabSize;
+  const largestDownload = (logprobs: number) => {
+    const original = backend.download.bind(backend);
+    let largest = 0;
+    backend.download = (t) => { largest = Math.max(largest, t.numel); return original(t); };
+    try {
+      const { outcomes, engine } = runAll(target, { maxRunning: 4, maxBatchTokens: 12, blockSize: 4, speculative: { draft } }, {}, PROMPTS.map((_, i) => i), logprobs ? { logprobs } : {});
+      assert.ok(engine.stats().draftedTokens > 0 && outcomes.every((o) => o.reason !== undefined));
+      engine.dispose();
+    } finally {
+      backend.download = original;
+    }
+    return largest;
+  };
+  assert.ok(largestDownload(0) < V, 'greedy: ints only');
+  assert.ok(largestDownload(2) >= V, 'with logprobs the rows come back');
+});
+
 test('K adapts per request, within maxDraftTokens and the tokens left', () => {
   const { target } = models.gpt2;
   const engine = new ServingEngine(target, { maxRunning: 1, maxBatchTokens: 64, speculative: { draft: target, draftTokens: 2, maxDraftTokens: 5 } });
