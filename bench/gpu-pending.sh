@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -13,7 +13,8 @@
 # only a few files a call). Next, in priority order (session 12 ran l2-prefetch, split-sweep, multi-step,
 # norm-sweep, norm-sweep2, async-upload and async-spec; its last call, norm-default, found no machine):
 #   node dist/bench/spec-tokenizer.js, then with carry [".device", "bench/spec-tokenizer"] (the steps that train with GPT-2's BPE):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh picks-tests   # (~3 min) greedy picks on the device in speculative serving and the eager extendGreedy (session 13)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve   # (~1 min) the serving engine's sampled speculative rounds on the device (session 13)
+#   (session 13's call 5 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh picks-tests   # (~3 min) greedy picks on the device in speculative serving and the eager extendGreedy (session 13)
 #   (session 13's call 4 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-medium-hf profile-b1   # (~5 min) the medium pair with this build's sampled path (lazy probabilities) and HF beside it; fresh batch-1 profiles
 #   (session 13's call 3 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny-sweep spec-sample spec-trained-hf   # (~8 min) the skinny GEMM's plans at batch 32; speculativeSample again (call 2 failed its p = q rows: FMA contraction); HF assisted generation on the trained pair
 #   (session 13's call 2 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-sample spec-trained-medium   # (~6 min) speculativeSample (session 13, never run): its GPU cases, the speculative GPU tests, the trained pair on/off; then the medium pair
@@ -138,6 +139,8 @@ for step in "${steps[@]}"; do
           run prefetch-l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/prefetch-l2.test.js
           for mb in 0 8 16 32; do run decode-l2-$mb 120 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --modes default --json /tmp/decode-l2-$mb.json; done
           for mb in 0 24; do run decode-l2-int4-$mb 150 env FUSEFORMER_L2_PREFETCH_MB=$mb node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head,int8-head --json /tmp/decode-l2-int4-$mb.json; done ;;
+    sampled-serve) # sampled speculative rounds of the serving engine on the device (serve/device-rounds.ts, session 13): the serving engine's GPU tests, the new χ² one among them
+          run sampled-serve-tests 120 node --test --test-concurrency=1 dist/test/gpu/serve-engine.test.js ;;
     picks-tests) # greedy picks on the device (infer/greedy-picks.ts, session 13): speculative serving's drafting and verification, the eager extendGreedy
           run picks-serve-tests 150 node --test --test-concurrency=1 dist/test/gpu/serve-engine.test.js
           run picks-spec-tests 150 node --test --test-concurrency=1 dist/test/gpu/speculative.test.js ;;
@@ -270,7 +273,7 @@ for f in multi-tests multi-serve-tests; do [ -f "$out/$f.log" ] && grep -E '^# (
 for f in serve-steps1 serve-steps4 serve-steps8 serve-steps4-async; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^C ' "$out/$f.log"; }; done
 [ -f "$out/async-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/async-tests.log" | head -20
 for f in serve-async serve-sync; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^C ' "$out/$f.log"; }; done
-for f in picks-serve-tests picks-spec-tests; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^# (pass|fail)|^not ok' "$out/$f.log" | head -10; }; done
+for f in sampled-serve-tests picks-serve-tests picks-spec-tests; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^# (pass|fail)|^not ok' "$out/$f.log" | head -10; }; done
 for f in profile-gpt2-b1 profile-llama-b1; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E 'graph replay\)|op launches|^\| [a-zA-Z]' "$out/$f.log" | head -16; }; done
 [ -f "$out/spec-medium-hf.log" ] && grep -E '^\| ' "$out/spec-medium-hf.log" | cut -d'|' -f3-14
 [ -f "$out/spec-trained-hf.log" ] && grep -E '^\| ' "$out/spec-trained-hf.log" | cut -d'|' -f3-14

@@ -73,9 +73,10 @@ import { GreedyPicker } from '../infer/greedy-picks.js';
 import type { DecoderModel } from '../infer/model.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
 import { samplingParamsRow, seedWords } from '../infer/sampling.js';
-import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled } from '../infer/speculative-accept.js';
+import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled, verifyScored } from '../infer/speculative-accept.js';
 import type { Tensor } from '../tensor.js';
 import { BlockPool } from './block-pool.js';
+import { DeviceRounds, penaltyFree } from './device-rounds.js';
 import { exactShape, kvBlockBytes, PagedForward } from './paged-forward.js';
 import type { StepRows, StepShape } from './paged-forward.js';
 import { Scheduler } from './scheduler.js';
@@ -138,6 +139,12 @@ export interface ServingSpeculation {
   readonly maxDraftTokens?: number;
   /** Adapt K per request (default true). */
   readonly adaptive?: boolean;
+  /**
+   * Sampled rounds on the device (device-rounds.ts: draws, scores and the last token there, no rows of
+   * logits read back); default on, FUSEFORMER_SPEC_DEVICE_ACCEPT=0 turns it off. Needs the draft's dtype
+   * and padded vocabulary to be the target's (else the host's path); log-probabilities read rows anyway.
+   */
+  readonly deviceSampling?: boolean;
 }
 
 export type FinishReason = 'stop' | 'length' | 'cancelled';
@@ -211,7 +218,11 @@ interface StepOutcome {
 /** A draft's proposals for one speculative item: x_1..x_K and, when sampling, the distributions they came from. */
 interface Proposal {
   readonly tokens: number[];
+  /** The host's path: q_i whole. */
   readonly q: Float64Array[];
+  /** The device's path (device-rounds.ts): q_i(x_i), and the kept draft row of each pass. */
+  readonly draftAt: number[];
+  readonly keptRows: number[];
 }
 
 export const MAX_LOGPROBS = 5;
@@ -237,7 +248,9 @@ export class ServingEngine {
   private readonly draft?: PagedForward;
   /** Greedy speculative rounds' picks on the device (drafting and verification), with a draft. */
   private readonly picker?: GreedyPicker;
-  private readonly speculation?: { readonly initial: number; readonly adaptive: boolean };
+  private readonly speculation?: { readonly initial: number; readonly adaptive: boolean; readonly deviceSampling: boolean };
+  /** Sampled rounds' device buffers, made with the first sampled round (null: the host's path). */
+  private sampledRounds?: DeviceRounds | null;
   /**
    * Whether GEMMs may autotune inside this engine's steps (Backend.setGemmTuning). Off: a step never
    * stalls ~0.1–0.2 s per problem timing algorithms (25 such tunings cost a 256-client run 4.0 of its
@@ -281,7 +294,12 @@ export class ServingEngine {
     // recorded graph would not repeat; NCCL's collectives are captured with the kernels.
     if (this.useGraphs && model.tensorParallel && b.name !== 'cuda') throw new ArgumentError('serving engine: graphs with tensor parallelism need the CUDA backend (NCCL collectives are captured; in-process CPU ranks are not)');
     this.maxDraftTokens = spec ? checkSpeculation(spec, model, this.maxLen, this.maxBatchTokens) : 0;
-    if (spec) this.speculation = { initial: Math.min(spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, this.maxDraftTokens), adaptive: spec.adaptive ?? true };
+    if (spec) {
+      this.speculation = {
+        initial: Math.min(spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, this.maxDraftTokens), adaptive: spec.adaptive ?? true,
+        deviceSampling: spec.deviceSampling ?? process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] !== '0',
+      };
+    }
     const perRequest = Math.ceil(this.maxLen / this.blockSize);
     this.maxBlocksPerSeq = perRequest;
     // A step's rows: at most maxBatchTokens positions, plus up to maxRunning idle rows of the decode region.
@@ -457,6 +475,7 @@ export class ServingEngine {
     this.target.free();
     this.draft?.free();
     this.picker?.free();
+    this.sampledRounds?.free();
   }
 
   // --- internals ------------------------------------------------------------------------------------
@@ -558,11 +577,25 @@ export class ServingEngine {
       picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     }
     const wantLogprobs = [...plain, ...rounds].some(({ it }) => (liveOf(it).request.logprobs ?? 0) > 0);
-    // Greedy rounds are verified by the device's picks (rounds' rows only: n ints a row, not V floats);
-    // sampled ones and log-probabilities read the rows.
-    const sampledRound = rounds.some(({ it }) => liveOf(it).request.sampling.temperature > 0);
-    const all = sampledRound || wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
-    const greedyPicks = rounds.length > 0 && !all ? this.picker!.pick(b.view(logits, n * Vp, [rows.length - n, Vp])) : undefined;
+    // Greedy rounds are verified by the device's picks (rounds' rows only: n ints a row, not V floats), sampled
+    // rounds drafted on the device by its scores and draws (device-rounds.ts); the host's sampled rounds and
+    // log-probabilities read the rows.
+    const onDevice = (it: ScheduledItem) => proposals.get(it)!.keptRows.length === it.draft;
+    const sampledOnHost = rounds.some(({ it }) => liveOf(it).request.sampling.temperature > 0 && !onDevice(it));
+    const all = sampledOnHost || wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
+    const roundRows = () => b.view(logits, n * Vp, [rows.length - n, Vp]);
+    const greedyPicks = rounds.length > 0 && !all ? this.picker!.pick(roundRows()) : undefined;
+    // p_i(x_i) of the device's sampled rounds, all round rows scored at once (others as greedy rows, unread).
+    let targetAt: Float32Array | undefined;
+    if (rounds.some(({ it }) => liveOf(it).request.sampling.temperature > 0 && onDevice(it))) {
+      const scored: ({ sampling: ResolvedSampling; token: number } | null)[] = [];
+      for (const { it } of rounds) {
+        const sampling = liveOf(it).request.sampling, device = sampling.temperature > 0 && onDevice(it);
+        for (let j = 0; j <= it.draft!; j++) scored.push(device && j < it.draft! ? { sampling, token: proposals.get(it)!.tokens[j]! } : null);
+      }
+      targetAt = this.sampledRounds!.score(roundRows(), scored);
+    }
+    const rowOf = (i: number) => b.view(logits, i * Vp, [1, Vp]);
     const rowLogits = (i: number) => all!.subarray(i * Vp, i * Vp + V);
     const pickAt = (i: number) => (greedyPicks ? greedyPicks[i - n]! : greedyToken(rowLogits(i), IDLE_SAMPLING, []));
     const event = (live: Live, token: number, row: number): TokenEvent => {
@@ -573,9 +606,16 @@ export class ServingEngine {
     let base = n;
     for (const { it } of rounds) {
       const live = liveOf(it), proposal = proposals.get(it)!, K = it.draft!, sampling = live.request.sampling, first = base;
+      const device = this.sampledRounds;
       const verdict = sampling.temperature === 0
         ? verifyGreedy(proposal.tokens, Array.from({ length: K + 1 }, (_, j) => pickAt(first + j)))
-        : verifySampled(proposal.tokens, proposal.q, (j) => samplingDistribution(rowLogits(first + j), sampling, []), sampling.seed, it.start + 1);
+        : onDevice(it)
+          ? verifyScored(proposal.tokens, {
+            targetAt: (j) => targetAt![first - n + j]!, draftAt: (j) => proposal.draftAt[j]!,
+            residual: (j) => device!.sample(rowOf(first + j), device!.keptRow(proposal.keptRows[j]!), sampling, it.start + 1 + j),
+            bonus: () => device!.sample(rowOf(first + K), undefined, sampling, it.start + 1 + K),
+          }, sampling.seed, it.start + 1)
+          : verifySampled(proposal.tokens, proposal.q, (j) => samplingDistribution(rowLogits(first + j), sampling, []), sampling.seed, it.start + 1);
       const kept = proposal.tokens.slice(0, verdict.accepted);
       outcomes.push({ live, events: [...kept, verdict.next].map((token, j) => event(live, token, first + j)), accepted: kept });
       this.counters.draftedTokens += K;
@@ -775,10 +815,24 @@ export class ServingEngine {
    * only), pass j computes position start + j of each speculative item with K ≥ j; passes j < K draw
    * the draft tokens from its logits.
    */
+  /** The sampled rounds' device buffers (made on first use), or undefined for the host's path. */
+  private deviceRounds(): DeviceRounds | undefined {
+    if (this.sampledRounds === undefined) {
+      const draft = this.draft!.model, arch = this.model.arch, N = this.maxRunning;
+      const fits = this.speculation!.deviceSampling && draft.dtype === this.model.dtype && draft.arch.paddedVocab === arch.paddedVocab;
+      const scoreRows = Math.min(this.maxBatchTokens + N, N * (1 + this.maxDraftTokens));
+      this.sampledRounds = fits ? new DeviceRounds(this.backend, N * this.maxDraftTokens, scoreRows, arch.paddedVocab, this.model.dtype, this.model.vocabSize) : null;
+    }
+    return this.sampledRounds ?? undefined;
+  }
+
   private runDraft(items: readonly ScheduledItem[]): Map<ScheduledItem, Proposal> {
     const draft = this.draft!, V = this.model.vocabSize, Vp = draft.model.arch.paddedVocab;
     const rounds = items.filter((it) => it.draft);
-    const proposals = new Map<ScheduledItem, Proposal>(rounds.map((it) => [it, { tokens: [], q: [] }]));
+    const proposals = new Map<ScheduledItem, Proposal>(rounds.map((it) => [it, { tokens: [], q: [], draftAt: [], keptRows: [] }]));
+    const samplingOf = (it: ScheduledItem) => this.bySched.get(it.request)!.request.sampling;
+    const device = rounds.some((it) => samplingOf(it).temperature > 0) ? this.deviceRounds() : undefined;
+    device?.reset();
     const K = Math.max(0, ...rounds.map((it) => it.draft!));
     for (let j = 0; j <= K; j++) {
       const entries = (j === 0 ? items : rounds.filter((it) => it.draft! >= j)).map((it) => ({
@@ -790,8 +844,25 @@ export class ServingEngine {
       const proposing = entries.flatMap((e, i) => (e.it.draft && j < e.it.draft ? [{ it: e.it, row: layout.lastRow[i]! }] : []));
       if (proposing.length === 0) continue;
       const logits = draft.logits(proposing.map((p) => p.row));
-      // Greedy proposals are the device's picks; rows are read only when some proposal is sampled.
-      const sampledHere = proposing.some(({ it }) => this.bySched.get(it.request)!.request.sampling.temperature > 0);
+      // Greedy proposals are the device's picks; with a sampled one, the pass draws on the device (sampleTokens:
+      // greedy rows' argmax, sampled rows' Gumbel-max draws), scores q(x) and keeps its rows for residuals —
+      // or, on the host's path, reads the rows.
+      const sampledHere = proposing.some(({ it }) => samplingOf(it).temperature > 0);
+      if (sampledHere && device) {
+        const b = this.backend, n = proposing.length;
+        this.uploadSampling(n, proposing.map(({ it }, i) => ({ row: i, sampling: penaltyFree(samplingOf(it)), position: it.start + j, tokens: [] })));
+        this.sampleRows(logits, n);
+        const drawn = b.download(b.view(this.io.sTokens, 0, [n])) as Int32Array;
+        const q = device.score(logits, proposing.map(({ it }, i) => ({ sampling: samplingOf(it), token: drawn[i]! })));
+        const first = device.keep(logits);
+        proposing.forEach(({ it }, i) => {
+          const proposal = proposals.get(it)!;
+          proposal.tokens.push(drawn[i]!);
+          proposal.draftAt.push(q[i]!);
+          proposal.keptRows.push(first + i);
+        });
+        continue;
+      }
       const all = sampledHere ? (this.backend.download(logits) as Float32Array) : undefined;
       const picks = sampledHere ? undefined : this.picker!.pick(logits);
       proposing.forEach(({ it }, i) => {

@@ -2,7 +2,8 @@
 // requests under continuous batching (chunked prefill, prefix sharing, preemption) give the same tokens
 // as each request alone through the CUDA decode engine (infer/generate.ts) and as the serving engine on
 // the CPU; with a draft model (speculative serving) and with decode steps run several at a time, the same
-// greedy tokens; no KV block leaks. Skips without a GPU.
+// greedy tokens; sampled speculative rounds on the device emit tokens that follow the target's law (χ²) and
+// read no row of logits back; no KV block leaks. Skips without a GPU.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -85,3 +86,48 @@ for (const m of MODELS) {
     onCpu.free();
   });
 }
+
+test('sampled speculative serving on CUDA: the token a round emits follows the target (χ² over 1200 seeds); no row of logits is read back', { skip }, async () => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const { DecodeEngine } = await import('../../src/infer/engine.js');
+  const { samplingDistribution } = await import('../../src/infer/speculative-accept.js');
+  const { chiSquare, chiSquareBound } = await import('../infer/speculative-stats.js');
+  const gpu = CudaBackend.create();
+  const m = MODELS[0]!, dir = join(root, 'sampled-target'), draftDir = join(root, 'sampled-draft');
+  writeModelFolder(dir, m.family, m.config, 5);
+  writeModelFolder(draftDir, m.family, { ...m.config, layers: 1 }, 6);
+  const target = loadDecoderModel(dir, gpu, { dtype: 'f32' }).model, draft = loadDecoderModel(draftDir, gpu, { dtype: 'f32' }).model;
+  const V = target.vocabSize, prompt = PROMPTS[0]!, sampling = resolveSampling({ temperature: 1, topK: 8 });
+  // The second token's law: Σ_t1 p(t1 | prompt) · p(t2 | prompt, t1) (the first from the prefill's sampling, the second from a round with K = 1).
+  const reference = new DecodeEngine(target, { maxBatch: 1, maxLen: 64 });
+  const lastRow = (tokens: number[]) => { const all = reference.promptLogits(tokens); return all.subarray(all.length - V); };
+  const p1 = samplingDistribution(lastRow(prompt), sampling, []), expected = new Float64Array(V);
+  p1.forEach((w, t1) => { if (w > 0) samplingDistribution(lastRow([...prompt, t1]), sampling, []).forEach((w2, t2) => { expected[t2] += w * w2; }); });
+  reference.dispose();
+  const original = gpu.download.bind(gpu);
+  let largest = 0;
+  gpu.download = (t) => { largest = Math.max(largest, t.numel); return original(t); };
+  const N = 1200, seconds: number[] = [];
+  const engine = new ServingEngine(target, { maxRunning: 16, maxBatchTokens: 64, blockSize: 8, speculative: { draft } });
+  try {
+    for (let i = 0; i < N; i++) {
+      const got: number[] = [];
+      engine.submit({ prompt, maxTokens: 3, sampling: { ...sampling, seed: BigInt(7919 * i + 1) }, stopTokenIds: [], onToken: (e) => got.push(e.token), onFinish: () => { seconds.push(got[1]!); } });
+    }
+    engine.runToCompletion();
+    const s = engine.stats();
+    assert.ok(s.speculativeRounds >= N && s.acceptedTokens < s.draftedTokens, `${s.speculativeRounds} rounds, ${s.acceptedTokens} of ${s.draftedTokens} accepted`);
+    assert.equal(engine.pool.usedBlocks, 0);
+  } finally {
+    gpu.download = original;
+    engine.dispose();
+  }
+  const counts = new Array<number>(V).fill(0);
+  for (const t of seconds) counts[t]!++;
+  const [stat, df] = chiSquare(counts, expected, N);
+  console.log(`# CUDA serving, sampled rounds on the device: chi2 = ${stat.toFixed(2)} (df ${df}, bound ${chiSquareBound(df).toFixed(2)})`);
+  assert.ok(stat < chiSquareBound(df), `chi2 ${stat} >= ${chiSquareBound(df)}`);
+  assert.ok(largest < V, `the largest read is ${largest} values: no row of V = ${V} logits`);
+  draft.free();
+  target.free();
+});

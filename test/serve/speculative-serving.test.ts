@@ -17,6 +17,7 @@ import type { SamplingOptions } from '../../src/infer/sampling.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import type { FinishReason, ServingEngineOptions, TokenEvent } from '../../src/serve/engine.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { chiSquare, chiSquareBound } from '../infer/speculative-stats.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-serve-spec-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -144,6 +145,47 @@ test('greedy rounds draft and verify on the device\'s picks: no row of logits is
   };
   assert.ok(largestDownload(0) < V, 'greedy: ints only');
   assert.ok(largestDownload(2) >= V, 'with logprobs the rows come back');
+});
+
+test('sampled rounds on the device: the token a round emits follows the target (χ² over 1200 seeds), no row of logits read back; deviceSampling: false reads them', async () => {
+  const { DecodeEngine } = await import('../../src/infer/engine.js');
+  const { samplingDistribution } = await import('../../src/infer/speculative-accept.js');
+  const { target, draft } = models.gpt2, V = target.vocabSize, prompt = PROMPTS[0]!;
+  const sampling = resolveSampling({ temperature: 1, topK: 8 });
+  // The second token's law: Σ_t1 p(t1 | prompt) · p(t2 | prompt, t1) (the first comes from the prefill's sampling, the second from a round with K = 1).
+  const reference = new DecodeEngine(target, { maxBatch: 1, maxLen: 32 });
+  const lastRow = (tokens: number[]) => { const all = reference.promptLogits(tokens); return all.subarray(all.length - V); };
+  const p1 = samplingDistribution(lastRow(prompt), sampling, []), expected = new Float64Array(V);
+  p1.forEach((w, t1) => { if (w > 0) samplingDistribution(lastRow([...prompt, t1]), sampling, []).forEach((w2, t2) => { expected[t2] += w * w2; }); });
+  reference.dispose();
+  const second = (deviceSampling: boolean, seeds: number) => {
+    const original = backend.download.bind(backend);
+    let largest = 0;
+    backend.download = (t) => { largest = Math.max(largest, t.numel); return original(t); };
+    const engine = new ServingEngine(target, { maxRunning: 16, maxBatchTokens: 64, blockSize: 4, speculative: { draft, deviceSampling } });
+    const tokens: number[][] = Array.from({ length: seeds }, () => []);
+    try {
+      for (let i = 0; i < seeds; i++) {
+        engine.submit({ prompt, maxTokens: 3, sampling: { ...sampling, seed: BigInt(7919 * i + 1) }, stopTokenIds: [], onToken: (e) => tokens[i]!.push(e.token), onFinish: () => {} });
+      }
+      engine.runToCompletion();
+      const s = engine.stats();
+      assert.ok(s.speculativeRounds >= seeds && s.acceptedTokens < s.draftedTokens, `${s.speculativeRounds} rounds, ${s.acceptedTokens} of ${s.draftedTokens} accepted`);
+      assert.equal(engine.pool.usedBlocks, 0);
+    } finally {
+      backend.download = original;
+      engine.dispose();
+    }
+    return { tokens: tokens.map((t) => t[1]!), largest };
+  };
+  const N = 1200, device = second(true, N);
+  const counts = new Array<number>(V).fill(0);
+  for (const t of device.tokens) counts[t]!++;
+  const [stat, df] = chiSquare(counts, expected, N);
+  console.log(`# serving, sampled rounds on the device: chi2 = ${stat.toFixed(2)} (df ${df}, bound ${chiSquareBound(df).toFixed(2)})`);
+  assert.ok(stat < chiSquareBound(df), `chi2 ${stat} >= ${chiSquareBound(df)}`);
+  assert.ok(device.largest < V, `the largest read is ${device.largest} values: no row of V = ${V} logits`);
+  assert.ok(second(false, 4).largest >= V, 'the host\'s path reads rows');
 });
 
 test('K adapts per request, within maxDraftTokens and the tokens left', () => {
