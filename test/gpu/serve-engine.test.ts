@@ -108,7 +108,7 @@ test('sampled speculative serving on CUDA: the token a round emits follows the t
   let largest = 0;
   gpu.download = (t) => { largest = Math.max(largest, t.numel); return original(t); };
   const N = 1200, seconds: number[] = [];
-  const engine = new ServingEngine(target, { maxRunning: 16, maxBatchTokens: 64, blockSize: 8, speculative: { draft } });
+  const engine = new ServingEngine(target, { maxRunning: 16, maxBatchTokens: 64, blockSize: 8, speculative: { draft, deviceSampling: true } });
   try {
     for (let i = 0; i < N; i++) {
       const got: number[] = [];

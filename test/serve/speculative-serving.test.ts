@@ -88,15 +88,15 @@ for (const family of ['gpt2', 'llama'] as const) {
     });
   }
 
-  test(`${family}: seeded sampling with a draft does not depend on the batch; a draft equal to the target is always accepted`, () => {
+  test(`${family}: seeded sampling with a draft does not depend on the batch; a draft equal to the target is always accepted (host's and device's rounds)`, () => {
     const sampling = { temperature: 0.9, topK: 40, topP: 0.95 };
-    for (const draftModel of [draft, target]) {
+    for (const [draftModel, deviceSampling] of [[draft, false], [target, false], [draft, true], [target, true]] as const) {
       const alone = PROMPTS.map((_, i) => {
-        const r = runAll(target, { maxRunning: 1, maxBatchTokens: 64, speculative: { draft: draftModel } }, sampling, [i]);
+        const r = runAll(target, { maxRunning: 1, maxBatchTokens: 64, speculative: { draft: draftModel, deviceSampling } }, sampling, [i]);
         r.engine.dispose();
         return r.outcomes[0]!.tokens;
       });
-      const { outcomes, engine } = runAll(target, { maxRunning: 4, maxBatchTokens: 12, blockSize: 4, speculative: { draft: draftModel } }, sampling);
+      const { outcomes, engine } = runAll(target, { maxRunning: 4, maxBatchTokens: 12, blockSize: 4, speculative: { draft: draftModel, deviceSampling } }, sampling);
       outcomes.forEach((o, i) => assert.deepEqual(o.tokens, alone[i], `request ${i}`));
       const s = engine.stats();
       if (draftModel === target) assert.equal(s.acceptedTokens, s.draftedTokens, 'p = q: every draft token accepted');
