@@ -57,7 +57,8 @@
 //           carries the mirror of the step's other items;
 //   target  one pass in which the item is a segment of the K + 1 positions p..p+K (tokens t_p, x_1..x_K);
 //   accept  speculative-accept.ts on the host (exact rule, or greedy: the target's argmax per row — picked
-//           on the device by greedy-picks.ts, as the greedy draft tokens are, so no rows come back), giving
+//           on the device by greedy-picks.ts, as the greedy draft tokens are, so no rows come back; sampled
+//           rounds with deviceSampling: drawn, scored and finished on the device, device-rounds.ts), giving
 //           n accepted tokens and one more; n + 1 positions are kept (numComputed += n + 1), the rest of
 //           both pools' writes are stale and rewritten before anything reads them; the blocks they took
 //           stay with the request for its next round.

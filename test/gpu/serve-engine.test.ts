@@ -89,21 +89,15 @@ for (const m of MODELS) {
 
 test('sampled speculative serving on CUDA: the token a round emits follows the target (χ² over 1200 seeds); no row of logits is read back', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const { DecodeEngine } = await import('../../src/infer/engine.js');
-  const { samplingDistribution } = await import('../../src/infer/speculative-accept.js');
-  const { chiSquare, chiSquareBound } = await import('../infer/speculative-stats.js');
+  const { chiSquare, chiSquareBound, secondTokenLaw } = await import('../infer/speculative-stats.js');
   const gpu = CudaBackend.create();
   const m = MODELS[0]!, dir = join(root, 'sampled-target'), draftDir = join(root, 'sampled-draft');
   writeModelFolder(dir, m.family, m.config, 5);
   writeModelFolder(draftDir, m.family, { ...m.config, layers: 1 }, 6);
   const target = loadDecoderModel(dir, gpu, { dtype: 'f32' }).model, draft = loadDecoderModel(draftDir, gpu, { dtype: 'f32' }).model;
   const V = target.vocabSize, prompt = PROMPTS[0]!, sampling = resolveSampling({ temperature: 1, topK: 8 });
-  // The second token's law: Σ_t1 p(t1 | prompt) · p(t2 | prompt, t1) (the first from the prefill's sampling, the second from a round with K = 1).
-  const reference = new DecodeEngine(target, { maxBatch: 1, maxLen: 64 });
-  const lastRow = (tokens: number[]) => { const all = reference.promptLogits(tokens); return all.subarray(all.length - V); };
-  const p1 = samplingDistribution(lastRow(prompt), sampling, []), expected = new Float64Array(V);
-  p1.forEach((w, t1) => { if (w > 0) samplingDistribution(lastRow([...prompt, t1]), sampling, []).forEach((w2, t2) => { expected[t2] += w * w2; }); });
-  reference.dispose();
+  // The second token's law (the first comes from the prefill's sampling, the second from a round with K = 1).
+  const expected = await secondTokenLaw(target, prompt, sampling);
   const original = gpu.download.bind(gpu);
   let largest = 0;
   gpu.download = (t) => { largest = Math.max(largest, t.numel); return original(t); };

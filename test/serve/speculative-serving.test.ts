@@ -17,7 +17,7 @@ import type { SamplingOptions } from '../../src/infer/sampling.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import type { FinishReason, ServingEngineOptions, TokenEvent } from '../../src/serve/engine.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
-import { chiSquare, chiSquareBound } from '../infer/speculative-stats.js';
+import { chiSquare, chiSquareBound, secondTokenLaw } from '../infer/speculative-stats.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-serve-spec-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -148,16 +148,10 @@ test('greedy rounds draft and verify on the device\'s picks: no row of logits is
 });
 
 test('sampled rounds on the device: the token a round emits follows the target (χ² over 1200 seeds), no row of logits read back; deviceSampling: false reads them', async () => {
-  const { DecodeEngine } = await import('../../src/infer/engine.js');
-  const { samplingDistribution } = await import('../../src/infer/speculative-accept.js');
   const { target, draft } = models.gpt2, V = target.vocabSize, prompt = PROMPTS[0]!;
   const sampling = resolveSampling({ temperature: 1, topK: 8 });
-  // The second token's law: Σ_t1 p(t1 | prompt) · p(t2 | prompt, t1) (the first comes from the prefill's sampling, the second from a round with K = 1).
-  const reference = new DecodeEngine(target, { maxBatch: 1, maxLen: 32 });
-  const lastRow = (tokens: number[]) => { const all = reference.promptLogits(tokens); return all.subarray(all.length - V); };
-  const p1 = samplingDistribution(lastRow(prompt), sampling, []), expected = new Float64Array(V);
-  p1.forEach((w, t1) => { if (w > 0) samplingDistribution(lastRow([...prompt, t1]), sampling, []).forEach((w2, t2) => { expected[t2] += w * w2; }); });
-  reference.dispose();
+  // The second token's law (the first comes from the prefill's sampling, the second from a round with K = 1).
+  const expected = await secondTokenLaw(target, prompt, sampling);
   const second = (deviceSampling: boolean, seeds: number) => {
     const original = backend.download.bind(backend);
     let largest = 0;
