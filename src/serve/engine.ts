@@ -445,7 +445,11 @@ export class ServingEngine {
     this.counters.steps++;
     for (const { live, events } of outcomes) {
       for (const event of events) this.append(live, event);
-      if (this.speculation && !live.done) live.sched.speculate = Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
+      // A request with a repetition penalty decodes without a draft: a round's distributions (the host's
+      // and the device's) carry no penalty, and the output would silently differ from the request's own.
+      if (this.speculation && !live.done) {
+        live.sched.speculate = live.request.sampling.repetitionPenalty !== 1 ? 0 : Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
+      }
     }
     this.compactSlots(); // between steps the busy slots are 0..running − 1 (cancel() may open a hole; the next step closes it)
     return true;

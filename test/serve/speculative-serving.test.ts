@@ -182,6 +182,18 @@ test('sampled rounds on the device: the token a round emits follows the target (
   assert.ok(second(false, 4).largest >= V, 'the host\'s path reads rows');
 });
 
+test('a request with a repetition penalty decodes without a draft: its output is the penalised one, no rounds', () => {
+  const { target, draft } = models.llama;
+  for (const sampling of [{ repetitionPenalty: 1.4 }, { temperature: 0.8, topK: 20, repetitionPenalty: 1.2 }]) {
+    const plainRun = runAll(target, { maxRunning: 3, maxBatchTokens: 32, blockSize: 4 }, sampling);
+    const withDraft = runAll(target, { maxRunning: 3, maxBatchTokens: 32, blockSize: 4, speculative: { draft } }, sampling);
+    withDraft.outcomes.forEach((o, i) => assert.deepEqual(o.tokens, plainRun.outcomes[i]!.tokens, `request ${i}, ${JSON.stringify(sampling)}`));
+    assert.equal(withDraft.engine.stats().speculativeRounds, 0);
+    plainRun.engine.dispose();
+    withDraft.engine.dispose();
+  }
+});
+
 test('K adapts per request, within maxDraftTokens and the tokens left', () => {
   const { target } = models.gpt2;
   const engine = new ServingEngine(target, { maxRunning: 1, maxBatchTokens: 64, speculative: { draft: target, draftTokens: 2, maxDraftTokens: 5 } });
