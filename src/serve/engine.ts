@@ -251,7 +251,7 @@ export class ServingEngine {
   /** Greedy speculative rounds' picks on the device (drafting and verification), with a draft. */
   private readonly picker?: GreedyPicker;
   private readonly speculation?: { readonly initial: number; readonly adaptive: boolean; readonly deviceSampling: boolean };
-  /** Sampled rounds' device buffers, made with the first sampled round (null: the host's path). */
+  /** Sampled rounds' device buffers, made with the engine (null: the host's path). */
   private sampledRounds?: DeviceRounds | null;
   /**
    * Whether GEMMs may autotune inside this engine's steps (Backend.setGemmTuning). Off: a step never
@@ -344,7 +344,10 @@ export class ServingEngine {
         this.draft = new PagedForward(spec.draft, { ...common, maxLogitRows: N });
         // Greedy drafts and verifications: the target's logit rows at most (the draft's N are fewer).
         this.picker = new GreedyPicker(b, Math.max(N, Math.min(T, N * (1 + this.maxDraftTokens))), model.vocabSize);
+        // The sampled rounds' buffers now, not at the first sampled round: a lack of memory shows here.
+        this.deviceRounds();
       } catch (e) {
+        this.picker?.free();
         this.draft?.free();
         this.target.free();
         freeAll();
@@ -821,7 +824,7 @@ export class ServingEngine {
    * only), pass j computes position start + j of each speculative item with K ≥ j; passes j < K draw
    * the draft tokens from its logits.
    */
-  /** The sampled rounds' device buffers (made on first use), or undefined for the host's path. */
+  /** The sampled rounds' device buffers (made on the first call: the constructor's), or undefined for the host's path. */
   private deviceRounds(): DeviceRounds | undefined {
     if (this.sampledRounds === undefined) {
       const draft = this.draft!.model, arch = this.model.arch, N = this.maxRunning;
