@@ -133,7 +133,9 @@ export class SpeculativeSession {
     this.k = k;
     this.maxK = maxK;
     this.adaptive = settings.adaptive ?? true;
-    this.deviceAcceptance = settings.deviceAcceptance ?? process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] !== '0';
+    // speculativeSample reads a target and a draft row of one dtype and width: other pairs take the host's path.
+    const rowsMatch = draftModel.dtype === targetModel.dtype && draftModel.arch.paddedVocab === targetModel.arch.paddedVocab;
+    this.deviceAcceptance = (settings.deviceAcceptance ?? process.env['FUSEFORMER_SPEC_DEVICE_ACCEPT'] !== '0') && rowsMatch;
     this.stats = settings.stats ?? emptySpeculativeStats();
     this.stop = new Set(stopTokenIds);
     this.tokens = [...prompt];

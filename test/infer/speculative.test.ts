@@ -363,6 +363,25 @@ test(`sampled speculative decoding (${label}): the first token over 1200 fixed s
 });
 }
 
+test('sampled speculative decoding with a draft of another dtype takes the host\'s path (no row-width mismatch on the device), reproducibly', async () => {
+  const target = model('dtype-target', 'gpt2', TINY_GPT2, 7);
+  // Other weights (rejections happen, so residual draws read a draft row), stored in bf16.
+  model('dtype-draft', 'gpt2', TINY_GPT2, 3).free();
+  const draft = loadDecoderModel(join(root, 'dtype-draft'), backend, { dtype: 'bf16' }).model;
+  const run = async (stats = emptySpeculativeStats()) => {
+    const out: number[] = [];
+    for await (const t of generate(target, PROMPT, { maxNewTokens: 12, temperature: 1, topK: 20, seed: 5, stopTokenIds: [], speculative: { draft, draftTokens: 2, stats } })) out.push(t);
+    return out;
+  };
+  const stats = emptySpeculativeStats();
+  const first = await run(stats);
+  assert.equal(first.length, 12);
+  assert.ok(stats.accepted < stats.drafted, `${stats.accepted} of ${stats.drafted} accepted: a residual was drawn`);
+  assert.deepEqual(await run(), first);
+  draft.free();
+  target.free();
+});
+
 test('speculative decoding: stop ids, limits and errors', async () => {
   const target = model('err-target', 'gpt2', TINY_GPT2, 7);
   const other = model('err-other', 'gpt2', { ...TINY_GPT2, vocabSize: 300 }, 3);
