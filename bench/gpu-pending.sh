@@ -10,16 +10,15 @@
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
-# only a few files a call). Next, in priority order (session 12 ran l2-prefetch, split-sweep, multi-step,
-# norm-sweep, norm-sweep2, async-upload and async-spec; its last call, norm-default, found no machine):
-#   node dist/bench/spec-tokenizer.js, then with carry [".device", "bench/spec-tokenizer"] (the steps that train with GPT-2's BPE):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve   # (~1 min) the serving engine's sampled speculative rounds on the device (session 13)
+# only a few files a call). Next, in priority order (session 13 ran calls 1–5 below; a sixth, sampled-serve,
+# found no device time left):
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve   # (~1 min) the serving engine's sampled speculative rounds on the device (session 13, never run; opt-in until this passes)
+#   Steps that train with GPT-2's BPE: node dist/bench/spec-tokenizer.js first, then carry [".device", "bench/spec-tokenizer"].
 #   (session 13's call 5 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh picks-tests   # (~3 min) greedy picks on the device in speculative serving and the eager extendGreedy (session 13)
 #   (session 13's call 4 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-medium-hf profile-b1   # (~5 min) the medium pair with this build's sampled path (lazy probabilities) and HF beside it; fresh batch-1 profiles
 #   (session 13's call 3 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh skinny-sweep spec-sample spec-trained-hf   # (~8 min) the skinny GEMM's plans at batch 32; speculativeSample again (call 2 failed its p = q rows: FMA contraction); HF assisted generation on the trained pair
 #   (session 13's call 2 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-sample spec-trained-medium   # (~6 min) speculativeSample (session 13, never run): its GPU cases, the speculative GPU tests, the trained pair on/off; then the medium pair
 #   (session 13's call 1 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh norm-default spec-device   # (~5 min) the LayerNorm backward's new default shape 8,2,2 through the op checks (its neighbours passed; it was only timed) and GPT-2 training; sampled speculative scored on the device (never run): tokenProbabilities' GPU cases, the speculative GPU tests with it on, the trained pair's bench on/off — default it on if they pass
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-trained-medium   # a 24-layer × 1024 target and its 2-layer draft, trained here (~4 min)
 #   bash .device/run.sh bash bench/gpu-pending.sh spec                        # speculative with HF assisted generation beside ours (random-weight pairs)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh decode-int4 decode-int8 profile-quant   # quantized decode A/B and its op-by-op profile (#7's INT4 ≤ 0.30 ms/token: the INT4 GEMV runs at 19–40% of copy)
 #   bash .device/run.sh bash bench/gpu-pending.sh infer                       # HF parity on the GPU
