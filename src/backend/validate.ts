@@ -32,6 +32,14 @@ export class OpCheck<T extends Tensor = Tensor> {
     return this.onBackend(name, t) as T;
   }
 
+  /** tensor(), then its dtype among `allowed` and its shape matching `pattern` (see shape()). */
+  typed(name: string, t: Tensor | undefined, allowed: readonly DType[], pattern: readonly Dim[]): T {
+    const checked = this.tensor(name, t);
+    this.dtype(name, checked, allowed);
+    this.shape(name, checked, pattern);
+    return checked;
+  }
+
   /** As tensor(), for an optional argument. */
   optional(name: string, t: Tensor | undefined): T | undefined {
     return t === undefined ? undefined : this.tensor(name, t);

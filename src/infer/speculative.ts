@@ -37,12 +37,13 @@
 // least 1) otherwise, capped at maxDraftTokens and at the tokens left.
 
 import { ArgumentError } from '../errors.js';
+import type { Tensor } from '../tensor.js';
 import { DecodeEngine } from './engine.js';
 import type { GenerateOptions } from './generate.js';
-import type { Tensor } from '../tensor.js';
 import type { DecoderModel } from './model.js';
-import { resolveSampling, samplingParamsRow, seedWords } from './sampling.js';
+import { resolveSampling } from './sampling.js';
 import type { ResolvedSampling } from './sampling.js';
+import { SpeculativeDraw } from './speculative-draw.js';
 import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled, verifyScored } from './speculative-accept.js';
 
 export interface SpeculativeSettings {
@@ -104,8 +105,8 @@ export class SpeculativeSession {
   private draftStarted = false;
   private readonly ownsEngines: boolean = true;
   private readonly deviceAcceptance: boolean;
-  /** speculativeSample's inputs and output (drawOnDevice), made on the first draw. */
-  private drawIo?: { readonly params: Tensor; readonly seeds: Tensor; readonly positions: Tensor; readonly out: Tensor };
+  /** The residual and bonus draws on the device, made on the first. */
+  private drawer?: SpeculativeDraw;
 
   constructor(
     readonly targetModel: DecoderModel,
@@ -268,18 +269,8 @@ export class SpeculativeSession {
    * at `position`: one int comes back. Both engines share the backend (one device).
    */
   private drawOnDevice(target: Tensor, draft: Tensor | undefined, position: number): number {
-    const b = this.target.backend;
-    if (!this.drawIo) {
-      // The sampler's settings and seed are the session's: uploaded once, with the buffers.
-      this.drawIo = {
-        params: b.fromArray(samplingParamsRow(this.sampling), [1, 4], 'f32'), seeds: b.fromArray(seedWords(this.sampling.seed, 0), [1, 2], 'i32'),
-        positions: b.empty([1], 'i32'), out: b.empty([1], 'i32'),
-      };
-    }
-    const { params, seeds, positions, out } = this.drawIo;
-    b.upload(positions, [position]);
-    b.speculativeSample({ target, ...(draft ? { draft } : {}), classes: this.targetModel.vocabSize, params, seeds, positions, out });
-    return (b.download(out) as Int32Array)[0]!;
+    this.drawer ??= new SpeculativeDraw(this.target.backend, this.targetModel.vocabSize);
+    return this.drawer.sample(target, draft, this.sampling, position);
   }
 
   /** The target's cache (for checks: positions [0, cachedLength) hold the sequence's keys and values). */
@@ -290,8 +281,8 @@ export class SpeculativeSession {
 
   /** Frees the engines the session made (engines given in the settings stay the caller's) and its draw buffers. */
   dispose(): void {
-    if (this.drawIo) for (const t of Object.values(this.drawIo)) this.target.backend.free(t);
-    this.drawIo = undefined;
+    this.drawer?.free();
+    this.drawer = undefined;
     if (!this.ownsEngines) return;
     this.target.dispose();
     this.draft.dispose();

@@ -9,8 +9,9 @@
 // copy a pass). Everything here is valid until the next step's drafting.
 
 import type { Backend } from '../backend/backend.js';
-import { samplingParamsRow, seedWords } from '../infer/sampling.js';
+import { samplingParamsRow } from '../infer/sampling.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
+import { SpeculativeDraw } from '../infer/speculative-draw.js';
 import type { Tensor } from '../tensor.js';
 
 /** sampleTokens' settings for a row with its penalty dropped: speculative serving's distributions have none. */
@@ -25,7 +26,7 @@ export class DeviceRounds {
   private readonly params: Tensor;
   private readonly tokens: Tensor;
   private readonly out: Tensor;
-  private readonly draw: { readonly params: Tensor; readonly seeds: Tensor; readonly positions: Tensor; readonly out: Tensor };
+  private readonly draw: SpeculativeDraw;
 
   /**
    * Buffers for `keptRows` draft rows (maxRunning · maxDraftTokens) and `scoreRows` rows scored at once
@@ -40,7 +41,7 @@ export class DeviceRounds {
       this.params = keep(b.empty([scoreRows, 4], 'f32'));
       this.tokens = keep(b.empty([scoreRows], 'i32'));
       this.out = keep(b.empty([scoreRows], 'f32'));
-      this.draw = { params: keep(b.empty([1, 4], 'f32')), seeds: keep(b.empty([1, 2], 'i32')), positions: keep(b.empty([1], 'i32')), out: keep(b.empty([1], 'i32')) };
+      this.draw = new SpeculativeDraw(b, classes);
     } catch (e) {
       for (const t of made) b.free(t);
       throw e;
@@ -76,25 +77,28 @@ export class DeviceRounds {
       params.set(p, 4 * r);
       tokens[r] = row?.token ?? 0;
     });
-    const view = (t: Tensor, width = 1) => b.view(t, 0, width === 1 ? [R] : [R, width]);
-    b.upload(view(this.params, 4), params);
-    b.upload(view(this.tokens), tokens);
-    b.tokenProbabilities({ logits, classes: this.classes, params: view(this.params, 4), tokens: view(this.tokens), out: view(this.out) });
-    return b.download(view(this.out)) as Float32Array;
+    const paramsView = b.view(this.params, 0, [R, 4]), tokensView = b.view(this.tokens, 0, [R]);
+    b.upload(paramsView, params);
+    b.upload(tokensView, tokens);
+    return this.probabilities(logits, paramsView, tokensView);
+  }
+
+  /** tokenProbabilities of tokens and settings already on the device (the draft's draws: sampleTokens' inputs and output); reads the R floats back. */
+  probabilities(logits: Tensor, params: Tensor, tokens: Tensor): Float32Array {
+    const b = this.backend, R = logits.shape[0]!;
+    if (R > this.scoreRows) throw new RangeError(`internal: ${R} rows to score, the buffers hold ${this.scoreRows}`);
+    const out = b.view(this.out, 0, [R]);
+    b.tokenProbabilities({ logits, classes: this.classes, params, tokens, out });
+    return b.download(out) as Float32Array;
   }
 
   /** The round's last token at `position`: speculativeSample from the target's row [1, Vp] (and the draft's, for a residual). */
   sample(target: Tensor, draft: Tensor | undefined, sampling: ResolvedSampling, position: number): number {
-    const b = this.backend, d = this.draw, p = samplingParamsRow(penaltyFree(sampling));
-    p[1] = Math.min(p[1]!, this.classes);
-    b.upload(d.params, p);
-    b.upload(d.seeds, seedWords(sampling.seed, 0));
-    b.upload(d.positions, [position]);
-    b.speculativeSample({ target, ...(draft ? { draft } : {}), classes: this.classes, params: d.params, seeds: d.seeds, positions: d.positions, out: d.out });
-    return (b.download(d.out) as Int32Array)[0]!;
+    return this.draw.sample(target, draft, sampling, position);
   }
 
   free(): void {
-    for (const t of [this.kept, this.params, this.tokens, this.out, ...Object.values(this.draw)]) this.backend.free(t);
+    for (const t of [this.kept, this.params, this.tokens, this.out]) this.backend.free(t);
+    this.draw.free();
   }
 }

@@ -613,9 +613,9 @@ export class ServingEngine {
     };
     plain.forEach(({ it }, i) => outcomes.push({ live: liveOf(it), events: [event(liveOf(it), picked![i]!, i)] }));
     let base = n;
+    const device = this.sampledRounds;
     for (const { it } of rounds) {
       const live = liveOf(it), proposal = proposals.get(it)!, K = it.draft!, sampling = live.request.sampling, first = base;
-      const device = this.sampledRounds;
       const verdict = sampling.temperature === 0
         ? verifyGreedy(proposal.tokens, Array.from({ length: K + 1 }, (_, j) => pickAt(first + j)))
         : onDevice(it)
@@ -819,11 +819,6 @@ export class ServingEngine {
     });
   }
 
-  /**
-   * The draft's passes (see the header): pass 0 mirrors every item (a speculative item's first position
-   * only), pass j computes position start + j of each speculative item with K ≥ j; passes j < K draw
-   * the draft tokens from its logits.
-   */
   /** The sampled rounds' device buffers (made on the first call: the constructor's), or undefined for the host's path. */
   private deviceRounds(): DeviceRounds | undefined {
     if (this.sampledRounds === undefined) {
@@ -835,6 +830,11 @@ export class ServingEngine {
     return this.sampledRounds ?? undefined;
   }
 
+  /**
+   * The draft's passes (see the header): pass 0 mirrors every item (a speculative item's first position
+   * only), pass j computes position start + j of each speculative item with K ≥ j; passes j < K draw
+   * the draft tokens from its logits.
+   */
   private runDraft(items: readonly ScheduledItem[]): Map<ScheduledItem, Proposal> {
     const draft = this.draft!, V = this.model.vocabSize, Vp = draft.model.arch.paddedVocab;
     const rounds = items.filter((it) => it.draft);
@@ -862,7 +862,8 @@ export class ServingEngine {
         this.uploadSampling(n, proposing.map(({ it }, i) => ({ row: i, sampling: penaltyFree(samplingOf(it)), position: it.start + j, tokens: [] })));
         this.sampleRows(logits, n);
         const drawn = b.download(b.view(this.io.sTokens, 0, [n])) as Int32Array;
-        const q = device.score(logits, proposing.map(({ it }, i) => ({ sampling: samplingOf(it), token: drawn[i]! })));
+        // q(x) under the settings sampleTokens drew with (the penalty-free rows just uploaded), of its draws.
+        const q = device.probabilities(logits, b.view(this.io.params, 0, [n, 4]), b.view(this.io.sTokens, 0, [n]));
         const first = device.keep(logits);
         proposing.forEach(({ it }, i) => {
           const proposal = proposals.get(it)!;
@@ -875,7 +876,7 @@ export class ServingEngine {
       const all = sampledHere ? (this.backend.download(logits) as Float32Array) : undefined;
       const picks = sampledHere ? undefined : this.picker!.pick(logits);
       proposing.forEach(({ it }, i) => {
-        const sampling = this.bySched.get(it.request)!.request.sampling, proposal = proposals.get(it)!;
+        const sampling = samplingOf(it), proposal = proposals.get(it)!;
         const z = () => all!.subarray(i * Vp, i * Vp + V);
         if (sampling.temperature === 0) {
           proposal.tokens.push(picks ? picks[i]! : greedyToken(z(), sampling, []));

@@ -6,7 +6,7 @@
 
 import type { Tensor } from '../../tensor.js';
 import type { SampleTokensArgs, SpeculativeSampleArgs, TokenProbabilitiesArgs } from '../backend.js';
-import type { OpCheck } from '../validate.js';
+import type { Dim, OpCheck } from '../validate.js';
 
 /** Columns of `params`: what each sequence's sampler is set to. */
 export const SAMPLING_PARAMS = ['temperature', 'topK', 'topP', 'repetitionPenalty'] as const;
@@ -26,20 +26,11 @@ function checkLogitRows<T extends Tensor>(check: OpCheck<T>, args: { logits: Ten
 
 export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: SampleTokensArgs) {
   const { logits, params, classes, B, Vp } = checkLogitRows(check, args);
-  const seeds = check.tensor('seeds', args.seeds);
-  const positions = check.tensor('positions', args.positions);
-  const history = check.tensor('history', args.history);
-  const tokens = check.tensor('tokens', args.tokens);
-  const finished = check.tensor('finished', args.finished);
-  const limits = check.tensor('limits', args.limits);
-  const stopIds = check.tensor('stopIds', args.stopIds);
-  for (const [name, t] of [['seeds', seeds], ['positions', positions], ['history', history], ['tokens', tokens], ['finished', finished], ['limits', limits], ['stopIds', stopIds]] as const) {
-    check.dtype(name, t, ['i32']);
-  }
-  check.shape('seeds', seeds, ['B', 2]);
-  check.shape('history', history, ['B', 'maxLen']);
-  for (const [name, t] of [['positions', positions], ['tokens', tokens], ['finished', finished], ['limits', limits]] as const) check.shape(name, t, ['B']);
-  check.shape('stopIds', stopIds, ['S']);
+  const i32 = (name: string, t: Tensor, pattern: readonly Dim[]) => check.typed(name, t, ['i32'], pattern);
+  const seeds = i32('seeds', args.seeds, ['B', 2]);
+  const history = i32('history', args.history, ['B', 'maxLen']);
+  const [positions, tokens, finished, limits] = (['positions', 'tokens', 'finished', 'limits'] as const).map((name) => i32(name, args[name], ['B'])) as [T, T, T, T];
+  const stopIds = i32('stopIds', args.stopIds, ['S']);
   const [maxLen, S] = ['maxLen', 'S'].map((n) => check.size(n)) as [number, number];
   if (S < 1) check.fail("'stopIds' must have at least one slot (−1 marks an unused one)");
   if (maxLen < 2) check.fail(`'history' holds ${maxLen} positions: at least 2 are needed (a token and the next)`);
@@ -49,12 +40,8 @@ export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: Sam
 /** tokenProbabilities: logits (R, Vp) float, classes ≤ Vp; params f32 (R, 4); tokens i32 (R); out f32 (R) (R named B in messages). */
 export function checkTokenProbabilities<T extends Tensor>(check: OpCheck<T>, args: TokenProbabilitiesArgs) {
   const { logits, params, classes, B: R, Vp } = checkLogitRows(check, args);
-  const tokens = check.tensor('tokens', args.tokens);
-  const out = check.tensor('out', args.out);
-  check.dtype('tokens', tokens, ['i32']);
-  check.shape('tokens', tokens, ['B']);
-  check.dtype('out', out, ['f32']);
-  check.shape('out', out, ['B']);
+  const tokens = check.typed('tokens', args.tokens, ['i32'], ['B']);
+  const out = check.typed('out', args.out, ['f32'], ['B']);
   return { logits, params, tokens, out, classes, R, Vp };
 }
 
@@ -64,18 +51,9 @@ export function checkTokenProbabilities<T extends Tensor>(check: OpCheck<T>, arg
  */
 export function checkSpeculativeSample<T extends Tensor>(check: OpCheck<T>, args: SpeculativeSampleArgs) {
   const { logits: target, params, classes, B: R, Vp } = checkLogitRows(check, { logits: args.target, params: args.params, ...(args.classes !== undefined ? { classes: args.classes } : {}) }, 'target');
-  let draft: T | undefined;
-  if (args.draft !== undefined) {
-    draft = check.tensor('draft', args.draft);
-    check.dtype('draft', draft, [target.dtype]);
-    check.shape('draft', draft, ['B', 'Vp']);
-  }
-  const seeds = check.tensor('seeds', args.seeds);
-  const positions = check.tensor('positions', args.positions);
-  const out = check.tensor('out', args.out);
-  for (const [name, t] of [['seeds', seeds], ['positions', positions], ['out', out]] as const) check.dtype(name, t, ['i32']);
-  check.shape('seeds', seeds, ['B', 2]);
-  check.shape('positions', positions, ['B']);
-  check.shape('out', out, ['B']);
+  const draft = args.draft === undefined ? undefined : check.typed('draft', args.draft, [target.dtype], ['B', 'Vp']);
+  const seeds = check.typed('seeds', args.seeds, ['i32'], ['B', 2]);
+  const positions = check.typed('positions', args.positions, ['i32'], ['B']);
+  const out = check.typed('out', args.out, ['i32'], ['B']);
   return { target, draft, params, seeds, positions, out, classes, R, Vp };
 }
