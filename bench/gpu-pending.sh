@@ -12,7 +12,7 @@
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 13 ran calls 1–5 below; a sixth, sampled-serve,
 # found no device time left):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve   # (~1 min) the serving engine's sampled speculative rounds on the device (session 13, never run; opt-in until this passes)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve picks-tests   # (~3 min; picks-tests again after the review moved the draw into infer/speculative-draw.ts) the serving engine's sampled speculative rounds on the device (session 13, never run; opt-in until this passes)
 #   Steps that train with GPT-2's BPE: node dist/bench/spec-tokenizer.js first, then carry [".device", "bench/spec-tokenizer"].
 #   (session 13's call 5 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh picks-tests   # (~3 min) greedy picks on the device in speculative serving and the eager extendGreedy (session 13)
 #   (session 13's call 4 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-medium-hf profile-b1   # (~5 min) the medium pair with this build's sampled path (lazy probabilities) and HF beside it; fresh batch-1 profiles
