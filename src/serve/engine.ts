@@ -142,8 +142,8 @@ export interface ServingSpeculation {
   readonly adaptive?: boolean;
   /**
    * Sampled rounds on the device (device-rounds.ts: draws, scores and the last token there, no rows of
-   * logits read back). Opt-in (FUSEFORMER_SERVE_DEVICE_SAMPLING=1) until its GPU test has run
-   * (bench/gpu-pending.sh sampled-serve); tested on the CPU. Needs the draft's dtype and padded vocabulary
+   * logits read back). Default on (FUSEFORMER_SERVE_DEVICE_SAMPLING=0 turns it off): its GPU test passes
+   * (χ² 30.2, df 33, over 1200 seeds; bench/results/gpu-pending-s14/call1/). Needs the draft's dtype and padded vocabulary
    * to be the target's (else the host's path); log-probabilities read rows anyway.
    */
   readonly deviceSampling?: boolean;
@@ -299,7 +299,7 @@ export class ServingEngine {
     if (spec) {
       this.speculation = {
         initial: Math.min(spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, this.maxDraftTokens), adaptive: spec.adaptive ?? true,
-        deviceSampling: spec.deviceSampling ?? process.env['FUSEFORMER_SERVE_DEVICE_SAMPLING'] === '1',
+        deviceSampling: spec.deviceSampling ?? process.env['FUSEFORMER_SERVE_DEVICE_SAMPLING'] !== '0',
       };
     }
     const perRequest = Math.ceil(this.maxLen / this.blockSize);
