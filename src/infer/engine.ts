@@ -707,14 +707,19 @@ export class DecodeEngine {
     const partials = splits > 1 ? b.view(this.partials!, 0, [n, Hq, splits, d + 2]) : undefined;
     const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
     const scale = 1 / Math.sqrt(d);
+    const megakernel = n === 1 ? f.decodeLayersArgs(v, st.positions, (l) => [cache.keys(l, 0, 1), cache.values(l, 0, 1)], this.maxLen) : null;
     const run = () => {
       f.embed(b, v, st.tokens, st.positions);
-      f.blocks(b, v, (l) => {
-        const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n), bias = m.layers[l]!.qkvBias;
-        b.qkvRopeAppend({ qkv: v.qkv, positions: st.positions, q: q4, kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
-        b.decodeAttention({ q: q3, kCache, vCache, positions: st.positions, out: out3, scale, ...(partials ? { partials } : {}), freshKeys: 1 });
-        return v.attn;
-      });
+      if (megakernel) {
+        b.decodeLayers(megakernel);
+      } else {
+        f.blocks(b, v, (l) => {
+          const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n), bias = m.layers[l]!.qkvBias;
+          b.qkvRopeAppend({ qkv: v.qkv, positions: st.positions, q: q4, kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
+          b.decodeAttention({ q: q3, kCache, vCache, positions: st.positions, out: out3, scale, ...(partials ? { partials } : {}), freshKeys: 1 });
+          return v.attn;
+        });
+      }
       f.lmHead(b, v.h, st.logits);
       this.sample(st);
     };

@@ -20,7 +20,7 @@ import type {
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
 import { prepareGatedActivation } from './gated-activation.js';
-import { checkGatedLinear, checkPrefetchL2 } from '../op-checks/index.js';
+import { checkDecodeLayers, checkGatedLinear, checkPrefetchL2 } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
@@ -28,6 +28,10 @@ import { prepareSampleTokens, prepareSpeculativeSample, prepareTokenProbabilitie
 import { prepareTanhActivation } from './tanh-activation.js';
 import { prepareDecodeAdvance } from './decode-advance.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
+import type { DecodeLayersArgs } from '../backend.js';
+import { decodeLayersScratch, decodeLayersUnfused } from '../decode-layers-unfused.js';
+import type { DecodeLayersScratch } from '../decode-layers-unfused.js';
+
 import { prepareBeamCrossAttention, prepareBeamSelfAttention } from './beam-attention.js';
 import { prepareBeamAdvance, prepareBeamTopK } from './beam-topk.js';
 import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
@@ -205,6 +209,15 @@ export class CpuBackend implements Backend {
   tokenProbabilities(args: TokenProbabilitiesArgs): void { this.queue.issue(prepareTokenProbabilities(args)); }
   speculativeSample(args: SpeculativeSampleArgs): void { this.queue.issue(prepareSpeculativeSample(args)); }
   decodeAdvance(args: DecodeAdvanceArgs): void { this.queue.issue(prepareDecodeAdvance(args)); }
+  /** The chain of unfused ops decodeLayers stands for (the contract's definition), after its checks. */
+  decodeLayers(args: DecodeLayersArgs): void {
+    checkDecodeLayers(new CpuCheck('decodeLayers'), args);
+    let scratch = this.decodeLayersScratch.get(args.layers);
+    if (!scratch) this.decodeLayersScratch.set(args.layers, scratch = decodeLayersScratch(this, args));
+    decodeLayersUnfused(this, args, scratch);
+  }
+  /** decodeLayers' intermediates per layer list (a replayed graph reads the same ones). */
+  private readonly decodeLayersScratch = new WeakMap<object, DecodeLayersScratch>();
   /** A cache hint: checked, then nothing to do on the host. */
   prefetchL2(args: PrefetchL2Args): void { checkPrefetchL2(new CpuCheck('prefetchL2'), args); }
 }

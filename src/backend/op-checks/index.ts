@@ -32,3 +32,4 @@ export { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities, SAM
 export { checkDecodeAdvance } from './decode-advance.js';
 export { checkPrefetchL2 } from './prefetch-l2.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';
+export { checkDecodeLayers } from './decode-layers.js';

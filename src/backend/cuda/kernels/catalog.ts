@@ -35,6 +35,7 @@ import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
+import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -75,6 +76,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['tanh-activation', tanhActivationCatalog],
     ['decode-advance', decodeAdvanceCatalog],
     ['prefetch-l2', prefetchL2Catalog],
+    ['decode-layers', decodeLayersCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }

@@ -1,0 +1,618 @@
+// decodeLayers (backend.ts): every layer of one sequence's decode step as one persistent kernel — the
+// "megakernel" answer to a batch-1 step being a chain of ~6 short kernels a layer, each paying a launch,
+// a ramp and a tail while HBM idles (docs/perf.md: GPT-2's step was 64% idle by removal timing).
+//
+// One block per SM (G = SM count, ~200 KB of shared memory each, so all are resident at once) walks the
+// stages of every layer in order, with a grid barrier (a global counter) between dependent stages:
+//   QKV    h = norm1(x [+ y + b]) formed by every block; rows of qkv = h·Wqkvᵀ    (block b: rows b·N/G ..)
+//   ATTN   units (query head, split of the keys): bias + RoPE of q and the new key, the new key and value
+//          written to the cache, softmax over keys 0..p in shared memory, out (or split partials)
+//   O      x' = the attention output (splits combined); rows of y = a·Woᵀ
+//   UP     h = norm2(x + y + b); rows of act(h·Wupᵀ + b) (gated: act(gate)·up)
+//   DOWN   rows of y = u·Wdownᵀ
+// and finally block 0 forms x += y + b, h = finalNorm(x). A stage's blocks all compute the same norm of
+// the same inputs (bit-identical); block 0 writes the residual stream into the other of two buffers, so no
+// block overwrites what another is still reading.
+//
+// The weights never wait on the barriers: thread 0 of each block runs a TMA bulk-copy producer over the
+// block's whole schedule of weight chunks (its rows of every product of every layer, in order), SLOTS
+// chunks of ≤ SLOT_BYTES ahead of the block's consumers through a ring of shared-memory slots, each with
+// an mbarrier. So while a block waits at a barrier or sits out the attention stage, its next product's
+// first chunks are already arriving — the HBM stream that separate kernels stop and restart at every
+// kernel boundary runs on. Chunks hold whole rows: a row of K 16-bit values must fit a slot (K ≤ 8192).
+// A chunk's rows are split among the 8 warps (rows × K-parts), dot products against x held in shared
+// memory as f32, partial sums combined through shared memory by the epilogue's threads.
+// Intermediates other blocks wrote in this kernel are read through L2 (ld.global.cg): L1 is not coherent.
+// The barrier spins on a counter with a 2 s timeout that traps (an error, not a hang, should a block ever
+// not be resident); the last block out sets the counters back to zero (KernelHost.counters).
+
+import type { DecodeLayersArgs } from '../../backend.js';
+import { DECODE_LAYERS_KEYS_PER_SPLIT, decodeLayersWorkspaceFloats } from '../../backend.js';
+import type { Activation } from '../../backend.js';
+import { checkDecodeLayers } from '../../op-checks/index.js';
+import { OpCheck } from '../../validate.js';
+import type { Tensor } from '../../../tensor.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { ACTIVATION_CODE } from './gated-activation.js';
+import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+
+export const DECODE_LAYERS_THREADS = 256;
+/** Bytes of one ring slot: a whole row of K ≤ 8192 16-bit weights. */
+export const SLOT_BYTES = 16 * 1024;
+/** Ring slots at most (each SM's weight bytes in flight: SLOTS × 16 KB). */
+export const MAX_SLOTS = 10;
+/** Pointers per layer in the weight table (14 used). */
+export const TABLE_STRIDE = 16;
+
+export interface DecodeLayersSpec {
+  readonly dtype: 'bf16' | 'f16';
+  readonly hidden: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly ffn: number;
+  readonly maxLen: number;
+  readonly norm: 'layer' | 'rms';
+  readonly gated: boolean;
+  readonly activation: Activation;
+  readonly qkvBias: boolean;
+  readonly outBias: boolean;
+  readonly upBias: boolean;
+  readonly downBias: boolean;
+  readonly rope: boolean;
+  /** The norms' epsilon (baked in as an f32 constant). */
+  readonly eps: number;
+  /** Blocks: the SM count (all resident). */
+  readonly blocks: number;
+  readonly slots: number;
+}
+
+export function decodeLayersKey(s: DecodeLayersSpec): string {
+  const bias = ['qkv', 'out', 'up', 'down'].filter((_, i) => [s.qkvBias, s.outBias, s.upBias, s.downBias][i]).join('_') || 'nobias';
+  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}`;
+}
+
+/** Why the megakernel cannot run this model (null: it can). */
+export function decodeLayersUnsupported(s: Pick<DecodeLayersSpec, 'hidden' | 'ffn' | 'heads' | 'headDim'>): string | null {
+  const widths = { hidden: s.hidden, ffn: s.ffn, 'attention width': s.heads * s.headDim };
+  for (const [name, k] of Object.entries(widths)) {
+    if (k % 8 !== 0) return `its ${name} (${k}) is not a multiple of 8`;
+    if (k * 2 > SLOT_BYTES) return `its ${name} (${k}) is wider than a ${SLOT_BYTES / 1024} KiB weight slot holds`;
+    if (k < 256) return `its ${name} (${k}) is below 256`;
+  }
+  if (s.headDim % 8 !== 0 || s.headDim > 256) return `its head dimension ${s.headDim} is not a multiple of 8 up to 256`;
+  return null;
+}
+
+/** Shared-memory layout (bytes): the ring, x as f32, partial sums, attention's q/k/v/scores/sums, mbarriers. */
+function sharedLayout(s: DecodeLayersSpec) {
+  const xsFloats = Math.max(s.hidden, s.ffn, s.heads * s.headDim);
+  const ring = s.slots * SLOT_BYTES;
+  const xs = ring, red = xs + xsFloats * 4, reduce = red + 64 * 4, attention = reduce + 32 * 4;
+  const attentionFloats = 3 * s.headDim + DECODE_LAYERS_KEYS_PER_SPLIT + DECODE_LAYERS_THREADS;
+  const bars = Math.ceil((attention + attentionFloats * 4) / 8) * 8;
+  return { xsFloats, xs, red, reduce, attention, bars, total: bars + s.slots * 8 };
+}
+
+/** Shared memory the kernel needs without its ring. */
+export function decodeLayersFixedShared(s: Omit<DecodeLayersSpec, 'slots'>): number {
+  return sharedLayout({ ...s, slots: 0 }).total;
+}
+
+/** Byte offsets of the workspace's regions (decodeLayersWorkspaceFloats). */
+function workspaceLayout(s: DecodeLayersSpec) {
+  const half = (n: number) => Math.ceil(n / 8) * 16;
+  const xa = 0, xb = xa + half(s.hidden), qkv = xb + half(s.hidden), attn = qkv + half((s.heads + 2 * s.kvHeads) * s.headDim);
+  const y = attn + half(s.heads * s.headDim), act = y + half(s.hidden), part = act + half(s.ffn);
+  return { xa, xb, qkv, attn, y, act, part };
+}
+
+export function decodeLayersSource(s: DecodeLayersSpec): KernelSource {
+  const name = kernelIdentifier(decodeLayersKey(s));
+  const sh = sharedLayout(s), ws = workspaceLayout(s);
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', s.dtype)}
+${constants({
+    H: s.hidden, HQ: s.heads, HKV: s.kvHeads, D: s.headDim, F: s.ffn, QKV_W: (s.heads + 2 * s.kvHeads) * s.headDim, ATT_W: s.heads * s.headDim,
+    GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
+    KPS: DECODE_LAYERS_KEYS_PER_SPLIT, MAX_SPLITS: Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT), TABLE_STRIDE,
+    SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_ATT: sh.attention, SH_BARS: sh.bars,
+    WS_XA: ws.xa, WS_XB: ws.xb, WS_QKV: ws.qkv, WS_ATTN: ws.attn, WS_Y: ws.y, WS_ACT: ws.act, WS_PART: ws.part,
+    NORM_RMS: s.norm === 'rms', GATED: s.gated, QKV_BIAS: s.qkvBias, OUT_BIAS: s.outBias, UP_BIAS: s.upBias, DOWN_BIAS: s.downBias, ROPE: s.rope,
+  })}
+static_assert(sizeof(T) == 2, "16-bit weights");
+// Table entries of a layer.
+enum { T_N1G = 0, T_N1B, T_WQKV, T_BQKV, T_WO, T_BO, T_N2G, T_N2B, T_WUP, T_BUP, T_WDOWN, T_BDOWN, T_KC, T_VC };
+constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
+constexpr float EPS = ${Math.fround(s.eps).toExponential(9)}f;
+
+__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[s.activation]}; }
+__device__ __forceinline__ float round_t(float v) { return to_float(from_float<T>(v)); }
+// A 16-bit value another block wrote in this kernel: through L2, not a stale L1 line.
+__device__ __forceinline__ float load_cg(const T* p) {
+  const unsigned short u = __ldcg(reinterpret_cast<const unsigned short*>(p));
+  T v;
+  *reinterpret_cast<unsigned short*>(&v) = u;
+  return to_float(v);
+}
+
+// ---- TMA bulk copies into the ring, completed on mbarriers ----------------------------------------------
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(u64* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
+  u32 done;
+  asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+               : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ u64 global_timer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ u32 load_acquire(const u32* p) {
+  u32 v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Every block arrives, then waits until all G have: the count only grows within a launch (target = G·n
+// for the n-th barrier). Writes before it are visible to every block after it (fence, then the count).
+__device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(count, 1u);
+    const u64 start = global_timer();
+    while (load_acquire(count) < target) {
+      if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();  // a block not resident: fail, do not hang
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// ---- the weight schedule ----------------------------------------------------------------------------------
+// Stage s of a layer: N rows of K inputs (UP gated: each chunk holds n gate rows, then the n up rows F + r).
+__device__ __forceinline__ int stage_rows(int s) { return s == 0 ? QKV_W : s == 1 ? H : s == 2 ? F : H; }
+__device__ __forceinline__ int stage_k(int s) { return s == 0 ? H : s == 1 ? ATT_W : s == 2 ? H : F; }
+__device__ __forceinline__ bool stage_pair(int s) { return GATED && s == 2; }
+__device__ __forceinline__ int stage_weight(int s) { return s == 0 ? T_WQKV : s == 1 ? T_WO : s == 2 ? T_WUP : T_WDOWN; }
+__device__ __forceinline__ int rows_per_chunk(int s) { return SLOT_BYTES / (stage_k(s) * 2 * (stage_pair(s) ? 2 : 1)); }
+__device__ __forceinline__ void block_rows(int s, int& r0, int& r1) {
+  const int n = stage_rows(s);
+  r0 = (int)(((long long)blockIdx.x * n) / G);
+  r1 = (int)(((long long)(blockIdx.x + 1) * n) / G);
+}
+__device__ __forceinline__ int stage_chunks(int s) {
+  int r0, r1;
+  block_rows(s, r0, r1);
+  const int per = rows_per_chunk(s);
+  return (r1 - r0 + per - 1) / per;
+}
+
+// Thread 0's producer: the next chunk of the block's schedule into the next ring slot.
+struct Producer {
+  int layer, stage, chunk;
+  u32 issued;
+};
+__device__ __forceinline__ void produce_next(Producer& p, int layers, const u64* table, T* ring, u64* bars) {
+  while (p.layer < layers) {
+    if (p.chunk < stage_chunks(p.stage)) {
+      int r0, r1;
+      block_rows(p.stage, r0, r1);
+      const int per = rows_per_chunk(p.stage), K = stage_k(p.stage);
+      const int row = r0 + p.chunk * per, n = min(per, r1 - row);
+      const u32 bytes = (u32)n * K * 2u;
+      const int slot = (int)(p.issued % SLOTS);
+      T* dst = ring + (size_t)slot * (SLOT_BYTES / 2);
+      const T* w = reinterpret_cast<const T*>(table[p.layer * TABLE_STRIDE + stage_weight(p.stage)]);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the slot's last generic reads before the async write
+      if (stage_pair(p.stage)) {
+        mbar_expect(&bars[slot], 2u * bytes);
+        bulk_copy(dst, w + (size_t)row * K, bytes, &bars[slot]);
+        bulk_copy(dst + (size_t)n * K, w + (size_t)(F + row) * K, bytes, &bars[slot]);
+      } else {
+        mbar_expect(&bars[slot], bytes);
+        bulk_copy(dst, w + (size_t)row * K, bytes, &bars[slot]);
+      }
+      p.chunk++;
+      p.issued++;
+      return;
+    }
+    p.chunk = 0;
+    if (++p.stage == 4) { p.stage = 0; p.layer++; }
+  }
+}
+
+struct Shared {
+  T* ring;
+  float* xs;      // the product's input, f32 [≤ max(H, F, ATT_W)]
+  float* red;     // partial sums of a chunk's (row, part) units [64]
+  float* reduce;  // block reductions [32]
+  float* att;     // attention: q, k, v [3·D], scores [KPS], value sums [THREADS]
+  u64* bars;
+};
+
+// ---- products ---------------------------------------------------------------------------------------------
+// The block's rows of stage s against xs, chunk by chunk as they arrive; out(row, sum[, up sum]) stores.
+template <int S, typename Store>
+__device__ __forceinline__ void product(const Shared& sm, u32& consumed, Producer& prod, int layers, const u64* table, Store store) {
+  constexpr int K = S == 0 ? H : S == 1 ? ATT_W : S == 2 ? H : F;
+  constexpr bool PAIR = GATED && S == 2;
+  constexpr int PER = SLOT_BYTES / (K * 2 * (PAIR ? 2 : 1));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int r0, r1;
+  block_rows(S, r0, r1);
+  for (int row0 = r0; row0 < r1; row0 += PER) {
+    const int n = min(PER, r1 - row0), eff = PAIR ? 2 * n : n;
+    const int slot = (int)(consumed % SLOTS);
+    if (!mbar_try_wait(&sm.bars[slot], (consumed / SLOTS) & 1u)) {
+      const u64 start = global_timer();
+      while (!mbar_try_wait(&sm.bars[slot], (consumed / SLOTS) & 1u)) {
+        if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
+      }
+    }
+    const T* w = sm.ring + (size_t)slot * (SLOT_BYTES / 2);
+    const int parts = max(1, WARPS / eff), units = eff * parts;
+    const int kp = ((K / parts + VEC - 1) / VEC) * VEC;
+    for (int u = warp; u < units; u += WARPS) {
+      const int r = u / parts, k0 = (u % parts) * kp, k1 = min(K, k0 + kp);
+      const T* wr = w + (size_t)r * K;
+      float acc = 0.f;
+      for (int k = k0 + lane * VEC; k < k1; k += 32 * VEC) {
+        const Vec<T, VEC> wv = load_vec<T, VEC>(wr + k);
+        const float4 a = *reinterpret_cast<const float4*>(sm.xs + k), b = *reinterpret_cast<const float4*>(sm.xs + k + 4);
+        acc += to_float(wv.v[0]) * a.x + to_float(wv.v[1]) * a.y + to_float(wv.v[2]) * a.z + to_float(wv.v[3]) * a.w
+             + to_float(wv.v[4]) * b.x + to_float(wv.v[5]) * b.y + to_float(wv.v[6]) * b.z + to_float(wv.v[7]) * b.w;
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) sm.red[u] = acc;
+    }
+    __syncthreads();
+    consumed++;
+    if (threadIdx.x == 0) produce_next(prod, layers, table, sm.ring, sm.bars);  // the slot is free again
+    if ((int)threadIdx.x < n) {
+      float sum = 0.f, up = 0.f;
+      for (int p = 0; p < parts; p++) sum += sm.red[threadIdx.x * parts + p];
+      if (PAIR) for (int p = 0; p < parts; p++) up += sm.red[(n + threadIdx.x) * parts + p];
+      store(row0 + (int)threadIdx.x, sum, up);
+    }
+    __syncthreads();
+  }
+}
+
+// xs = norm(v) rounded, v = cur + y + bias rounded (y null: v = cur); block 0 also stores v to x_write.
+__device__ __forceinline__ void norm_input(const Shared& sm, const T* cur, const T* y, const T* bias, const T* gamma, const T* beta,
+                                           T* x_write) {
+  float local = 0.f;
+  for (int i = threadIdx.x; i < H; i += THREADS) {
+    float v = load_cg(cur + i);
+    if (y) v = round_t(v + load_cg(y + i) + (bias ? to_float(bias[i]) : 0.f));
+    sm.xs[i] = v;
+    if (x_write && blockIdx.x == 0) x_write[i] = from_float<T>(v);
+    local += NORM_RMS ? v * v : v;
+  }
+  const float total = block_sum(local, sm.reduce);
+  float mean = 0.f, rstd;
+  if (NORM_RMS) {
+    rstd = rsqrtf(total / H + EPS);
+  } else {
+    mean = total / H;
+    float dev = 0.f;
+    for (int i = threadIdx.x; i < H; i += THREADS) { const float c = sm.xs[i] - mean; dev += c * c; }
+    rstd = rsqrtf(block_sum(dev, sm.reduce) / H + EPS);
+  }
+  for (int i = threadIdx.x; i < H; i += THREADS) {
+    float v = (sm.xs[i] - mean) * rstd * to_float(gamma[i]);
+    if (!NORM_RMS) v += to_float(beta[i]);
+    sm.xs[i] = round_t(v);
+  }
+  __syncthreads();
+}
+
+// ---- attention --------------------------------------------------------------------------------------------
+__device__ __forceinline__ int attention_splits(int keys) { return min(MAX_SPLITS, (keys + KPS - 1) / KPS); }
+
+__device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const T* qkv, T* attn_out, float* part, int pos, int max_len,
+                                          const float* inv_freq, float rope_scale, float score_scale) {
+  const int keys = pos + 1, splits = attention_splits(keys), chunk = (keys + splits - 1) / splits, tid = threadIdx.x;
+  float* qf = sm.att;
+  float* kf = qf + D;
+  float* vf = kf + D;
+  float* sc = vf + D;
+  float* sums = sc + KPS;
+  const T* bias = QKV_BIAS ? reinterpret_cast<const T*>(lt[T_BQKV]) : nullptr;
+  for (int unit = blockIdx.x; unit < HQ * splits; unit += G) {
+    const int hq = unit / splits, s = unit % splits, g = hq / GROUP;
+    const int j0 = s * chunk, j1 = min(keys, j0 + chunk);
+    T* kc = reinterpret_cast<T*>(lt[T_KC]) + (size_t)g * max_len * D;
+    T* vc = reinterpret_cast<T*>(lt[T_VC]) + (size_t)g * max_len * D;
+    if (tid < D) {
+      const int qi = hq * D + tid, ki = (HQ + g) * D + tid, vi = (HQ + HKV + g) * D + tid;
+      qf[tid] = load_cg(qkv + qi) + (bias ? to_float(bias[qi]) : 0.f);
+      kf[tid] = load_cg(qkv + ki) + (bias ? to_float(bias[ki]) : 0.f);
+      vf[tid] = round_t(load_cg(qkv + vi) + (bias ? to_float(bias[vi]) : 0.f));
+    }
+    __syncthreads();
+    if (ROPE && tid < D / 2) {
+      // a' = a·c − z·s, z' = z·c + a·s over the pairs (i, i + d/2), θ = p·inv_freq[i] (qkvRopeAppend's rotation).
+      float sn, cs;
+      sincosf((float)pos * inv_freq[tid], &sn, &cs);
+      cs *= rope_scale;
+      sn *= rope_scale;
+      const float a = qf[tid], z = qf[tid + D / 2], ka = kf[tid], kz = kf[tid + D / 2];
+      qf[tid] = a * cs - z * sn;
+      qf[tid + D / 2] = z * cs + a * sn;
+      kf[tid] = ka * cs - kz * sn;
+      kf[tid + D / 2] = kz * cs + ka * sn;
+    }
+    __syncthreads();
+    if (tid < D) {
+      qf[tid] = round_t(qf[tid]);
+      kf[tid] = round_t(kf[tid]);
+      if (hq % GROUP == 0 && s == 0) {  // one unit a kv head appends its key and value
+        kc[(size_t)pos * D + tid] = from_float<T>(kf[tid]);
+        vc[(size_t)pos * D + tid] = from_float<T>(vf[tid]);
+      }
+    }
+    __syncthreads();
+    // Scores, one key a thread (the new key from shared memory: its cache row may not be written yet).
+    float local_max = __int_as_float(0xff800000);
+    for (int j = j0 + tid; j < j1; j += THREADS) {
+      float dot = 0.f;
+      if (j == pos) {
+        for (int c = 0; c < D; c++) dot += qf[c] * kf[c];
+      } else {
+        const T* kr = kc + (size_t)j * D;
+        #pragma unroll
+        for (int c = 0; c < D; c += VEC) {
+          const Vec<T, VEC> kv = load_vec<T, VEC>(kr + c);
+          #pragma unroll
+          for (int e = 0; e < VEC; e++) dot += qf[c + e] * to_float(kv.v[e]);
+        }
+      }
+      const float score = dot * score_scale;
+      sc[j - j0] = score;
+      local_max = fmaxf(local_max, score);
+    }
+    const float m = block_max(local_max, sm.reduce);
+    float local_sum = 0.f;
+    for (int j = j0 + tid; j < j1; j += THREADS) {
+      const float p = exp2f(sc[j - j0] - m);
+      sc[j - j0] = p;
+      local_sum += p;
+    }
+    const float l = block_sum(local_sum, sm.reduce);  // its barriers publish sc
+    // Σ p_j·v_j: thread (group, c) takes keys j0 + group, j0 + group + THREADS/D, … of column c.
+    constexpr int GROUPS = THREADS / D;
+    float acc = 0.f;
+    if (tid < GROUPS * D) {
+      const int c = tid % D, grp = tid / D;
+      #pragma unroll 4
+      for (int j = j0 + grp; j < j1; j += GROUPS) acc += sc[j - j0] * (j == pos ? vf[c] : to_float(vc[(size_t)j * D + c]));
+    }
+    sums[tid] = acc;
+    __syncthreads();
+    if (tid < D) {
+      float o = 0.f;
+      for (int grp = 0; grp < GROUPS; grp++) o += sums[grp * D + tid];
+      if (splits == 1) {
+        attn_out[hq * D + tid] = from_float<T>(o / l);
+      } else {
+        float* pp = part + (size_t)(hq * splits + s) * (D + 2);
+        pp[tid] = o;
+        if (tid == 0) { pp[D] = m; pp[D + 1] = l; }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// xs = the attention output (with splits: their partials combined, rounded as decodeAttention stores it).
+__device__ __forceinline__ void attention_input(const Shared& sm, const T* attn, const float* part, int pos) {
+  const int splits = attention_splits(pos + 1);
+  for (int i = threadIdx.x; i < ATT_W; i += THREADS) {
+    if (splits == 1) { sm.xs[i] = load_cg(attn + i); continue; }
+    const int hq = i / D, c = i % D;
+    const float* pp = part + (size_t)hq * splits * (D + 2);
+    float top = __int_as_float(0xff800000);
+    for (int s = 0; s < splits; s++) top = fmaxf(top, __ldcg(pp + s * (D + 2) + D));
+    float num = 0.f, den = 0.f;
+    for (int s = 0; s < splits; s++) {
+      const float ms = __ldcg(pp + s * (D + 2) + D);
+      const float w = ms == __int_as_float(0xff800000) ? 0.f : exp2f(ms - top);  // an empty split weighs nothing
+      num += w * __ldcg(pp + s * (D + 2) + c);
+      den += w * __ldcg(pp + s * (D + 2) + D + 1);
+    }
+    sm.xs[i] = round_t(num / den);
+  }
+  __syncthreads();
+}
+
+// table u64 [layers, TABLE_STRIDE]; x, h [H]; positions i32 [1]; inv_freq f32 [D/2] (ROPE); ws: the
+// workspace (WS_* byte offsets); counters: 2 zeroed u32 (the barrier count, blocks done). Grid G, block THREADS.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
+    const u64* __restrict__ table, int layers, const T* __restrict__ final_gamma, const T* __restrict__ final_beta,
+    T* x, T* __restrict__ h_out, const int* __restrict__ positions, const float* __restrict__ inv_freq, float rope_scale,
+    float score_scale, int max_len, unsigned char* ws, u32* counters) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  Shared sm;
+  sm.ring = reinterpret_cast<T*>(smem);
+  sm.xs = reinterpret_cast<float*>(smem + SH_XS);
+  sm.red = reinterpret_cast<float*>(smem + SH_RED);
+  sm.reduce = reinterpret_cast<float*>(smem + SH_REDUCE);
+  sm.att = reinterpret_cast<float*>(smem + SH_ATT);
+  sm.bars = reinterpret_cast<u64*>(smem + SH_BARS);
+  T* xbuf[2] = {reinterpret_cast<T*>(ws + WS_XA), reinterpret_cast<T*>(ws + WS_XB)};
+  T* qkv = reinterpret_cast<T*>(ws + WS_QKV);
+  T* attn = reinterpret_cast<T*>(ws + WS_ATTN);
+  T* y = reinterpret_cast<T*>(ws + WS_Y);
+  T* act = reinterpret_cast<T*>(ws + WS_ACT);
+  float* part = reinterpret_cast<float*>(ws + WS_PART);
+
+  // The weights depend on no earlier kernel: the ring fills before the grid-dependency wait.
+  Producer prod{0, 0, 0, 0u};
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < SLOTS; i++) mbar_init(&sm.bars[i]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int i = 0; i < SLOTS; i++) produce_next(prod, layers, table, sm.ring, sm.bars);
+  }
+  __syncthreads();
+  GRID_DEPENDENCY_WAIT();
+  const int pos = max(0, min(positions[0], max_len - 1));
+  u32 consumed = 0u, barrier = 0u;
+  const T* cur = x;
+  int update = 0;
+  for (int l = 0; l < layers; l++) {
+    const u64* lt = table + l * TABLE_STRIDE;
+    const T* n1b = NORM_RMS ? nullptr : reinterpret_cast<const T*>(lt[T_N1B]);
+    if (l == 0) {
+      norm_input(sm, cur, nullptr, nullptr, reinterpret_cast<const T*>(lt[T_N1G]), n1b, nullptr);
+    } else {
+      T* next = xbuf[update++ & 1];
+      const T* bias = DOWN_BIAS ? reinterpret_cast<const T*>(lt[T_BDOWN - TABLE_STRIDE]) : nullptr;
+      norm_input(sm, cur, y, bias, reinterpret_cast<const T*>(lt[T_N1G]), n1b, next);
+      cur = next;
+    }
+    product<0>(sm, consumed, prod, layers, table, [&](int r, float sum, float) { qkv[r] = from_float<T>(sum); });
+    grid_barrier(counters, ++barrier * G);
+    attention(sm, lt, qkv, attn, part, pos, max_len, inv_freq, rope_scale, score_scale);
+    grid_barrier(counters, ++barrier * G);
+    attention_input(sm, attn, part, pos);
+    product<1>(sm, consumed, prod, layers, table, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    grid_barrier(counters, ++barrier * G);
+    {
+      T* next = xbuf[update++ & 1];
+      const T* bias = OUT_BIAS ? reinterpret_cast<const T*>(lt[T_BO]) : nullptr;
+      norm_input(sm, cur, y, bias, reinterpret_cast<const T*>(lt[T_N2G]), NORM_RMS ? nullptr : reinterpret_cast<const T*>(lt[T_N2B]), next);
+      cur = next;
+    }
+    const T* up_bias = UP_BIAS ? reinterpret_cast<const T*>(lt[T_BUP]) : nullptr;
+    product<2>(sm, consumed, prod, layers, table, [&](int r, float sum, float up) {
+      if (GATED) {
+        const float gate = round_t(sum + (up_bias ? to_float(up_bias[r]) : 0.f));
+        const float u = round_t(up + (up_bias ? to_float(up_bias[F + r]) : 0.f));
+        act[r] = from_float<T>(activate(gate) * u);
+      } else {
+        act[r] = from_float<T>(activate(sum + (up_bias ? to_float(up_bias[r]) : 0.f)));
+      }
+    });
+    grid_barrier(counters, ++barrier * G);
+    for (int i = threadIdx.x; i < F; i += THREADS) sm.xs[i] = load_cg(act + i);
+    __syncthreads();
+    product<3>(sm, consumed, prod, layers, table, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    grid_barrier(counters, ++barrier * G);
+  }
+  if (blockIdx.x == 0) {
+    const u64* lt = table + (layers - 1) * TABLE_STRIDE;
+    norm_input(sm, cur, y, DOWN_BIAS ? reinterpret_cast<const T*>(lt[T_BDOWN]) : nullptr, final_gamma, final_beta, x);
+    for (int i = threadIdx.x; i < H; i += THREADS) h_out[i] = from_float<T>(sm.xs[i]);
+  }
+  // The last block out sets the counters back to zero: every block has passed every barrier by then.
+  if (threadIdx.x == 0) {
+    if (atomicAdd(&counters[1], 1u) == G - 1) {
+      counters[0] = 0u;
+      counters[1] = 0u;
+      __threadfence();
+    }
+  }
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+/** The spec of a checked call on a GPU of `blocks` SMs and `maxShared` bytes of shared memory a block. */
+export function planDecodeLayers(c: OpCheck, a: ReturnType<typeof checkDecodeLayers>, args: DecodeLayersArgs, blocks: number, maxShared: number): DecodeLayersSpec {
+  if (a.dtype !== 'bf16' && a.dtype !== 'f16') c.fail(`the CUDA kernel takes bf16 or f16 models, not ${a.dtype}`);
+  const shape = { hidden: a.H, ffn: a.F, heads: a.Hq, headDim: a.d };
+  const why = decodeLayersUnsupported(shape);
+  if (why) c.fail(`the CUDA kernel cannot run this model: ${why}`);
+  const first = a.layers[0]!;
+  const base = {
+    dtype: a.dtype as 'bf16' | 'f16', ...shape, kvHeads: a.Hkv, maxLen: a.maxLen, norm: args.norm, gated: a.gated, activation: args.activation,
+    qkvBias: first.qkvBias !== undefined, outBias: first.outBias !== undefined, upBias: first.upBias !== undefined, downBias: first.downBias !== undefined,
+    rope: args.rope !== undefined, eps: args.eps, blocks,
+  };
+  const slots = Math.min(MAX_SLOTS, Math.floor((maxShared - decodeLayersFixedShared(base)) / SLOT_BYTES));
+  if (slots < 2) c.fail(`the CUDA kernel needs ${decodeLayersFixedShared(base) + 2 * SLOT_BYTES} bytes of shared memory a block; this GPU allows ${maxShared}`);
+  return { ...base, slots };
+}
+
+/** The u64 weight table of decodeLayers (TABLE_STRIDE pointers a layer) as i32 words, low word first. */
+export function decodeLayersTable(c: OpCheck, a: ReturnType<typeof checkDecodeLayers>, args: DecodeLayersArgs): Int32Array {
+  const words = new Int32Array(a.layers.length * TABLE_STRIDE * 2);
+  const put = (l: number, entry: number, name: string, t: Tensor | undefined) => {
+    if (!t) return;
+    const p = devicePtr(c, `layers[${l}].${name}`, t);
+    if (p % 16n !== 0n) c.fail(`'layers[${l}].${name}' is not 16-byte aligned (its bulk copies need it)`);
+    const at = (l * TABLE_STRIDE + entry) * 2;
+    words[at] = Number(p & 0xffffffffn) | 0;
+    words[at + 1] = Number(p >> 32n) | 0;
+  };
+  args.layers.forEach((l, i) => {
+    const entries: [string, Tensor | undefined][] = [
+      ['norm1.gamma', l.norm1.gamma], ['norm1.beta', l.norm1.beta], ['qkv', l.qkv], ['qkvBias', l.qkvBias], ['out', l.out], ['outBias', l.outBias],
+      ['norm2.gamma', l.norm2.gamma], ['norm2.beta', l.norm2.beta], ['up', l.up], ['upBias', l.upBias], ['down', l.down], ['downBias', l.downBias],
+      ['kCache', l.kCache], ['vCache', l.vCache],
+    ];
+    entries.forEach(([name, t], entry) => put(i, entry, name, t));
+  });
+  return words;
+}
+
+/**
+ * decodeLayers on CUDA: `table` is the device copy of decodeLayersTable for these layers (the backend
+ * keeps one per layer list). One launch of G = SM-count blocks.
+ */
+export function decodeLayers(host: KernelHost, args: DecodeLayersArgs, table: (c: OpCheck, a: ReturnType<typeof checkDecodeLayers>) => bigint): void {
+  const c = new OpCheck('decodeLayers', 'cuda');
+  const a = checkDecodeLayers(c, args);
+  const spec = planDecodeLayers(c, a, args, host.multiProcessorCount, host.maxSharedBytesPerBlock);
+  const ptr = (name: string, t: Tensor) => devicePtr(c, name, t);
+  const tablePtr = table(c, a);
+  host.kernel(decodeLayersKey(spec), () => decodeLayersSource(spec)).launch(
+    { grid: spec.blocks, block: DECODE_LAYERS_THREADS, sharedBytes: sharedLayout(spec).total },
+    [
+      arg.ptr(tablePtr), arg.i32(a.layers.length), arg.ptr(ptr('finalNorm.gamma', args.finalNorm.gamma)),
+      arg.ptr(args.finalNorm.beta ? ptr('finalNorm.beta', args.finalNorm.beta) : 0n), arg.ptr(ptr('x', a.x)), arg.ptr(ptr('h', a.h)),
+      arg.ptr(ptr('positions', a.positions)), arg.ptr(a.invFreq ? ptr('rope.invFreq', a.invFreq) : 0n), arg.f32(args.rope?.scale ?? 1),
+      arg.f32(a.scale * Math.LOG2E), arg.i32(a.maxLen), arg.ptr(ptr('workspace', a.workspace)), arg.ptr(host.counters(2)),
+    ],
+  );
+}
+
+/** Bytes of the workspace the kernel uses (≤ decodeLayersWorkspaceFloats · 4). */
+export function decodeLayersWorkspaceBytes(s: DecodeLayersSpec): number {
+  const ws = workspaceLayout(s);
+  return ws.part + s.heads * Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT) * (s.headDim + 2) * 4;
+}
+
+export function catalog(): KernelSource[] {
+  const llama: DecodeLayersSpec = {
+    dtype: 'bf16', hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, maxLen: 160, norm: 'rms', gated: true, activation: 'silu',
+    qkvBias: false, outBias: false, upBias: false, downBias: false, rope: true, eps: 1e-5, blocks: 132, slots: 10,
+  };
+  const gpt2: DecodeLayersSpec = {
+    dtype: 'f16', hidden: 768, heads: 12, kvHeads: 12, headDim: 64, ffn: 3072, maxLen: 1024, norm: 'layer', gated: false, activation: 'gelu_tanh',
+    qkvBias: true, outBias: true, upBias: true, downBias: true, rope: false, eps: 1e-5, blocks: 132, slots: 10,
+  };
+  return [decodeLayersSource(llama), decodeLayersSource(gpt2), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 4 })];
+}
+
+/** Unused by the kernel, exported for the size test: the workspace's f32 count for a spec. */
+export function workspaceFloatsOf(s: DecodeLayersSpec): number {
+  return decodeLayersWorkspaceFloats({ hidden: s.hidden, heads: s.heads, kvHeads: s.kvHeads, headDim: s.headDim, ffn: s.ffn, maxLen: s.maxLen });
+}
+
