@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -147,6 +147,15 @@ for step in "${steps[@]}"; do
           [ -d /tmp/spec-medium/target ] || { run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
             run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft; }
           run spec-medium-hf 300 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --json "$out/speculative-medium-hf.json" ;;
+    megakernel-trace) # the megakernel's stage-by-stage timeline (bench/megakernel-trace.ts), its GPU checks, the decode bench with it on
+          run megakernel-trace 120 node dist/bench/megakernel-trace.js --json "$out/megakernel-trace.json"
+          run megakernel-tests 240 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
+          run decode-megakernel 150 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-megakernel.json" ;;
+    megakernel) # the decode megakernel (decodeLayers, kernels/decode-layers.ts; session 14, never run): its GPU checks, then the decode bench with it on and off (one process each), and the batch-1 profiles with it on
+          run megakernel-tests 240 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
+          run decode-megakernel 150 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-megakernel.json"
+          run decode-layerwise 150 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-layerwise.json"
+          run profile-mk-llama-b1 90 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --out /tmp/pmk-llama-b1 ;;
     profile-removal) # the batch-1 decode steps timed by removal: what each op costs the PDL-chained step (markers break the chain)
           run profile-removal-gpt2-b1 120 node dist/src/cli/main.js profile --model gpt2-124M --mode decode --batch 1 --seq 96 --op-timing removal --out /tmp/pr-gpt2-b1
           run profile-removal-llama-b1 150 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --op-timing removal --out /tmp/pr-llama-b1 ;;

@@ -468,8 +468,10 @@ export class CudaBackend implements Backend {
       const tensor = this.fromArray(words, [words.length], 'i32');
       this.decodeLayerTables.set(args.layers, { words, tensor });
       return tensor.ptr;
-    });
+    }, this.decodeLayersTrace ?? undefined);
   }
+  /** A buffer for decodeLayers' per-stage %globaltimer stamps (bench/megakernel-trace.ts); null: not traced. */
+  decodeLayersTrace: Tensor | null = null;
   /** decodeLayers launches so far. */
   decodeLayersLaunches = 0;
   private readonly decodeLayerTables = new WeakMap<object, { words: Int32Array; tensor: CudaTensor }>();

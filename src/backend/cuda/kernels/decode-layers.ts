@@ -14,15 +14,15 @@
 // the same inputs (bit-identical); block 0 writes the residual stream into the other of two buffers, so no
 // block overwrites what another is still reading.
 //
-// The weights never wait on the barriers: thread 0 of each block runs a TMA bulk-copy producer over the
-// block's whole schedule of weight chunks (its rows of every product of every layer, in order), SLOTS
-// chunks of ≤ SLOT_BYTES ahead of the block's consumers through a ring of shared-memory slots, each with
-// an mbarrier. So while a block waits at a barrier or sits out the attention stage, its next product's
+// The weights never wait on the barriers: every block runs a producer over its whole schedule of weight
+// chunks (its rows of every product of every layer, in order), SLOTS chunks of ≤ SLOT_BYTES ahead of its
+// consumers through a ring of shared-memory slots — cp.async copies of 16 bytes by every thread, a commit
+// group a chunk. So while a block waits at a barrier or sits out the attention stage, its next product's
 // first chunks are already arriving — the HBM stream that separate kernels stop and restart at every
 // kernel boundary runs on. Chunks hold whole rows: a row of K 16-bit values must fit a slot (K ≤ 8192).
 // A chunk's rows are split among the 8 warps (rows × K-parts), dot products against x held in shared
 // memory as f32, partial sums combined through shared memory by the epilogue's threads.
-// Intermediates other blocks wrote in this kernel are read through L2 (ld.global.cg): L1 is not coherent.
+// Intermediates other blocks wrote in this kernel (and the caches) are read through L2 (ld.global.cg): L1 is not coherent.
 // The barrier spins on a counter with a 2 s timeout that traps (an error, not a hang, should a block ever
 // not be resident); the last block out sets the counters back to zero (KernelHost.counters).
 
@@ -31,6 +31,7 @@ import { DECODE_LAYERS_KEYS_PER_SPLIT, decodeLayersWorkspaceFloats } from '../..
 import type { Activation } from '../../backend.js';
 import { checkDecodeLayers } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
+import { byteSize } from '../../../dtype.js';
 import type { Tensor } from '../../../tensor.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -67,11 +68,17 @@ export interface DecodeLayersSpec {
   /** Blocks: the SM count (all resident). */
   readonly blocks: number;
   readonly slots: number;
+  /** Record %globaltimer stamps of every stage per block (bench/megakernel-trace.ts; off in normal runs). */
+  readonly trace?: boolean;
 }
+
+/** u64 stamps a block records when traced: 3, then TRACE_PER_LAYER a layer, then 1 (see STAMP in the source). */
+export const TRACE_PER_LAYER = 16;
+export function traceStride(layers: number): number { return 3 + TRACE_PER_LAYER * layers + 1; }
 
 export function decodeLayersKey(s: DecodeLayersSpec): string {
   const bias = ['qkv', 'out', 'up', 'down'].filter((_, i) => [s.qkvBias, s.outBias, s.upBias, s.downBias][i]).join('_') || 'nobias';
-  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}`;
+  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}${s.trace ? '.trace' : ''}`;
 }
 
 /** Why the megakernel cannot run this model (null: it can). */
@@ -86,19 +93,22 @@ export function decodeLayersUnsupported(s: Pick<DecodeLayersSpec, 'hidden' | 'ff
   return null;
 }
 
-/** Shared-memory layout (bytes): the ring, x as f32, partial sums, attention's q/k/v/scores/sums, mbarriers. */
+/** Shared-memory layout (bytes): the ring, x as f32, partial sums, stage biases, attention's q/k/v/scores/sums, the table. */
 function sharedLayout(s: DecodeLayersSpec) {
   const xsFloats = Math.max(s.hidden, s.ffn, s.heads * s.headDim);
   const ring = s.slots * SLOT_BYTES;
-  const xs = ring, red = xs + xsFloats * 4, reduce = red + 64 * 4, attention = reduce + 32 * 4;
-  const attentionFloats = 3 * s.headDim + DECODE_LAYERS_KEYS_PER_SPLIT + DECODE_LAYERS_THREADS;
-  const bars = Math.ceil((attention + attentionFloats * 4) / 8) * 8;
-  return { xsFloats, xs, red, reduce, attention, bars, total: bars + s.slots * 8 };
+  const xs = ring, red = xs + xsFloats * 4, reduce = red + 64 * 4, bias = reduce + 32 * 4, attention = bias + 2 * MAX_BLOCK_ROWS * 4;
+  const attentionFloats = 3 * s.headDim + DECODE_LAYERS_KEYS_PER_SPLIT + 8 * DECODE_LAYERS_THREADS;
+  const table = Math.ceil((attention + attentionFloats * 4) / 16) * 16;
+  return { xsFloats, xs, red, reduce, bias, attention, table, total: table };
 }
 
-/** Shared memory the kernel needs without its ring. */
-export function decodeLayersFixedShared(s: Omit<DecodeLayersSpec, 'slots'>): number {
-  return sharedLayout({ ...s, slots: 0 }).total;
+/** Rows of one product a block may own (its stage biases are staged in shared memory). */
+export const MAX_BLOCK_ROWS = 256;
+
+/** Shared memory the kernel needs without its ring, for `layers` layers (their weight table is staged too). */
+export function decodeLayersFixedShared(s: Omit<DecodeLayersSpec, 'slots'>, layers: number): number {
+  return sharedLayout({ ...s, slots: 0 }).total + layers * TABLE_STRIDE * 8;
 }
 
 /** Byte offsets of the workspace's regions (decodeLayersWorkspaceFloats). */
@@ -118,14 +128,16 @@ ${constants({
     H: s.hidden, HQ: s.heads, HKV: s.kvHeads, D: s.headDim, F: s.ffn, QKV_W: (s.heads + 2 * s.kvHeads) * s.headDim, ATT_W: s.heads * s.headDim,
     GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
     KPS: DECODE_LAYERS_KEYS_PER_SPLIT, MAX_SPLITS: Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT), TABLE_STRIDE,
-    SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_ATT: sh.attention, SH_BARS: sh.bars,
+    SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_BIAS: sh.bias, SH_ATT: sh.attention, SH_TABLE: sh.table, MAX_BLOCK_ROWS,
     WS_XA: ws.xa, WS_XB: ws.xb, WS_QKV: ws.qkv, WS_ATTN: ws.attn, WS_Y: ws.y, WS_ACT: ws.act, WS_PART: ws.part,
-    NORM_RMS: s.norm === 'rms', GATED: s.gated, QKV_BIAS: s.qkvBias, OUT_BIAS: s.outBias, UP_BIAS: s.upBias, DOWN_BIAS: s.downBias, ROPE: s.rope,
+    TRACE: s.trace === true, NORM_RMS: s.norm === 'rms', GATED: s.gated, QKV_BIAS: s.qkvBias, OUT_BIAS: s.outBias, UP_BIAS: s.upBias, DOWN_BIAS: s.downBias, ROPE: s.rope,
   })}
 static_assert(sizeof(T) == 2, "16-bit weights");
 // Table entries of a layer.
 enum { T_N1G = 0, T_N1B, T_WQKV, T_BQKV, T_WO, T_BO, T_N2G, T_N2B, T_WUP, T_BUP, T_WDOWN, T_BDOWN, T_KC, T_VC };
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
+// Traced builds: thread 0 stamps %globaltimer into trace[block][i] (TRACE_PER_LAYER stamps a layer).
+#define STAMP(i) do { if (TRACE && threadIdx.x == 0) trace[(size_t)blockIdx.x * trace_stride + (i)] = global_timer(); } while (0)
 constexpr float EPS = ${Math.fround(s.eps).toExponential(9)}f;
 
 __device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[s.activation]}; }
@@ -138,24 +150,52 @@ __device__ __forceinline__ float load_cg(const T* p) {
   return to_float(v);
 }
 
-// ---- TMA bulk copies into the ring, completed on mbarriers ----------------------------------------------
+// 8 consecutive 16-bit values (16-byte aligned) as floats: through L2 (another block's output) or plainly (weights).
+__device__ __forceinline__ void unpack8(const uint4& r, float (&out)[8]) {
+  const T* e = reinterpret_cast<const T*>(&r);
+  #pragma unroll
+  for (int k = 0; k < 8; k++) out[k] = to_float(e[k]);
+}
+__device__ __forceinline__ uint4 pack8(const float (&in)[8]) {
+  uint4 r;
+  T* e = reinterpret_cast<T*>(&r);
+  #pragma unroll
+  for (int k = 0; k < 8; k++) e[k] = from_float<T>(in[k]);
+  return r;
+}
+// xs[0..N) = src as floats, every thread's loads issued before any is used (one L2 round trip, not N/THREADS).
+template <int N>
+__device__ __forceinline__ void stage_input(float* xs, const T* src) {
+  constexpr int NV = (N / 8 + THREADS - 1) / THREADS;
+  uint4 r[NV];
+  #pragma unroll
+  for (int n = 0; n < NV; n++) {
+    const int i = (threadIdx.x + n * THREADS) * 8;
+    if (i < N) r[n] = __ldcg(reinterpret_cast<const uint4*>(src + i));
+  }
+  #pragma unroll
+  for (int n = 0; n < NV; n++) {
+    const int i = (threadIdx.x + n * THREADS) * 8;
+    if (i < N) {
+      float f[8];
+      unpack8(r[n], f);
+      *reinterpret_cast<float4*>(xs + i) = make_float4(f[0], f[1], f[2], f[3]);
+      *reinterpret_cast<float4*>(xs + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    }
+  }
+  __syncthreads();
+}
+
+// ---- the ring's copies: cp.async of 16 bytes by every thread, one commit group a chunk -----------------
+// (A first version had thread 0 issue one TMA bulk copy a chunk: the issuing thread stalled ~1.3 µs a chunk
+// while the copy engine drained, and the block with it — 12 GB/s an SM, bench/results/gpu-pending-s14/call4.)
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(u64* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(bar)) : "memory");
+__device__ __forceinline__ void copy16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem_u32(dst)), "l"(src) : "memory");
 }
-__device__ __forceinline__ void mbar_expect(u64* bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
-  u32 done;
-  asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-               : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
-  return done != 0;
-}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// This thread's copies of every chunk but the newest SLOTS − 1 have landed.
+__device__ __forceinline__ void copy_wait_oldest() { asm volatile("cp.async.wait_group %0;" :: "n"(SLOTS - 1) : "memory"); }
 __device__ __forceinline__ u64 global_timer() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -202,12 +242,14 @@ __device__ __forceinline__ int stage_chunks(int s) {
   return (r1 - r0 + per - 1) / per;
 }
 
-// Thread 0's producer: the next chunk of the block's schedule into the next ring slot.
+// The producer, run by every thread alike: the next chunk of the block's schedule into the next ring slot,
+// each thread copying its 16-byte pieces, and one commit group a call (empty once the schedule is done),
+// so a thread's group count is the chunks issued and copy_wait_oldest() means "the oldest chunk is in".
 struct Producer {
   int layer, stage, chunk;
   u32 issued;
 };
-__device__ __forceinline__ void produce_next(Producer& p, int layers, const u64* table, T* ring, u64* bars) {
+__device__ __forceinline__ void produce_chunk(Producer& p, int layers, const u64* table, T* ring) {
   while (p.layer < layers) {
     if (p.chunk < stage_chunks(p.stage)) {
       int r0, r1;
@@ -218,14 +260,12 @@ __device__ __forceinline__ void produce_next(Producer& p, int layers, const u64*
       const int slot = (int)(p.issued % SLOTS);
       T* dst = ring + (size_t)slot * (SLOT_BYTES / 2);
       const T* w = reinterpret_cast<const T*>(table[p.layer * TABLE_STRIDE + stage_weight(p.stage)]);
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the slot's last generic reads before the async write
+      const char* src = reinterpret_cast<const char*>(w + (size_t)row * K);
+      char* to = reinterpret_cast<char*>(dst);
+      for (u32 i = threadIdx.x * 16u; i < bytes; i += THREADS * 16u) copy16(to + i, src + i);
       if (stage_pair(p.stage)) {
-        mbar_expect(&bars[slot], 2u * bytes);
-        bulk_copy(dst, w + (size_t)row * K, bytes, &bars[slot]);
-        bulk_copy(dst + (size_t)n * K, w + (size_t)(F + row) * K, bytes, &bars[slot]);
-      } else {
-        mbar_expect(&bars[slot], bytes);
-        bulk_copy(dst, w + (size_t)row * K, bytes, &bars[slot]);
+        const char* up = reinterpret_cast<const char*>(w + (size_t)(F + row) * K);
+        for (u32 i = threadIdx.x * 16u; i < bytes; i += THREADS * 16u) copy16(to + bytes + i, up + i);
       }
       p.chunk++;
       p.issued++;
@@ -236,19 +276,24 @@ __device__ __forceinline__ void produce_next(Producer& p, int layers, const u64*
   }
 }
 
+__device__ __forceinline__ void produce_next(Producer& p, int layers, const u64* table, T* ring) {
+  produce_chunk(p, layers, table, ring);
+  copy_commit();
+}
+
 struct Shared {
   T* ring;
   float* xs;      // the product's input, f32 [≤ max(H, F, ATT_W)]
   float* red;     // partial sums of a chunk's (row, part) units [64]
   float* reduce;  // block reductions [32]
-  float* att;     // attention: q, k, v [3·D], scores [KPS], value sums [THREADS]
-  u64* bars;
+  float* bias;    // a product's biases for the block's rows [2 × MAX_BLOCK_ROWS] (gate, then up)
+  float* att;     // attention: q, k, v [3·D], scores [KPS], value sums [8 · THREADS]
 };
 
 // ---- products ---------------------------------------------------------------------------------------------
 // The block's rows of stage s against xs, chunk by chunk as they arrive; out(row, sum[, up sum]) stores.
 template <int S, typename Store>
-__device__ __forceinline__ void product(const Shared& sm, u32& consumed, Producer& prod, int layers, const u64* table, Store store) {
+__device__ __forceinline__ void product(const Shared& sm, u32& consumed, Producer& prod, int layers, const u64* table, u64& waited, Store store) {
   constexpr int K = S == 0 ? H : S == 1 ? ATT_W : S == 2 ? H : F;
   constexpr bool PAIR = GATED && S == 2;
   constexpr int PER = SLOT_BYTES / (K * 2 * (PAIR ? 2 : 1));
@@ -258,12 +303,10 @@ __device__ __forceinline__ void product(const Shared& sm, u32& consumed, Produce
   for (int row0 = r0; row0 < r1; row0 += PER) {
     const int n = min(PER, r1 - row0), eff = PAIR ? 2 * n : n;
     const int slot = (int)(consumed % SLOTS);
-    if (!mbar_try_wait(&sm.bars[slot], (consumed / SLOTS) & 1u)) {
-      const u64 start = global_timer();
-      while (!mbar_try_wait(&sm.bars[slot], (consumed / SLOTS) & 1u)) {
-        if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
-      }
-    }
+    const u64 wait_start = TRACE ? global_timer() : 0;
+    copy_wait_oldest();
+    __syncthreads();  // every thread's pieces of the chunk have landed
+    if (TRACE) waited += global_timer() - wait_start;
     const T* w = sm.ring + (size_t)slot * (SLOT_BYTES / 2);
     const int parts = max(1, WARPS / eff), units = eff * parts;
     const int kp = ((K / parts + VEC - 1) / VEC) * VEC;
@@ -282,7 +325,7 @@ __device__ __forceinline__ void product(const Shared& sm, u32& consumed, Produce
     }
     __syncthreads();
     consumed++;
-    if (threadIdx.x == 0) produce_next(prod, layers, table, sm.ring, sm.bars);  // the slot is free again
+    produce_next(prod, layers, table, sm.ring);  // the slot is free again (everyone has read it: the barrier above)
     if ((int)threadIdx.x < n) {
       float sum = 0.f, up = 0.f;
       for (int p = 0; p < parts; p++) sum += sm.red[threadIdx.x * parts + p];
@@ -294,15 +337,39 @@ __device__ __forceinline__ void product(const Shared& sm, u32& consumed, Produce
 }
 
 // xs = norm(v) rounded, v = cur + y + bias rounded (y null: v = cur); block 0 also stores v to x_write.
+// Each thread's 8-element vectors, all loads issued first: one round trip to L2/HBM, not one per element.
 __device__ __forceinline__ void norm_input(const Shared& sm, const T* cur, const T* y, const T* bias, const T* gamma, const T* beta,
                                            T* x_write) {
+  constexpr int NV = (H / 8 + THREADS - 1) / THREADS;
+  uint4 rc[NV], ry[NV], rb[NV], rg[NV], rbeta[NV];
+  #pragma unroll
+  for (int n = 0; n < NV; n++) {
+    const int i = (threadIdx.x + n * THREADS) * 8;
+    if (i < H) {
+      rc[n] = __ldcg(reinterpret_cast<const uint4*>(cur + i));
+      if (y) ry[n] = __ldcg(reinterpret_cast<const uint4*>(y + i));
+      if (bias) rb[n] = *reinterpret_cast<const uint4*>(bias + i);
+      rg[n] = *reinterpret_cast<const uint4*>(gamma + i);
+      if (!NORM_RMS) rbeta[n] = *reinterpret_cast<const uint4*>(beta + i);
+    }
+  }
+  float v[NV][8];
   float local = 0.f;
-  for (int i = threadIdx.x; i < H; i += THREADS) {
-    float v = load_cg(cur + i);
-    if (y) v = round_t(v + load_cg(y + i) + (bias ? to_float(bias[i]) : 0.f));
-    sm.xs[i] = v;
-    if (x_write && blockIdx.x == 0) x_write[i] = from_float<T>(v);
-    local += NORM_RMS ? v * v : v;
+  #pragma unroll
+  for (int n = 0; n < NV; n++) {
+    const int i = (threadIdx.x + n * THREADS) * 8;
+    if (i >= H) continue;
+    unpack8(rc[n], v[n]);
+    if (y) {
+      float fy[8], fb[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      unpack8(ry[n], fy);
+      if (bias) unpack8(rb[n], fb);
+      #pragma unroll
+      for (int k = 0; k < 8; k++) v[n][k] = round_t(v[n][k] + fy[k] + fb[k]);
+      if (x_write && blockIdx.x == 0) *reinterpret_cast<uint4*>(x_write + i) = pack8(v[n]);
+    }
+    #pragma unroll
+    for (int k = 0; k < 8; k++) local += NORM_RMS ? v[n][k] * v[n][k] : v[n][k];
   }
   const float total = block_sum(local, sm.reduce);
   float mean = 0.f, rstd;
@@ -311,13 +378,25 @@ __device__ __forceinline__ void norm_input(const Shared& sm, const T* cur, const
   } else {
     mean = total / H;
     float dev = 0.f;
-    for (int i = threadIdx.x; i < H; i += THREADS) { const float c = sm.xs[i] - mean; dev += c * c; }
+    #pragma unroll
+    for (int n = 0; n < NV; n++) {
+      if ((threadIdx.x + n * THREADS) * 8 >= H) continue;
+      #pragma unroll
+      for (int k = 0; k < 8; k++) { const float c = v[n][k] - mean; dev += c * c; }
+    }
     rstd = rsqrtf(block_sum(dev, sm.reduce) / H + EPS);
   }
-  for (int i = threadIdx.x; i < H; i += THREADS) {
-    float v = (sm.xs[i] - mean) * rstd * to_float(gamma[i]);
-    if (!NORM_RMS) v += to_float(beta[i]);
-    sm.xs[i] = round_t(v);
+  #pragma unroll
+  for (int n = 0; n < NV; n++) {
+    const int i = (threadIdx.x + n * THREADS) * 8;
+    if (i >= H) continue;
+    float g[8], b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, h[8];
+    unpack8(rg[n], g);
+    if (!NORM_RMS) unpack8(rbeta[n], b);
+    #pragma unroll
+    for (int k = 0; k < 8; k++) h[k] = round_t((v[n][k] - mean) * rstd * g[k] + b[k]);
+    *reinterpret_cast<float4*>(sm.xs + i) = make_float4(h[0], h[1], h[2], h[3]);
+    *reinterpret_cast<float4*>(sm.xs + i + 4) = make_float4(h[4], h[5], h[6], h[7]);
   }
   __syncthreads();
 }
@@ -378,7 +457,8 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
         const T* kr = kc + (size_t)j * D;
         #pragma unroll
         for (int c = 0; c < D; c += VEC) {
-          const Vec<T, VEC> kv = load_vec<T, VEC>(kr + c);
+          const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(kr + c));
+          const Vec<T, VEC> kv = *reinterpret_cast<const Vec<T, VEC>*>(&raw);
           #pragma unroll
           for (int e = 0; e < VEC; e++) dot += qf[c + e] * to_float(kv.v[e]);
         }
@@ -395,19 +475,32 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
       local_sum += p;
     }
     const float l = block_sum(local_sum, sm.reduce);  // its barriers publish sc
-    // Σ p_j·v_j: thread (group, c) takes keys j0 + group, j0 + group + THREADS/D, … of column c.
-    constexpr int GROUPS = THREADS / D;
-    float acc = 0.f;
-    if (tid < GROUPS * D) {
-      const int c = tid % D, grp = tid / D;
+    // Σ p_j·v_j: thread (key group kg, 16-byte chunk ch of a row) takes keys j0 + kg, j0 + kg + KG, …, one
+    // vector load each, all independent (the loop is a stream of loads, not a chain of round trips).
+    constexpr int CH = D / 8, KG = THREADS / CH;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    const int ch = tid % CH, kg = tid / CH;
+    if (kg < KG) {
       #pragma unroll 4
-      for (int j = j0 + grp; j < j1; j += GROUPS) acc += sc[j - j0] * (j == pos ? vf[c] : to_float(vc[(size_t)j * D + c]));
+      for (int j = j0 + kg; j < j1; j += KG) {
+        const float p = sc[j - j0];
+        float vv[8];
+        if (j == pos) {
+          #pragma unroll
+          for (int k = 0; k < 8; k++) vv[k] = vf[ch * 8 + k];
+        } else {
+          unpack8(__ldcg(reinterpret_cast<const uint4*>(vc + (size_t)j * D + ch * 8)), vv);
+        }
+        #pragma unroll
+        for (int k = 0; k < 8; k++) acc[k] += p * vv[k];
+      }
+      #pragma unroll
+      for (int k = 0; k < 8; k++) sums[kg * D + ch * 8 + k] = acc[k];
     }
-    sums[tid] = acc;
     __syncthreads();
     if (tid < D) {
       float o = 0.f;
-      for (int grp = 0; grp < GROUPS; grp++) o += sums[grp * D + tid];
+      for (int g2 = 0; g2 < KG; g2++) o += sums[g2 * D + tid];
       if (splits == 1) {
         attn_out[hq * D + tid] = from_float<T>(o / l);
       } else {
@@ -423,8 +516,11 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
 // xs = the attention output (with splits: their partials combined, rounded as decodeAttention stores it).
 __device__ __forceinline__ void attention_input(const Shared& sm, const T* attn, const float* part, int pos) {
   const int splits = attention_splits(pos + 1);
+  if (splits == 1) {
+    stage_input<ATT_W>(sm.xs, attn);
+    return;
+  }
   for (int i = threadIdx.x; i < ATT_W; i += THREADS) {
-    if (splits == 1) { sm.xs[i] = load_cg(attn + i); continue; }
     const int hq = i / D, c = i % D;
     const float* pp = part + (size_t)hq * splits * (D + 2);
     float top = __int_as_float(0xff800000);
@@ -444,9 +540,9 @@ __device__ __forceinline__ void attention_input(const Shared& sm, const T* attn,
 // table u64 [layers, TABLE_STRIDE]; x, h [H]; positions i32 [1]; inv_freq f32 [D/2] (ROPE); ws: the
 // workspace (WS_* byte offsets); counters: 2 zeroed u32 (the barrier count, blocks done). Grid G, block THREADS.
 extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
-    const u64* __restrict__ table, int layers, const T* __restrict__ final_gamma, const T* __restrict__ final_beta,
+    const u64* __restrict__ global_table, int layers, const T* __restrict__ final_gamma, const T* __restrict__ final_beta,
     T* x, T* __restrict__ h_out, const int* __restrict__ positions, const float* __restrict__ inv_freq, float rope_scale,
-    float score_scale, int max_len, unsigned char* ws, u32* counters) {
+    float score_scale, int max_len, unsigned char* ws, u32* counters, u64* trace, int trace_stride) {
   extern __shared__ __align__(128) unsigned char smem[];
   Shared sm;
   sm.ring = reinterpret_cast<T*>(smem);
@@ -454,7 +550,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
   sm.red = reinterpret_cast<float*>(smem + SH_RED);
   sm.reduce = reinterpret_cast<float*>(smem + SH_REDUCE);
   sm.att = reinterpret_cast<float*>(smem + SH_ATT);
-  sm.bars = reinterpret_cast<u64*>(smem + SH_BARS);
+  sm.bias = reinterpret_cast<float*>(smem + SH_BIAS);
+  // The weight table in shared memory: the producer reads an entry per chunk, off the global round trip.
+  u64* stable = reinterpret_cast<u64*>(smem + SH_TABLE);
+  for (int i = threadIdx.x; i < layers * TABLE_STRIDE; i += THREADS) stable[i] = global_table[i];
+  __syncthreads();
+  const u64* table = stable;
   T* xbuf[2] = {reinterpret_cast<T*>(ws + WS_XA), reinterpret_cast<T*>(ws + WS_XB)};
   T* qkv = reinterpret_cast<T*>(ws + WS_QKV);
   T* attn = reinterpret_cast<T*>(ws + WS_ATTN);
@@ -463,20 +564,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
   float* part = reinterpret_cast<float*>(ws + WS_PART);
 
   // The weights depend on no earlier kernel: the ring fills before the grid-dependency wait.
+  STAMP(0);
   Producer prod{0, 0, 0, 0u};
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < SLOTS; i++) mbar_init(&sm.bars[i]);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    for (int i = 0; i < SLOTS; i++) produce_next(prod, layers, table, sm.ring, sm.bars);
-  }
-  __syncthreads();
+  u64 waited = 0;
+  for (int i = 0; i < SLOTS; i++) produce_next(prod, layers, table, sm.ring);
+  STAMP(1);
   GRID_DEPENDENCY_WAIT();
+  STAMP(2);
   const int pos = max(0, min(positions[0], max_len - 1));
   u32 consumed = 0u, barrier = 0u;
   const T* cur = x;
   int update = 0;
   for (int l = 0; l < layers; l++) {
     const u64* lt = table + l * TABLE_STRIDE;
+    const int st = 3 + l * ${TRACE_PER_LAYER};
     const T* n1b = NORM_RMS ? nullptr : reinterpret_cast<const T*>(lt[T_N1B]);
     if (l == 0) {
       norm_input(sm, cur, nullptr, nullptr, reinterpret_cast<const T*>(lt[T_N1G]), n1b, nullptr);
@@ -486,40 +587,62 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
       norm_input(sm, cur, y, bias, reinterpret_cast<const T*>(lt[T_N1G]), n1b, next);
       cur = next;
     }
-    product<0>(sm, consumed, prod, layers, table, [&](int r, float sum, float) { qkv[r] = from_float<T>(sum); });
+    STAMP(st + 0);
+    product<0>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float) { qkv[r] = from_float<T>(sum); });
+    STAMP(st + 1);
     grid_barrier(counters, ++barrier * G);
+    STAMP(st + 2);
     attention(sm, lt, qkv, attn, part, pos, max_len, inv_freq, rope_scale, score_scale);
+    STAMP(st + 3);
     grid_barrier(counters, ++barrier * G);
+    STAMP(st + 4);
     attention_input(sm, attn, part, pos);
-    product<1>(sm, consumed, prod, layers, table, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    STAMP(st + 5);
+    product<1>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    STAMP(st + 6);
     grid_barrier(counters, ++barrier * G);
+    STAMP(st + 7);
     {
       T* next = xbuf[update++ & 1];
       const T* bias = OUT_BIAS ? reinterpret_cast<const T*>(lt[T_BO]) : nullptr;
       norm_input(sm, cur, y, bias, reinterpret_cast<const T*>(lt[T_N2G]), NORM_RMS ? nullptr : reinterpret_cast<const T*>(lt[T_N2B]), next);
       cur = next;
     }
-    const T* up_bias = UP_BIAS ? reinterpret_cast<const T*>(lt[T_BUP]) : nullptr;
-    product<2>(sm, consumed, prod, layers, table, [&](int r, float sum, float up) {
-      if (GATED) {
-        const float gate = round_t(sum + (up_bias ? to_float(up_bias[r]) : 0.f));
-        const float u = round_t(up + (up_bias ? to_float(up_bias[F + r]) : 0.f));
-        act[r] = from_float<T>(activate(gate) * u);
-      } else {
-        act[r] = from_float<T>(activate(sum + (up_bias ? to_float(up_bias[r]) : 0.f)));
+    STAMP(st + 8);
+    if (UP_BIAS) {  // the block's rows' biases, for the epilogue (read once, not a round trip a chunk)
+      const T* up_bias = reinterpret_cast<const T*>(lt[T_BUP]);
+      int r0, r1;
+      block_rows(2, r0, r1);
+      for (int t = threadIdx.x; t < r1 - r0; t += THREADS) {
+        sm.bias[t] = to_float(up_bias[r0 + t]);
+        if (GATED) sm.bias[MAX_BLOCK_ROWS + t] = to_float(up_bias[F + r0 + t]);
       }
+      __syncthreads();
+    }
+    int up_r0, up_r1;
+    block_rows(2, up_r0, up_r1);
+    product<2>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float up) {
+      const float bg = UP_BIAS ? sm.bias[r - up_r0] : 0.f, bu = UP_BIAS && GATED ? sm.bias[MAX_BLOCK_ROWS + r - up_r0] : 0.f;
+      if (GATED) act[r] = from_float<T>(activate(round_t(sum + bg)) * round_t(up + bu));
+      else act[r] = from_float<T>(activate(sum + bg));
     });
+    STAMP(st + 9);
     grid_barrier(counters, ++barrier * G);
-    for (int i = threadIdx.x; i < F; i += THREADS) sm.xs[i] = load_cg(act + i);
-    __syncthreads();
-    product<3>(sm, consumed, prod, layers, table, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    STAMP(st + 10);
+    stage_input<F>(sm.xs, act);
+    STAMP(st + 11);
+    product<3>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    STAMP(st + 12);
     grid_barrier(counters, ++barrier * G);
+    STAMP(st + 13);
+    if (TRACE && threadIdx.x == 0) trace[(size_t)blockIdx.x * trace_stride + st + 14] = waited;  // ns waiting on weights so far
   }
   if (blockIdx.x == 0) {
     const u64* lt = table + (layers - 1) * TABLE_STRIDE;
     norm_input(sm, cur, y, DOWN_BIAS ? reinterpret_cast<const T*>(lt[T_BDOWN]) : nullptr, final_gamma, final_beta, x);
     for (int i = threadIdx.x; i < H; i += THREADS) h_out[i] = from_float<T>(sm.xs[i]);
   }
+  STAMP(3 + layers * ${TRACE_PER_LAYER});
   // The last block out sets the counters back to zero: every block has passed every barrier by then.
   if (threadIdx.x == 0) {
     if (atomicAdd(&counters[1], 1u) == G - 1) {
@@ -545,8 +668,11 @@ export function planDecodeLayers(c: OpCheck, a: ReturnType<typeof checkDecodeLay
     qkvBias: first.qkvBias !== undefined, outBias: first.outBias !== undefined, upBias: first.upBias !== undefined, downBias: first.downBias !== undefined,
     rope: args.rope !== undefined, eps: args.eps, blocks,
   };
-  const slots = Math.min(MAX_SLOTS, Math.floor((maxShared - decodeLayersFixedShared(base)) / SLOT_BYTES));
-  if (slots < 2) c.fail(`the CUDA kernel needs ${decodeLayersFixedShared(base) + 2 * SLOT_BYTES} bytes of shared memory a block; this GPU allows ${maxShared}`);
+  const widest = Math.max((a.Hq + 2 * a.Hkv) * a.d, a.F, a.H);
+  if (Math.ceil(widest / blocks) > MAX_BLOCK_ROWS) c.fail(`the CUDA kernel gives each of ${blocks} blocks at most ${MAX_BLOCK_ROWS} rows of a product; ${widest} rows need more`);
+  const fixed = decodeLayersFixedShared(base, a.layers.length);
+  const slots = Math.min(MAX_SLOTS, Math.floor((maxShared - fixed) / SLOT_BYTES));
+  if (slots < 2) c.fail(`the CUDA kernel needs ${fixed + 2 * SLOT_BYTES} bytes of shared memory a block for ${a.layers.length} layers; this GPU allows ${maxShared}`);
   return { ...base, slots };
 }
 
@@ -556,7 +682,7 @@ export function decodeLayersTable(c: OpCheck, a: ReturnType<typeof checkDecodeLa
   const put = (l: number, entry: number, name: string, t: Tensor | undefined) => {
     if (!t) return;
     const p = devicePtr(c, `layers[${l}].${name}`, t);
-    if (p % 16n !== 0n) c.fail(`'layers[${l}].${name}' is not 16-byte aligned (its bulk copies need it)`);
+    if (p % 16n !== 0n) c.fail(`'layers[${l}].${name}' is not 16-byte aligned (its 16-byte copies need it)`);
     const at = (l * TABLE_STRIDE + entry) * 2;
     words[at] = Number(p & 0xffffffffn) | 0;
     words[at + 1] = Number(p >> 32n) | 0;
@@ -576,19 +702,22 @@ export function decodeLayersTable(c: OpCheck, a: ReturnType<typeof checkDecodeLa
  * decodeLayers on CUDA: `table` is the device copy of decodeLayersTable for these layers (the backend
  * keeps one per layer list). One launch of G = SM-count blocks.
  */
-export function decodeLayers(host: KernelHost, args: DecodeLayersArgs, table: (c: OpCheck, a: ReturnType<typeof checkDecodeLayers>) => bigint): void {
+export function decodeLayers(host: KernelHost, args: DecodeLayersArgs, table: (c: OpCheck, a: ReturnType<typeof checkDecodeLayers>) => bigint, trace?: Tensor): void {
   const c = new OpCheck('decodeLayers', 'cuda');
   const a = checkDecodeLayers(c, args);
-  const spec = planDecodeLayers(c, a, args, host.multiProcessorCount, host.maxSharedBytesPerBlock);
+  const planned = planDecodeLayers(c, a, args, host.multiProcessorCount, host.maxSharedBytesPerBlock);
+  const spec = trace ? { ...planned, trace: true } : planned;
+  if (trace && trace.numel * byteSize(trace.dtype) < spec.blocks * traceStride(a.layers.length) * 8) c.fail(`the trace buffer holds ${trace.numel * byteSize(trace.dtype)} bytes: ${spec.blocks} blocks × ${traceStride(a.layers.length)} u64 stamps needed`);
   const ptr = (name: string, t: Tensor) => devicePtr(c, name, t);
   const tablePtr = table(c, a);
   host.kernel(decodeLayersKey(spec), () => decodeLayersSource(spec)).launch(
-    { grid: spec.blocks, block: DECODE_LAYERS_THREADS, sharedBytes: sharedLayout(spec).total },
+    { grid: spec.blocks, block: DECODE_LAYERS_THREADS, sharedBytes: sharedLayout(spec).total + a.layers.length * TABLE_STRIDE * 8 },
     [
       arg.ptr(tablePtr), arg.i32(a.layers.length), arg.ptr(ptr('finalNorm.gamma', args.finalNorm.gamma)),
       arg.ptr(args.finalNorm.beta ? ptr('finalNorm.beta', args.finalNorm.beta) : 0n), arg.ptr(ptr('x', a.x)), arg.ptr(ptr('h', a.h)),
       arg.ptr(ptr('positions', a.positions)), arg.ptr(a.invFreq ? ptr('rope.invFreq', a.invFreq) : 0n), arg.f32(args.rope?.scale ?? 1),
       arg.f32(a.scale * Math.LOG2E), arg.i32(a.maxLen), arg.ptr(ptr('workspace', a.workspace)), arg.ptr(host.counters(2)),
+      arg.ptr(trace ? ptr('trace', trace) : 0n), arg.i32(traceStride(a.layers.length)),
     ],
   );
 }
@@ -608,7 +737,7 @@ export function catalog(): KernelSource[] {
     dtype: 'f16', hidden: 768, heads: 12, kvHeads: 12, headDim: 64, ffn: 3072, maxLen: 1024, norm: 'layer', gated: false, activation: 'gelu_tanh',
     qkvBias: true, outBias: true, upBias: true, downBias: true, rope: false, eps: 1e-5, blocks: 132, slots: 10,
   };
-  return [decodeLayersSource(llama), decodeLayersSource(gpt2), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 4 })];
+  return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 4 })];
 }
 
 /** Unused by the kernel, exported for the size test: the workspace's f32 count for a spec. */
