@@ -10,9 +10,10 @@
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
-# only a few files a call). Next, in priority order (session 13 ran calls 1–5 below; a sixth, sampled-serve,
-# found no device time left):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve picks-tests   # (~3 min; picks-tests again after the review moved the draw into infer/speculative-draw.ts) the serving engine's sampled speculative rounds on the device (session 13, never run; opt-in until this passes)
+# only a few files a call). Next, in priority order (session 14 ran calls 1–9 below, all 30 minutes):
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-trace   # (~2 min) the decode megakernel's stage timeline, its GPU checks, the decode bench with it on and off (what session 14 ran as calls 3–9)
+#   (session 14's calls 2–9 ran:) megakernel / megakernel-trace — the megakernel from its first version to the kept one (docs/perf.md, "The decode megakernel")
+#   (session 14's call 1 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve picks-tests profile-removal   # serving's sampled rounds on the device (passed: now the default), removal-timed batch-1 profiles
 #   Steps that train with GPT-2's BPE: node dist/bench/spec-tokenizer.js first, then carry [".device", "bench/spec-tokenizer"].
 #   (session 13's call 5 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh picks-tests   # (~3 min) greedy picks on the device in speculative serving and the eager extendGreedy (session 13)
 #   (session 13's call 4 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh spec-medium-hf profile-b1   # (~5 min) the medium pair with this build's sampled path (lazy probabilities) and HF beside it; fresh batch-1 profiles
@@ -150,7 +151,8 @@ for step in "${steps[@]}"; do
     megakernel-trace) # the megakernel's stage-by-stage timeline (bench/megakernel-trace.ts), its GPU checks, the decode bench with it on
           run megakernel-trace 120 node dist/bench/megakernel-trace.js --json "$out/megakernel-trace.json"
           run megakernel-tests 240 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
-          run decode-megakernel 150 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-megakernel.json" ;;
+          run decode-megakernel 150 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-megakernel.json"
+          run decode-layerwise 150 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-layerwise.json" ;;
     megakernel) # the decode megakernel (decodeLayers, kernels/decode-layers.ts; session 14, never run): its GPU checks, then the decode bench with it on and off (one process each), and the batch-1 profiles with it on
           run megakernel-tests 240 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
           run decode-megakernel 150 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-megakernel.json"

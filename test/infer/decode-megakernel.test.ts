@@ -85,13 +85,13 @@ test('decodeLayers rejects bad arguments by name', () => {
 
 test('the megakernel takes the shapes its slots and reductions hold, and its workspace fits the one the backend sizes', () => {
   assert.equal(decodeLayersUnsupported({ hidden: 2048, ffn: 8192, heads: 32, headDim: 64 }), null);
-  assert.match(decodeLayersUnsupported({ hidden: 2048, ffn: 11008, heads: 32, headDim: 64 }) ?? '', /ffn \(11008\) is wider/);
+  assert.match(decodeLayersUnsupported({ hidden: 2048, ffn: 30720, heads: 32, headDim: 64 }) ?? '', /ffn \(30720\) is wider/);
   assert.match(decodeLayersUnsupported({ hidden: 128, ffn: 512, heads: 2, headDim: 64 }) ?? '', /below 256/);
   assert.match(decodeLayersUnsupported({ hidden: 300, ffn: 1024, heads: 4, headDim: 75 }) ?? '', /multiple of 8/);
   for (const [hidden, heads, kvHeads, headDim, ffn, maxLen] of [[2048, 32, 8, 64, 8192, 160], [768, 12, 12, 64, 3072, 1024], [264, 2, 1, 128, 712, 1100]] as const) {
     const spec = {
       dtype: 'bf16' as const, hidden, heads, kvHeads, headDim, ffn, maxLen, norm: 'rms' as const, gated: true, activation: 'silu' as const,
-      qkvBias: false, outBias: false, upBias: false, downBias: false, rope: true, eps: 1e-5, blocks: 132, slots: 8,
+      qkvBias: false, outBias: false, upBias: false, downBias: false, rope: true, eps: 1e-5, blocks: 132, slots: 3,
     };
     assert.ok(decodeLayersWorkspaceBytes(spec) <= 4 * decodeLayersWorkspaceFloats({ hidden, heads, kvHeads, headDim, ffn, maxLen }));
     assert.match(decodeLayersSource(spec).source, /griddepcontrol|GRID_DEPENDENCY_WAIT/);

@@ -19,7 +19,7 @@
 // consumers through a ring of shared-memory slots — cp.async copies of 16 bytes by every thread, a commit
 // group a chunk. So while a block waits at a barrier or sits out the attention stage, its next product's
 // first chunks are already arriving — the HBM stream that separate kernels stop and restart at every
-// kernel boundary runs on. Chunks hold whole rows: a row of K 16-bit values must fit a slot (K ≤ 8192).
+// kernel boundary runs on. Chunks hold whole rows: a row of K 16-bit values must fit a slot (K ≤ 24576).
 // A chunk's rows are split among the 8 warps (rows × K-parts), dot products against x held in shared
 // memory as f32, partial sums combined through shared memory by the epilogue's threads.
 // Intermediates other blocks wrote in this kernel (and the caches) are read through L2 (ld.global.cg): L1 is not coherent.
@@ -40,10 +40,16 @@ import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 export const DECODE_LAYERS_THREADS = 256;
-/** Bytes of one ring slot: a whole row of K ≤ 8192 16-bit weights. */
-export const SLOT_BYTES = 16 * 1024;
-/** Ring slots at most (each SM's weight bytes in flight: SLOTS × 16 KB). */
-export const MAX_SLOTS = 10;
+/**
+ * Bytes of one ring slot (whole rows of K ≤ 24576 16-bit weights). Measured (H200, session 14): a chunk
+ * costs ~1.2 µs however large — 16 KB slots ran Llama 1.2B's MLP-up at 1.19 µs a chunk, 32 KB at 1.27 —
+ * so the chunk is as large as shared memory allows a few of.
+ */
+export const SLOT_BYTES = 48 * 1024;
+/** Partial sums a chunk makes at most: its rows at K = 256 (the narrowest product), or 8 parts of a row. */
+export const RED_HALF = SLOT_BYTES / (256 * 2);
+/** Ring slots at most (each SM's weight bytes in flight: SLOTS × 48 KB). */
+export const MAX_SLOTS = 4;
 /** Pointers per layer in the weight table (14 used). */
 export const TABLE_STRIDE = 16;
 
@@ -93,14 +99,15 @@ export function decodeLayersUnsupported(s: Pick<DecodeLayersSpec, 'hidden' | 'ff
   return null;
 }
 
-/** Shared-memory layout (bytes): the ring, x as f32, partial sums, stage biases, attention's q/k/v/scores/sums, the table. */
+/** Shared-memory layout (bytes): the ring, x as f32, partial sums, stage biases, attention's q/k/v/scores/sums, mbarriers, the table. */
 function sharedLayout(s: DecodeLayersSpec) {
   const xsFloats = Math.max(s.hidden, s.ffn, s.heads * s.headDim);
   const ring = s.slots * SLOT_BYTES;
-  const xs = ring, red = xs + xsFloats * 4, reduce = red + 64 * 4, bias = reduce + 32 * 4, attention = bias + 2 * MAX_BLOCK_ROWS * 4;
+  const xs = ring, red = xs + xsFloats * 4, reduce = red + 2 * RED_HALF * 4, bias = reduce + 32 * 4, attention = bias + 2 * MAX_BLOCK_ROWS * 4;
   const attentionFloats = 3 * s.headDim + DECODE_LAYERS_KEYS_PER_SPLIT + 8 * DECODE_LAYERS_THREADS;
-  const table = Math.ceil((attention + attentionFloats * 4) / 16) * 16;
-  return { xsFloats, xs, red, reduce, bias, attention, table, total: table };
+  const bars = Math.ceil((attention + attentionFloats * 4) / 16) * 16;
+  const table = bars + Math.ceil((2 * s.slots * 8) / 16) * 16;
+  return { xsFloats, xs, red, reduce, bias, attention, bars, table, total: table };
 }
 
 /** Rows of one product a block may own (its stage biases are staged in shared memory). */
@@ -128,7 +135,7 @@ ${constants({
     H: s.hidden, HQ: s.heads, HKV: s.kvHeads, D: s.headDim, F: s.ffn, QKV_W: (s.heads + 2 * s.kvHeads) * s.headDim, ATT_W: s.heads * s.headDim,
     GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
     KPS: DECODE_LAYERS_KEYS_PER_SPLIT, MAX_SPLITS: Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT), TABLE_STRIDE,
-    SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_BIAS: sh.bias, SH_ATT: sh.attention, SH_TABLE: sh.table, MAX_BLOCK_ROWS,
+    SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_BIAS: sh.bias, SH_ATT: sh.attention, SH_BARS: sh.bars, SH_TABLE: sh.table, MAX_BLOCK_ROWS, RED_HALF,
     WS_XA: ws.xa, WS_XB: ws.xb, WS_QKV: ws.qkv, WS_ATTN: ws.attn, WS_Y: ws.y, WS_ACT: ws.act, WS_PART: ws.part,
     TRACE: s.trace === true, NORM_RMS: s.norm === 'rms', GATED: s.gated, QKV_BIAS: s.qkvBias, OUT_BIAS: s.outBias, UP_BIAS: s.upBias, DOWN_BIAS: s.downBias, ROPE: s.rope,
   })}
@@ -150,6 +157,24 @@ __device__ __forceinline__ float load_cg(const T* p) {
   return to_float(v);
 }
 
+// The consumers' own barrier (named barrier 1 over THREADS threads: the producer warp never joins).
+__device__ __forceinline__ void csync() { asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory"); }
+__device__ __forceinline__ float csum(float x, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  x = warp_sum(x);
+  csync();
+  if (lane == 0) shared[warp] = x;
+  csync();
+  return warp_sum(lane < WARPS ? shared[lane] : 0.f);
+}
+__device__ __forceinline__ float cmax(float x, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  x = warp_max(x);
+  csync();
+  if (lane == 0) shared[warp] = x;
+  csync();
+  return warp_max(lane < WARPS ? shared[lane] : __int_as_float(0xff800000));
+}
 // 8 consecutive 16-bit values (16-byte aligned) as floats: through L2 (another block's output) or plainly (weights).
 __device__ __forceinline__ void unpack8(const uint4& r, float (&out)[8]) {
   const T* e = reinterpret_cast<const T*>(&r);
@@ -183,19 +208,35 @@ __device__ __forceinline__ void stage_input(float* xs, const T* src) {
       *reinterpret_cast<float4*>(xs + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
     }
   }
-  __syncthreads();
+  csync();
 }
 
-// ---- the ring's copies: cp.async of 16 bytes by every thread, one commit group a chunk -----------------
-// (A first version had thread 0 issue one TMA bulk copy a chunk: the issuing thread stalled ~1.3 µs a chunk
-// while the copy engine drained, and the block with it — 12 GB/s an SM, bench/results/gpu-pending-s14/call4.)
+// ---- the ring: TMA bulk copies issued by a producer warp, completed on mbarriers -------------------------
+// Warp specialisation: warp WARPS (the ninth) only issues copies, so when the copy engine's queue is full
+// only it stalls. (Two earlier versions issued from the consumers — one TMA copy by thread 0, then
+// cp.async by every thread — and either way the issue stalled the whole block: ~1.4 µs a 16 KB chunk,
+// 12 GB/s an SM; bench/results/gpu-pending-s14/call4, call5.) full[s]: the copy into slot s landed;
+// empty[s]: the consumers are done with slot s.
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void copy16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem_u32(dst)), "l"(src) : "memory");
+__device__ __forceinline__ void mbar_init(u64* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(bar)) : "memory");
 }
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// This thread's copies of every chunk but the newest SLOTS − 1 have landed.
-__device__ __forceinline__ void copy_wait_oldest() { asm volatile("cp.async.wait_group %0;" :: "n"(SLOTS - 1) : "memory"); }
+__device__ __forceinline__ void mbar_expect(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
+  u32 done;
+  asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+               : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+  return done != 0;
+}
 __device__ __forceinline__ u64 global_timer() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -210,7 +251,7 @@ __device__ __forceinline__ u32 load_acquire(const u32* p) {
 // Every block arrives, then waits until all G have: the count only grows within a launch (target = G·n
 // for the n-th barrier). Writes before it are visible to every block after it (fence, then the count).
 __device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
-  __syncthreads();
+  csync();
   if (threadIdx.x == 0) {
     __threadfence();
     atomicAdd(count, 1u);
@@ -220,7 +261,7 @@ __device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
     }
     __threadfence();
   }
-  __syncthreads();
+  csync();
 }
 
 // ---- the weight schedule ----------------------------------------------------------------------------------
@@ -242,14 +283,12 @@ __device__ __forceinline__ int stage_chunks(int s) {
   return (r1 - r0 + per - 1) / per;
 }
 
-// The producer, run by every thread alike: the next chunk of the block's schedule into the next ring slot,
-// each thread copying its 16-byte pieces, and one commit group a call (empty once the schedule is done),
-// so a thread's group count is the chunks issued and copy_wait_oldest() means "the oldest chunk is in".
+// The producer warp's lane 0: the schedule's next chunk into the next ring slot (false: the schedule is done).
 struct Producer {
   int layer, stage, chunk;
   u32 issued;
 };
-__device__ __forceinline__ void produce_chunk(Producer& p, int layers, const u64* table, T* ring) {
+__device__ __forceinline__ bool produce_chunk(Producer& p, int layers, const u64* table, T* ring, u64* full, u64* empty) {
   while (p.layer < layers) {
     if (p.chunk < stage_chunks(p.stage)) {
       int r0, r1;
@@ -258,42 +297,60 @@ __device__ __forceinline__ void produce_chunk(Producer& p, int layers, const u64
       const int row = r0 + p.chunk * per, n = min(per, r1 - row);
       const u32 bytes = (u32)n * K * 2u;
       const int slot = (int)(p.issued % SLOTS);
+      if (p.issued >= SLOTS) {  // the consumers' release of this slot's previous use
+        const u32 parity = ((p.issued / SLOTS) - 1u) & 1u;
+        if (!mbar_try_wait(&empty[slot], parity)) {
+          const u64 start = global_timer();
+          while (!mbar_try_wait(&empty[slot], parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
+        }
+      }
       T* dst = ring + (size_t)slot * (SLOT_BYTES / 2);
       const T* w = reinterpret_cast<const T*>(table[p.layer * TABLE_STRIDE + stage_weight(p.stage)]);
-      const char* src = reinterpret_cast<const char*>(w + (size_t)row * K);
-      char* to = reinterpret_cast<char*>(dst);
-      for (u32 i = threadIdx.x * 16u; i < bytes; i += THREADS * 16u) copy16(to + i, src + i);
       if (stage_pair(p.stage)) {
-        const char* up = reinterpret_cast<const char*>(w + (size_t)(F + row) * K);
-        for (u32 i = threadIdx.x * 16u; i < bytes; i += THREADS * 16u) copy16(to + bytes + i, up + i);
+        mbar_expect(&full[slot], 2u * bytes);
+        bulk_copy(dst, w + (size_t)row * K, bytes, &full[slot]);
+        bulk_copy(dst + (size_t)n * K, w + (size_t)(F + row) * K, bytes, &full[slot]);
+      } else {
+        mbar_expect(&full[slot], bytes);
+        bulk_copy(dst, w + (size_t)row * K, bytes, &full[slot]);
       }
       p.chunk++;
       p.issued++;
-      return;
+      return true;
     }
     p.chunk = 0;
     if (++p.stage == 4) { p.stage = 0; p.layer++; }
   }
-}
-
-__device__ __forceinline__ void produce_next(Producer& p, int layers, const u64* table, T* ring) {
-  produce_chunk(p, layers, table, ring);
-  copy_commit();
+  return false;
 }
 
 struct Shared {
   T* ring;
   float* xs;      // the product's input, f32 [≤ max(H, F, ATT_W)]
-  float* red;     // partial sums of a chunk's (row, part) units [64]
+  float* red;     // partial sums of a chunk's (row, part) units [2 × RED_HALF]: alternate chunks, alternate halves
   float* reduce;  // block reductions [32]
   float* bias;    // a product's biases for the block's rows [2 × MAX_BLOCK_ROWS] (gate, then up)
   float* att;     // attention: q, k, v [3·D], scores [KPS], value sums [8 · THREADS]
+  u64* full;      // [SLOTS] mbarriers: a slot's copy landed
+  u64* empty;     // [SLOTS] mbarriers: the consumers released a slot
 };
+
+// acc + Σ_e w[e]·x[e] over a 16-byte vector of weights and its 8 inputs.
+__device__ __forceinline__ float dot8(const Vec<T, VEC>& w, const float4& a, const float4& b, float acc) {
+  acc = fmaf(to_float(w.v[0]), a.x, acc);
+  acc = fmaf(to_float(w.v[1]), a.y, acc);
+  acc = fmaf(to_float(w.v[2]), a.z, acc);
+  acc = fmaf(to_float(w.v[3]), a.w, acc);
+  acc = fmaf(to_float(w.v[4]), b.x, acc);
+  acc = fmaf(to_float(w.v[5]), b.y, acc);
+  acc = fmaf(to_float(w.v[6]), b.z, acc);
+  return fmaf(to_float(w.v[7]), b.w, acc);
+}
 
 // ---- products ---------------------------------------------------------------------------------------------
 // The block's rows of stage s against xs, chunk by chunk as they arrive; out(row, sum[, up sum]) stores.
 template <int S, typename Store>
-__device__ __forceinline__ void product(const Shared& sm, u32& consumed, Producer& prod, int layers, const u64* table, u64& waited, Store store) {
+__device__ __forceinline__ void product(const Shared& sm, u32& consumed, u64& waited, Store store) {
   constexpr int K = S == 0 ? H : S == 1 ? ATT_W : S == 2 ? H : F;
   constexpr bool PAIR = GATED && S == 2;
   constexpr int PER = SLOT_BYTES / (K * 2 * (PAIR ? 2 : 1));
@@ -303,36 +360,48 @@ __device__ __forceinline__ void product(const Shared& sm, u32& consumed, Produce
   for (int row0 = r0; row0 < r1; row0 += PER) {
     const int n = min(PER, r1 - row0), eff = PAIR ? 2 * n : n;
     const int slot = (int)(consumed % SLOTS);
+    const u32 parity = (consumed / SLOTS) & 1u;
     const u64 wait_start = TRACE ? global_timer() : 0;
-    copy_wait_oldest();
-    __syncthreads();  // every thread's pieces of the chunk have landed
+    if (!mbar_try_wait(&sm.full[slot], parity)) {
+      const u64 start = global_timer();
+      while (!mbar_try_wait(&sm.full[slot], parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
+    }
     if (TRACE) waited += global_timer() - wait_start;
     const T* w = sm.ring + (size_t)slot * (SLOT_BYTES / 2);
+    float* red = sm.red + (consumed & 1u) * RED_HALF;
     const int parts = max(1, WARPS / eff), units = eff * parts;
     const int kp = ((K / parts + VEC - 1) / VEC) * VEC;
     for (int u = warp; u < units; u += WARPS) {
       const int r = u / parts, k0 = (u % parts) * kp, k1 = min(K, k0 + kp);
       const T* wr = w + (size_t)r * K;
-      float acc = 0.f;
-      for (int k = k0 + lane * VEC; k < k1; k += 32 * VEC) {
-        const Vec<T, VEC> wv = load_vec<T, VEC>(wr + k);
-        const float4 a = *reinterpret_cast<const float4*>(sm.xs + k), b = *reinterpret_cast<const float4*>(sm.xs + k + 4);
-        acc += to_float(wv.v[0]) * a.x + to_float(wv.v[1]) * a.y + to_float(wv.v[2]) * a.z + to_float(wv.v[3]) * a.w
-             + to_float(wv.v[4]) * b.x + to_float(wv.v[5]) * b.y + to_float(wv.v[6]) * b.z + to_float(wv.v[7]) * b.w;
+      // Two vectors an iteration into two sums: independent loads and FMA chains in flight together.
+      float acc0 = 0.f, acc1 = 0.f;
+      int k = k0 + lane * VEC;
+      for (; k + 32 * VEC < k1; k += 64 * VEC) {
+        const Vec<T, VEC> w0 = load_vec<T, VEC>(wr + k), w1 = load_vec<T, VEC>(wr + k + 32 * VEC);
+        const float4 a0 = *reinterpret_cast<const float4*>(sm.xs + k), b0 = *reinterpret_cast<const float4*>(sm.xs + k + 4);
+        const float4 a1 = *reinterpret_cast<const float4*>(sm.xs + k + 32 * VEC), b1 = *reinterpret_cast<const float4*>(sm.xs + k + 32 * VEC + 4);
+        acc0 = dot8(w0, a0, b0, acc0);
+        acc1 = dot8(w1, a1, b1, acc1);
       }
-      acc = warp_sum(acc);
-      if (lane == 0) sm.red[u] = acc;
+      if (k < k1) {
+        const Vec<T, VEC> w0 = load_vec<T, VEC>(wr + k);
+        acc0 = dot8(w0, *reinterpret_cast<const float4*>(sm.xs + k), *reinterpret_cast<const float4*>(sm.xs + k + 4), acc0);
+      }
+      const float acc = warp_sum(acc0 + acc1);
+      if (lane == 0) red[u] = acc;
     }
-    __syncthreads();
+    csync();
     consumed++;
-    produce_next(prod, layers, table, sm.ring);  // the slot is free again (everyone has read it: the barrier above)
+    if (threadIdx.x == 0) mbar_arrive(&sm.empty[slot]);  // every consumer has read the slot (the barrier above)
     if ((int)threadIdx.x < n) {
       float sum = 0.f, up = 0.f;
-      for (int p = 0; p < parts; p++) sum += sm.red[threadIdx.x * parts + p];
-      if (PAIR) for (int p = 0; p < parts; p++) up += sm.red[(n + threadIdx.x) * parts + p];
+      for (int p = 0; p < parts; p++) sum += red[threadIdx.x * parts + p];
+      if (PAIR) for (int p = 0; p < parts; p++) up += red[(n + threadIdx.x) * parts + p];
       store(row0 + (int)threadIdx.x, sum, up);
     }
-    __syncthreads();
+    // No barrier here: the next chunk's sums go to the other half of sm.red, and the one after waits for
+    // the csync above it, which these epilogue threads reach only when done.
   }
 }
 
@@ -371,7 +440,7 @@ __device__ __forceinline__ void norm_input(const Shared& sm, const T* cur, const
     #pragma unroll
     for (int k = 0; k < 8; k++) local += NORM_RMS ? v[n][k] * v[n][k] : v[n][k];
   }
-  const float total = block_sum(local, sm.reduce);
+  const float total = csum(local, sm.reduce);
   float mean = 0.f, rstd;
   if (NORM_RMS) {
     rstd = rsqrtf(total / H + EPS);
@@ -384,7 +453,7 @@ __device__ __forceinline__ void norm_input(const Shared& sm, const T* cur, const
       #pragma unroll
       for (int k = 0; k < 8; k++) { const float c = v[n][k] - mean; dev += c * c; }
     }
-    rstd = rsqrtf(block_sum(dev, sm.reduce) / H + EPS);
+    rstd = rsqrtf(csum(dev, sm.reduce) / H + EPS);
   }
   #pragma unroll
   for (int n = 0; n < NV; n++) {
@@ -398,7 +467,7 @@ __device__ __forceinline__ void norm_input(const Shared& sm, const T* cur, const
     *reinterpret_cast<float4*>(sm.xs + i) = make_float4(h[0], h[1], h[2], h[3]);
     *reinterpret_cast<float4*>(sm.xs + i + 4) = make_float4(h[4], h[5], h[6], h[7]);
   }
-  __syncthreads();
+  csync();
 }
 
 // ---- attention --------------------------------------------------------------------------------------------
@@ -424,7 +493,7 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
       kf[tid] = load_cg(qkv + ki) + (bias ? to_float(bias[ki]) : 0.f);
       vf[tid] = round_t(load_cg(qkv + vi) + (bias ? to_float(bias[vi]) : 0.f));
     }
-    __syncthreads();
+    csync();
     if (ROPE && tid < D / 2) {
       // a' = a·c − z·s, z' = z·c + a·s over the pairs (i, i + d/2), θ = p·inv_freq[i] (qkvRopeAppend's rotation).
       float sn, cs;
@@ -437,7 +506,7 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
       kf[tid] = ka * cs - kz * sn;
       kf[tid + D / 2] = kz * cs + ka * sn;
     }
-    __syncthreads();
+    csync();
     if (tid < D) {
       qf[tid] = round_t(qf[tid]);
       kf[tid] = round_t(kf[tid]);
@@ -446,7 +515,7 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
         vc[(size_t)pos * D + tid] = from_float<T>(vf[tid]);
       }
     }
-    __syncthreads();
+    csync();
     // Scores, one key a thread (the new key from shared memory: its cache row may not be written yet).
     float local_max = __int_as_float(0xff800000);
     for (int j = j0 + tid; j < j1; j += THREADS) {
@@ -467,14 +536,14 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
       sc[j - j0] = score;
       local_max = fmaxf(local_max, score);
     }
-    const float m = block_max(local_max, sm.reduce);
+    const float m = cmax(local_max, sm.reduce);
     float local_sum = 0.f;
     for (int j = j0 + tid; j < j1; j += THREADS) {
       const float p = exp2f(sc[j - j0] - m);
       sc[j - j0] = p;
       local_sum += p;
     }
-    const float l = block_sum(local_sum, sm.reduce);  // its barriers publish sc
+    const float l = csum(local_sum, sm.reduce);  // its barriers publish sc
     // Σ p_j·v_j: thread (key group kg, 16-byte chunk ch of a row) takes keys j0 + kg, j0 + kg + KG, …, one
     // vector load each, all independent (the loop is a stream of loads, not a chain of round trips).
     constexpr int CH = D / 8, KG = THREADS / CH;
@@ -497,7 +566,7 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
       #pragma unroll
       for (int k = 0; k < 8; k++) sums[kg * D + ch * 8 + k] = acc[k];
     }
-    __syncthreads();
+    csync();
     if (tid < D) {
       float o = 0.f;
       for (int g2 = 0; g2 < KG; g2++) o += sums[g2 * D + tid];
@@ -509,7 +578,7 @@ __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const
         if (tid == 0) { pp[D] = m; pp[D + 1] = l; }
       }
     }
-    __syncthreads();
+    csync();
   }
 }
 
@@ -534,12 +603,13 @@ __device__ __forceinline__ void attention_input(const Shared& sm, const T* attn,
     }
     sm.xs[i] = round_t(num / den);
   }
-  __syncthreads();
+  csync();
 }
 
 // table u64 [layers, TABLE_STRIDE]; x, h [H]; positions i32 [1]; inv_freq f32 [D/2] (ROPE); ws: the
-// workspace (WS_* byte offsets); counters: 2 zeroed u32 (the barrier count, blocks done). Grid G, block THREADS.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
+// workspace (WS_* byte offsets); counters: 2 zeroed u32 (the barrier count, blocks done). Grid G, block
+// THREADS consumers + one producer warp.
+extern "C" __global__ void __launch_bounds__(THREADS + 32, 1) ${name}(
     const u64* __restrict__ global_table, int layers, const T* __restrict__ final_gamma, const T* __restrict__ final_beta,
     T* x, T* __restrict__ h_out, const int* __restrict__ positions, const float* __restrict__ inv_freq, float rope_scale,
     float score_scale, int max_len, unsigned char* ws, u32* counters, u64* trace, int trace_stride) {
@@ -551,11 +621,27 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
   sm.reduce = reinterpret_cast<float*>(smem + SH_REDUCE);
   sm.att = reinterpret_cast<float*>(smem + SH_ATT);
   sm.bias = reinterpret_cast<float*>(smem + SH_BIAS);
-  // The weight table in shared memory: the producer reads an entry per chunk, off the global round trip.
+  sm.full = reinterpret_cast<u64*>(smem + SH_BARS);
+  sm.empty = sm.full + SLOTS;
+  // The weight table in shared memory (the producer reads an entry a chunk), the ring's barriers set up.
   u64* stable = reinterpret_cast<u64*>(smem + SH_TABLE);
-  for (int i = threadIdx.x; i < layers * TABLE_STRIDE; i += THREADS) stable[i] = global_table[i];
-  __syncthreads();
+  for (int i = threadIdx.x; i < layers * TABLE_STRIDE; i += THREADS + 32) stable[i] = global_table[i];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < SLOTS; i++) { mbar_init(&sm.full[i]); mbar_init(&sm.empty[i]); }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();  // the last barrier of all THREADS + 32 threads: the roles split here
   const u64* table = stable;
+  STAMP(0);
+  if (threadIdx.x >= THREADS) {
+    // The producer warp: the weights depend on no earlier kernel, so it streams from the start, as far
+    // ahead as the ring allows, through every barrier the consumers wait at.
+    if (threadIdx.x == THREADS) {
+      Producer prod{0, 0, 0, 0u};
+      while (produce_chunk(prod, layers, table, sm.ring, sm.full, sm.empty)) {}
+    }
+    return;
+  }
   T* xbuf[2] = {reinterpret_cast<T*>(ws + WS_XA), reinterpret_cast<T*>(ws + WS_XB)};
   T* qkv = reinterpret_cast<T*>(ws + WS_QKV);
   T* attn = reinterpret_cast<T*>(ws + WS_ATTN);
@@ -563,11 +649,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
   T* act = reinterpret_cast<T*>(ws + WS_ACT);
   float* part = reinterpret_cast<float*>(ws + WS_PART);
 
-  // The weights depend on no earlier kernel: the ring fills before the grid-dependency wait.
-  STAMP(0);
-  Producer prod{0, 0, 0, 0u};
   u64 waited = 0;
-  for (int i = 0; i < SLOTS; i++) produce_next(prod, layers, table, sm.ring);
   STAMP(1);
   GRID_DEPENDENCY_WAIT();
   STAMP(2);
@@ -588,7 +670,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
       cur = next;
     }
     STAMP(st + 0);
-    product<0>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float) { qkv[r] = from_float<T>(sum); });
+    product<0>(sm, consumed, waited, [&](int r, float sum, float) { qkv[r] = from_float<T>(sum); });
     STAMP(st + 1);
     grid_barrier(counters, ++barrier * G);
     STAMP(st + 2);
@@ -598,7 +680,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
     STAMP(st + 4);
     attention_input(sm, attn, part, pos);
     STAMP(st + 5);
-    product<1>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    product<1>(sm, consumed, waited, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
     STAMP(st + 6);
     grid_barrier(counters, ++barrier * G);
     STAMP(st + 7);
@@ -617,11 +699,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
         sm.bias[t] = to_float(up_bias[r0 + t]);
         if (GATED) sm.bias[MAX_BLOCK_ROWS + t] = to_float(up_bias[F + r0 + t]);
       }
-      __syncthreads();
+      csync();
     }
     int up_r0, up_r1;
     block_rows(2, up_r0, up_r1);
-    product<2>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float up) {
+    product<2>(sm, consumed, waited, [&](int r, float sum, float up) {
       const float bg = UP_BIAS ? sm.bias[r - up_r0] : 0.f, bu = UP_BIAS && GATED ? sm.bias[MAX_BLOCK_ROWS + r - up_r0] : 0.f;
       if (GATED) act[r] = from_float<T>(activate(round_t(sum + bg)) * round_t(up + bu));
       else act[r] = from_float<T>(activate(sum + bg));
@@ -631,7 +713,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(
     STAMP(st + 10);
     stage_input<F>(sm.xs, act);
     STAMP(st + 11);
-    product<3>(sm, consumed, prod, layers, table, waited, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
+    product<3>(sm, consumed, waited, [&](int r, float sum, float) { y[r] = from_float<T>(sum); });
     STAMP(st + 12);
     grid_barrier(counters, ++barrier * G);
     STAMP(st + 13);
@@ -711,7 +793,7 @@ export function decodeLayers(host: KernelHost, args: DecodeLayersArgs, table: (c
   const ptr = (name: string, t: Tensor) => devicePtr(c, name, t);
   const tablePtr = table(c, a);
   host.kernel(decodeLayersKey(spec), () => decodeLayersSource(spec)).launch(
-    { grid: spec.blocks, block: DECODE_LAYERS_THREADS, sharedBytes: sharedLayout(spec).total + a.layers.length * TABLE_STRIDE * 8 },
+    { grid: spec.blocks, block: DECODE_LAYERS_THREADS + 32, sharedBytes: sharedLayout(spec).total + a.layers.length * TABLE_STRIDE * 8 },
     [
       arg.ptr(tablePtr), arg.i32(a.layers.length), arg.ptr(ptr('finalNorm.gamma', args.finalNorm.gamma)),
       arg.ptr(args.finalNorm.beta ? ptr('finalNorm.beta', args.finalNorm.beta) : 0n), arg.ptr(ptr('x', a.x)), arg.ptr(ptr('h', a.h)),
@@ -731,13 +813,13 @@ export function decodeLayersWorkspaceBytes(s: DecodeLayersSpec): number {
 export function catalog(): KernelSource[] {
   const llama: DecodeLayersSpec = {
     dtype: 'bf16', hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, maxLen: 160, norm: 'rms', gated: true, activation: 'silu',
-    qkvBias: false, outBias: false, upBias: false, downBias: false, rope: true, eps: 1e-5, blocks: 132, slots: 10,
+    qkvBias: false, outBias: false, upBias: false, downBias: false, rope: true, eps: 1e-5, blocks: 132, slots: 3,
   };
   const gpt2: DecodeLayersSpec = {
     dtype: 'f16', hidden: 768, heads: 12, kvHeads: 12, headDim: 64, ffn: 3072, maxLen: 1024, norm: 'layer', gated: false, activation: 'gelu_tanh',
-    qkvBias: true, outBias: true, upBias: true, downBias: true, rope: false, eps: 1e-5, blocks: 132, slots: 10,
+    qkvBias: true, outBias: true, upBias: true, downBias: true, rope: false, eps: 1e-5, blocks: 132, slots: 4,
   };
-  return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 4 })];
+  return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
 }
 
 /** Unused by the kernel, exported for the size test: the workspace's f32 count for a spec. */
