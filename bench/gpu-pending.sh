@@ -4,13 +4,14 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 14 ran calls 1–9 below, all 30 minutes):
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-sweep   # (~4 min) the decode megakernel's warp-per-chunk consumers (session 14, never run; FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1): their GPU checks, stage traces and decode bench beside the block-per-chunk default and layer by layer
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-trace   # (~2 min) the decode megakernel's stage timeline, its GPU checks, the decode bench with it on and off (what session 14 ran as calls 3–9)
 #   (session 14's calls 2–9 ran:) megakernel / megakernel-trace — the megakernel from its first version to the kept one (docs/perf.md, "The decode megakernel")
 #   (session 14's call 1 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve picks-tests profile-removal   # serving's sampled rounds on the device (passed: now the default), removal-timed batch-1 profiles
@@ -148,6 +149,14 @@ for step in "${steps[@]}"; do
           [ -d /tmp/spec-medium/target ] || { run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
             run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft; }
           run spec-medium-hf 300 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --json "$out/speculative-medium-hf.json" ;;
+    megakernel-sweep) # the megakernel's warp-per-chunk consumers (session 14, never run): their GPU checks, then stage traces and the decode bench beside the block-per-chunk default, 32 KB slots, and the layer-by-layer path
+          run mk-warp-tests 150 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
+          run mk-trace-warp 60 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 node dist/bench/megakernel-trace.js --json "$out/mk-trace-warp.json"
+          run mk-trace-block 60 node dist/bench/megakernel-trace.js --json "$out/mk-trace-block.json"
+          run decode-mk-warp 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp.json"
+          run decode-mk-warp32 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_SLOT_KB=32 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp32.json"
+          run decode-mk-block 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-block.json"
+          run decode-layerwise 60 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-layerwise.json" ;;
     megakernel-trace) # the megakernel's stage-by-stage timeline (bench/megakernel-trace.ts), its GPU checks, the decode bench with it on
           run megakernel-trace 120 node dist/bench/megakernel-trace.js --json "$out/megakernel-trace.json"
           run megakernel-tests 240 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js

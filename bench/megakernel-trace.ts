@@ -9,7 +9,7 @@
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { CudaBackend } from '../src/backend/cuda/index.js';
-import { TRACE_PER_LAYER, traceStride } from '../src/backend/cuda/kernels/decode-layers.js';
+import { megakernelTuning, TRACE_PER_LAYER, traceStride } from '../src/backend/cuda/kernels/decode-layers.js';
 import { DecodeEngine } from '../src/infer/engine.js';
 import { megakernelOptions } from '../src/infer/forward.js';
 import { randomDecoderModel } from '../src/infer/model.js';
@@ -23,6 +23,7 @@ const G = backend.runtime.multiProcessorCount;
 const STAGES = ['qkv product', 'barrier 1', 'attention', 'barrier 2', 'O input', 'O product', 'barrier 3', 'UP norm', 'UP product', 'barrier 4', 'DOWN input', 'DOWN product', 'barrier 5', 'QKV norm (next)'] as const;
 const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]!; };
 const report: Record<string, unknown> = {};
+console.log(`consumers: ${megakernelTuning.warpChunks ? 'a warp per chunk' : 'the block per chunk'}; slot ${megakernelTuning.slotKiB ? `${megakernelTuning.slotKiB} KiB` : 'default'}`);
 
 for (const name of cli.models!.split(',')) {
   const model = randomDecoderModel(presetConfig(name), backend, { dtype: 'bf16', seed: 1n });
@@ -80,4 +81,4 @@ for (const name of cli.models!.split(',')) {
     model.free();
   }
 }
-if (cli.json) writeFileSync(cli.json, JSON.stringify({ date: new Date().toISOString(), device: backend.description, blocks: G, models: report }, null, 2));
+if (cli.json) writeFileSync(cli.json, JSON.stringify({ date: new Date().toISOString(), device: backend.description, blocks: G, tuning: megakernelTuning, models: report }, null, 2));

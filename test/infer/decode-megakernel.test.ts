@@ -10,7 +10,9 @@ import { after, test } from 'node:test';
 import type { DecodeLayersArgs } from '../../src/backend/backend.js';
 import { decodeLayersWorkspaceFloats } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { decodeLayersSource, decodeLayersUnsupported, decodeLayersWorkspaceBytes } from '../../src/backend/cuda/kernels/decode-layers.js';
+import { decodeLayersSource, decodeLayersUnsupported, decodeLayersWorkspaceBytes, megakernelTuning, planDecodeLayers, SLOT_BYTES, WARP_SLOT_BYTES } from '../../src/backend/cuda/kernels/decode-layers.js';
+import { checkDecodeLayers } from '../../src/backend/op-checks/index.js';
+import { OpCheck } from '../../src/backend/validate.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { megakernelOptions } from '../../src/infer/forward.js';
 import { generateBatch } from '../../src/infer/generate.js';
@@ -95,5 +97,36 @@ test('the megakernel takes the shapes its slots and reductions hold, and its wor
     };
     assert.ok(decodeLayersWorkspaceBytes(spec) <= 4 * decodeLayersWorkspaceFloats({ hidden, heads, kvHeads, headDim, ffn, maxLen }));
     assert.match(decodeLayersSource(spec).source, /griddepcontrol|GRID_DEPENDENCY_WAIT/);
+  }
+});
+
+test('the megakernel plans its ring: 48 KB slots shared by the block by default, 16 KB slots a warp takes whole when asked', () => {
+  const b = new CpuBackend();
+  const [c] = decodeLayersCases('bf16');
+  const inputs = c!.inputs(new Rng(2));
+  const t = (name: string) => b.fromArray(inputs[name]!.values, inputs[name]!.shape, 'bf16');
+  const layers = [0, 1, 2].map((l) => ({
+    norm1: { gamma: t(`l${l}.norm1.gamma`) }, norm2: { gamma: t(`l${l}.norm2.gamma`) }, qkv: t(`l${l}.qkv`), out: t(`l${l}.out`),
+    up: t(`l${l}.up`), down: t(`l${l}.down`), kCache: t(`l${l}.kCache`), vCache: t(`l${l}.vCache`),
+  }));
+  const sizes = { hidden: 512, heads: 8, kvHeads: 2, headDim: 64, ffn: 1376, maxLen: 700 };
+  const args: DecodeLayersArgs = {
+    x: t('x'), h: b.empty([1, 512], 'bf16'), positions: b.fromArray([3], [1], 'i32'), layers, finalNorm: { gamma: t('final.gamma') },
+    norm: 'rms', eps: 1e-5, heads: 8, kvHeads: 2, activation: 'silu', workspace: b.empty([decodeLayersWorkspaceFloats(sizes)], 'f32'),
+  };
+  const check = new OpCheck('decodeLayers', 'cpu');
+  const plan = () => planDecodeLayers(check, checkDecodeLayers(check, args), args, 132, 232448);
+  const saved = { ...megakernelTuning };
+  try {
+    const block = plan();
+    assert.deepEqual([block.slotBytes, block.slots, block.warpChunks], [SLOT_BYTES, 4, undefined]);
+    megakernelTuning.warpChunks = true;
+    const warp = plan();
+    assert.deepEqual([warp.slotBytes, warp.slots, warp.warpChunks], [WARP_SLOT_BYTES, 12, true]);
+    assert.match(decodeLayersSource(warp).source, /WARP_CHUNKS = true/);
+    megakernelTuning.slotKiB = 4;  // smaller than a gated row pair (2 × 1376 × 2 bytes): rounded up to hold it
+    assert.equal(plan().slotBytes, 6 * 1024);
+  } finally {
+    Object.assign(megakernelTuning, saved);
   }
 });

@@ -46,10 +46,25 @@ export const DECODE_LAYERS_THREADS = 256;
  * so the chunk is as large as shared memory allows a few of.
  */
 export const SLOT_BYTES = 48 * 1024;
-/** Partial sums a chunk makes at most: its rows at K = 256 (the narrowest product), or 8 parts of a row. */
-export const RED_HALF = SLOT_BYTES / (256 * 2);
-/** Ring slots at most (each SM's weight bytes in flight: SLOTS × 48 KB). */
+/** Ring slots at most (each SM's weight bytes in flight: SLOTS × slotBytes). */
 export const MAX_SLOTS = 4;
+/**
+ * The warp-per-chunk consumers' slot (warpChunks): 16 KB, so that a ring holds a chunk for each of the 8
+ * consumer warps and more. Rows of such a chunk a warp holds sums for at most: WARP_CHUNK_ROWS.
+ */
+export const WARP_SLOT_BYTES = 16 * 1024;
+export const WARP_MAX_SLOTS = 12;
+export const WARP_CHUNK_ROWS = 12;
+
+/**
+ * How the megakernel consumes its ring, for sweeps on the GPU (bench/gpu-pending.sh megakernel-sweep):
+ * FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 gives each consumer warp whole chunks of its own (no block barrier
+ * a chunk; never yet run on a GPU), FUSEFORMER_MEGAKERNEL_SLOT_KB a slot size. Read when a kernel is planned.
+ */
+export const megakernelTuning = {
+  warpChunks: process.env['FUSEFORMER_MEGAKERNEL_WARP_CHUNKS'] === '1',
+  slotKiB: Math.max(0, Number(process.env['FUSEFORMER_MEGAKERNEL_SLOT_KB'] ?? 0) || 0),
+};
 /** Pointers per layer in the weight table (14 used). */
 export const TABLE_STRIDE = 16;
 
@@ -76,7 +91,13 @@ export interface DecodeLayersSpec {
   readonly slots: number;
   /** Record %globaltimer stamps of every stage per block (bench/megakernel-trace.ts; off in normal runs). */
   readonly trace?: boolean;
+  /** Bytes of a ring slot (default SLOT_BYTES). */
+  readonly slotBytes?: number;
+  /** Each consumer warp takes whole chunks of its own (megakernelTuning.warpChunks); else the block shares each chunk. */
+  readonly warpChunks?: boolean;
 }
+
+function slotBytesOf(s: Pick<DecodeLayersSpec, 'slotBytes'>): number { return s.slotBytes ?? SLOT_BYTES; }
 
 /** u64 stamps a block records when traced: 3, then TRACE_PER_LAYER a layer, then 1 (see STAMP in the source). */
 export const TRACE_PER_LAYER = 16;
@@ -84,26 +105,29 @@ export function traceStride(layers: number): number { return 3 + TRACE_PER_LAYER
 
 export function decodeLayersKey(s: DecodeLayersSpec): string {
   const bias = ['qkv', 'out', 'up', 'down'].filter((_, i) => [s.qkvBias, s.outBias, s.upBias, s.downBias][i]).join('_') || 'nobias';
-  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}${s.trace ? '.trace' : ''}`;
+  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}x${slotBytesOf(s) / 1024}k${s.warpChunks ? '.warps' : ''}${s.trace ? '.trace' : ''}`;
 }
 
 /** Why the megakernel cannot run this model (null: it can). */
-export function decodeLayersUnsupported(s: Pick<DecodeLayersSpec, 'hidden' | 'ffn' | 'heads' | 'headDim'>): string | null {
+export function decodeLayersUnsupported(s: Pick<DecodeLayersSpec, 'hidden' | 'ffn' | 'heads' | 'headDim'>, slotBytes = SLOT_BYTES): string | null {
   const widths = { hidden: s.hidden, ffn: s.ffn, 'attention width': s.heads * s.headDim };
   for (const [name, k] of Object.entries(widths)) {
     if (k % 8 !== 0) return `its ${name} (${k}) is not a multiple of 8`;
-    if (k * 2 > SLOT_BYTES) return `its ${name} (${k}) is wider than a ${SLOT_BYTES / 1024} KiB weight slot holds`;
+    if (k * 2 > slotBytes) return `its ${name} (${k}) is wider than a ${slotBytes / 1024} KiB weight slot holds`;
     if (k < 256) return `its ${name} (${k}) is below 256`;
   }
   if (s.headDim % 8 !== 0 || s.headDim > 256) return `its head dimension ${s.headDim} is not a multiple of 8 up to 256`;
   return null;
 }
 
+/** Partial sums a shared chunk makes at most: its rows at K = 256 (the narrowest product), or 8 parts of a row. */
+function redHalf(s: Pick<DecodeLayersSpec, 'slotBytes'>): number { return slotBytesOf(s) / (256 * 2); }
+
 /** Shared-memory layout (bytes): the ring, x as f32, partial sums, stage biases, attention's q/k/v/scores/sums, mbarriers, the table. */
 function sharedLayout(s: DecodeLayersSpec) {
   const xsFloats = Math.max(s.hidden, s.ffn, s.heads * s.headDim);
-  const ring = s.slots * SLOT_BYTES;
-  const xs = ring, red = xs + xsFloats * 4, reduce = red + 2 * RED_HALF * 4, bias = reduce + 32 * 4, attention = bias + 2 * MAX_BLOCK_ROWS * 4;
+  const ring = s.slots * slotBytesOf(s);
+  const xs = ring, red = xs + xsFloats * 4, reduce = red + 2 * redHalf(s) * 4, bias = reduce + 32 * 4, attention = bias + 2 * MAX_BLOCK_ROWS * 4;
   const attentionFloats = 3 * s.headDim + DECODE_LAYERS_KEYS_PER_SPLIT + 8 * DECODE_LAYERS_THREADS;
   const bars = Math.ceil((attention + attentionFloats * 4) / 16) * 16;
   const table = bars + Math.ceil((2 * s.slots * 8) / 16) * 16;
@@ -133,9 +157,9 @@ export function decodeLayersSource(s: DecodeLayersSpec): KernelSource {
 ${typedefLine('T', s.dtype)}
 ${constants({
     H: s.hidden, HQ: s.heads, HKV: s.kvHeads, D: s.headDim, F: s.ffn, QKV_W: (s.heads + 2 * s.kvHeads) * s.headDim, ATT_W: s.heads * s.headDim,
-    GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
+    GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES: slotBytesOf(s), WARP_CHUNKS: s.warpChunks === true, WARP_CHUNK_ROWS, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
     KPS: DECODE_LAYERS_KEYS_PER_SPLIT, MAX_SPLITS: Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT), TABLE_STRIDE,
-    SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_BIAS: sh.bias, SH_ATT: sh.attention, SH_BARS: sh.bars, SH_TABLE: sh.table, MAX_BLOCK_ROWS, RED_HALF,
+    SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_BIAS: sh.bias, SH_ATT: sh.attention, SH_BARS: sh.bars, SH_TABLE: sh.table, MAX_BLOCK_ROWS, RED_HALF: redHalf(s),
     WS_XA: ws.xa, WS_XB: ws.xb, WS_QKV: ws.qkv, WS_ATTN: ws.attn, WS_Y: ws.y, WS_ACT: ws.act, WS_PART: ws.part,
     TRACE: s.trace === true, NORM_RMS: s.norm === 'rms', GATED: s.gated, QKV_BIAS: s.qkvBias, OUT_BIAS: s.outBias, UP_BIAS: s.upBias, DOWN_BIAS: s.downBias, ROPE: s.rope,
   })}
@@ -270,7 +294,12 @@ __device__ __forceinline__ int stage_rows(int s) { return s == 0 ? QKV_W : s == 
 __device__ __forceinline__ int stage_k(int s) { return s == 0 ? H : s == 1 ? ATT_W : s == 2 ? H : F; }
 __device__ __forceinline__ bool stage_pair(int s) { return GATED && s == 2; }
 __device__ __forceinline__ int stage_weight(int s) { return s == 0 ? T_WQKV : s == 1 ? T_WO : s == 2 ? T_WUP : T_WDOWN; }
-__device__ __forceinline__ int rows_per_chunk(int s) { return SLOT_BYTES / (stage_k(s) * 2 * (stage_pair(s) ? 2 : 1)); }
+// Rows a chunk of stage s holds (warp-per-chunk: at most WARP_CHUNK_ROWS sums a warp, gate and up counted).
+__host__ __device__ constexpr int chunk_rows(int K, bool pair) {
+  return !WARP_CHUNKS || SLOT_BYTES / (K * 2 * (pair ? 2 : 1)) <= WARP_CHUNK_ROWS / (pair ? 2 : 1)
+    ? SLOT_BYTES / (K * 2 * (pair ? 2 : 1)) : WARP_CHUNK_ROWS / (pair ? 2 : 1);
+}
+__device__ __forceinline__ int rows_per_chunk(int s) { return chunk_rows(stage_k(s), stage_pair(s)); }
 __device__ __forceinline__ void block_rows(int s, int& r0, int& r1) {
   const int n = stage_rows(s);
   r0 = (int)(((long long)blockIdx.x * n) / G);
@@ -353,10 +382,52 @@ template <int S, typename Store>
 __device__ __forceinline__ void product(const Shared& sm, u32& consumed, u64& waited, Store store) {
   constexpr int K = S == 0 ? H : S == 1 ? ATT_W : S == 2 ? H : F;
   constexpr bool PAIR = GATED && S == 2;
-  constexpr int PER = SLOT_BYTES / (K * 2 * (PAIR ? 2 : 1));
+  constexpr int PER = chunk_rows(K, PAIR);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int r0, r1;
   block_rows(S, r0, r1);
+  if (WARP_CHUNKS) {
+    // Warp w takes the block's chunks c ≡ w (mod WARPS) whole: its rows' sums in registers (x read once
+    // a sweep for all of them), a warp reduction each, no block barrier a chunk; it releases the slot itself.
+    constexpr int ROWS = PAIR ? WARP_CHUNK_ROWS / 2 : WARP_CHUNK_ROWS;
+    const int chunks = (r1 - r0 + PER - 1) / PER;
+    for (int ch = (warp - (int)(consumed % WARPS) + WARPS) % WARPS; ch < chunks; ch += WARPS) {
+      const u32 c = consumed + (u32)ch;
+      const int row0 = r0 + ch * PER, n = min(PER, r1 - row0), slot = (int)(c % SLOTS);
+      const u32 parity = (c / SLOTS) & 1u;
+      const u64 wait_start = TRACE ? global_timer() : 0;
+      if (!mbar_try_wait(&sm.full[slot], parity)) {
+        const u64 start = global_timer();
+        while (!mbar_try_wait(&sm.full[slot], parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
+      }
+      if (TRACE) waited += global_timer() - wait_start;
+      const T* w = sm.ring + (size_t)slot * (SLOT_BYTES / 2);
+      float gate[ROWS], up[ROWS];
+      #pragma unroll
+      for (int i = 0; i < ROWS; i++) { gate[i] = 0.f; up[i] = 0.f; }
+      for (int k = lane * VEC; k < K; k += 32 * VEC) {
+        const float4 a = *reinterpret_cast<const float4*>(sm.xs + k), b = *reinterpret_cast<const float4*>(sm.xs + k + 4);
+        #pragma unroll
+        for (int i = 0; i < ROWS; i++) {
+          if (i < n) {
+            gate[i] = dot8(load_vec<T, VEC>(w + (size_t)i * K + k), a, b, gate[i]);
+            if (PAIR) up[i] = dot8(load_vec<T, VEC>(w + (size_t)(n + i) * K + k), a, b, up[i]);
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.empty[slot]);  // every lane has read the slot
+      #pragma unroll
+      for (int i = 0; i < ROWS; i++) {
+        if (i < n) {
+          const float g = warp_sum(gate[i]), u = PAIR ? warp_sum(up[i]) : 0.f;
+          if (lane == 0) store(row0 + i, g, u);
+        }
+      }
+    }
+    consumed += (u32)chunks;
+    return;
+  }
   for (int row0 = r0; row0 < r1; row0 += PER) {
     const int n = min(PER, r1 - row0), eff = PAIR ? 2 * n : n;
     const int slot = (int)(consumed % SLOTS);
@@ -752,10 +823,14 @@ export function planDecodeLayers(c: OpCheck, a: ReturnType<typeof checkDecodeLay
   };
   const widest = Math.max((a.Hq + 2 * a.Hkv) * a.d, a.F, a.H);
   if (Math.ceil(widest / blocks) > MAX_BLOCK_ROWS) c.fail(`the CUDA kernel gives each of ${blocks} blocks at most ${MAX_BLOCK_ROWS} rows of a product; ${widest} rows need more`);
-  const fixed = decodeLayersFixedShared(base, a.layers.length);
-  const slots = Math.min(MAX_SLOTS, Math.floor((maxShared - fixed) / SLOT_BYTES));
-  if (slots < 2) c.fail(`the CUDA kernel needs ${fixed + 2 * SLOT_BYTES} bytes of shared memory a block for ${a.layers.length} layers; this GPU allows ${maxShared}`);
-  return { ...base, slots };
+  const warpChunks = megakernelTuning.warpChunks;
+  // A slot holds a whole row (a gated MLP's gate and up rows: two), whatever size is asked for.
+  const widestRow = 2 * Math.max(a.H, a.F, a.Hq * a.d) * (a.gated ? 2 : 1);
+  const slotBytes = Math.max(megakernelTuning.slotKiB * 1024 || (warpChunks ? WARP_SLOT_BYTES : SLOT_BYTES), Math.ceil(widestRow / 1024) * 1024);
+  const fixed = decodeLayersFixedShared({ ...base, slotBytes }, a.layers.length);
+  const slots = Math.min(warpChunks ? WARP_MAX_SLOTS : MAX_SLOTS, Math.floor((maxShared - fixed) / slotBytes));
+  if (slots < 2) c.fail(`the CUDA kernel needs ${fixed + 2 * slotBytes} bytes of shared memory a block for ${a.layers.length} layers; this GPU allows ${maxShared}`);
+  return { ...base, slots, slotBytes, ...(warpChunks ? { warpChunks } : {}) };
 }
 
 /** The u64 weight table of decodeLayers (TABLE_STRIDE pointers a layer) as i32 words, low word first. */
@@ -819,7 +894,8 @@ export function catalog(): KernelSource[] {
     dtype: 'f16', hidden: 768, heads: 12, kvHeads: 12, headDim: 64, ffn: 3072, maxLen: 1024, norm: 'layer', gated: false, activation: 'gelu_tanh',
     qkvBias: true, outBias: true, upBias: true, downBias: true, rope: false, eps: 1e-5, blocks: 132, slots: 4,
   };
-  return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
+  return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2),
+    decodeLayersSource({ ...llama, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 11 }), decodeLayersSource({ ...gpt2, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 12 }), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
 }
 
 /** Unused by the kernel, exported for the size test: the workspace's f32 count for a spec. */
