@@ -266,6 +266,12 @@ __device__ __forceinline__ u64 global_timer() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+// Waits for the phase of this parity to complete; 2 s without it traps (an error, not a hang).
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+  if (mbar_try_wait(bar, parity)) return;
+  const u64 start = global_timer();
+  while (!mbar_try_wait(bar, parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
+}
 __device__ __forceinline__ u32 load_acquire(const u32* p) {
   u32 v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -327,11 +333,7 @@ __device__ __forceinline__ bool produce_chunk(Producer& p, int layers, const u64
       const u32 bytes = (u32)n * K * 2u;
       const int slot = (int)(p.issued % SLOTS);
       if (p.issued >= SLOTS) {  // the consumers' release of this slot's previous use
-        const u32 parity = ((p.issued / SLOTS) - 1u) & 1u;
-        if (!mbar_try_wait(&empty[slot], parity)) {
-          const u64 start = global_timer();
-          while (!mbar_try_wait(&empty[slot], parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
-        }
+        mbar_wait(&empty[slot], ((p.issued / SLOTS) - 1u) & 1u);
       }
       T* dst = ring + (size_t)slot * (SLOT_BYTES / 2);
       const T* w = reinterpret_cast<const T*>(table[p.layer * TABLE_STRIDE + stage_weight(p.stage)]);
@@ -364,6 +366,13 @@ struct Shared {
   u64* empty;     // [SLOTS] mbarriers: the consumers released a slot
 };
 
+// Chunk c of the schedule has landed in its slot (c mod SLOTS); traced builds add the wait to "waited".
+__device__ __forceinline__ void wait_chunk(const Shared& sm, u32 c, u64& waited) {
+  const u64 start = TRACE ? global_timer() : 0;
+  mbar_wait(&sm.full[c % SLOTS], (c / SLOTS) & 1u);
+  if (TRACE) waited += global_timer() - start;
+}
+
 // acc + Σ_e w[e]·x[e] over a 16-byte vector of weights and its 8 inputs.
 __device__ __forceinline__ float dot8(const Vec<T, VEC>& w, const float4& a, const float4& b, float acc) {
   acc = fmaf(to_float(w.v[0]), a.x, acc);
@@ -394,13 +403,7 @@ __device__ __forceinline__ void product(const Shared& sm, u32& consumed, u64& wa
     for (int ch = (warp - (int)(consumed % WARPS) + WARPS) % WARPS; ch < chunks; ch += WARPS) {
       const u32 c = consumed + (u32)ch;
       const int row0 = r0 + ch * PER, n = min(PER, r1 - row0), slot = (int)(c % SLOTS);
-      const u32 parity = (c / SLOTS) & 1u;
-      const u64 wait_start = TRACE ? global_timer() : 0;
-      if (!mbar_try_wait(&sm.full[slot], parity)) {
-        const u64 start = global_timer();
-        while (!mbar_try_wait(&sm.full[slot], parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
-      }
-      if (TRACE) waited += global_timer() - wait_start;
+      wait_chunk(sm, c, waited);
       const T* w = sm.ring + (size_t)slot * (SLOT_BYTES / 2);
       float gate[ROWS], up[ROWS];
       #pragma unroll
@@ -431,13 +434,7 @@ __device__ __forceinline__ void product(const Shared& sm, u32& consumed, u64& wa
   for (int row0 = r0; row0 < r1; row0 += PER) {
     const int n = min(PER, r1 - row0), eff = PAIR ? 2 * n : n;
     const int slot = (int)(consumed % SLOTS);
-    const u32 parity = (consumed / SLOTS) & 1u;
-    const u64 wait_start = TRACE ? global_timer() : 0;
-    if (!mbar_try_wait(&sm.full[slot], parity)) {
-      const u64 start = global_timer();
-      while (!mbar_try_wait(&sm.full[slot], parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
-    }
-    if (TRACE) waited += global_timer() - wait_start;
+    wait_chunk(sm, consumed, waited);
     const T* w = sm.ring + (size_t)slot * (SLOT_BYTES / 2);
     float* red = sm.red + (consumed & 1u) * RED_HALF;
     const int parts = max(1, WARPS / eff), units = eff * parts;
