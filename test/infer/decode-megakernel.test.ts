@@ -124,6 +124,9 @@ test('the megakernel plans its ring: 48 KB slots shared by the block by default,
     const warp = plan();
     assert.deepEqual([warp.slotBytes, warp.slots, warp.warpChunks], [WARP_SLOT_BYTES, 12, true]);
     assert.match(decodeLayersSource(warp).source, /WARP_CHUNKS = true/);
+    megakernelTuning.releaseFlag = true;
+    assert.match(decodeLayersSource(plan()).source, /RELEASE_FLAG = true/);
+    assert.match(decodeLayersSource(block).source, /RELEASE_FLAG = false/);
     megakernelTuning.slotKiB = 4;  // smaller than a gated row pair (2 × 1376 × 2 bytes): rounded up to hold it
     assert.equal(plan().slotBytes, 6 * 1024);
   } finally {

@@ -59,10 +59,12 @@ export const WARP_CHUNK_ROWS = 12;
 /**
  * How the megakernel consumes its ring, for sweeps on the GPU (bench/gpu-pending.sh megakernel-sweep):
  * FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 gives each consumer warp whole chunks of its own (no block barrier
- * a chunk; never yet run on a GPU), FUSEFORMER_MEGAKERNEL_SLOT_KB a slot size. Read when a kernel is planned.
+ * a chunk), FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 releases grid barriers through a flag word of its own,
+ * FUSEFORMER_MEGAKERNEL_SLOT_KB sets a slot size (the first two never yet run on a GPU). Read when a kernel is planned.
  */
 export const megakernelTuning = {
   warpChunks: process.env['FUSEFORMER_MEGAKERNEL_WARP_CHUNKS'] === '1',
+  releaseFlag: process.env['FUSEFORMER_MEGAKERNEL_RELEASE_FLAG'] === '1',
   slotKiB: Math.max(0, Number(process.env['FUSEFORMER_MEGAKERNEL_SLOT_KB'] ?? 0) || 0),
 };
 /** Pointers per layer in the weight table (14 used). */
@@ -95,7 +97,12 @@ export interface DecodeLayersSpec {
   readonly slotBytes?: number;
   /** Each consumer warp takes whole chunks of its own (megakernelTuning.warpChunks); else the block shares each chunk. */
   readonly warpChunks?: boolean;
+  /** Grid barriers released through a flag on a line of its own (megakernelTuning.releaseFlag). */
+  readonly releaseFlag?: boolean;
 }
+
+/** The counters word a RELEASE_FLAG barrier polls: 128 bytes past the arrival count, a cache line of its own. */
+export const RELEASE_WORD = 32;
 
 function slotBytesOf(s: Pick<DecodeLayersSpec, 'slotBytes'>): number { return s.slotBytes ?? SLOT_BYTES; }
 
@@ -105,7 +112,7 @@ export function traceStride(layers: number): number { return 3 + TRACE_PER_LAYER
 
 export function decodeLayersKey(s: DecodeLayersSpec): string {
   const bias = ['qkv', 'out', 'up', 'down'].filter((_, i) => [s.qkvBias, s.outBias, s.upBias, s.downBias][i]).join('_') || 'nobias';
-  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}x${slotBytesOf(s) / 1024}k${s.warpChunks ? '.warps' : ''}${s.trace ? '.trace' : ''}`;
+  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}x${slotBytesOf(s) / 1024}k${s.warpChunks ? '.warps' : ''}${s.releaseFlag ? '.flag' : ''}${s.trace ? '.trace' : ''}`;
 }
 
 /** Why the megakernel cannot run this model (null: it can). */
@@ -157,7 +164,7 @@ export function decodeLayersSource(s: DecodeLayersSpec): KernelSource {
 ${typedefLine('T', s.dtype)}
 ${constants({
     H: s.hidden, HQ: s.heads, HKV: s.kvHeads, D: s.headDim, F: s.ffn, QKV_W: (s.heads + 2 * s.kvHeads) * s.headDim, ATT_W: s.heads * s.headDim,
-    GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES: slotBytesOf(s), WARP_CHUNKS: s.warpChunks === true, WARP_CHUNK_ROWS, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
+    GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES: slotBytesOf(s), WARP_CHUNKS: s.warpChunks === true, WARP_CHUNK_ROWS, RELEASE_FLAG: s.releaseFlag === true, RELEASE_WORD, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
     KPS: DECODE_LAYERS_KEYS_PER_SPLIT, MAX_SPLITS: Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT), TABLE_STRIDE,
     SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_BIAS: sh.bias, SH_ATT: sh.attention, SH_BARS: sh.bars, SH_TABLE: sh.table, MAX_BLOCK_ROWS, RED_HALF: redHalf(s),
     WS_XA: ws.xa, WS_XB: ws.xb, WS_QKV: ws.qkv, WS_ATTN: ws.attn, WS_Y: ws.y, WS_ACT: ws.act, WS_PART: ws.part,
@@ -280,14 +287,26 @@ __device__ __forceinline__ u32 load_acquire(const u32* p) {
 
 // Every block arrives, then waits until all G have: the count only grows within a launch (target = G·n
 // for the n-th barrier). Writes before it are visible to every block after it (fence, then the count).
+// RELEASE_FLAG (megakernelTuning.releaseFlag, not yet run on a GPU): the last block to arrive publishes
+// the barrier's number in a word of its own cache line (counters[RELEASE_WORD]) and the others poll that,
+// so 131 polling blocks do not queue on the line the arrivals' atomics go to.
 __device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
   csync();
   if (threadIdx.x == 0) {
     __threadfence();
-    atomicAdd(count, 1u);
+    const u32 arrived = atomicAdd(count, 1u) + 1u;
     const u64 start = global_timer();
-    while (load_acquire(count) < target) {
-      if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();  // a block not resident: fail, do not hang
+    if (RELEASE_FLAG) {
+      u32* release = count + RELEASE_WORD;
+      if (arrived == target) {
+        __threadfence();  // the arrivals it has seen (and the writes they published) before the flag
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(release), "r"(target / G) : "memory");
+      }
+      else while (load_acquire(release) < target / G) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
+    } else {
+      while (load_acquire(count) < target) {
+        if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();  // a block not resident: fail, do not hang
+      }
     }
     __threadfence();
   }
@@ -675,7 +694,8 @@ __device__ __forceinline__ void attention_input(const Shared& sm, const T* attn,
 }
 
 // table u64 [layers, TABLE_STRIDE]; x, h [H]; positions i32 [1]; inv_freq f32 [D/2] (ROPE); ws: the
-// workspace (WS_* byte offsets); counters: 2 zeroed u32 (the barrier count, blocks done). Grid G, block
+// workspace (WS_* byte offsets); counters: zeroed u32 (the barrier count, blocks done; RELEASE_FLAG: the
+// flag at RELEASE_WORD). Grid G, block
 // THREADS consumers + one producer warp.
 extern "C" __global__ void __launch_bounds__(THREADS + 32, 1) ${name}(
     const u64* __restrict__ global_table, int layers, const T* __restrict__ final_gamma, const T* __restrict__ final_beta,
@@ -798,6 +818,7 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32, 1) ${name}(
     if (atomicAdd(&counters[1], 1u) == G - 1) {
       counters[0] = 0u;
       counters[1] = 0u;
+      if (RELEASE_FLAG) counters[RELEASE_WORD] = 0u;
       __threadfence();
     }
   }
@@ -827,7 +848,7 @@ export function planDecodeLayers(c: OpCheck, a: ReturnType<typeof checkDecodeLay
   const fixed = decodeLayersFixedShared({ ...base, slotBytes }, a.layers.length);
   const slots = Math.min(warpChunks ? WARP_MAX_SLOTS : MAX_SLOTS, Math.floor((maxShared - fixed) / slotBytes));
   if (slots < 2) c.fail(`the CUDA kernel needs ${fixed + 2 * slotBytes} bytes of shared memory a block for ${a.layers.length} layers; this GPU allows ${maxShared}`);
-  return { ...base, slots, slotBytes, ...(warpChunks ? { warpChunks } : {}) };
+  return { ...base, slots, slotBytes, ...(warpChunks ? { warpChunks } : {}), ...(megakernelTuning.releaseFlag ? { releaseFlag: true } : {}) };
 }
 
 /** The u64 weight table of decodeLayers (TABLE_STRIDE pointers a layer) as i32 words, low word first. */
@@ -870,7 +891,7 @@ export function decodeLayers(host: KernelHost, args: DecodeLayersArgs, table: (c
       arg.ptr(tablePtr), arg.i32(a.layers.length), arg.ptr(ptr('finalNorm.gamma', args.finalNorm.gamma)),
       arg.ptr(args.finalNorm.beta ? ptr('finalNorm.beta', args.finalNorm.beta) : 0n), arg.ptr(ptr('x', a.x)), arg.ptr(ptr('h', a.h)),
       arg.ptr(ptr('positions', a.positions)), arg.ptr(a.invFreq ? ptr('rope.invFreq', a.invFreq) : 0n), arg.f32(args.rope?.scale ?? 1),
-      arg.f32(a.scale * Math.LOG2E), arg.i32(a.maxLen), arg.ptr(ptr('workspace', a.workspace)), arg.ptr(host.counters(2)),
+      arg.f32(a.scale * Math.LOG2E), arg.i32(a.maxLen), arg.ptr(ptr('workspace', a.workspace)), arg.ptr(host.counters(spec.releaseFlag ? RELEASE_WORD + 1 : 2)),
       arg.ptr(trace ? ptr('trace', trace) : 0n), arg.i32(traceStride(a.layers.length)),
     ],
   );
@@ -892,7 +913,7 @@ export function catalog(): KernelSource[] {
     qkvBias: true, outBias: true, upBias: true, downBias: true, rope: false, eps: 1e-5, blocks: 132, slots: 4,
   };
   return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2),
-    decodeLayersSource({ ...llama, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 11 }), decodeLayersSource({ ...gpt2, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 12 }), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
+    decodeLayersSource({ ...llama, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 11, releaseFlag: true }), decodeLayersSource({ ...gpt2, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 12 }), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
 }
 
 /** Unused by the kernel, exported for the size test: the workspace's f32 count for a spec. */
