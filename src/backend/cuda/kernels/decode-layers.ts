@@ -14,15 +14,18 @@
 // the same inputs (bit-identical); block 0 writes the residual stream into the other of two buffers, so no
 // block overwrites what another is still reading.
 //
-// The weights never wait on the barriers: every block runs a producer over its whole schedule of weight
-// chunks (its rows of every product of every layer, in order), SLOTS chunks of ≤ SLOT_BYTES ahead of its
-// consumers through a ring of shared-memory slots — cp.async copies of 16 bytes by every thread, a commit
-// group a chunk. So while a block waits at a barrier or sits out the attention stage, its next product's
-// first chunks are already arriving — the HBM stream that separate kernels stop and restart at every
-// kernel boundary runs on. Chunks hold whole rows: a row of K 16-bit values must fit a slot (K ≤ 24576).
-// A chunk's rows are split among the 8 warps (rows × K-parts), dot products against x held in shared
-// memory as f32, partial sums combined through shared memory by the epilogue's threads.
-// Intermediates other blocks wrote in this kernel (and the caches) are read through L2 (ld.global.cg): L1 is not coherent.
+// The weights never wait on the barriers: a ninth warp of each block is its producer. Its lane 0 runs
+// over the block's whole schedule of weight chunks (its rows of every product of every layer, in order),
+// issuing TMA bulk copies up to SLOTS chunks of ≤ SLOT_BYTES ahead of the 8 consumer warps through a ring
+// of shared-memory slots (mbarriers: full = landed, empty = released). So while the consumers wait at a
+// barrier or sit out the attention stage, their next product's first chunks are already arriving — the
+// HBM stream that separate kernels stop and restart at every kernel boundary runs on. The consumers
+// synchronise among themselves with a named barrier (csync), never with the producer. Chunks hold whole
+// rows: a row of K 16-bit values must fit a slot. A chunk's rows are split among the 8 warps (rows ×
+// K-parts) against x held in shared memory as f32, partial sums combined through shared memory by the
+// epilogue's threads; or, WARP_CHUNKS, each warp takes whole chunks of its own.
+// Intermediates other blocks wrote in this kernel (and the caches) are read through L2 (ld.global.cg):
+// L1 is not coherent.
 // The barrier spins on a counter with a 2 s timeout that traps (an error, not a hang, should a block ever
 // not be resident); the last block out sets the counters back to zero (KernelHost.counters).
 
