@@ -149,13 +149,15 @@ for step in "${steps[@]}"; do
           [ -d /tmp/spec-medium/target ] || { run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
             run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft; }
           run spec-medium-hf 300 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --json "$out/speculative-medium-hf.json" ;;
-    megakernel-sweep) # the megakernel's warp-per-chunk consumers and flag-released barriers (session 14, never run): their GPU checks (both on), then stage traces and the decode bench beside the block-per-chunk default, 32 KB slots, and the layer-by-layer path
-          run mk-warp-tests 150 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
+    megakernel-sweep) # the megakernel's warp-per-chunk consumers, flag-released barriers and K/V prefetch (session 14, never run): their GPU checks (all on), then stage traces and the decode bench beside the block-per-chunk default, 32 KB slots, and the layer-by-layer path
+          run mk-warp-tests 150 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
           run mk-trace-warp 60 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 node dist/bench/megakernel-trace.js --json "$out/mk-trace-warp.json"
           run mk-trace-warp-flag 60 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 node dist/bench/megakernel-trace.js --json "$out/mk-trace-warp-flag.json"
+          run mk-trace-all 60 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node dist/bench/megakernel-trace.js --json "$out/mk-trace-all.json"
           run mk-trace-block 60 node dist/bench/megakernel-trace.js --json "$out/mk-trace-block.json"
           run decode-mk-warp 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp.json"
           run decode-mk-warp-flag 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp-flag.json"
+          run decode-mk-all 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-all.json"
           run decode-mk-warp32 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_SLOT_KB=32 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp32.json"
           run decode-mk-block 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-block.json"
           run decode-layerwise 60 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-layerwise.json" ;;

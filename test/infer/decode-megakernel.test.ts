@@ -127,6 +127,9 @@ test('the megakernel plans its ring: 48 KB slots shared by the block by default,
     megakernelTuning.releaseFlag = true;
     assert.match(decodeLayersSource(plan()).source, /RELEASE_FLAG = true/);
     assert.match(decodeLayersSource(block).source, /RELEASE_FLAG = false/);
+    megakernelTuning.kvPrefetch = true;
+    assert.match(decodeLayersSource(plan()).source, /KV_PREFETCH = true/);
+    assert.match(decodeLayersSource(block).source, /KV_PREFETCH = false/);
     megakernelTuning.slotKiB = 4;  // smaller than a gated row pair (2 × 1376 × 2 bytes): rounded up to hold it
     assert.equal(plan().slotBytes, 6 * 1024);
   } finally {

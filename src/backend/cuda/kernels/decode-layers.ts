@@ -63,11 +63,13 @@ export const WARP_CHUNK_ROWS = 12;
  * How the megakernel consumes its ring, for sweeps on the GPU (bench/gpu-pending.sh megakernel-sweep):
  * FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 gives each consumer warp whole chunks of its own (no block barrier
  * a chunk), FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 releases grid barriers through a flag word of its own,
- * FUSEFORMER_MEGAKERNEL_SLOT_KB sets a slot size (the first two never yet run on a GPU). Read when a kernel is planned.
+ * FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 asks L2 for attention's older keys and values before the QKV barrier,
+ * FUSEFORMER_MEGAKERNEL_SLOT_KB sets a slot size (the first three never yet run on a GPU). Read when a kernel is planned.
  */
 export const megakernelTuning = {
   warpChunks: process.env['FUSEFORMER_MEGAKERNEL_WARP_CHUNKS'] === '1',
   releaseFlag: process.env['FUSEFORMER_MEGAKERNEL_RELEASE_FLAG'] === '1',
+  kvPrefetch: process.env['FUSEFORMER_MEGAKERNEL_KV_PREFETCH'] === '1',
   slotKiB: Math.max(0, Number(process.env['FUSEFORMER_MEGAKERNEL_SLOT_KB'] ?? 0) || 0),
 };
 /** Pointers per layer in the weight table (14 used). */
@@ -102,6 +104,8 @@ export interface DecodeLayersSpec {
   readonly warpChunks?: boolean;
   /** Grid barriers released through a flag on a line of its own (megakernelTuning.releaseFlag). */
   readonly releaseFlag?: boolean;
+  /** Attention's older keys and values asked of L2 before the QKV stage's barrier (megakernelTuning.kvPrefetch). */
+  readonly kvPrefetch?: boolean;
 }
 
 /** The counters word a RELEASE_FLAG barrier polls: 128 bytes past the arrival count, a cache line of its own. */
@@ -115,7 +119,7 @@ export function traceStride(layers: number): number { return 3 + TRACE_PER_LAYER
 
 export function decodeLayersKey(s: DecodeLayersSpec): string {
   const bias = ['qkv', 'out', 'up', 'down'].filter((_, i) => [s.qkvBias, s.outBias, s.upBias, s.downBias][i]).join('_') || 'nobias';
-  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}x${slotBytesOf(s) / 1024}k${s.warpChunks ? '.warps' : ''}${s.releaseFlag ? '.flag' : ''}${s.trace ? '.trace' : ''}`;
+  return `decode_layers.${s.dtype}.h${s.hidden}.q${s.heads}.kv${s.kvHeads}.d${s.headDim}.f${s.ffn}.L${s.maxLen}.${s.norm}.${s.gated ? 'gated_' : ''}${s.activation}.${bias}${s.rope ? '.rope' : ''}.e${Math.fround(s.eps).toExponential(6)}.g${s.blocks}.s${s.slots}x${slotBytesOf(s) / 1024}k${s.warpChunks ? '.warps' : ''}${s.releaseFlag ? '.flag' : ''}${s.kvPrefetch ? '.kvpf' : ''}${s.trace ? '.trace' : ''}`;
 }
 
 /** Why the megakernel cannot run this model (null: it can). */
@@ -167,7 +171,7 @@ export function decodeLayersSource(s: DecodeLayersSpec): KernelSource {
 ${typedefLine('T', s.dtype)}
 ${constants({
     H: s.hidden, HQ: s.heads, HKV: s.kvHeads, D: s.headDim, F: s.ffn, QKV_W: (s.heads + 2 * s.kvHeads) * s.headDim, ATT_W: s.heads * s.headDim,
-    GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES: slotBytesOf(s), WARP_CHUNKS: s.warpChunks === true, WARP_CHUNK_ROWS, RELEASE_FLAG: s.releaseFlag === true, RELEASE_WORD, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
+    GROUP: s.heads / s.kvHeads, G: s.blocks, SLOTS: s.slots, SLOT_BYTES: slotBytesOf(s), WARP_CHUNKS: s.warpChunks === true, WARP_CHUNK_ROWS, RELEASE_FLAG: s.releaseFlag === true, RELEASE_WORD, KV_PREFETCH: s.kvPrefetch === true, THREADS: DECODE_LAYERS_THREADS, WARPS: DECODE_LAYERS_THREADS / 32, VEC: 8,
     KPS: DECODE_LAYERS_KEYS_PER_SPLIT, MAX_SPLITS: Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT), TABLE_STRIDE,
     SH_XS: sh.xs, SH_RED: sh.red, SH_REDUCE: sh.reduce, SH_BIAS: sh.bias, SH_ATT: sh.attention, SH_BARS: sh.bars, SH_TABLE: sh.table, MAX_BLOCK_ROWS, RED_HALF: redHalf(s),
     WS_XA: ws.xa, WS_XB: ws.xb, WS_QKV: ws.qkv, WS_ATTN: ws.attn, WS_Y: ws.y, WS_ACT: ws.act, WS_PART: ws.part,
@@ -563,6 +567,27 @@ __device__ __forceinline__ void norm_input(const Shared& sm, const T* cur, const
 // ---- attention --------------------------------------------------------------------------------------------
 __device__ __forceinline__ int attention_splits(int keys) { return min(MAX_SPLITS, (keys + KPS - 1) / KPS); }
 
+// KV_PREFETCH (megakernelTuning.kvPrefetch, not yet run on a GPU): before the barrier that ends the QKV
+// stage, each block asks L2 for the keys and values 0..p−1 its attention units will read — they were
+// written by earlier steps, so they depend on nothing this step computes — taking HBM's latency off the
+// attention stage's chain (one unit a kv head and split asks, the others share its lines).
+__device__ __forceinline__ void prefetch_attention(const u64* lt, int pos, int max_len) {
+  const int keys = pos + 1, splits = attention_splits(keys), chunk = (keys + splits - 1) / splits;
+  constexpr int LINES = (D * 2 + 127) / 128;  // 128-byte lines a row
+  for (int unit = blockIdx.x; unit < HQ * splits; unit += G) {
+    const int hq = unit / splits, s = unit % splits, g = hq / GROUP;
+    if (hq % GROUP != 0) continue;
+    const int j0 = s * chunk, j1 = min(pos, j0 + chunk);  // row p is this step's, not yet written
+    const char* kc = reinterpret_cast<const char*>(reinterpret_cast<const T*>(lt[T_KC]) + (size_t)g * max_len * D);
+    const char* vc = reinterpret_cast<const char*>(reinterpret_cast<const T*>(lt[T_VC]) + (size_t)g * max_len * D);
+    for (int i = threadIdx.x; i < (j1 - j0) * LINES * 2; i += THREADS) {
+      const int row = j0 + (i >> 1) / LINES, line = (i >> 1) % LINES;
+      const char* p = ((i & 1) ? vc : kc) + (size_t)row * D * 2 + line * 128;
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
+    }
+  }
+}
+
 __device__ __forceinline__ void attention(const Shared& sm, const u64* lt, const T* qkv, T* attn_out, float* part, int pos, int max_len,
                                           const float* inv_freq, float rope_scale, float score_scale) {
   const int keys = pos + 1, splits = attention_splits(keys), chunk = (keys + splits - 1) / splits, tid = threadIdx.x;
@@ -762,6 +787,7 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32, 1) ${name}(
     }
     STAMP(st + 0);
     product<0>(sm, consumed, waited, [&](int r, float sum, float) { qkv[r] = from_float<T>(sum); });
+    if (KV_PREFETCH) prefetch_attention(lt, pos, max_len);
     STAMP(st + 1);
     grid_barrier(counters, ++barrier * G);
     STAMP(st + 2);
@@ -851,7 +877,8 @@ export function planDecodeLayers(c: OpCheck, a: ReturnType<typeof checkDecodeLay
   const fixed = decodeLayersFixedShared({ ...base, slotBytes }, a.layers.length);
   const slots = Math.min(warpChunks ? WARP_MAX_SLOTS : MAX_SLOTS, Math.floor((maxShared - fixed) / slotBytes));
   if (slots < 2) c.fail(`the CUDA kernel needs ${fixed + 2 * slotBytes} bytes of shared memory a block for ${a.layers.length} layers; this GPU allows ${maxShared}`);
-  return { ...base, slots, slotBytes, ...(warpChunks ? { warpChunks } : {}), ...(megakernelTuning.releaseFlag ? { releaseFlag: true } : {}) };
+  return { ...base, slots, slotBytes, ...(warpChunks ? { warpChunks } : {}), ...(megakernelTuning.releaseFlag ? { releaseFlag: true } : {}),
+    ...(megakernelTuning.kvPrefetch ? { kvPrefetch: true } : {}) };
 }
 
 /** The u64 weight table of decodeLayers (TABLE_STRIDE pointers a layer) as i32 words, low word first. */
@@ -916,7 +943,7 @@ export function catalog(): KernelSource[] {
     qkvBias: true, outBias: true, upBias: true, downBias: true, rope: false, eps: 1e-5, blocks: 132, slots: 4,
   };
   return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2),
-    decodeLayersSource({ ...llama, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 11, releaseFlag: true }), decodeLayersSource({ ...gpt2, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 12 }), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
+    decodeLayersSource({ ...llama, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 11, releaseFlag: true }), decodeLayersSource({ ...gpt2, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 12, kvPrefetch: true }), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
 }
 
 /** Unused by the kernel, exported for the size test: the workspace's f32 count for a spec. */
