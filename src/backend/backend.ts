@@ -878,16 +878,26 @@ export interface DecodeLayersArgs {
 /** Keys a split of decodeLayers' attention takes at most (its scores stay in shared memory). */
 export const DECODE_LAYERS_KEYS_PER_SPLIT = 512;
 
+/** The model sizes decodeLayers' workspace depends on. */
+export interface DecodeLayersSizes { hidden: number; heads: number; kvHeads: number; headDim: number; ffn: number; maxLen: number }
+
 /**
- * f32 elements of decodeLayers' workspace: two residual buffers, qkv, attention output, y and the
- * MLP's activations in the model's 16-bit dtype (two per f32, each region padded to 16 bytes), and the split
- * attention's partials (Hq × splits × (d + 2) f32).
+ * Byte offsets of decodeLayers' workspace regions: two residual buffers (xa, xb), qkv, the attention
+ * output, y and the MLP's activations in the model's 16-bit dtype (each region padded to 16 bytes), then
+ * the split attention's partials (Hq × splits × (d + 2) f32) up to `end`.
  */
-export function decodeLayersWorkspaceFloats(sizes: { hidden: number; heads: number; kvHeads: number; headDim: number; ffn: number; maxLen: number }): number {
+export function decodeLayersWorkspaceLayout(sizes: DecodeLayersSizes) {
   const { hidden: H, heads: Hq, kvHeads: Hkv, headDim: d, ffn: F, maxLen } = sizes;
-  const half = (n: number) => Math.ceil(n / 8) * 4;  // n 16-bit values, padded to 16 bytes, in f32 units
-  const splits = Math.ceil(maxLen / DECODE_LAYERS_KEYS_PER_SPLIT);
-  return 2 * half(H) + half((Hq + 2 * Hkv) * d) + half(Hq * d) + half(H) + half(F) + Math.ceil((Hq * splits * (d + 2)) / 4) * 4;
+  const half = (n: number) => Math.ceil(n / 8) * 16;  // n 16-bit values, padded to 16 bytes
+  const xa = 0, xb = xa + half(H), qkv = xb + half(H), attn = qkv + half((Hq + 2 * Hkv) * d);
+  const y = attn + half(Hq * d), act = y + half(H), part = act + half(F);
+  const end = part + Hq * Math.ceil(maxLen / DECODE_LAYERS_KEYS_PER_SPLIT) * (d + 2) * 4;
+  return { xa, xb, qkv, attn, y, act, part, end };
+}
+
+/** f32 elements of decodeLayers' workspace (decodeLayersWorkspaceLayout). */
+export function decodeLayersWorkspaceFloats(sizes: DecodeLayersSizes): number {
+  return Math.ceil(decodeLayersWorkspaceLayout(sizes).end / 4);
 }
 
 export interface DecodeAdvanceArgs {

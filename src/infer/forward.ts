@@ -154,13 +154,10 @@ export class DecoderForward {
       const floats = decodeLayersWorkspaceFloats({ hidden: arch.hidden, heads: arch.heads, kvHeads: arch.kvHeads, headDim: arch.headDim, ffn: arch.ffn, maxLen });
       this.megakernelWorkspace = b.empty([floats], 'f32');
     }
+    // A model's layer has decodeLayers' field names: its weights plus this engine's caches.
     const layers: DecodeLayerWeights[] = m.layers.map((layer, l) => {
       const [kCache, vCache] = caches(l);
-      const opt = <K extends string>(key: K, t: Tensor | undefined) => (t ? { [key]: t } as Record<K, Tensor> : {});
-      return {
-        norm1: layer.norm1, norm2: layer.norm2, qkv: layer.qkv, out: layer.out, up: layer.up, down: layer.down, kCache, vCache,
-        ...opt('qkvBias', layer.qkvBias), ...opt('outBias', layer.outBias), ...opt('upBias', layer.upBias), ...opt('downBias', layer.downBias),
-      };
+      return { ...layer, kCache, vCache };
     });
     return {
       x: v.x, h: v.h, positions, layers, finalNorm: m.finalNorm, norm: arch.norm, eps: arch.normEps, heads: arch.heads, kvHeads: arch.kvHeads,

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { DecodeLayersArgs } from '../../src/backend/backend.js';
-import { decodeLayersWorkspaceFloats } from '../../src/backend/backend.js';
+import { decodeLayersWorkspaceFloats, decodeLayersWorkspaceLayout } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { decodeLayersSource, decodeLayersUnsupported, decodeLayersWorkspaceBytes, megakernelTuning, planDecodeLayers, SLOT_BYTES, WARP_SLOT_BYTES } from '../../src/backend/cuda/kernels/decode-layers.js';
+import { decodeLayersSource, decodeLayersUnsupported, megakernelTuning, planDecodeLayers, SLOT_BYTES, WARP_SLOT_BYTES } from '../../src/backend/cuda/kernels/decode-layers.js';
 import { checkDecodeLayers } from '../../src/backend/op-checks/index.js';
 import { OpCheck } from '../../src/backend/validate.js';
 import type { FloatDType } from '../../src/dtype.js';
@@ -95,7 +95,10 @@ test('the megakernel takes the shapes its slots and reductions hold, and its wor
       dtype: 'bf16' as const, hidden, heads, kvHeads, headDim, ffn, maxLen, norm: 'rms' as const, gated: true, activation: 'silu' as const,
       qkvBias: false, outBias: false, upBias: false, downBias: false, rope: true, eps: 1e-5, blocks: 132, slots: 3,
     };
-    assert.ok(decodeLayersWorkspaceBytes(spec) <= 4 * decodeLayersWorkspaceFloats({ hidden, heads, kvHeads, headDim, ffn, maxLen }));
+    const sizes = { hidden, heads, kvHeads, headDim, ffn, maxLen }, layout = decodeLayersWorkspaceLayout(sizes);
+    const regions = [layout.xa, layout.xb, layout.qkv, layout.attn, layout.y, layout.act, layout.part, layout.end];
+    assert.ok(regions.every((at, i) => at % 16 === 0 && (i === 0 || at > regions[i - 1]!)), 'regions 16-byte aligned, in order');
+    assert.ok(layout.end <= 4 * decodeLayersWorkspaceFloats(sizes));
     assert.match(decodeLayersSource(spec).source, /griddepcontrol|GRID_DEPENDENCY_WAIT/);
   }
 });

@@ -30,7 +30,7 @@
 // not be resident); the last block out sets the counters back to zero (KernelHost.counters).
 
 import type { DecodeLayersArgs } from '../../backend.js';
-import { DECODE_LAYERS_KEYS_PER_SPLIT, decodeLayersWorkspaceFloats } from '../../backend.js';
+import { DECODE_LAYERS_KEYS_PER_SPLIT, decodeLayersWorkspaceLayout } from '../../backend.js';
 import type { Activation } from '../../backend.js';
 import { checkDecodeLayers } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
@@ -156,17 +156,9 @@ export function decodeLayersFixedShared(s: Omit<DecodeLayersSpec, 'slots'>, laye
   return sharedLayout({ ...s, slots: 0 }).total + layers * TABLE_STRIDE * 8;
 }
 
-/** Byte offsets of the workspace's regions (decodeLayersWorkspaceFloats). */
-function workspaceLayout(s: DecodeLayersSpec) {
-  const half = (n: number) => Math.ceil(n / 8) * 16;
-  const xa = 0, xb = xa + half(s.hidden), qkv = xb + half(s.hidden), attn = qkv + half((s.heads + 2 * s.kvHeads) * s.headDim);
-  const y = attn + half(s.heads * s.headDim), act = y + half(s.hidden), part = act + half(s.ffn);
-  return { xa, xb, qkv, attn, y, act, part };
-}
-
 export function decodeLayersSource(s: DecodeLayersSpec): KernelSource {
   const name = kernelIdentifier(decodeLayersKey(s));
-  const sh = sharedLayout(s), ws = workspaceLayout(s);
+  const sh = sharedLayout(s), ws = decodeLayersWorkspaceLayout({ hidden: s.hidden, heads: s.heads, kvHeads: s.kvHeads, headDim: s.headDim, ffn: s.ffn, maxLen: s.maxLen });
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', s.dtype)}
 ${constants({
@@ -197,22 +189,19 @@ __device__ __forceinline__ float load_cg(const T* p) {
 
 // The consumers' own barrier (named barrier 1 over THREADS threads: the producer warp never joins).
 __device__ __forceinline__ void csync() { asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory"); }
-__device__ __forceinline__ float csum(float x, float* shared) {
+// A reduction over the consumer warps (csync, not __syncthreads: the producer warp never joins).
+template <bool MAX>
+__device__ __forceinline__ float creduce(float x, float* shared) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  x = warp_sum(x);
+  x = MAX ? warp_max(x) : warp_sum(x);
   csync();
   if (lane == 0) shared[warp] = x;
   csync();
-  return warp_sum(lane < WARPS ? shared[lane] : 0.f);
+  const float v = lane < WARPS ? shared[lane] : MAX ? __int_as_float(0xff800000) : 0.f;
+  return MAX ? warp_max(v) : warp_sum(v);
 }
-__device__ __forceinline__ float cmax(float x, float* shared) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  x = warp_max(x);
-  csync();
-  if (lane == 0) shared[warp] = x;
-  csync();
-  return warp_max(lane < WARPS ? shared[lane] : __int_as_float(0xff800000));
-}
+__device__ __forceinline__ float csum(float x, float* shared) { return creduce<false>(x, shared); }
+__device__ __forceinline__ float cmax(float x, float* shared) { return creduce<true>(x, shared); }
 // 8 consecutive 16-bit values (16-byte aligned) as floats: through L2 (another block's output) or plainly (weights).
 __device__ __forceinline__ void unpack8(const uint4& r, float (&out)[8]) {
   const T* e = reinterpret_cast<const T*>(&r);
@@ -927,12 +916,6 @@ export function decodeLayers(host: KernelHost, args: DecodeLayersArgs, table: (c
   );
 }
 
-/** Bytes of the workspace the kernel uses (≤ decodeLayersWorkspaceFloats · 4). */
-export function decodeLayersWorkspaceBytes(s: DecodeLayersSpec): number {
-  const ws = workspaceLayout(s);
-  return ws.part + s.heads * Math.ceil(s.maxLen / DECODE_LAYERS_KEYS_PER_SPLIT) * (s.headDim + 2) * 4;
-}
-
 export function catalog(): KernelSource[] {
   const llama: DecodeLayersSpec = {
     dtype: 'bf16', hidden: 2048, heads: 32, kvHeads: 8, headDim: 64, ffn: 8192, maxLen: 160, norm: 'rms', gated: true, activation: 'silu',
@@ -944,10 +927,5 @@ export function catalog(): KernelSource[] {
   };
   return [decodeLayersSource(llama), decodeLayersSource({ ...llama, trace: true }), decodeLayersSource(gpt2),
     decodeLayersSource({ ...llama, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 11, releaseFlag: true }), decodeLayersSource({ ...gpt2, warpChunks: true, slotBytes: WARP_SLOT_BYTES, slots: 12, kvPrefetch: true }), decodeLayersSource({ ...llama, headDim: 128, heads: 16, kvHeads: 2, qkvBias: true, blocks: 78, slots: 2 })];
-}
-
-/** Unused by the kernel, exported for the size test: the workspace's f32 count for a spec. */
-export function workspaceFloatsOf(s: DecodeLayersSpec): number {
-  return decodeLayersWorkspaceFloats({ hidden: s.hidden, heads: s.heads, kvHeads: s.kvHeads, headDim: s.headDim, ffn: s.ffn, maxLen: s.maxLen });
 }
 
