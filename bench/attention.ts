@@ -12,6 +12,8 @@
 //   - a forward tile sweep at L = 4k (the per-d default tile against alternatives: the previous
 //     schedule that rescales O on every tile, one barrier per K/V tile), to tune flash-forward.ts's
 //     defaultFlashForwardTile from one GPU run;
+//   - the wgmma forward (flash-forward-wgmma.ts, the default on sm_90 for d 64/128) tile by tile against
+//     the mma.sync forward's default tile, at L = 1k and 4k, causal and not (sm_90 only);
 //   - a backward tile sweep at L = 4k: dK/dV-kernel tiles with the default dQ tile, and dQ-kernel tiles
 //     with the default dK/dV tile (backward alone, TFLOP/s counted as FA2 does: 2.5× the forward), so
 //     the best of each kernel can be picked independently (flash-backward.ts's defaultFlashBackwardTile);
@@ -24,7 +26,7 @@
 //     fp32 and prints relative errors (‖ours − ref‖ / ‖ref‖); pass when out/lse ≤ 1e-2, grads ≤ 2e-2.
 //
 //   node dist/bench/attention.js [--json bench/results/attention.json] [--repeats 10] [--no-torch] [--no-sweep]
-//       [--no-bwd-sweep] [--no-extras] [--no-check]
+//       [--no-bwd-sweep] [--no-wgmma-sweep] [--no-extras] [--no-check]
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -38,6 +40,8 @@ import type { FlashBackwardTile } from '../src/backend/cuda/kernels/flash-backwa
 import { defaultFlashBackwardTile, FLASH_DKDV_SWEEP, FLASH_DQ_SWEEP, flashAttentionBackwardTensorCore } from '../src/backend/cuda/kernels/flash-backward.js';
 import type { FlashForwardTile } from '../src/backend/cuda/kernels/flash-forward.js';
 import { defaultFlashForwardTile, FLASH_FORWARD_SWEEP, launchFlashForward } from '../src/backend/cuda/kernels/flash-forward.js';
+import type { WgmmaForwardTile } from '../src/backend/cuda/kernels/flash-forward-wgmma.js';
+import { defaultWgmmaForwardTile, hostRunsWgmma, launchWgmmaForward, WGMMA_FORWARD_SWEEP } from '../src/backend/cuda/kernels/flash-forward-wgmma.js';
 import { Event } from '../src/backend/cuda/runtime/device.js';
 import { OpCheck } from '../src/backend/validate.js';
 import { dropoutOffsetAdvance } from '../src/backend/rng.js';
@@ -168,6 +172,40 @@ function sweep(b: CudaBackend, repeats: number): SweepRow[] {
       }
     }
     release(b, x);
+  }
+  return rows;
+}
+
+// --- wgmma forward against mma.sync ---------------------------------------------------------------------------
+
+const wgmmaTileName = (t: WgmmaForwardTile): string => `wgmma ${t.warpgroups} warpgroups × 64 rows, BK${t.blockK}`;
+
+interface WgmmaSweepRow { d: number; L: number; causal: boolean; kernel: string; isDefault: boolean; ms: number; tflops: number }
+
+/** Each wgmma tile and the mma.sync default, forward alone, bf16, B·L = 16k tokens, L = 1k and 4k. */
+function wgmmaSweep(b: CudaBackend, repeats: number): WgmmaSweepRow[] {
+  const rows: WgmmaSweepRow[] = [];
+  if (!hostRunsWgmma(b.runtime)) return rows;
+  for (const d of HEAD_DIMS) {
+    for (const L of [1024, 4096]) {
+      const B = TOKENS / L, H = HIDDEN / d;
+      const x = allocate(b, B, H, H, L, L, d, 500 + d + L);
+      const t = { q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, keyLengths: undefined };
+      for (const causal of [false, true]) {
+        const check = new OpCheck('flashAttentionForward', 'cuda');
+        const sizes = { B, Hq: H, Lq: L, Lk: L, d, group: 1, scale: 1 / Math.sqrt(d), causal };
+        const flops = forwardFlops({ B, H, L, d, causal });
+        const add = (kernel: string, isDefault: boolean, ms: number) => rows.push({ d, L, causal, kernel, isDefault, ms, tflops: flops / (ms * 1e-3) / 1e12 });
+        add(`mma.sync ${tileName(defaultFlashForwardTile(d))}`, false, timeCalls(b, () => launchFlashForward(b.runtime, check, t, sizes), repeats));
+        const fallback = JSON.stringify(defaultWgmmaForwardTile(d));
+        for (const tile of WGMMA_FORWARD_SWEEP[d]!) {
+          add(wgmmaTileName(tile), JSON.stringify(tile) === fallback, timeCalls(b, () => launchWgmmaForward(b.runtime, check, t, sizes, tile), repeats));
+        }
+        const last = rows.filter((r) => r.d === d && r.L === L && r.causal === causal);
+        process.stdout.write(`wgmma sweep d${d} L${L}${causal ? ' causal' : ''}: ${last.map((r) => `${r.kernel} ${r.tflops.toFixed(0)}`).join(' | ')}\n`);
+      }
+      release(b, x);
+    }
   }
   return rows;
 }
@@ -322,6 +360,7 @@ async function main(): Promise<void> {
       json: { type: 'string' }, repeats: { type: 'string', default: '10' },
       'no-torch': { type: 'boolean', default: false }, 'no-sweep': { type: 'boolean', default: false }, 'no-check': { type: 'boolean', default: false },
       'no-bwd-sweep': { type: 'boolean', default: false }, 'no-extras': { type: 'boolean', default: false },
+      'no-wgmma-sweep': { type: 'boolean', default: false },
     },
   });
   const repeats = Number(values.repeats);
@@ -338,7 +377,7 @@ async function main(): Promise<void> {
   const report = {
     date: new Date().toISOString(), device: b.description, torch: null as string | null,
     method: { flops: 'forward 4·B·H·L²·d (÷2 causal); backward 2.5× forward', statistic: 'median', repeats, sampleMs: SAMPLE_MS },
-    results: [] as Result[], sweep: [] as SweepRow[], backwardSweep: [] as BackwardSweepRow[], schedule: [] as ScheduleRow[],
+    results: [] as Result[], sweep: [] as SweepRow[], wgmmaSweep: [] as WgmmaSweepRow[], backwardSweep: [] as BackwardSweepRow[], schedule: [] as ScheduleRow[],
     varlen: [] as VarlenRow[], correctness: null as CheckResult[] | null,
   };
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -383,6 +422,7 @@ async function main(): Promise<void> {
     }
     write(false);
   }
+  if (!values['no-wgmma-sweep']) { report.wgmmaSweep = wgmmaSweep(b, repeats); write(false); }
   if (!values['no-sweep']) { report.sweep = sweep(b, repeats); write(false); }
   if (!values['no-bwd-sweep']) { report.backwardSweep = backwardSweep(b, repeats); write(false); }
   if (!values['no-extras']) {
@@ -399,7 +439,7 @@ async function main(): Promise<void> {
 }
 
 function markdown(report: {
-  date: string; device: string; torch: string | null; results: Result[]; sweep: SweepRow[]; backwardSweep: BackwardSweepRow[];
+  date: string; device: string; torch: string | null; results: Result[]; sweep: SweepRow[]; wgmmaSweep: WgmmaSweepRow[]; backwardSweep: BackwardSweepRow[];
   schedule: ScheduleRow[]; varlen: VarlenRow[]; correctness: CheckResult[] | null;
 }): string {
   const md: string[] = [
@@ -411,7 +451,15 @@ function markdown(report: {
     ...report.results.map((r) => `| ${r.id} | ${r.B}×${r.H} | ${tflops(r.fwdFlops, r.oursFwdMs)} | ${tflops(r.fwdFlops, r.torchFlashFwdMs)} | ${tflops(r.fwdFlops, r.torchCudnnFwdMs)} | ` +
       `${tflops(3.5 * r.fwdFlops, r.oursFwdBwdMs)} | ${tflops(3.5 * r.fwdFlops, r.torchFlashFwdBwdMs)} | ${tflops(3.5 * r.fwdFlops, r.torchCudnnFwdBwdMs)} |`),
   ];
-  const { sweep: sweepRows, backwardSweep: bwdRows } = report;
+  const { sweep: sweepRows, backwardSweep: bwdRows, wgmmaSweep: wgRows } = report;
+  if (wgRows.length > 0) {
+    md.push('', 'wgmma forward (sm_90) against the mma.sync forward, forward alone (TFLOP/s; * = the wgmma default):', '',
+      '| d | L | kernel | non-causal | causal |', '|---|---|---|---:|---:|');
+    for (const r of wgRows.filter((x) => !x.causal)) {
+      const c = wgRows.find((x) => x.causal && x.d === r.d && x.L === r.L && x.kernel === r.kernel);
+      md.push(`| ${r.d} | ${r.L} | ${r.kernel}${r.isDefault ? ' *' : ''} | ${r.tflops.toFixed(0)} | ${c ? c.tflops.toFixed(0) : '—'} |`);
+    }
+  }
   if (sweepRows.length > 0) {
     md.push('', 'Forward tile sweep, L = 4096 (TFLOP/s; * = current default):', '', '| d | tile | non-causal | causal |', '|---|---|---:|---:|');
     for (const r of sweepRows.filter((x) => !x.causal)) {

@@ -57,6 +57,7 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { flashForwardSupports, launchFlashForward, pagedSequenceArgs } from './flash-forward.js';
+import { hostRunsWgmma, launchWgmmaForward, wgmmaForwardSupports } from './flash-forward-wgmma.js';
 import { flashAttentionBackwardTensorCore, flashBackwardApplies } from './flash-backward.js';
 import type { VarlenLayout } from './flash-lib.js';
 import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
@@ -75,6 +76,15 @@ export type AttentionPath = 'simt' | 'mma';
 export function flashAttentionPath(dtype: FloatDType, headDim: number, scale: number, pointers: readonly bigint[]): AttentionPath {
   if (!flashForwardSupports(dtype, headDim) || !(scale > 0)) return 'simt';
   return pointers.every((p) => p % 16n === 0n) ? 'mma' : 'simt';
+}
+
+/**
+ * Whether a tensor-core forward goes to the wgmma kernel (flash-forward-wgmma.ts) instead of mma.sync:
+ * an sm_90 GPU, d = 64 or 128, dense sequences without dropout. FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
+ */
+export function wgmmaForwardApplies(host: KernelHost, dtype: FloatDType, headDim: number, p: { varlen?: unknown; dropout?: DropoutArgs | undefined; paged?: unknown }): boolean {
+  if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
+  return hostRunsWgmma(host) && wgmmaForwardSupports(dtype, headDim) && p.varlen === undefined && p.paged === undefined && !(p.dropout && p.dropout.p > 0);
 }
 
 export interface AttentionSpec {
@@ -496,6 +506,10 @@ function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void
   const dtype = q.dtype as FloatDType;
   const pointers = [devicePtr(check, 'q', q), devicePtr(check, 'k', k), devicePtr(check, 'v', v), devicePtr(check, 'out', out)];
   if (flashAttentionPath(dtype, d, scale, pointers) === 'mma') {
+    if (wgmmaForwardApplies(host, dtype, d, p)) {
+      launchWgmmaForward(host, check, { q, k, v, out, lse, keyLengths }, { B, Hq, Lq, Lk, d, group, scale, causal });
+      return;
+    }
     launchFlashForward(host, check, { q, k, v, out, lse, keyLengths, ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}), ...(paged ? { paged } : {}) },
       { B, Hq, Lq, Lk, d, group, scale, causal });
     return;

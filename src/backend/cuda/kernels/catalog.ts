@@ -1,5 +1,5 @@
 // Every kernel family with a representative set of specs. The CPU test suite compiles each source
-// with `nvcc -cubin -arch=sm_90`, so a generator that emits invalid CUDA C fails CI, not a GPU run.
+// with `nvcc -cubin -arch=sm_90` (sm_90a for wgmma kernels), so a generator that emits invalid CUDA C fails CI, not a GPU run.
 
 import type { KernelSource } from '../runtime/kernel.js';
 import { catalog as adamCatalog } from './adam.js';
@@ -14,6 +14,7 @@ import { catalog as embeddingCatalog } from './embedding.js';
 import { catalog as fillCopyCatalog } from './fill-copy.js';
 import { catalog as flashBackwardCatalog } from './flash-backward.js';
 import { catalog as flashForwardCatalog } from './flash-forward.js';
+import { catalog as flashForwardWgmmaCatalog } from './flash-forward-wgmma.js';
 import { catalog as layerNormCatalog } from './layernorm.js';
 import { catalog as permuteCatalog } from './permute.js';
 import { catalog as randomCatalog } from './random.js';
@@ -62,6 +63,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['beam-attention', beamAttentionCatalog],
     ['flash-backward', flashBackwardCatalog],
     ['flash-forward', flashForwardCatalog],
+    ['flash-forward-wgmma', flashForwardWgmmaCatalog],
     ['embed-tokens', embedTokensCatalog],
     ['qkv-rope-append', qkvRopeAppendCatalog],
     ['decode-attention', decodeAttentionCatalog],

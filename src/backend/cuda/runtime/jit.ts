@@ -50,6 +50,11 @@ export interface JitKernel {
 
 // --- pure parts -----------------------------------------------------------------------------------
 
+/** The architecture a kernel compiles for: the device's, with the "a" suffix for sm_90a-only code (wgmma). */
+export function kernelArch(deviceArch: string, kernel: Pick<KernelSource, 'archSpecific'>): string {
+  return kernel.archSpecific === true ? `${deviceArch}a` : deviceArch;
+}
+
 /** The NVRTC options for `arch` (e.g. "sm_90"). */
 export function nvrtcOptions(arch: string, includeDir: string | null, options: JitOptions = {}): string[] {
   const result = [`--gpu-architecture=${arch}`, '--std=c++17', '-default-device'];
@@ -217,7 +222,8 @@ export class KernelJit {
    * `label` (the launcher's cache key) only appears in debug output.
    */
   compile(kernel: KernelSource, options: JitOptions = {}, label = ''): JitKernel {
-    const { compiler, arch } = this.config;
+    const { compiler } = this.config;
+    const arch = kernelArch(this.config.arch, kernel);
     const nvrtcArgs = nvrtcOptions(arch, this.config.includeDir, options);
     const key = kernelCacheKey({ source: kernel.source, name: kernel.name, options: nvrtcArgs, arch, compilerVersion: compiler.version });
     const known = this.loaded.get(key);
@@ -251,7 +257,8 @@ export class KernelJit {
   }
 
   private compileAndLoad(kernel: KernelSource, key: string, options: readonly string[]): JitKernel {
-    const { compiler, arch } = this.config;
+    const { compiler } = this.config;
+    const arch = kernelArch(this.config.arch, kernel);
     const output = compiler.compile(kernel.source, `${kernel.name}.cu`, options);
     if (!output.ok || output.cubin === null) {
       throw new KernelCompileError(compileErrorMessage({

@@ -39,6 +39,11 @@ export interface KernelSource {
    * so it may be launched programmatically (launch.ts): it may then start before the kernel ahead of it ends.
    */
   readonly gridDependencyWait?: boolean;
+  /**
+   * The kernel uses sm_90a-only instructions (wgmma): it is compiled for the device's arch with the
+   * "a" suffix (sm_90 → sm_90a), and launchers send it only to an sm_90 GPU (KernelHost.arch).
+   */
+  readonly archSpecific?: boolean;
 }
 
 export interface CompiledKernel {
@@ -64,4 +69,6 @@ export interface KernelHost {
   readonly multiProcessorCount: number;
   /** Largest dynamic shared memory a block may opt into, in bytes. */
   readonly maxSharedBytesPerBlock: number;
+  /** The device's architecture ("sm_90"), where known: kernels with sm_90a-only instructions need "sm_90". */
+  readonly arch?: string;
 }

@@ -103,6 +103,7 @@ export class CudaRuntime implements KernelHost {
 
   get multiProcessorCount(): number { return this.device.properties.multiProcessorCount; }
   get maxSharedBytesPerBlock(): number { return this.device.properties.maxSharedBytesPerBlockOptin; }
+  get arch(): string { return this.device.properties.arch; }
   /** The stream launches and copies go to now. */
   get current(): Stream { return this.currentStream; }
   get isCapturing(): boolean { return this.capturing; }

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { DType } from '../../../../src/dtype.js';
 import type { CompiledKernel, KernelArg, KernelHost, KernelSource, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
+import { kernelArch } from '../../../../src/backend/cuda/runtime/jit.js';
 import { CudaTensor } from '../../../../src/backend/cuda/runtime/tensor.js';
 
 export interface RecordedLaunch {
@@ -31,6 +32,8 @@ export class RecordingHost implements KernelHost {
   static readonly SCRATCH = 0x7000_0000n;
   static readonly COUNTERS = 0x7800_0000n;
   readonly counterRequests: number[] = [];
+  /** The device architecture the host reports (none: a pre-Hopper stand-in, so no wgmma kernel is chosen). */
+  constructor(readonly arch?: string) {}
 
   kernel(key: string, build: () => KernelSource): CompiledKernel {
     const { name, source, gridDependencyWait } = build();
@@ -85,7 +88,7 @@ export async function compileAll(nvcc: string, sources: readonly KernelSource[],
         const file = join(dir, `${index}-${name.replace(/[^\w.-]/g, '_')}.cu`);
         writeFileSync(file, source);
         try {
-          await run(nvcc, ['-cubin', '-arch=sm_90', '-std=c++17', '-o', `${file}.cubin`, file], { maxBuffer: 16 << 20 });
+          await run(nvcc, ['-cubin', `-arch=${kernelArch('sm_90', sources[index]!)}`, '-std=c++17', '-o', `${file}.cubin`, file], { maxBuffer: 16 << 20 });
         } catch (error) {
           const stderr = (error as { stderr?: string }).stderr ?? String(error);
           failures.push(`${name}:\n${stderr.split('\n').slice(0, 20).join('\n')}`);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import {
   compileErrorMessage, debugEnabled, decodeCacheFile, defaultKernelCacheDir, DiskCubinCache, encodeCacheFile, findCudaIncludeDir,
-  kernelCacheKey, KernelJit, numberedSource, nvrtcOptions, type CacheKeyParts, type CubinCompiler, type ModuleLoader,
+  kernelArch, kernelCacheKey, KernelJit, numberedSource, nvrtcOptions, type CacheKeyParts, type CubinCompiler, type ModuleLoader,
 } from '../../../../src/backend/cuda/runtime/jit.js';
 import { CudaError, KernelCompileError } from '../../../../src/errors.js';
 
@@ -226,4 +226,16 @@ test('an unwritable cache directory warns once and does not fail the compile', (
     assert.match(warnings[0]!, /cannot write the kernel cache/);
     resolve();
   }));
+});
+
+test('jit: an archSpecific kernel (wgmma) compiles for the device arch with the "a" suffix, under its own key', () => {
+  const compiler = new FakeCompiler(), loader = new FakeLoader();
+  const jit = new KernelJit({ compiler, loader, arch: 'sm_90', includeDir: null, diskCache: null });
+  const plain = jit.compile(kernel);
+  const specific = jit.compile({ ...kernel, archSpecific: true });
+  assert.match(loader.loads[0]!, /--gpu-architecture=sm_90 /);
+  assert.match(loader.loads[1]!, /--gpu-architecture=sm_90a /);
+  assert.notEqual(specific.key, plain.key);
+  assert.equal(kernelArch('sm_90', {}), 'sm_90');
+  assert.equal(kernelArch('sm_90', { archSpecific: true }), 'sm_90a');
 });

@@ -1,0 +1,483 @@
+// FlashAttention forward on Hopper's warpgroup MMA (sm_90a: wgmma.mma_async), FlashAttention-3's
+// schedule without its producer warps. Same math, masks and outputs as flash-forward.ts (backend.ts's
+// contract): key j is visible to query i when j < n_i = min(Lk, keyLengths[b], causal ? i + Lk − Lq + 1 : Lk);
+// out_i = Σ_j softmax_j(scale · q_i·k_j) v_j, lse_i = ln Σ_j exp(scale · q_i·k_j); no visible key gives
+// out = 0, lse = −∞. Dense [B, H, L, d] tensors, d = 64 or 128, f16/bf16, no dropout; attention.ts sends
+// everything else (packed or paged sequences, dropout, other d, pre-Hopper GPUs) to flash-forward.ts.
+//
+// Why wgmma: mma.sync (flash-forward.ts) tops out near 300 TFLOP/s on the H200 because each warp feeds
+// the tensor cores 16×8×16 at a time from registers it loaded with ldmatrix; a warpgroup's wgmma reads
+// its operands straight from shared memory and runs asynchronously, so the softmax of one tile can run
+// while the tensor cores multiply another.
+//
+// Mapping. A block of WGS warpgroups (128 threads each) owns BQ = 64·WGS query rows of one (batch, query
+// head); warpgroup w owns rows 64w .. 64w + 63, warp i of it rows 16i .. 16i + 15. Accumulators of
+// wgmma.m64nN (f32) are m16n8 tiles per warp, as in mma.sync: lane 4g + t holds, in registers
+// 4nt .. 4nt + 3, row g columns 8nt + 2t, +1 and row g + 8 the same columns. So each thread owns two rows
+// and a row's max and sum reduce over a quad with two shuffles, and the f32 scores of two adjacent
+// n-tiles, packed to 16 bits, are exactly wgmma's A fragment from registers (as with mma.sync).
+//   S = Q·Kᵀ    64 × BK per warpgroup: D/16 wgmma m64nBKk16, A = Q and B = K from shared memory, both
+//               "K-major" (d contiguous).
+//   O += P·V    64 × D: BK/16 wgmma m64nDk16, A = P from registers, B = V from shared memory read
+//               "MN-major" (V is [key][d]: d, wgmma's N, contiguous; imm-trans-b = 1).
+// Shared memory layout: 128-byte swizzle, the layout wgmma reads: a tile of R rows × D columns is stored
+// as D/64 column blocks [D/64][R][64], row r of a block 128 bytes, its 16-byte chunk c at c ^ (r & 7), and
+// every block 1024-byte aligned (the swizzle repeats every 8 rows = 1024 bytes). Descriptors (PTX ISA
+// "Matrix Descriptor Format"): start address, leading byte offset (LBO), stride byte offset (SBO = 1024:
+// the next 8 rows, or for V the next 8 keys), swizzle mode 1 (128 B). K-major operands advance a k-step
+// of 16 columns by 32 bytes within a block (LBO unused); V advances 16 keys by 2048 bytes and its LBO is
+// the distance between its two 64-column blocks (d = 128).
+//
+// Schedule per K/V tile j ≥ 1 (FA3's intra-warpgroup overlap; the first tile only computes S and P):
+//   wait for K(j), V(j − 1) (cp.async + a proxy fence + one block barrier), issue the copies of K(j + 1)
+//   and V(j) into the stages tiles j − 1 and j − 2 used; issue S(j) = Q·K(j)ᵀ, then O += P(j − 1)·V(j − 1),
+//   two commit groups; wait for S(j) only, and run the masks and the online softmax of tile j while the
+//   tensor cores still multiply P(j − 1)·V(j − 1); wait for that, rescale O by α(j) = 2^(c·(m(j−1) − m(j))),
+//   keep P(j) for the next tile. After the last tile, O += P(last)·V(last).
+// So O always holds Σ_{i<j} P(i)·V(i) relative to the max m(j − 1) when α(j) is applied: exactly the
+// flash-forward.ts recurrence, one tile later. The online softmax is flash-forward.ts's: base 2 with
+// c = scale·log2 e folded into one FFMA per score, a row with nothing visible yet shifting by 0, and O's
+// rescale applied every tile (α = 1 exactly where a row's max did not move).
+// Registers per thread (d = 128, BK = 128): S 64, O 64, P 32 (16-bit pairs), P(j) 32 while it forms:
+// two warpgroups and one block an SM (160 KiB of shared memory: Q 32 KiB, two stages of K and V). At
+// d = 64 the default (BK = 64) needs 114 registers, and two blocks share an SM.
+// Block order: flash-forward.ts's (causal sections of heads, longest query tiles first).
+// Masks: a tile is masked only if it reaches past the keys the warpgroup's first row sees (a
+// warpgroup-uniform test, so the wgmma that follow stay converged); keys past Lk are zero-filled.
+// Epilogue: O / l rounded to the dtype, 4-byte stores of each thread's pairs; lse = (m·c + log2 l)·ln 2.
+
+import type { Tensor } from '../../../tensor.js';
+import type { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import type { FlashForwardSizes, HalfDType } from './flash-forward.js';
+import { flashSectionHeads } from './flash-forward.js';
+import { MMA_LIB } from './mma-lib.js';
+import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+
+// ---- spec ----------------------------------------------------------------------------------------------
+
+export interface WgmmaForwardTile {
+  /** Warpgroups per block, 64 query rows each (BQ = 64 · warpgroups). */
+  readonly warpgroups: 1 | 2 | 3;
+  /** Keys per K/V tile: wgmma's N for S (a multiple of 16, at most 256). */
+  readonly blockK: number;
+}
+
+export interface WgmmaForwardSpec {
+  readonly dtype: HalfDType;
+  /** 64 or 128. */
+  readonly headDim: number;
+  readonly causal: boolean;
+  readonly padding: boolean;
+  readonly tile: WgmmaForwardTile;
+}
+
+export const WGMMA_HEAD_DIMS: readonly number[] = [64, 128];
+
+/**
+ * Default tiles, from the sweep of bench/attention.ts on the H200 (bf16, B·L = 16k, 2026-12-02,
+ * bench/results/gpu-pending-s15/call1; TFLOP/s non-causal / causal at L = 1k and 4k):
+ *   d = 64   two warpgroups × 64 keys: 114 registers, so two blocks share an SM — 327 / 272, 366 / 345
+ *            (three warpgroups × 128 keys, one block an SM: 267 / 185, 326 / 297).
+ *   d = 128  two warpgroups × 128 keys (S 64 + O 64 + P 32 registers, 160 KiB shared) — 367 / 284,
+ *            424 / 374 (× 64 keys: 353 / 279, 409 / 368).
+ */
+export function defaultWgmmaForwardTile(headDim: number): WgmmaForwardTile {
+  return headDim <= 64 ? { warpgroups: 2, blockK: 64 } : { warpgroups: 2, blockK: 128 };
+}
+
+/** Tiles the attention benchmark sweeps; the default first. Each compiles without spills for sm_90a. */
+export const WGMMA_FORWARD_SWEEP: Readonly<Record<number, readonly WgmmaForwardTile[]>> = {
+  64: [{ warpgroups: 2, blockK: 64 }, { warpgroups: 2, blockK: 128 }, { warpgroups: 3, blockK: 128 }, { warpgroups: 3, blockK: 64 }],
+  128: [{ warpgroups: 2, blockK: 128 }, { warpgroups: 2, blockK: 64 }, { warpgroups: 1, blockK: 128 }],
+};
+
+/** Whether the wgmma forward takes this problem (the caller also checks the GPU is sm_90). */
+export function wgmmaForwardSupports(dtype: string, headDim: number): dtype is HalfDType {
+  return (dtype === 'bf16' || dtype === 'f16') && WGMMA_HEAD_DIMS.includes(headDim);
+}
+
+/** Whether `host` runs sm_90a code (wgmma exists only on compute capability 9.0 exactly). */
+export function hostRunsWgmma(host: KernelHost): boolean {
+  return host.arch === 'sm_90';
+}
+
+export function wgmmaForwardSharedBytes(headDim: number, tile: WgmmaForwardTile): number {
+  // Q, two stages of K and V, and 1 KiB to align the base to the swizzle's 1024-byte period.
+  return (64 * tile.warpgroups + 4 * tile.blockK) * headDim * 2 + 1024;
+}
+
+export function wgmmaForwardKey(s: WgmmaForwardSpec): string {
+  return `flash_forward_wgmma.${s.dtype}.d${s.headDim}.wg${s.tile.warpgroups}.k${s.tile.blockK}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}`;
+}
+
+function tileProblem(headDim: number, tile: WgmmaForwardTile): string | null {
+  if (!WGMMA_HEAD_DIMS.includes(headDim)) return `head dimension must be one of ${WGMMA_HEAD_DIMS.join(', ')}, got ${headDim}`;
+  if (![1, 2, 3].includes(tile.warpgroups)) return `tile warpgroups must be 1, 2 or 3, got ${tile.warpgroups}`;
+  if (!Number.isInteger(tile.blockK) || tile.blockK < 16 || tile.blockK > 256 || tile.blockK % 16 !== 0) return `tile blockK must be a multiple of 16 in [16, 256], got ${tile.blockK}`;
+  return null;
+}
+
+// ---- wgmma wrappers (generated: one asm operand per accumulator) ---------------------------------------
+
+function operandList(first: number, count: number): string {
+  return Array.from({ length: count }, (_, i) => `%${first + i}`).join(', ');
+}
+
+function accumulatorBindings(name: string, count: number): string {
+  return Array.from({ length: count }, (_, i) => `"+f"(${name}[${i}])`).join(', ');
+}
+
+/** d (64 × n, f32) (+)= A·Bᵀ with A and B K-major in shared memory (descriptors). */
+function wgmmaSharedShared(n: number, ptxType: string): string {
+  const regs = n / 2;
+  return `__device__ __forceinline__ void wgmma_ss_n${n}(float (&d)[${regs}], u64 desc_a, u64 desc_b, int accumulate) {
+  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %${regs + 2}, 0;\\n"
+    "wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ptxType}.${ptxType} {${operandList(0, regs)}}, %${regs}, %${regs + 1}, p, 1, 1, 0, 0;\\n}\\n"
+    : ${accumulatorBindings('d', regs)}
+    : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}`;
+}
+
+/** d (64 × n, f32) += A·B with A from registers (four 16-bit pairs) and B MN-major in shared memory. */
+function wgmmaRegisterShared(n: number, ptxType: string): string {
+  const regs = n / 2;
+  return `__device__ __forceinline__ void wgmma_rs_n${n}(float (&d)[${regs}], const u32 (&a)[4], u64 desc_b) {
+  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %${regs + 5}, 0;\\n"
+    "wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ptxType}.${ptxType} {${operandList(0, regs)}}, {%${regs}, %${regs + 1}, %${regs + 2}, %${regs + 3}}, %${regs + 4}, p, 1, 1, 1;\\n}\\n"
+    : ${accumulatorBindings('d', regs)}
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}`;
+}
+
+// ---- source ----------------------------------------------------------------------------------------------
+
+export function wgmmaForwardSource(spec: WgmmaForwardSpec): KernelSource {
+  const problem = tileProblem(spec.headDim, spec.tile);
+  if (problem) throw new RangeError(`wgmmaForwardSource: ${problem}`);
+  const { headDim: D, tile } = spec;
+  const name = kernelIdentifier(wgmmaForwardKey(spec));
+  const ptxType = spec.dtype === 'bf16' ? 'bf16' : 'f16';
+  const wrappers = `${wgmmaSharedShared(tile.blockK, ptxType)}\n${wgmmaRegisterShared(D, ptxType)}`;
+  const source = String.raw`${DEVICE_LIB}
+${MMA_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ D, WGS: tile.warpgroups, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding })}
+constexpr int THREADS = 128 * WGS;
+constexpr int BQ = 64 * WGS;               // query rows per block
+constexpr int DC = D / 8;                  // 16-byte chunks of a row
+constexpr int SREGS = BK / 2;              // S accumulators per thread
+constexpr int OREGS = D / 2;               // O accumulators per thread
+constexpr int PSTEPS = BK / 16;            // k-steps of P·V
+constexpr int QSTEPS = D / 16;             // k-steps of Q·Kᵀ
+constexpr u32 Q_BYTES = BQ * D * 2;
+constexpr u32 KV_BYTES = BK * D * 2;       // one stage of K (or of V)
+constexpr float LN2 = 0.6931471805599453f;
+static_assert(D % 64 == 0 && BK % 16 == 0, "128-byte swizzle blocks of 64 columns; k-steps of 16");
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+__device__ __forceinline__ int visible_keys(int i, int q_len, int k_len, int valid) {
+  int n = k_len;
+  if (PADDING) n = min(n, valid);
+  if (CAUSAL) n = min(n, i + (k_len - q_len) + 1);
+  return max(n, 0);
+}
+
+// ---- 128-byte swizzled tiles: [D/64][ROWS][64], chunk c of row r at (c ^ r) mod 8 within its block ----
+template <int ROWS>
+__device__ __forceinline__ u32 sw128_offset(int r, int c) {
+  return (u32)((((c >> 3) * ROWS + r) << 7) + ((((c & 7) ^ (r & 7))) << 4));
+}
+// Rows [row0, row0 + ROWS) of a head's [len, D] matrix by cp.async, 16 bytes a thread a step; rows past
+// len are zero-filled (src-size 0), so every value wgmma reads is finite.
+template <int ROWS>
+__device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ src, int row0, int len) {
+  constexpr int CHUNKS = ROWS * DC;
+  #pragma unroll
+  for (int step = 0; step < (CHUNKS + THREADS - 1) / THREADS; step++) {
+    const int idx = step * THREADS + (int)threadIdx.x;
+    if (CHUNKS % THREADS != 0 && idx >= CHUNKS) break;
+    const int r = idx / DC, c = idx - r * DC;
+    const bool inside = row0 + r < len;
+    cp_async_16(dst + sw128_offset<ROWS>(r, c), src + (long long)(inside ? row0 + r : 0) * D + c * 8, inside);
+  }
+}
+
+// ---- wgmma ---------------------------------------------------------------------------------------------
+// Descriptor: start address (bits 0-13), leading byte offset (16-29), stride byte offset (32-45) = 1024,
+// swizzle mode 1 = 128 bytes (62-63); addresses and offsets in 16-byte units.
+__device__ __forceinline__ u64 sw128_desc(u32 addr, u32 leading_bytes) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((leading_bytes & 0x3FFFF) >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+// The compiler sees a wgmma's registers written when it is issued; these keep every read after the
+// wait_group that completes it, and the A fragments alive (unreused) until then.
+template <int N> __device__ __forceinline__ void hold(float (&x)[N]) {
+  #pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(x[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void hold(u32 (&x)[N][4]) {
+  #pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+r"(x[i][0]), "+r"(x[i][1]), "+r"(x[i][2]), "+r"(x[i][3]) :: "memory");
+}
+// Shared memory written by cp.async (the generic proxy) becomes visible to wgmma (the async proxy).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+${wrappers}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __restrict__ q, const T* __restrict__ k,
+    const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ key_lengths,
+    int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads) {
+  extern __shared__ unsigned char smem_raw[];
+  const u32 q_s = (smem_u32(smem_raw) + 1023u) & ~1023u;   // [D/64][BQ][64]
+  const u32 k_s = q_s + Q_BYTES;                           // [2 stages][D/64][BK][64]
+  const u32 v_s = k_s + 2 * KV_BYTES;                      // [2 stages][D/64][BK][64]
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+
+  // Block → (query tile, batch·head): flash-forward.ts's launch order.
+  const int q_tiles = (int)gridDim.x;
+  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+  const long long per_section = (long long)section_heads * q_tiles;
+  const long long section = id / per_section, rank = id - section * per_section;
+  const int heads_total = (int)(gridDim.y * gridDim.z);
+  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
+  const int tile_rank = (int)(rank / in_section);
+  const int head = (int)(section * section_heads + rank % in_section);
+  const int b = head / q_heads, h = head - b * q_heads;
+  const int q0 = (CAUSAL ? q_tiles - 1 - tile_rank : tile_rank) * BQ;
+  const int kv_heads = q_heads / group;
+  const long long q_offset = ((long long)b * q_heads + h) * q_len * D;
+  const long long kv_offset = ((long long)b * kv_heads + h / group) * k_len * D;
+  const long long row_base = ((long long)b * q_heads + h) * q_len;
+  const T* __restrict__ k_head = k + kv_offset;
+  const T* __restrict__ v_head = v + kv_offset;
+  const int valid = PADDING ? key_lengths[b] : k_len;
+  const int tiles = (visible_keys(min(q0 + BQ, q_len) - 1, q_len, k_len, valid) + BK - 1) / BK;
+
+  // Two cp.async groups: Q with K(0), then V(0).
+  load_tile<BQ>(q_s, q + q_offset, q0, q_len);
+  if (tiles > 0) load_tile<BK>(k_s, k_head, 0, k_len);
+  cp_async_commit();
+  if (tiles > 0) load_tile<BK>(v_s, v_head, 0, k_len);
+  cp_async_commit();
+
+  // This thread's rows (half 0: g, half 1: g + 8 of its warp's 16) and the keys each sees; the
+  // warpgroup's first row sees the fewest, so tiles below its count need no mask.
+  const int row0 = q0 + 64 * wg + 16 * warp + g;
+  const int visible[2] = { visible_keys(row0, q_len, k_len, valid), visible_keys(row0 + 8, q_len, k_len, valid) };
+  const int wg_unmasked = visible_keys(q0 + 64 * wg, q_len, k_len, valid);
+  // Q's descriptor base for this warpgroup's 64 rows; K and V stages.
+  const u32 q_wg = q_s + (u32)(64 * wg) * 128u;
+
+  float o[OREGS];
+  #pragma unroll
+  for (int i = 0; i < OREGS; i++) o[i] = 0.f;
+  float m[2] = { neg_inf(), neg_inf() }, l[2] = { 0.f, 0.f };
+  u32 p[PSTEPS][4];   // P of the previous tile: A fragments of P·V
+
+  // Issues S = Q·K(stage)ᵀ (one commit group).
+  auto issue_scores = [&](float (&s)[SREGS], u32 k_stage) {
+    #pragma unroll
+    for (int ks = 0; ks < QSTEPS; ks++) {
+      const u32 col = (u32)(ks >> 2), within = (u32)(ks & 3) * 32u;
+      wgmma_ss_n${tile.blockK}(s, sw128_desc(q_wg + col * (BQ * 128u) + within, 16), sw128_desc(k_stage + col * (BK * 128u) + within, 16), ks > 0);
+    }
+    wgmma_commit();
+  };
+  // Issues O += P·V(stage) (one commit group); V read MN-major, its column blocks BK·128 bytes apart.
+  auto issue_values = [&](u32 v_stage) {
+    #pragma unroll
+    for (int kk = 0; kk < PSTEPS; kk++) wgmma_rs_n${D}(o, p[kk], sw128_desc(v_stage + (u32)kk * 2048u, BK * 128u));
+    wgmma_commit();
+  };
+  // Masks tile j0's scores, moves the running max and sum, turns S into P(j) (16-bit A fragments) and
+  // returns each row's α = 2^(c·(m_old − m_new)) (1 exactly when the max did not move).
+  auto online_softmax = [&](float (&s)[SREGS], int j0, u32 (&pn)[PSTEPS][4], float (&alpha)[2]) {
+    if (j0 + BK > wg_unmasked) {
+      #pragma unroll
+      for (int nt = 0; nt < BK / 8; nt++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+          if (j0 + 8 * nt + 2 * t + (e & 1) >= visible[e >> 1]) s[4 * nt + e] = neg_inf();
+        }
+      }
+    }
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+      float mx = m[half];
+      #pragma unroll
+      for (int nt = 0; nt < BK / 8; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * half], s[4 * nt + 2 * half + 1]));
+      mx = quad_max(mx);
+      const float shift = mx == neg_inf() ? 0.f : mx * scale_log2e;
+      alpha[half] = mx != m[half] ? exp2_fast(m[half] * scale_log2e - shift) : 1.f;
+      m[half] = mx;
+      float sum = 0.f;
+      #pragma unroll
+      for (int nt = 0; nt < BK / 8; nt++) {
+        s[4 * nt + 2 * half] = exp2_fast(fmaf(s[4 * nt + 2 * half], scale_log2e, -shift));
+        s[4 * nt + 2 * half + 1] = exp2_fast(fmaf(s[4 * nt + 2 * half + 1], scale_log2e, -shift));
+        sum += s[4 * nt + 2 * half] + s[4 * nt + 2 * half + 1];
+      }
+      l[half] = l[half] * alpha[half] + sum;
+    }
+    #pragma unroll
+    for (int kk = 0; kk < PSTEPS; kk++) {
+      pn[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+      pn[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+      pn[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+      pn[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+
+  if (tiles > 0) {
+    cp_async_wait<1>();     // Q and K(0)
+    fence_proxy_async();
+    __syncthreads();
+    if (tiles > 1) load_tile<BK>(k_s + KV_BYTES, k_head, BK, k_len);
+    cp_async_commit();
+    float s[SREGS];
+    wgmma_fence();
+    issue_scores(s, k_s);
+    wgmma_wait<0>();
+    hold(s);
+    float alpha[2];
+    online_softmax(s, 0, p, alpha);   // O is still 0: nothing to rescale
+  }
+  for (int j = 1; j < tiles; j++) {
+    cp_async_wait<0>();     // K(j) and V(j − 1)
+    fence_proxy_async();
+    __syncthreads();        // every warpgroup is past tile j − 1: K(j − 1)'s and V(j − 2)'s stages are free
+    if (j + 1 < tiles) load_tile<BK>(k_s + ((j + 1) & 1) * KV_BYTES, k_head, (j + 1) * BK, k_len);
+    load_tile<BK>(v_s + (j & 1) * KV_BYTES, v_head, j * BK, k_len);
+    cp_async_commit();
+
+    float s[SREGS];
+    hold(o);                // O's rescale and P's copy stay before the fence
+    hold(p);
+    wgmma_fence();
+    issue_scores(s, k_s + (j & 1) * KV_BYTES);
+    issue_values(v_s + ((j - 1) & 1) * KV_BYTES);
+    wgmma_wait<1>();        // S(j) is ready; P(j − 1)·V(j − 1) may still run
+    hold(s);
+    u32 pn[PSTEPS][4];
+    float alpha[2];
+    online_softmax(s, j * BK, pn, alpha);
+    wgmma_wait<0>();
+    hold(o);
+    hold(p);
+    // Unconditional: a rescale skipped by some warps (flash-forward.ts's vote) leaves O in different
+    // registers on the two paths, and ptxas then serializes the next tile's wgmma behind the moves.
+    #pragma unroll
+    for (int nt = 0; nt < D / 8; nt++) {
+      o[4 * nt] *= alpha[0];
+      o[4 * nt + 1] *= alpha[0];
+      o[4 * nt + 2] *= alpha[1];
+      o[4 * nt + 3] *= alpha[1];
+    }
+    #pragma unroll
+    for (int kk = 0; kk < PSTEPS; kk++) { p[kk][0] = pn[kk][0]; p[kk][1] = pn[kk][1]; p[kk][2] = pn[kk][2]; p[kk][3] = pn[kk][3]; }
+  }
+  if (tiles > 0) {
+    cp_async_wait<0>();     // V(last)
+    fence_proxy_async();
+    __syncthreads();
+    wgmma_fence();
+    issue_values(v_s + ((tiles - 1) & 1) * KV_BYTES);
+    wgmma_wait<0>();
+    hold(o);
+    hold(p);
+  } else {
+    cp_async_wait<0>();
+  }
+
+  // Epilogue: O / l as T pairs straight from the accumulators; lse from the quad's total.
+  float inv[2];
+  #pragma unroll
+  for (int half = 0; half < 2; half++) {
+    l[half] = quad_sum(l[half]);
+    inv[half] = l[half] > 0.f ? 1.f / l[half] : 0.f;
+  }
+  T* __restrict__ out_head = out + q_offset;
+  #pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int row = row0 + 8 * half;
+    if (row < q_len) {
+      #pragma unroll
+      for (int nt = 0; nt < D / 8; nt++) {
+        *reinterpret_cast<u32*>(out_head + (long long)row * D + 8 * nt + 2 * t) = pack2<T>(o[4 * nt + 2 * half] * inv[half], o[4 * nt + 2 * half + 1] * inv[half]);
+      }
+      if (t == 0) lse[row_base + row] = l[half] > 0.f ? (m[half] * scale_log2e + log2f(l[half])) * LN2 : neg_inf();
+    }
+  }
+}
+`;
+  return { name, source, archSpecific: true };
+}
+
+// ---- launcher ------------------------------------------------------------------------------------------
+
+export interface WgmmaForwardTensors {
+  q: Tensor; k: Tensor; v: Tensor; out: Tensor; lse: Tensor; keyLengths: Tensor | undefined;
+}
+
+/**
+ * Launches the wgmma forward on arguments checkFlashAttentionForward has validated (dense, contiguous,
+ * 16-byte aligned; attention.ts's wgmmaForwardApplies). `tile` overrides the default (benchmarks sweep it).
+ */
+export function launchWgmmaForward(host: KernelHost, check: OpCheck, t: WgmmaForwardTensors, s: FlashForwardSizes, tile?: WgmmaForwardTile): void {
+  const dtype = t.q.dtype;
+  if (!hostRunsWgmma(host)) check.fail(`the wgmma forward needs an sm_90 GPU (Hopper), this one is ${host.arch ?? 'unknown'}`);
+  if (!wgmmaForwardSupports(dtype, s.d)) check.fail(`the wgmma forward takes f16/bf16 with d = ${WGMMA_HEAD_DIMS.join(' or ')}, got ${dtype} d = ${s.d}`);
+  if (!(s.scale > 0)) check.fail(`the wgmma forward needs scale > 0, got ${s.scale}`);
+  const chosen = tile ?? defaultWgmmaForwardTile(s.d);
+  const problem = tileProblem(s.d, chosen);
+  if (problem) check.fail(problem);
+  const sharedBytes = wgmmaForwardSharedBytes(s.d, chosen);
+  if (sharedBytes > host.maxSharedBytesPerBlock) check.fail(`the wgmma forward's tile needs ${sharedBytes} bytes of shared memory; this GPU allows ${host.maxSharedBytesPerBlock}`);
+  if (s.B * s.Hq * s.Lq === 0) return;
+  const pointers = { q: devicePtr(check, 'q', t.q), k: devicePtr(check, 'k', t.k), v: devicePtr(check, 'v', t.v), out: devicePtr(check, 'out', t.out) };
+  for (const [name, p] of Object.entries(pointers)) {
+    if (p % 16n !== 0n) check.fail(`the wgmma forward needs 16-byte aligned tensors; '${name}' is at 0x${p.toString(16)}`);
+  }
+  const spec: WgmmaForwardSpec = { dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen };
+  const kernel = host.kernel(wgmmaForwardKey(spec), () => wgmmaForwardSource(spec));
+  kernel.launch(
+    { grid: [Math.ceil(s.Lq / (64 * chosen.warpgroups)), s.Hq, s.B], block: 128 * chosen.warpgroups, sharedBytes },
+    [
+      arg.ptr(pointers.q), arg.ptr(pointers.k), arg.ptr(pointers.v), arg.ptr(pointers.out), arg.ptr(devicePtr(check, 'lse', t.lse)),
+      arg.ptr(t.keyLengths ? devicePtr(check, 'keyLengths', t.keyLengths) : 0n),
+      arg.i32(s.Lq), arg.i32(s.Lk), arg.i32(s.Hq), arg.i32(s.group), arg.f32(s.scale * Math.LOG2E),
+      arg.i32(flashSectionHeads(s.causal, false, s.B * s.Hq, s.Lk, s.d, s.group)),
+    ],
+  );
+}
+
+// ---- catalog -------------------------------------------------------------------------------------------
+
+export function catalog(): KernelSource[] {
+  const sources: KernelSource[] = [];
+  for (const dtype of ['bf16', 'f16'] as const) {
+    for (const headDim of WGMMA_HEAD_DIMS) {
+      for (const causal of [false, true]) {
+        const padding = (headDim === 128) !== causal;
+        sources.push(wgmmaForwardSource({ dtype, headDim, causal, padding, tile: defaultWgmmaForwardTile(headDim) }));
+      }
+    }
+  }
+  // The swept tiles beyond the defaults (bf16, causal with padding: every branch).
+  for (const headDim of WGMMA_HEAD_DIMS) {
+    for (const tile of WGMMA_FORWARD_SWEEP[headDim]!.slice(1)) sources.push(wgmmaForwardSource({ dtype: 'bf16', headDim, causal: true, padding: true, tile }));
+  }
+  return sources;
+}

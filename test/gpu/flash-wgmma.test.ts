@@ -1,0 +1,102 @@
+// The wgmma forward (flash-forward-wgmma.ts) against the CPU reference on an sm_90 GPU: every tile of
+// WGMMA_FORWARD_SWEEP in bf16 (the defaults also in f16), d = 64 and 128, at shapes that exercise the
+// masks and the pipeline — 300 tokens (a ragged last tile), GQA 2:1, causal with keyLengths, causal
+// MQA with Lq < Lk and a sequence with no keys at all (out = 0, lse = −∞), and 1030 tokens (nine K/V
+// tiles in flight one after another). Outputs are poisoned with NaN first. The public op
+// (flashAttentionForward, which routes dense half-precision d 64/128 here) must give the same answer.
+// Skips without a GPU, and on a GPU that is not sm_90.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import type { WgmmaForwardTile } from '../../src/backend/cuda/kernels/flash-forward-wgmma.js';
+import { defaultWgmmaForwardTile, hostRunsWgmma, launchWgmmaForward, WGMMA_FORWARD_SWEEP } from '../../src/backend/cuda/kernels/flash-forward-wgmma.js';
+import { OpCheck } from '../../src/backend/validate.js';
+import { probeCuda } from '../../src/cuda/probe.js';
+import { compareArrays, describe, TOLERANCE } from '../../src/testing/compare.js';
+import { freshSeed, Rng } from '../../src/testing/random.js';
+import type { HalfDType } from '../../src/backend/cuda/kernels/flash-forward.js';
+import type { HostArray } from '../../src/tensor.js';
+
+const probe = probeCuda();
+const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+
+interface Case { name: string; B: number; Hq: number; Hkv: number; Lq: number; Lk: number; causal: boolean; keyLengths?: number[] }
+
+const CASES: Case[] = [
+  { name: 'GQA 2:1, 300 tokens', B: 2, Hq: 4, Hkv: 2, Lq: 300, Lk: 300, causal: false },
+  { name: 'causal, keyLengths [300, 187]', B: 2, Hq: 4, Hkv: 2, Lq: 300, Lk: 300, causal: true, keyLengths: [300, 187] },
+  { name: 'causal MQA, Lq 77 < Lk 300, keyLengths [0, 250]', B: 2, Hq: 3, Hkv: 1, Lq: 77, Lk: 300, causal: true, keyLengths: [0, 250] },
+  { name: '1030 tokens', B: 1, Hq: 2, Hkv: 2, Lq: 1030, Lk: 1030, causal: false },
+];
+
+/** −∞ where both are −∞ (rows with no visible key) becomes a finite sentinel, so the rest compares as usual. */
+function withoutMatchingInfinities(got: HostArray, expected: HostArray): [Float32Array, Float32Array] {
+  const a = Float32Array.from(got), e = Float32Array.from(expected);
+  for (let i = 0; i < e.length; i++) {
+    if (e[i] === -Infinity && a[i] === -Infinity) a[i] = e[i] = -1e4;
+  }
+  return [a, e];
+}
+
+test('the wgmma forward matches the CPU reference at every swept tile', { skip, timeout: 30 * 60_000 }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  if (!hostRunsWgmma(gpu.runtime)) {
+    t.skip(`wgmma needs an sm_90 GPU; this one is ${gpu.runtime.arch}`);
+    return;
+  }
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  for (const dtype of ['bf16', 'f16'] as HalfDType[]) {
+    for (const d of [64, 128]) {
+      const tiles: readonly WgmmaForwardTile[] = dtype === 'bf16' ? WGMMA_FORWARD_SWEEP[d]! : [defaultWgmmaForwardTile(d)];
+      for (const [ci, c] of CASES.entries()) {
+        const rng = new Rng(seed ^ (d * 16 + ci * 2 + Number(dtype === 'f16')));
+        const qs = [c.B, c.Hq, c.Lq, d], kvs = [c.B, c.Hkv, c.Lk, d], lseShape = [c.B, c.Hq, c.Lq];
+        const round = (a: Float32Array, shape: number[]) => { const x = cpu.fromArray(a, shape, dtype); const h = cpu.download(x); cpu.free(x); return h; };
+        const host = { q: round(rng.floats(c.B * c.Hq * c.Lq * d), qs), k: round(rng.floats(c.B * c.Hkv * c.Lk * d), kvs), v: round(rng.floats(c.B * c.Hkv * c.Lk * d), kvs) };
+        const lengths = c.keyLengths ? Int32Array.from(c.keyLengths) : undefined;
+
+        const cq = cpu.fromArray(host.q, qs, dtype), ck = cpu.fromArray(host.k, kvs, dtype), cv = cpu.fromArray(host.v, kvs, dtype);
+        const cOut = cpu.empty(qs, dtype), cLse = cpu.empty(lseShape, 'f32'), cLengths = lengths ? cpu.fromArray(lengths, [c.B], 'i32') : undefined;
+        cpu.flashAttentionForward({ q: cq, k: ck, v: cv, out: cOut, lse: cLse, causal: c.causal, ...(cLengths ? { keyLengths: cLengths } : {}) });
+        const expected = { out: cpu.download(cOut), lse: cpu.download(cLse) };
+        for (const x of [cq, ck, cv, cOut, cLse, ...(cLengths ? [cLengths] : [])]) cpu.free(x);
+
+        const g = {
+          q: gpu.fromArray(host.q, qs, dtype), k: gpu.fromArray(host.k, kvs, dtype), v: gpu.fromArray(host.v, kvs, dtype),
+          out: gpu.empty(qs, dtype), lse: gpu.empty(lseShape, 'f32'),
+        };
+        const keyLengths = lengths ? gpu.fromArray(lengths, [c.B], 'i32') : undefined;
+        const verify = (): void => {
+          gpu.synchronize();
+          const failures: string[] = [];
+          for (const [name, got] of [['out', gpu.download(g.out)], ['lse', gpu.download(g.lse)]] as const) {
+            const [a, e] = withoutMatchingInfinities(got, expected[name]);
+            const cmp = compareArrays(a, e);
+            if (cmp.unwritten > 0 || !(cmp.relativeError <= TOLERANCE[dtype])) failures.push(`${name}: ${describe(cmp, a, e)}`);
+          }
+          assert.deepEqual(failures, [], failures.join('\n'));
+        };
+        try {
+          for (const tile of tiles) {
+            await t.test(`${dtype} d${d} ${c.name} ${JSON.stringify(tile)}`, () => {
+              gpu.fill(g.out, NaN); gpu.fill(g.lse, NaN);
+              launchWgmmaForward(gpu.runtime, new OpCheck('flashAttentionForward', 'cuda'), { ...g, keyLengths },
+                { B: c.B, Hq: c.Hq, Lq: c.Lq, Lk: c.Lk, d, group: c.Hq / c.Hkv, scale: 1 / Math.sqrt(d), causal: c.causal }, tile);
+              verify();
+            });
+          }
+          await t.test(`${dtype} d${d} ${c.name}: the public op`, () => {
+            gpu.fill(g.out, NaN); gpu.fill(g.lse, NaN);
+            gpu.flashAttentionForward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}) });
+            verify();
+          });
+        } finally {
+          for (const x of [...Object.values(g), ...(keyLengths ? [keyLengths] : [])]) gpu.free(x);
+        }
+      }
+    }
+  }
+});
