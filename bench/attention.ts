@@ -41,6 +41,8 @@ import { defaultFlashBackwardTile, FLASH_DKDV_SWEEP, FLASH_DQ_SWEEP, flashAttent
 import type { FlashForwardTile } from '../src/backend/cuda/kernels/flash-forward.js';
 import { defaultFlashForwardTile, FLASH_FORWARD_SWEEP, launchFlashForward } from '../src/backend/cuda/kernels/flash-forward.js';
 import type { WgmmaForwardTile } from '../src/backend/cuda/kernels/flash-forward-wgmma.js';
+import type { WgmmaBackwardTile } from '../src/backend/cuda/kernels/flash-backward-wgmma.js';
+import { defaultWgmmaBackwardTile, flashAttentionBackwardWgmma, WGMMA_BACKWARD_SWEEP } from '../src/backend/cuda/kernels/flash-backward-wgmma.js';
 import { defaultWgmmaForwardTile, hostRunsWgmma, launchWgmmaForward, WGMMA_FORWARD_SWEEP } from '../src/backend/cuda/kernels/flash-forward-wgmma.js';
 import { Event } from '../src/backend/cuda/runtime/device.js';
 import { OpCheck } from '../src/backend/validate.js';
@@ -206,6 +208,36 @@ function wgmmaSweep(b: CudaBackend, repeats: number): WgmmaSweepRow[] {
       }
       release(b, x);
     }
+  }
+  return rows;
+}
+
+const wgmmaBackwardTileName = (t: WgmmaBackwardTile): string =>
+  `wgmma dK/dV ${t.dkdv.warpgroups}×64 keys BQ${t.dkdv.blockQ}, dQ ${t.dq.warpgroups}×64 rows BK${t.dq.blockK}`;
+
+/** The backward alone (preprocess included), each wgmma tile against the mma.sync default, L = 4k; TFLOP/s as FA2 counts (2.5× forward). */
+function wgmmaBackwardSweep(b: CudaBackend, repeats: number): WgmmaSweepRow[] {
+  const rows: WgmmaSweepRow[] = [];
+  if (!hostRunsWgmma(b.runtime)) return rows;
+  const L = 4096;
+  for (const d of HEAD_DIMS) {
+    const B = TOKENS / L, H = HIDDEN / d;
+    const x = allocate(b, B, H, H, L, L, d, 600 + d);
+    for (const causal of [false, true]) {
+      b.flashAttentionForward({ q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, causal });
+      const check = new OpCheck('flashAttentionBackward', 'cuda');
+      const problem = backwardProblem(x, B, H, L, d, causal);
+      const flops = 2.5 * forwardFlops({ B, H, L, d, causal });
+      const add = (kernel: string, isDefault: boolean, ms: number) => rows.push({ d, L, causal, kernel, isDefault, ms, tflops: flops / (ms * 1e-3) / 1e12 });
+      add('mma.sync default', false, timeCalls(b, () => flashAttentionBackwardTensorCore(b.runtime, check, problem), repeats));
+      const fallback = JSON.stringify(defaultWgmmaBackwardTile(d));
+      for (const tile of WGMMA_BACKWARD_SWEEP[d]!) {
+        add(wgmmaBackwardTileName(tile), JSON.stringify(tile) === fallback, timeCalls(b, () => flashAttentionBackwardWgmma(b.runtime, check, problem, tile), repeats));
+      }
+      const last = rows.filter((r) => r.d === d && r.causal === causal);
+      process.stdout.write(`wgmma backward sweep d${d} L${L}${causal ? ' causal' : ''}: ${last.map((r) => `${r.kernel} ${r.tflops.toFixed(0)}`).join(' | ')}\n`);
+    }
+    release(b, x);
   }
   return rows;
 }
@@ -377,7 +409,7 @@ async function main(): Promise<void> {
   const report = {
     date: new Date().toISOString(), device: b.description, torch: null as string | null,
     method: { flops: 'forward 4·B·H·L²·d (÷2 causal); backward 2.5× forward', statistic: 'median', repeats, sampleMs: SAMPLE_MS },
-    results: [] as Result[], sweep: [] as SweepRow[], wgmmaSweep: [] as WgmmaSweepRow[], backwardSweep: [] as BackwardSweepRow[], schedule: [] as ScheduleRow[],
+    results: [] as Result[], sweep: [] as SweepRow[], wgmmaSweep: [] as WgmmaSweepRow[], wgmmaBackwardSweep: [] as WgmmaSweepRow[], backwardSweep: [] as BackwardSweepRow[], schedule: [] as ScheduleRow[],
     varlen: [] as VarlenRow[], correctness: null as CheckResult[] | null,
   };
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -422,7 +454,12 @@ async function main(): Promise<void> {
     }
     write(false);
   }
-  if (!values['no-wgmma-sweep']) { report.wgmmaSweep = wgmmaSweep(b, repeats); write(false); }
+  if (!values['no-wgmma-sweep']) {
+    report.wgmmaSweep = wgmmaSweep(b, repeats);
+    write(false);
+    report.wgmmaBackwardSweep = wgmmaBackwardSweep(b, repeats);
+    write(false);
+  }
   if (!values['no-sweep']) { report.sweep = sweep(b, repeats); write(false); }
   if (!values['no-bwd-sweep']) { report.backwardSweep = backwardSweep(b, repeats); write(false); }
   if (!values['no-extras']) {
@@ -439,7 +476,8 @@ async function main(): Promise<void> {
 }
 
 function markdown(report: {
-  date: string; device: string; torch: string | null; results: Result[]; sweep: SweepRow[]; wgmmaSweep: WgmmaSweepRow[]; backwardSweep: BackwardSweepRow[];
+  date: string; device: string; torch: string | null; results: Result[]; sweep: SweepRow[]; wgmmaSweep: WgmmaSweepRow[];
+  wgmmaBackwardSweep: WgmmaSweepRow[]; backwardSweep: BackwardSweepRow[];
   schedule: ScheduleRow[]; varlen: VarlenRow[]; correctness: CheckResult[] | null;
 }): string {
   const md: string[] = [
@@ -451,15 +489,17 @@ function markdown(report: {
     ...report.results.map((r) => `| ${r.id} | ${r.B}×${r.H} | ${tflops(r.fwdFlops, r.oursFwdMs)} | ${tflops(r.fwdFlops, r.torchFlashFwdMs)} | ${tflops(r.fwdFlops, r.torchCudnnFwdMs)} | ` +
       `${tflops(3.5 * r.fwdFlops, r.oursFwdBwdMs)} | ${tflops(3.5 * r.fwdFlops, r.torchFlashFwdBwdMs)} | ${tflops(3.5 * r.fwdFlops, r.torchCudnnFwdBwdMs)} |`),
   ];
-  const { sweep: sweepRows, backwardSweep: bwdRows, wgmmaSweep: wgRows } = report;
-  if (wgRows.length > 0) {
-    md.push('', 'wgmma forward (sm_90) against the mma.sync forward, forward alone (TFLOP/s; * = the wgmma default):', '',
-      '| d | L | kernel | non-causal | causal |', '|---|---|---|---:|---:|');
-    for (const r of wgRows.filter((x) => !x.causal)) {
-      const c = wgRows.find((x) => x.causal && x.d === r.d && x.L === r.L && x.kernel === r.kernel);
+  const { sweep: sweepRows, backwardSweep: bwdRows } = report;
+  const wgmmaTable = (title: string, rows: WgmmaSweepRow[]): void => {
+    if (rows.length === 0) return;
+    md.push('', title, '', '| d | L | kernel | non-causal | causal |', '|---|---|---|---:|---:|');
+    for (const r of rows.filter((x) => !x.causal)) {
+      const c = rows.find((x) => x.causal && x.d === r.d && x.L === r.L && x.kernel === r.kernel);
       md.push(`| ${r.d} | ${r.L} | ${r.kernel}${r.isDefault ? ' *' : ''} | ${r.tflops.toFixed(0)} | ${c ? c.tflops.toFixed(0) : '—'} |`);
     }
-  }
+  };
+  wgmmaTable('wgmma forward (sm_90) against the mma.sync forward, forward alone (TFLOP/s; * = the wgmma default):', report.wgmmaSweep);
+  wgmmaTable('wgmma backward (sm_90) against the mma.sync backward, backward alone with its preprocess (TFLOP/s as FA2 counts, 2.5× forward; * = the wgmma default):', report.wgmmaBackwardSweep);
   if (sweepRows.length > 0) {
     md.push('', 'Forward tile sweep, L = 4096 (TFLOP/s; * = current default):', '', '| d | tile | non-causal | causal |', '|---|---|---:|---:|');
     for (const r of sweepRows.filter((x) => !x.causal)) {

@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: wgmma megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: wgmma wgmma-train megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -55,9 +55,13 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
-    wgmma) # the wgmma attention forward (session 15, never run): its GPU checks against the CPU, the flash GPU tests through the op, then bench:attention's main table with SDPA beside it and the wgmma tile sweep
-           run wgmma-tests 240 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js
+    wgmma) # the wgmma attention forward and backward (session 15): their GPU checks against the CPU, the flash GPU tests through the ops, then bench:attention's main table with SDPA beside it and the wgmma tile sweeps
+           run wgmma-tests 300 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js
            run attention-bench 330 node dist/bench/attention.js --repeats 5 --no-sweep --no-bwd-sweep --no-extras --json "$out/attention.json" ;;
+    wgmma-train) # training with the wgmma attention (session 15): GPT-2 124M and BERT-base against HF eager and torch.compile, HF parity of loss and gradients, the GPU training tests
+           run train-bench 300 node dist/bench/train.js --variants bf16 --json "$out/train.json"
+           run train-parity 240 node dist/bench/train-parity.js --json "$out/train-parity.json"
+           run train-tests 150 node --test --test-concurrency=1 dist/test/gpu/gpt2-train.test.js dist/test/gpu/models-train.test.js ;;
     tests) run tests 420 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js ;;
     infer-tests) run infer-tests 400 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/paged-attention.test.js dist/test/gpu/decode-gemv.test.js \
                    dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/infer-quantized.test.js dist/test/gpu/speculative.test.js \
@@ -349,8 +353,11 @@ for f in decode-int4 decode-int4-gated; do [ -f "$out/$f.log" ] && { echo "$f:";
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"
 [ -f "$out/serve-eager.log" ] && tail -12 "$out/serve-eager.log"
+[ -f "$out/train-bench.log" ] && grep -E '^\|' "$out/train-bench.log" | head -30
+[ -f "$out/train-parity.log" ] && tail -15 "$out/train-parity.log"
+[ -f "$out/train-tests.log" ] && { grep -E '^# (pass|fail)' "$out/train-tests.log"; grep -E '^not ok' "$out/train-tests.log" | head; }
 [ -f "$out/wgmma-tests.log" ] && { grep -E '^# (pass|fail)' "$out/wgmma-tests.log"; grep -E '^not ok|rel err' "$out/wgmma-tests.log" | head -20; }
-[ -f "$out/attention-bench.log" ] && grep -E '^\|' "$out/attention-bench.log" | head -70
+[ -f "$out/attention-bench.log" ] && grep -E '^\|' "$out/attention-bench.log" | head -80
 # GPU_PENDING_TAR=1: everything in one archive (the device tool brings back only a few files a call).
 if [ "${GPU_PENDING_TAR:-0}" = 1 ]; then
   (cd "$out" && files=$(ls -A | grep -v '^results.tgz$') && [ -n "$files" ] && tar czf results.tgz $files && rm -f $files)

@@ -1,9 +1,11 @@
-// The wgmma forward (flash-forward-wgmma.ts) against the CPU reference on an sm_90 GPU: every tile of
-// WGMMA_FORWARD_SWEEP in bf16 (the defaults also in f16), d = 64 and 128, at shapes that exercise the
+// The wgmma forward (flash-forward-wgmma.ts) and backward (flash-backward-wgmma.ts) against the CPU
+// reference on an sm_90 GPU: every tile of WGMMA_FORWARD_SWEEP / WGMMA_BACKWARD_SWEEP in bf16 (the
+// defaults also in f16), d = 64 and 128, at shapes that exercise the
 // masks and the pipeline — 300 tokens (a ragged last tile), GQA 2:1, causal with keyLengths, causal
 // MQA with Lq < Lk and a sequence with no keys at all (out = 0, lse = −∞), and 1030 tokens (nine K/V
-// tiles in flight one after another). Outputs are poisoned with NaN first. The public op
-// (flashAttentionForward, which routes dense half-precision d 64/128 here) must give the same answer.
+// tiles in flight one after another). Outputs are poisoned with NaN first. The public ops
+// (flashAttentionForward / Backward, which route dense half-precision d 64/128 here) must give the same
+// answer, the backward bit for bit on a second run (the contract: deterministic).
 // Skips without a GPU, and on a GPU that is not sm_90.
 
 import assert from 'node:assert/strict';
@@ -11,9 +13,11 @@ import { test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import type { WgmmaForwardTile } from '../../src/backend/cuda/kernels/flash-forward-wgmma.js';
 import { defaultWgmmaForwardTile, hostRunsWgmma, launchWgmmaForward, WGMMA_FORWARD_SWEEP } from '../../src/backend/cuda/kernels/flash-forward-wgmma.js';
+import type { WgmmaBackwardTile } from '../../src/backend/cuda/kernels/flash-backward-wgmma.js';
+import { defaultWgmmaBackwardTile, flashAttentionBackwardWgmma, WGMMA_BACKWARD_SWEEP } from '../../src/backend/cuda/kernels/flash-backward-wgmma.js';
 import { OpCheck } from '../../src/backend/validate.js';
 import { probeCuda } from '../../src/cuda/probe.js';
-import { compareArrays, describe, TOLERANCE } from '../../src/testing/compare.js';
+import { compareArrays, describe, gradientErrorFloor, gradientRelError, TOLERANCE } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { HalfDType } from '../../src/backend/cuda/kernels/flash-forward.js';
 import type { HostArray } from '../../src/tensor.js';
@@ -92,6 +96,87 @@ test('the wgmma forward matches the CPU reference at every swept tile', { skip, 
             gpu.fill(g.out, NaN); gpu.fill(g.lse, NaN);
             gpu.flashAttentionForward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}) });
             verify();
+          });
+        } finally {
+          for (const x of [...Object.values(g), ...(keyLengths ? [keyLengths] : [])]) gpu.free(x);
+        }
+      }
+    }
+  }
+});
+
+test('the wgmma backward matches the CPU reference at every swept tile', { skip, timeout: 30 * 60_000 }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  if (!hostRunsWgmma(gpu.runtime)) {
+    t.skip(`wgmma needs an sm_90 GPU; this one is ${gpu.runtime.arch}`);
+    return;
+  }
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  for (const dtype of ['bf16', 'f16'] as HalfDType[]) {
+    for (const d of [64, 128]) {
+      const tiles: readonly WgmmaBackwardTile[] = dtype === 'bf16' ? WGMMA_BACKWARD_SWEEP[d]! : [defaultWgmmaBackwardTile(d)];
+      for (const [ci, c] of CASES.entries()) {
+        const rng = new Rng(seed ^ (d * 16 + ci * 2 + Number(dtype === 'f16')) ^ 0x5a5a);
+        const qs = [c.B, c.Hq, c.Lq, d], kvs = [c.B, c.Hkv, c.Lk, d], lseShape = [c.B, c.Hq, c.Lq];
+        const round = (a: Float32Array, shape: number[]) => { const x = cpu.fromArray(a, shape, dtype); const h = cpu.download(x); cpu.free(x); return h; };
+        const host = {
+          q: round(rng.floats(c.B * c.Hq * c.Lq * d), qs), k: round(rng.floats(c.B * c.Hkv * c.Lk * d), kvs), v: round(rng.floats(c.B * c.Hkv * c.Lk * d), kvs),
+          dOut: round(rng.floats(c.B * c.Hq * c.Lq * d), qs),
+        };
+        const lengths = c.keyLengths ? Int32Array.from(c.keyLengths) : undefined;
+
+        // CPU reference: forward, then the backward from the forward's (rounded) out and lse.
+        const cx = { q: cpu.fromArray(host.q, qs, dtype), k: cpu.fromArray(host.k, kvs, dtype), v: cpu.fromArray(host.v, kvs, dtype), dOut: cpu.fromArray(host.dOut, qs, dtype) };
+        const cLengths = lengths ? cpu.fromArray(lengths, [c.B], 'i32') : undefined;
+        const masks = { causal: c.causal, ...(cLengths ? { keyLengths: cLengths } : {}) };
+        const cOut = cpu.empty(qs, dtype), cLse = cpu.empty(lseShape, 'f32');
+        cpu.flashAttentionForward({ ...cx, out: cOut, lse: cLse, ...masks });
+        const cdq = cpu.empty(qs, dtype), cdk = cpu.empty(kvs, dtype), cdv = cpu.empty(kvs, dtype);
+        cpu.flashAttentionBackward({ ...cx, out: cOut, lse: cLse, dq: cdq, dk: cdk, dv: cdv, ...masks });
+        const forward = { out: cpu.download(cOut), lse: cpu.download(cLse) };
+        const expected = { dq: cpu.download(cdq), dk: cpu.download(cdk), dv: cpu.download(cdv) };
+        for (const x of [...Object.values(cx), cOut, cLse, cdq, cdk, cdv, ...(cLengths ? [cLengths] : [])]) cpu.free(x);
+
+        const g = {
+          q: gpu.fromArray(host.q, qs, dtype), k: gpu.fromArray(host.k, kvs, dtype), v: gpu.fromArray(host.v, kvs, dtype), dOut: gpu.fromArray(host.dOut, qs, dtype),
+          out: gpu.fromArray(forward.out, qs, dtype), lse: gpu.fromArray(forward.lse, lseShape, 'f32'),
+          dq: gpu.empty(qs, dtype), dk: gpu.empty(kvs, dtype), dv: gpu.empty(kvs, dtype),
+        };
+        const keyLengths = lengths ? gpu.fromArray(lengths, [c.B], 'i32') : undefined;
+        const floor = gradientErrorFloor([expected.dq, expected.dk, expected.dv]);
+        const verify = (): void => {
+          gpu.synchronize();
+          const failures: string[] = [];
+          for (const name of ['dq', 'dk', 'dv'] as const) {
+            const got = gpu.download(g[name]);
+            const err = gradientRelError(got, expected[name], floor);
+            const unwritten = got.filter((x) => Number.isNaN(x)).length;
+            if (unwritten > 0 || !(err <= TOLERANCE[dtype])) failures.push(`${name}: rel err ${err.toExponential(2)}, ${unwritten} unwritten`);
+          }
+          assert.deepEqual(failures, [], failures.join('\n'));
+        };
+        const poison = (): void => { for (const x of [g.dq, g.dk, g.dv]) gpu.fill(x, NaN); };
+        try {
+          for (const tile of tiles) {
+            await t.test(`${dtype} d${d} ${c.name} ${JSON.stringify(tile)}`, () => {
+              poison();
+              flashAttentionBackwardWgmma(gpu.runtime, new OpCheck('flashAttentionBackward', 'cuda'), {
+                ...g, keyLengths, scale: 1 / Math.sqrt(d), causal: c.causal, B: c.B, Hq: c.Hq, Hkv: c.Hkv, Lq: c.Lq, Lk: c.Lk, d, group: c.Hq / c.Hkv,
+              }, tile);
+              verify();
+            });
+          }
+          await t.test(`${dtype} d${d} ${c.name}: the public op, twice, bit for bit`, () => {
+            poison();
+            gpu.flashAttentionBackward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}) });
+            verify();
+            const first = [gpu.download(g.dq), gpu.download(g.dk), gpu.download(g.dv)];
+            poison();
+            gpu.flashAttentionBackward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}) });
+            gpu.synchronize();
+            assert.deepEqual([gpu.download(g.dq), gpu.download(g.dk), gpu.download(g.dv)], first, 'the backward is deterministic');
           });
         } finally {
           for (const x of [...Object.values(g), ...(keyLengths ? [keyLengths] : [])]) gpu.free(x);

@@ -59,6 +59,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { flashForwardSupports, launchFlashForward, pagedSequenceArgs } from './flash-forward.js';
 import { hostRunsWgmma, launchWgmmaForward, wgmmaForwardSupports } from './flash-forward-wgmma.js';
 import { flashAttentionBackwardTensorCore, flashBackwardApplies } from './flash-backward.js';
+import { flashAttentionBackwardWgmma, wgmmaBackwardApplies } from './flash-backward-wgmma.js';
 import type { VarlenLayout } from './flash-lib.js';
 import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro } from './row-kernels.js';
@@ -547,7 +548,8 @@ function runBackward(host: KernelHost, check: OpCheck, p: AttentionBackwardProbl
     ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}),
   };
   if (flashBackwardApplies(host, check, problem)) {
-    flashAttentionBackwardTensorCore(host, check, problem);
+    if (wgmmaBackwardApplies(host, problem.q.dtype, problem.d, problem)) flashAttentionBackwardWgmma(host, check, problem);
+    else flashAttentionBackwardTensorCore(host, check, problem);
     return;
   }
 

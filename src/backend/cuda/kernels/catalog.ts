@@ -13,6 +13,7 @@ import { catalog as elementwiseCatalog } from './elementwise.js';
 import { catalog as embeddingCatalog } from './embedding.js';
 import { catalog as fillCopyCatalog } from './fill-copy.js';
 import { catalog as flashBackwardCatalog } from './flash-backward.js';
+import { catalog as flashBackwardWgmmaCatalog } from './flash-backward-wgmma.js';
 import { catalog as flashForwardCatalog } from './flash-forward.js';
 import { catalog as flashForwardWgmmaCatalog } from './flash-forward-wgmma.js';
 import { catalog as layerNormCatalog } from './layernorm.js';
@@ -62,6 +63,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['beam-topk', beamTopKCatalog],
     ['beam-attention', beamAttentionCatalog],
     ['flash-backward', flashBackwardCatalog],
+    ['flash-backward-wgmma', flashBackwardWgmmaCatalog],
     ['flash-forward', flashForwardCatalog],
     ['flash-forward-wgmma', flashForwardWgmmaCatalog],
     ['embed-tokens', embedTokensCatalog],

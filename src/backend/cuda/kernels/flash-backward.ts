@@ -811,6 +811,28 @@ export function flashBackwardApplies(host: KernelHost, check: OpCheck, p: FlashB
  * tile). Call only where flashBackwardApplies. `tile` overrides the per-d default and `sectionHeads` the
  * launch-order sections of both kernels (the bench sweeps them; 1 = head-major).
  */
+/**
+ * Kernel 1, the preprocess: D_i and lse_i·log2 e of every row of lse's layout (B·Hq·Lq, or Hq·totalQ
+ * packed) into the runtime's scratch; returns their device addresses (rows floats each). The GEMM
+ * kernels of both backwards (this file's and flash-backward-wgmma.ts's) read them.
+ */
+export function launchBackwardPreprocess(host: KernelHost, check: OpCheck, p: FlashBackwardProblem): { delta: bigint; lseLog2: bigint } {
+  const { B, Hq, Lq, varlen } = p;
+  const rows = varlen ? Hq * varlen.totalQ : B * Hq * Lq;
+  const delta = host.scratch(Math.max(16, 8 * rows));
+  const lseLog2 = delta + BigInt(4 * rows);
+  if (rows > 0) {
+    const spec: FlashBackwardSpec = { dtype: p.q.dtype as FlashBackwardDType, headDim: p.d, causal: false, padding: false, ...(varlen ? { varlen: true } : {}) };
+    const preprocess = host.kernel(flashBackwardKey('preprocess', spec), () => flashBackwardPreprocessSource(spec));
+    preprocess.launch(
+      { grid: Math.ceil(rows / PREPROCESS_ROWS), block: FLASH_BACKWARD_THREADS },
+      [arg.ptr(devicePtr(check, 'out', p.out)), arg.ptr(devicePtr(check, 'dOut', p.dOut)), arg.ptr(devicePtr(check, 'lse', p.lse)),
+        arg.ptr(delta), arg.ptr(lseLog2), arg.i64(BigInt(rows)), arg.i32(varlen ? varlen.totalQ : 0), arg.i32(Hq)],
+    );
+  }
+  return { delta, lseLog2 };
+}
+
 export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpCheck, p: FlashBackwardProblem, tile?: FlashBackwardTile, sectionHeads?: number): void {
   const { B, Hq, Hkv, Lq, Lk, d, group, scale, causal, keyLengths, varlen } = p;
   const chosen = tile ?? defaultFlashBackwardTile(d);
@@ -821,11 +843,8 @@ export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpChec
     dtype: p.q.dtype as FlashBackwardDType, headDim: d, causal, padding: keyLengths !== undefined,
     ...(tile ? { tile } : {}), ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
   };
-  // Rows of lse's layout: B·Hq·Lq, or Hq·totalQ packed.
   const rows = varlen ? Hq * varlen.totalQ : B * Hq * Lq;
-  // D then lse·log2 e, rows floats each.
-  const delta = host.scratch(Math.max(16, 8 * rows));
-  const lseLog2 = delta + BigInt(4 * rows);
+  const { delta, lseLog2 } = launchBackwardPreprocess(host, check, p);
   const inputs = [
     arg.ptr(devicePtr(check, 'q', p.q)), arg.ptr(devicePtr(check, 'k', p.k)), arg.ptr(devicePtr(check, 'v', p.v)),
     arg.ptr(devicePtr(check, 'dOut', p.dOut)), arg.ptr(delta), arg.ptr(lseLog2),
@@ -836,14 +855,6 @@ export function flashAttentionBackwardTensorCore(host: KernelHost, check: OpChec
     ...varlenArgs(check, varlen),
     ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(Lk) : Lk),
   ];
-  if (rows > 0) {
-    const preprocess = host.kernel(flashBackwardKey('preprocess', spec), () => flashBackwardPreprocessSource(spec));
-    preprocess.launch(
-      { grid: Math.ceil(rows / PREPROCESS_ROWS), block: FLASH_BACKWARD_THREADS },
-      [arg.ptr(devicePtr(check, 'out', p.out)), arg.ptr(devicePtr(check, 'dOut', p.dOut)), arg.ptr(devicePtr(check, 'lse', p.lse)),
-        arg.ptr(delta), arg.ptr(lseLog2), arg.i64(BigInt(rows)), arg.i32(varlen ? varlen.totalQ : 0), arg.i32(Hq)],
-    );
-  }
   if (B * Hkv * Lk > 0) {
     const dkdv = host.kernel(flashBackwardKey('dkdv', spec), () => flashBackwardDkDvSource(spec));
     // Causal sections: the Q and dO of a kv head's group stream through every kv tile of that head.

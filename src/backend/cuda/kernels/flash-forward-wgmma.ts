@@ -11,22 +11,16 @@
 // while the tensor cores multiply another.
 //
 // Mapping. A block of WGS warpgroups (128 threads each) owns BQ = 64·WGS query rows of one (batch, query
-// head); warpgroup w owns rows 64w .. 64w + 63, warp i of it rows 16i .. 16i + 15. Accumulators of
-// wgmma.m64nN (f32) are m16n8 tiles per warp, as in mma.sync: lane 4g + t holds, in registers
-// 4nt .. 4nt + 3, row g columns 8nt + 2t, +1 and row g + 8 the same columns. So each thread owns two rows
-// and a row's max and sum reduce over a quad with two shuffles, and the f32 scores of two adjacent
-// n-tiles, packed to 16 bits, are exactly wgmma's A fragment from registers (as with mma.sync).
+// head); warpgroup w owns rows 64w .. 64w + 63, warp i of it rows 16i .. 16i + 15. With wgmma's
+// accumulator layout (wgmma-lib.ts) each thread owns two rows, a row's max and sum reduce over a quad
+// with two shuffles, and the f32 scores of two adjacent n-tiles, packed to 16 bits, are exactly wgmma's
+// A fragment from registers (as with mma.sync).
 //   S = Q·Kᵀ    64 × BK per warpgroup: D/16 wgmma m64nBKk16, A = Q and B = K from shared memory, both
 //               "K-major" (d contiguous).
 //   O += P·V    64 × D: BK/16 wgmma m64nDk16, A = P from registers, B = V from shared memory read
 //               "MN-major" (V is [key][d]: d, wgmma's N, contiguous; imm-trans-b = 1).
-// Shared memory layout: 128-byte swizzle, the layout wgmma reads: a tile of R rows × D columns is stored
-// as D/64 column blocks [D/64][R][64], row r of a block 128 bytes, its 16-byte chunk c at c ^ (r & 7), and
-// every block 1024-byte aligned (the swizzle repeats every 8 rows = 1024 bytes). Descriptors (PTX ISA
-// "Matrix Descriptor Format"): start address, leading byte offset (LBO), stride byte offset (SBO = 1024:
-// the next 8 rows, or for V the next 8 keys), swizzle mode 1 (128 B). K-major operands advance a k-step
-// of 16 columns by 32 bytes within a block (LBO unused); V advances 16 keys by 2048 bytes and its LBO is
-// the distance between its two 64-column blocks (d = 128).
+// Shared memory: Q and two stages of K and V in wgmma-lib.ts's 128-byte-swizzled layout (Q and K read
+// K-major, V MN-major).
 //
 // Schedule per K/V tile j ≥ 1 (FA3's intra-warpgroup overlap; the first tile only computes S and P):
 //   wait for K(j), V(j − 1) (cp.async + a proxy fence + one block barrier), issue the copies of K(j + 1)
@@ -55,6 +49,7 @@ import type { FlashForwardSizes, HalfDType } from './flash-forward.js';
 import { flashSectionHeads } from './flash-forward.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+import { WGMMA_LIB, wgmmaType, wgmmaWrappers } from './wgmma-lib.js';
 
 // ---- spec ----------------------------------------------------------------------------------------------
 
@@ -120,38 +115,6 @@ function tileProblem(headDim: number, tile: WgmmaForwardTile): string | null {
   return null;
 }
 
-// ---- wgmma wrappers (generated: one asm operand per accumulator) ---------------------------------------
-
-function operandList(first: number, count: number): string {
-  return Array.from({ length: count }, (_, i) => `%${first + i}`).join(', ');
-}
-
-function accumulatorBindings(name: string, count: number): string {
-  return Array.from({ length: count }, (_, i) => `"+f"(${name}[${i}])`).join(', ');
-}
-
-/** d (64 × n, f32) (+)= A·Bᵀ with A and B K-major in shared memory (descriptors). */
-function wgmmaSharedShared(n: number, ptxType: string): string {
-  const regs = n / 2;
-  return `__device__ __forceinline__ void wgmma_ss_n${n}(float (&d)[${regs}], u64 desc_a, u64 desc_b, int accumulate) {
-  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %${regs + 2}, 0;\\n"
-    "wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ptxType}.${ptxType} {${operandList(0, regs)}}, %${regs}, %${regs + 1}, p, 1, 1, 0, 0;\\n}\\n"
-    : ${accumulatorBindings('d', regs)}
-    : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}`;
-}
-
-/** d (64 × n, f32) += A·B with A from registers (four 16-bit pairs) and B MN-major in shared memory. */
-function wgmmaRegisterShared(n: number, ptxType: string): string {
-  const regs = n / 2;
-  return `__device__ __forceinline__ void wgmma_rs_n${n}(float (&d)[${regs}], const u32 (&a)[4], u64 desc_b) {
-  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %${regs + 5}, 0;\\n"
-    "wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ptxType}.${ptxType} {${operandList(0, regs)}}, {%${regs}, %${regs + 1}, %${regs + 2}, %${regs + 3}}, %${regs + 4}, p, 1, 1, 1;\\n}\\n"
-    : ${accumulatorBindings('d', regs)}
-    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-}`;
-}
-
 // ---- source ----------------------------------------------------------------------------------------------
 
 export function wgmmaForwardSource(spec: WgmmaForwardSpec): KernelSource {
@@ -159,15 +122,12 @@ export function wgmmaForwardSource(spec: WgmmaForwardSpec): KernelSource {
   if (problem) throw new RangeError(`wgmmaForwardSource: ${problem}`);
   const { headDim: D, tile } = spec;
   const name = kernelIdentifier(wgmmaForwardKey(spec));
-  const ptxType = spec.dtype === 'bf16' ? 'bf16' : 'f16';
-  const wrappers = `${wgmmaSharedShared(tile.blockK, ptxType)}\n${wgmmaRegisterShared(D, ptxType)}`;
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ D, WGS: tile.warpgroups, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding })}
 constexpr int THREADS = 128 * WGS;
 constexpr int BQ = 64 * WGS;               // query rows per block
-constexpr int DC = D / 8;                  // 16-byte chunks of a row
 constexpr int SREGS = BK / 2;              // S accumulators per thread
 constexpr int OREGS = D / 2;               // O accumulators per thread
 constexpr int PSTEPS = BK / 16;            // k-steps of P·V
@@ -193,48 +153,8 @@ __device__ __forceinline__ int visible_keys(int i, int q_len, int k_len, int val
   return max(n, 0);
 }
 
-// ---- 128-byte swizzled tiles: [D/64][ROWS][64], chunk c of row r at (c ^ r) mod 8 within its block ----
-template <int ROWS>
-__device__ __forceinline__ u32 sw128_offset(int r, int c) {
-  return (u32)((((c >> 3) * ROWS + r) << 7) + ((((c & 7) ^ (r & 7))) << 4));
-}
-// Rows [row0, row0 + ROWS) of a head's [len, D] matrix by cp.async, 16 bytes a thread a step; rows past
-// len are zero-filled (src-size 0), so every value wgmma reads is finite.
-template <int ROWS>
-__device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ src, int row0, int len) {
-  constexpr int CHUNKS = ROWS * DC;
-  #pragma unroll
-  for (int step = 0; step < (CHUNKS + THREADS - 1) / THREADS; step++) {
-    const int idx = step * THREADS + (int)threadIdx.x;
-    if (CHUNKS % THREADS != 0 && idx >= CHUNKS) break;
-    const int r = idx / DC, c = idx - r * DC;
-    const bool inside = row0 + r < len;
-    cp_async_16(dst + sw128_offset<ROWS>(r, c), src + (long long)(inside ? row0 + r : 0) * D + c * 8, inside);
-  }
-}
-
-// ---- wgmma ---------------------------------------------------------------------------------------------
-// Descriptor: start address (bits 0-13), leading byte offset (16-29), stride byte offset (32-45) = 1024,
-// swizzle mode 1 = 128 bytes (62-63); addresses and offsets in 16-byte units.
-__device__ __forceinline__ u64 sw128_desc(u32 addr, u32 leading_bytes) {
-  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((leading_bytes & 0x3FFFF) >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
-// The compiler sees a wgmma's registers written when it is issued; these keep every read after the
-// wait_group that completes it, and the A fragments alive (unreused) until then.
-template <int N> __device__ __forceinline__ void hold(float (&x)[N]) {
-  #pragma unroll
-  for (int i = 0; i < N; i++) asm volatile("" : "+f"(x[i]) :: "memory");
-}
-template <int N> __device__ __forceinline__ void hold(u32 (&x)[N][4]) {
-  #pragma unroll
-  for (int i = 0; i < N; i++) asm volatile("" : "+r"(x[i][0]), "+r"(x[i][1]), "+r"(x[i][2]), "+r"(x[i][3]) :: "memory");
-}
-// Shared memory written by cp.async (the generic proxy) becomes visible to wgmma (the async proxy).
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-${wrappers}
+${WGMMA_LIB}
+${wgmmaWrappers(wgmmaType(spec.dtype), [tile.blockK], [D])}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __restrict__ q, const T* __restrict__ k,
     const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ key_lengths,
@@ -266,10 +186,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
   const int tiles = (visible_keys(min(q0 + BQ, q_len) - 1, q_len, k_len, valid) + BK - 1) / BK;
 
   // Two cp.async groups: Q with K(0), then V(0).
-  load_tile<BQ>(q_s, q + q_offset, q0, q_len);
-  if (tiles > 0) load_tile<BK>(k_s, k_head, 0, k_len);
+  load_sw128<BQ, D, THREADS>(q_s, q + q_offset, q0, q_len, D, threadIdx.x);
+  if (tiles > 0) load_sw128<BK, D, THREADS>(k_s, k_head, 0, k_len, D, threadIdx.x);
   cp_async_commit();
-  if (tiles > 0) load_tile<BK>(v_s, v_head, 0, k_len);
+  if (tiles > 0) load_sw128<BK, D, THREADS>(v_s, v_head, 0, k_len, D, threadIdx.x);
   cp_async_commit();
 
   // This thread's rows (half 0: g, half 1: g + 8 of its warp's 16) and the keys each sees; the
@@ -289,16 +209,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
   // Issues S = Q·K(stage)ᵀ (one commit group).
   auto issue_scores = [&](float (&s)[SREGS], u32 k_stage) {
     #pragma unroll
-    for (int ks = 0; ks < QSTEPS; ks++) {
-      const u32 col = (u32)(ks >> 2), within = (u32)(ks & 3) * 32u;
-      wgmma_ss_n${tile.blockK}(s, sw128_desc(q_wg + col * (BQ * 128u) + within, 16), sw128_desc(k_stage + col * (BK * 128u) + within, 16), ks > 0);
-    }
+    for (int ks = 0; ks < QSTEPS; ks++) wgmma_ss_n${tile.blockK}(s, k_major_desc<BQ>(q_wg, ks), k_major_desc<BK>(k_stage, ks), ks > 0);
     wgmma_commit();
   };
   // Issues O += P·V(stage) (one commit group); V read MN-major, its column blocks BK·128 bytes apart.
   auto issue_values = [&](u32 v_stage) {
     #pragma unroll
-    for (int kk = 0; kk < PSTEPS; kk++) wgmma_rs_n${D}(o, p[kk], sw128_desc(v_stage + (u32)kk * 2048u, BK * 128u));
+    for (int kk = 0; kk < PSTEPS; kk++) wgmma_rs_n${D}(o, p[kk], mn_major_desc<BK>(v_stage, kk));
     wgmma_commit();
   };
   // Masks tile j0's scores, moves the running max and sum, turns S into P(j) (16-bit A fragments) and
@@ -332,19 +249,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
       l[half] = l[half] * alpha[half] + sum;
     }
     #pragma unroll
-    for (int kk = 0; kk < PSTEPS; kk++) {
-      pn[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-      pn[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-      pn[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-      pn[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    for (int kk = 0; kk < PSTEPS; kk++) accumulators_to_fragment(pn[kk], s, kk);
   };
 
   if (tiles > 0) {
     cp_async_wait<1>();     // Q and K(0)
     fence_proxy_async();
     __syncthreads();
-    if (tiles > 1) load_tile<BK>(k_s + KV_BYTES, k_head, BK, k_len);
+    if (tiles > 1) load_sw128<BK, D, THREADS>(k_s + KV_BYTES, k_head, BK, k_len, D, threadIdx.x);
     cp_async_commit();
     float s[SREGS];
     wgmma_fence();
@@ -358,8 +270,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
     cp_async_wait<0>();     // K(j) and V(j − 1)
     fence_proxy_async();
     __syncthreads();        // every warpgroup is past tile j − 1: K(j − 1)'s and V(j − 2)'s stages are free
-    if (j + 1 < tiles) load_tile<BK>(k_s + ((j + 1) & 1) * KV_BYTES, k_head, (j + 1) * BK, k_len);
-    load_tile<BK>(v_s + (j & 1) * KV_BYTES, v_head, j * BK, k_len);
+    if (j + 1 < tiles) load_sw128<BK, D, THREADS>(k_s + ((j + 1) & 1) * KV_BYTES, k_head, (j + 1) * BK, k_len, D, threadIdx.x);
+    load_sw128<BK, D, THREADS>(v_s + (j & 1) * KV_BYTES, v_head, j * BK, k_len, D, threadIdx.x);
     cp_async_commit();
 
     float s[SREGS];

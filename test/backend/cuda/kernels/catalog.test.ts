@@ -12,7 +12,7 @@ const nvcc = findNvcc();
 test('the catalog lists every family with unique kernel sources', () => {
   const entries = kernelCatalog();
   const families = new Set(entries.map((e) => e.family));
-  assert.deepEqual([...families].sort(), ['adam', 'attention', 'beam-attention', 'beam-topk', 'cross-entropy', 'decode-advance', 'decode-attention', 'decode-layers', 'dropout', 'elementwise', 'embed-tokens', 'embedding', 'fill-copy', 'flash-backward', 'flash-forward', 'flash-forward-wgmma', 'gated-activation', 'gemm-skinny', 'gemv', 'gemv-int4-mma', 'gemv-int8', 'gemv-mma', 'layernorm', 'permute', 'prefetch-l2', 'qkv-rope-append', 'quant-int4', 'quant-int8', 'random', 'residual-norm', 'sample-tokens', 'softmax', 'sum-squares', 'tanh-activation', 'vocab-shard']);
+  assert.deepEqual([...families].sort(), ['adam', 'attention', 'beam-attention', 'beam-topk', 'cross-entropy', 'decode-advance', 'decode-attention', 'decode-layers', 'dropout', 'elementwise', 'embed-tokens', 'embedding', 'fill-copy', 'flash-backward', 'flash-backward-wgmma', 'flash-forward', 'flash-forward-wgmma', 'gated-activation', 'gemm-skinny', 'gemv', 'gemv-int4-mma', 'gemv-int8', 'gemv-mma', 'layernorm', 'permute', 'prefetch-l2', 'qkv-rope-append', 'quant-int4', 'quant-int8', 'random', 'residual-norm', 'sample-tokens', 'softmax', 'sum-squares', 'tanh-activation', 'vocab-shard']);
   const sources = new Set(entries.map((e) => e.source));
   assert.equal(sources.size, entries.length, 'two catalog entries generate identical source');
   for (const e of entries) assert.match(e.source, new RegExp(`extern "C" __global__ void\\b[^;{]*\\b${e.name}\\(`), `${e.family}: kernel '${e.name}' not defined in its source`);
@@ -28,8 +28,14 @@ test('no kernel tests a constexpr constant with the preprocessor (#if NAME would
   }
 });
 
-test('every catalogued kernel compiles with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 60 * 60_000 }, async () => {
+test('every catalogued kernel compiles with nvcc -arch=sm_90 (sm_90a where it uses wgmma)', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 60 * 60_000 }, async () => {
   const entries = kernelCatalog();
-  const failures = await compileAll(nvcc!, entries.map((e) => ({ name: `${e.family}/${e.name}`, source: e.source })), Math.max(1, Math.min(4, cpus().length)));
+  const failures = await compileAll(nvcc!, entries.map((e) => ({ name: `${e.family}/${e.name}`, source: e.source, ...(e.archSpecific ? { archSpecific: true } : {}) })), Math.max(1, Math.min(4, cpus().length)));
   assert.deepEqual(failures, [], `${failures.length} of ${entries.length} kernels failed to compile:\n${failures.join('\n\n')}`);
+});
+
+test('the wgmma families (and only they) ask for sm_90a', () => {
+  const specific = new Set(kernelCatalog().filter((e) => e.archSpecific).map((e) => e.family));
+  assert.deepEqual([...specific].sort(), ['flash-backward-wgmma', 'flash-forward-wgmma']);
+  for (const e of kernelCatalog()) assert.equal(e.archSpecific === true, /wgmma\.mma_async/.test(e.source), `${e.family}/${e.name}`);
 });
