@@ -56,8 +56,9 @@ fi
 for step in "${steps[@]}"; do
   case $step in
     wgmma) # the wgmma attention forward and backward (session 15): their GPU checks against the CPU, the flash GPU tests through the ops, then bench:attention's main table with SDPA beside it and the wgmma tile sweeps
-           run wgmma-tests 300 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js
-           run attention-bench 330 node dist/bench/attention.js --repeats 5 --no-sweep --no-bwd-sweep --no-extras --json "$out/attention.json" ;;
+           run wgmma-tests 300 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js dist/test/gpu/flash-dropout.test.js
+           run attention-bench 200 node dist/bench/attention.js --repeats 5 --no-sweep --no-bwd-sweep --no-extras --json "$out/attention.json"
+           run long-context 120 node dist/bench/long-context.js --seq-lens 8192,32768 --steps 3 --json "$out/long-context.json" ;;
     wgmma-train) # training with the wgmma attention (session 15): GPT-2 124M and BERT-base against HF eager and torch.compile, HF parity of loss and gradients, the GPU training tests
            run train-bench 300 node dist/bench/train.js --variants bf16 --json "$out/train.json"
            run train-parity 240 node dist/bench/train-parity.js --json "$out/train-parity.json"
@@ -353,6 +354,7 @@ for f in decode-int4 decode-int4-gated; do [ -f "$out/$f.log" ] && { echo "$f:";
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"
 [ -f "$out/serve-eager.log" ] && tail -12 "$out/serve-eager.log"
+[ -f "$out/long-context.log" ] && grep -E '^\|' "$out/long-context.log" | head -12
 [ -f "$out/train-bench.log" ] && grep -E '^\|' "$out/train-bench.log" | head -30
 [ -f "$out/train-parity.log" ] && tail -15 "$out/train-parity.log"
 [ -f "$out/train-tests.log" ] && { grep -E '^# (pass|fail)' "$out/train-tests.log"; grep -E '^not ok' "$out/train-tests.log" | head; }

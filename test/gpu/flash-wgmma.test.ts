@@ -2,14 +2,16 @@
 // reference on an sm_90 GPU: every tile of WGMMA_FORWARD_SWEEP / WGMMA_BACKWARD_SWEEP in bf16 (the
 // defaults also in f16), d = 64 and 128, at shapes that exercise the
 // masks and the pipeline — 300 tokens (a ragged last tile), GQA 2:1, causal with keyLengths, causal
-// MQA with Lq < Lk and a sequence with no keys at all (out = 0, lse = −∞), and 1030 tokens (nine K/V
-// tiles in flight one after another). Outputs are poisoned with NaN first. The public ops
+// MQA with Lq < Lk and a sequence with no keys at all (out = 0, lse = −∞), 1030 tokens (nine K/V
+// tiles in flight one after another), and attention dropout p = 0.1 with rows both off and on the 8-key
+// alignment the shared Philox draws need (the CPU reference drops the same elements). Outputs are poisoned with NaN first. The public ops
 // (flashAttentionForward / Backward, which route dense half-precision d 64/128 here) must give the same
 // answer, the backward bit for bit on a second run (the contract: deterministic).
 // Skips without a GPU, and on a GPU that is not sm_90.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { DropoutArgs } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import type { WgmmaForwardTile } from '../../src/backend/cuda/kernels/flash-forward-wgmma.js';
 import { defaultWgmmaForwardTile, hostRunsWgmma, launchWgmmaForward, WGMMA_FORWARD_SWEEP } from '../../src/backend/cuda/kernels/flash-forward-wgmma.js';
@@ -25,14 +27,21 @@ import type { HostArray } from '../../src/tensor.js';
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
 
-interface Case { name: string; B: number; Hq: number; Hkv: number; Lq: number; Lk: number; causal: boolean; keyLengths?: number[] }
+interface Case { name: string; B: number; Hq: number; Hkv: number; Lq: number; Lk: number; causal: boolean; keyLengths?: number[]; dropout?: number }
 
 const CASES: Case[] = [
   { name: 'GQA 2:1, 300 tokens', B: 2, Hq: 4, Hkv: 2, Lq: 300, Lk: 300, causal: false },
   { name: 'causal, keyLengths [300, 187]', B: 2, Hq: 4, Hkv: 2, Lq: 300, Lk: 300, causal: true, keyLengths: [300, 187] },
   { name: 'causal MQA, Lq 77 < Lk 300, keyLengths [0, 250]', B: 2, Hq: 3, Hkv: 1, Lq: 77, Lk: 300, causal: true, keyLengths: [0, 250] },
   { name: '1030 tokens', B: 1, Hq: 2, Hkv: 2, Lq: 1030, Lk: 1030, causal: false },
+  { name: 'causal, keyLengths [300, 187], dropout 0.1 (rows of 300: one draw per element)', B: 2, Hq: 4, Hkv: 2, Lq: 300, Lk: 300, causal: true, keyLengths: [300, 187], dropout: 0.1 },
+  { name: 'MQA, 512 tokens, dropout 0.1 (rows of 512: shared draws)', B: 1, Hq: 2, Hkv: 1, Lq: 512, Lk: 512, causal: false, dropout: 0.1 },
 ];
+
+/** The case's dropout draw (fresh per seed). */
+function dropoutOf(c: Case, seed: number): { dropout?: DropoutArgs } {
+  return c.dropout ? { dropout: { p: c.dropout, seed: BigInt(seed) + 11n, offset: 96n } } : {};
+}
 
 /** −∞ where both are −∞ (rows with no visible key) becomes a finite sentinel, so the rest compares as usual. */
 function withoutMatchingInfinities(got: HostArray, expected: HostArray): [Float32Array, Float32Array] {
@@ -64,7 +73,7 @@ test('the wgmma forward matches the CPU reference at every swept tile', { skip, 
 
         const cq = cpu.fromArray(host.q, qs, dtype), ck = cpu.fromArray(host.k, kvs, dtype), cv = cpu.fromArray(host.v, kvs, dtype);
         const cOut = cpu.empty(qs, dtype), cLse = cpu.empty(lseShape, 'f32'), cLengths = lengths ? cpu.fromArray(lengths, [c.B], 'i32') : undefined;
-        cpu.flashAttentionForward({ q: cq, k: ck, v: cv, out: cOut, lse: cLse, causal: c.causal, ...(cLengths ? { keyLengths: cLengths } : {}) });
+        cpu.flashAttentionForward({ q: cq, k: ck, v: cv, out: cOut, lse: cLse, causal: c.causal, ...(cLengths ? { keyLengths: cLengths } : {}), ...dropoutOf(c, seed) });
         const expected = { out: cpu.download(cOut), lse: cpu.download(cLse) };
         for (const x of [cq, ck, cv, cOut, cLse, ...(cLengths ? [cLengths] : [])]) cpu.free(x);
 
@@ -87,14 +96,14 @@ test('the wgmma forward matches the CPU reference at every swept tile', { skip, 
           for (const tile of tiles) {
             await t.test(`${dtype} d${d} ${c.name} ${JSON.stringify(tile)}`, () => {
               gpu.fill(g.out, NaN); gpu.fill(g.lse, NaN);
-              launchWgmmaForward(gpu.runtime, new OpCheck('flashAttentionForward', 'cuda'), { ...g, keyLengths },
+              launchWgmmaForward(gpu.runtime, new OpCheck('flashAttentionForward', 'cuda'), { ...g, keyLengths, ...dropoutOf(c, seed) },
                 { B: c.B, Hq: c.Hq, Lq: c.Lq, Lk: c.Lk, d, group: c.Hq / c.Hkv, scale: 1 / Math.sqrt(d), causal: c.causal }, tile);
               verify();
             });
           }
           await t.test(`${dtype} d${d} ${c.name}: the public op`, () => {
             gpu.fill(g.out, NaN); gpu.fill(g.lse, NaN);
-            gpu.flashAttentionForward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}) });
+            gpu.flashAttentionForward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}), ...dropoutOf(c, seed) });
             verify();
           });
         } finally {
@@ -130,7 +139,7 @@ test('the wgmma backward matches the CPU reference at every swept tile', { skip,
         // CPU reference: forward, then the backward from the forward's (rounded) out and lse.
         const cx = { q: cpu.fromArray(host.q, qs, dtype), k: cpu.fromArray(host.k, kvs, dtype), v: cpu.fromArray(host.v, kvs, dtype), dOut: cpu.fromArray(host.dOut, qs, dtype) };
         const cLengths = lengths ? cpu.fromArray(lengths, [c.B], 'i32') : undefined;
-        const masks = { causal: c.causal, ...(cLengths ? { keyLengths: cLengths } : {}) };
+        const masks = { causal: c.causal, ...(cLengths ? { keyLengths: cLengths } : {}), ...dropoutOf(c, seed) };
         const cOut = cpu.empty(qs, dtype), cLse = cpu.empty(lseShape, 'f32');
         cpu.flashAttentionForward({ ...cx, out: cOut, lse: cLse, ...masks });
         const cdq = cpu.empty(qs, dtype), cdk = cpu.empty(kvs, dtype), cdv = cpu.empty(kvs, dtype);
@@ -163,18 +172,18 @@ test('the wgmma backward matches the CPU reference at every swept tile', { skip,
             await t.test(`${dtype} d${d} ${c.name} ${JSON.stringify(tile)}`, () => {
               poison();
               flashAttentionBackwardWgmma(gpu.runtime, new OpCheck('flashAttentionBackward', 'cuda'), {
-                ...g, keyLengths, scale: 1 / Math.sqrt(d), causal: c.causal, B: c.B, Hq: c.Hq, Hkv: c.Hkv, Lq: c.Lq, Lk: c.Lk, d, group: c.Hq / c.Hkv,
+                ...g, keyLengths, scale: 1 / Math.sqrt(d), causal: c.causal, B: c.B, Hq: c.Hq, Hkv: c.Hkv, Lq: c.Lq, Lk: c.Lk, d, group: c.Hq / c.Hkv, ...dropoutOf(c, seed),
               }, tile);
               verify();
             });
           }
           await t.test(`${dtype} d${d} ${c.name}: the public op, twice, bit for bit`, () => {
             poison();
-            gpu.flashAttentionBackward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}) });
+            gpu.flashAttentionBackward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}), ...dropoutOf(c, seed) });
             verify();
             const first = [gpu.download(g.dq), gpu.download(g.dk), gpu.download(g.dv)];
             poison();
-            gpu.flashAttentionBackward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}) });
+            gpu.flashAttentionBackward({ ...g, causal: c.causal, ...(keyLengths ? { keyLengths } : {}), ...dropoutOf(c, seed) });
             gpu.synchronize();
             assert.deepEqual([gpu.download(g.dq), gpu.download(g.dk), gpu.download(g.dv)], first, 'the backward is deterministic');
           });

@@ -81,11 +81,12 @@ export function flashAttentionPath(dtype: FloatDType, headDim: number, scale: nu
 
 /**
  * Whether a tensor-core forward goes to the wgmma kernel (flash-forward-wgmma.ts) instead of mma.sync:
- * an sm_90 GPU, d = 64 or 128, dense sequences without dropout. FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
+ * an sm_90 GPU, d = 64 or 128, dense sequences (with or without dropout). FUSEFORMER_WGMMA_ATTENTION=0
+ * turns it off.
  */
-export function wgmmaForwardApplies(host: KernelHost, dtype: FloatDType, headDim: number, p: { varlen?: unknown; dropout?: DropoutArgs | undefined; paged?: unknown }): boolean {
+export function wgmmaForwardApplies(host: KernelHost, dtype: FloatDType, headDim: number, p: { varlen?: unknown; paged?: unknown }): boolean {
   if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
-  return hostRunsWgmma(host) && wgmmaForwardSupports(dtype, headDim) && p.varlen === undefined && p.paged === undefined && !(p.dropout && p.dropout.p > 0);
+  return hostRunsWgmma(host) && wgmmaForwardSupports(dtype, headDim) && p.varlen === undefined && p.paged === undefined;
 }
 
 export interface AttentionSpec {
@@ -508,7 +509,7 @@ function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void
   const pointers = [devicePtr(check, 'q', q), devicePtr(check, 'k', k), devicePtr(check, 'v', v), devicePtr(check, 'out', out)];
   if (flashAttentionPath(dtype, d, scale, pointers) === 'mma') {
     if (wgmmaForwardApplies(host, dtype, d, p)) {
-      launchWgmmaForward(host, check, { q, k, v, out, lse, keyLengths }, { B, Hq, Lq, Lk, d, group, scale, causal });
+      launchWgmmaForward(host, check, { q, k, v, out, lse, keyLengths, dropout }, { B, Hq, Lq, Lk, d, group, scale, causal });
       return;
     }
     launchFlashForward(host, check, { q, k, v, out, lse, keyLengths, ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}), ...(paged ? { paged } : {}) },

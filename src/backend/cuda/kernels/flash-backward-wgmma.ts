@@ -4,7 +4,9 @@
 // the two GEMM kernels on wgmma instead of mma.sync. Same math (backend.ts; flash-backward.ts's header):
 //   P_ij = 2^(c·q_i·k_j − lse_i·log2 e) (0 when masked), dP = dOut·vᵀ, dS = P ⊙ (dP − D),
 //   dv = Pᵀ·dOut, dk = scale·dSᵀ·q (summed over the group's query heads), dq = scale·dS·k.
-// Dense [B, H, L, d] tensors, d = 64 or 128, f16/bf16, no dropout; flash-backward.ts keeps the rest.
+// Dense [B, H, L, d] tensors, d = 64 or 128, f16/bf16; flash-backward.ts keeps the rest. Attention
+// dropout is flash-backward.ts's (keep flags z redrawn by flash-lib.ts, r = 1/(1 − p)): dv = (P⊙z·r)ᵀ·dOut,
+// dS = P ⊙ (z·r·dP − D).
 // Shared tiles are wgmma-lib.ts's 128-byte-swizzled layout, each read K-major or MN-major as needed.
 //
 //   dK/dV  grid (ceil(Lk / BK), Hkv, B), WGS warpgroups; warpgroup w owns keys j0 + 64w .. + 63 (BK =
@@ -31,7 +33,6 @@
 // Block order: flash-backward.ts's (decode_block: causal sections of heads; dK/dV the first kv tiles
 // first, dQ the last query tiles first).
 
-import type { DropoutArgs } from '../../backend.js';
 import type { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -41,6 +42,7 @@ import { launchBackwardPreprocess } from './flash-backward.js';
 import { flashSectionHeads } from './flash-forward.js';
 import type { HalfDType } from './flash-forward.js';
 import { hostRunsWgmma, WGMMA_HEAD_DIMS } from './flash-forward-wgmma.js';
+import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB } from './flash-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { WGMMA_LIB, wgmmaType, wgmmaWrappers } from './wgmma-lib.js';
@@ -63,6 +65,8 @@ export interface WgmmaBackwardSpec {
   readonly causal: boolean;
   readonly padding: boolean;
   readonly tile: WgmmaBackwardTile;
+  /** Attention dropout, redrawn as the forward drew it (flash-lib.ts). */
+  readonly dropout?: boolean;
 }
 
 /**
@@ -100,15 +104,14 @@ export const WGMMA_BACKWARD_SWEEP: Readonly<Record<number, readonly WgmmaBackwar
   ],
 };
 
-/** Whether the wgmma backward takes this problem: an sm_90 host, d 64/128, dense, no dropout. FUSEFORMER_WGMMA_ATTENTION=0 turns it off. */
-export function wgmmaBackwardApplies(host: KernelHost, dtype: string, headDim: number, p: { varlen?: unknown; dropout?: DropoutArgs | undefined }): dtype is HalfDType {
+/** Whether the wgmma backward takes this problem: an sm_90 host, d 64/128, dense. FUSEFORMER_WGMMA_ATTENTION=0 turns it off. */
+export function wgmmaBackwardApplies(host: KernelHost, dtype: string, headDim: number, p: { varlen?: unknown }): dtype is HalfDType {
   if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
-  return hostRunsWgmma(host) && (dtype === 'bf16' || dtype === 'f16') && WGMMA_HEAD_DIMS.includes(headDim) &&
-    p.varlen === undefined && !(p.dropout && p.dropout.p > 0);
+  return hostRunsWgmma(host) && (dtype === 'bf16' || dtype === 'f16') && WGMMA_HEAD_DIMS.includes(headDim) && p.varlen === undefined;
 }
 
 export function wgmmaBackwardKey(kernel: WgmmaBackwardKernel, s: WgmmaBackwardSpec): string {
-  const masks = `${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}`;
+  const masks = `${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.dropout ? '.dropout' : ''}`;
   return kernel === 'dkdv'
     ? `flash_backward_wgmma_dkdv.${s.dtype}.d${s.headDim}.wg${s.tile.dkdv.warpgroups}.q${s.tile.dkdv.blockQ}${masks}`
     : `flash_backward_wgmma_dq.${s.dtype}.d${s.headDim}.wg${s.tile.dq.warpgroups}.k${s.tile.dq.blockK}${masks}`;
@@ -166,13 +169,15 @@ __device__ __forceinline__ void load_row_floats(u32 dst, const float* __restrict
 
 const PARAMS = 'const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout, ' +
   'const float* __restrict__ delta, const float* __restrict__ lse_log2';
-const SHAPE_PARAMS = 'const int* __restrict__ key_lengths, int q_len, int k_len, int q_heads, int group, float scale, float scale_log2e, int section_heads';
+const SHAPE_PARAMS = 'const int* __restrict__ key_lengths, int q_len, int k_len, int q_heads, int group, float scale, float scale_log2e, int section_heads, ' +
+  ATTENTION_DROPOUT_PARAMS;
 
 function preamble(spec: WgmmaBackwardSpec, values: Record<string, number | boolean>, sharedShared: number, registerShared: number): string {
   return `${DEVICE_LIB}
 ${MMA_LIB}
+${FLASH_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ D: spec.headDim, CAUSAL: spec.causal, PADDING: spec.padding, ...values })}
+${constants({ D: spec.headDim, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false, ...values })}
 constexpr int DSTEPS = D / 16;   // k-steps over d
 ${WGMMA_LIB}
 ${wgmmaWrappers(wgmmaType(spec.dtype), [sharedShared], [registerShared])}
@@ -211,10 +216,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
   const int i_start = CAUSAL ? (max(0, j0 - offset_causal) / BQ) * BQ : 0;
   const int tiles = j0 < key_limit && i_start < q_len ? (q_len - i_start + BQ - 1) / BQ : 0;
   const int iterations = tiles * group;   // (query head of the group, query tile), head-major
+  ${ATTENTION_DROPOUT_OFFSET}
+  [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   auto load_query_tile = [&](int it, int stage) {
-    const int hh = it / tiles, i0 = i_start + (it - hh * tiles) * BQ;
-    const long long rows = ((long long)b * q_heads + kv_head * group + hh) * q_len;
+    const int member = it / tiles, i0 = i_start + (it - member * tiles) * BQ;
+    const long long rows = ((long long)b * q_heads + kv_head * group + member) * q_len;
     load_sw128<BQ, D, THREADS>(q_s + stage * QT_BYTES, q + rows * D, i0, q_len, D, threadIdx.x);
     load_sw128<BQ, D, THREADS>(do_s + stage * QT_BYTES, dout + rows * D, i0, q_len, D, threadIdx.x);
     load_row_floats<BQ>(dd_s + stage * BQ * 4, delta + rows, i0, q_len);
@@ -241,7 +248,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
     __syncthreads();   // tile it landed for every thread; every warpgroup is done with tile it − 1's stage
     if (it + 1 < iterations) load_query_tile(it + 1, stage ^ 1);
     cp_async_commit();
-    const int hh = it / tiles, i0 = i_start + (it - hh * tiles) * BQ;
+    const int member = it / tiles, i0 = i_start + (it - member * tiles) * BQ;
+    [[maybe_unused]] const long long q_rows = ((long long)b * q_heads + kv_head * group + member) * q_len;
     const u32 q_t = q_s + stage * QT_BYTES, do_t = do_s + stage * QT_BYTES;
     const float* dd_t = reinterpret_cast<const float*>(smem_raw + (dd_s - smem_u32(smem_raw)) + stage * BQ * 4);
     const float* l2_t = reinterpret_cast<const float*>(smem_raw + (l2_s - smem_u32(smem_raw)) + stage * BQ * 4);
@@ -260,21 +268,36 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
     hold(st);
     hold(dpt);
 
-    // Pᵀ and dSᵀ in place. Element (n, e): key key0 + 8·(e/2), query i0 + 8n + 2t + e%2.
+    // Pᵀ (times z/(1 − p) with dropout) and dSᵀ in place. Element (n, e): key key0 + 8·(e/2), query
+    // i0 + 8n + 2t + e%2; with dropout, bit 4·(n % 2) + 2·(e % 2) + e/2 of the n-tile pair's keep flags.
     const bool masked = (PADDING && wg_j0 + 64 > key_limit) || (CAUSAL && i0 + offset_causal < wg_j0 + 63);
     #pragma unroll
-    for (int n = 0; n < BQ / 8; n++) {
-      const float2 l2 = *reinterpret_cast<const float2*>(l2_t + 8 * n + 2 * t);
-      const float2 dd = *reinterpret_cast<const float2*>(dd_t + 8 * n + 2 * t);
+    for (int np = 0; np < BQ / 16; np++) {
+      u32 keep = 0xffffffffu;
+      if constexpr (DROPOUT)
+        keep = transposed_keep_bits(seed, offset, threshold, (u64)(q_rows + i0 + 16 * np + 2 * t) * (u64)drop_stride, drop_stride, wg_j0 + 16 * warp, drop_aligned);
       #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float p = exp2_fast(fmaf(st[4 * n + e], scale_log2e, -((e & 1) ? l2.y : l2.x)));
-        if (masked) {
-          const int j = key0 + 8 * (e >> 1), i = i0 + 8 * n + 2 * t + (e & 1);
-          if (j >= visible_keys(i, offset_causal, key_limit)) p = 0.f;
+      for (int nn = 0; nn < 2; nn++) {
+        const int n = 2 * np + nn;
+        const float2 l2 = *reinterpret_cast<const float2*>(l2_t + 8 * n + 2 * t);
+        const float2 dd = *reinterpret_cast<const float2*>(dd_t + 8 * n + 2 * t);
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float p = exp2_fast(fmaf(st[4 * n + e], scale_log2e, -((e & 1) ? l2.y : l2.x)));
+          if (masked) {
+            const int j = key0 + 8 * (e >> 1), i = i0 + 8 * n + 2 * t + (e & 1);
+            if (j >= visible_keys(i, offset_causal, key_limit)) p = 0.f;
+          }
+          const float d_i = (e & 1) ? dd.y : dd.x;
+          if constexpr (DROPOUT) {
+            const bool kept = (keep >> (4 * nn + 2 * (e & 1) + (e >> 1))) & 1u;
+            st[4 * n + e] = kept ? p * keep_scale : 0.f;
+            dpt[4 * n + e] = p * ((kept ? dpt[4 * n + e] * keep_scale : 0.f) - d_i);
+          } else {
+            st[4 * n + e] = p;
+            dpt[4 * n + e] = p * (dpt[4 * n + e] - d_i);
+          }
         }
-        st[4 * n + e] = p;
-        dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? dd.y : dd.x));
       }
     }
     u32 pf[QSTEPS][4], sf[QSTEPS][4];
@@ -350,6 +373,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
   const int key_limit = PADDING ? max(0, min(key_lengths[b], k_len)) : k_len;
   const int offset_causal = k_len - q_len;
   const int kv_tiles = (visible_keys(min(q0 + BQ, q_len) - 1, offset_causal, key_limit) + BK - 1) / BK;
+  ${ATTENTION_DROPOUT_OFFSET}
+  [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   if (kv_tiles > 0) {
     load_sw128<BQ, D, THREADS>(q_s, q + q_off, q0, q_len, D, threadIdx.x);
@@ -403,15 +428,34 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
     hold(s);
     hold(dp);
 
-    // dS = P ⊙ (dP − D) in place of dP. Element (n, e): row row0 + 8·(e/2), key j0 + 8n + 2t + e%2.
+    // dS = P ⊙ (dP − D) in place of dP (dP times z/(1 − p) with dropout). Element (n, e): row
+    // row0 + 8·(e/2), key j0 + 8n + 2t + e%2; with dropout, bit 2·(n % 4) + e % 2 of its row's keep flags.
     const bool masked = j0 + BK > wg_unmasked;
     #pragma unroll
-    for (int n = 0; n < BK / 8; n++) {
+    for (int half = 0; half < 2; half++) {
+      [[maybe_unused]] const u64 e0 = (u64)(rows + row0 + 8 * half) * (u64)drop_stride + (u64)j0;
       #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float p = exp2_fast(fmaf(s[4 * n + e], scale_log2e, -l2[e >> 1]));
-        if (masked && j0 + 8 * n + 2 * t + (e & 1) >= visible[e >> 1]) p = 0.f;
-        dp[4 * n + e] = p * (dp[4 * n + e] - dd[e >> 1]);
+      for (int nb = 0; nb < (BK / 8 + 3) / 4; nb++) {
+        u32 keep = 0xffffffffu;
+        if constexpr (DROPOUT) keep = row_keep_bits(seed, offset, threshold, e0 + 32 * nb, drop_aligned);
+        #pragma unroll
+        for (int sub = 0; sub < 4; sub++) {
+          const int n = 4 * nb + sub;
+          if (n < BK / 8) {
+            #pragma unroll
+            for (int c = 0; c < 2; c++) {
+              const int e = 2 * half + c;
+              float p = exp2_fast(fmaf(s[4 * n + e], scale_log2e, -l2[half]));
+              if (masked && j0 + 8 * n + 2 * t + c >= visible[half]) p = 0.f;
+              if constexpr (DROPOUT) {
+                const bool kept = (keep >> (2 * sub + c)) & 1u;
+                dp[4 * n + e] = p * ((kept ? dp[4 * n + e] * keep_scale : 0.f) - dd[half]);
+              } else {
+                dp[4 * n + e] = p * (dp[4 * n + e] - dd[half]);
+              }
+            }
+          }
+        }
       }
     }
     u32 sf[KSTEPS][4];
@@ -454,7 +498,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
  */
 export function launchWgmmaBackward(host: KernelHost, check: OpCheck, p: FlashBackwardProblem, scratch: { delta: bigint; lseLog2: bigint }, tile?: WgmmaBackwardTile, sectionHeads?: number): void {
   const dtype = p.q.dtype;
-  if (!wgmmaBackwardApplies(host, dtype, p.d, p)) check.fail(`the wgmma backward takes dense f16/bf16 with d = ${WGMMA_HEAD_DIMS.join(' or ')} and no dropout on an sm_90 GPU; got ${dtype} d = ${p.d} on ${host.arch ?? 'an unknown GPU'}`);
+  if (!wgmmaBackwardApplies(host, dtype, p.d, p)) check.fail(`the wgmma backward takes dense f16/bf16 with d = ${WGMMA_HEAD_DIMS.join(' or ')} on an sm_90 GPU; got ${p.varlen ? 'packed ' : ''}${dtype} d = ${p.d} on ${host.arch ?? 'an unknown GPU'}`);
   const chosen = tile ?? defaultWgmmaBackwardTile(p.d);
   const problem = wgmmaBackwardTileProblem(p.d, chosen);
   if (problem) check.fail(problem);
@@ -462,7 +506,8 @@ export function launchWgmmaBackward(host: KernelHost, check: OpCheck, p: FlashBa
     const bytes = wgmmaBackwardSharedBytes(kernel, p.d, chosen);
     if (bytes > host.maxSharedBytesPerBlock) check.fail(`the wgmma backward's ${kernel} tile needs ${bytes} bytes of shared memory; this GPU allows ${host.maxSharedBytesPerBlock}`);
   }
-  const spec: WgmmaBackwardSpec = { dtype, headDim: p.d, causal: p.causal, padding: p.keyLengths !== undefined, tile: chosen };
+  const dropout = p.dropout && p.dropout.p > 0 ? p.dropout : undefined;
+  const spec: WgmmaBackwardSpec = { dtype, headDim: p.d, causal: p.causal, padding: p.keyLengths !== undefined, tile: chosen, ...(dropout ? { dropout: true } : {}) };
   const inputs = [
     arg.ptr(devicePtr(check, 'q', p.q)), arg.ptr(devicePtr(check, 'k', p.k)), arg.ptr(devicePtr(check, 'v', p.v)),
     arg.ptr(devicePtr(check, 'dOut', p.dOut)), arg.ptr(scratch.delta), arg.ptr(scratch.lseLog2),
@@ -470,6 +515,7 @@ export function launchWgmmaBackward(host: KernelHost, check: OpCheck, p: FlashBa
   const shape = (sections: number) => [
     arg.ptr(p.keyLengths ? devicePtr(check, 'keyLengths', p.keyLengths) : 0n),
     arg.i32(p.Lq), arg.i32(p.Lk), arg.i32(p.Hq), arg.i32(p.group), arg.f32(p.scale), arg.f32(p.scale * Math.LOG2E), arg.i32(sections),
+    ...attentionDropoutArgs(dropout, p.Lk),
   ];
   if (p.B * p.Hkv * p.Lk > 0) {
     const kernel = host.kernel(wgmmaBackwardKey('dkdv', spec), () => wgmmaBackwardDkDvSource(spec));
@@ -506,6 +552,11 @@ export function catalog(): KernelSource[] {
         sources.push(wgmmaBackwardDkDvSource(spec), wgmmaBackwardDqSource(spec));
       }
     }
+  }
+  // Attention dropout, both head dimensions.
+  for (const headDim of WGMMA_HEAD_DIMS) {
+    const spec: WgmmaBackwardSpec = { dtype: 'bf16', headDim, causal: headDim === 64, padding: true, dropout: true, tile: defaultWgmmaBackwardTile(headDim) };
+    sources.push(wgmmaBackwardDkDvSource(spec), wgmmaBackwardDqSource(spec));
   }
   // The swept tiles beyond the defaults (bf16, causal with padding), each kernel once per distinct tile.
   for (const headDim of WGMMA_HEAD_DIMS) {

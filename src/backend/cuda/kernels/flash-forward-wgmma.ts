@@ -2,8 +2,10 @@
 // schedule without its producer warps. Same math, masks and outputs as flash-forward.ts (backend.ts's
 // contract): key j is visible to query i when j < n_i = min(Lk, keyLengths[b], causal ? i + Lk − Lq + 1 : Lk);
 // out_i = Σ_j softmax_j(scale · q_i·k_j) v_j, lse_i = ln Σ_j exp(scale · q_i·k_j); no visible key gives
-// out = 0, lse = −∞. Dense [B, H, L, d] tensors, d = 64 or 128, f16/bf16, no dropout; attention.ts sends
-// everything else (packed or paged sequences, dropout, other d, pre-Hopper GPUs) to flash-forward.ts.
+// out = 0, lse = −∞. Dense [B, H, L, d] tensors, d = 64 or 128, f16/bf16; attention.ts sends everything
+// else (packed or paged sequences, other d, pre-Hopper GPUs) to flash-forward.ts. Attention dropout
+// (spec.dropout) is flash-forward.ts's: dropped probabilities zeroed after the row sum, 1/(1 − p) folded
+// into 1/l, the keep flags drawn by flash-lib.ts's row_keep_bits (the accumulator layout is mma.sync's).
 //
 // Why wgmma: mma.sync (flash-forward.ts) tops out near 300 TFLOP/s on the H200 because each warp feeds
 // the tensor cores 16×8×16 at a time from registers it loaded with ldmatrix; a warpgroup's wgmma reads
@@ -40,6 +42,7 @@
 // warpgroup-uniform test, so the wgmma that follow stay converged); keys past Lk are zero-filled.
 // Epilogue: O / l rounded to the dtype, 4-byte stores of each thread's pairs; lse = (m·c + log2 l)·ln 2.
 
+import type { DropoutArgs } from '../../backend.js';
 import type { Tensor } from '../../../tensor.js';
 import type { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
@@ -47,6 +50,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { FlashForwardSizes, HalfDType } from './flash-forward.js';
 import { flashSectionHeads } from './flash-forward.js';
+import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB } from './flash-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { WGMMA_LIB, wgmmaType, wgmmaWrappers } from './wgmma-lib.js';
@@ -67,6 +71,8 @@ export interface WgmmaForwardSpec {
   readonly causal: boolean;
   readonly padding: boolean;
   readonly tile: WgmmaForwardTile;
+  /** Attention dropout drawn in the kernel (flash-lib.ts: the same elements as every other path). */
+  readonly dropout?: boolean;
 }
 
 export const WGMMA_HEAD_DIMS: readonly number[] = [64, 128];
@@ -105,7 +111,7 @@ export function wgmmaForwardSharedBytes(headDim: number, tile: WgmmaForwardTile)
 }
 
 export function wgmmaForwardKey(s: WgmmaForwardSpec): string {
-  return `flash_forward_wgmma.${s.dtype}.d${s.headDim}.wg${s.tile.warpgroups}.k${s.tile.blockK}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}`;
+  return `flash_forward_wgmma.${s.dtype}.d${s.headDim}.wg${s.tile.warpgroups}.k${s.tile.blockK}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.dropout ? '.dropout' : ''}`;
 }
 
 function tileProblem(headDim: number, tile: WgmmaForwardTile): string | null {
@@ -124,8 +130,9 @@ export function wgmmaForwardSource(spec: WgmmaForwardSpec): KernelSource {
   const name = kernelIdentifier(wgmmaForwardKey(spec));
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
+${FLASH_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ D, WGS: tile.warpgroups, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding })}
+${constants({ D, WGS: tile.warpgroups, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false })}
 constexpr int THREADS = 128 * WGS;
 constexpr int BQ = 64 * WGS;               // query rows per block
 constexpr int SREGS = BK / 2;              // S accumulators per thread
@@ -158,7 +165,7 @@ ${wgmmaWrappers(wgmmaType(spec.dtype), [tile.blockK], [D])}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __restrict__ q, const T* __restrict__ k,
     const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ key_lengths,
-    int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads) {
+    int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads, ${ATTENTION_DROPOUT_PARAMS}) {
   extern __shared__ unsigned char smem_raw[];
   const u32 q_s = (smem_u32(smem_raw) + 1023u) & ~1023u;   // [D/64][BQ][64]
   const u32 k_s = q_s + Q_BYTES;                           // [2 stages][D/64][BK][64]
@@ -184,6 +191,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
   const T* __restrict__ v_head = v + kv_offset;
   const int valid = PADDING ? key_lengths[b] : k_len;
   const int tiles = (visible_keys(min(q0 + BQ, q_len) - 1, q_len, k_len, valid) + BK - 1) / BK;
+  ${ATTENTION_DROPOUT_OFFSET}
+  [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   // Two cp.async groups: Q with K(0), then V(0).
   load_sw128<BQ, D, THREADS>(q_s, q + q_offset, q0, q_len, D, threadIdx.x);
@@ -247,6 +256,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
         sum += s[4 * nt + 2 * half] + s[4 * nt + 2 * half + 1];
       }
       l[half] = l[half] * alpha[half] + sum;
+      if constexpr (DROPOUT) {  // after the row sum: lse is the undropped softmax's
+        const u64 e0 = (u64)(row_base + row0 + 8 * half) * (u64)drop_stride + (u64)j0;
+        #pragma unroll
+        for (int nb = 0; nb < (BK / 8 + 3) / 4; nb++) {
+          const u32 bits = row_keep_bits(seed, offset, threshold, e0 + 32 * nb, drop_aligned);
+          #pragma unroll
+          for (int sub = 0; sub < 4; sub++) {
+            if (4 * nb + sub < BK / 8) {
+              if (!((bits >> (2 * sub)) & 1u)) s[4 * (4 * nb + sub) + 2 * half] = 0.f;
+              if (!((bits >> (2 * sub + 1)) & 1u)) s[4 * (4 * nb + sub) + 2 * half + 1] = 0.f;
+            }
+          }
+        }
+      }
     }
     #pragma unroll
     for (int kk = 0; kk < PSTEPS; kk++) accumulators_to_fragment(pn[kk], s, kk);
@@ -318,7 +341,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
   #pragma unroll
   for (int half = 0; half < 2; half++) {
     l[half] = quad_sum(l[half]);
-    inv[half] = l[half] > 0.f ? 1.f / l[half] : 0.f;
+    inv[half] = l[half] > 0.f ? (DROPOUT ? keep_scale : 1.f) / l[half] : 0.f;
   }
   T* __restrict__ out_head = out + q_offset;
   #pragma unroll
@@ -341,6 +364,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
 
 export interface WgmmaForwardTensors {
   q: Tensor; k: Tensor; v: Tensor; out: Tensor; lse: Tensor; keyLengths: Tensor | undefined;
+  /** Attention dropout (p > 0), drawn in the kernel. */
+  dropout?: DropoutArgs | undefined;
 }
 
 /**
@@ -362,7 +387,8 @@ export function launchWgmmaForward(host: KernelHost, check: OpCheck, t: WgmmaFor
   for (const [name, p] of Object.entries(pointers)) {
     if (p % 16n !== 0n) check.fail(`the wgmma forward needs 16-byte aligned tensors; '${name}' is at 0x${p.toString(16)}`);
   }
-  const spec: WgmmaForwardSpec = { dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen };
+  const dropout = t.dropout && t.dropout.p > 0 ? t.dropout : undefined;
+  const spec: WgmmaForwardSpec = { dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen, ...(dropout ? { dropout: true } : {}) };
   const kernel = host.kernel(wgmmaForwardKey(spec), () => wgmmaForwardSource(spec));
   kernel.launch(
     { grid: [Math.ceil(s.Lq / (64 * chosen.warpgroups)), s.Hq, s.B], block: 128 * chosen.warpgroups, sharedBytes },
@@ -371,6 +397,7 @@ export function launchWgmmaForward(host: KernelHost, check: OpCheck, t: WgmmaFor
       arg.ptr(t.keyLengths ? devicePtr(check, 'keyLengths', t.keyLengths) : 0n),
       arg.i32(s.Lq), arg.i32(s.Lk), arg.i32(s.Hq), arg.i32(s.group), arg.f32(s.scale * Math.LOG2E),
       arg.i32(flashSectionHeads(s.causal, false, s.B * s.Hq, s.Lk, s.d, s.group)),
+      ...attentionDropoutArgs(dropout, s.Lk),
     ],
   );
 }
@@ -387,6 +414,8 @@ export function catalog(): KernelSource[] {
       }
     }
   }
+  // Attention dropout, both head dimensions.
+  for (const headDim of WGMMA_HEAD_DIMS) sources.push(wgmmaForwardSource({ dtype: 'bf16', headDim, causal: headDim === 64, padding: true, dropout: true, tile: defaultWgmmaForwardTile(headDim) }));
   // The swept tiles beyond the defaults (bf16, causal with padding: every branch).
   for (const headDim of WGMMA_HEAD_DIMS) {
     for (const tile of WGMMA_FORWARD_SWEEP[headDim]!.slice(1)) sources.push(wgmmaForwardSource({ dtype: 'bf16', headDim, causal: true, padding: true, tile }));

@@ -20,14 +20,12 @@ function tensors(B: number, Hq: number, Hkv: number, Lq: number, Lk: number, d: 
   };
 }
 
-test('routing: dense f16/bf16 d 64/128 without dropout on an sm_90 host takes the wgmma forward', () => {
+test('routing: dense f16/bf16 d 64/128 on an sm_90 host takes the wgmma forward', () => {
   const hopper = new RecordingHost('sm_90');
   assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, {}), true);
   assert.equal(fa.wgmmaForwardApplies(hopper, 'f16', 128, {}), true);
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { dropout: { p: 0, seed: 1n, offset: 0n } }), true);
   assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 96, {}), false);
   assert.equal(fa.wgmmaForwardApplies(hopper, 'f32', 64, {}), false);
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { dropout: { p: 0.1, seed: 1n, offset: 0n } }), false);
   assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {} }), false);
   assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { paged: {} }), false);
   assert.equal(fa.wgmmaForwardApplies(new RecordingHost('sm_80'), 'bf16', 64, {}), false);
@@ -59,9 +57,14 @@ test('flashAttentionForward on sm_90: the wgmma kernel with its grid, shared mem
   assert.match(l.source, /wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.bf16\.bf16/);
   assert.match(l.source, /constexpr bool CAUSAL = true;/);
 
-  // Dropout stays on the mma.sync kernel, as do other head dimensions.
-  fa.flashAttentionForward(host, { ...t, dropout: { p: 0.1, seed: 3n, offset: 0n } });
-  assert.match(host.launches[1]!.key, /^flash_forward\.bf16\.d128\./);
+  // Dropout: the wgmma kernel with the draw's arguments after the shape's; other head dimensions stay on mma.sync.
+  fa.flashAttentionForward(host, { ...t, dropout: { p: 0.1, seed: 3n, offset: 5n } });
+  const dropped = host.launches[1]!;
+  assert.equal(dropped.key, `flash_forward_wgmma.bf16.d128.wg${tile.warpgroups}.k${tile.blockK}.padded.dropout`);
+  assert.deepEqual([argValue(dropped, 12, 'u64'), argValue(dropped, 13, 'u64')], [3n, 5n]);
+  assert.ok(Math.abs((argValue(dropped, 16, 'f32') as number) - 1 / 0.9) < 1e-6);
+  assert.equal(argValue(dropped, 17, 'i64'), 1000n);
+  assert.match(dropped.source, /constexpr bool DROPOUT = true;/);
   const t96 = tensors(1, 2, 2, 64, 64, 96);
   fa.flashAttentionForward(host, { ...t96, keyLengths: undefined });
   assert.match(host.launches[2]!.key, /^flash_forward\.bf16\.d96\./);
