@@ -146,15 +146,6 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 static_assert(BQ == 32 && BK == 32 && THREADS == 128, "a quad of threads per tile row");
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 // Keys [0, n) are visible to query i (0 ≤ i < q_len) of a batch with "valid" keys.
 __device__ __forceinline__ int visible_keys(int i, int q_len, int k_len, int valid) {
   int n = k_len;

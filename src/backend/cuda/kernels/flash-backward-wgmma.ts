@@ -140,22 +140,11 @@ export function wgmmaBackwardTileProblem(headDim: number, tile: WgmmaBackwardTil
 
 // ---- sources ---------------------------------------------------------------------------------------------
 
-/** Device code both kernels share: the mask rule, the launch order, the f32 row loads. */
+/** Device code both kernels share: the mask rule and the f32 row loads (FLASH_LIB has decode_block). */
 const BACKWARD_DEVICE_CODE = String.raw`
 // Keys [0, n) are visible to query i (non-decreasing in i); key_limit = min(Lk, keyLengths[b]).
 __device__ __forceinline__ int visible_keys(int i, int offset_causal, int key_limit) {
   return max(0, CAUSAL ? min(key_limit, i + offset_causal + 1) : key_limit);
-}
-// Block → (tile rank, head) in launch order (flash-backward.ts's decode_block).
-__device__ __forceinline__ void decode_block(int section_heads, int& tile_rank, int& head) {
-  const int tiles = (int)gridDim.x;
-  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
-  const long long per_section = (long long)section_heads * tiles;
-  const long long section = id / per_section, rank = id - section * per_section;
-  const int heads_total = (int)(gridDim.y * gridDim.z);
-  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
-  tile_rank = (int)(rank / in_section);
-  head = (int)(section * section_heads + rank % in_section);
 }
 // Entries [row0, row0 + ROWS) of a per-row f32 array into shared memory, zeros past len.
 template <int ROWS>

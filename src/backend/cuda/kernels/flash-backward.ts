@@ -326,18 +326,6 @@ __device__ __forceinline__ void accumulators_to_a(u32 (&a)[4], const float (&c0)
   a[2] = pack2<T>(c1[0], c1[1]);
   a[3] = pack2<T>(c1[2], c1[3]);
 }
-// Block → (tile rank, head) in launch order (flash-forward.ts's schedule): sections of section_heads
-// heads (gridDim.y·gridDim.z in all), every head's rank-0 tile of a section before its rank-1 tiles.
-__device__ __forceinline__ void decode_block(int section_heads, int& tile_rank, int& head) {
-  const int tiles = (int)gridDim.x;
-  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
-  const long long per_section = (long long)section_heads * tiles;
-  const long long section = id / per_section, rank = id - section * per_section;
-  const int heads_total = (int)(gridDim.y * gridDim.z);
-  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
-  tile_rank = (int)(rank / in_section);
-  head = (int)(section * section_heads + rank % in_section);
-}
 // Sequence b's query and key rows: lengths, and (VARLEN) the first packed row of each.
 struct Sequence { int q_len, k_len, q_start, k_start; };
 __device__ __forceinline__ Sequence sequence_of(int b, int q_len, int k_len, const int* cu_q, const int* cu_k) {

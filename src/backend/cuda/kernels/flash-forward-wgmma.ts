@@ -144,15 +144,6 @@ constexpr u32 KV_BYTES = BK * D * 2;       // one stage of K (or of V)
 constexpr float LN2 = 0.6931471805599453f;
 static_assert(D % 64 == 0 && BK % 16 == 0, "128-byte swizzle blocks of 64 columns; k-steps of 16");
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 __device__ __forceinline__ int visible_keys(int i, int q_len, int k_len, int valid) {
   int n = k_len;
   if (PADDING) n = min(n, valid);
@@ -174,13 +165,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
 
   // Block → (query tile, batch·head): flash-forward.ts's launch order.
   const int q_tiles = (int)gridDim.x;
-  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
-  const long long per_section = (long long)section_heads * q_tiles;
-  const long long section = id / per_section, rank = id - section * per_section;
-  const int heads_total = (int)(gridDim.y * gridDim.z);
-  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
-  const int tile_rank = (int)(rank / in_section);
-  const int head = (int)(section * section_heads + rank % in_section);
+  int tile_rank, head;
+  decode_block(section_heads, tile_rank, head);
   const int b = head / q_heads, h = head - b * q_heads;
   const int q0 = (CAUSAL ? q_tiles - 1 - tile_rank : tile_rank) * BQ;
   const int kv_heads = q_heads / group;

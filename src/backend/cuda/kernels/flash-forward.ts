@@ -224,15 +224,6 @@ constexpr int SNT = BK / 8;               // 8-key n-tiles of S
 constexpr float LN2 = 0.6931471805599453f;
 static_assert(D % 16 == 0 && BK % 16 == 0, "mma k-steps of 16");
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
 // Keys [0, n) are visible to query i of a sequence with "valid" keys (non-decreasing in i).
 __device__ __forceinline__ int visible_keys(int i, int q_len, int k_len, int valid) {
   int n = k_len;
@@ -291,13 +282,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(const T* __restrict__ q, const 
   // section every head's longest tile (causal) before any head's next one, so the short tiles run last
   // (the launcher sizes sections so that their K and V stay in L2; 1 = head-major).
   const int q_tiles = (int)gridDim.x;
-  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
-  const long long per_section = (long long)section_heads * q_tiles;
-  const long long section = id / per_section, rank = id - section * per_section;
-  const int heads_total = (int)(gridDim.y * gridDim.z);
-  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
-  const int tile_rank = (int)(rank / in_section);
-  const int head = (int)(section * section_heads + rank % in_section);
+  int tile_rank, head;
+  decode_block(section_heads, tile_rank, head);
   const int b = head / q_heads, h = head - b * q_heads;
   const int q_tile = CAUSAL ? q_tiles - 1 - tile_rank : tile_rank;   // causal: longest rows first
   const int q0 = q_tile * BQ;

@@ -1,6 +1,6 @@
 // Device code and launch arguments shared by the fused-attention kernels (flash-forward.ts,
-// flash-backward.ts and attention.ts's SIMT kernels): attention dropout drawn from the shared Philox
-// stream, and the kernel parameters of the two optional features (dropout, packed variable-length
+// flash-backward.ts, their wgmma versions and attention.ts's SIMT kernels): quad reductions, the launch
+// order's block decode, attention dropout drawn from the shared Philox stream, and the kernel parameters of the two optional features (dropout, packed variable-length
 // sequences). Kernels include FLASH_LIB after DEVICE_LIB.
 //
 // Dropout (backend.ts's FlashAttentionForwardArgs.dropout). Element (row, key j) of the attention
@@ -35,6 +35,31 @@ import type { Tensor } from '../../../tensor.js';
 import { devicePtr } from './row-kernels.js';
 
 export const FLASH_LIB = String.raw`
+// ---- rows of accumulators and the launch order ---------------------------------------------------------------
+// An mma/wgmma accumulator row is spread over the 4 lanes of a quad: its max and sum take two shuffles.
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+// Block → (tile rank, head) in launch order: sections of section_heads heads (gridDim.y·gridDim.z in
+// all), every head's rank-0 tile of a section before its rank-1 tiles (the launchers size sections so
+// that a section's K and V, or Q and dO, stay in L2; 1 = head-major).
+__device__ __forceinline__ void decode_block(int section_heads, int& tile_rank, int& head) {
+  const int tiles = (int)gridDim.x;
+  const long long id = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+  const long long per_section = (long long)section_heads * tiles;
+  const long long section = id / per_section, rank = id - section * per_section;
+  const int heads_total = (int)(gridDim.y * gridDim.z);
+  const int in_section = (int)min((long long)section_heads, heads_total - section * section_heads);
+  tile_rank = (int)(rank / in_section);
+  head = (int)(section * section_heads + rank % in_section);
+}
+
 // ---- attention dropout ------------------------------------------------------------------------------------
 // Keep flag of element e (one Philox call).
 __device__ __forceinline__ bool attn_keep(u64 seed, u64 offset, u64 e, u32 threshold) {
