@@ -4,14 +4,15 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: wgmma wgmma-train megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: wgmma wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
-# only a few files a call). Next, in priority order (session 14 ran calls 1–9 below, all 30 minutes):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma   # (~8 min) the wgmma attention forward (session 15): GPU checks, bench:attention with SDPA and the wgmma sweep
+# only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-infer megakernel-sweep   # (~9 min) inference through the wgmma attention (its GPU tests and HF parity; never run with it), then session 14's megakernel sweep
+#   (session 15 ran:) wgmma — the wgmma attention's GPU checks, bench:attention with SDPA and the tile sweeps, long-context; wgmma-train — bench:train, check:hf, the training GPU tests
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-sweep   # (~4 min) the decode megakernel's warp-per-chunk consumers (session 14, never run; FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1): their GPU checks, stage traces and decode bench beside the block-per-chunk default and layer by layer
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-trace   # (~2 min) the decode megakernel's stage timeline, its GPU checks, the decode bench with it on and off (what session 14 ran as calls 3–9)
 #   (session 14's calls 2–9 ran:) megakernel / megakernel-trace — the megakernel from its first version to the kept one (docs/perf.md, "The decode megakernel")
@@ -55,8 +56,11 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    wgmma-infer) # inference and serving with the wgmma attention in their prefills (session 15 changed the routing after these last ran): the GPU tests, then HF parity
+           run infer-tests 330 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/bert.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/speculative.test.js dist/test/gpu/beam.test.js
+           run infer-parity 200 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     wgmma) # the wgmma attention forward and backward (session 15): their GPU checks against the CPU, the flash GPU tests through the ops, then bench:attention's main table with SDPA beside it and the wgmma tile sweeps
-           run wgmma-tests 300 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js dist/test/gpu/flash-dropout.test.js
+           run wgmma-tests 420 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js dist/test/gpu/flash-dropout.test.js
            run attention-bench 200 node dist/bench/attention.js --repeats 5 --no-sweep --no-bwd-sweep --no-extras --json "$out/attention.json"
            run long-context 120 node dist/bench/long-context.js --seq-lens 8192,32768 --steps 3 --json "$out/long-context.json" ;;
     wgmma-train) # training with the wgmma attention (session 15): GPT-2 124M and BERT-base against HF eager and torch.compile, HF parity of loss and gradients, the GPU training tests
@@ -354,6 +358,8 @@ for f in decode-int4 decode-int4-gated; do [ -f "$out/$f.log" ] && { echo "$f:";
 [ -f "$out/beam.log" ] && tail -12 "$out/beam.log"
 [ -f "$out/serve.log" ] && tail -20 "$out/serve.log"
 [ -f "$out/serve-eager.log" ] && tail -12 "$out/serve-eager.log"
+[ -f "$out/infer-tests.log" ] && { grep -E '^# (pass|fail)' "$out/infer-tests.log"; grep -E '^not ok' "$out/infer-tests.log" | head; }
+[ -f "$out/infer-parity.log" ] && grep -E 'FAIL|parity' "$out/infer-parity.log" | head
 [ -f "$out/long-context.log" ] && grep -E '^\|' "$out/long-context.log" | head -12
 [ -f "$out/train-bench.log" ] && grep -E '^\|' "$out/train-bench.log" | head -30
 [ -f "$out/train-parity.log" ] && tail -15 "$out/train-parity.log"

@@ -66,8 +66,9 @@ export type FusedAttentionChoice = boolean | 'auto';
  * write and read the L×L scores; the LightSeq path for short sequences, where those GEMMs are cheap.
  * Measured on the H200 (bench/train.ts, bf16, 2026-11-29): GPT-2 16 × 1024 32.9 ms fused against 38.8 ms
  * LightSeq; BERT-base 32 × 256 12.6 against 13.0 ms. Shorter sequences are unmeasured and stay LightSeq.
- * With attention dropout, 'auto' keeps the LightSeq path until the fused op's dropout (drawn inside the
- * kernels) has been checked on a GPU; `true` takes it.
+ * With attention dropout, 'auto' keeps the LightSeq path: the fused op's dropout (drawn inside the
+ * kernels) is exact on the H200 (test/gpu/flash-dropout.test.ts) but its Philox draws hold it to 92–186
+ * TFLOP/s (docs/perf.md), and no training step has compared the two paths with dropout yet; `true` takes it.
  */
 export const FUSED_ATTENTION_MIN_KEYS = 256;
 
