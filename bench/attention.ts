@@ -26,7 +26,7 @@
 //     fp32 and prints relative errors (‖ours − ref‖ / ‖ref‖); pass when out/lse ≤ 1e-2, grads ≤ 2e-2.
 //
 //   node dist/bench/attention.js [--json bench/results/attention.json] [--repeats 10] [--no-torch] [--no-sweep]
-//       [--no-bwd-sweep] [--no-wgmma-sweep] [--no-extras] [--no-check]
+//       [--no-bwd-sweep] [--no-wgmma-sweep] [--no-extras] [--no-check] [--no-main]   (--no-main: skip the main table)
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -392,7 +392,7 @@ async function main(): Promise<void> {
       json: { type: 'string' }, repeats: { type: 'string', default: '10' },
       'no-torch': { type: 'boolean', default: false }, 'no-sweep': { type: 'boolean', default: false }, 'no-check': { type: 'boolean', default: false },
       'no-bwd-sweep': { type: 'boolean', default: false }, 'no-extras': { type: 'boolean', default: false },
-      'no-wgmma-sweep': { type: 'boolean', default: false },
+      'no-wgmma-sweep': { type: 'boolean', default: false }, 'no-main': { type: 'boolean', default: false },
     },
   });
   const repeats = Number(values.repeats);
@@ -425,7 +425,7 @@ async function main(): Promise<void> {
     if (final) process.stdout.write(`\n${text}`);
   };
 
-  for (const [i, s] of shapes().entries()) {
+  for (const [i, s] of (values['no-main'] ? [] : shapes()).entries()) {
     const x = allocate(b, s.B, s.H, s.H, s.L, s.L, s.d, 10 * i);
     const options = { causal: s.causal, ...dropoutOf(s) };
     const forward = () => b.flashAttentionForward({ q: x.q, k: x.k, v: x.v, out: x.out, lse: x.lse, ...options });
@@ -441,7 +441,7 @@ async function main(): Promise<void> {
   }
   write(false);
 
-  if (!values['no-torch']) {
+  if (!values['no-torch'] && !values['no-main']) {
     const parsed = runPython({ mode: 'time', repeats, sampleMs: SAMPLE_MS, shapes: shapes() }) as
       { torch: string; results: Record<string, Record<string, number | null>> } | null;
     if (parsed) {

@@ -57,7 +57,7 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { flashForwardSupports, launchFlashForward, pagedSequenceArgs } from './flash-forward.js';
-import { hostRunsWgmma, launchWgmmaForward, wgmmaForwardSupports } from './flash-forward-wgmma.js';
+import { hostRunsWgmma, launchWgmmaForward, wgmmaForwardSupports, wgmmaVarlenEnabled } from './flash-forward-wgmma.js';
 import { flashAttentionBackwardTensorCore, flashBackwardApplies } from './flash-backward.js';
 import { flashAttentionBackwardWgmma, wgmmaBackwardApplies } from './flash-backward-wgmma.js';
 import type { VarlenLayout } from './flash-lib.js';
@@ -81,12 +81,12 @@ export function flashAttentionPath(dtype: FloatDType, headDim: number, scale: nu
 
 /**
  * Whether a tensor-core forward goes to the wgmma kernel (flash-forward-wgmma.ts) instead of mma.sync:
- * an sm_90 GPU, d = 64 or 128, dense sequences (with or without dropout). FUSEFORMER_WGMMA_ATTENTION=0
- * turns it off.
+ * an sm_90 GPU, d = 64 or 128, dense sequences (with or without dropout); packed sequences only with
+ * FUSEFORMER_WGMMA_VARLEN=1 (wgmmaVarlenEnabled). FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
  */
 export function wgmmaForwardApplies(host: KernelHost, dtype: FloatDType, headDim: number, p: { varlen?: unknown; paged?: unknown }): boolean {
   if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
-  return hostRunsWgmma(host) && wgmmaForwardSupports(dtype, headDim) && p.varlen === undefined && p.paged === undefined;
+  return hostRunsWgmma(host) && wgmmaForwardSupports(dtype, headDim) && p.paged === undefined && (p.varlen === undefined || wgmmaVarlenEnabled());
 }
 
 export interface AttentionSpec {
@@ -500,7 +500,7 @@ function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void
   const pointers = [devicePtr(check, 'q', q), devicePtr(check, 'k', k), devicePtr(check, 'v', v), devicePtr(check, 'out', out)];
   if (flashAttentionPath(dtype, d, scale, pointers) === 'mma') {
     if (wgmmaForwardApplies(host, dtype, d, p)) {
-      launchWgmmaForward(host, check, { q, k, v, out, lse, keyLengths, dropout }, { B, Hq, Lq, Lk, d, group, scale, causal });
+      launchWgmmaForward(host, check, { q, k, v, out, lse, keyLengths, dropout, varlen }, { B, Hq, Lq, Lk, d, group, scale, causal });
       return;
     }
     launchFlashForward(host, check, { q, k, v, out, lse, keyLengths, ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}), ...(paged ? { paged } : {}) },

@@ -4,7 +4,8 @@
 // the two GEMM kernels on wgmma instead of mma.sync. Same math (backend.ts; flash-backward.ts's header):
 //   P_ij = 2^(c·q_i·k_j − lse_i·log2 e) (0 when masked), dP = dOut·vᵀ, dS = P ⊙ (dP − D),
 //   dv = Pᵀ·dOut, dk = scale·dSᵀ·q (summed over the group's query heads), dq = scale·dS·k.
-// Dense [B, H, L, d] tensors, d = 64 or 128, f16/bf16; flash-backward.ts keeps the rest. Attention
+// [B, H, L, d] tensors or packed sequences (varlen: flash-backward.ts's layout), d = 64 or 128, f16/bf16;
+// flash-backward.ts keeps the rest. Attention
 // dropout is flash-backward.ts's (keep flags z redrawn by flash-lib.ts, r = 1/(1 − p)): dv = (P⊙z·r)ᵀ·dOut,
 // dS = P ⊙ (z·r·dP − D).
 // Shared tiles are wgmma-lib.ts's 128-byte-swizzled layout, each read K-major or MN-major as needed.
@@ -38,11 +39,11 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { FlashBackwardProblem } from './flash-backward.js';
-import { launchBackwardPreprocess } from './flash-backward.js';
+import { launchBackwardPreprocess, SEQUENCE_DEVICE_CODE } from './flash-backward.js';
 import { flashSectionHeads } from './flash-forward.js';
 import type { HalfDType } from './flash-forward.js';
-import { hostRunsWgmma, WGMMA_HEAD_DIMS } from './flash-forward-wgmma.js';
-import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB } from './flash-lib.js';
+import { hostRunsWgmma, WGMMA_HEAD_DIMS, wgmmaVarlenEnabled } from './flash-forward-wgmma.js';
+import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { WGMMA_LIB, wgmmaType, wgmmaWrappers } from './wgmma-lib.js';
@@ -67,6 +68,8 @@ export interface WgmmaBackwardSpec {
   readonly tile: WgmmaBackwardTile;
   /** Attention dropout, redrawn as the forward drew it (flash-lib.ts). */
   readonly dropout?: boolean;
+  /** Packed variable-length sequences (flash-backward.ts's layout). */
+  readonly varlen?: boolean;
 }
 
 /**
@@ -104,14 +107,17 @@ export const WGMMA_BACKWARD_SWEEP: Readonly<Record<number, readonly WgmmaBackwar
   ],
 };
 
-/** Whether the wgmma backward takes this problem: an sm_90 host, d 64/128, dense. FUSEFORMER_WGMMA_ATTENTION=0 turns it off. */
+/**
+ * Whether the wgmma backward takes this problem: an sm_90 host, d 64/128, dense (packed sequences with
+ * FUSEFORMER_WGMMA_VARLEN=1). FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
+ */
 export function wgmmaBackwardApplies(host: KernelHost, dtype: string, headDim: number, p: { varlen?: unknown }): dtype is HalfDType {
   if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
-  return hostRunsWgmma(host) && (dtype === 'bf16' || dtype === 'f16') && WGMMA_HEAD_DIMS.includes(headDim) && p.varlen === undefined;
+  return hostRunsWgmma(host) && (dtype === 'bf16' || dtype === 'f16') && WGMMA_HEAD_DIMS.includes(headDim) && (p.varlen === undefined || wgmmaVarlenEnabled());
 }
 
 export function wgmmaBackwardKey(kernel: WgmmaBackwardKernel, s: WgmmaBackwardSpec): string {
-  const masks = `${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.dropout ? '.dropout' : ''}`;
+  const masks = `${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
   return kernel === 'dkdv'
     ? `flash_backward_wgmma_dkdv.${s.dtype}.d${s.headDim}.wg${s.tile.dkdv.warpgroups}.q${s.tile.dkdv.blockQ}${masks}`
     : `flash_backward_wgmma_dq.${s.dtype}.d${s.headDim}.wg${s.tile.dq.warpgroups}.k${s.tile.dq.blockK}${masks}`;
@@ -159,14 +165,15 @@ __device__ __forceinline__ void load_row_floats(u32 dst, const float* __restrict
 const PARAMS = 'const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ dout, ' +
   'const float* __restrict__ delta, const float* __restrict__ lse_log2';
 const SHAPE_PARAMS = 'const int* __restrict__ key_lengths, int q_len, int k_len, int q_heads, int group, float scale, float scale_log2e, int section_heads, ' +
-  ATTENTION_DROPOUT_PARAMS;
+  `${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}`;
 
 function preamble(spec: WgmmaBackwardSpec, values: Record<string, number | boolean>, sharedShared: number, registerShared: number): string {
   return `${DEVICE_LIB}
 ${MMA_LIB}
 ${FLASH_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ D: spec.headDim, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false, ...values })}
+${constants({ D: spec.headDim, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false, ...values })}
+${SEQUENCE_DEVICE_CODE}
 constexpr int DSTEPS = D / 16;   // k-steps over d
 ${WGMMA_LIB}
 ${wgmmaWrappers(wgmmaType(spec.dtype), [sharedShared], [registerShared])}
@@ -199,26 +206,29 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
   const int kv_heads = q_heads / group;
   const int b = head / kv_heads, kv_head = head - b * kv_heads;
   const int j0 = tile_rank * BK, wg_j0 = j0 + 64 * wg;
-  const long long kv_off = ((long long)b * kv_heads + kv_head) * k_len * D;
-  const int key_limit = PADDING ? max(0, min(key_lengths[b], k_len)) : k_len;
-  const int offset_causal = k_len - q_len;   // causal: query i sees keys j <= i + offset_causal
+  const Sequence seq = sequence_of(b, q_len, k_len, cu_seqlens_q, cu_seqlens_k);
+  if (VARLEN && j0 >= seq.k_len) return;   // the whole block: no keys of this sequence here
+  const int q_stride = VARLEN ? q_heads * D : D, kv_stride = VARLEN ? kv_heads * D : D;
+  const long long kv_off = kv_rows_offset(seq, b, kv_head, kv_heads);
+  const int key_limit = PADDING ? max(0, min(key_lengths[b], seq.k_len)) : seq.k_len;
+  const int offset_causal = seq.k_len - seq.q_len;   // causal: query i sees keys j <= i + offset_causal
   const int i_start = CAUSAL ? (max(0, j0 - offset_causal) / BQ) * BQ : 0;
-  const int tiles = j0 < key_limit && i_start < q_len ? (q_len - i_start + BQ - 1) / BQ : 0;
+  const int tiles = j0 < key_limit && i_start < seq.q_len ? (seq.q_len - i_start + BQ - 1) / BQ : 0;
   const int iterations = tiles * group;   // (query head of the group, query tile), head-major
   ${ATTENTION_DROPOUT_OFFSET}
   [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   auto load_query_tile = [&](int it, int stage) {
-    const int member = it / tiles, i0 = i_start + (it - member * tiles) * BQ;
-    const long long rows = ((long long)b * q_heads + kv_head * group + member) * q_len;
-    load_sw128<BQ, D, THREADS>(q_s + stage * QT_BYTES, q + rows * D, i0, q_len, D, threadIdx.x);
-    load_sw128<BQ, D, THREADS>(do_s + stage * QT_BYTES, dout + rows * D, i0, q_len, D, threadIdx.x);
-    load_row_floats<BQ>(dd_s + stage * BQ * 4, delta + rows, i0, q_len);
-    load_row_floats<BQ>(l2_s + stage * BQ * 4, lse_log2 + rows, i0, q_len);
+    const int member = it / tiles, i0 = i_start + (it - member * tiles) * BQ, hq = kv_head * group + member;
+    const long long rows = row_index_base(seq, b, hq, q_heads, total_q), q_off = q_rows_offset(seq, b, hq, q_heads);
+    load_sw128<BQ, D, THREADS>(q_s + stage * QT_BYTES, q + q_off, i0, seq.q_len, q_stride, threadIdx.x);
+    load_sw128<BQ, D, THREADS>(do_s + stage * QT_BYTES, dout + q_off, i0, seq.q_len, q_stride, threadIdx.x);
+    load_row_floats<BQ>(dd_s + stage * BQ * 4, delta + rows, i0, seq.q_len);
+    load_row_floats<BQ>(l2_s + stage * BQ * 4, lse_log2 + rows, i0, seq.q_len);
   };
   if (iterations > 0) {
-    load_sw128<BK, D, THREADS>(k_s, k + kv_off, j0, k_len, D, threadIdx.x);
-    load_sw128<BK, D, THREADS>(v_s, v + kv_off, j0, k_len, D, threadIdx.x);
+    load_sw128<BK, D, THREADS>(k_s, k + kv_off, j0, seq.k_len, kv_stride, threadIdx.x);
+    load_sw128<BK, D, THREADS>(v_s, v + kv_off, j0, seq.k_len, kv_stride, threadIdx.x);
     load_query_tile(0, 0);
   }
   cp_async_commit();
@@ -238,7 +248,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
     if (it + 1 < iterations) load_query_tile(it + 1, stage ^ 1);
     cp_async_commit();
     const int member = it / tiles, i0 = i_start + (it - member * tiles) * BQ;
-    [[maybe_unused]] const long long q_rows = ((long long)b * q_heads + kv_head * group + member) * q_len;
+    [[maybe_unused]] const long long q_rows = row_index_base(seq, b, kv_head * group + member, q_heads, total_q);
     const u32 q_t = q_s + stage * QT_BYTES, do_t = do_s + stage * QT_BYTES;
     const float* dd_t = reinterpret_cast<const float*>(smem_raw + (dd_s - smem_u32(smem_raw)) + stage * BQ * 4);
     const float* l2_t = reinterpret_cast<const float*>(smem_raw + (l2_s - smem_u32(smem_raw)) + stage * BQ * 4);
@@ -317,9 +327,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
   #pragma unroll
   for (int half = 0; half < 2; half++) {
     const int j = key0 + 8 * half;
-    if (j < k_len) {
-      T* __restrict__ dk_row = dk + kv_off + (long long)j * D;
-      T* __restrict__ dv_row = dv + kv_off + (long long)j * D;
+    if (j < seq.k_len) {
+      T* __restrict__ dk_row = dk + kv_off + (long long)j * kv_stride;
+      T* __restrict__ dv_row = dv + kv_off + (long long)j * kv_stride;
       #pragma unroll
       for (int n = 0; n < D / 8; n++) {
         *reinterpret_cast<u32*>(dk_row + 8 * n + 2 * t) = pack2<T>(scale * dk_acc[4 * n + 2 * half], scale * dk_acc[4 * n + 2 * half + 1]);
@@ -356,20 +366,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
   const int b = head / q_heads, h = head - b * q_heads;
   const int q0 = (CAUSAL ? (int)gridDim.x - 1 - tile_rank : tile_rank) * BQ;   // causal: the longest rows first
   const int kv_heads = q_heads / group;
-  const long long rows = ((long long)b * q_heads + h) * q_len;
-  const long long q_off = rows * D;
-  const long long kv_off = ((long long)b * kv_heads + h / group) * k_len * D;
-  const int key_limit = PADDING ? max(0, min(key_lengths[b], k_len)) : k_len;
-  const int offset_causal = k_len - q_len;
-  const int kv_tiles = (visible_keys(min(q0 + BQ, q_len) - 1, offset_causal, key_limit) + BK - 1) / BK;
+  const Sequence seq = sequence_of(b, q_len, k_len, cu_seqlens_q, cu_seqlens_k);
+  if (VARLEN && q0 >= seq.q_len) return;   // the whole block
+  const int q_stride = VARLEN ? q_heads * D : D, kv_stride = VARLEN ? kv_heads * D : D;
+  const long long rows = row_index_base(seq, b, h, q_heads, total_q);
+  const long long q_off = q_rows_offset(seq, b, h, q_heads);
+  const long long kv_off = kv_rows_offset(seq, b, h / group, kv_heads);
+  const int key_limit = PADDING ? max(0, min(key_lengths[b], seq.k_len)) : seq.k_len;
+  const int offset_causal = seq.k_len - seq.q_len;
+  const int kv_tiles = (visible_keys(min(q0 + BQ, seq.q_len) - 1, offset_causal, key_limit) + BK - 1) / BK;
   ${ATTENTION_DROPOUT_OFFSET}
   [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   if (kv_tiles > 0) {
-    load_sw128<BQ, D, THREADS>(q_s, q + q_off, q0, q_len, D, threadIdx.x);
-    load_sw128<BQ, D, THREADS>(do_s, dout + q_off, q0, q_len, D, threadIdx.x);
-    load_sw128<BK, D, THREADS>(k_s, k + kv_off, 0, k_len, D, threadIdx.x);
-    load_sw128<BK, D, THREADS>(v_s, v + kv_off, 0, k_len, D, threadIdx.x);
+    load_sw128<BQ, D, THREADS>(q_s, q + q_off, q0, seq.q_len, q_stride, threadIdx.x);
+    load_sw128<BQ, D, THREADS>(do_s, dout + q_off, q0, seq.q_len, q_stride, threadIdx.x);
+    load_sw128<BK, D, THREADS>(k_s, k + kv_off, 0, seq.k_len, kv_stride, threadIdx.x);
+    load_sw128<BK, D, THREADS>(v_s, v + kv_off, 0, seq.k_len, kv_stride, threadIdx.x);
   }
   cp_async_commit();
 
@@ -381,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
   #pragma unroll
   for (int half = 0; half < 2; half++) {
     const int row = row0 + 8 * half;
-    const bool in = row < q_len;
+    const bool in = row < seq.q_len;
     dd[half] = in ? delta[rows + row] : 0.f;
     l2[half] = in ? lse_log2[rows + row] : 0.f;
     visible[half] = visible_keys(row, offset_causal, key_limit);
@@ -398,8 +411,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
     fence_proxy_async();
     __syncthreads();   // tile jt landed for every thread; every warpgroup is done with tile jt − 1's stage
     if (jt + 1 < kv_tiles) {
-      load_sw128<BK, D, THREADS>(k_s + (stage ^ 1) * KV_BYTES, k + kv_off, j0 + BK, k_len, D, threadIdx.x);
-      load_sw128<BK, D, THREADS>(v_s + (stage ^ 1) * KV_BYTES, v + kv_off, j0 + BK, k_len, D, threadIdx.x);
+      load_sw128<BK, D, THREADS>(k_s + (stage ^ 1) * KV_BYTES, k + kv_off, j0 + BK, seq.k_len, kv_stride, threadIdx.x);
+      load_sw128<BK, D, THREADS>(v_s + (stage ^ 1) * KV_BYTES, v + kv_off, j0 + BK, seq.k_len, kv_stride, threadIdx.x);
     }
     cp_async_commit();
     const u32 k_t = k_s + stage * KV_BYTES, v_t = v_s + stage * KV_BYTES;
@@ -465,8 +478,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
   #pragma unroll
   for (int half = 0; half < 2; half++) {
     const int row = row0 + 8 * half;
-    if (row < q_len) {
-      T* __restrict__ dq_row = dq + q_off + (long long)row * D;
+    if (row < seq.q_len) {
+      T* __restrict__ dq_row = dq + q_off + (long long)row * q_stride;
       #pragma unroll
       for (int n = 0; n < D / 8; n++) {
         *reinterpret_cast<u32*>(dq_row + 8 * n + 2 * t) = pack2<T>(scale * dq_acc[4 * n + 2 * half], scale * dq_acc[4 * n + 2 * half + 1]);
@@ -496,15 +509,19 @@ export function launchWgmmaBackward(host: KernelHost, check: OpCheck, p: FlashBa
     if (bytes > host.maxSharedBytesPerBlock) check.fail(`the wgmma backward's ${kernel} tile needs ${bytes} bytes of shared memory; this GPU allows ${host.maxSharedBytesPerBlock}`);
   }
   const dropout = p.dropout && p.dropout.p > 0 ? p.dropout : undefined;
-  const spec: WgmmaBackwardSpec = { dtype, headDim: p.d, causal: p.causal, padding: p.keyLengths !== undefined, tile: chosen, ...(dropout ? { dropout: true } : {}) };
+  const varlen = p.varlen !== undefined;
+  const spec: WgmmaBackwardSpec = {
+    dtype, headDim: p.d, causal: p.causal, padding: p.keyLengths !== undefined, tile: chosen, ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+  };
   const inputs = [
     arg.ptr(devicePtr(check, 'q', p.q)), arg.ptr(devicePtr(check, 'k', p.k)), arg.ptr(devicePtr(check, 'v', p.v)),
     arg.ptr(devicePtr(check, 'dOut', p.dOut)), arg.ptr(scratch.delta), arg.ptr(scratch.lseLog2),
   ];
   const shape = (sections: number) => [
     arg.ptr(p.keyLengths ? devicePtr(check, 'keyLengths', p.keyLengths) : 0n),
-    arg.i32(p.Lq), arg.i32(p.Lk), arg.i32(p.Hq), arg.i32(p.group), arg.f32(p.scale), arg.f32(p.scale * Math.LOG2E), arg.i32(sections),
-    ...attentionDropoutArgs(dropout, p.Lk),
+    arg.i32(p.Lq), arg.i32(p.Lk), arg.i32(p.Hq), arg.i32(p.group), arg.f32(p.scale), arg.f32(p.scale * Math.LOG2E), arg.i32(varlen ? 1 : sections),
+    ...varlenArgs(check, p.varlen),
+    ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(p.Lk) : p.Lk),
   ];
   if (p.B * p.Hkv * p.Lk > 0) {
     const kernel = host.kernel(wgmmaBackwardKey('dkdv', spec), () => wgmmaBackwardDkDvSource(spec));
@@ -542,11 +559,13 @@ export function catalog(): KernelSource[] {
       }
     }
   }
-  // Attention dropout, both head dimensions.
-  for (const headDim of WGMMA_HEAD_DIMS) {
-    const spec: WgmmaBackwardSpec = { dtype: 'bf16', headDim, causal: headDim === 64, padding: true, dropout: true, tile: defaultWgmmaBackwardTile(headDim) };
-    sources.push(wgmmaBackwardDkDvSource(spec), wgmmaBackwardDqSource(spec));
-  }
+  // Attention dropout, both head dimensions; packed sequences.
+  const extras: WgmmaBackwardSpec[] = [
+    ...WGMMA_HEAD_DIMS.map((headDim): WgmmaBackwardSpec => ({ dtype: 'bf16', headDim, causal: headDim === 64, padding: true, dropout: true, tile: defaultWgmmaBackwardTile(headDim) })),
+    { dtype: 'bf16', headDim: 64, causal: true, padding: false, varlen: true, tile: defaultWgmmaBackwardTile(64) },
+    { dtype: 'f16', headDim: 128, causal: false, padding: false, varlen: true, dropout: true, tile: defaultWgmmaBackwardTile(128) },
+  ];
+  for (const spec of extras) sources.push(wgmmaBackwardDkDvSource(spec), wgmmaBackwardDqSource(spec));
   // The swept tiles beyond the defaults (bf16, causal with padding), each kernel once per distinct tile.
   for (const headDim of WGMMA_HEAD_DIMS) {
     const base = defaultWgmmaBackwardTile(headDim);

@@ -263,6 +263,34 @@ ${tiles ? MMA_LIB + FLASH_LIB + TILE_DEVICE_CODE : ''}`;
 }
 
 /**
+ * Sequence b's rows in the dense [B, H, L, D] or packed [total, H, D] (VARLEN) layout: lengths, element
+ * offsets of a head's row 0, the per-row index (lse, D, dropout rows). Needs the constants D and VARLEN;
+ * shared with flash-backward-wgmma.ts.
+ */
+export const SEQUENCE_DEVICE_CODE = String.raw`// Sequence b's query and key rows: lengths, and (VARLEN) the first packed row of each.
+struct Sequence { int q_len, k_len, q_start, k_start; };
+__device__ __forceinline__ Sequence sequence_of(int b, int q_len, int k_len, const int* cu_q, const int* cu_k) {
+  if constexpr (VARLEN) {
+    const int qs = cu_q[b], ks = cu_k[b];
+    return { max(0, cu_q[b + 1] - qs), max(0, cu_k[b + 1] - ks), qs, ks };
+  } else {
+    return { q_len, k_len, 0, 0 };
+  }
+}
+// Element offset of row 0 of query head hq's [len, D] rows (or of kv head hk's), its row stride, and
+// the per-row index (lse, D, dropout rows) of query head hq's row 0.
+__device__ __forceinline__ long long q_rows_offset(const Sequence& s, int b, int hq, int q_heads) {
+  return VARLEN ? ((long long)s.q_start * q_heads + hq) * D : ((long long)b * q_heads + hq) * s.q_len * D;
+}
+__device__ __forceinline__ long long kv_rows_offset(const Sequence& s, int b, int hk, int kv_heads) {
+  return VARLEN ? ((long long)s.k_start * kv_heads + hk) * D : ((long long)b * kv_heads + hk) * s.k_len * D;
+}
+__device__ __forceinline__ long long row_index_base(const Sequence& s, int b, int hq, int q_heads, int total_q) {
+  return VARLEN ? (long long)hq * total_q + s.q_start : ((long long)b * q_heads + hq) * s.q_len;
+}
+`;
+
+/**
  * Shared tiles of rows [row0, row0 + ROWS) of a [len, D] matrix with row stride "stride" elements
  * in global memory; shared row stride SD = D + 8 elements, so the 8 rows of an ldmatrix phase (or of
  * a warp's accumulator stores) hit 8 distinct bank groups for every D (2·SD bytes is an odd multiple
@@ -326,28 +354,7 @@ __device__ __forceinline__ void accumulators_to_a(u32 (&a)[4], const float (&c0)
   a[2] = pack2<T>(c1[0], c1[1]);
   a[3] = pack2<T>(c1[2], c1[3]);
 }
-// Sequence b's query and key rows: lengths, and (VARLEN) the first packed row of each.
-struct Sequence { int q_len, k_len, q_start, k_start; };
-__device__ __forceinline__ Sequence sequence_of(int b, int q_len, int k_len, const int* cu_q, const int* cu_k) {
-  if constexpr (VARLEN) {
-    const int qs = cu_q[b], ks = cu_k[b];
-    return { max(0, cu_q[b + 1] - qs), max(0, cu_k[b + 1] - ks), qs, ks };
-  } else {
-    return { q_len, k_len, 0, 0 };
-  }
-}
-// Element offset of row 0 of query head hq's [len, D] rows (or of kv head hk's), its row stride, and
-// the per-row index (lse, D, dropout rows) of query head hq's row 0.
-__device__ __forceinline__ long long q_rows_offset(const Sequence& s, int b, int hq, int q_heads) {
-  return VARLEN ? ((long long)s.q_start * q_heads + hq) * D : ((long long)b * q_heads + hq) * s.q_len * D;
-}
-__device__ __forceinline__ long long kv_rows_offset(const Sequence& s, int b, int hk, int kv_heads) {
-  return VARLEN ? ((long long)s.k_start * kv_heads + hk) * D : ((long long)b * kv_heads + hk) * s.k_len * D;
-}
-__device__ __forceinline__ long long row_index_base(const Sequence& s, int b, int hq, int q_heads, int total_q) {
-  return VARLEN ? (long long)hq * total_q + s.q_start : ((long long)b * q_heads + hq) * s.q_len;
-}
-`;
+${SEQUENCE_DEVICE_CODE}`;
 
 export function flashBackwardPreprocessSource(spec: FlashBackwardSpec): KernelSource {
   const name = kernelIdentifier(flashBackwardKey('preprocess', spec));

@@ -2,8 +2,9 @@
 // schedule without its producer warps. Same math, masks and outputs as flash-forward.ts (backend.ts's
 // contract): key j is visible to query i when j < n_i = min(Lk, keyLengths[b], causal ? i + Lk − Lq + 1 : Lk);
 // out_i = Σ_j softmax_j(scale · q_i·k_j) v_j, lse_i = ln Σ_j exp(scale · q_i·k_j); no visible key gives
-// out = 0, lse = −∞. Dense [B, H, L, d] tensors, d = 64 or 128, f16/bf16; attention.ts sends everything
-// else (packed or paged sequences, other d, pre-Hopper GPUs) to flash-forward.ts. Attention dropout
+// out = 0, lse = −∞. [B, H, L, d] tensors or packed sequences (spec.varlen: flash-forward.ts's layout),
+// d = 64 or 128, f16/bf16; attention.ts sends everything else (paged keys, other d, pre-Hopper GPUs) to
+// flash-forward.ts. Attention dropout
 // (spec.dropout) is flash-forward.ts's: dropped probabilities zeroed after the row sum, 1/(1 − p) folded
 // into 1/l, the keep flags drawn by flash-lib.ts's row_keep_bits (the accumulator layout is mma.sync's).
 //
@@ -50,7 +51,8 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { FlashForwardSizes, HalfDType } from './flash-forward.js';
 import { flashSectionHeads } from './flash-forward.js';
-import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB } from './flash-lib.js';
+import type { VarlenLayout } from './flash-lib.js';
+import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { WGMMA_LIB, wgmmaType, wgmmaWrappers } from './wgmma-lib.js';
@@ -73,6 +75,8 @@ export interface WgmmaForwardSpec {
   readonly tile: WgmmaForwardTile;
   /** Attention dropout drawn in the kernel (flash-lib.ts: the same elements as every other path). */
   readonly dropout?: boolean;
+  /** Packed variable-length sequences ([total, H, d], cuSeqlens). */
+  readonly varlen?: boolean;
 }
 
 export const WGMMA_HEAD_DIMS: readonly number[] = [64, 128];
@@ -100,6 +104,14 @@ export function wgmmaForwardSupports(dtype: string, headDim: number): dtype is H
   return (dtype === 'bf16' || dtype === 'f16') && WGMMA_HEAD_DIMS.includes(headDim);
 }
 
+/**
+ * Packed sequences (varlen) on the wgmma kernels: opt-in with FUSEFORMER_WGMMA_VARLEN=1 until their GPU
+ * checks have run (bench/gpu-pending.sh wgmma-varlen); otherwise they stay on the mma.sync kernels.
+ */
+export function wgmmaVarlenEnabled(): boolean {
+  return process.env['FUSEFORMER_WGMMA_VARLEN'] === '1';
+}
+
 /** Whether `host` runs sm_90a code (wgmma exists only on compute capability 9.0 exactly). */
 export function hostRunsWgmma(host: KernelHost): boolean {
   return host.arch === 'sm_90';
@@ -111,7 +123,7 @@ export function wgmmaForwardSharedBytes(headDim: number, tile: WgmmaForwardTile)
 }
 
 export function wgmmaForwardKey(s: WgmmaForwardSpec): string {
-  return `flash_forward_wgmma.${s.dtype}.d${s.headDim}.wg${s.tile.warpgroups}.k${s.tile.blockK}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.dropout ? '.dropout' : ''}`;
+  return `flash_forward_wgmma.${s.dtype}.d${s.headDim}.wg${s.tile.warpgroups}.k${s.tile.blockK}${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
 }
 
 function tileProblem(headDim: number, tile: WgmmaForwardTile): string | null {
@@ -132,7 +144,7 @@ export function wgmmaForwardSource(spec: WgmmaForwardSpec): KernelSource {
 ${MMA_LIB}
 ${FLASH_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ D, WGS: tile.warpgroups, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false })}
+${constants({ D, WGS: tile.warpgroups, BK: tile.blockK, CAUSAL: spec.causal, PADDING: spec.padding, DROPOUT: spec.dropout ?? false, VARLEN: spec.varlen ?? false })}
 constexpr int THREADS = 128 * WGS;
 constexpr int BQ = 64 * WGS;               // query rows per block
 constexpr int SREGS = BK / 2;              // S accumulators per thread
@@ -156,7 +168,7 @@ ${wgmmaWrappers(wgmmaType(spec.dtype), [tile.blockK], [D])}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __restrict__ q, const T* __restrict__ k,
     const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse, const int* __restrict__ key_lengths,
-    int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads, ${ATTENTION_DROPOUT_PARAMS}) {
+    int q_len, int k_len, int q_heads, int group, float scale_log2e, int section_heads, ${VARLEN_PARAMS}, ${ATTENTION_DROPOUT_PARAMS}) {
   extern __shared__ unsigned char smem_raw[];
   const u32 q_s = (smem_u32(smem_raw) + 1023u) & ~1023u;   // [D/64][BQ][64]
   const u32 k_s = q_s + Q_BYTES;                           // [2 stages][D/64][BK][64]
@@ -170,28 +182,45 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
   const int b = head / q_heads, h = head - b * q_heads;
   const int q0 = (CAUSAL ? q_tiles - 1 - tile_rank : tile_rank) * BQ;
   const int kv_heads = q_heads / group;
-  const long long q_offset = ((long long)b * q_heads + h) * q_len * D;
-  const long long kv_offset = ((long long)b * kv_heads + h / group) * k_len * D;
-  const long long row_base = ((long long)b * q_heads + h) * q_len;
+  // Where this (sequence, head) lives: [B, H, L, D] (row stride D) or packed [total, H, D] (VARLEN,
+  // row stride H·D, lengths from cu_seqlens; q_len and k_len are then the longest). row_base + i indexes
+  // lse and the dropout rows.
+  int seq_q = q_len, seq_k = k_len, q_stride = D, kv_stride = D;
+  long long q_offset, kv_offset, row_base;
+  if constexpr (VARLEN) {
+    const int q_start = cu_seqlens_q[b], k_start = cu_seqlens_k[b];
+    seq_q = max(0, cu_seqlens_q[b + 1] - q_start);
+    seq_k = max(0, cu_seqlens_k[b + 1] - k_start);
+    q_stride = q_heads * D;
+    kv_stride = kv_heads * D;
+    q_offset = ((long long)q_start * q_heads + h) * D;
+    kv_offset = ((long long)k_start * kv_heads + h / group) * D;
+    row_base = (long long)h * total_q + q_start;
+    if (q0 >= seq_q) return;  // the whole block, before any barrier
+  } else {
+    q_offset = ((long long)b * q_heads + h) * q_len * D;
+    kv_offset = ((long long)b * kv_heads + h / group) * k_len * D;
+    row_base = ((long long)b * q_heads + h) * q_len;
+  }
   const T* __restrict__ k_head = k + kv_offset;
   const T* __restrict__ v_head = v + kv_offset;
-  const int valid = PADDING ? key_lengths[b] : k_len;
-  const int tiles = (visible_keys(min(q0 + BQ, q_len) - 1, q_len, k_len, valid) + BK - 1) / BK;
+  const int valid = PADDING ? key_lengths[b] : seq_k;
+  const int tiles = (visible_keys(min(q0 + BQ, seq_q) - 1, seq_q, seq_k, valid) + BK - 1) / BK;
   ${ATTENTION_DROPOUT_OFFSET}
   [[maybe_unused]] const bool drop_aligned = drop_stride % 8 == 0;
 
   // Two cp.async groups: Q with K(0), then V(0).
-  load_sw128<BQ, D, THREADS>(q_s, q + q_offset, q0, q_len, D, threadIdx.x);
-  if (tiles > 0) load_sw128<BK, D, THREADS>(k_s, k_head, 0, k_len, D, threadIdx.x);
+  load_sw128<BQ, D, THREADS>(q_s, q + q_offset, q0, seq_q, q_stride, threadIdx.x);
+  if (tiles > 0) load_sw128<BK, D, THREADS>(k_s, k_head, 0, seq_k, kv_stride, threadIdx.x);
   cp_async_commit();
-  if (tiles > 0) load_sw128<BK, D, THREADS>(v_s, v_head, 0, k_len, D, threadIdx.x);
+  if (tiles > 0) load_sw128<BK, D, THREADS>(v_s, v_head, 0, seq_k, kv_stride, threadIdx.x);
   cp_async_commit();
 
   // This thread's rows (half 0: g, half 1: g + 8 of its warp's 16) and the keys each sees; the
   // warpgroup's first row sees the fewest, so tiles below its count need no mask.
   const int row0 = q0 + 64 * wg + 16 * warp + g;
-  const int visible[2] = { visible_keys(row0, q_len, k_len, valid), visible_keys(row0 + 8, q_len, k_len, valid) };
-  const int wg_unmasked = visible_keys(q0 + 64 * wg, q_len, k_len, valid);
+  const int visible[2] = { visible_keys(row0, seq_q, seq_k, valid), visible_keys(row0 + 8, seq_q, seq_k, valid) };
+  const int wg_unmasked = visible_keys(q0 + 64 * wg, seq_q, seq_k, valid);
   // Q's descriptor base for this warpgroup's 64 rows; K and V stages.
   const u32 q_wg = q_s + (u32)(64 * wg) * 128u;
 
@@ -265,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
     cp_async_wait<1>();     // Q and K(0)
     fence_proxy_async();
     __syncthreads();
-    if (tiles > 1) load_sw128<BK, D, THREADS>(k_s + KV_BYTES, k_head, BK, k_len, D, threadIdx.x);
+    if (tiles > 1) load_sw128<BK, D, THREADS>(k_s + KV_BYTES, k_head, BK, seq_k, kv_stride, threadIdx.x);
     cp_async_commit();
     float s[SREGS];
     wgmma_fence();
@@ -279,8 +308,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
     cp_async_wait<0>();     // K(j) and V(j − 1)
     fence_proxy_async();
     __syncthreads();        // every warpgroup is past tile j − 1: K(j − 1)'s and V(j − 2)'s stages are free
-    if (j + 1 < tiles) load_sw128<BK, D, THREADS>(k_s + ((j + 1) & 1) * KV_BYTES, k_head, (j + 1) * BK, k_len, D, threadIdx.x);
-    load_sw128<BK, D, THREADS>(v_s + (j & 1) * KV_BYTES, v_head, j * BK, k_len, D, threadIdx.x);
+    if (j + 1 < tiles) load_sw128<BK, D, THREADS>(k_s + ((j + 1) & 1) * KV_BYTES, k_head, (j + 1) * BK, seq_k, kv_stride, threadIdx.x);
+    load_sw128<BK, D, THREADS>(v_s + (j & 1) * KV_BYTES, v_head, j * BK, seq_k, kv_stride, threadIdx.x);
     cp_async_commit();
 
     float s[SREGS];
@@ -333,10 +362,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(const T* __rest
   #pragma unroll
   for (int half = 0; half < 2; half++) {
     const int row = row0 + 8 * half;
-    if (row < q_len) {
+    if (row < seq_q) {
       #pragma unroll
       for (int nt = 0; nt < D / 8; nt++) {
-        *reinterpret_cast<u32*>(out_head + (long long)row * D + 8 * nt + 2 * t) = pack2<T>(o[4 * nt + 2 * half] * inv[half], o[4 * nt + 2 * half + 1] * inv[half]);
+        *reinterpret_cast<u32*>(out_head + (long long)row * q_stride + 8 * nt + 2 * t) = pack2<T>(o[4 * nt + 2 * half] * inv[half], o[4 * nt + 2 * half + 1] * inv[half]);
       }
       if (t == 0) lse[row_base + row] = l[half] > 0.f ? (m[half] * scale_log2e + log2f(l[half])) * LN2 : neg_inf();
     }
@@ -352,6 +381,8 @@ export interface WgmmaForwardTensors {
   q: Tensor; k: Tensor; v: Tensor; out: Tensor; lse: Tensor; keyLengths: Tensor | undefined;
   /** Attention dropout (p > 0), drawn in the kernel. */
   dropout?: DropoutArgs | undefined;
+  /** Packed sequences: q, out [totalQ, Hq, d], k, v [totalK, Hkv, d], lse [Hq, totalQ]; Lq, Lk are then the longest. */
+  varlen?: VarlenLayout | undefined;
 }
 
 /**
@@ -374,7 +405,10 @@ export function launchWgmmaForward(host: KernelHost, check: OpCheck, t: WgmmaFor
     if (p % 16n !== 0n) check.fail(`the wgmma forward needs 16-byte aligned tensors; '${name}' is at 0x${p.toString(16)}`);
   }
   const dropout = t.dropout && t.dropout.p > 0 ? t.dropout : undefined;
-  const spec: WgmmaForwardSpec = { dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen, ...(dropout ? { dropout: true } : {}) };
+  const varlen = t.varlen !== undefined;
+  const spec: WgmmaForwardSpec = {
+    dtype, headDim: s.d, causal: s.causal, padding: t.keyLengths !== undefined, tile: chosen, ...(dropout ? { dropout: true } : {}), ...(varlen ? { varlen: true } : {}),
+  };
   const kernel = host.kernel(wgmmaForwardKey(spec), () => wgmmaForwardSource(spec));
   kernel.launch(
     { grid: [Math.ceil(s.Lq / (64 * chosen.warpgroups)), s.Hq, s.B], block: 128 * chosen.warpgroups, sharedBytes },
@@ -382,8 +416,9 @@ export function launchWgmmaForward(host: KernelHost, check: OpCheck, t: WgmmaFor
       arg.ptr(pointers.q), arg.ptr(pointers.k), arg.ptr(pointers.v), arg.ptr(pointers.out), arg.ptr(devicePtr(check, 'lse', t.lse)),
       arg.ptr(t.keyLengths ? devicePtr(check, 'keyLengths', t.keyLengths) : 0n),
       arg.i32(s.Lq), arg.i32(s.Lk), arg.i32(s.Hq), arg.i32(s.group), arg.f32(s.scale * Math.LOG2E),
-      arg.i32(flashSectionHeads(s.causal, false, s.B * s.Hq, s.Lk, s.d, s.group)),
-      ...attentionDropoutArgs(dropout, s.Lk),
+      arg.i32(varlen ? 1 : flashSectionHeads(s.causal, false, s.B * s.Hq, s.Lk, s.d, s.group)),
+      ...varlenArgs(check, t.varlen),
+      ...attentionDropoutArgs(dropout, varlen ? varlenDropoutStride(s.Lk) : s.Lk),
     ],
   );
 }
@@ -400,8 +435,10 @@ export function catalog(): KernelSource[] {
       }
     }
   }
-  // Attention dropout, both head dimensions.
+  // Attention dropout, both head dimensions; packed sequences.
   for (const headDim of WGMMA_HEAD_DIMS) sources.push(wgmmaForwardSource({ dtype: 'bf16', headDim, causal: headDim === 64, padding: true, dropout: true, tile: defaultWgmmaForwardTile(headDim) }));
+  sources.push(wgmmaForwardSource({ dtype: 'bf16', headDim: 64, causal: true, padding: false, varlen: true, tile: defaultWgmmaForwardTile(64) }));
+  sources.push(wgmmaForwardSource({ dtype: 'f16', headDim: 128, causal: false, padding: false, varlen: true, dropout: true, tile: defaultWgmmaForwardTile(128) }));
   // The swept tiles beyond the defaults (bf16, causal with padding: every branch).
   for (const headDim of WGMMA_HEAD_DIMS) {
     for (const tile of WGMMA_FORWARD_SWEEP[headDim]!.slice(1)) sources.push(wgmmaForwardSource({ dtype: 'bf16', headDim, causal: true, padding: true, tile }));

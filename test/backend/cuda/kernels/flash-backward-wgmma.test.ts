@@ -45,8 +45,9 @@ test('flashAttentionBackward on sm_90: preprocess, then the wgmma dK/dV and dQ k
   assert.deepEqual([9, 10, 11, 12].map((i) => argValue(dkdv, i, 'i32')), [1000, 1000, 8, 4]);
   assert.equal(argValue(dq, 6, 'ptr'), t.dq.ptr);
   assert.ok(Math.abs((argValue(dq, 12, 'f32') as number) - 1 / Math.sqrt(128)) < 1e-7);
-  assert.deepEqual([argValue(dq, 15, 'u64'), argValue(dq, 16, 'u64')], [7n, 32n]);
-  assert.equal(argValue(dq, 20, 'i64'), 1000n);
+  assert.deepEqual([argValue(dq, 15, 'ptr'), argValue(dq, 16, 'ptr'), argValue(dq, 17, 'i32')], [0n, 0n, 0], 'no packed sequences');
+  assert.deepEqual([argValue(dq, 18, 'u64'), argValue(dq, 19, 'u64')], [7n, 32n]);
+  assert.equal(argValue(dq, 23, 'i64'), 1000n);
   for (const l of [dkdv, dq]) assert.match(l.source, /wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.bf16\.bf16/);
 });
 
@@ -57,7 +58,13 @@ test('the mma.sync backward keeps packed sequences, other head dimensions and ot
   const ampere = new RecordingHost('sm_80');
   fa.flashAttentionBackward(ampere, { ...tensors(1, 2, 2, 64, 64, 64), keyLengths: undefined });
   assert.match(ampere.launches[1]!.key, /^flash_attention_backward_dkdv\.bf16\.d64\..*\.mma/);
-  assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), false);
+  assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
+  process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
+  try {
+    assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), true);
+  } finally {
+    delete process.env['FUSEFORMER_WGMMA_VARLEN'];
+  }
   assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'f32', 64, {}), false);
   process.env['FUSEFORMER_WGMMA_ATTENTION'] = '0';
   try {

@@ -26,7 +26,14 @@ test('routing: dense f16/bf16 d 64/128 on an sm_90 host takes the wgmma forward'
   assert.equal(fa.wgmmaForwardApplies(hopper, 'f16', 128, {}), true);
   assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 96, {}), false);
   assert.equal(fa.wgmmaForwardApplies(hopper, 'f32', 64, {}), false);
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {} }), false);
+  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
+  process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
+  try {
+    assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {} }), true);
+    assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {}, paged: {} }), false);
+  } finally {
+    delete process.env['FUSEFORMER_WGMMA_VARLEN'];
+  }
   assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { paged: {} }), false);
   assert.equal(fa.wgmmaForwardApplies(new RecordingHost('sm_80'), 'bf16', 64, {}), false);
   assert.equal(fa.wgmmaForwardApplies(new RecordingHost('sm_100'), 'bf16', 64, {}), false);
@@ -61,13 +68,35 @@ test('flashAttentionForward on sm_90: the wgmma kernel with its grid, shared mem
   fa.flashAttentionForward(host, { ...t, dropout: { p: 0.1, seed: 3n, offset: 5n } });
   const dropped = host.launches[1]!;
   assert.equal(dropped.key, `flash_forward_wgmma.bf16.d128.wg${tile.warpgroups}.k${tile.blockK}.padded.dropout`);
-  assert.deepEqual([argValue(dropped, 12, 'u64'), argValue(dropped, 13, 'u64')], [3n, 5n]);
-  assert.ok(Math.abs((argValue(dropped, 16, 'f32') as number) - 1 / 0.9) < 1e-6);
-  assert.equal(argValue(dropped, 17, 'i64'), 1000n);
+  assert.deepEqual([argValue(dropped, 12, 'ptr'), argValue(dropped, 13, 'ptr'), argValue(dropped, 14, 'i32')], [0n, 0n, 0], 'no packed sequences');
+  assert.deepEqual([argValue(dropped, 15, 'u64'), argValue(dropped, 16, 'u64')], [3n, 5n]);
+  assert.ok(Math.abs((argValue(dropped, 19, 'f32') as number) - 1 / 0.9) < 1e-6);
+  assert.equal(argValue(dropped, 20, 'i64'), 1000n);
   assert.match(dropped.source, /constexpr bool DROPOUT = true;/);
   const t96 = tensors(1, 2, 2, 64, 64, 96);
   fa.flashAttentionForward(host, { ...t96, keyLengths: undefined });
   assert.match(host.launches[2]!.key, /^flash_forward\.bf16\.d96\./);
+});
+
+test('packed sequences (FUSEFORMER_WGMMA_VARLEN=1): cuSeqlens and total rows after the shape, the dropout stride rounded to 8', () => {
+  const host = new RecordingHost('sm_90');
+  const [totalQ, H, d] = [380, 4, 64];
+  const t = { q: deviceTensor([totalQ, H, d], 'bf16'), k: deviceTensor([totalQ, 2, d], 'bf16'), v: deviceTensor([totalQ, 2, d], 'bf16'), out: deviceTensor([totalQ, H, d], 'bf16'), lse: deviceTensor([H, totalQ], 'f32') };
+  const cu = deviceTensor([4], 'i32');
+  process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
+  try {
+    fa.flashAttentionForward(host, { ...t, cuSeqlensQ: cu, cuSeqlensK: cu, maxSeqlenQ: 301, maxSeqlenK: 301, causal: true, dropout: { p: 0.1, seed: 1n, offset: 2n } });
+  } finally {
+    delete process.env['FUSEFORMER_WGMMA_VARLEN'];
+  }
+  const l = host.launches[0]!;
+  const tile = wg.defaultWgmmaForwardTile(d);
+  assert.equal(l.key, `flash_forward_wgmma.bf16.d64.wg${tile.warpgroups}.k${tile.blockK}.causal.varlen.dropout`);
+  assert.deepEqual(l.config.grid, [Math.ceil(301 / (64 * tile.warpgroups)), H, 3]);
+  assert.equal(argValue(l, 11, 'i32'), 1, 'head-major: one head a section');
+  assert.deepEqual([argValue(l, 12, 'ptr'), argValue(l, 13, 'ptr'), argValue(l, 14, 'i32')], [cu.ptr, cu.ptr, totalQ]);
+  assert.equal(argValue(l, 20, 'i64'), 304n);
+  assert.match(l.source, /constexpr bool VARLEN = true;/);
 });
 
 test('launchWgmmaForward refuses what the kernel cannot run, naming the problem', () => {
