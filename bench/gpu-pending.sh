@@ -4,14 +4,15 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: wgmma wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma wgmma-varlen   # (~9 min) the wgmma attention's checks again (its dense kernels were edited for packed rows after calls 1–5: VARLEN compiles to the old code, but rerun them), then packed sequences on it (opt-in FUSEFORMER_WGMMA_VARLEN=1: if varlen-tests pass and varlen-on beats varlen-off, make it the default in flash-forward-wgmma.ts's wgmmaVarlenEnabled)
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-checks   # (~7 min) the wgmma attention's GPU checks again (its kernels were edited for packed rows after session 15's calls 1–5; dense code is unchanged in effect) and the packed-sequence tests with FUSEFORMER_WGMMA_VARLEN=1
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-varlen   # (~6 min) packed vs padded on wgmma, on and off: if varlen-tests passed and varlen-on beats varlen-off, make it the default (flash-forward-wgmma.ts's wgmmaVarlenEnabled)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-infer megakernel-sweep   # (~9 min) inference through the wgmma attention (its GPU tests and HF parity; never run with it), then session 14's megakernel sweep
 #   (session 15 ran:) wgmma — the wgmma attention's GPU checks, bench:attention with SDPA and the tile sweeps, long-context; wgmma-train — bench:train, check:hf, the training GPU tests
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-sweep   # (~4 min) the decode megakernel's warp-per-chunk consumers (session 14, never run; FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1): their GPU checks, stage traces and decode bench beside the block-per-chunk default and layer by layer
@@ -57,6 +58,9 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    wgmma-checks) # the wgmma attention's GPU checks (dense, dropout) and, with FUSEFORMER_WGMMA_VARLEN=1, the packed-sequence tests through the ops (~7 min)
+           run wgmma-tests 420 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js dist/test/gpu/flash-dropout.test.js
+           run varlen-tests 240 env FUSEFORMER_WGMMA_VARLEN=1 node --test --test-concurrency=1 dist/test/gpu/flash-varlen.test.js ;;
     wgmma-varlen) # packed sequences on the wgmma attention (session 15, never run; opt-in FUSEFORMER_WGMMA_VARLEN=1): the packed GPU tests through the ops with it on, then bench:attention's packed-vs-padded rows on and off
            run varlen-tests 240 env FUSEFORMER_WGMMA_VARLEN=1 node --test --test-concurrency=1 dist/test/gpu/flash-varlen.test.js
            mkdir -p "$out/varlen-on" "$out/varlen-off"
