@@ -57,9 +57,9 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { flashForwardSupports, launchFlashForward, pagedSequenceArgs } from './flash-forward.js';
-import { hostRunsWgmma, launchWgmmaForward, wgmmaForwardSupports, wgmmaVarlenEnabled } from './flash-forward-wgmma.js';
+import { launchWgmmaForward, wgmmaAttentionApplies } from './flash-forward-wgmma.js';
 import { flashAttentionBackwardTensorCore, flashBackwardApplies } from './flash-backward.js';
-import { flashAttentionBackwardWgmma, wgmmaBackwardApplies } from './flash-backward-wgmma.js';
+import { flashAttentionBackwardWgmma } from './flash-backward-wgmma.js';
 import type { VarlenLayout } from './flash-lib.js';
 import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro } from './row-kernels.js';
@@ -77,16 +77,6 @@ export type AttentionPath = 'simt' | 'mma';
 export function flashAttentionPath(dtype: FloatDType, headDim: number, scale: number, pointers: readonly bigint[]): AttentionPath {
   if (!flashForwardSupports(dtype, headDim) || !(scale > 0)) return 'simt';
   return pointers.every((p) => p % 16n === 0n) ? 'mma' : 'simt';
-}
-
-/**
- * Whether a tensor-core forward goes to the wgmma kernel (flash-forward-wgmma.ts) instead of mma.sync:
- * an sm_90 GPU, d = 64 or 128, dense sequences (with or without dropout); packed sequences only with
- * FUSEFORMER_WGMMA_VARLEN=1 (wgmmaVarlenEnabled). FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
- */
-export function wgmmaForwardApplies(host: KernelHost, dtype: FloatDType, headDim: number, p: { varlen?: unknown; paged?: unknown }): boolean {
-  if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
-  return hostRunsWgmma(host) && wgmmaForwardSupports(dtype, headDim) && p.paged === undefined && (p.varlen === undefined || wgmmaVarlenEnabled());
 }
 
 export interface AttentionSpec {
@@ -499,7 +489,7 @@ function runForward(host: KernelHost, check: OpCheck, p: AttentionProblem): void
   const dtype = q.dtype as FloatDType;
   const pointers = [devicePtr(check, 'q', q), devicePtr(check, 'k', k), devicePtr(check, 'v', v), devicePtr(check, 'out', out)];
   if (flashAttentionPath(dtype, d, scale, pointers) === 'mma') {
-    if (wgmmaForwardApplies(host, dtype, d, p)) {
+    if (wgmmaAttentionApplies(host, dtype, d, p)) {
       launchWgmmaForward(host, check, { q, k, v, out, lse, keyLengths, dropout, varlen }, { B, Hq, Lq, Lk, d, group, scale, causal });
       return;
     }
@@ -540,7 +530,7 @@ function runBackward(host: KernelHost, check: OpCheck, p: AttentionBackwardProbl
     ...(varlen ? { varlen } : {}), ...(dropout ? { dropout } : {}),
   };
   if (flashBackwardApplies(host, check, problem)) {
-    if (wgmmaBackwardApplies(host, problem.q.dtype, problem.d, problem)) flashAttentionBackwardWgmma(host, check, problem);
+    if (wgmmaAttentionApplies(host, problem.q.dtype, problem.d, problem)) flashAttentionBackwardWgmma(host, check, problem);
     else flashAttentionBackwardTensorCore(host, check, problem);
     return;
   }

@@ -42,7 +42,7 @@ import type { FlashBackwardProblem } from './flash-backward.js';
 import { launchBackwardPreprocess, SEQUENCE_DEVICE_CODE } from './flash-backward.js';
 import { flashSectionHeads } from './flash-forward.js';
 import type { HalfDType } from './flash-forward.js';
-import { hostRunsWgmma, WGMMA_HEAD_DIMS, wgmmaVarlenEnabled } from './flash-forward-wgmma.js';
+import { WGMMA_HEAD_DIMS, wgmmaAttentionApplies } from './flash-forward-wgmma.js';
 import { ATTENTION_DROPOUT_OFFSET, ATTENTION_DROPOUT_PARAMS, attentionDropoutArgs, FLASH_LIB, VARLEN_PARAMS, varlenArgs, varlenDropoutStride } from './flash-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
@@ -106,15 +106,6 @@ export const WGMMA_BACKWARD_SWEEP: Readonly<Record<number, readonly WgmmaBackwar
     { dkdv: { warpgroups: 2, blockQ: 64 }, dq: { warpgroups: 1, blockK: 64 } },
   ],
 };
-
-/**
- * Whether the wgmma backward takes this problem: an sm_90 host, d 64/128, dense (packed sequences with
- * FUSEFORMER_WGMMA_VARLEN=1). FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
- */
-export function wgmmaBackwardApplies(host: KernelHost, dtype: string, headDim: number, p: { varlen?: unknown }): dtype is HalfDType {
-  if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
-  return hostRunsWgmma(host) && (dtype === 'bf16' || dtype === 'f16') && WGMMA_HEAD_DIMS.includes(headDim) && (p.varlen === undefined || wgmmaVarlenEnabled());
-}
 
 export function wgmmaBackwardKey(kernel: WgmmaBackwardKernel, s: WgmmaBackwardSpec): string {
   const masks = `${s.causal ? '.causal' : ''}${s.padding ? '.padded' : ''}${s.varlen ? '.varlen' : ''}${s.dropout ? '.dropout' : ''}`;
@@ -495,12 +486,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) ${name}(${PARAMS}, T* _
 
 /**
  * Launches the dK/dV and dQ kernels after flash-backward.ts's preprocess has written D and lse·log2 e
- * (device addresses `delta`, `lseLog2`, B·Hq·Lq floats each), on a problem wgmmaBackwardApplies takes.
+ * (device addresses `delta`, `lseLog2`, B·Hq·Lq floats each), on a problem wgmmaAttentionApplies takes.
  * `tile` overrides the default and `sectionHeads` the launch order's sections (benchmarks sweep both).
  */
 export function launchWgmmaBackward(host: KernelHost, check: OpCheck, p: FlashBackwardProblem, scratch: { delta: bigint; lseLog2: bigint }, tile?: WgmmaBackwardTile, sectionHeads?: number): void {
   const dtype = p.q.dtype;
-  if (!wgmmaBackwardApplies(host, dtype, p.d, p)) check.fail(`the wgmma backward takes dense f16/bf16 with d = ${WGMMA_HEAD_DIMS.join(' or ')} on an sm_90 GPU; got ${p.varlen ? 'packed ' : ''}${dtype} d = ${p.d} on ${host.arch ?? 'an unknown GPU'}`);
+  if (!wgmmaAttentionApplies(host, dtype, p.d, p)) check.fail(`the wgmma backward takes dense f16/bf16 with d = ${WGMMA_HEAD_DIMS.join(' or ')} on an sm_90 GPU; got ${p.varlen ? 'packed ' : ''}${dtype} d = ${p.d} on ${host.arch ?? 'an unknown GPU'}`);
   const chosen = tile ?? defaultWgmmaBackwardTile(p.d);
   const problem = wgmmaBackwardTileProblem(p.d, chosen);
   if (problem) check.fail(problem);

@@ -112,6 +112,16 @@ export function wgmmaVarlenEnabled(): boolean {
   return process.env['FUSEFORMER_WGMMA_VARLEN'] === '1';
 }
 
+/**
+ * Whether an attention forward or backward goes to the wgmma kernels instead of mma.sync: an sm_90 GPU,
+ * f16/bf16 with d = 64 or 128, dense sequences with or without dropout (packed ones only with
+ * FUSEFORMER_WGMMA_VARLEN=1; paged keys never). FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
+ */
+export function wgmmaAttentionApplies(host: KernelHost, dtype: string, headDim: number, p: { varlen?: unknown; paged?: unknown }): dtype is HalfDType {
+  if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;
+  return hostRunsWgmma(host) && wgmmaForwardSupports(dtype, headDim) && p.paged === undefined && (p.varlen === undefined || wgmmaVarlenEnabled());
+}
+
 /** Whether `host` runs sm_90a code (wgmma exists only on compute capability 9.0 exactly). */
 export function hostRunsWgmma(host: KernelHost): boolean {
   return host.arch === 'sm_90';
@@ -387,7 +397,7 @@ export interface WgmmaForwardTensors {
 
 /**
  * Launches the wgmma forward on arguments checkFlashAttentionForward has validated (dense, contiguous,
- * 16-byte aligned; attention.ts's wgmmaForwardApplies). `tile` overrides the default (benchmarks sweep it).
+ * 16-byte aligned; wgmmaAttentionApplies). `tile` overrides the default (benchmarks sweep it).
  */
 export function launchWgmmaForward(host: KernelHost, check: OpCheck, t: WgmmaForwardTensors, s: FlashForwardSizes, tile?: WgmmaForwardTile): void {
   const dtype = t.q.dtype;

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as fa from '../../../../src/backend/cuda/kernels/attention.js';
 import * as wb from '../../../../src/backend/cuda/kernels/flash-backward-wgmma.js';
+import * as wg from '../../../../src/backend/cuda/kernels/flash-forward-wgmma.js';
 import { OpCheck } from '../../../../src/backend/validate.js';
 import type { FloatDType } from '../../../../src/dtype.js';
 import { FuseformerError } from '../../../../src/errors.js';
@@ -58,17 +59,17 @@ test('the mma.sync backward keeps packed sequences, other head dimensions and ot
   const ampere = new RecordingHost('sm_80');
   fa.flashAttentionBackward(ampere, { ...tensors(1, 2, 2, 64, 64, 64), keyLengths: undefined });
   assert.match(ampere.launches[1]!.key, /^flash_attention_backward_dkdv\.bf16\.d64\..*\.mma/);
-  assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
+  assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
   process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
   try {
-    assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), true);
+    assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), true);
   } finally {
     delete process.env['FUSEFORMER_WGMMA_VARLEN'];
   }
-  assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'f32', 64, {}), false);
+  assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'f32', 64, {}), false);
   process.env['FUSEFORMER_WGMMA_ATTENTION'] = '0';
   try {
-    assert.equal(wb.wgmmaBackwardApplies(new RecordingHost('sm_90'), 'bf16', 64, {}), false);
+    assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'bf16', 64, {}), false);
   } finally {
     delete process.env['FUSEFORMER_WGMMA_ATTENTION'];
   }

@@ -22,25 +22,25 @@ function tensors(B: number, Hq: number, Hkv: number, Lq: number, Lk: number, d: 
 
 test('routing: dense f16/bf16 d 64/128 on an sm_90 host takes the wgmma forward', () => {
   const hopper = new RecordingHost('sm_90');
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, {}), true);
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'f16', 128, {}), true);
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 96, {}), false);
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'f32', 64, {}), false);
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, {}), true);
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'f16', 128, {}), true);
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 96, {}), false);
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'f32', 64, {}), false);
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
   process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
   try {
-    assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {} }), true);
-    assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { varlen: {}, paged: {} }), false);
+    assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {} }), true);
+    assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {}, paged: {} }), false);
   } finally {
     delete process.env['FUSEFORMER_WGMMA_VARLEN'];
   }
-  assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, { paged: {} }), false);
-  assert.equal(fa.wgmmaForwardApplies(new RecordingHost('sm_80'), 'bf16', 64, {}), false);
-  assert.equal(fa.wgmmaForwardApplies(new RecordingHost('sm_100'), 'bf16', 64, {}), false);
-  assert.equal(fa.wgmmaForwardApplies(new RecordingHost(), 'bf16', 64, {}), false);
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { paged: {} }), false);
+  assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_80'), 'bf16', 64, {}), false);
+  assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_100'), 'bf16', 64, {}), false);
+  assert.equal(wg.wgmmaAttentionApplies(new RecordingHost(), 'bf16', 64, {}), false);
   process.env['FUSEFORMER_WGMMA_ATTENTION'] = '0';
   try {
-    assert.equal(fa.wgmmaForwardApplies(hopper, 'bf16', 64, {}), false);
+    assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, {}), false);
   } finally {
     delete process.env['FUSEFORMER_WGMMA_ATTENTION'];
   }
