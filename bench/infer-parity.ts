@@ -9,7 +9,8 @@
 //      whole sequence: the same tolerances;
 //   3. greedy generation of 128 tokens from each prompt: the same tokens as HF's generate(); where the two
 //      part, the step must be a near tie (see below), and in teacher forcing every step's argmax must be
-//      HF's token or such a near tie.
+//      HF's token, such a near tie, or a flip within 3σ of the row's own logit error (σ = √2 · the RMS of
+//      ours − exact over the row; the logit checks above bound that error).
 // bf16 is judged against the exact computation of the same model: its bf16-rounded weights in fp32,
 // with the model's fp32 RoPE frequencies (hf_infer.py's "exact" reference; HF's .to(bfloat16) also
 // rounds the inv_freq buffer, by up to 0.4%, which its bf16 forward then uses: at a 500000 RoPE base
@@ -61,6 +62,8 @@ const listing = JSON.parse(readFileSync(join(workdir, 'cases.json'), 'utf8')) as
 const { backend } = await selectBackend(cli.backend as 'cuda' | 'cpu');
 const TOLERANCE: Record<string, number> = { f32: 1e-4, bf16: 1e-2 };
 const TIE: Record<string, number> = { f32: 1e-3, bf16: 5e-2 };
+/** How many standard deviations of the row's own logit error a teacher-forced flip may span. */
+const ROUNDING_SIGMAS = 3;
 /** How much farther from the exact logits than HF's own bf16 ours may be, where HF is past the tolerance. */
 const HF_SLACK = 1.1;
 
@@ -88,6 +91,18 @@ for (const c of listing.cases) {
     /** A divergence from HF's token at a row is fine when the exact logits call it a near tie or prefer ours. */
     const nearTie = (exactRow: Float32Array, hfToken: number, ours: number) =>
       exactRow[ours]! >= exactRow[hfToken]! || exactRow[hfToken]! - exactRow[ours]! <= TIE[dtype]! * rms(exactRow);
+    /**
+     * In teacher forcing our logits of the row are known too: a divergence the row's own rounding explains
+     * is also fine — the exact gap within ROUNDING_SIGMAS standard deviations of the difference of two of
+     * our logit errors (√2 · the row's RMS error), an error the logit checks bound separately. In bf16 a
+     * 2e-2 relative error puts one logit's error at ~2e-2 × the row's RMS, so flips of gaps up to ~0.1 ×
+     * RMS are rounding, where the fixed tie (5e-2) is not enough once HF's tokens are off the exact model.
+     */
+    const withinRounding = (exactRow: Float32Array, ourRow: Float32Array, hfToken: number, ours: number) => {
+      let err = 0;
+      for (let v = 0; v < V; v++) err += (ourRow[v]! - exactRow[v]!) ** 2;
+      return exactRow[hfToken]! - exactRow[ours]! <= ROUNDING_SIGMAS * Math.SQRT2 * Math.sqrt(err / V);
+    };
     /** Report text and verdict of a relative error against HF, judged against the exact reference in bf16. */
     const judge = (vsHf: number, oursVsExact: number, hfVsExact: number, tolerance: number) => {
       if (dtype === 'f32') return { text: `rel err ≤ ${vsHf.toExponential(2)} (tolerance ${tolerance})`, ok: vsHf <= tolerance };
@@ -125,7 +140,7 @@ for (const c of listing.cases) {
 
     // 2. KV-cached logits and argmax under teacher forcing with HF's tokens.
     const engine = new DecodeEngine(model, { maxBatch: 1, maxLen });
-    let worstCached = 0, worstCachedExact = 0, worstHfExact = 0, forcedMismatches = 0, forcedNonTies = 0;
+    let worstCached = 0, worstCachedExact = 0, worstHfExact = 0, forcedMismatches = 0, forcedNonTies = 0, forcedRounding = 0;
     meta.prompts.forEach((prompt, i) => {
       const hf = meta.greedy[i]!, reference = tensor(`continuation.${i}`), exactRows = exact(`continuation.${i}`);
       engine.start([{ prompt, maxNewTokens: newTokens, sampling: resolveSampling({ temperature: 0 }) }], []);
@@ -136,7 +151,9 @@ for (const c of listing.cases) {
         const mine = argmax(row);
         if (mine !== hf[k]) {
           forcedMismatches++;
-          if (!nearTie(exactRows.subarray(k * V, (k + 1) * V), hf[k]!, mine)) forcedNonTies++;
+          const exactRow = exactRows.subarray(k * V, (k + 1) * V);
+          if (nearTie(exactRow, hf[k]!, mine)) { /* a near tie */ } else if (withinRounding(exactRow, row, hf[k]!, mine)) forcedRounding++;
+          else forcedNonTies++;
         }
         if (k + 1 === newTokens) break;
         engine.collect();
@@ -152,7 +169,8 @@ for (const c of listing.cases) {
     if (dtype !== 'f32') Object.assign(entry, { cachedLogitsVsExact: worstCachedExact, hfCachedLogitsVsExact: worstHfExact });
     const cached = judge(worstCached, worstCachedExact, worstHfExact, TOLERANCE[dtype]!);
     add('KV-cached logits (HF tokens forced)', cached.text, cached.ok);
-    add('teacher-forced argmax = HF token', `${forcedMismatches} differ, ${forcedNonTies} not near ties`, forcedNonTies === 0);
+    entry.teacherForced = { differ: forcedMismatches, withinRounding: forcedRounding, unexplained: forcedNonTies };
+    add('teacher-forced argmax = HF token', `${forcedMismatches} differ: ${forcedMismatches - forcedRounding - forcedNonTies} near ties, ${forcedRounding} within our rounding, ${forcedNonTies} neither`, forcedNonTies === 0);
 
     // 3. Free-running greedy generation (graphs, the default sync schedule), all prompts as one batch.
     const ours = await generateBatch(model, meta.prompts, { maxNewTokens: newTokens, temperature: 0, stopTokenIds: [] });

@@ -105,17 +105,18 @@ export function wgmmaForwardSupports(dtype: string, headDim: number): dtype is H
 }
 
 /**
- * Packed sequences (varlen) on the wgmma kernels: opt-in with FUSEFORMER_WGMMA_VARLEN=1 until their GPU
- * checks have run (bench/gpu-pending.sh wgmma-varlen); otherwise they stay on the mma.sync kernels.
+ * Packed sequences (varlen) on the wgmma kernels (default since session 16: the packed GPU tests pass and
+ * they run 1.26–1.32× the mma.sync kernels forward, 1.17–1.51× forward+backward,
+ * bench/results/gpu-pending-s16/call2/); FUSEFORMER_WGMMA_VARLEN=0 keeps them on the mma.sync kernels.
  */
 export function wgmmaVarlenEnabled(): boolean {
-  return process.env['FUSEFORMER_WGMMA_VARLEN'] === '1';
+  return process.env['FUSEFORMER_WGMMA_VARLEN'] !== '0';
 }
 
 /**
  * Whether an attention forward or backward goes to the wgmma kernels instead of mma.sync: an sm_90 GPU,
- * f16/bf16 with d = 64 or 128, dense sequences with or without dropout (packed ones only with
- * FUSEFORMER_WGMMA_VARLEN=1; paged keys never). FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
+ * f16/bf16 with d = 64 or 128, dense or packed sequences with or without dropout (packed ones not with
+ * FUSEFORMER_WGMMA_VARLEN=0; paged keys never). FUSEFORMER_WGMMA_ATTENTION=0 turns it off.
  */
 export function wgmmaAttentionApplies(host: KernelHost, dtype: string, headDim: number, p: { varlen?: unknown; paged?: unknown }): dtype is HalfDType {
   if (process.env['FUSEFORMER_WGMMA_ATTENTION'] === '0') return false;

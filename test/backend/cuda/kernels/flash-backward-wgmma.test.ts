@@ -52,17 +52,17 @@ test('flashAttentionBackward on sm_90: preprocess, then the wgmma dK/dV and dQ k
   for (const l of [dkdv, dq]) assert.match(l.source, /wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.bf16\.bf16/);
 });
 
-test('the mma.sync backward keeps packed sequences, other head dimensions and other GPUs', () => {
+test('the mma.sync backward keeps packed sequences with FUSEFORMER_WGMMA_VARLEN=0, other head dimensions and other GPUs', () => {
   const d96 = new RecordingHost('sm_90');
   fa.flashAttentionBackward(d96, { ...tensors(1, 2, 2, 64, 64, 96), keyLengths: undefined });
   assert.match(d96.launches[1]!.key, /^flash_attention_backward_dkdv\.bf16\.d96\./);
   const ampere = new RecordingHost('sm_80');
   fa.flashAttentionBackward(ampere, { ...tensors(1, 2, 2, 64, 64, 64), keyLengths: undefined });
   assert.match(ampere.launches[1]!.key, /^flash_attention_backward_dkdv\.bf16\.d64\..*\.mma/);
-  assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
-  process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
+  assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), true, 'packed sequences by default');
+  process.env['FUSEFORMER_WGMMA_VARLEN'] = '0';
   try {
-    assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), true);
+    assert.equal(wg.wgmmaAttentionApplies(new RecordingHost('sm_90'), 'bf16', 64, { varlen: {} }), false);
   } finally {
     delete process.env['FUSEFORMER_WGMMA_VARLEN'];
   }

@@ -26,11 +26,12 @@ test('routing: dense f16/bf16 d 64/128 on an sm_90 host takes the wgmma forward'
   assert.equal(wg.wgmmaAttentionApplies(hopper, 'f16', 128, {}), true);
   assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 96, {}), false);
   assert.equal(wg.wgmmaAttentionApplies(hopper, 'f32', 64, {}), false);
-  assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {} }), false, 'packed sequences are opt-in');
-  process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {} }), true, 'packed sequences by default');
+  assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {}, paged: {} }), false);
+  process.env['FUSEFORMER_WGMMA_VARLEN'] = '0';
   try {
-    assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {} }), true);
-    assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {}, paged: {} }), false);
+    assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, { varlen: {} }), false, 'FUSEFORMER_WGMMA_VARLEN=0 keeps them on mma.sync');
+    assert.equal(wg.wgmmaAttentionApplies(hopper, 'bf16', 64, {}), true);
   } finally {
     delete process.env['FUSEFORMER_WGMMA_VARLEN'];
   }
@@ -78,17 +79,12 @@ test('flashAttentionForward on sm_90: the wgmma kernel with its grid, shared mem
   assert.match(host.launches[2]!.key, /^flash_forward\.bf16\.d96\./);
 });
 
-test('packed sequences (FUSEFORMER_WGMMA_VARLEN=1): cuSeqlens and total rows after the shape, the dropout stride rounded to 8', () => {
+test('packed sequences: cuSeqlens and total rows after the shape, the dropout stride rounded to 8', () => {
   const host = new RecordingHost('sm_90');
   const [totalQ, H, d] = [380, 4, 64];
   const t = { q: deviceTensor([totalQ, H, d], 'bf16'), k: deviceTensor([totalQ, 2, d], 'bf16'), v: deviceTensor([totalQ, 2, d], 'bf16'), out: deviceTensor([totalQ, H, d], 'bf16'), lse: deviceTensor([H, totalQ], 'f32') };
   const cu = deviceTensor([4], 'i32');
-  process.env['FUSEFORMER_WGMMA_VARLEN'] = '1';
-  try {
-    fa.flashAttentionForward(host, { ...t, cuSeqlensQ: cu, cuSeqlensK: cu, maxSeqlenQ: 301, maxSeqlenK: 301, causal: true, dropout: { p: 0.1, seed: 1n, offset: 2n } });
-  } finally {
-    delete process.env['FUSEFORMER_WGMMA_VARLEN'];
-  }
+  fa.flashAttentionForward(host, { ...t, cuSeqlensQ: cu, cuSeqlensK: cu, maxSeqlenQ: 301, maxSeqlenK: 301, causal: true, dropout: { p: 0.1, seed: 1n, offset: 2n } });
   const l = host.launches[0]!;
   const tile = wg.defaultWgmmaForwardTile(d);
   assert.equal(l.key, `flash_forward_wgmma.bf16.d64.wg${tile.warpgroups}.k${tile.blockK}.causal.varlen.dropout`);
