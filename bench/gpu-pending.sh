@@ -11,11 +11,12 @@
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-checks   # (~7 min) the wgmma attention's GPU checks again (its kernels were edited for packed rows after session 15's calls 1–5; dense code is unchanged in effect) and the packed-sequence tests with FUSEFORMER_WGMMA_VARLEN=1
+#   (session 16's calls 3–4 ran:) int4-stream — the streaming INT4 GEMV (opt-in FUSEFORMER_INT4_STREAM=1): 28/28 checks, slower than the mma GEMV at 4 of 5 products
+#   (session 16's calls 1–2 ran:) wgmma-checks, wgmma-infer wgmma-varlen: (~7 min) the wgmma attention's GPU checks again (its kernels were edited for packed rows after session 15's calls 1–5; dense code is unchanged in effect) and the packed-sequence tests with FUSEFORMER_WGMMA_VARLEN=1
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-varlen   # (~6 min) packed vs padded on wgmma, on and off: if varlen-tests passed and varlen-on beats varlen-off, make it the default (flash-forward-wgmma.ts's wgmmaVarlenEnabled)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-infer megakernel-sweep   # (~9 min) inference through the wgmma attention (its GPU tests and HF parity; never run with it), then session 14's megakernel sweep
 #   (session 15 ran:) wgmma — the wgmma attention's GPU checks, bench:attention with SDPA and the tile sweeps, long-context; wgmma-train — bench:train, check:hf, the training GPU tests
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-sweep   # (~4 min) the decode megakernel's warp-per-chunk consumers (session 14, never run; FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1): their GPU checks, stage traces and decode bench beside the block-per-chunk default and layer by layer
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-sweep   # (~3 min) the decode megakernel's flag-released barriers and K/V prefetch on the block-per-chunk consumers (session 16's call 5 ran the warp-per-chunk consumers: slower at GPT-2, failed at Llama 1.2B; withdrawn)
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh megakernel-trace   # (~2 min) the decode megakernel's stage timeline, its GPU checks, the decode bench with it on and off (what session 14 ran as calls 3–9)
 #   (session 14's calls 2–9 ran:) megakernel / megakernel-trace — the megakernel from its first version to the kept one (docs/perf.md, "The decode megakernel")
 #   (session 14's call 1 ran:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh sampled-serve picks-tests profile-removal   # serving's sampled rounds on the device (passed: now the default), removal-timed batch-1 profiles
@@ -58,6 +59,12 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    int4-stream) # the streaming INT4 GEMV (session 16, never run): the quantized GPU tests (its cases, and the engine's INT4 decode through it), its plans beside the mma GEMV, INT4 decode with it on and off
+          run quant-tests 200 env FUSEFORMER_INT4_STREAM=1 FUSEFORMER_QUANT_CASES='stream|int4Linear bf16 M=(1|8) K=(4096|2048) N=(11008|3072)' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
+          run int4-sweep 120 env FUSEFORMER_INT4_STREAM=1 node dist/bench/gemv-sweep.js --rows 1 --stream-only --json "$out/int4-sweep.json"
+          run decode-int4-stream 100 env FUSEFORMER_INT4_STREAM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-stream.json"
+          run decode-int4-mma 100 env node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-mma.json"
+ ;;
     wgmma-checks) # the wgmma attention's GPU checks (dense, dropout) and, with FUSEFORMER_WGMMA_VARLEN=1, the packed-sequence tests through the ops (~7 min)
            run wgmma-tests 420 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js dist/test/gpu/flash-dropout.test.js
            run varlen-tests 240 env FUSEFORMER_WGMMA_VARLEN=1 node --test --test-concurrency=1 dist/test/gpu/flash-varlen.test.js ;;
@@ -172,16 +179,11 @@ for step in "${steps[@]}"; do
           [ -d /tmp/spec-medium/target ] || { run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
             run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft; }
           run spec-medium-hf 300 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --json "$out/speculative-medium-hf.json" ;;
-    megakernel-sweep) # the megakernel's warp-per-chunk consumers, flag-released barriers and K/V prefetch (session 14, never run): their GPU checks (all on), then stage traces and the decode bench beside the block-per-chunk default, 32 KB slots, and the layer-by-layer path
-          run mk-warp-tests 150 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
-          run mk-trace-warp 60 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 node dist/bench/megakernel-trace.js --json "$out/mk-trace-warp.json"
-          run mk-trace-warp-flag 60 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 node dist/bench/megakernel-trace.js --json "$out/mk-trace-warp-flag.json"
-          run mk-trace-all 60 env FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node dist/bench/megakernel-trace.js --json "$out/mk-trace-all.json"
-          run mk-trace-block 60 node dist/bench/megakernel-trace.js --json "$out/mk-trace-block.json"
-          run decode-mk-warp 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp.json"
-          run decode-mk-warp-flag 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp-flag.json"
-          run decode-mk-all 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-all.json"
-          run decode-mk-warp32 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 FUSEFORMER_MEGAKERNEL_SLOT_KB=32 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-warp32.json"
+    megakernel-sweep) # the megakernel's flag-released barriers and K/V prefetch on the block-per-chunk consumers (session 16 ran them only with the withdrawn warp-per-chunk consumers): GPU checks with both on, then the decode bench with each, both, neither
+          run mk-flag-tests 150 env FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
+          run decode-mk-flag 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-flag.json"
+          run decode-mk-kvpf 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-kvpf.json"
+          run decode-mk-both 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-both.json"
           run decode-mk-block 60 env FUSEFORMER_DECODE_MEGAKERNEL=1 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-mk-block.json"
           run decode-layerwise 60 node dist/bench/decode.js --no-torch --reps 3 --modes default --json "$out/decode-layerwise.json" ;;
     megakernel-trace) # the megakernel's stage-by-stage timeline (bench/megakernel-trace.ts), its GPU checks, the decode bench with it on
@@ -304,6 +306,10 @@ for step in "${steps[@]}"; do
   esac
 done
 say "summary"
+[ -f "$out/quant-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/quant-tests.log" | head -20
+[ -f "$out/int4-sweep.log" ] && grep -E '^\|' "$out/int4-sweep.log"
+for f in decode-int4-stream decode-int4-mma; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| Llama' "$out/$f.log"; }; done
+[ -f "$out/infer-parity.log" ] && grep -E 'FAIL|teacher|failed' "$out/infer-parity.log" | head -12
 [ -f "$out/spec-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/spec-tests.log" | head -20
 for f in train-target train-draft train-medium train-medium-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done
 [ -f "$out/prefetch-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/prefetch-tests.log" | head -20

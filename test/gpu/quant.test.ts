@@ -43,7 +43,7 @@ function poisoned(b: Backend, shape: number[], dtype: 'f32' | 'f16' | 'bf16' | '
 }
 
 /** gated: N = 2F weight rows (gate, then up), out [M, F] = act(g)·u. */
-interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv' | 'gemm' | 'mma'; gated?: boolean }
+interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv' | 'gemm' | 'mma' | 'stream'; gated?: boolean }
 
 const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 1, K: 4096, N: 11008, G: 128 },
@@ -73,6 +73,17 @@ const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 20, K: 2048, N: 2 * 1000, G: 128, bias: true, activation: 'silu', gated: true },
   { dtype: 'f16', M: 2, K: 768, N: 2 * 300, G: 128, activation: 'gelu', gated: true },
   { dtype: 'bf16', M: 13, K: 384, N: 77, G: 128, activation: 'relu' },
+  { dtype: 'bf16', M: 8, K: 2048, N: 3072, G: 128, bias: true, path: 'mma' },
+  // The streaming GEMV (1–8 rows on Hopper; opt-in FUSEFORMER_INT4_STREAM=1, forced here): Llama 1.2B's gate/up (stages of 2 tiles), down (64 KB stages), the LM head (stages of 4 tiles,
+  // 16 a block through 3 slots: the ring wraps), K 8192 with a wrapping ring of 2 slots, GPT-2's K = 768
+  // (6 chunks for 8 warps), G 256 with bias and SiLU, a grid of 4 blocks.
+  { dtype: 'bf16', M: 1, K: 2048, N: 16384, G: 128, path: 'stream' },
+  { dtype: 'bf16', M: 1, K: 8192, N: 2048, G: 128, path: 'stream' },
+  { dtype: 'bf16', M: 1, K: 2048, N: 128256, G: 128, path: 'stream' },
+  { dtype: 'bf16', M: 2, K: 8192, N: 8192, G: 128, path: 'stream' },
+  { dtype: 'f16', M: 3, K: 768, N: 2304, G: 128, bias: true, activation: 'gelu_tanh', path: 'stream' },
+  { dtype: 'bf16', M: 8, K: 2048, N: 3072, G: 256, bias: true, activation: 'silu', path: 'stream' },
+  { dtype: 'bf16', M: 5, K: 4096, N: 64, G: 128, path: 'stream' },
 ];
 
 function randomInt4(rng: Rng, N: number, K: number, G: number) {
@@ -83,7 +94,11 @@ function randomInt4(rng: Rng, N: number, K: number, G: number) {
   };
 }
 
+/** FUSEFORMER_QUANT_CASES=<regex> runs only the cases whose names match (a bounded GPU call). */
+const casePattern = process.env['FUSEFORMER_QUANT_CASES'] ? new RegExp(process.env['FUSEFORMER_QUANT_CASES']) : undefined;
+
 test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 60_000 }, async (t) => {
+  const subtest = (name: string, fn: () => void) => (casePattern && !casePattern.test(name) ? undefined : t.test(name, fn));
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { int4Linear } = await import('../../src/backend/cuda/kernels/quant-int4.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
@@ -93,13 +108,13 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
 
   for (const c of INT4_CASES) {
     const name = `int4Linear ${c.dtype} M=${c.M} K=${c.K} N=${c.N} G=${c.G}${c.bias ? ' +bias' : ''}${c.activation ? ` ${c.activation}` : ''}${c.gated ? ' gated' : ''}${c.path ? ` (${c.path})` : ''}`;
-    await t.test(name, () => {
+    await subtest(name, () => {
       const { M, K, N, G } = c, width = c.gated ? N / 2 : N;
       const w = randomInt4(rng, N, K, G);
       const x = rng.floats(M * K);
       const bias = c.bias ? rng.floats(N, 0.5) : undefined;
       const rows = sampledRows(M);
-      const run = (b: Backend, xValues: Float32Array, m: number, force?: 'gemv' | 'gemm' | 'mma') => {
+      const run = (b: Backend, xValues: Float32Array, m: number, force?: 'gemv' | 'gemm' | 'mma' | 'stream') => {
         const args = {
           x: b.fromArray(xValues, [m, K], c.dtype), qweight: b.fromArray(w.qweight, [N, K / 8], 'i32'), scales: b.fromArray(w.scales, [N, K / G], 'f16'),
           zeros: b.fromArray(w.zeros, [N, K / G], 'u8'), groupSize: G, out: poisoned(b, [m, width], c.dtype),
@@ -126,7 +141,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
       [3, 2048, 3072, false, { tiles: 2, kWarps: 1, unroll: 4, chains: 2 }],
     ];
     for (const [M, K, N, gated, forced] of specs) {
-      await t.test(`int4 mma GEMV, forced plan ${JSON.stringify(forced)}: M=${M} K=${K} N=${N}${gated ? ' gated' : ''}`, () => {
+      await subtest(`int4 mma GEMV, forced plan ${JSON.stringify(forced)}: M=${M} K=${K} N=${N}${gated ? ' gated' : ''}`, () => {
         const G = 128, width = gated ? N / 2 : N, activation = gated ? 'silu' as const : 'none' as const;
         const w = randomInt4(rng, N, K, G), x = rng.floats(M * K);
         const spec = { ...i4.planInt4MmaGemv('bf16', M, width, K, G, false, activation, gated, gpu.runtime.multiProcessorCount).spec, ...forced };
@@ -148,8 +163,38 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
     }
   }
 
+  // The streaming GEMV with 16 consumer warps and stages of 2 or 4 tiles (bench/gemv-sweep.ts times them).
+  {
+    const s4 = await import('../../src/backend/cuda/kernels/gemv-int4-stream.js');
+    const specs: [number, number, number, Partial<import('../../src/backend/cuda/kernels/gemv-int4-stream.js').Int4StreamGemvSpec>][] = [
+      [1, 2048, 16384, { consumerWarps: 16, tilesPerStage: 4 }],
+      [3, 8192, 2048, { consumerWarps: 16 }],
+      [1, 2048, 3072, { tilesPerStage: 2 }],
+      [2, 768, 2304, { consumerWarps: 16, tilesPerStage: 4 }],
+    ];
+    for (const [M, K, N, forced] of specs) {
+      await subtest(`int4 streaming GEMV, forced ${JSON.stringify(forced)}: M=${M} K=${K} N=${N}`, () => {
+        const G = 128, w = randomInt4(rng, N, K, G), x = rng.floats(M * K);
+        const args = (b: Backend) => ({
+          x: b.fromArray(x, [M, K], 'bf16'), qweight: b.fromArray(w.qweight, [N, K / 8], 'i32'), scales: b.fromArray(w.scales, [N, K / G], 'f16'),
+          zeros: b.fromArray(w.zeros, [N, K / G], 'u8'), groupSize: G, out: poisoned(b, [M, N], 'bf16'),
+        });
+        const g = args(gpu), ptr = (t: Tensor) => (t as unknown as { ptr: bigint }).ptr;
+        s4.launchInt4StreamGemv(gpu.runtime, {
+          dtype: 'bf16', M, N, K, groupSize: G, activation: 'none', x: ptr(g.x), qweight: ptr(g.qweight), scales: ptr(g.scales), zeros: ptr(g.zeros), bias: 0n, out: ptr(g.out),
+        }, forced);
+        const got = gpu.download(g.out);
+        const c = args(cpu);
+        cpu.int4Linear(c);
+        const expected = cpu.download(c.out);
+        const cmp = compareArrays(got, expected);
+        assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE.bf16, describe(cmp, got, expected));
+      });
+    }
+  }
+
   for (const [dtype, N, K, G] of [['bf16', 11008, 4096, 128], ['f32', 1000, 5120, 32], ['f16', 96, 2048, 64]] as const) {
-    await t.test(`int4QuantizeWeights ${dtype} [${N}, ${K}] G=${G}: the same integers and scales as the CPU`, () => {
+    await subtest(`int4QuantizeWeights ${dtype} [${N}, ${K}] G=${G}: the same integers and scales as the CPU`, () => {
       const weight = rng.floats(N * K, 0.05);
       weight[5] = 0; // a group with an exact zero, and groups of one sign:
       for (let k = 0; k < G; k++) { weight[K + k] = Math.abs(weight[K + k]!) + 0.01; weight[2 * K + k] = -Math.abs(weight[2 * K + k]!); }
@@ -167,7 +212,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   }
 
   for (const [dtype, M, K] of [['bf16', 1, 4096], ['bf16', 3, 5120], ['f16', 17, 4096], ['bf16', 256, 5120], ['f32', 9, 1024], ['bf16', 5, 771]] as const) {
-    await t.test(`int8QuantizeRows ${dtype} M=${M} K=${K}: the same bytes and scales as the CPU`, () => {
+    await subtest(`int8QuantizeRows ${dtype} M=${M} K=${K}: the same bytes and scales as the CPU`, () => {
       const x = rng.floats(M * K, 2);
       if (M > 2) x.fill(0, K, 2 * K); // a zero row
       const run = (b: Backend) => {
@@ -183,7 +228,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   }
 
   for (const [M, K, N] of [[1, 4096, 11008], [3, 5120, 11008], [17, 4096, 11008], [256, 5120, 11008], [8, 64, 12]] as const) {
-    await t.test(`int8Gemm M=${M} K=${K} N=${N}: exact`, () => {
+    await subtest(`int8Gemm M=${M} K=${K} N=${N}: exact`, () => {
       const a = Int8Array.from({ length: M * K }, () => Math.floor(rng.next() * 255) - 127);
       const bw = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
       const rows = sampledRows(M);
@@ -202,7 +247,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   }
 
   for (const [dtype, M, N, activation] of [['bf16', 17, 11008, 'gelu_tanh'], ['f16', 3, 4096, undefined], ['f32', 256, 1024, 'silu']] as const) {
-    await t.test(`int8Dequantize ${dtype} M=${M} N=${N}${activation ? ` ${activation}` : ''}`, () => {
+    await subtest(`int8Dequantize ${dtype} M=${M} N=${N}${activation ? ` ${activation}` : ''}`, () => {
       const acc = Int32Array.from({ length: M * N }, () => Math.floor(rng.next() * 2e6) - 1e6);
       const rs = rng.floats(M, 1e-3, 2e-3), cs = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N);
       const run = (b: Backend) => {
@@ -229,7 +274,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   for (const [dtype, M, K, N, hasBias, activation, gated] of INT8_LINEAR_CASES) {
     const width = gated ? N / 2 : N;
     const gemv = M <= 4 && K % 16 === 0;
-    await t.test(`int8Linear ${dtype} M=${M} K=${K} N=${N}${hasBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''} (${gemv ? 'GEMV' : 'three ops'})`, () => {
+    await subtest(`int8Linear ${dtype} M=${M} K=${K} N=${N}${hasBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''} (${gemv ? 'GEMV' : 'three ops'})`, () => {
       const x = rng.floats(M * K, 2);
       if (M > 1) x.fill(0, K, 2 * K); // a zero row: scale 0
       const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
@@ -262,6 +307,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
 // normLinear of an int8Linear: the W8A8 GEMV with the residual norm in its prologue (int8NormGemv), against
 // the CPU's residualNorm + int8Linear — the product, the normed rows h and the updated residual stream x.
 test('normLinear with a W8A8 product on the fused GEMV matches the CPU reference', { skip, timeout: 10 * 60_000 }, async (t) => {
+  const subtest = (name: string, fn: () => void) => (casePattern && !casePattern.test(name) ? undefined : t.test(name, fn));
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
   gpu.int8NormGemv = true;
@@ -278,7 +324,7 @@ test('normLinear with a W8A8 product on the fused GEMV matches the CPU reference
   ];
   for (const [dtype, M, K, N, norm, residual, residualBias, activation, gated] of CASES) {
     const width = gated ? N / 2 : N;
-    await t.test(`${dtype} M=${M} K=${K} N=${N} ${norm}${residual ? ' +residual' : ''}${residualBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''}`, () => {
+    await subtest(`${dtype} M=${M} K=${K} N=${N} ${norm}${residual ? ' +residual' : ''}${residualBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''}`, () => {
       const x = rng.floats(M * K), y = rng.floats(M * K), rbias = rng.floats(K, 0.2), gamma = rng.floats(K, 0.3, 1), beta = rng.floats(K, 0.2);
       const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
       const scales = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N, 0.5);

@@ -38,6 +38,7 @@ import { byteSize } from '../../../dtype.js';
 import type { Tensor } from '../../../tensor.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
+import { BULK_COPY_LIB, SMEM_ADDRESS_CODE } from './bulk-copy-lib.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
@@ -61,13 +62,16 @@ export const WARP_CHUNK_ROWS = 12;
 
 /**
  * How the megakernel consumes its ring, for sweeps on the GPU (bench/gpu-pending.sh megakernel-sweep):
- * FUSEFORMER_MEGAKERNEL_WARP_CHUNKS=1 gives each consumer warp whole chunks of its own (no block barrier
- * a chunk), FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 releases grid barriers through a flag word of its own,
+ * FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 releases grid barriers through a flag word of its own,
  * FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 asks L2 for attention's older keys and values before the QKV barrier,
- * FUSEFORMER_MEGAKERNEL_SLOT_KB sets a slot size (the first three never yet run on a GPU). Read when a kernel is planned.
+ * FUSEFORMER_MEGAKERNEL_SLOT_KB sets a slot size. Read when a kernel is planned. `warpChunks` (each
+ * consumer warp takes whole chunks of its own) has no switch: on the H200 (session 16,
+ * bench/results/gpu-pending-s16/call5/) it passed the GPU checks but ran GPT-2 124M at 0.365–0.398
+ * ms/token against 0.315 with the block per chunk, and at Llama 1.2B's shape the kernel failed (a wait
+ * timed out), so only code that sets this object turns it on (the catalog, the CPU plan test).
  */
 export const megakernelTuning = {
-  warpChunks: process.env['FUSEFORMER_MEGAKERNEL_WARP_CHUNKS'] === '1',
+  warpChunks: false,
   releaseFlag: process.env['FUSEFORMER_MEGAKERNEL_RELEASE_FLAG'] === '1',
   kvPrefetch: process.env['FUSEFORMER_MEGAKERNEL_KV_PREFETCH'] === '1',
   slotKiB: Math.max(0, Number(process.env['FUSEFORMER_MEGAKERNEL_SLOT_KB'] ?? 0) || 0),
@@ -244,38 +248,8 @@ __device__ __forceinline__ void stage_input(float* xs, const T* src) {
 // cp.async by every thread — and either way the issue stalled the whole block: ~1.4 µs a 16 KB chunk,
 // 12 GB/s an SM; bench/results/gpu-pending-s14/call4, call5.) full[s]: the copy into slot s landed;
 // empty[s]: the consumers are done with slot s.
-__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(u64* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(u64* bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u64* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
-  u32 done;
-  asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-               : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ u64 global_timer() {
-  u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-// Waits for the phase of this parity to complete; 2 s without it traps (an error, not a hang).
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
-  if (mbar_try_wait(bar, parity)) return;
-  const u64 start = global_timer();
-  while (!mbar_try_wait(bar, parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
-}
-__device__ __forceinline__ u32 load_acquire(const u32* p) {
+${SMEM_ADDRESS_CODE}
+${BULK_COPY_LIB}__device__ __forceinline__ u32 load_acquire(const u32* p) {
   u32 v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;

@@ -106,6 +106,38 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
   return best!.plan;
 }
 
+/**
+ * The device code both tensor-core INT4 kernels (this GEMV and gemv-int4-stream.ts) dequantize with: a
+ * packed word's nibbles e and e + 4 as the exact 16-bit pair (q − z) by one LOP3 and one fused
+ * multiply-add (see the header), and the streaming load of a weight vector.
+ */
+export function int4MmaDequantCode(dtype: 'bf16' | 'f16'): string {
+  const bf16 = dtype === 'bf16';
+  return String.raw`// magic | q is the 16-bit float magic + q (exact); one = 1.0 in both halves.
+constexpr u32 MAGIC = ${bf16 ? '0x43004300u' : '0x64006400u'}, ONE = ${bf16 ? '0x3F803F80u' : '0x3C003C00u'};
+constexpr float MAGIC_VALUE = ${bf16 ? '128.f' : '1024.f'};
+
+__device__ __forceinline__ uint4 load_stream_u4(const u32* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+// Nibbles e and e + 4 of w as the pair (q_e − z, q_{e+4} − z): magic + q, minus the packed (magic + z).
+__device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {
+  u32 p = ((w >> (4 * e)) & 0x000F000Fu) | MAGIC, d;
+  asm("fma.rn.${bf16 ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(p), "r"(ONE), "r"(minus_zero));
+  return d;
+}
+// −(magic + z) in both halves of a 16-bit pair.
+__device__ __forceinline__ u32 minus_zero_pair(unsigned char z) {
+  const u32 h = (u32)__${bf16 ? 'bfloat16_as_ushort(__float2bfloat16_rn' : 'half_as_ushort(__float2half_rn'}(-(MAGIC_VALUE + (float)z)));
+  return h | (h << 16);
+}
+
+`;
+}
+
 export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   if (spec.K % INT4_MMA_CHUNK_K !== 0 || spec.groupSize % INT4_MMA_CHUNK_K !== 0 || spec.K % spec.groupSize !== 0) {
     throw new RangeError(`int4MmaGemvSource: K (${spec.K}) and the group size (${spec.groupSize}) must be multiples of ${INT4_MMA_CHUNK_K}, G dividing K`);
@@ -128,29 +160,7 @@ ${constants({
     CHUNKS: chunks, GROUPS: groups, WORDS_PER_ROW: spec.K / 8, GROUPS_PER_ROW: spec.K / spec.groupSize,
     ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16, CH: spec.chains ?? 1,
   })}
-// magic | q is the 16-bit float magic + q (exact); one = 1.0 in both halves.
-constexpr u32 MAGIC = ${bf16 ? '0x43004300u' : '0x64006400u'}, ONE = ${bf16 ? '0x3F803F80u' : '0x3C003C00u'};
-constexpr float MAGIC_VALUE = ${bf16 ? '128.f' : '1024.f'};
-
-__device__ __forceinline__ uint4 load_stream_u4(const u32* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
-// Nibbles e and e + 4 of w as the pair (q_e − z, q_{e+4} − z): magic + q, minus the packed (magic + z).
-__device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {
-  u32 p = ((w >> (4 * e)) & 0x000F000Fu) | MAGIC, d;
-  asm("fma.rn.${bf16 ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(p), "r"(ONE), "r"(minus_zero));
-  return d;
-}
-// −(magic + z) in both halves of a 16-bit pair.
-__device__ __forceinline__ u32 minus_zero_pair(unsigned char z) {
-  const u32 h = (u32)__${bf16 ? 'bfloat16_as_ushort(__float2bfloat16_rn' : 'half_as_ushort(__float2half_rn'}(-(MAGIC_VALUE + (float)z)));
-  return h | (h << 16);
-}
-
-// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
+${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${WARPS * 32}.
 extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,

@@ -56,6 +56,7 @@ import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { gatedActivation } from './gated-activation.js';
 import { INT4_MMA_CHUNK_K, INT4_MMA_MAX_ROWS, int4MmaGemvApplies, launchInt4MmaGemv } from './gemv-int4-mma.js';
+import { INT4_STREAM_MAX_ROWS, int4StreamGemvApplies, int4StreamGemvEnabled, launchInt4StreamGemv } from './gemv-int4-stream.js';
 import { CudaTensor } from '../runtime/tensor.js';
 
 export type EpilogueActivation = Activation | 'none';
@@ -565,12 +566,14 @@ export function planInt4Gemm(dtype: 'f16' | 'bf16', M: number, N: number, K: num
 /** Largest M the GEMV takes for 16-bit activations; above it the tensor-core kernel runs. */
 export const INT4_GEMV_MAX_ROWS = 8;
 
-export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma';
+export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'stream';
 
 /**
- * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the tensor-core
- * GEMV (gemv-int4-mma.ts) for 1–32 rows of 16-bit x in groups of a multiple of 128 when `mma` allows,
- * else the SIMT GEMV for M ≤ 8 or f32 activations, and the tiled tensor-core GEMM otherwise.
+ * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the streaming
+ * GEMV (gemv-int4-stream.ts) for 1–8 rows on Hopper where it applies if FUSEFORMER_INT4_STREAM=1 (opt-in:
+ * measured slower), then the tensor-core GEMV (gemv-int4-mma.ts) for 1–32 rows of 16-bit x in groups of a multiple
+ * of 128 when `mma` allows, else the SIMT GEMV for M ≤ 8 or f32 activations, and the tiled tensor-core
+ * GEMM otherwise.
  */
 export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Path = 'auto', mma = true): void {
   const c = new OpCheck('int4Linear', 'cuda');
@@ -583,6 +586,17 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const act: EpilogueActivation = activation ?? 'none';
   const biasPtr = bias ? devicePtr(c, 'bias', bias) : 0n;
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(devicePtr(c, 'scales', scales)), arg.ptr(devicePtr(c, 'zeros', zeros)), arg.ptr(biasPtr), arg.ptr(outPtr)];
+  const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
+  const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
+  if (path === 'stream' || (path === 'auto' && mma && streamAligned && int4StreamGemvEnabled() && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated))) {
+    if (!int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated) || !streamAligned) {
+      c.fail(`the streaming GEMV takes 1–${INT4_STREAM_MAX_ROWS} rows of f16/bf16 x on an sm_90 GPU, not gated, N a multiple of 16, groups a multiple of ${INT4_MMA_CHUNK_K} dividing K, 16-byte aligned scales and zeros, and two stages in shared memory; got ${M} rows of ${dtype}, N ${N}, K ${K}, groups of ${groupSize}${gated ? ', gated' : ''} on ${host.arch ?? 'an unknown GPU'}`);
+    }
+    launchInt4StreamGemv(host, {
+      dtype: dtype as 'bf16' | 'f16', M, N, K, groupSize, activation: act, x: xPtr, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr,
+    });
+    return;
+  }
   if (path === 'mma' || (path === 'auto' && mma && int4MmaGemvApplies(dtype, M, groupSize))) {
     if (!int4MmaGemvApplies(dtype, M, groupSize)) c.fail(`the mma GEMV takes 1–${INT4_MMA_MAX_ROWS} rows of f16/bf16 x in groups of a multiple of ${INT4_MMA_CHUNK_K}; got ${M} rows of ${dtype}, groups of ${groupSize}`);
     launchInt4MmaGemv(host, {
