@@ -102,6 +102,14 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { int4Linear } = await import('../../src/backend/cuda/kernels/quant-int4.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  /** int4Linear on the CPU with `args` gives what a forced GPU launch wrote into `out` (every element written). */
+  const expectCpuResult = (out: Tensor, args: (b: Backend) => Parameters<Backend['int4Linear']>[0]) => {
+    const got = gpu.download(out), c = args(cpu);
+    cpu.int4Linear(c);
+    const expected = cpu.download(c.out);
+    const cmp = compareArrays(got, expected);
+    assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE.bf16, describe(cmp, got, expected));
+  };
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
   const rng = new Rng(seed);
@@ -153,12 +161,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
         i4.launchInt4MmaGemv(gpu.runtime, {
           dtype: 'bf16', M, N, K, groupSize: G, gated, activation, x: ptr(g.x), qweight: ptr(g.qweight), scales: ptr(g.scales), zeros: ptr(g.zeros), bias: 0n, out: ptr(g.out),
         }, spec);
-        const got = gpu.download(g.out);
-        const c = args(cpu);
-        cpu.int4Linear(c);
-        const expected = cpu.download(c.out);
-        const cmp = compareArrays(got, expected);
-        assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE.bf16, describe(cmp, got, expected));
+        expectCpuResult(g.out, args);
       });
     }
   }
@@ -183,12 +186,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
         s4.launchInt4StreamGemv(gpu.runtime, {
           dtype: 'bf16', M, N, K, groupSize: G, activation: 'none', x: ptr(g.x), qweight: ptr(g.qweight), scales: ptr(g.scales), zeros: ptr(g.zeros), bias: 0n, out: ptr(g.out),
         }, forced);
-        const got = gpu.download(g.out);
-        const c = args(cpu);
-        cpu.int4Linear(c);
-        const expected = cpu.download(c.out);
-        const cmp = compareArrays(got, expected);
-        assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE.bf16, describe(cmp, got, expected));
+        expectCpuResult(g.out, args);
       });
     }
   }

@@ -37,6 +37,7 @@ import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { BULK_COPY_LIB } from './bulk-copy-lib.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import type { Int4MmaGemvLaunch } from './gemv-int4-mma.js';
 import { int4MmaDequantCode, INT4_MMA_CHUNK_K } from './gemv-int4-mma.js';
 import { MMA_LIB } from './mma-lib.js';
 import type { EpilogueActivation } from './quant-int4.js';
@@ -265,21 +266,8 @@ extern "C" __global__ void __launch_bounds__((CW + 1) * 32, 1) ${name}(
   return { name, source, gridDependencyWait: true };
 }
 
-/** An int4Linear as the kernel reads it: sizes and device pointers (bias 0n when absent). */
-export interface Int4StreamGemvLaunch {
-  readonly dtype: 'bf16' | 'f16';
-  readonly M: number;
-  readonly N: number;
-  readonly K: number;
-  readonly groupSize: number;
-  readonly activation: EpilogueActivation;
-  readonly x: bigint;
-  readonly qweight: bigint;
-  readonly scales: bigint;
-  readonly zeros: bigint;
-  readonly bias: bigint;
-  readonly out: bigint;
-}
+/** An int4Linear as the kernel reads it: the mma GEMV's launch, never gated. */
+export type Int4StreamGemvLaunch = Omit<Int4MmaGemvLaunch, 'gated'>;
 
 /** Launches the planner's spec, or `forced` (the sweep and the tests). */
 export function launchInt4StreamGemv(host: KernelHost, a: Int4StreamGemvLaunch, forced?: Partial<Int4StreamGemvSpec>): void {
