@@ -585,8 +585,8 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   if (M === 0 || N === 0) return;
   const act: EpilogueActivation = activation ?? 'none';
   const biasPtr = bias ? devicePtr(c, 'bias', bias) : 0n;
-  const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(devicePtr(c, 'scales', scales)), arg.ptr(devicePtr(c, 'zeros', zeros)), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
+  const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
   if (path === 'stream' || (path === 'auto' && mma && streamAligned && int4StreamGemvEnabled() && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated))) {
     if (!int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated) || !streamAligned) {
@@ -601,7 +601,7 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
     if (!int4MmaGemvApplies(dtype, M, groupSize)) c.fail(`the mma GEMV takes 1–${INT4_MMA_MAX_ROWS} rows of f16/bf16 x in groups of a multiple of ${INT4_MMA_CHUNK_K}; got ${M} rows of ${dtype}, groups of ${groupSize}`);
     launchInt4MmaGemv(host, {
       dtype: dtype as 'bf16' | 'f16', M, N, K, groupSize, gated, activation: act, x: xPtr, qweight: qPtr,
-      scales: devicePtr(c, 'scales', scales), zeros: devicePtr(c, 'zeros', zeros), bias: biasPtr, out: outPtr,
+      scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr,
     });
     return;
   }
