@@ -9,8 +9,9 @@
 // one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = the weight bytes (with
 // scales and zeros) ÷ time, against the copy bandwidth measured in the same run.
 //
-//   node dist/bench/gemv-sweep.js [--rows 1,32] [--stream-only] [--json bench/results/gemv-sweep.json]
-// (--stream-only: the streaming INT4 GEMV's plans beside the mma GEMV's planned one, nothing else)
+//   node dist/bench/gemv-sweep.js [--rows 1,32] [--stream-only | --mma-only] [--json bench/results/gemv-sweep.json]
+// (--stream-only: the streaming INT4 GEMV's plans beside the mma GEMV's planned one, nothing else;
+//  --mma-only: the mma GEMV's plans alone)
 // (about 2–4 minutes on an H200, most of it compiling each plan once; cached on disk after that)
 
 import { parseArgs } from 'node:util';
@@ -33,7 +34,7 @@ const SHAPES = LLAMA_DECODE_PRODUCTS;
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'stream-only': { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'stream-only': { type: 'boolean', default: false }, 'mma-only': { type: 'boolean', default: false } } });
   const probe = probeCuda();
   if (!probe.available) {
     process.stdout.write(`bench/gemv-sweep: skipped, no usable CUDA GPU (${probe.reason})\n`);
@@ -80,7 +81,7 @@ async function main(): Promise<void> {
       }
       // The streaming GEMV (≤ 8 rows on Hopper; not gated: a gated shape as the engine runs it by default,
       // all 2F rows into [M, 2F] before the activation op, beside the mma GEMV doing the same).
-      if (M <= s4.INT4_STREAM_MAX_ROWS && s4.int4StreamGemvApplies(host, 'bf16', M, N, K, GROUP, false)) {
+      if (!values['mma-only'] && M <= s4.INT4_STREAM_MAX_ROWS && s4.int4StreamGemvApplies(host, 'bf16', M, N, K, GROUP, false)) {
         const launchArgs = (s: (typeof int4Sets)[number]) => ({
           dtype: 'bf16' as const, M, N, K, groupSize: GROUP, activation: 'none' as const, x: ptr(s.x), qweight: ptr(s.qweight), scales: ptr(s.scales), zeros: ptr(s.zeros), bias: 0n, out: ptr(s.out),
         });
@@ -102,7 +103,7 @@ async function main(): Promise<void> {
       made.length = 0;
 
       // W8A8 (≤ 4 rows): i8 weights, f32 scales.
-      if (M > i8.INT8_GEMV_MAX_ROWS || values['stream-only']) continue;
+      if (M > i8.INT8_GEMV_MAX_ROWS || values['stream-only'] || values['mma-only']) continue;
       const int8Bytes = N * K + 4 * N;
       const sets8 = Math.max(2, Math.min(16, Math.ceil((2 * L2_BYTES) / int8Bytes)));
       const int8Sets = Array.from({ length: sets8 }, () => {
