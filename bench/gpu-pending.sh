@@ -4,14 +4,15 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: int4-fold wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-fold   # (~9 min) session 17: the INT4 mma GEMV's zero point folded per chunk (never run): GPU checks, decode A/B, the plan sweep
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-plan   # (~4 min) session 17: the INT4 planner's two-tile rule (never run): GPU checks, INT4 decode GPT-2 + Llama
+#   (session 17's call 1 ran:) the zero point folded per chunk ((magic + z)·Σx): 91/91 checks but slower at every product (Llama INT4 + head 0.603 against 0.544 ms/token): withdrawn
 #   (session 16's calls 3–4 ran:) int4-stream — the streaming INT4 GEMV (opt-in FUSEFORMER_INT4_STREAM=1): 28/28 checks, slower than the mma GEMV at 4 of 5 products
 #   (session 16's calls 1–2 ran:) wgmma-checks, wgmma-infer wgmma-varlen: (~7 min) the wgmma attention's GPU checks again (its kernels were edited for packed rows after session 15's calls 1–5; dense code is unchanged in effect) and the packed-sequence tests with FUSEFORMER_WGMMA_VARLEN=1
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh wgmma-varlen   # (~6 min) packed vs padded on wgmma, on and off: if varlen-tests passed and varlen-on beats varlen-off, make it the default (flash-forward-wgmma.ts's wgmmaVarlenEnabled)
@@ -60,11 +61,14 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
-    int4-fold) # session 17: the INT4 mma GEMV with its zero point folded per chunk at one row tile (the new default): the quantized GPU tests, INT4 decode with it and without (FUSEFORMER_INT4_ZERO_FOLD=0), then every mma plan at M = 1 with and without it
+    int4-mma-sweep) # the quantized GPU tests, then every INT4 mma GEMV plan at M = 1 (bench/gemv-sweep.ts --mma-only; session 17's call 1 ran it with the withdrawn zero fold beside)
           run quant-tests 240 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
-          run decode-int4-fold 110 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-fold.json"
-          run decode-int4-nofold 110 env FUSEFORMER_INT4_ZERO_FOLD=0 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-nofold.json"
           run int4-sweep 300 node dist/bench/gemv-sweep.js --rows 1 --mma-only --json "$out/int4-sweep.json" ;;
+    int4-plan) # session 17: the INT4 mma GEMV's planner with two tiles a warp where two blocks an SM remain (the gated gate/up, the LM heads): its GPU checks, INT4 decode of GPT-2 and Llama
+          run quant-tests 240 env FUSEFORMER_QUANT_CASES='mma|int4Linear bf16 M=1 |M=2 K=768' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
+          run decode-int4-plan 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int4-head --json "$out/decode-int4-plan.json"
+          run profile-int4-removal 150 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --quantize rtn4 --quantize-lm-head --op-timing removal --out /tmp/p-int4r
+          cp /tmp/p-int4r/profile.json "$out/profile-int4-removal.json" 2>/dev/null ;;
     int4-stream) # the streaming INT4 GEMV (session 16, never run): the quantized GPU tests (its cases, and the engine's INT4 decode through it), its plans beside the mma GEMV, INT4 decode with it on and off
           run quant-tests 200 env FUSEFORMER_INT4_STREAM=1 FUSEFORMER_QUANT_CASES='stream|int4Linear bf16 M=(1|8) K=(4096|2048) N=(11008|3072)' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
           run int4-sweep 120 env FUSEFORMER_INT4_STREAM=1 node dist/bench/gemv-sweep.js --rows 1 --stream-only --json "$out/int4-sweep.json"
@@ -314,7 +318,7 @@ done
 say "summary"
 [ -f "$out/quant-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/quant-tests.log" | head -20
 [ -f "$out/int4-sweep.log" ] && grep -E '^\|' "$out/int4-sweep.log"
-for f in decode-int4-stream decode-int4-mma decode-int4-fold decode-int4-nofold; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| Llama' "$out/$f.log"; }; done
+for f in decode-int4-stream decode-int4-mma decode-int4-fold decode-int4-nofold decode-int4-plan; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/infer-parity.log" ] && grep -E 'FAIL|teacher|failed' "$out/infer-parity.log" | head -12
 [ -f "$out/spec-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/spec-tests.log" | head -20
 for f in train-target train-draft train-medium train-medium-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done

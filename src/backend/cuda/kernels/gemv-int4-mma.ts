@@ -12,15 +12,9 @@
 // the exponent of 128 (bf16) or 1024 (f16), so the pair reads (magic + q) exactly — are the logical
 // positions {2t, 2t+1} (pair e = 0, 2) and {2t+8, 2t+9} (e = 1, 3) of mma steps 2w and 2w + 1; on the
 // B side the same pairs (x[8w + e], x[8w + e + 4]) come from the 16-byte vector of word w by PRMT.
-// The tensor cores multiply those exact integers magic + q by the stored x (products exact in f32), and
-// the offset comes off once per chunk: a chunk lies in one group (G a multiple of 128), so
-//   Σ_k x·s·(q − z) = s·(C − (magic + z)·Σ_k x),   C = Σ_k x·(magic + q),
-// in f32, with Σ_k x of each (row, chunk) summed once per block into shared memory after the grid-
-// dependency wait (16 threads a chunk, 8 elements each, shuffles). That is one LOP3 a pair, where
-// subtracting magic + z from every pair (exact too; session 16's version) cost a fused multiply-add a pair,
-// about a fifth of the inner loop. Precision: C carries a common term (magic + z)·Σx that is ~25× (bf16)
-// or ~200× (f16) the result, so f32 keeps ~16–19 bits of it — far beyond the 16-bit output's 8–11. More
-// exact than dequantizing to 16 bits (the tiled kernel's way).
+// Subtracting (magic + zero) is exact (|q − z| ≤ 15), so the tensor cores multiply the exact integers
+// q − z by the stored x; a chunk lies in one group (G a multiple of 128), so the group's scale is applied
+// once per chunk in f32: acc += s·C. More exact than dequantizing to 16 bits (the tiled kernel's way).
 // Gated (act(g)·u of gate row n and up row F + n): a tile is 8 features, rows g = gate n and g + 8 = up
 // F + n, so a lane holds both halves of its outputs.
 // A warp takes FT tiles (16·FT features, gated 8·FT) and its K chunks kw, kw + KW, …; the block's 8 warps
@@ -31,7 +25,6 @@
 // Bytes: K·N/2 (weights) + K·N/G·3 (scales, zeros) + M·K·s (x, L1/L2 after the first) + M·N·s (out).
 
 import type { FloatDType } from '../../../dtype.js';
-import { envSwitch } from '../env-switch.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
@@ -70,29 +63,10 @@ export interface Int4MmaGemvSpec {
    * The planner takes 1 (measured); bench/gemv-sweep.ts times both.
    */
   readonly chains?: 1 | 2;
-  /**
-   * Whether the zero point comes off once per chunk, (magic + z)·Σx, instead of from every nibble pair
-   * (see the header). Absent: int4MmaOptions' rule, by default on at one row tile (decode's batch 1), where
-   * the pairs' fused multiply-adds were a fifth of the loop; at more row tiles each pair feeds NT mma and
-   * the shared Σx prologue's registers made ptxas spill at the 128-register bound.
-   */
-  readonly zeroFold?: boolean;
-}
-
-/**
- * The zero-point rule of the planner's specs: FUSEFORMER_INT4_ZERO_FOLD=1 folds it per chunk at every row
- * count, =0 never (session 16's kernel), unset ('auto') at one row tile. Takes effect for launches after it is set.
- */
-export const int4MmaOptions: { zeroFold: boolean | 'auto' } = { zeroFold: envSwitch(process.env['FUSEFORMER_INT4_ZERO_FOLD']) };
-
-/** Whether a spec subtracts the zero point per chunk (zeroFold; else int4MmaOptions' rule). */
-export function int4MmaFoldsZero(s: Int4MmaGemvSpec): boolean {
-  const rule = int4MmaOptions.zeroFold;
-  return s.zeroFold ?? (rule === 'auto' ? s.rowTiles === 1 : rule);
 }
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
-  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaFoldsZero(s) ? '.zf' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
 }
 
 export interface Int4MmaGemvPlan {
@@ -108,7 +82,8 @@ export function int4MmaGemvApplies(dtype: FloatDType, M: number, groupSize: numb
 /**
  * For N output features (F when gated), among FT ∈ {1, 2, 4} and KW ∈ {1, 2, 4, 8} within a lane's
  * accumulator and vector budget: the most evenly spread blocks that keep TARGET_BYTES_PER_SM of weights
- * in flight (two resident blocks an SM at ≤ 128 registers a thread), then fewer K-splits.
+ * in flight (two resident blocks an SM at ≤ 128 registers a thread), two tiles a warp where that still
+ * leaves two blocks an SM (one row tile), then fewer K-splits.
  */
 export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number): Int4MmaGemvPlan {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, featuresPerTile = gated ? 8 : 16;
@@ -123,8 +98,15 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
       const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / (2 * tiles)), rowTiles > 2 ? 2 : 4));
       const resident = Math.min(grid, 2 * multiProcessorCount);
       const inFlight = (resident / multiProcessorCount) * WARPS * 32 * unroll * tiles * 2 * 16;
-      const balance = grid / (Math.ceil(grid / multiProcessorCount) * multiProcessorCount);
-      const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) - kWarps * 1e-3 - tiles * 1e-4;
+      // The share of the GPU the grid keeps busy: SMs with a block, up to one block an SM; past that, the two
+      // resident slots an SM, filled wave by wave.
+      const slots = 2 * multiProcessorCount;
+      const balance = grid <= multiProcessorCount ? grid / multiProcessorCount : grid / (Math.ceil(grid / slots) * slots);
+      // Two tiles a warp share each chunk's x pairs: faster where the grid still holds two blocks an SM, at one
+      // row tile (H200, sessions 9 and 17, bench/gemv-sweep.ts: Llama 1.2B's gated gate/up 8.33 → 7.86 µs,
+      // its LM head 56.7 → 45.5–46.4; the smaller products, one block an SM, lost with them).
+      const shareX = rowTiles === 1 && tiles === 2 && grid >= 1.9 * multiProcessorCount ? 0.05 : 0;
+      const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) + shareX - kWarps * 1e-3 - tiles * 1e-4;
       const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated };
       if (!best || score > best.score) best = { plan: { spec, grid }, score };
     }
@@ -133,10 +115,9 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
 }
 
 /**
- * The device code the tensor-core INT4 kernels (this GEMV and gemv-int4-stream.ts) dequantize with: a
- * packed word's nibbles e and e + 4 as the exact 16-bit pair (magic + q) by one LOP3 (this GEMV, which
- * subtracts (magic + z)·Σx per chunk; see the header), or as (q − z) by one more fused multiply-add (the
- * streaming GEMV), and the streaming load of a weight vector.
+ * The device code both tensor-core INT4 kernels (this GEMV and gemv-int4-stream.ts) dequantize with: a
+ * packed word's nibbles e and e + 4 as the exact 16-bit pair (q − z) by one LOP3 and one fused
+ * multiply-add (see the header), and the streaming load of a weight vector.
  */
 export function int4MmaDequantCode(dtype: 'bf16' | 'f16'): string {
   const bf16 = dtype === 'bf16';
@@ -156,10 +137,6 @@ __device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {
   asm("fma.rn.${bf16 ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(p), "r"(ONE), "r"(minus_zero));
   return d;
 }
-// Nibbles e and e + 4 of w as the pair (magic + q_e, magic + q_{e+4}), exact: one LOP3 (and a shift).
-__device__ __forceinline__ u32 biased_pair(u32 w, int e) { return ((w >> (4 * e)) & 0x000F000Fu) | MAGIC; }
-// magic + z as a float (exact).
-__device__ __forceinline__ float biased_zero(unsigned char z) { return MAGIC_VALUE + (float)z; }
 // −(magic + z) in both halves of a 16-bit pair.
 __device__ __forceinline__ u32 minus_zero_pair(unsigned char z) {
   const u32 h = (u32)__${bf16 ? 'bfloat16_as_ushort(__float2bfloat16_rn' : 'half_as_ushort(__float2half_rn'}(-(MAGIC_VALUE + (float)z)));
@@ -189,7 +166,7 @@ ${typedefLine('T', spec.dtype)}
 ${constants({
     K: spec.K, G: spec.groupSize, NT: spec.rowTiles, FT: spec.tiles, KW: spec.kWarps, CG: WARPS / spec.kWarps, U: spec.unroll,
     CHUNKS: chunks, GROUPS: groups, WORDS_PER_ROW: spec.K / 8, GROUPS_PER_ROW: spec.K / spec.groupSize,
-    ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16, CH: spec.chains ?? 1, M_CAP: 8 * spec.rowTiles, FOLD: int4MmaFoldsZero(spec),
+    ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16, CH: spec.chains ?? 1,
   })}
 ${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${WARPS * 32}.
@@ -197,8 +174,6 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int M, int N) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];
-  // Σx of each chunk's 128 k, per row of x (rows past M: 0); [chunk][row], so a lane's rows 2t, 2t + 1 are one 8-byte load.
-  [[maybe_unused]] __shared__ __align__(8) float xsum[FOLD ? CHUNKS : 1][M_CAP];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int kw = warp % KW, cg = warp / KW;
@@ -228,8 +203,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
   for (int grp = 0; grp < GROUPS; grp++) {
     uint4 wv[U][FT][2];
     float sc[U][FT][2];
-    [[maybe_unused]] float zc[U][FT][2];  // FOLD: magic + z
-    [[maybe_unused]] u32 mz[U][FT][2];    // otherwise: −(magic + z) in both halves
+    u32 mz[U][FT][2];
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int c = kw + (grp * U + u) * KW;
@@ -242,43 +216,16 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
             const size_t gi = (size_t)r * GROUPS_PER_ROW + (c * ${INT4_MMA_CHUNK_K}) / G;
             wv[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
             sc[u][i][h] = __half2float(scales[gi]);
-            if constexpr (FOLD) zc[u][i][h] = biased_zero(zeros[gi]);
-            else mz[u][i][h] = minus_zero_pair(zeros[gi]);
+            mz[u][i][h] = minus_zero_pair(zeros[gi]);
           } else {
             wv[u][i][h] = make_uint4(0u, 0u, 0u, 0u);
             sc[u][i][h] = 0.f;
-            if constexpr (FOLD) zc[u][i][h] = 0.f;
-            else mz[u][i][h] = 0u;
+            mz[u][i][h] = 0u;
           }
         }
     }
-    if (grp == 0) {
-      // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
-      GRID_DEPENDENCY_WAIT();
-    }
-    if (FOLD && grp == 0) {
-      // Σx of every (row < M, chunk) into shared memory: 16 threads a chunk of a row, 8 elements each
-      // (the bound rounded up to whole warps for the shuffles); rows M .. M_CAP − 1 are zeros.
-      const int items = M * CHUNKS * 16;
-      #pragma unroll 1
-      for (int idx = threadIdx.x; idx < (items + 31) / 32 * 32; idx += ${WARPS * 32}) {
-        const int m = idx / (CHUNKS * 16), rest = idx % (CHUNKS * 16);
-        float v = 0.f;
-        if (idx < items) {
-          const uint4 xv = *reinterpret_cast<const uint4*>(x + (size_t)m * K + rest * 8);
-          const T* e = reinterpret_cast<const T*>(&xv);
-          #pragma unroll
-          for (int k = 0; k < 8; k++) v += to_float(e[k]);
-        }
-        #pragma unroll
-        for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (idx < items && (idx & 15) == 0) xsum[rest / 16][m] = v;
-      }
-      #pragma unroll 1
-      for (int idx = threadIdx.x; idx < CHUNKS * M_CAP; idx += ${WARPS * 32})
-        if (idx % M_CAP >= M) xsum[idx / M_CAP][idx % M_CAP] = 0.f;
-      __syncthreads();
-    }
+    // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
+    if (grp == 0) GRID_DEPENDENCY_WAIT();
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int c = kw + (grp * U + u) * KW;
@@ -310,43 +257,27 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
             const u32 w0 = word_of(wv[u][i][0], w), w1 = word_of(wv[u][i][1], w);
             #pragma unroll
             for (int s = 0; s < 2; s++) {
-              u32 af[4];
-              if constexpr (FOLD) {
-                af[0] = biased_pair(w0, 2 * s); af[1] = biased_pair(w1, 2 * s); af[2] = biased_pair(w0, 2 * s + 1); af[3] = biased_pair(w1, 2 * s + 1);
-              } else {
-                af[0] = nibble_pair(w0, 2 * s, mz[u][i][0]); af[1] = nibble_pair(w1, 2 * s, mz[u][i][1]);
-                af[2] = nibble_pair(w0, 2 * s + 1, mz[u][i][0]); af[3] = nibble_pair(w1, 2 * s + 1, mz[u][i][1]);
-              }
+              const u32 af[4] = { nibble_pair(w0, 2 * s, mz[u][i][0]), nibble_pair(w1, 2 * s, mz[u][i][1]),
+                                  nibble_pair(w0, 2 * s + 1, mz[u][i][0]), nibble_pair(w1, 2 * s + 1, mz[u][i][1]) };
               #pragma unroll
               for (int j = 0; j < NT; j++) mma_16816<T>(cf[s % CH][i][j], af, bp[j][2 * s], bp[j][2 * s + 1]);
             }
           }
         }
-        // One group per chunk: its scale times C (FOLD: C − (magic + z)·Σx), per weight row (c0, c1: row g;
-        // c2, c3: row g + 8).
+        // One group per chunk: its scale, per weight row (c0, c1: row g; c2, c3: row g + 8).
         #pragma unroll
-        for (int j = 0; j < NT; j++) {
-          [[maybe_unused]] float2 xs;
-          if constexpr (FOLD) xs = *reinterpret_cast<const float2*>(&xsum[c][8 * j + 2 * t]);
+        for (int i = 0; i < FT; i++)
           #pragma unroll
-          for (int i = 0; i < FT; i++) {
+          for (int j = 0; j < NT; j++) {
             #pragma unroll
             for (int h = 1; h < CH; h++)
               #pragma unroll
               for (int q = 0; q < 4; q++) cf[0][i][j][q] += cf[h][i][j][q];
-            if constexpr (FOLD) {
-              acc[i][j][0] = fmaf(sc[u][i][0], fmaf(-zc[u][i][0], xs.x, cf[0][i][j][0]), acc[i][j][0]);
-              acc[i][j][1] = fmaf(sc[u][i][0], fmaf(-zc[u][i][0], xs.y, cf[0][i][j][1]), acc[i][j][1]);
-              acc[i][j][2] = fmaf(sc[u][i][1], fmaf(-zc[u][i][1], xs.x, cf[0][i][j][2]), acc[i][j][2]);
-              acc[i][j][3] = fmaf(sc[u][i][1], fmaf(-zc[u][i][1], xs.y, cf[0][i][j][3]), acc[i][j][3]);
-            } else {
-              acc[i][j][0] = fmaf(sc[u][i][0], cf[0][i][j][0], acc[i][j][0]);
-              acc[i][j][1] = fmaf(sc[u][i][0], cf[0][i][j][1], acc[i][j][1]);
-              acc[i][j][2] = fmaf(sc[u][i][1], cf[0][i][j][2], acc[i][j][2]);
-              acc[i][j][3] = fmaf(sc[u][i][1], cf[0][i][j][3], acc[i][j][3]);
-            }
+            acc[i][j][0] = fmaf(sc[u][i][0], cf[0][i][j][0], acc[i][j][0]);
+            acc[i][j][1] = fmaf(sc[u][i][0], cf[0][i][j][1], acc[i][j][1]);
+            acc[i][j][2] = fmaf(sc[u][i][1], cf[0][i][j][2], acc[i][j][2]);
+            acc[i][j][3] = fmaf(sc[u][i][1], cf[0][i][j][3], acc[i][j][3]);
           }
-        }
       }
     }
   }
@@ -400,7 +331,7 @@ export function int4MmaGemvGrid(spec: Int4MmaGemvSpec, width: number): number {
   return Math.ceil(width / ((WARPS / spec.kWarps) * spec.tiles * (spec.gated ? 8 : 16)));
 }
 
-/** Every (FT, KW, U, chains; zeroFold at one row tile) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
+/** Every (FT, KW, U) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
 export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean): Int4MmaGemvSpec[] {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, out: Int4MmaGemvSpec[] = [];
   for (const tiles of [1, 2]) {
@@ -413,8 +344,6 @@ export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, gr
         if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS || (rowTiles > 2 && unroll > 2)) continue;
         for (const chains of [1, 2] as const) {
           out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(chains === 2 ? { chains } : {}) });
-          // At one row tile, also the zero subtracted from every pair (the default there folds it per chunk).
-          if (rowTiles === 1 && chains === 1) out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, zeroFold: false });
         }
       }
     }
@@ -449,8 +378,5 @@ export function catalog(): KernelSource[] {
     // Two accumulator chains (the sweep's variant), and U = 8 chunks in flight.
     int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 8, unroll: 8, bias: false, activation: 'none', gated: false, chains: 2 }),
     int4MmaGemvSource({ dtype: 'f16', rowTiles: 4, K: 2048, groupSize: 128, tiles: 1, kWarps: 4, unroll: 2, bias: true, activation: 'silu', gated: true, chains: 2 }),
-    // The zero point per pair at one row tile, and folded per chunk at two (both off their defaults).
-    int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 2048, groupSize: 128, tiles: 2, kWarps: 4, unroll: 4, bias: false, activation: 'silu', gated: true, zeroFold: false }),
-    int4MmaGemvSource({ dtype: 'f16', rowTiles: 2, K: 1024, groupSize: 256, tiles: 1, kWarps: 4, unroll: 2, bias: true, activation: 'none', gated: false, zeroFold: true }),
   ];
 }

@@ -145,23 +145,6 @@ test('the W8A8 GEMV: 1–4 rows, K a multiple of 16 within its shared memory, al
   }
 });
 
-test('the INT4 mma GEMV folds the zero point per chunk at one row tile, per pair above it, and the two sources differ only there', async () => {
-  const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
-  const one = i4.planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132).spec;
-  const three = i4.planInt4MmaGemv('bf16', 20, 2048, 2048, 128, false, 'none', false, 132).spec;
-  assert.equal(i4.int4MmaFoldsZero(one), true);
-  assert.equal(i4.int4MmaFoldsZero(three), false);
-  assert.equal(i4.int4MmaFoldsZero({ ...three, zeroFold: true }), true);
-  assert.notEqual(i4.int4MmaGemvKey(one), i4.int4MmaGemvKey({ ...one, zeroFold: false }));
-  const folded = i4.int4MmaGemvSource(one).source, paired = i4.int4MmaGemvSource({ ...one, zeroFold: false }).source;
-  assert.match(folded, /constexpr bool FOLD = true/);
-  assert.match(paired, /constexpr bool FOLD = false/);
-  // The space offers both at one row tile (the sweep times them side by side), one of them at more.
-  const keys = i4.int4MmaGemvSpace('bf16', 1, 2048, 128, false, 'none', false).map(i4.int4MmaGemvKey);
-  assert.ok(keys.some((k) => k.includes('.zf')) && keys.some((k) => !k.includes('.zf')));
-  assert.ok(i4.int4MmaGemvSpace('bf16', 20, 2048, 128, false, 'none', false).every((spec) => !i4.int4MmaFoldsZero(spec)));
-});
-
 test('the decode GEMVs\' plan spaces (bench/gemv-sweep.ts) hold each planner\'s pick, and every plan covers the output', async () => {
   const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
   const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
