@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -61,6 +61,10 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    int8-plan) # session 17: the W8A8 GEMV's planner taking the narrowest R on ties (never run): the quantized GPU tests' W8A8 cases, then INT8 decode with it and with the old widest-R rule (FUSEFORMER_INT8_NARROW=0)
+          run quant-tests 220 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
+          run decode-int8-narrow 120 node dist/bench/decode.js --no-torch --reps 3 --quant int8,int8-head --json "$out/decode-int8-narrow.json"
+          run decode-int8-wide 120 env FUSEFORMER_INT8_NARROW=0 node dist/bench/decode.js --no-torch --reps 3 --quant int8,int8-head --json "$out/decode-int8-wide.json" ;;
     int4-mma-sweep) # the quantized GPU tests, then every INT4 mma GEMV plan at M = 1 (bench/gemv-sweep.ts --mma-only; session 17's call 1 ran it with the withdrawn zero fold beside)
           run quant-tests 240 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
           run int4-sweep 300 node dist/bench/gemv-sweep.js --rows 1 --mma-only --json "$out/int4-sweep.json" ;;
@@ -318,7 +322,7 @@ done
 say "summary"
 [ -f "$out/quant-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/quant-tests.log" | head -20
 [ -f "$out/int4-sweep.log" ] && grep -E '^\|' "$out/int4-sweep.log"
-for f in decode-int4-stream decode-int4-mma decode-int4-fold decode-int4-nofold decode-int4-plan; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
+for f in decode-int4-stream decode-int4-mma decode-int4-fold decode-int4-nofold decode-int4-plan decode-int8-narrow decode-int8-wide; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/infer-parity.log" ] && grep -E 'FAIL|teacher|failed' "$out/infer-parity.log" | head -12
 [ -f "$out/spec-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/spec-tests.log" | head -20
 for f in train-target train-draft train-medium train-medium-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done

@@ -79,9 +79,17 @@ export interface Int8GemvPlan {
 }
 
 /**
+ * The tie-break of the planner's last criterion: the narrowest R (default), or the widest
+ * (FUSEFORMER_INT8_NARROW=0, the rule until session 17). Measured on the H200 at batch 1 (bench/gemv-sweep.ts,
+ * Llama 1.2B): R = 1 was as fast as the widest R or faster at every product — QKV 3.46 against 3.61 µs
+ * (R = 4), the gated gate/up 9.55 against 10.04 (R = 2). Takes effect for launches after it is set.
+ */
+export const int8GemvOptions = { narrow: process.env['FUSEFORMER_INT8_NARROW'] !== '0' };
+
+/**
  * As planGemv: the (R, KW) with the most weight bytes in flight per SM up to the target, weighted by
- * how evenly the blocks spread, then the fewest load rounds, the fewest K-splits and the widest R.
- * N is the output width (F when gated).
+ * how evenly the blocks spread, then the fewest load rounds, the fewest K-splits and the narrowest R
+ * (int8GemvOptions). N is the output width (F when gated).
  */
 export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number, norm?: GemvNorm): Int8GemvPlan {
   const blocksBySharedMemory = Math.floor(SM_SHARED_BYTES / (M * K * (norm ? 1 + byteSize(dtype) : 1) + 1024));
@@ -94,7 +102,7 @@ export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number,
       if (kWarps > shape.chunks && kWarps > 1) continue;
       if (shape.weightRows * M > 16) continue; // the sums a lane holds
       const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
-      const score = gemvPlanScore(grid, shape, kWarps, columns, residentWarps, multiProcessorCount);
+      const score = gemvPlanScore(grid, shape, kWarps, int8GemvOptions.narrow ? -columns : columns, residentWarps, multiProcessorCount);
       if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
     }
   }
