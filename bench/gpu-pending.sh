@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -12,6 +12,8 @@
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-plan   # (~4 min) session 17: the INT4 planner's two-tile rule (never run): GPU checks, INT4 decode GPT-2 + Llama
+#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-warps   # (~3 min) session 17: 16-warp INT4 GEMV blocks: forced checks and the plan sweep
+#   (session 17's calls 2–4 ran:) int4-plan (two-tile INT4 plans: INT4 + head 0.544 → 0.528), decode-quant-gated (gated INT4 still slower at b1), int8-plan (narrow W8A8 plans: INT8 + head 0.556 → 0.547)
 #   (session 17's call 1 ran:) the zero point folded per chunk ((magic + z)·Σx): 91/91 checks but slower at every product (Llama INT4 + head 0.603 against 0.544 ms/token): withdrawn
 #   (session 16's calls 3–4 ran:) int4-stream — the streaming INT4 GEMV (opt-in FUSEFORMER_INT4_STREAM=1): 28/28 checks, slower than the mma GEMV at 4 of 5 products
 #   (session 16's calls 1–2 ran:) wgmma-checks, wgmma-infer wgmma-varlen: (~7 min) the wgmma attention's GPU checks again (its kernels were edited for packed rows after session 15's calls 1–5; dense code is unchanged in effect) and the packed-sequence tests with FUSEFORMER_WGMMA_VARLEN=1
@@ -61,6 +63,9 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    int4-warps) # session 17: the INT4 mma GEMV in 16-warp blocks (never run): its forced GPU cases, then every mma plan at M = 1 beside the 8-warp ones
+          run quant-tests 120 env FUSEFORMER_QUANT_CASES='mma' node --test --test-concurrency=1 dist/test/gpu/quant.test.js
+          run int4-sweep 240 node dist/bench/gemv-sweep.js --rows 1 --mma-only --json "$out/int4-sweep.json" ;;
     int8-plan) # session 17: the W8A8 GEMV's planner taking the narrowest R on ties (never run): the quantized GPU tests' W8A8 cases, then INT8 decode with it and with the old widest-R rule (FUSEFORMER_INT8_NARROW=0)
           run quant-tests 220 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
           run decode-int8-narrow 120 node dist/bench/decode.js --no-torch --reps 3 --quant int8,int8-head --json "$out/decode-int8-narrow.json"

@@ -140,13 +140,17 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   }
 
   // The tensor-core GEMV's plans beyond the planner's picks (bench/gemv-sweep.ts times them): two accumulator
-  // chains, U = 8 chunks in flight, against the CPU.
+  // chains, U = 8 chunks in flight, 16-warp blocks, against the CPU.
   {
     const i4 = await import('../../src/backend/cuda/kernels/gemv-int4-mma.js');
     const specs: [number, number, number, boolean, Partial<import('../../src/backend/cuda/kernels/gemv-int4-mma.js').Int4MmaGemvSpec>][] = [
       [1, 8192, 2048, false, { tiles: 1, kWarps: 8, unroll: 8, chains: 2 }],
       [20, 2048, 2 * 1000, true, { tiles: 1, kWarps: 4, unroll: 2, chains: 2 }],
       [3, 2048, 3072, false, { tiles: 2, kWarps: 1, unroll: 4, chains: 2 }],
+      // 16-warp blocks: K split 16 ways (Llama's down), 8 ways × 2 column groups with two row tiles, gated.
+      [1, 8192, 2048, false, { tiles: 1, kWarps: 16, unroll: 4, warps: 16 }],
+      [1, 2048, 3072, false, { tiles: 1, kWarps: 8, unroll: 2, warps: 16 }],
+      [12, 2048, 2 * 1000, true, { tiles: 1, kWarps: 8, unroll: 2, warps: 16 }],
     ];
     for (const [M, K, N, gated, forced] of specs) {
       await subtest(`int4 mma GEMV, forced plan ${JSON.stringify(forced)}: M=${M} K=${K} N=${N}${gated ? ' gated' : ''}`, () => {

@@ -63,10 +63,21 @@ export interface Int4MmaGemvSpec {
    * The planner takes 1 (measured); bench/gemv-sweep.ts times both.
    */
   readonly chains?: 1 | 2;
+  /**
+   * Warps of a block (8, the default, two blocks an SM; or 16, one block an SM of the same registers):
+   * twice the warps split K twice as finely, so each warp's chain of chunks after the grid-dependency
+   * wait is half as long, for grids of about one block an SM (Llama's QKV, O and down products).
+   */
+  readonly warps?: 8 | 16;
+}
+
+/** Warps of a block of this spec. */
+export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
+  return s.warps ?? WARPS as 8;
 }
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
-  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}`;
 }
 
 export interface Int4MmaGemvPlan {
@@ -164,13 +175,13 @@ ${MMA_LIB}
 ${EPILOGUE_ACTIVATION_CODE}
 ${typedefLine('T', spec.dtype)}
 ${constants({
-    K: spec.K, G: spec.groupSize, NT: spec.rowTiles, FT: spec.tiles, KW: spec.kWarps, CG: WARPS / spec.kWarps, U: spec.unroll,
+    K: spec.K, G: spec.groupSize, NT: spec.rowTiles, FT: spec.tiles, KW: spec.kWarps, CG: int4MmaWarps(spec) / spec.kWarps, U: spec.unroll,
     CHUNKS: chunks, GROUPS: groups, WORDS_PER_ROW: spec.K / 8, GROUPS_PER_ROW: spec.K / spec.groupSize,
     ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16, CH: spec.chains ?? 1,
   })}
 ${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
-// (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${WARPS * 32}.
-extern "C" __global__ void __launch_bounds__(${WARPS * 32}, 2) ${name}(
+// (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.
+extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4MmaWarps(spec) === 16 ? 1 : 2}) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int M, int N) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];
@@ -328,10 +339,10 @@ export interface Int4MmaGemvLaunch {
 
 /** Blocks of a launch of `spec` over `width` output features (F when gated). */
 export function int4MmaGemvGrid(spec: Int4MmaGemvSpec, width: number): number {
-  return Math.ceil(width / ((WARPS / spec.kWarps) * spec.tiles * (spec.gated ? 8 : 16)));
+  return Math.ceil(width / ((int4MmaWarps(spec) / spec.kWarps) * spec.tiles * (spec.gated ? 8 : 16)));
 }
 
-/** Every (FT, KW, U) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
+/** Every (FT, KW, U, chains; 8- or 16-warp blocks) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
 export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean): Int4MmaGemvSpec[] {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, out: Int4MmaGemvSpec[] = [];
   for (const tiles of [1, 2]) {
@@ -347,6 +358,15 @@ export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, gr
         }
       }
     }
+    // 16-warp blocks, K split up to 16 ways (one accumulator chain).
+    for (const kWarps of [2, 4, 8, 16]) {
+      if (kWarps > chunks) continue;
+      const perWarp = Math.ceil(chunks / kWarps);
+      for (const unroll of [1, 2, 4]) {
+        if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS || (rowTiles > 2 && unroll > 2)) continue;
+        out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, warps: 16 });
+      }
+    }
   }
   return out;
 }
@@ -356,7 +376,7 @@ export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch, forced
   const width = a.gated ? a.N / 2 : a.N;
   const spec = forced ?? planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount).spec;
   const grid = int4MmaGemvGrid(spec, width);
-  host.kernel(int4MmaGemvKey(spec), () => int4MmaGemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
+  host.kernel(int4MmaGemvKey(spec), () => int4MmaGemvSource(spec)).launch({ grid, block: int4MmaWarps(spec) * 32 }, [
     arg.ptr(a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.zeros), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(width),
   ]);
 }
@@ -378,5 +398,8 @@ export function catalog(): KernelSource[] {
     // Two accumulator chains (the sweep's variant), and U = 8 chunks in flight.
     int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 8, unroll: 8, bias: false, activation: 'none', gated: false, chains: 2 }),
     int4MmaGemvSource({ dtype: 'f16', rowTiles: 4, K: 2048, groupSize: 128, tiles: 1, kWarps: 4, unroll: 2, bias: true, activation: 'silu', gated: true, chains: 2 }),
+    // 16-warp blocks: K split 16 ways, and 2 × 8 with two tiles, gated.
+    int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 16, unroll: 4, bias: false, activation: 'none', gated: false, warps: 16 }),
+    int4MmaGemvSource({ dtype: 'bf16', rowTiles: 2, K: 2048, groupSize: 128, tiles: 2, kWarps: 8, unroll: 2, bias: true, activation: 'silu', gated: true, warps: 16 }),
   ];
 }
