@@ -154,7 +154,7 @@ test('the decode GEMVs\' plan spaces (bench/gemv-sweep.ts) hold each planner\'s 
     const plan4 = i4.planInt4MmaGemv('bf16', M, width, K, 128, false, act, gated, 132);
     assert.ok(space4.includes(i4.int4MmaGemvKey(plan4.spec)), `int4 ${M}×${width}×${K}: the planner's pick is in the space`);
     for (const spec of i4.int4MmaGemvSpace('bf16', M, K, 128, false, act, gated)) {
-      assert.ok(i4.int4MmaGemvGrid(spec, width) * (8 / spec.kWarps) * spec.tiles * (gated ? 8 : 16) >= width);
+      assert.ok(i4.int4MmaGemvGrid(spec, width) * (i4.int4MmaWarps(spec) / spec.kWarps) * spec.tiles * (gated ? 8 : 16) >= width);
     }
     if (M > i8.INT8_GEMV_MAX_ROWS) continue;
     const plan8 = i8.planInt8Gemv('bf16', M, width, K, false, act, gated, 132);
