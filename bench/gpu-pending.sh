@@ -13,6 +13,7 @@
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-plan   # (~4 min) session 17: the INT4 planner's two-tile rule (never run): GPU checks, INT4 decode GPT-2 + Llama
 #   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-warps   # (~3 min) session 17: 16-warp INT4 GEMV blocks: forced checks and the plan sweep
+#   (session 17's call 5 ran:) int4-warps — 16-warp blocks: 11/11 forced checks; Llama's down 7.06 → 5.36 µs (no gain elsewhere): the planner takes them for a long K at one block an SM; int4-plan again (call 6) measures it
 #   (session 17's calls 2–4 ran:) int4-plan (two-tile INT4 plans: INT4 + head 0.544 → 0.528), decode-quant-gated (gated INT4 still slower at b1), int8-plan (narrow W8A8 plans: INT8 + head 0.556 → 0.547)
 #   (session 17's call 1 ran:) the zero point folded per chunk ((magic + z)·Σx): 91/91 checks but slower at every product (Llama INT4 + head 0.603 against 0.544 ms/token): withdrawn
 #   (session 16's calls 3–4 ran:) int4-stream — the streaming INT4 GEMV (opt-in FUSEFORMER_INT4_STREAM=1): 28/28 checks, slower than the mma GEMV at 4 of 5 products

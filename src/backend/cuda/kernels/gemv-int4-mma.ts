@@ -94,7 +94,7 @@ export function int4MmaGemvApplies(dtype: FloatDType, M: number, groupSize: numb
  * For N output features (F when gated), among FT ∈ {1, 2, 4} and KW ∈ {1, 2, 4, 8} within a lane's
  * accumulator and vector budget: the most evenly spread blocks that keep TARGET_BYTES_PER_SM of weights
  * in flight (two resident blocks an SM at ≤ 128 registers a thread), two tiles a warp where that still
- * leaves two blocks an SM (one row tile), then fewer K-splits.
+ * leaves two blocks an SM (one row tile), then fewer K-splits; 16-warp blocks for a long K at one block an SM.
  */
 export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number): Int4MmaGemvPlan {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, featuresPerTile = gated ? 8 : 16;
@@ -121,6 +121,15 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
       const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated };
       if (!best || score > best.score) best = { plan: { spec, grid }, score };
     }
+  }
+  // About one block an SM whose 8 warps each still walk ≥ 8 chunks (a long K): 16-warp blocks split K 16
+  // ways, halving each warp's chain after the grid-dependency wait (H200, session 17, bench/gemv-sweep.ts:
+  // Llama 1.2B's down product 7.06 → 5.36 µs; at 2–4 chunks a warp — its QKV, O, gate/up — no gain).
+  const chosen = best!.plan.spec;
+  if (rowTiles === 1 && chosen.kWarps === 8 && Math.ceil(chunks / 8) >= 8 && best!.plan.grid <= multiProcessorCount) {
+    const unroll = Math.max(1, Math.min(Math.ceil(chunks / 16), Math.floor(MAX_VECTORS / (2 * chosen.tiles)), 4));
+    const spec: Int4MmaGemvSpec = { ...chosen, kWarps: 16, unroll, warps: 16 };
+    return { spec, grid: int4MmaGemvGrid(spec, N) };
   }
   return best!.plan;
 }
