@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -64,6 +64,9 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    int4-rows) # session 17: the INT4 planner at 9–32 rows (one chunk in flight above two row tiles, 16-warp blocks for a long K; never run): the quantized GPU tests at those rows, then INT4 decode of Llama (batch 32 is the change)
+          run quant-tests 150 env FUSEFORMER_QUANT_CASES='mma|M=(9|12|13|17|20|31|32) ' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
+          run decode-int4-rows 120 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-rows.json" ;;
     int4-warps) # session 17: the INT4 mma GEMV in 16-warp blocks (never run): its forced GPU cases, then every mma plan at M = 1 beside the 8-warp ones
           run quant-tests 120 env FUSEFORMER_QUANT_CASES='mma' node --test --test-concurrency=1 dist/test/gpu/quant.test.js
           run int4-sweep 240 node dist/bench/gemv-sweep.js --rows 1 --mma-only --json "$out/int4-sweep.json" ;;
@@ -328,7 +331,7 @@ done
 say "summary"
 [ -f "$out/quant-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/quant-tests.log" | head -20
 [ -f "$out/int4-sweep.log" ] && grep -E '^\|' "$out/int4-sweep.log"
-for f in decode-int4-stream decode-int4-mma decode-int4-fold decode-int4-nofold decode-int4-plan decode-int8-narrow decode-int8-wide; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
+for f in decode-int4-stream decode-int4-mma decode-int4-fold decode-int4-nofold decode-int4-plan decode-int8-narrow decode-int8-wide decode-int4-rows; do [ -f "$out/$f.log" ] && { echo "$f:"; grep -E '^\| (GPT|Llama)' "$out/$f.log"; }; done
 [ -f "$out/infer-parity.log" ] && grep -E 'FAIL|teacher|failed' "$out/infer-parity.log" | head -12
 [ -f "$out/spec-tests.log" ] && grep -E '^# (pass|fail)|^not ok' "$out/spec-tests.log" | head -20
 for f in train-target train-draft train-medium train-medium-draft; do [ -f "$out/$f.log" ] && grep -E 'eval|tokens/s|loss' "$out/$f.log" | tail -3; done

@@ -85,6 +85,11 @@ export interface Int4MmaGemvPlan {
   readonly grid: number;
 }
 
+/** Chunks in flight a lane (U) for a warp's `perWarp` chunks: within its vector budget, 4 at up to two row tiles, 1 above. */
+function int4MmaUnroll(perWarp: number, tiles: number, rowTiles: number): number {
+  return Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / (2 * tiles)), rowTiles > 2 ? 1 : 4));
+}
+
 /** Whether the kernel takes this int4Linear: 16-bit x, 1–32 rows, groups a multiple of 128. */
 export function int4MmaGemvApplies(dtype: FloatDType, M: number, groupSize: number): boolean {
   return (dtype === 'bf16' || dtype === 'f16') && M >= 1 && M <= INT4_MMA_MAX_ROWS && groupSize % INT4_MMA_CHUNK_K === 0;
@@ -105,8 +110,9 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
       if (kWarps > chunks && kWarps > 1) continue;
       const CG = WARPS / kWarps, grid = Math.ceil(N / (CG * tiles * featuresPerTile));
       const perWarp = Math.ceil(chunks / kWarps);
-      // More row tiles hold more sums and x pairs: fewer chunks in flight keep a lane within 128 registers.
-      const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / (2 * tiles)), rowTiles > 2 ? 2 : 4));
+      // More row tiles hold more sums and x pairs: fewer chunks in flight keep a lane within 128 registers
+      // (above two row tiles one chunk: the fastest at every Llama 1.2B product at 32 rows, session 17).
+      const unroll = int4MmaUnroll(perWarp, tiles, rowTiles);
       const resident = Math.min(grid, 2 * multiProcessorCount);
       const inFlight = (resident / multiProcessorCount) * WARPS * 32 * unroll * tiles * 2 * 16;
       // The share of the GPU the grid keeps busy: SMs with a block, up to one block an SM; past that, the two
@@ -124,11 +130,11 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
   }
   // About one block an SM whose 8 warps each still walk ≥ 8 chunks (a long K): 16-warp blocks split K 16
   // ways, halving each warp's chain after the grid-dependency wait (H200, session 17, bench/gemv-sweep.ts:
-  // Llama 1.2B's down product 7.06 → 5.36 µs; at 2–4 chunks a warp — its QKV, O, gate/up — no gain).
+  // Llama 1.2B's down product 7.06 → 5.36 µs at 1 row, 22.2 → 14.6 µs at 32; at 2–4 chunks a warp — its
+  // QKV, O, gate/up — no gain).
   const chosen = best!.plan.spec;
-  if (rowTiles === 1 && chosen.kWarps === 8 && Math.ceil(chunks / 8) >= 8 && best!.plan.grid <= multiProcessorCount) {
-    const unroll = Math.max(1, Math.min(Math.ceil(chunks / 16), Math.floor(MAX_VECTORS / (2 * chosen.tiles)), 4));
-    const spec: Int4MmaGemvSpec = { ...chosen, kWarps: 16, unroll, warps: 16 };
+  if (chosen.kWarps === 8 && Math.ceil(chunks / 8) >= 8 && best!.plan.grid <= multiProcessorCount) {
+    const spec: Int4MmaGemvSpec = { ...chosen, kWarps: 16, unroll: int4MmaUnroll(Math.ceil(chunks / 16), chosen.tiles, rowTiles), warps: 16 };
     return { spec, grid: int4MmaGemvGrid(spec, N) };
   }
   return best!.plan;
