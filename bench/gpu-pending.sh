@@ -11,8 +11,9 @@
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-plan   # (~4 min) session 17: the INT4 planner's two-tile rule (never run): GPU checks, INT4 decode GPT-2 + Llama
-#   GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh int4-warps   # (~3 min) session 17: 16-warp INT4 GEMV blocks: forced checks and the plan sweep
+#   Next (session 18): bash .device/run.sh node dist/bench/gemv-sweep.js --rows 32 --mma-only   # K-splits at four row tiles with one chunk in flight (call 7's sweep had the LM head at kw1 164 µs against kw8's 184 at u2; the planner's kw8.u1 and gate/up kw4.u1 unmeasured), then int4-rows
+#   (session 17's calls 2 and 6 ran:) int4-plan — the INT4 planner's two-tile rule, then with 16-warp blocks: 27/27 and 30/30 checks; Llama INT4 + head b1 0.544 → 0.531 → 0.514
+#   (session 17's call 8 ran:) int4-rows — 37/37 checks at 9–32 rows; Llama INT4 b32 1.437 → 1.270 ms/token, INT4 + head 1.491 → 1.344
 #   (session 17's call 5 ran:) int4-warps — 16-warp blocks: 11/11 forced checks; Llama's down 7.06 → 5.36 µs (no gain elsewhere): the planner takes them for a long K at one block an SM; int4-plan again (call 6) measures it
 #   (session 17's calls 2–4 ran:) int4-plan (two-tile INT4 plans: INT4 + head 0.544 → 0.528), decode-quant-gated (gated INT4 still slower at b1), int8-plan (narrow W8A8 plans: INT8 + head 0.556 → 0.547)
 #   (session 17's call 1 ran:) the zero point folded per chunk ((magic + z)·Σx): 91/91 checks but slower at every product (Llama INT4 + head 0.603 against 0.544 ms/token): withdrawn

@@ -413,8 +413,9 @@ export function catalog(): KernelSource[] {
     // Two accumulator chains (the sweep's variant), and U = 8 chunks in flight.
     int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 8, unroll: 8, bias: false, activation: 'none', gated: false, chains: 2 }),
     int4MmaGemvSource({ dtype: 'f16', rowTiles: 4, K: 2048, groupSize: 128, tiles: 1, kWarps: 4, unroll: 2, bias: true, activation: 'silu', gated: true, chains: 2 }),
-    // 16-warp blocks: K split 16 ways, and 2 × 8 with two tiles, gated.
-    int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 16, unroll: 4, bias: false, activation: 'none', gated: false, warps: 16 }),
+    // 16-warp blocks beyond the planner's (K split 16 ways at 1 and 32 rows above): 2 column groups × 8, f16
+    // with bias; and 2 × 8 with two tiles, gated.
+    int4MmaGemvSource({ dtype: 'f16', rowTiles: 1, K: 4096, groupSize: 128, tiles: 1, kWarps: 8, unroll: 4, bias: true, activation: 'gelu', gated: false, warps: 16 }),
     int4MmaGemvSource({ dtype: 'bf16', rowTiles: 2, K: 2048, groupSize: 128, tiles: 2, kWarps: 8, unroll: 2, bias: true, activation: 'silu', gated: true, warps: 16 }),
   ];
 }
