@@ -145,6 +145,34 @@ test('the W8A8 GEMV: 1–4 rows, K a multiple of 16 within its shared memory, al
   }
 });
 
+test('the quantized GEMV planners pick the plans measured fastest at Llama 1.2B\'s decode shapes (session 17 sweeps)', async () => {
+  const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
+  const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
+  const int4 = (M: number, width: number, K: number, gated = false) =>
+    i4.int4MmaGemvKey(i4.planInt4MmaGemv('bf16', M, width, K, 128, false, gated ? 'silu' : 'none', gated, 132).spec);
+  // Batch 1: two tiles a warp where two blocks an SM remain; 16-warp blocks for the long-K down product.
+  assert.equal(int4(1, 8192, 2048, true), 'int4_gemv_mma.bf16.nt1.k2048.g128.ft2.kw4.u4.silu.gated');
+  assert.equal(int4(1, 128256, 2048), 'int4_gemv_mma.bf16.nt1.k2048.g128.ft2.kw1.u4.none');
+  assert.equal(int4(1, 2048, 8192), 'int4_gemv_mma.bf16.nt1.k8192.g128.ft1.kw16.u4.w16.none');
+  assert.equal(int4(1, 3072, 2048), 'int4_gemv_mma.bf16.nt1.k2048.g128.ft1.kw4.u4.none');
+  // 32 rows: one chunk in flight a lane, 16 warps for the down product.
+  assert.equal(int4(32, 2048, 2048), 'int4_gemv_mma.bf16.nt4.k2048.g128.ft1.kw8.u1.none');
+  assert.equal(int4(32, 2048, 8192), 'int4_gemv_mma.bf16.nt4.k8192.g128.ft1.kw16.u1.w16.none');
+  const plan16 = i4.planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132);
+  assert.equal(plan16.grid * (i4.int4MmaWarps(plan16.spec) / plan16.spec.kWarps) * 16, 2048, 'one 16-row tile a block, 128 blocks');
+  // W8A8: the narrowest R on ties; FUSEFORMER_INT8_NARROW=0's rule the widest.
+  const int8 = () => i8.int8GemvKey(i8.planInt8Gemv('bf16', 1, 3072, 2048, false, 'none', false, 132).spec);
+  const before = i8.int8GemvOptions.narrow;
+  try {
+    i8.int8GemvOptions.narrow = true;
+    assert.equal(int8(), 'int8_gemv.bf16.m1.k2048.r2.kw1.none');
+    i8.int8GemvOptions.narrow = false;
+    assert.equal(int8(), 'int8_gemv.bf16.m1.k2048.r4.kw1.none');
+  } finally {
+    i8.int8GemvOptions.narrow = before;
+  }
+});
+
 test('the decode GEMVs\' plan spaces (bench/gemv-sweep.ts) hold each planner\'s pick, and every plan covers the output', async () => {
   const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
   const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
