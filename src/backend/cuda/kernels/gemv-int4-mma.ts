@@ -17,8 +17,8 @@
 // once per chunk in f32: acc += s·C. More exact than dequantizing to 16 bits (the tiled kernel's way).
 // Gated (act(g)·u of gate row n and up row F + n): a tile is 8 features, rows g = gate n and g + 8 = up
 // F + n, so a lane holds both halves of its outputs.
-// A warp takes FT tiles (16·FT features, gated 8·FT) and its K chunks kw, kw + KW, …; the block's 8 warps
-// are CG = 8/KW column groups × KW K-splits. A lane issues U chunks of weight loads (U·FT·2 vectors)
+// A warp takes FT tiles (16·FT features, gated 8·FT) and its K chunks kw, kw + KW, …; the block's W warps
+// (8, or 16 for a long K at about one block an SM) are CG = W/KW column groups × KW K-splits. A lane issues U chunks of weight loads (U·FT·2 vectors)
 // and their scales and zeros before using any, the first group before GRID_DEPENDENCY_WAIT (the weights
 // never depend on the previous kernel). f32 accumulators; the KW partial sums reduced through shared
 // memory in a fixed order (deterministic).
@@ -66,7 +66,8 @@ export interface Int4MmaGemvSpec {
   /**
    * Warps of a block (8, the default, two blocks an SM; or 16, one block an SM of the same registers):
    * twice the warps split K twice as finely, so each warp's chain of chunks after the grid-dependency
-   * wait is half as long, for grids of about one block an SM (Llama's QKV, O and down products).
+   * wait is half as long — faster where a grid of about one block an SM leaves each of 8 warps a long
+   * K (Llama's down product), not at 2–4 chunks a warp (its QKV and O; session 17's sweeps).
    */
   readonly warps?: 8 | 16;
 }
