@@ -74,7 +74,7 @@ export interface Int4MmaGemvSpec {
 
 /** Warps of a block of this spec. */
 export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
-  return s.warps ?? WARPS as 8;
+  return s.warps ?? 8;
 }
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
@@ -361,26 +361,27 @@ export function int4MmaGemvGrid(spec: Int4MmaGemvSpec, width: number): number {
 /** Every (FT, KW, U, chains; 8- or 16-warp blocks) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
 export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean): Int4MmaGemvSpec[] {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, out: Int4MmaGemvSpec[] = [];
+  // 8-warp blocks with one or two accumulator chains; 16-warp blocks (K split up to 16 ways) with one.
+  const blocks = [
+    { warps: 8, kWarps: [1, 2, 4, 8], unrolls: [1, 2, 4, 8], chains: [1, 2] },
+    { warps: 16, kWarps: [2, 4, 8, 16], unrolls: [1, 2, 4], chains: [1] },
+  ] as const;
   for (const tiles of [1, 2]) {
     if (2 * tiles * rowTiles * 4 > MAX_ACCUMULATORS) continue;
-    for (const kWarps of [1, 2, 4, 8]) {
-      if (kWarps > chunks && kWarps > 1) continue;
-      const perWarp = Math.ceil(chunks / kWarps);
-      for (const unroll of [1, 2, 4, 8]) {
-        // More than 2 row tiles hold too many sums for more chunks in flight (spills past 128 registers).
-        if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS || (rowTiles > 2 && unroll > 2)) continue;
-        for (const chains of [1, 2] as const) {
-          out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(chains === 2 ? { chains } : {}) });
+    for (const block of blocks) {
+      for (const kWarps of block.kWarps) {
+        if (kWarps > chunks && kWarps > 1) continue;
+        const perWarp = Math.ceil(chunks / kWarps);
+        for (const unroll of block.unrolls) {
+          // More than 2 row tiles hold too many sums for more chunks in flight (spills past 128 registers).
+          if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS || (rowTiles > 2 && unroll > 2)) continue;
+          for (const chains of block.chains) {
+            out.push({
+              dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated,
+              ...(chains === 2 ? { chains } : {}), ...(block.warps === 16 ? { warps: 16 as const } : {}),
+            });
+          }
         }
-      }
-    }
-    // 16-warp blocks, K split up to 16 ways (one accumulator chain).
-    for (const kWarps of [2, 4, 8, 16]) {
-      if (kWarps > chunks) continue;
-      const perWarp = Math.ceil(chunks / kWarps);
-      for (const unroll of [1, 2, 4]) {
-        if (unroll > perWarp || 2 * tiles * unroll > MAX_VECTORS || (rowTiles > 2 && unroll > 2)) continue;
-        out.push({ dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, warps: 16 });
       }
     }
   }
