@@ -1,7 +1,8 @@
 // `node dist/bench/skinny-sweep.js`: every launch plan of the skinny GEMM (kernels/gemm-skinny.ts: warps
-// a block, feature tiles a warp, pipeline stages, K splits) timed on its own at Llama 1.2B's decode
-// products for a batch of sequences, beside the planner's pick and the backend's default path for the
-// same product (cuBLASLt, or the mma GEMV where it takes the rows; gated: cuBLASLt + gatedActivation).
+// a block, feature tiles a warp, pipeline stages, K splits) and of the tensor-core GEMV (kernels/gemv-mma.ts:
+// feature tiles, K-splitting warps, chunks in flight, one or two blocks an SM) timed on its own at Llama
+// 1.2B's decode products for a batch of sequences, beside each planner's pick and the backend's default
+// path for the same product (cuBLASLt; gated: cuBLASLt + gatedActivation).
 // The batch-32 decode target needs these products near HBM bandwidth: in session 11 the skinny GEMM's
 // planned shape (4 warps, ≤ 48 KiB of weights in flight a block) streamed at 29–54% of copy and
 // cuBLASLt at 35–60%; this says which shape, if any, does better, product by product.
@@ -9,7 +10,7 @@
 // launches are one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = weight
 // bytes ÷ time, against the copy bandwidth measured in the same run.
 //
-//   node dist/bench/skinny-sweep.js [--rows 32] [--json bench/results/skinny-sweep.json]
+//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,mma] [--shapes QKV,out] [--json bench/results/skinny-sweep.json]
 // (a few minutes on an H200, most of it compiling each plan once)
 
 import { parseArgs } from 'node:util';
@@ -26,12 +27,18 @@ const REPEATS = 9;
 const L2_BYTES = 60 << 20;
 
 /** The batched products (the LM head is cuBLASLt's at every batch). */
-const SHAPES = LLAMA_DECODE_PRODUCTS.filter((s) => s.name !== 'LM head');
+const ALL_SHAPES = LLAMA_DECODE_PRODUCTS.filter((s) => s.name !== 'LM head');
 
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,mma' }, shapes: { type: 'string' } } });
+  const kernels = new Set(values.kernels!.split(','));
+  if ([...kernels].some((k) => k !== 'skinny' && k !== 'mma')) throw new Error(`--kernels: skinny and/or mma, got '${values.kernels}'`);
+  const names = values.shapes?.split(',') ?? ALL_SHAPES.map((s) => s.name);
+  const unknown = names.filter((n) => !ALL_SHAPES.some((s) => s.name === n));
+  if (unknown.length > 0) throw new Error(`--shapes: ${unknown.join(', ')} unknown (${ALL_SHAPES.map((s) => s.name).join(', ')})`);
+  const SHAPES = ALL_SHAPES.filter((s) => names.includes(s.name));
   const probe = probeCuda();
   if (!probe.available) {
     process.stdout.write(`bench/skinny-sweep: skipped, no usable CUDA GPU (${probe.reason})\n`);
@@ -39,6 +46,7 @@ async function main(): Promise<void> {
   }
   const { CudaBackend } = await import('../src/backend/cuda/index.js');
   const sk = await import('../src/backend/cuda/kernels/gemm-skinny.js');
+  const mma = await import('../src/backend/cuda/kernels/gemv-mma.js');
   const rowsList = values.rows!.split(',').map(Number);
   if (rowsList.some((m) => !Number.isInteger(m) || m < sk.SKINNY_MIN_ROWS || m > sk.SKINNY_MAX_ROWS)) {
     throw new Error(`--rows: integers ${sk.SKINNY_MIN_ROWS}..${sk.SKINNY_MAX_ROWS}, got '${values.rows}'`);
@@ -67,25 +75,35 @@ async function main(): Promise<void> {
         : b.gemm({ a: o.x, b: o.w, out: o.out, transB: true }))), CALLS, REPEATS);
       record('default path', name, M, gated ? 'gatedLinear (cuBLASLt + gatedActivation)' : 'gemm', false, defaultMs, bytes);
       const planned = sk.planSkinnyGemm('bf16', M, width, K, 'none', gate, sms);
-      for (const plan of sk.skinnyGemmSpace('bf16', M, width, K, 'none', gate)) {
+      for (const plan of kernels.has('skinny') ? sk.skinnyGemmSpace('bf16', M, width, K, 'none', gate) : []) {
         const key = sk.skinnyGemmKey(plan.spec);
         const ms = timeGraph(b, operands.map((o) => () => sk.launchSkinnyPlan(host, plan as SkinnyGemmPlan, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
         record('skinny', name, M, `${key} grid ${plan.grid.join('×')}`, key === sk.skinnyGemmKey(planned.spec), ms, bytes);
+      }
+      const plannedMma = mma.planMmaGemv('bf16', M, width, K, 'none', gate, sms).spec;
+      const mmaApplies = M <= (gated ? mma.MMA_GEMV_MAX_GATED_ROWS : mma.MMA_GEMV_MAX_ROWS);
+      for (const spec of kernels.has('mma') && mmaApplies ? mma.mmaGemvSpace('bf16', M, K, 'none', gate) : []) {
+        const key = mma.mmaGemvKey(spec);
+        const ms = timeGraph(b, operands.map((o) => () => mma.launchMmaGemvSpec(host, spec, { a: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width })), CALLS, REPEATS);
+        record('mma', name, M, `${key} grid ${mma.mmaGemvGrid(spec, width)}`, key === mma.mmaGemvKey(plannedMma), ms, bytes);
       }
       for (const t of made) b.free(t);
     }
   }
 
-  // Per (shape, M): the default path, the planner's pick and the five fastest plans.
-  const lines = ['| shape | M | default µs | % of copy | planned µs | % of copy | best µs | % of copy | best plan | next best |', '|---|---:|---:|---:|---:|---:|---:|---:|---|---|'];
-  for (const { name } of SHAPES) {
-    for (const M of rowsList) {
-      const g = rows.filter((r) => r.shape === name && r.M === M);
-      const def = g.find((r) => r.kernel === 'default path')!, planned = g.find((r) => r.planned);
-      const ranked = g.filter((r) => r.kernel === 'skinny').sort((x, y) => x.us - y.us);
-      const best = ranked[0]!;
-      const pct = (r: SweepRow | undefined) => (r ? `${r.us.toFixed(2)} | ${r.percentOfCopy.toFixed(0)}%` : '— | —');
-      lines.push(`| ${name} | ${M} | ${pct(def)} | ${pct(planned)} | ${pct(best)} | ${best.spec} | ${ranked.slice(1, 5).map((r) => `${r.spec} ${r.us.toFixed(2)}`).join('; ')} |`);
+  // Per (kernel, shape, M): the default path, the planner's pick and the five fastest plans.
+  const lines = ['| kernel | shape | M | default µs | % of copy | planned µs | % of copy | best µs | % of copy | best plan | next best |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|'];
+  for (const kernel of ['skinny', 'mma'].filter((k) => kernels.has(k))) {
+    for (const { name } of SHAPES) {
+      for (const M of rowsList) {
+        const g = rows.filter((r) => r.shape === name && r.M === M);
+        const def = g.find((r) => r.kernel === 'default path')!, planned = g.find((r) => r.kernel === kernel && r.planned);
+        const ranked = g.filter((r) => r.kernel === kernel).sort((x, y) => x.us - y.us);
+        const best = ranked[0];
+        if (!best) continue;
+        const pct = (r: SweepRow | undefined) => (r ? `${r.us.toFixed(2)} | ${r.percentOfCopy.toFixed(0)}%` : '— | —');
+        lines.push(`| ${kernel} | ${name} | ${M} | ${pct(def)} | ${pct(planned)} | ${pct(best)} | ${best.spec} | ${ranked.slice(1, 5).map((r) => `${r.spec} ${r.us.toFixed(2)}`).join('; ')} |`);
+      }
     }
   }
   finishSweep(lines, values.json, { device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows });

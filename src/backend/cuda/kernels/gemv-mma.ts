@@ -59,11 +59,17 @@ export interface MmaGemvSpec {
   readonly kWarps: number;
   /** K chunks whose weight loads a lane issues before using them (U). */
   readonly unroll: number;
+  /**
+   * Blocks an SM the registers are bounded for (__launch_bounds__'s minimum): 2 caps a thread at 128
+   * registers so two blocks (16 warps) are resident and twice the weight loads in flight; absent, the
+   * compiler's choice (~160 registers at 4 row tiles: one block an SM).
+   */
+  readonly blocksPerSm?: 2;
 }
 
 export function mmaGemvKey(s: MmaGemvSpec): string {
   const gate = s.gate ? `.gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : `.${s.epilogue}`;
-  return `gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.k}.ft${s.featureTiles}.kw${s.kWarps}.u${s.unroll}${gate}`;
+  return `gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.k}.ft${s.featureTiles}.kw${s.kWarps}.u${s.unroll}${s.blocksPerSm ? `.b${s.blocksPerSm}` : ''}${gate}`;
 }
 
 export interface MmaGemvPlan {
@@ -148,7 +154,7 @@ ${gemvOutputCode(spec.epilogue, gate)}
 __device__ __forceinline__ u32 word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 // a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]. Grid ceil(N / (CG·16·FT)), block ${WARPS * 32}.
-extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
+extern "C" __global__ void __launch_bounds__(${WARPS * 32}${spec.blocksPerSm ? `, ${spec.blocksPerSm}` : ''}) ${name}(
     const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int M, int N) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -241,13 +247,61 @@ export function mmaGemvApplies(g: CheckedGemm): boolean {
     && aligned(g.a) && aligned(g.b) && aligned(g.out);
 }
 
+/**
+ * The weight bytes at most of a product the mma GEMV takes in its 'small' mode (FUSEFORMER_MMA_GEMV=small):
+ * Llama 1.2B's QKV and O projections (12 and 8 MiB), not its MLP (32 and 64 MiB), every GPT-2 product. A
+ * small product follows a latency-bound kernel (norm, attention) in a decode step; launched
+ * programmatically, its weight loads stream under that kernel, which cuBLASLt's kernels cannot do.
+ */
+export const MMA_GEMV_SMALL_WEIGHT_BYTES = 16 * 2 ** 20;
+
+/** Whether the mma GEMV takes this checked GEMM in `mode` (CudaBackend.mmaGemv): mmaGemvApplies, and in 'small' mode the weights' size. */
+export function mmaGemvTakes(mode: boolean | 'small', g: CheckedGemm): boolean {
+  if (mode === false || !mmaGemvApplies(g)) return false;
+  return mode === true || g.problem.N * g.problem.K * 2 <= MMA_GEMV_SMALL_WEIGHT_BYTES;
+}
+
 /** Launches the kernel for a GEMM mmaGemvApplies() accepted. */
 export function launchMmaGemv(host: KernelHost, g: CheckedGemm): void {
   const p = g.problem;
-  const { spec, grid } = planMmaGemv(p.dtype as 'bf16' | 'f16', p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
-  host.kernel(mmaGemvKey(spec), () => mmaGemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
-    arg.ptr(g.a.ptr), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.M), arg.i32(p.N),
+  const { spec } = planMmaGemv(p.dtype as 'bf16' | 'f16', p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
+  launchMmaGemvSpec(host, spec, { a: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N });
+}
+
+/** Blocks of a plan for N output features (F when gated). */
+export function mmaGemvGrid(spec: MmaGemvSpec, N: number): number {
+  return Math.ceil(Math.ceil(N / 16) / ((WARPS / spec.kWarps) * spec.featureTiles));
+}
+
+/** Launches one plan on raw device addresses (launchMmaGemv's path; bench/skinny-sweep.ts times plans this way). */
+export function launchMmaGemvSpec(host: KernelHost, spec: MmaGemvSpec, p: { a: bigint; w: bigint; bias: bigint; out: bigint; M: number; N: number }): void {
+  host.kernel(mmaGemvKey(spec), () => mmaGemvSource(spec)).launch({ grid: mmaGemvGrid(spec, p.N), block: WARPS * 32 }, [
+    arg.ptr(p.a), arg.ptr(p.w), arg.ptr(p.bias), arg.ptr(p.out), arg.i32(p.M), arg.i32(p.N),
   ]);
+}
+
+/**
+ * Every plan the kernel takes for M rows and K inputs (bench/skinny-sweep.ts times them): FT 1–2 feature
+ * tiles a warp within the accumulators, KW 1–8 K-splits, U 1, 2, 4 chunks in flight (or all of a warp's,
+ * if fewer) within a lane's vectors, and the compiler's register count or two blocks an SM.
+ */
+export function mmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, epilogue: GemmEpilogue, gate: MmaGemvSpec['gate']): MmaGemvSpec[] {
+  const rowTiles = Math.ceil(M / 8), chunks = K / CHUNK_K, out: MmaGemvSpec[] = [];
+  for (const featureTiles of [1, 2]) {
+    const WT = gate ? 2 * featureTiles : featureTiles;
+    if (WT * rowTiles * 4 > MAX_ACCUMULATORS) continue;
+    for (const kWarps of [1, 2, 4, 8]) {
+      if (kWarps > chunks && kWarps > 1) continue;
+      const perWarp = Math.ceil(chunks / kWarps);
+      for (const unroll of new Set([1, 2, 4, Math.min(perWarp, 4)])) {
+        if (unroll > perWarp || unroll * WT * 2 > MAX_VECTORS) continue;
+        for (const blocksPerSm of [undefined, 2] as const) {
+          out.push({ dtype, rowTiles, k: K, epilogue, ...(gate ? { gate } : {}), featureTiles, kWarps, unroll, ...(blocksPerSm ? { blocksPerSm } : {}) });
+        }
+      }
+    }
+  }
+  return out;
 }
 
 
