@@ -59,7 +59,7 @@ import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies } from './kernels/gemv.js';
-import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvTakes } from './kernels/gemv-mma.js';
+import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
@@ -97,11 +97,11 @@ export class CudaBackend implements Backend {
    * GEMMs (and gatedLinear) of 5–64 rows (gated: 32) with [N, K] bf16/f16 weights on the tensor-core
    * GEMV (kernels/gemv-mma.ts) instead of cuBLASLt: a batch of decode rows streaming the weights once.
    * Opt-in (FUSEFORMER_MMA_GEMV=1; needs decodeGemv): correct on the H200 but slower than cuBLASLt at
-   * batch 32 (2026-12-01: Llama 1.2B 1.304 against 1.108 ms/token). 'small' (FUSEFORMER_MMA_GEMV=small):
-   * only products of ≤ MMA_GEMV_SMALL_WEIGHT_BYTES (mmaGemvTakes), whose weights can stream under the
-   * latency-bound kernel before them; gatedLinear stays on cuBLASLt.
+   * batch 32 (2026-12-01: Llama 1.2B 1.304 against 1.108 ms/token). On Llama's QKV and O projections alone
+   * it is slower too, even launched programmatically after the latency-bound kernels before them
+   * (session 18, docs/perf.md: b32 1.161 against 1.103 ms/token).
    */
-  mmaGemv: boolean | 'small' = process.env['FUSEFORMER_MMA_GEMV'] === '1' ? true : process.env['FUSEFORMER_MMA_GEMV'] === 'small' ? 'small' : false;
+  mmaGemv = process.env['FUSEFORMER_MMA_GEMV'] === '1';
   /** GEMMs run on the mma GEMV so far. */
   mmaGemvLaunches = 0;
   /**
@@ -280,7 +280,7 @@ export class CudaBackend implements Backend {
         this.skinnyGemmLaunches++;
         return;
       }
-      if (mmaGemvTakes(this.mmaGemv, checked)) {
+      if (this.mmaGemv && mmaGemvApplies(checked)) {
         launchMmaGemv(this.runtime, checked);
         this.mmaGemvLaunches++;
         return;
@@ -386,7 +386,7 @@ export class CudaBackend implements Backend {
       this.skinnyGemmLaunches++;
       return;
     }
-    if (this.decodeGemv && this.mmaGemv === true && mmaGatedGemvApplies(checked)) {
+    if (this.decodeGemv && this.mmaGemv && mmaGatedGemvApplies(checked)) {
       launchMmaGatedGemv(this.runtime, checked);
       this.mmaGemvLaunches++;
       return;

@@ -247,20 +247,6 @@ export function mmaGemvApplies(g: CheckedGemm): boolean {
     && aligned(g.a) && aligned(g.b) && aligned(g.out);
 }
 
-/**
- * The weight bytes at most of a product the mma GEMV takes in its 'small' mode (FUSEFORMER_MMA_GEMV=small):
- * Llama 1.2B's QKV and O projections (12 and 8 MiB), not its MLP (32 and 64 MiB), every GPT-2 product. A
- * small product follows a latency-bound kernel (norm, attention) in a decode step; launched
- * programmatically, its weight loads stream under that kernel, which cuBLASLt's kernels cannot do.
- */
-export const MMA_GEMV_SMALL_WEIGHT_BYTES = 16 * 2 ** 20;
-
-/** Whether the mma GEMV takes this checked GEMM in `mode` (CudaBackend.mmaGemv): mmaGemvApplies, and in 'small' mode the weights' size. */
-export function mmaGemvTakes(mode: boolean | 'small', g: CheckedGemm): boolean {
-  if (mode === false || !mmaGemvApplies(g)) return false;
-  return mode === true || g.problem.N * g.problem.K * 2 <= MMA_GEMV_SMALL_WEIGHT_BYTES;
-}
-
 /** Launches the kernel for a GEMM mmaGemvApplies() accepted. */
 export function launchMmaGemv(host: KernelHost, g: CheckedGemm): void {
   const p = g.problem;

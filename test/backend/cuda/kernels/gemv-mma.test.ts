@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { MMA_GEMV_SMALL_WEIGHT_BYTES, mmaGemvApplies, mmaGemvGrid, mmaGemvKey, mmaGemvSource, mmaGemvSpace, mmaGemvTakes, planMmaGemv } from '../../../../src/backend/cuda/kernels/gemv-mma.js';
+import { mmaGemvApplies, mmaGemvGrid, mmaGemvKey, mmaGemvSource, mmaGemvSpace, planMmaGemv } from '../../../../src/backend/cuda/kernels/gemv-mma.js';
 import { checkedGemm, commonGemmRefusals } from './launch-helpers.js';
 
 const checked = (problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean } = {}) => checkedGemm({ M: 16 }, problem, extra);
@@ -42,21 +42,6 @@ test('planMmaGemv: lanes within their accumulator and vector budgets, the grid c
     }
   }
   assert.throws(() => mmaGemvSource({ dtype: 'bf16', rowTiles: 1, k: 100, epilogue: 'none', featureTiles: 1, kWarps: 1, unroll: 1 }), /K must be a multiple of 32/);
-});
-
-test("mmaGemvTakes: every product it applies to when on, only those of ≤ 16 MiB of weights in 'small' mode, none when off", () => {
-  const qkv = checked({ M: 32, N: 3072, K: 2048 }), out = checked({ M: 32, N: 2048, K: 2048 }), down = checked({ M: 32, N: 2048, K: 8192 });
-  const gpt2Fc = checked({ M: 32, N: 3072, K: 768 }), head = checked({ M: 32, N: 128256, K: 2048 });
-  assert.equal(MMA_GEMV_SMALL_WEIGHT_BYTES, 16 * 2 ** 20);
-  for (const g of [qkv, out, down, gpt2Fc, head]) {
-    assert.equal(mmaGemvTakes(true, g), true);
-    assert.equal(mmaGemvTakes(false, g), false);
-  }
-  assert.deepEqual([qkv, out, down, gpt2Fc, head].map((g) => mmaGemvTakes('small', g)), [true, true, false, true, false]);
-  assert.equal(mmaGemvTakes('small', checked({ M: 65, N: 2048, K: 2048 })), false, 'past the kernel\'s rows');
-  // Exactly 16 MiB is small; one more row of weights is not.
-  assert.equal(mmaGemvTakes('small', checked({ M: 32, N: 4096, K: 2048 })), true);
-  assert.equal(mmaGemvTakes('small', checked({ M: 32, N: 4097, K: 2048 })), false);
 });
 
 test('mmaGemvSpace: distinct plans within the budgets, the planner\'s pick among them, two-block plans bounded at 128 registers', () => {
