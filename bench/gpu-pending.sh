@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: int4-one-block regress int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: one-block regress int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -68,11 +68,11 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
-    int4-one-block) # session 18: INT4 GEMVs of one 8-warp block an SM (FUSEFORMER_INT4_ONE_BLOCK=1, never run), so the next kernel's blocks fit beside them
-          # and load their weights early; with and without the gated MLP kernel (whose successor, the down product, waits for empty SMs today). Checks, then A/B twice
-          run one-block-tests 240 env FUSEFORMER_INT4_ONE_BLOCK=1 FUSEFORMER_QUANT_CASES='mma|int4Linear bf16 M=1 |M=2 K=768' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
+    one-block) # session 18: decode GEMVs of one 8-warp block an SM (FUSEFORMER_GEMV_ONE_BLOCK=1 for bf16, FUSEFORMER_INT4_ONE_BLOCK=1 for INT4; never run), so the next
+          # kernel's blocks fit beside them and load their weights early; also with the gated INT4 MLP kernel (whose successor, the down product, waits for empty SMs today). Checks, then A/B twice
+          run one-block-tests 240 env FUSEFORMER_GEMV_ONE_BLOCK=1 FUSEFORMER_INT4_ONE_BLOCK=1 FUSEFORMER_QUANT_CASES='mma|int4Linear bf16 M=1 |M=2 K=768' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
           for i in 1 2; do for v in "0 0" "1 0" "1 1" "0 1"; do set -- $v
-            run decode-int4-ob$1-g$2-$i 100 env FUSEFORMER_INT4_ONE_BLOCK=$1 FUSEFORMER_INT4_GATED=$2 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int4-head --json "$out/decode-int4-ob$1-g$2-$i.json"
+            run decode-ob$1-g$2-$i 100 env FUSEFORMER_GEMV_ONE_BLOCK=$1 FUSEFORMER_INT4_ONE_BLOCK=$1 FUSEFORMER_INT4_GATED=$2 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int4-head --json "$out/decode-ob$1-g$2-$i.json"
           done; done ;;
     regress) # the foundation's and the decode ops' GPU checks on this build (session 18): the op table, GEMMs, runtime, graphs, then the decode-step ops
           run regress-ops 330 node --test --test-concurrency=1 dist/test/gpu/ops.test.js dist/test/gpu/gemm.test.js dist/test/gpu/runtime.test.js dist/test/gpu/graph.test.js
