@@ -11,7 +11,7 @@
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   Next (session 19): bash .device/run.sh bash bench/gpu-pending.sh regress   # the foundation's and decode ops' GPU checks on this build (no machine was lent for it in session 18)
+#   Next (session 19): GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh one-block regress   # (~7 min) one block an SM for the decode GEMVs, with and without the gated INT4 MLP (built session 18, never run: no machine was lent after call 2); then the foundation's and decode ops' GPU checks on this build
 #   (session 18's call 1 ran:) the decode GEMVs triggering their dependents right after their wait instead of after the main loop: 187/187 checks but slower everywhere (Llama b1 0.847 → 0.882, INT4 + head 0.515 → 0.581 ms/token): withdrawn
 #   (session 18's call 2 ran:) mma-small — every tensor-core GEMV plan at 32 rows for Llama's QKV and O beside cuBLASLt (none faster: QKV 7.18 against 6.54 µs, O 6.28 against 5.91), and those two products on it in the decode step (Llama b32 1.161 against 1.103 ms/token): not kept
 #   Next (session 17's list): bash .device/run.sh node dist/bench/gemv-sweep.js --rows 32 --mma-only   # K-splits at four row tiles with one chunk in flight (call 7's sweep had the LM head at kw1 164 µs against kw8's 184 at u2; the planner's kw8.u1 and gate/up kw4.u1 unmeasured), then int4-rows
