@@ -4,14 +4,15 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: one-block regress int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: regress int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   Next (session 19): GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh one-block regress   # (~7 min) one block an SM for the decode GEMVs, with and without the gated INT4 MLP (built session 18, never run: no machine was lent after call 2); then the foundation's and decode ops' GPU checks on this build
+#   Next (session 19): GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh regress   # the foundation's and decode ops' GPU checks on this build (no machine was lent for it in session 18)
+#   (session 18's call 3 ran:) one block an SM for the bf16 and INT4 decode GEMVs (slower everywhere: Llama b1 0.849 → 0.968, INT4 + head 0.513 → 0.548; removed), and the gated INT4 MLP on / off: now faster (INT4 + head b1 0.514 → 0.499, b32 1.344 → 1.323), the default since
 #   (session 18's call 1 ran:) the decode GEMVs triggering their dependents right after their wait instead of after the main loop: 187/187 checks but slower everywhere (Llama b1 0.847 → 0.882, INT4 + head 0.515 → 0.581 ms/token): withdrawn
 #   (session 18's call 2 ran:) mma-small — every tensor-core GEMV plan at 32 rows for Llama's QKV and O beside cuBLASLt (none faster: QKV 7.18 against 6.54 µs, O 6.28 against 5.91), and those two products on it in the decode step (Llama b32 1.161 against 1.103 ms/token): not kept
 #   Next (session 17's list): bash .device/run.sh node dist/bench/gemv-sweep.js --rows 32 --mma-only   # K-splits at four row tiles with one chunk in flight (call 7's sweep had the LM head at kw1 164 µs against kw8's 184 at u2; the planner's kw8.u1 and gate/up kw4.u1 unmeasured), then int4-rows
@@ -68,12 +69,6 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
-    one-block) # session 18: decode GEMVs of one 8-warp block an SM (FUSEFORMER_GEMV_ONE_BLOCK=1 for bf16, FUSEFORMER_INT4_ONE_BLOCK=1 for INT4; never run), so the next
-          # kernel's blocks fit beside them and load their weights early; also with the gated INT4 MLP kernel (whose successor, the down product, waits for empty SMs today). Checks, then A/B twice
-          run one-block-tests 240 env FUSEFORMER_GEMV_ONE_BLOCK=1 FUSEFORMER_INT4_ONE_BLOCK=1 FUSEFORMER_QUANT_CASES='mma|int4Linear bf16 M=1 |M=2 K=768' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
-          for i in 1 2; do for v in "0 0" "1 0" "1 1" "0 1"; do set -- $v
-            run decode-ob$1-g$2-$i 100 env FUSEFORMER_GEMV_ONE_BLOCK=$1 FUSEFORMER_INT4_ONE_BLOCK=$1 FUSEFORMER_INT4_GATED=$2 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int4-head --json "$out/decode-ob$1-g$2-$i.json"
-          done; done ;;
     regress) # the foundation's and the decode ops' GPU checks on this build (session 18): the op table, GEMMs, runtime, graphs, then the decode-step ops
           run regress-ops 330 node --test --test-concurrency=1 dist/test/gpu/ops.test.js dist/test/gpu/gemm.test.js dist/test/gpu/runtime.test.js dist/test/gpu/graph.test.js
           run regress-infer 200 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/paged-attention.test.js ;;
@@ -317,8 +312,8 @@ for step in "${steps[@]}"; do
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
     gemv-sweep) run gemv-sweep 420 node dist/bench/gemv-sweep.js --json "$out/gemv-sweep.json" ;;
     quant-tests) run quant-tests 300 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js ;;
-    decode-quant-gated) # the gated INT4 MLP op beside the two-op MLP, one process each
-          run decode-int4 150 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json /tmp/decode-int4.json
+    decode-quant-gated) # the gated INT4 MLP op (the default since session 18) beside the two-op MLP, one process each
+          run decode-int4 150 env FUSEFORMER_INT4_GATED=0 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json /tmp/decode-int4.json
           run decode-int4-gated 150 env FUSEFORMER_INT4_GATED=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json /tmp/decode-int4-gated.json ;;
     serve-tests) run serve-tests 300 node --test --test-concurrency=1 dist/test/gpu/gemm.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/decode-gemv.test.js ;;
     profile-train) # issue #9's GPT-2 124M training-step profile (and BERT's, LightSeq attention's), kept as profiles for the rooflines (bench/results/profile/*.profile.json)

@@ -58,11 +58,13 @@ const HEAD_CHUNK_ROWS = 256;
 
 /**
  * A Llama-family INT4 MLP's gate/up product and act(gate)·up as one gated int4Linear (one GEMV kernel at
- * decode's few rows on CUDA) instead of int4Linear + gatedActivation. Opt-in (FUSEFORMER_INT4_GATED=1):
- * measured no faster on the H200 (2026-12-01: 0.617 against 0.613 ms/token, Llama 1.2B b1); takes
- * effect for forwards launched or captured after it is set.
+ * decode's few rows on CUDA) instead of int4Linear + gatedActivation. On by default since session 18
+ * (FUSEFORMER_INT4_GATED=0 turns it off): with session 17's GEMV plans it is the faster of the two on the
+ * H200, Llama 1.2B INT4 + INT4 head 0.514 → 0.499 ms/token at batch 1 and 1.344 → 1.323 at batch 32, two
+ * rounds of one process each in one call (it had been slower with the earlier plans). Takes effect for
+ * forwards launched or captured after it is set.
  */
-export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] === '1' };
+export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] !== '0' };
 
 /**
  * L2 prefetch of a layer's next weights during its attention (FUSEFORMER_L2_PREFETCH_MB = the bytes a

@@ -102,25 +102,14 @@ export function int4MmaGemvApplies(dtype: FloatDType, M: number, groupSize: numb
  * in flight (two resident blocks an SM at ≤ 128 registers a thread), two tiles a warp where that still
  * leaves two blocks an SM (one row tile), then fewer K-splits; 16-warp blocks for a long K at one block an SM.
  */
-/**
- * oneBlockPerSm (FUSEFORMER_INT4_ONE_BLOCK=1; an experiment, off): only plans of one 8-warp block an SM
- * (grid ≤ SMs, half an SM's registers), so the next kernel's blocks fit beside this one's and issue their
- * weight loads before this kernel ends — with two 128-register blocks (or one of 16 warps) an SM's
- * register file is full and a following GEMV waits for whole SMs to empty.
- */
-export const int4MmaOptions = { oneBlockPerSm: process.env['FUSEFORMER_INT4_ONE_BLOCK'] === '1' };
-
 export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number): Int4MmaGemvPlan {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, featuresPerTile = gated ? 8 : 16;
-  // One block an SM where some plan allows it (the widest: 8 column groups of 4 tiles; an LM head does not fit).
-  const oneBlock = int4MmaOptions.oneBlockPerSm && rowTiles === 1 && Math.ceil(N / (WARPS * 4 * featuresPerTile)) <= multiProcessorCount;
   let best: { plan: Int4MmaGemvPlan; score: number } | undefined;
   for (const tiles of [1, 2, 4]) {
     if (2 * tiles * rowTiles * 4 > MAX_ACCUMULATORS) continue;
     for (const kWarps of [1, 2, 4, 8]) {
       if (kWarps > chunks && kWarps > 1) continue;
       const CG = WARPS / kWarps, grid = Math.ceil(N / (CG * tiles * featuresPerTile));
-      if (oneBlock && grid > multiProcessorCount) continue;
       const perWarp = Math.ceil(chunks / kWarps);
       // More row tiles hold more sums and x pairs: fewer chunks in flight keep a lane within 128 registers
       // (above two row tiles one chunk: the fastest at every Llama 1.2B product at 32 rows, session 17).
@@ -145,7 +134,7 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
   // Llama 1.2B's down product 7.06 → 5.36 µs at 1 row, 22.2 → 14.6 µs at 32; at 2–4 chunks a warp — its
   // QKV, O, gate/up — no gain).
   const chosen = best!.plan.spec;
-  if (!oneBlock && chosen.kWarps === 8 && Math.ceil(chunks / 8) >= 8 && best!.plan.grid <= multiProcessorCount) {
+  if (chosen.kWarps === 8 && Math.ceil(chunks / 8) >= 8 && best!.plan.grid <= multiProcessorCount) {
     const spec: Int4MmaGemvSpec = { ...chosen, kWarps: 16, unroll: int4MmaUnroll(Math.ceil(chunks / 16), chosen.tiles, rowTiles), warps: 16 };
     return { spec, grid: int4MmaGemvGrid(spec, N) };
   }

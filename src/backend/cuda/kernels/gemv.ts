@@ -116,21 +116,12 @@ export interface GemvPlan {
 }
 
 /**
- * oneBlockPerSm (FUSEFORMER_GEMV_ONE_BLOCK=1; an experiment, off): only plans of at most one block an SM
- * (grid ≤ SMs) where one exists, so the next kernel's blocks fit beside this one's and issue their weight
- * loads before it ends (two ~100-register blocks an SM leave no room for a third).
- */
-export const gemvOptions = { oneBlockPerSm: process.env['FUSEFORMER_GEMV_ONE_BLOCK'] === '1' };
-
-/**
  * The mapping of a decode GEMV of M rows onto the GPU (see the header): among R ∈ {1, 2, 4} columns a
  * warp (gated: 1 or 2) and KW ∈ {1, 2, 4, 8} K-splits, the one with the most bytes in flight per SM up
  * to the target (scaled by how evenly the blocks spread over the SMs), then the fewest load rounds,
  * the fewest K-splits (less reduction) and the widest R.
  */
 export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number, norm?: GemvNorm): GemvPlan {
-  // One block an SM where some plan allows it (8 column groups of 4 columns; gated 2): see gemvOptions.
-  const oneBlock = gemvOptions.oneBlockPerSm && Math.ceil(N / (WARPS * (gate ? 2 : 4))) <= multiProcessorCount;
   let best: { plan: GemvPlan; score: number[] } | undefined;
   for (const kWarps of [1, 2, 4, 8]) {
     for (const columns of gate ? [1, 2] : [1, 2, 4]) {
@@ -139,7 +130,6 @@ export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epi
       if (kWarps > shape.chunks && kWarps > 1) continue;
       if (shape.weightRows * M > 16) continue; // the sums a lane holds
       const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
-      if (oneBlock && grid > multiProcessorCount) continue;
       const score = gemvPlanScore(grid, shape, kWarps, columns, RESIDENT_WARPS, multiProcessorCount);
       if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
     }

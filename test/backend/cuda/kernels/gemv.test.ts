@@ -87,20 +87,3 @@ test('launchNormGemv: the norm prologue in the key, the residual stream, norm we
   assert.deepEqual(host.counterRequests, [1]);
   assert.match(launch.source, /normalize_rows\(x, y, rbias, gamma, beta, eps, act_s\);[\s\S]*atomicAdd\(counter, 1u\)[\s\S]*write_rows/);
 });
-
-test('FUSEFORMER_GEMV_ONE_BLOCK=1 (gemvOptions.oneBlockPerSm): at most one block an SM where a plan allows it, the usual plan elsewhere', async () => {
-  const { gemvOptions } = await import('../../../../src/backend/cuda/kernels/gemv.js');
-  const saved = gemvOptions.oneBlockPerSm;
-  try {
-    gemvOptions.oneBlockPerSm = true;
-    for (const [N, K] of [[3072, 2048], [2048, 2048], [2048, 8192], [2304, 768], [768, 3072]] as const) {
-      assert.ok(planGemv('bf16', 1, N, K, 'none', undefined, 132).grid <= 132, `${N} × ${K}`);
-    }
-    const head = planGemv('bf16', 1, 128256, 2048, 'none', undefined, 132);
-    gemvOptions.oneBlockPerSm = false;
-    assert.deepEqual(head, planGemv('bf16', 1, 128256, 2048, 'none', undefined, 132), 'an LM head has no such plan and keeps its own');
-    assert.ok(planGemv('bf16', 1, 2048, 8192, 'none', undefined, 132).grid > 132, 'the default plans two blocks an SM for the down product');
-  } finally {
-    gemvOptions.oneBlockPerSm = saved;
-  }
-});

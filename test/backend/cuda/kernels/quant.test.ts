@@ -160,19 +160,6 @@ test('the quantized GEMV planners pick the plans measured fastest at Llama 1.2B\
   assert.equal(int4(32, 2048, 8192), 'int4_gemv_mma.bf16.nt4.k8192.g128.ft1.kw16.u1.w16.none');
   const plan16 = i4.planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132);
   assert.equal(plan16.grid * (i4.int4MmaWarps(plan16.spec) / plan16.spec.kWarps) * 16, 2048, 'one 16-row tile a block, 128 blocks');
-  // FUSEFORMER_INT4_ONE_BLOCK=1: one 8-warp block an SM wherever a plan allows it (not an LM head).
-  const saved = i4.int4MmaOptions.oneBlockPerSm;
-  try {
-    i4.int4MmaOptions.oneBlockPerSm = true;
-    for (const [width, K, gated] of [[8192, 2048, true], [16384, 2048, false], [2048, 8192, false], [3072, 2048, false], [2048, 2048, false]] as const) {
-      const plan = i4.planInt4MmaGemv('bf16', 1, width, K, 128, false, gated ? 'silu' : 'none', gated, 132);
-      assert.ok(plan.grid <= 132 && i4.int4MmaWarps(plan.spec) === 8, `${width} × ${K}: ${i4.int4MmaGemvKey(plan.spec)} grid ${plan.grid}`);
-    }
-    assert.equal(int4(1, 2048, 8192), 'int4_gemv_mma.bf16.nt1.k8192.g128.ft1.kw8.u4.none');
-    assert.equal(int4(1, 128256, 2048), 'int4_gemv_mma.bf16.nt1.k2048.g128.ft2.kw1.u4.none', 'the LM head keeps its plan');
-  } finally {
-    i4.int4MmaOptions.oneBlockPerSm = saved;
-  }
   // W8A8: the narrowest R on ties; FUSEFORMER_INT8_NARROW=0's rule the widest.
   const int8 = () => i8.int8GemvKey(i8.planInt8Gemv('bf16', 1, 3072, 2048, false, 'none', false, 132).spec);
   const before = i8.int8GemvOptions.narrow;
