@@ -83,21 +83,22 @@ export interface MmaGemvPlan {
  * evenly over the SMs while keeping TARGET_BYTES_PER_SM of weights in flight; ties to fewer K splits.
  */
 export function planMmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: MmaGemvSpec['gate'], multiProcessorCount: number): MmaGemvPlan {
-  const rowTiles = Math.ceil(M / 8), tiles = Math.ceil(N / 16), chunks = K / CHUNK_K;
+  const rowTiles = Math.ceil(M / 8), chunks = K / CHUNK_K;
   let best: { spec: MmaGemvSpec; grid: number; score: number } | undefined;
   for (const featureTiles of [1, 2]) {
     const WT = gate ? 2 * featureTiles : featureTiles;
     if (WT * rowTiles * 4 > MAX_ACCUMULATORS) continue;
     for (const kWarps of [1, 2, 4, 8]) {
-      const CG = WARPS / kWarps, grid = Math.ceil(tiles / (CG * featureTiles));
       const perWarp = Math.ceil(chunks / kWarps);
       const unroll = Math.max(1, Math.min(perWarp, Math.floor(MAX_VECTORS / (2 * WT)), 4));
+      const spec: MmaGemvSpec = { dtype, rowTiles, k: K, epilogue, ...(gate ? { gate } : {}), featureTiles, kWarps, unroll };
+      const grid = mmaGemvGrid(spec, N);
       // One resident block per SM at ~160 registers a thread; its warps' loads in flight.
       const resident = Math.min(grid, multiProcessorCount);
       const inFlight = (resident / multiProcessorCount) * WARPS * 32 * unroll * WT * 2 * 16;
       const balance = grid / (Math.ceil(grid / multiProcessorCount) * multiProcessorCount);
       const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) - kWarps * 1e-3;
-      if (!best || score > best.score) best = { spec: { dtype, rowTiles, k: K, epilogue, ...(gate ? { gate } : {}), featureTiles, kWarps, unroll }, grid, score };
+      if (!best || score > best.score) best = { spec, grid, score };
     }
   }
   if (!best) throw new RangeError(`planMmaGemv: ${M} rows${gate ? ' (gated)' : ''} exceed the kernel's accumulators`);
@@ -301,10 +302,9 @@ export function mmaGatedGemvApplies(g: CheckedGatedLinear): boolean {
 /** Launches the gated kernel for a gatedLinear mmaGatedGemvApplies() accepted (the scratch `up` is not written). */
 export function launchMmaGatedGemv(host: KernelHost, g: CheckedGatedLinear): void {
   const gate = { activation: g.activation, bias: g.bias !== undefined };
-  const { spec, grid } = planMmaGemv(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount);
-  const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
-  host.kernel(mmaGemvKey(spec), () => mmaGemvSource(spec)).launch({ grid, block: WARPS * 32 },
-    [ptr(g.x), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.rows), arg.i32(g.F)]);
+  const { spec } = planMmaGemv(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount);
+  const ptr = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
+  launchMmaGemvSpec(host, spec, { a: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F });
 }
 
 export function catalog(): KernelSource[] {
