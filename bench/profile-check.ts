@@ -207,8 +207,12 @@ async function main(): Promise<number> {
     process.stdout.write(`\n## GPT-2 124M decode\n${formatSummary(dp, 'decode step (graph replay)')}\n\n${formatKernelTable(dp, 12)}\nwrote ${files.json}\n\n`);
     sumCheck('GPT-2 124M decode', dp);
     const keys = decodeKeys(context);
-    placementCheck('decode attention', dp, find(dp, `decodeAttention B${batch} H${heads}/${heads} d${d} cache ${context + DECODE_STEPS_ROOM}`, 'decodeAttention'), {
-      flops: 4 * d * heads * batch * keys, bytes: 2 * s * batch * heads * d + 4 * batch + 2 * s * batch * keys * heads * d,
+    // appendDecodeAttention: the QKV rows (+ bias: one add an element) in, the new key and value rows out,
+    // the cached keys and values read, out written; the query heads stay on chip.
+    const width = 3 * heads * d;
+    placementCheck('decode attention', dp, find(dp, `appendDecodeAttention B${batch} H${heads}/${heads} d${d} cache ${context + DECODE_STEPS_ROOM}`, 'appendDecodeAttention'), {
+      flops: batch * width + 4 * d * heads * batch * keys,
+      bytes: s * (batch * width + width) + 4 * batch + 2 * s * batch * heads * d + 2 * s * batch * keys * heads * d + s * batch * heads * d,
     });
   } catch (error) {
     check('GPT-2 124M decode step profiles', false, (error as Error).message);
@@ -228,8 +232,10 @@ async function main(): Promise<number> {
     process.stdout.write(`\n## Llama 1.2B decode\n${formatSummary(dp, 'decode step (graph replay)')}\n\n${formatKernelTable(dp, 12)}\nwrote ${files.json}\n\n`);
     sumCheck('Llama 1.2B decode', dp);
     const keys = decodeKeys(context);
-    placementCheck('Llama decode attention (GQA)', dp, find(dp, `decodeAttention B${batch} H${Hq}/${Hkv}`, 'decodeAttention'), {
-      flops: 4 * dl * Hq * batch * keys, bytes: 2 * s * batch * Hq * dl + 4 * batch + 2 * s * batch * keys * Hkv * dl,
+    // RoPE: per rotated element 3 FLOPs, per (row, pair) 5 for the angle, cos, sin and scale; invFreq f32 [d/2] read.
+    placementCheck('Llama decode attention (GQA)', dp, find(dp, `appendDecodeAttention B${batch} H${Hq}/${Hkv}`, 'appendDecodeAttention'), {
+      flops: batch * ((Hq + Hkv) * dl * 3 + (dl / 2) * 5) + 4 * dl * Hq * batch * keys,
+      bytes: s * batch * (Hq + 2 * Hkv) * dl + 4 * batch + 4 * (dl / 2) + 2 * s * batch * Hkv * dl + 2 * s * batch * keys * Hkv * dl + s * batch * Hq * dl,
     });
   } catch (error) {
     check('Llama 1.2B decode step profiles', false, (error as Error).message);

@@ -20,6 +20,7 @@
 
 import type { DType, FloatDType } from '../dtype.js';
 import type { BackendName, HostArray, Tensor } from '../tensor.js';
+import type { OpCheck } from './validate.js';
 
 /** silu(x) = x·σ(x) ("swish": Marian's FFN, Llama's gate). */
 export type Activation = 'relu' | 'gelu' | 'gelu_tanh' | 'silu';
@@ -706,6 +707,48 @@ export interface DecodeAttentionArgs {
 }
 
 /**
+ * A decode step's attention straight from the QKV projection, as one op: qkvRopeAppend of one token per
+ * sequence (L = 1: bias, RoPE, the new key and value written to the cache at positions[b]), then
+ * decodeAttention over the cache with that key as the only fresh one (freshKeys 1). A backend may do both
+ * in one kernel (CUDA: each attention block rotates its own query heads and its kv head's new key, reads
+ * the new key and value from registers instead of the cache, and one block per (sequence, kv head) writes
+ * them to the cache), but writes everything the two ops write except q.
+ *   qkv [B, (Hq + 2·Hkv)·d], bias, rope, positions i32 [B]: as qkvRopeAppend's (one row per sequence);
+ *   kCache, vCache [B, Hkv, maxLen, d] (contiguous caches; no block table); out [B, Hq, d]; scale, partials:
+ *   as decodeAttention's. q [B, Hq, d]: scratch for the rotated query heads; its contents afterwards are
+ *   unspecified.
+ */
+export interface AppendDecodeAttentionArgs {
+  qkv: Tensor;
+  bias?: Tensor;
+  rope?: RopeArgs;
+  positions: Tensor;
+  q: Tensor;
+  kCache: Tensor;
+  vCache: Tensor;
+  out: Tensor;
+  scale?: number;
+  partials?: Tensor;
+}
+
+/**
+ * The two ops an appendDecodeAttention stands for (its definition; the unfused path). `view` makes q's
+ * [B, Hq, 1, d] view for qkvRopeAppend; q must be [B, Hq, d] (checked here, in the op's name).
+ */
+export function appendDecodeAttentionParts(
+  check: OpCheck, args: AppendDecodeAttentionArgs, view: (t: Tensor, offset: number, shape: readonly number[]) => Tensor,
+): { readonly append: QkvRopeAppendArgs; readonly attention: DecodeAttentionArgs } {
+  const q = check.tensor('q', args.q);
+  check.shape('q', q, ['B', 'Hq', 'd']);
+  const [B, Hq, d] = q.shape as [number, number, number];
+  const { qkv, bias, rope, positions, kCache, vCache, out, scale, partials } = args;
+  return {
+    append: { qkv, positions, q: view(q, 0, [B, Hq, 1, d]), kCache, vCache, ...(bias ? { bias } : {}), ...(rope ? { rope } : {}) },
+    attention: { q, kCache, vCache, positions, out, freshKeys: 1, ...(scale !== undefined ? { scale } : {}), ...(partials ? { partials } : {}) },
+  };
+}
+
+/**
  * The residual add and the next norm in one pass: x ← x + y (+ bias), stored in x's dtype; then, from x as
  * stored, out = (x − mean)·rstd·gamma + beta ('layer') or x·rstd·gamma ('rms', no beta), rstd =
  * 1/sqrt(var + eps) or 1/sqrt(mean(x²) + eps). Without y, x is only read (out = norm(x)).
@@ -1305,6 +1348,7 @@ export interface Backend {
   embedTokens(args: EmbedTokensArgs): void;
   qkvRopeAppend(args: QkvRopeAppendArgs): void;
   decodeAttention(args: DecodeAttentionArgs): void;
+  appendDecodeAttention(args: AppendDecodeAttentionArgs): void;
   residualNorm(args: ResidualNormArgs): void;
   gatedActivation(args: GatedActivationArgs): void;
   gatedLinear(args: GatedLinearArgs): void;

@@ -715,8 +715,9 @@ export class DecodeEngine {
       } else {
         f.blocks(b, v, (l) => {
           const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n), bias = m.layers[l]!.qkvBias;
-          b.qkvRopeAppend({ qkv: v.qkv, positions: st.positions, q: q4, kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
-          b.decodeAttention({ q: q3, kCache, vCache, positions: st.positions, out: out3, scale, ...(partials ? { partials } : {}), freshKeys: 1 });
+          b.appendDecodeAttention({
+            qkv: v.qkv, positions: st.positions, q: q3, kCache, vCache, out: out3, scale, ...rope, ...(bias ? { bias } : {}), ...(partials ? { partials } : {}),
+          });
           return v.attn;
         });
       }

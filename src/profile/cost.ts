@@ -516,6 +516,22 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     deviceInputs: ([a]) => ({ positions: a.positions }),
     variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} cache ${a.kCache.shape[2]}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
   },
+  appendDecodeAttention: {
+    // The fused minimum: qkvRopeAppend's reads and cache writes and decodeAttention's key, value and output
+    // bytes; the query heads stay on chip (neither written nor read back).
+    cost: ([a], values) => {
+      const [B, hq, d] = a.q.shape as [number, number, number];
+      const hkv = a.kCache.shape[1]!, s = byteSize(a.kCache.dtype);
+      const keys = decodeKeys({ q: a.q, kCache: a.kCache, vCache: a.vCache, positions: a.positions, out: a.out }, values);
+      const rope = a.rope ? B * ((hq + hkv) * d * 3 + (d / 2) * 5) : 0;
+      return {
+        flops: (a.bias ? a.qkv.numel : 0) + rope + FLASH_FORWARD_FLOPS * d * hq * keys,
+        bytes: bytesOf(a.qkv) + bytesOf(a.bias) + bytesOf(a.positions) + bytesOf(a.rope?.invFreq) + 2 * B * hkv * d * s + 2 * keys * hkv * d * s + bytesOf(a.out),
+      };
+    },
+    deviceInputs: ([a]) => ({ positions: a.positions }),
+    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} cache ${a.kCache.shape[2]}${a.rope ? ' rope' : ''}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
+  },
   residualNorm: {
     cost: ([a]) => {
       const { rows } = rowsOf(a.x);

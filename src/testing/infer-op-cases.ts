@@ -84,6 +84,40 @@ function decodeAttentionCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
+/**
+ * appendDecodeAttention: fused on CUDA where decode attention's pipelined variant takes the rows (d 64 at
+ * 16 bit, d 32 at f32), else qkvRopeAppend + decodeAttention. Positions include 0 (the new key is the only
+ * one) and maxLen − 1; the caches (updated in place) and out are checked, q is scratch.
+ */
+function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
+  // B, Hq, Hkv, d, maxLen, splits, rope, bias
+  const shapes: [number, number, number, number, number, number, boolean, boolean][] = [
+    [1, 32, 8, 64, 160, 1, true, false], [4, 32, 8, 64, 300, 4, true, false], [2, 12, 12, 64, 100, 1, false, true],
+    [3, 64, 2, 64, 200, 3, true, true], [3, 8, 2, 32, 70, 2, true, true], [2, 8, 2, 128, 50, 1, true, false], [5, 4, 4, 64, 9, 2, false, false],
+  ];
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias]): OpCase => {
+    const W = (Hq + 2 * Hkv) * d;
+    return {
+      name: `appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}`, dtype,
+      inputs: (rng) => ({
+        qkv: floats(rng, [B, W], dtype), bias: floats(rng, [W], dtype), invFreq: ropeInvFreq(d),
+        kCache: floats(rng, [B, Hkv, maxLen, d], dtype), vCache: floats(rng, [B, Hkv, maxLen, d], dtype),
+        positions: ints([B], Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)))),
+      }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.appendDecodeAttention({
+          qkv: c.in('qkv'), positions: c.in('positions'), q: b.empty([B, Hq, d], dtype),
+          kCache: c.keep('kCache', c.in('kCache')), vCache: c.keep('vCache', c.in('vCache')), out: c.out('out', [B, Hq, d], dtype),
+          ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
+          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
 function residualNormCases(dtype: FloatDType): OpCase[] {
   const shapes: [number, number, 'layer' | 'rms', boolean, boolean][] = [
     [3, 768, 'layer', true, true], [512, 768, 'layer', true, true], [33, 2048, 'rms', true, false], [2, 4096, 'rms', false, false],
@@ -320,7 +354,7 @@ function decodeAdvanceCases(): OpCase[] {
 
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
-    ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...residualNormCases(dtype),
+    ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
     ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype),
   ]).concat(decodeAdvanceCases());

@@ -27,7 +27,7 @@ test('fuseformer profile on the CPU: train, prefill and decode write profile.jso
     assert.equal(json.backend, 'cpu');
     const ops = new Set(json.ops.map((o) => o.op));
     assert.equal(ops.has('adamW'), mode === 'train');
-    assert.equal(ops.has('decodeAttention'), mode === 'decode');
+    assert.equal(ops.has('appendDecodeAttention'), mode === 'decode');
     assert.equal(ops.has('crossEntropyForward'), mode !== 'decode');
     assert.ok(!existsSync(join(out, 'roofline.svg')));
   }

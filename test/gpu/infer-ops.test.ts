@@ -85,3 +85,35 @@ test('decode attention, throughput variant forced, matches the CPU reference', {
 test('decode attention, pipelined variant forced, matches the CPU reference, twice in a row', { skip }, async (t) => {
   await decodeVariantCheck(t, (o) => { o.pipelined = true; }, 2);
 });
+
+// appendDecodeAttention: one kernel where the pipelined variant takes the rows (d·sizeof(T) = 128 bytes),
+// the two ops otherwise; with the fusion off (FUSEFORMER_DECODE_APPEND=0's switch) always the two ops.
+// Both ways against the CPU, twice in a row (the caches are updated in place: a stale key would show).
+test('appendDecodeAttention is one kernel for 128-byte head rows and two ops otherwise, both matching the CPU reference', { skip }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const { decodeAttentionOptions } = await import('../../src/backend/cuda/kernels/decode-attention.js');
+  const gpu = CudaBackend.create();
+  const cpu = new CpuBackend();
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  const cases = selected(inferOpCases().filter((c) => c.name.startsWith('appendDecodeAttention ')));
+  const saved = { ...decodeAttentionOptions };
+  try {
+    for (const fuse of [true, false]) {
+      decodeAttentionOptions.append = fuse;
+      for (const c of cases) {
+        await t.test(`${fuse ? 'fused' : 'two ops'}: ${c.name}`, () => {
+          const d = Number(/ d=(\d+)/.exec(c.name)![1]), elementBytes = c.dtype === 'f32' ? 4 : 2;
+          for (let run = 0; run < 2; run++) {
+            const before = gpu.fusedAppendLaunches;
+            const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+            assert.deepEqual(failed, [], failed.join('\n'));
+            assert.equal(gpu.fusedAppendLaunches > before, fuse && d * elementBytes === 128, `fused launches ${before} → ${gpu.fusedAppendLaunches}`);
+          }
+        });
+      }
+    }
+  } finally {
+    Object.assign(decodeAttentionOptions, saved);
+  }
+});

@@ -12,8 +12,9 @@ test('a decode step of the inference engine profiled on the CPU: the KV cache re
   const batch = 3, context = 12, d = 128 / 4, Hq = 4;
   const p = profileDecodeStep(new CpuBackend(), config, { batch, context, dtype: 'f32', repeats: 1, roofs: false });
   const count = (op: string) => p.ops.filter((o) => o.op === op).length;
-  assert.equal(count('decodeAttention'), 2, 'one per layer');
-  assert.equal(count('qkvRopeAppend'), 2);
+  // A layer's attention is one op from the QKV output: bias, the cache append and decode attention.
+  assert.equal(count('appendDecodeAttention'), 2, 'one per layer');
+  assert.equal(count('decodeAttention') + count('qkvRopeAppend'), 0);
   assert.equal(count('embedTokens'), 1);
   assert.equal(count('sampleTokens'), 1);
   // A layer's norms go with the products that read them (normLinear); the final norm is its own op.
@@ -22,9 +23,12 @@ test('a decode step of the inference engine profiled on the CPU: the KV cache re
   assert.ok(p.ops.filter((o) => o.gemm).every((o) => o.name.startsWith(`gemm ${batch}×`) || o.name.startsWith(`normLinear [${batch}, `)), 'every GEMM has one row per sequence');
   // Prefill leaves each sequence at position `context`; the warm-up step moves it one further, so the
   // profiled step's attention reads context + 2 keys per sequence (not the cache's context + 64).
-  const attention = p.ops.find((o) => o.op === 'decodeAttention')!;
-  assert.equal(attention.flops, 4 * d * Hq * batch * (context + 2));
-  assert.equal(attention.bytes, 4 * (batch * Hq * d) * 2 + 4 * batch + 2 * 4 * batch * (context + 2) * Hq * d);
+  // Costed as the fused minimum: the QKV rows and bias read, the new keys and values written, the keys and
+  // values read, out written (the query heads stay on chip); FLOPs the bias adds and attention's.
+  const W = 3 * Hq * d;
+  const attention = p.ops.find((o) => o.op === 'appendDecodeAttention')!;
+  assert.equal(attention.flops, batch * W + 4 * d * Hq * batch * (context + 2));
+  assert.equal(attention.bytes, 4 * (batch * W + W + batch + 2 * batch * Hq * d) + 2 * 4 * batch * (context + 2) * Hq * d + 4 * batch * Hq * d);
   assert.match(attention.name, new RegExp(`cache ${context + DECODE_STEPS_ROOM}`));
   assert.ok(p.stepMs > 0 && p.kernelMs > 0);
   assert.throws(() => profileDecodeStep(new CpuBackend(), config, { batch, context: 250, dtype: 'f32', roofs: false }), /must fit the model's 256 positions/);
@@ -41,11 +45,11 @@ test('a decode step timed by removal on the CPU: one engine per op, the same ops
   assert.equal(removed.opTiming, 'removal');
   assert.deepEqual(removed.ops.map((o) => o.name), eager.ops.map((o) => o.name), 'the captured step issues the eager step\'s ops');
   // Costed as the timed graph's last replay read the cache: one step further on than the eager run.
-  const attention = (p: typeof eager) => p.ops.find((o) => o.op === 'decodeAttention')!.flops!;
-  const perKey = 4 * (128 / 4) * 4 * options.batch;
-  assert.equal(attention(eager), perKey * (options.context + 2));
-  assert.equal(attention(removed), perKey * (options.context + 3));
-  const others = (p: typeof eager) => p.ops.filter((o) => o.op !== 'decodeAttention').map((o) => o.flops);
+  const attention = (p: typeof eager) => p.ops.find((o) => o.op === 'appendDecodeAttention')!.flops!;
+  const perKey = 4 * (128 / 4) * 4 * options.batch, biasAdds = options.batch * 3 * 128;
+  assert.equal(attention(eager), biasAdds + perKey * (options.context + 2));
+  assert.equal(attention(removed), biasAdds + perKey * (options.context + 3));
+  const others = (p: typeof eager) => p.ops.filter((o) => o.op !== 'appendDecodeAttention').map((o) => o.flops);
   assert.deepEqual(others(removed), others(eager));
   assert.ok(removed.ops.every((o) => o.ms >= 0));
 });

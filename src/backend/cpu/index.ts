@@ -6,7 +6,7 @@ import type { DType } from '../../dtype.js';
 import { DTYPES } from '../../dtype.js';
 import { DTypeError, LayoutError } from '../../errors.js';
 import type { HostArray, Tensor } from '../../tensor.js';
-import { normLinearProduct } from '../backend.js';
+import { appendDecodeAttentionParts, normLinearProduct } from '../backend.js';
 import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -188,6 +188,12 @@ export class CpuBackend implements Backend {
   embedTokens(args: EmbedTokensArgs): void { this.queue.issue(prepareEmbedTokens(args)); }
   qkvRopeAppend(args: QkvRopeAppendArgs): void { this.queue.issue(prepareQkvRopeAppend(args)); }
   decodeAttention(args: DecodeAttentionArgs): void { this.queue.issue(prepareDecodeAttention(args)); }
+  /** qkvRopeAppend of the step's token, then decodeAttention with it as the fresh key (the contract's definition). */
+  appendDecodeAttention(args: AppendDecodeAttentionArgs): void {
+    const parts = appendDecodeAttentionParts(new CpuCheck('appendDecodeAttention'), args, (t, offset, shape) => this.view(t, offset, shape));
+    this.qkvRopeAppend(parts.append);
+    this.decodeAttention(parts.attention);
+  }
   residualNorm(args: ResidualNormArgs): void { this.queue.issue(prepareResidualNorm(args)); }
   gatedActivation(args: GatedActivationArgs): void { this.queue.issue(prepareGatedActivation(args)); }
   /** The GEMM into the scratch, then gatedActivation (the contract's definition; up holds the product). */

@@ -3,7 +3,7 @@
 // synchronize() wait for the GPU.
 
 import { envSwitch } from './env-switch.js';
-import { normLinearProduct } from '../backend.js';
+import { appendDecodeAttentionParts, normLinearProduct } from '../backend.js';
 import { Event } from './runtime/device.js';
 import { byteSize, encodeFloats, isFloat, widenHalvesInPlace } from '../../dtype.js';
 import type { DType, FloatDType } from '../../dtype.js';
@@ -18,9 +18,9 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
-import { decodeAttention } from './kernels/decode-attention.js';
+import { decodeAttention, fusedAppendDecodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
 import { gatedActivation } from './kernels/gated-activation.js';
 import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
@@ -91,6 +91,8 @@ export class CudaBackend implements Backend {
    * launches and captures made after it is set.
    */
   normGemv = process.env['FUSEFORMER_NORM_GEMV'] !== '0';
+  /** appendDecodeAttention calls run as one kernel so far. */
+  fusedAppendLaunches = 0;
   /** normLinear calls run as the fused kernel so far. */
   normGemvLaunches = 0;
   /**
@@ -371,6 +373,16 @@ export class CudaBackend implements Backend {
   embedTokens(args: EmbedTokensArgs): void { embedTokens(this.runtime, args); }
   qkvRopeAppend(args: QkvRopeAppendArgs): void { qkvRopeAppend(this.runtime, args); }
   decodeAttention(args: DecodeAttentionArgs): void { decodeAttention(this.runtime, args); }
+  /** One kernel where decode attention's pipelined variant takes the rows (fusedAppendDecodeAttention); else the two ops. */
+  appendDecodeAttention(args: AppendDecodeAttentionArgs): void {
+    const parts = appendDecodeAttentionParts(new OpCheck('appendDecodeAttention', 'cuda'), args, (t, offset, shape) => this.view(t, offset, shape));
+    if (fusedAppendDecodeAttention(this.runtime, parts)) {
+      this.fusedAppendLaunches++;
+      return;
+    }
+    this.qkvRopeAppend(parts.append);
+    this.decodeAttention(parts.attention);
+  }
   residualNorm(args: ResidualNormArgs): void { residualNorm(this.runtime, args); }
   gatedActivation(args: GatedActivationArgs): void { gatedActivation(this.runtime, args); }
   /** The gated GEMV (kernels/gemv.ts) for a few rows when decodeGemv is on; else cuBLASLt into the scratch, then gatedActivation. */

@@ -80,6 +80,51 @@ test('decodeAttention equals flash attention of the last query over the cache pr
   assertRejects(() => backend.decodeAttention({ q: f32(q, [B, Hq, d]), kCache: f32(k, [B, Hkv, maxLen, d]), vCache: f32(v, [B, Hkv, maxLen, d]), positions: i32(positions, [B]), out, partials: backend.empty([B, Hq, 3, d], 'f32') }), 'decodeAttention', 'partials');
 });
 
+test('appendDecodeAttention writes the rotated key and the value at each position and attends over the prefix including them', () => {
+  const [B, Hq, Hkv, d, maxLen] = [3, 4, 2, 4, 7];
+  const W = (Hq + 2 * Hkv) * d;
+  const qkv = randomValues(8, B * W, -2, 2), bias = randomValues(9, W), invFreq = [0.7, 0.02];
+  const k0 = randomValues(10, B * Hkv * maxLen * d, -2, 2), v0 = randomValues(11, B * Hkv * maxLen * d);
+  const positions = [0, 3, 6];
+  const kCache = f32(k0, [B, Hkv, maxLen, d]), vCache = f32(v0, [B, Hkv, maxLen, d]);
+  const out = backend.empty([B, Hq, d], 'f32'), q = backend.empty([B, Hq, d], 'f32');
+  const rope = { invFreq: f32(invFreq, [2]), scale: 1.25 };
+  backend.appendDecodeAttention({ qkv: f32(qkv, [B, W]), bias: f32(bias, [W]), rope, positions: i32(positions, [B]), q, kCache, vCache, out, partials: backend.empty([B, Hq, 2, d + 2], 'f32') });
+  const head = (b: number, hh: number, rotate: boolean) => {
+    const x = [0, 1, 2, 3].map((c) => qkv[b * W + hh * d + c]! + bias[hh * d + c]!);
+    if (!rotate) return x;
+    const y = [...x];
+    for (let i = 0; i < 2; i++) {
+      const theta = Math.fround(positions[b]! * Math.fround(invFreq[i]!)), c = 1.25 * Math.cos(theta), s = 1.25 * Math.sin(theta);
+      y[i] = x[i]! * c - x[i + 2]! * s;
+      y[i + 2] = x[i + 2]! * c + x[i]! * s;
+    }
+    return y;
+  };
+  const kc = read(kCache), vc = read(vCache), got = read(out);
+  for (let b = 0; b < B; b++) {
+    const p = positions[b]!, n = p + 1;
+    const keys: number[] = [], values: number[] = [];
+    for (let g = 0; g < Hkv; g++) {
+      const at = ((b * Hkv + g) * maxLen + p) * d;
+      assertClose(kc.slice(at, at + d), head(b, Hq + g, true), 1e-6, `key of sequence ${b} head ${g}`);
+      assertClose(vc.slice(at, at + d), head(b, Hq + Hkv + g, false), 1e-6, `value of sequence ${b} head ${g}`);
+      // The reference's keys: the old cache before p, this step's key at p.
+      const base = (b * Hkv + g) * maxLen * d;
+      keys.push(...k0.slice(base, base + p * d), ...head(b, Hq + g, true));
+      values.push(...v0.slice(base, base + p * d), ...head(b, Hq + Hkv + g, false));
+    }
+    const queries = Array.from({ length: Hq }, (_, h) => head(b, h, true)).flat();
+    const ref = backend.empty([1, Hq, 1, d], 'f32'), lse = backend.empty([1, Hq, 1], 'f32');
+    backend.flashAttentionForward({ q: f32(queries, [1, Hq, 1, d]), k: f32(keys, [1, Hkv, n, d]), v: f32(values, [1, Hkv, n, d]), out: ref, lse });
+    assertClose(got.slice(b * Hq * d, (b + 1) * Hq * d), read(ref), 1e-5, `sequence ${b}`);
+  }
+  // Positions this step did not write keep the old cache.
+  assert.equal(kc[(1 * Hkv * maxLen + 5) * d], k0[(1 * Hkv * maxLen + 5) * d]);
+  assertRejects(() => backend.appendDecodeAttention({ qkv: f32(qkv, [B, W]), positions: i32(positions, [B]), q: backend.empty([B, Hq, 1, d], 'f32'), kCache, vCache, out }), 'appendDecodeAttention', 'q');
+  assertRejects(() => backend.appendDecodeAttention({ qkv: f32(qkv, [B, W]), positions: i32([0, 7, 1], [B]), q, kCache, vCache, out }), 'qkvRopeAppend', 'positions');
+});
+
 test('residualNorm adds y and the bias into x (rounded to its dtype) and normalises the stored x', () => {
   const [rows, H] = [3, 7];
   const x = randomValues(8, rows * H, -2, 2), y = randomValues(9, rows * H), bias = randomValues(10, H), gamma = randomValues(11, H, 0.5, 1.5), beta = randomValues(12, H);

@@ -65,10 +65,10 @@
 // Precision: f32 scores, softmax and accumulation; stored in the tensors' dtype.
 
 import { envSwitch } from '../env-switch.js';
-import type { DecodeAttentionArgs } from '../../backend.js';
+import type { DecodeAttentionArgs, QkvRopeAppendArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize } from '../../../dtype.js';
-import { checkDecodeAttention } from '../../op-checks/index.js';
+import { checkDecodeAttention, checkQkvRopeAppend } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -103,6 +103,12 @@ export interface DecodeAttentionSpec {
    * it computes the current one (decodeAttentionPipelined; 128-byte rows only: d·sizeof(T) = 128).
    */
   readonly pipelined?: boolean;
+  /**
+   * appendDecodeAttention fused (pipelined only): the query heads and this step's key and value come from
+   * the QKV projection's row (+ bias, RoPE on q and k), the key and value are written to the cache by one
+   * block per (sequence, kv head) and read from shared memory by every block whose keys include them.
+   */
+  readonly append?: { readonly rope: boolean; readonly bias: boolean };
 }
 
 /** Bytes of dynamic shared memory the pipelined variant stages: two stages of a K and a V tile of 128-byte rows. */
@@ -166,7 +172,7 @@ export const MAX_CLUSTER_SPLITS = 8;
  * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
  * the throughput variant (decodeAttentionThroughput).
  */
-export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean } = {
+export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
   // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
   // wait (H200, session 11: serving at 64 clients 16,690 → 17,949 tok/s, decode unchanged);
@@ -174,12 +180,15 @@ export const decodeAttentionOptions: { clusterCombine: boolean; throughput: bool
   prefetch: process.env['FUSEFORMER_DECODE_PREFETCH'] !== '0',
   // decodeAttentionPipelined (128-byte rows): on unless FUSEFORMER_DECODE_PIPELINED=0.
   pipelined: envSwitch(process.env['FUSEFORMER_DECODE_PIPELINED']),
+  // appendDecodeAttention as one kernel where it takes it (fusedAppendDecodeAttention); FUSEFORMER_DECODE_APPEND=0
+  // runs qkvRopeAppend and decodeAttention instead.
+  append: process.env['FUSEFORMER_DECODE_APPEND'] !== '0',
   // decodeAttentionThroughput: 'auto' unless FUSEFORMER_DECODE_THROUGHPUT is 1 or 0.
   throughput: envSwitch(process.env['FUSEFORMER_DECODE_THROUGHPUT']),
 };
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -216,6 +225,7 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   // (The split pipelined variant takes 172 registers: 2 blocks an SM, where its stages would allow 3;
   // __launch_bounds__(THREADS, 3) fits it in 168 with 68 bytes spilled — not yet timed.)
   const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : '__launch_bounds__(THREADS)';
+  if (spec.append && !spec.pipelined) throw new RangeError('decodeAttentionSource: the fused append takes the pipelined variant');
   if (spec.pipelined && !pipelinedRows(spec.headDim, byteSize(spec.dtype), spec.vec)) throw new RangeError(`decodeAttentionSource: the pipelined variant takes 128-byte rows of 16-byte vectors, got d ${spec.headDim} ${spec.dtype} vec ${spec.vec}`);
   // MMA_LIB for the pipelined variant's cp.async and shared addresses (its code is compiled in every variant, if unused).
   const source = String.raw`${DEVICE_LIB}
@@ -226,15 +236,18 @@ ${constants({
     THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
+    APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
   })}
 ${CLUSTER_LIB}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
-// left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS.
+// left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS. APPEND: q unused; qkv [B, (hq + 2·hkv)·D],
+// qkv_bias [(hq + 2·hkv)·D] (BIAS), inv_freq f32 [D/2] (ROPE).
 extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}${bounds} ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
-    const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys) {
+    const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys,
+    const T* __restrict__ qkv, const T* __restrict__ qkv_bias, const float* __restrict__ inv_freq, float rope_scale) {
   // May be launched programmatically (kernel.ts gridDependencyWait): nothing the previous kernel writes
   // is read before GRID_DEPENDENCY_WAIT below. PIPELINED with fresh_keys > 0: the keys and values at
   // positions < n − fresh_keys were written before that kernel (earlier steps; see the header), so the
@@ -249,6 +262,8 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   __shared__ bool last_block;
   [[maybe_unused]] __shared__ float cluster_part[CLUSTER ? GH * D : 1];
   [[maybe_unused]] __shared__ float cluster_stat[CLUSTER ? 2 * GH : 1];
+  // APPEND: this step's key and value of kv head g as the cache will hold them ([key | value], D each).
+  [[maybe_unused]] __shared__ __align__(16) T fresh_kv[APPEND ? 2 * D : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.x / HEAD_BLOCKS, h0 = g * GROUP + (blockIdx.x % HEAD_BLOCKS) * GH;
   const int b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
@@ -257,6 +272,10 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   const int chunk = SPLIT ? max(min_chunk, (n + splits - 1) / splits) : n;  // splitChunk
   const int j_begin = SPLIT ? split * chunk : 0;
   const int j_end = SPLIT ? min(n, j_begin + chunk) : n;
+  // APPEND: the position this step's key goes to (−1 if none: an idle row, or past the cache), and
+  // whether this block's keys include it.
+  [[maybe_unused]] const int fresh_row = APPEND && positions[b] >= 0 && positions[b] < max_len ? positions[b] : -1;
+  [[maybe_unused]] const bool holds_fresh = APPEND && fresh_row >= j_begin && fresh_row < j_end;
   // Element offset of key j's row (kv head g of sequence b).
   [[maybe_unused]] const int* __restrict__ table = PAGED ? block_table + (size_t)b * table_stride : nullptr;
   const auto key_row = [&](int j) -> size_t {
@@ -278,6 +297,12 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
       const bool inside = j < j_end;
       const size_t at = key_row(inside ? j : j_begin) + c * VEC;
       const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
+      if (APPEND && j == fresh_row) {
+        // This step's key and value: from fresh_kv (filled before the barrier that precedes every call after the wait).
+        *reinterpret_cast<uint4*>(stages + stage * STAGE + off) = *reinterpret_cast<const uint4*>(&fresh_kv[c * VEC]);
+        *reinterpret_cast<uint4*>(stages + (2 + stage) * STAGE + off) = *reinterpret_cast<const uint4*>(&fresh_kv[D + c * VEC]);
+        continue;
+      }
       cp_async_16(k_dst + off, k_cache + at, inside);
       cp_async_16(v_dst + off, v_cache + at, inside);
     }
@@ -294,7 +319,48 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     return;
   }
 
-  for (int i = tid; i < GH * D; i += THREADS) qs[i / D][i % D] = to_float(q[((size_t)b * hq + h0 + i / D) * D + i % D]) * scale_log2;
+  if constexpr (APPEND) {
+    // qkvRopeAppend's math for this block's query heads and, if its keys include this step's, the new key
+    // and value of kv head g: item (head hh, pair e) — hh < GH query head h0 + hh, GH the key, GH + 1 the
+    // value. Each value is rounded to T as the unfused ops store it, so the result is theirs.
+    const T* row = qkv + (size_t)b * (hq + 2 * hkv) * D;
+    const int p = positions[b];
+    const bool writer = holds_fresh && blockIdx.x % HEAD_BLOCKS == 0;  // one block per (sequence, kv head) writes the cache
+    for (int i = tid; i < (holds_fresh ? GH + 2 : GH) * HALF; i += THREADS) {
+      const int hh = i / HALF, e = i % HALF;
+      const int col = (hh < GH ? h0 + hh : hh == GH ? hq + g : hq + hkv + g) * D + e;
+      float a = to_float(row[col]), z = to_float(row[col + HALF]);
+      if constexpr (BIAS) {
+        a += to_float(qkv_bias[col]);
+        z += to_float(qkv_bias[col + HALF]);
+      }
+      if (ROPE && hh <= GH) {
+        float sn, cs;
+        sincosf((float)p * inv_freq[e], &sn, &cs);
+        cs *= rope_scale;
+        sn *= rope_scale;
+        const float rotated = a * cs - z * sn;
+        z = z * cs + a * sn;
+        a = rotated;
+      }
+      const T ta = from_float<T>(a), tz = from_float<T>(z);
+      if (hh < GH) {
+        qs[hh][e] = to_float(ta) * scale_log2;
+        qs[hh][e + HALF] = to_float(tz) * scale_log2;
+      } else {
+        const int kv = hh - GH;
+        fresh_kv[kv * D + e] = ta;
+        fresh_kv[kv * D + e + HALF] = tz;
+        if (writer) {
+          T* dst = const_cast<T*>(kv == 0 ? k_cache : v_cache) + key_row(fresh_row);
+          dst[e] = ta;
+          dst[e + HALF] = tz;
+        }
+      }
+    }
+  } else {
+    for (int i = tid; i < GH * D; i += THREADS) qs[i / D][i % D] = to_float(q[((size_t)b * hq + h0 + i / D) * D + i % D]) * scale_log2;
+  }
   float m[GH], l[GH], acc[GH][VEC];
   #pragma unroll
   for (int h = 0; h < GH; h++) {
@@ -505,10 +571,16 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
 }
 
 export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): void {
-  const c = new OpCheck('decodeAttention', 'cuda');
-  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged, freshKeys } = checkDecodeAttention(c, args);
+  launchDecodeAttention(host, checkDecodeAttention(new OpCheck('decodeAttention', 'cuda'), args), new OpCheck('decodeAttention', 'cuda'));
+}
+
+/** The appended key's inputs of a fused appendDecodeAttention (kernel arguments qkv, qkv_bias, inv_freq, rope_scale). */
+interface AppendInputs { readonly qkv: bigint; readonly bias: bigint; readonly invFreq: bigint; readonly ropeScale: number; readonly rope: boolean }
+
+function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof checkDecodeAttention>, c: OpCheck, append?: AppendInputs): void {
+  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged, freshKeys } = checked;
   const ptr = (name: string, t: typeof q | undefined) => (t ? devicePtr(c, name, t) : 0n);
-  const p = { q: ptr('q', q), k: ptr('kCache', kCache), v: ptr('vCache', vCache), positions: ptr('positions', positions), out: ptr('out', out), partials: ptr('partials', partials) };
+  const p = { q: append ? 0n : ptr('q', q), k: ptr('kCache', kCache), v: ptr('vCache', vCache), positions: ptr('positions', positions), out: ptr('out', out), partials: ptr('partials', partials) };
   if (B === 0 || Hq === 0) return;
   if (d > MAX_HEAD_DIM) c.fail(`head size ${d} is larger than the largest supported (${MAX_HEAD_DIM})`);
   if (B > 65535 || splits > 65535) c.fail(`batch ${B} or splits ${splits} above CUDA's grid limit of 65535`);
@@ -524,14 +596,43 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   const blocks = headGroups * B * splits;
   if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) spec = { ...spec, pipelined: true };
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
+  if (append) {
+    if (!spec.pipelined) throw new Error('decodeAttention: the fused append needs the pipelined variant (fusedAppendDecodeAttention decides)');
+    spec = { ...spec, append: { rope: append.rope, bias: append.bias !== 0n } };
+  }
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: PIPELINED_STAGE_BYTES } : {}) },
     [
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters), arg.i32(decodeAttentionOptions.prefetch ? freshKeys : 0),
+      arg.ptr(append?.qkv ?? 0n), arg.ptr(append?.bias ?? 0n), arg.ptr(append?.invFreq ?? 0n), arg.f32(append?.ropeScale ?? 1),
     ],
   );
+}
+
+/**
+ * appendDecodeAttention as one kernel where it takes them: decodeAttention's pipelined variant (rows of
+ * 128 bytes in 16-byte vectors: Llama's and GPT-2's d 64 at 16 bit, d 32 at f32; not turned off) with the
+ * query heads and the new key and value formed from the QKV row in its prologue (the header's APPEND),
+ * over contiguous caches, one token a sequence, without the cluster combine. Returns false (nothing
+ * launched) otherwise: the backend then runs qkvRopeAppend and decodeAttention.
+ */
+export function fusedAppendDecodeAttention(host: KernelHost, parts: { readonly append: QkvRopeAppendArgs; readonly attention: DecodeAttentionArgs }): boolean {
+  const c = new OpCheck('appendDecodeAttention', 'cuda');
+  const append = checkQkvRopeAppend(c, parts.append);
+  const attention = checkDecodeAttention(c, parts.attention);
+  const ptr = (name: string, t: typeof append.qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
+  const size = byteSize(attention.q.dtype);
+  const vec = pickVectorWidth(16 / size, [ptr('kCache', attention.kCache), ptr('vCache', attention.vCache)].map((a) => ({ ptr: a, elementBytes: size })), attention.d);
+  const clustered = attention.splits > 1 && decodeAttentionOptions.clusterCombine && attention.splits <= MAX_CLUSTER_SPLITS;
+  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.paged || attention.paged || clustered ||
+      !decodeAttentionPipelined() || !pipelinedRows(attention.d, size, vec)) return false;
+  launchDecodeAttention(host, attention, c, {
+    qkv: ptr('qkv', append.qkv), bias: ptr('bias', append.bias), invFreq: ptr('rope.invFreq', append.invFreq), ropeScale: append.ropeScale,
+    rope: append.invFreq !== undefined,
+  });
+  return true;
 }
 
 /** GPT-2 (group 1), Llama 3.2 1B (d 64, group 4) and 8B (d 128), split and not, MQA-wide groups, f32. */
@@ -563,5 +664,11 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, pipelined: true }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: true, pipelined: true }),
     decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 2, headsPerBlock: 2, vec: 4, split: false, pipelined: true }),
+    // appendDecodeAttention fused: Llama 3.2 1B (RoPE) split and not, GPT-2 (bias), a wide group (4 head blocks), f32 with both.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, pipelined: true, append: { rope: true, bias: false } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, pipelined: true, append: { rope: true, bias: false } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true } }),
+    decodeAttentionSource({ dtype: 'f16', headDim: 64, group: 32, headsPerBlock: 8, vec: 8, split: true, pipelined: true, append: { rope: true, bias: true } }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 2, headsPerBlock: 2, vec: 4, split: true, pipelined: true, append: { rope: true, bias: true } }),
   ];
 }
