@@ -4,14 +4,15 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: regress int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: append regress int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   Next (session 19): GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh regress   # the foundation's and decode ops' GPU checks on this build (no machine was lent for it in session 18)
+#   Next (session 19): GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh append   # appendDecodeAttention fused: checks, then decode off / on
+#   Then: GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh regress   # the foundation's and decode ops' GPU checks on this build (no machine was lent for it in session 18)
 #   (session 18's call 3 ran:) one block an SM for the bf16 and INT4 decode GEMVs (slower everywhere: Llama b1 0.849 → 0.968, INT4 + head 0.513 → 0.548; removed), and the gated INT4 MLP on / off: now faster (INT4 + head b1 0.514 → 0.499, b32 1.344 → 1.323), the default since
 #   (session 18's call 1 ran:) the decode GEMVs triggering their dependents right after their wait instead of after the main loop: 187/187 checks but slower everywhere (Llama b1 0.847 → 0.882, INT4 + head 0.515 → 0.581 ms/token): withdrawn
 #   (session 18's call 2 ran:) mma-small — every tensor-core GEMV plan at 32 rows for Llama's QKV and O beside cuBLASLt (none faster: QKV 7.18 against 6.54 µs, O 6.28 against 5.91), and those two products on it in the decode step (Llama b32 1.161 against 1.103 ms/token): not kept
@@ -69,6 +70,12 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    append) # session 19: appendDecodeAttention as one kernel (never run): its GPU op cases fused and not, the engines on it (CUDA against the CPU: bf16, f32 with 32-wide heads, quantized), then decode with it off / on (FUSEFORMER_DECODE_APPEND=0 / 1), one process each, two rounds
+          run append-tests 240 env FUSEFORMER_TEST_OPS=appendDecodeAttention node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/infer-engine.test.js dist/test/gpu/infer-quantized.test.js
+          for round in 1 2; do
+            models=gpt2,llama; [ $round = 2 ] && models=llama
+            for a in 0 1; do run decode-append$a-$round 130 env FUSEFORMER_DECODE_APPEND=$a node dist/bench/decode.js --no-torch --reps 3 --models $models --quant int4-head,int8-head --json "$out/decode-append$a-$round.json"; done
+          done ;;
     regress) # the foundation's and the decode ops' GPU checks on this build (session 18): the op table, GEMMs, runtime, graphs, then the decode-step ops
           run regress-ops 330 node --test --test-concurrency=1 dist/test/gpu/ops.test.js dist/test/gpu/gemm.test.js dist/test/gpu/runtime.test.js dist/test/gpu/graph.test.js
           run regress-infer 200 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/paged-attention.test.js ;;

@@ -23,7 +23,10 @@ const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-infer-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-const MODELS = ENGINE_TEST_MODELS, PROMPTS = ENGINE_TEST_PROMPTS;
+// A Llama whose f32 head rows are 128 bytes (d 32), so its decode steps take the fused appendDecodeAttention
+// with RoPE (GPT-2's d 32 takes it with the bias); the fixtures' Llama (d 16) takes the two ops.
+const llama = ENGINE_TEST_MODELS.find((m) => m.family === 'llama')!;
+const MODELS = [...ENGINE_TEST_MODELS, { ...llama, name: 'llama-d32', config: { ...llama.config, heads: 4, headDim: 32 } }], PROMPTS = ENGINE_TEST_PROMPTS;
 
 for (const m of MODELS) {
   test(`${m.name}: CUDA prefill/decode logits and tokens match the CPU engine`, { skip }, async () => {
@@ -47,12 +50,15 @@ for (const m of MODELS) {
         const run = (model: typeof onGpu, options: Partial<EngineOptions>, sampling: object) =>
           generateBatch(model, PROMPTS, { maxNewTokens: 40, stopTokenIds: [], engineOptions: options, syncEvery: 7, ...sampling });
         const greedy = { temperature: 0 }, sampled = { temperature: 0.9, topK: 30, topP: 0.9, repetitionPenalty: 1.1, seed: 77 };
+        const fusedBefore = gpu.fusedAppendLaunches;
         for (const sampling of [greedy, sampled]) {
           const reference = await run(onCpu, {}, sampling);
           for (const options of [{}, { prefillAttention: 'materialized' as const }, { attentionSplits: 3 }, { graphs: false }]) {
             assert.deepEqual(await run(onGpu, options, sampling), reference, `${JSON.stringify(sampling)} ${JSON.stringify(options)}`);
           }
         }
+        const headDim = 'headDim' in m.config && m.config.headDim !== undefined ? m.config.headDim : m.config.hidden / m.config.heads;
+        assert.equal(gpu.fusedAppendLaunches > fusedBefore, headDim * 4 === 128, `decode steps with ${headDim}-wide f32 heads: fused appendDecodeAttention launches ${fusedBefore} → ${gpu.fusedAppendLaunches}`);
       }
       onGpu.free();
       onCpu.free();
