@@ -714,9 +714,11 @@ export interface DecodeAttentionArgs {
  * the new key and value from registers instead of the cache, and one block per (sequence, kv head) writes
  * them to the cache), but writes everything the two ops write except q.
  *   qkv [B, (Hq + 2·Hkv)·d], bias, rope, positions i32 [B]: as qkvRopeAppend's (one row per sequence);
- *   kCache, vCache [B, Hkv, maxLen, d] (contiguous caches; no block table); out [B, Hq, d]; scale, partials:
- *   as decodeAttention's. q [B, Hq, d]: scratch for the rotated query heads; its contents afterwards are
- *   unspecified.
+ *   kCache, vCache [B, Hkv, maxLen, d]; out [B, Hq, d]; scale, partials: as decodeAttention's. q [B, Hq, d]:
+ *   scratch for the rotated query heads; its contents afterwards are unspecified.
+ * Paged (blockTable i32 [B, maxBlocks] given): the caches are a block pool [numBlocks, Hkv, blockSize, d],
+ *   sequence b's keys go through table row b (both ops' paged layout); a negative position marks an idle
+ *   row (nothing written, out = 0).
  */
 export interface AppendDecodeAttentionArgs {
   qkv: Tensor;
@@ -729,6 +731,7 @@ export interface AppendDecodeAttentionArgs {
   out: Tensor;
   scale?: number;
   partials?: Tensor;
+  blockTable?: Tensor;
 }
 
 /**
@@ -741,10 +744,11 @@ export function appendDecodeAttentionParts(
   const q = check.tensor('q', args.q);
   check.shape('q', q, ['B', 'Hq', 'd']);
   const [B, Hq, d] = q.shape as [number, number, number];
-  const { qkv, bias, rope, positions, kCache, vCache, out, scale, partials } = args;
+  const { qkv, bias, rope, positions, kCache, vCache, out, scale, partials, blockTable } = args;
+  const table = blockTable ? { blockTable } : {};
   return {
-    append: { qkv, positions, q: view(q, 0, [B, Hq, 1, d]), kCache, vCache, ...(bias ? { bias } : {}), ...(rope ? { rope } : {}) },
-    attention: { q, kCache, vCache, positions, out, freshKeys: 1, ...(scale !== undefined ? { scale } : {}), ...(partials ? { partials } : {}) },
+    append: { qkv, positions, q: view(q, 0, [B, Hq, 1, d]), kCache, vCache, ...table, ...(bias ? { bias } : {}), ...(rope ? { rope } : {}) },
+    attention: { q, kCache, vCache, positions, out, freshKeys: 1, ...table, ...(scale !== undefined ? { scale } : {}), ...(partials ? { partials } : {}) },
   };
 }
 

@@ -7,10 +7,10 @@
 // cache position −1 marks an idle row: nothing written, no keys read), then each segment's positions
 // [start, start + count) of one request as consecutive rows, then (a padded step, StepShape) rows that
 // belong to nobody (cache position −1). Per layer, whatever the number of segments, three attention ops:
-//   qkvRopeAppend   every row at once: row r's keys and values go to its cache position through block-
-//                   table row tableRows[r] (s in the decode region, the request's slot in a segment),
-//                   its query heads to q [R, Hq, d];
-//   decodeAttention the decode region, table rows [0, S);
+//   appendDecodeAttention  the decode region, table rows [0, S): row s's key and value appended at its cache
+//                   position and its query attending over its keys (one kernel on CUDA);
+//   qkvRopeAppend   the rows past it at once: row r's keys and values go to its cache position through
+//                   block-table row tableRows[r] (the request's slot), its query heads to q [R, Hq, d];
 //   flash attention the segments as packed queries over paged keys: segment i is rows cu[i]..cu[i+1] of
 //                   q past the decode region, with start + count keys through its slot's table row,
 //                   causal with the segment at the end (key j visible to query i iff j ≤ start + i); its
@@ -228,15 +228,17 @@ export class PagedForward {
     f.embed(b, v, tokens, positions);
     f.blocks(b, v, (l) => {
       const bias = m.layers[l]!.qkvBias, kCache = poolView(l, 0), vCache = poolView(l, 1);
-      b.qkvRopeAppend({
-        qkv: b.view(v.qkv, 0, [R, W]), positions: cachePositions, q: b.view(io.q, 0, [R, Hq, 1, d]),
-        kCache, vCache, blockTable: o.blockTables, tableRows, ...rope, ...(bias ? { bias } : {}),
-      });
       if (S > 0) {
-        b.decodeAttention({
-          q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache, positions: b.view(cachePositions, 0, [S]), out: b.view(v.attn, 0, [S, Hq, d]),
-          scale, blockTable: b.view(o.blockTables, 0, [S, M]), ...partials,
-          freshKeys: 1,  // the decode region's rows are one token each: only its own key is this step's
+        // The decode region (table rows [0, S)): its keys and values appended and attended to in one op.
+        b.appendDecodeAttention({
+          qkv: b.view(v.qkv, 0, [S, W]), positions: b.view(cachePositions, 0, [S]), q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache,
+          out: b.view(v.attn, 0, [S, Hq, d]), scale, blockTable: b.view(o.blockTables, 0, [S, M]), ...partials, ...rope, ...(bias ? { bias } : {}),
+        });
+      }
+      if (P > 0) {
+        b.qkvRopeAppend({
+          qkv: b.view(v.qkv, S * W, [P, W]), positions: b.view(cachePositions, S, [P]), q: b.view(io.q, S * Hq * d, [P, Hq, 1, d]),
+          kCache, vCache, blockTable: o.blockTables, tableRows: b.view(tableRows, S, [P]), ...rope, ...(bias ? { bias } : {}),
         });
       }
       if (segments) {

@@ -104,6 +104,43 @@ function pagedDecodeAttentionCases(dtype: FloatDType): OpCase[] {
   });
 }
 
+/**
+ * Paged appendDecodeAttention (the serving engine's decode rows): fused on CUDA where the pipelined variant
+ * takes the rows. Row 0 at the last position, row 1 idle (−1: nothing written, out 0), row 2 at position 0;
+ * the pools (updated in place) and out are checked, q is scratch.
+ */
+function pagedAppendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
+  // B, Hq, Hkv, d, blockSize, maxBlocks, splits, rope, bias
+  const shapes: [number, number, number, number, number, number, number, boolean, boolean][] = [
+    [5, 32, 8, 64, 16, 20, 1, true, false], [5, 32, 8, 64, 16, 20, 4, true, false], [3, 12, 12, 64, 32, 9, 2, false, true],
+    [4, 8, 2, 32, 8, 7, 1, true, true], [3, 8, 2, 128, 32, 4, 2, true, false],
+  ];
+  return shapes.map(([B, Hq, Hkv, d, bs, M, splits, rope, bias]): OpCase => {
+    const W = (Hq + 2 * Hkv) * d, maxLen = M * bs, numBlocks = B * M + 5;
+    return {
+      name: `paged appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} blockSize=${bs} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}`, dtype,
+      inputs: (rng) => {
+        const positions = Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? -1 : b === 2 ? 0 : Math.floor(rng.next() * maxLen)));
+        return {
+          qkv: floats(rng, [B, W], dtype), bias: floats(rng, [W], dtype), invFreq: ropeInvFreq(d), positions: ints([B], positions),
+          kPool: floats(rng, [numBlocks, Hkv, bs, d], dtype), vPool: floats(rng, [numBlocks, Hkv, bs, d], dtype),
+          table: ints([B, M], randomBlockTables(rng, positions.map((p) => p + 1), bs, M, numBlocks)),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.appendDecodeAttention({
+          qkv: c.in('qkv'), positions: c.in('positions'), q: b.empty([B, Hq, d], dtype), blockTable: c.in('table'),
+          kCache: c.keep('kPool', c.in('kPool')), vCache: c.keep('vPool', c.in('vPool')), out: c.out('out', [B, Hq, d], dtype),
+          ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
+          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
 function pagedFlashForwardCases(dtype: FloatDType): OpCase[] {
   // B, Hq, Hkv, Lq, Lk, d, blockSize, maxBlocks, causal
   const shapes: [number, number, number, number, number, number, number, number, boolean][] = [
@@ -225,7 +262,7 @@ function packedPagedFlashForwardCases(dtype: FloatDType): OpCase[] {
 
 export function pagedOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
-    ...pagedQkvRopeAppendCases(dtype), ...stepQkvRopeAppendCases(dtype), ...pagedDecodeAttentionCases(dtype),
+    ...pagedQkvRopeAppendCases(dtype), ...stepQkvRopeAppendCases(dtype), ...pagedDecodeAttentionCases(dtype), ...pagedAppendDecodeAttentionCases(dtype),
     ...pagedFlashForwardCases(dtype), ...packedPagedFlashForwardCases(dtype),
   ]);
 }

@@ -42,8 +42,8 @@ test('fuseformer profile on the CPU: serving steps, decode rows alone and with a
     const json = JSON.parse(readFileSync(join(out, 'profile.json'), 'utf8')) as { run: Record<string, unknown>; ops: { op: string; describe?: string }[] };
     assert.deepEqual([json.run['mode'], json.run['batch'], json.run['context']], [mode, 3, 12]);
     const ops = json.ops.map((o) => o.op);
-    // Every layer reads the paged cache for the decode rows; only the mixed step runs the prompt's flash attention.
-    assert.ok(ops.filter((o) => o === 'decodeAttention').length >= 2);
+    // Every layer appends the decode rows' keys and reads the paged cache for them; only the mixed step runs the prompt's flash attention.
+    assert.ok(ops.filter((o) => o === 'appendDecodeAttention').length >= 2);
     assert.equal(ops.includes('flashAttentionForward'), mode === 'serve-mixed');
   }
   await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--chunk', '4']), /--chunk is for --mode serve-mixed/);

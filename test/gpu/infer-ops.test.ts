@@ -96,7 +96,7 @@ test('appendDecodeAttention is one kernel for 128-byte head rows and two ops oth
   const cpu = new CpuBackend();
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
-  const cases = selected(inferOpCases().filter((c) => c.name.startsWith('appendDecodeAttention ')));
+  const cases = selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?appendDecodeAttention /.test(c.name)));
   const saved = { ...decodeAttentionOptions };
   try {
     for (const fuse of [true, false]) {

@@ -615,7 +615,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
  * appendDecodeAttention as one kernel where it takes them: decodeAttention's pipelined variant (rows of
  * 128 bytes in 16-byte vectors: Llama's and GPT-2's d 64 at 16 bit, d 32 at f32; not turned off) with the
  * query heads and the new key and value formed from the QKV row in its prologue (the header's APPEND),
- * over contiguous caches, one token a sequence, without the cluster combine. Returns false (nothing
+ * over contiguous or paged caches, one token a sequence, without the cluster combine. Returns false (nothing
  * launched) otherwise: the backend then runs qkvRopeAppend and decodeAttention.
  */
 export function fusedAppendDecodeAttention(host: KernelHost, parts: { readonly append: QkvRopeAppendArgs; readonly attention: DecodeAttentionArgs }): boolean {
@@ -626,7 +626,7 @@ export function fusedAppendDecodeAttention(host: KernelHost, parts: { readonly a
   const size = byteSize(attention.q.dtype);
   const vec = pickVectorWidth(16 / size, [ptr('kCache', attention.kCache), ptr('vCache', attention.vCache)].map((a) => ({ ptr: a, elementBytes: size })), attention.d);
   const clustered = attention.splits > 1 && decodeAttentionOptions.clusterCombine && attention.splits <= MAX_CLUSTER_SPLITS;
-  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.paged || attention.paged || clustered ||
+  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.tableRows !== undefined || clustered ||
       !decodeAttentionPipelined() || !pipelinedRows(attention.d, size, vec)) return false;
   launchDecodeAttention(host, attention, c, {
     qkv: ptr('qkv', append.qkv), bias: ptr('bias', append.bias), invFreq: ptr('rope.invFreq', append.invFreq), ropeScale: append.ropeScale,
@@ -670,5 +670,8 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true } }),
     decodeAttentionSource({ dtype: 'f16', headDim: 64, group: 32, headsPerBlock: 8, vec: 8, split: true, pipelined: true, append: { rope: true, bias: true } }),
     decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 2, headsPerBlock: 2, vec: 4, split: true, pipelined: true, append: { rope: true, bias: true } }),
+    // ... and paged (the serving engine's decode rows): Llama 3.2 1B with blocks of 16, split and not.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, pipelined: true, append: { rope: true, bias: false } }),
   ];
 }
