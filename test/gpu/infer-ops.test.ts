@@ -10,6 +10,7 @@ import type { TestContext } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { probeCuda } from '../../src/cuda/probe.js';
 import { checkCase } from '../../src/testing/conformance.js';
+import type { OpCase } from '../../src/testing/op-cases.js';
 import { inferOpCases } from '../../src/testing/infer-op-cases.js';
 import { pagedOpCases } from '../../src/testing/paged-op-cases.js';
 import { freshSeed } from '../../src/testing/random.js';
@@ -41,9 +42,10 @@ type DecodeOptions = typeof import('../../src/backend/cuda/kernels/decode-attent
 
 /**
  * Every decode attention case (contiguous and paged) on the GPU against the CPU, `runs` times each, with
- * the launcher's options changed by `set` (restored afterwards).
+ * the launcher's options changed by `set` (restored afterwards). With `fused`, each run must also have
+ * launched the fused appendDecodeAttention kernel exactly when fused(case) says so.
  */
-async function decodeVariantCheck(t: TestContext, set: (options: DecodeOptions) => void, runs: number, cases = decodeCases()): Promise<void> {
+async function decodeVariantCheck(t: TestContext, set: (options: DecodeOptions) => void, runs: number, cases = decodeCases(), fused?: (c: OpCase) => boolean): Promise<void> {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { decodeAttentionOptions } = await import('../../src/backend/cuda/kernels/decode-attention.js');
   const gpu = CudaBackend.create();
@@ -56,8 +58,10 @@ async function decodeVariantCheck(t: TestContext, set: (options: DecodeOptions) 
     for (const c of cases) {
       await t.test(c.name, () => {
         for (let run = 0; run < runs; run++) {
+          const before = gpu.fusedAppendLaunches;
           const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
           assert.deepEqual(failed, [], failed.join('\n'));
+          if (fused) assert.equal(gpu.fusedAppendLaunches > before, fused(c), `fused launches ${before} → ${gpu.fusedAppendLaunches}`);
         }
       });
     }
@@ -90,30 +94,8 @@ test('decode attention, pipelined variant forced, matches the CPU reference, twi
 // the two ops otherwise; with the fusion off (FUSEFORMER_DECODE_APPEND=0's switch) always the two ops.
 // Both ways against the CPU, twice in a row (the caches are updated in place: a stale key would show).
 test('appendDecodeAttention is one kernel for 128-byte head rows and two ops otherwise, both matching the CPU reference', { skip }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const { decodeAttentionOptions } = await import('../../src/backend/cuda/kernels/decode-attention.js');
-  const gpu = CudaBackend.create();
-  const cpu = new CpuBackend();
-  const seed = freshSeed();
-  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
   const cases = selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?appendDecodeAttention /.test(c.name)));
-  const saved = { ...decodeAttentionOptions };
-  try {
-    for (const fuse of [true, false]) {
-      decodeAttentionOptions.append = fuse;
-      for (const c of cases) {
-        await t.test(`${fuse ? 'fused' : 'two ops'}: ${c.name}`, () => {
-          const d = Number(/ d=(\d+)/.exec(c.name)![1]), elementBytes = c.dtype === 'f32' ? 4 : 2;
-          for (let run = 0; run < 2; run++) {
-            const before = gpu.fusedAppendLaunches;
-            const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
-            assert.deepEqual(failed, [], failed.join('\n'));
-            assert.equal(gpu.fusedAppendLaunches > before, fuse && d * elementBytes === 128, `fused launches ${before} → ${gpu.fusedAppendLaunches}`);
-          }
-        });
-      }
-    }
-  } finally {
-    Object.assign(decodeAttentionOptions, saved);
-  }
+  const rowBytes = (c: OpCase) => Number(/ d=(\d+)/.exec(c.name)![1]) * (c.dtype === 'f32' ? 4 : 2);
+  await t.test('fused', (tf) => decodeVariantCheck(tf, (o) => { o.append = true; }, 2, cases, (c) => rowBytes(c) === 128));
+  await t.test('two ops', (tf) => decodeVariantCheck(tf, (o) => { o.append = false; }, 2, cases, () => false));
 });

@@ -12,6 +12,19 @@ const f32 = (values: readonly number[], shape: number[]) => backend.fromArray(va
 const i32 = (values: readonly number[], shape: number[]) => backend.fromArray(values, shape, 'i32');
 const read = (t: ReturnType<typeof f32>) => Array.from(backend.download(t));
 
+/** Head hh of row r of a QKV matrix [rows, W] plus its bias, rotated pair-wise (i, i + d/2) at `rope.position` when given. */
+function qkvHead(qkv: number[], bias: number[], W: number, d: number, r: number, hh: number, rope?: { position: number; invFreq: number[]; scale: number }): number[] {
+  const x = Array.from({ length: d }, (_, c) => qkv[r * W + hh * d + c]! + bias[hh * d + c]!);
+  if (!rope) return x;
+  const y = [...x];
+  for (let i = 0; i < d / 2; i++) {
+    const theta = Math.fround(rope.position * Math.fround(rope.invFreq[i]!)), c = rope.scale * Math.cos(theta), s = rope.scale * Math.sin(theta);
+    y[i] = x[i]! * c - x[i + d / 2]! * s;
+    y[i + d / 2] = x[i + d / 2]! * c + x[i]! * s;
+  }
+  return y;
+}
+
 test('embedTokens gathers rows, scales them and adds the position rows', () => {
   const table = randomValues(1, 5 * 3), positions = randomValues(2, 4 * 3);
   const out = backend.empty([2, 3], 'f32');
@@ -31,17 +44,7 @@ test('qkvRopeAppend adds the bias, rotates q and k pairs (i, i + d/2), writes q,
   const kOut = backend.empty([B, Hq, L, d], 'f32'), vOut = backend.empty([B, Hq, L, d], 'f32');
   for (const t of [kCache, vCache]) backend.fill(t, 7);
   backend.qkvRopeAppend({ qkv: f32(qkv, [B * L, W]), bias: f32(bias, [W]), positions: i32(positions, [B * L]), rope: { invFreq: f32(invFreq, [2]), scale: 1.5 }, q, kCache, vCache, kOut, vOut });
-  const headOf = (r: number, hh: number, rope: boolean) => {
-    const x = [0, 1, 2, 3].map((c) => qkv[r * W + hh * d + c]! + bias[hh * d + c]!);
-    if (!rope) return x;
-    const out = [...x];
-    for (let i = 0; i < 2; i++) {
-      const theta = Math.fround(positions[r]! * Math.fround(invFreq[i]!)), c = 1.5 * Math.cos(theta), s = 1.5 * Math.sin(theta);
-      out[i] = x[i]! * c - x[i + 2]! * s;
-      out[i + 2] = x[i + 2]! * c + x[i]! * s;
-    }
-    return out;
-  };
+  const headOf = (r: number, hh: number, rope: boolean) => qkvHead(qkv, bias, W, d, r, hh, rope ? { position: positions[r]!, invFreq, scale: 1.5 } : undefined);
   const qv = read(q), kc = read(kCache), vc = read(vCache), ko = read(kOut), vo = read(vOut);
   for (let r = 0; r < B * L; r++) {
     const b = Math.floor(r / L), l = r % L, p = positions[r]!;
@@ -90,17 +93,7 @@ test('appendDecodeAttention writes the rotated key and the value at each positio
   const out = backend.empty([B, Hq, d], 'f32'), q = backend.empty([B, Hq, d], 'f32');
   const rope = { invFreq: f32(invFreq, [2]), scale: 1.25 };
   backend.appendDecodeAttention({ qkv: f32(qkv, [B, W]), bias: f32(bias, [W]), rope, positions: i32(positions, [B]), q, kCache, vCache, out, partials: backend.empty([B, Hq, 2, d + 2], 'f32') });
-  const head = (b: number, hh: number, rotate: boolean) => {
-    const x = [0, 1, 2, 3].map((c) => qkv[b * W + hh * d + c]! + bias[hh * d + c]!);
-    if (!rotate) return x;
-    const y = [...x];
-    for (let i = 0; i < 2; i++) {
-      const theta = Math.fround(positions[b]! * Math.fround(invFreq[i]!)), c = 1.25 * Math.cos(theta), s = 1.25 * Math.sin(theta);
-      y[i] = x[i]! * c - x[i + 2]! * s;
-      y[i + 2] = x[i + 2]! * c + x[i]! * s;
-    }
-    return y;
-  };
+  const head = (b: number, hh: number, rotate: boolean) => qkvHead(qkv, bias, W, d, b, hh, rotate ? { position: positions[b]!, invFreq, scale: 1.25 } : undefined);
   const kc = read(kCache), vc = read(vCache), got = read(out);
   for (let b = 0; b < B; b++) {
     const p = positions[b]!, n = p + 1;

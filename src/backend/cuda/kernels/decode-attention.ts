@@ -75,6 +75,7 @@ import { arg } from '../runtime/kernel.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { pickVectorWidth } from './elementwise.js';
+import { ROPE_PAIR_CODE } from './qkv-rope-append.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 export interface DecodeAttentionSpec {
@@ -239,6 +240,7 @@ ${constants({
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
   })}
 ${CLUSTER_LIB}
+${ROPE_PAIR_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS. APPEND: q unused; qkv [B, (hq + 2·hkv)·D],
@@ -334,15 +336,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
         a += to_float(qkv_bias[col]);
         z += to_float(qkv_bias[col + HALF]);
       }
-      if (ROPE && hh <= GH) {
-        float sn, cs;
-        sincosf((float)p * inv_freq[e], &sn, &cs);
-        cs *= rope_scale;
-        sn *= rope_scale;
-        const float rotated = a * cs - z * sn;
-        z = z * cs + a * sn;
-        a = rotated;
-      }
+      if (ROPE && hh <= GH) rope_pair(a, z, p, inv_freq[e], rope_scale);
       const T ta = from_float<T>(a), tz = from_float<T>(z);
       if (hh < GH) {
         qs[hh][e] = to_float(ta) * scale_log2;

@@ -33,6 +33,23 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
+/**
+ * RoPE of one pair (a, z) = (x_i, x_{i+d/2}) at position p (device code, shared with decode attention's fused
+ * append): θ = p·invFreq[i] in f32 as HF computes it, c = scale·cos θ, s = scale·sin θ (sincosf: full-precision
+ * range reduction, so positions into the 100k range keep their accuracy); a' = a·c − z·s, z' = z·c + a·s.
+ */
+export const ROPE_PAIR_CODE = String.raw`
+__device__ __forceinline__ void rope_pair(float& a, float& z, int p, float inv_freq, float scale) {
+  float s, c;
+  sincosf((float)p * inv_freq, &s, &c);
+  c *= scale;
+  s *= scale;
+  const float rotated = a * c - z * s;
+  z = z * c + a * s;
+  a = rotated;
+}
+`;
+
 /** Where the contiguous key/value copies go: none, one per kv head, or repeated for each query head. */
 export type KvCopy = 'none' | 'kv' | 'repeat';
 
@@ -81,7 +98,7 @@ ${constants({
     ROPE: spec.rope, BIAS: spec.bias, COPY: spec.copy !== 'none', COPY_HEADS: spec.copy === 'repeat' ? spec.queryHeads : spec.kvHeads,
     REPEAT: spec.copy === 'repeat', PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), HPB: hpb,
   })}
-
+${ROPE_PAIR_CODE}
 // qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D] (paged: [blocks, HKV, PAGE, D] through
 // block_table [B, table_stride], max_len = table_stride·PAGE); copies [B, COPY_HEADS, L, D].
 // Grid (R, ⌈(HQ + 2·HKV) / HPB⌉), block HALF·HPB.
@@ -104,15 +121,7 @@ extern "C" __global__ void __launch_bounds__(HALF * HPB) ${name}(
     z += to_float(bias[hh * D + i + HALF]);
   }
   const int p = positions[r];
-  if (ROPE && hh < HQ + HKV) {
-    float s, c;
-    sincosf((float)p * inv_freq[i], &s, &c);
-    c *= rope_scale;
-    s *= rope_scale;
-    const float rotated_a = a * c - z * s;
-    z = z * c + a * s;
-    a = rotated_a;
-  }
+  if (ROPE && hh < HQ + HKV) rope_pair(a, z, p, inv_freq[i], rope_scale);
   if (hh < HQ) {
     T* dst = q + (((size_t)seq * HQ + hh) * L + l) * D;
     dst[i] = from_float<T>(a);
