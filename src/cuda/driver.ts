@@ -115,6 +115,7 @@ interface DriverFunctions {
   cuModuleLoadData(module: BigUint64Array, image: Uint8Array): Status;
   cuModuleGetFunction(fn: BigUint64Array, module: Handle, name: string): Status;
   cuModuleUnload(module: Handle): Status;
+  cuModuleGetGlobal_v2(dptr: BigUint64Array, bytes: BigUint64Array, module: Handle, name: string): Status;
   cuFuncSetAttribute(fn: Handle, attrib: number, value: number): Status;
   cuLaunchKernel(fn: Handle, gx: number, gy: number, gz: number, bx: number, by: number, bz: number,
     sharedBytes: number, stream: Handle, kernelParams: bigint, extra: bigint): Status;
@@ -173,6 +174,7 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
     cuModuleLoadData: f('int cuModuleLoadData(void *module, const void *image)'),
     cuModuleGetFunction: f('int cuModuleGetFunction(void *hfunc, uint64_t hmod, const char *name)'),
     cuModuleUnload: f('int cuModuleUnload(uint64_t hmod)'),
+    cuModuleGetGlobal_v2: f('int cuModuleGetGlobal_v2(void *dptr, void *bytes, uint64_t hmod, const char *name)'),
     cuFuncSetAttribute: f('int cuFuncSetAttribute(uint64_t hfunc, int attrib, int value)'),
     cuLaunchKernel: f('int cuLaunchKernel(uint64_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, ' +
       'unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, ' +
@@ -408,6 +410,12 @@ export class CudaDriver implements StatusLibrary {
   moduleGetFunction(module: bigint, name: string): bigint {
     this.check('cuModuleGetFunction', this.fn.cuModuleGetFunction(this.handle, module, name), `kernel '${name}'`);
     return this.handle[0]!;
+  }
+
+  /** The device address and size of a module's __device__ variable `name`. */
+  moduleGetGlobal(module: bigint, name: string): { ptr: bigint; bytes: number } {
+    this.check('cuModuleGetGlobal_v2', this.fn.cuModuleGetGlobal_v2(this.handle, this.handle2, module, name), `variable '${name}'`);
+    return { ptr: this.handle[0]!, bytes: Number(this.handle2[0]!) };
   }
 
   moduleUnload(module: bigint): void {

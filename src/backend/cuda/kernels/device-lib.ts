@@ -22,8 +22,29 @@ typedef unsigned long long u64;
 // may be read before). GRID_DEPENDENCY_TRIGGER: this block's part no longer holds the next kernel back
 // (it may launch once every block has triggered or exited; it still waits for this grid to finish).
 // Both are no-ops in an ordinary launch, and before sm_90.
+// Timeline builds (-DFUSEFORMER_TIMELINE -DFUSEFORMER_KERNEL_TAG=n; runtime/timeline.ts): block (0, 0, 0)
+// stamps %globaltimer and the kernel's tag when its wait returns, i.e. when the kernels before it have
+// completed — so consecutive stamps of a replayed step time each kernel on the chain as it runs, with
+// its programmatic overlap kept (marker nodes would break it). fuseformer_timeline (set by the host per
+// module): [0] stamps taken, [1] capacity, then (time ns, tag) pairs.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifdef FUSEFORMER_TIMELINE
+__device__ unsigned long long* fuseformer_timeline = nullptr;
+__device__ __forceinline__ void timeline_stamp() {
+  unsigned long long* t = fuseformer_timeline;
+  if (t == nullptr || (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z) != 0) return;
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  const unsigned long long slot = atomicAdd(t, 1ull);
+  if (slot < t[1]) {
+    t[2 + 2 * slot] = now;
+    t[3 + 2 * slot] = FUSEFORMER_KERNEL_TAG;
+  }
+}
+#define GRID_DEPENDENCY_WAIT() do { asm volatile("griddepcontrol.wait;" ::: "memory"); timeline_stamp(); } while (0)
+#else
 #define GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#endif
 #define GRID_DEPENDENCY_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #else
 #define GRID_DEPENDENCY_WAIT() do {} while (0)

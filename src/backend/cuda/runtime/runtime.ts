@@ -14,6 +14,7 @@ import type { CompiledKernel, KernelHost, KernelSource } from './kernel.js';
 import { KernelLauncher, LaunchableKernel } from './launch.js';
 import { CachingAllocator } from './memory.js';
 import type { DeviceBlock } from './tensor.js';
+import { KernelTimeline, timelineOptions, timelineRequested } from './timeline.js';
 
 export interface CudaRuntimeOptions {
   /** Kernel cache directory; null disables the disk cache. Default: defaultKernelCacheDir(). */
@@ -28,6 +29,8 @@ export class CudaRuntime implements KernelHost {
   readonly stream: Stream;
   readonly allocator: CachingAllocator;
   readonly jit: KernelJit;
+  /** Kernel timelines (timeline.ts): non-null when FUSEFORMER_TIMELINE=1 was set as the runtime was created. */
+  readonly timeline: KernelTimeline | null;
   private readonly launcher: KernelLauncher;
   private readonly kernels = new Map<string, CompiledKernel>();
   private currentStream: Stream;
@@ -71,6 +74,7 @@ export class CudaRuntime implements KernelHost {
       diskCache: cacheDir === null ? null : new DiskCubinCache(cacheDir),
       debug: debugEnabled('kernels'),
     });
+    this.timeline = timelineRequested() ? new KernelTimeline(driver, (bytes) => this.allocator.allocate(bytes)) : null;
     this.launcher = new KernelLauncher(driver, device.properties.maxSharedBytesPerBlockOptin);
     const programmatic = options.programmaticLaunch ?? (process.env['FUSEFORMER_PDL'] !== '0' && this.supportsProgrammaticLaunch());
     if (programmatic) this.programmaticLaunch = true;
@@ -114,7 +118,9 @@ export class CudaRuntime implements KernelHost {
     let kernel = this.kernels.get(key);
     if (kernel === undefined) {
       const source = build();
-      const compiled = this.jit.compile(source, options, key);
+      const timed = this.timeline ? { ...options, extraOptions: [...(options.extraOptions ?? []), ...timelineOptions(source.name)] } : options;
+      const compiled = this.jit.compile(source, timed, key);
+      this.timeline?.add(compiled.module, source.name, !this.capturing);
       kernel = new LaunchableKernel({ ...compiled, gridDependencyWait: source.gridDependencyWait === true }, this.launcher, () => this.currentStream.handle);
       this.kernels.set(key, kernel);
     }

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { cpus } from 'node:os';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
+import { timelineOptions } from '../../../../src/backend/cuda/runtime/timeline.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
 
 const nvcc = findNvcc();
@@ -32,6 +33,18 @@ test('every catalogued kernel compiles with nvcc -arch=sm_90 (sm_90a where it us
   const entries = kernelCatalog();
   const failures = await compileAll(nvcc!, entries.map((e) => ({ name: `${e.family}/${e.name}`, source: e.source, ...(e.archSpecific ? { archSpecific: true } : {}) })), Math.max(1, Math.min(4, cpus().length)));
   assert.deepEqual(failures, [], `${failures.length} of ${entries.length} kernels failed to compile:\n${failures.join('\n\n')}`);
+});
+
+// Timeline builds (runtime/timeline.ts, FUSEFORMER_TIMELINE=1): GRID_DEPENDENCY_WAIT also stamps the time.
+// One kernel of every family that waits on its grid dependency, built the way the runtime builds them.
+test('timeline builds compile: a kernel of every family that waits on the kernel before it', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
+  const waiting = kernelCatalog().filter((e) => /GRID_DEPENDENCY_WAIT\(\);/.test(e.source));
+  const firstOfFamily = waiting.filter((e, i) => waiting.findIndex((o) => o.family === e.family) === i);
+  assert.ok(firstOfFamily.length >= 10, `only ${firstOfFamily.length} families wait on the grid dependency`);
+  const names = new Map(firstOfFamily.map((e) => [`${e.family}/${e.name}`, e.name]));
+  const failures = await compileAll(nvcc!, firstOfFamily.map((e) => ({ name: `${e.family}/${e.name}`, source: e.source, ...(e.archSpecific ? { archSpecific: true } : {}) })),
+    Math.max(1, Math.min(4, cpus().length)), (name) => timelineOptions(names.get(name)!));
+  assert.deepEqual(failures, [], `${failures.length} of ${firstOfFamily.length} timeline kernels failed to compile:\n${failures.join('\n\n')}`);
 });
 
 test('the wgmma families (and only they) ask for sm_90a', () => {

@@ -75,8 +75,8 @@ export function findNvcc(): string | null {
 
 const run = promisify(execFile);
 
-/** Compiles each source to a cubin for sm_90, `concurrency` at a time; returns the failures' logs. */
-export async function compileAll(nvcc: string, sources: readonly KernelSource[], concurrency = 2): Promise<string[]> {
+/** Compiles each source to a cubin for sm_90, `concurrency` at a time (`options(name)`: more nvcc arguments); returns the failures' logs. */
+export async function compileAll(nvcc: string, sources: readonly KernelSource[], concurrency = 2, options: (name: string) => readonly string[] = () => []): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'fuseformer-kernels-'));
   const failures: string[] = [];
   try {
@@ -88,7 +88,7 @@ export async function compileAll(nvcc: string, sources: readonly KernelSource[],
         const file = join(dir, `${index}-${name.replace(/[^\w.-]/g, '_')}.cu`);
         writeFileSync(file, source);
         try {
-          await run(nvcc, ['-cubin', `-arch=${kernelArch('sm_90', sources[index]!)}`, '-std=c++17', '-o', `${file}.cubin`, file], { maxBuffer: 16 << 20 });
+          await run(nvcc, ['-cubin', `-arch=${kernelArch('sm_90', sources[index]!)}`, '-std=c++17', ...options(name), '-o', `${file}.cubin`, file], { maxBuffer: 16 << 20 });
         } catch (error) {
           const stderr = (error as { stderr?: string }).stderr ?? String(error);
           failures.push(`${name}:\n${stderr.split('\n').slice(0, 20).join('\n')}`);
