@@ -53,6 +53,12 @@
 // Safe because every kernel here triggers its dependents only after its own wait: when this kernel
 // starts, every op but the one just before has finished (positions and block tables come from host
 // uploads or earlier steps).
+// Fused append (spec.append, pipelined only; appendDecodeAttention): no q tensor and no qkvRopeAppend before
+// it. After the wait each block forms its GH query heads from the QKV row (+ bias, RoPE: qkvRopeAppend's
+// math, each value rounded to T as that op stores it) and, if its keys include this step's (position p),
+// the new key and value of its kv head, into fresh_kv; the tile that holds row p takes it from there
+// (a shared-memory copy where the other rows are cp.async'd), and head block 0 of the split that holds p
+// writes it to the cache for later steps. No block reads row p from global memory in this kernel.
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
 // (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
