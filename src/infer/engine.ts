@@ -702,7 +702,7 @@ export class DecodeEngine {
     const b = this.backend, m = this.model, arch = m.arch, f = this.forward, cache = this.cache;
     const v = f.rows(n), st = this.views(0, n);
     const { heads: Hq, headDim: d } = arch;
-    const q4 = b.view(v.q, 0, [n, Hq, 1, d]), q3 = b.view(v.q, 0, [n, Hq, d]), out3 = b.view(v.attn, 0, [n, Hq, d]);
+    const q3 = b.view(v.q, 0, [n, Hq, d]), out3 = b.view(v.attn, 0, [n, Hq, d]);
     const splits = this.splits(n);
     const partials = splits > 1 ? b.view(this.partials!, 0, [n, Hq, splits, d + 2]) : undefined;
     const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};

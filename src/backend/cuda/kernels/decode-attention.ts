@@ -571,17 +571,22 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
 }
 
 export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): void {
-  launchDecodeAttention(host, checkDecodeAttention(new OpCheck('decodeAttention', 'cuda'), args), new OpCheck('decodeAttention', 'cuda'));
+  const c = new OpCheck('decodeAttention', 'cuda');
+  launchDecodeAttention(host, checkDecodeAttention(c, args), c);
 }
 
-/** The appended key's inputs of a fused appendDecodeAttention (kernel arguments qkv, qkv_bias, inv_freq, rope_scale). */
-interface AppendInputs { readonly qkv: bigint; readonly bias: bigint; readonly invFreq: bigint; readonly ropeScale: number; readonly rope: boolean }
+/** The appended key's inputs of a fused appendDecodeAttention (kernel arguments qkv, qkv_bias, inv_freq, rope_scale; 0n: absent). */
+interface AppendInputs { readonly qkv: bigint; readonly bias: bigint; readonly invFreq: bigint; readonly ropeScale: number }
 
-function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof checkDecodeAttention>, c: OpCheck, append?: AppendInputs): void {
+/**
+ * Plans the variant and launches it. With `append` (the fused appendDecodeAttention) only where the plan is
+ * the pipelined variant without the cluster combine; otherwise nothing is launched and it returns false.
+ */
+function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof checkDecodeAttention>, c: OpCheck, append?: AppendInputs): boolean {
   const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged, freshKeys } = checked;
   const ptr = (name: string, t: typeof q | undefined) => (t ? devicePtr(c, name, t) : 0n);
   const p = { q: append ? 0n : ptr('q', q), k: ptr('kCache', kCache), v: ptr('vCache', vCache), positions: ptr('positions', positions), out: ptr('out', out), partials: ptr('partials', partials) };
-  if (B === 0 || Hq === 0) return;
+  if (B === 0 || Hq === 0) return true;
   if (d > MAX_HEAD_DIM) c.fail(`head size ${d} is larger than the largest supported (${MAX_HEAD_DIM})`);
   if (B > 65535 || splits > 65535) c.fail(`batch ${B} or splits ${splits} above CUDA's grid limit of 65535`);
   const dtype = q.dtype as FloatDType, size = byteSize(dtype);
@@ -597,8 +602,8 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) spec = { ...spec, pipelined: true };
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   if (append) {
-    if (!spec.pipelined) throw new Error('decodeAttention: the fused append needs the pipelined variant (fusedAppendDecodeAttention decides)');
-    spec = { ...spec, append: { rope: append.rope, bias: append.bias !== 0n } };
+    if (!spec.pipelined) return false;
+    spec = { ...spec, append: { rope: append.invFreq !== 0n, bias: append.bias !== 0n } };
   }
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
@@ -609,6 +614,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
       arg.ptr(append?.qkv ?? 0n), arg.ptr(append?.bias ?? 0n), arg.ptr(append?.invFreq ?? 0n), arg.f32(append?.ropeScale ?? 1),
     ],
   );
+  return true;
 }
 
 /**
@@ -622,17 +628,11 @@ export function fusedAppendDecodeAttention(host: KernelHost, parts: { readonly a
   const c = new OpCheck('appendDecodeAttention', 'cuda');
   const append = checkQkvRopeAppend(c, parts.append);
   const attention = checkDecodeAttention(c, parts.attention);
+  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.tableRows !== undefined) return false;
   const ptr = (name: string, t: typeof append.qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
-  const size = byteSize(attention.q.dtype);
-  const vec = pickVectorWidth(16 / size, [ptr('kCache', attention.kCache), ptr('vCache', attention.vCache)].map((a) => ({ ptr: a, elementBytes: size })), attention.d);
-  const clustered = attention.splits > 1 && decodeAttentionOptions.clusterCombine && attention.splits <= MAX_CLUSTER_SPLITS;
-  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.tableRows !== undefined || clustered ||
-      !decodeAttentionPipelined() || !pipelinedRows(attention.d, size, vec)) return false;
-  launchDecodeAttention(host, attention, c, {
+  return launchDecodeAttention(host, attention, c, {
     qkv: ptr('qkv', append.qkv), bias: ptr('bias', append.bias), invFreq: ptr('rope.invFreq', append.invFreq), ropeScale: append.ropeScale,
-    rope: append.invFreq !== undefined,
   });
-  return true;
 }
 
 /** GPT-2 (group 1), Llama 3.2 1B (d 64, group 4) and 8B (d 128), split and not, MQA-wide groups, f32. */
