@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: timeline norm-recheck append rope-check append-more regress regress-infer profile-append serve-append int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: int4-after2 int4-after int4-norm timeline norm-recheck append rope-check append-more regress regress-infer profile-append serve-append int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -70,6 +70,30 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    int4-after2) # session 20: the norm epilogue again, block-wide (the last block, values in registers; call 3's single warp cost ~8 µs a kernel): its GPU op cases, the quantized engines, decode with the three forms, two rounds (round 2 Llama), and the Llama INT4 + head timeline with 'after'
+          run int4-after-ops 200 node --test --test-concurrency=1 --test-name-pattern='residual norm after' dist/test/gpu/quant.test.js
+          run int4-after-engines 200 node --test --test-concurrency=1 dist/test/gpu/infer-quantized.test.js
+          for round in 1 2; do
+            models=gpt2,llama; [ $round = 2 ] && models=llama
+            for f in apart after before; do run decode-int4$f-$round 100 env FUSEFORMER_INT4_NORM_FORM=$f node dist/bench/decode.js --no-torch --reps 3 --models $models --quant int4,int4-head --json "$out/decode-int4$f-$round.json"; done
+          done
+          run timeline-int4after 60 env FUSEFORMER_INT4_NORM_FORM=after node dist/bench/decode-timeline.js --models gpt2,llama --quant int4-head --batch 1 --steps 8 --json "$out/decode-timeline-int4after.json" ;;
+    int4-after) # session 20: the INT4 GEMV with the residual norm after it (int4Linear's norm: the last warp adds the product to the residual stream and writes h; never run): its GPU op cases (and the prologue form's again), the quantized engines against the CPU (default form 'after'), then decode with the three forms (FUSEFORMER_INT4_NORM_FORM=apart / after / before), one process each, two rounds, and the INT4 + head steps' kernel timeline with 'after' and 'apart'
+          run int4-after-ops 200 node --test --test-concurrency=1 --test-name-pattern='INT4 product|residual norm after' dist/test/gpu/quant.test.js
+          run int4-after-engines 200 node --test --test-concurrency=1 dist/test/gpu/infer-quantized.test.js
+          for round in 1 2; do
+            models=gpt2,llama; [ $round = 2 ] && models=llama
+            for f in apart after before; do run decode-int4$f-$round 100 env FUSEFORMER_INT4_NORM_FORM=$f node dist/bench/decode.js --no-torch --reps 3 --models $models --quant int4,int4-head --json "$out/decode-int4$f-$round.json"; done
+          done
+          for f in after apart; do run timeline-int4$f 60 env FUSEFORMER_INT4_NORM_FORM=$f node dist/bench/decode-timeline.js --models llama --quant int4-head --batch 1 --steps 8 --json "$out/decode-timeline-int4$f.json"; done ;;
+    int4-norm) # session 20: the INT4 GEMV with the residual norm in its prologue (normLinear of an int4Linear, never run): its GPU op cases against the CPU and the unfused path, the quantized engines and models against the CPU, then decode with it off / on (FUSEFORMER_INT4_NORM=0 / 1), one process each, two rounds, and the INT4 + head steps' kernel timeline with it
+          run int4-norm-ops 200 node --test --test-concurrency=1 --test-name-pattern='INT4 product' dist/test/gpu/quant.test.js
+          run int4-norm-engines 200 node --test --test-concurrency=1 dist/test/gpu/infer-quantized.test.js
+          for round in 1 2; do
+            models=gpt2,llama; [ $round = 2 ] && models=llama
+            for a in 0 1; do run decode-int4norm$a-$round 120 env FUSEFORMER_INT4_NORM=$a node dist/bench/decode.js --no-torch --reps 3 --models $models --quant int4,int4-head --json "$out/decode-int4norm$a-$round.json"; done
+          done
+          run timeline-int4norm 100 node dist/bench/decode-timeline.js --models gpt2,llama --quant int4-head --batch 1 --steps 8 --json "$out/decode-timeline-int4norm.json" ;;
     timeline) # (for session 20; session 19 built it, never run) the batch-1 decode steps' kernels on their programmatic chain (bench/decode-timeline.ts): GPT-2 and Llama, bf16, INT4 + head, INT8 + head
           run timeline 300 node dist/bench/decode-timeline.js --models gpt2,llama --quant bf16,int4-head,int8-head --batch 1 --steps 8 --json "$out/decode-timeline.json" ;;
     norm-recheck) # (for session 20; no new code) the residual norms inside the GEMVs, re-measured on this build (fused append, PDL, session 17's plans): the W8A8 GEMV's norm prologue at Llama's K = 2048 (FUSEFORMER_INT8_NORM=1; session 9 measured it slower, 0.566 → 0.573) and the bf16 norm GEMV off / on, one process each, two rounds

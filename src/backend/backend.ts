@@ -772,24 +772,29 @@ export interface ResidualNormArgs {
 /**
  * A residual norm and the product that reads its output, as one op: residualNorm(norm) — x += y + bias
  * when y is given, norm.out = norm(x) — then, of norm.out, a GEMM against [N, K] weights
- * (out = ep(norm.out·bᵀ + bias)), gatedLinear (norm.out is its x), or int8Linear (W8A8 weights; norm.out
- * is its x). A backend may fuse the two (the decode GEMV with the norm in its prologue) but writes
- * everything the two ops write.
+ * (out = ep(norm.out·bᵀ + bias)), gatedLinear (norm.out is its x), int8Linear (W8A8 weights; norm.out
+ * is its x) or int4Linear (W4A16 weights; norm.out is its x). A backend may fuse the two (the decode
+ * GEMV with the norm in its prologue) but writes everything the two ops write.
  */
 export interface NormLinearArgs {
   norm: ResidualNormArgs;
   linear:
     | { kind: 'gemm'; b: Tensor; out: Tensor; epilogue?: GemmEpilogue; bias?: Tensor }
     | { kind: 'gated'; weight: Tensor; bias?: Tensor; up: Tensor; out: Tensor; activation: Activation }
-    | ({ kind: 'int8' } & Omit<Int8LinearArgs, 'x'>);
+    | ({ kind: 'int8' } & Omit<Int8LinearArgs, 'x'>)
+    | ({ kind: 'int4' } & Omit<Int4LinearArgs, 'x'>);
 }
 
 /** The product of a normLinear as the op it stands for, reading norm.out (the unfused path, the cost model). */
-export function normLinearProduct(args: NormLinearArgs): { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs } | { readonly int8: Int8LinearArgs } {
+export function normLinearProduct(args: NormLinearArgs): { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs } | { readonly int8: Int8LinearArgs } | { readonly int4: Int4LinearArgs } {
   const l = args.linear, x = args.norm.out, bias = l.bias ? { bias: l.bias } : {};
   if (l.kind === 'int8') {
     const { kind: _kind, ...rest } = l;
     return { int8: { x, ...rest } };
+  }
+  if (l.kind === 'int4') {
+    const { kind: _kind, ...rest } = l;
+    return { int4: { x, ...rest } };
   }
   if (l.kind === 'gated') return { gated: { x, weight: l.weight, up: l.up, out: l.out, activation: l.activation, ...bias } };
   return { gemm: { a: x, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...bias } };
@@ -1134,6 +1139,10 @@ export interface BeamCrossAttentionArgs {
  * up projection's, bias [2F] likewise, and out [M, F] = act(g)·u with g = x·w[n]ᵀ + bias[n] and
  * u = x·w[F + n]ᵀ + bias[F + n] — the product never stored (on CUDA one GEMV kernel for M ≤ 8);
  * `activation` is then required.
+ *
+ * `norm` (a decode layer's residual add after its O or down projection): then residualNorm(norm), whose
+ * y must be `out` — norm.x += out + norm.bias, norm.out = norm(norm.x), the next product's input. On
+ * CUDA the tensor-core GEMV's last warp does it for a few rows (no kernel of its own).
  */
 export interface Int4LinearArgs {
   x: Tensor;
@@ -1145,6 +1154,7 @@ export interface Int4LinearArgs {
   bias?: Tensor;
   activation?: Activation;
   gated?: boolean;
+  norm?: ResidualNormArgs;
 }
 
 /**

@@ -567,10 +567,15 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => {
       const norm = OP_COSTS.residualNorm!.cost([a.norm]);
       const p = normLinearProduct(a);
-      const product = 'gated' in p ? OP_COSTS.gatedLinear!.cost([p.gated]) : 'int8' in p ? OP_COSTS.int8Linear!.cost([p.int8]) : gemmCost(p.gemm);
+      const product = 'gated' in p ? OP_COSTS.gatedLinear!.cost([p.gated]) : 'int8' in p ? OP_COSTS.int8Linear!.cost([p.int8])
+        : 'int4' in p ? OP_COSTS.int4Linear!.cost([p.int4]) : gemmCost(p.gemm);
       return { flops: norm.flops + product.flops, bytes: norm.bytes + product.bytes - bytesOf(a.norm.out) };
     },
-    variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.linear.kind === 'gemm' ? '' : `${a.linear.kind === 'int8' ? 'int8 ' : ''}${a.linear.kind === 'gated' || (a.linear.kind === 'int8' && a.linear.gated) ? 'gated ' : ''}`}${shapeOf(a.linear.out)}`,
+    variant: ([a]) => {
+      const l = a.linear, quantized = l.kind === 'int8' || l.kind === 'int4';
+      const kind = `${quantized ? `${l.kind} ` : ''}${l.kind === 'gated' || (quantized && l.gated) ? 'gated ' : ''}`;
+      return `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${kind}${shapeOf(l.out)}`;
+    },
   },
   prefetchL2: {
     // A hint: the bytes it pulls into L2 are counted by the ops that read them.
@@ -638,13 +643,16 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     // 2·M·N·K, the epilogue, and dequantizing each weight once (q − zero)·scale.
     cost: ([a]) => {
       // n: the weight's rows (gated: gate and up, 2F; out is [M, F]).
+      // With `norm`: residualNorm's count too, less its read of the product (the fused kernel's last warp
+      // reads it from L2; the minimum counts it once, as written).
       const { rows: m, h: k } = rowsOf(a.x), n = a.qweight.shape[0]!;
+      const norm = a.norm ? OP_COSTS.residualNorm!.cost([a.norm]) : { flops: 0, bytes: 0 };
       return {
-        flops: 2 * m * n * k + 2 * n * k + (a.bias ? m * n : 0) + (a.activation ? ACTIVATION_FLOPS[a.activation] * m * n : 0),
-        bytes: bytesOf(a.x) + bytesOf(a.qweight) + bytesOf(a.scales) + bytesOf(a.zeros) + bytesOf(a.bias) + bytesOf(a.out),
+        flops: 2 * m * n * k + 2 * n * k + (a.bias ? m * n : 0) + (a.activation ? ACTIVATION_FLOPS[a.activation] * m * n : 0) + norm.flops,
+        bytes: bytesOf(a.x) + bytesOf(a.qweight) + bytesOf(a.scales) + bytesOf(a.zeros) + bytesOf(a.bias) + bytesOf(a.out) + norm.bytes - (a.norm ? bytesOf(a.out) : 0),
       };
     },
-    variant: ([a]) => `${rowsOf(a.x).rows}×${rowsOf(a.out).h}×${rowsOf(a.x).h} g${a.groupSize}${a.bias ? ' bias' : ''}${a.activation ? ` ${a.activation}` : ''}`,
+    variant: ([a]) => `${rowsOf(a.x).rows}×${rowsOf(a.out).h}×${rowsOf(a.x).h} g${a.groupSize}${a.bias ? ' bias' : ''}${a.activation ? ` ${a.activation}` : ''}${a.norm ? ` → ${a.norm.norm}` : ''}`,
   },
   int4QuantizeWeights: {
     cost: ([a]) => ({

@@ -175,7 +175,11 @@ export class CpuBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { this.queue.issue(prepareSumSquares(args)); }
   adamW(args: AdamWArgs): void { this.queue.issue(prepareAdamW(args)); }
   randomFill(args: RandomFillArgs): void { this.queue.issue(prepareRandomFill(args)); }
-  int4Linear(args: Int4LinearArgs): void { this.queue.issue(prepareInt4Linear(args)); }
+  /** The product, then residualNorm(args.norm) when given (the contract's definition). */
+  int4Linear(args: Int4LinearArgs): void {
+    this.queue.issue(prepareInt4Linear(args));
+    if (args.norm) this.residualNorm(args.norm);
+  }
   int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { this.queue.issue(prepareInt4QuantizeWeights(args)); }
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { this.queue.issue(prepareInt8QuantizeRows(args)); }
   int8Gemm(args: Int8GemmArgs): void { this.queue.issue(prepareInt8Gemm(args)); }
@@ -202,12 +206,13 @@ export class CpuBackend implements Backend {
     this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });
     this.gatedActivation({ x: args.up, out: args.out, activation: args.activation });
   }
-  /** residualNorm, then the GEMM, gatedLinear or int8Linear of its output (the contract's definition). */
+  /** residualNorm, then the GEMM, gatedLinear, int8Linear or int4Linear of its output (the contract's definition). */
   normLinear(args: NormLinearArgs): void {
     this.residualNorm(args.norm);
     const product = normLinearProduct(args);
     if ('gated' in product) this.gatedLinear(product.gated);
     else if ('int8' in product) this.int8Linear(product.int8);
+    else if ('int4' in product) this.int4Linear(product.int4);
     else this.gemm(product.gemm);
   }
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }

@@ -41,7 +41,7 @@ import type { Int8GemvLaunch } from './kernels/gemv-int8.js';
 import { INT8_NORM_AUTO_MAX_K, int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
 import { devicePtr } from './kernels/row-kernels.js';
 import { Int8GemmRunner } from './int8-gemm.js';
-import { int4Linear, int4QuantizeWeights } from './kernels/quant-int4.js';
+import { int4Linear, int4LinearNormAfter, int4NormLinear, int4QuantizeWeights } from './kernels/quant-int4.js';
 import { int8Dequantize, int8QuantizeRows } from './kernels/quant-int8.js';
 import { GemmRunner } from './gemm.js';
 import { adamW } from './kernels/adam.js';
@@ -140,6 +140,14 @@ export class CudaBackend implements Backend {
    * (FUSEFORMER_INT4_MMA=0 turns it off). Takes effect for launches and captures made after it is set.
    */
   int4MmaGemv = process.env['FUSEFORMER_INT4_MMA'] !== '0';
+  /**
+   * The residual norms next to INT4 products (≤ 4 rows) inside the tensor-core INT4 GEMV: normLinear of
+   * an int4Linear with the norm in its prologue, and int4Linear's `norm` in its last warp (the norm
+   * epilogue; kernels/gemv-int4-mma.ts, gemv.ts), instead of residualNorm kernels of their own; needs
+   * int4MmaGemv. Default on (FUSEFORMER_INT4_NORM=0 turns both off). Takes effect for launches and captures
+   * made after it is set.
+   */
+  int4NormGemv = process.env['FUSEFORMER_INT4_NORM'] !== '0';
 
   setGemmTuning(enabled: boolean): boolean {
     const previous = this.gemmRunner.tuning;
@@ -318,7 +326,26 @@ export class CudaBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { sumSquares(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
   randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
-  int4Linear(args: Int4LinearArgs): void { int4Linear(this.runtime, args, 'auto', this.int4MmaGemv); }
+  /**
+   * The INT4 kernels (kernels/quant-int4.ts); with `norm`, the tensor-core GEMV with the norm epilogue where
+   * it applies (int4NormGemv), else the product and then residualNorm.
+   */
+  int4Linear(args: Int4LinearArgs): void {
+    const { norm, ...product } = args;
+    if (!norm) {
+      int4Linear(this.runtime, product, 'auto', this.int4MmaGemv);
+      return;
+    }
+    if (this.int4NormGemv && this.int4MmaGemv) {
+      const c = new OpCheck('int4Linear', 'cuda');
+      if (int4LinearNormAfter(this.runtime, c, checkResidualNorm(c, norm), args)) {
+        this.normGemvLaunches++;
+        return;
+      }
+    }
+    int4Linear(this.runtime, product, 'auto', this.int4MmaGemv);
+    this.residualNorm(norm);
+  }
   int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { int4QuantizeWeights(this.runtime, args); }
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { int8QuantizeRows(this.runtime, args); }
   int8Dequantize(args: Int8DequantizeArgs): void { int8Dequantize(this.runtime, args); }
@@ -416,6 +443,18 @@ export class CudaBackend implements Backend {
       }
       return;
     }
+    if ('int4' in product) {
+      if (this.int4NormGemv && this.int4MmaGemv) {
+        const c = new OpCheck('normLinear', 'cuda');
+        if (int4NormLinear(this.runtime, c, checkResidualNorm(c, args.norm), product.int4)) {
+          this.normGemvLaunches++;
+          return;
+        }
+      }
+      this.residualNorm(args.norm);
+      this.int4Linear(product.int4);
+      return;
+    }
     if (this.normGemv && this.decodeGemv) {
       const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), args.norm);
       const fused = normGemvApplies(norm) ? this.gemvProduct(product) : undefined;
@@ -455,7 +494,7 @@ export class CudaBackend implements Backend {
 
   /** The checked product for the fused GEMV, if the GEMV takes it. */
   private gemvProduct(product: ReturnType<typeof normLinearProduct>): NormGemvLinear | undefined {
-    if ('int8' in product) return undefined; // normLinear takes those first
+    if ('int8' in product || 'int4' in product) return undefined; // normLinear takes those first
     if ('gated' in product) {
       const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), product.gated);
       return gatedGemvApplies(checked) ? { kind: 'gated', checked } : undefined;

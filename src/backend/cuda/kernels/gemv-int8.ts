@@ -25,7 +25,8 @@ import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import type { GemvNorm } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import type { NormPrologue } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normPrologueCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -311,18 +312,6 @@ export function int8GemvSpace(dtype: FloatDType, M: number, K: number, bias: boo
   return out;
 }
 
-/** A normLinear's norm as the prologue reads it: the residual stream x, y, its bias, gamma, beta, h (0n when absent). */
-export interface Int8NormPrologue {
-  readonly norm: GemvNorm;
-  readonly x: bigint;
-  readonly y: bigint;
-  readonly bias: bigint;
-  readonly gamma: bigint;
-  readonly beta: bigint;
-  readonly h: bigint;
-  readonly eps: number;
-}
-
 /** Shared memory the norm prologue's rows (T) and their quantized copy (i8) may take: M·K·(s + 1) bytes. */
 export const INT8_NORM_MAX_BYTES = 40 * 1024;
 
@@ -335,13 +324,11 @@ export function int8NormGemvApplies(a: Int8GemvLaunch): boolean {
 }
 
 /** Launches the kernel with the planner's spec, or `spec` (the sweep); with `prologue`, the normLinear form (a.x unused). */
-export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch, forced?: Int8GemvSpec, prologue?: Int8NormPrologue): void {
+export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch, forced?: Int8GemvSpec, prologue?: NormPrologue): void {
   const width = a.gated ? a.N / 2 : a.N;
   const spec = forced ?? planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
   const grid = int8GemvGrid(spec, width);
-  const normArgs = prologue
-    ? [arg.ptr(prologue.x), arg.ptr(prologue.y), arg.ptr(prologue.bias), arg.ptr(prologue.gamma), arg.ptr(prologue.beta), arg.ptr(prologue.h), arg.f32(prologue.eps), arg.ptr(host.counters(1))]
-    : [];
+  const normArgs = prologue ? normPrologueArgs(host, prologue) : [];
   host.kernel(int8GemvKey(spec), () => int8GemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
     arg.ptr(prologue ? 0n : a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(width), ...normArgs,
   ]);
