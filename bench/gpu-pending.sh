@@ -4,7 +4,7 @@
 # once), each bounded by SIGKILL (a Node process busy in a synchronous call never sees SIGTERM).
 # Logs go to $OUT (the device tool's folder) or bench/results/gpu-pending/; the last lines summarise.
 #
-#   bash bench/gpu-pending.sh [step ...]     steps: int4-after2 int4-after int4-norm timeline norm-recheck append rope-check append-more regress regress-infer profile-append serve-append int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
+#   bash bench/gpu-pending.sh [step ...]     steps: norm-defaults int4-after2 int4-after int4-norm timeline norm-recheck append rope-check append-more regress regress-infer profile-append serve-append int4-rows int4-warps int8-plan int4-plan int4-mma-sweep wgmma wgmma-checks wgmma-varlen wgmma-train wgmma-infer megakernel-sweep megakernel-trace megakernel profile-removal sampled-serve picks-tests profile-b1 spec-medium-hf skinny-sweep spec-sample spec-trained-hf norm-default spec-device norm-sweep norm-sweep2 l2-prefetch multi-step async-upload async-spec split-sweep skinny prefetch profile-train quant-bench quant-quality beam-speed spec-trained spec-trained-medium split-tests decode-tune spec-ours decode-pipelined pipelined throughput-tests profile-throughput serve-throughput step-tests step-tests2 serve-quick int8-norm gemv-sweep tests infer-tests profile-shapes decode-hf decode-hf-static decode-norm infer-ops decode-fusions decode-quant spec profile-serve serve-cpuprof profile-quant serve-tests gemv-sweep quant-tests decode-int4 decode-int8 decode-quant-gated mma-tests decode-mma serve-mma gemv profile profile-fast tokenizer infer decode decode-modes beam serve serve-eager (default: all, in order)
 #
 # On the lent H200 a call runs 10 minutes at most, and a session has 30 minutes of device time (a
 # machine start costs 1–2; it is given back after 30 s idle, so make the calls back to back). Every
@@ -70,6 +70,16 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 for step in "${steps[@]}"; do
   case $step in
+    norm-defaults) # session 20: the INT4 norm prologue's 'auto' default (K ≤ 1024: GPT-2 takes it, Llama keeps the norm kernel) through its GPU op cases and the quantized engines; then, one process each, two rounds: bf16 with the norm GEMV on (default) and off (FUSEFORMER_NORM_GEMV=0), the INT8 + head with the W8A8 norm prologue auto (default) and on at every K, and INT4 / INT4 + head on the default
+          run norm-defaults-ops 150 node --test --test-concurrency=1 --test-name-pattern='INT4 product|W8A8 product' dist/test/gpu/quant.test.js
+          run norm-defaults-engines 150 node --test --test-concurrency=1 dist/test/gpu/infer-quantized.test.js
+          for round in 1 2; do
+            run decode-bf16-normgemv1-$round 80 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-bf16-normgemv1-$round.json"
+            run decode-bf16-normgemv0-$round 80 env FUSEFORMER_NORM_GEMV=0 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-bf16-normgemv0-$round.json"
+            run decode-int8norm-auto-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int8-head --json "$out/decode-int8norm-auto-$round.json"
+            run decode-int8norm-on-$round 60 env FUSEFORMER_INT8_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int8-head --json "$out/decode-int8norm-on-$round.json"
+          done
+          run decode-int4-default 80 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4,int4-head --json "$out/decode-int4-default.json" ;;
     int4-after2) # session 20: the norm epilogue again, block-wide (the last block, values in registers; call 3's single warp cost ~8 µs a kernel): its GPU op cases, the quantized engines, decode with the three forms, two rounds (round 2 Llama), and the Llama INT4 + head timeline with 'after'
           run int4-after-ops 200 node --test --test-concurrency=1 --test-name-pattern='residual norm after' dist/test/gpu/quant.test.js
           run int4-after-engines 200 node --test --test-concurrency=1 dist/test/gpu/infer-quantized.test.js

@@ -1139,10 +1139,6 @@ export interface BeamCrossAttentionArgs {
  * up projection's, bias [2F] likewise, and out [M, F] = act(g)·u with g = x·w[n]ᵀ + bias[n] and
  * u = x·w[F + n]ᵀ + bias[F + n] — the product never stored (on CUDA one GEMV kernel for M ≤ 8);
  * `activation` is then required.
- *
- * `norm` (a decode layer's residual add after its O or down projection): then residualNorm(norm), whose
- * y must be `out` — norm.x += out + norm.bias, norm.out = norm(norm.x), the next product's input. On
- * CUDA the tensor-core GEMV's last warp does it for a few rows (no kernel of its own).
  */
 export interface Int4LinearArgs {
   x: Tensor;
@@ -1154,7 +1150,6 @@ export interface Int4LinearArgs {
   bias?: Tensor;
   activation?: Activation;
   gated?: boolean;
-  norm?: ResidualNormArgs;
 }
 
 /**

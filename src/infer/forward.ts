@@ -14,9 +14,9 @@
 //   logits = h·Wheadᵀ                                       GEMM                     [rows, Vp]
 // Every norm after the first is fused with the residual add before it, and each norm with the product
 // that reads it (normLinear: one GEMV kernel at decode sizes where the backend fuses them, else
-// residualNorm + the product), so a layer is 4 products and 2–3 other kernels. A W8A8 product takes the
-// norm before it the same way; an INT4 layer's norms go into the INT4 products before them instead
-// (int4Linear's `norm`: the O and down projections' GEMVs end with it; int4NormOptions). One set of activation buffers, sized for the largest row count, serves every layer (as
+// residualNorm + the product), so a layer is 4 products and 2–3 other kernels; quantized products too
+// (normLinear of an int8Linear or int4Linear: the W8A8 and INT4 GEMVs form the norm in their prologue
+// where the CUDA backend finds that faster). One set of activation buffers, sized for the largest row count, serves every layer (as
 // LightSeq shares them): each layer overwrites what the previous one no longer needs.
 // Under tensor parallelism (model.tensorParallel, dist/tp-decoder.ts) the model's sizes are one rank's
 // (heads/w, kvHeads/w, ffn/w) and y is all-reduced after the O-projection and after the down projection
@@ -66,21 +66,6 @@ const HEAD_CHUNK_ROWS = 256;
  * forwards launched or captured after it is set.
  */
 export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] !== '0' };
-
-/**
- * Where an INT4 layer's residual norms go (FUSEFORMER_INT4_NORM_FORM):
- *   'after' (default): into the INT4 product before them — the O projection's and the down projection's
- *     int4Linear carries the norm (the GEMV's last warp forms it on CUDA), so QKV and the MLP's first
- *     product read h as it is; where the product after the norm is INT4 too and no all-reduce sits between;
- *   'before': into the product after them (normLinear of an int4Linear: every block of that GEMV forms the
- *     norm in its prologue);
- *   'apart': a residualNorm of their own.
- * Measured on the H200 (session 20, docs/perf.md): 'before' is faster at GPT-2's K = 768 and slower at
- * Llama's 2048. Takes effect for forwards launched or captured after it is set.
- */
-export const int4NormOptions: { form: 'after' | 'before' | 'apart' } = {
-  form: ((f) => (f === 'before' || f === 'apart' ? f : 'after'))(process.env['FUSEFORMER_INT4_NORM_FORM']),
-};
 
 /**
  * L2 prefetch of a layer's next weights during its attention (FUSEFORMER_L2_PREFETCH_MB = the bytes a
@@ -200,60 +185,29 @@ export class DecoderForward {
    */
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
-    const quantized = (l: number) => m.quantization?.layers[l] ?? {};
-    // Whether v.h already holds the norm the next product reads: the INT4 product before it carried it.
-    let normed = false;
     m.layers.forEach((layer, l) => {
-      const q = quantized(l);
+      const q = m.quantization?.layers[l] ?? {};
       // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
       const norm1 = this.normArgs(v, layer.norm1, l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined);
-      if (normed) {
-        this.quantizedLinear(ops, q.qkv!, v.h, v.qkv);
-      } else if (q.qkv?.kind === 'int8') {
-        this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
-      } else if (q.qkv) {
-        this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
-      } else {
-        ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv } });
-      }
+      if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
+      else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
+      else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv } });
       if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
       const attended = attention(l, v);
-      const norm2 = this.normArgs(v, layer.norm2, true, layer.outBias);
-      normed = this.normAfter(q.out, q.up);
-      if (normed) this.quantizedLinear(ops, q.out!, attended, v.y, { norm: norm2 });
-      else if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
+      if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
       else ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
       this.sumOverRanks(v.y);
-      this.mlpIn(ops, v, l, normed ? undefined : norm2);
-      const next = l + 1 < m.layers.length ? m.layers[l + 1]! : undefined;
-      const nextNorm = this.normArgs(v, next ? next.norm1 : m.finalNorm, true, layer.downBias);
-      normed = this.normAfter(q.down, next ? quantized(l + 1).qkv : 'final');
-      if (normed) this.quantizedLinear(ops, q.down!, v.act, v.y, { norm: nextNorm });
-      else if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
+      this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, true, layer.outBias));
+      if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
       else ops.gemm({ a: v.act, b: layer.down, out: v.y, transB });
       this.sumOverRanks(v.y);
     });
-    if (!normed) ops.residualNorm(this.normArgs(v, m.finalNorm, true, m.layers.at(-1)!.downBias));
+    ops.residualNorm(this.normArgs(v, m.finalNorm, true, m.layers.at(-1)!.downBias));
   }
 
-  /**
-   * Whether the residual norm after `producer` goes into its int4Linear (int4NormOptions 'after'): an INT4
-   * producer whose consumer — the product that reads the norm — is INT4 too (or the final norm's LM head),
-   * with no all-reduce between the product and the norm (one GPU).
-   */
-  private normAfter(producer: DeviceQuantizedWeight | undefined, consumer: DeviceQuantizedWeight | 'final' | undefined): boolean {
-    return int4NormOptions.form === 'after' && !this.model.tensorParallel && producer?.kind === 'int4'
-      && (consumer === 'final' || consumer?.kind === 'int4');
-  }
-
-  /** residualNorm(norm), then out = the INT4 product of norm.out: one normLinear ('before'), or the two ops. */
+  /** residualNorm(norm), then out = the INT4 product of norm.out, as one normLinear. */
   private int4NormLinear(ops: Backend, norm: ResidualNormArgs, w: DeviceInt4Weight, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
-    if (int4NormOptions.form === 'before') {
-      ops.normLinear({ norm, linear: { kind: 'int4', qweight: w.qweight, scales: w.scales, zeros: w.zeros, groupSize: w.groupSize, out, ...epilogue } });
-      return;
-    }
-    ops.residualNorm(norm);
-    int4LinearOp(ops, w, norm.out, out, epilogue);
+    ops.normLinear({ norm, linear: { kind: 'int4', qweight: w.qweight, scales: w.scales, zeros: w.zeros, groupSize: w.groupSize, out, ...epilogue } });
   }
 
   /**
@@ -280,37 +234,32 @@ export class DecoderForward {
     }
   }
 
-  /**
-   * x += y + bo; h = norm2(x) (`norm`; undefined: h holds it already); v.act = the MLP's first product and
-   * activation of h.
-   */
-  private mlpIn(ops: Backend, v: RowViews, l: number, norm: ResidualNormArgs | undefined): void {
+  /** x += y + bo; h = norm2(x) (`norm`); v.act = the MLP's first product and activation of h. */
+  private mlpIn(ops: Backend, v: RowViews, l: number, norm: ResidualNormArgs): void {
     const m = this.model, arch = m.arch, layer = m.layers[l]!, up = m.quantization?.layers[l]?.up;
     const bias = layer.upBias ? { bias: layer.upBias } : {};
-    if (norm && !up && arch.gatedMlp) {
+    if (!up && arch.gatedMlp) {
       // Norm, gate and up GEMM and the gated activation in one op (one GEMV kernel for a few rows on CUDA).
       ops.normLinear({ norm, linear: { kind: 'gated', weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias } });
       return;
     }
-    if (norm && !up && this.fcEpilogue) {
+    if (!up && this.fcEpilogue) {
       ops.normLinear({ norm, linear: { kind: 'gemm', b: layer.up, out: v.act, epilogue: this.fcEpilogue, bias: layer.upBias! } });
       return;
     }
-    if (norm && up?.kind === 'int8') {
+    if (up?.kind === 'int8') {
       // Norm and the W8A8 product (gated: with act(g)·u) in one op (one GEMV kernel for a few rows on CUDA with int8NormGemv).
       if (arch.gatedMlp) this.int8NormLinear(ops, norm, up, v.act, { gated: true, activation: arch.activation, ...bias }, v.up);
       else this.int8NormLinear(ops, norm, up, v.act, { activation: arch.activation, ...bias });
       return;
     }
     if (up?.kind === 'int4' && (!arch.gatedMlp || int4GatedOptions.enabled)) {
-      // The INT4 product (gated: with act(g)·u; else with the activation as its epilogue), one GEMV kernel for
-      // a few rows on CUDA — with the norm before it where h does not hold it yet.
-      const epilogue = { activation: arch.activation, ...bias, ...(arch.gatedMlp ? { gated: true } : {}) };
-      if (norm) this.int4NormLinear(ops, norm, up, v.act, epilogue);
-      else int4LinearOp(ops, up, v.h, v.act, epilogue);
+      // Norm and the INT4 product (gated: with act(g)·u; else with the activation as its epilogue) in one op
+      // (one GEMV kernel for a few rows on CUDA with int4NormGemv).
+      this.int4NormLinear(ops, norm, up, v.act, { activation: arch.activation, ...bias, ...(arch.gatedMlp ? { gated: true } : {}) });
       return;
     }
-    if (norm) ops.residualNorm(norm);
+    ops.residualNorm(norm);
     if (up && arch.gatedMlp) {
       this.quantizedLinear(ops, up, v.h, v.up, bias);
       ops.gatedActivation({ x: v.up, out: v.act, activation: arch.activation });
@@ -324,9 +273,8 @@ export class DecoderForward {
   }
 
   /** out [R, N] = act(x [R, K]·wᵀ + bias) with a quantized weight (int4Linear or int8Linear, the latter with its scratch). */
-  private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; norm?: ResidualNormArgs } = {}): void {
+  private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation } = {}): void {
     if (w.kind === 'int4') int4LinearOp(ops, w, x, out, epilogue);
-    else if (epilogue.norm) throw new ArgumentError(`${this.model.source}: an INT8 product does not carry the residual norm after it`);
     else w8a8LinearOp(ops, w, x, out, this.w8a8Scratch(x.shape[0]!, w.inFeatures, w.outFeatures), epilogue);
   }
 

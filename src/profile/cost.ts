@@ -643,16 +643,13 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     // 2·M·N·K, the epilogue, and dequantizing each weight once (q − zero)·scale.
     cost: ([a]) => {
       // n: the weight's rows (gated: gate and up, 2F; out is [M, F]).
-      // With `norm`: residualNorm's count too, less its read of the product (the fused kernel's last warp
-      // reads it from L2; the minimum counts it once, as written).
       const { rows: m, h: k } = rowsOf(a.x), n = a.qweight.shape[0]!;
-      const norm = a.norm ? OP_COSTS.residualNorm!.cost([a.norm]) : { flops: 0, bytes: 0 };
       return {
-        flops: 2 * m * n * k + 2 * n * k + (a.bias ? m * n : 0) + (a.activation ? ACTIVATION_FLOPS[a.activation] * m * n : 0) + norm.flops,
-        bytes: bytesOf(a.x) + bytesOf(a.qweight) + bytesOf(a.scales) + bytesOf(a.zeros) + bytesOf(a.bias) + bytesOf(a.out) + norm.bytes - (a.norm ? bytesOf(a.out) : 0),
+        flops: 2 * m * n * k + 2 * n * k + (a.bias ? m * n : 0) + (a.activation ? ACTIVATION_FLOPS[a.activation] * m * n : 0),
+        bytes: bytesOf(a.x) + bytesOf(a.qweight) + bytesOf(a.scales) + bytesOf(a.zeros) + bytesOf(a.bias) + bytesOf(a.out),
       };
     },
-    variant: ([a]) => `${rowsOf(a.x).rows}×${rowsOf(a.out).h}×${rowsOf(a.x).h} g${a.groupSize}${a.bias ? ' bias' : ''}${a.activation ? ` ${a.activation}` : ''}${a.norm ? ` → ${a.norm.norm}` : ''}`,
+    variant: ([a]) => `${rowsOf(a.x).rows}×${rowsOf(a.out).h}×${rowsOf(a.x).h} g${a.groupSize}${a.bias ? ' bias' : ''}${a.activation ? ` ${a.activation}` : ''}`,
   },
   int4QuantizeWeights: {
     cost: ([a]) => ({

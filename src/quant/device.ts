@@ -11,7 +11,7 @@
 // whole forward can still be captured into one CUDA graph. int4LinearOp / w8a8LinearOp issue the same
 // ops for code that holds a Backend rather than a StepContext (an inference engine's own forward).
 
-import type { Activation, Backend, ResidualNormArgs } from '../backend/backend.js';
+import type { Activation, Backend } from '../backend/backend.js';
 import type { QuantizedForward } from '../nn/linear.js';
 import type { StepContext } from '../nn/step-context.js';
 import type { Tensor } from '../tensor.js';
@@ -86,7 +86,7 @@ function asMatrix(ctx: StepContext, t: Tensor): Tensor {
 }
 
 /** out = act(x·wᵀ + bias) with INT4 weights, x [rows, K], out [rows, N], on any op issuer (a backend or ctx.ops). */
-export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean; norm?: ResidualNormArgs } = {}): void {
+export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
   ops.int4Linear({ x, qweight: w.qweight, scales: w.scales, zeros: w.zeros, groupSize: w.groupSize, out, ...epilogue });
 }
 

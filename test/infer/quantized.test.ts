@@ -20,7 +20,7 @@ import { runGenerate } from '../../src/cli/generate.js';
 import { runQuantize } from '../../src/cli/quantize.js';
 import { ArgumentError } from '../../src/errors.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
-import { int4GatedOptions, int4NormOptions } from '../../src/infer/forward.js';
+import { int4GatedOptions } from '../../src/infer/forward.js';
 import { generate } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
@@ -169,33 +169,6 @@ test('llama int4 with the gated int4Linear (gate/up and SwiGLU in one op): the l
     model.free();
   }
 });
-
-// Where an INT4 layer's residual norms go (int4NormOptions): each form issues the same arithmetic on the
-// CPU (the fused forms are defined as the two ops), so the logits and tokens are identical — a check that
-// every form hands each product the norm it reads (the layer's norm2, the next layer's norm1, the final norm).
-for (const family of ['llama', 'gpt2'] as const) {
-  test(`${family} int4: the residual norms after, before or apart from the INT4 products give the same logits and tokens`, async () => {
-    const dir = join(root, `${family}-int4-norm-forms`);
-    writeModelFolder(dir, family, family === 'llama' ? LLAMA : TINY_GPT2, 19);
-    const { model } = loadDecoderModel(dir, backend, { dtype: 'f32' });
-    const saved = int4NormOptions.form;
-    try {
-      quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 32, lmHead: true });
-      const run = async (form: typeof int4NormOptions.form) => {
-        int4NormOptions.form = form;
-        const engine = new DecodeEngine(model, { maxBatch: 2, maxLen: 32 });
-        const logits = engine.promptLogits(PROMPT);
-        engine.dispose();
-        return { logits: Array.from(logits), tokens: await greedy(model, 10) };
-      };
-      const apart = await run('apart');
-      for (const form of ['after', 'before'] as const) assert.deepEqual(await run(form), apart, form);
-    } finally {
-      int4NormOptions.form = saved;
-      model.free();
-    }
-  });
-}
 
 for (const c of CASES) {
   test(`${c.name} with the LM head quantized too: logits match the reference with a dequantized head; the embedding stays float`, () => {

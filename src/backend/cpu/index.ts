@@ -175,11 +175,7 @@ export class CpuBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { this.queue.issue(prepareSumSquares(args)); }
   adamW(args: AdamWArgs): void { this.queue.issue(prepareAdamW(args)); }
   randomFill(args: RandomFillArgs): void { this.queue.issue(prepareRandomFill(args)); }
-  /** The product, then residualNorm(args.norm) when given (the contract's definition). */
-  int4Linear(args: Int4LinearArgs): void {
-    this.queue.issue(prepareInt4Linear(args));
-    if (args.norm) this.residualNorm(args.norm);
-  }
+  int4Linear(args: Int4LinearArgs): void { this.queue.issue(prepareInt4Linear(args)); }
   int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { this.queue.issue(prepareInt4QuantizeWeights(args)); }
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { this.queue.issue(prepareInt8QuantizeRows(args)); }
   int8Gemm(args: Int8GemmArgs): void { this.queue.issue(prepareInt8Gemm(args)); }

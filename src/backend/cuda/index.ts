@@ -38,10 +38,10 @@ import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
 import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
 import { checkInt8Linear } from '../op-checks/quant.js';
 import type { Int8GemvLaunch } from './kernels/gemv-int8.js';
-import { INT8_NORM_AUTO_MAX_K, int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
+import { int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
 import { devicePtr } from './kernels/row-kernels.js';
 import { Int8GemmRunner } from './int8-gemm.js';
-import { int4Linear, int4LinearNormAfter, int4NormLinear, int4QuantizeWeights } from './kernels/quant-int4.js';
+import { int4Linear, int4NormLinear, int4QuantizeWeights } from './kernels/quant-int4.js';
 import { int8Dequantize, int8QuantizeRows } from './kernels/quant-int8.js';
 import { GemmRunner } from './gemm.js';
 import { adamW } from './kernels/adam.js';
@@ -58,7 +58,7 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies } from './kernels/gemv.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
@@ -128,7 +128,7 @@ export class CudaBackend implements Backend {
   /**
    * normLinear of an int8Linear (≤ 4 rows) as one W8A8 GEMV with the residual norm in its prologue
    * (kernels/gemv-int8.ts with gemv.ts's norm prologue) instead of residualNorm + the GEMV; needs int8Gemv.
-   * 'auto' (default) takes it for rows of at most INT8_NORM_AUTO_MAX_K: every block re-reads and
+   * 'auto' (default) takes it for rows of at most NORM_PROLOGUE_AUTO_MAX_K: every block re-reads and
    * re-normalises the rows, which the saved launch pays for at GPT-2's K = 768 (H200, session 9: INT8 +
    * head b1 0.235 → 0.224 ms/token) but not at Llama's 2048 (0.566 → 0.573). FUSEFORMER_INT8_NORM=1
    * takes it at every K, =0 never.
@@ -141,13 +141,15 @@ export class CudaBackend implements Backend {
    */
   int4MmaGemv = process.env['FUSEFORMER_INT4_MMA'] !== '0';
   /**
-   * The residual norms next to INT4 products (≤ 4 rows) inside the tensor-core INT4 GEMV: normLinear of
-   * an int4Linear with the norm in its prologue, and int4Linear's `norm` in its last warp (the norm
-   * epilogue; kernels/gemv-int4-mma.ts, gemv.ts), instead of residualNorm kernels of their own; needs
-   * int4MmaGemv. Default on (FUSEFORMER_INT4_NORM=0 turns both off). Takes effect for launches and captures
-   * made after it is set.
+   * normLinear of an int4Linear (≤ 4 rows) as the tensor-core INT4 GEMV with the residual norm in its
+   * prologue (kernels/gemv-int4-mma.ts with gemv.ts's norm prologue) instead of residualNorm + the GEMV;
+   * needs int4MmaGemv. 'auto' (default) takes it for rows of at most NORM_PROLOGUE_AUTO_MAX_K, as
+   * int8NormGemv: every block re-forms the norm after its wait, which pays at GPT-2's K = 768 (H200,
+   * session 20: INT4 + head b1 0.225 → 0.214 ms/token) but not at Llama's 2048 (0.491 → 0.566: the
+   * separate one-block norm kernel lets the GEMV's weight loads start during it). FUSEFORMER_INT4_NORM=1
+   * takes it at every K, =0 never. Takes effect for launches and captures made after it is set.
    */
-  int4NormGemv = process.env['FUSEFORMER_INT4_NORM'] !== '0';
+  int4NormGemv: boolean | 'auto' = envSwitch(process.env['FUSEFORMER_INT4_NORM']);
 
   setGemmTuning(enabled: boolean): boolean {
     const previous = this.gemmRunner.tuning;
@@ -326,26 +328,7 @@ export class CudaBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { sumSquares(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
   randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
-  /**
-   * The INT4 kernels (kernels/quant-int4.ts); with `norm`, the tensor-core GEMV with the norm epilogue where
-   * it applies (int4NormGemv), else the product and then residualNorm.
-   */
-  int4Linear(args: Int4LinearArgs): void {
-    const { norm, ...product } = args;
-    if (!norm) {
-      int4Linear(this.runtime, product, 'auto', this.int4MmaGemv);
-      return;
-    }
-    if (this.int4NormGemv && this.int4MmaGemv) {
-      const c = new OpCheck('int4Linear', 'cuda');
-      if (int4LinearNormAfter(this.runtime, c, checkResidualNorm(c, norm), args)) {
-        this.normGemvLaunches++;
-        return;
-      }
-    }
-    int4Linear(this.runtime, product, 'auto', this.int4MmaGemv);
-    this.residualNorm(norm);
-  }
+  int4Linear(args: Int4LinearArgs): void { int4Linear(this.runtime, args, 'auto', this.int4MmaGemv); }
   int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { int4QuantizeWeights(this.runtime, args); }
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { int8QuantizeRows(this.runtime, args); }
   int8Dequantize(args: Int8DequantizeArgs): void { int8Dequantize(this.runtime, args); }
@@ -444,9 +427,10 @@ export class CudaBackend implements Backend {
       return;
     }
     if ('int4' in product) {
-      if (this.int4NormGemv && this.int4MmaGemv) {
+      if (this.int4NormGemv !== false && this.int4MmaGemv) {
         const c = new OpCheck('normLinear', 'cuda');
-        if (int4NormLinear(this.runtime, c, checkResidualNorm(c, args.norm), product.int4)) {
+        const norm = checkResidualNorm(c, args.norm);
+        if ((this.int4NormGemv === true || norm.H <= NORM_PROLOGUE_AUTO_MAX_K) && int4NormLinear(this.runtime, c, norm, product.int4)) {
           this.normGemvLaunches++;
           return;
         }
@@ -481,7 +465,7 @@ export class CudaBackend implements Backend {
       dtype: a.x.dtype as FloatDType, M: a.M, N: a.N, K: a.K, gated: a.gated, activation: a.activation ?? 'none',
       x: 0n, qweight: ptr('qweight', a.qweight), scales: ptr('scales', a.scales), bias: ptr('bias', a.bias), out: ptr('out', a.out),
     };
-    if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > INT8_NORM_AUTO_MAX_K)) return false;
+    if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > NORM_PROLOGUE_AUTO_MAX_K)) return false;
     launchInt8Gemv(this.runtime, gemv, undefined, {
       norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined },
       x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),

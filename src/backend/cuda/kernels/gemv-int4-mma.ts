@@ -27,9 +27,6 @@
 // its grid-dependency wait into shared memory by gemv.ts's norm prologue (the same code; the first
 // weight loads are in flight meanwhile), and the B fragments are read from there; the last block past its
 // prologue updates r and writes h. M is then a compile-time constant (the prologue's sums are per row).
-// The norm after the product (spec.normAfter, int4Linear's `norm`: the O and down projections of a decode
-// layer): gemv.ts's norm epilogue — the last warp to write its outputs adds them to the residual stream r
-// and writes h = norm(r) for the next product, so no norm kernel runs between the two.
 
 import type { FloatDType } from '../../../dtype.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
@@ -37,8 +34,8 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { MAX_ACCUMULATORS, mmaSplitReduceCode } from './gemv-mma.js';
-import type { GemvNorm, NormAfter, NormEpilogue, NormPrologue } from './gemv.js';
-import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normEpilogueArgs, normEpilogueCode, normPrologueArgs, normPrologueCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
+import type { GemvNorm, NormPrologue } from './gemv.js';
+import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normPrologueCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -80,8 +77,6 @@ export interface Int4MmaGemvSpec {
   readonly warps?: 8 | 16;
   /** normLinear: the residual norm in the prologue, for exactly `rows` rows (see the header). */
   readonly norm?: Int4MmaNorm;
-  /** int4Linear's `norm`: the residual add and norm of the output by the last warp (see the header). */
-  readonly normAfter?: NormAfter;
 }
 
 
@@ -97,8 +92,7 @@ export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
   const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}` : '';
-  const after = s.normAfter ? `.then_norm_${s.normAfter.kind}${s.normAfter.bias ? '_bias' : ''}_w${s.normAfter.width}` : '';
-  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${after}`;
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
 export interface Int4MmaGemvPlan {
@@ -130,7 +124,7 @@ export function int4MmaGemvApplies(dtype: FloatDType, M: number, groupSize: numb
  * in flight (two resident blocks an SM at ≤ 128 registers a thread), two tiles a warp where that still
  * leaves two blocks an SM (one row tile), then fewer K-splits; 16-warp blocks for a long K at one block an SM.
  */
-export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number, norm?: GemvNorm, normAfter?: NormAfter): Int4MmaGemvPlan {
+export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number, norm?: GemvNorm): Int4MmaGemvPlan {
   const rowTiles = Math.ceil(M / 8), chunks = K / INT4_MMA_CHUNK_K, featuresPerTile = gated ? 8 : 16;
   let best: { plan: Int4MmaGemvPlan; score: number } | undefined;
   for (const tiles of [1, 2, 4]) {
@@ -153,7 +147,7 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
       // its LM head 56.7 → 45.5–46.4; the smaller products, one block an SM, lost with them).
       const shareX = rowTiles === 1 && tiles === 2 && grid >= 1.9 * multiProcessorCount ? 0.05 : 0;
       const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) + shareX - kWarps * 1e-3 - tiles * 1e-4;
-      const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(norm ? { norm: { ...norm, rows: M } } : {}), ...(normAfter ? { normAfter } : {}) };
+      const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(norm ? { norm: { ...norm, rows: M } } : {}) };
       if (!best || score > best.score) best = { plan: { spec, grid }, score };
     }
   }
@@ -205,8 +199,7 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   if (spec.K % INT4_MMA_CHUNK_K !== 0 || spec.groupSize % INT4_MMA_CHUNK_K !== 0 || spec.K % spec.groupSize !== 0) {
     throw new RangeError(`int4MmaGemvSource: K (${spec.K}) and the group size (${spec.groupSize}) must be multiples of ${INT4_MMA_CHUNK_K}, G dividing K`);
   }
-  const norm = spec.norm, after = spec.normAfter;
-  if (norm && after) throw new RangeError('int4MmaGemvSource: a norm prologue and a norm epilogue in one kernel');
+  const norm = spec.norm;
   if (norm && !int4MmaNormFits(norm.rows, spec.K, spec.rowTiles)) {
     throw new RangeError(`int4MmaGemvSource: the norm prologue takes ${8 * (spec.rowTiles - 1) + 1}–${8 * spec.rowTiles} rows of at most ${NORM_PROLOGUE_MAX_BYTES} bytes, got ${norm.rows} rows of ${spec.K}`);
   }
@@ -227,23 +220,19 @@ ${constants({
     K: spec.K, G: spec.groupSize, NT: spec.rowTiles, FT: spec.tiles, KW: spec.kWarps, CG: int4MmaWarps(spec) / spec.kWarps, U: spec.unroll,
     CHUNKS: chunks, GROUPS: groups, WORDS_PER_ROW: spec.K / 8, GROUPS_PER_ROW: spec.K / spec.groupSize,
     ACC: spec.tiles * spec.rowTiles * 4, GATED: spec.gated, FEATURES: spec.gated ? 8 : 16, CH: spec.chains ?? 1,
-    ...(norm || after ? { VEC: 8, THREADS: int4MmaWarps(spec) * 32, NWARPS: int4MmaWarps(spec) } : {}), ...(norm ? { M: norm.rows } : {}),
+    ...(norm ? { M: norm.rows, VEC: 8, THREADS: int4MmaWarps(spec) * 32, NWARPS: int4MmaWarps(spec) } : {}),
   })}
-${norm ? normPrologueCode(norm) : ''}${after ? normEpilogueCode(after) : ''}
+${norm ? normPrologueCode(norm) : ''}
 ${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.${norm ? `
 // Norm prologue (M = ${norm.rows}, the argument M_ unused): x is unused; rx [M, K] the residual stream
 // (updated in place), y [M, K], rbias [K], gamma, beta [K], h [M, K] the normed rows, counter a zeroed
-// u32 (left zero).` : ''}${after ? `
-// Norm epilogue: rx [M, N] the residual stream (rx += out + rbias in place), rbias [N] or null, gamma,
-// beta [N], h [M, N] the normed rows, counter a zeroed u32 (left zero).` : ''}
+// u32 (left zero).` : ''}
 extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4MmaWarps(spec) === 16 ? 1 : 2}) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int ${norm ? 'M_' : 'M'}, int N${norm ? `,
     T* rx, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}${after ? `,
-    T* rx, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ h, float eps,
-    unsigned int* __restrict__ counter` : ''}) {
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
   __shared__ bool last_block;` : ''}
@@ -366,7 +355,7 @@ ${norm ? `  // The last block past its prologue (every block has read rx by then
     if (threadIdx.x == 0) *counter = 0u;
   }
 ` : ''}
-${mmaSplitReduceCode('FT', after ? 'goto product_written' : 'return')}
+${mmaSplitReduceCode('FT')}
   // C of tile i, row tile j: [q] = (weight row g + 8·(q >> 1), x row 8j + 2t + (q & 1)).
   #pragma unroll
   for (int i = 0; i < FT; i++)
@@ -385,10 +374,7 @@ ${mmaSplitReduceCode('FT', after ? 'goto product_written' : 'return')}
             ${write}
           }
         }`}
-      }${after ? `
-product_written:
-  // Every block counts itself once its outputs are written; the last one adds them to rx and writes h.
-  residual_norm_after(rx, out, rbias, gamma, beta, h, eps, counter, M);` : ''}
+      }
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -451,13 +437,13 @@ export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, gr
  * Launches the kernel with the planner's spec, or `spec` (the sweep); with `prologue`, the normLinear
  * form (a.x unused; the caller checked int4MmaNormFits).
  */
-export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch, forced?: Int4MmaGemvSpec, prologue?: NormPrologue, after?: NormEpilogue): void {
+export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch, forced?: Int4MmaGemvSpec, prologue?: NormPrologue): void {
   const width = a.gated ? a.N / 2 : a.N;
-  const spec = forced ?? planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm, after?.norm).spec;
+  const spec = forced ?? planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
   const grid = int4MmaGemvGrid(spec, width);
   host.kernel(int4MmaGemvKey(spec), () => int4MmaGemvSource(spec)).launch({ grid, block: int4MmaWarps(spec) * 32 }, [
     arg.ptr(prologue ? 0n : a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.zeros), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(width),
-    ...(prologue ? normPrologueArgs(host, prologue) : []), ...(after ? normEpilogueArgs(host, after) : []),
+    ...(prologue ? normPrologueArgs(host, prologue) : []),
   ]);
 }
 
@@ -478,12 +464,6 @@ export function catalog(): KernelSource[] {
     ['bf16', 4, 8192, 2048, 128, false, 'silu', true, { kind: 'rms', residual: true, bias: false }],
     ['f16', 3, 3072, 768, 128, true, 'gelu_tanh', false, { kind: 'layer', residual: true, bias: true }],
   ];
-  const after: ['bf16' | 'f16', number, number, number, boolean, NormAfter][] = [
-    ['bf16', 1, 2048, 2048, false, { kind: 'rms', bias: false, width: 2048 }],
-    ['bf16', 1, 2048, 8192, false, { kind: 'rms', bias: false, width: 2048 }],
-    ['f16', 3, 768, 768, true, { kind: 'layer', bias: true, width: 768 }],
-    ['f16', 3, 768, 3072, true, { kind: 'layer', bias: true, width: 768 }],
-  ];
   return [
     ...plans.map(([dtype, M, N, K, G, bias, act, gated]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132).spec)),
     // Two accumulator chains (the sweep's variant), and U = 8 chunks in flight.
@@ -497,8 +477,5 @@ export function catalog(): KernelSource[] {
     // GPT-2's fc with LayerNorm, residual bias and GELU at 3 rows (f16), and 16-warp blocks.
     ...normed.map(([dtype, M, N, K, G, bias, act, gated, norm]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132, norm).spec)),
     int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 16, unroll: 4, bias: false, activation: 'none', gated: false, warps: 16, norm: { kind: 'rms', residual: false, bias: false, rows: 2 } }),
-    // The norm epilogue: Llama's O (K 2048) and down (K 8192, 16-warp blocks) with RMSNorm, GPT-2's O and
-    // down with LayerNorm and the residual bias (f16, 3 rows).
-    ...after.map(([dtype, M, N, K, bias, normAfter]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, 128, bias, 'none', false, 132, undefined, normAfter).spec)),
   ];
 }

@@ -315,9 +315,6 @@ export function int8GemvSpace(dtype: FloatDType, M: number, K: number, bias: boo
 /** Shared memory the norm prologue's rows (T) and their quantized copy (i8) may take: M·K·(s + 1) bytes. */
 export const INT8_NORM_MAX_BYTES = 40 * 1024;
 
-/** K at most for which CudaBackend.int8NormGemv 'auto' takes the norm prologue (see there). */
-export const INT8_NORM_AUTO_MAX_K = 1024;
-
 /** Whether the GEMV with the norm prologue takes it (the norm's own conditions are gemv.ts's normGemvApplies). */
 export function int8NormGemvApplies(a: Int8GemvLaunch): boolean {
   return int8GemvApplies({ ...a, x: 0n }) && a.M * a.K * (1 + byteSize(a.dtype)) <= INT8_NORM_MAX_BYTES;

@@ -107,11 +107,10 @@ export function planMmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: numb
 
 /**
  * The K-splitting warps' partial C fragments `acc` [tiles][NT][4] added into warp kw = 0 through shared
- * `partial` (ACC·32 floats a warp, lane-major: conflict-free) in a fixed order; warps kw > 0 then run
- * `leave` (return, or a goto past the output writes).
+ * `partial` (ACC·32 floats a warp, lane-major: conflict-free) in a fixed order; warps kw > 0 return.
  * Shared by this kernel and gemv-int4-mma.ts (constants KW, CG, NT, ACC and locals kw, cg, lane in scope).
  */
-export function mmaSplitReduceCode(tiles: string, leave = 'return'): string {
+export function mmaSplitReduceCode(tiles: string): string {
   return String.raw`  if (KW > 1) {
     float* mine = partial + ((kw - 1) * CG + cg) * ACC * 32;
     if (kw > 0) {
@@ -123,7 +122,7 @@ export function mmaSplitReduceCode(tiles: string, leave = 'return'): string {
           for (int q = 0; q < 4; q++) mine[((i * NT + j) * 4 + q) * 32 + lane] = acc[i][j][q];
     }
     __syncthreads();
-    if (kw != 0) ${leave};
+    if (kw != 0) return;
     #pragma unroll
     for (int p = 1; p < KW; p++) {
       const float* theirs = partial + ((p - 1) * CG + cg) * ACC * 32;

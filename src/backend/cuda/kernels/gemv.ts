@@ -95,6 +95,13 @@ export function gemvKey(s: GemvSpec): string {
 /** Shared memory the prologue may take for its M × K activations. */
 export const NORM_PROLOGUE_MAX_BYTES = 40 * 1024;
 
+/**
+ * K (the norm's width) at most for which the quantized GEMVs' norm prologue is taken by default
+ * (CudaBackend.int8NormGemv and int4NormGemv 'auto'): every block forms the norm after its wait, which
+ * beats a norm kernel of its own at GPT-2's 768 and loses at Llama's 2048 (H200, sessions 9 and 20).
+ */
+export const NORM_PROLOGUE_AUTO_MAX_K = 1024;
+
 /** Elements of a 16-byte vector. */
 function vectorWidth(dtype: FloatDType): number {
   return 16 / byteSize(dtype);
@@ -178,119 +185,6 @@ const EPILOGUE_CODE: Record<string, string> = {
   relu_bias: 'fmaxf(x + to_float(bias[n]), 0.f)',
   gelu_bias: 'gelu_tanh(x + to_float(bias[n]))',
 };
-
-// The norm epilogue (a product followed by the residual norm that reads it: int4Linear's `norm`). Every
-// block, once its outputs are written, fences them and counts itself on a zeroed counter; the last block
-// (every output is then written and visible) forms v = x + y + bias rounded to T into x — y is this
-// grid's output, read through L2 (other SMs wrote it) — and h = norm(v)·gamma (+ beta), and resets the
-// counter. A thread's values stay in registers across the passes (ITERS vectors of a row), and all of a
-// row's loads are issued at once, so the tail is about one L2 round trip and the block reductions.
-
-/** The epilogue's device functions (constants VEC, THREADS, NWARPS and T defined before; ITERS·VEC·3 floats a thread). */
-export function normEpilogueCode(norm: NormAfter): string {
-  return String.raw`constexpr bool NORM_LAYER = ${norm.kind === 'layer'}, NORM_BIAS = ${norm.bias};
-constexpr int NW = ${norm.width}, ITERS = (NW + THREADS * VEC - 1) / (THREADS * VEC);
-
-// VEC elements of p as floats through L2 (ld.global.cg: values other SMs wrote during this grid).
-__device__ __forceinline__ void load_floats_l2(const T* p, float (&out)[VEC]) {
-  static_assert(sizeof(T) * VEC == 16, "16-byte vectors");
-  const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(p));
-  const T* e = reinterpret_cast<const T*>(&raw);
-  #pragma unroll
-  for (int i = 0; i < VEC; i++) out[i] = to_float(e[i]);
-}
-
-// Called by every thread of every block once the block's outputs are written (no thread returned before).
-// The last block: x ← x + y + bias, h ← norm(x)·gamma (+ beta) for rows 0..rows − 1 of NW values.
-__device__ void residual_norm_after(T* x, const T* y, const T* __restrict__ rbias, const T* __restrict__ gamma,
-                                    const T* __restrict__ beta, T* __restrict__ h, float eps, unsigned int* counter, int rows) {
-  __shared__ bool last;
-  __shared__ float red[NWARPS];
-  __threadfence();  // this thread's outputs, visible to the last block
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int m = 0; m < rows; m++) {
-    float v[ITERS][VEC], w[ITERS][VEC], b[ITERS][VEC];
-    #pragma unroll
-    for (int it = 0; it < ITERS; it++) {
-      const int k = (it * THREADS + threadIdx.x) * VEC;
-      if (k < NW) {
-        load_floats<T, VEC>(x + (size_t)m * NW + k, v[it], VEC);
-        load_floats_l2(y + (size_t)m * NW + k, w[it]);
-        if (NORM_BIAS) load_floats<T, VEC>(rbias + k, b[it], VEC);
-      }
-    }
-    float sum = 0.f;
-    #pragma unroll
-    for (int it = 0; it < ITERS; it++) {
-      const int k = (it * THREADS + threadIdx.x) * VEC;
-      if (k < NW) {
-        #pragma unroll
-        for (int i = 0; i < VEC; i++) {
-          v[it][i] = to_float(from_float<T>(v[it][i] + w[it][i] + (NORM_BIAS ? b[it][i] : 0.f)));
-          sum += NORM_LAYER ? v[it][i] : v[it][i] * v[it][i];
-        }
-        store_floats<T, VEC>(x + (size_t)m * NW + k, v[it], VEC);
-        load_floats<T, VEC>(gamma + k, w[it], VEC);
-        if (NORM_LAYER) load_floats<T, VEC>(beta + k, b[it], VEC);
-      }
-    }
-    sum = block_sum(sum, red);
-    float mean = 0.f;
-    if (NORM_LAYER) {
-      mean = sum * (1.f / NW);
-      sum = 0.f;
-      #pragma unroll
-      for (int it = 0; it < ITERS; it++) {
-        const int k = (it * THREADS + threadIdx.x) * VEC;
-        if (k < NW) {
-          #pragma unroll
-          for (int i = 0; i < VEC; i++) { const float d = v[it][i] - mean; sum += d * d; }
-        }
-      }
-      sum = block_sum(sum, red);
-    }
-    const float rstd = rsqrtf(sum * (1.f / NW) + eps);
-    #pragma unroll
-    for (int it = 0; it < ITERS; it++) {
-      const int k = (it * THREADS + threadIdx.x) * VEC;
-      if (k < NW) {
-        #pragma unroll
-        for (int i = 0; i < VEC; i++) v[it][i] = (v[it][i] - mean) * rstd * w[it][i] + (NORM_LAYER ? b[it][i] : 0.f);
-        store_floats<T, VEC>(h + (size_t)m * NW + k, v[it], VEC);
-      }
-    }
-  }
-  if (threadIdx.x == 0) *counter = 0u;
-}
-`;
-}
-
-/** The norm epilogue of a GEMV: the norm's kind, whether the residual add has a bias, and its width (the product's N). */
-export interface NormAfter {
-  readonly kind: 'layer' | 'rms';
-  readonly bias: boolean;
-  readonly width: number;
-}
-
-/** A product's `norm` as the epilogue reads it: the residual stream x, its bias, gamma, beta, h (0n when absent). */
-export interface NormEpilogue {
-  readonly norm: NormAfter;
-  readonly x: bigint;
-  readonly bias: bigint;
-  readonly gamma: bigint;
-  readonly beta: bigint;
-  readonly h: bigint;
-  readonly eps: number;
-}
-
-/** The epilogue's kernel arguments, after the product's: rx, rbias, gamma, beta, h, eps and a zeroed counter. */
-export function normEpilogueArgs(host: KernelHost, p: NormEpilogue): KernelArg[] {
-  return [arg.ptr(p.x), arg.ptr(p.bias), arg.ptr(p.gamma), arg.ptr(p.beta), arg.ptr(p.h), arg.f32(p.eps), arg.ptr(host.counters(1))];
-}
 
 /** A normLinear's norm as the prologues of the quantized GEMVs read it: the residual stream x, y, its bias, gamma, beta, h (0n when absent). */
 export interface NormPrologue {

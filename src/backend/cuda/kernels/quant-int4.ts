@@ -665,32 +665,6 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
   return true;
 }
 
-/**
- * int4Linear with its `norm` (`norm` checked: its y is args.out) as the tensor-core GEMV whose last warp
- * adds the product to the residual stream and writes the norm (gemv.ts's norm epilogue), if that kernel
- * takes it (1–4 rows of 16-bit x, the norm's width a multiple of 8, 16-byte aligned rows, the streaming
- * GEMV not chosen); returns whether it launched. The caller runs int4Linear + residualNorm otherwise.
- */
-export function int4LinearNormAfter(host: KernelHost, c: OpCheck, norm: CheckedNorm, args: Int4LinearArgs): boolean {
-  const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K } = checkInt4Linear(c, args);
-  const dtype = x.dtype;
-  if (dtype !== 'bf16' && dtype !== 'f16') return false;
-  if (M === 0 || N === 0 || norm.rows !== M || !normGemvApplies(norm) || !int4MmaGemvApplies(dtype, M, groupSize)) return false;
-  const xPtr = devicePtr(c, 'x', x), qPtr = devicePtr(c, 'qweight', qweight), scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
-  if (xPtr % 16n !== 0n || qPtr % 16n !== 0n) return false; // int4Linear names the problem
-  if (int4StreamGemvEnabled() && scalesPtr % 16n === 0n && zerosPtr % 16n === 0n && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated)) return false;
-  const ptr = (name: string, t: Tensor | undefined) => (t ? devicePtr(c, name, t) : 0n);
-  launchInt4MmaGemv(host, {
-    dtype, M, N, K, groupSize, gated, activation: activation ?? 'none', x: xPtr, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr,
-    bias: ptr('bias', bias), out: devicePtr(c, 'out', out),
-  }, undefined, undefined, {
-    norm: { kind: norm.norm, bias: norm.bias !== undefined, width: gated ? N / 2 : N },
-    x: ptr('norm.x', norm.x), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma), beta: ptr('norm.beta', norm.beta),
-    h: ptr('norm.out', norm.out), eps: norm.eps,
-  });
-  return true;
-}
-
 // ==== weight quantizer ================================================================================
 
 export interface Int4QuantizeSpec {
