@@ -34,10 +34,16 @@ export interface ResidualNormSpec {
   /** x += y (+ bias); without it x is only read. */
   readonly residual: boolean;
   readonly bias: boolean;
+  /**
+   * gamma, beta and bias loaded before the grid-dependency wait (default), or after it with x and y
+   * (FUSEFORMER_NORM_PRELOAD=0, the code before session 20: gamma and beta then cost a round trip after
+   * the reductions).
+   */
+  readonly preload?: boolean;
 }
 
 export function residualNormKey(s: ResidualNormSpec): string {
-  return `residual_norm.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.residual ? '.res' : ''}${s.bias ? '.bias' : ''}`;
+  return `residual_norm.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.residual ? '.res' : ''}${s.bias ? '.bias' : ''}${s.preload === false ? '.late' : ''}`;
 }
 
 /** A lane holds at most this many elements with a warp per row; a block-per-row thread at most the second. */
@@ -51,8 +57,25 @@ export function planResidualNorm(check: OpCheck, norm: 'layer' | 'rms', dtype: F
     ?? planRowMapping(hidden / vec, vec, WARP_ROW_MAX_ELEMENTS, 64);
   if (!mapping) return check.fail(`hidden size ${hidden} is too wide for the register-resident row kernel (at most ${64 * 1024} elements)`);
   const { threadsPerRow } = mapping;
-  return { norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? WARP_ROWS_PER_BLOCK : 1, residual, bias };
+  return {
+    norm, dtype, hidden, vec, threadsPerRow, rowsPerBlock: threadsPerRow === 32 ? WARP_ROWS_PER_BLOCK : 1, residual, bias,
+    ...(process.env['FUSEFORMER_NORM_PRELOAD'] === '0' ? { preload: false } : {}),
+  };
 }
+
+// The thread's columns of gamma, beta and bias: weights, never written by the kernel before this one, so
+// by default loaded before the grid-dependency wait — the output pass then waits on no round trip of its own.
+const PRELOAD_CODE = String.raw`  // The thread's columns of gamma, beta and bias (weights).
+  Vec<T, VEC> gv[VECS_PER_THREAD], bv[VECS_PER_THREAD], rb[VECS_PER_THREAD];
+  #pragma unroll
+  for (int k = 0; k < VECS_PER_THREAD; k++) {
+    if (!owns_vec(k, t)) continue;
+    const int col = (k * THREADS_PER_ROW + t) * VEC;
+    gv[k] = load_vec<T, VEC>(gamma + col);
+    if (LAYER) bv[k] = load_vec<T, VEC>(beta + col);
+    if (RESIDUAL && BIAS) rb[k] = load_vec<T, VEC>(bias + col);
+  }
+`;
 
 export function residualNormSource(spec: ResidualNormSpec): KernelSource {
   const name = kernelIdentifier(residualNormKey(spec));
@@ -70,15 +93,15 @@ ${ROW_MAPPING_DEVICE_CODE}
 extern "C" __global__ void __launch_bounds__(THREADS_PER_ROW * ROWS_PER_BLOCK) ${name}(
     T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ gamma,
     const T* __restrict__ beta, T* __restrict__ out, int rows, float eps) {
-  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
+  const int t = threadIdx.x;
+${spec.preload === false ? '' : PRELOAD_CODE}  // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading x and y.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
-  __shared__ float shared[ROWS_PER_BLOCK * WARPS_PER_ROW];
+${spec.preload === false ? PRELOAD_CODE : ''}  __shared__ float shared[ROWS_PER_BLOCK * WARPS_PER_ROW];
   const int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
   // A partial block's missing rows: with a block per row the whole block leaves together; with a warp
   // per row the reductions are shuffles only, so a warp may leave alone.
   if (row >= rows) return;
-  const int t = threadIdx.x;
   T* xr = x + (size_t)row * H;
   float v[VECS_PER_THREAD][VEC];
   float sum = 0.f;
@@ -95,9 +118,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_PER_ROW * ROWS_PER_BLOCK) $
       #pragma unroll
       for (int i = 0; i < VEC; i++) v[k][i] += w[i];
       if (BIAS) {
-        load_floats<T, VEC>(bias + col, w, VEC);
         #pragma unroll
-        for (int i = 0; i < VEC; i++) v[k][i] += w[i];
+        for (int i = 0; i < VEC; i++) v[k][i] += to_float(rb[k].v[i]);
       }
       Vec<T, VEC> stored;
       #pragma unroll
@@ -125,12 +147,10 @@ extern "C" __global__ void __launch_bounds__(THREADS_PER_ROW * ROWS_PER_BLOCK) $
   for (int k = 0; k < VECS_PER_THREAD; k++) {
     if (!owns_vec(k, t)) continue;
     const int col = (k * THREADS_PER_ROW + t) * VEC;
-    float g[VEC], b[VEC];
-    load_floats<T, VEC>(gamma + col, g, VEC);
-    if (LAYER) load_floats<T, VEC>(beta + col, b, VEC);
+    float o[VEC];
     #pragma unroll
-    for (int i = 0; i < VEC; i++) g[i] = (v[k][i] - mean) * rstd * g[i] + (LAYER ? b[i] : 0.f);
-    store_floats<T, VEC>(out + (size_t)row * H + col, g, VEC);
+    for (int i = 0; i < VEC; i++) o[i] = (v[k][i] - mean) * rstd * to_float(gv[k].v[i]) + (LAYER ? to_float(bv[k].v[i]) : 0.f);
+    store_floats<T, VEC>(out + (size_t)row * H + col, o, VEC);
   }
 }
 `;
@@ -164,5 +184,7 @@ export function catalog(): KernelSource[] {
     spec('rms', 'f16', 4096, true, false),
     spec('layer', 'f32', 1024, true, true),
     spec('rms', 'f32', 130, true, false),
+    // gamma, beta and bias loaded after the wait (FUSEFORMER_NORM_PRELOAD=0).
+    residualNormSource({ ...planResidualNorm(c, 'layer', 'bf16', 768, true, true, [0n]), preload: false }),
   ];
 }
