@@ -429,8 +429,7 @@ export class CudaBackend implements Backend {
     if ('int4' in product) {
       if (this.int4NormGemv !== false && this.int4MmaGemv) {
         const c = new OpCheck('normLinear', 'cuda');
-        const norm = checkResidualNorm(c, args.norm);
-        if ((this.int4NormGemv === true || norm.H <= NORM_PROLOGUE_AUTO_MAX_K) && int4NormLinear(this.runtime, c, norm, product.int4)) {
+        if (int4NormLinear(this.runtime, c, checkResidualNorm(c, args.norm), product.int4, this.int4NormGemv)) {
           this.normGemvLaunches++;
           return;
         }

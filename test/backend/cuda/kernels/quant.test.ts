@@ -189,3 +189,35 @@ test('the decode GEMVs\' plan spaces (bench/gemv-sweep.ts) hold each planner\'s 
     assert.ok(i8.int8GemvSpace('bf16', M, K, false, act, gated).map(i8.int8GemvKey).includes(i8.int8GemvKey(plan8.spec)), `int8 ${M}×${width}×${K}: the planner's pick is in the space`);
   }
 });
+
+// normLinear of an int4Linear on CUDA (kernels/quant-int4.ts int4NormLinear): which calls take the GEMV
+// with the norm in its prologue, and what it is launched with. The numbers are checked on the GPU
+// (test/gpu/quant.test.ts); here, the rules: 'auto' only for norms of ≤ 1024 values (measured: the
+// prologue loses at Llama's 2048), true at any width, false never; 1–4 rows of 16-bit x, groups of 128.
+test('the INT4 GEMV takes a normLinear\'s norm into its prologue by the mode\'s width rule, for 1–4 rows of 16-bit x in groups of 128', async () => {
+  const { checkResidualNorm } = await import('../../../../src/backend/op-checks/index.js');
+  const { OpCheck } = await import('../../../../src/backend/validate.js');
+  const attempt = (M: number, H: number, N: number, G: number, mode: boolean | 'auto', dtype: 'bf16' | 'f16' | 'f32' = 'bf16') => {
+    const host = new RecordingHost(), c = new OpCheck('normLinear', 'cuda');
+    const norm = checkResidualNorm(c, {
+      x: deviceTensor([M, H], dtype), y: deviceTensor([M, H], dtype), norm: 'rms', gamma: deviceTensor([H], dtype), out: deviceTensor([M, H], dtype), eps: 1e-5,
+    });
+    const args = { ...int4Args(M, H, N, G, dtype), x: norm.out };
+    const launched = q4.int4NormLinear(host, c, norm, args, mode);
+    assert.equal(host.launches.length, launched ? 1 : 0);
+    return host.launches[0];
+  };
+  const gpt2 = attempt(1, 768, 2304, 128, 'auto');
+  assert.match(gpt2!.key, /^int4_gemv_mma\.bf16\.nt1\.k768\.g128\..*\.norm_rms_m1_res$/);
+  // x (unused: the rows come from the prologue), qweight, scales, zeros, bias, out, M, N, then rx, y, rbias, gamma, beta, h, eps, counter.
+  assert.equal(argValue(gpt2!, 0, 'ptr'), 0n);
+  assert.equal(argValue(gpt2!, 6, 'i32'), 1);
+  assert.equal(argValue(gpt2!, 7, 'i32'), 2304);
+  assert.equal(gpt2!.args.length, 16);
+  assert.equal(attempt(1, 2048, 3072, 128, 'auto'), undefined, "'auto' leaves Llama's 2048-wide norms to residualNorm");
+  assert.match(attempt(4, 2048, 3072, 128, true)!.key, /\.norm_rms_m4_res$/);
+  assert.equal(attempt(1, 768, 2304, 128, false), undefined);
+  assert.equal(attempt(5, 768, 2304, 128, true), undefined, 'five rows');
+  assert.equal(attempt(2, 768, 2304, 64, true), undefined, 'groups of 64: the SIMT GEMV');
+  assert.equal(attempt(2, 768, 2304, 128, true, 'f32'), undefined, 'f32 x');
+});
