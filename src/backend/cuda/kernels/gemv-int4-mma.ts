@@ -35,7 +35,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { MAX_ACCUMULATORS, mmaSplitReduceCode } from './gemv-mma.js';
 import type { GemvNorm, NormPrologue } from './gemv.js';
-import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normPrologueCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
+import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normPrologueCode, normPrologueFinishCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -348,13 +348,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     }
   }
   GRID_DEPENDENCY_TRIGGER();
-${norm ? `  // The last block past its prologue (every block has read rx by then) updates rx and writes h.
-  __syncthreads();
-  if (last_block) {
-    write_rows(rx, y, rbias, h, act_s);
-    if (threadIdx.x == 0) *counter = 0u;
-  }
-` : ''}
+${norm ? normPrologueFinishCode('rx') : ''}
 ${mmaSplitReduceCode('FT')}
   // C of tile i, row tile j: [q] = (weight row g + 8·(q >> 1), x row 8j + 2t + (q & 1)).
   #pragma unroll

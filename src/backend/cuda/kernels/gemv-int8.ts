@@ -26,7 +26,7 @@ import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js'
 import { constants, kernelIdentifier } from './row-kernels.js';
 import type { GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normPrologueCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -258,13 +258,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       }
     }
   }
-  GRID_DEPENDENCY_TRIGGER();${norm ? `
-  // The last block past its prologue (every block has read rx by then) updates rx and writes h.
-  __syncthreads();
-  if (last_block) {
-    write_rows(rx, y, rbias, h, act_s);
-    if (threadIdx.x == 0) *counter = 0u;
-  }` : ''}
+  GRID_DEPENDENCY_TRIGGER();
+${norm ? normPrologueFinishCode('rx') : ''}
 ${gemvReduceWriteCode('acc', 'warp_sum_int', write)}
 }
 `;

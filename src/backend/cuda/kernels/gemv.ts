@@ -317,6 +317,20 @@ __device__ void write_rows(T* x, const T* __restrict__ y, const T* __restrict__ 
 `;
 }
 
+/**
+ * The norm prologue's end, after the main loop (normPrologueCode's kernels): the last block past its
+ * prologue — every block has read the residual stream by then — updates it in place and writes h.
+ */
+export function normPrologueFinishCode(residual: string): string {
+  return String.raw`  // The last block past its prologue (every block has read ${residual} by then) updates ${residual} and writes h.
+  __syncthreads();
+  if (last_block) {
+    write_rows(${residual}, y, rbias, h, act_s);
+    if (threadIdx.x == 0) *counter = 0u;
+  }
+`;
+}
+
 export function gemvSource(spec: GemvSpec): KernelSource {
   const name = kernelIdentifier(gemvKey(spec));
   const vec = vectorWidth(spec.dtype), gate = spec.gate;
@@ -399,13 +413,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     }
   }
   GRID_DEPENDENCY_TRIGGER();
-${norm ? `  // The last block past its prologue (every block has read x by then) updates x and writes h.
-  __syncthreads();
-  if (last_block) {
-    write_rows(x, y, rbias, h, act_s);
-    if (threadIdx.x == 0) *counter = 0u;
-  }
-` : ''}
+${norm ? normPrologueFinishCode('x') : ''}
 ${gemvReduceWriteCode('sum', 'warp_sum', write)}
 }
 `;
