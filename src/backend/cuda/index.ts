@@ -58,7 +58,7 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_AUTO_MAX_K, normPreloadOption } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
@@ -466,7 +466,7 @@ export class CudaBackend implements Backend {
     };
     if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > NORM_PROLOGUE_AUTO_MAX_K)) return false;
     launchInt8Gemv(this.runtime, gemv, undefined, {
-      norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined },
+      norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption() },
       x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),
       beta: ptr('norm.beta', norm.beta), h: ptr('norm.out', norm.out), eps: norm.eps,
     });

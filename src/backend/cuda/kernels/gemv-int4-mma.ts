@@ -91,7 +91,7 @@ export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
 }
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
-  const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}` : '';
   return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
@@ -235,7 +235,9 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
-  __shared__ bool last_block;` : ''}
+  __shared__ bool last_block;
+  NormWeights pre;
+  load_norm_weights(pre, gamma, beta);` : ''}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int kw = warp % KW, cg = warp / KW;
@@ -289,7 +291,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (grp == 0) {
       GRID_DEPENDENCY_WAIT();${norm ? `
-      normalize_rows(rx, y, rbias, gamma, beta, eps, act_s);
+      normalize_rows(rx, y, rbias, gamma, beta, eps, act_s, pre);
       if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;` : ''}
     }
     #pragma unroll
@@ -457,6 +459,8 @@ export function catalog(): KernelSource[] {
     ['bf16', 1, 3072, 2048, 128, false, 'none', false, { kind: 'rms', residual: true, bias: false }],
     ['bf16', 4, 8192, 2048, 128, false, 'silu', true, { kind: 'rms', residual: true, bias: false }],
     ['f16', 3, 3072, 768, 128, true, 'gelu_tanh', false, { kind: 'layer', residual: true, bias: true }],
+    ['bf16', 1, 3072, 768, 128, true, 'gelu_tanh', false, { kind: 'layer', residual: true, bias: true, preload: true }],
+    ['bf16', 1, 8192, 2048, 128, false, 'silu', true, { kind: 'rms', residual: true, bias: false, preload: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, G, bias, act, gated]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132).spec)),

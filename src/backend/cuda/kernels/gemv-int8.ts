@@ -62,7 +62,7 @@ export interface Int8GemvSpec {
 }
 
 export function int8GemvKey(s: Int8GemvSpec): string {
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}` : '';
   return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
@@ -202,7 +202,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ __align__(16) signed char xq[M * K];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
-  __shared__ bool last_block;` : ''}
+  __shared__ bool last_block;
+  NormWeights pre;
+  load_norm_weights(pre, gamma, beta);` : ''}
   __shared__ int partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
   __shared__ float red[NWARPS * M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -234,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (g == 0) {
       GRID_DEPENDENCY_WAIT();${norm ? `
-      normalize_rows(rx, y, rbias, gamma, beta, eps, act_s);
+      normalize_rows(rx, y, rbias, gamma, beta, eps, act_s, pre);
       if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;
       quantize_rows(act_s, xq, row_scale, red);` : `
       quantize_rows(x, xq, row_scale, red);`}
@@ -342,6 +344,7 @@ export function catalog(): KernelSource[] {
     ['bf16', 4, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false }],
     ['f16', 2, 2304, 768, true, 'none', false, { kind: 'layer', residual: true, bias: true }],
     ['f32', 1, 132, 112, true, 'gelu_tanh', false, { kind: 'layer', residual: false, bias: false }],
+    ['bf16', 1, 3072, 2048, false, 'none', false, { kind: 'rms', residual: true, bias: false, preload: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec)),

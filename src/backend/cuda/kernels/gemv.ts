@@ -76,11 +76,21 @@ export interface GemvNorm {
   /** x += y (+ bias) first; without it x is only read. */
   readonly residual: boolean;
   readonly bias: boolean;
+  /** gamma and beta loaded at the kernel's start, before the weight loads (normPreloadOption; see normPrologueCode). */
+  readonly preload?: boolean;
+}
+
+/**
+ * Whether the norm prologues load gamma and beta at the kernel's start (GemvNorm.preload): opt-in,
+ * FUSEFORMER_NORM_GEMV_PRELOAD=1, until measured (built in session 20 after its last device call).
+ */
+export function normPreloadOption(): { preload?: true } {
+  return process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] === '1' ? { preload: true } : {};
 }
 
 export function gemvKey(s: GemvSpec): string {
   const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}` : '';
   return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}`;
 }
 
@@ -205,7 +215,26 @@ export function normPrologueArgs(host: KernelHost, p: NormPrologue): KernelArg[]
 
 /** The prologue's device functions (constants M, K, VEC, THREADS, NWARPS and T defined before). */
 export function normPrologueCode(norm: GemvNorm): string {
-  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias};
+  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};
+// Vectors of a row a thread takes (the columns k = (i·THREADS + thread)·VEC, i < NV).
+constexpr int NV = (K + THREADS * VEC - 1) / (THREADS * VEC);
+
+// PRELOAD: the thread's vectors of gamma and beta, loaded at the kernel's start — before its weight loads
+// and its grid-dependency wait (weights: never written by the kernel before) — so the prologue's last
+// pass does not wait for them behind the weights in flight.
+struct NormWeights { Vec<T, VEC> g[PRELOAD ? NV : 1], b[PRELOAD ? NV : 1]; };
+__device__ __forceinline__ void load_norm_weights(NormWeights& w, const T* __restrict__ gamma, const T* __restrict__ beta) {
+  if constexpr (PRELOAD) {
+    #pragma unroll
+    for (int i = 0; i < NV; i++) {
+      const int k = (i * THREADS + threadIdx.x) * VEC;
+      if (k < K) {
+        w.g[i] = load_vec<T, VEC>(gamma + k);
+        if (LAYER) w.b[i] = load_vec<T, VEC>(beta + k);
+      }
+    }
+  }
+}
 
 // v = x + y + bias of row m at columns k..k + VEC − 1, rounded to T (as residualNorm stores it).
 __device__ __forceinline__ void residual_vec(const T* x, const T* __restrict__ y, const T* __restrict__ rbias, int m, int k, float (&v)[VEC]) {
@@ -246,8 +275,20 @@ __device__ __forceinline__ void block_sums(float (&value)[M], float* shared) {
 }
 
 // act = norm(x + y + bias)·gamma (+ beta), rounded to T, for the M rows (see the header).
+// The rows' columns k..k + VEC − 1 of act, normalised in place with gamma g and beta b.
+__device__ __forceinline__ void normalize_columns(int k, const float (&g)[VEC], const float (&b)[VEC], const float (&mean)[M], const float (&rstd)[M], T* act) {
+  #pragma unroll
+  for (int m = 0; m < M; m++) {
+    float v[VEC];
+    load_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+    #pragma unroll
+    for (int i = 0; i < VEC; i++) v[i] = (v[i] - mean[m]) * rstd[m] * g[i] + (LAYER ? b[i] : 0.f);
+    store_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+  }
+}
+
 __device__ void normalize_rows(const T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
-                               const T* __restrict__ beta, float eps, T* act) {
+                               const T* __restrict__ beta, float eps, T* act, const NormWeights& pre) {
   __shared__ float red[NWARPS * M];
   float sum[M], mean[M], rstd[M];
   #pragma unroll
@@ -284,17 +325,23 @@ __device__ void normalize_rows(const T* x, const T* __restrict__ y, const T* __r
   }
   #pragma unroll
   for (int m = 0; m < M; m++) rstd[m] = rsqrtf(sum[m] * (1.f / K) + eps);
-  for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
-    float g[VEC], b[VEC];
-    load_floats<T, VEC>(gamma + k, g, VEC);
-    if (LAYER) load_floats<T, VEC>(beta + k, b, VEC);
+  if constexpr (PRELOAD) {
     #pragma unroll
-    for (int m = 0; m < M; m++) {
-      float v[VEC];
-      load_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
-      #pragma unroll
-      for (int i = 0; i < VEC; i++) v[i] = (v[i] - mean[m]) * rstd[m] * g[i] + (LAYER ? b[i] : 0.f);
-      store_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+    for (int j = 0; j < NV; j++) {
+      const int k = (j * THREADS + threadIdx.x) * VEC;
+      if (k < K) {
+        float g[VEC], b[VEC];
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) { g[i] = to_float(pre.g[j].v[i]); b[i] = LAYER ? to_float(pre.b[j].v[i]) : 0.f; }
+        normalize_columns(k, g, b, mean, rstd, act);
+      }
+    }
+  } else {
+    for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
+      float g[VEC], b[VEC];
+      load_floats<T, VEC>(gamma + k, g, VEC);
+      if (LAYER) load_floats<T, VEC>(beta + k, b, VEC);
+      normalize_columns(k, g, b, mean, rstd, act);
     }
   }
   __syncthreads();  // the main loop reads every thread's columns
@@ -362,7 +409,9 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
-  __shared__ bool last_block;` : ''}
+  __shared__ bool last_block;
+  NormWeights pre;
+  load_norm_weights(pre, gamma, beta);` : ''}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KW, cg = warp / KW;
   const int n0 = (blockIdx.x * CG + cg) * R;
@@ -391,7 +440,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     // The first loads are in flight before waiting for the kernel that writes a (programmatic launch).
     if (g == 0) {
       GRID_DEPENDENCY_WAIT();${norm ? `
-      normalize_rows(x, y, rbias, gamma, beta, eps, act_s);
+      normalize_rows(x, y, rbias, gamma, beta, eps, act_s, pre);
       if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;` : ''}
     }
     #pragma unroll
@@ -526,7 +575,7 @@ export function normGemvApplies(n: CheckedNorm): boolean {
 /** Launches the GEMV with the norm prologue (the product's input `a` / `x` is the norm's output, written too). */
 export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGemvLinear): void {
   const dtype = n.x.dtype as FloatDType;
-  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined };
+  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption() };
   const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
   const prologueArgs = [ptr(n.x), ptr(n.y), ptr(n.bias), ptr(n.gamma), ptr(n.beta), ptr(n.out), arg.f32(n.eps), arg.ptr(host.counters(1))];
   if (linear.kind === 'gemm') {
@@ -575,6 +624,9 @@ export function catalog(): KernelSource[] {
     ['f16', 1, 2304, 768, 'bias', undefined, { kind: 'layer', residual: false, bias: false }],
     ['bf16', 3, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true }],
     ['f32', 2, 77, 132, 'none', { activation: 'relu', bias: true }, { kind: 'layer', residual: true, bias: true }],
+    // gamma and beta loaded at the kernel's start (FUSEFORMER_NORM_GEMV_PRELOAD=1): Llama's gated gate/up, GPT-2's fc.
+    ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true }],
+    ['bf16', 3, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, preload: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec)),

@@ -85,5 +85,17 @@ test('launchNormGemv: the norm prologue in the key, the residual stream, norm we
   assert.deepEqual([argValue(launch, 5, 'ptr'), argValue(launch, 6, 'ptr'), argValue(launch, 10, 'ptr')], [norm.x.ptr, norm.y.ptr, norm.out.ptr]);
   assert.equal(argValue(launch, 12, 'ptr'), RecordingHost.COUNTERS);
   assert.deepEqual(host.counterRequests, [1]);
-  assert.match(launch.source, /normalize_rows\(x, y, rbias, gamma, beta, eps, act_s\);[\s\S]*atomicAdd\(counter, 1u\)[\s\S]*write_rows/);
+  assert.match(launch.source, /normalize_rows\(x, y, rbias, gamma, beta, eps, act_s, pre\);[\s\S]*atomicAdd\(counter, 1u\)[\s\S]*write_rows/);
+  assert.match(launch.source, /PRELOAD = false/);
+  // FUSEFORMER_NORM_GEMV_PRELOAD=1: gamma and beta loaded at the kernel's start, before the first weight load.
+  process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = '1';
+  try {
+    launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 2, N: 3072, K: 2048 }) });
+  } finally {
+    delete process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
+  }
+  const preloaded = host.launches[1]!;
+  assert.match(preloaded.key, /\.norm_rms_res_pre$/);
+  assert.match(preloaded.source, /PRELOAD = true/);
+  assert.match(preloaded.source, /load_norm_weights\(pre, gamma, beta\);[\s\S]*load_weight\(/);
 });
