@@ -78,7 +78,9 @@ for step in "${steps[@]}"; do
           run gemv-preload-engines 200 env FUSEFORMER_NORM_GEMV_PRELOAD=1 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/infer-quantized.test.js
           for round in 1 2; do
             for f in 0 1; do run decode-gemv-preload$f-$round 90 env FUSEFORMER_NORM_GEMV_PRELOAD=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant bf16,int4-head,int8-head --json "$out/decode-gemv-preload$f-$round.json"; done
-          done ;;
+          done
+          # then, here: node dist/bench/timeline-diff.js decode-timeline-preload0.json decode-timeline-preload1.json --strip '_pre$'
+          for f in 0 1; do run timeline-gemv-preload$f 60 env FUSEFORMER_NORM_GEMV_PRELOAD=$f node dist/bench/decode-timeline.js --models gpt2,llama --quant bf16 --batch 1 --steps 8 --json "$out/decode-timeline-preload$f.json"; done ;;
     norm-preload) # session 20: residualNorm with gamma, beta and bias loaded before its grid-dependency wait (never run): its GPU op cases against the CPU (every shape and dtype of infer-op-cases), the quantized engines against the CPU, then decode with it off / on (FUSEFORMER_NORM_PRELOAD=0 / 1), one process each: Llama INT4 + head and INT8 + head (their 32 norm kernels a step; the bf16 rows' final norm)
           run preload-ops 120 env FUSEFORMER_TEST_OPS=residualNorm node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
           run preload-engines 100 node --test --test-concurrency=1 dist/test/gpu/infer-quantized.test.js
