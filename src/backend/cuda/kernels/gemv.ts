@@ -274,7 +274,6 @@ __device__ __forceinline__ void block_sums(float (&value)[M], float* shared) {
   }
 }
 
-// act = norm(x + y + bias)·gamma (+ beta), rounded to T, for the M rows (see the header).
 // The rows' columns k..k + VEC − 1 of act, normalised in place with gamma g and beta b.
 __device__ __forceinline__ void normalize_columns(int k, const float (&g)[VEC], const float (&b)[VEC], const float (&mean)[M], const float (&rstd)[M], T* act) {
   #pragma unroll
@@ -287,6 +286,7 @@ __device__ __forceinline__ void normalize_columns(int k, const float (&g)[VEC], 
   }
 }
 
+// act = norm(x + y + bias)·gamma (+ beta), rounded to T, for the M rows (see the header).
 __device__ void normalize_rows(const T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
                                const T* __restrict__ beta, float eps, T* act, const NormWeights& pre) {
   __shared__ float red[NWARPS * M];
@@ -572,12 +572,20 @@ export function normGemvApplies(n: CheckedNorm): boolean {
   return n.rows >= 1 && n.rows <= GEMV_MAX_ROWS && n.H % vec === 0 && n.rows * n.H * byteSize(dtype) <= NORM_PROLOGUE_MAX_BYTES && aligned;
 }
 
+/** A tensor's device address, 0n when absent. */
+function devicePointer(t: Tensor | undefined): bigint {
+  return t ? (t as CudaTensor).ptr : 0n;
+}
+
 /** Launches the GEMV with the norm prologue (the product's input `a` / `x` is the norm's output, written too). */
 export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGemvLinear): void {
   const dtype = n.x.dtype as FloatDType;
   const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption() };
-  const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
-  const prologueArgs = [ptr(n.x), ptr(n.y), ptr(n.bias), ptr(n.gamma), ptr(n.beta), ptr(n.out), arg.f32(n.eps), arg.ptr(host.counters(1))];
+  const ptr = (t: Tensor | undefined) => arg.ptr(devicePointer(t));
+  const prologueArgs = normPrologueArgs(host, {
+    norm, x: devicePointer(n.x), y: devicePointer(n.y), bias: devicePointer(n.bias), gamma: devicePointer(n.gamma), beta: devicePointer(n.beta),
+    h: devicePointer(n.out), eps: n.eps,
+  });
   if (linear.kind === 'gemm') {
     const g = linear.checked, p = g.problem;
     const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount, norm);
