@@ -77,7 +77,7 @@ for step in "${steps[@]}"; do
           run gemv-preload-quant 150 env FUSEFORMER_NORM_GEMV_PRELOAD=1 node --test --test-concurrency=1 --test-name-pattern='INT4 product|W8A8 product' dist/test/gpu/quant.test.js
           run gemv-preload-engines 200 env FUSEFORMER_NORM_GEMV_PRELOAD=1 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/infer-quantized.test.js
           for round in 1 2; do
-            for f in 0 1; do run decode-gemv-preload$f-$round 90 env FUSEFORMER_NORM_GEMV_PRELOAD=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant bf16,int4-head,int8-head --json "$out/decode-gemv-preload$f-$round.json"; done
+            for f in 0 1; do run decode-gemv-preload$f-$round 90 env FUSEFORMER_NORM_GEMV_PRELOAD=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/decode-gemv-preload$f-$round.json"; done
           done
           # then, here: node dist/bench/timeline-diff.js decode-timeline-preload0.json decode-timeline-preload1.json --strip '_pre$'
           for f in 0 1; do run timeline-gemv-preload$f 60 env FUSEFORMER_NORM_GEMV_PRELOAD=$f node dist/bench/decode-timeline.js --models gpt2,llama --quant bf16 --batch 1 --steps 8 --json "$out/decode-timeline-preload$f.json"; done ;;
@@ -377,6 +377,11 @@ for step in "${steps[@]}"; do
           for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
           run serve-pipelined 200 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-pipelined.json" ;;
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
+    gemv-preload-ab) # (session 21 call 2) only gemv-preload's decode A/B, two rounds (call 1's passed --quant bf16, which decode.js refuses: bf16 rows are always there)
+          for round in 1 2; do
+            for f in 0 1; do run decode-gemv-preload$f-$round 90 env FUSEFORMER_NORM_GEMV_PRELOAD=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/decode-gemv-preload$f-$round.json"; done
+          done ;;
+    gemv-sweep-mma) run gemv-sweep-mma 300 node dist/bench/gemv-sweep.js --rows 32 --mma-only --json "$out/gemv-sweep-mma.json" ;;
     gemv-sweep) run gemv-sweep 420 node dist/bench/gemv-sweep.js --json "$out/gemv-sweep.json" ;;
     quant-tests) run quant-tests 300 node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js ;;
     decode-quant-gated) # the gated INT4 MLP op (the default since session 18) beside the two-op MLP, one process each
