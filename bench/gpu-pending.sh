@@ -377,6 +377,11 @@ for step in "${steps[@]}"; do
           for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
           run serve-pipelined 200 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-pipelined.json" ;;
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
+    act-rows) # (session 21) the activation forward with 2 / 4 rows' loads a thread in flight (FUSEFORMER_ACTIVATION_ROWS, opt-in): op checks, then bench:kernels' forward cases at 1 / 2 / 4, two rounds (issue #2: erf-GELU + dropout forward at BERT size, 73% of a same-size copy)
+          for r in 2 4; do run act-rows-ops$r 120 env FUSEFORMER_ACTIVATION_ROWS=$r FUSEFORMER_TEST_OPS=biasActivationDropout node --test --test-concurrency=1 dist/test/gpu/ops.test.js; done
+          for round in 1 2; do
+            for r in 1 2 4; do run act-rows$r-$round 90 env FUSEFORMER_ACTIVATION_ROWS=$r node dist/bench/kernels.js --only 'biasActivationDropout(' --no-torch --json "$out/act-rows$r-$round.json"; done
+          done ;;
     gemv-preload-ab) # (session 21 call 2) only gemv-preload's decode A/B, two rounds (call 1's passed --quant bf16, which decode.js refuses: bf16 rows are always there)
           for round in 1 2; do
             for f in 0 1; do run decode-gemv-preload$f-$round 90 env FUSEFORMER_NORM_GEMV_PRELOAD=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/decode-gemv-preload$f-$round.json"; done

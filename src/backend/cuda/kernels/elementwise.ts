@@ -151,11 +151,11 @@ export interface RowTiling {
  * With one, the grid is about one wave of resident blocks, each walking a longer tile, so that
  * there are few partials to add afterwards.
  */
-export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number, reduces: boolean, multiProcessorCount: number, threadsPerSm = THREADS_PER_SM): RowTiling {
+export function planRowTiles(check: OpCheck, rows: number, vectorsPerRow: number, reduces: boolean, multiProcessorCount: number, threadsPerSm = THREADS_PER_SM, rowsInFlight = 1): RowTiling {
   const { tx, ty } = rowTileShape(vectorsPerRow, reduces);
   const columnChunks = Math.ceil(vectorsPerRow / tx);
   if (columnChunks > MAX_GRID_Y) check.fail(`rows of ${vectorsPerRow} vectors need ${columnChunks} column blocks, more than the grid allows (${MAX_GRID_Y})`);
-  let rowsPerTile = ty;
+  let rowsPerTile = reduces ? ty : ty * rowsInFlight;
   if (reduces) {
     const residentBlocks = multiProcessorCount * Math.max(1, Math.floor(threadsPerSm / (tx * ty)));
     const tiles = Math.max(1, Math.min(Math.ceil(rows / ty), Math.floor(residentBlocks / columnChunks)));
@@ -198,10 +198,12 @@ export interface RowTileParts {
    */
   readonly threadsPerSm?: number;
   /**
-   * Reducing kernels only: the loads of ROWS_IN_FLIGHT rows (a thread's rows row, row + TY, ...) are
-   * issued before any of them is used. `declare` declares per-row arrays [ROWS_IN_FLIGHT], `load`
-   * fills entry [u] for element index i, and `body` reads entry [u]. Without it each iteration loads
-   * one row and uses it before the next is requested (the loop carries a full memory latency a row).
+   * The loads of `rows` rows (a thread's rows row, row + TY, ...) are issued before any of them is
+   * used. `declare` declares per-row arrays [rows], `load` fills entry [u] for element index i, and
+   * `body` reads entry [u]. In a reducing kernel, without it each iteration loads one row and uses
+   * it before the next is requested (the loop carries a full memory latency a row). In a
+   * non-reducing one a tile becomes TY·rows rows: a thread holds `rows` rows' loads in flight where
+   * its body is long enough that one 16-byte load a thread leaves HBM idle while the SM computes.
    */
   readonly inFlight?: { readonly rows: number; readonly declare: string; readonly load: string };
 }
@@ -262,12 +264,12 @@ ${indent(parts.setup, 4)}${parts.inFlight ? reduceRowsInFlight(parts) : `    for
       [[maybe_unused]] const size_t i = (size_t)row * H + col;
 ${indent(parts.body, 6)}    }
 `}  }
-  write_column_partials(acc, partials);` : `  const u32 row = blockIdx.x * TY + threadIdx.y;  // rows_per_tile == TY
+  write_column_partials(acc, partials);` : `${parts.inFlight ? tileRowsInFlight(parts) : `  const u32 row = blockIdx.x * TY + threadIdx.y;  // rows_per_tile == TY
   if (active && row < rows) {
 ${indent(parts.setup, 4)}    [[maybe_unused]] const size_t i = (size_t)row * H + col;
     {
 ${indent(parts.body, 6)}    }
-  }`}
+  }`}`}
 }
 `;
   return { name: parts.name, source };
@@ -296,6 +298,29 @@ ${indent(parts.body, 10)}        }
       }
     }
 `;
+}
+
+/**
+ * A non-reducing tile of TY·rows rows (rows_per_tile): thread (x, y) issues the loads of rows
+ * y, y + TY, ... first (a row past the end loads the last row again, unused: no guarded loads, see
+ * reduceRowsInFlight), then runs the body on each row in order.
+ */
+function tileRowsInFlight(parts: RowTileParts): string {
+  const f = parts.inFlight!;
+  return `  const u32 row0 = blockIdx.x * rows_per_tile + threadIdx.y;  // rows_per_tile == TY * ${f.rows}
+  if (active && row0 < rows) {
+${indent(parts.setup, 4)}${indent(f.declare, 4)}    #pragma unroll
+    for (int u = 0; u < ${f.rows}; u++) {
+      [[maybe_unused]] const size_t i = (size_t)min(row0 + u * TY, rows - 1) * H + col;
+${indent(f.load, 6)}    }
+    #pragma unroll
+    for (int u = 0; u < ${f.rows}; u++) {
+      const u32 row = row0 + u * TY;
+      if (row < rows) {
+        [[maybe_unused]] const size_t i = (size_t)row * H + col;
+${indent(parts.body, 8)}      }
+    }
+  }`;
 }
 
 /** Indents a snippet written flush left (its own nesting kept); an empty snippet gives no line. */
@@ -644,19 +669,45 @@ export interface BiasActivationDropoutSpec {
   readonly vec: number;
   readonly activation: Activation;
   readonly hasDropout: boolean;
+  /** Rows a thread loads before computing any (1 = one row a thread; see RowTileParts.inFlight). */
+  readonly rowsInFlight?: number;
 }
 
 export function biasActivationDropoutKey(s: BiasActivationDropoutSpec): string {
-  return `bias_activation_dropout.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}`;
+  const rows = s.rowsInFlight ?? 1;
+  return `bias_activation_dropout.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}${rows > 1 ? `.r${rows}` : ''}`;
+}
+
+/**
+ * Rows a thread of the activation forward keeps in flight: FUSEFORMER_ACTIVATION_ROWS (1, 2 or 4),
+ * else 1. With a long body (erf-GELU + dropout: ~40 instructions an element) one 16-byte load a thread
+ * leaves too few bytes in flight while warps compute.
+ */
+export function activationRowsInFlight(): number {
+  const v = process.env['FUSEFORMER_ACTIVATION_ROWS'];
+  if (v === undefined || v === '') return 1;
+  if (v !== '1' && v !== '2' && v !== '4') throw new Error(`FUSEFORMER_ACTIVATION_ROWS must be 1, 2 or 4, got '${v}'`);
+  return Number(v);
+}
+
+/**
+ * Threads an SM the activation forward is bounded to: 32 registers a thread at one row, 40 at two
+ * (39–40 used), 64 at four (40 spilled 16 bytes).
+ */
+function activationForwardThreadsPerSm(rowsInFlight: number): number {
+  return rowsInFlight >= 4 ? 1024 : rowsInFlight > 1 ? 1536 : THREADS_PER_SM;
 }
 
 export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): KernelSource {
   const act = activationFunctions(spec.activation, spec.dtype).fn;
+  const rows = spec.rowsInFlight ?? 1;
   return rowTileSource({ ...spec, prelude: FAST_ACTIVATIONS_DEVICE_CODE }, {
     name: kernelIdentifier(biasActivationDropoutKey(spec)),
     params: `const T* input, const T* bias, T* out, unsigned char* mask, ${DROPOUT_PARAMS}`,
     setup: `${DROPOUT_OFFSET}\n${LOAD_BIAS}`,
-    body: `const Vec<T, VEC> x = load_vec<T, VEC>(input + i);
+    threadsPerSm: activationForwardThreadsPerSm(rows),
+    ...(rows > 1 ? { inFlight: { rows, declare: `Vec<T, VEC> xs[${rows}];`, load: 'xs[u] = load_vec<T, VEC>(input + i);' } } : {}),
+    body: `const Vec<T, VEC> x = ${rows > 1 ? 'xs[u]' : 'load_vec<T, VEC>(input + i)'};
 ${drawKeep(spec.hasDropout)}
 float y[VEC];
 #pragma unroll
@@ -677,8 +728,9 @@ export function biasActivationDropout(host: KernelHost, args: BiasActivationDrop
   const vec = pickVectorWidth(maxVectorElements(dtype), [
     { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s }, { ptr: ptrs.out, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 },
   ], hidden);
-  const spec: BiasActivationDropoutSpec = { dtype, hidden, vec, activation, hasDropout: args.p > 0 };
-  const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount);
+  const rowsInFlight = activationRowsInFlight();
+  const spec: BiasActivationDropoutSpec = { dtype, hidden, vec, activation, hasDropout: args.p > 0, ...(rowsInFlight > 1 ? { rowsInFlight } : {}) };
+  const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount, activationForwardThreadsPerSm(rowsInFlight), rowsInFlight);
   launchRowTiles(host, biasActivationDropoutKey(spec), () => biasActivationDropoutSource(spec), tiling, rows, [
     arg.ptr(ptrs.input), arg.ptr(ptrs.bias), arg.ptr(ptrs.out), arg.ptr(ptrs.mask), ...dropoutArgs(args),
   ]);
@@ -921,6 +973,7 @@ export function catalog(): KernelSource[] {
       out.push(biasActivationDropoutBackwardSource({ dtype, hidden: 3072, vec: wide, activation, hasDBias: true }));
     }
     out.push(biasActivationDropoutSource({ dtype, hidden, vec: wide, activation: 'gelu', hasDropout: false }));
+    for (const rowsInFlight of [2, 4]) out.push(biasActivationDropoutSource({ dtype, hidden: 3072, vec: wide, activation: 'gelu', hasDropout: true, rowsInFlight }));
     out.push(biasActivationDropoutBackwardSource({ dtype, hidden, vec: wide, activation: 'relu', hasDBias: false }));
     out.push(biasQkvSplitSource({ dtype, heads: 12, headDim: 64, vec: wide }));
     for (const hasDBias of [true, false]) out.push(biasQkvSplitBackwardSource({ dtype, heads: 12, headDim: 64, vec: wide, hasDBias }));

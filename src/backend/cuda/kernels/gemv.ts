@@ -81,11 +81,19 @@ export interface GemvNorm {
 }
 
 /**
- * Whether the norm prologues load gamma and beta at the kernel's start (GemvNorm.preload): opt-in,
- * FUSEFORMER_NORM_GEMV_PRELOAD=1, until measured (built in session 20 after its last device call).
+ * Whether a norm prologue loads gamma and beta at the kernel's start (GemvNorm.preload).
+ * FUSEFORMER_NORM_GEMV_PRELOAD=1 / 0 forces it on / off; by default the quantized GEMVs' prologues
+ * (INT4, W8A8) preload, and the bf16 GEMV's only for norms wider than NORM_PROLOGUE_AUTO_MAX_K.
+ * Measured on the H200 (session 21, two rounds, batch 1, ms/token off → on): GPT-2 INT4 + head
+ * 0.214 → 0.210, INT8 + head 0.206 → 0.204, Llama 1.2B bf16 0.832 → 0.826–0.827, but GPT-2 bf16
+ * 0.223 → 0.228 (its K = 768 prologue is short, and loading gamma/beta first delays its weights).
  */
-export function normPreloadOption(): { preload?: true } {
-  return process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] === '1' ? { preload: true } : {};
+export function normPreloadOption(gemv: 'bf16' | 'quantized', k: number): { preload?: true } {
+  const forced = process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
+  if (forced === '1') return { preload: true };
+  if (forced === '0') return {};
+  if (forced !== undefined && forced !== '') throw new Error(`FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got '${forced}'`);
+  return gemv === 'quantized' || k > NORM_PROLOGUE_AUTO_MAX_K ? { preload: true } : {};
 }
 
 export function gemvKey(s: GemvSpec): string {
@@ -580,7 +588,7 @@ function devicePointer(t: Tensor | undefined): bigint {
 /** Launches the GEMV with the norm prologue (the product's input `a` / `x` is the norm's output, written too). */
 export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGemvLinear): void {
   const dtype = n.x.dtype as FloatDType;
-  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption() };
+  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption('bf16', n.H) };
   const ptr = (t: Tensor | undefined) => arg.ptr(devicePointer(t));
   const prologueArgs = normPrologueArgs(host, {
     norm, x: devicePointer(n.x), y: devicePointer(n.y), bias: devicePointer(n.bias), gamma: devicePointer(n.gamma), beta: devicePointer(n.beta),

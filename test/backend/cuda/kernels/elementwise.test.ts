@@ -191,3 +191,35 @@ test('empty tensors launch nothing (and a dBias over zero rows is written as zer
   assert.deepEqual(host.launches.map((l) => l.key), ['column_sum_finalize.f32']);
   assert.equal(argValue(host.launches[0]!, 1, 'u32'), 0);
 });
+
+test('biasActivationDropout with rows in flight: TY·rows rows a block, the loads before the body, keyed .rN', () => {
+  const run = (rowsEnv: string | undefined) => {
+    const saved = process.env['FUSEFORMER_ACTIVATION_ROWS'];
+    if (rowsEnv === undefined) delete process.env['FUSEFORMER_ACTIVATION_ROWS']; else process.env['FUSEFORMER_ACTIVATION_ROWS'] = rowsEnv;
+    try {
+      const host = new RecordingHost();
+      const [rows, H] = [1001, 3072];
+      ew.biasActivationDropout(host, { input: deviceTensor([rows, H], 'bf16'), bias: deviceTensor([H], 'bf16'), out: deviceTensor([rows, H], 'bf16'), mask: deviceTensor([rows, H], 'u8'), activation: 'gelu', p: 0.1, seed: 1n, offset: 0n });
+      return host.launches[0]!;
+    } finally {
+      if (saved === undefined) delete process.env['FUSEFORMER_ACTIVATION_ROWS']; else process.env['FUSEFORMER_ACTIVATION_ROWS'] = saved;
+    }
+  };
+  const one = run(undefined);
+  assert.equal(one.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop');
+  assert.deepEqual(one.config.grid, [Math.ceil(1001 / 8), 12]);
+  const two = run('2');
+  assert.equal(two.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2');
+  // 384 vectors a row → 12 column chunks of 32 lanes; 8 row lanes × 2 rows = 16 rows a block.
+  assert.deepEqual(two.config.grid, [Math.ceil(1001 / 16), 12]);
+  assert.equal(argValue(two, 9, 'u32'), 1001);
+  assert.equal(argValue(two, 10, 'u32'), 16);
+  assert.equal(run('4').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r4');
+  assert.throws(() => run('3'), /FUSEFORMER_ACTIVATION_ROWS must be 1, 2 or 4, got '3'/);
+  const src = ew.biasActivationDropoutSource({ dtype: 'bf16', hidden: 3072, vec: 8, activation: 'gelu', hasDropout: true, rowsInFlight: 2 }).source;
+  // Both rows' loads come before the first row's body; a row past the end reloads the last row.
+  assert.ok(src.indexOf('xs[u] = load_vec') < src.indexOf('const Vec<T, VEC> x = xs[u]'));
+  assert.match(src, /min\(row0 \+ u \* TY, rows - 1\)/);
+  assert.match(src, /__launch_bounds__\(TX \* TY, MIN_BLOCKS_PER_SM\)/);
+  assert.match(src, /#define MIN_BLOCKS_PER_SM 6\b|MIN_BLOCKS_PER_SM = 6\b/);
+});

@@ -77,7 +77,12 @@ test('launchNormGemv: the norm prologue in the key, the residual stream, norm we
   assert.ok(normGemvApplies(norm));
   assert.equal(normGemvApplies({ ...norm, rows: 5 }), false, 'more rows than the GEMV takes');
   assert.equal(normGemvApplies({ ...norm, H: 8192, rows: 4 }), false, '4 × 8192 bf16 activations pass the shared-memory budget');
-  launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 2, N: 3072, K: 2048 }) });
+  const withPreload = <R>(value: string | undefined, f: () => R): R => {
+    const saved = process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
+    if (value === undefined) delete process.env['FUSEFORMER_NORM_GEMV_PRELOAD']; else process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = value;
+    try { return f(); } finally { if (saved === undefined) delete process.env['FUSEFORMER_NORM_GEMV_PRELOAD']; else process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = saved; }
+  };
+  withPreload('0', () => launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 2, N: 3072, K: 2048 }) }));
   const launch = host.launches[0]!;
   assert.match(launch.key, /^gemv\.bf16\.m2\.k2048\..*\.none\.norm_rms_res$/);
   assert.equal(launch.args.length, 13);
@@ -87,15 +92,18 @@ test('launchNormGemv: the norm prologue in the key, the residual stream, norm we
   assert.deepEqual(host.counterRequests, [1]);
   assert.match(launch.source, /normalize_rows\(x, y, rbias, gamma, beta, eps, act_s, pre\);[\s\S]*atomicAdd\(counter, 1u\)[\s\S]*write_rows/);
   assert.match(launch.source, /PRELOAD = false/);
-  // FUSEFORMER_NORM_GEMV_PRELOAD=1: gamma and beta loaded at the kernel's start, before the first weight load.
-  process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = '1';
-  try {
-    launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 2, N: 3072, K: 2048 }) });
-  } finally {
-    delete process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
-  }
+  // The default at K 2048 (wider than NORM_PROLOGUE_AUTO_MAX_K): gamma and beta loaded at the
+  // kernel's start, before the first weight load.
+  withPreload(undefined, () => launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 2, N: 3072, K: 2048 }) }));
   const preloaded = host.launches[1]!;
   assert.match(preloaded.key, /\.norm_rms_res_pre$/);
   assert.match(preloaded.source, /PRELOAD = true/);
   assert.match(preloaded.source, /load_norm_weights\(pre, gamma, beta\);[\s\S]*load_weight\(/);
+  // At K 768 the bf16 prologue does not preload by default; FUSEFORMER_NORM_GEMV_PRELOAD=1 forces it.
+  const narrow = { ...norm, x: t([1, 768]), y: t([1, 768]), gamma: t([768]), out: t([1, 768]), rows: 1, H: 768 };
+  withPreload(undefined, () => launchNormGemv(host, narrow, { kind: 'gemm', checked: checked({ M: 1, N: 2304, K: 768 }) }));
+  assert.match(host.launches[2]!.key, /\.norm_rms_res$/);
+  withPreload('1', () => launchNormGemv(host, narrow, { kind: 'gemm', checked: checked({ M: 1, N: 2304, K: 768 }) }));
+  assert.match(host.launches[3]!.key, /\.norm_rms_res_pre$/);
+  assert.throws(() => withPreload('yes', () => launchNormGemv(host, narrow, { kind: 'gemm', checked: checked({ M: 1, N: 2304, K: 768 }) })), /FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got 'yes'/);
 });
