@@ -377,10 +377,13 @@ for step in "${steps[@]}"; do
           for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
           run serve-pipelined 200 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-pipelined.json" ;;
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
+    kernels-s21) # (session 21) the erf GELU forward's new default (two rows a thread, the second staged; 1/√2 folded into A&S's p): its op checks, then the whole bench:kernels with PyTorch eager (issue #2's table)
+          run kernels-s21-ops 150 env FUSEFORMER_TEST_OPS=biasActivationDropout node --test --test-concurrency=1 dist/test/gpu/ops.test.js
+          run kernels-s21 420 node dist/bench/kernels.js --json "$out/kernels-s21.json" ;;
     act-rows) # (session 21) the activation forward with 2 / 4 rows' loads a thread in flight (FUSEFORMER_ACTIVATION_ROWS, opt-in): op checks, then bench:kernels' forward cases at 1 / 2 / 4, two rounds (issue #2: erf-GELU + dropout forward at BERT size, 73% of a same-size copy)
-          for r in 2 4; do run act-rows-ops$r 120 env FUSEFORMER_ACTIVATION_ROWS=$r FUSEFORMER_TEST_OPS=biasActivationDropout node --test --test-concurrency=1 dist/test/gpu/ops.test.js; done
+          for r in ${ACT_ROWS_CHECK:-2 4}; do run act-rows-ops$r 120 env FUSEFORMER_ACTIVATION_ROWS=$r FUSEFORMER_TEST_OPS=biasActivationDropout node --test --test-concurrency=1 dist/test/gpu/ops.test.js; done
           for round in 1 2; do
-            for r in 1 2 4; do run act-rows$r-$round 90 env FUSEFORMER_ACTIVATION_ROWS=$r node dist/bench/kernels.js --only 'biasActivationDropout(' --no-torch --json "$out/act-rows$r-$round.json"; done
+            for r in ${ACT_ROWS:-1 2 4}; do run act-rows$r-$round 90 env FUSEFORMER_ACTIVATION_ROWS=$r node dist/bench/kernels.js --only 'biasActivationDropout(' --no-torch --json "$out/act-rows$r-$round.json"; done
           done ;;
     gemv-preload-ab) # (session 21 call 2) only gemv-preload's decode A/B, two rounds (call 1's passed --quant bf16, which decode.js refuses: bf16 rows are always there)
           for round in 1 2; do

@@ -599,8 +599,7 @@ __device__ __forceinline__ float gelu_tanh_fast_grad(float x) {
 // Φ(−|x|) and exp(−x²/2), branch-free (A&S 7.1.26 applied to erfc(|x|/√2); the ½ of Φ = ½erfc is
 // folded into the coefficients).
 __device__ __forceinline__ float normal_tail_fast(float x, float& gauss) {
-  const float z = fabsf(x) * 0.70710678118654752f;
-  const float t = rcp_fast(fmaf(0.3275911f, z, 1.f));
+  const float t = rcp_fast(fmaf(0.3275911f * 0.70710678118654752f, fabsf(x), 1.f));  // 1/(1 + p·z), z = |x|/√2
   const float poly = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.5f * 1.061405429f, 0.5f * -1.453152027f), 0.5f * 1.421413741f), 0.5f * -0.284496736f), 0.5f * 0.254829592f);
   gauss = exp2_fast(x * x * (-0.5f * 1.4426950408889634f));
   return poly * gauss;
@@ -671,43 +670,73 @@ export interface BiasActivationDropoutSpec {
   readonly hasDropout: boolean;
   /** Rows a thread loads before computing any (1 = one row a thread; see RowTileParts.inFlight). */
   readonly rowsInFlight?: number;
+  /**
+   * Rows after the first land in shared memory (cp.async: no registers held while in flight), so the
+   * thread keeps the 32-register budget of one row; otherwise every row is loaded into registers.
+   */
+  readonly staged?: boolean;
 }
 
 export function biasActivationDropoutKey(s: BiasActivationDropoutSpec): string {
   const rows = s.rowsInFlight ?? 1;
-  return `bias_activation_dropout.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}${rows > 1 ? `.r${rows}` : ''}`;
+  return `bias_activation_dropout.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}${rows > 1 ? `.r${rows}${s.staged ? 's' : ''}` : ''}`;
 }
 
 /**
- * Rows a thread of the activation forward keeps in flight: FUSEFORMER_ACTIVATION_ROWS (1, 2 or 4),
- * else 1. With a long body (erf-GELU + dropout: ~40 instructions an element) one 16-byte load a thread
- * leaves too few bytes in flight while warps compute.
+ * Rows a thread of the activation forward keeps in flight: FUSEFORMER_ACTIVATION_ROWS (1, 2, 4, or
+ * 2s / 4s staged through shared memory); by default two rows, the second staged, for the erf GELU at
+ * 16 bits, else one. With a long body (erf-GELU + dropout: ~40 PTX instructions an element) one
+ * 16-byte load a thread leaves too few bytes in flight while warps compute. Measured on the H200
+ * (session 21, bench:kernels, two rounds, µs at [8192, 3072] bf16 / f16): one row 42.5–42.7 / 41.4–41.7,
+ * two in registers 39.5–39.7 / 38.5–38.9, two staged 38.0 / 36.3–36.5, four staged 38.5 / 37.2–37.3.
+ * GELU(tanh) at [16384, 3072] (~34 an element, 93% of a same-size copy at one row) does not gain:
+ * 65.7–65.9 at one row, 66.1–66.3 at two staged.
  */
-export function activationRowsInFlight(): number {
+export function activationRowsInFlight(activation: Activation, dtype: FloatDType): { readonly rows: number; readonly staged: boolean } {
   const v = process.env['FUSEFORMER_ACTIVATION_ROWS'];
-  if (v === undefined || v === '') return 1;
-  if (v !== '1' && v !== '2' && v !== '4') throw new Error(`FUSEFORMER_ACTIVATION_ROWS must be 1, 2 or 4, got '${v}'`);
-  return Number(v);
+  if (v === undefined || v === '') return activation === 'gelu' && dtype !== 'f32' ? { rows: 2, staged: true } : { rows: 1, staged: false };
+  const m = /^([124])(s?)$/.exec(v);
+  if (!m) throw new Error(`FUSEFORMER_ACTIVATION_ROWS must be 1, 2 or 4 (2s or 4s: staged through shared memory), got '${v}'`);
+  return { rows: Number(m[1]), staged: m[2] === 's' && m[1] !== '1' };
 }
 
 /**
  * Threads an SM the activation forward is bounded to: 32 registers a thread at one row, 40 at two
- * (39–40 used), 64 at four (40 spilled 16 bytes).
+ * (39–40 used), 64 at four (40 spilled 16 bytes); staged through shared memory, 32 at two and 40 at four.
  */
-function activationForwardThreadsPerSm(rowsInFlight: number): number {
+function activationForwardThreadsPerSm(rowsInFlight: number, staged = false): number {
+  if (staged) return rowsInFlight >= 4 ? 1536 : THREADS_PER_SM;  // 4 staged rows spilled 12 bytes at 32 registers
   return rowsInFlight >= 4 ? 1024 : rowsInFlight > 1 ? 1536 : THREADS_PER_SM;
 }
+
+// Staged rows: each thread copies its 16-byte vector of rows 1.. into its own shared-memory slots
+// and reads back only those, after waiting for its own copies (no barrier).
+const STAGED_ROWS_DEVICE_CODE = String.raw`
+__device__ __forceinline__ void copy_async_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((u32)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+`;
 
 export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): KernelSource {
   const act = activationFunctions(spec.activation, spec.dtype).fn;
   const rows = spec.rowsInFlight ?? 1;
-  return rowTileSource({ ...spec, prelude: FAST_ACTIVATIONS_DEVICE_CODE }, {
+  const staged = rows > 1 && spec.staged === true;
+  // 16-byte vectors only (cp.async copies 16 bytes): VEC · sizeof(T) = 16 where staged.
+  const inFlight = !(rows > 1) ? {} : staged
+    ? { inFlight: { rows, declare: `Vec<T, VEC> x0;\n__shared__ __align__(16) Vec<T, VEC> staged_rows[${rows - 1}][TY][TX];`,
+        load: `if (u == 0) x0 = load_vec<T, VEC>(input + i);\nelse copy_async_16(&staged_rows[u - 1][threadIdx.y][threadIdx.x], input + i);` } }
+    : { inFlight: { rows, declare: `Vec<T, VEC> xs[${rows}];`, load: 'xs[u] = load_vec<T, VEC>(input + i);' } };
+  const loadX = !(rows > 1) ? 'load_vec<T, VEC>(input + i)' : staged
+    ? `u == 0 ? x0 : (copy_async_wait_all(), staged_rows[u - 1][threadIdx.y][threadIdx.x])`
+    : 'xs[u]';
+  return rowTileSource({ ...spec, prelude: FAST_ACTIVATIONS_DEVICE_CODE + (staged ? STAGED_ROWS_DEVICE_CODE : '') }, {
     name: kernelIdentifier(biasActivationDropoutKey(spec)),
     params: `const T* input, const T* bias, T* out, unsigned char* mask, ${DROPOUT_PARAMS}`,
     setup: `${DROPOUT_OFFSET}\n${LOAD_BIAS}`,
-    threadsPerSm: activationForwardThreadsPerSm(rows),
-    ...(rows > 1 ? { inFlight: { rows, declare: `Vec<T, VEC> xs[${rows}];`, load: 'xs[u] = load_vec<T, VEC>(input + i);' } } : {}),
-    body: `const Vec<T, VEC> x = ${rows > 1 ? 'xs[u]' : 'load_vec<T, VEC>(input + i)'};
+    threadsPerSm: activationForwardThreadsPerSm(rows, staged),
+    ...inFlight,
+    body: `const Vec<T, VEC> x = ${loadX};
 ${drawKeep(spec.hasDropout)}
 float y[VEC];
 #pragma unroll
@@ -728,9 +757,11 @@ export function biasActivationDropout(host: KernelHost, args: BiasActivationDrop
   const vec = pickVectorWidth(maxVectorElements(dtype), [
     { ptr: ptrs.input, elementBytes: s }, { ptr: ptrs.bias, elementBytes: s }, { ptr: ptrs.out, elementBytes: s }, { ptr: ptrs.mask, elementBytes: 1 },
   ], hidden);
-  const rowsInFlight = activationRowsInFlight();
-  const spec: BiasActivationDropoutSpec = { dtype, hidden, vec, activation, hasDropout: args.p > 0, ...(rowsInFlight > 1 ? { rowsInFlight } : {}) };
-  const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount, activationForwardThreadsPerSm(rowsInFlight), rowsInFlight);
+  const inFlight = activationRowsInFlight(activation, dtype);
+  const rowsInFlight = inFlight.rows;
+  const staged = inFlight.staged && vec * s === 16;
+  const spec: BiasActivationDropoutSpec = { dtype, hidden, vec, activation, hasDropout: args.p > 0, ...(rowsInFlight > 1 ? { rowsInFlight, ...(staged ? { staged } : {}) } : {}) };
+  const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount, activationForwardThreadsPerSm(rowsInFlight, staged), rowsInFlight);
   launchRowTiles(host, biasActivationDropoutKey(spec), () => biasActivationDropoutSource(spec), tiling, rows, [
     arg.ptr(ptrs.input), arg.ptr(ptrs.bias), arg.ptr(ptrs.out), arg.ptr(ptrs.mask), ...dropoutArgs(args),
   ]);
@@ -973,7 +1004,7 @@ export function catalog(): KernelSource[] {
       out.push(biasActivationDropoutBackwardSource({ dtype, hidden: 3072, vec: wide, activation, hasDBias: true }));
     }
     out.push(biasActivationDropoutSource({ dtype, hidden, vec: wide, activation: 'gelu', hasDropout: false }));
-    for (const rowsInFlight of [2, 4]) out.push(biasActivationDropoutSource({ dtype, hidden: 3072, vec: wide, activation: 'gelu', hasDropout: true, rowsInFlight }));
+    for (const rowsInFlight of [2, 4]) for (const staged of [false, true]) out.push(biasActivationDropoutSource({ dtype, hidden: 3072, vec: wide, activation: 'gelu', hasDropout: true, rowsInFlight, staged }));
     out.push(biasActivationDropoutBackwardSource({ dtype, hidden, vec: wide, activation: 'relu', hasDBias: false }));
     out.push(biasQkvSplitSource({ dtype, heads: 12, headDim: 64, vec: wide }));
     for (const hasDBias of [true, false]) out.push(biasQkvSplitBackwardSource({ dtype, heads: 12, headDim: 64, vec: wide, hasDBias }));

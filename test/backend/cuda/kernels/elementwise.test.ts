@@ -192,20 +192,23 @@ test('empty tensors launch nothing (and a dBias over zero rows is written as zer
   assert.equal(argValue(host.launches[0]!, 1, 'u32'), 0);
 });
 
-test('biasActivationDropout with rows in flight: TY·rows rows a block, the loads before the body, keyed .rN', () => {
-  const run = (rowsEnv: string | undefined) => {
+test('biasActivationDropout with rows in flight: TY·rows rows a block, the loads before the body, keyed .rN[s], two staged rows the erf default', () => {
+  const run = (rowsEnv: string | undefined, activation: Activation = 'gelu') => {
     const saved = process.env['FUSEFORMER_ACTIVATION_ROWS'];
     if (rowsEnv === undefined) delete process.env['FUSEFORMER_ACTIVATION_ROWS']; else process.env['FUSEFORMER_ACTIVATION_ROWS'] = rowsEnv;
     try {
       const host = new RecordingHost();
       const [rows, H] = [1001, 3072];
-      ew.biasActivationDropout(host, { input: deviceTensor([rows, H], 'bf16'), bias: deviceTensor([H], 'bf16'), out: deviceTensor([rows, H], 'bf16'), mask: deviceTensor([rows, H], 'u8'), activation: 'gelu', p: 0.1, seed: 1n, offset: 0n });
+      ew.biasActivationDropout(host, { input: deviceTensor([rows, H], 'bf16'), bias: deviceTensor([H], 'bf16'), out: deviceTensor([rows, H], 'bf16'), mask: deviceTensor([rows, H], 'u8'), activation, p: 0.1, seed: 1n, offset: 0n });
       return host.launches[0]!;
     } finally {
       if (saved === undefined) delete process.env['FUSEFORMER_ACTIVATION_ROWS']; else process.env['FUSEFORMER_ACTIVATION_ROWS'] = saved;
     }
   };
-  const one = run(undefined);
+  // The default: two rows, the second staged, for the erf GELU at 16 bits; one row otherwise.
+  assert.equal(run(undefined).key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s');
+  assert.equal(run(undefined, 'gelu_tanh').key, 'bias_activation_dropout.gelu_tanh.bf16.h3072.v8.drop');
+  const one = run('1');
   assert.equal(one.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop');
   assert.deepEqual(one.config.grid, [Math.ceil(1001 / 8), 12]);
   const two = run('2');
@@ -215,7 +218,13 @@ test('biasActivationDropout with rows in flight: TY·rows rows a block, the load
   assert.equal(argValue(two, 9, 'u32'), 1001);
   assert.equal(argValue(two, 10, 'u32'), 16);
   assert.equal(run('4').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r4');
-  assert.throws(() => run('3'), /FUSEFORMER_ACTIVATION_ROWS must be 1, 2 or 4, got '3'/);
+  assert.equal(run('2s').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s');
+  assert.throws(() => run('3'), /FUSEFORMER_ACTIVATION_ROWS must be 1, 2 or 4 \(2s or 4s: staged through shared memory\), got '3'/);
+  // Staged: row 0 in registers, the next rows copied into the thread's own shared-memory slots, read after its wait.
+  const staged = ew.biasActivationDropoutSource({ dtype: 'bf16', hidden: 3072, vec: 8, activation: 'gelu', hasDropout: true, rowsInFlight: 2, staged: true }).source;
+  assert.match(staged, /copy_async_16\(&staged_rows\[u - 1\]\[threadIdx\.y\]\[threadIdx\.x\], input \+ i\)/);
+  assert.match(staged, /u == 0 \? x0 : \(copy_async_wait_all\(\), staged_rows\[u - 1\]/);
+  assert.match(staged, /MIN_BLOCKS_PER_SM = 8\b/);
   const src = ew.biasActivationDropoutSource({ dtype: 'bf16', hidden: 3072, vec: 8, activation: 'gelu', hasDropout: true, rowsInFlight: 2 }).source;
   // Both rows' loads come before the first row's body; a row past the end reloads the last row.
   assert.ok(src.indexOf('xs[u] = load_vec') < src.indexOf('const Vec<T, VEC> x = xs[u]'));
