@@ -283,20 +283,8 @@ ${indent(parts.body, 6)}    }
  * arrays in local memory: 62 registers or spills for 2 rows), and skip the math.
  */
 function reduceRowsInFlight(parts: RowTileParts): string {
-  const f = parts.inFlight!;
-  return `    for (u32 row0 = begin + threadIdx.y; row0 < end; row0 += ${f.rows} * TY) {
-${indent(f.declare, 6)}      #pragma unroll
-      for (int u = 0; u < ${f.rows}; u++) {
-        [[maybe_unused]] const size_t i = (size_t)min(row0 + u * TY, end - 1) * H + col;
-${indent(f.load, 8)}      }
-      #pragma unroll
-      for (int u = 0; u < ${f.rows}; u++) {
-        const u32 row = row0 + u * TY;
-        if (row < end) {
-          [[maybe_unused]] const size_t i = (size_t)row * H + col;
-${indent(parts.body, 10)}        }
-      }
-    }
+  return `    for (u32 row0 = begin + threadIdx.y; row0 < end; row0 += ${parts.inFlight!.rows} * TY) {
+${loadsThenBodies(parts, 'end', 6)}    }
 `;
 }
 
@@ -306,21 +294,27 @@ ${indent(parts.body, 10)}        }
  * reduceRowsInFlight), then runs the body on each row in order.
  */
 function tileRowsInFlight(parts: RowTileParts): string {
-  const f = parts.inFlight!;
-  return `  const u32 row0 = blockIdx.x * rows_per_tile + threadIdx.y;  // rows_per_tile == TY * ${f.rows}
+  return `  const u32 row0 = blockIdx.x * rows_per_tile + threadIdx.y;  // rows_per_tile == TY * ${parts.inFlight!.rows}
   if (active && row0 < rows) {
-${indent(parts.setup, 4)}${indent(f.declare, 4)}    #pragma unroll
-    for (int u = 0; u < ${f.rows}; u++) {
-      [[maybe_unused]] const size_t i = (size_t)min(row0 + u * TY, rows - 1) * H + col;
-${indent(f.load, 6)}    }
-    #pragma unroll
-    for (int u = 0; u < ${f.rows}; u++) {
-      const u32 row = row0 + u * TY;
-      if (row < rows) {
-        [[maybe_unused]] const size_t i = (size_t)row * H + col;
-${indent(parts.body, 8)}      }
-    }
-  }`;
+${indent(parts.setup, 4)}${loadsThenBodies(parts, 'rows', 4)}  }`;
+}
+
+/** The in-flight rows from row0 (rows below `end`): declare, every row's loads, then each row's body. */
+function loadsThenBodies(parts: RowTileParts, end: string, spaces: number): string {
+  const f = parts.inFlight!;
+  const pad = ' '.repeat(spaces);
+  return `${indent(f.declare, spaces)}${pad}#pragma unroll
+${pad}for (int u = 0; u < ${f.rows}; u++) {
+${pad}  [[maybe_unused]] const size_t i = (size_t)min(row0 + u * TY, ${end} - 1) * H + col;
+${indent(f.load, spaces + 2)}${pad}}
+${pad}#pragma unroll
+${pad}for (int u = 0; u < ${f.rows}; u++) {
+${pad}  const u32 row = row0 + u * TY;
+${pad}  if (row < ${end}) {
+${pad}    [[maybe_unused]] const size_t i = (size_t)row * H + col;
+${indent(parts.body, spaces + 4)}${pad}  }
+${pad}}
+`;
 }
 
 /** Indents a snippet written flush left (its own nesting kept); an empty snippet gives no line. */
