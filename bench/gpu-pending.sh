@@ -379,6 +379,17 @@ for step in "${steps[@]}"; do
           for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
           run serve-pipelined 200 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-pipelined.json" ;;
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
+    norm-atomic) # (session 21) the staged LayerNorm/RMSNorm backward with its column sums by f32 atomics, the last block writing dGamma/dBeta (FUSEFORMER_NORM_ATOMIC_SUMS=1, opt-in): op checks, the training GPU tests with it on, then bench:kernels' norm backward off / on, two rounds
+          run norm-atomic-ops 200 env FUSEFORMER_NORM_ATOMIC_SUMS=1 FUSEFORMER_TEST_OPS=layerNorm,rmsNorm node --test --test-concurrency=1 dist/test/gpu/ops.test.js
+          run norm-atomic-train 200 env FUSEFORMER_NORM_ATOMIC_SUMS=1 node --test --test-concurrency=1 dist/test/gpu/gpt2-train.test.js dist/test/gpu/bert.test.js
+          for round in 1 2; do
+            for f in 0 1; do run norm-atomic$f-$round 90 env FUSEFORMER_NORM_ATOMIC_SUMS=$f node dist/bench/kernels.js --only layerNormBackward --no-torch --json "$out/norm-atomic$f-$round.json"; done
+          done ;;
+    erf-sass) # (session 21) the SASS of the erf GELU forward (bf16 and f16 run 37.4 / 34.6 µs from identical PTX) from the kernel cache, with the device's cuobjdump
+          for k in bias_activation_dropout_gelu_bf16_h3072_v8_drop_r2s bias_activation_dropout_gelu_f16_h3072_v8_drop_r2s; do
+            f=$(grep -l "$k" "${XDG_CACHE_HOME:-$HOME/.cache}"/fuseformer/kernels/*.cubin 2>/dev/null | head -1)
+            if [ -n "$f" ]; then /usr/local/cuda/bin/cuobjdump -sass "$f" > "$out/sass-$k.txt" 2>&1; say "sass $k: $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$out/sass-$k.txt") instructions"; else say "sass $k: no cached cubin"; fi
+          done ;;
     kernels-s21) # (session 21) the erf GELU forward's new default (two rows a thread, the second staged; 1/√2 folded into A&S's p): its op checks, then the whole bench:kernels with PyTorch eager (issue #2's table)
           run kernels-s21-ops 150 env FUSEFORMER_TEST_OPS=biasActivationDropout node --test --test-concurrency=1 dist/test/gpu/ops.test.js
           run kernels-s21 420 node dist/bench/kernels.js --json "$out/kernels-s21.json" ;;
