@@ -12,6 +12,7 @@
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
 #   Next (session 22), issue #2's last misses: the LayerNorm backward's ~3 µs of fixed cost (the block fold, the partial rows and the second kernel: try f32 red.add into a zeroed host.counters() accumulator with the last block writing dGamma/dBeta, or a cluster fold through DSMEM; BERT 14.7 µs must reach ≤ 12.4), and the erf GELU forward bf16 37.4 µs against f16 34.6 (identical PTX: read the SASS on the device, it has cuobjdump; ≤ 36.8 is 85% of a same-size copy)
+#   (session 21's call 6 ran:) norm-atomic — the staged norm backward's column sums by f32 atomics, the last block writing dGamma/dBeta (one launch, no partials): checks 58/58 + training 5/5, but slower (BERT bf16 14.7–14.8 → 17.6 µs, GPT-2 25.5 → 26.4–26.6): withdrawn, commit 2c52ad0 holds it
 #   (session 21's calls 1–5 ran:) gemv-preload (forced on: 25/25, 19/19, 16/16, 14/14; timelines) and gemv-preload-ab (the default now by path: quantized prologues and bf16 at K > 1024 preload), act-rows (two rows a thread, the second staged: BERT erf forward 42.6 → 38.0 µs; checks 67/67 at 2, 4, 2s, 4s), kernels-s21 (the full bench:kernels: erf forward 37.4 µs bf16 = 84% of a same-size copy, f16 90%), BERT / training GPU tests 7/7
 #   (session 21 first call, was:) GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh gemv-preload   # (~6 min) the GEMVs' norm prologue loading gamma / beta at the kernel's start (opt-in FUSEFORMER_NORM_GEMV_PRELOAD=1, never run): checks, then decode off / on; then session 17's leftover: node dist/bench/gemv-sweep.js --rows 32 --mma-only
 #   (session 20's calls 1–6 ran:) rope-check (218/218) and timeline (the first kernel timelines, call 1 on an H100); int4-norm and two epilogue steps (the INT4 norm in the next GEMV's prologue / in the previous GEMV's epilogue: op cases 9/9 and 19/19, engines 11/11; the epilogue slower everywhere, withdrawn, commit aea87e1 holds it); norm-defaults (the prologue 'auto' at K ≤ 1024: GPT-2 INT4 + head 0.225 → 0.214; bf16 norm GEMV off and W8A8 norm at every K slower, defaults kept); a prologue-first step (the prologue before any weight load: Llama 0.566 → 0.506 but behind apart's 0.492, GPT-2 slower; withdrawn); (call 7:) norm-preload (residualNorm's gamma / beta / bias before its wait: 28/28 + 11/11 checks; Llama INT4 + head 0.489 → 0.484, INT8 + head 0.536 → 0.534; the default)
@@ -379,17 +380,6 @@ for step in "${steps[@]}"; do
           for t in 0 1; do run profile-pipelined$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_PIPELINED=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 256 --seq 640 --out /tmp/p-pipelined$t; done
           run serve-pipelined 200 env FUSEFORMER_DECODE_PIPELINED=1 node dist/bench/serve-speed.js --concurrency 64,256 --no-torch --no-prefix --json "$out/serve-speed-pipelined.json" ;;
     serve-throughput) run serve-throughput 200 env FUSEFORMER_DECODE_THROUGHPUT=auto node dist/bench/serve-speed.js --no-torch --no-prefix --json "$out/serve-speed-throughput.json" ;;
-    norm-atomic) # (session 21) the staged LayerNorm/RMSNorm backward with its column sums by f32 atomics, the last block writing dGamma/dBeta (FUSEFORMER_NORM_ATOMIC_SUMS=1, opt-in): op checks, the training GPU tests with it on, then bench:kernels' norm backward off / on, two rounds
-          run norm-atomic-ops 200 env FUSEFORMER_NORM_ATOMIC_SUMS=1 FUSEFORMER_TEST_OPS=layerNorm,rmsNorm node --test --test-concurrency=1 dist/test/gpu/ops.test.js
-          run norm-atomic-train 200 env FUSEFORMER_NORM_ATOMIC_SUMS=1 node --test --test-concurrency=1 dist/test/gpu/gpt2-train.test.js dist/test/gpu/bert.test.js
-          for round in 1 2; do
-            for f in 0 1; do run norm-atomic$f-$round 90 env FUSEFORMER_NORM_ATOMIC_SUMS=$f node dist/bench/kernels.js --only layerNormBackward --no-torch --json "$out/norm-atomic$f-$round.json"; done
-          done ;;
-    erf-sass) # (session 21) the SASS of the erf GELU forward (bf16 and f16 run 37.4 / 34.6 µs from identical PTX) from the kernel cache, with the device's cuobjdump
-          for k in bias_activation_dropout_gelu_bf16_h3072_v8_drop_r2s bias_activation_dropout_gelu_f16_h3072_v8_drop_r2s; do
-            f=$(grep -l "$k" "${XDG_CACHE_HOME:-$HOME/.cache}"/fuseformer/kernels/*.cubin 2>/dev/null | head -1)
-            if [ -n "$f" ]; then /usr/local/cuda/bin/cuobjdump -sass "$f" > "$out/sass-$k.txt" 2>&1; say "sass $k: $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$out/sass-$k.txt") instructions"; else say "sass $k: no cached cubin"; fi
-          done ;;
     kernels-s21) # (session 21) the erf GELU forward's new default (two rows a thread, the second staged; 1/√2 folded into A&S's p): its op checks, then the whole bench:kernels with PyTorch eager (issue #2's table)
           run kernels-s21-ops 150 env FUSEFORMER_TEST_OPS=biasActivationDropout node --test --test-concurrency=1 dist/test/gpu/ops.test.js
           run kernels-s21 420 node dist/bench/kernels.js --json "$out/kernels-s21.json" ;;

@@ -110,14 +110,6 @@ export interface NormBackwardSpec extends NormForwardSpec {
   readonly stages?: number;
   /** With `persistent`: resident blocks an SM the kernel is compiled and launched for (default 1). */
   readonly blocksPerSm?: number;
-  /**
-   * With `persistent`: each block adds its folded column sums into a zeroed f32 accumulator with
-   * atomics and the last block to finish writes dGamma/dBeta (`= ` or `+=` by `accumulate`) and
-   * zeroes the accumulator again, instead of partial rows and norm_column_sums (one kernel, no
-   * partials round trip; the order of the f32 additions, so the last bits, varies run to run).
-   * Opt-in: FUSEFORMER_NORM_ATOMIC_SUMS=1.
-   */
-  readonly atomicSums?: { readonly accumulate: boolean };
 }
 
 /** The kernel that adds the partials into dGamma (and dBeta for LayerNorm). */
@@ -134,19 +126,8 @@ export function normForwardKey(s: NormForwardSpec): string {
 }
 
 export function normBackwardKey(s: NormBackwardSpec): string {
-  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.dResidual ? '.dres' : ''}${s.atomicSums ? `.atom${s.atomicSums.accumulate ? '.acc' : ''}` : ''}`;
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.dResidual ? '.dres' : ''}`;
 }
-
-/** FUSEFORMER_NORM_ATOMIC_SUMS=1: the staged backward's column sums by atomics (NormBackwardSpec.atomicSums). */
-export function normAtomicSumsEnabled(): boolean {
-  const v = process.env['FUSEFORMER_NORM_ATOMIC_SUMS'];
-  if (v === undefined || v === '' || v === '0') return false;
-  if (v === '1') return true;
-  throw new ArgumentError(`FUSEFORMER_NORM_ATOMIC_SUMS must be 0 or 1, got '${v}'`);
-}
-
-/** The accumulator's offset in the zeroed counters (u32 words): word 0 is the finished-block count. */
-const ATOMIC_SUMS_OFFSET_WORDS = 4;
 
 export function normColumnSumsKey(s: NormColumnSumsSpec): string {
   return `norm_column_sums.${s.norm}.${s.dtype}.h${s.hidden}${s.accumulate ? '.acc' : ''}`;
@@ -668,7 +649,7 @@ __device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_
 // Slot layout (SLOT_BYTES, 16-byte aligned): x [H], dOut [H]${spec.dResidual ? ', dResidual [H]' : ''}, then (mean, rstd) as 2 floats.
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const T* dout, const T* x, const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
-    ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, ${spec.atomicSums ? `T* dgamma, ${layer ? 'T* dbeta, ' : ''}u32* counter, float* acc` : 'float* __restrict__ partials'}, int rows) {
+    ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int t = threadIdx.x;
   const int stride = gridDim.x * ROWS_PER_BLOCK;
@@ -794,42 +775,15 @@ ${layer ? `    sums = warp_sum2(sums);
     }
   }
   __syncthreads();
-${spec.atomicSums ? atomicColumnSumsCode(layer, spec.atomicSums.accumulate) : `  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
+  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
   for (int col = threadIdx.y * 32 + t; col < COLUMN_SUMS * H; col += BLOCK_THREADS) {
     float total = 0.f;
     #pragma unroll
     for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w * (COLUMN_SUMS * H) + col];
     p[col] = total;
-  }`}
+  }
 }
 `;
-}
-
-// The block's folded sums go into acc [COLUMN_SUMS][H] (zero when no kernel runs) by atomics; the
-// block that finishes last (a zeroed counter) takes every sum back out with atomicExch — reading it
-// and zeroing it for the next launch in one step — writes dGamma/dBeta and resets the counter.
-function atomicColumnSumsCode(layer: boolean, accumulate: boolean): string {
-  return String.raw`  for (int col = threadIdx.y * 32 + t; col < COLUMN_SUMS * H; col += BLOCK_THREADS) {
-    float total = 0.f;
-    #pragma unroll
-    for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w * (COLUMN_SUMS * H) + col];
-    atomicAdd(acc + col, total);
-  }
-  __threadfence();
-  __syncthreads();
-  // The flag reuses the fold's shared memory (every read of it is behind the barrier above).
-  volatile u32* last_block = reinterpret_cast<volatile u32*>(smem);
-  if (threadIdx.y == 0 && t == 0) *last_block = atomicAdd(counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!*last_block) return;
-  __threadfence();
-  for (int col = threadIdx.y * 32 + t; col < COLUMN_SUMS * H; col += BLOCK_THREADS) {
-    const float total = atomicExch(acc + col, 0.f);
-    const int c = col % H;
-    T* out = ${layer ? 'col < H ? dgamma : dbeta' : 'dgamma'};
-    out[c] = from_float<T>(${accumulate ? 'to_float(out[c]) + total' : 'total'});
-  }
-  if (threadIdx.y == 0 && t == 0) *counter = 0u;`;
 }
 
 export function normBackwardSource(spec: NormBackwardSpec): KernelSource {
@@ -1054,23 +1008,19 @@ function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, ch
   }
 
   const rowPtrs = [x, dOut, dX, gamma, ...(dResidual ? [dResidual] : [])].map((t) => devicePtr(check, 'tensor', t));
-  const planned = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock);
-  const spec: NormBackwardSpec = planned.persistent && normAtomicSumsEnabled() ? { ...planned, atomicSums: { accumulate } } : planned;
+  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock);
   const grid = backwardGridSize(spec, rows, host.multiProcessorCount);
-  const rowKernel = host.kernel(normBackwardKey(spec), () => normBackwardSource(spec));
-  const rowArgs = [
-    arg.ptr(devicePtr(check, 'dOut', dOut)), arg.ptr(devicePtr(check, 'x', x)), arg.ptr(devicePtr(check, 'gamma', gamma)),
-    ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
-    ...(dResidual ? [arg.ptr(devicePtr(check, 'dResidual', dResidual))] : []), arg.ptr(devicePtr(check, 'dX', dX)),
-  ];
-  const launch = { grid, block: [spec.threadsPerRow, spec.rowsPerBlock] as const, ...(spec.persistent ? { sharedBytes: stagedSharedBytes(spec) } : {}) };
-  if (spec.atomicSums) {
-    const counters = host.counters(ATOMIC_SUMS_OFFSET_WORDS + columnSumCount(norm) * hidden);
-    rowKernel.launch(launch, [...rowArgs, ...gradPtrs, arg.ptr(counters), arg.ptr(counters + BigInt(4 * ATOMIC_SUMS_OFFSET_WORDS)), arg.i32(rows)]);
-    return;
-  }
   const partials = host.scratch(grid * columnSumCount(norm) * hidden * 4);
-  rowKernel.launch(launch, [...rowArgs, arg.ptr(partials), arg.i32(rows)]);
+  const rowKernel = host.kernel(normBackwardKey(spec), () => normBackwardSource(spec));
+  rowKernel.launch(
+    { grid, block: [spec.threadsPerRow, spec.rowsPerBlock], ...(spec.persistent ? { sharedBytes: stagedSharedBytes(spec) } : {}) },
+    [
+      arg.ptr(devicePtr(check, 'dOut', dOut)), arg.ptr(devicePtr(check, 'x', x)), arg.ptr(devicePtr(check, 'gamma', gamma)),
+      ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
+      ...(dResidual ? [arg.ptr(devicePtr(check, 'dResidual', dResidual))] : []), arg.ptr(devicePtr(check, 'dX', dX)),
+      arg.ptr(partials), arg.i32(rows),
+    ],
+  );
   columnKernel.launch(columnLaunch, [arg.ptr(partials), arg.i32(grid), ...gradPtrs]);
 }
 
@@ -1094,9 +1044,6 @@ export function catalog(): KernelSource[] {
     sources.push(normColumnSumsSource({ norm: 'layer', dtype, hidden: 1000, accumulate: true }));
     sources.push(normColumnSumsSource({ norm: 'rms', dtype, hidden: 4096, accumulate: false }));
   }
-  // The staged backward with its column sums by atomics (FUSEFORMER_NORM_ATOMIC_SUMS=1).
-  for (const accumulate of [false, true]) sources.push(normBackwardSource({ ...planNormBackward(plan, 'layer', 'bf16', 768, false, aligned), atomicSums: { accumulate } }));
-  sources.push(normBackwardSource({ ...planNormBackward(plan, 'rms', 'f16', 1024, true, aligned), atomicSums: { accumulate: false } }));
   // The staged RMSNorm backward (GPT-style models with RMSNorm at H ≤ 1024), with and without dResidual.
   for (const dResidual of [false, true]) sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 1024, dResidual, aligned)));
   // An odd hidden size (scalar accesses) and a 4-byte-aligned view (narrow vectors).

@@ -129,42 +129,6 @@ test('layerNormBackward H=768 f16: staged warps, 8 a block, two blocks an SM, on
   assert.equal(argValue(sums, 1, 'i32'), grid);
 });
 
-test('FUSEFORMER_NORM_ATOMIC_SUMS=1: the staged backward adds its column sums atomically and writes dGamma/dBeta itself (one launch)', () => {
-  const run = (value: string | undefined, accumulate: boolean) => {
-    const saved = process.env['FUSEFORMER_NORM_ATOMIC_SUMS'];
-    if (value === undefined) delete process.env['FUSEFORMER_NORM_ATOMIC_SUMS']; else process.env['FUSEFORMER_NORM_ATOMIC_SUMS'] = value;
-    try {
-      const host = new RecordingHost();
-      const [rows, H] = [8192, 768];
-      const f = forwardTensors(rows, H, 'bf16');
-      const dGamma = deviceTensor([H], 'bf16'), dBeta = deviceTensor([H], 'bf16');
-      ln.layerNormBackward(host, { dOut: deviceTensor([rows, H], 'bf16'), x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd, dX: deviceTensor([rows, H], 'bf16'), dGamma, dBeta, accumulate });
-      return { host, dGamma, dBeta };
-    } finally {
-      if (saved === undefined) delete process.env['FUSEFORMER_NORM_ATOMIC_SUMS']; else process.env['FUSEFORMER_NORM_ATOMIC_SUMS'] = saved;
-    }
-  };
-  assert.equal(run(undefined, false).host.launches.length, 2, 'off by default: partial rows, then norm_column_sums');
-  const { host, dGamma, dBeta } = run('1', false);
-  assert.equal(host.launches.length, 1);
-  const l = host.launches[0]!;
-  assert.equal(l.key, 'norm_backward.layer.bf16.h768.v8.t32.r8.pw.s2.b2.atom');
-  assert.deepEqual(host.scratchRequests, [], 'no partial rows');
-  // A block count, then (from word 4) the f32 accumulator of dGamma and dBeta: 4 + 2 × 768 zeroed words.
-  assert.deepEqual(host.counterRequests, [4 + 2 * 768]);
-  // dOut, x, gamma, mean, rstd, dX, then dGamma, dBeta, the counter, the accumulator, rows.
-  assert.deepEqual([argValue(l, 6, 'ptr'), argValue(l, 7, 'ptr')], [dGamma.ptr, dBeta.ptr]);
-  assert.equal(argValue(l, 8, 'ptr'), RecordingHost.COUNTERS);
-  assert.equal(argValue(l, 9, 'ptr'), RecordingHost.COUNTERS + 16n);
-  assert.equal(argValue(l, 10, 'i32'), 8192);
-  assert.match(l.source, /atomicAdd\(acc \+ col, total\)[\s\S]*atomicAdd\(counter, 1u\) == gridDim\.x - 1[\s\S]*atomicExch\(acc \+ col, 0\.f\)[\s\S]*\*counter = 0u;/);
-  assert.match(l.source, /out\[c\] = from_float<T>\(total\)/);
-  const acc = run('1', true).host.launches[0]!;
-  assert.equal(acc.key, 'norm_backward.layer.bf16.h768.v8.t32.r8.pw.s2.b2.atom.acc');
-  assert.match(acc.source, /out\[c\] = from_float<T>\(to_float\(out\[c\]\) \+ total\)/);
-  assert.throws(() => run('yes', false), /FUSEFORMER_NORM_ATOMIC_SUMS must be 0 or 1, got 'yes'/);
-});
-
 test('staged backward: stages from the shared-memory budget; narrow vectors, f32 or too little shared memory use the row kernels', () => {
   const plan = new OpCheck('test', 'cuda');
   const aligned = [0x1000n];
