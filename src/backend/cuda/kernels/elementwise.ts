@@ -669,12 +669,43 @@ export interface BiasActivationDropoutSpec {
    * thread keeps the 32-register budget of one row; otherwise every row is loaded into registers.
    */
   readonly staged?: boolean;
+  /**
+   * bf16 only: x and bias converted from the 32-bit word of each pair (float_at) instead of
+   * element by element. Opt-in (FUSEFORMER_BF16_PAIRS=1) until measured.
+   */
+  readonly bf16Pairs?: boolean;
 }
 
 export function biasActivationDropoutKey(s: BiasActivationDropoutSpec): string {
   const rows = s.rowsInFlight ?? 1;
-  return `bias_activation_dropout.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}${rows > 1 ? `.r${rows}${s.staged ? 's' : ''}` : ''}`;
+  return `bias_activation_dropout.${s.activation}.${s.dtype}.h${s.hidden}.v${s.vec}${s.hasDropout ? '.drop' : ''}${rows > 1 ? `.r${rows}${s.staged ? 's' : ''}` : ''}${s.bf16Pairs ? '.pairs' : ''}`;
 }
+
+/**
+ * FUSEFORMER_BF16_PAIRS=1: the bf16 activation forward unpacks its inputs a 32-bit word at a time
+ * (BiasActivationDropoutSpec.bf16Pairs). Built in session 21 from the erf kernel's SASS (bf16 runs
+ * 8% slower than f16 from the same PTX: every odd element took a PRMT before its shift, on the
+ * integer pipe the Philox draw already loads); not yet measured.
+ */
+export function bf16PairsEnabled(): boolean {
+  const v = process.env['FUSEFORMER_BF16_PAIRS'];
+  if (v === undefined || v === '' || v === '0') return false;
+  if (v === '1') return true;
+  throw new Error(`FUSEFORMER_BF16_PAIRS must be 0 or 1, got '${v}'`);
+}
+
+// Element k of a vector as a float. bf16 comes from the 32-bit word holding the pair: the low element
+// shifted up 16 bits, the high one masked — one integer instruction each, where the per-element
+// conversion first moves the high half down (PRMT) and then shifts it back up.
+const UNPACK_FLOATS_DEVICE_CODE = String.raw`
+template <typename T, int N> __device__ __forceinline__ float float_at(const Vec<T, N>& x, int k) { return to_float(x.v[k]); }
+template <int N> __device__ __forceinline__ float float_at(const Vec<__nv_bfloat16, N>& x, int k) {
+  if (N % 2 == 1 && k == N - 1) return to_float(x.v[k]);
+  u32 w;
+  memcpy(&w, &x.v[k & ~1], sizeof(w));
+  return __uint_as_float(k & 1 ? w & 0xffff0000u : w << 16);
+}
+`;
 
 /**
  * Rows a thread of the activation forward keeps in flight: FUSEFORMER_ACTIVATION_ROWS (1, 2, 4, or
@@ -724,7 +755,9 @@ export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): Ke
   const loadX = !(rows > 1) ? 'load_vec<T, VEC>(input + i)' : staged
     ? `u == 0 ? x0 : (copy_async_wait_all(), staged_rows[u - 1][threadIdx.y][threadIdx.x])`
     : 'xs[u]';
-  return rowTileSource({ ...spec, prelude: FAST_ACTIVATIONS_DEVICE_CODE + (staged ? STAGED_ROWS_DEVICE_CODE : '') }, {
+  const pairs = spec.bf16Pairs === true;
+  const activate = (x: string, b: string) => spec.hasDropout ? `keep_or_zero(keep[k], ${act}(${x} + ${b}) * keep_scale)` : `${act}(${x} + ${b})`;
+  return rowTileSource({ ...spec, prelude: FAST_ACTIVATIONS_DEVICE_CODE + (staged ? STAGED_ROWS_DEVICE_CODE : '') + (pairs ? UNPACK_FLOATS_DEVICE_CODE : '') }, {
     name: kernelIdentifier(biasActivationDropoutKey(spec)),
     params: `const T* input, const T* bias, T* out, unsigned char* mask, ${DROPOUT_PARAMS}`,
     setup: `${DROPOUT_OFFSET}\n${LOAD_BIAS}`,
@@ -734,7 +767,7 @@ export function biasActivationDropoutSource(spec: BiasActivationDropoutSpec): Ke
 ${drawKeep(spec.hasDropout)}
 float y[VEC];
 #pragma unroll
-for (int k = 0; k < VEC; k++) y[k] = ${spec.hasDropout ? `keep_or_zero(keep[k], ${act}(to_float(x.v[k]) + to_float(bias_v.v[k])) * keep_scale)` : `${act}(to_float(x.v[k]) + to_float(bias_v.v[k]))`};
+for (int k = 0; k < VEC; k++) y[k] = ${pairs ? activate('float_at(x, k)', 'float_at(bias_v, k)') : activate('to_float(x.v[k])', 'to_float(bias_v.v[k])')};
 store_vec<T, VEC>(out + i, round_pairs<VEC>(y, T()));
 ${storeMask(spec.hasDropout)}`,
     reduces: false,
@@ -754,7 +787,10 @@ export function biasActivationDropout(host: KernelHost, args: BiasActivationDrop
   const inFlight = activationRowsInFlight(activation, dtype);
   const rowsInFlight = inFlight.rows;
   const staged = inFlight.staged && vec * s === 16;
-  const spec: BiasActivationDropoutSpec = { dtype, hidden, vec, activation, hasDropout: args.p > 0, ...(rowsInFlight > 1 ? { rowsInFlight, ...(staged ? { staged } : {}) } : {}) };
+  const spec: BiasActivationDropoutSpec = {
+    dtype, hidden, vec, activation, hasDropout: args.p > 0, ...(rowsInFlight > 1 ? { rowsInFlight, ...(staged ? { staged } : {}) } : {}),
+    ...(dtype === 'bf16' && bf16PairsEnabled() ? { bf16Pairs: true } : {}),
+  };
   const tiling = planRowTiles(c, rows, hidden / vec, false, host.multiProcessorCount, activationForwardThreadsPerSm(rowsInFlight, staged), rowsInFlight);
   launchRowTiles(host, biasActivationDropoutKey(spec), () => biasActivationDropoutSource(spec), tiling, rows, [
     arg.ptr(ptrs.input), arg.ptr(ptrs.bias), arg.ptr(ptrs.out), arg.ptr(ptrs.mask), ...dropoutArgs(args),
@@ -999,6 +1035,7 @@ export function catalog(): KernelSource[] {
     }
     out.push(biasActivationDropoutSource({ dtype, hidden, vec: wide, activation: 'gelu', hasDropout: false }));
     for (const rowsInFlight of [2, 4]) for (const staged of [false, true]) out.push(biasActivationDropoutSource({ dtype, hidden: 3072, vec: wide, activation: 'gelu', hasDropout: true, rowsInFlight, staged }));
+    if (dtype === 'bf16') for (const activation of ['gelu', 'gelu_tanh'] as const) out.push(biasActivationDropoutSource({ dtype, hidden: 3072, vec: wide, activation, hasDropout: true, rowsInFlight: 2, staged: true, bf16Pairs: true }));
     out.push(biasActivationDropoutBackwardSource({ dtype, hidden, vec: wide, activation: 'relu', hasDBias: false }));
     out.push(biasQkvSplitSource({ dtype, heads: 12, headDim: 64, vec: wide }));
     for (const hasDBias of [true, false]) out.push(biasQkvSplitBackwardSource({ dtype, heads: 12, headDim: 64, vec: wide, hasDBias }));

@@ -232,3 +232,25 @@ test('biasActivationDropout with rows in flight: TY·rows rows a block, the load
   assert.match(src, /__launch_bounds__\(TX \* TY, MIN_BLOCKS_PER_SM\)/);
   assert.match(src, /#define MIN_BLOCKS_PER_SM 6\b|MIN_BLOCKS_PER_SM = 6\b/);
 });
+
+test('FUSEFORMER_BF16_PAIRS=1: the bf16 activation forward reads x and bias a 32-bit pair at a time (keyed .pairs); f16 is unchanged', () => {
+  const run = (value: string | undefined, dtype: 'bf16' | 'f16') => {
+    const saved = process.env['FUSEFORMER_BF16_PAIRS'];
+    if (value === undefined) delete process.env['FUSEFORMER_BF16_PAIRS']; else process.env['FUSEFORMER_BF16_PAIRS'] = value;
+    try {
+      const host = new RecordingHost();
+      const [rows, H] = [64, 3072];
+      ew.biasActivationDropout(host, { input: deviceTensor([rows, H], dtype), bias: deviceTensor([H], dtype), out: deviceTensor([rows, H], dtype), mask: deviceTensor([rows, H], 'u8'), activation: 'gelu', p: 0.1, seed: 1n, offset: 0n });
+      return host.launches[0]!;
+    } finally {
+      if (saved === undefined) delete process.env['FUSEFORMER_BF16_PAIRS']; else process.env['FUSEFORMER_BF16_PAIRS'] = saved;
+    }
+  };
+  assert.equal(run(undefined, 'bf16').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s');
+  const pairs = run('1', 'bf16');
+  assert.equal(pairs.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s.pairs');
+  assert.match(pairs.source, /__uint_as_float\(k & 1 \? w & 0xffff0000u : w << 16\)/);
+  assert.match(pairs.source, /gelu_erf_fast\(float_at\(x, k\) \+ float_at\(bias_v, k\)\)/);
+  assert.equal(run('1', 'f16').key, 'bias_activation_dropout.gelu.f16.h3072.v8.drop.r2s');
+  assert.throws(() => run('2', 'bf16'), /FUSEFORMER_BF16_PAIRS must be 0 or 1, got '2'/);
+});
