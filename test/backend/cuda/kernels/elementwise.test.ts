@@ -206,19 +206,19 @@ test('biasActivationDropout with rows in flight: TY·rows rows a block, the load
     }
   };
   // The default: two rows, the second staged, for the erf GELU at 16 bits; one row otherwise.
-  assert.equal(run(undefined).key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s');
-  assert.equal(run(undefined, 'gelu_tanh').key, 'bias_activation_dropout.gelu_tanh.bf16.h3072.v8.drop');
+  assert.equal(run(undefined).key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s.pairs');
+  assert.equal(run(undefined, 'gelu_tanh').key, 'bias_activation_dropout.gelu_tanh.bf16.h3072.v8.drop.pairs');
   const one = run('1');
-  assert.equal(one.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop');
+  assert.equal(one.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.pairs');
   assert.deepEqual(one.config.grid, [Math.ceil(1001 / 8), 12]);
   const two = run('2');
-  assert.equal(two.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2');
+  assert.equal(two.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2.pairs');
   // 384 vectors a row → 12 column chunks of 32 lanes; 8 row lanes × 2 rows = 16 rows a block.
   assert.deepEqual(two.config.grid, [Math.ceil(1001 / 16), 12]);
   assert.equal(argValue(two, 9, 'u32'), 1001);
   assert.equal(argValue(two, 10, 'u32'), 16);
-  assert.equal(run('4').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r4');
-  assert.equal(run('2s').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s');
+  assert.equal(run('4').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r4.pairs');
+  assert.equal(run('2s').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s.pairs');
   assert.throws(() => run('3'), /FUSEFORMER_ACTIVATION_ROWS must be 1, 2 or 4 \(2s or 4s: staged through shared memory\), got '3'/);
   // Staged: row 0 in registers, the next rows copied into the thread's own shared-memory slots, read after its wait.
   const staged = ew.biasActivationDropoutSource({ dtype: 'bf16', hidden: 3072, vec: 8, activation: 'gelu', hasDropout: true, rowsInFlight: 2, staged: true }).source;
@@ -233,7 +233,7 @@ test('biasActivationDropout with rows in flight: TY·rows rows a block, the load
   assert.match(src, /#define MIN_BLOCKS_PER_SM 6\b|MIN_BLOCKS_PER_SM = 6\b/);
 });
 
-test('FUSEFORMER_BF16_PAIRS=1: the bf16 activation forward reads x and bias a 32-bit pair at a time (keyed .pairs); f16 is unchanged', () => {
+test('the bf16 activation forward reads x and bias a 32-bit pair at a time (keyed .pairs) unless FUSEFORMER_BF16_PAIRS=0; f16 is unchanged', () => {
   const run = (value: string | undefined, dtype: 'bf16' | 'f16') => {
     const saved = process.env['FUSEFORMER_BF16_PAIRS'];
     if (value === undefined) delete process.env['FUSEFORMER_BF16_PAIRS']; else process.env['FUSEFORMER_BF16_PAIRS'] = value;
@@ -246,7 +246,8 @@ test('FUSEFORMER_BF16_PAIRS=1: the bf16 activation forward reads x and bias a 32
       if (saved === undefined) delete process.env['FUSEFORMER_BF16_PAIRS']; else process.env['FUSEFORMER_BF16_PAIRS'] = saved;
     }
   };
-  assert.equal(run(undefined, 'bf16').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s');
+  assert.equal(run('0', 'bf16').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s');
+  assert.equal(run(undefined, 'bf16').key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s.pairs');
   const pairs = run('1', 'bf16');
   assert.equal(pairs.key, 'bias_activation_dropout.gelu.bf16.h3072.v8.drop.r2s.pairs');
   assert.match(pairs.source, /__uint_as_float\(k & 1 \? w & 0xffff0000u : w << 16\)/);
