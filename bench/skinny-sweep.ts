@@ -1,5 +1,6 @@
 // `node dist/bench/skinny-sweep.js`: every launch plan of the skinny GEMM (kernels/gemm-skinny.ts: warps
-// a block, feature tiles a warp, pipeline stages, K splits) and of the tensor-core GEMV (kernels/gemv-mma.ts:
+// a block, feature tiles a warp, pipeline stages, K splits), the plans around the streamed skinny GEMM's
+// pick (kernels/gemm-stream.ts: consumer warps, feature tiles, k a stage, ring depth, splits) and of the tensor-core GEMV (kernels/gemv-mma.ts:
 // feature tiles, K-splitting warps, chunks in flight, one or two blocks an SM) timed on its own at Llama
 // 1.2B's decode products for a batch of sequences, beside each planner's pick and the backend's default
 // path for the same product (cuBLASLt; gated: cuBLASLt + gatedActivation).
@@ -10,11 +11,12 @@
 // launches are one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = weight
 // bytes ÷ time, against the copy bandwidth measured in the same run.
 //
-//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,mma] [--shapes QKV,out] [--json bench/results/skinny-sweep.json]
+//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,stream,mma] [--shapes QKV,out] [--json bench/results/skinny-sweep.json]
 // (a few minutes on an H200, most of it compiling each plan once)
 
 import { parseArgs } from 'node:util';
 import type { SkinnyGemmPlan } from '../src/backend/cuda/kernels/gemm-skinny.js';
+import type { StreamGemmPlan } from '../src/backend/cuda/kernels/gemm-stream.js';
 import { probeCuda } from '../src/cuda/probe.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
@@ -32,9 +34,9 @@ const ALL_SHAPES = LLAMA_DECODE_PRODUCTS.filter((s) => s.name !== 'LM head');
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,mma' }, shapes: { type: 'string' } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,stream,mma' }, shapes: { type: 'string' } } });
   const kernels = new Set(values.kernels!.split(','));
-  if ([...kernels].some((k) => k !== 'skinny' && k !== 'mma')) throw new Error(`--kernels: skinny and/or mma, got '${values.kernels}'`);
+  if ([...kernels].some((k) => k !== 'skinny' && k !== 'stream' && k !== 'mma')) throw new Error(`--kernels: skinny, stream and/or mma, got '${values.kernels}'`);
   const names = values.shapes?.split(',') ?? ALL_SHAPES.map((s) => s.name);
   const unknown = names.filter((n) => !ALL_SHAPES.some((s) => s.name === n));
   if (unknown.length > 0) throw new Error(`--shapes: ${unknown.join(', ')} unknown (${ALL_SHAPES.map((s) => s.name).join(', ')})`);
@@ -46,6 +48,7 @@ async function main(): Promise<void> {
   }
   const { CudaBackend } = await import('../src/backend/cuda/index.js');
   const sk = await import('../src/backend/cuda/kernels/gemm-skinny.js');
+  const st = await import('../src/backend/cuda/kernels/gemm-stream.js');
   const mma = await import('../src/backend/cuda/kernels/gemv-mma.js');
   const rowsList = values.rows!.split(',').map(Number);
   if (rowsList.some((m) => !Number.isInteger(m) || m < sk.SKINNY_MIN_ROWS || m > sk.SKINNY_MAX_ROWS)) {
@@ -80,6 +83,15 @@ async function main(): Promise<void> {
         const ms = timeGraph(b, operands.map((o) => () => sk.launchSkinnyPlan(host, plan as SkinnyGemmPlan, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
         record('skinny', name, M, `${key} grid ${plan.grid.join('×')}`, key === sk.skinnyGemmKey(planned.spec), ms, bytes);
       }
+      const streamApplies = K % st.STREAM_K_MULTIPLE === 0;
+      const plannedStream = streamApplies ? st.streamGemmKey(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms).spec) : '';
+      const streamPlans = kernels.has('stream') && streamApplies ? st.streamGemmSpace('bf16', M, width, K, 'none', gate, sms) : [];
+      if (streamApplies && kernels.has('stream') && !streamPlans.some((p) => st.streamGemmKey(p.spec) === plannedStream)) streamPlans.push(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms));
+      for (const plan of streamPlans) {
+        const key = st.streamGemmKey(plan.spec);
+        const ms = timeGraph(b, operands.map((o) => () => st.launchStreamPlan(host, plan as StreamGemmPlan, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
+        record('stream', name, M, `${key} grid ${plan.grid.join('×')}`, key === plannedStream, ms, bytes);
+      }
       const plannedMma = mma.planMmaGemv('bf16', M, width, K, 'none', gate, sms).spec;
       const mmaApplies = M <= (gated ? mma.MMA_GEMV_MAX_GATED_ROWS : mma.MMA_GEMV_MAX_ROWS);
       for (const spec of kernels.has('mma') && mmaApplies ? mma.mmaGemvSpace('bf16', M, K, 'none', gate) : []) {
@@ -93,7 +105,7 @@ async function main(): Promise<void> {
 
   // Per (kernel, shape, M): the default path, the planner's pick and the five fastest plans.
   const lines = ['| kernel | shape | M | default µs | % of copy | planned µs | % of copy | best µs | % of copy | best plan | next best |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|'];
-  for (const kernel of ['skinny', 'mma'].filter((k) => kernels.has(k))) {
+  for (const kernel of ['skinny', 'stream', 'mma'].filter((k) => kernels.has(k))) {
     for (const { name } of SHAPES) {
       for (const M of rowsList) {
         const g = rows.filter((r) => r.shape === name && r.M === M);

@@ -32,7 +32,7 @@ const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 /** A CUDA backend with the given switches on, the CPU reference, and a fresh seed (reported). */
-async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean }) {
+async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean; streamGemm?: boolean }) {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
   Object.assign(gpu, on);
@@ -107,6 +107,36 @@ test('gatedLinear on the gated skinny GEMM (5–64 rows) matches the CPU referen
         assert.deepEqual(failed, [], failed.join('\n'));
         const K = Number(/K=(\d+)/.exec(c.name)![1]);
         assert.equal(gpu.skinnyGemmLaunches > before, K % 8 === 0, 'the skinny GEMM ran where it applies');
+      });
+    }
+  }
+});
+
+test('batched-decode GEMMs on the streamed skinny GEMM (5–64 rows, K a multiple of 64) match the CPU reference; the others go to cuBLASLt', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
+  for (const c of mmaGemmCases()) {
+    const streamTakes = c.mma && c.K % 64 === 0;
+    await t.test(`${c.name} → ${streamTakes ? 'streamed GEMM' : 'cuBLASLt'}`, () => {
+      for (let run = 0; run < 2; run++) {  // twice: the mbarrier ring starts afresh every launch
+        const before = gpu.streamGemmLaunches;
+        const result = checkGemmCase(c, gpu, cpu, seed + run);
+        assert.ok(result.ok, result.details.join('\n'));
+        assert.equal(gpu.streamGemmLaunches > before, streamTakes, streamTakes ? 'the streamed GEMM ran' : 'left to cuBLASLt');
+      }
+    });
+  }
+});
+
+test('gatedLinear on the gated streamed skinny GEMM (5–64 rows) matches the CPU reference', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
+  for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
+    for (const c of gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [64, 2048, 1024, 'silu', false], [48, 320, 100, 'gelu_tanh', true]])) {
+      await t.test(c.name, () => {
+        const before = gpu.streamGemmLaunches;
+        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        assert.deepEqual(failed, [], failed.join('\n'));
+        const K = Number(/K=(\d+)/.exec(c.name)![1]);
+        assert.equal(gpu.streamGemmLaunches > before, K % 64 === 0, 'the streamed GEMM ran where it applies');
       });
     }
   }
@@ -189,7 +219,7 @@ for (const m of ENGINE_TEST_MODELS) {
 }
 
 for (const m of ENGINE_TEST_MODELS) {
-  for (const [kernel, on, launches] of [['mma GEMV', 'mmaGemv', 'mmaGemvLaunches'], ['skinny GEMM', 'skinnyGemm', 'skinnyGemmLaunches']] as const) {
+  for (const [kernel, on, launches] of [['mma GEMV', 'mmaGemv', 'mmaGemvLaunches'], ['skinny GEMM', 'skinnyGemm', 'skinnyGemmLaunches'], ['streamed GEMM', 'streamGemm', 'streamGemmLaunches']] as const) {
     test(`${m.name}: prefill and batched decode rows on the ${kernel} give cuBLASLt's logits (bf16)`, { skip }, async () => {
       const { CudaBackend } = await import('../../src/backend/cuda/index.js');
       const gpu = CudaBackend.create();

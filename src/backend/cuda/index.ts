@@ -61,6 +61,7 @@ import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_AUTO_MAX_K, normPreloadOption } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
+import { launchStreamGated, launchStreamGemm, STREAM_MAX_ROWS, streamGatedApplies, streamGemmApplies } from './kernels/gemm-stream.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
@@ -116,6 +117,15 @@ export class CudaBackend implements Backend {
   skinnyGemm = process.env['FUSEFORMER_SKINNY_GEMM'] === '1';
   /** GEMMs run on the skinny GEMM so far. */
   skinnyGemmLaunches = 0;
+  /**
+   * GEMMs and gatedLinear of 5–64 rows with [N, K] bf16/f16 weights (K a multiple of 64) on the streamed
+   * skinny GEMM (kernels/gemm-stream.ts: a producer warp streaming the weights by bulk copies into an
+   * mbarrier ring, split-K within a cluster) instead of cuBLASLt (or the other skinny kernels). Opt-in
+   * (FUSEFORMER_STREAM_GEMM=1; needs decodeGemv) until measured against cuBLASLt.
+   */
+  streamGemm = process.env['FUSEFORMER_STREAM_GEMM'] === '1';
+  /** GEMMs run on the streamed skinny GEMM so far. */
+  streamGemmLaunches = 0;
   /**
    * int8Linear of 1–4 rows as one W8A8 GEMV kernel (kernels/gemv-int8.ts: activations quantized in its
    * prologue, dp4a products, the dequantizing epilogue) instead of quantize → cuBLASLt int8 GEMM →
@@ -279,12 +289,17 @@ export class CudaBackend implements Backend {
   gemm(args: GemmArgs): void {
     // Only a few-row, [N, K]-weight product is checked here (the cuBLASLt path checks its own calls).
     const rows = args.a.shape.length === 2 ? args.a.shape[0]! : Infinity;
-    const fewRows = Math.max(GEMV_MAX_ROWS, this.mmaGemv ? MMA_GEMV_MAX_ROWS : 0, this.skinnyGemm ? SKINNY_MAX_ROWS : 0);
+    const fewRows = Math.max(GEMV_MAX_ROWS, this.mmaGemv ? MMA_GEMV_MAX_ROWS : 0, this.skinnyGemm ? SKINNY_MAX_ROWS : 0, this.streamGemm ? STREAM_MAX_ROWS : 0);
     if (this.decodeGemv && args.transB === true && !args.transA && rows <= fewRows) {
       const checked = checkGemm(args);
       if (rows <= GEMV_MAX_ROWS && gemvApplies(checked)) {
         launchGemv(this.runtime, checked);
         this.gemvLaunches++;
+        return;
+      }
+      if (this.streamGemm && streamGemmApplies(checked)) {
+        launchStreamGemm(this.runtime, checked);
+        this.streamGemmLaunches++;
         return;
       }
       if (this.skinnyGemm && skinnyGemmApplies(checked)) {
@@ -401,6 +416,11 @@ export class CudaBackend implements Backend {
     if (this.decodeGemv && gatedGemvApplies(checked)) {
       launchGatedGemv(this.runtime, checked);
       this.gemvLaunches++;
+      return;
+    }
+    if (this.decodeGemv && this.streamGemm && streamGatedApplies(checked)) {
+      launchStreamGated(this.runtime, checked);
+      this.streamGemmLaunches++;
       return;
     }
     if (this.decodeGemv && this.skinnyGemm && skinnyGatedApplies(checked)) {

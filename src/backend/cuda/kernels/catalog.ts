@@ -31,6 +31,7 @@ import { catalog as gatedActivationCatalog } from './gated-activation.js';
 import { catalog as gemvCatalog } from './gemv.js';
 import { catalog as mmaGemvCatalog } from './gemv-mma.js';
 import { catalog as skinnyGemmCatalog } from './gemm-skinny.js';
+import { catalog as streamGemmCatalog } from './gemm-stream.js';
 import { catalog as int8GemvCatalog } from './gemv-int8.js';
 import { catalog as int4MmaGemvCatalog } from './gemv-int4-mma.js';
 import { catalog as int4StreamGemvCatalog } from './gemv-int4-stream.js';
@@ -75,6 +76,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['gemv', gemvCatalog],
     ['gemv-mma', mmaGemvCatalog],
     ['gemm-skinny', skinnyGemmCatalog],
+    ['gemm-stream', streamGemmCatalog],
     ['gemv-int8', int8GemvCatalog],
     ['gemv-int4-mma', int4MmaGemvCatalog],
     ['gemv-int4-stream', int4StreamGemvCatalog],

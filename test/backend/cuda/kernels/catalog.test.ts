@@ -13,7 +13,7 @@ const nvcc = findNvcc();
 test('the catalog lists every family with unique kernel sources', () => {
   const entries = kernelCatalog();
   const families = new Set(entries.map((e) => e.family));
-  assert.deepEqual([...families].sort(), ['adam', 'attention', 'beam-attention', 'beam-topk', 'cross-entropy', 'decode-advance', 'decode-attention', 'decode-layers', 'dropout', 'elementwise', 'embed-tokens', 'embedding', 'fill-copy', 'flash-backward', 'flash-backward-wgmma', 'flash-forward', 'flash-forward-wgmma', 'gated-activation', 'gemm-skinny', 'gemv', 'gemv-int4-mma', 'gemv-int4-stream', 'gemv-int8', 'gemv-mma', 'layernorm', 'permute', 'prefetch-l2', 'qkv-rope-append', 'quant-int4', 'quant-int8', 'random', 'residual-norm', 'sample-tokens', 'softmax', 'sum-squares', 'tanh-activation', 'vocab-shard']);
+  assert.deepEqual([...families].sort(), ['adam', 'attention', 'beam-attention', 'beam-topk', 'cross-entropy', 'decode-advance', 'decode-attention', 'decode-layers', 'dropout', 'elementwise', 'embed-tokens', 'embedding', 'fill-copy', 'flash-backward', 'flash-backward-wgmma', 'flash-forward', 'flash-forward-wgmma', 'gated-activation', 'gemm-skinny', 'gemm-stream', 'gemv', 'gemv-int4-mma', 'gemv-int4-stream', 'gemv-int8', 'gemv-mma', 'layernorm', 'permute', 'prefetch-l2', 'qkv-rope-append', 'quant-int4', 'quant-int8', 'random', 'residual-norm', 'sample-tokens', 'softmax', 'sum-squares', 'tanh-activation', 'vocab-shard']);
   const sources = new Set(entries.map((e) => e.source));
   assert.equal(sources.size, entries.length, 'two catalog entries generate identical source');
   for (const e of entries) assert.match(e.source, new RegExp(`extern "C" __global__ void\\b[^;{]*\\b${e.name}\\(`), `${e.family}: kernel '${e.name}' not defined in its source`);

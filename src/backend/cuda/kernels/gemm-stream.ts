@@ -1,0 +1,409 @@
+// Streamed skinny GEMM: out[M, N] = ep(x[M, K]·w[N, K]ᵀ + bias) for 5 ≤ M ≤ 64 rows, the weights
+// streamed once by the TMA unit — a decode step of a batch of sequences (the decode engine at batch 32,
+// the serving engine's decode buckets). Gated: act(x·w_gᵀ + b_g) ⊙ (x·w_uᵀ + b_u) with the gate rows n
+// and the up rows N + n of one [2N, K] weight (gatedLinear).
+//
+// Why another skinny kernel: the cp.async one (gemm-skinny.ts) moves 8–16 KiB a pipeline step, and
+// each step costs every thread its copy instructions, a wait and a block barrier. In session 11's sweep
+// (bench/results/skinny-sweep.json) one of its blocks streamed ~17 GB/s whatever its depth (Llama
+// 1.2B's down product, 32 blocks: 61 µs at 4, 6 or 8 stages), so it needed 256 blocks and a cluster
+// combine to reach 54% of copy; cuBLASLt reached 59%, where the batch-1 GEMV streams the same matrix
+// at 86%. Here one producer warp issues a stage's copies as whole 16-bit row segments
+// (cp.async.bulk: one instruction moves KC·2 bytes) and the consumer warps never meet at a barrier in
+// the loop: each stage has a "full" mbarrier (the copies count their bytes off it) and an "empty" one
+// (each consumer warp arrives when done with the stage), so a block keeps STAGES − 1 stages of 20–70
+// KiB in flight with a handful of instructions.
+//
+// Block: CW consumer warps + 1 producer warp; BN = CW·16·FT output features (gated: BN gate rows, then
+// BN up rows), all M rows (NT = ⌈M / 8⌉ rounded up to even row tiles of 8: x rows past M are never
+// copied, their garbage only reaches output rows that are never stored), one split of K.
+// Stage: the chunk's WROWS weight rows and XROWS x rows, KC k each, at a pitch of KC·2 + 16 bytes: the
+// 16-byte pad puts the 8 rows an ldmatrix phase reads in 8 distinct bank groups (a bulk copy cannot
+// swizzle). Rows past N are not copied either (their outputs are not stored); K must be a multiple
+// of KC, so every k a sum adds was copied.
+// Fragments: mma.sync m16n8k16 with the weights as A (16 features × 16 k, ldmatrix.x4) and x as B (16 k
+// × 8 rows, ldmatrix.x4 giving two row tiles), so C is [feature][row]: lane (g, t) holds features
+// base + g (+ 8) of rows 8j + 2t (+ 1).
+// Split-K (grid.y = S ≤ 8): the S blocks of a feature tile are one thread-block cluster; each writes its
+// f32 sums into its own shared memory (the drained stages), the cluster synchronises, and block r adds
+// up elements r·THREADS.. of the tile from all S blocks (distributed shared memory, in split order:
+// deterministic), applies the epilogue and writes out.
+// PDL: the producer issues the weight copies of the first stages before GRID_DEPENDENCY_WAIT (weights
+// never depend on the previous kernel), the x copies after it; consumers only read x through the
+// stages, so only the producer waits.
+// Bytes: N·K·s of weights once, M·K·s of x per feature tile (L2 hits after the first).
+// Precision: f32 products and sums of the stored 16-bit values (as cuBLASLt with f32 compute).
+
+import type { Activation, GemmEpilogue } from '../../backend.js';
+import type { Tensor } from '../../../tensor.js';
+import type { CudaTensor } from '../runtime/tensor.js';
+import type { CheckedGemm } from '../gemm-plan.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { BULK_COPY_LIB } from './bulk-copy-lib.js';
+import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
+import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
+import type { CheckedGatedLinear } from './gemv.js';
+import { MMA_LIB } from './mma-lib.js';
+import { constants, kernelIdentifier } from './row-kernels.js';
+
+/** Rows the kernel takes: fewer are gemv.ts's, more are cuBLASLt's. */
+export const STREAM_MIN_ROWS = 5;
+export const STREAM_MAX_ROWS = 64;
+/** K must be a multiple of the smallest stage depth (64 k = 128 bytes a row segment). */
+export const STREAM_K_MULTIPLE = 64;
+export const STREAM_EPILOGUES: readonly GemmEpilogue[] = GEMV_EPILOGUES;
+/** Splits of K at most: the blocks of a cluster (the largest portable cluster). */
+export const STREAM_MAX_SPLITS = 8;
+/** Dynamic shared memory the planner fills with stages (of sm_90's 227 KiB a block). */
+const STAGE_BUDGET_BYTES = 200 * 1024;
+const MAX_SHARED_BYTES = 227 * 1024;
+/** Bytes before the stages: the 2·STAGES mbarriers (8 bytes each), padded to keep the stages 128-byte aligned. */
+const BARRIER_BYTES = 128;
+const MAX_STAGES = 8;
+/** Extra floats a row of the combine's shared sums carries, so the fragments' stores miss no bank twice. */
+const COMBINE_PAD = 4;
+
+export interface StreamGemmSpec {
+  readonly dtype: 'bf16' | 'f16';
+  /** Row tiles of 8 (even, ≤ 8): the kernel takes M ≤ 8·NT (M is an argument). */
+  readonly rowTiles: number;
+  /** Consumer warps (CW); a block has CW + 1 warps. */
+  readonly warps: 4 | 8;
+  /** Feature tiles of 16 a consumer warp computes (gated: of the gate, and as many of the up rows). */
+  readonly featureTiles: 1 | 2;
+  /** k of one stage (KC): 64 or 128; K must be a multiple. */
+  readonly chunkK: 64 | 128;
+  /** Stages of the ring (2..8). */
+  readonly stages: number;
+  /** Splits of K, the blocks of a cluster (1 = unsplit, no cluster; ≤ STREAM_MAX_SPLITS). */
+  readonly splits: number;
+  readonly epilogue: GemmEpilogue;
+  readonly gate?: { readonly activation: Activation; readonly bias: boolean };
+}
+
+export function streamGemmKey(s: StreamGemmSpec): string {
+  const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
+  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`;
+}
+
+export interface StreamGemmPlan {
+  readonly spec: StreamGemmSpec;
+  /** [feature tiles, K splits]. */
+  readonly grid: readonly [number, number];
+}
+
+/** Output features a block computes (BN). */
+export function streamBlockFeatures(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles'>): number {
+  return spec.warps * 16 * spec.featureTiles;
+}
+
+/** Weight rows of a block's stage: BN, gated 2·BN. */
+function weightRows(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate'>): number {
+  return (spec.gate ? 2 : 1) * streamBlockFeatures(spec);
+}
+
+/** Bytes between two rows of a stage: a 16-byte pad past the row segment (conflict-free ldmatrix). */
+function rowPitch(chunkK: number): number {
+  return chunkK * 2 + 16;
+}
+
+/** Bytes of one stage: the chunk's weight rows and x rows. */
+export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK'>): number {
+  return (weightRows(spec) + 8 * spec.rowTiles) * rowPitch(spec.chunkK);
+}
+
+/** Dynamic shared memory of a block: the barriers, then its stages (which the split combine reuses for the block's sums). */
+export function streamSharedBytes(spec: StreamGemmSpec): number {
+  const combine = spec.splits > 1 ? 8 * spec.rowTiles * (weightRows(spec) + COMBINE_PAD) * 4 : 0;
+  return BARRIER_BYTES + Math.max(spec.stages * streamStageBytes(spec), combine);
+}
+
+/** The deepest ring of at most MAX_STAGES stages within the budget (at least 2), or null if two do not fit. */
+function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>, budget = STAGE_BUDGET_BYTES): number | null {
+  const n = Math.min(MAX_STAGES, Math.floor(budget / streamStageBytes(spec)));
+  return n >= 2 ? n : null;
+}
+
+/**
+ * The plan for M rows, N outputs (gated: N = F), K inputs (a multiple of 64). Of 8 or 4 consumer
+ * warps with one feature tile each (BN = 128 or 64 features) and 128 k a stage where K allows (else
+ * 64; gated at 8 warps: 64, so the ring keeps 4 stages), the one whose grid — feature tiles × splits of K,
+ * each split keeping 2 stages at least, ≤ STREAM_MAX_SPLITS — best fills the SMs at one block each
+ * (ties: the wider block); the ring as deep as STAGE_BUDGET_BYTES allows.
+ */
+export function planStreamGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number): StreamGemmPlan {
+  if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
+  if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
+  const rowTiles = 2 * Math.ceil(M / 16);
+  let best: { plan: StreamGemmPlan; filled: number } | null = null;
+  for (const warps of [8, 4] as const) {
+    const base = { dtype, rowTiles, warps, featureTiles: 1 as const, ...(gate ? { gate } : {}) };
+    const chunkK: 64 | 128 = K % 128 === 0 && (stagesFor({ ...base, chunkK: 128 }) ?? 0) >= 4 ? 128 : 64;
+    const stages = stagesFor({ ...base, chunkK });
+    if (stages === null) continue;
+    const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / chunkK;
+    const maxSplits = Math.max(1, Math.min(STREAM_MAX_SPLITS, Math.floor(chunks / 2)));
+    const splits = Math.max(1, Math.min(maxSplits, Math.floor(multiProcessorCount / tiles)));
+    const blocks = tiles * splits;
+    // Fraction of the SMs busy in the last wave, over the waves: 1 when the grid fills whole waves.
+    const filled = blocks / (Math.ceil(blocks / multiProcessorCount) * multiProcessorCount);
+    const plan: StreamGemmPlan = { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
+    if (best === null || filled > best.filled + 1e-9) best = { plan, filled };
+  }
+  if (best === null) throw new RangeError(`planStreamGemm: no stage of ${M} rows fits in shared memory`);
+  return best.plan;
+}
+
+export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
+  const name = kernelIdentifier(streamGemmKey(spec));
+  const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles, CW = spec.warps, S = spec.splits;
+  if (NT < 2 || NT > 8 || NT % 2 !== 0) throw new RangeError(`streamGemmSource: row tiles must be 2, 4, 6 or 8, got ${NT}`);
+  if (CW !== 4 && CW !== 8) throw new RangeError(`streamGemmSource: consumer warps must be 4 or 8, got ${CW}`);
+  if (FT !== 1 && FT !== 2) throw new RangeError(`streamGemmSource: feature tiles must be 1 or 2, got ${FT}`);
+  if (spec.chunkK !== 64 && spec.chunkK !== 128) throw new RangeError(`streamGemmSource: chunkK must be 64 or 128, got ${spec.chunkK}`);
+  if (!Number.isInteger(spec.stages) || spec.stages < 2 || spec.stages > MAX_STAGES) throw new RangeError(`streamGemmSource: stages must be 2..${MAX_STAGES}, got ${spec.stages}`);
+  if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
+  if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
+  const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
+  const write = gate
+    ? String.raw`const float gv = vg${gate.bias ? ' + to_float(bias[n])' : ''}, uv = vu${gate.bias ? ' + to_float(bias[N + n])' : ''};
+        out[(size_t)m * N + n] = from_float<T>(activate(gv) * uv);`
+    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(vg, bias, n));';
+  // Split: every split's sums into its block's shared memory, then the cluster adds them up (header).
+  const combine = String.raw`  __syncthreads();  // every consumer is done with the stages: they now take this block's sums [row][weight row]
+  float* sums = reinterpret_cast<float*>(ring);
+  if (warp < CW) { FOR_EACH_FRAGMENT(WT) sums[row_of(j, q) * SUM_PITCH + tile_row(i) + g + 8 * (q >> 1)] = acc[i][j][q]; }
+  cluster_sync();  // every split's sums are in its block's shared memory
+  for (int e = (int)cluster_rank() * THREADS + tid; e < M * BN; e += SPLITS * THREADS) {
+    const int m = e / BN, f = e % BN, n = n0 + f;
+    if (n >= N) continue;
+    float gate_part[SPLITS]${gate ? ', up_part[SPLITS]' : ''};
+    #pragma unroll
+    for (int s = 0; s < SPLITS; s++) {
+      gate_part[s] = cluster_load(&sums[m * SUM_PITCH + f], s);${gate ? `
+      up_part[s] = cluster_load(&sums[m * SUM_PITCH + BN + f], s);` : ''}
+    }
+    float vg = 0.f${gate ? ', vu = 0.f' : ''};
+    #pragma unroll
+    for (int s = 0; s < SPLITS; s++) { vg += gate_part[s];${gate ? ' vu += up_part[s];' : ''} }
+    ${write}
+  }
+  cluster_sync();  // no block leaves while another may still read its sums
+`;
+  const direct = String.raw`  if (warp < CW) {
+    FOR_EACH_FRAGMENT(FT) {
+      const int n = n0 + (warp * FT + i) * 16 + g + 8 * (q >> 1), m = row_of(j, q);
+      if (n < N && m < M) {
+        const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
+        ${write}
+      }
+    }
+  }
+`;
+  const source = String.raw`${DEVICE_LIB}
+${MMA_LIB}
+${typedefLine('T', spec.dtype)}
+${CLUSTER_LIB}
+constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
+${BULK_COPY_LIB}
+${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, PITCH: rowPitch(spec.chunkK), STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
+
+${gemvOutputCode(spec.epilogue, gate)}
+__device__ __forceinline__ void mbar_init_count(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
+#define FOR_EACH_FRAGMENT(TILES) \
+  _Pragma("unroll") for (int i = 0; i < (TILES); i++) _Pragma("unroll") for (int j = 0; j < NT; j++) _Pragma("unroll") for (int q = 0; q < 4; q++)
+
+// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.
+// Grid (⌈N / BN⌉, SPLITS), block THREADS (warp CW is the producer); the SPLITS blocks of a feature tile are one cluster.
+extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__launch_bounds__(THREADS, 1) ${name}(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  u64* full = reinterpret_cast<u64*>(smem);
+  u64* empty = full + STAGES;
+  unsigned char* ring = smem + ${BARRIER_BYTES};
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * BN, split = blockIdx.y;
+  const int chunks = K / KC;
+  const int c_begin = (int)((long long)split * chunks / SPLITS), c_end = (int)((long long)(split + 1) * chunks / SPLITS);
+  const int count = c_end - c_begin;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], CW); }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  float acc[WT][NT][4];
+  FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;
+  // Weight tile i of consumer warp "warp": its first row in a stage (gated: the gate tiles, then the up rows' at BN + …).
+  const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
+
+  if (warp == CW) {
+    // The producer. Weight row r of a stage: feature n0 + r (gated: r < BN the gate's, else up row N + n0 + r − BN).
+    const int features = min(BN, N - n0), rows_m = min(M, XROWS);
+    const u32 stage_tx = (u32)((GATED ? 2 : 1) * features + rows_m) * (KC * 2);
+    const auto copy_weights = [&](int stage, int c) {
+      unsigned char* dst = ring + stage * STAGE_BYTES;
+      for (int r = lane; r < WROWS; r += 32) {
+        const int f = GATED && r >= BN ? r - BN : r;
+        if (f < features) bulk_copy(dst + r * PITCH, w + ((size_t)((GATED && r >= BN ? N : 0) + n0 + f) * K + (size_t)c * KC), KC * 2, &full[stage]);
+      }
+    };
+    const auto copy_x = [&](int stage, int c) {
+      unsigned char* dst = ring + stage * STAGE_BYTES + WROWS * PITCH;
+      for (int r = lane; r < rows_m; r += 32) bulk_copy(dst + r * PITCH, x + ((size_t)r * K + (size_t)c * KC), KC * 2, &full[stage]);
+    };
+    const int first = min(count, STAGES);
+    for (int i = 0; i < first; i++) {
+      if (lane == 0) mbar_expect(&full[i], stage_tx);
+      __syncwarp();
+      copy_weights(i, c_begin + i);
+    }
+    GRID_DEPENDENCY_WAIT();  // x is the previous kernel's output
+    for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
+    for (int i = STAGES; i < count; i++) {
+      const int s = i % STAGES;
+      if (lane == 0) {
+        mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+        mbar_expect(&full[s], stage_tx);
+      }
+      __syncwarp();
+      copy_weights(s, c_begin + i);
+      copy_x(s, c_begin + i);
+    }
+  } else {
+    #pragma unroll 1
+    for (int i = 0; i < count; i++) {
+      const int s = i % STAGES;
+      mbar_wait(&full[s], (i / STAGES) & 1);
+      const u32 wtile = smem_u32(ring + s * STAGE_BYTES), xtile = wtile + WROWS * PITCH;
+      #pragma unroll
+      for (int ks = 0; ks < KC / 16; ks++) {
+        u32 a[WT][4];
+        #pragma unroll
+        for (int ti = 0; ti < WT; ti++) ldsm_x4(wtile + (tile_row(ti) + (lane & 15)) * PITCH + (16 * ks + 8 * (lane >> 4)) * 2, a[ti]);
+        #pragma unroll
+        for (int j = 0; j < NT; j += 2) {
+          u32 b[4];
+          ldsm_x4(xtile + (8 * j + (lane & 7) + 8 * (lane >> 4)) * PITCH + (16 * ks + 8 * ((lane >> 3) & 1)) * 2, b);
+          #pragma unroll
+          for (int ti = 0; ti < WT; ti++) {
+            mma_16816<T>(acc[ti][j], a[ti], b[0], b[1]);
+            mma_16816<T>(acc[ti][j + 1], a[ti], b[2], b[3]);
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
+    }
+  }
+  GRID_DEPENDENCY_TRIGGER();
+
+  // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
+  // the gate's), row 8j + 2t + (q & 1); its weight row in the stage is tile_row(i) + g + 8·(q >> 1).
+  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };
+${S > 1 ? combine : direct}}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+const aligned = (ptr: bigint) => ptr % 16n === 0n;
+
+/**
+ * Whether the kernel takes this checked GEMM: bf16/f16, transB only, STREAM_MIN_ROWS ≤ M ≤
+ * STREAM_MAX_ROWS, K a multiple of 64, 16-byte aligned operands, alpha 1 and beta 0, a forward
+ * epilogue without preActivation.
+ */
+export function streamGemmApplies(g: CheckedGemm): boolean {
+  const p = g.problem;
+  return (p.dtype === 'bf16' || p.dtype === 'f16') && p.batch === 1 && !p.transA && p.transB && p.M >= STREAM_MIN_ROWS && p.M <= STREAM_MAX_ROWS
+    && p.K % STREAM_K_MULTIPLE === 0 && STREAM_EPILOGUES.includes(p.epilogue) && !p.writesPreActivation && g.alpha === 1 && g.beta === 0
+    && aligned(g.a.ptr) && aligned(g.b.ptr) && aligned(g.out.ptr);
+}
+
+/** Whether the gated kernel takes this gatedLinear: bf16/f16, STREAM_MIN_ROWS..STREAM_MAX_ROWS rows, K a multiple of 64, aligned operands. */
+export function streamGatedApplies(g: CheckedGatedLinear): boolean {
+  const dtype = g.x.dtype, ptr = (t: Tensor) => (t as CudaTensor).ptr;
+  return (dtype === 'bf16' || dtype === 'f16') && g.rows >= STREAM_MIN_ROWS && g.rows <= STREAM_MAX_ROWS && g.K % STREAM_K_MULTIPLE === 0
+    && aligned(ptr(g.x)) && aligned(ptr(g.weight)) && aligned(ptr(g.out));
+}
+
+/**
+ * Plans around the planner's for M rows, N outputs, K inputs — 4 or 8 consumer warps, 1 or 2 feature
+ * tiles a warp, 64 or 128 k a stage, the deepest ring that fits and one of 4 stages, the planner's
+ * splits and its neighbours (half, double) — for bench/skinny-sweep.ts to time against the planner's
+ * pick and cuBLASLt.
+ */
+export function streamGemmSpace(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number): StreamGemmPlan[] {
+  const rowTiles = 2 * Math.ceil(M / 16), out: StreamGemmPlan[] = [], seen = new Set<string>();
+  for (const warps of [4, 8] as const) {
+    for (const featureTiles of [1, 2] as const) {
+      for (const chunkK of [64, 128] as const) {
+        if (K % chunkK !== 0) continue;
+        const base = { dtype, rowTiles, warps, featureTiles, chunkK, ...(gate ? { gate } : {}) };
+        const deepest = stagesFor(base, MAX_SHARED_BYTES - BARRIER_BYTES);
+        if (deepest === null) continue;
+        const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / chunkK;
+        const maxSplits = Math.max(1, Math.min(STREAM_MAX_SPLITS, Math.floor(chunks / 2)));
+        const fit = Math.max(1, Math.min(maxSplits, Math.floor(multiProcessorCount / tiles)));
+        for (const splits of new Set([Math.max(1, fit >> 1), fit, Math.min(maxSplits, fit * 2)])) {
+          for (const stages of new Set([deepest, Math.min(deepest, 4)])) {
+            const spec: StreamGemmSpec = { ...base, stages, splits, epilogue };
+            if (streamSharedBytes(spec) > MAX_SHARED_BYTES || seen.has(streamGemmKey(spec))) continue;
+            seen.add(streamGemmKey(spec));
+            out.push({ spec, grid: [tiles, splits] });
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** A streamed GEMM's operands: device pointers (bias 0n when absent) and sizes (gated: N = F). */
+export interface StreamLaunch { x: bigint; w: bigint; bias: bigint; out: bigint; M: number; N: number; K: number }
+
+/** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep). */
+export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch): void {
+  host.kernel(streamGemmKey(plan.spec), () => streamGemmSource(plan.spec)).launch(
+    { grid: [...plan.grid], block: (plan.spec.warps + 1) * 32, sharedBytes: streamSharedBytes(plan.spec) },
+    [arg.ptr(a.x), arg.ptr(a.w), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K)],
+  );
+}
+
+/** Launches the kernel for a GEMM streamGemmApplies() accepted. */
+export function launchStreamGemm(host: KernelHost, g: CheckedGemm): void {
+  const p = g.problem;
+  const plan = planStreamGemm(p.dtype as 'bf16' | 'f16', p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
+  launchStreamPlan(host, plan, { x: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N, K: p.K });
+}
+
+/** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written). */
+export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear): void {
+  const ptr = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
+  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', { activation: g.activation, bias: g.bias !== undefined }, host.multiProcessorCount);
+  launchStreamPlan(host, plan, { x: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F, K: g.K });
+}
+
+/** Representative plans for the nvcc compile check (132 SMs): Llama 1.2B at batch 32, GPT-2's products, odd rows, the gated MLP. */
+export function catalog(): KernelSource[] {
+  const plans: ['bf16' | 'f16', number, number, number, GemmEpilogue, StreamGemmSpec['gate']][] = [
+    ['bf16', 32, 3072, 2048, 'none', undefined],   // Llama 1.2B QKV at batch 32
+    ['bf16', 32, 2048, 8192, 'none', undefined],   // its down product
+    ['bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }], // gate/up + SwiGLU
+    ['f16', 13, 3072, 768, 'gelu_bias', undefined], // GPT-2 fc, odd rows
+    ['f16', 40, 768, 3072, 'none', { activation: 'gelu_tanh', bias: true }],
+    ['bf16', 64, 2304, 768, 'bias', undefined],
+    ['bf16', 5, 2048, 2048, 'relu_bias', undefined],
+  ];
+  return [
+    ...plans.map(([dtype, M, N, K, epilogue, gate]) => streamGemmSource(planStreamGemm(dtype, M, N, K, epilogue, gate, 132).spec)),
+    // The sweep's other shapes: two feature tiles a warp, split and gated.
+    streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 4, featureTiles: 2, chunkK: 128, stages: 4, splits: 4, epilogue: 'none' }),
+    streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 4, featureTiles: 2, chunkK: 64, stages: 4, splits: 2, epilogue: 'none', gate: { activation: 'silu', bias: false } }),
+  ];
+}
