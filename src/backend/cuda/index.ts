@@ -121,7 +121,8 @@ export class CudaBackend implements Backend {
    * GEMMs and gatedLinear of 5–64 rows with [N, K] bf16/f16 weights (K a multiple of 64) on the streamed
    * skinny GEMM (kernels/gemm-stream.ts: a producer warp streaming the weights by bulk copies into an
    * mbarrier ring, split-K within a cluster) instead of cuBLASLt (or the other skinny kernels). Opt-in
-   * (FUSEFORMER_STREAM_GEMM=1; needs decodeGemv) until measured against cuBLASLt.
+   * (FUSEFORMER_STREAM_GEMM=1; needs decodeGemv): correct on the H200 but 4–5× slower than cuBLASLt at
+   * 32 rows — its 1-D bulk copies of weight rows run one after another (session 22, docs/perf.md).
    */
   streamGemm = process.env['FUSEFORMER_STREAM_GEMM'] === '1';
   /** GEMMs run on the streamed skinny GEMM so far. */

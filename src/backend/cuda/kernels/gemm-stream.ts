@@ -33,6 +33,11 @@
 // stages, so only the producer waits.
 // Bytes: N·K·s of weights once, M·K·s of x per feature tile (L2 hits after the first).
 // Precision: f32 products and sums of the stored 16-bit values (as cuBLASLt with f32 compute).
+// Measured (H200, session 22; docs/perf.md "Session 22"): correct, but 8–22% of copy at 32 rows. Its
+// timing probes put the cost in the bulk copies: a block's copies complete one after another, ~60–100
+// ns each whatever their 128 bytes–32 KiB, so a stage of 160 row segments takes ~10 µs with or without
+// the math and at any ring depth. Hence opt-in; a 2-D tensor-map copy (one a 64 k × BN box) or weights
+// repacked into contiguous stages would feed this consumer side.
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { Tensor } from '../../../tensor.js';
@@ -80,11 +85,18 @@ export interface StreamGemmSpec {
   readonly splits: number;
   readonly epilogue: GemmEpilogue;
   readonly gate?: { readonly activation: Activation; readonly bias: boolean };
+  /**
+   * Timing probes (bench/skinny-sweep.ts --stream-probes; outputs wrong): 'no-math' — the consumers wait
+   * for each stage and release it without computing (the ring's streaming rate alone); 'contiguous' —
+   * the producer copies each stage's weight bytes from one contiguous range of w in a single bulk copy
+   * (the same bytes in all, so per-copy cost and DRAM locality show against the row segments).
+   */
+  readonly probe?: 'no-math' | 'contiguous';
 }
 
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`;
+  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}${s.probe ? `.probe_${s.probe.replace('-', '_')}` : ''}`;
 }
 
 export interface StreamGemmPlan {
@@ -247,7 +259,13 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
     const int features = min(BN, N - n0), rows_m = min(M, XROWS);
     const u32 stage_tx = (u32)((GATED ? 2 : 1) * features + rows_m) * (KC * 2);
     const auto copy_weights = [&](int stage, int c) {
-      unsigned char* dst = ring + stage * STAGE_BYTES;
+      unsigned char* dst = ring + stage * STAGE_BYTES;${spec.probe === 'contiguous' ? `
+      // Probe: the stage's weight bytes from one contiguous range (block-major, then chunk), one copy.
+      const size_t stage_elems = (size_t)(GATED ? 2 : 1) * features * KC, total = (size_t)(GATED ? 2 : 1) * N * K;
+      size_t offset = ((size_t)(blockIdx.x * SPLITS + split) * (chunks / SPLITS) + (c - c_begin)) * stage_elems;
+      if (offset + stage_elems > total) offset = 0;
+      if (lane == 0) bulk_copy(dst, w + offset, (u32)(stage_elems * 2), &full[stage]);
+      return;` : ''}
       for (int r = lane; r < WROWS; r += 32) {
         const int f = GATED && r >= BN ? r - BN : r;
         if (f < features) bulk_copy(dst + r * PITCH, w + ((size_t)((GATED && r >= BN ? N : 0) + n0 + f) * K + (size_t)c * KC), KC * 2, &full[stage]);
@@ -282,7 +300,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       mbar_wait(&full[s], (i / STAGES) & 1);
       const u32 wtile = smem_u32(ring + s * STAGE_BYTES), xtile = wtile + WROWS * PITCH;
       #pragma unroll
-      for (int ks = 0; ks < KC / 16; ks++) {
+      for (int ks = 0; ks < ${spec.probe === 'no-math' ? 0 : 'KC / 16'}; ks++) {
         u32 a[WT][4];
         #pragma unroll
         for (int ti = 0; ti < WT; ti++) ldsm_x4(wtile + (tile_row(ti) + (lane & 15)) * PITCH + (16 * ks + 8 * (lane >> 4)) * 2, a[ti]);

@@ -104,3 +104,13 @@ test('launchStreamGemm / launchStreamGated: CW + 1 warps, the ring in dynamic sh
   assert.equal(argValue(g, 5, 'i32'), 8192);
   assert.equal(host.scratchRequests?.length ?? 0, 0);
 });
+
+test('timing probes: keyed apart; no-math leaves the consumers no mma, contiguous copies a stage\'s weights in one bulk copy', () => {
+  const spec = stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec;
+  const noMath = stream.streamGemmSource({ ...spec, probe: 'no-math' });
+  const contiguous = stream.streamGemmSource({ ...spec, probe: 'contiguous' });
+  assert.equal(stream.streamGemmKey({ ...spec, probe: 'no-math' }), 'gemm_stream.bf16.nt4.w8.ft1.kc128.s4.k8.none.probe_no_math');
+  assert.match(noMath.source, /for \(int ks = 0; ks < 0; ks\+\+\)/);
+  assert.match(contiguous.source, /if \(lane == 0\) bulk_copy\(dst, w \+ offset, \(u32\)\(stage_elems \* 2\), &full\[stage\]\);\n\s*return;/);
+  assert.doesNotMatch(stream.streamGemmSource(spec).source, /probe|w \+ offset/);
+});
