@@ -132,25 +132,27 @@ export function planSkinnyGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: n
   return { spec, grid: [tiles, splits], blockFeatures };
 }
 
-export function skinnyGemmSource(spec: SkinnyGemmSpec): KernelSource {
-  const name = kernelIdentifier(skinnyGemmKey(spec));
-  const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles;
-  if (NT < 2 || NT > 8 || NT % 2 !== 0) throw new RangeError(`skinnyGemmSource: row tiles must be 2, 4, 6 or 8, got ${NT}`);
-  const WROWS = weightRows(spec), BN = warpsOf(spec) * 16 * FT, S = spec.splits;
-  if (spec.warps !== undefined && spec.warps !== 4 && spec.warps !== 8) throw new RangeError(`skinnyGemmSource: warps must be 4 or 8, got ${spec.warps}`);
-  if (!Number.isInteger(S) || S < 1 || S > SKINNY_MAX_SPLITS) throw new RangeError(`skinnyGemmSource: splits must be 1..${SKINNY_MAX_SPLITS}, got ${S}`);
+/**
+ * The output code of the skinny GEMMs (this one and gemm-stream.ts), for a kernel that defines T, M, N,
+ * n0, tid, warp, g, FT, WT, NT, BN, THREADS, SPLITS, acc[WT][NT][4], tile_row(i), row_of(j, q),
+ * FOR_EACH_FRAGMENT and its epilogue (gemvOutputCode): `combine` — split-K, every split's sums into its
+ * block's shared memory (`region`, rows `pitch` floats apart), the cluster synchronises, and block r adds
+ * up elements r·THREADS, … of the tile from all SPLITS blocks (distributed shared memory, in split
+ * order: deterministic) and writes them; `direct` — unsplit, each fragment value straight out.
+ * `consumers` guards the fragment stores (the threads that hold accumulators; '' for all).
+ */
+export function skinnyOutputCode(gate: SkinnyGemmSpec['gate'], o: { region: string; pitch: string; consumers: string }): { combine: string; direct: string } {
   // Output of C fragment value v at feature n, row m (gated: gate tile i's value and up tile FT + i's).
   const write = gate
     ? String.raw`const float gv = vg${gate.bias ? ' + to_float(bias[n])' : ''}, uv = vu${gate.bias ? ' + to_float(bias[N + n])' : ''};
         out[(size_t)m * N + n] = from_float<T>(activate(gv) * uv);`
     : 'out[(size_t)m * N + n] = from_float<T>(epilogue(vg, bias, n));';
-  // The epilogue, chosen here (the spec's constants are constexpr, out of the preprocessor's sight).
-  // Split: every split's sums into its block's shared memory, then the cluster adds them up (header).
+  const guard = o.consumers === '' ? '' : `if (${o.consumers}) `;
   const combine = String.raw`  __syncthreads();  // every warp is done with the stages: they now take this block's sums [row][weight row]
-  float* sums = reinterpret_cast<float*>(stages);
-  FOR_EACH_FRAGMENT(WT) sums[row_of(j, q) * PITCH + tile_row(i) + g + 8 * (q >> 1)] = acc[i][j][q];
+  float* sums = reinterpret_cast<float*>(${o.region});
+  ${guard}{ FOR_EACH_FRAGMENT(WT) sums[row_of(j, q) * ${o.pitch} + tile_row(i) + g + 8 * (q >> 1)] = acc[i][j][q]; }
   cluster_sync();  // every split's sums are in its block's shared memory
-  // Block r of the cluster combines rows r, r + SPLITS, … of the tile: output (m, n0 + f) for each
+  // Block r of the cluster combines elements r·THREADS, … of the tile: output (m, n0 + f) for each
   // element e = m·BN + f it takes, all SPLITS sums of it loaded before any is added (then in split order).
   for (int e = (int)cluster_rank() * THREADS + tid; e < M * BN; e += SPLITS * THREADS) {
     const int m = e / BN, f = e % BN, n = n0 + f;
@@ -158,8 +160,8 @@ export function skinnyGemmSource(spec: SkinnyGemmSpec): KernelSource {
     float gate_part[SPLITS]${gate ? ', up_part[SPLITS]' : ''};
     #pragma unroll
     for (int s = 0; s < SPLITS; s++) {
-      gate_part[s] = cluster_load(&sums[m * PITCH + f], s);${gate ? `
-      up_part[s] = cluster_load(&sums[m * PITCH + BN + f], s);` : ''}
+      gate_part[s] = cluster_load(&sums[m * ${o.pitch} + f], s);${gate ? `
+      up_part[s] = cluster_load(&sums[m * ${o.pitch} + BN + f], s);` : ''}
     }
     float vg = 0.f${gate ? ', vu = 0.f' : ''};
     #pragma unroll
@@ -168,15 +170,42 @@ export function skinnyGemmSource(spec: SkinnyGemmSpec): KernelSource {
   }
   cluster_sync();  // no block leaves while another may still read its sums
 `;
-  // Unsplit: each fragment value straight out.
-  const direct = String.raw`  FOR_EACH_FRAGMENT(FT) {
-    const int n = n0 + (warp * FT + i) * 16 + g + 8 * (q >> 1), m = row_of(j, q);
-    if (n < N && m < M) {
-      const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
-      ${write}
+  const direct = String.raw`  ${guard}{
+    FOR_EACH_FRAGMENT(FT) {
+      const int n = n0 + (warp * FT + i) * 16 + g + 8 * (q >> 1), m = row_of(j, q);
+      if (n < N && m < M) {
+        const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
+        ${write}
+      }
     }
   }
 `;
+  return { combine, direct };
+}
+
+/** A checked GEMM's operands for a skinny kernel. */
+export function skinnyGemmOperands(g: CheckedGemm): SkinnyLaunch {
+  const p = g.problem;
+  return { x: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N, K: p.K };
+}
+
+/** A checked gatedLinear's operands (N = F; the scratch `up` is not written) and its gate for a skinny kernel. */
+export function skinnyGatedOperands(g: CheckedGatedLinear): { operands: SkinnyLaunch; gate: NonNullable<SkinnyGemmSpec['gate']> } {
+  const ptr = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
+  return {
+    operands: { x: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F, K: g.K },
+    gate: { activation: g.activation, bias: g.bias !== undefined },
+  };
+}
+
+export function skinnyGemmSource(spec: SkinnyGemmSpec): KernelSource {
+  const name = kernelIdentifier(skinnyGemmKey(spec));
+  const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles;
+  if (NT < 2 || NT > 8 || NT % 2 !== 0) throw new RangeError(`skinnyGemmSource: row tiles must be 2, 4, 6 or 8, got ${NT}`);
+  const WROWS = weightRows(spec), BN = warpsOf(spec) * 16 * FT, S = spec.splits;
+  if (spec.warps !== undefined && spec.warps !== 4 && spec.warps !== 8) throw new RangeError(`skinnyGemmSource: warps must be 4 or 8, got ${spec.warps}`);
+  if (!Number.isInteger(S) || S < 1 || S > SKINNY_MAX_SPLITS) throw new RangeError(`skinnyGemmSource: splits must be 1..${SKINNY_MAX_SPLITS}, got ${S}`);
+  const { combine, direct } = skinnyOutputCode(gate, { region: 'stages', pitch: 'PITCH', consumers: '' });
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
@@ -277,23 +306,38 @@ ${S > 1 ? combine : direct}}
 
 const aligned = (ptr: bigint) => ptr % 16n === 0n;
 
+/** What a skinny kernel takes: its row range and the multiple K must be. */
+export interface SkinnyLimits { readonly minRows: number; readonly maxRows: number; readonly kMultiple: number }
+
 /**
- * Whether the kernel takes this checked GEMM: bf16/f16, transB only, SKINNY_MIN_ROWS ≤ M ≤
- * SKINNY_MAX_ROWS, K a multiple of 8, 16-byte aligned operands, alpha 1 and beta 0, a forward epilogue
+ * Whether a skinny kernel with these limits takes this checked GEMM: bf16/f16, transB only, rows in
+ * range, K a multiple of kMultiple, 16-byte aligned operands, alpha 1 and beta 0, a forward epilogue
  * without preActivation.
  */
-export function skinnyGemmApplies(g: CheckedGemm): boolean {
+export function skinnyTakesGemm(g: CheckedGemm, l: SkinnyLimits): boolean {
   const p = g.problem;
-  return (p.dtype === 'bf16' || p.dtype === 'f16') && p.batch === 1 && !p.transA && p.transB && p.M >= SKINNY_MIN_ROWS && p.M <= SKINNY_MAX_ROWS
-    && p.K % 8 === 0 && SKINNY_EPILOGUES.includes(p.epilogue) && !p.writesPreActivation && g.alpha === 1 && g.beta === 0
+  return (p.dtype === 'bf16' || p.dtype === 'f16') && p.batch === 1 && !p.transA && p.transB && p.M >= l.minRows && p.M <= l.maxRows
+    && p.K % l.kMultiple === 0 && SKINNY_EPILOGUES.includes(p.epilogue) && !p.writesPreActivation && g.alpha === 1 && g.beta === 0
     && aligned(g.a.ptr) && aligned(g.b.ptr) && aligned(g.out.ptr);
 }
 
-/** Whether the gated kernel takes this gatedLinear: bf16/f16, SKINNY_MIN_ROWS..SKINNY_MAX_ROWS rows, K a multiple of 8, aligned operands. */
-export function skinnyGatedApplies(g: CheckedGatedLinear): boolean {
+/** Whether a skinny kernel with these limits takes this gatedLinear: bf16/f16, rows in range, K a multiple of kMultiple, aligned operands. */
+export function skinnyTakesGated(g: CheckedGatedLinear, l: SkinnyLimits): boolean {
   const dtype = g.x.dtype, ptr = (t: Tensor) => (t as CudaTensor).ptr;
-  return (dtype === 'bf16' || dtype === 'f16') && g.rows >= SKINNY_MIN_ROWS && g.rows <= SKINNY_MAX_ROWS && g.K % 8 === 0
+  return (dtype === 'bf16' || dtype === 'f16') && g.rows >= l.minRows && g.rows <= l.maxRows && g.K % l.kMultiple === 0
     && aligned(ptr(g.x)) && aligned(ptr(g.weight)) && aligned(ptr(g.out));
+}
+
+const SKINNY_LIMITS: SkinnyLimits = { minRows: SKINNY_MIN_ROWS, maxRows: SKINNY_MAX_ROWS, kMultiple: 8 };
+
+/** Whether the kernel takes this checked GEMM (skinnyTakesGemm: 5–64 rows, K a multiple of 8). */
+export function skinnyGemmApplies(g: CheckedGemm): boolean {
+  return skinnyTakesGemm(g, SKINNY_LIMITS);
+}
+
+/** Whether the gated kernel takes this gatedLinear (skinnyTakesGated: 5–64 rows, K a multiple of 8). */
+export function skinnyGatedApplies(g: CheckedGatedLinear): boolean {
+  return skinnyTakesGated(g, SKINNY_LIMITS);
 }
 
 /** Shared memory a block may take on sm_90 (227 KiB of dynamic shared memory). */
@@ -335,16 +379,14 @@ export function launchSkinnyPlan(host: KernelHost, plan: SkinnyGemmPlan, a: Skin
 
 /** Launches the kernel for a GEMM skinnyGemmApplies() accepted. */
 export function launchSkinnyGemm(host: KernelHost, g: CheckedGemm): void {
-  const p = g.problem;
-  const plan = planSkinnyGemm(p.dtype as 'bf16' | 'f16', p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
-  launchSkinnyPlan(host, plan, { x: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N, K: p.K });
+  const a = skinnyGemmOperands(g);
+  launchSkinnyPlan(host, planSkinnyGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount), a);
 }
 
 /** Launches the gated kernel for a gatedLinear skinnyGatedApplies() accepted (the scratch `up` is not written). */
 export function launchSkinnyGated(host: KernelHost, g: CheckedGatedLinear): void {
-  const ptr = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
-  const plan = planSkinnyGemm(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', { activation: g.activation, bias: g.bias !== undefined }, host.multiProcessorCount);
-  launchSkinnyPlan(host, plan, { x: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F, K: g.K });
+  const { operands: a, gate } = skinnyGatedOperands(g);
+  launchSkinnyPlan(host, planSkinnyGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount), a);
 }
 
 /** Representative plans for the nvcc compile check (132 SMs): Llama 1.2B at batch 32, GPT-2 fc, odd rows, the gated MLP. */

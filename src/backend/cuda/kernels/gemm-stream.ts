@@ -40,8 +40,6 @@
 // repacked into contiguous stages would feed this consumer side.
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
-import type { Tensor } from '../../../tensor.js';
-import type { CudaTensor } from '../runtime/tensor.js';
 import type { CheckedGemm } from '../gemm-plan.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
@@ -50,6 +48,8 @@ import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
 import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
 import type { CheckedGatedLinear } from './gemv.js';
 import { MMA_LIB } from './mma-lib.js';
+import { skinnyGatedOperands, skinnyGemmOperands, skinnyOutputCode, skinnyTakesGated, skinnyTakesGemm } from './gemm-skinny.js';
+import type { SkinnyLaunch } from './gemm-skinny.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 
 /** Rows the kernel takes: fewer are gemv.ts's, more are cuBLASLt's. */
@@ -178,41 +178,7 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
   if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
   const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
-  const write = gate
-    ? String.raw`const float gv = vg${gate.bias ? ' + to_float(bias[n])' : ''}, uv = vu${gate.bias ? ' + to_float(bias[N + n])' : ''};
-        out[(size_t)m * N + n] = from_float<T>(activate(gv) * uv);`
-    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(vg, bias, n));';
-  // Split: every split's sums into its block's shared memory, then the cluster adds them up (header).
-  const combine = String.raw`  __syncthreads();  // every consumer is done with the stages: they now take this block's sums [row][weight row]
-  float* sums = reinterpret_cast<float*>(ring);
-  if (warp < CW) { FOR_EACH_FRAGMENT(WT) sums[row_of(j, q) * SUM_PITCH + tile_row(i) + g + 8 * (q >> 1)] = acc[i][j][q]; }
-  cluster_sync();  // every split's sums are in its block's shared memory
-  for (int e = (int)cluster_rank() * THREADS + tid; e < M * BN; e += SPLITS * THREADS) {
-    const int m = e / BN, f = e % BN, n = n0 + f;
-    if (n >= N) continue;
-    float gate_part[SPLITS]${gate ? ', up_part[SPLITS]' : ''};
-    #pragma unroll
-    for (int s = 0; s < SPLITS; s++) {
-      gate_part[s] = cluster_load(&sums[m * SUM_PITCH + f], s);${gate ? `
-      up_part[s] = cluster_load(&sums[m * SUM_PITCH + BN + f], s);` : ''}
-    }
-    float vg = 0.f${gate ? ', vu = 0.f' : ''};
-    #pragma unroll
-    for (int s = 0; s < SPLITS; s++) { vg += gate_part[s];${gate ? ' vu += up_part[s];' : ''} }
-    ${write}
-  }
-  cluster_sync();  // no block leaves while another may still read its sums
-`;
-  const direct = String.raw`  if (warp < CW) {
-    FOR_EACH_FRAGMENT(FT) {
-      const int n = n0 + (warp * FT + i) * 16 + g + 8 * (q >> 1), m = row_of(j, q);
-      if (n < N && m < M) {
-        const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
-        ${write}
-      }
-    }
-  }
-`;
+  const { combine, direct } = skinnyOutputCode(gate, { region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW' });
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
@@ -329,25 +295,16 @@ ${S > 1 ? combine : direct}}
   return { name, source, gridDependencyWait: true };
 }
 
-const aligned = (ptr: bigint) => ptr % 16n === 0n;
+const STREAM_LIMITS = { minRows: STREAM_MIN_ROWS, maxRows: STREAM_MAX_ROWS, kMultiple: STREAM_K_MULTIPLE };
 
-/**
- * Whether the kernel takes this checked GEMM: bf16/f16, transB only, STREAM_MIN_ROWS ≤ M ≤
- * STREAM_MAX_ROWS, K a multiple of 64, 16-byte aligned operands, alpha 1 and beta 0, a forward
- * epilogue without preActivation.
- */
+/** Whether the kernel takes this checked GEMM (skinnyTakesGemm: 5–64 rows, K a multiple of 64). */
 export function streamGemmApplies(g: CheckedGemm): boolean {
-  const p = g.problem;
-  return (p.dtype === 'bf16' || p.dtype === 'f16') && p.batch === 1 && !p.transA && p.transB && p.M >= STREAM_MIN_ROWS && p.M <= STREAM_MAX_ROWS
-    && p.K % STREAM_K_MULTIPLE === 0 && STREAM_EPILOGUES.includes(p.epilogue) && !p.writesPreActivation && g.alpha === 1 && g.beta === 0
-    && aligned(g.a.ptr) && aligned(g.b.ptr) && aligned(g.out.ptr);
+  return skinnyTakesGemm(g, STREAM_LIMITS);
 }
 
-/** Whether the gated kernel takes this gatedLinear: bf16/f16, STREAM_MIN_ROWS..STREAM_MAX_ROWS rows, K a multiple of 64, aligned operands. */
+/** Whether the gated kernel takes this gatedLinear (skinnyTakesGated: 5–64 rows, K a multiple of 64). */
 export function streamGatedApplies(g: CheckedGatedLinear): boolean {
-  const dtype = g.x.dtype, ptr = (t: Tensor) => (t as CudaTensor).ptr;
-  return (dtype === 'bf16' || dtype === 'f16') && g.rows >= STREAM_MIN_ROWS && g.rows <= STREAM_MAX_ROWS && g.K % STREAM_K_MULTIPLE === 0
-    && aligned(ptr(g.x)) && aligned(ptr(g.weight)) && aligned(ptr(g.out));
+  return skinnyTakesGated(g, STREAM_LIMITS);
 }
 
 /**
@@ -382,8 +339,8 @@ export function streamGemmSpace(dtype: 'bf16' | 'f16', M: number, N: number, K: 
   return out;
 }
 
-/** A streamed GEMM's operands: device pointers (bias 0n when absent) and sizes (gated: N = F). */
-export interface StreamLaunch { x: bigint; w: bigint; bias: bigint; out: bigint; M: number; N: number; K: number }
+/** A streamed GEMM's operands: the skinny GEMM's (device pointers, bias 0n when absent; gated: N = F). */
+export type StreamLaunch = SkinnyLaunch;
 
 /** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep). */
 export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch): void {
@@ -395,16 +352,14 @@ export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: Stre
 
 /** Launches the kernel for a GEMM streamGemmApplies() accepted. */
 export function launchStreamGemm(host: KernelHost, g: CheckedGemm): void {
-  const p = g.problem;
-  const plan = planStreamGemm(p.dtype as 'bf16' | 'f16', p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
-  launchStreamPlan(host, plan, { x: g.a.ptr, w: g.b.ptr, bias: g.bias?.ptr ?? 0n, out: g.out.ptr, M: p.M, N: p.N, K: p.K });
+  const a = skinnyGemmOperands(g);
+  launchStreamPlan(host, planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount), a);
 }
 
 /** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written). */
 export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear): void {
-  const ptr = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
-  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', g.rows, g.F, g.K, 'none', { activation: g.activation, bias: g.bias !== undefined }, host.multiProcessorCount);
-  launchStreamPlan(host, plan, { x: ptr(g.x), w: ptr(g.weight), bias: ptr(g.bias), out: ptr(g.out), M: g.rows, N: g.F, K: g.K });
+  const { operands: a, gate } = skinnyGatedOperands(g);
+  launchStreamPlan(host, planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount), a);
 }
 
 /** Representative plans for the nvcc compile check (132 SMs): Llama 1.2B at batch 32, GPT-2's products, odd rows, the gated MLP. */
