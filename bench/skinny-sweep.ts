@@ -86,13 +86,18 @@ async function main(): Promise<void> {
       const streamApplies = K % st.STREAM_K_MULTIPLE === 0;
       const plannedStream = streamApplies ? st.streamGemmKey(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms).spec) : '';
       const streamPlans = kernels.has('stream') && streamApplies ? st.streamGemmSpace('bf16', M, width, K, 'none', gate, sms) : [];
-      if (streamApplies && kernels.has('stream') && !streamPlans.some((p) => st.streamGemmKey(p.spec) === plannedStream)) streamPlans.push(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms));
+      if (streamApplies && kernels.has('stream')) {
+        const planned = st.planStreamGemm('bf16', M, width, K, 'none', gate, sms);
+        if (!streamPlans.some((p) => st.streamGemmKey(p.spec) === plannedStream)) streamPlans.push(planned);
+        // The planned plan with session 22's first copy (1-D bulk copies of row segments), for reference.
+        streamPlans.push({ ...planned, spec: { ...planned.spec, copy: 'rows', stages: Math.min(planned.spec.stages, 4) } });
+      }
       for (const plan of streamPlans) {
         const key = st.streamGemmKey(plan.spec);
         const ms = timeGraph(b, operands.map((o) => () => st.launchStreamPlan(host, plan as StreamGemmPlan, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
         record('stream', name, M, `${key} grid ${plan.grid.join('×')}`, key === plannedStream, ms, bytes);
         // Timing probes (outputs wrong): the ring without the math; the weights as one contiguous copy a stage.
-        for (const probe of values['stream-probes'] ? (['no-math', 'contiguous'] as const) : []) {
+        for (const probe of values['stream-probes'] ? (st.streamCopyOf(plan.spec) === 'rows' ? ['no-math', 'contiguous'] as const : ['no-math'] as const) : []) {
           const probed: StreamGemmPlan = { ...plan, spec: { ...plan.spec, probe } };
           const probeMs = timeGraph(b, operands.map((o) => () => st.launchStreamPlan(host, probed, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
           record(`stream probe ${probe}`, name, M, `${st.streamGemmKey(probed.spec)} grid ${plan.grid.join('×')}`, false, probeMs, bytes);

@@ -74,6 +74,24 @@ const DRIVER_ADVICE: Readonly<Record<number, string>> = {
   [CUDA_ERROR_STREAM_CAPTURE_INVALIDATED]: 'an operation that cannot be captured ran during CUDA graph capture, so the capture was abandoned',
 };
 
+/**
+ * A 2-D tiled TMA descriptor (CUtensorMap, 128 bytes), encoded by the runtime at launch
+ * (cuTensorMapEncodeTiled) and passed by value: the kernel declares `const __grid_constant__ TensorMap`
+ * and hands its address to cp.async.bulk.tensor. Rows of `cols` 16-bit elements `rowStrideBytes`
+ * apart; boxes of boxRows × boxCols (boxCols·2 = 128 bytes: the 128-byte swizzle, whose layout is
+ * mma-lib.ts's swizzled_offset<8> within each 1024-byte aligned group of 8 rows); reads outside the
+ * tensor fill zeros.
+ */
+export interface TensorMap2d {
+  readonly address: bigint;
+  readonly dtype: 'bf16' | 'f16';
+  readonly cols: number;
+  readonly rows: number;
+  readonly rowStrideBytes: number;
+  readonly boxCols: number;
+  readonly boxRows: number;
+}
+
 type Status = number;
 type Handle = bigint;
 
@@ -121,6 +139,10 @@ interface DriverFunctions {
     sharedBytes: number, stream: Handle, kernelParams: bigint, extra: bigint): Status;
   /** Absent from drivers before CUDA 12.0 (then no programmatic launches). */
   cuLaunchKernelEx?: (config: bigint, fn: Handle, kernelParams: bigint, extra: bigint) => Status;
+  /** Absent from drivers before CUDA 12.0 (then no tensor-map kernels). */
+  cuTensorMapEncodeTiled?: (tensorMap: bigint, dataType: number, rank: number, globalAddress: bigint, globalDim: BigUint64Array,
+    globalStrides: BigUint64Array, boxDim: Uint32Array, elementStrides: Uint32Array, interleave: number, swizzle: number,
+    l2Promotion: number, oobFill: number) => Status;
   cuStreamBeginCapture_v2(stream: Handle, mode: number): Status;
   cuStreamEndCapture(stream: Handle, graph: BigUint64Array): Status;
   cuGraphInstantiateWithFlags(exec: BigUint64Array, graph: Handle, flags: bigint): Status;
@@ -180,6 +202,9 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
       'unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, ' +
       'uint64_t hStream, uint64_t kernelParams, uint64_t extra)'),
     ...optionalExport(lib, 'cuLaunchKernelEx', 'int cuLaunchKernelEx(uint64_t config, uint64_t f, uint64_t kernelParams, uint64_t extra)'),
+    ...optionalExport(lib, 'cuTensorMapEncodeTiled', 'int cuTensorMapEncodeTiled(uint64_t tensorMap, int tensorDataType, uint32_t tensorRank, ' +
+      'uint64_t globalAddress, const void *globalDim, const void *globalStrides, const void *boxDim, const void *elementStrides, ' +
+      'int interleave, int swizzle, int l2Promotion, int oobFill)'),
     cuStreamBeginCapture_v2: f('int cuStreamBeginCapture_v2(uint64_t hStream, int mode)'),
     cuStreamEndCapture: f('int cuStreamEndCapture(uint64_t hStream, void *phGraph)'),
     cuGraphInstantiateWithFlags: f('int cuGraphInstantiateWithFlags(void *phGraphExec, uint64_t hGraph, uint64_t flags)'),
@@ -430,6 +455,20 @@ export class CudaDriver implements StatusLibrary {
   launchKernel(fn: bigint, gx: number, gy: number, gz: number, bx: number, by: number, bz: number,
     sharedBytes: number, stream: bigint, kernelParams: bigint): number {
     return this.fn.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, sharedBytes, stream, kernelParams, 0n);
+  }
+
+  /**
+   * Encodes a 2-D tiled tensor map (kernel.ts TensorMap2d) into the 128 bytes at native address `out`:
+   * CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 / FLOAT16, no interleave, the 128-byte swizzle, L2 promotion of
+   * 256 bytes, zero fill out of bounds.
+   */
+  encodeTensorMap2d(map: TensorMap2d, out: bigint): void {
+    if (!this.fn.cuTensorMapEncodeTiled) throw new Error('this CUDA driver does not export cuTensorMapEncodeTiled (CUDA 12.0 or newer): tensor-map kernels cannot run');
+    const dataType = map.dtype === 'bf16' ? 9 : 6;
+    this.check('cuTensorMapEncodeTiled', this.fn.cuTensorMapEncodeTiled(out, dataType, 2, map.address,
+      BigUint64Array.of(BigInt(map.cols), BigInt(map.rows)), BigUint64Array.of(BigInt(map.rowStrideBytes)),
+      Uint32Array.of(map.boxCols, map.boxRows), Uint32Array.of(1, 1), 0, 3, 3, 0),
+    `${map.rows} × ${map.cols} ${map.dtype} at 0x${map.address.toString(16)}, row stride ${map.rowStrideBytes} B, box ${map.boxRows} × ${map.boxCols}`);
   }
 
   /** Whether cuLaunchKernelEx is there (programmatic dependent launches need it). */

@@ -41,7 +41,7 @@
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { CheckedGemm } from '../gemm-plan.js';
-import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import type { KernelHost, KernelSource, TensorMap2d } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { BULK_COPY_LIB } from './bulk-copy-lib.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
@@ -92,11 +92,22 @@ export interface StreamGemmSpec {
    * (the same bytes in all, so per-copy cost and DRAM locality show against the row segments).
    */
   readonly probe?: 'no-math' | 'contiguous';
+  /**
+   * How a stage is copied: 'tensor' (the default) — 2-D tensor-map TMA boxes of 64 k × BN weight rows
+   * and 64 k × XROWS x rows, one instruction each, in the 128-byte swizzle; 'rows' — one 1-D bulk copy
+   * per row segment, at a padded pitch (session 22: the copies run one after another, 8–22% of copy).
+   */
+  readonly copy?: 'tensor' | 'rows';
+}
+
+/** The stage copy a spec uses ('tensor' unless it says 'rows'). */
+export function streamCopyOf(spec: Pick<StreamGemmSpec, 'copy'>): 'tensor' | 'rows' {
+  return spec.copy ?? 'tensor';
 }
 
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}${s.probe ? `.probe_${s.probe.replace('-', '_')}` : ''}`;
+  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}${streamCopyOf(s) === 'rows' ? '.rows' : ''}${s.probe ? `.probe_${s.probe.replace('-', '_')}` : ''}`;
 }
 
 export interface StreamGemmPlan {
@@ -115,20 +126,26 @@ function weightRows(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate'
   return (spec.gate ? 2 : 1) * streamBlockFeatures(spec);
 }
 
-/** Bytes between two rows of a stage: a 16-byte pad past the row segment (conflict-free ldmatrix). */
-function rowPitch(chunkK: number): number {
-  return chunkK * 2 + 16;
+/**
+ * Bytes between two rows of a 'rows' stage: a 16-byte pad past the row segment (conflict-free
+ * ldmatrix). A 'tensor' stage holds 128-byte rows (64 k) swizzled, KC / 64 boxes of them.
+ */
+function rowPitch(spec: Pick<StreamGemmSpec, 'chunkK' | 'copy'>): number {
+  return streamCopyOf(spec) === 'tensor' ? spec.chunkK * 2 : spec.chunkK * 2 + 16;
 }
 
 /** Bytes of one stage: the chunk's weight rows and x rows. */
-export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK'>): number {
-  return (weightRows(spec) + 8 * spec.rowTiles) * rowPitch(spec.chunkK);
+export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK' | 'copy'>): number {
+  return (weightRows(spec) + 8 * spec.rowTiles) * rowPitch(spec);
 }
+
+/** Slack for aligning the ring to 1024 bytes (the 128-byte swizzle's period) at run time. */
+const RING_ALIGN_BYTES = 1024;
 
 /** Dynamic shared memory of a block: the barriers, then its stages (which the split combine reuses for the block's sums). */
 export function streamSharedBytes(spec: StreamGemmSpec): number {
   const combine = spec.splits > 1 ? 8 * spec.rowTiles * (weightRows(spec) + COMBINE_PAD) * 4 : 0;
-  return BARRIER_BYTES + Math.max(spec.stages * streamStageBytes(spec), combine);
+  return BARRIER_BYTES + (streamCopyOf(spec) === 'tensor' ? RING_ALIGN_BYTES : 0) + Math.max(spec.stages * streamStageBytes(spec), combine);
 }
 
 /** The deepest ring of at most MAX_STAGES stages within the budget (at least 2), or null if two do not fit. */
@@ -177,7 +194,9 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (!Number.isInteger(spec.stages) || spec.stages < 2 || spec.stages > MAX_STAGES) throw new RangeError(`streamGemmSource: stages must be 2..${MAX_STAGES}, got ${spec.stages}`);
   if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
   if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
-  const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
+  const BN = streamBlockFeatures(spec), WROWS = weightRows(spec), tensor = streamCopyOf(spec) === 'tensor';
+  if (tensor && spec.probe === 'contiguous') throw new RangeError("streamGemmSource: the 'contiguous' probe times the 'rows' copy");
+  if (tensor && BN > 256) throw new RangeError(`streamGemmSource: a tensor-map box holds at most 256 rows, BN = ${BN}`);
   const { combine, direct } = skinnyOutputCode(gate, { region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW' });
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
@@ -185,9 +204,16 @@ ${typedefLine('T', spec.dtype)}
 ${CLUSTER_LIB}
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
 ${BULK_COPY_LIB}
-${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, PITCH: rowPitch(spec.chunkK), STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
+${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, PITCH: rowPitch(spec), STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
 
-${gemvOutputCode(spec.epilogue, gate)}
+${gemvOutputCode(spec.epilogue, gate)}${tensor ? String.raw`
+// A CUtensorMap (the runtime encodes it: kernel.ts TensorMap2d), passed by value as a __grid_constant__.
+struct __align__(64) TensorMap { unsigned long long opaque[16]; };
+// The box at (column c0, row c1) of the map into shared memory, its bytes counted off the barrier.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+}` : ''}
 __device__ __forceinline__ void mbar_init_count(u64* bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
 }
@@ -198,15 +224,16 @@ __device__ __forceinline__ void mbar_init_count(u64* bar, u32 count) {
 // x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.
 // Grid (⌈N / BN⌉, SPLITS), block THREADS (warp CW is the producer); the SPLITS blocks of a feature tile are one cluster.
 extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__launch_bounds__(THREADS, 1) ${name}(
-    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
+    ${tensor ? 'const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap' : 'const T* __restrict__ x, const T* __restrict__ w'}, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
   extern __shared__ __align__(128) unsigned char smem[];
   u64* full = reinterpret_cast<u64*>(smem);
   u64* empty = full + STAGES;
-  unsigned char* ring = smem + ${BARRIER_BYTES};
+  ${tensor ? `// The ring starts at the first 1024-byte boundary past the barriers: the 128-byte swizzle repeats every 8 rows.
+  unsigned char* ring = smem + ((smem_u32(smem) + ${BARRIER_BYTES} + 1023) & ~1023u) - smem_u32(smem);` : `unsigned char* ring = smem + ${BARRIER_BYTES};`}
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN, split = blockIdx.y;
-  const int chunks = K / KC;
+  const int chunks = ${tensor ? '(K + KC - 1) / KC;  // the tail box reads zeros past K' : 'K / KC;'}
   const int c_begin = (int)((long long)split * chunks / SPLITS), c_end = (int)((long long)(split + 1) * chunks / SPLITS);
   const int count = c_end - c_begin;
   if (tid == 0) {
@@ -220,7 +247,41 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
   // Weight tile i of consumer warp "warp": its first row in a stage (gated: the gate tiles, then the up rows' at BN + …).
   const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
 
-  if (warp == CW) {
+  if (warp == CW) {${tensor ? String.raw`
+    // The producer, one lane: a stage is KC / 64 groups of [WROWS weight rows][XROWS x rows], 128 bytes each
+    // (the gated weight rows: BN gate rows n0.., then BN up rows N + n0..); boxes past N, M or K read zeros
+    // and count their full bytes.
+    if (lane == 0) {
+      const auto copy_weights = [&](int stage, int c) {
+        unsigned char* dst = ring + stage * STAGE_BYTES;
+        #pragma unroll
+        for (int kb = 0; kb < KC / 64; kb++) {
+          unsigned char* group = dst + kb * (WROWS + XROWS) * 128;
+          tma_load_2d(group, &wmap, c * KC + 64 * kb, n0, &full[stage]);
+          if (GATED) tma_load_2d(group + BN * 128, &wmap, c * KC + 64 * kb, N + n0, &full[stage]);
+        }
+      };
+      const auto copy_x = [&](int stage, int c) {
+        unsigned char* dst = ring + stage * STAGE_BYTES;
+        #pragma unroll
+        for (int kb = 0; kb < KC / 64; kb++) tma_load_2d(dst + (kb * (WROWS + XROWS) + WROWS) * 128, &xmap, c * KC + 64 * kb, 0, &full[stage]);
+      };
+      const int first = min(count, STAGES);
+      for (int i = 0; i < first; i++) {
+        mbar_expect(&full[i], STAGE_BYTES);
+        copy_weights(i, c_begin + i);
+      }
+      GRID_DEPENDENCY_WAIT();  // x is the previous kernel's output
+      for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
+      for (int i = STAGES; i < count; i++) {
+        const int s = i % STAGES;
+        mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+        mbar_expect(&full[s], STAGE_BYTES);
+        copy_weights(s, c_begin + i);
+        copy_x(s, c_begin + i);
+      }
+    }
+    __syncwarp();` : String.raw`
     // The producer. Weight row r of a stage: feature n0 + r (gated: r < BN the gate's, else up row N + n0 + r − BN).
     const int features = min(BN, N - n0), rows_m = min(M, XROWS);
     const u32 stage_tx = (u32)((GATED ? 2 : 1) * features + rows_m) * (KC * 2);
@@ -258,22 +319,29 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       __syncwarp();
       copy_weights(s, c_begin + i);
       copy_x(s, c_begin + i);
-    }
+    }`}
   } else {
     #pragma unroll 1
     for (int i = 0; i < count; i++) {
       const int s = i % STAGES;
       mbar_wait(&full[s], (i / STAGES) & 1);
-      const u32 wtile = smem_u32(ring + s * STAGE_BYTES), xtile = wtile + WROWS * PITCH;
+      const u32 stage = smem_u32(ring + s * STAGE_BYTES);
       #pragma unroll
       for (int ks = 0; ks < ${spec.probe === 'no-math' ? 0 : 'KC / 16'}; ks++) {
+        ${tensor ? `// Group ks / 4 of the stage; 16-byte chunk 2·(ks mod 4) (+1) of a row, swizzled as the TMA wrote it.
+        const u32 wtile = stage + (ks / 4) * (WROWS + XROWS) * 128, xtile = wtile + WROWS * 128;
+        const auto w_at = [&](int row, int half) { return wtile + swizzled_offset<8>(row, 2 * (ks % 4) + half); };
+        const auto x_at = [&](int row, int half) { return xtile + swizzled_offset<8>(row, 2 * (ks % 4) + half); };`
+        : `const u32 wtile = stage, xtile = stage + WROWS * PITCH;
+        const auto w_at = [&](int row, int half) { return wtile + row * PITCH + (16 * ks + 8 * half) * 2; };
+        const auto x_at = [&](int row, int half) { return xtile + row * PITCH + (16 * ks + 8 * half) * 2; };`}
         u32 a[WT][4];
         #pragma unroll
-        for (int ti = 0; ti < WT; ti++) ldsm_x4(wtile + (tile_row(ti) + (lane & 15)) * PITCH + (16 * ks + 8 * (lane >> 4)) * 2, a[ti]);
+        for (int ti = 0; ti < WT; ti++) ldsm_x4(w_at(tile_row(ti) + (lane & 15), lane >> 4), a[ti]);
         #pragma unroll
         for (int j = 0; j < NT; j += 2) {
           u32 b[4];
-          ldsm_x4(xtile + (8 * j + (lane & 7) + 8 * (lane >> 4)) * PITCH + (16 * ks + 8 * ((lane >> 3) & 1)) * 2, b);
+          ldsm_x4(x_at(8 * j + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1), b);
           #pragma unroll
           for (int ti = 0; ti < WT; ti++) {
             mma_16816<T>(acc[ti][j], a[ti], b[0], b[1]);
@@ -320,7 +388,7 @@ export function streamGemmSpace(dtype: 'bf16' | 'f16', M: number, N: number, K: 
       for (const chunkK of [64, 128] as const) {
         if (K % chunkK !== 0) continue;
         const base = { dtype, rowTiles, warps, featureTiles, chunkK, ...(gate ? { gate } : {}) };
-        const deepest = stagesFor(base, MAX_SHARED_BYTES - BARRIER_BYTES);
+        const deepest = stagesFor(base, MAX_SHARED_BYTES - BARRIER_BYTES - RING_ALIGN_BYTES);
         if (deepest === null) continue;
         const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / chunkK;
         const maxSplits = Math.max(1, Math.min(STREAM_MAX_SPLITS, Math.floor(chunks / 2)));
@@ -344,10 +412,19 @@ export type StreamLaunch = SkinnyLaunch;
 
 /** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep). */
 export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch): void {
-  host.kernel(streamGemmKey(plan.spec), () => streamGemmSource(plan.spec)).launch(
-    { grid: [...plan.grid], block: (plan.spec.warps + 1) * 32, sharedBytes: streamSharedBytes(plan.spec) },
-    [arg.ptr(a.x), arg.ptr(a.w), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K)],
+  const spec = plan.spec;
+  const operands = streamCopyOf(spec) === 'tensor'
+    ? [arg.tensorMap(streamTensorMap(spec, a.w, (spec.gate ? 2 : 1) * a.N, a.K, streamBlockFeatures(spec))), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles))]
+    : [arg.ptr(a.x), arg.ptr(a.w)];
+  host.kernel(streamGemmKey(spec), () => streamGemmSource(spec)).launch(
+    { grid: [...plan.grid], block: (spec.warps + 1) * 32, sharedBytes: streamSharedBytes(spec) },
+    [...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K)],
   );
+}
+
+/** The tensor map of a row-major [rows, K] operand at `address`, read in boxes of boxRows × 64 k. */
+export function streamTensorMap(spec: Pick<StreamGemmSpec, 'dtype'>, address: bigint, rows: number, K: number, boxRows: number): TensorMap2d {
+  return { address, dtype: spec.dtype, cols: K, rows, rowStrideBytes: 2 * K, boxCols: 64, boxRows };
 }
 
 /** Launches the kernel for a GEMM streamGemmApplies() accepted. */

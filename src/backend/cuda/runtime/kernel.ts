@@ -2,6 +2,10 @@
 // its spec into CUDA C once, asks the runtime for the compiled kernel under a cache key, and launches
 // it with typed arguments on the runtime's current stream.
 
+import type { TensorMap2d } from '../../../cuda/driver.js';
+
+export type { TensorMap2d };
+
 /** One kernel parameter, typed so it can be packed with the C ABI's size and alignment. */
 export type KernelArg =
   | { readonly type: 'ptr'; readonly value: bigint }
@@ -9,7 +13,9 @@ export type KernelArg =
   | { readonly type: 'u32'; readonly value: number }
   | { readonly type: 'f32'; readonly value: number }
   | { readonly type: 'i64'; readonly value: bigint }
-  | { readonly type: 'u64'; readonly value: bigint };
+  | { readonly type: 'u64'; readonly value: bigint }
+  | { readonly type: 'tensorMap'; readonly value: TensorMap2d };
+
 
 export const arg = {
   /** A device pointer (a CudaTensor's `ptr`, or any device address). */
@@ -19,6 +25,7 @@ export const arg = {
   f32: (value: number): KernelArg => ({ type: 'f32', value }),
   i64: (value: bigint): KernelArg => ({ type: 'i64', value }),
   u64: (value: bigint): KernelArg => ({ type: 'u64', value }),
+  tensorMap: (value: TensorMap2d): KernelArg => ({ type: 'tensorMap', value }),
 };
 
 export type Dim3 = number | readonly [number, number?, number?];

@@ -23,7 +23,7 @@ import koffi from 'koffi';
 import { ArgumentError } from '../../../errors.js';
 import { check, type StatusLibrary } from '../../../cuda/check.js';
 import { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES } from '../../../cuda/driver.js';
-import type { CompiledKernel, Dim3, KernelArg, LaunchConfig } from './kernel.js';
+import type { CompiledKernel, Dim3, KernelArg, LaunchConfig, TensorMap2d } from './kernel.js';
 
 /** Bytes of one argument slot: the size and alignment of the largest KernelArg type. */
 export const ARG_SLOT_BYTES = 8;
@@ -32,7 +32,19 @@ export const MAX_KERNEL_ARGS = 256;
 /** Dynamic shared memory a kernel may use without opting in. */
 export const DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024;
 
-/** Packs arguments into native memory laid out as cuLaunchKernel expects. */
+/** Tensor-map arguments (128 bytes each) one launch may take. */
+export const MAX_TENSOR_MAP_ARGS = 4;
+/** Bytes of a CUtensorMap; the driver wants it 64-byte aligned. */
+export const TENSOR_MAP_BYTES = 128;
+
+/** Writes the CUtensorMap of `map` (128 bytes) at native address `out` (cuTensorMapEncodeTiled). */
+export type TensorMapEncoder = (map: TensorMap2d, out: bigint) => void;
+
+/**
+ * Packs arguments into native memory laid out as cuLaunchKernel expects. A tensor-map argument does
+ * not fit a slot: it is encoded into one of MAX_TENSOR_MAP_ARGS 128-byte native slots, and its
+ * pointer entry points there (until a launch puts a plain argument in that position again).
+ */
 export class KernelArgPacker {
   /** Address of the first value slot. */
   readonly valuesAddress: bigint;
@@ -40,15 +52,35 @@ export class KernelArgPacker {
   readonly pointerArrayAddress: bigint;
   private readonly view: DataView;
   private disposed = false;
+  /** The 64-byte aligned tensor-map slots (allocated on first use) and the allocation behind them. */
+  private mapSlots?: { allocation: bigint; first: bigint };
+  /** Pointer entries that point at a tensor-map slot instead of their value slot. */
+  private readonly redirected = new Set<number>();
 
-  constructor(readonly capacity = MAX_KERNEL_ARGS) {
+  constructor(readonly capacity = MAX_KERNEL_ARGS, private readonly encodeTensorMap?: TensorMapEncoder) {
     const totalBytes = capacity * ARG_SLOT_BYTES * 2;
     this.valuesAddress = BigInt(koffi.alloc('uint64_t', capacity * 2));
     this.pointerArrayAddress = this.valuesAddress + BigInt(capacity * ARG_SLOT_BYTES);
     this.view = new DataView(koffi.view(this.valuesAddress, totalBytes));
-    for (let i = 0; i < capacity; i++) {
-      this.view.setBigUint64((capacity + i) * ARG_SLOT_BYTES, this.valuesAddress + BigInt(i * ARG_SLOT_BYTES), true);
+    for (let i = 0; i < capacity; i++) this.pointAtSlot(i);
+  }
+
+  private pointAtSlot(i: number): void {
+    this.view.setBigUint64((this.capacity + i) * ARG_SLOT_BYTES, this.valuesAddress + BigInt(i * ARG_SLOT_BYTES), true);
+  }
+
+  /** Encodes `map` into tensor-map slot `j` and points entry `i` at it. */
+  private packTensorMap(i: number, j: number, map: TensorMap2d, kernelName: string): void {
+    if (!this.encodeTensorMap) throw new ArgumentError(`kernel '${kernelName}' argument ${i} is a tensor map, but this runtime cannot encode tensor maps (cuTensorMapEncodeTiled needs a CUDA 12 driver)`);
+    if (j >= MAX_TENSOR_MAP_ARGS) throw new ArgumentError(`kernel '${kernelName}' was given more than ${MAX_TENSOR_MAP_ARGS} tensor maps`);
+    if (!this.mapSlots) {
+      const allocation = BigInt(koffi.alloc('uint8_t', MAX_TENSOR_MAP_ARGS * TENSOR_MAP_BYTES + 64));
+      this.mapSlots = { allocation, first: (allocation + 63n) & ~63n };
     }
+    const slot = this.mapSlots.first + BigInt(j * TENSOR_MAP_BYTES);
+    this.encodeTensorMap(map, slot);
+    this.view.setBigUint64((this.capacity + i) * ARG_SLOT_BYTES, slot, true);
+    this.redirected.add(i);
   }
 
   /** Stores `args` in the slots and returns the address to pass as kernelParams. */
@@ -57,9 +89,15 @@ export class KernelArgPacker {
       throw new ArgumentError(`kernel '${kernelName}' was given ${args.length} arguments: at most ${this.capacity} are supported`);
     }
     const view = this.view;
+    let maps = 0;
     for (let i = 0; i < args.length; i++) {
       const a = args[i]!;
       const offset = i * ARG_SLOT_BYTES;
+      if (a.type === 'tensorMap') {
+        this.packTensorMap(i, maps++, a.value, kernelName);
+        continue;
+      }
+      if (this.redirected.size > 0 && this.redirected.delete(i)) this.pointAtSlot(i);
       switch (a.type) {
         case 'ptr':
         case 'u64':
@@ -107,6 +145,7 @@ export class KernelArgPacker {
     if (this.disposed) return;
     this.disposed = true;
     koffi.free(this.valuesAddress);
+    if (this.mapSlots) koffi.free(this.mapSlots.allocation);
   }
 }
 
@@ -122,6 +161,8 @@ export interface LaunchApi extends StatusLibrary {
   /** cuLaunchKernelEx, for programmatic launches (absent: they cannot be turned on). */
   launchKernelEx?(config: bigint, fn: bigint, kernelParams: bigint): number;
   readonly hasLaunchKernelEx?: boolean;
+  /** cuTensorMapEncodeTiled for tensor-map arguments (absent: kernels that take them cannot launch). */
+  encodeTensorMap2d?(map: TensorMap2d, out: bigint): void;
 }
 
 export interface LaunchTarget {
@@ -140,7 +181,7 @@ const ATTRIBUTE_OFFSET = 64;
 
 /** Validates launch shapes, raises shared-memory limits when needed, and calls cuLaunchKernel. */
 export class KernelLauncher {
-  private readonly packer = new KernelArgPacker();
+  private readonly packer: KernelArgPacker;
   /** Dynamic shared memory each function has been allowed so far, above the 48 KiB default. */
   private readonly sharedLimit = new Map<bigint, number>();
   private readonly dims = new Int32Array(6);
@@ -148,7 +189,9 @@ export class KernelLauncher {
   /** The CUlaunchConfig buffer (see the header), made on first use. */
   private launchConfig?: { address: bigint; view: DataView };
 
-  constructor(private readonly api: LaunchApi, private readonly maxSharedBytesPerBlockOptin: number) {}
+  constructor(private readonly api: LaunchApi, private readonly maxSharedBytesPerBlockOptin: number) {
+    this.packer = new KernelArgPacker(MAX_KERNEL_ARGS, api.encodeTensorMap2d ? (map, out) => api.encodeTensorMap2d!(map, out) : undefined);
+  }
 
   /** Whether kernels that wait for their prerequisites themselves are launched programmatically. */
   get programmaticLaunch(): boolean { return this.programmatic; }

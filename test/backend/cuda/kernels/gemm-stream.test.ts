@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
 import * as stream from '../../../../src/backend/cuda/kernels/gemm-stream.js';
 import type { CheckedGatedLinear } from '../../../../src/backend/cuda/kernels/gemv.js';
-import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
+import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost, tensorMapArg } from './launch-helpers.js';
 
 const checked = (problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean } = {}) => checkedGemm({ M: 32, N: 3072 }, problem, extra);
 
@@ -51,22 +51,27 @@ test('planStreamGemm: even row tiles for M, blocks covering N once, whole stages
   const plan = (N: number, K: number, gate?: { activation: 'silu'; bias: boolean }) => stream.planStreamGemm('bf16', 32, N, K, 'none', gate, 132);
   assert.deepEqual([plan(3072, 2048), plan(2048, 8192), plan(2048, 2048), plan(8192, 2048, { activation: 'silu', bias: false }), plan(128256, 2048)].map((p) => p.grid), [[24, 5], [16, 8], [16, 8], [64, 2], [1002, 1]]);
   assert.deepEqual([plan(3072, 2048).spec.chunkK, plan(8192, 2048, { activation: 'silu', bias: false }).spec.chunkK], [128, 64]);
-  assert.deepEqual([plan(2048, 8192).spec.stages, plan(8192, 2048, { activation: 'silu', bias: false }).spec.stages], [4, 4]);
+  // Tensor-map stages (unpadded 128-byte rows): 5 of 40 KiB (down) and of 36 KiB (gated, 64 k) in the 200 KiB budget.
+  assert.deepEqual([plan(2048, 8192).spec.stages, plan(8192, 2048, { activation: 'silu', bias: false }).spec.stages], [5, 5]);
+  assert.equal(stream.streamCopyOf(plan(2048, 8192).spec), 'tensor');
   assert.throws(() => stream.planStreamGemm('bf16', 32, 2048, 2000, 'none', undefined, 132), /K = 2000 is not a multiple of 64/);
   assert.throws(() => stream.streamGemmSource({ dtype: 'bf16', rowTiles: 3, warps: 8, featureTiles: 1, chunkK: 128, stages: 4, splits: 1, epilogue: 'none' }), /row tiles must be 2, 4, 6 or 8/);
   assert.throws(() => stream.streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 8, featureTiles: 1, chunkK: 128, stages: 4, splits: 9, epilogue: 'none' }), /splits must be 1\.\.8/);
   assert.throws(() => stream.streamGemmSource({ dtype: 'bf16', rowTiles: 8, warps: 8, featureTiles: 2, chunkK: 128, stages: 8, splits: 1, epilogue: 'none' }), /bytes of shared memory exceed/);
 });
 
-test('streamGemmSource: one producer warp of bulk copies on full/empty mbarriers; a split kernel is one cluster combining in shared memory', () => {
+test('streamGemmSource: one producer lane of tensor-map copies on full/empty mbarriers; a split kernel is one cluster combining in shared memory', () => {
   const split = stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec;
   const src = stream.streamGemmSource(split).source;
   const body = src.slice(src.indexOf('extern "C"'));
   assert.match(src, /__cluster_dims__\(1, 8, 1\)/);
-  assert.match(body, /if \(warp == CW\) \{/);
-  assert.match(body, /bulk_copy\(dst \+ r \* PITCH, w \+/);
+  assert.match(body, /const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap/);
+  assert.match(body, /if \(warp == CW\) \{[^]*if \(lane == 0\) \{/);
+  assert.match(body, /tma_load_2d\(group, &wmap, c \* KC \+ 64 \* kb, n0, &full\[stage\]\)/);
   assert.match(body, /mbar_wait\(&empty\[s\], \(\(i \/ STAGES\) - 1\) & 1\)/);
   assert.match(body, /mbar_wait\(&full\[s\], \(i \/ STAGES\) & 1\)/);
+  // The ldmatrix addresses follow the 128-byte swizzle the TMA wrote.
+  assert.match(body, /swizzled_offset<8>\(row, 2 \* \(ks % 4\) \+ half\)/);
   // The weights of the first stages go out before the grid-dependency wait, x after it.
   assert.ok(body.indexOf('copy_weights(i, c_begin + i)') < body.indexOf('GRID_DEPENDENCY_WAIT()'));
   assert.ok(body.indexOf('GRID_DEPENDENCY_WAIT()') < body.indexOf('copy_x(i, c_begin + i)'));
@@ -75,9 +80,18 @@ test('streamGemmSource: one producer warp of bulk copies on full/empty mbarriers
   assert.match(consumers, /mma_16816/);
   assert.doesNotMatch(consumers, /__syncthreads|bar\.sync/, 'no block barrier in the consumers\' loop');
   assert.doesNotMatch(body, /atomicAdd|partials/, 'no global partials');
+  // Gated: the gate box at row n0 and the up box at row N + n0.
+  const gated = stream.streamGemmSource(stream.planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132).spec).source;
+  assert.match(gated, /if \(GATED\) tma_load_2d\(group \+ BN \* 128, &wmap, c \* KC \+ 64 \* kb, N \+ n0, &full\[stage\]\)/);
   const whole = stream.streamGemmSource(stream.planStreamGemm('bf16', 32, 128256, 2048, 'none', undefined, 132).spec).source;
   assert.doesNotMatch(whole, /__cluster_dims__|cluster_sync\(\);|cluster_load\(&sums/);
   assert.match(whole, /FOR_EACH_FRAGMENT\(FT\) \{/);
+  // The 'rows' copy (session 22's first form): 1-D bulk copies of row segments at a padded pitch.
+  const rows = stream.streamGemmSource({ ...split, copy: 'rows' }).source;
+  assert.equal(stream.streamGemmKey({ ...split, copy: 'rows' }), 'gemm_stream.bf16.nt4.w8.ft1.kc128.s5.k8.none.rows');
+  assert.match(rows, /bulk_copy\(dst \+ r \* PITCH, w \+/);
+  assert.doesNotMatch(rows, /TensorMap/);
+  assert.throws(() => stream.streamGemmSource({ ...split, probe: 'contiguous' }), /the 'contiguous' probe times the 'rows' copy/);
 });
 
 test('launchStreamGemm / launchStreamGated: CW + 1 warps, the ring in dynamic shared memory, no scratch, no counters', () => {
@@ -85,10 +99,15 @@ test('launchStreamGemm / launchStreamGated: CW + 1 warps, the ring in dynamic sh
   const t = (ptr: bigint) => ({ ptr }) as unknown as CheckedGemm['a'];
   stream.launchStreamGemm(host, { ...checked({ M: 32, N: 2048, K: 8192 }), bias: t(0x4000n) });
   const split = host.launches.at(-1)!;
-  assert.equal(split.key, 'gemm_stream.bf16.nt4.w8.ft1.kc128.s4.k8.none');
+  assert.equal(split.key, 'gemm_stream.bf16.nt4.w8.ft1.kc128.s5.k8.none');
   assert.deepEqual(split.config.grid, [16, 8]);
   assert.equal(split.config.block, 9 * 32);
   assert.equal(split.config.sharedBytes, stream.streamSharedBytes(stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec));
+  // The weights [N, K] in boxes of 128 rows (BN) × 64 k; x [M, K] in boxes of 32 rows (XROWS).
+  const w = tensorMapArg(split, 0), x = tensorMapArg(split, 1);
+  assert.deepEqual({ ...w, address: 0n }, { address: 0n, dtype: 'bf16', cols: 8192, rows: 2048, rowStrideBytes: 16384, boxCols: 64, boxRows: 128 });
+  assert.deepEqual([x.rows, x.cols, x.boxRows], [32, 8192, 32]);
+  assert.equal(argValue(split, 2, 'ptr'), 0x4000n);
   assert.equal(argValue(split, 4, 'i32'), 32);
   assert.equal(argValue(split, 5, 'i32'), 2048);
   assert.equal(argValue(split, 6, 'i32'), 8192);
@@ -99,17 +118,18 @@ test('launchStreamGemm / launchStreamGated: CW + 1 warps, the ring in dynamic sh
   assert.ok(stream.streamGatedApplies(gated));
   stream.launchStreamGated(host, gated);
   const g = host.launches.at(-1)!;
-  assert.equal(g.key, 'gemm_stream.bf16.nt4.w8.ft1.kc64.s4.k2.gated_silu');
+  assert.equal(g.key, 'gemm_stream.bf16.nt4.w8.ft1.kc64.s5.k2.gated_silu');
   assert.deepEqual(g.config.grid, [64, 2]);
+  assert.deepEqual([tensorMapArg(g, 0).rows, tensorMapArg(g, 0).boxRows], [16384, 128], 'the gated weight [2F, K], boxes of BN rows');
   assert.equal(argValue(g, 5, 'i32'), 8192);
   assert.equal(host.scratchRequests?.length ?? 0, 0);
 });
 
 test('timing probes: keyed apart; no-math leaves the consumers no mma, contiguous copies a stage\'s weights in one bulk copy', () => {
-  const spec = stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec;
+  const spec = { ...stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec, copy: 'rows' as const };
   const noMath = stream.streamGemmSource({ ...spec, probe: 'no-math' });
   const contiguous = stream.streamGemmSource({ ...spec, probe: 'contiguous' });
-  assert.equal(stream.streamGemmKey({ ...spec, probe: 'no-math' }), 'gemm_stream.bf16.nt4.w8.ft1.kc128.s4.k8.none.probe_no_math');
+  assert.equal(stream.streamGemmKey({ ...spec, probe: 'no-math' }), 'gemm_stream.bf16.nt4.w8.ft1.kc128.s5.k8.none.rows.probe_no_math');
   assert.match(noMath.source, /for \(int ks = 0; ks < 0; ks\+\+\)/);
   assert.match(contiguous.source, /if \(lane == 0\) bulk_copy\(dst, w \+ offset, \(u32\)\(stage_elems \* 2\), &full\[stage\]\);\n\s*return;/);
   assert.doesNotMatch(stream.streamGemmSource(spec).source, /probe|w \+ offset/);

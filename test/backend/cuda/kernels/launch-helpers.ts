@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { DType } from '../../../../src/dtype.js';
-import type { CompiledKernel, KernelArg, KernelHost, KernelSource, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
+import type { CompiledKernel, KernelArg, KernelHost, KernelSource, LaunchConfig, TensorMap2d } from '../../../../src/backend/cuda/runtime/kernel.js';
 import { kernelArch } from '../../../../src/backend/cuda/runtime/jit.js';
 import { CudaTensor } from '../../../../src/backend/cuda/runtime/tensor.js';
 
@@ -59,9 +59,16 @@ export function deviceTensor(shape: readonly number[], dtype: DType, ptr?: bigin
 }
 
 /** The value of a launch argument (asserting its type), for checks on what a launcher passed. */
-export function argValue(launch: RecordedLaunch, index: number, type: KernelArg['type']): number | bigint {
+export function argValue(launch: RecordedLaunch, index: number, type: Exclude<KernelArg['type'], 'tensorMap'>): number | bigint {
   const a = launch.args[index];
   if (!a || a.type !== type) throw new Error(`argument ${index} of ${launch.name} is ${a ? a.type : 'missing'}, expected ${type}`);
+  return a.value as number | bigint;
+}
+
+/** The tensor map a launcher passed as argument `index`. */
+export function tensorMapArg(launch: RecordedLaunch, index: number): TensorMap2d {
+  const a = launch.args[index];
+  if (!a || a.type !== 'tensorMap') throw new Error(`argument ${index} of ${launch.name} is ${a ? a.type : 'missing'}, expected tensorMap`);
   return a.value;
 }
 

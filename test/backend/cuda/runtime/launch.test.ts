@@ -166,3 +166,40 @@ test('programmatic launch: kernels that wait for their prerequisites go through 
   assert.deepEqual(new Uint8Array(koffi.view(attrs, 72).slice(0)), ex[0]!.config.subarray(64, 136), 'attrs points at the attribute in the same buffer');
   assert.throws(() => { new KernelLauncher(fakeApi(), 1024).programmaticLaunch = true; }, /needs cuLaunchKernelEx/);
 });
+
+test('a tensor-map argument is encoded into a 64-byte aligned 128-byte slot its pointer entry points at; a plain argument there again points back at its value slot', () => {
+  const libc = koffi.load('libc.so.6');
+  const memcpy = libc.func('uint64_t memcpy(void *dst, uint64_t src, size_t n)');
+  const encoded: { rows: number; out: bigint }[] = [];
+  // A stand-in for cuTensorMapEncodeTiled: writes the map's row count into the first 8 bytes.
+  const fill = libc.func('uint64_t memset(uint64_t dst, int c, size_t n)');
+  const packer = new KernelArgPacker(4, (map, out) => {
+    encoded.push({ rows: map.rows, out });
+    fill(out, map.rows, 128);
+  });
+  try {
+    const map = { address: 0x1000n, dtype: 'bf16' as const, cols: 2048, rows: 7, rowStrideBytes: 4096, boxCols: 64, boxRows: 128 };
+    const params = packer.pack([arg.tensorMap(map), arg.tensorMap({ ...map, rows: 9 }), arg.i32(5)], 'k');
+    assert.equal(encoded.length, 2);
+    assert.equal(encoded[0]!.out % 64n, 0n, 'CUtensorMap is 64-byte aligned');
+    assert.equal(encoded[1]!.out - encoded[0]!.out, 128n);
+    const entries = new BigUint64Array(3);
+    memcpy(entries, params, 24);
+    assert.deepEqual([entries[0], entries[1]], [encoded[0]!.out, encoded[1]!.out]);
+    const bytes = new Uint8Array(128);
+    memcpy(bytes, entries[1]!, 128);
+    assert.ok(bytes.every((b) => b === 9), 'the entry points at the encoded map');
+    // The next launch passes plain arguments in those positions: they point at their value slots again.
+    const again = packer.pack([arg.i32(1), arg.i32(2), arg.i32(3)], 'k');
+    memcpy(entries, again, 24);
+    assert.deepEqual([...entries], [packer.valuesAddress, packer.valuesAddress + 8n, packer.valuesAddress + 16n]);
+    const none = new KernelArgPacker(2);
+    try {
+      assert.throws(() => none.pack([arg.tensorMap(map)], 'gemm'), /kernel 'gemm' argument 0 is a tensor map, but this runtime cannot encode tensor maps/);
+    } finally {
+      none.dispose();
+    }
+  } finally {
+    packer.dispose();
+  }
+});
