@@ -11,7 +11,7 @@
 // launches are one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = weight
 // bytes ÷ time, against the copy bandwidth measured in the same run.
 //
-//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,stream,mma] [--stream-probes] [--shapes QKV,out] [--json bench/results/skinny-sweep.json]
+//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,stream,mma] [--stream-probes] [--stream-planned] [--shapes QKV,out,'LM head'] [--json bench/results/skinny-sweep.json]
 // (a few minutes on an H200, most of it compiling each plan once)
 
 import { parseArgs } from 'node:util';
@@ -28,16 +28,17 @@ const CALLS = 20;
 const REPEATS = 9;
 const L2_BYTES = 60 << 20;
 
-/** The batched products (the LM head is cuBLASLt's at every batch). */
-const ALL_SHAPES = LLAMA_DECODE_PRODUCTS.filter((s) => s.name !== 'LM head');
+/** The batched products; the LM head only when --shapes names it (it is 16 MB of weights a row tile). */
+const ALL_SHAPES = LLAMA_DECODE_PRODUCTS;
+const DEFAULT_SHAPES = ALL_SHAPES.filter((s) => s.name !== 'LM head').map((s) => s.name);
 
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,stream,mma' }, shapes: { type: 'string' }, 'stream-probes': { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,stream,mma' }, shapes: { type: 'string' }, 'stream-probes': { type: 'boolean', default: false }, 'stream-planned': { type: 'boolean', default: false } } });
   const kernels = new Set(values.kernels!.split(','));
   if ([...kernels].some((k) => k !== 'skinny' && k !== 'stream' && k !== 'mma')) throw new Error(`--kernels: skinny, stream and/or mma, got '${values.kernels}'`);
-  const names = values.shapes?.split(',') ?? ALL_SHAPES.map((s) => s.name);
+  const names = values.shapes?.split(',') ?? DEFAULT_SHAPES;
   const unknown = names.filter((n) => !ALL_SHAPES.some((s) => s.name === n));
   if (unknown.length > 0) throw new Error(`--shapes: ${unknown.join(', ')} unknown (${ALL_SHAPES.map((s) => s.name).join(', ')})`);
   const SHAPES = ALL_SHAPES.filter((s) => names.includes(s.name));
@@ -85,8 +86,10 @@ async function main(): Promise<void> {
       }
       const streamApplies = K % st.STREAM_K_MULTIPLE === 0;
       const plannedStream = streamApplies ? st.streamGemmKey(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms).spec) : '';
-      const streamPlans = kernels.has('stream') && streamApplies ? st.streamGemmSpace('bf16', M, width, K, 'none', gate, sms) : [];
-      if (streamApplies && kernels.has('stream')) {
+      // --stream-planned: the planner's pick only (every row count and shape in one short run).
+      const streamPlans = kernels.has('stream') && streamApplies && !values['stream-planned'] ? st.streamGemmSpace('bf16', M, width, K, 'none', gate, sms) : [];
+      if (streamApplies && kernels.has('stream') && values['stream-planned']) streamPlans.push(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms));
+      else if (streamApplies && kernels.has('stream')) {
         const planned = st.planStreamGemm('bf16', M, width, K, 'none', gate, sms);
         if (!streamPlans.some((p) => st.streamGemmKey(p.spec) === plannedStream)) streamPlans.push(planned);
         // The planned plan with session 22's first copy (1-D bulk copies of row segments), for reference.

@@ -62,6 +62,8 @@ export const STREAM_EPILOGUES: readonly GemmEpilogue[] = GEMV_EPILOGUES;
 export const STREAM_MAX_SPLITS = 8;
 /** Dynamic shared memory the planner fills with stages (of sm_90's 227 KiB a block). */
 const STAGE_BUDGET_BYTES = 200 * 1024;
+/** The same for a split plan: two blocks an SM, so a cluster's blocks are not held to one an SM. */
+const SPLIT_STAGE_BUDGET_BYTES = 100 * 1024;
 const MAX_SHARED_BYTES = 227 * 1024;
 /** Bytes before the stages: the 2·STAGES mbarriers (8 bytes each), padded to keep the stages 128-byte aligned. */
 const BARRIER_BYTES = 128;
@@ -155,33 +157,30 @@ function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>,
 }
 
 /**
- * The plan for M rows, N outputs (gated: N = F), K inputs (a multiple of 64). Of 8 or 4 consumer
- * warps with one feature tile each (BN = 128 or 64 features) and 128 k a stage where K allows (else
- * 64; gated at 8 warps: 64, so the ring keeps 4 stages), the one whose grid — feature tiles × splits of K,
- * each split keeping 2 stages at least, ≤ STREAM_MAX_SPLITS — best fills the SMs at one block each
- * (ties: the wider block); the ring as deep as STAGE_BUDGET_BYTES allows.
+ * The plan for M rows, N outputs (gated: N = F), K inputs (a multiple of 64), from session 22's sweep
+ * at 32 rows (bench/results/gpu-pending-s22/call4/stream-sweep.json): 4 consumer warps of one feature
+ * tile (BN = 64), 128 k a stage where K allows (else 64). K is split only when the feature tiles alone
+ * would leave more than two thirds of the SMs idle, into 4 (else 2) ranges of at least 2 stages while
+ * the grid stays one block an SM: splits of 5 and 8 were 1.5–2× slower than 4 (QKV 11.1 against
+ * 6.6–7.1 µs, out 8.5 against 5.5). An unsplit ring is as deep as STAGE_BUDGET_BYTES allows (QKV at 8
+ * stages 6.6 µs, at 4 7.1); a split one keeps to SPLIT_STAGE_BUDGET_BYTES, so two blocks fit an SM and
+ * the clusters place freely (out at 4 splits: 8 stages 8.7 µs, 4 stages 5.5).
  */
 export function planStreamGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number): StreamGemmPlan {
   if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
   if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
   const rowTiles = 2 * Math.ceil(M / 16);
-  let best: { plan: StreamGemmPlan; filled: number } | null = null;
-  for (const warps of [8, 4] as const) {
-    const base = { dtype, rowTiles, warps, featureTiles: 1 as const, ...(gate ? { gate } : {}) };
-    const chunkK: 64 | 128 = K % 128 === 0 && (stagesFor({ ...base, chunkK: 128 }) ?? 0) >= 4 ? 128 : 64;
-    const stages = stagesFor({ ...base, chunkK });
-    if (stages === null) continue;
-    const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / chunkK;
-    const maxSplits = Math.max(1, Math.min(STREAM_MAX_SPLITS, Math.floor(chunks / 2)));
-    const splits = Math.max(1, Math.min(maxSplits, Math.floor(multiProcessorCount / tiles)));
-    const blocks = tiles * splits;
-    // Fraction of the SMs busy in the last wave, over the waves: 1 when the grid fills whole waves.
-    const filled = blocks / (Math.ceil(blocks / multiProcessorCount) * multiProcessorCount);
-    const plan: StreamGemmPlan = { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
-    if (best === null || filled > best.filled + 1e-9) best = { plan, filled };
+  const base = { dtype, rowTiles, warps: 4 as const, featureTiles: 1 as const, chunkK: (K % 128 === 0 ? 128 : 64) as 64 | 128, ...(gate ? { gate } : {}) };
+  const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / base.chunkK;
+  let splits = 1;
+  if (3 * tiles < multiProcessorCount) {
+    for (const s of [4, 2]) {
+      if (tiles * s <= multiProcessorCount && chunks / s >= 2) { splits = s; break; }
+    }
   }
-  if (best === null) throw new RangeError(`planStreamGemm: no stage of ${M} rows fits in shared memory`);
-  return best.plan;
+  const stages = stagesFor(base, splits > 1 ? SPLIT_STAGE_BUDGET_BYTES : STAGE_BUDGET_BYTES);
+  if (stages === null) throw new RangeError(`planStreamGemm: no stage of ${M} rows fits in shared memory`);
+  return { spec: { ...base, stages, splits, epilogue }, grid: [tiles, splits] };
 }
 
 export function streamGemmSource(spec: StreamGemmSpec): KernelSource {

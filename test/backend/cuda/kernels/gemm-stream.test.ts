@@ -46,13 +46,16 @@ test('planStreamGemm: even row tiles for M, blocks covering N once, whole stages
       }
     }
   }
-  // Llama 1.2B at batch 32: 128 features a block; QKV 24 tiles × 5 splits, down and out 16 × 8, the gated
-  // gate/up 64 × 2 at 64 k a stage (its 256 weight rows), the LM head unsplit.
+  // Llama 1.2B at batch 32 (session 22's sweep): 64 features a block, 128 k a stage; QKV (48 tiles) and
+  // the gated gate/up (128) unsplit with the deepest ring; out and down (32 tiles) in 4 splits with a ring
+  // two blocks an SM can hold; the LM head unsplit.
   const plan = (N: number, K: number, gate?: { activation: 'silu'; bias: boolean }) => stream.planStreamGemm('bf16', 32, N, K, 'none', gate, 132);
-  assert.deepEqual([plan(3072, 2048), plan(2048, 8192), plan(2048, 2048), plan(8192, 2048, { activation: 'silu', bias: false }), plan(128256, 2048)].map((p) => p.grid), [[24, 5], [16, 8], [16, 8], [64, 2], [1002, 1]]);
-  assert.deepEqual([plan(3072, 2048).spec.chunkK, plan(8192, 2048, { activation: 'silu', bias: false }).spec.chunkK], [128, 64]);
-  // Tensor-map stages (unpadded 128-byte rows): 5 of 40 KiB (down) and of 36 KiB (gated, 64 k) in the 200 KiB budget.
-  assert.deepEqual([plan(2048, 8192).spec.stages, plan(8192, 2048, { activation: 'silu', bias: false }).spec.stages], [5, 5]);
+  const silu = { activation: 'silu' as const, bias: false };
+  assert.deepEqual([plan(3072, 2048), plan(2048, 2048), plan(8192, 2048, silu), plan(2048, 8192), plan(128256, 2048)].map((p) => p.grid), [[48, 1], [32, 4], [128, 1], [32, 4], [2004, 1]]);
+  assert.deepEqual([plan(3072, 2048), plan(2048, 2048), plan(8192, 2048, silu), plan(2048, 8192)].map((p) => [p.spec.warps, p.spec.chunkK, p.spec.stages]), [[4, 128, 8], [4, 128, 4], [4, 128, 5], [4, 128, 4]]);
+  assert.ok(2 * stream.streamSharedBytes(plan(2048, 8192).spec) <= 228 * 1024, 'a split plan leaves room for two blocks an SM');
+  // GPT-2 at batch 32: the 768-wide products split (2 ways where K = 768 has only 6 stages), the fc unsplit.
+  assert.deepEqual([plan(2304, 768), plan(768, 768), plan(3072, 768), plan(768, 3072)].map((p) => p.grid), [[36, 2], [12, 2], [48, 1], [12, 4]]);
   assert.equal(stream.streamCopyOf(plan(2048, 8192).spec), 'tensor');
   assert.throws(() => stream.planStreamGemm('bf16', 32, 2048, 2000, 'none', undefined, 132), /K = 2000 is not a multiple of 64/);
   assert.throws(() => stream.streamGemmSource({ dtype: 'bf16', rowTiles: 3, warps: 8, featureTiles: 1, chunkK: 128, stages: 4, splits: 1, epilogue: 'none' }), /row tiles must be 2, 4, 6 or 8/);
@@ -64,7 +67,7 @@ test('streamGemmSource: one producer lane of tensor-map copies on full/empty mba
   const split = stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec;
   const src = stream.streamGemmSource(split).source;
   const body = src.slice(src.indexOf('extern "C"'));
-  assert.match(src, /__cluster_dims__\(1, 8, 1\)/);
+  assert.match(src, /__cluster_dims__\(1, 4, 1\)/);
   assert.match(body, /const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap/);
   assert.match(body, /if \(warp == CW\) \{[^]*if \(lane == 0\) \{/);
   assert.match(body, /tma_load_2d\(group, &wmap, c \* KC \+ 64 \* kb, n0, &full\[stage\]\)/);
@@ -88,7 +91,7 @@ test('streamGemmSource: one producer lane of tensor-map copies on full/empty mba
   assert.match(whole, /FOR_EACH_FRAGMENT\(FT\) \{/);
   // The 'rows' copy (session 22's first form): 1-D bulk copies of row segments at a padded pitch.
   const rows = stream.streamGemmSource({ ...split, copy: 'rows' }).source;
-  assert.equal(stream.streamGemmKey({ ...split, copy: 'rows' }), 'gemm_stream.bf16.nt4.w8.ft1.kc128.s5.k8.none.rows');
+  assert.equal(stream.streamGemmKey({ ...split, copy: 'rows' }), 'gemm_stream.bf16.nt4.w4.ft1.kc128.s4.k4.none.rows');
   assert.match(rows, /bulk_copy\(dst \+ r \* PITCH, w \+/);
   assert.doesNotMatch(rows, /TensorMap/);
   assert.throws(() => stream.streamGemmSource({ ...split, probe: 'contiguous' }), /the 'contiguous' probe times the 'rows' copy/);
@@ -99,13 +102,13 @@ test('launchStreamGemm / launchStreamGated: CW + 1 warps, the ring in dynamic sh
   const t = (ptr: bigint) => ({ ptr }) as unknown as CheckedGemm['a'];
   stream.launchStreamGemm(host, { ...checked({ M: 32, N: 2048, K: 8192 }), bias: t(0x4000n) });
   const split = host.launches.at(-1)!;
-  assert.equal(split.key, 'gemm_stream.bf16.nt4.w8.ft1.kc128.s5.k8.none');
-  assert.deepEqual(split.config.grid, [16, 8]);
-  assert.equal(split.config.block, 9 * 32);
+  assert.equal(split.key, 'gemm_stream.bf16.nt4.w4.ft1.kc128.s4.k4.none');
+  assert.deepEqual(split.config.grid, [32, 4]);
+  assert.equal(split.config.block, 5 * 32);
   assert.equal(split.config.sharedBytes, stream.streamSharedBytes(stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec));
-  // The weights [N, K] in boxes of 128 rows (BN) × 64 k; x [M, K] in boxes of 32 rows (XROWS).
+  // The weights [N, K] in boxes of 64 rows (BN) × 64 k; x [M, K] in boxes of 32 rows (XROWS).
   const w = tensorMapArg(split, 0), x = tensorMapArg(split, 1);
-  assert.deepEqual({ ...w, address: 0n }, { address: 0n, dtype: 'bf16', cols: 8192, rows: 2048, rowStrideBytes: 16384, boxCols: 64, boxRows: 128 });
+  assert.deepEqual({ ...w, address: 0n }, { address: 0n, dtype: 'bf16', cols: 8192, rows: 2048, rowStrideBytes: 16384, boxCols: 64, boxRows: 64 });
   assert.deepEqual([x.rows, x.cols, x.boxRows], [32, 8192, 32]);
   assert.equal(argValue(split, 2, 'ptr'), 0x4000n);
   assert.equal(argValue(split, 4, 'i32'), 32);
@@ -118,9 +121,9 @@ test('launchStreamGemm / launchStreamGated: CW + 1 warps, the ring in dynamic sh
   assert.ok(stream.streamGatedApplies(gated));
   stream.launchStreamGated(host, gated);
   const g = host.launches.at(-1)!;
-  assert.equal(g.key, 'gemm_stream.bf16.nt4.w8.ft1.kc64.s5.k2.gated_silu');
-  assert.deepEqual(g.config.grid, [64, 2]);
-  assert.deepEqual([tensorMapArg(g, 0).rows, tensorMapArg(g, 0).boxRows], [16384, 128], 'the gated weight [2F, K], boxes of BN rows');
+  assert.equal(g.key, 'gemm_stream.bf16.nt4.w4.ft1.kc128.s5.gated_silu');
+  assert.deepEqual(g.config.grid, [128, 1]);
+  assert.deepEqual([tensorMapArg(g, 0).rows, tensorMapArg(g, 0).boxRows], [16384, 64], 'the gated weight [2F, K], boxes of BN rows');
   assert.equal(argValue(g, 5, 'i32'), 8192);
   assert.equal(host.scratchRequests?.length ?? 0, 0);
 });
@@ -129,7 +132,7 @@ test('timing probes: keyed apart; no-math leaves the consumers no mma, contiguou
   const spec = { ...stream.planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132).spec, copy: 'rows' as const };
   const noMath = stream.streamGemmSource({ ...spec, probe: 'no-math' });
   const contiguous = stream.streamGemmSource({ ...spec, probe: 'contiguous' });
-  assert.equal(stream.streamGemmKey({ ...spec, probe: 'no-math' }), 'gemm_stream.bf16.nt4.w8.ft1.kc128.s5.k8.none.rows.probe_no_math');
+  assert.equal(stream.streamGemmKey({ ...spec, probe: 'no-math' }), 'gemm_stream.bf16.nt4.w4.ft1.kc128.s4.k4.none.rows.probe_no_math');
   assert.match(noMath.source, /for \(int ks = 0; ks < 0; ks\+\+\)/);
   assert.match(contiguous.source, /if \(lane == 0\) bulk_copy\(dst, w \+ offset, \(u32\)\(stage_elems \* 2\), &full\[stage\]\);\n\s*return;/);
   assert.doesNotMatch(stream.streamGemmSource(spec).source, /probe|w \+ offset/);
