@@ -11,7 +11,7 @@
 // launches are one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = weight
 // bytes ÷ time, against the copy bandwidth measured in the same run.
 //
-//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,stream,mma] [--stream-probes] [--stream-planned] [--shapes QKV,out,'LM head'] [--json bench/results/skinny-sweep.json]
+//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,stream,mma] [--stream-probes] [--stream-planned] [--model llama|gpt2] [--shapes QKV,out,'LM head'] [--json bench/results/skinny-sweep.json]
 // (a few minutes on an H200, most of it compiling each plan once)
 
 import { parseArgs } from 'node:util';
@@ -21,24 +21,26 @@ import { probeCuda } from '../src/cuda/probe.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
 import { copyBandwidth, randomTensor, timeGraph } from './device-timing.js';
-import { devicePointer, finishSweep, LLAMA_DECODE_PRODUCTS, runSweep, sweepRecorder } from './sweep-lib.js';
+import { devicePointer, finishSweep, GPT2_DECODE_PRODUCTS, LLAMA_DECODE_PRODUCTS, runSweep, sweepRecorder } from './sweep-lib.js';
 import type { SweepRow } from './sweep-lib.js';
 
 const CALLS = 20;
 const REPEATS = 9;
 const L2_BYTES = 60 << 20;
 
-/** The batched products; the LM head only when --shapes names it (it is 16 MB of weights a row tile). */
-const ALL_SHAPES = LLAMA_DECODE_PRODUCTS;
-const DEFAULT_SHAPES = ALL_SHAPES.filter((s) => s.name !== 'LM head').map((s) => s.name);
+/** The batched products of --model (llama: Llama 1.2B, gpt2: GPT-2 124M); the LM head only when --shapes names it. */
+const PRODUCTS = { llama: LLAMA_DECODE_PRODUCTS, gpt2: GPT2_DECODE_PRODUCTS } as const;
 
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,stream,mma' }, shapes: { type: 'string' }, 'stream-probes': { type: 'boolean', default: false }, 'stream-planned': { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,stream,mma' }, shapes: { type: 'string' }, 'stream-probes': { type: 'boolean', default: false }, 'stream-planned': { type: 'boolean', default: false }, model: { type: 'string', default: 'llama' } } });
   const kernels = new Set(values.kernels!.split(','));
   if ([...kernels].some((k) => k !== 'skinny' && k !== 'stream' && k !== 'mma')) throw new Error(`--kernels: skinny, stream and/or mma, got '${values.kernels}'`);
-  const names = values.shapes?.split(',') ?? DEFAULT_SHAPES;
+  const model = values.model as keyof typeof PRODUCTS;
+  if (!(model in PRODUCTS)) throw new Error(`--model: llama or gpt2, got '${values.model}'`);
+  const ALL_SHAPES: readonly { name: string; N: number; K: number; gated: boolean }[] = PRODUCTS[model];
+  const names = values.shapes?.split(',') ?? ALL_SHAPES.filter((s) => s.name !== 'LM head').map((s) => s.name);
   const unknown = names.filter((n) => !ALL_SHAPES.some((s) => s.name === n));
   if (unknown.length > 0) throw new Error(`--shapes: ${unknown.join(', ')} unknown (${ALL_SHAPES.map((s) => s.name).join(', ')})`);
   const SHAPES = ALL_SHAPES.filter((s) => names.includes(s.name));
@@ -106,12 +108,12 @@ async function main(): Promise<void> {
           record(`stream probe ${probe}`, name, M, `${st.streamGemmKey(probed.spec)} grid ${plan.grid.join('×')}`, false, probeMs, bytes);
         }
       }
-      const plannedMma = mma.planMmaGemv('bf16', M, width, K, 'none', gate, sms).spec;
-      const mmaApplies = M <= (gated ? mma.MMA_GEMV_MAX_GATED_ROWS : mma.MMA_GEMV_MAX_ROWS);
-      for (const spec of kernels.has('mma') && mmaApplies ? mma.mmaGemvSpace('bf16', M, K, 'none', gate) : []) {
+      const mmaApplies = kernels.has('mma') && M <= (gated ? mma.MMA_GEMV_MAX_GATED_ROWS : mma.MMA_GEMV_MAX_ROWS);
+      const plannedMma = mmaApplies ? mma.planMmaGemv('bf16', M, width, K, 'none', gate, sms).spec : undefined;
+      for (const spec of mmaApplies ? mma.mmaGemvSpace('bf16', M, K, 'none', gate) : []) {
         const key = mma.mmaGemvKey(spec);
         const ms = timeGraph(b, operands.map((o) => () => mma.launchMmaGemvSpec(host, spec, { a: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width })), CALLS, REPEATS);
-        record('mma', name, M, `${key} grid ${mma.mmaGemvGrid(spec, width)}`, key === mma.mmaGemvKey(plannedMma), ms, bytes);
+        record('mma', name, M, `${key} grid ${mma.mmaGemvGrid(spec, width)}`, plannedMma !== undefined && key === mma.mmaGemvKey(plannedMma), ms, bytes);
       }
       for (const t of made) b.free(t);
     }

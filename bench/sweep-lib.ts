@@ -13,6 +13,15 @@ export const LLAMA_DECODE_PRODUCTS = [
   { name: 'LM head', N: 128256, K: 2048, gated: false },
 ] as const;
 
+/** GPT-2 124M's decode products (its MLP is not gated: fc with GELU, then proj). */
+export const GPT2_DECODE_PRODUCTS = [
+  { name: 'QKV', N: 2304, K: 768, gated: false },
+  { name: 'out', N: 768, K: 768, gated: false },
+  { name: 'fc', N: 3072, K: 768, gated: false },
+  { name: 'proj', N: 768, K: 3072, gated: false },
+  { name: 'LM head', N: 50257, K: 768, gated: false },
+] as const;
+
 export interface SweepRow { kernel: string; shape: string; M: number; spec: string; planned: boolean; us: number; gbps: number; percentOfCopy: number }
 
 /** Rows and the function that adds one: GB/s from `bytes` in `ms`, and its share of the run's copy bandwidth. */
