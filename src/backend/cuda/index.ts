@@ -61,7 +61,7 @@ import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_AUTO_MAX_K, normPreloadOption } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
-import { launchStreamGated, launchStreamGemm, STREAM_MAX_ROWS, streamGatedApplies, streamGemmApplies } from './kernels/gemm-stream.js';
+import { launchStreamGated, launchStreamGemm, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies } from './kernels/gemm-stream.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
@@ -118,13 +118,14 @@ export class CudaBackend implements Backend {
   /** GEMMs run on the skinny GEMM so far. */
   skinnyGemmLaunches = 0;
   /**
-   * GEMMs and gatedLinear of 5–64 rows with [N, K] bf16/f16 weights (K a multiple of 64) on the streamed
-   * skinny GEMM (kernels/gemm-stream.ts: a producer warp streaming the weights by bulk copies into an
-   * mbarrier ring, split-K within a cluster) instead of cuBLASLt (or the other skinny kernels). Opt-in
-   * (FUSEFORMER_STREAM_GEMM=1; needs decodeGemv): correct on the H200 but 4–5× slower than cuBLASLt at
-   * 32 rows — its 1-D bulk copies of weight rows run one after another (session 22, docs/perf.md).
+   * GEMMs and gatedLinear of 5–32 rows with [N, K] bf16/f16 weights (K a multiple of 64) on the streamed
+   * skinny GEMM (kernels/gemm-stream.ts: a producer lane streaming the weights by tensor-map TMA into an
+   * mbarrier ring, mma.sync consumers, split-K within a cluster) instead of cuBLASLt: batched decode
+   * steps and serving's decode buckets. Default on where decodeGemv is (FUSEFORMER_STREAM_GEMM=0 turns
+   * it off): on the H200 (session 22) as fast as or faster than cuBLASLt on every Llama 1.2B and GPT-2
+   * product at 8–32 rows (gate/up 18.1 against 20.6 µs at 32 rows, GPT-2's LM head 22.8–24.1 against 111).
    */
-  streamGemm = process.env['FUSEFORMER_STREAM_GEMM'] === '1';
+  streamGemm = process.env['FUSEFORMER_STREAM_GEMM'] !== '0';
   /** GEMMs run on the streamed skinny GEMM so far. */
   streamGemmLaunches = 0;
   /**
@@ -290,7 +291,7 @@ export class CudaBackend implements Backend {
   gemm(args: GemmArgs): void {
     // Only a few-row, [N, K]-weight product is checked here (the cuBLASLt path checks its own calls).
     const rows = args.a.shape.length === 2 ? args.a.shape[0]! : Infinity;
-    const fewRows = Math.max(GEMV_MAX_ROWS, this.mmaGemv ? MMA_GEMV_MAX_ROWS : 0, this.skinnyGemm ? SKINNY_MAX_ROWS : 0, this.streamGemm ? STREAM_MAX_ROWS : 0);
+    const fewRows = Math.max(GEMV_MAX_ROWS, this.mmaGemv ? MMA_GEMV_MAX_ROWS : 0, this.skinnyGemm ? SKINNY_MAX_ROWS : 0, this.streamGemm ? STREAM_ROUTED_MAX_ROWS : 0);
     if (this.decodeGemv && args.transB === true && !args.transA && rows <= fewRows) {
       const checked = checkGemm(args);
       if (rows <= GEMV_MAX_ROWS && gemvApplies(checked)) {

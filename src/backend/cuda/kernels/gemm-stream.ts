@@ -157,30 +157,35 @@ function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>,
 }
 
 /**
- * The plan for M rows, N outputs (gated: N = F), K inputs (a multiple of 64), from session 22's sweep
- * at 32 rows (bench/results/gpu-pending-s22/call4/stream-sweep.json): 4 consumer warps of one feature
- * tile (BN = 64), 128 k a stage where K allows (else 64). K is split only when the feature tiles alone
- * would leave more than two thirds of the SMs idle, into 4 (else 2) ranges of at least 2 stages while
- * the grid stays one block an SM: splits of 5 and 8 were 1.5–2× slower than 4 (QKV 11.1 against
- * 6.6–7.1 µs, out 8.5 against 5.5). An unsplit ring is as deep as STAGE_BUDGET_BYTES allows (QKV at 8
- * stages 6.6 µs, at 4 7.1); a split one keeps to SPLIT_STAGE_BUDGET_BYTES, so two blocks fit an SM and
- * the clusters place freely (out at 4 splits: 8 stages 8.7 µs, 4 stages 5.5).
+ * The plan for M rows, N outputs (gated: N = F), K inputs (a multiple of 64), from session 22's sweeps
+ * (bench/results/gpu-pending-s22/call4/, call6/: every plan at Llama 1.2B's and GPT-2's products, 32
+ * rows). 4 consumer warps of one feature tile (BN = 64). K is split only when the feature tiles alone
+ * would leave three quarters of the SMs idle: into the most of 8, 6, 4 or 2 ranges that keep the grid
+ * one block an SM and each range 2 stages, at 128 k a stage, or at 64 where that allows more splits
+ * (GPT-2's out, K 768: 6 splits at 64 k 3.05 µs, 2 at 128 k 3.73; Llama's out and down 4 splits;
+ * Llama's QKV and GPT-2's QKV and fc unsplit: 6.6, 3.5 and 3.5 µs, split 7.1–11.1, 4.6). An unsplit
+ * one-wave grid takes the deepest ring within STAGE_BUDGET_BYTES (Llama QKV 8 stages 6.6 µs, 4 stages
+ * 7.1); a split grid or one of several waves keeps to SPLIT_STAGE_BUDGET_BYTES, so two blocks fit an
+ * SM — the clusters place freely (Llama out at 4 splits: 8 stages 8.7 µs, 4 stages 5.5) and one block's
+ * tail overlaps the next one's start (GPT-2's LM head, 786 tiles: 4 stages 24.1 µs, 8 stages 31.1).
  */
 export function planStreamGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number): StreamGemmPlan {
   if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
   if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
   const rowTiles = 2 * Math.ceil(M / 16);
-  const base = { dtype, rowTiles, warps: 4 as const, featureTiles: 1 as const, chunkK: (K % 128 === 0 ? 128 : 64) as 64 | 128, ...(gate ? { gate } : {}) };
-  const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / base.chunkK;
-  let splits = 1;
-  if (3 * tiles < multiProcessorCount) {
-    for (const s of [4, 2]) {
-      if (tiles * s <= multiProcessorCount && chunks / s >= 2) { splits = s; break; }
-    }
-  }
-  const stages = stagesFor(base, splits > 1 ? SPLIT_STAGE_BUDGET_BYTES : STAGE_BUDGET_BYTES);
+  const base = { dtype, rowTiles, warps: 4 as const, featureTiles: 1 as const, ...(gate ? { gate } : {}) };
+  const tiles = Math.ceil(N / streamBlockFeatures(base));
+  // The most splits of K a stage depth allows (1 when the tiles fill a quarter of the SMs or more).
+  const splitsAt = (chunkK: number): number => {
+    if (4 * tiles >= multiProcessorCount || K % chunkK !== 0) return 1;
+    return [8, 6, 4, 2].find((s) => tiles * s <= multiProcessorCount && K / chunkK / s >= 2) ?? 1;
+  };
+  const chunkK: 64 | 128 = K % 128 === 0 && splitsAt(128) >= splitsAt(64) ? 128 : 64;
+  const splits = splitsAt(chunkK);
+  const shallow = splits > 1 || tiles > multiProcessorCount;
+  const stages = stagesFor({ ...base, chunkK }, shallow ? SPLIT_STAGE_BUDGET_BYTES : STAGE_BUDGET_BYTES);
   if (stages === null) throw new RangeError(`planStreamGemm: no stage of ${M} rows fits in shared memory`);
-  return { spec: { ...base, stages, splits, epilogue }, grid: [tiles, splits] };
+  return { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
 }
 
 export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
@@ -362,14 +367,20 @@ ${S > 1 ? combine : direct}}
   return { name, source, gridDependencyWait: true };
 }
 
-const STREAM_LIMITS = { minRows: STREAM_MIN_ROWS, maxRows: STREAM_MAX_ROWS, kMultiple: STREAM_K_MULTIPLE };
+/**
+ * The rows the backend routes to the kernel: 5–32. At 64 rows it was slower than cuBLASLt on three of
+ * Llama's four products (session 22 call 6: QKV 8.9 against 6.6 µs, out 7.3 against 6.1, down 16.5
+ * against 13.8); at 8–32 rows as fast or faster on all of them (gate/up 16.6–18.1 against 20.1–20.6).
+ */
+export const STREAM_ROUTED_MAX_ROWS = 32;
+const STREAM_LIMITS = { minRows: STREAM_MIN_ROWS, maxRows: STREAM_ROUTED_MAX_ROWS, kMultiple: STREAM_K_MULTIPLE };
 
-/** Whether the kernel takes this checked GEMM (skinnyTakesGemm: 5–64 rows, K a multiple of 64). */
+/** Whether the backend sends this checked GEMM to the kernel (skinnyTakesGemm: 5–32 rows, K a multiple of 64). */
 export function streamGemmApplies(g: CheckedGemm): boolean {
   return skinnyTakesGemm(g, STREAM_LIMITS);
 }
 
-/** Whether the gated kernel takes this gatedLinear (skinnyTakesGated: 5–64 rows, K a multiple of 64). */
+/** Whether the backend sends this gatedLinear to the gated kernel (skinnyTakesGated: 5–32 rows, K a multiple of 64). */
 export function streamGatedApplies(g: CheckedGatedLinear): boolean {
   return skinnyTakesGated(g, STREAM_LIMITS);
 }
