@@ -1,43 +1,32 @@
-// Streamed skinny GEMM: out[M, N] = ep(x[M, K]·w[N, K]ᵀ + bias) for 5 ≤ M ≤ 64 rows, the weights
-// streamed once by the TMA unit — a decode step of a batch of sequences (the decode engine at batch 32,
-// the serving engine's decode buckets). Gated: act(x·w_gᵀ + b_g) ⊙ (x·w_uᵀ + b_u) with the gate rows n
-// and the up rows N + n of one [2N, K] weight (gatedLinear).
-//
-// Why another skinny kernel: the cp.async one (gemm-skinny.ts) moves 8–16 KiB a pipeline step, and
-// each step costs every thread its copy instructions, a wait and a block barrier. In session 11's sweep
-// (bench/results/skinny-sweep.json) one of its blocks streamed ~17 GB/s whatever its depth (Llama
-// 1.2B's down product, 32 blocks: 61 µs at 4, 6 or 8 stages), so it needed 256 blocks and a cluster
-// combine to reach 54% of copy; cuBLASLt reached 59%, where the batch-1 GEMV streams the same matrix
-// at 86%. Here one producer warp issues a stage's copies as whole 16-bit row segments
-// (cp.async.bulk: one instruction moves KC·2 bytes) and the consumer warps never meet at a barrier in
-// the loop: each stage has a "full" mbarrier (the copies count their bytes off it) and an "empty" one
-// (each consumer warp arrives when done with the stage), so a block keeps STAGES − 1 stages of 20–70
-// KiB in flight with a handful of instructions.
+// Streamed skinny GEMM: out[M, N] = ep(x[M, K]·w[N, K]ᵀ + bias) for 5 ≤ M ≤ 64 rows (the backend routes
+// 5–32), the weights streamed once by the TMA unit — a decode step of a batch of sequences (the decode
+// engine at batch 32, the serving engine's decode buckets). Gated: act(x·w_gᵀ + b_g) ⊙ (x·w_uᵀ + b_u)
+// with the gate rows n and the up rows N + n of one [2N, K] weight (gatedLinear).
 //
 // Block: CW consumer warps + 1 producer warp; BN = CW·16·FT output features (gated: BN gate rows, then
-// BN up rows), all M rows (NT = ⌈M / 8⌉ rounded up to even row tiles of 8: x rows past M are never
-// copied, their garbage only reaches output rows that are never stored), one split of K.
-// Stage: the chunk's WROWS weight rows and XROWS x rows, KC k each, at a pitch of KC·2 + 16 bytes: the
-// 16-byte pad puts the 8 rows an ldmatrix phase reads in 8 distinct bank groups (a bulk copy cannot
-// swizzle). Rows past N are not copied either (their outputs are not stored); K must be a multiple
-// of KC, so every k a sum adds was copied.
+// BN up rows), all M rows (NT = ⌈M / 8⌉ rounded up to even row tiles of 8), one split of K. A ring of
+// STAGES stages, each with a "full" mbarrier (the copies count their bytes off it) and an "empty" one
+// (each consumer warp arrives when done with the stage): the consumers never meet at a block barrier.
+// Stage copies ('tensor', the default): KC / 64 groups of [WROWS weight rows][XROWS x rows] of 128 bytes
+// (64 k), each a 2-D tensor-map box (cp.async.bulk.tensor, one instruction; the maps are kernel
+// arguments the runtime encodes at launch) in the 128-byte swizzle — chunk c of row r at c ^ (r mod 8)
+// within 1024-byte aligned groups, which is swizzled_offset<8> — so ldmatrix reads 8 rows from 8 bank
+// groups. Boxes past N, M or K read zeros (their outputs are never stored; K's zeros add nothing).
+// 'rows' (session 22's first form, kept for the sweep): one 1-D cp.async.bulk per row segment at a
+// padded pitch. Those copies complete one after another, ~60–100 ns each whatever their size, so it
+// streamed at 8–22% of copy (docs/perf.md "Session 22"), where the tensor-map boxes reach 90% (gate/up).
 // Fragments: mma.sync m16n8k16 with the weights as A (16 features × 16 k, ldmatrix.x4) and x as B (16 k
 // × 8 rows, ldmatrix.x4 giving two row tiles), so C is [feature][row]: lane (g, t) holds features
 // base + g (+ 8) of rows 8j + 2t (+ 1).
 // Split-K (grid.y = S ≤ 8): the S blocks of a feature tile are one thread-block cluster; each writes its
 // f32 sums into its own shared memory (the drained stages), the cluster synchronises, and block r adds
 // up elements r·THREADS.. of the tile from all S blocks (distributed shared memory, in split order:
-// deterministic), applies the epilogue and writes out.
+// deterministic), applies the epilogue and writes out (gemm-skinny.ts skinnyOutputCode).
 // PDL: the producer issues the weight copies of the first stages before GRID_DEPENDENCY_WAIT (weights
 // never depend on the previous kernel), the x copies after it; consumers only read x through the
 // stages, so only the producer waits.
 // Bytes: N·K·s of weights once, M·K·s of x per feature tile (L2 hits after the first).
 // Precision: f32 products and sums of the stored 16-bit values (as cuBLASLt with f32 compute).
-// Measured (H200, session 22; docs/perf.md "Session 22"): correct, but 8–22% of copy at 32 rows. Its
-// timing probes put the cost in the bulk copies: a block's copies complete one after another, ~60–100
-// ns each whatever their 128 bytes–32 KiB, so a stage of 160 row segments takes ~10 µs with or without
-// the math and at any ring depth. Hence opt-in; a 2-D tensor-map copy (one a 64 k × BN box) or weights
-// repacked into contiguous stages would feed this consumer side.
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { CheckedGemm } from '../gemm-plan.js';
