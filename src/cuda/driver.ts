@@ -78,8 +78,8 @@ const DRIVER_ADVICE: Readonly<Record<number, string>> = {
  * A 2-D tiled TMA descriptor (CUtensorMap, 128 bytes), encoded by the runtime at launch
  * (cuTensorMapEncodeTiled) and passed by value: the kernel declares `const __grid_constant__ TensorMap`
  * and hands its address to cp.async.bulk.tensor. Rows of `cols` 16-bit elements `rowStrideBytes`
- * apart; boxes of boxRows × boxCols (boxCols·2 = 128 bytes: the 128-byte swizzle, whose layout is
- * mma-lib.ts's swizzled_offset<8> within each 1024-byte aligned group of 8 rows); reads outside the
+ * apart; boxes of boxRows × boxCols (with the 128-byte swizzle, the default, boxCols·2 = 128 bytes and the
+ * layout is mma-lib.ts's swizzled_offset<8> within each 1024-byte aligned group of 8 rows); reads outside the
  * tensor fill zeros.
  */
 export interface TensorMap2d {
@@ -90,6 +90,8 @@ export interface TensorMap2d {
   readonly rowStrideBytes: number;
   readonly boxCols: number;
   readonly boxRows: number;
+  /** Shared-memory layout of a box: the 128-byte swizzle (default; boxCols·2 must be 128) or none (rows as in memory). */
+  readonly swizzle?: '128B' | 'none';
 }
 
 type Status = number;
@@ -459,15 +461,15 @@ export class CudaDriver implements StatusLibrary {
 
   /**
    * Encodes a 2-D tiled tensor map (kernel.ts TensorMap2d) into the 128 bytes at native address `out`:
-   * CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 / FLOAT16, no interleave, the 128-byte swizzle, L2 promotion of
-   * 256 bytes, zero fill out of bounds.
+   * CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 / FLOAT16, no interleave, the 128-byte swizzle (or none), L2
+   * promotion of 256 bytes, zero fill out of bounds.
    */
   encodeTensorMap2d(map: TensorMap2d, out: bigint): void {
     if (!this.fn.cuTensorMapEncodeTiled) throw new Error('this CUDA driver does not export cuTensorMapEncodeTiled (CUDA 12.0 or newer): tensor-map kernels cannot run');
     const dataType = map.dtype === 'bf16' ? 9 : 6;
     this.check('cuTensorMapEncodeTiled', this.fn.cuTensorMapEncodeTiled(out, dataType, 2, map.address,
       BigUint64Array.of(BigInt(map.cols), BigInt(map.rows)), BigUint64Array.of(BigInt(map.rowStrideBytes)),
-      Uint32Array.of(map.boxCols, map.boxRows), Uint32Array.of(1, 1), 0, 3, 3, 0),
+      Uint32Array.of(map.boxCols, map.boxRows), Uint32Array.of(1, 1), 0, map.swizzle === 'none' ? 0 : 3, 3, 0),
     `${map.rows} × ${map.cols} ${map.dtype} at 0x${map.address.toString(16)}, row stride ${map.rowStrideBytes} B, box ${map.boxRows} × ${map.boxCols}`);
   }
 

@@ -10,6 +10,10 @@ export const SMEM_ADDRESS_CODE = '__device__ __forceinline__ u32 smem_u32(const 
 export const BULK_COPY_LIB = String.raw`__device__ __forceinline__ void mbar_init(u64* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(bar)) : "memory");
 }
+// A barrier whose phase completes after "count" arrivals (and the bytes expected of it).
+__device__ __forceinline__ void mbar_init_count(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
+}
 __device__ __forceinline__ void mbar_expect(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
@@ -36,5 +40,19 @@ __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
   if (mbar_try_wait(bar, parity)) return;
   const u64 start = global_timer();
   while (!mbar_try_wait(bar, parity)) if (global_timer() - start > BARRIER_TIMEOUT_NS) __trap();
+}
+`;
+
+/**
+ * 2-D tensor-map copies (cp.async.bulk.tensor): the kernel takes a CUtensorMap by value
+ * (`const __grid_constant__ TensorMap`, encoded by the runtime at launch: kernel.ts arg.tensorMap)
+ * and copies one box of it per instruction into shared memory, its bytes counted off an mbarrier.
+ * Include after BULK_COPY_LIB.
+ */
+export const TENSOR_MAP_LIB = String.raw`struct __align__(64) TensorMap { unsigned long long opaque[16]; };
+// The box at (column c0, row c1) of the map into shared memory (128-byte aligned), its bytes counted off the barrier.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
 }
 `;

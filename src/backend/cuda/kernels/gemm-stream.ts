@@ -32,7 +32,7 @@ import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { CheckedGemm } from '../gemm-plan.js';
 import type { KernelHost, KernelSource, TensorMap2d } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
-import { BULK_COPY_LIB } from './bulk-copy-lib.js';
+import { BULK_COPY_LIB, TENSOR_MAP_LIB } from './bulk-copy-lib.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
 import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
 import type { CheckedGatedLinear } from './gemv.js';
@@ -199,17 +199,8 @@ constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
 ${BULK_COPY_LIB}
 ${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, PITCH: rowPitch(spec), STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
 
-${gemvOutputCode(spec.epilogue, gate)}${tensor ? String.raw`
-// A CUtensorMap (the runtime encodes it: kernel.ts TensorMap2d), passed by value as a __grid_constant__.
-struct __align__(64) TensorMap { unsigned long long opaque[16]; };
-// The box at (column c0, row c1) of the map into shared memory, its bytes counted off the barrier.
-__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
-}` : ''}
-__device__ __forceinline__ void mbar_init_count(u64* bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bar)), "r"(count) : "memory");
-}
+${tensor ? TENSOR_MAP_LIB : ''}
+${gemvOutputCode(spec.epilogue, gate)}
 // Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
 #define FOR_EACH_FRAGMENT(TILES) \
   _Pragma("unroll") for (int i = 0; i < (TILES); i++) _Pragma("unroll") for (int j = 0; j < NT; j++) _Pragma("unroll") for (int q = 0; q < 4; q++)

@@ -33,6 +33,11 @@
 // warp order into one partial row per block (P = 256–264 on an H200). Bytes: read x, dOut once,
 // write dX once. (The shape is swept: STAGED_BACKWARD_* below; FUSEFORMER_NORM_BACKWARD for sweeps.)
 //
+// Backward on tensor-map TMA (opt-in FUSEFORMER_NORM_BACKWARD_TMA=1, sm_90; built in session 22 after
+// its last device call, not yet measured): the same math, but a producer warp copies each group of 8
+// rows (x, dOut, dResidual) as a few 2-D boxes into a ring of up to 8 stages, so a block has ~150 KiB
+// in flight from its start with a handful of copy instructions (tmaBackwardSource).
+//
 // Otherwise (f32, wider rows; row-kernels.ts): H/vec vectors per row, 16-byte vectors where H and the addresses
 // allow. Forward: one warp per row (4 rows per block) while a lane holds ≤ 32 elements (H ≤ 1024),
 // else a block per row with ≤ 16 elements per thread (H = 4096 bf16: 256 threads × 2 vectors).
@@ -70,8 +75,9 @@ import type { CheckedNormBackward, CheckedNormForward } from '../../op-checks/in
 import { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from '../../op-checks/index.js';
 import { ArgumentError } from '../../../errors.js';
 import { OpCheck } from '../../validate.js';
-import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
+import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from './bulk-copy-lib.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro, planRowMapping, ROW_MAPPING_DEVICE_CODE, rowVectorWidth } from './row-kernels.js';
 
@@ -110,6 +116,12 @@ export interface NormBackwardSpec extends NormForwardSpec {
   readonly stages?: number;
   /** With `persistent`: resident blocks an SM the kernel is compiled and launched for (default 1). */
   readonly blocksPerSm?: number;
+  /**
+   * With `persistent`: the rows arrive by 2-D tensor-map TMA (tmaBackwardSource; opt-in
+   * FUSEFORMER_NORM_BACKWARD_TMA=1, sm_90): a producer warp copies a stage of ROWS_PER_BLOCK rows of x,
+   * dOut (and dResidual) as boxes of boxCols columns into a ring of `stages`, one row a consumer warp.
+   */
+  readonly tma?: { readonly boxCols: number };
 }
 
 /** The kernel that adds the partials into dGamma (and dBeta for LayerNorm). */
@@ -126,7 +138,7 @@ export function normForwardKey(s: NormForwardSpec): string {
 }
 
 export function normBackwardKey(s: NormBackwardSpec): string {
-  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.dResidual ? '.dres' : ''}`;
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.tma ? `.tma${s.tma.boxCols}` : ''}${s.dResidual ? '.dres' : ''}`;
 }
 
 export function normColumnSumsKey(s: NormColumnSumsSpec): string {
@@ -190,6 +202,29 @@ const STAGED_BACKWARD_MAX_VECS_PER_LANE = 4;
 const STAGED_BACKWARD_MAX_STAGES = 2;
 /** Shared memory the staged backward plans with (an H200 block may opt into 227 KiB). */
 export const STAGED_BACKWARD_SHARED_BUDGET = 220 * 1024;
+/** The TMA backward: consumer warps (rows a stage), the deepest ring it takes, one block an SM. */
+const TMA_BACKWARD_WARPS = 8;
+const TMA_BACKWARD_MAX_STAGES = 8;
+
+/** FUSEFORMER_NORM_BACKWARD_TMA=1: the 16-bit backward on tensor-map TMA where it applies (opt-in until measured). */
+export function normBackwardTmaEnabled(): boolean {
+  const v = process.env['FUSEFORMER_NORM_BACKWARD_TMA'];
+  if (v === undefined || v === '' || v === '0') return false;
+  if (v === '1') return true;
+  throw new ArgumentError(`FUSEFORMER_NORM_BACKWARD_TMA must be 0 or 1, got '${v}'`);
+}
+
+/** Bytes of one TMA stage: ROWS_PER_BLOCK rows of x, dOut (and dResidual). */
+export function tmaStageBytes(spec: NormBackwardSpec): number {
+  return (spec.dResidual ? 3 : 2) * spec.rowsPerBlock * spec.hidden * byteSize(spec.dtype);
+}
+
+/** Dynamic shared memory of the TMA backward: barriers (128 B), gamma, then the ring (or the fold, if larger). */
+export function tmaBackwardSharedBytes(spec: NormBackwardSpec): number {
+  const gamma = Math.ceil((spec.hidden * byteSize(spec.dtype)) / 128) * 128;
+  const fold = spec.rowsPerBlock * columnSumCount(spec.norm) * spec.hidden * 4;
+  return 128 + gamma + Math.max((spec.stages ?? 2) * tmaStageBytes(spec), fold);
+}
 
 /** The staged backward's launch shape: warps a block, resident blocks an SM, the most row slots a warp. */
 export interface StagedBackwardShape {
@@ -251,9 +286,16 @@ export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDTyp
  * `sharedBudget`: dynamic shared memory a block may use (the device's opt-in limit, at most
  * STAGED_BACKWARD_SHARED_BUDGET); the staged kernel needs room for two row slots a warp.
  */
-export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[], sharedBudget = STAGED_BACKWARD_SHARED_BUDGET, stagedShape: StagedBackwardShape | null = envStagedShape()): NormBackwardSpec {
+export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[], sharedBudget = STAGED_BACKWARD_SHARED_BUDGET, stagedShape: StagedBackwardShape | null = envStagedShape(), tma = false): NormBackwardSpec {
   checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
+  const boxCols = [256, 128, 64].find((b) => hidden % b === 0);
+  if (tma && dtype !== 'f32' && vec * byteSize(dtype) === 16 && boxCols !== undefined && Math.ceil(hidden / vec / 32) <= STAGED_BACKWARD_MAX_VECS_PER_LANE) {
+    const spec: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: TMA_BACKWARD_WARPS, persistent: true, dResidual, tma: { boxCols }, stages: 2 };
+    const fixed = tmaBackwardSharedBytes({ ...spec, stages: 0 });
+    const stages = Math.min(TMA_BACKWARD_MAX_STAGES, Math.floor((Math.min(sharedBudget, STAGED_BACKWARD_SHARED_BUDGET) - fixed) / tmaStageBytes(spec)));
+    if (stages >= 2) return { ...spec, stages };
+  }
   if (dtype !== 'f32' && vec * byteSize(dtype) === 16 && Math.ceil(hidden / vec / 32) <= STAGED_BACKWARD_MAX_VECS_PER_LANE) {
     const shape = stagedShape ?? { warps: STAGED_BACKWARD_WARPS, blocksPerSm: STAGED_BACKWARD_BLOCKS_PER_SM, maxStages: STAGED_BACKWARD_MAX_STAGES };
     const staged: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: shape.warps, persistent: true, dResidual, ...(shape.blocksPerSm > 1 ? { blocksPerSm: shape.blocksPerSm } : {}) };
@@ -285,6 +327,7 @@ export function backwardMinBlocksPerSm(spec: NormBackwardSpec): number {
 
 /** Blocks of the backward's fixed grid: the resident blocks (one wave), never more than there are row groups. */
 export function backwardGridSize(spec: NormBackwardSpec, rows: number, multiProcessorCount: number): number {
+  if (spec.tma) return Math.max(1, Math.min(multiProcessorCount, Math.ceil(rows / spec.rowsPerBlock)));
   if (spec.persistent) return persistentGridSize(spec.rowsPerBlock, rows, backwardMinBlocksPerSm(spec) * multiProcessorCount);
   return Math.max(1, Math.min(Math.ceil(rows / spec.rowsPerBlock), backwardMinBlocksPerSm(spec) * multiProcessorCount));
 }
@@ -625,6 +668,59 @@ function directRowLoads(layer: boolean): string {
 // in warp order (fixed: deterministic) into its partial row: partials [gridDim.x][COLUMN_SUMS][H].
 // dOut, x, dResidual and dX are not __restrict__: dX may share memory with dOut or dResidual (a row
 // is copied whole before the same warp writes it; no other warp touches it).
+/**
+ * The staged backward's work on one row whose x, dOut (and dResidual) are in shared memory, read
+ * through X_AT(c), G_AT(c), R_AT(c) (a pointer to column c; the including kernel defines them), with
+ * mu, rs, row, t, gam, acc_gamma (acc_beta), gamma_shared in scope: Σg and Σg⊙x̂ by shuffles while
+ * accumulating the lane's column sums, then dX from a second read.
+ */
+function stagedRowMathCode(spec: NormBackwardSpec): string {
+  const layer = spec.norm === 'layer';
+  return String.raw`    float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const int c = (k * 32 + t) * VEC;
+      const Vec<T, VEC> xv = load_vec<T, VEC>(X_AT(c)), gv = load_vec<T, VEC>(G_AT(c));
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) {
+        const float xh = (to_float(xv.v[i]) - mu) * rs;
+        const float dy = to_float(gv.v[i]);
+        acc_gamma[k][i] = fmaf(dy, xh, acc_gamma[k][i]);${layer ? `
+        acc_beta[k][i] += dy;` : ''}
+        const float g = dy * to_float(gam[k].v[i]);
+        sums.x += g;
+        sums.y = fmaf(g, xh, sums.y);
+      }
+    }
+${layer ? `    sums = warp_sum2(sums);
+    const float mean_g = sums.x * (1.f / H);`
+    : `    sums.y = warp_sum(sums.y);
+    const float mean_g = 0.f;`}
+    const float mean_gx = sums.y * (1.f / H);
+    // dX = rs·(g − mean_g − x̂·mean_gx) = g·rs + (x̂·(−rs·mean_gx) − rs·mean_g), one vector at a
+    // time from the slot and gamma_shared: not unrolled, so ptxas cannot hoist every vector's loads
+    // above the first store (unrolled, this pass alone pushed H = 1024 past 168 registers).
+    const float c_xh = -rs * mean_gx, c_0 = -rs * mean_g;
+    T* dxr = dx + (long long)row * H;
+    #pragma unroll 1
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) break;
+      const int c = (k * 32 + t) * VEC;
+      const Vec<T, VEC> xv = load_vec<T, VEC>(X_AT(c)), gv = load_vec<T, VEC>(G_AT(c)), gm = load_vec<T, VEC>(gamma_shared + c);${spec.dResidual ? `
+      const Vec<T, VEC> rv = load_vec<T, VEC>(R_AT(c));` : ''}
+      Vec<T, VEC> d;
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) {
+        const float xh = (to_float(xv.v[i]) - mu) * rs;
+        const float v = fmaf(to_float(gv.v[i]) * to_float(gm.v[i]), rs, fmaf(xh, c_xh, c_0));
+        d.v[i] = from_float<T>(${spec.dResidual ? 'to_float(rv.v[i]) + v' : 'v'});
+      }
+      store_vec<T, VEC>(dxr + c, d);
+    }
+`;
+}
+
 function persistentBackwardSource(spec: NormBackwardSpec, name: string): string {
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
@@ -712,50 +808,11 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const T* gs = reinterpret_cast<const T*>(slot + ROW_BYTES);
     const float* stats = reinterpret_cast<const float*>(slot + ${arrays} * ROW_BYTES);
     const float mu = ${layer ? 'stats[0]' : '0.f'}, rs = stats[1];
+    #define X_AT(c) (xs + (c))
+    #define G_AT(c) (gs + (c))
+    #define R_AT(c) (reinterpret_cast<const T*>(slot + 2 * ROW_BYTES) + (c))
 
-    float2 sums = make_float2(0.f, 0.f);  // (Σ g, Σ g·x̂)
-    #pragma unroll
-    for (int k = 0; k < VECS_PER_THREAD; k++) {
-      if (!owns_vec(k, t)) continue;
-      const int c = (k * 32 + t) * VEC;
-      const Vec<T, VEC> xv = load_vec<T, VEC>(xs + c), gv = load_vec<T, VEC>(gs + c);
-      #pragma unroll
-      for (int i = 0; i < VEC; i++) {
-        const float xh = (to_float(xv.v[i]) - mu) * rs;
-        const float dy = to_float(gv.v[i]);
-        acc_gamma[k][i] = fmaf(dy, xh, acc_gamma[k][i]);${layer ? `
-        acc_beta[k][i] += dy;` : ''}
-        const float g = dy * to_float(gam[k].v[i]);
-        sums.x += g;
-        sums.y = fmaf(g, xh, sums.y);
-      }
-    }
-${layer ? `    sums = warp_sum2(sums);
-    const float mean_g = sums.x * (1.f / H);`
-    : `    sums.y = warp_sum(sums.y);
-    const float mean_g = 0.f;`}
-    const float mean_gx = sums.y * (1.f / H);
-    // dX = rs·(g − mean_g − x̂·mean_gx) = g·rs + (x̂·(−rs·mean_gx) − rs·mean_g), one vector at a
-    // time from the slot and gamma_shared: not unrolled, so ptxas cannot hoist every vector's loads
-    // above the first store (unrolled, this pass alone pushed H = 1024 past 168 registers).
-    const float c_xh = -rs * mean_gx, c_0 = -rs * mean_g;
-    T* dxr = dx + (long long)row * H;
-    #pragma unroll 1
-    for (int k = 0; k < VECS_PER_THREAD; k++) {
-      if (!owns_vec(k, t)) break;
-      const int c = (k * 32 + t) * VEC;
-      const Vec<T, VEC> xv = load_vec<T, VEC>(xs + c), gv = load_vec<T, VEC>(gs + c), gm = load_vec<T, VEC>(gamma_shared + c);${spec.dResidual ? `
-      const Vec<T, VEC> rv = load_vec<T, VEC>(reinterpret_cast<const T*>(slot + 2 * ROW_BYTES) + c);` : ''}
-      Vec<T, VEC> d;
-      #pragma unroll
-      for (int i = 0; i < VEC; i++) {
-        const float xh = (to_float(xv.v[i]) - mu) * rs;
-        const float v = fmaf(to_float(gv.v[i]) * to_float(gm.v[i]), rs, fmaf(xh, c_xh, c_0));
-        d.v[i] = from_float<T>(${spec.dResidual ? 'to_float(rv.v[i]) + v' : 'v'});
-      }
-      store_vec<T, VEC>(dxr + c, d);
-    }
-  }
+${stagedRowMathCode(spec)}  }
 
   // Fold: every warp writes its column sums to shared memory (the slots are free once every copy
   // has landed), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
@@ -786,8 +843,140 @@ ${layer ? `    sums = warp_sum2(sums);
 `;
 }
 
+/**
+ * The backward with its rows brought in by 2-D tensor-map TMA (spec.tma): block = ROWS_PER_BLOCK
+ * consumer warps + 1 producer warp, one block an SM, a grid-stride walk over groups of ROWS_PER_BLOCK
+ * rows. The producer's lane 0 copies group i of the block into stage i mod STAGES — per tensor (x,
+ * dOut, dResidual) H / BOXC boxes of ROWS_PER_BLOCK rows × BOXC columns, laid out as in memory —
+ * after the consumers have released the stage (an "empty" mbarrier), so a block keeps up to STAGES
+ * groups (~150 KiB at H = 768) in flight from its first instruction with a few copy instructions a
+ * group (the cp.async staged kernel issues 6 per lane per row). Consumer warp w works on row w of each
+ * group with the staged kernel's math (stagedRowMathCode), reading its row through box_at, then the
+ * block folds its warps' column sums in warp order into one partial row (P = the grid) for
+ * norm_column_sums. Rows past the last are zero-filled by the copies and skipped.
+ */
+function tmaBackwardSource(spec: NormBackwardSpec, name: string): string {
+  const layer = spec.norm === 'layer';
+  const sums = columnSumCount(spec.norm);
+  const boxCols = spec.tma!.boxCols;
+  const tensors = spec.dResidual ? 3 : 2;
+  const gammaBytes = Math.ceil((spec.hidden * byteSize(spec.dtype)) / 128) * 128;
+  return String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${rowConstants(spec)}
+${constants({ COLUMN_SUMS: sums, STAGES: spec.stages ?? 2, BOXC: boxCols, BOXES: spec.hidden / boxCols, TENSORS: tensors, STAGE_BYTES: tmaStageBytes(spec), GAMMA_BYTES: gammaBytes })}
+${ROW_MAPPING_DEVICE_CODE}
+${launchBoundsMacro(32 * (spec.rowsPerBlock + 1), 1)}
+${SMEM_ADDRESS_CODE}
+constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
+${BULK_COPY_LIB}
+${TENSOR_MAP_LIB}
+// Column c of row r of tensor q (0 x, 1 dOut, 2 dResidual) in a stage: box c / BOXC of q, row r, column c mod BOXC.
+__device__ __forceinline__ const T* box_at(const unsigned char* stage, int q, int r, int c) {
+  return reinterpret_cast<const T*>(stage + ((size_t)((q * BOXES + c / BOXC) * ROWS_PER_BLOCK + r) * BOXC + c % BOXC) * sizeof(T));
+}
+
+// Block (32, ROWS_PER_BLOCK + 1): warps 0..ROWS_PER_BLOCK − 1 consume, the last one copies.
+extern "C" __global__ void KERNEL_BOUNDS ${name}(
+    const __grid_constant__ TensorMap xmap, const __grid_constant__ TensorMap gmap, ${spec.dResidual ? 'const __grid_constant__ TensorMap rmap, ' : ''}
+    const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
+    T* dx, float* __restrict__ partials, int rows) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  u64* full = reinterpret_cast<u64*>(smem);
+  u64* empty = full + STAGES;
+  T* gamma_shared = reinterpret_cast<T*>(smem + 128);
+  unsigned char* ring = smem + 128 + GAMMA_BYTES;
+  const int t = threadIdx.x, warp = threadIdx.y;
+  const int groups = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  const int count = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  if (warp == 0 && t == 0) {
+    for (int s = 0; s < STAGES; s++) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], ROWS_PER_BLOCK); }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  GRID_DEPENDENCY_WAIT();  // x, dOut, the statistics: all earlier kernels' outputs
+  __syncthreads();
+
+  float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
+  if (warp == ROWS_PER_BLOCK) {
+    if (t == 0) {
+      for (int i = 0; i < count; i++) {
+        const int s = i % STAGES, row0 = ((int)blockIdx.x + i * (int)gridDim.x) * ROWS_PER_BLOCK;
+        if (i >= STAGES) mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+        mbar_expect(&full[s], STAGE_BYTES);
+        unsigned char* stage = ring + s * STAGE_BYTES;
+        #pragma unroll
+        for (int b = 0; b < BOXES; b++) {
+          tma_load_2d(stage + (size_t)(0 * BOXES + b) * ROWS_PER_BLOCK * BOXC * sizeof(T), &xmap, b * BOXC, row0, &full[s]);
+          tma_load_2d(stage + (size_t)(1 * BOXES + b) * ROWS_PER_BLOCK * BOXC * sizeof(T), &gmap, b * BOXC, row0, &full[s]);${spec.dResidual ? `
+          tma_load_2d(stage + (size_t)(2 * BOXES + b) * ROWS_PER_BLOCK * BOXC * sizeof(T), &rmap, b * BOXC, row0, &full[s]);` : ''}
+        }
+      }
+    }
+  } else {
+    for (int c = (warp * 32 + t) * VEC; c < H; c += ROWS_PER_BLOCK * 32 * VEC) store_vec<T, VEC>(gamma_shared + c, load_vec<T, VEC>(gamma + c));
+    asm volatile("bar.sync 1, %0;" :: "n"(ROWS_PER_BLOCK * 32) : "memory");  // the consumers' gamma_shared
+    Vec<T, VEC> gam[VECS_PER_THREAD];
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (owns_vec(k, t)) {
+        gam[k] = load_vec<T, VEC>(gamma_shared + (k * 32 + t) * VEC);
+      } else {
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) gam[k].v[i] = from_float<T>(0.f);
+      }
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
+    }
+    #pragma unroll 1
+    for (int i = 0; i < count; i++) {
+      const int s = i % STAGES, row = ((int)blockIdx.x + i * (int)gridDim.x) * ROWS_PER_BLOCK + warp;
+      // The row's statistics are requested before the wait for its stage.
+      const float mu = row < rows ? ${layer ? 'mean[row]' : '0.f'} : 0.f, rs = row < rows ? rstd[row] : 0.f;
+      mbar_wait(&full[s], (i / STAGES) & 1);
+      if (row < rows) {
+        const unsigned char* stage = ring + s * STAGE_BYTES;
+        #define X_AT(c) box_at(stage, 0, warp, (c))
+        #define G_AT(c) box_at(stage, 1, warp, (c))
+        #define R_AT(c) box_at(stage, 2, warp, (c))
+${stagedRowMathCode(spec)}      }
+      __syncwarp();
+      if (t == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
+    }
+  }
+
+  // Fold: every consumer warp writes its column sums to shared memory (the ring is drained: every
+  // copy was waited for), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
+  GRID_DEPENDENCY_TRIGGER();
+  __syncthreads();
+  float* fold = reinterpret_cast<float*>(ring);
+  if (warp < ROWS_PER_BLOCK) {
+    float* mine = fold + warp * (COLUMN_SUMS * H);
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const int c = (k * 32 + t) * VEC;
+      #pragma unroll
+      for (int i = 0; i < VEC; i += 4) {
+        store_vec<float, 4>(mine + c + i, Vec<float, 4>{{acc_gamma[k][i], acc_gamma[k][i + 1], acc_gamma[k][i + 2], acc_gamma[k][i + 3]}});${layer ? `
+        store_vec<float, 4>(mine + H + c + i, Vec<float, 4>{{acc_beta[k][i], acc_beta[k][i + 1], acc_beta[k][i + 2], acc_beta[k][i + 3]}});` : ''}
+      }
+    }
+  }
+  __syncthreads();
+  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
+  for (int col = warp * 32 + t; col < COLUMN_SUMS * H; col += (ROWS_PER_BLOCK + 1) * 32) {
+    float total = 0.f;
+    #pragma unroll
+    for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w * (COLUMN_SUMS * H) + col];
+    p[col] = total;
+  }
+}
+`;
+}
+
 export function normBackwardSource(spec: NormBackwardSpec): KernelSource {
   const name = kernelIdentifier(normBackwardKey(spec));
+  if (spec.tma) return { name, source: tmaBackwardSource(spec, name), gridDependencyWait: true };
   if (spec.persistent) return { name, source: persistentBackwardSource(spec, name) };
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
@@ -1008,10 +1197,25 @@ function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, ch
   }
 
   const rowPtrs = [x, dOut, dX, gamma, ...(dResidual ? [dResidual] : [])].map((t) => devicePtr(check, 'tensor', t));
-  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock);
+  const tma = host.arch === 'sm_90' && normBackwardTmaEnabled();
+  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock, envStagedShape(), tma);
   const grid = backwardGridSize(spec, rows, host.multiProcessorCount);
   const partials = host.scratch(grid * columnSumCount(norm) * hidden * 4);
   const rowKernel = host.kernel(normBackwardKey(spec), () => normBackwardSource(spec));
+  if (spec.tma) {
+    // Rows of x, dOut (and dResidual) as tensor maps: boxes of ROWS_PER_BLOCK rows × boxCols columns, unswizzled.
+    const map = (t: Tensor): KernelArg => arg.tensorMap({ address: devicePtr(check, 'tensor', t), dtype: dtype as 'bf16' | 'f16', cols: hidden, rows, rowStrideBytes: hidden * byteSize(dtype), boxCols: spec.tma!.boxCols, boxRows: spec.rowsPerBlock, swizzle: 'none' });
+    rowKernel.launch(
+      { grid, block: [32, spec.rowsPerBlock + 1], sharedBytes: tmaBackwardSharedBytes(spec) },
+      [
+        map(x), map(dOut), ...(dResidual ? [map(dResidual)] : []), arg.ptr(devicePtr(check, 'gamma', gamma)),
+        ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
+        arg.ptr(devicePtr(check, 'dX', dX)), arg.ptr(partials), arg.i32(rows),
+      ],
+    );
+    columnKernel.launch(columnLaunch, [arg.ptr(partials), arg.i32(grid), ...gradPtrs]);
+    return;
+  }
   rowKernel.launch(
     { grid, block: [spec.threadsPerRow, spec.rowsPerBlock], ...(spec.persistent ? { sharedBytes: stagedSharedBytes(spec) } : {}) },
     [
@@ -1050,5 +1254,8 @@ export function catalog(): KernelSource[] {
   sources.push(normForwardSource(planNormForward(plan, 'layer', 'f16', 771, aligned)));
   sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 771, true, aligned)));
   sources.push(normForwardSource(planNormForward(plan, 'rms', 'f16', 1024, [0x1004n])));
+  // The TMA backward (FUSEFORMER_NORM_BACKWARD_TMA=1): BERT/GPT-2's LayerNorm with and without dResidual, an RMSNorm at 1024, boxes of 64 at 960.
+  const tma = (norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean) => normBackwardSource(planNormBackward(plan, norm, dtype, hidden, dResidual, aligned, STAGED_BACKWARD_SHARED_BUDGET, null, true));
+  sources.push(tma('layer', 'bf16', 768, false), tma('layer', 'f16', 768, true), tma('rms', 'bf16', 1024, false), tma('layer', 'bf16', 960, false));
   return sources;
 }
