@@ -721,6 +721,39 @@ ${layer ? `    sums = warp_sum2(sums);
 `;
 }
 
+/**
+ * The end of the staged backwards: every warp that holds column sums (acc_gamma, acc_beta; `consumers`
+ * guards them, '' for all) writes them to shared memory at `region`, then the block's `threads` threads
+ * add the ROWS_PER_BLOCK warps of each column in warp order (deterministic) into the block's partial row.
+ */
+function stagedFoldCode(spec: NormBackwardSpec, o: { region: string; threads: string; consumers: string }): string {
+  const layer = spec.norm === 'layer';
+  return String.raw`  __syncthreads();
+  float* fold = reinterpret_cast<float*>(${o.region});
+  ${o.consumers === '' ? '' : `if (${o.consumers}) `}{
+    float* mine = fold + threadIdx.y * (COLUMN_SUMS * H);
+    #pragma unroll
+    for (int k = 0; k < VECS_PER_THREAD; k++) {
+      if (!owns_vec(k, t)) continue;
+      const int c = (k * 32 + t) * VEC;
+      #pragma unroll
+      for (int i = 0; i < VEC; i += 4) {
+        store_vec<float, 4>(mine + c + i, Vec<float, 4>{{acc_gamma[k][i], acc_gamma[k][i + 1], acc_gamma[k][i + 2], acc_gamma[k][i + 3]}});${layer ? `
+        store_vec<float, 4>(mine + H + c + i, Vec<float, 4>{{acc_beta[k][i], acc_beta[k][i + 1], acc_beta[k][i + 2], acc_beta[k][i + 3]}});` : ''}
+      }
+    }
+  }
+  __syncthreads();
+  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
+  for (int col = threadIdx.y * 32 + t; col < COLUMN_SUMS * H; col += ${o.threads}) {
+    float total = 0.f;
+    #pragma unroll
+    for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w * (COLUMN_SUMS * H) + col];
+    p[col] = total;
+  }
+`;
+}
+
 function persistentBackwardSource(spec: NormBackwardSpec, name: string): string {
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
@@ -818,28 +851,7 @@ ${stagedRowMathCode(spec)}  }
   // has landed), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
   asm volatile("cp.async.wait_all;" ::: "memory");
   GRID_DEPENDENCY_TRIGGER();  // the column-sum kernel may launch (it waits for this grid to finish)
-  __syncthreads();
-  float* fold = reinterpret_cast<float*>(smem);
-  float* mine = fold + threadIdx.y * (COLUMN_SUMS * H);
-  #pragma unroll
-  for (int k = 0; k < VECS_PER_THREAD; k++) {
-    if (!owns_vec(k, t)) continue;
-    const int c = (k * 32 + t) * VEC;
-    #pragma unroll
-    for (int i = 0; i < VEC; i += 4) {
-      store_vec<float, 4>(mine + c + i, Vec<float, 4>{{acc_gamma[k][i], acc_gamma[k][i + 1], acc_gamma[k][i + 2], acc_gamma[k][i + 3]}});${layer ? `
-      store_vec<float, 4>(mine + H + c + i, Vec<float, 4>{{acc_beta[k][i], acc_beta[k][i + 1], acc_beta[k][i + 2], acc_beta[k][i + 3]}});` : ''}
-    }
-  }
-  __syncthreads();
-  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
-  for (int col = threadIdx.y * 32 + t; col < COLUMN_SUMS * H; col += BLOCK_THREADS) {
-    float total = 0.f;
-    #pragma unroll
-    for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w * (COLUMN_SUMS * H) + col];
-    p[col] = total;
-  }
-}
+${stagedFoldCode(spec, { region: 'smem', threads: 'BLOCK_THREADS', consumers: '' })}}
 `;
 }
 
@@ -947,30 +959,7 @@ ${stagedRowMathCode(spec)}      }
   // Fold: every consumer warp writes its column sums to shared memory (the ring is drained: every
   // copy was waited for), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
   GRID_DEPENDENCY_TRIGGER();
-  __syncthreads();
-  float* fold = reinterpret_cast<float*>(ring);
-  if (warp < ROWS_PER_BLOCK) {
-    float* mine = fold + warp * (COLUMN_SUMS * H);
-    #pragma unroll
-    for (int k = 0; k < VECS_PER_THREAD; k++) {
-      if (!owns_vec(k, t)) continue;
-      const int c = (k * 32 + t) * VEC;
-      #pragma unroll
-      for (int i = 0; i < VEC; i += 4) {
-        store_vec<float, 4>(mine + c + i, Vec<float, 4>{{acc_gamma[k][i], acc_gamma[k][i + 1], acc_gamma[k][i + 2], acc_gamma[k][i + 3]}});${layer ? `
-        store_vec<float, 4>(mine + H + c + i, Vec<float, 4>{{acc_beta[k][i], acc_beta[k][i + 1], acc_beta[k][i + 2], acc_beta[k][i + 3]}});` : ''}
-      }
-    }
-  }
-  __syncthreads();
-  float* p = partials + (long long)blockIdx.x * (COLUMN_SUMS * H);
-  for (int col = warp * 32 + t; col < COLUMN_SUMS * H; col += (ROWS_PER_BLOCK + 1) * 32) {
-    float total = 0.f;
-    #pragma unroll
-    for (int w = 0; w < ROWS_PER_BLOCK; w++) total += fold[w * (COLUMN_SUMS * H) + col];
-    p[col] = total;
-  }
-}
+${stagedFoldCode(spec, { region: 'ring', threads: '(ROWS_PER_BLOCK + 1) * 32', consumers: 'threadIdx.y < ROWS_PER_BLOCK' })}}
 `;
 }
 
