@@ -389,6 +389,7 @@ for step in "${steps[@]}"; do
           run stream-sweep 200 node dist/bench/skinny-sweep.js --kernels stream --rows 32 --json "$out/stream-sweep.json"
           for f in 0 1; do run decode-stream$f 100 env FUSEFORMER_STREAM_GEMM=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-stream$f.json"; done ;;
     norm-tma) # (for session 23; built after session 22's last device call, never run) the LayerNorm/RMSNorm backward on tensor-map TMA (FUSEFORMER_NORM_BACKWARD_TMA=1, opt-in): the norm op cases and GPT-2 / BERT training against the CPU with it on, then bench:kernels' norm backward off / on, two rounds (#2: BERT 14.7 µs must reach ≤ 12.4, GPT-2 25.3 ≤ 22.8)
+          run norm-default-ops 150 env FUSEFORMER_TEST_OPS=Norm node --test --test-concurrency=1 dist/test/gpu/ops.test.js   # the staged kernel's row math and fold were moved into shared helpers (same code) after the last device call
           run norm-tma-ops 150 env FUSEFORMER_NORM_BACKWARD_TMA=1 FUSEFORMER_TEST_OPS=Norm node --test --test-concurrency=1 dist/test/gpu/ops.test.js
           run norm-tma-train 150 env FUSEFORMER_NORM_BACKWARD_TMA=1 node --test --test-concurrency=1 dist/test/gpu/gpt2-train.test.js dist/test/gpu/models-train.test.js
           for round in 1 2; do
