@@ -476,6 +476,9 @@ export class CudaDriver implements StatusLibrary {
   /** Whether cuLaunchKernelEx is there (programmatic dependent launches need it). */
   get hasLaunchKernelEx(): boolean { return this.fn.cuLaunchKernelEx !== undefined; }
 
+  /** Whether cuTensorMapEncodeTiled is there (CUDA 12.0 or newer: tensor-map kernel arguments). */
+  get hasTensorMapEncode(): boolean { return this.fn.cuTensorMapEncodeTiled !== undefined; }
+
   /** cuLaunchKernelEx with a CUlaunchConfig at `config` (launch.ts lays it out); `extra` is always NULL. */
   launchKernelEx(config: bigint, fn: bigint, kernelParams: bigint): number {
     if (!this.fn.cuLaunchKernelEx) throw new Error('internal: cuLaunchKernelEx is not exported by this driver');

@@ -124,6 +124,7 @@ export class CudaBackend implements Backend {
    * steps and serving's decode buckets. Default on where decodeGemv is (FUSEFORMER_STREAM_GEMM=0 turns
    * it off): on the H200 (session 22) as fast as or faster than cuBLASLt on every Llama 1.2B and GPT-2
    * product at 8–32 rows (gate/up 18.1 against 20.6 µs at 32 rows, GPT-2's LM head 22.8–24.1 against 111).
+   * Taken only where the runtime has tensor maps (Hopper or newer, a CUDA 12 driver); elsewhere cuBLASLt.
    */
   streamGemm = process.env['FUSEFORMER_STREAM_GEMM'] !== '0';
   /** GEMMs run on the streamed skinny GEMM so far. */
@@ -299,7 +300,7 @@ export class CudaBackend implements Backend {
         this.gemvLaunches++;
         return;
       }
-      if (this.streamGemm && streamGemmApplies(checked)) {
+      if (this.streamGemm && this.runtime.tensorMaps && streamGemmApplies(checked)) {
         launchStreamGemm(this.runtime, checked);
         this.streamGemmLaunches++;
         return;
@@ -420,7 +421,7 @@ export class CudaBackend implements Backend {
       this.gemvLaunches++;
       return;
     }
-    if (this.decodeGemv && this.streamGemm && streamGatedApplies(checked)) {
+    if (this.decodeGemv && this.streamGemm && this.runtime.tensorMaps && streamGatedApplies(checked)) {
       launchStreamGated(this.runtime, checked);
       this.streamGemmLaunches++;
       return;

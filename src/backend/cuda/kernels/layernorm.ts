@@ -118,7 +118,7 @@ export interface NormBackwardSpec extends NormForwardSpec {
   readonly blocksPerSm?: number;
   /**
    * With `persistent`: the rows arrive by 2-D tensor-map TMA (tmaBackwardSource; opt-in
-   * FUSEFORMER_NORM_BACKWARD_TMA=1, sm_90): a producer warp copies a stage of ROWS_PER_BLOCK rows of x,
+   * FUSEFORMER_NORM_BACKWARD_TMA=1, where the host has tensor maps: Hopper or newer): a producer warp copies a stage of ROWS_PER_BLOCK rows of x,
    * dOut (and dResidual) as boxes of boxCols columns into a ring of `stages`, one row a consumer warp.
    */
   readonly tma?: { readonly boxCols: number };
@@ -1186,7 +1186,7 @@ function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, ch
   }
 
   const rowPtrs = [x, dOut, dX, gamma, ...(dResidual ? [dResidual] : [])].map((t) => devicePtr(check, 'tensor', t));
-  const tma = host.arch === 'sm_90' && normBackwardTmaEnabled();
+  const tma = host.tensorMaps === true && normBackwardTmaEnabled();
   const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock, envStagedShape(), tma);
   const grid = backwardGridSize(spec, rows, host.multiProcessorCount);
   const partials = host.scratch(grid * columnSumCount(norm) * hidden * 4);

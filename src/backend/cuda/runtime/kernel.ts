@@ -78,4 +78,9 @@ export interface KernelHost {
   readonly maxSharedBytesPerBlock: number;
   /** The device's architecture ("sm_90"), where known: kernels with sm_90a-only instructions need "sm_90". */
   readonly arch?: string;
+  /**
+   * Whether kernels may use 2-D tensor-map copies (cp.async.bulk.tensor) with arg.tensorMap arguments:
+   * compute capability 9.0 or newer and a driver with cuTensorMapEncodeTiled. Absent: no.
+   */
+  readonly tensorMaps?: boolean;
 }

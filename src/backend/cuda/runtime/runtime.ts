@@ -108,6 +108,8 @@ export class CudaRuntime implements KernelHost {
   get multiProcessorCount(): number { return this.device.properties.multiProcessorCount; }
   get maxSharedBytesPerBlock(): number { return this.device.properties.maxSharedBytesPerBlockOptin; }
   get arch(): string { return this.device.properties.arch; }
+  /** KernelHost.tensorMaps: Hopper or newer, and a driver that encodes tensor maps. */
+  get tensorMaps(): boolean { return this.device.properties.computeCapability.major >= 9 && this.device.driver.hasTensorMapEncode; }
   /** The stream launches and copies go to now. */
   get current(): Stream { return this.currentStream; }
   get isCapturing(): boolean { return this.capturing; }

@@ -34,6 +34,8 @@ export class RecordingHost implements KernelHost {
   readonly counterRequests: number[] = [];
   /** The device architecture the host reports (none: a pre-Hopper stand-in, so no wgmma kernel is chosen). */
   constructor(readonly arch?: string) {}
+  /** Tensor-map kernels where the host says it is a Hopper. */
+  get tensorMaps(): boolean { return this.arch === 'sm_90'; }
 
   kernel(key: string, build: () => KernelSource): CompiledKernel {
     const { name, source, gridDependencyWait } = build();
