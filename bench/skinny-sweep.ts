@@ -11,7 +11,7 @@
 // launches are one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = weight
 // bytes ÷ time, against the copy bandwidth measured in the same run.
 //
-//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,stream,mma] [--stream-probes] [--stream-planned] [--model llama|gpt2] [--shapes QKV,out,'LM head'] [--json bench/results/skinny-sweep.json]
+//   node dist/bench/skinny-sweep.js [--rows 32] [--kernels skinny,stream,mma] [--stream-planned] [--model llama|gpt2] [--shapes QKV,out,'LM head'] [--json bench/results/skinny-sweep.json]
 // (a few minutes on an H200, most of it compiling each plan once)
 
 import { parseArgs } from 'node:util';
@@ -34,7 +34,7 @@ const PRODUCTS = { llama: LLAMA_DECODE_PRODUCTS, gpt2: GPT2_DECODE_PRODUCTS } as
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,stream,mma' }, shapes: { type: 'string' }, 'stream-probes': { type: 'boolean', default: false }, 'stream-planned': { type: 'boolean', default: false }, model: { type: 'string', default: 'llama' } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '32' }, kernels: { type: 'string', default: 'skinny,stream,mma' }, shapes: { type: 'string' }, 'stream-planned': { type: 'boolean', default: false }, model: { type: 'string', default: 'llama' } } });
   const kernels = new Set(values.kernels!.split(','));
   if ([...kernels].some((k) => k !== 'skinny' && k !== 'stream' && k !== 'mma')) throw new Error(`--kernels: skinny, stream and/or mma, got '${values.kernels}'`);
   const model = values.model as keyof typeof PRODUCTS;
@@ -91,22 +91,11 @@ async function main(): Promise<void> {
       // --stream-planned: the planner's pick only (every row count and shape in one short run).
       const streamPlans = kernels.has('stream') && streamApplies && !values['stream-planned'] ? st.streamGemmSpace('bf16', M, width, K, 'none', gate, sms) : [];
       if (streamApplies && kernels.has('stream') && values['stream-planned']) streamPlans.push(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms));
-      else if (streamApplies && kernels.has('stream')) {
-        const planned = st.planStreamGemm('bf16', M, width, K, 'none', gate, sms);
-        if (!streamPlans.some((p) => st.streamGemmKey(p.spec) === plannedStream)) streamPlans.push(planned);
-        // The planned plan with session 22's first copy (1-D bulk copies of row segments), for reference.
-        streamPlans.push({ ...planned, spec: { ...planned.spec, copy: 'rows', stages: Math.min(planned.spec.stages, 4) } });
-      }
+      else if (streamApplies && kernels.has('stream') && !streamPlans.some((p) => st.streamGemmKey(p.spec) === plannedStream)) streamPlans.push(st.planStreamGemm('bf16', M, width, K, 'none', gate, sms));
       for (const plan of streamPlans) {
         const key = st.streamGemmKey(plan.spec);
         const ms = timeGraph(b, operands.map((o) => () => st.launchStreamPlan(host, plan as StreamGemmPlan, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
         record('stream', name, M, `${key} grid ${plan.grid.join('×')}`, key === plannedStream, ms, bytes);
-        // Timing probes (outputs wrong): the ring without the math; the weights as one contiguous copy a stage.
-        for (const probe of values['stream-probes'] ? (st.streamCopyOf(plan.spec) === 'rows' ? ['no-math', 'contiguous'] as const : ['no-math'] as const) : []) {
-          const probed: StreamGemmPlan = { ...plan, spec: { ...plan.spec, probe } };
-          const probeMs = timeGraph(b, operands.map((o) => () => st.launchStreamPlan(host, probed, { x: ptr(o.x), w: ptr(o.w), bias: 0n, out: ptr(o.out), M, N: width, K })), CALLS, REPEATS);
-          record(`stream probe ${probe}`, name, M, `${st.streamGemmKey(probed.spec)} grid ${plan.grid.join('×')}`, false, probeMs, bytes);
-        }
       }
       const mmaApplies = kernels.has('mma') && M <= (gated ? mma.MMA_GEMV_MAX_GATED_ROWS : mma.MMA_GEMV_MAX_ROWS);
       const plannedMma = mmaApplies ? mma.planMmaGemv('bf16', M, width, K, 'none', gate, sms).spec : undefined;
@@ -121,8 +110,7 @@ async function main(): Promise<void> {
 
   // Per (kernel, shape, M): the default path, the planner's pick and the five fastest plans.
   const lines = ['| kernel | shape | M | default µs | % of copy | planned µs | % of copy | best µs | % of copy | best plan | next best |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|'];
-  const kinds = ['skinny', 'stream', ...(values['stream-probes'] ? ['stream probe no-math', 'stream probe contiguous'] : []), 'mma'];
-  for (const kernel of kinds.filter((k) => kernels.has(k.split(' ')[0]!))) {
+  for (const kernel of ['skinny', 'stream', 'mma'].filter((k) => kernels.has(k))) {
     for (const { name } of SHAPES) {
       for (const M of rowsList) {
         const g = rows.filter((r) => r.shape === name && r.M === M);

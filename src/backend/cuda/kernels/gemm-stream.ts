@@ -7,14 +7,14 @@
 // BN up rows), all M rows (NT = ⌈M / 8⌉ rounded up to even row tiles of 8), one split of K. A ring of
 // STAGES stages, each with a "full" mbarrier (the copies count their bytes off it) and an "empty" one
 // (each consumer warp arrives when done with the stage): the consumers never meet at a block barrier.
-// Stage copies ('tensor', the default): KC / 64 groups of [WROWS weight rows][XROWS x rows] of 128 bytes
-// (64 k), each a 2-D tensor-map box (cp.async.bulk.tensor, one instruction; the maps are kernel
-// arguments the runtime encodes at launch) in the 128-byte swizzle — chunk c of row r at c ^ (r mod 8)
-// within 1024-byte aligned groups, which is swizzled_offset<8> — so ldmatrix reads 8 rows from 8 bank
-// groups. Boxes past N, M or K read zeros (their outputs are never stored; K's zeros add nothing).
-// 'rows' (session 22's first form, kept for the sweep): one 1-D cp.async.bulk per row segment at a
-// padded pitch. Those copies complete one after another, ~60–100 ns each whatever their size, so it
-// streamed at 8–22% of copy (docs/perf.md "Session 22"), where the tensor-map boxes reach 90% (gate/up).
+// Stage copies: KC / 64 groups of [WROWS weight rows][XROWS x rows] of 128 bytes (64 k), each a 2-D
+// tensor-map box (cp.async.bulk.tensor, one instruction; the maps are kernel arguments the runtime
+// encodes at launch) in the 128-byte swizzle — chunk c of row r at c ^ (r mod 8) within 1024-byte
+// aligned groups, which is swizzled_offset<8> — so ldmatrix reads 8 rows from 8 bank groups. Boxes past
+// N, M or K read zeros (their outputs are never stored; K's zeros add nothing). Session 22's first form
+// copied each row segment with a 1-D cp.async.bulk instead: those copies complete one after another,
+// ~60–100 ns each whatever their size, so it streamed at 8–22% of copy where the boxes reach 90%
+// (docs/perf.md "Session 22"; bench/results/gpu-pending-s22/call2, call3).
 // Fragments: mma.sync m16n8k16 with the weights as A (16 features × 16 k, ldmatrix.x4) and x as B (16 k
 // × 8 rows, ldmatrix.x4 giving two row tiles), so C is [feature][row]: lane (g, t) holds features
 // base + g (+ 8) of rows 8j + 2t (+ 1).
@@ -76,29 +76,11 @@ export interface StreamGemmSpec {
   readonly splits: number;
   readonly epilogue: GemmEpilogue;
   readonly gate?: { readonly activation: Activation; readonly bias: boolean };
-  /**
-   * Timing probes (bench/skinny-sweep.ts --stream-probes; outputs wrong): 'no-math' — the consumers wait
-   * for each stage and release it without computing (the ring's streaming rate alone); 'contiguous' —
-   * the producer copies each stage's weight bytes from one contiguous range of w in a single bulk copy
-   * (the same bytes in all, so per-copy cost and DRAM locality show against the row segments).
-   */
-  readonly probe?: 'no-math' | 'contiguous';
-  /**
-   * How a stage is copied: 'tensor' (the default) — 2-D tensor-map TMA boxes of 64 k × BN weight rows
-   * and 64 k × XROWS x rows, one instruction each, in the 128-byte swizzle; 'rows' — one 1-D bulk copy
-   * per row segment, at a padded pitch (session 22: the copies run one after another, 8–22% of copy).
-   */
-  readonly copy?: 'tensor' | 'rows';
-}
-
-/** The stage copy a spec uses ('tensor' unless it says 'rows'). */
-export function streamCopyOf(spec: Pick<StreamGemmSpec, 'copy'>): 'tensor' | 'rows' {
-  return spec.copy ?? 'tensor';
 }
 
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}${streamCopyOf(s) === 'rows' ? '.rows' : ''}${s.probe ? `.probe_${s.probe.replace('-', '_')}` : ''}`;
+  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`;
 }
 
 export interface StreamGemmPlan {
@@ -117,17 +99,9 @@ function weightRows(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate'
   return (spec.gate ? 2 : 1) * streamBlockFeatures(spec);
 }
 
-/**
- * Bytes between two rows of a 'rows' stage: a 16-byte pad past the row segment (conflict-free
- * ldmatrix). A 'tensor' stage holds 128-byte rows (64 k) swizzled, KC / 64 boxes of them.
- */
-function rowPitch(spec: Pick<StreamGemmSpec, 'chunkK' | 'copy'>): number {
-  return streamCopyOf(spec) === 'tensor' ? spec.chunkK * 2 : spec.chunkK * 2 + 16;
-}
-
 /** Bytes of one stage: the chunk's weight rows and x rows. */
-export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK' | 'copy'>): number {
-  return (weightRows(spec) + 8 * spec.rowTiles) * rowPitch(spec);
+export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK'>): number {
+  return (weightRows(spec) + 8 * spec.rowTiles) * spec.chunkK * 2;
 }
 
 /** Slack for aligning the ring to 1024 bytes (the 128-byte swizzle's period) at run time. */
@@ -136,7 +110,7 @@ const RING_ALIGN_BYTES = 1024;
 /** Dynamic shared memory of a block: the barriers, then its stages (which the split combine reuses for the block's sums). */
 export function streamSharedBytes(spec: StreamGemmSpec): number {
   const combine = spec.splits > 1 ? 8 * spec.rowTiles * (weightRows(spec) + COMBINE_PAD) * 4 : 0;
-  return BARRIER_BYTES + (streamCopyOf(spec) === 'tensor' ? RING_ALIGN_BYTES : 0) + Math.max(spec.stages * streamStageBytes(spec), combine);
+  return BARRIER_BYTES + RING_ALIGN_BYTES + Math.max(spec.stages * streamStageBytes(spec), combine);
 }
 
 /** The deepest ring of at most MAX_STAGES stages within the budget (at least 2), or null if two do not fit. */
@@ -187,9 +161,8 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (!Number.isInteger(spec.stages) || spec.stages < 2 || spec.stages > MAX_STAGES) throw new RangeError(`streamGemmSource: stages must be 2..${MAX_STAGES}, got ${spec.stages}`);
   if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
   if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
-  const BN = streamBlockFeatures(spec), WROWS = weightRows(spec), tensor = streamCopyOf(spec) === 'tensor';
-  if (tensor && spec.probe === 'contiguous') throw new RangeError("streamGemmSource: the 'contiguous' probe times the 'rows' copy");
-  if (tensor && BN > 256) throw new RangeError(`streamGemmSource: a tensor-map box holds at most 256 rows, BN = ${BN}`);
+  const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
+  if (BN > 256) throw new RangeError(`streamGemmSource: a tensor-map box holds at most 256 rows, BN = ${BN}`);
   const { combine, direct } = skinnyOutputCode(gate, { region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW' });
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
@@ -197,9 +170,9 @@ ${typedefLine('T', spec.dtype)}
 ${CLUSTER_LIB}
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
 ${BULK_COPY_LIB}
-${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, PITCH: rowPitch(spec), STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
+${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
 
-${tensor ? TENSOR_MAP_LIB : ''}
+${TENSOR_MAP_LIB}
 ${gemvOutputCode(spec.epilogue, gate)}
 // Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
 #define FOR_EACH_FRAGMENT(TILES) \
@@ -208,16 +181,16 @@ ${gemvOutputCode(spec.epilogue, gate)}
 // x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.
 // Grid (⌈N / BN⌉, SPLITS), block THREADS (warp CW is the producer); the SPLITS blocks of a feature tile are one cluster.
 extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__launch_bounds__(THREADS, 1) ${name}(
-    ${tensor ? 'const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap' : 'const T* __restrict__ x, const T* __restrict__ w'}, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
+    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
   extern __shared__ __align__(128) unsigned char smem[];
   u64* full = reinterpret_cast<u64*>(smem);
   u64* empty = full + STAGES;
-  ${tensor ? `// The ring starts at the first 1024-byte boundary past the barriers: the 128-byte swizzle repeats every 8 rows.
-  unsigned char* ring = smem + ((smem_u32(smem) + ${BARRIER_BYTES} + 1023) & ~1023u) - smem_u32(smem);` : `unsigned char* ring = smem + ${BARRIER_BYTES};`}
+  // The ring starts at the first 1024-byte boundary past the barriers: the 128-byte swizzle repeats every 8 rows.
+  unsigned char* ring = smem + ((smem_u32(smem) + ${BARRIER_BYTES} + 1023) & ~1023u) - smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN, split = blockIdx.y;
-  const int chunks = ${tensor ? '(K + KC - 1) / KC;  // the tail box reads zeros past K' : 'K / KC;'}
+  const int chunks = (K + KC - 1) / KC;  // the tail box reads zeros past K
   const int c_begin = (int)((long long)split * chunks / SPLITS), c_end = (int)((long long)(split + 1) * chunks / SPLITS);
   const int count = c_end - c_begin;
   if (tid == 0) {
@@ -231,7 +204,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
   // Weight tile i of consumer warp "warp": its first row in a stage (gated: the gate tiles, then the up rows' at BN + …).
   const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
 
-  if (warp == CW) {${tensor ? String.raw`
+  if (warp == CW) {
     // The producer, one lane: a stage is KC / 64 groups of [WROWS weight rows][XROWS x rows], 128 bytes each
     // (the gated weight rows: BN gate rows n0.., then BN up rows N + n0..); boxes past N, M or K read zeros
     // and count their full bytes.
@@ -265,45 +238,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
         copy_x(s, c_begin + i);
       }
     }
-    __syncwarp();` : String.raw`
-    // The producer. Weight row r of a stage: feature n0 + r (gated: r < BN the gate's, else up row N + n0 + r − BN).
-    const int features = min(BN, N - n0), rows_m = min(M, XROWS);
-    const u32 stage_tx = (u32)((GATED ? 2 : 1) * features + rows_m) * (KC * 2);
-    const auto copy_weights = [&](int stage, int c) {
-      unsigned char* dst = ring + stage * STAGE_BYTES;${spec.probe === 'contiguous' ? `
-      // Probe: the stage's weight bytes from one contiguous range (block-major, then chunk), one copy.
-      const size_t stage_elems = (size_t)(GATED ? 2 : 1) * features * KC, total = (size_t)(GATED ? 2 : 1) * N * K;
-      size_t offset = ((size_t)(blockIdx.x * SPLITS + split) * (chunks / SPLITS) + (c - c_begin)) * stage_elems;
-      if (offset + stage_elems > total) offset = 0;
-      if (lane == 0) bulk_copy(dst, w + offset, (u32)(stage_elems * 2), &full[stage]);
-      return;` : ''}
-      for (int r = lane; r < WROWS; r += 32) {
-        const int f = GATED && r >= BN ? r - BN : r;
-        if (f < features) bulk_copy(dst + r * PITCH, w + ((size_t)((GATED && r >= BN ? N : 0) + n0 + f) * K + (size_t)c * KC), KC * 2, &full[stage]);
-      }
-    };
-    const auto copy_x = [&](int stage, int c) {
-      unsigned char* dst = ring + stage * STAGE_BYTES + WROWS * PITCH;
-      for (int r = lane; r < rows_m; r += 32) bulk_copy(dst + r * PITCH, x + ((size_t)r * K + (size_t)c * KC), KC * 2, &full[stage]);
-    };
-    const int first = min(count, STAGES);
-    for (int i = 0; i < first; i++) {
-      if (lane == 0) mbar_expect(&full[i], stage_tx);
-      __syncwarp();
-      copy_weights(i, c_begin + i);
-    }
-    GRID_DEPENDENCY_WAIT();  // x is the previous kernel's output
-    for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
-    for (int i = STAGES; i < count; i++) {
-      const int s = i % STAGES;
-      if (lane == 0) {
-        mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
-        mbar_expect(&full[s], stage_tx);
-      }
-      __syncwarp();
-      copy_weights(s, c_begin + i);
-      copy_x(s, c_begin + i);
-    }`}
+    __syncwarp();
   } else {
     #pragma unroll 1
     for (int i = 0; i < count; i++) {
@@ -311,14 +246,11 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       mbar_wait(&full[s], (i / STAGES) & 1);
       const u32 stage = smem_u32(ring + s * STAGE_BYTES);
       #pragma unroll
-      for (int ks = 0; ks < ${spec.probe === 'no-math' ? 0 : 'KC / 16'}; ks++) {
-        ${tensor ? `// Group ks / 4 of the stage; 16-byte chunk 2·(ks mod 4) (+1) of a row, swizzled as the TMA wrote it.
+      for (int ks = 0; ks < KC / 16; ks++) {
+        // Group ks / 4 of the stage; 16-byte chunk 2·(ks mod 4) (+1) of a row, swizzled as the TMA wrote it.
         const u32 wtile = stage + (ks / 4) * (WROWS + XROWS) * 128, xtile = wtile + WROWS * 128;
         const auto w_at = [&](int row, int half) { return wtile + swizzled_offset<8>(row, 2 * (ks % 4) + half); };
-        const auto x_at = [&](int row, int half) { return xtile + swizzled_offset<8>(row, 2 * (ks % 4) + half); };`
-        : `const u32 wtile = stage, xtile = stage + WROWS * PITCH;
-        const auto w_at = [&](int row, int half) { return wtile + row * PITCH + (16 * ks + 8 * half) * 2; };
-        const auto x_at = [&](int row, int half) { return xtile + row * PITCH + (16 * ks + 8 * half) * 2; };`}
+        const auto x_at = [&](int row, int half) { return xtile + swizzled_offset<8>(row, 2 * (ks % 4) + half); };
         u32 a[WT][4];
         #pragma unroll
         for (int ti = 0; ti < WT; ti++) ldsm_x4(w_at(tile_row(ti) + (lane & 15), lane >> 4), a[ti]);
@@ -403,9 +335,7 @@ export type StreamLaunch = SkinnyLaunch;
 /** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep). */
 export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch): void {
   const spec = plan.spec;
-  const operands = streamCopyOf(spec) === 'tensor'
-    ? [arg.tensorMap(streamTensorMap(spec, a.w, (spec.gate ? 2 : 1) * a.N, a.K, streamBlockFeatures(spec))), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles))]
-    : [arg.ptr(a.x), arg.ptr(a.w)];
+  const operands = [arg.tensorMap(streamTensorMap(spec, a.w, (spec.gate ? 2 : 1) * a.N, a.K, streamBlockFeatures(spec))), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles))];
   host.kernel(streamGemmKey(spec), () => streamGemmSource(spec)).launch(
     { grid: [...plan.grid], block: (spec.warps + 1) * 32, sharedBytes: streamSharedBytes(spec) },
     [...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K)],
