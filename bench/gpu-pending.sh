@@ -408,7 +408,7 @@ for step in "${steps[@]}"; do
     skinny-recheck) # (session 22) the skinny and streamed GEMMs' GPU checks after their output code was shared (gemm-skinny.ts skinnyOutputCode)
           run skinny-recheck 240 node --test --test-concurrency=1 --test-name-pattern='skinny' dist/test/gpu/decode-gemv.test.js ;;
     stream-probe) # (session 22, call 3) why the streamed skinny GEMM streams at 8–22% of copy (call 2): its plans at the down product beside two timing probes each — the ring without the math, and each stage's weights as one contiguous bulk copy instead of BN row segments
-          run stream-probe 300 node dist/bench/skinny-sweep.js --kernels stream --stream-probes --rows 32 --shapes down,QKV --json "$out/stream-probe.json" ;;
+          say "stream-probe: the probes and the 1-D row copies they timed were removed after session 22 (commit 36c445b has them)" ;;
     bf16-pairs) # (for session 22; built after session 21's last device call, never run) the bf16 activation forward reading x and bias a 32-bit pair at a time (FUSEFORMER_BF16_PAIRS=1, opt-in): op checks, then bench:kernels' forward cases off / on, two rounds; default it on if BERT bf16 erf gains (37.4 µs; ≤ 36.8 is 85% of a same-size copy)
           run bf16-pairs-ops 150 env FUSEFORMER_BF16_PAIRS=1 FUSEFORMER_TEST_OPS=biasActivationDropout node --test --test-concurrency=1 dist/test/gpu/ops.test.js
           for round in 1 2; do
