@@ -388,6 +388,27 @@ for step in "${steps[@]}"; do
           run stream-tests 200 node --test --test-concurrency=1 --test-name-pattern='streamed' dist/test/gpu/decode-gemv.test.js
           run stream-sweep 200 node dist/bench/skinny-sweep.js --kernels stream --rows 32 --json "$out/stream-sweep.json"
           for f in 0 1; do run decode-stream$f 100 env FUSEFORMER_STREAM_GEMM=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-stream$f.json"; done ;;
+    attn-mma2) # (session 23, call 5) the tensor-core decode attention as the default: the serving engine's and speculative GPU suites on it; the split count of big serving grids (one wave of 396 blocks by default; 808 blocks at 100 rows run in 3 rounds) swept through the serving step's profile and serving at 64 / 256 clients
+          run mma-serve-tests 200 node --test --test-concurrency=1 dist/test/gpu/serve-engine.test.js dist/test/gpu/speculative.test.js dist/test/gpu/beam.test.js
+          for target in 396 800 1200 1600 2400; do
+            run profile-b100-t$target 40 env FUSEFORMER_DECODE_SPLIT_TARGET=$target node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 100 --seq 384 --top 4 --out /tmp/p-b100-t$target
+            run profile-b200-t$target 40 env FUSEFORMER_DECODE_SPLIT_TARGET=$target node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 200 --seq 640 --top 4 --out /tmp/p-b200-t$target
+          done
+          run decode-default 60 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-default.json"
+          for target in 396 1200; do run serve-t$target 100 env FUSEFORMER_DECODE_SPLIT_TARGET=$target node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 64,256 --json "$out/serve-t$target.json"; done ;;
+    attn-mma) # (session 23, call 3) decode attention on tensor cores (FUSEFORMER_DECODE_MMA=1, opt-in, never run): its forced GPU op cases, the engines against the CPU with it on, the serving step's profile (attention was 46.8 µs of 2.375 ms a layer at 100 rows × 384), decode and serving off / on
+          run mma-ops 200 node --test --test-concurrency=1 --test-name-pattern='tensor-core' dist/test/gpu/infer-ops.test.js
+          run mma-engines 200 env FUSEFORMER_DECODE_MMA=1 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/paged-attention.test.js
+          run profile-serve-b100-mma 90 env FUSEFORMER_DECODE_MMA=1 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 100 --seq 384 --top 12 --out /tmp/p-serve-b100-mma
+          run profile-llama-b32-mma 90 env FUSEFORMER_DECODE_MMA=1 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --top 12 --out /tmp/p-llama-b32-mma
+          for f in 0 1; do run decode-mma$f 60 env FUSEFORMER_DECODE_MMA=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-mma$f.json"; done
+          run serve-mma1 100 env FUSEFORMER_DECODE_MMA=1 node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 64,256 --json "$out/serve-mma1.json" ;;
+    serve-stream) # (session 23, call 2) where batch-32 decode and serving steps spend their time with the streamed GEMM (op-by-op profiles: Llama decode b32, serving decode-only at 100 rows × 384 cached, serving mixed), then serving with the streamed GEMM on / off (#6: never measured with it)
+          run profile-llama-b32 120 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --top 40 --out /tmp/p-llama-b32
+          run profile-serve-b100 120 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 100 --seq 384 --top 40 --out /tmp/p-serve-b100
+          run profile-serve-mixed 120 node dist/src/cli/main.js profile --model llama-1.2B --mode serve-mixed --batch 64 --seq 384 --chunk 256 --top 40 --out /tmp/p-serve-mixed
+          for p in llama-b32 serve-b100 serve-mixed; do cp /tmp/p-$p/profile.json "$out/profile-$p.json" 2>/dev/null; done
+          for f in 1 0; do run serve-stream$f 150 env FUSEFORMER_STREAM_GEMM=$f node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 64,256 --json "$out/serve-stream$f.json"; done ;;
     norm-tma) # (for session 23; built after session 22's last device call, never run) the LayerNorm/RMSNorm backward on tensor-map TMA (FUSEFORMER_NORM_BACKWARD_TMA=1, opt-in): the norm op cases and GPT-2 / BERT training against the CPU with it on, then bench:kernels' norm backward off / on, two rounds (#2: BERT 14.7 µs must reach ≤ 12.4, GPT-2 25.3 ≤ 22.8)
           run norm-default-ops 150 env FUSEFORMER_TEST_OPS=Norm node --test --test-concurrency=1 dist/test/gpu/ops.test.js   # the staged kernel's row math and fold were moved into shared helpers (same code) after the last device call
           run norm-tma-ops 150 env FUSEFORMER_NORM_BACKWARD_TMA=1 FUSEFORMER_TEST_OPS=Norm node --test --test-concurrency=1 dist/test/gpu/ops.test.js
@@ -534,6 +555,7 @@ for f in varlen-bench-on varlen-bench-off; do [ -f "$out/$f.log" ] && { echo "$f
 [ -f "$out/train-tests.log" ] && { grep -E '^# (pass|fail)' "$out/train-tests.log"; grep -E '^not ok' "$out/train-tests.log" | head; }
 [ -f "$out/wgmma-tests.log" ] && { grep -E '^# (pass|fail)' "$out/wgmma-tests.log"; grep -E '^not ok|rel err' "$out/wgmma-tests.log" | head -20; }
 [ -f "$out/attention-bench.log" ] && grep -E '^\|' "$out/attention-bench.log" | head -80
+for f in "$out"/profile-b*-t*.log; do [ -f "$f" ] && echo "$(basename $f .log): $(grep -E "^serving step" $f | head -1)"; done
 # GPU_PENDING_TAR=1: everything in one archive (the device tool brings back only a few files a call).
 if [ "${GPU_PENDING_TAR:-0}" = 1 ]; then
   (cd "$out" && files=$(ls -A | grep -v '^results.tgz$') && [ -n "$files" ] && tar czf results.tgz $files && rm -f $files)

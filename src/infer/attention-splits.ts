@@ -34,7 +34,8 @@ function envInteger(name: string, fallback: number): number {
 const SMS = 132;
 /** Blocks the split grid aims for at most: 8 resident blocks on each SM; the pipelined variant's one wave. */
 const TARGET_BLOCKS = 8 * SMS;
-const PIPELINED_TARGET_BLOCKS = PIPELINED_BLOCKS_PER_SM * SMS;
+/** The pipelined variant's target; FUSEFORMER_DECODE_SPLIT_TARGET overrides it (for sweeps of the split count). */
+const PIPELINED_TARGET_BLOCKS = envInteger('FUSEFORMER_DECODE_SPLIT_TARGET', PIPELINED_BLOCKS_PER_SM * SMS);
 
 /** Splits of each sequence's cache for `rows` sequences of `kvHeads` KV heads and `capacity` positions. */
 export function decodeAttentionSplits(capacity: number, kvHeads: number, rows: number, pipelined = false): number {

@@ -90,6 +90,20 @@ test('decode attention, pipelined variant forced, matches the CPU reference, twi
   await decodeVariantCheck(t, (o) => { o.pipelined = true; }, 2);
 });
 
+// The tensor-core variant (scores and P·V by mma.sync, a warp per key tile) forced on the pipelined
+// variant's 16-bit rows, plain and with the append fused, twice in a row; f32 and other row sizes keep
+// their kernels. The launches must have taken it for every 16-bit case with 128-byte rows.
+test('decode attention, tensor-core variant forced, matches the CPU reference, twice in a row', { skip }, async (t) => {
+  const { decodeAttentionLaunches } = await import('../../src/backend/cuda/kernels/decode-attention.js');
+  const appendCases = selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?appendDecodeAttention /.test(c.name)));
+  const takes = [...decodeCases(), ...appendCases].filter((c) => c.dtype !== 'f32' && / d=64 /.test(c.name)).length;
+  assert.ok(only.length > 0 || takes > 0, 'cases with 16-bit 64-wide heads exercise the tensor-core variant');
+  const before = decodeAttentionLaunches.mma;
+  await t.test('decodeAttention', (tf) => decodeVariantCheck(tf, (o) => { o.pipelined = true; o.mma = true; }, 2));
+  await t.test('appendDecodeAttention fused', (tf) => decodeVariantCheck(tf, (o) => { o.pipelined = true; o.mma = true; o.append = true; }, 2, appendCases));
+  assert.ok(decodeAttentionLaunches.mma - before >= 2 * takes, `tensor-core launches ${decodeAttentionLaunches.mma - before} for ${takes} cases run twice`);
+});
+
 // appendDecodeAttention: one kernel where the pipelined variant takes the rows (d·sizeof(T) = 128 bytes),
 // the two ops otherwise; with the fusion off (FUSEFORMER_DECODE_APPEND=0's switch) always the two ops.
 // Both ways against the CPU, twice in a row (the caches are updated in place: a stale key would show).

@@ -116,6 +116,11 @@ export interface DecodeAttentionSpec {
    * block per (sequence, kv head) and read from shared memory by every block whose keys include them.
    */
   readonly append?: { readonly rope: boolean; readonly bias: boolean };
+  /**
+   * The pipelined variant's scores and P·V on tensor cores, each warp walking its own key tiles
+   * (MMA_WARP_TILES_CODE; 16-bit rows of 128 bytes only; decodeAttentionMma).
+   */
+  readonly mma?: boolean;
 }
 
 /** Bytes of dynamic shared memory the pipelined variant stages: two stages of a K and a V tile of 128-byte rows. */
@@ -179,7 +184,7 @@ export const MAX_CLUSTER_SPLITS = 8;
  * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
  * the throughput variant (decodeAttentionThroughput).
  */
-export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean } = {
+export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto' } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
   // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
   // wait (H200, session 11: serving at 64 clients 16,690 → 17,949 tok/s, decode unchanged);
@@ -192,10 +197,27 @@ export const decodeAttentionOptions: { clusterCombine: boolean; throughput: bool
   append: process.env['FUSEFORMER_DECODE_APPEND'] !== '0',
   // decodeAttentionThroughput: 'auto' unless FUSEFORMER_DECODE_THROUGHPUT is 1 or 0.
   throughput: envSwitch(process.env['FUSEFORMER_DECODE_THROUGHPUT']),
+  // decodeAttentionMma: on unless FUSEFORMER_DECODE_MMA=0.
+  mma: envSwitch(process.env['FUSEFORMER_DECODE_MMA']),
 };
 
+/** Launches of the tensor-core variant so far (the GPU tests check that forcing it took it). */
+export const decodeAttentionLaunches = { mma: 0 };
+
+/**
+ * Whether the pipelined variant's launches at 16 bit run on tensor cores (DecodeAttentionSpec.mma): unless
+ * FUSEFORMER_DECODE_MMA=0, every such launch. Measured on the H200 (session 23, Llama 1.2B bf16, against the
+ * CUDA-core pipelined kernel, same call): a paged serving step of 100 rows × 384 positions 2.375 → 2.061 ms
+ * (its attention 46.8 → 33.3 µs a layer); serving at 64 / 256 clients 19,225 → 19,783 and 35,537 → 36,848
+ * tokens/s (decode steps at 43–46% → 49–50% of the roofline); decode Llama b1 0.827 → 0.812 ms/token, b32
+ * 1.051 → 1.022, GPT-2 b1 0.223 → 0.219, b32 0.346 → 0.341 (`bench/results/gpu-pending-s23/call4/`).
+ */
+export function decodeAttentionMma(dtype: FloatDType): boolean {
+  return dtype !== 'f32' && decodeAttentionOptions.mma !== false;
+}
+
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}${s.mma ? '.mma' : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -223,6 +245,154 @@ export function splitChunk(n: number, splits: number): number {
 }
 
 
+/** Keys a warp of the tensor-core variant takes per tile (two n-tiles of 16 for the scores, two k-steps for P·V). */
+export const MMA_WARP_TILE = 32;
+
+// The tensor-core variant (spec.mma): each warp walks its own tiles of WT keys — tiles w, w + WARPS, ... of
+// the block's range — through its own two stages of the block's staged memory ([K0 | V0 | K1 | V1], WT
+// rows of 128 bytes each, the pipelined variant's swizzle), with no block barrier until the end. Scores
+// S = Q·Kᵀ by mma.sync m16n8k16: A = the block's GH query heads as rows 0..GH−1 of a 16-row tile (the
+// others zero), B = the key rows by ldmatrix; the online softmax per row in the accumulators' layout (a
+// quad of lanes holds a row's 8 scores of each 32-key tile); P·V with P packed to T as the A operand
+// straight from the score accumulators and V by ldmatrix.trans. Each warp keeps its own (m, l, acc); the
+// block combines its warps' partials like splits. Rows 8..15 of every tile are padding (GH ≤ 8): the
+// tensor cores have cycles to spare; the loads are the work.
+// Defines load_warp_tile(stage, t0, part) (part as load_stage's) and issues the warp's first copies of
+// keys written before the previous op (part 1) ahead of the grid-dependency wait.
+const MMA_WARP_TILES_CODE = String.raw`
+  constexpr int WSTAGE = WT * 128;  // bytes of a warp tile's K (or V)
+  unsigned char* const warp_tiles = stages + warp * 4 * WSTAGE;
+  const int warp_t0 = j_begin + warp * WT;
+  const auto load_warp_tile = [&](int stage, int t0, int part) {
+    unsigned char* const k_tile = warp_tiles + stage * 2 * WSTAGE;
+    const u32 k_dst = smem_u32(k_tile), v_dst = k_dst + WSTAGE;
+    #pragma unroll
+    for (int step = 0; step < WT * 8 / 32; step++) {
+      const int idx = step * 32 + lane, r = idx >> 3, c = idx & 7, j = t0 + r;
+      if (part == 1 ? j >= stable_end || j >= j_end : part == 2 && j < stable_end && j < j_end) continue;
+      const bool inside = j < j_end;
+      const size_t at = key_row(inside ? j : j_begin) + c * VEC;
+      const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
+      if (APPEND && j == fresh_row) {
+        *reinterpret_cast<uint4*>(k_tile + off) = *reinterpret_cast<const uint4*>(&fresh_kv[c * VEC]);
+        *reinterpret_cast<uint4*>(k_tile + WSTAGE + off) = *reinterpret_cast<const uint4*>(&fresh_kv[D + c * VEC]);
+        continue;
+      }
+      cp_async_16(k_dst + off, k_cache + at, inside);
+      cp_async_16(v_dst + off, v_cache + at, inside);
+    }
+  };
+  const bool warp_prefetched = fresh_keys > 0 && warp_t0 < j_end && warp_t0 < stable_end;
+  if (warp_prefetched) load_warp_tile(0, warp_t0, 1);
+`;
+
+// The tensor-core variant's key loop (see MMA_WARP_TILES_CODE), ending with each warp's (m, l, acc) of its
+// heads in warp_stat / warp_acc. fr = lane / 4 is the accumulator row (query head h0 + fr), fc = lane % 4.
+const MMA_LOOP_CODE = String.raw`
+    const int fr = lane >> 2, fc = lane & 3;
+    const bool head_row = fr < GH;
+    const int qr = head_row ? fr : 0;
+    u32 qa[D / 16][4];
+    #pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+      qa[ks][0] = head_row ? pack2<T>(qs[qr][16 * ks + 2 * fc], qs[qr][16 * ks + 2 * fc + 1]) : 0u;
+      qa[ks][1] = 0u;
+      qa[ks][2] = head_row ? pack2<T>(qs[qr][16 * ks + 8 + 2 * fc], qs[qr][16 * ks + 9 + 2 * fc]) : 0u;
+      qa[ks][3] = 0u;
+    }
+    float o[D / 8][4];
+    #pragma unroll
+    for (int nt = 0; nt < D / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+    float m_row = __int_as_float(0xff800000), l_row = 0.f;
+    const int tiles = (j_end - j_begin + WT - 1) / WT;
+    if (warp_t0 < j_end) load_warp_tile(0, warp_t0, warp_prefetched ? 2 : 0);
+    cp_async_commit();
+    for (int tile = warp, it = 0; tile < tiles; tile += WARPS, it++) {
+      const int t0 = j_begin + tile * WT, stage = it & 1;
+      if (tile + WARPS < tiles) load_warp_tile(stage ^ 1, t0 + WARPS * WT, 0);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncwarp();
+      const u32 k_tile = smem_u32(warp_tiles + stage * 2 * WSTAGE), v_tile = k_tile + WSTAGE;
+      // S = Q·Kᵀ: n-tiles of 8 keys, ldmatrix.x4 giving two of them per 16 columns of d.
+      float sc[WT / 8][4];
+      #pragma unroll
+      for (int nt = 0; nt < WT / 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+      #pragma unroll
+      for (int ks = 0; ks < D / 16; ks++) {
+        #pragma unroll
+        for (int np = 0; np < WT / 16; np++) {
+          const int r = 16 * np + (lane & 7) + 8 * (lane >> 4), ch = 2 * ks + ((lane >> 3) & 1);
+          u32 bk[4];
+          ldsm_x4(k_tile + (u32)((r * 8 + (ch ^ (r & 7))) * 16), bk);
+          mma_16816<T>(sc[2 * np], qa[ks], bk[0], bk[1]);
+          mma_16816<T>(sc[2 * np + 1], qa[ks], bk[2], bk[3]);
+        }
+      }
+      // Online softmax of row fr (base 2): keys past j_end (zero-filled rows) masked.
+      float mx = __int_as_float(0xff800000);
+      #pragma unroll
+      for (int nt = 0; nt < WT / 8; nt++) {
+        #pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const float sv = t0 + 8 * nt + 2 * fc + e < j_end ? sc[nt][e] * scale_log2 : __int_as_float(0xff800000);
+          sc[nt][e] = sv;
+          mx = fmaxf(mx, sv);
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_row, mx), alpha = exp2f(m_row - m_new);  // every tile has a key: m_new finite
+      m_row = m_new;
+      l_row *= alpha;
+      #pragma unroll
+      for (int nt = 0; nt < D / 8; nt++) {
+        o[nt][0] *= alpha;
+        o[nt][1] *= alpha;
+      }
+      // P (rounded to T) as the A operand of P·V: score n-tiles 2kk, 2kk + 1 are k-step kk's columns.
+      u32 pa[WT / 16][4];
+      #pragma unroll
+      for (int kk = 0; kk < WT / 16; kk++) {
+        const float p0 = exp2f(sc[2 * kk][0] - m_new), p1 = exp2f(sc[2 * kk][1] - m_new);
+        const float p2 = exp2f(sc[2 * kk + 1][0] - m_new), p3 = exp2f(sc[2 * kk + 1][1] - m_new);
+        l_row += (p0 + p1) + (p2 + p3);
+        pa[kk][0] = pack2<T>(p0, p1);
+        pa[kk][1] = 0u;
+        pa[kk][2] = pack2<T>(p2, p3);
+        pa[kk][3] = 0u;
+      }
+      #pragma unroll
+      for (int kk = 0; kk < WT / 16; kk++) {
+        #pragma unroll
+        for (int np = 0; np < D / 16; np++) {
+          const int r = 16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1), ch = 2 * np + (lane >> 4);
+          u32 bv[4];
+          ldsm_x4_trans(v_tile + (u32)((r * 8 + (ch ^ (r & 7))) * 16), bv);
+          mma_16816<T>(o[2 * np], pa[kk], bv[0], bv[1]);
+          mma_16816<T>(o[2 * np + 1], pa[kk], bv[2], bv[3]);
+        }
+      }
+      __syncwarp();  // every lane is done with this stage before the next iteration refills it
+    }
+    cp_async_wait<0>();
+    l_row += __shfl_xor_sync(0xffffffffu, l_row, 1);
+    l_row += __shfl_xor_sync(0xffffffffu, l_row, 2);
+    __syncthreads();  // every warp is done with its stages: warp_stat / warp_acc overwrite them
+    if (head_row) {
+      if (fc == 0) {
+        warp_stat[(2 * warp) * GH + fr] = m_row;
+        warp_stat[(2 * warp + 1) * GH + fr] = l_row;
+      }
+      #pragma unroll
+      for (int nt = 0; nt < D / 8; nt++) {
+        warp_acc[(warp * GH + fr) * D + 8 * nt + 2 * fc] = o[nt][0];
+        warp_acc[(warp * GH + fr) * D + 8 * nt + 2 * fc + 1] = o[nt][1];
+      }
+    }
+    __syncthreads();
+`;
+
 export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const name = kernelIdentifier(decodeAttentionKey(spec));
   const vecs = spec.headDim / spec.vec;
@@ -233,6 +403,7 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   // __launch_bounds__(THREADS, 3) fits it in 168 with 68 bytes spilled — not yet timed.)
   const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : '__launch_bounds__(THREADS)';
   if (spec.append && !spec.pipelined) throw new RangeError('decodeAttentionSource: the fused append takes the pipelined variant');
+  if (spec.mma && (!spec.pipelined || spec.dtype === 'f32')) throw new RangeError(`decodeAttentionSource: the tensor-core variant takes the pipelined variant's 16-bit rows, got ${spec.dtype}${spec.pipelined ? '' : ' not pipelined'}`);
   if (spec.pipelined && !pipelinedRows(spec.headDim, byteSize(spec.dtype), spec.vec)) throw new RangeError(`decodeAttentionSource: the pipelined variant takes 128-byte rows of 16-byte vectors, got d ${spec.headDim} ${spec.dtype} vec ${spec.vec}`);
   // MMA_LIB for the pipelined variant's cp.async and shared addresses (its code is compiled in every variant, if unused).
   const source = String.raw`${DEVICE_LIB}
@@ -244,6 +415,7 @@ ${constants({
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
+    MMA: spec.mma ?? false, WT: MMA_WARP_TILE,
   })}
 ${CLUSTER_LIB}
 ${ROPE_PAIR_CODE}
@@ -260,8 +432,10 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   // is read before GRID_DEPENDENCY_WAIT below. PIPELINED with fresh_keys > 0: the keys and values at
   // positions < n − fresh_keys were written before that kernel (earlier steps; see the header), so the
   // first tile's copies of them are issued before the wait.
+  // The block's query heads, pre-scaled by scale·log2 e (MMA: unscaled, each exactly a T: the A operand).
   __shared__ float qs[GH][D];
-  __shared__ float ps[GH][TILE];
+  [[maybe_unused]] const float Q_SCALE = MMA ? 1.f : scale_log2;
+  __shared__ float ps[MMA ? 1 : GH][TILE];
   __shared__ float red[GH][WARPS];
   // The key lanes' partial sums at the end (PIPELINED: in the stage buffers, done with by then).
   __shared__ float accs_own[PIPELINED ? 1 : KEY_LANES * GH * D];
@@ -316,7 +490,8 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     }
   };
   [[maybe_unused]] const bool prefetched = PIPELINED && fresh_keys > 0 && j_begin < j_end && j_begin < stable_end;
-  if constexpr (PIPELINED) {
+${spec.mma ? MMA_WARP_TILES_CODE : ''}
+  if constexpr (PIPELINED && !MMA) {
     if (prefetched) load_stage(0, j_begin, 1);
   }
   GRID_DEPENDENCY_WAIT();
@@ -345,8 +520,8 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
       if (ROPE && hh <= GH) rope_pair(a, z, p, inv_freq[e], rope_scale);
       const T ta = from_float<T>(a), tz = from_float<T>(z);
       if (hh < GH) {
-        qs[hh][e] = to_float(ta) * scale_log2;
-        qs[hh][e + HALF] = to_float(tz) * scale_log2;
+        qs[hh][e] = to_float(ta) * Q_SCALE;
+        qs[hh][e + HALF] = to_float(tz) * Q_SCALE;
       } else {
         const int kv = hh - GH;
         fresh_kv[kv * D + e] = ta;
@@ -359,7 +534,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
       }
     }
   } else {
-    for (int i = tid; i < GH * D; i += THREADS) qs[i / D][i % D] = to_float(q[((size_t)b * hq + h0 + i / D) * D + i % D]) * scale_log2;
+    for (int i = tid; i < GH * D; i += THREADS) qs[i / D][i % D] = to_float(q[((size_t)b * hq + h0 + i / D) * D + i % D]) * Q_SCALE;
   }
   float m[GH], l[GH], acc[GH][VEC];
   #pragma unroll
@@ -370,149 +545,174 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     for (int e = 0; e < VEC; e++) acc[h][e] = 0.f;
   }
   __syncthreads();
-  const int key_lane = tid / VECS, cv = tid % VECS;
-  [[maybe_unused]] const auto stage_row = [&](int kv, int stage, int r, int c) -> Vec<T, VEC> {
-    return *reinterpret_cast<const Vec<T, VEC>*>(stages + (kv * 2 + stage) * STAGE + (r * 8 + (c ^ (r & 7))) * 16);
-  };
-  if constexpr (PIPELINED) {
-    if (j_begin < j_end) load_stage(0, j_begin, prefetched ? 2 : 0);
-    cp_async_commit();
-  }
-
-  for (int t0 = j_begin, it = 0; t0 < j_end; t0 += TILE, it++) {
-    const int keys = min(TILE, j_end - t0);
-    [[maybe_unused]] const int stage = it & 1;
+  [[maybe_unused]] const int key_lane = tid / VECS, cv = tid % VECS;
+  // MMA's per-warp partials for the combine below, in the stages (done with by then).
+  [[maybe_unused]] float* warp_stat = reinterpret_cast<float*>(stages);  // [WARPS][m | l][GH]
+  [[maybe_unused]] float* warp_acc = warp_stat + WARPS * 2 * GH;         // [WARPS][GH][D]
+  if constexpr (MMA) {
+${spec.mma ? MMA_LOOP_CODE : ''}
+  } else {
+    [[maybe_unused]] const auto stage_row = [&](int kv, int stage, int r, int c) -> Vec<T, VEC> {
+      return *reinterpret_cast<const Vec<T, VEC>*>(stages + (kv * 2 + stage) * STAGE + (r * 8 + (c ^ (r & 7))) * 16);
+    };
     if constexpr (PIPELINED) {
-      // The next tile into the other stage (every thread was done with it at the last tile's end barrier),
-      // then wait for this one.
-      if (t0 + TILE < j_end) load_stage(stage ^ 1, t0 + TILE, 0);
+      if (j_begin < j_end) load_stage(0, j_begin, prefetched ? 2 : 0);
       cp_async_commit();
-      cp_async_wait<1>();
+    }
+
+    for (int t0 = j_begin, it = 0; t0 < j_end; t0 += TILE, it++) {
+      const int keys = min(TILE, j_end - t0);
+      [[maybe_unused]] const int stage = it & 1;
+      if constexpr (PIPELINED) {
+        // The next tile into the other stage (every thread was done with it at the last tile's end barrier),
+        // then wait for this one.
+        if (t0 + TILE < j_end) load_stage(stage ^ 1, t0 + TILE, 0);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+      }
+      // Scores of this thread's key for the block's heads.
+      float s[GH];
+      #pragma unroll
+      for (int h = 0; h < GH; h++) s[h] = __int_as_float(0xff800000);
+      // EARLY_V (the lane's value rows of the tile fit one batch): their loads are issued now, so they are
+      // in flight during the scores and the softmax's barriers instead of after them.
+      [[maybe_unused]] Vec<T, VEC> v_early[EARLY_V ? V_BATCH : 1];
+      if constexpr (EARLY_V) {
+        if (key_lane < KEY_LANES) {
+          #pragma unroll
+          for (int i = 0; i < V_BATCH; i++) {
+            const int j = key_lane + i * KEY_LANES;
+            if (j < keys) v_early[i] = load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
+          }
+        }
+      }
+      if (tid < keys) {
+        #pragma unroll
+        for (int h = 0; h < GH; h++) s[h] = 0.f;
+        [[maybe_unused]] const T* kr = PIPELINED ? nullptr : k_cache + key_row(t0 + tid);
+        #pragma unroll 16
+        for (int c = 0; c < VECS; c++) {
+          const Vec<T, VEC> kv = PIPELINED ? stage_row(0, stage, tid, c) : load_vec<T, VEC>(kr + c * VEC);
+          #pragma unroll
+          for (int e = 0; e < VEC; e++) {
+            const float kf = to_float(kv.v[e]);
+            #pragma unroll
+            for (int h = 0; h < GH; h++) s[h] = fmaf(qs[h][c * VEC + e], kf, s[h]);
+          }
+        }
+      }
+      // Tile maxima per head.
+      #pragma unroll
+      for (int h = 0; h < GH; h++) {
+        const float x = warp_max(s[h]);
+        if (lane == 0) red[h][warp] = x;
+      }
       __syncthreads();
-    }
-    // Scores of this thread's key for the block's heads.
-    float s[GH];
-    #pragma unroll
-    for (int h = 0; h < GH; h++) s[h] = __int_as_float(0xff800000);
-    // EARLY_V (the lane's value rows of the tile fit one batch): their loads are issued now, so they are
-    // in flight during the scores and the softmax's barriers instead of after them.
-    [[maybe_unused]] Vec<T, VEC> v_early[EARLY_V ? V_BATCH : 1];
-    if constexpr (EARLY_V) {
+      float m_new[GH], alpha[GH];
+      #pragma unroll
+      for (int h = 0; h < GH; h++) {
+        float x = red[h][0];
+        #pragma unroll
+        for (int w = 1; w < WARPS; w++) x = fmaxf(x, red[h][w]);
+        m_new[h] = fmaxf(m[h], x);
+        alpha[h] = exp2f(m[h] - m_new[h]);
+        const float p = tid < keys ? exp2f(s[h] - m_new[h]) : 0.f;
+        ps[h][tid] = p;
+        s[h] = p;
+      }
+      __syncthreads();  // every thread has read red[][] (maxima) and written its ps
+      #pragma unroll
+      for (int h = 0; h < GH; h++) {
+        const float x = warp_sum(s[h]);
+        if (lane == 0) red[h][warp] = x;
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int h = 0; h < GH; h++) {
+        float sum = 0.f;
+        #pragma unroll
+        for (int w = 0; w < WARPS; w++) sum += red[h][w];
+        l[h] = l[h] * alpha[h] + sum;
+        m[h] = m_new[h];
+        #pragma unroll
+        for (int e = 0; e < VEC; e++) acc[h][e] *= alpha[h];
+      }
+      // Probability-weighted value rows: a lane's rows j = key_lane + i·KEY_LANES in batches of V_BATCH,
+      // every load of a batch issued before the first is used (one memory latency per batch, not per row).
       if (key_lane < KEY_LANES) {
-        #pragma unroll
-        for (int i = 0; i < V_BATCH; i++) {
-          const int j = key_lane + i * KEY_LANES;
-          if (j < keys) v_early[i] = load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
-        }
-      }
-    }
-    if (tid < keys) {
-      #pragma unroll
-      for (int h = 0; h < GH; h++) s[h] = 0.f;
-      [[maybe_unused]] const T* kr = PIPELINED ? nullptr : k_cache + key_row(t0 + tid);
-      #pragma unroll 16
-      for (int c = 0; c < VECS; c++) {
-        const Vec<T, VEC> kv = PIPELINED ? stage_row(0, stage, tid, c) : load_vec<T, VEC>(kr + c * VEC);
-        #pragma unroll
-        for (int e = 0; e < VEC; e++) {
-          const float kf = to_float(kv.v[e]);
-          #pragma unroll
-          for (int h = 0; h < GH; h++) s[h] = fmaf(qs[h][c * VEC + e], kf, s[h]);
-        }
-      }
-    }
-    // Tile maxima per head.
-    #pragma unroll
-    for (int h = 0; h < GH; h++) {
-      const float x = warp_max(s[h]);
-      if (lane == 0) red[h][warp] = x;
-    }
-    __syncthreads();
-    float m_new[GH], alpha[GH];
-    #pragma unroll
-    for (int h = 0; h < GH; h++) {
-      float x = red[h][0];
-      #pragma unroll
-      for (int w = 1; w < WARPS; w++) x = fmaxf(x, red[h][w]);
-      m_new[h] = fmaxf(m[h], x);
-      alpha[h] = exp2f(m[h] - m_new[h]);
-      const float p = tid < keys ? exp2f(s[h] - m_new[h]) : 0.f;
-      ps[h][tid] = p;
-      s[h] = p;
-    }
-    __syncthreads();  // every thread has read red[][] (maxima) and written its ps
-    #pragma unroll
-    for (int h = 0; h < GH; h++) {
-      const float x = warp_sum(s[h]);
-      if (lane == 0) red[h][warp] = x;
-    }
-    __syncthreads();
-    #pragma unroll
-    for (int h = 0; h < GH; h++) {
-      float sum = 0.f;
-      #pragma unroll
-      for (int w = 0; w < WARPS; w++) sum += red[h][w];
-      l[h] = l[h] * alpha[h] + sum;
-      m[h] = m_new[h];
-      #pragma unroll
-      for (int e = 0; e < VEC; e++) acc[h][e] *= alpha[h];
-    }
-    // Probability-weighted value rows: a lane's rows j = key_lane + i·KEY_LANES in batches of V_BATCH,
-    // every load of a batch issued before the first is used (one memory latency per batch, not per row).
-    if (key_lane < KEY_LANES) {
-      for (int base = key_lane; base < keys; base += V_BATCH * KEY_LANES) {
-        Vec<T, VEC> vv[V_BATCH];
-        if constexpr (EARLY_V) {
-          #pragma unroll
-          for (int i = 0; i < V_BATCH; i++) vv[i] = v_early[i];
-        } else {
+        for (int base = key_lane; base < keys; base += V_BATCH * KEY_LANES) {
+          Vec<T, VEC> vv[V_BATCH];
+          if constexpr (EARLY_V) {
+            #pragma unroll
+            for (int i = 0; i < V_BATCH; i++) vv[i] = v_early[i];
+          } else {
+            #pragma unroll
+            for (int i = 0; i < V_BATCH; i++) {
+              const int j = base + i * KEY_LANES;
+              if (j < keys) vv[i] = PIPELINED ? stage_row(1, stage, j, cv) : load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
+            }
+          }
           #pragma unroll
           for (int i = 0; i < V_BATCH; i++) {
             const int j = base + i * KEY_LANES;
-            if (j < keys) vv[i] = PIPELINED ? stage_row(1, stage, j, cv) : load_vec<T, VEC>(v_cache + key_row(t0 + j) + cv * VEC);
-          }
-        }
-        #pragma unroll
-        for (int i = 0; i < V_BATCH; i++) {
-          const int j = base + i * KEY_LANES;
-          if (j < keys) {
-            #pragma unroll
-            for (int h = 0; h < GH; h++) {
-              const float p = ps[h][j];
+            if (j < keys) {
               #pragma unroll
-              for (int e = 0; e < VEC; e++) acc[h][e] = fmaf(p, to_float(vv[i].v[e]), acc[h][e]);
+              for (int h = 0; h < GH; h++) {
+                const float p = ps[h][j];
+                #pragma unroll
+                for (int e = 0; e < VEC; e++) acc[h][e] = fmaf(p, to_float(vv[i].v[e]), acc[h][e]);
+              }
             }
           }
         }
       }
+      __syncthreads();  // ps and red are rewritten by the next tile (PIPELINED: and this stage refilled)
     }
-    __syncthreads();  // ps and red are rewritten by the next tile (PIPELINED: and this stage refilled)
-  }
-  if constexpr (PIPELINED) cp_async_wait<0>();  // the last (empty) group, before accs reuses the stages
+    if constexpr (PIPELINED) cp_async_wait<0>();  // the last (empty) group, before accs reuses the stages
 
-  if (key_lane < KEY_LANES) {
-    #pragma unroll
-    for (int h = 0; h < GH; h++) {
+    if (key_lane < KEY_LANES) {
       #pragma unroll
-      for (int e = 0; e < VEC; e++) accs[(key_lane * GH + h) * D + cv * VEC + e] = acc[h][e];
+      for (int h = 0; h < GH; h++) {
+        #pragma unroll
+        for (int e = 0; e < VEC; e++) accs[(key_lane * GH + h) * D + cv * VEC + e] = acc[h][e];
+      }
     }
-  }
-  __syncthreads();
+    __syncthreads();
+  }  // MMA
+  // The block's result per (head, column): sum = Σ_j 2^(s_j − mh)·v_j over its keys, lh = Σ_j 2^(s_j − mh).
   for (int i = tid; i < GH * D; i += THREADS) {
     const int h = i / D, c = i % D;
-    float sum = 0.f;
-    #pragma unroll
-    for (int kl = 0; kl < KEY_LANES; kl++) sum += accs[(kl * GH + h) * D + c];
+    float sum = 0.f, mh, lh;
+    if constexpr (MMA) {
+      // The warps' partials (an empty warp: m = −∞, l = 0, weighs nothing), as the split combine below.
+      mh = __int_as_float(0xff800000);
+      lh = 0.f;
+      #pragma unroll
+      for (int w = 0; w < WARPS; w++) mh = fmaxf(mh, warp_stat[(2 * w) * GH + h]);
+      #pragma unroll
+      for (int w = 0; w < WARPS; w++) {
+        const float mw = warp_stat[(2 * w) * GH + h];
+        const float wt = mw == __int_as_float(0xff800000) ? 0.f : exp2f(mw - mh);
+        lh = fmaf(warp_stat[(2 * w + 1) * GH + h], wt, lh);
+        sum = fmaf(warp_acc[(w * GH + h) * D + c], wt, sum);
+      }
+    } else {
+      #pragma unroll
+      for (int kl = 0; kl < KEY_LANES; kl++) sum += accs[(kl * GH + h) * D + c];
+      mh = m[h];
+      lh = l[h];
+    }
     const size_t row = (size_t)b * hq + h0 + h;
     if (CLUSTER) {
       cluster_part[i] = sum;
-      if (c == 0) { cluster_stat[h] = m[h]; cluster_stat[GH + h] = l[h]; }
+      if (c == 0) { cluster_stat[h] = mh; cluster_stat[GH + h] = lh; }
     } else if (SPLIT) {
       float* part = partials + (row * splits + split) * (D + 2);
       part[c] = sum;
-      if (c == 0) { part[D] = m[h]; part[D + 1] = l[h]; }
+      if (c == 0) { part[D] = mh; part[D + 1] = lh; }
     } else {
-      out[row * D + c] = from_float<T>(n > 0 ? sum / l[h] : 0.f);
+      out[row * D + c] = from_float<T>(n > 0 ? sum / lh : 0.f);
     }
   }
   if (!SPLIT) return;
@@ -599,13 +799,14 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   };
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
-  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) spec = { ...spec, pipelined: true };
+  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) spec = { ...spec, pipelined: true, ...(decodeAttentionMma(dtype) ? { mma: true } : {}) };
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   if (append) {
     if (!spec.pipelined) return false;
     spec = { ...spec, append: { rope: append.invFreq !== 0n, bias: append.bias !== 0n } };
   }
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
+  if (spec.mma) decodeAttentionLaunches.mma++;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: PIPELINED_STAGE_BYTES } : {}) },
     [
@@ -673,5 +874,10 @@ export function catalog(): KernelSource[] {
     // ... and paged (the serving engine's decode rows): Llama 3.2 1B with blocks of 16, split and not.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false } }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, pipelined: true, append: { rope: true, bias: false } }),
+    // The tensor-core variant: Llama 3.2 1B fused and paged (the serving step), GPT-2 (group 1, bias), f16 with 8 heads a block, plain.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, pipelined: true, append: { rope: true, bias: false }, mma: true }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true }),
+    decodeAttentionSource({ dtype: 'f16', headDim: 64, group: 32, headsPerBlock: 8, vec: 8, split: true, page: 16, pipelined: true, mma: true }),
   ];
 }

@@ -24,15 +24,15 @@ test('decodeAttention: a block per (kv head, head block, sequence, split); split
   });
   attention.decodeAttention(host, args(2, 32, 8, 64, 160));
   assert.equal(host.launches.length, 1);
-  // d 64 bf16: rows of 128 bytes take the pipelined variant (its staged tiles in dynamic shared memory).
-  assert.equal(host.launches[0]!.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined');
+  // d 64 bf16: rows of 128 bytes take the pipelined variant (its staged tiles in dynamic shared memory), on tensor cores.
+  assert.equal(host.launches[0]!.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined.mma');
   assert.equal(host.launches[0]!.config.sharedBytes, attention.PIPELINED_STAGE_BYTES);
   assert.deepEqual(host.launches[0]!.config.grid, [8, 2, 1]);
   assert.ok(Math.abs((argValue(host.launches[0]!, 6, 'f32') as number) - Math.LOG2E / 8) < 1e-12);
   attention.decodeAttention(host, { ...args(1, 32, 8, 64, 2048), partials: deviceTensor([1, 32, 8, 66], 'f32') });
   assert.equal(host.launches.length, 2, 'no separate combine kernel');
   const split = host.launches[1]!;
-  assert.equal(split.key, 'decode_attention.bf16.d64.g4.gh4.v8.split.pipelined');
+  assert.equal(split.key, 'decode_attention.bf16.d64.g4.gh4.v8.split.pipelined.mma');
   assert.deepEqual(split.config.grid, [8, 1, 8]);
   // The fewest keys a split takes; each sequence's chunk is max(that, ⌈n / splits⌉), on the device.
   assert.equal(argValue(split, 9, 'i32'), attention.MIN_SPLIT_KEYS);
@@ -168,8 +168,8 @@ test('decodeAttention: 128-byte rows take the pipelined variant unless it is swi
   });
   const launch = (a: ReturnType<typeof paged>) => { attention.decodeAttention(host, a); return host.launches.at(-1)!; };
   // d 64 bf16 rows are 128 bytes: pipelined at any grid (8 head groups × 64 sequences = 512 blocks, or 256).
-  assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
-  assert.equal(launch(paged(32, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
+  assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined.mma');
+  assert.equal(launch(paged(32, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined.mma');
   // f32 d 16 rows are 64 bytes: the throughput variant above 396 blocks, the latency variant below.
   assert.equal(launch(paged(64, 16, 'f32', 8)).key, 'decode_attention.f32.d16.g4.gh4.v4.paged8.throughput');
   const small = launch(paged(32, 16, 'f32', 8));
@@ -185,4 +185,31 @@ test('decodeAttention: 128-byte rows take the pipelined variant unless it is swi
     attention.decodeAttentionOptions.pipelined = saved;
   }
   assert.deepEqual([attention.takesPipelined(64, 2), attention.takesPipelined(32, 4), attention.takesPipelined(128, 2)], [true, true, false]);
+});
+
+test('decodeAttention: with the tensor-core variant on, 16-bit 128-byte rows take it (same grid and staged memory); f32 rows and other sizes keep their kernels', () => {
+  const host = new RecordingHost();
+  const paged = (B: number, d: number, dtype: 'bf16' | 'f16' | 'f32', page: number) => ({
+    q: deviceTensor([B, 32, d], dtype), kCache: deviceTensor([B * 8, 8, page, d], dtype), vCache: deviceTensor([B * 8, 8, page, d], dtype),
+    positions: deviceTensor([B], 'i32'), out: deviceTensor([B, 32, d], dtype), blockTable: deviceTensor([B, 8], 'i32'),
+  });
+  const launch = (a: ReturnType<typeof paged>) => { attention.decodeAttention(host, a); return host.launches.at(-1)!; };
+  const saved = attention.decodeAttentionOptions.mma;
+  try {
+    attention.decodeAttentionOptions.mma = true;
+    const before = attention.decodeAttentionLaunches.mma;
+    const bf16 = launch(paged(64, 64, 'bf16', 16));
+    assert.equal(bf16.key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined.mma');
+    assert.deepEqual(bf16.config.grid, [8, 64, 1]);
+    assert.equal(bf16.config.sharedBytes, attention.PIPELINED_STAGE_BYTES);
+    assert.equal(launch(paged(8, 64, 'f16', 16)).key, 'decode_attention.f16.d64.g4.gh4.v8.paged16.pipelined.mma');
+    assert.equal(launch(paged(8, 32, 'f32', 16)).key, 'decode_attention.f32.d32.g4.gh4.v4.paged16.pipelined');
+    assert.equal(launch(paged(8, 128, 'bf16', 16)).key, 'decode_attention.bf16.d128.g4.gh4.v8.paged16');
+    assert.equal(attention.decodeAttentionLaunches.mma - before, 2);
+    attention.decodeAttentionOptions.mma = false;
+    assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
+  } finally {
+    attention.decodeAttentionOptions.mma = saved;
+  }
+  assert.throws(() => attention.decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 1, headsPerBlock: 1, vec: 4, split: false, pipelined: true, mma: true }), /tensor-core variant takes the pipelined variant's 16-bit rows/);
 });
