@@ -250,10 +250,19 @@ function adamWCost(args: AdamWArgs): OpCost {
 }
 
 /** Keys each decode query sees: positions[b] + 1 (clamped to the cache), or the whole cache without the values. */
+/** Positions a sequence's cache holds: the contiguous cache's length, or paged, its table's blocks (maxBlocks · blockSize). */
+function cacheLength(args: Pick<DecodeAttentionArgs, 'kCache' | 'blockTable'>): number {
+  return args.blockTable ? args.blockTable.shape[1]! * args.kCache.shape[2]! : args.kCache.shape[2]!;
+}
+
+/** A cache's label in the kernel table: its length, and for a paged one its block size. */
+function cacheLabel(args: Pick<DecodeAttentionArgs, 'kCache' | 'blockTable'>): string {
+  return `cache ${cacheLength(args)}${args.blockTable ? ` paged ${args.kCache.shape[2]}` : ''}`;
+}
+
 function decodeKeys(args: DecodeAttentionArgs, values: DeviceValues | undefined): number {
   const b = args.q.shape[0]!;
-  // Paged: the cache of a sequence is its table's blocks (maxBlocks · blockSize positions).
-  const maxLen = args.blockTable ? args.blockTable.shape[1]! * args.kCache.shape[2]! : args.kCache.shape[2]!;
+  const maxLen = cacheLength(args);
   const positions = values?.['positions'];
   if (!positions) return b * maxLen;
   let keys = 0;
@@ -514,7 +523,7 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       };
     },
     deviceInputs: ([a]) => ({ positions: a.positions }),
-    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} cache ${a.kCache.shape[2]}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
+    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} ${cacheLabel(a)}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
   },
   appendDecodeAttention: {
     // The fused minimum: qkvRopeAppend's reads and cache writes and decodeAttention's key, value and output
@@ -522,7 +531,7 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a], values) => {
       const [B, hq, d] = a.q.shape as [number, number, number];
       const hkv = a.kCache.shape[1]!, s = byteSize(a.kCache.dtype);
-      const keys = decodeKeys({ q: a.q, kCache: a.kCache, vCache: a.vCache, positions: a.positions, out: a.out }, values);
+      const keys = decodeKeys({ q: a.q, kCache: a.kCache, vCache: a.vCache, positions: a.positions, out: a.out, ...(a.blockTable ? { blockTable: a.blockTable } : {}) }, values);
       const rope = a.rope ? B * ((hq + hkv) * d * 3 + (d / 2) * 5) : 0;
       return {
         flops: (a.bias ? a.qkv.numel : 0) + rope + FLASH_FORWARD_FLOPS * d * hq * keys,
@@ -530,7 +539,7 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       };
     },
     deviceInputs: ([a]) => ({ positions: a.positions }),
-    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} cache ${a.kCache.shape[2]}${a.rope ? ' rope' : ''}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
+    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} ${cacheLabel(a)}${a.rope ? ' rope' : ''}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
   },
   residualNorm: {
     cost: ([a]) => {

@@ -112,6 +112,19 @@ test('decode-style attention by hand: one query against the cache, AI ≈ 2·Hq/
   assert.equal(opCost('decodeAttention', [decode])!.flops, 4 * d * Hq * B * 1024, 'upper bound without the positions');
 });
 
+test('paged decode attention, fused append or not: a sequence holds up to maxBlocks · blockSize keys (not the block size), counted from the positions', () => {
+  const B = 3, Hq = 8, Hkv = 2, d = 64, page = 16, maxBlocks = 40;
+  const paged = { q: t([B, Hq, d]), kCache: t([100, Hkv, page, d]), vCache: t([100, Hkv, page, d]), positions: t([B], 'i32'), out: t([B, Hq, d]), blockTable: t([B, maxBlocks], 'i32') };
+  const positions = { positions: Int32Array.from([383, 0, 700]) };
+  const keys = 384 + 1 + 640;  // the last is capped at 40 · 16 positions
+  assert.equal(opCost('decodeAttention', [paged], positions)!.flops, FLASH_FORWARD_FLOPS * d * Hq * keys);
+  const append = { ...paged, qkv: t([B, (Hq + 2 * Hkv) * d]) };
+  const cost = opCost('appendDecodeAttention', [append], positions)!;
+  assert.equal(cost.flops, FLASH_FORWARD_FLOPS * d * Hq * keys);
+  assert.equal(cost.bytes, B * (Hq + 2 * Hkv) * d * 2 + B * 4 + 2 * B * Hkv * d * 2 + 2 * keys * Hkv * d * 2 + B * Hq * d * 2);
+  assert.match(describeCall('appendDecodeAttention', [append]), /cache 640 paged 16/);
+});
+
 test('visible (query, key) pairs: causal ramps and length limits, against counting', () => {
   const rng = new Rng(freshSeed());
   const count = (lq: number, lk: number, causal: boolean, limit: number) => {

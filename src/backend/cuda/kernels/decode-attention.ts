@@ -265,22 +265,7 @@ const MMA_WARP_TILES_CODE = String.raw`
   const int warp_t0 = j_begin + warp * WT;
   const auto load_warp_tile = [&](int stage, int t0, int part) {
     unsigned char* const k_tile = warp_tiles + stage * 2 * WSTAGE;
-    const u32 k_dst = smem_u32(k_tile), v_dst = k_dst + WSTAGE;
-    #pragma unroll
-    for (int step = 0; step < WT * 8 / 32; step++) {
-      const int idx = step * 32 + lane, r = idx >> 3, c = idx & 7, j = t0 + r;
-      if (part == 1 ? j >= stable_end || j >= j_end : part == 2 && j < stable_end && j < j_end) continue;
-      const bool inside = j < j_end;
-      const size_t at = key_row(inside ? j : j_begin) + c * VEC;
-      const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
-      if (APPEND && j == fresh_row) {
-        *reinterpret_cast<uint4*>(k_tile + off) = *reinterpret_cast<const uint4*>(&fresh_kv[c * VEC]);
-        *reinterpret_cast<uint4*>(k_tile + WSTAGE + off) = *reinterpret_cast<const uint4*>(&fresh_kv[D + c * VEC]);
-        continue;
-      }
-      cp_async_16(k_dst + off, k_cache + at, inside);
-      cp_async_16(v_dst + off, v_cache + at, inside);
-    }
+    copy_rows(k_tile, k_tile + WSTAGE, WT, t0, part, lane, 32);
   };
   const bool warp_prefetched = fresh_keys > 0 && warp_t0 < j_end && warp_t0 < stable_end;
   if (warp_prefetched) load_warp_tile(0, warp_t0, 1);
@@ -470,24 +455,29 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   // below stable_end (before the wait); 2 the others (after it) — together, each row once.
   constexpr int STAGE = TILE * 128;
   const int stable_end = n - fresh_keys;
-  [[maybe_unused]] const auto load_stage = [&](int stage, int t0, int part) {
-    const u32 k_dst = smem_u32(stages) + stage * STAGE, v_dst = k_dst + 2 * STAGE;
+  // Rows [t0, t0 + rows) of K and V into the tiles at k_tile / v_tile, workers threads (this one is
+  // worker) a 16-byte chunk each per step (rows and workers are constants at every call, so it unrolls).
+  [[maybe_unused]] const auto copy_rows = [&](unsigned char* k_tile, unsigned char* v_tile, int rows, int t0, int part, int worker, int workers) {
+    const u32 k_dst = smem_u32(k_tile), v_dst = smem_u32(v_tile);
     #pragma unroll
-    for (int step = 0; step < TILE * 8 / THREADS; step++) {
-      const int idx = step * THREADS + tid, r = idx >> 3, c = idx & 7, j = t0 + r;
+    for (int step = 0; step < rows * 8 / workers; step++) {
+      const int idx = step * workers + worker, r = idx >> 3, c = idx & 7, j = t0 + r;
       if (part == 1 ? j >= stable_end || j >= j_end : part == 2 && j < stable_end && j < j_end) continue;
       const bool inside = j < j_end;
       const size_t at = key_row(inside ? j : j_begin) + c * VEC;
       const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
       if (APPEND && j == fresh_row) {
         // This step's key and value: from fresh_kv (filled before the barrier that precedes every call after the wait).
-        *reinterpret_cast<uint4*>(stages + stage * STAGE + off) = *reinterpret_cast<const uint4*>(&fresh_kv[c * VEC]);
-        *reinterpret_cast<uint4*>(stages + (2 + stage) * STAGE + off) = *reinterpret_cast<const uint4*>(&fresh_kv[D + c * VEC]);
+        *reinterpret_cast<uint4*>(k_tile + off) = *reinterpret_cast<const uint4*>(&fresh_kv[c * VEC]);
+        *reinterpret_cast<uint4*>(v_tile + off) = *reinterpret_cast<const uint4*>(&fresh_kv[D + c * VEC]);
         continue;
       }
       cp_async_16(k_dst + off, k_cache + at, inside);
       cp_async_16(v_dst + off, v_cache + at, inside);
     }
+  };
+  [[maybe_unused]] const auto load_stage = [&](int stage, int t0, int part) {
+    copy_rows(stages + stage * STAGE, stages + (2 + stage) * STAGE, TILE, t0, part, tid, THREADS);
   };
   [[maybe_unused]] const bool prefetched = PIPELINED && fresh_keys > 0 && j_begin < j_end && j_begin < stable_end;
 ${spec.mma ? MMA_WARP_TILES_CODE : ''}

@@ -33,10 +33,8 @@
 // warp order into one partial row per block (P = 256–264 on an H200). Bytes: read x, dOut once,
 // write dX once. (The shape is swept: STAGED_BACKWARD_* below; FUSEFORMER_NORM_BACKWARD for sweeps.)
 //
-// Backward on tensor-map TMA (opt-in FUSEFORMER_NORM_BACKWARD_TMA=1, sm_90; built in session 22 after
-// its last device call, not yet measured): the same math, but a producer warp copies each group of 8
-// rows (x, dOut, dResidual) as a few 2-D boxes into a ring of up to 8 stages, so a block has ~150 KiB
-// in flight from its start with a handful of copy instructions (tmaBackwardSource).
+// A tensor-map TMA form of the backward (session 22) was measured slower on the H200 in session 23
+// (BERT bf16 14.9 → 20.9 µs, GPT-2 25.6 → 34.5) and removed; commit 0b58bbe has it.
 //
 // Otherwise (f32, wider rows; row-kernels.ts): H/vec vectors per row, 16-byte vectors where H and the addresses
 // allow. Forward: one warp per row (4 rows per block) while a lane holds ≤ 32 elements (H ≤ 1024),
@@ -75,9 +73,8 @@ import type { CheckedNormBackward, CheckedNormForward } from '../../op-checks/in
 import { checkLayerNormBackward, checkLayerNormForward, checkRmsNormBackward, checkRmsNormForward } from '../../op-checks/index.js';
 import { ArgumentError } from '../../../errors.js';
 import { OpCheck } from '../../validate.js';
-import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
-import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from './bulk-copy-lib.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { constants, devicePtr, kernelIdentifier, launchBoundsMacro, planRowMapping, ROW_MAPPING_DEVICE_CODE, rowVectorWidth } from './row-kernels.js';
 
@@ -116,12 +113,6 @@ export interface NormBackwardSpec extends NormForwardSpec {
   readonly stages?: number;
   /** With `persistent`: resident blocks an SM the kernel is compiled and launched for (default 1). */
   readonly blocksPerSm?: number;
-  /**
-   * With `persistent`: the rows arrive by 2-D tensor-map TMA (tmaBackwardSource; opt-in
-   * FUSEFORMER_NORM_BACKWARD_TMA=1, where the host has tensor maps: Hopper or newer): a producer warp copies a stage of ROWS_PER_BLOCK rows of x,
-   * dOut (and dResidual) as boxes of boxCols columns into a ring of `stages`, one row a consumer warp.
-   */
-  readonly tma?: { readonly boxCols: number };
 }
 
 /** The kernel that adds the partials into dGamma (and dBeta for LayerNorm). */
@@ -138,7 +129,7 @@ export function normForwardKey(s: NormForwardSpec): string {
 }
 
 export function normBackwardKey(s: NormBackwardSpec): string {
-  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.tma ? `.tma${s.tma.boxCols}` : ''}${s.dResidual ? '.dres' : ''}`;
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.dResidual ? '.dres' : ''}`;
 }
 
 export function normColumnSumsKey(s: NormColumnSumsSpec): string {
@@ -202,30 +193,6 @@ const STAGED_BACKWARD_MAX_VECS_PER_LANE = 4;
 const STAGED_BACKWARD_MAX_STAGES = 2;
 /** Shared memory the staged backward plans with (an H200 block may opt into 227 KiB). */
 export const STAGED_BACKWARD_SHARED_BUDGET = 220 * 1024;
-/** The TMA backward: consumer warps (rows a stage), the deepest ring it takes, one block an SM. */
-const TMA_BACKWARD_WARPS = 8;
-const TMA_BACKWARD_MAX_STAGES = 8;
-
-/** FUSEFORMER_NORM_BACKWARD_TMA=1: the 16-bit backward on tensor-map TMA where it applies (opt-in until measured). */
-export function normBackwardTmaEnabled(): boolean {
-  const v = process.env['FUSEFORMER_NORM_BACKWARD_TMA'];
-  if (v === undefined || v === '' || v === '0') return false;
-  if (v === '1') return true;
-  throw new ArgumentError(`FUSEFORMER_NORM_BACKWARD_TMA must be 0 or 1, got '${v}'`);
-}
-
-/** Bytes of one TMA stage: ROWS_PER_BLOCK rows of x, dOut (and dResidual). */
-export function tmaStageBytes(spec: NormBackwardSpec): number {
-  return (spec.dResidual ? 3 : 2) * spec.rowsPerBlock * spec.hidden * byteSize(spec.dtype);
-}
-
-/** Dynamic shared memory of the TMA backward: barriers (128 B), gamma, then the ring (or the fold, if larger). */
-export function tmaBackwardSharedBytes(spec: NormBackwardSpec): number {
-  const gamma = Math.ceil((spec.hidden * byteSize(spec.dtype)) / 128) * 128;
-  const fold = spec.rowsPerBlock * columnSumCount(spec.norm) * spec.hidden * 4;
-  return 128 + gamma + Math.max((spec.stages ?? 2) * tmaStageBytes(spec), fold);
-}
-
 /** The staged backward's launch shape: warps a block, resident blocks an SM, the most row slots a warp. */
 export interface StagedBackwardShape {
   readonly warps: number;
@@ -286,16 +253,9 @@ export function planNormForward(check: OpCheck, norm: NormKind, dtype: FloatDTyp
  * `sharedBudget`: dynamic shared memory a block may use (the device's opt-in limit, at most
  * STAGED_BACKWARD_SHARED_BUDGET); the staged kernel needs room for two row slots a warp.
  */
-export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[], sharedBudget = STAGED_BACKWARD_SHARED_BUDGET, stagedShape: StagedBackwardShape | null = envStagedShape(), tma = false): NormBackwardSpec {
+export function planNormBackward(check: OpCheck, norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean, pointers: readonly bigint[], sharedBudget = STAGED_BACKWARD_SHARED_BUDGET, stagedShape: StagedBackwardShape | null = envStagedShape()): NormBackwardSpec {
   checkHidden(check, hidden);
   const vec = rowVectorWidth(dtype, hidden, pointers);
-  const boxCols = [256, 128, 64].find((b) => hidden % b === 0);
-  if (tma && dtype !== 'f32' && vec * byteSize(dtype) === 16 && boxCols !== undefined && Math.ceil(hidden / vec / 32) <= STAGED_BACKWARD_MAX_VECS_PER_LANE) {
-    const spec: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: TMA_BACKWARD_WARPS, persistent: true, dResidual, tma: { boxCols }, stages: 2 };
-    const fixed = tmaBackwardSharedBytes({ ...spec, stages: 0 });
-    const stages = Math.min(TMA_BACKWARD_MAX_STAGES, Math.floor((Math.min(sharedBudget, STAGED_BACKWARD_SHARED_BUDGET) - fixed) / tmaStageBytes(spec)));
-    if (stages >= 2) return { ...spec, stages };
-  }
   if (dtype !== 'f32' && vec * byteSize(dtype) === 16 && Math.ceil(hidden / vec / 32) <= STAGED_BACKWARD_MAX_VECS_PER_LANE) {
     const shape = stagedShape ?? { warps: STAGED_BACKWARD_WARPS, blocksPerSm: STAGED_BACKWARD_BLOCKS_PER_SM, maxStages: STAGED_BACKWARD_MAX_STAGES };
     const staged: NormBackwardSpec = { norm, dtype, hidden, vec, threadsPerRow: 32, rowsPerBlock: shape.warps, persistent: true, dResidual, ...(shape.blocksPerSm > 1 ? { blocksPerSm: shape.blocksPerSm } : {}) };
@@ -327,7 +287,6 @@ export function backwardMinBlocksPerSm(spec: NormBackwardSpec): number {
 
 /** Blocks of the backward's fixed grid: the resident blocks (one wave), never more than there are row groups. */
 export function backwardGridSize(spec: NormBackwardSpec, rows: number, multiProcessorCount: number): number {
-  if (spec.tma) return Math.max(1, Math.min(multiProcessorCount, Math.ceil(rows / spec.rowsPerBlock)));
   if (spec.persistent) return persistentGridSize(spec.rowsPerBlock, rows, backwardMinBlocksPerSm(spec) * multiProcessorCount);
   return Math.max(1, Math.min(Math.ceil(rows / spec.rowsPerBlock), backwardMinBlocksPerSm(spec) * multiProcessorCount));
 }
@@ -722,7 +681,7 @@ ${layer ? `    sums = warp_sum2(sums);
 }
 
 /**
- * The end of the staged backwards: every warp that holds column sums (acc_gamma, acc_beta; `consumers`
+ * The end of the staged backward: every warp that holds column sums (acc_gamma, acc_beta; `consumers`
  * guards them, '' for all) writes them to shared memory at `region`, then the block's `threads` threads
  * add the ROWS_PER_BLOCK warps of each column in warp order (deterministic) into the block's partial row.
  */
@@ -855,117 +814,8 @@ ${stagedFoldCode(spec, { region: 'smem', threads: 'BLOCK_THREADS', consumers: ''
 `;
 }
 
-/**
- * The backward with its rows brought in by 2-D tensor-map TMA (spec.tma): block = ROWS_PER_BLOCK
- * consumer warps + 1 producer warp, one block an SM, a grid-stride walk over groups of ROWS_PER_BLOCK
- * rows. The producer's lane 0 copies group i of the block into stage i mod STAGES — per tensor (x,
- * dOut, dResidual) H / BOXC boxes of ROWS_PER_BLOCK rows × BOXC columns, laid out as in memory —
- * after the consumers have released the stage (an "empty" mbarrier), so a block keeps up to STAGES
- * groups (~150 KiB at H = 768) in flight from its first instruction with a few copy instructions a
- * group (the cp.async staged kernel issues 6 per lane per row). Consumer warp w works on row w of each
- * group with the staged kernel's math (stagedRowMathCode), reading its row through box_at, then the
- * block folds its warps' column sums in warp order into one partial row (P = the grid) for
- * norm_column_sums. Rows past the last are zero-filled by the copies and skipped.
- */
-function tmaBackwardSource(spec: NormBackwardSpec, name: string): string {
-  const layer = spec.norm === 'layer';
-  const sums = columnSumCount(spec.norm);
-  const boxCols = spec.tma!.boxCols;
-  const tensors = spec.dResidual ? 3 : 2;
-  const gammaBytes = Math.ceil((spec.hidden * byteSize(spec.dtype)) / 128) * 128;
-  return String.raw`${DEVICE_LIB}
-${typedefLine('T', spec.dtype)}
-${rowConstants(spec)}
-${constants({ COLUMN_SUMS: sums, STAGES: spec.stages ?? 2, BOXC: boxCols, BOXES: spec.hidden / boxCols, TENSORS: tensors, STAGE_BYTES: tmaStageBytes(spec), GAMMA_BYTES: gammaBytes })}
-${ROW_MAPPING_DEVICE_CODE}
-${launchBoundsMacro(32 * (spec.rowsPerBlock + 1), 1)}
-${SMEM_ADDRESS_CODE}
-constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
-${BULK_COPY_LIB}
-${TENSOR_MAP_LIB}
-// Column c of row r of tensor q (0 x, 1 dOut, 2 dResidual) in a stage: box c / BOXC of q, row r, column c mod BOXC.
-__device__ __forceinline__ const T* box_at(const unsigned char* stage, int q, int r, int c) {
-  return reinterpret_cast<const T*>(stage + ((size_t)((q * BOXES + c / BOXC) * ROWS_PER_BLOCK + r) * BOXC + c % BOXC) * sizeof(T));
-}
-
-// Block (32, ROWS_PER_BLOCK + 1): warps 0..ROWS_PER_BLOCK − 1 consume, the last one copies.
-extern "C" __global__ void KERNEL_BOUNDS ${name}(
-    const __grid_constant__ TensorMap xmap, const __grid_constant__ TensorMap gmap, ${spec.dResidual ? 'const __grid_constant__ TensorMap rmap, ' : ''}
-    const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
-    T* dx, float* __restrict__ partials, int rows) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  u64* full = reinterpret_cast<u64*>(smem);
-  u64* empty = full + STAGES;
-  T* gamma_shared = reinterpret_cast<T*>(smem + 128);
-  unsigned char* ring = smem + 128 + GAMMA_BYTES;
-  const int t = threadIdx.x, warp = threadIdx.y;
-  const int groups = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-  const int count = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-  if (warp == 0 && t == 0) {
-    for (int s = 0; s < STAGES; s++) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], ROWS_PER_BLOCK); }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  GRID_DEPENDENCY_WAIT();  // x, dOut, the statistics: all earlier kernels' outputs
-  __syncthreads();
-
-  float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
-  if (warp == ROWS_PER_BLOCK) {
-    if (t == 0) {
-      for (int i = 0; i < count; i++) {
-        const int s = i % STAGES, row0 = ((int)blockIdx.x + i * (int)gridDim.x) * ROWS_PER_BLOCK;
-        if (i >= STAGES) mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
-        mbar_expect(&full[s], STAGE_BYTES);
-        unsigned char* stage = ring + s * STAGE_BYTES;
-        #pragma unroll
-        for (int b = 0; b < BOXES; b++) {
-          tma_load_2d(stage + (size_t)(0 * BOXES + b) * ROWS_PER_BLOCK * BOXC * sizeof(T), &xmap, b * BOXC, row0, &full[s]);
-          tma_load_2d(stage + (size_t)(1 * BOXES + b) * ROWS_PER_BLOCK * BOXC * sizeof(T), &gmap, b * BOXC, row0, &full[s]);${spec.dResidual ? `
-          tma_load_2d(stage + (size_t)(2 * BOXES + b) * ROWS_PER_BLOCK * BOXC * sizeof(T), &rmap, b * BOXC, row0, &full[s]);` : ''}
-        }
-      }
-    }
-  } else {
-    for (int c = (warp * 32 + t) * VEC; c < H; c += ROWS_PER_BLOCK * 32 * VEC) store_vec<T, VEC>(gamma_shared + c, load_vec<T, VEC>(gamma + c));
-    asm volatile("bar.sync 1, %0;" :: "n"(ROWS_PER_BLOCK * 32) : "memory");  // the consumers' gamma_shared
-    Vec<T, VEC> gam[VECS_PER_THREAD];
-    #pragma unroll
-    for (int k = 0; k < VECS_PER_THREAD; k++) {
-      if (owns_vec(k, t)) {
-        gam[k] = load_vec<T, VEC>(gamma_shared + (k * 32 + t) * VEC);
-      } else {
-        #pragma unroll
-        for (int i = 0; i < VEC; i++) gam[k].v[i] = from_float<T>(0.f);
-      }
-      #pragma unroll
-      for (int i = 0; i < VEC; i++) { acc_gamma[k][i] = 0.f;${layer ? ' acc_beta[k][i] = 0.f;' : ''} }
-    }
-    #pragma unroll 1
-    for (int i = 0; i < count; i++) {
-      const int s = i % STAGES, row = ((int)blockIdx.x + i * (int)gridDim.x) * ROWS_PER_BLOCK + warp;
-      // The row's statistics are requested before the wait for its stage.
-      const float mu = row < rows ? ${layer ? 'mean[row]' : '0.f'} : 0.f, rs = row < rows ? rstd[row] : 0.f;
-      mbar_wait(&full[s], (i / STAGES) & 1);
-      if (row < rows) {
-        const unsigned char* stage = ring + s * STAGE_BYTES;
-        #define X_AT(c) box_at(stage, 0, warp, (c))
-        #define G_AT(c) box_at(stage, 1, warp, (c))
-        #define R_AT(c) box_at(stage, 2, warp, (c))
-${stagedRowMathCode(spec)}      }
-      __syncwarp();
-      if (t == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
-    }
-  }
-
-  // Fold: every consumer warp writes its column sums to shared memory (the ring is drained: every
-  // copy was waited for), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
-  GRID_DEPENDENCY_TRIGGER();
-${stagedFoldCode(spec, { region: 'ring', threads: '(ROWS_PER_BLOCK + 1) * 32', consumers: 'threadIdx.y < ROWS_PER_BLOCK' })}}
-`;
-}
-
 export function normBackwardSource(spec: NormBackwardSpec): KernelSource {
   const name = kernelIdentifier(normBackwardKey(spec));
-  if (spec.tma) return { name, source: tmaBackwardSource(spec, name), gridDependencyWait: true };
   if (spec.persistent) return { name, source: persistentBackwardSource(spec, name) };
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
@@ -1186,25 +1036,10 @@ function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, ch
   }
 
   const rowPtrs = [x, dOut, dX, gamma, ...(dResidual ? [dResidual] : [])].map((t) => devicePtr(check, 'tensor', t));
-  const tma = host.tensorMaps === true && normBackwardTmaEnabled();
-  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock, envStagedShape(), tma);
+  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock, envStagedShape());
   const grid = backwardGridSize(spec, rows, host.multiProcessorCount);
   const partials = host.scratch(grid * columnSumCount(norm) * hidden * 4);
   const rowKernel = host.kernel(normBackwardKey(spec), () => normBackwardSource(spec));
-  if (spec.tma) {
-    // Rows of x, dOut (and dResidual) as tensor maps: boxes of ROWS_PER_BLOCK rows × boxCols columns, unswizzled.
-    const map = (t: Tensor): KernelArg => arg.tensorMap({ address: devicePtr(check, 'tensor', t), dtype: dtype as 'bf16' | 'f16', cols: hidden, rows, rowStrideBytes: hidden * byteSize(dtype), boxCols: spec.tma!.boxCols, boxRows: spec.rowsPerBlock, swizzle: 'none' });
-    rowKernel.launch(
-      { grid, block: [32, spec.rowsPerBlock + 1], sharedBytes: tmaBackwardSharedBytes(spec) },
-      [
-        map(x), map(dOut), ...(dResidual ? [map(dResidual)] : []), arg.ptr(devicePtr(check, 'gamma', gamma)),
-        ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
-        arg.ptr(devicePtr(check, 'dX', dX)), arg.ptr(partials), arg.i32(rows),
-      ],
-    );
-    columnKernel.launch(columnLaunch, [arg.ptr(partials), arg.i32(grid), ...gradPtrs]);
-    return;
-  }
   rowKernel.launch(
     { grid, block: [spec.threadsPerRow, spec.rowsPerBlock], ...(spec.persistent ? { sharedBytes: stagedSharedBytes(spec) } : {}) },
     [
@@ -1243,8 +1078,5 @@ export function catalog(): KernelSource[] {
   sources.push(normForwardSource(planNormForward(plan, 'layer', 'f16', 771, aligned)));
   sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 771, true, aligned)));
   sources.push(normForwardSource(planNormForward(plan, 'rms', 'f16', 1024, [0x1004n])));
-  // The TMA backward (FUSEFORMER_NORM_BACKWARD_TMA=1): BERT/GPT-2's LayerNorm with and without dResidual, an RMSNorm at 1024, boxes of 64 at 960.
-  const tma = (norm: NormKind, dtype: FloatDType, hidden: number, dResidual: boolean) => normBackwardSource(planNormBackward(plan, norm, dtype, hidden, dResidual, aligned, STAGED_BACKWARD_SHARED_BUDGET, null, true));
-  sources.push(tma('layer', 'bf16', 768, false), tma('layer', 'f16', 768, true), tma('rms', 'bf16', 1024, false), tma('layer', 'bf16', 960, false));
   return sources;
 }

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import * as ln from '../../../../src/backend/cuda/kernels/layernorm.js';
 import { OpCheck } from '../../../../src/backend/validate.js';
 import { FuseformerError } from '../../../../src/errors.js';
-import { argValue, deviceTensor, RecordingHost, tensorMapArg } from './launch-helpers.js';
+import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
 
 test('catalog kernels have distinct names, each defined in its source', () => {
   const sources = ln.catalog();
@@ -246,49 +246,4 @@ test('launchers reject bad arguments with messages naming the op', () => {
     assert.throws(call, (e: unknown) => e instanceof FuseformerError && message.test(e.message), what);
   }
   assert.equal(host.launches.length, 0);
-});
-
-test('FUSEFORMER_NORM_BACKWARD_TMA=1 on sm_90: the backward takes its rows by tensor-map TMA, 8 consumer warps + a producer, one block an SM, one partial a block', () => {
-  const saved = process.env['FUSEFORMER_NORM_BACKWARD_TMA'];
-  process.env['FUSEFORMER_NORM_BACKWARD_TMA'] = '1';
-  try {
-    const [rows, H] = [8192, 768];
-    const f = forwardTensors(rows, H, 'bf16');
-    const args = {
-      dOut: deviceTensor([rows, H], 'bf16'), x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd,
-      dX: deviceTensor([rows, H], 'bf16'), dGamma: deviceTensor([H], 'bf16'), dBeta: deviceTensor([H], 'bf16'),
-    };
-    const host = new RecordingHost('sm_90');
-    ln.layerNormBackward(host, args);
-    const [rowsLaunch, sums] = host.launches as [typeof host.launches[0], typeof host.launches[0]];
-    // 7 stages of 8 rows × (x, dOut) × 1536 bytes after the barriers and gamma.
-    assert.equal(rowsLaunch.key, 'norm_backward.layer.bf16.h768.v8.t32.r8.pw.s7.tma256');
-    assert.deepEqual(rowsLaunch.config.block, [32, 9]);
-    assert.equal(rowsLaunch.config.grid, 132);
-    assert.equal(rowsLaunch.config.sharedBytes, 128 + 1536 + 7 * 8 * 2 * 1536);
-    assert.equal(rowsLaunch.gridDependencyWait, true);
-    assert.match(rowsLaunch.source, /tma_load_2d\(stage \+ \(size_t\)\(1 \* BOXES \+ b\) \* ROWS_PER_BLOCK \* BOXC \* sizeof\(T\), &gmap, b \* BOXC, row0, &full\[s\]\)/);
-    assert.match(rowsLaunch.source, /#define X_AT\(c\) box_at\(stage, 0, warp, \(c\)\)/);
-    // x and dOut as tensor maps: [rows, 768] bf16 in boxes of 8 rows × 256 columns, laid out as in memory.
-    const x = tensorMapArg(rowsLaunch, 0), dOut = tensorMapArg(rowsLaunch, 1);
-    assert.deepEqual({ ...x, address: 0n }, { address: 0n, dtype: 'bf16', cols: 768, rows, rowStrideBytes: 1536, boxCols: 256, boxRows: 8, swizzle: 'none' });
-    assert.equal(x.address, f.x.ptr);
-    assert.equal(dOut.address, args.dOut.ptr);
-    assert.equal(argValue(rowsLaunch, 6, 'ptr'), RecordingHost.SCRATCH);
-    assert.equal(argValue(rowsLaunch, 7, 'i32'), rows);
-    assert.deepEqual(host.scratchRequests, [132 * 2 * H * 4]);
-    assert.equal(argValue(sums, 1, 'i32'), 132);
-    // Not on a GPU of another arch, and not without the switch.
-    const other = new RecordingHost();
-    ln.layerNormBackward(other, args);
-    assert.equal(other.launches[0]!.key, 'norm_backward.layer.bf16.h768.v8.t32.r8.pw.s2.b2');
-    process.env['FUSEFORMER_NORM_BACKWARD_TMA'] = '0';
-    const off = new RecordingHost('sm_90');
-    ln.layerNormBackward(off, args);
-    assert.equal(off.launches[0]!.key, 'norm_backward.layer.bf16.h768.v8.t32.r8.pw.s2.b2');
-    process.env['FUSEFORMER_NORM_BACKWARD_TMA'] = 'yes';
-    assert.throws(() => ln.layerNormBackward(new RecordingHost('sm_90'), args), /FUSEFORMER_NORM_BACKWARD_TMA must be 0 or 1, got 'yes'/);
-  } finally {
-    if (saved === undefined) delete process.env['FUSEFORMER_NORM_BACKWARD_TMA']; else process.env['FUSEFORMER_NORM_BACKWARD_TMA'] = saved;
-  }
 });
