@@ -104,6 +104,17 @@ test('decode attention, tensor-core variant forced, matches the CPU reference, t
   assert.ok(decodeAttentionLaunches.mma - before >= 2 * takes, `tensor-core launches ${decodeAttentionLaunches.mma - before} for ${takes} cases run twice`);
 });
 
+// The tensor-core variant's other shapes (FUSEFORMER_DECODE_MMA_SHAPE, for sweeps): 16-key tiles in three
+// stages at 4 blocks an SM, 32-key tiles in three stages; plain and fused append, once each.
+test('decode attention, tensor-core variant in its other shapes, matches the CPU reference', { skip }, async (t) => {
+  const appendCases = selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?appendDecodeAttention /.test(c.name)));
+  for (const shape of [{ tile: 16, stages: 3, blocksPerSm: 4 }, { tile: 32, stages: 3, blocksPerSm: 0 }] as const) {
+    const label = `tile ${shape.tile}, ${shape.stages} stages`;
+    await t.test(`${label}: decodeAttention`, (tf) => decodeVariantCheck(tf, (o) => { o.pipelined = true; o.mma = true; o.mmaShape = shape; }, 1));
+    await t.test(`${label}: appendDecodeAttention fused`, (tf) => decodeVariantCheck(tf, (o) => { o.pipelined = true; o.mma = true; o.mmaShape = shape; o.append = true; }, 1, appendCases));
+  }
+});
+
 // appendDecodeAttention: one kernel where the pipelined variant takes the rows (d·sizeof(T) = 128 bytes),
 // the two ops otherwise; with the fusion off (FUSEFORMER_DECODE_APPEND=0's switch) always the two ops.
 // Both ways against the CPU, twice in a row (the caches are updated in place: a stale key would show).

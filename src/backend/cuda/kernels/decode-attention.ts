@@ -121,6 +121,35 @@ export interface DecodeAttentionSpec {
    * (MMA_WARP_TILES_CODE; 16-bit rows of 128 bytes only; decodeAttentionMma).
    */
   readonly mma?: boolean;
+  /** The tensor-core variant's warp tiles, stages and resident blocks (absent: DEFAULT_MMA_SHAPE). */
+  readonly mmaShape?: MmaShape;
+}
+
+/**
+ * Keys a warp of the tensor-core variant takes per tile (16 or 32: one or two k-steps of P·V), the stages
+ * of its own ring (2 or 3), and blocks an SM to cap registers for (__launch_bounds__; 0: no cap).
+ */
+export interface MmaShape { readonly tile: 16 | 32; readonly stages: 2 | 3; readonly blocksPerSm: number }
+/** The measured shape (session 23): 32-key tiles, two stages, 64 KiB a block, 3 blocks an SM by shared memory. */
+export const DEFAULT_MMA_SHAPE: MmaShape = { tile: 32, stages: 2, blocksPerSm: 0 };
+
+function mmaShapeSuffix(m: MmaShape | undefined): string {
+  return m && (m.tile !== DEFAULT_MMA_SHAPE.tile || m.stages !== DEFAULT_MMA_SHAPE.stages || m.blocksPerSm !== DEFAULT_MMA_SHAPE.blocksPerSm) ? `_t${m.tile}s${m.stages}b${m.blocksPerSm}` : '';
+}
+
+/** Dynamic shared memory of the tensor-core variant: each warp's stages of a K and a V tile (the combine's partials fit in it). */
+export function mmaSharedBytes(shape: MmaShape): number {
+  return (DECODE_THREADS / 32) * shape.stages * 2 * shape.tile * 128;
+}
+
+/** FUSEFORMER_DECODE_MMA_SHAPE=tile,stages[,blocksPerSm] (a sweep knob), else the default shape. */
+export function parseMmaShape(raw: string | undefined): MmaShape {
+  if (raw === undefined || raw === '') return DEFAULT_MMA_SHAPE;
+  const [tile, stages, blocks = 0, ...rest] = raw.split(',').map((v) => Number(v.trim()));
+  if ((tile !== 16 && tile !== 32) || (stages !== 2 && stages !== 3) || !Number.isInteger(blocks) || blocks < 0 || blocks > 8 || rest.length > 0) {
+    throw new RangeError(`FUSEFORMER_DECODE_MMA_SHAPE must be 'tile,stages[,blocksPerSm]' with tile 16 or 32, stages 2 or 3, blocks 0..8; got '${raw}'`);
+  }
+  return { tile, stages, blocksPerSm: blocks };
 }
 
 /** Bytes of dynamic shared memory the pipelined variant stages: two stages of a K and a V tile of 128-byte rows. */
@@ -184,7 +213,7 @@ export const MAX_CLUSTER_SPLITS = 8;
  * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
  * the throughput variant (decodeAttentionThroughput).
  */
-export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto' } = {
+export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto'; mmaShape: MmaShape } = {
   clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
   // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
   // wait (H200, session 11: serving at 64 clients 16,690 → 17,949 tok/s, decode unchanged);
@@ -199,6 +228,8 @@ export const decodeAttentionOptions: { clusterCombine: boolean; throughput: bool
   throughput: envSwitch(process.env['FUSEFORMER_DECODE_THROUGHPUT']),
   // decodeAttentionMma: on unless FUSEFORMER_DECODE_MMA=0.
   mma: envSwitch(process.env['FUSEFORMER_DECODE_MMA']),
+  // The tensor-core variant's shape: FUSEFORMER_DECODE_MMA_SHAPE (parseMmaShape; for sweeps), else the default.
+  mmaShape: parseMmaShape(process.env['FUSEFORMER_DECODE_MMA_SHAPE']),
 };
 
 /** Launches of the tensor-core variant so far (the GPU tests check that forcing it took it). */
@@ -217,7 +248,7 @@ export function decodeAttentionMma(dtype: FloatDType): boolean {
 }
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}${s.mma ? '.mma' : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -245,12 +276,9 @@ export function splitChunk(n: number, splits: number): number {
 }
 
 
-/** Keys a warp of the tensor-core variant takes per tile (two n-tiles of 16 for the scores, two k-steps for P·V). */
-export const MMA_WARP_TILE = 32;
-
 // The tensor-core variant (spec.mma): each warp walks its own tiles of WT keys — tiles w, w + WARPS, ... of
-// the block's range — through its own two stages of the block's staged memory ([K0 | V0 | K1 | V1], WT
-// rows of 128 bytes each, the pipelined variant's swizzle), with no block barrier until the end. Scores
+// the block's range — through its own WST stages of the block's staged memory ([K0 | V0 | K1 | V1 ...], WT
+// rows of 128 bytes each, the pipelined variant's swizzle; MmaShape), with no block barrier until the end. Scores
 // S = Q·Kᵀ by mma.sync m16n8k16: A = the block's GH query heads as rows 0..GH−1 of a 16-row tile (the
 // others zero), B = the key rows by ldmatrix; the online softmax per row in the accumulators' layout (a
 // quad of lanes holds a row's 8 scores of each 32-key tile); P·V with P packed to T as the A operand
@@ -261,7 +289,7 @@ export const MMA_WARP_TILE = 32;
 // keys written before the previous op (part 1) ahead of the grid-dependency wait.
 const MMA_WARP_TILES_CODE = String.raw`
   constexpr int WSTAGE = WT * 128;  // bytes of a warp tile's K (or V)
-  unsigned char* const warp_tiles = stages + warp * 4 * WSTAGE;
+  unsigned char* const warp_tiles = stages + warp * WST * 2 * WSTAGE;
   const int warp_t0 = j_begin + warp * WT;
   const auto load_warp_tile = [&](int stage, int t0, int part) {
     unsigned char* const k_tile = warp_tiles + stage * 2 * WSTAGE;
@@ -271,9 +299,29 @@ const MMA_WARP_TILES_CODE = String.raw`
   if (warp_prefetched) load_warp_tile(0, warp_t0, 1);
 `;
 
-// The tensor-core variant's key loop (see MMA_WARP_TILES_CODE), ending with each warp's (m, l, acc) of its
+// The tensor-core variant's ring, issued: two stages (the measured default, in the form measured), or three.
+const TWO_STAGE_ISSUE = String.raw`    if (warp_t0 < j_end) load_warp_tile(0, warp_t0, warp_prefetched ? 2 : 0);
+    cp_async_commit();
+    for (int tile = warp, it = 0; tile < tiles; tile += WARPS, it++) {
+      const int t0 = j_begin + tile * WT, stage = it & 1;
+      if (tile + WARPS < tiles) load_warp_tile(stage ^ 1, t0 + WARPS * WT, 0);
+      cp_async_commit();
+      cp_async_wait<1>();`;
+const DEEP_ISSUE = String.raw`    #pragma unroll
+    for (int p = 0; p < WST - 1; p++) {
+      const int tile = warp + p * WARPS;
+      if (tile < tiles) load_warp_tile(p, j_begin + tile * WT, p == 0 && warp_prefetched ? 2 : 0);
+      cp_async_commit();
+    }
+    for (int tile = warp, it = 0; tile < tiles; tile += WARPS, it++) {
+      const int t0 = j_begin + tile * WT, stage = it % WST, ahead = tile + (WST - 1) * WARPS;
+      if (ahead < tiles) load_warp_tile((it + WST - 1) % WST, j_begin + ahead * WT, 0);
+      cp_async_commit();
+      cp_async_wait<WST - 1>();`;
+
+// The tensor-core variant's key loop (see MMA_WARP_TILES_CODE) for a ring of `stages`, ending with each warp's (m, l, acc) of its
 // heads in warp_stat / warp_acc. fr = lane / 4 is the accumulator row (query head h0 + fr), fc = lane % 4.
-const MMA_LOOP_CODE = String.raw`
+const mmaLoopCode = (stages: number): string => String.raw`
     const int fr = lane >> 2, fc = lane & 3;
     const bool head_row = fr < GH;
     const int qr = head_row ? fr : 0;
@@ -290,13 +338,8 @@ const MMA_LOOP_CODE = String.raw`
     for (int nt = 0; nt < D / 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
     float m_row = __int_as_float(0xff800000), l_row = 0.f;
     const int tiles = (j_end - j_begin + WT - 1) / WT;
-    if (warp_t0 < j_end) load_warp_tile(0, warp_t0, warp_prefetched ? 2 : 0);
-    cp_async_commit();
-    for (int tile = warp, it = 0; tile < tiles; tile += WARPS, it++) {
-      const int t0 = j_begin + tile * WT, stage = it & 1;
-      if (tile + WARPS < tiles) load_warp_tile(stage ^ 1, t0 + WARPS * WT, 0);
-      cp_async_commit();
-      cp_async_wait<1>();
+    // The warp's first WST − 1 tiles, then each iteration issues the one WST − 1 ahead.
+${stages === 2 ? TWO_STAGE_ISSUE : DEEP_ISSUE}
       __syncwarp();
       const u32 k_tile = smem_u32(warp_tiles + stage * 2 * WSTAGE), v_tile = k_tile + WSTAGE;
       // S = Q·Kᵀ: n-tiles of 8 keys, ldmatrix.x4 giving two of them per 16 columns of d.
@@ -386,9 +429,11 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, spec.throughput ? THROUGHPUT_V_BATCH : 8);
   // (The split pipelined variant takes 172 registers: 2 blocks an SM, where its stages would allow 3;
   // __launch_bounds__(THREADS, 3) fits it in 168 with 68 bytes spilled — not yet timed.)
-  const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : '__launch_bounds__(THREADS)';
+  const mmaBlocks = spec.mma ? (spec.mmaShape ?? DEFAULT_MMA_SHAPE).blocksPerSm : 0;
+  const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : mmaBlocks > 0 ? `__launch_bounds__(THREADS, ${mmaBlocks})` : '__launch_bounds__(THREADS)';
   if (spec.append && !spec.pipelined) throw new RangeError('decodeAttentionSource: the fused append takes the pipelined variant');
   if (spec.mma && (!spec.pipelined || spec.dtype === 'f32')) throw new RangeError(`decodeAttentionSource: the tensor-core variant takes the pipelined variant's 16-bit rows, got ${spec.dtype}${spec.pipelined ? '' : ' not pipelined'}`);
+  if (spec.mma && mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE) < 4 * (DECODE_THREADS / 32) * spec.headsPerBlock * (2 + spec.headDim)) throw new RangeError('decodeAttentionSource: the tensor-core variant\'s stages do not hold its warps\' partials');
   if (spec.pipelined && !pipelinedRows(spec.headDim, byteSize(spec.dtype), spec.vec)) throw new RangeError(`decodeAttentionSource: the pipelined variant takes 128-byte rows of 16-byte vectors, got d ${spec.headDim} ${spec.dtype} vec ${spec.vec}`);
   // MMA_LIB for the pipelined variant's cp.async and shared addresses (its code is compiled in every variant, if unused).
   const source = String.raw`${DEVICE_LIB}
@@ -400,7 +445,7 @@ ${constants({
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
-    MMA: spec.mma ?? false, WT: MMA_WARP_TILE,
+    MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
   })}
 ${CLUSTER_LIB}
 ${ROPE_PAIR_CODE}
@@ -540,7 +585,7 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
   [[maybe_unused]] float* warp_stat = reinterpret_cast<float*>(stages);  // [WARPS][m | l][GH]
   [[maybe_unused]] float* warp_acc = warp_stat + WARPS * 2 * GH;         // [WARPS][GH][D]
   if constexpr (MMA) {
-${spec.mma ? MMA_LOOP_CODE : ''}
+${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
   } else {
     [[maybe_unused]] const auto stage_row = [&](int kv, int stage, int r, int c) -> Vec<T, VEC> {
       return *reinterpret_cast<const Vec<T, VEC>*>(stages + (kv * 2 + stage) * STAGE + (r * 8 + (c ^ (r & 7))) * 16);
@@ -789,7 +834,9 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   };
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
-  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) spec = { ...spec, pipelined: true, ...(decodeAttentionMma(dtype) ? { mma: true } : {}) };
+  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) {
+    spec = { ...spec, pipelined: true, ...(decodeAttentionMma(dtype) ? { mma: true, ...(decodeAttentionOptions.mmaShape !== DEFAULT_MMA_SHAPE ? { mmaShape: decodeAttentionOptions.mmaShape } : {}) } : {}) };
+  }
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   if (append) {
     if (!spec.pipelined) return false;
@@ -798,7 +845,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   if (spec.mma) decodeAttentionLaunches.mma++;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
-    { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: PIPELINED_STAGE_BYTES } : {}) },
+    { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: spec.mma ? mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE) : PIPELINED_STAGE_BYTES } : {}) },
     [
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters), arg.i32(decodeAttentionOptions.prefetch ? freshKeys : 0),
@@ -869,5 +916,8 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, pipelined: true, append: { rope: true, bias: false }, mma: true }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true }),
     decodeAttentionSource({ dtype: 'f16', headDim: 64, group: 32, headsPerBlock: 8, vec: 8, split: true, page: 16, pipelined: true, mma: true }),
+    // Its other shapes (FUSEFORMER_DECODE_MMA_SHAPE): 16-key tiles in three stages at 4 blocks an SM, 32-key tiles in three.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: { tile: 16, stages: 3, blocksPerSm: 4 } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, pipelined: true, mma: true, mmaShape: { tile: 32, stages: 3, blocksPerSm: 0 } }),
   ];
 }

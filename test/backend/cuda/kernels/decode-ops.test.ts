@@ -213,3 +213,30 @@ test('decodeAttention: with the tensor-core variant on, 16-bit 128-byte rows tak
   }
   assert.throws(() => attention.decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 1, headsPerBlock: 1, vec: 4, split: false, pipelined: true, mma: true }), /tensor-core variant takes the pipelined variant's 16-bit rows/);
 });
+
+test('decodeAttention: the tensor-core variant\'s shape (FUSEFORMER_DECODE_MMA_SHAPE) sets its tiles, stages, launch bounds and staged memory; bad shapes are refused by name', () => {
+  assert.deepEqual(attention.parseMmaShape(undefined), attention.DEFAULT_MMA_SHAPE);
+  assert.deepEqual(attention.parseMmaShape('16,3,4'), { tile: 16, stages: 3, blocksPerSm: 4 });
+  assert.deepEqual(attention.parseMmaShape('32, 3'), { tile: 32, stages: 3, blocksPerSm: 0 });
+  for (const bad of ['24,2', '32,4', '16,2,9', '16,2,1,1', 'x']) assert.throws(() => attention.parseMmaShape(bad), /FUSEFORMER_DECODE_MMA_SHAPE must be 'tile,stages\[,blocksPerSm\]'/);
+  assert.equal(attention.mmaSharedBytes(attention.DEFAULT_MMA_SHAPE), attention.PIPELINED_STAGE_BYTES);
+  assert.equal(attention.mmaSharedBytes({ tile: 16, stages: 3, blocksPerSm: 4 }), 48 * 1024);
+  const host = new RecordingHost();
+  const args = { q: deviceTensor([4, 32, 64], 'bf16'), kCache: deviceTensor([4, 8, 160, 64], 'bf16'), vCache: deviceTensor([4, 8, 160, 64], 'bf16'), positions: deviceTensor([4], 'i32'), out: deviceTensor([4, 32, 64], 'bf16') };
+  const saved = attention.decodeAttentionOptions.mmaShape;
+  try {
+    attention.decodeAttentionOptions.mmaShape = { tile: 16, stages: 3, blocksPerSm: 4 };
+    attention.decodeAttention(host, args);
+    const launch = host.launches.at(-1)!;
+    assert.equal(launch.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined.mma_t16s3b4');
+    assert.equal(launch.config.sharedBytes, 48 * 1024);
+    const source = attention.decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, pipelined: true, mma: true, mmaShape: { tile: 16, stages: 3, blocksPerSm: 4 } }).source;
+    assert.match(source, /__launch_bounds__\(THREADS, 4\)/);
+    assert.match(source, /constexpr int WT = 16;/);
+    assert.match(source, /cp_async_wait<WST - 1>\(\)/);
+  } finally {
+    attention.decodeAttentionOptions.mmaShape = saved;
+  }
+  attention.decodeAttention(host, args);
+  assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined.mma', 'the default shape keeps the measured key');
+});
