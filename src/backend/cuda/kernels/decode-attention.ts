@@ -352,7 +352,7 @@ ${stages === 2 ? TWO_STAGE_ISSUE : DEEP_ISSUE}
         for (int np = 0; np < WT / 16; np++) {
           const int r = 16 * np + (lane & 7) + 8 * (lane >> 4), ch = 2 * ks + ((lane >> 3) & 1);
           u32 bk[4];
-          ldsm_x4(k_tile + (u32)((r * 8 + (ch ^ (r & 7))) * 16), bk);
+          ldsm_x4(k_tile + swizzled_offset<8>(r, ch), bk);
           mma_16816<T>(sc[2 * np], qa[ks], bk[0], bk[1]);
           mma_16816<T>(sc[2 * np + 1], qa[ks], bk[2], bk[3]);
         }
@@ -396,7 +396,7 @@ ${stages === 2 ? TWO_STAGE_ISSUE : DEEP_ISSUE}
         for (int np = 0; np < D / 16; np++) {
           const int r = 16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1), ch = 2 * np + (lane >> 4);
           u32 bv[4];
-          ldsm_x4_trans(v_tile + (u32)((r * 8 + (ch ^ (r & 7))) * 16), bv);
+          ldsm_x4_trans(v_tile + swizzled_offset<8>(r, ch), bv);
           mma_16816<T>(o[2 * np], pa[kk], bv[0], bv[1]);
           mma_16816<T>(o[2 * np + 1], pa[kk], bv[2], bv[3]);
         }
@@ -510,7 +510,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
       if (part == 1 ? j >= stable_end || j >= j_end : part == 2 && j < stable_end && j < j_end) continue;
       const bool inside = j < j_end;
       const size_t at = key_row(inside ? j : j_begin) + c * VEC;
-      const u32 off = (u32)((r * 8 + (c ^ (r & 7))) * 16);
+      const u32 off = swizzled_offset<8>(r, c);
       if (APPEND && j == fresh_row) {
         // This step's key and value: from fresh_kv (filled before the barrier that precedes every call after the wait).
         *reinterpret_cast<uint4*>(k_tile + off) = *reinterpret_cast<const uint4*>(&fresh_kv[c * VEC]);
