@@ -390,12 +390,26 @@ for step in "${steps[@]}"; do
           run stream-tests 200 node --test --test-concurrency=1 --test-name-pattern='streamed' dist/test/gpu/decode-gemv.test.js
           run stream-sweep 200 node dist/bench/skinny-sweep.js --kernels stream --rows 32 --json "$out/stream-sweep.json"
           for f in 0 1; do run decode-stream$f 100 env FUSEFORMER_STREAM_GEMM=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-stream$f.json"; done ;;
+    stream-norm) # (session 24, never run) the residual added by the O and down products (GEMMs accumulating into x, beta = 1) and the RMS norm formed inside the streamed GEMM that reads x (normLinear at 5–32 rows): their GPU cases, the engines on them, then decode, a Llama b32 profile and serving with them off / on; and the tensor-core decode attention's 4-blocks-an-SM shapes again (the launch now counts static shared memory)
+          run stream-norm-tests 240 node --test --test-concurrency=1 --test-name-pattern='beta = 1|only reads x|residual added by the products|streamed GEMM give' dist/test/gpu/decode-gemv.test.js
+          run stream-norm-engines 150 node --test --test-concurrency=1 dist/test/gpu/serve-engine.test.js
+          for round in 1 2; do
+            run decode-residual-off-$round 40 env FUSEFORMER_RESIDUAL_IN_PRODUCTS=0 FUSEFORMER_STREAM_NORM=0 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/decode-residual-off-$round.json"
+            run decode-residual-on-$round 40 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/decode-residual-on-$round.json"
+          done
+          run profile-llama-b32-norm 60 env FUSEFORMER_PDL=0 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 32 --seq 96 --top 12 --out /tmp/p-llama-b32-norm
+          run mma-shape-ops2 150 node --test --test-concurrency=1 --test-name-pattern='other shapes' dist/test/gpu/infer-ops.test.js
+          for shape in 16,3,4 16,2,4 32,2; do
+            run profile-b100-s$shape 30 env FUSEFORMER_DECODE_MMA_SHAPE=$shape node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 100 --seq 384 --top 4 --out /tmp/p-b100-s$shape
+          done
+          for shape in 16,3,4 16,2,4; do run serve-shape-$shape 60 env FUSEFORMER_DECODE_MMA_SHAPE=$shape node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 64,256 --json "$out/serve-shape-$shape.json"; done ;;
     mma-shape) # (for session 24; built after session 23's last device call, never run) the tensor-core decode attention's other shapes (FUSEFORMER_DECODE_MMA_SHAPE=tile,stages[,blocksPerSm]): their forced op cases, then the serving step at 100 rows × 384 (808 blocks: 3 rounds at 3 blocks an SM, 2 at 4) and decode, per shape
           run mma-shape-ops 200 node --test --test-concurrency=1 --test-name-pattern='other shapes' dist/test/gpu/infer-ops.test.js
           for shape in 32,2 16,3,4 16,2,4 32,3; do
             run profile-b100-$shape 30 env FUSEFORMER_DECODE_MMA_SHAPE=$shape node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 100 --seq 384 --top 4 --out /tmp/p-b100-$shape
-            run decode-mma-$shape 40 env FUSEFORMER_DECODE_MMA_SHAPE=$shape node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-mma-$shape.json"
-          done ;;
+          done
+          for shape in 32,2 16,3,4; do run serve-mma-$shape 60 env FUSEFORMER_DECODE_MMA_SHAPE=$shape node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 64,256 --json "$out/serve-mma-$shape.json"; done
+          for shape in 32,2 16,3,4; do run decode-mma-$shape 40 env FUSEFORMER_DECODE_MMA_SHAPE=$shape node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-mma-$shape.json"; done ;;
     attn-mma3) # (session 23, call 6) decode attention's cp.async row copies shared by the pipelined and tensor-core variants (one copy_rows helper; the fused-append kernels' code changed): their forced op cases, fused append on and off, then decode
           run mma3-ops 200 node --test --test-concurrency=1 --test-name-pattern='tensor-core|appendDecodeAttention is one kernel|pipelined variant forced' dist/test/gpu/infer-ops.test.js
           run mma3-decode 40 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-mma3.json" ;;

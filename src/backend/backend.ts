@@ -774,10 +774,12 @@ export interface ResidualNormArgs {
  * when y is given, norm.out = norm(x) — then, of norm.out, a GEMM against [N, K] weights
  * (out = ep(norm.out·bᵀ + bias)), gatedLinear (norm.out is its x), int8Linear (W8A8 weights; norm.out
  * is its x) or int4Linear (W4A16 weights; norm.out is its x). A backend may fuse the two (the decode
- * GEMV with the norm in its prologue) but writes everything the two ops write.
+ * GEMV with the norm in its prologue) but writes everything the two ops write — except norm.out when
+ * skipNormOut says the caller never reads it (then it is scratch the backend may leave as it was).
  */
 export interface NormLinearArgs {
   norm: ResidualNormArgs;
+  skipNormOut?: boolean;
   linear:
     | { kind: 'gemm'; b: Tensor; out: Tensor; epilogue?: GemmEpilogue; bias?: Tensor }
     | { kind: 'gated'; weight: Tensor; bias?: Tensor; up: Tensor; out: Tensor; activation: Activation }
@@ -1310,6 +1312,13 @@ export interface Backend {
    * setting. Absent on backends that do not tune.
    */
   setGemmTuning?(enabled: boolean): boolean;
+  /**
+   * Whether normLinear of `rows` rows of `dtype`, an RMS norm that only reads x (no y) and whose norm.out
+   * nobody reads (skipNormOut), runs as one kernel that forms the norm itself — so a decode forward gains
+   * by adding the residual in the products before the norms (a GEMM with beta = 1 into x) instead of in
+   * the norms. Absent: never.
+   */
+  formsNormInProduct?(rows: number, dtype: DType): boolean;
   /**
    * Marks the current point of the queue, for timing. Inside captureGraph() (CUDA) the mark becomes a
    * node of the graph, recorded again by every replay: elapsedSince() then reads the latest replay.

@@ -45,6 +45,8 @@ export type DeviceAttribute = (typeof DeviceAttribute)[keyof typeof DeviceAttrib
 
 /** CUfunction_attribute. */
 export const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+/** A function's static __shared__ bytes. */
+export const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;
 /** CUstream_flags: a stream that does not synchronize with the legacy NULL stream. */
 export const CU_STREAM_NON_BLOCKING = 1;
 /** CUevent_flags. */
@@ -137,6 +139,7 @@ interface DriverFunctions {
   cuModuleUnload(module: Handle): Status;
   cuModuleGetGlobal_v2(dptr: BigUint64Array, bytes: BigUint64Array, module: Handle, name: string): Status;
   cuFuncSetAttribute(fn: Handle, attrib: number, value: number): Status;
+  cuFuncGetAttribute(value: Int32Array, attrib: number, fn: Handle): Status;
   cuLaunchKernel(fn: Handle, gx: number, gy: number, gz: number, bx: number, by: number, bz: number,
     sharedBytes: number, stream: Handle, kernelParams: bigint, extra: bigint): Status;
   /** Absent from drivers before CUDA 12.0 (then no programmatic launches). */
@@ -200,6 +203,7 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
     cuModuleUnload: f('int cuModuleUnload(uint64_t hmod)'),
     cuModuleGetGlobal_v2: f('int cuModuleGetGlobal_v2(void *dptr, void *bytes, uint64_t hmod, const char *name)'),
     cuFuncSetAttribute: f('int cuFuncSetAttribute(uint64_t hfunc, int attrib, int value)'),
+    cuFuncGetAttribute: f('int cuFuncGetAttribute(void *pi, int attrib, uint64_t hfunc)'),
     cuLaunchKernel: f('int cuLaunchKernel(uint64_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, ' +
       'unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, ' +
       'uint64_t hStream, uint64_t kernelParams, uint64_t extra)'),
@@ -451,6 +455,11 @@ export class CudaDriver implements StatusLibrary {
 
   funcSetAttribute(fn: bigint, attribute: number, value: number): void {
     this.check('cuFuncSetAttribute', this.fn.cuFuncSetAttribute(fn, attribute, value), `attribute ${attribute} = ${value}`);
+  }
+
+  funcGetAttribute(fn: bigint, attribute: number): number {
+    this.check('cuFuncGetAttribute', this.fn.cuFuncGetAttribute(this.int32, attribute, fn), `attribute ${attribute}`);
+    return this.int32[0]!;
   }
 
   /** `kernelParams` is the address of a void*[] (see launch.ts); `extra` is always NULL. */

@@ -88,6 +88,19 @@ export const PREFETCH_MAX_ROWS = 64;
  */
 export const megakernelOptions = { enabled: process.env['FUSEFORMER_DECODE_MEGAKERNEL'] === '1' };
 
+const residualEnv = process.env['FUSEFORMER_RESIDUAL_IN_PRODUCTS'];
+/**
+ * The residual stream added by the products instead of by the norms after them: the O and down GEMMs
+ * accumulate into x (beta = 1), so every norm only reads x — and the backend may then form the norm
+ * inside the product that reads it (Backend.formsNormInProduct: CUDA's streamed GEMM at 5–32 rows, no
+ * residualNorm kernel between the products). 'auto' (default) follows the backend;
+ * FUSEFORMER_RESIDUAL_IN_PRODUCTS=1 forces it on any backend (the CPU tests compare both forms), =0 never.
+ * Only for RMS-norm models without O / down biases, unquantized layers and no tensor parallelism (its
+ * all-reduce sits between a product and the residual add). Takes effect for forwards launched or
+ * captured after it is set.
+ */
+export const residualInProductsOptions: { mode: 'auto' | 'on' | 'off' } = { mode: residualEnv === '1' ? 'on' : residualEnv === '0' ? 'off' : 'auto' };
+
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
   private readonly buffers: Omit<RowViews, 'rows'>;
@@ -185,24 +198,35 @@ export class DecoderForward {
    */
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
+    // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
+    const inProducts = this.residualInProducts(ops, v.rows), inNorms = !inProducts;
+    const residualProduct = (a: Tensor, w: Tensor) => ops.gemm(inProducts ? { a, b: w, out: v.x, transB, beta: 1 } : { a, b: w, out: v.y, transB });
     m.layers.forEach((layer, l) => {
       const q = m.quantization?.layers[l] ?? {};
       // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
-      const norm1 = this.normArgs(v, layer.norm1, l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined);
+      const norm1 = this.normArgs(v, layer.norm1, inNorms && l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined);
       if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
       else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
-      else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv } });
+      else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: true });
       if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
       const attended = attention(l, v);
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
-      else ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
-      this.sumOverRanks(v.y);
-      this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, true, layer.outBias));
+      else residualProduct(attended, layer.out);
+      if (inNorms) this.sumOverRanks(v.y);
+      this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
       if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
-      else ops.gemm({ a: v.act, b: layer.down, out: v.y, transB });
-      this.sumOverRanks(v.y);
+      else residualProduct(v.act, layer.down);
+      if (inNorms) this.sumOverRanks(v.y);
     });
-    ops.residualNorm(this.normArgs(v, m.finalNorm, true, m.layers.at(-1)!.downBias));
+    ops.residualNorm(this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias));
+  }
+
+  /** Whether blocks() of `rows` rows adds the residual in the O and down products (residualInProductsOptions). */
+  residualInProducts(ops: Backend, rows: number): boolean {
+    const m = this.model, mode = residualInProductsOptions.mode;
+    if (mode === 'off' || m.arch.norm !== 'rms' || m.tensorParallel || m.layers.some((layer) => layer.outBias || layer.downBias)) return false;
+    if (m.quantization?.layers.some((q) => q.out || q.down)) return false;
+    return mode === 'on' || (ops.formsNormInProduct?.(rows, m.dtype) ?? false);
   }
 
   /** residualNorm(norm), then out = the INT4 product of norm.out, as one normLinear. */
@@ -240,11 +264,11 @@ export class DecoderForward {
     const bias = layer.upBias ? { bias: layer.upBias } : {};
     if (!up && arch.gatedMlp) {
       // Norm, gate and up GEMM and the gated activation in one op (one GEMV kernel for a few rows on CUDA).
-      ops.normLinear({ norm, linear: { kind: 'gated', weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias } });
+      ops.normLinear({ norm, linear: { kind: 'gated', weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias }, skipNormOut: true });
       return;
     }
     if (!up && this.fcEpilogue) {
-      ops.normLinear({ norm, linear: { kind: 'gemm', b: layer.up, out: v.act, epilogue: this.fcEpilogue, bias: layer.upBias! } });
+      ops.normLinear({ norm, linear: { kind: 'gemm', b: layer.up, out: v.act, epilogue: this.fcEpilogue, bias: layer.upBias! }, skipNormOut: true });
       return;
     }
     if (up?.kind === 'int8') {

@@ -63,7 +63,7 @@ export interface OpCost {
 /** Backend members that launch no device work of their own: the profiler does not time them. */
 export const NON_KERNEL_MEMBERS = [
   'name', 'description', 'empty', 'fromArray', 'upload', 'download', 'view', 'free', 'createArena',
-  'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning',
+  'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning', 'formsNormInProduct',
 ] as const;
 
 export type NonKernelMember = (typeof NON_KERNEL_MEMBERS)[number];
@@ -571,14 +571,15 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
   },
   normLinear: {
     // The fused minimum: the norm's reads and writes (residualNorm's count) plus the product's (gemm's
-    // or gatedLinear's), its input counted once — h is written, and read back only by the unfused path.
+    // or gatedLinear's), its input counted once — h is written (unless skipNormOut), and read back only by
+    // the unfused path.
     gemm: true,
     cost: ([a]) => {
       const norm = OP_COSTS.residualNorm!.cost([a.norm]);
       const p = normLinearProduct(a);
       const product = 'gated' in p ? OP_COSTS.gatedLinear!.cost([p.gated]) : 'int8' in p ? OP_COSTS.int8Linear!.cost([p.int8])
         : 'int4' in p ? OP_COSTS.int4Linear!.cost([p.int4]) : gemmCost(p.gemm);
-      return { flops: norm.flops + product.flops, bytes: norm.bytes + product.bytes - bytesOf(a.norm.out) };
+      return { flops: norm.flops + product.flops, bytes: norm.bytes + product.bytes - (a.skipNormOut ? 2 : 1) * bytesOf(a.norm.out) };
     },
     variant: ([a]) => {
       const l = a.linear, quantized = l.kind === 'int8' || l.kind === 'int4';

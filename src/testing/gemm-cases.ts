@@ -146,6 +146,22 @@ export function mmaGemmCases(): (GemmCase & { mma: boolean })[] {
   return cases;
 }
 
+/**
+ * Products that add into out (beta = 1, epilogue 'none') at 5–32 rows: a decode step's O and down
+ * projections accumulating into the residual stream (the streamed GEMM with its accumulate epilogue,
+ * split or not, with partial feature tiles and K at 64 a stage); `stream` says where it must run.
+ */
+export function accumulateGemmCases(): (GemmCase & { stream: boolean })[] {
+  const cases: (GemmCase & { stream: boolean })[] = [];
+  for (const dtype of ['bf16', 'f16'] as const) {
+    for (const shape of [[32, 2048, 2048], [32, 2048, 8192], [5, 3072, 2048], [13, 1000, 768], [24, 130, 320]]) {
+      cases.push({ ...gemmCase(dtype, shape as [number, number, number], [false, true], { epilogue: 'none', beta: 1 }), stream: true });
+    }
+    cases.push({ ...gemmCase(dtype, [40, 512, 256], [false, true], { epilogue: 'none', beta: 1 }), stream: false });
+  }
+  return cases;
+}
+
 // --- running a case -------------------------------------------------------------------------------------
 
 export interface GemmCaseInputs {

@@ -175,6 +175,42 @@ export function normLinearCases(dtype: FloatDType): OpCase[] {
   });
 }
 
+/**
+ * normLinear of an RMS norm that only reads x (no y: the products before added the residual) with
+ * skipNormOut: at 5–32 rows and K a multiple of 64 CUDA forms the norm inside the streamed GEMM
+ * (Llama 1.2B's QKV and gate/up at 32 rows, partial feature tiles, K at 64 a stage, epilogues), else
+ * residualNorm + the product (4 and 33 rows, K = 200). Checked: the product, and x left as it was.
+ */
+export function streamNormLinearCases(dtype: FloatDType): OpCase[] {
+  const shapes: [number, number, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation }][] = [
+    [32, 2048, { N: 3072, epilogue: 'none' }], [32, 2048, { F: 8192, activation: 'silu' }], [5, 64, { N: 130, epilogue: 'bias' }],
+    [13, 768, { N: 2304, epilogue: 'gelu_bias' }], [24, 320, { F: 100, activation: 'gelu_tanh' }], [8, 1024, { F: 257, activation: 'silu' }],
+    [6, 256, { N: 64, epilogue: 'relu_bias' }], [4, 512, { N: 256, epilogue: 'none' }], [33, 256, { F: 96, activation: 'silu' }], [16, 200, { N: 128, epilogue: 'none' }],
+  ];
+  return shapes.map(([rows, H, product]): OpCase => {
+    const gated = 'F' in product, N = gated ? 2 * product.F : product.N;
+    const what = gated ? `gated(${product.activation}) F=${product.F}` : `N=${product.N} ${product.epilogue}`;
+    return {
+      name: `normLinear rms ${dtype} rows=${rows} H=${H} x only, h unread → ${what}`, dtype,
+      inputs: (rng) => ({
+        x: floats(rng, [rows, H], dtype, 2, 0.5), gamma: floats(rng, [H], dtype, 0.5, 1),
+        weight: floats(rng, [N, H], dtype, 2 / Math.sqrt(H)), bias: floats(rng, [N], dtype, 0.5),
+      }),
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        const norm: ResidualNormArgs = { x: c.keep('x', c.in('x')), norm: 'rms', gamma: c.in('gamma'), out: b.empty([rows, H], dtype), eps: 1e-5 };
+        if ('F' in product) {
+          b.normLinear({ norm, skipNormOut: true, linear: { kind: 'gated', weight: c.in('weight'), up: b.empty([rows, N], dtype), out: c.out('out', [rows, product.F], dtype), activation: product.activation } });
+        } else {
+          const withBias = product.epilogue !== 'none';
+          b.normLinear({ norm, skipNormOut: true, linear: { kind: 'gemm', b: c.in('weight'), out: c.out('out', [rows, N], dtype), epilogue: product.epilogue, ...(withBias ? { bias: c.in('bias') } : {}) } });
+        }
+        return c.results();
+      },
+    };
+  });
+}
+
 function gatedActivationCases(dtype: FloatDType): OpCase[] {
   return ([[5, 8192, 'silu'], [64, 384, 'gelu'], [3, 33, 'silu'], [7, 3072, 'gelu_tanh'], [2, 100, 'relu']] as [number, number, Activation][]).map(([rows, F, activation]): OpCase => ({
     name: `gatedActivation(${activation}) ${dtype} rows=${rows} F=${F}`, dtype,

@@ -18,9 +18,10 @@ import { probeCuda } from '../../src/cuda/probe.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
+import { residualInProductsOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
-import { checkGemmCase, decodeGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
-import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases } from '../../src/testing/infer-op-cases.js';
+import { accumulateGemmCases, checkGemmCase, decodeGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
+import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
 import { checkCase } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
@@ -32,7 +33,7 @@ const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 /** A CUDA backend with the given switches on, the CPU reference, and a fresh seed (reported). */
-async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean; streamGemm?: boolean }) {
+async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean; streamGemm?: boolean; streamNorm?: boolean }) {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
   Object.assign(gpu, on);
@@ -140,6 +141,43 @@ test('gatedLinear on the gated streamed skinny GEMM (5–32 rows) matches the CP
       });
     }
   }
+});
+
+test('GEMMs adding into out (beta = 1) on the streamed GEMM at 5–32 rows match the CPU reference', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
+  for (const c of accumulateGemmCases()) {
+    await t.test(`${c.name} → ${c.stream ? 'streamed GEMM' : 'cuBLASLt'}`, () => {
+      for (let run = 0; run < 2; run++) {
+        const before = gpu.streamGemmLaunches;
+        const result = checkGemmCase(c, gpu, cpu, seed + run);
+        assert.ok(result.ok, result.details.join('\n'));
+        assert.equal(gpu.streamGemmLaunches > before, c.stream, c.stream ? 'the streamed GEMM ran' : 'left to cuBLASLt');
+      }
+    });
+  }
+});
+
+test('normLinear of an RMS norm that only reads x, its output unread: the streamed GEMM forms the norm at 5–32 rows and matches the CPU reference', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, normGemv: true, streamGemm: true });
+  for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
+    for (const c of streamNormLinearCases(dtype)) {
+      await t.test(c.name, () => {
+        const before = gpu.streamNormLaunches;
+        for (let run = 0; run < 2; run++) {
+          const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          assert.deepEqual(failed, [], failed.join('\n'));
+        }
+        const rows = Number(/rows=(\d+)/.exec(c.name)![1]), H = Number(/H=(\d+)/.exec(c.name)![1]);
+        assert.equal(gpu.streamNormLaunches - before, rows >= 5 && rows <= 32 && H % 64 === 0 ? 2 : 0, 'the streamed GEMM formed the norm where it applies');
+      });
+    }
+  }
+  gpu.streamNorm = false;
+  const [c] = streamNormLinearCases('bf16');
+  const before = gpu.streamNormLaunches;
+  const failed = checkCase(c!, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+  assert.deepEqual(failed, [], failed.join('\n'));
+  assert.equal(gpu.streamNormLaunches, before, 'FUSEFORMER_STREAM_NORM=0: residualNorm + the product');
 });
 
 test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
@@ -254,3 +292,35 @@ for (const m of ENGINE_TEST_MODELS) {
     });
   }
 }
+
+test('llama: the residual added by the products and the norm formed in the streamed GEMM give the usual form\'s logits and decode (bf16)', { skip }, async () => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create();
+  const m = ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!;
+  const dir = join(root, 'llama-residual');
+  writeModelFolder(dir, m.family, m.config, 9);
+  const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
+  try {
+    const prompt = Array.from({ length: 20 }, (_, i) => (i * 29 + 5) % 200);
+    const logitsOf = (mode: 'auto' | 'off') => {
+      residualInProductsOptions.mode = mode;
+      const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+      const out = engine.promptLogits(prompt);
+      engine.dispose();
+      return out;
+    };
+    const reference = logitsOf('off'), before = gpu.streamNormLaunches, ours = logitsOf('auto');
+    assert.ok(gpu.streamNormLaunches > before, 'the 20-row prefill formed its norms in the streamed GEMM');
+    const error = relError(ours, reference);
+    assert.ok(error <= 1e-2, `bf16 logits rel err ${error}`);
+    // Twelve sequences decoding together, graphs replayed and eager: the same tokens either way.
+    const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
+    const decode = (graphs: boolean) => generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
+    const started = gpu.streamNormLaunches, replayed = await decode(true);
+    assert.ok(gpu.streamNormLaunches > started, 'the 12-row decode steps formed their norms in the streamed GEMM');
+    assert.deepEqual(await decode(false), replayed);
+  } finally {
+    residualInProductsOptions.mode = 'auto';
+    model.free();
+  }
+});

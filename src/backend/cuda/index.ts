@@ -61,7 +61,7 @@ import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_AUTO_MAX_K, normPreloadOption } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
-import { launchStreamGated, launchStreamGemm, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies } from './kernels/gemm-stream.js';
+import { launchStreamGated, launchStreamGemm, STREAM_MIN_ROWS, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies, streamNormInput } from './kernels/gemm-stream.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
@@ -129,6 +129,16 @@ export class CudaBackend implements Backend {
   streamGemm = process.env['FUSEFORMER_STREAM_GEMM'] !== '0';
   /** GEMMs run on the streamed skinny GEMM so far. */
   streamGemmLaunches = 0;
+  /**
+   * normLinear of an RMS norm without y (x only read: the decode forward's products added the residual
+   * into x) whose product takes the streamed GEMM, and whose norm output nobody reads (skipNormOut): one
+   * kernel that forms the norm from x itself (kernels/gemm-stream.ts) instead of residualNorm + the
+   * GEMM. Default on with streamGemm (FUSEFORMER_STREAM_NORM=0 turns it off). Takes effect for launches
+   * and captures made after it is set.
+   */
+  streamNorm = process.env['FUSEFORMER_STREAM_NORM'] !== '0';
+  /** normLinear calls run as the streamed GEMM with the norm inside so far. */
+  streamNormLaunches = 0;
   /**
    * int8Linear of 1–4 rows as one W8A8 GEMV kernel (kernels/gemv-int8.ts: activations quantized in its
    * prologue, dp4a products, the dequantizing epilogue) instead of quantize → cuBLASLt int8 GEMM →
@@ -471,6 +481,7 @@ export class CudaBackend implements Backend {
         return;
       }
     }
+    if (args.skipNormOut === true && this.launchStreamNormLinear(args.norm, product)) return;
     this.residualNorm(args.norm);
     if ('gated' in product) this.gatedLinear(product.gated);
     else this.gemm(product.gemm);
@@ -495,6 +506,32 @@ export class CudaBackend implements Backend {
     });
     this.int8GemvLaunches++;
     this.normGemvLaunches++;
+    return true;
+  }
+
+  /** The streamed GEMM forms the norm for its rows (5–32) of 16-bit data where tensor maps exist (streamNorm). */
+  formsNormInProduct(rows: number, dtype: DType): boolean {
+    return this.streamNorm && this.streamGemm && this.decodeGemv && this.runtime.tensorMaps
+      && rows >= STREAM_MIN_ROWS && rows <= STREAM_ROUTED_MAX_ROWS && (dtype === 'bf16' || dtype === 'f16');
+  }
+
+  /** normLinear as one streamed GEMM that forms the RMS norm from x (streamNorm), if the kernel takes it. */
+  private launchStreamNormLinear(normArgs: ResidualNormArgs, product: { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs }): boolean {
+    if (!(this.streamNorm && this.streamGemm && this.decodeGemv && this.runtime.tensorMaps)) return false;
+    const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), normArgs);
+    const input = streamNormInput(norm);
+    if (!input) return false;
+    if ('gated' in product) {
+      const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), product.gated);
+      if (!streamGatedApplies(checked)) return false;
+      launchStreamGated(this.runtime, checked, input);
+    } else {
+      const checked = checkGemm(product.gemm);
+      if (!streamGemmApplies(checked)) return false;
+      launchStreamGemm(this.runtime, checked, input);
+    }
+    this.streamGemmLaunches++;
+    this.streamNormLaunches++;
     return true;
   }
 

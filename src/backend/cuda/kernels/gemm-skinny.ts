@@ -141,11 +141,13 @@ export function planSkinnyGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: n
  * order: deterministic) and writes them; `direct` — unsplit, each fragment value straight out.
  * `consumers` guards the fragment stores (the threads that hold accumulators; '' for all).
  */
-export function skinnyOutputCode(gate: SkinnyGemmSpec['gate'], o: { region: string; pitch: string; consumers: string }): { combine: string; direct: string } {
-  // Output of C fragment value v at feature n, row m (gated: gate tile i's value and up tile FT + i's).
+export function skinnyOutputCode(gate: SkinnyGemmSpec['gate'], o: { region: string; pitch: string; consumers: string; accumulate?: boolean }): { combine: string; direct: string } {
+  // Output of C fragment value v at feature n, row m (gated: gate tile i's value and up tile FT + i's;
+  // accumulate: added to what out holds, GEMM's beta = 1).
   const write = gate
     ? String.raw`const float gv = vg${gate.bias ? ' + to_float(bias[n])' : ''}, uv = vu${gate.bias ? ' + to_float(bias[N + n])' : ''};
         out[(size_t)m * N + n] = from_float<T>(activate(gv) * uv);`
+    : o.accumulate ? 'out[(size_t)m * N + n] = from_float<T>(epilogue(vg, bias, n) + to_float(out[(size_t)m * N + n]));'
     : 'out[(size_t)m * N + n] = from_float<T>(epilogue(vg, bias, n));';
   const guard = o.consumers === '' ? '' : `if (${o.consumers}) `;
   const combine = String.raw`  __syncthreads();  // every warp is done with the stages: they now take this block's sums [row][weight row]
@@ -307,17 +309,23 @@ ${S > 1 ? combine : direct}}
 const aligned = (ptr: bigint) => ptr % 16n === 0n;
 
 /** What a skinny kernel takes: its row range and the multiple K must be. */
-export interface SkinnyLimits { readonly minRows: number; readonly maxRows: number; readonly kMultiple: number }
+export interface SkinnyLimits {
+  readonly minRows: number;
+  readonly maxRows: number;
+  readonly kMultiple: number;
+  /** beta = 1 taken too (the kernel adds its product to out). */
+  readonly accumulates?: boolean;
+}
 
 /**
  * Whether a skinny kernel with these limits takes this checked GEMM: bf16/f16, transB only, rows in
- * range, K a multiple of kMultiple, 16-byte aligned operands, alpha 1 and beta 0, a forward epilogue
- * without preActivation.
+ * range, K a multiple of kMultiple, 16-byte aligned operands, alpha 1 and beta 0 (or 1 where the kernel
+ * accumulates), a forward epilogue without preActivation.
  */
 export function skinnyTakesGemm(g: CheckedGemm, l: SkinnyLimits): boolean {
   const p = g.problem;
   return (p.dtype === 'bf16' || p.dtype === 'f16') && p.batch === 1 && !p.transA && p.transB && p.M >= l.minRows && p.M <= l.maxRows
-    && p.K % l.kMultiple === 0 && SKINNY_EPILOGUES.includes(p.epilogue) && !p.writesPreActivation && g.alpha === 1 && g.beta === 0
+    && p.K % l.kMultiple === 0 && SKINNY_EPILOGUES.includes(p.epilogue) && !p.writesPreActivation && g.alpha === 1 && (g.beta === 0 || (l.accumulates === true && g.beta === 1))
     && aligned(g.a.ptr) && aligned(g.b.ptr) && aligned(g.out.ptr);
 }
 

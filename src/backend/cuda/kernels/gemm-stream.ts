@@ -27,10 +27,20 @@
 // stages, so only the producer waits.
 // Bytes: N·K·s of weights once, M·K·s of x per feature tile (L2 hits after the first).
 // Precision: f32 products and sums of the stored 16-bit values (as cuBLASLt with f32 compute).
+// Accumulate (GEMM's beta = 1): out += the product (+ bias) — a decode step's O and down products adding
+// into the residual stream x themselves, so the norm after them only reads x.
+// RMS norm (normLinear's residualNorm of x without y, then this product, at decode's rows): out =
+// ep((x·rstd ⊙ γ)·wᵀ) = ep(rstd ⊙ ((x ⊙ γ)·wᵀ)), rstd = 1/sqrt(mean(x²) + eps) per row. The producer warp
+// sums each row's squares from the x rows of every stage as they land (all of K passes through an
+// unsplit block), the consumers multiply their x fragments by γ (one bf16x2/f16x2 product a register,
+// rounded as the norm's output would be) and scale the f32 sums by rstd before the epilogue. The norm's
+// output h itself is not written: the caller said it reads only the product (NormLinearArgs.skipNormOut).
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { CheckedGemm } from '../gemm-plan.js';
 import type { KernelHost, KernelSource, TensorMap2d } from '../runtime/kernel.js';
+import type { CudaTensor } from '../runtime/tensor.js';
+import type { Tensor } from '../../../tensor.js';
 import { arg } from '../runtime/kernel.js';
 import { BULK_COPY_LIB, TENSOR_MAP_LIB } from './bulk-copy-lib.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
@@ -56,6 +66,12 @@ const SPLIT_STAGE_BUDGET_BYTES = 100 * 1024;
 const MAX_SHARED_BYTES = 227 * 1024;
 /** Bytes before the stages: the 2·STAGES mbarriers (8 bytes each), padded to keep the stages 128-byte aligned. */
 const BARRIER_BYTES = 128;
+/** The RMS norm's row sums of squares after the barriers (8·rowTiles ≤ 64 floats). */
+const ROW_SUM_BYTES = 256;
+/** Bytes before the ring's alignment slack. */
+function headerBytes(spec: Pick<StreamGemmSpec, 'norm'>): number {
+  return BARRIER_BYTES + (spec.norm ? ROW_SUM_BYTES : 0);
+}
 const MAX_STAGES = 8;
 /** Extra floats a row of the combine's shared sums carries, so the fragments' stores miss no bank twice. */
 const COMBINE_PAD = 4;
@@ -76,11 +92,16 @@ export interface StreamGemmSpec {
   readonly splits: number;
   readonly epilogue: GemmEpilogue;
   readonly gate?: { readonly activation: Activation; readonly bias: boolean };
+  /** out += the product (beta = 1); not with gate. */
+  readonly accumulate?: boolean;
+  /** x is RMS-normalised in the kernel (γ and eps are arguments); unsplit only. */
+  readonly norm?: 'rms';
 }
 
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`;
+  return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`
+    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}`;
 }
 
 export interface StreamGemmPlan {
@@ -110,7 +131,7 @@ const RING_ALIGN_BYTES = 1024;
 /** Dynamic shared memory of a block: the barriers, then its stages (which the split combine reuses for the block's sums). */
 export function streamSharedBytes(spec: StreamGemmSpec): number {
   const combine = spec.splits > 1 ? 8 * spec.rowTiles * (weightRows(spec) + COMBINE_PAD) * 4 : 0;
-  return BARRIER_BYTES + RING_ALIGN_BYTES + Math.max(spec.stages * streamStageBytes(spec), combine);
+  return headerBytes(spec) + RING_ALIGN_BYTES + Math.max(spec.stages * streamStageBytes(spec), combine);
 }
 
 /** The deepest ring of at most MAX_STAGES stages within the budget (at least 2), or null if two do not fit. */
@@ -132,15 +153,19 @@ function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>,
  * SM — the clusters place freely (Llama out at 4 splits: 8 stages 8.7 µs, 4 stages 5.5) and one block's
  * tail overlaps the next one's start (GPT-2's LM head, 786 tiles: 4 stages 24.1 µs, 8 stages 31.1).
  */
-export function planStreamGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number): StreamGemmPlan {
+export function planStreamGemm(
+  dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
+  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm'> = {},
+): StreamGemmPlan {
   if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
   if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
   const rowTiles = 2 * Math.ceil(M / 16);
-  const base = { dtype, rowTiles, warps: 4 as const, featureTiles: 1 as const, ...(gate ? { gate } : {}) };
+  const base = { dtype, rowTiles, warps: 4 as const, featureTiles: 1 as const, ...(gate ? { gate } : {}), ...extra };
   const tiles = Math.ceil(N / streamBlockFeatures(base));
-  // The most splits of K a stage depth allows (1 when the tiles fill a quarter of the SMs or more).
+  // The most splits of K a stage depth allows (1 when the tiles fill a quarter of the SMs or more, and
+  // with the norm, whose row sums need all of K in one block).
   const splitsAt = (chunkK: number): number => {
-    if (4 * tiles >= multiProcessorCount || K % chunkK !== 0) return 1;
+    if (extra.norm || 4 * tiles >= multiProcessorCount || K % chunkK !== 0) return 1;
     return [8, 6, 4, 2].find((s) => tiles * s <= multiProcessorCount && K / chunkK / s >= 2) ?? 1;
   };
   const chunkK: 64 | 128 = K % 128 === 0 && splitsAt(128) >= splitsAt(64) ? 128 : 64;
@@ -150,6 +175,28 @@ export function planStreamGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: n
   if (stages === null) throw new RangeError(`planStreamGemm: no stage of ${M} rows fits in shared memory`);
   return { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
 }
+
+/** The norm's helpers: two 16-bit products rounded to T (γ ⊙ x), and the sum of squares of 8 T values. */
+const NORM_CODE: Record<'bf16' | 'f16', string> = {
+  bf16: String.raw`
+__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
+__device__ __forceinline__ float sum_of_squares(uint4 v) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.f;
+  #pragma unroll
+  for (int i = 0; i < 4; i++) { const float lo = __uint_as_float(w[i] << 16), hi = __uint_as_float(w[i] & 0xffff0000u); s = fmaf(lo, lo, fmaf(hi, hi, s)); }
+  return s;
+}`,
+  f16: String.raw`
+__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
+__device__ __forceinline__ float sum_of_squares(uint4 v) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.f;
+  #pragma unroll
+  for (int i = 0; i < 4; i++) { const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i])); s = fmaf(f.x, f.x, fmaf(f.y, f.y, s)); }
+  return s;
+}`,
+};
 
 export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   const name = kernelIdentifier(streamGemmKey(spec));
@@ -161,9 +208,12 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (!Number.isInteger(spec.stages) || spec.stages < 2 || spec.stages > MAX_STAGES) throw new RangeError(`streamGemmSource: stages must be 2..${MAX_STAGES}, got ${spec.stages}`);
   if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
   if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
+  if (spec.norm && S > 1) throw new RangeError('streamGemmSource: the RMS norm needs all of K in one block (splits 1)');
+  if (spec.accumulate && gate) throw new RangeError('streamGemmSource: a gated product does not accumulate');
+  const NORM = spec.norm !== undefined;
   const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
   if (BN > 256) throw new RangeError(`streamGemmSource: a tensor-map box holds at most 256 rows, BN = ${BN}`);
-  const { combine, direct } = skinnyOutputCode(gate, { region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW' });
+  const { combine, direct } = skinnyOutputCode(gate, { region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW', ...(spec.accumulate ? { accumulate: true } : {}) });
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
@@ -173,20 +223,21 @@ ${BULK_COPY_LIB}
 ${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
 
 ${TENSOR_MAP_LIB}
-${gemvOutputCode(spec.epilogue, gate)}
+${gemvOutputCode(spec.epilogue, gate)}${NORM ? NORM_CODE[spec.dtype] : ''}
 // Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
 #define FOR_EACH_FRAGMENT(TILES) \
   _Pragma("unroll") for (int i = 0; i < (TILES); i++) _Pragma("unroll") for (int j = 0; j < NT; j++) _Pragma("unroll") for (int q = 0; q < 4; q++)
 
-// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.
+// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.${NORM ? '\n// gamma [K]: the RMS norm\'s weights.' : ''}
 // Grid (⌈N / BN⌉, SPLITS), block THREADS (warp CW is the producer); the SPLITS blocks of a feature tile are one cluster.
 extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__launch_bounds__(THREADS, 1) ${name}(
-    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K) {
+    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K${NORM ? ',\n    const T* __restrict__ gamma, float eps' : ''}) {
   extern __shared__ __align__(128) unsigned char smem[];
   u64* full = reinterpret_cast<u64*>(smem);
-  u64* empty = full + STAGES;
+  u64* empty = full + STAGES;${NORM ? `
+  float* row_squares = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [XROWS]: Σ x² of each row, the producer's` : ''}
   // The ring starts at the first 1024-byte boundary past the barriers: the 128-byte swizzle repeats every 8 rows.
-  unsigned char* ring = smem + ((smem_u32(smem) + ${BARRIER_BYTES} + 1023) & ~1023u) - smem_u32(smem);
+  unsigned char* ring = smem + ((smem_u32(smem) + ${headerBytes(spec)} + 1023) & ~1023u) - smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN, split = blockIdx.y;
@@ -207,37 +258,61 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
   if (warp == CW) {
     // The producer, one lane: a stage is KC / 64 groups of [WROWS weight rows][XROWS x rows], 128 bytes each
     // (the gated weight rows: BN gate rows n0.., then BN up rows N + n0..); boxes past N, M or K read zeros
-    // and count their full bytes.
+    // and count their full bytes.${NORM ? ' With the norm the whole warp then sums the squares of the x rows.' : ''}
+    const auto copy_weights = [&](int stage, int c) {
+      unsigned char* dst = ring + stage * STAGE_BYTES;
+      #pragma unroll
+      for (int kb = 0; kb < KC / 64; kb++) {
+        unsigned char* group = dst + kb * (WROWS + XROWS) * 128;
+        tma_load_2d(group, &wmap, c * KC + 64 * kb, n0, &full[stage]);
+        if (GATED) tma_load_2d(group + BN * 128, &wmap, c * KC + 64 * kb, N + n0, &full[stage]);
+      }
+    };
+    const auto copy_x = [&](int stage, int c) {
+      unsigned char* dst = ring + stage * STAGE_BYTES;
+      #pragma unroll
+      for (int kb = 0; kb < KC / 64; kb++) tma_load_2d(dst + (kb * (WROWS + XROWS) + WROWS) * 128, &xmap, c * KC + 64 * kb, 0, &full[stage]);
+    };
+    // Stage s takes chunk i's weights and x once every consumer warp is done with chunk i - STAGES.
+    const auto refill = [&](int s, int i) {
+      mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+      mbar_expect(&full[s], STAGE_BYTES);
+      copy_weights(s, c_begin + i);
+      copy_x(s, c_begin + i);
+    };
     if (lane == 0) {
-      const auto copy_weights = [&](int stage, int c) {
-        unsigned char* dst = ring + stage * STAGE_BYTES;
-        #pragma unroll
-        for (int kb = 0; kb < KC / 64; kb++) {
-          unsigned char* group = dst + kb * (WROWS + XROWS) * 128;
-          tma_load_2d(group, &wmap, c * KC + 64 * kb, n0, &full[stage]);
-          if (GATED) tma_load_2d(group + BN * 128, &wmap, c * KC + 64 * kb, N + n0, &full[stage]);
-        }
-      };
-      const auto copy_x = [&](int stage, int c) {
-        unsigned char* dst = ring + stage * STAGE_BYTES;
-        #pragma unroll
-        for (int kb = 0; kb < KC / 64; kb++) tma_load_2d(dst + (kb * (WROWS + XROWS) + WROWS) * 128, &xmap, c * KC + 64 * kb, 0, &full[stage]);
-      };
       const int first = min(count, STAGES);
       for (int i = 0; i < first; i++) {
         mbar_expect(&full[i], STAGE_BYTES);
         copy_weights(i, c_begin + i);
       }
       GRID_DEPENDENCY_WAIT();  // x is the previous kernel's output
-      for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
-      for (int i = STAGES; i < count; i++) {
-        const int s = i % STAGES;
-        mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
-        mbar_expect(&full[s], STAGE_BYTES);
-        copy_weights(s, c_begin + i);
-        copy_x(s, c_begin + i);
+      for (int i = 0; i < first; i++) copy_x(i, c_begin + i);${NORM ? '' : `
+      for (int i = STAGES; i < count; i++) refill(i % STAGES, i);`}
+    }${NORM ? `
+    // Lane r sums the squares of x rows r, r + 32 (the 128-byte swizzle only permutes a row's chunks);
+    // a stage is refilled after its squares are taken.
+    float squares[(XROWS + 31) / 32] = {};
+    #pragma unroll 1
+    for (int i = 0; i < count; i++) {
+      const int s = i % STAGES;
+      mbar_wait(&full[s], (i / STAGES) & 1);
+      const unsigned char* stage = ring + s * STAGE_BYTES;
+      #pragma unroll
+      for (int kb = 0; kb < KC / 64; kb++) {
+        #pragma unroll
+        for (int r = 0; r < (XROWS + 31) / 32; r++) {
+          if (lane + 32 * r >= XROWS) continue;
+          const uint4* row = reinterpret_cast<const uint4*>(stage + (kb * (WROWS + XROWS) + WROWS + lane + 32 * r) * 128);
+          #pragma unroll
+          for (int c = 0; c < 8; c++) squares[r] += sum_of_squares(row[c]);
+        }
       }
+      __syncwarp();
+      if (lane == 0 && i + STAGES < count) refill(s, i + STAGES);
     }
+    #pragma unroll
+    for (int r = 0; r < (XROWS + 31) / 32; r++) if (lane + 32 * r < XROWS) row_squares[lane + 32 * r] = squares[r];` : ''}
     __syncwarp();
   } else {
     #pragma unroll 1
@@ -254,10 +329,14 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
         u32 a[WT][4];
         #pragma unroll
         for (int ti = 0; ti < WT; ti++) ldsm_x4(w_at(tile_row(ti) + (lane & 15), lane >> 4), a[ti]);
-        #pragma unroll
+${NORM ? `        // γ of this lane's k in the fragments: k0 + 2t, 2t + 1 (b[0], b[2]) and k0 + 8 + 2t, + 9 (b[1], b[3]).
+        const u32* gamma_pairs = reinterpret_cast<const u32*>(gamma + (size_t)(c_begin + i) * KC + 16 * ks + 2 * t);
+        const u32 gamma_lo = __ldg(gamma_pairs), gamma_hi = __ldg(gamma_pairs + 4);
+` : ''}        #pragma unroll
         for (int j = 0; j < NT; j += 2) {
           u32 b[4];
-          ldsm_x4(x_at(8 * j + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1), b);
+          ldsm_x4(x_at(8 * j + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1), b);${NORM ? `
+          b[0] = mul_pairs(b[0], gamma_lo); b[1] = mul_pairs(b[1], gamma_hi); b[2] = mul_pairs(b[2], gamma_lo); b[3] = mul_pairs(b[3], gamma_hi);` : ''}
           #pragma unroll
           for (int ti = 0; ti < WT; ti++) {
             mma_16816<T>(acc[ti][j], a[ti], b[0], b[1]);
@@ -273,7 +352,15 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
 
   // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
   // the gate's), row 8j + 2t + (q & 1); its weight row in the stage is tile_row(i) + g + 8·(q >> 1).
-  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };
+  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };${NORM ? `
+  // The norm: every row's sums scaled by its rstd once the producer has stored the squares.
+  asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
+  if (warp < CW) {
+    float rstd[NT][2];
+    #pragma unroll
+    for (int j = 0; j < NT; j++) for (int h = 0; h < 2; h++) rstd[j][h] = rsqrtf(row_squares[8 * j + 2 * t + h] / (float)K + eps);
+    FOR_EACH_FRAGMENT(WT) acc[i][j][q] *= rstd[j][q & 1];
+  }` : ''}
 ${S > 1 ? combine : direct}}
 `;
   return { name, source, gridDependencyWait: true };
@@ -285,9 +372,9 @@ ${S > 1 ? combine : direct}}
  * against 13.8); at 8–32 rows as fast or faster on all of them (gate/up 16.6–18.1 against 20.1–20.6).
  */
 export const STREAM_ROUTED_MAX_ROWS = 32;
-const STREAM_LIMITS = { minRows: STREAM_MIN_ROWS, maxRows: STREAM_ROUTED_MAX_ROWS, kMultiple: STREAM_K_MULTIPLE };
+const STREAM_LIMITS = { minRows: STREAM_MIN_ROWS, maxRows: STREAM_ROUTED_MAX_ROWS, kMultiple: STREAM_K_MULTIPLE, accumulates: true };
 
-/** Whether the backend sends this checked GEMM to the kernel (skinnyTakesGemm: 5–32 rows, K a multiple of 64). */
+/** Whether the backend sends this checked GEMM to the kernel (skinnyTakesGemm: 5–32 rows, K a multiple of 64, beta 0 or 1). */
 export function streamGemmApplies(g: CheckedGemm): boolean {
   return skinnyTakesGemm(g, STREAM_LIMITS);
 }
@@ -332,13 +419,20 @@ export function streamGemmSpace(dtype: 'bf16' | 'f16', M: number, N: number, K: 
 /** A streamed GEMM's operands: the skinny GEMM's (device pointers, bias 0n when absent; gated: N = F). */
 export type StreamLaunch = SkinnyLaunch;
 
-/** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep). */
-export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch): void {
+/** The RMS norm the kernel applies to x (spec.norm): γ's device address and eps. */
+export interface StreamNorm {
+  readonly gamma: bigint;
+  readonly eps: number;
+}
+
+/** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep); `norm` with spec.norm. */
+export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch, norm?: StreamNorm): void {
   const spec = plan.spec;
+  if ((spec.norm !== undefined) !== (norm !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${norm ? 'has no norm' : 'needs the norm\'s gamma and eps'}`);
   const operands = [arg.tensorMap(streamTensorMap(spec, a.w, (spec.gate ? 2 : 1) * a.N, a.K, streamBlockFeatures(spec))), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles))];
   host.kernel(streamGemmKey(spec), () => streamGemmSource(spec)).launch(
     { grid: [...plan.grid], block: (spec.warps + 1) * 32, sharedBytes: streamSharedBytes(spec) },
-    [...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K)],
+    [...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K), ...(norm ? [arg.ptr(norm.gamma), arg.f32(norm.eps)] : [])],
   );
 }
 
@@ -347,16 +441,36 @@ export function streamTensorMap(spec: Pick<StreamGemmSpec, 'dtype'>, address: bi
   return { address, dtype: spec.dtype, cols: K, rows, rowStrideBytes: 2 * K, boxCols: 64, boxRows };
 }
 
-/** Launches the kernel for a GEMM streamGemmApplies() accepted. */
-export function launchStreamGemm(host: KernelHost, g: CheckedGemm): void {
-  const a = skinnyGemmOperands(g);
-  launchStreamPlan(host, planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount), a);
+/**
+ * Launches the kernel for a GEMM streamGemmApplies() accepted (beta = 1: accumulating into out). With
+ * `norm`, the GEMM's input is the norm's output and the kernel forms it from `norm.x` (streamNormApplies).
+ */
+export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: StreamNormInput): void {
+  const a = skinnyGemmOperands(g), extra = { ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}) };
+  const plan = planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount, extra);
+  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
 }
 
-/** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written). */
-export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear): void {
+/** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written); `norm` as launchStreamGemm's. */
+export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear, norm?: StreamNormInput): void {
   const { operands: a, gate } = skinnyGatedOperands(g);
-  launchStreamPlan(host, planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount), a);
+  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, norm ? { norm: 'rms' } : {});
+  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
+}
+
+/** A residual norm as the kernel's prologue: the rows it normalises (x's address), γ, eps. */
+export interface StreamNormInput extends StreamNorm {
+  readonly x: bigint;
+}
+
+/**
+ * The norm of a normLinear the kernel can form itself: RMS, x only read (no y: the residual was added by
+ * the products before, accumulating into x), 16-byte aligned x and γ. Its output is not written.
+ */
+export function streamNormInput(n: { readonly norm: 'layer' | 'rms'; readonly x: Tensor; readonly y?: Tensor | undefined; readonly gamma: Tensor; readonly eps: number }): StreamNormInput | undefined {
+  const ptr = (t: Tensor) => (t as CudaTensor).ptr;
+  if (n.norm !== 'rms' || n.y !== undefined || ptr(n.x) % 16n !== 0n || ptr(n.gamma) % 16n !== 0n) return undefined;
+  return { x: ptr(n.x), gamma: ptr(n.gamma), eps: n.eps };
 }
 
 /** Representative plans for the nvcc compile check (132 SMs): Llama 1.2B at batch 32, GPT-2's products, odd rows, the gated MLP. */
@@ -375,5 +489,15 @@ export function catalog(): KernelSource[] {
     // The sweep's other shapes: two feature tiles a warp, split and gated.
     streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 4, featureTiles: 2, chunkK: 128, stages: 4, splits: 4, epilogue: 'none' }),
     streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 4, featureTiles: 2, chunkK: 64, stages: 4, splits: 2, epilogue: 'none', gate: { activation: 'silu', bias: false } }),
+    // A decode step's residual stream: the O and down products adding into x, the RMS norm in QKV and gate/up.
+    ...[
+      planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true }),
+      planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132, { accumulate: true }),
+      planStreamGemm('f16', 7, 1024, 2048, 'bias', undefined, 132, { accumulate: true }),
+      planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { norm: 'rms' }),
+      planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { norm: 'rms' }),
+      planStreamGemm('f16', 13, 384, 64, 'bias', undefined, 132, { norm: 'rms' }),
+      planStreamGemm('bf16', 64, 512, 256, 'none', undefined, 132, { norm: 'rms' }),
+    ].map((plan) => streamGemmSource(plan.spec)),
   ];
 }

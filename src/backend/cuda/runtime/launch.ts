@@ -22,7 +22,7 @@
 import koffi from 'koffi';
 import { ArgumentError } from '../../../errors.js';
 import { check, type StatusLibrary } from '../../../cuda/check.js';
-import { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES } from '../../../cuda/driver.js';
+import { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES } from '../../../cuda/driver.js';
 import type { CompiledKernel, Dim3, KernelArg, LaunchConfig, TensorMap2d } from './kernel.js';
 
 /** Bytes of one argument slot: the size and alignment of the largest KernelArg type. */
@@ -158,6 +158,8 @@ export interface LaunchApi extends StatusLibrary {
   launchKernel(fn: bigint, gx: number, gy: number, gz: number, bx: number, by: number, bz: number,
     sharedBytes: number, stream: bigint, kernelParams: bigint): number;
   funcSetAttribute(fn: bigint, attribute: number, value: number): void;
+  /** cuFuncGetAttribute (absent: a function's static shared memory counts as 0). */
+  funcGetAttribute?(fn: bigint, attribute: number): number;
   /** cuLaunchKernelEx, for programmatic launches (absent: they cannot be turned on). */
   launchKernelEx?(config: bigint, fn: bigint, kernelParams: bigint): number;
   readonly hasLaunchKernelEx?: boolean;
@@ -182,7 +184,7 @@ const ATTRIBUTE_OFFSET = 64;
 /** Validates launch shapes, raises shared-memory limits when needed, and calls cuLaunchKernel. */
 export class KernelLauncher {
   private readonly packer: KernelArgPacker;
-  /** Dynamic shared memory each function has been allowed so far, above the 48 KiB default. */
+  /** Dynamic shared memory each function may take so far: 48 KiB less its static arrays until raised. */
   private readonly sharedLimit = new Map<bigint, number>();
   private readonly dims = new Int32Array(6);
   private programmatic = false;
@@ -212,7 +214,7 @@ export class KernelLauncher {
     readDim3(config.block, dims, 3, 'block', kernel.name);
     checkLaunchShape(dims, kernel.name);
     const sharedBytes = config.sharedBytes ?? 0;
-    if (sharedBytes > DEFAULT_DYNAMIC_SHARED_LIMIT) this.allowSharedMemory(kernel, sharedBytes);
+    if (sharedBytes > 0) this.allowSharedMemory(kernel, sharedBytes);
     const params = this.packer.pack(args, kernel.name);
     const programmatic = this.programmatic && kernel.gridDependencyWait === true;
     const status = programmatic
@@ -248,8 +250,17 @@ export class KernelLauncher {
     return this.launchConfig ? new Uint8Array(this.launchConfig.view.buffer.slice(0, LAUNCH_CONFIG_BYTES)) : undefined;
   }
 
+  /**
+   * The 48 KiB a block gets without opting in counts its static __shared__ arrays too: a kernel with
+   * 48 KiB of dynamic memory and any static array fails to launch (CUDA_ERROR_INVALID_VALUE) unless raised.
+   */
   private allowSharedMemory(kernel: LaunchTarget, sharedBytes: number): void {
-    if ((this.sharedLimit.get(kernel.function) ?? DEFAULT_DYNAMIC_SHARED_LIMIT) >= sharedBytes) return;
+    let limit = this.sharedLimit.get(kernel.function);
+    if (limit === undefined) {
+      limit = DEFAULT_DYNAMIC_SHARED_LIMIT - (this.api.funcGetAttribute?.(kernel.function, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) ?? 0);
+      this.sharedLimit.set(kernel.function, limit);
+    }
+    if (limit >= sharedBytes) return;
     if (sharedBytes > this.maxSharedBytesPerBlockOptin) {
       throw new ArgumentError(`kernel '${kernel.name}' asks for ${sharedBytes} bytes of dynamic shared memory: this GPU allows at most ${this.maxSharedBytesPerBlockOptin} per block`);
     }

@@ -120,6 +120,16 @@ test('launch: more than 48 KiB of dynamic shared memory raises the limit once pe
   assert.throws(() => launcher.launch(a, { grid: 1, block: 32, sharedBytes: 300_000 }, [], 0n), /300000 bytes of dynamic shared memory: this GPU allows at most 232448/);
 });
 
+test('launch: a function\'s static shared arrays count against the 48 KiB default', () => {
+  // Session 24: 48 KiB of dynamic memory beside a static array failed to launch until the limit was raised.
+  const api = { ...fakeApi(), funcGetAttribute: (fn: bigint, attribute: number) => (attribute === 1 && fn === 1n ? 2048 : 0) };
+  const launcher = new KernelLauncher(api, 227 * 1024);
+  launcher.launch({ name: 'static', function: 1n }, { grid: 1, block: 32, sharedBytes: 46 * 1024 }, [], 0n);
+  launcher.launch({ name: 'static', function: 1n }, { grid: 1, block: 32, sharedBytes: 48 * 1024 }, [], 0n);
+  launcher.launch({ name: 'plain', function: 2n }, { grid: 1, block: 32, sharedBytes: 48 * 1024 }, [], 0n);
+  assert.deepEqual(api.attributes, [[1n, 8, 48 * 1024]], 'raised for the function with a static array only, when past 48 KiB less it');
+});
+
 test('launch: bad shapes are rejected before the driver; a failed launch names the kernel', () => {
   const launcher = new KernelLauncher(fakeApi(), 227 * 1024);
   const k = { name: 'k', function: 1n };

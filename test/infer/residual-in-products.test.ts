@@ -1,0 +1,116 @@
+// The decode forward with the residual added by the O and down products (GEMMs accumulating into x,
+// beta = 1) instead of by the norms after them (residualInProductsOptions): on the CPU its logits match
+// the float64 reference and the usual form's, its tokens equal the usual form's, and it is taken only for
+// the models and backends it is meant for.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, test } from 'node:test';
+import type { GemmArgs, NormLinearArgs } from '../../src/backend/backend.js';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { DecodeEngine } from '../../src/infer/engine.js';
+import { DecoderForward, residualInProductsOptions } from '../../src/infer/forward.js';
+import { generateBatch } from '../../src/infer/generate.js';
+import { loadDecoderModel } from '../../src/infer/model.js';
+import { resolveSampling } from '../../src/infer/sampling.js';
+import type { LlamaConfig } from '../../src/models/llama.js';
+import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from './hf-folder.js';
+import { llamaReferenceLogits } from './reference-forward.js';
+
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-residual-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+afterEach(() => { residualInProductsOptions.mode = 'auto'; });
+
+const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119];
+const LLAMA: LlamaConfig = { ...TINY_LLAMA, layers: 3 };
+
+function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let diff = 0, norm = 0;
+  for (let i = 0; i < b.length; i++) { diff += (a[i]! - b[i]!) ** 2; norm += b[i]! ** 2; }
+  return Math.sqrt(diff / norm);
+}
+
+/** A CPU backend that counts the accumulating GEMMs and the normLinear calls that add a residual. */
+function countingBackend(): { backend: CpuBackend; counts: { accumulating: number; residualNorms: number } } {
+  const backend = new CpuBackend(), counts = { accumulating: 0, residualNorms: 0 };
+  const gemm = backend.gemm.bind(backend), normLinear = backend.normLinear.bind(backend);
+  backend.gemm = (args: GemmArgs) => { if (args.beta === 1) counts.accumulating++; gemm(args); };
+  backend.normLinear = (args: NormLinearArgs) => { if (args.norm.y) counts.residualNorms++; normLinear(args); };
+  return { backend, counts };
+}
+
+test('llama: the residual added by the products gives the reference prefill logits and the usual decode logits', () => {
+  const dir = join(root, 'llama');
+  const weights = writeModelFolder(dir, 'llama', LLAMA, 3);
+  const { backend, counts } = countingBackend();
+  const { model } = loadDecoderModel(dir, backend);
+  const logits = (mode: 'on' | 'off') => {
+    residualInProductsOptions.mode = mode;
+    const engine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
+    try {
+      const prefill = engine.promptLogits(PROMPT);
+      engine.start([{ prompt: PROMPT, maxNewTokens: 8, sampling: resolveSampling({ temperature: 0 }) }], []);
+      const steps: Float32Array[] = [engine.logits()[0]!];
+      for (const token of [3, 250, 17, 99]) {
+        engine.collect();
+        engine.force(0, token);
+        engine.decode(1);
+        steps.push(engine.logits()[0]!);
+      }
+      return { prefill, steps };
+    } finally {
+      engine.dispose();
+    }
+  };
+  const off = logits('off');
+  assert.equal(counts.accumulating, 0, 'the usual form adds the residual in the norms');
+  const on = logits('on');
+  assert.ok(counts.accumulating > 0, 'the O and down products accumulated into x');
+  const reference = llamaReferenceLogits(LLAMA, weights, PROMPT).flatMap((row) => [...row]);
+  assert.ok(relError(on.prefill, reference) < 1e-5, `prefill rel err ${relError(on.prefill, reference)}`);
+  on.steps.forEach((row, i) => assert.ok(relError(row, off.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, off.steps[i]!)}`));
+  model.free();
+});
+
+test('llama: with the residual in the products no norm adds one, and greedy tokens equal the usual form\'s', async () => {
+  const dir = join(root, 'llama-tokens');
+  writeModelFolder(dir, 'llama', LLAMA, 5);
+  const { backend, counts } = countingBackend();
+  const { model } = loadDecoderModel(dir, backend);
+  const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11], [4, 4, 4], [200, 100], [1]];
+  const run = async (mode: 'on' | 'off') => {
+    residualInProductsOptions.mode = mode;
+    return generateBatch(model, prompts, { maxNewTokens: 9, temperature: 0, stopTokenIds: [], engineOptions: { graphs: true } });
+  };
+  const usual = await run('off');
+  const before = counts.residualNorms;
+  assert.ok(before > 0);
+  assert.deepEqual(await run('on'), usual);
+  assert.equal(counts.residualNorms, before, 'no normLinear added a residual');
+  model.free();
+});
+
+test('residualInProducts: only RMS-norm models without O / down biases, and in auto mode where the backend forms the norm', () => {
+  const backend = new CpuBackend();
+  const load = (name: string, family: 'gpt2' | 'llama', config: object) => {
+    const dir = join(root, name);
+    writeModelFolder(dir, family, config as LlamaConfig, 1);
+    return loadDecoderModel(dir, backend).model;
+  };
+  const llama = load('plain', 'llama', LLAMA), biased = load('biased', 'llama', { ...LLAMA, attentionBias: true }), gpt2 = load('gpt2', 'gpt2', TINY_GPT2);
+  const forward = (m: typeof llama) => new DecoderForward(m, 32, 16);
+  residualInProductsOptions.mode = 'on';
+  assert.equal(forward(llama).residualInProducts(backend, 8), true);
+  assert.equal(forward(biased).residualInProducts(backend, 8), false, 'an O-projection bias would need beta with a bias epilogue');
+  assert.equal(forward(gpt2).residualInProducts(backend, 8), false, 'LayerNorm');
+  residualInProductsOptions.mode = 'auto';
+  assert.equal(forward(llama).residualInProducts(backend, 8), false, 'the CPU backend forms no norm in a product');
+  const forming = Object.assign(new CpuBackend(), { formsNormInProduct: (rows: number) => rows >= 5 && rows <= 32 });
+  assert.equal(forward(llama).residualInProducts(forming, 8), true);
+  assert.equal(forward(llama).residualInProducts(forming, 1), false);
+  residualInProductsOptions.mode = 'off';
+  assert.equal(forward(llama).residualInProducts(forming, 8), false);
+  for (const m of [llama, biased, gpt2]) m.free();
+});
