@@ -158,7 +158,7 @@ test('GEMMs adding into out (beta = 1) on the streamed GEMM at 5–32 rows match
 });
 
 test('normLinear of an RMS norm that only reads x, its output unread: the streamed GEMM forms the norm at 5–32 rows and matches the CPU reference', { skip }, async (t) => {
-  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, normGemv: true, streamGemm: true });
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, normGemv: true, streamGemm: true, streamNorm: true });
   for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
     for (const c of streamNormLinearCases(dtype)) {
       await t.test(c.name, () => {
@@ -269,6 +269,8 @@ for (const m of ENGINE_TEST_MODELS) {
         const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 200);
         const logitsOf = (use: boolean) => {
           gpu[on] = use;
+          // The same forward either way (the streamed GEMM would take the residual-in-products form: its own test below).
+          residualInProductsOptions.mode = 'off';
           const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
           const out = engine.promptLogits(prompt);
           engine.dispose();
@@ -287,6 +289,7 @@ for (const m of ENGINE_TEST_MODELS) {
         assert.deepEqual(tokens.map((t) => t.length), prompts.map(() => 8));
       } finally {
         gpu[on] = false;
+        residualInProductsOptions.mode = 'auto';
         model.free();
       }
     });
@@ -296,23 +299,29 @@ for (const m of ENGINE_TEST_MODELS) {
 test('llama: the residual added by the products and the norm formed in the streamed GEMM give the usual form\'s logits and decode (bf16)', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create();
+  gpu.streamNorm = true;  // opt-in (FUSEFORMER_STREAM_NORM=1)
   const m = ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!;
   const dir = join(root, 'llama-residual');
   writeModelFolder(dir, m.family, m.config, 9);
   const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
   try {
     const prompt = Array.from({ length: 20 }, (_, i) => (i * 29 + 5) % 200);
-    const logitsOf = (mode: 'auto' | 'off') => {
+    const logitsOf = (mode: 'auto' | 'off', on = model) => {
       residualInProductsOptions.mode = mode;
-      const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+      const engine = new DecodeEngine(on, { maxBatch: 3, maxLen: 64 });
       const out = engine.promptLogits(prompt);
       engine.dispose();
       return out;
     };
-    const reference = logitsOf('off'), before = gpu.streamNormLaunches, ours = logitsOf('auto');
+    // Against the f32 CPU forward: bf16 itself is 2–3% off it on this tiny random model (CPU, either
+    // form), so the two bf16 forms are held to each other's error, not to each other.
+    const cpuModel = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
+    const exact = logitsOf('off', cpuModel);
+    cpuModel.free();
+    const usual = logitsOf('off'), before = gpu.streamNormLaunches, ours = logitsOf('auto');
     assert.ok(gpu.streamNormLaunches > before, 'the 20-row prefill formed its norms in the streamed GEMM');
-    const error = relError(ours, reference);
-    assert.ok(error <= 1e-2, `bf16 logits rel err ${error}`);
+    const usualError = relError(usual, exact), ourError = relError(ours, exact);
+    assert.ok(ourError <= 1.25 * usualError + 2e-3, `bf16 logits rel err against f32: ${ourError} (the usual form ${usualError})`);
     // Twelve sequences decoding together, graphs replayed and eager: the same tokens either way.
     const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
     const decode = (graphs: boolean) => generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });

@@ -133,10 +133,12 @@ export class CudaBackend implements Backend {
    * normLinear of an RMS norm without y (x only read: the decode forward's products added the residual
    * into x) whose product takes the streamed GEMM, and whose norm output nobody reads (skipNormOut): one
    * kernel that forms the norm from x itself (kernels/gemm-stream.ts) instead of residualNorm + the
-   * GEMM. Default on with streamGemm (FUSEFORMER_STREAM_NORM=0 turns it off). Takes effect for launches
-   * and captures made after it is set.
+   * GEMM; with it the decode forward adds the residual in the O and down products (formsNormInProduct).
+   * Opt-in (FUSEFORMER_STREAM_NORM=1): correct on the H200 but slower (session 24: Llama 1.2B b32
+   * 1.019 → 1.197 ms/token; the γ products and row squares in the k loop cost ~4 µs each on its QKV).
+   * Takes effect for launches and captures made after it is set.
    */
-  streamNorm = process.env['FUSEFORMER_STREAM_NORM'] !== '0';
+  streamNorm = process.env['FUSEFORMER_STREAM_NORM'] === '1';
   /** normLinear calls run as the streamed GEMM with the norm inside so far. */
   streamNormLaunches = 0;
   /**

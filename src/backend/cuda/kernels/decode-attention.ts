@@ -132,6 +132,14 @@ export interface DecodeAttentionSpec {
 export interface MmaShape { readonly tile: 16 | 32; readonly stages: 2 | 3; readonly blocksPerSm: number }
 /** The measured shape (session 23): 32-key tiles, two stages, 64 KiB a block, 3 blocks an SM by shared memory. */
 export const DEFAULT_MMA_SHAPE: MmaShape = { tile: 32, stages: 2, blocksPerSm: 0 };
+/**
+ * The shape for grids of more than one wave at PIPELINED_BLOCKS_PER_SM blocks an SM (serving's big decode
+ * steps): 16-key warp tiles, two stages, 4 blocks an SM (32 KiB each), so a serving step's 808 blocks at
+ * 100 rows × 384 keys run in 2 rounds instead of 3. H200, session 24 (bench/results/gpu-pending-s24/): that
+ * step 1.968 → 1.888 ms (profile), serving at 64 / 256 clients 19,846 / 36,932 → 20,828 / 38,563 tok/s
+ * (same call); decode at batch 1 and 32 (one wave) keeps DEFAULT_MMA_SHAPE.
+ */
+export const WIDE_GRID_MMA_SHAPE: MmaShape = { tile: 16, stages: 2, blocksPerSm: 4 };
 
 function mmaShapeSuffix(m: MmaShape | undefined): string {
   return m && (m.tile !== DEFAULT_MMA_SHAPE.tile || m.stages !== DEFAULT_MMA_SHAPE.stages || m.blocksPerSm !== DEFAULT_MMA_SHAPE.blocksPerSm) ? `_t${m.tile}s${m.stages}b${m.blocksPerSm}` : '';
@@ -142,7 +150,7 @@ export function mmaSharedBytes(shape: MmaShape): number {
   return (DECODE_THREADS / 32) * shape.stages * 2 * shape.tile * 128;
 }
 
-/** FUSEFORMER_DECODE_MMA_SHAPE=tile,stages[,blocksPerSm] (a sweep knob), else the default shape. */
+/** FUSEFORMER_DECODE_MMA_SHAPE=tile,stages[,blocksPerSm] (a sweep knob: that shape for every grid), else DEFAULT_MMA_SHAPE (the launch then takes WIDE_GRID_MMA_SHAPE past one wave). */
 export function parseMmaShape(raw: string | undefined): MmaShape {
   if (raw === undefined || raw === '') return DEFAULT_MMA_SHAPE;
   const [tile, stages, blocks = 0, ...rest] = raw.split(',').map((v) => Number(v.trim()));
@@ -835,7 +843,9 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
   if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) {
-    spec = { ...spec, pipelined: true, ...(decodeAttentionMma(dtype) ? { mma: true, ...(decodeAttentionOptions.mmaShape !== DEFAULT_MMA_SHAPE ? { mmaShape: decodeAttentionOptions.mmaShape } : {}) } : {}) };
+    const shape = decodeAttentionOptions.mmaShape !== DEFAULT_MMA_SHAPE ? decodeAttentionOptions.mmaShape
+      : blocks > PIPELINED_BLOCKS_PER_SM * host.multiProcessorCount ? WIDE_GRID_MMA_SHAPE : DEFAULT_MMA_SHAPE;
+    spec = { ...spec, pipelined: true, ...(decodeAttentionMma(dtype) ? { mma: true, ...(shape !== DEFAULT_MMA_SHAPE ? { mmaShape: shape } : {}) } : {}) };
   }
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   if (append) {

@@ -30,11 +30,14 @@
 // Accumulate (GEMM's beta = 1): out += the product (+ bias) — a decode step's O and down products adding
 // into the residual stream x themselves, so the norm after them only reads x.
 // RMS norm (normLinear's residualNorm of x without y, then this product, at decode's rows): out =
-// ep((x·rstd ⊙ γ)·wᵀ) = ep(rstd ⊙ ((x ⊙ γ)·wᵀ)), rstd = 1/sqrt(mean(x²) + eps) per row. The producer warp
-// sums each row's squares from the x rows of every stage as they land (all of K passes through an
-// unsplit block), the consumers multiply their x fragments by γ (one bf16x2/f16x2 product a register,
-// rounded as the norm's output would be) and scale the f32 sums by rstd before the epilogue. The norm's
-// output h itself is not written: the caller said it reads only the product (NormLinearArgs.skipNormOut).
+// ep((x·rstd ⊙ γ)·wᵀ) = ep(rstd ⊙ ((x ⊙ γ)·wᵀ)), rstd = 1/sqrt(mean(x²) + eps) per row. All of K passes
+// through an unsplit block, so the consumers take each row's squares from the x fragments they load
+// anyway (warp w those of the k steps ≡ w mod CW), multiply the fragments by γ (one bf16x2 / f16x2 product
+// a register, rounded as the norm's output would be) and scale the f32 sums by rstd before the epilogue.
+// Not yet faster (H200, session 24, docs/perf.md): at Llama 1.2B's batch-32 QKV the kernel takes 18.9 µs
+// against 8.5 with the γ products and the squares cut (a timing-only build), each of the two costing
+// ~4 µs inside the k loop; the producer warp summing the squares from the stages instead was as slow.
+// The norm's output h is not written: the caller reads only the product (NormLinearArgs.skipNormOut).
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { CheckedGemm } from '../gemm-plan.js';
@@ -66,11 +69,13 @@ const SPLIT_STAGE_BUDGET_BYTES = 100 * 1024;
 const MAX_SHARED_BYTES = 227 * 1024;
 /** Bytes before the stages: the 2·STAGES mbarriers (8 bytes each), padded to keep the stages 128-byte aligned. */
 const BARRIER_BYTES = 128;
-/** The RMS norm's row sums of squares after the barriers (8·rowTiles ≤ 64 floats). */
-const ROW_SUM_BYTES = 256;
+/** The RMS norm's row sums of squares after the barriers: a consumer warp's 8·rowTiles ≤ 64 floats each. */
+function rowSumBytes(spec: Pick<StreamGemmSpec, 'warps' | 'rowTiles'>): number {
+  return spec.warps * 8 * spec.rowTiles * 4;
+}
 /** Bytes before the ring's alignment slack. */
-function headerBytes(spec: Pick<StreamGemmSpec, 'norm'>): number {
-  return BARRIER_BYTES + (spec.norm ? ROW_SUM_BYTES : 0);
+function headerBytes(spec: Pick<StreamGemmSpec, 'norm' | 'warps' | 'rowTiles'>): number {
+  return BARRIER_BYTES + (spec.norm ? rowSumBytes(spec) : 0);
 }
 const MAX_STAGES = 8;
 /** Extra floats a row of the combine's shared sums carries, so the fragments' stores miss no bank twice. */
@@ -176,26 +181,14 @@ export function planStreamGemm(
   return { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
 }
 
-/** The norm's helpers: two 16-bit products rounded to T (γ ⊙ x), and the sum of squares of 8 T values. */
+/** The norm's helpers: two 16-bit products rounded to T (γ ⊙ x), and the sum of the squares of a pair. */
 const NORM_CODE: Record<'bf16' | 'f16', string> = {
   bf16: String.raw`
 __device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
-__device__ __forceinline__ float sum_of_squares(uint4 v) {
-  const u32 w[4] = {v.x, v.y, v.z, v.w};
-  float s = 0.f;
-  #pragma unroll
-  for (int i = 0; i < 4; i++) { const float lo = __uint_as_float(w[i] << 16), hi = __uint_as_float(w[i] & 0xffff0000u); s = fmaf(lo, lo, fmaf(hi, hi, s)); }
-  return s;
-}`,
+__device__ __forceinline__ float pair_squares(u32 w) { const float lo = __uint_as_float(w << 16), hi = __uint_as_float(w & 0xffff0000u); return fmaf(lo, lo, hi * hi); }`,
   f16: String.raw`
 __device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
-__device__ __forceinline__ float sum_of_squares(uint4 v) {
-  const u32 w[4] = {v.x, v.y, v.z, v.w};
-  float s = 0.f;
-  #pragma unroll
-  for (int i = 0; i < 4; i++) { const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i])); s = fmaf(f.x, f.x, fmaf(f.y, f.y, s)); }
-  return s;
-}`,
+__device__ __forceinline__ float pair_squares(u32 w) { const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w)); return fmaf(f.x, f.x, f.y * f.y); }`,
 };
 
 export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
@@ -235,7 +228,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
   extern __shared__ __align__(128) unsigned char smem[];
   u64* full = reinterpret_cast<u64*>(smem);
   u64* empty = full + STAGES;${NORM ? `
-  float* row_squares = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [XROWS]: Σ x² of each row, the producer's` : ''}
+  float* row_squares = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [CW][XROWS]: each consumer warp's Σ x² of each row` : ''}
   // The ring starts at the first 1024-byte boundary past the barriers: the 128-byte swizzle repeats every 8 rows.
   unsigned char* ring = smem + ((smem_u32(smem) + ${headerBytes(spec)} + 1023) & ~1023u) - smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -251,14 +244,15 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
   __syncthreads();
 
   float acc[WT][NT][4];
-  FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;
+  FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;${NORM ? `
+  float squares[NT] = {};  // a consumer's Σ x² of rows 8j + g over its k: the k steps ≡ warp (mod CW) of every chunk` : ''}
   // Weight tile i of consumer warp "warp": its first row in a stage (gated: the gate tiles, then the up rows' at BN + …).
   const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
 
   if (warp == CW) {
     // The producer, one lane: a stage is KC / 64 groups of [WROWS weight rows][XROWS x rows], 128 bytes each
     // (the gated weight rows: BN gate rows n0.., then BN up rows N + n0..); boxes past N, M or K read zeros
-    // and count their full bytes.${NORM ? ' With the norm the whole warp then sums the squares of the x rows.' : ''}
+    // and count their full bytes.
     const auto copy_weights = [&](int stage, int c) {
       unsigned char* dst = ring + stage * STAGE_BYTES;
       #pragma unroll
@@ -287,32 +281,9 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
         copy_weights(i, c_begin + i);
       }
       GRID_DEPENDENCY_WAIT();  // x is the previous kernel's output
-      for (int i = 0; i < first; i++) copy_x(i, c_begin + i);${NORM ? '' : `
-      for (int i = STAGES; i < count; i++) refill(i % STAGES, i);`}
-    }${NORM ? `
-    // Lane r sums the squares of x rows r, r + 32 (the 128-byte swizzle only permutes a row's chunks);
-    // a stage is refilled after its squares are taken.
-    float squares[(XROWS + 31) / 32] = {};
-    #pragma unroll 1
-    for (int i = 0; i < count; i++) {
-      const int s = i % STAGES;
-      mbar_wait(&full[s], (i / STAGES) & 1);
-      const unsigned char* stage = ring + s * STAGE_BYTES;
-      #pragma unroll
-      for (int kb = 0; kb < KC / 64; kb++) {
-        #pragma unroll
-        for (int r = 0; r < (XROWS + 31) / 32; r++) {
-          if (lane + 32 * r >= XROWS) continue;
-          const uint4* row = reinterpret_cast<const uint4*>(stage + (kb * (WROWS + XROWS) + WROWS + lane + 32 * r) * 128);
-          #pragma unroll
-          for (int c = 0; c < 8; c++) squares[r] += sum_of_squares(row[c]);
-        }
-      }
-      __syncwarp();
-      if (lane == 0 && i + STAGES < count) refill(s, i + STAGES);
+      for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
+      for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
     }
-    #pragma unroll
-    for (int r = 0; r < (XROWS + 31) / 32; r++) if (lane + 32 * r < XROWS) row_squares[lane + 32 * r] = squares[r];` : ''}
     __syncwarp();
   } else {
     #pragma unroll 1
@@ -336,6 +307,7 @@ ${NORM ? `        // γ of this lane's k in the fragments: k0 + 2t, 2t + 1 (b[0]
         for (int j = 0; j < NT; j += 2) {
           u32 b[4];
           ldsm_x4(x_at(8 * j + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1), b);${NORM ? `
+          if (ks % CW == warp) { squares[j] += pair_squares(b[0]) + pair_squares(b[1]); squares[j + 1] += pair_squares(b[2]) + pair_squares(b[3]); }
           b[0] = mul_pairs(b[0], gamma_lo); b[1] = mul_pairs(b[1], gamma_hi); b[2] = mul_pairs(b[2], gamma_lo); b[3] = mul_pairs(b[3], gamma_hi);` : ''}
           #pragma unroll
           for (int ti = 0; ti < WT; ti++) {
@@ -353,12 +325,28 @@ ${NORM ? `        // γ of this lane's k in the fragments: k0 + 2t, 2t + 1 (b[0]
   // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
   // the gate's), row 8j + 2t + (q & 1); its weight row in the stage is tile_row(i) + g + 8·(q >> 1).
   const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };${NORM ? `
-  // The norm: every row's sums scaled by its rstd once the producer has stored the squares.
-  asm volatile("bar.sync 1, %0;" :: "n"(THREADS) : "memory");
+  // The norm: each warp's row sums (its lanes' four k of a row added over t) go to shared memory, then
+  // every row's f32 sums are scaled by its rstd, the warps' sums added in a fixed order.
   if (warp < CW) {
+    #pragma unroll
+    for (int j = 0; j < NT; j++) {
+      float v = squares[j];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      if (t == 0) row_squares[warp * XROWS + 8 * j + g] = v;
+    }
+    asm volatile("bar.sync 1, %0;" :: "n"(CW * 32) : "memory");
     float rstd[NT][2];
     #pragma unroll
-    for (int j = 0; j < NT; j++) for (int h = 0; h < 2; h++) rstd[j][h] = rsqrtf(row_squares[8 * j + 2 * t + h] / (float)K + eps);
+    for (int j = 0; j < NT; j++) {
+      #pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float sum = 0.f;
+        #pragma unroll
+        for (int w = 0; w < CW; w++) sum += row_squares[w * XROWS + 8 * j + 2 * t + h];
+        rstd[j][h] = rsqrtf(sum / (float)K + eps);
+      }
+    }
     FOR_EACH_FRAGMENT(WT) acc[i][j][q] *= rstd[j][q & 1];
   }` : ''}
 ${S > 1 ? combine : direct}}
