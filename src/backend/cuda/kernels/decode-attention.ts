@@ -141,6 +141,12 @@ export const DEFAULT_MMA_SHAPE: MmaShape = { tile: 32, stages: 2, blocksPerSm: 0
  */
 export const WIDE_GRID_MMA_SHAPE: MmaShape = { tile: 16, stages: 2, blocksPerSm: 4 };
 
+/** The tensor-core variant's shape for a grid of `blocks`: the forced one (FUSEFORMER_DECODE_MMA_SHAPE), else by waves. */
+export function mmaShapeFor(blocks: number, multiProcessorCount: number, forced: MmaShape = decodeAttentionOptions.mmaShape): MmaShape {
+  if (forced !== DEFAULT_MMA_SHAPE) return forced;
+  return blocks > PIPELINED_BLOCKS_PER_SM * multiProcessorCount ? WIDE_GRID_MMA_SHAPE : DEFAULT_MMA_SHAPE;
+}
+
 function mmaShapeSuffix(m: MmaShape | undefined): string {
   return m && (m.tile !== DEFAULT_MMA_SHAPE.tile || m.stages !== DEFAULT_MMA_SHAPE.stages || m.blocksPerSm !== DEFAULT_MMA_SHAPE.blocksPerSm) ? `_t${m.tile}s${m.stages}b${m.blocksPerSm}` : '';
 }
@@ -843,8 +849,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
   if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) {
-    const shape = decodeAttentionOptions.mmaShape !== DEFAULT_MMA_SHAPE ? decodeAttentionOptions.mmaShape
-      : blocks > PIPELINED_BLOCKS_PER_SM * host.multiProcessorCount ? WIDE_GRID_MMA_SHAPE : DEFAULT_MMA_SHAPE;
+    const shape = mmaShapeFor(blocks, host.multiProcessorCount);
     spec = { ...spec, pipelined: true, ...(decodeAttentionMma(dtype) ? { mma: true, ...(shape !== DEFAULT_MMA_SHAPE ? { mmaShape: shape } : {}) } : {}) };
   }
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
@@ -929,5 +934,8 @@ export function catalog(): KernelSource[] {
     // Its other shapes (FUSEFORMER_DECODE_MMA_SHAPE): 16-key tiles in three stages at 4 blocks an SM, 32-key tiles in three.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: { tile: 16, stages: 3, blocksPerSm: 4 } }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, pipelined: true, mma: true, mmaShape: { tile: 32, stages: 3, blocksPerSm: 0 } }),
+    // The wide-grid shape (serving's big decode steps): paged, fused, split and not.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: WIDE_GRID_MMA_SHAPE }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: WIDE_GRID_MMA_SHAPE }),
   ];
 }

@@ -479,8 +479,7 @@ export function catalog(): KernelSource[] {
     streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 4, featureTiles: 2, chunkK: 64, stages: 4, splits: 2, epilogue: 'none', gate: { activation: 'silu', bias: false } }),
     // A decode step's residual stream: the O and down products adding into x, the RMS norm in QKV and gate/up.
     ...[
-      planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true }),
-      planStreamGemm('bf16', 32, 2048, 8192, 'none', undefined, 132, { accumulate: true }),
+      planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true }),  // (the down product's plan is the same)
       planStreamGemm('f16', 7, 1024, 2048, 'bias', undefined, 132, { accumulate: true }),
       planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { norm: 'rms' }),
       planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { norm: 'rms' }),

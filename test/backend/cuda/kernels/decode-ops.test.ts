@@ -167,8 +167,9 @@ test('decodeAttention: 128-byte rows take the pipelined variant unless it is swi
     positions: deviceTensor([B], 'i32'), out: deviceTensor([B, 32, d], dtype), blockTable: deviceTensor([B, 8], 'i32'),
   });
   const launch = (a: ReturnType<typeof paged>) => { attention.decodeAttention(host, a); return host.launches.at(-1)!; };
-  // d 64 bf16 rows are 128 bytes: pipelined at any grid (8 head groups × 64 sequences = 512 blocks, or 256).
-  assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined.mma');
+  // d 64 bf16 rows are 128 bytes: pipelined at any grid (8 head groups × 64 sequences = 512 blocks, past one
+  // wave at 3 an SM: the wide-grid shape; or 256).
+  assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined.mma_t16s2b4');
   assert.equal(launch(paged(32, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined.mma');
   // f32 d 16 rows are 64 bytes: the throughput variant above 396 blocks, the latency variant below.
   assert.equal(launch(paged(64, 16, 'f32', 8)).key, 'decode_attention.f32.d16.g4.gh4.v4.paged8.throughput');
@@ -198,9 +199,9 @@ test('decodeAttention: with the tensor-core variant on, 16-bit 128-byte rows tak
   try {
     attention.decodeAttentionOptions.mma = true;
     const before = attention.decodeAttentionLaunches.mma;
-    const bf16 = launch(paged(64, 64, 'bf16', 16));
+    const bf16 = launch(paged(32, 64, 'bf16', 16));
     assert.equal(bf16.key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined.mma');
-    assert.deepEqual(bf16.config.grid, [8, 64, 1]);
+    assert.deepEqual(bf16.config.grid, [8, 32, 1]);
     assert.equal(bf16.config.sharedBytes, attention.PIPELINED_STAGE_BYTES);
     assert.equal(launch(paged(8, 64, 'f16', 16)).key, 'decode_attention.f16.d64.g4.gh4.v8.paged16.pipelined.mma');
     assert.equal(launch(paged(8, 32, 'f32', 16)).key, 'decode_attention.f32.d32.g4.gh4.v4.paged16.pipelined');
@@ -239,4 +240,21 @@ test('decodeAttention: the tensor-core variant\'s shape (FUSEFORMER_DECODE_MMA_S
   }
   attention.decodeAttention(host, args);
   assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined.mma', 'the default shape keeps the measured key');
+});
+
+test('decodeAttention: grids past one wave at 3 blocks an SM take the wide-grid shape (4 blocks an SM), unless a shape is forced', () => {
+  assert.equal(attention.mmaShapeFor(396, 132, attention.DEFAULT_MMA_SHAPE), attention.DEFAULT_MMA_SHAPE, 'one full wave');
+  assert.equal(attention.mmaShapeFor(397, 132, attention.DEFAULT_MMA_SHAPE), attention.WIDE_GRID_MMA_SHAPE);
+  const forced = attention.parseMmaShape('32,2');
+  assert.equal(attention.mmaShapeFor(808, 132, forced), forced, 'FUSEFORMER_DECODE_MMA_SHAPE holds for every grid');
+  // A serving-sized step: 64 sequences × 8 head groups = 512 blocks on the 132-SM recording host.
+  const host = new RecordingHost();
+  const B = 64;
+  attention.decodeAttention(host, {
+    q: deviceTensor([B, 32, 64], 'bf16'), kCache: deviceTensor([B, 8, 160, 64], 'bf16'), vCache: deviceTensor([B, 8, 160, 64], 'bf16'),
+    positions: deviceTensor([B], 'i32'), out: deviceTensor([B, 32, 64], 'bf16'),
+  });
+  const launch = host.launches.at(-1)!;
+  assert.equal(launch.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined.mma_t16s2b4');
+  assert.equal(launch.config.sharedBytes, attention.mmaSharedBytes(attention.WIDE_GRID_MMA_SHAPE));
 });

@@ -16,12 +16,14 @@ test('streamGemmApplies: 16-bit, 5–32 rows against [N, K] weights, K a multipl
   assert.ok(stream.streamGemmApplies(checked({})));
   assert.ok(stream.streamGemmApplies(checked({ dtype: 'f16', M: 32, K: 192, epilogue: 'gelu_bias' })));
   assert.ok(stream.streamGemmApplies(checked({ M: 5, N: 77, K: 64 })));
+  assert.ok(stream.streamGemmApplies(checked({}, { beta: 1 })), 'beta = 1: the accumulate epilogue');
   for (const [why, g] of [
     ['4 rows (the GEMV\'s)', checked({ M: 4 })],
     ['33 rows (cuBLASLt was faster at 64)', checked({ M: 33 })],
     ['f32', checked({ dtype: 'f32' })],
     ['K not a multiple of 64', checked({ K: 264 })],
-    ...commonGemmRefusals(checked),
+    ['beta 0.5', checked({}, { beta: 0.5 })],
+    ...commonGemmRefusals(checked).filter(([why]) => why !== 'beta'),
   ] as const) assert.equal(stream.streamGemmApplies(g), false, why);
 });
 
@@ -122,4 +124,30 @@ test('launchStreamGemm / launchStreamGated: CW + 1 warps, the ring in dynamic sh
   assert.deepEqual([tensorMapArg(g, 0).rows, tensorMapArg(g, 0).boxRows], [16384, 64], 'the gated weight [2F, K], boxes of BN rows');
   assert.equal(argValue(g, 5, 'i32'), 8192);
   assert.equal(host.scratchRequests?.length ?? 0, 0);
+});
+
+test('planStreamGemm with the norm: unsplit (its row sums need all of K in a block), room for the warps\' sums; accumulate adds into out; launches refuse a norm spec without gamma', () => {
+  for (const [M, N, K] of [[32, 3072, 2048], [5, 130, 64], [32, 2048, 2048], [13, 384, 768]] as const) {
+    const { spec, grid } = stream.planStreamGemm('bf16', M, N, K, 'none', undefined, 132, { norm: 'rms' });
+    assert.equal(spec.splits, 1);
+    assert.equal(grid[1], 1);
+    assert.ok(stream.streamSharedBytes(spec) <= 227 * 1024);
+    const source = stream.streamGemmSource(spec).source;
+    assert.match(source, /const T\* __restrict__ gamma, float eps/);
+    assert.match(source, /mul_pairs\(b\[0\], gamma_lo\)/);
+    assert.match(source, /rsqrtf\(sum \/ \(float\)K \+ eps\)/);
+  }
+  const plain = stream.planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132);
+  assert.equal(plain.spec.splits, 4, 'the plain plan splits K (a small grid)');
+  const accumulating = stream.planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true });
+  assert.match(stream.streamGemmKey(accumulating.spec), /\.acc$/);
+  assert.match(stream.streamGemmSource(accumulating.spec).source, /epilogue\(vg, bias, n\) \+ to_float\(out\[/);
+  assert.doesNotMatch(stream.streamGemmSource(plain.spec).source, /to_float\(out\[/);
+  assert.throws(() => stream.streamGemmSource({ ...plain.spec, norm: 'rms' }), /needs all of K in one block/);
+  assert.throws(() => stream.streamGemmSource({ ...plain.spec, splits: 1, accumulate: true, gate: { activation: 'silu', bias: false } }), /does not accumulate/);
+  const host = new RecordingHost();
+  const norm = stream.planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { norm: 'rms' });
+  const operands = { x: 0x1000n, w: 0x2000n, bias: 0n, out: 0x3000n, M: 32, N: 3072, K: 2048 };
+  assert.throws(() => stream.launchStreamPlan(host, norm, operands), /needs the norm's gamma and eps/);
+  assert.throws(() => stream.launchStreamPlan(host, plain, operands, { gamma: 0x4000n, eps: 1e-5 }), /has no norm/);
 });
