@@ -92,8 +92,8 @@ const residualEnv = process.env['FUSEFORMER_RESIDUAL_IN_PRODUCTS'];
 /**
  * The residual stream added by the products instead of by the norms after them: the O and down GEMMs
  * accumulate into x (beta = 1), so every norm only reads x — and the backend may then form the norm
- * inside the product that reads it (Backend.formsNormInProduct: CUDA's streamed GEMM at 5–32 rows, no
- * residualNorm kernel between the products). 'auto' (default) follows the backend;
+ * inside the product that reads it (Backend.formsNormInProduct: CUDA's streamed GEMM at 5–32 rows with the
+ * opt-in FUSEFORMER_STREAM_NORM=1, no residualNorm kernel between the products). 'auto' (default) follows the backend;
  * FUSEFORMER_RESIDUAL_IN_PRODUCTS=1 forces it on any backend (the CPU tests compare both forms), =0 never.
  * Only for RMS-norm models without O / down biases, unquantized layers and no tensor parallelism (its
  * all-reduce sits between a product and the residual add). Takes effect for forwards launched or
