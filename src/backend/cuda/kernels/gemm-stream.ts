@@ -32,8 +32,10 @@
 // RMS norm (normLinear's residualNorm of x without y, then this product, at decode's rows): out =
 // ep((x·rstd ⊙ γ)·wᵀ) = ep(rstd ⊙ ((x ⊙ γ)·wᵀ)), rstd = 1/sqrt(mean(x²) + eps) per row. All of K passes
 // through an unsplit block, so the consumers take each row's squares from the x fragments they load
-// anyway (warp w those of the k steps ≡ w mod CW), multiply the fragments by γ (one bf16x2 / f16x2 product
-// a register, rounded as the norm's output would be) and scale the f32 sums by rstd before the epilogue.
+// anyway — warp w those of the k steps ≡ w mod CW, by two more mma.sync a row-tile pair (x·xᵀ's diagonal
+// blocks: the B fragments of two row tiles are the A fragment of their 16 rows) — multiply the fragments by
+// γ (one bf16x2 / f16x2 product a register, rounded as the norm's output would be; γ of a chunk loaded
+// before its full-barrier wait) and scale the f32 sums by rstd before the epilogue.
 // Not yet faster (H200, session 24, docs/perf.md): at Llama 1.2B's batch-32 QKV the kernel takes 18.9 µs
 // against 8.5 with the γ products and the squares cut (a timing-only build), each of the two costing
 // ~4 µs inside the k loop; the producer warp summing the squares from the stages instead was as slow.
@@ -181,14 +183,12 @@ export function planStreamGemm(
   return { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
 }
 
-/** The norm's helpers: two 16-bit products rounded to T (γ ⊙ x), and the sum of the squares of a pair. */
+/** The norm's helper: two 16-bit products rounded to T (γ ⊙ x). */
 const NORM_CODE: Record<'bf16' | 'f16', string> = {
   bf16: String.raw`
-__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
-__device__ __forceinline__ float pair_squares(u32 w) { const float lo = __uint_as_float(w << 16), hi = __uint_as_float(w & 0xffff0000u); return fmaf(lo, lo, hi * hi); }`,
+__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }`,
   f16: String.raw`
-__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }
-__device__ __forceinline__ float pair_squares(u32 w) { const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w)); return fmaf(f.x, f.x, f.y * f.y); }`,
+__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }`,
 };
 
 export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
@@ -245,7 +245,10 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
 
   float acc[WT][NT][4];
   FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;${NORM ? `
-  float squares[NT] = {};  // a consumer's Σ x² of rows 8j + g over its k: the k steps ≡ warp (mod CW) of every chunk` : ''}
+  // A consumer's x·xᵀ blocks over its k (the k steps ≡ warp mod CW of every chunk), by tensor cores: for
+  // the row-tile pair (j, j + 1), square[j / 2][h] = x[rows 8j..8j+15]·x[rows 8(j+h)..]ᵀ; row r's Σ x² is
+  // on the diagonal.
+  float square[NT / 2][2][4] = {};` : ''}
   // Weight tile i of consumer warp "warp": its first row in a stage (gated: the gate tiles, then the up rows' at BN + …).
   const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
 
@@ -288,7 +291,16 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
   } else {
     #pragma unroll 1
     for (int i = 0; i < count; i++) {
-      const int s = i % STAGES;
+      const int s = i % STAGES;${NORM ? `
+      // γ of this lane's k in the chunk's fragments, loaded before the wait (its latency hidden there):
+      // per k step k0 + 2t, 2t + 1 (the low half of a fragment row) and k0 + 8 + 2t, + 9 (the high half).
+      u32 gamma_lo[KC / 16], gamma_hi[KC / 16];
+      #pragma unroll
+      for (int ks = 0; ks < KC / 16; ks++) {
+        const u32* gamma_pairs = reinterpret_cast<const u32*>(gamma + (size_t)(c_begin + i) * KC + 16 * ks + 2 * t);
+        gamma_lo[ks] = __ldg(gamma_pairs);
+        gamma_hi[ks] = __ldg(gamma_pairs + 4);
+      }` : ''}
       mbar_wait(&full[s], (i / STAGES) & 1);
       const u32 stage = smem_u32(ring + s * STAGE_BYTES);
       #pragma unroll
@@ -300,15 +312,17 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
         u32 a[WT][4];
         #pragma unroll
         for (int ti = 0; ti < WT; ti++) ldsm_x4(w_at(tile_row(ti) + (lane & 15), lane >> 4), a[ti]);
-${NORM ? `        // γ of this lane's k in the fragments: k0 + 2t, 2t + 1 (b[0], b[2]) and k0 + 8 + 2t, + 9 (b[1], b[3]).
-        const u32* gamma_pairs = reinterpret_cast<const u32*>(gamma + (size_t)(c_begin + i) * KC + 16 * ks + 2 * t);
-        const u32 gamma_lo = __ldg(gamma_pairs), gamma_hi = __ldg(gamma_pairs + 4);
-` : ''}        #pragma unroll
+        #pragma unroll
         for (int j = 0; j < NT; j += 2) {
           u32 b[4];
           ldsm_x4(x_at(8 * j + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1), b);${NORM ? `
-          if (ks % CW == warp) { squares[j] += pair_squares(b[0]) + pair_squares(b[1]); squares[j + 1] += pair_squares(b[2]) + pair_squares(b[3]); }
-          b[0] = mul_pairs(b[0], gamma_lo); b[1] = mul_pairs(b[1], gamma_hi); b[2] = mul_pairs(b[2], gamma_lo); b[3] = mul_pairs(b[3], gamma_hi);` : ''}
+          if (ks % CW == warp) {
+            // The two row tiles' B fragments are, reordered, the A fragment of their 16 rows.
+            const u32 rows[4] = {b[0], b[2], b[1], b[3]};
+            mma_16816<T>(square[j / 2][0], rows, b[0], b[1]);
+            mma_16816<T>(square[j / 2][1], rows, b[2], b[3]);
+          }
+          b[0] = mul_pairs(b[0], gamma_lo[ks]); b[1] = mul_pairs(b[1], gamma_hi[ks]); b[2] = mul_pairs(b[2], gamma_lo[ks]); b[3] = mul_pairs(b[3], gamma_hi[ks]);` : ''}
           #pragma unroll
           for (int ti = 0; ti < WT; ti++) {
             mma_16816<T>(acc[ti][j], a[ti], b[0], b[1]);
@@ -325,15 +339,17 @@ ${NORM ? `        // γ of this lane's k in the fragments: k0 + 2t, 2t + 1 (b[0]
   // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
   // the gate's), row 8j + 2t + (q & 1); its weight row in the stage is tile_row(i) + g + 8·(q >> 1).
   const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };${NORM ? `
-  // The norm: each warp's row sums (its lanes' four k of a row added over t) go to shared memory, then
-  // every row's f32 sums are scaled by its rstd, the warps' sums added in a fixed order.
+  // The norm: each warp's row sums go to shared memory — row 8j + g's is the diagonal element C[g][g] of
+  // square[j / 2][0] (j even) or C[8 + g][g] of square[j / 2][1] (j odd), held by lane (g, t = g / 2) in
+  // register (j odd ? 2 : 0) + (g & 1) — then every row's f32 sums are scaled by its rstd, the warps' sums
+  // added in a fixed order.
   if (warp < CW) {
-    #pragma unroll
-    for (int j = 0; j < NT; j++) {
-      float v = squares[j];
-      v += __shfl_xor_sync(0xffffffffu, v, 1);
-      v += __shfl_xor_sync(0xffffffffu, v, 2);
-      if (t == 0) row_squares[warp * XROWS + 8 * j + g] = v;
+    if (t == (g >> 1)) {
+      #pragma unroll
+      for (int j = 0; j < NT; j++) {
+        const float* c = square[j / 2][j & 1];
+        row_squares[warp * XROWS + 8 * j + g] = (g & 1) ? c[2 * (j & 1) + 1] : c[2 * (j & 1)];  // registers, not a local array
+      }
     }
     asm volatile("bar.sync 1, %0;" :: "n"(CW * 32) : "memory");
     float rstd[NT][2];

@@ -134,7 +134,8 @@ test('planStreamGemm with the norm: unsplit (its row sums need all of K in a blo
     assert.ok(stream.streamSharedBytes(spec) <= 227 * 1024);
     const source = stream.streamGemmSource(spec).source;
     assert.match(source, /const T\* __restrict__ gamma, float eps/);
-    assert.match(source, /mul_pairs\(b\[0\], gamma_lo\)/);
+    assert.match(source, /mul_pairs\(b\[0\], gamma_lo\[ks\]\)/);
+    assert.match(source, /mma_16816<T>\(square\[j \/ 2\]\[0\], rows, b\[0\], b\[1\]\)/, 'the row squares on tensor cores');
     assert.match(source, /rsqrtf\(sum \/ \(float\)K \+ eps\)/);
   }
   const plain = stream.planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132);
