@@ -473,17 +473,18 @@ export class CudaBackend implements Backend {
       this.int4Linear(product.int4);
       return;
     }
-    if (this.normGemv && this.decodeGemv) {
+    const streamNorm = args.skipNormOut === true && this.streamNormOn;
+    if ((this.normGemv && this.decodeGemv) || streamNorm) {
       const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), args.norm);
-      const fused = normGemvApplies(norm) ? this.gemvProduct(product) : undefined;
+      const fused = this.normGemv && this.decodeGemv && normGemvApplies(norm) ? this.gemvProduct(product) : undefined;
       if (fused) {
         launchNormGemv(this.runtime, norm, fused);
         this.normGemvLaunches++;
         this.gemvLaunches++;
         return;
       }
+      if (streamNorm && this.launchStreamNormLinear(norm, product)) return;
     }
-    if (args.skipNormOut === true && this.launchStreamNormLinear(args.norm, product)) return;
     this.residualNorm(args.norm);
     if ('gated' in product) this.gatedLinear(product.gated);
     else this.gemm(product.gemm);
@@ -511,16 +512,18 @@ export class CudaBackend implements Backend {
     return true;
   }
 
+  /** Whether normLinear may form its norm inside the streamed GEMM (streamNorm, with the streamed GEMM's own switches). */
+  private get streamNormOn(): boolean {
+    return this.streamNorm && this.streamGemm && this.decodeGemv && this.runtime.tensorMaps;
+  }
+
   /** The streamed GEMM forms the norm for its rows (5–32) of 16-bit data where tensor maps exist (streamNorm). */
   formsNormInProduct(rows: number, dtype: DType): boolean {
-    return this.streamNorm && this.streamGemm && this.decodeGemv && this.runtime.tensorMaps
-      && rows >= STREAM_MIN_ROWS && rows <= STREAM_ROUTED_MAX_ROWS && (dtype === 'bf16' || dtype === 'f16');
+    return this.streamNormOn && rows >= STREAM_MIN_ROWS && rows <= STREAM_ROUTED_MAX_ROWS && (dtype === 'bf16' || dtype === 'f16');
   }
 
   /** normLinear as one streamed GEMM that forms the RMS norm from x (streamNorm), if the kernel takes it. */
-  private launchStreamNormLinear(normArgs: ResidualNormArgs, product: { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs }): boolean {
-    if (!(this.streamNorm && this.streamGemm && this.decodeGemv && this.runtime.tensorMaps)) return false;
-    const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), normArgs);
+  private launchStreamNormLinear(norm: ReturnType<typeof checkResidualNorm>, product: { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs }): boolean {
     const input = streamNormInput(norm);
     if (!input) return false;
     if ('gated' in product) {

@@ -447,7 +447,7 @@ export function streamTensorMap(spec: Pick<StreamGemmSpec, 'dtype'>, address: bi
 
 /**
  * Launches the kernel for a GEMM streamGemmApplies() accepted (beta = 1: accumulating into out). With
- * `norm`, the GEMM's input is the norm's output and the kernel forms it from `norm.x` (streamNormApplies).
+ * `norm`, the GEMM's input is the norm's output and the kernel forms it from `norm.x` (streamNormInput).
  */
 export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: StreamNormInput): void {
   const a = skinnyGemmOperands(g), extra = { ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}) };
