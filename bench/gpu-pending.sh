@@ -392,6 +392,21 @@ for step in "${steps[@]}"; do
           run stream-tests 200 node --test --test-concurrency=1 --test-name-pattern='streamed' dist/test/gpu/decode-gemv.test.js
           run stream-sweep 200 node dist/bench/skinny-sweep.js --kernels stream --rows 32 --json "$out/stream-sweep.json"
           for f in 0 1; do run decode-stream$f 100 env FUSEFORMER_STREAM_GEMM=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-stream$f.json"; done ;;
+    refresh-decode) # (session 25) the mma GEMV's and skinny GEMM's GPU tests with the streamed GEMM off (it routes 5–32 rows first, so they had stopped reaching their kernels), then bench:decode in full beside HF eager and static cache, with the quantized rows (decode.json was session 9's)
+          run gemv-others-tests 120 node --test --test-concurrency=1 --test-name-pattern='mma GEMV|skinny' dist/test/gpu/decode-gemv.test.js
+          run decode-full 420 node dist/bench/decode.js --reps 3 --torch-modes eager,static --quant int4,int8,int4-head,int8-head --json "$out/decode.json" ;;
+    refresh-serve) # (session 25) bench:serve-speed in full beside HF generate batched (serve-speed.json was session 10's)
+          run serve-full 560 node dist/bench/serve-speed.js --json "$out/serve-speed.json" ;;
+    early-trigger) # (session 25) the streamed GEMM letting the next kernel launch as it starts (FUSEFORMER_STREAM_EARLY_TRIGGER=1, opt-in, never run): its GPU cases and the batched engines forced on, then decode (GPT-2 and Llama, b1 / b32) and batch-32 timelines off / on, serving at C 16 / 64 off / on
+          run et-tests 240 env FUSEFORMER_STREAM_EARLY_TRIGGER=1 node --test --test-concurrency=1 --test-name-pattern='streamed|batched decode rows' dist/test/gpu/decode-gemv.test.js
+          for round in 1 2; do
+            run decode-et-off-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-et-off-$round.json"
+            run decode-et-on-$round 60 env FUSEFORMER_STREAM_EARLY_TRIGGER=1 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/decode-et-on-$round.json"
+          done
+          run timeline-et-off 90 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/timeline-et-off.json"
+          run timeline-et-on 90 env FUSEFORMER_STREAM_EARLY_TRIGGER=1 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/timeline-et-on.json"
+          run serve-et-off 120 node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 16,64 --json "$out/serve-et-off.json"
+          run serve-et-on 120 env FUSEFORMER_STREAM_EARLY_TRIGGER=1 node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 16,64 --json "$out/serve-et-on.json" ;;
     norm-mma) # (for session 25; built after session 24's last device call, never run) the norm inside the streamed GEMM with γ of a chunk loaded before its full-barrier wait and the row squares by mma.sync (x·xᵀ's diagonal blocks from the fragments already loaded): its GPU cases and engine test (forced on), then decode and the b32 profile off / on (opt-in FUSEFORMER_STREAM_NORM=1)
           run norm-mma-tests 200 node --test --test-concurrency=1 --test-name-pattern='beta = 1|only reads x|residual added by the products|streamed GEMM give' dist/test/gpu/decode-gemv.test.js
           for round in 1 2; do

@@ -6,7 +6,7 @@
 //   attention  TFLOP/s of the fused attention op and PyTorch SDPA (flash, cuDNN), forward and forward +
 //              backward (attention.json; two charts)
 //   decode     ms per token (a step of the engine), one chart per batch size: the engine, end to end, HF
-//              generate() eager and static + compile, and the bandwidth floor (decode.json)
+//              generate() eager, static cache and static + compile, and the bandwidth floor (decode.json)
 //   quant      µs per linear layer: bf16, W4A16, W8A8 and PyTorch's bf16 F.linear (quant.json)
 //   serve      output tokens/s per concurrency: continuous, static batching and HF generate (serve-speed.json)
 // and the rooflines of the profiles kept in bench/results/profile/*.profile.json (writeRooflineCharts).
@@ -153,14 +153,14 @@ export function attentionCharts(json: Json, file = 'attention.json'): NamedChart
 
 /**
  * decode.json (bench/decode.ts): ms per decode step (one token for every sequence), one chart per
- * batch size: the engine's replayed step, the same end to end (host included), HF generate() eager and
- * with a static cache + torch.compile, and the floor (the bytes a step must read ÷ copy bandwidth).
+ * batch size: the engine's replayed step, the same end to end (host included), HF generate() eager, with
+ * a static cache (which transformers compiles itself) and with it + our torch.compile, and the floor (the bytes a step must read ÷ copy bandwidth).
  */
 export function decodeCharts(json: Json, file = 'decode.json'): NamedChart[] {
   const models = field(file, json, 'models', isObject, 'an object of models');
   const series = [
     { name: 'fuseformer', color: '#1f77b4' }, { name: 'fuseformer end to end', color: '#6baed6' },
-    { name: 'HF eager', color: '#bdbdbd' }, { name: 'HF static cache + torch.compile', color: '#ff7f0e' },
+    { name: 'HF eager', color: '#bdbdbd' }, { name: 'HF static cache', color: '#ff7f0e' }, { name: 'HF static cache + torch.compile', color: '#d62728' },
     { name: 'floor (bytes ÷ copy bandwidth)', color: '#2ca02c' },
   ];
   const byBatch = new Map<string, BarGroup[]>();
@@ -178,7 +178,7 @@ export function decodeCharts(json: Json, file = 'decode.json'): NamedChart[] {
       const values: Record<string, number | undefined> = {
         fuseformer: field(file, o, `models.${model}.ours.${batch}.msPerToken`, isNumber, 'a number (ms)'),
         'fuseformer end to end': isNumber(o['e2eMsPerToken']) ? o['e2eMsPerToken'] : undefined,
-        'HF eager': hf('eager'), 'HF static cache + torch.compile': hf('static-compile'),
+        'HF eager': hf('eager'), 'HF static cache': hf('static'), 'HF static cache + torch.compile': hf('static-compile'),
         'floor (bytes ÷ copy bandwidth)': isNumber(o['floorMs']) ? o['floorMs'] : undefined,
       };
       const list = byBatch.get(batch) ?? [];

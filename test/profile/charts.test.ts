@@ -97,7 +97,7 @@ const decodeResults = {
   models: {
     'GPT-2 124M': {
       ours: { 1: { msPerToken: 0.15, tokensPerS: 6667, e2eMsPerToken: 0.2, floorMs: 0.08 }, 32: { msPerToken: 0.4, e2eMsPerToken: 0.45, floorMs: 0.1 } },
-      torch: { eager: { 1: { ms_per_token: 9.5 }, 32: { ms_per_token: 11 } }, 'static-compile': { 1: { error: 'oom' } } },
+      torch: { eager: { 1: { ms_per_token: 9.5 }, 32: { ms_per_token: 11 } }, static: { 1: { ms_per_token: 2.5 } }, 'static-compile': { 1: { error: 'oom' } } },
     },
     'Llama 1.2B': { ours: { 1: { msPerToken: 0.8 } }, torch: { error: 'no torch' } },
   },
@@ -110,7 +110,7 @@ test('decode.json → ms per token, a chart per batch size: the engine, end to e
   assert.equal(b1!.spec.better, 'lower');
   assert.deepEqual(b1!.spec.groups.map((g) => g.label), ['GPT-2 124M', 'Llama 1.2B']);
   assert.deepEqual(b1!.spec.groups[0]!.values, {
-    fuseformer: 0.15, 'fuseformer end to end': 0.2, 'HF eager': 9.5, 'HF static cache + torch.compile': undefined, 'floor (bytes ÷ copy bandwidth)': 0.08,
+    fuseformer: 0.15, 'fuseformer end to end': 0.2, 'HF eager': 9.5, 'HF static cache': 2.5, 'HF static cache + torch.compile': undefined, 'floor (bytes ÷ copy bandwidth)': 0.08,
   });
   assert.equal(b1!.spec.groups[1]!.values['HF eager'], undefined);
   assert.deepEqual(b32!.spec.groups.map((g) => [g.label, g.values['fuseformer'], g.values['HF eager']]), [['GPT-2 124M', 0.4, 11]]);

@@ -103,12 +103,28 @@ export interface StreamGemmSpec {
   readonly accumulate?: boolean;
   /** x is RMS-normalised in the kernel (γ and eps are arguments); unsplit only. */
   readonly norm?: 'rms';
+  /** The next kernel may launch as this one starts, not after its main loop (streamEarlyTrigger). */
+  readonly earlyTrigger?: boolean;
+}
+
+/**
+ * Whether the streamed GEMM lets the next kernel launch as it starts (FUSEFORMER_STREAM_EARLY_TRIGGER=1,
+ * opt-in) instead of after its main loop: the next kernel's blocks then take the SMs this grid leaves
+ * idle (Llama 1.2B's batch-32 QKV runs 48 blocks) and, under a programmatic launch, issue their weight
+ * loads before their own wait. Safe whatever follows: a kernel that waits cannot complete before the
+ * one it waits on, so a wait two kernels on still orders after this grid.
+ */
+export function streamEarlyTrigger(env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = env['FUSEFORMER_STREAM_EARLY_TRIGGER'];
+  if (raw === undefined || raw === '' || raw === '0') return false;
+  if (raw === '1') return true;
+  throw new Error(`FUSEFORMER_STREAM_EARLY_TRIGGER must be 0 or 1, got '${raw}'`);
 }
 
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
   return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`
-    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}`;
+    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}${s.earlyTrigger ? '.et' : ''}`;
 }
 
 export interface StreamGemmPlan {
@@ -162,7 +178,7 @@ function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>,
  */
 export function planStreamGemm(
   dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
-  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm'> = {},
+  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm' | 'earlyTrigger'> = {},
 ): StreamGemmPlan {
   if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
   if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
@@ -241,7 +257,8 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
     for (int s = 0; s < STAGES; s++) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], CW); }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  __syncthreads();${spec.earlyTrigger ? `
+  GRID_DEPENDENCY_TRIGGER();  // the next kernel may launch now (earlyTrigger)` : ''}
 
   float acc[WT][NT][4];
   FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;${NORM ? `
@@ -333,8 +350,8 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
     }
-  }
-  GRID_DEPENDENCY_TRIGGER();
+  }${spec.earlyTrigger ? '' : `
+  GRID_DEPENDENCY_TRIGGER();`}
 
   // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
   // the gate's), row 8j + 2t + (q & 1); its weight row in the stage is tile_row(i) + g + 8·(q >> 1).
@@ -450,7 +467,7 @@ export function streamTensorMap(spec: Pick<StreamGemmSpec, 'dtype'>, address: bi
  * `norm`, the GEMM's input is the norm's output and the kernel forms it from `norm.x` (streamNormInput).
  */
 export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: StreamNormInput): void {
-  const a = skinnyGemmOperands(g), extra = { ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}) };
+  const a = skinnyGemmOperands(g), extra = { ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra() };
   const plan = planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount, extra);
   launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
 }
@@ -458,8 +475,15 @@ export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: Stream
 /** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written); `norm` as launchStreamGemm's. */
 export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear, norm?: StreamNormInput): void {
   const { operands: a, gate } = skinnyGatedOperands(g);
-  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, norm ? { norm: 'rms' } : {});
+  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, { ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra() });
   launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
+}
+
+/** The process's settings, read once (tests set them directly). */
+export const streamGemmOptions: { earlyTrigger: boolean } = { earlyTrigger: streamEarlyTrigger() };
+
+function earlyTriggerExtra(): { earlyTrigger?: true } {
+  return streamGemmOptions.earlyTrigger ? { earlyTrigger: true } : {};
 }
 
 /** A residual norm as the kernel's prologue: the rows it normalises (x's address), γ, eps. */

@@ -152,3 +152,25 @@ test('planStreamGemm with the norm: unsplit (its row sums need all of K in a blo
   assert.throws(() => stream.launchStreamPlan(host, norm, operands), /needs the norm's gamma and eps/);
   assert.throws(() => stream.launchStreamPlan(host, plain, operands, { gamma: 0x4000n, eps: 1e-5 }), /has no norm/);
 });
+
+test('earlyTrigger (FUSEFORMER_STREAM_EARLY_TRIGGER=1): the next kernel may launch once the barriers are set up, not after the main loop; its own key; the switch is 0 or 1', () => {
+  const count = (source: string) => source.split('GRID_DEPENDENCY_TRIGGER();').length - 1;
+  const plan = stream.planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132);
+  const late = stream.streamGemmSource(plan.spec).source, early = stream.streamGemmSource({ ...plan.spec, earlyTrigger: true }).source;
+  assert.equal(count(late), 1);
+  assert.equal(count(early), 1, 'one trigger either way');
+  const afterInit = (source: string) => source.indexOf('GRID_DEPENDENCY_TRIGGER();') < source.indexOf('float acc[');
+  assert.ok(afterInit(early) && !afterInit(late), 'early: before the main loop; otherwise after it');
+  assert.notEqual(stream.streamGemmKey({ ...plan.spec, earlyTrigger: true }), stream.streamGemmKey(plan.spec));
+  assert.equal(stream.streamEarlyTrigger({}), false);
+  assert.equal(stream.streamEarlyTrigger({ FUSEFORMER_STREAM_EARLY_TRIGGER: '1' }), true);
+  assert.throws(() => stream.streamEarlyTrigger({ FUSEFORMER_STREAM_EARLY_TRIGGER: 'yes' }), /FUSEFORMER_STREAM_EARLY_TRIGGER must be 0 or 1/);
+  const host = new RecordingHost(), saved = stream.streamGemmOptions.earlyTrigger;
+  try {
+    stream.streamGemmOptions.earlyTrigger = true;
+    stream.launchStreamGemm(host, checked({ M: 32, N: 2048, K: 2048 }));
+    assert.match(host.launches.at(-1)!.key, /\.et$/);
+  } finally {
+    stream.streamGemmOptions.earlyTrigger = saved;
+  }
+});
