@@ -36,9 +36,11 @@
 // blocks: the B fragments of two row tiles are the A fragment of their 16 rows) — multiply the fragments by
 // γ (one bf16x2 / f16x2 product a register, rounded as the norm's output would be; γ of a chunk loaded
 // before its full-barrier wait) and scale the f32 sums by rstd before the epilogue.
-// Not yet faster (H200, session 24, docs/perf.md): at Llama 1.2B's batch-32 QKV the kernel takes 18.9 µs
+// Not faster (H200, sessions 24–25, docs/perf.md): at Llama 1.2B's batch-32 QKV the kernel took 18.9 µs
 // against 8.5 with the γ products and the squares cut (a timing-only build), each of the two costing
-// ~4 µs inside the k loop; the producer warp summing the squares from the stages instead was as slow.
+// ~4 µs inside the k loop; the producer warp summing the squares from the stages instead was as slow;
+// γ loaded before the barrier wait and the squares by mma.sync (this form) 17.5 µs, b32 decode 1.163
+// against 1.022 ms/token with the usual residualNorm + GEMM. Opt-in.
 // The norm's output h is not written: the caller reads only the product (NormLinearArgs.skipNormOut).
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
