@@ -19,7 +19,7 @@ import type { DecoderModel } from '../../src/infer/model.js';
 import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import type { CudaBackend } from '../../src/backend/cuda/index.js';
 import { int4GatedOptions } from '../../src/infer/forward.js';
-import { writeModelFolder } from '../infer/hf-folder.js';
+import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 
 const probe = probeCuda();
@@ -112,3 +112,52 @@ for (const m of MODELS) {
     assert.ok(used!.normGemvLaunches > 0, 'the fused kernel ran');
   });
 }
+
+// The INT4 form of the streamed GEMM (FUSEFORMER_INT4_TMA=1, opt-in; 5–32 rows of 16-bit x, K a multiple
+// of 256, groups of 128): a Llama whose every projection qualifies, quantized in groups of 128 — the
+// 17-row prefill on it against the CPU engine, and twelve sequences decoding together (12-row steps,
+// graphs replayed) against the same batch with the kernel off (the mma GEMV).
+test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits match the CPU engine; a 12-sequence batch decodes as with the mma GEMV', { skip }, async () => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const { streamInt4Stats } = await import('../../src/backend/cuda/kernels/gemm-stream.js');
+  const dir = join(root, 'llama-int4-tma');
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, hidden: 256, heads: 8, kvHeads: 2, headDim: 32, ffn: 512, maxPositions: 128 }, 7);
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const load = (b: Backend) => {
+    const model = loadDecoderModel(dir, b, { dtype: 'bf16' }).model;
+    quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 128, lmHead: false });
+    return model;
+  };
+  const onGpu = load(gpu), onCpu = load(cpu);
+  const saved = process.env['FUSEFORMER_INT4_TMA'];
+  const setTma = (on: boolean) => { process.env['FUSEFORMER_INT4_TMA'] = on ? '1' : '0'; };
+  try {
+    const logitsOf = (model: DecoderModel) => {
+      const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+      const out = engine.promptLogits(PROMPTS[1]!);
+      engine.dispose();
+      return out;
+    };
+    setTma(true);
+    const before = streamInt4Stats.launches;
+    const prefill = relError(logitsOf(onGpu), logitsOf(onCpu));
+    assert.ok(streamInt4Stats.launches > before, 'the 17-row prefill ran on the INT4 streamed GEMM');
+    assert.ok(prefill <= 3e-2, `bf16 prefill logits rel err ${prefill}`);
+    const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
+    const decode = () => generateBatch(onGpu, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs: true } });
+    const started = streamInt4Stats.launches;
+    const ours = await decode();
+    assert.ok(streamInt4Stats.launches > started, 'the 12-row decode steps ran on it');
+    setTma(false);
+    const reference = await decode();
+    // Both paths multiply the exact (q − z) by the stored x in f32; only their summation order differs, so
+    // greedy tokens of a random model may part after a near tie: most must agree, and every length is full.
+    assert.deepEqual(ours.map((t) => t.length), prompts.map(() => 8));
+    const same = ours.flat().filter((tok, i) => tok === reference.flat()[i]).length;
+    assert.ok(same >= 0.9 * ours.flat().length, `${same} of ${ours.flat().length} tokens as with the mma GEMV`);
+  } finally {
+    if (saved === undefined) delete process.env['FUSEFORMER_INT4_TMA']; else process.env['FUSEFORMER_INT4_TMA'] = saved;
+    onGpu.free();
+    onCpu.free();
+  }
+});

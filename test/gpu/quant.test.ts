@@ -43,7 +43,7 @@ function poisoned(b: Backend, shape: number[], dtype: 'f32' | 'f16' | 'bf16' | '
 }
 
 /** gated: N = 2F weight rows (gate, then up), out [M, F] = act(g)·u. */
-interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv' | 'gemm' | 'mma' | 'stream'; gated?: boolean }
+interface Int4Case { dtype: FloatDType; M: number; K: number; N: number; G: number; bias?: boolean; activation?: Activation; path?: 'gemv' | 'gemm' | 'mma' | 'stream' | 'tma'; gated?: boolean }
 
 const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 1, K: 4096, N: 11008, G: 128 },
@@ -84,6 +84,17 @@ const INT4_CASES: Int4Case[] = [
   { dtype: 'f16', M: 3, K: 768, N: 2304, G: 128, bias: true, activation: 'gelu_tanh', path: 'stream' },
   { dtype: 'bf16', M: 8, K: 2048, N: 3072, G: 256, bias: true, activation: 'silu', path: 'stream' },
   { dtype: 'bf16', M: 5, K: 4096, N: 64, G: 128, path: 'stream' },
+  // The INT4 streamed GEMM (5–32 rows over a tensor-map ring; opt-in FUSEFORMER_INT4_TMA=1, forced here): Llama
+  // 1.2B's gate/up at 32 rows (2 splits), its QKV at 8 (4 splits, one row tile), its down at 17 (8 splits of
+  // 4 stages, three row tiles), GPT-2-like f16 with bias + tanh-GELU at 5 rows, partial feature tiles with
+  // groups of 256, a gated product with a bias and a partial tile, one tile of 77 features with ReLU.
+  { dtype: 'bf16', M: 32, K: 2048, N: 2 * 8192, G: 128, activation: 'silu', gated: true, path: 'tma' },
+  { dtype: 'bf16', M: 8, K: 2048, N: 3072, G: 128, path: 'tma' },
+  { dtype: 'bf16', M: 17, K: 8192, N: 2048, G: 128, path: 'tma' },
+  { dtype: 'f16', M: 5, K: 768, N: 2304, G: 128, bias: true, activation: 'gelu_tanh', path: 'tma' },
+  { dtype: 'bf16', M: 32, K: 2048, N: 1000, G: 256, bias: true, path: 'tma' },
+  { dtype: 'bf16', M: 20, K: 2048, N: 2 * 1000, G: 128, bias: true, activation: 'silu', gated: true, path: 'tma' },
+  { dtype: 'f16', M: 13, K: 512, N: 77, G: 128, bias: true, activation: 'relu', path: 'tma' },
 ];
 
 function randomInt4(rng: Rng, N: number, K: number, G: number) {
@@ -122,7 +133,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
       const x = rng.floats(M * K);
       const bias = c.bias ? rng.floats(N, 0.5) : undefined;
       const rows = sampledRows(M);
-      const run = (b: Backend, xValues: Float32Array, m: number, force?: 'gemv' | 'gemm' | 'mma' | 'stream') => {
+      const run = (b: Backend, xValues: Float32Array, m: number, force?: Int4Case['path']) => {
         const args = {
           x: b.fromArray(xValues, [m, K], c.dtype), qweight: b.fromArray(w.qweight, [N, K / 8], 'i32'), scales: b.fromArray(w.scales, [N, K / G], 'f16'),
           zeros: b.fromArray(w.zeros, [N, K / G], 'u8'), groupSize: G, out: poisoned(b, [m, width], c.dtype),

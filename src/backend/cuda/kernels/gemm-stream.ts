@@ -42,8 +42,21 @@
 // γ loaded before the barrier wait and the squares by mma.sync (this form) 17.5 µs, b32 decode 1.163
 // against 1.022 ms/token with the usual residualNorm + GEMM. Opt-in.
 // The norm's output h is not written: the caller reads only the product (NormLinearArgs.skipNormOut).
+// INT4 (spec.int4; int4Linear's W4A16 layout, quant-int4.ts: qweight u32 [N, K/8], f16 scales and u8
+// zeros per group of G k): the packed rows are a tensor map of 16-bit columns [rows, K/4], so a stage is
+// one 128-byte box of each weight row (256 k) and four x boxes of 64 k after the weight rows. The math is
+// gemv-int4-mma.ts's: lane (g, t) takes k 32t .. 32t + 31 of each 128-k half-stage — 16 bytes of weight
+// rows g and g + 8 of a tile, the same k of x rows 8j + g — the nibbles e, e + 4 of each word as an exact
+// (q − z) 16-bit pair (LOP3 + FMA), the x pairs matched by PRMT (the order of k inside a half is the same
+// permutation on both sides), mma.sync into the half's sums, which the group's scale adds to the
+// accumulators in f32. Scales and zeros of a stage's groups are read by the consumers before its
+// full-barrier wait. 8 consumer warps (FUSEFORMER_INT4_TMA_SHAPE forces 4 or 2 tiles a warp), any 1–4
+// row tiles. Opt-in (FUSEFORMER_INT4_TMA=1): on the H200 (session 25's last call) its op cases passed
+// and Llama 1.2B INT4 at batch 32 went 1.172 → 1.108 ms/token — still behind bf16's 1.021 there.
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import type { EpilogueActivation } from './quant-int4.js';
 import type { CheckedGemm } from '../gemm-plan.js';
 import type { KernelHost, KernelSource, TensorMap2d } from '../runtime/kernel.js';
 import type { CudaTensor } from '../runtime/tensor.js';
@@ -52,6 +65,7 @@ import { arg } from '../runtime/kernel.js';
 import { BULK_COPY_LIB, TENSOR_MAP_LIB } from './bulk-copy-lib.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
 import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
+import { int4MmaDequantCode } from './gemv-int4-mma.js';
 import type { CheckedGatedLinear } from './gemv.js';
 import { MMA_LIB } from './mma-lib.js';
 import { skinnyGatedOperands, skinnyGemmOperands, skinnyOutputCode, skinnyTakesGated, skinnyTakesGemm } from './gemm-skinny.js';
@@ -93,8 +107,8 @@ export interface StreamGemmSpec {
   readonly warps: 4 | 8;
   /** Feature tiles of 16 a consumer warp computes (gated: of the gate, and as many of the up rows). */
   readonly featureTiles: 1 | 2;
-  /** k of one stage (KC): 64 or 128; K must be a multiple. */
-  readonly chunkK: 64 | 128;
+  /** k of one stage (KC): 64 or 128; K must be a multiple (INT4: 256, one 128-byte box of a packed row). */
+  readonly chunkK: 64 | 128 | 256;
   /** Stages of the ring (2..8). */
   readonly stages: number;
   /** Splits of K, the blocks of a cluster (1 = unsplit, no cluster; ≤ STREAM_MAX_SPLITS). */
@@ -107,6 +121,11 @@ export interface StreamGemmSpec {
   readonly norm?: 'rms';
   /** The next kernel may launch as this one starts, not after its main loop (streamEarlyTrigger). */
   readonly earlyTrigger?: boolean;
+  /**
+   * W4A16 (int4Linear's layout, see "INT4" in the header): the weights are packed nibbles with f16 scales
+   * and u8 zeros per group of `groupSize` k (a multiple of 128 dividing K); chunkK 256.
+   */
+  readonly int4?: { readonly groupSize: number };
 }
 
 /**
@@ -126,7 +145,7 @@ export function streamEarlyTrigger(env: NodeJS.ProcessEnv = process.env): boolea
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
   return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`
-    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}${s.earlyTrigger ? '.et' : ''}`;
+    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}${s.earlyTrigger ? '.et' : ''}${s.int4 ? `.int4_g${s.int4.groupSize}` : ''}`;
 }
 
 export interface StreamGemmPlan {
@@ -145,8 +164,9 @@ function weightRows(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate'
   return (spec.gate ? 2 : 1) * streamBlockFeatures(spec);
 }
 
-/** Bytes of one stage: the chunk's weight rows and x rows. */
-export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK'>): number {
+/** Bytes of one stage: the chunk's weight rows and x rows (INT4: one 128-byte box of each packed weight row, then the x boxes). */
+export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK' | 'int4'>): number {
+  if (spec.int4) return (weightRows(spec) + (spec.chunkK / 64) * 8 * spec.rowTiles) * 128;
   return (weightRows(spec) + 8 * spec.rowTiles) * spec.chunkK * 2;
 }
 
@@ -201,6 +221,180 @@ export function planStreamGemm(
   return { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
 }
 
+/** k of an INT4 stage: one 128-byte box (64 16-bit pairs of nibbles) of each packed weight row. */
+export const STREAM_INT4_CHUNK_K = 256;
+/** INT4 groups are multiples of this (a consumer's half-stage of 128 k lies in one group). */
+export const STREAM_INT4_GROUP_MULTIPLE = 128;
+
+/**
+ * The consumers' loop of the INT4 form (see "INT4" in the header): per stage, the scales and zeros of
+ * its two 128-k halves' groups (weight rows g and g + 8 of each tile) loaded before the full-barrier
+ * wait; per half, the lane's 16 bytes of those rows and, per packed word w, the matching x pairs of each
+ * row tile, the nibble pairs made exact (q − z) 16-bit pairs and multiplied on the tensor cores into
+ * the half's sums, which its group's scale adds to the accumulators in f32.
+ */
+function int4ConsumerCode(): string {
+  return String.raw`
+    const int groups_per_row = K / G;
+    // Global weight row of tile ti's fragment row g + 8·h (its scales' and zeros' row; past N: the last).
+    const auto weight_row = [&](int ti, int h) {
+      const int n = min(n0 + (warp * FT + (ti % FT)) * 16 + g + 8 * h, N - 1);
+      return (GATED && ti >= FT) ? N + n : n;
+    };
+    #pragma unroll 1
+    for (int it = 0; it < count; it++) {
+      const int s = it % STAGES, c = c_begin + it;
+      float sc[2][WT][2];
+      u32 mz[2][WT][2];
+      #pragma unroll
+      for (int h2 = 0; h2 < 2; h2++) {
+        const int gi = (c * KC + 128 * h2) / G;
+        #pragma unroll
+        for (int ti = 0; ti < WT; ti++)
+          #pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const size_t e = (size_t)weight_row(ti, h) * groups_per_row + gi;
+            sc[h2][ti][h] = __half2float(scales[e]);
+            mz[h2][ti][h] = minus_zero_pair(zeros[e]);
+          }
+      }
+      mbar_wait(&full[s], (it / STAGES) & 1);
+      const u32 stage = smem_u32(ring + s * STAGE_BYTES);
+      #pragma unroll
+      for (int h2 = 0; h2 < 2; h2++) {
+        // The lane's 32 k of this half, 128·h2 + 32t ..: 16-byte chunk 4·h2 + t of weight rows g and g + 8.
+        uint4 wv[WT][2];
+        #pragma unroll
+        for (int ti = 0; ti < WT; ti++)
+          #pragma unroll
+          for (int h = 0; h < 2; h++) wv[ti][h] = lds_u4(stage + swizzled_offset<8>(tile_row(ti) + g + 8 * h, 4 * h2 + t));
+        float cf[WT][NT][4];
+        FOR_EACH_FRAGMENT(WT) cf[i][j][q] = 0.f;
+        // The same k of x: box 2·h2 + t / 2 (64 k each), its 16-byte chunk 4·(t mod 2) + w.
+        const u32 xbox = stage + (WROWS + (2 * h2 + (t >> 1)) * XROWS) * 128;
+        #pragma unroll
+        for (int w = 0; w < 4; w++) {
+          // x pairs (x[8w + e], x[8w + e + 4]) of rows 8j + g, e = 0..3, as nibble_pair orders the weights.
+          u32 bp[NT][4];
+          #pragma unroll
+          for (int j = 0; j < NT; j++) {
+            const uint4 xv = lds_u4(xbox + swizzled_offset<8>(8 * j + g, 4 * (t & 1) + w));
+            bp[j][0] = __byte_perm(xv.x, xv.z, 0x5410);
+            bp[j][1] = __byte_perm(xv.x, xv.z, 0x7632);
+            bp[j][2] = __byte_perm(xv.y, xv.w, 0x5410);
+            bp[j][3] = __byte_perm(xv.y, xv.w, 0x7632);
+          }
+          #pragma unroll
+          for (int ti = 0; ti < WT; ti++) {
+            const u32 w0 = word_of(wv[ti][0], w), w1 = word_of(wv[ti][1], w);
+            #pragma unroll
+            for (int p = 0; p < 2; p++) {
+              const u32 af[4] = { nibble_pair(w0, 2 * p, mz[h2][ti][0]), nibble_pair(w1, 2 * p, mz[h2][ti][1]),
+                                  nibble_pair(w0, 2 * p + 1, mz[h2][ti][0]), nibble_pair(w1, 2 * p + 1, mz[h2][ti][1]) };
+              #pragma unroll
+              for (int j = 0; j < NT; j++) mma_16816<T>(cf[ti][j], af, bp[j][2 * p], bp[j][2 * p + 1]);
+            }
+          }
+        }
+        // The half lies in one group: its scale, per weight row (q 0, 1: row g; 2, 3: row g + 8).
+        FOR_EACH_FRAGMENT(WT) acc[i][j][q] = fmaf(sc[h2][i][q >> 1], cf[i][j][q], acc[i][j][q]);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
+    }`;
+}
+
+/**
+ * The INT4 plan for M rows, N outputs (gated: N = F), K inputs. Not yet measured (bench/gpu-pending.sh
+ * int4-stream times it): 8 consumer warps of one feature tile (BN = 128) — the dequantising costs ~3
+ * instructions a weight pair, so an SM needs more warps on it than the 16-bit form's 4 (the gated form at
+ * 32 rows takes 168 registers a thread: one block an SM) — and K split into the most of 8, 6, 4 or 2
+ * ranges of whole stages that keep the grid one block an SM; the deepest ring within
+ * SPLIT_STAGE_BUDGET_BYTES where the grid has more blocks than SMs, else within STAGE_BUDGET_BYTES, and
+ * no deeper than a block's chunks.
+ */
+export function planStreamInt4(
+  dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
+  shape: StreamInt4Shape = streamInt4Shape(),
+): StreamGemmPlan {
+  if (M < 1 || M > STREAM_ROUTED_MAX_ROWS) throw new RangeError(`planStreamInt4: ${M} rows: the INT4 form takes 1..${STREAM_ROUTED_MAX_ROWS}`);
+  if (K % STREAM_INT4_CHUNK_K !== 0 || groupSize % STREAM_INT4_GROUP_MULTIPLE !== 0 || K % groupSize !== 0) {
+    throw new RangeError(`planStreamInt4: K = ${K} must be a multiple of ${STREAM_INT4_CHUNK_K} and the groups (${groupSize}) multiples of ${STREAM_INT4_GROUP_MULTIPLE} dividing K`);
+  }
+  const base = { dtype, rowTiles: Math.ceil(M / 8), warps: shape.warps, featureTiles: shape.featureTiles, chunkK: STREAM_INT4_CHUNK_K as 256, int4: { groupSize }, ...(gate ? { gate } : {}) };
+  const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / STREAM_INT4_CHUNK_K;
+  const splits = [8, 6, 4, 2].find((s) => tiles * s <= multiProcessorCount && chunks >= s) ?? 1;
+  const deepest = stagesFor(base, tiles * splits > multiProcessorCount ? SPLIT_STAGE_BUDGET_BYTES : STAGE_BUDGET_BYTES);
+  if (deepest === null) throw new RangeError(`planStreamInt4: no two stages of ${M} rows fit in shared memory`);
+  // No deeper than a split's chunks (a smaller ring leaves room for a second block on the SM).
+  const stages = Math.max(2, Math.min(deepest, Math.ceil(chunks / splits)));
+  return { spec: { ...base, stages, splits, epilogue }, grid: [tiles, splits] };
+}
+
+/** The INT4 form's block shape: consumer warps and feature tiles a warp (the planner's 8, 1 unless forced). */
+export interface StreamInt4Shape {
+  readonly warps: 4 | 8;
+  readonly featureTiles: 1 | 2;
+}
+
+/**
+ * The INT4 block shape: FUSEFORMER_INT4_TMA_SHAPE=warps,featureTiles (4 or 8, 1 or 2) forces one for a
+ * sweep (bench/gpu-pending.sh int4-tma); otherwise 8 consumer warps of one feature tile.
+ */
+export function streamInt4Shape(raw: string | undefined = process.env['FUSEFORMER_INT4_TMA_SHAPE']): StreamInt4Shape {
+  if (raw === undefined || raw === '') return { warps: 8, featureTiles: 1 };
+  const m = /^(4|8),(1|2)$/.exec(raw.trim());
+  if (!m) throw new Error(`FUSEFORMER_INT4_TMA_SHAPE must be warps,featureTiles with warps 4 or 8 and featureTiles 1 or 2 (e.g. 8,1), got '${raw}'`);
+  return { warps: Number(m[1]) as 4 | 8, featureTiles: Number(m[2]) as 1 | 2 };
+}
+
+/** int4Linear's bias and activation as the streamed GEMM's epilogue (not gated), or null where it has none for them. */
+export function int4StreamEpilogue(bias: boolean, activation: EpilogueActivation): GemmEpilogue | null {
+  if (activation === 'none') return bias ? 'bias' : 'none';
+  if (!bias) return null;
+  return activation === 'relu' ? 'relu_bias' : activation === 'gelu_tanh' ? 'gelu_bias' : null;
+}
+
+/**
+ * Whether the INT4 form takes this int4Linear: 16-bit x of 5–32 rows (the 16-bit form's routed rows) on a
+ * host with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) an
+ * epilogue it has.
+ */
+export function streamInt4Applies(host: Pick<KernelHost, 'tensorMaps'>, dtype: FloatDType, M: number, K: number, groupSize: number, gated: boolean, bias: boolean, activation: EpilogueActivation): boolean {
+  return host.tensorMaps === true && (dtype === 'bf16' || dtype === 'f16') && M >= STREAM_MIN_ROWS && M <= STREAM_ROUTED_MAX_ROWS
+    && K % STREAM_INT4_CHUNK_K === 0 && groupSize % STREAM_INT4_GROUP_MULTIPLE === 0 && K % groupSize === 0
+    && (gated ? activation !== 'none' : int4StreamEpilogue(bias, activation) !== null);
+}
+
+/** An INT4 launch's operands: device addresses (bias 0n when absent), M rows, N outputs (gated: F), K. */
+export interface StreamInt4Launch {
+  readonly x: bigint;
+  readonly qweight: bigint;
+  readonly scales: bigint;
+  readonly zeros: bigint;
+  readonly bias: bigint;
+  readonly out: bigint;
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+}
+
+/** INT4 launches in this process (tests check that a model's products took the kernel). */
+export const streamInt4Stats = { launches: 0 };
+
+/** Launches an INT4 plan: qweight [(gated: 2)N, K/8] read through a tensor map of 16-bit columns [rows, K/4]. */
+export function launchStreamInt4(host: KernelHost, plan: StreamGemmPlan, a: StreamInt4Launch): void {
+  const spec = plan.spec;
+  if (!spec.int4) throw new RangeError(`launchStreamInt4: ${streamGemmKey(spec)} is not an INT4 plan`);
+  streamInt4Stats.launches++;
+  const weights: TensorMap2d = { address: a.qweight, dtype: spec.dtype, cols: a.K / 4, rows: (spec.gate ? 2 : 1) * a.N, rowStrideBytes: a.K / 2, boxCols: 64, boxRows: streamBlockFeatures(spec) };
+  host.kernel(streamGemmKey(spec), () => streamGemmSource(spec)).launch(
+    { grid: [...plan.grid], block: (spec.warps + 1) * 32, sharedBytes: streamSharedBytes(spec) },
+    [arg.tensorMap(weights), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles)), arg.ptr(a.bias), arg.ptr(a.out),
+      arg.i32(a.M), arg.i32(a.N), arg.i32(a.K), arg.ptr(a.scales), arg.ptr(a.zeros)],
+  );
+}
+
 /** The norm's helper: two 16-bit products rounded to T (γ ⊙ x). */
 const NORM_CODE: Record<'bf16' | 'f16', string> = {
   bf16: String.raw`
@@ -212,10 +406,14 @@ __device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.f16x
 export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   const name = kernelIdentifier(streamGemmKey(spec));
   const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles, CW = spec.warps, S = spec.splits;
-  if (NT < 2 || NT > 8 || NT % 2 !== 0) throw new RangeError(`streamGemmSource: row tiles must be 2, 4, 6 or 8, got ${NT}`);
+  const INT4 = spec.int4 !== undefined;
+  // INT4 reads x by plain shared loads, a row tile at a time (any 1–4); the 16-bit form by ldmatrix, two at a time.
+  if (INT4 ? NT < 1 || NT > 4 : NT < 2 || NT > 8 || NT % 2 !== 0) throw new RangeError(`streamGemmSource: row tiles must be ${INT4 ? '1..4 (INT4)' : '2, 4, 6 or 8'}, got ${NT}`);
   if (CW !== 4 && CW !== 8) throw new RangeError(`streamGemmSource: consumer warps must be 4 or 8, got ${CW}`);
   if (FT !== 1 && FT !== 2) throw new RangeError(`streamGemmSource: feature tiles must be 1 or 2, got ${FT}`);
-  if (spec.chunkK !== 64 && spec.chunkK !== 128) throw new RangeError(`streamGemmSource: chunkK must be 64 or 128, got ${spec.chunkK}`);
+  if (INT4 ? spec.chunkK !== STREAM_INT4_CHUNK_K : spec.chunkK !== 64 && spec.chunkK !== 128) throw new RangeError(`streamGemmSource: chunkK must be ${INT4 ? STREAM_INT4_CHUNK_K : '64 or 128'}, got ${spec.chunkK}`);
+  if (spec.int4 && (spec.int4.groupSize % STREAM_INT4_GROUP_MULTIPLE !== 0 || spec.int4.groupSize <= 0)) throw new RangeError(`streamGemmSource: INT4 groups must be a positive multiple of ${STREAM_INT4_GROUP_MULTIPLE}, got ${spec.int4.groupSize}`);
+  if (INT4 && (spec.norm || spec.accumulate)) throw new RangeError('streamGemmSource: the INT4 form has neither the norm nor the accumulate epilogue');
   if (!Number.isInteger(spec.stages) || spec.stages < 2 || spec.stages > MAX_STAGES) throw new RangeError(`streamGemmSource: stages must be 2..${MAX_STAGES}, got ${spec.stages}`);
   if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
   if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
@@ -234,15 +432,21 @@ ${BULK_COPY_LIB}
 ${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
 
 ${TENSOR_MAP_LIB}
-${gemvOutputCode(spec.epilogue, gate)}${NORM ? NORM_CODE[spec.dtype] : ''}
+${gemvOutputCode(spec.epilogue, gate)}${NORM ? NORM_CODE[spec.dtype] : ''}${INT4 ? `
+${int4MmaDequantCode(spec.dtype)}constexpr int G = ${spec.int4!.groupSize};
+__device__ __forceinline__ uint4 lds_u4(u32 addr) {
+  uint4 r;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(addr));
+  return r;
+}` : ''}
 // Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
 #define FOR_EACH_FRAGMENT(TILES) \
   _Pragma("unroll") for (int i = 0; i < (TILES); i++) _Pragma("unroll") for (int j = 0; j < NT; j++) _Pragma("unroll") for (int q = 0; q < 4; q++)
 
-// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.${NORM ? '\n// gamma [K]: the RMS norm\'s weights.' : ''}
+// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.${NORM ? '\n// gamma [K]: the RMS norm\'s weights.' : ''}${INT4 ? '\n// INT4: w is qweight u32 [N, K/8] (gated [2N, K/8]) read as 16-bit pairs; scales f16 and zeros u8 [rows, K/G].' : ''}
 // Grid (⌈N / BN⌉, SPLITS), block THREADS (warp CW is the producer); the SPLITS blocks of a feature tile are one cluster.
 extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__launch_bounds__(THREADS, 1) ${name}(
-    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K${NORM ? ',\n    const T* __restrict__ gamma, float eps' : ''}) {
+    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K${NORM ? ',\n    const T* __restrict__ gamma, float eps' : ''}${INT4 ? ',\n    const __half* __restrict__ scales, const unsigned char* __restrict__ zeros' : ''}) {
   extern __shared__ __align__(128) unsigned char smem[];
   u64* full = reinterpret_cast<u64*>(smem);
   u64* empty = full + STAGES;${NORM ? `
@@ -276,18 +480,21 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
     // (the gated weight rows: BN gate rows n0.., then BN up rows N + n0..); boxes past N, M or K read zeros
     // and count their full bytes.
     const auto copy_weights = [&](int stage, int c) {
-      unsigned char* dst = ring + stage * STAGE_BYTES;
+      unsigned char* dst = ring + stage * STAGE_BYTES;${INT4 ? `
+      // INT4: one box of each packed row, 64 16-bit pairs = 256 k (the map's columns are 16-bit).
+      tma_load_2d(dst, &wmap, c * (KC / 4), n0, &full[stage]);
+      if (GATED) tma_load_2d(dst + BN * 128, &wmap, c * (KC / 4), N + n0, &full[stage]);` : `
       #pragma unroll
       for (int kb = 0; kb < KC / 64; kb++) {
         unsigned char* group = dst + kb * (WROWS + XROWS) * 128;
         tma_load_2d(group, &wmap, c * KC + 64 * kb, n0, &full[stage]);
         if (GATED) tma_load_2d(group + BN * 128, &wmap, c * KC + 64 * kb, N + n0, &full[stage]);
-      }
+      }`}
     };
     const auto copy_x = [&](int stage, int c) {
       unsigned char* dst = ring + stage * STAGE_BYTES;
       #pragma unroll
-      for (int kb = 0; kb < KC / 64; kb++) tma_load_2d(dst + (kb * (WROWS + XROWS) + WROWS) * 128, &xmap, c * KC + 64 * kb, 0, &full[stage]);
+      for (int kb = 0; kb < KC / 64; kb++) tma_load_2d(dst + ${INT4 ? '(WROWS + kb * XROWS) * 128' : '(kb * (WROWS + XROWS) + WROWS) * 128'}, &xmap, c * KC + 64 * kb, 0, &full[stage]);
     };
     // Stage s takes chunk i's weights and x once every consumer warp is done with chunk i - STAGES.
     const auto refill = [&](int s, int i) {
@@ -307,7 +514,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
     }
     __syncwarp();
-  } else {
+  } else {${INT4 ? int4ConsumerCode() : String.raw`
     #pragma unroll 1
     for (int i = 0; i < count; i++) {
       const int s = i % STAGES;${NORM ? `
@@ -351,7 +558,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
-    }
+    }`}
   }${spec.earlyTrigger ? '' : `
   GRID_DEPENDENCY_TRIGGER();`}
 
@@ -451,6 +658,7 @@ export interface StreamNorm {
 /** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep); `norm` with spec.norm. */
 export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch, norm?: StreamNorm): void {
   const spec = plan.spec;
+  if (spec.int4) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} is an INT4 plan (launchStreamInt4)`);
   if ((spec.norm !== undefined) !== (norm !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${norm ? 'has no norm' : 'needs the norm\'s gamma and eps'}`);
   const operands = [arg.tensorMap(streamTensorMap(spec, a.w, (spec.gate ? 2 : 1) * a.N, a.K, streamBlockFeatures(spec))), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles))];
   host.kernel(streamGemmKey(spec), () => streamGemmSource(spec)).launch(
@@ -527,6 +735,16 @@ export function catalog(): KernelSource[] {
       planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { norm: 'rms' }),
       planStreamGemm('f16', 13, 384, 64, 'bias', undefined, 132, { norm: 'rms' }),
       planStreamGemm('bf16', 64, 512, 256, 'none', undefined, 132, { norm: 'rms' }),
+    ].map((plan) => streamGemmSource(plan.spec)),
+    // The INT4 form: Llama 1.2B's gate/up at 32 rows, its down at 17 (three row tiles), QKV at 8, GPT-2's f16 QKV with
+    // tanh-GELU at 5, the sweep's 4-warp shapes.
+    ...[
+      planStreamInt4('bf16', 32, 8192, 2048, 128, 'none', { activation: 'silu', bias: false }, 132, { warps: 8, featureTiles: 1 }),
+      planStreamInt4('bf16', 17, 2048, 8192, 128, 'none', undefined, 132, { warps: 8, featureTiles: 1 }),
+      planStreamInt4('bf16', 8, 3072, 2048, 256, 'bias', undefined, 132, { warps: 8, featureTiles: 1 }),
+      planStreamInt4('f16', 5, 2304, 768, 128, 'gelu_bias', undefined, 132, { warps: 8, featureTiles: 1 }),
+      planStreamInt4('bf16', 32, 8192, 2048, 128, 'none', { activation: 'silu', bias: false }, 132, { warps: 4, featureTiles: 1 }),
+      planStreamInt4('bf16', 32, 2048, 8192, 128, 'none', undefined, 132, { warps: 4, featureTiles: 2 }),
     ].map((plan) => streamGemmSource(plan.spec)),
   ];
 }

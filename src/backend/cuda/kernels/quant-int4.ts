@@ -55,6 +55,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+import { int4StreamEpilogue, launchStreamInt4, planStreamInt4, streamInt4Applies } from './gemm-stream.js';
 import { gatedActivation } from './gated-activation.js';
 import { INT4_MMA_CHUNK_K, INT4_MMA_MAX_ROWS, int4MmaGemvApplies, int4MmaNormFits, launchInt4MmaGemv } from './gemv-int4-mma.js';
 import type { CheckedNorm } from './gemv.js';
@@ -569,10 +570,24 @@ export function planInt4Gemm(dtype: 'f16' | 'bf16', M: number, N: number, K: num
 /** Largest M the GEMV takes for 16-bit activations; above it the tensor-core kernel runs. */
 export const INT4_GEMV_MAX_ROWS = 8;
 
-export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'stream';
+export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'stream' | 'tma';
 
 /**
- * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the streaming
+ * Whether int4Linear's 'auto' path takes the INT4 form of the streamed GEMM (gemm-stream.ts: the packed
+ * weights through a tensor-map ring, 5–32 rows) where it applies: opt-in with FUSEFORMER_INT4_TMA=1 until
+ * measured (bench/gpu-pending.sh int4-tma).
+ */
+export function int4TmaEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = env['FUSEFORMER_INT4_TMA'];
+  if (raw === undefined || raw === '' || raw === '0') return false;
+  if (raw === '1') return true;
+  throw new Error(`FUSEFORMER_INT4_TMA must be 0 or 1, got '${raw}'`);
+}
+
+/**
+ * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the INT4 streamed
+ * GEMM ('tma', gemm-stream.ts) for 5–32 rows where it applies if FUSEFORMER_INT4_TMA=1 (opt-in: not yet
+ * measured), then the streaming
  * GEMV (gemv-int4-stream.ts) for 1–8 rows on Hopper where it applies if FUSEFORMER_INT4_STREAM=1 (opt-in:
  * measured slower), then the tensor-core GEMV (gemv-int4-mma.ts) for 1–32 rows of 16-bit x in groups of a multiple
  * of 128 when `mma` allows, else the SIMT GEMV for M ≤ 8 or f32 activations, and the tiled tensor-core
@@ -591,6 +606,17 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
+  const tmaApplies = streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
+  if (path === 'tma' || (path === 'auto' && mma && int4TmaEnabled() && tmaApplies)) {
+    if (!tmaApplies) {
+      c.fail(`the INT4 streamed GEMM takes 5–32 rows of f16/bf16 x on a GPU with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) no activation, a bias alone, or ReLU / tanh-GELU with a bias; got ${M} rows of ${dtype}, K ${K}, groups of ${groupSize}${gated ? ', gated' : `, ${bias ? 'a bias' : 'no bias'} and activation ${act}`}`);
+    }
+    const width = gated ? N / 2 : N;
+    const gate = gated ? { activation: activation!, bias: bias !== undefined } : undefined;
+    const plan = planStreamInt4(dtype as 'bf16' | 'f16', M, width, K, groupSize, gated ? 'none' : int4StreamEpilogue(bias !== undefined, act)!, gate, host.multiProcessorCount);
+    launchStreamInt4(host, plan, { x: xPtr, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr, M, N: width, K });
+    return;
+  }
   if (path === 'stream' || (path === 'auto' && mma && streamAligned && int4StreamGemvEnabled() && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated))) {
     if (!int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated) || !streamAligned) {
       c.fail(`the streaming GEMV takes 1–${INT4_STREAM_MAX_ROWS} rows of f16/bf16 x on an sm_90 GPU, not gated, N a multiple of 16, groups a multiple of ${INT4_MMA_CHUNK_K} dividing K, 16-byte aligned scales and zeros, and two stages in shared memory; got ${M} rows of ${dtype}, N ${N}, K ${K}, groups of ${groupSize}${gated ? ', gated' : ''} on ${host.arch ?? 'an unknown GPU'}`);
@@ -655,6 +681,7 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
   const qPtr = devicePtr(c, 'qweight', qweight), scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   if (qPtr % 16n !== 0n) return false; // int4Linear names the problem
   if (int4StreamGemvEnabled() && scalesPtr % 16n === 0n && zerosPtr % 16n === 0n && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated)) return false;
+  if (int4TmaEnabled() && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
   const ptr = (name: string, t: Tensor | undefined) => (t ? devicePtr(c, name, t) : 0n);
   launchInt4MmaGemv(host, {
     dtype, M, N, K, groupSize, gated, activation: activation ?? 'none', x: 0n, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr,
