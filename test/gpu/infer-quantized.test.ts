@@ -30,6 +30,14 @@ after(() => rmSync(root, { recursive: true, force: true }));
 // Prefill of 17 rows takes int4Linear's tensor-core kernel in bf16; decode (1–3 rows) its GEMV.
 const MODELS = ENGINE_TEST_MODELS, PROMPTS = ENGINE_TEST_PROMPTS;
 
+/** The 17-token prompt's logits (a 17-row prefill) of a fresh engine on `model`. */
+function prefillLogits(model: DecoderModel): Float32Array {
+  const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
+  const out = engine.promptLogits(PROMPTS[1]!);
+  engine.dispose();
+  return out;
+}
+
 /**
  * The CUDA engine against the CPU engine on the model in `dir`, quantized the same way: f32 and bf16
  * prefill logits, and in f32 the greedy tokens of a batch with and without graphs.
@@ -46,19 +54,13 @@ async function compareQuantizedEngines(dir: string, bits: 4 | 8, lmHead: boolean
     };
     const onGpu = load(gpu), onCpu = load(cpu);
     try {
-      const logitsOf = (model: DecoderModel) => {
-        const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
-        const out = engine.promptLogits(PROMPTS[1]!);
-        engine.dispose();
-        return out;
-      };
       // W8A8 in f32: an activation within an ulp of an INT8 rounding boundary may round the other way.
       // bf16: the GPU rounds each dequantized weight s·(q − z) (INT4) or per-token-quantized activation
       // (INT8) to bf16 for the tensor cores, one rounding more per product than the CPU reference
       // (exact dequantization in f64): measured 2.0–2.3e-2 on the Llama fixture, against 1–2e-2
       // unquantized. A wrong kernel is off by O(1).
       const tolerance = dtype === 'f32' ? (bits === 4 ? 1e-4 : 1e-3) : 3e-2;
-      const prefill = relError(logitsOf(onGpu), logitsOf(onCpu));
+      const prefill = relError(prefillLogits(onGpu), prefillLogits(onCpu));
       assert.ok(prefill <= tolerance, `${dtype} prefill logits rel err ${prefill}`);
       if (dtype === 'f32') {
         const run = (model: DecoderModel, graphs: boolean) =>
@@ -132,15 +134,9 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
   const saved = process.env['FUSEFORMER_INT4_TMA'];
   const setTma = (on: boolean) => { process.env['FUSEFORMER_INT4_TMA'] = on ? '1' : '0'; };
   try {
-    const logitsOf = (model: DecoderModel) => {
-      const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
-      const out = engine.promptLogits(PROMPTS[1]!);
-      engine.dispose();
-      return out;
-    };
     setTma(true);
     const before = streamInt4Stats.launches;
-    const prefill = relError(logitsOf(onGpu), logitsOf(onCpu));
+    const prefill = relError(prefillLogits(onGpu), prefillLogits(onCpu));
     assert.ok(streamInt4Stats.launches > before, 'the 17-row prefill ran on the INT4 streamed GEMM');
     assert.ok(prefill <= 3e-2, `bf16 prefill logits rel err ${prefill}`);
     const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);

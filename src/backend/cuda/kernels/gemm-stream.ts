@@ -66,6 +66,7 @@ import { BULK_COPY_LIB, TENSOR_MAP_LIB } from './bulk-copy-lib.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
 import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
 import { int4MmaDequantCode } from './gemv-int4-mma.js';
+import type { Int4MmaGemvLaunch } from './gemv-int4-mma.js';
 import type { CheckedGatedLinear } from './gemv.js';
 import { MMA_LIB } from './mma-lib.js';
 import { skinnyGatedOperands, skinnyGemmOperands, skinnyOutputCode, skinnyTakesGated, skinnyTakesGemm } from './gemm-skinny.js';
@@ -277,20 +278,14 @@ function int4ConsumerCode(): string {
           // x pairs (x[8w + e], x[8w + e + 4]) of rows 8j + g, e = 0..3, as nibble_pair orders the weights.
           u32 bp[NT][4];
           #pragma unroll
-          for (int j = 0; j < NT; j++) {
-            const uint4 xv = lds_u4(xbox + swizzled_offset<8>(8 * j + g, 4 * (t & 1) + w));
-            bp[j][0] = __byte_perm(xv.x, xv.z, 0x5410);
-            bp[j][1] = __byte_perm(xv.x, xv.z, 0x7632);
-            bp[j][2] = __byte_perm(xv.y, xv.w, 0x5410);
-            bp[j][3] = __byte_perm(xv.y, xv.w, 0x7632);
-          }
+          for (int j = 0; j < NT; j++) x_pairs(bp[j], lds_u4(xbox + swizzled_offset<8>(8 * j + g, 4 * (t & 1) + w)));
           #pragma unroll
           for (int ti = 0; ti < WT; ti++) {
             const u32 w0 = word_of(wv[ti][0], w), w1 = word_of(wv[ti][1], w);
             #pragma unroll
             for (int p = 0; p < 2; p++) {
-              const u32 af[4] = { nibble_pair(w0, 2 * p, mz[h2][ti][0]), nibble_pair(w1, 2 * p, mz[h2][ti][1]),
-                                  nibble_pair(w0, 2 * p + 1, mz[h2][ti][0]), nibble_pair(w1, 2 * p + 1, mz[h2][ti][1]) };
+              u32 af[4];
+              weight_fragment(af, w0, w1, p, mz[h2][ti][0], mz[h2][ti][1]);
               #pragma unroll
               for (int j = 0; j < NT; j++) mma_16816<T>(cf[ti][j], af, bp[j][2 * p], bp[j][2 * p + 1]);
             }
@@ -366,18 +361,8 @@ export function streamInt4Applies(host: Pick<KernelHost, 'tensorMaps'>, dtype: F
     && (gated ? activation !== 'none' : int4StreamEpilogue(bias, activation) !== null);
 }
 
-/** An INT4 launch's operands: device addresses (bias 0n when absent), M rows, N outputs (gated: F), K. */
-export interface StreamInt4Launch {
-  readonly x: bigint;
-  readonly qweight: bigint;
-  readonly scales: bigint;
-  readonly zeros: bigint;
-  readonly bias: bigint;
-  readonly out: bigint;
-  readonly M: number;
-  readonly N: number;
-  readonly K: number;
-}
+/** An INT4 launch's operands (the mma GEMV's): device addresses (bias 0n when absent), M rows, N outputs (gated: F), K. */
+export type StreamInt4Launch = Pick<Int4MmaGemvLaunch, 'x' | 'qweight' | 'scales' | 'zeros' | 'bias' | 'out' | 'M' | 'N' | 'K'>;
 
 /** INT4 launches in this process (tests check that a model's products took the kernel). */
 export const streamInt4Stats = { launches: 0 };

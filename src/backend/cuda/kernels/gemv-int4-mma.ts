@@ -186,6 +186,21 @@ __device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {
   asm("fma.rn.${bf16 ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(p), "r"(ONE), "r"(minus_zero));
   return d;
 }
+// Tile step p (0, 1) of word index w: the A fragment from weight rows g (word w0) and g + 8 (w1).
+__device__ __forceinline__ void weight_fragment(u32 (&af)[4], u32 w0, u32 w1, int p, u32 mz0, u32 mz1) {
+  af[0] = nibble_pair(w0, 2 * p, mz0);
+  af[1] = nibble_pair(w1, 2 * p, mz1);
+  af[2] = nibble_pair(w0, 2 * p + 1, mz0);
+  af[3] = nibble_pair(w1, 2 * p + 1, mz1);
+}
+// The x pairs (x[8w + e], x[8w + e + 4]), e = 0..3, of a 16-byte vector x[8w .. 8w + 7]: the B fragments'
+// order for weight_fragment's (bp[2p], bp[2p + 1] for step p).
+__device__ __forceinline__ void x_pairs(u32 (&bp)[4], const uint4& xv) {
+  bp[0] = __byte_perm(xv.x, xv.z, 0x5410);
+  bp[1] = __byte_perm(xv.x, xv.z, 0x7632);
+  bp[2] = __byte_perm(xv.y, xv.w, 0x5410);
+  bp[3] = __byte_perm(xv.y, xv.w, 0x7632);
+}
 // −(magic + z) in both halves of a 16-bit pair.
 __device__ __forceinline__ u32 minus_zero_pair(unsigned char z) {
   const u32 h = (u32)__${bf16 ? 'bfloat16_as_ushort(__float2bfloat16_rn' : 'half_as_ushort(__float2half_rn'}(-(MAGIC_VALUE + (float)z)));
@@ -315,18 +330,15 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
           for (int j = 0; j < NT; j++) {
             const int m = 8 * j + g;
             const uint4 xv = m < M ? *reinterpret_cast<const uint4*>(${norm ? 'act_s' : 'x'} + (size_t)m * K + c * ${INT4_MMA_CHUNK_K} + 32 * t + 8 * w) : make_uint4(0u, 0u, 0u, 0u);
-            bp[j][0] = __byte_perm(xv.x, xv.z, 0x5410);
-            bp[j][1] = __byte_perm(xv.x, xv.z, 0x7632);
-            bp[j][2] = __byte_perm(xv.y, xv.w, 0x5410);
-            bp[j][3] = __byte_perm(xv.y, xv.w, 0x7632);
+            x_pairs(bp[j], xv);
           }
           #pragma unroll
           for (int i = 0; i < FT; i++) {
             const u32 w0 = word_of(wv[u][i][0], w), w1 = word_of(wv[u][i][1], w);
             #pragma unroll
             for (int s = 0; s < 2; s++) {
-              const u32 af[4] = { nibble_pair(w0, 2 * s, mz[u][i][0]), nibble_pair(w1, 2 * s, mz[u][i][1]),
-                                  nibble_pair(w0, 2 * s + 1, mz[u][i][0]), nibble_pair(w1, 2 * s + 1, mz[u][i][1]) };
+              u32 af[4];
+              weight_fragment(af, w0, w1, s, mz[u][i][0], mz[u][i][1]);
               #pragma unroll
               for (int j = 0; j < NT; j++) mma_16816<T>(cf[s % CH][i][j], af, bp[j][2 * s], bp[j][2 * s + 1]);
             }

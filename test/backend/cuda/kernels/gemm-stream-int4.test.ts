@@ -115,7 +115,7 @@ test('the INT4 source: one weight box a stage, four x boxes after the weight row
   assert.equal(source.split('tma_load_2d(dst, &wmap').length - 1, 1, 'one weight box a stage (not gated)');
   assert.match(source, /tma_load_2d\(dst \+ \(WROWS \+ kb \* XROWS\) \* 128, &xmap/);
   assert.ok(source.indexOf('minus_zero_pair(zeros[e])') < source.indexOf('mbar_wait(&full[s], (it / STAGES) & 1)'), 'scales and zeros before the wait');
-  assert.match(source, /nibble_pair\(w0, 2 \* p, mz\[h2\]\[ti\]\[0\]\)/);
+  assert.match(source, /weight_fragment\(af, w0, w1, p, mz\[h2\]\[ti\]\[0\], mz\[h2\]\[ti\]\[1\]\)/);
   assert.match(source, /acc\[i\]\[j\]\[q\] = fmaf\(sc\[h2\]\[i\]\[q >> 1\], cf\[i\]\[j\]\[q\], acc\[i\]\[j\]\[q\]\)/);
   assert.match(source, /__cluster_dims__\(1, 8, 1\)/, 'the down product splits K 8 ways in a cluster');
   for (const [why, spec] of [
