@@ -26,13 +26,14 @@ typedef unsigned long long u64;
 // stamps %globaltimer and the kernel's tag when its wait returns, i.e. when the kernels before it have
 // completed — so consecutive stamps of a replayed step time each kernel on the chain as it runs, with
 // its programmatic overlap kept (marker nodes would break it). fuseformer_timeline (set by the host per
-// module): [0] stamps taken, [1] capacity, then (time ns, tag) pairs.
+// module): [0] stamps taken, [1] capacity, then (time ns, tag) pairs. GRID_DEPENDENCY_WAIT_ONE is the
+// wait of a kernel in which one thread of a block waits (a producer lane): block 0's waiting thread stamps.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #ifdef FUSEFORMER_TIMELINE
 __device__ unsigned long long* fuseformer_timeline = nullptr;
-__device__ __forceinline__ void timeline_stamp() {
+__device__ __forceinline__ void timeline_stamp(bool any_thread = false) {
   unsigned long long* t = fuseformer_timeline;
-  if (t == nullptr || (threadIdx.x | threadIdx.y | threadIdx.z | blockIdx.x | blockIdx.y | blockIdx.z) != 0) return;
+  if (t == nullptr || (blockIdx.x | blockIdx.y | blockIdx.z) != 0 || (!any_thread && (threadIdx.x | threadIdx.y | threadIdx.z) != 0)) return;
   unsigned long long now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   const unsigned long long slot = atomicAdd(t, 1ull);
@@ -42,12 +43,15 @@ __device__ __forceinline__ void timeline_stamp() {
   }
 }
 #define GRID_DEPENDENCY_WAIT() do { asm volatile("griddepcontrol.wait;" ::: "memory"); timeline_stamp(); } while (0)
+#define GRID_DEPENDENCY_WAIT_ONE() do { asm volatile("griddepcontrol.wait;" ::: "memory"); timeline_stamp(true); } while (0)
 #else
 #define GRID_DEPENDENCY_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define GRID_DEPENDENCY_WAIT_ONE() asm volatile("griddepcontrol.wait;" ::: "memory")
 #endif
 #define GRID_DEPENDENCY_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #else
 #define GRID_DEPENDENCY_WAIT() do {} while (0)
+#define GRID_DEPENDENCY_WAIT_ONE() do {} while (0)
 #define GRID_DEPENDENCY_TRIGGER() do {} while (0)
 #endif
 

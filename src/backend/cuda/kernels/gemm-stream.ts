@@ -494,7 +494,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
         mbar_expect(&full[i], STAGE_BYTES);
         copy_weights(i, c_begin + i);
       }
-      GRID_DEPENDENCY_WAIT();  // x is the previous kernel's output
+      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)
       for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
     }

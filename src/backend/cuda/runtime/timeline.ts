@@ -4,7 +4,8 @@
 // more); a timeline keeps the step as it runs.
 //
 // Kernels built with -DFUSEFORMER_TIMELINE -DFUSEFORMER_KERNEL_TAG=n (device-lib.ts) stamp %globaltimer
-// and their tag from block (0, 0, 0) when GRID_DEPENDENCY_WAIT returns — when every kernel before them
+// and their tag from block (0, 0, 0) when GRID_DEPENDENCY_WAIT returns (its thread 0; with
+// GRID_DEPENDENCY_WAIT_ONE, the one thread that waits: the streamed GEMM's producer) — when every kernel before them
 // has completed. So in a chain, stamp i + 1 − stamp i is kernel i's time on the step's critical path:
 // from the moment it could start computing to its completion, its launch and weight prefetch already
 // hidden under the kernel before. A kernel that never waits (cuBLASLt's, or one without the macro)

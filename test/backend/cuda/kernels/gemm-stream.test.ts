@@ -79,8 +79,8 @@ test('streamGemmSource: one producer lane of tensor-map copies on full/empty mba
   // The ldmatrix addresses follow the 128-byte swizzle the TMA wrote.
   assert.match(body, /swizzled_offset<8>\(row, 2 \* \(ks % 4\) \+ half\)/);
   // The weights of the first stages go out before the grid-dependency wait, x after it.
-  assert.ok(body.indexOf('copy_weights(i, c_begin + i)') < body.indexOf('GRID_DEPENDENCY_WAIT()'));
-  assert.ok(body.indexOf('GRID_DEPENDENCY_WAIT()') < body.indexOf('copy_x(i, c_begin + i)'));
+  assert.ok(body.indexOf('copy_weights(i, c_begin + i)') < body.indexOf('GRID_DEPENDENCY_WAIT_ONE()'));
+  assert.ok(body.indexOf('GRID_DEPENDENCY_WAIT_ONE()') < body.indexOf('copy_x(i, c_begin + i)'));
   assert.match(body, /cluster_load\(&sums\[/);
   const consumers = body.slice(body.indexOf('} else {'), body.indexOf('GRID_DEPENDENCY_TRIGGER()'));
   assert.match(consumers, /mma_16816/);
