@@ -49,10 +49,13 @@
 // rows g and g + 8 of a tile, the same k of x rows 8j + g — the nibbles e, e + 4 of each word as an exact
 // (q − z) 16-bit pair (LOP3 + FMA), the x pairs matched by PRMT (the order of k inside a half is the same
 // permutation on both sides), mma.sync into the half's sums, which the group's scale adds to the
-// accumulators in f32. Scales and zeros of a stage's groups are read by the consumers before its
-// full-barrier wait. 8 consumer warps (FUSEFORMER_INT4_TMA_SHAPE forces 4 or 2 tiles a warp), any 1–4
-// row tiles. Opt-in (FUSEFORMER_INT4_TMA=1): on the H200 (session 25's last call) its op cases passed
-// and Llama 1.2B INT4 at batch 32 went 1.172 → 1.108 ms/token — still behind bf16's 1.021 there.
+// accumulators in f32. Each stage's scales and zeros (f32, and the −(magic + z) pairs) are written into
+// its tail by the producer warp's 32 lanes as it refills the stage, so they arrive with the stage (a first
+// build had the consumers read them from global memory before each stage's wait: one HBM round trip a
+// stage on every consumer's path). 8 consumer warps (FUSEFORMER_INT4_TMA_SHAPE forces 4 or 2 tiles a warp), any 1–4
+// row tiles. Opt-in (FUSEFORMER_INT4_TMA=1): on the H200 (session 25's last call) the first build's op
+// cases passed and Llama 1.2B INT4 at batch 32 went 1.172 → 1.108 ms/token — still behind bf16's 1.021
+// there; the scales' tail was built after that call and has not run on a GPU yet.
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
@@ -165,10 +168,18 @@ function weightRows(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate'
   return (spec.gate ? 2 : 1) * streamBlockFeatures(spec);
 }
 
-/** Bytes of one stage: the chunk's weight rows and x rows (INT4: one 128-byte box of each packed weight row, then the x boxes). */
-export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK' | 'int4'>): number {
+/** Bytes of a stage the tensor-map copies write: the chunk's weight rows and x rows (INT4: one 128-byte box of each packed weight row, then the x boxes). */
+export function streamTmaBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK' | 'int4'>): number {
   if (spec.int4) return (weightRows(spec) + (spec.chunkK / 64) * 8 * spec.rowTiles) * 128;
   return (weightRows(spec) + 8 * spec.rowTiles) * spec.chunkK * 2;
+}
+
+/**
+ * Bytes of one stage: the copies', and for INT4 a tail the producer warp fills with each weight row's f32
+ * scale and −(magic + zero) pair of the chunk's two 128-k halves (16 bytes a row: the stages stay 1024-byte aligned).
+ */
+export function streamStageBytes(spec: Pick<StreamGemmSpec, 'warps' | 'featureTiles' | 'gate' | 'rowTiles' | 'chunkK' | 'int4'>): number {
+  return streamTmaBytes(spec) + (spec.int4 ? 16 * weightRows(spec) : 0);
 }
 
 /** Slack for aligning the ring to 1024 bytes (the 128-byte swizzle's period) at run time. */
@@ -228,6 +239,48 @@ export const STREAM_INT4_CHUNK_K = 256;
 export const STREAM_INT4_GROUP_MULTIPLE = 128;
 
 /**
+ * The INT4 form's producer warp: lane 0 waits on the ring's barriers and issues the tensor-map copies as
+ * the 16-bit form's producer does (the weights of the first stages before the grid-dependency wait); all
+ * 32 lanes write each stage's tail — every weight row's f32 scale and −(magic + z) pair of the chunk's two
+ * 128-k halves, read from global memory as the stage is refilled, so their latency hides behind the ring
+ * as the weights' does — and arrive on its full barrier (33 arrivals: lane 0's expect_tx, then the lanes').
+ */
+const INT4_PRODUCER_CODE = String.raw`    const auto copy_scales = [&](int stage, int c) {
+      float* tail_scales = reinterpret_cast<float*>(ring + stage * STAGE_BYTES + TMA_BYTES);
+      u32* tail_zeros = reinterpret_cast<u32*>(tail_scales + 2 * WROWS);
+      for (int e = lane; e < 2 * WROWS; e += 32) {
+        const int h2 = e / WROWS, row = e % WROWS, up = GATED && row >= BN;
+        const int n = min(n0 + (up ? row - BN : row), N - 1);  // rows past N: the last one's (never written out)
+        const size_t gi = (size_t)(up ? N + n : n) * (K / G) + (c * KC + 128 * h2) / G;
+        tail_scales[e] = __half2float(scales[gi]);
+        tail_zeros[e] = minus_zero_pair(zeros[gi]);
+      }
+      mbar_arrive(&full[stage]);  // this lane's part of the tail is written
+    };
+    const int first = min(count, STAGES);
+    if (lane == 0)
+      for (int i = 0; i < first; i++) {
+        mbar_expect(&full[i], TMA_BYTES);
+        copy_weights(i, c_begin + i);
+      }
+    for (int i = 0; i < first; i++) copy_scales(i, c_begin + i);  // scales and zeros never depend on the previous kernel
+    if (lane == 0) {
+      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)
+      for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
+    }
+    for (int i = STAGES; i < count; i++) {
+      const int s = i % STAGES;
+      if (lane == 0) {
+        mbar_wait(&empty[s], ((i / STAGES) - 1) & 1);
+        mbar_expect(&full[s], TMA_BYTES);
+        copy_weights(s, c_begin + i);
+        copy_x(s, c_begin + i);
+      }
+      __syncwarp();  // every consumer is done with stage s: its tail may be rewritten
+      copy_scales(s, c_begin + i);
+    }`;
+
+/**
  * The consumers' loop of the INT4 form (see "INT4" in the header): per stage, the scales and zeros of
  * its two 128-k halves' groups (weight rows g and g + 8 of each tile) loaded before the full-barrier
  * wait; per half, the lane's 16 bytes of those rows and, per packed word w, the matching x pairs of each
@@ -236,33 +289,25 @@ export const STREAM_INT4_GROUP_MULTIPLE = 128;
  */
 function int4ConsumerCode(): string {
   return String.raw`
-    const int groups_per_row = K / G;
-    // Global weight row of tile ti's fragment row g + 8·h (its scales' and zeros' row; past N: the last).
-    const auto weight_row = [&](int ti, int h) {
-      const int n = min(n0 + (warp * FT + (ti % FT)) * 16 + g + 8 * h, N - 1);
-      return (GATED && ti >= FT) ? N + n : n;
-    };
     #pragma unroll 1
     for (int it = 0; it < count; it++) {
-      const int s = it % STAGES, c = c_begin + it;
-      float sc[2][WT][2];
-      u32 mz[2][WT][2];
+      const int s = it % STAGES;
+      mbar_wait(&full[s], (it / STAGES) & 1);
+      const u32 stage = smem_u32(ring + s * STAGE_BYTES);
+      // The stage's tail (the producer warp's): [half][weight row] f32 scales, then the −(magic + z) pairs.
+      const float* tail_scales = reinterpret_cast<const float*>(ring + s * STAGE_BYTES + TMA_BYTES);
+      const u32* tail_zeros = reinterpret_cast<const u32*>(tail_scales + 2 * WROWS);
       #pragma unroll
       for (int h2 = 0; h2 < 2; h2++) {
-        const int gi = (c * KC + 128 * h2) / G;
+        float sc[WT][2];
+        u32 mz[WT][2];
         #pragma unroll
         for (int ti = 0; ti < WT; ti++)
           #pragma unroll
           for (int h = 0; h < 2; h++) {
-            const size_t e = (size_t)weight_row(ti, h) * groups_per_row + gi;
-            sc[h2][ti][h] = __half2float(scales[e]);
-            mz[h2][ti][h] = minus_zero_pair(zeros[e]);
+            sc[ti][h] = tail_scales[h2 * WROWS + tile_row(ti) + g + 8 * h];
+            mz[ti][h] = tail_zeros[h2 * WROWS + tile_row(ti) + g + 8 * h];
           }
-      }
-      mbar_wait(&full[s], (it / STAGES) & 1);
-      const u32 stage = smem_u32(ring + s * STAGE_BYTES);
-      #pragma unroll
-      for (int h2 = 0; h2 < 2; h2++) {
         // The lane's 32 k of this half, 128·h2 + 32t ..: 16-byte chunk 4·h2 + t of weight rows g and g + 8.
         uint4 wv[WT][2];
         #pragma unroll
@@ -285,14 +330,14 @@ function int4ConsumerCode(): string {
             #pragma unroll
             for (int p = 0; p < 2; p++) {
               u32 af[4];
-              weight_fragment(af, w0, w1, p, mz[h2][ti][0], mz[h2][ti][1]);
+              weight_fragment(af, w0, w1, p, mz[ti][0], mz[ti][1]);
               #pragma unroll
               for (int j = 0; j < NT; j++) mma_16816<T>(cf[ti][j], af, bp[j][2 * p], bp[j][2 * p + 1]);
             }
           }
         }
         // The half lies in one group: its scale, per weight row (q 0, 1: row g; 2, 3: row g + 8).
-        FOR_EACH_FRAGMENT(WT) acc[i][j][q] = fmaf(sc[h2][i][q >> 1], cf[i][j][q], acc[i][j][q]);
+        FOR_EACH_FRAGMENT(WT) acc[i][j][q] = fmaf(sc[i][q >> 1], cf[i][j][q], acc[i][j][q]);
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
@@ -305,8 +350,8 @@ function int4ConsumerCode(): string {
  * instructions a weight pair, so an SM needs more warps on it than the 16-bit form's 4 (the gated form at
  * 32 rows takes 168 registers a thread: one block an SM) — and K split into the most of 8, 6, 4 or 2
  * ranges of whole stages that keep the grid one block an SM; the deepest ring within
- * SPLIT_STAGE_BUDGET_BYTES where the grid has more blocks than SMs, else within STAGE_BUDGET_BYTES, and
- * no deeper than a block's chunks.
+ * SPLIT_STAGE_BUDGET_BYTES where the grid has more blocks than SMs (two blocks an SM) if two stages fit
+ * there, else within STAGE_BUDGET_BYTES, and no deeper than a block's chunks.
  */
 export function planStreamInt4(
   dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
@@ -319,7 +364,8 @@ export function planStreamInt4(
   const base = { dtype, rowTiles: Math.ceil(M / 8), warps: shape.warps, featureTiles: shape.featureTiles, chunkK: STREAM_INT4_CHUNK_K as 256, int4: { groupSize }, ...(gate ? { gate } : {}) };
   const tiles = Math.ceil(N / streamBlockFeatures(base)), chunks = K / STREAM_INT4_CHUNK_K;
   const splits = [8, 6, 4, 2].find((s) => tiles * s <= multiProcessorCount && chunks >= s) ?? 1;
-  const deepest = stagesFor(base, tiles * splits > multiProcessorCount ? SPLIT_STAGE_BUDGET_BYTES : STAGE_BUDGET_BYTES);
+  // Two blocks an SM where the grid passes one wave and two rings of two stages fit; else one.
+  const deepest = (tiles * splits > multiProcessorCount ? stagesFor(base, SPLIT_STAGE_BUDGET_BYTES) : null) ?? stagesFor(base, STAGE_BUDGET_BYTES);
   if (deepest === null) throw new RangeError(`planStreamInt4: no two stages of ${M} rows fit in shared memory`);
   // No deeper than a split's chunks (a smaller ring leaves room for a second block on the SM).
   const stages = Math.max(2, Math.min(deepest, Math.ceil(chunks / splits)));
@@ -414,7 +460,7 @@ ${typedefLine('T', spec.dtype)}
 ${CLUSTER_LIB}
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
 ${BULK_COPY_LIB}
-${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, STAGE_BYTES: streamStageBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
+${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, STAGE_BYTES: streamStageBytes(spec), TMA_BYTES: streamTmaBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
 
 ${TENSOR_MAP_LIB}
 ${gemvOutputCode(spec.epilogue, gate)}${NORM ? NORM_CODE[spec.dtype] : ''}${INT4 ? `
@@ -445,7 +491,8 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
   const int c_begin = (int)((long long)split * chunks / SPLITS), c_end = (int)((long long)(split + 1) * chunks / SPLITS);
   const int count = c_end - c_begin;
   if (tid == 0) {
-    for (int s = 0; s < STAGES; s++) { mbar_init_count(&full[s], 1); mbar_init_count(&empty[s], CW); }
+    // INT4: the full barrier also takes the producer warp's 32 lanes once they have written the stage's scales.
+    for (int s = 0; s < STAGES; s++) { mbar_init_count(&full[s], ${INT4 ? 33 : 1}); mbar_init_count(&empty[s], CW); }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();${spec.earlyTrigger ? `
@@ -488,7 +535,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       copy_weights(s, c_begin + i);
       copy_x(s, c_begin + i);
     };
-    if (lane == 0) {
+${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
       const int first = min(count, STAGES);
       for (int i = 0; i < first; i++) {
         mbar_expect(&full[i], STAGE_BYTES);
@@ -497,7 +544,7 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)
       for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
-    }
+    }`}
     __syncwarp();
   } else {${INT4 ? int4ConsumerCode() : String.raw`
     #pragma unroll 1

@@ -34,7 +34,10 @@ test('planStreamInt4: 8 consumer warps of one 128-feature tile, K split into who
         assert.ok(splits === 1 || tiles * splits <= 132, 'a split grid keeps one block an SM');
         assert.ok(spec.stages >= 2 && (spec.stages === 2 || spec.stages <= Math.ceil(chunks / splits)), `${spec.stages} stages`);
         assert.ok(stream.streamSharedBytes(spec) <= 227 * 1024);
-        assert.equal(stream.streamStageBytes(spec), ((gate ? 256 : 128) + 4 * 8 * spec.rowTiles) * 128, 'one 128-byte box a weight row, four x boxes');
+        const weightRows = gate ? 256 : 128;
+        assert.equal(stream.streamTmaBytes(spec), (weightRows + 4 * 8 * spec.rowTiles) * 128, 'one 128-byte box a weight row, four x boxes');
+        assert.equal(stream.streamStageBytes(spec), stream.streamTmaBytes(spec) + 16 * weightRows, 'and the scales tail: 16 bytes a weight row');
+        assert.equal(stream.streamStageBytes(spec) % 1024, 0, 'stages stay 1024-byte aligned (the 128-byte swizzle)');
       }
     }
   }
@@ -109,14 +112,20 @@ test('launchStreamInt4: the packed weights as [rows, K/4] 16-bit columns in boxe
   assert.throws(() => stream.launchStreamPlan(host, plan, { x: 0n, w: 0n, bias: 0n, out: 0n, M: 32, N: 8192, K: 2048 }), /is an INT4 plan \(launchStreamInt4\)/);
 });
 
-test('the INT4 source: one weight box a stage, four x boxes after the weight rows, the groups\' scales and zeros read before the full-barrier wait, exact (q − z) pairs into mma.sync', () => {
+test('the INT4 source: one weight box a stage, four x boxes after the weight rows, the scales and zeros in a tail the producer warp writes, exact (q − z) pairs into mma.sync', () => {
   const plan = stream.planStreamInt4('bf16', 17, 2048, 8192, 128, 'bias', undefined, 132);
   const { source } = stream.streamGemmSource(plan.spec);
   assert.equal(source.split('tma_load_2d(dst, &wmap').length - 1, 1, 'one weight box a stage (not gated)');
   assert.match(source, /tma_load_2d\(dst \+ \(WROWS \+ kb \* XROWS\) \* 128, &xmap/);
-  assert.ok(source.indexOf('minus_zero_pair(zeros[e])') < source.indexOf('mbar_wait(&full[s], (it / STAGES) & 1)'), 'scales and zeros before the wait');
-  assert.match(source, /weight_fragment\(af, w0, w1, p, mz\[h2\]\[ti\]\[0\], mz\[h2\]\[ti\]\[1\]\)/);
-  assert.match(source, /acc\[i\]\[j\]\[q\] = fmaf\(sc\[h2\]\[i\]\[q >> 1\], cf\[i\]\[j\]\[q\], acc\[i\]\[j\]\[q\]\)/);
+  assert.match(source, /mbar_init_count\(&full\[s\], 33\)/, 'the full barrier: lane 0\'s expect_tx and the 32 lanes\' tails');
+  assert.match(source, /tail_zeros\[e\] = minus_zero_pair\(zeros\[gi\]\);\s+\}\s+mbar_arrive\(&full\[stage\]\);/, 'each lane arrives once its part of the tail is written');
+  const start = source.indexOf('const auto copy_scales'), producer = source.slice(start, source.indexOf('} else {', start));
+  assert.ok(start > 0 && producer.length > 0);
+  assert.ok(producer.indexOf('copy_scales(i, c_begin + i)') < producer.indexOf('GRID_DEPENDENCY_WAIT_ONE()'), 'the first stages\' scales before the grid-dependency wait');
+  assert.ok(producer.indexOf('mbar_wait(&empty[s]') < producer.indexOf('__syncwarp();  // every consumer is done with stage s'), 'a refilled tail only after the stage is free');
+  assert.match(source, /sc\[ti\]\[h\] = tail_scales\[h2 \* WROWS \+ tile_row\(ti\) \+ g \+ 8 \* h\]/);
+  assert.match(source, /weight_fragment\(af, w0, w1, p, mz\[ti\]\[0\], mz\[ti\]\[1\]\)/);
+  assert.match(source, /acc\[i\]\[j\]\[q\] = fmaf\(sc\[i\]\[q >> 1\], cf\[i\]\[j\]\[q\], acc\[i\]\[j\]\[q\]\)/);
   assert.match(source, /__cluster_dims__\(1, 8, 1\)/, 'the down product splits K 8 ways in a cluster');
   for (const [why, spec] of [
     ['chunkK 128', { ...plan.spec, chunkK: 128 as const }],
