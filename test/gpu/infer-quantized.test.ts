@@ -122,6 +122,7 @@ for (const m of MODELS) {
 test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits match the CPU engine; a 12-sequence batch decodes as with the mma GEMV', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { streamInt4Stats } = await import('../../src/backend/cuda/kernels/gemm-stream.js');
+  const { int4TmaOptions } = await import('../../src/backend/cuda/kernels/quant-int4.js');
   const dir = join(root, 'llama-int4-tma');
   writeModelFolder(dir, 'llama', { ...TINY_LLAMA, hidden: 256, heads: 8, kvHeads: 2, headDim: 32, ffn: 512, maxPositions: 128 }, 7);
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
@@ -131,8 +132,8 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
     return model;
   };
   const onGpu = load(gpu), onCpu = load(cpu);
-  const saved = process.env['FUSEFORMER_INT4_TMA'];
-  const setTma = (on: boolean) => { process.env['FUSEFORMER_INT4_TMA'] = on ? '1' : '0'; };
+  const saved = int4TmaOptions.enabled;
+  const setTma = (on: boolean) => { int4TmaOptions.enabled = on; };
   try {
     setTma(true);
     const before = streamInt4Stats.launches;
@@ -152,7 +153,7 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
     const same = ours.flat().filter((tok, i) => tok === reference.flat()[i]).length;
     assert.ok(same >= 0.9 * ours.flat().length, `${same} of ${ours.flat().length} tokens as with the mma GEMV`);
   } finally {
-    if (saved === undefined) delete process.env['FUSEFORMER_INT4_TMA']; else process.env['FUSEFORMER_INT4_TMA'] = saved;
+    int4TmaOptions.enabled = saved;
     onGpu.free();
     onCpu.free();
   }

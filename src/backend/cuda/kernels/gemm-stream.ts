@@ -67,6 +67,7 @@ import type { Tensor } from '../../../tensor.js';
 import { arg } from '../runtime/kernel.js';
 import { BULK_COPY_LIB, TENSOR_MAP_LIB } from './bulk-copy-lib.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
+import { envFlag } from '../env-switch.js';
 import { GEMV_EPILOGUES, gemvOutputCode } from './gemv.js';
 import { int4MmaDequantCode } from './gemv-int4-mma.js';
 import type { Int4MmaGemvLaunch } from './gemv-int4-mma.js';
@@ -140,10 +141,7 @@ export interface StreamGemmSpec {
  * one it waits on, so a wait two kernels on still orders after this grid.
  */
 export function streamEarlyTrigger(env: NodeJS.ProcessEnv = process.env): boolean {
-  const raw = env['FUSEFORMER_STREAM_EARLY_TRIGGER'];
-  if (raw === undefined || raw === '' || raw === '0') return false;
-  if (raw === '1') return true;
-  throw new Error(`FUSEFORMER_STREAM_EARLY_TRIGGER must be 0 or 1, got '${raw}'`);
+  return envFlag('FUSEFORMER_STREAM_EARLY_TRIGGER', env['FUSEFORMER_STREAM_EARLY_TRIGGER'], false);
 }
 
 export function streamGemmKey(s: StreamGemmSpec): string {
@@ -281,9 +279,9 @@ const INT4_PRODUCER_CODE = String.raw`    const auto copy_scales = [&](int stage
     }`;
 
 /**
- * The consumers' loop of the INT4 form (see "INT4" in the header): per stage, the scales and zeros of
- * its two 128-k halves' groups (weight rows g and g + 8 of each tile) loaded before the full-barrier
- * wait; per half, the lane's 16 bytes of those rows and, per packed word w, the matching x pairs of each
+ * The consumers' loop of the INT4 form (see "INT4" in the header): per stage, once it is full, per 128-k
+ * half the scales and −(magic + z) pairs of weight rows g and g + 8 of each tile from the stage's tail,
+ * the lane's 16 bytes of those rows and, per packed word w, the matching x pairs of each
  * row tile, the nibble pairs made exact (q − z) 16-bit pairs and multiplied on the tensor cores into
  * the half's sums, which its group's scale adds to the accumulators in f32.
  */
@@ -345,8 +343,8 @@ function int4ConsumerCode(): string {
 }
 
 /**
- * The INT4 plan for M rows, N outputs (gated: N = F), K inputs. Not yet measured (bench/gpu-pending.sh
- * int4-stream times it): 8 consumer warps of one feature tile (BN = 128) — the dequantising costs ~3
+ * The INT4 plan for M rows, N outputs (gated: N = F), K inputs (not yet swept: bench/gpu-pending.sh
+ * int4-tma times three shapes): 8 consumer warps of one feature tile (BN = 128) — the dequantising costs ~3
  * instructions a weight pair, so an SM needs more warps on it than the 16-bit form's 4 (the gated form at
  * 32 rows takes 168 registers a thread: one block an SM) — and K split into the most of 8, 6, 4 or 2
  * ranges of whole stages that keep the grid one block an SM; the deepest ring within
@@ -355,7 +353,7 @@ function int4ConsumerCode(): string {
  */
 export function planStreamInt4(
   dtype: 'bf16' | 'f16', M: number, N: number, K: number, groupSize: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
-  shape: StreamInt4Shape = streamInt4Shape(),
+  shape: StreamInt4Shape = streamGemmOptions.int4Shape,
 ): StreamGemmPlan {
   if (M < 1 || M > STREAM_ROUTED_MAX_ROWS) throw new RangeError(`planStreamInt4: ${M} rows: the INT4 form takes 1..${STREAM_ROUTED_MAX_ROWS}`);
   if (K % STREAM_INT4_CHUNK_K !== 0 || groupSize % STREAM_INT4_GROUP_MULTIPLE !== 0 || K % groupSize !== 0) {
@@ -722,7 +720,7 @@ export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear, norm?
 }
 
 /** The process's settings, read once (tests set them directly). */
-export const streamGemmOptions: { earlyTrigger: boolean } = { earlyTrigger: streamEarlyTrigger() };
+export const streamGemmOptions: { earlyTrigger: boolean; int4Shape: StreamInt4Shape } = { earlyTrigger: streamEarlyTrigger(), int4Shape: streamInt4Shape() };
 
 function earlyTriggerExtra(): { earlyTrigger?: true } {
   return streamGemmOptions.earlyTrigger ? { earlyTrigger: true } : {};

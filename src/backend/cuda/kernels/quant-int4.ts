@@ -56,6 +56,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { int4StreamEpilogue, launchStreamInt4, planStreamInt4, streamInt4Applies } from './gemm-stream.js';
+import { envFlag } from '../env-switch.js';
 import { gatedActivation } from './gated-activation.js';
 import { INT4_MMA_CHUNK_K, INT4_MMA_MAX_ROWS, int4MmaGemvApplies, int4MmaNormFits, launchInt4MmaGemv } from './gemv-int4-mma.js';
 import type { CheckedNorm } from './gemv.js';
@@ -578,11 +579,11 @@ export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'stream' | 'tma';
  * measured (bench/gpu-pending.sh int4-tma).
  */
 export function int4TmaEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
-  const raw = env['FUSEFORMER_INT4_TMA'];
-  if (raw === undefined || raw === '' || raw === '0') return false;
-  if (raw === '1') return true;
-  throw new Error(`FUSEFORMER_INT4_TMA must be 0 or 1, got '${raw}'`);
+  return envFlag('FUSEFORMER_INT4_TMA', env['FUSEFORMER_INT4_TMA'], false);
 }
+
+/** The process's setting, read once (tests set it directly). */
+export const int4TmaOptions: { enabled: boolean } = { enabled: int4TmaEnabled() };
 
 /**
  * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the INT4 streamed
@@ -606,9 +607,9 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
-  const tmaApplies = streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
-  if (path === 'tma' || (path === 'auto' && mma && int4TmaEnabled() && tmaApplies)) {
-    if (!tmaApplies) {
+  const tmaApplies = () => streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
+  if (path === 'tma' || (path === 'auto' && mma && int4TmaOptions.enabled && tmaApplies())) {
+    if (!tmaApplies()) {
       c.fail(`the INT4 streamed GEMM takes 5–32 rows of f16/bf16 x on a GPU with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) no activation, a bias alone, or ReLU / tanh-GELU with a bias; got ${M} rows of ${dtype}, K ${K}, groups of ${groupSize}${gated ? ', gated' : `, ${bias ? 'a bias' : 'no bias'} and activation ${act}`}`);
     }
     const width = gated ? N / 2 : N;
@@ -681,7 +682,7 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
   const qPtr = devicePtr(c, 'qweight', qweight), scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   if (qPtr % 16n !== 0n) return false; // int4Linear names the problem
   if (int4StreamGemvEnabled() && scalesPtr % 16n === 0n && zerosPtr % 16n === 0n && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated)) return false;
-  if (int4TmaEnabled() && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
+  if (int4TmaOptions.enabled && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
   const ptr = (name: string, t: Tensor | undefined) => (t ? devicePtr(c, name, t) : 0n);
   launchInt4MmaGemv(host, {
     dtype, M, N, K, groupSize, gated, activation: activation ?? 'none', x: 0n, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr,

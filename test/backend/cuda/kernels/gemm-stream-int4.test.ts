@@ -81,7 +81,8 @@ test('int4Linear: path \'tma\' or FUSEFORMER_INT4_TMA=1 takes the INT4 streamed 
   assert.equal(q4.int4TmaEnabled({}), false);
   assert.equal(q4.int4TmaEnabled({ FUSEFORMER_INT4_TMA: '1' }), true);
   assert.throws(() => q4.int4TmaEnabled({ FUSEFORMER_INT4_TMA: 'on' }), /FUSEFORMER_INT4_TMA must be 0 or 1, got 'on'/);
-  process.env['FUSEFORMER_INT4_TMA'] = '1';
+  const saved = q4.int4TmaOptions.enabled;
+  q4.int4TmaOptions.enabled = true;
   try {
     assert.match(last(hopper, int4Args(17, 8192, 2048, 128)).key, /^gemm_stream\.bf16\.nt3\..*\.k8\.none\.int4_g128$/);
     const gated = last(hopper, { ...int4Args(32, 2048, 2 * 8192, 128), out: deviceTensor([32, 8192], 'bf16'), gated: true, activation: 'silu', bias: deviceTensor([16384], 'bf16') });
@@ -91,7 +92,7 @@ test('int4Linear: path \'tma\' or FUSEFORMER_INT4_TMA=1 takes the INT4 streamed 
     assert.match(last(hopper, { ...int4Args(32, 2048, 3072, 128), activation: 'silu' }).key, /^int4_gemv_mma\./, 'SiLU without a gate');
     assert.match(last(new RecordingHost(), int4Args(32, 2048, 3072, 128)).key, /^int4_gemv_mma\./, 'no tensor maps');
   } finally {
-    delete process.env['FUSEFORMER_INT4_TMA'];
+    q4.int4TmaOptions.enabled = saved;
   }
   assert.throws(() => q4.int4Linear(hopper, int4Args(32, 2048, 3072, 64), 'tma'), /the INT4 streamed GEMM takes 5–32 rows .*got 32 rows of bf16, K 2048, groups of 64, no bias and activation none/);
 });
