@@ -118,7 +118,8 @@ for (const m of MODELS) {
 // The INT4 form of the streamed GEMM (FUSEFORMER_INT4_TMA=1, opt-in; 5–32 rows of 16-bit x, K a multiple
 // of 256, groups of 128): a Llama whose every projection qualifies, quantized in groups of 128 — the
 // 17-row prefill on it against the CPU engine, and twelve sequences decoding together (12-row steps,
-// graphs replayed) against the same batch with the kernel off (the mma GEMV).
+// graphs replayed) and one sequence (1-row steps, FUSEFORMER_INT4_TMA_MIN_ROWS=1) against the same with
+// the kernel off (the mma GEMV).
 test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits match the CPU engine; a 12-sequence batch decodes as with the mma GEMV', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { streamInt4Stats } = await import('../../src/backend/cuda/kernels/gemm-stream.js');
@@ -132,7 +133,7 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
     return model;
   };
   const onGpu = load(gpu), onCpu = load(cpu);
-  const saved = int4TmaOptions.enabled;
+  const saved = { ...int4TmaOptions };
   const setTma = (on: boolean) => { int4TmaOptions.enabled = on; };
   try {
     setTma(true);
@@ -152,8 +153,19 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
     assert.deepEqual(ours.map((t) => t.length), prompts.map(() => 8));
     const same = ours.flat().filter((tok, i) => tok === reference.flat()[i]).length;
     assert.ok(same >= 0.9 * ours.flat().length, `${same} of ${ours.flat().length} tokens as with the mma GEMV`);
+    // One sequence (1-row steps) routed to it from minRows 1, against the mma GEMV again.
+    const single = () => generateBatch(onGpu, prompts.slice(0, 1), { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs: true } });
+    const singleReference = await single();
+    setTma(true);
+    int4TmaOptions.minRows = 1;
+    const oneRow = streamInt4Stats.launches;
+    const singleOurs = await single();
+    assert.ok(streamInt4Stats.launches > oneRow, 'the 1-row decode steps ran on it');
+    assert.equal(singleOurs[0]!.length, 8);
+    const sameSingle = singleOurs[0]!.filter((tok, i) => tok === singleReference[0]![i]).length;
+    assert.ok(sameSingle >= 7, `${sameSingle} of 8 single-sequence tokens as with the mma GEMV`);
   } finally {
-    int4TmaOptions.enabled = saved;
+    Object.assign(int4TmaOptions, saved);
     onGpu.free();
     onCpu.free();
   }

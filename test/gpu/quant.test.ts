@@ -95,6 +95,10 @@ const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 32, K: 2048, N: 1000, G: 256, bias: true, path: 'tma' },
   { dtype: 'bf16', M: 20, K: 2048, N: 2 * 1000, G: 128, bias: true, activation: 'silu', gated: true, path: 'tma' },
   { dtype: 'f16', M: 13, K: 512, N: 77, G: 128, bias: true, activation: 'relu', path: 'tma' },
+  { dtype: 'bf16', M: 1, K: 2048, N: 2 * 8192, G: 128, activation: 'silu', gated: true, path: 'tma' },
+  { dtype: 'bf16', M: 1, K: 8192, N: 2048, G: 128, path: 'tma' },
+  { dtype: 'f16', M: 3, K: 768, N: 2304, G: 128, bias: true, activation: 'gelu_tanh', path: 'tma' },
+  { dtype: 'bf16', M: 2, K: 2048, N: 128256, G: 128, path: 'tma' },
 ];
 
 function randomInt4(rng: Rng, N: number, K: number, G: number) {

@@ -370,7 +370,7 @@ export function planStreamInt4(
   return { spec: { ...base, stages, splits, epilogue }, grid: [tiles, splits] };
 }
 
-/** The INT4 form's block shape: consumer warps and feature tiles a warp (the planner's 8, 1 unless forced). */
+/** The INT4 form's block shape: consumer warps and feature tiles a warp (4, 1 unless forced). */
 export interface StreamInt4Shape {
   readonly warps: 4 | 8;
   readonly featureTiles: 1 | 2;
@@ -378,10 +378,11 @@ export interface StreamInt4Shape {
 
 /**
  * The INT4 block shape: FUSEFORMER_INT4_TMA_SHAPE=warps,featureTiles (4 or 8, 1 or 2) forces one for a
- * sweep (bench/gpu-pending.sh int4-tma); otherwise 8 consumer warps of one feature tile.
+ * sweep (bench/gpu-pending.sh int4-tma); otherwise 4 consumer warps of one feature tile (session 26, Llama
+ * INT4 batch 32 with the gated product on it: 1.060 ms/token against 1.083 at 8, 1).
  */
 export function streamInt4Shape(raw: string | undefined = process.env['FUSEFORMER_INT4_TMA_SHAPE']): StreamInt4Shape {
-  if (raw === undefined || raw === '') return { warps: 8, featureTiles: 1 };
+  if (raw === undefined || raw === '') return { warps: 4, featureTiles: 1 };
   const m = /^(4|8),(1|2)$/.exec(raw.trim());
   if (!m) throw new Error(`FUSEFORMER_INT4_TMA_SHAPE must be warps,featureTiles with warps 4 or 8 and featureTiles 1 or 2 (e.g. 8,1), got '${raw}'`);
   return { warps: Number(m[1]) as 4 | 8, featureTiles: Number(m[2]) as 1 | 2 };
@@ -395,12 +396,12 @@ export function int4StreamEpilogue(bias: boolean, activation: EpilogueActivation
 }
 
 /**
- * Whether the INT4 form takes this int4Linear: 16-bit x of 5–32 rows (the 16-bit form's routed rows) on a
- * host with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) an
- * epilogue it has.
+ * Whether the INT4 form can take this int4Linear: 16-bit x of 1–32 rows on a host with tensor-map copies,
+ * K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) an epilogue it has. Which rows
+ * it is routed is int4Linear's rule (quant-int4.ts int4TmaRoutes).
  */
 export function streamInt4Applies(host: Pick<KernelHost, 'tensorMaps'>, dtype: FloatDType, M: number, K: number, groupSize: number, gated: boolean, bias: boolean, activation: EpilogueActivation): boolean {
-  return host.tensorMaps === true && (dtype === 'bf16' || dtype === 'f16') && M >= STREAM_MIN_ROWS && M <= STREAM_ROUTED_MAX_ROWS
+  return host.tensorMaps === true && (dtype === 'bf16' || dtype === 'f16') && M >= 1 && M <= STREAM_ROUTED_MAX_ROWS
     && K % STREAM_INT4_CHUNK_K === 0 && groupSize % STREAM_INT4_GROUP_MULTIPLE === 0 && K % groupSize === 0
     && (gated ? activation !== 'none' : int4StreamEpilogue(bias, activation) !== null);
 }

@@ -574,25 +574,52 @@ export const INT4_GEMV_MAX_ROWS = 8;
 export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'stream' | 'tma';
 
 /**
- * Whether int4Linear's 'auto' path takes the INT4 form of the streamed GEMM (gemm-stream.ts: the packed
- * weights through a tensor-map ring, 5–32 rows) where it applies: opt-in with FUSEFORMER_INT4_TMA=1 until
- * measured (bench/gpu-pending.sh int4-tma).
+ * When int4Linear's 'auto' path takes the INT4 form of the streamed GEMM (gemm-stream.ts: the packed
+ * weights through a tensor-map ring): if `enabled` (FUSEFORMER_INT4_TMA=0 turns it off), from `minRows`
+ * rows (FUSEFORMER_INT4_TMA_MIN_ROWS, 1–32, default 5), and only for the gated MLP product while
+ * `gatedOnly` (default; FUSEFORMER_INT4_TMA_GATED_ONLY=0 routes every product). Measured on the H200
+ * (session 26, bench/results/gpu-pending-s26/): at 32 rows it beats the mma GEMV on the gated product
+ * (Llama 1.2B 23.0 against 28.6 µs) and loses on the down and output projections (25.4 against 15.1,
+ * 11.3 against 6.8), so gated only: Llama INT4 batch 32 1.170 → 1.060 ms/token; at one row it loses
+ * everywhere (gated 17.7 against 10.0 µs), so not below 5 rows.
  */
-export function int4TmaEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
-  return envFlag('FUSEFORMER_INT4_TMA', env['FUSEFORMER_INT4_TMA'], false);
+export interface Int4TmaOptions { enabled: boolean; minRows: number; gatedOnly: boolean }
+
+/** The rows the routing takes (gemm-stream.ts's STREAM_MIN_ROWS and STREAM_ROUTED_MAX_ROWS; literals here: the
+ * options are read as this module loads, inside an import cycle with gemm-stream.ts). */
+export const INT4_TMA_DEFAULT_MIN_ROWS = 5, INT4_TMA_MAX_ROWS = 32;
+
+export function int4TmaOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Int4TmaOptions {
+  const rows = env['FUSEFORMER_INT4_TMA_MIN_ROWS'];
+  let minRows = INT4_TMA_DEFAULT_MIN_ROWS;
+  if (rows !== undefined && rows !== '') {
+    minRows = Number(rows);
+    if (!Number.isInteger(minRows) || minRows < 1 || minRows > INT4_TMA_MAX_ROWS) {
+      throw new Error(`FUSEFORMER_INT4_TMA_MIN_ROWS must be an integer from 1 to ${INT4_TMA_MAX_ROWS}, got '${rows}'`);
+    }
+  }
+  return {
+    enabled: envFlag('FUSEFORMER_INT4_TMA', env['FUSEFORMER_INT4_TMA'], true),
+    minRows,
+    gatedOnly: envFlag('FUSEFORMER_INT4_TMA_GATED_ONLY', env['FUSEFORMER_INT4_TMA_GATED_ONLY'], true),
+  };
 }
 
 /** The process's setting, read once (tests set it directly). */
-export const int4TmaOptions: { enabled: boolean } = { enabled: int4TmaEnabled() };
+export const int4TmaOptions: Int4TmaOptions = int4TmaOptionsFromEnv();
+
+/** Whether the options route an 'auto' int4Linear of M rows (gated or not) to the INT4 streamed GEMM, if it applies. */
+export function int4TmaRoutes(M: number, gated: boolean, options: Int4TmaOptions = int4TmaOptions): boolean {
+  return options.enabled && M >= options.minRows && (gated || !options.gatedOnly);
+}
 
 /**
  * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the INT4 streamed
- * GEMM ('tma', gemm-stream.ts) for 5–32 rows where it applies if FUSEFORMER_INT4_TMA=1 (opt-in: not yet
- * measured), then the streaming
- * GEMV (gemv-int4-stream.ts) for 1–8 rows on Hopper where it applies if FUSEFORMER_INT4_STREAM=1 (opt-in:
- * measured slower), then the tensor-core GEMV (gemv-int4-mma.ts) for 1–32 rows of 16-bit x in groups of a multiple
- * of 128 when `mma` allows, else the SIMT GEMV for M ≤ 8 or f32 activations, and the tiled tensor-core
- * GEMM otherwise.
+ * GEMM ('tma', gemm-stream.ts) where int4TmaOptions route it (the gated MLP product at 5–32 rows) and it
+ * applies, then the streaming GEMV (gemv-int4-stream.ts) for 1–8 rows on Hopper where it applies if
+ * FUSEFORMER_INT4_STREAM=1 (opt-in: measured slower), then the tensor-core GEMV (gemv-int4-mma.ts) for
+ * 1–32 rows of 16-bit x in groups of a multiple of 128 when `mma` allows, else the SIMT GEMV for M ≤ 8 or
+ * f32 activations, and the tiled tensor-core GEMM otherwise.
  */
 export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Path = 'auto', mma = true): void {
   const c = new OpCheck('int4Linear', 'cuda');
@@ -608,9 +635,9 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
   const tmaApplies = () => streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
-  if (path === 'tma' || (path === 'auto' && mma && int4TmaOptions.enabled && tmaApplies())) {
+  if (path === 'tma' || (path === 'auto' && mma && int4TmaRoutes(M, gated) && tmaApplies())) {
     if (!tmaApplies()) {
-      c.fail(`the INT4 streamed GEMM takes 5–32 rows of f16/bf16 x on a GPU with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) no activation, a bias alone, or ReLU / tanh-GELU with a bias; got ${M} rows of ${dtype}, K ${K}, groups of ${groupSize}${gated ? ', gated' : `, ${bias ? 'a bias' : 'no bias'} and activation ${act}`}`);
+      c.fail(`the INT4 streamed GEMM takes 1–32 rows of f16/bf16 x on a GPU with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) no activation, a bias alone, or ReLU / tanh-GELU with a bias; got ${M} rows of ${dtype}, K ${K}, groups of ${groupSize}${gated ? ', gated' : `, ${bias ? 'a bias' : 'no bias'} and activation ${act}`}`);
     }
     const width = gated ? N / 2 : N;
     const gate = gated ? { activation: activation!, bias: bias !== undefined } : undefined;
@@ -682,7 +709,7 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
   const qPtr = devicePtr(c, 'qweight', qweight), scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   if (qPtr % 16n !== 0n) return false; // int4Linear names the problem
   if (int4StreamGemvEnabled() && scalesPtr % 16n === 0n && zerosPtr % 16n === 0n && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated)) return false;
-  if (int4TmaOptions.enabled && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
+  if (int4TmaRoutes(M, gated) && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
   const ptr = (name: string, t: Tensor | undefined) => (t ? devicePtr(c, name, t) : 0n);
   launchInt4MmaGemv(host, {
     dtype, M, N, K, groupSize, gated, activation: activation ?? 'none', x: 0n, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr,
