@@ -52,10 +52,10 @@
 // accumulators in f32. Each stage's scales and zeros (f32, and the −(magic + z) pairs) are written into
 // its tail by the producer warp's 32 lanes as it refills the stage, so they arrive with the stage (a first
 // build had the consumers read them from global memory before each stage's wait: one HBM round trip a
-// stage on every consumer's path). 8 consumer warps (FUSEFORMER_INT4_TMA_SHAPE forces 4 or 2 tiles a warp), any 1–4
-// row tiles. Opt-in (FUSEFORMER_INT4_TMA=1): on the H200 (session 25's last call) the first build's op
-// cases passed and Llama 1.2B INT4 at batch 32 went 1.172 → 1.108 ms/token — still behind bf16's 1.021
-// there; the scales' tail was built after that call and has not run on a GPU yet.
+// stage on every consumer's path). 4 consumer warps of one feature tile (FUSEFORMER_INT4_TMA_SHAPE forces
+// 8 warps or 2 tiles a warp), any 1–4 row tiles. Measured on the H200 (session 26): bound by its consumers'
+// dequantizing, it beats the mma GEMV only on the gated MLP product at 5–32 rows, where int4Linear takes
+// it by default (quant-int4.ts int4TmaOptions): Llama 1.2B INT4 at batch 32 1.172 → 1.061 ms/token.
 
 import type { Activation, GemmEpilogue } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
@@ -343,9 +343,8 @@ function int4ConsumerCode(): string {
 }
 
 /**
- * The INT4 plan for M rows, N outputs (gated: N = F), K inputs (not yet swept: bench/gpu-pending.sh
- * int4-tma times three shapes): 8 consumer warps of one feature tile (BN = 128) — the dequantising costs ~3
- * instructions a weight pair, so an SM needs more warps on it than the 16-bit form's 4 (the gated form at
+ * The INT4 plan for M rows, N outputs (gated: N = F), K inputs: `shape`'s consumer warps and feature tiles
+ * (by default 4 warps of one tile, BN = 64: session 26's sweep of 8,1 / 4,1 / 4,2; the 8-warp gated form at
  * 32 rows takes 168 registers a thread: one block an SM) — and K split into the most of 8, 6, 4 or 2
  * ranges of whole stages that keep the grid one block an SM; the deepest ring within
  * SPLIT_STAGE_BUDGET_BYTES where the grid has more blocks than SMs (two blocks an SM) if two stages fit

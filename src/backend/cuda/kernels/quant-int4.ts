@@ -634,16 +634,18 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
-  const tmaApplies = () => streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
-  if (path === 'tma' || (path === 'auto' && mma && int4TmaRoutes(M, gated) && tmaApplies())) {
-    if (!tmaApplies()) {
+  if (path === 'tma' || (path === 'auto' && mma && int4TmaRoutes(M, gated))) {
+    const applies = streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
+    if (!applies && path === 'tma') {
       c.fail(`the INT4 streamed GEMM takes 1–32 rows of f16/bf16 x on a GPU with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) no activation, a bias alone, or ReLU / tanh-GELU with a bias; got ${M} rows of ${dtype}, K ${K}, groups of ${groupSize}${gated ? ', gated' : `, ${bias ? 'a bias' : 'no bias'} and activation ${act}`}`);
     }
-    const width = gated ? N / 2 : N;
-    const gate = gated ? { activation: activation!, bias: bias !== undefined } : undefined;
-    const plan = planStreamInt4(dtype as 'bf16' | 'f16', M, width, K, groupSize, gated ? 'none' : int4StreamEpilogue(bias !== undefined, act)!, gate, host.multiProcessorCount);
-    launchStreamInt4(host, plan, { x: xPtr, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr, M, N: width, K });
-    return;
+    if (applies) {
+      const width = gated ? N / 2 : N;
+      const gate = gated ? { activation: activation!, bias: bias !== undefined } : undefined;
+      const plan = planStreamInt4(dtype as 'bf16' | 'f16', M, width, K, groupSize, gated ? 'none' : int4StreamEpilogue(bias !== undefined, act)!, gate, host.multiProcessorCount);
+      launchStreamInt4(host, plan, { x: xPtr, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr, M, N: width, K });
+      return;
+    }
   }
   if (path === 'stream' || (path === 'auto' && mma && streamAligned && int4StreamGemvEnabled() && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated))) {
     if (!int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated) || !streamAligned) {
