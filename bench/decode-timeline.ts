@@ -14,7 +14,7 @@ import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/backend/index.js';
 import type { CudaBackend } from '../src/backend/cuda/index.js';
-import { stepChains, summarizeChains } from '../src/backend/cuda/runtime/timeline.js';
+import { stepChains, summarizeChains, summarizeRoles } from '../src/backend/cuda/runtime/timeline.js';
 import { DecodeEngine } from '../src/infer/engine.js';
 import { randomDecoderModel } from '../src/infer/model.js';
 import { quantizeDecoderModel } from '../src/infer/quantized.js';
@@ -78,7 +78,12 @@ for (const key of models) {
     console.log('|---|---:|---:|---:|---:|');
     const total = kernels.reduce((a, k) => a + k.stepUs, 0);
     for (const k of kernels) console.log(`| ${k.kernel} | ${k.perStep} | ${k.medianUs.toFixed(2)} | ${k.stepUs.toFixed(1)} | ${((100 * k.stepUs) / total).toFixed(1)}% |`);
-    results.push({ model: MODELS[key], precision, batch, steps: chains.length, stepUs, kernels, dropped });
+    // The same stamps by role: a kernel run r times a layer split into its r products (output / down projection).
+    const roles = summarizeRoles(chains, model.arch.layers);
+    console.log('\n| kernel | role | a step | median µs |');
+    console.log('|---|---|---:|---:|');
+    for (const r of roles) console.log(`| ${r.kernel} | ${r.role} | ${r.perStep} | ${r.medianUs.toFixed(2)} |`);
+    results.push({ model: MODELS[key], precision, batch, steps: chains.length, stepUs, kernels, roles, dropped });
   }
 }
 if (cli.json) {

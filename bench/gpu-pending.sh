@@ -403,6 +403,17 @@ for step in "${steps[@]}"; do
             run decode-norm-auto-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-auto-$round.json"
             run decode-norm-on-$round 60 env FUSEFORMER_INT4_NORM=1 FUSEFORMER_INT8_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-on-$round.json"
           done ;;
+    l2-hint) # (session 27, call 1) the decode kernels' weights loaded evict-first in L2 (kernels/weight-stream.ts; FUSEFORMER_WEIGHT_EVICT_FIRST, on by default, never run): the GEMV / streamed GEMM and quantized op cases against the CPU, then decode off / on, one process each, two rounds (round 1 GPT-2 and Llama with INT4 + head and INT8 + head, round 2 Llama)
+          run l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/quant.test.js
+          for round in 1 2; do
+            models=gpt2,llama; [ $round = 2 ] && models=llama
+            for f in 0 1; do run decode-l2-$f-$round 110 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode.js --no-torch --reps 3 --models $models --quant int4-head,int8-head --json "$out/decode-l2-$f-$round.json"; done
+          done ;;
+    l2-timelines) # (session 27) batch-1 and batch-32 timelines by role (decode-timeline's second table: the output and down projections apart) with the L2 hint off and on
+          for f in 0 1; do
+            run timeline-b1-l2-$f 100 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode-timeline.js --models llama --quant bf16,int4-head,int8-head --batch 1 --steps 8 --json "$out/timeline-b1-l2-$f.json"
+            run timeline-b32-l2-$f 100 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/timeline-b32-l2-$f.json"
+          done ;;
     timelines-b1) # (session 26, call 4) batch-1 kernel timelines on the H200 of the quantized Llama steps whose targets are missed (INT4 + head 0.469 against 0.30, INT8 + head 0.523 against 0.45) and bf16 beside them, for the next session's choice; prefetch-l2's GPU test (quantized models; not run since the INT4 default changed)
           run prefetch-l2-tests 120 node --test --test-concurrency=1 dist/test/gpu/prefetch-l2.test.js
           run timeline-b1 120 node dist/bench/decode-timeline.js --models llama --quant bf16,int4-head,int8-head --batch 1 --steps 8 --json "$out/timeline-b1.json"

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { DeviceBlock } from '../../../src/backend/cuda/runtime/tensor.js';
-import { chainTimes, KernelTimeline, kernelTag, parseTimeline, stepChains, summarizeChains, timelineOptions, timelineRequested } from '../../../src/backend/cuda/runtime/timeline.js';
+import { chainTimes, KernelTimeline, kernelTag, parseTimeline, stepChains, summarizeChains, summarizeRoles, timelineOptions, timelineRequested } from '../../../src/backend/cuda/runtime/timeline.js';
 import type { CudaDriver } from '../../../src/cuda/driver.js';
 import { CudaError } from '../../../src/errors.js';
 
@@ -53,6 +53,24 @@ test('chain times, steps cut at their first kernel, and the per-kernel summary',
   assert.equal(gemv.perStep, 2);
   assert.equal(gemv.stepUs, (5 + 4 + 6 + 7) / 2);
   assert.equal(gemv.medianUs, 6, 'the median of 4, 5, 6, 7 (upper middle)');
+});
+
+test('summarizeRoles splits a kernel run twice a layer into its two products, with the LM head past the layers', () => {
+  // Two layers: norm, gemm (O), norm, gemm (down) each; then the LM head on the same gemm kernel; then sampling.
+  const step = (o: number, down: number, head: number) => [
+    { kernel: 'embed', us: 1 },
+    { kernel: 'norm', us: 2 }, { kernel: 'gemm', us: o }, { kernel: 'norm', us: 3 }, { kernel: 'gemm', us: down },
+    { kernel: 'norm', us: 2 }, { kernel: 'gemm', us: o + 1 }, { kernel: 'norm', us: 3 }, { kernel: 'gemm', us: down + 1 },
+    { kernel: 'gemm', us: head }, { kernel: 'sample', us: 9 },
+  ];
+  const roles = summarizeRoles([step(5, 10, 100), step(6, 12, 101), step(5, 11, 99)], 2);
+  const of = (kernel: string, role: number | 'after') => roles.find((r) => r.kernel === kernel && r.role === role);
+  assert.deepEqual(roles.map((r) => `${r.kernel}:${r.role}`), ['embed:0', 'norm:0', 'gemm:0', 'norm:1', 'gemm:1', 'gemm:after', 'sample:0']);
+  assert.deepEqual([of('gemm', 0)!.perStep, of('gemm', 0)!.medianUs], [2, 6], 'O: 5, 6, 6, 7, 5, 6 → 6');
+  assert.deepEqual([of('gemm', 1)!.perStep, of('gemm', 1)!.medianUs], [2, 12], 'down: 10, 11, 12, 13, 11, 12 → 12');
+  assert.deepEqual([of('gemm', 'after')!.perStep, of('gemm', 'after')!.medianUs], [1, 100]);
+  assert.deepEqual([of('norm', 0)!.medianUs, of('norm', 1)!.medianUs], [2, 3]);
+  assert.throws(() => summarizeRoles([], 0), /layers must be a positive integer, got 0/);
 });
 
 test('KernelTimeline points every timeline module at its buffer, skips modules without the variable, and reads the stamps back', () => {

@@ -76,6 +76,7 @@ import { MMA_LIB } from './mma-lib.js';
 import { skinnyGatedOperands, skinnyGemmOperands, skinnyOutputCode, skinnyTakesGated, skinnyTakesGemm } from './gemm-skinny.js';
 import type { SkinnyLaunch } from './gemm-skinny.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
+import { tmaWeightLoadCode } from './weight-stream.js';
 
 /** Rows the kernel takes: fewer are gemv.ts's, more are cuBLASLt's. */
 export const STREAM_MIN_ROWS = 5;
@@ -461,6 +462,7 @@ ${BULK_COPY_LIB}
 ${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, STAGES: spec.stages, KC: spec.chunkK, STAGE_BYTES: streamStageBytes(spec), TMA_BYTES: streamTmaBytes(spec), GATED: gate !== undefined, SPLITS: S, SUM_PITCH: WROWS + COMBINE_PAD })}
 
 ${TENSOR_MAP_LIB}
+${tmaWeightLoadCode()}
 ${gemvOutputCode(spec.epilogue, gate)}${NORM ? NORM_CODE[spec.dtype] : ''}${INT4 ? `
 ${int4MmaDequantCode(spec.dtype)}constexpr int G = ${spec.int4!.groupSize};
 __device__ __forceinline__ uint4 lds_u4(u32 addr) {
@@ -512,13 +514,13 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
     const auto copy_weights = [&](int stage, int c) {
       unsigned char* dst = ring + stage * STAGE_BYTES;${INT4 ? `
       // INT4: one box of each packed row, 64 16-bit pairs = 256 k (the map's columns are 16-bit).
-      tma_load_2d(dst, &wmap, c * (KC / 4), n0, &full[stage]);
-      if (GATED) tma_load_2d(dst + BN * 128, &wmap, c * (KC / 4), N + n0, &full[stage]);` : `
+      tma_load_2d_weight(dst, &wmap, c * (KC / 4), n0, &full[stage]);
+      if (GATED) tma_load_2d_weight(dst + BN * 128, &wmap, c * (KC / 4), N + n0, &full[stage]);` : `
       #pragma unroll
       for (int kb = 0; kb < KC / 64; kb++) {
         unsigned char* group = dst + kb * (WROWS + XROWS) * 128;
-        tma_load_2d(group, &wmap, c * KC + 64 * kb, n0, &full[stage]);
-        if (GATED) tma_load_2d(group + BN * 128, &wmap, c * KC + 64 * kb, N + n0, &full[stage]);
+        tma_load_2d_weight(group, &wmap, c * KC + 64 * kb, n0, &full[stage]);
+        if (GATED) tma_load_2d_weight(group + BN * 128, &wmap, c * KC + 64 * kb, N + n0, &full[stage]);
       }`}
     };
     const auto copy_x = [&](int stage, int c) {

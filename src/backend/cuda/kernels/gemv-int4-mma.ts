@@ -39,6 +39,7 @@ import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normPrologueCod
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
+import { weightLoadCode } from './weight-stream.js';
 
 /** Rows the kernel takes (4 row tiles of 8). */
 export const INT4_MMA_MAX_ROWS = 32;
@@ -174,11 +175,7 @@ export function int4MmaDequantCode(dtype: 'bf16' | 'f16'): string {
 constexpr u32 MAGIC = ${bf16 ? '0x43004300u' : '0x64006400u'}, ONE = ${bf16 ? '0x3F803F80u' : '0x3C003C00u'};
 constexpr float MAGIC_VALUE = ${bf16 ? '128.f' : '1024.f'};
 
-__device__ __forceinline__ uint4 load_stream_u4(const u32* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
+${weightLoadCode('load_stream_u4', 'u32')}
 __device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 // Nibbles e and e + 4 of w as the pair (q_e − z, q_{e+4} − z): magic + q, minus the packed (magic + z).
 __device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {

@@ -29,6 +29,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
+import { weightLoadCode } from './weight-stream.js';
 
 /**
  * Rows of a the kernel takes at most. Each 16-byte weight load feeds VEC·M FMAs and the M activation
@@ -189,12 +190,8 @@ export function gemvOutputCode(epilogue: GemmEpilogue, gate: { readonly activati
   return String.raw`${gate ? `__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[gate.activation]}; }`
     : `__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[epilogue]}; }`}
 
-// A streamed weight vector: read once, so kept out of L1 (the activations stay there).
-__device__ __forceinline__ uint4 load_weight(const T* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}`;
+// A streamed weight vector: read once, so kept out of L1 (the activations stay there) and evict-first in L2.
+${weightLoadCode('load_weight', 'T')}`;
 }
 
 const EPILOGUE_CODE: Record<string, string> = {

@@ -63,6 +63,7 @@ import type { CheckedNorm } from './gemv.js';
 import { NORM_PROLOGUE_AUTO_MAX_K, normGemvApplies, normPreloadOption } from './gemv.js';
 import { INT4_STREAM_MAX_ROWS, int4StreamGemvApplies, int4StreamGemvEnabled, launchInt4StreamGemv } from './gemv-int4-stream.js';
 import { CudaTensor } from '../runtime/tensor.js';
+import { weightLoadCode } from './weight-stream.js';
 
 export type EpilogueActivation = Activation | 'none';
 
@@ -82,14 +83,12 @@ export function activationExpression(activation: EpilogueActivation, v: string):
 }
 
 /** Packed words, streamed past L1 (each is read once). */
-const STREAM_LOAD_CODE = String.raw`
-__device__ __forceinline__ uint4 load_stream_u4(const u32* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
+function streamLoadCode(): string {
+  return String.raw`
+${weightLoadCode('load_stream_u4', 'u32', { volatile: false })}
 __device__ __forceinline__ u32 word_of(const uint4& w, int j) { return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w; }
 `;
+}
 
 // ==== GEMV ==========================================================================================
 
@@ -124,7 +123,7 @@ export function int4GemvSource(spec: Int4GemvSpec): KernelSource {
   const name = kernelIdentifier(int4GemvKey(spec));
   const threads = 32 * spec.kWarps * spec.colGroups;
   const source = String.raw`${DEVICE_LIB}
-${STREAM_LOAD_CODE}
+${streamLoadCode()}
 ${EPILOGUE_ACTIVATION_CODE}
 ${typedefLine('T', spec.dtype)}
 ${constants({

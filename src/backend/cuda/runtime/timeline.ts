@@ -106,6 +106,45 @@ export function summarizeChains(steps: readonly ChainTime[][]): { kernels: Kerne
   return { kernels, stepUs: steps.map((s) => s.reduce((a, c) => a + c.us, 0)) };
 }
 
+export interface KernelRoleSummary {
+  readonly kernel: string;
+  /** Which of the kernel's stamps a layer this is (0, 1, …), or 'after' for stamps past the last layer's. */
+  readonly role: number | 'after';
+  /** Stamps of this role per step. */
+  readonly perStep: number;
+  readonly medianUs: number;
+}
+
+/**
+ * Per kernel name and role over complete steps, where a kernel stamped r·layers (+ a few) times a step
+ * has r roles a layer: its k-th stamp of a step is role k mod r — a decode step's output projection and
+ * down projection share one kernel and alternate, 0 and 1 — and stamps past r·layers (the LM head on
+ * the output projection's kernel) are 'after'. Kernels stamped fewer than `layers` times a step keep one
+ * role per stamp. In first-seen order.
+ */
+export function summarizeRoles(steps: readonly ChainTime[][], layers: number): KernelRoleSummary[] {
+  if (!Number.isInteger(layers) || layers < 1) throw new RangeError(`layers must be a positive integer, got ${layers}`);
+  const counts = new Map<string, number>();
+  for (const c of steps[0] ?? []) counts.set(c.kernel, (counts.get(c.kernel) ?? 0) + 1);
+  const byRole = new Map<string, { kernel: string; role: number | 'after'; us: number[] }>();
+  for (const step of steps) {
+    const seen = new Map<string, number>();
+    for (const c of step) {
+      const k = seen.get(c.kernel) ?? 0;
+      seen.set(c.kernel, k + 1);
+      const count = counts.get(c.kernel) ?? 0;
+      const perLayer = Math.floor(count / layers);
+      const role: number | 'after' = perLayer === 0 ? k : k < perLayer * layers ? k % perLayer : 'after';
+      const key = `${c.kernel}\u0000${role}`;
+      const entry = byRole.get(key) ?? { kernel: c.kernel, role, us: [] };
+      entry.us.push(c.us);
+      byRole.set(key, entry);
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return [...byRole.values()].map((e) => ({ kernel: e.kernel, role: e.role, perStep: e.us.length / steps.length, medianUs: median(e.us) }));
+}
+
 /**
  * The runtime's side: the modules built with the flag (their `fuseformer_timeline` set when the buffer
  * exists), the tag → name map, and the buffer. arm() before the work to record, read() after it.

@@ -142,7 +142,7 @@ test('launchStreamInt4: the packed weights as [rows, K/4] 16-bit columns in boxe
 test('the INT4 source: one weight box a stage, four x boxes after the weight rows, the scales and zeros in a tail the producer warp writes, exact (q − z) pairs into mma.sync', () => {
   const plan = stream.planStreamInt4('bf16', 17, 2048, 8192, 128, 'bias', undefined, 132, EIGHT);
   const { source } = stream.streamGemmSource(plan.spec);
-  assert.equal(source.split('tma_load_2d(dst, &wmap').length - 1, 1, 'one weight box a stage (not gated)');
+  assert.equal(source.split('tma_load_2d_weight(dst, &wmap').length - 1, 1, 'one weight box a stage (not gated)');
   assert.match(source, /tma_load_2d\(dst \+ \(WROWS \+ kb \* XROWS\) \* 128, &xmap/);
   assert.match(source, /mbar_init_count\(&full\[s\], 33\)/, 'the full barrier: lane 0\'s expect_tx and the 32 lanes\' tails');
   assert.match(source, /tail_zeros\[e\] = minus_zero_pair\(zeros\[gi\]\);\s+\}\s+mbar_arrive\(&full\[stage\]\);/, 'each lane arrives once its part of the tail is written');

@@ -73,7 +73,7 @@ test('streamGemmSource: one producer lane of tensor-map copies on full/empty mba
   assert.match(src, /__cluster_dims__\(1, 4, 1\)/);
   assert.match(body, /const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap/);
   assert.match(body, /if \(warp == CW\) \{[^]*if \(lane == 0\) \{/);
-  assert.match(body, /tma_load_2d\(group, &wmap, c \* KC \+ 64 \* kb, n0, &full\[stage\]\)/);
+  assert.match(body, /tma_load_2d_weight\(group, &wmap, c \* KC \+ 64 \* kb, n0, &full\[stage\]\)/);
   assert.match(body, /mbar_wait\(&empty\[s\], \(\(i \/ STAGES\) - 1\) & 1\)/);
   assert.match(body, /mbar_wait\(&full\[s\], \(i \/ STAGES\) & 1\)/);
   // The ldmatrix addresses follow the 128-byte swizzle the TMA wrote.
@@ -88,7 +88,7 @@ test('streamGemmSource: one producer lane of tensor-map copies on full/empty mba
   assert.doesNotMatch(body, /atomicAdd|partials/, 'no global partials');
   // Gated: the gate box at row n0 and the up box at row N + n0.
   const gated = stream.streamGemmSource(stream.planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132).spec).source;
-  assert.match(gated, /if \(GATED\) tma_load_2d\(group \+ BN \* 128, &wmap, c \* KC \+ 64 \* kb, N \+ n0, &full\[stage\]\)/);
+  assert.match(gated, /if \(GATED\) tma_load_2d_weight\(group \+ BN \* 128, &wmap, c \* KC \+ 64 \* kb, N \+ n0, &full\[stage\]\)/);
   const whole = stream.streamGemmSource(stream.planStreamGemm('bf16', 32, 128256, 2048, 'none', undefined, 132).spec).source;
   assert.doesNotMatch(whole, /__cluster_dims__|cluster_sync\(\);|cluster_load\(&sums/);
   assert.match(whole, /FOR_EACH_FRAGMENT\(FT\) \{/);

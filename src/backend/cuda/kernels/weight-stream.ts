@@ -1,0 +1,76 @@
+// Streamed weights and the L2 cache. A decode step reads every weight once (2.5 GB a step for Llama
+// 1.2B in bf16, against an L2 of ~50 MB), so under the default policy the weights flush everything else
+// out of L2 on their way through: the residual stream, the norms' inputs, the KV cache, the logits —
+// the small tensors that latency-bound kernels (norms, decode attention, sampling) read right after.
+// Loading the weights with an L2 evict-first policy (createpolicy + .L2::cache_hint) lets those stay
+// resident; the weights themselves lose nothing, as no step reads them twice.
+//
+// The weight loads of the decode GEMVs (gemv.ts and gemv-mma.ts's load_weight, gemv-int8.ts, the INT4
+// GEMVs' load_stream_u4) and the streamed GEMM's weight boxes (gemm-stream.ts) come from here.
+// FUSEFORMER_WEIGHT_EVICT_FIRST=0 / 1 turns the hint off / on; it is read once, when a process first
+// generates such a kernel (kernels are cached by their spec's key for the process's life).
+
+import { envFlag } from '../env-switch.js';
+
+/** Whether weight loads carry the evict-first hint when the environment does not say. */
+export const WEIGHT_EVICT_FIRST_DEFAULT = true;
+
+let cached: boolean | undefined;
+
+/** FUSEFORMER_WEIGHT_EVICT_FIRST, read on the first call (a bad value is an error naming the variable). */
+export function weightEvictFirst(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env !== process.env) return envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
+  cached ??= envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
+  return cached;
+}
+
+/**
+ * The device function `name(p)` returning the 16-byte vector at p as a uint4: past L1 (the activations
+ * stay there), and with `hint` evict-first in L2. The policy is a pure value (non-volatile asm), so the
+ * compiler keeps one per thread, not one per load.
+ */
+export function weightLoadCode(name: string, pointer: string, options: { volatile?: boolean; hint?: boolean } = {}): string {
+  const hint = options.hint ?? weightEvictFirst();
+  const asm = options.volatile === false ? 'asm' : 'asm volatile';
+  if (!hint) {
+    return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
+  uint4 r;
+  ${asm}("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}`;
+  }
+  return String.raw`${weightPolicyCode()}
+__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
+  uint4 r;
+  ${asm}("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(weight_l2_policy()));
+  return r;
+}`;
+}
+
+/** weight_l2_policy(): an L2 evict-first cache policy for every byte of an access (guarded: a source may include it twice). */
+export function weightPolicyCode(): string {
+  return String.raw`#ifndef FUSEFORMER_WEIGHT_L2_POLICY
+#define FUSEFORMER_WEIGHT_L2_POLICY
+__device__ __forceinline__ unsigned long long weight_l2_policy() {
+  unsigned long long p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+#endif`;
+}
+
+/**
+ * tma_load_2d_weight(dst, map, c0, c1, bar): TENSOR_MAP_LIB's tma_load_2d for weight boxes, with the
+ * evict-first hint when `hint` (include after TENSOR_MAP_LIB).
+ */
+export function tmaWeightLoadCode(hint: boolean = weightEvictFirst()): string {
+  if (!hint) {
+    return String.raw`__device__ __forceinline__ void tma_load_2d_weight(void* dst, const TensorMap* map, int c0, int c1, u64* bar) { tma_load_2d(dst, map, c0, c1, bar); }`;
+  }
+  return String.raw`${weightPolicyCode()}
+__device__ __forceinline__ void tma_load_2d_weight(void* dst, const TensorMap* map, int c0, int c1, u64* bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(weight_l2_policy()) : "memory");
+}`;
+}

@@ -1,0 +1,68 @@
+// The L2 evict-first hint on streamed weights (weight-stream.ts), without a GPU: the switch, the device code
+// with and without the hint, every weight-streaming decode kernel using it, and both forms compiling with
+// nvcc (the hinted PTX is checked by ptxas: a wrong qualifier is an error there, not at run time).
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
+import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirst, weightLoadCode } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
+import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
+import { compileAll, findNvcc } from './launch-helpers.js';
+
+test('FUSEFORMER_WEIGHT_EVICT_FIRST: 1 on, 0 off, unset the default, anything else an error naming it', () => {
+  assert.equal(weightEvictFirst({ FUSEFORMER_WEIGHT_EVICT_FIRST: '1' }), true);
+  assert.equal(weightEvictFirst({ FUSEFORMER_WEIGHT_EVICT_FIRST: '0' }), false);
+  assert.equal(weightEvictFirst({}), WEIGHT_EVICT_FIRST_DEFAULT);
+  assert.throws(() => weightEvictFirst({ FUSEFORMER_WEIGHT_EVICT_FIRST: 'yes' }), /FUSEFORMER_WEIGHT_EVICT_FIRST must be 0 or 1, got 'yes'/);
+});
+
+test('the weight load: past L1 either way; the L2 policy and its cache hint only with the hint', () => {
+  const hinted = weightLoadCode('load_w', 'T', { hint: true });
+  assert.match(hinted, /createpolicy\.fractional\.L2::evict_first\.b64/);
+  assert.match(hinted, /ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\], %5;/);
+  assert.match(hinted, /uint4 load_w\(const T\* p\)/);
+  const plain = weightLoadCode('load_w', 'signed char', { hint: false });
+  assert.doesNotMatch(plain, /cache_hint|createpolicy/);
+  assert.match(plain, /ld\.global\.nc\.L1::no_allocate\.v4\.u32/);
+  assert.match(plain, /uint4 load_w\(const signed char\* p\)/);
+  assert.match(weightLoadCode('f', 'u32', { hint: true, volatile: false }), /\n {2}asm\("ld\.global/, 'a non-volatile load stays non-volatile');
+  assert.match(tmaWeightLoadCode(true), /cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.L2::cache_hint/);
+  assert.doesNotMatch(tmaWeightLoadCode(false), /cache_hint/);
+});
+
+test('every weight-streaming decode kernel loads its weights through the hint (and only weights: x keeps the plain copy)', () => {
+  const families = new Set(['gemv', 'gemv-mma', 'gemv-int8', 'gemv-int4-mma', 'quant-int4', 'gemm-stream']);
+  // quant-int4's family also holds the prefill GEMM (its weights re-read by every row tile): its GEMV only.
+  const entries = kernelCatalog().filter((e) => families.has(e.family) && (e.family !== 'quant-int4' || e.name.startsWith('int4_gemv')));
+  assert.deepEqual(new Set(entries.map((e) => e.family)), families);
+  for (const e of entries) {
+    if (WEIGHT_EVICT_FIRST_DEFAULT) assert.match(e.source, /L2::cache_hint/, `${e.family}/${e.name}`);
+    if (e.family === 'gemm-stream') {
+      assert.doesNotMatch(e.source, /tma_load_2d\(.*&wmap/, `${e.family}/${e.name}: a weight box copied without the hint`);
+      assert.match(e.source, /tma_load_2d\(.*&xmap/, `${e.family}/${e.name}: x boxes keep the plain copy`);
+    }
+  }
+});
+
+const nvcc = findNvcc();
+test('both forms of both loads compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
+  const source = (hint: boolean) => String.raw`${DEVICE_LIB}
+${SMEM_ADDRESS_CODE}
+constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
+${BULK_COPY_LIB}
+${TENSOR_MAP_LIB}
+${tmaWeightLoadCode(hint)}
+${weightLoadCode('load_w', 'u32', { hint })}
+${weightLoadCode('load_w_nv', 'u32', { hint, volatile: false })}
+extern "C" __global__ void weight_stream_${hint ? 'hint' : 'plain'}(const __grid_constant__ TensorMap wmap, const u32* w, uint4* out) {
+  __shared__ alignas(128) unsigned char box[4096];
+  __shared__ u64 bar;
+  if (threadIdx.x == 0) { mbar_init(&bar); mbar_expect(&bar, 4096); tma_load_2d_weight(box, &wmap, 0, 0, &bar); mbar_wait(&bar, 0); }
+  __syncthreads();
+  const uint4 a = load_w(w + 4 * threadIdx.x), b = load_w_nv(w + 4 * (threadIdx.x + 32));
+  out[threadIdx.x] = make_uint4(a.x ^ b.x ^ box[threadIdx.x], a.y ^ b.y, a.z ^ b.z, a.w ^ b.w);
+}`;
+  const failures = await compileAll(nvcc!, [true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })), 2);
+  assert.deepEqual(failures, []);
+});
