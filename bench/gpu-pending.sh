@@ -11,6 +11,8 @@
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
+#   Next (session 28): first call: GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh l2-verify   # (~8 min) the L2 evict-first hint (FUSEFORMER_WEIGHT_EVICT_FIRST, opt-in) through the op cases with bounds that let them finish (their first test takes ~210 s on a fresh machine), then GPT-2 bf16 b1 off / on in bench:decode beside the timeline build — the bench said 0.218 → 0.237 (four rounds), the timeline 217.9 → 206.2 µs: find which is right (e.g. bench:decode with FUSEFORMER_TIMELINE=1) before making it the default for Llama (b32 1.021 → 1.010, b1 0.812 → 0.808). Batch 32 (0.914 ms for 35k tok/s): the norm before gate/up 5.5 µs against 2.9 before QKV (the gated GEMM's ~20 MB pre-wait copies queue its reads: fewer pre-wait stages for that product?), down 12.0–12.4 µs for 33.5 MB.
+#   (session 27 ran:) l2-hint (decode off / on: Llama every row slightly faster, GPT-2 bf16 b1 slower; op cases cut at 200 s), l2-check + l2-timelines (GPT-2 twice more, same; timelines by role b1 / b32), l2-gpt2 (GPT-2 timelines: faster with the hint; op cases cut at 280 / 200 s)
 #   Next (session 27): the misses stand (INT4 b1 0.469 against 0.30: its GEMVs at ~40% of copy and ~116 kernels a step; INT8 b1 0.523 against 0.45: 32 separate residual norms a step (INT4: 2.5 µs each, 15.6% of the step; the norm in the GEMVs' prologue at K = 2048 measured slower again in session 26), its quantizing prologue after each wait — a norm kernel that writes the int8 rows and their scale would take that off the QKV and gate/up GEMVs; Llama b1 0.813, b32 1.02; GPT-2 b1 0.219; #2's LayerNorm backward 71–78% of a same-size copy). 
 #   (session 26 ran, calls 4–5:) timelines-b1 (batch-1 timelines on the H200: INT4 + head's two residual norms a layer 15.6% of the step; prefetch-l2 2/2), norm-k2048 (the quantized norm prologue at K = 2048: INT4 + head 0.468 → 0.532, INT8 + head 0.520 → 0.527; default kept)
 #   (session 26 ran:) int4-tma (the stage-tail build: 23/23; per product at 32 rows the form wins only on the gated product), int4-tma-b1 (gated only / from one row: 27/27; gated-only 4,1 the fastest, one row slower everywhere), int4-default (the default now: 111/112, the miss a W8A8 f32 tolerance, widened; INT4 b32 1.172 → 1.061)
@@ -403,12 +405,29 @@ for step in "${steps[@]}"; do
             run decode-norm-auto-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-auto-$round.json"
             run decode-norm-on-$round 60 env FUSEFORMER_INT4_NORM=1 FUSEFORMER_INT8_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-on-$round.json"
           done ;;
+    l2-verify) # (session 28) the L2 hint's op cases with room to finish, and GPT-2 bf16 b1 off / on in the plain and the timeline build
+          run l2v-tests-gemv 330 env FUSEFORMER_WEIGHT_EVICT_FIRST=1 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js
+          run l2v-tests-quant 300 env FUSEFORMER_WEIGHT_EVICT_FIRST=1 node --test --test-concurrency=1 dist/test/gpu/quant.test.js
+          for f in 0 1; do
+            run l2v-gpt2-$f 40 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --json "$out/l2v-gpt2-$f.json"
+            run l2v-gpt2-stamped-$f 40 env FUSEFORMER_TIMELINE=1 FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --json "$out/l2v-gpt2-stamped-$f.json"
+          done ;;
     l2-hint) # (session 27, call 1) the decode kernels' weights loaded evict-first in L2 (kernels/weight-stream.ts; FUSEFORMER_WEIGHT_EVICT_FIRST, on by default, never run): the GEMV / streamed GEMM and quantized op cases against the CPU, then decode off / on, one process each, two rounds (round 1 GPT-2 and Llama with INT4 + head and INT8 + head, round 2 Llama)
           run l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/quant.test.js
           for round in 1 2; do
             models=gpt2,llama; [ $round = 2 ] && models=llama
             for f in 0 1; do run decode-l2-$f-$round 110 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode.js --no-torch --reps 3 --models $models --quant int4-head,int8-head --json "$out/decode-l2-$f-$round.json"; done
           done ;;
+    l2-check) # (session 27, call 2) call 1 left GPT-2 bf16 b1 0.219 → 0.238 with the hint (one round; every Llama row and GPT-2's quantized rows faster): GPT-2 off / on twice more; then the op cases call 1's 200 s did not finish (compiles), one file at a time
+          for round in 3 4; do
+            for f in 0 1; do run decode-l2-gpt2-$f-$round 60 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --json "$out/decode-l2-gpt2-$f-$round.json"; done
+          done
+          run l2-tests-gemv 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js
+          run l2-tests-quant 150 node --test --test-concurrency=1 dist/test/gpu/quant.test.js ;;
+    l2-gpt2) # (session 27, call 3) GPT-2 bf16 b1 is the one row the hint slows (0.218 → 0.236–0.238, three rounds): its batch-1 timelines off / on, then the op cases with longer bounds (calls 1–2 cut them at 200 s while compiling)
+          for f in 0 1; do run timeline-gpt2-l2-$f 60 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode-timeline.js --models gpt2 --quant bf16,int8-head --batch 1 --steps 8 --json "$out/timeline-gpt2-l2-$f.json"; done
+          run l2-tests-gemv 280 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js
+          run l2-tests-quant 200 node --test --test-concurrency=1 dist/test/gpu/quant.test.js ;;
     l2-timelines) # (session 27) batch-1 and batch-32 timelines by role (decode-timeline's second table: the output and down projections apart) with the L2 hint off and on
           for f in 0 1; do
             run timeline-b1-l2-$f 100 env FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode-timeline.js --models llama --quant bf16,int4-head,int8-head --batch 1 --steps 8 --json "$out/timeline-b1-l2-$f.json"

@@ -3,23 +3,42 @@
 // out of L2 on their way through: the residual stream, the norms' inputs, the KV cache, the logits —
 // the small tensors that latency-bound kernels (norms, decode attention, sampling) read right after.
 // Loading the weights with an L2 evict-first policy (createpolicy + .L2::cache_hint) lets those stay
-// resident; the weights themselves lose nothing, as no step reads them twice.
+// resident. The weights lose nothing where they are many times the L2 (no step reads them twice); a
+// small model's (GPT-2 124M: 250 MB) might partly survive from one step to the next without the hint.
 //
 // The weight loads of the decode GEMVs (gemv.ts and gemv-mma.ts's load_weight, gemv-int8.ts, the INT4
 // GEMVs' load_stream_u4) and the streamed GEMM's weight boxes (gemm-stream.ts) come from here.
-// FUSEFORMER_WEIGHT_EVICT_FIRST=0 / 1 turns the hint off / on; it is read once, when a process first
+// FUSEFORMER_WEIGHT_EVICT_FIRST=1 / 0 turns the hint on / off (off by default: see
+// WEIGHT_EVICT_FIRST_DEFAULT for what the H200 measured); it is read once, when a process first
 // generates such a kernel (kernels are cached by their spec's key for the process's life).
 
 import { envFlag } from '../env-switch.js';
 
-/** Whether weight loads carry the evict-first hint when the environment does not say. */
-export const WEIGHT_EVICT_FIRST_DEFAULT = true;
+/**
+ * Whether weight loads carry the evict-first hint when the environment does not say: off. Measured on the
+ * H200 (session 27, bench:decode, one process a setting, 2–4 rounds, ms/token off → on): Llama 1.2B b1
+ * 0.811–0.813 → 0.807–0.809, b32 1.020–1.023 → 1.010–1.011, INT4 + head b1 0.468 → 0.465–0.466, INT8 +
+ * head b1 0.514–0.519 → 0.515–0.519, GPT-2 INT8 + head b1 0.199 → 0.189 — but GPT-2 bf16 b1 0.218–0.219
+ * → 0.236–0.238 in all four rounds (its kernel timeline, a stamped build, says the reverse: 217.9 → 206.2
+ * µs a step), and the op cases were not run with it. Opt-in until both are understood.
+ */
+export const WEIGHT_EVICT_FIRST_DEFAULT = false;
 
 let cached: boolean | undefined;
+let forced: boolean | undefined;
+
+/**
+ * Sets (or, with undefined, clears) the choice for the sources generated from now on, over the
+ * environment — for generating both forms in one process (tests); kernels already built keep theirs.
+ */
+export function setWeightEvictFirst(on: boolean | undefined): void {
+  forced = on;
+}
 
 /** FUSEFORMER_WEIGHT_EVICT_FIRST, read on the first call (a bad value is an error naming the variable). */
 export function weightEvictFirst(env: NodeJS.ProcessEnv = process.env): boolean {
   if (env !== process.env) return envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
+  if (forced !== undefined) return forced;
   cached ??= envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
   return cached;
 }

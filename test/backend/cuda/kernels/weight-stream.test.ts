@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirst, weightLoadCode } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { setWeightEvictFirst, tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirst, weightLoadCode } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -31,18 +31,29 @@ test('the weight load: past L1 either way; the L2 policy and its cache hint only
   assert.doesNotMatch(tmaWeightLoadCode(false), /cache_hint/);
 });
 
-test('every weight-streaming decode kernel loads its weights through the hint (and only weights: x keeps the plain copy)', () => {
-  const families = new Set(['gemv', 'gemv-mma', 'gemv-int8', 'gemv-int4-mma', 'quant-int4', 'gemm-stream']);
-  // quant-int4's family also holds the prefill GEMM (its weights re-read by every row tile): its GEMV only.
-  const entries = kernelCatalog().filter((e) => families.has(e.family) && (e.family !== 'quant-int4' || e.name.startsWith('int4_gemv')));
-  assert.deepEqual(new Set(entries.map((e) => e.family)), families);
-  for (const e of entries) {
-    if (WEIGHT_EVICT_FIRST_DEFAULT) assert.match(e.source, /L2::cache_hint/, `${e.family}/${e.name}`);
+// quant-int4's family also holds the prefill GEMM (its weights re-read by every row tile): its GEMV only.
+const STREAMING = new Set(['gemv', 'gemv-mma', 'gemv-int8', 'gemv-int4-mma', 'quant-int4', 'gemm-stream']);
+function streamingKernels(on: boolean) {
+  setWeightEvictFirst(on);
+  try {
+    return kernelCatalog().filter((e) => STREAMING.has(e.family) && (e.family !== 'quant-int4' || e.name.startsWith('int4_gemv')));
+  } finally {
+    setWeightEvictFirst(undefined);
+  }
+}
+
+test('with the hint every weight-streaming decode kernel loads its weights through it (x keeps the plain copy); without it none does', () => {
+  const hinted = streamingKernels(true);
+  assert.deepEqual(new Set(hinted.map((e) => e.family)), STREAMING);
+  for (const e of hinted) {
+    assert.match(e.source, /L2::cache_hint/, `${e.family}/${e.name}`);
     if (e.family === 'gemm-stream') {
       assert.doesNotMatch(e.source, /tma_load_2d\(.*&wmap/, `${e.family}/${e.name}: a weight box copied without the hint`);
       assert.match(e.source, /tma_load_2d\(.*&xmap/, `${e.family}/${e.name}: x boxes keep the plain copy`);
     }
   }
+  for (const e of streamingKernels(false)) assert.doesNotMatch(e.source, /cache_hint|createpolicy/, `${e.family}/${e.name}`);
+  assert.equal(weightEvictFirst(), WEIGHT_EVICT_FIRST_DEFAULT, 'the override is cleared');
 });
 
 const nvcc = findNvcc();
@@ -65,4 +76,10 @@ extern "C" __global__ void weight_stream_${hint ? 'hint' : 'plain'}(const __grid
 }`;
   const failures = await compileAll(nvcc!, [true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })), 2);
   assert.deepEqual(failures, []);
+});
+
+test('the hinted form of each weight-streaming family compiles with nvcc (the catalog test compiles the default form)', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
+  const firstOfFamily = new Map<string, { name: string; source: string }>();
+  for (const e of streamingKernels(true)) if (!firstOfFamily.has(e.family)) firstOfFamily.set(e.family, { name: `${e.family}/${e.name}`, source: e.source });
+  assert.deepEqual(await compileAll(nvcc!, [...firstOfFamily.values()], 2), []);
 });
