@@ -128,6 +128,11 @@ export interface StreamGemmSpec {
   /** The next kernel may launch as this one starts, not after its main loop (streamEarlyTrigger). */
   readonly earlyTrigger?: boolean;
   /**
+   * Stages whose weights the producer copies before its grid-dependency wait (1..stages; unset: every
+   * stage of the ring). Fewer leave HBM to the kernel before (streamPreWaitStages); not with int4.
+   */
+  readonly preWaitStages?: number;
+  /**
    * W4A16 (int4Linear's layout, see "INT4" in the header): the weights are packed nibbles with f16 scales
    * and u8 zeros per group of `groupSize` k (a multiple of 128 dividing K); chunkK 256.
    */
@@ -148,7 +153,27 @@ export function streamEarlyTrigger(env: NodeJS.ProcessEnv = process.env): boolea
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
   return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`
-    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}${s.earlyTrigger ? '.et' : ''}${s.int4 ? `.int4_g${s.int4.groupSize}` : ''}`;
+    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}${s.earlyTrigger ? '.et' : ''}${s.int4 ? `.int4_g${s.int4.groupSize}` : ''}`
+    + `${s.preWaitStages !== undefined ? `.pw${s.preWaitStages}` : ''}`;
+}
+
+/**
+ * Stages a bf16 / f16 streamed GEMM copies before its wait, from the environment (a sweep knob, unset by
+ * default = the whole ring): FUSEFORMER_STREAM_PREWAIT=n for every product, FUSEFORMER_STREAM_PREWAIT_GATED=n
+ * for the gated one (over the first). Why: at Llama 1.2B's batch 32 the residual norm before the gated
+ * product takes 5.5 µs on the chain against 2.9 before QKV (session 27's timelines by role) — the gated
+ * grid's ~20 MB of pre-wait copies run beside that norm, and its reads queue behind them.
+ */
+export function streamPreWaitStages(gated: boolean, env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const parse = (name: string): number | undefined => {
+    const value = env[name];
+    if (value === undefined || value === '') return undefined;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1 || n > MAX_STAGES) throw new Error(`${name} must be a whole number of stages, 1..${MAX_STAGES}, got '${value}'`);
+    return n;
+  };
+  const all = parse('FUSEFORMER_STREAM_PREWAIT'), gatedOnly = parse('FUSEFORMER_STREAM_PREWAIT_GATED');
+  return gated && gatedOnly !== undefined ? gatedOnly : all;
 }
 
 export interface StreamGemmPlan {
@@ -211,7 +236,7 @@ function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>,
  */
 export function planStreamGemm(
   dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
-  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm' | 'earlyTrigger'> = {},
+  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm' | 'earlyTrigger' | 'preWaitStages'> = {},
 ): StreamGemmPlan {
   if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
   if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
@@ -229,7 +254,10 @@ export function planStreamGemm(
   const shallow = splits > 1 || tiles > multiProcessorCount;
   const stages = stagesFor({ ...base, chunkK }, shallow ? SPLIT_STAGE_BUDGET_BYTES : STAGE_BUDGET_BYTES);
   if (stages === null) throw new RangeError(`planStreamGemm: no stage of ${M} rows fits in shared memory`);
-  return { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
+  // A pre-wait count past the ring is the whole ring: the default form.
+  const { preWaitStages, ...rest } = { ...base, chunkK, stages, splits, epilogue };
+  const spec = preWaitStages !== undefined && preWaitStages < stages ? { ...rest, preWaitStages } : rest;
+  return { spec, grid: [tiles, splits] };
 }
 
 /** k of an INT4 stage: one 128-byte box (64 16-bit pairs of nibbles) of each packed weight row. */
@@ -448,6 +476,7 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
   if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
   if (spec.norm && S > 1) throw new RangeError('streamGemmSource: the RMS norm needs all of K in one block (splits 1)');
+  if (spec.preWaitStages !== undefined && (INT4 || !Number.isInteger(spec.preWaitStages) || spec.preWaitStages < 1 || spec.preWaitStages > spec.stages)) throw new RangeError(`streamGemmSource: pre-wait stages must be 1..${spec.stages} (not with INT4), got ${spec.preWaitStages}`);
   if (spec.accumulate && gate) throw new RangeError('streamGemmSource: a gated product does not accumulate');
   const NORM = spec.norm !== undefined;
   const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
@@ -536,12 +565,22 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       copy_x(s, c_begin + i);
     };
 ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
-      const int first = min(count, STAGES);
+      const int first = min(count, STAGES);${spec.preWaitStages === undefined ? `
       for (int i = 0; i < first; i++) {
         mbar_expect(&full[i], STAGE_BYTES);
         copy_weights(i, c_begin + i);
       }
+      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)` : `
+      const int early = min(first, ${spec.preWaitStages});  // the stages whose weights go before the wait (preWaitStages)
+      for (int i = 0; i < early; i++) {
+        mbar_expect(&full[i], STAGE_BYTES);
+        copy_weights(i, c_begin + i);
+      }
       GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)
+      for (int i = early; i < first; i++) {
+        mbar_expect(&full[i], STAGE_BYTES);
+        copy_weights(i, c_begin + i);
+      }`}
       for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
     }`}
@@ -709,7 +748,7 @@ export function streamTensorMap(spec: Pick<StreamGemmSpec, 'dtype'>, address: bi
  * `norm`, the GEMM's input is the norm's output and the kernel forms it from `norm.x` (streamNormInput).
  */
 export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: StreamNormInput): void {
-  const a = skinnyGemmOperands(g), extra = { ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra() };
+  const a = skinnyGemmOperands(g), extra = { ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(false) };
   const plan = planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount, extra);
   launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
 }
@@ -717,15 +756,27 @@ export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: Stream
 /** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written); `norm` as launchStreamGemm's. */
 export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear, norm?: StreamNormInput): void {
   const { operands: a, gate } = skinnyGatedOperands(g);
-  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, { ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra() });
+  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, { ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(true) });
   launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
 }
 
 /** The process's settings, read once (tests set them directly). */
-export const streamGemmOptions: { earlyTrigger: boolean; int4Shape: StreamInt4Shape } = { earlyTrigger: streamEarlyTrigger(), int4Shape: streamInt4Shape() };
+export const streamGemmOptions: { earlyTrigger: boolean; int4Shape: StreamInt4Shape; preWait: { plain?: number; gated?: number } } = {
+  earlyTrigger: streamEarlyTrigger(), int4Shape: streamInt4Shape(),
+  preWait: { ...optional('plain', streamPreWaitStages(false)), ...optional('gated', streamPreWaitStages(true)) },
+};
+
+function optional<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: number };
+}
 
 function earlyTriggerExtra(): { earlyTrigger?: true } {
   return streamGemmOptions.earlyTrigger ? { earlyTrigger: true } : {};
+}
+
+function preWaitExtra(gated: boolean): { preWaitStages?: number } {
+  const n = gated ? streamGemmOptions.preWait.gated : streamGemmOptions.preWait.plain;
+  return n === undefined ? {} : { preWaitStages: n };
 }
 
 /** A residual norm as the kernel's prologue: the rows it normalises (x's address), γ, eps. */
@@ -768,6 +819,9 @@ export function catalog(): KernelSource[] {
       planStreamGemm('f16', 13, 384, 64, 'bias', undefined, 132, { norm: 'rms' }),
       planStreamGemm('bf16', 64, 512, 256, 'none', undefined, 132, { norm: 'rms' }),
     ].map((plan) => streamGemmSource(plan.spec)),
+    // Fewer stages copied before the wait (the preWaitStages sweep knob): gate/up with 2, QKV with 1.
+    streamGemmSource(planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { preWaitStages: 2 }).spec),
+    streamGemmSource(planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { preWaitStages: 1 }).spec),
     // The INT4 form: Llama 1.2B's gate/up at 32 rows, its down at 17 (three row tiles), QKV at 8, GPT-2's f16 QKV with
     // tanh-GELU at 5, the sweep's 4-warp shapes.
     ...[

@@ -174,3 +174,37 @@ test('earlyTrigger (FUSEFORMER_STREAM_EARLY_TRIGGER=1): the next kernel may laun
     stream.streamGemmOptions.earlyTrigger = saved;
   }
 });
+
+test('preWaitStages: the first n stages\' weights before the wait, the rest after it; the planner keeps the default form at or past the ring; the environment knob', () => {
+  const gated = { activation: 'silu' as const, bias: false };
+  const plain = stream.planStreamGemm('bf16', 32, 8192, 2048, 'none', gated, 132).spec;
+  const two = stream.planStreamGemm('bf16', 32, 8192, 2048, 'none', gated, 132, { preWaitStages: 2 }).spec;
+  assert.equal(two.preWaitStages, 2);
+  assert.equal(stream.streamGemmKey(two), `${stream.streamGemmKey(plain)}.pw2`);
+  const source = stream.streamGemmSource(two).source;
+  assert.match(source, /const int early = min\(first, 2\);/);
+  const [before, after] = source.split('GRID_DEPENDENCY_WAIT_ONE();');
+  assert.match(before!, /for \(int i = 0; i < early; i\+\+\) \{\s*mbar_expect\(&full\[i\], STAGE_BYTES\);\s*copy_weights\(i, c_begin \+ i\);/);
+  assert.match(after!, /for \(int i = early; i < first; i\+\+\) \{\s*mbar_expect\(&full\[i\], STAGE_BYTES\);\s*copy_weights\(i, c_begin \+ i\);/);
+  assert.doesNotMatch(stream.streamGemmSource(plain).source, /early/, 'the default form is unchanged');
+  const whole = stream.planStreamGemm('bf16', 32, 8192, 2048, 'none', gated, 132, { preWaitStages: plain.stages }).spec;
+  assert.equal(whole.preWaitStages, undefined, 'the whole ring is the default form');
+  assert.throws(() => stream.streamGemmSource({ ...plain, preWaitStages: plain.stages + 1 }), /pre-wait stages must be 1\.\./);
+  assert.throws(() => stream.streamGemmSource({ ...plain, preWaitStages: 0 }), /pre-wait stages must be 1\.\./);
+  assert.equal(stream.streamPreWaitStages(false, {}), undefined);
+  assert.equal(stream.streamPreWaitStages(true, { FUSEFORMER_STREAM_PREWAIT: '3' }), 3);
+  assert.equal(stream.streamPreWaitStages(true, { FUSEFORMER_STREAM_PREWAIT: '3', FUSEFORMER_STREAM_PREWAIT_GATED: '1' }), 1);
+  assert.equal(stream.streamPreWaitStages(false, { FUSEFORMER_STREAM_PREWAIT_GATED: '1' }), undefined, 'the gated knob leaves the other products');
+  assert.throws(() => stream.streamPreWaitStages(false, { FUSEFORMER_STREAM_PREWAIT: '9' }), /FUSEFORMER_STREAM_PREWAIT must be a whole number of stages, 1\.\.8, got '9'/);
+  const host = new RecordingHost(), saved = stream.streamGemmOptions.preWait;
+  try {
+    stream.streamGemmOptions.preWait = { gated: 2 };
+    stream.launchStreamGemm(host, checked({ M: 32, N: 2048, K: 2048 }));
+    assert.doesNotMatch(host.launches.at(-1)!.key, /\.pw/, 'the gated knob leaves a plain product alone');
+    stream.streamGemmOptions.preWait = { plain: 1 };
+    stream.launchStreamGemm(host, checked({ M: 32, N: 2048, K: 2048 }));
+    assert.match(host.launches.at(-1)!.key, /\.pw1$/);
+  } finally {
+    stream.streamGemmOptions.preWait = saved;
+  }
+});
