@@ -42,6 +42,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { pickVectorWidth } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
+import { envFlag } from '../env-switch.js';
 
 export interface SampleTokensSpec {
   readonly dtype: FloatDType;
@@ -68,10 +69,22 @@ export function sampleTokensThreads(classes: number): number {
 /** Vectors a thread loads per split (two loads in flight: one memory latency a block). */
 const VECTORS_PER_THREAD = 2;
 
-/** Blocks per row: the row's vectors over THREADS · VECTORS_PER_THREAD a block (1: unsplit). */
-export function sampleTokensSplits(classes: number, vec: number, threads: number): number {
-  return Math.max(1, Math.ceil(Math.ceil(classes / vec) / (threads * VECTORS_PER_THREAD)));
+/**
+ * Blocks per row: the row's vectors over THREADS · VECTORS_PER_THREAD a block (1: unsplit). With `wave`
+ * (rows, SMs), no more than one wave of blocks: a 1024-thread block holds an SM alone at this kernel's
+ * registers, so Llama's 128k vocabulary at 32 rows (8 splits: 256 blocks) ran in two waves — sampling
+ * took 19–20 µs of a batch-32 step against ~10 at one row (session 27's timelines). Opt-in until
+ * measured (sampleTokensWave).
+ */
+export function sampleTokensSplits(classes: number, vec: number, threads: number, wave?: { rows: number; multiProcessorCount: number }): number {
+  const byVocabulary = Math.max(1, Math.ceil(Math.ceil(classes / vec) / (threads * VECTORS_PER_THREAD)));
+  if (!wave) return byVocabulary;
+  const residentBlocks = wave.multiProcessorCount * Math.max(1, Math.floor(1024 / threads));
+  return Math.max(1, Math.min(byVocabulary, Math.floor(residentBlocks / wave.rows)));
 }
+
+/** FUSEFORMER_SAMPLE_WAVE=1: sampleTokens' splits capped at one wave of blocks (sampleTokensSplits); read once. */
+export const sampleTokensWave: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_WAVE', process.env['FUSEFORMER_SAMPLE_WAVE'], false) };
 
 /**
  * Device code shared by sampleTokens and tokenProbabilities: the spec's constants, the order-preserving
@@ -566,7 +579,7 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
   const dtype = logits.dtype as FloatDType, size = byteSize(dtype);
   const vec = pickVectorWidth(16 / size, [{ ptr: p.logits, elementBytes: size }], Vp);
   const threads = sampleTokensThreads(classes);
-  const spec: SampleTokensSpec = { dtype, classes, vec, threads, splits: sampleTokensSplits(classes, vec, threads) };
+  const spec: SampleTokensSpec = { dtype, classes, vec, threads, splits: sampleTokensSplits(classes, vec, threads, sampleTokensWave.enabled ? { rows: B, multiProcessorCount: host.multiProcessorCount } : undefined) };
   const partials = spec.splits > 1 ? host.scratch(B * spec.splits * 8) : 0n, counters = spec.splits > 1 ? host.counters(B) : 0n;
   host.kernel(sampleTokensKey(spec), () => sampleTokensSource(spec)).launch(
     { grid: [spec.splits, B], block: spec.threads },

@@ -79,6 +79,20 @@ test('sampleTokens: blocks per sequence by vocabulary (two vectors a thread), 16
   // Split rows reduce through partials in scratch and a zeroed counter per row; an unsplit row needs neither.
   assert.deepEqual(host.counterRequests, [32, 2]);
   assert.deepEqual(host.scratchRequests, [32 * 4 * 8, 2 * 2 * 8]);
+  // FUSEFORMER_SAMPLE_WAVE: at most one wave of blocks (one 1024-thread block an SM): Llama's 128k at 32 rows 8 → 4 splits.
+  assert.equal(sampling.sampleTokensSplits(128256, 8, 1024), 8);
+  assert.equal(sampling.sampleTokensSplits(128256, 8, 1024, { rows: 1, multiProcessorCount: 132 }), 8, 'one row keeps the vocabulary\'s splits');
+  assert.equal(sampling.sampleTokensSplits(128256, 8, 1024, { rows: 32, multiProcessorCount: 132 }), 4);
+  assert.equal(sampling.sampleTokensSplits(128256, 8, 1024, { rows: 200, multiProcessorCount: 132 }), 1);
+  assert.equal(sampling.sampleTokensSplits(1003, 1, 256, { rows: 200, multiProcessorCount: 132 }), 2, '256-thread blocks: four an SM');
+  const saved = sampling.sampleTokensWave.enabled;
+  try {
+    sampling.sampleTokensWave.enabled = true;
+    sampling.sampleTokens(host, args(32, 128256, 'bf16', 128256));
+    assert.deepEqual([host.launches.at(-1)!.key, host.launches.at(-1)!.config.grid], ['sample_tokens.bf16.v128256.vec8.t1024.s4', [4, 32]]);
+  } finally {
+    sampling.sampleTokensWave.enabled = saved;
+  }
   rejects(() => sampling.sampleTokens(host, args(1, 300000, 'bf16', 300000)), /^sampleTokens: a vocabulary of 300000 classes is larger/);
   rejects(() => sampling.sampleTokens(host, args(1, 64, 'bf16', 65)), /^sampleTokens: 'classes' must be an integer in \[1, 64\]/);
 });
