@@ -478,7 +478,7 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (spec.norm && S > 1) throw new RangeError('streamGemmSource: the RMS norm needs all of K in one block (splits 1)');
   if (spec.preWaitStages !== undefined && (INT4 || !Number.isInteger(spec.preWaitStages) || spec.preWaitStages < 1 || spec.preWaitStages > spec.stages)) throw new RangeError(`streamGemmSource: pre-wait stages must be 1..${spec.stages} (not with INT4), got ${spec.preWaitStages}`);
   if (spec.accumulate && gate) throw new RangeError('streamGemmSource: a gated product does not accumulate');
-  const NORM = spec.norm !== undefined;
+  const NORM = spec.norm !== undefined, PRE_WAIT = spec.preWaitStages !== undefined;
   const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
   if (BN > 256) throw new RangeError(`streamGemmSource: a tensor-map box holds at most 256 rows, BN = ${BN}`);
   const { combine, direct } = skinnyOutputCode(gate, { region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW', ...(spec.accumulate ? { accumulate: true } : {}) });
@@ -565,22 +565,17 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       copy_x(s, c_begin + i);
     };
 ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
-      const int first = min(count, STAGES);${spec.preWaitStages === undefined ? `
-      for (int i = 0; i < first; i++) {
+      const int first = min(count, STAGES);${PRE_WAIT ? `
+      const int early = min(first, ${spec.preWaitStages});  // the stages whose weights go before the wait (preWaitStages)` : ''}
+      for (int i = 0; i < ${PRE_WAIT ? 'early' : 'first'}; i++) {
         mbar_expect(&full[i], STAGE_BYTES);
         copy_weights(i, c_begin + i);
       }
-      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)` : `
-      const int early = min(first, ${spec.preWaitStages});  // the stages whose weights go before the wait (preWaitStages)
-      for (int i = 0; i < early; i++) {
-        mbar_expect(&full[i], STAGE_BYTES);
-        copy_weights(i, c_begin + i);
-      }
-      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)
+      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)${PRE_WAIT ? `
       for (int i = early; i < first; i++) {
         mbar_expect(&full[i], STAGE_BYTES);
         copy_weights(i, c_begin + i);
-      }`}
+      }` : ''}
       for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
     }`}

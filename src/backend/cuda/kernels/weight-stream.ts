@@ -9,8 +9,8 @@
 // The weight loads of the decode GEMVs (gemv.ts and gemv-mma.ts's load_weight, gemv-int8.ts, the INT4
 // GEMVs' load_stream_u4) and the streamed GEMM's weight boxes (gemm-stream.ts) come from here.
 // FUSEFORMER_WEIGHT_EVICT_FIRST=1 / 0 turns the hint on / off (off by default: see
-// WEIGHT_EVICT_FIRST_DEFAULT for what the H200 measured); it is read once, when a process first
-// generates such a kernel (kernels are cached by their spec's key for the process's life).
+// WEIGHT_EVICT_FIRST_DEFAULT for what the H200 measured); it is read once, when the module loads
+// (kernels are cached by their spec's key for the process's life).
 
 import { envFlag } from '../env-switch.js';
 
@@ -24,24 +24,13 @@ import { envFlag } from '../env-switch.js';
  */
 export const WEIGHT_EVICT_FIRST_DEFAULT = false;
 
-let cached: boolean | undefined;
-let forced: boolean | undefined;
-
-/**
- * Sets (or, with undefined, clears) the choice for the sources generated from now on, over the
- * environment — for generating both forms in one process (tests); kernels already built keep theirs.
- */
-export function setWeightEvictFirst(on: boolean | undefined): void {
-  forced = on;
+/** FUSEFORMER_WEIGHT_EVICT_FIRST: 1 on, 0 off, unset the default (a bad value is an error naming the variable). */
+export function weightEvictFirstFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  return envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
 }
 
-/** FUSEFORMER_WEIGHT_EVICT_FIRST, read on the first call (a bad value is an error naming the variable). */
-export function weightEvictFirst(env: NodeJS.ProcessEnv = process.env): boolean {
-  if (env !== process.env) return envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
-  if (forced !== undefined) return forced;
-  cached ??= envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
-  return cached;
-}
+/** The process's setting, read once (tests set it directly; kernels already built keep theirs). */
+export const weightStreamOptions: { evictFirst: boolean } = { evictFirst: weightEvictFirstFromEnv() };
 
 /**
  * The device function `name(p)` returning the 16-byte vector at p as a uint4: past L1 (the activations
@@ -49,7 +38,7 @@ export function weightEvictFirst(env: NodeJS.ProcessEnv = process.env): boolean 
  * compiler keeps one per thread, not one per load.
  */
 export function weightLoadCode(name: string, pointer: string, options: { volatile?: boolean; hint?: boolean } = {}): string {
-  const hint = options.hint ?? weightEvictFirst();
+  const hint = options.hint ?? weightStreamOptions.evictFirst;
   const asm = options.volatile === false ? 'asm' : 'asm volatile';
   if (!hint) {
     return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
@@ -83,7 +72,7 @@ __device__ __forceinline__ unsigned long long weight_l2_policy() {
  * tma_load_2d_weight(dst, map, c0, c1, bar): TENSOR_MAP_LIB's tma_load_2d for weight boxes, with the
  * evict-first hint when `hint` (include after TENSOR_MAP_LIB).
  */
-export function tmaWeightLoadCode(hint: boolean = weightEvictFirst()): string {
+export function tmaWeightLoadCode(hint: boolean = weightStreamOptions.evictFirst): string {
   if (!hint) {
     return String.raw`__device__ __forceinline__ void tma_load_2d_weight(void* dst, const TensorMap* map, int c0, int c1, u64* bar) { tma_load_2d(dst, map, c0, c1, bar); }`;
   }

@@ -5,16 +5,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { setWeightEvictFirst, tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirst, weightLoadCode } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
 
 test('FUSEFORMER_WEIGHT_EVICT_FIRST: 1 on, 0 off, unset the default, anything else an error naming it', () => {
-  assert.equal(weightEvictFirst({ FUSEFORMER_WEIGHT_EVICT_FIRST: '1' }), true);
-  assert.equal(weightEvictFirst({ FUSEFORMER_WEIGHT_EVICT_FIRST: '0' }), false);
-  assert.equal(weightEvictFirst({}), WEIGHT_EVICT_FIRST_DEFAULT);
-  assert.throws(() => weightEvictFirst({ FUSEFORMER_WEIGHT_EVICT_FIRST: 'yes' }), /FUSEFORMER_WEIGHT_EVICT_FIRST must be 0 or 1, got 'yes'/);
+  assert.equal(weightEvictFirstFromEnv({ FUSEFORMER_WEIGHT_EVICT_FIRST: '1' }), true);
+  assert.equal(weightEvictFirstFromEnv({ FUSEFORMER_WEIGHT_EVICT_FIRST: '0' }), false);
+  assert.equal(weightEvictFirstFromEnv({}), WEIGHT_EVICT_FIRST_DEFAULT);
+  assert.throws(() => weightEvictFirstFromEnv({ FUSEFORMER_WEIGHT_EVICT_FIRST: 'yes' }), /FUSEFORMER_WEIGHT_EVICT_FIRST must be 0 or 1, got 'yes'/);
 });
 
 test('the weight load: past L1 either way; the L2 policy and its cache hint only with the hint', () => {
@@ -34,11 +34,12 @@ test('the weight load: past L1 either way; the L2 policy and its cache hint only
 // quant-int4's family also holds the prefill GEMM (its weights re-read by every row tile): its GEMV only.
 const STREAMING = new Set(['gemv', 'gemv-mma', 'gemv-int8', 'gemv-int4-mma', 'quant-int4', 'gemm-stream']);
 function streamingKernels(on: boolean) {
-  setWeightEvictFirst(on);
+  const saved = weightStreamOptions.evictFirst;
+  weightStreamOptions.evictFirst = on;
   try {
     return kernelCatalog().filter((e) => STREAMING.has(e.family) && (e.family !== 'quant-int4' || e.name.startsWith('int4_gemv')));
   } finally {
-    setWeightEvictFirst(undefined);
+    weightStreamOptions.evictFirst = saved;
   }
 }
 
@@ -53,7 +54,7 @@ test('with the hint every weight-streaming decode kernel loads its weights throu
     }
   }
   for (const e of streamingKernels(false)) assert.doesNotMatch(e.source, /cache_hint|createpolicy/, `${e.family}/${e.name}`);
-  assert.equal(weightEvictFirst(), WEIGHT_EVICT_FIRST_DEFAULT, 'the override is cleared');
+  assert.equal(weightStreamOptions.evictFirst, weightEvictFirstFromEnv(), 'the setting is restored');
 });
 
 const nvcc = findNvcc();
