@@ -405,6 +405,22 @@ for step in "${steps[@]}"; do
             run decode-norm-auto-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-auto-$round.json"
             run decode-norm-on-$round 60 env FUSEFORMER_INT4_NORM=1 FUSEFORMER_INT8_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-on-$round.json"
           done ;;
+    row-norm) # (session 28, call 2) the RMS norms split across the streamed GEMMs (FUSEFORMER_ROW_NORM=1, built this session, never run): Llama decode off / on (b32: no norm kernel between the products), with the one-wave sampler too, two rounds; the b32 timeline by role; then the op cases and the model test
+          for round in 1 2; do
+            run rn-off-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn-off-$round.json"
+            run rn-on-$round 60 env FUSEFORMER_ROW_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn-on-$round.json"
+            run rn-on-wave-$round 60 env FUSEFORMER_ROW_NORM=1 FUSEFORMER_SAMPLE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn-on-wave-$round.json"
+          done
+          run rn-timeline 60 env FUSEFORMER_ROW_NORM=1 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/rn-timeline.json"
+          run rn-tests 300 node --test --test-concurrency=1 --test-name-pattern='split across' dist/test/gpu/decode-gemv.test.js ;;
+    s28-sweep) # (session 28, call 1) prewait and sample-wave's decode runs first (one process a setting, Llama b1 / b32), then their op cases
+          run s28-default 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/s28-default.json"
+          for n in 1 2 3; do run s28-prewait-gated-$n 60 env FUSEFORMER_STREAM_PREWAIT_GATED=$n node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/s28-prewait-gated-$n.json"; done
+          run s28-prewait-all-2 60 env FUSEFORMER_STREAM_PREWAIT=2 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/s28-prewait-all-2.json"
+          run s28-sample-wave 60 env FUSEFORMER_SAMPLE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/s28-sample-wave.json"
+          run s28-default-2 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/s28-default-2.json"
+          run s28-sample-wave-ops 150 env FUSEFORMER_SAMPLE_WAVE=1 FUSEFORMER_TEST_OPS=sampleTokens node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
+          run s28-prewait-tests 200 env FUSEFORMER_STREAM_PREWAIT=2 node --test --test-concurrency=1 --test-name-pattern='streamed' dist/test/gpu/decode-gemv.test.js ;;
     prewait) # (session 28; built in session 27, never run) the streamed GEMM copying fewer stages' weights before its wait (FUSEFORMER_STREAM_PREWAIT[_GATED]=n): the streamed op cases with it forced, then Llama b32 decode at gated 1 / 2 / 3 and every product 2 against the default, one process each, and the b32 timeline by role at the best
           run prewait-tests 330 env FUSEFORMER_STREAM_PREWAIT=2 node --test --test-concurrency=1 --test-name-pattern='streamed' dist/test/gpu/decode-gemv.test.js
           run prewait-default 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/prewait-default.json"

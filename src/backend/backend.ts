@@ -60,6 +60,47 @@ export interface GemmArgs {
   preActivation?: Tensor;
   /** [N] for 'dgelu_bgrad', [M] for 'bgrad_a'. */
   biasGrad?: Tensor;
+  /** The RMS norm of out's rows, prepared for the product that reads it (RowNormSquares). */
+  rowSquares?: RowNormSquares;
+  /** Each row of the product scaled by its RMS norm's 1/rms before the epilogue (RowNormScale). */
+  rowScale?: RowNormScale;
+}
+
+// --- an RMS norm split across the products around it ------------------------------------------------
+// norm(x)·wᵀ = (x·rstd ⊙ γ)·wᵀ = rstd ⊙ ((x ⊙ γ)·wᵀ), rstd = 1/sqrt(mean(x²) + eps) per row. So the
+// product that writes the residual stream x (a decode step's O or down projection adding into x, beta
+// = 1) can leave (x ⊙ γ) and the partial sums of x² (rowSquares), and the product that reads the norm
+// takes (x ⊙ γ) as its input and scales each row of its sums by rstd (rowScale): no norm kernel between
+// them. The two roundings differ from residualNorm's h = round(x·rstd·γ) by the bf16/f16 rounding of one
+// product, as any fused form's do.
+
+/** The width of a partial sum of squares: the columns 16j..16j + 15 of a row. */
+export const ROW_SQUARE_SLOT = 16;
+
+/** Partial sums a row of `width` columns has in RowNormSquares.squares: ⌈width / ROW_SQUARE_SLOT⌉. */
+export function rowSquareSlots(width: number): number {
+  return Math.ceil(width / ROW_SQUARE_SLOT);
+}
+
+/**
+ * GemmArgs.rowSquares: after out [M, N] is written, with v = out as stored (rounded to its dtype):
+ * scaled[m, n] = v[m, n]·gamma[n] rounded to out's dtype, and squares[m, j] = Σ v[m, n]² over n in
+ * 16j..16j + 15 (f32 [M, rowSquareSlots(N)]). gamma [N] and scaled share out's dtype.
+ */
+export interface RowNormSquares {
+  gamma: Tensor;
+  scaled: Tensor;
+  squares: Tensor;
+}
+
+/**
+ * GemmArgs / GatedLinearArgs.rowScale: row m of the product (before bias and epilogue; gated: both
+ * halves) times rsqrt(Σ_j squares[m, j] / K + eps), K the product's input width; squares f32
+ * [M, rowSquareSlots(K)] as a RowNormSquares left them.
+ */
+export interface RowNormScale {
+  squares: Tensor;
+  eps: number;
 }
 
 /**
@@ -822,6 +863,8 @@ export interface GatedLinearArgs {
   up: Tensor;
   out: Tensor;
   activation: Activation;
+  /** Each row of both products scaled by its RMS norm's 1/rms before the bias (RowNormScale). */
+  rowScale?: RowNormScale;
 }
 
 /**
@@ -1319,6 +1362,12 @@ export interface Backend {
    * the norms. Absent: never.
    */
   formsNormInProduct?(rows: number, dtype: DType): boolean;
+  /**
+   * Whether gemm and gatedLinear of `rows` rows of `dtype` take rowSquares / rowScale inside their own
+   * kernels (so a decode forward runs no norm kernel between the products). Absent: never. The CPU backend
+   * implements both at any size without offering them.
+   */
+  rowNormProducts?(rows: number, dtype: DType): boolean;
   /**
    * Marks the current point of the queue, for timing. Inside captureGraph() (CUDA) the mark becomes a
    * node of the graph, recorded again by every replay: elapsedSince() then reads the latest replay.

@@ -29,7 +29,7 @@
 // maxRows rows); a gated MLP's INT8 gate/up product and act(g)·u are one int8Linear.
 
 import type { Activation, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
-import { decodeLayersWorkspaceFloats } from '../backend/backend.js';
+import { decodeLayersWorkspaceFloats, rowSquareSlots } from '../backend/backend.js';
 import { decodeLayersUnsupported } from '../backend/cuda/kernels/decode-layers.js';
 import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
@@ -52,6 +52,8 @@ export interface RowViews {
   readonly up: Tensor;
   readonly act: Tensor;
   readonly mask?: Tensor;
+  /** f32 [R, ⌈H/16⌉]: the residual stream's partial sums of squares (RMS-norm models; rowNormOptions). */
+  readonly squares?: Tensor;
 }
 
 /** Rows the INT8 LM head computes at once (its i32 accumulator is rows × vocabulary). */
@@ -101,6 +103,17 @@ const residualEnv = process.env['FUSEFORMER_RESIDUAL_IN_PRODUCTS'];
  */
 export const residualInProductsOptions: { mode: 'auto' | 'on' | 'off' } = { mode: residualEnv === '1' ? 'on' : residualEnv === '0' ? 'off' : 'auto' };
 
+/**
+ * The RMS norms split across the products around them (backend.ts RowNormSquares / RowNormScale): the O
+ * and down products add into x and leave x ⊙ γ of the next norm and x's partial sums of squares, and the
+ * QKV and MLP-up products read x ⊙ γ and scale their rows by 1/rms — no norm kernel between the products
+ * but the first layer's and the final one. 'auto' (default) follows the backend (Backend.rowNormProducts:
+ * CUDA's streamed GEMM at 5–32 rows, FUSEFORMER_ROW_NORM=1); 'on' forces it on any backend (the CPU tests
+ * compare both forms), 'off' never. For the models residualInProducts takes, with a gated MLP or one
+ * whose activation is a GEMM epilogue. Takes effect for forwards launched or captured after it is set.
+ */
+export const rowNormOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
+
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
   private readonly buffers: Omit<RowViews, 'rows'>;
@@ -127,6 +140,7 @@ export class DecoderForward {
       up: b.empty([maxRows, upWidth], dtype),
       act: b.empty([maxRows, arch.ffn], dtype),
       ...(needsMask ? { mask: b.empty([maxRows, arch.ffn], 'u8') } : {}),
+      ...(arch.norm === 'rms' ? { squares: b.empty([maxRows, rowSquareSlots(arch.hidden)], 'f32') } : {}),
     };
     const int8 = (model.quantization?.layers ?? []).flatMap((q) => Object.values(q)).filter((w) => w.kind === 'int8');
     const int8Head = model.quantization?.lmHead?.kind === 'int8' ? model.quantization.lmHead : undefined;
@@ -149,7 +163,7 @@ export class DecoderForward {
       const f = this.buffers;
       v = {
         rows, x: cut(f.x), h: cut(f.h), qkv: cut(f.qkv), q: cut(f.q), attn: cut(f.attn), y: cut(f.y), up: cut(f.up), act: cut(f.act),
-        ...(f.mask ? { mask: cut(f.mask) } : {}),
+        ...(f.mask ? { mask: cut(f.mask) } : {}), ...(f.squares ? { squares: cut(f.squares) } : {}),
       };
       this.views.set(rows, v);
     }
@@ -199,34 +213,65 @@ export class DecoderForward {
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
-    const inProducts = this.residualInProducts(ops, v.rows), inNorms = !inProducts;
-    const residualProduct = (a: Tensor, w: Tensor) => ops.gemm(inProducts ? { a, b: w, out: v.x, transB, beta: 1 } : { a, b: w, out: v.y, transB });
+    const rowNorm = this.rowNormInProducts(ops, v.rows);
+    const inProducts = rowNorm || this.residualInProducts(ops, v.rows), inNorms = !inProducts;
+    // rowNorm: the product adding into x leaves x ⊙ γ (of the norm after it) in v.h and x's partial sums of squares.
+    const rowSquares = (gamma: Tensor) => (rowNorm ? { rowSquares: { gamma, scaled: v.h, squares: v.squares! } } : {});
+    const rowScale = { squares: v.squares!, eps: m.arch.normEps };
+    const residualProduct = (a: Tensor, w: Tensor, next?: NormWeights) =>
+      ops.gemm(inProducts ? { a, b: w, out: v.x, transB, beta: 1, ...(next ? rowSquares(next.gamma) : {}) } : { a, b: w, out: v.y, transB });
     m.layers.forEach((layer, l) => {
       const q = m.quantization?.layers[l] ?? {};
       // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
       const norm1 = this.normArgs(v, layer.norm1, inNorms && l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined);
-      if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
+      if (rowNorm && l > 0) ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB, rowScale });
+      else if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
       else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
       else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: true });
       if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
       const attended = attention(l, v);
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
-      else residualProduct(attended, layer.out);
+      else residualProduct(attended, layer.out, layer.norm2);
       if (inNorms) this.sumOverRanks(v.y);
-      this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
+      if (rowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
+      else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
       if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
-      else residualProduct(v.act, layer.down);
+      else residualProduct(v.act, layer.down, m.layers[l + 1]?.norm1);
       if (inNorms) this.sumOverRanks(v.y);
     });
     ops.residualNorm(this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias));
   }
 
+  /**
+   * Whether blocks() of `rows` rows splits the RMS norms across the products (rowNormOptions): a model
+   * residualInProducts takes in 'on' mode, with an MLP whose first product takes rowScale.
+   */
+  rowNormInProducts(ops: Backend, rows: number): boolean {
+    const m = this.model, mode = rowNormOptions.mode;
+    if (mode === 'off' || !this.buffers.squares || (!m.arch.gatedMlp && !this.fcEpilogue) || !this.takesResidualInProducts()) return false;
+    if (m.quantization?.layers.some((q) => Object.keys(q).length > 0)) return false;
+    return mode === 'on' || (ops.rowNormProducts?.(rows, m.dtype) ?? false);
+  }
+
+  /** v.act = the MLP's first product and activation of v.h = x ⊙ γ, its rows scaled by 1/rms (rowNormOptions). */
+  private rowScaledMlpIn(ops: Backend, v: RowViews, l: number, rowScale: { squares: Tensor; eps: number }): void {
+    const arch = this.model.arch, layer = this.model.layers[l]!, bias = layer.upBias ? { bias: layer.upBias } : {};
+    if (arch.gatedMlp) ops.gatedLinear({ x: v.h, weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias, rowScale });
+    else ops.gemm({ a: v.h, b: layer.up, out: v.act, transB: true, epilogue: this.fcEpilogue!, bias: layer.upBias!, rowScale });
+  }
+
   /** Whether blocks() of `rows` rows adds the residual in the O and down products (residualInProductsOptions). */
   residualInProducts(ops: Backend, rows: number): boolean {
     const m = this.model, mode = residualInProductsOptions.mode;
-    if (mode === 'off' || m.arch.norm !== 'rms' || m.tensorParallel || m.layers.some((layer) => layer.outBias || layer.downBias)) return false;
-    if (m.quantization?.layers.some((q) => q.out || q.down)) return false;
+    if (mode === 'off' || !this.takesResidualInProducts()) return false;
     return mode === 'on' || (ops.formsNormInProduct?.(rows, m.dtype) ?? false);
+  }
+
+  /** Whether the model can add the residual in its O and down products: RMS norms, no O / down biases or quantization, no tensor parallelism. */
+  private takesResidualInProducts(): boolean {
+    const m = this.model;
+    if (m.arch.norm !== 'rms' || m.tensorParallel || m.layers.some((layer) => layer.outBias || layer.downBias)) return false;
+    return !m.quantization?.layers.some((q) => q.out || q.down);
   }
 
   /** residualNorm(norm), then out = the INT4 product of norm.out, as one normLinear. */

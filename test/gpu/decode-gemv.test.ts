@@ -18,10 +18,10 @@ import { probeCuda } from '../../src/cuda/probe.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
-import { residualInProductsOptions } from '../../src/infer/forward.js';
+import { residualInProductsOptions, rowNormOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { accumulateGemmCases, checkGemmCase, decodeGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
-import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
+import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, rowNormCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
 import { checkCase } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
@@ -182,6 +182,25 @@ test('normLinear of an RMS norm that only reads x, its output unread: the stream
   assert.equal(gpu.streamNormLaunches, before, 'FUSEFORMER_STREAM_NORM=0: residualNorm + the product');
 });
 
+test('the RMS norm split across two streamed GEMMs (rowSquares, then rowScale) matches the CPU reference; elsewhere a clear error', { skip }, async (t) => {
+  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
+  for (const dtype of ['bf16', 'f16'] as FloatDType[]) {
+    for (const c of rowNormCases(dtype)) {
+      await t.test(c.name, () => {
+        const before = gpu.rowNormLaunches;
+        for (let run = 0; run < 2; run++) {
+          const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          assert.deepEqual(failed, [], failed.join('\n'));
+        }
+        assert.equal(gpu.rowNormLaunches - before, c.name.includes('producer only') ? 2 : 4, 'both products ran in the streamed GEMM');
+      });
+    }
+  }
+  const a = gpu.empty([3, 128], 'bf16'), w = gpu.empty([64, 128], 'bf16'), out = gpu.empty([3, 64], 'bf16'), squares = gpu.empty([3, 8], 'f32');
+  assert.throws(() => gpu.gemm({ a, b: w, out, transB: true, rowScale: { squares, eps: 1e-5 } }), /gemm: rowScale \/ rowSquares run inside the streamed GEMM only: .*got 3 rows/);
+  for (const x of [a, w, out, squares]) gpu.free(x);
+});
+
 test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true });
   for (const dtype of ['f32', 'f16', 'bf16'] as FloatDType[]) {
@@ -334,6 +353,43 @@ test('llama: the residual added by the products and the norm formed in the strea
     assert.deepEqual(await decode(false), replayed);
   } finally {
     residualInProductsOptions.mode = 'auto';
+    model.free();
+  }
+});
+
+test('llama: the norms split across the streamed GEMMs (rowNorm) give the usual form\'s logits and decode (bf16)', { skip }, async () => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create();
+  gpu.rowNorm = true;  // opt-in (FUSEFORMER_ROW_NORM=1)
+  const m = ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!;
+  const dir = join(root, 'llama-row-norm');
+  writeModelFolder(dir, m.family, m.config, 9);
+  const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
+  try {
+    const prompt = Array.from({ length: 20 }, (_, i) => (i * 29 + 5) % 200);
+    const logitsOf = (mode: 'auto' | 'off', on = model) => {
+      rowNormOptions.mode = mode;
+      const engine = new DecodeEngine(on, { maxBatch: 3, maxLen: 64 });
+      const out = engine.promptLogits(prompt);
+      engine.dispose();
+      return out;
+    };
+    // Against the f32 CPU forward, as the residual-in-products test above: the two bf16 forms held to each other's error.
+    const cpuModel = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
+    const exact = logitsOf('off', cpuModel);
+    cpuModel.free();
+    const usual = logitsOf('off'), before = gpu.rowNormLaunches, ours = logitsOf('auto');
+    assert.ok(gpu.rowNormLaunches > before, 'the 20-row prefill split its norms across the products');
+    const usualError = relError(usual, exact), ourError = relError(ours, exact);
+    assert.ok(ourError <= 1.25 * usualError + 2e-3, `bf16 logits rel err against f32: ${ourError} (the usual form ${usualError})`);
+    // Twelve sequences decoding together, graphs replayed and eager: the same tokens either way.
+    const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
+    const decode = (graphs: boolean) => generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
+    const started = gpu.rowNormLaunches, replayed = await decode(true);
+    assert.ok(gpu.rowNormLaunches > started, 'the 12-row decode steps split their norms across the products');
+    assert.deepEqual(await decode(false), replayed);
+  } finally {
+    rowNormOptions.mode = 'auto';
     model.free();
   }
 });

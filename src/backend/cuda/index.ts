@@ -37,6 +37,7 @@ import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.
 import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
 import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
 import { checkInt8Linear } from '../op-checks/quant.js';
+import { checkRowScale, checkRowSquares } from '../op-checks/row-norm.js';
 import type { Int8GemvLaunch } from './kernels/gemv-int8.js';
 import { int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
 import { devicePtr } from './kernels/row-kernels.js';
@@ -72,6 +73,16 @@ import { CudaTensor } from './runtime/tensor.js';
 
 /** cuBLASLt's scratch: 32 MiB lets it pick every Hopper kernel it has (split-K, stream-K). */
 const GEMM_WORKSPACE_BYTES = 32 << 20;
+
+/** The shapes rowSquares / rowScale take on CUDA (the streamed GEMM's). */
+const ROW_NORM_SHAPES = `bf16 or f16, ${STREAM_MIN_ROWS}–${STREAM_ROUTED_MAX_ROWS} rows, K a multiple of 64, the streamed GEMM on (FUSEFORMER_STREAM_GEMM) on a GPU with tensor maps`;
+
+/** A tensor's device address, which a kernel reads by 16-byte vectors. */
+function alignedPtr(check: OpCheck, name: string, t: Tensor): bigint {
+  const ptr = devicePtr(check, name, t);
+  if (ptr % 16n !== 0n) check.fail(`'${name}' must start 16-byte aligned for the kernel's vector loads`);
+  return ptr;
+}
 
 export class CudaBackend implements Backend {
   readonly name = 'cuda' as const;
@@ -141,6 +152,15 @@ export class CudaBackend implements Backend {
   streamNorm = process.env['FUSEFORMER_STREAM_NORM'] === '1';
   /** normLinear calls run as the streamed GEMM with the norm inside so far. */
   streamNormLaunches = 0;
+  /**
+   * gemm's rowSquares / rowScale and gatedLinear's rowScale inside the streamed GEMM (5–32 rows, 16-bit):
+   * the RMS norm split across the products around it (backend.ts RowNormSquares), so a batched decode
+   * step runs no norm kernel between its products (rowNormProducts). Opt-in (FUSEFORMER_ROW_NORM=1) until
+   * timed on a GPU. Takes effect for forwards launched or captured after it is set.
+   */
+  rowNorm = process.env['FUSEFORMER_ROW_NORM'] === '1';
+  /** Products run with rowSquares or rowScale so far. */
+  rowNormLaunches = 0;
   /**
    * int8Linear of 1–4 rows as one W8A8 GEMV kernel (kernels/gemv-int8.ts: activations quantized in its
    * prologue, dp4a products, the dequantizing epilogue) instead of quantize → cuBLASLt int8 GEMM →
@@ -302,6 +322,10 @@ export class CudaBackend implements Backend {
   // --- ops --------------------------------------------------------------------------------------------
 
   gemm(args: GemmArgs): void {
+    if (args.rowScale || args.rowSquares) {
+      this.rowNormGemm(args);
+      return;
+    }
     // Only a few-row, [N, K]-weight product is checked here (the cuBLASLt path checks its own calls).
     const rows = args.a.shape.length === 2 ? args.a.shape[0]! : Infinity;
     const fewRows = Math.max(GEMV_MAX_ROWS, this.mmaGemv ? MMA_GEMV_MAX_ROWS : 0, this.skinnyGemm ? SKINNY_MAX_ROWS : 0, this.streamGemm ? STREAM_ROUTED_MAX_ROWS : 0);
@@ -428,6 +452,14 @@ export class CudaBackend implements Backend {
   /** The gated GEMV (kernels/gemv.ts) for a few rows when decodeGemv is on; else cuBLASLt into the scratch, then gatedActivation. */
   gatedLinear(args: GatedLinearArgs): void {
     const checked = checkGatedLinear(new OpCheck('gatedLinear', 'cuda'), args);
+    if (checked.rowScale) {
+      const check = new OpCheck('gatedLinear', 'cuda');
+      if (!this.streamOn || !streamGatedApplies(checked)) check.fail(`rowScale runs inside the streamed GEMM only: ${ROW_NORM_SHAPES}; got ${checked.rows} rows, K = ${checked.K}, dtype ${checked.x.dtype}`);
+      launchStreamGated(this.runtime, checked, undefined, { scale: { squares: alignedPtr(check, 'rowScale.squares', checked.rowScale.squares), eps: checked.rowScale.eps } });
+      this.streamGemmLaunches++;
+      this.rowNormLaunches++;
+      return;
+    }
     if (this.decodeGemv && gatedGemvApplies(checked)) {
       launchGatedGemv(this.runtime, checked);
       this.gemvLaunches++;
@@ -510,6 +542,32 @@ export class CudaBackend implements Backend {
     this.int8GemvLaunches++;
     this.normGemvLaunches++;
     return true;
+  }
+
+  /** Whether the streamed GEMM may run (its switch, the decode GEMV's and tensor maps). */
+  private get streamOn(): boolean {
+    return this.streamGemm && this.decodeGemv && this.runtime.tensorMaps;
+  }
+
+  /** gemm and gatedLinear take rowSquares / rowScale in the streamed GEMM at 5–32 rows of 16-bit data (rowNorm). */
+  rowNormProducts(rows: number, dtype: DType): boolean {
+    return this.rowNorm && this.streamOn && rows >= STREAM_MIN_ROWS && rows <= STREAM_ROUTED_MAX_ROWS && (dtype === 'bf16' || dtype === 'f16');
+  }
+
+  /** A gemm with rowSquares or rowScale: the streamed GEMM's, or a clear error where it does not apply. */
+  private rowNormGemm(args: GemmArgs): void {
+    const check = new OpCheck('gemm', 'cuda'), checked = checkGemm(args), p = checked.problem;
+    if (!this.streamOn || !streamGemmApplies(checked)) {
+      check.fail(`rowScale / rowSquares run inside the streamed GEMM only: ${ROW_NORM_SHAPES}, a weight stored [N, K] (transB), beta 0 or 1; got ${p.M} rows, K = ${p.K}, dtype ${p.dtype}`);
+    }
+    const scale = args.rowScale ? checkRowScale(check, args.rowScale, p.M, p.K) : undefined;
+    const squares = args.rowSquares ? checkRowSquares(check, args.rowSquares, args.out, p.M, p.N) : undefined;
+    launchStreamGemm(this.runtime, checked, undefined, {
+      ...(scale ? { scale: { squares: alignedPtr(check, 'rowScale.squares', scale.squares), eps: scale.eps } } : {}),
+      ...(squares ? { squares: { gamma: devicePtr(check, 'rowSquares.gamma', squares.gamma), scaled: devicePtr(check, 'rowSquares.scaled', squares.scaled), squares: devicePtr(check, 'rowSquares.squares', squares.squares) } } : {}),
+    });
+    this.streamGemmLaunches++;
+    this.rowNormLaunches++;
   }
 
   /** Whether normLinear may form its norm inside the streamed GEMM (streamNorm, with the streamed GEMM's own switches). */

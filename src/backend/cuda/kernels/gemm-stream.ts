@@ -97,9 +97,9 @@ const BARRIER_BYTES = 128;
 function rowSumBytes(spec: Pick<StreamGemmSpec, 'warps' | 'rowTiles'>): number {
   return spec.warps * 8 * spec.rowTiles * 4;
 }
-/** Bytes before the ring's alignment slack. */
-function headerBytes(spec: Pick<StreamGemmSpec, 'norm' | 'warps' | 'rowTiles'>): number {
-  return BARRIER_BYTES + (spec.norm ? rowSumBytes(spec) : 0);
+/** Bytes before the ring's alignment slack: with rowScale, each row's 1/rms (8·rowTiles floats). */
+function headerBytes(spec: Pick<StreamGemmSpec, 'norm' | 'warps' | 'rowTiles' | 'rowScale'>): number {
+  return BARRIER_BYTES + (spec.norm ? rowSumBytes(spec) : 0) + (spec.rowScale ? 8 * spec.rowTiles * 4 : 0);
 }
 const MAX_STAGES = 8;
 /** Extra floats a row of the combine's shared sums carries, so the fragments' stores miss no bank twice. */
@@ -137,6 +137,17 @@ export interface StreamGemmSpec {
    * and u8 zeros per group of `groupSize` k (a multiple of 128 dividing K); chunkK 256.
    */
   readonly int4?: { readonly groupSize: number };
+  /**
+   * RowNormScale (backend.ts): each row's sums times its 1/rms, from the partial sums of squares the
+   * product before left (row_squares_in [M, K/16]), which the producer warp adds up once its copies are
+   * issued — off the consumers' path. Not with norm or int4.
+   */
+  readonly rowScale?: boolean;
+  /**
+   * RowNormSquares (backend.ts): beside out, out ⊙ γ and each row's sums of out² over 16 columns, from
+   * the values as stored (the epilogue's; a warp's shuffles add up a slot). Not gated, not with int4.
+   */
+  readonly rowSquares?: boolean;
 }
 
 /**
@@ -154,7 +165,7 @@ export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
   return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`
     + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}${s.earlyTrigger ? '.et' : ''}${s.int4 ? `.int4_g${s.int4.groupSize}` : ''}`
-    + `${s.preWaitStages !== undefined ? `.pw${s.preWaitStages}` : ''}`;
+    + `${s.preWaitStages !== undefined ? `.pw${s.preWaitStages}` : ''}${s.rowScale ? '.rs' : ''}${s.rowSquares ? '.rq' : ''}`;
 }
 
 /**
@@ -236,7 +247,7 @@ function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>,
  */
 export function planStreamGemm(
   dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
-  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm' | 'earlyTrigger' | 'preWaitStages'> = {},
+  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm' | 'earlyTrigger' | 'preWaitStages' | 'rowScale' | 'rowSquares'> = {},
 ): StreamGemmPlan {
   if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
   if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
@@ -453,6 +464,35 @@ export function launchStreamInt4(host: KernelHost, plan: StreamGemmPlan, a: Stre
   );
 }
 
+/**
+ * rowScale: the producer warp, its copies issued, adds up each row's partial sums of squares
+ * (row_squares_in [M, K/16]; K is a multiple of 64, so a row's slots are whole float4s) — 8 rows at a
+ * time, each lane a float4 of every row, then the warp's sum — and writes the rows' 1/rms to row_rstd.
+ * The sums are the previous kernel's output: every lane waits for it first (at once, if lane 0 has).
+ */
+const ROW_RSTD_CODE = String.raw`
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    const int slots_in = K >> 4;
+    #pragma unroll 1
+    for (int r0 = 0; r0 < XROWS; r0 += 8) {
+      float sum[8] = {};
+      for (int j0 = 0; j0 < slots_in; j0 += 128) {
+        float4 v[8];
+        #pragma unroll
+        for (int r = 0; r < 8; r++) {
+          const int j = j0 + 4 * lane;
+          v[r] = r0 + r < M && j < slots_in ? *reinterpret_cast<const float4*>(row_squares_in + (size_t)(r0 + r) * slots_in + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        #pragma unroll
+        for (int r = 0; r < 8; r++) sum[r] += (v[r].x + v[r].y) + (v[r].z + v[r].w);
+      }
+      #pragma unroll
+      for (int r = 0; r < 8; r++) {
+        const float total = warp_sum(sum[r]);
+        if (lane == 0) row_rstd[r0 + r] = rsqrtf(total / (float)K + row_eps);
+      }
+    }`;
+
 /** The norm's helper: two 16-bit products rounded to T (γ ⊙ x). */
 const NORM_CODE: Record<'bf16' | 'f16', string> = {
   bf16: String.raw`
@@ -478,10 +518,14 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (spec.norm && S > 1) throw new RangeError('streamGemmSource: the RMS norm needs all of K in one block (splits 1)');
   if (spec.preWaitStages !== undefined && (INT4 || !Number.isInteger(spec.preWaitStages) || spec.preWaitStages < 1 || spec.preWaitStages > spec.stages)) throw new RangeError(`streamGemmSource: pre-wait stages must be 1..${spec.stages} (not with INT4), got ${spec.preWaitStages}`);
   if (spec.accumulate && gate) throw new RangeError('streamGemmSource: a gated product does not accumulate');
-  const NORM = spec.norm !== undefined, PRE_WAIT = spec.preWaitStages !== undefined;
+  if (spec.rowScale && (spec.norm !== undefined || INT4)) throw new RangeError('streamGemmSource: rowScale is not with the norm or the INT4 form');
+  if (spec.rowSquares && (gate || INT4)) throw new RangeError('streamGemmSource: rowSquares is not with a gated product or the INT4 form');
+  const NORM = spec.norm !== undefined, PRE_WAIT = spec.preWaitStages !== undefined, ROW_SCALE = spec.rowScale === true;
   const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
   if (BN > 256) throw new RangeError(`streamGemmSource: a tensor-map box holds at most 256 rows, BN = ${BN}`);
-  const { combine, direct } = skinnyOutputCode(gate, { region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW', ...(spec.accumulate ? { accumulate: true } : {}) });
+  const { combine, direct } = skinnyOutputCode(gate, {
+    region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW', ...(spec.accumulate ? { accumulate: true } : {}), ...(spec.rowSquares ? { rowSquares: true } : {}),
+  });
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
@@ -506,11 +550,12 @@ __device__ __forceinline__ uint4 lds_u4(u32 addr) {
 // x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.${NORM ? '\n// gamma [K]: the RMS norm\'s weights.' : ''}${INT4 ? '\n// INT4: w is qweight u32 [N, K/8] (gated [2N, K/8]) read as 16-bit pairs; scales f16 and zeros u8 [rows, K/G].' : ''}
 // Grid (⌈N / BN⌉, SPLITS), block THREADS (warp CW is the producer); the SPLITS blocks of a feature tile are one cluster.
 extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__launch_bounds__(THREADS, 1) ${name}(
-    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K${NORM ? ',\n    const T* __restrict__ gamma, float eps' : ''}${INT4 ? ',\n    const __half* __restrict__ scales, const unsigned char* __restrict__ zeros' : ''}) {
+    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K${NORM ? ',\n    const T* __restrict__ gamma, float eps' : ''}${INT4 ? ',\n    const __half* __restrict__ scales, const unsigned char* __restrict__ zeros' : ''}${ROW_SCALE ? ',\n    const float* __restrict__ row_squares_in, float row_eps' : ''}${spec.rowSquares ? ',\n    const T* __restrict__ row_gamma, T* __restrict__ row_scaled, float* __restrict__ row_squares_out' : ''}) {
   extern __shared__ __align__(128) unsigned char smem[];
   u64* full = reinterpret_cast<u64*>(smem);
   u64* empty = full + STAGES;${NORM ? `
-  float* row_squares = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [CW][XROWS]: each consumer warp's Σ x² of each row` : ''}
+  float* row_squares = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [CW][XROWS]: each consumer warp's Σ x² of each row` : ''}${ROW_SCALE ? `
+  float* row_rstd = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [XROWS]: each row's 1/rms (rowScale)` : ''}
   // The ring starts at the first 1024-byte boundary past the barriers: the 128-byte swizzle repeats every 8 rows.
   unsigned char* ring = smem + ((smem_u32(smem) + ${headerBytes(spec)} + 1023) & ~1023u) - smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -579,7 +624,7 @@ ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
       for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
     }`}
-    __syncwarp();
+    __syncwarp();${ROW_SCALE ? ROW_RSTD_CODE : ''}
   } else {${INT4 ? int4ConsumerCode() : String.raw`
     #pragma unroll 1
     for (int i = 0; i < count; i++) {
@@ -630,7 +675,9 @@ ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
 
   // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
   // the gate's), row 8j + 2t + (q & 1); its weight row in the stage is tile_row(i) + g + 8·(q >> 1).
-  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };${NORM ? `
+  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };${ROW_SCALE ? `
+  __syncthreads();  // the producer warp has written row_rstd
+  if (warp < CW) FOR_EACH_FRAGMENT(WT) acc[i][j][q] *= row_rstd[row_of(j, q)];` : ''}${NORM ? `
   // The norm: each warp's row sums go to shared memory — row 8j + g's is the diagonal element C[g][g] of
   // square[j / 2][0] (j even) or C[8 + g][g] of square[j / 2][1] (j odd), held by lane (g, t = g / 2) in
   // register (j odd ? 2 : 0) + (g & 1) — then every row's f32 sums are scaled by its rstd, the warps' sums
@@ -721,15 +768,27 @@ export interface StreamNorm {
   readonly eps: number;
 }
 
-/** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep); `norm` with spec.norm. */
-export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch, norm?: StreamNorm): void {
+/** The operands of spec.rowScale (the partial sums of squares, eps) and spec.rowSquares (γ, the scaled output, the sums): device addresses. */
+export interface StreamRowNorm {
+  readonly scale?: { readonly squares: bigint; readonly eps: number };
+  readonly squares?: { readonly gamma: bigint; readonly scaled: bigint; readonly squares: bigint };
+}
+
+/** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep); `norm` with spec.norm, `rows` with spec.rowScale / rowSquares. */
+export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch, norm?: StreamNorm, rows: StreamRowNorm = {}): void {
   const spec = plan.spec;
   if (spec.int4) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} is an INT4 plan (launchStreamInt4)`);
   if ((spec.norm !== undefined) !== (norm !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${norm ? 'has no norm' : 'needs the norm\'s gamma and eps'}`);
+  if ((spec.rowScale === true) !== (rows.scale !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${rows.scale ? 'has no rowScale' : 'needs rowScale\'s sums and eps'}`);
+  if ((spec.rowSquares === true) !== (rows.squares !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${rows.squares ? 'has no rowSquares' : 'needs rowSquares\' operands'}`);
   const operands = [arg.tensorMap(streamTensorMap(spec, a.w, (spec.gate ? 2 : 1) * a.N, a.K, streamBlockFeatures(spec))), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles))];
   host.kernel(streamGemmKey(spec), () => streamGemmSource(spec)).launch(
     { grid: [...plan.grid], block: (spec.warps + 1) * 32, sharedBytes: streamSharedBytes(spec) },
-    [...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K), ...(norm ? [arg.ptr(norm.gamma), arg.f32(norm.eps)] : [])],
+    [
+      ...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K), ...(norm ? [arg.ptr(norm.gamma), arg.f32(norm.eps)] : []),
+      ...(rows.scale ? [arg.ptr(rows.scale.squares), arg.f32(rows.scale.eps)] : []),
+      ...(rows.squares ? [arg.ptr(rows.squares.gamma), arg.ptr(rows.squares.scaled), arg.ptr(rows.squares.squares)] : []),
+    ],
   );
 }
 
@@ -742,17 +801,24 @@ export function streamTensorMap(spec: Pick<StreamGemmSpec, 'dtype'>, address: bi
  * Launches the kernel for a GEMM streamGemmApplies() accepted (beta = 1: accumulating into out). With
  * `norm`, the GEMM's input is the norm's output and the kernel forms it from `norm.x` (streamNormInput).
  */
-export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: StreamNormInput): void {
-  const a = skinnyGemmOperands(g), extra = { ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(false) };
+export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: StreamNormInput, rows: StreamRowNorm = {}): void {
+  const a = skinnyGemmOperands(g), extra = {
+    ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(false), ...rowNormExtra(rows),
+  };
   const plan = planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount, extra);
-  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
+  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm, rows);
+}
+
+function rowNormExtra(rows: StreamRowNorm): { rowScale?: true; rowSquares?: true } {
+  return { ...(rows.scale ? { rowScale: true } : {}), ...(rows.squares ? { rowSquares: true } : {}) };
 }
 
 /** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written); `norm` as launchStreamGemm's. */
-export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear, norm?: StreamNormInput): void {
+export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear, norm?: StreamNormInput, rows: Pick<StreamRowNorm, 'scale'> = {}): void {
   const { operands: a, gate } = skinnyGatedOperands(g);
-  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, { ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(true) });
-  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm);
+  const extra = { ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(true), ...rowNormExtra(rows) };
+  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, extra);
+  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm, rows);
 }
 
 /** The process's settings, read once (tests set them directly). */
@@ -813,6 +879,17 @@ export function catalog(): KernelSource[] {
       planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { norm: 'rms' }),
       planStreamGemm('f16', 13, 384, 64, 'bias', undefined, 132, { norm: 'rms' }),
       planStreamGemm('bf16', 64, 512, 256, 'none', undefined, 132, { norm: 'rms' }),
+    ].map((plan) => streamGemmSource(plan.spec)),
+    // The RMS norm split across the products (rowScale / rowSquares): Llama 1.2B's QKV and gate/up reading the
+    // sums, its O and down products (split: the cluster combine) leaving them, an unsplit producer (the
+    // fragments' direct write), odd rows, a partial 16-column slot.
+    ...[
+      planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { rowScale: true }),
+      planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { rowScale: true }),
+      planStreamGemm('f16', 13, 384, 64, 'gelu_bias', undefined, 132, { rowScale: true }),
+      planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true, rowSquares: true }),  // (the down product's plan is the same)
+      planStreamGemm('bf16', 24, 8192, 2048, 'none', undefined, 132, { accumulate: true, rowSquares: true }),
+      planStreamGemm('f16', 7, 1000, 768, 'bias', undefined, 132, { rowSquares: true }),
     ].map((plan) => streamGemmSource(plan.spec)),
     // Fewer stages copied before the wait (the preWaitStages sweep knob): gate/up with 2, QKV with 1.
     streamGemmSource(planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { preWaitStages: 2 }).spec),

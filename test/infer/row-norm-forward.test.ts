@@ -1,0 +1,125 @@
+// The decode forward with the RMS norms split across the products (rowNormOptions: the O and down
+// products leave x ⊙ γ and x's partial sums of squares, QKV and the MLP's first product scale their rows
+// by 1/rms): on the CPU its logits match the float64 reference and the usual form's, its greedy tokens
+// equal the usual form's with no norm kernel between the products, and it is taken only for the models
+// and backends it is meant for.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, test } from 'node:test';
+import type { GemmArgs, NormLinearArgs, ResidualNormArgs } from '../../src/backend/backend.js';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { DecodeEngine } from '../../src/infer/engine.js';
+import { DecoderForward, rowNormOptions } from '../../src/infer/forward.js';
+import { generateBatch } from '../../src/infer/generate.js';
+import { loadDecoderModel } from '../../src/infer/model.js';
+import { resolveSampling } from '../../src/infer/sampling.js';
+import type { LlamaConfig } from '../../src/models/llama.js';
+import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from './hf-folder.js';
+import { llamaReferenceLogits } from './reference-forward.js';
+
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-row-norm-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+afterEach(() => { rowNormOptions.mode = 'auto'; });
+
+const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119];
+const LLAMA: LlamaConfig = { ...TINY_LLAMA, layers: 3 };
+
+function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let diff = 0, norm = 0;
+  for (let i = 0; i < b.length; i++) { diff += (a[i]! - b[i]!) ** 2; norm += b[i]! ** 2; }
+  return Math.sqrt(diff / norm);
+}
+
+/** A CPU backend counting the products with rowSquares / rowScale and the norms run (residualNorm and normLinear). */
+function countingBackend(): { backend: CpuBackend; counts: { rowSquares: number; rowScale: number; norms: number } } {
+  const backend = new CpuBackend(), counts = { rowSquares: 0, rowScale: 0, norms: 0 };
+  const gemm = backend.gemm.bind(backend);
+  const normLinear = backend.normLinear.bind(backend), residualNorm = backend.residualNorm.bind(backend);
+  backend.gemm = (args: GemmArgs) => { if (args.rowSquares) counts.rowSquares++; if (args.rowScale) counts.rowScale++; gemm(args); };
+  // (gatedLinear's CPU form is a gemm with its rowScale: counted there.)
+  // normLinear's CPU form calls residualNorm: count the calls from outside only.
+  let inside = false;
+  backend.normLinear = (args: NormLinearArgs) => { counts.norms++; inside = true; try { normLinear(args); } finally { inside = false; } };
+  backend.residualNorm = (args: ResidualNormArgs) => { if (!inside) counts.norms++; residualNorm(args); };
+  return { backend, counts };
+}
+
+test('llama: the norms split across the products give the reference prefill logits and the usual decode logits', () => {
+  const dir = join(root, 'llama');
+  const weights = writeModelFolder(dir, 'llama', LLAMA, 3);
+  const { backend, counts } = countingBackend();
+  const { model } = loadDecoderModel(dir, backend);
+  const logits = (mode: 'on' | 'off') => {
+    rowNormOptions.mode = mode;
+    const engine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
+    try {
+      const prefill = engine.promptLogits(PROMPT);
+      engine.start([{ prompt: PROMPT, maxNewTokens: 8, sampling: resolveSampling({ temperature: 0 }) }], []);
+      const steps: Float32Array[] = [engine.logits()[0]!];
+      for (const token of [3, 250, 17, 99]) {
+        engine.collect();
+        engine.force(0, token);
+        engine.decode(1);
+        steps.push(engine.logits()[0]!);
+      }
+      return { prefill, steps };
+    } finally {
+      engine.dispose();
+    }
+  };
+  const off = logits('off');
+  assert.equal(counts.rowSquares + counts.rowScale, 0, 'the usual form runs its norms');
+  const normsOff = counts.norms;
+  counts.norms = 0;
+  const on = logits('on');
+  // A forward of 3 layers: the O products and the first two down products leave the sums (5), the MLPs
+  // and the last two QKV products read them (5); norms: layer 0's and the final one (the off form: 7).
+  assert.ok(counts.rowSquares > 0 && counts.rowSquares % 5 === 0 && counts.rowScale === counts.rowSquares, `rowSquares ${counts.rowSquares}, rowScale ${counts.rowScale}`);
+  assert.equal(counts.norms * 7, normsOff * 2, `norms on ${counts.norms}, off ${normsOff}: 2 a forward against 7`);
+  const reference = llamaReferenceLogits(LLAMA, weights, PROMPT).flatMap((row) => [...row]);
+  assert.ok(relError(on.prefill, reference) < 1e-5, `prefill rel err ${relError(on.prefill, reference)}`);
+  on.steps.forEach((row, i) => assert.ok(relError(row, off.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, off.steps[i]!)}`));
+  model.free();
+});
+
+test('llama: greedy tokens with the norms split across the products equal the usual form\'s (graphs replayed)', async () => {
+  const dir = join(root, 'llama-tokens');
+  writeModelFolder(dir, 'llama', LLAMA, 5);
+  const { backend, counts } = countingBackend();
+  const { model } = loadDecoderModel(dir, backend);
+  const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11], [4, 4, 4], [200, 100], [1]];
+  const run = async (mode: 'on' | 'off') => {
+    rowNormOptions.mode = mode;
+    return generateBatch(model, prompts, { maxNewTokens: 9, temperature: 0, stopTokenIds: [], engineOptions: { graphs: true } });
+  };
+  const usual = await run('off');
+  assert.deepEqual(await run('on'), usual);
+  assert.ok(counts.rowScale > 0, 'the products scaled their rows');
+  model.free();
+});
+
+test('rowNormInProducts: RMS-norm models without O / down biases or quantization, and in auto mode where the backend offers it', () => {
+  const backend = new CpuBackend();
+  const load = (name: string, family: 'gpt2' | 'llama', config: object) => {
+    const dir = join(root, name);
+    writeModelFolder(dir, family, config as LlamaConfig, 1);
+    return loadDecoderModel(dir, backend).model;
+  };
+  const llama = load('plain', 'llama', LLAMA), biased = load('biased', 'llama', { ...LLAMA, attentionBias: true }), gpt2 = load('gpt2', 'gpt2', TINY_GPT2);
+  const forward = (m: typeof llama) => new DecoderForward(m, 32, 16);
+  rowNormOptions.mode = 'on';
+  assert.equal(forward(llama).rowNormInProducts(backend, 8), true);
+  assert.equal(forward(biased).rowNormInProducts(backend, 8), false, 'an O-projection bias');
+  assert.equal(forward(gpt2).rowNormInProducts(backend, 8), false, 'LayerNorm');
+  rowNormOptions.mode = 'auto';
+  assert.equal(forward(llama).rowNormInProducts(backend, 8), false, 'the CPU backend does not offer it');
+  const offering = Object.assign(new CpuBackend(), { rowNormProducts: (rows: number) => rows >= 5 && rows <= 32 });
+  assert.equal(forward(llama).rowNormInProducts(offering, 8), true);
+  assert.equal(forward(llama).rowNormInProducts(offering, 1), false);
+  rowNormOptions.mode = 'off';
+  assert.equal(forward(llama).rowNormInProducts(offering, 8), false);
+  for (const m of [llama, biased, gpt2]) m.free();
+});
