@@ -110,9 +110,13 @@ export const residualInProductsOptions: { mode: 'auto' | 'on' | 'off' } = { mode
  * but the first layer's and the final one. 'auto' (default) follows the backend (Backend.rowNormProducts:
  * CUDA's streamed GEMM at 5–32 rows, FUSEFORMER_ROW_NORM=1); 'on' forces it on any backend (the CPU tests
  * compare both forms), 'off' never. For the models residualInProducts takes, with a gated MLP or one
- * whose activation is a GEMM epilogue. Takes effect for forwards launched or captured after it is set.
+ * whose activation is a GEMM epilogue. `mlp`: the norm before the MLP split too (FUSEFORMER_ROW_NORM_MLP=1);
+ * by default only the one before QKV is, the MLP's keeping its norm kernel — on the H200 (session 28, Llama
+ * 1.2B at batch 32) the gated product prefetches its 67 MB beside that kernel, and without it the O and
+ * gate/up products took 33.0 µs a layer against 28.5 with the norm between them, while down and QKV took
+ * 18.1 against 21.8. Takes effect for forwards launched or captured after it is set.
  */
-export const rowNormOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
+export const rowNormOptions: { mode: 'auto' | 'on' | 'off'; mlp: boolean } = { mode: 'auto', mlp: process.env['FUSEFORMER_ROW_NORM_MLP'] === '1' };
 
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
@@ -217,6 +221,7 @@ export class DecoderForward {
     const inProducts = rowNorm || this.residualInProducts(ops, v.rows), inNorms = !inProducts;
     // rowNorm: the product adding into x leaves x ⊙ γ (of the norm after it) in v.h and x's partial sums of squares.
     const rowSquares = (gamma: Tensor) => (rowNorm ? { rowSquares: { gamma, scaled: v.h, squares: v.squares! } } : {});
+    const mlpRowNorm = rowNorm && rowNormOptions.mlp;
     const rowScale = { squares: v.squares!, eps: m.arch.normEps };
     const residualProduct = (a: Tensor, w: Tensor, next?: NormWeights) =>
       ops.gemm(inProducts ? { a, b: w, out: v.x, transB, beta: 1, ...(next ? rowSquares(next.gamma) : {}) } : { a, b: w, out: v.y, transB });
@@ -231,9 +236,9 @@ export class DecoderForward {
       if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
       const attended = attention(l, v);
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
-      else residualProduct(attended, layer.out, layer.norm2);
+      else residualProduct(attended, layer.out, mlpRowNorm ? layer.norm2 : undefined);
       if (inNorms) this.sumOverRanks(v.y);
-      if (rowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
+      if (mlpRowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
       else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
       if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
       else residualProduct(v.act, layer.down, m.layers[l + 1]?.norm1);

@@ -22,7 +22,7 @@ import { llamaReferenceLogits } from './reference-forward.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-row-norm-'));
 after(() => rmSync(root, { recursive: true, force: true }));
-afterEach(() => { rowNormOptions.mode = 'auto'; });
+afterEach(() => { rowNormOptions.mode = 'auto'; rowNormOptions.mlp = false; });
 
 const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119];
 const LLAMA: LlamaConfig = { ...TINY_LLAMA, layers: 3 };
@@ -47,13 +47,14 @@ function countingBackend(): { backend: CpuBackend; counts: { rowSquares: number;
   return { backend, counts };
 }
 
-test('llama: the norms split across the products give the reference prefill logits and the usual decode logits', () => {
+for (const mlp of [false, true]) test(`llama: the norms ${mlp ? 'before QKV and the MLP' : 'before QKV'} split across the products give the reference prefill logits and the usual decode logits`, () => {
   const dir = join(root, 'llama');
   const weights = writeModelFolder(dir, 'llama', LLAMA, 3);
   const { backend, counts } = countingBackend();
   const { model } = loadDecoderModel(dir, backend);
   const logits = (mode: 'on' | 'off') => {
     rowNormOptions.mode = mode;
+    rowNormOptions.mlp = mlp;
     const engine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
     try {
       const prefill = engine.promptLogits(PROMPT);
@@ -75,10 +76,12 @@ test('llama: the norms split across the products give the reference prefill logi
   const normsOff = counts.norms;
   counts.norms = 0;
   const on = logits('on');
-  // A forward of 3 layers: the O products and the first two down products leave the sums (5), the MLPs
-  // and the last two QKV products read them (5); norms: layer 0's and the final one (the off form: 7).
-  assert.ok(counts.rowSquares > 0 && counts.rowSquares % 5 === 0 && counts.rowScale === counts.rowSquares, `rowSquares ${counts.rowSquares}, rowScale ${counts.rowScale}`);
-  assert.equal(counts.norms * 7, normsOff * 2, `norms on ${counts.norms}, off ${normsOff}: 2 a forward against 7`);
+  // A forward of 3 layers: the first two down products leave the sums and the last two QKV products read
+  // them (2 each), with mlp the O products and the MLPs too (5); norms: layer 0's and the final one, and
+  // without mlp the MLPs' (5 against 7 a forward, 2 with mlp).
+  const split = mlp ? 5 : 2, norms = mlp ? 2 : 5;
+  assert.ok(counts.rowSquares > 0 && counts.rowSquares % split === 0 && counts.rowScale === counts.rowSquares, `rowSquares ${counts.rowSquares}, rowScale ${counts.rowScale}`);
+  assert.equal(counts.norms * 7, normsOff * norms, `norms on ${counts.norms}, off ${normsOff}: ${norms} a forward against 7`);
   const reference = llamaReferenceLogits(LLAMA, weights, PROMPT).flatMap((row) => [...row]);
   assert.ok(relError(on.prefill, reference) < 1e-5, `prefill rel err ${relError(on.prefill, reference)}`);
   on.steps.forEach((row, i) => assert.ok(relError(row, off.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, off.steps[i]!)}`));
@@ -91,12 +94,14 @@ test('llama: greedy tokens with the norms split across the products equal the us
   const { backend, counts } = countingBackend();
   const { model } = loadDecoderModel(dir, backend);
   const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11], [4, 4, 4], [200, 100], [1]];
-  const run = async (mode: 'on' | 'off') => {
+  const run = async (mode: 'on' | 'off', mlp = false) => {
     rowNormOptions.mode = mode;
+    rowNormOptions.mlp = mlp;
     return generateBatch(model, prompts, { maxNewTokens: 9, temperature: 0, stopTokenIds: [], engineOptions: { graphs: true } });
   };
   const usual = await run('off');
   assert.deepEqual(await run('on'), usual);
+  assert.deepEqual(await run('on', true), usual);
   assert.ok(counts.rowScale > 0, 'the products scaled their rows');
   model.free();
 });

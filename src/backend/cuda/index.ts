@@ -155,8 +155,11 @@ export class CudaBackend implements Backend {
   /**
    * gemm's rowSquares / rowScale and gatedLinear's rowScale inside the streamed GEMM (5–32 rows, 16-bit):
    * the RMS norm split across the products around it (backend.ts RowNormSquares), so a batched decode
-   * step runs no norm kernel between its products (rowNormProducts). Opt-in (FUSEFORMER_ROW_NORM=1) until
-   * timed on a GPU. Takes effect for forwards launched or captured after it is set.
+   * step runs no norm kernel between its products (rowNormProducts). Opt-in (FUSEFORMER_ROW_NORM=1):
+   * correct on the H200 but slower (session 28, Llama 1.2B at batch 32: 1.015 → 1.025–1.028 ms/token with
+   * both norms split, 1.033 with only QKV's; the norm kernel it removes runs beside the next product's
+   * weight prefetch, so the chain gains nothing from its going). Takes effect for forwards launched or
+   * captured after it is set.
    */
   rowNorm = process.env['FUSEFORMER_ROW_NORM'] === '1';
   /** Products run with rowSquares or rowScale so far. */

@@ -203,14 +203,28 @@ function rowSquaresOutputCode(o: { region: string; pitch: string; consumers: str
           const float v = to_float(stored);
           row_scaled[(size_t)m * N + n] = from_float<T>(v * to_float(row_gamma[n]));`;
   const guard = o.consumers === '' ? '' : `if (${o.consumers}) `;
+  // The elements a thread takes (e = rank·THREADS + tid + it·SPLITS·THREADS < M·BN): their old out and γ
+  // are loaded before the cluster exchange, so the combine's loop waits on no global load.
   const combine = String.raw`  __syncthreads();  // every warp is done with the stages: they now take this block's sums [row][weight row]
+  constexpr int ITERS = (XROWS * BN + SPLITS * THREADS - 1) / (SPLITS * THREADS);
+  const int first_e = (int)cluster_rank() * THREADS + tid;
+  T old_out[ITERS], gamma_of[ITERS];
+  #pragma unroll
+  for (int it = 0; it < ITERS; it++) {
+    const int e = first_e + it * SPLITS * THREADS, m = e / BN, n = n0 + e % BN;
+    const bool inside = e < M * BN && n < N;
+    old_out[it] = ${o.accumulate ? 'inside ? out[(size_t)m * N + n] : ' : ''}from_float<T>(0.f);
+    gamma_of[it] = inside ? row_gamma[n] : from_float<T>(0.f);
+  }
   float* sums = reinterpret_cast<float*>(${o.region});
   ${guard}{ FOR_EACH_FRAGMENT(WT) sums[row_of(j, q) * ${o.pitch} + tile_row(i) + g + 8 * (q >> 1)] = acc[i][j][q]; }
   cluster_sync();  // every split's sums are in its block's shared memory
   {
     const int slots_out = (N + 15) >> 4;
-    for (int e = (int)cluster_rank() * THREADS + tid; e < M * BN; e += SPLITS * THREADS) {
-      const int m = e / BN, f = e % BN, n = n0 + f;
+    #pragma unroll
+    for (int it = 0; it < ITERS; it++) {
+      const int e = first_e + it * SPLITS * THREADS, m = e / BN, f = e % BN, n = n0 + f;
+      if (e >= M * BN) break;  // warp-uniform: a warp's 32 elements lie in one row
       float square = 0.f;
       if (n < N) {
         float part[SPLITS];
@@ -219,7 +233,10 @@ function rowSquaresOutputCode(o: { region: string; pitch: string; consumers: str
         float vg = 0.f;
         #pragma unroll
         for (int s = 0; s < SPLITS; s++) vg += part[s];
-        ${store('vg')}
+        const T stored = from_float<T>(epilogue(vg, bias, n)${o.accumulate ? ' + to_float(old_out[it])' : ''});
+        out[(size_t)m * N + n] = stored;
+        const float v = to_float(stored);
+        row_scaled[(size_t)m * N + n] = from_float<T>(v * to_float(gamma_of[it]));
         square = v * v;
       }
       #pragma unroll

@@ -42,6 +42,12 @@
 // γ loaded before the barrier wait and the squares by mma.sync (this form) 17.5 µs, b32 decode 1.163
 // against 1.022 ms/token with the usual residualNorm + GEMM. Opt-in.
 // The norm's output h is not written: the caller reads only the product (NormLinearArgs.skipNormOut).
+// The norm split across two products (rowSquares / rowScale, backend.ts RowNormSquares): the product
+// adding into x also writes x ⊙ γ and x's 16-column sums of squares from its epilogue (the combine's warp
+// holds 32 columns of one row: shuffles add a slot; the direct write's 8 lanes of a t add theirs), and
+// the product reading x ⊙ γ scales its rows by 1/rms, which the producer warp's 31 idle lanes add up
+// while lane 0 issues the copies. Correct, not faster (H200, session 28: Llama 1.2B b32 1.015 → 1.028
+// ms/token; the first form, the sums added after the last copy by warp shuffles, 1.105). Opt-in.
 // INT4 (spec.int4; int4Linear's W4A16 layout, quant-int4.ts: qweight u32 [N, K/8], f16 scales and u8
 // zeros per group of G k): the packed rows are a tensor map of 16-bit columns [rows, K/4], so a stage is
 // one 128-byte box of each weight row (256 k) and four x boxes of 64 k after the weight rows. The math is
@@ -465,31 +471,28 @@ export function launchStreamInt4(host: KernelHost, plan: StreamGemmPlan, a: Stre
 }
 
 /**
- * rowScale: the producer warp, its copies issued, adds up each row's partial sums of squares
- * (row_squares_in [M, K/16]; K is a multiple of 64, so a row's slots are whole float4s) — 8 rows at a
- * time, each lane a float4 of every row, then the warp's sum — and writes the rows' 1/rms to row_rstd.
- * The sums are the previous kernel's output: every lane waits for it first (at once, if lane 0 has).
+ * rowScale: while lane 0 of the producer warp issues the copies, its other 31 lanes add up the partial
+ * sums of squares the product before left (row_squares_in [M, K/16]; K is a multiple of 64, so a row is
+ * whole float4s) — a lane a row, 4 independent sums, 4 float4 loads in flight — and write each row's 1/rms
+ * to row_rstd. The sums are the previous kernel's output: these lanes wait for it first.
  */
 const ROW_RSTD_CODE = String.raw`
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    const int slots_in = K >> 4;
-    #pragma unroll 1
-    for (int r0 = 0; r0 < XROWS; r0 += 8) {
-      float sum[8] = {};
-      for (int j0 = 0; j0 < slots_in; j0 += 128) {
-        float4 v[8];
-        #pragma unroll
-        for (int r = 0; r < 8; r++) {
-          const int j = j0 + 4 * lane;
-          v[r] = r0 + r < M && j < slots_in ? *reinterpret_cast<const float4*>(row_squares_in + (size_t)(r0 + r) * slots_in + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    else {
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+      const int quads = K >> 6;  // float4s of a row
+      for (int r = lane - 1; r < XROWS; r += 31) {
+        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+        if (r < M) {
+          const float4* row = reinterpret_cast<const float4*>(row_squares_in + (size_t)r * (K >> 4));
+          int j = 0;
+          #pragma unroll 2
+          for (; j + 4 <= quads; j += 4) {
+            const float4 a = row[j], b = row[j + 1], c = row[j + 2], d = row[j + 3];
+            s0 += (a.x + a.y) + (a.z + a.w); s1 += (b.x + b.y) + (b.z + b.w); s2 += (c.x + c.y) + (c.z + c.w); s3 += (d.x + d.y) + (d.z + d.w);
+          }
+          for (; j < quads; j++) { const float4 a = row[j]; s0 += (a.x + a.y) + (a.z + a.w); }
         }
-        #pragma unroll
-        for (int r = 0; r < 8; r++) sum[r] += (v[r].x + v[r].y) + (v[r].z + v[r].w);
-      }
-      #pragma unroll
-      for (int r = 0; r < 8; r++) {
-        const float total = warp_sum(sum[r]);
-        if (lane == 0) row_rstd[r0 + r] = rsqrtf(total / (float)K + row_eps);
+        row_rstd[r] = rsqrtf(((s0 + s1) + (s2 + s3)) / (float)K + row_eps);
       }
     }`;
 
@@ -623,8 +626,8 @@ ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
       }` : ''}
       for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
-    }`}
-    __syncwarp();${ROW_SCALE ? ROW_RSTD_CODE : ''}
+    }${ROW_SCALE ? ROW_RSTD_CODE : ''}`}
+    __syncwarp();
   } else {${INT4 ? int4ConsumerCode() : String.raw`
     #pragma unroll 1
     for (int i = 0; i < count; i++) {

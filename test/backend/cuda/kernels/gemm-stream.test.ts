@@ -208,3 +208,42 @@ test('preWaitStages: the first n stages\' weights before the wait, the rest afte
     stream.streamGemmOptions.preWait = saved;
   }
 });
+
+test('rowScale / rowSquares (the RMS norm split across two products): keys, sources, shared memory, arguments, refusals', () => {
+  const scale = stream.planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { rowScale: true });
+  const plain = stream.planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132);
+  assert.match(stream.streamGemmKey(scale.spec), /\.rs$/);
+  assert.equal(stream.streamSharedBytes(scale.spec) - stream.streamSharedBytes(plain.spec), 32 * 4, 'one 1/rms a row of the 32');
+  const consumer = stream.streamGemmSource(scale.spec).source;
+  assert.match(consumer, /const float\* __restrict__ row_squares_in, float row_eps\)/);
+  assert.match(consumer, /}\s*else \{\n\s+asm volatile\("griddepcontrol\.wait;" ::: "memory"\);/, 'the producer warp\'s other lanes wait, then add the sums');
+  assert.match(consumer, /row_rstd\[r\] = rsqrtf\(\(\(s0 \+ s1\) \+ \(s2 \+ s3\)\) \/ \(float\)K \+ row_eps\)/);
+  assert.match(consumer, /acc\[i\]\[j\]\[q\] \*= row_rstd\[row_of\(j, q\)\]/);
+  const gated = stream.planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { rowScale: true });
+  assert.match(stream.streamGemmSource(gated.spec).source, /row_rstd\[row_of\(j, q\)\]/);
+
+  const split = stream.planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true, rowSquares: true });
+  assert.equal(split.spec.splits, 4);
+  assert.match(stream.streamGemmKey(split.spec), /\.acc\.rq$/);
+  const combine = stream.streamGemmSource(split.spec).source;
+  assert.match(combine, /const T\* __restrict__ row_gamma, T\* __restrict__ row_scaled, float\* __restrict__ row_squares_out\)/);
+  assert.match(combine, /old_out\[it\] = inside \? out\[\(size_t\)m \* N \+ n\] : /, 'the old out loaded before the cluster exchange');
+  assert.match(combine, /row_squares_out\[\(size_t\)m \* slots_out \+ \(n >> 4\)\] = square/);
+  const unsplit = stream.planStreamGemm('bf16', 24, 8192, 2048, 'none', undefined, 132, { accumulate: true, rowSquares: true });
+  assert.equal(unsplit.spec.splits, 1);
+  assert.match(stream.streamGemmSource(unsplit.spec).source, /if \(g == 0 && m < M && base < N\) row_squares_out\[\(size_t\)m \* slots_out \+ \(base >> 4\)\] = sum;/);
+
+  assert.throws(() => stream.streamGemmSource({ ...gated.spec, rowScale: false, rowSquares: true }), /rowSquares is not with a gated product/);
+  assert.throws(() => stream.streamGemmSource({ ...scale.spec, norm: 'rms' }), /rowScale is not with the norm/);
+  const host = new RecordingHost();
+  const operands = { x: 0x1000n, w: 0x2000n, bias: 0n, out: 0x3000n, M: 32, N: 3072, K: 2048 };
+  assert.throws(() => stream.launchStreamPlan(host, scale, operands), /needs rowScale's sums and eps/);
+  assert.throws(() => stream.launchStreamPlan(host, plain, operands, undefined, { scale: { squares: 0x5000n, eps: 1e-5 } }), /has no rowScale/);
+  stream.launchStreamPlan(host, scale, operands, undefined, { scale: { squares: 0x5000n, eps: 1e-5 } });
+  const launch = host.launches.at(-1)!;
+  assert.equal(argValue(launch, 7, 'ptr'), 0x5000n);
+  assert.equal(argValue(launch, 8, 'f32'), 1e-5);
+  stream.launchStreamPlan(host, split, { ...operands, N: 2048 }, undefined, { squares: { gamma: 0x6000n, scaled: 0x7000n, squares: 0x8000n } });
+  const producer = host.launches.at(-1)!;
+  assert.deepEqual([7, 8, 9].map((i) => argValue(producer, i, 'ptr')), [0x6000n, 0x7000n, 0x8000n]);
+});
