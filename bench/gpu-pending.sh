@@ -11,7 +11,7 @@
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   Next (session 29): the L2 hint's GPT-2 anomaly is a code-generation effect, not a cache one (session 28 call 6: GPT-2 bf16 b1 hint off / on 0.218 / 0.237 in the plain build, 0.218 / 0.205 in the timeline build): compare the hinted GEMVs' SASS (cuobjdump) in both builds; the op cases with the hint still never finish (decode-gemv.test.js: no TAP line in 300 s on a fresh machine — find what its first test spends that time on before running it again). Llama with the hint: b1 0.815 → 0.810, b32 1.020 → 1.005.
+#   Next (session 29): first call: GPU_PENDING_TAR=1 bash .device/run.sh bash bench/gpu-pending.sh early-write   # (~6 min) the norm GEMVs' last block writing x and h right after its prologue (built in session 28, never run): its op cases, decode off / on, b1 timelines; default it where b1 gains. Then the L2 hint's GPT-2 anomaly is a code-generation effect, not a cache one (session 28 call 6: GPT-2 bf16 b1 hint off / on 0.218 / 0.237 in the plain build, 0.218 / 0.205 in the timeline build): compare the hinted GEMVs' SASS (cuobjdump) in both builds; the op cases with the hint still never finish (decode-gemv.test.js: no TAP line in 300 s on a fresh machine under node --test; not its CPU reference, ~40 s here: l2-verify now runs the files in-process, whose TAP streams test by test, to see where the time goes). Llama with the hint: b1 0.815 → 0.810, b32 1.020 → 1.005.
 #   (session 28 ran:) s28-sweep (prewait: slower or equal, opt-in; sample-wave 1.013 → 1.007, later rounds within noise; their op cases 82/82 + 30/30), row-norm / row-norm2 / row-norm3 (the RMS norms split across the streamed GEMMs, FUSEFORMER_ROW_NORM=1: 14/14 GPU checks; b32 1.015 → 1.105, then 1.028 after two fixes, 1.033 with QKV's norm alone: opt-in; a ring cap for the rowScale products (96–160 KB) was slower still, removed), l2-verify (GPT-2 / Llama off / on, plain and stamped; op cases cut at 300 s)
 #   (session 27 ran:) l2-hint (decode off / on: Llama every row slightly faster, GPT-2 bf16 b1 slower; op cases cut at 200 s), l2-check + l2-timelines (GPT-2 twice more, same; timelines by role b1 / b32), l2-gpt2 (GPT-2 timelines: faster with the hint; op cases cut at 280 / 200 s)
 #   Next (session 27): the misses stand (INT4 b1 0.469 against 0.30: its GEMVs at ~40% of copy and ~116 kernels a step; INT8 b1 0.523 against 0.45: 32 separate residual norms a step (INT4: 2.5 µs each, 15.6% of the step; the norm in the GEMVs' prologue at K = 2048 measured slower again in session 26), its quantizing prologue after each wait — a norm kernel that writes the int8 rows and their scale would take that off the QKV and gate/up GEMVs; Llama b1 0.813, b32 1.02; GPT-2 b1 0.219; #2's LayerNorm backward 71–78% of a same-size copy). 
@@ -406,6 +406,13 @@ for step in "${steps[@]}"; do
             run decode-norm-auto-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-auto-$round.json"
             run decode-norm-on-$round 60 env FUSEFORMER_INT4_NORM=1 FUSEFORMER_INT8_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-on-$round.json"
           done ;;
+    early-write) # (session 29; built in session 28, never run) the norm GEMVs' last block writing x and h right after its prologue from what it holds (FUSEFORMER_NORM_EARLY_WRITE=1) instead of re-reading x, y and bias after its main loop — one L2 round trip off every norm GEMV's completion (24 a GPT-2 token, 31 a Llama one): the norm-prologue op cases of the three GEMV families with it on (in-process: TAP streams), then decode off / on twice (bf16, INT4 + head, INT8 + head at b1), the b1 timelines with it on; default it if b1 gains
+          run ew-tests-gemv 150 env FUSEFORMER_NORM_EARLY_WRITE=1 node --test-name-pattern='normLinear' dist/test/gpu/decode-gemv.test.js
+          run ew-tests-quant 200 env FUSEFORMER_NORM_EARLY_WRITE=1 node --test-name-pattern='normLinear' dist/test/gpu/quant.test.js
+          for round in 1 2; do
+            for f in 0 1; do run ew-$f-$round 60 env FUSEFORMER_NORM_EARLY_WRITE=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/ew-$f-$round.json"; done
+          done
+          run ew-timelines 90 env FUSEFORMER_NORM_EARLY_WRITE=1 node dist/bench/decode-timeline.js --models gpt2,llama --quant bf16,int4-head --batch 1 --steps 8 --json "$out/ew-timelines.json" ;;
     row-norm3) # (session 28, call 5) call 4: on 1.028 against off 1.015 ms/token at b32 — down + QKV 21.8 → 18.1 µs a layer, O + gate/up 28.5 → 33.0 (the gated product prefetches beside the norm kernel): the split norm before QKV only (the default of FUSEFORMER_ROW_NORM=1 now) against both (FUSEFORMER_ROW_NORM_MLP=1) and off, two rounds; its timeline; the model test
           for round in 1 2; do
             run rn3-off-$round 60 env FUSEFORMER_SAMPLE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn3-off-$round.json"
@@ -469,8 +476,9 @@ for step in "${steps[@]}"; do
               [ $round = 1 ] && run l2v-gpt2-stamped-$f 40 env FUSEFORMER_TIMELINE=1 FUSEFORMER_WEIGHT_EVICT_FIRST=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --json "$out/l2v-gpt2-stamped-$f.json"
             done
           done
-          run l2v-tests-gemv 300 env FUSEFORMER_WEIGHT_EVICT_FIRST=1 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js
-          run l2v-tests-quant 300 env FUSEFORMER_WEIGHT_EVICT_FIRST=1 node --test --test-concurrency=1 dist/test/gpu/quant.test.js ;;
+          # Run in-process (no --test): its TAP lines then stream as each test ends, so a cut run shows where it was.
+          run l2v-tests-gemv 300 env FUSEFORMER_WEIGHT_EVICT_FIRST=1 node dist/test/gpu/decode-gemv.test.js
+          run l2v-tests-quant 300 env FUSEFORMER_WEIGHT_EVICT_FIRST=1 node dist/test/gpu/quant.test.js ;;
     l2-hint) # (session 27, call 1) the decode kernels' weights loaded evict-first in L2 (kernels/weight-stream.ts; FUSEFORMER_WEIGHT_EVICT_FIRST, on by default, never run): the GEMV / streamed GEMM and quantized op cases against the CPU, then decode off / on, one process each, two rounds (round 1 GPT-2 and Llama with INT4 + head and INT8 + head, round 2 Llama)
           run l2-tests 200 node --test --test-concurrency=1 dist/test/gpu/decode-gemv.test.js dist/test/gpu/quant.test.js
           for round in 1 2; do

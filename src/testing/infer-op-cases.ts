@@ -148,6 +148,7 @@ export function normLinearCases(dtype: FloatDType): OpCase[] {
     [1, 2048, 'rms', true, false, { N: 3072, epilogue: 'none' }], [4, 2048, 'rms', true, false, { F: 1024, activation: 'silu' }],
     [1, 768, 'layer', false, false, { N: 2304, epilogue: 'bias' }], [3, 768, 'layer', true, true, { N: 3072, epilogue: 'gelu_bias' }],
     [2, 136, 'layer', true, true, { F: 77, activation: 'relu' }], [6, 256, 'rms', true, false, { N: 130, epilogue: 'none' }],
+    [1, 768, 'layer', true, true, { N: 2304, epilogue: 'none' }],  // GPT-2's QKV at batch 1
   ];
   return shapes.map(([rows, H, norm, residual, bias, product]): OpCase => {
     const gated = 'F' in product, N = gated ? 2 * product.F : product.N;

@@ -27,7 +27,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 import { weightLoadCode } from './weight-stream.js';
 import type { GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -63,7 +63,7 @@ export interface Int8GemvSpec {
 }
 
 export function int8GemvKey(s: Int8GemvSpec): string {
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.earlyWrite ? '_ew' : ''}` : '';
   return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
@@ -233,8 +233,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (g == 0) {
       GRID_DEPENDENCY_WAIT();${norm ? `
-      normalize_rows(rx, y, rbias, gamma, beta, eps, act_s, pre);
-      if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;
+      ${normPrologueCallCode('rx')}
       quantize_rows(act_s, xq, row_scale, red);` : `
       quantize_rows(x, xq, row_scale, red);`}
     }
@@ -342,6 +341,9 @@ export function catalog(): KernelSource[] {
     ['f16', 2, 2304, 768, true, 'none', false, { kind: 'layer', residual: true, bias: true }],
     ['f32', 1, 132, 112, true, 'gelu_tanh', false, { kind: 'layer', residual: false, bias: false }],
     ['bf16', 1, 3072, 2048, false, 'none', false, { kind: 'rms', residual: true, bias: false, preload: true }],
+    // The last block writing x and h right after its prologue (FUSEFORMER_NORM_EARLY_WRITE=1), and a norm that only reads x.
+    ['bf16', 1, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false, preload: true, earlyWrite: true }],
+    ['f16', 1, 2304, 768, true, 'none', false, { kind: 'layer', residual: false, bias: false, earlyWrite: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec)),

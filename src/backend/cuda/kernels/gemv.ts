@@ -79,6 +79,12 @@ export interface GemvNorm {
   readonly bias: boolean;
   /** gamma and beta loaded at the kernel's start, before the weight loads (normPreloadOption; see normPrologueCode). */
   readonly preload?: boolean;
+  /**
+   * The last block writes x and h right after its prologue, from registers and shared memory, instead of
+   * after its main loop by re-reading x, y and bias (normEarlyWriteOption; see normPrologueCode). Taken
+   * where a thread keeps at most two vectors of the rows (M·NV ≤ 2: decode's one row up to K 4096).
+   */
+  readonly earlyWrite?: boolean;
 }
 
 /**
@@ -89,17 +95,30 @@ export interface GemvNorm {
  * 0.214 → 0.210, INT8 + head 0.206 → 0.204, Llama 1.2B bf16 0.832 → 0.826–0.827, but GPT-2 bf16
  * 0.223 → 0.228 (its K = 768 prologue is short, and loading gamma/beta first delays its weights).
  */
-export function normPreloadOption(gemv: 'bf16' | 'quantized', k: number): { preload?: true } {
+export function normPreloadOption(gemv: 'bf16' | 'quantized', k: number): { preload?: true; earlyWrite?: true } {
   const forced = process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
   if (forced === '1') return { preload: true };
   if (forced === '0') return {};
   if (forced !== undefined && forced !== '') throw new Error(`FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got '${forced}'`);
-  return gemv === 'quantized' || k > NORM_PROLOGUE_AUTO_MAX_K ? { preload: true } : {};
+  return { ...(gemv === 'quantized' || k > NORM_PROLOGUE_AUTO_MAX_K ? { preload: true as const } : {}), ...normEarlyWriteOption() };
+}
+
+/**
+ * The process's setting of GemvNorm.earlyWrite (FUSEFORMER_NORM_EARLY_WRITE=1; opt-in until timed on a
+ * GPU): the last block past a norm prologue writes x and h before its main loop — the stores then overlap
+ * it — where it used to re-read x, y and bias after it, one more L2 round trip before the kernel could
+ * complete (every norm GEMV of a batch-1 step: 24 a GPT-2 token, 31 a Llama 1.2B one).
+ */
+export const normPrologueOptions = { earlyWrite: process.env['FUSEFORMER_NORM_EARLY_WRITE'] === '1' };
+
+/** GemvNorm.earlyWrite as normPrologueOptions sets it. */
+export function normEarlyWriteOption(): { earlyWrite?: true } {
+  return normPrologueOptions.earlyWrite ? { earlyWrite: true } : {};
 }
 
 export function gemvKey(s: GemvSpec): string {
   const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.earlyWrite ? '_ew' : ''}` : '';
   return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}`;
 }
 
@@ -223,6 +242,11 @@ export function normPrologueCode(norm: GemvNorm): string {
   return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};
 // Vectors of a row a thread takes (the columns k = (i·THREADS + thread)·VEC, i < NV).
 constexpr int NV = (K + THREADS * VEC - 1) / (THREADS * VEC);
+// EARLY: the last block past the prologue writes x and h at once, from the v it keeps in registers (M·NV
+// vectors, at most 2) and its shared rows; its counter increment moves to the first block reduction (every
+// thread has read x by then), so the flag is known when the prologue ends. Else the last block writes them
+// after its main loop (normPrologueFinishCode), re-reading x, y and bias.
+constexpr bool EARLY = ${norm.earlyWrite === true} && M * NV <= 2;
 
 // PRELOAD: the thread's vectors of gamma and beta, loaded at the kernel's start — before its weight loads
 // and its grid-dependency wait (weights: never written by the kernel before) — so the prologue's last
@@ -292,23 +316,39 @@ __device__ __forceinline__ void normalize_columns(int k, const float (&g)[VEC], 
 }
 
 // act = norm(x + y + bias)·gamma (+ beta), rounded to T, for the M rows (see the header).
-__device__ void normalize_rows(const T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
-                               const T* __restrict__ beta, float eps, T* act, const NormWeights& pre) {
+// (EARLY: also the counter — the last block, which this returns in *last, resets it — and x, h written by that block.)
+__device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
+                               const T* __restrict__ beta, float eps, T* act, const NormWeights& pre,
+                               T* __restrict__ h, unsigned int* __restrict__ counter, bool* last) {
   __shared__ float red[NWARPS * M];
   float sum[M], mean[M], rstd[M];
+  Vec<T, VEC> kept[EARLY ? M : 1][EARLY ? NV : 1];
   #pragma unroll
   for (int m = 0; m < M; m++) sum[m] = 0.f;
-  for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
+  #pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int k = (j * THREADS + threadIdx.x) * VEC;
+    if (k >= K) break;
     #pragma unroll
     for (int m = 0; m < M; m++) {
       float v[VEC];
       residual_vec(x, y, rbias, m, k, v);
       store_floats<T, VEC>(act + (size_t)m * K + k, v, VEC);
+      if constexpr (EARLY) {
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) kept[m][j].v[i] = from_float<T>(v[i]);
+      }
       #pragma unroll
       for (int i = 0; i < VEC; i++) sum[m] += LAYER ? v[i] : v[i] * v[i];
     }
   }
   block_sums(sum, red);
+  if (EARLY && threadIdx.x == 0) {
+    // Every thread of this block has read x (the reduction's barrier): count the block.
+    const bool is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    if (is_last) *counter = 0u;  // every block has counted
+    *last = is_last;
+  }
   if (LAYER) {
     // Two passes, as residualNorm: the squares of v − mean. Each thread reads back what it stored.
     #pragma unroll
@@ -350,6 +390,21 @@ __device__ void normalize_rows(const T* x, const T* __restrict__ y, const T* __r
     }
   }
   __syncthreads();  // the main loop reads every thread's columns
+  if constexpr (EARLY) {
+    if (*last) {
+      // x ← v and h ← the normed rows, this thread's columns (its own stores above): every block has read x.
+      #pragma unroll
+      for (int j = 0; j < NV; j++) {
+        const int k = (j * THREADS + threadIdx.x) * VEC;
+        if (k >= K) break;
+        #pragma unroll
+        for (int m = 0; m < M; m++) {
+          if (RESIDUAL) store_vec<T, VEC>(x + (size_t)m * K + k, kept[m][j]);
+          store_vec<T, VEC>(h + (size_t)m * K + k, load_vec<T, VEC>(act + (size_t)m * K + k));
+        }
+      }
+    }
+  }
 }
 
 // The last block: x ← x + y + bias in place (RESIDUAL) and h ← act.
@@ -374,13 +429,22 @@ __device__ void write_rows(T* x, const T* __restrict__ y, const T* __restrict__ 
  * prologue — every block has read the residual stream by then — updates it in place and writes h.
  */
 export function normPrologueFinishCode(residual: string): string {
-  return String.raw`  // The last block past its prologue (every block has read ${residual} by then) updates ${residual} and writes h.
-  __syncthreads();
-  if (last_block) {
-    write_rows(${residual}, y, rbias, h, act_s);
-    if (threadIdx.x == 0) *counter = 0u;
+  return String.raw`  // The last block past its prologue (every block has read ${residual} by then) updates ${residual} and writes h
+  // (EARLY: done in the prologue).
+  if constexpr (!EARLY) {
+    __syncthreads();
+    if (last_block) {
+      write_rows(${residual}, y, rbias, h, act_s);
+      if (threadIdx.x == 0) *counter = 0u;
+    }
   }
 `;
+}
+
+/** The norm prologue's call in a GEMV kernel (after its wait): the rows normed into act_s, the last block found. */
+export function normPrologueCallCode(residual: string): string {
+  return String.raw`normalize_rows(${residual}, y, rbias, gamma, beta, eps, act_s, pre, h, counter, &last_block);
+      if (!EARLY && threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;`;
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
@@ -445,8 +509,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     // The first loads are in flight before waiting for the kernel that writes a (programmatic launch).
     if (g == 0) {
       GRID_DEPENDENCY_WAIT();${norm ? `
-      normalize_rows(x, y, rbias, gamma, beta, eps, act_s, pre);
-      if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;` : ''}
+      ${normPrologueCallCode('x')}` : ''}
     }
     #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -640,6 +703,13 @@ export function catalog(): KernelSource[] {
     // gamma and beta loaded at the kernel's start (FUSEFORMER_NORM_GEMV_PRELOAD=1): Llama's gated gate/up, GPT-2's fc.
     ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true }],
     ['bf16', 3, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, preload: true }],
+    // The last block writing x and h right after its prologue (FUSEFORMER_NORM_EARLY_WRITE=1): GPT-2's QKV and fc,
+    // Llama's gated gate/up, two rows at K 2048 (M·NV = 2), four rows (past it: the late write).
+    ['bf16', 1, 2304, 768, 'none', undefined, { kind: 'layer', residual: true, bias: true, earlyWrite: true }],
+    ['bf16', 1, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, earlyWrite: true }],
+    ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true, earlyWrite: true }],
+    ['f16', 2, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, earlyWrite: true }],
+    ['bf16', 4, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, earlyWrite: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec)),
