@@ -421,35 +421,6 @@ for step in "${steps[@]}"; do
           done
           run rn3-timeline 60 env FUSEFORMER_SAMPLE_WAVE=1 FUSEFORMER_ROW_NORM=1 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/rn3-timeline.json"
           run rn3-tests 200 node --test --test-concurrency=1 --test-name-pattern='norms split across' dist/test/gpu/decode-gemv.test.js ;;
-    row-norm2) # (session 28, call 4) the split norms' two slow parts reworked: the rowScale sums added by the producer warp's 31 idle lanes while lane 0 issues the copies (was: after its last copy, 4 rounds of warp sums: QKV 6.6 → 11.3 µs), the rowSquares combine's old out and γ loaded before the cluster exchange (O 6.4 → 12.8 µs). Decode off / on twice, the timeline, the GPU tests
-          for round in 1 2; do
-            run rn2-off-$round 60 env FUSEFORMER_SAMPLE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn2-off-$round.json"
-            run rn2-on-$round 60 env FUSEFORMER_SAMPLE_WAVE=1 FUSEFORMER_ROW_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn2-on-$round.json"
-          done
-          run rn2-timeline 60 env FUSEFORMER_ROW_NORM=1 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/rn2-timeline.json"
-          run rn2-tests 300 node --test --test-concurrency=1 --test-name-pattern='split across' dist/test/gpu/decode-gemv.test.js ;;
-    row-norm2) # (session 28, call 4) the split norms' two slow parts reworked: the rowScale sums added by the producer warp's 31 idle lanes while lane 0 issues the copies (was: after its last copy, 4 rounds of warp sums: QKV 6.6 → 11.3 µs), the rowSquares combine's old out and γ loaded before the cluster exchange (O 6.4 → 12.8 µs). Decode off / on twice, the timeline, the GPU tests
-          for round in 1 2; do
-            run rn2-off-$round 60 env FUSEFORMER_SAMPLE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn2-off-$round.json"
-            run rn2-on-$round 60 env FUSEFORMER_SAMPLE_WAVE=1 FUSEFORMER_ROW_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn2-on-$round.json"
-          done
-          run rn2-timeline 60 env FUSEFORMER_ROW_NORM=1 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/rn2-timeline.json"
-          run rn2-tests 300 node --test --test-concurrency=1 --test-name-pattern='split across' dist/test/gpu/decode-gemv.test.js ;;
-    row-norm-budget) # (session 28, call 3) call 2: split norms correct (14/14) but b32 1.017 → 1.105: the rowScale products' 200 KB rings cannot share an SM with the split O / down blocks (~97 KB) before them, so they prefetch nothing until those exit (the norm kernel between them used to leave that room). Their ring capped (FUSEFORMER_ROW_NORM_BUDGET_KB) at 96 / 128 / 160 against off, two rounds; timelines at 128
-          for round in 1 2; do
-            run rnb-off-$round 60 env FUSEFORMER_SAMPLE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rnb-off-$round.json"
-            for kb in 96 128 160; do run rnb-$kb-$round 60 env FUSEFORMER_SAMPLE_WAVE=1 FUSEFORMER_ROW_NORM=1 FUSEFORMER_ROW_NORM_BUDGET_KB=$kb node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rnb-$kb-$round.json"; done
-          done
-          run rnb-timeline-128 60 env FUSEFORMER_ROW_NORM=1 FUSEFORMER_ROW_NORM_BUDGET_KB=128 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/rnb-timeline-128.json"
-          run rnb-timeline-off 60 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/rnb-timeline-off.json" ;;
-    row-norm) # (session 28, call 2) the RMS norms split across the streamed GEMMs (FUSEFORMER_ROW_NORM=1, built this session, never run): Llama decode off / on (b32: no norm kernel between the products), with the one-wave sampler too, two rounds; the b32 timeline by role; then the op cases and the model test
-          for round in 1 2; do
-            run rn-off-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn-off-$round.json"
-            run rn-on-$round 60 env FUSEFORMER_ROW_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn-on-$round.json"
-            run rn-on-wave-$round 60 env FUSEFORMER_ROW_NORM=1 FUSEFORMER_SAMPLE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/rn-on-wave-$round.json"
-          done
-          run rn-timeline 60 env FUSEFORMER_ROW_NORM=1 node dist/bench/decode-timeline.js --models llama --quant bf16 --batch 32 --steps 8 --json "$out/rn-timeline.json"
-          run rn-tests 300 node --test --test-concurrency=1 --test-name-pattern='split across' dist/test/gpu/decode-gemv.test.js ;;
     s28-sweep) # (session 28, call 1) prewait and sample-wave's decode runs first (one process a setting, Llama b1 / b32), then their op cases
           run s28-default 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/s28-default.json"
           for n in 1 2 3; do run s28-prewait-gated-$n 60 env FUSEFORMER_STREAM_PREWAIT_GATED=$n node dist/bench/decode.js --no-torch --reps 3 --models llama --json "$out/s28-prewait-gated-$n.json"; done

@@ -319,77 +319,60 @@ for (const m of ENGINE_TEST_MODELS) {
   }
 }
 
-test('llama: the residual added by the products and the norm formed in the streamed GEMM give the usual form\'s logits and decode (bf16)', { skip }, async () => {
+/**
+ * A Llama decode form on the GPU against the usual one (bf16): `setForm(true)` turns it on (false: the usual
+ * form), `launches()` counts the kernels that show it ran. The 20-row prefill's logits are held to the usual
+ * form's error against the f32 CPU forward (bf16 itself is 2–3% off it on this tiny random model); twelve
+ * sequences decoding together give the same tokens with graphs replayed and eager.
+ */
+async function checkLlamaForm(name: string, setForm: (gpu: import('../../src/backend/cuda/index.js').CudaBackend, on: boolean) => void, launches: (gpu: import('../../src/backend/cuda/index.js').CudaBackend) => number): Promise<void> {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create();
-  gpu.streamNorm = true;  // opt-in (FUSEFORMER_STREAM_NORM=1)
   const m = ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!;
-  const dir = join(root, 'llama-residual');
+  const dir = join(root, name);
   writeModelFolder(dir, m.family, m.config, 9);
   const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
   try {
     const prompt = Array.from({ length: 20 }, (_, i) => (i * 29 + 5) % 200);
-    const logitsOf = (mode: 'auto' | 'off', on = model) => {
-      residualInProductsOptions.mode = mode;
-      const engine = new DecodeEngine(on, { maxBatch: 3, maxLen: 64 });
+    const logitsOf = (on: boolean, of = model) => {
+      setForm(gpu, on);
+      const engine = new DecodeEngine(of, { maxBatch: 3, maxLen: 64 });
       const out = engine.promptLogits(prompt);
       engine.dispose();
       return out;
     };
-    // Against the f32 CPU forward: bf16 itself is 2–3% off it on this tiny random model (CPU, either
-    // form), so the two bf16 forms are held to each other's error, not to each other.
     const cpuModel = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
-    const exact = logitsOf('off', cpuModel);
+    const exact = logitsOf(false, cpuModel);
     cpuModel.free();
-    const usual = logitsOf('off'), before = gpu.streamNormLaunches, ours = logitsOf('auto');
-    assert.ok(gpu.streamNormLaunches > before, 'the 20-row prefill formed its norms in the streamed GEMM');
+    const usual = logitsOf(false), before = launches(gpu), ours = logitsOf(true);
+    assert.ok(launches(gpu) > before, 'the 20-row prefill took the form');
     const usualError = relError(usual, exact), ourError = relError(ours, exact);
     assert.ok(ourError <= 1.25 * usualError + 2e-3, `bf16 logits rel err against f32: ${ourError} (the usual form ${usualError})`);
-    // Twelve sequences decoding together, graphs replayed and eager: the same tokens either way.
     const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
     const decode = (graphs: boolean) => generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
-    const started = gpu.streamNormLaunches, replayed = await decode(true);
-    assert.ok(gpu.streamNormLaunches > started, 'the 12-row decode steps formed their norms in the streamed GEMM');
+    const started = launches(gpu), replayed = await decode(true);
+    assert.ok(launches(gpu) > started, 'the 12-row decode steps took the form');
     assert.deepEqual(await decode(false), replayed);
   } finally {
-    residualInProductsOptions.mode = 'auto';
+    setForm(gpu, false);
     model.free();
   }
+}
+
+test('llama: the residual added by the products and the norm formed in the streamed GEMM give the usual form\'s logits and decode (bf16)', { skip }, async () => {
+  // streamNorm is opt-in (FUSEFORMER_STREAM_NORM=1); the form: residualInProducts 'auto' with it on.
+  await checkLlamaForm('llama-residual', (gpu, on) => {
+    gpu.streamNorm = true;
+    residualInProductsOptions.mode = on ? 'auto' : 'off';
+  }, (gpu) => gpu.streamNormLaunches);
+  residualInProductsOptions.mode = 'auto';
 });
 
 test('llama: the norms split across the streamed GEMMs (rowNorm) give the usual form\'s logits and decode (bf16)', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
-  gpu.rowNorm = true;  // opt-in (FUSEFORMER_ROW_NORM=1)
-  const m = ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!;
-  const dir = join(root, 'llama-row-norm');
-  writeModelFolder(dir, m.family, m.config, 9);
-  const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
-  try {
-    const prompt = Array.from({ length: 20 }, (_, i) => (i * 29 + 5) % 200);
-    const logitsOf = (mode: 'auto' | 'off', on = model) => {
-      rowNormOptions.mode = mode;
-      const engine = new DecodeEngine(on, { maxBatch: 3, maxLen: 64 });
-      const out = engine.promptLogits(prompt);
-      engine.dispose();
-      return out;
-    };
-    // Against the f32 CPU forward, as the residual-in-products test above: the two bf16 forms held to each other's error.
-    const cpuModel = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
-    const exact = logitsOf('off', cpuModel);
-    cpuModel.free();
-    const usual = logitsOf('off'), before = gpu.rowNormLaunches, ours = logitsOf('auto');
-    assert.ok(gpu.rowNormLaunches > before, 'the 20-row prefill split its norms across the products');
-    const usualError = relError(usual, exact), ourError = relError(ours, exact);
-    assert.ok(ourError <= 1.25 * usualError + 2e-3, `bf16 logits rel err against f32: ${ourError} (the usual form ${usualError})`);
-    // Twelve sequences decoding together, graphs replayed and eager: the same tokens either way.
-    const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
-    const decode = (graphs: boolean) => generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
-    const started = gpu.rowNormLaunches, replayed = await decode(true);
-    assert.ok(gpu.rowNormLaunches > started, 'the 12-row decode steps split their norms across the products');
-    assert.deepEqual(await decode(false), replayed);
-  } finally {
-    rowNormOptions.mode = 'auto';
-    model.free();
-  }
+  // rowNorm is opt-in (FUSEFORMER_ROW_NORM=1); the form: rowNormOptions 'auto' with it on.
+  await checkLlamaForm('llama-row-norm', (gpu, on) => {
+    gpu.rowNorm = true;
+    rowNormOptions.mode = on ? 'auto' : 'off';
+  }, (gpu) => gpu.rowNormLaunches);
+  rowNormOptions.mode = 'auto';
 });

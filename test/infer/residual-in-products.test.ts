@@ -10,27 +10,16 @@ import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
 import type { GemmArgs, NormLinearArgs } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { DecodeEngine } from '../../src/infer/engine.js';
-import { DecoderForward, residualInProductsOptions } from '../../src/infer/forward.js';
+import { residualInProductsOptions } from '../../src/infer/forward.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
-import { resolveSampling } from '../../src/infer/sampling.js';
-import type { LlamaConfig } from '../../src/models/llama.js';
-import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from './hf-folder.js';
+import { writeModelFolder } from './hf-folder.js';
 import { llamaReferenceLogits } from './reference-forward.js';
+import { LLAMA, PROMPT, prefillAndStepLogits, qualificationForwards, relError } from './forward-forms.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-residual-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 afterEach(() => { residualInProductsOptions.mode = 'auto'; });
-
-const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119];
-const LLAMA: LlamaConfig = { ...TINY_LLAMA, layers: 3 };
-
-function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let diff = 0, norm = 0;
-  for (let i = 0; i < b.length; i++) { diff += (a[i]! - b[i]!) ** 2; norm += b[i]! ** 2; }
-  return Math.sqrt(diff / norm);
-}
 
 /** A CPU backend that counts the accumulating GEMMs and the normLinear calls that add a residual. */
 function countingBackend(): { backend: CpuBackend; counts: { accumulating: number; residualNorms: number } } {
@@ -48,21 +37,7 @@ test('llama: the residual added by the products gives the reference prefill logi
   const { model } = loadDecoderModel(dir, backend);
   const logits = (mode: 'on' | 'off') => {
     residualInProductsOptions.mode = mode;
-    const engine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
-    try {
-      const prefill = engine.promptLogits(PROMPT);
-      engine.start([{ prompt: PROMPT, maxNewTokens: 8, sampling: resolveSampling({ temperature: 0 }) }], []);
-      const steps: Float32Array[] = [engine.logits()[0]!];
-      for (const token of [3, 250, 17, 99]) {
-        engine.collect();
-        engine.force(0, token);
-        engine.decode(1);
-        steps.push(engine.logits()[0]!);
-      }
-      return { prefill, steps };
-    } finally {
-      engine.dispose();
-    }
+    return prefillAndStepLogits(model);
   };
   const off = logits('off');
   assert.equal(counts.accumulating, 0, 'the usual form adds the residual in the norms');
@@ -93,24 +68,17 @@ test('llama: with the residual in the products no norm adds one, and greedy toke
 });
 
 test('residualInProducts: only RMS-norm models without O / down biases, and in auto mode where the backend forms the norm', () => {
-  const backend = new CpuBackend();
-  const load = (name: string, family: 'gpt2' | 'llama', config: object) => {
-    const dir = join(root, name);
-    writeModelFolder(dir, family, config as LlamaConfig, 1);
-    return loadDecoderModel(dir, backend).model;
-  };
-  const llama = load('plain', 'llama', LLAMA), biased = load('biased', 'llama', { ...LLAMA, attentionBias: true }), gpt2 = load('gpt2', 'gpt2', TINY_GPT2);
-  const forward = (m: typeof llama) => new DecoderForward(m, 32, 16);
+  const backend = new CpuBackend(), { llama, biased, gpt2, free } = qualificationForwards(root, backend);
   residualInProductsOptions.mode = 'on';
-  assert.equal(forward(llama).residualInProducts(backend, 8), true);
-  assert.equal(forward(biased).residualInProducts(backend, 8), false, 'an O-projection bias would need beta with a bias epilogue');
-  assert.equal(forward(gpt2).residualInProducts(backend, 8), false, 'LayerNorm');
+  assert.equal(llama.residualInProducts(backend, 8), true);
+  assert.equal(biased.residualInProducts(backend, 8), false, 'an O-projection bias would need beta with a bias epilogue');
+  assert.equal(gpt2.residualInProducts(backend, 8), false, 'LayerNorm');
   residualInProductsOptions.mode = 'auto';
-  assert.equal(forward(llama).residualInProducts(backend, 8), false, 'the CPU backend forms no norm in a product');
+  assert.equal(llama.residualInProducts(backend, 8), false, 'the CPU backend forms no norm in a product');
   const forming = Object.assign(new CpuBackend(), { formsNormInProduct: (rows: number) => rows >= 5 && rows <= 32 });
-  assert.equal(forward(llama).residualInProducts(forming, 8), true);
-  assert.equal(forward(llama).residualInProducts(forming, 1), false);
+  assert.equal(llama.residualInProducts(forming, 8), true);
+  assert.equal(llama.residualInProducts(forming, 1), false);
   residualInProductsOptions.mode = 'off';
-  assert.equal(forward(llama).residualInProducts(forming, 8), false);
-  for (const m of [llama, biased, gpt2]) m.free();
+  assert.equal(llama.residualInProducts(forming, 8), false);
+  free();
 });

@@ -11,27 +11,16 @@ import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
 import type { GemmArgs, NormLinearArgs, ResidualNormArgs } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { DecodeEngine } from '../../src/infer/engine.js';
-import { DecoderForward, rowNormOptions } from '../../src/infer/forward.js';
+import { rowNormOptions } from '../../src/infer/forward.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
-import { resolveSampling } from '../../src/infer/sampling.js';
-import type { LlamaConfig } from '../../src/models/llama.js';
-import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from './hf-folder.js';
+import { writeModelFolder } from './hf-folder.js';
 import { llamaReferenceLogits } from './reference-forward.js';
+import { LLAMA, PROMPT, prefillAndStepLogits, qualificationForwards, relError } from './forward-forms.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-row-norm-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 afterEach(() => { rowNormOptions.mode = 'auto'; rowNormOptions.mlp = false; });
-
-const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119];
-const LLAMA: LlamaConfig = { ...TINY_LLAMA, layers: 3 };
-
-function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let diff = 0, norm = 0;
-  for (let i = 0; i < b.length; i++) { diff += (a[i]! - b[i]!) ** 2; norm += b[i]! ** 2; }
-  return Math.sqrt(diff / norm);
-}
 
 /** A CPU backend counting the products with rowSquares / rowScale and the norms run (residualNorm and normLinear). */
 function countingBackend(): { backend: CpuBackend; counts: { rowSquares: number; rowScale: number; norms: number } } {
@@ -55,21 +44,7 @@ for (const mlp of [false, true]) test(`llama: the norms ${mlp ? 'before QKV and 
   const logits = (mode: 'on' | 'off') => {
     rowNormOptions.mode = mode;
     rowNormOptions.mlp = mlp;
-    const engine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
-    try {
-      const prefill = engine.promptLogits(PROMPT);
-      engine.start([{ prompt: PROMPT, maxNewTokens: 8, sampling: resolveSampling({ temperature: 0 }) }], []);
-      const steps: Float32Array[] = [engine.logits()[0]!];
-      for (const token of [3, 250, 17, 99]) {
-        engine.collect();
-        engine.force(0, token);
-        engine.decode(1);
-        steps.push(engine.logits()[0]!);
-      }
-      return { prefill, steps };
-    } finally {
-      engine.dispose();
-    }
+    return prefillAndStepLogits(model);
   };
   const off = logits('off');
   assert.equal(counts.rowSquares + counts.rowScale, 0, 'the usual form runs its norms');
@@ -107,24 +82,17 @@ test('llama: greedy tokens with the norms split across the products equal the us
 });
 
 test('rowNormInProducts: RMS-norm models without O / down biases or quantization, and in auto mode where the backend offers it', () => {
-  const backend = new CpuBackend();
-  const load = (name: string, family: 'gpt2' | 'llama', config: object) => {
-    const dir = join(root, name);
-    writeModelFolder(dir, family, config as LlamaConfig, 1);
-    return loadDecoderModel(dir, backend).model;
-  };
-  const llama = load('plain', 'llama', LLAMA), biased = load('biased', 'llama', { ...LLAMA, attentionBias: true }), gpt2 = load('gpt2', 'gpt2', TINY_GPT2);
-  const forward = (m: typeof llama) => new DecoderForward(m, 32, 16);
+  const backend = new CpuBackend(), { llama, biased, gpt2, free } = qualificationForwards(root, backend);
   rowNormOptions.mode = 'on';
-  assert.equal(forward(llama).rowNormInProducts(backend, 8), true);
-  assert.equal(forward(biased).rowNormInProducts(backend, 8), false, 'an O-projection bias');
-  assert.equal(forward(gpt2).rowNormInProducts(backend, 8), false, 'LayerNorm');
+  assert.equal(llama.rowNormInProducts(backend, 8), true);
+  assert.equal(biased.rowNormInProducts(backend, 8), false, 'an O-projection bias');
+  assert.equal(gpt2.rowNormInProducts(backend, 8), false, 'LayerNorm');
   rowNormOptions.mode = 'auto';
-  assert.equal(forward(llama).rowNormInProducts(backend, 8), false, 'the CPU backend does not offer it');
+  assert.equal(llama.rowNormInProducts(backend, 8), false, 'the CPU backend does not offer it');
   const offering = Object.assign(new CpuBackend(), { rowNormProducts: (rows: number) => rows >= 5 && rows <= 32 });
-  assert.equal(forward(llama).rowNormInProducts(offering, 8), true);
-  assert.equal(forward(llama).rowNormInProducts(offering, 1), false);
+  assert.equal(llama.rowNormInProducts(offering, 8), true);
+  assert.equal(llama.rowNormInProducts(offering, 1), false);
   rowNormOptions.mode = 'off';
-  assert.equal(forward(llama).rowNormInProducts(offering, 8), false);
-  for (const m of [llama, biased, gpt2]) m.free();
+  assert.equal(llama.rowNormInProducts(offering, 8), false);
+  free();
 });

@@ -247,6 +247,8 @@ constexpr int NV = (K + THREADS * VEC - 1) / (THREADS * VEC);
 // thread has read x by then), so the flag is known when the prologue ends. Else the last block writes them
 // after its main loop (normPrologueFinishCode), re-reading x, y and bias.
 constexpr bool EARLY = ${norm.earlyWrite === true} && M * NV <= 2;
+// Vector j and its first column k of each vector of a row this thread takes.
+#define FOR_THREAD_VECTORS(j, k) _Pragma("unroll") for (int j = 0; j < NV; j++) if (const int k = (j * THREADS + threadIdx.x) * VEC; k < K)
 
 // PRELOAD: the thread's vectors of gamma and beta, loaded at the kernel's start — before its weight loads
 // and its grid-dependency wait (weights: never written by the kernel before) — so the prologue's last
@@ -254,13 +256,9 @@ constexpr bool EARLY = ${norm.earlyWrite === true} && M * NV <= 2;
 struct NormWeights { Vec<T, VEC> g[PRELOAD ? NV : 1], b[PRELOAD ? NV : 1]; };
 __device__ __forceinline__ void load_norm_weights(NormWeights& w, const T* __restrict__ gamma, const T* __restrict__ beta) {
   if constexpr (PRELOAD) {
-    #pragma unroll
-    for (int i = 0; i < NV; i++) {
-      const int k = (i * THREADS + threadIdx.x) * VEC;
-      if (k < K) {
-        w.g[i] = load_vec<T, VEC>(gamma + k);
-        if (LAYER) w.b[i] = load_vec<T, VEC>(beta + k);
-      }
+    FOR_THREAD_VECTORS(i, k) {
+      w.g[i] = load_vec<T, VEC>(gamma + k);
+      if (LAYER) w.b[i] = load_vec<T, VEC>(beta + k);
     }
   }
 }
@@ -325,10 +323,7 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
   Vec<T, VEC> kept[EARLY ? M : 1][EARLY ? NV : 1];
   #pragma unroll
   for (int m = 0; m < M; m++) sum[m] = 0.f;
-  #pragma unroll
-  for (int j = 0; j < NV; j++) {
-    const int k = (j * THREADS + threadIdx.x) * VEC;
-    if (k >= K) break;
+  FOR_THREAD_VECTORS(j, k) {
     #pragma unroll
     for (int m = 0; m < M; m++) {
       float v[VEC];
@@ -371,15 +366,11 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
   #pragma unroll
   for (int m = 0; m < M; m++) rstd[m] = rsqrtf(sum[m] * (1.f / K) + eps);
   if constexpr (PRELOAD) {
-    #pragma unroll
-    for (int j = 0; j < NV; j++) {
-      const int k = (j * THREADS + threadIdx.x) * VEC;
-      if (k < K) {
-        float g[VEC], b[VEC];
-        #pragma unroll
-        for (int i = 0; i < VEC; i++) { g[i] = to_float(pre.g[j].v[i]); b[i] = LAYER ? to_float(pre.b[j].v[i]) : 0.f; }
-        normalize_columns(k, g, b, mean, rstd, act);
-      }
+    FOR_THREAD_VECTORS(j, k) {
+      float g[VEC], b[VEC];
+      #pragma unroll
+      for (int i = 0; i < VEC; i++) { g[i] = to_float(pre.g[j].v[i]); b[i] = LAYER ? to_float(pre.b[j].v[i]) : 0.f; }
+      normalize_columns(k, g, b, mean, rstd, act);
     }
   } else {
     for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
@@ -393,10 +384,7 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
   if constexpr (EARLY) {
     if (*last) {
       // x ← v and h ← the normed rows, this thread's columns (its own stores above): every block has read x.
-      #pragma unroll
-      for (int j = 0; j < NV; j++) {
-        const int k = (j * THREADS + threadIdx.x) * VEC;
-        if (k >= K) break;
+      FOR_THREAD_VECTORS(j, k) {
         #pragma unroll
         for (int m = 0; m < M; m++) {
           if (RESIDUAL) store_vec<T, VEC>(x + (size_t)m * K + k, kept[m][j]);
