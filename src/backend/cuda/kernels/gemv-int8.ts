@@ -27,7 +27,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 import { weightLoadCode } from './weight-stream.js';
 import type { GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -63,7 +63,7 @@ export interface Int8GemvSpec {
 }
 
 export function int8GemvKey(s: Int8GemvSpec): string {
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.earlyWrite ? '_ew' : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.write ? `_w${s.norm.write[0]}` : ''}` : '';
   return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
@@ -199,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ __align__(16) signed char xq[M * K];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
-  __shared__ bool last_block;
+  ${NORM_PROLOGUE_STATE}
   NormWeights pre;
   load_norm_weights(pre, gamma, beta);` : ''}
   __shared__ int partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
@@ -341,9 +341,10 @@ export function catalog(): KernelSource[] {
     ['f16', 2, 2304, 768, true, 'none', false, { kind: 'layer', residual: true, bias: true }],
     ['f32', 1, 132, 112, true, 'gelu_tanh', false, { kind: 'layer', residual: false, bias: false }],
     ['bf16', 1, 3072, 2048, false, 'none', false, { kind: 'rms', residual: true, bias: false, preload: true }],
-    // The last block writing x and h right after its prologue (FUSEFORMER_NORM_EARLY_WRITE=1), and a norm that only reads x.
-    ['bf16', 1, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false, preload: true, earlyWrite: true }],
-    ['f16', 1, 2304, 768, true, 'none', false, { kind: 'layer', residual: false, bias: false, earlyWrite: true }],
+    // The last block writing x and h right after its prologue (FUSEFORMER_NORM_WRITE: early; deferred at four rows), and a norm that only reads x.
+    ['bf16', 1, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }],
+    ['f16', 1, 2304, 768, true, 'none', false, { kind: 'layer', residual: false, bias: false, write: 'early' }],
+    ['bf16', 4, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false, write: 'deferred' }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec)),

@@ -80,11 +80,15 @@ export interface GemvNorm {
   /** gamma and beta loaded at the kernel's start, before the weight loads (normPreloadOption; see normPrologueCode). */
   readonly preload?: boolean;
   /**
-   * The last block writes x and h right after its prologue, from registers and shared memory, instead of
-   * after its main loop by re-reading x, y and bias (normEarlyWriteOption; see normPrologueCode). Taken
-   * where a thread keeps at most two vectors of the rows (M·NV ≤ 2: decode's one row up to K 4096).
+   * How the last block past the prologue is found and writes x and h (normWriteOption; see
+   * normPrologueCode). Unset ('late'): thread 0 counts its block after the prologue and waits for the
+   * count; the last block writes after its main loop, re-reading x, y and bias. 'deferred': the count is
+   * read only after the main loop, so its latency hides behind it. 'early': the block counts at the first
+   * reduction, reads the count at the prologue's end, and the last one writes x and h at once from its
+   * registers and shared memory — where a thread keeps at most two vectors of the rows (M·NV ≤ 2: decode's
+   * one row up to K 4096); past that, 'deferred'.
    */
-  readonly earlyWrite?: boolean;
+  readonly write?: 'deferred' | 'early';
 }
 
 /**
@@ -95,30 +99,38 @@ export interface GemvNorm {
  * 0.214 → 0.210, INT8 + head 0.206 → 0.204, Llama 1.2B bf16 0.832 → 0.826–0.827, but GPT-2 bf16
  * 0.223 → 0.228 (its K = 768 prologue is short, and loading gamma/beta first delays its weights).
  */
-export function normPreloadOption(gemv: 'bf16' | 'quantized', k: number): { preload?: true; earlyWrite?: true } {
+export function normPreloadOption(gemv: 'bf16' | 'quantized', k: number): { preload?: true; write?: 'deferred' | 'early' } {
   const forced = process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
   if (forced === '1') return { preload: true };
   if (forced === '0') return {};
   if (forced !== undefined && forced !== '') throw new Error(`FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got '${forced}'`);
-  return { ...(gemv === 'quantized' || k > NORM_PROLOGUE_AUTO_MAX_K ? { preload: true as const } : {}), ...normEarlyWriteOption() };
+  return { ...(gemv === 'quantized' || k > NORM_PROLOGUE_AUTO_MAX_K ? { preload: true as const } : {}), ...normWriteOption() };
 }
 
 /**
- * The process's setting of GemvNorm.earlyWrite (FUSEFORMER_NORM_EARLY_WRITE=1; opt-in until timed on a
- * GPU): the last block past a norm prologue writes x and h before its main loop — the stores then overlap
- * it — where it used to re-read x, y and bias after it, one more L2 round trip before the kernel could
- * complete (every norm GEMV of a batch-1 step: 24 a GPT-2 token, 31 a Llama 1.2B one).
+ * The process's setting of GemvNorm.write (FUSEFORMER_NORM_WRITE=late|deferred|early; 'late' until the other
+ * two are timed on a GPU). Both take latency off every norm GEMV of a batch-1 step (24 a GPT-2 token, 31 a
+ * Llama one): thread 0's wait for its block's count (a global atomic's round trip, which the block's last
+ * reduction then waits on) and, 'early', the last block's re-reading of x, y and bias after its main loop.
  */
-export const normPrologueOptions = { earlyWrite: process.env['FUSEFORMER_NORM_EARLY_WRITE'] === '1' };
+export const normPrologueOptions: { write: 'late' | 'deferred' | 'early' } = { write: normWriteFromEnv() };
 
-/** GemvNorm.earlyWrite as normPrologueOptions sets it. */
-export function normEarlyWriteOption(): { earlyWrite?: true } {
-  return normPrologueOptions.earlyWrite ? { earlyWrite: true } : {};
+export function normWriteFromEnv(env: NodeJS.ProcessEnv = process.env): 'late' | 'deferred' | 'early' {
+  const value = env['FUSEFORMER_NORM_WRITE'];
+  if (value === undefined || value === '') return 'late';
+  if (value === 'late' || value === 'deferred' || value === 'early') return value;
+  throw new Error(`FUSEFORMER_NORM_WRITE must be late, deferred or early, got '${value}'`);
+}
+
+/** GemvNorm.write as normPrologueOptions sets it. */
+export function normWriteOption(): { write?: 'deferred' | 'early' } {
+  const w = normPrologueOptions.write;
+  return w === 'late' ? {} : { write: w };
 }
 
 export function gemvKey(s: GemvSpec): string {
   const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.earlyWrite ? '_ew' : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.write ? `_w${s.norm.write[0]}` : ''}` : '';
   return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}`;
 }
 
@@ -242,11 +254,13 @@ export function normPrologueCode(norm: GemvNorm): string {
   return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};
 // Vectors of a row a thread takes (the columns k = (i·THREADS + thread)·VEC, i < NV).
 constexpr int NV = (K + THREADS * VEC - 1) / (THREADS * VEC);
-// EARLY: the last block past the prologue writes x and h at once, from the v it keeps in registers (M·NV
-// vectors, at most 2) and its shared rows; its counter increment moves to the first block reduction (every
-// thread has read x by then), so the flag is known when the prologue ends. Else the last block writes them
-// after its main loop (normPrologueFinishCode), re-reading x, y and bias.
-constexpr bool EARLY = ${norm.earlyWrite === true} && M * NV <= 2;
+// The last block past the prologue (GemvNorm.write): DEFERRED — thread 0 counts its block after the prologue
+// and reads the count only after the main loop (the atomic's round trip hides behind it; LATE reads it at
+// once); both then write x and h after the main loop (normPrologueFinishCode), re-reading x, y and bias.
+// EARLY — the count is taken at the first block reduction (every thread has read x by then) and read at the
+// prologue's end, and the last block writes x and h at once from the v it keeps in registers (M·NV vectors,
+// at most 2) and its shared rows.
+constexpr bool EARLY = ${norm.write === 'early'} && M * NV <= 2, DEFERRED = !EARLY && ${norm.write !== undefined};
 // Vector j and its first column k of each vector of a row this thread takes.
 #define FOR_THREAD_VECTORS(j, k) _Pragma("unroll") for (int j = 0; j < NV; j++) if (const int k = (j * THREADS + threadIdx.x) * VEC; k < K)
 
@@ -338,12 +352,9 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
     }
   }
   block_sums(sum, red);
-  if (EARLY && threadIdx.x == 0) {
-    // Every thread of this block has read x (the reduction's barrier): count the block.
-    const bool is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
-    if (is_last) *counter = 0u;  // every block has counted
-    *last = is_last;
-  }
+  // EARLY: every thread of this block has read x (the reduction's barrier): count the block now, read the count at the end.
+  unsigned int ticket = 0u;
+  if (EARLY && threadIdx.x == 0) ticket = atomicAdd(counter, 1u);
   if (LAYER) {
     // Two passes, as residualNorm: the squares of v − mean. Each thread reads back what it stored.
     #pragma unroll
@@ -379,6 +390,10 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
       if (LAYER) load_floats<T, VEC>(beta + k, b, VEC);
       normalize_columns(k, g, b, mean, rstd, act);
     }
+  }
+  if (EARLY && threadIdx.x == 0) {
+    *last = ticket == gridDim.x - 1;
+    if (*last) *counter = 0u;  // every block has counted
   }
   __syncthreads();  // the main loop reads every thread's columns
   if constexpr (EARLY) {
@@ -418,8 +433,9 @@ __device__ void write_rows(T* x, const T* __restrict__ y, const T* __restrict__ 
  */
 export function normPrologueFinishCode(residual: string): string {
   return String.raw`  // The last block past its prologue (every block has read ${residual} by then) updates ${residual} and writes h
-  // (EARLY: done in the prologue).
+  // (EARLY: done in the prologue; DEFERRED: the count read now).
   if constexpr (!EARLY) {
+    if (DEFERRED && threadIdx.x == 0) last_block = norm_ticket == gridDim.x - 1;
     __syncthreads();
     if (last_block) {
       write_rows(${residual}, y, rbias, h, act_s);
@@ -429,10 +445,15 @@ export function normPrologueFinishCode(residual: string): string {
 `;
 }
 
-/** The norm prologue's call in a GEMV kernel (after its wait): the rows normed into act_s, the last block found. */
+/** The norm prologue's state in a GEMV kernel: the last-block flag and thread 0's count (DEFERRED). */
+export const NORM_PROLOGUE_STATE = String.raw`__shared__ bool last_block;
+  [[maybe_unused]] unsigned int norm_ticket = 0u;`;
+
+/** The norm prologue's call in a GEMV kernel (after its wait): the rows normed into act_s, the block counted. */
 export function normPrologueCallCode(residual: string): string {
   return String.raw`normalize_rows(${residual}, y, rbias, gamma, beta, eps, act_s, pre, h, counter, &last_block);
-      if (!EARLY && threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;`;
+      if (DEFERRED && threadIdx.x == 0) norm_ticket = atomicAdd(counter, 1u);  // read after the main loop
+      else if (!EARLY && threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;`;
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
@@ -466,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
-  __shared__ bool last_block;
+  ${NORM_PROLOGUE_STATE}
   NormWeights pre;
   load_norm_weights(pre, gamma, beta);` : ''}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -691,13 +712,14 @@ export function catalog(): KernelSource[] {
     // gamma and beta loaded at the kernel's start (FUSEFORMER_NORM_GEMV_PRELOAD=1): Llama's gated gate/up, GPT-2's fc.
     ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true }],
     ['bf16', 3, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, preload: true }],
-    // The last block writing x and h right after its prologue (FUSEFORMER_NORM_EARLY_WRITE=1): GPT-2's QKV and fc,
-    // Llama's gated gate/up, two rows at K 2048 (M·NV = 2), four rows (past it: the late write).
-    ['bf16', 1, 2304, 768, 'none', undefined, { kind: 'layer', residual: true, bias: true, earlyWrite: true }],
-    ['bf16', 1, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, earlyWrite: true }],
-    ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true, earlyWrite: true }],
-    ['f16', 2, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, earlyWrite: true }],
-    ['bf16', 4, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, earlyWrite: true }],
+    // The last block found and writing x and h sooner (FUSEFORMER_NORM_WRITE): early — GPT-2's QKV and fc, Llama's
+    // gated gate/up, two rows at K 2048 (M·NV = 2), four rows (past it: deferred); deferred — Llama's QKV.
+    ['bf16', 1, 2304, 768, 'none', undefined, { kind: 'layer', residual: true, bias: true, write: 'early' }],
+    ['bf16', 1, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, write: 'early' }],
+    ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }],
+    ['f16', 2, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, write: 'early' }],
+    ['bf16', 4, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, write: 'early' }],
+    ['bf16', 1, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred' }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec)),

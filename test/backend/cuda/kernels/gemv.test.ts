@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvSource, launchGemv, launchNormGemv, normGemvApplies, normPrologueOptions, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvSource, launchGemv, launchNormGemv, normGemvApplies, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -90,8 +90,7 @@ test('launchNormGemv: the norm prologue in the key, the residual stream, norm we
   assert.deepEqual([argValue(launch, 5, 'ptr'), argValue(launch, 6, 'ptr'), argValue(launch, 10, 'ptr')], [norm.x.ptr, norm.y.ptr, norm.out.ptr]);
   assert.equal(argValue(launch, 12, 'ptr'), RecordingHost.COUNTERS);
   assert.deepEqual(host.counterRequests, [1]);
-  assert.match(launch.source, /normalize_rows\(x, y, rbias, gamma, beta, eps, act_s, pre, h, counter, &last_block\);\n\s+if \(!EARLY && threadIdx\.x == 0\) last_block = atomicAdd\(counter, 1u\)[\s\S]*if constexpr \(!EARLY\)[\s\S]*write_rows/);
-  assert.match(launch.source, /constexpr bool EARLY = false && M \* NV <= 2;/);
+  assert.match(launch.source, /normalize_rows\(x, y, rbias, gamma, beta, eps, act_s, pre, h, counter, &last_block\);[\s\S]*else if \(!EARLY && threadIdx\.x == 0\) last_block = atomicAdd\(counter, 1u\)[\s\S]*if constexpr \(!EARLY\)[\s\S]*write_rows/);
   assert.match(launch.source, /PRELOAD = false/);
   // The default at K 2048 (wider than NORM_PROLOGUE_AUTO_MAX_K): gamma and beta loaded at the
   // kernel's start, before the first weight load.
@@ -109,24 +108,36 @@ test('launchNormGemv: the norm prologue in the key, the residual stream, norm we
   assert.throws(() => withPreload('yes', () => launchNormGemv(host, narrow, { kind: 'gemm', checked: checked({ M: 1, N: 2304, K: 768 }) })), /FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got 'yes'/);
 });
 
-test('earlyWrite (FUSEFORMER_NORM_EARLY_WRITE=1): the last block past the prologue counts at the first reduction and writes x and h from what it holds, before its main loop', () => {
+test('FUSEFORMER_NORM_WRITE: late (the default) waits for the block\'s count at once, deferred after the main loop, early counts at the first reduction and writes x and h before the main loop', () => {
   const host = new RecordingHost();
   const t = (shape: number[]) => deviceTensor(shape, 'bf16');
   const norm = { x: t([1, 768]), y: t([1, 768]), bias: t([768]), gamma: t([768]), beta: t([768]), out: t([1, 768]), norm: 'layer' as const, eps: 1e-5, rows: 1, H: 768 };
-  const saved = normPrologueOptions.earlyWrite;
-  try {
-    normPrologueOptions.earlyWrite = true;
-    launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 1, N: 2304, K: 768 }) });
-  } finally {
-    normPrologueOptions.earlyWrite = saved;
-  }
-  const launch = host.launches.at(-1)!;
-  assert.match(launch.key, /\.norm_layer_res_bias_ew$/);
-  const source = launch.source;
-  assert.match(source, /constexpr bool EARLY = true && M \* NV <= 2;/);
-  // The count right after the first block reduction (x read by every thread), the writes at the prologue's end, then the main loop.
-  assert.match(source, /block_sums\(sum, red\);\n\s+if \(EARLY && threadIdx\.x == 0\) \{[\s\S]*atomicAdd\(counter, 1u\) == gridDim\.x - 1;\n\s+if \(is_last\) \*counter = 0u;/);
+  const launchWith = (write: 'late' | 'deferred' | 'early') => {
+    const saved = normPrologueOptions.write;
+    try {
+      normPrologueOptions.write = write;
+      launchNormGemv(host, norm, { kind: 'gemm', checked: checked({ M: 1, N: 2304, K: 768 }) });
+    } finally {
+      normPrologueOptions.write = saved;
+    }
+    return host.launches.at(-1)!;
+  };
+  const late = launchWith('late'), deferred = launchWith('deferred'), early = launchWith('early');
+  assert.match(late.key, /\.norm_layer_res_bias$/);
+  assert.match(late.source, /constexpr bool EARLY = false && M \* NV <= 2, DEFERRED = !EARLY && false;/);
+  assert.match(deferred.key, /\.norm_layer_res_bias_wd$/);
+  assert.match(deferred.source, /DEFERRED = !EARLY && true;/);
+  assert.match(deferred.source, /if \(DEFERRED && threadIdx\.x == 0\) norm_ticket = atomicAdd\(counter, 1u\);[\s\S]*if \(DEFERRED && threadIdx\.x == 0\) last_block = norm_ticket == gridDim\.x - 1;\n\s+__syncthreads\(\);\n\s+if \(last_block\)/);
+  assert.match(early.key, /\.norm_layer_res_bias_we$/);
+  const source = early.source;
+  assert.match(source, /constexpr bool EARLY = true && M \* NV <= 2/);
+  // The count right after the first block reduction (x read by every thread), read at the prologue's end; the writes before the main loop.
+  assert.match(source, /block_sums\(sum, red\);\n[^\n]*\n\s+unsigned int ticket = 0u;\n\s+if \(EARLY && threadIdx\.x == 0\) ticket = atomicAdd\(counter, 1u\);/);
+  assert.match(source, /\*last = ticket == gridDim\.x - 1;\n\s+if \(\*last\) \*counter = 0u;/);
   assert.match(source, /if \(\*last\) \{[\s\S]*store_vec<T, VEC>\(x \+ \(size_t\)m \* K \+ k, kept\[m\]\[j\]\);[\s\S]*store_vec<T, VEC>\(h \+ \(size_t\)m \* K \+ k, load_vec<T, VEC>\(act/);
   assert.match(source, /normalize_rows\([^)]*&last_block\);[\s\S]*load_floats<T, VEC>\(act_s \+/, 'the writes come before the main loop\'s reads of act_s');
-  assert.equal(launch.args.length, 13, 'the same arguments');
+  assert.equal(early.args.length, 13, 'the same arguments');
+  assert.equal(normWriteFromEnv({}), 'late');
+  assert.equal(normWriteFromEnv({ FUSEFORMER_NORM_WRITE: 'early' }), 'early');
+  assert.throws(() => normWriteFromEnv({ FUSEFORMER_NORM_WRITE: '1' }), /FUSEFORMER_NORM_WRITE must be late, deferred or early, got '1'/);
 });
