@@ -406,13 +406,15 @@ for step in "${steps[@]}"; do
             run decode-norm-auto-$round 60 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-auto-$round.json"
             run decode-norm-on-$round 60 env FUSEFORMER_INT4_NORM=1 FUSEFORMER_INT8_NORM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4-head,int8-head --json "$out/decode-norm-on-$round.json"
           done ;;
-    early-write) # (session 29; built in session 28, never run) the norm GEMVs' last block found and writing sooner (FUSEFORMER_NORM_WRITE): deferred — thread 0 reads its block's count after the main loop instead of waiting for the atomic at once; early — counted at the first reduction, and the last block writes x and h before its main loop from registers instead of re-reading x, y and bias after it. The norm-prologue op cases of the three GEMV families under each (in-process: TAP streams), then decode late / deferred / early twice (bf16, INT4 + head, INT8 + head at b1), the b1 timelines with the best; default the winner
+    early-write) # (session 29; built in session 28, never run) the norm GEMVs' last block found and writing sooner (FUSEFORMER_NORM_WRITE): deferred — thread 0 reads its block's count after the main loop instead of waiting for the atomic at once; early — counted at the first reduction, and the last block writes x and h before its main loop from registers instead of re-reading x, y and bias after it. The norm-prologue op cases of the three GEMV families under each (in-process: TAP streams), then decode late / deferred / early twice (bf16, INT4 + head, INT8 + head at b1) and with the bf16 norm GEMVs planned within one wave of resident blocks (FUSEFORMER_NORM_GEMV_ONE_WAVE=1: GPT-2's QKV 288 → 144 blocks, Llama's 384 → 192), the b1 timelines; default the winners
           for w in deferred early; do
             run ew-tests-gemv-$w 150 env FUSEFORMER_NORM_WRITE=$w node --test-name-pattern='normLinear' dist/test/gpu/decode-gemv.test.js
             run ew-tests-quant-$w 200 env FUSEFORMER_NORM_WRITE=$w node --test-name-pattern='normLinear' dist/test/gpu/quant.test.js
           done
+          run ew-tests-gemv-wave 150 env FUSEFORMER_NORM_GEMV_ONE_WAVE=1 node --test-name-pattern='normLinear' dist/test/gpu/decode-gemv.test.js
           for round in 1 2; do
             for w in late deferred early; do run ew-$w-$round 60 env FUSEFORMER_NORM_WRITE=$w node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/ew-$w-$round.json"; done
+            run ew-wave-$round 60 env FUSEFORMER_NORM_GEMV_ONE_WAVE=1 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/ew-wave-$round.json"
           done
           run ew-timelines 90 env FUSEFORMER_NORM_WRITE=early node dist/bench/decode-timeline.js --models gpt2,llama --quant bf16,int4-head --batch 1 --steps 8 --json "$out/ew-timelines.json" ;;
     row-norm3) # (session 28, call 5) call 4: on 1.028 against off 1.015 ms/token at b32 — down + QKV 21.8 → 18.1 µs a layer, O + gate/up 28.5 → 33.0 (the gated product prefetches beside the norm kernel): the split norm before QKV only (the default of FUSEFORMER_ROW_NORM=1 now) against both (FUSEFORMER_ROW_NORM_MLP=1) and off, two rounds; its timeline; the model test

@@ -179,7 +179,8 @@ export interface GemvPlan {
  * the fewest K-splits (less reduction) and the widest R.
  */
 export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number, norm?: GemvNorm): GemvPlan {
-  let best: { plan: GemvPlan; score: number[] } | undefined;
+  let best: { plan: GemvPlan; score: number[] } | undefined, bestResident: typeof best;
+  const residentBlocks = multiProcessorCount * Math.floor(RESIDENT_WARPS / WARPS);
   for (const kWarps of [1, 2, 4, 8]) {
     for (const columns of gate ? [1, 2] : [1, 2, 4]) {
       const spec: GemvSpec = { dtype, rows: M, k: K, epilogue, columns, kWarps, ...(gate ? { gate } : {}), ...(norm ? { norm } : {}) };
@@ -189,10 +190,21 @@ export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epi
       const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
       const score = gemvPlanScore(grid, shape, kWarps, columns, RESIDENT_WARPS, multiProcessorCount);
       if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
+      if (grid <= residentBlocks && (!bestResident || betterScore(score, bestResident.score))) bestResident = { plan: { spec, grid }, score };
     }
   }
-  return best!.plan;
+  // gemvPlanOptions.normOneWave: a norm prologue runs once a block, so a block past the resident ones runs
+  // its prologue after an earlier block ends — at a small product, a second latency on the chain.
+  return (norm && gemvPlanOptions.normOneWave && bestResident ? bestResident : best)!.plan;
 }
+
+/**
+ * The planner's process settings (tests set them directly). normOneWave (FUSEFORMER_NORM_GEMV_ONE_WAVE=1,
+ * opt-in until timed on a GPU): a norm GEMV takes the best plan whose grid fits the resident blocks (two
+ * an SM) where one does — GPT-2's batch-1 QKV 288 → 144 blocks (288 leave 24 for a second round), Llama's
+ * 384 → 192; its gated product (1024 blocks at most 16 columns a block) has none and keeps its plan.
+ */
+export const gemvPlanOptions = { normOneWave: process.env['FUSEFORMER_NORM_GEMV_ONE_WAVE'] === '1' };
 
 /**
  * A GEMV plan's score (planGemv, gemv-int8.ts's planInt8Gemv), compared by betterScore: the weight bytes

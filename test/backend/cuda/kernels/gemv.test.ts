@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvSource, launchGemv, launchNormGemv, normGemvApplies, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvSource, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -140,4 +140,27 @@ test('FUSEFORMER_NORM_WRITE: late (the default) waits for the block\'s count at 
   assert.equal(normWriteFromEnv({}), 'late');
   assert.equal(normWriteFromEnv({ FUSEFORMER_NORM_WRITE: 'early' }), 'early');
   assert.throws(() => normWriteFromEnv({ FUSEFORMER_NORM_WRITE: '1' }), /FUSEFORMER_NORM_WRITE must be late, deferred or early, got '1'/);
+});
+
+test('gemvPlanOptions.normOneWave (FUSEFORMER_NORM_GEMV_ONE_WAVE=1): a norm GEMV\'s grid within the resident blocks where a plan fits; others and plain GEMVs keep their plan', () => {
+  const layer = { kind: 'layer' as const, residual: true, bias: true }, rms = { kind: 'rms' as const, residual: true, bias: false };
+  const saved = gemvPlanOptions.normOneWave;
+  try {
+    gemvPlanOptions.normOneWave = false;
+    assert.equal(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, layer).grid, 288, 'the default: 24 blocks past the 264 resident');
+    gemvPlanOptions.normOneWave = true;
+    for (const [N, K, norm] of [[2304, 768, layer], [3072, 2048, rms], [3072, 768, layer]] as const) {
+      const plan = planGemv('bf16', 1, N, K, 'none', undefined, 132, norm);
+      assert.ok(plan.grid <= 264, `N ${N}: ${plan.grid} blocks`);
+      assert.equal(plan.grid * (8 / plan.spec.kWarps) * plan.spec.columns >= N, true, 'the blocks cover N');
+    }
+    assert.equal(planGemv('bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, rms).grid, 1024, 'no gated plan fits one wave: the best overall');
+    assert.equal(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132).grid, planGemv('bf16', 1, 2304, 768, 'none', undefined, 132).grid, 'a plain GEMV is unchanged');
+    gemvPlanOptions.normOneWave = false;
+    const plain = planGemv('bf16', 1, 2304, 768, 'none', undefined, 132);
+    gemvPlanOptions.normOneWave = true;
+    assert.deepEqual(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132), plain);
+  } finally {
+    gemvPlanOptions.normOneWave = saved;
+  }
 });
