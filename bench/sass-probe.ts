@@ -1,0 +1,53 @@
+// `node dist/bench/sass-probe.js [--out DIR] [--match REGEX]`: cubins of GPT-2 124M's and Llama 1.2B's
+// batch-1 decode GEMVs (the planner's picks), each with the L2 evict-first hint off and on, in the plain
+// and the timeline build (-DFUSEFORMER_TIMELINE), compiled here with nvcc (no GPU needed) into DIR
+// (default sass-probe/, untracked: the device tool's `run` copies it). On the device,
+// `bash bench/gpu-pending.sh sass` disassembles them with cuobjdump into $OUT, to read what a build
+// option changed in the machine code — session 28 saw GPT-2 b1 slower with the hint in the plain build
+// (0.218 → 0.237 ms/token) and faster in the timeline build (0.218 → 0.205).
+
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { GemvNorm, GemvSpec } from '../src/backend/cuda/kernels/gemv.js';
+import { gemvSource, planGemv } from '../src/backend/cuda/kernels/gemv.js';
+import { weightStreamOptions } from '../src/backend/cuda/kernels/weight-stream.js';
+import type { GemmEpilogue } from '../src/backend/backend.js';
+import { timelineOptions } from '../src/backend/cuda/runtime/timeline.js';
+
+const { values } = parseArgs({ options: { out: { type: 'string', default: 'sass-probe' }, match: { type: 'string' } } });
+const layer: GemvNorm = { kind: 'layer', residual: true, bias: true };
+const rms: GemvNorm = { kind: 'rms', residual: true, bias: false, preload: true };
+// [tag, N, K, epilogue, gate, norm]: a batch-1 step's GEMVs as the decode forward launches them.
+const shapes: [string, number, number, GemmEpilogue, GemvSpec['gate'], GemvNorm | undefined][] = [
+  ['gpt2-qkv', 2304, 768, 'none', undefined, layer], ['gpt2-o', 768, 768, 'none', undefined, undefined],
+  ['gpt2-fc', 3072, 768, 'gelu_bias', undefined, layer], ['gpt2-proj', 768, 3072, 'none', undefined, undefined],
+  ['llama-qkv', 3072, 2048, 'none', undefined, rms], ['llama-gated', 8192, 2048, 'none', { activation: 'silu', bias: false }, rms],
+  ['llama-down', 2048, 8192, 'none', undefined, undefined],
+];
+const nvcc = process.env['NVCC'] ?? '/usr/local/cuda/bin/nvcc';
+rmSync(values.out, { recursive: true, force: true });
+mkdirSync(values.out, { recursive: true });
+const saved = weightStreamOptions.evictFirst;
+let count = 0;
+try {
+  for (const [tag, N, K, epilogue, gate, norm] of shapes) {
+    if (values.match && !new RegExp(values.match).test(tag)) continue;
+    for (const hint of [false, true]) {
+      weightStreamOptions.evictFirst = hint;
+      const { source, name } = gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec);
+      for (const timeline of [false, true]) {
+        const base = join(values.out, `${tag}-${hint ? 'hint' : 'plain'}-${timeline ? 'timeline' : 'build'}`);
+        writeFileSync(`${base}.cu`, source);
+        execFileSync(nvcc, ['-cubin', '-arch=sm_90', '-std=c++17', '-w', ...(timeline ? timelineOptions(name) : []), '-o', `${base}.cubin`, `${base}.cu`]);
+        rmSync(`${base}.cu`);
+        count++;
+      }
+    }
+    console.log(`${tag}: ${gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec).name}`);
+  }
+} finally {
+  weightStreamOptions.evictFirst = saved;
+}
+console.log(`${count} cubins in ${values.out}/ (hint off / on × plain / timeline build)`);
