@@ -219,12 +219,12 @@ export class DecoderForward {
     // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
     const rowNorm = this.rowNormInProducts(ops, v.rows);
     const inProducts = rowNorm || this.residualInProducts(ops, v.rows), inNorms = !inProducts;
-    // rowNorm: the product adding into x leaves x ⊙ γ (of the norm after it) in v.h and x's partial sums of squares.
-    const rowSquares = (gamma: Tensor) => (rowNorm ? { rowSquares: { gamma, scaled: v.h, squares: v.squares! } } : {});
+    // `next`: the norm whose x ⊙ γ and sums of squares the product leaves (rowNorm only).
     const mlpRowNorm = rowNorm && rowNormOptions.mlp;
     const rowScale = { squares: v.squares!, eps: m.arch.normEps };
-    const residualProduct = (a: Tensor, w: Tensor, next?: NormWeights) =>
-      ops.gemm(inProducts ? { a, b: w, out: v.x, transB, beta: 1, ...(next ? rowSquares(next.gamma) : {}) } : { a, b: w, out: v.y, transB });
+    const residualProduct = (a: Tensor, w: Tensor, next?: NormWeights) => ops.gemm(inProducts
+      ? { a, b: w, out: v.x, transB, beta: 1, ...(next ? { rowSquares: { gamma: next.gamma, scaled: v.h, squares: v.squares! } } : {}) }
+      : { a, b: w, out: v.y, transB });
     m.layers.forEach((layer, l) => {
       const q = m.quantization?.layers[l] ?? {};
       // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
@@ -241,7 +241,7 @@ export class DecoderForward {
       if (mlpRowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
       else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
       if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
-      else residualProduct(v.act, layer.down, m.layers[l + 1]?.norm1);
+      else residualProduct(v.act, layer.down, rowNorm ? m.layers[l + 1]?.norm1 : undefined);
       if (inNorms) this.sumOverRanks(v.y);
     });
     ops.residualNorm(this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias));

@@ -575,7 +575,7 @@ export class CudaBackend implements Backend {
 
   /** Whether normLinear may form its norm inside the streamed GEMM (streamNorm, with the streamed GEMM's own switches). */
   private get streamNormOn(): boolean {
-    return this.streamNorm && this.streamGemm && this.decodeGemv && this.runtime.tensorMaps;
+    return this.streamNorm && this.streamOn;
   }
 
   /** The streamed GEMM forms the norm for its rows (5–32) of 16-bit data where tensor maps exist (streamNorm). */
