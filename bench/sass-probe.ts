@@ -1,5 +1,5 @@
 // `node dist/bench/sass-probe.js [--out DIR] [--match REGEX]`: cubins of GPT-2 124M's and Llama 1.2B's
-// batch-1 decode GEMVs (the planner's picks), each with the L2 evict-first hint off and on, in the plain
+// batch-1 decode GEMVs (the planner's picks), each with plain weight loads, evict-first hinted ones and hinted ones with an evict-normal policy, in the plain
 // and the timeline build (-DFUSEFORMER_TIMELINE), compiled here with nvcc (no GPU needed) into DIR
 // (default sass-probe/, untracked: the device tool's `run` copies it). On the device,
 // `bash bench/gpu-pending.sh sass` disassembles them with cuobjdump into $OUT, to read what a build
@@ -29,16 +29,18 @@ const shapes: [string, number, number, GemmEpilogue, GemvSpec['gate'], GemvNorm 
 const nvcc = process.env['NVCC'] ?? '/usr/local/cuda/bin/nvcc';
 rmSync(values.out, { recursive: true, force: true });
 mkdirSync(values.out, { recursive: true });
-const saved = weightStreamOptions.evictFirst;
+const saved = { ...weightStreamOptions };
 let count = 0;
 try {
   for (const [tag, N, K, epilogue, gate, norm] of shapes) {
     if (values.match && !new RegExp(values.match).test(tag)) continue;
-    for (const hint of [false, true]) {
-      weightStreamOptions.evictFirst = hint;
+    // plain loads, evict-first hinted ones, and the hinted form with an evict-normal policy (FUSEFORMER_WEIGHT_HINT_NORMAL)
+    for (const form of ['plain', 'hint', 'normal'] as const) {
+      weightStreamOptions.evictFirst = form === 'hint';
+      weightStreamOptions.hintNormal = form === 'normal';
       const { source, name } = gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec);
       for (const timeline of [false, true]) {
-        const base = join(values.out, `${tag}-${hint ? 'hint' : 'plain'}-${timeline ? 'timeline' : 'build'}`);
+        const base = join(values.out, `${tag}-${form}-${timeline ? 'timeline' : 'build'}`);
         writeFileSync(`${base}.cu`, source);
         execFileSync(nvcc, ['-cubin', '-arch=sm_90', '-std=c++17', '-w', ...(timeline ? timelineOptions(name) : []), '-o', `${base}.cubin`, `${base}.cu`]);
         rmSync(`${base}.cu`);
@@ -48,6 +50,6 @@ try {
     console.log(`${tag}: ${gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec).name}`);
   }
 } finally {
-  weightStreamOptions.evictFirst = saved;
+  Object.assign(weightStreamOptions, saved);
 }
-console.log(`${count} cubins in ${values.out}/ (hint off / on × plain / timeline build)`);
+console.log(`${count} cubins in ${values.out}/ (plain / evict-first / evict-normal hinted loads × plain / timeline build)`);

@@ -538,7 +538,7 @@ export class CudaBackend implements Backend {
     };
     if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > NORM_PROLOGUE_AUTO_MAX_K)) return false;
     launchInt8Gemv(this.runtime, gemv, undefined, {
-      norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption('quantized', a.K) },
+      norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption('int8', a.K) },
       x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),
       beta: ptr('norm.beta', norm.beta), h: ptr('norm.out', norm.out), eps: norm.eps,
     });

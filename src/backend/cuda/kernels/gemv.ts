@@ -3,8 +3,11 @@
 // Used instead of cuBLASLt for those shapes (CudaBackend option decodeGemv), for two reasons: a small
 // matrix (GPT-2's 768 × 768, Llama's QKV and output projections: 1–12 MB) read by one short cuBLASLt
 // kernel reaches a third to half of HBM bandwidth, the rest being the kernel's ramp; and this kernel
-// can be launched programmatically (runtime/launch.ts): its first weight loads are issued before
-// GRID_DEPENDENCY_WAIT, overlapping the previous kernel's tail — the weights never depend on it.
+// can be launched programmatically (runtime/launch.ts): it starts during the previous kernel's tail. Its
+// source issues the first weight loads before GRID_DEPENDENCY_WAIT (the weights never depend on that
+// kernel), but ptxas schedules the wait (SASS ACQBULK) above them in the plain build; forms that keep the
+// loads ahead of it (the cache-hinted loads, weight-stream.ts) measured slower at GPT-2's batch 1
+// (docs/perf.md, "Session 30").
 //
 // A decode GEMV is a stream of the weights at HBM rate, so the mapping is chosen (planGemv) for bytes
 // in flight: HBM needs ~20–40 KB outstanding per SM (bandwidth × latency ÷ SMs) to run at its rate.
@@ -93,38 +96,50 @@ export interface GemvNorm {
 
 /**
  * Whether a norm prologue loads gamma and beta at the kernel's start (GemvNorm.preload).
- * FUSEFORMER_NORM_GEMV_PRELOAD=1 / 0 forces it on / off; by default the quantized GEMVs' prologues
- * (INT4, W8A8) preload, and the bf16 GEMV's only for norms wider than NORM_PROLOGUE_AUTO_MAX_K.
+ * FUSEFORMER_NORM_GEMV_PRELOAD=1 / 0 forces it on / off (the write option, normWriteOption, is added either
+ * way); by default the quantized GEMVs' prologues (INT4, W8A8) preload, and the bf16 GEMV's only for norms wider than NORM_PROLOGUE_AUTO_MAX_K.
  * Measured on the H200 (session 21, two rounds, batch 1, ms/token off → on): GPT-2 INT4 + head
  * 0.214 → 0.210, INT8 + head 0.206 → 0.204, Llama 1.2B bf16 0.832 → 0.826–0.827, but GPT-2 bf16
  * 0.223 → 0.228 (its K = 768 prologue is short, and loading gamma/beta first delays its weights).
  */
-export function normPreloadOption(gemv: 'bf16' | 'quantized', k: number): { preload?: true; write?: 'deferred' | 'early' } {
+export function normPreloadOption(gemv: NormGemvFamily, k: number): { preload?: true; write?: 'deferred' | 'early' } {
   const forced = process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
-  if (forced === '1') return { preload: true };
-  if (forced === '0') return {};
-  if (forced !== undefined && forced !== '') throw new Error(`FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got '${forced}'`);
-  return { ...(gemv === 'quantized' || k > NORM_PROLOGUE_AUTO_MAX_K ? { preload: true as const } : {}), ...normWriteOption() };
+  if (forced !== undefined && forced !== '' && forced !== '0' && forced !== '1') throw new Error(`FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got '${forced}'`);
+  const preload = forced === '1' || (forced !== '0' && (gemv !== 'bf16' || k > NORM_PROLOGUE_AUTO_MAX_K));
+  return { ...(preload ? { preload: true as const } : {}), ...normWriteOption(gemv) };
 }
 
-/**
- * The process's setting of GemvNorm.write (FUSEFORMER_NORM_WRITE=late|deferred|early; 'late' until the other
- * two are timed on a GPU). Both take latency off every norm GEMV of a batch-1 step (24 a GPT-2 token, 31 a
- * Llama one): thread 0's wait for its block's count (a global atomic's round trip, which the block's last
- * reduction then waits on) and, 'early', the last block's re-reading of x, y and bias after its main loop.
- */
-export const normPrologueOptions: { write: 'late' | 'deferred' | 'early' } = { write: normWriteFromEnv() };
+/** The three GEMV families with a norm prologue: gemv.ts (bf16/f16/f32), gemv-int4-mma.ts (W4A16), gemv-int8.ts (W8A8). */
+export type NormGemvFamily = 'bf16' | 'int4' | 'int8';
 
-export function normWriteFromEnv(env: NodeJS.ProcessEnv = process.env): 'late' | 'deferred' | 'early' {
+/**
+ * The process's setting of GemvNorm.write (FUSEFORMER_NORM_WRITE=late|deferred|early forces one for every
+ * family; unset, each family takes its default, NORM_WRITE_DEFAULT). Both take latency off every norm GEMV of
+ * a batch-1 step (24 a GPT-2 token, 31 a Llama one): thread 0's wait for its block's count (a global
+ * atomic's round trip, which the block's last reduction then waits on) and, 'early', the last block's
+ * re-reading of x, y and bias after its main loop.
+ */
+export const normPrologueOptions: { write: 'late' | 'deferred' | 'early' | undefined } = { write: normWriteFromEnv() };
+
+/**
+ * Each family's default GemvNorm.write, measured on the H200 (session 30, two rounds each, batch-1 ms/token
+ * late / deferred / early): INT4 + head GPT-2 0.2055 / 0.204 / 0.200, Llama 0.468 / 0.4665 / 0.466 → early;
+ * INT8 + head GPT-2 0.196 / 0.192 / 0.194, Llama 0.517 all three → deferred; bf16 GPT-2 0.220 all three,
+ * Llama 0.789 / 0.790 / 0.796 → late. Batch 32 (the streamed GEMMs; the norm GEMVs run at 1–4 rows) within
+ * ±0.002 everywhere.
+ */
+export const NORM_WRITE_DEFAULT: Record<NormGemvFamily, 'late' | 'deferred' | 'early'> = { bf16: 'late', int4: 'early', int8: 'deferred' };
+
+export function normWriteFromEnv(env: NodeJS.ProcessEnv = process.env): 'late' | 'deferred' | 'early' | undefined {
   const value = env['FUSEFORMER_NORM_WRITE'];
-  if (value === undefined || value === '') return 'late';
+  if (value === undefined || value === '') return undefined;
   if (value === 'late' || value === 'deferred' || value === 'early') return value;
   throw new Error(`FUSEFORMER_NORM_WRITE must be late, deferred or early, got '${value}'`);
 }
 
-/** GemvNorm.write as normPrologueOptions sets it. */
-export function normWriteOption(): { write?: 'deferred' | 'early' } {
-  const w = normPrologueOptions.write;
+/** GemvNorm.write for a family: normPrologueOptions' setting where one is forced, else the family's default. */
+export function normWriteOption(gemv: NormGemvFamily): { write?: 'deferred' | 'early' } {
+  const w = normPrologueOptions.write ?? NORM_WRITE_DEFAULT[gemv];
   return w === 'late' ? {} : { write: w };
 }
 
@@ -199,12 +214,21 @@ export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epi
 }
 
 /**
- * The planner's process settings (tests set them directly). normOneWave (FUSEFORMER_NORM_GEMV_ONE_WAVE=1,
- * opt-in until timed on a GPU): a norm GEMV takes the best plan whose grid fits the resident blocks (two
- * an SM) where one does — GPT-2's batch-1 QKV 288 → 144 blocks (288 leave 24 for a second round), Llama's
- * 384 → 192; its gated product (1024 blocks at most 16 columns a block) has none and keeps its plan.
+ * The planner's process settings (tests set them directly). normOneWave (on by default;
+ * FUSEFORMER_NORM_GEMV_ONE_WAVE=0 turns it off): a norm GEMV takes the best plan whose grid fits the resident
+ * blocks (two an SM) where one does — GPT-2's batch-1 QKV 288 → 144 blocks (288 leave 24 for a second
+ * round), Llama's 384 → 192; its gated product (1024 blocks at most 16 columns a block) has none and keeps
+ * its plan. Measured on the H200 (session 30, two rounds, bf16 batch 1, ms/token off → on): Llama 1.2B
+ * 0.789 → 0.785, GPT-2 0.220 → 0.219; batch 32 unchanged.
  */
-export const gemvPlanOptions = { normOneWave: process.env['FUSEFORMER_NORM_GEMV_ONE_WAVE'] === '1' };
+export const gemvPlanOptions = { normOneWave: normOneWaveFromEnv() };
+
+export function normOneWaveFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  const value = env['FUSEFORMER_NORM_GEMV_ONE_WAVE'];
+  if (value === undefined || value === '' || value === '1') return true;
+  if (value === '0') return false;
+  throw new Error(`FUSEFORMER_NORM_GEMV_ONE_WAVE must be 0 or 1, got '${value}'`);
+}
 
 /**
  * A GEMV plan's score (planGemv, gemv-int8.ts's planInt8Gemv), compared by betterScore: the weight bytes
@@ -527,7 +551,8 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
       #pragma unroll
       for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
     }
-    // The first loads are in flight before waiting for the kernel that writes a (programmatic launch).
+    // The wait for the kernel that writes a (programmatic launch), after the first loads in the source
+    // (ptxas may schedule it above them: see the header).
     if (g == 0) {
       GRID_DEPENDENCY_WAIT();${norm ? `
       ${normPrologueCallCode('x')}` : ''}

@@ -716,7 +716,7 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
     dtype, M, N, K, groupSize, gated, activation: activation ?? 'none', x: 0n, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr,
     bias: ptr('bias', bias), out: devicePtr(c, 'out', out),
   }, undefined, {
-    norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption('quantized', K) },
+    norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption('int4', K) },
     x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),
     beta: ptr('norm.beta', norm.beta), h: ptr('norm.out', norm.out), eps: norm.eps,
   });

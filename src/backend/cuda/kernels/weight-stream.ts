@@ -29,8 +29,22 @@ export function weightEvictFirstFromEnv(env: NodeJS.ProcessEnv = process.env): b
   return envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
 }
 
-/** The process's setting, read once (tests set it directly; kernels already built keep theirs). */
-export const weightStreamOptions: { evictFirst: boolean } = { evictFirst: weightEvictFirstFromEnv() };
+/**
+ * FUSEFORMER_WEIGHT_HINT_NORMAL=1 (opt-in probe, session 30): where evict-first is off, the weight loads
+ * still take the cache-hint form, with an evict-normal policy. ptxas schedules the plain form's grid-
+ * dependency wait (griddepcontrol.wait, SASS ACQBULK) above every weight load of GPT-2's batch-1 GEMVs
+ * though the source issues the first loads before it; the hinted form keeps 4–9 loads ahead of it
+ * (Llama's GEMVs: none ahead in either form). Measured on the H200 (gpu-pending-s30/call3, two rounds,
+ * ms/token off → on): GPT-2 b1 0.220 → 0.246, Llama b1 0.780 → 0.824, INT8 + head 0.515 → 0.552 — slower
+ * everywhere, Llama's too where the schedule is unchanged, so an explicit evict-normal policy costs by
+ * itself (the plain .nc load is not the same as evict-normal); off.
+ */
+export function weightHintNormalFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  return envFlag('FUSEFORMER_WEIGHT_HINT_NORMAL', env['FUSEFORMER_WEIGHT_HINT_NORMAL'], false);
+}
+
+/** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
+export const weightStreamOptions: { evictFirst: boolean; hintNormal: boolean } = { evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv() };
 
 /**
  * The device function `name(p)` returning the 16-byte vector at p as a uint4: past L1 (the activations
@@ -38,7 +52,8 @@ export const weightStreamOptions: { evictFirst: boolean } = { evictFirst: weight
  * compiler keeps one per thread, not one per load.
  */
 export function weightLoadCode(name: string, pointer: string, options: { volatile?: boolean; hint?: boolean } = {}): string {
-  const hint = options.hint ?? weightStreamOptions.evictFirst;
+  const evictFirst = options.hint ?? weightStreamOptions.evictFirst;
+  const hint = evictFirst || (options.hint === undefined && weightStreamOptions.hintNormal);
   const asm = options.volatile === false ? 'asm' : 'asm volatile';
   if (!hint) {
     return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
@@ -47,7 +62,7 @@ export function weightLoadCode(name: string, pointer: string, options: { volatil
   return r;
 }`;
   }
-  return String.raw`${weightPolicyCode()}
+  return String.raw`${weightPolicyCode(evictFirst ? 'evict_first' : 'evict_normal')}
 __device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;
   ${asm}("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
@@ -56,13 +71,13 @@ __device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
 }`;
 }
 
-/** weight_l2_policy(): an L2 evict-first cache policy for every byte of an access (guarded: a source may include it twice). */
-export function weightPolicyCode(): string {
+/** weight_l2_policy(): an L2 cache policy (evict-first by default) for every byte of an access (guarded: a source may include it twice). */
+export function weightPolicyCode(priority: 'evict_first' | 'evict_normal' = 'evict_first'): string {
   return String.raw`#ifndef FUSEFORMER_WEIGHT_L2_POLICY
 #define FUSEFORMER_WEIGHT_L2_POLICY
 __device__ __forceinline__ unsigned long long weight_l2_policy() {
   unsigned long long p;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  asm("createpolicy.fractional.L2::${priority}.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
 #endif`;

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvSource, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvSource, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -108,11 +108,11 @@ test('launchNormGemv: the norm prologue in the key, the residual stream, norm we
   assert.throws(() => withPreload('yes', () => launchNormGemv(host, narrow, { kind: 'gemm', checked: checked({ M: 1, N: 2304, K: 768 }) })), /FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got 'yes'/);
 });
 
-test('FUSEFORMER_NORM_WRITE: late (the default) waits for the block\'s count at once, deferred after the main loop, early counts at the first reduction and writes x and h before the main loop', () => {
+test('FUSEFORMER_NORM_WRITE: late (bf16\'s default) waits for the block\'s count at once, deferred after the main loop, early counts at the first reduction and writes x and h before the main loop', () => {
   const host = new RecordingHost();
   const t = (shape: number[]) => deviceTensor(shape, 'bf16');
   const norm = { x: t([1, 768]), y: t([1, 768]), bias: t([768]), gamma: t([768]), beta: t([768]), out: t([1, 768]), norm: 'layer' as const, eps: 1e-5, rows: 1, H: 768 };
-  const launchWith = (write: 'late' | 'deferred' | 'early') => {
+  const launchWith = (write: 'late' | 'deferred' | 'early' | undefined) => {
     const saved = normPrologueOptions.write;
     try {
       normPrologueOptions.write = write;
@@ -123,6 +123,7 @@ test('FUSEFORMER_NORM_WRITE: late (the default) waits for the block\'s count at 
     return host.launches.at(-1)!;
   };
   const late = launchWith('late'), deferred = launchWith('deferred'), early = launchWith('early');
+  assert.equal(launchWith(undefined).key, late.key, 'unforced, the bf16 GEMV takes its default: late');
   assert.match(late.key, /\.norm_layer_res_bias$/);
   assert.match(late.source, /constexpr bool EARLY = false && M \* NV <= 2, DEFERRED = !EARLY && false;/);
   assert.match(deferred.key, /\.norm_layer_res_bias_wd$/);
@@ -137,17 +138,44 @@ test('FUSEFORMER_NORM_WRITE: late (the default) waits for the block\'s count at 
   assert.match(source, /if \(\*last\) \{[\s\S]*store_vec<T, VEC>\(x \+ \(size_t\)m \* K \+ k, kept\[m\]\[j\]\);[\s\S]*store_vec<T, VEC>\(h \+ \(size_t\)m \* K \+ k, load_vec<T, VEC>\(act/);
   assert.match(source, /normalize_rows\([^)]*&last_block\);[\s\S]*load_floats<T, VEC>\(act_s \+/, 'the writes come before the main loop\'s reads of act_s');
   assert.equal(early.args.length, 13, 'the same arguments');
-  assert.equal(normWriteFromEnv({}), 'late');
+  assert.equal(normWriteFromEnv({}), undefined, 'unset: each family\'s default');
   assert.equal(normWriteFromEnv({ FUSEFORMER_NORM_WRITE: 'early' }), 'early');
   assert.throws(() => normWriteFromEnv({ FUSEFORMER_NORM_WRITE: '1' }), /FUSEFORMER_NORM_WRITE must be late, deferred or early, got '1'/);
 });
 
-test('gemvPlanOptions.normOneWave (FUSEFORMER_NORM_GEMV_ONE_WAVE=1): a norm GEMV\'s grid within the resident blocks where a plan fits; others and plain GEMVs keep their plan', () => {
+test('normPreloadOption: each family\'s default write (INT4 early, W8A8 deferred, bf16 late) unless FUSEFORMER_NORM_WRITE forces one; the preload setting keeps the write option', () => {
+  const saved = normPrologueOptions.write, savedPreload = process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
+  try {
+    normPrologueOptions.write = undefined;
+    delete process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
+    assert.deepEqual(normPreloadOption('int4', 2048), { preload: true, write: 'early' });
+    assert.deepEqual(normPreloadOption('int8', 768), { preload: true, write: 'deferred' });
+    assert.deepEqual(normPreloadOption('bf16', 768), {});
+    assert.deepEqual(normPreloadOption('bf16', 2048), { preload: true });
+    normPrologueOptions.write = 'late';
+    assert.deepEqual(normPreloadOption('int4', 2048), { preload: true });
+    normPrologueOptions.write = 'early';
+    assert.deepEqual(normPreloadOption('bf16', 768), { write: 'early' });
+    normPrologueOptions.write = undefined;
+    process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = '0';
+    assert.deepEqual(normPreloadOption('int4', 2048), { write: 'early' }, 'preload off keeps the write');
+    process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = '1';
+    assert.deepEqual(normPreloadOption('int8', 768), { preload: true, write: 'deferred' });
+    process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = 'on';
+    assert.throws(() => normPreloadOption('bf16', 768), /FUSEFORMER_NORM_GEMV_PRELOAD must be 0 or 1, got 'on'/);
+  } finally {
+    normPrologueOptions.write = saved;
+    if (savedPreload === undefined) delete process.env['FUSEFORMER_NORM_GEMV_PRELOAD'];
+    else process.env['FUSEFORMER_NORM_GEMV_PRELOAD'] = savedPreload;
+  }
+});
+
+test('gemvPlanOptions.normOneWave (the default; FUSEFORMER_NORM_GEMV_ONE_WAVE=0 turns it off): a norm GEMV\'s grid within the resident blocks where a plan fits; others and plain GEMVs keep their plan', () => {
   const layer = { kind: 'layer' as const, residual: true, bias: true }, rms = { kind: 'rms' as const, residual: true, bias: false };
   const saved = gemvPlanOptions.normOneWave;
   try {
     gemvPlanOptions.normOneWave = false;
-    assert.equal(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, layer).grid, 288, 'the default: 24 blocks past the 264 resident');
+    assert.equal(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, layer).grid, 288, 'off: 24 blocks past the 264 resident');
     gemvPlanOptions.normOneWave = true;
     for (const [N, K, norm] of [[2304, 768, layer], [3072, 2048, rms], [3072, 768, layer]] as const) {
       const plan = planGemv('bf16', 1, N, K, 'none', undefined, 132, norm);
@@ -160,6 +188,9 @@ test('gemvPlanOptions.normOneWave (FUSEFORMER_NORM_GEMV_ONE_WAVE=1): a norm GEMV
     const plain = planGemv('bf16', 1, 2304, 768, 'none', undefined, 132);
     gemvPlanOptions.normOneWave = true;
     assert.deepEqual(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132), plain);
+    assert.equal(normOneWaveFromEnv({}), true);
+    assert.equal(normOneWaveFromEnv({ FUSEFORMER_NORM_GEMV_ONE_WAVE: '0' }), false);
+    assert.throws(() => normOneWaveFromEnv({ FUSEFORMER_NORM_GEMV_ONE_WAVE: 'no' }), /FUSEFORMER_NORM_GEMV_ONE_WAVE must be 0 or 1, got 'no'/);
   } finally {
     gemvPlanOptions.normOneWave = saved;
   }

@@ -208,14 +208,14 @@ test('the INT4 GEMV takes a normLinear\'s norm into its prologue by the mode\'s 
     return host.launches[0];
   };
   const gpt2 = attempt(1, 768, 2304, 128, 'auto');
-  assert.match(gpt2!.key, /^int4_gemv_mma\.bf16\.nt1\.k768\.g128\..*\.norm_rms_m1_res_pre$/);
+  assert.match(gpt2!.key, /^int4_gemv_mma\.bf16\.nt1\.k768\.g128\..*\.norm_rms_m1_res_pre_we$/, 'INT4\'s default write: early');
   // x (unused: the rows come from the prologue), qweight, scales, zeros, bias, out, M, N, then rx, y, rbias, gamma, beta, h, eps, counter.
   assert.equal(argValue(gpt2!, 0, 'ptr'), 0n);
   assert.equal(argValue(gpt2!, 6, 'i32'), 1);
   assert.equal(argValue(gpt2!, 7, 'i32'), 2304);
   assert.equal(gpt2!.args.length, 16);
   assert.equal(attempt(1, 2048, 3072, 128, 'auto'), undefined, "'auto' leaves Llama's 2048-wide norms to residualNorm");
-  assert.match(attempt(4, 2048, 3072, 128, true)!.key, /\.norm_rms_m4_res_pre$/);
+  assert.match(attempt(4, 2048, 3072, 128, true)!.key, /\.norm_rms_m4_res_pre_we$/);
   assert.equal(attempt(1, 768, 2304, 128, false), undefined);
   assert.equal(attempt(5, 768, 2304, 128, true), undefined, 'five rows');
   assert.equal(attempt(2, 768, 2304, 64, true), undefined, 'groups of 64: the SIMT GEMV');

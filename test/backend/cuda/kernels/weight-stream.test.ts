@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -29,6 +29,25 @@ test('the weight load: past L1 either way; the L2 policy and its cache hint only
   assert.match(weightLoadCode('f', 'u32', { hint: true, volatile: false }), /\n {2}asm\("ld\.global/, 'a non-volatile load stays non-volatile');
   assert.match(tmaWeightLoadCode(true), /cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.L2::cache_hint/);
   assert.doesNotMatch(tmaWeightLoadCode(false), /cache_hint/);
+});
+
+test('FUSEFORMER_WEIGHT_HINT_NORMAL=1 (a probe, off by default): the hinted load form with an evict-normal policy where evict-first is off; evict-first wins where both are on; the TMA copy unchanged', () => {
+  assert.equal(weightHintNormalFromEnv({}), false);
+  assert.equal(weightHintNormalFromEnv({ FUSEFORMER_WEIGHT_HINT_NORMAL: '1' }), true);
+  assert.throws(() => weightHintNormalFromEnv({ FUSEFORMER_WEIGHT_HINT_NORMAL: 'on' }), /FUSEFORMER_WEIGHT_HINT_NORMAL must be 0 or 1, got 'on'/);
+  const saved = { ...weightStreamOptions };
+  try {
+    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: true });
+    const normal = weightLoadCode('load_w', 'T');
+    assert.match(normal, /createpolicy\.fractional\.L2::evict_normal\.b64 %0, 1\.0;/);
+    assert.match(normal, /ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32/);
+    assert.doesNotMatch(weightLoadCode('load_w', 'T', { hint: false }), /cache_hint/, 'an explicit hint: false stays plain');
+    assert.doesNotMatch(tmaWeightLoadCode(), /cache_hint/);
+    Object.assign(weightStreamOptions, { evictFirst: true, hintNormal: true });
+    assert.match(weightLoadCode('load_w', 'T'), /L2::evict_first/);
+  } finally {
+    Object.assign(weightStreamOptions, saved);
+  }
 });
 
 // quant-int4's family also holds the prefill GEMM (its weights re-read by every row tile): its GEMV only.
@@ -58,7 +77,7 @@ test('with the hint every weight-streaming decode kernel loads its weights throu
 });
 
 const nvcc = findNvcc();
-test('both forms of both loads compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
+test('both forms of both loads, and the evict-normal probe\'s, compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
   const source = (hint: boolean) => String.raw`${DEVICE_LIB}
 ${SMEM_ADDRESS_CODE}
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
@@ -75,7 +94,18 @@ extern "C" __global__ void weight_stream_${hint ? 'hint' : 'plain'}(const __grid
   const uint4 a = load_w(w + 4 * threadIdx.x), b = load_w_nv(w + 4 * (threadIdx.x + 32));
   out[threadIdx.x] = make_uint4(a.x ^ b.x ^ box[threadIdx.x], a.y ^ b.y, a.z ^ b.z, a.w ^ b.w);
 }`;
-  const failures = await compileAll(nvcc!, [true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })), 2);
+  const saved = { ...weightStreamOptions };
+  let normal: string;
+  try {
+    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: true });
+    normal = String.raw`${DEVICE_LIB}
+${weightLoadCode('load_w', 'u32')}
+extern "C" __global__ void weight_stream_normal(const u32* w, uint4* out) { out[threadIdx.x] = load_w(w + 4 * threadIdx.x); }`;
+  } finally {
+    Object.assign(weightStreamOptions, saved);
+  }
+  const sources = [...[true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })), { name: 'weight_stream_normal', source: normal }];
+  const failures = await compileAll(nvcc!, sources, 2);
   assert.deepEqual(failures, []);
 });
 
