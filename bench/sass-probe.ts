@@ -15,6 +15,7 @@ import { gemvSource, planGemv } from '../src/backend/cuda/kernels/gemv.js';
 import { weightStreamOptions } from '../src/backend/cuda/kernels/weight-stream.js';
 import type { GemmEpilogue } from '../src/backend/backend.js';
 import { timelineOptions } from '../src/backend/cuda/runtime/timeline.js';
+import { compiledSource } from '../src/backend/cuda/runtime/kernel.js';
 
 const { values } = parseArgs({ options: { out: { type: 'string', default: 'sass-probe' }, match: { type: 'string' } } });
 const layer: GemvNorm = { kind: 'layer', residual: true, bias: true };
@@ -34,14 +35,16 @@ let count = 0;
 try {
   for (const [tag, N, K, epilogue, gate, norm] of shapes) {
     if (values.match && !new RegExp(values.match).test(tag)) continue;
-    // plain loads, evict-first hinted ones, and the hinted form with an evict-normal policy (FUSEFORMER_WEIGHT_HINT_NORMAL)
-    for (const form of ['plain', 'hint', 'normal'] as const) {
+    // plain loads, evict-first hinted ones, the hinted form with an evict-normal policy (FUSEFORMER_WEIGHT_HINT_NORMAL)
+    // and plain loads by the coherent path (FUSEFORMER_WEIGHT_LOAD_COHERENT)
+    for (const form of ['plain', 'hint', 'normal', 'coherent'] as const) {
       weightStreamOptions.evictFirst = form === 'hint';
       weightStreamOptions.hintNormal = form === 'normal';
-      const { source, name } = gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec);
+      weightStreamOptions.coherent = form === 'coherent';
+      const kernel = gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec), { name } = kernel;
       for (const timeline of [false, true]) {
         const base = join(values.out, `${tag}-${form}-${timeline ? 'timeline' : 'build'}`);
-        writeFileSync(`${base}.cu`, source);
+        writeFileSync(`${base}.cu`, compiledSource(kernel)); // as the runtime compiles it
         execFileSync(nvcc, ['-cubin', '-arch=sm_90', '-std=c++17', '-w', ...(timeline ? timelineOptions(name) : []), '-o', `${base}.cubin`, `${base}.cu`]);
         rmSync(`${base}.cu`);
         count++;
@@ -52,4 +55,4 @@ try {
 } finally {
   Object.assign(weightStreamOptions, saved);
 }
-console.log(`${count} cubins in ${values.out}/ (plain / evict-first / evict-normal hinted loads × plain / timeline build)`);
+console.log(`${count} cubins in ${values.out}/ (plain / evict-first / evict-normal hinted / coherent loads × plain / timeline build)`);

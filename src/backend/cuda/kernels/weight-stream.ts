@@ -43,29 +43,48 @@ export function weightHintNormalFromEnv(env: NodeJS.ProcessEnv = process.env): b
   return envFlag('FUSEFORMER_WEIGHT_HINT_NORMAL', env['FUSEFORMER_WEIGHT_HINT_NORMAL'], false);
 }
 
+/**
+ * FUSEFORMER_WEIGHT_LOAD_COHERENT=1 (opt-in, session 30, not yet run on a GPU): the weight loads without
+ * .nc (ld.global.L1::no_allocate: the coherent path, the same L1 and L2 behaviour otherwise). ptxas moves
+ * the grid-dependency wait across .nc loads freely but keeps coherent ones where the source puts them, so a
+ * GEMV's first group of weight loads (4–16 a thread) is then issued before the wait, overlapping the
+ * previous kernel, with the default L2 policy — the schedule the hinted forms had, without their policy
+ * (nvdisasm: GPT-2's batch-1 output projection, wait at SASS line 19 with no load ahead → line 71 with 8
+ * weight loads ahead, 380 → 379 instructions). Safe only in the default build, whose programmatic kernels
+ * read their inputs coherently (runtime/kernel.ts compiledSource): with FUSEFORMER_PROGRAMMATIC_RESTRICT=1
+ * ptxas was seen moving a GEMV's .nc x loads above the wait.
+ */
+export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  return envFlag('FUSEFORMER_WEIGHT_LOAD_COHERENT', env['FUSEFORMER_WEIGHT_LOAD_COHERENT'], false);
+}
+
 /** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
-export const weightStreamOptions: { evictFirst: boolean; hintNormal: boolean } = { evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv() };
+export const weightStreamOptions: { evictFirst: boolean; hintNormal: boolean; coherent: boolean } = {
+  evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv(), coherent: weightLoadCoherentFromEnv(),
+};
 
 /**
  * The device function `name(p)` returning the 16-byte vector at p as a uint4: past L1 (the activations
- * stay there), and with `hint` evict-first in L2. The policy is a pure value (non-volatile asm), so the
+ * stay there), and with `hint` evict-first in L2 (by the read-only .nc path unless
+ * weightStreamOptions.coherent). The policy is a pure value (non-volatile asm), so the
  * compiler keeps one per thread, not one per load.
  */
 export function weightLoadCode(name: string, pointer: string, options: { volatile?: boolean; hint?: boolean } = {}): string {
   const evictFirst = options.hint ?? weightStreamOptions.evictFirst;
   const hint = evictFirst || (options.hint === undefined && weightStreamOptions.hintNormal);
   const asm = options.volatile === false ? 'asm' : 'asm volatile';
+  const ld = weightStreamOptions.coherent ? 'ld.global.L1::no_allocate' : 'ld.global.nc.L1::no_allocate';
   if (!hint) {
     return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;
-  ${asm}("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  ${asm}("${ld}.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }`;
   }
   return String.raw`${weightPolicyCode(evictFirst ? 'evict_first' : 'evict_normal')}
 __device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;
-  ${asm}("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+  ${asm}("${ld}.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
          : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(weight_l2_policy()));
   return r;
 }`;

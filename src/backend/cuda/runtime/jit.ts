@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { CudaError, KernelCompileError } from '../../../errors.js';
-import type { KernelSource } from './kernel.js';
+import { compiledSource, type KernelSource } from './kernel.js';
 
 export interface JitOptions {
   /** --use_fast_math (approximate division, sqrt, exp; flush denormals). Off unless a kernel asks. */
@@ -225,7 +225,7 @@ export class KernelJit {
     const { compiler } = this.config;
     const arch = kernelArch(this.config.arch, kernel);
     const nvrtcArgs = nvrtcOptions(arch, this.config.includeDir, options);
-    const key = kernelCacheKey({ source: kernel.source, name: kernel.name, options: nvrtcArgs, arch, compilerVersion: compiler.version });
+    const key = kernelCacheKey({ source: compiledSource(kernel), name: kernel.name, options: nvrtcArgs, arch, compilerVersion: compiler.version });
     const known = this.loaded.get(key);
     if (known) return known;
 
@@ -239,7 +239,7 @@ export class KernelJit {
     if (this.config.debug) {
       const ms = (performance.now() - started).toFixed(1);
       this.log(`// ---- fuseformer kernel '${kernel.name}'${label ? ` [${label}]` : ''} key ${key} (${arch}, ${result.origin === 'disk' ? 'disk cache' : `NVRTC ${compiler.version}`}, ${ms} ms) ----\n` +
-        `${numberedSource(kernel.source)}\n`);
+        `${numberedSource(compiledSource(kernel))}\n`);
     }
     return result;
   }
@@ -259,10 +259,11 @@ export class KernelJit {
   private compileAndLoad(kernel: KernelSource, key: string, options: readonly string[]): JitKernel {
     const { compiler } = this.config;
     const arch = kernelArch(this.config.arch, kernel);
-    const output = compiler.compile(kernel.source, `${kernel.name}.cu`, options);
+    const source = compiledSource(kernel);
+    const output = compiler.compile(source, `${kernel.name}.cu`, options);
     if (!output.ok || output.cubin === null) {
       throw new KernelCompileError(compileErrorMessage({
-        name: kernel.name, key, arch, compilerVersion: compiler.version, options, log: output.log, source: kernel.source,
+        name: kernel.name, key, arch, compilerVersion: compiler.version, options, log: output.log, source,
       }));
     }
     if (this.config.debug && output.log) this.log(`// NVRTC log for '${kernel.name}':\n${output.log}\n`);

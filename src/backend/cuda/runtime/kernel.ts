@@ -3,6 +3,7 @@
 // it with typed arguments on the runtime's current stream.
 
 import type { TensorMap2d } from '../../../cuda/driver.js';
+import { envFlag } from '../env-switch.js';
 
 export type { TensorMap2d };
 
@@ -52,6 +53,28 @@ export interface KernelSource {
    */
   readonly archSpecific?: boolean;
 }
+
+/**
+ * What a kernel is compiled from: its source, preceded for a kernel that may be launched programmatically
+ * (gridDependencyWait) by PROGRAMMATIC_PRELUDE, which defines `__restrict__` away. Such a kernel can run
+ * while the kernel before it still writes its inputs. A `const T* __restrict__` parameter lets the compiler
+ * read it by the non-coherent path (ld.global.nc: memory read-only for the kernel's whole life), and ptxas
+ * schedules .nc loads freely across griddepcontrol.wait — seen in the SASS of a 4-row INT4 GEMV, whose x
+ * loads it put above the wait (session 30). Without the qualifier those reads are coherent loads, which
+ * stay after it. The weights keep their explicit .nc loads (weight-stream.ts): nothing writes them.
+ */
+export const PROGRAMMATIC_PRELUDE = '#define __restrict__ /* programmatic launch: coherent reads of what earlier kernels write (kernel.ts compiledSource) */\n';
+
+export function compiledSource(kernel: Pick<KernelSource, 'source' | 'gridDependencyWait'>): string {
+  return kernel.gridDependencyWait === true && !programmaticSourceOptions.keepRestrict ? PROGRAMMATIC_PRELUDE + kernel.source : kernel.source;
+}
+
+/**
+ * keepRestrict (FUSEFORMER_PROGRAMMATIC_RESTRICT=1; for A/B timing only): compile programmatic kernels as
+ * before session 30, with their `__restrict__` qualifiers — the build whose speed the benches up to then
+ * measured, and whose reads ptxas may move above the wait. Read once, when the module loads.
+ */
+export const programmaticSourceOptions = { keepRestrict: envFlag('FUSEFORMER_PROGRAMMATIC_RESTRICT', process.env['FUSEFORMER_PROGRAMMATIC_RESTRICT'], false) };
 
 export interface CompiledKernel {
   readonly name: string;

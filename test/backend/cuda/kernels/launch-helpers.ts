@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { DType } from '../../../../src/dtype.js';
-import type { CompiledKernel, KernelArg, KernelHost, KernelSource, LaunchConfig, TensorMap2d } from '../../../../src/backend/cuda/runtime/kernel.js';
+import { compiledSource, type CompiledKernel, type KernelArg, type KernelHost, type KernelSource, type LaunchConfig, type TensorMap2d } from '../../../../src/backend/cuda/runtime/kernel.js';
 import { kernelArch } from '../../../../src/backend/cuda/runtime/jit.js';
 import { CudaTensor } from '../../../../src/backend/cuda/runtime/tensor.js';
 
@@ -84,7 +84,7 @@ export function findNvcc(): string | null {
 
 const run = promisify(execFile);
 
-/** Compiles each source to a cubin for sm_90, `concurrency` at a time (`options(name)`: more nvcc arguments); returns the failures' logs. */
+/** Compiles each source to a cubin for sm_90 as the runtime would (compiledSource), `concurrency` at a time (`options(name)`: more nvcc arguments); returns the failures' logs. */
 export async function compileAll(nvcc: string, sources: readonly KernelSource[], concurrency = 2, options: (name: string) => readonly string[] = () => []): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'fuseformer-kernels-'));
   const failures: string[] = [];
@@ -93,9 +93,9 @@ export async function compileAll(nvcc: string, sources: readonly KernelSource[],
     const worker = async (): Promise<void> => {
       while (next < sources.length) {
         const index = next++;
-        const { name, source } = sources[index]!;
+        const { name } = sources[index]!;
         const file = join(dir, `${index}-${name.replace(/[^\w.-]/g, '_')}.cu`);
-        writeFileSync(file, source);
+        writeFileSync(file, compiledSource(sources[index]!)); // as the runtime compiles it
         try {
           await run(nvcc, ['-cubin', `-arch=${kernelArch('sm_90', sources[index]!)}`, '-std=c++17', ...options(name), '-o', `${file}.cubin`, file], { maxBuffer: 16 << 20 });
         } catch (error) {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -50,6 +50,22 @@ test('FUSEFORMER_WEIGHT_HINT_NORMAL=1 (a probe, off by default): the hinted load
   }
 });
 
+test('FUSEFORMER_WEIGHT_LOAD_COHERENT=1 (opt-in): the weight loads leave out .nc, hinted or not; off by default', () => {
+  assert.equal(weightLoadCoherentFromEnv({}), false);
+  assert.equal(weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: '1' }), true);
+  assert.throws(() => weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: 'true' }), /FUSEFORMER_WEIGHT_LOAD_COHERENT must be 0 or 1, got 'true'/);
+  const saved = { ...weightStreamOptions };
+  try {
+    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: true });
+    assert.match(weightLoadCode('load_w', 'T'), /"ld\.global\.L1::no_allocate\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\];"/);
+    assert.match(weightLoadCode('load_w', 'T', { hint: true }), /"ld\.global\.L1::no_allocate\.L2::cache_hint\.v4\.u32/);
+    Object.assign(weightStreamOptions, { coherent: false });
+    assert.match(weightLoadCode('load_w', 'T'), /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/);
+  } finally {
+    Object.assign(weightStreamOptions, saved);
+  }
+});
+
 // quant-int4's family also holds the prefill GEMM (its weights re-read by every row tile): its GEMV only.
 const STREAMING = new Set(['gemv', 'gemv-mma', 'gemv-int8', 'gemv-int4-mma', 'quant-int4', 'gemm-stream']);
 function streamingKernels(on: boolean) {
@@ -77,7 +93,7 @@ test('with the hint every weight-streaming decode kernel loads its weights throu
 });
 
 const nvcc = findNvcc();
-test('both forms of both loads, and the evict-normal probe\'s, compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
+test('both forms of both loads, and the evict-normal and coherent forms, compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
   const source = (hint: boolean) => String.raw`${DEVICE_LIB}
 ${SMEM_ADDRESS_CODE}
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
@@ -95,16 +111,18 @@ extern "C" __global__ void weight_stream_${hint ? 'hint' : 'plain'}(const __grid
   out[threadIdx.x] = make_uint4(a.x ^ b.x ^ box[threadIdx.x], a.y ^ b.y, a.z ^ b.z, a.w ^ b.w);
 }`;
   const saved = { ...weightStreamOptions };
-  let normal: string;
-  try {
-    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: true });
-    normal = String.raw`${DEVICE_LIB}
+  const formSource = (name: string, options: Partial<typeof weightStreamOptions>) => {
+    try {
+      Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: false, ...options });
+      return { name, source: String.raw`${DEVICE_LIB}
 ${weightLoadCode('load_w', 'u32')}
-extern "C" __global__ void weight_stream_normal(const u32* w, uint4* out) { out[threadIdx.x] = load_w(w + 4 * threadIdx.x); }`;
-  } finally {
-    Object.assign(weightStreamOptions, saved);
-  }
-  const sources = [...[true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })), { name: 'weight_stream_normal', source: normal }];
+extern "C" __global__ void ${name}(const u32* w, uint4* out) { out[threadIdx.x] = load_w(w + 4 * threadIdx.x); }` };
+    } finally {
+      Object.assign(weightStreamOptions, saved);
+    }
+  };
+  const sources = [...[true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })),
+    formSource('weight_stream_normal', { hintNormal: true }), formSource('weight_stream_coherent', { coherent: true }), formSource('weight_stream_coherent_hint', { coherent: true, evictFirst: true })];
   const failures = await compileAll(nvcc!, sources, 2);
   assert.deepEqual(failures, []);
 });

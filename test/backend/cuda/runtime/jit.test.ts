@@ -8,6 +8,7 @@ import {
   kernelArch, kernelCacheKey, KernelJit, numberedSource, nvrtcOptions, type CacheKeyParts, type CubinCompiler, type ModuleLoader,
 } from '../../../../src/backend/cuda/runtime/jit.js';
 import { CudaError, KernelCompileError } from '../../../../src/errors.js';
+import { compiledSource, PROGRAMMATIC_PRELUDE, programmaticSourceOptions } from '../../../../src/backend/cuda/runtime/kernel.js';
 
 function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'fuseformer-jit-'));
@@ -238,4 +239,23 @@ test('jit: an archSpecific kernel (wgmma) compiles for the device arch with the 
   assert.notEqual(specific.key, plain.key);
   assert.equal(kernelArch('sm_90', {}), 'sm_90');
   assert.equal(kernelArch('sm_90', { archSpecific: true }), 'sm_90a');
+});
+
+test('jit: a kernel that may be launched programmatically compiles with __restrict__ defined away (coherent reads of its inputs), under its own key', () => {
+  const compiler = new FakeCompiler(), loader = new FakeLoader();
+  const jit = new KernelJit({ compiler, loader, arch: 'sm_90', includeDir: null, diskCache: null });
+  const source = 'extern "C" __global__ void axpb(const float* __restrict__ x, float* y) {\n  y[0] = x[0];\n}\n';
+  const plain = jit.compile({ name: 'axpb', source });
+  const waiting = jit.compile({ name: 'axpb', source, gridDependencyWait: true });
+  assert.ok(!loader.loads[0]!.includes('#define __restrict__'), 'a kernel launched plainly keeps its qualifiers');
+  assert.ok(loader.loads[1]!.includes(`]${PROGRAMMATIC_PRELUDE}${source}`), 'the prelude comes first, the source unchanged after it');
+  assert.notEqual(waiting.key, plain.key);
+  assert.equal(compiledSource({ source, gridDependencyWait: false }), source);
+  programmaticSourceOptions.keepRestrict = true; // FUSEFORMER_PROGRAMMATIC_RESTRICT=1: the earlier build, for A/B timing
+  try {
+    assert.equal(compiledSource({ source, gridDependencyWait: true }), source);
+  } finally {
+    programmaticSourceOptions.keepRestrict = false;
+  }
+  assert.match(PROGRAMMATIC_PRELUDE, /^#define __restrict__\b[^\n]*\n$/);
 });
