@@ -1,10 +1,11 @@
 // `node dist/bench/sass-probe.js [--out DIR] [--match REGEX]`: cubins of GPT-2 124M's and Llama 1.2B's
-// batch-1 decode GEMVs (the planner's picks), each with plain weight loads, evict-first hinted ones and hinted ones with an evict-normal policy, in the plain
-// and the timeline build (-DFUSEFORMER_TIMELINE), compiled here with nvcc (no GPU needed) into DIR
-// (default sass-probe/, untracked: the device tool's `run` copies it). On the device,
-// `bash bench/gpu-pending.sh sass` disassembles them with cuobjdump into $OUT, to read what a build
-// option changed in the machine code — session 28 saw GPT-2 b1 slower with the hint in the plain build
-// (0.218 → 0.237 ms/token) and faster in the timeline build (0.218 → 0.205).
+// batch-1 decode GEMVs (the planner's picks, compiled as the runtime compiles them), each with plain weight
+// loads, evict-first hinted ones, hinted ones with an evict-normal policy and coherent ones, in the plain and
+// the timeline build (-DFUSEFORMER_TIMELINE), compiled here with nvcc (no GPU needed) into DIR (default
+// sass-probe/, untracked). Disassemble them here with `bash bench/sass-local.sh sass-probe/*.cubin`, or on
+// the device (carry sass-probe) with `bash bench/gpu-pending.sh sass`: what a build option changed in the
+// machine code — e.g. where ptxas put the grid-dependency wait among the weight loads (docs/perf.md,
+// "Session 30").
 
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
