@@ -34,7 +34,7 @@ export function weightEvictFirstFromEnv(env: NodeJS.ProcessEnv = process.env): b
  * still take the cache-hint form, with an evict-normal policy. ptxas schedules the plain form's grid-
  * dependency wait (griddepcontrol.wait, SASS ACQBULK) above every weight load of GPT-2's batch-1 GEMVs
  * though the source issues the first loads before it; the hinted form keeps 4–9 loads ahead of it
- * (Llama's GEMVs: none ahead in either form). Measured on the H200 (gpu-pending-s30/call3, two rounds,
+ * (Llama's GEMVs: none ahead in either form, in that build). Measured on the H200 (gpu-pending-s30/call3, two rounds,
  * ms/token off → on): GPT-2 b1 0.220 → 0.246, Llama b1 0.780 → 0.824, INT8 + head 0.515 → 0.552 — slower
  * everywhere, Llama's too where the schedule is unchanged, so an explicit evict-normal policy costs by
  * itself (the plain .nc load is not the same as evict-normal); off.
