@@ -417,7 +417,7 @@ for step in "${steps[@]}"; do
             say "$name: $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$out/$name.sass") instructions; loads before the grid-dependency wait (ACQBULK, line ${wait_line:-none}): $(awk -v w="${wait_line:-0}" 'NR < w && /LDG/' "$out/$name.sass" | wc -l)"
           done ;;
     s31-coherent) # (session 31; built in session 30, never run) programmatic kernels compiled with __restrict__ defined away (the default now: ptxas had moved .nc input loads above griddepcontrol.wait) — the GPU checks that cover the decode kernels and whole models, then decode default / the old build (FUSEFORMER_PROGRAMMATIC_RESTRICT=1) / coherent weight loads (FUSEFORMER_WEIGHT_LOAD_COHERENT=1), alternating, two rounds
-          run c31-tests-gemv 150 node --test-name-pattern='decode GEMMs on the GEMV kernel|gatedLinear on the gated GEMV|normLinear|the decode engine with the GEMV kernel|streamed' dist/test/gpu/decode-gemv.test.js
+          run c31-tests-gemv 150 node --test-name-pattern='decode GEMMs on the GEMV kernel|gatedLinear on the gated GEMV|normLinear on the GEMV|the decode engine with the GEMV kernel' dist/test/gpu/decode-gemv.test.js
           run c31-tests-models 150 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/infer-quantized.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/beam.test.js dist/test/gpu/speculative.test.js
           run c31-tests-quant 90 node --test-name-pattern='normLinear|GPT-2 with INT4' dist/test/gpu/quant.test.js
           for round in 1 2; do
@@ -425,7 +425,9 @@ for step in "${steps[@]}"; do
               case $mode in default) envs=();; restrict) envs=(FUSEFORMER_PROGRAMMATIC_RESTRICT=1);; coherent) envs=(FUSEFORMER_WEIGHT_LOAD_COHERENT=1);; esac
               run c31-$mode-$round 70 env "${envs[@]}" node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/c31-$mode-$round.json"
             done
-          done ;;
+          done
+          # The streamed GEMM's cases last (slow: up to ~330 s in session 28), with what is left of the budget.
+          run c31-tests-streamed 330 node --test-name-pattern='streamed' dist/test/gpu/decode-gemv.test.js ;;
     s30-engines) # (session 30) whole-model decode with the new norm GEMV defaults (per-family write forms, one-wave bf16 plans): the engines with the GEMV kernel against without, the CUDA engine against the CPU one, and the quantized engines (INT4 early / W8A8 deferred norm GEMVs) against the CPU quantized engine
           run e30-gemv-engines 120 node --test-name-pattern='the decode engine with the GEMV kernel' dist/test/gpu/decode-gemv.test.js
           run e30-infer-engine 90 node dist/test/gpu/infer-engine.test.js
