@@ -5,9 +5,8 @@
 // kernel reaches a third to half of HBM bandwidth, the rest being the kernel's ramp; and this kernel
 // can be launched programmatically (runtime/launch.ts): it starts during the previous kernel's tail. Its
 // source issues the first weight loads before GRID_DEPENDENCY_WAIT (the weights never depend on that
-// kernel), but ptxas schedules the wait (SASS ACQBULK) above them in the plain build; forms that keep the
-// loads ahead of it (the cache-hinted loads, weight-stream.ts) measured slower at GPT-2's batch 1
-// (docs/perf.md, "Session 30").
+// kernel); ptxas may still schedule the wait (SASS ACQBULK) above them — it does in GPT-2's batch-1 GEMVs,
+// whose weight loads take the .nc path it moves freely (weight-stream.ts; docs/perf.md, "Session 30").
 //
 // A decode GEMV is a stream of the weights at HBM rate, so the mapping is chosen (planGemv) for bytes
 // in flight: HBM needs ~20–40 KB outstanding per SM (bandwidth × latency ÷ SMs) to run at its rate.
@@ -33,6 +32,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import { weightLoadCode } from './weight-stream.js';
+import { envFlag } from '../env-switch.js';
 
 /**
  * Rows of a the kernel takes at most. Each 16-byte weight load feeds VEC·M FMAs and the M activation
@@ -224,10 +224,7 @@ export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epi
 export const gemvPlanOptions = { normOneWave: normOneWaveFromEnv() };
 
 export function normOneWaveFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
-  const value = env['FUSEFORMER_NORM_GEMV_ONE_WAVE'];
-  if (value === undefined || value === '' || value === '1') return true;
-  if (value === '0') return false;
-  throw new Error(`FUSEFORMER_NORM_GEMV_ONE_WAVE must be 0 or 1, got '${value}'`);
+  return envFlag('FUSEFORMER_NORM_GEMV_ONE_WAVE', env['FUSEFORMER_NORM_GEMV_ONE_WAVE'], true);
 }
 
 /**

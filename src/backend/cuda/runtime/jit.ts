@@ -225,13 +225,14 @@ export class KernelJit {
     const { compiler } = this.config;
     const arch = kernelArch(this.config.arch, kernel);
     const nvrtcArgs = nvrtcOptions(arch, this.config.includeDir, options);
-    const key = kernelCacheKey({ source: compiledSource(kernel), name: kernel.name, options: nvrtcArgs, arch, compilerVersion: compiler.version });
+    const source = compiledSource(kernel);
+    const key = kernelCacheKey({ source, name: kernel.name, options: nvrtcArgs, arch, compilerVersion: compiler.version });
     const known = this.loaded.get(key);
     if (known) return known;
 
     const started = performance.now();
     const fromDisk = this.loadFromDisk(kernel.name, key);
-    const result = fromDisk ?? this.compileAndLoad(kernel, key, nvrtcArgs);
+    const result = fromDisk ?? this.compileAndLoad(kernel, source, key, nvrtcArgs);
     this.loaded.set(key, result);
     if (fromDisk) this.stats.fromDisk++;
     else this.stats.compiled++;
@@ -239,7 +240,7 @@ export class KernelJit {
     if (this.config.debug) {
       const ms = (performance.now() - started).toFixed(1);
       this.log(`// ---- fuseformer kernel '${kernel.name}'${label ? ` [${label}]` : ''} key ${key} (${arch}, ${result.origin === 'disk' ? 'disk cache' : `NVRTC ${compiler.version}`}, ${ms} ms) ----\n` +
-        `${numberedSource(compiledSource(kernel))}\n`);
+        `${numberedSource(source)}\n`);
     }
     return result;
   }
@@ -256,10 +257,10 @@ export class KernelJit {
     }
   }
 
-  private compileAndLoad(kernel: KernelSource, key: string, options: readonly string[]): JitKernel {
+  /** Compiles `source` (compiledSource(kernel)) with NVRTC, loads it and writes the disk cache. */
+  private compileAndLoad(kernel: KernelSource, source: string, key: string, options: readonly string[]): JitKernel {
     const { compiler } = this.config;
     const arch = kernelArch(this.config.arch, kernel);
-    const source = compiledSource(kernel);
     const output = compiler.compile(source, `${kernel.name}.cu`, options);
     if (!output.ok || output.cubin === null) {
       throw new KernelCompileError(compileErrorMessage({
