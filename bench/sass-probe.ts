@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { GemvNorm, GemvSpec } from '../src/backend/cuda/kernels/gemv.js';
 import { gemvSource, planGemv } from '../src/backend/cuda/kernels/gemv.js';
-import { weightStreamOptions } from '../src/backend/cuda/kernels/weight-stream.js';
+import { WEIGHT_LOAD_FAMILIES, weightStreamOptions } from '../src/backend/cuda/kernels/weight-stream.js';
 import type { GemmEpilogue } from '../src/backend/backend.js';
 import { timelineOptions } from '../src/backend/cuda/runtime/timeline.js';
 import { compiledSource } from '../src/backend/cuda/runtime/kernel.js';
@@ -41,7 +41,7 @@ try {
     for (const form of ['plain', 'hint', 'normal', 'coherent'] as const) {
       weightStreamOptions.evictFirst = form === 'hint';
       weightStreamOptions.hintNormal = form === 'normal';
-      weightStreamOptions.coherent = form === 'coherent';
+      weightStreamOptions.coherent = new Set(form === 'coherent' ? WEIGHT_LOAD_FAMILIES : []);
       const kernel = gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec), { name } = kernel;
       for (const timeline of [false, true]) {
         const base = join(values.out, `${tag}-${form}-${timeline ? 'timeline' : 'build'}`);

@@ -59,7 +59,7 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_AUTO_MAX_K, normPreloadOption } from './kernels/gemv.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, normPreloadOption, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import { launchStreamGated, launchStreamGemm, STREAM_MIN_ROWS, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies, streamNormInput } from './kernels/gemm-stream.js';
@@ -176,10 +176,10 @@ export class CudaBackend implements Backend {
   /**
    * normLinear of an int8Linear (≤ 4 rows) as one W8A8 GEMV with the residual norm in its prologue
    * (kernels/gemv-int8.ts with gemv.ts's norm prologue) instead of residualNorm + the GEMV; needs int8Gemv.
-   * 'auto' (default) takes it for rows of at most NORM_PROLOGUE_AUTO_MAX_K: every block re-reads and
-   * re-normalises the rows, which the saved launch pays for at GPT-2's K = 768 (H200, session 9: INT8 +
-   * head b1 0.235 → 0.224 ms/token) but not at Llama's 2048 (0.566 → 0.573). FUSEFORMER_INT8_NORM=1
-   * takes it at every K, =0 never.
+   * 'auto' (default) takes it for rows of at most QUANT_NORM_PROLOGUE_AUTO_MAX_K: every block re-reads
+   * and re-normalises the rows, which the saved launch pays for at GPT-2's K = 768 (H200, session 9: INT8
+   * + head b1 0.235 → 0.224 ms/token) and, since the weight loads go ahead of the wait, at Llama's 2048
+   * (session 31: 0.525 → 0.512). FUSEFORMER_INT8_NORM=1 takes it at every K, =0 never.
    */
   int8NormGemv: boolean | 'auto' = envSwitch(process.env['FUSEFORMER_INT8_NORM']);
   /**
@@ -191,10 +191,10 @@ export class CudaBackend implements Backend {
   /**
    * normLinear of an int4Linear (≤ 4 rows) as the tensor-core INT4 GEMV with the residual norm in its
    * prologue (kernels/gemv-int4-mma.ts with gemv.ts's norm prologue) instead of residualNorm + the GEMV;
-   * needs int4MmaGemv. 'auto' (default) takes it for rows of at most NORM_PROLOGUE_AUTO_MAX_K, as
+   * needs int4MmaGemv. 'auto' (default) takes it for rows of at most QUANT_NORM_PROLOGUE_AUTO_MAX_K, as
    * int8NormGemv: every block re-forms the norm after its wait, which pays at GPT-2's K = 768 (H200,
-   * session 20: INT4 + head b1 0.225 → 0.214 ms/token) but not at Llama's 2048 (0.491 → 0.566: the
-   * separate one-block norm kernel lets the GEMV's weight loads start during it). FUSEFORMER_INT4_NORM=1
+   * session 20: INT4 + head b1 0.225 → 0.214 ms/token) and, since session 30's build put 24–37 weight
+   * loads ahead of the wait, at Llama's 2048 (session 31: 0.469 → 0.460). FUSEFORMER_INT4_NORM=1
    * takes it at every K, =0 never. Takes effect for launches and captures made after it is set.
    */
   int4NormGemv: boolean | 'auto' = envSwitch(process.env['FUSEFORMER_INT4_NORM']);
@@ -536,7 +536,7 @@ export class CudaBackend implements Backend {
       dtype: a.x.dtype as FloatDType, M: a.M, N: a.N, K: a.K, gated: a.gated, activation: a.activation ?? 'none',
       x: 0n, qweight: ptr('qweight', a.qweight), scales: ptr('scales', a.scales), bias: ptr('bias', a.bias), out: ptr('out', a.out),
     };
-    if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > NORM_PROLOGUE_AUTO_MAX_K)) return false;
+    if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > QUANT_NORM_PROLOGUE_AUTO_MAX_K)) return false;
     launchInt8Gemv(this.runtime, gemv, undefined, {
       norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption('int8', a.K) },
       x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),

@@ -307,7 +307,7 @@ ${typedefLine('T', spec.dtype)}
 ${CLUSTER_LIB}
 ${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, STAGES: spec.stages, STAGE_BYTES: skinnyStageBytes(spec), CHUNK: SKINNY_CHUNK_K, THREADS: warpsOf(spec) * 32, GATED: gate !== undefined, SPLITS: S, PITCH: WROWS + COMBINE_PAD })}
 
-${gemvOutputCode(spec.epilogue, gate)}
+${gemvOutputCode(spec.epilogue, gate, 'mma')}
 // Every C fragment value (i, j, q) of the first TILES weight tiles: tile i, row tile j, register q.
 #define FOR_EACH_FRAGMENT(TILES) \
   _Pragma("unroll") for (int i = 0; i < (TILES); i++) _Pragma("unroll") for (int j = 0; j < NT; j++) _Pragma("unroll") for (int q = 0; q < 4; q++)

@@ -175,7 +175,7 @@ export function int4MmaDequantCode(dtype: 'bf16' | 'f16'): string {
 constexpr u32 MAGIC = ${bf16 ? '0x43004300u' : '0x64006400u'}, ONE = ${bf16 ? '0x3F803F80u' : '0x3C003C00u'};
 constexpr float MAGIC_VALUE = ${bf16 ? '128.f' : '1024.f'};
 
-${weightLoadCode('load_stream_u4', 'u32')}
+${weightLoadCode('load_stream_u4', 'u32', 'int4')}
 __device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 // Nibbles e and e + 4 of w as the pair (q_e − z, q_{e+4} − z): magic + q, minus the packed (magic + z).
 __device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {
@@ -291,8 +291,10 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
             const int r = wrow[i][h];
             const size_t gi = (size_t)r * GROUPS_PER_ROW + (c * ${INT4_MMA_CHUNK_K}) / G;
             wv[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
-            sc[u][i][h] = __half2float(scales[gi]);
-            mz[u][i][h] = minus_zero_pair(zeros[gi]);
+            // scales and zeros never change within a step: the read-only path (__ldg; kernel.ts's prelude
+            // turns the __restrict__ reads coherent)
+            sc[u][i][h] = __half2float(__ldg(scales + gi));
+            mz[u][i][h] = minus_zero_pair(__ldg(zeros + gi));
           } else {
             wv[u][i][h] = make_uint4(0u, 0u, 0u, 0u);
             sc[u][i][h] = 0.f;

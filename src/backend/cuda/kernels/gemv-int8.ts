@@ -131,7 +131,7 @@ ${constants({
   })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${weightLoadCode('load_weight', 'signed char')}
+${weightLoadCode('load_weight', 'signed char', 'int8')}
 __device__ __forceinline__ int dp4a(u32 a, u32 b, int c) {
   int d;
   asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));

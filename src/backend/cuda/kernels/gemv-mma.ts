@@ -151,7 +151,7 @@ ${MMA_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ K: spec.k, NT, FT, WT, KW: spec.kWarps, CG: WARPS / spec.kWarps, U: spec.unroll, CHUNKS: chunks, PER_WARP: perWarp, GROUPS: groups, ACC: WT * NT * 4, GATED: gate !== undefined })}
 
-${gemvOutputCode(spec.epilogue, gate)}
+${gemvOutputCode(spec.epilogue, gate, 'mma')}
 __device__ __forceinline__ u32 word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 // a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]. Grid ceil(N / (CG·16·FT)), block ${WARPS * 32}.

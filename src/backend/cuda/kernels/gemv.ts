@@ -31,7 +31,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { weightLoadCode } from './weight-stream.js';
+import { weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
 
 /**
@@ -161,11 +161,20 @@ export function gemvKey(s: GemvSpec): string {
 export const NORM_PROLOGUE_MAX_BYTES = 40 * 1024;
 
 /**
- * K (the norm's width) at most for which the quantized GEMVs' norm prologue is taken by default
- * (CudaBackend.int8NormGemv and int4NormGemv 'auto'): every block forms the norm after its wait, which
- * beats a norm kernel of its own at GPT-2's 768 and loses at Llama's 2048 (H200, sessions 9 and 20).
+ * K (the norm's width) above which the bf16 GEMV's norm prologue preloads gamma and beta by default
+ * (normPreloadOption).
  */
 export const NORM_PROLOGUE_AUTO_MAX_K = 1024;
+
+/**
+ * K at most for which the quantized GEMVs' norm prologue is taken by default (CudaBackend.int8NormGemv
+ * and int4NormGemv 'auto'): every block forms the norm after its wait. It beat a norm kernel of its own at
+ * GPT-2's 768 (H200, sessions 9 and 20) but lost at Llama's 2048 while ptxas put those kernels' wait above
+ * every weight load (session 26: INT4 + head b1 0.468 → 0.532); with 24–37 loads ahead of the wait since
+ * session 30's build it wins there too (session 31, gpu-pending-s31/call2, two rounds: INT4 + head b1
+ * 0.469 → 0.460, INT8 + head 0.525 → 0.512 ms/token). Wider norms are unmeasured.
+ */
+export const QUANT_NORM_PROLOGUE_AUTO_MAX_K = 2048;
 
 /** Elements of a 16-byte vector. */
 function vectorWidth(dtype: FloatDType): number {
@@ -250,12 +259,12 @@ export function betterScore(a: number[], b: number[]): boolean {
  * The device functions both GEMV kernels (this one and gemv-mma.ts) share: the epilogue of column n (or
  * a gated product's activation) and the streamed weight load (T defined before).
  */
-export function gemvOutputCode(epilogue: GemmEpilogue, gate: { readonly activation: Activation } | undefined): string {
+export function gemvOutputCode(epilogue: GemmEpilogue, gate: { readonly activation: Activation } | undefined, family: WeightLoadFamily): string {
   return String.raw`${gate ? `__device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[gate.activation]}; }`
     : `__device__ __forceinline__ float epilogue(float x, const T* __restrict__ bias, int n) { return ${EPILOGUE_CODE[epilogue]}; }`}
 
 // A streamed weight vector: read once, so kept out of L1 (the activations stay there) and evict-first in L2.
-${weightLoadCode('load_weight', 'T')}`;
+${weightLoadCode('load_weight', 'T', family)}`;
 }
 
 const EPILOGUE_CODE: Record<string, string> = {
@@ -508,7 +517,7 @@ ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${gemvOutputCode(spec.epilogue, gate)}
+${gemvOutputCode(spec.epilogue, gate, gate ? 'gated-gemv' : norm ? 'norm-gemv' : 'gemv')}
 
 // a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],

@@ -44,36 +44,63 @@ export function weightHintNormalFromEnv(env: NodeJS.ProcessEnv = process.env): b
 }
 
 /**
- * FUSEFORMER_WEIGHT_LOAD_COHERENT=1 (opt-in, session 30, not yet run on a GPU): the weight loads without
- * .nc (ld.global.L1::no_allocate: the coherent path, the same L1 and L2 behaviour otherwise). ptxas moves
- * the grid-dependency wait across .nc loads freely but keeps coherent ones where the source puts them, so a
- * GEMV's first group of weight loads (4–16 a thread) is then issued before the wait, overlapping the
- * previous kernel, with the default L2 policy — the schedule the hinted forms had, without their policy
- * (nvdisasm: GPT-2's batch-1 output projection, wait at SASS line 19 with no load ahead → line 71 with 8
- * weight loads ahead, 380 → 379 instructions). Safe only in the default build, whose programmatic kernels
- * read their inputs coherently (runtime/kernel.ts compiledSource): with FUSEFORMER_PROGRAMMATIC_RESTRICT=1
- * ptxas was seen moving a GEMV's .nc x loads above the wait.
+ * The kernel families whose weight loads weightLoadCode forms, each with its own coherent-load choice:
+ * gemv.ts's plain, norm-prologue and gated GEMVs (1–4 rows), the tensor-core GEMV and skinny GEMM (5–64
+ * rows: gemv-mma.ts, gemm-skinny.ts), the W8A8 GEMV (gemv-int8.ts) and the INT4 GEMVs (quant-int4.ts,
+ * gemv-int4-mma.ts and the streamed GEMM's INT4 form).
  */
-export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
-  return envFlag('FUSEFORMER_WEIGHT_LOAD_COHERENT', env['FUSEFORMER_WEIGHT_LOAD_COHERENT'], false);
+export const WEIGHT_LOAD_FAMILIES = ['gemv', 'norm-gemv', 'gated-gemv', 'mma', 'int8', 'int4'] as const;
+export type WeightLoadFamily = (typeof WEIGHT_LOAD_FAMILIES)[number];
+
+/**
+ * The families whose weight loads take the coherent path (ld.global.L1::no_allocate, without .nc; the same
+ * L1 and L2 behaviour otherwise) when the environment does not say. ptxas moves the grid-dependency wait
+ * (griddepcontrol.wait) across .nc loads freely but keeps coherent ones where the source puts them, so a
+ * GEMV's first group of weight loads (4–16 a thread) is then issued before the wait, overlapping the
+ * previous kernel. Measured on the H200 (session 31, gpu-pending-s31/call1, every family coherent against
+ * none, two rounds, ms/token at b1): GPT-2 bf16 0.219 → 0.192, INT8 + head 0.187 → 0.180, INT4 + head
+ * 0.188 → 0.184; Llama bf16 0.769 → 0.787, INT8 + head 0.520 → 0.503, INT4 + head 0.472 → 0.525; batch 32
+ * within ±0.003. The W8A8 GEMV wins on both models; the bf16 families are split by call 3's sweep.
+ */
+export const WEIGHT_LOAD_COHERENT_DEFAULT: readonly WeightLoadFamily[] = ['int8'];
+
+/**
+ * FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, or a comma list of WEIGHT_LOAD_FAMILIES
+ * (unset: WEIGHT_LOAD_COHERENT_DEFAULT; anything else is an error naming the variable). Safe only in the
+ * default build, whose programmatic kernels read their inputs coherently (runtime/kernel.ts
+ * compiledSource): with FUSEFORMER_PROGRAMMATIC_RESTRICT=1 ptxas was seen moving a GEMV's .nc x loads
+ * above the wait. (Weights are safe either way: no kernel of a step writes them.)
+ */
+export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
+  const name = 'FUSEFORMER_WEIGHT_LOAD_COHERENT', value = env[name];
+  if (value === undefined || value.trim() === '') return new Set(WEIGHT_LOAD_COHERENT_DEFAULT);
+  if (value === '1') return new Set(WEIGHT_LOAD_FAMILIES);
+  if (value === '0') return new Set();
+  const families = value.split(',').map((f) => f.trim());
+  for (const f of families) {
+    if (!(WEIGHT_LOAD_FAMILIES as readonly string[]).includes(f)) {
+      throw new Error(`${name} must be 0, 1 or a comma list of ${WEIGHT_LOAD_FAMILIES.join(', ')}; got '${value}' ('${f}' is none of them)`);
+    }
+  }
+  return new Set(families as WeightLoadFamily[]);
 }
 
 /** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
-export const weightStreamOptions: { evictFirst: boolean; hintNormal: boolean; coherent: boolean } = {
+export const weightStreamOptions: { evictFirst: boolean; hintNormal: boolean; coherent: ReadonlySet<WeightLoadFamily> } = {
   evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv(), coherent: weightLoadCoherentFromEnv(),
 };
 
 /**
- * The device function `name(p)` returning the 16-byte vector at p as a uint4: past L1 (the activations
- * stay there), and with `hint` evict-first in L2 (by the read-only .nc path unless
- * weightStreamOptions.coherent). The policy is a pure value (non-volatile asm), so the
- * compiler keeps one per thread, not one per load.
+ * The device function `name(p)` returning the 16-byte vector at p as a uint4 for a kernel of `family`:
+ * past L1 (the activations stay there), and with `hint` evict-first in L2 (by the read-only .nc path
+ * unless weightStreamOptions.coherent holds the family). The policy is a pure value (non-volatile asm), so
+ * the compiler keeps one per thread, not one per load.
  */
-export function weightLoadCode(name: string, pointer: string, options: { volatile?: boolean; hint?: boolean } = {}): string {
+export function weightLoadCode(name: string, pointer: string, family: WeightLoadFamily, options: { volatile?: boolean; hint?: boolean } = {}): string {
   const evictFirst = options.hint ?? weightStreamOptions.evictFirst;
   const hint = evictFirst || (options.hint === undefined && weightStreamOptions.hintNormal);
   const asm = options.volatile === false ? 'asm' : 'asm volatile';
-  const ld = weightStreamOptions.coherent ? 'ld.global.L1::no_allocate' : 'ld.global.nc.L1::no_allocate';
+  const ld = weightStreamOptions.coherent.has(family) ? 'ld.global.L1::no_allocate' : 'ld.global.nc.L1::no_allocate';
   if (!hint) {
     return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;

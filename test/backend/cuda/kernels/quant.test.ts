@@ -192,8 +192,8 @@ test('the decode GEMVs\' plan spaces (bench/gemv-sweep.ts) hold each planner\'s 
 
 // normLinear of an int4Linear on CUDA (kernels/quant-int4.ts int4NormLinear): which calls take the GEMV
 // with the norm in its prologue, and what it is launched with. The numbers are checked on the GPU
-// (test/gpu/quant.test.ts); here, the rules: 'auto' only for norms of ≤ 1024 values (measured: the
-// prologue loses at Llama's 2048), true at any width, false never; 1–4 rows of 16-bit x, groups of 128.
+// (test/gpu/quant.test.ts); here, the rules: 'auto' only for norms of ≤ 2048 values (measured faster at
+// GPT-2's 768 and Llama's 2048; wider unmeasured), true at any width, false never; 1–4 rows of 16-bit x, groups of 128.
 test('the INT4 GEMV takes a normLinear\'s norm into its prologue by the mode\'s width rule, for 1–4 rows of 16-bit x in groups of 128', async () => {
   const { checkResidualNorm } = await import('../../../../src/backend/op-checks/index.js');
   const { OpCheck } = await import('../../../../src/backend/validate.js');
@@ -214,7 +214,9 @@ test('the INT4 GEMV takes a normLinear\'s norm into its prologue by the mode\'s 
   assert.equal(argValue(gpt2!, 6, 'i32'), 1);
   assert.equal(argValue(gpt2!, 7, 'i32'), 2304);
   assert.equal(gpt2!.args.length, 16);
-  assert.equal(attempt(1, 2048, 3072, 128, 'auto'), undefined, "'auto' leaves Llama's 2048-wide norms to residualNorm");
+  assert.match(attempt(1, 2048, 3072, 128, 'auto')!.key, /\.k2048\..*\.norm_rms_m1_res_pre_we$/, "'auto' takes Llama's 2048-wide norms");
+  assert.equal(attempt(1, 4096, 4096, 128, 'auto'), undefined, "'auto' leaves a 4096-wide norm (unmeasured) to residualNorm");
+  assert.match(attempt(1, 4096, 4096, 128, true)!.key, /\.norm_rms_m1_res_pre_we$/, 'true takes it at any width that fits');
   assert.match(attempt(4, 2048, 3072, 128, true)!.key, /\.norm_rms_m4_res_pre_we$/);
   assert.equal(attempt(1, 768, 2304, 128, false), undefined);
   assert.equal(attempt(5, 768, 2304, 128, true), undefined, 'five rows');

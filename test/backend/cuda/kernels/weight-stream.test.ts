@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -18,17 +18,23 @@ test('FUSEFORMER_WEIGHT_EVICT_FIRST: 1 on, 0 off, unset the default, anything el
 });
 
 test('the weight load: past L1 either way; the L2 policy and its cache hint only with the hint', () => {
-  const hinted = weightLoadCode('load_w', 'T', { hint: true });
-  assert.match(hinted, /createpolicy\.fractional\.L2::evict_first\.b64/);
-  assert.match(hinted, /ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\], %5;/);
-  assert.match(hinted, /uint4 load_w\(const T\* p\)/);
-  const plain = weightLoadCode('load_w', 'signed char', { hint: false });
-  assert.doesNotMatch(plain, /cache_hint|createpolicy/);
-  assert.match(plain, /ld\.global\.nc\.L1::no_allocate\.v4\.u32/);
-  assert.match(plain, /uint4 load_w\(const signed char\* p\)/);
-  assert.match(weightLoadCode('f', 'u32', { hint: true, volatile: false }), /\n {2}asm\("ld\.global/, 'a non-volatile load stays non-volatile');
-  assert.match(tmaWeightLoadCode(true), /cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.L2::cache_hint/);
-  assert.doesNotMatch(tmaWeightLoadCode(false), /cache_hint/);
+  const saved = { ...weightStreamOptions };
+  weightStreamOptions.coherent = new Set(); // the read-only path in every family
+  try {
+    const hinted = weightLoadCode('load_w', 'T', 'gemv', { hint: true });
+    assert.match(hinted, /createpolicy\.fractional\.L2::evict_first\.b64/);
+    assert.match(hinted, /ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\], %5;/);
+    assert.match(hinted, /uint4 load_w\(const T\* p\)/);
+    const plain = weightLoadCode('load_w', 'signed char', 'int8', { hint: false });
+    assert.doesNotMatch(plain, /cache_hint|createpolicy/);
+    assert.match(plain, /ld\.global\.nc\.L1::no_allocate\.v4\.u32/);
+    assert.match(plain, /uint4 load_w\(const signed char\* p\)/);
+    assert.match(weightLoadCode('f', 'u32', 'int4', { hint: true, volatile: false }), /\n {2}asm\("ld\.global/, 'a non-volatile load stays non-volatile');
+    assert.match(tmaWeightLoadCode(true), /cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes\.L2::cache_hint/);
+    assert.doesNotMatch(tmaWeightLoadCode(false), /cache_hint/);
+  } finally {
+    Object.assign(weightStreamOptions, saved);
+  }
 });
 
 test('FUSEFORMER_WEIGHT_HINT_NORMAL=1 (a probe, off by default): the hinted load form with an evict-normal policy where evict-first is off; evict-first wins where both are on; the TMA copy unchanged', () => {
@@ -37,30 +43,34 @@ test('FUSEFORMER_WEIGHT_HINT_NORMAL=1 (a probe, off by default): the hinted load
   assert.throws(() => weightHintNormalFromEnv({ FUSEFORMER_WEIGHT_HINT_NORMAL: 'on' }), /FUSEFORMER_WEIGHT_HINT_NORMAL must be 0 or 1, got 'on'/);
   const saved = { ...weightStreamOptions };
   try {
-    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: true });
-    const normal = weightLoadCode('load_w', 'T');
+    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: true, coherent: new Set() });
+    const normal = weightLoadCode('load_w', 'T', 'gemv');
     assert.match(normal, /createpolicy\.fractional\.L2::evict_normal\.b64 %0, 1\.0;/);
     assert.match(normal, /ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32/);
-    assert.doesNotMatch(weightLoadCode('load_w', 'T', { hint: false }), /cache_hint/, 'an explicit hint: false stays plain');
+    assert.doesNotMatch(weightLoadCode('load_w', 'T', 'gemv', { hint: false }), /cache_hint/, 'an explicit hint: false stays plain');
     assert.doesNotMatch(tmaWeightLoadCode(), /cache_hint/);
     Object.assign(weightStreamOptions, { evictFirst: true, hintNormal: true });
-    assert.match(weightLoadCode('load_w', 'T'), /L2::evict_first/);
+    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /L2::evict_first/);
   } finally {
     Object.assign(weightStreamOptions, saved);
   }
 });
 
-test('FUSEFORMER_WEIGHT_LOAD_COHERENT=1 (opt-in): the weight loads leave out .nc, hinted or not; off by default', () => {
-  assert.equal(weightLoadCoherentFromEnv({}), false);
-  assert.equal(weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: '1' }), true);
-  assert.throws(() => weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: 'true' }), /FUSEFORMER_WEIGHT_LOAD_COHERENT must be 0 or 1, got 'true'/);
+test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unset the default families; a family on leaves out .nc, hinted or not', () => {
+  assert.deepEqual([...weightLoadCoherentFromEnv({})], [...WEIGHT_LOAD_COHERENT_DEFAULT]);
+  assert.deepEqual([...weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: '1' })], [...WEIGHT_LOAD_FAMILIES]);
+  assert.deepEqual([...weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: '0' })], []);
+  assert.deepEqual([...weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: 'gemv, int8' })], ['gemv', 'int8']);
+  assert.throws(() => weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: 'true' }), /FUSEFORMER_WEIGHT_LOAD_COHERENT must be 0, 1 or a comma list of gemv, norm-gemv, .*'true' is none of them/);
+  assert.throws(() => weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: 'gemv,bf16' }), /'bf16' is none of them/);
   const saved = { ...weightStreamOptions };
   try {
-    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: true });
-    assert.match(weightLoadCode('load_w', 'T'), /"ld\.global\.L1::no_allocate\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\];"/);
-    assert.match(weightLoadCode('load_w', 'T', { hint: true }), /"ld\.global\.L1::no_allocate\.L2::cache_hint\.v4\.u32/);
-    Object.assign(weightStreamOptions, { coherent: false });
-    assert.match(weightLoadCode('load_w', 'T'), /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/);
+    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: new Set(['gemv']) });
+    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /"ld\.global\.L1::no_allocate\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\];"/);
+    assert.match(weightLoadCode('load_w', 'T', 'gemv', { hint: true }), /"ld\.global\.L1::no_allocate\.L2::cache_hint\.v4\.u32/);
+    assert.match(weightLoadCode('load_w', 'T', 'int4'), /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/, 'a family not listed keeps .nc');
+    Object.assign(weightStreamOptions, { coherent: new Set() });
+    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/);
   } finally {
     Object.assign(weightStreamOptions, saved);
   }
@@ -100,8 +110,8 @@ constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
 ${BULK_COPY_LIB}
 ${TENSOR_MAP_LIB}
 ${tmaWeightLoadCode(hint)}
-${weightLoadCode('load_w', 'u32', { hint })}
-${weightLoadCode('load_w_nv', 'u32', { hint, volatile: false })}
+${weightLoadCode('load_w', 'u32', 'gemv', { hint })}
+${weightLoadCode('load_w_nv', 'u32', 'gemv', { hint, volatile: false })}
 extern "C" __global__ void weight_stream_${hint ? 'hint' : 'plain'}(const __grid_constant__ TensorMap wmap, const u32* w, uint4* out) {
   __shared__ alignas(128) unsigned char box[4096];
   __shared__ u64 bar;
@@ -113,16 +123,16 @@ extern "C" __global__ void weight_stream_${hint ? 'hint' : 'plain'}(const __grid
   const saved = { ...weightStreamOptions };
   const formSource = (name: string, options: Partial<typeof weightStreamOptions>) => {
     try {
-      Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: false, ...options });
+      Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: new Set(), ...options });
       return { name, source: String.raw`${DEVICE_LIB}
-${weightLoadCode('load_w', 'u32')}
+${weightLoadCode('load_w', 'u32', 'gemv')}
 extern "C" __global__ void ${name}(const u32* w, uint4* out) { out[threadIdx.x] = load_w(w + 4 * threadIdx.x); }` };
     } finally {
       Object.assign(weightStreamOptions, saved);
     }
   };
   const sources = [...[true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })),
-    formSource('weight_stream_normal', { hintNormal: true }), formSource('weight_stream_coherent', { coherent: true }), formSource('weight_stream_coherent_hint', { coherent: true, evictFirst: true })];
+    formSource('weight_stream_normal', { hintNormal: true }), formSource('weight_stream_coherent', { coherent: new Set(['gemv']) }), formSource('weight_stream_coherent_hint', { coherent: new Set(['gemv']), evictFirst: true })];
   const failures = await compileAll(nvcc!, sources, 2);
   assert.deepEqual(failures, []);
 });
