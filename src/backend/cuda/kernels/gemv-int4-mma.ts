@@ -291,10 +291,8 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
             const int r = wrow[i][h];
             const size_t gi = (size_t)r * GROUPS_PER_ROW + (c * ${INT4_MMA_CHUNK_K}) / G;
             wv[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
-            // scales and zeros never change within a step: the read-only path (__ldg; kernel.ts's prelude
-            // turns the __restrict__ reads coherent)
-            sc[u][i][h] = __half2float(__ldg(scales + gi));
-            mz[u][i][h] = minus_zero_pair(__ldg(zeros + gi));
+            sc[u][i][h] = __half2float(scales[gi]);
+            mz[u][i][h] = minus_zero_pair(zeros[gi]);
           } else {
             wv[u][i][h] = make_uint4(0u, 0u, 0u, 0u);
             sc[u][i][h] = 0.f;

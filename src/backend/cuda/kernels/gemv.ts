@@ -498,6 +498,13 @@ export function normPrologueCallCode(residual: string): string {
       else if (!EARLY && threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;`;
 }
 
+/** The weight-load family of a GEMV (weight-stream.ts: whether its weights come by coherent loads). */
+export function gemvWeightFamily(spec: GemvSpec): WeightLoadFamily {
+  if (spec.gate) return 'gated-gemv';
+  if (spec.norm) return spec.k <= NORM_PROLOGUE_AUTO_MAX_K ? 'norm-gemv' : 'wide-norm-gemv';
+  return 'gemv';
+}
+
 export function gemvSource(spec: GemvSpec): KernelSource {
   const name = kernelIdentifier(gemvKey(spec));
   const vec = vectorWidth(spec.dtype), gate = spec.gate;
@@ -517,7 +524,7 @@ ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${gemvOutputCode(spec.epilogue, gate, gate ? 'gated-gemv' : norm ? 'norm-gemv' : 'gemv')}
+${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}
 
 // a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],

@@ -45,11 +45,12 @@ export function weightHintNormalFromEnv(env: NodeJS.ProcessEnv = process.env): b
 
 /**
  * The kernel families whose weight loads weightLoadCode forms, each with its own coherent-load choice:
- * gemv.ts's plain, norm-prologue and gated GEMVs (1–4 rows), the tensor-core GEMV and skinny GEMM (5–64
- * rows: gemv-mma.ts, gemm-skinny.ts), the W8A8 GEMV (gemv-int8.ts) and the INT4 GEMVs (quant-int4.ts,
- * gemv-int4-mma.ts and the streamed GEMM's INT4 form).
+ * gemv.ts's plain GEMVs, its norm-prologue GEMVs of norms at most NORM_PROLOGUE_AUTO_MAX_K wide
+ * ('norm-gemv': GPT-2's) and wider ('wide-norm-gemv': Llama's), its gated GEMVs (1–4 rows all), the
+ * tensor-core GEMV and skinny GEMM (5–64 rows: gemv-mma.ts, gemm-skinny.ts), the W8A8 GEMV (gemv-int8.ts)
+ * and the INT4 GEMVs (quant-int4.ts, gemv-int4-mma.ts and the streamed GEMM's INT4 form).
  */
-export const WEIGHT_LOAD_FAMILIES = ['gemv', 'norm-gemv', 'gated-gemv', 'mma', 'int8', 'int4'] as const;
+export const WEIGHT_LOAD_FAMILIES = ['gemv', 'norm-gemv', 'wide-norm-gemv', 'gated-gemv', 'mma', 'int8', 'int4'] as const;
 export type WeightLoadFamily = (typeof WEIGHT_LOAD_FAMILIES)[number];
 
 /**
@@ -57,12 +58,15 @@ export type WeightLoadFamily = (typeof WEIGHT_LOAD_FAMILIES)[number];
  * L1 and L2 behaviour otherwise) when the environment does not say. ptxas moves the grid-dependency wait
  * (griddepcontrol.wait) across .nc loads freely but keeps coherent ones where the source puts them, so a
  * GEMV's first group of weight loads (4–16 a thread) is then issued before the wait, overlapping the
- * previous kernel. Measured on the H200 (session 31, gpu-pending-s31/call1, every family coherent against
- * none, two rounds, ms/token at b1): GPT-2 bf16 0.219 → 0.192, INT8 + head 0.187 → 0.180, INT4 + head
- * 0.188 → 0.184; Llama bf16 0.769 → 0.787, INT8 + head 0.520 → 0.503, INT4 + head 0.472 → 0.525; batch 32
- * within ±0.003. The W8A8 GEMV wins on both models; the bf16 families are split by call 3's sweep.
+ * previous kernel. Measured on the H200 (session 31, two rounds each, ms/token at b1; batch 32 within
+ * ±0.003 throughout). Every family against none (gpu-pending-s31/call1): GPT-2 bf16 0.219 → 0.192, INT8 +
+ * head 0.187 → 0.180, INT4 + head 0.188 → 0.184; Llama bf16 0.769 → 0.787, INT8 + head 0.520 → 0.503,
+ * INT4 + head 0.472 → 0.525 — so the W8A8 GEMV, and not the INT4 ones. The bf16 families one at a time
+ * (call 3, beside none: GPT-2 0.219, Llama 0.773): plain GEMVs 0.200 / 0.762 (both faster), norm GEMVs
+ * 0.204 (K 768) / 0.778 (K 2048), gated GEMVs — / 0.805 (Llama's only), all three 0.192 / 0.792. So the
+ * plain GEMVs and the narrow norm GEMVs; the wide norm and the gated GEMVs keep the .nc path.
  */
-export const WEIGHT_LOAD_COHERENT_DEFAULT: readonly WeightLoadFamily[] = ['int8'];
+export const WEIGHT_LOAD_COHERENT_DEFAULT: readonly WeightLoadFamily[] = ['gemv', 'norm-gemv', 'int8'];
 
 /**
  * FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, or a comma list of WEIGHT_LOAD_FAMILIES

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvSource, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvSource, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -193,5 +193,20 @@ test('gemvPlanOptions.normOneWave (the default; FUSEFORMER_NORM_GEMV_ONE_WAVE=0 
     assert.throws(() => normOneWaveFromEnv({ FUSEFORMER_NORM_GEMV_ONE_WAVE: 'no' }), /FUSEFORMER_NORM_GEMV_ONE_WAVE must be 0 or 1, got 'no'/);
   } finally {
     gemvPlanOptions.normOneWave = saved;
+  }
+});
+
+test('the GEMVs\' weight-load families: plain, norm at K ≤ 1024, wide norm, gated; by default the plain and narrow-norm GEMVs load their weights coherently, the others by the read-only path', () => {
+  const layer = { kind: 'layer', residual: true, bias: true } as const, rms = { kind: 'rms', residual: true, bias: false } as const;
+  const gated = { activation: 'silu', bias: false } as const;
+  const spec = (N: number, K: number, gate?: typeof gated, norm?: typeof layer | typeof rms) => planGemv('bf16', 1, N, K, 'none', gate, 132, norm).spec;
+  const cases: [ReturnType<typeof spec>, string, boolean][] = [
+    [spec(768, 3072), 'gemv', true], [spec(2304, 768, undefined, layer), 'norm-gemv', true],
+    [spec(3072, 2048, undefined, rms), 'wide-norm-gemv', false], [spec(8192, 2048, gated, rms), 'gated-gemv', false], [spec(8192, 2048, gated), 'gated-gemv', false],
+  ];
+  for (const [s, family, coherent] of cases) {
+    assert.equal(gemvWeightFamily(s), family);
+    const source = gemvSource(s).source;
+    assert.match(source, coherent ? /"ld\.global\.L1::no_allocate\.v4\.u32/ : /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/, `${family}: ${coherent ? 'coherent' : 'read-only'} weight loads`);
   }
 });
