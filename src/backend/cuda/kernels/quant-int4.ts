@@ -60,7 +60,7 @@ import { envFlag } from '../env-switch.js';
 import { gatedActivation } from './gated-activation.js';
 import { INT4_MMA_CHUNK_K, INT4_MMA_MAX_ROWS, int4MmaGemvApplies, int4MmaNormFits, launchInt4MmaGemv } from './gemv-int4-mma.js';
 import type { CheckedNorm } from './gemv.js';
-import { NORM_PROLOGUE_AUTO_MAX_K, normGemvApplies, normPreloadOption } from './gemv.js';
+import { normGemvApplies, normPreloadOption, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './gemv.js';
 import { INT4_STREAM_MAX_ROWS, int4StreamGemvApplies, int4StreamGemvEnabled, launchInt4StreamGemv } from './gemv-int4-stream.js';
 import { CudaTensor } from '../runtime/tensor.js';
 import { weightLoadCode } from './weight-stream.js';
@@ -698,11 +698,11 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
 /**
  * normLinear of an int4Linear (`args.x` is norm.out) as the tensor-core GEMV with the residual norm in its
  * prologue, if that kernel takes it (1–4 rows of 16-bit x whose normed rows fit its shared memory, the
- * streaming GEMV not chosen) and `mode` does ('auto': norms of at most NORM_PROLOGUE_AUTO_MAX_K values;
+ * streaming GEMV not chosen) and `mode` does ('auto': norms of at most QUANT_NORM_PROLOGUE_AUTO_MAX_K values;
  * CudaBackend.int4NormGemv); returns whether it launched. The caller runs residualNorm + int4Linear otherwise.
  */
 export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, args: Int4LinearArgs, mode: boolean | 'auto' = 'auto'): boolean {
-  if (mode === false || (mode === 'auto' && norm.H > NORM_PROLOGUE_AUTO_MAX_K)) return false;
+  if (mode === false || (mode === 'auto' && norm.H > QUANT_NORM_PROLOGUE_AUTO_MAX_K)) return false;
   const { qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K } = checkInt4Linear(c, args);
   const dtype = norm.x.dtype;
   if (dtype !== 'bf16' && dtype !== 'f16') return false;
