@@ -55,6 +55,40 @@ __device__ __forceinline__ void timeline_stamp(bool any_thread = false) {
 #define GRID_DEPENDENCY_TRIGGER() do {} while (0)
 #endif
 
+// ---- flag release (runtime/flag-sync.ts; opt-in builds with -DFUSEFORMER_FLAG_SYNC) --------------
+// A kernel that supports it ends its parameter list with FLAG_SYNC_PARAM (the launcher appends the step's
+// counter and the count to wait for), waits with FLAG_SYNC_WAIT() where it would GRID_DEPENDENCY_WAIT()
+// (every thread of the block reaches it: it holds a barrier), and runs FLAG_SYNC_DONE() once in every warp
+// at every exit after its last global write (the warp converged there). Without the define: the plain wait,
+// no parameters, no count.
+#ifdef FUSEFORMER_FLAG_SYNC  // the runtime defines it only with programmatic launch (sm_90 or newer)
+#define FLAG_SYNC_PARAM , unsigned int* fuseformer_flag_counter, unsigned int fuseformer_flag_expected
+// Thread 0 polls the counter (acquire) until it reaches expected; past ~4 s of polling it traps, so a
+// broken chain fails the launch instead of hanging the GPU.
+__device__ __forceinline__ void flag_sync_spin(const unsigned int* counter, unsigned int expected) {
+  unsigned int seen;
+  for (unsigned int polls = 0;; polls++) {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    if (seen >= expected) return;
+    if (polls > (1u << 25)) __trap();
+    if (polls > 64) __nanosleep(100);
+  }
+}
+#define FLAG_SYNC_WAIT() do { \
+    if (fuseformer_flag_expected == 0xffffffffu || fuseformer_flag_counter == nullptr) { GRID_DEPENDENCY_WAIT(); } \
+    else { if (threadIdx.x == 0) flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); __syncthreads(); } \
+  } while (0)
+#define FLAG_SYNC_DONE() do { \
+    __syncwarp(); \
+    if (fuseformer_flag_counter != nullptr && (threadIdx.x & 31) == 0) \
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(fuseformer_flag_counter) : "memory"); \
+  } while (0)
+#else
+#define FLAG_SYNC_PARAM
+#define FLAG_SYNC_WAIT() GRID_DEPENDENCY_WAIT()
+#define FLAG_SYNC_DONE() do {} while (0)
+#endif
+
 // ---- conversion -------------------------------------------------------------------------------
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
