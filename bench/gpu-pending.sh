@@ -418,7 +418,7 @@ for step in "${steps[@]}"; do
             wait_line=$(grep -nE 'ACQBULK' "$out/$name.sass" | head -1 | cut -d: -f1)
             say "$name: $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$out/$name.sass") instructions; loads before the grid-dependency wait (ACQBULK, line ${wait_line:-none}): $(awk -v w="${wait_line:-0}" 'NR < w && /LDG/' "$out/$name.sass" | wc -l)"
           done ;;
-    flag) # (session 31, never run) flag release between the bf16 GEMVs of a captured decode step (FUSEFORMER_FLAG_SYNC=1, runtime/flag-sync.ts: a GEMV after a GEMV spins on a step counter instead of griddepcontrol.wait; GPT-2: 3 of a layer's 5 boundaries) — after chain says a flag release is cheaper: whole models with it (captured steps are where it acts; eager op cases only take its fallback), then decode off / on twice
+    flag) # (session 31, never run) flag release between the 16-bit GEMVs and decode attention of a captured decode step (FUSEFORMER_FLAG_SYNC=1, runtime/flag-sync.ts: a ported kernel after a ported kernel spins on a step counter instead of griddepcontrol.wait; at b1 every boundary of a layer) — after chain says a flag release is cheaper: whole models with it (captured steps are where it acts; eager op cases only take its fallback), then decode off / on twice
           run flag-tests-gemv 120 env FUSEFORMER_FLAG_SYNC=1 node --test-name-pattern='the decode engine with the GEMV kernel' dist/test/gpu/decode-gemv.test.js
           run flag-tests-models 150 env FUSEFORMER_FLAG_SYNC=1 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js
           for round in 1 2; do
