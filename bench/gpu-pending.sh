@@ -418,11 +418,11 @@ for step in "${steps[@]}"; do
             wait_line=$(grep -nE 'ACQBULK' "$out/$name.sass" | head -1 | cut -d: -f1)
             say "$name: $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$out/$name.sass") instructions; loads before the grid-dependency wait (ACQBULK, line ${wait_line:-none}): $(awk -v w="${wait_line:-0}" 'NR < w && /LDG/' "$out/$name.sass" | wc -l)"
           done ;;
-    flag) # (session 31, never run) flag release between the 16-bit GEMVs and decode attention of a captured decode step (FUSEFORMER_FLAG_SYNC=1, runtime/flag-sync.ts: a ported kernel after a ported kernel spins on a step counter instead of griddepcontrol.wait; at b1 every boundary of a layer) — after chain says a flag release is cheaper: whole models with it (captured steps are where it acts; eager op cases only take its fallback), then decode off / on twice
+    flag) # (session 31, never run) flag release between the decode GEMVs (16-bit, W8A8, INT4) and decode attention of a captured decode step (FUSEFORMER_FLAG_SYNC=1, runtime/flag-sync.ts: a ported kernel after a ported kernel spins on a step counter instead of griddepcontrol.wait; at b1 every boundary of a layer) — after chain says a flag release is cheaper: whole models with it (captured steps are where it acts; eager op cases only take its fallback), then decode off / on twice
           run flag-tests-gemv 120 env FUSEFORMER_FLAG_SYNC=1 node --test-name-pattern='the decode engine with the GEMV kernel' dist/test/gpu/decode-gemv.test.js
-          run flag-tests-models 150 env FUSEFORMER_FLAG_SYNC=1 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js
+          run flag-tests-models 200 env FUSEFORMER_FLAG_SYNC=1 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/infer-quantized.test.js dist/test/gpu/serve-engine.test.js
           for round in 1 2; do
-            for f in 0 1; do run flag-$f-$round 60 env FUSEFORMER_FLAG_SYNC=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --json "$out/flag-$f-$round.json"; done
+            for f in 0 1; do run flag-$f-$round 80 env FUSEFORMER_FLAG_SYNC=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/flag-$f-$round.json"; done
           done ;;
     chain) # (session 31, never run) bench/chain-latency.ts: the µs a dependent kernel costs on a graph-replayed chain — stream order, griddepcontrol.wait (trigger late / early), and flag release (ld.acquire spin on a release counter, trigger after / before the spin) — at 1-264 blocks, with no weights and with 1.2 / 4.7 MB a kernel streamed ahead of the wait (GPT-2 GEMV sizes); every row checks the chain read no stale data
           run chain 120 node dist/bench/chain-latency.js --json "$out/chain-latency.json" ;;

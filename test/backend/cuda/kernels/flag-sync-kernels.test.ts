@@ -14,8 +14,8 @@ function kernelBody(source: string): string {
   return source.slice(source.indexOf('extern "C"'));
 }
 
-test('the GEMV and decode-attention families are ported; each ported kernel also waits programmatically', () => {
-  assert.deepEqual([...new Set(ported.map((e) => e.family))].sort(), ['decode-attention', 'gemv']);
+test('the decode GEMVs (16-bit, W8A8, INT4) and decode attention are ported; each ported kernel also waits programmatically', () => {
+  assert.deepEqual([...new Set(ported.map((e) => e.family))].sort(), ['decode-attention', 'gemv', 'gemv-int4-mma', 'gemv-int8']);
   for (const e of ported) assert.equal(e.gridDependencyWait, true, `${e.family}/${e.name}`);
 });
 
