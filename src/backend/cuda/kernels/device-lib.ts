@@ -74,9 +74,14 @@ __device__ __forceinline__ void flag_sync_spin(const unsigned int* counter, unsi
     if (polls > 64) __nanosleep(100);
   }
 }
+#if defined(FUSEFORMER_TIMELINE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FLAG_SYNC_STAMP() timeline_stamp()  // the timeline's stamp where the wait returns, as GRID_DEPENDENCY_WAIT's
+#else
+#define FLAG_SYNC_STAMP() do {} while (0)
+#endif
 #define FLAG_SYNC_WAIT() do { \
     if (fuseformer_flag_expected == 0xffffffffu || fuseformer_flag_counter == nullptr) { GRID_DEPENDENCY_WAIT(); } \
-    else { if (threadIdx.x == 0) flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); __syncthreads(); } \
+    else { if (threadIdx.x == 0) { flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); FLAG_SYNC_STAMP(); } __syncthreads(); } \
   } while (0)
 #define FLAG_SYNC_DONE() do { \
     __syncwarp(); \

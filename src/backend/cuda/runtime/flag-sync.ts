@@ -16,6 +16,8 @@
 // get the sentinel and a null counter (they neither wait on it nor count), so only one chain ever counts.
 // A flag kernel lets the next launch start only after its own wait (GRID_DEPENDENCY_TRIGGER after it), so
 // every block it waits on is already resident: the spin cannot starve the kernel it waits for.
+// One counter a runtime: two captured graphs that count must never replay at the same time (on two
+// streams); the decode and serving engines replay theirs one after another on the compute stream.
 
 import { envFlag } from '../env-switch.js';
 

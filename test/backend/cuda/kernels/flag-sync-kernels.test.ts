@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
+import { timelineOptions } from '../../../../src/backend/cuda/runtime/timeline.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
 
 const ported = kernelCatalog().filter((e) => e.flagSync === true);
@@ -40,4 +41,10 @@ test('the ported kernels\' flag-release builds compile with nvcc (every bf16 and
   const sixteen = ported.filter((e) => /_(bf16|f16)_/.test(e.name));
   assert.ok(sixteen.length >= 10, `${sixteen.length} kernels`);
   assert.deepEqual(await compileAll(nvcc!, sixteen.map((e) => ({ ...e, name: `${e.family}/${e.name}` })), 2, () => ['-DFUSEFORMER_FLAG_SYNC']), []);
+});
+
+test('a ported kernel of each family also compiles as a timeline build with flag release (the stamp where the spin returns)', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
+  const first = ported.filter((e, i) => ported.findIndex((o) => o.family === e.family) === i);
+  const names = new Map(first.map((e) => [`${e.family}/${e.name}`, e.name]));
+  assert.deepEqual(await compileAll(nvcc!, first.map((e) => ({ ...e, name: `${e.family}/${e.name}` })), 2, (name) => ['-DFUSEFORMER_FLAG_SYNC', ...timelineOptions(names.get(name)!)]), []);
 });
