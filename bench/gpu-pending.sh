@@ -419,6 +419,7 @@ for step in "${steps[@]}"; do
             say "$name: $(grep -cE '^\s+/\*[0-9a-f]{4}\*/' "$out/$name.sass") instructions; loads before the grid-dependency wait (ACQBULK, line ${wait_line:-none}): $(awk -v w="${wait_line:-0}" 'NR < w && /LDG/' "$out/$name.sass" | wc -l)"
           done ;;
     flag) # (session 31, never run) flag release between the decode GEMVs (16-bit, W8A8, INT4) and decode attention of a captured decode step (FUSEFORMER_FLAG_SYNC=1, runtime/flag-sync.ts: a ported kernel after a ported kernel spins on a step counter instead of griddepcontrol.wait; at b1 every boundary of a layer) — after chain says a flag release is cheaper: whole models with it (captured steps are where it acts; eager op cases only take its fallback), then decode off / on twice
+          run flag-tests 150 node dist/test/gpu/flag-sync.test.js
           run flag-tests-gemv 120 env FUSEFORMER_FLAG_SYNC=1 node --test-name-pattern='the decode engine with the GEMV kernel' dist/test/gpu/decode-gemv.test.js
           run flag-tests-models 200 env FUSEFORMER_FLAG_SYNC=1 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/infer-quantized.test.js dist/test/gpu/serve-engine.test.js
           for round in 1 2; do

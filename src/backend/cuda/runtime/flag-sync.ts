@@ -47,6 +47,8 @@ export class FlagChain {
   private stream = 0n;
   private warps = 0;
   private previousCounts = false;
+  /** Flag launches captured so far that wait on the counter (released), and that wait in full at a chain's start or after other work. */
+  readonly launches = { released: 0, full: 0 };
 
   constructor(readonly counter: bigint) {}
 
@@ -76,6 +78,8 @@ export class FlagChain {
       return { counter: 0n, expected: FLAG_SYNC_SENTINEL };
     }
     const expected = this.previousCounts ? this.warps : FLAG_SYNC_SENTINEL;
+    if (this.previousCounts) this.launches.released++;
+    else this.launches.full++;
     this.warps += warps;
     if (this.warps >= FLAG_SYNC_SENTINEL) throw new RangeError(`flag release: a captured step of more than ${FLAG_SYNC_SENTINEL - 1} counted warps`);
     this.previousCounts = true;

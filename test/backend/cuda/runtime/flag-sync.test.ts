@@ -30,6 +30,7 @@ test('a chain: the first flag launch waits in full, each next one for the warps 
   assert.deepEqual(chain.flagLaunch(MAIN, 96), { counter: COUNTER, expected: FLAG_SYNC_SENTINEL }, 'after another stream\'s work: in full');
   chain.end();
   assert.deepEqual(chain.flagLaunch(MAIN, 96), { counter: 0n, expected: FLAG_SYNC_SENTINEL });
+  assert.deepEqual(chain.launches, { released: 3, full: 3 }, 'launches in a capture: by counter or in full');
   chain.begin(MAIN);
   assert.deepEqual([chain.flagLaunch(MAIN, 10), chain.flagLaunch(MAIN, 10)].map((a) => a.expected), [FLAG_SYNC_SENTINEL, 10], 'a new capture starts from zero');
 });
