@@ -79,13 +79,19 @@ __device__ __forceinline__ void flag_sync_spin(const unsigned int* counter, unsi
 #else
 #define FLAG_SYNC_STAMP() do {} while (0)
 #endif
+// The lane within the warp (warps are formed from the linear thread index, whatever the block's shape).
+__device__ __forceinline__ unsigned int flag_sync_lane() {
+  unsigned int lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  return lane;
+}
 #define FLAG_SYNC_WAIT() do { \
     if (fuseformer_flag_expected == 0xffffffffu || fuseformer_flag_counter == nullptr) { GRID_DEPENDENCY_WAIT(); } \
-    else { if (threadIdx.x == 0) { flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); FLAG_SYNC_STAMP(); } __syncthreads(); } \
+    else { if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) { flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); FLAG_SYNC_STAMP(); } __syncthreads(); } \
   } while (0)
 #define FLAG_SYNC_DONE() do { \
     __syncwarp(); \
-    if (fuseformer_flag_counter != nullptr && (threadIdx.x & 31) == 0) \
+    if (fuseformer_flag_counter != nullptr && flag_sync_lane() == 0) \
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(fuseformer_flag_counter) : "memory"); \
   } while (0)
 #else
