@@ -546,7 +546,7 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
   FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)
   GRID_DEPENDENCY_TRIGGER();
   // Every exit below is taken by the whole block, and each runs FLAG_SYNC_DONE first (a no-op unless built
-  // for flag release: every warp counts itself done once, after its writes).
+  // for flag release: every warp counts itself done once, after its writes; the block counts when its last warp has).
   if (SPLIT && !CLUSTER && j_begin >= j_end) {
     // Not counted: the last block combines only the splits below n. No keys at all (an idle row): split 0 writes zeros.
     if (n == 0 && split == 0) for (int i = tid; i < GH * D; i += THREADS) out[((size_t)b * hq + h0 + i / D) * D + i % D] = from_float<T>(0.f);

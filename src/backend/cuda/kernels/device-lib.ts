@@ -59,10 +59,15 @@ __device__ __forceinline__ void timeline_stamp(bool any_thread = false) {
 // A kernel that supports it ends its parameter list with FLAG_SYNC_PARAM (the launcher appends the step's
 // counter and the count to wait for), waits with FLAG_SYNC_WAIT() where it would GRID_DEPENDENCY_WAIT()
 // (every thread of the block reaches it: it holds a barrier), and runs FLAG_SYNC_DONE() once in every warp
-// at every exit after its last global write (the warp converged there). Without the define: the plain wait,
-// no parameters, no count.
+// at every exit after its last global write (the warp converged there). The block counts once on the step
+// counter, when its last warp is done: the warps count in shared memory (acq_rel at CTA scope) and the last
+// one releases at GPU scope — one global atomic a block, not a warp (a GEMV of 288 blocks × 8 warps would
+// otherwise queue 2304 atomics on one address at its end). Without the define: the plain wait, no
+// parameters, no count.
 #ifdef FUSEFORMER_FLAG_SYNC  // the runtime defines it only with programmatic launch (sm_90 or newer)
 #define FLAG_SYNC_PARAM , unsigned int* fuseformer_flag_counter, unsigned int fuseformer_flag_expected
+// Warps of this block done (zeroed by FLAG_SYNC_WAIT before its barrier).
+__shared__ unsigned int fuseformer_flag_warps_done;
 // Thread 0 polls the counter (acquire) until it reaches expected; past ~4 s of polling it traps, so a
 // broken chain fails the launch instead of hanging the GPU.
 __device__ __forceinline__ void flag_sync_spin(const unsigned int* counter, unsigned int expected) {
@@ -85,14 +90,24 @@ __device__ __forceinline__ unsigned int flag_sync_lane() {
   asm("mov.u32 %0, %%laneid;" : "=r"(lane));
   return lane;
 }
+// A warp's lane 0, after the warp's writes: count the warp in the block (release / acquire at CTA scope:
+// the last warp's GPU-scope release then carries every warp's writes), and the block on the step counter
+// if it was the last.
+__device__ __forceinline__ void flag_sync_count_warp(unsigned int* counter) {
+  unsigned int before;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(before) : "r"((unsigned int)__cvta_generic_to_shared(&fuseformer_flag_warps_done)) : "memory");
+  const unsigned int warps = (blockDim.x * blockDim.y * blockDim.z + 31) / 32;
+  if (before + 1 == warps) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(counter) : "memory");
+}
 #define FLAG_SYNC_WAIT() do { \
+    if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) fuseformer_flag_warps_done = 0u; \
     if (fuseformer_flag_expected == 0xffffffffu || fuseformer_flag_counter == nullptr) { GRID_DEPENDENCY_WAIT(); } \
-    else { if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) { flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); FLAG_SYNC_STAMP(); } __syncthreads(); } \
+    else if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) { flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); FLAG_SYNC_STAMP(); } \
+    __syncthreads(); \
   } while (0)
 #define FLAG_SYNC_DONE() do { \
     __syncwarp(); \
-    if (fuseformer_flag_counter != nullptr && flag_sync_lane() == 0) \
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(fuseformer_flag_counter) : "memory"); \
+    if (fuseformer_flag_counter != nullptr && flag_sync_lane() == 0) flag_sync_count_warp(fuseformer_flag_counter); \
   } while (0)
 #else
 #define FLAG_SYNC_PARAM

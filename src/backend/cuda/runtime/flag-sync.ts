@@ -2,12 +2,13 @@
 // on a GPU). A programmatically launched kernel's griddepcontrol.wait returns only once the grid before it
 // has completed and flushed; batch-1 decode is a chain of ~60 such boundaries a GPT-2 step at ~3 µs each
 // (bench/chain-latency.ts times one). Under flag release a kernel instead waits until one step-wide counter
-// reaches the number of warps of the flag kernels launched before it in the step, and each of its warps
-// adds 1 (release, at every exit, after its last write). The counter is zeroed by a memset at the start of
-// each captured graph.
+// reaches the number of blocks of the flag kernels launched before it in the step, and each of its blocks
+// adds 1 (release) once its last warp is done (device-lib.ts: every warp at every exit, after its last
+// write, counts in shared memory first). The counter is zeroed by a memset at the start of each captured
+// graph.
 //
-// Why one counter is enough: a warp counts only after its kernel's wait has passed, and launch i's wait
-// needs the count of every warp of launches 0..i−1 — so no warp of launch i or later can count before
+// Why one counter is enough: a block counts only after its kernel's wait has passed, and launch i's wait
+// needs the count of every block of launches 0..i−1 — so no block of launch i or later can count before
 // those have all counted, and the counter reaching S(i−1) means exactly they have. (Hence a warp may never
 // count before its wait; device-lib.ts FLAG_SYNC_DONE at an early exit comes after FLAG_SYNC_WAIT.)
 // A kernel follows another that does not count (cuBLASLt, a kernel not ported, a memset or copy between
@@ -45,7 +46,7 @@ export interface FlagSyncArgs {
 export class FlagChain {
   private active = false;
   private stream = 0n;
-  private warps = 0;
+  private blocks = 0;
   private previousCounts = false;
   /** Flag launches captured so far that wait on the counter (released), and that wait in full at a chain's start or after other work. */
   readonly launches = { released: 0, full: 0 };
@@ -56,7 +57,7 @@ export class FlagChain {
   begin(stream: bigint): void {
     this.active = true;
     this.stream = stream;
-    this.warps = 0;
+    this.blocks = 0;
     this.previousCounts = false;
   }
 
@@ -71,17 +72,17 @@ export class FlagChain {
     return this.active && stream === this.stream;
   }
 
-  /** A flag kernel of `warps` warps launched on `stream`: the arguments it gets; the chain advances. */
-  flagLaunch(stream: bigint, warps: number): FlagSyncArgs {
+  /** A flag kernel of `blocks` blocks launched on `stream`: the arguments it gets; the chain advances. */
+  flagLaunch(stream: bigint, blocks: number): FlagSyncArgs {
     if (!this.counts(stream)) {
       if (this.active) this.previousCounts = false; // another stream's work: the next launch here waits in full
       return { counter: 0n, expected: FLAG_SYNC_SENTINEL };
     }
-    const expected = this.previousCounts ? this.warps : FLAG_SYNC_SENTINEL;
+    const expected = this.previousCounts ? this.blocks : FLAG_SYNC_SENTINEL;
     if (this.previousCounts) this.launches.released++;
     else this.launches.full++;
-    this.warps += warps;
-    if (this.warps >= FLAG_SYNC_SENTINEL) throw new RangeError(`flag release: a captured step of more than ${FLAG_SYNC_SENTINEL - 1} counted warps`);
+    this.blocks += blocks;
+    if (this.blocks >= FLAG_SYNC_SENTINEL) throw new RangeError(`flag release: a captured step of more than ${FLAG_SYNC_SENTINEL - 1} counted blocks`);
     this.previousCounts = true;
     return { counter: this.counter, expected };
   }

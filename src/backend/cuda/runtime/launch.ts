@@ -237,8 +237,7 @@ export class KernelLauncher {
       this.flagChain!.otherWork();
       return args;
     }
-    const warps = dims[0]! * dims[1]! * dims[2]! * Math.ceil((dims[3]! * dims[4]! * dims[5]!) / 32);
-    const { counter, expected } = this.flagChain!.flagLaunch(stream, warps);
+    const { counter, expected } = this.flagChain!.flagLaunch(stream, dims[0]! * dims[1]! * dims[2]!);
     return [...args, { type: 'ptr', value: counter }, { type: 'u32', value: expected }];
   }
 

@@ -16,7 +16,7 @@ test('FUSEFORMER_FLAG_SYNC: off unless 1; a bad value names the variable', () =>
   assert.throws(() => flagSyncRequested({ FUSEFORMER_FLAG_SYNC: 'yes' }), /FUSEFORMER_FLAG_SYNC must be 0 or 1, got 'yes'/);
 });
 
-test('a chain: the first flag launch waits in full, each next one for the warps launched before it; other work resets the wait, never the count', () => {
+test('a chain: the first flag launch waits in full, each next one for the blocks launched before it; other work resets the wait, never the count', () => {
   const chain = new FlagChain(COUNTER);
   assert.deepEqual(chain.flagLaunch(MAIN, 96), { counter: 0n, expected: FLAG_SYNC_SENTINEL }, 'outside a capture: neither waits nor counts');
   chain.begin(MAIN);
@@ -25,7 +25,7 @@ test('a chain: the first flag launch waits in full, each next one for the warps 
   assert.deepEqual(chain.flagLaunch(MAIN, 288), { counter: COUNTER, expected: 240 });
   chain.otherWork(); // e.g. the attention kernel, or cuBLASLt
   assert.deepEqual(chain.flagLaunch(MAIN, 96), { counter: COUNTER, expected: FLAG_SYNC_SENTINEL }, 'after other work: griddepcontrol.wait, still counted');
-  assert.deepEqual(chain.flagLaunch(MAIN, 96), { counter: COUNTER, expected: 624 }, 'the count includes the warps of the launch that waited in full');
+  assert.deepEqual(chain.flagLaunch(MAIN, 96), { counter: COUNTER, expected: 624 }, 'the count includes the blocks of the launch that waited in full');
   assert.deepEqual(chain.flagLaunch(SIDE, 32), { counter: 0n, expected: FLAG_SYNC_SENTINEL }, 'another stream: not part of the chain');
   assert.deepEqual(chain.flagLaunch(MAIN, 96), { counter: COUNTER, expected: FLAG_SYNC_SENTINEL }, 'after another stream\'s work: in full');
   chain.end();
@@ -51,7 +51,7 @@ function recordingLauncher(tail: number) {
   return { launcher: new KernelLauncher(api, 227 * 1024), seen };
 }
 
-test('the launcher appends the counter and the count to a flag kernel\'s arguments (warps = blocks × ⌈threads / 32⌉); other kernels break the chain', () => {
+test('the launcher appends the counter and the count (blocks) to a flag kernel\'s arguments; other kernels break the chain', () => {
   const { launcher, seen } = recordingLauncher(3);
   const chain = new FlagChain(COUNTER);
   launcher.flagChain = chain;
@@ -66,8 +66,8 @@ test('the launcher appends the counter and the count to a flag kernel\'s argumen
   const sentinel = BigInt(FLAG_SYNC_SENTINEL);
   assert.deepEqual(seen, [
     [7n, COUNTER, sentinel],
-    [8n, COUNTER, 768n], // 96 blocks × 8 warps
-    [9n, COUNTER, 768n + 48n], // + 12 blocks × ⌈100 / 32⌉ = 4 warps
+    [8n, COUNTER, 96n], // the 96 blocks before it
+    [9n, COUNTER, 96n + 12n], // + [4, 3] blocks
     [1n, 2n, 3n], // the attention kernel: its own arguments only
     [10n, COUNTER, sentinel], // after it: griddepcontrol.wait
   ]);
