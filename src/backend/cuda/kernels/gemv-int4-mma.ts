@@ -39,7 +39,7 @@ import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, NORM_PROLOGUE_S
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { weightLoadCode } from './weight-stream.js';
+import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 
 /** Rows the kernel takes (4 row tiles of 8). */
 export const INT4_MMA_MAX_ROWS = 32;
@@ -211,7 +211,7 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   if (spec.K % INT4_MMA_CHUNK_K !== 0 || spec.groupSize % INT4_MMA_CHUNK_K !== 0 || spec.K % spec.groupSize !== 0) {
     throw new RangeError(`int4MmaGemvSource: K (${spec.K}) and the group size (${spec.groupSize}) must be multiples of ${INT4_MMA_CHUNK_K}, G dividing K`);
   }
-  const norm = spec.norm;
+  const norm = spec.norm, trigger = dependentTriggerCode('int4');
   if (norm && !int4MmaNormFits(norm.rows, spec.K, spec.rowTiles)) {
     throw new RangeError(`int4MmaGemvSource: the norm prologue takes ${8 * (spec.rowTiles - 1) + 1}–${8 * spec.rowTiles} rows of at most ${NORM_PROLOGUE_MAX_BYTES} bytes, got ${norm.rows} rows of ${spec.K}`);
   }
@@ -302,7 +302,8 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     }
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (grp == 0) {
-      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${norm ? `
+      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${trigger.afterWait ? `
+      ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('rx')}` : ''}
     }
     #pragma unroll
@@ -357,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
       }
     }
   }
-  GRID_DEPENDENCY_TRIGGER();
+  ${trigger.late}
 ${norm ? normPrologueFinishCode('rx') : ''}
 ${mmaSplitReduceCode('FT')}
   // C of tile i, row tile j: [q] = (weight row g + 8·(q >> 1), x row 8j + 2t + (q & 1)).

@@ -24,7 +24,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { weightLoadCode } from './weight-stream.js';
+import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 import type { GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
 import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
@@ -113,7 +113,7 @@ export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number,
 
 export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
   const name = kernelIdentifier(int8GemvKey(spec));
-  const norm = spec.norm;
+  const norm = spec.norm, trigger = dependentTriggerCode('int8');
   const { weightRows, chunks, perWarp, unroll, groups } = int8GemvShape(spec);
   const xVec = 16 / byteSize(spec.dtype);
   const value = (i: string, n: string) => `__int2float_rn(${i}) * row_scale[m] * scales[${n}] + ${spec.bias ? `to_float(bias[${n}])` : '0.f'}`;
@@ -232,7 +232,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     }
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (g == 0) {
-      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${norm ? `
+      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${trigger.afterWait ? `
+      ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('rx')}
       quantize_rows(act_s, xq, row_scale, red);` : `
       quantize_rows(x, xq, row_scale, red);`}
@@ -256,7 +257,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       }
     }
   }
-  GRID_DEPENDENCY_TRIGGER();
+  ${trigger.late}
 ${norm ? normPrologueFinishCode('rx') : ''}
 ${gemvReduceWriteCode('acc', 'warp_sum_int', write)}
   FLAG_SYNC_DONE();

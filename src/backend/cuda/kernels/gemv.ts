@@ -31,7 +31,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
+import { dependentTriggerCode, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
 
 /**
@@ -509,7 +509,7 @@ export function gemvSource(spec: GemvSpec): KernelSource {
   const name = kernelIdentifier(gemvKey(spec));
   const vec = vectorWidth(spec.dtype), gate = spec.gate;
   const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
-  const norm = spec.norm;
+  const norm = spec.norm, trigger = dependentTriggerCode(gemvWeightFamily(spec));
   // Weight rows of the warp: its R columns (gated: the R gate rows, then the R up rows F + n).
   const rowPointers = gate
     ? String.raw`rows[r] = w + (size_t)n * K;
@@ -567,7 +567,8 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     // The wait for the kernel that writes a (programmatic launch), after the first loads in the source
     // (ptxas may schedule it above them: see the header).
     if (g == 0) {
-      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${norm ? `
+      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${trigger.afterWait ? `
+      ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('x')}` : ''}
     }
     #pragma unroll
@@ -588,7 +589,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
       }
     }
   }
-  GRID_DEPENDENCY_TRIGGER();
+  ${trigger.late}
 ${norm ? normPrologueFinishCode('x') : ''}
 ${gemvReduceWriteCode('sum', 'warp_sum', write)}
   FLAG_SYNC_DONE();

@@ -76,8 +76,28 @@ export const WEIGHT_LOAD_COHERENT_DEFAULT: readonly WeightLoadFamily[] = ['gemv'
  * above the wait. (Weights are safe either way: no kernel of a step writes them.)
  */
 export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
-  const name = 'FUSEFORMER_WEIGHT_LOAD_COHERENT', value = env[name];
-  if (value === undefined || value.trim() === '') return new Set(WEIGHT_LOAD_COHERENT_DEFAULT);
+  return familiesFromEnv('FUSEFORMER_WEIGHT_LOAD_COHERENT', env, WEIGHT_LOAD_COHERENT_DEFAULT);
+}
+
+/**
+ * The families whose kernels let the next kernel launch (griddepcontrol.launch_dependents) right after
+ * their grid-dependency wait, instead of after their main loop, when the environment does not say: none.
+ * bench/chain-latency.ts on the H200 (session 32): a graph-replayed chain of kernels that each stream
+ * 4.7 MB of weights, the first loads ahead of the wait, costs 1.7 µs a kernel when each triggers right
+ * after its wait against 2.4–3.1 µs when each triggers after its writes (1.2 MB: 1.0 against 1.4–1.5):
+ * the next grid is resident, its own first weight loads in flight, while this one finishes.
+ */
+export const EARLY_TRIGGER_DEFAULT: readonly WeightLoadFamily[] = [];
+
+/** FUSEFORMER_EARLY_TRIGGER: 1 every family, 0 none, or a comma list of WEIGHT_LOAD_FAMILIES (unset: EARLY_TRIGGER_DEFAULT). */
+export function earlyTriggerFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
+  return familiesFromEnv('FUSEFORMER_EARLY_TRIGGER', env, EARLY_TRIGGER_DEFAULT);
+}
+
+/** A family-list variable: 1 every family, 0 none, a comma list, or unset for `fallback` (anything else is an error naming it). */
+function familiesFromEnv(name: string, env: NodeJS.ProcessEnv, fallback: readonly WeightLoadFamily[]): ReadonlySet<WeightLoadFamily> {
+  const value = env[name];
+  if (value === undefined || value.trim() === '') return new Set(fallback);
   if (value === '1') return new Set(WEIGHT_LOAD_FAMILIES);
   if (value === '0') return new Set();
   const families = value.split(',').map((f) => f.trim());
@@ -90,9 +110,23 @@ export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env):
 }
 
 /** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
-export const weightStreamOptions: { evictFirst: boolean; hintNormal: boolean; coherent: ReadonlySet<WeightLoadFamily> } = {
+export const weightStreamOptions: {
+  evictFirst: boolean; hintNormal: boolean; coherent: ReadonlySet<WeightLoadFamily>; earlyTrigger: ReadonlySet<WeightLoadFamily>;
+} = {
   evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv(), coherent: weightLoadCoherentFromEnv(),
+  earlyTrigger: earlyTriggerFromEnv(),
 };
+
+/**
+ * Where a kernel of `family` lets its dependents launch: `afterWait` (placed right after its grid-
+ * dependency wait, executed by every thread) or `late` (after its main loop); one of the two is empty.
+ */
+export function dependentTriggerCode(family: WeightLoadFamily): { afterWait: string; late: string } {
+  const trigger = 'GRID_DEPENDENCY_TRIGGER();';
+  return weightStreamOptions.earlyTrigger.has(family)
+    ? { afterWait: `${trigger}  // dependents may launch now (FUSEFORMER_EARLY_TRIGGER)`, late: '' }
+    : { afterWait: '', late: trigger };
+}
 
 /**
  * The device function `name(p)` returning the 16-byte vector at p as a uint4 for a kernel of `family`:

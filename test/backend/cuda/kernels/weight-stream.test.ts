@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { EARLY_TRIGGER_DEFAULT, earlyTriggerFromEnv, tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -73,6 +73,35 @@ test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unse
     assert.match(weightLoadCode('load_w', 'T', 'gemv'), /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/);
   } finally {
     Object.assign(weightStreamOptions, saved);
+  }
+});
+
+test('FUSEFORMER_EARLY_TRIGGER: the same grammar; a family on moves its GEMVs\' one launch_dependents right after the wait', () => {
+  assert.deepEqual([...earlyTriggerFromEnv({})], [...EARLY_TRIGGER_DEFAULT]);
+  assert.deepEqual([...earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: '1' })], [...WEIGHT_LOAD_FAMILIES]);
+  assert.deepEqual([...earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: 'int4,gemv' })], ['int4', 'gemv']);
+  assert.throws(() => earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: 'yes' }), /FUSEFORMER_EARLY_TRIGGER must be 0, 1 or a comma list .*'yes' is none of them/);
+  const families = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
+  const kernels = (early: ReadonlySet<WeightLoadFamily>) => {
+    const saved = weightStreamOptions.earlyTrigger;
+    weightStreamOptions.earlyTrigger = early;
+    try {
+      return kernelCatalog().filter((e) => families.has(e.family));
+    } finally {
+      weightStreamOptions.earlyTrigger = saved;
+    }
+  };
+  // The source after the wait's line: the trigger is the next statement when early, absent from it when late.
+  const afterWait = (source: string) => source.slice(source.indexOf('FLAG_SYNC_WAIT();')).split('\n').slice(1, 2).join('');
+  const late = kernels(new Set()), early = kernels(new Set(WEIGHT_LOAD_FAMILIES));
+  assert.ok(late.length >= 10, `${late.length} GEMV kernels in the catalog`);
+  for (const [i, e] of late.entries()) {
+    assert.equal(e.source.match(/GRID_DEPENDENCY_TRIGGER\(\);/g)?.length, 1, `${e.name}: one trigger (late)`);
+    assert.doesNotMatch(afterWait(e.source), /GRID_DEPENDENCY_TRIGGER/, `${e.name}: late`);
+    const moved = early[i]!;
+    assert.equal(moved.name, e.name);
+    assert.equal(moved.source.match(/GRID_DEPENDENCY_TRIGGER\(\);/g)?.length, 1, `${e.name}: one trigger (early)`);
+    assert.match(afterWait(moved.source), /^\s*GRID_DEPENDENCY_TRIGGER\(\);/, `${e.name}: right after the wait`);
   }
 });
 
