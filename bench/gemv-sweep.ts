@@ -11,7 +11,9 @@
 //
 //   node dist/bench/gemv-sweep.js [--rows 1,32] [--stream-only | --mma-only] [--json bench/results/gemv-sweep.json]
 // (--stream-only: the streaming INT4 GEMV's plans beside the mma GEMV's planned one, nothing else;
-//  --mma-only: the mma GEMV's plans alone)
+//  --mma-only: the mma GEMV's plans alone; --paths: int4Linear through each of its kernels — the mma
+//  GEMV, the INT4 streamed GEMM ('tma') and the tiled INT4 GEMM ('gemm') — at their planned launches,
+//  nothing else: which kernel a product's row count should take)
 // (about 2–4 minutes on an H200, most of it compiling each plan once; cached on disk after that)
 
 import { parseArgs } from 'node:util';
@@ -34,7 +36,7 @@ const SHAPES = LLAMA_DECODE_PRODUCTS;
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'stream-only': { type: 'boolean', default: false }, 'mma-only': { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'stream-only': { type: 'boolean', default: false }, 'mma-only': { type: 'boolean', default: false }, paths: { type: 'boolean', default: false } } });
   const probe = probeCuda();
   if (!probe.available) {
     process.stdout.write(`bench/gemv-sweep: skipped, no usable CUDA GPU (${probe.reason})\n`);
@@ -46,6 +48,7 @@ async function main(): Promise<void> {
   const i4 = await import('../src/backend/cuda/kernels/gemv-int4-mma.js');
   const s4 = await import('../src/backend/cuda/kernels/gemv-int4-stream.js');
   const i8 = await import('../src/backend/cuda/kernels/gemv-int8.js');
+  const q4 = await import('../src/backend/cuda/kernels/quant-int4.js');
   const b = CudaBackend.create();
   const host = b.runtime, sms = host.multiProcessorCount;
   const rng = new Rng(20261201);
@@ -69,6 +72,24 @@ async function main(): Promise<void> {
         return { ...q, x: keep(randomTensor(b, rng, [M, K], 'bf16')), out: keep(b.empty([M, N], 'bf16')) };
       });
       const activation = gated ? 'silu' as const : 'none' as const;
+      if (values.paths) {
+        // int4Linear by path; the planned one is what 'auto' takes for this product and row count.
+        const auto = q4.int4TmaRoutes(M, gated) ? 'tma' : 'mma';
+        for (const path of ['mma', 'tma', 'gemm'] as const) {
+          const outs = int4Sets.map(() => keep(b.empty([M, width], 'bf16')));
+          const launch = int4Sets.map((s, i) => () => q4.int4Linear(host, { x: s.x, qweight: s.qweight, scales: s.scales, zeros: s.zeros, groupSize: GROUP, out: outs[i]!, ...(gated ? { activation: 'silu' as const } : {}), gated }, path));
+          try {
+            launch[0]!();
+          } catch (e) {
+            process.stdout.write(`int4Linear ${path} ${name} M ${M}: n/a (${(e as Error).message.split('\n')[0]})\n`);
+            continue;
+          }
+          record('int4Linear', name, M, path, path === auto, timeGraph(b, launch, CALLS, REPEATS), int4Bytes);
+        }
+        for (const t of made) b.free(t);
+        made.length = 0;
+        continue;
+      }
       const planned4 = i4.planInt4MmaGemv('bf16', M, width, K, GROUP, false, activation, gated, sms).spec;
       const time4 = (spec: Int4MmaGemvSpec) => timeGraph(b, int4Sets.map((s) => () => i4.launchInt4MmaGemv(host, {
         dtype: 'bf16', M, N, K, groupSize: GROUP, gated, activation, x: ptr(s.x), qweight: ptr(s.qweight), scales: ptr(s.scales), zeros: ptr(s.zeros), bias: 0n, out: ptr(s.out),
