@@ -74,7 +74,7 @@ async function main(): Promise<void> {
       const activation = gated ? 'silu' as const : 'none' as const;
       if (values.paths) {
         // int4Linear by path; the planned one is what 'auto' takes for this product and row count.
-        const auto = q4.int4TmaRoutes(M, gated) ? 'tma' : 'mma';
+        const auto = q4.int4TmaRoutes(M, gated, width, K) ? 'tma' : 'mma';
         for (const path of ['mma', 'tma', 'gemm'] as const) {
           const outs = int4Sets.map(() => keep(b.empty([M, width], 'bf16')));
           const launch = int4Sets.map((s, i) => () => q4.int4Linear(host, { x: s.x, qweight: s.qweight, scales: s.scales, zeros: s.zeros, groupSize: GROUP, out: outs[i]!, ...(gated ? { activation: 'silu' as const } : {}), gated }, path));

@@ -99,6 +99,10 @@ const INT4_CASES: Int4Case[] = [
   { dtype: 'bf16', M: 1, K: 8192, N: 2048, G: 128, path: 'tma' },
   { dtype: 'f16', M: 3, K: 768, N: 2304, G: 128, bias: true, activation: 'gelu_tanh', path: 'tma' },
   { dtype: 'bf16', M: 2, K: 2048, N: 128256, G: 128, path: 'tma' },
+  // 'auto' routes these to the streamed GEMM (quant-int4.ts int4TmaRoutes): a wide projection from 9 rows,
+  // GPT-2's LM head (an odd N) at 32.
+  { dtype: 'bf16', M: 9, K: 2048, N: 3072, G: 128 },
+  { dtype: 'bf16', M: 32, K: 768, N: 50257, G: 128 },
 ];
 
 function randomInt4(rng: Rng, N: number, K: number, G: number) {
@@ -115,7 +119,8 @@ const casePattern = process.env['FUSEFORMER_QUANT_CASES'] ? new RegExp(process.e
 test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 60_000 }, async (t) => {
   const subtest = (name: string, fn: () => void) => (casePattern && !casePattern.test(name) ? undefined : t.test(name, fn));
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const { int4Linear } = await import('../../src/backend/cuda/kernels/quant-int4.js');
+  const { int4Linear, int4TmaRoutes } = await import('../../src/backend/cuda/kernels/quant-int4.js');
+  const { streamInt4Stats } = await import('../../src/backend/cuda/kernels/gemm-stream.js');
   const gpu = CudaBackend.create(), cpu = new CpuBackend();
   /** int4Linear on the CPU with `args` gives what a forced GPU launch wrote into `out` (every element written). */
   const expectCpuResult = (out: Tensor, args: (b: Backend) => Parameters<Backend['int4Linear']>[0]) => {
@@ -146,7 +151,9 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
         if (force) int4Linear(gpu.runtime, args, force); else b.int4Linear(args);
         return b.download(args.out);
       };
+      const streamed = streamInt4Stats.launches;
       const got = run(gpu, x, M, c.path);
+      if (c.path === undefined && int4TmaRoutes(M, c.gated ?? false, width, K)) assert.equal(streamInt4Stats.launches, streamed + 1, "'auto' took the streamed GEMM");
       assert.equal(Array.from(got).filter(Number.isNaN).length, 0, 'every output element is written');
       const expected = run(cpu, Float32Array.from(pickRows(x, rows, K)), rows.length);
       const cmp = compareArrays(Float32Array.from(pickRows(got, rows, width)), expected);

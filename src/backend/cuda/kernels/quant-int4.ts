@@ -574,42 +574,62 @@ export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'stream' | 'tma';
 
 /**
  * When int4Linear's 'auto' path takes the INT4 form of the streamed GEMM (gemm-stream.ts: the packed
- * weights through a tensor-map ring): if `enabled` (FUSEFORMER_INT4_TMA=0 turns it off), from `minRows`
- * rows (FUSEFORMER_INT4_TMA_MIN_ROWS, 1–32, default 5), and only for the gated MLP product while
- * `gatedOnly` (default; FUSEFORMER_INT4_TMA_GATED_ONLY=0 routes every product). Measured on the H200
- * (session 26, bench/results/gpu-pending-s26/): at 32 rows it beats the mma GEMV on the gated product
- * (Llama 1.2B 23.0 against 28.6 µs) and loses on the down and output projections (25.4 against 15.1,
- * 11.3 against 6.8), so gated only: Llama INT4 batch 32 1.170 → 1.060 ms/token; at one row it loses
- * everywhere (gated 17.7 against 10.0 µs), so not below 5 rows.
+ * weights through a tensor-map ring, x staged once a block) instead of the mma GEMV (gemv-int4-mma.ts,
+ * whose every block reads all M rows of x: at 32 rows 8× the bytes of its own weights). `enabled`:
+ * FUSEFORMER_INT4_TMA=0 turns it off. `minRows` (FUSEFORMER_INT4_TMA_MIN_ROWS, 1–32) sets one row floor
+ * for every product; 'auto' (unset) takes the measured ones: the gated MLP product from
+ * INT4_TMA_AUTO_GATED_MIN_ROWS, the others from INT4_TMA_AUTO_PLAIN_MIN_ROWS. `gatedOnly`
+ * (FUSEFORMER_INT4_TMA_GATED_ONLY): 1 the gated product alone, 0 every product; 'auto' (unset) the gated
+ * product and the wide projections (N ≥ INT4_TMA_WIDE_MIN_N features of K ≤ INT4_TMA_WIDE_MAX_K).
+ * Measured on the H200, each kernel alone (session 32, gemv-sweep --paths, Llama 1.2B, µs mma / streamed):
+ *   QKV (3072 × 2048)   8 rows 4.09 / 4.33, 16 rows 5.67 / 5.20, 32 rows 8.31 / 6.71
+ *   out (2048 × 2048)   3.37 / 3.56, 4.14 / 4.28, 5.64 / 5.81
+ *   gate/up (gated)     8.15 / 12.71, 13.74 / 14.12, 26.28 / 15.95
+ *   down (2048 × 8192)  6.99 / 9.53, 8.81 / 17.46, 14.55 / 21.60
+ *   LM head (128256)    50.2 / 71.4, 92.1 / 78.6, 203.8 / 108.2
+ * (session 26 had routed the gated product from 5 rows: slower there at 8.) At one row the streamed form
+ * loses everywhere (gated 17.7 against 10.0 µs, session 26).
  */
-export interface Int4TmaOptions { enabled: boolean; minRows: number; gatedOnly: boolean }
+export interface Int4TmaOptions { enabled: boolean; minRows: number | 'auto'; gatedOnly: boolean | 'auto' }
 
-/** The rows the routing takes (gemm-stream.ts's STREAM_MIN_ROWS and STREAM_ROUTED_MAX_ROWS; literals here: the
+/** The rows the routing may take (gemm-stream.ts's STREAM_MIN_ROWS and STREAM_ROUTED_MAX_ROWS; literals here: the
  * options are read as this module loads, inside an import cycle with gemm-stream.ts). */
 export const INT4_TMA_DEFAULT_MIN_ROWS = 5, INT4_TMA_MAX_ROWS = 32;
+/** minRows 'auto': the gated product from 17 rows (the mma GEMV faster at 8, even at 16), the wide projections from 9. */
+export const INT4_TMA_AUTO_GATED_MIN_ROWS = 17, INT4_TMA_AUTO_PLAIN_MIN_ROWS = 9;
+/** gatedOnly 'auto': a projection is wide from this many output features, for K up to INT4_TMA_WIDE_MAX_K. */
+export const INT4_TMA_WIDE_MIN_N = 3072, INT4_TMA_WIDE_MAX_K = 2048;
 
 export function int4TmaOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Int4TmaOptions {
   const rows = env['FUSEFORMER_INT4_TMA_MIN_ROWS'];
-  let minRows = INT4_TMA_DEFAULT_MIN_ROWS;
+  let minRows: number | 'auto' = 'auto';
   if (rows !== undefined && rows !== '') {
     minRows = Number(rows);
     if (!Number.isInteger(minRows) || minRows < 1 || minRows > INT4_TMA_MAX_ROWS) {
       throw new Error(`FUSEFORMER_INT4_TMA_MIN_ROWS must be an integer from 1 to ${INT4_TMA_MAX_ROWS}, got '${rows}'`);
     }
   }
+  const gatedOnly = env['FUSEFORMER_INT4_TMA_GATED_ONLY'];
   return {
     enabled: envFlag('FUSEFORMER_INT4_TMA', env['FUSEFORMER_INT4_TMA'], true),
     minRows,
-    gatedOnly: envFlag('FUSEFORMER_INT4_TMA_GATED_ONLY', env['FUSEFORMER_INT4_TMA_GATED_ONLY'], true),
+    gatedOnly: gatedOnly === undefined || gatedOnly === '' ? 'auto' : envFlag('FUSEFORMER_INT4_TMA_GATED_ONLY', gatedOnly, true),
   };
 }
 
 /** The process's setting, read once (tests set it directly). */
 export const int4TmaOptions: Int4TmaOptions = int4TmaOptionsFromEnv();
 
-/** Whether the options route an 'auto' int4Linear of M rows (gated or not) to the INT4 streamed GEMM, if it applies. */
-export function int4TmaRoutes(M: number, gated: boolean, options: Int4TmaOptions = int4TmaOptions): boolean {
-  return options.enabled && M >= options.minRows && (gated || !options.gatedOnly);
+/**
+ * Whether the options route an 'auto' int4Linear of M rows (gated or not; N output features and K inputs
+ * of a projection) to the INT4 streamed GEMM, if it applies.
+ */
+export function int4TmaRoutes(M: number, gated: boolean, N: number, K: number, options: Int4TmaOptions = int4TmaOptions): boolean {
+  if (!options.enabled) return false;
+  const floor = options.minRows !== 'auto' ? options.minRows : gated ? INT4_TMA_AUTO_GATED_MIN_ROWS : INT4_TMA_AUTO_PLAIN_MIN_ROWS;
+  if (M < floor) return false;
+  if (gated) return true;
+  return options.gatedOnly === 'auto' ? N >= INT4_TMA_WIDE_MIN_N && K <= INT4_TMA_WIDE_MAX_K : !options.gatedOnly;
 }
 
 /**
@@ -633,7 +653,7 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
-  if (path === 'tma' || (path === 'auto' && mma && int4TmaRoutes(M, gated))) {
+  if (path === 'tma' || (path === 'auto' && mma && int4TmaRoutes(M, gated, N, K))) {
     const applies = streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
     if (!applies && path === 'tma') {
       c.fail(`the INT4 streamed GEMM takes 1–32 rows of f16/bf16 x on a GPU with tensor-map copies, K a multiple of 256, groups a multiple of 128 dividing K, and (not gated) no activation, a bias alone, or ReLU / tanh-GELU with a bias; got ${M} rows of ${dtype}, K ${K}, groups of ${groupSize}${gated ? ', gated' : `, ${bias ? 'a bias' : 'no bias'} and activation ${act}`}`);
@@ -710,7 +730,7 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
   const qPtr = devicePtr(c, 'qweight', qweight), scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   if (qPtr % 16n !== 0n) return false; // int4Linear names the problem
   if (int4StreamGemvEnabled() && scalesPtr % 16n === 0n && zerosPtr % 16n === 0n && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated)) return false;
-  if (int4TmaRoutes(M, gated) && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
+  if (int4TmaRoutes(M, gated, N, K) && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
   const ptr = (name: string, t: Tensor | undefined) => (t ? devicePtr(c, name, t) : 0n);
   launchInt4MmaGemv(host, {
     dtype, M, N, K, groupSize, gated, activation: activation ?? 'none', x: 0n, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr,

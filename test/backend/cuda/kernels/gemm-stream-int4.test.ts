@@ -83,25 +83,38 @@ test('int4StreamEpilogue / streamInt4Applies: 16-bit x of 1–32 rows with tenso
 
 test('int4Linear: path \'tma\' or the routing options (by default the gated product at 5–32 rows) take the INT4 streamed GEMM where it applies; a forced call it cannot take is refused with the reason', () => {
   const hopper = new RecordingHost('sm_90');
-  assert.match(last(hopper, int4Args(32, 2048, 3072, 128)).key, /^int4_gemv_mma\./, 'by default the projections keep the mma GEMV');
-  assert.match(last(hopper, { ...int4Args(32, 2048, 2 * 8192, 128), out: deviceTensor([32, 8192], 'bf16'), gated: true, activation: 'silu' }).key, /^gemm_stream\.bf16\.nt4\.w4\.ft1\..*\.gated_silu\.int4_g128$/, 'by default the gated product takes it');
-  assert.match(last(hopper, { ...int4Args(4, 2048, 2 * 8192, 128), out: deviceTensor([4, 8192], 'bf16'), gated: true, activation: 'silu' }).key, /^int4_gemv_mma\./, 'not below 5 rows');
+  // The default routing (session 32's measurements): the gated product from 17 rows, projections of ≥ 3072
+  // features and K ≤ 2048 from 9 rows; narrower or longer projections keep the mma GEMV.
+  const gatedArgs = (M: number) => ({ ...int4Args(M, 2048, 2 * 8192, 128), out: deviceTensor([M, 8192], 'bf16'), gated: true, activation: 'silu' as const });
+  assert.match(last(hopper, int4Args(32, 2048, 3072, 128)).key, /^gemm_stream\.bf16\.nt4\.w4\.ft1\..*\.none\.int4_g128$/, 'a wide projection at 32 rows takes it');
+  assert.match(last(hopper, int4Args(9, 2048, 3072, 128)).key, /^gemm_stream\./, 'from 9 rows');
+  assert.match(last(hopper, int4Args(8, 2048, 3072, 128)).key, /^int4_gemv_mma\./, 'not at 8 rows');
+  assert.match(last(hopper, int4Args(32, 2048, 2048, 128)).key, /^int4_gemv_mma\./, 'a narrow projection keeps the mma GEMV');
+  assert.match(last(hopper, int4Args(32, 8192, 3072, 128)).key, /^int4_gemv_mma\./, 'a long K keeps the mma GEMV');
+  assert.match(last(hopper, gatedArgs(32)).key, /^gemm_stream\.bf16\.nt4\.w4\.ft1\..*\.gated_silu\.int4_g128$/, 'the gated product at 32 rows takes it');
+  assert.match(last(hopper, gatedArgs(17)).key, /^gemm_stream\./, 'from 17 rows');
+  assert.match(last(hopper, gatedArgs(16)).key, /^int4_gemv_mma\./, 'not at 16 rows');
   assert.match(last(hopper, int4Args(32, 2048, 3072, 128), 'tma').key, /^gemm_stream\.bf16\.nt4\.w4\.ft1\.kc256\..*\.none\.int4_g128$/);
-  assert.deepEqual(q4.int4TmaOptionsFromEnv({}), { enabled: true, minRows: 5, gatedOnly: true });
-  assert.deepEqual(q4.int4TmaOptionsFromEnv({ FUSEFORMER_INT4_TMA: '0', FUSEFORMER_INT4_TMA_GATED_ONLY: '0' }), { enabled: false, minRows: 5, gatedOnly: false });
+  assert.deepEqual(q4.int4TmaOptionsFromEnv({}), { enabled: true, minRows: 'auto', gatedOnly: 'auto' });
+  assert.deepEqual(q4.int4TmaOptionsFromEnv({ FUSEFORMER_INT4_TMA: '0', FUSEFORMER_INT4_TMA_GATED_ONLY: '0' }), { enabled: false, minRows: 'auto', gatedOnly: false });
   assert.deepEqual(q4.int4TmaOptionsFromEnv({ FUSEFORMER_INT4_TMA: '1', FUSEFORMER_INT4_TMA_MIN_ROWS: '1', FUSEFORMER_INT4_TMA_GATED_ONLY: '1' }), { enabled: true, minRows: 1, gatedOnly: true });
   assert.throws(() => q4.int4TmaOptionsFromEnv({ FUSEFORMER_INT4_TMA: 'on' }), /FUSEFORMER_INT4_TMA must be 0 or 1, got 'on'/);
+  assert.throws(() => q4.int4TmaOptionsFromEnv({ FUSEFORMER_INT4_TMA_GATED_ONLY: 'yes' }), /FUSEFORMER_INT4_TMA_GATED_ONLY must be 0 or 1, got 'yes'/);
   for (const rows of ['0', '33', '2.5', 'four']) {
     assert.throws(() => q4.int4TmaOptionsFromEnv({ FUSEFORMER_INT4_TMA_MIN_ROWS: rows }), new RegExp(`FUSEFORMER_INT4_TMA_MIN_ROWS must be an integer from 1 to 32, got '${rows.replace('.', '\\.')}'`));
   }
   assert.deepEqual([q4.INT4_TMA_DEFAULT_MIN_ROWS, q4.INT4_TMA_MAX_ROWS], [stream.STREAM_MIN_ROWS, stream.STREAM_ROUTED_MAX_ROWS], 'the routing\'s rows are the 16-bit form\'s');
-  const on = { enabled: true, minRows: 5, gatedOnly: false };
-  assert.equal(q4.int4TmaRoutes(5, false, on), true);
-  assert.equal(q4.int4TmaRoutes(4, true, on), false, 'below minRows');
-  assert.equal(q4.int4TmaRoutes(1, false, { ...on, minRows: 1 }), true);
-  assert.equal(q4.int4TmaRoutes(32, false, { ...on, gatedOnly: true }), false, 'gated only');
-  assert.equal(q4.int4TmaRoutes(32, true, { ...on, gatedOnly: true }), true);
-  assert.equal(q4.int4TmaRoutes(32, true, { ...on, enabled: false }), false, 'off');
+  const on = { enabled: true, minRows: 5, gatedOnly: false } as const;
+  assert.equal(q4.int4TmaRoutes(5, false, 2048, 2048, on), true);
+  assert.equal(q4.int4TmaRoutes(4, true, 2048, 2048, on), false, 'below minRows');
+  assert.equal(q4.int4TmaRoutes(1, false, 2048, 2048, { ...on, minRows: 1 }), true);
+  assert.equal(q4.int4TmaRoutes(32, false, 3072, 2048, { ...on, gatedOnly: true }), false, 'gated only');
+  assert.equal(q4.int4TmaRoutes(32, true, 2048, 2048, { ...on, gatedOnly: true }), true);
+  assert.equal(q4.int4TmaRoutes(32, true, 2048, 2048, { ...on, enabled: false }), false, 'off');
+  const auto = { enabled: true, minRows: 'auto', gatedOnly: 'auto' } as const;
+  assert.equal(q4.int4TmaRoutes(9, false, 50257, 768, auto), true, 'GPT-2\'s LM head');
+  assert.equal(q4.int4TmaRoutes(9, false, 2304, 768, auto), false, 'GPT-2\'s QKV: under 3072 features');
+  assert.equal(q4.int4TmaRoutes(8, true, 16384, 2048, { ...auto, minRows: 8 }), true, 'a set floor holds for the gated product');
   const saved = { ...q4.int4TmaOptions };
   Object.assign(q4.int4TmaOptions, { enabled: true, minRows: 5, gatedOnly: false });
   try {
