@@ -115,8 +115,9 @@ for (const m of MODELS) {
   });
 }
 
-// The INT4 form of the streamed GEMM (FUSEFORMER_INT4_TMA=1, opt-in; 5–32 rows of 16-bit x, K a multiple
-// of 256, groups of 128): a Llama whose every projection qualifies, quantized in groups of 128 — the
+// The INT4 form of the streamed GEMM (5–32 rows of 16-bit x, K a multiple of 256, groups of 128; routed
+// here for every product from 5 rows, whatever the default's shape rule): a Llama whose every projection
+// qualifies, quantized in groups of 128 — the
 // 17-row prefill on it against the CPU engine, and twelve sequences decoding together (12-row steps,
 // graphs replayed) and one sequence (1-row steps, FUSEFORMER_INT4_TMA_MIN_ROWS=1) against the same with
 // the kernel off (the mma GEMV).
@@ -134,7 +135,7 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
   };
   const onGpu = load(gpu), onCpu = load(cpu);
   const saved = { ...int4TmaOptions };
-  const setTma = (on: boolean) => { int4TmaOptions.enabled = on; };
+  const setTma = (on: boolean) => { Object.assign(int4TmaOptions, { enabled: on, minRows: 5, gatedOnly: false }); };
   try {
     setTma(true);
     const before = streamInt4Stats.launches;
