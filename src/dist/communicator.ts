@@ -80,14 +80,8 @@ export class NcclCommunicator implements Communicator {
     this.worldSize = comm.worldSize;
   }
 
-  /**
-   * The runtime's current stream (the compute stream unless withStream() says otherwise), for a collective
-   * about to be issued there: NCCL's kernels are not seen by the kernel launcher (flag release, flag-sync.ts).
-   */
-  private get stream(): bigint {
-    this.backend.runtime.noteExternalWork();
-    return this.backend.runtime.current.handle;
-  }
+  /** The runtime's current stream (the compute stream unless withStream() says otherwise). */
+  private get stream(): bigint { return this.backend.runtime.current.handle; }
 
   private ptr(t: Tensor, kind: string): bigint {
     if (t.backend !== 'cuda') throw new ArgumentError(`${kind}: tensor ${formatShape(t.shape)} is on the ${t.backend} backend; NCCL needs CUDA tensors`);

@@ -355,13 +355,9 @@ export class CudaBackend implements Backend {
         return;
       }
     }
-    this.runtime.noteExternalWork(); // cuBLASLt's kernels: not seen by the launcher (flag release)
     this.gemmRunner.gemm(args);
   }
-  batchedGemm(args: BatchedGemmArgs): void {
-    this.runtime.noteExternalWork();
-    this.gemmRunner.batchedGemm(args);
-  }
+  batchedGemm(args: BatchedGemmArgs): void { this.gemmRunner.batchedGemm(args); }
   biasDropoutResidual(args: BiasDropoutResidualArgs): void { elementwise.biasDropoutResidual(this.runtime, args); }
   biasDropoutResidualBackward(args: BiasDropoutResidualBackwardArgs): void { elementwise.biasDropoutResidualBackward(this.runtime, args); }
   biasActivationDropout(args: BiasActivationDropoutArgs): void { elementwise.biasActivationDropout(this.runtime, args); }
@@ -397,7 +393,6 @@ export class CudaBackend implements Backend {
   private int8Runner: Int8GemmRunner | undefined;
   int8Gemm(args: Int8GemmArgs): void {
     this.int8Runner ??= new Int8GemmRunner(this.runtime.stream.handle, this.gemmRunner.workspace, this.gemmRunner.workspaceBytes);
-    this.runtime.noteExternalWork();
     this.int8Runner.gemm(args);
   }
   /**

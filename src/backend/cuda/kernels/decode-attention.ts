@@ -471,7 +471,7 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys,
-    const T* __restrict__ qkv, const T* __restrict__ qkv_bias, const float* __restrict__ inv_freq, float rope_scale FLAG_SYNC_PARAM) {
+    const T* __restrict__ qkv, const T* __restrict__ qkv_bias, const float* __restrict__ inv_freq, float rope_scale) {
   // May be launched programmatically (kernel.ts gridDependencyWait): nothing the previous kernel writes
   // is read before GRID_DEPENDENCY_WAIT below. PIPELINED with fresh_keys > 0: the keys and values at
   // positions < n − fresh_keys were written before that kernel (earlier steps; see the header), so the
@@ -543,14 +543,11 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
   if constexpr (PIPELINED && !MMA) {
     if (prefetched) load_stage(0, j_begin, 1);
   }
-  FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)
+  GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
-  // Every exit below is taken by the whole block, and each runs FLAG_SYNC_DONE first (a no-op unless built
-  // for flag release: every warp counts itself done once, after its writes; the block counts when its last warp has).
   if (SPLIT && !CLUSTER && j_begin >= j_end) {
     // Not counted: the last block combines only the splits below n. No keys at all (an idle row): split 0 writes zeros.
     if (n == 0 && split == 0) for (int i = tid; i < GH * D; i += THREADS) out[((size_t)b * hq + h0 + i / D) * D + i % D] = from_float<T>(0.f);
-    FLAG_SYNC_DONE();
     return;
   }
 
@@ -767,7 +764,7 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
       out[row * D + c] = from_float<T>(n > 0 ? sum / lh : 0.f);
     }
   }
-  if (!SPLIT) { FLAG_SYNC_DONE(); return; }
+  if (!SPLIT) return;
   if (CLUSTER) {
     // Rank 0 combines the cluster's partials from the other blocks' shared memory; the second barrier
     // keeps every block (and its shared memory) alive until it has.
@@ -790,7 +787,6 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
       }
     }
     cluster_sync();
-    FLAG_SYNC_DONE();
     return;
   }
   // The last block of this (sequence, head block) to finish combines the used splits (release: each
@@ -801,7 +797,7 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
   unsigned int* counter = counters + (size_t)b * gridDim.x + blockIdx.x;
   if (tid == 0) last_block = atomicAdd(counter, 1u) == (unsigned int)(used - 1);
   __syncthreads();
-  if (!last_block) { FLAG_SYNC_DONE(); return; }
+  if (!last_block) return;
   __threadfence();
   for (int i = tid; i < GH * D; i += THREADS) {
     const int h = i / D, c = i % D;
@@ -818,10 +814,9 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
     out[row * D + c] = from_float<T>(value / total);
   }
   if (tid == 0) *counter = 0u;
-  FLAG_SYNC_DONE();
 }
 `;
-  return { name, source, gridDependencyWait: true, flagSync: true };
+  return { name, source, gridDependencyWait: true };
 }
 
 export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): void {

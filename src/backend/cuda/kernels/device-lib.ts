@@ -55,66 +55,6 @@ __device__ __forceinline__ void timeline_stamp(bool any_thread = false) {
 #define GRID_DEPENDENCY_TRIGGER() do {} while (0)
 #endif
 
-// ---- flag release (runtime/flag-sync.ts; opt-in builds with -DFUSEFORMER_FLAG_SYNC) --------------
-// A kernel that supports it ends its parameter list with FLAG_SYNC_PARAM (the launcher appends the step's
-// counter and the count to wait for), waits with FLAG_SYNC_WAIT() where it would GRID_DEPENDENCY_WAIT()
-// (every thread of the block reaches it: it holds a barrier), and runs FLAG_SYNC_DONE() once in every warp
-// at every exit after its last global write (the warp converged there). The block counts once on the step
-// counter, when its last warp is done: the warps count in shared memory (acq_rel at CTA scope) and the last
-// one releases at GPU scope — one global atomic a block, not a warp (a GEMV of 288 blocks × 8 warps would
-// otherwise queue 2304 atomics on one address at its end). Without the define: the plain wait, no
-// parameters, no count.
-#ifdef FUSEFORMER_FLAG_SYNC  // the runtime defines it only with programmatic launch (sm_90 or newer)
-#define FLAG_SYNC_PARAM , unsigned int* fuseformer_flag_counter, unsigned int fuseformer_flag_expected
-// Warps of this block done (zeroed by FLAG_SYNC_WAIT before its barrier).
-__shared__ unsigned int fuseformer_flag_warps_done;
-// Thread 0 polls the counter (acquire) until it reaches expected; past ~4 s of polling it traps, so a
-// broken chain fails the launch instead of hanging the GPU.
-__device__ __forceinline__ void flag_sync_spin(const unsigned int* counter, unsigned int expected) {
-  unsigned int seen;
-  for (unsigned int polls = 0;; polls++) {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-    if (seen >= expected) return;
-    if (polls > (1u << 22)) __trap();  // ~4M polls of ~1 µs (a round trip to L2 and the nap)
-    if (polls > 64) __nanosleep(100);
-  }
-}
-#if defined(FUSEFORMER_TIMELINE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define FLAG_SYNC_STAMP() timeline_stamp()  // the timeline's stamp where the wait returns, as GRID_DEPENDENCY_WAIT's
-#else
-#define FLAG_SYNC_STAMP() do {} while (0)
-#endif
-// The lane within the warp (warps are formed from the linear thread index, whatever the block's shape).
-__device__ __forceinline__ unsigned int flag_sync_lane() {
-  unsigned int lane;
-  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-  return lane;
-}
-// A warp's lane 0, after the warp's writes: count the warp in the block (release / acquire at CTA scope:
-// the last warp's GPU-scope release then carries every warp's writes), and the block on the step counter
-// if it was the last.
-__device__ __forceinline__ void flag_sync_count_warp(unsigned int* counter) {
-  unsigned int before;
-  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(before) : "r"((unsigned int)__cvta_generic_to_shared(&fuseformer_flag_warps_done)) : "memory");
-  const unsigned int warps = (blockDim.x * blockDim.y * blockDim.z + 31) / 32;
-  if (before + 1 == warps) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(counter) : "memory");
-}
-#define FLAG_SYNC_WAIT() do { \
-    if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) fuseformer_flag_warps_done = 0u; \
-    if (fuseformer_flag_expected == 0xffffffffu || fuseformer_flag_counter == nullptr) { GRID_DEPENDENCY_WAIT(); } \
-    else if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) { flag_sync_spin(fuseformer_flag_counter, fuseformer_flag_expected); FLAG_SYNC_STAMP(); } \
-    __syncthreads(); \
-  } while (0)
-#define FLAG_SYNC_DONE() do { \
-    __syncwarp(); \
-    if (fuseformer_flag_counter != nullptr && flag_sync_lane() == 0) flag_sync_count_warp(fuseformer_flag_counter); \
-  } while (0)
-#else
-#define FLAG_SYNC_PARAM
-#define FLAG_SYNC_WAIT() GRID_DEPENDENCY_WAIT()
-#define FLAG_SYNC_DONE() do {} while (0)
-#endif
-
 // ---- conversion -------------------------------------------------------------------------------
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }

@@ -244,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int ${norm ? 'M_' : 'M'}, int N${norm ? `,
     T* rx, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''} FLAG_SYNC_PARAM) {
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
   ${NORM_PROLOGUE_STATE}
@@ -302,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     }
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (grp == 0) {
-      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${trigger.afterWait ? `
+      GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
       ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('rx')}` : ''}
     }
@@ -380,10 +380,9 @@ ${mmaSplitReduceCode('FT')}
           }
         }`}
       }
-  FLAG_SYNC_DONE();
 }
 `;
-  return { name, source, gridDependencyWait: true, flagSync: true };
+  return { name, source, gridDependencyWait: true };
 }
 
 /** An int4Linear as the kernel reads it: sizes and device pointers (bias 0n when absent). */

@@ -196,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ x, const signed char* __restrict__ w, const float* __restrict__ scales,
     const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
     T* rx, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''} FLAG_SYNC_PARAM) {
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ __align__(16) signed char xq[M * K];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
   ${NORM_PROLOGUE_STATE}
@@ -232,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     }
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (g == 0) {
-      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${trigger.afterWait ? `
+      GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
       ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('rx')}
       quantize_rows(act_s, xq, row_scale, red);` : `
@@ -260,10 +260,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   ${trigger.late}
 ${norm ? normPrologueFinishCode('rx') : ''}
 ${gemvReduceWriteCode('acc', 'warp_sum_int', write)}
-  FLAG_SYNC_DONE();
 }
 `;
-  return { name, source, gridDependencyWait: true, flagSync: true };
+  return { name, source, gridDependencyWait: true };
 }
 
 /** An int8Linear as the GEMV reads it: its sizes and device pointers (bias 0n when absent). */

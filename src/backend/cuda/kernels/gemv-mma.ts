@@ -122,7 +122,7 @@ export function mmaSplitReduceCode(tiles: string): string {
           for (int q = 0; q < 4; q++) mine[((i * NT + j) * 4 + q) * 32 + lane] = acc[i][j][q];
     }
     __syncthreads();
-    if (kw != 0) { FLAG_SYNC_DONE(); return; }  // a no-op unless the kernel is built for flag release
+    if (kw != 0) return;
     #pragma unroll
     for (int p = 1; p < KW; p++) {
       const float* theirs = partial + ((p - 1) * CG + cg) * ACC * 32;

@@ -533,7 +533,7 @@ ${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}
 extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
     T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''} FLAG_SYNC_PARAM) {
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
   ${NORM_PROLOGUE_STATE}
@@ -567,7 +567,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     // The wait for the kernel that writes a (programmatic launch), after the first loads in the source
     // (ptxas may schedule it above them: see the header).
     if (g == 0) {
-      FLAG_SYNC_WAIT();  // the grid-dependency wait unless built for flag release (device-lib.ts)${trigger.afterWait ? `
+      GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
       ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('x')}` : ''}
     }
@@ -592,10 +592,9 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
   ${trigger.late}
 ${norm ? normPrologueFinishCode('x') : ''}
 ${gemvReduceWriteCode('sum', 'warp_sum', write)}
-  FLAG_SYNC_DONE();
 }
 `;
-  return { name, source, gridDependencyWait: true, flagSync: true };
+  return { name, source, gridDependencyWait: true };
 }
 
 /**
@@ -617,7 +616,7 @@ export function gemvReduceWriteCode(acc: string, warpSum: string, write: string)
         for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = ${acc}[r][m];
     }
     __syncthreads();
-    if (kw != 0) { FLAG_SYNC_DONE(); return; }  // a no-op unless the kernel is built for flag release
+    if (kw != 0) return;
     #pragma unroll
     for (int p = 1; p < KW; p++)
       #pragma unroll

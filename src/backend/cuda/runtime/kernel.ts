@@ -52,12 +52,6 @@ export interface KernelSource {
    * "a" suffix (sm_90 → sm_90a), and launchers send it only to an sm_90 GPU (KernelHost.arch).
    */
   readonly archSpecific?: boolean;
-  /**
-   * The kernel supports flag release (runtime/flag-sync.ts): FLAG_SYNC_PARAM ends its parameters, it waits
-   * with FLAG_SYNC_WAIT and every warp runs FLAG_SYNC_DONE at every exit (device-lib.ts). Implies
-   * gridDependencyWait.
-   */
-  readonly flagSync?: boolean;
 }
 
 /**

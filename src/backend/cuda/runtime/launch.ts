@@ -24,7 +24,6 @@ import { ArgumentError } from '../../../errors.js';
 import { check, type StatusLibrary } from '../../../cuda/check.js';
 import { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES } from '../../../cuda/driver.js';
 import type { CompiledKernel, Dim3, KernelArg, LaunchConfig, TensorMap2d } from './kernel.js';
-import type { FlagChain } from './flag-sync.js';
 
 /** Bytes of one argument slot: the size and alignment of the largest KernelArg type. */
 export const ARG_SLOT_BYTES = 8;
@@ -174,8 +173,6 @@ export interface LaunchTarget {
   readonly function: bigint;
   /** The kernel waits for its prerequisite grids itself (GRID_DEPENDENCY_WAIT): it may be launched programmatically. */
   readonly gridDependencyWait?: boolean;
-  /** Compiled for flag release (flag-sync.ts): its launches get the step counter and the count to wait for. */
-  readonly flagSync?: boolean;
 }
 
 /** CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (cuda.h). */
@@ -191,8 +188,6 @@ export class KernelLauncher {
   private readonly sharedLimit = new Map<bigint, number>();
   private readonly dims = new Int32Array(6);
   private programmatic = false;
-  /** Flag release's chain (runtime.ts sets it under FUSEFORMER_FLAG_SYNC=1): appends flag kernels' last two arguments. */
-  flagChain: FlagChain | null = null;
   /** The CUlaunchConfig buffer (see the header), made on first use. */
   private launchConfig?: { address: bigint; view: DataView };
 
@@ -220,7 +215,7 @@ export class KernelLauncher {
     checkLaunchShape(dims, kernel.name);
     const sharedBytes = config.sharedBytes ?? 0;
     if (sharedBytes > 0) this.allowSharedMemory(kernel, sharedBytes);
-    const params = this.packer.pack(this.flagChain ? this.withFlagArgs(kernel, dims, args, stream) : args, kernel.name);
+    const params = this.packer.pack(args, kernel.name);
     const programmatic = this.programmatic && kernel.gridDependencyWait === true;
     const status = programmatic
       ? this.api.launchKernelEx!(this.writeLaunchConfig(sharedBytes, stream), kernel.function, params)
@@ -229,16 +224,6 @@ export class KernelLauncher {
       check(this.api, programmatic ? 'cuLaunchKernelEx' : 'cuLaunchKernel', status,
         `kernel '${kernel.name}', grid [${dims[0]}, ${dims[1]}, ${dims[2]}], block [${dims[3]}, ${dims[4]}, ${dims[5]}], ${sharedBytes} B shared, ${args.length} arguments${programmatic ? ', programmatic' : ''}`);
     }
-  }
-
-  /** A flag kernel's arguments with the chain's counter and count appended; any other launch breaks the chain. */
-  private withFlagArgs(kernel: LaunchTarget, dims: Int32Array, args: readonly KernelArg[], stream: bigint): readonly KernelArg[] {
-    if (kernel.flagSync !== true) {
-      this.flagChain!.otherWork();
-      return args;
-    }
-    const { counter, expected } = this.flagChain!.flagLaunch(stream, dims[0]! * dims[1]! * dims[2]!);
-    return [...args, { type: 'ptr', value: counter }, { type: 'u32', value: expected }];
   }
 
   /** Fills the CUlaunchConfig for the dims just read, with the programmatic-serialization attribute; returns its address. */

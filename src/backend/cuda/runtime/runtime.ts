@@ -15,7 +15,6 @@ import { KernelLauncher, LaunchableKernel } from './launch.js';
 import { CachingAllocator } from './memory.js';
 import type { DeviceBlock } from './tensor.js';
 import { KernelTimeline, timelineOptions, timelineRequested } from './timeline.js';
-import { FLAG_SYNC_DEFINE, FlagChain, flagSyncRequested } from './flag-sync.js';
 
 export interface CudaRuntimeOptions {
   /** Kernel cache directory; null disables the disk cache. Default: defaultKernelCacheDir(). */
@@ -33,8 +32,6 @@ export class CudaRuntime implements KernelHost {
   /** Kernel timelines (timeline.ts): non-null when FUSEFORMER_TIMELINE=1 was set as the runtime was created. */
   readonly timeline: KernelTimeline | null;
   private readonly launcher: KernelLauncher;
-  /** Flag release between the ported kernels of captured steps (flag-sync.ts): FUSEFORMER_FLAG_SYNC=1 with programmatic launch. */
-  readonly flagChain: FlagChain | null = null;
   private readonly kernels = new Map<string, CompiledKernel>();
   private currentStream: Stream;
   private capturing = false;
@@ -81,20 +78,6 @@ export class CudaRuntime implements KernelHost {
     this.launcher = new KernelLauncher(driver, device.properties.maxSharedBytesPerBlockOptin);
     const programmatic = options.programmaticLaunch ?? (process.env['FUSEFORMER_PDL'] !== '0' && this.supportsProgrammaticLaunch());
     if (programmatic) this.programmaticLaunch = true;
-    if (programmatic && flagSyncRequested()) {
-      const counter = this.allocator.allocate(256);
-      this.memset32(counter.ptr, 0, 1);
-      this.flagChain = new FlagChain(counter.ptr);
-      this.launcher.flagChain = this.flagChain;
-    }
-  }
-
-  /**
-   * Work on the current stream that the kernel launcher does not see (cuBLASLt, NCCL): under flag release
-   * the next flag kernel then waits for it in full (flag-sync.ts).
-   */
-  noteExternalWork(): void {
-    this.flagChain?.otherWork();
   }
 
   /** Whether this GPU and driver can launch programmatically (see programmaticLaunch). */
@@ -137,12 +120,10 @@ export class CudaRuntime implements KernelHost {
     let kernel = this.kernels.get(key);
     if (kernel === undefined) {
       const source = build();
-      const flagSync = this.flagChain !== null && source.flagSync === true;
-      const extra = [...(this.timeline ? timelineOptions(source.name) : []), ...(flagSync ? [FLAG_SYNC_DEFINE] : [])];
-      const timed = extra.length > 0 ? { ...options, extraOptions: [...(options.extraOptions ?? []), ...extra] } : options;
+      const timed = this.timeline ? { ...options, extraOptions: [...(options.extraOptions ?? []), ...timelineOptions(source.name)] } : options;
       const compiled = this.jit.compile(source, timed, key);
       this.timeline?.add(compiled.module, source.name, !this.capturing);
-      kernel = new LaunchableKernel({ ...compiled, gridDependencyWait: source.gridDependencyWait === true, flagSync }, this.launcher, () => this.currentStream.handle);
+      kernel = new LaunchableKernel({ ...compiled, gridDependencyWait: source.gridDependencyWait === true }, this.launcher, () => this.currentStream.handle);
       this.kernels.set(key, kernel);
     }
     return kernel;
@@ -303,17 +284,7 @@ export class CudaRuntime implements KernelHost {
     if (this.capturing) throw new FuseformerError('captureGraph() cannot be nested: a CUDA graph is already being captured');
     this.capturing = true;
     try {
-      return this.withStream(this.stream, () => CudaGraph.capture(this.device.driver, this.stream, () => {
-        const chain = this.flagChain;
-        if (chain === null) return fn();
-        this.memset32(chain.counter, 0, 1); // the step's count starts at zero on every replay
-        chain.begin(this.stream.handle);
-        try {
-          fn();
-        } finally {
-          chain.end();
-        }
-      }));
+      return this.withStream(this.stream, () => CudaGraph.capture(this.device.driver, this.stream, fn));
     } finally {
       this.capturing = false;
     }

@@ -41,10 +41,10 @@ test('every catalogued kernel compiles with nvcc -arch=sm_90 (sm_90a where it us
   assert.deepEqual(failures, [], `${failures.length} of ${entries.length} kernels failed to compile:\n${failures.join('\n\n')}`);
 });
 
-// Timeline builds (runtime/timeline.ts, FUSEFORMER_TIMELINE=1): GRID_DEPENDENCY_WAIT (and _ONE; FLAG_SYNC_WAIT expands to it) also stamps the time.
+// Timeline builds (runtime/timeline.ts, FUSEFORMER_TIMELINE=1): GRID_DEPENDENCY_WAIT (and _ONE) also stamps the time.
 // One kernel of every family that waits on its grid dependency, built the way the runtime builds them.
 test('timeline builds compile: a kernel of every family that waits on the kernel before it', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 20 * 60_000 }, async () => {
-  const waiting = kernelCatalog().filter((e) => /(GRID_DEPENDENCY|FLAG_SYNC)_WAIT(_ONE)?\(\);/.test(e.source));
+  const waiting = kernelCatalog().filter((e) => /GRID_DEPENDENCY_WAIT(_ONE)?\(\);/.test(e.source));
   const firstOfFamily = waiting.filter((e, i) => waiting.findIndex((o) => o.family === e.family) === i);
   assert.ok(firstOfFamily.length >= 10, `only ${firstOfFamily.length} families wait on the grid dependency`);
   const names = new Map(firstOfFamily.map((e) => [`${e.family}/${e.name}`, e.name]));

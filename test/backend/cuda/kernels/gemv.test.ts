@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
 import { gemvApplies, gemvSource, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
-import { argValue, checkedGemm, commonGemmRefusals, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
+import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
 const checked = (problem: Partial<GemmProblem>, extra: { alpha?: number; beta?: number; aPtr?: bigint; bias?: boolean } = {}) => checkedGemm({}, problem, extra);
@@ -32,7 +32,7 @@ test('launchGemv: blocks of 8 warps as planned; the source bakes M and K in, loa
       const src = build();
       assert.equal(src.gridDependencyWait, true);
       assert.match(src.source, /constexpr int M = 3;[\s\S]*constexpr int K = 768;/);
-      assert.match(src.source, /load_weight\(rows\[r\] \+ k\)[\s\S]*FLAG_SYNC_WAIT\(\);[\s\S]*load_floats[\s\S]*GRID_DEPENDENCY_TRIGGER\(\);/);
+      assert.match(src.source, /load_weight\(rows\[r\] \+ k\)[\s\S]*GRID_DEPENDENCY_WAIT\(\);[\s\S]*load_floats[\s\S]*GRID_DEPENDENCY_TRIGGER\(\);/);
       return { name: src.name, launch: (config, args) => launches.push({ key, config, args }) } satisfies CompiledKernel;
     },
     scratch: () => 0n, counters: () => 0n, multiProcessorCount: 132, maxSharedBytesPerBlock: 227 * 1024,
@@ -209,27 +209,4 @@ test('the GEMVs\' weight-load families: plain, norm at K ≤ 1024, wide norm, ga
     const source = gemvSource(s).source;
     assert.match(source, coherent ? /"ld\.global\.L1::no_allocate\.v4\.u32/ : /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/, `${family}: ${coherent ? 'coherent' : 'read-only'} weight loads`);
   }
-});
-
-test('flag release (runtime/flag-sync.ts): the GEMV declares it, waits by FLAG_SYNC_WAIT where it waited, and every warp counts once at each exit', () => {
-  const layer = { kind: 'layer', residual: true, bias: true } as const;
-  for (const s of [planGemv('bf16', 1, 768, 3072, 'none', undefined, 132).spec, planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, layer).spec]) {
-    const kernel = gemvSource(s), body = kernel.source.slice(kernel.source.indexOf('extern "C"'));
-    assert.equal(kernel.flagSync, true);
-    assert.match(body, /FLAG_SYNC_PARAM\) \{/, 'the launcher\'s two arguments end the parameter list');
-    assert.doesNotMatch(body, /GRID_DEPENDENCY_WAIT\(\)/, 'no other wait');
-    assert.ok(body.indexOf('load_weight(') < body.indexOf('FLAG_SYNC_WAIT()'), 'the first weights before the wait');
-    assert.ok(body.indexOf('FLAG_SYNC_WAIT()') < body.indexOf('GRID_DEPENDENCY_TRIGGER()'), 'the next kernel launches only after this one\'s wait');
-    assert.match(body, /if \(kw != 0\) \{ FLAG_SYNC_DONE\(\); return; \}/, 'the K-splitting warps count as they leave');
-    assert.match(body, /FLAG_SYNC_DONE\(\);\n\}\n$/, 'the writing warps count at the end');
-    assert.equal(body.split('return;').length - 1, 1, 'no other exit');
-  }
-});
-
-const nvcc = findNvcc();
-test('the GEMV\'s flag-release form compiles with nvcc (plain with K-splitting warps, norm prologue, gated)', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
-  const rms = { kind: 'rms', residual: true, bias: false } as const, gated = { activation: 'silu', bias: false } as const;
-  const specs = [planGemv('bf16', 1, 768, 3072, 'none', undefined, 132).spec, planGemv('bf16', 1, 3072, 2048, 'none', undefined, 132, rms).spec, planGemv('bf16', 2, 8192, 2048, 'none', gated, 132, rms).spec];
-  assert.ok(specs[0]!.kWarps > 1, 'a plan with K-splitting warps (their early exit counts too)');
-  assert.deepEqual(await compileAll(nvcc!, specs.map(gemvSource), 2, () => ['-DFUSEFORMER_FLAG_SYNC']), []);
 });

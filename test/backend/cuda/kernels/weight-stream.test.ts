@@ -92,7 +92,7 @@ test('FUSEFORMER_EARLY_TRIGGER: the same grammar; a family on moves its GEMVs\' 
     }
   };
   // The source after the wait's line: the trigger is the next statement when early, absent from it when late.
-  const afterWait = (source: string) => source.slice(source.indexOf('FLAG_SYNC_WAIT();')).split('\n').slice(1, 2).join('');
+  const afterWait = (source: string) => source.slice(source.indexOf('GRID_DEPENDENCY_WAIT();')).split('\n').slice(1, 2).join('');
   const late = kernels(new Set()), early = kernels(new Set(WEIGHT_LOAD_FAMILIES));
   assert.ok(late.length >= 10, `${late.length} GEMV kernels in the catalog`);
   for (const [i, e] of late.entries()) {
