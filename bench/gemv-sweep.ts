@@ -13,7 +13,9 @@
 // (--stream-only: the streaming INT4 GEMV's plans beside the mma GEMV's planned one, nothing else;
 //  --mma-only: the mma GEMV's plans alone; --paths: int4Linear through each of its kernels — the mma
 //  GEMV, the INT4 streamed GEMM ('tma') and the tiled INT4 GEMM ('gemm') — at their planned launches,
-//  nothing else: which kernel a product's row count should take)
+//  nothing else: which kernel a product's row count should take; --bf16: every plan of the 16-bit GEMV
+//  (gemv.ts: columns R a warp, K-splits KW) at Llama 1.2B's and GPT-2's products, plain and gated, no
+//  norm prologue, nothing else: whether planGemv picks the fastest weight stream)
 // (about 2–4 minutes on an H200, most of it compiling each plan once; cached on disk after that)
 
 import { parseArgs } from 'node:util';
@@ -23,7 +25,10 @@ import { probeCuda } from '../src/cuda/probe.js';
 import type { Tensor } from '../src/tensor.js';
 import { Rng } from '../src/testing/random.js';
 import { copyBandwidth, randomTensor, timeGraph } from './device-timing.js';
-import { devicePointer, finishSweep, LLAMA_DECODE_PRODUCTS, runSweep, sweepRecorder } from './sweep-lib.js';
+import { devicePointer, finishSweep, GPT2_DECODE_PRODUCTS, LLAMA_DECODE_PRODUCTS, runSweep, sweepRecorder } from './sweep-lib.js';
+import { GEMV_MAX_ROWS, gemvGrid, gemvKey, gemvSource, gemvSpace, planGemv, WARPS } from '../src/backend/cuda/kernels/gemv.js';
+import { arg } from '../src/backend/cuda/runtime/kernel.js';
+import type { CudaBackend } from '../src/backend/cuda/index.js';
 import type { SweepRow } from './sweep-lib.js';
 
 const CALLS = 20;
@@ -36,7 +41,7 @@ const SHAPES = LLAMA_DECODE_PRODUCTS;
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'stream-only': { type: 'boolean', default: false }, 'mma-only': { type: 'boolean', default: false }, paths: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'stream-only': { type: 'boolean', default: false }, 'mma-only': { type: 'boolean', default: false }, paths: { type: 'boolean', default: false }, bf16: { type: 'boolean', default: false } } });
   const probe = probeCuda();
   if (!probe.available) {
     process.stdout.write(`bench/gemv-sweep: skipped, no usable CUDA GPU (${probe.reason})\n`);
@@ -55,6 +60,11 @@ async function main(): Promise<void> {
   const copyGBps = copyBandwidth(b, REPEATS);
   process.stdout.write(`${b.description}: copy ${copyGBps.toFixed(0)} GB/s\n`);
   const { rows, record } = sweepRecorder(copyGBps);
+  if (values.bf16) {
+    sweepBf16Gemv(b, rng, rowsList, record);
+    finishSweep(plannedVsBest(rows), values.json, { device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows });
+    return;
+  }
 
   for (const { name, N, K, gated } of SHAPES) {
     const width = gated ? N / 2 : N;
@@ -146,7 +156,14 @@ async function main(): Promise<void> {
     }
   }
 
-  // Per (kernel, shape, M): the planner's pick beside the fastest plan.
+  const lines = plannedVsBest(rows);
+  finishSweep(lines, values.json, { device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows });
+}
+
+runSweep(main);
+
+/** Per (kernel, shape, M): the planner's pick beside the fastest plan, as table lines. */
+function plannedVsBest(rows: readonly SweepRow[]): string[] {
   const lines = ['| kernel | shape | M | planned µs | % of copy | best µs | % of copy | best plan |', '|---|---|---:|---:|---:|---:|---:|---|'];
   const groups = new Map<string, SweepRow[]>();
   for (const r of rows) {
@@ -158,7 +175,32 @@ async function main(): Promise<void> {
     const planned = g.find((r) => r.planned)!, best = g.reduce((x, y) => (y.us < x.us ? y : x));
     lines.push(`| ${planned.kernel} | ${planned.shape} | ${planned.M} | ${planned.us.toFixed(2)} | ${planned.percentOfCopy.toFixed(0)}% | ${best.us.toFixed(2)} | ${best.percentOfCopy.toFixed(0)}% | ${best.spec} |`);
   }
-  finishSweep(lines, values.json, { device: b.description, copyGBps, calls: CALLS, repeats: REPEATS, rows });
+  return lines;
 }
 
-runSweep(main);
+/**
+ * --bf16: every (R, KW) plan of gemv.ts's kernel within its register budget (planGemv's space) for each
+ * product and row count, launched directly (no norm prologue), beside the one planGemv picks.
+ */
+function sweepBf16Gemv(b: CudaBackend, rng: Rng, rowsList: readonly number[], record: ReturnType<typeof sweepRecorder>['record']): void {
+  const host = b.runtime, sms = host.multiProcessorCount;
+  const products = [...LLAMA_DECODE_PRODUCTS.map((p) => ({ ...p, model: 'Llama' })), ...GPT2_DECODE_PRODUCTS.map((p) => ({ ...p, model: 'GPT-2' }))];
+  for (const { name, N, K, gated, model } of products) {
+    const width = gated ? N / 2 : N, bytes = N * K * 2;
+    const gate = gated ? { activation: 'silu' as const, bias: false } : undefined;
+    for (const M of rowsList.filter((m) => m <= GEMV_MAX_ROWS)) {
+      const sets = Math.max(2, Math.min(16, Math.ceil((2 * L2_BYTES) / bytes)));
+      const made = Array.from({ length: sets }, () => ({ w: randomTensor(b, rng, [N, K], 'bf16', 0.02), x: randomTensor(b, rng, [M, K], 'bf16'), out: b.empty([M, width], 'bf16') }));
+      const planned = planGemv('bf16', M, width, K, 'none', gate, sms).spec;
+      for (const spec of gemvSpace('bf16', M, K, 'none', gate)) {
+        const grid = gemvGrid(spec, width), key = gemvKey(spec);
+        const kernel = host.kernel(key, () => gemvSource(spec));
+        const launches = made.map((s) => () => kernel.launch({ grid, block: WARPS * 32 }, [
+          arg.ptr(ptr(s.x)), arg.ptr(ptr(s.w)), arg.ptr(0n), arg.ptr(ptr(s.out)), arg.i32(width),
+        ]));
+        record('bf16 GEMV', `${model} ${name}`, M, `${key} (${grid} blocks)`, key === gemvKey(planned), timeGraph(b, launches, CALLS, REPEATS), bytes);
+      }
+      for (const s of made) { b.free(s.w); b.free(s.x); b.free(s.out); }
+    }
+  }
+}

@@ -205,21 +205,39 @@ export interface GemvPlan {
 export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number, norm?: GemvNorm): GemvPlan {
   let best: { plan: GemvPlan; score: number[] } | undefined, bestResident: typeof best;
   const residentBlocks = multiProcessorCount * Math.floor(RESIDENT_WARPS / WARPS);
+  for (const spec of gemvSpace(dtype, M, K, epilogue, gate, norm)) {
+    const shape = gemvShape(spec), grid = gemvGrid(spec, N);
+    const score = gemvPlanScore(grid, shape, spec.kWarps, spec.columns, RESIDENT_WARPS, multiProcessorCount);
+    if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
+    if (grid <= residentBlocks && (!bestResident || betterScore(score, bestResident.score))) bestResident = { plan: { spec, grid }, score };
+  }
+  // gemvPlanOptions.normOneWave: a norm prologue runs once a block, so a block past the resident ones runs
+  // its prologue after an earlier block ends — at a small product, a second latency on the chain.
+  return (norm && gemvPlanOptions.normOneWave && bestResident ? bestResident : best)!.plan;
+}
+
+/**
+ * Every spec planGemv chooses among for M rows of K: R ∈ {1, 2, 4} columns a warp (gated: 1 or 2) and KW ∈
+ * {1, 2, 4, 8} K-splits, each K-split with a chunk to take and at most 16 sums a lane (bench/gemv-sweep.ts
+ * --bf16 times them all).
+ */
+export function gemvSpace(dtype: FloatDType, M: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], norm?: GemvNorm): GemvSpec[] {
+  const specs: GemvSpec[] = [];
   for (const kWarps of [1, 2, 4, 8]) {
     for (const columns of gate ? [1, 2] : [1, 2, 4]) {
       const spec: GemvSpec = { dtype, rows: M, k: K, epilogue, columns, kWarps, ...(gate ? { gate } : {}), ...(norm ? { norm } : {}) };
       const shape = gemvShape(spec);
       if (kWarps > shape.chunks && kWarps > 1) continue;
       if (shape.weightRows * M > 16) continue; // the sums a lane holds
-      const grid = Math.ceil(N / ((WARPS / kWarps) * columns));
-      const score = gemvPlanScore(grid, shape, kWarps, columns, RESIDENT_WARPS, multiProcessorCount);
-      if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
-      if (grid <= residentBlocks && (!bestResident || betterScore(score, bestResident.score))) bestResident = { plan: { spec, grid }, score };
+      specs.push(spec);
     }
   }
-  // gemvPlanOptions.normOneWave: a norm prologue runs once a block, so a block past the resident ones runs
-  // its prologue after an earlier block ends — at a small product, a second latency on the chain.
-  return (norm && gemvPlanOptions.normOneWave && bestResident ? bestResident : best)!.plan;
+  return specs;
+}
+
+/** Blocks of a spec for N output columns (gated: F). */
+export function gemvGrid(spec: GemvSpec, N: number): number {
+  return Math.ceil(N / ((WARPS / spec.kWarps) * spec.columns));
 }
 
 /**

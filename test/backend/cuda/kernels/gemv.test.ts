@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvSource, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvGrid, gemvKey, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -208,5 +208,19 @@ test('the GEMVs\' weight-load families: plain, norm at K ≤ 1024, wide norm, ga
     assert.equal(gemvWeightFamily(s), family);
     const source = gemvSource(s).source;
     assert.match(source, coherent ? /"ld\.global\.L1::no_allocate\.v4\.u32/ : /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/, `${family}: ${coherent ? 'coherent' : 'read-only'} weight loads`);
+  }
+});
+
+test('gemvSpace: the plans planGemv picks among (R 1/2/4, gated 1/2; KW 1–8 with a chunk each; ≤ 16 sums a lane), its pick among them with gemvGrid\'s blocks', () => {
+  const gate = { activation: 'silu', bias: false } as const;
+  const plain = gemvSpace('bf16', 1, 2048, 'none', undefined), gated = gemvSpace('bf16', 1, 2048, 'none', gate);
+  assert.equal(plain.length, 12, '3 widths × 4 K-splits at K 2048 (8 chunks)');
+  assert.deepEqual([...new Set(gated.map((s) => s.columns))], [1, 2]);
+  assert.deepEqual(gemvSpace('bf16', 1, 256, 'none', undefined).map((s) => s.kWarps), [1, 1, 1], 'one chunk: no K-split');
+  assert.ok(gemvSpace('bf16', 8, 2048, 'none', gate).every((s) => 2 * s.columns * 8 <= 16), '8 rows: at most 16 sums a lane');
+  for (const [space, N, g] of [[plain, 3072, undefined], [gated, 8192, gate]] as const) {
+    const plan = planGemv('bf16', 1, N, 2048, 'none', g, 132);
+    assert.ok(space.some((s) => gemvKey(s) === gemvKey(plan.spec)), 'the pick is in the space');
+    assert.equal(plan.grid, gemvGrid(plan.spec, N));
   }
 });
