@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute (ncu) on chosen kernels of a command, one launch each, with the sections that say what
 # bounds a kernel: speed of light (DRAM and SM throughput, duration), memory workload (bytes moved, L2 hit
-# rate), warp state (stall reasons), scheduler (issue rate), occupancy and launch shape. Clocks run as they
+# rate), warp state (stall reasons), scheduler (issue rate), occupancy, launch shape and source counters
+# (the SASS lines warps stall at most). Clocks run as they
 # do outside the profiler (not locked to base); caches are flushed before each replay pass, so weights come
 # from DRAM as in a decode step. A kernel is timed alone: the overlap a programmatic launch gives its
 # neighbours in a step does not show here (bench/decode-timeline.ts times the step as it runs).
@@ -28,7 +29,7 @@ for target in "${targets[@]}"; do
   [ "$regex" != "$spec" ] && skip=${spec##*@}
   "$ncu" --clock-control none --cache-control all -k "regex:$regex" -s "$skip" -c 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-    --section Occupancy --section LaunchStats "$@" > "$prefix-$name.txt" 2>&1 || status=$?
+    --section Occupancy --section LaunchStats --section SourceCounters "$@" > "$prefix-$name.txt" 2>&1 || status=$?
   # The report's first lines: which kernel, its duration and DRAM throughput (the rest is in the file).
   echo "$name: $(grep -m1 -E '\(([0-9]+, ){2}[0-9]+\)x\(' "$prefix-$name.txt" | sed 's/^ *//' | cut -c1-100) | $(grep -m1 -E '^\s+Duration ' "$prefix-$name.txt" | tr -s ' ') | $(grep -m1 -E '^\s+DRAM Throughput ' "$prefix-$name.txt" | tr -s ' ')"
 done
