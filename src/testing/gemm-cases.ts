@@ -126,6 +126,21 @@ export function decodeGemmCases(): (GemmCase & { gemv: boolean })[] {
 }
 
 /**
+ * Decode GEMMs whose GEMV grid passes the resident blocks (two an SM of 132), for the looping form
+ * (kernels/gemv.ts GemvSpec.loop): GPT-2's LM head at one row, a 30000-wide product at four, one of a K that
+ * is not a whole chunk — each dtype, with a bias or an activation epilogue among them.
+ */
+export function loopGemmCases(): GemmCase[] {
+  const cases: GemmCase[] = [];
+  for (const dtype of DTYPES) {
+    cases.push(gemmCase(dtype, [1, 50257, 768], [false, true], ALL_VARIANTS[2]!));
+    cases.push(gemmCase(dtype, [4, 30000, 1024], [false, true], ALL_VARIANTS[0]!));
+    cases.push(gemmCase(dtype, [3, 40000, 136], [false, true], ALL_VARIANTS[3]!));
+  }
+  return cases;
+}
+
+/**
  * Batched-decode GEMMs (kernels/gemv-mma.ts when CudaBackend.mmaGemv is on): 5–64 rows against [N, K]
  * 16-bit weights — whole and partial row tiles of 8, N not a multiple of 16, K at GPT-2 and Llama
  * widths and just a multiple of 32 — every forward epilogue; then what the kernel leaves alone (65 rows,

@@ -138,18 +138,22 @@ function residualNormCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
+/** A normLinear case: rows, H, norm, residual, residual bias, product ([N, epilogue] or gated F). */
+export type NormLinearShape = readonly [number, number, 'layer' | 'rms', boolean, boolean, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation }];
+
+const NORM_LINEAR_SHAPES: readonly NormLinearShape[] = [
+  [1, 2048, 'rms', true, false, { N: 3072, epilogue: 'none' }], [4, 2048, 'rms', true, false, { F: 1024, activation: 'silu' }],
+  [1, 768, 'layer', false, false, { N: 2304, epilogue: 'bias' }], [3, 768, 'layer', true, true, { N: 3072, epilogue: 'gelu_bias' }],
+  [2, 136, 'layer', true, true, { F: 77, activation: 'relu' }], [6, 256, 'rms', true, false, { N: 130, epilogue: 'none' }],
+  [1, 768, 'layer', true, true, { N: 2304, epilogue: 'none' }],  // GPT-2's QKV at batch 1
+];
+
 /**
  * normLinear at decode and prefill row counts: 1–4 rows take the GEMV with the norm in its prologue
- * where CudaBackend.normGemv is on (x, h and the product all checked), the rest residualNorm + the product.
+ * where CudaBackend.normGemv is on (x, h and the product all checked), the rest residualNorm + the product
+ * (default shapes, or `shapes`).
  */
-export function normLinearCases(dtype: FloatDType): OpCase[] {
-  // rows, H, norm, residual, residual bias, product: [N, epilogue] or gated F
-  const shapes: [number, number, 'layer' | 'rms', boolean, boolean, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation }][] = [
-    [1, 2048, 'rms', true, false, { N: 3072, epilogue: 'none' }], [4, 2048, 'rms', true, false, { F: 1024, activation: 'silu' }],
-    [1, 768, 'layer', false, false, { N: 2304, epilogue: 'bias' }], [3, 768, 'layer', true, true, { N: 3072, epilogue: 'gelu_bias' }],
-    [2, 136, 'layer', true, true, { F: 77, activation: 'relu' }], [6, 256, 'rms', true, false, { N: 130, epilogue: 'none' }],
-    [1, 768, 'layer', true, true, { N: 2304, epilogue: 'none' }],  // GPT-2's QKV at batch 1
-  ];
+export function normLinearCases(dtype: FloatDType, shapes: readonly NormLinearShape[] = NORM_LINEAR_SHAPES): OpCase[] {
   return shapes.map(([rows, H, norm, residual, bias, product]): OpCase => {
     const gated = 'F' in product, N = gated ? 2 * product.F : product.N;
     const what = gated ? `gated(${product.activation}) F=${product.F}` : `N=${product.N} ${product.epilogue}`;

@@ -20,7 +20,7 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { residualInProductsOptions, rowNormOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
-import { accumulateGemmCases, checkGemmCase, decodeGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
+import { accumulateGemmCases, checkGemmCase, decodeGemmCases, loopGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
 import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, rowNormCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
 import { checkCase } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
@@ -232,6 +232,52 @@ test('normLinear on the GEMV with the norm in its prologue (1–4 rows) and on i
         assert.equal(gpu.normGemvLaunches - before, fits ? 2 : 0, 'the fused kernel ran where it applies');
       });
     }
+  }
+});
+
+// The looping form (GemvSpec.loop, FUSEFORMER_GEMV_LOOP; off by default): every family on, so each grid past
+// the resident blocks (two an SM) loops over its tiles — the GPT-2 LM head's GEMM, Llama's gated product with
+// its norm, a LayerNorm into a 50257-wide product, a 4-row product — against the CPU reference; each
+// norm case twice (the prologue's counter back at zero), and each case asserted to have looped.
+test('the looping GEMV (grids past the resident blocks loop over their tiles) matches the CPU reference: GEMMs, gated, norm prologue', { skip }, async (t) => {
+  const { gemvLoopStats, gemvPlanOptions } = await import('../../src/backend/cuda/kernels/gemv.js');
+  const { WEIGHT_LOAD_FAMILIES } = await import('../../src/backend/cuda/kernels/weight-stream.js');
+  const saved = gemvPlanOptions.loop;
+  gemvPlanOptions.loop = new Set(WEIGHT_LOAD_FAMILIES);
+  try {
+    const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, normGemv: true });
+    const looped = async (name: string, run: () => void) => {
+      await t.test(name, () => {
+        const before = gemvLoopStats.launches;
+        run();
+        assert.ok(gemvLoopStats.launches > before, 'the looping form ran');
+      });
+    };
+    for (const dtype of ['bf16', 'f16', 'f32'] as FloatDType[]) {
+      for (const c of loopGemmCases().filter((x) => x.dtype === dtype)) {
+        await looped(`${c.name} (looped)`, () => {
+          const result = checkGemmCase(c, gpu, cpu, seed);
+          assert.ok(result.ok, result.details.join('\n'));
+        });
+      }
+      for (const c of gatedLinearCases(dtype, [[1, 2048, 8192, 'silu', false], [3, 768, 12000, 'gelu_tanh', true]])) {
+        await looped(`${c.name} (looped)`, () => {
+          const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          assert.deepEqual(failed, [], failed.join('\n'));
+        });
+      }
+      const norms = [[1, 2048, 'rms', true, false, { F: 8192, activation: 'silu' }], [2, 768, 'layer', true, true, { N: 50257, epilogue: 'none' }]] as const;
+      for (const c of normLinearCases(dtype, norms)) {
+        await looped(`${c.name} (looped)`, () => {
+          for (let run = 0; run < 2; run++) {
+            const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+            assert.deepEqual(failed, [], failed.join('\n'));
+          }
+        });
+      }
+    }
+  } finally {
+    gemvPlanOptions.loop = saved;
   }
 });
 

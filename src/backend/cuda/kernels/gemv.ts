@@ -31,7 +31,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
+import { dependentTriggerCode, weightFamiliesFromEnv, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
 
 /**
@@ -73,6 +73,12 @@ export interface GemvSpec {
    * in its prologue (see NORM_PROLOGUE_HEADER) instead of read from `a`.
    */
   readonly norm?: GemvNorm;
+  /**
+   * The block loops over column tiles (tiles blockIdx.x, blockIdx.x + gridDim.x, …; planGemv then launches
+   * at most the resident blocks): the prologue runs once a block, and each tile's first weight loads are
+   * issued before the previous tile's reduction and write (FUSEFORMER_GEMV_LOOP; see gemvPlanOptions).
+   */
+  readonly loop?: boolean;
 }
 
 export interface GemvNorm {
@@ -146,7 +152,7 @@ export function normWriteOption(gemv: NormGemvFamily): { write?: 'deferred' | 'e
 export function gemvKey(s: GemvSpec): string {
   const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
   const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.write ? `_w${s.norm.write[0]}` : ''}` : '';
-  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}`;
+  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}${s.loop ? '.loop' : ''}`;
 }
 
 // The norm prologue (normLinear). Each block forms the M activation rows itself: v = x + y + bias
@@ -213,7 +219,12 @@ export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epi
   }
   // gemvPlanOptions.normOneWave: a norm prologue runs once a block, so a block past the resident ones runs
   // its prologue after an earlier block ends — at a small product, a second latency on the chain.
-  return (norm && gemvPlanOptions.normOneWave && bestResident ? bestResident : best)!.plan;
+  const plan = (norm && gemvPlanOptions.normOneWave && bestResident ? bestResident : best)!.plan;
+  // gemvPlanOptions.loop: a grid past the resident blocks becomes that many blocks looping over its tiles.
+  if (plan.grid > residentBlocks && gemvPlanOptions.loop.has(gemvWeightFamily(plan.spec))) {
+    return { spec: { ...plan.spec, loop: true }, grid: residentBlocks };
+  }
+  return plan;
 }
 
 /**
@@ -248,7 +259,18 @@ export function gemvGrid(spec: GemvSpec, N: number): number {
  * its plan. Measured on the H200 (session 30, two rounds, bf16 batch 1, ms/token off → on): Llama 1.2B
  * 0.789 → 0.785, GPT-2 0.220 → 0.219; batch 32 unchanged.
  */
-export const gemvPlanOptions = { normOneWave: normOneWaveFromEnv() };
+export const gemvPlanOptions: { normOneWave: boolean; loop: ReadonlySet<WeightLoadFamily> } = { normOneWave: normOneWaveFromEnv(), loop: gemvLoopFromEnv() };
+
+/**
+ * FUSEFORMER_GEMV_LOOP: the GEMV families (weight-stream.ts's names: gemv, norm-gemv, wide-norm-gemv,
+ * gated-gemv; 1 all, 0 none) whose grids past the resident blocks (two an SM) become resident blocks
+ * looping over the column tiles (GemvSpec.loop). Default none, not yet measured: Llama 1.2B's batch-1 gated
+ * product is 1024 blocks of 8 columns, four rounds of blocks each running the norm prologue, at 81% of
+ * copy in the step against the down product's 92% (session 31's timeline).
+ */
+export function gemvLoopFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
+  return weightFamiliesFromEnv('FUSEFORMER_GEMV_LOOP', env, []);
+}
 
 export function normOneWaveFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   return envFlag('FUSEFORMER_NORM_GEMV_ONE_WAVE', env['FUSEFORMER_NORM_GEMV_ONE_WAVE'], true);
@@ -524,6 +546,7 @@ export function gemvWeightFamily(spec: GemvSpec): WeightLoadFamily {
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
+  if (spec.loop) return gemvLoopSource(spec);
   const name = kernelIdentifier(gemvKey(spec));
   const vec = vectorWidth(spec.dtype), gate = spec.gate;
   const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
@@ -616,6 +639,157 @@ ${gemvReduceWriteCode('sum', 'warp_sum', write)}
 }
 
 /**
+ * GemvSpec.loop's kernel: gemvSource's, with the block looping over column tiles (tile = blockIdx.x, then
+ * + gridDim.x while below TILES = ⌈N / (CG·R)⌉). The norm prologue and the grid-dependency wait run once,
+ * before the first tile; each next tile's first group of weight loads is issued into the registers the
+ * finished tile's products have freed, before that tile's reduction and write, so a warp's stream of
+ * weights pauses only for the shuffles. The dependents are let launch after the block's last tile's
+ * products (gemvSource's trigger point).
+ */
+function gemvLoopSource(spec: GemvSpec): KernelSource {
+  const name = kernelIdentifier(gemvKey(spec));
+  const vec = vectorWidth(spec.dtype), gate = spec.gate;
+  const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
+  const norm = spec.norm, trigger = dependentTriggerCode(gemvWeightFamily(spec));
+  const rowPointers = gate
+    ? String.raw`rows[r] = w + (size_t)n * K;
+      rows[R + r] = w + (size_t)(N + n) * K;`
+    : 'rows[r] = w + (size_t)n * K;';
+  const write = gate
+    ? String.raw`const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};
+          out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
+    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', spec.dtype)}
+${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
+${norm ? normPrologueCode(norm) : ''}
+
+${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}
+
+// Warp (kw, cg)'s weight rows of tile t: its R columns n0 = (t·CG + cg)·R … (gated: and the up rows F + n);
+// columns past N read a copy of the last and are not written.
+__device__ __forceinline__ void tile_rows(const T* (&rows)[WR], const T* w, int N, int t, int cg) {
+  #pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int n = min((t * CG + cg) * R + r, N - 1);
+    ${rowPointers}
+  }
+}
+// Group g's U × WR weight vectors of the warp's chunks kw, kw + KW, … (zeros past K).
+__device__ __forceinline__ void load_group(uint4 (&wv)[U][WR], const T* (&rows)[WR], int g, int kw, int lane) {
+  #pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+    #pragma unroll
+    for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
+// Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
+// gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}
+// Grid at most ceil(N / (CG·R)) (the resident blocks), block ${WARPS * 32}.
+extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
+    const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
+    T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
+  __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
+  __shared__ __align__(16) T act_s[M * K];
+  ${NORM_PROLOGUE_STATE}
+  NormWeights pre;
+  load_norm_weights(pre, gamma, beta);` : ''}
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int kw = warp % KW, cg = warp / KW;
+  const int tiles = (N + CG * R - 1) / (CG * R);
+  int tile = blockIdx.x;
+  const T* rows[WR];
+  tile_rows(rows, w, N, tile, cg);
+  uint4 wv[U][WR];
+  load_group(wv, rows, 0, kw, lane);
+  // The wait for the kernel that writes a (programmatic launch), after the first loads in the source.
+  GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
+  ${trigger.afterWait}` : ''}${norm ? `
+  ${normPrologueCallCode('x')}` : ''}
+  while (true) {
+    const int n0 = (tile * CG + cg) * R;
+    float sum[WR][M];
+    #pragma unroll
+    for (int r = 0; r < WR; r++)
+      #pragma unroll
+      for (int m = 0; m < M; m++) sum[r][m] = 0.f;
+    #pragma unroll
+    for (int g = 0; g < GROUPS; g++) {
+      if (g > 0) load_group(wv, rows, g, kw, lane);
+      #pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+        if (j < PER_WARP && k < K) {
+          #pragma unroll
+          for (int m = 0; m < M; m++) {
+            float av[VEC];
+            load_floats<T, VEC>(${norm ? 'act_s' : 'a'} + (size_t)m * K + k, av, VEC);
+            #pragma unroll
+            for (int r = 0; r < WR; r++) {
+              const T* e = reinterpret_cast<const T*>(&wv[u][r]);
+              #pragma unroll
+              for (int i = 0; i < VEC; i++) sum[r][m] = fmaf(to_float(e[i]), av[i], sum[r][m]);
+            }
+          }
+        }
+      }
+    }
+    // The next tile's first loads go out now, into the registers this tile's products have freed.
+    const int next = tile + gridDim.x;
+    if (next < tiles) {
+      tile_rows(rows, w, N, next, cg);
+      load_group(wv, rows, 0, kw, lane);
+    } else {
+      ${trigger.late || '// (the dependents were let launch after the wait)'}
+    }
+    #pragma unroll
+    for (int r = 0; r < WR; r++)
+      #pragma unroll
+      for (int m = 0; m < M; m++) sum[r][m] = warp_sum(sum[r][m]);
+    if (KW > 1) {
+      if (kw > 0 && lane == 0) {
+        #pragma unroll
+        for (int r = 0; r < WR; r++)
+          #pragma unroll
+          for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = sum[r][m];
+      }
+      __syncthreads();
+      if (kw == 0) {
+        #pragma unroll
+        for (int p = 1; p < KW; p++)
+          #pragma unroll
+          for (int r = 0; r < WR; r++)
+            #pragma unroll
+            for (int m = 0; m < M; m++) sum[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
+      }
+      __syncthreads();  // partial is free for the next tile
+    }
+    // Lane r·M + m of the kw = 0 warps writes out[m, n0 + r].
+    if (kw == 0) {
+      #pragma unroll
+      for (int r = 0; r < R; r++) {
+        #pragma unroll
+        for (int m = 0; m < M; m++) {
+          const int n = n0 + r;
+          if (lane == r * M + m && n < N) {
+            ${write}
+          }
+        }
+      }
+    }
+    if (next >= tiles) break;
+    tile = next;
+  }
+${norm ? normPrologueFinishCode('x') : ''}}
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+/**
  * The end of a GEMV kernel (this one, gemv-int8.ts): a lane's sums `acc` [WR][M] reduced over the warp
  * by `warpSum`, then over the KW K-splitting warps through shared `partial` in a fixed order
  * (deterministic; warps kw > 0 return), and lane r·M + m writes out[m, n0 + r] with `write`
@@ -665,10 +839,14 @@ export function gemvApplies(g: CheckedGemm): boolean {
     && !p.writesPreActivation && g.alpha === 1 && g.beta === 0 && align(g.a) && align(g.b);
 }
 
+/** Launches of the looping form (GemvSpec.loop) in this process (tests check that a case took it). */
+export const gemvLoopStats = { launches: 0 };
+
 /** Launches the kernel for a GEMM gemvApplies() accepted. */
 export function launchGemv(host: KernelHost, g: CheckedGemm): void {
   const p = g.problem;
   const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
+  if (spec.loop) gemvLoopStats.launches++;
   const kernel = host.kernel(gemvKey(spec), () => gemvSource(spec));
   kernel.launch({ grid, block: WARPS * 32 }, [
     arg.ptr(g.a.ptr), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N),
@@ -685,6 +863,7 @@ export function gatedGemvApplies(g: CheckedGatedLinear): boolean {
 export function launchGatedGemv(host: KernelHost, g: CheckedGatedLinear): void {
   const gate = { activation: g.activation, bias: g.bias !== undefined };
   const { spec, grid } = planGemv(g.x.dtype as FloatDType, g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount);
+  if (spec.loop) gemvLoopStats.launches++;
   const kernel = host.kernel(gemvKey(spec), () => gemvSource(spec));
   const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
   kernel.launch({ grid, block: WARPS * 32 }, [ptr(g.x), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F)]);
@@ -735,12 +914,14 @@ export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGem
   if (linear.kind === 'gemm') {
     const g = linear.checked, p = g.problem;
     const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount, norm);
+    if (spec.loop) gemvLoopStats.launches++;
     host.kernel(gemvKey(spec), () => gemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
       arg.ptr(0n), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N), ...prologueArgs,
     ]);
   } else {
     const g = linear.checked, gate = { activation: g.activation, bias: g.bias !== undefined };
     const { spec, grid } = planGemv(dtype, g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount, norm);
+    if (spec.loop) gemvLoopStats.launches++;
     host.kernel(gemvKey(spec), () => gemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
       arg.ptr(0n), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F), ...prologueArgs,
     ]);
@@ -790,8 +971,18 @@ export function catalog(): KernelSource[] {
     ['bf16', 4, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, write: 'early' }],
     ['bf16', 1, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred' }],
   ];
+  // The looping form (GemvSpec.loop): Llama's gated gate/up with its norm (one K-split), its LM head (plain), a
+  // K-split plan at 4 rows, GPT-2's fc with its LayerNorm, f32 with a partial chunk.
+  const looped: [FloatDType, number, number, number, GemmEpilogue, GemvSpec['gate'], GemvNorm | undefined, number][] = [
+    ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }, 1],
+    ['bf16', 1, 128256, 2048, 'none', undefined, undefined, 1],
+    ['bf16', 4, 128256, 2048, 'none', undefined, undefined, 2],
+    ['bf16', 1, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true }, 2],
+    ['f32', 3, 777, 132, 'relu_bias', undefined, undefined, 1],
+  ];
   return [
     ...plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec)),
     ...normed.map(([dtype, M, N, K, epilogue, gate, norm]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132, norm).spec)),
+    ...looped.map(([dtype, M, , K, epilogue, gate, norm, kWarps]) => gemvSource({ dtype, rows: M, k: K, epilogue, columns: 1, kWarps, ...(gate ? { gate } : {}), ...(norm ? { norm } : {}), loop: true })),
   ];
 }

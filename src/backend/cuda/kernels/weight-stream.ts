@@ -76,7 +76,7 @@ export const WEIGHT_LOAD_COHERENT_DEFAULT: readonly WeightLoadFamily[] = ['gemv'
  * above the wait. (Weights are safe either way: no kernel of a step writes them.)
  */
 export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
-  return familiesFromEnv('FUSEFORMER_WEIGHT_LOAD_COHERENT', env, WEIGHT_LOAD_COHERENT_DEFAULT);
+  return weightFamiliesFromEnv('FUSEFORMER_WEIGHT_LOAD_COHERENT', env, WEIGHT_LOAD_COHERENT_DEFAULT);
 }
 
 /**
@@ -91,11 +91,11 @@ export const EARLY_TRIGGER_DEFAULT: readonly WeightLoadFamily[] = [];
 
 /** FUSEFORMER_EARLY_TRIGGER: 1 every family, 0 none, or a comma list of WEIGHT_LOAD_FAMILIES (unset: EARLY_TRIGGER_DEFAULT). */
 export function earlyTriggerFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
-  return familiesFromEnv('FUSEFORMER_EARLY_TRIGGER', env, EARLY_TRIGGER_DEFAULT);
+  return weightFamiliesFromEnv('FUSEFORMER_EARLY_TRIGGER', env, EARLY_TRIGGER_DEFAULT);
 }
 
 /** A family-list variable: 1 every family, 0 none, a comma list, or unset for `fallback` (anything else is an error naming it). */
-function familiesFromEnv(name: string, env: NodeJS.ProcessEnv, fallback: readonly WeightLoadFamily[]): ReadonlySet<WeightLoadFamily> {
+export function weightFamiliesFromEnv(name: string, env: NodeJS.ProcessEnv, fallback: readonly WeightLoadFamily[]): ReadonlySet<WeightLoadFamily> {
   const value = env[name];
   if (value === undefined || value.trim() === '') return new Set(fallback);
   if (value === '1') return new Set(WEIGHT_LOAD_FAMILIES);

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvGrid, gemvKey, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvGrid, gemvKey, gemvLoopFromEnv, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -222,5 +222,36 @@ test('gemvSpace: the plans planGemv picks among (R 1/2/4, gated 1/2; KW 1–8 wi
     const plan = planGemv('bf16', 1, N, 2048, 'none', g, 132);
     assert.ok(space.some((s) => gemvKey(s) === gemvKey(plan.spec)), 'the pick is in the space');
     assert.equal(plan.grid, gemvGrid(plan.spec, N));
+  }
+});
+
+test('FUSEFORMER_GEMV_LOOP: a family on makes its grids past the resident blocks that many blocks looping over the tiles (one wait, one trigger, the next tile loaded before the reduction)', () => {
+  assert.deepEqual([...gemvLoopFromEnv({})], []);
+  assert.deepEqual([...gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'gated-gemv,gemv' })], ['gated-gemv', 'gemv']);
+  assert.throws(() => gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'on' }), /FUSEFORMER_GEMV_LOOP must be 0, 1 or a comma list of gemv, .*'on' is none of them/);
+  const gate = { activation: 'silu', bias: false } as const, rms = { kind: 'rms', residual: true, bias: false } as const;
+  const saved = gemvPlanOptions.loop;
+  try {
+    gemvPlanOptions.loop = new Set();
+    const plain = planGemv('bf16', 1, 8192, 2048, 'none', gate, 132, rms);
+    assert.ok(plain.grid > 264 && plain.spec.loop === undefined, `Llama's gated product: ${plain.grid} blocks, no loop by default`);
+    gemvPlanOptions.loop = new Set(['wide-norm-gemv']);
+    assert.equal(planGemv('bf16', 1, 8192, 2048, 'none', gate, 132, rms).spec.loop, undefined, 'another family');
+    gemvPlanOptions.loop = new Set(['gated-gemv']);
+    const looped = planGemv('bf16', 1, 8192, 2048, 'none', gate, 132, rms);
+    assert.deepEqual(looped, { spec: { ...plain.spec, loop: true }, grid: 264 }, 'the same plan, at the resident blocks');
+    assert.match(gemvKey(looped.spec), /\.loop$/);
+    gemvPlanOptions.loop = new Set(['norm-gemv', 'gemv']);
+    assert.equal(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, { kind: 'layer', residual: true, bias: true }).spec.loop, undefined, 'GPT-2\'s QKV fits the resident blocks: unchanged');
+    const head = planGemv('bf16', 1, 50257, 768, 'none', undefined, 132);
+    assert.equal(head.spec.loop, true);
+    assert.equal(head.grid, 264);
+    const source = gemvSource(head.spec).source, body = source.slice(source.indexOf('extern "C"'));
+    assert.equal(body.match(/GRID_DEPENDENCY_WAIT\(\);/g)?.length, 1, 'one wait');
+    assert.equal(body.match(/GRID_DEPENDENCY_TRIGGER\(\);/g)?.length, 1, 'one trigger');
+    assert.match(body, /while \(true\) \{[\s\S]*if \(next < tiles\) \{\s*tile_rows\(rows, w, N, next, cg\);\s*load_group\(wv, rows, 0, kw, lane\);[\s\S]*warp_sum/, 'the next tile\'s loads before the reduction');
+    assert.doesNotMatch(body, /return;/, 'no early exit inside the loop');
+  } finally {
+    gemvPlanOptions.loop = saved;
   }
 });
