@@ -545,33 +545,25 @@ export function gemvWeightFamily(spec: GemvSpec): WeightLoadFamily {
   return 'gemv';
 }
 
-export function gemvSource(spec: GemvSpec): KernelSource {
-  if (spec.loop) return gemvLoopSource(spec);
-  const name = kernelIdentifier(gemvKey(spec));
-  const vec = vectorWidth(spec.dtype), gate = spec.gate;
+/**
+ * What both forms of the kernel (gemvSource, gemvLoopSource) share: the preamble (device library, constants,
+ * the norm prologue's and the epilogue's device code), the argument list, the shared-memory and prologue
+ * declarations, the products of one group of chunks (`fma`, indented by `pad`) and the output write.
+ */
+function gemvParts(spec: GemvSpec) {
+  const vec = vectorWidth(spec.dtype), gate = spec.gate, norm = spec.norm;
   const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
-  const norm = spec.norm, trigger = dependentTriggerCode(gemvWeightFamily(spec));
-  // Weight rows of the warp: its R columns (gated: the R gate rows, then the R up rows F + n).
-  const rowPointers = gate
-    ? String.raw`rows[r] = w + (size_t)n * K;
-    rows[R + r] = w + (size_t)(N + n) * K;`
-    : 'rows[r] = w + (size_t)n * K;';
-  const write = gate
-    ? String.raw`const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};
-        out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
-    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
-  const source = String.raw`${DEVICE_LIB}
+  const name = kernelIdentifier(gemvKey(spec));
+  const preamble = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}
-
-// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
+${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}`;
+  const argsComment = `// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
-// gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}
-// Grid ceil(N / (CG·R)), block ${WARPS * 32}.
-extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
+// gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}`;
+  const signature = String.raw`extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
     T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
@@ -581,13 +573,49 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
   NormWeights pre;
   load_norm_weights(pre, gamma, beta);` : ''}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int kw = warp % KW, cg = warp / KW;
+  const int kw = warp % KW, cg = warp / KW;`;
+  // Weight rows of the warp: its R columns (gated: the R gate rows, then the R up rows F + n).
+  const rowPointers = (pad: string) => gate
+    ? `rows[r] = w + (size_t)n * K;\n${pad}rows[R + r] = w + (size_t)(N + n) * K;`
+    : 'rows[r] = w + (size_t)n * K;';
+  const write = (pad: string) => gate
+    ? `const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};\n${pad}out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
+    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
+  // Group g's products: chunk j = g·U + u of the warp (k from its chunk and lane) times the M rows.
+  const fma = (pad: string) => String.raw`#pragma unroll
+for (int u = 0; u < U; u++) {
+  const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
+  if (j < PER_WARP && k < K) {
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      float av[VEC];
+      load_floats<T, VEC>(${norm ? 'act_s' : 'a'} + (size_t)m * K + k, av, VEC);
+      #pragma unroll
+      for (int r = 0; r < WR; r++) {
+        const T* e = reinterpret_cast<const T*>(&wv[u][r]);
+        #pragma unroll
+        for (int i = 0; i < VEC; i++) sum[r][m] = fmaf(to_float(e[i]), av[i], sum[r][m]);
+      }
+    }
+  }
+}`.split('\n').map((line) => pad + line).join('\n');
+  return { name, norm, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, fma };
+}
+
+export function gemvSource(spec: GemvSpec): KernelSource {
+  if (spec.loop) return gemvLoopSource(spec);
+  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
+  const source = String.raw`${preamble}
+
+${argsComment}
+// Grid ceil(N / (CG·R)), block ${WARPS * 32}.
+${signature}
   const int n0 = (blockIdx.x * CG + cg) * R;
   const T* rows[WR];
   #pragma unroll
   for (int r = 0; r < R; r++) {
     const int n = min(n0 + r, N - 1); // columns past N compute a copy of the last and are not written
-    ${rowPointers}
+    ${rowPointers('    ')}
   }
   float sum[WR][M];
   #pragma unroll
@@ -612,27 +640,11 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
       ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('x')}` : ''}
     }
-    #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
-      if (j < PER_WARP && k < K) {
-        #pragma unroll
-        for (int m = 0; m < M; m++) {
-          float av[VEC];
-          load_floats<T, VEC>(${norm ? 'act_s' : 'a'} + (size_t)m * K + k, av, VEC);
-          #pragma unroll
-          for (int r = 0; r < WR; r++) {
-            const T* e = reinterpret_cast<const T*>(&wv[u][r]);
-            #pragma unroll
-            for (int i = 0; i < VEC; i++) sum[r][m] = fmaf(to_float(e[i]), av[i], sum[r][m]);
-          }
-        }
-      }
-    }
+${fma('    ')}
   }
   ${trigger.late}
 ${norm ? normPrologueFinishCode('x') : ''}
-${gemvReduceWriteCode('sum', 'warp_sum', write)}
+${gemvReduceWriteCode('sum', 'warp_sum', write('        '))}
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -647,24 +659,8 @@ ${gemvReduceWriteCode('sum', 'warp_sum', write)}
  * products (gemvSource's trigger point).
  */
 function gemvLoopSource(spec: GemvSpec): KernelSource {
-  const name = kernelIdentifier(gemvKey(spec));
-  const vec = vectorWidth(spec.dtype), gate = spec.gate;
-  const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
-  const norm = spec.norm, trigger = dependentTriggerCode(gemvWeightFamily(spec));
-  const rowPointers = gate
-    ? String.raw`rows[r] = w + (size_t)n * K;
-      rows[R + r] = w + (size_t)(N + n) * K;`
-    : 'rows[r] = w + (size_t)n * K;';
-  const write = gate
-    ? String.raw`const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};
-          out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
-    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
-  const source = String.raw`${DEVICE_LIB}
-${typedefLine('T', spec.dtype)}
-${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
-${norm ? normPrologueCode(norm) : ''}
-
-${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}
+  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
+  const source = String.raw`${preamble}
 
 // Warp (kw, cg)'s weight rows of tile t: its R columns n0 = (t·CG + cg)·R … (gated: and the up rows F + n);
 // columns past N read a copy of the last and are not written.
@@ -672,7 +668,7 @@ __device__ __forceinline__ void tile_rows(const T* (&rows)[WR], const T* w, int 
   #pragma unroll
   for (int r = 0; r < R; r++) {
     const int n = min((t * CG + cg) * R + r, N - 1);
-    ${rowPointers}
+    ${rowPointers('    ')}
   }
 }
 // Group g's U × WR weight vectors of the warp's chunks kw, kw + KW, … (zeros past K).
@@ -685,21 +681,9 @@ __device__ __forceinline__ void load_group(uint4 (&wv)[U][WR], const T* (&rows)[
   }
 }
 
-// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
-// Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
-// gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}
+${argsComment}
 // Grid at most ceil(N / (CG·R)) (the resident blocks), block ${WARPS * 32}.
-extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
-    const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
-    T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
-  __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
-  __shared__ __align__(16) T act_s[M * K];
-  ${NORM_PROLOGUE_STATE}
-  NormWeights pre;
-  load_norm_weights(pre, gamma, beta);` : ''}
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int kw = warp % KW, cg = warp / KW;
+${signature}
   const int tiles = (N + CG * R - 1) / (CG * R);
   int tile = blockIdx.x;
   const T* rows[WR];
@@ -720,23 +704,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     #pragma unroll
     for (int g = 0; g < GROUPS; g++) {
       if (g > 0) load_group(wv, rows, g, kw, lane);
-      #pragma unroll
-      for (int u = 0; u < U; u++) {
-        const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
-        if (j < PER_WARP && k < K) {
-          #pragma unroll
-          for (int m = 0; m < M; m++) {
-            float av[VEC];
-            load_floats<T, VEC>(${norm ? 'act_s' : 'a'} + (size_t)m * K + k, av, VEC);
-            #pragma unroll
-            for (int r = 0; r < WR; r++) {
-              const T* e = reinterpret_cast<const T*>(&wv[u][r]);
-              #pragma unroll
-              for (int i = 0; i < VEC; i++) sum[r][m] = fmaf(to_float(e[i]), av[i], sum[r][m]);
-            }
-          }
-        }
-      }
+${fma('      ')}
     }
     // The next tile's first loads go out now, into the registers this tile's products have freed.
     const int next = tile + gridDim.x;
@@ -776,7 +744,7 @@ extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
         for (int m = 0; m < M; m++) {
           const int n = n0 + r;
           if (lane == r * M + m && n < N) {
-            ${write}
+            ${write('            ')}
           }
         }
       }
