@@ -31,6 +31,6 @@ for target in "${targets[@]}"; do
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
     --section Occupancy --section LaunchStats --section SourceCounters "$@" > "$prefix-$name.txt" 2>&1 || status=$?
   # The report's first lines: which kernel, its duration and DRAM throughput (the rest is in the file).
-  echo "$name: $(grep -m1 -E '\(([0-9]+, ){2}[0-9]+\)x\(' "$prefix-$name.txt" | sed 's/^ *//' | cut -c1-100) | $(grep -m1 -E '^\s+Duration ' "$prefix-$name.txt" | tr -s ' ') | $(grep -m1 -E '^\s+DRAM Throughput ' "$prefix-$name.txt" | tr -s ' ')"
+  echo "$name: $(grep -m1 -E '\(([0-9]+, ){2}[0-9]+\)x\(' "$prefix-$name.txt" | sed 's/^ *//' | cut -c1-100) | $(grep -m1 -E '^\s+Duration ' "$prefix-$name.txt" | tr -s ' ' | sed 's/^ //') | $(grep -m1 -E '^\s+DRAM Throughput ' "$prefix-$name.txt" | tr -s ' ' | sed 's/^ //')"
 done
 exit $status
