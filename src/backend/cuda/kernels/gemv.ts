@@ -31,7 +31,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightFamiliesFromEnv, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
+import { dependentTriggerCode, PREFETCH_L2_BULK_CODE, weightFamiliesFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
 
 /**
@@ -554,12 +554,21 @@ function gemvParts(spec: GemvSpec) {
   const vec = vectorWidth(spec.dtype), gate = spec.gate, norm = spec.norm;
   const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
   const name = kernelIdentifier(gemvKey(spec));
+  const prefetch = weightStreamOptions.prefetch.has(gemvWeightFamily(spec));
   const preamble = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}`;
+${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}${prefetch ? `
+${PREFETCH_L2_BULK_CODE}
+// Tile t's weight rows (its CG·R columns; gated: and their up rows N + n) requested into L2 at once, ahead
+// of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
+__device__ __forceinline__ void prefetch_tile(const T* w, int N, int t) {
+  const int first = t * CG * R, count = min(CG * R, N - first);
+  prefetch_l2_bulk(w + (size_t)first * K, (unsigned)(count * K) * (unsigned)sizeof(T));${gate ? `
+  prefetch_l2_bulk(w + (size_t)(N + first) * K, (unsigned)(count * K) * (unsigned)sizeof(T));` : ''}
+}` : ''}`;
   const argsComment = `// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
 // gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}`;
@@ -599,17 +608,18 @@ for (int u = 0; u < U; u++) {
     }
   }
 }`.split('\n').map((line) => pad + line).join('\n');
-  return { name, norm, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, fma };
+  return { name, norm, prefetch, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, fma };
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
   if (spec.loop) return gemvLoopSource(spec);
-  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
+  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 ${argsComment}
 // Grid ceil(N / (CG·R)), block ${WARPS * 32}.
-${signature}
+${signature}${prefetch ? `
+  if (threadIdx.x == 0) prefetch_tile(w, N, blockIdx.x);` : ''}
   const int n0 = (blockIdx.x * CG + cg) * R;
   const T* rows[WR];
   #pragma unroll
@@ -659,7 +669,7 @@ ${gemvReduceWriteCode('sum', 'warp_sum', write('        '))}
  * products (gemvSource's trigger point).
  */
 function gemvLoopSource(spec: GemvSpec): KernelSource {
-  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
+  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 // Warp (kw, cg)'s weight rows of tile t: its R columns n0 = (t·CG + cg)·R … (gated: and the up rows F + n);
@@ -685,7 +695,8 @@ ${argsComment}
 // Grid at most ceil(N / (CG·R)) (the resident blocks), block ${WARPS * 32}.
 ${signature}
   const int tiles = (N + CG * R - 1) / (CG * R);
-  int tile = blockIdx.x;
+  int tile = blockIdx.x;${prefetch ? `
+  if (threadIdx.x == 0) prefetch_tile(w, N, tile);` : ''}
   const T* rows[WR];
   tile_rows(rows, w, N, tile, cg);
   uint4 wv[U][WR];
@@ -695,7 +706,8 @@ ${signature}
   ${trigger.afterWait}` : ''}${norm ? `
   ${normPrologueCallCode('x')}` : ''}
   while (true) {
-    const int n0 = (tile * CG + cg) * R;
+    const int n0 = (tile * CG + cg) * R;${prefetch ? `
+    if (threadIdx.x == 0 && tile + (int)gridDim.x < tiles) prefetch_tile(w, N, tile + gridDim.x);  // the next tile streams meanwhile` : ''}
     float sum[WR][M];
     #pragma unroll
     for (int r = 0; r < WR; r++)

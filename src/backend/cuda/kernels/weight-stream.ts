@@ -112,10 +112,36 @@ export function weightFamiliesFromEnv(name: string, env: NodeJS.ProcessEnv, fall
 /** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
 export const weightStreamOptions: {
   evictFirst: boolean; hintNormal: boolean; coherent: ReadonlySet<WeightLoadFamily>; earlyTrigger: ReadonlySet<WeightLoadFamily>;
+  prefetch: ReadonlySet<WeightLoadFamily>;
 } = {
   evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv(), coherent: weightLoadCoherentFromEnv(),
-  earlyTrigger: earlyTriggerFromEnv(),
+  earlyTrigger: earlyTriggerFromEnv(), prefetch: weightPrefetchFromEnv(),
 };
+
+/**
+ * FUSEFORMER_WEIGHT_PREFETCH: the GEMV families (1 all, 0 none, or a comma list; default none, not yet
+ * measured) whose blocks first ask L2 for their whole slab of weight rows — one bulk prefetch
+ * (cp.async.bulk.prefetch.L2, sm_90) from one thread, before the grid-dependency wait — so the rows stream
+ * from HBM at once however ptxas orders the loads into registers. Read on the SASS here (session 32): the
+ * INT4 gated GEMV's 16 weight loads a lane come after the wait and are spread among its tensor-core steps,
+ * a few in flight at a time (it streams at 42% of copy in the step).
+ */
+export function weightPrefetchFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
+  return weightFamiliesFromEnv('FUSEFORMER_WEIGHT_PREFETCH', env, []);
+}
+
+/**
+ * prefetch_l2_bulk(p, bytes): the bytes at p (16-byte aligned, a multiple of 16) requested into L2, nothing
+ * returned (a no-op before sm_90). Guarded: a source may include it twice.
+ */
+export const PREFETCH_L2_BULK_CODE = String.raw`#ifndef FUSEFORMER_PREFETCH_L2_BULK
+#define FUSEFORMER_PREFETCH_L2_BULK
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
+#endif
+}
+#endif`;
 
 /**
  * Where a kernel of `family` lets its dependents launch: `afterWait` (placed right after its grid-
