@@ -422,7 +422,7 @@ for step in "${steps[@]}"; do
           done ;;
     weight-prefetch) # (session 32, never run) each decode GEMV block requesting its whole slab of weight rows into L2 first (FUSEFORMER_WEIGHT_PREFETCH, weight-stream.ts: one cp.async.bulk.prefetch.L2 from one thread, before the wait; the SASS here puts the INT4 gated GEMV's 16 weight loads a lane after the wait, spread among its HMMAs — 42% of copy in the step): the GEMV and INT4 op cases and the quantized engines under it, then decode none / int4 / all families twice with the quant rows
           run pf-tests-gemv 120 env FUSEFORMER_WEIGHT_PREFETCH=1 node --test-name-pattern='decode GEMMs on the GEMV kernel|gatedLinear on the gated GEMV|normLinear on the GEMV|looping GEMV' dist/test/gpu/decode-gemv.test.js
-          run pf-tests-quant 150 env FUSEFORMER_WEIGHT_PREFETCH=1 FUSEFORMER_QUANT_CASES='int4Linear bf16|int4Linear f16' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
+          run pf-tests-quant 150 env FUSEFORMER_WEIGHT_PREFETCH=1 FUSEFORMER_QUANT_CASES='int4Linear bf16|int4Linear f16|int8Linear' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
           for round in 1 2; do
             for f in 0 int4 1; do run pf-$f-$round 80 env FUSEFORMER_WEIGHT_PREFETCH=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --quant int4-head,int8-head --json "$out/pf-$f-$round.json"; done
           done ;;

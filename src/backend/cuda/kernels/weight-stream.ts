@@ -120,7 +120,7 @@ export const weightStreamOptions: {
 
 /**
  * FUSEFORMER_WEIGHT_PREFETCH: the GEMV families (1 all, 0 none, or a comma list; default none, not yet
- * measured) whose blocks first ask L2 for their whole slab of weight rows — one bulk prefetch
+ * measured) (the 16-bit, W8A8 and INT4 decode GEMVs) whose blocks first ask L2 for their whole slab of weight rows — one bulk prefetch
  * (cp.async.bulk.prefetch.L2, sm_90) from one thread, before the grid-dependency wait — so the rows stream
  * from HBM at once however ptxas orders the loads into registers. Read on the SASS here (session 32): the
  * INT4 gated GEMV's 16 weight loads a lane come after the wait and are spread among its tensor-core steps,

@@ -109,7 +109,7 @@ test('FUSEFORMER_WEIGHT_PREFETCH: a family on has each block request its weight 
   assert.deepEqual([...weightPrefetchFromEnv({})], []);
   assert.deepEqual([...weightPrefetchFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: 'int4, gated-gemv' })], ['int4', 'gated-gemv']);
   assert.throws(() => weightPrefetchFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: 'yes' }), /FUSEFORMER_WEIGHT_PREFETCH must be 0, 1 or a comma list .*'yes' is none of them/);
-  const families = new Set(['gemv', 'gemv-int4-mma']);
+  const families = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
   const kernels = (on: ReadonlySet<WeightLoadFamily>) => {
     const saved = weightStreamOptions.prefetch;
     weightStreamOptions.prefetch = on;
@@ -121,7 +121,7 @@ test('FUSEFORMER_WEIGHT_PREFETCH: a family on has each block request its weight 
   };
   for (const e of kernels(new Set())) assert.doesNotMatch(e.source, /prefetch_l2_bulk|cp\.async\.bulk\.prefetch/, `${e.name}: off`);
   const on = kernels(new Set(WEIGHT_LOAD_FAMILIES));
-  assert.equal(new Set(on.map((e) => e.family)).size, 2);
+  assert.equal(new Set(on.map((e) => e.family)).size, 3);
   for (const e of on) {
     const body = e.source.slice(e.source.indexOf('extern "C"'));
     const call = body.search(/if \(threadIdx\.x == 0\) prefetch_(block_rows|tile)\(/);
