@@ -220,9 +220,10 @@ export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epi
   // gemvPlanOptions.normOneWave: a norm prologue runs once a block, so a block past the resident ones runs
   // its prologue after an earlier block ends — at a small product, a second latency on the chain.
   const plan = (norm && gemvPlanOptions.normOneWave && bestResident ? bestResident : best)!.plan;
-  // gemvPlanOptions.loop: a grid past the resident blocks becomes that many blocks looping over its tiles.
-  if (plan.grid > residentBlocks && gemvPlanOptions.loop.has(gemvWeightFamily(plan.spec))) {
-    return { spec: { ...plan.spec, loop: true }, grid: residentBlocks };
+  // gemvPlanOptions.loop: the looping form — a grid past the resident blocks becomes that many blocks looping
+  // over its tiles; a smaller one keeps its blocks, one tile each.
+  if (gemvPlanOptions.loop.has(gemvWeightFamily(plan.spec))) {
+    return { spec: { ...plan.spec, loop: true }, grid: Math.min(plan.grid, residentBlocks) };
   }
   return plan;
 }
@@ -263,10 +264,13 @@ export const gemvPlanOptions: { normOneWave: boolean; loop: ReadonlySet<WeightLo
 
 /**
  * FUSEFORMER_GEMV_LOOP: the GEMV families (weight-stream.ts's names: gemv, norm-gemv, wide-norm-gemv,
- * gated-gemv; 1 all, 0 none) whose grids past the resident blocks (two an SM) become resident blocks
- * looping over the column tiles (GemvSpec.loop). Default none, not yet measured: Llama 1.2B's batch-1 gated
- * product is 1024 blocks of 8 columns, four rounds of blocks each running the norm prologue, at 81% of
- * copy in the step against the down product's 92% (session 31's timeline).
+ * gated-gemv; 1 all, 0 none) that take the looping form (GemvSpec.loop): a grid past the resident blocks
+ * (two an SM) becomes resident blocks looping over the column tiles, a smaller one keeps one tile a block.
+ * Default none, not yet measured: Llama 1.2B's batch-1 gated product is 1024 blocks of 8 columns, four
+ * rounds of blocks each running the norm prologue, at 81% of copy in the step against the down product's
+ * 92% (session 31's timeline). The form also has ptxas issue all of a lane's first weight loads ahead of
+ * the wait where the norm GEMVs' usual form leaves 6 of 16 until after the prologue (Llama's QKV and gated
+ * product; SASS read in session 32).
  */
 export function gemvLoopFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
   return weightFamiliesFromEnv('FUSEFORMER_GEMV_LOOP', env, []);

@@ -225,7 +225,7 @@ test('gemvSpace: the plans planGemv picks among (R 1/2/4, gated 1/2; KW 1–8 wi
   }
 });
 
-test('FUSEFORMER_GEMV_LOOP: a family on makes its grids past the resident blocks that many blocks looping over the tiles (one wait, one trigger, the next tile loaded before the reduction)', () => {
+test('FUSEFORMER_GEMV_LOOP: a family on takes the looping form — grids past the resident blocks as that many blocks looping over the tiles, smaller ones one tile a block (one wait, one trigger, the next tile loaded before the reduction)', () => {
   assert.deepEqual([...gemvLoopFromEnv({})], []);
   assert.deepEqual([...gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'gated-gemv,gemv' })], ['gated-gemv', 'gemv']);
   assert.throws(() => gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'on' }), /FUSEFORMER_GEMV_LOOP must be 0, 1 or a comma list of gemv, .*'on' is none of them/);
@@ -242,7 +242,13 @@ test('FUSEFORMER_GEMV_LOOP: a family on makes its grids past the resident blocks
     assert.deepEqual(looped, { spec: { ...plain.spec, loop: true }, grid: 264 }, 'the same plan, at the resident blocks');
     assert.match(gemvKey(looped.spec), /\.loop$/);
     gemvPlanOptions.loop = new Set(['norm-gemv', 'gemv']);
-    assert.equal(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, { kind: 'layer', residual: true, bias: true }).spec.loop, undefined, 'GPT-2\'s QKV fits the resident blocks: unchanged');
+    const layer = { kind: 'layer', residual: true, bias: true } as const;
+    const qkv = planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, layer);
+    gemvPlanOptions.loop = new Set();
+    const base = planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, layer);
+    assert.ok(base.grid <= 264);
+    assert.deepEqual(qkv, { spec: { ...base.spec, loop: true }, grid: base.grid }, 'GPT-2\'s QKV fits the resident blocks: its plan and grid, one tile a block');
+    gemvPlanOptions.loop = new Set(['norm-gemv', 'gemv']);
     const head = planGemv('bf16', 1, 50257, 768, 'none', undefined, 132);
     assert.equal(head.spec.loop, true);
     assert.equal(head.grid, 264);
