@@ -85,7 +85,11 @@ export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env):
  * bench/chain-latency.ts on the H200 (session 32): a graph-replayed chain of kernels that each stream
  * 4.7 MB of weights, the first loads ahead of the wait, costs 1.7 µs a kernel when each triggers right
  * after its wait against 2.4–3.1 µs when each triggers after its writes (1.2 MB: 1.0 against 1.4–1.5):
- * the next grid is resident, its own first weight loads in flight, while this one finishes.
+ * the next grid is resident, its own first weight loads in flight, while this one finishes. In the decode
+ * step it lost (gpu-pending-s32/call2, every family against none, two rounds, ms/token at batch 1): Llama
+ * 0.756 → 0.800, INT4 + head 0.466 → 0.548, INT8 + head 0.498 → 0.516, GPT-2 0.192 → 0.196 (its INT4 and
+ * W8A8 rows gained 0.002–0.003) — a decode GEMV's grid fills the SMs, so an early next grid takes room
+ * from this one's tail. Opt-in.
  */
 export const EARLY_TRIGGER_DEFAULT: readonly WeightLoadFamily[] = [];
 
