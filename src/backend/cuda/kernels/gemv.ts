@@ -594,6 +594,9 @@ __device__ __forceinline__ void prefetch_tile(const T* w, int N, int t) {
   const write = (pad: string) => gate
     ? `const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};\n${pad}out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
     : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
+  // A lane's f32 sums, zeroed.
+  const zeroSums = (pad: string) => ['float sum[WR][M];', '#pragma unroll', 'for (int r = 0; r < WR; r++)', '  #pragma unroll', '  for (int m = 0; m < M; m++) sum[r][m] = 0.f;']
+    .map((line) => pad + line).join('\n');
   // Group g's products: chunk j = g·U + u of the warp (k from its chunk and lane) times the M rows.
   const fma = (pad: string) => String.raw`#pragma unroll
 for (int u = 0; u < U; u++) {
@@ -612,12 +615,12 @@ for (int u = 0; u < U; u++) {
     }
   }
 }`.split('\n').map((line) => pad + line).join('\n');
-  return { name, norm, prefetch, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, fma };
+  return { name, norm, prefetch, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, zeroSums, fma };
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
   if (spec.loop) return gemvLoopSource(spec);
-  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
+  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 ${argsComment}
@@ -631,11 +634,7 @@ ${signature}${prefetch ? `
     const int n = min(n0 + r, N - 1); // columns past N compute a copy of the last and are not written
     ${rowPointers('    ')}
   }
-  float sum[WR][M];
-  #pragma unroll
-  for (int r = 0; r < WR; r++)
-    #pragma unroll
-    for (int m = 0; m < M; m++) sum[r][m] = 0.f;
+${zeroSums('  ')}
 
   #pragma unroll
   for (int g = 0; g < GROUPS; g++) {
@@ -673,7 +672,7 @@ ${gemvReduceWriteCode('sum', 'warp_sum', write('        '))}
  * products (gemvSource's trigger point).
  */
 function gemvLoopSource(spec: GemvSpec): KernelSource {
-  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, fma } = gemvParts(spec);
+  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 // Warp (kw, cg)'s weight rows of tile t: its R columns n0 = (t·CG + cg)·R … (gated: and the up rows F + n);
@@ -712,11 +711,7 @@ ${signature}
   while (true) {
     const int n0 = (tile * CG + cg) * R;${prefetch ? `
     if (threadIdx.x == 0 && tile + (int)gridDim.x < tiles) prefetch_tile(w, N, tile + gridDim.x);  // the next tile streams meanwhile` : ''}
-    float sum[WR][M];
-    #pragma unroll
-    for (int r = 0; r < WR; r++)
-      #pragma unroll
-      for (int m = 0; m < M; m++) sum[r][m] = 0.f;
+${zeroSums('    ')}
     #pragma unroll
     for (int g = 0; g < GROUPS; g++) {
       if (g > 0) load_group(wv, rows, g, kw, lane);

@@ -76,21 +76,23 @@ test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unse
   }
 });
 
+/** The catalogued decode GEMVs (16-bit, W8A8, INT4 mma) with one family-list option of weightStreamOptions set for their building. */
+function gemvCatalogWith(option: 'earlyTrigger' | 'prefetch', families: ReadonlySet<WeightLoadFamily>) {
+  const saved = weightStreamOptions[option], kinds = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
+  weightStreamOptions[option] = families;
+  try {
+    return kernelCatalog().filter((e) => kinds.has(e.family));
+  } finally {
+    weightStreamOptions[option] = saved;
+  }
+}
+
 test('FUSEFORMER_EARLY_TRIGGER: the same grammar; a family on moves its GEMVs\' one launch_dependents right after the wait', () => {
   assert.deepEqual([...earlyTriggerFromEnv({})], [...EARLY_TRIGGER_DEFAULT]);
   assert.deepEqual([...earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: '1' })], [...WEIGHT_LOAD_FAMILIES]);
   assert.deepEqual([...earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: 'int4,gemv' })], ['int4', 'gemv']);
   assert.throws(() => earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: 'yes' }), /FUSEFORMER_EARLY_TRIGGER must be 0, 1 or a comma list .*'yes' is none of them/);
-  const families = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
-  const kernels = (early: ReadonlySet<WeightLoadFamily>) => {
-    const saved = weightStreamOptions.earlyTrigger;
-    weightStreamOptions.earlyTrigger = early;
-    try {
-      return kernelCatalog().filter((e) => families.has(e.family));
-    } finally {
-      weightStreamOptions.earlyTrigger = saved;
-    }
-  };
+  const kernels = (early: ReadonlySet<WeightLoadFamily>) => gemvCatalogWith('earlyTrigger', early);
   // The source after the wait's line: the trigger is the next statement when early, absent from it when late.
   const afterWait = (source: string) => source.slice(source.indexOf('GRID_DEPENDENCY_WAIT();')).split('\n').slice(1, 2).join('');
   const late = kernels(new Set()), early = kernels(new Set(WEIGHT_LOAD_FAMILIES));
@@ -109,16 +111,7 @@ test('FUSEFORMER_WEIGHT_PREFETCH: a family on has each block request its weight 
   assert.deepEqual([...weightPrefetchFromEnv({})], []);
   assert.deepEqual([...weightPrefetchFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: 'int4, gated-gemv' })], ['int4', 'gated-gemv']);
   assert.throws(() => weightPrefetchFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: 'yes' }), /FUSEFORMER_WEIGHT_PREFETCH must be 0, 1 or a comma list .*'yes' is none of them/);
-  const families = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
-  const kernels = (on: ReadonlySet<WeightLoadFamily>) => {
-    const saved = weightStreamOptions.prefetch;
-    weightStreamOptions.prefetch = on;
-    try {
-      return kernelCatalog().filter((e) => families.has(e.family));
-    } finally {
-      weightStreamOptions.prefetch = saved;
-    }
-  };
+  const kernels = (on: ReadonlySet<WeightLoadFamily>) => gemvCatalogWith('prefetch', on);
   for (const e of kernels(new Set())) assert.doesNotMatch(e.source, /prefetch_l2_bulk|cp\.async\.bulk\.prefetch/, `${e.name}: off`);
   const on = kernels(new Set(WEIGHT_LOAD_FAMILIES));
   assert.equal(new Set(on.map((e) => e.family)).size, 3);
