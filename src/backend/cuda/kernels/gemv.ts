@@ -549,6 +549,11 @@ export function gemvWeightFamily(spec: GemvSpec): WeightLoadFamily {
   return 'gemv';
 }
 
+/** Each non-empty line of `text` with `pad` in front (generated code nested one level deeper). */
+function indentBy(text: string, pad: string): string {
+  return text.split('\n').map((line) => (line === '' ? line : pad + line)).join('\n');
+}
+
 /**
  * What both forms of the kernel (gemvSource, gemvLoopSource) share: the preamble (device library, constants,
  * the norm prologue's and the epilogue's device code), the argument list, the shared-memory and prologue
@@ -725,41 +730,7 @@ ${fma('      ')}
     } else {
       ${trigger.late || '// (the dependents were let launch after the wait)'}
     }
-    #pragma unroll
-    for (int r = 0; r < WR; r++)
-      #pragma unroll
-      for (int m = 0; m < M; m++) sum[r][m] = warp_sum(sum[r][m]);
-    if (KW > 1) {
-      if (kw > 0 && lane == 0) {
-        #pragma unroll
-        for (int r = 0; r < WR; r++)
-          #pragma unroll
-          for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = sum[r][m];
-      }
-      __syncthreads();
-      if (kw == 0) {
-        #pragma unroll
-        for (int p = 1; p < KW; p++)
-          #pragma unroll
-          for (int r = 0; r < WR; r++)
-            #pragma unroll
-            for (int m = 0; m < M; m++) sum[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
-      }
-      __syncthreads();  // partial is free for the next tile
-    }
-    // Lane r·M + m of the kw = 0 warps writes out[m, n0 + r].
-    if (kw == 0) {
-      #pragma unroll
-      for (int r = 0; r < R; r++) {
-        #pragma unroll
-        for (int m = 0; m < M; m++) {
-          const int n = n0 + r;
-          if (lane == r * M + m && n < N) {
-            ${write('            ')}
-          }
-        }
-      }
-    }
+${indentBy(gemvReduceWriteCode('sum', 'warp_sum', write('          '), true), '  ')}
     if (next >= tiles) break;
     tile = next;
   }
@@ -774,7 +745,26 @@ ${norm ? normPrologueFinishCode('x') : ''}}
  * (deterministic; warps kw > 0 return), and lane r·M + m writes out[m, n0 + r] with `write`
  * (constants WR, M, R, KW, CG and locals lane, kw, cg, n0, N in scope).
  */
-export function gemvReduceWriteCode(acc: string, warpSum: string, write: string): string {
+export function gemvReduceWriteCode(acc: string, warpSum: string, write: string, guarded = false): string {
+  // guarded (the looping form, whose warps all go on to the next tile): the kw > 0 warps skip the sums and the
+  // write instead of returning, and a second barrier frees `partial` for the next tile.
+  const addPartials = String.raw`#pragma unroll
+for (int p = 1; p < KW; p++)
+  #pragma unroll
+  for (int r = 0; r < WR; r++)
+    #pragma unroll
+    for (int m = 0; m < M; m++) ${acc}[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];`;
+  const writeOut = String.raw`#pragma unroll
+for (int r = 0; r < R; r++) {
+  #pragma unroll
+  for (int m = 0; m < M; m++) {
+    const int n = n0 + r;
+    if (lane == r * M + m && n < N) {
+      @WRITE@
+    }
+  }
+}`;
+  const pad = (text: string, spaces: number) => text.split('\n').map((line) => ' '.repeat(spaces) + line).join('\n');
   return String.raw`  #pragma unroll
   for (int r = 0; r < WR; r++)
     #pragma unroll
@@ -787,25 +777,17 @@ export function gemvReduceWriteCode(acc: string, warpSum: string, write: string)
         for (int m = 0; m < M; m++) partial[(((kw - 1) * CG + cg) * WR + r) * M + m] = ${acc}[r][m];
     }
     __syncthreads();
-    if (kw != 0) return;
-    #pragma unroll
-    for (int p = 1; p < KW; p++)
-      #pragma unroll
-      for (int r = 0; r < WR; r++)
-        #pragma unroll
-        for (int m = 0; m < M; m++) ${acc}[r][m] += partial[(((p - 1) * CG + cg) * WR + r) * M + m];
-  }
-  // Lane r·M + m writes out[m, n0 + r].
-  #pragma unroll
-  for (int r = 0; r < R; r++) {
-    #pragma unroll
-    for (int m = 0; m < M; m++) {
-      const int n = n0 + r;
-      if (lane == r * M + m && n < N) {
-        ${write}
-      }
+${guarded ? `    if (kw == 0) {
+${pad(addPartials, 6)}
     }
-  }`;
+    __syncthreads();  // partial is free for the next tile` : `    if (kw != 0) return;
+${pad(addPartials, 4)}`}
+  }
+${guarded ? `  // Lane r·M + m of the kw = 0 warps writes out[m, n0 + r].
+  if (kw == 0) {
+${pad(writeOut, 4)}
+  }` : `  // Lane r·M + m writes out[m, n0 + r].
+${pad(writeOut, 2)}`}`.replace('@WRITE@', () => write);
 }
 
 /**
