@@ -236,13 +236,6 @@ ${constants({
   })}
 ${norm ? normPrologueCode(norm) : ''}
 ${int4MmaDequantCode(spec.dtype)}${prefetch ? `${PREFETCH_L2_BULK_CODE}
-// The block's packed weight rows (its CG·FT·FEATURES features; gated: and their up rows N + n) requested into
-// L2 at once, ahead of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
-__device__ __forceinline__ void prefetch_block_rows(const u32* qweight, int N) {
-  const int first = blockIdx.x * CG * FT * FEATURES, count = min(CG * FT * FEATURES, N - first);
-  prefetch_l2_bulk(qweight + (size_t)first * WORDS_PER_ROW, (unsigned)count * WORDS_PER_ROW * 4u);
-  if (GATED) prefetch_l2_bulk(qweight + (size_t)(N + first) * WORDS_PER_ROW, (unsigned)count * WORDS_PER_ROW * 4u);
-}
 ` : ''}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.${norm ? `
 // Norm prologue (M = ${norm.rows}, the argument M_ unused): x is unused; rx [M, K] the residual stream
@@ -261,7 +254,8 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int kw = warp % KW, cg = warp / KW;${prefetch ? `
-  if (threadIdx.x == 0) prefetch_block_rows(qweight, N);` : ''}
+  // The block's packed rows (its CG·FT·FEATURES features) into L2 ahead of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
+  if (threadIdx.x == 0) prefetch_rows(qweight, WORDS_PER_ROW * 4, blockIdx.x * CG * FT * FEATURES, CG * FT * FEATURES, N, GATED);` : ''}
   const int f0 = (blockIdx.x * CG + cg) * FT * FEATURES;
   // Weight rows g and g + 8 of each tile (features past N read the last one's rows and are not written).
   int wrow[FT][2];

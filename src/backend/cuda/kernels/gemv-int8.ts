@@ -132,14 +132,7 @@ ${constants({
 ${norm ? normPrologueCode(norm) : ''}
 
 ${weightLoadCode('load_weight', 'signed char', 'int8')}${prefetch ? `
-${PREFETCH_L2_BULK_CODE}
-// The block's weight rows (its CG·R columns; gated: and their up rows N + n) requested into L2 at once, ahead
-// of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
-__device__ __forceinline__ void prefetch_block_rows(const signed char* w, int N) {
-  const int first = blockIdx.x * CG * R, count = min(CG * R, N - first);
-  prefetch_l2_bulk(w + (size_t)first * K, (unsigned)(count * K));
-  if (GATED) prefetch_l2_bulk(w + (size_t)(N + first) * K, (unsigned)(count * K));
-}` : ''}
+${PREFETCH_L2_BULK_CODE}` : ''}
 __device__ __forceinline__ int dp4a(u32 a, u32 b, int c) {
   int d;
   asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -214,7 +207,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ float red[NWARPS * M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KW, cg = warp / KW;${prefetch ? `
-  if (threadIdx.x == 0) prefetch_block_rows(w, N);` : ''}
+  // The block's rows (its CG·R columns) into L2 ahead of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
+  if (threadIdx.x == 0) prefetch_rows(w, K, blockIdx.x * CG * R, CG * R, N, GATED);` : ''}
   const int n0 = (blockIdx.x * CG + cg) * R;
   const signed char* rows[WR];
   #pragma unroll

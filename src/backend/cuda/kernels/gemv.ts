@@ -571,12 +571,9 @@ ${norm ? normPrologueCode(norm) : ''}
 
 ${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}${prefetch ? `
 ${PREFETCH_L2_BULK_CODE}
-// Tile t's weight rows (its CG·R columns; gated: and their up rows N + n) requested into L2 at once, ahead
-// of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
+// Tile t's weight rows (its CG·R columns) into L2 ahead of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
 __device__ __forceinline__ void prefetch_tile(const T* w, int N, int t) {
-  const int first = t * CG * R, count = min(CG * R, N - first);
-  prefetch_l2_bulk(w + (size_t)first * K, (unsigned)(count * K) * (unsigned)sizeof(T));${gate ? `
-  prefetch_l2_bulk(w + (size_t)(N + first) * K, (unsigned)(count * K) * (unsigned)sizeof(T));` : ''}
+  prefetch_rows(w, K * sizeof(T), t * CG * R, CG * R, N, ${gate ? 'true' : 'false'});
 }` : ''}`;
   const argsComment = `// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],

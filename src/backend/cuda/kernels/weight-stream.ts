@@ -123,8 +123,8 @@ export const weightStreamOptions: {
 };
 
 /**
- * FUSEFORMER_WEIGHT_PREFETCH: the GEMV families (1 all, 0 none, or a comma list; default none, not yet
- * measured) (the 16-bit, W8A8 and INT4 decode GEMVs) whose blocks first ask L2 for their whole slab of weight rows — one bulk prefetch
+ * FUSEFORMER_WEIGHT_PREFETCH: the families among the 16-bit, W8A8 and INT4 decode GEMVs (1 all, 0 none, or a
+ * comma list; default none, not yet measured) whose blocks first ask L2 for their whole slab of weight rows — one bulk prefetch
  * (cp.async.bulk.prefetch.L2, sm_90) from one thread, before the grid-dependency wait — so the rows stream
  * from HBM at once however ptxas orders the loads into registers. Read on the SASS here (session 32): the
  * INT4 gated GEMV's 16 weight loads a lane come after the wait and are spread among its tensor-core steps,
@@ -135,8 +135,11 @@ export function weightPrefetchFromEnv(env: NodeJS.ProcessEnv = process.env): Rea
 }
 
 /**
- * prefetch_l2_bulk(p, bytes): the bytes at p (16-byte aligned, a multiple of 16) requested into L2, nothing
- * returned (a no-op before sm_90). Guarded: a source may include it twice.
+ * The device side of FUSEFORMER_WEIGHT_PREFETCH (a no-op before sm_90; guarded: a source may include it
+ * twice). prefetch_l2_bulk(p, bytes): the bytes at p (16-byte aligned, a multiple of 16) requested into L2.
+ * prefetch_rows(base, row_bytes, first, rows, n, gated): rows first … first + rows − 1 of a matrix of n rows
+ * of row_bytes each (clipped at n), and with `gated` the same rows n + first … of its up half — a GEMV
+ * block's slab of weight rows, one request each.
  */
 export const PREFETCH_L2_BULK_CODE = String.raw`#ifndef FUSEFORMER_PREFETCH_L2_BULK
 #define FUSEFORMER_PREFETCH_L2_BULK
@@ -144,6 +147,12 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned int byt
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
 #endif
+}
+__device__ __forceinline__ void prefetch_rows(const void* base, unsigned int row_bytes, int first, int rows, int n, bool gated) {
+  const unsigned int bytes = (unsigned int)min(rows, n - first) * row_bytes;
+  const char* p = static_cast<const char*>(base) + (size_t)first * row_bytes;
+  prefetch_l2_bulk(p, bytes);
+  if (gated) prefetch_l2_bulk(p + (size_t)n * row_bytes, bytes);
 }
 #endif`;
 

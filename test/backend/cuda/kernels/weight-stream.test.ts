@@ -117,10 +117,13 @@ test('FUSEFORMER_WEIGHT_PREFETCH: a family on has each block request its weight 
   assert.equal(new Set(on.map((e) => e.family)).size, 3);
   for (const e of on) {
     const body = e.source.slice(e.source.indexOf('extern "C"'));
-    const call = body.search(/if \(threadIdx\.x == 0\) prefetch_(block_rows|tile)\(/);
+    const call = body.search(/if \(threadIdx\.x == 0\) prefetch_(rows|tile)\(/);
     assert.ok(call > 0 && call < body.indexOf('GRID_DEPENDENCY_WAIT();'), `${e.name}: the prefetch before the wait`);
     assert.match(e.source, /cp\.async\.bulk\.prefetch\.L2\.global \[%0\], %1;/);
-    if (/gated/.test(e.name)) assert.equal(e.source.match(/prefetch_l2_bulk\((q)?w(eight)? \+ \(size_t\)\(N \+ first\)/g)?.length, 1, `${e.name}: the up rows too`);
+    // A gated product's up rows too: prefetch_rows with gated true (or the kernel's GATED, true there).
+    const gatedArg = /prefetch_rows\([^;]*, (true|false|GATED)\);/.exec(e.source)?.[1];
+    const gated = gatedArg === 'GATED' ? /constexpr bool GATED = true;/.test(e.source) : gatedArg === 'true';
+    assert.equal(gated, /gated/.test(e.name), `${e.name}: the up rows ${/gated/.test(e.name) ? 'too' : 'not'}`);
   }
   const compiler = findNvcc();
   if (compiler) {
