@@ -597,10 +597,9 @@ __device__ __forceinline__ void prefetch_tile(const T* w, int N, int t) {
     ? `const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};\n${pad}out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
     : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
   // A lane's f32 sums, zeroed.
-  const zeroSums = (pad: string) => ['float sum[WR][M];', '#pragma unroll', 'for (int r = 0; r < WR; r++)', '  #pragma unroll', '  for (int m = 0; m < M; m++) sum[r][m] = 0.f;']
-    .map((line) => pad + line).join('\n');
+  const zeroSums = (pad: string) => indentBy(['float sum[WR][M];', '#pragma unroll', 'for (int r = 0; r < WR; r++)', '  #pragma unroll', '  for (int m = 0; m < M; m++) sum[r][m] = 0.f;'].join('\n'), pad);
   // Group g's products: chunk j = g·U + u of the warp (k from its chunk and lane) times the M rows.
-  const fma = (pad: string) => String.raw`#pragma unroll
+  const fma = (pad: string) => indentBy(String.raw`#pragma unroll
 for (int u = 0; u < U; u++) {
   const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * VEC;
   if (j < PER_WARP && k < K) {
@@ -616,7 +615,7 @@ for (int u = 0; u < U; u++) {
       }
     }
   }
-}`.split('\n').map((line) => pad + line).join('\n');
+}`, pad);
   return { name, norm, prefetch, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, zeroSums, fma };
 }
 
@@ -761,7 +760,7 @@ for (int r = 0; r < R; r++) {
     }
   }
 }`;
-  const pad = (text: string, spaces: number) => text.split('\n').map((line) => ' '.repeat(spaces) + line).join('\n');
+  const pad = (text: string, spaces: number) => indentBy(text, ' '.repeat(spaces));
   return String.raw`  #pragma unroll
   for (int r = 0; r < WR; r++)
     #pragma unroll
