@@ -39,7 +39,7 @@ import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, NORM_PROLOGUE_S
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, PREFETCH_L2_BULK_CODE, weightLoadCode, weightStreamOptions } from './weight-stream.js';
+import { dependentTriggerCode, weightLoadCode, weightStreamOptions } from './weight-stream.js';
 
 /** Rows the kernel takes (4 row tiles of 8). */
 export const INT4_MMA_MAX_ROWS = 32;
@@ -211,7 +211,7 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   if (spec.K % INT4_MMA_CHUNK_K !== 0 || spec.groupSize % INT4_MMA_CHUNK_K !== 0 || spec.K % spec.groupSize !== 0) {
     throw new RangeError(`int4MmaGemvSource: K (${spec.K}) and the group size (${spec.groupSize}) must be multiples of ${INT4_MMA_CHUNK_K}, G dividing K`);
   }
-  const norm = spec.norm, trigger = dependentTriggerCode('int4'), prefetch = weightStreamOptions.prefetch.has('int4');
+  const norm = spec.norm, trigger = dependentTriggerCode('int4');
   if (norm && !int4MmaNormFits(norm.rows, spec.K, spec.rowTiles)) {
     throw new RangeError(`int4MmaGemvSource: the norm prologue takes ${8 * (spec.rowTiles - 1) + 1}–${8 * spec.rowTiles} rows of at most ${NORM_PROLOGUE_MAX_BYTES} bytes, got ${norm.rows} rows of ${spec.K}`);
   }
@@ -235,8 +235,7 @@ ${constants({
     ...(norm ? { M: norm.rows, VEC: 8, THREADS: int4MmaWarps(spec) * 32, NWARPS: int4MmaWarps(spec) } : {}),
   })}
 ${norm ? normPrologueCode(norm) : ''}
-${int4MmaDequantCode(spec.dtype)}${prefetch ? `${PREFETCH_L2_BULK_CODE}
-` : ''}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
+${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.${norm ? `
 // Norm prologue (M = ${norm.rows}, the argument M_ unused): x is unused; rx [M, K] the residual stream
 // (updated in place), y [M, K], rbias [K], gamma, beta [K], h [M, K] the normed rows, counter a zeroed
@@ -253,9 +252,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
   load_norm_weights(pre, gamma, beta);` : ''}
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int kw = warp % KW, cg = warp / KW;${prefetch ? `
-  // The block's packed rows (its CG·FT·FEATURES features) into L2 ahead of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
-  if (threadIdx.x == 0) prefetch_rows(qweight, WORDS_PER_ROW * 4, blockIdx.x * CG * FT * FEATURES, CG * FT * FEATURES, N, GATED);` : ''}
+  const int kw = warp % KW, cg = warp / KW;
   const int f0 = (blockIdx.x * CG + cg) * FT * FEATURES;
   // Weight rows g and g + 8 of each tile (features past N read the last one's rows and are not written).
   int wrow[FT][2];

@@ -24,7 +24,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, PREFETCH_L2_BULK_CODE, weightLoadCode, weightStreamOptions } from './weight-stream.js';
+import { dependentTriggerCode, weightLoadCode, weightStreamOptions } from './weight-stream.js';
 import type { GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
 import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
@@ -113,7 +113,7 @@ export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number,
 
 export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
   const name = kernelIdentifier(int8GemvKey(spec));
-  const norm = spec.norm, trigger = dependentTriggerCode('int8'), prefetch = weightStreamOptions.prefetch.has('int8');
+  const norm = spec.norm, trigger = dependentTriggerCode('int8');
   const { weightRows, chunks, perWarp, unroll, groups } = int8GemvShape(spec);
   const xVec = 16 / byteSize(spec.dtype);
   const value = (i: string, n: string) => `__int2float_rn(${i}) * row_scale[m] * scales[${n}] + ${spec.bias ? `to_float(bias[${n}])` : '0.f'}`;
@@ -131,8 +131,7 @@ ${constants({
   })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${weightLoadCode('load_weight', 'signed char', 'int8')}${prefetch ? `
-${PREFETCH_L2_BULK_CODE}` : ''}
+${weightLoadCode('load_weight', 'signed char', 'int8')}
 __device__ __forceinline__ int dp4a(u32 a, u32 b, int c) {
   int d;
   asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -206,9 +205,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ int partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
   __shared__ float red[NWARPS * M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int kw = warp % KW, cg = warp / KW;${prefetch ? `
-  // The block's rows (its CG·R columns) into L2 ahead of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
-  if (threadIdx.x == 0) prefetch_rows(w, K, blockIdx.x * CG * R, CG * R, N, GATED);` : ''}
+  const int kw = warp % KW, cg = warp / KW;
   const int n0 = (blockIdx.x * CG + cg) * R;
   const signed char* rows[WR];
   #pragma unroll

@@ -116,45 +116,10 @@ export function weightFamiliesFromEnv(name: string, env: NodeJS.ProcessEnv, fall
 /** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
 export const weightStreamOptions: {
   evictFirst: boolean; hintNormal: boolean; coherent: ReadonlySet<WeightLoadFamily>; earlyTrigger: ReadonlySet<WeightLoadFamily>;
-  prefetch: ReadonlySet<WeightLoadFamily>;
 } = {
   evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv(), coherent: weightLoadCoherentFromEnv(),
-  earlyTrigger: earlyTriggerFromEnv(), prefetch: weightPrefetchFromEnv(),
+  earlyTrigger: earlyTriggerFromEnv(),
 };
-
-/**
- * FUSEFORMER_WEIGHT_PREFETCH: the families among the 16-bit, W8A8 and INT4 decode GEMVs (1 all, 0 none, or a
- * comma list; default none, not yet measured) whose blocks first ask L2 for their whole slab of weight rows — one bulk prefetch
- * (cp.async.bulk.prefetch.L2, sm_90) from one thread, before the grid-dependency wait — so the rows stream
- * from HBM at once however ptxas orders the loads into registers. Read on the SASS here (session 32): the
- * INT4 gated GEMV's 16 weight loads a lane come after the wait and are spread among its tensor-core steps,
- * a few in flight at a time (it streams at 42% of copy in the step).
- */
-export function weightPrefetchFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
-  return weightFamiliesFromEnv('FUSEFORMER_WEIGHT_PREFETCH', env, []);
-}
-
-/**
- * The device side of FUSEFORMER_WEIGHT_PREFETCH (a no-op before sm_90; guarded: a source may include it
- * twice). prefetch_l2_bulk(p, bytes): the bytes at p (16-byte aligned, a multiple of 16) requested into L2.
- * prefetch_rows(base, row_bytes, first, rows, n, gated): rows first … first + rows − 1 of a matrix of n rows
- * of row_bytes each (clipped at n), and with `gated` the same rows n + first … of its up half — a GEMV
- * block's slab of weight rows, one request each.
- */
-export const PREFETCH_L2_BULK_CODE = String.raw`#ifndef FUSEFORMER_PREFETCH_L2_BULK
-#define FUSEFORMER_PREFETCH_L2_BULK
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void prefetch_rows(const void* base, unsigned int row_bytes, int first, int rows, int n, bool gated) {
-  const unsigned int bytes = (unsigned int)min(rows, n - first) * row_bytes;
-  const char* p = static_cast<const char*>(base) + (size_t)first * row_bytes;
-  prefetch_l2_bulk(p, bytes);
-  if (gated) prefetch_l2_bulk(p + (size_t)n * row_bytes, bytes);
-}
-#endif`;
 
 /**
  * Where a kernel of `family` lets its dependents launch: `afterWait` (placed right after its grid-

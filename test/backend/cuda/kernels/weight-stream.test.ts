@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { EARLY_TRIGGER_DEFAULT, earlyTriggerFromEnv, tmaWeightLoadCode, weightPrefetchFromEnv, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { EARLY_TRIGGER_DEFAULT, earlyTriggerFromEnv, tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -77,7 +77,7 @@ test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unse
 });
 
 /** The catalogued decode GEMVs (16-bit, W8A8, INT4 mma) with one family-list option of weightStreamOptions set for their building. */
-function gemvCatalogWith(option: 'earlyTrigger' | 'prefetch', families: ReadonlySet<WeightLoadFamily>) {
+function gemvCatalogWith(option: 'earlyTrigger', families: ReadonlySet<WeightLoadFamily>) {
   const saved = weightStreamOptions[option], kinds = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
   weightStreamOptions[option] = families;
   try {
@@ -104,31 +104,6 @@ test('FUSEFORMER_EARLY_TRIGGER: the same grammar; a family on moves its GEMVs\' 
     assert.equal(moved.name, e.name);
     assert.equal(moved.source.match(/GRID_DEPENDENCY_TRIGGER\(\);/g)?.length, 1, `${e.name}: one trigger (early)`);
     assert.match(afterWait(moved.source), /^\s*GRID_DEPENDENCY_TRIGGER\(\);/, `${e.name}: right after the wait`);
-  }
-});
-
-test('FUSEFORMER_WEIGHT_PREFETCH: a family on has each block request its weight rows into L2 (one bulk prefetch, one thread) before its wait; off, no prefetch at all', async () => {
-  assert.deepEqual([...weightPrefetchFromEnv({})], []);
-  assert.deepEqual([...weightPrefetchFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: 'int4, gated-gemv' })], ['int4', 'gated-gemv']);
-  assert.throws(() => weightPrefetchFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: 'yes' }), /FUSEFORMER_WEIGHT_PREFETCH must be 0, 1 or a comma list .*'yes' is none of them/);
-  const kernels = (on: ReadonlySet<WeightLoadFamily>) => gemvCatalogWith('prefetch', on);
-  for (const e of kernels(new Set())) assert.doesNotMatch(e.source, /prefetch_l2_bulk|cp\.async\.bulk\.prefetch/, `${e.name}: off`);
-  const on = kernels(new Set(WEIGHT_LOAD_FAMILIES));
-  assert.equal(new Set(on.map((e) => e.family)).size, 3);
-  for (const e of on) {
-    const body = e.source.slice(e.source.indexOf('extern "C"'));
-    const call = body.search(/if \(threadIdx\.x == 0\) prefetch_(rows|tile)\(/);
-    assert.ok(call > 0 && call < body.indexOf('GRID_DEPENDENCY_WAIT();'), `${e.name}: the prefetch before the wait`);
-    assert.match(e.source, /cp\.async\.bulk\.prefetch\.L2\.global \[%0\], %1;/);
-    // A gated product's up rows too: prefetch_rows with gated true (or the kernel's GATED, true there).
-    const gatedArg = /prefetch_rows\([^;]*, (true|false|GATED)\);/.exec(e.source)?.[1];
-    const gated = gatedArg === 'GATED' ? /constexpr bool GATED = true;/.test(e.source) : gatedArg === 'true';
-    assert.equal(gated, /gated/.test(e.name), `${e.name}: the up rows ${/gated/.test(e.name) ? 'too' : 'not'}`);
-  }
-  const compiler = findNvcc();
-  if (compiler) {
-    const sample = on.filter((e, i) => i % 6 === 0);
-    assert.deepEqual(await compileAll(compiler, sample), [], 'the prefetching forms compile');
   }
 });
 
