@@ -51,9 +51,11 @@ const { values: cli } = parseArgs({
     backend: { type: 'string', default: 'cuda' },
     quant: { type: 'string', default: '' },
     modes: { type: 'string', default: 'default' },
+    batches: { type: 'string', default: '1,32' },
   },
 });
-const REPS = Number(cli.reps), PROMPT = 32, NEW = 128, BATCHES = [1, 32];
+const REPS = Number(cli.reps), PROMPT = 32, NEW = 128, BATCHES = cli.batches.split(',').map(Number);
+if (BATCHES.some((b) => !Number.isInteger(b) || b < 1)) throw new Error(`--batches: a comma list of positive integers, got '${cli.batches}'`);
 
 interface ModelCase { key: string; name: string; config: ModelConfig; target: { b1MsPerToken?: number; b32TokensPerS?: number } }
 const CASES: ModelCase[] = [

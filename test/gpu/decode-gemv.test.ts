@@ -235,7 +235,7 @@ test('normLinear on the GEMV with the norm in its prologue (1–4 rows) and on i
   }
 });
 
-// The looping form (GemvSpec.loop, FUSEFORMER_GEMV_LOOP; off by default): every family on, so each grid past
+// The looping form (GemvSpec.loop, FUSEFORMER_GEMV_LOOP; the gated GEMV by default): every family on, so each grid past
 // the resident blocks (two an SM) loops over its tiles — the GPT-2 LM head's GEMM, Llama's gated product with
 // its norm, a LayerNorm into a 50257-wide product, a 4-row product — against the CPU reference; each
 // norm case twice (the prologue's counter back at zero), and each case asserted to have looped.

@@ -31,7 +31,7 @@ import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, PREFETCH_L2_BULK_CODE, weightFamiliesFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from './weight-stream.js';
+import { dependentTriggerCode, weightFamiliesFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
 
 /**
@@ -76,7 +76,7 @@ export interface GemvSpec {
   /**
    * The block loops over column tiles (tiles blockIdx.x, blockIdx.x + gridDim.x, …; planGemv then launches
    * at most the resident blocks): the prologue runs once a block, and each tile's first weight loads are
-   * issued before the previous tile's reduction and write (FUSEFORMER_GEMV_LOOP; see gemvPlanOptions).
+   * issued before the previous tile's reduction and write (FUSEFORMER_GEMV_LOOP, the gated GEMV by default; see gemvPlanOptions).
    */
   readonly loop?: boolean;
 }
@@ -211,15 +211,18 @@ export interface GemvPlan {
 export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number, norm?: GemvNorm): GemvPlan {
   let best: { plan: GemvPlan; score: number[] } | undefined, bestResident: typeof best;
   const residentBlocks = multiProcessorCount * Math.floor(RESIDENT_WARPS / WARPS);
+  const forced = gemvPlanOptions.forced.find((f) => gemvPlanSelects(f, M, N, K, gate !== undefined, norm !== undefined));
   for (const spec of gemvSpace(dtype, M, K, epilogue, gate, norm)) {
+    if (forced && (spec.columns !== forced.columns || spec.kWarps !== forced.kWarps)) continue;
     const shape = gemvShape(spec), grid = gemvGrid(spec, N);
     const score = gemvPlanScore(grid, shape, spec.kWarps, spec.columns, RESIDENT_WARPS, multiProcessorCount);
     if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
     if (grid <= residentBlocks && (!bestResident || betterScore(score, bestResident.score))) bestResident = { plan: { spec, grid }, score };
   }
+  if (!best) throw new RangeError(`FUSEFORMER_GEMV_PLAN: r${forced!.columns}.kw${forced!.kWarps} is not a plan of the GEMV for ${M} rows of K ${K}${gate ? ' (gated)' : ''} (gemvSpace)`);
   // gemvPlanOptions.normOneWave: a norm prologue runs once a block, so a block past the resident ones runs
   // its prologue after an earlier block ends — at a small product, a second latency on the chain.
-  const plan = (norm && gemvPlanOptions.normOneWave && bestResident ? bestResident : best)!.plan;
+  const plan = (norm && gemvPlanOptions.normOneWave && bestResident && !forced ? bestResident : best).plan;
   // gemvPlanOptions.loop: the looping form — a grid past the resident blocks becomes that many blocks looping
   // over its tiles; a smaller one keeps its blocks, one tile each.
   if (gemvPlanOptions.loop.has(gemvWeightFamily(plan.spec))) {
@@ -253,6 +256,20 @@ export function gemvGrid(spec: GemvSpec, N: number): number {
 }
 
 /**
+ * FUSEFORMER_GEMV_LOOP: the GEMV families (weight-stream.ts's names: gemv, norm-gemv, wide-norm-gemv,
+ * gated-gemv; 1 all, 0 none) that take the looping form (GemvSpec.loop): a grid past the resident blocks
+ * (two an SM) becomes resident blocks looping over the column tiles, a smaller one keeps one tile a block.
+ * Default the gated GEMV alone: Llama 1.2B's batch-1 gated product is 1024 blocks of 8 columns, four rounds
+ * of blocks each running the norm prologue. Measured on the H200 (session 33, two rounds, bf16, ms/token
+ * none → gated → gated + wide-norm → all): Llama b1 0.761 → 0.757 → 0.771 → 0.777, GPT-2 b1 0.192 → 0.192
+ * → 0.192 → 0.200; batch 32 unchanged (its products go to the streamed GEMM).
+ */
+export const GEMV_LOOP_DEFAULT: readonly WeightLoadFamily[] = ['gated-gemv'];
+
+/** The plans forced when FUSEFORMER_GEMV_PLAN is unset (none yet; see forcedGemvPlansFromEnv). */
+export const GEMV_PLAN_DEFAULT: readonly ForcedGemvPlan[] = [];
+
+/**
  * The planner's process settings (tests set them directly). normOneWave (on by default;
  * FUSEFORMER_NORM_GEMV_ONE_WAVE=0 turns it off): a norm GEMV takes the best plan whose grid fits the resident
  * blocks (two an SM) where one does — GPT-2's batch-1 QKV 288 → 144 blocks (288 leave 24 for a second
@@ -260,20 +277,59 @@ export function gemvGrid(spec: GemvSpec, N: number): number {
  * its plan. Measured on the H200 (session 30, two rounds, bf16 batch 1, ms/token off → on): Llama 1.2B
  * 0.789 → 0.785, GPT-2 0.220 → 0.219; batch 32 unchanged.
  */
-export const gemvPlanOptions: { normOneWave: boolean; loop: ReadonlySet<WeightLoadFamily> } = { normOneWave: normOneWaveFromEnv(), loop: gemvLoopFromEnv() };
+export const gemvPlanOptions: { normOneWave: boolean; loop: ReadonlySet<WeightLoadFamily>; forced: readonly ForcedGemvPlan[] } = {
+  normOneWave: normOneWaveFromEnv(), loop: gemvLoopFromEnv(), forced: forcedGemvPlansFromEnv(),
+};
+
+
+/** A plan FUSEFORMER_GEMV_PLAN forces on the products it selects (K, and where given N, M, gated or not, norm or not). */
+export interface ForcedGemvPlan {
+  readonly k: number;
+  readonly n?: number;
+  readonly rows?: number;
+  readonly gated?: boolean;
+  readonly norm?: boolean;
+  readonly columns: number;
+  readonly kWarps: number;
+}
 
 /**
- * FUSEFORMER_GEMV_LOOP: the GEMV families (weight-stream.ts's names: gemv, norm-gemv, wide-norm-gemv,
- * gated-gemv; 1 all, 0 none) that take the looping form (GemvSpec.loop): a grid past the resident blocks
- * (two an SM) becomes resident blocks looping over the column tiles, a smaller one keeps one tile a block.
- * Default none, not yet measured: Llama 1.2B's batch-1 gated product is 1024 blocks of 8 columns, four
- * rounds of blocks each running the norm prologue, at 81% of copy in the step against the down product's
- * 92% (session 31's timeline). The form also has ptxas issue all of a lane's first weight loads ahead of
- * the wait where the norm GEMVs' usual form leaves 6 of 16 until after the prologue (Llama's QKV and gated
- * product; SASS read in session 32).
+ * FUSEFORMER_GEMV_PLAN: the (R, KW) plan of chosen products instead of planGemv's pick, as a comma list of
+ * SELECTOR=rR.kwW, the selector k<K> with any of .n<N> (output columns; gated: F), .m<M> (rows), .gated /
+ * .plain, .norm / .nonorm; the first entry that selects a product applies. Unset: GEMV_PLAN_DEFAULT; empty
+ * or 0: none (planGemv decides everywhere).
+ * Probed in the decode step on the H200 (session 33, two rounds, Llama 1.2B bf16, ms a step at batch 1 /
+ * 4; planned: 0.756 / 1.078): the down product (k8192) r4.kw4 0.749 / 0.989 and r2.kw2 0.746 / 1.003
+ * (planned r1.kw2, 512 blocks, against 256); slower: the gated one at r1.kw8 0.855 / 1.446 or r1.kw2
+ * 0.770 / 1.207, the output projection (k2048.n2048.plain) at r2.kw8 0.759 / 1.139, QKV (k2048.n3072.norm)
+ * at r4.kw4 0.771 / 1.076. k8192.n2048.plain=r4.kw4 waits on its GPU correctness checks (s33-verify)
+ * before it becomes a default.
  */
+export function forcedGemvPlansFromEnv(env: NodeJS.ProcessEnv = process.env): readonly ForcedGemvPlan[] {
+  const text = env['FUSEFORMER_GEMV_PLAN']?.trim();
+  if (text === undefined) return GEMV_PLAN_DEFAULT;
+  if (text === '' || text === '0') return [];
+  return text.split(',').map((entry) => {
+    const m = /^k(\d+)((?:\.(?:n\d+|m\d+|gated|plain|norm|nonorm))*)=r(\d+)\.kw(\d+)$/.exec(entry.trim());
+    if (!m) throw new Error(`FUSEFORMER_GEMV_PLAN: '${entry.trim()}' is not SELECTOR=rR.kwW with SELECTOR k<K>[.n<N>][.m<M>][.gated|.plain][.norm|.nonorm]`);
+    const parts = m[2]!.split('.').filter((x) => x);
+    const n = parts.find((x) => x.startsWith('n') && x !== 'norm' && x !== 'nonorm'), rows = parts.find((x) => x.startsWith('m'));
+    return {
+      k: Number(m[1]), columns: Number(m[3]), kWarps: Number(m[4]),
+      ...(n ? { n: Number(n.slice(1)) } : {}), ...(rows ? { rows: Number(rows.slice(1)) } : {}),
+      ...(parts.includes('gated') ? { gated: true } : parts.includes('plain') ? { gated: false } : {}),
+      ...(parts.includes('norm') ? { norm: true } : parts.includes('nonorm') ? { norm: false } : {}),
+    };
+  });
+}
+
+function gemvPlanSelects(f: ForcedGemvPlan, M: number, N: number, K: number, gated: boolean, norm: boolean): boolean {
+  return f.k === K && (f.n === undefined || f.n === N) && (f.rows === undefined || f.rows === M) && (f.gated === undefined || f.gated === gated) && (f.norm === undefined || f.norm === norm);
+}
+
+/** FUSEFORMER_GEMV_LOOP (see GEMV_LOOP_DEFAULT). */
 export function gemvLoopFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
-  return weightFamiliesFromEnv('FUSEFORMER_GEMV_LOOP', env, []);
+  return weightFamiliesFromEnv('FUSEFORMER_GEMV_LOOP', env, GEMV_LOOP_DEFAULT);
 }
 
 export function normOneWaveFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -563,18 +619,12 @@ function gemvParts(spec: GemvSpec) {
   const vec = vectorWidth(spec.dtype), gate = spec.gate, norm = spec.norm;
   const { weightRows, chunks, perWarp, unroll, groups } = gemvShape(spec);
   const name = kernelIdentifier(gemvKey(spec));
-  const prefetch = weightStreamOptions.prefetch.has(gemvWeightFamily(spec));
   const preamble = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}${prefetch ? `
-${PREFETCH_L2_BULK_CODE}
-// Tile t's weight rows (its CG·R columns) into L2 ahead of the lanes' loads (FUSEFORMER_WEIGHT_PREFETCH).
-__device__ __forceinline__ void prefetch_tile(const T* w, int N, int t) {
-  prefetch_rows(w, K * sizeof(T), t * CG * R, CG * R, N, ${gate ? 'true' : 'false'});
-}` : ''}`;
+${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}`;
   const argsComment = `// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
 // gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}`;
@@ -616,18 +666,17 @@ for (int u = 0; u < U; u++) {
     }
   }
 }`, pad);
-  return { name, norm, prefetch, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, zeroSums, fma };
+  return { name, norm, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, zeroSums, fma };
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
   if (spec.loop) return gemvLoopSource(spec);
-  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
+  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 ${argsComment}
 // Grid ceil(N / (CG·R)), block ${WARPS * 32}.
-${signature}${prefetch ? `
-  if (threadIdx.x == 0) prefetch_tile(w, N, blockIdx.x);` : ''}
+${signature}
   const int n0 = (blockIdx.x * CG + cg) * R;
   const T* rows[WR];
   #pragma unroll
@@ -673,7 +722,7 @@ ${gemvReduceWriteCode('sum', 'warp_sum', write('        '))}
  * products (gemvSource's trigger point).
  */
 function gemvLoopSource(spec: GemvSpec): KernelSource {
-  const { name, norm, prefetch, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
+  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 // Warp (kw, cg)'s weight rows of tile t: its R columns n0 = (t·CG + cg)·R … (gated: and the up rows F + n);
@@ -699,8 +748,7 @@ ${argsComment}
 // Grid at most ceil(N / (CG·R)) (the resident blocks), block ${WARPS * 32}.
 ${signature}
   const int tiles = (N + CG * R - 1) / (CG * R);
-  int tile = blockIdx.x;${prefetch ? `
-  if (threadIdx.x == 0) prefetch_tile(w, N, tile);` : ''}
+  int tile = blockIdx.x;
   const T* rows[WR];
   tile_rows(rows, w, N, tile, cg);
   uint4 wv[U][WR];
@@ -710,8 +758,7 @@ ${signature}
   ${trigger.afterWait}` : ''}${norm ? `
   ${normPrologueCallCode('x')}` : ''}
   while (true) {
-    const int n0 = (tile * CG + cg) * R;${prefetch ? `
-    if (threadIdx.x == 0 && tile + (int)gridDim.x < tiles) prefetch_tile(w, N, tile + gridDim.x);  // the next tile streams meanwhile` : ''}
+    const int n0 = (tile * CG + cg) * R;
 ${zeroSums('    ')}
     #pragma unroll
     for (int g = 0; g < GROUPS; g++) {
@@ -928,18 +975,21 @@ export function catalog(): KernelSource[] {
     ['bf16', 4, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, write: 'early' }],
     ['bf16', 1, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred' }],
   ];
-  // The looping form (GemvSpec.loop): Llama's gated gate/up with its norm (one K-split), its LM head (plain), a
-  // K-split plan at 4 rows, GPT-2's fc with its LayerNorm, f32 with a partial chunk.
+  // The looping form (GemvSpec.loop; the gated GEMVs above take it as planned): Llama's gated gate/up with its
+  // norm at two rows (one K-split), its LM head (plain), a K-split plan at 4 rows, GPT-2's fc with its
+  // LayerNorm, f32 with a partial chunk.
   const looped: [FloatDType, number, number, number, GemmEpilogue, GemvSpec['gate'], GemvNorm | undefined, number][] = [
-    ['bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }, 1],
+    ['bf16', 2, 8192, 2048, 'none', { activation: 'silu', bias: false }, { kind: 'rms', residual: true, bias: false, preload: true }, 1],
     ['bf16', 1, 128256, 2048, 'none', undefined, undefined, 1],
     ['bf16', 4, 128256, 2048, 'none', undefined, undefined, 2],
     ['bf16', 1, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true }, 2],
     ['f32', 3, 777, 132, 'relu_bias', undefined, undefined, 1],
   ];
+  const { loop: _looped, ...oneTileGated } = planGemv('bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { kind: 'rms', residual: true, bias: false, preload: true }).spec;
   return [
     ...plans.map(([dtype, M, N, K, epilogue, gate]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132).spec)),
     ...normed.map(([dtype, M, N, K, epilogue, gate, norm]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132, norm).spec)),
     ...looped.map(([dtype, M, , K, epilogue, gate, norm, kWarps]) => gemvSource({ dtype, rows: M, k: K, epilogue, columns: 1, kWarps, ...(gate ? { gate } : {}), ...(norm ? { norm } : {}), loop: true })),
+    gemvSource(oneTileGated), // the gated GEMV's one-tile-a-block form (FUSEFORMER_GEMV_LOOP=0)
   ];
 }

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvGrid, gemvKey, gemvLoopFromEnv, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvGrid, gemvKey, GEMV_LOOP_DEFAULT, gemvLoopFromEnv, forcedGemvPlansFromEnv, GEMV_PLAN_DEFAULT, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -57,9 +57,10 @@ test('planGemv: enough bytes in flight and an even spread over the SMs for the d
   // The down projection (K 8192): a warp's chunks fit its 16 vectors only with K split in two.
   const down = planGemv('bf16', 1, 2048, 8192, 'none', undefined, 132).spec;
   assert.deepEqual([down.columns, down.kWarps], [1, 2]);
-  // Gated: a column is two weight rows (gate and up).
+  // Gated: a column is two weight rows (gate and up); its 1024 tiles looped over by the 264 resident blocks
+  // (GEMV_LOOP_DEFAULT).
   const gated = planGemv('bf16', 1, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132);
-  assert.deepEqual([gated.spec.columns, gated.spec.kWarps, gated.grid], [1, 1, 1024]);
+  assert.deepEqual([gated.spec.columns, gated.spec.kWarps, gated.spec.loop, gated.grid], [1, 1, true, 264]);
   // Four rows: at most 16 sums a lane, so at most 4 weight rows a warp.
   for (const N of [77, 2048, 50304]) {
     const p = planGemv('f32', 4, N, 132, 'none', { activation: 'relu', bias: true }, 132).spec;
@@ -172,8 +173,9 @@ test('normPreloadOption: each family\'s default write (INT4 early, W8A8 deferred
 
 test('gemvPlanOptions.normOneWave (the default; FUSEFORMER_NORM_GEMV_ONE_WAVE=0 turns it off): a norm GEMV\'s grid within the resident blocks where a plan fits; others and plain GEMVs keep their plan', () => {
   const layer = { kind: 'layer' as const, residual: true, bias: true }, rms = { kind: 'rms' as const, residual: true, bias: false };
-  const saved = gemvPlanOptions.normOneWave;
+  const saved = gemvPlanOptions.normOneWave, savedLoop = gemvPlanOptions.loop;
   try {
+    gemvPlanOptions.loop = new Set(); // the one-tile-a-block form: its grid is the plan's
     gemvPlanOptions.normOneWave = false;
     assert.equal(planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, layer).grid, 288, 'off: 24 blocks past the 264 resident');
     gemvPlanOptions.normOneWave = true;
@@ -193,6 +195,7 @@ test('gemvPlanOptions.normOneWave (the default; FUSEFORMER_NORM_GEMV_ONE_WAVE=0 
     assert.throws(() => normOneWaveFromEnv({ FUSEFORMER_NORM_GEMV_ONE_WAVE: 'no' }), /FUSEFORMER_NORM_GEMV_ONE_WAVE must be 0 or 1, got 'no'/);
   } finally {
     gemvPlanOptions.normOneWave = saved;
+    gemvPlanOptions.loop = savedLoop;
   }
 });
 
@@ -219,14 +222,17 @@ test('gemvSpace: the plans planGemv picks among (R 1/2/4, gated 1/2; KW 1–8 wi
   assert.deepEqual(gemvSpace('bf16', 1, 256, 'none', undefined).map((s) => s.kWarps), [1, 1, 1], 'one chunk: no K-split');
   assert.ok(gemvSpace('bf16', 8, 2048, 'none', gate).every((s) => 2 * s.columns * 8 <= 16), '8 rows: at most 16 sums a lane');
   for (const [space, N, g] of [[plain, 3072, undefined], [gated, 8192, gate]] as const) {
-    const plan = planGemv('bf16', 1, N, 2048, 'none', g, 132);
-    assert.ok(space.some((s) => gemvKey(s) === gemvKey(plan.spec)), 'the pick is in the space');
-    assert.equal(plan.grid, gemvGrid(plan.spec, N));
+    const plan = planGemv('bf16', 1, N, 2048, 'none', g, 132), { loop, ...spec } = plan.spec;
+    assert.ok(space.some((s) => gemvKey(s) === gemvKey(spec)), 'the pick is in the space');
+    assert.equal(plan.grid, loop ? Math.min(264, gemvGrid(spec, N)) : gemvGrid(spec, N), loop ? 'looped: at most the resident blocks' : 'one tile a block');
   }
+  assert.equal(planGemv('bf16', 1, 8192, 2048, 'none', gate, 132).spec.loop, true, 'the gated GEMV loops by default');
 });
 
 test('FUSEFORMER_GEMV_LOOP: a family on takes the looping form — grids past the resident blocks as that many blocks looping over the tiles, smaller ones one tile a block (one wait, one trigger, the next tile loaded before the reduction)', () => {
-  assert.deepEqual([...gemvLoopFromEnv({})], []);
+  assert.deepEqual([...gemvLoopFromEnv({})], [...GEMV_LOOP_DEFAULT]);
+  assert.deepEqual([...GEMV_LOOP_DEFAULT], ['gated-gemv'], 'the gated GEMV loops by default (session 33)');
+  assert.deepEqual([...gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: '0' })], []);
   assert.deepEqual([...gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'gated-gemv,gemv' })], ['gated-gemv', 'gemv']);
   assert.throws(() => gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'on' }), /FUSEFORMER_GEMV_LOOP must be 0, 1 or a comma list of gemv, .*'on' is none of them/);
   const gate = { activation: 'silu', bias: false } as const, rms = { kind: 'rms', residual: true, bias: false } as const;
@@ -234,7 +240,7 @@ test('FUSEFORMER_GEMV_LOOP: a family on takes the looping form — grids past th
   try {
     gemvPlanOptions.loop = new Set();
     const plain = planGemv('bf16', 1, 8192, 2048, 'none', gate, 132, rms);
-    assert.ok(plain.grid > 264 && plain.spec.loop === undefined, `Llama's gated product: ${plain.grid} blocks, no loop by default`);
+    assert.ok(plain.grid > 264 && plain.spec.loop === undefined, `Llama's gated product: ${plain.grid} blocks, no loop with the form off`);
     gemvPlanOptions.loop = new Set(['wide-norm-gemv']);
     assert.equal(planGemv('bf16', 1, 8192, 2048, 'none', gate, 132, rms).spec.loop, undefined, 'another family');
     gemvPlanOptions.loop = new Set(['gated-gemv']);
@@ -259,5 +265,33 @@ test('FUSEFORMER_GEMV_LOOP: a family on takes the looping form — grids past th
     assert.doesNotMatch(body, /return;/, 'no early exit inside the loop');
   } finally {
     gemvPlanOptions.loop = saved;
+  }
+});
+
+test('FUSEFORMER_GEMV_PLAN: the plan of the products an entry selects (K, N, rows, gated, norm); the first match applies; a plan outside the space or a bad entry is an error naming it', () => {
+  assert.deepEqual(forcedGemvPlansFromEnv({}), GEMV_PLAN_DEFAULT);
+  assert.deepEqual(forcedGemvPlansFromEnv({ FUSEFORMER_GEMV_PLAN: '0' }), []);
+  assert.deepEqual(forcedGemvPlansFromEnv({ FUSEFORMER_GEMV_PLAN: 'k8192=r4.kw4, k2048.n8192.m1.gated.norm=r1.kw8' }), [
+    { k: 8192, columns: 4, kWarps: 4 },
+    { k: 2048, n: 8192, rows: 1, gated: true, norm: true, columns: 1, kWarps: 8 },
+  ]);
+  assert.throws(() => forcedGemvPlansFromEnv({ FUSEFORMER_GEMV_PLAN: 'down=r4.kw4' }), /FUSEFORMER_GEMV_PLAN: 'down=r4.kw4' is not SELECTOR=rR.kwW/);
+  const gate = { activation: 'silu', bias: false } as const, rms = { kind: 'rms', residual: true, bias: false } as const;
+  const saved = gemvPlanOptions.forced;
+  try {
+    gemvPlanOptions.forced = forcedGemvPlansFromEnv({ FUSEFORMER_GEMV_PLAN: 'k8192.m1=r4.kw4,k2048.gated=r1.kw8,k8192=r2.kw2' });
+    const down = planGemv('bf16', 1, 2048, 8192, 'none', undefined, 132).spec;
+    assert.deepEqual([down.columns, down.kWarps], [4, 4], 'the first entry');
+    const down2 = planGemv('bf16', 2, 2048, 8192, 'none', undefined, 132).spec;
+    assert.deepEqual([down2.columns, down2.kWarps], [2, 2], 'rows 2: the third');
+    const gated = planGemv('bf16', 1, 8192, 2048, 'none', gate, 132, rms);
+    assert.deepEqual([gated.spec.columns, gated.spec.kWarps, gated.spec.loop, gated.grid], [1, 8, true, 264], 'forced, then looped');
+    const qkv = planGemv('bf16', 1, 3072, 2048, 'none', undefined, 132, rms);
+    gemvPlanOptions.forced = [];
+    assert.deepEqual(qkv, planGemv('bf16', 1, 3072, 2048, 'none', undefined, 132, rms), 'a product no entry selects: planGemv\'s pick');
+    gemvPlanOptions.forced = forcedGemvPlansFromEnv({ FUSEFORMER_GEMV_PLAN: 'k2048.gated=r4.kw1' });
+    assert.throws(() => planGemv('bf16', 1, 8192, 2048, 'none', gate, 132), /FUSEFORMER_GEMV_PLAN: r4.kw1 is not a plan of the GEMV for 1 rows of K 2048 \(gated\)/);
+  } finally {
+    gemvPlanOptions.forced = saved;
   }
 });
