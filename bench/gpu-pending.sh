@@ -429,6 +429,9 @@ for step in "${steps[@]}"; do
           for round in 1 2; do
             run verify-planner-$round 30 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 1,4 --json "$out/verify-planner-$round.json"
             run verify-r4kw4-$round 30 env FUSEFORMER_GEMV_PLAN=$plan node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 1,4 --json "$out/verify-r4kw4-$round.json"
+            # decode attention split at the bench's 160-position caches (two or three splits of >= 64 keys at batch 1;
+            # slower in session 12, before the tensor-core, pipelined and append-fused kernels)
+            run verify-split128-$round 30 env FUSEFORMER_DECODE_MIN_SPLIT_CAPACITY=128 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 1,4 --json "$out/verify-split128-$round.json"
           done ;;
     s33-plans) # (session 33) the bf16 GEMV plans in the step (FUSEFORMER_GEMV_PLAN, a probe): s33-sweeps timed every plan alone — Llama's down product 10.6 µs planned against 9.3 at r4.kw4 (m4: 15.4 against 11.1), the gated one 18.1 against 16.2 at r1.kw8, O 3.42 against 3.15 — but the step overlaps each GEMV's first loads with its predecessor: decode (Llama bf16, batches 1 and 4) with each alternative, twice
           for round in 1 2; do
