@@ -11,15 +11,29 @@ import { after, test } from 'node:test';
 const dir = mkdtempSync(join(tmpdir(), 'fuseformer-ncu-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-// The stand-in records its arguments (one line a run) and prints a report shaped like ncu's.
+// The stand-in records its arguments (one line a run) and prints a report shaped like ncu's; with -o it
+// writes the report file instead, --import prints it back, and the source page comes as ncu's CSV.
 const fake = join(dir, 'ncu');
 writeFileSync(fake, `#!/usr/bin/env bash
 echo "$*" >> "${join(dir, 'calls.txt')}"
+report() {
+  echo "  gemv_bf16_m1_k2048_r1_kw1_gated (264, 1, 1)x(256, 1, 1), Context 1, Stream 13, Device 0, CC 9.0"
+  echo "    Section: GPU Speed Of Light Throughput"
+  echo "    DRAM Throughput                 %        81.25"
+  echo "    Duration                       us        19.71"
+}
+if [[ " $* " == *" --page source "* ]]; then
+  echo "==PROF== a note above the table"
+  echo '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"'
+  echo '"00000010","LDG.E.128.CONSTANT R4, desc[UR4][R2.64]","10","2"'
+  echo '"00000020","HMMA.16816.F32.BF16 R8, R12, R16, R8","60","50"'
+  echo '"00000030","ACQBULK","1,030","1,000"'
+  exit 0
+fi
+if [[ " $* " == *" --import "* ]]; then report; exit 0; fi
+for ((i = 1; i <= $#; i++)); do if [ "\${!i}" = -o ]; then j=$((i + 1)); echo rep > "\${!j}.ncu-rep"; echo "==PROF== Report: \${!j}.ncu-rep"; exit 0; fi; done
 echo "==PROF== Connected to process 1"
-echo "  gemv_bf16_m1_k2048_r1_kw1_gated (264, 1, 1)x(256, 1, 1), Context 1, Stream 13, Device 0, CC 9.0"
-echo "    Section: GPU Speed Of Light Throughput"
-echo "    DRAM Throughput                 %        81.25"
-echo "    Duration                       us        19.71"
+report
 `);
 chmodSync(fake, 0o755);
 
@@ -45,4 +59,23 @@ test('bench/ncu.sh: a command line without a command or a target, or a target no
   const bad = ncu(join(dir, 'x'), 'justaregex', '--', 'true');
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /target 'justaregex' is not NAME=REGEX\[@SKIP\]/);
+});
+
+test('bench/ncu.sh NCU_SOURCE=1: the report saved, read back as the details page and as the SASS source page (CSV), the instructions with the most stall samples ranked; the report removed', () => {
+  const prefix = join(dir, 'src');
+  rmSync(join(dir, 'calls.txt'), { force: true });
+  const r = spawnSync('bash', ['bench/ncu.sh', prefix, 'gated=gemv_.*gated', '--', 'node', 'x.js'], { encoding: 'utf8', env: { ...process.env, PATH: `${dir}:${process.env['PATH']}`, NCU_SOURCE: '1' } });
+  assert.equal(r.status, 0, r.stderr);
+  const calls = readFileSync(join(dir, 'calls.txt'), 'utf8').trim().split('\n');
+  assert.equal(calls.length, 3);
+  assert.match(calls[0]!, /--section SourceCounters -f -o .*src-gated node x\.js$/);
+  assert.match(calls[1]!, /^--import .*src-gated\.ncu-rep$/);
+  assert.match(calls[2]!, /^--import .*src-gated\.ncu-rep --page source --print-source sass --csv$/);
+  assert.match(r.stdout, /^gated: gemv_bf16_m1_k2048_r1_kw1_gated .*\| Duration us 19\.71 \| DRAM Throughput % 81\.25$/m);
+  const stalls = readFileSync(`${prefix}-gated-stalls.txt`, 'utf8').split('\n');
+  assert.match(stalls[0]!, /3 instructions, 1100 samples \(Warp Stall Sampling \(All Samples\)\); not issued: Warp Stall Sampling \(Not-issued Samples\)/);
+  assert.match(stalls[1]!, /^\s*00000030\s+93\.6%\s+90\.9%\s+ACQBULK$/, 'the most sampled first, thousands separators read');
+  assert.match(stalls[2]!, /00000020\s+5\.5%\s+4\.5%\s+HMMA/);
+  assert.match(stalls.at(-2)!, /^top 3: 100\.0% of the samples$/);
+  assert.throws(() => readFileSync(`${prefix}-gated.ncu-rep`), /ENOENT/, 'the report removed (NCU_KEEP_REP unset)');
 });
