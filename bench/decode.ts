@@ -17,7 +17,8 @@
 //
 // Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static,static-compile]
 //                                  [--reps 5] [--models gpt2,llama] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
-//                                  [--modes default,cublas,gemv,pdl,gemv-pdl]
+//                                  [--modes default,cublas,gemv,pdl,gemv-pdl] [--batches 1,32]
+// --batches: the batch sizes timed (default 1 and 32, the issues' targets; e.g. 1,4 for the GEMV's 2–4-row plans).
 // --modes: the backend's defaults (on an H200: the decode GEMMs of ≤ 4 rows on kernels/gemv.ts and
 // programmatic dependent launches), or the decode GEMMs on cuBLASLt or on the GEMV kernel
 // (CudaBackend.decodeGemv), with or without programmatic launches (runtime.programmaticLaunch); one set
