@@ -35,7 +35,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { MAX_ACCUMULATORS, mmaSplitReduceCode } from './gemv-mma.js';
 import type { GemvNorm, NormPrologue } from './gemv.js';
-import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
+import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -92,7 +92,7 @@ export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
 }
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
-  const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.write ? `_w${s.norm.write[0]}` : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${normSwitchesKey(s.norm)}` : '';
   return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
@@ -474,6 +474,8 @@ export function catalog(): KernelSource[] {
     ['bf16', 1, 3072, 2048, 128, false, 'none', false, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }],
     ['bf16', 1, 3072, 768, 128, true, 'gelu_tanh', false, { kind: 'layer', residual: true, bias: true, preload: true, write: 'early' }],
     ['bf16', 4, 8192, 2048, 128, false, 'silu', true, { kind: 'rms', residual: true, bias: false, write: 'deferred' }],
+    // LayerNorm in one pass (FUSEFORMER_NORM_ONE_PASS): GPT-2's fc as INT4 + head takes it.
+    ['bf16', 1, 3072, 768, 128, true, 'gelu_tanh', false, { kind: 'layer', residual: true, bias: true, preload: true, write: 'early', onePass: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, G, bias, act, gated]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132).spec)),

@@ -27,7 +27,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 import { dependentTriggerCode, weightLoadCode, weightStreamOptions } from './weight-stream.js';
 import type { GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -63,7 +63,7 @@ export interface Int8GemvSpec {
 }
 
 export function int8GemvKey(s: Int8GemvSpec): string {
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.write ? `_w${s.norm.write[0]}` : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${normSwitchesKey(s.norm)}` : '';
   return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
@@ -346,6 +346,8 @@ export function catalog(): KernelSource[] {
     ['bf16', 1, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }],
     ['f16', 1, 2304, 768, true, 'none', false, { kind: 'layer', residual: false, bias: false, write: 'early' }],
     ['bf16', 4, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false, write: 'deferred' }],
+    // LayerNorm in one pass (FUSEFORMER_NORM_ONE_PASS): GPT-2's QKV at two rows.
+    ['bf16', 2, 2304, 768, true, 'none', false, { kind: 'layer', residual: true, bias: true, preload: true, write: 'deferred', onePass: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec)),

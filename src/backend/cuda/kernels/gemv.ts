@@ -98,6 +98,12 @@ export interface GemvNorm {
    * one row up to K 4096); past that, 'deferred'.
    */
   readonly write?: 'deferred' | 'early';
+  /**
+   * LayerNorm only: the mean and the mean of squares from one pass and one block reduction (var = E[v²] −
+   * mean², in f32 over values rounded to T) instead of two passes and two reductions — two block barriers
+   * fewer before the main loop (normOnePassOption).
+   */
+  readonly onePass?: boolean;
 }
 
 /**
@@ -125,7 +131,27 @@ export type NormGemvFamily = 'bf16' | 'int4' | 'int8';
  * atomic's round trip, which the block's last reduction then waits on) and, 'early', the last block's
  * re-reading of x, y and bias after its main loop.
  */
-export const normPrologueOptions: { write: 'late' | 'deferred' | 'early' | undefined } = { write: normWriteFromEnv() };
+export const normPrologueOptions: { write: 'late' | 'deferred' | 'early' | undefined; onePass: boolean } = { write: normWriteFromEnv(), onePass: normOnePassFromEnv() };
+
+/**
+ * FUSEFORMER_NORM_ONE_PASS=1: the LayerNorm prologues of the three GEMV families (GPT-2's QKV and fc at
+ * batch 1–4) in one pass (GemvNorm.onePass). Off by default, not yet measured: Nsight Compute put GPT-2's
+ * batch-1 norm GEMVs at 40% of their cycles waiting at block barriers (session 33), and the two-pass
+ * prologue has five before the main loop, the one-pass three.
+ */
+export function normOnePassFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  return envFlag('FUSEFORMER_NORM_ONE_PASS', env['FUSEFORMER_NORM_ONE_PASS'], false);
+}
+
+/** GemvNorm.onePass for a norm of `kind` (LayerNorm only; RMSNorm is one pass already). */
+export function normOnePassOption(kind: GemvNorm['kind']): { onePass?: true } {
+  return kind === 'layer' && normPrologueOptions.onePass ? { onePass: true } : {};
+}
+
+/** The part of a GEMV kernel's key that names its norm prologue's switches (the three families' keys). */
+export function normSwitchesKey(n: GemvNorm): string {
+  return `${n.residual ? '_res' : ''}${n.bias ? '_bias' : ''}${n.preload ? '_pre' : ''}${n.write ? `_w${n.write[0]}` : ''}${n.onePass ? '_1p' : ''}`;
+}
 
 /**
  * Each family's default GemvNorm.write, measured on the H200 (session 30, two rounds each, batch-1 ms/token
@@ -151,7 +177,7 @@ export function normWriteOption(gemv: NormGemvFamily): { write?: 'deferred' | 'e
 
 export function gemvKey(s: GemvSpec): string {
   const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
-  const norm = s.norm ? `.norm_${s.norm.kind}${s.norm.residual ? '_res' : ''}${s.norm.bias ? '_bias' : ''}${s.norm.preload ? '_pre' : ''}${s.norm.write ? `_w${s.norm.write[0]}` : ''}` : '';
+  const norm = s.norm ? `.norm_${s.norm.kind}${normSwitchesKey(s.norm)}` : '';
   return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}${s.loop ? '.loop' : ''}`;
 }
 
@@ -393,7 +419,10 @@ export function normPrologueArgs(host: KernelHost, p: NormPrologue): KernelArg[]
 
 /** The prologue's device functions (constants M, K, VEC, THREADS, NWARPS and T defined before). */
 export function normPrologueCode(norm: GemvNorm): string {
-  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};
+  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};${norm.onePass ? `
+// LayerNorm in one pass: Σv and Σv² by one block reduction (GemvNorm.onePass).
+constexpr bool ONE_PASS = LAYER;` : `
+constexpr bool ONE_PASS = false;`}
 // Vectors of a row a thread takes (the columns k = (i·THREADS + thread)·VEC, i < NV).
 constexpr int NV = (K + THREADS * VEC - 1) / (THREADS * VEC);
 // The last block past the prologue (GemvNorm.write): DEFERRED — thread 0 counts its block after the prologue
@@ -437,22 +466,23 @@ __device__ __forceinline__ void residual_vec(const T* x, const T* __restrict__ y
   }
 }
 
-// Σ over the block of each of the M values; every thread gets the sums. "shared": NWARPS·M floats.
-__device__ __forceinline__ void block_sums(float (&value)[M], float* shared) {
+// Σ over the block of each of the N values; every thread gets the sums. "shared": NWARPS·N floats.
+template <int N>
+__device__ __forceinline__ void block_sums(float (&value)[N], float* shared) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   #pragma unroll
-  for (int m = 0; m < M; m++) value[m] = warp_sum(value[m]);
+  for (int m = 0; m < N; m++) value[m] = warp_sum(value[m]);
   __syncthreads();
   if (lane == 0) {
     #pragma unroll
-    for (int m = 0; m < M; m++) shared[warp * M + m] = value[m];
+    for (int m = 0; m < N; m++) shared[warp * N + m] = value[m];
   }
   __syncthreads();
   #pragma unroll
-  for (int m = 0; m < M; m++) {
+  for (int m = 0; m < N; m++) {
     float total = 0.f;
     #pragma unroll
-    for (int w = 0; w < NWARPS; w++) total += shared[w * M + m];
+    for (int w = 0; w < NWARPS; w++) total += shared[w * N + m];
     value[m] = total;
   }
 }
@@ -474,11 +504,12 @@ __device__ __forceinline__ void normalize_columns(int k, const float (&g)[VEC], 
 __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
                                const T* __restrict__ beta, float eps, T* act, const NormWeights& pre,
                                T* __restrict__ h, unsigned int* __restrict__ counter, bool* last) {
-  __shared__ float red[NWARPS * M];
-  float sum[M], mean[M], rstd[M];
+  __shared__ float red[NWARPS * M * (ONE_PASS ? 2 : 1)];
+  // sum: Σv (LayerNorm) or Σv² (RMSNorm); ONE_PASS also squares: Σv².
+  float sum[M], squares[M], mean[M], rstd[M];
   Vec<T, VEC> kept[EARLY ? M : 1][EARLY ? NV : 1];
   #pragma unroll
-  for (int m = 0; m < M; m++) sum[m] = 0.f;
+  for (int m = 0; m < M; m++) sum[m] = squares[m] = 0.f;
   FOR_THREAD_VECTORS(j, k) {
     #pragma unroll
     for (int m = 0; m < M; m++) {
@@ -490,14 +521,30 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
         for (int i = 0; i < VEC; i++) kept[m][j].v[i] = from_float<T>(v[i]);
       }
       #pragma unroll
-      for (int i = 0; i < VEC; i++) sum[m] += LAYER ? v[i] : v[i] * v[i];
+      for (int i = 0; i < VEC; i++) {
+        sum[m] += LAYER ? v[i] : v[i] * v[i];
+        if (ONE_PASS) squares[m] += v[i] * v[i];
+      }
     }
   }
-  block_sums(sum, red);
+  if constexpr (ONE_PASS) {
+    // One reduction of both: var = E[v²] − mean² (clamped at 0: rounding), kept as Σ(v − mean)² for rstd below.
+    float both[2 * M];
+    #pragma unroll
+    for (int m = 0; m < M; m++) { both[m] = sum[m]; both[M + m] = squares[m]; }
+    block_sums(both, red);
+    #pragma unroll
+    for (int m = 0; m < M; m++) {
+      mean[m] = both[m] * (1.f / K);
+      sum[m] = fmaxf(both[M + m] * (1.f / K) - mean[m] * mean[m], 0.f) * K;
+    }
+  } else {
+    block_sums(sum, red);
+  }
   // EARLY: every thread of this block has read x (the reduction's barrier): count the block now, read the count at the end.
   unsigned int ticket = 0u;
   if (EARLY && threadIdx.x == 0) ticket = atomicAdd(counter, 1u);
-  if (LAYER) {
+  if (LAYER && !ONE_PASS) {
     // Two passes, as residualNorm: the squares of v − mean. Each thread reads back what it stored.
     #pragma unroll
     for (int m = 0; m < M; m++) { mean[m] = sum[m] * (1.f / K); sum[m] = 0.f; }
@@ -511,7 +558,7 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
       }
     }
     block_sums(sum, red);
-  } else {
+  } else if (!LAYER) {
     // RMSNorm: the first pass summed v².
     #pragma unroll
     for (int m = 0; m < M; m++) mean[m] = 0.f;
@@ -909,7 +956,7 @@ function devicePointer(t: Tensor | undefined): bigint {
 /** Launches the GEMV with the norm prologue (the product's input `a` / `x` is the norm's output, written too). */
 export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGemvLinear): void {
   const dtype = n.x.dtype as FloatDType;
-  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption('bf16', n.H) };
+  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption('bf16', n.H), ...normOnePassOption(n.norm) };
   const ptr = (t: Tensor | undefined) => arg.ptr(devicePointer(t));
   const prologueArgs = normPrologueArgs(host, {
     norm, x: devicePointer(n.x), y: devicePointer(n.y), bias: devicePointer(n.bias), gamma: devicePointer(n.gamma), beta: devicePointer(n.beta),
@@ -974,6 +1021,9 @@ export function catalog(): KernelSource[] {
     ['f16', 2, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, write: 'early' }],
     ['bf16', 4, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, write: 'early' }],
     ['bf16', 1, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred' }],
+    // LayerNorm in one pass (FUSEFORMER_NORM_ONE_PASS): GPT-2's QKV at one row, its fc at three (f16).
+    ['bf16', 1, 2304, 768, 'none', undefined, { kind: 'layer', residual: true, bias: true, onePass: true }],
+    ['f16', 3, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, onePass: true }],
   ];
   // The looping form (GemvSpec.loop; the gated GEMVs above take it as planned): Llama's gated gate/up with its
   // norm at two rows (one K-split), its LM head (plain), a K-split plan at 4 rows, GPT-2's fc with its

@@ -3,8 +3,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { GemvNorm } from '../../../../src/backend/cuda/kernels/gemv.js';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvGrid, gemvKey, GEMV_LOOP_DEFAULT, gemvLoopFromEnv, forcedGemvPlansFromEnv, GEMV_PLAN_DEFAULT, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvGrid, gemvKey, GEMV_LOOP_DEFAULT, gemvLoopFromEnv, forcedGemvPlansFromEnv, GEMV_PLAN_DEFAULT, normOnePassFromEnv, normOnePassOption, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -134,7 +135,7 @@ test('FUSEFORMER_NORM_WRITE: late (bf16\'s default) waits for the block\'s count
   const source = early.source;
   assert.match(source, /constexpr bool EARLY = true && M \* NV <= 2/);
   // The count right after the first block reduction (x read by every thread), read at the prologue's end; the writes before the main loop.
-  assert.match(source, /block_sums\(sum, red\);\n[^\n]*\n\s+unsigned int ticket = 0u;\n\s+if \(EARLY && threadIdx\.x == 0\) ticket = atomicAdd\(counter, 1u\);/);
+  assert.match(source, /block_sums\(sum, red\);\n\s+\}\n[^\n]*\n\s+unsigned int ticket = 0u;\n\s+if \(EARLY && threadIdx\.x == 0\) ticket = atomicAdd\(counter, 1u\);/);
   assert.match(source, /\*last = ticket == gridDim\.x - 1;\n\s+if \(\*last\) \*counter = 0u;/);
   assert.match(source, /if \(\*last\) \{[\s\S]*store_vec<T, VEC>\(x \+ \(size_t\)m \* K \+ k, kept\[m\]\[j\]\);[\s\S]*store_vec<T, VEC>\(h \+ \(size_t\)m \* K \+ k, load_vec<T, VEC>\(act/);
   assert.match(source, /normalize_rows\([^)]*&last_block\);[\s\S]*load_floats<T, VEC>\(act_s \+/, 'the writes come before the main loop\'s reads of act_s');
@@ -294,4 +295,31 @@ test('FUSEFORMER_GEMV_PLAN: the plan of the products an entry selects (K, N, row
   } finally {
     gemvPlanOptions.forced = saved;
   }
+});
+
+test('FUSEFORMER_NORM_ONE_PASS: LayerNorm prologues (all three GEMV families) in one pass — Σv and Σv² by one block reduction, "_1p" in the key; RMSNorm and the default unchanged', () => {
+  assert.equal(normOnePassFromEnv({}), false, 'off by default');
+  assert.equal(normOnePassFromEnv({ FUSEFORMER_NORM_ONE_PASS: '1' }), true);
+  assert.throws(() => normOnePassFromEnv({ FUSEFORMER_NORM_ONE_PASS: 'yes' }), /FUSEFORMER_NORM_ONE_PASS must be 0 or 1, got 'yes'/);
+  const saved = normPrologueOptions.onePass;
+  try {
+    normPrologueOptions.onePass = false;
+    assert.deepEqual(normOnePassOption('layer'), {});
+    normPrologueOptions.onePass = true;
+    assert.deepEqual(normOnePassOption('layer'), { onePass: true });
+    assert.deepEqual(normOnePassOption('rms'), {}, 'RMSNorm sums v² in its one pass already');
+  } finally {
+    normPrologueOptions.onePass = saved;
+  }
+  const layer = { kind: 'layer', residual: true, bias: true } as const;
+  const plan = (norm: GemvNorm) => planGemv('bf16', 1, 2304, 768, 'none', undefined, 132, norm);
+  const two = plan(layer), one = plan({ ...layer, onePass: true });
+  assert.equal(gemvKey(one.spec), `${gemvKey(two.spec)}_1p`);
+  assert.equal(one.grid, two.grid, 'the same plan');
+  const body = (src: string) => src.slice(src.indexOf('__device__ void normalize_rows'));
+  const oneSource = gemvSource(one.spec).source, twoSource = gemvSource(two.spec).source;
+  assert.match(oneSource, /constexpr bool ONE_PASS = LAYER;/);
+  assert.match(twoSource, /constexpr bool ONE_PASS = false;/);
+  assert.match(body(oneSource), /if \(ONE_PASS\) squares\[m\] \+= v\[i\] \* v\[i\];[\s\S]*block_sums\(both, red\);[\s\S]*fmaxf\(both\[M \+ m\] \* \(1\.f \/ K\) - mean\[m\] \* mean\[m\], 0\.f\)/, 'E[v²] − mean² from one reduction');
+  assert.match(body(twoSource), /if \(LAYER && !ONE_PASS\) \{\s*\/\/ Two passes/, 'the two-pass path kept for the default');
 });
