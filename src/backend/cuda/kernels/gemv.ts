@@ -137,7 +137,7 @@ export const normPrologueOptions: { write: 'late' | 'deferred' | 'early' | undef
  * FUSEFORMER_NORM_ONE_PASS=1: the LayerNorm prologues of the three GEMV families (GPT-2's QKV and fc at
  * batch 1–4) in one pass (GemvNorm.onePass). Off by default, not yet measured: Nsight Compute put GPT-2's
  * batch-1 norm GEMVs at 40% of their cycles waiting at block barriers (session 33), and the two-pass
- * prologue has five before the main loop, the one-pass three.
+ * prologue has five before the main loop, the one-pass two (one reduction, its buffer not reused).
  */
 export function normOnePassFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   return envFlag('FUSEFORMER_NORM_ONE_PASS', env['FUSEFORMER_NORM_ONE_PASS'], false);
@@ -467,12 +467,13 @@ __device__ __forceinline__ void residual_vec(const T* x, const T* __restrict__ y
 }
 
 // Σ over the block of each of the N values; every thread gets the sums. "shared": NWARPS·N floats.
-template <int N>
+// REUSED: shared held an earlier call's sums, which every thread must have read before they are overwritten.
+template <int N, bool REUSED = true>
 __device__ __forceinline__ void block_sums(float (&value)[N], float* shared) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   #pragma unroll
   for (int m = 0; m < N; m++) value[m] = warp_sum(value[m]);
-  __syncthreads();
+  if (REUSED) __syncthreads();
   if (lane == 0) {
     #pragma unroll
     for (int m = 0; m < N; m++) shared[warp * N + m] = value[m];
@@ -532,7 +533,7 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
     float both[2 * M];
     #pragma unroll
     for (int m = 0; m < M; m++) { both[m] = sum[m]; both[M + m] = squares[m]; }
-    block_sums(both, red);
+    block_sums<2 * M, false>(both, red);  // red's first use: no barrier before its writes
     #pragma unroll
     for (int m = 0; m < M; m++) {
       mean[m] = both[m] * (1.f / K);

@@ -320,6 +320,6 @@ test('FUSEFORMER_NORM_ONE_PASS: LayerNorm prologues (all three GEMV families) in
   const oneSource = gemvSource(one.spec).source, twoSource = gemvSource(two.spec).source;
   assert.match(oneSource, /constexpr bool ONE_PASS = LAYER;/);
   assert.match(twoSource, /constexpr bool ONE_PASS = false;/);
-  assert.match(body(oneSource), /if \(ONE_PASS\) squares\[m\] \+= v\[i\] \* v\[i\];[\s\S]*block_sums\(both, red\);[\s\S]*fmaxf\(both\[M \+ m\] \* \(1\.f \/ K\) - mean\[m\] \* mean\[m\], 0\.f\)/, 'E[v²] − mean² from one reduction');
+  assert.match(body(oneSource), /if \(ONE_PASS\) squares\[m\] \+= v\[i\] \* v\[i\];[\s\S]*block_sums<2 \* M, false>\(both, red\);[\s\S]*fmaxf\(both\[M \+ m\] \* \(1\.f \/ K\) - mean\[m\] \* mean\[m\], 0\.f\)/, 'E[v²] − mean² from one reduction');
   assert.match(body(twoSource), /if \(LAYER && !ONE_PASS\) \{\s*\/\/ Two passes/, 'the two-pass path kept for the default');
 });
