@@ -59,7 +59,7 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, normOnePassOption, normPreloadOption, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import { launchStreamGated, launchStreamGemm, STREAM_MIN_ROWS, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies, streamNormInput } from './kernels/gemm-stream.js';
@@ -538,7 +538,7 @@ export class CudaBackend implements Backend {
     };
     if (!int8NormGemvApplies(gemv) || (this.int8NormGemv === 'auto' && a.K > QUANT_NORM_PROLOGUE_AUTO_MAX_K)) return false;
     launchInt8Gemv(this.runtime, gemv, undefined, {
-      norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption('int8', a.K), ...normOnePassOption(norm.norm) },
+      norm: prologueNorm('int8', norm, a.K),
       x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),
       beta: ptr('norm.beta', norm.beta), h: ptr('norm.out', norm.out), eps: norm.eps,
     });

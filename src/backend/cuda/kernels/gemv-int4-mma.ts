@@ -39,7 +39,7 @@ import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normSwitchesKey
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightLoadCode, weightStreamOptions } from './weight-stream.js';
+import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 
 /** Rows the kernel takes (4 row tiles of 8). */
 export const INT4_MMA_MAX_ROWS = 32;

@@ -24,7 +24,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightLoadCode, weightStreamOptions } from './weight-stream.js';
+import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 import type { GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
 import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';

@@ -26,12 +26,12 @@ import type { CudaTensor } from '../runtime/tensor.js';
 import type { FloatDType } from '../../../dtype.js';
 import { byteSize } from '../../../dtype.js';
 import type { CheckedGemm } from '../gemm-plan.js';
-import type { KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
+import type { CompiledKernel, KernelArg, KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightFamiliesFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from './weight-stream.js';
+import { dependentTriggerCode, weightFamiliesFromEnv, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
 
 /**
@@ -146,6 +146,11 @@ export function normOnePassFromEnv(env: NodeJS.ProcessEnv = process.env): boolea
 /** GemvNorm.onePass for a norm of `kind` (LayerNorm only; RMSNorm is one pass already). */
 export function normOnePassOption(kind: GemvNorm['kind']): { onePass?: true } {
   return kind === 'layer' && normPrologueOptions.onePass ? { onePass: true } : {};
+}
+
+/** The norm prologue a GEMV of `gemv`'s family takes for a checked norm over K inputs, with the process's switches. */
+export function prologueNorm(gemv: NormGemvFamily, n: Pick<CheckedNorm, 'norm' | 'y' | 'bias'>, k: number): GemvNorm {
+  return { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption(gemv, k), ...normOnePassOption(n.norm) };
 }
 
 /** The part of a GEMV kernel's key that names its norm prologue's switches (the three families' keys). */
@@ -339,10 +344,11 @@ export function forcedGemvPlansFromEnv(env: NodeJS.ProcessEnv = process.env): re
     const m = /^k(\d+)((?:\.(?:n\d+|m\d+|gated|plain|norm|nonorm))*)=r(\d+)\.kw(\d+)$/.exec(entry.trim());
     if (!m) throw new Error(`FUSEFORMER_GEMV_PLAN: '${entry.trim()}' is not SELECTOR=rR.kwW with SELECTOR k<K>[.n<N>][.m<M>][.gated|.plain][.norm|.nonorm]`);
     const parts = m[2]!.split('.').filter((x) => x);
-    const n = parts.find((x) => x.startsWith('n') && x !== 'norm' && x !== 'nonorm'), rows = parts.find((x) => x.startsWith('m'));
+    const count = (prefix: 'n' | 'm') => parts.map((x) => new RegExp(`^${prefix}(\\d+)$`).exec(x)?.[1]).find((v) => v !== undefined);
+    const n = count('n'), rows = count('m');
     return {
       k: Number(m[1]), columns: Number(m[3]), kWarps: Number(m[4]),
-      ...(n ? { n: Number(n.slice(1)) } : {}), ...(rows ? { rows: Number(rows.slice(1)) } : {}),
+      ...(n ? { n: Number(n) } : {}), ...(rows ? { rows: Number(rows) } : {}),
       ...(parts.includes('gated') ? { gated: true } : parts.includes('plain') ? { gated: false } : {}),
       ...(parts.includes('norm') ? { norm: true } : parts.includes('nonorm') ? { norm: false } : {}),
     };
@@ -419,10 +425,9 @@ export function normPrologueArgs(host: KernelHost, p: NormPrologue): KernelArg[]
 
 /** The prologue's device functions (constants M, K, VEC, THREADS, NWARPS and T defined before). */
 export function normPrologueCode(norm: GemvNorm): string {
-  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};${norm.onePass ? `
+  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};
 // LayerNorm in one pass: Σv and Σv² by one block reduction (GemvNorm.onePass).
-constexpr bool ONE_PASS = LAYER;` : `
-constexpr bool ONE_PASS = false;`}
+constexpr bool ONE_PASS = LAYER && ${norm.onePass === true};
 // Vectors of a row a thread takes (the columns k = (i·THREADS + thread)·VEC, i < NV).
 constexpr int NV = (K + THREADS * VEC - 1) / (THREADS * VEC);
 // The last block past the prologue (GemvNorm.write): DEFERRED — thread 0 counts its block after the prologue
@@ -894,13 +899,17 @@ export function gemvApplies(g: CheckedGemm): boolean {
 /** Launches of the looping form (GemvSpec.loop) in this process (tests check that a case took it). */
 export const gemvLoopStats = { launches: 0 };
 
+/** The compiled kernel of a planned spec, about to be launched (a looping one counted in gemvLoopStats). */
+function plannedKernel(host: KernelHost, spec: GemvSpec): CompiledKernel {
+  if (spec.loop) gemvLoopStats.launches++;
+  return host.kernel(gemvKey(spec), () => gemvSource(spec));
+}
+
 /** Launches the kernel for a GEMM gemvApplies() accepted. */
 export function launchGemv(host: KernelHost, g: CheckedGemm): void {
   const p = g.problem;
   const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
-  if (spec.loop) gemvLoopStats.launches++;
-  const kernel = host.kernel(gemvKey(spec), () => gemvSource(spec));
-  kernel.launch({ grid, block: WARPS * 32 }, [
+  plannedKernel(host, spec).launch({ grid, block: WARPS * 32 }, [
     arg.ptr(g.a.ptr), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N),
   ]);
 }
@@ -915,10 +924,8 @@ export function gatedGemvApplies(g: CheckedGatedLinear): boolean {
 export function launchGatedGemv(host: KernelHost, g: CheckedGatedLinear): void {
   const gate = { activation: g.activation, bias: g.bias !== undefined };
   const { spec, grid } = planGemv(g.x.dtype as FloatDType, g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount);
-  if (spec.loop) gemvLoopStats.launches++;
-  const kernel = host.kernel(gemvKey(spec), () => gemvSource(spec));
   const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
-  kernel.launch({ grid, block: WARPS * 32 }, [ptr(g.x), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F)]);
+  plannedKernel(host, spec).launch({ grid, block: WARPS * 32 }, [ptr(g.x), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F)]);
 }
 
 /** What checkResidualNorm returns, as the norm prologue reads it. */
@@ -957,7 +964,7 @@ function devicePointer(t: Tensor | undefined): bigint {
 /** Launches the GEMV with the norm prologue (the product's input `a` / `x` is the norm's output, written too). */
 export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGemvLinear): void {
   const dtype = n.x.dtype as FloatDType;
-  const norm: GemvNorm = { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption('bf16', n.H), ...normOnePassOption(n.norm) };
+  const norm = prologueNorm('bf16', n, n.H);
   const ptr = (t: Tensor | undefined) => arg.ptr(devicePointer(t));
   const prologueArgs = normPrologueArgs(host, {
     norm, x: devicePointer(n.x), y: devicePointer(n.y), bias: devicePointer(n.bias), gamma: devicePointer(n.gamma), beta: devicePointer(n.beta),
@@ -966,15 +973,13 @@ export function launchNormGemv(host: KernelHost, n: CheckedNorm, linear: NormGem
   if (linear.kind === 'gemm') {
     const g = linear.checked, p = g.problem;
     const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount, norm);
-    if (spec.loop) gemvLoopStats.launches++;
-    host.kernel(gemvKey(spec), () => gemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
+    plannedKernel(host, spec).launch({ grid, block: WARPS * 32 }, [
       arg.ptr(0n), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N), ...prologueArgs,
     ]);
   } else {
     const g = linear.checked, gate = { activation: g.activation, bias: g.bias !== undefined };
     const { spec, grid } = planGemv(dtype, g.rows, g.F, g.K, 'none', gate, host.multiProcessorCount, norm);
-    if (spec.loop) gemvLoopStats.launches++;
-    host.kernel(gemvKey(spec), () => gemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
+    plannedKernel(host, spec).launch({ grid, block: WARPS * 32 }, [
       arg.ptr(0n), ptr(g.weight), ptr(g.bias), ptr(g.out), arg.i32(g.F), ...prologueArgs,
     ]);
   }

@@ -60,7 +60,7 @@ import { envFlag } from '../env-switch.js';
 import { gatedActivation } from './gated-activation.js';
 import { INT4_MMA_CHUNK_K, INT4_MMA_MAX_ROWS, int4MmaGemvApplies, int4MmaNormFits, launchInt4MmaGemv } from './gemv-int4-mma.js';
 import type { CheckedNorm } from './gemv.js';
-import { normGemvApplies, normOnePassOption, normPreloadOption, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './gemv.js';
+import { normGemvApplies, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './gemv.js';
 import { INT4_STREAM_MAX_ROWS, int4StreamGemvApplies, int4StreamGemvEnabled, launchInt4StreamGemv } from './gemv-int4-stream.js';
 import { CudaTensor } from '../runtime/tensor.js';
 import { weightLoadCode } from './weight-stream.js';
@@ -736,7 +736,7 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
     dtype, M, N, K, groupSize, gated, activation: activation ?? 'none', x: 0n, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr,
     bias: ptr('bias', bias), out: devicePtr(c, 'out', out),
   }, undefined, {
-    norm: { kind: norm.norm, residual: norm.y !== undefined, bias: norm.bias !== undefined, ...normPreloadOption('int4', K), ...normOnePassOption(norm.norm) },
+    norm: prologueNorm('int4', norm, K),
     x: ptr('norm.x', norm.x), y: ptr('norm.y', norm.y), bias: ptr('norm.bias', norm.bias), gamma: ptr('norm.gamma', norm.gamma),
     beta: ptr('norm.beta', norm.beta), h: ptr('norm.out', norm.out), eps: norm.eps,
   });

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { GemvNorm } from '../../../../src/backend/cuda/kernels/gemv.js';
 import type { CheckedGemm, GemmProblem } from '../../../../src/backend/cuda/gemm-plan.js';
-import { gemvApplies, gemvGrid, gemvKey, GEMV_LOOP_DEFAULT, gemvLoopFromEnv, forcedGemvPlansFromEnv, GEMV_PLAN_DEFAULT, normOnePassFromEnv, normOnePassOption, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
+import { gemvApplies, gemvGrid, gemvKey, GEMV_LOOP_DEFAULT, gemvLoopFromEnv, forcedGemvPlansFromEnv, GEMV_PLAN_DEFAULT, normOnePassFromEnv, normOnePassOption, prologueNorm, gemvSource, gemvSpace, gemvWeightFamily, launchGemv, launchNormGemv, gemvPlanOptions, normGemvApplies, normOneWaveFromEnv, normPreloadOption, normPrologueOptions, normWriteFromEnv, planGemv } from '../../../../src/backend/cuda/kernels/gemv.js';
 import { argValue, checkedGemm, commonGemmRefusals, deviceTensor, RecordingHost } from './launch-helpers.js';
 import type { CompiledKernel, KernelArg, KernelHost, LaunchConfig } from '../../../../src/backend/cuda/runtime/kernel.js';
 
@@ -308,6 +308,7 @@ test('FUSEFORMER_NORM_ONE_PASS: LayerNorm prologues (all three GEMV families) in
     normPrologueOptions.onePass = true;
     assert.deepEqual(normOnePassOption('layer'), { onePass: true });
     assert.deepEqual(normOnePassOption('rms'), {}, 'RMSNorm sums v² in its one pass already');
+    assert.deepEqual(prologueNorm('int4', { norm: 'layer', y: undefined, bias: undefined }, 768), { kind: 'layer', residual: false, bias: false, preload: true, write: 'early', onePass: true }, 'the prologue the INT4 GEMV takes: its family\'s switches and one pass');
   } finally {
     normPrologueOptions.onePass = saved;
   }
@@ -318,8 +319,8 @@ test('FUSEFORMER_NORM_ONE_PASS: LayerNorm prologues (all three GEMV families) in
   assert.equal(one.grid, two.grid, 'the same plan');
   const body = (src: string) => src.slice(src.indexOf('__device__ void normalize_rows'));
   const oneSource = gemvSource(one.spec).source, twoSource = gemvSource(two.spec).source;
-  assert.match(oneSource, /constexpr bool ONE_PASS = LAYER;/);
-  assert.match(twoSource, /constexpr bool ONE_PASS = false;/);
+  assert.match(oneSource, /constexpr bool ONE_PASS = LAYER && true;/);
+  assert.match(twoSource, /constexpr bool ONE_PASS = LAYER && false;/);
   assert.match(body(oneSource), /if \(ONE_PASS\) squares\[m\] \+= v\[i\] \* v\[i\];[\s\S]*block_sums<2 \* M, false>\(both, red\);[\s\S]*fmaxf\(both\[M \+ m\] \* \(1\.f \/ K\) - mean\[m\] \* mean\[m\], 0\.f\)/, 'E[v²] − mean² from one reduction');
   assert.match(body(twoSource), /if \(LAYER && !ONE_PASS\) \{\s*\/\/ Two passes/, 'the two-pass path kept for the default');
 });
