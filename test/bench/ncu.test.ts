@@ -24,10 +24,11 @@ report() {
 }
 if [[ " $* " == *" --page source "* ]]; then
   echo "==PROF== a note above the table"
-  echo '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"'
-  echo '"00000010","LDG.E.128.CONSTANT R4, desc[UR4][R2.64]","10","2"'
-  echo '"00000020","HMMA.16816.F32.BF16 R8, R12, R16, R8","60","50"'
-  echo '"00000030","ACQBULK","1,030","1,000"'
+  echo '"Kernel Name","gemv_bf16_m1_k2048_r1_kw1_gated",'
+  echo '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","stall_long_sb","stall_barrier","stall_long_sb (Not Issued)"'
+  echo '"0x7f0000000010","LDG.E.128.CONSTANT R4, desc[UR4][R2.64]","10","2","0","0","0"'
+  echo '"0x7f0000000020","HMMA.16816.F32.BF16 R8, R12, R16, R8","60","50","40","20","40"'
+  echo '"0x7f0000000030","ACQBULK","1,030","1,000","30","1,000","30"'
   exit 0
 fi
 if [[ " $* " == *" --import "* ]]; then report; exit 0; fi
@@ -74,8 +75,9 @@ test('bench/ncu.sh NCU_SOURCE=1: the report saved, read back as the details page
   assert.match(r.stdout, /^gated: gemv_bf16_m1_k2048_r1_kw1_gated .*\| Duration us 19\.71 \| DRAM Throughput % 81\.25$/m);
   const stalls = readFileSync(`${prefix}-gated-stalls.txt`, 'utf8').split('\n');
   assert.match(stalls[0]!, /3 instructions, 1100 samples \(Warp Stall Sampling \(All Samples\)\); not issued: Warp Stall Sampling \(Not-issued Samples\)/);
-  assert.match(stalls[1]!, /^\s*00000030\s+93\.6%\s+90\.9%\s+ACQBULK$/, 'the most sampled first, thousands separators read');
-  assert.match(stalls[2]!, /00000020\s+5\.5%\s+4\.5%\s+HMMA/);
-  assert.match(stalls.at(-2)!, /^top 3: 100\.0% of the samples$/);
+  assert.match(stalls[1]!, /^\s*00030\s+93\.6%\s+90\.9%\s+ACQBULK\s+barrier 1000 long_sb 30$/, 'the most sampled first (the table below ncu\'s "Kernel Name" line), thousands separators read, its two leading reasons');
+  assert.match(stalls[2]!, /00020\s+5\.5%\s+4\.5%\s+HMMA.*long_sb 40 barrier 20$/);
+  assert.match(stalls.at(-3)!, /^top 3: 100\.0% of the samples$/);
+  assert.match(stalls.at(-2)!, /^by reason: barrier 92\.7%, long_sb 6\.4%$/, 'the "(Not Issued)" columns left out of the reasons');
   assert.throws(() => readFileSync(`${prefix}-gated.ncu-rep`), /ENOENT/, 'the report removed (NCU_KEEP_REP unset)');
 });

@@ -173,13 +173,15 @@ export function int4MmaDequantCode(dtype: 'bf16' | 'f16'): string {
   const bf16 = dtype === 'bf16';
   return String.raw`// magic | q is the 16-bit float magic + q (exact); one = 1.0 in both halves.
 constexpr u32 MAGIC = ${bf16 ? '0x43004300u' : '0x64006400u'}, ONE = ${bf16 ? '0x3F803F80u' : '0x3C003C00u'};
-constexpr float MAGIC_VALUE = ${bf16 ? '128.f' : '1024.f'};
 
 ${weightLoadCode('load_stream_u4', 'u32', 'int4')}
 __device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 // Nibbles e and e + 4 of w as the pair (q_e − z, q_{e+4} − z): magic + q, minus the packed (magic + z).
+// (w >> 4e) & mask | magic is one LOP3 (0xEA: a & b | c) with the magic in a register; written in C++,
+// ptxas splits it into two, both constants as immediates (a LOP3 takes one) — 8 LOP3s a word instead of 4.
 __device__ __forceinline__ u32 nibble_pair(u32 w, int e, u32 minus_zero) {
-  u32 p = ((w >> (4 * e)) & 0x000F000Fu) | MAGIC, d;
+  u32 p, d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(p) : "r"(w >> (4 * e)), "n"(0x000F000Fu), "r"(MAGIC));
   asm("fma.rn.${bf16 ? 'bf16x2' : 'f16x2'} %0, %1, %2, %3;" : "=r"(d) : "r"(p), "r"(ONE), "r"(minus_zero));
   return d;
 }
@@ -198,10 +200,10 @@ __device__ __forceinline__ void x_pairs(u32 (&bp)[4], const uint4& xv) {
   bp[2] = __byte_perm(xv.y, xv.w, 0x5410);
   bp[3] = __byte_perm(xv.y, xv.w, 0x7632);
 }
-// −(magic + z) in both halves of a 16-bit pair.
+// −(magic + z) in both halves of a 16-bit pair: the sign bit, the magic's exponent and z as the mantissa's low
+// bits (exact for z < 128, an INT4 zero being at most 15) — two integer instructions, not a float round trip.
 __device__ __forceinline__ u32 minus_zero_pair(unsigned char z) {
-  const u32 h = (u32)__${bf16 ? 'bfloat16_as_ushort(__float2bfloat16_rn' : 'half_as_ushort(__float2half_rn'}(-(MAGIC_VALUE + (float)z)));
-  return h | (h << 16);
+  return ((MAGIC & 0xFFFFu) | 0x8000u | (u32)z) * 0x00010001u;
 }
 
 `;

@@ -134,13 +134,15 @@ export type NormGemvFamily = 'bf16' | 'int4' | 'int8';
 export const normPrologueOptions: { write: 'late' | 'deferred' | 'early' | undefined; onePass: boolean } = { write: normWriteFromEnv(), onePass: normOnePassFromEnv() };
 
 /**
- * FUSEFORMER_NORM_ONE_PASS=1: the LayerNorm prologues of the three GEMV families (GPT-2's QKV and fc at
- * batch 1–4) in one pass (GemvNorm.onePass). Off by default, not yet measured: Nsight Compute put GPT-2's
- * batch-1 norm GEMVs at 40% of their cycles waiting at block barriers (session 33), and the two-pass
- * prologue has five before the main loop, the one-pass two (one reduction, its buffer not reused).
+ * FUSEFORMER_NORM_ONE_PASS (default 1; 0 restores two passes): the LayerNorm prologues of the three GEMV
+ * families (GPT-2's QKV and fc at batch 1–4) in one pass (GemvNorm.onePass). Nsight Compute put GPT-2's
+ * batch-1 norm GEMVs at 40% of their cycles waiting at block barriers (session 33); the two-pass prologue
+ * has five before the main loop, the one-pass two (one reduction, its buffer not reused). Measured on the
+ * H200 (session 34, two rounds, ms/token off → on): GPT-2 bf16 b1 0.192 → 0.186, b4 0.329 → 0.315; INT8 +
+ * head b1 0.179 → 0.173, b4 0.336 → 0.312; INT4 + head b1 0.187 → 0.186, b4 0.238 → 0.232.
  */
 export function normOnePassFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
-  return envFlag('FUSEFORMER_NORM_ONE_PASS', env['FUSEFORMER_NORM_ONE_PASS'], false);
+  return envFlag('FUSEFORMER_NORM_ONE_PASS', env['FUSEFORMER_NORM_ONE_PASS'], true);
 }
 
 /** GemvNorm.onePass for a norm of `kind` (LayerNorm only; RMSNorm is one pass already). */
@@ -242,8 +244,11 @@ export interface GemvPlan {
 export function planGemv(dtype: FloatDType, M: number, N: number, K: number, epilogue: GemmEpilogue, gate: GemvSpec['gate'], multiProcessorCount: number, norm?: GemvNorm): GemvPlan {
   let best: { plan: GemvPlan; score: number[] } | undefined, bestResident: typeof best;
   const residentBlocks = multiProcessorCount * Math.floor(RESIDENT_WARPS / WARPS);
-  const forced = gemvPlanOptions.forced.find((f) => gemvPlanSelects(f, M, N, K, gate !== undefined, norm !== undefined));
-  for (const spec of gemvSpace(dtype, M, K, epilogue, gate, norm)) {
+  const space = gemvSpace(dtype, M, K, epilogue, gate, norm);
+  const forced = gemvPlanOptions.forced.find((f) => gemvPlanSelects(f, M, N, K, gate !== undefined, norm !== undefined)
+    // a default plan outside this product's space (another dtype's chunk, more rows) leaves it to the planner
+    && (!GEMV_PLAN_DEFAULT.includes(f) || space.some((s) => s.columns === f.columns && s.kWarps === f.kWarps)));
+  for (const spec of space) {
     if (forced && (spec.columns !== forced.columns || spec.kWarps !== forced.kWarps)) continue;
     const shape = gemvShape(spec), grid = gemvGrid(spec, N);
     const score = gemvPlanScore(grid, shape, spec.kWarps, spec.columns, RESIDENT_WARPS, multiProcessorCount);
@@ -297,8 +302,13 @@ export function gemvGrid(spec: GemvSpec, N: number): number {
  */
 export const GEMV_LOOP_DEFAULT: readonly WeightLoadFamily[] = ['gated-gemv'];
 
-/** The plans forced when FUSEFORMER_GEMV_PLAN is unset (none yet; see forcedGemvPlansFromEnv). */
-export const GEMV_PLAN_DEFAULT: readonly ForcedGemvPlan[] = [];
+/**
+ * The plans forced when FUSEFORMER_GEMV_PLAN is unset (see forcedGemvPlansFromEnv): Llama 1.2B's down
+ * product (K 8192, N 2048, no norm) at r4.kw4, 256 blocks against the planner's 512 of r1.kw2. Measured on
+ * the H200 (session 34, two rounds, bf16, ms a step planner → r4.kw4): Llama b1 0.755 → 0.748, batch 4 1.078
+ * → 0.990; GPT-2 unchanged. Where r4.kw4 is not in a product's space the planner decides.
+ */
+export const GEMV_PLAN_DEFAULT: readonly ForcedGemvPlan[] = [{ k: 8192, n: 2048, norm: false, gated: false, columns: 4, kWarps: 4 }];
 
 /**
  * The planner's process settings (tests set them directly). normOneWave (on by default;
@@ -333,8 +343,7 @@ export interface ForcedGemvPlan {
  * 4; planned: 0.756 / 1.078): the down product (k8192) r4.kw4 0.749 / 0.989 and r2.kw2 0.746 / 1.003
  * (planned r1.kw2, 512 blocks, against 256); slower: the gated one at r1.kw8 0.855 / 1.446 or r1.kw2
  * 0.770 / 1.207, the output projection (k2048.n2048.plain) at r2.kw8 0.759 / 1.139, QKV (k2048.n3072.norm)
- * at r4.kw4 0.771 / 1.076. k8192.n2048.plain=r4.kw4 waits on its GPU correctness checks (s33-verify)
- * before it becomes a default.
+ * at r4.kw4 0.771 / 1.076. k8192.n2048.plain=r4.kw4 passed its GPU checks in session 34: GEMV_PLAN_DEFAULT.
  */
 export function forcedGemvPlansFromEnv(env: NodeJS.ProcessEnv = process.env): readonly ForcedGemvPlan[] {
   const text = env['FUSEFORMER_GEMV_PLAN']?.trim();
