@@ -25,9 +25,9 @@ import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
-import type { GemvNorm } from './gemv.js';
+import type { ForcedGemvPlan, GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { betterScore, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -86,19 +86,25 @@ export interface Int8GemvPlan {
  * Llama 1.2B): R = 1 was as fast as the widest R or faster at every product — QKV 3.46 against 3.61 µs
  * (R = 4), the gated gate/up 9.55 against 10.04 (R = 2). Takes effect for launches after it is set.
  */
-export const int8GemvOptions = { narrow: process.env['FUSEFORMER_INT8_NARROW'] !== '0' };
+export const int8GemvOptions: { narrow: boolean; forced: readonly ForcedGemvPlan[] } = {
+  narrow: process.env['FUSEFORMER_INT8_NARROW'] !== '0',
+  forced: parseForcedGemvPlans('FUSEFORMER_INT8_PLAN', process.env['FUSEFORMER_INT8_PLAN']?.trim() ?? ''),
+};
 
 /**
  * As planGemv: the (R, KW) with the most weight bytes in flight per SM up to the target, weighted by
  * how evenly the blocks spread, then the fewest load rounds, the fewest K-splits and the narrowest R
- * (int8GemvOptions). N is the output width (F when gated).
+ * (int8GemvOptions). N is the output width (F when gated). FUSEFORMER_INT8_PLAN (a probe, FUSEFORMER_GEMV_PLAN's
+ * syntax, no default) forces the (R, KW) of the products an entry selects.
  */
 export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number, norm?: GemvNorm): Int8GemvPlan {
   const blocksBySharedMemory = Math.floor(SM_SHARED_BYTES / (M * K * (norm ? 1 + byteSize(dtype) : 1) + 1024));
   const residentWarps = Math.min(RESIDENT_WARPS, blocksBySharedMemory * WARPS);
   let best: { plan: Int8GemvPlan; score: number[] } | undefined;
+  const forced = int8GemvOptions.forced.find((f) => gemvPlanSelects(f, M, N, K, gated, norm !== undefined));
   for (const kWarps of [1, 2, 4, 8]) {
     for (const columns of gated ? [1, 2] : [1, 2, 4]) {
+      if (forced && (columns !== forced.columns || kWarps !== forced.kWarps)) continue;
       const spec: Int8GemvSpec = { dtype, rows: M, K, columns, kWarps, bias, activation, gated, ...(norm ? { norm } : {}) };
       const shape = int8GemvShape(spec);
       if (kWarps > shape.chunks && kWarps > 1) continue;
@@ -108,7 +114,8 @@ export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number,
       if (!best || betterScore(score, best.score)) best = { plan: { spec, grid }, score };
     }
   }
-  return best!.plan;
+  if (!best) throw new RangeError(`FUSEFORMER_INT8_PLAN: r${forced!.columns}.kw${forced!.kWarps} is not a plan of the W8A8 GEMV for ${M} rows of K ${K}${gated ? ' (gated)' : ''}`);
+  return best.plan;
 }
 
 export function int8GemvSource(spec: Int8GemvSpec): KernelSource {

@@ -348,10 +348,15 @@ export interface ForcedGemvPlan {
 export function forcedGemvPlansFromEnv(env: NodeJS.ProcessEnv = process.env): readonly ForcedGemvPlan[] {
   const text = env['FUSEFORMER_GEMV_PLAN']?.trim();
   if (text === undefined) return GEMV_PLAN_DEFAULT;
+  return parseForcedGemvPlans('FUSEFORMER_GEMV_PLAN', text);
+}
+
+/** A FUSEFORMER_GEMV_PLAN-style list (empty or 0: none); `name` labels its errors. */
+export function parseForcedGemvPlans(name: string, text: string): readonly ForcedGemvPlan[] {
   if (text === '' || text === '0') return [];
   return text.split(',').map((entry) => {
     const m = /^k(\d+)((?:\.(?:n\d+|m\d+|gated|plain|norm|nonorm))*)=r(\d+)\.kw(\d+)$/.exec(entry.trim());
-    if (!m) throw new Error(`FUSEFORMER_GEMV_PLAN: '${entry.trim()}' is not SELECTOR=rR.kwW with SELECTOR k<K>[.n<N>][.m<M>][.gated|.plain][.norm|.nonorm]`);
+    if (!m) throw new Error(`${name}: '${entry.trim()}' is not SELECTOR=rR.kwW with SELECTOR k<K>[.n<N>][.m<M>][.gated|.plain][.norm|.nonorm]`);
     const parts = m[2]!.split('.').filter((x) => x);
     const count = (prefix: 'n' | 'm') => parts.map((x) => new RegExp(`^${prefix}(\\d+)$`).exec(x)?.[1]).find((v) => v !== undefined);
     const n = count('n'), rows = count('m');
@@ -364,7 +369,7 @@ export function forcedGemvPlansFromEnv(env: NodeJS.ProcessEnv = process.env): re
   });
 }
 
-function gemvPlanSelects(f: ForcedGemvPlan, M: number, N: number, K: number, gated: boolean, norm: boolean): boolean {
+export function gemvPlanSelects(f: ForcedGemvPlan, M: number, N: number, K: number, gated: boolean, norm: boolean): boolean {
   return f.k === K && (f.n === undefined || f.n === N) && (f.rows === undefined || f.rows === M) && (f.gated === undefined || f.gated === gated) && (f.norm === undefined || f.norm === norm);
 }
 

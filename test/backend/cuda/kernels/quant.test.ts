@@ -10,6 +10,7 @@ import * as q8 from '../../../../src/backend/cuda/kernels/quant-int8.js';
 import { CublasOperation } from '../../../../src/cuda/cublaslt.js';
 import { FuseformerError } from '../../../../src/errors.js';
 import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
+import { parseForcedGemvPlans } from '../../../../src/backend/cuda/kernels/gemv.js';
 
 function int4Args(M: number, K: number, N: number, G: number, dtype: 'bf16' | 'f16' | 'f32' = 'bf16', xPtr?: bigint) {
   return {
@@ -170,6 +171,23 @@ test('the quantized GEMV planners pick the plans measured fastest at Llama 1.2B\
     assert.equal(int8(), 'int8_gemv.bf16.m1.k2048.r4.kw1.none');
   } finally {
     i8.int8GemvOptions.narrow = before;
+  }
+  // FUSEFORMER_INT8_PLAN (a probe): the (R, KW) of the products an entry selects; a plan outside the space is an error naming it.
+  const forcedBefore = i8.int8GemvOptions.forced, rms = { kind: 'rms', residual: true, bias: false } as const;
+  try {
+    i8.int8GemvOptions.forced = parseForcedGemvPlans('FUSEFORMER_INT8_PLAN', 'k2048.m4.gated=r2.kw1,k8192=r2.kw1');
+    const gated = (M: number) => i8.planInt8Gemv('bf16', M, 8192, 2048, false, 'silu', true, 132, rms);
+    assert.deepEqual([gated(4).spec.columns, gated(4).spec.kWarps, gated(4).grid], [2, 1, 512], 'gated at 4 rows: forced');
+    i8.int8GemvOptions.forced = [];
+    const planned = gated(1);
+    i8.int8GemvOptions.forced = parseForcedGemvPlans('FUSEFORMER_INT8_PLAN', 'k2048.m4.gated=r2.kw1,k8192=r2.kw1');
+    assert.deepEqual(gated(1), planned, 'gated at 1 row: no entry selects it');
+    assert.equal(i8.planInt8Gemv('bf16', 1, 2048, 8192, false, 'none', false, 132).grid, 128, 'down: r2.kw1, 128 blocks');
+    i8.int8GemvOptions.forced = parseForcedGemvPlans('FUSEFORMER_INT8_PLAN', 'k2048.gated=r1.kw8');
+    assert.throws(() => gated(1), /FUSEFORMER_INT8_PLAN: r1.kw8 is not a plan of the W8A8 GEMV for 1 rows of K 2048 \(gated\)/);
+    assert.throws(() => parseForcedGemvPlans('FUSEFORMER_INT8_PLAN', 'gate=r2'), /FUSEFORMER_INT8_PLAN: 'gate=r2' is not SELECTOR=rR.kwW/);
+  } finally {
+    i8.int8GemvOptions.forced = forcedBefore;
   }
 });
 
