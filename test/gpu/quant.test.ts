@@ -377,6 +377,92 @@ test('normLinear with a W8A8 product on the fused GEMV matches the CPU reference
   }
 });
 
+// The looping W8A8 GEMV (Int8GemvSpec.loop, FUSEFORMER_GEMV_LOOP's family int8): grids past the resident
+// blocks become resident blocks looping over their column tiles, the wait, the norm prologue and x's
+// quantization once a block — int8Linear plain and gated, K split across warps (a forced KW = 4, the
+// partial sums' guarded path), and normLinear with RMS and LayerNorm prologues, each asserted to have looped.
+test('the looping W8A8 GEMV matches the CPU reference: int8Linear plain / gated / K-split, normLinear', { skip, timeout: 10 * 60_000 }, async (t) => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const { gemvPlanOptions, parseForcedGemvPlans } = await import('../../src/backend/cuda/kernels/gemv.js');
+  const i8 = await import('../../src/backend/cuda/kernels/gemv-int8.js');
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  gpu.int8NormGemv = true;
+  const seed = freshSeed();
+  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
+  const rng = new Rng(seed);
+  const saved = { loop: gemvPlanOptions.loop, forced: i8.int8GemvOptions.forced };
+  gemvPlanOptions.loop = new Set([...saved.loop, 'int8']);
+  try {
+    const looped = async (name: string, forced: string, run: () => void) => {
+      await t.test(name, () => {
+        i8.int8GemvOptions.forced = parseForcedGemvPlans('FUSEFORMER_INT8_PLAN', forced);
+        const before = i8.int8GemvLoopStats.launches;
+        try {
+          run();
+        } finally {
+          i8.int8GemvOptions.forced = saved.forced;
+        }
+        assert.ok(i8.int8GemvLoopStats.launches > before, 'the looping form ran');
+      });
+    };
+    const weights = (N: number, K: number) => ({
+      q: Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127), scales: rng.floats(N, 1e-3, 2e-3), bias: rng.floats(N, 0.5),
+    });
+    const LINEAR: [FloatDType, number, number, number, boolean, Activation | undefined, boolean, string][] = [
+      // dtype, M, K, N (weight rows), bias, activation, gated, forced plans
+      ['bf16', 1, 2048, 2 * 8192, false, 'silu', true, ''],
+      ['f16', 3, 768, 50257, true, undefined, false, ''],
+      ['bf16', 2, 4096, 8192, true, 'gelu', false, 'k4096=r1.kw4'],
+    ];
+    for (const [dtype, M, K, N, hasBias, activation, gated, forced] of LINEAR) {
+      const width = gated ? N / 2 : N;
+      await looped(`int8Linear ${dtype} M=${M} K=${K} N=${N}${gated ? ' gated' : ''}${forced ? ` (${forced})` : ''}`, forced, () => {
+        const x = rng.floats(M * K, 2), { q, scales, bias } = weights(N, K);
+        const run = (b: Backend) => {
+          const out = poisoned(b, [M, width], dtype);
+          b.int8Linear({
+            x: b.fromArray(x, [M, K], dtype), qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out,
+            ...(hasBias ? { bias: b.fromArray(bias, [N], dtype) } : {}), ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}),
+          });
+          return b.download(out);
+        };
+        const got = run(gpu), expected = run(cpu);
+        const cmp = compareArrays(got, expected);
+        assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE[dtype], describe(cmp, got, expected));
+      });
+    }
+    const NORMED: [FloatDType, number, number, number, 'rms' | 'layer', boolean, Activation | undefined, boolean][] = [
+      ['bf16', 1, 2048, 2 * 8192, 'rms', false, 'silu', true],
+      ['f16', 2, 768, 50257, 'layer', true, undefined, false],
+    ];
+    for (const [dtype, M, K, N, norm, residualBias, activation, gated] of NORMED) {
+      const width = gated ? N / 2 : N;
+      await looped(`normLinear ${dtype} M=${M} K=${K} N=${N} ${norm}${gated ? ' gated' : ''}`, '', () => {
+        const x = rng.floats(M * K), y = rng.floats(M * K), rbias = rng.floats(K, 0.2), gamma = rng.floats(K, 0.3, 1), beta = rng.floats(K, 0.2);
+        const { q, scales, bias } = weights(N, K);
+        const run = (b: Backend) => {
+          const xs = b.fromArray(x, [M, K], dtype), h = poisoned(b, [M, K], dtype), out = poisoned(b, [M, width], dtype);
+          b.normLinear({
+            norm: { x: xs, y: b.fromArray(y, [M, K], dtype), ...(residualBias ? { bias: b.fromArray(rbias, [K], dtype) } : {}), norm,
+              gamma: b.fromArray(gamma, [K], dtype), ...(norm === 'layer' ? { beta: b.fromArray(beta, [K], dtype) } : {}), out: h, eps: 1e-5 },
+            linear: { kind: 'int8', qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out, bias: b.fromArray(bias, [N], dtype),
+              ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}) },
+          });
+          return { out: b.download(out), h: b.download(h), x: b.download(xs) };
+        };
+        const got = run(gpu), expected = run(cpu);
+        for (const key of ['x', 'h', 'out'] as const) {
+          const cmp = compareArrays(got[key], expected[key]);
+          assert.ok(cmp.unwritten === 0 && cmp.relativeError <= (key === 'out' ? 2 * TOLERANCE[dtype] : TOLERANCE[dtype]), `${key}: ${describe(cmp, got[key], expected[key])}`);
+        }
+      });
+    }
+  } finally {
+    gemvPlanOptions.loop = saved.loop;
+    i8.int8GemvOptions.forced = saved.forced;
+  }
+});
+
 // normLinear of an int4Linear: the tensor-core INT4 GEMV with the residual norm in its prologue
 // (int4NormGemv, forced on: 'auto' takes it only up to K = 1024), against the CPU's residualNorm +
 // int4Linear — the product, the normed rows h and the updated residual stream x — and against the GPU's

@@ -27,7 +27,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 import type { ForcedGemvPlan, GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { betterScore, gemvPlanOptions, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -60,11 +60,17 @@ export interface Int8GemvSpec {
    * it updates x and writes h.
    */
   readonly norm?: GemvNorm;
+  /**
+   * The block loops over column tiles (int8GemvLoopSource): a grid past the resident blocks becomes the
+   * resident blocks, each running the wait, the norm prologue and x's quantization once (FUSEFORMER_GEMV_LOOP's
+   * family int8; planInt8Gemv sets it).
+   */
+  readonly loop?: boolean;
 }
 
 export function int8GemvKey(s: Int8GemvSpec): string {
   const norm = s.norm ? `.norm_${s.norm.kind}${normSwitchesKey(s.norm)}` : '';
-  return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
+  return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${s.loop ? '.loop' : ''}`;
 }
 
 function int8GemvShape(s: Int8GemvSpec): { weightRows: number; chunks: number; perWarp: number; unroll: number; groups: number } {
@@ -98,8 +104,7 @@ export const int8GemvOptions: { narrow: boolean; forced: readonly ForcedGemvPlan
  * syntax, no default) forces the (R, KW) of the products an entry selects.
  */
 export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean, multiProcessorCount: number, norm?: GemvNorm): Int8GemvPlan {
-  const blocksBySharedMemory = Math.floor(SM_SHARED_BYTES / (M * K * (norm ? 1 + byteSize(dtype) : 1) + 1024));
-  const residentWarps = Math.min(RESIDENT_WARPS, blocksBySharedMemory * WARPS);
+  const residentWarps = int8ResidentWarps(dtype, M, K, norm);
   let best: { plan: Int8GemvPlan; score: number[] } | undefined;
   const forced = int8GemvOptions.forced.find((f) => gemvPlanSelects(f, M, N, K, gated, norm !== undefined));
   for (const kWarps of [1, 2, 4, 8]) {
@@ -115,10 +120,22 @@ export function planInt8Gemv(dtype: FloatDType, M: number, N: number, K: number,
     }
   }
   if (!best) throw new RangeError(`FUSEFORMER_INT8_PLAN: r${forced!.columns}.kw${forced!.kWarps} is not a plan of the W8A8 GEMV for ${M} rows of K ${K}${gated ? ' (gated)' : ''}`);
+  // gemvPlanOptions.loop (family int8): a grid past the resident blocks becomes that many looping blocks.
+  const residentBlocks = multiProcessorCount * Math.floor(residentWarps / WARPS);
+  if (gemvPlanOptions.loop.has('int8') && best.plan.grid > residentBlocks) {
+    return { spec: { ...best.plan.spec, loop: true }, grid: residentBlocks };
+  }
   return best.plan;
 }
 
-export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
+/** Warps an SM holds of the kernel for M rows of K (its shared memory: xq, and with a norm the normed rows). */
+function int8ResidentWarps(dtype: FloatDType, M: number, K: number, norm: GemvNorm | undefined): number {
+  const blocksBySharedMemory = Math.floor(SM_SHARED_BYTES / (M * K * (norm ? 1 + byteSize(dtype) : 1) + 1024));
+  return Math.min(RESIDENT_WARPS, blocksBySharedMemory * WARPS);
+}
+
+/** The pieces both forms of the kernel (one tile a block; GemvSpec.loop's looping blocks) are made of. */
+function int8GemvParts(spec: Int8GemvSpec) {
   const name = kernelIdentifier(int8GemvKey(spec));
   const norm = spec.norm, trigger = dependentTriggerCode('int8');
   const { weightRows, chunks, perWarp, unroll, groups } = int8GemvShape(spec);
@@ -129,7 +146,7 @@ export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
         out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'g')} * u);`
     : String.raw`const float v = ${value('acc[r][m]', 'n')};
         out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});`;
-  const source = String.raw`${DEVICE_LIB}
+  const preamble = String.raw`${DEVICE_LIB}
 ${EPILOGUE_ACTIVATION_CODE}
 ${typedefLine('T', spec.dtype)}
 ${constants({
@@ -193,9 +210,8 @@ __device__ __forceinline__ void quantize_rows(const T* x, signed char* xq, float
     }
   }
   __syncthreads();
-}
-
-// x [M, K], qweight i8 [N, K] (gated: [2N, K]), scales f32 [N] (gated [2N]), bias [N] (gated [2N]) or
+}`;
+  const signature = String.raw`// x [M, K], qweight i8 [N, K] (gated: [2N, K]), scales f32 [N] (gated [2N]), bias [N] (gated [2N]) or
 // null, out [M, N]. Grid ceil(N / (CG·R)), block THREADS.${norm ? `
 // Norm prologue: x is unused; rx [M, K] the residual stream (updated in place), y [M, K], rbias [K],
 // gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}
@@ -212,62 +228,128 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ int partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];
   __shared__ float red[NWARPS * M];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int kw = warp % KW, cg = warp / KW;
+  const int kw = warp % KW, cg = warp / KW;`;
+  // The wait for the kernel that writes x (programmatic launch), then the rows quantized into xq.
+  const waitAndQuantize = (pad: string) => String.raw`${pad}GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
+${pad}${trigger.afterWait}` : ''}${norm ? `
+${pad}${normPrologueCallCode('rx')}
+${pad}quantize_rows(act_s, xq, row_scale, red);` : `
+${pad}quantize_rows(x, xq, row_scale, red);`}`;
+  // Group g's U × WR weight vectors of the warp's chunks kw, kw + KW, … (zeros past K) into wv.
+  const loadGroup = (pad: string, g: string) => String.raw`${pad}#pragma unroll
+${pad}for (int u = 0; u < U; u++) {
+${pad}  const int j = ${g} * U + u, k = (kw + j * KW) * CHUNK + lane * WVEC;
+${pad}  #pragma unroll
+${pad}  for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
+${pad}}`;
+  // Group g's dot products: acc[r][m] += wv[u][r] · xq[m, k…k+15] by dp4a.
+  const dotGroup = (pad: string, g: string) => String.raw`${pad}#pragma unroll
+${pad}for (int u = 0; u < U; u++) {
+${pad}  const int j = ${g} * U + u, k = (kw + j * KW) * CHUNK + lane * WVEC;
+${pad}  if (j < PER_WARP && k < K) {
+${pad}    #pragma unroll
+${pad}    for (int m = 0; m < M; m++) {
+${pad}      const uint4 a = *reinterpret_cast<const uint4*>(xq + m * K + k);
+${pad}      #pragma unroll
+${pad}      for (int r = 0; r < WR; r++) {
+${pad}        int s = acc[r][m];
+${pad}        s = dp4a(wv[u][r].x, a.x, s);
+${pad}        s = dp4a(wv[u][r].y, a.y, s);
+${pad}        s = dp4a(wv[u][r].z, a.z, s);
+${pad}        acc[r][m] = dp4a(wv[u][r].w, a.w, s);
+${pad}      }
+${pad}    }
+${pad}  }
+${pad}}`;
+  // Warp (kw, cg)'s weight rows of the tile whose first column is `first` (gated: and the up rows N + n).
+  const tileRows = (pad: string, first: string) => String.raw`${pad}#pragma unroll
+${pad}for (int r = 0; r < R; r++) {
+${pad}  const int n = min(${first} + r, N - 1); // columns past N compute a copy of the last and are not written
+${pad}  rows[r] = w + (size_t)n * K;
+${pad}  if constexpr (GATED) rows[R + r] = w + (size_t)(N + n) * K;
+${pad}}`;
+  const zeroSums = (pad: string) => String.raw`${pad}#pragma unroll
+${pad}for (int r = 0; r < WR; r++)
+${pad}  #pragma unroll
+${pad}  for (int m = 0; m < M; m++) acc[r][m] = 0;`;
+  return { name, norm, trigger, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums };
+}
+
+export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
+  if (spec.loop) return int8GemvLoopSource(spec);
+  const { name, norm, trigger, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums } = int8GemvParts(spec);
+  const source = String.raw`${preamble}
+
+${signature}
   const int n0 = (blockIdx.x * CG + cg) * R;
   const signed char* rows[WR];
-  #pragma unroll
-  for (int r = 0; r < R; r++) {
-    const int n = min(n0 + r, N - 1); // columns past N compute a copy of the last and are not written
-    rows[r] = w + (size_t)n * K;
-    if constexpr (GATED) rows[R + r] = w + (size_t)(N + n) * K;
-  }
+${tileRows('  ', 'n0')}
   int acc[WR][M];
-  #pragma unroll
-  for (int r = 0; r < WR; r++)
-    #pragma unroll
-    for (int m = 0; m < M; m++) acc[r][m] = 0;
+${zeroSums('  ')}
   float row_scale[M];
 
   #pragma unroll
   for (int g = 0; g < GROUPS; g++) {
     uint4 wv[U][WR];
-    #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * WVEC;
-      #pragma unroll
-      for (int r = 0; r < WR; r++) wv[u][r] = j < PER_WARP && k < K ? load_weight(rows[r] + k) : make_uint4(0u, 0u, 0u, 0u);
-    }
+${loadGroup('    ', 'g')}
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (g == 0) {
-      GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
-      ${trigger.afterWait}` : ''}${norm ? `
-      ${normPrologueCallCode('rx')}
-      quantize_rows(act_s, xq, row_scale, red);` : `
-      quantize_rows(x, xq, row_scale, red);`}
+${waitAndQuantize('      ')}
     }
-    #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = g * U + u, k = (kw + j * KW) * CHUNK + lane * WVEC;
-      if (j < PER_WARP && k < K) {
-        #pragma unroll
-        for (int m = 0; m < M; m++) {
-          const uint4 a = *reinterpret_cast<const uint4*>(xq + m * K + k);
-          #pragma unroll
-          for (int r = 0; r < WR; r++) {
-            int s = acc[r][m];
-            s = dp4a(wv[u][r].x, a.x, s);
-            s = dp4a(wv[u][r].y, a.y, s);
-            s = dp4a(wv[u][r].z, a.z, s);
-            acc[r][m] = dp4a(wv[u][r].w, a.w, s);
-          }
-        }
-      }
-    }
+${dotGroup('    ', 'g')}
   }
   ${trigger.late}
 ${norm ? normPrologueFinishCode('rx') : ''}
 ${gemvReduceWriteCode('acc', 'warp_sum_int', write)}
 }
+`;
+  return { name, source, gridDependencyWait: true };
+}
+
+/**
+ * Int8GemvSpec.loop's kernel: the block loops over column tiles (tile = blockIdx.x, then + gridDim.x while
+ * below ⌈N / (CG·R)⌉), as gemv.ts's looping form: the wait, the norm prologue and the quantization of x run
+ * once a block, before the first tile; each next tile's first group of weight loads is issued before the
+ * finished tile's reduction and write.
+ */
+function int8GemvLoopSource(spec: Int8GemvSpec): KernelSource {
+  const { name, norm, trigger, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums } = int8GemvParts(spec);
+  const source = String.raw`${preamble}
+
+${signature}
+  const int tiles = (N + CG * R - 1) / (CG * R);
+  int tile = blockIdx.x, n0 = (tile * CG + cg) * R;
+  const signed char* rows[WR];
+${tileRows('  ', 'n0')}
+  int acc[WR][M];
+  float row_scale[M];
+  uint4 wv[U][WR];
+${loadGroup('  ', '0')}
+  // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
+${waitAndQuantize('  ')}
+  while (true) {
+${zeroSums('    ')}
+    #pragma unroll
+    for (int g = 0; g < GROUPS; g++) {
+      if (g > 0) {
+${loadGroup('        ', 'g')}
+      }
+${dotGroup('      ', 'g')}
+    }
+    // The next tile's first loads go out now, into the registers this tile's products have freed.
+    const int next = tile + gridDim.x;
+    if (next < tiles) {
+${tileRows('      ', '(next * CG + cg) * R')}
+${loadGroup('      ', '0')}
+    } else {
+      ${trigger.late || '// (the dependents were let launch after the wait)'}
+    }
+${gemvReduceWriteCode('acc', 'warp_sum_int', write, true).split('\n').map((l) => (l ? '  ' + l : l)).join('\n')}
+    if (next >= tiles) break;
+    tile = next;
+    n0 = (tile * CG + cg) * R;
+  }
+${norm ? normPrologueFinishCode('rx') : ''}}
 `;
   return { name, source, gridDependencyWait: true };
 }
@@ -294,10 +376,16 @@ export function int8GemvApplies(a: Int8GemvLaunch): boolean {
     && a.x % 16n === 0n && a.qweight % 16n === 0n;
 }
 
-/** Blocks of a launch of `spec` over `width` output columns (F when gated). */
-export function int8GemvGrid(spec: Int8GemvSpec, width: number): number {
-  return Math.ceil(width / ((WARPS / spec.kWarps) * spec.columns));
+/** Blocks of a launch of `spec` over `width` output columns (F when gated); a looping spec's at most the resident blocks. */
+export function int8GemvGrid(spec: Int8GemvSpec, width: number, multiProcessorCount?: number): number {
+  const tiles = Math.ceil(width / ((WARPS / spec.kWarps) * spec.columns));
+  if (!spec.loop) return tiles;
+  if (multiProcessorCount === undefined) throw new RangeError('int8GemvGrid: a looping spec needs the SM count');
+  return Math.min(tiles, multiProcessorCount * Math.floor(int8ResidentWarps(spec.dtype, spec.rows, spec.K, spec.norm) / WARPS));
 }
+
+/** Launches of the looping form (Int8GemvSpec.loop) in this process (tests check that a case took it). */
+export const int8GemvLoopStats = { launches: 0 };
 
 /** Every (R, KW) the kernel takes for these rows and K (bench/gemv-sweep.ts times them against the planner's pick). */
 export function int8GemvSpace(dtype: FloatDType, M: number, K: number, bias: boolean, activation: EpilogueActivation, gated: boolean): Int8GemvSpec[] {
@@ -325,7 +413,8 @@ export function int8NormGemvApplies(a: Int8GemvLaunch): boolean {
 export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch, forced?: Int8GemvSpec, prologue?: NormPrologue): void {
   const width = a.gated ? a.N / 2 : a.N;
   const spec = forced ?? planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
-  const grid = int8GemvGrid(spec, width);
+  const grid = int8GemvGrid(spec, width, host.multiProcessorCount);
+  if (spec.loop) int8GemvLoopStats.launches++;
   const normArgs = prologue ? normPrologueArgs(host, prologue) : [];
   host.kernel(int8GemvKey(spec), () => int8GemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
     arg.ptr(prologue ? 0n : a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(width), ...normArgs,
@@ -359,5 +448,10 @@ export function catalog(): KernelSource[] {
   return [
     ...plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec)),
     ...normed.map(([dtype, M, N, K, bias, act, gated, norm]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132, norm).spec)),
+    // The looping form (Int8GemvSpec.loop): Llama's gated product with its prologue, a K split four ways (the
+    // guarded partial sums), GPT-2's LM head at three rows.
+    int8GemvSource({ ...planInt8Gemv('bf16', 1, 8192, 2048, false, 'silu', true, 132, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred' }).spec, loop: true }),
+    int8GemvSource({ dtype: 'bf16', rows: 2, K: 4096, columns: 1, kWarps: 4, bias: true, activation: 'gelu', gated: false, loop: true }),
+    int8GemvSource({ ...planInt8Gemv('f16', 3, 50257, 768, true, 'none', false, 132).spec, loop: true }),
   ];
 }

@@ -298,7 +298,8 @@ export function gemvGrid(spec: GemvSpec, N: number): number {
  * Default the gated GEMV alone: Llama 1.2B's batch-1 gated product is 1024 blocks of 8 columns, four rounds
  * of blocks each running the norm prologue. Measured on the H200 (session 33, two rounds, bf16, ms/token
  * none → gated → gated + wide-norm → all): Llama b1 0.761 → 0.757 → 0.771 → 0.777, GPT-2 b1 0.192 → 0.192
- * → 0.192 → 0.200; batch 32 unchanged (its products go to the streamed GEMM).
+ * → 0.192 → 0.200; batch 32 unchanged (its products go to the streamed GEMM). The family int8 gives the W8A8
+ * GEMV (gemv-int8.ts) the same form (session 34, not yet measured).
  */
 export const GEMV_LOOP_DEFAULT: readonly WeightLoadFamily[] = ['gated-gemv'];
 

@@ -146,6 +146,39 @@ test('the W8A8 GEMV: 1–4 rows, K a multiple of 16 within its shared memory, al
   }
 });
 
+test('the looping W8A8 GEMV (FUSEFORMER_GEMV_LOOP family int8): grids past the resident blocks loop over their tiles; the wait, prologue and quantization once a block; off by default', async () => {
+  const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
+  const { gemvPlanOptions, GEMV_LOOP_DEFAULT } = await import('../../../../src/backend/cuda/kernels/gemv.js');
+  assert.ok(!GEMV_LOOP_DEFAULT.includes('int8'), 'off by default');
+  const rms = { kind: 'rms', residual: true, bias: false } as const;
+  const saved = gemvPlanOptions.loop;
+  try {
+    gemvPlanOptions.loop = new Set(['int8']);
+    const gated = i8.planInt8Gemv('bf16', 1, 8192, 2048, false, 'silu', true, 132, rms);
+    assert.deepEqual([gated.spec.loop, gated.grid], [true, 264], "Llama's gated product: 1024 tiles on 264 blocks");
+    assert.match(i8.int8GemvKey(gated.spec), /\.loop$/);
+    assert.equal(i8.planInt8Gemv('bf16', 1, 3072, 2048, false, 'none', false, 132, rms).spec.loop, undefined, 'QKV (192 blocks) keeps one tile a block');
+    const src = i8.int8GemvSource(gated.spec).source;
+    const body = src.slice(src.indexOf('extern "C"'));
+    assert.equal(body.match(/GRID_DEPENDENCY_WAIT\(\)/g)?.length, 1, 'one wait');
+    assert.equal(body.match(/quantize_rows\(/g)?.length, 1, 'x quantized once');
+    assert.match(body, /load_weight[\s\S]*GRID_DEPENDENCY_WAIT\(\);\s*normalize_rows[\s\S]*while \(true\) \{/, 'the first loads, the wait and the prologue before the loop');
+    assert.match(body, /if \(next < tiles\) \{[\s\S]*load_weight[\s\S]*\} else \{\s*GRID_DEPENDENCY_TRIGGER\(\);\s*\}[\s\S]*warp_sum_int/, "the next tile's loads before this one's reduction; the dependents let go after the last tile");
+    assert.doesNotMatch(body, /return;/, 'no early exit inside the loop');
+    assert.match(body, /__syncthreads\(\);  \/\/ partial is free for the next tile/);
+    const host = new RecordingHost(), before = i8.int8GemvLoopStats.launches;
+    i8.launchInt8Gemv(host, { dtype: 'bf16', M: 1, N: 2 * 8192, K: 2048, gated: true, activation: 'silu', x: 256n, qweight: 512n, scales: 1024n, bias: 0n, out: 2048n });
+    assert.equal(host.launches[0]!.config.grid, 264);
+    assert.equal(i8.int8GemvLoopStats.launches, before + 1, 'counted');
+    assert.throws(() => i8.int8GemvGrid(gated.spec, 8192), /a looping spec needs the SM count/);
+    gemvPlanOptions.loop = new Set();
+    const one = i8.planInt8Gemv('bf16', 1, 8192, 2048, false, 'silu', true, 132, rms);
+    assert.deepEqual([one.spec.loop, one.grid], [undefined, 1024]);
+  } finally {
+    gemvPlanOptions.loop = saved;
+  }
+});
+
 test('the quantized GEMV planners pick the plans measured fastest at Llama 1.2B\'s decode shapes (session 17 sweeps)', async () => {
   const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
   const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
