@@ -135,14 +135,14 @@ export function dependentTriggerCode(family: WeightLoadFamily): { afterWait: str
 /**
  * The device function `name(p)` returning the 16-byte vector at p as a uint4 for a kernel of `family`:
  * past L1 (the activations stay there), and with `hint` evict-first in L2 (by the read-only .nc path
- * unless weightStreamOptions.coherent holds the family). The policy is a pure value (non-volatile asm), so
+ * unless weightStreamOptions.coherent holds the family, or `coherent` says otherwise). The policy is a pure value (non-volatile asm), so
  * the compiler keeps one per thread, not one per load.
  */
-export function weightLoadCode(name: string, pointer: string, family: WeightLoadFamily, options: { volatile?: boolean; hint?: boolean } = {}): string {
+export function weightLoadCode(name: string, pointer: string, family: WeightLoadFamily, options: { volatile?: boolean; hint?: boolean; coherent?: boolean } = {}): string {
   const evictFirst = options.hint ?? weightStreamOptions.evictFirst;
   const hint = evictFirst || (options.hint === undefined && weightStreamOptions.hintNormal);
   const asm = options.volatile === false ? 'asm' : 'asm volatile';
-  const ld = weightStreamOptions.coherent.has(family) ? 'ld.global.L1::no_allocate' : 'ld.global.nc.L1::no_allocate';
+  const ld = (options.coherent ?? weightStreamOptions.coherent.has(family)) ? 'ld.global.L1::no_allocate' : 'ld.global.nc.L1::no_allocate';
   if (!hint) {
     return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;

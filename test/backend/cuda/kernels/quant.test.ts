@@ -173,6 +173,35 @@ test('FUSEFORMER_INT4_ZERO_FOLD: the INT4 mma GEMV multiplies magic + q and take
   }
 });
 
+test('FUSEFORMER_INT4_LOADS_AFTER_WAIT: the INT4 mma GEMV waits first, then issues its weight loads coherent (above the norm prologue\'s barriers); norm kernels or all; off by default', async () => {
+  const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
+  assert.equal(i4.int4LoadsAfterWaitFromEnv({}), 'off');
+  assert.equal(i4.int4LoadsAfterWaitFromEnv({ FUSEFORMER_INT4_LOADS_AFTER_WAIT: 'norm' }), 'norm');
+  assert.equal(i4.int4LoadsAfterWaitFromEnv({ FUSEFORMER_INT4_LOADS_AFTER_WAIT: '1' }), 'all');
+  assert.throws(() => i4.int4LoadsAfterWaitFromEnv({ FUSEFORMER_INT4_LOADS_AFTER_WAIT: 'yes' }), /FUSEFORMER_INT4_LOADS_AFTER_WAIT must be 0, norm or 1, got 'yes'/);
+  const rms = { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' } as const;
+  const saved = i4.int4MmaOptions.loadsAfterWait;
+  try {
+    i4.int4MmaOptions.loadsAfterWait = 'norm';
+    const gated = i4.planInt4MmaGemv('bf16', 1, 8192, 2048, 128, false, 'silu', true, 132, rms).spec;
+    assert.equal(gated.loadsAfterWait, true);
+    assert.match(i4.int4MmaGemvKey(gated), /\.aw$/);
+    assert.equal(i4.planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132).spec.loadsAfterWait, undefined, "'norm': a kernel without a prologue keeps its loads ahead of the wait");
+    const src = i4.int4MmaGemvSource(gated).source, body = src.slice(src.indexOf('extern "C"'));
+    assert.match(src, /load_coherent_u4\(const u32\* p\) \{\s*uint4 r;\s*asm volatile\("ld\.global\.L1::no_allocate\.v4\.u32/, 'coherent: no .nc');
+    assert.match(body, /GRID_DEPENDENCY_WAIT\(\);\s*#pragma unroll 1\s*for \(int grp = 0;[\s\S]*load_coherent_u4\([\s\S]*if \(grp == 0\) \{\s*normalize_rows/, 'the wait, then the loads, then the prologue');
+    assert.equal(body.match(/GRID_DEPENDENCY_WAIT\(\)/g)?.length, 1);
+    i4.int4MmaOptions.loadsAfterWait = 'all';
+    assert.equal(i4.planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132).spec.loadsAfterWait, true);
+    i4.int4MmaOptions.loadsAfterWait = 'off';
+    const plain = i4.int4MmaGemvSource(i4.planInt4MmaGemv('bf16', 1, 8192, 2048, 128, false, 'silu', true, 132, rms).spec).source;
+    assert.doesNotMatch(plain, /load_coherent_u4/);
+    assert.match(plain.slice(plain.indexOf('extern "C"')), /if \(grp == 0\) \{\s*GRID_DEPENDENCY_WAIT\(\);/, 'the default: the first loads ahead of the wait');
+  } finally {
+    i4.int4MmaOptions.loadsAfterWait = saved;
+  }
+});
+
 test('the looping W8A8 GEMV (FUSEFORMER_GEMV_LOOP family int8): grids past the resident blocks loop over their tiles; the wait, prologue and quantization once a block; off by default', async () => {
   const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
   const { gemvPlanOptions, GEMV_LOOP_DEFAULT } = await import('../../../../src/backend/cuda/kernels/gemv.js');
