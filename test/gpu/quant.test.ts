@@ -113,6 +113,55 @@ function randomInt4(rng: Rng, N: number, K: number, G: number) {
   };
 }
 
+/** An int8Linear case: dtype, M, K, N (weight rows), bias, activation, gated. */
+type Int8LinearCase = readonly [FloatDType, number, number, number, boolean, Activation | undefined, boolean];
+
+/** The case's random inputs (a zero row past the first: scale 0) and int8Linear of them on a backend, downloaded. */
+function int8LinearOn(rng: Rng, [dtype, M, K, N, hasBias, activation, gated]: Int8LinearCase): (b: Backend) => HostArray {
+  const width = gated ? N / 2 : N;
+  const x = rng.floats(M * K, 2);
+  if (M > 1) x.fill(0, K, 2 * K);
+  const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
+  const scales = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N, 0.5);
+  return (b) => {
+    const out = poisoned(b, [M, width], dtype);
+    b.int8Linear({
+      x: b.fromArray(x, [M, K], dtype), qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out,
+      ...(hasBias ? { bias: b.fromArray(bias, [N], dtype) } : {}), ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}),
+    });
+    return b.download(out);
+  };
+}
+
+/** A normLinear case with a W8A8 product: dtype, M, K, N (weight rows), norm, residual, residual bias, activation, gated. */
+type Int8NormCase = readonly [FloatDType, number, number, number, 'rms' | 'layer', boolean, boolean, Activation | undefined, boolean];
+
+/** The case's random inputs and normLinear of them on a backend: the product, the normed rows h and the updated residual stream x. */
+function int8NormLinearOn(rng: Rng, [dtype, M, K, N, norm, residual, residualBias, activation, gated]: Int8NormCase): (b: Backend) => { out: HostArray; h: HostArray; x: HostArray } {
+  const width = gated ? N / 2 : N;
+  const x = rng.floats(M * K), y = rng.floats(M * K), rbias = rng.floats(K, 0.2), gamma = rng.floats(K, 0.3, 1), beta = rng.floats(K, 0.2);
+  const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
+  const scales = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N, 0.5);
+  return (b) => {
+    const xs = b.fromArray(x, [M, K], dtype), h = poisoned(b, [M, K], dtype), out = poisoned(b, [M, width], dtype);
+    b.normLinear({
+      norm: { x: xs, ...(residual ? { y: b.fromArray(y, [M, K], dtype) } : {}), ...(residualBias ? { bias: b.fromArray(rbias, [K], dtype) } : {}), norm,
+        gamma: b.fromArray(gamma, [K], dtype), ...(norm === 'layer' ? { beta: b.fromArray(beta, [K], dtype) } : {}), out: h, eps: 1e-5 },
+      linear: { kind: 'int8', qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out, bias: b.fromArray(bias, [N], dtype),
+        ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}) },
+    });
+    return { out: b.download(out), h: b.download(h), x: b.download(xs) };
+  };
+}
+
+/** x, h and out of an int8 normLinear against the CPU's (out: an activation within an ulp of an INT8 rounding boundary may round the other way, 1/127 of its row's amax). */
+function assertInt8NormMatches(got: ReturnType<ReturnType<typeof int8NormLinearOn>>, expected: typeof got, dtype: FloatDType): void {
+  for (const key of ['x', 'h', 'out'] as const) {
+    const cmp = compareArrays(got[key], expected[key]);
+    assert.ok(cmp.unwritten === 0 && cmp.relativeError <= (key === 'out' ? 2 * TOLERANCE[dtype] : TOLERANCE[dtype]), `${key}: ${describe(cmp, got[key], expected[key])}`);
+  }
+}
+
 /** FUSEFORMER_QUANT_CASES=<regex> runs only the cases whose names match (a bounded GPU call). */
 const casePattern = process.env['FUSEFORMER_QUANT_CASES'] ? new RegExp(process.env['FUSEFORMER_QUANT_CASES']) : undefined;
 
@@ -288,30 +337,25 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
   // int8Linear: the W8A8 GEMV (1–4 rows, K a multiple of 16) and the three-op path (more rows, other K),
   // against the CPU and, where both GPU paths run, against each other (the same integers: the outputs
   // differ at most by an f32 rounding in the epilogue).
-  const INT8_LINEAR_CASES: [FloatDType, number, number, number, boolean, Activation | undefined, boolean][] = [
+  const INT8_LINEAR_CASES: Int8LinearCase[] = [
     ['bf16', 1, 2048, 3072, false, undefined, false], ['bf16', 1, 8192, 2048, false, undefined, false],
     ['bf16', 4, 4096, 11008, true, undefined, false], ['f16', 3, 768, 2304, true, 'gelu_tanh', false],
     ['bf16', 1, 768, 50257, false, undefined, false], ['f32', 2, 112, 132, true, 'relu', false],
     ['bf16', 1, 2048, 2 * 8192, false, 'silu', true], ['bf16', 4, 2048, 2 * 1000, true, 'silu', true], ['f16', 2, 1024, 2 * 300, false, 'gelu', true],
     ['bf16', 5, 2048, 1024, true, undefined, false], ['bf16', 1, 1000, 512, false, 'silu', false], ['bf16', 17, 512, 2 * 256, true, 'silu', true],
   ];
-  for (const [dtype, M, K, N, hasBias, activation, gated] of INT8_LINEAR_CASES) {
-    const width = gated ? N / 2 : N;
+  for (const c of INT8_LINEAR_CASES) {
+    const [dtype, M, K, N, hasBias, activation, gated] = c;
     const gemv = M <= 4 && K % 16 === 0;
     await subtest(`int8Linear ${dtype} M=${M} K=${K} N=${N}${hasBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''} (${gemv ? 'GEMV' : 'three ops'})`, () => {
-      const x = rng.floats(M * K, 2);
-      if (M > 1) x.fill(0, K, 2 * K); // a zero row: scale 0
-      const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
-      const scales = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N, 0.5);
+      const on = int8LinearOn(rng, c);
       const run = (b: Backend, fused = true) => {
-        const out = poisoned(b, [M, width], dtype);
         if (b === gpu) gpu.int8Gemv = fused;
-        b.int8Linear({
-          x: b.fromArray(x, [M, K], dtype), qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out,
-          ...(hasBias ? { bias: b.fromArray(bias, [N], dtype) } : {}), ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}),
-        });
-        gpu.int8Gemv = true;
-        return b.download(out);
+        try {
+          return on(b);
+        } finally {
+          gpu.int8Gemv = true;
+        }
       };
       const before = gpu.int8GemvLaunches;
       const got = run(gpu);
@@ -338,41 +382,23 @@ test('normLinear with a W8A8 product on the fused GEMV matches the CPU reference
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
   const rng = new Rng(seed);
-  const CASES: [FloatDType, number, number, number, 'rms' | 'layer', boolean, boolean, Activation | undefined, boolean][] = [
-    // dtype, M, K, N (weight rows), norm, residual, residual bias, activation, gated
+  const CASES: Int8NormCase[] = [
     ['bf16', 1, 2048, 3072, 'rms', true, false, undefined, false],
     ['bf16', 4, 2048, 2 * 1000, 'rms', true, false, 'silu', true],
     ['f16', 2, 768, 3072, 'layer', true, true, 'gelu_tanh', false],
     ['f32', 3, 112, 132, 'layer', false, false, 'relu', false],
     ['bf16', 5, 512, 256, 'rms', true, false, undefined, false], // five rows: residualNorm + the three ops
   ];
-  for (const [dtype, M, K, N, norm, residual, residualBias, activation, gated] of CASES) {
-    const width = gated ? N / 2 : N;
+  for (const c of CASES) {
+    const [dtype, M, K, N, norm, residual, residualBias, activation, gated] = c;
     await subtest(`${dtype} M=${M} K=${K} N=${N} ${norm}${residual ? ' +residual' : ''}${residualBias ? ' +bias' : ''}${activation ? ` ${activation}` : ''}${gated ? ' gated' : ''}`, () => {
-      const x = rng.floats(M * K), y = rng.floats(M * K), rbias = rng.floats(K, 0.2), gamma = rng.floats(K, 0.3, 1), beta = rng.floats(K, 0.2);
-      const q = Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127);
-      const scales = rng.floats(N, 1e-3, 2e-3), bias = rng.floats(N, 0.5);
-      const run = (b: Backend) => {
-        const xs = b.fromArray(x, [M, K], dtype), h = poisoned(b, [M, K], dtype), out = poisoned(b, [M, width], dtype);
-        b.normLinear({
-          norm: { x: xs, ...(residual ? { y: b.fromArray(y, [M, K], dtype) } : {}), ...(residualBias ? { bias: b.fromArray(rbias, [K], dtype) } : {}), norm,
-            gamma: b.fromArray(gamma, [K], dtype), ...(norm === 'layer' ? { beta: b.fromArray(beta, [K], dtype) } : {}), out: h, eps: 1e-5 },
-          linear: { kind: 'int8', qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out, bias: b.fromArray(bias, [N], dtype),
-            ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}) },
-        });
-        return { out: b.download(out), h: b.download(h), x: b.download(xs) };
-      };
+      const run = int8NormLinearOn(rng, c);
       const before = gpu.int8GemvLaunches, beforeNorm = gpu.normGemvLaunches;
       const got = run(gpu);
       const fused = M <= 4;
       assert.equal(gpu.normGemvLaunches > beforeNorm, fused, fused ? 'the fused kernel ran' : 'residualNorm + int8Linear ran');
       assert.equal(gpu.int8GemvLaunches > before, fused, 'the W8A8 GEMV ran where it applies');
-      const expected = run(cpu);
-      for (const key of ['x', 'h', 'out'] as const) {
-        const cmp = compareArrays(got[key], expected[key]);
-        // out: an activation within an ulp of an INT8 rounding boundary may round the other way (1/127 of its row's amax).
-        assert.ok(cmp.unwritten === 0 && cmp.relativeError <= (key === 'out' ? 2 * TOLERANCE[dtype] : TOLERANCE[dtype]), `${key}: ${describe(cmp, got[key], expected[key])}`);
-      }
+      assertInt8NormMatches(got, run(cpu), dtype);
     });
   }
 });
@@ -405,56 +431,30 @@ test('the looping W8A8 GEMV matches the CPU reference: int8Linear plain / gated 
         assert.ok(i8.int8GemvLoopStats.launches > before, 'the looping form ran');
       });
     };
-    const weights = (N: number, K: number) => ({
-      q: Int8Array.from({ length: N * K }, () => Math.floor(rng.next() * 255) - 127), scales: rng.floats(N, 1e-3, 2e-3), bias: rng.floats(N, 0.5),
-    });
-    const LINEAR: [FloatDType, number, number, number, boolean, Activation | undefined, boolean, string][] = [
-      // dtype, M, K, N (weight rows), bias, activation, gated, forced plans
-      ['bf16', 1, 2048, 2 * 8192, false, 'silu', true, ''],
-      ['f16', 3, 768, 50257, true, undefined, false, ''],
-      ['bf16', 2, 4096, 8192, true, 'gelu', false, 'k4096=r1.kw4'],
+    const LINEAR: [Int8LinearCase, string][] = [
+      // the case, forced plans
+      [['bf16', 1, 2048, 2 * 8192, false, 'silu', true], ''],
+      [['f16', 3, 768, 50257, true, undefined, false], ''],
+      [['bf16', 2, 4096, 8192, true, 'gelu', false], 'k4096=r1.kw4'],
     ];
-    for (const [dtype, M, K, N, hasBias, activation, gated, forced] of LINEAR) {
-      const width = gated ? N / 2 : N;
+    for (const [c, forced] of LINEAR) {
+      const [dtype, M, K, N, , , gated] = c;
       await looped(`int8Linear ${dtype} M=${M} K=${K} N=${N}${gated ? ' gated' : ''}${forced ? ` (${forced})` : ''}`, forced, () => {
-        const x = rng.floats(M * K, 2), { q, scales, bias } = weights(N, K);
-        const run = (b: Backend) => {
-          const out = poisoned(b, [M, width], dtype);
-          b.int8Linear({
-            x: b.fromArray(x, [M, K], dtype), qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out,
-            ...(hasBias ? { bias: b.fromArray(bias, [N], dtype) } : {}), ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}),
-          });
-          return b.download(out);
-        };
+        const run = int8LinearOn(rng, c);
         const got = run(gpu), expected = run(cpu);
         const cmp = compareArrays(got, expected);
         assert.ok(cmp.unwritten === 0 && cmp.relativeError <= TOLERANCE[dtype], describe(cmp, got, expected));
       });
     }
-    const NORMED: [FloatDType, number, number, number, 'rms' | 'layer', boolean, Activation | undefined, boolean][] = [
-      ['bf16', 1, 2048, 2 * 8192, 'rms', false, 'silu', true],
-      ['f16', 2, 768, 50257, 'layer', true, undefined, false],
+    const NORMED: Int8NormCase[] = [
+      ['bf16', 1, 2048, 2 * 8192, 'rms', true, false, 'silu', true],
+      ['f16', 2, 768, 50257, 'layer', true, true, undefined, false],
     ];
-    for (const [dtype, M, K, N, norm, residualBias, activation, gated] of NORMED) {
-      const width = gated ? N / 2 : N;
+    for (const c of NORMED) {
+      const [dtype, M, K, N, norm, , , , gated] = c;
       await looped(`normLinear ${dtype} M=${M} K=${K} N=${N} ${norm}${gated ? ' gated' : ''}`, '', () => {
-        const x = rng.floats(M * K), y = rng.floats(M * K), rbias = rng.floats(K, 0.2), gamma = rng.floats(K, 0.3, 1), beta = rng.floats(K, 0.2);
-        const { q, scales, bias } = weights(N, K);
-        const run = (b: Backend) => {
-          const xs = b.fromArray(x, [M, K], dtype), h = poisoned(b, [M, K], dtype), out = poisoned(b, [M, width], dtype);
-          b.normLinear({
-            norm: { x: xs, y: b.fromArray(y, [M, K], dtype), ...(residualBias ? { bias: b.fromArray(rbias, [K], dtype) } : {}), norm,
-              gamma: b.fromArray(gamma, [K], dtype), ...(norm === 'layer' ? { beta: b.fromArray(beta, [K], dtype) } : {}), out: h, eps: 1e-5 },
-            linear: { kind: 'int8', qweight: b.fromArray(q, [N, K], 'i8'), scales: b.fromArray(scales, [N], 'f32'), out, bias: b.fromArray(bias, [N], dtype),
-              ...(activation ? { activation } : {}), ...(gated ? { gated: true } : {}) },
-          });
-          return { out: b.download(out), h: b.download(h), x: b.download(xs) };
-        };
-        const got = run(gpu), expected = run(cpu);
-        for (const key of ['x', 'h', 'out'] as const) {
-          const cmp = compareArrays(got[key], expected[key]);
-          assert.ok(cmp.unwritten === 0 && cmp.relativeError <= (key === 'out' ? 2 * TOLERANCE[dtype] : TOLERANCE[dtype]), `${key}: ${describe(cmp, got[key], expected[key])}`);
-        }
+        const run = int8NormLinearOn(rng, c);
+        assertInt8NormMatches(run(gpu), run(cpu), dtype);
       });
     }
   } finally {

@@ -27,7 +27,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 import type { ForcedGemvPlan, GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanOptions, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { betterScore, gemvPlanOptions, indentBy, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -344,7 +344,7 @@ ${loadGroup('      ', '0')}
     } else {
       ${trigger.late || '// (the dependents were let launch after the wait)'}
     }
-${gemvReduceWriteCode('acc', 'warp_sum_int', write, true).split('\n').map((l) => (l ? '  ' + l : l)).join('\n')}
+${indentBy(gemvReduceWriteCode('acc', 'warp_sum_int', write, true), '  ')}
     if (next >= tiles) break;
     tile = next;
     n0 = (tile * CG + cg) * R;

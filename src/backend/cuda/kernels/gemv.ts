@@ -674,7 +674,7 @@ export function gemvWeightFamily(spec: GemvSpec): WeightLoadFamily {
 }
 
 /** Each non-empty line of `text` with `pad` in front (generated code nested one level deeper). */
-function indentBy(text: string, pad: string): string {
+export function indentBy(text: string, pad: string): string {
   return text.split('\n').map((line) => (line === '' ? line : pad + line)).join('\n');
 }
 
