@@ -1006,6 +1006,18 @@ export interface DecodeAdvanceArgs {
   step: Tensor;
 }
 
+/**
+ * feedTokens: the rows of a serving step whose input token the previous step sampled (pipelined steps:
+ * the host prepares and launches step i + 1 before it has read step i's tokens). For every row r with
+ * from[r] ≥ 0, tokens[r] = sampled[from[r]]; rows with from[r] < 0 keep the token the host wrote.
+ *   sampled i32 [n] (the previous step's sampleTokens output);  from, tokens i32 [rows];  from[r] < n.
+ */
+export interface FeedTokensArgs {
+  sampled: Tensor;
+  from: Tensor;
+  tokens: Tensor;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1306,6 +1318,12 @@ export interface TimeMarker {
   dispose(): void;
 }
 
+/** A download queued behind the work issued before it (Backend.downloadLater). */
+export interface PendingDownload {
+  /** Waits for the work queued before the download, then returns the values (the same array on every call). */
+  wait(): HostArray;
+}
+
 /** Byte offsets of arena views are multiples of this (cudaMalloc's alignment; 16-byte vectors fit). */
 export const ARENA_ALIGNMENT = 256;
 
@@ -1334,6 +1352,12 @@ export interface Backend {
   upload(t: Tensor, values: HostArray | readonly number[]): void;
   /** Float dtypes come back as Float32Array, i32 as Int32Array, i8 as Int8Array, u8 as Uint8Array. */
   download(t: Tensor): HostArray;
+  /**
+   * download() without waiting: the copy is queued behind the work issued so far and the call returns;
+   * wait() gives the values `t` holds at that point of the queue, whatever is issued after. (CUDA: into
+   * page-locked memory; the CPU runs every op at once, so its values are read now.)
+   */
+  downloadLater(t: Tensor): PendingDownload;
   fill(t: Tensor, value: number): void;
   /** Elementwise copy with dtype conversion; shapes must have the same number of elements. */
   copy(src: Tensor, dst: Tensor): void;
@@ -1425,6 +1449,7 @@ export interface Backend {
   tokenProbabilities(args: TokenProbabilitiesArgs): void;
   speculativeSample(args: SpeculativeSampleArgs): void;
   decodeAdvance(args: DecodeAdvanceArgs): void;
+  feedTokens(args: FeedTokensArgs): void;
   decodeLayers(args: DecodeLayersArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding

@@ -119,7 +119,9 @@ interface DriverFunctions {
   cuMemcpyHtoD_v2(dst: Handle, src: Uint8Array, bytes: number): Status;
   cuMemcpyDtoH_v2(dst: Uint8Array, src: Handle, bytes: number): Status;
   cuMemcpyHtoDAsync_v2(dst: Handle, src: Uint8Array, bytes: number, stream: Handle): Status;
-  cuMemcpyDtoHAsync_v2(dst: Uint8Array, src: Handle, bytes: number, stream: Handle): Status;
+  cuMemcpyDtoHAsync_v2(dst: Uint8Array | Handle, src: Handle, bytes: number, stream: Handle): Status;
+  cuMemHostAlloc(pp: BigUint64Array, bytes: number, flags: number): Status;
+  cuMemFreeHost(p: Handle): Status;
   cuMemcpyDtoDAsync_v2(dst: Handle, src: Handle, bytes: number, stream: Handle): Status;
   cuMemsetD8Async(dst: Handle, value: number, count: number, stream: Handle): Status;
   cuMemsetD32Async(dst: Handle, value: number, count: number, stream: Handle): Status;
@@ -179,6 +181,8 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
     cuMemcpyDtoH_v2: f('int cuMemcpyDtoH_v2(void *dstHost, uint64_t srcDevice, size_t ByteCount)'),
     cuMemcpyHtoDAsync_v2: f('int cuMemcpyHtoDAsync_v2(uint64_t dstDevice, const void *srcHost, size_t ByteCount, uint64_t hStream)'),
     cuMemcpyDtoHAsync_v2: f('int cuMemcpyDtoHAsync_v2(void *dstHost, uint64_t srcDevice, size_t ByteCount, uint64_t hStream)'),
+    cuMemHostAlloc: f('int cuMemHostAlloc(void *pp, size_t bytesize, unsigned int Flags)'),
+    cuMemFreeHost: f('int cuMemFreeHost(uint64_t p)'),
     cuMemcpyDtoDAsync_v2: f('int cuMemcpyDtoDAsync_v2(uint64_t dstDevice, uint64_t srcDevice, size_t ByteCount, uint64_t hStream)'),
     cuMemsetD8Async: f('int cuMemsetD8Async(uint64_t dstDevice, uint8_t uc, size_t N, uint64_t hStream)'),
     cuMemsetD32Async: f('int cuMemsetD32Async(uint64_t dstDevice, uint32_t ui, size_t N, uint64_t hStream)'),
@@ -360,6 +364,24 @@ export class CudaDriver implements StatusLibrary {
   /** Ordered on `stream`; `dst` is complete only after the stream is synchronized. */
   memcpyDeviceToHostAsync(dst: Uint8Array, src: bigint, stream: bigint): void {
     this.check('cuMemcpyDtoHAsync_v2', this.fn.cuMemcpyDtoHAsync_v2(dst, src, dst.byteLength, stream));
+  }
+
+  /**
+   * Ordered on `stream` into page-locked host memory at `dst` (memHostAlloc): the call returns at once
+   * and the copy is done when the stream reaches it (into pageable memory the driver waits for it).
+   */
+  memcpyDeviceToPinnedAsync(dst: bigint, src: bigint, bytes: number, stream: bigint): void {
+    this.check('cuMemcpyDtoHAsync_v2', this.fn.cuMemcpyDtoHAsync_v2(dst, src, bytes, stream));
+  }
+
+  /** cuMemHostAlloc: `bytes` of page-locked host memory; returns its address. */
+  memHostAlloc(bytes: number): bigint {
+    this.check('cuMemHostAlloc', this.fn.cuMemHostAlloc(this.handle, bytes, 0), `${bytes} bytes`);
+    return this.handle[0]!;
+  }
+
+  memFreeHost(ptr: bigint): void {
+    this.check('cuMemFreeHost', this.fn.cuMemFreeHost(ptr));
   }
 
   memcpyDeviceToDeviceAsync(dst: bigint, src: bigint, bytes: number, stream: bigint): void {

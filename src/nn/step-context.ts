@@ -46,7 +46,7 @@ export interface TracedBuffer {
 
 /** Backend methods that are part of a step; everything else (allocation, host transfers) is refused while tracing. */
 const TRACED_PASSTHROUGH = new Set(['name', 'description']);
-const FORBIDDEN_IN_STEP = new Set(['empty', 'fromArray', 'upload', 'download', 'free', 'synchronize', 'captureGraph', 'createArena', 'memoryStats']);
+const FORBIDDEN_IN_STEP = new Set(['empty', 'fromArray', 'upload', 'download', 'downloadLater', 'free', 'synchronize', 'captureGraph', 'createArena', 'memoryStats']);
 
 /** Dropout stream of one step: every dropout call takes the next block of Philox counters. */
 export interface DropoutStream {

@@ -62,7 +62,7 @@ export interface OpCost {
 
 /** Backend members that launch no device work of their own: the profiler does not time them. */
 export const NON_KERNEL_MEMBERS = [
-  'name', 'description', 'empty', 'fromArray', 'upload', 'download', 'view', 'free', 'createArena',
+  'name', 'description', 'empty', 'fromArray', 'upload', 'download', 'downloadLater', 'view', 'free', 'createArena',
   'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning', 'formsNormInProduct',
   'rowNormProducts',
 ] as const;
@@ -599,6 +599,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
   decodeAdvance: {
     cost: ([a]) => ({ flops: 0, bytes: 7 * 4 * a.tokens.numel + 8 }),
     variant: ([a]) => `${shapeOf(a.tokens)} of ${shapeOf(a.record)}`,
+  },
+  feedTokens: {
+    cost: ([a]) => ({ flops: 0, bytes: 3 * 4 * a.tokens.numel }),
+    variant: ([a]) => `${shapeOf(a.tokens)} from ${shapeOf(a.sampled)}`,
   },
   decodeLayers: {
     gemm: true,

@@ -68,7 +68,7 @@
 // maxDraftTokens and the tokens the request has left − 1.
 
 import { freemem } from 'node:os';
-import type { Backend, Graph } from '../backend/backend.js';
+import type { Backend, Graph, PendingDownload } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
 import { GreedyPicker } from '../infer/greedy-picks.js';
 import type { DecoderModel } from '../infer/model.js';
@@ -126,6 +126,12 @@ export interface ServingEngineOptions {
    * own; up to MAX_DECODE_STEPS.
    */
   readonly decodeSteps?: number;
+  /**
+   * Pipelined steps (see "Pipelined steps" in the header): the host prepares and launches step i + 1
+   * before it reads step i's tokens, so its work overlaps the device's. Default: off, unless
+   * FUSEFORMER_SERVE_PIPELINE=1; not with a draft model, tensor parallelism or decodeSteps > 1.
+   */
+  readonly pipeline?: boolean;
 }
 
 /** decodeSteps at most (the record buffer's rows). */
@@ -208,6 +214,15 @@ interface Live {
   done: boolean;
   /** Speculative decoding: the request's current draft length (0 without a draft model). */
   draftTokens: number;
+  /** Pipelined steps: the row of the in-flight step's sampled tokens that holds its pending token. */
+  pendingRow: number;
+}
+
+/** A step launched on the device: the rows its requests sample at (rows of io.sTokens), and their tokens once read. */
+interface LaunchedStep {
+  readonly sampled: readonly { readonly live: Live; readonly row: number }[];
+  /** Pipelined steps: the download of io.sTokens queued behind the step (none when nothing samples). */
+  readonly tokens?: PendingDownload;
 }
 
 /** What a step produced for one request: its new tokens and, for a speculative round, the draft tokens the target kept. */
@@ -229,6 +244,8 @@ interface Proposal {
 
 export const MAX_LOGPROBS = 5;
 const STOP_SLOTS = 16;
+/** A pipelined step's sampled token in a request's tokens while it is still on the device (never a vocabulary id). */
+const PENDING_TOKEN = -1;
 
 export class ServingEngine {
   readonly backend: Backend;
@@ -266,7 +283,13 @@ export class ServingEngine {
   private readonly io: Record<'sPositions' | 'sTokens' | 'sFinished' | 'sLimits' | 'seeds' | 'history' | 'stopIds' | 'params' | 'record' | 'stepIndex', Tensor>;
   /** Decode steps a decode-only step may run back to back (options.decodeSteps). */
   readonly decodeSteps: number;
+  /** Whether steps are pipelined (options.pipeline). */
+  readonly pipelined: boolean;
+  /** Pipelined steps: the step launched last, whose tokens the host has not read yet. */
+  private inFlight?: LaunchedStep;
   private readonly live = new Map<string, Live>();
+  /** Rows the last launched step sampled (io.sTokens[0, n), the logits buffer's first n rows). */
+  private sampledRows = 0;
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
   private nextId = 0;
@@ -296,6 +319,10 @@ export class ServingEngine {
     // recorded graph would not repeat; NCCL's collectives are captured with the kernels.
     if (this.useGraphs && model.tensorParallel && b.name !== 'cuda') throw new ArgumentError('serving engine: graphs with tensor parallelism need the CUDA backend (NCCL collectives are captured; in-process CPU ranks are not)');
     this.maxDraftTokens = spec ? checkSpeculation(spec, model, this.maxLen, this.maxBatchTokens) : 0;
+    // Pipelined steps: asked for by the option (refused where they do not apply) or by the environment (taken where they do).
+    const pipelineBlocker = spec ? 'a draft model' : model.tensorParallel ? 'tensor parallelism' : this.decodeSteps > 1 ? `decodeSteps ${this.decodeSteps}` : undefined;
+    if (options.pipeline && pipelineBlocker) throw new ArgumentError(`serving engine: pipelined steps do not go together with ${pipelineBlocker} (a step there needs the previous step's tokens on the host)`);
+    this.pipelined = (options.pipeline ?? process.env['FUSEFORMER_SERVE_PIPELINE'] === '1') && !pipelineBlocker;
     if (spec) {
       this.speculation = {
         initial: Math.min(spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, this.maxDraftTokens), adaptive: spec.adaptive ?? true,
@@ -334,7 +361,7 @@ export class ServingEngine {
     const common = { maxRows: T, maxRunning: N, maxLen: this.maxLen, blockSize: this.blockSize, numBlocks, blockTables: this.blockTables };
     // Target logits: a row per sampling request, K + 1 per speculative round (all within a step's rows).
     try {
-      this.target = new PagedForward(model, { ...common, maxLogitRows: spec ? Math.min(T, N * (1 + this.maxDraftTokens)) : Ns });
+      this.target = new PagedForward(model, { ...common, maxLogitRows: spec ? Math.min(T, N * (1 + this.maxDraftTokens)) : Ns, ...(this.pipelined ? { feedFrom: this.io.sTokens } : {}) });
     } catch (e) {
       freeAll();
       throw e;
@@ -378,7 +405,7 @@ export class ServingEngine {
     return this.live.get(id)?.sched.blockTable;
   }
 
-  get hasWork(): boolean { return this.scheduler.hasWork; }
+  get hasWork(): boolean { return this.scheduler.hasWork || this.inFlight !== undefined; }
 
   stats(): EngineStats {
     return {
@@ -400,7 +427,7 @@ export class ServingEngine {
     if (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_LOGPROBS) throw new ArgumentError(`serving engine: logprobs must be an integer in [0, ${MAX_LOGPROBS}], got ${logprobs}`);
     const id = `r${this.nextId++}`;
     const sched = this.scheduler.add(id, [...request.prompt]);
-    const live: Live = { id, request, sched, limit: Math.min(n + request.maxTokens, this.maxLen), slot: -1, done: false, draftTokens: this.speculation?.initial ?? 0 };
+    const live: Live = { id, request, sched, limit: Math.min(n + request.maxTokens, this.maxLen), slot: -1, done: false, draftTokens: this.speculation?.initial ?? 0, pendingRow: -1 };
     this.live.set(id, live);
     this.bySched.set(sched, live);
     return id;
@@ -425,18 +452,36 @@ export class ServingEngine {
     }
     // An admitted request's table starts with its prefix-cache hits: the shared blocks themselves.
     for (const { request: r } of plan.admitted) this.bySched.get(r)!.slot = this.freeSlots.shift()!;
-    if (plan.items.length === 0) return false;
+    if (plan.items.length === 0) {
+      if (!this.inFlight) return false;
+      this.finishInFlight(); // the last step launched: its requests all end with it
+      this.compactSlots();
+      return true;
+    }
+    let items: readonly ScheduledItem[] = plan.items;
+    if (this.pipelined) {
+      if (this.pipelines(items)) return this.pipelinedStep(items);
+      // A step that needs its requests' tokens themselves runs on its own, the step in flight first.
+      if (this.inFlight) {
+        this.finishInFlight();
+        items = items.filter((it) => it.request.state === 'running');
+        if (items.length === 0) {
+          this.compactSlots();
+          return true;
+        }
+      }
+    }
     const steps = this.decodeStepsFor(plan);
     this.compactSlots();
-    for (const it of plan.items) this.syncTable(this.bySched.get(it.request)!);
+    for (const it of items) this.syncTable(this.bySched.get(it.request)!);
     const tuning = this.backend.setGemmTuning?.(this.gemmTuning);
     let outcomes: StepOutcome[];
     try {
       if (steps > 1) {
-        this.finishDecodeSteps(plan.items, this.executeDecodeSteps(plan.items, steps));
+        this.finishDecodeSteps(items, this.executeDecodeSteps(items, steps));
         return true;
       }
-      outcomes = this.execute(plan.items);
+      outcomes = this.execute(items);
     } finally {
       if (tuning !== undefined) this.backend.setGemmTuning!(tuning);
     }
@@ -444,7 +489,7 @@ export class ServingEngine {
     // positions of its accepted draft tokens.
     const accepted = new Map<SchedRequest, readonly number[]>();
     for (const o of outcomes) if (o.accepted) accepted.set(o.live.sched, o.accepted);
-    this.scheduler.complete(plan.items, accepted);
+    this.scheduler.complete(items, accepted);
     this.counters.steps++;
     for (const { live, events } of outcomes) {
       for (const event of events) this.append(live, event);
@@ -478,6 +523,13 @@ export class ServingEngine {
     if (this.disposed) return;
     this.disposed = true;
     const b = this.backend;
+    // The step in flight's download waits for it (its page-locked buffer goes back to the backend); its tokens are dropped.
+    try {
+      this.inFlight?.tokens?.wait();
+    } catch {
+      // the device failed: nothing of this engine's is read again
+    }
+    this.inFlight = undefined;
     for (const t of Object.values(this.io)) b.free(t);
     b.free(this.blockTables);
     for (const s of this.stepGraphs.values()) s.graph?.dispose();
@@ -535,12 +587,69 @@ export class ServingEngine {
 
   private append(live: Live, event: TokenEvent): void {
     if (live.done) return;
-    live.sched.tokens.push(event.token);
+    const sched = live.sched;
+    // A pipelined step's token takes the place its placeholder has held (the oldest one pending).
+    if (sched.pending > 0) sched.tokens[sched.tokens.length - sched.pending--] = event.token;
+    else sched.tokens.push(event.token);
     this.counters.generatedTokens++;
     live.request.onToken(event);
     if (live.done) return; // the callback cancelled it (a stop string)
     if (live.request.stopTokenIds.includes(event.token)) this.retire(live, 'stop');
-    else if (live.sched.tokens.length >= live.limit) this.retire(live, 'length');
+    else if (sched.tokens.length - sched.pending >= live.limit) this.retire(live, 'length');
+  }
+
+  /** Whether a step of these items may run pipelined: none needs its tokens on the host (log-probabilities read its logits, a repetition penalty its history). */
+  private pipelines(items: readonly ScheduledItem[]): boolean {
+    return items.every((it) => {
+      const request = this.bySched.get(it.request)!.request;
+      return (request.logprobs ?? 0) === 0 && request.sampling.repetitionPenalty === 1;
+    });
+  }
+
+  /**
+   * A pipelined step (see "Pipelined steps" in the header): launched with its rows' pending tokens fed
+   * from the step in flight, counted as computed at once, a placeholder for each token it samples; then
+   * the step in flight is finished — its tokens read, appended, finished requests retired — while this
+   * one runs.
+   */
+  private pipelinedStep(items: readonly ScheduledItem[]): boolean {
+    this.compactSlots();
+    for (const it of items) this.syncTable(this.bySched.get(it.request)!);
+    for (const it of items) this.counters.computedPositions += it.count;
+    const tuning = this.backend.setGemmTuning?.(this.gemmTuning);
+    let launched: LaunchedStep;
+    try {
+      launched = this.launchStep(items, true);
+    } finally {
+      if (tuning !== undefined) this.backend.setGemmTuning!(tuning);
+    }
+    this.scheduler.complete(items);
+    this.counters.steps++;
+    for (const { live, row } of launched.sampled) {
+      // A request's last token gets no placeholder: the scheduler has nothing more to give it.
+      if (live.sched.tokens.length + 1 >= live.limit) continue;
+      live.sched.tokens.push(PENDING_TOKEN);
+      live.sched.pending++;
+      live.pendingRow = row;
+    }
+    const previous = this.inFlight;
+    this.inFlight = launched;
+    if (previous) this.finish(previous);
+    this.compactSlots();
+    return true;
+  }
+
+  private finishInFlight(): void {
+    const step = this.inFlight;
+    this.inFlight = undefined;
+    if (step) this.finish(step);
+  }
+
+  /** A pipelined step's tokens, read (waiting for the step) and appended; requests retired since take none. */
+  private finish(step: LaunchedStep): void {
+    if (!step.tokens) return;
+    const picked = step.tokens.wait() as Int32Array;
+    for (const { live, row } of step.sampled) this.append(live, { token: picked[row]! });
   }
 
   /** Sends the entries of a request's block table that differ from what its device row holds. */
@@ -712,6 +821,25 @@ export class ServingEngine {
    */
   private executeStep(items: readonly ScheduledItem[]): StepOutcome[] {
     const b = this.backend, io = this.io, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    const { sampled } = this.launchStep(items, false);
+    if (sampled.length === 0) return [];
+    const n = this.sampledRows, logits = b.view(this.target.logitsBuffer, 0, [n, Vp]);
+    const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
+    const wantLogprobs = sampled.some(({ live }) => (live.request.logprobs ?? 0) > 0);
+    const all = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
+    return sampled.map(({ live, row }) => {
+      const token = picked[row]!, k = live.request.logprobs ?? 0;
+      return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(row * Vp, row * Vp + V), token, k) }] };
+    });
+  }
+
+  /**
+   * executeStep()'s device work, launched: the rows laid out and uploaded (a pipelined step's pending
+   * tokens fed from the step in flight), the step's graph replayed (or its ops run); `later`: the sampled
+   * tokens' download queued behind it without waiting.
+   */
+  private launchStep(items: readonly ScheduledItem[], later: boolean): LaunchedStep {
+    const b = this.backend, io = this.io;
     const liveOf = (it: ScheduledItem) => this.bySched.get(it.request)!;
     const entries = items.map((it) => ({ slot: liveOf(it).slot, start: it.start, tokens: it.request.tokens.slice(it.start, it.start + it.count) }));
     const exact = Math.max(0, ...entries.filter((e) => e.tokens.length === 1).map((e) => e.slot + 1));
@@ -725,32 +853,29 @@ export class ServingEngine {
     const n = logitRows.length;
     // Segments are laid out in the items' order (layoutRows), so the k-th multi-position item is segment k.
     let segment = 0;
-    const sampled: { it: ScheduledItem; row: number }[] = [];
+    const sampled: { it: ScheduledItem; live: Live; row: number }[] = [], feeds: [number, number][] = [];
     items.forEach((it, i) => {
-      const single = entries[i]!.tokens.length === 1, row = single ? entries[i]!.slot : S + segment++;
-      if (it.samples) sampled.push({ it, row });
+      const entry = entries[i]!, single = entry.tokens.length === 1, row = single ? entry.slot : S + segment++;
+      if (it.samples) sampled.push({ it, live: liveOf(it), row });
+      // A token still on the device (pipelined steps) is only ever a decoding request's next input.
+      if (entry.tokens.includes(PENDING_TOKEN)) {
+        if (!single) throw new Error(`internal: request ${it.request.id} has a pending token inside a ${entry.tokens.length}-position item`);
+        feeds.push([entry.slot, liveOf(it).pendingRow]);
+      }
     });
-    this.target.upload(rows, shape, logitRows);
-    if (sampled.length > 0) this.uploadSampling(n, sampled.map(({ it, row }) => ({ row, sampling: liveOf(it).request.sampling, position: it.start + it.count - 1, tokens: it.request.tokens })));
+    this.target.upload(rows, shape, logitRows, feeds);
+    if (sampled.length > 0) this.uploadSampling(n, sampled.map(({ it, live, row }) => ({ row, sampling: live.request.sampling, position: it.start + it.count - 1, tokens: it.request.tokens })));
     // A step that samples nothing (a prompt chunk short of the prompt's end, alone) skips the head.
     const head = sampled.length > 0;
-    let logits: Tensor | undefined;
     const body = () => {
       this.target.compute(shape);
       if (!head) return;
-      logits = this.target.computeLogits(n);
-      this.sampleRows(logits, n);
+      this.sampleRows(this.target.computeLogits(n), n);
     };
     this.runStepBody(`${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`, shape, body, items.reduce((r, it) => r + it.count, 0));
-    if (!head) return [];
-    logits ??= b.view(this.target.logitsBuffer, 0, [n, Vp]);
-    const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
-    const wantLogprobs = sampled.some(({ it }) => (liveOf(it).request.logprobs ?? 0) > 0);
-    const all = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
-    return sampled.map(({ it, row }) => {
-      const live = liveOf(it), token = picked[row]!, k = live.request.logprobs ?? 0;
-      return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(row * Vp, row * Vp + V), token, k) }] };
-    });
+    this.sampledRows = n;
+    const out = sampled.map(({ live, row }) => ({ live, row }));
+    return head && later ? { sampled: out, tokens: b.downloadLater(b.view(io.sTokens, 0, [n])) } : { sampled: out };
   }
 
   /**

@@ -81,6 +81,11 @@ export interface PagedForwardOptions {
   readonly maxLogitRows: number;
   /** The engine's block tables: i32 [maxRunning, maxBlocksPerSeq] on the device. */
   readonly blockTables: Tensor;
+  /**
+   * Pipelined steps: the previous step's sampled tokens (i32, on the device). upload() then takes, per
+   * row, the row of it that feeds the row's token (feedTokens, ahead of the embedding; −1: the host's token).
+   */
+  readonly feedFrom?: Tensor;
 }
 
 /** Bytes one KV block of `model` takes (all layers, keys and values). */
@@ -96,7 +101,7 @@ export class PagedForward {
   private readonly io: Record<'meta' | 'logits' | 'q' | 'lse', Tensor>;
   /** Host copy of io.meta, filled by upload(); sections at the offsets of `at`. */
   private readonly meta: Int32Array;
-  private readonly at: Record<'tokens' | 'positions' | 'cachePositions' | 'tableRows' | 'cu' | 'seqKeys' | 'seqRows' | 'gather', number>;
+  private readonly at: Record<'tokens' | 'positions' | 'cachePositions' | 'tableRows' | 'cu' | 'seqKeys' | 'seqRows' | 'gather' | 'feed', number>;
   /** Split-K scratch of decode attention (f32 [maxRunning·Hq·maxSplits·(d + 2)]), when some decode region splits. */
   private readonly partials?: Tensor;
   /** The last run's row views (logits() reads its hidden state). */
@@ -109,12 +114,13 @@ export class PagedForward {
     const T = options.maxRows, N = options.maxRunning, G = N;
     this.forward = new DecoderForward(model, T, options.maxLen);
     // i32 sections: tokens, positions, cache positions, table rows [T] each; segment offsets [G + 1],
-    // keys and table rows [G] each; the LM head's rows [maxLogitRows].
+    // keys and table rows [G] each; the LM head's rows [maxLogitRows]; with feedFrom, the feeding rows [T].
     let offset = 0;
     const section = (n: number) => { const o = offset; offset += n; return o; };
     this.at = {
       tokens: section(T), positions: section(T), cachePositions: section(T), tableRows: section(T),
       cu: section(G + 1), seqKeys: section(G), seqRows: section(G), gather: section(options.maxLogitRows),
+      feed: section(options.feedFrom ? T : 0),
     };
     this.meta = new Int32Array(offset);
     this.io = {
@@ -166,10 +172,11 @@ export class PagedForward {
 
   /**
    * run()'s host-to-device part: the rows' tokens, positions, cache positions and table rows, the
-   * segments, and (when given) the rows logits will gather, in one upload. `shape` may pad the rows and
+   * segments, (when given) the rows logits will gather and (with feedFrom) the rows of feedFrom that
+   * feed rows' tokens — `feeds`: [row, feeding row] pairs — in one upload. `shape` may pad the rows and
    * the segments of `rows` (a graph's shape): padded rows have cache position −1, padded segments none.
    */
-  upload(rows: StepRows, shape: StepShape, logitRows?: readonly number[]): void {
+  upload(rows: StepRows, shape: StepShape, logitRows?: readonly number[], feeds: readonly (readonly [number, number])[] = []): void {
     const m = this.meta, at = this.at, o = this.options, R = rows.tokens.length, S = rows.decodePositions.length;
     const { rows: Rp, segments: G } = shape;
     if (shape.decodeRows !== S || Rp < R || Rp > o.maxRows || G < rows.segments.length || G > o.maxRunning) {
@@ -198,8 +205,14 @@ export class PagedForward {
       m[at.seqRows + i] = 0;
     }
     if (logitRows) this.setLogitRows(logitRows);
+    if (o.feedFrom) {
+      m.fill(-1, at.feed, at.feed + Rp);
+      for (const [row, from] of feeds) m[at.feed + row] = from;
+    } else if (feeds.length > 0) {
+      throw new Error('internal: rows fed from the previous step without feedFrom');
+    }
     const b = this.model.backend;
-    const used = logitRows ? at.gather + logitRows.length : at.seqRows + G;
+    const used = o.feedFrom ? at.feed + Rp : logitRows ? at.gather + logitRows.length : at.seqRows + G;
     b.upload(b.view(this.io.meta, 0, [used]), m.subarray(0, used));
   }
 
@@ -225,6 +238,7 @@ export class PagedForward {
       cuSeqlensQ: meta(at.cu, G + 1), maxSeqlenQ: Math.min(P, shape.maxSegmentRows),
       paged: { blockTable: o.blockTables, seqKeys: meta(at.seqKeys, G), seqRows: meta(at.seqRows, G) },
     } : undefined;
+    if (o.feedFrom) b.feedTokens({ sampled: o.feedFrom, from: meta(at.feed, R), tokens });
     f.embed(b, v, tokens, positions);
     f.blocks(b, v, (l) => {
       const bias = m.layers[l]!.qkvBias, kCache = poolView(l, 0), vCache = poolView(l, 1);

@@ -13,7 +13,8 @@
 //      running limit and the pool allow: first the longest run of its full blocks found in the prefix
 //      cache (never the last prompt token: the step must compute it to get logits), then a chunk.
 // After the step ran, complete() advances numComputed and registers the hashes of blocks that became
-// full, so later requests can share them.
+// full, so later requests can share them (with pipelined steps, complete() runs when the step is
+// launched: a block holding a token still on the device waits for a later complete() to be hashed).
 //
 // Speculative decoding (engine.ts): a running request whose `speculate` is K > 0 and that has only its
 // last token left to compute is scheduled as one item of 1 + K positions (draft = K): its last token and
@@ -57,6 +58,11 @@ export class SchedRequest {
   preemptions = 0;
   /** Draft tokens of its next speculative round (0: decode one token at a time); set by the engine. */
   speculate = 0;
+  /**
+   * Tokens at the end of `tokens` that are placeholders for samples still on the device (the engine's
+   * pipelined steps; 0 otherwise): they count as tokens to schedule, but no block hash covers them.
+   */
+  pending = 0;
 
   constructor(readonly id: string, readonly tokens: number[], readonly arrival: number) {}
 
@@ -196,7 +202,8 @@ export class Scheduler {
       const kept = draft ? accepted.get(r) : undefined;
       if (draft && !kept) throw new Error(`internal: the speculative round of ${r.id} completed without its verdict`);
       r.numComputed += kept ? 1 + kept.length : count;
-      const nFull = Math.floor(r.numComputed / bs);
+      // Blocks whose tokens are all known (a pending placeholder's block is hashed at a later step).
+      const nFull = Math.floor(Math.min(r.numComputed, r.tokens.length - r.pending) / bs);
       if (nFull > r.hashes.length) {
         // Only the blocks that became full, chained to the last one hashed (the chain so far is r.hashes).
         const first = r.hashes.length;

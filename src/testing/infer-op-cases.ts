@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -434,10 +434,28 @@ function decodeAdvanceCases(): OpCase[] {
   }));
 }
 
+/** feedTokens over a serving step's rows: some fed from sampled rows (repeats among them), the rest keeping their tokens. */
+function feedTokensCases(): OpCase[] {
+  return ([[5, 3], [300, 64], [2304, 512]] as const).map(([rows, n]): OpCase => ({
+    name: `feedTokens rows=${rows} sampled=${n}`, dtype: 'f32',
+    exact: ['tokens'],
+    inputs: (rng) => {
+      const from = randomInts(rng, [rows], -1, n);
+      for (let r = 0; r < rows; r += 2) from.values[r] = -1;  // rows the host wrote
+      return { sampled: randomInts(rng, [n], 0, 50000), from, tokens: randomInts(rng, [rows], 0, 50000) };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.feedTokens({ sampled: c.in('sampled'), from: c.in('from'), tokens: c.keep('tokens', c.in('tokens')) });
+      return c.results();
+    },
+  }));
+}
+
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
     ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype),
-  ]).concat(decodeAdvanceCases());
+  ]).concat(decodeAdvanceCases(), feedTokensCases());
 }

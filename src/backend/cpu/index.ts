@@ -11,11 +11,11 @@ import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs, Graph,
-  LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
+  LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, PendingDownload, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs, RmsNormForwardArgs,
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -27,6 +27,7 @@ import { prepareResidualNorm } from './residual-norm.js';
 import { prepareSampleTokens, prepareSpeculativeSample, prepareTokenProbabilities } from './sample-tokens.js';
 import { prepareTanhActivation } from './tanh-activation.js';
 import { prepareDecodeAdvance } from './decode-advance.js';
+import { prepareFeedTokens } from './feed-tokens.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import type { DecodeLayersArgs } from '../backend.js';
 import { decodeLayersScratch, decodeLayersUnfused } from '../decode-layers-unfused.js';
@@ -99,6 +100,12 @@ export class CpuBackend implements Backend {
     this.queue.refuseWhileCapturing('download');
     return download(t);
   }
+  downloadLater(t: Tensor): PendingDownload {
+    this.queue.refuseWhileCapturing('downloadLater');
+    const values = download(t);
+    return { wait: () => values };
+  }
+
 
   fill(t: Tensor, value: number): void {
     this.queue.issue(prepareFill(t, value));
@@ -219,6 +226,7 @@ export class CpuBackend implements Backend {
   tokenProbabilities(args: TokenProbabilitiesArgs): void { this.queue.issue(prepareTokenProbabilities(args)); }
   speculativeSample(args: SpeculativeSampleArgs): void { this.queue.issue(prepareSpeculativeSample(args)); }
   decodeAdvance(args: DecodeAdvanceArgs): void { this.queue.issue(prepareDecodeAdvance(args)); }
+  feedTokens(args: FeedTokensArgs): void { this.queue.issue(prepareFeedTokens(args)); }
   /** The chain of unfused ops decodeLayers stands for (the contract's definition), after its checks. */
   decodeLayers(args: DecodeLayersArgs): void {
     checkDecodeLayers(new CpuCheck('decodeLayers'), args);

@@ -14,11 +14,11 @@ import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs,
-  Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
+  Graph, LayerNormBackwardArgs, PendingDownload, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { decodeAttention, fusedAppendDecodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -29,6 +29,7 @@ import { sampleTokens, speculativeSample, tokenProbabilities } from './kernels/s
 import { decodeLayers, decodeLayersTable } from './kernels/decode-layers.js';
 import { tanhActivation } from './kernels/tanh-activation.js';
 import { decodeAdvance } from './kernels/decode-advance.js';
+import { feedTokens } from './kernels/feed-tokens.js';
 import { prefetchL2 } from './kernels/prefetch-l2.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import type { DecodeLayersArgs } from '../backend.js';
@@ -240,23 +241,14 @@ export class CudaBackend implements Backend {
 
   download(t: Tensor): HostArray {
     const src = this.own('download', t);
-    const n = src.numel, into = (out: Int32Array | Int8Array | Uint8Array | Float32Array) => {
-      this.runtime.downloadInto(src.ptr, new Uint8Array(out.buffer, 0, src.bytes));
-      return out;
-    };
-    switch (src.dtype) {
-      case 'f16': case 'bf16': {
-        // Straight into the first half of the f32 result, then widened in place (no second buffer).
-        const buffer = new ArrayBuffer(4 * n);
-        this.runtime.downloadInto(src.ptr, new Uint8Array(buffer, 0, src.bytes));
-        return widenHalvesInPlace(buffer, n, src.dtype);
-      }
-      case 'f32': return into(new Float32Array(n));
-      case 'i32': return into(new Int32Array(n));
-      case 'i8': return into(new Int8Array(n));
-      case 'u8': return into(new Uint8Array(n));
-    }
-    throw new ArgumentError(`download: unsupported dtype ${String(src.dtype)}`);
+    return hostArrayFrom(src.dtype, src.numel, (bytes) => this.runtime.downloadInto(src.ptr, bytes));
+  }
+
+  downloadLater(t: Tensor): PendingDownload {
+    const src = this.own('downloadLater', t);
+    const pending = this.runtime.downloadLater(src.ptr, src.bytes);
+    let values: HostArray | undefined;
+    return { wait: () => (values ??= hostArrayFrom(src.dtype, src.numel, (bytes) => bytes.set(pending.wait()))) };
   }
 
   fill(t: Tensor, value: number): void {
@@ -617,6 +609,7 @@ export class CudaBackend implements Backend {
   tokenProbabilities(args: TokenProbabilitiesArgs): void { tokenProbabilities(this.runtime, args); }
   speculativeSample(args: SpeculativeSampleArgs): void { speculativeSample(this.runtime, args); }
   decodeAdvance(args: DecodeAdvanceArgs): void { decodeAdvance(this.runtime, args); }
+  feedTokens(args: FeedTokensArgs): void { feedTokens(this.runtime, args); }
   prefetchL2(args: PrefetchL2Args): void { prefetchL2(this.runtime, args); }
   /** The megakernel (kernels/decode-layers.ts); its weight table lives on the device, one per layer list. */
   decodeLayers(args: DecodeLayersArgs): void {
@@ -661,3 +654,25 @@ function encodeHost(values: HostArray | readonly number[], dtype: DType): Uint8A
   throw new ArgumentError(`upload: unsupported dtype ${String(dtype)}`);
 }
 
+/**
+ * The host array of n `dtype` values whose bytes `fill` writes into the Uint8Array it is given: f16 and
+ * bf16 straight into the first half of the f32 result, then widened in place (no second buffer).
+ */
+function hostArrayFrom(dtype: DType, n: number, fill: (bytes: Uint8Array) => void): HostArray {
+  const bytes = n * byteSize(dtype), into = (out: Int32Array | Int8Array | Uint8Array | Float32Array) => {
+    fill(new Uint8Array(out.buffer, 0, bytes));
+    return out;
+  };
+  switch (dtype) {
+    case 'f16': case 'bf16': {
+      const buffer = new ArrayBuffer(4 * n);
+      fill(new Uint8Array(buffer, 0, bytes));
+      return widenHalvesInPlace(buffer, n, dtype);
+    }
+    case 'f32': return into(new Float32Array(n));
+    case 'i32': return into(new Int32Array(n));
+    case 'i8': return into(new Int8Array(n));
+    case 'u8': return into(new Uint8Array(n));
+  }
+  throw new ArgumentError(`download: unsupported dtype ${String(dtype)}`);
+}

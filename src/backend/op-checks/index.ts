@@ -30,6 +30,7 @@ export { checkGatedLinear } from './gated-linear.js';
 export { checkTanhActivation } from './tanh-activation.js';
 export { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkDecodeAdvance } from './decode-advance.js';
+export { checkFeedTokens } from './feed-tokens.js';
 export { checkPrefetchL2 } from './prefetch-l2.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';
 export { checkDecodeLayers } from './decode-layers.js';

@@ -38,6 +38,7 @@ import { catalog as int4StreamGemvCatalog } from './gemv-int4-stream.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
+import { catalog as feedTokensCatalog } from './feed-tokens.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
@@ -83,6 +84,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['sample-tokens', sampleTokensCatalog],
     ['tanh-activation', tanhActivationCatalog],
     ['decode-advance', decodeAdvanceCatalog],
+    ['feed-tokens', feedTokensCatalog],
     ['prefetch-l2', prefetchL2Catalog],
     ['decode-layers', decodeLayersCatalog],
   ];

@@ -13,6 +13,8 @@ import { debugEnabled, defaultKernelCacheDir, DiskCubinCache, findCudaIncludeDir
 import type { CompiledKernel, KernelHost, KernelSource } from './kernel.js';
 import { KernelLauncher, LaunchableKernel } from './launch.js';
 import { CachingAllocator } from './memory.js';
+import { PinnedStaging } from './pinned.js';
+import type { PendingBytes } from './pinned.js';
 import type { DeviceBlock } from './tensor.js';
 import { KernelTimeline, timelineOptions, timelineRequested } from './timeline.js';
 
@@ -42,6 +44,8 @@ export class CudaRuntime implements KernelHost {
   private scratchCaptured = false;
   /** Scratch blocks outgrown after a graph captured them: kept for the runtime's lifetime. */
   private readonly retiredScratch: DeviceBlock[] = [];
+  /** Page-locked buffers of downloadLater(), made on its first call. */
+  private pinned?: PinnedStaging;
 
   private constructor(device: CudaDevice, options: CudaRuntimeOptions) {
     this.device = device;
@@ -245,6 +249,18 @@ export class CudaRuntime implements KernelHost {
     if (dst.byteLength === 0) return;
     this.device.driver.memcpyDeviceToHostAsync(dst, ptr, this.currentStream.handle);
     this.currentStream.synchronize();
+  }
+
+  /**
+   * Queues a copy of `bytes` bytes at ptr to the host on the current stream and returns at once; wait()
+   * blocks until the stream has reached it and gives the bytes (as downloadBytes would have here).
+   */
+  downloadLater(ptr: bigint, bytes: number): PendingBytes {
+    this.refuseDuringCapture('downloadLater');
+    checkByteCount('downloadLater', bytes);
+    if (bytes === 0) return { wait: () => new Uint8Array(0) };
+    this.pinned ??= new PinnedStaging(this.device.driver, () => this.device.createEvent({ timing: false }));
+    return this.pinned.download(ptr, bytes, this.currentStream);
   }
 
   /** Sets `bytes` bytes at ptr to `value` (0–255), asynchronously. */

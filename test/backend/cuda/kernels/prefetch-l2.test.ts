@@ -1,10 +1,12 @@
-// prefetchL2's and decodeAdvance's launches, without a GPU: what each asks of the kernel — rows, stride
-// and the bytes a row (whole 16-byte units), nothing for a misaligned start or too few bytes, one flat
-// range for rows whose width is not a multiple of 16 bytes; decodeAdvance's one block and its sizes.
+// prefetchL2's, decodeAdvance's and feedTokens' launches, without a GPU: what each asks of the kernel —
+// rows, stride and the bytes a row (whole 16-byte units), nothing for a misaligned start or too few bytes,
+// one flat range for rows whose width is not a multiple of 16 bytes; decodeAdvance's and feedTokens' one
+// block and their sizes.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { decodeAdvance } from '../../../../src/backend/cuda/kernels/decode-advance.js';
+import { feedTokens } from '../../../../src/backend/cuda/kernels/feed-tokens.js';
 import { prefetchL2 } from '../../../../src/backend/cuda/kernels/prefetch-l2.js';
 import { argValue, deviceTensor, RecordingHost } from './launch-helpers.js';
 
@@ -36,4 +38,17 @@ test('decodeAdvance: one block over the rows, with the record\'s steps and width
   assert.equal(l.config.grid, 1);
   assert.deepEqual([argValue(l, 6, 'i32'), argValue(l, 7, 'i32'), argValue(l, 8, 'i32')], [64, 8, 256]);
   assert.throws(() => decodeAdvance(host, { sampled: i32([70]), tokens: i32([64]), positions: i32([64]), cachePositions: i32([64]), record: i32([8, 32]), step: i32([1]) }), /decodeAdvance: 'record' rows hold 32 tokens, fewer than the 64 decode rows/);
+});
+
+test('feedTokens: one block over the rows, with the sampled rows and the step\'s rows; nothing for no rows', () => {
+  const host = new RecordingHost();
+  const i32 = (shape: number[]) => deviceTensor(shape, 'i32', 0x20000n);
+  feedTokens(host, { sampled: i32([512]), from: i32([2304]), tokens: i32([2304]) });
+  const l = host.launches.at(-1)!;
+  assert.deepEqual([l.config.grid, l.config.block], [1, 256]);
+  assert.deepEqual([argValue(l, 3, 'i32'), argValue(l, 4, 'i32')], [512, 2304]);
+  const before = host.launches.length;
+  feedTokens(host, { sampled: i32([4]), from: i32([0]), tokens: i32([0]) });
+  assert.equal(host.launches.length, before);
+  assert.throws(() => feedTokens(host, { sampled: i32([4]), from: i32([8]), tokens: i32([9]) }), /feedTokens.*tokens/);
 });
