@@ -45,6 +45,25 @@
 // layout, uploads, the sync — is paid once for k steps; the cost is tokens arriving k at a time and
 // admissions and cancellations waiting up to k − 1 steps. Greedy and seeded sampled output equal k = 1's.
 
+// Pipelined steps (options.pipeline; FUSEFORMER_SERVE_PIPELINE=1): the host's part of a step — scheduling,
+// the row layout, the uploads, reading the tokens back, streaming them — otherwise leaves the GPU idle. So
+// step() launches step i + 1 before it reads step i's tokens, and reads them while step i + 1 runs:
+//   launch   a request that samples in step i gets a placeholder (PENDING_TOKEN) as its next token at
+//            once (SchedRequest.pending), and its positions count as computed, so the scheduler gives it
+//            step i + 1's decode position; step i + 1's row for it takes its token on the device from
+//            step i's samples (PagedForward's feedFrom: feedTokens ahead of the embedding, from the row
+//            of io.sTokens step i sampled it at; everything else is uploaded as usual, in stream order
+//            behind step i's graph). The tokens' download is queued behind the step (downloadLater).
+//   finish   then step i's tokens are read (waiting for step i only) and take their placeholders' places;
+//            stops and cancellations retire requests as usual. A request that stopped at step i has
+//            had one more position computed in step i + 1: its blocks are released at once (later steps
+//            reuse them only after step i + 1 in stream order) and that token is dropped.
+// A request's last token (its length limit) gets no placeholder. A block is hashed for prefix sharing
+// once all its tokens are known. Tokens stream one step late. Steps whose requests need their tokens on
+// the host (log-probabilities read the logits before the next step overwrites them; a repetition
+// penalty uploads the history) run as without: the step in flight first. Not with a draft model, tensor
+// parallelism or decodeSteps > 1. Same tokens as without, greedy and seeded sampling.
+
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
 // scheduler serve both — and mirrors the target: every position the target computes (prompt chunks,

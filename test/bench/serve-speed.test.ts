@@ -86,6 +86,22 @@ test('bench:serve-speed runs end to end on the CPU and writes a sane JSON', () =
   assert.match(result.torch.note, /--no-torch/);
 });
 
+test('bench:serve-speed --pipeline: pipelined engines make every drawn token; the settings say so', () => {
+  const json = join(scratch, 'serve-speed-pipelined.json');
+  const run = spawnSync(process.execPath, [
+    script, '--preset', 'gpt2-tiny', '--backend', 'cpu', '--no-torch', '--no-prefix', '--concurrency', '3', '--requests', '8',
+    '--prompt-median', '12', '--prompt-range', '4,40', '--output-median', '6', '--output-range', '2,16',
+    '--max-batch-tokens', '24', '--block-size', '8', '--pipeline', '--json', json,
+  ], { encoding: 'utf8', timeout: 120_000 });
+  assert.equal(run.status, 0, run.stderr);
+  const result = JSON.parse(readFileSync(json, 'utf8')) as { settings: { pipelined: boolean }; runs: { continuous: RunMetrics; static: RunMetrics }[] };
+  assert.equal(result.settings.pipelined, true);
+  for (const m of [result.runs[0]!.continuous, result.runs[0]!.static]) {
+    assert.equal(m.outputTokens, m.drawnOutputTokens);
+    assert.ok(m.decodeSteps > 0 && m.roofline.decodeMeasuredMs > 0 && m.roofline.measuredMs <= 1000 * m.wallSeconds);
+  }
+});
+
 test("a step's floor is its bytes at copy bandwidth or its GEMM FLOPs at the GEMM rate, whichever is longer", () => {
   const cost = { weightBytes: 2e9, lmHeadBytes: 5e8, kvBytesPerPosition: 32768, bandwidth: 4e12, layerFlopsPerRow: 3e9, lmHeadFlopsPerRow: 5e8, gemmRate: 6e14 };
   // A decode step of 100 rows at 500 positions: 2e9 + 100·501·32768 B ≈ 3.64 GB → 0.91 ms; 100·3.5e9 FLOP → 0.58 ms.

@@ -157,6 +157,23 @@ test('CUDA runtime on the GPU', { skip }, async (t) => {
     }
   });
 
+  await t.test('downloadLater: returns at once behind queued kernels; wait() gives the values of that point, not of the kernels queued after', () => {
+    for (let round = 0; round < 3; round++) {
+      poison();
+      for (let i = 0; i < 20; i++) launchAxpb(xBlock.ptr, yBlock.ptr, 1, i); // ~ms of queued work; the last writes y = x + 19
+      const started = performance.now();
+      const pending = runtime.downloadLater(yBlock.ptr, n * 4);
+      const queuedMs = performance.now() - started;
+      for (let i = 0; i < 20; i++) launchAxpb(xBlock.ptr, yBlock.ptr, 1, 100 + i); // overwrites y after the download
+      const later = runtime.downloadLater(yBlock.ptr + 4n, 64);          // a second one in flight, another buffer
+      assertClose(bytesToFloats(pending.wait()), (i) => x[i]! + 19, `round ${round}`);
+      assert.equal(pending.wait(), pending.wait(), 'the same bytes on every call');
+      assertClose(bytesToFloats(later.wait()), (i) => x[i + 1]! + 119, `the second download, round ${round}`);
+      t.diagnostic(`downloadLater queued in ${queuedMs.toFixed(3)} ms behind ~20 kernels`);
+      assert.ok(queuedMs < 5, `downloadLater returned after ${queuedMs} ms: it waited for the kernels`);
+    }
+  });
+
   await t.test('a second runtime (fresh in-memory cache) loads the kernel from the disk cache', () => {
     const first = runtime.jit.compile(axpb);
     const other = CudaRuntime.create(0, { kernelCacheDir: cacheDir });

@@ -1,9 +1,10 @@
 // The serving engine (src/serve/engine.ts) on the GPU, f32, tiny random GPT-2 and Llama-GQA folders:
 // requests under continuous batching (chunked prefill, prefix sharing, preemption) give the same tokens
 // as each request alone through the CUDA decode engine (infer/generate.ts) and as the serving engine on
-// the CPU; with a draft model (speculative serving) and with decode steps run several at a time, the same
-// greedy tokens; sampled speculative rounds on the device emit tokens that follow the target's law (χ²) and
-// read no row of logits back; no KV block leaks. Skips without a GPU.
+// the CPU; with a draft model (speculative serving), with decode steps run several at a time and with
+// pipelined steps (and seeded sampling pipelined and not), the same tokens; sampled speculative rounds on
+// the device emit tokens that follow the target's law (χ²) and read no row of logits back; no KV block
+// leaks. Skips without a GPU.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
+import type { SamplingOptions } from '../../src/infer/sampling.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
 import type { LlamaConfig } from '../../src/models/llama.js';
 import { ServingEngine } from '../../src/serve/engine.js';
@@ -36,11 +38,13 @@ const shared = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 250);
 const PROMPTS = [shared.slice(0, 35), [...shared, 3, 4], [9], shared.slice(0, 20), Array.from({ length: 50 }, (_, i) => 100 + i), [...shared.slice(0, 33), 200, 201, 202]];
 const MAX_TOKENS = [30, 25, 60, 40, 20, 33];
 
-function serve(model: DecoderModel, options: ServingEngineOptions): { tokens: number[][]; preemptions: number; hits: number; drafted: number; accepted: number } {
+const SEEDED: SamplingOptions = { temperature: 0.9, topK: 40, topP: 0.95 };
+
+function serve(model: DecoderModel, options: ServingEngineOptions, sampling: SamplingOptions = { temperature: 0 }): { tokens: number[][]; preemptions: number; hits: number; drafted: number; accepted: number } {
   const engine = new ServingEngine(model, options);
   const tokens = PROMPTS.map(() => [] as number[]);
   PROMPTS.forEach((prompt, i) => engine.submit({
-    prompt, maxTokens: MAX_TOKENS[i]!, sampling: resolveSampling({ temperature: 0 }), stopTokenIds: [], onToken: (e) => tokens[i]!.push(e.token), onFinish: () => {},
+    prompt, maxTokens: MAX_TOKENS[i]!, sampling: resolveSampling({ ...sampling, seed: 31 + i }), stopTokenIds: [], onToken: (e) => tokens[i]!.push(e.token), onFinish: () => {},
   }));
   engine.runToCompletion();
   const s = engine.stats();
@@ -72,6 +76,13 @@ for (const m of MODELS) {
     for (const graphs of [false, true]) {
       assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, graphs, decodeSteps: 5 }).tokens, alone, `decode steps 5 at a time (graphs ${graphs})`);
     }
+    // Pipelined steps: the next step launched before the tokens are read (feedTokens, downloadLater), eager and as graphs, with preemption.
+    for (const graphs of [false, true]) {
+      assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs, pipeline: true }).tokens, alone, `pipelined steps (graphs ${graphs})`);
+      assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, numBlocks: 20, graphs, pipeline: true }).tokens, alone, `pipelined steps with preemption (graphs ${graphs})`);
+    }
+    const sampledPipelined = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true, pipeline: true }, SEEDED);
+    assert.deepEqual(sampledPipelined.tokens, serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true }, SEEDED).tokens, 'seeded sampling, pipelined and not');
     // Speculative serving: the model as its own draft checks the alignment of draft and target rows (its
     // tokens are accepted but where the decode and the flash path round a near-tie differently).
     const speculative = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, speculative: { draft: onGpu } });
