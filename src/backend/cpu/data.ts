@@ -33,6 +33,8 @@ export function hostValues(op: string, values: HostArray | readonly number[], sh
   if (values.length !== numel) {
     throw new ShapeError(`${op}: 'values' has ${values.length} elements but shape ${formatShape(shape)} holds ${numel}`);
   }
+  // An Int32Array holds valid i32 values by construction: copied as they are (a serving step's uploads).
+  if (dtype === 'i32' && values instanceof Int32Array) return values.slice();
   if (isFloat(dtype)) {
     const floats = new Float32Array(numel);
     floats.set(values); // rounds to float32

@@ -645,6 +645,10 @@ export class CudaBackend implements Backend {
 // --- host encoding -------------------------------------------------------------------------------------
 
 function encodeHost(values: HostArray | readonly number[], dtype: DType): Uint8Array {
+  // Arrays already in the dtype's layout go as views of their bytes (uploadBytes stages them before it returns).
+  if ((dtype === 'i32' && values instanceof Int32Array) || (dtype === 'f32' && values instanceof Float32Array)) {
+    return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  }
   if (isFloat(dtype)) return encodeFloats(values, dtype);
   switch (dtype) {
     case 'i32': return new Uint8Array(Int32Array.from(values).buffer);
