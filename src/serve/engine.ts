@@ -240,6 +240,8 @@ interface Live {
 /** A step launched on the device: the rows its requests sample at (rows of io.sTokens), and their tokens once read. */
 interface LaunchedStep {
   readonly sampled: readonly { readonly live: Live; readonly row: number }[];
+  /** Rows sampled (io.sTokens[0, rows), the logits buffer's first rows), idle and padded ones included. */
+  readonly rows: number;
   /** Pipelined steps: the download of io.sTokens queued behind the step (none when nothing samples). */
   readonly tokens?: PendingDownload;
 }
@@ -307,8 +309,6 @@ export class ServingEngine {
   /** Pipelined steps: the step launched last, whose tokens the host has not read yet. */
   private inFlight?: LaunchedStep;
   private readonly live = new Map<string, Live>();
-  /** Rows the last launched step sampled (io.sTokens[0, n), the logits buffer's first n rows). */
-  private sampledRows = 0;
   private readonly bySched = new Map<SchedRequest, Live>();
   private readonly freeSlots: number[];
   private nextId = 0;
@@ -493,17 +493,11 @@ export class ServingEngine {
     const steps = this.decodeStepsFor(plan);
     this.compactSlots();
     for (const it of items) this.syncTable(this.bySched.get(it.request)!);
-    const tuning = this.backend.setGemmTuning?.(this.gemmTuning);
-    let outcomes: StepOutcome[];
-    try {
-      if (steps > 1) {
-        this.finishDecodeSteps(items, this.executeDecodeSteps(items, steps));
-        return true;
-      }
-      outcomes = this.execute(items);
-    } finally {
-      if (tuning !== undefined) this.backend.setGemmTuning!(tuning);
+    if (steps > 1) {
+      this.finishDecodeSteps(items, this.tuned(() => this.executeDecodeSteps(items, steps)));
+      return true;
     }
+    const outcomes = this.tuned(() => this.execute(items));
     // Registers newly full blocks' hashes (they are shareable in place); a speculative round keeps the
     // positions of its accepted draft tokens.
     const accepted = new Map<SchedRequest, readonly number[]>();
@@ -635,13 +629,7 @@ export class ServingEngine {
     this.compactSlots();
     for (const it of items) this.syncTable(this.bySched.get(it.request)!);
     for (const it of items) this.counters.computedPositions += it.count;
-    const tuning = this.backend.setGemmTuning?.(this.gemmTuning);
-    let launched: LaunchedStep;
-    try {
-      launched = this.launchStep(items, true);
-    } finally {
-      if (tuning !== undefined) this.backend.setGemmTuning!(tuning);
-    }
+    const launched = this.tuned(() => this.launchStep(items, true));
     this.scheduler.complete(items);
     this.counters.steps++;
     for (const { live, row } of launched.sampled) {
@@ -656,6 +644,16 @@ export class ServingEngine {
     if (previous) this.finish(previous);
     this.compactSlots();
     return true;
+  }
+
+  /** fn's device work with GEMM autotuning as the engine says (gemmTuning), restored after. */
+  private tuned<T>(fn: () => T): T {
+    const tuning = this.backend.setGemmTuning?.(this.gemmTuning);
+    try {
+      return fn();
+    } finally {
+      if (tuning !== undefined) this.backend.setGemmTuning!(tuning);
+    }
   }
 
   private finishInFlight(): void {
@@ -840,9 +838,9 @@ export class ServingEngine {
    */
   private executeStep(items: readonly ScheduledItem[]): StepOutcome[] {
     const b = this.backend, io = this.io, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
-    const { sampled } = this.launchStep(items, false);
+    const { sampled, rows: n } = this.launchStep(items, false);
     if (sampled.length === 0) return [];
-    const n = this.sampledRows, logits = b.view(this.target.logitsBuffer, 0, [n, Vp]);
+    const logits = b.view(this.target.logitsBuffer, 0, [n, Vp]);
     const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     const wantLogprobs = sampled.some(({ live }) => (live.request.logprobs ?? 0) > 0);
     const all = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
@@ -892,9 +890,8 @@ export class ServingEngine {
       this.sampleRows(this.target.computeLogits(n), n);
     };
     this.runStepBody(`${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`, shape, body, items.reduce((r, it) => r + it.count, 0));
-    this.sampledRows = n;
-    const out = sampled.map(({ live, row }) => ({ live, row }));
-    return head && later ? { sampled: out, tokens: b.downloadLater(b.view(io.sTokens, 0, [n])) } : { sampled: out };
+    const out = { sampled: sampled.map(({ live, row }) => ({ live, row })), rows: n };
+    return head && later ? { ...out, tokens: b.downloadLater(b.view(io.sTokens, 0, [n])) } : out;
   }
 
   /**
