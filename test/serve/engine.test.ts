@@ -4,30 +4,16 @@
 // frees blocks at once; no block leaks.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { test } from 'node:test';
 import { generateBatch } from '../../src/infer/generate.js';
-import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
 import type { SamplingOptions } from '../../src/infer/sampling.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import type { FinishReason, ServingEngineOptions, TokenEvent } from '../../src/serve/engine.js';
-import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { tinyServingModels } from './tiny-models.js';
 
-const root = mkdtempSync(join(tmpdir(), 'fuseformer-serve-'));
-after(() => rmSync(root, { recursive: true, force: true }));
-const backend = new CpuBackend();
-
-function load(family: 'gpt2' | 'llama'): DecoderModel {
-  const dir = join(root, family);
-  writeModelFolder(dir, family, family === 'gpt2' ? TINY_GPT2 : TINY_LLAMA, 11);
-  return loadDecoderModel(dir, backend, { dtype: 'f32' }).model;
-}
-const models = { gpt2: load('gpt2'), llama: load('llama') };
+const models = tinyServingModels(11);
 
 const shared = [12, 40, 7, 99, 3, 18, 201, 5, 77, 64, 9, 33, 1, 2, 150, 8, 42];
 const PROMPTS: number[][] = [

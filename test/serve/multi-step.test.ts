@@ -5,27 +5,15 @@
 // that fill the whole context window — and every block back at the end.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { loadDecoderModel } from '../../src/infer/model.js';
+import { test } from 'node:test';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
 import type { SamplingOptions } from '../../src/infer/sampling.js';
 import { MAX_DECODE_STEPS, ServingEngine } from '../../src/serve/engine.js';
 import type { FinishReason, ServingEngineOptions } from '../../src/serve/engine.js';
-import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { tinyServingModels } from './tiny-models.js';
 
-const root = mkdtempSync(join(tmpdir(), 'fuseformer-multistep-'));
-after(() => rmSync(root, { recursive: true, force: true }));
-const backend = new CpuBackend();
-const models = Object.fromEntries((['gpt2', 'llama'] as const).map((family) => {
-  const dir = join(root, family);
-  writeModelFolder(dir, family, family === 'gpt2' ? TINY_GPT2 : TINY_LLAMA, 5);
-  return [family, loadDecoderModel(dir, backend, { dtype: 'f32' }).model];
-})) as Record<'gpt2' | 'llama', DecoderModel>;
+const models = tinyServingModels(5);
 
 const PROMPTS = [[12, 40, 7, 99, 3], [5, 6], [100, 101, 102, 103, 104, 105, 106, 107, 108], [12, 40, 7, 99, 3, 18, 201], [9, 33, 1]];
 const MAX_TOKENS = [19, 11, 23, 7, 16];
