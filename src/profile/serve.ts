@@ -69,7 +69,7 @@ export function profileServingStep(backend: Backend, config: ModelConfig, option
       // chunk, and prefills in few steps (the requests that start first decode while the others prefill).
       const e = new ServingEngine(model, {
         maxRunning: running + 1, maxBatchTokens: Math.max(PREFILL_BUDGET, running + 1 + chunk), maxLen, blockSize: options.blockSize ?? 16,
-        graphs, prefixCaching: false,
+        graphs, prefixCaching: false, pipeline: false, // one step per call, complete when it returns (what the profile times)
       });
       engines.push(e);
       let s = 4242, started = 0;
