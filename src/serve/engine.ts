@@ -59,10 +59,10 @@
 //            had one more position computed in step i + 1: its blocks are released at once (later steps
 //            reuse them only after step i + 1 in stream order) and that token is dropped.
 // A request's last token (its length limit) gets no placeholder. A block is hashed for prefix sharing
-// once all its tokens are known. Tokens stream one step late. Steps whose requests need their tokens on
-// the host (log-probabilities read the logits before the next step overwrites them; a repetition
-// penalty uploads the history) run as without: the step in flight first. Not with a draft model, tensor
-// parallelism or decodeSteps > 1. Same tokens as without, greedy and seeded sampling.
+// once all its tokens are known. Tokens stream one step late. Log-probabilities: the step's rows of
+// logits are downloaded behind it too (the next step overwrites them). A step with a repetition penalty
+// (its history upload needs the tokens themselves) runs as without: the step in flight first. Not with a
+// draft model, tensor parallelism or decodeSteps > 1. Same tokens as without, greedy and seeded sampling.
 
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
@@ -244,6 +244,8 @@ interface LaunchedStep {
   readonly rows: number;
   /** Pipelined steps: the download of io.sTokens queued behind the step (none when nothing samples). */
   readonly tokens?: PendingDownload;
+  /** Pipelined steps with log-probabilities asked for: the rows of logits, queued behind the step too. */
+  readonly logits?: PendingDownload;
 }
 
 /** What a step produced for one request: its new tokens and, for a speculative round, the draft tokens the target kept. */
@@ -611,12 +613,9 @@ export class ServingEngine {
     else if (sched.tokens.length - sched.pending >= live.limit) this.retire(live, 'length');
   }
 
-  /** Whether a step of these items may run pipelined: none needs its tokens on the host (log-probabilities read its logits, a repetition penalty its history). */
+  /** Whether a step of these items may run pipelined: none needs its tokens on the host (a repetition penalty uploads its history). */
   private pipelines(items: readonly ScheduledItem[]): boolean {
-    return items.every((it) => {
-      const request = this.bySched.get(it.request)!.request;
-      return (request.logprobs ?? 0) === 0 && request.sampling.repetitionPenalty === 1;
-    });
+    return items.every((it) => this.bySched.get(it.request)!.request.sampling.repetitionPenalty === 1);
   }
 
   /**
@@ -665,8 +664,14 @@ export class ServingEngine {
   /** A pipelined step's tokens, read (waiting for the step) and appended; requests retired since take none. */
   private finish(step: LaunchedStep): void {
     if (!step.tokens) return;
-    const picked = step.tokens.wait() as Int32Array;
-    for (const { live, row } of step.sampled) this.append(live, { token: picked[row]! });
+    const picked = step.tokens.wait() as Int32Array, all = step.logits?.wait() as Float32Array | undefined;
+    for (const { live, row } of step.sampled) this.append(live, this.tokenEvent(live, picked[row]!, row, all));
+  }
+
+  /** The event of `token`, sampled at logits row `row`: with its log-probabilities where the request asked for them (`all`: the step's rows of logits). */
+  private tokenEvent(live: Live, token: number, row: number, all: Float32Array | undefined): TokenEvent {
+    const k = live.request.logprobs ?? 0, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    return k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(row * Vp, row * Vp + V), token, k) };
   }
 
   /** Sends the entries of a request's block table that differ from what its device row holds. */
@@ -837,17 +842,17 @@ export class ServingEngine {
    * is padded to its shape (stepShape) and replayed from that shape's graph after its inputs are uploaded.
    */
   private executeStep(items: readonly ScheduledItem[]): StepOutcome[] {
-    const b = this.backend, io = this.io, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    const b = this.backend, io = this.io;
     const { sampled, rows: n } = this.launchStep(items, false);
     if (sampled.length === 0) return [];
-    const logits = b.view(this.target.logitsBuffer, 0, [n, Vp]);
     const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
-    const wantLogprobs = sampled.some(({ live }) => (live.request.logprobs ?? 0) > 0);
-    const all = wantLogprobs ? (b.download(logits) as Float32Array) : undefined;
-    return sampled.map(({ live, row }) => {
-      const token = picked[row]!, k = live.request.logprobs ?? 0;
-      return { live, events: [k === 0 || !all ? { token } : { token, ...logprobsOf(all.subarray(row * Vp, row * Vp + V), token, k) }] };
-    });
+    const all = wantsLogprobs(sampled) ? (b.download(this.logitRows(n)) as Float32Array) : undefined;
+    return sampled.map(({ live, row }) => ({ live, events: [this.tokenEvent(live, picked[row]!, row, all)] }));
+  }
+
+  /** The first n rows of the target's logits buffer (a step's sampled rows). */
+  private logitRows(n: number): Tensor {
+    return this.backend.view(this.target.logitsBuffer, 0, [n, this.model.arch.paddedVocab]);
   }
 
   /**
@@ -891,7 +896,10 @@ export class ServingEngine {
     };
     this.runStepBody(`${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`, shape, body, items.reduce((r, it) => r + it.count, 0));
     const out = { sampled: sampled.map(({ live, row }) => ({ live, row })), rows: n };
-    return head && later ? { ...out, tokens: b.downloadLater(b.view(io.sTokens, 0, [n])) } : out;
+    if (!head || !later) return out;
+    // Queued behind the step: the next step overwrites both buffers.
+    const tokens = b.downloadLater(b.view(io.sTokens, 0, [n]));
+    return wantsLogprobs(sampled) ? { ...out, tokens, logits: b.downloadLater(this.logitRows(n)) } : { ...out, tokens };
   }
 
   /**
@@ -1112,6 +1120,11 @@ function checkSpeculation(spec: ServingSpeculation, model: DecoderModel, maxLen:
   int('maxDraftTokens', spec.maxDraftTokens);
   if (maxBatchTokens < 2) throw new ArgumentError('serving engine: speculative decoding needs maxBatchTokens >= 2 (a round computes K + 1 positions)');
   return Math.min(spec.maxDraftTokens ?? DEFAULT_MAX_DRAFT_TOKENS, maxBatchTokens - 1);
+}
+
+/** Whether any of a step's sampled requests asked for log-probabilities (the step's logits are then read). */
+function wantsLogprobs(sampled: readonly { readonly live: Live }[]): boolean {
+  return sampled.some(({ live }) => (live.request.logprobs ?? 0) > 0);
 }
 
 const DEFAULT_DRAFT_TOKENS = 4;

@@ -22,7 +22,7 @@ import type { SamplingOptions } from '../../src/infer/sampling.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
 import type { LlamaConfig } from '../../src/models/llama.js';
 import { ServingEngine } from '../../src/serve/engine.js';
-import type { ServingEngineOptions } from '../../src/serve/engine.js';
+import type { ServingEngineOptions, TokenEvent } from '../../src/serve/engine.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const probe = probeCuda();
@@ -81,6 +81,18 @@ for (const m of MODELS) {
       assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs, pipeline: true }).tokens, alone, `pipelined steps (graphs ${graphs})`);
       assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, numBlocks: 20, graphs, pipeline: true }).tokens, alone, `pipelined steps with preemption (graphs ${graphs})`);
     }
+    // Log-probabilities, pipelined: the logits rows downloaded behind the step (downloadLater) give the same events.
+    const withLogprobs = (pipeline: boolean) => {
+      const engine = new ServingEngine(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true, pipeline });
+      const events = PROMPTS.map(() => [] as TokenEvent[]);
+      PROMPTS.forEach((prompt, i) => engine.submit({
+        prompt, maxTokens: 12, sampling: resolveSampling({ ...SEEDED, seed: 5 + i }), stopTokenIds: [], logprobs: i % 2 === 0 ? 3 : 0, onToken: (e) => events[i]!.push(e), onFinish: () => {},
+      }));
+      engine.runToCompletion();
+      engine.dispose();
+      return events;
+    };
+    assert.deepEqual(withLogprobs(true), withLogprobs(false), 'log-probabilities, pipelined and not');
     const sampledPipelined = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true, pipeline: true }, SEEDED);
     assert.deepEqual(sampledPipelined.tokens, serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true }, SEEDED).tokens, 'seeded sampling, pipelined and not');
     // Speculative serving: the model as its own draft checks the alignment of draft and target rows (its

@@ -2,8 +2,9 @@
 // i's tokens; feedTokens gives step i + 1 the tokens step i sampled) on the CPU backend: the same tokens
 // and finish reasons as the engine without them — greedy and seeded sampling, eager and graph-replayed,
 // chunked prompts, prefix sharing, preemption, stop tokens, a cancel from the token callback, requests
-// filling the whole context window, and steps that must run on their own (log-probabilities, a
-// repetition penalty) among pipelined ones — every block back at the end, tokens arriving one step late.
+// filling the whole context window, log-probabilities (their logits read behind the step too), steps
+// that must run on their own (a repetition penalty) among pipelined ones — every block back at the end,
+// tokens arriving one step late.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -88,14 +89,26 @@ test('pipelined: stop tokens, a cancel from the token callback and a full contex
   assertSame(pipelined, plain, 'full context');
 });
 
-test('pipelined: steps with log-probabilities or a repetition penalty run on their own among pipelined ones, same tokens', () => {
+test('pipelined: log-probabilities come with their tokens; steps with a repetition penalty run on their own among pipelined ones; same events', () => {
   const model = models.gpt2, options = { maxRunning: 4, maxBatchTokens: 16, blockSize: 4, graphs: true };
-  const extra = { logprobs: [0, 3, 0, 0, 0, 0], penalty: [1, 1, 1, 1.3, 1, 1] };
-  for (const sampling of [{ temperature: 0 }, { temperature: 0.8 }]) {
-    const pipelined = run(model, { ...options, pipeline: true }, sampling, extra), plain = run(model, options, sampling, extra);
-    assert.ok(plain.events[1]!.every((e) => e.top?.length === 3), 'log-probabilities reported');
-    assertSame(pipelined, plain, `T ${sampling.temperature}`);
+  for (const extra of [{ logprobs: [0, 3, 0, 5, 0, 1] }, { logprobs: [0, 3, 0, 0, 0, 0], penalty: [1, 1, 1, 1.3, 1, 1] }]) {
+    for (const sampling of [{ temperature: 0 }, { temperature: 0.8 }]) {
+      const pipelined = run(model, { ...options, pipeline: true }, sampling, extra), plain = run(model, options, sampling, extra);
+      assert.ok(plain.events[1]!.every((e) => e.top?.length === 3), 'log-probabilities reported');
+      assertSame(pipelined, plain, `${JSON.stringify(extra)}, T ${sampling.temperature}`);
+    }
   }
+  // Log-probabilities alone keep the steps pipelined: the first step's token arrives with the second.
+  const engine = new ServingEngine(model, { ...options, pipeline: true });
+  const got: TokenEvent[] = [];
+  engine.submit({ prompt: PROMPTS[0]!, maxTokens: 4, sampling: resolveSampling({}), stopTokenIds: [], logprobs: 2, onToken: (e) => got.push(e), onFinish: () => {} });
+  engine.step();
+  assert.equal(got.length, 0);
+  engine.step();
+  assert.equal(got.length, 1);
+  assert.equal(got[0]!.top?.length, 2);
+  engine.runToCompletion();
+  engine.dispose();
 });
 
 test('pipelined: a step\'s tokens arrive with the next step; a cancel between steps frees the blocks at once', () => {
