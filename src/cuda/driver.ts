@@ -21,6 +21,7 @@ export const CUDA_ERROR_NO_DEVICE = 100;
 export const CUDA_ERROR_INVALID_IMAGE = 200;
 export const CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
 export const CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
+export const CUDA_ERROR_NOT_READY = 600;
 export const CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 export const CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701;
 export const CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803;
@@ -118,7 +119,7 @@ interface DriverFunctions {
   cuMemFree_v2(dptr: Handle): Status;
   cuMemcpyHtoD_v2(dst: Handle, src: Uint8Array, bytes: number): Status;
   cuMemcpyDtoH_v2(dst: Uint8Array, src: Handle, bytes: number): Status;
-  cuMemcpyHtoDAsync_v2(dst: Handle, src: Uint8Array, bytes: number, stream: Handle): Status;
+  cuMemcpyHtoDAsync_v2(dst: Handle, src: Uint8Array | Handle, bytes: number, stream: Handle): Status;
   cuMemcpyDtoHAsync_v2(dst: Uint8Array | Handle, src: Handle, bytes: number, stream: Handle): Status;
   cuMemHostAlloc(pp: BigUint64Array, bytes: number, flags: number): Status;
   cuMemFreeHost(p: Handle): Status;
@@ -134,6 +135,7 @@ interface DriverFunctions {
   cuEventRecord(event: Handle, stream: Handle): Status;
   cuEventRecordWithFlags(event: Handle, stream: Handle, flags: number): Status;
   cuEventSynchronize(event: Handle): Status;
+  cuEventQuery(event: Handle): Status;
   cuEventElapsedTime(ms: Float32Array, start: Handle, end: Handle): Status;
   cuEventDestroy_v2(event: Handle): Status;
   cuModuleLoadData(module: BigUint64Array, image: Uint8Array): Status;
@@ -195,6 +197,7 @@ function bindDriver(lib: LibraryHandle): DriverFunctions {
     cuEventRecord: f('int cuEventRecord(uint64_t hEvent, uint64_t hStream)'),
     cuEventRecordWithFlags: f('int cuEventRecordWithFlags(uint64_t hEvent, uint64_t hStream, unsigned int flags)'),
     cuEventSynchronize: f('int cuEventSynchronize(uint64_t hEvent)'),
+    cuEventQuery: f('int cuEventQuery(uint64_t hEvent)'),
     // cuda.h 13 maps cuEventElapsedTime to cuEventElapsedTime_v2 (same arguments); drivers before
     // CUDA 12.8 export only the unversioned symbol.
     cuEventElapsedTime: firstExported(lib, [
@@ -374,6 +377,11 @@ export class CudaDriver implements StatusLibrary {
     this.check('cuMemcpyDtoHAsync_v2', this.fn.cuMemcpyDtoHAsync_v2(dst, src, bytes, stream));
   }
 
+  /** Ordered on `stream` from page-locked host memory at `src` (memHostAlloc): returns at once; `src` must stay until the stream has reached the copy. */
+  memcpyPinnedToDeviceAsync(dst: bigint, src: bigint, bytes: number, stream: bigint): void {
+    this.check('cuMemcpyHtoDAsync_v2', this.fn.cuMemcpyHtoDAsync_v2(dst, src, bytes, stream));
+  }
+
   /** cuMemHostAlloc: `bytes` of page-locked host memory; returns its address. */
   memHostAlloc(bytes: number): bigint {
     this.check('cuMemHostAlloc', this.fn.cuMemHostAlloc(this.handle, bytes, 0), `${bytes} bytes`);
@@ -440,6 +448,14 @@ export class CudaDriver implements StatusLibrary {
    */
   eventRecordExternal(event: bigint, stream: bigint): void {
     this.check('cuEventRecordWithFlags', this.fn.cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_EXTERNAL));
+  }
+
+  /** cuEventQuery: whether the work before the event's last record has finished (CUDA_ERROR_NOT_READY: not yet). */
+  eventQuery(event: bigint): boolean {
+    const status = this.fn.cuEventQuery(event);
+    if (status === CUDA_ERROR_NOT_READY) return false;
+    this.check('cuEventQuery', status);
+    return true;
   }
 
   eventSynchronize(event: bigint): void {

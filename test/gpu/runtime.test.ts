@@ -191,6 +191,34 @@ test('CUDA runtime on the GPU', { skip }, async (t) => {
     }
   });
 
+  await t.test('pinnedUploads: uploads behind a ~5 ms kernel return at once, through page-locked buffers; later kernels read their bytes', () => {
+    const saved = [runtime.asyncUploads, runtime.pinnedUploads];
+    runtime.asyncUploads = runtime.pinnedUploads = true;
+    const small = runtime.alloc(32 * 4);
+    try {
+      const spinFor = (cycles: number) => runtime.kernel('test/spin', () => spin).launch({ grid: 1, block: 1 }, [arg.i64(BigInt(cycles))]);
+      for (let round = 0; round < 3; round++) {
+        poison();
+        spinFor(2e7);
+        const w = rng.floats(n), bytes = floatsToBytes(w.slice()), started = performance.now();
+        runtime.uploadBytes(yBlock.ptr, bytes);           // 4 MB: at PINNED_UPLOAD_MAX_BYTES, through a buffer
+        const words = new Uint8Array(4);
+        // A step's worth of small uploads (fewer than the buffers' cap, past which an upload waits for the oldest copy).
+        for (let i = 0; i < 32; i++) { words.set(floatsToBytes(new Float32Array([i + round]))); runtime.uploadBytes(small.ptr + BigInt(4 * i), words); }
+        const queuedMs = performance.now() - started;
+        bytes.fill(0x5a);
+        launchAxpb(yBlock.ptr, zBlock.ptr, 2, 1);
+        assertClose(bytesToFloats(runtime.downloadBytes(zBlock.ptr, n * 4)), (i) => 2 * w[i]! + 1, `z, round ${round}`);
+        assert.deepEqual(Array.from(bytesToFloats(runtime.downloadBytes(small.ptr, 32 * 4))), Array.from({ length: 32 }, (_, i) => i + round));
+        t.diagnostic(`pinned uploads: 33 queued in ${queuedMs.toFixed(3)} ms behind a ~5 ms kernel`);
+        if (round > 0) assert.ok(queuedMs < 3, `33 uploads took ${queuedMs} ms: they waited for the kernel`);
+      }
+    } finally {
+      [runtime.asyncUploads, runtime.pinnedUploads] = saved as [boolean, boolean];
+      runtime.release(small);
+    }
+  });
+
   await t.test('a second runtime (fresh in-memory cache) loads the kernel from the disk cache', () => {
     const first = runtime.jit.compile(axpb);
     const other = CudaRuntime.create(0, { kernelCacheDir: cacheDir });

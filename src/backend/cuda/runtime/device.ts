@@ -178,6 +178,11 @@ export class Event {
     this.driver.eventSynchronize(this.handle);
   }
 
+  /** Whether the work before the last record() has finished (does not wait). */
+  query(): boolean {
+    return this.driver.eventQuery(this.handle);
+  }
+
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;

@@ -3,6 +3,7 @@
 // compute stream unless withStream() says otherwise); only host copies and synchronize() wait.
 
 import { existsSync } from 'node:fs';
+import koffi from 'koffi';
 import { cudaIncludeDirs, includeDirBeside } from '../../../cuda/library.js';
 import { nvrtc } from '../../../cuda/nvrtc.js';
 import { ArgumentError, FuseformerError } from '../../../errors.js';
@@ -13,7 +14,7 @@ import { debugEnabled, defaultKernelCacheDir, DiskCubinCache, findCudaIncludeDir
 import type { CompiledKernel, KernelHost, KernelSource } from './kernel.js';
 import { KernelLauncher, LaunchableKernel } from './launch.js';
 import { CachingAllocator } from './memory.js';
-import { PinnedStaging } from './pinned.js';
+import { PINNED_UPLOAD_MAX_BYTES, PinnedStaging } from './pinned.js';
 import type { PendingBytes } from './pinned.js';
 import type { DeviceBlock } from './tensor.js';
 import { KernelTimeline, timelineOptions, timelineRequested } from './timeline.js';
@@ -44,8 +45,8 @@ export class CudaRuntime implements KernelHost {
   private scratchCaptured = false;
   /** Scratch blocks outgrown after a graph captured them: kept for the runtime's lifetime. */
   private readonly retiredScratch: DeviceBlock[] = [];
-  /** Page-locked buffers of downloadLater(), made on its first call. */
-  private pinned?: PinnedStaging;
+  /** Page-locked buffers of downloadLater() and pinned uploads, made on first use (staging()). */
+  private pinned?: PinnedStaging<Stream>;
 
   private constructor(device: CudaDevice, options: CudaRuntimeOptions) {
     this.device = device;
@@ -226,10 +227,22 @@ export class CudaRuntime implements KernelHost {
    */
   asyncUploads = process.env['FUSEFORMER_ASYNC_UPLOAD'] !== '0';
 
+  /**
+   * With asyncUploads: uploads of at most PINNED_UPLOAD_MAX_BYTES are copied into a page-locked buffer
+   * first and queued from there (pinned.ts), so they never wait for the stream — CUDA's notes allow a
+   * pageable upload to "synchronize with the stream" to stage it, which would stall a pipelined serving
+   * step's uploads behind the step in flight. Opt-in (FUSEFORMER_PINNED_UPLOADS=1) until measured.
+   */
+  pinnedUploads = process.env['FUSEFORMER_PINNED_UPLOADS'] === '1';
+
   /** Copies host bytes to the device, ordered on the current stream; returns when the copy is done (asyncUploads: once `data` is staged). */
   uploadBytes(ptr: bigint, data: Uint8Array): void {
     this.refuseDuringCapture('uploadBytes');
     if (data.byteLength === 0) return;
+    if (this.asyncUploads && this.pinnedUploads && data.byteLength <= PINNED_UPLOAD_MAX_BYTES) {
+      this.staging().upload(ptr, data, this.currentStream);
+      return;
+    }
     // Ordered on the current stream (a NULL-stream copy would not wait for a non-blocking stream).
     this.device.driver.memcpyHostToDeviceAsync(ptr, data, this.currentStream.handle);
     if (!this.asyncUploads) this.currentStream.synchronize();
@@ -259,8 +272,21 @@ export class CudaRuntime implements KernelHost {
     this.refuseDuringCapture('downloadLater');
     checkByteCount('downloadLater', bytes);
     if (bytes === 0) return { wait: () => new Uint8Array(0) };
-    this.pinned ??= new PinnedStaging(this.device.driver, () => this.device.createEvent({ timing: false }));
-    return this.pinned.download(ptr, bytes, this.currentStream);
+    return this.staging().download(ptr, bytes, this.currentStream);
+  }
+
+  /** The page-locked buffers of downloadLater() and pinned uploads, made on first use. */
+  private staging(): PinnedStaging<Stream> {
+    const driver = this.device.driver;
+    return (this.pinned ??= new PinnedStaging<Stream>({
+      alloc: (bytes) => {
+        const host = driver.memHostAlloc(bytes);
+        return { host, memory: new Uint8Array(koffi.view(host, bytes)) };
+      },
+      copyToHost: (dst, src, bytes, stream) => driver.memcpyDeviceToPinnedAsync(dst, src, bytes, stream.handle),
+      copyToDevice: (dst, src, bytes, stream) => driver.memcpyPinnedToDeviceAsync(dst, src, bytes, stream.handle),
+      event: () => this.device.createEvent({ timing: false }),
+    }));
   }
 
   /** Sets `bytes` bytes at ptr to `value` (0–255), asynchronously. */
