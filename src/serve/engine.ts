@@ -541,6 +541,7 @@ export class ServingEngine {
     // The step in flight's download waits for it (its page-locked buffer goes back to the backend); its tokens are dropped.
     try {
       this.inFlight?.tokens?.wait();
+      this.inFlight?.logits?.wait();
     } catch {
       // the device failed: nothing of this engine's is read again
     }
