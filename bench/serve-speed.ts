@@ -28,8 +28,8 @@
 // bytes, long prompt chunks by the FLOPs. Step times are host timestamps around
 // engine.step() + backend.synchronize() (a step that samples already ends with a download; prompt-only
 // steps do not); with --pipeline (engine.ts, "Pipelined steps") around engine.step() alone, which
-// launches a plan's step and returns once the step before it is read: the time between two returns is
-// charged to the plan launched, so the sums stay the run's wall time. "% of roofline" = Σ floor ÷ Σ step time, over the decode-only steps (the issue's target:
+// launches a plan's step and returns once the step before it is read: a call's time is charged to the
+// plan launched by the call before (the step it waited for), so the sums stay the run's wall time. "% of roofline" = Σ floor ÷ Σ step time, over the decode-only steps (the issue's target:
 // ≥ 70% at the batch sizes the scheduler reaches) and over all steps (prefill steps are compute-bound, so
 // this one is lower by design).
 // Prefix sharing: C = 64 clients, 2·64 requests, each a shared 1024-token system prompt + a distinct
@@ -265,7 +265,22 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
   let floorMs = 0, measuredMs = 0, decodeFloorMs = 0, decodeMeasuredMs = 0, steps = 0, decodeSteps = 0, batchSum = 0, decodeBatchSum = 0;
   const decodeStepMs: number[] = [];
   const mixed: { ms: number; rows: number; segments: number }[] = [];
-  let lastWasDecode = false;
+  // One plan's measured time: its floor and its kind (a multi-step run, decodeSteps, is n model steps of
+  // one plan, each one position further on).
+  const charge = (p: StepPlan, n: number, ms: number) => {
+    let floor = 0;
+    for (let j = 0; j < n; j++) floor += stepFloorMs(j === 0 ? p : { ...p, items: p.items.map((it) => ({ ...it, start: it.start + j })) }, cost);
+    steps += n; batchSum += n * p.items.length; floorMs += floor; measuredMs += ms;
+    if (p.items.every((it) => it.count === 1)) {
+      decodeSteps += n; decodeBatchSum += n * p.items.length; decodeFloorMs += floor; decodeMeasuredMs += ms;
+      for (let j = 0; j < n; j++) decodeStepMs.push(ms / n);
+    } else {
+      mixed.push({ ms, rows: p.items.reduce((n, it) => n + it.count, 0), segments: p.items.filter((it) => it.count > 1).length });
+    }
+  };
+  // Pipelined: call j launches plan j and returns once step j − 1 is read, so its time is step j − 1's
+  // (the device runs one step while the host prepares the next): charged to the plan launched before.
+  let launched: StepPlan | undefined;
   const start = performance.now();
   try {
     for (let c = 0; c < Math.min(concurrency, work.length); c++) submit();
@@ -275,29 +290,17 @@ export function closedLoop(engine: ServingEngine, work: readonly BenchRequest[],
       const t0 = performance.now();
       const ran = engine.step();
       // Pipelined steps: step() returns with the next step running on the device; waiting for it here
-      // would undo the overlap it is there for (a step's time is then the time between two returns).
+      // would undo the overlap it is there for.
       if (!engine.pipelined) backend.synchronize();
       const ms = performance.now() - t0;
       if (!ran || !plan) throw new Error(`serve-speed: the engine has work but ran no step (${engine.stats().waiting} waiting, ${engine.stats().blocksUsed}/${engine.stats().blocksTotal} blocks): give a larger KV pool`);
       const p: StepPlan = plan;
-      if (p.items.length === 0) {
-        // A pipelined engine's last call only reads the step in flight: its time goes with that step's kind.
-        measuredMs += ms;
-        if (lastWasDecode) decodeMeasuredMs += ms;
-        for (; finishedThisStep > 0; finishedThisStep--) if (next < work.length) submit();
-        continue;
-      }
-      // A multi-step run (decodeSteps) is n model steps of one plan, each one position further on.
-      const n = Math.max(1, engine.stats().steps - stepsBefore);
-      lastWasDecode = p.items.every((it) => it.count === 1);
-      let floor = 0;
-      for (let j = 0; j < n; j++) floor += stepFloorMs(j === 0 ? p : { ...p, items: p.items.map((it) => ({ ...it, start: it.start + j })) }, cost);
-      steps += n; batchSum += n * p.items.length; floorMs += floor; measuredMs += ms;
-      if (lastWasDecode) {
-        decodeSteps += n; decodeBatchSum += n * p.items.length; decodeFloorMs += floor; decodeMeasuredMs += ms;
-        for (let j = 0; j < n; j++) decodeStepMs.push(ms / n);
+      if (!engine.pipelined) {
+        charge(p, Math.max(1, engine.stats().steps - stepsBefore), ms);
       } else {
-        mixed.push({ ms, rows: p.items.reduce((n, it) => n + it.count, 0), segments: p.items.filter((it) => it.count > 1).length });
+        if (launched) charge(launched, 1, ms);
+        else measuredMs += ms;  // the first call: its step's launch alone
+        launched = p.items.length > 0 ? p : undefined;
       }
       // Clients whose request finished in this step submit their next one now.
       for (; finishedThisStep > 0; finishedThisStep--) if (next < work.length) submit();
