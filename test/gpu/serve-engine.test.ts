@@ -81,9 +81,10 @@ for (const m of MODELS) {
       assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs, pipeline: true }).tokens, alone, `pipelined steps (graphs ${graphs})`);
       assert.deepEqual(serve(onGpu, { maxRunning: 6, maxBatchTokens: 64, blockSize: 8, numBlocks: 20, graphs, pipeline: true }).tokens, alone, `pipelined steps with preemption (graphs ${graphs})`);
     }
-    // Log-probabilities, pipelined: the logits rows downloaded behind the step (downloadLater) give the same events.
+    // Log-probabilities, pipelined: the logits rows downloaded behind the step (downloadLater) give the same
+    // tokens and log-probabilities (within f32 noise: requests retire a step later, so steps batch differently).
     const withLogprobs = (pipeline: boolean) => {
-      const engine = new ServingEngine(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true, pipeline });
+      const engine = new ServingEngine(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true, pipeline, prefixCaching: false });
       const events = PROMPTS.map(() => [] as TokenEvent[]);
       PROMPTS.forEach((prompt, i) => engine.submit({
         prompt, maxTokens: 12, sampling: resolveSampling({ ...SEEDED, seed: 5 + i }), stopTokenIds: [], logprobs: i % 2 === 0 ? 3 : 0, onToken: (e) => events[i]!.push(e), onFinish: () => {},
@@ -92,9 +93,18 @@ for (const m of MODELS) {
       engine.dispose();
       return events;
     };
-    assert.deepEqual(withLogprobs(true), withLogprobs(false), 'log-probabilities, pipelined and not');
-    const sampledPipelined = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true, pipeline: true }, SEEDED);
-    assert.deepEqual(sampledPipelined.tokens, serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true }, SEEDED).tokens, 'seeded sampling, pipelined and not');
+    const [pipelinedEvents, plainEvents] = [withLogprobs(true), withLogprobs(false)];
+    assert.deepEqual(pipelinedEvents.map((es) => es.map((e) => e.token)), plainEvents.map((es) => es.map((e) => e.token)), 'tokens with log-probabilities, pipelined and not');
+    pipelinedEvents.forEach((es, i) => es.forEach((e, j) => {
+      const p = plainEvents[i]![j]!;
+      assert.equal(e.top?.length, p.top?.length);
+      if (e.logprob === undefined) return;
+      assert.ok(Math.abs(e.logprob - p.logprob!) < 1e-4, `request ${i} token ${j}: logprob ${e.logprob} against ${p.logprob}`);
+      e.top!.forEach((t, k) => assert.ok(t.token === p.top![k]!.token && Math.abs(t.logprob - p.top![k]!.logprob) < 1e-4, `request ${i} token ${j} top ${k}`));
+    }));
+    // Seeded sampling (no prefix sharing: the blocks a request shares would differ by when they were hashed).
+    const seeded = { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, graphs: true, prefixCaching: false };
+    assert.deepEqual(serve(onGpu, { ...seeded, pipeline: true }, SEEDED).tokens, serve(onGpu, seeded, SEEDED).tokens, 'seeded sampling, pipelined and not');
     // Speculative serving: the model as its own draft checks the alignment of draft and target rows (its
     // tokens are accepted but where the decode and the flash path round a near-tie differently).
     const speculative = serve(onGpu, { maxRunning: 6, maxBatchTokens: 24, blockSize: 8, speculative: { draft: onGpu } });
