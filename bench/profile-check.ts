@@ -37,6 +37,7 @@ import { GPT2_PRESETS } from '../src/models/gpt2.js';
 import { Gpt2Model } from '../src/models/gpt2-model.js';
 import type { LanguageModel } from '../src/models/language-model.js';
 import { presetConfig } from '../src/models/registry.js';
+import { randomBatch } from '../src/cli/profile.js';
 import { DECODE_STEPS_ROOM, profileDecodeStep } from '../src/profile/decode.js';
 import { writeProfileOutputs } from '../src/profile/output.js';
 import type { KernelRow, Profile } from '../src/profile/profiler.js';
@@ -61,22 +62,11 @@ const check = (name: string, pass: boolean, detail: string, numbers?: Record<str
   process.stdout.write(`${pass ? 'PASS' : 'FAIL'} ${name}: ${detail}\n`);
 };
 
-function randomBatch(batch: number, seqLen: number, vocab: number, masked: boolean) {
-  let s = 777;
-  const next = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0);
-  const n = batch * seqLen;
-  return {
-    batch, seqLen,
-    tokens: Int32Array.from({ length: n }, () => next() % vocab),
-    targets: Int32Array.from({ length: n }, () => (!masked || next() / 2 ** 32 < 0.15 ? next() % vocab : -100)),
-  };
-}
-
 function profileModel(backend: Backend, roofs: Roofs, name: string, model: LanguageModel, batch: number, seq: number, masked: boolean): Profile {
   model.params.initialize(1n);
   const runner = new StepRunner(model, { maxBatch: batch, maxSeqLen: seq });
   try {
-    const p = runner.profileStep(randomBatch(batch, seq, model.vocabSize, masked), { training: true, warmupSteps: dryRun ? 2 : 3, repeats: dryRun ? 1 : 7, roofs });
+    const p = runner.profileStep(randomBatch(batch, seq, model.vocabSize, masked, 777), { training: true, warmupSteps: dryRun ? 2 : 3, repeats: dryRun ? 1 : 7, roofs });
     const files = writeProfileOutputs(join(outDir, name), p, { model: name, batch, seq, dtype: model.dtype, mode: 'train' }, `${name} train, ${model.dtype}, ${batch}×${seq} — ${backend.description}`);
     process.stdout.write(`\n## ${name}\n${formatSummary(p, 'training step (graph replay)')}\n\n${formatKernelTable(p, 15)}\nwrote ${files.json}\n\n`);
     return p;

@@ -81,9 +81,9 @@ function buildModel(model: Extract<ModelConfig, { family: 'gpt2' | 'bert' }>, ba
     : new BertModel(backend, model.config, dtype, { fusedAttention });
 }
 
-/** Random tokens; BERT's targets are 15% of the positions (masked LM), GPT-2's every position. */
-function randomBatch(batch: number, seqLen: number, vocab: number, masked: boolean) {
-  let s = 12345;
+/** Random tokens (seeded); BERT's targets are 15% of the positions (masked LM), GPT-2's every position. */
+export function randomBatch(batch: number, seqLen: number, vocab: number, masked: boolean, seed = 12345) {
+  let s = seed;
   const next = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0);
   const n = batch * seqLen;
   return {

@@ -9,7 +9,9 @@
 // run's series is thinned to the lowest and highest point per pixel column before drawing: the
 // picture is the same (the noise band keeps its envelope) and the file stays small.
 
+import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import { FuseformerError } from '../errors.js';
 import { writeFileAtomically } from '../io/atomic-write.js';
 
@@ -129,12 +131,17 @@ export function svgToPng(svg: string): Uint8Array {
   return renderer.render().asPng();
 }
 
-/**
- * Writes `<basePath>.svg` and `<basePath>.png`, each atomically. The PNG is skipped (with the reason in
- * `pngError`) where the renderer cannot load; the SVG is always written.
- */
+/** The loss curves as `<basePath>.svg` and `<basePath>.png` (writeSvgAndPng). */
 export function writeLossPlot(basePath: string, series: readonly PlotSeries[], options: PlotOptions = {}): { svg: string; png?: string; pngError?: string } {
-  const svg = lossCurveSvg(series, options);
+  return writeSvgAndPng(basePath, lossCurveSvg(series, options));
+}
+
+/**
+ * Writes `<basePath>.svg` and `<basePath>.png` (the folder made if missing), each atomically. The PNG is
+ * skipped (with the reason in `pngError`) where the renderer cannot load; the SVG is always written.
+ */
+export function writeSvgAndPng(basePath: string, svg: string): { svg: string; png?: string; pngError?: string } {
+  mkdirSync(dirname(basePath), { recursive: true });
   const svgPath = `${basePath}.svg`, pngPath = `${basePath}.png`;
   writeFileAtomically(svgPath, svg);
   let png: Uint8Array;
