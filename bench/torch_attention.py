@@ -22,14 +22,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch_timing import median
 
 OUT_TOLERANCE = 1e-2
 GRAD_TOLERANCE = 2e-2
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
 
 
 def time_calls(fn, repeats, sample_ms):

@@ -16,10 +16,10 @@ synchronize), medians of `reps` calls after warm-up, so prefill cancels out.
 """
 import json
 import sys
-import time
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from torch_timing import median, timed
 
 
 def build(spec):
@@ -27,18 +27,6 @@ def build(spec):
     if spec["model"] == "gpt2":
         return GPT2LMHeadModel(GPT2Config(**config))
     return LlamaForCausalLM(LlamaConfig(**config))
-
-
-def timed(fn):
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
-def median(xs):
-    return sorted(xs)[len(xs) // 2]
 
 
 def graph_safe(compiled):

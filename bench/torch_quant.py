@@ -10,28 +10,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
-
-
-def time_calls(fn, sets, calls=20, repeats=15, warmup=3):
-    for _ in range(warmup):
-        for i in range(calls):
-            fn(sets[i % len(sets)])
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(calls):
-            fn(sets[i % len(sets)])
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return median(samples)
+from torch_timing import median, time_calls
 
 
 def main():

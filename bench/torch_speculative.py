@@ -14,10 +14,10 @@ after a warm-up: the measure bench/speculative.ts uses. tokens_per_pass = new to
 """
 import json
 import sys
-import time
 
 import torch
 from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from torch_timing import median, timed
 
 
 def build(model, config):
@@ -40,18 +40,6 @@ def models(spec):
     if [m for m in missing if not m.endswith("lm_head.weight")]:
         raise RuntimeError(f"draft weights not copied: {missing[:3]}")
     return target, draft
-
-
-def timed(fn):
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
-def median(xs):
-    return sorted(xs)[len(xs) // 2]
 
 
 def main():
