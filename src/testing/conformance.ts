@@ -20,6 +20,20 @@ export interface CaseResult {
   ms: number;
 }
 
+/** The outputs of checkCase that differ from the reference, one line each (empty when the case passes). */
+export function caseFailures(c: OpCase, backend: Backend, reference: Backend, seed: number): string[] {
+  return checkCase(c, backend, reference, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+}
+
+/**
+ * The cases FUSEFORMER_TEST_OPS=a,b selects: those whose name contains one of the comma-separated
+ * substrings (every case when it is unset), and the substrings.
+ */
+export function casesSelectedByEnv<C extends { readonly name: string }>(cases: readonly C[], env: NodeJS.ProcessEnv = process.env): { cases: C[]; words: string[] } {
+  const words = (env['FUSEFORMER_TEST_OPS'] ?? '').split(',').map((w) => w.trim()).filter((w) => w !== '');
+  return { cases: cases.filter((c) => words.length === 0 || words.some((w) => c.name.includes(w))), words };
+}
+
 function nameHash(name: string): number {
   let h = 2166136261;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);

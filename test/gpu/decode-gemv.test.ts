@@ -22,7 +22,7 @@ import { residualInProductsOptions, rowNormOptions } from '../../src/infer/forwa
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { accumulateGemmCases, checkGemmCase, decodeGemmCases, loopGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
 import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, rowNormCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
-import { checkCase } from '../../src/testing/conformance.js';
+import { caseFailures } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
@@ -74,7 +74,7 @@ test('gatedLinear on the gated mma GEMV (5–32 rows) and on its fallback (GEMM 
     for (const c of gatedLinearCases(dtype, MMA_GATED_LINEAR_SHAPES)) {
       await t.test(c.name, () => {
         const before = gpu.mmaGemvLaunches;
-        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        const failed = caseFailures(c, gpu, cpu, seed);
         assert.deepEqual(failed, [], failed.join('\n'));
         const rows = Number(/rows=(\d+)/.exec(c.name)![1]), K = Number(/K=(\d+)/.exec(c.name)![1]);
         // ≤ 32 rows: the gated kernel; 33–64: the fallback's plain GEMM (cuBLASLt's place) is itself an mma GEMV.
@@ -106,7 +106,7 @@ test('gatedLinear on the gated skinny GEMM (5–64 rows) matches the CPU referen
     for (const c of gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [64, 2048, 1024, 'silu', false], [48, 264, 100, 'gelu_tanh', true]])) {
       await t.test(c.name, () => {
         const before = gpu.skinnyGemmLaunches;
-        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        const failed = caseFailures(c, gpu, cpu, seed);
         assert.deepEqual(failed, [], failed.join('\n'));
         const K = Number(/K=(\d+)/.exec(c.name)![1]);
         assert.equal(gpu.skinnyGemmLaunches > before, K % 8 === 0, 'the skinny GEMM ran where it applies');
@@ -136,7 +136,7 @@ test('gatedLinear on the gated streamed skinny GEMM (5–32 rows) matches the CP
     for (const c of gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [24, 2048, 1024, 'silu', false], [48, 320, 100, 'gelu_tanh', true]])) {
       await t.test(c.name, () => {
         const before = gpu.streamGemmLaunches;
-        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        const failed = caseFailures(c, gpu, cpu, seed);
         assert.deepEqual(failed, [], failed.join('\n'));
         const rows = Number(/rows=(\d+)/.exec(c.name)![1]), K = Number(/K=(\d+)/.exec(c.name)![1]);
         assert.equal(gpu.streamGemmLaunches > before, K % 64 === 0 && rows <= 32, 'the streamed GEMM ran where it applies');
@@ -166,7 +166,7 @@ test('normLinear of an RMS norm that only reads x, its output unread: the stream
       await t.test(c.name, () => {
         const before = gpu.streamNormLaunches;
         for (let run = 0; run < 2; run++) {
-          const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          const failed = caseFailures(c, gpu, cpu, seed + run);
           assert.deepEqual(failed, [], failed.join('\n'));
         }
         const rows = Number(/rows=(\d+)/.exec(c.name)![1]), H = Number(/H=(\d+)/.exec(c.name)![1]);
@@ -177,7 +177,7 @@ test('normLinear of an RMS norm that only reads x, its output unread: the stream
   gpu.streamNorm = false;
   const [c] = streamNormLinearCases('bf16');
   const before = gpu.streamNormLaunches;
-  const failed = checkCase(c!, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+  const failed = caseFailures(c!, gpu, cpu, seed);
   assert.deepEqual(failed, [], failed.join('\n'));
   assert.equal(gpu.streamNormLaunches, before, 'FUSEFORMER_STREAM_NORM=0: residualNorm + the product');
 });
@@ -189,7 +189,7 @@ test('the RMS norm split across two streamed GEMMs (rowSquares, then rowScale) m
       await t.test(c.name, () => {
         const before = gpu.rowNormLaunches;
         for (let run = 0; run < 2; run++) {
-          const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          const failed = caseFailures(c, gpu, cpu, seed + run);
           assert.deepEqual(failed, [], failed.join('\n'));
         }
         assert.equal(gpu.rowNormLaunches - before, c.name.includes('producer only') ? 2 : 4, 'both products ran in the streamed GEMM');
@@ -207,7 +207,7 @@ test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback ma
     for (const c of gatedLinearCases(dtype)) {
       await t.test(c.name, () => {
         const before = gpu.gemvLaunches;
-        const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+        const failed = caseFailures(c, gpu, cpu, seed);
         assert.deepEqual(failed, [], failed.join('\n'));
         const rows = Number(/rows=(\d+)/.exec(c.name)![1]), K = Number(/K=(\d+)/.exec(c.name)![1]);
         assert.equal(gpu.gemvLaunches > before, rows <= 4 && K % (dtype === 'f32' ? 4 : 8) === 0, 'the gated GEMV ran where it applies');
@@ -224,7 +224,7 @@ test('normLinear on the GEMV with the norm in its prologue (1–4 rows) and on i
         const before = gpu.normGemvLaunches;
         // Twice: the counter the last block resets must be zero again for the second launch.
         for (let run = 0; run < 2; run++) {
-          const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          const failed = caseFailures(c, gpu, cpu, seed + run);
           assert.deepEqual(failed, [], failed.join('\n'));
         }
         const rows = Number(/rows=(\d+)/.exec(c.name)![1]), H = Number(/H=(\d+)/.exec(c.name)![1]);
@@ -262,7 +262,7 @@ test('the looping GEMV (grids past the resident blocks loop over their tiles) ma
       }
       for (const c of gatedLinearCases(dtype, [[1, 2048, 8192, 'silu', false], [3, 768, 12000, 'gelu_tanh', true]])) {
         await looped(`${c.name} (looped)`, () => {
-          const failed = checkCase(c, gpu, cpu, seed).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          const failed = caseFailures(c, gpu, cpu, seed);
           assert.deepEqual(failed, [], failed.join('\n'));
         });
       }
@@ -270,7 +270,7 @@ test('the looping GEMV (grids past the resident blocks loop over their tiles) ma
       for (const c of normLinearCases(dtype, norms)) {
         await looped(`${c.name} (looped)`, () => {
           for (let run = 0; run < 2; run++) {
-            const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+            const failed = caseFailures(c, gpu, cpu, seed + run);
             assert.deepEqual(failed, [], failed.join('\n'));
           }
         });

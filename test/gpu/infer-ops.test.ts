@@ -9,33 +9,23 @@ import { test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { probeCuda } from '../../src/cuda/probe.js';
-import { checkCase } from '../../src/testing/conformance.js';
+import { caseFailures, casesSelectedByEnv } from '../../src/testing/conformance.js';
 import type { OpCase } from '../../src/testing/op-cases.js';
 import { inferOpCases } from '../../src/testing/infer-op-cases.js';
 import { pagedOpCases } from '../../src/testing/paged-op-cases.js';
 import { freshSeed } from '../../src/testing/random.js';
+import { checkOpCasesOnGpu } from './op-case-suite.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
-const only = (process.env['FUSEFORMER_TEST_OPS'] ?? '').split(',').map((w) => w.trim()).filter((w) => w !== '');
-const selected = <C extends { name: string }>(cases: C[]): C[] => cases.filter((c) => only.length === 0 || only.some((w) => c.name.includes(w)));
+const only = casesSelectedByEnv([]).words;
+const selected = <C extends { name: string }>(cases: C[]): C[] => casesSelectedByEnv(cases).cases;
 
 test('CUDA decode-step ops match the CPU reference', { skip }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
-  const cpu = new CpuBackend();
-  const seed = freshSeed();
-  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
   const cases = selected(inferOpCases());
   if (only.length > 0) t.diagnostic(`FUSEFORMER_TEST_OPS: ${cases.length} cases`);
   assert.ok(cases.length > 0, `FUSEFORMER_TEST_OPS=${only.join(',')} matches no op case`);
-  for (const c of cases) {
-    await t.test(c.name, () => {
-      const result = checkCase(c, gpu, cpu, seed);
-      const failed = result.checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
-      assert.deepEqual(failed, [], failed.join('\n'));
-    });
-  }
+  await checkOpCasesOnGpu(t, cases);
 });
 
 type DecodeOptions = typeof import('../../src/backend/cuda/kernels/decode-attention.js').decodeAttentionOptions;
@@ -59,7 +49,7 @@ async function decodeVariantCheck(t: TestContext, set: (options: DecodeOptions) 
       await t.test(c.name, () => {
         for (let run = 0; run < runs; run++) {
           const before = gpu.fusedAppendLaunches;
-          const failed = checkCase(c, gpu, cpu, seed + run).checks.filter((x) => !x.ok).map((x) => `${x.output}: ${x.detail}`);
+          const failed = caseFailures(c, gpu, cpu, seed + run);
           assert.deepEqual(failed, [], failed.join('\n'));
           if (fused) assert.equal(gpu.fusedAppendLaunches > before, fused(c), `fused launches ${before} → ${gpu.fusedAppendLaunches}`);
         }
