@@ -28,7 +28,7 @@ import { attendBackward, attendForward } from '../nn/attention.js';
 import type { Linear } from '../nn/linear.js';
 import { linearForward, linearInputGrad, linearWeightGrad } from '../nn/linear.js';
 import type { StepContext } from '../nn/step-context.js';
-import type { LayerNormParams, NormSaved } from '../nn/transformer-block.js';
+import type { BlockSaved, LayerNormParams } from '../nn/transformer-block.js';
 import { layerNorm, layerNormBackward } from '../nn/transformer-block.js';
 import type { Communicator } from './communicator.js';
 
@@ -162,19 +162,8 @@ export function checkParallelBlock(block: ParallelBlock, hidden: number): void {
   if (!a.qkv.bias || !a.out.bias || !block.fc1.bias || !block.fc2.bias) throw new ArgumentError('parallel block: every projection needs a bias');
 }
 
-export interface ParallelBlockSaved {
-  readonly x: Tensor;
-  readonly ln1: NormSaved;
-  readonly attention: ParallelAttentionSaved;
-  readonly attnMask: Tensor;
-  readonly mid: Tensor;
-  readonly ln2: NormSaved;
-  readonly ffnIn: Tensor;
-  readonly fc1Out: Tensor;
-  readonly actMask: Tensor;
-  readonly hidden: Tensor;
-  readonly ffnMask: Tensor;
-}
+/** What a tensor-parallel block keeps for its backward: BlockSaved's, with its rank's attention. */
+export type ParallelBlockSaved = Omit<BlockSaved, 'attention'> & { readonly attention: ParallelAttentionSaved };
 
 /** Pre-LN block: m = x + drop(Attn(LN1(x)) + bo); y = m + drop(FFN(LN2(m)) + b2), both branches split. */
 export function parallelBlockForward(ctx: StepContext, comm: Communicator, block: ParallelBlock, shape: AttentionShape, x: Tensor): { y: Tensor; saved: ParallelBlockSaved } {
