@@ -100,12 +100,12 @@ export class CpuBackend implements Backend {
     this.queue.refuseWhileCapturing('download');
     return download(t);
   }
+
   downloadLater(t: Tensor): PendingDownload {
     this.queue.refuseWhileCapturing('downloadLater');
     const values = download(t);
     return { wait: () => values };
   }
-
 
   fill(t: Tensor, value: number): void {
     this.queue.issue(prepareFill(t, value));

@@ -14,7 +14,7 @@ import type {
   AdamWArgs, Backend, BatchedGemmArgs, BiasActivationDropoutArgs, BiasActivationDropoutBackwardArgs,
   BiasDropoutResidualArgs, BiasDropoutResidualBackwardArgs, BiasQkvSplitArgs, BiasQkvSplitBackwardArgs,
   CrossEntropyBackwardArgs, CrossEntropyForwardArgs, EmbeddingBackwardArgs, EmbeddingForwardArgs, GemmArgs,
-  Graph, LayerNormBackwardArgs, PendingDownload, LayerNormForwardArgs, MemoryStats, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
+  Graph, LayerNormBackwardArgs, LayerNormForwardArgs, MemoryStats, PendingDownload, Permute0213Args, RandomFillArgs, RmsNormBackwardArgs,
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
@@ -246,9 +246,8 @@ export class CudaBackend implements Backend {
 
   downloadLater(t: Tensor): PendingDownload {
     const src = this.own('downloadLater', t);
-    const pending = this.runtime.downloadLater(src.ptr, src.bytes);
-    let values: HostArray | undefined;
-    return { wait: () => (values ??= hostArrayFrom(src.dtype, src.numel, (bytes) => bytes.set(pending.wait()))) };
+    // The page-locked bytes go straight into the result (the f16 / bf16 widening in place, as download()).
+    return this.runtime.downloadLater(src.ptr, src.bytes, (memory) => hostArrayFrom(src.dtype, src.numel, (bytes) => bytes.set(memory)));
   }
 
   fill(t: Tensor, value: number): void {

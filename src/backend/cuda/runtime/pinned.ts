@@ -14,9 +14,9 @@
 
 import { FuseformerError } from '../../../errors.js';
 
-/** A download in flight: wait() blocks until the stream has reached it and returns the bytes (the same ones on every call). */
-export interface PendingBytes {
-  wait(): Uint8Array;
+/** A download in flight: wait() blocks until the stream has reached it and returns what was read of its bytes (the same on every call). */
+export interface PendingBytes<T = Uint8Array> {
+  wait(): T;
 }
 
 /** An event on the stream (runtime/device.ts Event). */
@@ -59,8 +59,11 @@ export class PinnedStaging<S> {
 
   constructor(private readonly device: PinnedHost<S>) {}
 
-  /** Queues a copy of `bytes` bytes at device address `src` on `stream`; returns without waiting. */
-  download(src: bigint, bytes: number, stream: S): PendingBytes {
+  /**
+   * Queues a copy of `bytes` bytes at device address `src` on `stream`; returns without waiting. wait()
+   * hands the page-locked bytes to `read` once (the buffer is reused after it returns: read copies what it keeps).
+   */
+  download<T>(src: bigint, bytes: number, stream: S, read: (memory: Uint8Array) => T): PendingBytes<T> {
     let buffer = this.downloads.find((b) => !b.busy && b.bytes >= bytes);
     if (!buffer) {
       if (this.downloads.filter((b) => b.busy).length >= MAX_PENDING_DOWNLOADS) {
@@ -77,13 +80,17 @@ export class PinnedStaging<S> {
       taken.busy = false;
       throw error;
     }
-    let result: Uint8Array | undefined;
+    let done = false, result: T;
     return {
       wait: () => {
-        if (result === undefined) {
+        if (!done) {
           taken.done.synchronize();
-          result = taken.memory.slice(0, bytes);
-          taken.busy = false;
+          try {
+            result = read(taken.memory.subarray(0, bytes));
+          } finally {
+            taken.busy = false;
+          }
+          done = true;
         }
         return result;
       },

@@ -266,13 +266,20 @@ export class CudaRuntime implements KernelHost {
 
   /**
    * Queues a copy of `bytes` bytes at ptr to the host on the current stream and returns at once; wait()
-   * blocks until the stream has reached it and gives the bytes (as downloadBytes would have here).
+   * blocks until the stream has reached it and gives the bytes (as downloadBytes would have here), or what
+   * `read` makes of them (read sees the page-locked bytes once and copies what it keeps: one copy, not two).
    */
-  downloadLater(ptr: bigint, bytes: number): PendingBytes {
+  downloadLater(ptr: bigint, bytes: number): PendingBytes;
+  downloadLater<T>(ptr: bigint, bytes: number, read: (memory: Uint8Array) => T): PendingBytes<T>;
+  downloadLater<T>(ptr: bigint, bytes: number, read?: (memory: Uint8Array) => T): PendingBytes<T | Uint8Array> {
     this.refuseDuringCapture('downloadLater');
     checkByteCount('downloadLater', bytes);
-    if (bytes === 0) return { wait: () => new Uint8Array(0) };
-    return this.staging().download(ptr, bytes, this.currentStream);
+    const take: (memory: Uint8Array) => T | Uint8Array = read ?? ((memory) => memory.slice());
+    if (bytes === 0) {
+      const empty = take(new Uint8Array(0));
+      return { wait: () => empty };
+    }
+    return this.staging().download(ptr, bytes, this.currentStream, take);
   }
 
   /** The page-locked buffers of downloadLater() and pinned uploads, made on first use. */

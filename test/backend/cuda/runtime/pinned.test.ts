@@ -1,7 +1,7 @@
 // The page-locked staging of downloadLater() and pinned uploads (runtime/pinned.ts), without a GPU: a fake
 // device whose copies complete when the test says so. Downloads: a buffer per download in flight, wait()
-// waits for its event and returns a copy, buffers reused once waited for, a cap on downloads never
-// waited for. Uploads: the bytes copied into a buffer at once (the caller's array may change), buffers
+// waits for its event and hands the bytes to its reader once, buffers reused once waited for (a failing
+// reader included), a cap on downloads never waited for. Uploads: the bytes copied into a buffer at once (the caller's array may change), buffers
 // reused once their copy's event completed (oldest first), new ones while all are busy, and past the cap
 // the oldest copies waited for.
 
@@ -9,6 +9,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MAX_PENDING_DOWNLOADS, MAX_UPLOAD_BUFFERS, PinnedStaging } from '../../../../src/backend/cuda/runtime/pinned.js';
 import type { PinnedHost, StagingEvent } from '../../../../src/backend/cuda/runtime/pinned.js';
+
+const copy = (memory: Uint8Array) => memory.slice();
 
 /** A device of page-locked buffers (plain arrays by address) and a stream of copies that run when flush() says. */
 class FakeDevice implements PinnedHost<'stream'> {
@@ -60,20 +62,28 @@ class FakeDevice implements PinnedHost<'stream'> {
 test('downloads: queued without waiting, wait() gives the bytes of that point, buffers reused once waited for', () => {
   const device = new FakeDevice(), staging = new PinnedStaging(device);
   device.deviceMemory.set(0xd0n, Uint8Array.from([1, 2, 3, 4]));
-  const first = staging.download(0xd0n, 4, 'stream');
+  const first = staging.download(0xd0n, 4, 'stream', copy);
   assert.equal(device.queue.length, 1, 'queued, not run');
   const bytes = first.wait();
   assert.deepEqual(Array.from(bytes), [1, 2, 3, 4]);
   assert.equal(first.wait(), bytes, 'the same bytes on every call');
   device.deviceMemory.set(0xd0n, Uint8Array.from([9, 9, 9, 9]));
   assert.deepEqual(Array.from(bytes), [1, 2, 3, 4], 'a copy, not the buffer');
-  const second = staging.download(0xd0n, 4, 'stream'), third = staging.download(0xd0n, 4, 'stream');
+  const second = staging.download(0xd0n, 4, 'stream', copy), third = staging.download(0xd0n, 4, 'stream', copy);
   assert.deepEqual(staging.buffers, { downloads: 2, uploads: 0 }, 'the first buffer reused, a second for the download in flight beside it');
   assert.deepEqual([Array.from(third.wait()), Array.from(second.wait())], [[9, 9, 9, 9], [9, 9, 9, 9]]);
-  const pending = Array.from({ length: MAX_PENDING_DOWNLOADS }, () => staging.download(0xd0n, 4, 'stream'));
-  assert.throws(() => staging.download(0xd0n, 4, 'stream'), /downloadLater: 64 downloads are in flight and none was waited for/);
+  const pending = Array.from({ length: MAX_PENDING_DOWNLOADS }, () => staging.download(0xd0n, 4, 'stream', copy));
+  assert.throws(() => staging.download(0xd0n, 4, 'stream', copy), /downloadLater: 64 downloads are in flight and none was waited for/);
   for (const p of pending) p.wait();
-  assert.doesNotThrow(() => staging.download(0xd0n, 4, 'stream').wait());
+  assert.doesNotThrow(() => staging.download(0xd0n, 4, 'stream', copy).wait());
+  // wait() hands the page-locked bytes to its reader once, and the buffer is free again even if the reader throws.
+  let reads = 0;
+  const summed = staging.download(0xd0n, 4, 'stream', (m) => { reads++; return m.reduce((a, b) => a + b, 0); });
+  assert.deepEqual([summed.wait(), summed.wait(), reads], [36, 36, 1]);
+  const before = staging.buffers.downloads;
+  assert.throws(() => staging.download(0xd0n, 4, 'stream', () => { throw new Error('reader failed'); }).wait(), /reader failed/);
+  staging.download(0xd0n, 4, 'stream', copy).wait();
+  assert.equal(staging.buffers.downloads, before, 'no buffer left busy by the failed reader');
 });
 
 test('uploads: the bytes taken at once; buffers reused oldest first once their copies are done; past the cap the oldest is waited for', () => {
