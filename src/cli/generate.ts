@@ -19,7 +19,7 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
   --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors (or shards),
                            tokenizer.json, and generation_config.json for defaults; or a Marian translation
                            model (MarianMTModel), whose output is the translation of the prompt; or a quantized
-                           GPT-2 directory (\`fuseformer quantize\`, or a Hugging Face GPTQ / AWQ one): its INT4 / INT8
+                           GPT-2 or Llama directory (\`fuseformer quantize\`, or a Hugging Face GPTQ / AWQ one): its INT4 / INT8
                            projections run on the quantized kernels
   --quantize rtn4|rtn8     quantize a 16-bit GPT-2 or Llama model on loading (round-to-nearest): INT4 W4A16 in groups
                            of 128, or INT8 W8A8 per channel; embeddings, norms and the LM head stay 16-bit

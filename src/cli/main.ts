@@ -25,7 +25,7 @@ commands:
   embed --model DIR --text TEXT   sentence embeddings (JSON) from a BERT directory (embed --help)
   profile [options]    where a step's time goes: every kernel timed, on the roofline (profile --help)
   bench [options]      run the benchmark suites and chart their results (bench --help)
-  quantize [options]   INT4 (rtn/awq/gptq) or INT8 W8A8 quantization of a GPT-2 directory (quantize --help)
+  quantize [options]   INT4 (rtn/awq/gptq) or INT8 W8A8 quantization of a GPT-2 or Llama directory (quantize --help)
   info                 GPU, driver, CUDA libraries found (or why not), kernel cache location
   selftest [--full]    run every op on the selected backend and compare it with the CPU reference
                        (--dtype f32|f16|bf16 to pick one dtype; --full for all shapes)

@@ -1,7 +1,8 @@
-// `fuseformer quantize`: a GPT-2 model directory (a Hugging Face folder, or a `fuseformer train`
-// checkpoint: model.safetensors + config.json) → a quantized directory (src/quant/checkpoint.ts),
+// `fuseformer quantize`: a GPT-2 or Llama-family model directory (a Hugging Face folder, or a `fuseformer
+// train` checkpoint: model.safetensors + config.json) → a quantized directory (src/quant/checkpoint.ts),
 // INT4 W4A16 (rtn | awq | gptq, group-wise) or INT8 W8A8 (smoothquant | rtn), calibrated on the training
-// part of the embedded corpus; --eval reports held-out perplexity before and after.
+// part of the embedded corpus; --eval reports held-out perplexity before and after. GPT-2 runs through
+// the training model (quant/quantize.ts), Llama through the inference engine (quant/decoder-quantize.ts).
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,19 +12,27 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { Gpt2Model } from '../models/gpt2-model.js';
 import { loadHfWeights } from '../models/hf-weights.js';
+import { loadDecoderModel } from '../infer/model.js';
+import { loadQuantizedDecoderModel } from '../infer/quantized.js';
+import type { Backend } from '../backend/backend.js';
+import type { Gpt2Config } from '../models/gpt2.js';
 import { loadModelConfig } from '../models/registry.js';
+import type { ModelConfig } from '../models/registry.js';
+import { evaluateDecoderPerplexity, quantizeDecoder } from '../quant/decoder-quantize.js';
+import type { QuantizedModel } from '../quant/model.js';
+import type { PerplexityResult } from '../quant/calibration.js';
 import { calibrationWindows, evaluatePerplexity, StepExecutor } from '../quant/calibration.js';
 import { saveQuantizedModel } from '../quant/checkpoint.js';
 import { applyQuantizedModel } from '../quant/model.js';
-import type { QuantMethod } from '../quant/quantize.js';
+import type { QuantizeOptions, QuantMethod } from '../quant/quantize.js';
 import { checkQuantizeOptions, quantizeGpt2 } from '../quant/quantize.js';
 import { corpusSplit, tokenizerForModel } from '../quant/text.js';
 import { ProgressBar } from '../train/progress.js';
 
 export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR [options]
 
-  --model DIR             a GPT-2 model directory: config.json and model.safetensors (a Hugging Face
-                          folder, or a checkpoint written by \`fuseformer train\`)
+  --model DIR             a GPT-2 or Llama-family model directory: config.json and model.safetensors
+                          (a Hugging Face folder, or a checkpoint written by \`fuseformer train\`)
   --out DIR               the quantized model (model.safetensors, config.json, tokenizer.json)
   --bits 4|8              INT4 weight-only (W4A16) or INT8 weights and activations (W8A8) (default 4)
   --method M              4 bits: rtn | awq | gptq (default awq); 8 bits: smoothquant | rtn (default smoothquant)
@@ -53,7 +62,7 @@ export async function runQuantize(argv: string[]): Promise<number> {
       dtype: { type: 'string' }, eval: { type: 'boolean', default: false }, 'eval-batches': { type: 'string' }, backend: { type: 'string' },
     },
   });
-  if (!values.model) throw new ArgumentError('quantize: --model DIR is required (a GPT-2 model directory)');
+  if (!values.model) throw new ArgumentError('quantize: --model DIR is required (a GPT-2 or Llama-family model directory)');
   if (!values.out) throw new ArgumentError('quantize: --out DIR is required');
   if (!existsSync(join(values.model, 'config.json'))) throw new ArgumentError(`--model: '${values.model}' has no config.json`);
   const bits = Number(values.bits);
@@ -63,7 +72,7 @@ export async function runQuantize(argv: string[]): Promise<number> {
   if (!(smoothAlpha >= 0 && smoothAlpha <= 1)) throw new ArgumentError(`--smooth-alpha must be in [0, 1], got '${values['smooth-alpha']}'`);
 
   const modelConfig = loadModelConfig(values.model);
-  if (modelConfig.family !== 'gpt2') throw new ArgumentError(`quantize: ${values.model} is a ${modelConfig.family} model; fuseformer quantize handles GPT-2 models`);
+  if (modelConfig.family !== 'gpt2' && modelConfig.family !== 'llama') throw new ArgumentError(`quantize: ${values.model} is a ${modelConfig.family} model; fuseformer quantize handles GPT-2 and Llama-family decoders`);
   const config = modelConfig.config;
   const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
   const onGpu = backend.name === 'cuda';
@@ -80,37 +89,93 @@ export async function runQuantize(argv: string[]): Promise<number> {
   };
   checkQuantizeOptions(options);
   const log = (line: string) => process.stderr.write(`${line}\n`);
-  log(`fuseformer quantize: ${values.model} (GPT-2, ${config.layers} layers, ${config.hidden} hidden) → ${bits === 4 ? `INT4 W4A16 ${method}, group ${options.groupSize}` : `INT8 W8A8 ${method}${method === 'smoothquant' ? `, α ${smoothAlpha}` : ''}`} on ${backend.description} — ${reason}`);
+  const family = modelConfig.family === 'gpt2' ? 'GPT-2' : 'Llama';
+  log(`fuseformer quantize: ${values.model} (${family}, ${config.layers} layers, ${config.hidden} hidden) → ${bits === 4 ? `INT4 W4A16 ${method}, group ${options.groupSize}` : `INT8 W8A8 ${method}${method === 'smoothquant' ? `, α ${smoothAlpha}` : ''}`} on ${backend.description} — ${reason}`);
   if (method !== 'rtn') log(`calibration: ${samples} × ${seqLen} tokens of the embedded corpus (${tokenizer.source})`);
+  const run: QuantizeRun = {
+    dir: values.model, out: values.out, backend, dtype, options, validation,
+    evalOptions: values.eval ? { batchSize: onGpu ? 8 : 4, seqLen, maxBatches: integer('eval-batches', values['eval-batches'], 8) } : undefined,
+    progress: new ProgressBar({ total: 4 * config.layers, label: 'quantize', stream: process.stderr, everySteps: 4 }),
+  };
+  const started = performance.now();
+  const { quantized, before, after } = modelConfig.family === 'gpt2' ? quantizeGpt2Directory(run, config as Gpt2Config) : quantizeLlamaDirectory(run, modelConfig);
+  const seconds = (performance.now() - started) / 1000;
+  const floatBytes = [...quantized.modules.values()].reduce((sum, w) => sum + 2 * w.inFeatures * w.outFeatures, 0);
+  const quantBytes = [...quantized.modules.values()].reduce((sum, w) => sum + (w.kind === 'int4'
+    ? w.qweight.byteLength + 2 * w.scales.length + w.zeros.length : w.qweight.byteLength + 4 * w.scales.length), 0);
+  process.stdout.write(`quantized ${quantized.modules.size} linear layers in ${seconds.toFixed(1)} s: ` +
+    `${(floatBytes / 2 ** 20).toFixed(1)} MiB of 16-bit weights → ${(quantBytes / 2 ** 20).toFixed(1)} MiB; written to ${values.out}\n`);
+  if (before && after) {
+    process.stdout.write(`held-out perplexity (${after.tokens} tokens): ${dtype} ${before.perplexity.toFixed(4)}, quantized ${after.perplexity.toFixed(4)} ` +
+      `(${after.perplexity >= before.perplexity ? '+' : ''}${(100 * (after.perplexity / before.perplexity - 1)).toFixed(2)}%)\n`);
+  }
+  return 0;
+}
 
-  const model = new Gpt2Model(backend, config, dtype);
-  const executor = new StepExecutor(backend);
+interface QuantizeRun {
+  readonly dir: string;
+  readonly out: string;
+  readonly backend: Backend;
+  readonly dtype: FloatDType;
+  readonly options: QuantizeOptions;
+  readonly validation: ReturnType<typeof corpusSplit>['validation'];
+  readonly evalOptions: { batchSize: number; seqLen: number; maxBatches: number } | undefined;
+  readonly progress: ProgressBar;
+}
+
+interface QuantizeOutcome {
+  readonly quantized: QuantizedModel;
+  readonly before?: PerplexityResult;
+  readonly after?: PerplexityResult;
+}
+
+function saveNextToSource(run: QuantizeRun, quantized: QuantizedModel, config: ModelConfig): void {
+  const tokenizerJson = join(run.dir, 'tokenizer.json');
+  saveQuantizedModel(run.out, quantized, { config, source: run.dir, ...(existsSync(tokenizerJson) ? { tokenizerJson } : {}) });
+}
+
+function onProgress(run: QuantizeRun): (done: number, total: number, what: string) => void {
+  return (done, _total, what) => run.progress.update({ step: done, extra: { layer: what } });
+}
+
+/** GPT-2 through the training model; --eval with the quantized weights applied to it. */
+function quantizeGpt2Directory(run: QuantizeRun, config: Gpt2Config): QuantizeOutcome {
+  const model = new Gpt2Model(run.backend, config, run.dtype);
+  const executor = new StepExecutor(run.backend);
   try {
-    loadHfWeights(model.params, values.model);
-    const evalOptions = { batchSize: onGpu ? 8 : 4, seqLen, maxBatches: integer('eval-batches', values['eval-batches'], 8) };
-    const before = values.eval ? evaluatePerplexity(model, executor, validation, evalOptions) : undefined;
-    const progress = new ProgressBar({ total: 4 * config.layers, label: 'quantize', stream: process.stderr, everySteps: 4 });
-    const started = performance.now();
-    const quantized = quantizeGpt2(model, { ...options, onProgress: (done, _total, what) => progress.update({ step: done, extra: { layer: what } }) });
-    progress.finish();
-    const seconds = (performance.now() - started) / 1000;
-    const tokenizerJson = join(values.model, 'tokenizer.json');
-    saveQuantizedModel(values.out, quantized, { config, source: values.model, ...(existsSync(tokenizerJson) ? { tokenizerJson } : {}) });
-    const floatBytes = [...quantized.modules.values()].reduce((sum, w) => sum + 2 * w.inFeatures * w.outFeatures, 0);
-    const quantBytes = [...quantized.modules.values()].reduce((sum, w) => sum + (w.kind === 'int4'
-      ? w.qweight.byteLength + 2 * w.scales.length + w.zeros.length : w.qweight.byteLength + 4 * w.scales.length), 0);
-    process.stdout.write(`quantized ${quantized.modules.size} linear layers in ${seconds.toFixed(1)} s: ` +
-      `${(floatBytes / 2 ** 20).toFixed(1)} MiB of 16-bit weights → ${(quantBytes / 2 ** 20).toFixed(1)} MiB; written to ${values.out}\n`);
-    if (before) {
-      const applied = applyQuantizedModel(model, quantized);
-      const after = evaluatePerplexity(model, executor, validation, evalOptions);
-      applied.detach();
-      process.stdout.write(`held-out perplexity (${after.tokens} tokens): ${dtype} ${before.perplexity.toFixed(4)}, quantized ${after.perplexity.toFixed(4)} ` +
-        `(${after.perplexity >= before.perplexity ? '+' : ''}${(100 * (after.perplexity / before.perplexity - 1)).toFixed(2)}%)\n`);
-    }
-    return 0;
+    loadHfWeights(model.params, run.dir);
+    const before = run.evalOptions ? evaluatePerplexity(model, executor, run.validation, run.evalOptions) : undefined;
+    const quantized = quantizeGpt2(model, { ...run.options, onProgress: onProgress(run) });
+    run.progress.finish();
+    saveNextToSource(run, quantized, { family: 'gpt2', config });
+    if (!before) return { quantized };
+    const applied = applyQuantizedModel(model, quantized);
+    const after = evaluatePerplexity(model, executor, run.validation, run.evalOptions!);
+    applied.detach();
+    return { quantized, before, after };
   } finally {
     executor.dispose();
     model.params.free();
+  }
+}
+
+/** A Llama-family model through the inference engine; --eval runs the directory just written. */
+function quantizeLlamaDirectory(run: QuantizeRun, config: ModelConfig): QuantizeOutcome {
+  const { model } = loadDecoderModel(run.dir, run.backend, { dtype: run.dtype });
+  let quantized: QuantizedModel, before: PerplexityResult | undefined;
+  try {
+    before = run.evalOptions ? evaluateDecoderPerplexity(model, run.validation, run.evalOptions) : undefined;
+    quantized = quantizeDecoder(model, { ...run.options, onProgress: onProgress(run) });
+    run.progress.finish();
+  } finally {
+    model.free();
+  }
+  saveNextToSource(run, quantized, config);
+  if (!before) return { quantized };
+  const loaded = loadQuantizedDecoderModel(run.out, run.backend, { dtype: run.dtype });
+  try {
+    return { quantized, before, after: evaluateDecoderPerplexity(loaded, run.validation, run.evalOptions!) };
+  } finally {
+    loaded.free();
   }
 }

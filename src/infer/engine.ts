@@ -24,7 +24,7 @@ import type { Backend, Graph } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import { DecoderForward } from './forward.js';
-import type { RowViews } from './forward.js';
+import type { ProjectionCapture, RowViews } from './forward.js';
 import { KvCache } from './kv-cache.js';
 import type { DecoderModel } from './model.js';
 import type { ResolvedSampling } from './sampling.js';
@@ -374,6 +374,40 @@ export class DecodeEngine {
       return out;
     } finally {
       b.free(logits);
+    }
+  }
+
+  /**
+   * One prefill pass over `windows` (token sequences of one length) as sequences 0..B−1, nothing
+   * sampled; ends the current batch. For calibrating and evaluating quantized models
+   * (quant/decoder-quantize.ts): `capture` sees each projection's input as the layers run
+   * (DecoderForward.capture), `logits` gets the LM head's rows [B·L, paddedVocab] before they are freed.
+   */
+  forwardWindows(windows: readonly (readonly number[])[], hooks: { capture?: ProjectionCapture; logits?: (logits: Tensor) => void } = {}): void {
+    this.checkAlive();
+    const B = windows.length, L = windows[0]?.length ?? 0, V = this.model.vocabSize;
+    if (B < 1 || B > this.maxBatch) throw new ArgumentError(`engine: forwardWindows takes 1 to maxBatch = ${this.maxBatch} windows, got ${B}`);
+    if (L < 1 || L > this.maxLen || B * L > this.maxPrefillTokens) throw new ArgumentError(`engine: forwardWindows of ${B} × ${L} tokens; the engine holds ${this.maxLen} positions a sequence and ${this.maxPrefillTokens} prompt tokens a pass`);
+    windows.forEach((w, i) => {
+      if (w.length !== L) throw new ArgumentError(`engine: forwardWindows' windows must have one length; window ${i} has ${w.length} tokens, window 0 ${L}`);
+      w.forEach((t, j) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`engine: token ${t} at position ${j} of window ${i} is outside the vocabulary [0, ${V})`); });
+    });
+    this.rows = [];
+    this.pending = 0;
+    const b = this.backend;
+    if (hooks.capture) this.forward.capture = hooks.capture;
+    try {
+      const v = this.prefillForward(0, windows);
+      if (!hooks.logits) return;
+      const logits = b.empty([B * L, this.model.arch.paddedVocab], this.model.dtype);
+      try {
+        this.forward.lmHead(b, v.h, logits);
+        hooks.logits(logits);
+      } finally {
+        b.free(logits);
+      }
+    } finally {
+      delete this.forward.capture;
     }
   }
 

@@ -37,6 +37,10 @@ import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import { byteSize } from '../dtype.js';
 import type { DecoderModel, NormWeights } from './model.js';
+import type { ProjectionRole } from './quantized.js';
+
+/** Sees a projection's input [R, K] as blocks() runs (DecoderForward.capture). */
+export type ProjectionCapture = (layer: number, role: ProjectionRole, x: Tensor) => void;
 
 /** Views of the shared activation buffers for R rows (cached per R: GEMMs recognise the same tensors). */
 export interface RowViews {
@@ -127,6 +131,12 @@ export class DecoderForward {
   /** Flat W8A8 intermediates for maxRows rows of the widest INT8 projection (allocated here: a captured step cannot allocate). */
   private readonly w8a8?: W8A8Scratch;
   private readonly w8a8Views = new Map<string, W8A8Scratch>();
+  /**
+   * Calibration (quant/decoder-quantize.ts): called with each projection's input as blocks() runs — the
+   * normalised rows for QKV and the MLP's first product, attention's output for O, the activation for
+   * down. While it is set, every norm writes its output and the residual is added in the norms.
+   */
+  capture?: ProjectionCapture;
 
   constructor(readonly model: DecoderModel, readonly maxRows: number, maxLen: number) {
     const { backend: b, arch, dtype } = model;
@@ -217,8 +227,9 @@ export class DecoderForward {
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
-    const rowNorm = this.rowNormInProducts(ops, v.rows);
-    const inProducts = rowNorm || this.residualInProducts(ops, v.rows), inNorms = !inProducts;
+    const capture = this.capture;
+    const rowNorm = !capture && this.rowNormInProducts(ops, v.rows);
+    const inProducts = rowNorm || (!capture && this.residualInProducts(ops, v.rows)), inNorms = !inProducts;
     // `next`: the norm whose x ⊙ γ and sums of squares the product leaves (rowNorm only).
     const mlpRowNorm = rowNorm && rowNormOptions.mlp;
     const rowScale = { squares: v.squares!, eps: m.arch.normEps };
@@ -232,14 +243,18 @@ export class DecoderForward {
       if (rowNorm && l > 0) ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB, rowScale });
       else if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
       else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
-      else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: true });
+      else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
+      capture?.(l, 'qkv', v.h);
       if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
       const attended = attention(l, v);
+      capture?.(l, 'out', attended);
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
       else residualProduct(attended, layer.out, mlpRowNorm ? layer.norm2 : undefined);
       if (inNorms) this.sumOverRanks(v.y);
       if (mlpRowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
       else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
+      capture?.(l, 'up', v.h);
+      capture?.(l, 'down', v.act);
       if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
       else residualProduct(v.act, layer.down, rowNorm ? m.layers[l + 1]?.norm1 : undefined);
       if (inNorms) this.sumOverRanks(v.y);
@@ -314,11 +329,11 @@ export class DecoderForward {
     const bias = layer.upBias ? { bias: layer.upBias } : {};
     if (!up && arch.gatedMlp) {
       // Norm, gate and up GEMM and the gated activation in one op (one GEMV kernel for a few rows on CUDA).
-      ops.normLinear({ norm, linear: { kind: 'gated', weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias }, skipNormOut: true });
+      ops.normLinear({ norm, linear: { kind: 'gated', weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias }, skipNormOut: !this.capture });
       return;
     }
     if (!up && this.fcEpilogue) {
-      ops.normLinear({ norm, linear: { kind: 'gemm', b: layer.up, out: v.act, epilogue: this.fcEpilogue, bias: layer.upBias! }, skipNormOut: true });
+      ops.normLinear({ norm, linear: { kind: 'gemm', b: layer.up, out: v.act, epilogue: this.fcEpilogue, bias: layer.upBias! }, skipNormOut: !this.capture });
       return;
     }
     if (up?.kind === 'int8') {

@@ -9,14 +9,13 @@
 // Two ways to get them:
 //   quantizeDecoderModel       round-to-nearest from the model's own weights (any family, random or loaded):
 //                              INT4 by int4QuantizeWeights on the backend, INT8 per output channel on the host
-//   loadQuantizedDecoderModel  a directory `fuseformer quantize` wrote (or a Hugging Face GPTQ / AWQ GPT-2,
-//                              quant/checkpoint.ts); the float slots of the quantized layers get the
-//                              dequantized weights, so the model's float path computes the same function.
+//   loadQuantizedDecoderModel  a directory `fuseformer quantize` wrote (or a Hugging Face GPTQ / AWQ GPT-2 or
+//                              Llama, quant/checkpoint.ts); the float slots of the quantized layers get the
+//                              dequantized weights, so the model's float path computes the same function;
+//                              q/k/v and gate/up, separate modules in the files, are stacked into one weight.
 // The stacked matrices are quantized as one: RTN's groups run along a row's inputs, so stacking rows
 // (q/k/v, gate/up) gives the same values as quantizing each part alone.
 
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Backend } from '../backend/backend.js';
 import { quantizeInt8Rows } from '../backend/cpu/quant-math.js';
 import type { FloatDType } from '../dtype.js';
@@ -26,8 +25,10 @@ import { loadQuantizedModel } from '../quant/checkpoint.js';
 import type { DeviceInt4Weight, DeviceQuantizedWeight } from '../quant/device.js';
 import { freeQuantized, uploadQuantized } from '../quant/device.js';
 import type { QuantizationInfo } from '../quant/model.js';
+import type { Int4HostWeight, Int8HostWeight, QuantizedHostWeight } from '../quant/weights.js';
 import { dequantizeHostWeight, transpose } from '../quant/weights.js';
 import { decoderArchitecture } from './architecture.js';
+import type { LayerWeightNames } from './architecture.js';
 import { readGenerationConfig } from './generation-config.js';
 import { DecoderModel } from './model.js';
 import type { LayerWeights } from './model.js';
@@ -142,37 +143,79 @@ export function quantizedDecodeWeightBytes(model: DecoderModel, floatWeightBytes
   return bytes;
 }
 
-/** GPT-2 module prefixes by projection role (quant/model.ts's targets). */
-const GPT2_MODULES: Record<ProjectionRole, string> = { qkv: 'attn.c_attn', out: 'attn.c_proj', up: 'mlp.c_fc', down: 'mlp.c_proj' };
-
 /** True when the directory's config.json has a quantization_config. */
 export function isQuantizedDirectory(config: Record<string, unknown>): boolean {
   return typeof config['quantization_config'] === 'object' && config['quantization_config'] !== null;
 }
 
-/** Loads a quantized GPT-2 directory (ours, GPTQ or AWQ) as a DecoderModel with `quantization` set. */
-export function loadQuantizedDecoderModel(dir: string, backend: Backend, options: { dtype?: FloatDType } = {}): DecoderModel {
-  const modelType = (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown }).model_type;
-  if (modelType !== undefined && modelType !== 'gpt2') {
-    throw new ArgumentError(`${dir}: a quantized ${String(modelType)} directory cannot be loaded (quantized checkpoints are read for GPT-2; quantize a 16-bit model on loading with --quantize rtn4|rtn8 instead)`);
+/** Module prefixes of layer l's projections by role (several for a stacked one: Llama's q/k/v and gate/up). */
+function projectionModules(names: LayerWeightNames): Record<ProjectionRole, readonly string[]> {
+  const prefix = (name: string) => name.replace(/\.weight$/, '');
+  return { qkv: names.qkv.map(prefix), out: [prefix(names.out)], up: names.up.map(prefix), down: [prefix(names.down)] };
+}
+
+/**
+ * The parts of a stacked projection as one weight, rows in order (Llama's q, k, v or gate, up), or
+ * undefined when they cannot run as one quantized product: a part left in floating point, or parts of
+ * different kinds or group sizes. Stacking is exact: a row's groups, scales and zero points are its own.
+ */
+export function stackHostWeights(parts: readonly (QuantizedHostWeight | undefined)[]): QuantizedHostWeight | undefined {
+  const first = parts[0];
+  if (!first || parts.some((w) => !w || w.kind !== first.kind || w.inFeatures !== first.inFeatures || (w.kind === 'int4' && first.kind === 'int4' && w.groupSize !== first.groupSize))) return undefined;
+  if (parts.length === 1) return first;
+  const all = parts as readonly QuantizedHostWeight[];
+  const N = all.reduce((n, w) => n + w.outFeatures, 0), K = first.inFeatures;
+  const concat = <T extends Int32Array | Float32Array | Uint8Array | Int8Array>(make: (n: number) => T, pick: (w: QuantizedHostWeight) => T): T => {
+    const out = make(all.reduce((n, w) => n + pick(w).length, 0));
+    let at = 0;
+    for (const w of all) { out.set(pick(w), at); at += pick(w).length; }
+    return out;
+  };
+  if (first.kind === 'int4') {
+    const int4 = all as readonly Int4HostWeight[];
+    const pick4 = <T extends Int32Array | Float32Array | Uint8Array>(f: (w: Int4HostWeight) => T) => (w: QuantizedHostWeight) => f(w as Int4HostWeight);
+    return {
+      kind: 'int4', inFeatures: K, outFeatures: N, groupSize: int4[0]!.groupSize,
+      qweight: concat((n) => new Int32Array(n), pick4((w) => w.qweight)), scales: concat((n) => new Float32Array(n), pick4((w) => w.scales)),
+      zeros: concat((n) => new Uint8Array(n), pick4((w) => w.zeros)),
+    };
   }
-  const { config, quantized } = loadQuantizedModel(dir);
-  const arch = decoderArchitecture({ family: 'gpt2', config });
+  return {
+    kind: 'int8', inFeatures: K, outFeatures: N,
+    qweight: concat((n) => new Int8Array(n), (w) => (w as Int8HostWeight).qweight), scales: concat((n) => new Float32Array(n), (w) => (w as Int8HostWeight).scales),
+  };
+}
+
+/**
+ * Loads a quantized GPT-2 or Llama-family directory (ours, GPTQ or AWQ) as a DecoderModel with
+ * `quantization` set. Every quantized module's float slot gets its dequantized weight (so the float path
+ * computes the same function); a projection runs quantized when all its parts are (q, k and v; gate and
+ * up) with one kind and group size, else on its float GEMM with those dequantized weights.
+ */
+export function loadQuantizedDecoderModel(dir: string, backend: Backend, options: { dtype?: FloatDType } = {}): DecoderModel {
+  const { model: config, quantized } = loadQuantizedModel(dir);
+  const arch = decoderArchitecture(config);
   const model = new DecoderModel(backend, arch, options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'), readGenerationConfig(dir), dir);
   const layers: QuantizedLayer[] = arch.layerNames.map(() => ({}));
   try {
-    const known = new Set(arch.weights.map((w) => w.name));
+    const specs = new Map(arch.weights.map((w) => [w.name, w]));
     for (const [name, t] of quantized.floats) {
-      if (known.has(name)) model.loadWeight(name, t.data);
+      if (specs.has(name)) model.loadWeight(name, t.data);
     }
     for (const [prefix, w] of quantized.modules) {
-      const match = /^transformer\.h\.(\d+)\.(.+)$/.exec(prefix);
-      const role = match ? PROJECTION_ROLES.find((r) => GPT2_MODULES[r] === match[2]) : undefined;
-      if (!match || !role || Number(match[1]) >= layers.length) throw new ArgumentError(`${dir}: quantized module '${prefix}' is not a projection of this GPT-2`);
-      // The float slot holds the dequantized weight (Conv1D's [in, out] file layout).
-      model.loadWeight(`${prefix}.weight`, transpose(Float32Array.from(dequantizeHostWeight(w)), w.outFeatures, w.inFeatures));
-      layers[Number(match[1])]![role] = uploadQuantized(backend, w);
+      const spec = specs.get(`${prefix}.weight`);
+      if (!spec) throw new ArgumentError(`${dir}: quantized module '${prefix}' is not a projection of this ${arch.family} model`);
+      // The float slot holds the dequantized weight, in the file's layout (GPT-2's Conv1D: [in, out]).
+      const dense = Float32Array.from(dequantizeHostWeight(w));
+      model.loadWeight(`${prefix}.weight`, spec.transposed ? transpose(dense, w.outFeatures, w.inFeatures) : dense);
     }
+    arch.layerNames.forEach((names, l) => {
+      const modules = projectionModules(names);
+      for (const role of PROJECTION_ROLES) {
+        const stacked = stackHostWeights(modules[role].map((p) => quantized.modules.get(p)));
+        if (stacked) layers[l]![role] = uploadQuantized(backend, stacked);
+      }
+    });
   } catch (error) {
     freeLayers(backend, layers);
     model.free();

@@ -1,5 +1,8 @@
-// Quantized GPT-2 checkpoints: our own layout (written and read), and the two INT4 layouts published on
-// the Hugging Face hub (read): GPTQ and AWQ (weights.ts has their bit layouts).
+// Quantized GPT-2 and Llama-family checkpoints: our own layout (written and read), and the two INT4
+// layouts published on the Hugging Face hub (read): GPTQ and AWQ (weights.ts has their bit layouts).
+// The quantizable modules are a family's linear layers under their HF names (quantizableModules):
+// GPT-2's attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj; Llama's self_attn.{q,k,v,o}_proj and
+// mlp.{gate,up,down}_proj — one module each, as GPTQ / AWQ checkpoints of Llama models store them.
 //
 // Our directory (written whole or not at all: into a temporary directory, fsynced, renamed into place):
 //   model.safetensors   every float parameter under its HF name (F32 by default), and per quantized module
@@ -17,7 +20,8 @@
 // Reading a Hugging Face GPTQ or AWQ directory: config.json's quantization_config says which
 // ("quant_method": "gptq" with "checkpoint_format" gptq | gptq_v2, or "awq" with "version": "gemm"),
 // its bits must be 4; every module with a .qweight is converted to our layout losslessly; the other
-// tensors load as float parameters (names with or without the "transformer." prefix).
+// tensors load as float parameters (names with or without the "transformer." / "model." prefix), so a
+// module left unquantized (AWQ's modules_to_not_convert) keeps its float weight.
 
 import { copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, closeSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -27,10 +31,11 @@ import { ArgumentError, FuseformerError } from '../errors.js';
 import { temporaryPathFor, writeFileAtomically } from '../io/atomic-write.js';
 import type { SafetensorsDType, TensorToWrite } from '../io/safetensors.js';
 import { SafetensorsReader, writeSafetensors } from '../io/safetensors.js';
-import type { Gpt2Config } from '../models/gpt2.js';
-import { gpt2ConfigFromJson, gpt2ConfigToJson } from '../models/gpt2.js';
+import { decoderArchitecture } from '../infer/architecture.js';
 import { gpt2ParameterSpecs } from '../models/gpt2-model.js';
 import { shardFiles } from '../models/hf-weights.js';
+import type { ModelConfig } from '../models/registry.js';
+import { modelConfigFromJson, toHfJson } from '../models/registry.js';
 import { formatShape } from '../tensor.js';
 import type { HostParams, QuantizationInfo, QuantizedModel } from './model.js';
 import type { GptqCheckpointFormat, QuantizedHostWeight } from './weights.js';
@@ -43,7 +48,8 @@ export const QUANT_FORMAT_VERSION = 1;
 const MODEL_FILE = 'model.safetensors';
 
 export interface SaveQuantizedOptions {
-  readonly config: Gpt2Config;
+  /** The model's config (GPT-2 or Llama family), written to config.json with its quantization_config. */
+  readonly config: ModelConfig;
   /** A tokenizer.json to copy into the directory. */
   readonly tokenizerJson?: string;
   /** The float parameters' dtype in the file (default f32). */
@@ -102,7 +108,7 @@ export function saveQuantizedModel(dir: string, q: QuantizedModel, options: Save
   const tensors = quantizedTensors(q, options.floatDType ?? 'f32');
   const modules = [...q.modules.keys()].sort();
   const config = {
-    ...gpt2ConfigToJson(options.config),
+    ...toHfJson(options.config),
     quantization_config: {
       quant_method: 'fuseformer', format_version: QUANT_FORMAT_VERSION, method: q.info.method, bits: q.info.bits,
       ...(q.info.groupSize !== undefined ? { group_size: q.info.groupSize } : {}),
@@ -138,7 +144,7 @@ export function saveQuantizedModel(dir: string, q: QuantizedModel, options: Save
 // --- reading --------------------------------------------------------------------------------------
 
 export interface LoadedQuantizedModel {
-  readonly config: Gpt2Config;
+  readonly model: ModelConfig;
   readonly quantized: QuantizedModel;
   /** Whose layout the directory had. */
   readonly layout: 'fuseformer' | 'gptq' | 'awq';
@@ -194,18 +200,40 @@ class TensorSource {
   close(): void { for (const r of this.readers) r.close(); }
 }
 
-/** The quantizable modules of a GPT-2 config: prefix → [K inputs, N outputs]. */
-function gpt2Modules(config: Gpt2Config): Map<string, [number, number]> {
-  const C = config.hidden, F = config.ffn;
+/** A GPT-2 or Llama-family model's quantizable linear layers: HF module prefix → [K inputs, N outputs], in layer order. */
+export function quantizableModules(model: ModelConfig): Map<string, [number, number]> {
   const modules = new Map<string, [number, number]>();
-  for (let i = 0; i < config.layers; i++) {
-    const h = `transformer.h.${i}`;
-    modules.set(`${h}.attn.c_attn`, [C, 3 * C]);
-    modules.set(`${h}.attn.c_proj`, [C, C]);
-    modules.set(`${h}.mlp.c_fc`, [C, F]);
-    modules.set(`${h}.mlp.c_proj`, [F, C]);
+  if (model.family === 'gpt2') {
+    const { hidden: C, ffn: F } = model.config;
+    for (let i = 0; i < model.config.layers; i++) {
+      const h = `transformer.h.${i}`;
+      modules.set(`${h}.attn.c_attn`, [C, 3 * C]);
+      modules.set(`${h}.attn.c_proj`, [C, C]);
+      modules.set(`${h}.mlp.c_fc`, [C, F]);
+      modules.set(`${h}.mlp.c_proj`, [F, C]);
+    }
+    return modules;
+  }
+  if (model.family !== 'llama') throw new QuantCheckpointError(`quantized ${model.family} models are not supported (GPT-2 and Llama-family decoders are)`);
+  const { hidden: H, ffn: F, heads, kvHeads, headDim: d } = model.config;
+  for (let i = 0; i < model.config.layers; i++) {
+    const a = `model.layers.${i}.self_attn`, m = `model.layers.${i}.mlp`;
+    modules.set(`${a}.q_proj`, [H, heads * d]);
+    modules.set(`${a}.k_proj`, [H, kvHeads * d]);
+    modules.set(`${a}.v_proj`, [H, kvHeads * d]);
+    modules.set(`${a}.o_proj`, [heads * d, H]);
+    modules.set(`${m}.gate_proj`, [H, F]);
+    modules.set(`${m}.up_proj`, [H, F]);
+    modules.set(`${m}.down_proj`, [F, H]);
   }
   return modules;
+}
+
+/** Every float parameter of the model in its checkpoint shape, and the prefix files may leave off. */
+function floatParameterSpecs(model: ModelConfig): { specs: { name: string; shape: readonly number[] }[]; optionalPrefix: string } {
+  if (model.family === 'gpt2') return { specs: gpt2ParameterSpecs(model.config).map((s) => ({ name: s.name, shape: s.fileShape ?? s.shape })), optionalPrefix: 'transformer.' };
+  const arch = decoderArchitecture(model);
+  return { specs: arch.weights.map((w) => ({ name: w.name, shape: w.fileShape ?? w.shape })), optionalPrefix: arch.optionalPrefix };
 }
 
 function integerField(q: Json, key: string, where: string): number {
@@ -214,7 +242,7 @@ function integerField(q: Json, key: string, where: string): number {
   return v;
 }
 
-/** Loads a quantized GPT-2 directory: ours, Hugging Face GPTQ, or Hugging Face AWQ. */
+/** Loads a quantized GPT-2 or Llama-family directory: ours, Hugging Face GPTQ, or Hugging Face AWQ. */
 export function loadQuantizedModel(dir: string): LoadedQuantizedModel {
   const json = readConfig(dir);
   const where = join(dir, 'config.json');
@@ -222,32 +250,33 @@ export function loadQuantizedModel(dir: string): LoadedQuantizedModel {
   if (typeof qc !== 'object' || qc === null) throw new QuantCheckpointError(`${where}: no quantization_config (not a quantized model; quantize it with \`fuseformer quantize\`)`);
   const q = qc as Json;
   const { quantization_config: _, ...modelJson } = json;
-  const config = gpt2ConfigFromJson(modelJson as Parameters<typeof gpt2ConfigFromJson>[0], where);
+  const model = modelConfigFromJson(modelJson as Parameters<typeof modelConfigFromJson>[0], where);
+  if (model.family !== 'gpt2' && model.family !== 'llama') throw new QuantCheckpointError(`${where}: a quantized ${model.family} model is not supported (GPT-2 and Llama-family decoders are)`);
   const method = String(q['quant_method']);
   const source = new TensorSource(dir);
   try {
-    if (method === 'fuseformer') return { config, quantized: readOurs(source, config, q, where), layout: 'fuseformer' };
-    if (method === 'gptq' || method === 'awq') return { config, quantized: readHf(source, config, q, method, where), layout: method };
+    if (method === 'fuseformer') return { model, quantized: readOurs(source, model, q, where), layout: 'fuseformer' };
+    if (method === 'gptq' || method === 'awq') return { model, quantized: readHf(source, model, q, method, where), layout: method };
     throw new QuantCheckpointError(`${where}: quant_method '${method}' is not supported (fuseformer, gptq and awq are)`);
   } finally {
     source.close();
   }
 }
 
-/** The float parameters (names as in gpt2ParameterSpecs, file shapes) except the quantized modules' weights. */
-function readFloats(source: TensorSource, config: Gpt2Config, quantized: ReadonlySet<string>): HostParams {
+/** The float parameters (HF names, file shapes) except the quantized modules' weights. */
+function readFloats(source: TensorSource, model: ModelConfig, quantized: ReadonlySet<string>): HostParams {
   const floats: HostParams = new Map();
-  for (const spec of gpt2ParameterSpecs(config)) {
-    if (quantized.has(spec.name.replace(/\.weight$/, ''))) continue;
-    const shape = spec.fileShape ?? spec.shape;
-    const name = [spec.name, spec.name.replace(/^transformer\./, '')].find((n) => source.has(n));
-    if (!name) throw new QuantCheckpointError(`${source.dir}: parameter '${spec.name}' ${formatShape(shape)} is missing`);
-    floats.set(spec.name, { shape, data: source.floats(name, shape) });
+  const { specs, optionalPrefix } = floatParameterSpecs(model);
+  for (const { name: full, shape } of specs) {
+    if (quantized.has(full.replace(/\.weight$/, ''))) continue;
+    const name = [full, full.startsWith(optionalPrefix) ? full.slice(optionalPrefix.length) : full].find((n) => source.has(n));
+    if (!name) throw new QuantCheckpointError(`${source.dir}: parameter '${full}' ${formatShape(shape)} is missing`);
+    floats.set(full, { shape, data: source.floats(name, shape) });
   }
   return floats;
 }
 
-function readOurs(source: TensorSource, config: Gpt2Config, q: Json, where: string): QuantizedModel {
+function readOurs(source: TensorSource, model: ModelConfig, q: Json, where: string): QuantizedModel {
   const meta = source.metadata;
   if (meta['format'] !== QUANT_FORMAT) throw new QuantCheckpointError(`${source.dir}: the safetensors header's format is '${meta['format']}', expected '${QUANT_FORMAT}'`);
   if (Number(meta['version']) > QUANT_FORMAT_VERSION) throw new QuantCheckpointError(`${source.dir}: format version ${meta['version']} is newer than this fuseformer reads (${QUANT_FORMAT_VERSION})`);
@@ -257,11 +286,11 @@ function readOurs(source: TensorSource, config: Gpt2Config, q: Json, where: stri
   let listed: unknown;
   try { listed = JSON.parse(meta['modules'] ?? '[]'); } catch { listed = undefined; }
   if (!Array.isArray(listed)) throw new QuantCheckpointError(`${source.dir}: the header's "modules" is not a JSON list`);
-  const shapes = gpt2Modules(config);
+  const shapes = quantizableModules(model);
   const modules = new Map<string, QuantizedHostWeight>();
   for (const prefix of listed as unknown[]) {
     const dims = shapes.get(String(prefix));
-    if (!dims) throw new QuantCheckpointError(`${source.dir}: quantized module '${String(prefix)}' is not a linear layer of this GPT-2`);
+    if (!dims) throw new QuantCheckpointError(`${source.dir}: quantized module '${String(prefix)}' is not a linear layer of this ${model.family === 'gpt2' ? 'GPT-2' : 'Llama'} model`);
     const [K, N] = dims, p = String(prefix);
     if (bits === 4) {
       const w = {
@@ -285,10 +314,10 @@ function readOurs(source: TensorSource, config: Gpt2Config, q: Json, where: stri
     ...(G !== undefined ? { groupSize: G } : {}),
     ...(typeof q['smooth_alpha'] === 'number' ? { smoothAlpha: q['smooth_alpha'] } : {}),
   };
-  return { info, modules, floats: readFloats(source, config, new Set(modules.keys())) };
+  return { info, modules, floats: readFloats(source, model, new Set(modules.keys())) };
 }
 
-function readHf(source: TensorSource, config: Gpt2Config, q: Json, method: 'gptq' | 'awq', where: string): QuantizedModel {
+function readHf(source: TensorSource, model: ModelConfig, q: Json, method: 'gptq' | 'awq', where: string): QuantizedModel {
   const bits = integerField(q, method === 'gptq' ? 'bits' : (q['w_bit'] !== undefined ? 'w_bit' : 'bits'), where);
   if (bits !== 4) throw new QuantCheckpointError(`${where}: only 4-bit ${method.toUpperCase()} checkpoints are read, this one has ${bits} bits`);
   const G = integerField(q, method === 'awq' && q['q_group_size'] !== undefined ? 'q_group_size' : 'group_size', where);
@@ -301,8 +330,9 @@ function readHf(source: TensorSource, config: Gpt2Config, q: Json, method: 'gptq
   const format = String(q['checkpoint_format'] ?? 'gptq') as GptqCheckpointFormat;
   if (method === 'gptq' && format !== 'gptq' && format !== 'gptq_v2') throw new QuantCheckpointError(`${where}: GPTQ checkpoint_format '${format}' is not read (gptq or gptq_v2)`);
   const modules = new Map<string, QuantizedHostWeight>();
-  for (const [prefix, [K, N]] of gpt2Modules(config)) {
-    const name = [prefix, prefix.replace(/^transformer\./, '')].find((p) => source.has(`${p}.qweight`));
+  const optionalPrefix = floatParameterSpecs(model).optionalPrefix;
+  for (const [prefix, [K, N]] of quantizableModules(model)) {
+    const name = [prefix, prefix.startsWith(optionalPrefix) ? prefix.slice(optionalPrefix.length) : prefix].find((p) => source.has(`${p}.qweight`));
     if (!name) continue;
     if (K % G !== 0) throw new QuantCheckpointError(`${source.dir}: group size ${G} does not divide the ${K} inputs of ${prefix}`);
     const what = `${source.dir}: ${name}`;
@@ -325,5 +355,5 @@ function readHf(source: TensorSource, config: Gpt2Config, q: Json, method: 'gptq
     }
   }
   if (modules.size === 0) throw new QuantCheckpointError(`${source.dir}: quantization_config says ${method}, but no tensor ends in .qweight`);
-  return { info: { method, bits: 4, groupSize: G }, modules, floats: readFloats(source, config, new Set(modules.keys())) };
+  return { info: { method, bits: 4, groupSize: G }, modules, floats: readFloats(source, model, new Set(modules.keys())) };
 }

@@ -70,7 +70,7 @@ export function checkQuantizeOptions(o: QuantizeOptions): void {
 }
 
 /** Per-channel statistics of one layer's calibration inputs, plus a row sample (AWQ) or X·Xᵀ (GPTQ, on the backend). */
-class InputStats {
+export class InputStats {
   rows = 0;
   readonly absSum: Float64Array;
   readonly squareSum: Float64Array;

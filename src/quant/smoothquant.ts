@@ -3,8 +3,8 @@
 // migration moves part of the difficulty into the weights, exactly in real arithmetic:
 //   y = x·Wᵀ = (x / s)·(W·diag(s))ᵀ,   s_k = max|x_k|^α / max_n |W[n, k]|^(1−α)
 // with α = 0.5 by default. x / s is folded into the LayerNorm that produces x (γ/s, β/s), so it costs
-// nothing at inference; only layers fed by a LayerNorm (GPT-2's QKV projection and first MLP layer)
-// are smoothed. max|x_k| comes from calibration activations.
+// nothing at inference; only layers fed by a norm (the QKV projection and the MLP's first product) are
+// smoothed. max|x_k| comes from calibration activations.
 
 import { ArgumentError } from '../errors.js';
 
@@ -19,11 +19,11 @@ export function smoothingFactors(activationMax: ArrayLike<number>, W: ArrayLike<
   return s;
 }
 
-/** LayerNorm γ and β divided by s (in place): the norm's output becomes x / s. */
-export function foldIntoLayerNorm(gamma: Float32Array, beta: Float32Array, s: ArrayLike<number>): void {
+/** LayerNorm γ and β (RMSNorm: γ alone) divided by s (in place): the norm's output becomes x / s. */
+export function foldIntoLayerNorm(gamma: Float32Array, beta: Float32Array | undefined, s: ArrayLike<number>): void {
   for (let k = 0; k < gamma.length; k++) {
     gamma[k] = gamma[k]! / s[k]!;
-    beta[k] = beta[k]! / s[k]!;
+    if (beta) beta[k] = beta[k]! / s[k]!;
   }
 }
 

@@ -1,6 +1,6 @@
 // The inference engine with quantized projections on the CPU backend: a tiny Llama and a tiny GPT-2,
 // RTN INT4 (W4A16) and INT8 (W8A8), against an independent float64 forward and an f32 engine on the
-// dequantized weights; and a `fuseformer quantize` directory through `fuseformer generate`.
+// dequantized weights; and `fuseformer quantize` directories (GPT-2, Llama) through `fuseformer generate`.
 //
 // Tolerances. W4A16 computes x·dequant(W) in the activation dtype (f32 here), so its logits match the
 // dequantized-weight forward to f32 rounding and its greedy tokens are the same. W8A8 also rounds each
@@ -237,7 +237,7 @@ async function captured(argv: string[]): Promise<string> {
   }
 }
 
-test('a `fuseformer quantize` directory runs through `fuseformer generate` (INT4 and INT8)', { timeout: 5 * 60_000 }, async () => {
+test('a `fuseformer quantize` directory (GPT-2 INT4 and INT8, Llama INT4) runs through `fuseformer generate`', { timeout: 5 * 60_000 }, async () => {
   const dir = join(root, 'gpt2-source');
   writeModelFolder(dir, 'gpt2', GPT2, 5);
   const prompt = 'hello';
@@ -269,11 +269,26 @@ test('a `fuseformer quantize` directory runs through `fuseformer generate` (INT4
   await assert.rejects(captured(['--model', dir, '--prompt', 'x', '--quantize', 'int3', '--backend', 'cpu']), /--quantize must be rtn4 or rtn8, got 'int3'/);
   // --quantize on a 16-bit directory: the engine runs the RTN-quantized projections (groups of 128 do not divide 32).
   await assert.rejects(captured(['--model', dir, '--prompt', 'x', '--quantize', 'rtn4', '--backend', 'cpu']), /group size 128 must be a multiple of 32 dividing/);
-  const llama = join(root, 'llama-quantized');
+  // A Llama quantized by `fuseformer quantize` (q/k/v and gate/up saved as separate modules) generates
+  // what the engine API gives on the loaded directory.
+  const llama = join(root, 'llama-source');
   writeModelFolder(llama, 'llama', LLAMA, 2);
+  const llamaOut = join(root, 'llama-q4');
+  assert.equal(await runQuantize(['--model', llama, '--out', llamaOut, '--backend', 'cpu', '--bits', '4', '--method', 'rtn', '--group', '32']), 0);
+  const llamaText = await captured(['--model', llamaOut, '--prompt', prompt, '--max-tokens', '8', '--temperature', '0', '--backend', 'cpu']);
+  const llamaModel = loadQuantizedDecoderModel(llamaOut, backend);
+  try {
+    assert.equal(llamaModel.arch.family, 'llama');
+    assert.deepEqual(PROJECTION_ROLES.filter((r) => llamaModel.quantization!.layers.every((q) => q[r]?.kind === 'int4')), PROJECTION_ROLES);
+    const tokenizer = loadTokenizer(llamaOut), ids: number[] = [];
+    for await (const t of generate(llamaModel, tokenizer.encode(prompt), { temperature: 0, maxNewTokens: 8 })) ids.push(t);
+    assert.equal(llamaText, `${prompt}${tokenizer.decode(ids)}\n`);
+  } finally {
+    llamaModel.free();
+  }
   const config = JSON.parse(readFileSync(join(llama, 'config.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(join(llama, 'config.json'), JSON.stringify({ ...config, quantization_config: { quant_method: 'gptq', bits: 4 } }));
-  await assert.rejects(captured(['--model', llama, '--prompt', 'x', '--backend', 'cpu']), /a quantized llama directory cannot be loaded/);
+  await assert.rejects(captured(['--model', llama, '--prompt', 'x', '--backend', 'cpu']), /quantization_config\.group_size must be an integer, got undefined/);
   const rtn8 = await captured(['--model', dir, '--prompt', prompt, '--max-tokens', '4', '--temperature', '0', '--quantize', 'rtn8', '--backend', 'cpu']);
   assert.ok(rtn8.startsWith(prompt));
   // --quantize-lm-head: the head too; the same tokens as the engine API with lmHead on.

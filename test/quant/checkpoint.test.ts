@@ -55,8 +55,8 @@ test('INT4 and INT8 models round-trip through our checkpoint layout, written ato
     ['int8', quantizeGpt2(model, { bits: 8, method: 'smoothquant', calibration: { windows, batchSize: 2 } })],
   ] as const) {
     const dir = join(root, name);
-    saveQuantizedModel(dir, q, { config: CONFIG, source: 'test' });
-    saveQuantizedModel(dir, q, { config: CONFIG, source: 'test' }); // replacing an existing directory
+    saveQuantizedModel(dir, q, { config: { family: 'gpt2', config: CONFIG }, source: 'test' });
+    saveQuantizedModel(dir, q, { config: { family: 'gpt2', config: CONFIG }, source: 'test' }); // replacing an existing directory
     assert.deepEqual(readdirSync(root).filter((f) => f.includes('.tmp-') || f.includes('.old-')), []);
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
     assert.equal((config['quantization_config'] as Record<string, unknown>)['quant_method'], 'fuseformer');
@@ -67,7 +67,7 @@ test('INT4 and INT8 models round-trip through our checkpoint layout, written ato
     reader.close();
     const loaded = loadQuantizedModel(dir);
     assert.equal(loaded.layout, 'fuseformer');
-    assert.deepEqual(loaded.config, CONFIG);
+    assert.deepEqual(loaded.model, { family: 'gpt2', config: CONFIG });
     assertSameModel(q, loaded.quantized);
   }
   model.params.free();

@@ -1,5 +1,5 @@
-// `fuseformer quantize` on the CPU: a small GPT-2 directory in, a quantized directory out that loads
-// back; bad options are refused naming the option.
+// `fuseformer quantize` on the CPU: a small GPT-2 or Llama directory in, a quantized directory out that
+// loads back; bad options are refused naming the option.
 
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +13,7 @@ import type { Gpt2Config } from '../../src/models/gpt2.js';
 import { GPT2_PRESETS, gpt2ConfigToJson } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
 import { loadQuantizedModel } from '../../src/quant/checkpoint.js';
+import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-quant-cli-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -40,6 +41,33 @@ test('quantize a GPT-2 directory to INT4 (GPTQ) and INT8 (SmoothQuant); the resu
     assert.equal(loaded.quantized.info.bits, Number(bits));
     assert.equal(loaded.quantized.info.method, method);
     assert.equal(loaded.quantized.modules.size, 4 * CONFIG.layers);
+  }
+});
+
+test('quantize a Llama directory to INT4 (AWQ, GPTQ) and INT8 (SmoothQuant) with --eval; the results load back', { timeout: 5 * 60_000 }, async () => {
+  const model = join(root, 'llama');
+  const config = { ...TINY_LLAMA, ffn: 64 };
+  writeModelFolder(model, 'llama', config, 3);
+  for (const [bits, method] of [['4', 'awq'], ['4', 'gptq'], ['8', 'smoothquant']] as const) {
+    const out = join(root, `llama-${method}`);
+    const printed: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string | Uint8Array) => { printed.push(String(chunk)); return true; }) as typeof process.stdout.write;
+    let code: number;
+    try {
+      code = await runQuantize(['--model', model, '--out', out, '--backend', 'cpu', '--bits', bits, '--method', method,
+        '--group', '32', '--calibration-samples', '4', '--calibration-len', '16', '--eval', '--eval-batches', '1']);
+    } finally {
+      process.stdout.write = write;
+    }
+    assert.equal(code, 0);
+    const text = printed.join('');
+    assert.match(text, new RegExp(`quantized ${7 * config.layers} linear layers in`), text);
+    assert.match(text, /held-out perplexity \(64 tokens\): f32 \d+\.\d+, quantized \d+\.\d+ \([+-]\d+\.\d+%\)/, text);
+    const loaded = loadQuantizedModel(out);
+    assert.equal(loaded.model.family, 'llama');
+    assert.equal(loaded.quantized.info.method, method);
+    assert.equal(loaded.quantized.modules.size, 7 * config.layers);
   }
 });
 
