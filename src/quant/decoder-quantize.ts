@@ -33,7 +33,7 @@ import { evaluationBatches } from '../train/data.js';
 import { clipWeights, searchAwqScales } from './awq.js';
 import type { PerplexityOptions, PerplexityResult } from './calibration.js';
 import { freeQuantized, uploadQuantized } from './device.js';
-import { gptqQuantize } from './gptq.js';
+import { gptqQuantizeOnBackend } from './gptq-device.js';
 import type { HostParams, QuantizationInfo, QuantizedModel } from './model.js';
 import type { CalibrationData, QuantizeOptions } from './quantize.js';
 import { checkQuantizeOptions, InputStats, quantizeInt4OnBackend } from './quantize.js';
@@ -220,14 +220,17 @@ function awqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options:
   return out;
 }
 
-/** GPTQ on layer l: H = Σ XᵀX per projection (f32 GEMMs on the backend), then gptqQuantize on the host. */
+/**
+ * GPTQ on layer l: H = Σ XᵀX per projection (f32 GEMMs on the backend), then gptq-device.ts — its
+ * factorization and updates as backend GEMMs too, which at a 1B model's sizes is the difference between
+ * minutes and an hour or more a model on the host.
+ */
 function gptqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options: QuantizeOptions, G: number): Record<ProjectionRole, Int4HostWeight> {
   const b = model.backend;
   const sums = new Map(PROJECTION_ROLES.map((role) => {
     const K = dims(model, role)[1];
     return [role, { H: b.empty([K, K], 'f32'), started: false }];
   }));
-  const hessians = new Map<ProjectionRole, Float64Array>();
   try {
     captureInputs(model, engine, options.calibration!, (layerIndex) => layerIndex === l, (_, role, x, rows) => {
       const s = sums.get(role)!, X = b.fromArray(x, [rows, dims(model, role)[1]], 'f32');
@@ -235,16 +238,15 @@ function gptqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options
       s.started = true;
       b.free(X);
     });
-    for (const [role, s] of sums) hessians.set(role, Float64Array.from(b.download(s.H) as Float32Array));
+    const W = layerMatrices(model, l), out = {} as Record<ProjectionRole, Int4HostWeight>;
+    for (const role of PROJECTION_ROLES) {
+      const [N, K] = dims(model, role);
+      out[role] = gptqQuantizeOnBackend(b, W[role], N, K, sums.get(role)!.H, { groupSize: G, ...options.gptq });
+    }
+    return out;
   } finally {
     for (const s of sums.values()) b.free(s.H);
   }
-  const W = layerMatrices(model, l), out = {} as Record<ProjectionRole, Int4HostWeight>;
-  for (const role of PROJECTION_ROLES) {
-    const [N, K] = dims(model, role);
-    out[role] = gptqQuantize(Float64Array.from(W[role]), N, K, hessians.get(role)!, { groupSize: G, ...options.gptq });
-  }
-  return out;
 }
 
 // --- the result in HF names -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { dequantizeInt4, quantizeInt4 } from '../../src/backend/cpu/quant-math.js';
 import { clipWeights, searchAwqScales } from '../../src/quant/awq.js';
 import { gptqQuantize, inverseCholeskyUpper } from '../../src/quant/gptq.js';
+import { gptqQuantizeOnBackend } from '../../src/quant/gptq-device.js';
 import { smoothingFactors } from '../../src/quant/smoothquant.js';
 import { dequantizeHostWeight } from '../../src/quant/weights.js';
 import { Rng } from '../../src/testing/random.js';
@@ -81,6 +82,42 @@ test('GPTQ zeroes the weights of input channels that never fire', () => {
   const w = gptqQuantize(Float64Array.from(rng.floats(N * K, 0.05)), N, K, gram(X, T, K), { groupSize: 32 });
   const dense = dequantizeHostWeight(w);
   for (let n = 0; n < N; n++) assert.equal(dense[n * K + 5], 0);
+});
+
+test('GPTQ with its factorization and updates as backend GEMMs matches the host form', () => {
+  // Panels of 32, 64 and 128 columns (K 96, 320, 256), several column blocks, a channel that never fires.
+  const backend = new CpuBackend();
+  for (const [K, N, G, blockSize] of [[96, 20, 32, 32], [320, 12, 64, 128], [256, 9, 128, 128]] as const) {
+    const rng = new Rng(K), T = 2 * K;
+    const X = activations(rng, T, K);
+    for (let t = 0; t < T; t++) X[t * K + 7] = 0;
+    const W = rng.floats(N * K, 0.05);
+    const H = gram(X, T, K);
+    const host = gptqQuantize(Float64Array.from(W), N, K, Float64Array.from(H), { groupSize: G, blockSize });
+    const Hdevice = backend.fromArray(Float32Array.from(H), [K, K], 'f32');
+    const device = gptqQuantizeOnBackend(backend, W, N, K, Hdevice, { groupSize: G, blockSize });
+    backend.free(Hdevice);
+    const a = dequantizeHostWeight(host), b = dequantizeHostWeight(device);
+    let same = 0;
+    for (let i = 0; i < N * K; i++) if (a[i] === b[i]) same++;
+    const hostError = outputError(X, T, W, a, N, K), deviceError = outputError(X, T, W, b, N, K);
+    const what = `K ${K}: ${same} of ${N * K} weights equal; output error ${deviceError.toExponential(3)} against ${hostError.toExponential(3)}`;
+    // f32 GEMMs against f64 loops: a rounding near a half step may go the other way (and feed forward);
+    // on the CPU backend every weight comes out the same.
+    assert.ok(same >= 0.995 * N * K, what);
+    assert.ok(Math.abs(deviceError / hostError - 1) < 0.01, what);
+    for (let n = 0; n < N; n++) assert.equal(b[n * K + 7], 0, `K ${K}: the dead channel's weights are zero`);
+  }
+});
+
+test('GPTQ on the backend names a Hessian that is not positive definite', () => {
+  const backend = new CpuBackend(), K = 32;
+  const H = new Float32Array(K * K);
+  for (let k = 0; k < K; k++) H[k * K + k] = 1;
+  H[3 * K + 3] = -50;  // damping (1% of the mean diagonal) cannot lift it
+  const t = backend.fromArray(H, [K, K], 'f32');
+  assert.throws(() => gptqQuantizeOnBackend(backend, new Float32Array(K), 1, K, t, { groupSize: 32 }), /GPTQ: the Hessian is not positive definite at column 3/);
+  backend.free(t);
 });
 
 test('AWQ scale search on the CPU backend beats round-to-nearest when a few channels are large', () => {
