@@ -60,7 +60,11 @@ export function quantizeDecoder(model: DecoderModel, options: QuantizeOptions): 
     method: options.method, bits: options.bits,
     ...(options.bits === 4 ? { groupSize: G } : { smoothAlpha: options.method === 'smoothquant' ? options.smoothAlpha ?? 0.5 : 0 }),
   };
-  const original = b.download(model.workspace.flat) as Float32Array;
+  // The folds change only the norms and the QKV / MLP-in biases on the device (the matrices are changed
+  // in host copies): those are restored at the end.
+  const touched = model.layers.flatMap((layer) => [layer.norm1.gamma, layer.norm1.beta, layer.norm2.gamma, layer.norm2.beta, layer.qkvBias, layer.upBias])
+    .filter((t): t is Tensor => t !== undefined);
+  const original = touched.map((t) => Float32Array.from(b.download(t) as Float32Array));
   const installed: QuantizedLayer[] = arch.layerNames.map(() => ({}));
   const results: Partial<Record<ProjectionRole, QuantizedHostWeight>>[] = arch.layerNames.map(() => ({}));
   const total = PROJECTION_ROLES.length * arch.layers;
@@ -68,7 +72,7 @@ export function quantizeDecoder(model: DecoderModel, options: QuantizeOptions): 
   const finish = (l: number, role: ProjectionRole, w: QuantizedHostWeight, install: boolean) => {
     results[l]![role] = w;
     if (install) installed[l]![role] = uploadQuantized(b, w);
-    options.onProgress?.(++done, total, `layer ${l} ${role}`);
+    options.onProgress?.(++done, total, `${l} ${role}`);
   };
   const calibrated = options.method !== 'rtn';
   const engine = calibrated ? calibrationEngine(model, options.calibration!) : undefined;
@@ -112,7 +116,7 @@ export function quantizeDecoder(model: DecoderModel, options: QuantizeOptions): 
     engine?.dispose();
     for (const layer of installed) for (const w of Object.values(layer)) freeQuantized(b, w);
     model.quantization = undefined;
-    b.upload(model.workspace.flat, original);
+    touched.forEach((t, i) => b.upload(t, original[i]!));
   }
 }
 

@@ -171,3 +171,52 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
     onCpu.free();
   }
 });
+
+// `fuseformer quantize`'s Llama path on the GPU (quant/decoder-quantize.ts): calibration through the CUDA
+// engine's prefill capture, GPTQ's factorization and updates as cuBLASLt f32 GEMMs (gptq-device.ts), AWQ's
+// search on the device ops, SmoothQuant's maxima — against the same on the CPU backend, then the saved
+// directory (q/k/v and gate/up as separate modules) loaded on both and run.
+test('llama quantized by quantizeDecoder on CUDA (GPTQ, AWQ, SmoothQuant) matches the CPU quantizer; its directory runs as on the CPU', { skip }, async () => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const { quantizeDecoder } = await import('../../src/quant/decoder-quantize.js');
+  const { saveQuantizedModel } = await import('../../src/quant/checkpoint.js');
+  const { loadQuantizedDecoderModel } = await import('../../src/infer/quantized.js');
+  const { calibrationWindows } = await import('../../src/quant/calibration.js');
+  const { corpusSplit } = await import('../../src/quant/text.js');
+  const { createByteTokenizer } = await import('../../src/io/byte-tokenizer.js');
+  const { dequantizeHostWeight } = await import('../../src/quant/weights.js');
+  const config = { ...TINY_LLAMA, hidden: 128, heads: 4, kvHeads: 2, headDim: 32, ffn: 256 };
+  const dir = join(root, 'llama-quantize');
+  writeModelFolder(dir, 'llama', config, 12);
+  const { train } = corpusSplit(createByteTokenizer(), 257);
+  const calibration = { windows: calibrationWindows(train, 8, 32), batchSize: 4 };
+  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  for (const options of [
+    { bits: 4, method: 'gptq', groupSize: 32, calibration },
+    { bits: 4, method: 'awq', groupSize: 32, calibration, awq: { grid: 10, searchRows: 128 } },
+    { bits: 8, method: 'smoothquant', calibration },
+  ] as const) {
+    const quantizeOn = (b: Backend) => {
+      const model = loadDecoderModel(dir, b, { dtype: 'f32' }).model;
+      try { return quantizeDecoder(model, options); } finally { model.free(); }
+    };
+    const onGpu = quantizeOn(gpu), onCpu = quantizeOn(cpu);
+    let same = 0, total = 0;
+    for (const [prefix, w] of onCpu.modules) {
+      const a = dequantizeHostWeight(w), b = dequantizeHostWeight(onGpu.modules.get(prefix)!);
+      for (let i = 0; i < a.length; i++) if (Math.abs(a[i]! - b[i]!) <= 1e-6 * Math.max(1, Math.abs(a[i]!))) same++;
+      total += a.length;
+    }
+    // f32 GEMMs in another order: a rounding near a half step may go the other way, and an AWQ grid point
+    // or a GPTQ error fed forward with it; a wrong kernel or fold would disagree nearly everywhere.
+    assert.ok(same >= 0.95 * total, `${options.method}: ${same} of ${total} weights as the CPU quantizer's`);
+    const out = join(root, `llama-quantize-${options.method}`);
+    saveQuantizedModel(out, onGpu, { config: { family: 'llama', config } });
+    const run = (b: Backend, dtype: FloatDType) => {
+      const model = loadQuantizedDecoderModel(out, b, { dtype });
+      try { return prefillLogits(model); } finally { model.free(); }
+    };
+    const err = relError(run(gpu, 'bf16'), run(cpu, 'f32'));
+    assert.ok(err <= 3e-2, `${options.method}: bf16 prefill logits of the loaded directory, rel err ${err} against the CPU`);
+  }
+});

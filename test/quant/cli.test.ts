@@ -69,6 +69,8 @@ test('quantize a Llama directory to INT4 (AWQ, GPTQ) and INT8 (SmoothQuant) with
     assert.equal(loaded.quantized.info.method, method);
     assert.equal(loaded.quantized.modules.size, 7 * config.layers);
   }
+  await assert.rejects(runQuantize(['--model', join(root, 'llama-awq'), '--out', join(root, 'x'), '--backend', 'cpu']), /'.*llama-awq' is already quantized/);
+  await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--group', '128']), /group size 128 does not divide the 32 inputs of the qkv projections/);
 });
 
 test('bad options are refused naming the option', async () => {
