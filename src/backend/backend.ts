@@ -1018,6 +1018,18 @@ export interface FeedTokensArgs {
   tokens: Tensor;
 }
 
+/**
+ * gatherColumns: out[r, j] = x[r, index[j]] — x's columns in the order `index` gives. An act-order GPTQ
+ * weight stores its input channels sorted by group (its groups contiguous), so its product reads x in
+ * that order (infer/forward.ts).
+ *   x [rows, K] and out [rows, C] of one float dtype;  index i32 [C], each value in [0, K).
+ */
+export interface GatherColumnsArgs {
+  x: Tensor;
+  index: Tensor;
+  out: Tensor;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1450,6 +1462,7 @@ export interface Backend {
   speculativeSample(args: SpeculativeSampleArgs): void;
   decodeAdvance(args: DecodeAdvanceArgs): void;
   feedTokens(args: FeedTokensArgs): void;
+  gatherColumns(args: GatherColumnsArgs): void;
   decodeLayers(args: DecodeLayersArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding

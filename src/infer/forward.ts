@@ -131,6 +131,9 @@ export class DecoderForward {
   /** Flat W8A8 intermediates for maxRows rows of the widest INT8 projection (allocated here: a captured step cannot allocate). */
   private readonly w8a8?: W8A8Scratch;
   private readonly w8a8Views = new Map<string, W8A8Scratch>();
+  /** [maxRows · widest K] in the model's dtype: the inputs of act-order INT4 products, in their weights' order. */
+  private readonly ordered?: Tensor;
+  private readonly orderedViews = new Map<string, Tensor>();
   /**
    * Calibration (quant/decoder-quantize.ts): called with each projection's input as blocks() runs — the
    * normalised rows for QKV and the MLP's first product, attention's output for O, the activation for
@@ -164,6 +167,9 @@ export class DecoderForward {
       const accRows = Math.max(maxRows * Math.max(0, ...int8.map((w) => w.outFeatures)), int8Head ? Math.min(maxRows, HEAD_CHUNK_ROWS) * int8Head.outFeatures : 0);
       this.w8a8 = { xq: b.empty([maxRows * K], 'i8'), rowScales: b.empty([maxRows], 'f32'), acc: b.empty([accRows], 'i32') };
     }
+    const ordered = [...(model.quantization?.layers ?? []).flatMap((q) => Object.values(q)), model.quantization?.lmHead]
+      .filter((w): w is DeviceInt4Weight => w?.kind === 'int4' && w.inputOrder !== undefined);
+    if (ordered.length > 0) this.ordered = b.empty([maxRows * Math.max(...ordered.map((w) => w.inFeatures))], dtype);
     const rope = model.ropeFor(maxLen);
     if (rope) this.rope = { invFreq: b.fromArray(rope.invFreq, [rope.invFreq.length], 'f32'), scale: rope.scale };
   }
@@ -294,9 +300,29 @@ export class DecoderForward {
     return !m.quantization?.layers.some((q) => q.out || q.down);
   }
 
-  /** residualNorm(norm), then out = the INT4 product of norm.out, as one normLinear. */
+  /**
+   * residualNorm(norm), then out = the INT4 product of norm.out, as one normLinear; for an act-order
+   * weight (inputOrder) as residualNorm, gatherColumns and int4Linear.
+   */
   private int4NormLinear(ops: Backend, norm: ResidualNormArgs, w: DeviceInt4Weight, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
+    if (w.inputOrder) {
+      ops.residualNorm(norm);
+      this.quantizedLinear(ops, w, norm.out, out, epilogue);
+      return;
+    }
     ops.normLinear({ norm, linear: { kind: 'int4', qweight: w.qweight, scales: w.scales, zeros: w.zeros, groupSize: w.groupSize, out, ...epilogue } });
+  }
+
+  /** A view of the act-order inputs' buffer for rows × K (cached: a captured step replays the same tensors). */
+  private orderedInputs(rows: number, K: number): Tensor {
+    const key = `${rows}:${K}`;
+    let t = this.orderedViews.get(key);
+    if (!t) {
+      if (!this.ordered) throw new ArgumentError(`${this.model.source}: the model got act-order quantized weights after this engine was made; make a new engine`);
+      t = this.model.backend.view(this.ordered, 0, [rows, K]);
+      this.orderedViews.set(key, t);
+    }
+    return t;
   }
 
   /**
@@ -362,8 +388,8 @@ export class DecoderForward {
   }
 
   /** out [R, N] = act(x [R, K]·wᵀ + bias) with a quantized weight (int4Linear or int8Linear, the latter with its scratch). */
-  private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation } = {}): void {
-    if (w.kind === 'int4') int4LinearOp(ops, w, x, out, epilogue);
+  private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
+    if (w.kind === 'int4') int4LinearOp(ops, w, x, out, epilogue, w.inputOrder ? this.orderedInputs(x.shape[0]!, w.inFeatures) : undefined);
     else w8a8LinearOp(ops, w, x, out, this.w8a8Scratch(x.shape[0]!, w.inFeatures, w.outFeatures), epilogue);
   }
 
@@ -425,6 +451,8 @@ export class DecoderForward {
     if (this.rope) b.free(this.rope.invFreq);
     if (this.megakernelWorkspace) b.free(this.megakernelWorkspace);
     if (this.w8a8) for (const t of Object.values(this.w8a8)) b.free(t as Tensor);
+    if (this.ordered) b.free(this.ordered);
+    this.orderedViews.clear();
     this.views.clear();
     this.w8a8Views.clear();
   }

@@ -157,11 +157,15 @@ function projectionModules(names: LayerWeightNames): Record<ProjectionRole, read
 /**
  * The parts of a stacked projection as one weight, rows in order (Llama's q, k, v or gate, up), or
  * undefined when they cannot run as one quantized product: a part left in floating point, or parts of
- * different kinds or group sizes. Stacking is exact: a row's groups, scales and zero points are its own.
+ * different kinds, group sizes or input orders (act-order GPTQ: q, k and v share theirs, being ordered
+ * by the same input's Hessian). Stacking is exact: a row's groups, scales and zero points are its own.
  */
 export function stackHostWeights(parts: readonly (QuantizedHostWeight | undefined)[]): QuantizedHostWeight | undefined {
   const first = parts[0];
-  if (!first || parts.some((w) => !w || w.kind !== first.kind || w.inFeatures !== first.inFeatures || (w.kind === 'int4' && first.kind === 'int4' && w.groupSize !== first.groupSize))) return undefined;
+  const sameOrder = (a: Int32Array | undefined, b: Int32Array | undefined) => (a === undefined ? b === undefined : b !== undefined && a.every((k, j) => k === b[j]));
+  const matches = (w: QuantizedHostWeight | undefined): boolean => w !== undefined && first !== undefined && w.kind === first.kind && w.inFeatures === first.inFeatures &&
+    (w.kind !== 'int4' || (first.kind === 'int4' && w.groupSize === first.groupSize && sameOrder(w.inputOrder, first.inputOrder)));
+  if (!first || !parts.every(matches)) return undefined;
   if (parts.length === 1) return first;
   const all = parts as readonly QuantizedHostWeight[];
   const N = all.reduce((n, w) => n + w.outFeatures, 0), K = first.inFeatures;
@@ -175,7 +179,7 @@ export function stackHostWeights(parts: readonly (QuantizedHostWeight | undefine
     const int4 = all as readonly Int4HostWeight[];
     const pick4 = <T extends Int32Array | Float32Array | Uint8Array>(f: (w: Int4HostWeight) => T) => (w: QuantizedHostWeight) => f(w as Int4HostWeight);
     return {
-      kind: 'int4', inFeatures: K, outFeatures: N, groupSize: int4[0]!.groupSize,
+      kind: 'int4', inFeatures: K, outFeatures: N, groupSize: int4[0]!.groupSize, ...(int4[0]!.inputOrder ? { inputOrder: int4[0]!.inputOrder } : {}),
       qweight: concat((n) => new Int32Array(n), pick4((w) => w.qweight)), scales: concat((n) => new Float32Array(n), pick4((w) => w.scales)),
       zeros: concat((n) => new Uint8Array(n), pick4((w) => w.zeros)),
     };

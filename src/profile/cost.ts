@@ -600,6 +600,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: 0, bytes: 7 * 4 * a.tokens.numel + 8 }),
     variant: ([a]) => `${shapeOf(a.tokens)} of ${shapeOf(a.record)}`,
   },
+  gatherColumns: {
+    cost: ([a]) => ({ flops: 0, bytes: 2 * bytesOf(a.out) + 4 * a.index.numel }),
+    variant: ([a]) => `${shapeOf(a.x)} → ${shapeOf(a.out)}`,
+  },
   feedTokens: {
     cost: ([a]) => ({ flops: 0, bytes: 3 * 4 * a.tokens.numel }),
     variant: ([a]) => `${shapeOf(a.tokens)} from ${shapeOf(a.sampled)}`,

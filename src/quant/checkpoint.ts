@@ -9,6 +9,8 @@
 //                       <prefix>.qweight  I32 [out, in/8]   INT4, nibble k%8 of word k/8, low nibble first
 //                       <prefix>.scales   F16 [out, in/G]   INT4 group scales
 //                       <prefix>.qzeros   U8  [out, in/G]   INT4 zero points       w = scale·(q − zero)
+//                       <prefix>.input_order I32 [in]      INT4 of act-order GPTQ only: column j multiplies
+//                                                            input channel input_order[j]
 //                     or <prefix>.qweight  I8  [out, in]    INT8
 //                       <prefix>.scales   F32 [out]         INT8 per-channel scales w = scale·q
 //                       (the module's <prefix>.bias stays a float parameter)
@@ -78,6 +80,7 @@ export function quantizedTensors(q: QuantizedModel, floatDType: FloatDType = 'f3
         { name: `${prefix}.qweight`, dtype: 'I32', shape: [N, K / 8], bytes: bytesOf(w.qweight) },
         { name: `${prefix}.scales`, dtype: 'F16', shape: [N, K / G], bytes: encodeFloats(w.scales, 'f16') },
         { name: `${prefix}.qzeros`, dtype: 'U8', shape: [N, K / G], bytes: bytesOf(w.zeros) },
+        ...(w.inputOrder ? [{ name: `${prefix}.input_order`, dtype: 'I32' as const, shape: [K], bytes: bytesOf(w.inputOrder) }] : []),
       );
     } else {
       tensors.push(
@@ -298,6 +301,7 @@ function readOurs(source: TensorSource, model: ModelConfig, q: Json, where: stri
         qweight: source.int32s(`${p}.qweight`, [N, K / 8]),
         scales: source.floats(`${p}.scales`, [N, K / G!]),
         zeros: new Uint8Array(source.read(`${p}.qzeros`, ['U8'], [N, K / G!]).bytes),
+        ...(source.has(`${p}.input_order`) ? { inputOrder: source.int32s(`${p}.input_order`, [K]) } : {}),
       };
       checkInt4HostWeight(w, `${source.dir}: ${p}`);
       modules.set(p, w);

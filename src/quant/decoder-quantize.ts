@@ -267,6 +267,7 @@ export function hostWeightRows(w: QuantizedHostWeight, first: number, rows: numb
     kind: 'int4', inFeatures: K, outFeatures: rows, groupSize: w.groupSize,
     qweight: w.qweight.slice(first * words, (first + rows) * words),
     scales: w.scales.slice(first * groups, (first + rows) * groups), zeros: w.zeros.slice(first * groups, (first + rows) * groups),
+    ...(w.inputOrder ? { inputOrder: w.inputOrder } : {}),
   };
 }
 

@@ -12,6 +12,7 @@
 // ops for code that holds a Backend rather than a StepContext (an inference engine's own forward).
 
 import type { Activation, Backend } from '../backend/backend.js';
+import { ArgumentError } from '../errors.js';
 import type { QuantizedForward } from '../nn/linear.js';
 import type { StepContext } from '../nn/step-context.js';
 import type { Tensor } from '../tensor.js';
@@ -25,6 +26,8 @@ export interface DeviceInt4Weight {
   readonly qweight: Tensor;
   readonly scales: Tensor;
   readonly zeros: Tensor;
+  /** i32 [K]: the weight's column j multiplies input channel inputOrder[j] (Int4HostWeight.inputOrder). */
+  readonly inputOrder?: Tensor;
 }
 
 export interface DeviceInt8Weight {
@@ -44,6 +47,7 @@ export function uploadInt4(backend: Backend, w: Int4HostWeight): DeviceInt4Weigh
     qweight: backend.fromArray(w.qweight, [N, K / 8], 'i32'),
     scales: backend.fromArray(w.scales, [N, K / G], 'f16'),
     zeros: backend.fromArray(w.zeros, [N, K / G], 'u8'),
+    ...(w.inputOrder ? { inputOrder: backend.fromArray(w.inputOrder, [K], 'i32') } : {}),
   };
 }
 
@@ -63,13 +67,17 @@ export function downloadInt4(backend: Backend, w: DeviceInt4Weight): Int4HostWei
     qweight: backend.download(w.qweight) as Int32Array,
     scales: backend.download(w.scales) as Float32Array,
     zeros: backend.download(w.zeros) as Uint8Array,
+    ...(w.inputOrder ? { inputOrder: backend.download(w.inputOrder) as Int32Array } : {}),
   };
 }
 
 export function freeQuantized(backend: Backend, w: DeviceQuantizedWeight): void {
   backend.free(w.qweight);
   backend.free(w.scales);
-  if (w.kind === 'int4') backend.free(w.zeros);
+  if (w.kind === 'int4') {
+    backend.free(w.zeros);
+    if (w.inputOrder) backend.free(w.inputOrder);
+  }
 }
 
 /** linearForward's epilogue as the quantized ops' bias and activation (GPT-2's 'gelu_bias' is tanh-GELU, as cuBLASLt's). */
@@ -85,8 +93,17 @@ function asMatrix(ctx: StepContext, t: Tensor): Tensor {
   return ctx.reshape(t, [t.numel / last, last]);
 }
 
-/** out = act(x·wᵀ + bias) with INT4 weights, x [rows, K], out [rows, N], on any op issuer (a backend or ctx.ops). */
-export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
+/**
+ * out = act(x·wᵀ + bias) with INT4 weights, x [rows, K], out [rows, N], on any op issuer (a backend or
+ * ctx.ops). A weight with an input order (act-order GPTQ) reads x's columns in that order: gatherColumns
+ * into `ordered` [rows, K] (x's dtype) first.
+ */
+export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}, ordered?: Tensor): void {
+  if (w.inputOrder) {
+    if (!ordered) throw new ArgumentError(`int4 product of ${w.outFeatures} × ${w.inFeatures}: its weight reads its inputs in another order, and no buffer was given for them`);
+    ops.gatherColumns({ x, index: w.inputOrder, out: ordered });
+    x = ordered;
+  }
   ops.int4Linear({ x, qweight: w.qweight, scales: w.scales, zeros: w.zeros, groupSize: w.groupSize, out, ...epilogue });
 }
 
@@ -111,7 +128,9 @@ export class Int4Forward implements QuantizedForward {
   constructor(readonly weight: DeviceInt4Weight) {}
 
   forward(ctx: StepContext, x: Tensor, out: Tensor, epilogue: 'none' | 'bias' | 'gelu_bias', bias: Tensor | undefined): void {
-    int4LinearOp(ctx.ops, this.weight, asMatrix(ctx, x), asMatrix(ctx, out), epilogueParts(epilogue, bias));
+    const x2 = asMatrix(ctx, x), w = this.weight;
+    const ordered = w.inputOrder ? ctx.buffer('int4.ordered', [x2.shape[0]!, w.inFeatures], x2.dtype) : undefined;
+    int4LinearOp(ctx.ops, w, x2, asMatrix(ctx, out), epilogueParts(epilogue, bias), ordered);
   }
 }
 

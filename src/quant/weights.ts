@@ -39,6 +39,11 @@ export interface Int4HostWeight {
   readonly scales: Float32Array;
   /** [N, K/G]. */
   readonly zeros: Uint8Array;
+  /**
+   * [K], a permutation: column j of the weight multiplies input channel inputOrder[j] (an act-order
+   * GPTQ checkpoint's channels sorted by group, so its groups are contiguous); absent: the identity.
+   */
+  readonly inputOrder?: Int32Array;
 }
 
 export interface Int8HostWeight {
@@ -63,7 +68,12 @@ export function dequantizeHostWeight(w: QuantizedHostWeight): Float64Array {
   }
   const q = new Uint8Array(N * K);
   for (let i = 0; i < N * K; i++) q[i] = (w.qweight[i >> 3]! >>> (4 * (i & 7))) & 0xf;
-  return dequantizeInt4(q, w.scales, w.zeros, N, K, w.groupSize);
+  const stored = dequantizeInt4(q, w.scales, w.zeros, N, K, w.groupSize);
+  const order = w.inputOrder;
+  if (!order) return stored;
+  const out = new Float64Array(N * K);
+  for (let n = 0; n < N; n++) for (let j = 0; j < K; j++) out[n * K + order[j]!] = stored[n * K + j]!;
+  return out;
 }
 
 /** Checks a host INT4 weight's array sizes (a corrupt checkpoint must not index out of range). */
@@ -78,6 +88,14 @@ export function checkInt4HostWeight(w: Int4HostWeight, what: string): void {
   expect('qweight', w.qweight.length, N * K / 8);
   expect('scales', w.scales.length, N * K / G);
   expect('zeros', w.zeros.length, N * K / G);
+  if (w.inputOrder) {
+    expect('input_order', w.inputOrder.length, K);
+    const seen = new Uint8Array(K);
+    w.inputOrder.forEach((k, j) => {
+      if (!(k >= 0 && k < K) || seen[k]) throw new ArgumentError(`${what}: input_order[${j}] = ${k} is not part of a permutation of the ${K} inputs`);
+      seen[k] = 1;
+    });
+  }
 }
 
 // --- layout helpers -------------------------------------------------------------------------------
@@ -105,22 +123,37 @@ export interface GptqTensors {
   readonly gIdx?: Int32Array;
 }
 
-/** A GPTQ layer of K inputs and N outputs in our layout; act-order checkpoints (g_idx not k/G) are refused. */
+/**
+ * The input order of a GPTQ layer: undefined when g_idx is absent or sequential (k/G); for an act-order
+ * (desc_act) checkpoint, whose g_idx assigns the channels to groups out of order, the channels sorted by
+ * group (stable), so that each group's G channels are contiguous — every group must hold exactly G.
+ */
+function gptqInputOrder(gIdx: Int32Array | undefined, K: number, G: number, what: string): Int32Array | undefined {
+  if (!gIdx) return undefined;
+  if (gIdx.length !== K) throw new ArgumentError(`${what}: g_idx has ${gIdx.length} entries, expected ${K}`);
+  if (gIdx.every((g, k) => g === Math.floor(k / G))) return undefined;
+  const groups = K / G, members = new Int32Array(groups);
+  gIdx.forEach((g, k) => {
+    if (!(Number.isInteger(g) && g >= 0 && g < groups)) throw new ArgumentError(`${what}: g_idx[${k}] = ${g} is not a group of ${groups}`);
+    members[g]!++;
+  });
+  const uneven = members.findIndex((m) => m !== G);
+  if (uneven >= 0) throw new ArgumentError(`${what}: g_idx puts ${members[uneven]} channels in group ${uneven}, not ${G}; such act-order checkpoints are not supported`);
+  return Int32Array.from(Array.from({ length: K }, (_, k) => k).sort((a, b) => gIdx[a]! - gIdx[b]! || a - b));
+}
+
+/**
+ * A GPTQ layer of K inputs and N outputs in our layout. An act-order (desc_act) checkpoint's columns are
+ * stored sorted by group, with inputOrder saying which input channel each column multiplies.
+ */
 export function fromGptq(t: GptqTensors, K: number, N: number, G: number, format: GptqCheckpointFormat, what: string): Int4HostWeight {
   checkShapes(what, K, N, G, [['qweight', t.qweight.length, (K / 8) * N], ['qzeros', t.qzeros.length, (K / G) * (N / 8)], ['scales', t.scales.length, (K / G) * N]]);
-  if (t.gIdx) {
-    if (t.gIdx.length !== K) throw new ArgumentError(`${what}: g_idx has ${t.gIdx.length} entries, expected ${K}`);
-    for (let k = 0; k < K; k++) {
-      if (t.gIdx[k] !== Math.floor(k / G)) {
-        throw new ArgumentError(`${what}: g_idx[${k}] = ${t.gIdx[k]} is not ${Math.floor(k / G)}: act-order (desc_act) checkpoints with reordered groups are not supported; quantize without act-order`);
-      }
-    }
-  }
+  const order = gptqInputOrder(t.gIdx, K, G, what);
   const groups = K / G, offset = format === 'gptq' ? 1 : 0;
   const q = new Uint8Array(N * K);
-  for (let k = 0; k < K; k++) {
-    const row = (k >> 3) * N, shift = 4 * (k & 7);
-    for (let n = 0; n < N; n++) q[n * K + k] = (t.qweight[row + n]! >>> shift) & 0xf;
+  for (let j = 0; j < K; j++) {
+    const k = order ? order[j]! : j, row = (k >> 3) * N, shift = 4 * (k & 7);
+    for (let n = 0; n < N; n++) q[n * K + j] = (t.qweight[row + n]! >>> shift) & 0xf;
   }
   const scales = new Float32Array(N * groups), zeros = new Uint8Array(N * groups);
   for (let g = 0; g < groups; g++) {
@@ -129,7 +162,7 @@ export function fromGptq(t: GptqTensors, K: number, N: number, G: number, format
       zeros[n * groups + g] = ((t.qzeros[g * (N / 8) + (n >> 3)]! >>> (4 * (n & 7))) & 0xf) + offset;
     }
   }
-  return { kind: 'int4', inFeatures: K, outFeatures: N, groupSize: G, qweight: packInt4(q, N, K), scales, zeros };
+  return { kind: 'int4', inFeatures: K, outFeatures: N, groupSize: G, qweight: packInt4(q, N, K), scales, zeros, ...(order ? { inputOrder: order } : {}) };
 }
 
 /** Nibble holding column j of a packed group of 8 (AutoAWQ's AWQ_REVERSE_ORDER). */

@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -452,10 +452,33 @@ function feedTokensCases(): OpCase[] {
   }));
 }
 
+/** gatherColumns: an act-order product's input (a permutation of K columns), and a gather with repeats to fewer columns; awkward widths. */
+function gatherColumnsCases(dtype: FloatDType): OpCase[] {
+  return ([[1, 4096, 'permutation'], [17, 2048, 'permutation'], [3, 257, 'repeats']] as const).map(([rows, K, kind]): OpCase => ({
+    name: `gatherColumns ${dtype} rows=${rows} K=${K} ${kind}`, dtype,
+    exact: ['out'],
+    inputs: (rng) => {
+      const C = kind === 'permutation' ? K : 100;
+      const index = randomInts(rng, [C], 0, K);
+      if (kind === 'permutation') {
+        const order = Array.from({ length: K }, (_, k) => k);
+        for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
+        index.values.set(order);
+      }
+      return { x: floats(rng, [rows, K], dtype), index };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.gatherColumns({ x: c.in('x'), index: c.in('index'), out: c.out('out', [rows, (inputs['index']!.shape[0]!)], dtype) });
+      return c.results();
+    },
+  }));
+}
+
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype),
+    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype),
   ]).concat(decodeAdvanceCases(), feedTokensCases());
 }

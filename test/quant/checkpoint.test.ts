@@ -164,6 +164,42 @@ test('Hugging Face GPTQ and AWQ directories load; their packed values land in ou
   model.params.free();
 });
 
+test('an act-order GPTQ GPT-2 runs in the training model: its quantized products gather their inputs, and match the float path on the dequantized weights', () => {
+  const G = 32, dir = join(root, 'gptq-act-order');
+  freshDir(dir);
+  writeHfDirectory(dir, { quant_method: 'gptq', bits: 4, group_size: G, desc_act: true, sym: false, checkpoint_format: 'gptq_v2' }, (p, K, N, rng) => {
+    const order = Array.from({ length: K }, (_, k) => k);
+    for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
+    const gIdx = new Int32Array(K);
+    order.forEach((k, position) => { gIdx[k] = Math.floor(position / G); });
+    return [
+      { name: `${p}.qweight`, dtype: 'I32', shape: [K / 8, N], bytes: bytes(words(rng, (K / 8) * N)) },
+      { name: `${p}.qzeros`, dtype: 'I32', shape: [K / G, N / 8], bytes: bytes(words(rng, (K / G) * (N / 8))) },
+      { name: `${p}.scales`, dtype: 'F16', shape: [K / G, N], bytes: scalesOf(rng, (K / G) * N) },
+      { name: `${p}.g_idx`, dtype: 'I32', shape: [K], bytes: bytes(gIdx) },
+    ];
+  });
+  const { quantized } = loadQuantizedModel(dir);
+  assert.ok([...quantized.modules.values()].every((w) => w.kind === 'int4' && w.inputOrder));
+  const model = new Gpt2Model(backend, CONFIG, 'f32');
+  const executor = new StepExecutor(backend);
+  const tokens = backend.fromArray(Int32Array.from({ length: 8 }, (_, i) => 3 + 11 * i), [1, 8], 'i32');
+  const logits = backend.empty([8, model.logitsWidth], 'f32');
+  const run = () => { executor.run((ctx) => model.logitsStep(ctx, tokens, logits)); return Float32Array.from(backend.download(logits) as Float32Array); };
+  try {
+    const applied = applyQuantizedModel(model, quantized);
+    const ours = run();
+    applied.detach();  // the float slots keep the dequantized weights
+    const float = run();
+    let diff = 0, norm = 0;
+    for (let i = 0; i < float.length; i++) { diff += (ours[i]! - float[i]!) ** 2; norm += float[i]! ** 2; }
+    assert.ok(Math.sqrt(diff / norm) < 1e-5, `rel err ${Math.sqrt(diff / norm)}`);
+  } finally {
+    executor.dispose();
+    model.params.free();
+  }
+});
+
 test('unsupported quantized directories are refused with the reason', () => {
   const dir = join(root, 'bad');
   freshDir(dir);

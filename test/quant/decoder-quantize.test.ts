@@ -72,7 +72,7 @@ const bytes = (a: Int32Array) => new Uint8Array(a.buffer);
  * A Hugging Face GPTQ or AWQ directory of a Llama config: random packed modules, the float tensors of a
  * random model; modules named in `float` keep a float weight instead (AWQ's modules_to_not_convert).
  */
-function writeHfLlama(dir: string, method: 'gptq' | 'awq', config: LlamaConfig, G: number, float: readonly string[] = []): void {
+function writeHfLlama(dir: string, method: 'gptq' | 'awq', config: LlamaConfig, G: number, float: readonly string[] = [], gIdx?: (prefix: string, K: number) => Int32Array): void {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const rng = new Rng(3);
@@ -91,7 +91,7 @@ function writeHfLlama(dir: string, method: 'gptq' | 'awq', config: LlamaConfig, 
         { name: `${p}.qweight`, dtype: 'I32', shape: [K / 8, N], bytes: bytes(words(rng, (K / 8) * N)) },
         { name: `${p}.qzeros`, dtype: 'I32', shape: [K / G, N / 8], bytes: bytes(words(rng, (K / G) * (N / 8))) },
         { name: `${p}.scales`, dtype: 'F16', shape: [K / G, N], bytes: scalesOf(rng, (K / G) * N) },
-        { name: `${p}.g_idx`, dtype: 'I32', shape: [K], bytes: bytes(Int32Array.from({ length: K }, (_, k) => Math.floor(k / G))) },
+        { name: `${p}.g_idx`, dtype: 'I32', shape: [K], bytes: bytes(gIdx ? gIdx(p, K) : Int32Array.from({ length: K }, (_, k) => Math.floor(k / G))) },
       );
     } else {
       tensors.push(
@@ -103,7 +103,7 @@ function writeHfLlama(dir: string, method: 'gptq' | 'awq', config: LlamaConfig, 
   }
   writeSafetensors(join(dir, 'model.safetensors'), tensors);
   const quantization = method === 'gptq'
-    ? { quant_method: 'gptq', bits: 4, group_size: G, desc_act: false, sym: false, checkpoint_format: 'gptq_v2' }
+    ? { quant_method: 'gptq', bits: 4, group_size: G, desc_act: gIdx !== undefined, sym: false, checkpoint_format: 'gptq_v2' }
     : { quant_method: 'awq', bits: 4, group_size: G, zero_point: true, version: 'gemm', ...(float.length ? { modules_to_not_convert: float } : {}) };
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...llamaConfigToJson(config), quantization_config: quantization }));
 }
@@ -149,6 +149,47 @@ test('Hugging Face GPTQ and AWQ Llama directories load: q/k/v and gate/up run as
     } finally {
       model.free();
     }
+  }
+});
+
+/** g_idx of an act-order GPTQ layer: channels in a seeded random order, G at a time into groups 0, 1, … */
+function actOrderGroups(seed: number, K: number, G: number): Int32Array {
+  const rng = new Rng(seed), order = Array.from({ length: K }, (_, k) => k);
+  for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
+  const gIdx = new Int32Array(K);
+  order.forEach((k, position) => { gIdx[k] = Math.floor(position / G); });
+  return gIdx;
+}
+
+test('act-order GPTQ Llama directories load: inputs gathered into each weight\'s order; q/k/v (one input, one order) stacked; logits match the dequantized float forward', () => {
+  // As AutoGPTQ orders them: by the input's Hessian, so q, k and v share an order, gate and up another.
+  const shared = (p: string, K: number) => actOrderGroups(/self_attn\.[qkv]_proj/.test(p) ? 1 : /mlp\.(gate|up)_proj/.test(p) ? 2 : /o_proj/.test(p) ? 3 : 4, K, 32);
+  const apart = (p: string, K: number) => actOrderGroups([...p].reduce((h, ch) => (h * 31 + ch.charCodeAt(0)) % 1_000_003, 0), K, 32);
+  // Two groups of 32 or more in every projection's inputs: any order of a single group is the identity.
+  const config: LlamaConfig = { ...LLAMA, hidden: 64, headDim: 16, ffn: 128 };
+  for (const [name, gIdx] of [['shared orders', shared], ['each module its own order', apart]] as const) {
+    const dir = join(root, `hf-act-order-${name.replace(/\W+/g, '-')}`);
+    writeHfLlama(dir, 'gptq', config, 32, [], gIdx);
+    const loaded = loadQuantizedModel(dir);
+    const q = loaded.quantized.modules.get('model.layers.0.self_attn.q_proj')!;
+    assert.ok(q.kind === 'int4' && q.inputOrder, `${name}: an input order`);
+    const model = loadQuantizedDecoderModel(dir, backend, { dtype: 'f32' });
+    try {
+      for (const layer of model.quantization!.layers) {
+        assert.ok(layer.out?.kind === 'int4' && layer.out.inputOrder && layer.down?.kind === 'int4' && layer.down.inputOrder, name);
+        if (name === 'shared orders') assert.ok(layer.qkv?.kind === 'int4' && layer.qkv.inputOrder && layer.up?.kind === 'int4', `${name}: q/k/v and gate/up stacked`);
+        else assert.ok(layer.qkv === undefined && layer.up === undefined, `${name}: parts in different orders run on their dequantized floats`);
+      }
+      const err = relError(engineLogits(model, PROMPT), llamaReferenceLogits(config, denseWeights(loaded.quantized), PROMPT));
+      assert.ok(err < 1e-4, `${name}: logits rel err ${err}`);
+    } finally {
+      model.free();
+    }
+    // Our layout keeps the order.
+    const ours = join(root, `ours-act-order-${name.replace(/\W+/g, '-')}`);
+    saveQuantizedModel(ours, loaded.quantized, { config: loaded.model });
+    const back = loadQuantizedModel(ours);
+    for (const [prefix, w] of loaded.quantized.modules) assert.deepEqual(back.quantized.modules.get(prefix), w, `${name}: ${prefix}`);
   }
 });
 

@@ -64,11 +64,37 @@ test('GPTQ v1 (zero − 1 stored) and v2 checkpoints convert to our layout exact
   expectOurs(fromGptq({ ...v2, scales, gIdx }, K, N, G, 'gptq_v2', 'test'), layer);
 });
 
-test('GPTQ act-order checkpoints (a reordered g_idx) and wrong sizes are refused with the reason', () => {
+test('GPTQ act-order checkpoints (g_idx out of order): the columns sorted by group, the input order kept; every weight as AutoGPTQ dequantizes it', () => {
   const layer = randomLayer(2);
   const packed = packGptq(layer.q, layer.z, false);
-  const gIdx = Int32Array.from({ length: K }, (_, k) => (k % 2 === 0 ? 0 : 1));
-  assert.throws(() => fromGptq({ ...packed, scales: Float32Array.from(layer.s), gIdx }, K, N, G, 'gptq_v2', 'layer.0'), /layer\.0: g_idx\[1\] = 1 is not 0: act-order/);
+  // AutoGPTQ with desc_act: channels quantized in a permuted order, g_idx[k] = (position of k) / G.
+  const rng = new Rng(5), order = Array.from({ length: K }, (_, k) => k);
+  for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
+  const gIdx = new Int32Array(K);
+  order.forEach((k, position) => { gIdx[k] = Math.floor(position / G); });
+  const w = fromGptq({ ...packed, scales: Float32Array.from(layer.s), gIdx }, K, N, G, 'gptq_v2', 'layer.0');
+  assert.ok(w.inputOrder, 'an input order');
+  // Each group's columns are contiguous, in channel order within the group.
+  for (let j = 0; j < K; j++) assert.equal(gIdx[w.inputOrder[j]!], Math.floor(j / G), `column ${j}`);
+  // AutoGPTQ's dequantization: w[k, n] = scale[g_idx[k], n] · (q[k, n] − zero[g_idx[k], n]).
+  const dense = dequantizeHostWeight(w);
+  for (let n = 0; n < N; n++) {
+    for (let k = 0; k < K; k++) {
+      const g = gIdx[k]!;
+      assert.equal(dense[n * K + k], layer.s[g * N + n]! * (layer.q[k * N + n]! - layer.z[g * N + n]!), `w[${n}, ${k}]`);
+    }
+  }
+  // A sequential g_idx needs no order.
+  assert.equal(fromGptq({ ...packed, scales: Float32Array.from(layer.s), gIdx: Int32Array.from({ length: K }, (_, k) => Math.floor(k / G)) }, K, N, G, 'gptq_v2', 'x').inputOrder, undefined);
+});
+
+test('GPTQ checkpoints with uneven groups or wrong sizes are refused with the reason', () => {
+  const layer = randomLayer(2);
+  const packed = packGptq(layer.q, layer.z, false);
+  const uneven = Int32Array.from({ length: K }, (_, k) => (k < 40 ? 0 : 1));
+  assert.throws(() => fromGptq({ ...packed, scales: Float32Array.from(layer.s), gIdx: uneven }, K, N, G, 'gptq_v2', 'layer.0'), /layer\.0: g_idx puts 40 channels in group 0, not 32/);
+  const outside = Int32Array.from({ length: K }, (_, k) => (k === 5 ? 7 : Math.floor(k / G)));
+  assert.throws(() => fromGptq({ ...packed, scales: Float32Array.from(layer.s), gIdx: outside }, K, N, G, 'gptq_v2', 'layer.0'), /g_idx\[5\] = 7 is not a group of 2/);
   assert.throws(() => fromGptq({ ...packed, scales: Float32Array.from(layer.s) }, K, N, 48, 'gptq_v2', 'layer.0'), /group size 48/);
   assert.throws(() => fromGptq({ ...packed, qweight: packed.qweight.subarray(1), scales: Float32Array.from(layer.s) }, K, N, G, 'gptq_v2', 'layer.0'), /'qweight' has 127 elements, expected 128/);
 });

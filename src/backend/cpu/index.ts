@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -28,6 +28,7 @@ import { prepareSampleTokens, prepareSpeculativeSample, prepareTokenProbabilitie
 import { prepareTanhActivation } from './tanh-activation.js';
 import { prepareDecodeAdvance } from './decode-advance.js';
 import { prepareFeedTokens } from './feed-tokens.js';
+import { prepareGatherColumns } from './gather-columns.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import type { DecodeLayersArgs } from '../backend.js';
 import { decodeLayersScratch, decodeLayersUnfused } from '../decode-layers-unfused.js';
@@ -227,6 +228,7 @@ export class CpuBackend implements Backend {
   speculativeSample(args: SpeculativeSampleArgs): void { this.queue.issue(prepareSpeculativeSample(args)); }
   decodeAdvance(args: DecodeAdvanceArgs): void { this.queue.issue(prepareDecodeAdvance(args)); }
   feedTokens(args: FeedTokensArgs): void { this.queue.issue(prepareFeedTokens(args)); }
+  gatherColumns(args: GatherColumnsArgs): void { this.queue.issue(prepareGatherColumns(args)); }
   /** The chain of unfused ops decodeLayers stands for (the contract's definition), after its checks. */
   decodeLayers(args: DecodeLayersArgs): void {
     checkDecodeLayers(new CpuCheck('decodeLayers'), args);

@@ -39,6 +39,7 @@ import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
 import { catalog as feedTokensCatalog } from './feed-tokens.js';
+import { catalog as gatherColumnsCatalog } from './gather-columns.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
@@ -85,6 +86,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['tanh-activation', tanhActivationCatalog],
     ['decode-advance', decodeAdvanceCatalog],
     ['feed-tokens', feedTokensCatalog],
+    ['gather-columns', gatherColumnsCatalog],
     ['prefetch-l2', prefetchL2Catalog],
     ['decode-layers', decodeLayersCatalog],
   ];
