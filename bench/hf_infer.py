@@ -25,7 +25,8 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 # The GPU machine has one; elsewhere the references run on the CPU (slower, the same numbers to rounding).
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -98,6 +99,16 @@ def cases():
                                                     num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=512,
                                                     tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
                                                     bos_token_id=256, eos_token_id=256), {}),
+        # Qwen2: biases on q, k and v only, tied embeddings, RoPE base 1e6 (read as a Llama variant).
+        "qwen2": (Qwen2ForCausalLM, Qwen2Config(vocab_size=vocab, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
+                                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                                                rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
+                                                bos_token_id=256, eos_token_id=256), {}),
+        # Mistral v0.1-style: a sliding window (256 positions, past the longest sequence here, 228: our engine
+        # caps its context at the window, inside which the window changes nothing).
+        "mistral": (MistralForCausalLM, MistralConfig(vocab_size=vocab, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
+                                                      num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=1024,
+                                                      sliding_window=256, bos_token_id=256, eos_token_id=256), {}),
     }
 
 

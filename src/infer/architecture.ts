@@ -140,10 +140,11 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
       { name: `${l}.input_layernorm.weight`, shape: [H] },
       { name: `${a}.q_proj.weight`, shape: [q, H] }, { name: `${a}.k_proj.weight`, shape: [kv, H], packWithPrevious: true },
       { name: `${a}.v_proj.weight`, shape: [kv, H], packWithPrevious: true },
-      ...(c.attentionBias ? [
+      ...(c.attentionBias || c.qkvBias ? [
         { name: `${a}.q_proj.bias`, shape: [q] }, { name: `${a}.k_proj.bias`, shape: [kv], packWithPrevious: true },
-        { name: `${a}.v_proj.bias`, shape: [kv], packWithPrevious: true }, { name: `${a}.o_proj.bias`, shape: [H] },
+        { name: `${a}.v_proj.bias`, shape: [kv], packWithPrevious: true },
       ] : []),
+      ...(c.attentionBias ? [{ name: `${a}.o_proj.bias`, shape: [H] }] : []),
       { name: `${a}.o_proj.weight`, shape: [H, q] },
       { name: `${l}.post_attention_layernorm.weight`, shape: [H] },
       { name: `${m}.gate_proj.weight`, shape: [F, H] }, { name: `${m}.up_proj.weight`, shape: [F, H], packWithPrevious: true },
@@ -156,7 +157,8 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
     layerNames.push({
       norm1: { gamma: `${l}.input_layernorm.weight` },
       qkv: [`${a}.q_proj.weight`, `${a}.k_proj.weight`, `${a}.v_proj.weight`],
-      ...(c.attentionBias ? { qkvBias: [`${a}.q_proj.bias`, `${a}.k_proj.bias`, `${a}.v_proj.bias`], outBias: `${a}.o_proj.bias` } : {}),
+      ...(c.attentionBias || c.qkvBias ? { qkvBias: [`${a}.q_proj.bias`, `${a}.k_proj.bias`, `${a}.v_proj.bias`] } : {}),
+      ...(c.attentionBias ? { outBias: `${a}.o_proj.bias` } : {}),
       out: `${a}.o_proj.weight`,
       norm2: { gamma: `${l}.post_attention_layernorm.weight` },
       up: [`${m}.gate_proj.weight`, `${m}.up_proj.weight`],
@@ -168,7 +170,8 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
   if (!c.tieWordEmbeddings) weights.push({ name: 'lm_head.weight', shape: [Vp, H], fileShape: [c.vocabSize, H] });
   return {
     family: 'llama', config: model, vocabSize: c.vocabSize, paddedVocab: Vp, hidden: H, layers: c.layers, heads: c.heads, kvHeads: c.kvHeads,
-    headDim: D, ffn: F, maxPositions: c.maxPositions, norm: 'rms', normEps: c.rmsNormEps, activation: c.activation,
+    // A sliding window caps the context: within it, sliding-window attention is full attention.
+    headDim: D, ffn: F, maxPositions: Math.min(c.maxPositions, c.slidingWindow ?? Infinity), norm: 'rms', normEps: c.rmsNormEps, activation: c.activation,
     gatedMlp: true, learnedPositions: false, tiedEmbeddings: c.tieWordEmbeddings,
     eosTokenIds: c.eosTokenIds, bosTokenId: c.bosTokenId, weights, tokenEmbedding: 'model.embed_tokens.weight', layerNames,
     finalNorm: { gamma: 'model.norm.weight' }, lmHead: c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight', optionalPrefix: 'model.',

@@ -6,6 +6,11 @@
 // RoPE settings come from rope_theta + rope_scaling (transformers 4.x) or from rope_parameters
 // (transformers 5, which may leave the top-level rope_theta out: reading only the old fields would silently
 // use the default base frequency). We write the 4.x fields, which both versions read.
+//
+// Two architectures of the same shape read as variants: Mistral (model_type "mistral": Llama's layers,
+// with sliding-window attention in v0.1) and Qwen2 (model_type "qwen2": biases on the q, k and v
+// projections, none on o). A sliding window is recorded, and the engine's context is capped at it
+// (infer/architecture.ts): within the window, sliding-window attention is full attention.
 
 import { ConfigFields, hfActivationName, type JsonObject, type ModelActivation } from './config-fields.js';
 
@@ -29,6 +34,10 @@ export type RopeScaling =
 
 export const ROPE_SCALING_TYPES = ['linear', 'dynamic', 'llama3', 'yarn'] as const;
 
+/** Architectures read as Llama variants: HF's model_type → its class name. */
+export const LLAMA_VARIANTS = { llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM' } as const;
+export type LlamaVariant = keyof typeof LLAMA_VARIANTS;
+
 export interface LlamaConfig {
   readonly vocabSize: number;
   readonly hidden: number;
@@ -48,6 +57,12 @@ export interface LlamaConfig {
   readonly tieWordEmbeddings: boolean;
   /** Biases on the q, k, v and o projections. */
   readonly attentionBias: boolean;
+  /** Biases on the q, k and v projections only (Qwen2); absent: false. */
+  readonly qkvBias?: boolean;
+  /** The HF model_type this config came from when not "llama" (written back as it was read). */
+  readonly variant?: Exclude<LlamaVariant, 'llama'>;
+  /** Sliding-window attention's window (Mistral v0.1, Qwen2 with use_sliding_window); absent: none. */
+  readonly slidingWindow?: number;
   /** Biases on the gate, up and down projections. */
   readonly mlpBias: boolean;
   readonly bosTokenId: number;
@@ -57,7 +72,7 @@ export interface LlamaConfig {
 
 export function llamaConfigFromJson(json: JsonObject, source: string): LlamaConfig {
   const fields = new ConfigFields(json, source);
-  fields.modelType('llama');
+  const variant = fields.oneOf('model_type', Object.keys(LLAMA_VARIANTS) as LlamaVariant[], 'llama');
   const vocabSize = fields.positiveInteger('vocab_size');
   const hidden = fields.positiveInteger('hidden_size');
   const heads = fields.positiveInteger('num_attention_heads');
@@ -90,11 +105,23 @@ export function llamaConfigFromJson(json: JsonObject, source: string): LlamaConf
     ropeScaling,
     activation: fields.activation('hidden_act', 'silu'),
     tieWordEmbeddings: fields.boolean('tie_word_embeddings', false),
-    attentionBias: fields.boolean('attention_bias', false),
+    // Qwen2 has no attention_bias field: its q, k and v always carry biases, its o none.
+    attentionBias: variant === 'qwen2' ? false : fields.boolean('attention_bias', false),
     mlpBias: fields.boolean('mlp_bias', false),
     bosTokenId,
     eosTokenIds,
+    ...(variant === 'qwen2' ? { qkvBias: true } : {}),
+    ...(variant !== 'llama' ? { variant } : {}),
+    ...slidingWindow(fields, variant),
   };
+}
+
+/** Mistral's sliding_window (null: none); Qwen2's when use_sliding_window is true. */
+function slidingWindow(fields: ConfigFields, variant: LlamaVariant): { slidingWindow?: number } {
+  if (variant === 'llama') return {};
+  if (variant === 'qwen2' && !fields.boolean('use_sliding_window', false)) return {};
+  const value = fields.value('sliding_window');
+  return value === undefined || value === null ? {} : { slidingWindow: fields.positiveInteger('sliding_window') };
 }
 
 function ropeSettings(fields: ConfigFields): { ropeTheta: number; ropeScaling: RopeScaling | null } {
@@ -141,9 +168,13 @@ function ropeScalingFrom(scaling: ConfigFields, defaultType?: 'default'): RopeSc
 
 /** The config.json fields for `config`, as LlamaConfig reads them (transformers 4.x spelling, read by 5.x too). */
 export function llamaConfigToJson(config: LlamaConfig): JsonObject {
+  const variant = config.variant ?? 'llama';
+  const window = variant === 'mistral' ? { sliding_window: config.slidingWindow ?? null }
+    : variant === 'qwen2' ? { use_sliding_window: config.slidingWindow !== undefined, ...(config.slidingWindow !== undefined ? { sliding_window: config.slidingWindow } : {}) } : {};
   return {
-    architectures: ['LlamaForCausalLM'],
-    model_type: 'llama',
+    architectures: [LLAMA_VARIANTS[variant]],
+    model_type: variant,
+    ...window,
     vocab_size: config.vocabSize,
     hidden_size: config.hidden,
     intermediate_size: config.ffn,
@@ -157,7 +188,7 @@ export function llamaConfigToJson(config: LlamaConfig): JsonObject {
     rope_scaling: config.ropeScaling === null ? null : ropeScalingToJson(config.ropeScaling),
     hidden_act: hfActivationName(config.activation),
     tie_word_embeddings: config.tieWordEmbeddings,
-    attention_bias: config.attentionBias,
+    ...(variant !== 'qwen2' ? { attention_bias: config.attentionBias } : {}),
     mlp_bias: config.mlpBias,
     bos_token_id: config.bosTokenId,
     eos_token_id: config.eosTokenIds.length === 1 ? config.eosTokenIds[0] : [...config.eosTokenIds],
@@ -189,7 +220,7 @@ export function llamaParameterCount(config: LlamaConfig): number {
   const { vocabSize: V, hidden: H, ffn: F, headDim: D } = config;
   const q = config.heads * D;
   const kv = config.kvHeads * D;
-  const attention = H * (q + 2 * kv) + q * H + (config.attentionBias ? q + 2 * kv + H : 0);
+  const attention = H * (q + 2 * kv) + q * H + (config.attentionBias ? q + 2 * kv + H : config.qkvBias ? q + 2 * kv : 0);
   const mlp = 3 * H * F + (config.mlpBias ? 2 * F + H : 0);
   const block = attention + mlp + 2 * H;
   return V * H + config.layers * block + H + (config.tieWordEmbeddings ? 0 : V * H);

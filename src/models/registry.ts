@@ -28,6 +28,8 @@ export const SUPPORTED_ARCHITECTURES: Readonly<Record<string, ModelFamily>> = {
   BertModel: 'bert',
   LlamaForCausalLM: 'llama',
   LlamaModel: 'llama',
+  MistralForCausalLM: 'llama',
+  Qwen2ForCausalLM: 'llama',
   MarianMTModel: 'marian',
 };
 
@@ -48,7 +50,11 @@ export function modelConfigFromJson(json: JsonObject, source: string): ModelConf
 }
 
 function familyOf(fields: ConfigFields): ModelFamily {
-  if (fields.has('model_type')) return fields.oneOf('model_type', MODEL_FAMILIES);
+  if (fields.has('model_type')) {
+    // Mistral and Qwen2 read as Llama variants (models/llama.ts).
+    const type = fields.oneOf('model_type', [...MODEL_FAMILIES, 'mistral', 'qwen2'] as const);
+    return type === 'mistral' || type === 'qwen2' ? 'llama' : type;
+  }
   const architectures = fields.value('architectures');
   const expected = `a list naming one of ${Object.keys(SUPPORTED_ARCHITECTURES).join(', ')}`;
   if (!Array.isArray(architectures)) {

@@ -37,6 +37,10 @@ const CASES: Case[] = [
   { name: 'llama tied, biases, MHA', family: 'llama', config: { ...TINY_LLAMA, kvHeads: 4, tieWordEmbeddings: true, attentionBias: true, mlpBias: true } },
   { name: 'llama MQA, llama3 RoPE', family: 'llama', config: { ...TINY_LLAMA, kvHeads: 1, ropeScaling: { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 16 } } },
   { name: 'llama yarn RoPE', family: 'llama', config: { ...TINY_LLAMA, ropeTheta: 500, ropeScaling: { type: 'yarn', factor: 4, betaFast: 32, betaSlow: 1 } } },
+  // Qwen2: q, k and v biases, none on o; tied, as the small Qwen2.5 models.
+  { name: 'qwen2 tied, q/k/v biases', family: 'llama', config: { ...TINY_LLAMA, variant: 'qwen2', qkvBias: true, tieWordEmbeddings: true, ropeTheta: 1e6 } },
+  // Mistral v0.1: a sliding window of 48 positions (the context is capped there).
+  { name: 'mistral, sliding window', family: 'llama', config: { ...TINY_LLAMA, variant: 'mistral', slidingWindow: 48 } },
 ];
 
 function folder(c: Case, seed = 7): { dir: string; weights: HostWeights } {
@@ -101,6 +105,19 @@ for (const c of CASES) {
     model.free();
   });
 }
+
+test('a sliding window caps the context: an engine past it is refused naming the bound', () => {
+  const c = CASES.find((x) => x.name.startsWith('mistral'))!;
+  const { dir } = folder(c);
+  const { model } = loadDecoderModel(dir, backend);
+  try {
+    assert.equal(model.arch.maxPositions, 48);
+    assert.throws(() => new DecodeEngine(model, { maxBatch: 1, maxLen: 64 }), /maxLen must be an integer in \[2, 48\]/);
+    new DecodeEngine(model, { maxBatch: 1, maxLen: 48 }).dispose();
+  } finally {
+    model.free();
+  }
+});
 
 test('graph replay on the CPU gives the tokens of eager steps, with ragged prompts and a partial bucket', async () => {
   const c = CASES[2]!;
@@ -202,7 +219,7 @@ test('unknown architectures and encoder models are refused by name', () => {
   writeModelFolder(dir, 'gpt2', TINY_GPT2, 1);
   writeFileSync(join(dir, 'config.json'), JSON.stringify(bertConfigToJson(BERT_PRESETS['bert-tiny']!)));
   assert.throws(() => loadDecoderModel(dir, backend), /runs decoder-only GPT-2 and Llama models; this is a bert model/);
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({ model_type: 'mistral' }));
-  assert.throws(() => loadDecoderModel(dir, backend), /field "model_type" is "mistral"/);
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ model_type: 'gemma' }));
+  assert.throws(() => loadDecoderModel(dir, backend), /field "model_type" is "gemma"/);
 });
 

@@ -94,7 +94,8 @@ export function llamaReferenceLogits(c: LlamaConfig, w: HostWeights, tokens: rea
   let xs = tokens.map((t) => Float64Array.from(embed[t]!));
   for (let l = 0; l < c.layers; l++) {
     const p = `model.layers.${l}`, v = (n: string) => vectorOf(w, `${p}.${n}`), m = (n: string) => rowsOf(w, `${p}.${n}`);
-    const bias = (n: string, size: number) => (c.attentionBias ? v(n) : new Float64Array(size));
+    // Qwen2 (qkvBias): biases on q, k and v only.
+    const bias = (n: string, size: number) => (c.attentionBias || (c.qkvBias && !n.startsWith('self_attn.o_proj')) ? v(n) : new Float64Array(size));
     const hs = xs.map((x) => rmsNorm(x, v('input_layernorm.weight'), c.rmsNormEps));
     const q = hs.map((h) => add(matOut(h, m('self_attn.q_proj.weight')), bias('self_attn.q_proj.bias', c.heads * D)));
     const k = hs.map((h) => add(matOut(h, m('self_attn.k_proj.weight')), bias('self_attn.k_proj.bias', c.kvHeads * D)));

@@ -97,5 +97,43 @@ test('errors name the file and the field', () => {
   assertConfigError(() => read({ rope_parameters: { rope_type: 'mrope' } }), SOURCE, 'rope_parameters.rope_type');
   assertConfigError(() => read({ eos_token_id: [128001, 200000] }), SOURCE, 'eos_token_id', /below vocab_size \(128256\)/);
   assertConfigError(() => read({ rms_norm_eps: 0 }), SOURCE, 'rms_norm_eps', /a positive number/);
-  assertConfigError(() => read({ model_type: 'mistral' }), SOURCE, 'model_type');
+  assertConfigError(() => read({ model_type: 'gemma' }), SOURCE, 'model_type', /is "gemma"; expected one of "llama", "mistral", "qwen2"/);
+});
+
+test('Mistral and Qwen2 configs read as Llama variants: sliding windows, Qwen2\'s q/k/v biases; both round-trip', () => {
+  // Mistral-7B-v0.1's config.json (its fields; the values of the published file).
+  const mistral = {
+    architectures: ['MistralForCausalLM'], model_type: 'mistral', vocab_size: 32000, hidden_size: 4096, intermediate_size: 14336,
+    num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, max_position_embeddings: 32768, rms_norm_eps: 1e-5,
+    rope_theta: 10000.0, sliding_window: 4096, hidden_act: 'silu', tie_word_embeddings: false, bos_token_id: 1, eos_token_id: 2,
+  };
+  const m = llamaConfigFromJson(mistral, 'Mistral-7B-v0.1/config.json');
+  assert.equal(m.variant, 'mistral');
+  assert.equal(m.slidingWindow, 4096);
+  assert.equal(m.maxPositions, 32768);
+  assert.equal(m.headDim, 128);
+  assert.equal(m.attentionBias, false);
+  assert.deepEqual(roundTrip(m), m);
+  assert.equal(llamaConfigToJson(m)['model_type'], 'mistral');
+  assert.deepEqual(llamaConfigToJson(m)['architectures'], ['MistralForCausalLM']);
+  // v0.2 and later: no window.
+  assert.equal(llamaConfigFromJson({ ...mistral, sliding_window: null }, 'v0.3').slidingWindow, undefined);
+  // Qwen2.5-0.5B's config.json: tied, q/k/v biases (no field says so), a window that is not used.
+  const qwen = {
+    architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', vocab_size: 151936, hidden_size: 896, intermediate_size: 4864,
+    num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, max_position_embeddings: 32768, rms_norm_eps: 1e-6,
+    rope_theta: 1000000.0, sliding_window: 32768, use_sliding_window: false, max_window_layers: 21, hidden_act: 'silu',
+    tie_word_embeddings: true, bos_token_id: 151643, eos_token_id: 151643,
+  };
+  const q = llamaConfigFromJson(qwen, 'Qwen2.5-0.5B/config.json');
+  assert.equal(q.variant, 'qwen2');
+  assert.equal(q.qkvBias, true);
+  assert.equal(q.attentionBias, false);
+  assert.equal(q.slidingWindow, undefined);
+  assert.equal(q.headDim, 64);
+  assert.deepEqual(roundTrip(q), q);
+  // Qwen2.5-0.5B has 494,032,768 parameters (HF's num_parameters()).
+  assert.equal(llamaParameterCount(q), 494_032_768);
+  assert.equal(llamaConfigFromJson({ ...qwen, use_sliding_window: true, sliding_window: 4096 }, 'q').slidingWindow, 4096);
+  assertConfigError(() => llamaConfigFromJson({ ...qwen, model_type: 'qwen3' }, 'Qwen3/config.json'), 'Qwen3/config.json', 'model_type');
 });

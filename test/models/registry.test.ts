@@ -42,10 +42,21 @@ test('without model_type, the family comes from architectures', () => {
   assert.equal(modelConfigFromJson(llama, 'llama/config.json').family, 'llama');
 });
 
+test('Mistral and Qwen2 configs are the Llama family, by model_type or architectures', () => {
+  for (const [type, architecture] of [['mistral', 'MistralForCausalLM'], ['qwen2', 'Qwen2ForCausalLM']] as const) {
+    const json = { ...llama32OneBJson(), model_type: type, architectures: [architecture] };
+    const model = modelConfigFromJson(json, `${type}/config.json`);
+    assert.equal(model.family, 'llama');
+    assert.equal(model.family === 'llama' && model.config.variant, type);
+    delete (json as Record<string, unknown>)['model_type'];
+    assert.equal(modelConfigFromJson(json, `${type}/config.json`).family, 'llama', `${type} by architectures`);
+  }
+});
+
 test('unknown model types and architectures are errors listing the supported ones', () => {
   const source = 't5-small/config.json';
   assertConfigError(() => modelConfigFromJson({ model_type: 't5', architectures: ['T5ForConditionalGeneration'] }, source), source, 'model_type',
-    /is "t5"; expected one of "gpt2", "bert", "llama", "marian"/);
+    /is "t5"; expected one of "gpt2", "bert", "llama", "marian", "mistral", "qwen2"/);
   const message = assertConfigError(() => modelConfigFromJson({ architectures: ['T5ForConditionalGeneration'] }, source), source, 'architectures');
   assert.match(message, /is \["T5ForConditionalGeneration"\]; expected a list naming one of GPT2LMHeadModel, /);
   for (const architecture of Object.keys(SUPPORTED_ARCHITECTURES)) assert.ok(message.includes(architecture), architecture);
