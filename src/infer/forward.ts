@@ -26,7 +26,10 @@
 // Quantized projections (model.quantization, quantized.ts) replace a layer's GEMM with int4Linear (the
 // bias/activation in its epilogue) or int8Linear (W8A8: one GEMV kernel for decode's rows on CUDA, else
 // quantize-rows → int8Gemm → dequantize, whose intermediates are views of buffers allocated here for
-// maxRows rows); a gated MLP's INT8 gate/up product and act(g)·u are one int8Linear.
+// maxRows rows); a gated MLP's INT8 gate/up product and act(g)·u are one int8Linear. An act-order INT4
+// weight (GPTQ desc_act: inputOrder) reads its input gathered into its order (gatherColumns into a
+// buffer allocated here), its norm a residualNorm of its own.
+// Calibration (quant/decoder-quantize.ts) sets `capture` to see each projection's input.
 
 import type { Activation, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
 import { decodeLayersWorkspaceFloats, rowSquareSlots } from '../backend/backend.js';
