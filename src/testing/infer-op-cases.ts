@@ -460,11 +460,7 @@ function gatherColumnsCases(dtype: FloatDType): OpCase[] {
     inputs: (rng) => {
       const C = kind === 'permutation' ? K : 100;
       const index = randomInts(rng, [C], 0, K);
-      if (kind === 'permutation') {
-        const order = Array.from({ length: K }, (_, k) => k);
-        for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
-        index.values.set(order);
-      }
+      if (kind === 'permutation') index.values.set(rng.permutation(K));
       return { x: floats(rng, [rows, K], dtype), index };
     },
     run: (b, inputs) => {

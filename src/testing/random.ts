@@ -28,6 +28,16 @@ export class Rng {
     for (let i = 0; i < n; i++) out[i] = low + Math.floor(this.next() * (high - low));
     return out;
   }
+
+  /** A random permutation of 0 … n−1 (Fisher–Yates). */
+  permutation(n: number): Int32Array {
+    const out = Int32Array.from({ length: n }, (_, i) => i);
+    for (let k = n - 1; k > 0; k--) {
+      const j = Math.floor(this.next() * (k + 1));
+      [out[k], out[j]] = [out[j]!, out[k]!];
+    }
+    return out;
+  }
 }
 
 export function freshSeed(): number {

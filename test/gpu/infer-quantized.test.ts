@@ -240,9 +240,7 @@ test('llama act-order INT4 (inputs gathered into each weight\'s order): CUDA eng
   const orders = new Map<string, Int32Array>();
   const orderFor = (key: string, K: number) => {
     if (!orders.has(key)) {
-      const rng = new Rng(orders.size + 1), order = Array.from({ length: K }, (_, k) => k);
-      for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
-      orders.set(key, Int32Array.from(order));
+      orders.set(key, new Rng(orders.size + 1).permutation(K));
     }
     return orders.get(key)!;
   };

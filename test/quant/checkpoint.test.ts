@@ -168,8 +168,7 @@ test('an act-order GPTQ GPT-2 runs in the training model: its quantized products
   const G = 32, dir = join(root, 'gptq-act-order');
   freshDir(dir);
   writeHfDirectory(dir, { quant_method: 'gptq', bits: 4, group_size: G, desc_act: true, sym: false, checkpoint_format: 'gptq_v2' }, (p, K, N, rng) => {
-    const order = Array.from({ length: K }, (_, k) => k);
-    for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
+    const order = rng.permutation(K);
     const gIdx = new Int32Array(K);
     order.forEach((k, position) => { gIdx[k] = Math.floor(position / G); });
     return [

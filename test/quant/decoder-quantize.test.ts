@@ -154,8 +154,7 @@ test('Hugging Face GPTQ and AWQ Llama directories load: q/k/v and gate/up run as
 
 /** g_idx of an act-order GPTQ layer: channels in a seeded random order, G at a time into groups 0, 1, … */
 function actOrderGroups(seed: number, K: number, G: number): Int32Array {
-  const rng = new Rng(seed), order = Array.from({ length: K }, (_, k) => k);
-  for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
+  const order = new Rng(seed).permutation(K);
   const gIdx = new Int32Array(K);
   order.forEach((k, position) => { gIdx[k] = Math.floor(position / G); });
   return gIdx;

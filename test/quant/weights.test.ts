@@ -68,8 +68,7 @@ test('GPTQ act-order checkpoints (g_idx out of order): the columns sorted by gro
   const layer = randomLayer(2);
   const packed = packGptq(layer.q, layer.z, false);
   // AutoGPTQ with desc_act: channels quantized in a permuted order, g_idx[k] = (position of k) / G.
-  const rng = new Rng(5), order = Array.from({ length: K }, (_, k) => k);
-  for (let k = K - 1; k > 0; k--) { const j = Math.floor(rng.next() * (k + 1)); [order[k], order[j]] = [order[j]!, order[k]!]; }
+  const order = new Rng(5).permutation(K);
   const gIdx = new Int32Array(K);
   order.forEach((k, position) => { gIdx[k] = Math.floor(position / G); });
   const w = fromGptq({ ...packed, scales: Float32Array.from(layer.s), gIdx }, K, N, G, 'gptq_v2', 'layer.0');
