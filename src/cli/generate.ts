@@ -23,7 +23,8 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            projections run on the quantized kernels
   --quantize rtn4|rtn8     quantize a 16-bit GPT-2 or Llama model on loading (round-to-nearest): INT4 W4A16 in groups
                            of 128, or INT8 W8A8 per channel; embeddings, norms and the LM head stay 16-bit
-  --quantize-lm-head       with --quantize: the LM head too (at batch 1 a large share of the bytes a step reads)
+  --quantize-lm-head       with --quantize, or on a quantized directory: the LM head too, round-to-nearest at the
+                           projections' bits (at batch 1 a large share of the bytes a step reads)
   --beams N                beam search with N beams (Marian models; default: generation_config.json's
                            num_beams); HARS top-k on the GPU
   --length-penalty X       beam search's length penalty (default: generation_config.json's, else 1)
@@ -117,7 +118,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (lengthPenalty !== undefined) throw new ArgumentError('--length-penalty applies to beam search (Marian models) only');
   const loadStart = performance.now();
   const { model, unused } = loadDecoderDirectory(dir, backend, {
-    ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}), ...(quantize ? { quantize, quantizeLmHead: values['quantize-lm-head']! } : {}),
+    ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}), ...(quantize ? { quantize } : {}), quantizeLmHead: values['quantize-lm-head']!,
   });
   const tokenizer = loadTokenizer(dir);
   const log = (line: string) => { if (rank0) process.stderr.write(`${line}\n`); };

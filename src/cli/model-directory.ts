@@ -10,7 +10,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { loadDecoderModel } from '../infer/model.js';
 import type { DecoderModel } from '../infer/model.js';
-import { isQuantizedDirectory, loadQuantizedDecoderModel, quantizeDecoderModel } from '../infer/quantized.js';
+import { isQuantizedDirectory, loadQuantizedDecoderModel, quantizeDecoderModel, quantizeLmHead } from '../infer/quantized.js';
 
 /** A directory whose config.json has a quantization_config (`fuseformer quantize`, GPTQ, AWQ). */
 export function readsAsQuantized(dir: string): boolean {
@@ -39,7 +39,7 @@ export type QuantizeOnLoad = 'rtn4' | 'rtn8';
 export function quantizeOption(dir: string, quantize: string | undefined, lmHead: boolean, tp: number): QuantizeOnLoad | undefined {
   if (quantize !== undefined && quantize !== 'rtn4' && quantize !== 'rtn8') throw new ArgumentError(`--quantize must be rtn4 or rtn8, got '${quantize}'`);
   const quantizedDir = readsAsQuantized(dir);
-  if (lmHead && quantize === undefined) throw new ArgumentError('--quantize-lm-head needs --quantize rtn4|rtn8');
+  if (lmHead && quantize === undefined && !quantizedDir) throw new ArgumentError('--quantize-lm-head needs --quantize rtn4|rtn8, or a quantized --model directory');
   if (quantizedDir && quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: '${dir}' is already quantized (its config.json has a quantization_config)`);
   if ((quantizedDir || quantize !== undefined) && tp > 1) throw new ArgumentError(`--tp ${tp}: quantized models run on one GPU; drop --tp${quantize !== undefined ? ' or --quantize' : ''}`);
   return quantize;
@@ -54,19 +54,20 @@ export interface DecoderDirectoryOptions {
 
 /**
  * A decoder-only model from a directory: a quantized one (`fuseformer quantize`, GPTQ, AWQ) through its
- * loader, else the 16-bit loader, then round-to-nearest when asked (the model is freed if that fails).
+ * loader, else the 16-bit loader, then round-to-nearest when asked — the projections (and head) of a
+ * 16-bit model, or a quantized directory's head (the model is freed if that fails).
  */
 export function loadDecoderDirectory(dir: string, backend: Backend, options: DecoderDirectoryOptions = {}): { model: DecoderModel; unused: readonly string[] } {
   const dtype = options.dtype ? { dtype: options.dtype } : {};
   const { model, unused } = readsAsQuantized(dir) ? { model: loadQuantizedDecoderModel(dir, backend, dtype), unused: [] }
     : loadDecoderModel(dir, backend, { ...dtype, ...(options.tensorParallel ? { tensorParallel: options.tensorParallel } : {}) });
-  if (options.quantize !== undefined) {
-    try {
-      quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize === 'rtn4' ? 4 : 8, lmHead: options.quantizeLmHead ?? false });
-    } catch (error) {
-      model.free();
-      throw error;
-    }
+  try {
+    if (options.quantize !== undefined) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize === 'rtn4' ? 4 : 8, lmHead: options.quantizeLmHead ?? false });
+    // A quantized directory's head: round-to-nearest at the projections' bits (and group size).
+    else if (options.quantizeLmHead && model.quantization) quantizeLmHead(model);
+  } catch (error) {
+    model.free();
+    throw error;
   }
   return { model, unused };
 }

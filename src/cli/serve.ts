@@ -62,7 +62,7 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
                            per batch-size bucket; the default without --draft)
   --quantize rtn4|rtn8     quantize a 16-bit model on loading (round-to-nearest): INT4 W4A16 in groups of 128, or
                            INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
-  --quantize-lm-head       with --quantize: the LM head too
+  --quantize-lm-head       with --quantize, or on a quantized directory: the LM head too (round-to-nearest)
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -126,7 +126,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const group = tp > 1 ? await tensorParallelGroup('serve', tp, values.backend as BackendChoice | undefined) : undefined;
   const { backend } = group ?? await selectBackend(values.backend as BackendChoice | undefined);
   const { model } = loadDecoderDirectory(dir, backend, {
-    ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}), ...(quantize ? { quantize, quantizeLmHead: values['quantize-lm-head']! } : {}),
+    ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}), ...(quantize ? { quantize } : {}), quantizeLmHead: values['quantize-lm-head']!,
   });
   if (group && group.comm.rank !== 0) return follow(model, group.comm, engineOptions);
   let draft: DecoderModel | undefined;

@@ -93,6 +93,21 @@ export function quantizeDecoderModel(model: DecoderModel, options: QuantizeDecod
   return (model.quantization = { info, layers, ...(lmHead ? { lmHead } : {}) });
 }
 
+/**
+ * Adds a round-to-nearest copy of the LM head to a model whose projections are already quantized (a
+ * `fuseformer quantize` / GPTQ / AWQ directory): INT4 in the projections' group size, or INT8 W8A8, as
+ * the projections are. The embedding keeps its float table.
+ */
+export function quantizeLmHead(model: DecoderModel): void {
+  const q = model.quantization;
+  if (!q) throw new ArgumentError(`${model.source}: the model is not quantized (quantize its projections first)`);
+  if (q.lmHead) throw new ArgumentError(`${model.source}: the LM head is already quantized`);
+  const H = model.lmHead.shape[1]!, G = q.info.groupSize ?? 128;
+  if (q.info.bits === 4 && H % G !== 0) throw new ArgumentError(`${model.source}: INT4 group size ${G} does not divide the LM head's ${H} inputs`);
+  const lmHead = q.info.bits === 4 ? int4OnDevice(model.backend, model.lmHead, G) : int8FromHost(model.backend, model.lmHead);
+  model.quantization = { ...q, lmHead };
+}
+
 function int4OnDevice(b: Backend, weight: Tensor, G: number): DeviceInt4Weight {
   const [N, K] = weight.shape as [number, number];
   const w: DeviceInt4Weight = {

@@ -25,7 +25,7 @@ import { generate } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { decodeWeightBytes } from '../../src/infer/architecture.js';
-import { dropQuantization, loadQuantizedDecoderModel, PROJECTION_ROLES, quantizedDecodeWeightBytes, quantizeDecoderModel } from '../../src/infer/quantized.js';
+import { dropQuantization, loadQuantizedDecoderModel, PROJECTION_ROLES, quantizedDecodeWeightBytes, quantizeDecoderModel, quantizeLmHead } from '../../src/infer/quantized.js';
 import type { ProjectionRole } from '../../src/infer/quantized.js';
 import { loadTokenizer } from '../../src/io/tokenizer.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
@@ -222,12 +222,16 @@ test('quantizeDecoderModel refuses group sizes that do not divide the widths, an
 });
 
 /** Runs `fuseformer generate` with stdout captured. */
+/** What the last captured() run wrote to stderr (the command's first line names the precision). */
+let lastStderr = '';
+
 async function captured(argv: string[]): Promise<string> {
   const write = process.stdout.write.bind(process.stdout), writeErr = process.stderr.write.bind(process.stderr);
   let out = '';
+  lastStderr = '';
   // The command writes strings; the test runner's own reports (bytes) still go out while the command awaits.
   process.stdout.write = ((chunk: string | Uint8Array) => (typeof chunk === 'string' ? ((out += chunk), true) : write(chunk))) as typeof process.stdout.write;
-  process.stderr.write = (() => true) as typeof process.stderr.write;
+  process.stderr.write = ((chunk: string | Uint8Array) => { lastStderr += String(chunk); return true; }) as typeof process.stderr.write;
   try {
     assert.equal(await runGenerate(argv), 0);
     return out;
@@ -302,5 +306,22 @@ test('a `fuseformer quantize` directory (GPT-2 INT4 and INT8, Llama INT4) runs t
   } finally {
     m8.free();
   }
-  await assert.rejects(captured(['--model', dir, '--prompt', 'x', '--quantize-lm-head', '--backend', 'cpu']), /--quantize-lm-head needs --quantize rtn4\|rtn8/);
+  await assert.rejects(captured(['--model', dir, '--prompt', 'x', '--quantize-lm-head', '--backend', 'cpu']), /--quantize-lm-head needs --quantize rtn4\|rtn8, or a quantized --model directory/);
+  // On a quantized directory, --quantize-lm-head alone quantizes the head at the projections' bits: the
+  // tokens of the engine API with quantizeLmHead on the loaded directory.
+  const headText = await captured(['--model', llamaOut, '--prompt', prompt, '--max-tokens', '6', '--temperature', '0', '--quantize-lm-head', '--backend', 'cpu']);
+  assert.match(lastStderr, /INT4 W4A16 \(rtn, group 32\) projections and LM head/);
+  const withQuantizedHead = loadQuantizedDecoderModel(llamaOut, backend);
+  try {
+    quantizeLmHead(withQuantizedHead);
+    const head = withQuantizedHead.quantization!.lmHead!;
+    assert.equal(head.kind, 'int4');
+    assert.equal(head.kind === 'int4' && head.groupSize, 32, "the projections' group size");
+    assert.throws(() => quantizeLmHead(withQuantizedHead), /the LM head is already quantized/);
+    const tokenizer = loadTokenizer(llamaOut), ids: number[] = [];
+    for await (const t of generate(withQuantizedHead, tokenizer.encode(prompt), { temperature: 0, maxNewTokens: 6 })) ids.push(t);
+    assert.equal(headText, `${prompt}${tokenizer.decode(ids)}\n`);
+  } finally {
+    withQuantizedHead.free();
+  }
 });
