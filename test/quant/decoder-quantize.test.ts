@@ -122,6 +122,8 @@ test('Hugging Face GPTQ and AWQ Llama directories load: q/k/v and gate/up run as
     { name: 'awq, multi-head attention', method: 'awq' as const, config: { ...LLAMA, kvHeads: LLAMA.heads }, float: [] as string[] },
     // v_proj and down_proj left in floating point: the QKV product runs on its float GEMM, O and the MLP-in quantized.
     { name: 'awq with modules_to_not_convert', method: 'awq' as const, config: LLAMA, float: ['v_proj', 'down_proj'] },
+    // Qwen2 (as Qwen publishes Qwen2.5 AWQ checkpoints): the q/k/v biases stay float beside the quantized weights.
+    { name: 'awq qwen2', method: 'awq' as const, config: { ...LLAMA, variant: 'qwen2', qkvBias: true, tieWordEmbeddings: true } as LlamaConfig, float: [] as string[] },
   ];
   for (const c of cases) {
     const dir = join(root, `hf-${c.name.replace(/\W+/g, '-')}`);
