@@ -37,6 +37,8 @@ export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR 
   --bits 4|8              INT4 weight-only (W4A16) or INT8 weights and activations (W8A8) (default 4)
   --method M              4 bits: rtn | awq | gptq (default awq); 8 bits: smoothquant | rtn (default smoothquant)
   --group N               INT4 group size along the input features: 128, 64 or 32 (default 128)
+  --act-order             GPTQ: quantize the input channels in order of decreasing activation energy (desc_act;
+                          the products then gather their inputs into that order, a small extra kernel each)
   --smooth-alpha X        SmoothQuant migration strength (default 0.5)
   --calibration-samples N --calibration-len N
                           calibration windows from the embedded corpus (default 64 × 256 on CUDA, 16 × 64 on the CPU)
@@ -69,7 +71,7 @@ export async function runQuantize(argv: string[]): Promise<number> {
     options: {
       model: { type: 'string' }, out: { type: 'string' }, bits: { type: 'string', default: '4' }, method: { type: 'string' },
       group: { type: 'string' }, 'smooth-alpha': { type: 'string' }, 'calibration-samples': { type: 'string' }, 'calibration-len': { type: 'string' },
-      dtype: { type: 'string' }, eval: { type: 'boolean', default: false }, 'eval-batches': { type: 'string' }, backend: { type: 'string' },
+      dtype: { type: 'string' }, eval: { type: 'boolean', default: false }, 'act-order': { type: 'boolean', default: false }, 'eval-batches': { type: 'string' }, backend: { type: 'string' },
     },
   });
   if (!values.model) throw new ArgumentError('quantize: --model DIR is required (a GPT-2 or Llama-family model directory)');
@@ -97,11 +99,12 @@ export async function runQuantize(argv: string[]): Promise<number> {
   const options = {
     bits: bits as 4 | 8, method, groupSize: integer('group', values.group, 128), smoothAlpha,
     calibration: { windows: calibrationWindows(train, samples, seqLen), batchSize: onGpu ? 16 : 4 },
+    ...(values['act-order'] ? { gptq: { actOrder: true } } : {}),
   };
   checkQuantizeOptions(options);
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const family = modelConfig.family === 'gpt2' ? 'GPT-2' : 'Llama';
-  log(`fuseformer quantize: ${values.model} (${family}, ${config.layers} layers, ${config.hidden} hidden) → ${bits === 4 ? `INT4 W4A16 ${method}, group ${options.groupSize}` : `INT8 W8A8 ${method}${method === 'smoothquant' ? `, α ${smoothAlpha}` : ''}`} on ${backend.description} — ${reason}`);
+  log(`fuseformer quantize: ${values.model} (${family}, ${config.layers} layers, ${config.hidden} hidden) → ${bits === 4 ? `INT4 W4A16 ${method}${values['act-order'] ? ' (act-order)' : ''}, group ${options.groupSize}` : `INT8 W8A8 ${method}${method === 'smoothquant' ? `, α ${smoothAlpha}` : ''}`} on ${backend.description} — ${reason}`);
   if (method !== 'rtn') log(`calibration: ${samples} × ${seqLen} tokens of the embedded corpus (${tokenizer.source})`);
   const run: QuantizeRun = {
     dir: values.model, out: values.out, backend, dtype, options, validation,

@@ -116,6 +116,7 @@ export function saveQuantizedModel(dir: string, q: QuantizedModel, options: Save
       quant_method: 'fuseformer', format_version: QUANT_FORMAT_VERSION, method: q.info.method, bits: q.info.bits,
       ...(q.info.groupSize !== undefined ? { group_size: q.info.groupSize } : {}),
       ...(q.info.smoothAlpha !== undefined ? { smooth_alpha: q.info.smoothAlpha } : {}),
+      ...(q.info.actOrder ? { desc_act: true } : {}),
     },
   };
   mkdirSync(dirname(dir), { recursive: true });
@@ -317,6 +318,7 @@ function readOurs(source: TensorSource, model: ModelConfig, q: Json, where: stri
     method: String(q['method'] ?? 'unknown'), bits,
     ...(G !== undefined ? { groupSize: G } : {}),
     ...(typeof q['smooth_alpha'] === 'number' ? { smoothAlpha: q['smooth_alpha'] } : {}),
+    ...(q['desc_act'] === true ? { actOrder: true } : {}),
   };
   return { info, modules, floats: readFloats(source, model, new Set(modules.keys())) };
 }

@@ -59,6 +59,7 @@ export function quantizeDecoder(model: DecoderModel, options: QuantizeOptions): 
   const info: QuantizationInfo = {
     method: options.method, bits: options.bits,
     ...(options.bits === 4 ? { groupSize: G } : { smoothAlpha: options.method === 'smoothquant' ? options.smoothAlpha ?? 0.5 : 0 }),
+    ...(options.gptq?.actOrder ? { actOrder: true } : {}),
   };
   // The folds change only the norms and the QKV / MLP-in biases on the device (the matrices are changed
   // in host copies): those are restored at the end.
@@ -75,7 +76,7 @@ export function quantizeDecoder(model: DecoderModel, options: QuantizeOptions): 
     options.onProgress?.(++done, total, `${l} ${role}`);
   };
   const calibrated = options.method !== 'rtn';
-  const engine = calibrated ? calibrationEngine(model, options.calibration!) : undefined;
+  let engine = calibrated ? calibrationEngine(model, options.calibration!) : undefined;
   try {
     if (options.bits === 8) {
       const alpha = options.method === 'smoothquant' ? options.smoothAlpha ?? 0.5 : 0;
@@ -105,6 +106,11 @@ export function quantizeDecoder(model: DecoderModel, options: QuantizeOptions): 
       // Layers before l run quantized while layer l is calibrated.
       model.quantization = { info, layers: installed };
       for (let l = 0; l < arch.layers; l++) {
+        // An engine sizes its buffer for gathered inputs by the act-order weights it finds when made.
+        if (options.gptq?.actOrder && l > 0) {
+          engine!.dispose();
+          engine = calibrationEngine(model, options.calibration!);
+        }
         const quantizedLayer = options.method === 'awq'
           ? awqLayer(model, engine!, l, options, G)
           : gptqLayer(model, engine!, l, options, G);

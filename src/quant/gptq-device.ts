@@ -22,6 +22,7 @@ import { int4GroupParams, int4QuantizeValue, packInt4 } from '../backend/cpu/qua
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import type { GptqOptions } from './gptq.js';
+import { actOrder, permuteInputs } from './gptq.js';
 import type { Int4HostWeight } from './weights.js';
 
 /** The panel width of the factorization: the largest of 128, 64, 32 dividing K. */
@@ -133,7 +134,10 @@ export function gptqQuantizeOnBackend(backend: Backend, W: Float32Array, N: numb
   if (W.length !== N * K || H.numel !== K * K) throw new ArgumentError(`GPTQ: weight has ${W.length} values (expected ${N}×${K}) and Hessian ${H.numel} (expected ${K}×${K})`);
   const damp = options.dampPercent ?? 0.01, B = Math.ceil((options.blockSize ?? 128) / G) * G;
 
-  const h = Float32Array.from(backend.download(H) as Float32Array);
+  let h: Float32Array = Float32Array.from(backend.download(H) as Float32Array);
+  // Act-order: the channels in order of decreasing H[k, k] from here on (gptq.ts), kept as the input order.
+  const order = options.actOrder ? actOrder((k) => h[k * K + k]!, K) : undefined;
+  if (order) ({ W, H: h } = permuteInputs(W, h, N, K, order));
   const dead = new Uint8Array(K);
   let diagonal = 0;
   for (let k = 0; k < K; k++) {
@@ -196,5 +200,5 @@ export function gptqQuantizeOnBackend(backend: Backend, W: Float32Array, N: numb
   } finally {
     backend.free(weights);
   }
-  return { kind: 'int4', inFeatures: K, outFeatures: N, groupSize: G, qweight: packInt4(q, N, K), scales, zeros };
+  return { kind: 'int4', inFeatures: K, outFeatures: N, groupSize: G, qweight: packInt4(q, N, K), scales, zeros, ...(order ? { inputOrder: order } : {}) };
 }

@@ -26,6 +26,27 @@ export interface GptqOptions {
   readonly dampPercent?: number;
   /** Columns per lazy-update block (default 128). */
   readonly blockSize?: number;
+  /**
+   * Act-order (AutoGPTQ's desc_act): the input channels quantized in order of decreasing H[k, k] — the
+   * ones with the most energy first, while the most unquantized columns remain to absorb their error —
+   * and grouped in that order. The result stores its columns in that order (Int4HostWeight.inputOrder);
+   * its product gathers its inputs to match.
+   */
+  readonly actOrder?: boolean;
+}
+
+/** Act-order's channel order: by decreasing H[k, k] (ties by index). */
+export function actOrder(diagonal: (k: number) => number, K: number): Int32Array {
+  return Int32Array.from(Array.from({ length: K }, (_, k) => k).sort((a, b) => diagonal(b) - diagonal(a) || a - b));
+}
+
+/** W [N, K] (n-major) and H [K, K] with their input channels taken in `order`: new arrays. */
+export function permuteInputs<T extends Float32Array | Float64Array>(W: T, H: T, N: number, K: number, order: Int32Array): { W: T; H: T } {
+  const make = (n: number) => new (W.constructor as { new(n: number): T })(n);
+  const Wp = make(N * K), Hp = make(K * K);
+  for (let n = 0; n < N; n++) for (let j = 0; j < K; j++) Wp[n * K + j] = W[n * K + order[j]!]!;
+  for (let i = 0; i < K; i++) for (let j = 0; j < K; j++) Hp[i * K + j] = H[order[i]! * K + order[j]!]!;
+  return { W: Wp, H: Hp };
 }
 
 /** Upper-triangular U with Uᵀ·U = H⁻¹ for symmetric positive definite H [K, K] (f64, row-major). */
@@ -59,8 +80,16 @@ export function inverseCholeskyUpper(H: Float64Array, K: number): Float64Array {
   return U;
 }
 
-/** GPTQ of weight [N, K] (n-major, f64 — modified in place) with Hessian H [K, K] (modified in place). */
+/**
+ * GPTQ of weight [N, K] (n-major, f64 — modified in place, unless act-order permutes a copy) with Hessian H
+ * [K, K] (likewise).
+ */
 export function gptqQuantize(W: Float64Array, N: number, K: number, H: Float64Array, options: GptqOptions): Int4HostWeight {
+  if (options.actOrder) {
+    const order = actOrder((k) => H[k * K + k]!, K);
+    const permuted = permuteInputs(W, H, N, K, order);
+    return { ...gptqQuantize(permuted.W, N, K, permuted.H, { ...options, actOrder: false }), inputOrder: order };
+  }
   const G = options.groupSize;
   if (!(Number.isInteger(G) && G >= 32 && G % 32 === 0 && K % G === 0)) throw new ArgumentError(`GPTQ: group size ${G} must be a multiple of 32 dividing K = ${K}`);
   if (W.length !== N * K || H.length !== K * K) throw new ArgumentError(`GPTQ: weight has ${W.length} values (expected ${N}×${K}) and Hessian ${H.length} (expected ${K}×${K})`);

@@ -46,6 +46,8 @@ export interface QuantizationInfo {
   readonly groupSize?: number;
   /** SmoothQuant's migration strength (INT8), 0 = no smoothing. */
   readonly smoothAlpha?: number;
+  /** GPTQ with act-order (its weights read their inputs in their own order). */
+  readonly actOrder?: boolean;
 }
 
 export interface QuantizedModel {

@@ -52,7 +52,7 @@ export interface QuantizeOptions {
   /** AWQ: α grid points (default 20), calibration rows in the search loss (default 512), clip search (default on). */
   readonly awq?: { readonly grid?: number; readonly searchRows?: number; readonly clip?: boolean };
   /** GPTQ: damping fraction (default 0.01), lazy-update block (default 128). */
-  readonly gptq?: { readonly dampPercent?: number; readonly blockSize?: number };
+  readonly gptq?: { readonly dampPercent?: number; readonly blockSize?: number; readonly actOrder?: boolean };
   /** Called after each layer is quantized. */
   readonly onProgress?: (done: number, total: number, what: string) => void;
 }
@@ -65,6 +65,7 @@ export function checkQuantizeOptions(o: QuantizeOptions): void {
     const G = o.groupSize ?? 128;
     if (!(Number.isInteger(G) && G >= 32 && G % 32 === 0)) throw new ArgumentError(`quantize: group size must be a multiple of 32, got ${G}`);
   }
+  if (o.gptq?.actOrder && o.method !== 'gptq') throw new ArgumentError(`quantize: act-order is a GPTQ option, not one of ${o.method}`);
   const needsCalibration = o.method === 'awq' || o.method === 'gptq' || o.method === 'smoothquant';
   if (needsCalibration && (!o.calibration || o.calibration.windows.length === 0)) throw new ArgumentError(`quantize: method ${o.method} needs calibration text`);
 }
@@ -211,7 +212,10 @@ export function quantizeGpt2(model: Gpt2Model, options: QuantizeOptions): Quanti
   }
   const floats: HostParams = new Map([...params].filter(([name]) => !modules.has(name.replace(/\.weight$/, ''))));
   return {
-    info: { method: options.method, bits: options.bits, ...(options.bits === 4 ? { groupSize } : { smoothAlpha: options.method === 'smoothquant' ? options.smoothAlpha ?? 0.5 : 0 }) },
+    info: {
+      method: options.method, bits: options.bits, ...(options.bits === 4 ? { groupSize } : { smoothAlpha: options.method === 'smoothquant' ? options.smoothAlpha ?? 0.5 : 0 }),
+      ...(options.gptq?.actOrder ? { actOrder: true } : {}),
+    },
     modules, floats,
   };
 }

@@ -12,6 +12,7 @@ import { writeSafetensors } from '../../src/io/safetensors.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
 import { GPT2_PRESETS, gpt2ConfigToJson } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
+import { loadQuantizedDecoderModel } from '../../src/infer/quantized.js';
 import { loadQuantizedModel } from '../../src/quant/checkpoint.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
@@ -70,6 +71,20 @@ test('quantize a Llama directory to INT4 (AWQ, GPTQ) and INT8 (SmoothQuant) with
     assert.equal(loaded.quantized.modules.size, 7 * config.layers);
   }
   await assert.rejects(runQuantize(['--model', join(root, 'llama-awq'), '--out', join(root, 'x'), '--backend', 'cpu']), /'.*llama-awq' is already quantized/);
+  // GPTQ with act-order: every module keeps its input order; the directory says desc_act and runs.
+  const actOrder = join(root, 'llama-gptq-act-order');
+  assert.equal(await runQuantize(['--model', model, '--out', actOrder, '--backend', 'cpu', '--method', 'gptq', '--act-order', '--group', '32',
+    '--calibration-samples', '4', '--calibration-len', '16']), 0);
+  const ordered = loadQuantizedModel(actOrder);
+  assert.equal(ordered.quantized.info.actOrder, true);
+  assert.ok([...ordered.quantized.modules.values()].every((w) => w.kind === 'int4' && w.inputOrder), 'every module has an input order');
+  const engine = loadQuantizedDecoderModel(actOrder, new CpuBackend());
+  try {
+    assert.ok(engine.quantization!.layers.every((l) => l.qkv?.kind === 'int4' && l.qkv.inputOrder), 'q/k/v share their order (one input): stacked');
+  } finally {
+    engine.free();
+  }
+  await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--method', 'awq', '--act-order']), /act-order is a GPTQ option, not one of awq/);
   await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--group', '128']), /group size 128 does not divide the 32 inputs of the qkv projections/);
 });
 
