@@ -137,10 +137,14 @@ export async function runGenerate(argv: string[]): Promise<number> {
     stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
     ...(draft ? { speculative: { draft, stats, adaptive: !values['fixed-draft-tokens'], ...(draftTokens !== undefined ? { draftTokens } : {}) } } : {}),
   });
+  // The first piece is awaited before the prompt is echoed: a prompt the model cannot take is refused
+  // before anything is printed.
+  const pieceStream = stream[Symbol.asyncIterator]();
+  let next = await pieceStream.next();
   write(values.prompt);
-  for await (const piece of stream) {
+  for (; !next.done; next = await pieceStream.next()) {
     if (pieces++ === 0) first = performance.now();
-    write(piece);
+    write(next.value);
   }
   const end = performance.now();
   write('\n');

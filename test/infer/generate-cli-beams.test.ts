@@ -1,5 +1,6 @@
 // `fuseformer generate --beams N`: a Marian directory is translated with beam search (the same text as
-// translateText), and a decoder-only directory refuses beam search by name.
+// translateText), and a decoder-only directory refuses beam search by name; a prompt past the context is
+// refused before anything is printed.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -48,4 +49,22 @@ test('generate --beams on a decoder-only model is refused with the reason', asyn
   writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
   await assert.rejects(captured(['--model', dir, '--prompt', 'hi', '--beams', '3', '--backend', 'cpu']),
     (e: unknown) => e instanceof ArgumentError && /--beams 3: beam search is implemented for encoder-decoder \(Marian\) models/.test(e.message));
+});
+
+test('generate refuses a prompt longer than the context before it prints anything', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fuseformer-gpt2-'));
+  dirs.push(dir);
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  const long = 'x'.repeat(TINY_GPT2.maxPositions + 5);  // byte-level tokenizer: a token a character
+  let printed = '';
+  const write = process.stdout.write.bind(process.stdout), writeErr = process.stderr.write.bind(process.stderr);
+  process.stdout.write = ((chunk: string | Uint8Array) => { printed += String(chunk); return true; }) as typeof process.stdout.write;
+  process.stderr.write = (() => true) as typeof process.stderr.write;
+  try {
+    await assert.rejects(runGenerate(['--model', dir, '--prompt', long, '--backend', 'cpu']), /the prompt has 69 tokens; the model takes at most 64 positions/);
+  } finally {
+    process.stdout.write = write;
+    process.stderr.write = writeErr;
+  }
+  assert.equal(printed, '', 'nothing on stdout');
 });
