@@ -88,11 +88,17 @@ async function parallelBackend(plan: ParallelPlan, choice: BackendChoice | undef
   return { backend: CudaBackend.create(plan.env.localRank), reason: `rank ${plan.env.rank} of ${plan.env.worldSize} on GPU ${plan.env.localRank}` };
 }
 
-function positiveInt(name: string, value: string | undefined, fallback: number): number {
+/** A flag's integer, at least `min` (0 where 0 means off: --warmup, --eval-every, --checkpoint-every, …). */
+function integerFlag(name: string, value: string | undefined, fallback: number, min = 0): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new ArgumentError(`--${name} must be a non-negative integer, got '${value}'`);
+  if (!Number.isInteger(n) || n < min) throw new ArgumentError(`--${name} must be ${min === 0 ? 'a non-negative' : 'a positive'} integer, got '${value}'`);
   return n;
+}
+
+/** A flag's integer, at least 1. */
+function positiveInt(name: string, value: string | undefined, fallback: number): number {
+  return integerFlag(name, value, fallback, 1);
 }
 
 function positiveNumber(name: string, value: string | undefined, fallback: number): number {
@@ -190,22 +196,22 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
     model, dtype, steps,
     batchSize: positiveInt('batch-size', values['batch-size'], onGpu ? 16 : 8),
     seqLen: positiveInt('seq-len', values['seq-len'], Math.min(model.config.maxPositions, onGpu ? 256 : 64)),
-    schedule: { kind: schedule, lr, minLr: positiveNumber('min-lr', values['min-lr'], lr / 10), warmupSteps: positiveInt('warmup', values.warmup, Math.max(1, Math.floor(steps / 20))), totalSteps: steps },
+    schedule: { kind: schedule, lr, minLr: positiveNumber('min-lr', values['min-lr'], lr / 10), warmupSteps: integerFlag('warmup', values.warmup, Math.max(1, Math.floor(steps / 20))), totalSteps: steps },
     optimizer: {
       weightDecay: positiveNumber('weight-decay', values['weight-decay'], 0.1),
       maxGradNorm: positiveNumber('max-grad-norm', values['max-grad-norm'], 1) || Infinity,
       masterWeights: !values['no-master'],
     },
-    seed: positiveInt('seed', values.seed, 1337),
-    evalEvery: positiveInt('eval-every', values['eval-every'], Math.max(1, Math.floor(steps / 5))),
-    evalBatches: positiveInt('eval-batches', values['eval-batches'], 4),
-    checkpointEvery: positiveInt('checkpoint-every', values['checkpoint-every'], 0),
-    keepCheckpoints: Math.max(1, positiveInt('keep', values.keep, 2)),
+    seed: integerFlag('seed', values.seed, 1337),
+    evalEvery: integerFlag('eval-every', values['eval-every'], Math.max(1, Math.floor(steps / 5))),
+    evalBatches: integerFlag('eval-batches', values['eval-batches'], 4),
+    checkpointEvery: integerFlag('checkpoint-every', values['checkpoint-every'], 0),
+    keepCheckpoints: Math.max(1, integerFlag('keep', values.keep, 2)),
     outDir, resume: values.resume ?? false, validationFraction: 0.05,
-    checkpointActivations: positiveInt('checkpoint-activations', values['checkpoint-activations'], 0),
+    checkpointActivations: integerFlag('checkpoint-activations', values['checkpoint-activations'], 0),
     ...(initFrom ? { initFrom } : {}),
     files: tokenizerFiles(tokenizerChoice),
-    sample: { prompt: values.prompt!, tokens: positiveInt('sample-tokens', values['sample-tokens'], 200), temperature: positiveNumber('temperature', values.temperature, 0.8) },
+    sample: { prompt: values.prompt!, tokens: integerFlag('sample-tokens', values['sample-tokens'], 200), temperature: positiveNumber('temperature', values.temperature, 0.8) },
     ...(plan && comm ? { parallel: { comm, mode: plan.mode, zero: plan.zero } } : {}),
   }, { log, progressStream: process.stderr });
   comm?.destroy();

@@ -32,3 +32,10 @@ test('fuseformer train refuses --dp outside the launcher and --tp on the CPU bac
     }
   }
 });
+
+test('fuseformer train refuses a zero step count, batch size or sequence length by flag name', async () => {
+  for (const [flag, value] of [['--steps', '0'], ['--batch-size', '0'], ['--seq-len', '0'], ['--batch-size', '2.5']] as const) {
+    await assert.rejects(runTrain([flag, value, '--backend', 'cpu']), new RegExp(`${flag} must be a positive integer, got '${value}'`));
+  }
+  await assert.rejects(runTrain(['--warmup', '-1', '--backend', 'cpu']), /--warmup/);
+});
