@@ -26,7 +26,7 @@ import sys
 import torch
 from safetensors.torch import save_file
 from transformers import (BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+                          MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 # The GPU machine has one; elsewhere the references run on the CPU (slower, the same numbers to rounding).
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -109,6 +109,11 @@ def cases():
         "mistral": (MistralForCausalLM, MistralConfig(vocab_size=vocab, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
                                                       num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=1024,
                                                       sliding_window=256, bos_token_id=256, eos_token_id=256), {}),
+        # Phi-3: q/k/v as one qkv_proj, gate/up as one gate_up_proj (pad_token_id inside this vocabulary).
+        "phi3": (Phi3ForCausalLM, Phi3Config(vocab_size=vocab, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
+                                             num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+                                             original_max_position_embeddings=512, sliding_window=None, pad_token_id=0,
+                                             bos_token_id=256, eos_token_id=256), {}),
     }
 
 

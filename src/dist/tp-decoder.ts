@@ -41,15 +41,16 @@ const REPLICATED: DecoderWeightSplit = { kind: 'replicated' };
 /** The split of every weight of `arch`, by name (replicated unless a layer's projection names it). */
 export function decoderWeightSplits(arch: DecoderArchitecture): Map<string, DecoderWeightSplit> {
   const splits = new Map<string, DecoderWeightSplit>(arch.weights.map((w) => [w.name, REPLICATED]));
-  // One fused QKV tensor (GPT-2's c_attn) holds q, k and v blocks; Llama's are three tensors.
+  // One fused QKV tensor (GPT-2's c_attn, Phi-3's qkv_proj) holds q, k and v blocks; Llama's are three
+  // tensors. One fused gate/up tensor (Phi-3's gate_up_proj) holds two blocks.
   const out = (names: readonly string[] | undefined, fusedSections: number) => {
     for (const name of names ?? []) splits.set(name, { kind: 'out', sections: names!.length === 1 ? fusedSections : 1 });
   };
   for (const layer of arch.layerNames) {
     out(layer.qkv, 3);
     out(layer.qkvBias, 3);
-    out(layer.up, 1);
-    out(layer.upBias, 1);
+    out(layer.up, arch.gatedMlp ? 2 : 1);
+    out(layer.upBias, arch.gatedMlp ? 2 : 1);
     splits.set(layer.out, { kind: 'in' });
     splits.set(layer.down, { kind: 'in' });
   }
@@ -63,6 +64,10 @@ export function checkDecoderTensorParallel(arch: DecoderArchitecture, worldSize:
     throw new ArgumentError(`tensor parallel: the ${arch.family} model's ${arch.heads} query heads and ${arch.kvHeads} key/value heads cannot be split over ${worldSize} ranks (the world size must divide both)`);
   }
   if (arch.ffn % worldSize !== 0) throw new ArgumentError(`tensor parallel: the ${arch.family} model's MLP width ${arch.ffn} cannot be split over ${worldSize} ranks`);
+  // A fused QKV tensor is split in three equal sections: with grouped-query attention its k and v are narrower.
+  if (worldSize > 1 && arch.layerNames[0]?.qkv.length === 1 && arch.kvHeads !== arch.heads) {
+    throw new ArgumentError(`tensor parallel: the ${arch.family} model stores q, k and v as one tensor with ${arch.kvHeads} key/value heads for ${arch.heads} query heads; splitting it is not supported`);
+  }
 }
 
 /** The stored [out, in] shape of a weight (a vector is [out, 1]). */

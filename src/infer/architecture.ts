@@ -136,10 +136,18 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
   const layerNames: LayerWeightNames[] = [];
   for (let i = 0; i < c.layers; i++) {
     const l = `model.layers.${i}`, a = `${l}.self_attn`, m = `${l}.mlp`;
-    weights.push(
-      { name: `${l}.input_layernorm.weight`, shape: [H] },
+    // Phi-3 stores q/k/v as one qkv_proj and gate/up as one gate_up_proj, in the order we stack them.
+    const fused = c.variant === 'phi3';
+    const qkvSpecs: WeightSpec[] = fused ? [{ name: `${a}.qkv_proj.weight`, shape: [q + 2 * kv, H] }] : [
       { name: `${a}.q_proj.weight`, shape: [q, H] }, { name: `${a}.k_proj.weight`, shape: [kv, H], packWithPrevious: true },
       { name: `${a}.v_proj.weight`, shape: [kv, H], packWithPrevious: true },
+    ];
+    const upSpecs: WeightSpec[] = fused ? [{ name: `${m}.gate_up_proj.weight`, shape: [2 * F, H] }] : [
+      { name: `${m}.gate_proj.weight`, shape: [F, H] }, { name: `${m}.up_proj.weight`, shape: [F, H], packWithPrevious: true },
+    ];
+    weights.push(
+      { name: `${l}.input_layernorm.weight`, shape: [H] },
+      ...qkvSpecs,
       ...(c.attentionBias || c.qkvBias ? [
         { name: `${a}.q_proj.bias`, shape: [q] }, { name: `${a}.k_proj.bias`, shape: [kv], packWithPrevious: true },
         { name: `${a}.v_proj.bias`, shape: [kv], packWithPrevious: true },
@@ -147,7 +155,7 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
       ...(c.attentionBias ? [{ name: `${a}.o_proj.bias`, shape: [H] }] : []),
       { name: `${a}.o_proj.weight`, shape: [H, q] },
       { name: `${l}.post_attention_layernorm.weight`, shape: [H] },
-      { name: `${m}.gate_proj.weight`, shape: [F, H] }, { name: `${m}.up_proj.weight`, shape: [F, H], packWithPrevious: true },
+      ...upSpecs,
       ...(c.mlpBias ? [
         { name: `${m}.gate_proj.bias`, shape: [F] }, { name: `${m}.up_proj.bias`, shape: [F], packWithPrevious: true },
         { name: `${m}.down_proj.bias`, shape: [H] },
@@ -156,12 +164,12 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
     );
     layerNames.push({
       norm1: { gamma: `${l}.input_layernorm.weight` },
-      qkv: [`${a}.q_proj.weight`, `${a}.k_proj.weight`, `${a}.v_proj.weight`],
+      qkv: qkvSpecs.map((w) => w.name),
       ...(c.attentionBias || c.qkvBias ? { qkvBias: [`${a}.q_proj.bias`, `${a}.k_proj.bias`, `${a}.v_proj.bias`] } : {}),
       ...(c.attentionBias ? { outBias: `${a}.o_proj.bias` } : {}),
       out: `${a}.o_proj.weight`,
       norm2: { gamma: `${l}.post_attention_layernorm.weight` },
-      up: [`${m}.gate_proj.weight`, `${m}.up_proj.weight`],
+      up: upSpecs.map((w) => w.name),
       ...(c.mlpBias ? { upBias: [`${m}.gate_proj.bias`, `${m}.up_proj.bias`], downBias: `${m}.down_proj.bias` } : {}),
       down: `${m}.down_proj.weight`,
     });

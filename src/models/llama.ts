@@ -7,10 +7,12 @@
 // (transformers 5, which may leave the top-level rope_theta out: reading only the old fields would silently
 // use the default base frequency). We write the 4.x fields, which both versions read.
 //
-// Two architectures of the same shape read as variants: Mistral (model_type "mistral": Llama's layers,
-// with sliding-window attention in v0.1) and Qwen2 (model_type "qwen2": biases on the q, k and v
-// projections, none on o). A sliding window is recorded, and the engine's context is capped at it
-// (infer/architecture.ts): within the window, sliding-window attention is full attention.
+// Three architectures of the same shape read as variants: Mistral (model_type "mistral": Llama's layers,
+// with sliding-window attention in v0.1), Qwen2 ("qwen2": biases on the q, k and v projections, none on
+// o) and Phi-3 ("phi3": q/k/v stored as one qkv_proj and gate/up as one gate_up_proj, the order we stack
+// them in; its long-context LongRoPE scaling is refused by name, as is a partial rotary factor). A sliding
+// window is recorded, and the engine's context is capped at it (infer/architecture.ts): within the
+// window, sliding-window attention is full attention.
 
 import { ConfigFields, hfActivationName, type JsonObject, type ModelActivation } from './config-fields.js';
 
@@ -35,7 +37,7 @@ export type RopeScaling =
 export const ROPE_SCALING_TYPES = ['linear', 'dynamic', 'llama3', 'yarn'] as const;
 
 /** Architectures read as Llama variants: HF's model_type → its class name. */
-export const LLAMA_VARIANTS = { llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM' } as const;
+export const LLAMA_VARIANTS = { llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', phi3: 'Phi3ForCausalLM' } as const;
 export type LlamaVariant = keyof typeof LLAMA_VARIANTS;
 
 export interface LlamaConfig {
@@ -73,6 +75,8 @@ export interface LlamaConfig {
 export function llamaConfigFromJson(json: JsonObject, source: string): LlamaConfig {
   const fields = new ConfigFields(json, source);
   const variant = fields.oneOf('model_type', Object.keys(LLAMA_VARIANTS) as LlamaVariant[], 'llama');
+  // Phi-4-mini's partial rotary embedding (RoPE on a fraction of each head) is not implemented.
+  if (fields.number('partial_rotary_factor', 'positive', 1) !== 1) fields.fail('partial_rotary_factor', '1 (RoPE over whole heads; a partial rotary factor is not supported)');
   const vocabSize = fields.positiveInteger('vocab_size');
   const hidden = fields.positiveInteger('hidden_size');
   const heads = fields.positiveInteger('num_attention_heads');
@@ -105,9 +109,9 @@ export function llamaConfigFromJson(json: JsonObject, source: string): LlamaConf
     ropeScaling,
     activation: fields.activation('hidden_act', 'silu'),
     tieWordEmbeddings: fields.boolean('tie_word_embeddings', false),
-    // Qwen2 has no attention_bias field: its q, k and v always carry biases, its o none.
-    attentionBias: variant === 'qwen2' ? false : fields.boolean('attention_bias', false),
-    mlpBias: fields.boolean('mlp_bias', false),
+    // Qwen2 has no attention_bias field: its q, k and v always carry biases, its o none. Phi-3 has none.
+    attentionBias: variant === 'qwen2' || variant === 'phi3' ? false : fields.boolean('attention_bias', false),
+    mlpBias: variant === 'phi3' ? false : fields.boolean('mlp_bias', false),
     bosTokenId,
     eosTokenIds,
     ...(variant === 'qwen2' ? { qkvBias: true } : {}),
@@ -116,7 +120,7 @@ export function llamaConfigFromJson(json: JsonObject, source: string): LlamaConf
   };
 }
 
-/** Mistral's sliding_window (null: none); Qwen2's when use_sliding_window is true. */
+/** Mistral's and Phi-3's sliding_window (null: none); Qwen2's when use_sliding_window is true. */
 function slidingWindow(fields: ConfigFields, variant: LlamaVariant): { slidingWindow?: number } {
   if (variant === 'llama') return {};
   if (variant === 'qwen2' && !fields.boolean('use_sliding_window', false)) return {};
@@ -169,7 +173,7 @@ function ropeScalingFrom(scaling: ConfigFields, defaultType?: 'default'): RopeSc
 /** The config.json fields for `config`, as LlamaConfig reads them (transformers 4.x spelling, read by 5.x too). */
 export function llamaConfigToJson(config: LlamaConfig): JsonObject {
   const variant = config.variant ?? 'llama';
-  const window = variant === 'mistral' ? { sliding_window: config.slidingWindow ?? null }
+  const window = variant === 'mistral' || variant === 'phi3' ? { sliding_window: config.slidingWindow ?? null }
     : variant === 'qwen2' ? { use_sliding_window: config.slidingWindow !== undefined, ...(config.slidingWindow !== undefined ? { sliding_window: config.slidingWindow } : {}) } : {};
   return {
     architectures: [LLAMA_VARIANTS[variant]],
@@ -188,8 +192,8 @@ export function llamaConfigToJson(config: LlamaConfig): JsonObject {
     rope_scaling: config.ropeScaling === null ? null : ropeScalingToJson(config.ropeScaling),
     hidden_act: hfActivationName(config.activation),
     tie_word_embeddings: config.tieWordEmbeddings,
-    ...(variant !== 'qwen2' ? { attention_bias: config.attentionBias } : {}),
-    mlp_bias: config.mlpBias,
+    ...(variant !== 'qwen2' && variant !== 'phi3' ? { attention_bias: config.attentionBias } : {}),
+    ...(variant !== 'phi3' ? { mlp_bias: config.mlpBias } : {}),
     bos_token_id: config.bosTokenId,
     eos_token_id: config.eosTokenIds.length === 1 ? config.eosTokenIds[0] : [...config.eosTokenIds],
   };

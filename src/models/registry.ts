@@ -30,6 +30,7 @@ export const SUPPORTED_ARCHITECTURES: Readonly<Record<string, ModelFamily>> = {
   LlamaModel: 'llama',
   MistralForCausalLM: 'llama',
   Qwen2ForCausalLM: 'llama',
+  Phi3ForCausalLM: 'llama',
   MarianMTModel: 'marian',
 };
 
@@ -51,9 +52,9 @@ export function modelConfigFromJson(json: JsonObject, source: string): ModelConf
 
 function familyOf(fields: ConfigFields): ModelFamily {
   if (fields.has('model_type')) {
-    // Mistral and Qwen2 read as Llama variants (models/llama.ts).
-    const type = fields.oneOf('model_type', [...MODEL_FAMILIES, 'mistral', 'qwen2'] as const);
-    return type === 'mistral' || type === 'qwen2' ? 'llama' : type;
+    // Mistral, Qwen2 and Phi-3 read as Llama variants (models/llama.ts).
+    const type = fields.oneOf('model_type', [...MODEL_FAMILIES, 'mistral', 'qwen2', 'phi3'] as const);
+    return type === 'mistral' || type === 'qwen2' || type === 'phi3' ? 'llama' : type;
   }
   const architectures = fields.value('architectures');
   const expected = `a list naming one of ${Object.keys(SUPPORTED_ARCHITECTURES).join(', ')}`;

@@ -222,6 +222,14 @@ export function quantizableModules(model: ModelConfig): Map<string, [number, num
   const { hidden: H, ffn: F, heads, kvHeads, headDim: d } = model.config;
   for (let i = 0; i < model.config.layers; i++) {
     const a = `model.layers.${i}.self_attn`, m = `model.layers.${i}.mlp`;
+    if (model.config.variant === 'phi3') {
+      // Phi-3: q/k/v and gate/up fused, as its files store them.
+      modules.set(`${a}.qkv_proj`, [H, (heads + 2 * kvHeads) * d]);
+      modules.set(`${a}.o_proj`, [heads * d, H]);
+      modules.set(`${m}.gate_up_proj`, [H, 2 * F]);
+      modules.set(`${m}.down_proj`, [F, H]);
+      continue;
+    }
     modules.set(`${a}.q_proj`, [H, heads * d]);
     modules.set(`${a}.k_proj`, [H, kvHeads * d]);
     modules.set(`${a}.v_proj`, [H, kvHeads * d]);

@@ -61,6 +61,8 @@ const RANDOM_CASES: { name: string; config: ModelConfig; worlds: number[] }[] = 
   { name: 'Llama GQA (8 query / 4 key-value heads)', config: llama(GQA_LLAMA), worlds: [1, 2, 4] },
   { name: 'Llama tied, q/k/v/o and MLP biases', config: llama({ ...GQA_LLAMA, tieWordEmbeddings: true, attentionBias: true, mlpBias: true }), worlds: [2] },
   { name: 'GPT-2', config: gpt2(TINY_GPT2), worlds: [1, 2, 4] },
+  // Phi-3: one fused qkv_proj (three equal sections, multi-head) and one gate_up_proj (two sections).
+  { name: 'Phi-3 fused projections', config: llama({ ...GQA_LLAMA, variant: 'phi3', kvHeads: GQA_LLAMA.heads }), worlds: [2] },
 ];
 
 for (const c of RANDOM_CASES) {
@@ -94,6 +96,7 @@ test('a world size that does not divide the heads is refused, naming the heads',
   assert.throws(() => checkDecoderTensorParallel(arch, 3), /8 query heads and 4 key\/value heads cannot be split over 3 ranks \(the world size must divide both\)/);
   assert.throws(() => checkDecoderTensorParallel(decoderArchitecture(llama({ ...GQA_LLAMA, kvHeads: 2 })), 4), /8 query heads and 2 key\/value heads cannot be split over 4 ranks/);
   assert.throws(() => checkDecoderTensorParallel(decoderArchitecture(llama({ ...GQA_LLAMA, heads: 4, headDim: 16, ffn: 90 })), 4), /MLP width 90 cannot be split over 4 ranks/);
+  assert.throws(() => checkDecoderTensorParallel(decoderArchitecture(llama({ ...GQA_LLAMA, variant: 'phi3' })), 2), /stores q, k and v as one tensor with 4 key\/value heads for 8 query heads; splitting it is not supported/);
   const input: TpDecodeInput = { model: { config: gpt2({ ...TINY_GPT2, heads: 4 }), seed: 1, std: 0.2 }, prompts: [[1, 2]], steps: 1 };
   await assert.rejects(runInProcessRanks(3, fixtures, 'tpDecodeRank', input), /4 query heads and 4 key\/value heads cannot be split over 3 ranks/);
 });

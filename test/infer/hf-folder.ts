@@ -51,6 +51,15 @@ function tensorShapes(family: 'gpt2' | 'llama', config: Gpt2Config | LlamaConfig
   out.push(['model.embed_tokens.weight', [c.vocabSize, H], 'matrix']);
   for (let i = 0; i < c.layers; i++) {
     const l = `model.layers.${i}`;
+    if (c.variant === 'phi3') {
+      // Phi-3: q/k/v and gate/up fused.
+      out.push(
+        [`${l}.input_layernorm.weight`, [H], 'gain'], [`${l}.self_attn.qkv_proj.weight`, [q + 2 * kv, H], 'matrix'],
+        [`${l}.self_attn.o_proj.weight`, [H, q], 'matrix'], [`${l}.post_attention_layernorm.weight`, [H], 'gain'],
+        [`${l}.mlp.gate_up_proj.weight`, [2 * F, H], 'matrix'], [`${l}.mlp.down_proj.weight`, [H, F], 'matrix'],
+      );
+      continue;
+    }
     out.push(
       [`${l}.input_layernorm.weight`, [H], 'gain'],
       [`${l}.self_attn.q_proj.weight`, [q, H], 'matrix'], [`${l}.self_attn.k_proj.weight`, [kv, H], 'matrix'],

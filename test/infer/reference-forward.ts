@@ -79,7 +79,30 @@ export function gpt2ReferenceLogits(c: Gpt2Config, w: HostWeights, tokens: reado
 }
 
 /** HF's default RoPE (rotate_half), frequencies 1/θ^(2i/d); invFreq overrides them (scaled variants). */
+/**
+ * Phi-3's fused qkv_proj and gate_up_proj split into Llama's q/k/v and gate/up (HF's Phi3Attention and
+ * Phi3MLP split them this way: q, k, v rows in order; gate_up's first half is the gate).
+ */
+function unfusedPhi3(c: LlamaConfig, w: HostWeights): HostWeights {
+  const out: HostWeights = new Map(w);
+  const rows = (name: string, from: number, count: number) => {
+    const t = w.get(name)!, cols = t.shape[1]!;
+    return { shape: [count, cols], data: t.data.slice(from * cols, (from + count) * cols) };
+  };
+  const q = c.heads * c.headDim, kv = c.kvHeads * c.headDim;
+  for (let l = 0; l < c.layers; l++) {
+    const a = `model.layers.${l}.self_attn`, m = `model.layers.${l}.mlp`;
+    out.set(`${a}.q_proj.weight`, rows(`${a}.qkv_proj.weight`, 0, q));
+    out.set(`${a}.k_proj.weight`, rows(`${a}.qkv_proj.weight`, q, kv));
+    out.set(`${a}.v_proj.weight`, rows(`${a}.qkv_proj.weight`, q + kv, kv));
+    out.set(`${m}.gate_proj.weight`, rows(`${m}.gate_up_proj.weight`, 0, c.ffn));
+    out.set(`${m}.up_proj.weight`, rows(`${m}.gate_up_proj.weight`, c.ffn, c.ffn));
+  }
+  return out;
+}
+
 export function llamaReferenceLogits(c: LlamaConfig, w: HostWeights, tokens: readonly number[], invFreq?: ArrayLike<number>, ropeScale = 1): Float64Array[] {
+  if (c.variant === 'phi3') w = unfusedPhi3(c, w);
   const D = c.headDim, half = D / 2, group = c.heads / c.kvHeads, embed = rowsOf(w, 'model.embed_tokens.weight');
   const freqs = Array.from({ length: half }, (_, i) => (invFreq ? invFreq[i]! : 1 / c.ropeTheta ** ((2 * i) / D)));
   const rotate = (x: Float64Array, p: number) => {

@@ -137,3 +137,26 @@ test('Mistral and Qwen2 configs read as Llama variants: sliding windows, Qwen2\'
   assert.equal(llamaConfigFromJson({ ...qwen, use_sliding_window: true, sliding_window: 4096 }, 'q').slidingWindow, 4096);
   assertConfigError(() => llamaConfigFromJson({ ...qwen, model_type: 'qwen3' }, 'Qwen3/config.json'), 'Qwen3/config.json', 'model_type');
 });
+
+test('Phi-3 configs read as a Llama variant with fused projections; LongRoPE and partial rotary factors are refused by name', () => {
+  // Phi-3-mini-4k-instruct's config.json (its fields and values).
+  const phi3 = {
+    architectures: ['Phi3ForCausalLM'], model_type: 'phi3', vocab_size: 32064, hidden_size: 3072, intermediate_size: 8192,
+    num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, max_position_embeddings: 4096,
+    original_max_position_embeddings: 4096, rope_theta: 10000.0, rope_scaling: null, sliding_window: 2047, rms_norm_eps: 1e-5,
+    hidden_act: 'silu', tie_word_embeddings: false, bos_token_id: 1, eos_token_id: 32000, pad_token_id: 32000,
+    attention_dropout: 0.0, embd_pdrop: 0.0, resid_pdrop: 0.0,
+  };
+  const c = llamaConfigFromJson(phi3, 'Phi-3-mini-4k-instruct/config.json');
+  assert.equal(c.variant, 'phi3');
+  assert.equal(c.slidingWindow, 2047);
+  assert.equal(c.attentionBias, false);
+  assert.equal(c.mlpBias, false);
+  assert.deepEqual(roundTrip(c), c);
+  assert.deepEqual(llamaConfigToJson(c)['architectures'], ['Phi3ForCausalLM']);
+  // 3,821,079,552 parameters (HF's num_parameters()).
+  assert.equal(llamaParameterCount(c), 3_821_079_552);
+  assertConfigError(() => llamaConfigFromJson({ ...phi3, rope_scaling: { type: 'longrope', long_factor: [1], short_factor: [1] } }, 'Phi-3-mini-128k/config.json'),
+    'Phi-3-mini-128k/config.json', 'rope_scaling.type', /is "longrope"/);
+  assertConfigError(() => llamaConfigFromJson({ ...phi3, partial_rotary_factor: 0.75 }, 'Phi-4-mini/config.json'), 'Phi-4-mini/config.json', 'partial_rotary_factor', /a partial rotary factor is not supported/);
+});

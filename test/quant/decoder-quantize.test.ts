@@ -122,6 +122,8 @@ test('Hugging Face GPTQ and AWQ Llama directories load: q/k/v and gate/up run as
     { name: 'awq, multi-head attention', method: 'awq' as const, config: { ...LLAMA, kvHeads: LLAMA.heads }, float: [] as string[] },
     // v_proj and down_proj left in floating point: the QKV product runs on its float GEMM, O and the MLP-in quantized.
     { name: 'awq with modules_to_not_convert', method: 'awq' as const, config: LLAMA, float: ['v_proj', 'down_proj'] },
+    // Phi-3: its fused qkv_proj and gate_up_proj are the quantized modules.
+    { name: 'gptq phi3', method: 'gptq' as const, config: { ...LLAMA, variant: 'phi3', kvHeads: LLAMA.heads } as LlamaConfig, float: [] as string[] },
     // Qwen2 (as Qwen publishes Qwen2.5 AWQ checkpoints): the q/k/v biases stay float beside the quantized weights.
     { name: 'awq qwen2', method: 'awq' as const, config: { ...LLAMA, variant: 'qwen2', qkvBias: true, tieWordEmbeddings: true } as LlamaConfig, float: [] as string[] },
   ];
@@ -131,7 +133,7 @@ test('Hugging Face GPTQ and AWQ Llama directories load: q/k/v and gate/up run as
     const loaded = loadQuantizedModel(dir);
     assert.equal(loaded.layout, c.method, c.name);
     assert.equal(loaded.model.family, 'llama');
-    assert.equal(loaded.quantized.modules.size, (7 - c.float.length) * c.config.layers, c.name);
+    assert.equal(loaded.quantized.modules.size, ((c.config.variant === 'phi3' ? 4 : 7) - c.float.length) * c.config.layers, c.name);
     const model = loadQuantizedDecoderModel(dir, backend, { dtype: 'f32' });
     try {
       const { heads, kvHeads, headDim, ffn, hidden } = c.config;
