@@ -23,8 +23,7 @@ import { loadModelConfig } from '../models/registry.js';
 import type { ModelConfig } from '../models/registry.js';
 import { layoutWorkspace, Workspace } from '../nn/workspace.js';
 import type { WorkspaceEntry } from '../nn/workspace.js';
-import type { Tensor } from '../tensor.js';
-import { formatShape } from '../tensor.js';
+import { formatShape, Tensor } from '../tensor.js';
 import { dropoutOffsetAdvance } from '../backend/rng.js';
 import type { Communicator } from '../dist/communicator.js';
 import type { DecoderTensorParallel } from '../dist/tp-decoder.js';
@@ -58,6 +57,12 @@ export interface LayerWeights {
   readonly downBias?: Tensor;
 }
 
+/**
+ * A weight the model does not hold — a quantized projection's float copy (loadQuantizedDecoderModel):
+ * its shape and dtype only, no storage. No backend made it, so every op and transfer refuses it by name.
+ */
+export class WeightNotHeld extends Tensor {}
+
 /** Tensors of a checkpoint that are not weights: causal-mask buffers, RoPE tables, position ids. */
 const NOT_WEIGHTS = [/(^|\.)attn\.(masked_)?bias$/, /rotary_emb\.inv_freq$/, /position_ids$/];
 
@@ -76,6 +81,8 @@ export class DecoderModel {
   readonly tensorParallel?: DecoderTensorParallel;
   /** Quantized projections that DecoderForward runs instead of the float GEMMs (quantized.ts); freed with the model. */
   quantization?: DecoderQuantization;
+  /** Weights the model does not hold (WeightNotHeld: quantized projections loaded without float copies). */
+  readonly notHeld: ReadonlySet<string>;
 
   constructor(
     readonly backend: Backend,
@@ -86,17 +93,21 @@ export class DecoderModel {
     readonly source = 'random weights',
     /** The group this model is one rank of: `arch` is then the whole model, and the model holds its shards. */
     tensorParallel?: Communicator,
+    /** Weights not to hold (their names); a packed group is held whole or not at all. */
+    notHeld: ReadonlySet<string> = new Set(),
   ) {
     if (tensorParallel) {
       if (tensorParallel.backend !== backend) throw new ArgumentError('DecoderModel: the communicator works on a different backend than the model');
       this.tensorParallel = { comm: tensorParallel, full: arch, splits: decoderWeightSplits(arch) };
       arch = this.arch = shardDecoderArchitecture(arch, tensorParallel.worldSize);
     }
-    const layout = layoutWorkspace(arch.weights, dtype);
+    if (notHeld.size > 0 && tensorParallel) throw new ArgumentError('DecoderModel: a tensor-parallel model holds every weight');
+    this.notHeld = notHeld;
+    const layout = layoutWorkspace(arch.weights.filter((w) => !notHeld.has(w.name)), dtype);
     this.workspace = Workspace.allocate(backend, layout);
     this.entries = new Map(layout.entries.map((e) => [e.name, e]));
     this.specs = new Map(arch.weights.map((w) => [w.name, w]));
-    const one = (name: string) => this.workspace.get(name);
+    const one = (name: string): Tensor => (notHeld.has(name) ? new WeightNotHeld(backend.name, this.specs.get(name)!.shape, dtype) : this.workspace.get(name));
     const maybe = (name: string | undefined) => (name === undefined ? undefined : one(name));
     const norm = (n: { gamma: string; beta?: string }): NormWeights => ({ gamma: one(n.gamma), ...(n.beta ? { beta: one(n.beta) } : {}) });
     this.tokenEmbedding = one(arch.tokenEmbedding);
@@ -123,6 +134,12 @@ export class DecoderModel {
 
   /** The tensors `names` (stored back to back) as one tensor stacked along the first dimension. */
   private packed(names: readonly string[]): Tensor {
+    const held = names.filter((n) => !this.notHeld.has(n));
+    if (held.length === 0) {
+      const shapes = names.map((n) => this.specs.get(n)!.shape);
+      return new WeightNotHeld(this.backend.name, [shapes.reduce((rows, s) => rows + s[0]!, 0), ...shapes[0]!.slice(1)], this.dtype);
+    }
+    if (held.length < names.length) throw new ArgumentError(`internal: weights ${names.join(', ')} are held in part`);
     if (names.length === 1) return this.workspace.get(names[0]!);
     const entries = names.map((n) => this.entries.get(n)!);
     const first = entries[0]!;
@@ -146,6 +163,7 @@ export class DecoderModel {
   loadWeight(name: string, values: Float32Array): void {
     const spec = this.specs.get(name);
     if (!spec) throw new ArgumentError(`${this.source}: the model has no weight '${name}'`);
+    if (this.notHeld.has(name)) throw new ArgumentError(`${this.source}: weight '${name}' is not held (a quantized projection loaded without its float copy)`);
     const [rows, cols] = spec.fileShape ?? spec.shape;
     this.backend.upload(this.fileView(name), spec.transposed ? transposeMatrix(values, rows!, cols!) : values);
   }

@@ -10,9 +10,10 @@
 //   quantizeDecoderModel       round-to-nearest from the model's own weights (any family, random or loaded):
 //                              INT4 by int4QuantizeWeights on the backend, INT8 per output channel on the host
 //   loadQuantizedDecoderModel  a directory `fuseformer quantize` wrote (or a Hugging Face GPTQ / AWQ GPT-2 or
-//                              Llama, quant/checkpoint.ts); the float slots of the quantized layers get the
-//                              dequantized weights, so the model's float path computes the same function;
-//                              q/k/v and gate/up, separate modules in the files, are stacked into one weight.
+//                              Llama, quant/checkpoint.ts); the quantized projections' float slots are not
+//                              held (WeightNotHeld), unless floatCopies keeps their dequantized weights (the
+//                              float path then computes the same function); q/k/v and gate/up, separate
+//                              modules in the files, are stacked into one weight.
 // The stacked matrices are quantized as one: RTN's groups run along a row's inputs, so stacking rows
 // (q/k/v, gate/up) gives the same values as quantizing each part alone.
 
@@ -131,6 +132,7 @@ function freeLayers(b: Backend, layers: readonly QuantizedLayer[]): void {
 /** Frees the model's quantized weights and returns it to its float path. */
 export function dropQuantization(model: DecoderModel): void {
   if (!model.quantization) return;
+  if (model.notHeld.size > 0) throw new ArgumentError(`${model.source}: its quantized projections were loaded without float copies, so it has no float path (load with floatCopies: true to keep them)`);
   freeLayers(model.backend, model.quantization.layers);
   if (model.quantization.lmHead) freeQuantized(model.backend, model.quantization.lmHead);
   model.quantization = undefined;
@@ -207,33 +209,39 @@ export function stackHostWeights(parts: readonly (QuantizedHostWeight | undefine
 
 /**
  * Loads a quantized GPT-2 or Llama-family directory (ours, GPTQ or AWQ) as a DecoderModel with
- * `quantization` set. Every quantized module's float slot gets its dequantized weight (so the float path
- * computes the same function); a projection runs quantized when all its parts are (q, k and v; gate and
- * up) with one kind and group size, else on its float GEMM with those dequantized weights.
+ * `quantization` set. A projection runs quantized when all its parts are (q, k and v; gate and up) with
+ * one kind, group size and input order; its float copy is then not held (WeightNotHeld: the model takes
+ * the quantized bytes, not the float model's), unless `floatCopies` keeps it — the dequantized weights,
+ * so that dropQuantization runs the same function in floating point. A projection with a part left in
+ * floating point runs its float GEMM on the dequantized weights.
  */
-export function loadQuantizedDecoderModel(dir: string, backend: Backend, options: { dtype?: FloatDType } = {}): DecoderModel {
+export function loadQuantizedDecoderModel(dir: string, backend: Backend, options: { dtype?: FloatDType; floatCopies?: boolean } = {}): DecoderModel {
   const { model: config, quantized } = loadQuantizedModel(dir);
   const arch = decoderArchitecture(config);
-  const model = new DecoderModel(backend, arch, options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'), readGenerationConfig(dir), dir);
+  const specs = new Map(arch.weights.map((w) => [w.name, w]));
+  for (const prefix of quantized.modules.keys()) {
+    if (!specs.has(`${prefix}.weight`)) throw new ArgumentError(`${dir}: quantized module '${prefix}' is not a projection of this ${arch.family} model`);
+  }
+  const stacks = arch.layerNames.map((names) => {
+    const modules = projectionModules(names);
+    return PROJECTION_ROLES.map((role) => ({ role, parts: modules[role], stacked: stackHostWeights(modules[role].map((p) => quantized.modules.get(p))) }));
+  });
+  const notHeld = new Set(options.floatCopies ? [] : stacks.flat().filter((s) => s.stacked).flatMap((s) => s.parts.map((p) => `${p}.weight`)));
+  const model = new DecoderModel(backend, arch, options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'), readGenerationConfig(dir), dir, undefined, notHeld);
   const layers: QuantizedLayer[] = arch.layerNames.map(() => ({}));
   try {
-    const specs = new Map(arch.weights.map((w) => [w.name, w]));
     for (const [name, t] of quantized.floats) {
       if (specs.has(name)) model.loadWeight(name, t.data);
     }
     for (const [prefix, w] of quantized.modules) {
-      const spec = specs.get(`${prefix}.weight`);
-      if (!spec) throw new ArgumentError(`${dir}: quantized module '${prefix}' is not a projection of this ${arch.family} model`);
+      const name = `${prefix}.weight`, spec = specs.get(name)!;
+      if (notHeld.has(name)) continue;
       // The float slot holds the dequantized weight, in the file's layout (GPT-2's Conv1D: [in, out]).
       const dense = Float32Array.from(dequantizeHostWeight(w));
-      model.loadWeight(`${prefix}.weight`, spec.transposed ? transpose(dense, w.outFeatures, w.inFeatures) : dense);
+      model.loadWeight(name, spec.transposed ? transpose(dense, w.outFeatures, w.inFeatures) : dense);
     }
-    arch.layerNames.forEach((names, l) => {
-      const modules = projectionModules(names);
-      for (const role of PROJECTION_ROLES) {
-        const stacked = stackHostWeights(modules[role].map((p) => quantized.modules.get(p)));
-        if (stacked) layers[l]![role] = uploadQuantized(backend, stacked);
-      }
+    stacks.forEach((roles, l) => {
+      for (const { role, stacked } of roles) if (stacked) layers[l]![role] = uploadQuantized(backend, stacked);
     });
   } catch (error) {
     freeLayers(backend, layers);

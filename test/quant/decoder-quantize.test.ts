@@ -287,7 +287,7 @@ test('AWQ, GPTQ and SmoothQuant beat round-to-nearest on a Llama with outlier ch
       assert.equal(model.quantization, undefined);
       const out = join(root, `outliers-${label}-${options.method}-${options.bits}`);
       saveQuantizedModel(out, q, { config: { family: 'llama', config } });
-      const quantized = loadQuantizedDecoderModel(out, backend, { dtype: 'f32' });
+      const quantized = loadQuantizedDecoderModel(out, backend, { dtype: 'f32', floatCopies: true });
       try {
         const error = relError(engineLogits(quantized, text), reference);
         dropQuantization(quantized);
@@ -355,5 +355,28 @@ test('forwardWindows refuses windows of different lengths and tokens outside the
   } finally {
     engine.dispose();
     model.free();
+  }
+});
+
+test('a quantized directory loads without float copies of its quantized projections: fewer bytes, the same logits; no float path to drop back to', () => {
+  const dir = join(root, 'hf-not-held');
+  // v_proj left in floating point: the QKV projection keeps its float weights (all three parts), the rest do not.
+  writeHfLlama(dir, 'awq', LLAMA, 32, ['v_proj']);
+  const lean = loadQuantizedDecoderModel(dir, backend, { dtype: 'f32' });
+  const full = loadQuantizedDecoderModel(dir, backend, { dtype: 'f32', floatCopies: true });
+  try {
+    const { hidden: H, ffn: F, heads, headDim: d, layers } = LLAMA;
+    // Not held: each layer's o_proj [H, Hq·d], gate/up [2F, H] and down [H, F].
+    assert.equal(full.workspace.flat.numel - lean.workspace.flat.numel, layers * (H * heads * d + 2 * F * H + H * F));
+    assert.equal(lean.notHeld.size, 4 * layers);
+    assert.ok(!lean.notHeld.has('model.layers.0.self_attn.q_proj.weight'), 'q/k/v (v in floating point) stay held');
+    assert.deepEqual(engineLogits(lean, PROMPT), engineLogits(full, PROMPT));
+    assert.throws(() => dropQuantization(lean), /loaded without float copies, so it has no float path/);
+    assert.throws(() => lean.loadWeight('model.layers.0.mlp.down_proj.weight', new Float32Array(H * F)), /'model.layers.0.mlp.down_proj.weight' is not held/);
+    // An op handed a weight that is not held refuses it by name.
+    assert.throws(() => backend.gemm({ a: backend.empty([1, F], 'f32'), b: lean.layers[0]!.down, out: backend.empty([1, H], 'f32'), transB: true }), /'b' .*was not made by the CPU backend/);
+  } finally {
+    lean.free();
+    full.free();
   }
 });
