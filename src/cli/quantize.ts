@@ -33,7 +33,8 @@ export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR 
 
   --model DIR             a GPT-2 or Llama-family model directory: config.json and model.safetensors
                           (a Hugging Face folder, or a checkpoint written by \`fuseformer train\`)
-  --out DIR               the quantized model (model.safetensors, config.json, tokenizer.json)
+  --out DIR               the quantized model (model.safetensors, config.json; the source's tokenizer, chat
+                          template and generation_config.json copied)
   --bits 4|8              INT4 weight-only (W4A16) or INT8 weights and activations (W8A8) (default 4)
   --method M              4 bits: rtn | awq | gptq (default awq); 8 bits: smoothquant | rtn (default smoothquant)
   --group N               INT4 group size along the input features: 128, 64 or 32 (default 128)
@@ -144,8 +145,7 @@ interface QuantizeOutcome {
 }
 
 function saveNextToSource(run: QuantizeRun, quantized: QuantizedModel, config: ModelConfig): void {
-  const tokenizerJson = join(run.dir, 'tokenizer.json');
-  saveQuantizedModel(run.out, quantized, { config, source: run.dir, ...(existsSync(tokenizerJson) ? { tokenizerJson } : {}) });
+  saveQuantizedModel(run.out, quantized, { config, source: run.dir, copyFrom: run.dir });
 }
 
 function onProgress(run: QuantizeRun): (done: number, total: number, what: string) => void {

@@ -17,7 +17,10 @@
 //                       header metadata: format "fuseformer-quant", version, method, bits, group_size,
 //                       smooth_alpha, modules (a JSON list of the quantized prefixes)
 //   config.json         the model's config with "quantization_config": {"quant_method": "fuseformer", …}
-//   tokenizer.json      copied from the source model when it has one
+//   tokenizer.json, tokenizer_config.json, special_tokens_map.json, chat_template.jinja / .json,
+//   generation_config.json
+//                       copied from the source model directory where it has them (the tokenizer, the
+//                       chat template `serve` renders, the generation defaults and stop tokens)
 //
 // Reading a Hugging Face GPTQ or AWQ directory: config.json's quantization_config says which
 // ("quant_method": "gptq" with "checkpoint_format" gptq | gptq_v2, or "awq" with "version": "gemm"),
@@ -46,14 +49,16 @@ import { checkInt4HostWeight, fromAwq, fromGptq } from './weights.js';
 export class QuantCheckpointError extends FuseformerError {}
 
 export const QUANT_FORMAT = 'fuseformer-quant';
+/** Files of a model directory besides its weights and config that a quantized copy keeps. */
+export const COMPANION_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json'] as const;
 export const QUANT_FORMAT_VERSION = 1;
 const MODEL_FILE = 'model.safetensors';
 
 export interface SaveQuantizedOptions {
   /** The model's config (GPT-2 or Llama family), written to config.json with its quantization_config. */
   readonly config: ModelConfig;
-  /** A tokenizer.json to copy into the directory. */
-  readonly tokenizerJson?: string;
+  /** The source model directory: its tokenizer, chat template and generation defaults are copied (COMPANION_FILES). */
+  readonly copyFrom?: string;
   /** The float parameters' dtype in the file (default f32). */
   readonly floatDType?: FloatDType;
   /** Where the weights came from (recorded in the metadata). */
@@ -125,9 +130,11 @@ export function saveQuantizedModel(dir: string, q: QuantizedModel, options: Save
     mkdirSync(temporary);
     writeSafetensors(join(temporary, MODEL_FILE), tensors, infoMetadata(q.info, modules, options.source));
     writeFileAtomically(join(temporary, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
-    if (options.tokenizerJson) {
-      copyFileSync(options.tokenizerJson, join(temporary, 'tokenizer.json'));
-      fsyncPath(join(temporary, 'tokenizer.json'));
+    for (const file of options.copyFrom ? COMPANION_FILES : []) {
+      const from = join(options.copyFrom!, file);
+      if (!existsSync(from)) continue;
+      copyFileSync(from, join(temporary, file));
+      fsyncPath(join(temporary, file));
     }
     fsyncPath(temporary);
     if (existsSync(dir)) {

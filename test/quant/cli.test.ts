@@ -2,7 +2,7 @@
 // loads back; bad options are refused naming the option.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -67,6 +67,10 @@ test('quantize a Llama directory to INT4 (AWQ, GPTQ) and INT8 (SmoothQuant) with
     assert.match(text, /held-out perplexity \(64 tokens\): f32 \d+\.\d+, quantized \d+\.\d+ \([+-]\d+\.\d+%\)/, text);
     const loaded = loadQuantizedModel(out);
     assert.equal(loaded.model.family, 'llama');
+    // The tokenizer, its config (chat template, special tokens) and the generation defaults come along.
+    for (const file of ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json']) {
+      assert.equal(readFileSync(join(out, file), 'utf8'), readFileSync(join(model, file), 'utf8'), file);
+    }
     assert.equal(loaded.quantized.info.method, method);
     assert.equal(loaded.quantized.modules.size, 7 * config.layers);
   }
