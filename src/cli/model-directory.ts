@@ -77,5 +77,5 @@ export function precisionOf(model: DecoderModel): string {
   const q = model.quantization?.info;
   if (!q) return model.dtype;
   const head = model.quantization!.lmHead ? ' and LM head' : '';
-  return `${q.bits === 4 ? `INT4 W4A16 (${q.method}, group ${q.groupSize})` : `INT8 W8A8 (${q.method})`} projections${head}, ${model.dtype} otherwise`;
+  return `${q.bits === 4 ? `INT4 W4A16 (${q.method}${q.actOrder ? ' act-order' : ''}, group ${q.groupSize})` : `INT8 W8A8 (${q.method})`} projections${head}, ${model.dtype} otherwise`;
 }
