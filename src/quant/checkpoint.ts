@@ -376,5 +376,6 @@ function readHf(source: TensorSource, model: ModelConfig, q: Json, method: 'gptq
     }
   }
   if (modules.size === 0) throw new QuantCheckpointError(`${source.dir}: quantization_config says ${method}, but no tensor ends in .qweight`);
-  return { info: { method, bits: 4, groupSize: G }, modules, floats: readFloats(source, model, new Set(modules.keys())) };
+  const actOrder = [...modules.values()].some((w) => w.kind === 'int4' && w.inputOrder !== undefined);
+  return { info: { method, bits: 4, groupSize: G, ...(actOrder ? { actOrder } : {}) }, modules, floats: readFloats(source, model, new Set(modules.keys())) };
 }
