@@ -145,7 +145,8 @@ interface QuantizeOutcome {
 }
 
 function saveNextToSource(run: QuantizeRun, quantized: QuantizedModel, config: ModelConfig): void {
-  saveQuantizedModel(run.out, quantized, { config, source: run.dir, copyFrom: run.dir });
+  // The float parameters in the dtype the model ran and was calibrated in (a bf16 model's file at half the size).
+  saveQuantizedModel(run.out, quantized, { config, source: run.dir, copyFrom: run.dir, floatDType: run.dtype });
 }
 
 function onProgress(run: QuantizeRun): (done: number, total: number, what: string) => void {
