@@ -5,6 +5,7 @@
 //   int4-rtn    W4A16 round-to-nearest                    (reported; the uncalibrated reference)
 //   int4-awq    W4A16 AWQ                                 target: ≤ +4%
 //   int4-gptq   W4A16 GPTQ                                target: ≤ +4%
+//   int4-gptq-act-order  W4A16 GPTQ with act-order (desc_act)   target: ≤ +4%
 // For INT4 it also evaluates the float path with the same weights dequantized into the model's float
 // parameters: the two must agree closely, which shows that the quantized kernels compute what the
 // quantized weights mean (and not, say, the float weights they came from).
@@ -28,12 +29,12 @@ import type { QuantizeOptions } from './quantize.js';
 import { quantizeGpt2 } from './quantize.js';
 import { corpusSplit, tokenizerForModel } from './text.js';
 
-export type QualityVariant = 'int8' | 'int4-rtn' | 'int4-awq' | 'int4-gptq';
-export const QUALITY_VARIANTS: readonly QualityVariant[] = ['int8', 'int4-rtn', 'int4-awq', 'int4-gptq'];
+export type QualityVariant = 'int8' | 'int4-rtn' | 'int4-awq' | 'int4-gptq' | 'int4-gptq-act-order';
+export const QUALITY_VARIANTS: readonly QualityVariant[] = ['int8', 'int4-rtn', 'int4-awq', 'int4-gptq', 'int4-gptq-act-order'];
 
 /** Allowed perplexity increase over the float model, as a fraction (undefined: reported only). */
 export const QUALITY_TARGETS: Readonly<Record<QualityVariant, number | undefined>> = {
-  'int8': 0.01, 'int4-rtn': undefined, 'int4-awq': 0.04, 'int4-gptq': 0.04,
+  'int8': 0.01, 'int4-rtn': undefined, 'int4-awq': 0.04, 'int4-gptq': 0.04, 'int4-gptq-act-order': 0.04,
 };
 
 export interface QualityOptions {
@@ -84,6 +85,7 @@ function variantOptions(variant: QualityVariant, options: QualityOptions, window
     case 'int4-rtn': return { bits: 4, method: 'rtn', groupSize: options.groupSize };
     case 'int4-awq': return { bits: 4, method: 'awq', groupSize: options.groupSize, calibration, ...(options.awq ? { awq: options.awq } : {}) };
     case 'int4-gptq': return { bits: 4, method: 'gptq', groupSize: options.groupSize, calibration };
+    case 'int4-gptq-act-order': return { bits: 4, method: 'gptq', groupSize: options.groupSize, calibration, gptq: { actOrder: true } };
   }
 }
 
