@@ -436,9 +436,9 @@ for step in "${steps[@]}"; do
             run pipe-pinned-$round 150 env FUSEFORMER_PINNED_UPLOADS=1 node dist/bench/serve-speed.js --no-torch --no-prefix --concurrency 16,64,256 --pipeline --json "$out/pipe-pinned-$round.json"
           done ;;
     quant-llama) # (session 36, never run) Llama-family additions: HF parity with the new Qwen2, Mistral and Phi-3 cases (bench/hf_infer.py: read as Llama variants); quantized Llama-family models: gatherColumns' op cases (act-order GPTQ's inputs) and an act-order Llama on CUDA against the CPU; quantizeDecoder on CUDA (calibration through the engine's capture, GPTQ's factorization and updates as cuBLASLt f32 GEMMs, AWQ, SmoothQuant) against the CPU quantizer, its directory on both; its directory on both (the full-size run is quant-llama-1b)
-          run ql-parity 300 node dist/bench/infer-parity.js --json "$out/infer-parity.json"
           run ql-ops 120 env FUSEFORMER_TEST_OPS=gatherColumns node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
-          run ql-test 300 node --test --test-concurrency=1 --test-name-pattern='quantizeDecoder on CUDA|act-order' dist/test/gpu/infer-quantized.test.js ;;
+          run ql-test 240 node --test --test-concurrency=1 --test-name-pattern='quantizeDecoder on CUDA|act-order' dist/test/gpu/infer-quantized.test.js
+          run ql-parity 420 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     quant-llama-1b) # (session 36, never run) the Llama 1.2B config (random bf16, written by transformers on the GPU) through `fuseformer quantize` GPTQ (its factorization and updates as cuBLASLt GEMMs; the host form took an hour or more), AWQ and SmoothQuant with --eval (times), then `generate` on the GPTQ directory, with --quantize-lm-head, and on the 16-bit one with --quantize rtn4 (the same kernels)
           ql=/tmp/llama-1b
           run ql-make 180 python3 bench/make_llama_dir.py $ql
