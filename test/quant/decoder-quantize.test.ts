@@ -1,5 +1,6 @@
 // Quantized Llama-family models on the CPU backend: Hugging Face GPTQ and AWQ directories (q/k/v and
-// gate/up as separate modules) load and run stacked; `quantizeDecoder` (the inference engine's
+// gate/up as separate modules; Phi-3's fused ones; Qwen2's float biases; act-order GPTQ) load and run
+// stacked, without float copies of the quantized projections; `quantizeDecoder` (the inference engine's
 // quantizer) writes directories that load back, matches the GPT-2 training-model quantizer where both
 // apply (round-to-nearest), leaves the model as it was; AWQ and GPTQ beat round-to-nearest on a model
 // whose norms make a few input channels large (what they are for), and SmoothQuant's folds keep the
