@@ -47,7 +47,7 @@
 //   [--prompt-median 256] [--prompt-range 16,1024] [--output-median 128] [--output-range 16,512]
 //   [--prefix-length 1024] [--prefix-concurrency 64] [--prefix-requests 128] [--suffix-range 16,64] [--no-prefix]
 //   [--no-torch] [--torch-batches 2] [--no-graphs (every step eager; graphs are the engine default on CUDA)]
-//   [--pipeline (pipelined steps; also FUSEFORMER_SERVE_PIPELINE=1)]
+//   [--no-pipeline (each step to its end before the next; pipelined is the engine's default on CUDA) | --pipeline]
 // Smoke test: --preset gpt2-tiny --backend cpu --no-torch with small lengths (test/bench/serve-speed.test.ts).
 
 import { spawnSync } from 'node:child_process';
@@ -397,7 +397,7 @@ async function main(): Promise<void> {
       'no-torch': { type: 'boolean', default: false },
       'torch-batches': { type: 'string', default: '2' },
       'no-graphs': { type: 'boolean', default: false },
-      pipeline: { type: 'boolean', default: false },
+      pipeline: { type: 'boolean', default: false }, 'no-pipeline': { type: 'boolean', default: false },
     },
   });
   const concurrencies = cli.concurrency!.split(',').map((c) => positive('concurrency', c));
@@ -426,12 +426,14 @@ async function main(): Promise<void> {
     ...(cli['kv-blocks'] ? { numBlocks: positive('kv-blocks', cli['kv-blocks']) } : {}),
     ...(cli['kv-memory-fraction'] ? { kvMemoryFraction: positive('kv-memory-fraction', cli['kv-memory-fraction'], false) } : {}),
     ...(cli['no-graphs'] ? { graphs: false } : {}),
-    ...(cli.pipeline ? { pipeline: true } : {}),
+    ...(cli['no-pipeline'] ? { pipeline: false } : cli.pipeline ? { pipeline: true } : {}),
     ...extra,
   });
   /** A fresh engine, warmed up (warmup.ts, as `fuseformer serve` does at start), then on C short requests, then the measured closed loop. */
+  let pipelined = false;
   const measure = (maxRunning: number, extra: ServingEngineOptions, work: BenchRequest[], concurrency: number, warmSeed: number): RunMetrics & { kvPoolBytes: number; blocksTotal: number; warmupMs: number } => {
     const engine = new ServingEngine(model, engineOptions(maxRunning, extra));
+    pipelined ||= engine.pipelined;
     try {
       const warmup = warmUp(engine);
       const warm = Math.min(8, outputDist.max);
@@ -504,7 +506,7 @@ async function main(): Promise<void> {
       maxLen, maxBatchTokens: Number(cli['max-batch-tokens']), blockSize: Number(cli['block-size']), seed,
       kvPool: cli['kv-blocks'] ? `${cli['kv-blocks']} blocks` : cli['kv-memory-fraction'] ? `${cli['kv-memory-fraction']} of the free memory` : 'maxRunning requests of maxLen positions (the engine default: no preemption)',
       prompt: promptDist, output: outputDist, torchBatches,
-      pipelined: cli.pipeline || process.env['FUSEFORMER_SERVE_PIPELINE'] === '1',
+      pipelined,
     },
     runs, prefix, torch: { note: torch.ok ? `HF generate: the first ${torchBatches} static batches of C requests of each concurrency's workload` : torch.note },
     targets,

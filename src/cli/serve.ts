@@ -39,9 +39,10 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --no-prefix-caching      do not share KV blocks between requests with a common prompt prefix
   --decode-steps N         run decode-only steps N at a time on the device (1–16, default 1): less host
                            work per token, tokens arrive N at a time (no effect with --draft or --tp)
-  --pipeline               pipelined steps: the next step is launched before this one's tokens are read, so
-                           the host's work overlaps the GPU's (not with --draft, --tp or --decode-steps > 1;
-                           env FUSEFORMER_SERVE_PIPELINE=1)
+  --no-pipeline            run each step to its end before the next (by default on CUDA, steps are pipelined:
+                           the next one is launched before this one's tokens are read, so the host's work
+                           overlaps the GPU's; not with --draft, --tp or --decode-steps > 1; --pipeline asks
+                           for it explicitly; env FUSEFORMER_SERVE_PIPELINE=1 / 0)
   --max-queue N            requests queued or running at most; more get 429 (default 256)
   --max-body-bytes N       request body limit (default 1048576)
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
@@ -87,7 +88,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
-      'no-graphs': { type: 'boolean', default: false }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
+      'no-graphs': { type: 'boolean', default: false }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
     },
   });
   const dir = values.model;
@@ -106,7 +107,7 @@ export async function runServe(argv: string[]): Promise<number> {
     ...(values['kv-memory-fraction'] !== undefined ? { kvMemoryFraction: fraction('kv-memory-fraction', values['kv-memory-fraction']) } : {}),
     ...(values['no-graphs'] ? { graphs: false } : {}),
     ...(opt('decode-steps') !== undefined ? { decodeSteps: opt('decode-steps')! } : {}),
-    ...(values.pipeline ? { pipeline: true } : {}),
+    ...(values['no-pipeline'] ? { pipeline: false } : values.pipeline ? { pipeline: true } : {}),
   };
 
   const tp = integer('tp', values.tp, 1) ?? 1;

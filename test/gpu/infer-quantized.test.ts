@@ -216,8 +216,14 @@ test('llama quantized by quantizeDecoder on CUDA (GPTQ, AWQ, SmoothQuant) matche
       const model = loadQuantizedDecoderModel(out, b, { dtype });
       try { return prefillLogits(model); } finally { model.free(); }
     };
-    const err = relError(run(gpu, 'bf16'), run(cpu, 'f32'));
-    assert.ok(err <= 3e-2, `${options.method}: bf16 prefill logits of the loaded directory, rel err ${err} against the CPU`);
+    // f32 on both: W4A16 computes what the CPU does to rounding; W8A8 may round an activation near an
+    // INT8 boundary the other way (the tolerances of the engine comparisons above).
+    const err = relError(run(gpu, 'f32'), run(cpu, 'f32'));
+    assert.ok(err <= (options.bits === 4 ? 1e-4 : 1e-3), `${options.method}: f32 prefill logits of the loaded directory, rel err ${err} against the CPU`);
+    // bf16 (measured 3.4e-2 for the GPTQ directory on the H200, session 36: one rounding more per product
+    // than the f32 CPU, over four 128-wide layers).
+    const bf16 = relError(run(gpu, 'bf16'), run(cpu, 'f32'));
+    assert.ok(bf16 <= 6e-2, `${options.method}: bf16 prefill logits rel err ${bf16} against the CPU`);
   }
 });
 

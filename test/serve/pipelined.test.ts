@@ -144,10 +144,17 @@ test('pipelined steps refuse a draft model and decodeSteps > 1, naming them; the
     assert.deepEqual([on.pipelined, off.pipelined], [true, false]);
     on.dispose();
     off.dispose();
+    // =0 turns the default off (on CUDA it is on); the option still wins.
+    process.env['FUSEFORMER_SERVE_PIPELINE'] = '0';
+    const envOff = new ServingEngine(models.gpt2, {}), asked = new ServingEngine(models.gpt2, { pipeline: true });
+    assert.deepEqual([envOff.pipelined, asked.pipelined], [false, true]);
+    envOff.dispose();
+    asked.dispose();
   } finally {
     if (saved === undefined) delete process.env['FUSEFORMER_SERVE_PIPELINE'];
     else process.env['FUSEFORMER_SERVE_PIPELINE'] = saved;
   }
+  // On the CPU backend the default is off (on CUDA, on).
   const plain = new ServingEngine(models.gpt2, {});
   assert.equal(plain.pipelined, saved === '1');
   plain.dispose();
