@@ -72,9 +72,11 @@ function reversedInverseFactor(backend: Backend, h: Float32Array, K: number): Fl
   const b = panelWidth(K), blocks = K / b;
   // Panel storage of P·H·P: element (r, c) of the reversed matrix at panel ⌊c/b⌋, row r, column c mod b.
   const panels = new Float32Array(K * K);
-  for (let r = 0; r < K; r++) {
-    const source = (K - 1 - r) * K;
-    for (let c = 0; c < K; c++) panels[Math.floor(c / b) * K * b + r * b + (c % b)] = h[source + (K - 1 - c)]!;
+  for (let panel = 0; panel < blocks; panel++) {
+    for (let r = 0; r < K; r++) {
+      const source = (K - 1 - r) * K + (K - 1 - panel * b), out = panel * K * b + r * b;
+      for (let cc = 0; cc < b; cc++) panels[out + cc] = h[source - cc]!;
+    }
   }
   const made: Tensor[] = [];
   const keep = (t: Tensor) => { made.push(t); return t; };
@@ -165,6 +167,10 @@ export function gptqQuantizeOnBackend(backend: Backend, W: Float32Array, N: numb
       const block = new Float64Array(N * width);
       for (let i = 0; i < width; i++) for (let n = 0; n < N; n++) block[n * width + i] = rows[i * N + n]!;
       const err = new Float64Array(N * width);
+      // The block's rows of U (f64 [width, width], upper part) read once here: the inner loop below runs
+      // N·width²/2 times a block and should not recompute M's reversed index each time.
+      const Ublock = new Float64Array(width * width);
+      for (let i = 0; i < width; i++) for (let j = i; j < width; j++) Ublock[i * width + j] = U(b0 + i, b0 + j);
       for (let n = 0; n < N; n++) {
         const row = n * width;
         let p = { scale: 1, zero: 0 };
@@ -179,16 +185,21 @@ export function gptqQuantizeOnBackend(backend: Backend, W: Float32Array, N: numb
           const w = Math.fround(block[row + i]!);
           const qv = int4QuantizeValue(w, p);
           q[n * K + k] = qv;
-          const e = (block[row + i]! - p.scale * (qv - p.zero)) / U(k, k);
+          const urow = i * width;
+          const e = (block[row + i]! - p.scale * (qv - p.zero)) / Ublock[urow + i]!;
           err[row + i] = e;
-          for (let j = i + 1; j < width; j++) block[row + j]! -= e * U(k, b0 + j);
+          for (let j = i + 1; j < width; j++) block[row + j]! -= e * Ublock[urow + j]!;
         }
       }
       if (b1 === K) break;
       // Wᵀ[b1:] −= U[b0:b1, b1:]ᵀ · E, E = the block's errors [width, N].
       const E = new Float32Array(width * N), Uslice = new Float32Array(width * (K - b1));
       for (let n = 0; n < N; n++) for (let i = 0; i < width; i++) E[i * N + n] = err[n * width + i]!;
-      for (let i = 0; i < width; i++) for (let c = b1; c < K; c++) Uslice[i * (K - b1) + (c - b1)] = U(b0 + i, c);
+      // U[b0 + i, c] = M[K − 1 − b0 − i, K − 1 − c]: row i of the slice walks a row of M backwards.
+      for (let i = 0; i < width; i++) {
+        const mrow = (K - 1 - b0 - i) * K + (K - 1), out = i * (K - b1) - b1;
+        for (let c = b1; c < K; c++) Uslice[out + c] = M[mrow - c]!;
+      }
       const e = backend.fromArray(E, [width, N], 'f32'), u = backend.fromArray(Uslice, [width, K - b1], 'f32');
       try {
         backend.gemm({ a: u, b: e, out: backend.view(weights, b1 * N, [K - b1, N]), transA: true, alpha: -1, beta: 1 });
