@@ -220,10 +220,10 @@ test('llama quantized by quantizeDecoder on CUDA (GPTQ, AWQ, SmoothQuant) matche
     // INT8 boundary the other way (the tolerances of the engine comparisons above).
     const err = relError(run(gpu, 'f32'), run(cpu, 'f32'));
     assert.ok(err <= (options.bits === 4 ? 1e-4 : 1e-3), `${options.method}: f32 prefill logits of the loaded directory, rel err ${err} against the CPU`);
-    // bf16 (measured 3.4e-2 for the GPTQ directory on the H200, session 36: one rounding more per product
-    // than the f32 CPU, over four 128-wide layers).
+    // bf16 against the f32 CPU (H200, session 36: 3.4e-2 for the GPTQ directory, 6.3e-2 for SmoothQuant's
+    // W8A8, whose per-token activation scales are formed from bf16 rows): a wrong kernel is off by O(1).
     const bf16 = relError(run(gpu, 'bf16'), run(cpu, 'f32'));
-    assert.ok(bf16 <= 6e-2, `${options.method}: bf16 prefill logits rel err ${bf16} against the CPU`);
+    assert.ok(bf16 <= (options.bits === 4 ? 6e-2 : 1e-1), `${options.method}: bf16 prefill logits rel err ${bf16} against the CPU`);
   }
 });
 
