@@ -4,7 +4,7 @@
 // part of the embedded corpus; --eval reports held-out perplexity before and after. GPT-2 runs through
 // the training model (quant/quantize.ts), Llama through the inference engine (quant/decoder-quantize.ts).
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
@@ -13,7 +13,8 @@ import { ArgumentError } from '../errors.js';
 import { Gpt2Model } from '../models/gpt2-model.js';
 import { loadHfWeights } from '../models/hf-weights.js';
 import { loadDecoderModel } from '../infer/model.js';
-import { isQuantizedDirectory, loadQuantizedDecoderModel } from '../infer/quantized.js';
+import { loadQuantizedDecoderModel } from '../infer/quantized.js';
+import { readsAsQuantized } from './model-directory.js';
 import type { Backend } from '../backend/backend.js';
 import type { Gpt2Config } from '../models/gpt2.js';
 import { loadModelConfig } from '../models/registry.js';
@@ -49,16 +50,6 @@ export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR 
   --backend auto|cpu|cuda (default auto; env FUSEFORMER_BACKEND)
 `;
 
-/** Whether the directory's config.json has a quantization_config (an unreadable one is loadModelConfig's to report). */
-function alreadyQuantized(dir: string): boolean {
-  try {
-    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as unknown;
-    return typeof config === 'object' && config !== null && isQuantizedDirectory(config as Record<string, unknown>);
-  } catch {
-    return false;
-  }
-}
-
 function integer(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
@@ -78,7 +69,7 @@ export async function runQuantize(argv: string[]): Promise<number> {
   if (!values.model) throw new ArgumentError('quantize: --model DIR is required (a GPT-2 or Llama-family model directory)');
   if (!values.out) throw new ArgumentError('quantize: --out DIR is required');
   if (!existsSync(join(values.model, 'config.json'))) throw new ArgumentError(`--model: '${values.model}' has no config.json`);
-  if (alreadyQuantized(values.model)) throw new ArgumentError(`--model: '${values.model}' is already quantized (its config.json has a quantization_config); quantize the 16-bit model it came from`);
+  if (readsAsQuantized(values.model)) throw new ArgumentError(`--model: '${values.model}' is already quantized (its config.json has a quantization_config); quantize the 16-bit model it came from`);
   const bits = Number(values.bits);
   if (bits !== 4 && bits !== 8) throw new ArgumentError(`--bits must be 4 or 8, got '${values.bits}'`);
   const method = (values.method ?? (bits === 4 ? 'awq' : 'smoothquant')) as QuantMethod;

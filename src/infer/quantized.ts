@@ -165,10 +165,15 @@ export function isQuantizedDirectory(config: Record<string, unknown>): boolean {
   return typeof config['quantization_config'] === 'object' && config['quantization_config'] !== null;
 }
 
-/** Module prefixes of layer l's projections by role (several for a stacked one: Llama's q/k/v and gate/up). */
+/** A layer's projection weights by role, in stacking order (several for Llama's q/k/v and gate/up). */
+export function projectionWeightNames(names: LayerWeightNames): Record<ProjectionRole, readonly string[]> {
+  return { qkv: names.qkv, out: [names.out], up: names.up, down: [names.down] };
+}
+
+/** Module prefixes of a layer's projections by role (the weight names without ".weight"). */
 function projectionModules(names: LayerWeightNames): Record<ProjectionRole, readonly string[]> {
-  const prefix = (name: string) => name.replace(/\.weight$/, '');
-  return { qkv: names.qkv.map(prefix), out: [prefix(names.out)], up: names.up.map(prefix), down: [prefix(names.down)] };
+  const all = projectionWeightNames(names), prefix = (name: string) => name.replace(/\.weight$/, '');
+  return { qkv: all.qkv.map(prefix), out: all.out.map(prefix), up: all.up.map(prefix), down: all.down.map(prefix) };
 }
 
 /**

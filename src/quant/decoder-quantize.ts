@@ -26,7 +26,7 @@ import { ArgumentError } from '../errors.js';
 import { DecodeEngine } from '../infer/engine.js';
 import type { DecoderModel, NormWeights } from '../infer/model.js';
 import type { ProjectionRole, QuantizedLayer } from '../infer/quantized.js';
-import { PROJECTION_ROLES } from '../infer/quantized.js';
+import { PROJECTION_ROLES, projectionWeightNames } from '../infer/quantized.js';
 import type { TokenArray } from '../io/token-file.js';
 import type { Tensor } from '../tensor.js';
 import { evaluationBatches } from '../train/data.js';
@@ -282,7 +282,7 @@ function splitModules(model: DecoderModel, results: readonly Partial<Record<Proj
   const specs = new Map(model.arch.weights.map((w) => [w.name, w]));
   const modules = new Map<string, QuantizedHostWeight>();
   model.arch.layerNames.forEach((names, l) => {
-    const parts: Record<ProjectionRole, readonly string[]> = { qkv: names.qkv, out: [names.out], up: names.up, down: [names.down] };
+    const parts = projectionWeightNames(names);
     for (const role of PROJECTION_ROLES) {
       const w = results[l]![role]!;
       let first = 0;
@@ -298,7 +298,7 @@ function splitModules(model: DecoderModel, results: readonly Partial<Record<Proj
 
 /** Every float parameter except the projections' weights, as the model holds it now, in checkpoint layout. */
 function floatParams(model: DecoderModel): HostParams {
-  const projections = new Set(model.arch.layerNames.flatMap((n) => [...n.qkv, n.out, ...n.up, n.down]));
+  const projections = new Set(model.arch.layerNames.flatMap((n) => Object.values(projectionWeightNames(n)).flat()));
   const params: HostParams = new Map();
   for (const spec of model.arch.weights) {
     if (projections.has(spec.name)) continue;

@@ -16,7 +16,14 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
-import { quantizeDecoderModel } from '../../src/infer/quantized.js';
+import { loadQuantizedDecoderModel, quantizeDecoderModel } from '../../src/infer/quantized.js';
+import { createByteTokenizer } from '../../src/io/byte-tokenizer.js';
+import { calibrationWindows } from '../../src/quant/calibration.js';
+import { saveQuantizedModel } from '../../src/quant/checkpoint.js';
+import { quantizeDecoder } from '../../src/quant/decoder-quantize.js';
+import { corpusSplit } from '../../src/quant/text.js';
+import { dequantizeHostWeight } from '../../src/quant/weights.js';
+import { Rng } from '../../src/testing/random.js';
 import type { CudaBackend } from '../../src/backend/cuda/index.js';
 import { int4GatedOptions } from '../../src/infer/forward.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
@@ -172,20 +179,16 @@ test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits matc
   }
 });
 
+/** The Llama the quantizer tests below use: every projection width a multiple of the 32-wide groups, two or more of them. */
+const QUANTIZE_LLAMA = { ...TINY_LLAMA, hidden: 128, heads: 4, kvHeads: 2, headDim: 32, ffn: 256 };
+
 // `fuseformer quantize`'s Llama path on the GPU (quant/decoder-quantize.ts): calibration through the CUDA
 // engine's prefill capture, GPTQ's factorization and updates as cuBLASLt f32 GEMMs (gptq-device.ts), AWQ's
 // search on the device ops, SmoothQuant's maxima — against the same on the CPU backend, then the saved
 // directory (q/k/v and gate/up as separate modules) loaded on both and run.
 test('llama quantized by quantizeDecoder on CUDA (GPTQ, AWQ, SmoothQuant) matches the CPU quantizer; its directory runs as on the CPU', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const { quantizeDecoder } = await import('../../src/quant/decoder-quantize.js');
-  const { saveQuantizedModel } = await import('../../src/quant/checkpoint.js');
-  const { loadQuantizedDecoderModel } = await import('../../src/infer/quantized.js');
-  const { calibrationWindows } = await import('../../src/quant/calibration.js');
-  const { corpusSplit } = await import('../../src/quant/text.js');
-  const { createByteTokenizer } = await import('../../src/io/byte-tokenizer.js');
-  const { dequantizeHostWeight } = await import('../../src/quant/weights.js');
-  const config = { ...TINY_LLAMA, hidden: 128, heads: 4, kvHeads: 2, headDim: 32, ffn: 256 };
+  const config = QUANTIZE_LLAMA;
   const dir = join(root, 'llama-quantize');
   writeModelFolder(dir, 'llama', config, 12);
   const { train } = corpusSplit(createByteTokenizer(), 257);
@@ -232,11 +235,7 @@ test('llama quantized by quantizeDecoder on CUDA (GPTQ, AWQ, SmoothQuant) matche
 // on CUDA in bf16 (prefill: the tensor-core kernel; decode: the GEMV, graphs replayed) against the CPU.
 test('llama act-order INT4 (inputs gathered into each weight\'s order): CUDA engine matches the CPU engine', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const { quantizeDecoder } = await import('../../src/quant/decoder-quantize.js');
-  const { saveQuantizedModel } = await import('../../src/quant/checkpoint.js');
-  const { loadQuantizedDecoderModel } = await import('../../src/infer/quantized.js');
-  const { Rng } = await import('../../src/testing/random.js');
-  const config = { ...TINY_LLAMA, hidden: 128, heads: 4, kvHeads: 2, headDim: 32, ffn: 256 };
+  const config = QUANTIZE_LLAMA;
   const dir = join(root, 'llama-act-order-source'), out = join(root, 'llama-act-order');
   writeModelFolder(dir, 'llama', config, 14);
   const cpu = new CpuBackend();

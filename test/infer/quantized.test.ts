@@ -25,8 +25,7 @@ import { generate } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { decodeWeightBytes } from '../../src/infer/architecture.js';
-import { dropQuantization, loadQuantizedDecoderModel, PROJECTION_ROLES, quantizedDecodeWeightBytes, quantizeDecoderModel, quantizeLmHead } from '../../src/infer/quantized.js';
-import type { ProjectionRole } from '../../src/infer/quantized.js';
+import { dropQuantization, loadQuantizedDecoderModel, PROJECTION_ROLES, projectionWeightNames, quantizedDecodeWeightBytes, quantizeDecoderModel, quantizeLmHead } from '../../src/infer/quantized.js';
 import { loadTokenizer } from '../../src/io/tokenizer.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
 import type { LlamaConfig } from '../../src/models/llama.js';
@@ -69,7 +68,7 @@ function dequantizedWeights(model: DecoderModel, weights: HostWeights): HostWeig
   const out: HostWeights = new Map([...weights].map(([n, t]) => [n, { shape: t.shape, data: Float32Array.from(t.data) }]));
   const specs = new Map(model.arch.weights.map((w) => [w.name, w]));
   model.arch.layerNames.forEach((names, l) => {
-    const parts: Record<ProjectionRole, readonly string[]> = { qkv: names.qkv, out: [names.out], up: names.up, down: [names.down] };
+    const parts = projectionWeightNames(names);
     for (const role of PROJECTION_ROLES) {
       const w = model.quantization!.layers[l]![role]!, dense = dequantized(model.backend, w), K = w.inFeatures;
       let row = 0;
