@@ -86,14 +86,6 @@ export interface Int4MmaGemvSpec {
    * over x of its own, unlike session 17's fold), and C − (magic + z)·Σx is the chunk's product.
    */
   readonly zeroFold?: boolean;
-  /**
-   * The grid-dependency wait before the first weight loads, and those loads coherent (ld.global, not .nc:
-   * ptxas does not sink them below the norm prologue's barriers, where it leaves 12 of the gated GEMV's 16
-   * .nc loads — 4 in flight a lane through the prologue). For the norm prologue's latency to hide behind
-   * the whole first group of weights without those loads competing with the kernel before (session 31:
-   * coherent loads ahead of the wait were slower).
-   */
-  readonly loadsAfterWait?: boolean;
 }
 
 /**
@@ -102,23 +94,10 @@ export interface Int4MmaGemvSpec {
  * the Σx sums and their registers cost more than the subtractions save — more spills at 32 rows in the
  * SASS read here). Llama's batch-1 gated GEMV 1573 → 1469 SASS instructions, its down 939 → 882. Tests set it directly.
  */
-export const int4MmaOptions: { zeroFold: boolean; loadsAfterWait: 'off' | 'norm' | 'all' } = {
+export const int4MmaOptions: { zeroFold: boolean } = {
   zeroFold: envFlag('FUSEFORMER_INT4_ZERO_FOLD', process.env['FUSEFORMER_INT4_ZERO_FOLD'], false),
-  loadsAfterWait: int4LoadsAfterWaitFromEnv(),
 };
 
-/**
- * FUSEFORMER_INT4_LOADS_AFTER_WAIT=0|norm|1 (default 0; built in session 34, not yet run on a GPU): the
- * tensor-core INT4 GEMV's first weight loads coherent and after its grid-dependency wait
- * (Int4MmaGemvSpec.loadsAfterWait) — in the kernels with a norm prologue, or in all of them.
- */
-export function int4LoadsAfterWaitFromEnv(env: NodeJS.ProcessEnv = process.env): 'off' | 'norm' | 'all' {
-  const v = env['FUSEFORMER_INT4_LOADS_AFTER_WAIT']?.trim();
-  if (v === undefined || v === '' || v === '0') return 'off';
-  if (v === '1') return 'all';
-  if (v === 'norm') return 'norm';
-  throw new Error(`FUSEFORMER_INT4_LOADS_AFTER_WAIT must be 0, norm or 1, got '${v}'`);
-}
 
 
 /** The norm prologue of an Int4MmaGemvSpec: gemv.ts's GemvNorm for a fixed row count. */
@@ -133,7 +112,7 @@ export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
   const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${normSwitchesKey(s.norm)}` : '';
-  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${s.zeroFold ? '.zf' : ''}${s.loadsAfterWait ? '.aw' : ''}`;
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${s.zeroFold ? '.zf' : ''}`;
 }
 
 export interface Int4MmaGemvPlan {
@@ -188,8 +167,7 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
       // its LM head 56.7 → 45.5–46.4; the smaller products, one block an SM, lost with them).
       const shareX = rowTiles === 1 && tiles === 2 && grid >= 1.9 * multiProcessorCount ? 0.05 : 0;
       const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) + shareX - kWarps * 1e-3 - tiles * 1e-4;
-      const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(norm ? { norm: { ...norm, rows: M } } : {}), ...(int4MmaOptions.zeroFold && rowTiles === 1 ? { zeroFold: true } : {}),
-        ...(int4MmaOptions.loadsAfterWait === 'all' || (int4MmaOptions.loadsAfterWait === 'norm' && norm) ? { loadsAfterWait: true } : {}) };
+      const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(norm ? { norm: { ...norm, rows: M } } : {}), ...(int4MmaOptions.zeroFold && rowTiles === 1 ? { zeroFold: true } : {}) };
       if (!best || score > best.score) best = { plan: { spec, grid }, score };
     }
   }
@@ -284,7 +262,7 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   }
   const name = kernelIdentifier(int4MmaGemvKey(spec));
   const chunks = spec.K / INT4_MMA_CHUNK_K, perWarp = Math.ceil(chunks / spec.kWarps), groups = Math.ceil(perWarp / spec.unroll);
-  const zf = spec.zeroFold === true, aw = spec.loadsAfterWait === true;
+  const zf = spec.zeroFold === true;
   const biasOf = (n: string) => (spec.bias ? ` + to_float(bias[${n}])` : '');
   const write = spec.gated
     ? String.raw`const float gv = acc[i][j][q]${biasOf('n')}, uv = acc[i][j][2 + q]${biasOf('N + n')};
@@ -302,8 +280,7 @@ ${constants({
     ...(norm ? { M: norm.rows, VEC: 8, THREADS: int4MmaWarps(spec) * 32, NWARPS: int4MmaWarps(spec) } : {}),
   })}
 ${norm ? normPrologueCode(norm) : ''}
-${int4MmaDequantCode(spec.dtype)}${zf ? int4ZeroFoldCode(spec.dtype) : ''}${aw ? `${weightLoadCode('load_coherent_u4', 'u32', 'int4', { coherent: true })}
-` : ''}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
+${int4MmaDequantCode(spec.dtype)}${zf ? int4ZeroFoldCode(spec.dtype) : ''}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.${norm ? `
 // Norm prologue (M = ${norm.rows}, the argument M_ unused): x is unused; rx [M, K] the residual stream
 // (updated in place), y [M, K], rbias [K], gamma, beta [K], h [M, K] the normed rows, counter a zeroed
@@ -342,10 +319,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     for (int j = 0; j < NT; j++)
       #pragma unroll
       for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
-${aw ? `  // The wait first, then the weight loads — coherent, so ptxas keeps them above the prologue's barriers.
-  GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
-  ${trigger.afterWait}` : ''}
-` : ''}
+
   #pragma unroll 1
   for (int grp = 0; grp < GROUPS; grp++) {
     uint4 wv[U][FT][2];
@@ -361,7 +335,7 @@ ${aw ? `  // The wait first, then the weight loads — coherent, so ptxas keeps 
           if (c < CHUNKS) {
             const int r = wrow[i][h];
             const size_t gi = (size_t)r * GROUPS_PER_ROW + (c * ${INT4_MMA_CHUNK_K}) / G;
-            wv[u][i][h] = ${aw ? 'load_coherent_u4' : 'load_stream_u4'}(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
+            wv[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
             sc[u][i][h] = __half2float(scales[gi]);
             mz[u][i][h] = ${zf ? 'magic_plus_zero' : 'minus_zero_pair'}(zeros[gi]);
           } else {
@@ -371,15 +345,12 @@ ${aw ? `  // The wait first, then the weight loads — coherent, so ptxas keeps 
           }
         }
     }
-${aw ? (norm ? `    // The norm prologue while the first group of weights is in flight.
-    if (grp == 0) {
-      ${normPrologueCallCode('rx')}
-    }` : '') : `    // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
+    // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (grp == 0) {
       GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
       ${trigger.afterWait}` : ''}${norm ? `
       ${normPrologueCallCode('rx')}` : ''}
-    }`}
+    }
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int c = kw + (grp * U + u) * KW;
@@ -580,10 +551,5 @@ export function catalog(): KernelSource[] {
     int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 8192, 2048, 128, false, 'silu', true, 132, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }).spec, zeroFold: true }),
     int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132).spec, zeroFold: true }),
     int4MmaGemvSource({ dtype: 'f16', rowTiles: 1, K: 768, groupSize: 128, tiles: 2, kWarps: 2, unroll: 2, bias: true, activation: 'gelu_tanh', gated: false, chains: 2, zeroFold: true }),
-    // The weight loads after the wait, coherent (FUSEFORMER_INT4_LOADS_AFTER_WAIT): Llama's gated product and
-    // QKV with their prologues, its down product without one.
-    int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 8192, 2048, 128, false, 'silu', true, 132, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }).spec, loadsAfterWait: true }),
-    int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 3072, 2048, 128, false, 'none', false, 132, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }).spec, loadsAfterWait: true }),
-    int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132).spec, loadsAfterWait: true }),
   ];
 }

@@ -299,9 +299,12 @@ export function gemvGrid(spec: GemvSpec, N: number): number {
  * of blocks each running the norm prologue. Measured on the H200 (session 33, two rounds, bf16, ms/token
  * none → gated → gated + wide-norm → all): Llama b1 0.761 → 0.757 → 0.771 → 0.777, GPT-2 b1 0.192 → 0.192
  * → 0.192 → 0.200; batch 32 unchanged (its products go to the streamed GEMM). The family int8 gives the W8A8
- * GEMV (gemv-int8.ts) the same form (session 34, not yet measured).
+ * GEMV (gemv-int8.ts) the same form for grids of two rounds or more (planInt8Gemv). Measured on the H200
+ * (session 37, two rounds, ms/token without → with int8, every grid past one round looping): Llama INT8
+ * b1 0.558 → 0.550, b4 0.994 → 0.884; INT8 + head b1 0.499 → 0.494, b4 0.942 → 0.813; GPT-2 INT8 b1
+ * 0.182 → 0.187 (its QKV, 288 tiles on 264 resident blocks: now below the two-round threshold).
  */
-export const GEMV_LOOP_DEFAULT: readonly WeightLoadFamily[] = ['gated-gemv'];
+export const GEMV_LOOP_DEFAULT: readonly WeightLoadFamily[] = ['gated-gemv', 'int8'];
 
 /**
  * The plans forced when FUSEFORMER_GEMV_PLAN is unset (see forcedGemvPlansFromEnv): Llama 1.2B's down

@@ -236,7 +236,7 @@ test('gemvSpace: the plans planGemv picks among (R 1/2/4, gated 1/2; KW 1–8 wi
 
 test('FUSEFORMER_GEMV_LOOP: a family on takes the looping form — grids past the resident blocks as that many blocks looping over the tiles, smaller ones one tile a block (one wait, one trigger, the next tile loaded before the reduction)', () => {
   assert.deepEqual([...gemvLoopFromEnv({})], [...GEMV_LOOP_DEFAULT]);
-  assert.deepEqual([...GEMV_LOOP_DEFAULT], ['gated-gemv'], 'the gated GEMV loops by default (session 33)');
+  assert.deepEqual([...GEMV_LOOP_DEFAULT], ['gated-gemv', 'int8'], 'the gated GEMV (session 33) and the W8A8 GEMV (session 37) loop by default');
   assert.deepEqual([...gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: '0' })], []);
   assert.deepEqual([...gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'gated-gemv,gemv' })], ['gated-gemv', 'gemv']);
   assert.throws(() => gemvLoopFromEnv({ FUSEFORMER_GEMV_LOOP: 'on' }), /FUSEFORMER_GEMV_LOOP must be 0, 1 or a comma list of gemv, .*'on' is none of them/);
