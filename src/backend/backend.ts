@@ -1030,6 +1030,30 @@ export interface GatherColumnsArgs {
   out: Tensor;
 }
 
+/**
+ * gptqRoundBlock: GPTQ's rounding of one block of a weight's input columns (quant/gptq-device.ts), each of
+ * the weight's N output rows on its own. For i = 0 … width−1, with w the row's current values:
+ *   at i % G = 0 the group's scale and zero from w[i … i+G−1] (quant-math.ts int4GroupParams: zero in the
+ *   range, the scale rounded to f16), q[i] = clamp(rne(w[i] / s) + z, 0, 15),
+ *   e[i] = (w[i] − s·(q[i] − z)) / U[i][i], then w[j] −= e[i]·U[i][j] for j > i (the error fed forward).
+ * f32 arithmetic throughout, the update a fused multiply-add (so CPU and GPU agree to the last bit but for
+ * a rare double rounding on the CPU).
+ *   weights f32 [width, N]: Wᵀ's rows of the block (row i = input column i across the outputs), updated in place
+ *   u f32 [width, width]: U's block, upper triangle read (U[i][i] > 0)
+ *   q u8 [N, width] (values 0–15);  scales f32 [N, width/G] (f16 values);  zeros u8 [N, width/G]
+ *   errors f32 [width, N]: e, laid out for the GEMM that feeds them to the later columns
+ *   groupSize: G, dividing width
+ */
+export interface GptqRoundBlockArgs {
+  weights: Tensor;
+  u: Tensor;
+  groupSize: number;
+  q: Tensor;
+  scales: Tensor;
+  zeros: Tensor;
+  errors: Tensor;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1463,6 +1487,7 @@ export interface Backend {
   decodeAdvance(args: DecodeAdvanceArgs): void;
   feedTokens(args: FeedTokensArgs): void;
   gatherColumns(args: GatherColumnsArgs): void;
+  gptqRoundBlock(args: GptqRoundBlockArgs): void;
   decodeLayers(args: DecodeLayersArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding

@@ -604,6 +604,11 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: 0, bytes: 2 * bytesOf(a.out) + 4 * a.index.numel }),
     variant: ([a]) => `${shapeOf(a.x)} → ${shapeOf(a.out)}`,
   },
+  gptqRoundBlock: {
+    // width²/2 multiply-adds a row; the block's values read and written, the errors and q written.
+    cost: ([a]) => ({ flops: a.u.shape[0]! * a.weights.numel, bytes: 3 * bytesOf(a.weights) + a.q.numel + bytesOf(a.u) }),
+    variant: ([a]) => `${shapeOf(a.weights)} G ${a.groupSize}`,
+  },
   feedTokens: {
     cost: ([a]) => ({ flops: 0, bytes: 3 * 4 * a.tokens.numel }),
     variant: ([a]) => `${shapeOf(a.tokens)} from ${shapeOf(a.sampled)}`,

@@ -111,10 +111,10 @@ export function quantizeDecoder(model: DecoderModel, options: QuantizeOptions): 
           engine!.dispose();
           engine = calibrationEngine(model, options.calibration!);
         }
-        const quantizedLayer = options.method === 'awq'
-          ? awqLayer(model, engine!, l, options, G)
-          : gptqLayer(model, engine!, l, options, G);
-        for (const role of PROJECTION_ROLES) finish(l, role, quantizedLayer[role], true);
+        // Each projection is installed (and counted for the progress bar) as soon as it is quantized.
+        const done = (role: ProjectionRole, w: Int4HostWeight) => finish(l, role, w, true);
+        if (options.method === 'awq') awqLayer(model, engine!, l, options, G, done);
+        else gptqLayer(model, engine!, l, options, G, done);
       }
     }
     return { info, modules: splitModules(model, results), floats: floatParams(model) };
@@ -195,8 +195,11 @@ function smoothingStats(model: DecoderModel, engine: DecodeEngine, calibration: 
   return stats;
 }
 
-/** AWQ on layer l (see the file comment); returns its four quantized projections. */
-function awqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options: QuantizeOptions, G: number): Record<ProjectionRole, Int4HostWeight> {
+/** A projection of the layer being quantized, handed over as soon as it is done. */
+type ProjectionDone = (role: ProjectionRole, w: Int4HostWeight) => void;
+
+/** AWQ on layer l (see the file comment); hands each of its four quantized projections to `done`. */
+function awqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options: QuantizeOptions, G: number, done: ProjectionDone): void {
   const b = model.backend, arch = model.arch, layer = model.layers[l]!, calibration = options.calibration!;
   const searchRows = options.awq?.searchRows ?? 512, batches = batchesOf(calibration, engine);
   const stats = new Map(PROJECTION_ROLES.map((role) => [role, new InputStats(dims(model, role)[1], searchRows, Math.ceil(searchRows / batches))]));
@@ -218,16 +221,14 @@ function awqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options:
   }
   foldIntoNorm(b, layer.norm2, search('up'));
   if (arch.gatedMlp) divideRows(W.up, arch.hidden, arch.ffn, search('down'), b, layer.upBias);
-  const out = {} as Record<ProjectionRole, Int4HostWeight>;
   for (const role of PROJECTION_ROLES) {
     const [N, K] = dims(model, role);
     if (options.awq?.clip !== false) {
       const st = stats.get(role)!, s = inputScales.get(role);
       clipWeights(W[role], N, K, G, st.mean(st.squareSum).map((v, k) => (s ? v / (s[k]! * s[k]!) : v)));
     }
-    out[role] = quantizeInt4OnBackend(b, W[role], N, K, G);
+    done(role, quantizeInt4OnBackend(b, W[role], N, K, G));
   }
-  return out;
 }
 
 /**
@@ -235,7 +236,7 @@ function awqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options:
  * factorization and updates as backend GEMMs too, which at a 1B model's sizes is the difference between
  * minutes and an hour or more a model on the host.
  */
-function gptqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options: QuantizeOptions, G: number): Record<ProjectionRole, Int4HostWeight> {
+function gptqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options: QuantizeOptions, G: number, done: ProjectionDone): void {
   const b = model.backend;
   const sums = new Map(PROJECTION_ROLES.map((role) => {
     const K = dims(model, role)[1];
@@ -248,12 +249,11 @@ function gptqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options
       s.started = true;
       b.free(X);
     });
-    const W = layerMatrices(model, l), out = {} as Record<ProjectionRole, Int4HostWeight>;
+    const W = layerMatrices(model, l);
     for (const role of PROJECTION_ROLES) {
       const [N, K] = dims(model, role);
-      out[role] = gptqQuantizeOnBackend(b, W[role], N, K, sums.get(role)!.H, { groupSize: G, ...options.gptq });
+      done(role, gptqQuantizeOnBackend(b, W[role], N, K, sums.get(role)!.H, { groupSize: G, ...options.gptq }));
     }
-    return out;
   } finally {
     for (const s of sums.values()) b.free(s.H);
   }

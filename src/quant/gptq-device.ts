@@ -1,7 +1,7 @@
 // GPTQ (gptq.ts has the method) with its cubic parts as f32 GEMMs on the backend, for the layers of real
 // models: at Llama 1.2B's down projection (K = 8192) the host's f64 loops take minutes per matrix for
 // the factorization alone (K³/2) and as long again for the updates (N·K²), an hour or more a model.
-// Here the host keeps only the b×b diagonal blocks and the rounding inside each column block (N·K·B/2):
+// Here the host keeps only the b×b diagonal blocks and O(K²) index work:
 //
 //   1. H on the host: dead channels (H[k,k] = 0 → 1, their weights zeroed), damping, and the
 //      order-reversed P·H·P, written in panel storage — column block c of the matrix as one contiguous
@@ -11,14 +11,16 @@
 //   3. M = L⁻¹ by blocked forward substitution on I (row-major): block row j = L_jj⁻¹·R_j, then the rows
 //      below −= L21·M_j (one GEMM over the full width; the zeros it multiplies cost ~2× the minimum).
 //   4. U = V⁻¹ with V = P·L·P (gptq.ts), so U[a][b] = M[K−1−a][K−1−b]: read from M with reversed indices.
-//   5. The column loop over blocks of B columns on Wᵀ [K, N] held on the device: the block's rows come to
-//      the host, are rounded column by column with their error fed forward inside the block, and the
-//      rest of the matrix takes the block's errors at once: Wᵀ[b1:] −= U[b0:b1, b1:]ᵀ·E (one GEMM).
-// f32 throughout on the device, as GPTQ's reference implementation runs on a GPU; the rounding is the
-// host form's, so the packed result is what int4Linear computes (checked against gptq.ts in tests).
+//   5. The column loop over blocks of B columns on Wᵀ [K, N] held on the device: each block rounded
+//      column by column with its error fed forward inside the block, every output row on its own
+//      (the backend's gptqRoundBlock: a thread a row on the GPU), then the rest of the matrix takes the
+//      block's errors at once: Wᵀ[b1:] −= U[b0:b1, b1:]ᵀ·E (one GEMM).
+// The host keeps O(K²) work (the panels, U's slices) and the b×b diagonal blocks. f32 throughout, as
+// GPTQ's reference implementation runs on a GPU; the rounding is quant-math.ts's, so the packed result is
+// what int4Linear computes (checked against gptq.ts in tests).
 
 import type { Backend } from '../backend/backend.js';
-import { int4GroupParams, int4QuantizeValue, packInt4 } from '../backend/cpu/quant-math.js';
+import { packInt4 } from '../backend/cpu/quant-math.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import type { GptqOptions } from './gptq.js';
@@ -152,7 +154,6 @@ export function gptqQuantizeOnBackend(backend: Backend, W: Float32Array, N: numb
   const add = damp * (diagonal / K);
   for (let k = 0; k < K; k++) h[k * K + k]! += add;
   const M = reversedInverseFactor(backend, h, K);
-  const U = (a: number, c: number) => M[(K - 1 - a) * K + (K - 1 - c)]!;
 
   // Wᵀ [K, N] on the device, the dead channels' rows zero.
   const Wt = new Float32Array(K * N);
@@ -162,50 +163,44 @@ export function gptqQuantizeOnBackend(backend: Backend, W: Float32Array, N: numb
   const q = new Uint8Array(N * K), scales = new Float32Array(N * groups), zeros = new Uint8Array(N * groups);
   try {
     for (let b0 = 0; b0 < K; b0 += B) {
-      const b1 = Math.min(b0 + B, K), width = b1 - b0;
-      const rows = backend.download(backend.view(weights, b0 * N, [width, N])) as Float32Array;
-      const block = new Float64Array(N * width);
-      for (let i = 0; i < width; i++) for (let n = 0; n < N; n++) block[n * width + i] = rows[i * N + n]!;
-      const err = new Float64Array(N * width);
-      // The block's rows of U (f64 [width, width], upper part) read once here: the inner loop below runs
-      // N·width²/2 times a block and should not recompute M's reversed index each time.
-      const Ublock = new Float64Array(width * width);
-      for (let i = 0; i < width; i++) for (let j = i; j < width; j++) Ublock[i * width + j] = U(b0 + i, b0 + j);
-      for (let n = 0; n < N; n++) {
-        const row = n * width;
-        let p = { scale: 1, zero: 0 };
-        for (let i = 0; i < width; i++) {
-          const k = b0 + i;
-          if (k % G === 0) {
-            p = int4GroupParams(block, row + i, G);
-            scales[n * groups + k / G] = p.scale;
-            zeros[n * groups + k / G] = p.zero;
-          }
-          // The weight in f32, as the backend quantizer sees it, so that the packed result is what int4Linear computes.
-          const w = Math.fround(block[row + i]!);
-          const qv = int4QuantizeValue(w, p);
-          q[n * K + k] = qv;
-          const urow = i * width;
-          const e = (block[row + i]! - p.scale * (qv - p.zero)) / Ublock[urow + i]!;
-          err[row + i] = e;
-          for (let j = i + 1; j < width; j++) block[row + j]! -= e * Ublock[urow + j]!;
-        }
-      }
-      if (b1 === K) break;
-      // Wᵀ[b1:] −= U[b0:b1, b1:]ᵀ · E, E = the block's errors [width, N].
-      const E = new Float32Array(width * N), Uslice = new Float32Array(width * (K - b1));
-      for (let n = 0; n < N; n++) for (let i = 0; i < width; i++) E[i * N + n] = err[n * width + i]!;
-      // U[b0 + i, c] = M[K − 1 − b0 − i, K − 1 − c]: row i of the slice walks a row of M backwards.
+      const b1 = Math.min(b0 + B, K), width = b1 - b0, blockGroups = width / G;
+      // The block's rows of U (upper part): U[b0 + i, b0 + j] = M[K − 1 − b0 − i, K − 1 − b0 − j].
+      const Ublock = new Float32Array(width * width);
       for (let i = 0; i < width; i++) {
-        const mrow = (K - 1 - b0 - i) * K + (K - 1), out = i * (K - b1) - b1;
-        for (let c = b1; c < K; c++) Uslice[out + c] = M[mrow - c]!;
+        const mrow = (K - 1 - b0 - i) * K + (K - 1 - b0);
+        for (let j = i; j < width; j++) Ublock[i * width + j] = M[mrow - j]!;
       }
-      const e = backend.fromArray(E, [width, N], 'f32'), u = backend.fromArray(Uslice, [width, K - b1], 'f32');
+      const made = {
+        u: backend.fromArray(Ublock, [width, width], 'f32'),
+        q: backend.empty([N, width], 'u8'),
+        scales: backend.empty([N, blockGroups], 'f32'),
+        zeros: backend.empty([N, blockGroups], 'u8'),
+        errors: backend.empty([width, N], 'f32'),
+      };
       try {
-        backend.gemm({ a: u, b: e, out: backend.view(weights, b1 * N, [K - b1, N]), transA: true, alpha: -1, beta: 1 });
+        backend.gptqRoundBlock({ weights: backend.view(weights, b0 * N, [width, N]), u: made.u, groupSize: G, q: made.q, scales: made.scales, zeros: made.zeros, errors: made.errors });
+        const qb = backend.download(made.q) as Uint8Array, sb = backend.download(made.scales) as Float32Array, zb = backend.download(made.zeros) as Uint8Array;
+        for (let n = 0; n < N; n++) {
+          q.set(qb.subarray(n * width, (n + 1) * width), n * K + b0);
+          scales.set(sb.subarray(n * blockGroups, (n + 1) * blockGroups), n * groups + b0 / G);
+          zeros.set(zb.subarray(n * blockGroups, (n + 1) * blockGroups), n * groups + b0 / G);
+        }
+        if (b1 === K) break;
+        // Wᵀ[b1:] −= U[b0:b1, b1:]ᵀ · E, E = the block's errors [width, N].
+        // U[b0 + i, c] = M[K − 1 − b0 − i, K − 1 − c]: row i of the slice walks a row of M backwards.
+        const Uslice = new Float32Array(width * (K - b1));
+        for (let i = 0; i < width; i++) {
+          const mrow = (K - 1 - b0 - i) * K + (K - 1), out = i * (K - b1) - b1;
+          for (let c = b1; c < K; c++) Uslice[out + c] = M[mrow - c]!;
+        }
+        const slice = backend.fromArray(Uslice, [width, K - b1], 'f32');
+        try {
+          backend.gemm({ a: slice, b: made.errors, out: backend.view(weights, b1 * N, [K - b1, N]), transA: true, alpha: -1, beta: 1 });
+        } finally {
+          backend.free(slice);
+        }
       } finally {
-        backend.free(e);
-        backend.free(u);
+        for (const t of Object.values(made)) backend.free(t);
       }
     }
   } finally {

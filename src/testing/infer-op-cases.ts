@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -471,10 +471,38 @@ function gatherColumnsCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
+/**
+ * gptqRoundBlock: blocks of 128 columns (G 128 and 32), 64 (G 64) and 256 (G 128) over row counts that are
+ * not multiples of the kernel's 64-row blocks; U upper-triangular with a diagonal in [0.5, 1.5). Compared by
+ * norm (the CPU's f64 product rounded once may differ from the GPU's fused multiply-add in the last bit).
+ */
+function gptqRoundBlockCases(): OpCase[] {
+  return ([[128, 1000, 128], [128, 77, 32], [64, 4099, 64], [256, 300, 128]] as const).map(([width, N, G]): OpCase => ({
+    name: `gptqRoundBlock width=${width} N=${N} G=${G}`, dtype: 'f32',
+    tolerance: 1e-3,
+    inputs: (rng) => {
+      const u = floats(rng, [width, width], 'f32', 0.05);
+      for (let i = 0; i < width; i++) {
+        for (let j = 0; j < i; j++) u.values[i * width + j] = 0;
+        u.values[i * width + i] = 0.5 + rng.next();
+      }
+      return { weights: floats(rng, [width, N], 'f32', 0.05), u };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.gptqRoundBlock({
+        weights: c.keep('weights', c.in('weights')), u: c.in('u'), groupSize: G,
+        q: c.out('q', [N, width], 'u8'), scales: c.out('scales', [N, width / G], 'f32'), zeros: c.out('zeros', [N, width / G], 'u8'), errors: c.out('errors', [width, N], 'f32'),
+      });
+      return c.results();
+    },
+  }));
+}
+
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
     ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype),
-  ]).concat(decodeAdvanceCases(), feedTokensCases());
+  ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases());
 }

@@ -300,7 +300,20 @@ test('AWQ, GPTQ and SmoothQuant beat round-to-nearest on a Llama with outlier ch
     try {
       const [rtn4] = errorOf({ bits: 4, method: 'rtn', groupSize: 32 });
       const [awq] = errorOf({ bits: 4, method: 'awq', groupSize: 32, calibration, awq: { grid: 10, searchRows: 128 } });
-      const [gptq] = errorOf({ bits: 4, method: 'gptq', groupSize: 32, calibration });
+      // Progress comes a projection at a time, each installed when it is counted (the next not yet quantized).
+      const progress: string[] = [];
+      const [gptq] = errorOf({
+        bits: 4, method: 'gptq', groupSize: 32, calibration,
+        onProgress: (done, total, label) => {
+          const [layer] = label.split(' ');
+          progress.push(`${done}/${total} ${label}: ${Object.keys(model.quantization!.layers[Number(layer)]!).join(',')}`);
+        },
+      });
+      const roles = ['qkv', 'out', 'up', 'down'];
+      assert.deepEqual(progress, Array.from({ length: 4 * config.layers }, (_, i) => {
+        const l = Math.floor(i / 4);
+        return `${i + 1}/${4 * config.layers} ${l} ${roles[i % 4]}: ${roles.slice(0, (i % 4) + 1).join(',')}`;
+      }));
       const [rtn8, rtn8Float, gamma] = errorOf({ bits: 8, method: 'rtn' });
       const [smooth, smoothFloat, smoothedGamma] = errorOf({ bits: 8, method: 'smoothquant', smoothAlpha: 0.5, calibration });
       const report = `${label}: INT4 rtn ${rtn4.toFixed(4)}, awq ${awq.toFixed(4)}, gptq ${gptq.toFixed(4)}; INT8 rtn ${rtn8.toFixed(4)} ` +

@@ -29,6 +29,7 @@ export { checkGatedActivation } from './gated-activation.js';
 export { checkGatedLinear } from './gated-linear.js';
 export { checkTanhActivation } from './tanh-activation.js';
 export { checkGatherColumns } from './gather-columns.js';
+export { checkGptqRoundBlock } from './gptq-round-block.js';
 export { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkDecodeAdvance } from './decode-advance.js';
 export { checkFeedTokens } from './feed-tokens.js';

@@ -40,6 +40,7 @@ import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
 import { catalog as feedTokensCatalog } from './feed-tokens.js';
 import { catalog as gatherColumnsCatalog } from './gather-columns.js';
+import { catalog as gptqRoundBlockCatalog } from './gptq-round-block.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
@@ -87,6 +88,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['decode-advance', decodeAdvanceCatalog],
     ['feed-tokens', feedTokensCatalog],
     ['gather-columns', gatherColumnsCatalog],
+    ['gptq-round-block', gptqRoundBlockCatalog],
     ['prefetch-l2', prefetchL2Catalog],
     ['decode-layers', decodeLayersCatalog],
   ];
