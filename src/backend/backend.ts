@@ -1054,6 +1054,22 @@ export interface GptqRoundBlockArgs {
   errors: Tensor;
 }
 
+/**
+ * int4ClipGroups: AWQ's clip search (quant/awq.ts). Each group of G weights of a row is clamped to the
+ * shrunk range [lo·r, hi·r] (lo ≤ 0 ≤ hi: the group's extremes with zero included) of the ratio r from
+ * `ratios` that minimises Σ_k meanSquare[k]·(w_k − ŵ_k)², ŵ_k the INT4 round-to-nearest value (quant-math.ts
+ * int4GroupParams / int4QuantizeValue) of the clamped weight; the first ratio of equal errors wins. f32
+ * arithmetic but for the error's sum (f64 on the CPU, f32 on the GPU: near-equal errors may pick apart).
+ *   weight f32 [N, K] (clamped in place);  meanSquare f32 [K];  ratios f32 [R], each in (0, 1]
+ *   groupSize: G, a multiple of 32 up to 256 dividing K
+ */
+export interface Int4ClipGroupsArgs {
+  weight: Tensor;
+  meanSquare: Tensor;
+  ratios: Tensor;
+  groupSize: number;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1488,6 +1504,7 @@ export interface Backend {
   feedTokens(args: FeedTokensArgs): void;
   gatherColumns(args: GatherColumnsArgs): void;
   gptqRoundBlock(args: GptqRoundBlockArgs): void;
+  int4ClipGroups(args: Int4ClipGroupsArgs): void;
   decodeLayers(args: DecodeLayersArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding

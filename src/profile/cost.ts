@@ -604,6 +604,11 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: 0, bytes: 2 * bytesOf(a.out) + 4 * a.index.numel }),
     variant: ([a]) => `${shapeOf(a.x)} → ${shapeOf(a.out)}`,
   },
+  int4ClipGroups: {
+    // Each weight read once and written once; R ratios of a quantize-and-compare a weight.
+    cost: ([a]) => ({ flops: 8 * a.ratios.numel * a.weight.numel, bytes: 2 * bytesOf(a.weight) + bytesOf(a.meanSquare) }),
+    variant: ([a]) => `${shapeOf(a.weight)} G ${a.groupSize} × ${a.ratios.numel} ratios`,
+  },
   gptqRoundBlock: {
     // width²/2 multiply-adds a row; the block's values read and written, the errors and q written.
     cost: ([a]) => ({ flops: a.u.shape[0]! * a.weights.numel, bytes: 3 * bytesOf(a.weights) + a.q.numel + bytesOf(a.u) }),

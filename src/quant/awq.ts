@@ -17,7 +17,6 @@
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
-import { int4GroupParams, int4QuantizeValue } from '../backend/cpu/quant-math.js';
 
 export interface AwqSearchOptions {
   readonly groupSize: number;
@@ -94,32 +93,19 @@ export const CLIP_RATIOS: readonly number[] = Array.from({ length: 11 }, (_, i) 
 /**
  * Clamps each group of W [N, K] (n-major, modified in place) to the shrunk range that minimises the
  * E[x²]-weighted rounding error (see the file comment); `meanSquare` [K] = E[x_k²] of the layer's input.
+ * The search runs on `backend` (int4ClipGroups: a warp a group on the GPU).
  */
-export function clipWeights(W: Float32Array, N: number, K: number, G: number, meanSquare: ArrayLike<number>, ratios: readonly number[] = CLIP_RATIOS): void {
-  const group = new Float32Array(G), clamped = new Float32Array(G);
-  for (let n = 0; n < N; n++) {
-    for (let g0 = 0; g0 < K; g0 += G) {
-      const base = n * K + g0;
-      let lo = 0, hi = 0;
-      for (let i = 0; i < G; i++) {
-        const v = W[base + i]!;
-        group[i] = v;
-        if (v < lo) lo = v;
-        if (v > hi) hi = v;
-      }
-      let bestRatio = 1, bestError = Infinity;
-      for (const r of ratios) {
-        const a = Math.fround(lo * r), b = Math.fround(hi * r);
-        for (let i = 0; i < G; i++) clamped[i] = Math.min(b, Math.max(a, group[i]!));
-        const p = int4GroupParams(clamped, 0, G);
-        let error = 0;
-        for (let i = 0; i < G; i++) error += meanSquare[g0 + i]! * (group[i]! - p.scale * (int4QuantizeValue(clamped[i]!, p) - p.zero)) ** 2;
-        if (error < bestError) { bestError = error; bestRatio = r; }
-      }
-      if (bestRatio !== 1) {
-        const a = Math.fround(lo * bestRatio), b = Math.fround(hi * bestRatio);
-        for (let i = 0; i < G; i++) W[base + i] = Math.min(b, Math.max(a, group[i]!));
-      }
-    }
+export function clipWeights(backend: Backend, W: Float32Array, N: number, K: number, G: number, meanSquare: ArrayLike<number>, ratios: readonly number[] = CLIP_RATIOS): void {
+  const made = [
+    backend.fromArray(W, [N, K], 'f32'),
+    backend.fromArray(Float32Array.from(meanSquare), [K], 'f32'),
+    backend.fromArray(Float32Array.from(ratios), [ratios.length], 'f32'),
+  ] as const;
+  try {
+    const [weight, ms, rs] = made;
+    backend.int4ClipGroups({ weight, meanSquare: ms, ratios: rs, groupSize: G });
+    W.set(backend.download(weight) as Float32Array);
+  } finally {
+    for (const t of made) backend.free(t);
   }
 }

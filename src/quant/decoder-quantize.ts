@@ -225,7 +225,7 @@ function awqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options:
     const [N, K] = dims(model, role);
     if (options.awq?.clip !== false) {
       const st = stats.get(role)!, s = inputScales.get(role);
-      clipWeights(W[role], N, K, G, st.mean(st.squareSum).map((v, k) => (s ? v / (s[k]! * s[k]!) : v)));
+      clipWeights(b, W[role], N, K, G, st.mean(st.squareSum).map((v, k) => (s ? v / (s[k]! * s[k]!) : v)));
     }
     done(role, quantizeInt4OnBackend(b, W[role], N, K, G));
   }

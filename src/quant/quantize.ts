@@ -286,7 +286,7 @@ function awqBlock(model: Gpt2Model, layer: number, targets: readonly QuantTarget
     if (options.awq?.clip !== false) {
       const st = stats.get(t.prefix)!, s = inputScales.get(t.prefix);
       const meanSquare = st.mean(st.squareSum).map((v, k) => (s ? v / (s[k]! * s[k]!) : v));
-      clipWeights(w, t.linear.outFeatures, t.linear.inFeatures, G, meanSquare);
+      clipWeights(backend, w, t.linear.outFeatures, t.linear.inFeatures, G, meanSquare);
     }
     setTargetWeight(t, params, w);
   }

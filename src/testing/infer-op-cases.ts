@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -499,10 +499,35 @@ function gptqRoundBlockCases(): OpCase[] {
   }));
 }
 
+/**
+ * int4ClipGroups: AWQ's 11 ratios over groups of 128 (Llama's widths, a row count off the 8-warp blocks),
+ * 32 and 256, with outliers so that clipping pays. Compared by norm: the GPU sums a group's error in f32,
+ * the CPU in f64, so a near-tie may pick a neighbouring ratio.
+ */
+function int4ClipGroupsCases(): OpCase[] {
+  const ratios = Array.from({ length: 11 }, (_, i) => 1 - i * 0.05);
+  return ([[301, 2048, 128], [7, 96, 32], [40, 512, 256]] as const).map(([N, K, G]): OpCase => ({
+    name: `int4ClipGroups N=${N} K=${K} G=${G}`, dtype: 'f32',
+    tolerance: 1e-3,
+    inputs: (rng) => {
+      const weight = floats(rng, [N, K], 'f32', 0.02);
+      for (let n = 0; n < N; n++) weight.values[n * K + ((n * 37) % K)] = 0.4 * (n % 2 ? -1 : 1);
+      const meanSquare = floats(rng, [K], 'f32', 1);
+      for (let k = 0; k < K; k++) meanSquare.values[k] = Math.abs(meanSquare.values[k]!) + 0.01;
+      return { weight, meanSquare, ratios: { values: Float32Array.from(ratios), shape: [ratios.length], dtype: 'f32' } };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.int4ClipGroups({ weight: c.keep('weight', c.in('weight')), meanSquare: c.in('meanSquare'), ratios: c.in('ratios'), groupSize: G });
+      return c.results();
+    },
+  }));
+}
+
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
     ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype),
-  ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases());
+  ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases(), int4ClipGroupsCases());
 }

@@ -168,7 +168,7 @@ test('clip search shrinks a group around an outlier when it lowers the weighted 
     return e;
   };
   const clipped = Float32Array.from(W);
-  clipWeights(clipped, N, K, G, meanSquare);
+  clipWeights(new CpuBackend(), clipped, N, K, G, meanSquare);
   assert.ok(clipped[7]! < 0.5, 'the outlier is clamped');
   assert.ok(errorOf(clipped) < 0.5 * errorOf(W), `clipped error ${errorOf(clipped)} vs ${errorOf(W)}`);
 });

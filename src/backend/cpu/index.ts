@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -30,6 +30,7 @@ import { prepareDecodeAdvance } from './decode-advance.js';
 import { prepareFeedTokens } from './feed-tokens.js';
 import { prepareGatherColumns } from './gather-columns.js';
 import { prepareGptqRoundBlock } from './gptq-round-block.js';
+import { prepareInt4ClipGroups } from './int4-clip-groups.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import type { DecodeLayersArgs } from '../backend.js';
 import { decodeLayersScratch, decodeLayersUnfused } from '../decode-layers-unfused.js';
@@ -231,6 +232,7 @@ export class CpuBackend implements Backend {
   feedTokens(args: FeedTokensArgs): void { this.queue.issue(prepareFeedTokens(args)); }
   gatherColumns(args: GatherColumnsArgs): void { this.queue.issue(prepareGatherColumns(args)); }
   gptqRoundBlock(args: GptqRoundBlockArgs): void { this.queue.issue(prepareGptqRoundBlock(args)); }
+  int4ClipGroups(args: Int4ClipGroupsArgs): void { this.queue.issue(prepareInt4ClipGroups(args)); }
   /** The chain of unfused ops decodeLayers stands for (the contract's definition), after its checks. */
   decodeLayers(args: DecodeLayersArgs): void {
     checkDecodeLayers(new CpuCheck('decodeLayers'), args);

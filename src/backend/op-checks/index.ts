@@ -30,6 +30,7 @@ export { checkGatedLinear } from './gated-linear.js';
 export { checkTanhActivation } from './tanh-activation.js';
 export { checkGatherColumns } from './gather-columns.js';
 export { checkGptqRoundBlock } from './gptq-round-block.js';
+export { checkInt4ClipGroups, INT4_CLIP_MAX_GROUP } from './int4-clip-groups.js';
 export { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkDecodeAdvance } from './decode-advance.js';
 export { checkFeedTokens } from './feed-tokens.js';

@@ -41,6 +41,7 @@ import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
 import { catalog as feedTokensCatalog } from './feed-tokens.js';
 import { catalog as gatherColumnsCatalog } from './gather-columns.js';
 import { catalog as gptqRoundBlockCatalog } from './gptq-round-block.js';
+import { catalog as int4ClipGroupsCatalog } from './int4-clip-groups.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
@@ -89,6 +90,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['feed-tokens', feedTokensCatalog],
     ['gather-columns', gatherColumnsCatalog],
     ['gptq-round-block', gptqRoundBlockCatalog],
+    ['int4-clip-groups', int4ClipGroupsCatalog],
     ['prefetch-l2', prefetchL2Catalog],
     ['decode-layers', decodeLayersCatalog],
   ];
