@@ -453,8 +453,8 @@ for step in "${steps[@]}"; do
           run q4-generate 90 bash -c "for extra in '' --quantize-lm-head; do node dist/src/cli/main.js generate --model $ql-gptq --prompt 'The sea' --max-tokens 64 --temperature 0 \$extra; done"
           run q4-awq 150 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-awq --bits 4 --method awq --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2"
           run q4-sq 100 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-sq --bits 8 --method smoothquant --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2" ;;
-    s37-quant-kernels) # (session 37, never run) GPTQ's column rounding (gptqRoundBlock) and AWQ's clip search (int4ClipGroups) as kernels: their op cases against the CPU, the quantizeDecoder GPU test, then the 4-layer Llama 1.2B-width quantize runs (session 36 before them: GPTQ 94.6 s, AWQ 144 s for 4 layers)
-          run qk-ops 180 env FUSEFORMER_TEST_OPS=gptqRoundBlock,int4ClipGroups node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
+    s37-quant-kernels) # (session 37, never run) GPTQ's column rounding (gptqRoundBlock) and AWQ's clip search (int4ClipGroups) and rescaling (scaleColumns) as kernels: their op cases against the CPU, the quantizeDecoder GPU test, then the 4-layer Llama 1.2B-width quantize runs (session 36 before them: GPTQ 94.6 s, AWQ 144 s for 4 layers)
+          run qk-ops 180 env FUSEFORMER_TEST_OPS=gptqRoundBlock,int4ClipGroups,scaleColumns node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
           run qk-test 120 node --test --test-concurrency=1 --test-name-pattern='quantizeDecoder on CUDA' dist/test/gpu/infer-quantized.test.js
           ql=/tmp/llama-4l
           run qk-make 120 python3 bench/make_llama_dir.py $ql --layers 4

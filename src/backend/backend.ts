@@ -1070,6 +1070,18 @@ export interface Int4ClipGroupsArgs {
   groupSize: number;
 }
 
+/**
+ * scaleColumns: out[r, c] = x[r, c] · scale[c], or x[r, c] / scale[c] with `divide` — AWQ's rescaled
+ * weights W·diag(s) and inputs X·diag(s)⁻¹ (quant/awq.ts). f32 arithmetic, rounded to out's dtype.
+ *   x [rows, C] and out [rows, C] of one float dtype (out may be x);  scale f32 [C]
+ */
+export interface ScaleColumnsArgs {
+  x: Tensor;
+  scale: Tensor;
+  out: Tensor;
+  divide?: boolean;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1505,6 +1517,7 @@ export interface Backend {
   gatherColumns(args: GatherColumnsArgs): void;
   gptqRoundBlock(args: GptqRoundBlockArgs): void;
   int4ClipGroups(args: Int4ClipGroupsArgs): void;
+  scaleColumns(args: ScaleColumnsArgs): void;
   decodeLayers(args: DecodeLayersArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding

@@ -609,6 +609,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: 8 * a.ratios.numel * a.weight.numel, bytes: 2 * bytesOf(a.weight) + bytesOf(a.meanSquare) }),
     variant: ([a]) => `${shapeOf(a.weight)} G ${a.groupSize} × ${a.ratios.numel} ratios`,
   },
+  scaleColumns: {
+    cost: ([a]) => ({ flops: a.x.numel, bytes: bytesOf(a.x) + bytesOf(a.out) + bytesOf(a.scale) }),
+    variant: ([a]) => `${shapeOf(a.x)}${a.divide ? ' ÷' : ''}`,
+  },
   gptqRoundBlock: {
     // width²/2 multiply-adds a row; the block's values read and written, the errors and q written.
     cost: ([a]) => ({ flops: a.u.shape[0]! * a.weights.numel, bytes: 3 * bytesOf(a.weights) + a.q.numel + bytesOf(a.u) }),

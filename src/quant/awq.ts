@@ -7,7 +7,8 @@
 // Scale search (per layer, as AWQ's auto_scale): s = mean|x|^α, normalised by sqrt(max(s)·min(s)), for
 // α on a grid of `grid` points in [0, 1); the loss of each α is the mean squared difference between
 // the float output X·Wᵀ and the quantized layer's output on a sample of calibration rows — computed
-// with the real ops: int4QuantizeWeights on W·diag(s), then int4Linear on X/s, in the model's dtype.
+// with the real ops: int4QuantizeWeights on W·diag(s), then int4Linear on X/s, in the model's dtype
+// (the rescaling by scaleColumns on the backend too).
 // α = 0 (s = 1) is plain round-to-nearest, so the search never does worse than RTN on that sample.
 //
 // Clipping (AWQ's auto_clip, simplified): per (output channel, group), the range [lo, hi] (zero
@@ -42,6 +43,8 @@ export function searchAwqScales(backend: Backend, dtype: FloatDType, X: Float32A
   const made = {
     x: backend.fromArray(X, [rows, K], dtype),
     w: backend.fromArray(W, [N, K], dtype),
+    w32: backend.fromArray(W, [N, K], 'f32'),
+    s: backend.empty([K], 'f32'),
     yRef: backend.empty([rows, N], dtype),
     ws: backend.empty([N, K], 'f32'),
     qweight: backend.empty([N, K / 8], 'i32'),
@@ -56,7 +59,6 @@ export function searchAwqScales(backend: Backend, dtype: FloatDType, X: Float32A
     const floor = 1e-4;
     let best: AwqSearchResult | undefined;
     let rtnLoss = NaN;
-    const scaledW = new Float32Array(N * K), scaledX = new Float32Array(rows * K);
     for (let i = 0; i < grid; i++) {
       const alpha = i / grid;
       const s = new Float64Array(K);
@@ -68,10 +70,11 @@ export function searchAwqScales(backend: Backend, dtype: FloatDType, X: Float32A
       }
       const norm = Math.sqrt(max * min);
       for (let k = 0; k < K; k++) s[k]! /= norm;
-      for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) scaledW[n * K + k] = W[n * K + k]! * s[k]!;
-      for (let r = 0; r < rows; r++) for (let k = 0; k < K; k++) scaledX[r * K + k] = X[r * K + k]! / s[k]!;
-      backend.upload(made.ws, scaledW);
-      backend.upload(made.xs, scaledX);
+      // W·diag(s) and X·diag(s)⁻¹ on the backend: the weights stay there across the grid (at Llama 1.2B's
+      // gate/up, 134 MB of f32 a point that the host used to scale and upload).
+      backend.upload(made.s, Float32Array.from(s));
+      backend.scaleColumns({ x: made.w32, scale: made.s, out: made.ws });
+      backend.scaleColumns({ x: made.x, scale: made.s, out: made.xs, divide: true });
       backend.int4QuantizeWeights({ weight: made.ws, groupSize: G, qweight: made.qweight, scales: made.qscales, zeros: made.zeros });
       backend.int4Linear({ x: made.xs, qweight: made.qweight, scales: made.qscales, zeros: made.zeros, groupSize: G, out: made.y });
       const y = backend.download(made.y) as Float32Array;

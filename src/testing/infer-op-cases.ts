@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -524,10 +524,28 @@ function int4ClipGroupsCases(): OpCase[] {
   }));
 }
 
+/** scaleColumns: a Llama-wide weight times its scales in f32, and awkward inputs over them in place. */
+function scaleColumnsCases(dtype: FloatDType): OpCase[] {
+  return ([[300, 2048, false], [7, 257, true]] as const).map(([rows, C, divide]): OpCase => ({
+    name: `scaleColumns ${dtype} rows=${rows} C=${C}${divide ? ' divide in place' : ''}`, dtype,
+    inputs: (rng) => {
+      const scale = floats(rng, [C], 'f32', 0.5);
+      for (let c = 0; c < C; c++) scale.values[c] = 0.25 + Math.abs(scale.values[c]!);
+      return { x: floats(rng, [rows, C], dtype), scale };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      const x = c.in('x');
+      b.scaleColumns({ x, scale: c.in('scale'), out: divide ? c.keep('out', x) : c.out('out', [rows, C], dtype), divide });
+      return c.results();
+    },
+  }));
+}
+
 export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCase[] {
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype),
+    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype),
   ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases(), int4ClipGroupsCases());
 }

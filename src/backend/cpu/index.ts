@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -31,6 +31,7 @@ import { prepareFeedTokens } from './feed-tokens.js';
 import { prepareGatherColumns } from './gather-columns.js';
 import { prepareGptqRoundBlock } from './gptq-round-block.js';
 import { prepareInt4ClipGroups } from './int4-clip-groups.js';
+import { prepareScaleColumns } from './scale-columns.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import type { DecodeLayersArgs } from '../backend.js';
 import { decodeLayersScratch, decodeLayersUnfused } from '../decode-layers-unfused.js';
@@ -233,6 +234,7 @@ export class CpuBackend implements Backend {
   gatherColumns(args: GatherColumnsArgs): void { this.queue.issue(prepareGatherColumns(args)); }
   gptqRoundBlock(args: GptqRoundBlockArgs): void { this.queue.issue(prepareGptqRoundBlock(args)); }
   int4ClipGroups(args: Int4ClipGroupsArgs): void { this.queue.issue(prepareInt4ClipGroups(args)); }
+  scaleColumns(args: ScaleColumnsArgs): void { this.queue.issue(prepareScaleColumns(args)); }
   /** The chain of unfused ops decodeLayers stands for (the contract's definition), after its checks. */
   decodeLayers(args: DecodeLayersArgs): void {
     checkDecodeLayers(new CpuCheck('decodeLayers'), args);

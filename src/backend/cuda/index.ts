@@ -18,7 +18,7 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { decodeAttention, fusedAppendDecodeAttention } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -33,6 +33,7 @@ import { feedTokens } from './kernels/feed-tokens.js';
 import { gatherColumns } from './kernels/gather-columns.js';
 import { gptqRoundBlock } from './kernels/gptq-round-block.js';
 import { int4ClipGroups } from './kernels/int4-clip-groups.js';
+import { scaleColumns } from './kernels/scale-columns.js';
 import { prefetchL2 } from './kernels/prefetch-l2.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import type { DecodeLayersArgs } from '../backend.js';
@@ -615,6 +616,7 @@ export class CudaBackend implements Backend {
   gatherColumns(args: GatherColumnsArgs): void { gatherColumns(this.runtime, args); }
   gptqRoundBlock(args: GptqRoundBlockArgs): void { gptqRoundBlock(this.runtime, args); }
   int4ClipGroups(args: Int4ClipGroupsArgs): void { int4ClipGroups(this.runtime, args); }
+  scaleColumns(args: ScaleColumnsArgs): void { scaleColumns(this.runtime, args); }
   prefetchL2(args: PrefetchL2Args): void { prefetchL2(this.runtime, args); }
   /** The megakernel (kernels/decode-layers.ts); its weight table lives on the device, one per layer list. */
   decodeLayers(args: DecodeLayersArgs): void {

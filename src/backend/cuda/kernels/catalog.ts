@@ -42,6 +42,7 @@ import { catalog as feedTokensCatalog } from './feed-tokens.js';
 import { catalog as gatherColumnsCatalog } from './gather-columns.js';
 import { catalog as gptqRoundBlockCatalog } from './gptq-round-block.js';
 import { catalog as int4ClipGroupsCatalog } from './int4-clip-groups.js';
+import { catalog as scaleColumnsCatalog } from './scale-columns.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
@@ -91,6 +92,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['gather-columns', gatherColumnsCatalog],
     ['gptq-round-block', gptqRoundBlockCatalog],
     ['int4-clip-groups', int4ClipGroupsCatalog],
+    ['scale-columns', scaleColumnsCatalog],
     ['prefetch-l2', prefetchL2Catalog],
     ['decode-layers', decodeLayersCatalog],
   ];
