@@ -461,6 +461,11 @@ for step in "${steps[@]}"; do
           run qk-gptq 150 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-gptq --bits 4 --method gptq --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2"
           run qk-awq 150 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-awq --bits 4 --method awq --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2"
           run qk-generate 60 bash -c "node dist/src/cli/main.js generate --model $ql-gptq --prompt 'The sea' --max-tokens 32 --temperature 0; node dist/src/cli/main.js generate --model $ql-awq --prompt 'The sea' --max-tokens 32 --temperature 0" ;;
+    s37-quant-1b) # (session 37) the whole Llama 1.2B config (16 layers, random bf16) through GPTQ and AWQ with the rounding / clip / rescaling kernels (session 36: ~24 / ~36 s a layer, ~6.5 / ~10 min a model; cut by the call's bounds)
+          ql=/tmp/llama-1b
+          run q1-make 150 python3 bench/make_llama_dir.py $ql
+          run q1-gptq 200 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-gptq --bits 4 --method gptq --calibration-samples 16 --calibration-len 256"
+          run q1-awq 200 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-awq --bits 4 --method awq --calibration-samples 16 --calibration-len 256" ;;
     s37-quant-test) # (session 37) the quantizeDecoder GPU test with its bf16 bounds widened in session 36 (its f32 checks passed there)
           run s37-quant-test 150 node --test --test-concurrency=1 --test-name-pattern='quantizeDecoder on CUDA' dist/test/gpu/infer-quantized.test.js ;;
     stream-rows) # (session 35) the streamed GEMM at the serving engine's decode rows past its default 5-32 (STREAM_MAX_ROWS is 64; session 22's note: slower than cuBLASLt at 64 with the 5-32 planner): every stream plan around the planner's pick at 40 / 48 / 64 rows of Llama 1.2B's products beside cuBLASLt (C 64 serving runs decode steps of ~37 rows on cuBLASLt at 31-67% of copy, session 23's profile); if a plan wins at a row count, widen the default there (CudaBackend's streamGemm rows) and measure serving
