@@ -3,7 +3,7 @@
 //   INT4 W4A16  rtn   round-to-nearest per group (int4QuantizeWeights on the backend)
 //               awq   activation-aware scales folded into the LayerNorms and the V projection, clip
 //                     search, then round-to-nearest (awq.ts)
-//               gptq  Hessian-compensated rounding, layer by layer (gptq.ts)
+//               gptq  Hessian-compensated rounding, layer by layer (gptq.ts; run on the backend by gptq-device.ts)
 //   INT8 W8A8   smoothquant  SmoothQuant migration (α, default 0.5) folded into ln_1/ln_2, then
 //                     per-output-channel weight scales; activations are quantized per token at run time
 //               rtn   the same without smoothing
@@ -22,11 +22,12 @@ import { clipWeights, searchAwqScales } from './awq.js';
 import { captureLinearInputs, StepExecutor } from './calibration.js';
 import type { DeviceQuantizedWeight } from './device.js';
 import { downloadInt4, freeQuantized, quantizedForward, uploadQuantized } from './device.js';
-import { gptqQuantize } from './gptq.js';
+import { gptqQuantizeOnBackend } from './gptq-device.js';
 import type { HostParams, QuantizedModel, QuantTarget } from './model.js';
 import { gpt2QuantTargets, setTargetWeight, targetWeight } from './model.js';
 import { foldIntoLayerNorm, scaleInputChannels, smoothingFactors } from './smoothquant.js';
 import type { Int4HostWeight, QuantizedHostWeight } from './weights.js';
+import type { Tensor } from '../tensor.js';
 
 export type QuantMethod = 'rtn' | 'awq' | 'gptq' | 'smoothquant';
 
@@ -194,10 +195,14 @@ export function quantizeGpt2(model: Gpt2Model, options: QuantizeOptions): Quanti
           }
         } else {
           const hessians = collectHessians(model, executor, calibration, layerTargets);
-          for (const t of layerTargets) {
-            const { inFeatures: K, outFeatures: N } = t.linear;
-            install(t, gptqQuantize(Float64Array.from(targetWeight(t, params)), N, K, hessians.get(t.prefix)!, { groupSize, ...options.gptq }));
-            progress(t.prefix);
+          try {
+            for (const t of layerTargets) {
+              const { inFeatures: K, outFeatures: N } = t.linear;
+              install(t, gptqQuantizeOnBackend(backend, targetWeight(t, params), N, K, hessians.get(t.prefix)!, { groupSize, ...options.gptq }));
+              progress(t.prefix);
+            }
+          } finally {
+            for (const H of hessians.values()) backend.free(H);
           }
         }
       }
@@ -227,8 +232,8 @@ function collectStats(model: Gpt2Model, executor: StepExecutor, calibration: Cal
   return stats;
 }
 
-/** H = Σ XᵀX per target, accumulated by f32 GEMMs on the backend, returned as f64 [K, K]. */
-function collectHessians(model: Gpt2Model, executor: StepExecutor, calibration: CalibrationData, targets: readonly QuantTarget[]): Map<string, Float64Array> {
+/** H = Σ XᵀX per target, accumulated by f32 GEMMs on the backend and left there (the caller frees them). */
+function collectHessians(model: Gpt2Model, executor: StepExecutor, calibration: CalibrationData, targets: readonly QuantTarget[]): Map<string, Tensor> {
   const backend = model.backend;
   const sums = new Map(targets.map((t) => [t.prefix, { H: backend.empty([t.linear.inFeatures, t.linear.inFeatures], 'f32'), started: false }]));
   try {
@@ -239,9 +244,10 @@ function collectHessians(model: Gpt2Model, executor: StepExecutor, calibration: 
       s.started = true;
       backend.free(X);
     });
-    return new Map([...sums].map(([prefix, s]) => [prefix, Float64Array.from(backend.download(s.H) as Float32Array)]));
-  } finally {
+    return new Map([...sums].map(([prefix, s]) => [prefix, s.H]));
+  } catch (e) {
     for (const s of sums.values()) backend.free(s.H);
+    throw e;
   }
 }
 
