@@ -285,7 +285,7 @@ for step in "${steps[@]}"; do
           run throughput-tests 300 env FUSEFORMER_DECODE_THROUGHPUT=1 node --test --test-concurrency=1 dist/test/gpu/paged-attention.test.js dist/test/gpu/infer-ops.test.js dist/test/gpu/serve-engine.test.js ;;
     profile-throughput) # a 128-row serving decode step, decode attention's latency variant against its throughput variant
           for t in 0 1; do run profile-decode-t$t 120 env FUSEFORMER_PDL=0 FUSEFORMER_DECODE_THROUGHPUT=$t node dist/src/cli/main.js profile --model llama-1.2B --mode serve-decode --batch 128 --seq 512 --out /tmp/p-decode-t$t; done ;;
-    quant-quality) # check:quant (issue #7's quality targets: held-out perplexity of a GPT-2 trained here, INT8 ≤ +1%, calibrated INT4 ≤ +4%; never run on a GPU)
+    quant-quality) # check:quant (issue #7's quality targets: held-out perplexity of a GPT-2 trained here, INT8 ≤ +1%, calibrated INT4 ≤ +4%; session 37: GPT-2's GPTQ on the backend, AWQ's clip / rescaling kernels, the act-order variant)
           run quant-quality 420 node dist/bench/quant-quality.js --json "$out/quant-quality.json" ;;
     quant-bench) # bench:quant (issue #7's benchmark: the quantized linears at Llama 1.2B's shapes beside bf16 and PyTorch; never run on a GPU), for the record and its chart
           run quant-bench 300 node dist/bench/quant.js --json "$out/quant.json" ;;
