@@ -1,8 +1,9 @@
 // `fuseformer quantize`: a GPT-2 or Llama-family model directory (a Hugging Face folder, or a `fuseformer
 // train` checkpoint: model.safetensors + config.json) → a quantized directory (src/quant/checkpoint.ts),
 // INT4 W4A16 (rtn | awq | gptq, group-wise) or INT8 W8A8 (smoothquant | rtn), calibrated on the training
-// part of the embedded corpus; --eval reports held-out perplexity before and after. GPT-2 runs through
-// the training model (quant/quantize.ts), Llama through the inference engine (quant/decoder-quantize.ts).
+// part of the embedded corpus or of a text the user names (--calibration); --eval reports held-out
+// perplexity before and after. GPT-2 runs through the training model (quant/quantize.ts), Llama through
+// the inference engine (quant/decoder-quantize.ts).
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,7 +28,8 @@ import { saveQuantizedModel } from '../quant/checkpoint.js';
 import { applyQuantizedModel } from '../quant/model.js';
 import type { QuantizeOptions, QuantMethod } from '../quant/quantize.js';
 import { checkQuantizeOptions, quantizeGpt2 } from '../quant/quantize.js';
-import { corpusSplit, tokenizerForModel } from '../quant/text.js';
+import type { TextSplit } from '../quant/text.js';
+import { calibrationText, tokenizerForModel } from '../quant/text.js';
 import { ProgressBar } from '../train/progress.js';
 
 export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR [options]
@@ -42,8 +44,11 @@ export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR 
   --act-order             GPTQ: quantize the input channels in order of decreasing activation energy (desc_act;
                           the products then gather their inputs into that order, a small extra kernel each)
   --smooth-alpha X        SmoothQuant migration strength (default 0.5)
+  --calibration moby-dick|FILE
+                          calibration text: the embedded corpus (default), a text file, or a token file (.bin, llm.c
+                          format) — what 'fuseformer train --data' takes; its last 5% is held out for --eval
   --calibration-samples N --calibration-len N
-                          calibration windows from the embedded corpus (default 64 × 256 on CUDA, 16 × 64 on the CPU)
+                          calibration windows from the text's first 95% (default 64 × 256 on CUDA, 16 × 64 on the CPU)
   --dtype f32|bf16|f16    activation dtype while calibrating and evaluating (default bf16 on CUDA, f32 on the CPU)
   --eval                  held-out perplexity of the float and the quantized model
   --eval-batches N        (default 8)
@@ -62,7 +67,7 @@ export async function runQuantize(argv: string[]): Promise<number> {
     args: argv, strict: true, allowPositionals: false,
     options: {
       model: { type: 'string' }, out: { type: 'string' }, bits: { type: 'string', default: '4' }, method: { type: 'string' },
-      group: { type: 'string' }, 'smooth-alpha': { type: 'string' }, 'calibration-samples': { type: 'string' }, 'calibration-len': { type: 'string' },
+      group: { type: 'string' }, 'smooth-alpha': { type: 'string' }, calibration: { type: 'string', default: 'moby-dick' }, 'calibration-samples': { type: 'string' }, 'calibration-len': { type: 'string' },
       dtype: { type: 'string' }, eval: { type: 'boolean', default: false }, 'act-order': { type: 'boolean', default: false }, 'eval-batches': { type: 'string' }, backend: { type: 'string' },
     },
   });
@@ -87,7 +92,10 @@ export async function runQuantize(argv: string[]): Promise<number> {
   const seqLen = Math.min(config.maxPositions, integer('calibration-len', values['calibration-len'], onGpu ? 256 : 64));
 
   const tokenizer = tokenizerForModel(values.model, config.vocabSize);
-  const { train, validation } = corpusSplit(tokenizer, config.vocabSize);
+  const text = values.calibration!;
+  const { train, validation } = calibrationText(text, tokenizer, config.vocabSize);
+  if (train.length < seqLen) throw new ArgumentError(`--calibration: ${text} gives ${train.length} tokens for calibration (its first 95%); a window needs ${seqLen} (--calibration-len)`);
+  if (values.eval && validation.length < seqLen + 1) throw new ArgumentError(`--calibration: ${text}'s held-out 5% is ${validation.length} tokens, too few for --eval with windows of ${seqLen} (--calibration-len)`);
   const options = {
     bits: bits as 4 | 8, method, groupSize: integer('group', values.group, 128), smoothAlpha,
     calibration: { windows: calibrationWindows(train, samples, seqLen), batchSize: onGpu ? 16 : 4 },
@@ -97,7 +105,7 @@ export async function runQuantize(argv: string[]): Promise<number> {
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const family = modelConfig.family === 'gpt2' ? 'GPT-2' : 'Llama';
   log(`fuseformer quantize: ${values.model} (${family}, ${config.layers} layers, ${config.hidden} hidden) → ${bits === 4 ? `INT4 W4A16 ${method}${values['act-order'] ? ' (act-order)' : ''}, group ${options.groupSize}` : `INT8 W8A8 ${method}${method === 'smoothquant' ? `, α ${smoothAlpha}` : ''}`} on ${backend.description} — ${reason}`);
-  if (method !== 'rtn') log(`calibration: ${samples} × ${seqLen} tokens of the embedded corpus (${tokenizer.source})`);
+  if (method !== 'rtn') log(`calibration: ${samples} × ${seqLen} tokens of ${text === 'moby-dick' ? 'the embedded corpus' : text} (${tokenizer.source})`);
   const run: QuantizeRun = {
     dir: values.model, out: values.out, backend, dtype, options, validation,
     evalOptions: values.eval ? { batchSize: onGpu ? 8 : 4, seqLen, maxBatches: integer('eval-batches', values['eval-batches'], 8) } : undefined,
@@ -124,7 +132,7 @@ interface QuantizeRun {
   readonly backend: Backend;
   readonly dtype: FloatDType;
   readonly options: QuantizeOptions;
-  readonly validation: ReturnType<typeof corpusSplit>['validation'];
+  readonly validation: TextSplit['validation'];
   readonly evalOptions: { batchSize: number; seqLen: number; maxBatches: number } | undefined;
   readonly progress: ProgressBar;
 }

@@ -14,6 +14,7 @@ import { GPT2_PRESETS, gpt2ConfigToJson } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
 import { loadQuantizedDecoderModel } from '../../src/infer/quantized.js';
 import { loadQuantizedModel } from '../../src/quant/checkpoint.js';
+import { writeTokenFile } from '../../src/io/token-file.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-quant-cli-'));
@@ -90,6 +91,31 @@ test('quantize a Llama directory to INT4 (AWQ, GPTQ) and INT8 (SmoothQuant) with
   }
   await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--method', 'awq', '--act-order']), /act-order is a GPTQ option, not one of awq/);
   await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--group', '128']), /group size 128 does not divide the 32 inputs of the qkv projections/);
+});
+
+test('--calibration takes a text file or a token file (as train --data does): its text calibrates, its last 5% is held out; bad files are named', { timeout: 5 * 60_000 }, async () => {
+  const model = modelDirectory();
+  const text = join(root, 'calibration.txt');
+  writeFileSync(text, Array.from({ length: 300 }, (_, i) => `Line ${i}: the quick brown fox ${i % 7} jumps over ${i * 13 % 101} lazy dogs.`).join('\n'));
+  const tokens = join(root, 'calibration.bin');
+  writeTokenFile(tokens, Array.from({ length: 4000 }, (_, i) => (i * 31 + 7) % 256));
+  const qweights = (dir: string) => [...loadQuantizedModel(dir).quantized.modules.values()].map((w) => Array.from(w.qweight));
+  const run = (out: string, extra: string[]) => runQuantize(['--model', model, '--out', join(root, out), '--backend', 'cpu', '--method', 'gptq', '--group', '32',
+    '--calibration-samples', '2', '--calibration-len', '16', '--eval', '--eval-batches', '1', ...extra]);
+  assert.equal(await run('from-corpus', []), 0);
+  assert.equal(await run('from-text', ['--calibration', text]), 0);
+  assert.equal(await run('from-tokens', ['--calibration', tokens]), 0);
+  // GPTQ's weights follow its calibration inputs: three texts, three results.
+  const [corpus, fromText, fromTokens] = ['from-corpus', 'from-text', 'from-tokens'].map((d) => qweights(join(root, d)));
+  assert.notDeepEqual(fromText, corpus);
+  assert.notDeepEqual(fromTokens, fromText);
+  await assert.rejects(run('x', ['--calibration', join(root, 'missing.txt')]), /--calibration: no such file '.*missing\.txt'/);
+  const short = join(root, 'short.txt');
+  writeFileSync(short, 'too short');
+  await assert.rejects(run('x', ['--calibration', short]), /--calibration: .*short\.txt gives \d+ tokens for calibration \(its first 95%\); a window needs 16/);
+  const outside = join(root, 'outside.bin');
+  writeTokenFile(outside, Array.from({ length: 100 }, () => 5000));
+  await assert.rejects(run('x', ['--calibration', outside]), /5000/);
 });
 
 test('bad options are refused naming the option', async () => {
