@@ -155,13 +155,19 @@ export function gptqQuantizeOnBackend(backend: Backend, W: Float32Array, N: numb
   for (let k = 0; k < K; k++) h[k * K + k]! += add;
   const M = reversedInverseFactor(backend, h, K);
 
-  // Wᵀ [K, N] on the device, the dead channels' rows zero.
-  const Wt = new Float32Array(K * N);
-  for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) if (!dead[k]) Wt[k * N + n] = W[n * K + k]!;
-  const weights = backend.fromArray(Wt, [K, N], 'f32');
+  // Wᵀ [K, N] on the device (W [N, K] as [1, N, K, 1] with its middle dimensions swapped), the dead
+  // channels' rows zero.
+  const weights = backend.empty([K, N], 'f32');
   const groups = K / G;
   const q = new Uint8Array(N * K), scales = new Float32Array(N * groups), zeros = new Uint8Array(N * groups);
   try {
+    const source = backend.fromArray(W, [1, N, K, 1], 'f32');
+    try {
+      backend.permute0213({ x: source, out: backend.view(weights, 0, [1, K, N, 1]) });
+    } finally {
+      backend.free(source);
+    }
+    for (let k = 0; k < K; k++) if (dead[k]) backend.fill(backend.view(weights, k * N, [N]), 0);
     for (let b0 = 0; b0 < K; b0 += B) {
       const b1 = Math.min(b0 + B, K), width = b1 - b0, blockGroups = width / G;
       // The block's rows of U (upper part): U[b0 + i, b0 + j] = M[K − 1 − b0 − i, K − 1 − b0 − j].
