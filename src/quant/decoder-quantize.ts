@@ -164,20 +164,27 @@ function calibrationEngine(model: DecoderModel, calibration: CalibrationData): D
   return new DecodeEngine(model, { maxBatch: B, maxLen: L, maxPrefillTokens: B * L, graphs: false });
 }
 
-/** Runs every calibration window; `sink` gets the inputs [rows, K] of the projections `wanted` picks. */
+/**
+ * Runs every calibration window; `sink` gets the inputs [rows, K] of the projections `wanted` picks, on the
+ * device (the engine's buffer: valid during the call, and for work queued behind it).
+ */
+function captureDeviceInputs(
+  engine: DecodeEngine, calibration: CalibrationData, wanted: (layer: number, role: ProjectionRole) => boolean,
+  sink: (layer: number, role: ProjectionRole, x: Tensor) => void,
+): void {
+  const B = engine.maxBatch;
+  for (let i = 0; i < calibration.windows.length; i += B) {
+    const windows = calibration.windows.slice(i, i + B).map((w) => Array.from(w));
+    engine.forwardWindows(windows, { capture: (layer, role, x) => { if (wanted(layer, role)) sink(layer, role, x); } });
+  }
+}
+
+/** As captureDeviceInputs, the inputs downloaded to the host (f32). */
 function captureInputs(
   model: DecoderModel, engine: DecodeEngine, calibration: CalibrationData, wanted: (layer: number, role: ProjectionRole) => boolean,
   sink: (layer: number, role: ProjectionRole, x: Float32Array, rows: number) => void,
 ): void {
-  const b = model.backend, B = engine.maxBatch;
-  for (let i = 0; i < calibration.windows.length; i += B) {
-    const windows = calibration.windows.slice(i, i + B).map((w) => Array.from(w));
-    engine.forwardWindows(windows, {
-      capture: (layer, role, x) => {
-        if (wanted(layer, role)) sink(layer, role, b.download(x) as Float32Array, x.shape[0]!);
-      },
-    });
-  }
+  captureDeviceInputs(engine, calibration, wanted, (layer, role, x) => sink(layer, role, model.backend.download(x) as Float32Array, x.shape[0]!));
 }
 
 function batchesOf(calibration: CalibrationData, engine: DecodeEngine): number {
@@ -243,8 +250,10 @@ function gptqLayer(model: DecoderModel, engine: DecodeEngine, l: number, options
     return [role, { H: b.empty([K, K], 'f32'), started: false }];
   }));
   try {
-    captureInputs(model, engine, options.calibration!, (layerIndex) => layerIndex === l, (_, role, x, rows) => {
-      const s = sums.get(role)!, X = b.fromArray(x, [rows, dims(model, role)[1]], 'f32');
+    // XᵀX from an f32 copy made on the device (the captured rows are in the run's dtype).
+    captureDeviceInputs(engine, options.calibration!, (layerIndex) => layerIndex === l, (_, role, x) => {
+      const s = sums.get(role)!, X = b.empty([x.shape[0]!, dims(model, role)[1]], 'f32');
+      b.copy(x, X);
       b.gemm({ a: X, b: X, out: s.H, transA: true, beta: s.started ? 1 : 0 });
       s.started = true;
       b.free(X);
