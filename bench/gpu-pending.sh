@@ -460,8 +460,11 @@ for step in "${steps[@]}"; do
           run qk-test 120 node --test --test-concurrency=1 --test-name-pattern='quantizeDecoder on CUDA' dist/test/gpu/infer-quantized.test.js
           ql=/tmp/llama-4l
           run qk-make 120 python3 bench/make_llama_dir.py $ql --layers 4
-          run qk-gptq 150 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-gptq --bits 4 --method gptq --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2"
-          run qk-awq 150 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-awq --bits 4 --method awq --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2"
+          # with the host's CPU profile (where the time left goes), summarised by cpuprofile-top
+          for m in gptq awq; do
+            run qk-$m 150 bash -c "time node --cpu-prof --cpu-prof-dir=/tmp/qk-prof-$m dist/src/cli/main.js quantize --model $ql --out $ql-$m --bits 4 --method $m --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2"
+            f=$(ls -S /tmp/qk-prof-$m/*.cpuprofile 2>/dev/null | head -1); [ -n "$f" ] && node bench/cpuprofile-top.mjs "$f" 40 > "$out/qk-$m-cpuprof-top.txt" 2>&1
+          done
           run qk-generate 60 bash -c "node dist/src/cli/main.js generate --model $ql-gptq --prompt 'The sea' --max-tokens 32 --temperature 0; node dist/src/cli/main.js generate --model $ql-awq --prompt 'The sea' --max-tokens 32 --temperature 0" ;;
     s37-quant-1b) # (session 37) the whole Llama 1.2B config (16 layers, random bf16) through GPTQ and AWQ with the rounding / clip / rescaling kernels (session 36: ~24 / ~36 s a layer, ~6.5 / ~10 min a model; cut by the call's bounds)
           ql=/tmp/llama-1b
