@@ -42,8 +42,8 @@ export function searchAwqScales(backend: Backend, dtype: FloatDType, X: Float32A
   const grid = options.grid ?? 20, G = options.groupSize;
   const made = {
     x: backend.fromArray(X, [rows, K], dtype),
-    w: backend.fromArray(W, [N, K], dtype),
     w32: backend.fromArray(W, [N, K], 'f32'),
+    w: backend.empty([N, K], dtype),
     s: backend.empty([K], 'f32'),
     yRef: backend.empty([rows, N], dtype),
     ws: backend.empty([N, K], 'f32'),
@@ -54,6 +54,7 @@ export function searchAwqScales(backend: Backend, dtype: FloatDType, X: Float32A
     y: backend.empty([rows, N], dtype),
   };
   try {
+    backend.copy(made.w32, made.w);  // the weight in the run's dtype, converted on the device (one upload)
     backend.gemm({ a: made.x, b: made.w, out: made.yRef, transB: true });
     const reference = backend.download(made.yRef) as Float32Array;
     const floor = 1e-4;
