@@ -843,6 +843,27 @@ export function normLinearProduct(args: NormLinearArgs): { readonly gated: Gated
   return { gemm: { a: x, b: l.b, out: l.out, transB: true, ...(l.epilogue ? { epilogue: l.epilogue } : {}), ...bias } };
 }
 
+/**
+ * normMlp: a non-gated MLP of few rows after its residual norm, as one op (the decode GEMV fuses all three;
+ * cuda/kernels/gemv-mlp.ts): residualNorm(norm) — x += y + bias, norm.out = norm(x); then
+ * a = activation(norm.out·upᵀ + upBias), rounded to the dtype (what the unfused fc stores); out += a·downᵀ,
+ * summed in f32 and added to out (the caller zeroes it: the products of several blocks meet there, by atomics
+ * on CUDA, so the f32 order of the sum is not fixed); and, when given, `zero` set to 0 — the accumulator of a
+ * later normMlp, which no op between this one and that one may read (the forward alternates accumulators).
+ *   norm: residualNorm's (x, y, out [rows, H]);  up [F, H], upBias [F] (optional), down [H, F] in x's dtype;
+ *   out f32 [rows, H];  zero f32 (any shape; neither out nor y).  skipNormOut as normLinear's.
+ */
+export interface NormMlpArgs {
+  norm: ResidualNormArgs;
+  skipNormOut?: boolean;
+  up: Tensor;
+  upBias?: Tensor;
+  activation: Activation;
+  down: Tensor;
+  out: Tensor;
+  zero?: Tensor;
+}
+
 /** A gated MLP's middle: out[r, c] = act(x[r, c])·x[r, F + c] (SwiGLU with 'silu'); x [rows, 2F], out [rows, F]. */
 export interface GatedActivationArgs {
   x: Tensor;
@@ -1457,6 +1478,12 @@ export interface Backend {
    */
   rowNormProducts?(rows: number, dtype: DType): boolean;
   /**
+   * Whether normMlp of `rows` rows of `dtype` (model width H, F hidden features) runs as one kernel, so a
+   * decode forward gains by calling it instead of normLinear and the down GEMM. Absent: never (the CPU
+   * backend implements normMlp at any size without offering it).
+   */
+  fusesMlp?(rows: number, dtype: DType, H: number, F: number): boolean;
+  /**
    * Marks the current point of the queue, for timing. Inside captureGraph() (CUDA) the mark becomes a
    * node of the graph, recorded again by every replay: elapsedSince() then reads the latest replay.
    */
@@ -1508,6 +1535,7 @@ export interface Backend {
   gatedActivation(args: GatedActivationArgs): void;
   gatedLinear(args: GatedLinearArgs): void;
   normLinear(args: NormLinearArgs): void;
+  normMlp(args: NormMlpArgs): void;
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
   tokenProbabilities(args: TokenProbabilitiesArgs): void;

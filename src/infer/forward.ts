@@ -125,6 +125,19 @@ export const residualInProductsOptions: { mode: 'auto' | 'on' | 'off' } = { mode
  */
 export const rowNormOptions: { mode: 'auto' | 'on' | 'off'; mlp: boolean } = { mode: 'auto', mlp: process.env['FUSEFORMER_ROW_NORM_MLP'] === '1' };
 
+/**
+ * A non-gated MLP (GPT-2's) and the norm before it as one normMlp (CUDA: one kernel, kernels/gemv-mlp.ts),
+ * its output summed in an f32 accumulator that the next norm reads as y — one kernel a layer fewer than
+ * normLinear + the down GEMV. 'auto' (default) follows the backend (Backend.fusesMlp: CUDA at 1–4 rows with
+ * FUSEFORMER_FUSED_MLP=1); 'on' forces it on any backend at every row count up to the forward's maxRows (the
+ * CPU tests compare both forms), 'off' never. For models with a GELU-tanh or ReLU MLP, at least two layers,
+ * no quantization or tensor parallelism, the residual added in the norms. Takes effect for forwards
+ * constructed (its accumulators) and launched or captured after it is set.
+ */
+export const fusedMlpOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
+/** Rows at most the 'auto' mode's accumulators hold (the fused kernel's limit, GEMV_MAX_ROWS). */
+const FUSED_MLP_AUTO_ROWS = 4;
+
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
   private readonly buffers: Omit<RowViews, 'rows'>;
@@ -137,6 +150,11 @@ export class DecoderForward {
   /** [maxRows · widest K] in the model's dtype: the inputs of act-order INT4 products, in their weights' order. */
   private readonly ordered?: Tensor;
   private readonly orderedViews = new Map<string, Tensor>();
+  /**
+   * fusedMlpOptions' f32 accumulators [3, mlpRows, H], zeroed: layer l's normMlp adds into accumulator
+   * mlpAccumulator(l) and zeroes the one the layer before it wrote (read by this layer's first norm by then).
+   */
+  private readonly mlpAccumulators?: { readonly all: Tensor; readonly rows: number; readonly views: Tensor[] };
   /**
    * Calibration (quant/decoder-quantize.ts): called with each projection's input as blocks() runs — the
    * normalised rows for QKV and the MLP's first product, attention's output for O, the activation for
@@ -169,6 +187,11 @@ export class DecoderForward {
       const K = Math.max(...[...int8, ...(int8Head ? [int8Head] : [])].map((w) => w.inFeatures));
       const accRows = Math.max(maxRows * Math.max(0, ...int8.map((w) => w.outFeatures)), int8Head ? Math.min(maxRows, HEAD_CHUNK_ROWS) * int8Head.outFeatures : 0);
       this.w8a8 = { xq: b.empty([maxRows * K], 'i8'), rowScales: b.empty([maxRows], 'f32'), acc: b.empty([accRows], 'i32') };
+    }
+    if (fusedMlpOptions.mode !== 'off' && this.fusedMlpModel()) {
+      const rows = fusedMlpOptions.mode === 'on' ? maxRows : Math.min(maxRows, FUSED_MLP_AUTO_ROWS);
+      const all = b.fromArray(new Float32Array(3 * rows * arch.hidden), [3, rows, arch.hidden], 'f32');
+      this.mlpAccumulators = { all, rows, views: [0, 1, 2].map((i) => b.view(all, i * rows * arch.hidden, [rows, arch.hidden])) };
     }
     const ordered = [...(model.quantization?.layers ?? []).flatMap((q) => Object.values(q)), model.quantization?.lmHead]
       .filter((w): w is DeviceInt4Weight => w?.kind === 'int4' && w.inputOrder !== undefined);
@@ -245,10 +268,12 @@ export class DecoderForward {
     const residualProduct = (a: Tensor, w: Tensor, next?: NormWeights) => ops.gemm(inProducts
       ? { a, b: w, out: v.x, transB, beta: 1, ...(next ? { rowSquares: { gamma: next.gamma, scaled: v.h, squares: v.squares! } } : {}) }
       : { a, b: w, out: v.y, transB });
+    // fusedMlpOptions: each MLP one normMlp into an f32 accumulator, which the norm after it reads as y.
+    const mlp = inNorms && !capture ? this.fusedMlpViews(ops, v.rows) : undefined;
     m.layers.forEach((layer, l) => {
       const q = m.quantization?.layers[l] ?? {};
       // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
-      const norm1 = this.normArgs(v, layer.norm1, inNorms && l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined);
+      const norm1 = this.normArgs(v, layer.norm1, inNorms && l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined, mlp?.out(l - 1));
       if (rowNorm && l > 0) ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB, rowScale });
       else if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
       else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
@@ -260,6 +285,13 @@ export class DecoderForward {
       if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
       else residualProduct(attended, layer.out, mlpRowNorm ? layer.norm2 : undefined);
       if (inNorms) this.sumOverRanks(v.y);
+      if (mlp) {
+        ops.normMlp({
+          norm: this.normArgs(v, layer.norm2, true, layer.outBias), skipNormOut: true, up: layer.up, ...(layer.upBias ? { upBias: layer.upBias } : {}),
+          activation: m.arch.activation, down: layer.down, out: mlp.out(l), zero: mlp.zero(l),
+        });
+        return;
+      }
       if (mlpRowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
       else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
       capture?.(l, 'up', v.h);
@@ -268,7 +300,29 @@ export class DecoderForward {
       else residualProduct(v.act, layer.down, rowNorm ? m.layers[l + 1]?.norm1 : undefined);
       if (inNorms) this.sumOverRanks(v.y);
     });
-    ops.residualNorm(this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias));
+    ops.residualNorm(this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias, mlp?.out(m.layers.length - 1)));
+  }
+
+  /** Whether the model takes fusedMlpOptions: a GELU-tanh / ReLU MLP (an fc epilogue), ≥ 2 layers, no quantization or tensor parallelism. */
+  private fusedMlpModel(): boolean {
+    const m = this.model;
+    return !m.arch.gatedMlp && this.fcEpilogue !== null && m.layers.length >= 2 && !m.tensorParallel
+      && !(m.quantization?.layers.some((q) => Object.keys(q).length > 0) ?? false);
+  }
+
+  /**
+   * The accumulators of a fused-MLP forward of `rows` rows (fusedMlpOptions), or undefined where it does not
+   * run: out(l) is layer l's (l = −1: the last layer's, the previous step's), zero(l) the whole one the layer
+   * before l wrote — read by layer l's first norm before layer l's normMlp runs. Layer l uses l mod 2, the
+   * last layer the third, so no two consecutive layers (the last and the first included) share one.
+   */
+  private fusedMlpViews(ops: Backend, rows: number): { out(l: number): Tensor; zero(l: number): Tensor } | undefined {
+    const acc = this.mlpAccumulators, m = this.model, H = m.arch.hidden;
+    if (!acc || rows > acc.rows) return undefined;
+    if (fusedMlpOptions.mode !== 'on' && !(fusedMlpOptions.mode === 'auto' && (ops.fusesMlp?.(rows, m.dtype, H, m.arch.ffn) ?? false))) return undefined;
+    const L = m.layers.length, index = (l: number) => (l < 0 || l === L - 1 ? 2 : l % 2);
+    const b = m.backend;
+    return { out: (l) => b.view(acc.views[index(l)]!, 0, [rows, H]), zero: (l) => acc.views[index(l - 1)]! };
   }
 
   /**
@@ -440,11 +494,11 @@ export class DecoderForward {
   }
 
   /** x (+= y + bias, with `residual`), h = norm(x): the residualNorm of these weights over the rows. */
-  private normArgs(v: RowViews, weights: NormWeights, residual: boolean, bias?: Tensor): ResidualNormArgs {
+  private normArgs(v: RowViews, weights: NormWeights, residual: boolean, bias?: Tensor, y: Tensor = v.y): ResidualNormArgs {
     const arch = this.model.arch;
     return {
       x: v.x, norm: arch.norm, gamma: weights.gamma, out: v.h, eps: arch.normEps,
-      ...(weights.beta ? { beta: weights.beta } : {}), ...(residual ? { y: v.y } : {}), ...(residual && bias ? { bias } : {}),
+      ...(weights.beta ? { beta: weights.beta } : {}), ...(residual ? { y } : {}), ...(residual && bias ? { bias } : {}),
     };
   }
 
@@ -455,6 +509,7 @@ export class DecoderForward {
     if (this.megakernelWorkspace) b.free(this.megakernelWorkspace);
     if (this.w8a8) for (const t of Object.values(this.w8a8)) b.free(t as Tensor);
     if (this.ordered) b.free(this.ordered);
+    if (this.mlpAccumulators) b.free(this.mlpAccumulators.all);
     this.orderedViews.clear();
     this.views.clear();
     this.w8a8Views.clear();

@@ -591,6 +591,20 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       return `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${kind}${shapeOf(l.out)}`;
     },
   },
+  normMlp: {
+    // The fused minimum: the norm's reads and writes (residualNorm's count, h only unless skipNormOut), both
+    // weights and the up bias once, out read and written (f32) once; the hidden row stays on chip.
+    gemm: true,
+    cost: ([a]) => {
+      const norm = OP_COSTS.residualNorm!.cost([a.norm]);
+      const H = a.up.shape[1]!, F = a.up.shape[0]!, rows = a.out.numel / H;
+      return {
+        flops: norm.flops + 2 * rows * F * H * 2 + rows * F * (ACTIVATION_FLOPS[a.activation] + (a.upBias ? 2 : 1)) + rows * H,
+        bytes: norm.bytes - (a.skipNormOut ? 1 : 0) * bytesOf(a.norm.out) + bytesOf(a.up) + bytesOf(a.down) + bytesOf(a.upBias) + 2 * bytesOf(a.out),
+      };
+    },
+    variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.up.shape[0]} ${a.activation} → f32 ${shapeOf(a.out)}`,
+  },
   prefetchL2: {
     // A hint: the bytes it pulls into L2 are counted by the ops that read them.
     cost: () => ({ flops: 0, bytes: 0 }),

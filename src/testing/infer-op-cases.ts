@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns, normMlp) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -119,14 +119,19 @@ function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
   });
 }
 
+/** A residualNorm case: rows, H, norm, residual, bias, and 'f32' for an f32 y (16-bit x only). */
+type ResidualNormShape = readonly [number, number, 'layer' | 'rms', boolean, boolean, ('f32' | undefined)?];
+
 function residualNormCases(dtype: FloatDType): OpCase[] {
-  const shapes: [number, number, 'layer' | 'rms', boolean, boolean][] = [
+  // An f32 y beside bf16 x (the f32 accumulator a fused MLP leaves): GPT-2's norm with its bias, Llama's.
+  const f32Y: readonly ResidualNormShape[] = [[1, 768, 'layer', true, true, 'f32'], [3, 768, 'layer', true, true, 'f32'], [1, 2048, 'rms', true, false, 'f32'], [3, 2048, 'rms', true, false, 'f32']];
+  const shapes: readonly ResidualNormShape[] = [
     [3, 768, 'layer', true, true], [512, 768, 'layer', true, true], [33, 2048, 'rms', true, false], [2, 4096, 'rms', false, false],
-    [5, 130, 'rms', true, false], [4, 1024, 'layer', false, false], [2, 8192, 'rms', true, false],
+    [5, 130, 'rms', true, false], [4, 1024, 'layer', false, false], [2, 8192, 'rms', true, false], ...(dtype === 'bf16' ? f32Y : []),
   ];
-  return shapes.map(([rows, H, norm, residual, bias]): OpCase => ({
-    name: `residualNorm ${norm} ${dtype} rows=${rows} H=${H}${residual ? ' +y' : ''}${bias ? ' +bias' : ''}`, dtype,
-    inputs: (rng) => ({ x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], dtype), bias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1), beta: floats(rng, [H], dtype) }),
+  return shapes.map(([rows, H, norm, residual, bias, yDType]): OpCase => ({
+    name: `residualNorm ${norm} ${dtype} rows=${rows} H=${H}${residual ? ` +y${yDType ? ` ${yDType}` : ''}` : ''}${bias ? ' +bias' : ''}`, dtype,
+    inputs: (rng) => ({ x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], yDType ?? dtype), bias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1), beta: floats(rng, [H], dtype) }),
     run: (b, inputs) => {
       const c = new CaseContext(b, inputs);
       b.residualNorm({
@@ -138,14 +143,17 @@ function residualNormCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
-/** A normLinear case: rows, H, norm, residual, residual bias, product ([N, epilogue] or gated F). */
-export type NormLinearShape = readonly [number, number, 'layer' | 'rms', boolean, boolean, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation }];
+/** A normLinear case: rows, H, norm, residual, residual bias, product ([N, epilogue] or gated F), and 'f32' for an f32 y (16-bit x only). */
+export type NormLinearShape = readonly [number, number, 'layer' | 'rms', boolean, boolean, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation }, ('f32' | undefined)?];
 
 const NORM_LINEAR_SHAPES: readonly NormLinearShape[] = [
   [1, 2048, 'rms', true, false, { N: 3072, epilogue: 'none' }], [4, 2048, 'rms', true, false, { F: 1024, activation: 'silu' }],
   [1, 768, 'layer', false, false, { N: 2304, epilogue: 'bias' }], [3, 768, 'layer', true, true, { N: 3072, epilogue: 'gelu_bias' }],
   [2, 136, 'layer', true, true, { F: 77, activation: 'relu' }], [6, 256, 'rms', true, false, { N: 130, epilogue: 'none' }],
   [1, 768, 'layer', true, true, { N: 2304, epilogue: 'none' }],  // GPT-2's QKV at batch 1
+  // An f32 y (the f32 accumulator a fused MLP leaves; bf16 x only): GPT-2's QKV, Llama's, at batch 1 and 4.
+  [1, 768, 'layer', true, true, { N: 2304, epilogue: 'bias' }, 'f32'], [4, 768, 'layer', true, true, { N: 2304, epilogue: 'bias' }, 'f32'],
+  [1, 2048, 'rms', true, false, { N: 3072, epilogue: 'none' }, 'f32'], [4, 2048, 'rms', true, false, { N: 3072, epilogue: 'none' }, 'f32'],
 ];
 
 /**
@@ -154,13 +162,13 @@ const NORM_LINEAR_SHAPES: readonly NormLinearShape[] = [
  * (default shapes, or `shapes`).
  */
 export function normLinearCases(dtype: FloatDType, shapes: readonly NormLinearShape[] = NORM_LINEAR_SHAPES): OpCase[] {
-  return shapes.map(([rows, H, norm, residual, bias, product]): OpCase => {
+  return shapes.filter((s) => s[6] === undefined || dtype === 'bf16').map(([rows, H, norm, residual, bias, product, yDType]): OpCase => {
     const gated = 'F' in product, N = gated ? 2 * product.F : product.N;
     const what = gated ? `gated(${product.activation}) F=${product.F}` : `N=${product.N} ${product.epilogue}`;
     return {
-      name: `normLinear ${norm} ${dtype} rows=${rows} H=${H}${residual ? ' +y' : ''}${bias ? ' +bias' : ''} → ${what}`, dtype,
+      name: `normLinear ${norm} ${dtype} rows=${rows} H=${H}${residual ? ` +y${yDType ? ` ${yDType}` : ''}` : ''}${bias ? ' +bias' : ''} → ${what}`, dtype,
       inputs: (rng) => ({
-        x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], dtype), rbias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1),
+        x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], yDType ?? dtype), rbias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1),
         beta: floats(rng, [H], dtype), weight: floats(rng, [N, H], dtype, 2 / Math.sqrt(H)), bias: floats(rng, [N], dtype, 0.5),
       }),
       run: (b, inputs) => {
@@ -524,6 +532,33 @@ function int4ClipGroupsCases(): OpCase[] {
   }));
 }
 
+/**
+ * normMlp (CUDA: one kernel, gemv-mlp.ts): GPT-2's MLP at batch 1 and 4 (an f32 y at 16 bit: the accumulator
+ * the layer before left), a ReLU MLP without an up bias, a narrow f32 one. out starts random (the op adds to
+ * it); x, h, out and the cleared `zero` are checked.
+ */
+function normMlpCases(dtype: FloatDType): OpCase[] {
+  const shapes: readonly [number, number, number, Activation, boolean, boolean][] = [
+    [1, 768, 3072, 'gelu_tanh', true, dtype !== 'f32'], [4, 768, 3072, 'gelu_tanh', true, false], [3, 1024, 4096, 'relu', false, false], [2, 132, 256, 'gelu_tanh', true, dtype !== 'f32'],
+  ];
+  return shapes.map(([rows, H, F, activation, upBias, yF32]): OpCase => ({
+    name: `normMlp ${dtype} rows=${rows} H=${H} F=${F} ${activation}${upBias ? ' +bias' : ''}${yF32 ? ' y f32' : ''}`, dtype,
+    inputs: (rng) => ({
+      x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], yF32 ? 'f32' : dtype), rbias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1),
+      beta: floats(rng, [H], dtype), up: floats(rng, [F, H], dtype, 2 / Math.sqrt(H)), upBias: floats(rng, [F], dtype, 0.5),
+      down: floats(rng, [H, F], dtype, 2 / Math.sqrt(F)), out: floats(rng, [rows, H], 'f32'), zero: floats(rng, [4, H], 'f32'),
+    }),
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.normMlp({
+        norm: { x: c.keep('x', c.in('x')), y: c.in('y'), bias: c.in('rbias'), norm: 'layer', gamma: c.in('gamma'), beta: c.in('beta'), out: c.out('h', [rows, H], dtype), eps: 1e-5 },
+        up: c.in('up'), ...(upBias ? { upBias: c.in('upBias') } : {}), activation, down: c.in('down'), out: c.keep('out', c.in('out')), zero: c.keep('zero', c.in('zero')),
+      });
+      return c.results();
+    },
+  }));
+}
+
 /** scaleColumns: a Llama-wide weight times its scales in f32, and awkward inputs over them in place. */
 function scaleColumnsCases(dtype: FloatDType): OpCase[] {
   return ([[300, 2048, false], [7, 257, true]] as const).map(([rows, C, divide]): OpCase => ({
@@ -546,6 +581,6 @@ export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCa
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype),
+    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype), ...normMlpCases(dtype),
   ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases(), int4ClipGroupsCases());
 }

@@ -422,3 +422,53 @@ test('llama: the norms split across the streamed GEMMs (rowNorm) give the usual 
   }, (gpu) => gpu.rowNormLaunches);
   rowNormOptions.mode = 'auto';
 });
+
+test('gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows) gives the usual form\'s logits and greedy tokens', { skip }, async () => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create();
+  const m = ENGINE_TEST_MODELS.find((x) => x.family === 'gpt2')!;
+  const dir = join(root, 'gpt2-fused-mlp');
+  writeModelFolder(dir, m.family, m.config, 10);
+  try {
+    for (const dtype of ['f32', 'bf16'] as const) {
+      const model = loadDecoderModel(dir, gpu, { dtype }).model;
+      try {
+        // A one-token prompt: its prefill is a one-row forward, so it takes the fused MLP where the switch is on.
+        const logitsOf = (on: boolean, of = model) => {
+          gpu.fusedMlp = on;
+          const engine = new DecodeEngine(of, { maxBatch: 3, maxLen: 64 });
+          const out = engine.promptLogits([7]);
+          engine.dispose();
+          return out;
+        };
+        const cpuModel = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
+        const exact = logitsOf(false, cpuModel);
+        cpuModel.free();
+        const usual = logitsOf(false), before = gpu.mlpGemvLaunches, ours = logitsOf(true);
+        assert.ok(gpu.mlpGemvLaunches > before, 'the one-row prefill ran the fused MLP');
+        const usualError = relError(usual, exact), ourError = relError(ours, exact);
+        assert.ok(ourError <= (dtype === 'f32' ? 1e-5 : 1.25 * usualError + 2e-3), `${dtype} logits rel err against f32: ${ourError} (the usual form ${usualError})`);
+        // Three sequences (3-row steps, then fewer as they finish), graphs replayed and eager.
+        const prompts = [[3, 40, 7], [5, 9], [11, 12, 13, 14]];
+        const decode = (on: boolean, graphs: boolean) => {
+          gpu.fusedMlp = on;
+          return generateBatch(model, prompts, { maxNewTokens: 9, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
+        };
+        const started = gpu.mlpGemvLaunches, replayed = await decode(true, true);
+        assert.ok(gpu.mlpGemvLaunches > started, 'the decode steps ran the fused MLP');
+        // The atomics' f32 order varies from run to run: tokens are compared where that cannot flip a bf16 rounding.
+        if (dtype === 'f32') {
+          assert.deepEqual(replayed, await decode(false, true), 'f32: the usual form\'s tokens');
+          assert.deepEqual(await decode(true, false), replayed, 'f32: eager = replayed');
+        } else {
+          assert.deepEqual(replayed.map((t) => t.length), prompts.map(() => 9));
+        }
+      } finally {
+        gpu.fusedMlp = false;
+        model.free();
+      }
+    }
+  } finally {
+    gpu.fusedMlp = false;
+  }
+});

@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, NormMlpArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -24,6 +24,7 @@ import { checkDecodeLayers, checkGatedLinear, checkPrefetchL2 } from '../op-chec
 import { CpuCheck } from './check.js';
 import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
+import { prepareNormMlp } from './norm-mlp.js';
 import { prepareSampleTokens, prepareSpeculativeSample, prepareTokenProbabilities } from './sample-tokens.js';
 import { prepareTanhActivation } from './tanh-activation.js';
 import { prepareDecodeAdvance } from './decode-advance.js';
@@ -224,6 +225,12 @@ export class CpuBackend implements Backend {
     else if ('int8' in product) this.int8Linear(product.int8);
     else if ('int4' in product) this.int4Linear(product.int4);
     else this.gemm(product.gemm);
+  }
+  /** residualNorm, then the MLP of its output into the f32 accumulator (the contract's definition). */
+  normMlp(args: NormMlpArgs): void {
+    const mlp = prepareNormMlp(args);  // checked before anything runs
+    this.residualNorm(args.norm);
+    this.queue.issue(mlp);
   }
   tanhActivation(args: TanhActivationArgs): void { this.queue.issue(prepareTanhActivation(args)); }
   sampleTokens(args: SampleTokensArgs): void { this.queue.issue(prepareSampleTokens(args)); }

@@ -1,5 +1,6 @@
 // residualNorm: x ← x + y + bias rounded to x's dtype, then out = LayerNorm or RMSNorm of the stored x,
-// statistics in float64 (two-pass variance for LayerNorm, as layernorm.ts).
+// statistics in float64 (two-pass variance for LayerNorm, as layernorm.ts). y may be f32 beside a 16-bit
+// x (every float tensor is held as f32 here, so it is read the same way; the sum is rounded once, to x's dtype).
 
 import type { ResidualNormArgs } from '../backend.js';
 import { checkResidualNorm } from '../op-checks/index.js';

@@ -36,7 +36,7 @@ import { int4ClipGroups } from './kernels/int4-clip-groups.js';
 import { scaleColumns } from './kernels/scale-columns.js';
 import { prefetchL2 } from './kernels/prefetch-l2.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
-import type { DecodeLayersArgs } from '../backend.js';
+import type { DecodeLayersArgs, NormMlpArgs } from '../backend.js';
 
 import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.js';
 import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
@@ -64,12 +64,13 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_MAX_BYTES, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
+import { launchMlpGemv, mlpFeatures, mlpGemvApplies } from './kernels/gemv-mlp.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import { launchStreamGated, launchStreamGemm, STREAM_MIN_ROWS, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies, streamNormInput } from './kernels/gemm-stream.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
-import { checkGatedLinear, checkResidualNorm } from '../op-checks/index.js';
+import { checkGatedLinear, checkNormMlp, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
 import { checkGemm } from './gemm-plan.js';
 import { CudaArena } from './runtime/arena.js';
@@ -108,6 +109,14 @@ export class CudaBackend implements Backend {
    * launches and captures made after it is set.
    */
   normGemv = process.env['FUSEFORMER_NORM_GEMV'] !== '0';
+  /**
+   * normMlp of ≤ 4 rows (with decodeGemv) as one kernel (kernels/gemv-mlp.ts), which fusesMlp offers the decode
+   * forward in place of normLinear + the down GEMV. Opt-in (FUSEFORMER_FUSED_MLP=1) until measured. Takes effect
+   * for forwards launched or captured after it is set.
+   */
+  fusedMlp = process.env['FUSEFORMER_FUSED_MLP'] === '1';
+  /** normMlp calls run so far. */
+  mlpGemvLaunches = 0;
   /** appendDecodeAttention calls run as one kernel so far. */
   fusedAppendLaunches = 0;
   /** normLinear calls run as the fused kernel so far. */
@@ -518,6 +527,22 @@ export class CudaBackend implements Backend {
     this.residualNorm(args.norm);
     if ('gated' in product) this.gatedLinear(product.gated);
     else this.gemm(product.gemm);
+  }
+
+  /** Whether normMlp of these sizes runs as its kernel (fusedMlp and decodeGemv on, a shape the kernel takes). */
+  fusesMlp(rows: number, dtype: DType, H: number, F: number): boolean {
+    return this.fusedMlp && this.decodeGemv && (dtype === 'bf16' || dtype === 'f16' || dtype === 'f32') && rows >= 1 && rows <= GEMV_MAX_ROWS
+      && rows * H * byteSize(dtype) <= NORM_PROLOGUE_MAX_BYTES && mlpFeatures(dtype, H, F, this.runtime.multiProcessorCount) !== undefined;
+  }
+
+  /** normMlp as one kernel; it has no unfused form on this backend (the forward asks fusesMlp first), so elsewhere a clear error. */
+  normMlp(args: NormMlpArgs): void {
+    const c = new OpCheck('normMlp', 'cuda'), checked = checkNormMlp(c, args);
+    if (!mlpGemvApplies(checked, this.runtime.multiProcessorCount)) {
+      c.fail(`runs as one kernel only: 1–${GEMV_MAX_ROWS} rows, 16-byte aligned operands, F a multiple of 8–64 features a block within the kernel's registers; got ${checked.rows} rows, H = ${checked.K}, F = ${checked.F}, dtype ${checked.norm.x.dtype}`);
+    }
+    launchMlpGemv(this.runtime, checked);
+    this.mlpGemvLaunches++;
   }
 
   /** normLinear of an int8Linear as one W8A8 GEMV with the norm in its prologue, if the kernel takes it. */

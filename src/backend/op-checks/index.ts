@@ -25,6 +25,7 @@ export { checkEmbedTokens } from './embed-tokens.js';
 export { checkQkvRopeAppend } from './qkv-rope-append.js';
 export { checkDecodeAttention } from './decode-attention.js';
 export { checkResidualNorm } from './residual-norm.js';
+export { checkNormMlp } from './norm-mlp.js';
 export { checkGatedActivation } from './gated-activation.js';
 export { checkGatedLinear } from './gated-linear.js';
 export { checkTanhActivation } from './tanh-activation.js';

@@ -1,8 +1,10 @@
 // Argument checks of residualNorm (x ← x + y + bias, out = norm(x)), shared by the backends.
 //   x, y, out (rows, H);  bias, gamma, beta (H);  LayerNorm needs beta, RMSNorm refuses it.
+//   All in x's dtype, except y, which may also be f32 (a fused MLP's f32 accumulator beside 16-bit x).
 
 import type { Tensor } from '../../tensor.js';
 import type { ResidualNormArgs } from '../backend.js';
+import { DTypeError } from '../../errors.js';
 import type { OpCheck } from '../validate.js';
 import { present } from './present.js';
 
@@ -18,7 +20,10 @@ export function checkResidualNorm<T extends Tensor>(check: OpCheck<T>, args: Res
   if (args.norm === 'rms') check.absent('beta', beta, "with norm 'rms'");
   if (bias && !y) check.fail("'bias' is added with 'y': pass 'y' too, or neither");
   check.float('x', x);
-  check.sameDType(...present([['x', x], ['y', y], ['bias', bias], ['gamma', gamma], ['beta', beta], ['out', out]]));
+  if (y && y.dtype !== x.dtype && y.dtype !== 'f32') {
+    throw new DTypeError(`${check.op}: 'y' has dtype ${y.dtype} but expected x's dtype (${x.dtype})${x.dtype === 'f32' ? '' : ' or f32'}`);
+  }
+  check.sameDType(...present([['x', x], ['bias', bias], ['gamma', gamma], ['beta', beta], ['out', out]]));
   check.rows('x', x, 'rows', 'H');
   if (y) check.rows('y', y, 'rows', 'H');
   check.rows('out', out, 'rows', 'H');

@@ -29,6 +29,7 @@ import { catalog as decodeAttentionCatalog } from './decode-attention.js';
 import { catalog as residualNormCatalog } from './residual-norm.js';
 import { catalog as gatedActivationCatalog } from './gated-activation.js';
 import { catalog as gemvCatalog } from './gemv.js';
+import { catalog as mlpGemvCatalog } from './gemv-mlp.js';
 import { catalog as mmaGemvCatalog } from './gemv-mma.js';
 import { catalog as skinnyGemmCatalog } from './gemm-skinny.js';
 import { catalog as streamGemmCatalog } from './gemm-stream.js';
@@ -79,6 +80,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['residual-norm', residualNormCatalog],
     ['gated-activation', gatedActivationCatalog],
     ['gemv', gemvCatalog],
+    ['gemv-mlp', mlpGemvCatalog],
     ['gemv-mma', mmaGemvCatalog],
     ['gemm-skinny', skinnyGemmCatalog],
     ['gemm-stream', streamGemmCatalog],

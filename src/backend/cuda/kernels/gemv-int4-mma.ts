@@ -283,12 +283,12 @@ ${norm ? normPrologueCode(norm) : ''}
 ${int4MmaDequantCode(spec.dtype)}${zf ? int4ZeroFoldCode(spec.dtype) : ''}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.${norm ? `
 // Norm prologue (M = ${norm.rows}, the argument M_ unused): x is unused; rx [M, K] the residual stream
-// (updated in place), y [M, K], rbias [K], gamma, beta [K], h [M, K] the normed rows, counter a zeroed
+// (updated in place), y [M, K] (Y), rbias [K], gamma, beta [K], h [M, K] the normed rows, counter a zeroed
 // u32 (left zero).` : ''}
 extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4MmaWarps(spec) === 16 ? 1 : 2}) ${name}(
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int ${norm ? 'M_' : 'M'}, int N${norm ? `,
-    T* rx, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T* rx, const Y* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
@@ -532,6 +532,9 @@ export function catalog(): KernelSource[] {
     ['bf16', 4, 8192, 2048, 128, false, 'silu', true, { kind: 'rms', residual: true, bias: false, write: 'deferred' }],
     // LayerNorm in one pass (FUSEFORMER_NORM_ONE_PASS): GPT-2's fc as INT4 + head takes it.
     ['bf16', 1, 3072, 768, 128, true, 'gelu_tanh', false, { kind: 'layer', residual: true, bias: true, preload: true, write: 'early', onePass: true }],
+    // An f32 y (a fused MLP's accumulator) beside bf16 x: GPT-2's QKV, Llama's at four rows.
+    ['bf16', 1, 2304, 768, 128, true, 'none', false, { kind: 'layer', residual: true, bias: true, preload: true, write: 'early', onePass: true, yF32: true }],
+    ['bf16', 4, 3072, 2048, 128, false, 'none', false, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early', yF32: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, G, bias, act, gated]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132).spec)),

@@ -218,12 +218,12 @@ __device__ __forceinline__ void quantize_rows(const T* x, signed char* xq, float
 }`;
   const signature = String.raw`// x [M, K], qweight i8 [N, K] (gated: [2N, K]), scales f32 [N] (gated [2N]), bias [N] (gated [2N]) or
 // null, out [M, N]. Grid ceil(N / (CG·R)), block THREADS.${norm ? `
-// Norm prologue: x is unused; rx [M, K] the residual stream (updated in place), y [M, K], rbias [K],
+// Norm prologue: x is unused; rx [M, K] the residual stream (updated in place), y [M, K] (Y), rbias [K],
 // gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ x, const signed char* __restrict__ w, const float* __restrict__ scales,
     const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
-    T* rx, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T* rx, const Y* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ __align__(16) signed char xq[M * K];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
@@ -449,6 +449,9 @@ export function catalog(): KernelSource[] {
     ['bf16', 4, 8192, 2048, false, 'silu', true, { kind: 'rms', residual: true, bias: false, write: 'deferred' }],
     // LayerNorm in one pass (FUSEFORMER_NORM_ONE_PASS): GPT-2's QKV at two rows.
     ['bf16', 2, 2304, 768, true, 'none', false, { kind: 'layer', residual: true, bias: true, preload: true, write: 'deferred', onePass: true }],
+    // An f32 y (a fused MLP's accumulator) beside bf16 x: GPT-2's QKV at one row, Llama's at four.
+    ['bf16', 1, 2304, 768, true, 'none', false, { kind: 'layer', residual: true, bias: true, preload: true, write: 'deferred', onePass: true, yF32: true }],
+    ['bf16', 4, 3072, 2048, false, 'none', false, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred', yF32: true }],
   ];
   return [
     ...plans.map(([dtype, M, N, K, bias, act, gated]) => int8GemvSource(planInt8Gemv(dtype, M, N, K, bias, act, gated, 132).spec)),

@@ -30,6 +30,7 @@ import type { CompiledKernel, KernelArg, KernelHost, KernelSource } from '../run
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
+import { yLoadCode } from './residual-norm.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import { dependentTriggerCode, weightFamiliesFromEnv, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
@@ -104,6 +105,8 @@ export interface GemvNorm {
    * fewer before the main loop (normOnePassOption).
    */
   readonly onePass?: boolean;
+  /** y is f32 while x is 16-bit (a fused MLP's f32 accumulator): the prologue reads it as f32 (Y = float). */
+  readonly yF32?: true;
 }
 
 /**
@@ -151,13 +154,17 @@ export function normOnePassOption(kind: GemvNorm['kind']): { onePass?: true } {
 }
 
 /** The norm prologue a GEMV of `gemv`'s family takes for a checked norm over K inputs, with the process's switches. */
-export function prologueNorm(gemv: NormGemvFamily, n: Pick<CheckedNorm, 'norm' | 'y' | 'bias'>, k: number): GemvNorm {
-  return { kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption(gemv, k), ...normOnePassOption(n.norm) };
+export function prologueNorm(gemv: NormGemvFamily, n: Pick<CheckedNorm, 'norm' | 'x' | 'y' | 'bias'>, k: number): GemvNorm {
+  const yF32 = n.y !== undefined && n.y.dtype === 'f32' && n.x.dtype !== 'f32';
+  return {
+    kind: n.norm, residual: n.y !== undefined, bias: n.bias !== undefined, ...normPreloadOption(gemv, k), ...normOnePassOption(n.norm),
+    ...(yF32 ? { yF32: true as const } : {}),
+  };
 }
 
 /** The part of a GEMV kernel's key that names its norm prologue's switches (the three families' keys). */
 export function normSwitchesKey(n: GemvNorm): string {
-  return `${n.residual ? '_res' : ''}${n.bias ? '_bias' : ''}${n.preload ? '_pre' : ''}${n.write ? `_w${n.write[0]}` : ''}${n.onePass ? '_1p' : ''}`;
+  return `${n.residual ? '_res' : ''}${n.bias ? '_bias' : ''}${n.preload ? '_pre' : ''}${n.write ? `_w${n.write[0]}` : ''}${n.onePass ? '_1p' : ''}${n.yF32 ? '_yf32' : ''}`;
 }
 
 /**
@@ -441,9 +448,13 @@ export function normPrologueArgs(host: KernelHost, p: NormPrologue): KernelArg[]
   return [arg.ptr(p.x), arg.ptr(p.y), arg.ptr(p.bias), arg.ptr(p.gamma), arg.ptr(p.beta), arg.ptr(p.h), arg.f32(p.eps), arg.ptr(host.counters(1))];
 }
 
-/** The prologue's device functions (constants M, K, VEC, THREADS, NWARPS and T defined before). */
+/**
+ * The prologue's device functions (constants M, K, VEC, THREADS, NWARPS and T defined before), and Y, y's
+ * element type (T, or float with yF32), which the kernel's y argument takes: `const Y* __restrict__ y`.
+ */
 export function normPrologueCode(norm: GemvNorm): string {
-  return String.raw`constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};
+  return String.raw`${yLoadCode(norm.yF32 === true)}
+constexpr bool LAYER = ${norm.kind === 'layer'}, RESIDUAL = ${norm.residual}, RBIAS = ${norm.bias}, PRELOAD = ${norm.preload === true};
 // LayerNorm in one pass: Σv and Σv² by one block reduction (GemvNorm.onePass).
 constexpr bool ONE_PASS = LAYER && ${norm.onePass === true};
 // Vectors of a row a thread takes (the columns k = (i·THREADS + thread)·VEC, i < NV).
@@ -472,11 +483,11 @@ __device__ __forceinline__ void load_norm_weights(NormWeights& w, const T* __res
 }
 
 // v = x + y + bias of row m at columns k..k + VEC − 1, rounded to T (as residualNorm stores it).
-__device__ __forceinline__ void residual_vec(const T* x, const T* __restrict__ y, const T* __restrict__ rbias, int m, int k, float (&v)[VEC]) {
+__device__ __forceinline__ void residual_vec(const T* x, const Y* __restrict__ y, const T* __restrict__ rbias, int m, int k, float (&v)[VEC]) {
   load_floats<T, VEC>(x + (size_t)m * K + k, v, VEC);
   if (RESIDUAL) {
     float w[VEC];
-    load_floats<T, VEC>(y + (size_t)m * K + k, w, VEC);
+    load_y(y + (size_t)m * K + k, w);
     #pragma unroll
     for (int i = 0; i < VEC; i++) v[i] += w[i];
     if (RBIAS) {
@@ -525,7 +536,7 @@ __device__ __forceinline__ void normalize_columns(int k, const float (&g)[VEC], 
 
 // act = norm(x + y + bias)·gamma (+ beta), rounded to T, for the M rows (see the header).
 // (EARLY: also the counter — the last block, which this returns in *last, resets it — and x, h written by that block.)
-__device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
+__device__ void normalize_rows(T* x, const Y* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma,
                                const T* __restrict__ beta, float eps, T* act, const NormWeights& pre,
                                T* __restrict__ h, unsigned int* __restrict__ counter, bool* last) {
   __shared__ float red[NWARPS * M * (ONE_PASS ? 2 : 1)];
@@ -624,7 +635,7 @@ __device__ void normalize_rows(T* x, const T* __restrict__ y, const T* __restric
 }
 
 // The last block: x ← x + y + bias in place (RESIDUAL) and h ← act.
-__device__ void write_rows(T* x, const T* __restrict__ y, const T* __restrict__ rbias, T* __restrict__ h, const T* act) {
+__device__ void write_rows(T* x, const Y* __restrict__ y, const T* __restrict__ rbias, T* __restrict__ h, const T* act) {
   for (int k = threadIdx.x * VEC; k < K; k += THREADS * VEC) {
     #pragma unroll
     for (int m = 0; m < M; m++) {
@@ -697,11 +708,11 @@ ${norm ? normPrologueCode(norm) : ''}
 
 ${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}`;
   const argsComment = `// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
-// Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K], rbias [K],
+// Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K] (Y), rbias [K],
 // gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}`;
   const signature = String.raw`extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
-    T* x, const T* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T* x, const Y* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
     T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
@@ -1048,6 +1059,12 @@ export function catalog(): KernelSource[] {
     // LayerNorm in one pass (FUSEFORMER_NORM_ONE_PASS): GPT-2's QKV at one row, its fc at three (f16).
     ['bf16', 1, 2304, 768, 'none', undefined, { kind: 'layer', residual: true, bias: true, onePass: true }],
     ['f16', 3, 3072, 768, 'gelu_bias', undefined, { kind: 'layer', residual: true, bias: true, onePass: true }],
+    // An f32 y (a fused MLP's accumulator) beside 16-bit x: GPT-2's QKV at one row (x and h written early, from
+    // registers) and four (late: write_rows reads y again), Llama's at four (deferred), f16.
+    ['bf16', 1, 2304, 768, 'bias', undefined, { kind: 'layer', residual: true, bias: true, onePass: true, write: 'early', yF32: true }],
+    ['bf16', 4, 2304, 768, 'bias', undefined, { kind: 'layer', residual: true, bias: true, onePass: true, yF32: true }],
+    ['bf16', 4, 3072, 2048, 'none', undefined, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred', yF32: true }],
+    ['f16', 2, 2304, 768, 'none', undefined, { kind: 'layer', residual: true, bias: true, yF32: true }],
   ];
   // The looping form (GemvSpec.loop; the gated GEMVs above take it as planned): Llama's gated gate/up with its
   // norm at two rows (one K-split), its LM head (plain), a K-split plan at 4 rows, GPT-2's fc with its

@@ -322,7 +322,7 @@ test('FUSEFORMER_NORM_ONE_PASS: LayerNorm prologues (all three GEMV families) in
     normPrologueOptions.onePass = true;
     assert.deepEqual(normOnePassOption('layer'), { onePass: true });
     assert.deepEqual(normOnePassOption('rms'), {}, 'RMSNorm sums v² in its one pass already');
-    assert.deepEqual(prologueNorm('int4', { norm: 'layer', y: undefined, bias: undefined }, 768), { kind: 'layer', residual: false, bias: false, preload: true, write: 'early', onePass: true }, 'the prologue the INT4 GEMV takes: its family\'s switches and one pass');
+    assert.deepEqual(prologueNorm('int4', { norm: 'layer', x: deviceTensor([1, 768], 'bf16'), y: undefined, bias: undefined }, 768), { kind: 'layer', residual: false, bias: false, preload: true, write: 'early', onePass: true }, 'the prologue the INT4 GEMV takes: its family\'s switches and one pass');
   } finally {
     normPrologueOptions.onePass = saved;
   }
