@@ -32,6 +32,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
 import { weightLoadCode } from './weight-stream.js';
+import { envFlag } from '../env-switch.js';
 import type { CheckedNorm, GemvNorm } from './gemv.js';
 import { GEMV_MAX_ROWS, NORM_PROLOGUE_MAX_BYTES, NORM_PROLOGUE_STATE, normPrologueArgs, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, normSwitchesKey, prologueNorm, WARPS } from './gemv.js';
 
@@ -48,7 +49,15 @@ export interface MlpGemvSpec {
   readonly activation: Activation;
   readonly upBias: boolean;
   readonly norm: GemvNorm;
+  /** Four rows' sums a lane added by one red.global.add.v4.f32 (sm_90) instead of four scalar atomics (mlpOptions.vectorRed). */
+  readonly vectorRed?: boolean;
 }
+
+/**
+ * FUSEFORMER_MLP_RED_V4=1: the proj's sums added four rows at a time by vector atomics (a fourth of the
+ * atomics: 147k scalar ones a GPT-2 layer at batch 1 otherwise). Read once; tests set it directly.
+ */
+export const mlpOptions = { vectorRed: envFlag('FUSEFORMER_MLP_RED_V4', process.env['FUSEFORMER_MLP_RED_V4'], false) };
 
 /** The features a block may own: FB/VEC 16-byte vectors of a down row, a power of two dividing 32. */
 export const MLP_FEATURE_CHOICES = [8, 16, 32, 64] as const;
@@ -56,7 +65,7 @@ export const MLP_FEATURE_CHOICES = [8, 16, 32, 64] as const;
 export const MLP_MAX_VECTORS = 24;
 
 export function mlpGemvKey(s: MlpGemvSpec): string {
-  return `gemv_mlp.${s.dtype}.m${s.rows}.k${s.k}.f${s.hidden}.fb${s.features}.${s.activation}${s.upBias ? '.bias' : ''}.${normSwitchesKey(s.norm)}`;
+  return `gemv_mlp.${s.dtype}.m${s.rows}.k${s.k}.f${s.hidden}.fb${s.features}.${s.activation}${s.upBias ? '.bias' : ''}${s.vectorRed ? '.red4' : ''}.${normSwitchesKey(s.norm)}`;
 }
 
 function vectorWidth(dtype: FloatDType): number {
@@ -97,13 +106,18 @@ export function mlpFeatures(dtype: FloatDType, k: number, hidden: number, multiP
   return candidates.find((fb) => hidden / fb <= 2 * multiProcessorCount) ?? candidates.at(-1);
 }
 
+/** Whether the vector atomics take this shape: four consecutive rows in a warp (FB/VEC ≤ 8) and K a multiple of 4. */
+export function vectorRedFits(dtype: FloatDType, features: number, k: number): boolean {
+  return features / vectorWidth(dtype) <= 8 && k % 4 === 0;
+}
+
 export function mlpGemvSource(spec: MlpGemvSpec): KernelSource {
   const vec = vectorWidth(spec.dtype), name = kernelIdentifier(mlpGemvKey(spec));
   const { upPerWarp, lanesPerRow } = mlpGemvShape(spec);
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, F: spec.hidden, FB: spec.features, VEC: vec, THREADS: WARPS * 32, NWARPS: WARPS,
-    FA: upPerWarp, NVA: Math.ceil(spec.k / (32 * vec)), CV: lanesPerRow, NB: Math.ceil((spec.k * lanesPerRow) / (WARPS * 32)), UP_BIAS: spec.upBias })}
+    FA: upPerWarp, NVA: Math.ceil(spec.k / (32 * vec)), CV: lanesPerRow, NB: Math.ceil((spec.k * lanesPerRow) / (WARPS * 32)), UP_BIAS: spec.upBias, RED_V4: spec.vectorRed === true })}
 ${normPrologueCode(spec.norm)}
 
 __device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[spec.activation]}; }
@@ -196,7 +210,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       #pragma unroll
       for (int offset = CV / 2; offset > 0; offset /= 2) sum[m] += __shfl_xor_sync(0xffffffffu, sum[m], offset);
     }
-    if (c == 0 && n < K) {
+    if constexpr (RED_V4) {
+      // Rows n..n + 3 sit CV lanes apart (a warp holds 32/CV ≥ 4 consecutive rows; K is a multiple of 4): the
+      // lane of row n (n a multiple of 4) gathers the other three and adds all four with one vector atomic.
+      #pragma unroll
+      for (int m = 0; m < M; m++) {
+        const float s1 = __shfl_down_sync(0xffffffffu, sum[m], CV), s2 = __shfl_down_sync(0xffffffffu, sum[m], 2 * CV),
+                    s3 = __shfl_down_sync(0xffffffffu, sum[m], 3 * CV);
+        if (c == 0 && n % 4 == 0 && n < K) {
+          asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(out + (size_t)m * K + n), "f"(sum[m]), "f"(s1), "f"(s2), "f"(s3) : "memory");
+        }
+      }
+    } else if (c == 0 && n < K) {
       #pragma unroll
       for (int m = 0; m < M; m++) atomicAdd(out + (size_t)m * K + n, sum[m]);
     }
@@ -237,7 +262,8 @@ export function mlpGemvApplies(c: CheckedNormMlp, multiProcessorCount: number): 
 export function launchMlpGemv(host: KernelHost, c: CheckedNormMlp): void {
   const n = c.norm, dtype = n.x.dtype as FloatDType;
   const features = mlpFeatures(dtype, c.K, c.F, host.multiProcessorCount)!;
-  const spec: MlpGemvSpec = { dtype, rows: c.rows, k: c.K, hidden: c.F, features, activation: c.activation, upBias: c.upBias !== undefined, norm: prologueNorm('bf16', n, n.H) };
+  const spec: MlpGemvSpec = { dtype, rows: c.rows, k: c.K, hidden: c.F, features, activation: c.activation, upBias: c.upBias !== undefined, norm: prologueNorm('bf16', n, n.H),
+    ...(mlpOptions.vectorRed && vectorRedFits(dtype, features, c.K) ? { vectorRed: true } : {}) };
   const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
   const pointer = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
   host.kernel(mlpGemvKey(spec), () => mlpGemvSource(spec)).launch({ grid: c.F / features, block: WARPS * 32 }, [
@@ -255,7 +281,9 @@ export function catalog(): KernelSource[] {
     ['f16', 3, 1024, 4096, 'relu'],
     ['f32', 2, 132, 256, 'gelu_tanh'],
   ];
-  return shapes.map(([dtype, rows, k, hidden, activation]) => mlpGemvSource({
-    dtype, rows, k, hidden, features: mlpFeatures(dtype, k, hidden, 132, undefined)!, activation, upBias: true, norm: layer,
-  }));
+  const source = ([dtype, rows, k, hidden, activation]: (typeof shapes)[number], vectorRed: boolean) => mlpGemvSource({
+    dtype, rows, k, hidden, features: mlpFeatures(dtype, k, hidden, 132, undefined)!, activation, upBias: true, norm: layer, ...(vectorRed ? { vectorRed } : {}),
+  });
+  // The vector atomics (FUSEFORMER_MLP_RED_V4): GPT-2's at 1 and 4 rows.
+  return [...shapes.map((s) => source(s, false)), source(shapes[0]!, true), source(shapes[1]!, true)];
 }
