@@ -797,7 +797,8 @@ export function appendDecodeAttentionParts(
  * The residual add and the next norm in one pass: x ← x + y (+ bias), stored in x's dtype; then, from x as
  * stored, out = (x − mean)·rstd·gamma + beta ('layer') or x·rstd·gamma ('rms', no beta), rstd =
  * 1/sqrt(var + eps) or 1/sqrt(mean(x²) + eps). Without y, x is only read (out = norm(x)).
- * x, y, out [rows, H]; bias, gamma, beta [H]; all one float dtype. Nothing is saved for a backward.
+ * x, y, out [rows, H]; bias, gamma, beta [H]; all one float dtype, except that y may be f32 beside 16-bit x (the
+ * accumulator normMlp leaves; x + y + bias is formed in f32). Nothing is saved for a backward.
  */
 export interface ResidualNormArgs {
   x: Tensor;
