@@ -83,6 +83,21 @@ export function sampleTokensSplits(classes: number, vec: number, threads: number
   return Math.max(1, Math.min(byVocabulary, Math.floor(residentBlocks / wave.rows)));
 }
 
+/**
+ * FUSEFORMER_SAMPLE_SPLITS=N (a probe): every greedy or temperature-only row split over N blocks instead of
+ * sampleTokensSplits' count (1: one block walks the whole row, no partials, counter or last-block round trips).
+ * Read once; anything but a positive integer is an error naming the variable.
+ */
+export const sampleTokensForcedSplits: { splits: number | undefined } = { splits: forcedSplitsFromEnv() };
+
+export function forcedSplitsFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const value = env['FUSEFORMER_SAMPLE_SPLITS'];
+  if (value === undefined || value === '') return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`FUSEFORMER_SAMPLE_SPLITS must be a positive integer, got '${value}'`);
+  return n;
+}
+
 /** FUSEFORMER_SAMPLE_WAVE=1: sampleTokens' splits capped at one wave of blocks (sampleTokensSplits); read once. */
 export const sampleTokensWave: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_WAVE', process.env['FUSEFORMER_SAMPLE_WAVE'], false) };
 
@@ -579,7 +594,7 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
   const dtype = logits.dtype as FloatDType, size = byteSize(dtype);
   const vec = pickVectorWidth(16 / size, [{ ptr: p.logits, elementBytes: size }], Vp);
   const threads = sampleTokensThreads(classes);
-  const spec: SampleTokensSpec = { dtype, classes, vec, threads, splits: sampleTokensSplits(classes, vec, threads, sampleTokensWave.enabled ? { rows: B, multiProcessorCount: host.multiProcessorCount } : undefined) };
+  const spec: SampleTokensSpec = { dtype, classes, vec, threads, splits: sampleTokensForcedSplits.splits ?? sampleTokensSplits(classes, vec, threads, sampleTokensWave.enabled ? { rows: B, multiProcessorCount: host.multiProcessorCount } : undefined) };
   const partials = spec.splits > 1 ? host.scratch(B * spec.splits * 8) : 0n, counters = spec.splits > 1 ? host.counters(B) : 0n;
   host.kernel(sampleTokensKey(spec), () => sampleTokensSource(spec)).launch(
     { grid: [spec.splits, B], block: spec.threads },

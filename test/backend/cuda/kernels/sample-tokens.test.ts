@@ -1,0 +1,21 @@
+// sampleTokens' split probe (FUSEFORMER_SAMPLE_SPLITS): parsed as a positive integer or refused by name, and
+// the split count a source bakes in (its slice of the row) follows the spec, one block walking the whole row at 1.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { forcedSplitsFromEnv, sampleTokensSource, sampleTokensSplits } from '../../../../src/backend/cuda/kernels/sample-tokens.js';
+
+test('FUSEFORMER_SAMPLE_SPLITS: unset leaves the planner; a positive integer forces; anything else is named', () => {
+  assert.equal(forcedSplitsFromEnv({}), undefined);
+  assert.equal(forcedSplitsFromEnv({ FUSEFORMER_SAMPLE_SPLITS: '' }), undefined);
+  assert.equal(forcedSplitsFromEnv({ FUSEFORMER_SAMPLE_SPLITS: '1' }), 1);
+  assert.equal(forcedSplitsFromEnv({ FUSEFORMER_SAMPLE_SPLITS: '6' }), 6);
+  for (const bad of ['0', '-2', '1.5', 'two']) assert.throws(() => forcedSplitsFromEnv({ FUSEFORMER_SAMPLE_SPLITS: bad }), /FUSEFORMER_SAMPLE_SPLITS must be a positive integer/);
+});
+
+test('the split count sets the slice each block walks: GPT-2\'s vocabulary in 4 by default, whole at 1', () => {
+  assert.equal(sampleTokensSplits(50257, 8, 1024), 4);
+  const slice = (splits: number) => Number(/constexpr int SLICE = (\d+);/.exec(sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits }).source)![1]);
+  assert.equal(slice(4), Math.ceil(6283 / 4));
+  assert.equal(slice(1), 6283);
+});
