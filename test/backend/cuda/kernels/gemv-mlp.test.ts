@@ -1,0 +1,92 @@
+// The fused MLP kernel's planner and launcher without a GPU (kernels/gemv-mlp.ts): the features a block owns
+// for GPT-2's and awkward shapes (and the probe that forces them), what mlpGemvApplies refuses, the grid, the
+// key and the arguments in the signature's order as a fake host records them, the vector-atomic form's
+// source; the catalog compiles with nvcc where nvcc exists.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Activation } from '../../../../src/backend/backend.js';
+import type { CheckedNormMlp } from '../../../../src/backend/cuda/kernels/gemv-mlp.js';
+import * as mlp from '../../../../src/backend/cuda/kernels/gemv-mlp.js';
+import type { DType } from '../../../../src/dtype.js';
+import { argValue, compileAll, deviceTensor, findNvcc, RecordingHost } from './launch-helpers.js';
+
+/** A checked normMlp of GPT-2's layout on fake device tensors (y in `yDType`, default x's). */
+function checked(rows: number, H: number, F: number, dtype: DType = 'bf16', options: { yDType?: DType; activation?: Activation; upBias?: boolean; outPtr?: bigint } = {}): CheckedNormMlp {
+  const x = deviceTensor([rows, H], dtype), y = deviceTensor([rows, H], options.yDType ?? dtype);
+  return {
+    norm: { x, y, bias: deviceTensor([H], dtype), gamma: deviceTensor([H], dtype), beta: deviceTensor([H], dtype), out: deviceTensor([rows, H], dtype), norm: 'layer', eps: 1e-5, rows, H },
+    up: deviceTensor([F, H], dtype), ...(options.upBias === false ? {} : { upBias: deviceTensor([F], dtype) }), down: deviceTensor([H, F], dtype),
+    out: deviceTensor([rows, H], 'f32', options.outPtr), zero: deviceTensor([4, H], 'f32'), activation: options.activation ?? 'gelu_tanh', rows, K: H, F,
+  };
+}
+
+test('mlpFeatures: the smallest block of at most two blocks an SM, within the registers; the probe forces one that fits', () => {
+  assert.equal(mlp.mlpFeatures('bf16', 768, 3072, 132, undefined), 16, "GPT-2: 192 blocks, 12 vectors a thread");
+  assert.deepEqual(mlp.mlpGemvShape({ dtype: 'bf16', k: 768, features: 16 }), { upVectors: 6, downVectors: 6, upPerWarp: 2, lanesPerRow: 2 });
+  assert.equal(mlp.mlpFeatures('bf16', 1024, 4096, 132, undefined), 16);
+  assert.equal(mlp.mlpFeatures('f32', 1024, 4096, 132, undefined), 8, 'f32 at 1024: only 8 features fit the registers (512 blocks)');
+  assert.equal(mlp.mlpFeatures('bf16', 768, 3072, 132, 32), 32);
+  assert.equal(mlp.mlpFeatures('bf16', 768, 3072, 132, 64), undefined, '64 features: 48 vectors a thread');
+  assert.equal(mlp.mlpFeatures('bf16', 768, 3000, 132, undefined), 8, 'F = 3000: only 8 divides it');
+  assert.equal(mlp.mlpFeatures('bf16', 768, 3004, 132, undefined), undefined, 'F = 3004: no block size divides it');
+  assert.equal(mlp.mlpFeatures('bf16', 4096, 16384, 132, undefined), undefined, 'too wide for the registers');
+  assert.equal(mlp.mlpFeaturesFromEnv({ FUSEFORMER_MLP_FEATURES: '32' }), 32);
+  assert.equal(mlp.mlpFeaturesFromEnv({}), undefined);
+  assert.throws(() => mlp.mlpFeaturesFromEnv({ FUSEFORMER_MLP_FEATURES: '12' }), /FUSEFORMER_MLP_FEATURES must be one of 8, 16, 32, 64, got '12'/);
+});
+
+test('mlpGemvApplies: 1–4 rows, aligned operands, a shape a block size fits', () => {
+  assert.equal(mlp.mlpGemvApplies(checked(1, 768, 3072), 132), true);
+  assert.equal(mlp.mlpGemvApplies(checked(4, 768, 3072, 'bf16', { yDType: 'f32' }), 132), true);
+  assert.equal(mlp.mlpGemvApplies(checked(5, 768, 3072), 132), false, '5 rows');
+  assert.equal(mlp.mlpGemvApplies(checked(1, 768, 3004), 132), false, 'no block size');
+  assert.equal(mlp.mlpGemvApplies(checked(1, 768, 3072, 'bf16', { outPtr: 0x5000_0008n }), 132), false, 'out 8-byte aligned');
+});
+
+test('launchMlpGemv: F / FB blocks of 256 threads, the key, and the arguments in the signature\'s order', () => {
+  const host = new RecordingHost();
+  const c = checked(1, 768, 3072, 'bf16', { yDType: 'f32' });
+  mlp.launchMlpGemv(host, c);
+  const [launch] = host.launches;
+  assert.equal(launch!.key, 'gemv_mlp.bf16.m1.k768.f3072.fb16.gelu_tanh.bias._res_bias_1p_yf32');
+  assert.deepEqual([launch!.config.grid, launch!.config.block], [192, 256]);
+  assert.equal(launch!.gridDependencyWait, true);
+  const ptr = (i: number) => argValue(launch!, i, 'ptr');
+  const address = (t: unknown) => (t as { ptr: bigint }).ptr;
+  assert.deepEqual([ptr(0), ptr(1), ptr(2), ptr(3), ptr(4)], [c.up, c.upBias, c.down, c.out, c.zero].map(address));
+  assert.equal(argValue(launch!, 5, 'i32'), 4 * 768, 'zero_count: every element of the zeroed accumulator');
+  const n = c.norm;
+  assert.deepEqual([ptr(6), ptr(7), ptr(8), ptr(9), ptr(10), ptr(11)], [n.x, n.y, n.bias, n.gamma, n.beta, n.out].map(address));
+  assert.equal(argValue(launch!, 12, 'f32'), 1e-5);
+  assert.equal(ptr(13), RecordingHost.COUNTERS);
+  assert.equal(launch!.args.length, 14);
+  assert.match(launch!.source, /typedef float Y;/);
+  assert.match(launch!.source, /const Y\* __restrict__ y/);
+  assert.match(launch!.source, /constexpr bool RED_V4 = false;/);
+  // Without an up bias, and with a 16-bit y: no bias pointer, T as Y.
+  mlp.launchMlpGemv(host, checked(2, 768, 3072, 'f16', { upBias: false, activation: 'relu' }));
+  assert.equal(host.launches[1]!.key, 'gemv_mlp.f16.m2.k768.f3072.fb16.relu._res_bias_1p');
+  assert.equal(argValue(host.launches[1]!, 1, 'ptr'), 0n);
+});
+
+test('the vector atomics (FUSEFORMER_MLP_RED_V4): in the key and source where four rows fit a warp', () => {
+  const host = new RecordingHost();
+  const saved = mlp.mlpOptions.vectorRed;
+  mlp.mlpOptions.vectorRed = true;
+  try {
+    mlp.launchMlpGemv(host, checked(1, 768, 3072));
+    assert.match(host.launches[0]!.key, /\.red4\./);
+    assert.match(host.launches[0]!.source, /constexpr bool RED_V4 = true;/);
+    assert.equal(mlp.vectorRedFits('bf16', 64, 768), true, 'FB 64 at 16 bit: 8 lanes a row, 4 rows a warp');
+    assert.equal(mlp.vectorRedFits('f32', 64, 768), false, 'FB 64 at f32: 16 lanes a row, 2 rows a warp');
+    assert.equal(mlp.vectorRedFits('bf16', 16, 770), false, 'K not a multiple of 4');
+  } finally {
+    mlp.mlpOptions.vectorRed = saved;
+  }
+});
+
+const nvcc = findNvcc();
+test('the fused MLP kernels compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found', timeout: 5 * 60_000 }, async () => {
+  assert.deepEqual(await compileAll(nvcc!, mlp.catalog()), []);
+});
