@@ -51,13 +51,23 @@ export interface MlpGemvSpec {
   readonly norm: GemvNorm;
   /** Four rows' sums a lane added by one red.global.add.v4.f32 (sm_90) instead of four scalar atomics (mlpOptions.vectorRed). */
   readonly vectorRed?: boolean;
+  /** The next kernel let launch right after the wait instead of after the proj's sums (mlpOptions.earlyTrigger). */
+  readonly earlyTrigger?: boolean;
 }
 
 /**
  * FUSEFORMER_MLP_RED_V4=1: the proj's sums added four rows at a time by vector atomics (a fourth of the
  * atomics: 147k scalar ones a GPT-2 layer at batch 1 otherwise). Read once; tests set it directly.
  */
-export const mlpOptions = { vectorRed: envFlag('FUSEFORMER_MLP_RED_V4', process.env['FUSEFORMER_MLP_RED_V4'], false) };
+export const mlpOptions = {
+  vectorRed: envFlag('FUSEFORMER_MLP_RED_V4', process.env['FUSEFORMER_MLP_RED_V4'], false),
+  /**
+   * FUSEFORMER_MLP_EARLY_TRIGGER=1: the next kernel (the next layer's QKV GEMV) may launch right after this one's
+   * wait, so its blocks issue their weight loads during this kernel's chain — every weight of this kernel is
+   * already in flight by then, which the GEMVs that lost with an early trigger (session 32) could not say.
+   */
+  earlyTrigger: envFlag('FUSEFORMER_MLP_EARLY_TRIGGER', process.env['FUSEFORMER_MLP_EARLY_TRIGGER'], false),
+};
 
 /** The features a block may own: FB/VEC 16-byte vectors of a down row, a power of two dividing 32. */
 export const MLP_FEATURE_CHOICES = [8, 16, 32, 64] as const;
@@ -65,7 +75,7 @@ export const MLP_FEATURE_CHOICES = [8, 16, 32, 64] as const;
 export const MLP_MAX_VECTORS = 24;
 
 export function mlpGemvKey(s: MlpGemvSpec): string {
-  return `gemv_mlp.${s.dtype}.m${s.rows}.k${s.k}.f${s.hidden}.fb${s.features}.${s.activation}${s.upBias ? '.bias' : ''}${s.vectorRed ? '.red4' : ''}.${normSwitchesKey(s.norm)}`;
+  return `gemv_mlp.${s.dtype}.m${s.rows}.k${s.k}.f${s.hidden}.fb${s.features}.${s.activation}${s.upBias ? '.bias' : ''}${s.vectorRed ? '.red4' : ''}${s.earlyTrigger ? '.early' : ''}.${normSwitchesKey(s.norm)}`;
 }
 
 function vectorWidth(dtype: FloatDType): number {
@@ -117,7 +127,7 @@ export function mlpGemvSource(spec: MlpGemvSpec): KernelSource {
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, F: spec.hidden, FB: spec.features, VEC: vec, THREADS: WARPS * 32, NWARPS: WARPS,
-    FA: upPerWarp, NVA: Math.ceil(spec.k / (32 * vec)), CV: lanesPerRow, NB: Math.ceil((spec.k * lanesPerRow) / (WARPS * 32)), UP_BIAS: spec.upBias, RED_V4: spec.vectorRed === true })}
+    FA: upPerWarp, NVA: Math.ceil(spec.k / (32 * vec)), CV: lanesPerRow, NB: Math.ceil((spec.k * lanesPerRow) / (WARPS * 32)), UP_BIAS: spec.upBias, RED_V4: spec.vectorRed === true, EARLY_TRIGGER: spec.earlyTrigger === true })}
 ${normPrologueCode(spec.norm)}
 
 __device__ __forceinline__ float activate(float g) { return ${ACTIVATION_CODE[spec.activation]}; }
@@ -163,6 +173,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   }
 
   GRID_DEPENDENCY_WAIT();
+  if constexpr (EARLY_TRIGGER) GRID_DEPENDENCY_TRIGGER();
   // The next layer's accumulator: its last reader ended before this kernel's wait returned.
   for (int i = blockIdx.x * THREADS + threadIdx.x; i < zero_count; i += gridDim.x * THREADS) zero[i] = 0.f;
   ${normPrologueCallCode('x')}
@@ -226,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
       for (int m = 0; m < M; m++) atomicAdd(out + (size_t)m * K + n, sum[m]);
     }
   }
-  GRID_DEPENDENCY_TRIGGER();
+  if constexpr (!EARLY_TRIGGER) GRID_DEPENDENCY_TRIGGER();
 ${normPrologueFinishCode('x')}
 }
 `;
@@ -263,7 +274,7 @@ export function launchMlpGemv(host: KernelHost, c: CheckedNormMlp): void {
   const n = c.norm, dtype = n.x.dtype as FloatDType;
   const features = mlpFeatures(dtype, c.K, c.F, host.multiProcessorCount)!;
   const spec: MlpGemvSpec = { dtype, rows: c.rows, k: c.K, hidden: c.F, features, activation: c.activation, upBias: c.upBias !== undefined, norm: prologueNorm('bf16', n, n.H),
-    ...(mlpOptions.vectorRed && vectorRedFits(dtype, features, c.K) ? { vectorRed: true } : {}) };
+    ...(mlpOptions.vectorRed && vectorRedFits(dtype, features, c.K) ? { vectorRed: true } : {}), ...(mlpOptions.earlyTrigger ? { earlyTrigger: true } : {}) };
   const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
   const pointer = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
   host.kernel(mlpGemvKey(spec), () => mlpGemvSource(spec)).launch({ grid: c.F / features, block: WARPS * 32 }, [
@@ -285,5 +296,6 @@ export function catalog(): KernelSource[] {
     dtype, rows, k, hidden, features: mlpFeatures(dtype, k, hidden, 132, undefined)!, activation, upBias: true, norm: layer, ...(vectorRed ? { vectorRed } : {}),
   });
   // The vector atomics (FUSEFORMER_MLP_RED_V4): GPT-2's at 1 and 4 rows.
-  return [...shapes.map((s) => source(s, false)), source(shapes[0]!, true), source(shapes[1]!, true)];
+  const gpt2 = mlpGemvSource({ dtype: 'bf16', rows: 1, k: 768, hidden: 3072, features: 16, activation: 'gelu_tanh', upBias: true, norm: layer, earlyTrigger: true });
+  return [...shapes.map((s) => source(s, false)), source(shapes[0]!, true), source(shapes[1]!, true), gpt2];
 }

@@ -86,6 +86,21 @@ test('the vector atomics (FUSEFORMER_MLP_RED_V4): in the key and source where fo
   }
 });
 
+test('the early trigger (FUSEFORMER_MLP_EARLY_TRIGGER): in the key and source, the trigger after the wait', () => {
+  const host = new RecordingHost();
+  const saved = mlp.mlpOptions.earlyTrigger;
+  mlp.mlpOptions.earlyTrigger = true;
+  try {
+    mlp.launchMlpGemv(host, checked(1, 768, 3072));
+    assert.match(host.launches[0]!.key, /\.early\./);
+    assert.match(host.launches[0]!.source, /constexpr bool EARLY_TRIGGER = true;/);
+  } finally {
+    mlp.mlpOptions.earlyTrigger = saved;
+  }
+  mlp.launchMlpGemv(host, checked(1, 768, 3072));
+  assert.doesNotMatch(host.launches[1]!.key, /\.early/);
+});
+
 const nvcc = findNvcc();
 test('the fused MLP kernels compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found', timeout: 5 * 60_000 }, async () => {
   assert.deepEqual(await compileAll(nvcc!, mlp.catalog()), []);
