@@ -753,9 +753,9 @@ export class DecodeEngine {
             qkv: v.qkv, positions: st.positions, q: q3, kCache, vCache, out: out3, scale, ...rope, ...(bias ? { bias } : {}), ...(partials ? { partials } : {}),
           });
           return v.attn;
-        });
+        }, st.logits);
       }
-      f.lmHead(b, v.h, st.logits);
+      if (megakernel) f.lmHead(b, v.h, st.logits);
       this.sample(st);
     };
     prepared = { run, runs: 0 };

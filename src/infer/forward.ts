@@ -138,6 +138,15 @@ export const fusedMlpOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' }
 /** Rows at most the 'auto' mode's accumulators hold (the fused kernel's limit, GEMV_MAX_ROWS). */
 const FUSED_MLP_AUTO_ROWS = 4;
 
+/**
+ * The final norm and the LM head as one normLinear where blocks() is given the logits (decode steps: every row
+ * goes through the head) and the head is unquantized — on CUDA at 1–4 rows the head GEMV forms the norm in its
+ * prologue, one kernel a token fewer (the final residualNorm: 2.4 µs of a GPT-2 batch-1 step, 4.6 of a Llama
+ * one, session 29 / 34 timelines). Opt-in (FUSEFORMER_HEAD_NORM=1) until measured; takes effect for forwards
+ * launched or captured after it is set.
+ */
+export const headNormOptions = { enabled: process.env['FUSEFORMER_HEAD_NORM'] === '1' };
+
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
   private readonly buffers: Omit<RowViews, 'rows'>;
@@ -254,9 +263,10 @@ export class DecoderForward {
 
   /**
    * Every layer, from x as embed() left it to h = the final norm of x; `attention(layer, v)` turns v.qkv
-   * into the attention output [R, Hq·d] (v.attn or another buffer).
+   * into the attention output [R, Hq·d] (v.attn or another buffer). With `logits` [R, paddedVocab], every
+   * row also through the LM head (lmHead; with headNormOptions, the final norm and the head as one normLinear).
    */
-  blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor): void {
+  blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor, logits?: Tensor): void {
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
     const capture = this.capture;
@@ -300,7 +310,13 @@ export class DecoderForward {
       else residualProduct(v.act, layer.down, rowNorm ? m.layers[l + 1]?.norm1 : undefined);
       if (inNorms) this.sumOverRanks(v.y);
     });
-    ops.residualNorm(this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias, mlp?.out(m.layers.length - 1)));
+    const finalNorm = this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias, mlp?.out(m.layers.length - 1));
+    if (logits && headNormOptions.enabled && !m.quantization?.lmHead) {
+      ops.normLinear({ norm: finalNorm, linear: { kind: 'gemm', b: m.lmHead, out: logits } });
+      return;
+    }
+    ops.residualNorm(finalNorm);
+    if (logits) this.lmHead(ops, v.h, logits);
   }
 
   /** Whether the model takes fusedMlpOptions: a GELU-tanh / ReLU MLP (an fc epilogue), ≥ 2 layers, no quantization or tensor parallelism. */

@@ -18,7 +18,7 @@ import { probeCuda } from '../../src/cuda/probe.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
-import { residualInProductsOptions, rowNormOptions } from '../../src/infer/forward.js';
+import { headNormOptions, residualInProductsOptions, rowNormOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { accumulateGemmCases, checkGemmCase, decodeGemmCases, loopGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
 import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, rowNormCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
@@ -470,5 +470,33 @@ test('gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows) gives the usu
     }
   } finally {
     gpu.fusedMlp = false;
+  }
+});
+
+test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual decode logits and greedy tokens: GPT-2 and Llama', { skip }, async () => {
+  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
+  const gpu = CudaBackend.create();
+  for (const m of ENGINE_TEST_MODELS) {
+    const dir = join(root, `${m.name}-head-norm`);
+    writeModelFolder(dir, m.family, m.config, 11);
+    for (const dtype of ['f32', 'bf16'] as const) {
+      const model = loadDecoderModel(dir, gpu, { dtype }).model;
+      try {
+        const prompts = [[3, 40, 7], [5, 9]];
+        const decode = async (on: boolean, graphs: boolean) => {
+          headNormOptions.enabled = on;
+          const before = gpu.normGemvLaunches;
+          const tokens = await generateBatch(model, prompts, { maxNewTokens: 9, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
+          return { tokens, normGemvs: gpu.normGemvLaunches - before };
+        };
+        const usual = await decode(false, false), ours = await decode(true, false);
+        assert.ok(ours.normGemvs > usual.normGemvs, `${m.name} ${dtype}: the head's norm GEMV ran (${ours.normGemvs} against ${usual.normGemvs} norm GEMVs)`);
+        if (dtype === 'f32') assert.deepEqual(ours.tokens, usual.tokens, `${m.name} f32: the usual tokens`);
+        assert.deepEqual((await decode(true, true)).tokens, ours.tokens, `${m.name} ${dtype}: replayed = eager`);
+      } finally {
+        headNormOptions.enabled = false;
+        model.free();
+      }
+    }
   }
 });
