@@ -280,43 +280,49 @@ export class DecoderForward {
       : { a, b: w, out: v.y, transB });
     // fusedMlpOptions: each MLP one normMlp into an f32 accumulator, which the norm after it reads as y.
     const mlp = inNorms && !capture ? this.fusedMlpViews(ops, v.rows) : undefined;
-    m.layers.forEach((layer, l) => {
-      const q = m.quantization?.layers[l] ?? {};
-      // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
-      const norm1 = this.normArgs(v, layer.norm1, inNorms && l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined, mlp?.out(l - 1));
-      if (rowNorm && l > 0) ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB, rowScale });
-      else if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
-      else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
-      else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
-      capture?.(l, 'qkv', v.h);
-      if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
-      const attended = attention(l, v);
-      capture?.(l, 'out', attended);
-      if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
-      else residualProduct(attended, layer.out, mlpRowNorm ? layer.norm2 : undefined);
-      if (inNorms) this.sumOverRanks(v.y);
-      if (mlp) {
-        ops.normMlp({
-          norm: this.normArgs(v, layer.norm2, true, layer.outBias), skipNormOut: true, up: layer.up, ...(layer.upBias ? { upBias: layer.upBias } : {}),
-          activation: m.arch.activation, down: layer.down, out: mlp.out(l), zero: mlp.zero(l),
-        });
+    try {
+      m.layers.forEach((layer, l) => {
+        const q = m.quantization?.layers[l] ?? {};
+        // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
+        const norm1 = this.normArgs(v, layer.norm1, inNorms && l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined, mlp?.out(l - 1));
+        if (rowNorm && l > 0) ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB, rowScale });
+        else if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
+        else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
+        else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
+        capture?.(l, 'qkv', v.h);
+        if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
+        const attended = attention(l, v);
+        capture?.(l, 'out', attended);
+        if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
+        else residualProduct(attended, layer.out, mlpRowNorm ? layer.norm2 : undefined);
+        if (inNorms) this.sumOverRanks(v.y);
+        if (mlp) {
+          ops.normMlp({
+            norm: this.normArgs(v, layer.norm2, true, layer.outBias), skipNormOut: true, up: layer.up, ...(layer.upBias ? { upBias: layer.upBias } : {}),
+            activation: m.arch.activation, down: layer.down, out: mlp.out(l), zero: mlp.zero(l),
+          });
+          return;
+        }
+        if (mlpRowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
+        else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
+        capture?.(l, 'up', v.h);
+        capture?.(l, 'down', v.act);
+        if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
+        else residualProduct(v.act, layer.down, rowNorm ? m.layers[l + 1]?.norm1 : undefined);
+        if (inNorms) this.sumOverRanks(v.y);
+      });
+      const finalNorm = this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias, mlp?.out(m.layers.length - 1));
+      if (logits && headNormOptions.enabled && !m.quantization?.lmHead) {
+        ops.normLinear({ norm: finalNorm, linear: { kind: 'gemm', b: m.lmHead, out: logits } });
         return;
       }
-      if (mlpRowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
-      else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
-      capture?.(l, 'up', v.h);
-      capture?.(l, 'down', v.act);
-      if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
-      else residualProduct(v.act, layer.down, rowNorm ? m.layers[l + 1]?.norm1 : undefined);
-      if (inNorms) this.sumOverRanks(v.y);
-    });
-    const finalNorm = this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias, mlp?.out(m.layers.length - 1));
-    if (logits && headNormOptions.enabled && !m.quantization?.lmHead) {
-      ops.normLinear({ norm: finalNorm, linear: { kind: 'gemm', b: m.lmHead, out: logits } });
-      return;
+      ops.residualNorm(finalNorm);
+      if (logits) this.lmHead(ops, v.h, logits);
+    } catch (e) {
+      // A step cut short leaves the fused MLP's accumulators part-summed: cleared, so later steps start from zero.
+      if (mlp) ops.fill(this.mlpAccumulators!.all, 0);
+      throw e;
     }
-    ops.residualNorm(finalNorm);
-    if (logits) this.lmHead(ops, v.h, logits);
   }
 
   /** Whether the model takes fusedMlpOptions: a GELU-tanh / ReLU MLP (an fc epilogue), ≥ 2 layers, no quantization or tensor parallelism. */

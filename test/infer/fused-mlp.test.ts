@@ -11,6 +11,7 @@ import { after, afterEach, test } from 'node:test';
 import type { NormMlpArgs } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { DecoderForward, fusedMlpOptions } from '../../src/infer/forward.js';
+import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { TINY_GPT2, writeModelFolder } from './hf-folder.js';
@@ -87,4 +88,32 @@ test('fusedMlp: only non-gated MLPs with an fc epilogue, and in auto mode where 
   fusedMlpOptions.mode = 'off';
   assert.equal(views(gpt2, backend, 1), undefined);
   free();
+});
+
+test('gpt2: a forward cut short by an error leaves the accumulators zeroed, so the engine\'s next forwards are right', () => {
+  const dir = join(root, 'gpt2-error');
+  writeModelFolder(dir, 'gpt2', GPT2 as never, 6);
+  const backend = new CpuBackend();
+  const { model } = loadDecoderModel(dir, backend);
+  const promptLogits = (engine: DecodeEngine) => engine.promptLogits(PROMPT);
+  fusedMlpOptions.mode = 'off';
+  const usualEngine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
+  const usual = promptLogits(usualEngine);
+  usualEngine.dispose();
+  fusedMlpOptions.mode = 'on';
+  const engine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
+  // The first forward fails at layer 1's first normLinear, after layer 0's normMlp has added into its accumulator.
+  const normLinear = backend.normLinear.bind(backend);
+  let calls = 0;
+  backend.normLinear = (args) => {
+    if (++calls === 2) throw new Error('injected failure');
+    normLinear(args);
+  };
+  assert.throws(() => promptLogits(engine), /injected failure/);
+  for (let i = 0; i < 2; i++) {
+    const again = promptLogits(engine);
+    assert.ok(relError(again, usual) < 1e-5, `forward ${i + 1} after the failure: rel err ${relError(again, usual)}`);
+  }
+  engine.dispose();
+  model.free();
 });
