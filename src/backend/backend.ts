@@ -745,6 +745,20 @@ export interface DecodeAttentionArgs {
   partials?: Tensor;
   blockTable?: Tensor;
   freshKeys?: number;
+  project?: AttentionProjection;
+}
+
+/**
+ * The attention output's projection, as decodeAttention's (and appendDecodeAttention's) epilogue: after out is
+ * written, out_proj[b, n] += Σ_k out[b, k]·weight[n, k] (out's values as stored, the sum in f32, added to what
+ * out_proj held: the blocks of several heads meet there, by atomics on CUDA, so the f32 order of the sum is not
+ * fixed), and `zero`, when given, set to 0 (a later accumulator; see NormMlpArgs). weight [H, Hq·d] in out's
+ * dtype (the O projection, [out, in]); out f32 [B, H]; zero f32 (neither out nor weight).
+ */
+export interface AttentionProjection {
+  weight: Tensor;
+  out: Tensor;
+  zero?: Tensor;
 }
 
 /**
@@ -755,7 +769,7 @@ export interface DecodeAttentionArgs {
  * the new key and value from registers instead of the cache, and one block per (sequence, kv head) writes
  * them to the cache), but writes everything the two ops write except q.
  *   qkv [B, (Hq + 2·Hkv)·d], bias, rope, positions i32 [B]: as qkvRopeAppend's (one row per sequence);
- *   kCache, vCache [B, Hkv, maxLen, d]; out [B, Hq, d]; scale, partials: as decodeAttention's. q [B, Hq, d]:
+ *   kCache, vCache [B, Hkv, maxLen, d]; out [B, Hq, d]; scale, partials, project: as decodeAttention's. q [B, Hq, d]:
  *   scratch for the rotated query heads; its contents afterwards are unspecified.
  * Paged (blockTable i32 [B, maxBlocks] given): the caches are a block pool [numBlocks, Hkv, blockSize, d],
  *   sequence b's keys go through table row b (both ops' paged layout); a negative position marks an idle
@@ -773,6 +787,7 @@ export interface AppendDecodeAttentionArgs {
   scale?: number;
   partials?: Tensor;
   blockTable?: Tensor;
+  project?: AttentionProjection;
 }
 
 /**
@@ -785,11 +800,13 @@ export function appendDecodeAttentionParts(
   const q = check.tensor('q', args.q);
   check.shape('q', q, ['B', 'Hq', 'd']);
   const [B, Hq, d] = q.shape as [number, number, number];
-  const { qkv, bias, rope, positions, kCache, vCache, out, scale, partials, blockTable } = args;
+  const { qkv, bias, rope, positions, kCache, vCache, out, scale, partials, blockTable, project } = args;
   const table = blockTable ? { blockTable } : {};
   return {
     append: { qkv, positions, q: view(q, 0, [B, Hq, 1, d]), kCache, vCache, ...table, ...(bias ? { bias } : {}), ...(rope ? { rope } : {}) },
-    attention: { q, kCache, vCache, positions, out, freshKeys: 1, ...table, ...(scale !== undefined ? { scale } : {}), ...(partials ? { partials } : {}) },
+    attention: {
+      q, kCache, vCache, positions, out, freshKeys: 1, ...table, ...(scale !== undefined ? { scale } : {}), ...(partials ? { partials } : {}), ...(project ? { project } : {}),
+    },
   };
 }
 
@@ -1484,6 +1501,12 @@ export interface Backend {
    * backend implements normMlp at any size without offering it).
    */
   fusesMlp?(rows: number, dtype: DType, H: number, F: number): boolean;
+  /**
+   * Whether decodeAttention / appendDecodeAttention of `rows` sequences take `project` inside their kernel
+   * (heads Hq of d over kvHeads, projected to H), so a decode forward gains by asking for it instead of the O
+   * GEMM. Absent: never (the CPU backend implements project at any size without offering it).
+   */
+  projectsAttention?(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number): boolean;
   /**
    * Marks the current point of the queue, for timing. Inside captureGraph() (CUDA) the mark becomes a
    * node of the graph, recorded again by every replay: elapsedSince() then reads the latest replay.

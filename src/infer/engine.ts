@@ -747,13 +747,14 @@ export class DecodeEngine {
       if (megakernel) {
         b.decodeLayers(megakernel);
       } else {
-        f.blocks(b, v, (l) => {
+        f.blocks(b, v, (l, _v, project) => {
           const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n), bias = m.layers[l]!.qkvBias;
           b.appendDecodeAttention({
             qkv: v.qkv, positions: st.positions, q: q3, kCache, vCache, out: out3, scale, ...rope, ...(bias ? { bias } : {}), ...(partials ? { partials } : {}),
+            ...(project ? { project } : {}),
           });
           return v.attn;
-        }, st.logits);
+        }, { logits: st.logits, projects: true });
       }
       if (megakernel) f.lmHead(b, v.h, st.logits);
       this.sample(st);

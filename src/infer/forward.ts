@@ -31,7 +31,7 @@
 // buffer allocated here), its norm a residualNorm of its own.
 // Calibration (quant/decoder-quantize.ts) sets `capture` to see each projection's input.
 
-import type { Activation, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
+import type { Activation, AttentionProjection, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
 import { decodeLayersWorkspaceFloats, rowSquareSlots } from '../backend/backend.js';
 import { decodeLayersUnsupported } from '../backend/cuda/kernels/decode-layers.js';
 import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
@@ -135,8 +135,18 @@ export const rowNormOptions: { mode: 'auto' | 'on' | 'off'; mlp: boolean } = { m
  * constructed (its accumulators) and launched or captured after it is set.
  */
 export const fusedMlpOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
+/**
+ * With the fused MLP, the O projection as decode attention's epilogue (DecodeAttentionArgs.project) into an f32
+ * accumulator that the MLP's norm reads as y — the O GEMM gone. 'auto' (default) follows the backend
+ * (Backend.projectsAttention: CUDA at 1–4 rows with FUSEFORMER_FUSED_O=1); 'on' forces it wherever the fused
+ * MLP runs (the CPU tests), 'off' never. Only for blocks() calls whose attention callback applies `project`
+ * (the decode engine's steps). Takes effect for forwards launched or captured after it is set.
+ */
+export const projectedAttentionOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
 /** Rows at most the 'auto' mode's accumulators hold (the fused kernel's limit, GEMV_MAX_ROWS). */
 const FUSED_MLP_AUTO_ROWS = 4;
+/** The fused forward's f32 accumulators (fusedMlpViews: three, or five with the attention projected). */
+const ACCUMULATORS = 5;
 
 /**
  * The final norm and the LM head as one normLinear where blocks() is given the logits (decode steps: every row
@@ -159,10 +169,7 @@ export class DecoderForward {
   /** [maxRows · widest K] in the model's dtype: the inputs of act-order INT4 products, in their weights' order. */
   private readonly ordered?: Tensor;
   private readonly orderedViews = new Map<string, Tensor>();
-  /**
-   * fusedMlpOptions' f32 accumulators [3, mlpRows, H], zeroed: layer l's normMlp adds into accumulator
-   * mlpAccumulator(l) and zeroes the one the layer before it wrote (read by this layer's first norm by then).
-   */
+  /** fusedMlpOptions' f32 accumulators [ACCUMULATORS, mlpRows, H], zeroed (fusedMlpViews says which op uses which). */
   private readonly mlpAccumulators?: { readonly all: Tensor; readonly rows: number; readonly views: Tensor[] };
   /**
    * Calibration (quant/decoder-quantize.ts): called with each projection's input as blocks() runs — the
@@ -199,8 +206,8 @@ export class DecoderForward {
     }
     if (fusedMlpOptions.mode !== 'off' && this.fusedMlpModel()) {
       const rows = fusedMlpOptions.mode === 'on' ? maxRows : Math.min(maxRows, FUSED_MLP_AUTO_ROWS);
-      const all = b.fromArray(new Float32Array(3 * rows * arch.hidden), [3, rows, arch.hidden], 'f32');
-      this.mlpAccumulators = { all, rows, views: [0, 1, 2].map((i) => b.view(all, i * rows * arch.hidden, [rows, arch.hidden])) };
+      const all = b.fromArray(new Float32Array(ACCUMULATORS * rows * arch.hidden), [ACCUMULATORS, rows, arch.hidden], 'f32');
+      this.mlpAccumulators = { all, rows, views: Array.from({ length: ACCUMULATORS }, (_, i) => b.view(all, i * rows * arch.hidden, [rows, arch.hidden])) };
     }
     const ordered = [...(model.quantization?.layers ?? []).flatMap((q) => Object.values(q)), model.quantization?.lmHead]
       .filter((w): w is DeviceInt4Weight => w?.kind === 'int4' && w.inputOrder !== undefined);
@@ -262,11 +269,14 @@ export class DecoderForward {
   }
 
   /**
-   * Every layer, from x as embed() left it to h = the final norm of x; `attention(layer, v)` turns v.qkv
-   * into the attention output [R, Hq·d] (v.attn or another buffer). With `logits` [R, paddedVocab], every
-   * row also through the LM head (lmHead; with headNormOptions, the final norm and the head as one normLinear).
+   * Every layer, from x as embed() left it to h = the final norm of x; `attention(layer, v, project)` turns
+   * v.qkv into the attention output [R, Hq·d] (v.attn or another buffer) and, when `project` is given, passes
+   * it on to its decodeAttention (only where options.projects says the callback does: projectedAttentionOptions).
+   * With options.logits [R, paddedVocab], every row also through the LM head (lmHead; with headNormOptions,
+   * the final norm and the head as one normLinear).
    */
-  blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews) => Tensor, logits?: Tensor): void {
+  blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews, project?: AttentionProjection) => Tensor, options: { logits?: Tensor; projects?: boolean } = {}): void {
+    const logits = options.logits;
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
     const capture = this.capture;
@@ -279,7 +289,7 @@ export class DecoderForward {
       ? { a, b: w, out: v.x, transB, beta: 1, ...(next ? { rowSquares: { gamma: next.gamma, scaled: v.h, squares: v.squares! } } : {}) }
       : { a, b: w, out: v.y, transB });
     // fusedMlpOptions: each MLP one normMlp into an f32 accumulator, which the norm after it reads as y.
-    const mlp = inNorms && !capture ? this.fusedMlpViews(ops, v.rows) : undefined;
+    const mlp = inNorms && !capture ? this.fusedMlpViews(ops, v.rows, options.projects === true) : undefined;
     try {
       m.layers.forEach((layer, l) => {
         const q = m.quantization?.layers[l] ?? {};
@@ -291,14 +301,17 @@ export class DecoderForward {
         else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
         capture?.(l, 'qkv', v.h);
         if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
-        const attended = attention(l, v);
+        // projectedAttentionOptions: the O product added into an accumulator by the attention kernel itself.
+        const project = mlp?.attention ? { weight: layer.out, out: mlp.attention.out(l), zero: mlp.attention.zero(l) } : undefined;
+        const attended = attention(l, v, project);
         capture?.(l, 'out', attended);
-        if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
+        if (project) { /* the O product is in project.out; its bias is added by the MLP's norm */ }
+        else if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
         else residualProduct(attended, layer.out, mlpRowNorm ? layer.norm2 : undefined);
-        if (inNorms) this.sumOverRanks(v.y);
+        if (inNorms && !project) this.sumOverRanks(v.y);
         if (mlp) {
           ops.normMlp({
-            norm: this.normArgs(v, layer.norm2, true, layer.outBias), skipNormOut: true, up: layer.up, ...(layer.upBias ? { upBias: layer.upBias } : {}),
+            norm: this.normArgs(v, layer.norm2, true, layer.outBias, project?.out), skipNormOut: true, up: layer.up, ...(layer.upBias ? { upBias: layer.upBias } : {}),
             activation: m.arch.activation, down: layer.down, out: mlp.out(l), zero: mlp.zero(l),
           });
           return;
@@ -334,17 +347,35 @@ export class DecoderForward {
 
   /**
    * The accumulators of a fused-MLP forward of `rows` rows (fusedMlpOptions), or undefined where it does not
-   * run: out(l) is layer l's (l = −1: the last layer's, the previous step's), zero(l) the whole one the layer
-   * before l wrote — read by layer l's first norm before layer l's normMlp runs. Layer l uses l mod 2, the
-   * last layer the third, so no two consecutive layers (the last and the first included) share one.
+   * run: out(l) is layer l's MLP output (l = −1: the last layer's, the previous step's), read as y by the next
+   * norm; zero(l) a whole accumulator layer l's normMlp clears; `attention` (projectedAttentionOptions, with
+   * `projects`) the same for the attention kernel's O products, read by the MLP's norm.
+   * The step's accumulations t = 0 … N − 1 (the MLPs alone: layer l's is t = l; with the attention projected:
+   * 2l and 2l + 1) each add into a buffer that the op reading it finishes with before the op after it — so op t
+   * may clear the buffer of t − 1 when its reader is not an accumulating op (the MLPs alone: the next QKV norm)
+   * and of t − 2 otherwise (the MLP's norm reads t − 1 itself). Buffers: the MLPs alone t mod 2, the last layer
+   * buffer 4; projected, t mod 3 with the step's last two on buffers 3 and 4 (2·layers is not always a multiple
+   * of 3), so every two (or three) consecutive accumulations — the step's last and the next step's first
+   * included — use different buffers. Both forms end a step on buffer 4 and clear it in their first or second
+   * op, and leave 0–2 cleared, so steps of either form (a graph of each batch size) may follow each other.
    */
-  private fusedMlpViews(ops: Backend, rows: number): { out(l: number): Tensor; zero(l: number): Tensor } | undefined {
-    const acc = this.mlpAccumulators, m = this.model, H = m.arch.hidden;
+  private fusedMlpViews(ops: Backend, rows: number, projects: boolean): {
+    out(l: number): Tensor; zero(l: number): Tensor; attention?: { out(l: number): Tensor; zero(l: number): Tensor };
+  } | undefined {
+    const acc = this.mlpAccumulators, m = this.model, arch = m.arch, H = arch.hidden;
     if (!acc || rows > acc.rows) return undefined;
-    if (fusedMlpOptions.mode !== 'on' && !(fusedMlpOptions.mode === 'auto' && (ops.fusesMlp?.(rows, m.dtype, H, m.arch.ffn) ?? false))) return undefined;
-    const L = m.layers.length, index = (l: number) => (l < 0 || l === L - 1 ? 2 : l % 2);
-    const b = m.backend;
-    return { out: (l) => b.view(acc.views[index(l)]!, 0, [rows, H]), zero: (l) => acc.views[index(l - 1)]! };
+    if (fusedMlpOptions.mode !== 'on' && !(fusedMlpOptions.mode === 'auto' && (ops.fusesMlp?.(rows, m.dtype, H, arch.ffn) ?? false))) return undefined;
+    const project = projects && (projectedAttentionOptions.mode === 'on'
+      || (projectedAttentionOptions.mode === 'auto' && (ops.projectsAttention?.(rows, m.dtype, H, arch.heads, arch.kvHeads, arch.headDim) ?? false)));
+    const L = m.layers.length, N = project ? 2 * L : L, b = m.backend;
+    const buffer = project ? (t: number) => (t < N - 2 ? t % 3 : 3 + t - (N - 2)) : (t: number) => (t === N - 1 ? 4 : t % 2);
+    const cleared = (t: number) => buffer((t - (project ? 2 : 1) + N) % N);
+    const mlpStep = (l: number) => (project ? 2 * l + 1 : l);
+    const view = (t: number) => b.view(acc.views[buffer((t + N) % N)]!, 0, [rows, H]);
+    return {
+      out: (l) => view(mlpStep(l)), zero: (l) => acc.views[cleared(mlpStep(l))]!,
+      ...(project ? { attention: { out: (l: number) => view(2 * l), zero: (l: number) => acc.views[cleared(2 * l)]! } } : {}),
+    };
   }
 
   /**

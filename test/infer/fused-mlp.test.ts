@@ -8,11 +8,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
-import type { NormMlpArgs } from '../../src/backend/backend.js';
+import type { AppendDecodeAttentionArgs, NormMlpArgs } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { DecoderForward, fusedMlpOptions } from '../../src/infer/forward.js';
+import { DecoderForward, fusedMlpOptions, projectedAttentionOptions } from '../../src/infer/forward.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
+import { resolveSampling } from '../../src/infer/sampling.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { TINY_GPT2, writeModelFolder } from './hf-folder.js';
 import { gpt2ReferenceLogits } from './reference-forward.js';
@@ -20,33 +21,38 @@ import { PROMPT, prefillAndStepLogits, qualificationForwards, relError } from '.
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-fused-mlp-'));
 after(() => rmSync(root, { recursive: true, force: true }));
-afterEach(() => { fusedMlpOptions.mode = 'auto'; });
+afterEach(() => { fusedMlpOptions.mode = 'auto'; projectedAttentionOptions.mode = 'auto'; });
 
 const GPT2 = { ...TINY_GPT2, layers: 3 };
 
-/** A CPU backend that counts normMlp calls. */
-function countingBackend(): { backend: CpuBackend; counts: { normMlp: number } } {
-  const backend = new CpuBackend(), counts = { normMlp: 0 };
-  const normMlp = backend.normMlp.bind(backend);
+/** A CPU backend that counts normMlp calls and the attention ops given a projection. */
+function countingBackend(): { backend: CpuBackend; counts: { normMlp: number; projected: number } } {
+  const backend = new CpuBackend(), counts = { normMlp: 0, projected: 0 };
+  const normMlp = backend.normMlp.bind(backend), append = backend.appendDecodeAttention.bind(backend);
   backend.normMlp = (args: NormMlpArgs) => { counts.normMlp++; normMlp(args); };
+  backend.appendDecodeAttention = (args: AppendDecodeAttentionArgs) => { if (args.project) counts.projected++; append(args); };
   return { backend, counts };
 }
 
-for (const layers of [2, 3]) {
-  test(`gpt2 (${layers} layers): the fused MLP gives the reference prefill logits and the usual decode logits`, () => {
-    const dir = join(root, `gpt2-${layers}`);
+// The MLPs alone (three accumulators), and with the attention's O product projected into them too (five:
+// 2·layers accumulations a step, 4, 6 and 8 — a multiple of 3 and not).
+for (const [layers, projected] of [[2, false], [3, false], [2, true], [3, true], [4, true]] as const) {
+  test(`gpt2 (${layers} layers${projected ? ', attention projected' : ''}): the fused MLP gives the reference prefill logits and the usual decode logits`, () => {
+    const dir = join(root, `gpt2-${layers}-${projected}`);
     const config = { ...GPT2, layers };
     const weights = writeModelFolder(dir, 'gpt2', config as never, 3);
     const { backend, counts } = countingBackend();
     const { model } = loadDecoderModel(dir, backend);
     const logits = (mode: 'on' | 'off') => {
       fusedMlpOptions.mode = mode;
+      projectedAttentionOptions.mode = projected ? mode : 'off';
       return prefillAndStepLogits(model);
     };
     const off = logits('off');
     assert.equal(counts.normMlp, 0, 'the usual form runs no normMlp');
     const on = logits('on');
     assert.ok(counts.normMlp >= 5 * layers, `normMlp ran for every layer of the prefill and the steps (${counts.normMlp})`);
+    assert.equal(counts.projected, projected ? 4 * layers : 0, 'the four decode steps projected every layer\'s attention');
     const reference = gpt2ReferenceLogits(config, weights, PROMPT).flatMap((row) => [...row]);
     assert.ok(relError(on.prefill, reference) < 1e-5, `prefill rel err ${relError(on.prefill, reference)}`);
     on.steps.forEach((row, i) => assert.ok(relError(row, off.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, off.steps[i]!)}`));
@@ -54,24 +60,28 @@ for (const layers of [2, 3]) {
   });
 }
 
-test('gpt2: greedy tokens with the fused MLP equal the usual form\'s, batched and replayed from graphs', async () => {
-  const dir = join(root, 'gpt2-tokens');
-  writeModelFolder(dir, 'gpt2', GPT2 as never, 5);
-  const { backend, counts } = countingBackend();
-  const { model } = loadDecoderModel(dir, backend);
-  const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11], [4, 4, 4], [200, 100], [1]];
-  const run = async (mode: 'on' | 'off', batch: readonly (readonly number[])[]) => {
-    fusedMlpOptions.mode = mode;
-    return generateBatch(model, batch, { maxNewTokens: 9, temperature: 0, stopTokenIds: [], engineOptions: { graphs: true } });
-  };
-  for (const batch of [prompts, prompts.slice(0, 1), prompts.slice(1, 4)]) {
-    const usual = await run('off', batch);
-    const before = counts.normMlp;
-    assert.deepEqual(await run('on', batch), usual, `${batch.length} prompts`);
-    assert.ok(counts.normMlp > before);
-  }
-  model.free();
-});
+for (const projected of [false, true]) {
+  test(`gpt2: greedy tokens with the fused MLP${projected ? ' and the attention projected' : ''} equal the usual form's, batched and replayed from graphs`, async () => {
+    const dir = join(root, `gpt2-tokens-${projected}`);
+    writeModelFolder(dir, 'gpt2', GPT2 as never, 5);
+    const { backend, counts } = countingBackend();
+    const { model } = loadDecoderModel(dir, backend);
+    const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11], [4, 4, 4], [200, 100], [1]];
+    const run = async (mode: 'on' | 'off', batch: readonly (readonly number[])[]) => {
+      fusedMlpOptions.mode = mode;
+      projectedAttentionOptions.mode = projected ? mode : 'off';
+      return generateBatch(model, batch, { maxNewTokens: 9, temperature: 0, stopTokenIds: [], engineOptions: { graphs: true } });
+    };
+    for (const batch of [prompts, prompts.slice(0, 1), prompts.slice(1, 4)]) {
+      const usual = await run('off', batch);
+      const before = { ...counts };
+      assert.deepEqual(await run('on', batch), usual, `${batch.length} prompts`);
+      assert.ok(counts.normMlp > before.normMlp);
+      assert.equal(counts.projected > before.projected, projected);
+    }
+    model.free();
+  });
+}
 
 test('fusedMlp: only non-gated MLPs with an fc epilogue, and in auto mode where the backend fuses them', () => {
   const backend = new CpuBackend();
@@ -115,5 +125,35 @@ test('gpt2: a forward cut short by an error leaves the accumulators zeroed, so t
     assert.ok(relError(again, usual) < 1e-5, `forward ${i + 1} after the failure: rel err ${relError(again, usual)}`);
   }
   engine.dispose();
+  model.free();
+});
+
+test('gpt2: forwards of both forms (prefill: the MLPs alone; decode steps: attention projected too) follow each other in one engine', () => {
+  const dir = join(root, 'gpt2-mixed');
+  writeModelFolder(dir, 'gpt2', { ...GPT2, layers: 3 } as never, 7);
+  const { backend, counts } = countingBackend();
+  const { model } = loadDecoderModel(dir, backend);
+  const run = (mode: 'on' | 'off') => {
+    fusedMlpOptions.mode = mode;
+    projectedAttentionOptions.mode = mode;
+    const engine = new DecodeEngine(model, { maxBatch: 1, maxLen: 24 });
+    const logits: Float32Array[] = [];
+    // Two rounds in one engine: a prompt's logits and a batch's prefill (the MLPs alone), then projected steps.
+    for (const prompt of [PROMPT, [9, 8, 7]]) {
+      logits.push(engine.promptLogits(prompt));
+      engine.start([{ prompt, maxNewTokens: 8, sampling: resolveSampling({ temperature: 0 }) }], []);
+      for (const token of [3, 250, 17]) {
+        engine.collect();
+        engine.force(0, token);
+        engine.decode(1);
+        logits.push(engine.logits()[0]!);
+      }
+    }
+    engine.dispose();
+    return logits;
+  };
+  const usual = run('off'), ours = run('on');
+  assert.equal(counts.projected, 2 * 3 * 3, 'two rounds of three steps of three layers');
+  ours.forEach((row, i) => assert.ok(relError(row, usual[i]!) < 1e-5, `forward ${i}: rel err ${relError(row, usual[i]!)}`));
   model.free();
 });

@@ -1,7 +1,8 @@
 // decodeAttention: one query per sequence against the keys 0..positions[b] of its cache, as the plain
 // materialised computation in float64 (the oracle for the split-K GPU kernel). partials are GPU scratch;
 // the CPU neither reads nor writes them. Paged (blockTable): key j of sequence b is row j mod blockSize of
-// block blockTable[b, ⌊j / blockSize⌋] of the pool; a negative position is an idle row (out = 0).
+// block blockTable[b, ⌊j / blockSize⌋] of the pool; a negative position is an idle row (out = 0). project: the
+// output's projection added into an f32 accumulator afterwards (backend.ts AttentionProjection).
 
 import type { DecodeAttentionArgs } from '../backend.js';
 import { checkDecodeAttention } from '../op-checks/index.js';
@@ -11,7 +12,7 @@ import { floatsOf, int32sOf, storeFloats } from './tensor.js';
 
 export function prepareDecodeAttention(args: DecodeAttentionArgs): CpuWork {
   const check = new CpuCheck('decodeAttention');
-  const { q, kCache, vCache, positions, out, scale, B, Hq, Hkv, d, maxLen, group, blockTable, paged } = checkDecodeAttention(check, args);
+  const { q, kCache, vCache, positions, out, scale, B, Hq, Hkv, d, maxLen, group, blockTable, paged, project } = checkDecodeAttention(check, args);
 
   return check.work(() => {
     const qv = floatsOf(q), kv = floatsOf(kCache), vv = floatsOf(vCache), pos = int32sOf(positions);
@@ -49,5 +50,18 @@ export function prepareDecodeAttention(args: DecodeAttentionArgs): CpuWork {
       }
     }
     storeFloats(out, result);
+    if (project) {
+      // out_proj += out (as stored) · weightᵀ, in f64; then the zeroed accumulator.
+      const attended = floatsOf(out), w = floatsOf(project.weight), acc = Float32Array.from(floatsOf(project.out)), K = Hq * d;
+      for (let b = 0; b < B; b++) {
+        for (let n = 0; n < project.H; n++) {
+          let s = 0;
+          for (let k = 0; k < K; k++) s += attended[b * K + k]! * w[n * K + k]!;
+          acc[b * project.H + n] = acc[b * project.H + n]! + s;
+        }
+      }
+      storeFloats(project.out, acc);
+      if (project.zero) storeFloats(project.zero, new Float32Array(project.zero.numel));
+    }
   });
 }

@@ -20,7 +20,7 @@ import type {
 import type {
   AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
-import { decodeAttention, fusedAppendDecodeAttention } from './kernels/decode-attention.js';
+import { decodeAttention, fusedAppendDecodeAttention, headsPerBlock as attentionHeadsPerBlock, PROJECTION_MAX_BYTES, projectionFits } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
 import { gatedActivation } from './kernels/gated-activation.js';
 import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
@@ -117,6 +117,13 @@ export class CudaBackend implements Backend {
   fusedMlp = process.env['FUSEFORMER_FUSED_MLP'] === '1';
   /** normMlp calls run so far. */
   mlpGemvLaunches = 0;
+  /**
+   * decodeAttention's `project` offered to the decode forward (projectsAttention) at 1–4 rows, for models whose
+   * O weight a block reads is at most PROJECTION_MAX_BYTES (GPT-2's 98 KB a head): the O GEMV becomes the
+   * attention kernel's epilogue. Opt-in (FUSEFORMER_FUSED_O=1) until measured; needs the fused MLP's
+   * accumulators (fusedMlp). Takes effect for forwards launched or captured after it is set.
+   */
+  fusedAttentionProjection = process.env['FUSEFORMER_FUSED_O'] === '1';
   /** appendDecodeAttention calls run as one kernel so far. */
   fusedAppendLaunches = 0;
   /** normLinear calls run as the fused kernel so far. */
@@ -533,6 +540,13 @@ export class CudaBackend implements Backend {
   fusesMlp(rows: number, dtype: DType, H: number, F: number): boolean {
     return this.fusedMlp && this.decodeGemv && (dtype === 'bf16' || dtype === 'f16' || dtype === 'f32') && rows >= 1 && rows <= GEMV_MAX_ROWS
       && rows * H * byteSize(dtype) <= NORM_PROLOGUE_MAX_BYTES && mlpFeatures(dtype, H, F, this.runtime.multiProcessorCount) !== undefined;
+  }
+
+  /** Whether decode attention takes `project` for these sizes (fusedAttentionProjection, 1–4 rows, a block's O columns that fit). */
+  projectsAttention(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number): boolean {
+    if (!this.fusedAttentionProjection || rows < 1 || rows > GEMV_MAX_ROWS || !isFloat(dtype) || kvHeads < 1 || heads % kvHeads !== 0) return false;
+    const perBlock = attentionHeadsPerBlock(heads / kvHeads);
+    return projectionFits(dtype as FloatDType, headDim, perBlock) && H * perBlock * headDim * byteSize(dtype) <= PROJECTION_MAX_BYTES;
   }
 
   /** normMlp as one kernel; it has no unfused form on this backend (the forward asks fusesMlp first), so elsewhere a clear error. */

@@ -1,11 +1,12 @@
 // Argument checks of decodeAttention (one query token per sequence over its KV cache), shared by the backends.
-//   q, out (B, Hq, d);  kCache, vCache (B, Hkv, maxLen, d);  positions i32 (B);  partials f32 (B, Hq, S, d + 2), optional
+//   q, out (B, Hq, d);  kCache, vCache (B, Hkv, maxLen, d);  positions i32 (B);  partials f32 (B, Hq, S, d + 2), optional;
+//   project: weight (H, Hq·d) in out's dtype, out f32 (B, H), zero f32, optional
 // Paged (blockTable i32 (B, maxBlocks)): kCache, vCache (numBlocks, Hkv, blockSize, d), maxLen = maxBlocks·blockSize.
 // Whether each position lies in [0, maxLen) (and each used table entry in [0, numBlocks)) depends on the
 // data: that check is the backend's own.
 
 import type { Tensor } from '../../tensor.js';
-import type { DecodeAttentionArgs } from '../backend.js';
+import type { AttentionProjection, DecodeAttentionArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 import { checkKvCacheLayout } from './kv-cache-layout.js';
 
@@ -40,5 +41,20 @@ export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: 
   check.finite('scale', scale);
   const freshKeys = args.freshKeys ?? 0;
   if (!Number.isInteger(freshKeys) || freshKeys < 0) check.fail(`freshKeys must be a non-negative integer, got ${freshKeys}`);
-  return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits, blockTable, paged, freshKeys };
+  const project = args.project ? checkAttentionProjection(check, args.project, out, B, Hq * d) : undefined;
+  return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits, blockTable, paged, freshKeys, project };
+}
+
+/** decodeAttention's project: weight [H, Hq·d] in out's dtype, out f32 [B, H], zero f32 of its own. */
+function checkAttentionProjection<T extends Tensor>(check: OpCheck<T>, p: AttentionProjection, attended: T, B: number, width: number) {
+  const weight = check.tensor('project.weight', p.weight), out = check.tensor('project.out', p.out), zero = check.optional('project.zero', p.zero);
+  check.sameDType(['out', 'project.weight'], [attended, weight]);
+  check.shape('project.weight', weight, ['projectH', width]);
+  check.dtype('project.out', out, ['f32']);
+  check.shape('project.out', out, [B, 'projectH']);
+  if (zero) {
+    check.dtype('project.zero', zero, ['f32']);
+    if (zero === out) check.fail("'project.zero' must be a tensor of its own: it is 'project.out'");
+  }
+  return { weight, out, zero, H: check.size('projectH') };
 }

@@ -123,6 +123,12 @@ export interface DecodeAttentionSpec {
   readonly mma?: boolean;
   /** The tensor-core variant's warp tiles, stages and resident blocks (absent: DEFAULT_MMA_SHAPE). */
   readonly mmaShape?: MmaShape;
+  /**
+   * DecodeAttentionArgs.project (not with the cluster combine): the block that writes its heads' outputs also
+   * multiplies them by their columns of the O weight [H, Hq·D] and adds the H sums into an f32 accumulator
+   * (PROJECT_CODE; the columns' rows prefetched into L2 before the wait).
+   */
+  readonly project?: { readonly hidden: number };
 }
 
 /**
@@ -262,7 +268,7 @@ export function decodeAttentionMma(dtype: FloatDType): boolean {
 }
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -435,6 +441,59 @@ ${stages === 2 ? TWO_STAGE_ISSUE : DEEP_ISSUE}
     __syncthreads();
 `;
 
+/**
+ * Lanes a row of the O weight takes in the projection (PROJECT): the block's GH·D columns in 16-byte vectors,
+ * a power of two dividing 32 (a warp holds 32 / LPR whole rows); 1 where the spec has no projection.
+ */
+export function projectLanes(spec: Pick<DecodeAttentionSpec, 'dtype' | 'headDim' | 'headsPerBlock' | 'project'>): number {
+  return spec.project ? (spec.headsPerBlock * spec.headDim * byteSize(spec.dtype)) / 16 : 1;
+}
+
+/**
+ * The O weight's bytes a block may read in its projection for the backend to offer it (projectsAttention):
+ * GPT-2's 768 rows × one head's 64 columns are 98 KB, from L2 after the prefetch; Llama 1B's four heads a block
+ * would read 1 MB each over only 8 blocks, slower than the O GEMV over all SMs.
+ */
+export const PROJECTION_MAX_BYTES = 128 * 1024;
+
+/** Whether the projection takes these heads: whole 16-byte vectors, LPR dividing 32, D a multiple of a vector. */
+export function projectionFits(dtype: FloatDType, headDim: number, headsPerBlockCount: number): boolean {
+  const lanes = (headsPerBlockCount * headDim * byteSize(dtype)) / 16;
+  return (headDim * byteSize(dtype)) % 16 === 0 && Number.isInteger(lanes) && lanes >= 1 && lanes <= 32 && 32 % lanes === 0;
+}
+
+// The projection (PROJECT): lane lr of a row group takes vector lr of the block's columns of a row of w_o
+// (8 lanes × 16 bytes = one 128-byte row segment at GPT-2's d 64: a warp reads 4 whole segments), multiplies
+// it by the same columns of the outputs, the row's LPR lanes add by shuffles and one adds the sum to
+// proj_row[n] (an f32 atomic: the blocks of the other heads add theirs). Rows n = r0, r0 + RPI, …; every lane
+// runs every round (the shuffles take the whole warp).
+const PROJECT_CODE = String.raw`constexpr int RPI = PROJECT ? THREADS / LPR : 1;
+__device__ __forceinline__ void prefetch_projection(const T* w_o, int hq, int h0) {
+  const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
+  for (int n = r0; n < PH; n += RPI) asm volatile("prefetch.global.L2 [%0];" :: "l"(w_o + (size_t)n * hq * D + h0 * D + lr * PV));
+}
+__device__ __forceinline__ void project_outputs(const float* proj_s, const T* w_o, float* proj_row, int hq, int h0) {
+  const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
+  float ov[PV];
+  #pragma unroll
+  for (int e = 0; e < PV; e++) ov[e] = proj_s[lr * PV + e];
+  #pragma unroll 4
+  for (int round = 0; round < (PH + RPI - 1) / RPI; round++) {
+    const int n = r0 + round * RPI;
+    float w[PV], sum = 0.f;
+    if (n < PH) load_floats<T, PV>(w_o + (size_t)n * hq * D + h0 * D + lr * PV, w, PV);
+    else {
+      #pragma unroll
+      for (int e = 0; e < PV; e++) w[e] = 0.f;
+    }
+    #pragma unroll
+    for (int e = 0; e < PV; e++) sum = fmaf(ov[e], w[e], sum);
+    #pragma unroll
+    for (int o = LPR / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lr == 0 && n < PH) atomicAdd(proj_row + n, sum);
+  }
+}`;
+
 export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const name = kernelIdentifier(decodeAttentionKey(spec));
   const vecs = spec.headDim / spec.vec;
@@ -460,7 +519,9 @@ ${constants({
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
     MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
+    PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
   })}
+${PROJECT_CODE}
 ${CLUSTER_LIB}
 ${ROPE_PAIR_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
@@ -471,7 +532,8 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys,
-    const T* __restrict__ qkv, const T* __restrict__ qkv_bias, const float* __restrict__ inv_freq, float rope_scale) {
+    const T* __restrict__ qkv, const T* __restrict__ qkv_bias, const float* __restrict__ inv_freq, float rope_scale,
+    const T* __restrict__ w_o, float* __restrict__ proj_out, float* __restrict__ proj_zero, int zero_count) {
   // May be launched programmatically (kernel.ts gridDependencyWait): nothing the previous kernel writes
   // is read before GRID_DEPENDENCY_WAIT below. PIPELINED with fresh_keys > 0: the keys and values at
   // positions < n − fresh_keys were written before that kernel (earlier steps; see the header), so the
@@ -486,6 +548,8 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   [[maybe_unused]] extern __shared__ __align__(128) unsigned char stages[];  // PIPELINED: [K0 | K1 | V0 | V1], TILE rows of 128 bytes each
   float* accs = PIPELINED ? reinterpret_cast<float*>(stages) : accs_own;
   __shared__ bool last_block;
+  // PROJECT: the block's outputs as stored (GH heads × D), the projection's input.
+  [[maybe_unused]] __shared__ __align__(16) float proj_s[PROJECT ? GH * D : 1];
   [[maybe_unused]] __shared__ float cluster_part[CLUSTER ? GH * D : 1];
   [[maybe_unused]] __shared__ float cluster_stat[CLUSTER ? 2 * GH : 1];
   // APPEND: this step's key and value of kv head g as the cache will hold them ([key | value], D each).
@@ -543,8 +607,15 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
   if constexpr (PIPELINED && !MMA) {
     if (prefetched) load_stage(0, j_begin, 1);
   }
+  // PROJECT: the rows of w_o this block may read, asked of L2 now (weights: no kernel of the step writes them).
+  if constexpr (PROJECT) prefetch_projection(w_o, hq, h0);
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
+  if constexpr (PROJECT) {
+    // A later accumulator (its readers ended before the wait returned), by every block, before any returns.
+    const int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z), blocks = gridDim.x * gridDim.y * gridDim.z;
+    for (int i = block * THREADS + tid; i < zero_count; i += blocks * THREADS) proj_zero[i] = 0.f;
+  }
   if (SPLIT && !CLUSTER && j_begin >= j_end) {
     // Not counted: the last block combines only the splits below n. No keys at all (an idle row): split 0 writes zeros.
     if (n == 0 && split == 0) for (int i = tid; i < GH * D; i += THREADS) out[((size_t)b * hq + h0 + i / D) * D + i % D] = from_float<T>(0.f);
@@ -761,8 +832,14 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
       part[c] = sum;
       if (c == 0) { part[D] = mh; part[D + 1] = lh; }
     } else {
-      out[row * D + c] = from_float<T>(n > 0 ? sum / lh : 0.f);
+      const T value = from_float<T>(n > 0 ? sum / lh : 0.f);
+      out[row * D + c] = value;
+      if constexpr (PROJECT) proj_s[i] = to_float(value);
     }
+  }
+  if constexpr (PROJECT && !SPLIT) {
+    __syncthreads();
+    project_outputs(proj_s, w_o, proj_out + (size_t)b * PH, hq, h0);
   }
   if (!SPLIT) return;
   if (CLUSTER) {
@@ -811,7 +888,13 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
       total = fmaf(__ldcg(base + s * (D + 2) + D + 1), w, total);
       value = fmaf(__ldcg(base + s * (D + 2) + c), w, value);
     }
-    out[row * D + c] = from_float<T>(value / total);
+    const T stored = from_float<T>(value / total);
+    out[row * D + c] = stored;
+    if constexpr (PROJECT) proj_s[i] = to_float(stored);
+  }
+  if constexpr (PROJECT) {
+    __syncthreads();
+    project_outputs(proj_s, w_o, proj_out + (size_t)b * PH, hq, h0);
   }
   if (tid == 0) *counter = 0u;
 }
@@ -832,7 +915,7 @@ interface AppendInputs { readonly qkv: bigint; readonly bias: bigint; readonly i
  * the pipelined variant without the cluster combine; otherwise nothing is launched and it returns false.
  */
 function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof checkDecodeAttention>, c: OpCheck, append?: AppendInputs): boolean {
-  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged, freshKeys } = checked;
+  const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged, freshKeys, project } = checked;
   const ptr = (name: string, t: typeof q | undefined) => (t ? devicePtr(c, name, t) : 0n);
   const p = { q: append ? 0n : ptr('q', q), k: ptr('kCache', kCache), v: ptr('vCache', vCache), positions: ptr('positions', positions), out: ptr('out', out), partials: ptr('partials', partials) };
   if (B === 0 || Hq === 0) return true;
@@ -842,10 +925,18 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   const vec = pickVectorWidth(16 / size, [p.k, p.v].map((a) => ({ ptr: a, elementBytes: size })), d);
   if (d / vec > DECODE_THREADS) c.fail(`head size ${d} needs ${d / vec} vectors a row with ${vec}-element vectors: at most ${DECODE_THREADS} are supported (align the caches to 16 bytes)`);
   const split = splits > 1;
-  const cluster = split && decodeAttentionOptions.clusterCombine && splits <= MAX_CLUSTER_SPLITS ? splits : 0;
+  // The projection is written by the block that writes out, so not with the cluster combine (rank 0 alone).
+  const cluster = split && !project && decodeAttentionOptions.clusterCombine && splits <= MAX_CLUSTER_SPLITS ? splits : 0;
   let spec: DecodeAttentionSpec = {
     dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}), ...(cluster ? { cluster } : {}),
+    ...(project ? { project: { hidden: project.H } } : {}),
   };
+  if (project) {
+    const aligned = [project.weight, project.out].every((t) => devicePtr(c, 'project', t) % 16n === 0n);
+    if (!projectionFits(dtype, d, spec.headsPerBlock) || !aligned) {
+      c.fail(`'project' takes a block's ${spec.headsPerBlock} heads × ${d} columns in 16-byte vectors, 1–32 of them dividing 32, and 16-byte aligned weight and out; got ${dtype}, d ${d}`);
+    }
+  }
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
   if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) {
@@ -865,6 +956,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters), arg.i32(decodeAttentionOptions.prefetch ? freshKeys : 0),
       arg.ptr(append?.qkv ?? 0n), arg.ptr(append?.bias ?? 0n), arg.ptr(append?.invFreq ?? 0n), arg.f32(append?.ropeScale ?? 1),
+      arg.ptr(ptr('project.weight', project?.weight)), arg.ptr(ptr('project.out', project?.out)), arg.ptr(ptr('project.zero', project?.zero)), arg.i32(project?.zero?.numel ?? 0),
     ],
   );
   return true;
@@ -898,6 +990,11 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 128, group: 32, headsPerBlock: 8, vec: 8, split: false }),
     decodeAttentionSource({ dtype: 'f32', headDim: 32, group: 2, headsPerBlock: 2, vec: 4, split: false }),
     decodeAttentionSource({ dtype: 'f32', headDim: 80, group: 1, headsPerBlock: 1, vec: 4, split: true }),
+    // The O projection (DecodeAttentionArgs.project): GPT-2 unsplit and split, f32 (not pipelined), Llama 3.2 1B's four heads a block.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, project: { hidden: 768 } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: true, project: { hidden: 768 } }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 64, group: 1, headsPerBlock: 1, vec: 4, split: false, project: { hidden: 768 } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, project: { hidden: 2048 } }),
     // Paged (the serving engine's pool): Llama 3.2 1B with blocks of 16, split and not; GPT-2 with blocks of 32; f32 blocks of 8.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16 }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16 }),
@@ -930,6 +1027,8 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, pipelined: true, append: { rope: true, bias: false }, mma: true }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true }),
+    // GPT-2's batch-1 step with the O projection fused (the fused MLP's companion).
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true, project: { hidden: 768 } }),
     decodeAttentionSource({ dtype: 'f16', headDim: 64, group: 32, headsPerBlock: 8, vec: 8, split: true, page: 16, pipelined: true, mma: true }),
     // Its other shapes (FUSEFORMER_DECODE_MMA_SHAPE): 16-key tiles in three stages at 4 blocks an SM, 32-key tiles in three.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: { tile: 16, stages: 3, blocksPerSm: 4 } }),
