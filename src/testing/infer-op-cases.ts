@@ -60,29 +60,40 @@ function qkvRopeAppendCases(dtype: FloatDType): OpCase[] {
 
 function decodeAttentionCases(dtype: FloatDType): OpCase[] {
   // B, Hq, Hkv, d, maxLen, splits
-  const shapes: [number, number, number, number, number, number][] = [
+  // B, Hq, Hkv, d, maxLen, splits, and H for the O projection (project: GPT-2's, unsplit and split)
+  const shapes: [number, number, number, number, number, number, number?][] = [
     [4, 32, 8, 64, 300, 1], [4, 32, 8, 64, 300, 4], [2, 12, 12, 64, 160, 1], [1, 32, 8, 128, 2100, 8], [3, 16, 1, 64, 77, 3],
-    [2, 4, 4, 80, 50, 2], [2, 64, 8, 128, 33, 1],
+    [2, 4, 4, 80, 50, 2], [2, 64, 8, 128, 33, 1], [3, 12, 12, 64, 160, 1, 768], [2, 12, 12, 64, 300, 3, 768],
   ];
   // freshKeys (which keys the GPU may read before the previous op ends) varies by case: it must not change the result.
-  return shapes.map(([B, Hq, Hkv, d, maxLen, splits], i): OpCase => ({
-    name: `decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits} fresh=${[0, 1, 7][i % 3]}`, dtype,
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, H], i): OpCase => ({
+    name: `decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits} fresh=${[0, 1, 7][i % 3]}${H ? ` project H=${H}` : ''}`, dtype,
     inputs: (rng) => {
       const positions = Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)));
       return {
         q: floats(rng, [B, Hq, d], dtype), k: floats(rng, [B, Hkv, maxLen, d], dtype), v: floats(rng, [B, Hkv, maxLen, d], dtype),
-        positions: ints([B], positions),
+        positions: ints([B], positions), ...(H ? projectionInputs(rng, dtype, B, H, Hq * d) : {}),
       };
     },
     run: (b, inputs) => {
       const c = new CaseContext(b, inputs);
       b.decodeAttention({
         q: c.in('q'), kCache: c.in('k'), vCache: c.in('v'), positions: c.in('positions'), out: c.out('out', [B, Hq, d], dtype),
-        ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), freshKeys: [0, 1, 7][i % 3]!,
+        ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), freshKeys: [0, 1, 7][i % 3]!, ...(H ? { project: projection(c) } : {}),
       });
       return c.results();
     },
   }));
+}
+
+/** decodeAttention's project inputs: the O weight [H, width], the accumulator's starting values, a zero target. */
+function projectionInputs(rng: Parameters<typeof floats>[0], dtype: FloatDType, B: number, H: number, width: number) {
+  return { wo: floats(rng, [H, width], dtype, 1 / Math.sqrt(width)), acc: floats(rng, [B, H], 'f32'), zero: floats(rng, [4, H], 'f32') };
+}
+
+/** The projection of a case with projectionInputs: the accumulator and zero target kept as outputs (added to, cleared). */
+function projection(c: CaseContext) {
+  return { weight: c.in('wo'), out: c.keep('acc', c.in('acc')), zero: c.keep('zero', c.in('zero')) };
 }
 
 /**
@@ -92,18 +103,21 @@ function decodeAttentionCases(dtype: FloatDType): OpCase[] {
  */
 function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
   // B, Hq, Hkv, d, maxLen, splits, rope, bias
-  const shapes: [number, number, number, number, number, number, boolean, boolean][] = [
+  // ... and H for the O projection (project: GPT-2's at batch 1 and 3, split at 3)
+  const shapes: [number, number, number, number, number, number, boolean, boolean, number?][] = [
     [1, 32, 8, 64, 160, 1, true, false], [4, 32, 8, 64, 300, 4, true, false], [2, 12, 12, 64, 100, 1, false, true],
     [3, 64, 2, 64, 200, 3, true, true], [3, 8, 2, 32, 70, 2, true, true], [2, 8, 2, 128, 50, 1, true, false], [5, 4, 4, 64, 9, 2, false, false],
+    [1, 12, 12, 64, 160, 1, false, true, 768], [3, 12, 12, 64, 300, 3, false, true, 768],
   ];
-  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias]): OpCase => {
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias, H]): OpCase => {
     const W = (Hq + 2 * Hkv) * d;
     return {
-      name: `appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}`, dtype,
+      name: `appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}${H ? ` project H=${H}` : ''}`, dtype,
       inputs: (rng) => ({
         qkv: floats(rng, [B, W], dtype), bias: floats(rng, [W], dtype), invFreq: ropeInvFreq(d),
         kCache: floats(rng, [B, Hkv, maxLen, d], dtype), vCache: floats(rng, [B, Hkv, maxLen, d], dtype),
         positions: ints([B], Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)))),
+        ...(H ? projectionInputs(rng, dtype, B, H, Hq * d) : {}),
       }),
       run: (b, inputs) => {
         const c = new CaseContext(b, inputs);
@@ -111,7 +125,7 @@ function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
           qkv: c.in('qkv'), positions: c.in('positions'), q: b.empty([B, Hq, d], dtype),
           kCache: c.keep('kCache', c.in('kCache')), vCache: c.keep('vCache', c.in('vCache')), out: c.out('out', [B, Hq, d], dtype),
           ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
-          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}),
+          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), ...(H ? { project: projection(c) } : {}),
         });
         return c.results();
       },

@@ -423,11 +423,13 @@ test('llama: the norms split across the streamed GEMMs (rowNorm) give the usual 
   rowNormOptions.mode = 'auto';
 });
 
-test('gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows) gives the usual form\'s logits and greedy tokens', { skip }, async () => {
+for (const projected of [false, true]) {
+test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? ' with the O projection in the attention kernel' : ''} gives the usual form's logits and greedy tokens`, { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const gpu = CudaBackend.create();
+  gpu.fusedAttentionProjection = projected;
   const m = ENGINE_TEST_MODELS.find((x) => x.family === 'gpt2')!;
-  const dir = join(root, 'gpt2-fused-mlp');
+  const dir = join(root, `gpt2-fused-mlp-${projected}`);
   writeModelFolder(dir, m.family, m.config, 10);
   try {
     for (const dtype of ['f32', 'bf16'] as const) {
@@ -454,8 +456,10 @@ test('gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows) gives the usu
           gpu.fusedMlp = on;
           return generateBatch(model, prompts, { maxNewTokens: 9, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
         };
-        const started = gpu.mlpGemvLaunches, replayed = await decode(true, true);
+        const { decodeAttentionLaunches } = await import('../../src/backend/cuda/kernels/decode-attention.js');
+        const started = gpu.mlpGemvLaunches, projections = decodeAttentionLaunches.projected, replayed = await decode(true, true);
         assert.ok(gpu.mlpGemvLaunches > started, 'the decode steps ran the fused MLP');
+        assert.equal(decodeAttentionLaunches.projected > projections, projected, 'the attention kernel projected exactly when asked');
         // The atomics' f32 order varies from run to run: tokens are compared where that cannot flip a bf16 rounding.
         if (dtype === 'f32') {
           assert.deepEqual(replayed, await decode(false, true), 'f32: the usual form\'s tokens');
@@ -472,6 +476,7 @@ test('gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows) gives the usu
     gpu.fusedMlp = false;
   }
 });
+}
 
 test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual decode logits and greedy tokens: GPT-2 and Llama', { skip }, async () => {
   const { CudaBackend } = await import('../../src/backend/cuda/index.js');

@@ -83,6 +83,34 @@ test('decodeAttention equals flash attention of the last query over the cache pr
   assertRejects(() => backend.decodeAttention({ q: f32(q, [B, Hq, d]), kCache: f32(k, [B, Hkv, maxLen, d]), vCache: f32(v, [B, Hkv, maxLen, d]), positions: i32(positions, [B]), out, partials: backend.empty([B, Hq, 3, d], 'f32') }), 'decodeAttention', 'partials');
 });
 
+test('decodeAttention\'s project adds out·Wᵀ into the f32 accumulator, clears zero, and names bad operands', () => {
+  const [B, Hq, Hkv, d, maxLen, H] = [2, 4, 2, 3, 6, 5];
+  const q = randomValues(21, B * Hq * d, -2, 2), k = randomValues(22, B * Hkv * maxLen * d, -2, 2), v = randomValues(23, B * Hkv * maxLen * d);
+  const w = randomValues(24, H * Hq * d), before = randomValues(25, B * H), positions = i32([2, 5], [B]);
+  const args = (extra: object) => ({ q: f32(q, [B, Hq, d]), kCache: f32(k, [B, Hkv, maxLen, d]), vCache: f32(v, [B, Hkv, maxLen, d]), positions, out: backend.empty([B, Hq, d], 'f32'), ...extra });
+  const plain = args({});
+  backend.decodeAttention(plain);
+  const attended = read(plain.out);
+  const acc = f32(before, [B, H]), zero = f32(randomValues(26, 7), [7]);
+  const projected = args({ project: { weight: f32(w, [H, Hq * d]), out: acc, zero } });
+  backend.decodeAttention(projected);
+  assert.deepEqual(read(projected.out), attended, 'out as without');
+  const expected = before.map((x, i) => {
+    const b = Math.floor(i / H), n = i % H;
+    let s = x;
+    for (let j = 0; j < Hq * d; j++) s += attended[b * Hq * d + j]! * w[n * Hq * d + j]!;
+    return s;
+  });
+  assertClose(read(acc), expected, 1e-6, 'project.out');
+  assert.deepEqual(read(zero), new Array(7).fill(0));
+  const project = (p: object) => args({ project: { weight: f32(w, [H, Hq * d]), out: f32(before, [B, H]), ...p } });
+  assertRejects(() => backend.decodeAttention(project({ weight: f32(w.slice(0, H * Hq), [H, Hq]) })), 'decodeAttention', 'project.weight');
+  assertRejects(() => backend.decodeAttention(project({ out: backend.empty([B, H], 'bf16') })), 'decodeAttention', 'project.out');
+  assertRejects(() => backend.decodeAttention(project({ out: backend.empty([B + 1, H], 'f32') })), 'decodeAttention', 'project.out');
+  const sharedOut = f32(before, [B, H]);
+  assertRejects(() => backend.decodeAttention(args({ project: { weight: f32(w, [H, Hq * d]), out: sharedOut, zero: sharedOut } })), 'decodeAttention', 'project.zero');
+});
+
 test('appendDecodeAttention writes the rotated key and the value at each position and attends over the prefix including them', () => {
   const [B, Hq, Hkv, d, maxLen] = [3, 4, 2, 4, 7];
   const W = (Hq + 2 * Hkv) * d;

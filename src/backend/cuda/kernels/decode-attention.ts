@@ -252,8 +252,8 @@ export const decodeAttentionOptions: { clusterCombine: boolean; throughput: bool
   mmaShape: parseMmaShape(process.env['FUSEFORMER_DECODE_MMA_SHAPE']),
 };
 
-/** Launches of the tensor-core variant so far (the GPU tests check that forcing it took it). */
-export const decodeAttentionLaunches = { mma: 0 };
+/** Launches of the tensor-core variant, and of kernels with the O projection, so far (the GPU tests check that what they forced was taken). */
+export const decodeAttentionLaunches = { mma: 0, projected: 0 };
 
 /**
  * Whether the pipelined variant's launches at 16 bit run on tensor cores (DecodeAttentionSpec.mma): unless
@@ -950,6 +950,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   }
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   if (spec.mma) decodeAttentionLaunches.mma++;
+  if (spec.project) decodeAttentionLaunches.projected++;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
     { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: spec.mma ? mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE) : PIPELINED_STAGE_BYTES } : {}) },
     [

@@ -272,3 +272,40 @@ test('decodeAttention: grids past one wave at 3 blocks an SM take the wide-grid 
   assert.equal(launch.key, 'decode_attention.bf16.d64.g4.gh4.v8.pipelined.mma_t16s2b4');
   assert.equal(launch.config.sharedBytes, attention.mmaSharedBytes(attention.WIDE_GRID_MMA_SHAPE));
 });
+
+test('decodeAttention\'s project: the O weight, accumulator, zero and its size after the other arguments; never the cluster combine; refused where a row\'s vectors do not divide a warp', () => {
+  const host = new RecordingHost();
+  const args = (B: number, Hq: number, Hkv: number, d: number, maxLen: number, H: number, dtype: 'bf16' | 'f32' = 'bf16') => ({
+    q: deviceTensor([B, Hq, d], dtype), kCache: deviceTensor([B, Hkv, maxLen, d], dtype), vCache: deviceTensor([B, Hkv, maxLen, d], dtype),
+    positions: deviceTensor([B], 'i32'), out: deviceTensor([B, Hq, d], dtype),
+    project: { weight: deviceTensor([H, Hq * d], dtype), out: deviceTensor([B, H], 'f32'), zero: deviceTensor([4, H], 'f32') },
+  });
+  const gpt2 = args(1, 12, 12, 64, 160, 768);
+  attention.decodeAttention(host, gpt2);
+  const launch = host.launches[0]!;
+  assert.equal(launch.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma.proj768');
+  assert.deepEqual(launch.config.grid, [12, 1, 1]);
+  const address = (t: unknown) => (t as { ptr: bigint }).ptr;
+  assert.deepEqual([18, 19, 20].map((i) => argValue(launch, i, 'ptr')), [gpt2.project.weight, gpt2.project.out, gpt2.project.zero].map(address));
+  assert.equal(argValue(launch, 21, 'i32'), 4 * 768);
+  assert.equal(launch.args.length, 22);
+  assert.match(launch.source, /constexpr int LPR = 8;/);
+  // Without project: the same kernel as before, its four extra arguments null.
+  const { project: _p, ...plain } = gpt2;
+  attention.decodeAttention(host, plain);
+  assert.equal(host.launches[1]!.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma');
+  assert.deepEqual([18, 19, 20].map((i) => argValue(host.launches[1]!, i, 'ptr')), [0n, 0n, 0n]);
+  // Split, with the cluster combine on: project keeps the counter combine (the block that writes out projects).
+  attention.decodeAttentionOptions.clusterCombine = true;
+  try {
+    attention.decodeAttention(host, { ...args(1, 12, 12, 64, 2048, 768), partials: deviceTensor([1, 12, 4, 66], 'f32') });
+  } finally {
+    attention.decodeAttentionOptions.clusterCombine = false;
+  }
+  assert.equal(host.launches[2]!.key, 'decode_attention.bf16.d64.g1.gh1.v8.split.pipelined.mma.proj768');
+  // d 80 at bf16: a head's row is 10 vectors, which do not divide a warp.
+  rejects(() => attention.decodeAttention(host, args(1, 4, 4, 80, 64, 320)), /decodeAttention: 'project' takes a block's 1 heads × 80 columns/);
+  assert.equal(host.launches.length, 3);
+  assert.equal(attention.projectionFits('bf16', 64, 4), true, "Llama 1B's four heads a block: 32 vectors, a warp a row");
+  assert.equal(attention.projectionFits('f32', 64, 4), false, '64 vectors');
+});
