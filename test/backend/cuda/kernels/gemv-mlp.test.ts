@@ -70,35 +70,34 @@ test('launchMlpGemv: F / FB blocks of 256 threads, the key, and the arguments in
   assert.equal(argValue(host.launches[1]!, 1, 'ptr'), 0n);
 });
 
-test('the vector atomics (FUSEFORMER_MLP_RED_V4): in the key and source where four rows fit a warp', () => {
-  const host = new RecordingHost();
-  const saved = mlp.mlpOptions.vectorRed;
-  mlp.mlpOptions.vectorRed = true;
+/** The launch of GPT-2's one-row MLP with an mlpOptions switch on (restored after). */
+function launchWith(option: 'vectorRed' | 'earlyTrigger'): { key: string; source: string } {
+  const host = new RecordingHost(), saved = mlp.mlpOptions[option];
+  mlp.mlpOptions[option] = true;
   try {
     mlp.launchMlpGemv(host, checked(1, 768, 3072));
-    assert.match(host.launches[0]!.key, /\.red4\./);
-    assert.match(host.launches[0]!.source, /constexpr bool RED_V4 = true;/);
-    assert.equal(mlp.vectorRedFits('bf16', 64, 768), true, 'FB 64 at 16 bit: 8 lanes a row, 4 rows a warp');
-    assert.equal(mlp.vectorRedFits('f32', 64, 768), false, 'FB 64 at f32: 16 lanes a row, 2 rows a warp');
-    assert.equal(mlp.vectorRedFits('bf16', 16, 770), false, 'K not a multiple of 4');
   } finally {
-    mlp.mlpOptions.vectorRed = saved;
+    mlp.mlpOptions[option] = saved;
   }
+  return host.launches[0]!;
+}
+
+test('the vector atomics (FUSEFORMER_MLP_RED_V4): in the key and source where four rows fit a warp', () => {
+  const launch = launchWith('vectorRed');
+  assert.match(launch.key, /\.red4\./);
+  assert.match(launch.source, /constexpr bool RED_V4 = true;/);
+  assert.equal(mlp.vectorRedFits('bf16', 64, 768), true, 'FB 64 at 16 bit: 8 lanes a row, 4 rows a warp');
+  assert.equal(mlp.vectorRedFits('f32', 64, 768), false, 'FB 64 at f32: 16 lanes a row, 2 rows a warp');
+  assert.equal(mlp.vectorRedFits('bf16', 16, 770), false, 'K not a multiple of 4');
 });
 
 test('the early trigger (FUSEFORMER_MLP_EARLY_TRIGGER): in the key and source, the trigger after the wait', () => {
+  const launch = launchWith('earlyTrigger');
+  assert.match(launch.key, /\.early\./);
+  assert.match(launch.source, /constexpr bool EARLY_TRIGGER = true;/);
   const host = new RecordingHost();
-  const saved = mlp.mlpOptions.earlyTrigger;
-  mlp.mlpOptions.earlyTrigger = true;
-  try {
-    mlp.launchMlpGemv(host, checked(1, 768, 3072));
-    assert.match(host.launches[0]!.key, /\.early\./);
-    assert.match(host.launches[0]!.source, /constexpr bool EARLY_TRIGGER = true;/);
-  } finally {
-    mlp.mlpOptions.earlyTrigger = saved;
-  }
   mlp.launchMlpGemv(host, checked(1, 768, 3072));
-  assert.doesNotMatch(host.launches[1]!.key, /\.early/);
+  assert.doesNotMatch(host.launches[0]!.key, /\.early/);
 });
 
 const nvcc = findNvcc();
