@@ -64,7 +64,7 @@ export interface OpCost {
 export const NON_KERNEL_MEMBERS = [
   'name', 'description', 'empty', 'fromArray', 'upload', 'download', 'downloadLater', 'view', 'free', 'createArena',
   'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning', 'formsNormInProduct',
-  'rowNormProducts', 'fusesMlp',
+  'rowNormProducts', 'fusesMlp', 'projectsAttention',
 ] as const;
 
 export type NonKernelMember = (typeof NON_KERNEL_MEMBERS)[number];
@@ -294,6 +294,12 @@ function logitsVariant(a: { readonly logits: Tensor; readonly classes?: number }
   return `${shapeOf(a.logits)}${a.classes !== undefined && a.classes !== a.logits.shape.at(-1) ? ` C=${a.classes}` : ''}`;
 }
 
+/** decodeAttention's project: the O weight read once, the f32 accumulator read and written, 2·B·H·(Hq·d) FLOPs. */
+function projectionCost(p: { weight: Tensor; out: Tensor } | undefined, attended: Tensor): { flops: number; bytes: number } {
+  if (!p) return { flops: 0, bytes: 0 };
+  return { flops: 2 * attended.numel * p.weight.shape[0]!, bytes: bytesOf(p.weight) + 2 * bytesOf(p.out) };
+}
+
 export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
   fill: { cost: ([t]) => ({ flops: 0, bytes: bytesOf(t) }), variant: ([t]) => `${shapeOf(t)} ${t.dtype}` },
   copy: {
@@ -521,13 +527,14 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       const keys = decodeKeys(a, values);
       const [, hq, d] = a.q.shape as [number, number, number];
       const hkv = a.kCache.shape[1]!, s = byteSize(a.kCache.dtype);
+      const project = projectionCost(a.project, a.out);
       return {
-        flops: FLASH_FORWARD_FLOPS * d * hq * keys,
-        bytes: bytesOf(a.q) + bytesOf(a.positions) + 2 * keys * hkv * d * s + bytesOf(a.out),
+        flops: FLASH_FORWARD_FLOPS * d * hq * keys + project.flops,
+        bytes: bytesOf(a.q) + bytesOf(a.positions) + 2 * keys * hkv * d * s + bytesOf(a.out) + project.bytes,
       };
     },
     deviceInputs: ([a]) => ({ positions: a.positions }),
-    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} ${cacheLabel(a)}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
+    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} ${cacheLabel(a)}${a.partials ? ` split ${a.partials.shape[2]}` : ''}${a.project ? ' +O' : ''}`,
   },
   appendDecodeAttention: {
     // The fused minimum: qkvRopeAppend's reads and cache writes and decodeAttention's key, value and output
@@ -537,13 +544,14 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
       const hkv = a.kCache.shape[1]!, s = byteSize(a.kCache.dtype);
       const keys = decodeKeys({ q: a.q, kCache: a.kCache, vCache: a.vCache, positions: a.positions, out: a.out, ...(a.blockTable ? { blockTable: a.blockTable } : {}) }, values);
       const rope = a.rope ? B * ((hq + hkv) * d * 3 + (d / 2) * 5) : 0;
+      const project = projectionCost(a.project, a.out);
       return {
-        flops: (a.bias ? a.qkv.numel : 0) + rope + FLASH_FORWARD_FLOPS * d * hq * keys,
-        bytes: bytesOf(a.qkv) + bytesOf(a.bias) + bytesOf(a.positions) + bytesOf(a.rope?.invFreq) + 2 * B * hkv * d * s + 2 * keys * hkv * d * s + bytesOf(a.out),
+        flops: (a.bias ? a.qkv.numel : 0) + rope + FLASH_FORWARD_FLOPS * d * hq * keys + project.flops,
+        bytes: bytesOf(a.qkv) + bytesOf(a.bias) + bytesOf(a.positions) + bytesOf(a.rope?.invFreq) + 2 * B * hkv * d * s + 2 * keys * hkv * d * s + bytesOf(a.out) + project.bytes,
       };
     },
     deviceInputs: ([a]) => ({ positions: a.positions }),
-    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} ${cacheLabel(a)}${a.rope ? ' rope' : ''}${a.partials ? ` split ${a.partials.shape[2]}` : ''}`,
+    variant: ([a]) => `B${a.q.shape[0]} H${a.q.shape[1]}/${a.kCache.shape[1]} d${a.q.shape[2]} ${cacheLabel(a)}${a.rope ? ' rope' : ''}${a.partials ? ` split ${a.partials.shape[2]}` : ''}${a.project ? ' +O' : ''}`,
   },
   residualNorm: {
     cost: ([a]) => {
