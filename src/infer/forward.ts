@@ -145,7 +145,7 @@ export const fusedMlpOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' }
 export const projectedAttentionOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
 /** Rows at most the 'auto' mode's accumulators hold (the fused kernel's limit, GEMV_MAX_ROWS). */
 const FUSED_MLP_AUTO_ROWS = 4;
-/** The fused forward's f32 accumulators (fusedMlpViews: three, or five with the attention projected). */
+/** The fused forward's f32 accumulators (fusedMlpViews: 0, 1 and 4 for the MLPs alone, all five with the attention projected). */
 const ACCUMULATORS = 5;
 
 /**
