@@ -11,12 +11,13 @@
 //         in shared memory.
 //   down: the block's FB columns of down [K, F]: pair p = n·CV + c (row n, 16-byte vector c of the slice,
 //         CV = FB/VEC) is thread p mod THREADS's (NB pairs a thread): a warp reads 32/CV rows' slices of
-//         CV·16 bytes, whole 32-byte sectors. The CV lanes of a row add their partials by shuffles and the
+//         CV·16 bytes (whole 32-byte sectors from CV = 2: GPT-2's 16 features). The CV lanes of a row add their partials by shuffles and the
 //         first adds the row's sum into out[m, n] with one f32 atomic (a fire-and-forget RED).
 // Every weight load of the block (NVA·FA + NB vectors a thread) is issued before the grid-dependency wait by
 // the coherent path (ptxas keeps those above the wait; weight-stream.ts), so the whole slice streams while
-// the kernel before (the O projection) finishes. After the wait: `zero` cleared (the next layer's
-// accumulator, whose readers have finished), the norm prologue, the two products from registers.
+// the kernel before (the O GEMV, or attention with the projection) finishes. After the wait: `zero` cleared
+// (an earlier accumulator whose reader has finished: the forward cycles them), the norm prologue, the two
+// products from registers.
 // The atomics make the f32 sums' order vary from run to run (out differs in its last bits, so a greedy
 // decode may differ where two logits nearly tie); the norm reading out rounds x + out + bias to T.
 // Bytes: the weights 2·F·K·s once, x and y (M·K) by every block (cached), out M·K f32 atomics a block.
