@@ -472,25 +472,35 @@ __device__ __forceinline__ void prefetch_projection(const T* w_o, int hq, int h0
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
   for (int n = r0; n < PH; n += RPI) asm volatile("prefetch.global.L2 [%0];" :: "l"(w_o + (size_t)n * hq * D + h0 * D + lr * PV));
 }
+// A lane's rounds go in batches of PROJECT_BATCH loads issued before any is used: one L2 latency a batch, not
+// a round (GPT-2: 48 rounds, 4 batches).
+constexpr int PROJECT_ROUNDS = (PH + RPI - 1) / RPI, PROJECT_BATCH = PROJECT_ROUNDS < 12 ? PROJECT_ROUNDS : 12;
 __device__ __forceinline__ void project_outputs(const float* proj_s, const T* w_o, float* proj_row, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
   float ov[PV];
   #pragma unroll
   for (int e = 0; e < PV; e++) ov[e] = proj_s[lr * PV + e];
-  #pragma unroll 4
-  for (int round = 0; round < (PH + RPI - 1) / RPI; round++) {
-    const int n = r0 + round * RPI;
-    float w[PV], sum = 0.f;
-    if (n < PH) load_floats<T, PV>(w_o + (size_t)n * hq * D + h0 * D + lr * PV, w, PV);
-    else {
-      #pragma unroll
-      for (int e = 0; e < PV; e++) w[e] = 0.f;
+  for (int first = 0; first < PROJECT_ROUNDS; first += PROJECT_BATCH) {
+    Vec<T, PV> w[PROJECT_BATCH];
+    #pragma unroll
+    for (int k = 0; k < PROJECT_BATCH; k++) {
+      const int n = r0 + (first + k) * RPI;
+      if (first + k < PROJECT_ROUNDS && n < PH) w[k] = load_vec<T, PV>(w_o + (size_t)n * hq * D + h0 * D + lr * PV);
+      else {
+        #pragma unroll
+        for (int e = 0; e < PV; e++) w[k].v[e] = from_float<T>(0.f);
+      }
     }
     #pragma unroll
-    for (int e = 0; e < PV; e++) sum = fmaf(ov[e], w[e], sum);
-    #pragma unroll
-    for (int o = LPR / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lr == 0 && n < PH) atomicAdd(proj_row + n, sum);
+    for (int k = 0; k < PROJECT_BATCH; k++) {
+      const int n = r0 + (first + k) * RPI;
+      float sum = 0.f;
+      #pragma unroll
+      for (int e = 0; e < PV; e++) sum = fmaf(ov[e], to_float(w[k].v[e]), sum);
+      #pragma unroll
+      for (int o = LPR / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lr == 0 && first + k < PROJECT_ROUNDS && n < PH) atomicAdd(proj_row + n, sum);
+    }
   }
 }`;
 
