@@ -483,10 +483,12 @@ for step in "${steps[@]}"; do
             for f in 0 1; do run head-$f-$round 45 env FUSEFORMER_HEAD_NORM=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 1,4 --json "$out/head-$f-$round.json"; done
           done
           run head-mlp 40 env FUSEFORMER_HEAD_NORM=1 FUSEFORMER_FUSED_MLP=1 node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/head-mlp.json" ;;
-    sample-splits) # (session 38, never run) the greedy sampler's split count (FUSEFORMER_SAMPLE_SPLITS, a probe): GPT-2's batch-1 timeline put sampleTokens at 9.5 µs of a 218 µs step (4 blocks a row, then a partial, a fence, a counter and the last block's reduction, each a dependent round trip): the sampleTokens op cases at 1 and 2 splits, then decode b1 / b4 at 1, 2 and the default, twice
+    sample-splits) # (session 38, never run) the greedy sampler's split count (FUSEFORMER_SAMPLE_SPLITS, a probe): GPT-2's batch-1 timeline put sampleTokens at 9.5 µs of a 218 µs step (4 blocks a row, then a partial, a fence, a counter and the last block's reduction, each a dependent round trip) and its preload (FUSEFORMER_SAMPLE_PRELOAD: the first logits requested before the row's state): the sampleTokens op cases at 1 and 2 splits and with the preload, then decode b1 / b4 at 1, 2 and the default splits and with the preload, twice
           for n in 1 2; do run splits-ops-$n 120 env FUSEFORMER_SAMPLE_SPLITS=$n FUSEFORMER_TEST_OPS=sampleTokens node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js; done
+          run preload-ops 120 env FUSEFORMER_SAMPLE_PRELOAD=1 FUSEFORMER_TEST_OPS=sampleTokens node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
           for round in 1 2; do
             for n in default 1 2; do run splits-$n-$round 45 env FUSEFORMER_SAMPLE_SPLITS=${n#default} node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 1,4 --json "$out/splits-$n-$round.json"; done
+            run preload-$round 45 env FUSEFORMER_SAMPLE_PRELOAD=1 node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 1,4 --json "$out/preload-$round.json"
           done ;;
     s37-quant-kernels) # (session 37, never run) GPTQ's column rounding (gptqRoundBlock) and AWQ's clip search (int4ClipGroups) and rescaling (scaleColumns) as kernels: their op cases against the CPU, the quantizeDecoder GPU test, then the 4-layer Llama 1.2B-width quantize runs (session 36 before them: GPTQ 94.6 s, AWQ 144 s for 4 layers)
           run qk-ops 180 env FUSEFORMER_TEST_OPS=gptqRoundBlock,int4ClipGroups,scaleColumns node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js

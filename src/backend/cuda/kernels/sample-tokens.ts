@@ -53,10 +53,16 @@ export interface SampleTokensSpec {
   readonly threads: number;
   /** Blocks a greedy or temperature-only row is split over (sampleTokensSplits). */
   readonly splits: number;
+  /**
+   * The thread's first LOADS_IN_FLIGHT vectors of its split's slice loaded right after the wait, before the
+   * row's state (finished, position, parameters) is read — a greedy row then waits for one round trip, not for
+   * the state's and then the logits' (sampleTokensPreload).
+   */
+  readonly preload?: boolean;
 }
 
 export function sampleTokensKey(s: SampleTokensSpec): string {
-  return `sample_tokens.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}.s${s.splits}`;
+  return `sample_tokens.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}.s${s.splits}${s.preload ? '.pre' : ''}`;
 }
 
 /** The penalty bitmask lives in static shared memory: V/8 bytes. */
@@ -98,6 +104,9 @@ export function forcedSplitsFromEnv(env: NodeJS.ProcessEnv = process.env): numbe
   return n;
 }
 
+/** FUSEFORMER_SAMPLE_PRELOAD=1: SampleTokensSpec.preload (a probe; read once). */
+export const sampleTokensPreload: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_PRELOAD', process.env['FUSEFORMER_SAMPLE_PRELOAD'], false) };
+
 /** FUSEFORMER_SAMPLE_WAVE=1: sampleTokens' splits capped at one wave of blocks (sampleTokensSplits); read once. */
 export const sampleTokensWave: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_WAVE', process.env['FUSEFORMER_SAMPLE_WAVE'], false) };
 
@@ -109,7 +118,7 @@ export const sampleTokensWave: { enabled: boolean } = { enabled: envFlag('FUSEFO
 function samplingDeviceCode(spec: SampleTokensSpec): string {
   return String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
-${constants({ V: spec.classes, VEC: spec.vec, VECS: Math.ceil(spec.classes / spec.vec), THREADS: spec.threads, WARPS: spec.threads / 32, WORDS: Math.ceil(spec.classes / 32), SPLITS: spec.splits, SLICE: Math.ceil(Math.ceil(spec.classes / spec.vec) / spec.splits) })}
+${constants({ V: spec.classes, VEC: spec.vec, VECS: Math.ceil(spec.classes / spec.vec), THREADS: spec.threads, WARPS: spec.threads / 32, WORDS: Math.ceil(spec.classes / 32), SPLITS: spec.splits, SLICE: Math.ceil(Math.ceil(spec.classes / spec.vec) / spec.splits), PRELOAD: spec.preload === true })}
 constexpr u32 SAMPLING_DOMAIN = ${SAMPLING_DOMAIN}u;
 constexpr u32 FULL = 0xffffffffu;
 
@@ -160,6 +169,32 @@ __device__ __forceinline__ void for_each_z(const RowState& r, int first, int end
       }
     }
   }
+}
+
+// The thread's first chunk of vectors [first, end) (for_each_z's first round), loaded into raw.
+__device__ __forceinline__ void load_first_chunk(const T* row, int first, int end, float (&raw)[LOADS_IN_FLIGHT][VEC]) {
+  #pragma unroll
+  for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
+    const int vi = first + threadIdx.x + b * THREADS;
+    if (vi < end) load_floats<T, VEC>(row + vi * VEC, raw[b], VEC);
+  }
+}
+
+// for_each_z with its first round's vectors already in raw (load_first_chunk of the same [first, end)).
+template <typename F>
+__device__ __forceinline__ void for_each_z_preloaded(const RowState& r, int first, int end, const float (&pre)[LOADS_IN_FLIGHT][VEC], F&& f) {
+  #pragma unroll
+  for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
+    const int vi = first + threadIdx.x + b * THREADS;
+    if (vi >= end) break;
+    #pragma unroll
+    for (int e = 0; e < VEC; e++) {
+      const int j = vi * VEC + e;
+      if (j < V) f(z_at(r, pre[b][e], j), j);
+    }
+  }
+  const int rest = first + THREADS * LOADS_IN_FLIGHT;
+  if (rest < end) for_each_z(r, rest, end, f);
 }
 
 // (value, index) with the larger value winning and the lower index breaking ties.
@@ -313,6 +348,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ u32 seen[WORDS];
 ${KEPT_THRESHOLD_SHARED}  __shared__ bool last_block;
   const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
+  // PRELOAD: the split's first vectors requested before the row's state, so both round trips overlap.
+  [[maybe_unused]] float pre[LOADS_IN_FLIGHT][VEC];
+  if constexpr (PRELOAD) load_first_chunk(logits + (size_t)b * pitch, split * SLICE, min(VECS, split * SLICE + SLICE), pre);
   if (finished[b] != 0) return;
   const int p = positions[b];
   if (p < 0 || p + 1 >= max_len) return;
@@ -338,7 +376,9 @@ ${KEPT_THRESHOLD_SHARED}  __shared__ bool last_block;
   float best_v = __int_as_float(0xff800000);
   int best_j = 0x7fffffff;
   if (!r.sampling) {
-    for_each_z(r, first, end, [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } });
+    const auto keep_best = [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } };
+    if (PRELOAD && !whole_row) for_each_z_preloaded(r, first, end, pre, keep_best);  // the same [first, end) as preloaded
+    else for_each_z(r, first, end, keep_best);
   } else {
 ${KEPT_THRESHOLD_CODE}    const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
     for (int vi = first + tid; vi < end; vi += THREADS) {
@@ -594,7 +634,10 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
   const dtype = logits.dtype as FloatDType, size = byteSize(dtype);
   const vec = pickVectorWidth(16 / size, [{ ptr: p.logits, elementBytes: size }], Vp);
   const threads = sampleTokensThreads(classes);
-  const spec: SampleTokensSpec = { dtype, classes, vec, threads, splits: sampleTokensForcedSplits.splits ?? sampleTokensSplits(classes, vec, threads, sampleTokensWave.enabled ? { rows: B, multiProcessorCount: host.multiProcessorCount } : undefined) };
+  const spec: SampleTokensSpec = {
+    dtype, classes, vec, threads, splits: sampleTokensForcedSplits.splits ?? sampleTokensSplits(classes, vec, threads, sampleTokensWave.enabled ? { rows: B, multiProcessorCount: host.multiProcessorCount } : undefined),
+    ...(sampleTokensPreload.enabled ? { preload: true } : {}),
+  };
   const partials = spec.splits > 1 ? host.scratch(B * spec.splits * 8) : 0n, counters = spec.splits > 1 ? host.counters(B) : 0n;
   host.kernel(sampleTokensKey(spec), () => sampleTokensSource(spec)).launch(
     { grid: [spec.splits, B], block: spec.threads },
@@ -609,6 +652,9 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
 export function catalog(): KernelSource[] {
   return [
     sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: sampleTokensSplits(50257, 8, 1024) }),
+    // The state read after the first logits are requested (FUSEFORMER_SAMPLE_PRELOAD): GPT-2's split row, Llama's whole row in one block.
+    sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: sampleTokensSplits(50257, 8, 1024), preload: true }),
+    sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024, splits: 1, preload: true }),
     sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024, splits: sampleTokensSplits(128256, 8, 1024) }),
     sampleTokensSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024, splits: sampleTokensSplits(32000, 8, 1024) }),
     sampleTokensSource({ dtype: 'f32', classes: 50257, vec: 4, threads: 1024, splits: sampleTokensSplits(50257, 4, 1024) }),

@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { forcedSplitsFromEnv, sampleTokensSource, sampleTokensSplits } from '../../../../src/backend/cuda/kernels/sample-tokens.js';
+import { forcedSplitsFromEnv, sampleTokensKey, sampleTokensSource, sampleTokensSplits } from '../../../../src/backend/cuda/kernels/sample-tokens.js';
 
 test('FUSEFORMER_SAMPLE_SPLITS: unset leaves the planner; a positive integer forces; anything else is named', () => {
   assert.equal(forcedSplitsFromEnv({}), undefined);
@@ -18,4 +18,15 @@ test('the split count sets the slice each block walks: GPT-2\'s vocabulary in 4 
   const slice = (splits: number) => Number(/constexpr int SLICE = (\d+);/.exec(sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits }).source)![1]);
   assert.equal(slice(4), Math.ceil(6283 / 4));
   assert.equal(slice(1), 6283);
+});
+
+test('the preload probe (FUSEFORMER_SAMPLE_PRELOAD): its own key, the split\'s first vectors requested before the row\'s state', () => {
+  const spec = { dtype: 'bf16' as const, classes: 50257, vec: 8, threads: 1024, splits: 4 };
+  assert.equal(sampleTokensKey(spec), 'sample_tokens.bf16.v50257.vec8.t1024.s4');
+  assert.equal(sampleTokensKey({ ...spec, preload: true }), 'sample_tokens.bf16.v50257.vec8.t1024.s4.pre');
+  const source = sampleTokensSource({ ...spec, preload: true }).source;
+  assert.match(source, /constexpr bool PRELOAD = true;/);
+  // The preload comes before the first read of the row's state.
+  assert.ok(source.indexOf('load_first_chunk(logits') < source.indexOf('if (finished[b] != 0) return;'));
+  assert.match(sampleTokensSource(spec).source, /constexpr bool PRELOAD = false;/);
 });
