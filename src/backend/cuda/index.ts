@@ -64,8 +64,8 @@ import { permute0213 } from './kernels/permute.js';
 import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
-import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, NORM_PROLOGUE_MAX_BYTES, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
-import { launchMlpGemv, mlpFeatures, mlpGemvApplies } from './kernels/gemv-mlp.js';
+import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
+import { launchMlpGemv, mlpGemvApplies, mlpGemvTakes } from './kernels/gemv-mlp.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import { launchStreamGated, launchStreamGemm, STREAM_MIN_ROWS, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies, streamNormInput } from './kernels/gemm-stream.js';
@@ -538,8 +538,7 @@ export class CudaBackend implements Backend {
 
   /** Whether normMlp of these sizes runs as its kernel (fusedMlp and decodeGemv on, a shape the kernel takes). */
   fusesMlp(rows: number, dtype: DType, H: number, F: number): boolean {
-    return this.fusedMlp && this.decodeGemv && (dtype === 'bf16' || dtype === 'f16' || dtype === 'f32') && rows >= 1 && rows <= GEMV_MAX_ROWS
-      && rows * H * byteSize(dtype) <= NORM_PROLOGUE_MAX_BYTES && mlpFeatures(dtype, H, F, this.runtime.multiProcessorCount) !== undefined;
+    return this.fusedMlp && this.decodeGemv && isFloat(dtype) && mlpGemvTakes(rows, dtype as FloatDType, H, F, this.runtime.multiProcessorCount);
   }
 
   /** Whether decode attention takes `project` for these sizes (fusedAttentionProjection, 1–4 rows, a block's O columns that fit). */

@@ -264,10 +264,14 @@ export interface CheckedNormMlp {
  * (mlpFeatures), the normed rows within NORM_PROLOGUE_MAX_BYTES, every operand 16-byte aligned.
  */
 export function mlpGemvApplies(c: CheckedNormMlp, multiProcessorCount: number): boolean {
-  const n = c.norm, dtype = n.x.dtype as FloatDType;
+  const n = c.norm;
   const aligned = [n.x, n.y, n.bias, n.gamma, n.beta, n.out, c.up, c.down, c.out].every((t) => t === undefined || (t as CudaTensor).ptr % 16n === 0n);
-  return c.rows >= 1 && c.rows <= GEMV_MAX_ROWS && n.rows * n.H * byteSize(dtype) <= NORM_PROLOGUE_MAX_BYTES && aligned
-    && mlpFeatures(dtype, c.K, c.F, multiProcessorCount) !== undefined;
+  return aligned && mlpGemvTakes(c.rows, n.x.dtype as FloatDType, c.K, c.F, multiProcessorCount);
+}
+
+/** mlpGemvApplies without the operands (what the decode forward asks before it has them: CudaBackend.fusesMlp). */
+export function mlpGemvTakes(rows: number, dtype: FloatDType, k: number, hidden: number, multiProcessorCount: number): boolean {
+  return rows >= 1 && rows <= GEMV_MAX_ROWS && rows * k * byteSize(dtype) <= NORM_PROLOGUE_MAX_BYTES && mlpFeatures(dtype, k, hidden, multiProcessorCount) !== undefined;
 }
 
 /** Launches the kernel for a normMlp mlpGemvApplies() accepted. */
@@ -276,10 +280,9 @@ export function launchMlpGemv(host: KernelHost, c: CheckedNormMlp): void {
   const features = mlpFeatures(dtype, c.K, c.F, host.multiProcessorCount)!;
   const spec: MlpGemvSpec = { dtype, rows: c.rows, k: c.K, hidden: c.F, features, activation: c.activation, upBias: c.upBias !== undefined, norm: prologueNorm('bf16', n, n.H),
     ...(mlpOptions.vectorRed && vectorRedFits(dtype, features, c.K) ? { vectorRed: true } : {}), ...(mlpOptions.earlyTrigger ? { earlyTrigger: true } : {}) };
-  const ptr = (t: Tensor | undefined) => arg.ptr(t ? (t as CudaTensor).ptr : 0n);
   const pointer = (t: Tensor | undefined) => (t ? (t as CudaTensor).ptr : 0n);
   host.kernel(mlpGemvKey(spec), () => mlpGemvSource(spec)).launch({ grid: c.F / features, block: WARPS * 32 }, [
-    ptr(c.up), ptr(c.upBias), ptr(c.down), ptr(c.out), ptr(c.zero), arg.i32(c.zero ? c.zero.numel : 0),
+    ...[c.up, c.upBias, c.down, c.out, c.zero].map((t) => arg.ptr(pointer(t))), arg.i32(c.zero ? c.zero.numel : 0),
     ...normPrologueArgs(host, { norm: spec.norm, x: pointer(n.x), y: pointer(n.y), bias: pointer(n.bias), gamma: pointer(n.gamma), beta: pointer(n.beta), h: pointer(n.out), eps: n.eps }),
   ]);
 }

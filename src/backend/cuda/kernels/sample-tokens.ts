@@ -149,50 +149,48 @@ __device__ __forceinline__ float z_at(const RowState& r, float raw, int j) {
 // thread waits for one memory latency per LOADS_IN_FLIGHT vectors, not per one (a whole 256 KB row
 // in one block: 4 latencies).
 constexpr int LOADS_IN_FLIGHT = 4;
+// f(z, j) for the vectors v0, v0 + THREADS, … of a chunk already in raw (those below end).
+template <typename F>
+__device__ __forceinline__ void use_chunk(const RowState& r, int v0, int end, const float (&raw)[LOADS_IN_FLIGHT][VEC], F&& f) {
+  #pragma unroll
+  for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
+    const int vi = v0 + b * THREADS;
+    if (vi >= end) break;
+    #pragma unroll
+    for (int e = 0; e < VEC; e++) {
+      const int j = vi * VEC + e;
+      if (j < V) f(z_at(r, raw[b][e], j), j);
+    }
+  }
+}
+
+// The thread's chunk of vectors v0, v0 + THREADS, … below end, loaded into raw.
+__device__ __forceinline__ void load_chunk(const T* row, int v0, int end, float (&raw)[LOADS_IN_FLIGHT][VEC]) {
+  #pragma unroll
+  for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
+    const int vi = v0 + b * THREADS;
+    if (vi < end) load_floats<T, VEC>(row + vi * VEC, raw[b], VEC);
+  }
+}
+
 template <typename F>
 __device__ __forceinline__ void for_each_z(const RowState& r, int first, int end, F&& f) {
   for (int v0 = first + threadIdx.x; v0 < end; v0 += THREADS * LOADS_IN_FLIGHT) {
     float raw[LOADS_IN_FLIGHT][VEC];
-    #pragma unroll
-    for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
-      const int vi = v0 + b * THREADS;
-      if (vi < end) load_floats<T, VEC>(r.row + vi * VEC, raw[b], VEC);
-    }
-    #pragma unroll
-    for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
-      const int vi = v0 + b * THREADS;
-      if (vi >= end) break;
-      #pragma unroll
-      for (int e = 0; e < VEC; e++) {
-        const int j = vi * VEC + e;
-        if (j < V) f(z_at(r, raw[b][e], j), j);
-      }
-    }
+    load_chunk(r.row, v0, end, raw);
+    use_chunk(r, v0, end, raw, f);
   }
 }
 
 // The thread's first chunk of vectors [first, end) (for_each_z's first round), loaded into raw.
 __device__ __forceinline__ void load_first_chunk(const T* row, int first, int end, float (&raw)[LOADS_IN_FLIGHT][VEC]) {
-  #pragma unroll
-  for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
-    const int vi = first + threadIdx.x + b * THREADS;
-    if (vi < end) load_floats<T, VEC>(row + vi * VEC, raw[b], VEC);
-  }
+  load_chunk(row, first + threadIdx.x, end, raw);
 }
 
 // for_each_z with its first round's vectors already in raw (load_first_chunk of the same [first, end)).
 template <typename F>
 __device__ __forceinline__ void for_each_z_preloaded(const RowState& r, int first, int end, const float (&pre)[LOADS_IN_FLIGHT][VEC], F&& f) {
-  #pragma unroll
-  for (int b = 0; b < LOADS_IN_FLIGHT; b++) {
-    const int vi = first + threadIdx.x + b * THREADS;
-    if (vi >= end) break;
-    #pragma unroll
-    for (int e = 0; e < VEC; e++) {
-      const int j = vi * VEC + e;
-      if (j < V) f(z_at(r, pre[b][e], j), j);
-    }
-  }
+  use_chunk(r, first + threadIdx.x, end, pre, f);
   const int rest = first + THREADS * LOADS_IN_FLIGHT;
   if (rest < end) for_each_z(r, rest, end, f);
 }
