@@ -226,15 +226,22 @@ export class CudaBackend implements Backend {
     return previous;
   }
 
-  private constructor(readonly runtime: CudaRuntime) {
+  private constructor(readonly runtime: CudaRuntime, gemmRunner?: GemmRunner) {
     const p = runtime.device.properties;
     this.description = `${p.name} (${p.arch}, ${p.multiProcessorCount} SMs, ${(p.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB)`;
-    const workspace = runtime.alloc(GEMM_WORKSPACE_BYTES);
-    this.gemmRunner = new GemmRunner(runtime.stream.handle, workspace.ptr, GEMM_WORKSPACE_BYTES);
+    this.gemmRunner = gemmRunner ?? new GemmRunner(runtime.stream.handle, runtime.alloc(GEMM_WORKSPACE_BYTES).ptr, GEMM_WORKSPACE_BYTES);
   }
 
   static create(ordinal = 0): CudaBackend {
     return new CudaBackend(CudaRuntime.create(ordinal));
+  }
+
+  /**
+   * A backend on a runtime and GEMM runner made elsewhere: the kernel emulator's (src/testing/emulator), which
+   * runs these kernels on the CPU where no GPU is.
+   */
+  static onRuntime(runtime: CudaRuntime, gemmRunner: GemmRunner): CudaBackend {
+    return new CudaBackend(runtime, gemmRunner);
   }
 
   // --- memory and data movement ---------------------------------------------------------------------
