@@ -221,6 +221,9 @@ inline void declare_shared(void* p, size_t bytes) {
   std::memset(p, POISON, bytes);
 }
 
+/** An instruction the emulator does not model, reached: the launch fails naming it. */
+inline void unsupported(const char* what) { fail_in_fiber(what); }
+
 inline unsigned shared_address(const void* p) {
   return (unsigned)((const unsigned char*)p - dynamic_shared);
 }
@@ -474,6 +477,12 @@ inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __saturatef(float x) { return x < 0.f ? 0.f : x > 1.f ? 1.f : x; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }

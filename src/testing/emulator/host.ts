@@ -120,6 +120,7 @@ export class EmulatorMemory {
         this.libc.toHost(guard, at, GUARD_BYTES);
         const bad = guard.findIndex((v) => v !== POISON);
         if (bad >= 0) {
+          this.libc.set(at, POISON, GUARD_BYTES);  // reported once: later launches are not blamed for it
           const where = at === b.base ? `${GUARD_BYTES - bad} bytes before` : `${bad} bytes past the end of`;
           throw new Error(`emulator: after ${after}, memory ${where} the block at 0x${ptr.toString(16)} (${b.bytes} bytes) was written`);
         }
@@ -178,7 +179,9 @@ export interface EmulatorStats {
 export class EmulatorHost implements KernelHost {
   readonly multiProcessorCount: number;
   readonly maxSharedBytesPerBlock = 227 * 1024;
-  readonly arch = 'sm_90';
+  /** Unset, so launchers choose no sm_90a-only kernel (wgmma), which the emulator cannot run; the rest is Hopper's. */
+  readonly arch: string | undefined = undefined;
+  /** No tensor maps: TMA copies are not emulated. */
   readonly tensorMaps = false;
   readonly stats: EmulatorStats = { compiled: 0, launches: new Map() };
   /** Launches recorded instead of run while a graph is captured (captureGraph). */

@@ -123,8 +123,14 @@ const LOAD_TYPES: Record<string, string> = {
 function translateAsm(template: string, operands: Operand[]): string {
   const binds = operands.map((o, n) => (o.output || o.constraint.startsWith('+') ? `auto& _e${n} = (${o.expression});` : `const auto _e${n} = (${o.expression});`));
   const instructions = template.split(/[;\n]/).map((s) => s.trim()).filter((s) => s !== '');
-  const body = instructions.map((text) => translateInstruction(text, operands.length));
-  return `do { ${binds.join(' ')} ${body.join(' ')} } while (0)`;
+  try {
+    const body = instructions.map((text) => translateInstruction(text, operands.length));
+    return `do { ${binds.join(' ')} ${body.join(' ')} } while (0)`;
+  } catch (error) {
+    // Refused when run, not when compiled: the source may hold it on a path this spec never takes.
+    if (!(error instanceof EmulatorUnsupported)) throw error;
+    return `emu::unsupported(${JSON.stringify(error.message)})`;
+  }
 }
 
 /** An operand's C++ value: %N, an immediate, or a special register. */
