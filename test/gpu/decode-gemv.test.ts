@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
@@ -27,15 +27,13 @@ import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 /** A CUDA backend with the given switches on, the CPU reference, and a fresh seed (reported). */
 async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean; streamGemm?: boolean; streamNorm?: boolean }) {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   // The streamed GEMM (on by default) takes 5–32-row products before the mma GEMV and the skinny GEMM:
   // off unless it is the kernel under test.
   Object.assign(gpu, { streamGemm: false }, on);
@@ -283,8 +281,7 @@ test('the looping GEMV (grids past the resident blocks loop over their tiles) ma
 
 for (const m of ENGINE_TEST_MODELS) {
   test(`${m.name}: the decode engine with the GEMV kernel and programmatic launches equals it without`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create();
+    const gpu = await createGpuBackend();
     const dir = join(root, m.name);
     writeModelFolder(dir, m.family, m.config, 5);
     const setMode = (on: boolean) => {
@@ -326,8 +323,7 @@ for (const m of ENGINE_TEST_MODELS) {
 for (const m of ENGINE_TEST_MODELS) {
   for (const [kernel, on, launches] of [['mma GEMV', 'mmaGemv', 'mmaGemvLaunches'], ['skinny GEMM', 'skinnyGemm', 'skinnyGemmLaunches'], ['streamed GEMM', 'streamGemm', 'streamGemmLaunches']] as const) {
     test(`${m.name}: prefill and batched decode rows on the ${kernel} give cuBLASLt's logits (bf16)`, { skip }, async () => {
-      const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-      const gpu = CudaBackend.create();
+      const gpu = await createGpuBackend();
       // The streamed GEMM (on by default) takes 5–32-row products before the other two kernels.
       if (on !== 'streamGemm') gpu.streamGemm = false;
       const dir = join(root, `${m.name}-${on}`);
@@ -372,8 +368,7 @@ for (const m of ENGINE_TEST_MODELS) {
  * sequences decoding together give the same tokens with graphs replayed and eager.
  */
 async function checkLlamaForm(name: string, setForm: (gpu: import('../../src/backend/cuda/index.js').CudaBackend, on: boolean) => void, launches: (gpu: import('../../src/backend/cuda/index.js').CudaBackend) => number): Promise<void> {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const m = ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!;
   const dir = join(root, name);
   writeModelFolder(dir, m.family, m.config, 9);
@@ -425,8 +420,7 @@ test('llama: the norms split across the streamed GEMMs (rowNorm) give the usual 
 
 for (const projected of [false, true]) {
 test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? ' with the O projection in the attention kernel' : ''} gives the usual form's logits and greedy tokens`, { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   gpu.fusedAttentionProjection = projected;
   const m = ENGINE_TEST_MODELS.find((x) => x.family === 'gpt2')!;
   const dir = join(root, `gpt2-fused-mlp-${projected}`);
@@ -479,8 +473,7 @@ test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? 
 }
 
 test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual decode logits and greedy tokens: GPT-2 and Llama', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   for (const m of ENGINE_TEST_MODELS) {
     const dir = join(root, `${m.name}-head-norm`);
     writeModelFolder(dir, m.family, m.config, 11);

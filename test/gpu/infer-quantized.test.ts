@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
@@ -29,8 +29,7 @@ import { int4GatedOptions } from '../../src/infer/forward.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-infer-quant-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
@@ -50,8 +49,7 @@ function prefillLogits(model: DecoderModel): Float32Array {
  * prefill logits, and in f32 the greedy tokens of a batch with and without graphs.
  */
 async function compareQuantizedEngines(dir: string, bits: 4 | 8, lmHead: boolean, configure: (gpu: CudaBackend) => void = () => {}): Promise<void> {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   configure(gpu);
   for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
     const load = (b: Backend) => {
@@ -129,12 +127,11 @@ for (const m of MODELS) {
 // graphs replayed) and one sequence (1-row steps, FUSEFORMER_INT4_TMA_MIN_ROWS=1) against the same with
 // the kernel off (the mma GEMV).
 test('llama INT4 in groups of 128 on the INT4 streamed GEMM: prefill logits match the CPU engine; a 12-sequence batch decodes as with the mma GEMV', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { streamInt4Stats } = await import('../../src/backend/cuda/kernels/gemm-stream.js');
   const { int4TmaOptions } = await import('../../src/backend/cuda/kernels/quant-int4.js');
   const dir = join(root, 'llama-int4-tma');
   writeModelFolder(dir, 'llama', { ...TINY_LLAMA, hidden: 256, heads: 8, kvHeads: 2, headDim: 32, ffn: 512, maxPositions: 128 }, 7);
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const load = (b: Backend) => {
     const model = loadDecoderModel(dir, b, { dtype: 'bf16' }).model;
     quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 128, lmHead: false });
@@ -187,13 +184,12 @@ const QUANTIZE_LLAMA = { ...TINY_LLAMA, hidden: 128, heads: 4, kvHeads: 2, headD
 // search on the device ops, SmoothQuant's maxima — against the same on the CPU backend, then the saved
 // directory (q/k/v and gate/up as separate modules) loaded on both and run.
 test('llama quantized by quantizeDecoder on CUDA (GPTQ, AWQ, SmoothQuant) matches the CPU quantizer; its directory runs as on the CPU', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const config = QUANTIZE_LLAMA;
   const dir = join(root, 'llama-quantize');
   writeModelFolder(dir, 'llama', config, 12);
   const { train } = corpusSplit(createByteTokenizer(), 257);
   const calibration = { windows: calibrationWindows(train, 8, 32), batchSize: 4 };
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   for (const options of [
     { bits: 4, method: 'gptq', groupSize: 32, calibration },
     { bits: 4, method: 'awq', groupSize: 32, calibration, awq: { grid: 10, searchRows: 128 } },
@@ -234,7 +230,6 @@ test('llama quantized by quantizeDecoder on CUDA (GPTQ, AWQ, SmoothQuant) matche
 // directory in our layout whose INT4 modules read their inputs permuted (q/k/v one order, gate/up another),
 // on CUDA in bf16 (prefill: the tensor-core kernel; decode: the GEMV, graphs replayed) against the CPU.
 test('llama act-order INT4 (inputs gathered into each weight\'s order): CUDA engine matches the CPU engine', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const config = QUANTIZE_LLAMA;
   const dir = join(root, 'llama-act-order-source'), out = join(root, 'llama-act-order');
   writeModelFolder(dir, 'llama', config, 14);
@@ -255,7 +250,7 @@ test('llama act-order INT4 (inputs gathered into each weight\'s order): CUDA eng
     q.modules.set(prefix, { ...w, inputOrder: orderFor(`${layer}.${shared}`, w.inFeatures) });
   }
   saveQuantizedModel(out, q, { config: { family: 'llama', config } });
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const onGpu = loadQuantizedDecoderModel(out, gpu, { dtype: 'bf16' }), onCpu = loadQuantizedDecoderModel(out, cpu, { dtype: 'f32' });
   try {
     assert.ok(onGpu.quantization!.layers.every((l) => l.qkv?.kind === 'int4' && l.qkv.inputOrder && l.up?.kind === 'int4' && l.up.inputOrder), 'q/k/v and gate/up stacked with their orders');

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Activation, Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
@@ -20,8 +20,7 @@ import { compareArrays, describe, TOLERANCE } from '../../src/testing/compare.js
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { HostArray, Tensor } from '../../src/tensor.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 
 /** Rows compared against the CPU: all of them up to 32, else a sample. */
 function sampledRows(M: number): number[] {
@@ -167,10 +166,9 @@ const casePattern = process.env['FUSEFORMER_QUANT_CASES'] ? new RegExp(process.e
 
 test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 60_000 }, async (t) => {
   const subtest = (name: string, fn: () => void) => (casePattern && !casePattern.test(name) ? undefined : t.test(name, fn));
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { int4Linear, int4TmaRoutes } = await import('../../src/backend/cuda/kernels/quant-int4.js');
   const { streamInt4Stats } = await import('../../src/backend/cuda/kernels/gemm-stream.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   /** int4Linear on the CPU with `args` gives what a forced GPU launch wrote into `out` (every element written). */
   const expectCpuResult = (out: Tensor, args: (b: Backend) => Parameters<Backend['int4Linear']>[0]) => {
     const got = gpu.download(out), c = args(cpu);
@@ -376,8 +374,7 @@ test('quantized ops on the GPU match the CPU reference', { skip, timeout: 30 * 6
 // the CPU's residualNorm + int8Linear — the product, the normed rows h and the updated residual stream x.
 test('normLinear with a W8A8 product on the fused GEMV matches the CPU reference', { skip, timeout: 10 * 60_000 }, async (t) => {
   const subtest = (name: string, fn: () => void) => (casePattern && !casePattern.test(name) ? undefined : t.test(name, fn));
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   gpu.int8NormGemv = true;
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
@@ -408,10 +405,9 @@ test('normLinear with a W8A8 product on the fused GEMV matches the CPU reference
 // quantization once a block — int8Linear plain and gated, K split across warps (a forced KW = 4, the
 // partial sums' guarded path), and normLinear with RMS and LayerNorm prologues, each asserted to have looped.
 test('the looping W8A8 GEMV matches the CPU reference: int8Linear plain / gated / K-split, normLinear', { skip, timeout: 10 * 60_000 }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { gemvPlanOptions, parseForcedGemvPlans } = await import('../../src/backend/cuda/kernels/gemv.js');
   const i8 = await import('../../src/backend/cuda/kernels/gemv-int8.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   gpu.int8NormGemv = true;
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
@@ -469,8 +465,7 @@ test('the looping W8A8 GEMV matches the CPU reference: int8Linear plain / gated 
 // own unfused path (FUSEFORMER_INT4_NORM=0's).
 test('normLinear with an INT4 product on the fused GEMV matches the CPU reference and the unfused path', { skip, timeout: 10 * 60_000 }, async (t) => {
   const subtest = (name: string, fn: () => void) => (casePattern && !casePattern.test(name) ? undefined : t.test(name, fn));
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const seed = freshSeed();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
   const rng = new Rng(seed);
@@ -518,8 +513,7 @@ test('normLinear with an INT4 product on the fused GEMV matches the CPU referenc
 });
 
 test('a GPT-2 with INT4 and INT8 weights gives the CPU reference\'s logits on the GPU', { skip, timeout: 10 * 60_000 }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const config: Gpt2Config = {
     vocabSize: 1001, maxPositions: 64, hidden: 128, layers: 2, heads: 4, ffn: 512, layerNormEps: 1e-5,
     activation: 'gelu_tanh', residualDropout: 0, embeddingDropout: 0, attentionDropout: 0, tieWordEmbeddings: true,
