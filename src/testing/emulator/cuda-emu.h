@@ -90,6 +90,7 @@ struct Fiber {
   Dim tid;
   unsigned linear = 0;
   unsigned warp_gen = 0;  // the generation of the warp barrier this fiber waits at
+  unsigned long long spins = 0;  // spin_hint() calls since this fiber last passed a barrier
 };
 
 struct Warp {
@@ -144,6 +145,7 @@ inline int sync_block(int vote = 0, int mode = 0) {
   else if (mode == 2) votes |= vote != 0;
   else if (mode == 3) votes += vote != 0;
   self->state = State::BlockBarrier;
+  self->spins = 0;
   if (++block.at_barrier == block.live) {
     release_block_barrier();
     return votes;
@@ -162,6 +164,7 @@ inline unsigned sync_warp(unsigned mask) {
   self->warp_gen = gen;
   w.arrived |= me;
   w.sync_count++;
+  self->spins = 0;
   if ((w.arrived & mask) == mask) {
     const unsigned base = block.current->linear & ~31u;
     for (unsigned l = 0; l < 32; l++) {
@@ -219,6 +222,17 @@ inline void declare_shared(void* p, size_t bytes) {
   for (void* q : block.declared_shared) if (q == p) return;
   block.declared_shared.push_back(p);
   std::memset(p, POISON, bytes);
+}
+
+/**
+ * A spin-wait's step (__nanosleep, an acquire load): other threads of the block run first, so one that waits
+ * for a flag another thread of its block sets gets there; one that waits for another block never can (blocks
+ * run one after another), and is stopped with an error after many steps instead of hanging.
+ */
+inline void spin_hint() {
+  Fiber* self = block.current;
+  if (++self->spins > 20000000ull) fail_in_fiber("a spin-wait that never ends (a block waiting for another block cannot run here: blocks run one after another)");
+  if ((self->spins & 63) == 0) yield();
 }
 
 /** An instruction the emulator does not model, reached: the launch fails naming it. */
@@ -367,7 +381,7 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::sync_warp(mask); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 inline void __threadfence_system() {}
-inline void __nanosleep(unsigned) {}
+inline void __nanosleep(unsigned) { emu::spin_hint(); }
 inline unsigned __activemask() {
   // The lanes of this warp still running (in lockstep code: all that have not exited).
   unsigned m = 0, base = emu::block.current->linear & ~31u;

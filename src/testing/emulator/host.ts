@@ -5,7 +5,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -256,6 +256,7 @@ export class EmulatorHost implements KernelHost {
         throw new Error(`emulator: g++ could not compile ${kernel.name} (source kept at ${file}):\n${stderr.split('\n').slice(0, 30).join('\n')}`);
       }
       renameSync(`${library}.${process.pid}`, library);
+      rmSync(file, { force: true });
       this.stats.compiled++;
     }
     const lib = koffi.load(library);

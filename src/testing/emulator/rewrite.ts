@@ -225,10 +225,12 @@ function loadStore(head: string, parts: string[], args: string[], count: number)
   const [regToken, addrToken] = head === 'ld' ? [args[0]!, args[1]!] : [args[1]!, args[0]!];
   const base = shared ? `(unsigned long long)emu::shared_pointer((unsigned)${address(addrToken, count)})` : address(addrToken, count);
   const regs = vector(regToken, count);
+  // An acquire or volatile load is how a thread polls a flag: let the others run (emu::spin_hint).
+  const poll = head === 'ld' && (parts.includes('acquire') || parts.includes('volatile') || parts.includes('relaxed')) ? ' emu::spin_hint();' : '';
   const steps = regs.map((r, k) => (head === 'ld'
     ? `emu::set_bits(${r}, emu::load_as<${cType}>(_base + ${k * bytes}));`
     : `emu::store_as<${cType}>(_base + ${k * bytes}, emu::bits_as<${cType}>(${r}));`));
-  return `{ const unsigned long long _base = ${base}; ${steps.join(' ')} }`;
+  return `{ const unsigned long long _base = ${base}; ${steps.join(' ')}${poll} }`;
 }
 
 /** red.global.add of .f32, .f16x2 or .bf16x2 (optionally .v2 / .v4 of them). */

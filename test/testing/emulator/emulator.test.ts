@@ -52,7 +52,7 @@ test('rewriteAsm: operands bound once, instructions translated, comments left al
   assert.match(emulatedSource('extern "C" __global__ void k(int* p) {}', 'k'), /emu::launch\(k, gx, gy, gz/);
 });
 
-test('block barriers and shared memory: a reversal through a __shared__ array, a count vote, three blocks', { skip }, () => {
+test('block barriers and shared memory: a reversal through a __shared__ array, a count vote, three blocks', { skip, timeout: 5 * 60_000 }, () => {
   const h = host();
   const n = 3 * 96;
   const data = ints(h, Array.from({ length: n }, (_, i) => i * 7 - 50)), out = ints(h, new Array(n).fill(0)), votes = ints(h, [0, 0, 0]);
@@ -70,7 +70,7 @@ test('block barriers and shared memory: a reversal through a __shared__ array, a
   assert.deepEqual(readInts(h, votes, 3), [48, 48, 48], 'half of each block holds an odd value');
 });
 
-test('warp shuffles: a butterfly sum, shifts that keep their own value at the edges, widths of 8, a ballot', { skip }, () => {
+test('warp shuffles: a butterfly sum, shifts that keep their own value at the edges, widths of 8, a ballot', { skip, timeout: 5 * 60_000 }, () => {
   const h = host();
   const out = ints(h, new Array(64 * 5).fill(0));
   run(h, 'shuffles', `extern "C" __global__ void shuffles(int* out) {
@@ -99,7 +99,7 @@ test('warp shuffles: a butterfly sum, shifts that keep their own value at the ed
   }
 });
 
-test('atomics across blocks, a last-block hand-off through a counter, dynamic shared memory, PTX loads and reductions', { skip }, () => {
+test('atomics across blocks, a last-block hand-off through a counter, dynamic shared memory, PTX loads and reductions', { skip, timeout: 5 * 60_000 }, () => {
   const h = host();
   const total = ints(h, [0, 0, 0]), counter = ints(h, [0]);
   const floats = h.memory.alloc(16);
@@ -127,7 +127,7 @@ test('atomics across blocks, a last-block hand-off through a counter, dynamic sh
   assert.deepEqual([...new Float32Array(f.buffer)], [1 + 5 * 4, 2, 3, 4], 'f[0] += f[3] five times');
 });
 
-test('errors: a shuffle that lanes which exited never reach, a write past the block, an instruction not modelled, an uninitialised shared read shows as NaN', { skip }, () => {
+test('errors: a shuffle that lanes which exited never reach, a write past the block, an instruction not modelled, an uninitialised shared read shows as NaN', { skip, timeout: 5 * 60_000 }, () => {
   const h = host();
   const out = ints(h, [0, 0, 0, 0]);
   assert.throws(() => run(h, 'deadlock', `extern "C" __global__ void deadlock(int* out) {
@@ -145,4 +145,24 @@ test('errors: a shuffle that lanes which exited never reach, a write past the bl
   const bytes = new Uint8Array(4);
   h.memory.read(f.ptr, bytes);
   assert.ok(Number.isNaN(new Float32Array(bytes.buffer)[0]), 'shared memory nobody wrote reads as poison');
+});
+
+test('spin-waits: a thread polling a flag another thread of its block sets gets it; one waiting for a later block is stopped with an error', { skip, timeout: 5 * 60_000 }, () => {
+  const h = host();
+  const out = ints(h, [0, 0]), flag = ints(h, [0]);
+  run(h, 'handshake', `extern "C" __global__ void handshake(int* out, unsigned* flag) {
+    if (threadIdx.x == 0) {
+      unsigned seen = 0;
+      while ((seen = *(volatile unsigned*)flag) == 0) __nanosleep(32);
+      out[0] = (int)seen;
+    } else if (threadIdx.x == 40) {
+      *(volatile unsigned*)flag = 7;
+    }
+  }`, 1, 64, [arg.ptr(out), arg.ptr(flag)]);
+  assert.deepEqual(readInts(h, out, 1), [7]);
+  h.memory.write(flag, new Uint8Array(4));
+  assert.throws(() => run(h, 'crossblock', `extern "C" __global__ void crossblock(int* out, unsigned* flag) {
+    if (blockIdx.x == 0) { while (*(volatile unsigned*)flag == 0) __nanosleep(32); out[1] = 1; }
+    else *(volatile unsigned*)flag = 1;
+  }`, 2, 1, [arg.ptr(out), arg.ptr(flag)]), /crossblock: a spin-wait that never ends/);
 });

@@ -35,7 +35,7 @@ function emulatedFusing() {
   return { backend, runtime };
 }
 
-test('emulated CUDA, f32: prefill and decode logits with the fused MLP, the projected attention and the head norm match the CPU backend', { skip }, () => {
+test('emulated CUDA, f32: prefill and decode logits with the fused MLP, the projected attention and the head norm match the CPU backend', { skip, timeout: 10 * 60_000 }, () => {
   const dir = join(root, 'logits');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 11);
   const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
@@ -59,7 +59,7 @@ test('emulated CUDA, f32: prefill and decode logits with the fused MLP, the proj
   emulated.model.free();
 });
 
-test('emulated CUDA, f32: greedy tokens of a batch, replayed from graphs, equal the CPU backend\'s', { skip }, async () => {
+test('emulated CUDA, f32: greedy tokens of a batch, replayed from graphs, equal the CPU backend\'s', { skip, timeout: 10 * 60_000 }, async () => {
   const dir = join(root, 'tokens');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 12);
   const prompts = [[5, 9, 200, 17, 3], [1, 2], [299, 0, 150], [42]];
@@ -74,7 +74,7 @@ test('emulated CUDA, f32: greedy tokens of a batch, replayed from graphs, equal 
   emulated.model.free();
 });
 
-test('emulated CUDA, bf16: the decode step as on the H200 (pipelined tensor-core attention with the append and the projection, the fused MLP, the head norm) is as close to the f32 model as the usual form', { skip }, () => {
+test('emulated CUDA, bf16: the decode step as on the H200 (pipelined tensor-core attention with the append and the projection, the fused MLP, the head norm) is as close to the f32 model as the usual form', { skip, timeout: 10 * 60_000 }, () => {
   const dir = join(root, 'bf16');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 11);
   fusedMlpOptions.mode = 'off';

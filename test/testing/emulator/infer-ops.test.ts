@@ -36,7 +36,7 @@ async function check(t: TestContext, cases: OpCase[]): Promise<void> {
   }
 }
 
-test('decode-step ops on the emulated CUDA backend match the CPU reference', { skip }, async (t) => {
+test('decode-step ops on the emulated CUDA backend match the CPU reference', { skip, timeout: 40 * 60_000 }, async (t) => {
   const cases = selected(inferOpCases());
   assert.ok(cases.length > 0 || words.length > 0, 'the table has cases');
   await check(t, cases);
@@ -44,7 +44,7 @@ test('decode-step ops on the emulated CUDA backend match the CPU reference', { s
 
 /** The cases matching `pattern` again with a launcher option changed by `apply` (undone by what it returns). */
 function variant(title: string, pattern: RegExp, apply: () => () => void): void {
-  test(`${title}, on the emulated CUDA backend, matches the CPU reference`, { skip }, async (t) => {
+  test(`${title}, on the emulated CUDA backend, matches the CPU reference`, { skip, timeout: 15 * 60_000 }, async (t) => {
     const restore = apply();
     try {
       await check(t, selected(inferOpCases()).filter((c) => pattern.test(c.name)));
