@@ -226,10 +226,11 @@ export class CudaBackend implements Backend {
     return previous;
   }
 
-  private constructor(readonly runtime: CudaRuntime, gemmRunner?: GemmRunner) {
+  private constructor(readonly runtime: CudaRuntime, runners: { gemm: GemmRunner; int8Gemm: Int8GemmRunner } | undefined = undefined) {
     const p = runtime.device.properties;
     this.description = `${p.name} (${p.arch}, ${p.multiProcessorCount} SMs, ${(p.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB)`;
-    this.gemmRunner = gemmRunner ?? new GemmRunner(runtime.stream.handle, runtime.alloc(GEMM_WORKSPACE_BYTES).ptr, GEMM_WORKSPACE_BYTES);
+    this.gemmRunner = runners?.gemm ?? new GemmRunner(runtime.stream.handle, runtime.alloc(GEMM_WORKSPACE_BYTES).ptr, GEMM_WORKSPACE_BYTES);
+    this.int8Runner = runners?.int8Gemm;
   }
 
   static create(ordinal = 0): CudaBackend {
@@ -237,11 +238,11 @@ export class CudaBackend implements Backend {
   }
 
   /**
-   * A backend on a runtime and GEMM runner made elsewhere: the kernel emulator's (src/testing/emulator), which
+   * A backend on a runtime and GEMM runners (float, int8) made elsewhere: the kernel emulator's (src/testing/emulator), which
    * runs these kernels on the CPU where no GPU is.
    */
-  static onRuntime(runtime: CudaRuntime, gemmRunner: GemmRunner): CudaBackend {
-    return new CudaBackend(runtime, gemmRunner);
+  static onRuntime(runtime: CudaRuntime, runners: { gemm: GemmRunner; int8Gemm: Int8GemmRunner }): CudaBackend {
+    return new CudaBackend(runtime, runners);
   }
 
   // --- memory and data movement ---------------------------------------------------------------------

@@ -378,6 +378,8 @@ inline int __syncthreads_count(int p) { return emu::sync_block(p, 3); }
 inline int __syncthreads_and(int p) { return emu::sync_block(p, 1); }
 inline int __syncthreads_or(int p) { return emu::sync_block(p, 2); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::sync_warp(mask); }
+inline void __trap() { emu::fail_in_fiber("__trap()"); }
+inline void __brkpt() { emu::fail_in_fiber("__brkpt()"); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 inline void __threadfence_system() {}
@@ -452,6 +454,8 @@ template <class T> inline T atomicMin(T* p, T v) { T old = *p; if (v < old) *p =
 template <class T> inline T atomicOr(T* p, T v) { T old = *p; *p = old | v; return old; }
 template <class T> inline T atomicAnd(T* p, T v) { T old = *p; *p = old & v; return old; }
 inline unsigned atomicInc(unsigned* p, unsigned limit) { unsigned old = *p; *p = old >= limit ? 0 : old + 1; return old; }
+inline __half atomicAdd(__half* p, __half v) { __half old = *p; *p = __float2half_rn(__half2float(old) + __half2float(v)); return old; }
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* p, __nv_bfloat16 v) { __nv_bfloat16 old = *p; *p = __float2bfloat16_rn(__bfloat162float(old) + __bfloat162float(v)); return old; }
 inline __half2 atomicAdd(__half2* p, __half2 v) { __half2 old = *p; *p = __hadd2(old, v); return old; }
 inline __nv_bfloat162 atomicAdd(__nv_bfloat162* p, __nv_bfloat162 v) { __nv_bfloat162 old = *p; *p = __hadd2(old, v); return old; }
 
@@ -483,6 +487,13 @@ inline float __exp10f(float x) { return std::pow(10.0f, x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __log2f(float x) { return std::log2(x); }
 inline float __sinf(float x) { return std::sin(x); }
+inline void sincospif(float x, float* s, float* c) { const double a = M_PI * (double)x; *s = (float)std::sin(a); *c = (float)std::cos(a); }
+inline void sincosf(float x, float* s, float* c) { *s = std::sin(x); *c = std::cos(x); }
+inline void __sincosf(float x, float* s, float* c) { *s = std::sin(x); *c = std::cos(x); }
+inline float sinpif(float x) { return (float)std::sin(M_PI * (double)x); }
+inline float cospif(float x) { return (float)std::cos(M_PI * (double)x); }
+inline float normcdff(float x) { return 0.5f * std::erfc(-x / std::sqrt(2.0f)); }
+
 inline float __cosf(float x) { return std::cos(x); }
 inline float __tanf(float x) { return std::tan(x); }
 inline float __powf(float x, float y) { return std::pow(x, y); }
@@ -529,6 +540,10 @@ inline bool __isShared(const void* p) { return (const unsigned char*)p >= emu::d
 inline bool __isGlobal(const void* p) { return !__isShared(p); }
 using std::min;
 using std::max;
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+using std::signbit;
 inline float min(float a, int b) { return std::min(a, (float)b); }
 inline float max(float a, int b) { return std::max(a, (float)b); }
 inline long long min(long long a, int b) { return std::min(a, (long long)b); }

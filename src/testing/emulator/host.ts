@@ -10,10 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
-import type { Backend, GemmArgs, BatchedGemmArgs, Graph, MemoryStats } from '../../backend/backend.js';
+import type { Backend, GemmArgs, BatchedGemmArgs, Graph, Int8GemmArgs, MemoryStats } from '../../backend/backend.js';
 import { CpuBackend } from '../../backend/cpu/index.js';
 import { CudaBackend } from '../../backend/cuda/index.js';
 import type { GemmRunner } from '../../backend/cuda/gemm.js';
+import type { Int8GemmRunner } from '../../backend/cuda/int8-gemm.js';
 import { compiledSource, type CompiledKernel, type KernelArg, type KernelHost, type KernelSource, type LaunchConfig, type Dim3 } from '../../backend/cuda/runtime/kernel.js';
 import type { CudaRuntime } from '../../backend/cuda/runtime/runtime.js';
 import { CudaTensor, type DeviceBlock } from '../../backend/cuda/runtime/tensor.js';
@@ -352,11 +353,11 @@ function decode(bytes: Uint8Array, dtype: DType, numel: number): HostArray {
 }
 
 /**
- * cuBLASLt's part on the emulator: each GEMM's tensors copied to the CPU backend, multiplied there and the
+ * cuBLASLt's part on the emulator (float and int8 GEMMs): each GEMM's tensors copied to the CPU backend, multiplied there and the
  * results written back — the reference's arithmetic, so a test of a model on the emulator checks our kernels
  * around the GEMMs, not cuBLASLt.
  */
-function hostGemmRunner(memory: EmulatorMemory): GemmRunner {
+function hostGemmRunners(memory: EmulatorMemory): { gemm: GemmRunner; int8Gemm: Int8GemmRunner } {
   const cpu = new CpuBackend();
   const viaCpu = <A extends object>(args: A, op: (mapped: A) => void) => {
     const mapped: Record<string, unknown> = {};
@@ -371,11 +372,13 @@ function hostGemmRunner(memory: EmulatorMemory): GemmRunner {
     op(mapped as A);
     for (const [device, host] of pairs) memory.write(device.ptr, encode(cpu.download(host), device.dtype));
   };
-  return {
+  const gemm = {
     tuning: false, workspace: 0n, workspaceBytes: 0,
     gemm: (args: GemmArgs) => viaCpu(args, (a) => cpu.gemm(a)),
     batchedGemm: (args: BatchedGemmArgs) => viaCpu(args, (a) => cpu.batchedGemm(a)),
   } as unknown as GemmRunner;
+  const int8Gemm = { gemm: (args: Int8GemmArgs) => viaCpu(args, (a) => cpu.int8Gemm(a)) } as unknown as Int8GemmRunner;
+  return { gemm, int8Gemm };
 }
 
 function encode(values: HostArray, dtype: DType): Uint8Array {
@@ -388,6 +391,6 @@ function encode(values: HostArray, dtype: DType): Uint8Array {
 export function emulatedCudaBackend(options: { cacheDir?: string } = {}): { backend: CudaBackend & Backend; runtime: EmulatedRuntime } {
   const memory = new EmulatorMemory();
   const runtime = new EmulatedRuntime(memory, options);
-  const backend = CudaBackend.onRuntime(runtime as unknown as CudaRuntime, hostGemmRunner(memory));
+  const backend = CudaBackend.onRuntime(runtime as unknown as CudaRuntime, hostGemmRunners(memory));
   return { backend, runtime };
 }

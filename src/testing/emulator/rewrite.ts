@@ -243,6 +243,13 @@ function reduction(parts: string[], args: string[], count: number): string {
   return `{ const unsigned long long _base = ${address(args[0]!, count)}; ${regs.map((r, k) => `emu::${fn}(_base + ${4 * k}, emu::bits_as<${cType}>(${r}));`).join(' ')} }`;
 }
 
+/** `text` with every balanced <...> removed (so a template argument's comma is not a declarator's). */
+function withoutTemplateArguments(text: string): string {
+  let previous;
+  do { previous = text; text = text.replace(/<[^<>]*>/g, ''); } while (text !== previous);
+  return text;
+}
+
 // --- shared memory -----------------------------------------------------------------------------------------
 
 /**
@@ -273,7 +280,7 @@ export function rewriteShared(source: string): string {
       }
       const declaration = source.slice(i + 10, end).trim();
       const name = /(\w+)\s*((?:\[[^\]]*\]\s*)*)$/.exec(declaration);
-      if (!name || splitTopLevel(declaration, ',').length > 1) throw new EmulatorUnsupported(`a __shared__ declaration the emulator cannot read: '__shared__ ${declaration}'`);
+      if (!name || splitTopLevel(withoutTemplateArguments(declaration), ',').length > 1) throw new EmulatorUnsupported(`a __shared__ declaration the emulator cannot read: '__shared__ ${declaration}'`);
       out += depth > 0 ? `static ${declaration}; emu::declare_shared(&${name[1]}, sizeof(${name[1]}));` : `static ${declaration};`;
       i = end + 1;
       continue;
