@@ -555,7 +555,12 @@ function normMlpCases(dtype: FloatDType): OpCase[] {
   const shapes: readonly [number, number, number, Activation, boolean, boolean][] = [
     [1, 768, 3072, 'gelu_tanh', true, dtype !== 'f32'], [4, 768, 3072, 'gelu_tanh', true, false], [3, 1024, 4096, 'relu', false, false], [2, 136, 256, 'gelu_tanh', true, dtype !== 'f32'],
   ];
-  return shapes.map(([rows, H, F, activation, upBias, yF32]): OpCase => ({
+  return shapes.map(([rows, H, F, activation, upBias, yF32]) => normMlpCase(dtype, rows, H, F, activation, upBias, yF32));
+}
+
+/** normMlp of `rows` rows: a LayerNorm with residual and bias, the fc [F, H] (+ bias) and activation, the proj [H, F] added into an f32 accumulator. */
+export function normMlpCase(dtype: FloatDType, rows: number, H: number, F: number, activation: Activation, upBias: boolean, yF32: boolean): OpCase {
+  return {
     name: `normMlp ${dtype} rows=${rows} H=${H} F=${F} ${activation}${upBias ? ' +bias' : ''}${yF32 ? ' y f32' : ''}`, dtype,
     inputs: (rng) => ({
       x: floats(rng, [rows, H], dtype, 2, 0.5), y: floats(rng, [rows, H], yF32 ? 'f32' : dtype), rbias: floats(rng, [H], dtype), gamma: floats(rng, [H], dtype, 0.5, 1),
@@ -570,7 +575,7 @@ function normMlpCases(dtype: FloatDType): OpCase[] {
       });
       return c.results();
     },
-  }));
+  };
 }
 
 /** scaleColumns: a Llama-wide weight times its scales in f32, and awkward inputs over them in place. */
