@@ -130,7 +130,7 @@ export class EmulatorMemory {
   }
 
   stats(): MemoryStats {
-    return { allocations: this.count, deviceAllocations: this.count, bytesInUse: this.inUse, peakBytesInUse: this.peak, bytesReserved: this.inUse } as MemoryStats;
+    return { allocations: this.count, deviceAllocations: this.count, bytesInUse: this.inUse, peakBytesInUse: this.peak, bytesReserved: this.inUse };
   }
 
   resetPeak(): void { this.peak = this.inUse; }
@@ -215,10 +215,8 @@ export class EmulatorHost implements KernelHost {
   }
 
   scratch(bytes: number): bigint {
-    if (!this.scratchBlock || this.scratchBlock.bytes < bytes) {
-      if (this.scratchBlock && !this.recording) this.memory.release(this.scratchBlock);
-      this.scratchBlock = this.memory.alloc(bytes);
-    }
+    // An outgrown block is kept, not freed: a captured graph may still use its address (as the runtime's).
+    if (!this.scratchBlock || this.scratchBlock.bytes < bytes) this.scratchBlock = this.memory.alloc(bytes);
     return this.scratchBlock.ptr;
   }
 
@@ -306,11 +304,12 @@ export class EmulatedRuntime extends EmulatorHost {
     if (this.recording) this.recording.push(run); else run();
   }
   downloadInto(ptr: bigint, into: Uint8Array): void { this.memory.read(ptr, into); }
-  downloadLater(ptr: bigint, bytes: number, finish: (memory: Uint8Array) => HostArray): { wait: () => HostArray; ready: () => boolean } {
+  downloadLater<T>(ptr: bigint, bytes: number, finish: (memory: Uint8Array) => T): { wait: () => T } {
+    if (this.recording) throw new Error('emulator: downloadLater while a graph is being captured');
     const memory = new Uint8Array(bytes);
-    this.memory.read(ptr, memory);
+    if (bytes > 0) this.memory.read(ptr, memory);
     const value = finish(memory);
-    return { wait: () => value, ready: () => true };
+    return { wait: () => value };
   }
   copyDeviceToDevice(dst: bigint, src: bigint, bytes: number): void {
     const run = () => this.memory.move(dst, src, bytes);
