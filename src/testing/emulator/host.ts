@@ -356,9 +356,14 @@ function decode(bytes: Uint8Array, dtype: DType, numel: number): HostArray {
  * results written back — the reference's arithmetic, so a test of a model on the emulator checks our kernels
  * around the GEMMs, not cuBLASLt.
  */
-function hostGemmRunners(memory: EmulatorMemory): { gemm: GemmRunner; int8Gemm: Int8GemmRunner } {
-  const cpu = new CpuBackend();
+function hostGemmRunners(runtime: EmulatedRuntime): { gemm: GemmRunner; int8Gemm: Int8GemmRunner } {
+  const cpu = new CpuBackend(), memory = runtime.memory;
+  // Inside a graph capture the GEMM is recorded with the launches, to run on every replay.
   const viaCpu = <A extends object>(args: A, op: (mapped: A) => void) => {
+    const run = () => gemmOnCpu(args, op);
+    if (runtime.recording) runtime.recording.push(run); else run();
+  };
+  const gemmOnCpu = <A extends object>(args: A, op: (mapped: A) => void) => {
     const mapped: Record<string, unknown> = {};
     const pairs: [CudaTensor, Tensor][] = [];
     for (const [key, v] of Object.entries(args)) {
@@ -390,6 +395,6 @@ function encode(values: HostArray, dtype: DType): Uint8Array {
 export function emulatedCudaBackend(options: { cacheDir?: string } = {}): { backend: CudaBackend & Backend; runtime: EmulatedRuntime } {
   const memory = new EmulatorMemory();
   const runtime = new EmulatedRuntime(memory, options);
-  const backend = CudaBackend.onRuntime(runtime as unknown as CudaRuntime, hostGemmRunners(memory));
+  const backend = CudaBackend.onRuntime(runtime as unknown as CudaRuntime, hostGemmRunners(runtime));
   return { backend, runtime };
 }

@@ -59,7 +59,7 @@ test('emulated CUDA, f32: prefill and decode logits with the fused MLP, the proj
   emulated.model.free();
 });
 
-test('emulated CUDA, f32: greedy tokens of a batch, replayed from graphs, equal the CPU backend\'s', { skip, timeout: 10 * 60_000 }, async () => {
+test('emulated CUDA, f32: greedy tokens of a batch, replayed from graphs, equal the CPU backend\'s, with the products on the GEMV kernels and on the CPU\'s stand-in for cuBLASLt', { skip, timeout: 10 * 60_000 }, async () => {
   const dir = join(root, 'tokens');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 12);
   const prompts = [[5, 9, 200, 17, 3], [1, 2], [299, 0, 150], [42]];
@@ -71,6 +71,10 @@ test('emulated CUDA, f32: greedy tokens of a batch, replayed from graphs, equal 
   const emulated = loadDecoderModel(dir, backend, { dtype: 'f32' });
   assert.deepEqual(await generateBatch(emulated.model, prompts, options), reference);
   assert.ok([...runtime.stats.launches.keys()].some((name) => name.startsWith('gemv_mlp_')), 'the fused MLP ran');
+  // Every product on cuBLASLt's stand-in (the CPU backend's GEMM), recorded into the graphs and replayed with them.
+  backend.decodeGemv = false;
+  backend.fusedMlp = false;
+  assert.deepEqual(await generateBatch(emulated.model, prompts, options), reference, 'GEMMs outside our kernels, graphs replayed');
   emulated.model.free();
 });
 
