@@ -6,40 +6,18 @@
 // FUSEFORMER_EMULATOR_OPS=a,b runs only the cases whose name contains one of the words. Skips where the
 // emulator cannot compile (no g++ or CUDA headers).
 
-import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { TestContext } from 'node:test';
-import { CpuBackend } from '../../../src/backend/cpu/index.js';
 import { decodeAttentionOptions } from '../../../src/backend/cuda/kernels/decode-attention.js';
 import { mlpOptions } from '../../../src/backend/cuda/kernels/gemv-mlp.js';
 import { sampleTokensForcedSplits, sampleTokensPreload } from '../../../src/backend/cuda/kernels/sample-tokens.js';
-import { caseFailures } from '../../../src/testing/conformance.js';
-import { emulatedCudaBackend, emulatorUnavailable } from '../../../src/testing/emulator/host.js';
+import { emulatorUnavailable } from '../../../src/testing/emulator/host.js';
 import { inferOpCases } from '../../../src/testing/infer-op-cases.js';
-import type { OpCase } from '../../../src/testing/op-cases.js';
-import { freshSeed } from '../../../src/testing/random.js';
+import { checkOnEmulator, selectedCases } from './emulated-cases.js';
 
 const skip = emulatorUnavailable() ?? false;
-const words = (process.env['FUSEFORMER_EMULATOR_OPS'] ?? '').split(',').map((w) => w.trim()).filter((w) => w !== '');
-const selected = (cases: OpCase[]) => cases.filter((c) => words.length === 0 || words.some((w) => c.name.includes(w)));
-
-async function check(t: TestContext, cases: OpCase[]): Promise<void> {
-  const { backend } = emulatedCudaBackend();
-  const cpu = new CpuBackend();
-  const seed = freshSeed();
-  t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
-  for (const c of cases) {
-    await t.test(c.name, () => {
-      const failed = caseFailures(c, backend, cpu, seed);
-      assert.deepEqual(failed, [], failed.join('\n'));
-    });
-  }
-}
 
 test('decode-step ops on the emulated CUDA backend match the CPU reference', { skip, timeout: 40 * 60_000 }, async (t) => {
-  const cases = selected(inferOpCases());
-  assert.ok(cases.length > 0 || words.length > 0, 'the table has cases');
-  await check(t, cases);
+  await checkOnEmulator(t, selectedCases(inferOpCases()));
 });
 
 /** The cases matching `pattern` again with a launcher option changed by `apply` (undone by what it returns). */
@@ -47,7 +25,7 @@ function variant(title: string, pattern: RegExp, apply: () => () => void): void 
   test(`${title}, on the emulated CUDA backend, matches the CPU reference`, { skip, timeout: 15 * 60_000 }, async (t) => {
     const restore = apply();
     try {
-      await check(t, selected(inferOpCases()).filter((c) => pattern.test(c.name)));
+      await checkOnEmulator(t, selectedCases(inferOpCases()).filter((c) => pattern.test(c.name)));
     } finally {
       restore();
     }
