@@ -226,7 +226,7 @@ export class CudaBackend implements Backend {
     return previous;
   }
 
-  private constructor(readonly runtime: CudaRuntime, runners: { gemm: GemmRunner; int8Gemm: Int8GemmRunner } | undefined = undefined) {
+  private constructor(readonly runtime: CudaRuntime, runners?: { gemm: GemmRunner; int8Gemm: Int8GemmRunner }) {
     const p = runtime.device.properties;
     this.description = `${p.name} (${p.arch}, ${p.multiProcessorCount} SMs, ${(p.totalMemoryBytes / 2 ** 30).toFixed(0)} GiB)`;
     this.gemmRunner = runners?.gemm ?? new GemmRunner(runtime.stream.handle, runtime.alloc(GEMM_WORKSPACE_BYTES).ptr, GEMM_WORKSPACE_BYTES);
