@@ -5,7 +5,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -239,17 +239,15 @@ export class EmulatorHost implements KernelHost {
 
   private compile(kernel: KernelSource): LaunchFn {
     const host = emulatedSource(compiledSource(kernel), kernel.name);
-    const hash = createHash('sha256').update(host).update(HEADER_VERSION()).digest('hex').slice(0, 24);
+    const hash = createHash('sha256').update(host).update(headerHash()).digest('hex').slice(0, 24);
     const library = join(this.cacheDir, `${kernel.name.slice(0, 80)}-${hash}.so`);
     if (!existsSync(library)) {
       mkdirSync(this.cacheDir, { recursive: true });
       const file = `${library}.${process.pid}.cpp`;
       writeFileSync(file, host);
-      const include = cudaInclude();
-      if (!include) throw new Error('emulator: no CUDA include directory with cuda_bf16.h');
       try {
-        execFileSync('g++', ['-std=c++17', '-O1', '-shared', '-fPIC', '-fvisibility=hidden', '-fno-strict-aliasing', '-w',
-          `-I${include}`, '-include', HEADER, '-o', `${library}.${process.pid}`, file], { stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 32 << 20 });
+        execFileSync('g++', [...COMPILE_FLAGS, '-shared', `-I${this.include}`, '-include', this.header(), '-o', `${library}.${process.pid}`, file],
+          { stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 32 << 20 });
       } catch (error) {
         const stderr = String((error as { stderr?: Buffer }).stderr ?? error);
         throw new Error(`emulator: g++ could not compile ${kernel.name} (source kept at ${file}):\n${stderr.split('\n').slice(0, 30).join('\n')}`);
@@ -261,12 +259,46 @@ export class EmulatorHost implements KernelHost {
     const lib = koffi.load(library);
     return lib.func('const char* emu_launch(uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared, const uint8_t* args, int count)') as LaunchFn;
   }
+
+  private get include(): string {
+    const include = cudaInclude();
+    if (!include) throw new Error('emulator: no CUDA include directory with cuda_bf16.h');
+    return include;
+  }
+
+  private pchHeader: string | undefined;
+  /**
+   * The header every kernel includes: a copy of cuda-emu.h beside its precompiled form (made once per header
+   * version in the cache; parsing the CUDA half-precision headers was half of each kernel's compile), or the
+   * header itself if the precompile fails (g++ then parses it each time).
+   */
+  private header(): string {
+    if (this.pchHeader) return this.pchHeader;
+    const dir = join(this.cacheDir, `pch-${headerHash().slice(0, 16)}`), copy = join(dir, 'cuda-emu.h');
+    try {
+      if (!existsSync(`${copy}.gch`)) {
+        mkdirSync(dir, { recursive: true });
+        const temp = `${copy}.${process.pid}`;
+        writeFileSync(`${temp}.h`, readFileSync(HEADER));
+        execFileSync('g++', [...COMPILE_FLAGS, `-I${this.include}`, '-x', 'c++-header', '-o', `${temp}.gch`, `${temp}.h`], { stdio: ['ignore', 'ignore', 'pipe'] });
+        renameSync(`${temp}.h`, copy);
+        renameSync(`${temp}.gch`, `${copy}.gch`);
+      }
+      this.pchHeader = copy;
+    } catch {
+      this.pchHeader = HEADER;
+    }
+    return this.pchHeader;
+  }
 }
+
+/** g++'s flags for the kernels and their precompiled header (which must agree for g++ to use it). */
+const COMPILE_FLAGS = ['-std=c++17', '-O1', '-fPIC', '-fvisibility=hidden', '-fno-strict-aliasing', '-w'];
 
 let headerVersion: string | undefined;
 /** The header's hash, so an edited cuda-emu.h recompiles every kernel. */
-function HEADER_VERSION(): string {
-  if (headerVersion === undefined) headerVersion = createHash('sha256').update(execFileSync('cat', [HEADER])).digest('hex');
+function headerHash(): string {
+  if (headerVersion === undefined) headerVersion = createHash('sha256').update(readFileSync(HEADER)).digest('hex');
   return headerVersion;
 }
 
