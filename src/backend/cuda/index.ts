@@ -697,7 +697,8 @@ export class CudaBackend implements Backend {
 
 // --- host encoding -------------------------------------------------------------------------------------
 
-function encodeHost(values: HostArray | readonly number[], dtype: DType): Uint8Array {
+/** Host values as `dtype`'s bytes (shared with the kernel emulator's memory, src/testing/emulator). */
+export function encodeHost(values: HostArray | readonly number[], dtype: DType): Uint8Array {
   // Arrays already in the dtype's layout go as views of their bytes (uploadBytes stages them before it returns).
   if ((dtype === 'i32' && values instanceof Int32Array) || (dtype === 'f32' && values instanceof Float32Array)) {
     return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
@@ -715,7 +716,7 @@ function encodeHost(values: HostArray | readonly number[], dtype: DType): Uint8A
  * The host array of n `dtype` values whose bytes `fill` writes into the Uint8Array it is given: f16 and
  * bf16 straight into the first half of the f32 result, then widened in place (no second buffer).
  */
-function hostArrayFrom(dtype: DType, n: number, fill: (bytes: Uint8Array) => void): HostArray {
+export function hostArrayFrom(dtype: DType, n: number, fill: (bytes: Uint8Array) => void): HostArray {
   const bytes = n * byteSize(dtype), into = (out: Int32Array | Int8Array | Uint8Array | Float32Array) => {
     fill(new Uint8Array(out.buffer, 0, bytes));
     return out;

@@ -12,15 +12,13 @@ import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import type { Backend, GemmArgs, BatchedGemmArgs, Graph, Int8GemmArgs, MemoryStats } from '../../backend/backend.js';
 import { CpuBackend } from '../../backend/cpu/index.js';
-import { CudaBackend } from '../../backend/cuda/index.js';
+import { CudaBackend, encodeHost, hostArrayFrom } from '../../backend/cuda/index.js';
 import type { GemmRunner } from '../../backend/cuda/gemm.js';
 import type { Int8GemmRunner } from '../../backend/cuda/int8-gemm.js';
 import { compiledSource, type CompiledKernel, type KernelArg, type KernelHost, type KernelSource, type LaunchConfig, type Dim3 } from '../../backend/cuda/runtime/kernel.js';
 import type { CudaRuntime } from '../../backend/cuda/runtime/runtime.js';
 import { CudaTensor, type DeviceBlock } from '../../backend/cuda/runtime/tensor.js';
 import { cudaIncludeDirs } from '../../cuda/library.js';
-import { byteSize, encodeFloats, isFloat, widenHalvesInPlace } from '../../dtype.js';
-import type { DType } from '../../dtype.js';
 import type { HostArray, Tensor } from '../../tensor.js';
 import { EmulatorUnsupported, emulatedSource } from './rewrite.js';
 
@@ -362,25 +360,7 @@ export class EmulatedRuntime extends EmulatorHost {
 
 /** A tensor's bytes on the CPU backend: the emulated tensor's contents, decoded to its dtype. */
 function toCpu(cpu: CpuBackend, memory: EmulatorMemory, t: CudaTensor): Tensor {
-  const bytes = new Uint8Array(t.bytes);
-  memory.read(t.ptr, bytes);
-  return cpu.fromArray(decode(bytes, t.dtype, t.numel), t.shape, t.dtype);
-}
-
-function decode(bytes: Uint8Array, dtype: DType, numel: number): HostArray {
-  if (dtype === 'f16' || dtype === 'bf16') {
-    const buffer = new ArrayBuffer(4 * numel);
-    new Uint8Array(buffer).set(bytes.subarray(0, 2 * numel));
-    return widenHalvesInPlace(buffer, numel, dtype);
-  }
-  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + numel * byteSize(dtype));
-  switch (dtype) {
-    case 'f32': return new Float32Array(buffer);
-    case 'i32': return new Int32Array(buffer);
-    case 'i8': return new Int8Array(buffer);
-    case 'u8': return new Uint8Array(buffer);
-  }
-  throw new Error(`emulator: no decoding of ${String(dtype)}`);
+  return cpu.fromArray(hostArrayFrom(t.dtype, t.numel, (bytes) => memory.read(t.ptr, bytes)), t.shape, t.dtype);
 }
 
 /**
@@ -406,7 +386,7 @@ function hostGemmRunners(runtime: EmulatedRuntime): { gemm: GemmRunner; int8Gemm
       } else mapped[key] = v;
     }
     op(mapped as A);
-    for (const [device, host] of pairs) memory.write(device.ptr, encode(cpu.download(host), device.dtype));
+    for (const [device, host] of pairs) memory.write(device.ptr, encodeHost(cpu.download(host), device.dtype));
   };
   const gemm = {
     tuning: false, workspace: 0n, workspaceBytes: 0,
@@ -417,11 +397,6 @@ function hostGemmRunners(runtime: EmulatedRuntime): { gemm: GemmRunner; int8Gemm
   return { gemm, int8Gemm };
 }
 
-function encode(values: HostArray, dtype: DType): Uint8Array {
-  if (isFloat(dtype)) return encodeFloats(values as ArrayLike<number>, dtype);
-  const typed = dtype === 'i32' ? Int32Array.from(values as ArrayLike<number>) : dtype === 'i8' ? Int8Array.from(values as ArrayLike<number>) : Uint8Array.from(values as ArrayLike<number>);
-  return new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength);
-}
 
 /** A CudaBackend whose kernels run on the emulator (and its GEMMs on the CPU backend), with the runtime it uses. */
 export function emulatedCudaBackend(options: { cacheDir?: string } = {}): { backend: CudaBackend & Backend; runtime: EmulatedRuntime } {
