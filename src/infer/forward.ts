@@ -128,8 +128,8 @@ export const rowNormOptions: { mode: 'auto' | 'on' | 'off'; mlp: boolean } = { m
 /**
  * A non-gated MLP (GPT-2's) and the norm before it as one normMlp (CUDA: one kernel, kernels/gemv-mlp.ts),
  * its output summed in an f32 accumulator that the next norm reads as y — one kernel a layer fewer than
- * normLinear + the down GEMV. 'auto' (default) follows the backend (Backend.fusesMlp: CUDA at 1–4 rows with
- * FUSEFORMER_FUSED_MLP=1); 'on' forces it on any backend at every row count up to the forward's maxRows (the
+ * normLinear + the down GEMV. 'auto' (default) follows the backend (Backend.fusesMlp: CUDA at 2–4 rows, 1–4
+ * with FUSEFORMER_FUSED_MLP=1); 'on' forces it on any backend at every row count up to the forward's maxRows (the
  * CPU tests compare both forms), 'off' never. For models with a GELU-tanh or ReLU MLP, at least two layers,
  * no quantization or tensor parallelism, the residual added in the norms. Takes effect for forwards
  * constructed (its accumulators) and launched or captured after it is set.

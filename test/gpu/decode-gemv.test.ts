@@ -421,7 +421,9 @@ test('llama: the norms split across the streamed GEMMs (rowNorm) give the usual 
 for (const projected of [false, true]) {
 test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? ' with the O projection in the attention kernel' : ''} gives the usual form's logits and greedy tokens`, { skip }, async () => {
   const gpu = await createGpuBackend();
+  const saved = { on: gpu.fusedMlp, minRows: gpu.fusedMlpMinRows, projection: gpu.fusedAttentionProjection };
   gpu.fusedAttentionProjection = projected;
+  gpu.fusedMlpMinRows = 1;
   const m = ENGINE_TEST_MODELS.find((x) => x.family === 'gpt2')!;
   const dir = join(root, `gpt2-fused-mlp-${projected}`);
   writeModelFolder(dir, m.family, m.config, 10);
@@ -458,6 +460,10 @@ test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? 
         if (dtype === 'f32') {
           assert.deepEqual(replayed, await decode(false, true), 'f32: the usual form\'s tokens');
           assert.deepEqual(await decode(true, false), replayed, 'f32: eager = replayed');
+          // The default rows (fused from FUSED_MLP_MIN_ROWS_DEFAULT): steps of both forms follow each other as sequences finish.
+          gpu.fusedMlpMinRows = saved.minRows;
+          assert.deepEqual(await decode(true, true), replayed, 'f32: fused from the default rows, usual below');
+          gpu.fusedMlpMinRows = 1;
         } else {
           assert.deepEqual(replayed.map((t) => t.length), prompts.map(() => 9));
         }
@@ -467,7 +473,7 @@ test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? 
       }
     }
   } finally {
-    gpu.fusedMlp = false;
+    Object.assign(gpu, { fusedMlp: saved.on, fusedMlpMinRows: saved.minRows, fusedAttentionProjection: saved.projection });
   }
 });
 }

@@ -65,7 +65,7 @@ import { randomFill } from './kernels/random.js';
 import { softmaxBackward, softmaxForward } from './kernels/softmax.js';
 import { sumSquares } from './kernels/sum-squares.js';
 import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGemv, launchNormGemv, normGemvApplies, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './kernels/gemv.js';
-import { launchMlpGemv, mlpGemvApplies, mlpGemvTakes } from './kernels/gemv-mlp.js';
+import { fusedMlpFromEnv, launchMlpGemv, mlpGemvApplies, mlpGemvTakes } from './kernels/gemv-mlp.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
 import { launchStreamGated, launchStreamGemm, STREAM_MIN_ROWS, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies, streamNormInput } from './kernels/gemm-stream.js';
@@ -110,18 +110,24 @@ export class CudaBackend implements Backend {
    */
   normGemv = process.env['FUSEFORMER_NORM_GEMV'] !== '0';
   /**
-   * normMlp of ≤ 4 rows (with decodeGemv) as one kernel (kernels/gemv-mlp.ts), which fusesMlp offers the decode
-   * forward in place of normLinear + the down GEMV. Opt-in (FUSEFORMER_FUSED_MLP=1) until measured. Takes effect
-   * for forwards launched or captured after it is set.
+   * normMlp of fusedMlpMinRows–4 rows (with decodeGemv) as one kernel (kernels/gemv-mlp.ts), which fusesMlp offers
+   * the decode forward in place of normLinear + the down GEMV. Default on from 2 rows (FUSED_MLP_MIN_ROWS_DEFAULT
+   * says what was measured); FUSEFORMER_FUSED_MLP=1 from one row, =0 off. Its proj adds partial sums by f32
+   * atomics in an order that varies from run to run, so 16-bit decode steps of those rows are not bit-for-bit
+   * reproducible (=0 makes them so). Takes effect for forwards launched or captured after it is set.
    */
-  fusedMlp = process.env['FUSEFORMER_FUSED_MLP'] === '1';
+  fusedMlp = fusedMlpFromEnv(process.env['FUSEFORMER_FUSED_MLP']).on;
+  /** The fewest rows fusesMlp fuses (see fusedMlp). */
+  fusedMlpMinRows = fusedMlpFromEnv(process.env['FUSEFORMER_FUSED_MLP']).minRows;
   /** normMlp calls run so far. */
   mlpGemvLaunches = 0;
   /**
    * decodeAttention's `project` offered to the decode forward (projectsAttention) at 1–4 rows, for models whose
    * O weight a block reads is at most PROJECTION_MAX_BYTES (GPT-2's 98 KB a head): the O GEMV becomes the
-   * attention kernel's epilogue. Opt-in (FUSEFORMER_FUSED_O=1) until measured; needs the fused MLP's
-   * accumulators (fusedMlp). Takes effect for forwards launched or captured after it is set.
+   * attention kernel's epilogue. Opt-in (FUSEFORMER_FUSED_O=1): slower where measured (2026-12-05, H100, GPT-2
+   * ms/token with the fused MLP: b1 0.217 → 0.275, b4 0.295 → 0.355 — the attention kernel 2.8 → 11.6 µs a layer,
+   * its 12 blocks each streaming 98 KB of W_O, against the O GEMV's 4.2). Needs the fused MLP's accumulators
+   * (fusedMlp). Takes effect for forwards launched or captured after it is set.
    */
   fusedAttentionProjection = process.env['FUSEFORMER_FUSED_O'] === '1';
   /** appendDecodeAttention calls run as one kernel so far. */
@@ -544,9 +550,9 @@ export class CudaBackend implements Backend {
     else this.gemm(product.gemm);
   }
 
-  /** Whether normMlp of these sizes runs as its kernel (fusedMlp and decodeGemv on, a shape the kernel takes). */
+  /** Whether normMlp of these sizes runs as its kernel (fusedMlp and decodeGemv on, fusedMlpMinRows rows or more, a shape the kernel takes). */
   fusesMlp(rows: number, dtype: DType, H: number, F: number): boolean {
-    return this.fusedMlp && this.decodeGemv && isFloat(dtype) && mlpGemvTakes(rows, dtype as FloatDType, H, F, this.runtime.multiProcessorCount);
+    return this.fusedMlp && this.decodeGemv && rows >= this.fusedMlpMinRows && isFloat(dtype) && mlpGemvTakes(rows, dtype as FloatDType, H, F, this.runtime.multiProcessorCount);
   }
 
   /** Whether decode attention takes `project` for these sizes (fusedAttentionProjection, 1–4 rows, a block's O columns that fit). */

@@ -53,7 +53,7 @@ variant('decode attention, pipelined variant forced', attention, withOptions(dec
 variant('decode attention, throughput variant forced', attention, withOptions(decodeAttentionOptions, { throughput: true, pipelined: false }));
 // The probes of session 38, which the GPU has not run yet.
 variant('normMlp with vector atomics (FUSEFORMER_MLP_RED_V4)', /^normMlp /, withOptions(mlpOptions, { vectorRed: true }));
-variant('normMlp triggering the next kernel early (FUSEFORMER_MLP_EARLY_TRIGGER)', /^normMlp /, withOptions(mlpOptions, { earlyTrigger: true }));
+variant('normMlp triggering the next kernel after its sums (FUSEFORMER_MLP_EARLY_TRIGGER=0)', /^normMlp /, withOptions(mlpOptions, { earlyTrigger: false }));
 variant('normMlp at 8 features a block (FUSEFORMER_MLP_FEATURES=8)', /^normMlp /, withEnv('FUSEFORMER_MLP_FEATURES', '8'));
 // 32 features a block fit the registers at 16-bit and H ≤ 768 (elsewhere the op refuses the forced size, by design).
 variant('normMlp at 32 features a block (FUSEFORMER_MLP_FEATURES=32)', /^normMlp (f16|bf16) rows=\d H=(768|136) /, withEnv('FUSEFORMER_MLP_FEATURES', '32'));

@@ -31,7 +31,6 @@
 import type { FloatDType } from '../../../dtype.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
-import { envFlag } from '../env-switch.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { MAX_ACCUMULATORS, mmaSplitReduceCode } from './gemv-mma.js';
@@ -79,24 +78,8 @@ export interface Int4MmaGemvSpec {
   readonly warps?: 8 | 16;
   /** normLinear: the residual norm in the prologue, for exactly `rows` rows (see the header). */
   readonly norm?: Int4MmaNorm;
-  /**
-   * The zero point folded per chunk (int4MmaOptions.zeroFold): the tensor cores multiply magic + q as the
-   * LOP3 leaves it (no subtraction a nibble pair: 4 of a packed word's ~14 instructions), one more mma a
-   * step with all-ones weights sums the chunk's x (Σx, from the B fragments already in registers: no pass
-   * over x of its own, unlike session 17's fold), and C − (magic + z)·Σx is the chunk's product.
-   */
-  readonly zeroFold?: boolean;
 }
 
-/**
- * FUSEFORMER_INT4_ZERO_FOLD=1 (off; built in session 34, not yet run on a GPU): the tensor-core INT4
- * GEMV's zero point folded per chunk (Int4MmaGemvSpec.zeroFold) at one row tile (1–8 rows: decode; above,
- * the Σx sums and their registers cost more than the subtractions save — more spills at 32 rows in the
- * SASS read here). Llama's batch-1 gated GEMV 1573 → 1469 SASS instructions, its down 939 → 882. Tests set it directly.
- */
-export const int4MmaOptions: { zeroFold: boolean } = {
-  zeroFold: envFlag('FUSEFORMER_INT4_ZERO_FOLD', process.env['FUSEFORMER_INT4_ZERO_FOLD'], false),
-};
 
 
 
@@ -112,7 +95,7 @@ export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
   const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${normSwitchesKey(s.norm)}` : '';
-  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${s.zeroFold ? '.zf' : ''}`;
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
 }
 
 export interface Int4MmaGemvPlan {
@@ -167,7 +150,7 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
       // its LM head 56.7 → 45.5–46.4; the smaller products, one block an SM, lost with them).
       const shareX = rowTiles === 1 && tiles === 2 && grid >= 1.9 * multiProcessorCount ? 0.05 : 0;
       const score = balance * Math.min(1, inFlight / TARGET_BYTES_PER_SM) + shareX - kWarps * 1e-3 - tiles * 1e-4;
-      const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(norm ? { norm: { ...norm, rows: M } } : {}), ...(int4MmaOptions.zeroFold && rowTiles === 1 ? { zeroFold: true } : {}) };
+      const spec: Int4MmaGemvSpec = { dtype, rowTiles, K, groupSize, tiles, kWarps, unroll, bias, activation, gated, ...(norm ? { norm: { ...norm, rows: M } } : {}) };
       if (!best || score > best.score) best = { plan: { spec, grid }, score };
     }
   }
@@ -234,24 +217,6 @@ __device__ __forceinline__ u32 minus_zero_pair(unsigned char z) {
 `;
 }
 
-/** The zero fold's device code (Int4MmaGemvSpec.zeroFold; after int4MmaDequantCode, which defines MAGIC and ONE). */
-function int4ZeroFoldCode(dtype: 'bf16' | 'f16'): string {
-  const bf16 = dtype === 'bf16';
-  return String.raw`// Tile step p's A fragment of magic + q (magic_pair), the zero folded per chunk instead.
-__device__ __forceinline__ void magic_fragment(u32 (&af)[4], u32 w0, u32 w1, int p) {
-  af[0] = magic_pair(w0, 2 * p);
-  af[1] = magic_pair(w1, 2 * p);
-  af[2] = magic_pair(w0, 2 * p + 1);
-  af[3] = magic_pair(w1, 2 * p + 1);
-}
-// magic + z as an f32: its exponent and z as the mantissa's bits at the magic's unit (exact for z < 128).
-__device__ __forceinline__ float magic_plus_zero(unsigned char z) {
-  return __uint_as_float(${bf16 ? '0x43000000u | ((u32)z << 16)' : '0x44800000u | ((u32)z << 13)'});
-}
-
-`;
-}
-
 export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   if (spec.K % INT4_MMA_CHUNK_K !== 0 || spec.groupSize % INT4_MMA_CHUNK_K !== 0 || spec.K % spec.groupSize !== 0) {
     throw new RangeError(`int4MmaGemvSource: K (${spec.K}) and the group size (${spec.groupSize}) must be multiples of ${INT4_MMA_CHUNK_K}, G dividing K`);
@@ -262,7 +227,6 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   }
   const name = kernelIdentifier(int4MmaGemvKey(spec));
   const chunks = spec.K / INT4_MMA_CHUNK_K, perWarp = Math.ceil(chunks / spec.kWarps), groups = Math.ceil(perWarp / spec.unroll);
-  const zf = spec.zeroFold === true;
   const biasOf = (n: string) => (spec.bias ? ` + to_float(bias[${n}])` : '');
   const write = spec.gated
     ? String.raw`const float gv = acc[i][j][q]${biasOf('n')}, uv = acc[i][j][2 + q]${biasOf('N + n')};
@@ -280,7 +244,7 @@ ${constants({
     ...(norm ? { M: norm.rows, VEC: 8, THREADS: int4MmaWarps(spec) * 32, NWARPS: int4MmaWarps(spec) } : {}),
   })}
 ${norm ? normPrologueCode(norm) : ''}
-${int4MmaDequantCode(spec.dtype)}${zf ? int4ZeroFoldCode(spec.dtype) : ''}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
+${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.${norm ? `
 // Norm prologue (M = ${norm.rows}, the argument M_ unused): x is unused; rx [M, K] the residual stream
 // (updated in place), y [M, K] (Y), rbias [K], gamma, beta [K], h [M, K] the normed rows, counter a zeroed
@@ -324,7 +288,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
   for (int grp = 0; grp < GROUPS; grp++) {
     uint4 wv[U][FT][2];
     float sc[U][FT][2];
-    ${zf ? 'float' : 'u32'} mz[U][FT][2];  // ${zf ? 'magic + z (the zero folded per chunk)' : '−(magic + z), packed'}
+    u32 mz[U][FT][2];  // −(magic + z), packed
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int c = kw + (grp * U + u) * KW;
@@ -337,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
             const size_t gi = (size_t)r * GROUPS_PER_ROW + (c * ${INT4_MMA_CHUNK_K}) / G;
             wv[u][i][h] = load_stream_u4(qweight + (size_t)r * WORDS_PER_ROW + c * 16 + 4 * t);
             sc[u][i][h] = __half2float(scales[gi]);
-            mz[u][i][h] = ${zf ? 'magic_plus_zero' : 'minus_zero_pair'}(zeros[gi]);
+            mz[u][i][h] = minus_zero_pair(zeros[gi]);
           } else {
             wv[u][i][h] = make_uint4(0u, 0u, 0u, 0u);
             sc[u][i][h] = 0.f;
@@ -363,14 +327,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
             #pragma unroll
             for (int j = 0; j < NT; j++)
               #pragma unroll
-              for (int q = 0; q < 4; q++) cf[h][i][j][q] = 0.f;${zf ? `
-        // Σx of the chunk's x rows by mma with all-ones weights: [q] = Σ x[8j + 2t + (q & 1)] (both halves).
-        const u32 ones[4] = { ONE, ONE, ONE, ONE };
-        float sx[NT][4];
-        #pragma unroll
-        for (int j = 0; j < NT; j++)
-          #pragma unroll
-          for (int q = 0; q < 4; q++) sx[j][q] = 0.f;` : ''}
+              for (int q = 0; q < 4; q++) cf[h][i][j][q] = 0.f;
         #pragma unroll
         for (int w = 0; w < 4; w++) {
           // x pairs (x[8w + e], x[8w + e + 4]) of rows 8j + g, for e = 0..3.
@@ -379,9 +336,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
           for (int j = 0; j < NT; j++) {
             const int m = 8 * j + g;
             const uint4 xv = m < M ? *reinterpret_cast<const uint4*>(${norm ? 'act_s' : 'x'} + (size_t)m * K + c * ${INT4_MMA_CHUNK_K} + 32 * t + 8 * w) : make_uint4(0u, 0u, 0u, 0u);
-            x_pairs(bp[j], xv);${zf ? `
-            mma_16816<T>(sx[j], ones, bp[j][0], bp[j][1]);
-            mma_16816<T>(sx[j], ones, bp[j][2], bp[j][3]);` : ''}
+            x_pairs(bp[j], xv);
           }
           #pragma unroll
           for (int i = 0; i < FT; i++) {
@@ -389,7 +344,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
             #pragma unroll
             for (int s = 0; s < 2; s++) {
               u32 af[4];
-              ${zf ? 'magic_fragment(af, w0, w1, s);' : 'weight_fragment(af, w0, w1, s, mz[u][i][0], mz[u][i][1]);'}
+              weight_fragment(af, w0, w1, s, mz[u][i][0], mz[u][i][1]);
               #pragma unroll
               for (int j = 0; j < NT; j++) mma_16816<T>(cf[s % CH][i][j], af, bp[j][2 * s], bp[j][2 * s + 1]);
             }
@@ -404,12 +359,10 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
             for (int h = 1; h < CH; h++)
               #pragma unroll
               for (int q = 0; q < 4; q++) cf[0][i][j][q] += cf[h][i][j][q];
-${zf ? String.raw`            // The zero folded: C − (magic + z)·Σx, then the scale.
-            #pragma unroll
-            for (int q = 0; q < 4; q++) acc[i][j][q] = fmaf(sc[u][i][q >> 1], fmaf(-mz[u][i][q >> 1], sx[j][q], cf[0][i][j][q]), acc[i][j][q]);` : String.raw`            acc[i][j][0] = fmaf(sc[u][i][0], cf[0][i][j][0], acc[i][j][0]);
+            acc[i][j][0] = fmaf(sc[u][i][0], cf[0][i][j][0], acc[i][j][0]);
             acc[i][j][1] = fmaf(sc[u][i][0], cf[0][i][j][1], acc[i][j][1]);
             acc[i][j][2] = fmaf(sc[u][i][1], cf[0][i][j][2], acc[i][j][2]);
-            acc[i][j][3] = fmaf(sc[u][i][1], cf[0][i][j][3], acc[i][j][3]);`}
+            acc[i][j][3] = fmaf(sc[u][i][1], cf[0][i][j][3], acc[i][j][3]);
           }
       }
     }
@@ -549,10 +502,5 @@ export function catalog(): KernelSource[] {
     // GPT-2's fc with LayerNorm, residual bias and GELU at 3 rows (f16), and 16-warp blocks.
     ...normed.map(([dtype, M, N, K, G, bias, act, gated, norm]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132, norm).spec)),
     int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 16, unroll: 4, bias: false, activation: 'none', gated: false, warps: 16, norm: { kind: 'rms', residual: false, bias: false, rows: 2 } }),
-    // The zero folded per chunk (FUSEFORMER_INT4_ZERO_FOLD): Llama's gated product with its prologue, its down
-    // product on 16 warps, and f16 with bias at three rows and two chains.
-    int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 8192, 2048, 128, false, 'silu', true, 132, { kind: 'rms', residual: true, bias: false, preload: true, write: 'early' }).spec, zeroFold: true }),
-    int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 2048, 8192, 128, false, 'none', false, 132).spec, zeroFold: true }),
-    int4MmaGemvSource({ dtype: 'f16', rowTiles: 1, K: 768, groupSize: 128, tiles: 2, kWarps: 2, unroll: 2, bias: true, activation: 'gelu_tanh', gated: false, chains: 2, zeroFold: true }),
   ];
 }

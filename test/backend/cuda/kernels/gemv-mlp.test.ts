@@ -49,7 +49,7 @@ test('launchMlpGemv: F / FB blocks of 256 threads, the key, and the arguments in
   const c = checked(1, 768, 3072, 'bf16', { yDType: 'f32' });
   mlp.launchMlpGemv(host, c);
   const [launch] = host.launches;
-  assert.equal(launch!.key, 'gemv_mlp.bf16.m1.k768.f3072.fb16.gelu_tanh.bias._res_bias_1p_yf32');
+  assert.equal(launch!.key, 'gemv_mlp.bf16.m1.k768.f3072.fb16.gelu_tanh.bias.early._res_bias_1p_yf32');
   assert.deepEqual([launch!.config.grid, launch!.config.block], [192, 256]);
   assert.equal(launch!.gridDependencyWait, true);
   const ptr = (i: number) => argValue(launch!, i, 'ptr');
@@ -66,14 +66,14 @@ test('launchMlpGemv: F / FB blocks of 256 threads, the key, and the arguments in
   assert.match(launch!.source, /constexpr bool RED_V4 = false;/);
   // Without an up bias, and with a 16-bit y: no bias pointer, T as Y.
   mlp.launchMlpGemv(host, checked(2, 768, 3072, 'f16', { upBias: false, activation: 'relu' }));
-  assert.equal(host.launches[1]!.key, 'gemv_mlp.f16.m2.k768.f3072.fb16.relu._res_bias_1p');
+  assert.equal(host.launches[1]!.key, 'gemv_mlp.f16.m2.k768.f3072.fb16.relu.early._res_bias_1p');
   assert.equal(argValue(host.launches[1]!, 1, 'ptr'), 0n);
 });
 
-/** The launch of GPT-2's one-row MLP with an mlpOptions switch on (restored after). */
-function launchWith(option: 'vectorRed' | 'earlyTrigger'): { key: string; source: string } {
+/** The launch of GPT-2's one-row MLP with an mlpOptions switch on or off (restored after). */
+function launchWith(option: 'vectorRed' | 'earlyTrigger', on = true): { key: string; source: string } {
   const host = new RecordingHost(), saved = mlp.mlpOptions[option];
-  mlp.mlpOptions[option] = true;
+  mlp.mlpOptions[option] = on;
   try {
     mlp.launchMlpGemv(host, checked(1, 768, 3072));
   } finally {
@@ -91,13 +91,22 @@ test('the vector atomics (FUSEFORMER_MLP_RED_V4): in the key and source where fo
   assert.equal(mlp.vectorRedFits('bf16', 16, 770), false, 'K not a multiple of 4');
 });
 
-test('the early trigger (FUSEFORMER_MLP_EARLY_TRIGGER): in the key and source, the trigger after the wait', () => {
+test('the early trigger (FUSEFORMER_MLP_EARLY_TRIGGER, default on): in the key and source, the trigger after the wait', () => {
   const launch = launchWith('earlyTrigger');
   assert.match(launch.key, /\.early\./);
   assert.match(launch.source, /constexpr bool EARLY_TRIGGER = true;/);
-  const host = new RecordingHost();
-  mlp.launchMlpGemv(host, checked(1, 768, 3072));
-  assert.doesNotMatch(host.launches[0]!.key, /\.early/);
+  const late = launchWith('earlyTrigger', false);
+  assert.doesNotMatch(late.key, /\.early/);
+  assert.match(late.source, /constexpr bool EARLY_TRIGGER = false;/);
+  if (process.env['FUSEFORMER_MLP_EARLY_TRIGGER'] === undefined) assert.equal(mlp.mlpOptions.earlyTrigger, true, 'the default');
+});
+
+test('FUSEFORMER_FUSED_MLP: unset fuses from two rows, 1 from one row, 0 never; other values are refused by name', () => {
+  assert.deepEqual(mlp.fusedMlpFromEnv(undefined), { on: true, minRows: mlp.FUSED_MLP_MIN_ROWS_DEFAULT });
+  assert.equal(mlp.FUSED_MLP_MIN_ROWS_DEFAULT, 2);
+  assert.deepEqual(mlp.fusedMlpFromEnv('1'), { on: true, minRows: 1 });
+  assert.equal(mlp.fusedMlpFromEnv('0').on, false);
+  assert.throws(() => mlp.fusedMlpFromEnv('yes'), /FUSEFORMER_FUSED_MLP must be 0 or 1, got 'yes'/);
 });
 
 const nvcc = findNvcc();

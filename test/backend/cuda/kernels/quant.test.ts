@@ -149,33 +149,6 @@ test('the W8A8 GEMV: 1–4 rows, K a multiple of 16 within its shared memory, al
   }
 });
 
-test('FUSEFORMER_INT4_ZERO_FOLD: the INT4 mma GEMV multiplies magic + q and takes (magic + z)·Σx off per chunk, Σx by an mma with all-ones weights; one row tile only; off by default', async () => {
-  const i4 = await import('../../../../src/backend/cuda/kernels/gemv-int4-mma.js');
-  assert.equal(i4.int4MmaOptions.zeroFold, false, 'off by default');
-  const saved = i4.int4MmaOptions.zeroFold;
-  try {
-    i4.int4MmaOptions.zeroFold = true;
-    const one = i4.planInt4MmaGemv('bf16', 1, 8192, 2048, 128, false, 'silu', true, 132).spec;
-    assert.equal(one.zeroFold, true);
-    assert.match(i4.int4MmaGemvKey(one), /\.zf$/);
-    assert.equal(i4.planInt4MmaGemv('bf16', 32, 8192, 2048, 128, false, 'silu', true, 132).spec.zeroFold, undefined, 'four row tiles: the subtraction a pair');
-    const body = (spec: typeof one) => { const src = i4.int4MmaGemvSource(spec).source; return src.slice(src.indexOf('extern "C"')); };
-    const folded = body(one);
-    assert.match(folded, /magic_fragment\(af, w0, w1, s\);/);
-    assert.doesNotMatch(folded, /weight_fragment\(/, 'no subtraction a nibble pair');
-    assert.match(folded, /mma_16816<T>\(sx\[j\], ones, bp\[j\]\[0\], bp\[j\]\[1\]\);\s*mma_16816<T>\(sx\[j\], ones, bp\[j\]\[2\], bp\[j\]\[3\]\);/, 'Σx of both k-steps of a word by the all-ones mma');
-    assert.match(folded, /fmaf\(sc\[u\]\[i\]\[q >> 1\], fmaf\(-mz\[u\]\[i\]\[q >> 1\], sx\[j\]\[q\], cf\[0\]\[i\]\[j\]\[q\]\), acc\[i\]\[j\]\[q\]\)/, 'C − (magic + z)·Σx, then the scale');
-    assert.match(i4.int4MmaGemvSource(one).source, /__uint_as_float\(0x43000000u \| \(\(u32\)z << 16\)\)/, 'magic + z as an f32 for bf16 (128 + z)');
-    i4.int4MmaOptions.zeroFold = false;
-    const plain = i4.planInt4MmaGemv('bf16', 1, 8192, 2048, 128, false, 'silu', true, 132).spec;
-    assert.equal(plain.zeroFold, undefined);
-    assert.match(body(plain), /weight_fragment\(af, w0, w1, s, mz\[u\]\[i\]\[0\], mz\[u\]\[i\]\[1\]\);/);
-    assert.doesNotMatch(i4.int4MmaGemvSource(plain).source, /magic_fragment|sx\[/, 'the default kernel without the fold');
-  } finally {
-    i4.int4MmaOptions.zeroFold = saved;
-  }
-});
-
 test('the looping W8A8 GEMV (FUSEFORMER_GEMV_LOOP family int8): grids of two rounds or more loop over their tiles; the wait, prologue and quantization once a block; on by default', async () => {
   const i8 = await import('../../../../src/backend/cuda/kernels/gemv-int8.js');
   const { gemvPlanOptions, GEMV_LOOP_DEFAULT } = await import('../../../../src/backend/cuda/kernels/gemv.js');
