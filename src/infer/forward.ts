@@ -152,7 +152,8 @@ const ACCUMULATORS = 5;
  * The final norm and the LM head as one normLinear where blocks() is given the logits (decode steps: every row
  * goes through the head) and the head is unquantized — on CUDA at 1–4 rows the head GEMV forms the norm in its
  * prologue, one kernel a token fewer (the final residualNorm: 2.4 µs of a GPT-2 batch-1 step, 4.6 of a Llama
- * one, session 29 / 34 timelines). Opt-in (FUSEFORMER_HEAD_NORM=1) until measured; takes effect for forwards
+ * one, session 29 / 34 timelines). Opt-in (FUSEFORMER_HEAD_NORM=1): no gain where measured (session 40, H100: GPT-2
+ * b1 0.208 → 0.207, b4 0.329 → 0.332, Llama b4 1.124 → 1.143 ms/token); takes effect for forwards
  * launched or captured after it is set.
  */
 export const headNormOptions = { enabled: process.env['FUSEFORMER_HEAD_NORM'] === '1' };
