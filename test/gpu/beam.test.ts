@@ -8,14 +8,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { loadSeq2Seq, translate } from '../../src/infer/seq2seq.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import { randomSources, writeTinyMarian } from '../infer/marian-fixture.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const seed = freshSeed();
 
 interface TopKCase {
@@ -69,8 +68,7 @@ const TOPK_CASES: TopKCase[] = (['f32', 'bf16'] as FloatDType[]).flatMap((dtype)
 ]);
 
 test('CUDA beamTopK (HARS) matches the CPU full sort', { skip }, async (t) => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   t.diagnostic(`seed ${seed} (rerun with FUSEFORMER_TEST_SEED=${seed})`);
   const rng = new Rng(seed);
   for (const c of TOPK_CASES) {
@@ -85,8 +83,7 @@ test('CUDA beamTopK (HARS) matches the CPU full sort', { skip }, async (t) => {
 });
 
 test('CUDA beamAdvance matches the CPU bit for bit; the attention steps match within rounding', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const rng = new Rng(seed + 1);
   // beamAdvance: 3 items of 4 beams, 8 candidates, EOS 5 and 6, position 7 of a 12-slot table.
   const batch = 3, beams = 4, K = 8, R = batch * beams, L = 12, t = 7;
@@ -141,8 +138,7 @@ function relError(a: Float32Array, b: Float32Array): number {
 }
 
 test('a tiny Marian model translates to the same tokens on the GPU as on the CPU (f32), and runs in bf16', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const dir = writeTinyMarian({ eosBias: 0.7, seed: seed % 1000 });
   const sources = randomSources(new Rng(seed), 6, 1, 15);
   const onCpu = loadSeq2Seq(dir, cpu), onGpu = loadSeq2Seq(dir, gpu), onGpuBf16 = loadSeq2Seq(dir, gpu, { dtype: 'bf16' });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import type { EngineOptions } from '../../src/infer/engine.js';
@@ -18,8 +18,7 @@ import { loadDecoderModel } from '../../src/infer/model.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-infer-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
@@ -30,8 +29,7 @@ const MODELS = [...ENGINE_TEST_MODELS, { ...llama, name: 'llama-d32', config: { 
 
 for (const m of MODELS) {
   test(`${m.name}: CUDA prefill/decode logits and tokens match the CPU engine`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create(), cpu = new CpuBackend();
+    const gpu = await createGpuBackend(), cpu = new CpuBackend();
     const dir = join(root, m.name);
     writeModelFolder(dir, m.family, m.config, 5);
     for (const dtype of ['f32', 'bf16'] as FloatDType[]) {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
@@ -25,8 +25,7 @@ import { ServingEngine } from '../../src/serve/engine.js';
 import type { ServingEngineOptions, TokenEvent } from '../../src/serve/engine.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-serve-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
@@ -55,8 +54,7 @@ function serve(model: DecoderModel, options: ServingEngineOptions, sampling: Sam
 
 for (const m of MODELS) {
   test(`${m.name}: the serving engine on CUDA equals one-at-a-time decoding and the CPU`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create(), cpu = new CpuBackend();
+    const gpu = await createGpuBackend(), cpu = new CpuBackend();
     const dir = join(root, m.name);
     writeModelFolder(dir, m.family, m.config, 5);
     const load = (b: Backend) => loadDecoderModel(dir, b, { dtype: 'f32' }).model;
@@ -121,9 +119,8 @@ for (const m of MODELS) {
 }
 
 test('sampled speculative serving on CUDA: the token a round emits follows the target (χ² over 1200 seeds); no row of logits is read back', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
   const { chiSquare, chiSquareBound, secondTokenLaw } = await import('../infer/speculative-stats.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const m = MODELS[0]!, dir = join(root, 'sampled-target'), draftDir = join(root, 'sampled-draft');
   writeModelFolder(dir, m.family, m.config, 5);
   writeModelFolder(draftDir, m.family, { ...m.config, layers: 1 }, 6);

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generate } from '../../src/infer/generate.js';
@@ -24,8 +24,7 @@ import type { LlamaConfig } from '../../src/models/llama.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { chiSquare, chiSquareBound, nearDraftEdit } from '../infer/speculative-stats.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-spec-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
@@ -43,8 +42,7 @@ function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 for (const m of MODELS) {
   test(`${m.name}: extend() logits on the GPU match the CPU, whole and chunked over the cache`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create(), cpu = new CpuBackend();
+    const gpu = await createGpuBackend(), cpu = new CpuBackend();
     const dir = join(root, `${m.name}-extend`);
     writeModelFolder(dir, m.family, m.config, 5);
     for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
@@ -88,8 +86,7 @@ for (const m of MODELS) {
   });
 
   test(`${m.name}: greedy speculative output on the GPU equals plain greedy decoding (f32)`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create();
+    const gpu = await createGpuBackend();
     const targetDir = join(root, `${m.name}-target`), nearDir = join(root, `${m.name}-near`), otherDir = join(root, `${m.name}-other`);
     writeModelFolder(targetDir, m.family, m.config, 5);
     writeModelFolder(nearDir, m.family, m.config, 5, { edit: nearDraftEdit(m.family, 0.8) });
@@ -109,8 +106,7 @@ for (const m of MODELS) {
   });
 
   test(`${m.name}: GPU target KV cache after a rejection equals a fresh prefill (f32)`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create();
+    const gpu = await createGpuBackend();
     const targetDir = join(root, `${m.name}-rb-target`), draftDir = join(root, `${m.name}-rb-draft`);
     writeModelFolder(targetDir, m.family, m.config, 5);
     writeModelFolder(draftDir, m.family, m.config, 5, { edit: nearDraftEdit(m.family, 0.5) });
@@ -144,8 +140,7 @@ for (const m of MODELS) {
 }
 
 test('GPU sampled speculative decoding: the first token over 1200 fixed seeds follows the target (chi-square)', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const m = MODELS[0]!;
   const targetDir = join(root, 'chi-target'), draftDir = join(root, 'chi-draft');
   writeModelFolder(targetDir, m.family, m.config, 5);
@@ -161,6 +156,7 @@ test('GPU sampled speculative decoding: the first token over 1200 fixed seeds fo
   for (let s = 0; s < N; s++) {
     const session = new SpeculativeSession(target, draft, PROMPT, 3, { ...settings, seed: BigInt(s) }, [], { draftTokens: 2, adaptive: false, engines, stats });
     counts[session.round()[0]!]++;
+    session.dispose();
   }
   const [stat, df] = chiSquare(counts, p, N);
   console.log(`# GPU tiny GPT-2, T = 1, top-k 8, K = 2: chi2 = ${stat.toFixed(2)} (df ${df}, bound ${chiSquareBound(df).toFixed(2)}); α = ${(stats.accepted / stats.drafted).toFixed(3)}`);

@@ -334,7 +334,8 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const int* __restrict__ cand_tokens, const int* __restrict__ cand_beams, const float* __restrict__ cand_scores,
     int* __restrict__ next_tokens, float* __restrict__ beam_scores, int* __restrict__ cache_rows, int* __restrict__ positions,
     int rows, int cap) {
-  __shared__ int parent[BEAMS], token[BEAMS];
+  __shared__ int parent[BEAMS];
+  __shared__ int token[BEAMS];
   __shared__ float score[BEAMS];
   __shared__ int position;
   const int item = blockIdx.x;
