@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { BertEncoder, padSequences } from '../../src/infer/bert.js';
 import type { BertAttentionPath } from '../../src/infer/bert.js';
@@ -18,8 +18,7 @@ import type { BertConfig } from '../../src/models/bert.js';
 import { Rng } from '../../src/testing/random.js';
 import { TINY_BERT, writeBertFolder } from '../infer/bert-folder.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-bert-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
@@ -38,8 +37,7 @@ function relError(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 for (const m of MODELS) {
   test(`${m.name}: CUDA encoder outputs match the CPU encoder (f32, bf16; flash and materialised attention)`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create(), cpu = new CpuBackend();
+    const gpu = await createGpuBackend(), cpu = new CpuBackend();
     const dir = join(root, m.name);
     // Matrices of std 0.1: two bf16 computations of this model (CPU flash vs materialised) differ by ~7e-3.
     writeBertFolder(dir, m.config, 31, { untiedDecoder: m.untied, pooler: !m.untied, matrixStd: 0.1 });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
@@ -15,8 +15,7 @@ import { StepRunner } from '../../src/train/step-runner.js';
 import { gradientErrorFloor, gradientRelError } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 
 const config: Gpt2Config = {
   vocabSize: 1001, maxPositions: 64, hidden: 96, layers: 2, heads: 3, ffn: 384, layerNormEps: 1e-5,
@@ -38,8 +37,7 @@ function setup(backend: Backend, dtype: FloatDType, weights: Map<string, { shape
 
 for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
   test(`GPT-2 step on the GPU matches the CPU reference (${dtype})`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create(), cpu = new CpuBackend();
+    const gpu = await createGpuBackend(), cpu = new CpuBackend();
     const init = new Gpt2Model(cpu, config, 'f32');
     init.params.initialize(BigInt(freshSeed()));
     const weights = init.params.download();
@@ -60,8 +58,7 @@ for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
 }
 
 test('graph-replayed training steps equal eager ones and allocate nothing', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const init = new Gpt2Model(gpu, config, 'f32');
   init.params.initialize(3n);
   const weights = init.params.download();

@@ -5,13 +5,12 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import { compareArrays, describe, TOLERANCE } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { Tensor } from '../../src/tensor.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 
 const ROWS = 300, H = 1024;
 
@@ -28,8 +27,7 @@ function buildStep(b: Backend): { x: Tensor; gamma: Tensor; beta: Tensor; bias: 
 }
 
 test('a captured CUDA graph replays on new inputs like the CPU reference', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const onGpu = buildStep(gpu), onCpu = buildStep(cpu);
   const rng = new Rng(freshSeed());
   for (let round = 0; round < 3; round++) {
@@ -50,8 +48,7 @@ test('a captured CUDA graph replays on new inputs like the CPU reference', { ski
 });
 
 test('bad input to a CUDA op names the op and the problem', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), cpu = new CpuBackend();
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const x = gpu.empty([4, 8], 'f32'), gamma = gpu.empty([8], 'f32'), beta = gpu.empty([8], 'f32');
   const mean = gpu.empty([4], 'f32'), rstd = gpu.empty([4], 'f32');
   const ln = (over: Partial<Parameters<Backend['layerNormForward']>[0]>) => () => gpu.layerNormForward({ x, gamma, beta, out: x, mean, rstd, eps: 1e-5, ...over });

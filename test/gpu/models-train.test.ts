@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Backend } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import type { BertConfig } from '../../src/models/bert.js';
 import { BertModel } from '../../src/models/bert-model.js';
@@ -19,8 +19,7 @@ import { StepRunner } from '../../src/train/step-runner.js';
 import { gradientErrorFloor, gradientRelError } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 
 const bert: BertConfig = {
   vocabSize: 1001, hidden: 96, layers: 2, heads: 3, ffn: 384, activation: 'gelu', maxPositions: 64,
@@ -57,8 +56,7 @@ const CASES: Case[] = [
 for (const c of CASES) {
   for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
     test(`${c.name} step on the GPU matches the CPU reference (${dtype})`, { skip }, async () => {
-      const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-      const gpu = CudaBackend.create(), cpu = new CpuBackend();
+      const gpu = await createGpuBackend(), cpu = new CpuBackend();
       const init = c.build(cpu, 'f32');
       init.params.initialize(BigInt(freshSeed()));
       const weights = init.params.download();
@@ -84,8 +82,7 @@ for (const c of CASES) {
 }
 
 test('BERT with dropout: graph-replayed steps draw fresh masks exactly as eager steps do', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const config: BertConfig = { ...bert, hiddenDropout: 0.1, attentionDropout: 0.1 };
   const rng = new Rng(freshSeed());
   // Distinct tokens: no two atomic adds of the embedding backward meet, so steps are deterministic.

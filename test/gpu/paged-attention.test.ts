@@ -5,14 +5,13 @@
 // SIMT prefill kernels. Skips without a GPU.
 
 import { test } from 'node:test';
-import { probeCuda } from '../../src/cuda/probe.js';
 import { pagedOpCases } from '../../src/testing/paged-op-cases.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import { checkOpCasesOnGpu } from './op-case-suite.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 
 test('CUDA paged attention ops match the CPU reference', { skip }, async (t) => {
-  await checkOpCasesOnGpu(t, pagedOpCases());
+  await checkOpCasesOnGpu(t, pagedOpCases(), await createGpuBackend());
 });
 

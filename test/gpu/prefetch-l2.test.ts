@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { l2PrefetchOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
@@ -17,14 +17,12 @@ import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import { Rng } from '../../src/testing/random.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-prefetch-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 test('prefetchL2 leaves every tensor as it was', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create(), rng = new Rng(3);
+  const gpu = await createGpuBackend(), rng = new Rng(3);
   for (const [rows, cols, dtype] of [[16384, 2048, 'bf16'], [3, 77, 'f16'], [1, 1000003, 'f32'], [50257, 768, 'bf16']] as const) {
     const values = rng.floats(rows * cols);
     const x = gpu.fromArray(values, rows === 1 ? [cols] : [rows, cols], dtype), before = gpu.download(x);
@@ -37,8 +35,7 @@ test('prefetchL2 leaves every tensor as it was', { skip }, async () => {
 });
 
 test('the decode engine with weights prefetched during attention gives the same greedy tokens', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   for (const [family, config, bits] of [['gpt2', TINY_GPT2, 0], ['llama', TINY_LLAMA, 0], ['llama', { ...TINY_LLAMA, ffn: 64 }, 4], ['gpt2', TINY_GPT2, 8]] as const) {
     const dir = join(root, `${family}-${bits}`);
     writeModelFolder(dir, family, config, 7);

@@ -4,14 +4,12 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 
 test('sumSquares over 4e8 bf16 elements is deterministic and ≈ n for N(0, 1) values', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const n = 4e8;
   const x = gpu.empty([n], 'bf16');
   const first = gpu.empty([1], 'f32'), second = gpu.empty([1], 'f32');

@@ -7,12 +7,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { probeCuda } from '../../src/cuda/probe.js';
+import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { makeCase, runShardedCrossEntropy, runShardedEmbedding } from '../backend/vocab-shard-cases.js';
 
-const probe = probeCuda();
-const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;
+const skip = gpuSkip();
 
 function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let m = 0;
@@ -30,8 +29,7 @@ const cases: [string, number, number, number, number, FloatDType, number][] = [
 
 for (const [name, rows, vocab, width, w, dtype, smoothing] of cases) {
   test(`split cross-entropy on the GPU equals the CPU: ${name}`, { skip }, async () => {
-    const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-    const gpu = CudaBackend.create();
+    const gpu = await createGpuBackend();
     const cpu = new CpuBackend();
     const c = makeCase(rows, vocab, width, w, dtype, smoothing, 7 + rows);
     const want = runShardedCrossEntropy(cpu, c, 0.25);
@@ -47,8 +45,7 @@ for (const [name, rows, vocab, width, w, dtype, smoothing] of cases) {
 }
 
 test('masked embedding on the GPU: shard lookups add up to the CPU lookup; the backward keeps to the shard', { skip }, async () => {
-  const { CudaBackend } = await import('../../src/backend/cuda/index.js');
-  const gpu = CudaBackend.create();
+  const gpu = await createGpuBackend();
   const cpu = new CpuBackend();
   const vocab = 300, H = 64, shardRows = 80;
   const table = Float32Array.from({ length: vocab * H }, (_, i) => Math.sin(i * 0.37));

@@ -322,6 +322,40 @@ inline std::tuple<A...> unpack_args(const unsigned char* args, std::index_sequen
 
 inline std::string launch_error;
 
+/**
+ * The order a grid's blocks run in (linear indices, x fastest), from FUSEFORMER_EMULATOR_BLOCK_ORDER read at each
+ * launch: unset or "forward" in order, "reverse" last first, "shuffle" or "shuffle:SEED" a permutation drawn
+ * from the seed (default 1) and the launch count. A kernel whose result depends on which block runs first — a
+ * "last block" that is not the last, a reader of another block's output without a flag — shows it under the
+ * other orders; f32 atomics then add in other orders too, so results may differ in their last bits.
+ */
+inline unsigned long long launches_run = 0;
+inline bool block_order(unsigned n, std::vector<unsigned>& order) {
+  order.resize(n);
+  for (unsigned i = 0; i < n; i++) order[i] = i;
+  const char* mode = std::getenv("FUSEFORMER_EMULATOR_BLOCK_ORDER");
+  launches_run++;
+  if (mode == nullptr || *mode == 0 || std::strcmp(mode, "forward") == 0) return true;
+  if (std::strcmp(mode, "reverse") == 0) {
+    for (unsigned i = 0; i < n; i++) order[i] = n - 1 - i;
+    return true;
+  }
+  if (std::strncmp(mode, "shuffle", 7) == 0 && (mode[7] == 0 || mode[7] == ':')) {
+    unsigned long long x = (mode[7] == ':' ? std::strtoull(mode + 8, nullptr, 10) : 1ull) * 0x9E3779B97F4A7C15ull + launches_run;
+    for (unsigned i = n; i > 1; i--) {  // Fisher-Yates with a splitmix64 stream
+      x += 0x9E3779B97F4A7C15ull;
+      unsigned long long z = x;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      std::swap(order[i - 1], order[z % i]);
+    }
+    return true;
+  }
+  launch_error = std::string("FUSEFORMER_EMULATOR_BLOCK_ORDER must be forward, reverse, shuffle or shuffle:SEED, got '") + mode + "'";
+  return false;
+}
+
 /** Runs kernel `k` over the grid, its arguments in 8-byte slots (a pointer, an int, a float each). */
 template <class... A>
 const char* launch(void (*k)(A...), unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -341,15 +375,15 @@ const char* launch(void (*k)(A...), unsigned gx, unsigned gy, unsigned gz, unsig
   entry_call = [](void* p) { auto* t = (Target*)p; std::apply(t->k, *t->call); };
   grid_dim = {gx, gy, gz};
   block_dim = {bx, by, bz};
-  for (unsigned z = 0; z < gz; z++)
-    for (unsigned y = 0; y < gy; y++)
-      for (unsigned x = 0; x < gx; x++) {
-        block_idx = {x, y, z};
-        std::memset(dynamic_shared, POISON, shared_bytes);
-        block.error.clear();
-        run_block(threads);
-        if (!block.error.empty()) { launch_error = block.error; return launch_error.c_str(); }
-      }
+  std::vector<unsigned> order;
+  if (!block_order(gx * gy * gz, order)) return launch_error.c_str();
+  for (unsigned i : order) {
+    block_idx = {i % gx, i / gx % gy, i / (gx * gy)};
+    std::memset(dynamic_shared, POISON, shared_bytes);
+    block.error.clear();
+    run_block(threads);
+    if (!block.error.empty()) { launch_error = block.error; return launch_error.c_str(); }
+  }
   return nullptr;
 }
 

@@ -70,6 +70,34 @@ test('block barriers and shared memory: a reversal through a __shared__ array, a
   assert.deepEqual(readInts(h, votes, 3), [48, 48, 48], 'half of each block holds an odd value');
 });
 
+test('FUSEFORMER_EMULATOR_BLOCK_ORDER: blocks forward, reversed or shuffled (a permutation); any other value is a launch error naming it', { skip, timeout: 5 * 60_000 }, () => {
+  const h = host();
+  const n = 6, order = ints(h, new Array(n).fill(-1)), counter = ints(h, [0]);
+  const orderWith = (mode: string | undefined): number[] => {
+    const saved = process.env['FUSEFORMER_EMULATOR_BLOCK_ORDER'];
+    if (mode === undefined) delete process.env['FUSEFORMER_EMULATOR_BLOCK_ORDER'];
+    else process.env['FUSEFORMER_EMULATOR_BLOCK_ORDER'] = mode;
+    try {
+      h.memory.write(counter, new Uint8Array(4));
+      run(h, 'block_order', `extern "C" __global__ void block_order(int* order, unsigned* counter) {
+        if (threadIdx.x == 0) order[atomicAdd(counter, 1u)] = blockIdx.x;
+      }`, n, 32, [arg.ptr(order), arg.ptr(counter)]);
+      return readInts(h, order, n);
+    } finally {
+      if (saved === undefined) delete process.env['FUSEFORMER_EMULATOR_BLOCK_ORDER'];
+      else process.env['FUSEFORMER_EMULATOR_BLOCK_ORDER'] = saved;
+    }
+  };
+  const identity = [0, 1, 2, 3, 4, 5];
+  assert.deepEqual(orderWith(undefined), identity);
+  assert.deepEqual(orderWith('forward'), identity);
+  assert.deepEqual(orderWith('reverse'), [5, 4, 3, 2, 1, 0]);
+  const shuffled = [orderWith('shuffle:7'), orderWith('shuffle:7'), orderWith('shuffle')];
+  for (const o of shuffled) assert.deepEqual([...o].sort((a, b) => a - b), identity, `a permutation: ${o}`);
+  assert.ok(shuffled.some((o) => o.join() !== identity.join()), 'three shuffles are not all in order');
+  assert.throws(() => orderWith('sideways'), /FUSEFORMER_EMULATOR_BLOCK_ORDER must be forward, reverse, shuffle or shuffle:SEED, got 'sideways'/);
+});
+
 test('warp shuffles: a butterfly sum, shifts that keep their own value at the edges, widths of 8, a ballot', { skip, timeout: 5 * 60_000 }, () => {
   const h = host();
   const out = ints(h, new Array(64 * 5).fill(0));
