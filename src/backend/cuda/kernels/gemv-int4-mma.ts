@@ -80,9 +80,6 @@ export interface Int4MmaGemvSpec {
   readonly norm?: Int4MmaNorm;
 }
 
-
-
-
 /** The norm prologue of an Int4MmaGemvSpec: gemv.ts's GemvNorm for a fixed row count. */
 export interface Int4MmaNorm extends GemvNorm {
   readonly rows: number;
