@@ -90,6 +90,9 @@ function alignedPtr(check: OpCheck, name: string, t: Tensor): bigint {
   return ptr;
 }
 
+/** FUSEFORMER_FUSED_MLP, read once (CudaBackend.fusedMlp / fusedMlpMinRows). */
+const FUSED_MLP_ENV = fusedMlpFromEnv(process.env['FUSEFORMER_FUSED_MLP']);
+
 export class CudaBackend implements Backend {
   readonly name = 'cuda' as const;
   readonly description: string;
@@ -116,9 +119,9 @@ export class CudaBackend implements Backend {
    * atomics in an order that varies from run to run, so 16-bit decode steps of those rows are not bit-for-bit
    * reproducible (=0 makes them so). Takes effect for forwards launched or captured after it is set.
    */
-  fusedMlp = fusedMlpFromEnv(process.env['FUSEFORMER_FUSED_MLP']).on;
+  fusedMlp = FUSED_MLP_ENV.on;
   /** The fewest rows fusesMlp fuses (see fusedMlp). */
-  fusedMlpMinRows = fusedMlpFromEnv(process.env['FUSEFORMER_FUSED_MLP']).minRows;
+  fusedMlpMinRows = FUSED_MLP_ENV.minRows;
   /** normMlp calls run so far. */
   mlpGemvLaunches = 0;
   /**
