@@ -44,7 +44,29 @@ export interface EngineOptions {
   readonly prefillAttention?: 'flash' | 'materialized';
   /** Chunks the cache is split into in decode attention (default: from maxLen and the batch size). */
   readonly attentionSplits?: number;
+  /**
+   * Decode steps one replayed graph runs (default decodeGraphSteps: FUSEFORMER_DECODE_GRAPH_STEPS, else
+   * DECODE_GRAPH_STEPS_DEFAULT). decode(n) replays the k-step graph ⌊n / k⌋ times and the one-step graph for
+   * the rest, so the tokens are the same; a longer graph spares the gap between graph launches (the step's
+   * inputs already live on the device, and its first kernel waits on the last one's by a programmatic edge
+   * inside a graph instead of a launch between two).
+   */
+  readonly graphSteps?: number;
 }
+
+/** decode()'s steps a replayed graph at most, unless EngineOptions.graphSteps or FUSEFORMER_DECODE_GRAPH_STEPS says. */
+export const DECODE_GRAPH_STEPS_DEFAULT = 1;
+
+/** FUSEFORMER_DECODE_GRAPH_STEPS: a positive integer ≤ 64; unset or empty gives the default; anything else an error naming it. */
+export function decodeGraphStepsFromEnv(value: string | undefined): number {
+  if (value === undefined || value === '') return DECODE_GRAPH_STEPS_DEFAULT;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new ArgumentError(`FUSEFORMER_DECODE_GRAPH_STEPS must be an integer in [1, 64], got '${value}'`);
+  return n;
+}
+
+/** The default of EngineOptions.graphSteps, read once from FUSEFORMER_DECODE_GRAPH_STEPS. */
+export const decodeGraphSteps: { steps: number } = { steps: decodeGraphStepsFromEnv(process.env['FUSEFORMER_DECODE_GRAPH_STEPS']) };
 
 export interface SequenceRequest {
   readonly prompt: readonly number[];
@@ -68,7 +90,8 @@ interface StateViews {
   readonly seeds: Tensor; readonly params: Tensor; readonly history: Tensor; readonly logits: Tensor;
 }
 
-interface PreparedDecode { readonly run: () => void; graph?: Graph; runs: number }
+/** A bucket's decode step: its ops, their one-step graph and the graphSteps-step graph, once captured. */
+interface PreparedDecode { readonly run: () => void; graph?: Graph; multi?: Graph; runs: number }
 
 /**
  * Rows a graph-replayed extendGreedy takes at most (speculative verification: K + 1 rows, K ≤ 16 by
@@ -118,6 +141,7 @@ export class DecodeEngine {
   private readonly prefillIo: { readonly tokens: Tensor; readonly positions: Tensor; readonly lengths: Tensor; readonly gather: Tensor };
   private readonly partials?: Tensor;
   private readonly useGraphs: boolean;
+  private readonly graphSteps: number;
   private readonly prefillAttention: 'flash' | 'materialized';
   private readonly splitsOption?: number;
   private readonly stateViews = new Map<string, StateViews>();
@@ -147,6 +171,8 @@ export class DecodeEngine {
     this.maxPrefillTokens = options.maxPrefillTokens ?? Math.max(maxLen, 2048);
     if (!Number.isInteger(this.maxPrefillTokens) || this.maxPrefillTokens < 1) throw new ArgumentError(`engine: maxPrefillTokens must be a positive integer, got ${options.maxPrefillTokens}`);
     this.useGraphs = options.graphs ?? this.backend.name === 'cuda';
+    this.graphSteps = options.graphSteps ?? decodeGraphSteps.steps;
+    if (!Number.isInteger(this.graphSteps) || this.graphSteps < 1 || this.graphSteps > 64) throw new ArgumentError(`engine: graphSteps must be an integer in [1, 64], got ${options.graphSteps}`);
     this.prefillAttention = options.prefillAttention ?? 'flash';
     if (options.attentionSplits !== undefined && (!Number.isInteger(options.attentionSplits) || options.attentionSplits < 1 || options.attentionSplits > maxLen)) {
       throw new ArgumentError(`engine: attentionSplits must be an integer in [1, ${maxLen}], got ${options.attentionSplits}`);
@@ -264,8 +290,15 @@ export class DecodeEngine {
     this.checkAlive();
     if (this.rows.length === 0) throw new ArgumentError('engine: decode() before start()');
     if (!Number.isInteger(steps) || steps < 0) throw new ArgumentError(`engine: steps must be a non-negative integer, got ${steps}`);
-    const step = this.prepared(this.bucket);
-    for (let i = 0; i < steps; i++) {
+    const step = this.prepared(this.bucket), k = this.graphSteps;
+    for (let left = steps; left > 0; ) {
+      if (step.graph && k > 1 && left >= k) {
+        step.multi ??= this.backend.captureGraph(() => { for (let i = 0; i < k; i++) step.run(); });
+        step.multi.replay();
+        step.runs += k;
+        left -= k;
+        continue;
+      }
       if (step.graph) {
         step.graph.replay();
       } else if (this.useGraphs && step.runs >= 1) {
@@ -275,6 +308,7 @@ export class DecodeEngine {
         step.run();
       }
       step.runs++;
+      left--;
     }
     this.pending += steps;
   }
@@ -677,7 +711,10 @@ export class DecodeEngine {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    for (const d of this.decodes.values()) d.graph?.dispose();
+    for (const d of this.decodes.values()) {
+      d.graph?.dispose();
+      d.multi?.dispose();
+    }
     this.decodes.clear();
     for (const v of this.verifies.values()) {
       v.graph?.dispose();

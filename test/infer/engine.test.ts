@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { DecodeEngine } from '../../src/infer/engine.js';
+import { DECODE_GRAPH_STEPS_DEFAULT, DecodeEngine, decodeGraphStepsFromEnv } from '../../src/infer/engine.js';
 import type { EngineOptions, SequenceRequest } from '../../src/infer/engine.js';
 import { generate, generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
@@ -141,6 +141,45 @@ test('graph replay on the CPU gives the tokens of eager steps, with ragged promp
     for await (const t of generate(model, prompts[b]!, { maxNewTokens: 9, temperature: 0, stopTokenIds: [] })) alone.push(t);
     assert.deepEqual(alone, eager[b]);
   }
+  model.free();
+});
+
+test('graphs of several decode steps give the tokens of one-step graphs (greedy and seeded sampling); bad counts are refused', async () => {
+  const c = CASES[0]!;
+  const { dir } = folder(c);
+  const { model } = loadDecoderModel(dir, backend);
+  const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]];
+  const captured: number[] = [];
+  const capture = backend.captureGraph.bind(backend);
+  backend.captureGraph = (fn) => {
+    const before = spy.runs;
+    const graph = capture(fn);
+    captured.push(spy.runs - before);
+    return graph;
+  };
+  // Counts the decode step's runs by its last op: one sampleTokens a step.
+  const spy = { runs: 0 };
+  const sample = backend.sampleTokens.bind(backend);
+  backend.sampleTokens = (args) => { spy.runs++; sample(args); };
+  try {
+    for (const temperature of [0, 0.8]) {
+      const run = (graphSteps: number) => generateBatch(model, prompts, { maxNewTokens: 11, temperature, seed: 5, stopTokenIds: [], engineOptions: { graphs: true, graphSteps }, syncEvery: 7 });
+      const one = await run(1);
+      assert.deepEqual(captured.splice(0), [1], 'one-step graphs only');
+      for (const k of [3, 4]) {
+        assert.deepEqual(await run(k), one, `${k} steps a graph, temperature ${temperature}`);
+        // decode(7) then decode(3): the first runs the one-step graph (captured at the bucket's second step) and the k-step one.
+        assert.deepEqual(captured.splice(0), [1, k], `${k} steps a graph: the k-step graph captured once`);
+      }
+    }
+  } finally {
+    delete (backend as Partial<CpuBackend>).captureGraph;
+    delete (backend as Partial<CpuBackend>).sampleTokens;
+  }
+  assert.throws(() => new DecodeEngine(model, { maxBatch: 1, maxLen: 16, graphSteps: 0 }), /graphSteps must be an integer in \[1, 64\], got 0/);
+  assert.throws(() => decodeGraphStepsFromEnv('2.5'), /FUSEFORMER_DECODE_GRAPH_STEPS must be an integer in \[1, 64\], got '2.5'/);
+  assert.equal(decodeGraphStepsFromEnv(''), DECODE_GRAPH_STEPS_DEFAULT);
+  assert.equal(decodeGraphStepsFromEnv('8'), 8);
   model.free();
 });
 
