@@ -64,6 +64,40 @@ export interface GemmArgs {
   rowSquares?: RowNormSquares;
   /** Each row of the product scaled by its RMS norm's 1/rms before the epilogue (RowNormScale). */
   rowScale?: RowNormScale;
+  /** Each row's largest value of out packed into RowArgmax.out (an LM head's greedy pick, read by sampleTokens). */
+  argmax?: RowArgmax;
+}
+
+/**
+ * A row maximum a product leaves beside its output (GemmArgs.argmax): for each row m of out, the largest
+ * value among columns [0, classes) as out stores it (rounded to out's dtype; −0 as +0; NaN skipped), max-combined
+ * into out[m] as the 64-bit word
+ *   (key(v) << 32) | (2³² − 1 − column),   key(v) = bits(v) with the sign bit set if v ≥ 0, all bits flipped if not
+ * (packArgmax), stored low word first in two i32: the largest value wins, the lowest column on ties — the pick
+ * of a greedy sampleTokens pass over the same row. out i32 [M, 2]: the caller zeroes it first (sampleTokens
+ * does, after reading it); a slot still 0 after the product saw no value but NaN.
+ */
+export interface RowArgmax {
+  out: Tensor;
+  /** The columns that count (the vocabulary of a padded LM head); 1 ≤ classes ≤ N. */
+  classes: number;
+}
+
+/** RowArgmax's order-preserving 32-bit key of an f32 value (as an unsigned number); NaN has none. */
+export function argmaxKey(v: number): number {
+  const bits = new Uint32Array(new Float32Array([v === 0 ? 0 : v]).buffer)[0]!;
+  return bits >>> 31 ? ~bits >>> 0 : (bits | 0x80000000) >>> 0;
+}
+
+/** RowArgmax's packed word for value v at column j, as [low, high] unsigned 32-bit words. */
+export function packArgmax(v: number, column: number): [number, number] {
+  return [(0xffffffff - column) >>> 0, argmaxKey(v)];
+}
+
+/** The column a packed RowArgmax word holds (low word first, as i32 or u32), or undefined for the empty slot 0. */
+export function argmaxColumn(low: number, high: number): number | undefined {
+  if (low === 0 && high === 0) return undefined;
+  return (0xffffffff - (low >>> 0)) >>> 0;
 }
 
 // --- an RMS norm split across the products around it ------------------------------------------------
@@ -1132,6 +1166,12 @@ export interface SampleTokensArgs {
   finished: Tensor;
   limits: Tensor;
   stopIds: Tensor;
+  /**
+   * i32 [B, 2] (optional): each row's greedy pick as the LM head's gemm left it (RowArgmax, same classes). A
+   * greedy row without a repetition penalty takes its token from it and leaves its logits unread (a slot of 0,
+   * a row of NaN, is read as usual); every row's slot is then set to 0 for the next product.
+   */
+  argmax?: Tensor;
 }
 
 /**
@@ -1501,6 +1541,12 @@ export interface Backend {
    * backend implements normMlp at any size without offering it).
    */
   fusesMlp?(rows: number, dtype: DType, H: number, F: number): boolean;
+  /**
+   * Whether gemm of `rows` rows of `dtype` (transB, N columns of K) forms GemmArgs.argmax inside its kernel, so a
+   * decode step gains by asking for it and handing it to sampleTokens. Absent: never (the CPU backend implements
+   * argmax at any size without offering it).
+   */
+  argmaxInProduct?(rows: number, dtype: DType, N: number, K: number): boolean;
   /**
    * Whether decodeAttention / appendDecodeAttention of `rows` sequences take `project` inside their kernel
    * (heads Hq of d over kvHeads, projected to H), so a decode forward gains by asking for it instead of the O

@@ -88,6 +88,8 @@ interface HostRow { length: number; limit: number; finished: boolean }
 interface StateViews {
   readonly tokens: Tensor; readonly positions: Tensor; readonly finished: Tensor; readonly limits: Tensor;
   readonly seeds: Tensor; readonly params: Tensor; readonly history: Tensor; readonly logits: Tensor;
+  /** [rows, 2]: the LM head's packed greedy picks (RowArgmax), zero between steps (sampleTokens clears them). */
+  readonly argmax: Tensor;
 }
 
 /** A bucket's decode step: its ops, their one-step graph and the graphSteps-step graph, once captured. */
@@ -190,9 +192,10 @@ export class DecodeEngine {
     this.state = {
       tokens: i32([maxBatch]), positions: i32([maxBatch]), finished: i32([maxBatch]), limits: i32([maxBatch]),
       seeds: i32([maxBatch, 2]), params: b.empty([maxBatch, 4], 'f32'), history: i32([maxBatch, maxLen]),
-      logits: b.empty([maxBatch, arch.paddedVocab], model.dtype), stopIds: i32([MAX_STOP_IDS]),
+      logits: b.empty([maxBatch, arch.paddedVocab], model.dtype), argmax: i32([maxBatch, 2]), stopIds: i32([MAX_STOP_IDS]),
     };
     b.fill(this.state.finished, 1);
+    b.fill(this.state.argmax, 0);
     b.fill(this.state.history, 0);
     this.prefillIo = { tokens: i32([this.maxPrefillTokens]), positions: i32([this.maxPrefillTokens]), lengths: i32([maxBatch]), gather: i32([maxBatch]) };
     if (buckets.some((n) => this.splits(n) > 1)) {
@@ -752,17 +755,19 @@ export class DecodeEngine {
       const rows = (t: Tensor, width: number) => b.view(t, first * width, width === 1 ? [count] : [count, width]);
       v = {
         tokens: rows(s.tokens, 1), positions: rows(s.positions, 1), finished: rows(s.finished, 1), limits: rows(s.limits, 1),
-        seeds: rows(s.seeds, 2), params: rows(s.params, 4), history: rows(s.history, L), logits: rows(s.logits, Vp),
+        seeds: rows(s.seeds, 2), params: rows(s.params, 4), history: rows(s.history, L), logits: rows(s.logits, Vp), argmax: rows(s.argmax, 2),
       };
       this.stateViews.set(key, v);
     }
     return v;
   }
 
-  private sample(st: StateViews): void {
+  /** sampleTokens over the rows of `st`; `argmax`: the LM head left the rows' greedy picks in st.argmax. */
+  private sample(st: StateViews, argmax = false): void {
     this.backend.sampleTokens({
       logits: st.logits, classes: this.model.vocabSize, params: st.params, seeds: st.seeds, positions: st.positions,
       history: st.history, tokens: st.tokens, finished: st.finished, limits: st.limits, stopIds: this.state.stopIds,
+      ...(argmax ? { argmax: st.argmax } : {}),
     });
   }
 
@@ -779,6 +784,8 @@ export class DecodeEngine {
     const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
     const scale = 1 / Math.sqrt(d);
     const megakernel = n === 1 ? f.decodeLayersArgs(v, st.positions, (l) => [cache.keys(l, 0, 1), cache.values(l, 0, 1)], this.maxLen) : null;
+    // The head's greedy picks (headArgmaxOptions), which sampleTokens then reads for greedy rows.
+    const argmax = f.headFormsArgmax(b, n);
     const run = () => {
       f.embed(b, v, st.tokens, st.positions);
       if (megakernel) {
@@ -791,10 +798,10 @@ export class DecodeEngine {
             ...(project ? { project } : {}),
           });
           return v.attn;
-        }, { logits: st.logits, projects: true });
+        }, { logits: st.logits, projects: true, ...(argmax ? { argmax: st.argmax } : {}) });
       }
-      if (megakernel) f.lmHead(b, v.h, st.logits);
-      this.sample(st);
+      if (megakernel) f.lmHead(b, v.h, st.logits, argmax ? st.argmax : undefined);
+      this.sample(st, argmax);
     };
     prepared = { run, runs: 0 };
     this.decodes.set(n, prepared);

@@ -158,6 +158,15 @@ const ACCUMULATORS = 5;
  */
 export const headNormOptions = { enabled: process.env['FUSEFORMER_HEAD_NORM'] === '1' };
 
+/**
+ * The LM head forming each row's greedy pick as it writes the logits (GemmArgs.argmax), which the decode step's
+ * sampleTokens reads instead of the row for greedy rows without a penalty. 'auto' (default) follows the backend
+ * (Backend.argmaxInProduct: CUDA at 1–4 rows with FUSEFORMER_HEAD_ARGMAX=1); 'on' forces it on any backend (the
+ * CPU tests), 'off' never. For an unquantized head without tensor parallelism or the head norm (headNormOptions).
+ * Takes effect for decode steps prepared after it is set.
+ */
+export const headArgmaxOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
+
 export class DecoderForward {
   readonly rope?: { readonly invFreq: Tensor; readonly scale: number };
   private readonly buffers: Omit<RowViews, 'rows'>;
@@ -276,7 +285,7 @@ export class DecoderForward {
    * With options.logits [R, paddedVocab], every row also through the LM head (lmHead; with headNormOptions,
    * the final norm and the head as one normLinear).
    */
-  blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews, project?: AttentionProjection) => Tensor, options: { logits?: Tensor; projects?: boolean } = {}): void {
+  blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews, project?: AttentionProjection) => Tensor, options: { logits?: Tensor; projects?: boolean; argmax?: Tensor } = {}): void {
     const logits = options.logits;
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
@@ -331,7 +340,7 @@ export class DecoderForward {
         return;
       }
       ops.residualNorm(finalNorm);
-      if (logits) this.lmHead(ops, v.h, logits);
+      if (logits) this.lmHead(ops, v.h, logits, options.argmax);
     } catch (e) {
       // A step cut short leaves the fused MLP's accumulators part-summed: cleared, so later steps start from zero.
       if (mlp) ops.fill(this.mlpAccumulators!.all, 0);
@@ -523,11 +532,24 @@ export class DecoderForward {
     return s;
   }
 
-  /** logits [n, Vp] = hidden [n, H]·Wheadᵀ (the quantized head when the model has one). */
-  lmHead(ops: Backend, hidden: Tensor, logits: Tensor): void {
+  /**
+   * Whether the LM head of `rows` rows forms the greedy picks (headArgmaxOptions): lmHead's `argmax` and
+   * blocks()'s options.argmax are honoured only where this says so.
+   */
+  headFormsArgmax(ops: Backend, rows: number): boolean {
+    const m = this.model, mode = headArgmaxOptions.mode;
+    if (mode === 'off' || m.quantization?.lmHead || m.tensorParallel || headNormOptions.enabled) return false;
+    return mode === 'on' || (ops.argmaxInProduct?.(rows, m.dtype, m.arch.paddedVocab, m.arch.hidden) ?? false);
+  }
+
+  /**
+   * logits [n, Vp] = hidden [n, H]·Wheadᵀ (the quantized head when the model has one); with `argmax` [n, 2] (where
+   * headFormsArgmax says), each row's greedy pick over the vocabulary packed into it (RowArgmax).
+   */
+  lmHead(ops: Backend, hidden: Tensor, logits: Tensor, argmax?: Tensor): void {
     const head = this.model.quantization?.lmHead;
     if (!head) {
-      ops.gemm({ a: hidden, b: this.model.lmHead, out: logits, transB: true });
+      ops.gemm({ a: hidden, b: this.model.lmHead, out: logits, transB: true, ...(argmax ? { argmax: { out: argmax, classes: this.model.vocabSize } } : {}) });
       return;
     }
     const n = hidden.shape[0]!, H = head.inFeatures, Vp = head.outFeatures;

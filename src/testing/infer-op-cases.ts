@@ -1,10 +1,10 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns, normMlp) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens (with argmax slots too), gemm with argmax, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns, normMlp) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
 import type { Activation, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
-import { rowSquareSlots } from '../backend/backend.js';
+import { argmaxColumn, rowSquareSlots } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { FLOAT_DTYPES } from '../dtype.js';
 import type { OpCase } from './op-cases.js';
@@ -372,6 +372,87 @@ function sampleTokensCases(dtype: FloatDType): OpCase[] {
 }
 
 /**
+ * gemm with argmax (an LM head forming each row's greedy pick, RowArgmax): row m's winner column planted (its
+ * weight row a multiple of a[m], far above the rest), row 0's also copied to a lower column (an exact tie: the
+ * lower wins), a larger value planted past `classes` (padding: ignored); the slots start at a value every row
+ * beats (a −∞ at column 0) but the last row's, which starts higher than anything and stays.
+ */
+function gemmArgmaxCases(dtype: FloatDType): OpCase[] {
+  // rows, N, classes, K
+  return ([[1, 4104, 4100, 768], [3, 1030, 1000, 256], [4, 136, 131, 64], [2, 520, 517, 2048]] as const).map(([M, N, classes, K]): OpCase => ({
+    name: `gemm argmax ${dtype} M=${M} N=${N} classes=${classes} K=${K}`, dtype, exact: ['argmaxColumn'],
+    inputs: (rng) => {
+      const a = floats(rng, [M, K], dtype), w = floats(rng, [N, K], dtype, 0.05);
+      const span = Math.floor((classes - 8) / M), winners = Array.from({ length: M }, (_, m) => 7 + m * span + Math.floor(rng.next() * span));
+      const wv = w.values as Float32Array, av = a.values as Float32Array;
+      const plant = (row: number, m: number, scale: number) => { for (let k = 0; k < K; k++) wv[row * K + k] = av[m * K + k]! * scale; };
+      winners.forEach((c, m) => plant(c, m, 0.5));
+      plant(Math.min(2, winners[0]! - 1), 0, 0.5);                  // row 0's tie, at a lower column
+      for (let m = 0; m < M; m++) plant(classes + (m % (N - classes)), m, 0.9);  // padding: never counted
+      const slots = Array.from({ length: M }, (_, m) => (m === M - 1 && M > 1 ? [0x7fffffff, -1] : [-1, 0x007fffff])).flat();
+      return { a, w, argmax: ints([M, 2], slots) };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.gemm({ a: c.in('a'), b: c.in('w'), out: c.out('out', [M, N], dtype), transB: true, argmax: { out: c.keep('argmax', c.in('argmax')), classes } });
+      // The packed words as their columns (exact) and values (compared as floats: f32 sums round apart in the last bit).
+      const { argmax, ...rest } = c.results(), words = argmax as Int32Array;
+      const argmaxColumn = Int32Array.from({ length: M }, (_, m) => argmaxColumn_(words[2 * m]!, words[2 * m + 1]!));
+      const argmaxValue = Float32Array.from({ length: M }, (_, m) => argmaxValueOf(words[2 * m + 1]!));
+      return { ...rest, argmaxColumn, argmaxValue };
+    },
+  }));
+}
+
+/** The column of a packed RowArgmax word (−1 for the empty slot). */
+function argmaxColumn_(low: number, high: number): number {
+  return argmaxColumn(low, high) ?? -1;
+}
+
+/** The f32 value whose key (argmaxKey) is a packed word's high half. */
+function argmaxValueOf(high: number): number {
+  const key = high >>> 0, bits = key & 0x80000000 ? key ^ 0x80000000 : ~key >>> 0;
+  return new Float32Array(new Uint32Array([bits]).buffer)[0]!;
+}
+
+/**
+ * sampleTokens with argmax slots: greedy rows without a penalty take the packed column (here not the logits'
+ * argmax, so a backend that walked the row would be caught), a greedy row with an empty slot walks its row,
+ * every other mode ignores its slot; every slot ends zeroed.
+ */
+function sampleTokensArgmaxCases(dtype: FloatDType): OpCase[] {
+  return ([[50257, 50304, 16], [300, 300, 9]] as const).map(([V, Vp, B]): OpCase => {
+    const maxLen = 64;
+    return {
+      name: `sampleTokens argmax ${dtype} V=${V} Vp=${Vp} B=${B}`, dtype, exact: ['history', 'tokens', 'positions', 'finished', 'argmax'],
+      inputs: (rng) => {
+        const rows = Array.from({ length: B }, (_, b) => SAMPLING_ROWS[b % SAMPLING_ROWS.length]!);
+        const positions = Array.from({ length: B }, () => Math.floor(rng.next() * (maxLen - 2)));
+        // Row b's slot: column (b·37) mod V packed with a key; row 8 (greedy, no penalty) empty.
+        const slots = Array.from({ length: B }, (_, b) => (b === 8 ? [0, 0] : [(0xffffffff - ((b * 37) % V)) | 0, 0x90000000 | 0])).flat();
+        return {
+          logits: floats(rng, [B, Vp], dtype, 3),
+          params: { values: Float32Array.from(rows.flatMap(([t, k, p, r]) => [t, k, p, r])), shape: [B, 4], dtype: 'f32' },
+          seeds: randomInts(rng, [B, 2], -(2 ** 31), 2 ** 31 - 1), positions: ints([B], positions),
+          history: randomInts(rng, [B, maxLen], 0, V), finished: ints([B], rows.map((r) => r[4])),
+          limits: ints([B], positions.map(() => maxLen)), stopIds: ints([3], [-1, 7, V - 1]),
+          tokens: randomInts(rng, [B], 0, V), argmax: ints([B, 2], slots),
+        };
+      },
+      run: (b, inputs) => {
+        const c = new CaseContext(b, inputs);
+        b.sampleTokens({
+          logits: c.in('logits'), classes: V, params: c.in('params'), seeds: c.in('seeds'), positions: c.keep('positions', c.in('positions')),
+          history: c.keep('history', c.in('history')), tokens: c.keep('tokens', c.in('tokens')), finished: c.keep('finished', c.in('finished')),
+          limits: c.in('limits'), stopIds: c.in('stopIds'), argmax: c.keep('argmax', c.in('argmax')),
+        });
+        return c.results();
+      },
+    };
+  });
+}
+
+/**
  * tokenProbabilities over the penalty-free sampling modes (greedy, T, T + top-k, T + top-p, both, top-k 1):
  * every other row's token is made likely (its logit raised by 5, so it is kept and its probability large),
  * the rest are random tokens, mostly outside a top-k set (probability 0) or tiny.
@@ -600,6 +681,6 @@ export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCa
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-    ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype), ...normMlpCases(dtype),
+    ...gemmArgmaxCases(dtype), ...sampleTokensArgmaxCases(dtype), ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype), ...normMlpCases(dtype),
   ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases(), int4ClipGroupsCases());
 }

@@ -504,3 +504,38 @@ test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual de
     }
   }
 });
+
+// The LM head's GEMV packing each row's greedy pick and sampleTokens reading it (headArgmaxOptions 'on'): the same
+// tokens as the usual sampler walking the logits — greedy, sampled and penalised rows, eager and replayed, one and
+// three sequences (the fused MLP off: its atomics would make bf16 runs differ from each other).
+test('the LM head\'s greedy picks (headArgmaxOptions) give the usual tokens: GPT-2 and Llama, greedy / sampled / penalised, eager and replayed', { skip }, async () => {
+  const { headArgmaxOptions } = await import('../../src/infer/forward.js');
+  const gpu = await createGpuBackend();
+  const savedMlp = gpu.fusedMlp;
+  gpu.fusedMlp = false;
+  for (const m of ENGINE_TEST_MODELS) {
+    const dir = join(root, `${m.name}-head-argmax`);
+    writeModelFolder(dir, m.family, m.config, 12);
+    for (const dtype of ['f32', 'bf16'] as const) {
+      const model = loadDecoderModel(dir, gpu, { dtype }).model;
+      try {
+        for (const prompts of [[[3, 40, 7]], [[3, 40, 7], [5, 9], [11, 12, 13, 14]]]) {
+          for (const sampling of [{ temperature: 0 }, { temperature: 0.9, seed: 5 }, { temperature: 0, repetitionPenalty: 1.3 }]) {
+            const decode = async (mode: 'on' | 'off', graphs: boolean) => {
+              headArgmaxOptions.mode = mode;
+              return generateBatch(model, prompts, { maxNewTokens: 9, stopTokenIds: [], engineOptions: { graphs }, ...sampling });
+            };
+            const what = `${m.name} ${dtype} ${prompts.length} prompts ${JSON.stringify(sampling)}`;
+            const usual = await decode('off', true);
+            assert.deepEqual(await decode('on', false), usual, `${what}: eager`);
+            assert.deepEqual(await decode('on', true), usual, `${what}: replayed`);
+          }
+        }
+      } finally {
+        headArgmaxOptions.mode = 'auto';
+        model.free();
+      }
+    }
+  }
+  gpu.fusedMlp = savedMlp;
+});

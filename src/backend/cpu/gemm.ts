@@ -4,13 +4,13 @@
 // The GELU epilogues use the tanh approximation (cuBLASLt's GELU is gelu_tanh).
 
 import type { BatchedGemmArgs, GemmArgs, GemmEpilogue } from '../backend.js';
-import { ROW_SQUARE_SLOT, rowSquareSlots } from '../backend.js';
-import { checkRowScale, checkRowSquares } from '../op-checks/index.js';
+import { packArgmax, ROW_SQUARE_SLOT, rowSquareSlots } from '../backend.js';
+import { checkRowArgmax, checkRowScale, checkRowSquares } from '../op-checks/index.js';
 import { geluTanh, geluTanhGrad } from './activation.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import type { CpuTensor } from './tensor.js';
-import { floatsOf, storeFloats } from './tensor.js';
+import { floatsOf, int32sOf, storeFloats } from './tensor.js';
 
 const EPILOGUES: readonly GemmEpilogue[] = ['none', 'bias', 'relu_bias', 'gelu_bias', 'dgelu', 'dgelu_bgrad', 'bgrad_a'];
 const WITH_BIAS: readonly GemmEpilogue[] = ['bias', 'relu_bias', 'gelu_bias'];
@@ -120,6 +120,7 @@ export function prepareGemm(args: GemmArgs): CpuWork {
 
   const rowScale = args.rowScale ? checkRowScale(check, args.rowScale, M, K) : undefined;
   const rowSquares = args.rowSquares ? checkRowSquares(check, args.rowSquares, out, M, N) : undefined;
+  const argmax = args.argmax ? checkRowArgmax(check, args.argmax, M, N) : undefined;
 
   return check.work(() => {
     const av = floatsOf(a);
@@ -159,7 +160,23 @@ export function prepareGemm(args: GemmArgs): CpuWork {
     if (epilogue === 'gelu_bias' && pre) storeFloats(pre, preActivationOut);
     storeFloats(out, result);
     if (rowSquares) writeRowSquares(floatsOf(out), M, N, floatsOf(rowSquares.gamma), rowSquares.scaled, rowSquares.squares);
+    if (argmax) combineRowArgmax(floatsOf(out), N, argmax.classes, int32sOf(argmax.out));
   });
+}
+
+/** RowArgmax: each row's packed (key, column) of its largest stored value in [0, classes), max-combined into `packed`. */
+export function combineRowArgmax(values: ArrayLike<number>, N: number, classes: number, packed: Int32Array): void {
+  for (let m = 0; m < packed.length / 2; m++) {
+    let [low, high] = [packed[2 * m]! >>> 0, packed[2 * m + 1]! >>> 0];
+    for (let n = 0; n < classes; n++) {
+      const v = values[m * N + n]!;
+      if (Number.isNaN(v)) continue;
+      const [l, h] = packArgmax(v, n);
+      if (h > high || (h === high && l > low)) [low, high] = [l, h];
+    }
+    packed[2 * m] = low | 0;
+    packed[2 * m + 1] = high | 0;
+  }
 }
 
 /** RowNormScale: row m of the product [M, N] times rsqrt(Σ_j squares[m, j] / K + eps). */

@@ -6,7 +6,7 @@
 // The top-p mass and the Gumbel noise are float64 here and f32 on the GPU: the two backends then agree
 // unless two candidates' scores (or a mass and the top-p boundary) tie to within rounding.
 
-import { SAMPLING_DOMAIN, SPECULATIVE_DOMAIN, SPECULATIVE_NOISE_BONUS, SPECULATIVE_NOISE_RESIDUAL } from '../backend.js';
+import { argmaxColumn, SAMPLING_DOMAIN, SPECULATIVE_DOMAIN, SPECULATIVE_NOISE_BONUS, SPECULATIVE_NOISE_RESIDUAL } from '../backend.js';
 import type { SampleTokensArgs, SpeculativeSampleArgs, TokenProbabilitiesArgs } from '../backend.js';
 import { checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities } from '../op-checks/index.js';
 import { philox4x32 } from '../rng.js';
@@ -160,13 +160,17 @@ export function prepareSpeculativeSample(args: SpeculativeSampleArgs): CpuWork {
 
 export function prepareSampleTokens(args: SampleTokensArgs): CpuWork {
   const check = new CpuCheck('sampleTokens');
-  const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen } = checkSampleTokens(check, args);
+  const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, argmax: slots } = checkSampleTokens(check, args);
 
   return check.work(() => {
     const logitRows = floatsOf(logits), settings = floatsOf(params), seedWords = int32sOf(seeds);
     const pos = int32sOf(positions), past = int32sOf(history), next = int32sOf(tokens), done = int32sOf(finished);
     const cap = int32sOf(limits), stops = new Set(int32sOf(stopIds));
+    const packed = slots ? int32sOf(slots) : undefined;
     for (let b = 0; b < B; b++) {
+      // The row's packed greedy pick (the LM head's RowArgmax), its slot zeroed for the next product.
+      const picked = packed ? argmaxColumn(packed[2 * b]!, packed[2 * b + 1]!) : undefined;
+      if (packed) packed.fill(0, 2 * b, 2 * b + 2);
       if (done[b] !== 0) continue;
       const p = pos[b]!;
       if (p < 0 || p + 1 >= maxLen) check.fail(`'positions'[${b}] = ${p}: the next token's position ${p + 1} is outside 'history' [0, ${maxLen})`);
@@ -181,7 +185,9 @@ export function prepareSampleTokens(args: SampleTokensArgs): CpuWork {
         }
       }
       let token: number;
-      if (temperature === 0) {
+      if (temperature === 0 && penalty === 1 && picked !== undefined) {
+        token = picked;
+      } else if (temperature === 0) {
         token = argmax(z);
       } else {
         const kept = keptSet(z, temperature, topK, topP);

@@ -22,6 +22,7 @@
 import type { BatchedGemmArgs, GemmArgs, GemmEpilogue } from '../backend.js';
 import type { FloatDType } from '../../dtype.js';
 import { OpCheck } from '../validate.js';
+import { checkRowArgmax } from '../op-checks/index.js';
 import type { Dim } from '../validate.js';
 import { CublasLtEpilogue, CublasOperation, CudaDataType } from '../../cuda/cublaslt.js';
 import { CudaTensor } from './runtime/tensor.js';
@@ -198,6 +199,8 @@ export interface CheckedGemm {
   readonly preActivation?: CudaTensor;
   readonly alpha: number;
   readonly beta: number;
+  /** GemmArgs.argmax (the GEMV forms it; other paths refuse it). */
+  readonly argmax?: { readonly out: CudaTensor; readonly classes: number };
 }
 
 const FLOAT_TYPES = ['f32', 'f16', 'bf16'] as const;
@@ -295,7 +298,13 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
       `cuBLASLt requires the GELU auxiliary matrix's leading dimension to be divisible by 8. Pad N, or run the GEMM and the activation separately`);
   }
 
-  const written = new Set(['out', 'biasGrad', ...(writesPreActivation ? ['preActivation'] : [])]);
+  const argmax = args.argmax ? checkRowArgmax(check, args.argmax, M, N) : undefined;
+  if (argmax) {
+    const argmaxOut = cudaTensor(check, 'argmax.out', args.argmax!.out);
+    names.push('argmax.out');
+    tensors.push(argmaxOut);
+  }
+  const written = new Set(['out', 'biasGrad', 'argmax.out', ...(writesPreActivation ? ['preActivation'] : [])]);
   checkNoOverlap(check, names, tensors, written);
 
   return {
@@ -306,6 +315,7 @@ export function checkGemm(args: GemmArgs): CheckedGemm {
     ...(optional.bias ? { bias: optional.bias as CudaTensor } : {}),
     ...(optional.biasGrad ? { biasGrad: optional.biasGrad as CudaTensor } : {}),
     ...(optional.preActivation ? { preActivation: optional.preActivation as CudaTensor } : {}),
+    ...(argmax ? { argmax: { out: argmax.out as CudaTensor, classes: argmax.classes } } : {}),
     alpha,
     beta,
   };

@@ -2,7 +2,7 @@
 // the runtime (runtime/*). Every op is queued on the runtime's current stream; only download() and
 // synchronize() wait for the GPU.
 
-import { envSwitch } from './env-switch.js';
+import { envFlag, envSwitch } from './env-switch.js';
 import { appendDecodeAttentionParts, normLinearProduct } from '../backend.js';
 import { Event } from './runtime/device.js';
 import { byteSize, encodeFloats, isFloat, widenHalvesInPlace } from '../../dtype.js';
@@ -133,6 +133,13 @@ export class CudaBackend implements Backend {
    * (fusedMlp). Takes effect for forwards launched or captured after it is set.
    */
   fusedAttentionProjection = process.env['FUSEFORMER_FUSED_O'] === '1';
+  /**
+   * GemmArgs.argmax offered to the decode forward (argmaxInProduct) at 1–4 rows: the LM head's GEMV packs each row's
+   * greedy pick as it writes the logits, and sampleTokens reads that word instead of the row for greedy rows
+   * without a repetition penalty (kernels/gemv.ts GemvSpec.argmax). Opt-in until measured (FUSEFORMER_HEAD_ARGMAX=1).
+   * Takes effect for forwards launched or captured after it is set.
+   */
+  headArgmax = envFlag('FUSEFORMER_HEAD_ARGMAX', process.env['FUSEFORMER_HEAD_ARGMAX'], false);
   /** appendDecodeAttention calls run as one kernel so far. */
   fusedAppendLaunches = 0;
   /** normLinear calls run as the fused kernel so far. */
@@ -353,6 +360,10 @@ export class CudaBackend implements Backend {
   // --- ops --------------------------------------------------------------------------------------------
 
   gemm(args: GemmArgs): void {
+    if (args.argmax) {
+      this.argmaxGemm(args);
+      return;
+    }
     if (args.rowScale || args.rowSquares) {
       this.rowNormGemm(args);
       return;
@@ -551,6 +562,22 @@ export class CudaBackend implements Backend {
     this.residualNorm(args.norm);
     if ('gated' in product) this.gatedLinear(product.gated);
     else this.gemm(product.gemm);
+  }
+
+  /** Whether gemm forms argmax for these sizes (headArgmax and decodeGemv on, 1–4 rows of a float dtype, K whole 16-byte vectors). */
+  argmaxInProduct(rows: number, dtype: DType, _N: number, K: number): boolean {
+    return this.headArgmax && this.decodeGemv && rows >= 1 && rows <= GEMV_MAX_ROWS && isFloat(dtype) && K % (16 / byteSize(dtype)) === 0;
+  }
+
+  /** A gemm with argmax: only the decode GEMV forms it (argmaxInProduct says when), so elsewhere a clear error. */
+  private argmaxGemm(args: GemmArgs): void {
+    const checked = checkGemm(args), p = checked.problem;
+    if (args.rowScale || args.rowSquares || !this.decodeGemv || !gemvApplies(checked) || p.M > GEMV_MAX_ROWS) {
+      new OpCheck('gemm', 'cuda').fail(`'argmax' is formed by the decode GEMV only: 1–${GEMV_MAX_ROWS} rows, transB, a forward epilogue, K a multiple of ` +
+        `16 bytes, 16-byte aligned operands, no rowScale / rowSquares${this.decodeGemv ? '' : ' (the decode GEMV is off: FUSEFORMER_DECODE_GEMV=0)'}; got M = ${p.M}, N = ${p.N}, K = ${p.K}, transB ${p.transB}, epilogue '${p.epilogue}'`);
+    }
+    launchGemv(this.runtime, checked);
+    this.gemvLaunches++;
   }
 
   /** Whether normMlp of these sizes runs as its kernel (fusedMlp and decodeGemv on, fusedMlpMinRows rows or more, a shape the kernel takes). */

@@ -5,7 +5,7 @@
 // them where it can (the CPU when the op runs; the GPU kernel treats bad values as documented).
 
 import type { Tensor } from '../../tensor.js';
-import type { SampleTokensArgs, SpeculativeSampleArgs, TokenProbabilitiesArgs } from '../backend.js';
+import type { RowArgmax, SampleTokensArgs, SpeculativeSampleArgs, TokenProbabilitiesArgs } from '../backend.js';
 import type { Dim, OpCheck } from '../validate.js';
 
 /** Columns of `params`: what each sequence's sampler is set to. */
@@ -34,7 +34,8 @@ export function checkSampleTokens<T extends Tensor>(check: OpCheck<T>, args: Sam
   const [maxLen, S] = ['maxLen', 'S'].map((n) => check.size(n)) as [number, number];
   if (S < 1) check.fail("'stopIds' must have at least one slot (−1 marks an unused one)");
   if (maxLen < 2) check.fail(`'history' holds ${maxLen} positions: at least 2 are needed (a token and the next)`);
-  return { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots: S };
+  const argmax = args.argmax === undefined ? undefined : i32('argmax', args.argmax, ['B', 2]);
+  return { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots: S, argmax };
 }
 
 /** tokenProbabilities: logits (R, Vp) float, classes ≤ Vp; params f32 (R, 4); tokens i32 (R); out f32 (R) (R named B in messages). */
@@ -56,4 +57,14 @@ export function checkSpeculativeSample<T extends Tensor>(check: OpCheck<T>, args
   const positions = check.typed('positions', args.positions, ['i32'], ['B']);
   const out = check.typed('out', args.out, ['i32'], ['B']);
   return { target, draft, params, seeds, positions, out, classes, R, Vp };
+}
+
+/** GemmArgs.argmax of a product with M rows and N columns: out i32 (M, 2), classes an integer in [1, N]. */
+export function checkRowArgmax<T extends Tensor>(check: OpCheck<T>, argmax: RowArgmax, M: number, N: number): { out: T; classes: number } {
+  const out = check.tensor('argmax.out', argmax.out);
+  check.dtype('argmax.out', out, ['i32']);
+  if (out.shape.length !== 2 || out.shape[0] !== M || out.shape[1] !== 2) check.fail(`'argmax.out' must be [${M}, 2] (a packed word a row of out), got [${out.shape.join(', ')}]`);
+  const classes = argmax.classes;
+  if (!Number.isInteger(classes) || classes < 1 || classes > N) check.fail(`'argmax.classes' must be an integer in [1, ${N}] (the columns of out), got ${classes}`);
+  return { out, classes };
 }

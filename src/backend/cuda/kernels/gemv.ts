@@ -80,6 +80,13 @@ export interface GemvSpec {
    * issued before the previous tile's reduction and write (FUSEFORMER_GEMV_LOOP, the gated GEMV by default; see gemvPlanOptions).
    */
   readonly loop?: boolean;
+  /**
+   * GemmArgs.argmax (RowArgmax): each written value's packed (key, column) kept per row by its lane, reduced over
+   * the warp by shuffles and over the block in shared memory, then one atomicMax a row a block — skipped where
+   * the row's slot already holds as much (a read first: after the first blocks, most have nothing to add).
+   * Kernel arguments `argmax` (u64 [M]) and `argmax_classes` after the others. Not with gate or loop.
+   */
+  readonly argmax?: boolean;
 }
 
 export interface GemvNorm {
@@ -192,7 +199,7 @@ export function normWriteOption(gemv: NormGemvFamily): { write?: 'deferred' | 'e
 export function gemvKey(s: GemvSpec): string {
   const kind = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
   const norm = s.norm ? `.norm_${s.norm.kind}${normSwitchesKey(s.norm)}` : '';
-  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}${s.loop ? '.loop' : ''}`;
+  return `gemv.${s.dtype}.m${s.rows}.k${s.k}.r${s.columns}.kw${s.kWarps}.${kind}${norm}${s.loop ? '.loop' : ''}${s.argmax ? '.argmax' : ''}`;
 }
 
 // The norm prologue (normLinear). Each block forms the M activation rows itself: v = x + y + bias
@@ -706,15 +713,18 @@ ${typedefLine('T', spec.dtype)}
 ${constants({ M: spec.rows, K: spec.k, VEC: vec, R: spec.columns, WR: weightRows, KW: spec.kWarps, CG: WARPS / spec.kWarps, CHUNK: 32 * vec, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS })}
 ${norm ? normPrologueCode(norm) : ''}
 
-${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}`;
+${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}${spec.argmax ? `
+${ARGMAX_PACK_CODE}` : ''}`;
   const argsComment = `// a [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N].${norm ? `
 // Norm prologue: a is unused; x [M, K] the residual stream (updated in place), y [M, K] (Y), rbias [K],
 // gamma, beta [K], h [M, K] the normed rows, counter a zeroed u32 (left zero).` : ''}`;
   const signature = String.raw`extern "C" __global__ void __launch_bounds__(${WARPS * 32}) ${name}(
     const T* __restrict__ a, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
     T* x, const Y* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
-  __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${norm ? `
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}${spec.argmax ? `,
+    unsigned long long* __restrict__ argmax, int argmax_classes` : ''}) {
+  __shared__ float partial[KW > 1 ? (KW - 1) * CG * WR * M : 1];${spec.argmax ? `
+  __shared__ unsigned long long argmax_s[NWARPS][M];` : ''}${norm ? `
   __shared__ __align__(16) T act_s[M * K];
   ${NORM_PROLOGUE_STATE}
   NormWeights pre;
@@ -727,7 +737,9 @@ ${gemvOutputCode(spec.epilogue, gate, gemvWeightFamily(spec))}`;
     : 'rows[r] = w + (size_t)n * K;';
   const write = (pad: string) => gate
     ? `const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};\n${pad}out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
-    : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
+    : spec.argmax
+      ? `const T stored = from_float<T>(epilogue(sum[r][m], bias, n));\n${pad}out[(size_t)m * N + n] = stored;\n${pad}if (n < argmax_classes) best[m] = max(best[m], argmax_pack(to_float(stored), n));`
+      : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
   // A lane's f32 sums, zeroed.
   const zeroSums = (pad: string) => indentBy(['float sum[WR][M];', '#pragma unroll', 'for (int r = 0; r < WR; r++)', '  #pragma unroll', '  for (int m = 0; m < M; m++) sum[r][m] = 0.f;'].join('\n'), pad);
   // Group g's products: chunk j = g·U + u of the warp (k from its chunk and lane) times the M rows.
@@ -789,7 +801,11 @@ ${fma('    ')}
   }
   ${trigger.late}
 ${norm ? normPrologueFinishCode('x') : ''}
-${gemvReduceWriteCode('sum', 'warp_sum', write('        '))}
+${spec.argmax ? `  unsigned long long best[M];
+  #pragma unroll
+  for (int m = 0; m < M; m++) best[m] = 0ull;
+${gemvReduceWriteCode('sum', 'warp_sum', write('          '), true)}
+${ARGMAX_COMBINE_CODE}` : gemvReduceWriteCode('sum', 'warp_sum', write('        '))}
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -864,6 +880,32 @@ ${norm ? normPrologueFinishCode('x') : ''}}
   return { name, source, gridDependencyWait: true };
 }
 
+/** RowArgmax's packed word of a stored value v at column n (0 for NaN: never picked); backend.ts has the layout. */
+const ARGMAX_PACK_CODE = String.raw`__device__ __forceinline__ unsigned long long argmax_pack(float v, int n) {
+  if (v != v) return 0ull;
+  const unsigned u = __float_as_uint(v == 0.f ? 0.f : v), key = (u >> 31) ? ~u : (u | 0x80000000u);
+  return ((unsigned long long)key << 32) | (unsigned long long)(0xffffffffu - (unsigned)n);
+}`;
+
+/**
+ * GemvSpec.argmax's end: the lanes' best[M] reduced over the warp, then over the block's warps in shared
+ * memory; thread m adds the row's block maximum by atomicMax unless the slot already holds as much.
+ */
+const ARGMAX_COMBINE_CODE = String.raw`  #pragma unroll
+  for (int m = 0; m < M; m++) {
+    unsigned long long v = best[m];
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = max(v, (unsigned long long)__shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) argmax_s[warp][m] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < M) {
+    unsigned long long v = 0ull;
+    #pragma unroll
+    for (int w = 0; w < NWARPS; w++) v = max(v, argmax_s[w][threadIdx.x]);
+    if (v > *reinterpret_cast<volatile unsigned long long*>(argmax + threadIdx.x)) atomicMax(argmax + threadIdx.x, v);
+  }`;
+
 /**
  * The end of a GEMV kernel (this one, gemv-int8.ts): a lane's sums `acc` [WR][M] reduced over the warp
  * by `warpSum`, then over the KW K-splitting warps through shared `partial` in a fixed order
@@ -937,9 +979,13 @@ function plannedKernel(host: KernelHost, spec: GemvSpec): CompiledKernel {
 /** Launches the kernel for a GEMM gemvApplies() accepted. */
 export function launchGemv(host: KernelHost, g: CheckedGemm): void {
   const p = g.problem;
-  const { spec, grid } = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
+  const planned = planGemv(p.dtype, p.M, p.N, p.K, p.epilogue, undefined, host.multiProcessorCount);
+  // With argmax, the plan's one-tile-a-block form (its reduction ends the kernel).
+  const { loop: _loop, ...plain } = planned.spec;
+  const { spec, grid } = g.argmax ? { spec: { ...plain, argmax: true }, grid: gemvGrid(plain, p.N) } : planned;
   plannedKernel(host, spec).launch({ grid, block: WARPS * 32 }, [
     arg.ptr(g.a.ptr), arg.ptr(g.b.ptr), arg.ptr(g.bias?.ptr ?? 0n), arg.ptr(g.out.ptr), arg.i32(p.N),
+    ...(g.argmax ? [arg.ptr(g.argmax.out.ptr), arg.i32(g.argmax.classes)] : []),
   ]);
 }
 
@@ -1082,5 +1128,10 @@ export function catalog(): KernelSource[] {
     ...normed.map(([dtype, M, N, K, epilogue, gate, norm]) => gemvSource(planGemv(dtype, M, N, K, epilogue, gate, 132, norm).spec)),
     ...looped.map(([dtype, M, , K, epilogue, gate, norm, kWarps]) => gemvSource({ dtype, rows: M, k: K, epilogue, columns: 1, kWarps, ...(gate ? { gate } : {}), ...(norm ? { norm } : {}), loop: true })),
     gemvSource(oneTileGated), // the gated GEMV's one-tile-a-block form (FUSEFORMER_GEMV_LOOP=0)
+    // The LM head packing its greedy pick (GemvSpec.argmax): GPT-2's at one row, Llama's at four (K-split), f32 at three.
+    ...([['bf16', 1, 50304, 768], ['bf16', 4, 128256, 2048], ['f32', 3, 777, 132]] as const).map(([dtype, M, N, K]) => {
+      const { loop: _loop, ...spec } = planGemv(dtype, M, N, K, 'none', undefined, 132).spec;
+      return gemvSource({ ...spec, argmax: true });
+    }),
   ];
 }

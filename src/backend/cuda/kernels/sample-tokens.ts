@@ -59,10 +59,16 @@ export interface SampleTokensSpec {
    * the state's and then the logits' (sampleTokensPreload).
    */
   readonly preload?: boolean;
+  /**
+   * SampleTokensArgs.argmax: block 0 of a row reads the row's packed pick and zeroes the slot first; a greedy row
+   * without a penalty then takes its token from it (the other blocks of the row return at once), unless the slot
+   * was empty (a row of NaN), when block 0 walks the whole row as usual. Kernel argument `argmax` after the others.
+   */
+  readonly argmax?: boolean;
 }
 
 export function sampleTokensKey(s: SampleTokensSpec): string {
-  return `sample_tokens.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}.s${s.splits}${s.preload ? '.pre' : ''}`;
+  return `sample_tokens.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}.s${s.splits}${s.preload ? '.pre' : ''}${s.argmax ? '.argmax' : ''}`;
 }
 
 /** The penalty bitmask lives in static shared memory: V/8 bytes. */
@@ -340,13 +346,32 @@ export function sampleTokensSource(spec: SampleTokensSpec): KernelSource {
 extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
     int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
-    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count, float2* __restrict__ partials, u32* __restrict__ counters) {
+    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count, float2* __restrict__ partials, u32* __restrict__ counters${spec.argmax ? `,
+    unsigned long long* __restrict__ argmax` : ''}) {
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
   __shared__ u32 seen[WORDS];
 ${KEPT_THRESHOLD_SHARED}  __shared__ bool last_block;
   const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
+  // The row's state after its token t at position p + 1 (thread 0 of the row's deciding block).
+  const auto advance = [&](int p, int t) {
+    history[(size_t)b * max_len + p + 1] = t;
+    bool stop = p + 2 >= limits[b];
+    for (int i = 0; i < stop_count; i++) stop = stop || stop_ids[i] == t;
+    if (stop) {
+      finished[b] = 1;
+    } else {
+      tokens[b] = t;
+      positions[b] = p + 1;
+    }
+  };${spec.argmax ? `
+  // The row's packed greedy pick (RowArgmax), its slot zeroed for the next LM head, whatever the row does.
+  __shared__ unsigned long long picked;
+  if (split == 0 && tid == 0) {
+    picked = argmax[b];
+    argmax[b] = 0ull;
+  }` : ''}
   // PRELOAD: the split's first vectors requested before the row's state, so both round trips overlap.
   [[maybe_unused]] float pre[LOADS_IN_FLIGHT][VEC];
   if constexpr (PRELOAD) load_first_chunk(logits + (size_t)b * pitch, split * SLICE, min(VECS, split * SLICE + SLICE), pre);
@@ -356,8 +381,19 @@ ${KEPT_THRESHOLD_SHARED}  __shared__ bool last_block;
   const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
   const int top_k = (int)params[4 * b + 1];
   RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
-  // A row with top-k or top-p is block 0's alone; the others take a slice each.
-  const bool whole_row = r.sampling && ((top_k >= 1 && top_k < V) || top_p < 1.f);
+${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pick, block 0's alone (a walk of the whole row if empty).
+  const bool from_argmax = !r.sampling && !r.penalize;
+  if (from_argmax) {
+    if (split != 0) return;
+    __syncthreads();  // picked
+    if (picked != 0ull) {
+      if (tid == 0) advance(p, (int)(0xffffffffu - (u32)picked));
+      return;
+    }
+  }
+` : `  constexpr bool from_argmax = false;
+`}  // A row with top-k or top-p is block 0's alone; the others take a slice each.
+  const bool whole_row = from_argmax || (r.sampling && ((top_k >= 1 && top_k < V) || top_p < 1.f));
   if (whole_row && split != 0) return;
   const int first = whole_row ? 0 : split * SLICE, end = whole_row ? VECS : min(VECS, first + SLICE);
 
@@ -421,18 +457,7 @@ ${KEPT_THRESHOLD_CODE}    const uint2 key = make_uint2((u32)seeds[2 * b], (u32)s
     }
   }
 
-  if (tid == 0) {
-    const int t = best_j;
-    history[(size_t)b * max_len + p + 1] = t;
-    bool stop = p + 2 >= limits[b];
-    for (int i = 0; i < stop_count; i++) stop = stop || stop_ids[i] == t;
-    if (stop) {
-      finished[b] = 1;
-    } else {
-      tokens[b] = t;
-      positions[b] = p + 1;
-    }
-  }
+  if (tid == 0) advance(p, best_j);
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -622,7 +647,7 @@ export function tokenProbabilities(host: KernelHost, args: TokenProbabilitiesArg
 
 export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
   const c = new OpCheck('sampleTokens', 'cuda');
-  const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots } = checkSampleTokens(c, args);
+  const { logits, params, seeds, positions, history, tokens, finished, limits, stopIds, classes, B, Vp, maxLen, stopSlots, argmax } = checkSampleTokens(c, args);
   const ptr = (name: string, t: typeof logits) => devicePtr(c, name, t);
   const p = {
     logits: ptr('logits', logits), params: ptr('params', params), seeds: ptr('seeds', seeds), positions: ptr('positions', positions),
@@ -635,7 +660,7 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
   const threads = sampleTokensThreads(classes);
   const spec: SampleTokensSpec = {
     dtype, classes, vec, threads, splits: sampleTokensForcedSplits.splits ?? sampleTokensSplits(classes, vec, threads, sampleTokensWave.enabled ? { rows: B, multiProcessorCount: host.multiProcessorCount } : undefined),
-    ...(sampleTokensPreload.enabled ? { preload: true } : {}),
+    ...(sampleTokensPreload.enabled ? { preload: true } : {}), ...(argmax ? { argmax: true } : {}),
   };
   const partials = spec.splits > 1 ? host.scratch(B * spec.splits * 8) : 0n, counters = spec.splits > 1 ? host.counters(B) : 0n;
   host.kernel(sampleTokensKey(spec), () => sampleTokensSource(spec)).launch(
@@ -643,6 +668,7 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
     [
       arg.ptr(p.logits), arg.i32(Vp), arg.ptr(p.params), arg.ptr(p.seeds), arg.ptr(p.positions), arg.ptr(p.history), arg.i32(maxLen),
       arg.ptr(p.tokens), arg.ptr(p.finished), arg.ptr(p.limits), arg.ptr(p.stopIds), arg.i32(stopSlots), arg.ptr(partials), arg.ptr(counters),
+      ...(argmax ? [arg.ptr(devicePtr(c, 'argmax', argmax))] : []),
     ],
   );
 }
@@ -655,6 +681,9 @@ export function catalog(): KernelSource[] {
     sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: sampleTokensSplits(50257, 8, 1024), preload: true }),
     sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024, splits: 1, preload: true }),
     sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024, splits: sampleTokensSplits(128256, 8, 1024) }),
+    // The LM head's packed greedy pick (SampleTokensArgs.argmax): GPT-2's split row, Llama's.
+    sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: sampleTokensSplits(50257, 8, 1024), argmax: true }),
+    sampleTokensSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 1024, splits: sampleTokensSplits(128256, 8, 1024), argmax: true }),
     sampleTokensSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024, splits: sampleTokensSplits(32000, 8, 1024) }),
     sampleTokensSource({ dtype: 'f32', classes: 50257, vec: 4, threads: 1024, splits: sampleTokensSplits(50257, 4, 1024) }),
     sampleTokensSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: sampleTokensSplits(1003, 1, 256) }),
