@@ -273,6 +273,8 @@ export class DecodeEngine {
     const stops = new Int32Array(MAX_STOP_IDS).fill(-1);
     stops.set(stopTokenIds);
     bk.upload(this.state.stopIds, stops);
+    // The head's greedy picks: every step's sampler zeroes them; cleared here too, should a step have been cut short.
+    bk.fill(this.state.argmax, 0);
 
     // Prefill in groups of consecutive prompts that fit maxPrefillTokens rows (padded to the longest).
     let first = 0;
