@@ -1350,6 +1350,8 @@ export interface Int4LinearArgs {
   bias?: Tensor;
   activation?: Activation;
   gated?: boolean;
+  /** Each row's greedy pick over out (RowArgmax; not with gated): an INT4 LM head's, read by sampleTokens. */
+  argmax?: RowArgmax;
 }
 
 /**
@@ -1423,6 +1425,8 @@ export interface Int8LinearArgs {
   activation?: Activation;
   gated?: boolean;
   scratch?: Int8LinearScratch;
+  /** Each row's greedy pick over out (RowArgmax; not with gated): an INT8 LM head's, read by sampleTokens. */
+  argmax?: RowArgmax;
 }
 
 export interface Int8LinearScratch {
@@ -1542,11 +1546,12 @@ export interface Backend {
    */
   fusesMlp?(rows: number, dtype: DType, H: number, F: number): boolean;
   /**
-   * Whether gemm of `rows` rows of `dtype` (transB, N columns of K) forms GemmArgs.argmax inside its kernel, so a
+   * Whether gemm (weights 'float', the default), int8Linear or int4Linear of `rows` rows of `dtype` (N columns of K)
+   * forms its `argmax` (RowArgmax) inside its kernel, so a
    * decode step gains by asking for it and handing it to sampleTokens. Absent: never (the CPU backend implements
    * argmax at any size without offering it).
    */
-  argmaxInProduct?(rows: number, dtype: DType, N: number, K: number): boolean;
+  argmaxInProduct?(rows: number, dtype: DType, N: number, K: number, weights?: 'float' | 'int8' | 'int4'): boolean;
   /**
    * Whether decodeAttention / appendDecodeAttention of `rows` sequences take `project` inside their kernel
    * (heads Hq of d over kvHeads, projected to H), so a decode forward gains by asking for it instead of the O

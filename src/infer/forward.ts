@@ -34,7 +34,7 @@
 import type { Activation, AttentionProjection, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
 import { decodeLayersWorkspaceFloats, rowSquareSlots } from '../backend/backend.js';
 import { decodeLayersUnsupported } from '../backend/cuda/kernels/decode-layers.js';
-import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, W8A8Scratch } from '../quant/device.js';
+import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, QuantizedEpilogue, W8A8Scratch } from '../quant/device.js';
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
@@ -508,7 +508,7 @@ export class DecoderForward {
   }
 
   /** out [R, N] = act(x [R, K]·wᵀ + bias) with a quantized weight (int4Linear or int8Linear, the latter with its scratch). */
-  private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
+  private quantizedLinear(ops: Backend, w: DeviceQuantizedWeight, x: Tensor, out: Tensor, epilogue: QuantizedEpilogue = {}): void {
     if (w.kind === 'int4') int4LinearOp(ops, w, x, out, epilogue, w.inputOrder ? this.orderedInputs(x.shape[0]!, w.inFeatures) : undefined);
     else w8a8LinearOp(ops, w, x, out, this.w8a8Scratch(x.shape[0]!, w.inFeatures, w.outFeatures), epilogue);
   }
@@ -537,9 +537,11 @@ export class DecoderForward {
    * blocks()'s options.argmax are honoured only where this says so.
    */
   headFormsArgmax(ops: Backend, rows: number): boolean {
-    const m = this.model, mode = headArgmaxOptions.mode;
-    if (mode === 'off' || m.quantization?.lmHead || m.tensorParallel || headNormOptions.enabled) return false;
-    return mode === 'on' || (ops.argmaxInProduct?.(rows, m.dtype, m.arch.paddedVocab, m.arch.hidden) ?? false);
+    const m = this.model, mode = headArgmaxOptions.mode, head = m.quantization?.lmHead;
+    if (mode === 'off' || m.tensorParallel || (headNormOptions.enabled && !head)) return false;
+    // An INT8 head runs in chunks of HEAD_CHUNK_ROWS rows: one chunk only.
+    if (head?.kind === 'int8' && rows > HEAD_CHUNK_ROWS) return false;
+    return mode === 'on' || (ops.argmaxInProduct?.(rows, m.dtype, m.arch.paddedVocab, m.arch.hidden, head?.kind ?? 'float') ?? false);
   }
 
   /**
@@ -553,6 +555,10 @@ export class DecoderForward {
       return;
     }
     const n = hidden.shape[0]!, H = head.inFeatures, Vp = head.outFeatures;
+    if (argmax) {
+      this.quantizedLinear(ops, head, hidden, logits, { argmax: { out: argmax, classes: this.model.vocabSize } });
+      return;
+    }
     const chunk = head.kind === 'int8' ? HEAD_CHUNK_ROWS : n;
     for (let r = 0; r < n; r += chunk) {
       const rows = Math.min(chunk, n - r);

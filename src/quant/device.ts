@@ -11,7 +11,7 @@
 // whole forward can still be captured into one CUDA graph. int4LinearOp / w8a8LinearOp issue the same
 // ops for code that holds a Backend rather than a StepContext (an inference engine's own forward).
 
-import type { Activation, Backend } from '../backend/backend.js';
+import type { Activation, Backend, RowArgmax } from '../backend/backend.js';
 import { ArgumentError } from '../errors.js';
 import type { QuantizedForward } from '../nn/linear.js';
 import type { StepContext } from '../nn/step-context.js';
@@ -98,7 +98,10 @@ function asMatrix(ctx: StepContext, t: Tensor): Tensor {
  * ctx.ops). A weight with an input order (act-order GPTQ) reads x's columns in that order: gatherColumns
  * into `ordered` [rows, K] (x's dtype) first.
  */
-export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}, ordered?: Tensor): void {
+/** What a quantized product adds after its sums: bias, activation, the gated form, or (a head) the rows' greedy picks. */
+export interface QuantizedEpilogue { bias?: Tensor; activation?: Activation; gated?: boolean; argmax?: RowArgmax }
+
+export function int4LinearOp(ops: Backend, w: DeviceInt4Weight, x: Tensor, out: Tensor, epilogue: QuantizedEpilogue = {}, ordered?: Tensor): void {
   if (w.inputOrder) {
     if (!ordered) throw new ArgumentError(`int4 product of ${w.outFeatures} × ${w.inFeatures}: its weight reads its inputs in another order, and no buffer was given for them`);
     ops.gatherColumns({ x, index: w.inputOrder, out: ordered });
@@ -120,7 +123,7 @@ export interface W8A8Scratch {
  * int8Linear: one GEMV kernel for decode's few rows on CUDA, else quantize → int8Gemm → dequantize
  * through the scratch.
  */
-export function w8a8LinearOp(ops: Backend, w: DeviceInt8Weight, x: Tensor, out: Tensor, scratch: W8A8Scratch, epilogue: { bias?: Tensor; activation?: Activation; gated?: boolean } = {}): void {
+export function w8a8LinearOp(ops: Backend, w: DeviceInt8Weight, x: Tensor, out: Tensor, scratch: W8A8Scratch, epilogue: QuantizedEpilogue = {}): void {
   ops.int8Linear({ x, qweight: w.qweight, scales: w.scales, out, ...epilogue, scratch });
 }
 

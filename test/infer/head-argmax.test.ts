@@ -2,20 +2,21 @@
 // (headArgmaxOptions): the packing on the CPU backend — the largest stored value, the lowest column on ties,
 // −0 as +0, NaN skipped, padding columns ignored, max-combined into the slot —, the sampler taking the pick
 // for greedy rows without a penalty and zeroing every slot, and decoding with it on giving the usual tokens
-// (greedy, sampled, penalised; GPT-2 with and without the fused MLP, Llama).
+// (greedy, sampled, penalised; GPT-2 with and without the fused MLP, Llama; INT8 and INT4 heads).
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
-import type { GemmArgs, SampleTokensArgs } from '../../src/backend/backend.js';
+import type { GemmArgs, Int4LinearArgs, Int8LinearArgs, SampleTokensArgs } from '../../src/backend/backend.js';
 import { argmaxColumn, argmaxKey, packArgmax } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { combineRowArgmax } from '../../src/backend/cpu/gemm.js';
 import { fusedMlpOptions, headArgmaxOptions } from '../../src/infer/forward.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
+import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import { TINY_GPT2, writeModelFolder } from './hf-folder.js';
 import { LLAMA, PROMPT } from './forward-forms.js';
 
@@ -65,15 +66,22 @@ test('gemm with argmax on the CPU packs the rows of out it wrote; bad slots are 
   assert.throws(() => b.gemm({ a, b: weight, out, transB: true, argmax: { out: slots, classes: 5 } }), /'argmax.classes' must be an integer in \[1, 4\]/);
 });
 
-for (const [family, config, fused] of [['gpt2', TINY_GPT2, false], ['gpt2', TINY_GPT2, true], ['llama', LLAMA, false]] as const) {
-  test(`${family}${fused ? ' with the fused MLP' : ''}: decoding with the head's greedy picks gives the usual tokens`, async () => {
-    const dir = join(root, `${family}-${fused}`);
+const CASES = [['gpt2', TINY_GPT2, false, 0], ['gpt2', TINY_GPT2, true, 0], ['llama', LLAMA, false, 0], ['llama', LLAMA, false, 8], ['gpt2', TINY_GPT2, false, 4]] as const;
+for (const [family, config, fused, bits] of CASES) {
+  test(`${family}${fused ? ' with the fused MLP' : ''}${bits ? `, INT${bits} with an INT${bits} head` : ''}: decoding with the head's greedy picks gives the usual tokens`, async () => {
+    const dir = join(root, `${family}-${fused}-${bits}`);
     writeModelFolder(dir, family, config as never, 4);
     const backend = new CpuBackend();
     const { model } = loadDecoderModel(dir, backend);
+    if (bits) {
+      quantizeDecoderModel(model, { method: 'rtn', bits, groupSize: 32, lmHead: true });
+    }
     const seen = { heads: 0, samplers: 0 };
     const gemm = backend.gemm.bind(backend), sampleTokens = backend.sampleTokens.bind(backend);
+    const int8Linear = backend.int8Linear.bind(backend), int4Linear = backend.int4Linear.bind(backend);
     backend.gemm = (args: GemmArgs) => { if (args.argmax) seen.heads++; gemm(args); };
+    backend.int8Linear = (args: Int8LinearArgs) => { if (args.argmax) seen.heads++; int8Linear(args); };
+    backend.int4Linear = (args: Int4LinearArgs) => { if (args.argmax) seen.heads++; int4Linear(args); };
     backend.sampleTokens = (args: SampleTokensArgs) => { if (args.argmax) seen.samplers++; sampleTokens(args); };
     fusedMlpOptions.mode = fused ? 'on' : 'off';
     const prompts = [PROMPT, [5, 6, 7], [9, 9, 9, 9]];

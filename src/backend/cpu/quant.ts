@@ -17,6 +17,7 @@ import { activationFunction } from './activation.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
 import { dequantizeInt4, int8QuantizeRow, packInt4, quantizeInt4, unpackInt4 } from './quant-math.js';
+import { combineRowArgmax } from './gemm.js';
 import type { CpuTensor } from './tensor.js';
 import { bytesOf, floatsOf, int32sOf, storeFloats } from './tensor.js';
 
@@ -53,7 +54,7 @@ function storeGated(out: CpuTensor, product: Float64Array, N: number, bias: CpuT
 
 export function prepareInt4Linear(args: Int4LinearArgs): CpuWork {
   const check = new CpuCheck('int4Linear');
-  const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K } = checkInt4Linear(check, args);
+  const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K, argmax } = checkInt4Linear(check, args);
   return check.work(() => {
     const w = dequantizeInt4(unpackInt4(int32sOf(qweight), N, K), floatsOf(scales), bytesOf(zeros), N, K, groupSize);
     const xs = Float64Array.from(floatsOf(x));
@@ -69,6 +70,7 @@ export function prepareInt4Linear(args: Int4LinearArgs): CpuWork {
     }
     if (gated) storeGated(out, product, N, bias, activation!);
     else storeWithEpilogue(out, product, N, bias, activation);
+    if (argmax) combineRowArgmax(floatsOf(out), N, argmax.classes, int32sOf(argmax.out));
   });
 }
 
@@ -125,7 +127,7 @@ export function prepareInt8Dequantize(args: Int8DequantizeArgs): CpuWork {
 
 export function prepareInt8Linear(args: Int8LinearArgs): CpuWork {
   const check = new CpuCheck('int8Linear');
-  const { x, qweight, scales, out, bias, activation, gated, M, N, K } = checkInt8Linear(check, args);
+  const { x, qweight, scales, out, bias, activation, gated, M, N, K, argmax } = checkInt8Linear(check, args);
   return check.work(() => {
     const values = floatsOf(x), w = int8sOf(qweight), cs = floatsOf(scales);
     const xq = new Int8Array(M * K), product = new Float64Array(M * N);
@@ -139,5 +141,6 @@ export function prepareInt8Linear(args: Int8LinearArgs): CpuWork {
     }
     if (gated) storeGated(out, product, N, bias, activation!);
     else storeWithEpilogue(out, product, N, bias, activation);
+    if (argmax) combineRowArgmax(floatsOf(out), N, argmax.classes, int32sOf(argmax.out));
   });
 }

@@ -424,7 +424,10 @@ export class CudaBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { sumSquares(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
   randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
-  int4Linear(args: Int4LinearArgs): void { int4Linear(this.runtime, args, 'auto', this.int4MmaGemv); }
+  int4Linear(args: Int4LinearArgs): void {
+    if (args.argmax) new OpCheck('int4Linear', 'cuda').fail(`'argmax' is not formed by the INT4 kernels (argmaxInProduct offers it for 16-bit and INT8 weights only)`);
+    int4Linear(this.runtime, args, 'auto', this.int4MmaGemv);
+  }
   int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { int4QuantizeWeights(this.runtime, args); }
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { int8QuantizeRows(this.runtime, args); }
   int8Dequantize(args: Int8DequantizeArgs): void { int8Dequantize(this.runtime, args); }
@@ -447,7 +450,11 @@ export class CudaBackend implements Backend {
       dtype, M: a.M, N: a.N, K: a.K, gated: a.gated, activation: a.activation ?? 'none',
       x: devicePtr(c, 'x', a.x), qweight: devicePtr(c, 'qweight', a.qweight), scales: devicePtr(c, 'scales', a.scales),
       bias: a.bias ? devicePtr(c, 'bias', a.bias) : 0n, out: devicePtr(c, 'out', a.out),
+      ...(a.argmax ? { argmax: { out: devicePtr(c, 'argmax.out', a.argmax.out), classes: a.argmax.classes } } : {}),
     };
+    if (a.argmax && !(this.int8Gemv && int8GemvApplies(gemv))) {
+      c.fail(`'argmax' is formed by the W8A8 GEMV only: 1–4 rows, K a multiple of 16, 16-byte aligned x and qweight${this.int8Gemv ? '' : ' (the W8A8 GEMV is off)'}; got M = ${a.M}, K = ${a.K}`);
+    }
     if (this.int8Gemv && int8GemvApplies(gemv)) {
       launchInt8Gemv(this.runtime, gemv);
       this.int8GemvLaunches++;
@@ -565,8 +572,10 @@ export class CudaBackend implements Backend {
   }
 
   /** Whether gemm forms argmax for these sizes (headArgmax and decodeGemv on, 1–4 rows of a float dtype, K whole 16-byte vectors). */
-  argmaxInProduct(rows: number, dtype: DType, _N: number, K: number): boolean {
-    return this.headArgmax && this.decodeGemv && rows >= 1 && rows <= GEMV_MAX_ROWS && isFloat(dtype) && K % (16 / byteSize(dtype)) === 0;
+  argmaxInProduct(rows: number, dtype: DType, _N: number, K: number, weights: 'float' | 'int8' | 'int4' = 'float'): boolean {
+    if (!this.headArgmax || rows < 1 || rows > GEMV_MAX_ROWS || !isFloat(dtype)) return false;
+    if (weights === 'int8') return this.int8Gemv && K % 16 === 0;
+    return weights === 'float' && this.decodeGemv && K % (16 / byteSize(dtype)) === 0;
   }
 
   /** A gemm with argmax: only the decode GEMV forms it (argmaxInProduct says when), so elsewhere a clear error. */

@@ -7,6 +7,7 @@ import type {
 } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 import { checkActivation } from './elementwise.js';
+import { checkRowArgmax } from './sample-tokens.js';
 
 /** Nibbles per packed i32 word of an INT4 weight. */
 export const INT4_PER_WORD = 8;
@@ -69,7 +70,9 @@ export function checkInt4Linear<T extends Tensor>(check: OpCheck<T>, args: Int4L
   const { qweight, scales, zeros } = checkInt4Weight(check, args, K);
   const N = check.size('N');
   const { bias, activation, gated } = checkLinearEpilogue(check, 'int4Linear', args, x, out, N);
-  return { x, qweight, scales, zeros, out, bias, activation, gated, groupSize: args.groupSize, M: check.size('M'), N, K };
+  if (args.argmax && gated) check.fail(`'argmax' is for an ungated int4Linear (an LM head), not a gated one`);
+  const argmax = args.argmax ? checkRowArgmax(check, args.argmax, check.size('M'), N) : undefined;
+  return { x, qweight, scales, zeros, out, bias, activation, gated, groupSize: args.groupSize, M: check.size('M'), N, K, argmax };
 }
 
 export function checkInt4QuantizeWeights<T extends Tensor>(check: OpCheck<T>, args: Int4QuantizeWeightsArgs) {
@@ -163,5 +166,7 @@ export function checkInt8Linear<T extends Tensor>(check: OpCheck<T>, args: Int8L
       check.sameDType(['x', 'scratch.up'], [x, up]);
     }
   }
-  return { x, qweight, scales, out, bias, activation, gated, scratch: s, M, N, K };
+  if (args.argmax && gated) check.fail(`'argmax' is for an ungated int8Linear (an LM head), not a gated one`);
+  const argmax = args.argmax ? checkRowArgmax(check, args.argmax, M, N) : undefined;
+  return { x, qweight, scales, out, bias, activation, gated, scratch: s, M, N, K, argmax };
 }

@@ -27,7 +27,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 import type { ForcedGemvPlan, GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { betterScore, gemvPlanOptions, indentBy, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { ARGMAX_COMBINE_CODE, ARGMAX_PACK_CODE, betterScore, gemvPlanOptions, indentBy, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -66,11 +66,16 @@ export interface Int8GemvSpec {
    * family int8; planInt8Gemv sets it).
    */
   readonly loop?: boolean;
+  /**
+   * RowArgmax (Int8LinearArgs.argmax), as gemv.ts's GemvSpec.argmax: each lane keeps its rows' best packed word
+   * over the tiles it writes, combined once a block at the end. Kernel arguments `argmax`, `argmax_classes` last. Not gated.
+   */
+  readonly argmax?: boolean;
 }
 
 export function int8GemvKey(s: Int8GemvSpec): string {
   const norm = s.norm ? `.norm_${s.norm.kind}${normSwitchesKey(s.norm)}` : '';
-  return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${s.loop ? '.loop' : ''}`;
+  return `int8_gemv.${s.dtype}.m${s.rows}.k${s.K}.r${s.columns}.kw${s.kWarps}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${s.loop ? '.loop' : ''}${s.argmax ? '.argmax' : ''}`;
 }
 
 function int8GemvShape(s: Int8GemvSpec): { weightRows: number; chunks: number; perWarp: number; unroll: number; groups: number } {
@@ -149,7 +154,12 @@ function int8GemvParts(spec: Int8GemvSpec) {
   const write = spec.gated
     ? String.raw`const float g = ${value('acc[r][m]', 'n')}, u = ${value('acc[R + r][m]', 'N + n')};
         out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'g')} * u);`
-    : String.raw`const float v = ${value('acc[r][m]', 'n')};
+    : spec.argmax
+      ? String.raw`const float v = ${value('acc[r][m]', 'n')};
+        const T stored = from_float<T>(${activationExpression(spec.activation, 'v')});
+        out[(size_t)m * N + n] = stored;
+        if (n < argmax_classes) best[m] = max(best[m], argmax_pack(to_float(stored), n));`
+      : String.raw`const float v = ${value('acc[r][m]', 'n')};
         out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});`;
   const preamble = String.raw`${DEVICE_LIB}
 ${EPILOGUE_ACTIVATION_CODE}
@@ -159,7 +169,7 @@ ${constants({
     CHUNK, CHUNKS: chunks, PER_WARP: perWarp, U: unroll, GROUPS: groups, THREADS: WARPS * 32, NWARPS: WARPS, GATED: spec.gated,
   })}
 ${norm ? normPrologueCode(norm) : ''}
-
+${spec.argmax ? ARGMAX_PACK_CODE : ''}
 ${weightLoadCode('load_weight', 'signed char', 'int8')}
 __device__ __forceinline__ int dp4a(u32 a, u32 b, int c) {
   int d;
@@ -224,8 +234,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
     const T* __restrict__ x, const signed char* __restrict__ w, const float* __restrict__ scales,
     const T* __restrict__ bias, T* __restrict__ out, int N${norm ? `,
     T* rx, const Y* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
-  __shared__ __align__(16) signed char xq[M * K];${norm ? `
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}${spec.argmax ? `,
+    unsigned long long* __restrict__ argmax, int argmax_classes` : ''}) {
+  __shared__ __align__(16) signed char xq[M * K];${spec.argmax ? `
+  __shared__ unsigned long long argmax_s[NWARPS][M];
+  unsigned long long best[M];
+  #pragma unroll
+  for (int m = 0; m < M; m++) best[m] = 0ull;` : ''}${norm ? `
   __shared__ __align__(16) T act_s[M * K];
   ${NORM_PROLOGUE_STATE}
   NormWeights pre;
@@ -305,7 +320,8 @@ ${dotGroup('    ', 'g')}
   }
   ${trigger.late}
 ${norm ? normPrologueFinishCode('rx') : ''}
-${gemvReduceWriteCode('acc', 'warp_sum_int', write)}
+${spec.argmax ? `${gemvReduceWriteCode('acc', 'warp_sum_int', write, true)}
+${ARGMAX_COMBINE_CODE}` : gemvReduceWriteCode('acc', 'warp_sum_int', write)}
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -354,7 +370,8 @@ ${indentBy(gemvReduceWriteCode('acc', 'warp_sum_int', write, true), '  ')}
     tile = next;
     n0 = (tile * CG + cg) * R;
   }
-${norm ? normPrologueFinishCode('rx') : ''}}
+${norm ? normPrologueFinishCode('rx') : ''}${spec.argmax ? ARGMAX_COMBINE_CODE : ''}
+}
 `;
   return { name, source, gridDependencyWait: true };
 }
@@ -373,6 +390,8 @@ export interface Int8GemvLaunch {
   readonly scales: bigint;
   readonly bias: bigint;
   readonly out: bigint;
+  /** RowArgmax's slots (u64 [M]) and classes, or none. */
+  readonly argmax?: { readonly out: bigint; readonly classes: number };
 }
 
 /** Whether the GEMV takes it: 1–4 rows, K a multiple of 16, the M × K bytes within its shared memory, x and qweight 16-byte aligned. */
@@ -417,12 +436,14 @@ export function int8NormGemvApplies(a: Int8GemvLaunch): boolean {
 /** Launches the kernel with the planner's spec, or `spec` (the sweep); with `prologue`, the normLinear form (a.x unused). */
 export function launchInt8Gemv(host: KernelHost, a: Int8GemvLaunch, forced?: Int8GemvSpec, prologue?: NormPrologue): void {
   const width = a.gated ? a.N / 2 : a.N;
-  const spec = forced ?? planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
+  const planned = forced ?? planInt8Gemv(a.dtype, a.M, width, a.K, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
+  const spec: Int8GemvSpec = a.argmax ? { ...planned, argmax: true } : planned;
   const grid = int8GemvGrid(spec, width, host.multiProcessorCount);
   if (spec.loop) int8GemvLoopStats.launches++;
   const normArgs = prologue ? normPrologueArgs(host, prologue) : [];
   host.kernel(int8GemvKey(spec), () => int8GemvSource(spec)).launch({ grid, block: WARPS * 32 }, [
     arg.ptr(prologue ? 0n : a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(width), ...normArgs,
+    ...(a.argmax ? [arg.ptr(a.argmax.out), arg.i32(a.argmax.classes)] : []),
   ]);
 }
 
@@ -461,5 +482,8 @@ export function catalog(): KernelSource[] {
     int8GemvSource({ ...planInt8Gemv('bf16', 1, 8192, 2048, false, 'silu', true, 132, { kind: 'rms', residual: true, bias: false, preload: true, write: 'deferred' }).spec, loop: true }),
     int8GemvSource({ dtype: 'bf16', rows: 2, K: 4096, columns: 1, kWarps: 4, bias: true, activation: 'gelu', gated: false, loop: true }),
     int8GemvSource({ ...planInt8Gemv('f16', 3, 50257, 768, true, 'none', false, 132).spec, loop: true }),
+    // An INT8 LM head packing its greedy picks (Int8GemvSpec.argmax): Llama's at one row as planned, GPT-2's one tile a block.
+    int8GemvSource({ ...planInt8Gemv('bf16', 1, 128256, 2048, false, 'none', false, 132).spec, argmax: true }),
+    int8GemvSource({ dtype: 'bf16', rows: 2, K: 768, columns: 2, kWarps: 2, bias: false, activation: 'none', gated: false, argmax: true }),
   ];
 }

@@ -881,7 +881,7 @@ ${norm ? normPrologueFinishCode('x') : ''}}
 }
 
 /** RowArgmax's packed word of a stored value v at column n (0 for NaN: never picked); backend.ts has the layout. */
-const ARGMAX_PACK_CODE = String.raw`__device__ __forceinline__ unsigned long long argmax_pack(float v, int n) {
+export const ARGMAX_PACK_CODE = String.raw`__device__ __forceinline__ unsigned long long argmax_pack(float v, int n) {
   if (v != v) return 0ull;
   const unsigned u = __float_as_uint(v == 0.f ? 0.f : v), key = (u >> 31) ? ~u : (u | 0x80000000u);
   return ((unsigned long long)key << 32) | (unsigned long long)(0xffffffffu - (unsigned)n);
@@ -891,7 +891,7 @@ const ARGMAX_PACK_CODE = String.raw`__device__ __forceinline__ unsigned long lon
  * GemvSpec.argmax's end: the lanes' best[M] reduced over the warp, then over the block's warps in shared
  * memory; thread m adds the row's block maximum by atomicMax unless the slot already holds as much.
  */
-const ARGMAX_COMBINE_CODE = String.raw`  #pragma unroll
+export const ARGMAX_COMBINE_CODE = String.raw`  #pragma unroll
   for (int m = 0; m < M; m++) {
     unsigned long long v = best[m];
     #pragma unroll
