@@ -463,7 +463,7 @@ for step in "${steps[@]}"; do
           run q4-sq 100 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-sq --bits 8 --method smoothquant --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2" ;;
     head-argmax) # (session 41) the LM head's GEMV packing each row's greedy pick into a 64-bit word by atomicMax (GemmArgs.argmax, kernels/gemv.ts GemvSpec.argmax) and sampleTokens taking it for greedy rows without a penalty (FUSEFORMER_HEAD_ARGMAX=1, opt-in until measured): the sampler walked the 100 KB / 256 KB row after the head (9.5 / 10.1 us of GPT-2's / Llama's b1 step with the gap to the next step). Op cases (gemm argmax, sampleTokens argmax), the engine test (16-bit and INT8 heads), decode off / on twice, Llama INT8 + head off / on, the b1 timeline with it
           run ha-ops 200 env FUSEFORMER_TEST_OPS=argmax node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
-          run ha-engine 200 node --test --test-concurrency=1 --test-name-pattern='greedy picks' dist/test/gpu/decode-gemv.test.js
+          run ha-engine 200 node --test --test-concurrency=1 dist/test/gpu/head-argmax.test.js
           for round in 1 2; do
             for f in 0 1; do run ha-$f-$round 60 env FUSEFORMER_HEAD_ARGMAX=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 1,4 --json "$out/ha-$f-$round.json"; done
           done

@@ -20,7 +20,6 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { headNormOptions, residualInProductsOptions, rowNormOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
-import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import { accumulateGemmCases, checkGemmCase, decodeGemmCases, loopGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
 import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, rowNormCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
 import { caseFailures } from '../../src/testing/conformance.js';
@@ -506,39 +505,3 @@ test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual de
   }
 });
 
-// The LM head's GEMV packing each row's greedy pick and sampleTokens reading it (headArgmaxOptions 'on'): the same
-// tokens as the usual sampler walking the logits — greedy, sampled and penalised rows, eager and replayed, one and
-// three sequences (the fused MLP off: its atomics would make bf16 runs differ from each other).
-test('the LM head\'s greedy picks (headArgmaxOptions) give the usual tokens: GPT-2 and Llama, 16-bit and INT8 heads, greedy / sampled / penalised, eager and replayed', { skip }, async () => {
-  const { headArgmaxOptions } = await import('../../src/infer/forward.js');
-  const gpu = await createGpuBackend();
-  const savedMlp = gpu.fusedMlp;
-  gpu.fusedMlp = false;
-  for (const m of ENGINE_TEST_MODELS) {
-    const dir = join(root, `${m.name}-head-argmax`);
-    writeModelFolder(dir, m.family, m.config, 12);
-    for (const [dtype, int8] of [['f32', false], ['bf16', false], ['bf16', true]] as const) {
-      const model = loadDecoderModel(dir, gpu, { dtype }).model;
-      // W8A8 with an INT8 head: its picks come from the W8A8 GEMV.
-      if (int8) quantizeDecoderModel(model, { method: 'rtn', bits: 8, lmHead: true });
-      try {
-        for (const prompts of [[[3, 40, 7]], [[3, 40, 7], [5, 9], [11, 12, 13, 14]]]) {
-          for (const sampling of [{ temperature: 0 }, { temperature: 0.9, seed: 5 }, { temperature: 0, repetitionPenalty: 1.3 }]) {
-            const decode = async (mode: 'on' | 'off', graphs: boolean) => {
-              headArgmaxOptions.mode = mode;
-              return generateBatch(model, prompts, { maxNewTokens: 9, stopTokenIds: [], engineOptions: { graphs }, ...sampling });
-            };
-            const what = `${m.name} ${dtype}${int8 ? ' INT8' : ''} ${prompts.length} prompts ${JSON.stringify(sampling)}`;
-            const usual = await decode('off', true);
-            assert.deepEqual(await decode('on', false), usual, `${what}: eager`);
-            assert.deepEqual(await decode('on', true), usual, `${what}: replayed`);
-          }
-        }
-      } finally {
-        headArgmaxOptions.mode = 'auto';
-        model.free();
-      }
-    }
-  }
-  gpu.fusedMlp = savedMlp;
-});
