@@ -424,10 +424,7 @@ export class CudaBackend implements Backend {
   sumSquares(args: SumSquaresArgs): void { sumSquares(this.runtime, args); }
   adamW(args: AdamWArgs): void { adamW(this.runtime, args); }
   randomFill(args: RandomFillArgs): void { randomFill(this.runtime, args); }
-  int4Linear(args: Int4LinearArgs): void {
-    if (args.argmax) new OpCheck('int4Linear', 'cuda').fail(`'argmax' is not formed by the INT4 kernels (argmaxInProduct offers it for 16-bit and INT8 weights only)`);
-    int4Linear(this.runtime, args, 'auto', this.int4MmaGemv);
-  }
+  int4Linear(args: Int4LinearArgs): void { int4Linear(this.runtime, args, 'auto', this.int4MmaGemv); }
   int4QuantizeWeights(args: Int4QuantizeWeightsArgs): void { int4QuantizeWeights(this.runtime, args); }
   int8QuantizeRows(args: Int8QuantizeRowsArgs): void { int8QuantizeRows(this.runtime, args); }
   int8Dequantize(args: Int8DequantizeArgs): void { int8Dequantize(this.runtime, args); }
@@ -575,6 +572,7 @@ export class CudaBackend implements Backend {
   argmaxInProduct(rows: number, dtype: DType, _N: number, K: number, weights: 'float' | 'int8' | 'int4' = 'float'): boolean {
     if (!this.headArgmax || rows < 1 || rows > GEMV_MAX_ROWS || !isFloat(dtype)) return false;
     if (weights === 'int8') return this.int8Gemv && K % 16 === 0;
+    if (weights === 'int4') return this.int4MmaGemv && dtype !== 'f32';
     return weights === 'float' && this.decodeGemv && K % (16 / byteSize(dtype)) === 0;
   }
 

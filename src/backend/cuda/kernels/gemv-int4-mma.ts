@@ -35,7 +35,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { MAX_ACCUMULATORS, mmaSplitReduceCode } from './gemv-mma.js';
 import type { GemvNorm, NormPrologue } from './gemv.js';
-import { MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
+import { ARGMAX_PACK_CODE, MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -78,6 +78,13 @@ export interface Int4MmaGemvSpec {
   readonly warps?: 8 | 16;
   /** normLinear: the residual norm in the prologue, for exactly `rows` rows (see the header). */
   readonly norm?: Int4MmaNorm;
+  /**
+   * RowArgmax (Int4LinearArgs.argmax; not gated): each lane keeps the best packed word of the rows it writes, the
+   * lanes of a row (the 8 groups g) combine by shuffles, and the warp adds each row's best by one atomicMax unless
+   * the slot already holds as much — per warp, not per block: the split-K warps return before the write. Kernel
+   * arguments `argmax`, `argmax_classes` last.
+   */
+  readonly argmax?: boolean;
 }
 
 /** The norm prologue of an Int4MmaGemvSpec: gemv.ts's GemvNorm for a fixed row count. */
@@ -92,7 +99,7 @@ export function int4MmaWarps(s: Int4MmaGemvSpec): 8 | 16 {
 
 export function int4MmaGemvKey(s: Int4MmaGemvSpec): string {
   const norm = s.norm ? `.norm_${s.norm.kind}_m${s.norm.rows}${normSwitchesKey(s.norm)}` : '';
-  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}`;
+  return `int4_gemv_mma.${s.dtype}.nt${s.rowTiles}.k${s.K}.g${s.groupSize}.ft${s.tiles}.kw${s.kWarps}.u${s.unroll}${s.chains === 2 ? '.c2' : ''}${int4MmaWarps(s) === 16 ? '.w16' : ''}${s.bias ? '.bias' : ''}.${s.activation}${s.gated ? '.gated' : ''}${norm}${s.argmax ? '.argmax' : ''}`;
 }
 
 export interface Int4MmaGemvPlan {
@@ -228,8 +235,14 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   const write = spec.gated
     ? String.raw`const float gv = acc[i][j][q]${biasOf('n')}, uv = acc[i][j][2 + q]${biasOf('N + n')};
             out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'gv')} * uv);`
-    : String.raw`const float v = acc[i][j][2 * h + q]${biasOf('n')};
+    : spec.argmax
+      ? String.raw`const float v = acc[i][j][2 * h + q]${biasOf('n')};
+            const T stored = from_float<T>(${activationExpression(spec.activation, 'v')});
+            out[(size_t)m * N + n] = stored;
+            if (n < argmax_classes) best[j][q] = max(best[j][q], argmax_pack(to_float(stored), n));`
+      : String.raw`const float v = acc[i][j][2 * h + q]${biasOf('n')};
             out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});`;
+  if (spec.argmax && spec.gated) throw new RangeError('int4MmaGemvSource: argmax is for an ungated product (an LM head)');
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
 ${EPILOGUE_ACTIVATION_CODE}
@@ -241,7 +254,8 @@ ${constants({
     ...(norm ? { M: norm.rows, VEC: 8, THREADS: int4MmaWarps(spec) * 32, NWARPS: int4MmaWarps(spec) } : {}),
   })}
 ${norm ? normPrologueCode(norm) : ''}
-${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
+${spec.argmax ? `${ARGMAX_PACK_CODE}
+` : ''}${int4MmaDequantCode(spec.dtype)}// x [M, K], qweight u32 [N, K/8] (gated: [2N, K/8]), scales f16 and zeros u8 [rows, K/G], bias [N]
 // (gated [2N]) or null, out [M, N]. Grid ceil(N / (CG·FT·FEATURES)), block ${int4MmaWarps(spec) * 32}.${norm ? `
 // Norm prologue (M = ${norm.rows}, the argument M_ unused): x is unused; rx [M, K] the residual stream
 // (updated in place), y [M, K] (Y), rbias [K], gamma, beta [K], h [M, K] the normed rows, counter a zeroed
@@ -250,7 +264,8 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     const T* __restrict__ x, const u32* __restrict__ qweight, const __half* __restrict__ scales,
     const unsigned char* __restrict__ zeros, const T* __restrict__ bias, T* __restrict__ out, int ${norm ? 'M_' : 'M'}, int N${norm ? `,
     T* rx, const Y* __restrict__ y, const T* __restrict__ rbias, const T* __restrict__ gamma, const T* __restrict__ beta,
-    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}) {
+    T* __restrict__ h, float eps, unsigned int* __restrict__ counter` : ''}${spec.argmax ? `,
+    unsigned long long* __restrict__ argmax, int argmax_classes` : ''}) {
   __shared__ float partial[KW > 1 ? (KW - 1) * CG * ACC * 32 : 1];${norm ? `
   __shared__ __align__(16) T act_s[M * K];
   ${NORM_PROLOGUE_STATE}
@@ -366,7 +381,11 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
   }
   ${trigger.late}
 ${norm ? normPrologueFinishCode('rx') : ''}
-${mmaSplitReduceCode('FT')}
+${mmaSplitReduceCode('FT')}${spec.argmax ? `
+  // RowArgmax: the best packed word of rows 8j + 2t + q this lane writes.
+  unsigned long long best[NT][2];
+  #pragma unroll
+  for (int j = 0; j < NT; j++) best[j][0] = best[j][1] = 0ull;` : ''}
   // C of tile i, row tile j: [q] = (weight row g + 8·(q >> 1), x row 8j + 2t + (q & 1)).
   #pragma unroll
   for (int i = 0; i < FT; i++)
@@ -385,7 +404,18 @@ ${mmaSplitReduceCode('FT')}
             ${write}
           }
         }`}
-      }
+      }${spec.argmax ? `
+  // The 8 lanes of a row (g = lane >> 2) combined; lane t then adds rows 8j + 2t + q.
+  #pragma unroll
+  for (int j = 0; j < NT; j++)
+    #pragma unroll
+    for (int q = 0; q < 2; q++) {
+      unsigned long long v = best[j][q];
+      #pragma unroll
+      for (int o = 4; o < 32; o <<= 1) v = max(v, (unsigned long long)__shfl_xor_sync(0xffffffffu, v, o));
+      const int m = 8 * j + 2 * t + q;
+      if (g == 0 && m < M && v > *reinterpret_cast<volatile unsigned long long*>(argmax + m)) atomicMax(argmax + m, v);
+    }` : ''}
 }
 `;
   return { name, source, gridDependencyWait: true };
@@ -407,6 +437,8 @@ export interface Int4MmaGemvLaunch {
   readonly zeros: bigint;
   readonly bias: bigint;
   readonly out: bigint;
+  /** RowArgmax's slots (u64 [M]) and classes, or none (not gated). */
+  readonly argmax?: { readonly out: bigint; readonly classes: number };
 }
 
 /** Blocks of a launch of `spec` over `width` output features (F when gated). */
@@ -450,11 +482,13 @@ export function int4MmaGemvSpace(dtype: 'bf16' | 'f16', M: number, K: number, gr
  */
 export function launchInt4MmaGemv(host: KernelHost, a: Int4MmaGemvLaunch, forced?: Int4MmaGemvSpec, prologue?: NormPrologue): void {
   const width = a.gated ? a.N / 2 : a.N;
-  const spec = forced ?? planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
+  const planned = forced ?? planInt4MmaGemv(a.dtype, a.M, width, a.K, a.groupSize, a.bias !== 0n, a.activation, a.gated, host.multiProcessorCount, prologue?.norm).spec;
+  const spec: Int4MmaGemvSpec = a.argmax ? { ...planned, argmax: true } : planned;
   const grid = int4MmaGemvGrid(spec, width);
   host.kernel(int4MmaGemvKey(spec), () => int4MmaGemvSource(spec)).launch({ grid, block: int4MmaWarps(spec) * 32 }, [
     arg.ptr(prologue ? 0n : a.x), arg.ptr(a.qweight), arg.ptr(a.scales), arg.ptr(a.zeros), arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(width),
     ...(prologue ? normPrologueArgs(host, prologue) : []),
+    ...(a.argmax ? [arg.ptr(a.argmax.out), arg.i32(a.argmax.classes)] : []),
   ]);
 }
 
@@ -499,5 +533,8 @@ export function catalog(): KernelSource[] {
     // GPT-2's fc with LayerNorm, residual bias and GELU at 3 rows (f16), and 16-warp blocks.
     ...normed.map(([dtype, M, N, K, G, bias, act, gated, norm]) => int4MmaGemvSource(planInt4MmaGemv(dtype, M, N, K, G, bias, act, gated, 132, norm).spec)),
     int4MmaGemvSource({ dtype: 'bf16', rowTiles: 1, K: 8192, groupSize: 128, tiles: 1, kWarps: 16, unroll: 4, bias: false, activation: 'none', gated: false, warps: 16, norm: { kind: 'rms', residual: false, bias: false, rows: 2 } }),
+    // An INT4 LM head packing its greedy picks (Int4MmaGemvSpec.argmax): Llama's at one row as planned, GPT-2's at four (f16).
+    int4MmaGemvSource({ ...planInt4MmaGemv('bf16', 1, 128256, 2048, 128, false, 'none', false, 132).spec, argmax: true }),
+    int4MmaGemvSource({ ...planInt4MmaGemv('f16', 4, 50257, 768, 128, false, 'none', false, 132).spec, argmax: true }),
   ];
 }

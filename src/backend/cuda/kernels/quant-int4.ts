@@ -642,7 +642,7 @@ export function int4TmaRoutes(M: number, gated: boolean, N: number, K: number, o
  */
 export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Path = 'auto', mma = true): void {
   const c = new OpCheck('int4Linear', 'cuda');
-  const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K } = checkInt4Linear(c, args);
+  const { x, qweight, scales, zeros, out, bias, activation, gated, groupSize, M, N, K, argmax } = checkInt4Linear(c, args);
   const dtype = x.dtype as FloatDType;
   const xPtr = devicePtr(c, 'x', x), outPtr = devicePtr(c, 'out', out), qPtr = devicePtr(c, 'qweight', qweight);
   if (xPtr % 16n !== 0n || qPtr % 16n !== 0n) c.fail(`'x' and 'qweight' must be 16-byte aligned (the kernels read 16-byte vectors); make a contiguous copy of an offset view`);
@@ -653,6 +653,17 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
   const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
+  if (argmax) {
+    // RowArgmax: formed by the tensor-core GEMV only (an LM head of 1–4 decode rows).
+    if (!mma || (path !== 'auto' && path !== 'mma') || !int4MmaGemvApplies(dtype, M, groupSize) || M > 4) {
+      c.fail(`'argmax' is formed by the INT4 tensor-core GEMV only: 1–4 rows of f16/bf16 x, groups a multiple of ${INT4_MMA_CHUNK_K}${mma ? '' : ' (the mma GEMV is off)'}; got ${M} rows of ${dtype}, groups of ${groupSize}, path '${path}'`);
+    }
+    launchInt4MmaGemv(host, {
+      dtype: dtype as 'bf16' | 'f16', M, N, K, groupSize, gated, activation: act, x: xPtr, qweight: qPtr,
+      scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr, argmax: { out: devicePtr(c, 'argmax.out', argmax.out), classes: argmax.classes },
+    });
+    return;
+  }
   if (path === 'tma' || (path === 'auto' && mma && int4TmaRoutes(M, gated, N, K))) {
     const applies = streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, act);
     if (!applies && path === 'tma') {
