@@ -161,7 +161,7 @@ export const headNormOptions = { enabled: process.env['FUSEFORMER_HEAD_NORM'] ==
 /**
  * The LM head forming each row's greedy pick as it writes the logits (GemmArgs.argmax), which the decode step's
  * sampleTokens reads instead of the row for greedy rows without a penalty. 'auto' (default) follows the backend
- * (Backend.argmaxInProduct: CUDA at 1–4 rows with FUSEFORMER_HEAD_ARGMAX=1); 'on' forces it on any backend (the
+ * (Backend.argmaxInProduct: CUDA at 1–4 rows unless FUSEFORMER_HEAD_ARGMAX=0); 'on' forces it on any backend (the
  * CPU tests), 'off' never. For an unquantized head without tensor parallelism or the head norm (headNormOptions).
  * Takes effect for decode steps prepared after it is set.
  */
