@@ -25,6 +25,8 @@
 //   draw        1 pass: argmax over kept j of z_j + g_j, u_j from Philox4x32-10 (device-lib.ts) with
 //               key seeds[b] and counter (j/4, position + 1, 0, SAMPLING_DOMAIN), 4 draws a call.
 // Thread 0 (of the last block, with splits) then writes history/tokens/positions/finished.
+// With the LM head's packed greedy picks (SampleTokensArgs.argmax, session 41) a greedy row without a penalty
+// skips the pass: block 0 reads its slot (and zeroes it) and writes the state; the row's logits stay unread.
 //
 // Precision: f32; z and the top-k threshold are bit-identical to the CPU reference; the top-p masses
 // (shared-memory float atomics) and g are f32 here, f64 on the CPU.
