@@ -64,7 +64,7 @@ export interface OpCost {
 export const NON_KERNEL_MEMBERS = [
   'name', 'description', 'empty', 'fromArray', 'upload', 'download', 'downloadLater', 'view', 'free', 'createArena',
   'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning', 'formsNormInProduct',
-  'rowNormProducts', 'fusesMlp', 'projectsAttention',
+  'rowNormProducts', 'fusesMlp', 'argmaxInProduct', 'projectsAttention',
 ] as const;
 
 export type NonKernelMember = (typeof NON_KERNEL_MEMBERS)[number];
