@@ -764,6 +764,7 @@ for (int u = 0; u < U; u++) {
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
+  if (spec.argmax && (spec.loop || spec.gate)) throw new RangeError('gemvSource: argmax is for the one-tile-a-block form of an ungated product (an LM head)');
   if (spec.loop) return gemvLoopSource(spec);
   const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
