@@ -89,6 +89,12 @@ export function argmaxKey(v: number): number {
   return bits >>> 31 ? ~bits >>> 0 : (bits | 0x80000000) >>> 0;
 }
 
+/** The f32 value whose argmaxKey is `key` (the high word of a packed RowArgmax word, as i32 or u32). */
+export function argmaxValue(key: number): number {
+  const k = key >>> 0, bits = k & 0x80000000 ? k ^ 0x80000000 : ~k >>> 0;
+  return new Float32Array(new Uint32Array([bits]).buffer)[0]!;
+}
+
 /** RowArgmax's packed word for value v at column j, as [low, high] unsigned 32-bit words. */
 export function packArgmax(v: number, column: number): [number, number] {
   return [(0xffffffff - column) >>> 0, argmaxKey(v)];

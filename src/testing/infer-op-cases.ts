@@ -4,7 +4,7 @@
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
 import type { Activation, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
-import { argmaxColumn, rowSquareSlots } from '../backend/backend.js';
+import { argmaxColumn as columnOf, argmaxValue as valueOf, rowSquareSlots } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { FLOAT_DTYPES } from '../dtype.js';
 import type { OpCase } from './op-cases.js';
@@ -397,22 +397,11 @@ function gemmArgmaxCases(dtype: FloatDType): OpCase[] {
       b.gemm({ a: c.in('a'), b: c.in('w'), out: c.out('out', [M, N], dtype), transB: true, argmax: { out: c.keep('argmax', c.in('argmax')), classes } });
       // The packed words as their columns (exact) and values (compared as floats: f32 sums round apart in the last bit).
       const { argmax, ...rest } = c.results(), words = argmax as Int32Array;
-      const argmaxColumn = Int32Array.from({ length: M }, (_, m) => argmaxColumn_(words[2 * m]!, words[2 * m + 1]!));
-      const argmaxValue = Float32Array.from({ length: M }, (_, m) => argmaxValueOf(words[2 * m + 1]!));
+      const argmaxColumn = Int32Array.from({ length: M }, (_, m) => columnOf(words[2 * m]!, words[2 * m + 1]!) ?? -1);
+      const argmaxValue = Float32Array.from({ length: M }, (_, m) => valueOf(words[2 * m + 1]!));
       return { ...rest, argmaxColumn, argmaxValue };
     },
   }));
-}
-
-/** The column of a packed RowArgmax word (−1 for the empty slot). */
-function argmaxColumn_(low: number, high: number): number {
-  return argmaxColumn(low, high) ?? -1;
-}
-
-/** The f32 value whose key (argmaxKey) is a packed word's high half. */
-function argmaxValueOf(high: number): number {
-  const key = high >>> 0, bits = key & 0x80000000 ? key ^ 0x80000000 : ~key >>> 0;
-  return new Float32Array(new Uint32Array([bits]).buffer)[0]!;
 }
 
 /**

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
 import type { GemmArgs, Int4LinearArgs, Int8LinearArgs, SampleTokensArgs } from '../../src/backend/backend.js';
-import { argmaxColumn, argmaxKey, packArgmax } from '../../src/backend/backend.js';
+import { argmaxColumn, argmaxKey, argmaxValue, packArgmax } from '../../src/backend/backend.js';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { combineRowArgmax } from '../../src/backend/cpu/gemm.js';
 import { fusedMlpOptions, headArgmaxOptions } from '../../src/infer/forward.js';
@@ -28,6 +28,7 @@ test('argmaxKey orders floats as numbers; packArgmax breaks ties to the lower co
   const values = [-Infinity, -3.3e38, -2, -1e-30, 0, 1e-30, 1, 7.25, 3.3e38, Infinity];
   for (let i = 1; i < values.length; i++) assert.ok(argmaxKey(values[i]!) > argmaxKey(values[i - 1]!), `${values[i]} above ${values[i - 1]}`);
   assert.equal(argmaxKey(-0), argmaxKey(0));
+  for (const v of values) assert.equal(argmaxValue(argmaxKey(v)), Math.fround(v), `argmaxValue inverts argmaxKey at ${v}`);
   const [lowA] = packArgmax(5, 3), [lowB] = packArgmax(5, 9);
   assert.ok(lowA > lowB, 'the lower column packs larger');
   assert.equal(argmaxColumn(...packArgmax(1.5, 12345)), 12345);

@@ -35,7 +35,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { MAX_ACCUMULATORS, mmaSplitReduceCode } from './gemv-mma.js';
 import type { GemvNorm, NormPrologue } from './gemv.js';
-import { ARGMAX_PACK_CODE, MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
+import { ARGMAX_PACK_CODE, argmaxWriteCode, MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, TARGET_BYTES_PER_SM, WARPS } from './gemv.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
@@ -237,9 +237,7 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
             out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'gv')} * uv);`
     : spec.argmax
       ? String.raw`const float v = acc[i][j][2 * h + q]${biasOf('n')};
-            const T stored = from_float<T>(${activationExpression(spec.activation, 'v')});
-            out[(size_t)m * N + n] = stored;
-            if (n < argmax_classes) best[j][q] = max(best[j][q], argmax_pack(to_float(stored), n));`
+            ${argmaxWriteCode(activationExpression(spec.activation, 'v'), 'best[j][q]', '            ')}`
       : String.raw`const float v = acc[i][j][2 * h + q]${biasOf('n')};
             out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});`;
   if (spec.argmax && spec.gated) throw new RangeError('int4MmaGemvSource: argmax is for an ungated product (an LM head)');

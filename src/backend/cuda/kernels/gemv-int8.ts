@@ -27,7 +27,7 @@ import { constants, kernelIdentifier } from './row-kernels.js';
 import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
 import type { ForcedGemvPlan, GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
-import { ARGMAX_COMBINE_CODE, ARGMAX_PACK_CODE, betterScore, gemvPlanOptions, indentBy, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
+import { ARGMAX_COMBINE_CODE, ARGMAX_PACK_CODE, argmaxWriteCode, betterScore, gemvPlanOptions, indentBy, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
 
 /** Rows the kernel takes: 4 × 16 B of weights feed 16 dp4a a lane, still under an SM's issue rate at HBM speed. */
 export const INT8_GEMV_MAX_ROWS = 4;
@@ -156,9 +156,7 @@ function int8GemvParts(spec: Int8GemvSpec) {
         out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'g')} * u);`
     : spec.argmax
       ? String.raw`const float v = ${value('acc[r][m]', 'n')};
-        const T stored = from_float<T>(${activationExpression(spec.activation, 'v')});
-        out[(size_t)m * N + n] = stored;
-        if (n < argmax_classes) best[m] = max(best[m], argmax_pack(to_float(stored), n));`
+        ${argmaxWriteCode(activationExpression(spec.activation, 'v'), 'best[m]', '        ')}`
       : String.raw`const float v = ${value('acc[r][m]', 'n')};
         out[(size_t)m * N + n] = from_float<T>(${activationExpression(spec.activation, 'v')});`;
   const preamble = String.raw`${DEVICE_LIB}

@@ -738,7 +738,7 @@ ${ARGMAX_PACK_CODE}` : ''}`;
   const write = (pad: string) => gate
     ? `const float g = sum[r][m]${gate.bias ? ' + to_float(bias[n])' : ''}, u = sum[R + r][m]${gate.bias ? ' + to_float(bias[N + n])' : ''};\n${pad}out[(size_t)m * N + n] = from_float<T>(activate(g) * u);`
     : spec.argmax
-      ? `const T stored = from_float<T>(epilogue(sum[r][m], bias, n));\n${pad}out[(size_t)m * N + n] = stored;\n${pad}if (n < argmax_classes) best[m] = max(best[m], argmax_pack(to_float(stored), n));`
+      ? argmaxWriteCode('epilogue(sum[r][m], bias, n)', 'best[m]', pad)
       : 'out[(size_t)m * N + n] = from_float<T>(epilogue(sum[r][m], bias, n));';
   // A lane's f32 sums, zeroed.
   const zeroSums = (pad: string) => indentBy(['float sum[WR][M];', '#pragma unroll', 'for (int r = 0; r < WR; r++)', '  #pragma unroll', '  for (int m = 0; m < M; m++) sum[r][m] = 0.f;'].join('\n'), pad);
@@ -887,6 +887,14 @@ export const ARGMAX_PACK_CODE = String.raw`__device__ __forceinline__ unsigned l
   const unsigned u = __float_as_uint(v == 0.f ? 0.f : v), key = (u >> 31) ? ~u : (u | 0x80000000u);
   return ((unsigned long long)key << 32) | (unsigned long long)(0xffffffffu - (unsigned)n);
 }`;
+
+/**
+ * A GEMV's write of out[m, n] = `value` (an f32 expression) with RowArgmax: the value as stored, packed into the
+ * lane's `best` slot (an lvalue) when n is below the vocabulary. Continuation lines start with `pad`.
+ */
+export function argmaxWriteCode(value: string, best: string, pad: string): string {
+  return `const T stored = from_float<T>(${value});\n${pad}out[(size_t)m * N + n] = stored;\n${pad}if (n < argmax_classes) ${best} = max(${best}, argmax_pack(to_float(stored), n));`;
+}
 
 /**
  * GemvSpec.argmax's end: the lanes' best[M] reduced over the warp, then over the block's warps in shared
