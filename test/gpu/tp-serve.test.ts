@@ -2,7 +2,7 @@
 //   - One GPU (skips without a GPU or libnccl): a world-size-1 NCCL group runs the ReplicatedLeader
 //     (its messages broadcast through NCCL, the forward's all-reduces issued) through the schedule of
 //     test/dist/tp-serve.test.ts on a tiny Llama GQA folder: the tokens equal a plain ServingEngine's on
-//     the same GPU, and no KV block is left.
+//     the same GPU (the plain engine unpipelined, as the leader's steps are), and no KV block is left.
 //   - Two GPUs (skips below two): `fuseformer launch --gpus 2 -- fuseformer serve --tp 2` on loopback;
 //     greedy completions from rank 0's HTTP server equal a one-GPU server's (f32), seeded sampling is
 //     answered, and SIGINT to the launcher shuts both ranks down with status 0.
@@ -59,7 +59,9 @@ test('world size 1 through NCCL: the replicated leader gives a plain engine\'s t
   const dir = folder();
   try {
     const plainModel = loadDecoderModel(dir, backend, { dtype: 'f32' }).model;
-    const plain = new ServingEngine(plainModel, ENGINE);
+    // Unpipelined, as the TP engine always is: a pipelined engine reads a step's tokens one call later, so a
+    // cancel at step 9 would find one token fewer delivered there than on the leader.
+    const plain = new ServingEngine(plainModel, { ...ENGINE, pipeline: false });
     const want = runSchedule(plain, REQUESTS);
     plain.dispose();
     plainModel.free();
