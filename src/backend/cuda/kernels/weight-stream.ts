@@ -10,7 +10,8 @@
 // GEMVs' load_stream_u4) and the streamed GEMM's weight boxes (gemm-stream.ts) come from here.
 // FUSEFORMER_WEIGHT_EVICT_FIRST=1 / 0 turns the hint on / off (off by default: see
 // WEIGHT_EVICT_FIRST_DEFAULT for what the H200 measured); it is read once, when the module loads
-// (kernels are cached by their spec's key for the process's life).
+// (kernels are cached by their spec's key for the process's life). FUSEFORMER_WEIGHT_PREFETCH=64|128|256 adds
+// an L2 prefetch size to those loads (a probe, session 42; off by default).
 
 import { envFlag } from '../env-switch.js';
 
@@ -98,6 +99,22 @@ export function earlyTriggerFromEnv(env: NodeJS.ProcessEnv = process.env): Reado
   return weightFamiliesFromEnv('FUSEFORMER_EARLY_TRIGGER', env, EARLY_TRIGGER_DEFAULT);
 }
 
+/**
+ * The L2 prefetch size of the weight loads (PTX .L2::64B / 128B / 256B: a miss fetches that much of the
+ * aligned region around it into L2) when the environment does not say: none (0, the plain load).
+ */
+export const WEIGHT_PREFETCH_SIZE_DEFAULT: WeightPrefetchSize = 0;
+export type WeightPrefetchSize = 0 | 64 | 128 | 256;
+
+/** FUSEFORMER_WEIGHT_PREFETCH: 0, 64, 128 or 256 bytes (unset: WEIGHT_PREFETCH_SIZE_DEFAULT; anything else is an error naming it). */
+export function weightPrefetchSizeFromEnv(env: NodeJS.ProcessEnv = process.env): WeightPrefetchSize {
+  const value = env['FUSEFORMER_WEIGHT_PREFETCH'];
+  if (value === undefined || value.trim() === '') return WEIGHT_PREFETCH_SIZE_DEFAULT;
+  const size = Number(value);
+  if (size !== 0 && size !== 64 && size !== 128 && size !== 256) throw new Error(`FUSEFORMER_WEIGHT_PREFETCH must be 0, 64, 128 or 256 (bytes); got '${value}'`);
+  return size;
+}
+
 /** A family-list variable: 1 every family, 0 none, a comma list, or unset for `fallback` (anything else is an error naming it). */
 export function weightFamiliesFromEnv(name: string, env: NodeJS.ProcessEnv, fallback: readonly WeightLoadFamily[]): ReadonlySet<WeightLoadFamily> {
   const value = env[name];
@@ -116,9 +133,10 @@ export function weightFamiliesFromEnv(name: string, env: NodeJS.ProcessEnv, fall
 /** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
 export const weightStreamOptions: {
   evictFirst: boolean; hintNormal: boolean; coherent: ReadonlySet<WeightLoadFamily>; earlyTrigger: ReadonlySet<WeightLoadFamily>;
+  prefetchSize: WeightPrefetchSize;
 } = {
   evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv(), coherent: weightLoadCoherentFromEnv(),
-  earlyTrigger: earlyTriggerFromEnv(),
+  earlyTrigger: earlyTriggerFromEnv(), prefetchSize: weightPrefetchSizeFromEnv(),
 };
 
 /**
@@ -143,17 +161,18 @@ export function weightLoadCode(name: string, pointer: string, family: WeightLoad
   const hint = evictFirst || (options.hint === undefined && weightStreamOptions.hintNormal);
   const asm = options.volatile === false ? 'asm' : 'asm volatile';
   const ld = (options.coherent ?? weightStreamOptions.coherent.has(family)) ? 'ld.global.L1::no_allocate' : 'ld.global.nc.L1::no_allocate';
+  const prefetch = weightStreamOptions.prefetchSize ? `.L2::${weightStreamOptions.prefetchSize}B` : '';
   if (!hint) {
     return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;
-  ${asm}("${ld}.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  ${asm}("${ld}${prefetch}.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }`;
   }
   return String.raw`${weightPolicyCode(evictFirst ? 'evict_first' : 'evict_normal')}
 __device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;
-  ${asm}("${ld}.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+  ${asm}("${ld}.L2::cache_hint${prefetch}.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
          : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(weight_l2_policy()));
   return r;
 }`;

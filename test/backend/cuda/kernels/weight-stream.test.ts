@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { EARLY_TRIGGER_DEFAULT, earlyTriggerFromEnv, tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { EARLY_TRIGGER_DEFAULT, earlyTriggerFromEnv, WEIGHT_PREFETCH_SIZE_DEFAULT, weightPrefetchSizeFromEnv, tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -76,6 +76,28 @@ test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unse
   }
 });
 
+test('FUSEFORMER_WEIGHT_PREFETCH: 0 / 64 / 128 / 256 bytes, unset the default (none); the size follows any cache hint in every load form', () => {
+  assert.equal(weightPrefetchSizeFromEnv({}), WEIGHT_PREFETCH_SIZE_DEFAULT);
+  assert.equal(WEIGHT_PREFETCH_SIZE_DEFAULT, 0);
+  for (const size of [0, 64, 128, 256]) assert.equal(weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: String(size) }), size);
+  for (const bad of ['32', '256B', 'yes', '-64']) {
+    assert.throws(() => weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: bad }), new RegExp(`FUSEFORMER_WEIGHT_PREFETCH must be 0, 64, 128 or 256 \\(bytes\\); got '${bad}'`));
+  }
+  const saved = { ...weightStreamOptions };
+  try {
+    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: new Set(['gemv']), prefetchSize: 256 });
+    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /"ld\.global\.L1::no_allocate\.L2::256B\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\];"/);
+    assert.match(weightLoadCode('load_w', 'T', 'int4'), /"ld\.global\.nc\.L1::no_allocate\.L2::256B\.v4\.u32/);
+    assert.match(weightLoadCode('load_w', 'T', 'int8', { hint: true }), /"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.L2::256B\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\], %5;"/);
+    weightStreamOptions.prefetchSize = 64;
+    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /\.L2::64B\.v4/);
+    weightStreamOptions.prefetchSize = 0;
+    assert.doesNotMatch(weightLoadCode('load_w', 'T', 'gemv', { hint: true }), /L2::\d+B/);
+  } finally {
+    Object.assign(weightStreamOptions, saved);
+  }
+});
+
 /** The catalogued decode GEMVs (16-bit, W8A8, INT4 mma) with one family-list option of weightStreamOptions set for their building. */
 function gemvCatalogWith(option: 'earlyTrigger', families: ReadonlySet<WeightLoadFamily>) {
   const saved = weightStreamOptions[option], kinds = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
@@ -134,7 +156,7 @@ test('with the hint every weight-streaming decode kernel loads its weights throu
 });
 
 const nvcc = findNvcc();
-test('both forms of both loads, and the evict-normal and coherent forms, compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
+test('both forms of both loads, and the evict-normal, coherent and prefetch-size forms, compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
   const source = (hint: boolean) => String.raw`${DEVICE_LIB}
 ${SMEM_ADDRESS_CODE}
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
@@ -163,7 +185,9 @@ extern "C" __global__ void ${name}(const u32* w, uint4* out) { out[threadIdx.x] 
     }
   };
   const sources = [...[true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })),
-    formSource('weight_stream_normal', { hintNormal: true }), formSource('weight_stream_coherent', { coherent: new Set(['gemv']) }), formSource('weight_stream_coherent_hint', { coherent: new Set(['gemv']), evictFirst: true })];
+    formSource('weight_stream_normal', { hintNormal: true }), formSource('weight_stream_coherent', { coherent: new Set(['gemv']) }), formSource('weight_stream_coherent_hint', { coherent: new Set(['gemv']), evictFirst: true }),
+    ...([64, 128, 256] as const).map((size) => formSource(`weight_stream_prefetch_${size}`, { prefetchSize: size })),
+    formSource('weight_stream_prefetch_coherent_hint', { coherent: new Set(['gemv']), evictFirst: true, prefetchSize: 256 })];
   const failures = await compileAll(nvcc!, sources, 2);
   assert.deepEqual(failures, []);
 });
