@@ -10,7 +10,7 @@
 // GEMVs' load_stream_u4) and the streamed GEMM's weight boxes (gemm-stream.ts) come from here.
 // FUSEFORMER_WEIGHT_EVICT_FIRST=1 / 0 turns the hint on / off (off by default: see
 // WEIGHT_EVICT_FIRST_DEFAULT for what the H200 measured); it is read once, when the module loads
-// (kernels are cached by their spec's key for the process's life). FUSEFORMER_WEIGHT_PREFETCH=64|128|256 adds
+// (kernels are cached by their spec's key for the process's life). FUSEFORMER_WEIGHT_PREFETCH_SIZE=64|128|256 adds
 // an L2 prefetch size to those loads (a probe, session 42; off by default).
 
 import { envFlag } from '../env-switch.js';
@@ -106,12 +106,12 @@ export function earlyTriggerFromEnv(env: NodeJS.ProcessEnv = process.env): Reado
 export const WEIGHT_PREFETCH_SIZE_DEFAULT: WeightPrefetchSize = 0;
 export type WeightPrefetchSize = 0 | 64 | 128 | 256;
 
-/** FUSEFORMER_WEIGHT_PREFETCH: 0, 64, 128 or 256 bytes (unset: WEIGHT_PREFETCH_SIZE_DEFAULT; anything else is an error naming it). */
+/** FUSEFORMER_WEIGHT_PREFETCH_SIZE: 0, 64, 128 or 256 bytes (unset: WEIGHT_PREFETCH_SIZE_DEFAULT; anything else is an error naming it). */
 export function weightPrefetchSizeFromEnv(env: NodeJS.ProcessEnv = process.env): WeightPrefetchSize {
-  const value = env['FUSEFORMER_WEIGHT_PREFETCH'];
+  const value = env['FUSEFORMER_WEIGHT_PREFETCH_SIZE'];
   if (value === undefined || value.trim() === '') return WEIGHT_PREFETCH_SIZE_DEFAULT;
   const size = Number(value);
-  if (size !== 0 && size !== 64 && size !== 128 && size !== 256) throw new Error(`FUSEFORMER_WEIGHT_PREFETCH must be 0, 64, 128 or 256 (bytes); got '${value}'`);
+  if (size !== 0 && size !== 64 && size !== 128 && size !== 256) throw new Error(`FUSEFORMER_WEIGHT_PREFETCH_SIZE must be 0, 64, 128 or 256 (bytes); got '${value}'`);
   return size;
 }
 

@@ -76,12 +76,12 @@ test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unse
   }
 });
 
-test('FUSEFORMER_WEIGHT_PREFETCH: 0 / 64 / 128 / 256 bytes, unset the default (none); the size follows any cache hint in every load form', () => {
+test('FUSEFORMER_WEIGHT_PREFETCH_SIZE: 0 / 64 / 128 / 256 bytes, unset the default (none); the size follows any cache hint in every load form', () => {
   assert.equal(weightPrefetchSizeFromEnv({}), WEIGHT_PREFETCH_SIZE_DEFAULT);
   assert.equal(WEIGHT_PREFETCH_SIZE_DEFAULT, 0);
-  for (const size of [0, 64, 128, 256]) assert.equal(weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: String(size) }), size);
+  for (const size of [0, 64, 128, 256]) assert.equal(weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH_SIZE: String(size) }), size);
   for (const bad of ['32', '256B', 'yes', '-64']) {
-    assert.throws(() => weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH: bad }), new RegExp(`FUSEFORMER_WEIGHT_PREFETCH must be 0, 64, 128 or 256 \\(bytes\\); got '${bad}'`));
+    assert.throws(() => weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH_SIZE: bad }), new RegExp(`FUSEFORMER_WEIGHT_PREFETCH_SIZE must be 0, 64, 128 or 256 \\(bytes\\); got '${bad}'`));
   }
   const saved = { ...weightStreamOptions };
   try {
