@@ -46,7 +46,22 @@ export interface SearchResult {
 const LOWERED = 1e9;
 const f32 = Math.fround;
 
-interface Finished { score: number; tokens: number[]; done: boolean }
+/**
+ * A hypothesis's tokens as a chain from its newest token back to the first (null: no token yet): a step
+ * extends a parent by one node instead of copying its tokens, so the host's work a step does not grow with
+ * the length; tokens are spelled out only where asked for (tokensOf).
+ */
+interface Chain { readonly token: number; readonly parent: Chain | null }
+
+function tokensOf(chain: Chain | null): number[] {
+  const tokens: number[] = [];
+  for (let node = chain; node; node = node.parent) tokens.push(node.token);
+  return tokens.reverse();
+}
+
+interface Beam { readonly chain: Chain | null; readonly score: number }
+interface Finished { readonly score: number; readonly chain: Chain | null; readonly done: boolean }
+interface Candidate { readonly token: number; readonly score: number; readonly chain: Chain; readonly hit: boolean }
 
 /** The number of candidates beamTopK must produce per item (HF's beams_to_keep). */
 export function candidatesPerItem(beams: number, eosCount: number): number {
@@ -56,9 +71,8 @@ export function candidatesPerItem(beams: number, eosCount: number): number {
 export class BeamSearch {
   /** Decoder length c (start token included) before the next step. */
   length = 1;
-  /** Per item, per running beam: its tokens (without the start token) and score. */
-  readonly running: { tokens: number[]; score: number }[][];
-  private readonly finished: Finished[][];
+  private beams: Beam[][];
+  private finished: Finished[][];
   private readonly improvable: boolean[];
   private readonly eos: ReadonlySet<number>;
   private stopped = false;
@@ -67,16 +81,21 @@ export class BeamSearch {
     const k = settings.beams;
     this.eos = new Set(settings.eosTokenIds);
     // HF starts beam 0 at 0 and the others at −1e9, so the first step expands beam 0 only.
-    this.running = Array.from({ length: batch }, () => Array.from({ length: k }, (_, j) => ({ tokens: [], score: j === 0 ? 0 : -LOWERED })));
-    this.finished = Array.from({ length: batch }, () => Array.from({ length: k }, () => ({ score: -LOWERED, tokens: [], done: false })));
+    this.beams = Array.from({ length: batch }, () => Array.from({ length: k }, (_, j) => ({ chain: null, score: j === 0 ? 0 : -LOWERED })));
+    this.finished = Array.from({ length: batch }, () => Array.from({ length: k }, () => ({ score: -LOWERED, chain: null, done: false })));
     this.improvable = new Array<boolean>(batch).fill(true);
   }
 
   get done(): boolean { return this.stopped || this.length >= this.settings.maxLength; }
 
+  /** Per item, per running beam: its tokens (without the start token) and score. */
+  get running(): { tokens: number[]; score: number }[][] {
+    return this.beams.map((beams) => beams.map((beam) => ({ tokens: tokensOf(beam.chain), score: beam.score })));
+  }
+
   /** The running beams' initial scores, row by row (what the device's beamScores start from). */
   initialScores(): Float32Array {
-    return Float32Array.from(this.running.flatMap((beams) => beams.map((b) => b.score)));
+    return Float32Array.from(this.beams.flatMap((beams) => beams.map((b) => b.score)));
   }
 
   /** Processes one step's candidates; returns whether the search goes on. */
@@ -88,39 +107,47 @@ export class BeamSearch {
     const denominator = f32((this.length + 1 - 1) ** lengthPenalty);
     let everyCandidateHits = true;
     for (let b = 0; b < this.batch; b++) {
-      const candidates = Array.from({ length: K }, (_, i) => {
+      const parents = this.beams[b]!;
+      const candidates = new Array<Candidate>(K);
+      for (let i = 0; i < K; i++) {
         const token = c.tokens[b * K + i]!, beam = c.sourceBeams[b * K + i]!, score = c.scores[b * K + i]!;
-        const parent = this.running[b]![beam];
+        const parent = parents[beam];
         if (!parent) throw new Error(`BeamSearch.step: item ${b} candidate ${i} comes from beam ${beam}, outside [0, ${k})`);
-        return { token, score, tokens: [...parent.tokens, token], hit: atMaxLength || this.eos.has(token) };
-      });
-      if (!candidates.every((x) => x.hit)) everyCandidateHits = false;
+        const hit = atMaxLength || this.eos.has(token);
+        if (!hit) everyCandidateHits = false;
+        candidates[i] = { token, score, chain: { token, parent: parent.chain }, hit };
+      }
 
       // Finished hypotheses: merge this step's (penalised unless they may finish) into the best k.
       const slots = this.finished[b]!;
       const full = earlyStopping === true && slots.every((f) => f.done);
-      const merged: Finished[] = [...slots, ...candidates.map((x, i) => {
+      const merged: Finished[] = slots.slice();
+      for (let i = 0; i < K; i++) {
+        const x = candidates[i]!;
         let score = f32(x.score / denominator);
         if (full) score = f32(score - LOWERED);
         if (!this.improvable[b]) score = f32(score - LOWERED);
         const done = x.hit && i < k;
         if (!done) score = f32(score - LOWERED);
-        return { score, tokens: x.tokens, done };
-      })];
+        merged.push({ score, chain: x.chain, done });
+      }
       this.finished[b] = stableTop(merged, k);
 
-      // Running beams: as beamAdvance picks them on the device.
-      const next = candidates.filter((x) => !this.eos.has(x.token));
-      const rest = candidates.filter((x) => this.eos.has(x.token)).map((x) => ({ ...x, score: f32(x.score - LOWERED) }));
-      this.running[b] = [...next, ...rest].slice(0, k).map((x) => ({ tokens: x.tokens, score: x.score }));
+      // Running beams: as beamAdvance picks them on the device — the candidates that are not EOS in order,
+      // then (if short) the EOS ones lowered by 1e9.
+      const next: Beam[] = [];
+      for (const x of candidates) if (next.length < k && !this.eos.has(x.token)) next.push({ chain: x.chain, score: x.score });
+      for (const x of candidates) if (next.length < k && this.eos.has(x.token)) next.push({ chain: x.chain, score: f32(x.score - LOWERED) });
+      this.beams[b] = next;
     }
     this.length++;
     for (let b = 0; b < this.batch; b++) {
       if (!this.improvable[b]) continue;
       const bestLength = earlyStopping === 'never' && lengthPenalty > 0 ? maxLength - 1 : this.length - 1;
-      const best = f32(this.running[b]![0]!.score / f32(bestLength ** lengthPenalty));
+      const best = f32(this.beams[b]![0]!.score / f32(bestLength ** lengthPenalty));
       const slots = this.finished[b]!;
-      const worst = Math.min(...slots.map((f) => f.score));
+      let worst = Infinity;
+      for (const f of slots) worst = Math.min(worst, f.score);
       this.improvable[b] = slots.some((f) => best > (f.done ? worst : -LOWERED));
     }
     const allFull = earlyStopping === true && this.finished.every((slots) => slots.every((f) => f.done));
@@ -139,7 +166,7 @@ export class BeamSearch {
     const tokens = new Int32Array(this.batch * K), sourceBeams = new Int32Array(this.batch * K), scores = new Float32Array(this.batch * K).fill(-Infinity);
     const ordered = [...new Set(forced)].sort((a, b) => a - b);
     for (let b = 0; b < this.batch; b++) {
-      const list = this.running[b]!.flatMap((beam, j) => ordered.map((token) => ({ token, beam: j, score: f32(beam.score + logProb) })));
+      const list = this.beams[b]!.flatMap((beam, j) => ordered.map((token) => ({ token, beam: j, score: f32(beam.score + logProb) })));
       list.sort((x, y) => (y.score - x.score) || x.beam - y.beam || x.token - y.token);
       list.slice(0, K).forEach((x, i) => { tokens[b * K + i] = x.token; sourceBeams[b * K + i] = x.beam; scores[b * K + i] = x.score; });
     }
@@ -150,14 +177,15 @@ export class BeamSearch {
     return this.finished.map((slots, b) => {
       const best = slots[0]!;
       if (!best.done) throw new Error(`BeamSearch: item ${b} has no finished hypothesis (the search stopped early)`);
-      return { tokens: best.tokens, score: best.score };
+      return { tokens: tokensOf(best.chain), score: best.score };
     });
   }
 }
 
 /** The best n of `entries` by score, ties keeping the earlier entry. */
-function stableTop(entries: Finished[], n: number): Finished[] {
-  return entries.map((e, i) => ({ e, i })).sort((x, y) => (y.e.score - x.e.score) || x.i - y.i).slice(0, n).map((x) => x.e);
+function stableTop(entries: readonly Finished[], n: number): Finished[] {
+  const order = entries.map((_, i) => i).sort((x, y) => (entries[y]!.score - entries[x]!.score) || x - y);
+  return order.slice(0, n).map((i) => entries[i]!);
 }
 
 /** Greedy search: the best candidate of every unfinished sequence is appended. */

@@ -252,6 +252,12 @@ export interface DecodeSessionBuffers {
   historySlot(slot: number): { tokens: Tensor; sourceBeams: Tensor; scores: Tensor };
 }
 
+/** The candidates of `count` consecutive steps, on their way to the host (DecodeSession.readHistoryLater). */
+export interface PendingHistory {
+  readonly count: number;
+  wait(): { ids: Int32Array; scores: Float32Array };
+}
+
 /** Buffers, plans, arenas and captured graphs for one SessionShape. */
 export class DecodeSession implements DecodeSessionBuffers {
   readonly tokens: Tensor;
@@ -355,6 +361,17 @@ export class DecodeSession implements DecodeSessionBuffers {
       ids: backend.download(backend.view(this.historyIds, 0, [count, 2, B, K])) as Int32Array,
       scores: backend.download(backend.view(this.historyScores, 0, [count, B, K])) as Float32Array,
     };
+  }
+
+  /**
+   * readHistory() of slots [first, first + count) without waiting: the copies are queued behind the work
+   * issued so far (the steps that wrote those slots), and wait() gives their values then, whatever runs after.
+   */
+  readHistoryLater(first: number, count: number): PendingHistory {
+    const backend = this.model.backend, { batch: B, candidates: K } = this.shape;
+    const ids = backend.downloadLater(backend.view(this.historyIds, first * 2 * B * K, [count, 2, B, K]));
+    const scores = backend.downloadLater(backend.view(this.historyScores, first * B * K, [count, B, K]));
+    return { count, wait: () => ({ ids: ids.wait() as Int32Array, scores: scores.wait() as Float32Array }) };
   }
 
   dispose(): void {

@@ -7,7 +7,8 @@
 // num_beams > 1 is HF's beam search (beam-search.ts); num_beams = 1 is greedy search. The model runs on the
 // device (seq2seq-model.ts); the host reads each step's candidates every `syncEvery` steps — the device
 // picks its running beams by itself, so running ahead never changes the result, it only may compute a few
-// steps past the end.
+// steps past the end. Pipelined (the default), the host reads one chunk of syncEvery steps while the next
+// chunk runs: two sets of history slots, each chunk's candidates downloaded behind its steps.
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,7 +23,7 @@ import { BeamSearch, GreedySearch, candidatesPerItem } from './beam-search.js';
 import type { GenerationSettings } from './seq2seq-config.js';
 import { readGenerationSettings } from './seq2seq-config.js';
 import { Seq2SeqModel } from './seq2seq-model.js';
-import type { DecodeSession, SessionShape } from './seq2seq-model.js';
+import type { DecodeSession, PendingHistory, SessionShape } from './seq2seq-model.js';
 import { loadMarianWeights } from './seq2seq-weights.js';
 
 export interface Translator {
@@ -46,6 +47,12 @@ export interface TranslateOptions {
   earlyStopping?: boolean | 'never';
   /** Decoder steps between host reads of the candidates (default 4; 1 reads after every step). */
   syncEvery?: number;
+  /**
+   * Pipelined host reads (default true; off with observeStep): the next syncEvery steps are launched before
+   * the candidates of these are read, so the device runs while the host does the search's bookkeeping — at
+   * the cost of up to 2·syncEvery steps computed past the end instead of syncEvery.
+   */
+  pipeline?: boolean;
   /** Capture decoder steps as CUDA graphs (default true; the CPU backend replays recorded closures). */
   graphs?: boolean;
   /** Sources per batch (default: all at once). */
@@ -98,9 +105,10 @@ function settingsOf(t: Translator, options: TranslateOptions) {
   if (earlyStopping !== true && earlyStopping !== false && earlyStopping !== 'never') throw new ArgumentError(`translate: earlyStopping must be true, false or 'never', got ${String(earlyStopping)}`);
   const syncEvery = options.observeStep ? 1 : options.syncEvery ?? 4;
   if (!Number.isInteger(syncEvery) || syncEvery < 1) throw new ArgumentError(`translate: syncEvery must be a positive integer, got ${syncEvery}`);
+  const pipeline = !options.observeStep && (options.pipeline ?? true);
   const strategy = options.strategy ?? 'auto';
   if (strategy !== 'auto' && strategy !== 'beam') throw new ArgumentError(`translate: strategy must be 'auto' or 'beam', got ${String(strategy)}`);
-  return { numBeams, greedy: numBeams === 1 && strategy === 'auto', maxLength: 1 + maxNewTokens, lengthPenalty, earlyStopping, syncEvery };
+  return { numBeams, greedy: numBeams === 1 && strategy === 'auto', maxLength: 1 + maxNewTokens, lengthPenalty, earlyStopping, syncEvery, pipeline };
 }
 
 function checkSources(t: Translator, sources: readonly (readonly number[])[]): void {
@@ -152,7 +160,7 @@ function prepareBatch(t: Translator, sources: readonly (readonly number[])[], se
   const shape: SessionShape = {
     batch: B, beams: k, sourceCapacity: sourceCapacity(Math.max(...sources.map((s) => s.length)), model.config.maxPositions), maxLength,
     mode: greedy ? 'greedy' : 'beam', candidates: K, eosTokens: greedy ? [] : g.eosTokenIds, bannedTokens: g.bannedTokens,
-    renormalize: g.renormalizeLogits, slots: syncEvery, graphs: options.graphs ?? true,
+    renormalize: g.renormalizeLogits, slots: settings.pipeline ? 2 * syncEvery : syncEvery, graphs: options.graphs ?? true,
   };
   const session = model.session(shape);
   session.begin(sources, g.decoderStartTokenId, search instanceof BeamSearch ? search.initialScores() : new Float32Array(B));
@@ -162,35 +170,53 @@ function prepareBatch(t: Translator, sources: readonly (readonly number[])[], se
 
 function translateBatch(t: Translator, sources: readonly (readonly number[])[], settings: ReturnType<typeof settingsOf>, options: TranslateOptions): Translation[] {
   const g = t.generation, backend = t.model.backend;
-  const B = sources.length, { maxLength, syncEvery } = settings;
+  const B = sources.length, { maxLength, syncEvery, pipeline } = settings;
   const { session, search, K, forwardSteps } = prepareBatch(t, sources, settings, options);
   const forced = g.forcedEosTokenIds;
   const inputsOf = (): number[][] => {
     const start = g.decoderStartTokenId;
     return search instanceof BeamSearch ? search.running.flatMap((beams) => beams.map((beam) => [start, ...beam.tokens])) : search.prefixes.map((p) => [start, ...p]);
   };
-  let forward = 0;
-  while (!search.done) {
-    if (forced.length > 0 && search.length === maxLength - 1) {
-      search.step(search instanceof BeamSearch ? search.forcedCandidates(forced, g.renormalizeLogits) : search.forcedCandidates(forced));
-      continue;
+  // Chunks of up to syncEvery decoder steps, each with its candidates' download queued behind it. Pipelined,
+  // chunks alternate between the two halves of the history slots and one more is in flight while the host
+  // reads the oldest: the copies of a chunk are queued before the next chunk that reuses its slots.
+  const inFlight: PendingHistory[] = [];
+  let launched = 0, chunks = 0;
+  const launchChunk = (): boolean => {
+    const count = Math.min(syncEvery, forwardSteps - launched);
+    if (count < 1) return false;
+    const first = pipeline ? (chunks % 2) * syncEvery : 0;
+    for (let j = 0; j < count; j++) session.step(first + j);
+    launched += count;
+    chunks++;
+    inFlight.push(session.readHistoryLater(first, count));
+    return true;
+  };
+  try {
+    while (!search.done) {
+      if (forced.length > 0 && search.length === maxLength - 1) {
+        search.step(search instanceof BeamSearch ? search.forcedCandidates(forced, g.renormalizeLogits) : search.forcedCandidates(forced));
+        continue;
+      }
+      const inputs = options.observeStep ? inputsOf() : undefined;
+      if (inFlight.length === 0 && !launchChunk()) throw new Error(`internal: the search wants step ${search.length} past the ${forwardSteps} decoder steps`);
+      if (pipeline && inFlight.length === 1) launchChunk();
+      const pending = inFlight.shift()!;
+      const history = pending.wait();
+      for (let j = 0; j < pending.count && !search.done; j++) {
+        const candidates: StepCandidates = {
+          tokens: history.ids.subarray(2 * j * B * K, (2 * j + 1) * B * K),
+          sourceBeams: history.ids.subarray((2 * j + 1) * B * K, (2 * j + 2) * B * K),
+          scores: history.scores.subarray(j * B * K, (j + 1) * B * K),
+          perItem: K,
+        };
+        if (options.observeStep) options.observeStep({ length: search.length, inputs: inputs!, logits: backend.download(session.logits(j)) as Float32Array });
+        search.step(candidates);
+      }
     }
-    const chunk = Math.min(syncEvery, forwardSteps - forward);
-    if (chunk < 1) throw new Error(`internal: the search wants step ${search.length} past the ${forwardSteps} decoder steps`);
-    const inputs = options.observeStep ? inputsOf() : undefined;
-    for (let j = 0; j < chunk; j++) session.step(j);
-    forward += chunk;
-    const history = session.readHistory(chunk);
-    for (let j = 0; j < chunk && !search.done; j++) {
-      const candidates: StepCandidates = {
-        tokens: history.ids.subarray(2 * j * B * K, (2 * j + 1) * B * K),
-        sourceBeams: history.ids.subarray((2 * j + 1) * B * K, (2 * j + 2) * B * K),
-        scores: history.scores.subarray(j * B * K, (j + 1) * B * K),
-        perItem: K,
-      };
-      if (options.observeStep) options.observeStep({ length: search.length, inputs: inputs!, logits: backend.download(session.logits(j)) as Float32Array });
-      search.step(candidates);
-    }
+  } finally {
+    // A chunk launched past the search's end: its download holds a staging buffer until waited for.
+    for (const pending of inFlight) pending.wait();
   }
   return search.results();
 }

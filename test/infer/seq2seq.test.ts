@@ -91,19 +91,24 @@ test('HF semantics: the forced last token is EOS, the banned pad never appears, 
   }
 });
 
-test('results do not depend on syncEvery, graphs or batching', () => {
+test('results do not depend on syncEvery, pipelining, graphs or batching', () => {
   const t = load({ eosBias: 2 });
   const sources = randomSources(new Rng(seed), 5, 1, 12);
-  const reference = translate(t, sources, { numBeams: 3, maxNewTokens: 9, syncEvery: 1, graphs: false });
-  for (const options of [{ syncEvery: 4 }, { syncEvery: 7 }, { syncEvery: 3, graphs: false }, { batchSize: 1 }, { batchSize: 2, syncEvery: 2 }]) {
+  const reference = translate(t, sources, { numBeams: 3, maxNewTokens: 9, syncEvery: 1, graphs: false, pipeline: false });
+  for (const options of [{ syncEvery: 1 }, { syncEvery: 4 }, { syncEvery: 4, pipeline: false }, { syncEvery: 7 }, { syncEvery: 3, graphs: false }, { syncEvery: 2, pipeline: false, graphs: false },
+    { batchSize: 1 }, { batchSize: 2, syncEvery: 2 }]) {
     const got = translate(t, sources, { numBeams: 3, maxNewTokens: 9, ...options });
     assert.deepEqual(got.map((r) => r.tokens), reference.map((r) => r.tokens), `${JSON.stringify(options)} ${note}`);
     got.forEach((r, i) => assert.ok(Math.abs(r.score - reference[i]!.score) < 1e-5, `${JSON.stringify(options)} score ${i}`));
   }
   // Early stopping and length penalty change the search, not its plumbing.
-  const early = translate(t, sources, { numBeams: 3, maxNewTokens: 9, earlyStopping: true, lengthPenalty: 0.6, syncEvery: 1 });
-  const early4 = translate(t, sources, { numBeams: 3, maxNewTokens: 9, earlyStopping: true, lengthPenalty: 0.6, syncEvery: 4 });
-  assert.deepEqual(early4, early);
+  const early = translate(t, sources, { numBeams: 3, maxNewTokens: 9, earlyStopping: true, lengthPenalty: 0.6, syncEvery: 1, pipeline: false });
+  for (const options of [{ syncEvery: 4 }, { syncEvery: 1 }, { syncEvery: 4, pipeline: false }]) {
+    assert.deepEqual(translate(t, sources, { numBeams: 3, maxNewTokens: 9, earlyStopping: true, lengthPenalty: 0.6, ...options }), early, JSON.stringify(options));
+  }
+  // Greedy search, pipelined or not.
+  const greedy = translate(t, sources, { numBeams: 1, maxNewTokens: 9, syncEvery: 1, pipeline: false });
+  assert.deepEqual(translate(t, sources, { numBeams: 1, maxNewTokens: 9, syncEvery: 2 }), greedy);
 });
 
 test('text in, text out through tokenizer.json', () => {
