@@ -101,7 +101,10 @@ export function earlyTriggerFromEnv(env: NodeJS.ProcessEnv = process.env): Reado
 
 /**
  * The L2 prefetch size of the weight loads (PTX .L2::64B / 128B / 256B: a miss fetches that much of the
- * aligned region around it into L2) when the environment does not say: none (0, the plain load).
+ * aligned region around it into L2) when the environment does not say: none (0, the plain load). Measured
+ * on the H200 (session 42, gpu-pending-s42/call4, two rounds, ms/token none → 256 → 128): Llama b1 0.741 →
+ * 0.770 → 0.742, b4 0.992 → 1.005 → 0.992; GPT-2 b1 0.182 → 0.185 → 0.182; Llama INT8 + head b1 0.485 →
+ * 0.504 — the GEMVs' warps already read 512 contiguous bytes an instruction; 256 only adds traffic.
  */
 export const WEIGHT_PREFETCH_SIZE_DEFAULT: WeightPrefetchSize = 0;
 export type WeightPrefetchSize = 0 | 64 | 128 | 256;
