@@ -354,18 +354,10 @@ export class DecodeSession implements DecodeSessionBuffers {
     return t;
   }
 
-  /** The candidates of slots [0, count): ids [count, 2, B, K] (tokens, source beams) and scores [count, B, K]. */
-  readHistory(count: number): { ids: Int32Array; scores: Float32Array } {
-    const backend = this.model.backend, { batch: B, candidates: K } = this.shape;
-    return {
-      ids: backend.download(backend.view(this.historyIds, 0, [count, 2, B, K])) as Int32Array,
-      scores: backend.download(backend.view(this.historyScores, 0, [count, B, K])) as Float32Array,
-    };
-  }
-
   /**
-   * readHistory() of slots [first, first + count) without waiting: the copies are queued behind the work
-   * issued so far (the steps that wrote those slots), and wait() gives their values then, whatever runs after.
+   * The candidates of slots [first, first + count) — ids [count, 2, B, K] (tokens, source beams) and scores
+   * [count, B, K] — without waiting: the copies are queued behind the work issued so far (the steps that wrote
+   * those slots), and wait() gives their values then, whatever runs after.
    */
   readHistoryLater(first: number, count: number): PendingHistory {
     const backend = this.model.backend, { batch: B, candidates: K } = this.shape;
