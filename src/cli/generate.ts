@@ -1,20 +1,22 @@
 // `fuseformer generate`: continue a prompt with a Hugging Face GPT-2 or Llama model directory, streaming
 // the text as it is generated (stdout) and a one-line summary at the end (stderr).
 
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
-import { loadSeq2Seq, translateText } from '../infer/seq2seq.js';
+import type { TranslateOptions, Translator } from '../infer/seq2seq.js';
+import { loadSeq2Seq, sourceIds, translate, translateText, translationText } from '../infer/seq2seq.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { isEncoderDecoder, loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
+       fuseformer generate --model MARIAN_DIR --input FILE [--batch-size N] [options]
 
   --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors (or shards),
                            tokenizer.json, and generation_config.json for defaults; or a Marian translation
@@ -29,6 +31,9 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            num_beams); HARS top-k on the GPU
   --length-penalty X       beam search's length penalty (default: generation_config.json's, else 1)
   --prompt TEXT            the text to continue (encoded with the tokenizer's special tokens, e.g. Llama's BOS)
+  --input FILE             (Marian models) translate FILE line by line, '-' for stdin: one translation a line on
+                           stdout, in order, printed batch by batch; an empty line gives an empty line
+  --batch-size N           with --input: sources translated together (default 32)
   --max-tokens N           new tokens at most (default: generation_config.json's max_new_tokens, else 256)
   --temperature X          0 = greedy (default: generation_config.json's settings, else greedy)
   --top-k K                sample among the K most likely tokens (0 = all; 50 when sampling by default)
@@ -47,6 +52,49 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            as \`fuseformer launch --gpus N -- fuseformer generate --tp N ...\`; rank 0 prints
 `;
 
+/** The lines of `path` ('-': standard input), without their line ends; a trailing newline ends the last line. */
+function readInputLines(path: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(path === '-' ? 0 : path, 'utf8');
+  } catch (error) {
+    throw new ArgumentError(`--input: cannot read '${path}': ${(error as Error).message}`);
+  }
+  const lines = text.split(/\r?\n/);
+  if (lines[lines.length - 1] === '') lines.pop();
+  return lines;
+}
+
+/**
+ * Translates `lines` in batches of `batchSize` non-empty lines, writing one translation a line in order as
+ * each batch is done (an empty or blank line gives an empty line). A line too long for the model is refused by
+ * its number before anything is translated.
+ */
+export function translateLines(t: Translator, lines: readonly string[], name: string, batchSize: number, options: TranslateOptions, write: (text: string) => void): { sentences: number; tokens: number } {
+  const maxPositions = t.model.config.maxPositions;
+  const sources = lines.map((line, i) => {
+    if (line.trim() === '') return undefined;
+    const ids = sourceIds(t, line);
+    if (ids.length > maxPositions) throw new ArgumentError(`--input ${name} line ${i + 1}: ${ids.length} tokens; the model takes sources of at most ${maxPositions} (max_position_embeddings)`);
+    return ids;
+  });
+  const texts = new Array<string>(lines.length).fill('');
+  let written = 0, sentences = 0, tokens = 0;
+  const pending = sources.flatMap((ids, i) => (ids ? [i] : []));
+  for (let first = 0; first < pending.length; first += batchSize) {
+    const batch = pending.slice(first, first + batchSize);
+    const results = translate(t, batch.map((i) => sources[i]!), options);
+    results.forEach((r, j) => { texts[batch[j]!] = translationText(t, r); tokens += r.tokens.length; });
+    sentences += batch.length;
+    // Everything up to the last line of this batch is final: print it.
+    const upTo = batch[batch.length - 1]! + 1;
+    write(texts.slice(written, upTo).map((x) => `${x}\n`).join(''));
+    written = upTo;
+  }
+  write(texts.slice(written).map((x) => `${x}\n`).join(''));
+  return { sentences, tokens };
+}
+
 function numberOption(name: string, value: string | undefined, check: (x: number) => boolean, expected: string): number | undefined {
   if (value === undefined) return undefined;
   const x = Number(value);
@@ -64,11 +112,14 @@ export async function runGenerate(argv: string[]): Promise<number> {
       beams: { type: 'string' }, 'length-penalty': { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       tp: { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
+      input: { type: 'string' }, 'batch-size': { type: 'string' },
     },
   });
   const dir = values.model;
   if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
-  if (values.prompt === undefined) throw new ArgumentError('--prompt TEXT is required');
+  if (values.prompt === undefined && values.input === undefined) throw new ArgumentError('--prompt TEXT is required (or --input FILE, for a Marian model)');
+  if (values.prompt !== undefined && values.input !== undefined) throw new ArgumentError('--prompt and --input: give one (--input translates a file line by line)');
+  if (values['batch-size'] !== undefined && values.input === undefined) throw new ArgumentError('--batch-size goes with --input FILE');
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
   if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode the prompt and decode the output)`);
   const dtype = values.dtype as FloatDType | undefined;
@@ -90,6 +141,10 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
   const beams = numberOption('beams', values.beams, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
   const lengthPenalty = numberOption('length-penalty', values['length-penalty'], Number.isFinite, 'a number');
+  const batchSize = numberOption('batch-size', values['batch-size'], (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer') ?? 32;
+  if (values.input !== undefined && !isEncoderDecoder(dir)) {
+    throw new ArgumentError(`--input: translating a file line by line is for Marian (encoder-decoder) models; '${dir}' is decoder-only (give it --prompt, or serve it: \`fuseformer serve\`)`);
+  }
   if (tp > 1) {
     if (isEncoderDecoder(dir)) throw new ArgumentError(`--tp ${tp}: tensor parallel generation runs decoder-only (GPT-2, Llama) models; '${dir}' is an encoder-decoder`);
     if (draftDir !== undefined) throw new ArgumentError(`--tp ${tp} with --draft: speculative decoding runs on one GPU; drop one of them`);
@@ -103,17 +158,30 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (isEncoderDecoder(dir)) {
     if (draftDir !== undefined) throw new ArgumentError('--draft: speculative decoding is for decoder-only (GPT-2, Llama) models');
     if (quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: quantized generation is for decoder-only (GPT-2, Llama) models`);
+    const lines = values.input === undefined ? undefined : readInputLines(values.input);
     const translator = loadSeq2Seq(dir, backend, dtype ? { dtype } : {});
-    const start = performance.now();
-    const [text] = translateText(translator, [values.prompt], {
-      ...(beams !== undefined ? { numBeams: beams } : {}), ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
-      ...(lengthPenalty !== undefined ? { lengthPenalty } : {}), graphs: !values['no-graphs'] && backend.name === 'cuda',
-    });
-    process.stdout.write(`${text}\n`);
-    process.stderr.write(`[translated on ${backend.description} with ${beams ?? translator.generation.numBeams} beam(s) in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
-    translator.model.dispose();
+    try {
+      const options = {
+        ...(beams !== undefined ? { numBeams: beams } : {}), ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
+        ...(lengthPenalty !== undefined ? { lengthPenalty } : {}), graphs: !values['no-graphs'] && backend.name === 'cuda',
+      };
+      const start = performance.now();
+      const beamCount = beams ?? translator.generation.numBeams;
+      if (lines === undefined) {
+        const [text] = translateText(translator, [values.prompt!], options);
+        process.stdout.write(`${text}\n`);
+        process.stderr.write(`[translated on ${backend.description} with ${beamCount} beam(s) in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+      } else {
+        const { sentences, tokens } = translateLines(translator, lines, values.input!, batchSize, options, (text) => process.stdout.write(text));
+        const seconds = (performance.now() - start) / 1000;
+        process.stderr.write(`[${sentences} sentence(s), ${tokens} tokens translated on ${backend.description} with ${beamCount} beam(s), ${batchSize} a batch, in ${seconds.toFixed(2)} s: ${(sentences / Math.max(seconds, 1e-9)).toFixed(1)} sentences/s]\n`);
+      }
+    } finally {
+      translator.model.dispose();
+    }
     return 0;
   }
+  const prompt = values.prompt!;  // given: --input was refused above for decoder-only models
   if (beams !== undefined && beams > 1) throw new ArgumentError(`--beams ${beams}: beam search is implemented for encoder-decoder (Marian) models; '${dir}' is decoder-only (use sampling or greedy)`);
   if (lengthPenalty !== undefined) throw new ArgumentError('--length-penalty applies to beam search (Marian models) only');
   const loadStart = performance.now();
@@ -131,7 +199,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
 
   const start = performance.now();
   let first = 0, pieces = 0;
-  const stream = generateText(model, tokenizer, values.prompt, {
+  const stream = generateText(model, tokenizer, prompt, {
     seed, ...(maxNewTokens !== undefined ? { maxNewTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
     stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
@@ -141,7 +209,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   // before anything is printed.
   const pieceStream = stream[Symbol.asyncIterator]();
   let next = await pieceStream.next();
-  write(values.prompt);
+  write(prompt);
   for (; !next.done; next = await pieceStream.next()) {
     if (pieces++ === 0) first = performance.now();
     write(next.value);

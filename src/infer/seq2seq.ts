@@ -244,14 +244,27 @@ export function timeDecodeSteps(t: Translator, sources: readonly (readonly numbe
   return result;
 }
 
-/** Translates text through the directory's tokenizer.json (Marian sources end with the EOS token). */
-export function translateText(t: Translator, texts: readonly string[], options: TranslateOptions = {}): string[] {
-  const tokenizer = t.tokenizer;
-  if (!tokenizer) throw new ArgumentError('translateText: the model directory has no tokenizer.json; pass token ids to translate() instead');
+/** The directory's tokenizer.json, or an error saying it is missing (`what` names the caller). */
+function tokenizerOf(t: Translator, what: string): Tokenizer {
+  if (!t.tokenizer) throw new ArgumentError(`${what}: the model directory has no tokenizer.json; pass token ids to translate() instead`);
+  return t.tokenizer;
+}
+
+/** A source text as token ids through the directory's tokenizer.json (Marian sources end with the EOS token). */
+export function sourceIds(t: Translator, text: string): number[] {
+  const ids = tokenizerOf(t, 'sourceIds').encode(text);
   const eos = t.generation.eosTokenIds[0]!;
-  const sources = texts.map((text) => {
-    const ids = tokenizer.encode(text);
-    return ids[ids.length - 1] === eos ? ids : [...ids, eos];
-  });
-  return translate(t, sources, options).map((r) => tokenizer.decode(r.tokens.filter((id) => id < tokenizer.vocabSize), { skipSpecialTokens: true }));
+  return ids[ids.length - 1] === eos ? ids : [...ids, eos];
+}
+
+/** A translation's text: its tokens decoded, special tokens (EOS, padding) left out. */
+export function translationText(t: Translator, translation: Translation): string {
+  const tokenizer = tokenizerOf(t, 'translationText');
+  return tokenizer.decode(translation.tokens.filter((id) => id < tokenizer.vocabSize), { skipSpecialTokens: true });
+}
+
+/** Translates text through the directory's tokenizer.json. */
+export function translateText(t: Translator, texts: readonly string[], options: TranslateOptions = {}): string[] {
+  tokenizerOf(t, 'translateText');
+  return translate(t, texts.map((text) => sourceIds(t, text)), options).map((r) => translationText(t, r));
 }
