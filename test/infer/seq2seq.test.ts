@@ -2,7 +2,7 @@
 // dir: loading (HF names, tied-table aliases), the incremental decoder against a full recompute at every step
 // of a beam search, beam search with one beam against greedy search, HF's forced EOS and banned pad, results
 // independent of how often the host reads (syncEvery), of graphs and of batching, text through tokenizer.json,
-// and errors.
+// and errors; pipelined host reads wait for every download they queue.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -151,4 +151,33 @@ test('generation settings: HF defaults, lists of EOS ids, max_new_tokens, and re
   const t = load();
   const long = translate(t, [[1, 2, EOS]], { numBeams: 2 })[0]!;
   assert.ok(long.tokens.length <= 11, 'max_length 12 → at most 11 new tokens');
+});
+
+test('pipelined reads wait for every download they queue, also for the chunk in flight when the search stops early', () => {
+  // On CUDA a download never waited for keeps its page-locked staging buffer busy for good.
+  let queued = 0, waited = 0;
+  const inner = new CpuBackend();
+  const counting = new Proxy(inner, {
+    get(target, property) {
+      if (property === 'downloadLater') {
+        return (tensor: Parameters<CpuBackend['downloadLater']>[0]) => {
+          queued++;
+          const pending = target.downloadLater(tensor);
+          return { wait: () => { waited++; return pending.wait(); } };
+        };
+      }
+      const value = (target as unknown as Record<string | symbol, unknown>)[property];
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const t = loadSeq2Seq(writeTinyMarian({ eosBias: 8 }), counting);
+  const sources = randomSources(new Rng(seed), 4, 2, 10);
+  const maxNewTokens = 30;
+  const results = translate(t, sources, { numBeams: 3, maxNewTokens, earlyStopping: true, syncEvery: 2 });
+  // A full-length search reads 14 chunks (28 forward steps; the forced last token needs none); this one
+  // stops within the first, so the second chunk is in flight when it ends — 2 chunks of ids and scores.
+  assert.ok(results.every((r) => r.tokens.length <= 2), `the search stopped early: lengths ${results.map((r) => r.tokens.length)} ${note}`);
+  assert.equal(queued, 4, `${queued} downloads queued`);
+  assert.equal(waited, queued, 'every queued download waited for');
+  assert.deepEqual(results, translate(t, sources, { numBeams: 3, maxNewTokens, earlyStopping: true, syncEvery: 2, pipeline: false }));
 });
