@@ -265,6 +265,6 @@ export function translationText(t: Translator, translation: Translation): string
 
 /** Translates text through the directory's tokenizer.json. */
 export function translateText(t: Translator, texts: readonly string[], options: TranslateOptions = {}): string[] {
-  tokenizerOf(t, 'translateText');
+  tokenizerOf(t, 'translateText');  // named for this call before sourceIds would name itself
   return translate(t, texts.map((text) => sourceIds(t, text)), options).map((r) => translationText(t, r));
 }
