@@ -32,3 +32,6 @@ export class KernelCompileError extends FuseformerError {}
 
 /** An argument outside its valid range (a probability of 1.5, a negative size). */
 export class ArgumentError extends FuseformerError {}
+
+/** Memory for a tensor could not be had (too large for the backend, or none left). */
+export class OutOfMemoryError extends FuseformerError {}

@@ -14,11 +14,10 @@
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
-import { decodeFloats } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { SafetensorsReader } from '../io/safetensors.js';
 import type { TensorInfo } from '../io/safetensors.js';
-import { shardFiles } from '../models/hf-weights.js';
+import { checkLayerCount, shardFiles } from '../models/hf-weights.js';
 import { loadModelConfig } from '../models/registry.js';
 import type { ModelConfig } from '../models/registry.js';
 import { layoutWorkspace, Workspace } from '../nn/workspace.js';
@@ -211,10 +210,9 @@ export class DecoderModel {
   /** Values of checkpoint tensor `name` for this model: whole, or this rank's shard read alone. */
   readCheckpointTensor(reader: SafetensorsReader, info: TensorInfo, name: string): Float32Array {
     const tp = this.tensorParallel, split = tp?.splits.get(name);
-    const dtype = info.dtype as 'F32' | 'F16' | 'BF16';
-    if (!split || split.kind === 'replicated') return floatsOf(reader.read(info.name).bytes, dtype);
+    if (!split || split.kind === 'replicated') return reader.readFloats(info.name);
     const spec = tp!.full.weights.find((w) => w.name === name)!;
-    return floatsOf(reader.readElements(info.name, shardFileRanges(spec, split, tp!.comm.rank, tp!.comm.worldSize)), dtype);
+    return reader.readFloats(info.name, shardFileRanges(spec, split, tp!.comm.rank, tp!.comm.worldSize));
   }
 
   free(): void {
@@ -244,13 +242,19 @@ export interface LoadedModel {
 /** Loads an HF model directory (config.json, safetensors, generation_config.json) onto `backend`. */
 export function loadDecoderModel(dir: string, backend: Backend, options: LoadOptions = {}): LoadedModel {
   const config = loadModelConfig(dir);
+  const files = shardFiles(dir);
+  if (config.family === 'gpt2' || config.family === 'llama') {
+    checkLayerCount(dir, files, LAYER_INDEX, config.family === 'gpt2' ? 'n_layer' : 'num_hidden_layers', config.config.layers);
+  }
   const arch = decoderArchitecture(config);
   const dtype = options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32');
-  const files = shardFiles(dir);
+  // Every tensor's name, shape and dtype are checked from the files' headers before the model's memory is
+  // allocated: a config.json whose sizes do not match the checkpoint is named, not an allocation failure.
+  const plan = planWeights(arch, dir, files);
   const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir), dir, options.tensorParallel);
   try {
-    const unused = loadWeights(model, dir, files);
-    return { model, files, unused };
+    loadWeights(model, plan);
+    return { model, files, unused: plan.unused };
   } catch (error) {
     model.free();
     throw error;
@@ -264,20 +268,30 @@ export function randomDecoderModel(config: ModelConfig, backend: Backend, option
   return model;
 }
 
-function loadWeights(model: DecoderModel, dir: string, files: readonly string[]): string[] {
-  const arch = model.tensorParallel?.full ?? model.arch;
-  // The checkpoint holds the whole model's tensors, also when this model is one rank's shards.
+/** Which file holds each weight, checked against the architecture; tensors that are not weights. */
+interface WeightPlan {
+  readonly byFile: ReadonlyMap<string, readonly { readonly tensor: string; readonly weight: string }[]>;
+  readonly unused: readonly string[];
+}
+
+/** The layer index in a per-layer tensor name (`h.3.`, `layers.3.`), if it is one. */
+const LAYER_INDEX = /(?:^|\.)(?:h|layers)\.(\d+)\./;
+
+
+function planWeights(arch: DecoderArchitecture, dir: string, files: readonly string[]): WeightPlan {
+  // The checkpoint holds the whole model's tensors, also when the model is one rank's shards.
   const expected = new Map(arch.weights.map((w) => [w.name, w.fileShape ?? w.shape]));
   const loadedFrom = new Map<string, string>();
+  const byFile = new Map<string, { tensor: string; weight: string }[]>();
   const unused: string[] = [];
   for (const file of files) {
     const reader = SafetensorsReader.open(file);
+    const picks: { tensor: string; weight: string }[] = [];
     try {
       for (const info of reader.tensors as readonly TensorInfo[]) {
         const name = expected.has(info.name) ? info.name : expected.has(arch.optionalPrefix + info.name) ? arch.optionalPrefix + info.name : undefined;
         if (name === undefined) {
-          const tiedHead = arch.tiedEmbeddings && info.name === 'lm_head.weight';
-          if (!tiedHead && !NOT_WEIGHTS.some((re) => re.test(info.name))) unused.push(info.name);
+          if (!NOT_WEIGHTS.some((re) => re.test(info.name))) unused.push(info.name);
           continue;
         }
         const shape = expected.get(name)!;
@@ -290,18 +304,30 @@ function loadWeights(model: DecoderModel, dir: string, files: readonly string[])
         const earlier = loadedFrom.get(name);
         if (earlier !== undefined) throw new ArgumentError(`${file}: tensor '${info.name}' also appears in ${earlier}`);
         loadedFrom.set(name, file);
-        model.loadWeight(name, model.readCheckpointTensor(reader, info, name));
+        picks.push({ tensor: info.name, weight: name });
       }
     } finally {
       reader.close();
     }
+    byFile.set(file, picks);
   }
   const missing = [...expected.keys()].filter((n) => !loadedFrom.has(n));
   if (missing.length > 0) {
     const list = missing.slice(0, 5).map((n) => `'${n}' ${formatShape(expected.get(n)!)}`).join(', ');
     throw new ArgumentError(`${dir}: the checkpoint (${files.length} file${files.length > 1 ? 's' : ''}) lacks ${missing.length} weight(s) the ${arch.family} model needs: ${list}${missing.length > 5 ? ', …' : ''}`);
   }
-  return unused;
+  return { byFile, unused };
+}
+
+function loadWeights(model: DecoderModel, plan: WeightPlan): void {
+  for (const [file, picks] of plan.byFile) {
+    const reader = SafetensorsReader.open(file);
+    try {
+      for (const { tensor, weight } of picks) model.loadWeight(weight, model.readCheckpointTensor(reader, reader.info(tensor), weight));
+    } finally {
+      reader.close();
+    }
+  }
 }
 
 /** The [cols, rows] transpose of a row-major [rows, cols] matrix. */
@@ -311,14 +337,4 @@ function transposeMatrix(values: Float32Array, rows: number, cols: number): Floa
   return out;
 }
 
-/** Checkpoint bytes as f32 values; bf16 widens by a shift (exact and fast for multi-GB files). */
-function floatsOf(bytes: Uint8Array, dtype: 'F32' | 'F16' | 'BF16'): Float32Array {
-  const aligned = bytes.byteOffset % 4 === 0 ? bytes : bytes.slice();
-  if (dtype === 'F32') return new Float32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
-  if (dtype === 'F16') return decodeFloats(aligned, 'f16');
-  const halves = new Uint16Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 2);
-  const words = new Uint32Array(halves.length);
-  for (let i = 0; i < halves.length; i++) words[i] = halves[i]! << 16;
-  return new Float32Array(words.buffer);
-}
 

@@ -7,7 +7,6 @@
 // sinusoidal tables (embed_positions) are recomputed, not read. final_logits_bias, a buffer some exports
 // leave out, is zero when absent (its initial value in HF). F32, F16 and BF16 tensors are read.
 
-import { decodeFloats } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { SafetensorsReader } from '../io/safetensors.js';
 import { shardFiles } from '../models/hf-weights.js';
@@ -41,9 +40,7 @@ export function loadMarianWeights(store: ParameterStore, dir: string): LoadedChe
         if (info.dtype !== 'F32' && info.dtype !== 'F16' && info.dtype !== 'BF16') {
           throw new ArgumentError(`${file}: tensor '${info.name}' is ${info.dtype}; only F32, F16 and BF16 weights are read`);
         }
-        const bytes = reader.read(info.name).bytes;
-        const data = info.dtype === 'F32' ? new Float32Array(bytes.slice().buffer) : decodeFloats(bytes, info.dtype === 'F16' ? 'f16' : 'bf16');
-        read.set(info.name, { file, shape: info.shape, data });
+        read.set(info.name, { file, shape: info.shape, data: reader.readFloats(info.name) });
       }
     } finally {
       reader.close();

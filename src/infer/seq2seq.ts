@@ -17,6 +17,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { loadTokenizer } from '../io/tokenizer.js';
+import { checkLayerCount, shardFiles } from '../models/hf-weights.js';
 import { loadModelConfig } from '../models/registry.js';
 import type { SearchResult, StepCandidates } from './beam-search.js';
 import { BeamSearch, GreedySearch, candidatesPerItem } from './beam-search.js';
@@ -77,6 +78,9 @@ export function loadSeq2Seq(dir: string, backend: Backend, options: { dtype?: Fl
   if (found.family !== 'marian') {
     throw new ArgumentError(`${dir}: config.json describes a ${found.family} model; the encoder-decoder engine runs MarianMTModel checkpoints (model_type "marian")`);
   }
+  const files = shardFiles(dir);
+  checkLayerCount(dir, files, /^(?:model\.)?encoder\.layers\.(\d+)\./, 'encoder_layers', found.config.encoderLayers);
+  checkLayerCount(dir, files, /^(?:model\.)?decoder\.layers\.(\d+)\./, 'decoder_layers', found.config.decoderLayers);
   const generation = readGenerationSettings(dir, found.config);
   const tokenizer = existsSync(join(dir, 'tokenizer.json')) ? loadTokenizer(dir) : undefined;
   const model = new Seq2SeqModel(backend, found.config, options.dtype ?? 'f32');

@@ -11,6 +11,7 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { writeFileAtomically } from './atomic-write.js';
 import type { DType } from '../dtype.js';
+import { decodeFloats } from '../dtype.js';
 import { FuseformerError } from '../errors.js';
 
 export class SafetensorsError extends FuseformerError {}
@@ -122,7 +123,9 @@ export class SafetensorsReader {
       throw new SafetensorsError(`${path}: cannot open (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
     }
     try {
-      const fileBytes = fstatSync(fd).size;
+      const stat = fstatSync(fd);
+      if (!stat.isFile()) throw new SafetensorsError(`${path}: not a file (${stat.isDirectory() ? 'a directory' : 'not a regular file'})`);
+      const fileBytes = stat.size;
       if (fileBytes < 8) throw new SafetensorsError(`${path}: ${fileBytes} bytes is too short for a safetensors file (it starts with an 8-byte header length)`);
       const lengthBytes = readExactly(fd, 0, 8, path);
       const headerBytes = Number(new DataView(lengthBytes.buffer, lengthBytes.byteOffset, 8).getBigUint64(0, true));
@@ -182,9 +185,36 @@ export class SafetensorsReader {
     return out;
   }
 
+  /**
+   * Tensor `name` (F32, F16 or BF16) as f32 values — all of it, or the element `ranges` of readElements —
+   * refusing a NaN or infinity by its index: a checkpoint with one would load and silently compute garbage.
+   */
+  readFloats(name: string, ranges?: readonly (readonly [number, number])[]): Float32Array {
+    const t = this.info(name);
+    if (t.dtype !== 'F32' && t.dtype !== 'F16' && t.dtype !== 'BF16') throw new SafetensorsError(`${this.path}: tensor '${name}' is ${t.dtype}; only F32, F16 and BF16 weights are read`);
+    const bytes = ranges ? this.readElements(name, ranges) : this.read(name).bytes;
+    const values = floatsOf(bytes, t.dtype);
+    for (let i = 0; i < values.length; i++) {
+      // v - v is 0 for every finite v and NaN for NaN and ±infinity.
+      if (values[i]! - values[i]! !== 0) throw new SafetensorsError(`${this.path}: tensor '${name}' holds ${values[i]} at element ${i}${ranges ? ' of the part read' : ''}; a checkpoint's weights must be finite`);
+    }
+    return values;
+  }
+
   close(): void {
     if (this.fd !== null) { closeSync(this.fd); this.fd = null; }
   }
+}
+
+/** Checkpoint bytes as f32 values; bf16 widens by a shift (exact and fast for multi-GB files). */
+function floatsOf(bytes: Uint8Array, dtype: 'F32' | 'F16' | 'BF16'): Float32Array {
+  const aligned = bytes.byteOffset % 4 === 0 ? bytes : bytes.slice();
+  if (dtype === 'F32') return new Float32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4);
+  if (dtype === 'F16') return decodeFloats(aligned, 'f16');
+  const halves = new Uint16Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 2);
+  const words = new Uint32Array(halves.length);
+  for (let i = 0; i < halves.length; i++) words[i] = halves[i]! << 16;
+  return new Float32Array(words.buffer);
 }
 
 function readExactly(fd: number, position: number, length: number, path: string): Uint8Array {

@@ -12,7 +12,6 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { decodeFloats } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { formatShape } from '../tensor.js';
 import type { TensorInfo } from '../io/safetensors.js';
@@ -41,13 +40,41 @@ export function shardFiles(dir: string): string[] {
     } catch (error) {
       throw new ArgumentError(`${index}: not valid JSON (${(error as Error).message})`);
     }
-    const map = (parsed as { weight_map?: Record<string, string> }).weight_map;
-    if (!map || typeof map !== 'object') throw new ArgumentError(`${index}: no "weight_map" object`);
-    return [...new Set(Object.values(map))].map((f) => join(dir, f));
+    const map = typeof parsed === 'object' && parsed !== null ? (parsed as { weight_map?: unknown }).weight_map : undefined;
+    if (typeof map !== 'object' || map === null || Array.isArray(map)) throw new ArgumentError(`${index}: no "weight_map" object`);
+    const files = [...new Set(Object.values(map as Record<string, unknown>))];
+    const bad = files.find((f) => typeof f !== 'string' || f === '' || f.includes('/') || f.includes('\\') || f === '.' || f === '..');
+    if (bad !== undefined) throw new ArgumentError(`${index}: "weight_map" names the file ${JSON.stringify(bad)}; a shard is a file name in ${dir}`);
+    if (files.length === 0) throw new ArgumentError(`${index}: "weight_map" is empty`);
+    return (files as string[]).map((f) => join(dir, f));
   }
   const single = join(dir, 'model.safetensors');
   if (!existsSync(single)) throw new ArgumentError(`${dir}: no model.safetensors or model.safetensors.index.json (PyTorch .bin checkpoints are not read; convert them to safetensors)`);
   return [single];
+}
+
+/**
+ * A config's layer count against the layers the checkpoint's tensor names hold (`layerIndex` captures the
+ * index, e.g. /(?:^|\.)layers\.(\d+)\./), read from the files' headers alone — before a model is built for
+ * the config: one that says 100,000,000 layers, or one fewer than the files hold, would otherwise stall,
+ * fail to allocate, or silently run part of the model. `field` names the config.json field in the error.
+ */
+export function checkLayerCount(dir: string, files: readonly string[], layerIndex: RegExp, field: string, configured: number): void {
+  let layers = 0, example = '';
+  for (const file of files) {
+    const reader = SafetensorsReader.open(file);
+    try {
+      for (const { name } of reader.tensors) {
+        const index = layerIndex.exec(name);
+        if (index && Number(index[1]) + 1 > layers) { layers = Number(index[1]) + 1; example = `${file}: '${name}'`; }
+      }
+    } finally {
+      reader.close();
+    }
+  }
+  if (layers !== configured) {
+    throw new ArgumentError(`${dir}/config.json: ${field} is ${configured}, but the checkpoint holds ${layers} layer${layers === 1 ? '' : 's'}${example ? ` (its last: ${example})` : ''}`);
+  }
 }
 
 /** The parameter name a checkpoint tensor name stands for, if any. */
@@ -79,9 +106,7 @@ export function loadHfWeights(store: ParameterStore, dir: string): LoadedWeights
         if (info.dtype !== 'F32' && info.dtype !== 'F16' && info.dtype !== 'BF16') {
           throw new ArgumentError(`${file}: tensor '${info.name}' is ${info.dtype}; only F32, F16 and BF16 weights are read`);
         }
-        const bytes = reader.read(info.name).bytes;
-        const data = info.dtype === 'F32' ? new Float32Array(bytes.slice().buffer) : decodeFloats(bytes, info.dtype === 'F16' ? 'f16' : 'bf16');
-        found.set(name, { shape, data });
+        found.set(name, { shape, data: reader.readFloats(info.name) });
       }
     } finally {
       reader.close();

@@ -3,7 +3,7 @@
 // graph replay, batching with ragged prompts, and the prefill attention paths.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -253,6 +253,39 @@ test('loading: bf16 and f16 files, shards, missing prefixes; errors name the ten
   const extra = join(base, 'extra');
   writeModelFolder(extra, c.family, c.config, 3, { edit: (w) => w.set('model.vision_tower.weight', { shape: [2], data: new Float32Array(2) }) });
   assert.deepEqual(loadDecoderModel(extra, backend).unused, ['model.vision_tower.weight']);
+});
+
+test('a config.json that does not describe the checkpoint is named before any memory is allocated', () => {
+  const c = CASES[2]!;
+  const base = join(root, 'mismatch');
+  const withConfig = (name: string, edit: (config: Record<string, unknown>) => void, options: Parameters<typeof writeModelFolder>[4] = {}): string => {
+    const dir = join(base, name);
+    writeModelFolder(dir, c.family, c.config, 3, options);
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    edit(config);
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+    return dir;
+  };
+  const fewer = withConfig('fewer-layers', (cfg) => { cfg['num_hidden_layers'] = (cfg['num_hidden_layers'] as number) - 1; });
+  assert.throws(() => loadDecoderModel(fewer, backend), /num_hidden_layers is 1, but the checkpoint holds 2 layers \(its last: .*'model\.layers\.1\./);
+  const started = performance.now();
+  const many = withConfig('many-layers', (cfg) => { cfg['num_hidden_layers'] = 100_000_000; });
+  assert.throws(() => loadDecoderModel(many, backend), /num_hidden_layers is 100000000, but the checkpoint holds 2 layers/);
+  const wide = withConfig('wide', (cfg) => { cfg['intermediate_size'] = 1_000_000_000; });
+  assert.throws(() => loadDecoderModel(wide, backend), /has shape \[48, 32\].*implies \[1000000000, 32\]/);
+  assert.ok(performance.now() - started < 5000, 'refused from the headers, without building the model');
+  const nan = withConfig('nan', () => {}, { edit: (w) => { w.get('model.layers.0.mlp.up_proj.weight')!.data[5] = Number.NaN; } });
+  assert.throws(() => loadDecoderModel(nan, backend), /tensor 'model\.layers\.0\.mlp\.up_proj\.weight' holds NaN at element 5; a checkpoint's weights must be finite/);
+  const tied = join(base, 'tied-with-head');
+  writeModelFolder(tied, 'llama', { ...TINY_LLAMA, tieWordEmbeddings: true }, 3, { edit: (w) => w.set('lm_head.weight', { shape: [TINY_LLAMA.vocabSize, TINY_LLAMA.hidden], data: new Float32Array(TINY_LLAMA.vocabSize * TINY_LLAMA.hidden) }) });
+  const loaded = loadDecoderModel(tied, backend);
+  assert.deepEqual(loaded.unused, ['lm_head.weight'], 'tie_word_embeddings: a separate head in the file is reported unused, not dropped silently');
+  loaded.model.free();
+  const index = withConfig('bad-index', () => {});
+  for (const [content, pattern] of [['null', /no "weight_map" object/], ['{"weight_map": {"a": 5}}', /names the file 5/], ['{"weight_map": {"a": "."}}', /names the file "\."/]] as const) {
+    writeFileSync(join(index, 'model.safetensors.index.json'), content);
+    assert.throws(() => loadDecoderModel(index, backend), pattern);
+  }
 });
 
 test('unknown architectures and encoder models are refused by name', () => {

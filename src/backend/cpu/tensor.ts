@@ -5,7 +5,7 @@
 
 import type { DType, FloatDType } from '../../dtype.js';
 import { byteSize, isFloat, roundToDType } from '../../dtype.js';
-import { LayoutError, ShapeError } from '../../errors.js';
+import { LayoutError, OutOfMemoryError, ShapeError } from '../../errors.js';
 import type { HostArray } from '../../tensor.js';
 import { Tensor, formatShape, shapeNumel } from '../../tensor.js';
 
@@ -55,6 +55,10 @@ export class CpuTensor extends Tensor {
 
 /** Zero-filled storage of `numel` elements for `dtype`. */
 export function newStorage(dtype: DType, numel: number): HostArray {
+  // A typed array holds at most 2^32 elements on 64-bit V8 (and memory may end sooner): say so by size.
+  if (!Number.isSafeInteger(numel) || numel < 0 || numel > 2 ** 32) {
+    throw new OutOfMemoryError(`the CPU backend cannot allocate ${numel.toLocaleString('en-US')} ${dtype} elements in one tensor (at most 2^32)`);
+  }
   switch (dtype) {
     case 'f32': case 'f16': case 'bf16': return new Float32Array(numel);
     case 'i32': return new Int32Array(numel);
