@@ -14,6 +14,7 @@ import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { isEncoderDecoder, loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
+import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
        fuseformer generate --model MARIAN_DIR --input FILE [--batch-size N] [options]
@@ -126,10 +127,10 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
   const integer = (x: number) => Number.isSafeInteger(x) && x >= 0;
   const maxNewTokens = numberOption('max-tokens', values['max-tokens'], integer, 'a non-negative integer');
-  const temperature = numberOption('temperature', values.temperature, (x) => Number.isFinite(x) && x >= 0, 'a number >= 0');
+  const temperature = numberOption('temperature', values.temperature, (x) => x >= 0 && x <= MAX_TEMPERATURE, `a number in [0, ${MAX_TEMPERATURE}] (0 = greedy)`);
   const topK = numberOption('top-k', values['top-k'], integer, 'a non-negative integer');
   const topP = numberOption('top-p', values['top-p'], (x) => x > 0 && x <= 1, 'a number in (0, 1]');
-  const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => Number.isFinite(x) && x > 0, 'a number > 0');
+  const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => x >= REPETITION_PENALTY_RANGE[0] && x <= REPETITION_PENALTY_RANGE[1], `a number in [${REPETITION_PENALTY_RANGE.join(', ')}] (1 = off)`);
   const draftDir = values.draft;
   if (draftDir !== undefined && !existsSync(join(draftDir, 'config.json'))) throw new ArgumentError(`--draft: '${draftDir}' has no config.json`);
   if (values['draft-tokens'] !== undefined && values['speculative-k'] !== undefined) throw new ArgumentError('--draft-tokens and --speculative-k are the same option; give one');
@@ -158,8 +159,13 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (isEncoderDecoder(dir)) {
     if (draftDir !== undefined) throw new ArgumentError('--draft: speculative decoding is for decoder-only (GPT-2, Llama) models');
     if (quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: quantized generation is for decoder-only (GPT-2, Llama) models`);
+    // Translation searches (beam search, or greedy with --beams 1); it does not sample.
+    const sampling = (['temperature', 'top-k', 'top-p', 'repetition-penalty', 'seed', 'stop'] as const).filter((o) => values[o] !== undefined);
+    if (sampling.length > 0) throw new ArgumentError(`${sampling.map((o) => `--${o}`).join(', ')}: a Marian model translates by beam search (--beams N, --length-penalty X, --max-tokens N); it does not sample`);
     const lines = values.input === undefined ? undefined : readInputLines(values.input);
     const translator = loadSeq2Seq(dir, backend, dtype ? { dtype } : {});
+    const unused = translator.unusedTensors;
+    if (unused.length > 0) process.stderr.write(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}\n`);
     try {
       const options = {
         ...(beams !== undefined ? { numBeams: beams } : {}), ...(maxNewTokens !== undefined ? { maxNewTokens } : {}),
@@ -197,6 +203,10 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (draft) log(`draft: ${draftDir} (${draft.arch.family}, ${draft.arch.layers} layers)`);
   const stats = emptySpeculativeStats();
 
+  const promptTokens = tokenizer.encode(prompt).length, room = model.arch.maxPositions - promptTokens;
+  if (maxNewTokens !== undefined && maxNewTokens > room && room > 0) {
+    log(`note: --max-tokens ${maxNewTokens} does not fit: the model takes ${model.arch.maxPositions} positions and the prompt fills ${promptTokens}, so generation stops after ${room} tokens`);
+  }
   const start = performance.now();
   let first = 0, pieces = 0;
   const stream = generateText(model, tokenizer, prompt, {

@@ -101,10 +101,16 @@ export function launch(o: LaunchOptions): Promise<LaunchResult> {
   let failure: { rank: number; code: number } | undefined;
   let killTimer: NodeJS.Timeout | undefined;
 
+  // Each rank runs in a process group of its own (detached), and teardown signals the whole group: a rank
+  // started through a wrapper (sh -c, npx) would otherwise leave the real process running, holding its GPU.
+  const signalGroup = (child: ChildProcess, signal: NodeJS.Signals) => {
+    if (child.pid === undefined) return;
+    try { process.kill(-child.pid, signal); } catch { /* the group has no process left */ }
+  };
   const teardown = (signal: NodeJS.Signals) => {
-    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    for (const child of children) signalGroup(child, signal);
     killTimer ??= setTimeout(() => {
-      for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      for (const child of children) signalGroup(child, 'SIGKILL');
     }, o.graceMs);
   };
   const forward = (signal: NodeJS.Signals) => () => teardown(signal);
@@ -116,7 +122,7 @@ export function launch(o: LaunchOptions): Promise<LaunchResult> {
     let running = o.gpus;
     for (let local = 0; local < o.gpus; local++) {
       const rank = o.nodeRank * o.gpus + local;
-      const child = spawn(o.command[0]!, o.command.slice(1), { env: rankEnv(o, local, base), stdio: o.stdio ?? 'inherit' });
+      const child = spawn(o.command[0]!, o.command.slice(1), { env: rankEnv(o, local, base), stdio: o.stdio ?? 'inherit', detached: true });
       children.push(child);
       const finish = (code: number | null, signal: NodeJS.Signals | null) => {
         exits.push({ rank, code, signal });
@@ -126,6 +132,8 @@ export function launch(o: LaunchOptions): Promise<LaunchResult> {
         }
         if (--running === 0) {
           if (killTimer) clearTimeout(killTimer);
+          // Every rank has exited; after a failure, what they started and left behind goes too.
+          if (failure) for (const c of children) signalGroup(c, 'SIGKILL');
           process.off('SIGINT', onInt);
           process.off('SIGTERM', onTerm);
           exits.sort((a, b) => a.rank - b.rank);
@@ -151,7 +159,8 @@ function signalNumber(signal: NodeJS.Signals | null): number {
 
 /** The CLI entry: returns the exit status. */
 export async function runLaunch(argv: readonly string[]): Promise<number> {
-  if (argv.includes('--help') && (argv.indexOf('--') < 0 || argv.indexOf('--help') < argv.indexOf('--'))) {
+  const helpAt = argv.findIndex((a) => a === '--help' || a === '-h'), commandAt = argv.indexOf('--');
+  if (helpAt >= 0 && (commandAt < 0 || helpAt < commandAt)) {
     process.stdout.write(LAUNCH_USAGE);
     return 0;
   }

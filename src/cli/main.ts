@@ -3,7 +3,7 @@
 // fastest available backend against the CPU reference.
 
 import { parseArgs } from 'node:util';
-import { FuseformerError } from '../errors.js';
+import { ArgumentError, FuseformerError } from '../errors.js';
 import { runInfo } from './info.js';
 import { runLaunch } from './launch.js';
 import { QUANTIZE_USAGE, runQuantize } from './quantize.js';
@@ -44,6 +44,10 @@ async function main(argv: string[]): Promise<number> {
   // demo, which is `train` with its defaults (fuseformer --backend cpu --steps 20).
   const commandAt = argv.findIndex((a) => COMMANDS.includes(a));
   const isHelp = argv.includes('--help') || argv.includes('-h');
+  // A first word that is not an option and not a command is a mistyped command, not the demo's argument.
+  if (commandAt < 0 && argv[0] !== undefined && !argv[0].startsWith('-')) {
+    throw new ArgumentError(`unknown command '${argv[0]}' (commands: ${['launch', ...COMMANDS].join(', ')}; fuseformer --help)`);
+  }
   if (argv[commandAt] === 'train' || (commandAt < 0 && !isHelp)) {
     const rest = commandAt < 0 ? argv : [...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)];
     if (isHelp) { process.stdout.write(TRAIN_USAGE); return 0; }
@@ -103,7 +107,10 @@ main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (error: unknown) => {
     const code = (error as { code?: unknown }).code;
-    if (error instanceof FuseformerError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) {
+    // Our own errors, argument parsing, and the file system's (ENOSPC, EACCES, …: the message names the
+    // path and the call) are the user's to fix, and a stack trace would bury the one line that matters.
+    const systemError = typeof (error as { syscall?: unknown }).syscall === 'string';
+    if (error instanceof FuseformerError || systemError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) {
       process.stderr.write(`fuseformer: ${(error as Error).message}\n`);
     } else {
       process.stderr.write(`fuseformer: ${error instanceof Error ? error.stack : String(error)}\n`);

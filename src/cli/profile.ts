@@ -17,6 +17,7 @@ import type { Backend } from '../backend/backend.js';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
+import { checkOutputDirectory } from '../io/output-dir.js';
 import { BertModel } from '../models/bert-model.js';
 import { Gpt2Model } from '../models/gpt2-model.js';
 import type { LanguageModel } from '../models/language-model.js';
@@ -190,6 +191,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
   if (!PROFILE_MODES.includes(mode)) throw new ArgumentError(`--mode must be one of ${PROFILE_MODES.join(', ')}, got '${values.mode}'`);
   const dtypeArg = values.dtype;
   if (dtypeArg !== undefined && !['f32', 'bf16', 'f16'].includes(dtypeArg)) throw new ArgumentError(`--dtype must be f32, bf16 or f16, got '${dtypeArg}'`);
+  checkOutputDirectory(values.out!, '--out');
   const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
   const onGpu = backend.name === 'cuda';
   const modelName = values.model ?? (onGpu ? 'gpt2-124M' : 'gpt2-tiny');

@@ -24,7 +24,7 @@ import { evaluateDecoderPerplexity, quantizeDecoder } from '../quant/decoder-qua
 import type { QuantizedModel } from '../quant/model.js';
 import type { PerplexityResult } from '../quant/calibration.js';
 import { calibrationWindows, evaluatePerplexity, StepExecutor } from '../quant/calibration.js';
-import { saveQuantizedModel } from '../quant/checkpoint.js';
+import { checkQuantizedOutput, saveQuantizedModel } from '../quant/checkpoint.js';
 import { applyQuantizedModel } from '../quant/model.js';
 import type { QuantizeOptions, QuantMethod } from '../quant/quantize.js';
 import { checkQuantizeOptions, quantizeGpt2 } from '../quant/quantize.js';
@@ -75,10 +75,12 @@ export async function runQuantize(argv: string[]): Promise<number> {
   if (!values.out) throw new ArgumentError('quantize: --out DIR is required');
   if (!existsSync(join(values.model, 'config.json'))) throw new ArgumentError(`--model: '${values.model}' has no config.json`);
   if (readsAsQuantized(values.model)) throw new ArgumentError(`--model: '${values.model}' is already quantized (its config.json has a quantization_config); quantize the 16-bit model it came from`);
+  // Checked before any work: the output is written beside --out and swapped in whole.
+  checkQuantizedOutput(values.out, values.model);
   const bits = Number(values.bits);
   if (bits !== 4 && bits !== 8) throw new ArgumentError(`--bits must be 4 or 8, got '${values.bits}'`);
   const method = (values.method ?? (bits === 4 ? 'awq' : 'smoothquant')) as QuantMethod;
-  const smoothAlpha = values['smooth-alpha'] === undefined ? 0.5 : Number(values['smooth-alpha']);
+  const smoothAlpha = values['smooth-alpha'] === undefined ? 0.5 : values['smooth-alpha'].trim() === '' ? NaN : Number(values['smooth-alpha']);
   if (!(smoothAlpha >= 0 && smoothAlpha <= 1)) throw new ArgumentError(`--smooth-alpha must be in [0, 1], got '${values['smooth-alpha']}'`);
 
   const modelConfig = loadModelConfig(values.model);
@@ -95,10 +97,13 @@ export async function runQuantize(argv: string[]): Promise<number> {
   const text = values.calibration!;
   const { train, validation } = calibrationText(text, tokenizer, config.vocabSize);
   if (train.length < seqLen) throw new ArgumentError(`--calibration: ${text} gives ${train.length} tokens for calibration (its first 95%); a window needs ${seqLen} (--calibration-len)`);
+  const distinctWindows = train.length - seqLen + 1;
+  if (method !== 'rtn' && samples > distinctWindows) throw new ArgumentError(`--calibration-samples ${samples}: ${text} gives ${train.length} tokens for calibration (its first 95%), room for ${distinctWindows} distinct windows of ${seqLen} (--calibration-len); ask for fewer or give a longer text`);
   if (values.eval && validation.length < seqLen + 1) throw new ArgumentError(`--calibration: ${text}'s held-out 5% is ${validation.length} tokens, too few for --eval with windows of ${seqLen} (--calibration-len)`);
   const options = {
     bits: bits as 4 | 8, method, groupSize: integer('group', values.group, 128), smoothAlpha,
-    calibration: { windows: calibrationWindows(train, samples, seqLen), batchSize: onGpu ? 16 : 4 },
+    // Round-to-nearest reads no activations: no windows to build.
+    ...(method === 'rtn' ? {} : { calibration: { windows: calibrationWindows(train, samples, seqLen), batchSize: onGpu ? 16 : 4 } }),
     ...(values['act-order'] ? { gptq: { actOrder: true } } : {}),
   };
   checkQuantizeOptions(options);

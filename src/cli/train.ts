@@ -2,7 +2,7 @@
 // periodic evaluation, checkpoints, a loss curve (SVG + PNG) and a sample at the end. With no options
 // it is the README's demo: the tiny preset on Moby-Dick, a short run on whatever backend is present.
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Backend } from '../backend/backend.js';
@@ -13,6 +13,7 @@ import type { DistributedEnv } from '../dist/rendezvous.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { createByteTokenizer } from '../io/byte-tokenizer.js';
+import type { ByteTokenizer } from '../io/byte-tokenizer.js';
 import { gpt2TokenizerConfig, gpt2TokenizerJson } from '../io/gpt2-tokenizer-json.js';
 import { readTokenFile } from '../io/token-file.js';
 import type { Tokenizer } from '../io/tokenizer.js';
@@ -22,6 +23,7 @@ import { checkTokenRange, tokenizeDocuments } from '../train/data.js';
 import type { LrScheduleKind } from '../train/schedule.js';
 import type { TrainModel } from '../train/trainer.js';
 import { trainLanguageModel } from '../train/trainer.js';
+import { listCheckpoints } from '../train/checkpoint.js';
 import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.js';
 
 export const TRAIN_USAGE = `usage: fuseformer train [options]
@@ -47,9 +49,11 @@ parallel (one process per GPU: run under \`fuseformer launch --gpus N -- fusefor
                           (N must equal the launcher's WORLD_SIZE; --tp and --dp together are not supported)
 run:
   --backend auto|cpu|cuda (default auto; env FUSEFORMER_BACKEND)
-  --out DIR               checkpoints, loss.svg/png (default runs/<model>)
+  --out DIR               checkpoints, loss.svg/png (default runs/<model>, or runs/<model>-2, -3, … when
+                          that holds an earlier run: a new run never replaces another's checkpoints)
   --eval-every N --eval-batches N --checkpoint-every N --keep N
-  --resume                continue from the latest checkpoint in --out
+  --resume                continue from the latest checkpoint in --out (default runs/<model>)
+  --overwrite             start a new run in an --out that holds an earlier run, deleting its checkpoints
   --prompt TEXT --sample-tokens N --temperature X   the sample printed at the end
 `;
 
@@ -92,7 +96,8 @@ async function parallelBackend(plan: ParallelPlan, choice: BackendChoice | undef
 function integerFlag(name: string, value: string | undefined, fallback: number, min = 0): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new ArgumentError(`--${name} must be ${min === 0 ? 'a non-negative' : 'a positive'} integer, got '${value}'`);
+  if (value.trim() === '' || !Number.isInteger(n) || n < min) throw new ArgumentError(`--${name} must be ${min === 0 ? 'a non-negative' : 'a positive'} integer, got '${value}'`);
+  if (!Number.isSafeInteger(n)) throw new ArgumentError(`--${name} must be an integer below 2^53, got '${value}'`);
   return n;
 }
 
@@ -110,6 +115,29 @@ function positiveNumber(name: string, value: string | undefined, fallback: numbe
 
 const TRAINABLE = ['gpt2', 'bert'];
 
+/** --data as text: a UTF-8 file (anything else is refused by name; token files end in .bin). */
+function readTextFile(path: string): string {
+  if (!existsSync(path)) throw new ArgumentError(`--data: no such file '${path}'`);
+  if (!statSync(path).isFile()) throw new ArgumentError(`--data: '${path}' is not a file`);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(readFileSync(path));
+  } catch {
+    throw new ArgumentError(`--data: '${path}' is not UTF-8 text (a token file in llm.c's format must end in .bin)`);
+  }
+}
+
+/**
+ * Where a run without --out goes: `base`, or for a new run when `base` holds an earlier run's checkpoints,
+ * the first of base-2, base-3, … that does not (--resume continues `base` itself).
+ */
+function defaultRunDirectory(base: string, resume: boolean): string {
+  if (resume) return base;
+  for (let n = 1; ; n++) {
+    const dir = n === 1 ? base : `${base}-${n}`;
+    if (listCheckpoints(dir).length === 0) return dir;
+  }
+}
+
 function modelConfig(name: string): TrainModel {
   const isPreset = PRESET_NAMES.includes(name);
   if (!isPreset && !existsSync(name)) throw new ArgumentError(`--model: '${name}' is neither a preset (${PRESET_NAMES.join(', ')}) nor a directory with config.json`);
@@ -121,9 +149,12 @@ function modelConfig(name: string): TrainModel {
 /** Byte-level tokenizer with BERT's special tokens, for training BERT from scratch without a vocabulary file. */
 const BERT_BYTE_SPECIALS = ['[PAD]', '[CLS]', '[SEP]', '[MASK]'];
 
-/** The files that describe the tokenizer `choice` names, for the checkpoints (none for the byte-level one). */
-function tokenizerFiles(choice: string): Record<string, string> {
-  if (choice === 'byte') return {};
+/** The files that describe the tokenizer `choice` names, for the checkpoints (so each is a model directory `generate` reads). */
+function tokenizerFiles(choice: string, tokenizer: Tokenizer): Record<string, string> {
+  if (choice === 'byte') {
+    const bytes = tokenizer as ByteTokenizer;
+    return { 'tokenizer.json': JSON.stringify(bytes.tokenizerJson()), 'tokenizer_config.json': JSON.stringify(bytes.tokenizerConfig(), null, 2) };
+  }
   if (choice === 'gpt2') return { 'tokenizer.json': JSON.stringify(gpt2TokenizerJson()), 'tokenizer_config.json': JSON.stringify(gpt2TokenizerConfig(), null, 2) };
   const files: Record<string, string> = { 'tokenizer.json': readFileSync(choice, 'utf8') };
   const config = join(dirname(choice), 'tokenizer_config.json');
@@ -147,7 +178,7 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
       'weight-decay': { type: 'string' }, 'max-grad-norm': { type: 'string' }, 'no-master': { type: 'boolean', default: false },
       'checkpoint-activations': { type: 'string' }, seed: { type: 'string' }, out: { type: 'string' },
       'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' }, 'checkpoint-every': { type: 'string' }, keep: { type: 'string' },
-      resume: { type: 'boolean', default: false }, prompt: { type: 'string', default: 'CHAPTER 1. Loomings.\n\n' },
+      resume: { type: 'boolean', default: false }, overwrite: { type: 'boolean', default: false }, prompt: { type: 'string', default: 'CHAPTER 1. Loomings.\n\n' },
       'sample-tokens': { type: 'string' }, temperature: { type: 'string' },
       tp: { type: 'string' }, dp: { type: 'string' }, zero: { type: 'boolean', default: false },
     },
@@ -178,15 +209,15 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   } else if (dataPath.endsWith('.bin')) {
     tokens = readTokenFile(dataPath);
   } else {
-    if (!existsSync(dataPath)) throw new ArgumentError(`--data: no such file '${dataPath}'`);
-    tokens = tokenizeDocuments([readFileSync(dataPath, 'utf8')], tokenizer);
+    tokens = tokenizeDocuments([readTextFile(dataPath)], tokenizer);
   }
   checkTokenRange(tokens, model.config.vocabSize, dataPath);
 
   const steps = positiveInt('steps', values.steps, onGpu ? 600 : 40);
   const lr = positiveNumber('lr', values.lr, 3e-3);
   const schedule = values.schedule as LrScheduleKind;
-  const outDir = values.out ?? join('runs', values.model!.replace(/[^A-Za-z0-9._-]+/g, '_'));
+  if (values.resume && values.overwrite) throw new ArgumentError('--resume continues the run in --out and --overwrite replaces it: give one of them');
+  const outDir = values.out ?? defaultRunDirectory(join('runs', values.model!.replace(/[^A-Za-z0-9._-]+/g, '_')), values.resume ?? false);
   const log = (line: string) => { if (lead) process.stderr.write(`${line}\n`); };
   log(`fuseformer train: ${values.model} (${model.family}, ${model.config.layers} layers, ${model.config.hidden} hidden, vocab ${model.config.vocabSize}) ${dtype} on ${backend.description} — ${reason}`);
   if (plan && comm) log(`${plan.mode} parallel over ${comm.worldSize} GPUs${plan.zero ? ' with ZeRO-1' : ''} (NCCL)`);
@@ -204,13 +235,13 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
     },
     seed: integerFlag('seed', values.seed, 1337),
     evalEvery: integerFlag('eval-every', values['eval-every'], Math.max(1, Math.floor(steps / 5))),
-    evalBatches: integerFlag('eval-batches', values['eval-batches'], 4),
+    evalBatches: positiveInt('eval-batches', values['eval-batches'], 4),
     checkpointEvery: integerFlag('checkpoint-every', values['checkpoint-every'], 0),
-    keepCheckpoints: Math.max(1, integerFlag('keep', values.keep, 2)),
-    outDir, resume: values.resume ?? false, validationFraction: 0.05,
+    keepCheckpoints: positiveInt('keep', values.keep, 2),
+    outDir, resume: values.resume ?? false, overwrite: values.overwrite ?? false, validationFraction: 0.05,
     checkpointActivations: integerFlag('checkpoint-activations', values['checkpoint-activations'], 0),
     ...(initFrom ? { initFrom } : {}),
-    files: tokenizerFiles(tokenizerChoice),
+    files: tokenizerFiles(tokenizerChoice, tokenizer),
     sample: { prompt: values.prompt!, tokens: integerFlag('sample-tokens', values['sample-tokens'], 200), temperature: positiveNumber('temperature', values.temperature, 0.8) },
     ...(plan && comm ? { parallel: { comm, mode: plan.mode, zero: plan.zero } } : {}),
   }, { log, progressStream: process.stderr });

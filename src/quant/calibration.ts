@@ -48,6 +48,7 @@ export function calibrationWindows(tokens: TokenArray, count: number, seqLen: nu
     throw new ArgumentError(`calibration: sample count and length must be positive integers, got ${count} × ${seqLen}`);
   }
   if (tokens.length < seqLen) throw new ArgumentError(`calibration: ${tokens.length} tokens do not fill one window of ${seqLen}`);
+  if (count > tokens.length - seqLen + 1) throw new ArgumentError(`calibration: ${tokens.length} tokens hold ${tokens.length - seqLen + 1} distinct windows of ${seqLen}, not ${count}`);
   const stride = count > 1 ? Math.floor((tokens.length - seqLen) / (count - 1)) : 0;
   return Array.from({ length: count }, (_, i) => Int32Array.from(tokens.subarray(i * stride, i * stride + seqLen)));
 }

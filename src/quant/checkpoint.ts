@@ -30,10 +30,11 @@
 
 import { copyFileSync, existsSync, fsyncSync, mkdirSync, openSync, closeSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { decodeFloats, encodeFloats } from '../dtype.js';
+import { encodeFloats } from '../dtype.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError, FuseformerError } from '../errors.js';
 import { temporaryPathFor, writeFileAtomically } from '../io/atomic-write.js';
+import { checkReplaceableDirectory } from '../io/output-dir.js';
 import type { SafetensorsDType, TensorToWrite } from '../io/safetensors.js';
 import { SafetensorsReader, writeSafetensors } from '../io/safetensors.js';
 import { decoderArchitecture } from '../infer/architecture.js';
@@ -111,8 +112,30 @@ function fsyncPath(path: string): void {
   try { fsyncSync(fd); } finally { closeSync(fd); }
 }
 
-/** Writes the quantized model as directory `dir` (replacing one that exists), atomically. */
+/** A directory `saveQuantizedModel` wrote (its config.json's quantization_config says so). */
+export function isFuseformerQuantizedDirectory(dir: string): boolean {
+  try {
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { quantization_config?: { quant_method?: unknown } };
+    return config.quantization_config?.quant_method === 'fuseformer';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Checks that `dir` may be written by saveQuantizedModel: new, empty or an earlier quantized output, and
+ * neither the source model nor a directory holding it (the swap deletes what `dir` held).
+ */
+export function checkQuantizedOutput(dir: string, source: string | undefined, option = '--out'): void {
+  checkReplaceableDirectory(dir, {
+    option, inputs: source !== undefined ? [{ path: source, option: '--model' }] : [],
+    replaceable: isFuseformerQuantizedDirectory, replaceableWhat: 'a directory fuseformer quantize wrote',
+  });
+}
+
+/** Writes the quantized model as directory `dir` (replacing an earlier quantized output there), atomically. */
 export function saveQuantizedModel(dir: string, q: QuantizedModel, options: SaveQuantizedOptions): void {
+  checkQuantizedOutput(dir, options.copyFrom, 'quantized model directory');
   const tensors = quantizedTensors(q, options.floatDType ?? 'f32');
   const modules = [...q.modules.keys()].sort();
   const config = {
@@ -190,18 +213,23 @@ class TensorSource {
   get metadata(): Readonly<Record<string, string>> { return this.readers[0]!.metadata; }
   has(name: string): boolean { return this.byName.has(name); }
 
-  read(name: string, dtypes: readonly SafetensorsDType[], shape: readonly number[]): { dtype: SafetensorsDType; bytes: Uint8Array } {
+  /** The file holding tensor `name`, once its dtype and shape are what they must be. */
+  private checked(name: string, dtypes: readonly SafetensorsDType[], shape: readonly number[]): SafetensorsReader {
     const reader = this.byName.get(name);
     if (!reader) throw new QuantCheckpointError(`${this.dir}: tensor '${name}' is missing`);
     const info = reader.info(name);
     if (!dtypes.includes(info.dtype)) throw new QuantCheckpointError(`${reader.path}: tensor '${name}' is ${info.dtype}, expected ${dtypes.join(' or ')}`);
     if (formatShape(info.shape) !== formatShape(shape)) throw new QuantCheckpointError(`${reader.path}: tensor '${name}' has shape ${formatShape(info.shape)}, expected ${formatShape(shape)}`);
-    return { dtype: info.dtype, bytes: reader.read(name).bytes };
+    return reader;
+  }
+
+  read(name: string, dtypes: readonly SafetensorsDType[], shape: readonly number[]): { dtype: SafetensorsDType; bytes: Uint8Array } {
+    const data = this.checked(name, dtypes, shape).read(name);
+    return { dtype: data.dtype, bytes: data.bytes };
   }
 
   floats(name: string, shape: readonly number[]): Float32Array {
-    const { dtype, bytes } = this.read(name, ['F32', 'F16', 'BF16'], shape);
-    return dtype === 'F32' ? new Float32Array(bytes.slice().buffer) : decodeFloats(bytes, dtype === 'F16' ? 'f16' : 'bf16');
+    return this.checked(name, ['F32', 'F16', 'BF16'], shape).readFloats(name);
   }
 
   int32s(name: string, shape: readonly number[]): Int32Array {

@@ -12,12 +12,13 @@
 // world size) and the plot. Under TP or ZeRO-1 the optimizer state is per rank and is not checkpointed:
 // a resumed run restarts AdamW's moments (the model, data position and schedule resume exactly).
 
-import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
+import { checkOutputDirectory } from '../io/output-dir.js';
 import type { Gpt2Config } from '../models/gpt2.js';
 import { gpt2ConfigToJson } from '../models/gpt2.js';
 import { Gpt2Model } from '../models/gpt2-model.js';
@@ -32,9 +33,9 @@ import { MaskedLMLoader, maskTokens } from './masked-lm.js';
 import { loadHfWeights } from '../models/hf-weights.js';
 import type { TokenArray } from '../io/token-file.js';
 import type { NamedHostTensor } from './checkpoint.js';
-import { checkpointPath, latestCheckpoint, loadCheckpoint, pruneCheckpoints, saveCheckpoint } from './checkpoint.js';
+import { checkpointPath, latestCheckpoint, listCheckpoints, loadCheckpoint, pruneCheckpoints, saveCheckpoint } from './checkpoint.js';
 import type { CausalLMLoaderState } from './data.js';
-import { CausalLMLoader, evaluationBatches, splitTokens } from './data.js';
+import { CausalLMLoader, evaluationBatchCount, evaluationBatches, splitTokens } from './data.js';
 import type { LossScaler } from './loss-scaler.js';
 import { lossScalerFor, restoreLossScaler } from './loss-scaler.js';
 import { writeLossPlot } from './plot.js';
@@ -67,6 +68,11 @@ export interface TrainConfig {
   readonly outDir: string;
   /** Continue from the latest checkpoint in outDir. */
   readonly resume: boolean;
+  /**
+   * A new run (not resume) in an outDir holding an earlier run's checkpoints deletes them first; without
+   * it such an outDir is refused (the runs' checkpoints would mix, and pruning would keep the wrong ones).
+   */
+  readonly overwrite?: boolean;
   readonly validationFraction: number;
   /** Every k-th block recomputed in backward (0 = off). */
   readonly checkpointActivations: number;
@@ -135,6 +141,17 @@ interface BatchSource {
   restore(state: CausalLMLoaderState, source: string): void;
 }
 
+/** Makes outDir ready for this run: a directory, holding no other run's checkpoints unless resuming (see overwrite). */
+function prepareOutDirectory(config: TrainConfig): void {
+  checkOutputDirectory(config.outDir, 'train --out');
+  const earlier = config.resume ? [] : listCheckpoints(config.outDir);
+  if (earlier.length > 0 && !config.overwrite) {
+    throw new ArgumentError(`train --out: ${config.outDir} holds checkpoints of an earlier run (${earlier.map((c) => basename(c.path)).join(', ')}): --resume continues it, --overwrite starts over and deletes them, or choose another --out`);
+  }
+  for (const { path } of earlier) rmSync(path, { recursive: true, force: true });
+  mkdirSync(config.outDir, { recursive: true });
+}
+
 /** Trains a GPT-2 (causal LM) or BERT (masked LM) model on `tokens` and returns what happened. */
 export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokenizer: Tokenizer, config: TrainConfig, io: TrainIo): TrainResult {
   checkConfig(config, tokens.length);
@@ -153,8 +170,11 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
   /** Sequences of each batch this rank trains on. */
   const rankBatch = dataParallel ? config.batchSize / world : config.batchSize;
   if (!lead) io = { log: () => {} };
-  if (lead) mkdirSync(config.outDir, { recursive: true });
+  if (lead) prepareOutDirectory(config);
   const { train, validation } = splitTokens(tokens, config.validationFraction);
+  if (evaluationBatchCount(validation.length, config.batchSize, config.seqLen) === 0) {
+    throw new ArgumentError(`train: the validation split (the last ${config.validationFraction * 100}% of the data, ${validation.length} tokens) does not fill one evaluation batch of ${config.batchSize} × ${config.seqLen} (+1) tokens: give more text, or a smaller --batch-size or --seq-len`);
+  }
   const masked = config.model.family === 'bert' ? { ...maskedLmTokens(tokenizer), vocabSize: modelConfig.vocabSize } : undefined;
   const tensorParallel = parallel?.mode === 'tensor' && config.model.family === 'gpt2' ? new TpGpt2Model(backend, comm!, config.model.config, config.dtype) : undefined;
   const model: LanguageModel & { logitsStep?: Gpt2Model['logitsStep'] } = tensorParallel ?? (config.model.family === 'gpt2'
@@ -229,6 +249,7 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
     else { runner.syncMasterFromParams(); io.log(`${latest} holds no optimizer state: AdamW's moments start from zero`); }
     const state = ckpt.trainer as { step: number; updates?: number; dropoutCounter?: string; data?: CausalLMLoaderState; lossScaler?: Parameters<typeof restoreLossScaler>[0]; trainCurve?: typeof trainCurve; evalCurve?: typeof evalCurve };
     step = state.step;
+    if (step >= config.steps) throw new ArgumentError(`train --resume: ${latest} is at step ${step}, which --steps ${config.steps} does not go past; ask for more steps to continue it`);
     runner.updates = state.updates ?? step;
     if (state.dropoutCounter) runner.dropoutCounter = BigInt(state.dropoutCounter);
     if (state.data) loader.restore(state.data, latest);
@@ -309,6 +330,9 @@ export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokeniz
   progress.finish();
   const seconds = (performance.now() - started) / 1000;
   const evalLoss = evaluate();
+  if (!Number.isFinite(evalLoss)) {
+    throw new ArgumentError(`train: the run diverged — the validation loss is ${evalLoss} after step ${step} (last training loss ${lastLoss}); no checkpoint of this step was written. Try a lower --lr or a longer --warmup`);
+  }
   evalCurve.push({ step, value: evalLoss });
   const checkpoint = save();
   const plot = !lead ? { svg: '' } : writeLossPlot(join(config.outDir, 'loss'), [

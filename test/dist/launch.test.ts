@@ -88,3 +88,27 @@ test('the rendezvous refuses a mismatched world size and times out naming the mi
   await assert.rejects(rendezvous({ rank: 2, worldSize: 3, masterAddr: '127.0.0.1', masterPort: port, timeoutMs: 500 }, () => new Uint8Array()),
     /rank 2 could not reach rank 0 at 127\.0\.0\.1:\d+ in time/);
 });
+
+test('teardown stops what a rank started too: a rank behind a shell wrapper leaves no process running', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ff-launch-group-'));
+  try {
+    // Rank 0's shell starts a long sleep (a grandchild of the launcher) and waits; rank 1 fails at once.
+    const script = `if [ "$RANK" = 1 ]; then sleep 0.3; exit 4; fi; sleep 30 & echo $! > "${dir}/sleep.pid"; wait`;
+    const options = parseLaunchArgs(['--gpus', '2', '--master-port', String(await freePort()), '--grace-ms', '2000', '--', 'sh', '-c', script]);
+    const started = Date.now();
+    const result = await launch({ ...options, stdio: 'ignore' });
+    assert.equal(result.code, 4);
+    assert.ok(Date.now() - started < 10_000, 'the launcher did not wait for the sleep');
+    const pid = Number(readFileSync(join(dir, 'sleep.pid'), 'utf8'));
+    // Gone, or a zombie (state Z): dead, waiting for an init that may never reap it (as in some containers).
+    const running = () => { try { return readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[2] !== 'Z'; } catch { return false; } };
+    let alive = true;
+    for (let i = 0; i < 50 && alive; i++) {
+      alive = running();
+      if (alive) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(alive, false, `the rank's own child (pid ${pid}) was stopped with it`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -126,3 +126,29 @@ test('bad options are refused naming the option', async () => {
   await assert.rejects(runQuantize(['--model', join(root, 'nowhere'), '--out', join(root, 'x'), '--backend', 'cpu']), /has no config.json/);
   await assert.rejects(runQuantize(['--out', join(root, 'x')]), /--model DIR is required/);
 });
+
+test('--out is checked before any work: never the model or a folder holding it, never a folder of other files', async () => {
+  const model = modelDirectory();
+  const run = (out: string, ...more: string[]) => runQuantize(['--model', model, '--out', out, '--backend', 'cpu', '--method', 'rtn', ...more]);
+  await assert.rejects(run(model), /--out: '.*model' is the --model directory .*writing it would delete that model/);
+  await assert.rejects(run(root), /--out: '.*' contains the --model directory/);
+  const kept = join(root, 'kept');
+  mkdirSync(kept, { recursive: true });
+  writeFileSync(join(kept, 'notes.txt'), 'precious');
+  await assert.rejects(run(kept), /--out: '.*kept' exists and is not empty, and is not a directory fuseformer quantize wrote/);
+  assert.equal(readFileSync(join(kept, 'notes.txt'), 'utf8'), 'precious');
+  writeFileSync(join(root, 'a-file'), 'x');
+  await assert.rejects(run(join(root, 'a-file')), /--out: '.*a-file' exists and is not a directory/);
+  await assert.rejects(run(join(root, 'a-file', 'sub')), /cannot be created: '.*a-file' is a file/);
+  await assert.rejects(run(join(root, 'q'), '--smooth-alpha', ''), /--smooth-alpha must be in \[0, 1\]/);
+  // An earlier quantize output is replaced; rtn builds no calibration windows (a huge count costs nothing).
+  const out = join(root, 'q-rtn');
+  await runQuantize(['--model', model, '--out', out, '--backend', 'cpu', '--method', 'rtn', '--group', '32', '--calibration-samples', '1000000000']);
+  await runQuantize(['--model', model, '--out', out, '--backend', 'cpu', '--method', 'rtn', '--bits', '8']);
+  assert.equal((JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')) as { quantization_config: { bits: number } }).quantization_config.bits, 8);
+  // More calibration windows than the text has room for are refused, naming the count.
+  const small = join(root, 'small.txt');
+  writeFileSync(small, 'Call me Ishmael. '.repeat(12));
+  await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'q-awq'), '--backend', 'cpu', '--method', 'awq', '--calibration', small, '--calibration-len', '32', '--calibration-samples', '1000']),
+    /--calibration-samples 1000: .* room for \d+ distinct windows of 32/);
+});

@@ -2,7 +2,7 @@
 // resumed from a checkpoint continues exactly as the uninterrupted run does.
 
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -80,6 +80,49 @@ test('trainLanguageModel trains BERT as a masked LM with the byte tokenizer and 
     assert.equal(resumed.finalLoss, full.finalLoss);
     // Without [MASK] in the vocabulary there is no masked LM.
     assert.throws(() => trainLanguageModel(new CpuBackend(), bertTokens, tokenizer, bertConfig(join(dir, 'x'), 2), quiet), /needs the token \[MASK\]/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a run directory holds one run: a new run is refused where checkpoints exist (--resume / overwrite), and nothing is lost', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fuseformer-trainer-out-'));
+  const quiet = { log: () => {}, progressStream: { write: () => true, isTTY: false } as unknown as NodeJS.WritableStream };
+  try {
+    const out = join(dir, 'run');
+    trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(out, 8), quiet);
+    const before = readdirSync(out).filter((n) => n.startsWith('step-')).sort();
+    assert.deepEqual(before, ['step-00000004', 'step-00000008']);
+    assert.throws(() => trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(out, 3), quiet), /holds checkpoints of an earlier run \(step-00000004, step-00000008\): --resume continues it, --overwrite starts over/);
+    assert.deepEqual(readdirSync(out).filter((n) => n.startsWith('step-')).sort(), before, 'the refused run deleted nothing');
+    // Resuming at or past --steps is refused and leaves the checkpoint as it was.
+    const saved = readFileSync(join(out, 'step-00000008', 'trainer.json'), 'utf8');
+    assert.throws(() => trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(out, 8, true), quiet), /is at step 8, which --steps 8 does not go past/);
+    assert.equal(readFileSync(join(out, 'step-00000008', 'trainer.json'), 'utf8'), saved);
+    // overwrite: the earlier run's checkpoints go, the new run's alone remain.
+    trainLanguageModel(new CpuBackend(), tokens, tokenizer, { ...config(out, 3), overwrite: true }, quiet);
+    assert.deepEqual(readdirSync(out).filter((n) => n.startsWith('step-')), ['step-00000003']);
+    // An --out that is a file is named.
+    writeFileSync(join(dir, 'file'), 'x');
+    assert.throws(() => trainLanguageModel(new CpuBackend(), tokens, tokenizer, config(join(dir, 'file'), 2), quiet), /train --out: '.*file' exists and is not a directory/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a validation split too small for one batch is refused before training; a diverged run fails without a checkpoint', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fuseformer-trainer-checks-'));
+  const quiet = { log: () => {}, progressStream: { write: () => true, isTTY: false } as unknown as NodeJS.WritableStream };
+  try {
+    // 10% of these tokens holds fewer than 128 windows of 16 + 1.
+    assert.ok(tokens.length * 0.1 < 128 * 16);
+    assert.throws(() => trainLanguageModel(new CpuBackend(), tokens, tokenizer, { ...config(join(dir, 'small'), 2), batchSize: 128 }, quiet),
+      /the validation split \(the last 10% of the data, \d+ tokens\) does not fill one evaluation batch of 128 × 16/);
+    assert.ok(!existsSync(join(dir, 'small', 'step-00000002')));
+    const diverged = join(dir, 'diverged');
+    const c = config(diverged, 3);
+    assert.throws(() => trainLanguageModel(new CpuBackend(), tokens, tokenizer, { ...c, checkpointEvery: 0, schedule: { ...c.schedule, lr: 1e30, minLr: 1e29, warmupSteps: 0 } }, quiet), /the run diverged/);
+    assert.equal(existsSync(join(diverged, 'step-00000003')), false, 'no checkpoint of the diverged weights');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
