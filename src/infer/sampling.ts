@@ -33,14 +33,29 @@ export interface ResolvedSampling {
 /** HF GenerationConfig's top_k when sampling and nothing says otherwise. */
 export const HF_DEFAULT_TOP_K = 50;
 
+/**
+ * Temperatures below this sample greedily: logits ÷ T overflow f32 for a tiny T (every top logit becomes
+ * +∞ and ties), and T → 0 is greedy in the limit anyway (vLLM draws the same line).
+ */
+export const GREEDY_BELOW_TEMPERATURE = 1e-5;
+/**
+ * Smaller top-p values act as this one: the sampler's parameters are f32, where 1e-300 is 0 (refused), and
+ * any p below the top token's probability (≥ 1/V) keeps that token alone.
+ */
+export const MIN_TOP_P = 1e-30;
+/** Temperature and repetition penalty bounds that stay finite and non-zero in f32 arithmetic. */
+export const MAX_TEMPERATURE = 1e6;
+export const REPETITION_PENALTY_RANGE: readonly [number, number] = [1e-6, 1e6];
+
 export function resolveSampling(options: SamplingOptions, defaults: GenerationDefaults = {}): ResolvedSampling {
   const fromConfig = defaults.doSample === true;
   const temperature = options.temperature ?? (fromConfig ? defaults.temperature ?? 1 : 0);
   const sampling = temperature > 0;
+  const topP = options.topP ?? (fromConfig ? defaults.topP : undefined) ?? 1;
   const resolved: ResolvedSampling = {
-    temperature,
+    temperature: temperature > 0 && temperature < GREEDY_BELOW_TEMPERATURE ? 0 : temperature,
     topK: options.topK ?? (sampling ? (fromConfig ? defaults.topK : undefined) ?? HF_DEFAULT_TOP_K : 0),
-    topP: options.topP ?? (fromConfig ? defaults.topP : undefined) ?? 1,
+    topP: topP > 0 && topP < MIN_TOP_P ? MIN_TOP_P : topP,
     repetitionPenalty: options.repetitionPenalty ?? defaults.repetitionPenalty ?? 1,
     seed: BigInt(options.seed ?? 0),
   };
@@ -49,10 +64,11 @@ export function resolveSampling(options: SamplingOptions, defaults: GenerationDe
 }
 
 export function checkSampling(s: ResolvedSampling): void {
-  if (!Number.isFinite(s.temperature) || s.temperature < 0) throw new ArgumentError(`temperature must be a finite number >= 0 (0 = greedy), got ${s.temperature}`);
+  if (!Number.isFinite(s.temperature) || s.temperature < 0 || s.temperature > MAX_TEMPERATURE) throw new ArgumentError(`temperature must be a number in [0, ${MAX_TEMPERATURE}] (0 = greedy), got ${s.temperature}`);
   if (!Number.isSafeInteger(s.topK) || s.topK < 0) throw new ArgumentError(`top-k must be an integer >= 0 (0 = off), got ${s.topK}`);
   if (!(s.topP > 0 && s.topP <= 1)) throw new ArgumentError(`top-p must be in (0, 1] (1 = off), got ${s.topP}`);
-  if (!(s.repetitionPenalty > 0) || !Number.isFinite(s.repetitionPenalty)) throw new ArgumentError(`repetition penalty must be a finite number > 0 (1 = off), got ${s.repetitionPenalty}`);
+  const [minPenalty, maxPenalty] = REPETITION_PENALTY_RANGE;
+  if (!(s.repetitionPenalty >= minPenalty && s.repetitionPenalty <= maxPenalty)) throw new ArgumentError(`repetition penalty must be a number in [${minPenalty}, ${maxPenalty}] (1 = off), got ${s.repetitionPenalty}`);
   if (s.seed < 0n || s.seed >= 1n << 64n) throw new ArgumentError(`seed must be an integer in [0, 2^64), got ${s.seed}`);
 }
 

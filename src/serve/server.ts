@@ -163,12 +163,16 @@ export class InferenceServer {
   // --- routing --------------------------------------------------------------------------------------
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
-    if (path === '/v1/completions' || path === '/v1/chat/completions') {
-      if (req.method !== 'POST') throw new ApiError(405, `${path} takes POST, got ${req.method}`);
-      return this.generate(path === '/v1/completions' ? 'completion' : 'chat', req, res);
+    const path = (req.url ?? '/').split('?')[0]!;
+    const allowed = ROUTES.get(path);
+    if (allowed === undefined) throw new ApiError(404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
+    // HEAD is GET without the body (node:http leaves the body out of a HEAD response itself).
+    const method = req.method === 'HEAD' && allowed === 'GET' ? 'GET' : req.method;
+    if (method !== allowed) {
+      res.setHeader('allow', allowed === 'GET' ? 'GET, HEAD' : allowed);
+      throw new ApiError(405, `${path} takes ${allowed}, got ${req.method}`, 'invalid_request_error', null, 'method_not_allowed');
     }
-    if (req.method !== 'GET') throw new ApiError(path === '/v1/models' || path === '/health' || path === '/metrics' ? 405 : 404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
+    if (path === '/v1/completions' || path === '/v1/chat/completions') return this.generate(path === '/v1/completions' ? 'completion' : 'chat', req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
     if (path === '/v1/models') {
       return this.send(res, req, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.engine.maxLen }] });
@@ -183,7 +187,7 @@ export class InferenceServer {
   }
 
   private send(res: ServerResponse, req: IncomingMessage, status: number, body: unknown): void {
-    this.metrics.requests.inc({ endpoint: (req.url ?? '/').split('?')[0]!, status: String(status) });
+    this.metrics.requests.inc({ endpoint: routeOf(req), status: String(status) });
     if (res.headersSent || res.destroyed) return;
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
@@ -191,7 +195,8 @@ export class InferenceServer {
 
   private sendError(res: ServerResponse, req: IncomingMessage, error: ApiError): void {
     if (res.headersSent) {
-      // A stream already under way: the error as a last event (as OpenAI does), then the end.
+      // A stream already under way (its 200 sent): the error as a last event (as OpenAI does), then the end.
+      this.metrics.requests.inc({ endpoint: routeOf(req), status: String(res.statusCode) });
       if (!res.destroyed) res.end(`data: ${JSON.stringify(error.body())}\n\n`);
       return;
     }
@@ -244,7 +249,8 @@ export class InferenceServer {
     if (s.waiting + s.running >= this.maxQueue) throw new ApiError(429, `the server is busy: ${s.waiting + s.running} requests queued or running (limit ${this.maxQueue}); retry later`, 'rate_limit_error', null, 'queue_full');
     const sampling = resolveSampling({
       ...(params.temperature !== undefined ? { temperature: params.temperature } : {}), ...(params.topP !== undefined ? { topP: params.topP } : {}),
-      ...(params.topK !== undefined ? { topK: params.topK } : {}), seed: params.seed ?? Math.floor(Math.random() * 2 ** 48),
+      ...(params.topK !== undefined ? { topK: params.topK } : {}), ...(params.repetitionPenalty !== undefined ? { repetitionPenalty: params.repetitionPenalty } : {}),
+      seed: params.seed ?? Math.floor(Math.random() * 2 ** 48),
     }, this.engine.model.generation);
     this.metrics.promptTokens.inc({}, n);
     await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival);
@@ -264,7 +270,10 @@ export class InferenceServer {
     const stops = new StopStringMatcher(params.stop);
     const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
     const object = kind === 'chat' ? (params.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';
-    let text = '', generated = 0, lastTokenAt = 0, finished = false;
+    // text: what the client has been sent; produced: the length of all text decoded so far (text plus what the
+    // stop matcher holds back), where each token's text starts (its logprobs entry's offset).
+    let text = '', produced = 0, generated = 0, lastTokenAt = 0, finished = false;
+    /** The logprobs entries of the tokens whose text has been sent (a stop string's tokens never are). */
     const logprobs: { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[] = [];
     const tokenText = (t: number) => this.tokenizer.decode([t]);
 
@@ -278,11 +287,15 @@ export class InferenceServer {
     const write = (body: unknown) => { if (!res.destroyed) res.write(`data: ${JSON.stringify(body)}\n\n`); };
 
     return new Promise<void>((resolve) => {
+      /** Entries whose token's text is not sent yet: held back by the stop matcher, or an unfinished character. */
       let pendingLogprobs: typeof logprobs = [];
-      const emit = (piece: string) => {
-        if (piece === '' && pendingLogprobs.length === 0) return;
+      const emit = (piece: string, last = false) => {
         text += piece;
-        if (params.stream && (piece !== '' || params.logprobs)) { write(chunk(piece, null, pendingLogprobs)); pendingLogprobs = []; }
+        // An entry goes out with the text its token starts; the last emit releases what is left.
+        const ready = last ? pendingLogprobs : pendingLogprobs.filter((e) => e.offset < text.length);
+        pendingLogprobs = last ? [] : pendingLogprobs.filter((e) => e.offset >= text.length);
+        logprobs.push(...ready);
+        if (params.stream && (piece !== '' || ready.length > 0)) write(chunk(piece, null, ready));
       };
       const active: Active = {
         engineId: '',
@@ -300,8 +313,15 @@ export class InferenceServer {
         if (finished) return;
         finished = true;
         this.active.delete(active);
-        if (reason === 'cancelled') { this.metrics.finished.inc({ reason: 'cancelled' }); resolve(); return; }
-        if (!stops.done) emit(stops.push(decoder.flush()).text + stops.flush());
+        if (reason === 'cancelled') {
+          // The client went away: a stream counts with the 200 it was sent, an answer never sent as 499
+          // (nginx's "client closed request").
+          this.metrics.finished.inc({ reason: 'cancelled' });
+          this.metrics.requests.inc({ endpoint: path, status: res.headersSent ? String(res.statusCode) : '499' });
+          resolve();
+          return;
+        }
+        if (!stops.done) emit(stops.push(decoder.flush()).text + stops.flush(), true);
         this.metrics.finished.inc({ reason });
         this.metrics.e2e.observe((performance.now() - arrival) / 1000);
         const finishReason = stops.done ? 'stop' : reason;
@@ -327,12 +347,11 @@ export class InferenceServer {
         generated++;
         this.metrics.generatedTokens.inc();
         if (stops.done) return;
-        if (e.logprob !== undefined) {
-          const entry = { token: tokenText(e.token), logprob: e.logprob, top: (e.top ?? []).slice(0, params.topLogprobs).map((t) => ({ token: tokenText(t.token), logprob: t.logprob })), offset: text.length };
-          logprobs.push(entry);
-          pendingLogprobs.push(entry);
-        }
         const piece = e.token < this.tokenizer.vocabSize ? decoder.push(e.token) : '';
+        if (e.logprob !== undefined) {
+          pendingLogprobs.push({ token: tokenText(e.token), logprob: e.logprob, top: (e.top ?? []).slice(0, params.topLogprobs).map((t) => ({ token: tokenText(t.token), logprob: t.logprob })), offset: produced });
+        }
+        produced += piece.length;
         const { text: shown, stopped } = stops.push(piece);
         emit(shown);
         if (stopped) this.engine.cancel(active.engineId, 'stop');
@@ -353,6 +372,17 @@ export class InferenceServer {
       this.wake?.();
     });
   }
+}
+
+/** Each route and the method it takes; metrics label requests by these paths only ('other' for the rest). */
+const ROUTES: ReadonlyMap<string, 'GET' | 'POST'> = new Map([
+  ['/v1/completions', 'POST'], ['/v1/chat/completions', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET'],
+]);
+
+/** The request's route, or 'other': a label value must come from a fixed set, not from what clients send. */
+function routeOf(req: IncomingMessage): string {
+  const path = (req.url ?? '/').split('?')[0]!;
+  return ROUTES.has(path) ? path : 'other';
 }
 
 function internal(error: unknown): ApiError {

@@ -4,6 +4,7 @@
 
 import { FuseformerError } from '../errors.js';
 import { MAX_LOGPROBS } from './engine.js';
+import { REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 
 export class ApiError extends FuseformerError {
   constructor(readonly status: number, message: string, readonly type = 'invalid_request_error', readonly param: string | null = null, readonly code: string | null = null) {
@@ -25,6 +26,8 @@ export interface CommonParams {
   readonly topP?: number;
   readonly topK?: number;
   readonly seed?: number;
+  /** HF-style repetition penalty (a vLLM extension of the API; 1 = off). */
+  readonly repetitionPenalty?: number;
   readonly stop: string[];
   readonly stream: boolean;
   readonly includeUsage: boolean;
@@ -39,6 +42,7 @@ export interface ChatParams extends CommonParams { readonly messages: ChatMessag
 const bad = (param: string, message: string) => new ApiError(400, message, 'invalid_request_error', param);
 
 function describe(v: unknown): string {
+  if (v === undefined) return 'missing';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   if (typeof v === 'object') return 'an object';
@@ -70,12 +74,19 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
   if (model !== undefined && typeof model !== 'string') throw bad('model', `'model' is ${describe(model)}; expected a string`);
   const n = number(o, 'n', (x) => x === 1, 'the integer 1 (one choice per request)');
   void n;
-  const maxTokens = number(o, 'max_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1')
-    ?? number(o, 'max_completion_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
+  const maxTokensField = number(o, 'max_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
+  const maxCompletionTokens = number(o, 'max_completion_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
+  if (maxTokensField !== undefined && maxCompletionTokens !== undefined && maxTokensField !== maxCompletionTokens) {
+    throw bad('max_completion_tokens', `'max_tokens' (${maxTokensField}) and 'max_completion_tokens' (${maxCompletionTokens}) disagree; give one of them`);
+  }
+  const maxTokens = maxTokensField ?? maxCompletionTokens;
   const temperature = number(o, 'temperature', (x) => Number.isFinite(x) && x >= 0 && x <= 2, 'a number in [0, 2]');
   const topP = number(o, 'top_p', (x) => x > 0 && x <= 1, 'a number in (0, 1]');
   const topKRaw = number(o, 'top_k', (x) => Number.isSafeInteger(x) && x >= -1, 'an integer >= 0 (0 or -1 = off)');
-  const seed = number(o, 'seed', (x) => Number.isSafeInteger(x) && x >= 0, 'a non-negative integer');
+  // Any u64 (JSON numbers past 2^53 arrive rounded to a double, as in every JavaScript or Python client).
+  const seed = number(o, 'seed', (x) => Number.isInteger(x) && x >= 0 && x < 2 ** 64, 'an integer in [0, 2^64)');
+  const repetitionPenalty = number(o, 'repetition_penalty', (x) => x >= REPETITION_PENALTY_RANGE[0] && x <= REPETITION_PENALTY_RANGE[1], `a number in [${REPETITION_PENALTY_RANGE.join(', ')}] (1 = off)`);
+  refuseUnsupported(o);
   const stopRaw = o['stop'];
   let stop: string[] = [];
   if (typeof stopRaw === 'string') stop = [stopRaw];
@@ -85,12 +96,44 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
   const stream = boolean(o, 'stream');
   const streamOptions = o['stream_options'];
   if (streamOptions !== undefined && streamOptions !== null && (typeof streamOptions !== 'object' || Array.isArray(streamOptions))) throw bad('stream_options', `'stream_options' is ${describe(streamOptions)}; expected an object`);
+  if (streamOptions !== undefined && streamOptions !== null && !stream) throw bad('stream_options', `'stream_options' is only allowed when 'stream' is true`);
   const includeUsage = streamOptions ? boolean(streamOptions as Record<string, unknown>, 'include_usage') : false;
   return {
     ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
+    ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
     stop, stream, includeUsage,
   };
+}
+
+/**
+ * OpenAI fields this server does not implement, with the values that ask for nothing (what it does anyway).
+ * Any other value would silently give a different answer than asked for, so it is refused by name; fields
+ * outside the API (other servers' extensions) are ignored.
+ */
+const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expected?: [(v: unknown) => boolean, string] }[] = [
+  { key: 'echo', inert: (v) => v === false },
+  { key: 'best_of', inert: (v) => v === 1 },
+  { key: 'suffix', inert: (v) => v === '' },
+  { key: 'logit_bias', inert: (v) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0 },
+  { key: 'frequency_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
+  { key: 'presence_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
+  { key: 'response_format', inert: (v) => typeof v === 'object' && v !== null && (v as Record<string, unknown>)['type'] === 'text' },
+  { key: 'tools', inert: (v) => Array.isArray(v) && v.length === 0 },
+  { key: 'functions', inert: (v) => Array.isArray(v) && v.length === 0 },
+  { key: 'tool_choice', inert: (v) => v === 'none' },
+  { key: 'function_call', inert: (v) => v === 'none' },
+];
+
+function refuseUnsupported(o: Record<string, unknown>): void {
+  const user = o['user'];
+  if (user !== undefined && user !== null && typeof user !== 'string') throw bad('user', `'user' is ${describe(user)}; expected a string`);
+  for (const { key, inert, expected } of UNSUPPORTED) {
+    const v = o[key];
+    if (v === undefined || v === null) continue;
+    if (expected && !expected[0](v)) throw bad(key, `'${key}' is ${describe(v)}; expected ${expected[1]}`);
+    if (!inert(v)) throw new ApiError(400, `'${key}' is not supported by this server (got ${JSON.stringify(v).slice(0, 60)}); leave it out`, 'invalid_request_error', key, 'unsupported_parameter');
+  }
 }
 
 export function parseCompletionBody(raw: unknown): CompletionParams {
@@ -100,7 +143,10 @@ export function parseCompletionBody(raw: unknown): CompletionParams {
   if (typeof prompt === 'string') checked = prompt;
   else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((t) => typeof t === 'number' && Number.isSafeInteger(t) && t >= 0)) checked = prompt as number[];
   else if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') checked = prompt[0];
-  else throw bad('prompt', `'prompt' is ${describe(prompt)}; expected a string or a non-empty array of token ids (one prompt per request)`);
+  else if (Array.isArray(prompt) && prompt.length > 0 && prompt.some((t) => typeof t === 'number')) {
+    const i = prompt.findIndex((t) => typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0);
+    throw new ApiError(400, `'prompt[${i}]' is ${describe(prompt[i])}; a prompt of token ids holds integers >= 0`, 'invalid_request_error', 'prompt');
+  } else throw bad('prompt', `'prompt' is ${describe(prompt)}; expected a string or a non-empty array of token ids (one prompt per request)`);
   if (checked.length === 0) throw bad('prompt', `'prompt' is empty; give some text`);
   const topLogprobs = number(o, 'logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
   return { ...common(o), prompt: checked, logprobs: topLogprobs !== undefined, topLogprobs: topLogprobs ?? 0 };

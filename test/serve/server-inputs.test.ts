@@ -1,0 +1,150 @@
+// The server against request fields at and past their edges (found by an audit): values that round to
+// nothing in f32 (a top_p of 1e-300 failed every request in the batch with a 500; a temperature of 1e-39
+// picked token 0), OpenAI fields it does not implement (refused by name, not silently ignored), missing
+// fields and bad token ids named, methods (405 with Allow, HEAD), metrics labels from a fixed set, and
+// logprobs that cover exactly the text returned when a stop string cuts it.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { loadDecoderModel } from '../../src/infer/model.js';
+import type { DecoderModel } from '../../src/infer/model.js';
+import { loadTokenizer } from '../../src/io/tokenizer.js';
+import type { Tokenizer } from '../../src/io/tokenizer.js';
+import { ServingEngine } from '../../src/serve/engine.js';
+import { InferenceServer } from '../../src/serve/server.js';
+import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-server-inputs-'));
+let model: DecoderModel, tokenizer: Tokenizer, server: InferenceServer, engine: ServingEngine, base: string;
+
+before(async () => {
+  const dir = join(root, 'tiny-llama');
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions: 96 }, 5, { generationConfig: { eos_token_id: 256, bos_token_id: 256 } });
+  model = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
+  tokenizer = loadTokenizer(dir);
+  engine = new ServingEngine(model, { maxRunning: 8, maxBatchTokens: 64, blockSize: 4 });
+  server = new InferenceServer(engine, tokenizer, { modelName: 'tiny' });
+  base = `http://127.0.0.1:${(await server.listen(0)).port}`;
+});
+
+after(async () => {
+  await server.close();
+  engine.dispose();
+  rmSync(root, { recursive: true, force: true });
+});
+
+interface Completion { choices: { text: string; finish_reason: string; logprobs: { tokens: string[]; text_offset: number[] } | null }[] }
+interface ErrorBody { error: { message: string; param: string | null; code: string | null } }
+
+const post = (path: string, body: unknown) => fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+async function complete(body: Record<string, unknown>): Promise<Completion> {
+  const r = await post('/v1/completions', { model: 'tiny', ...body });
+  assert.equal(r.status, 200, await r.clone().text());
+  return await r.json() as Completion;
+}
+
+async function refused(body: Record<string, unknown>, param: string | null, pattern: RegExp, path = '/v1/completions'): Promise<ErrorBody> {
+  const r = await post(path, body);
+  const e = await r.json() as ErrorBody;
+  assert.equal(r.status, 400, JSON.stringify(e));
+  assert.equal(e.error.param, param);
+  assert.match(e.error.message, pattern);
+  return e;
+}
+
+test('top_p and temperature too small for f32 act as their limits (top-1, greedy), beside other requests', async () => {
+  const prompt = 'Call me Ishmael';
+  const greedy = (await complete({ prompt, max_tokens: 8, temperature: 0 })).choices[0]!.text;
+  // Other requests in flight at the same time must not be failed by these.
+  const others = Array.from({ length: 4 }, (_, i) => complete({ prompt: `other ${i}`, max_tokens: 12, temperature: 0.9, seed: i }));
+  const [tinyP, tinyT] = await Promise.all([
+    complete({ prompt, max_tokens: 8, temperature: 1, top_p: 1e-300, seed: 3 }),
+    complete({ prompt, max_tokens: 8, temperature: 1e-39, seed: 3 }),
+  ]);
+  assert.equal(tinyP.choices[0]!.text, greedy, 'top_p below every probability keeps the most likely token alone');
+  assert.equal(tinyT.choices[0]!.text, greedy, 'a temperature of 1e-39 is greedy');
+  for (const o of await Promise.all(others)) assert.ok(o.choices[0]!.text.length > 0);
+});
+
+test('OpenAI fields the server does not implement are refused by name unless they ask for nothing', async () => {
+  await refused({ prompt: 'x', echo: true }, 'echo', /'echo' is not supported/);
+  await refused({ prompt: 'x', best_of: 3 }, 'best_of', /not supported/);
+  await refused({ prompt: 'x', logit_bias: { 1: 100 } }, 'logit_bias', /not supported/);
+  await refused({ prompt: 'x', frequency_penalty: 5 }, 'frequency_penalty', /'frequency_penalty' is number 5; expected a number in \[-2, 2\]/);
+  await refused({ prompt: 'x', presence_penalty: 'x' }, 'presence_penalty', /expected a number in \[-2, 2\]/);
+  await refused({ prompt: 'x', presence_penalty: 0.5 }, 'presence_penalty', /not supported/);
+  await refused({ prompt: 'x', user: 7 }, 'user', /'user' is number 7; expected a string/);
+  await refused({ messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_object' } }, 'response_format', /not supported/, '/v1/chat/completions');
+  await refused({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools', /not supported/, '/v1/chat/completions');
+  // The values that change nothing are accepted, as are fields outside the API.
+  const ok = await complete({ prompt: 'x', max_tokens: 2, echo: false, best_of: 1, logit_bias: {}, frequency_penalty: 0, presence_penalty: 0, user: 'u', some_extension: 1 });
+  assert.equal(ok.choices.length, 1);
+});
+
+test('missing fields, a bad token id, conflicting limits and stream_options without stream are named', async () => {
+  await refused({}, 'prompt', /'prompt' is missing/);
+  await refused({ prompt: [5, -1, 7] }, 'prompt', /'prompt\[1\]' is number -1/);
+  await refused({ prompt: [5, 1.5] }, 'prompt', /'prompt\[1\]' is number 1.5/);
+  await refused({ prompt: 'x', max_tokens: 4, max_completion_tokens: 5 }, 'max_completion_tokens', /disagree/);
+  await refused({ prompt: 'x', max_tokens: 4, max_completion_tokens: 'x' }, 'max_completion_tokens', /expected an integer >= 1/);
+  await refused({ prompt: 'x', stream_options: { include_usage: true } }, 'stream_options', /only allowed when 'stream' is true/);
+  await refused({ messages: [{ role: 'user' }] }, 'messages[0].content', /'messages\[0\]\.content' is missing/, '/v1/chat/completions');
+  await refused({ prompt: 'x', repetition_penalty: 0 }, 'repetition_penalty', /repetition_penalty/);
+});
+
+test('seeds up to 2^64 and the repetition penalty extension are taken', async () => {
+  const a = await complete({ prompt: 'abc', max_tokens: 6, temperature: 1, seed: 2 ** 60 });
+  const b = await complete({ prompt: 'abc', max_tokens: 6, temperature: 1, seed: 2 ** 60 });
+  assert.equal(a.choices[0]!.text, b.choices[0]!.text, 'the same seed draws the same tokens');
+  const penalised = await complete({ prompt: 'abcabcabc', max_tokens: 6, temperature: 0, repetition_penalty: 1.3 });
+  assert.equal(penalised.choices.length, 1);
+});
+
+test('405 names the allowed methods; HEAD works where GET does; POST /health is 405, not 404', async () => {
+  let r = await fetch(`${base}/v1/completions`);
+  assert.equal(r.status, 405);
+  assert.equal(r.headers.get('allow'), 'POST');
+  r = await fetch(`${base}/health`, { method: 'POST' });
+  assert.equal(r.status, 405);
+  assert.equal(r.headers.get('allow'), 'GET, HEAD');
+  assert.equal(((await r.json()) as ErrorBody).error.code, 'method_not_allowed');
+  r = await fetch(`${base}/health`, { method: 'HEAD' });
+  assert.equal(r.status, 200);
+  r = await fetch(`${base}/v1/models`, { method: 'HEAD' });
+  assert.equal(r.status, 200);
+});
+
+test('metrics label requests by route, never by the path a client made up', async () => {
+  for (let i = 0; i < 5; i++) assert.equal((await fetch(`${base}/made-up-${i}`)).status, 404);
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  assert.ok(!metrics.includes('made-up'), 'no series per unknown path');
+  assert.match(metrics, /fuseformer_requests_total\{endpoint="other",status="404"\} 5/);
+});
+
+test('with a stop string, logprobs cover exactly the text returned (streaming and not)', async () => {
+  const prompt = 'Call me Ishmael.';
+  const full = (await complete({ prompt, max_tokens: 24, temperature: 0 })).choices[0]!.text;
+  const stop = full.slice(6, 8);
+  const done = await complete({ prompt, max_tokens: 24, temperature: 0, stop, logprobs: 1 });
+  const choice = done.choices[0]!;
+  assert.equal(choice.finish_reason, 'stop');
+  assert.equal(choice.logprobs!.tokens.join(''), choice.text, 'the stop string\'s tokens are not in the logprobs');
+  assert.deepEqual(choice.logprobs!.text_offset, choice.logprobs!.tokens.map((_, i) => choice.logprobs!.tokens.slice(0, i).join('').length));
+
+  const r = await post('/v1/completions', { model: 'tiny', prompt, max_tokens: 24, temperature: 0, stop, logprobs: 1, stream: true });
+  let text = '';
+  const tokens: string[] = [];
+  for (const line of (await r.text()).split('\n')) {
+    if (!line.startsWith('data: {')) continue;
+    const c = (JSON.parse(line.slice(6)) as Completion).choices[0]!;
+    text += c.text;
+    tokens.push(...(c.logprobs?.tokens ?? []));
+  }
+  assert.equal(text, choice.text);
+  assert.equal(tokens.join(''), text);
+});
