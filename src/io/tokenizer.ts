@@ -43,6 +43,16 @@ export interface Tokenizer {
   decode(ids: readonly number[], options?: DecodeOptions): string;
   tokenToId(token: string): number | undefined;
   idToToken(id: number): string | undefined;
+  /** What built it, where it came from tokenizer.json: enough to build the same tokenizer in a worker thread. */
+  readonly definition?: TokenizerDefinition;
+}
+
+/** createTokenizer's arguments (plain JSON: they cross to a worker thread by structured clone). */
+export interface TokenizerDefinition {
+  readonly tokenizerJson: Record<string, unknown>;
+  readonly tokenizerConfig: Record<string, unknown>;
+  readonly source: string;
+  readonly configSource: string;
 }
 
 /** The model types the library implements, as tokenizer.json's model.type names them. */
@@ -128,7 +138,7 @@ export function createTokenizer(
     }
     return id;
   };
-  return new LibraryBackedTokenizer(library, {
+  return new LibraryBackedTokenizer(library, { tokenizerJson, tokenizerConfig, source, configSource }, {
     source,
     cleanUpTokenizationSpaces: cleanUp,
     bosTokenId: specialTokenId('bos_token'),
@@ -156,7 +166,7 @@ class LibraryBackedTokenizer implements Tokenizer {
   readonly chatTemplate?: string;
   private readonly cleanUpTokenizationSpaces: boolean;
 
-  constructor(private readonly library: LibraryTokenizer, properties: TokenizerProperties) {
+  constructor(private readonly library: LibraryTokenizer, readonly definition: TokenizerDefinition, properties: TokenizerProperties) {
     this.source = properties.source;
     this.cleanUpTokenizationSpaces = properties.cleanUpTokenizationSpaces;
     if (properties.bosTokenId !== undefined) this.bosTokenId = properties.bosTokenId;

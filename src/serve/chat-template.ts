@@ -1,7 +1,8 @@
 // Chat messages → prompt text with the model's own Jinja chat template (tokenizer_config.json's
 // chat_template, or chat_template.jinja; io/tokenizer.ts reads both), rendered by @huggingface/jinja as
 // transformers' apply_chat_template does: messages, add_generation_prompt = true, and the special tokens'
-// strings (bos_token, eos_token) as variables. The result is encoded without adding special tokens again.
+// strings (bos_token, eos_token) as variables. The result is encoded without adding special tokens again
+// (server.ts, through its PromptEncoder).
 
 import { Template } from '@huggingface/jinja';
 import type { Tokenizer } from '../io/tokenizer.js';
@@ -12,7 +13,7 @@ export class ChatTemplate {
   private readonly template?: Template;
   private readonly specials: Record<string, string>;
 
-  constructor(private readonly tokenizer: Tokenizer) {
+  constructor(tokenizer: Tokenizer) {
     if (tokenizer.chatTemplate !== undefined) {
       try {
         this.template = new Template(tokenizer.chatTemplate);
@@ -29,8 +30,8 @@ export class ChatTemplate {
 
   get available(): boolean { return this.template !== undefined; }
 
-  /** The prompt's token ids for these messages. */
-  encode(messages: readonly ChatMessage[]): number[] {
+  /** The prompt text for these messages (encode it without adding special tokens: the template has them). */
+  render(messages: readonly ChatMessage[]): string {
     if (!this.template) throw new ApiError(400, `this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory); use /v1/completions`, 'invalid_request_error', 'messages');
     let text: string;
     try {
@@ -38,6 +39,6 @@ export class ChatTemplate {
     } catch (error) {
       throw new ApiError(400, `the chat template failed on these messages: ${(error as Error).message}`, 'invalid_request_error', 'messages');
     }
-    return this.tokenizer.encode(text, { addSpecialTokens: false });
+    return text;
   }
 }

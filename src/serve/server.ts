@@ -21,6 +21,7 @@ import { StopStringMatcher } from '../infer/stop-strings.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { TokenStreamDecoder } from '../io/token-stream-decoder.js';
 import { ChatTemplate } from './chat-template.js';
+import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
 import { ApiError, parseChatBody, parseCompletionBody } from './validation.js';
@@ -56,6 +57,7 @@ export class InferenceServer {
   readonly modelName: string;
   private readonly http: Server;
   private readonly chat: ChatTemplate;
+  private readonly encoder: PromptEncoder;
   private readonly maxBodyBytes: number;
   private readonly maxQueue: number;
   private readonly maxTokensLimit: number;
@@ -85,11 +87,14 @@ export class InferenceServer {
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
     this.stopTokenIds = defaultStopTokenIds(engine.model);
     this.chat = new ChatTemplate(tokenizer);
+    this.encoder = new PromptEncoder(tokenizer);
     this.http = createServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, internal(error))); });
     // Idle keep-alive sockets are closed by the client first (undici: 4 s) rather than raced by the server
     // closing one just as a client reuses it; headersTimeout must exceed keepAliveTimeout.
     this.http.keepAliveTimeout = 65_000;
     this.http.headersTimeout = 66_000;
+    // A body that never finishes arriving holds only its socket, for at most this long (Node's default: 5 min).
+    this.http.requestTimeout = 120_000;
   }
 
   /** Starts listening and the engine loop; resolves with the bound address. */
@@ -106,16 +111,19 @@ export class InferenceServer {
   async close(): Promise<void> {
     if (this.draining) return this.loopDone;
     this.draining = true;
-    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
-    this.http.closeIdleConnections();
+    // The listener stays open while running requests finish: a client connecting now gets a 503 JSON body
+    // (and /health says "shutting down"), not a reset from a closed accept queue.
     const deadline = Date.now() + this.shutdownTimeoutMs;
     while (this.engine.hasWork && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    this.http.closeIdleConnections();
     for (const a of [...this.active]) a.fail(new ApiError(503, 'the server is shutting down', 'server_error'));
     this.loopStopped = true;
     this.wake?.();
     await this.loopDone;
     this.http.closeAllConnections();
     await closed;
+    await this.encoder.close();
   }
 
   metricsText(): string {
@@ -238,7 +246,10 @@ export class InferenceServer {
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
     }
-    const prompt = kind === 'chat' ? this.chat.encode((params as ReturnType<typeof parseChatBody>).messages) : this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
+    const prompt = kind === 'chat'
+      ? await this.encoder.encode(this.chat.render((params as ReturnType<typeof parseChatBody>).messages), false)
+      : await this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
+    if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
     const window = this.engine.maxLen, n = prompt.length;
     if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
     const maxTokens = params.maxTokens ?? Math.min(this.maxTokensLimit, window - n);
@@ -256,8 +267,8 @@ export class InferenceServer {
     await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival);
   }
 
-  private promptIds(prompt: string | number[]): number[] {
-    if (typeof prompt === 'string') return this.tokenizer.encode(prompt);
+  private async promptIds(prompt: string | number[]): Promise<number[]> {
+    if (typeof prompt === 'string') return this.encoder.encode(prompt);
     const V = this.engine.model.vocabSize;
     const badId = prompt.find((t) => t >= V);
     if (badId !== undefined) throw new ApiError(400, `'prompt' holds token id ${badId}; the vocabulary has ${V} ids`, 'invalid_request_error', 'prompt');

@@ -148,3 +148,11 @@ test('with a stop string, logprobs cover exactly the text returned (streaming an
   assert.equal(text, choice.text);
   assert.equal(tokens.join(''), text);
 });
+
+test('a long prompt is encoded off the engine loop and refused by its token count; streams keep flowing meanwhile', async () => {
+  const long = 'Call me Ishmael. '.repeat(2000);
+  const stream = post('/v1/completions', { model: 'tiny', prompt: 'a stream', max_tokens: 40, temperature: 0.7, seed: 1, stream: true });
+  const e = await refused({ prompt: long, max_tokens: 4 }, 'prompt', /maximum context length is 96 tokens; the request asks for \d+/);
+  assert.equal(e.error.code, 'context_length_exceeded');
+  assert.match(await (await stream).text(), /data: \[DONE\]/);
+});
