@@ -285,8 +285,16 @@ function floatParameterSpecs(model: ModelConfig): { specs: { name: string; shape
 
 function integerField(q: Json, key: string, where: string): number {
   const v = q[key];
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw new QuantCheckpointError(`${where}: quantization_config.${key} must be an integer, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new QuantCheckpointError(`${where}: quantization_config.${key} must be an integer, ${v === undefined ? 'and it is missing' : `got ${JSON.stringify(v)}`}`);
   return v;
+}
+
+/** An INT4 group size the kernels take (a positive multiple of 32) that divides the inputs of every quantized layer. */
+function checkGroupSize(G: number, key: string, shapes: ReadonlyMap<string, readonly [number, number]>, where: string): void {
+  if (!(G >= 32 && G % 32 === 0)) throw new QuantCheckpointError(`${where}: quantization_config.${key} is ${G}; INT4 groups must be a positive multiple of 32`);
+  for (const [module, [K]] of shapes) {
+    if (K % G !== 0) throw new QuantCheckpointError(`${where}: quantization_config.${key} ${G} does not divide the ${K} inputs of '${module}'`);
+  }
 }
 
 /** Loads a quantized GPT-2 or Llama-family directory: ours, Hugging Face GPTQ, or Hugging Face AWQ. */
@@ -330,6 +338,7 @@ function readOurs(source: TensorSource, model: ModelConfig, q: Json, where: stri
   const bits = integerField(q, 'bits', where);
   if (bits !== 4 && bits !== 8) throw new QuantCheckpointError(`${where}: bits must be 4 or 8, got ${bits}`);
   const G = bits === 4 ? integerField(q, 'group_size', where) : undefined;
+  if (G !== undefined) checkGroupSize(G, 'group_size', quantizableModules(model), where);
   let listed: unknown;
   try { listed = JSON.parse(meta['modules'] ?? '[]'); } catch { listed = undefined; }
   if (!Array.isArray(listed)) throw new QuantCheckpointError(`${source.dir}: the header's "modules" is not a JSON list`);
@@ -369,8 +378,10 @@ function readOurs(source: TensorSource, model: ModelConfig, q: Json, where: stri
 function readHf(source: TensorSource, model: ModelConfig, q: Json, method: 'gptq' | 'awq', where: string): QuantizedModel {
   const bits = integerField(q, method === 'gptq' ? 'bits' : (q['w_bit'] !== undefined ? 'w_bit' : 'bits'), where);
   if (bits !== 4) throw new QuantCheckpointError(`${where}: only 4-bit ${method.toUpperCase()} checkpoints are read, this one has ${bits} bits`);
-  const G = integerField(q, method === 'awq' && q['q_group_size'] !== undefined ? 'q_group_size' : 'group_size', where);
+  const groupKey = method === 'awq' && q['q_group_size'] !== undefined ? 'q_group_size' : 'group_size';
+  const G = integerField(q, groupKey, where);
   if (G <= 0) throw new QuantCheckpointError(`${where}: group_size ${G} is not supported (per-channel, -1, is not read; a positive multiple of 32 is)`);
+  checkGroupSize(G, groupKey, quantizableModules(model), where);
   if (method === 'awq') {
     const version = String(q['version'] ?? 'gemm').toLowerCase();
     if (version !== 'gemm') throw new QuantCheckpointError(`${where}: AWQ version '${version}' is not read (only "gemm": qweight [in, out/8])`);

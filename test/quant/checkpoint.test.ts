@@ -67,6 +67,13 @@ test('INT4 and INT8 models round-trip through our checkpoint layout, written ato
     reader.close();
     const loaded = loadQuantizedModel(dir);
     assert.equal(loaded.layout, 'fuseformer');
+    if (name === 'int4') {
+      // A group size edited into config.json that the layers cannot take is named, not read into odd shapes.
+      const edited = { ...config, quantization_config: { ...(config['quantization_config'] as object), group_size: 0 } };
+      writeFileSync(join(dir, 'config.json'), JSON.stringify(edited));
+      assert.throws(() => loadQuantizedModel(dir), /group_size is 0; INT4 groups must be a positive multiple of 32/);
+      writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+    }
     assert.deepEqual(loaded.model, { family: 'gpt2', config: CONFIG });
     assertSameModel(q, loaded.quantized);
   }
@@ -208,6 +215,10 @@ test('unsupported quantized directories are refused with the reason', () => {
   assert.throws(() => loadQuantizedModel(dir), /AWQ version 'gemv' is not read/);
   writeHfDirectory(dir, { quant_method: 'bitsandbytes' }, () => []);
   assert.throws(() => loadQuantizedModel(dir), /quant_method 'bitsandbytes' is not supported/);
+  writeHfDirectory(dir, { quant_method: 'gptq', bits: 4, group_size: 48 }, () => []);
+  assert.throws(() => loadQuantizedModel(dir), /quantization_config\.group_size is 48; INT4 groups must be a positive multiple of 32/);
+  writeHfDirectory(dir, { quant_method: 'gptq', group_size: 32 }, () => []);
+  assert.throws(() => loadQuantizedModel(dir), /quantization_config\.bits must be an integer, and it is missing/);
   writeFileSync(join(dir, 'config.json'), JSON.stringify(gpt2ConfigToJson(CONFIG)));
   assert.throws(() => loadQuantizedModel(dir), /no quantization_config/);
   assert.ok(existsSync(join(dir, 'model.safetensors')));
