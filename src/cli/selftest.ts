@@ -3,9 +3,8 @@
 import type { BackendChoice } from '../backend/index.js';
 import { selectBackend } from '../backend/index.js';
 import { CpuBackend } from '../backend/cpu/index.js';
-import { parseDType } from '../dtype.js';
 import type { FloatDType } from '../dtype.js';
-import { FLOAT_DTYPES, isFloat } from '../dtype.js';
+import { FLOAT_DTYPES } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { checkCase } from '../testing/conformance.js';
 import { allOpCases } from '../testing/op-cases.js';
@@ -20,8 +19,8 @@ export interface SelftestOptions {
 export async function runSelftest(options: SelftestOptions): Promise<number> {
   let dtypes: readonly FloatDType[] = FLOAT_DTYPES;
   if (options.dtype !== undefined) {
-    const d = parseDType(options.dtype);
-    if (!isFloat(d)) throw new ArgumentError(`--dtype must be f32, f16 or bf16, got ${d}`);
+    const d = FLOAT_DTYPES.find((f) => f === options.dtype);
+    if (d === undefined) throw new ArgumentError(`--dtype must be f32, f16 or bf16, got '${options.dtype}'`);
     dtypes = [d];
   }
   const { backend, reason } = await selectBackend(options.backend);

@@ -38,7 +38,7 @@ model and data:
 training:
   --dtype f32|bf16|f16    parameter/activation precision (default bf16 on CUDA, f32 on the CPU)
   --batch-size N --seq-len N --steps N   (defaults 8, 64, 40 on the CPU; 16, 256, 600 on CUDA)
-  --lr X --min-lr X --warmup N --schedule cosine|linear|constant   (3e-3, lr/10, steps/20, cosine)
+  --lr X --min-lr X --warmup N --schedule cosine|linear|constant   (3e-3, lr/10, steps/10, cosine)
   --weight-decay X --max-grad-norm X --no-master            (0.1, 1.0; fp32 master weights by default)
   --checkpoint-activations K   recompute every K-th block in backward (0 = off)
   --seed N
@@ -227,7 +227,7 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
     model, dtype, steps,
     batchSize: positiveInt('batch-size', values['batch-size'], onGpu ? 16 : 8),
     seqLen: positiveInt('seq-len', values['seq-len'], Math.min(model.config.maxPositions, onGpu ? 256 : 64)),
-    schedule: { kind: schedule, lr, minLr: positiveNumber('min-lr', values['min-lr'], lr / 10), warmupSteps: integerFlag('warmup', values.warmup, Math.max(1, Math.floor(steps / 20))), totalSteps: steps },
+    schedule: { kind: schedule, lr, minLr: positiveNumber('min-lr', values['min-lr'], lr / 10), warmupSteps: integerFlag('warmup', values.warmup, Math.max(1, Math.floor(steps / 10))), totalSteps: steps },
     optimizer: {
       weightDecay: positiveNumber('weight-decay', values['weight-decay'], 0.1),
       maxGradNorm: positiveNumber('max-grad-norm', values['max-grad-norm'], 1) || Infinity,

@@ -5,6 +5,7 @@
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { ArgumentError } from '../errors.js';
 import { ConfigFields, readConfigFile } from '../models/config-fields.js';
 
 export interface GenerationDefaults {
@@ -22,10 +23,14 @@ export interface GenerationDefaults {
   readonly maxLength?: number;
 }
 
-export function readGenerationConfig(dir: string): GenerationDefaults {
+export function readGenerationConfig(dir: string, vocabSize?: number): GenerationDefaults {
   const path = join(dir, 'generation_config.json');
   if (!existsSync(path)) return {};
-  return generationDefaultsFromJson(readConfigFile(path), path);
+  const defaults = generationDefaultsFromJson(readConfigFile(path), path);
+  // A stop id the model cannot produce is the file's mistake: say so here, not as an engine error later.
+  const bad = vocabSize === undefined ? undefined : defaults.eosTokenIds?.find((id) => id >= vocabSize);
+  if (bad !== undefined) throw new ArgumentError(`${path}: eos_token_id ${bad} is outside the model's vocabulary of ${vocabSize} tokens`);
+  return defaults;
 }
 
 export function generationDefaultsFromJson(json: Record<string, unknown>, source: string): GenerationDefaults {

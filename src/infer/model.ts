@@ -251,7 +251,7 @@ export function loadDecoderModel(dir: string, backend: Backend, options: LoadOpt
   // Every tensor's name, shape and dtype are checked from the files' headers before the model's memory is
   // allocated: a config.json whose sizes do not match the checkpoint is named, not an allocation failure.
   const plan = planWeights(arch, dir, files);
-  const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir), dir, options.tensorParallel);
+  const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir, arch.vocabSize), dir, options.tensorParallel);
   try {
     loadWeights(model, plan);
     return { model, files, unused: plan.unused };

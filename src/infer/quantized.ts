@@ -232,7 +232,7 @@ export function loadQuantizedDecoderModel(dir: string, backend: Backend, options
     return PROJECTION_ROLES.map((role) => ({ role, parts: modules[role], stacked: stackHostWeights(modules[role].map((p) => quantized.modules.get(p))) }));
   });
   const notHeld = new Set(options.floatCopies ? [] : stacks.flat().filter((s) => s.stacked).flatMap((s) => s.parts.map((p) => `${p}.weight`)));
-  const model = new DecoderModel(backend, arch, options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'), readGenerationConfig(dir), dir, undefined, notHeld);
+  const model = new DecoderModel(backend, arch, options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32'), readGenerationConfig(dir, arch.vocabSize), dir, undefined, notHeld);
   const layers: QuantizedLayer[] = arch.layerNames.map(() => ({}));
   try {
     for (const [name, t] of quantized.floats) {

@@ -281,6 +281,9 @@ test('a config.json that does not describe the checkpoint is named before any me
   const loaded = loadDecoderModel(tied, backend);
   assert.deepEqual(loaded.unused, ['lm_head.weight'], 'tie_word_embeddings: a separate head in the file is reported unused, not dropped silently');
   loaded.model.free();
+  const eos = withConfig('eos', () => {});
+  writeFileSync(join(eos, 'generation_config.json'), JSON.stringify({ eos_token_id: [2, 999] }));
+  assert.throws(() => loadDecoderModel(eos, backend), /generation_config\.json: eos_token_id 999 is outside the model's vocabulary of 257 tokens/);
   const index = withConfig('bad-index', () => {});
   for (const [content, pattern] of [['null', /no "weight_map" object/], ['{"weight_map": {"a": 5}}', /names the file 5/], ['{"weight_map": {"a": "."}}', /names the file "\."/]] as const) {
     writeFileSync(join(index, 'model.safetensors.index.json'), content);
