@@ -101,7 +101,8 @@ function settingsOf(t: Translator, options: TranslateOptions) {
   const maxNewTokens = options.maxNewTokens ?? g.maxNewTokens ?? g.maxLength - 1;
   if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new ArgumentError(`translate: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
   if (maxNewTokens > config.maxPositions) {
-    throw new ArgumentError(`translate: maxNewTokens ${maxNewTokens} needs ${maxNewTokens} decoder positions; the model has max_position_embeddings ${config.maxPositions}`);
+    const from = options.maxNewTokens !== undefined ? '' : g.maxNewTokens !== undefined ? ' (generation_config.json\'s max_new_tokens)' : ' (generation_config.json\'s max_length − 1)';
+    throw new ArgumentError(`translate: maxNewTokens ${maxNewTokens}${from} needs ${maxNewTokens} decoder positions; the model has max_position_embeddings ${config.maxPositions}`);
   }
   const lengthPenalty = options.lengthPenalty ?? g.lengthPenalty;
   if (!Number.isFinite(lengthPenalty)) throw new ArgumentError(`translate: lengthPenalty must be a finite number, got ${lengthPenalty}`);
