@@ -4,7 +4,7 @@
 // from the results already there.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -51,6 +51,9 @@ export function runBench(argv: string[], log: (line: string) => void = (line) =>
   const suites = parseSuites(values.suite);
   const root = packageRoot();
   const resultsDir = resolve(values.results ?? join(root, 'bench', 'results'));
+  if (values.results !== undefined && !(existsSync(resultsDir) && statSync(resultsDir).isDirectory())) {
+    throw new ArgumentError(`--results: '${values.results}' is not a directory (the benchmarks' JSON results)`);
+  }
   let failed = 0;
   if (!values['charts-only']) {
     const scripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }).scripts ?? {};

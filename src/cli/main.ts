@@ -88,8 +88,13 @@ async function main(argv: string[]): Promise<number> {
   if (values.help) { process.stdout.write(USAGE); return 0; }
   const command = positionals[0];
   const backend = values.backend as 'auto' | 'cpu' | 'cuda' | undefined;
+  if (positionals.length > 1) throw new ArgumentError(`${command} takes no arguments, got '${positionals.slice(1).join(' ')}'`);
   switch (command) {
     case 'info':
+      // info reports what this machine has: it runs on no backend and draws no dtype.
+      for (const option of ['backend', 'dtype', 'full'] as const) {
+        if (values[option] !== undefined && values[option] !== false) throw new ArgumentError(`--${option} is not an option of info (it reports the machine, on no backend)`);
+      }
       runInfo();
       return 0;
     case 'selftest':

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Backend } from '../backend/backend.js';
 import type { Communicator } from '../dist/communicator.js';
 import type { FloatDType } from '../dtype.js';
-import { ArgumentError } from '../errors.js';
+import { ArgumentError, FuseformerError } from '../errors.js';
 import { loadDecoderModel } from '../infer/model.js';
 import type { DecoderModel } from '../infer/model.js';
 import { isQuantizedDirectory, loadQuantizedDecoderModel, quantizeDecoderModel, quantizeLmHead } from '../infer/quantized.js';
@@ -57,6 +57,16 @@ export interface DecoderDirectoryOptions {
  * loader, else the 16-bit loader, then round-to-nearest when asked — the projections (and head) of a
  * 16-bit model, or a quantized directory's head (the model is freed if that fails).
  */
+/** The draft model of speculative decoding (`--draft DIR`): a load error names the flag, not just the model. */
+export function loadDraftDirectory(dir: string, backend: Backend, options: Pick<DecoderDirectoryOptions, 'dtype'> = {}): DecoderModel {
+  try {
+    return loadDecoderDirectory(dir, backend, options).model;
+  } catch (error) {
+    if (error instanceof FuseformerError) throw new ArgumentError(`--draft '${dir}': ${error.message}`);
+    throw error;
+  }
+}
+
 export function loadDecoderDirectory(dir: string, backend: Backend, options: DecoderDirectoryOptions = {}): { model: DecoderModel; unused: readonly string[] } {
   const dtype = options.dtype ? { dtype: options.dtype } : {};
   const { model, unused } = readsAsQuantized(dir) ? { model: loadQuantizedDecoderModel(dir, backend, dtype), unused: [] }

@@ -133,6 +133,7 @@ function runDecodeProfile(backend: Backend, reason: string, config: ModelConfig,
   }
   const onGpu = backend.name === 'cuda';
   const batch = positiveInt('batch', values.batch, onGpu ? 8 : 2);
+  if (config.config.maxPositions <= DECODE_STEPS_ROOM) throw new ArgumentError(`--model ${modelName}: its ${config.config.maxPositions} positions leave no room for a cached context beside the ${DECODE_STEPS_ROOM} the decode profile decodes`);
   const context = positiveInt('seq', values.seq, Math.min(config.config.maxPositions - DECODE_STEPS_ROOM, onGpu ? 512 : 32));
   if (context + DECODE_STEPS_ROOM > config.config.maxPositions) {
     throw new ArgumentError(`--seq ${context}: the KV cache must also hold the ${DECODE_STEPS_ROOM} positions the profile decodes, and the model has ${config.config.maxPositions}`);
@@ -158,8 +159,8 @@ function runServeProfile(backend: Backend, reason: string, config: ModelConfig, 
   const onGpu = backend.name === 'cuda';
   const kind = mode === 'serve-decode' ? 'decode' : 'mixed';
   const running = positiveInt('batch', values.batch, onGpu ? 64 : 2);
+  if (config.config.maxPositions <= SERVE_STEPS_ROOM) throw new ArgumentError(`--model ${modelName}: its ${config.config.maxPositions} positions leave no room for a cached context beside the ${SERVE_STEPS_ROOM} the serving profile needs`);
   const context = positiveInt('seq', values.seq, Math.min(config.config.maxPositions - SERVE_STEPS_ROOM, onGpu ? 512 : 16));
-  if (kind === 'decode' && values.chunk !== undefined) throw new ArgumentError('--chunk is for --mode serve-mixed');
   const chunk = positiveInt('chunk', values.chunk, onGpu ? 256 : 8);
   const repeats = positiveInt('repeats', values.repeats, onGpu ? 5 : 2);
   const top = positiveInt('top', values.top, 30);
@@ -192,6 +193,15 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
   const dtypeArg = values.dtype;
   if (dtypeArg !== undefined && !['f32', 'bf16', 'f16'].includes(dtypeArg)) throw new ArgumentError(`--dtype must be f32, bf16 or f16, got '${dtypeArg}'`);
   checkOutputDirectory(values.out!, '--out');
+  // Options a mode does not read are refused, not ignored (the user would think they took effect).
+  const notFor: Record<string, readonly ProfileMode[]> = {
+    chunk: ['train', 'prefill', 'decode', 'serve-decode'], steps: ['decode', 'serve-decode', 'serve-mixed'],
+    'op-timing': ['serve-decode', 'serve-mixed'], 'fused-attention': ['decode', 'serve-decode', 'serve-mixed'],
+  };
+  for (const [option, modes] of Object.entries(notFor)) {
+    const given = (values as Record<string, unknown>)[option];
+    if (given !== undefined && given !== false && modes.includes(mode)) throw new ArgumentError(`--${option} is not an option of --mode ${mode}`);
+  }
   const { backend, reason } = await selectBackend(values.backend as BackendChoice | undefined);
   const onGpu = backend.name === 'cuda';
   const modelName = values.model ?? (onGpu ? 'gpt2-124M' : 'gpt2-tiny');

@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import type { Communicator } from '../dist/communicator.js';
-import { ArgumentError } from '../errors.js';
+import { ArgumentError, OutOfMemoryError } from '../errors.js';
 import type { DecoderModel } from '../infer/model.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { ServingEngine } from '../serve/engine.js';
@@ -21,7 +21,7 @@ import type { ServingEngineOptions } from '../serve/engine.js';
 import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
 import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
-import { loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
+import { loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption } from './model-directory.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 
 export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
@@ -97,6 +97,8 @@ export async function runServe(argv: string[]): Promise<number> {
   if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode prompts and decode the output)`);
   const dtype = values.dtype as FloatDType | undefined;
   if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
+  // An empty host would listen on every interface: an unset variable (--host "$HOST") must not expose the server.
+  if (values.host !== undefined && values.host.trim() === '') throw new ArgumentError('--host is empty; give an address (127.0.0.1, 0.0.0.0 for every interface)');
   const port = integer('port', values.port, 0) ?? 8000;
   if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
   const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
@@ -133,14 +135,22 @@ export async function runServe(argv: string[]): Promise<number> {
   let draft: DecoderModel | undefined;
   let engine: ServingEngine;
   try {
-    draft = draftDir === undefined ? undefined : loadDecoderDirectory(draftDir, backend, dtype ? { dtype } : {}).model;
+    draft = draftDir === undefined ? undefined : loadDraftDirectory(draftDir, backend, dtype ? { dtype } : {});
     const speculative = draft ? {
       speculative: {
         draft, adaptive: !values['fixed-draft-tokens'],
         ...(draftTokens !== undefined ? { draftTokens } : {}), ...(maxDraftTokens !== undefined ? { maxDraftTokens } : {}),
       },
     } : {};
-    engine = group ? replicatedServingEngine(model, group.comm, engineOptions) : new ServingEngine(model, { ...engineOptions, ...speculative });
+    try {
+      engine = group ? replicatedServingEngine(model, group.comm, engineOptions) : new ServingEngine(model, { ...engineOptions, ...speculative });
+    } catch (error) {
+      // Too large for the device (or the CPU backend's typed arrays): say which options size it.
+      if (error instanceof OutOfMemoryError || (error as { errorName?: string }).errorName === 'CUDA_ERROR_OUT_OF_MEMORY') {
+        throw new ArgumentError(`the serving engine does not fit: its KV pool is sized by --kv-blocks or --kv-memory-fraction, --block-size and --max-len, its step buffers by --max-running and --max-batch-tokens (${(error as Error).message})`);
+      }
+      throw error;
+    }
   } catch (error) {
     draft?.free();
     model.free();
@@ -160,7 +170,7 @@ export async function runServe(argv: string[]): Promise<number> {
     const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
     process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${where}; `
       + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}${group ? ' per GPU' : ''}`
-      + `${draft ? `; speculative with draft '${basename(resolve(draftDir!))}' (${draft.arch.layers} layers, K up to ${engine.maxDraftTokens})` : ''}; listening on http://${address.address}:${address.port}\n`);
+      + `${draft ? `; speculative with draft '${basename(resolve(draftDir!))}' (${draft.arch.layers} layers, K up to ${engine.maxDraftTokens})` : ''}; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
     await new Promise<void>((resolveSignal) => {
       const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing running requests)\n'); resolveSignal(); };
       process.once('SIGINT', stop);

@@ -129,6 +129,10 @@ export class SpeculativeSession {
     if (!Number.isInteger(k) || k < 1) throw new ArgumentError(`speculative decoding: draftTokens must be a positive integer, got ${k}`);
     if (!Number.isInteger(maxK) || maxK < k) throw new ArgumentError(`speculative decoding: maxDraftTokens must be an integer >= draftTokens = ${k}, got ${maxK}`);
     const positions = Math.min(targetModel.arch.maxPositions, draftModel.arch.maxPositions);
+    // The draft must not end a generation the target alone would continue.
+    if (draftModel.arch.maxPositions < targetModel.arch.maxPositions && prompt.length + maxNewTokens > draftModel.arch.maxPositions) {
+      throw new ArgumentError(`speculative decoding: the draft model (${draftModel.source}) takes ${draftModel.arch.maxPositions} positions, the target ${targetModel.arch.maxPositions}; a prompt of ${prompt.length} tokens plus ${maxNewTokens} new ones needs ${prompt.length + maxNewTokens} — use a draft with as many positions, fewer new tokens, or no draft`);
+    }
     if (prompt.length >= positions) throw new ArgumentError(`speculative decoding: the prompt has ${prompt.length} tokens; the models take at most ${positions} positions, leaving no room for a new token`);
     this.limit = Math.min(prompt.length + maxNewTokens, positions);
     this.k = k;

@@ -280,11 +280,18 @@ export function suiteResultsFile(resultsDir: string, suite: BenchSuite): string 
 /** Output tokens/s per concurrency: continuous batching, static batching of the same engine, HF generate batched (serve-speed.json). */
 export function serveCharts(json: Json, file = 'serve-speed.json'): NamedChart[] {
   const runs = json['runs'];
-  if (!Array.isArray(runs)) throw new BenchResultsError(`${file}: expected a 'runs' array`);
-  const rate = (m: unknown): number | null => (isObject(m) && typeof m['tokensPerSecond'] === 'number' ? m['tokensPerSecond'] : null);
-  const groups: BarGroup[] = runs.filter(isObject).map((r) => {
-    const hf = isObject(r['hf']) && typeof r['hf']['tokens_per_s'] === 'number' ? r['hf']['tokens_per_s'] : null;
-    return { label: `${String(r['concurrency'])} clients`, values: { 'continuous batching': rate(r['continuous']), 'static batching (same engine)': rate(r['static']), 'HF generate (batched)': hf } };
+  if (!Array.isArray(runs) || runs.length === 0) throw new BenchResultsError(`${file}: expected a non-empty 'runs' array`);
+  const groups: BarGroup[] = runs.map((r, i) => {
+    if (!isObject(r)) throw new BenchResultsError(`${file}: runs[${i}] should be an object, got ${JSON.stringify(r)?.slice(0, 40)}`);
+    const where = `runs[${i}]`;
+    const concurrency = field(file, r, `${where}.concurrency`, (v): v is number => Number.isInteger(v) && (v as number) > 0, 'a positive integer');
+    // A measurement may be absent (a run without HF, say); present, it must be a finite rate.
+    const rate = (m: unknown, key: string, name: string): number | null => {
+      if (m === undefined || m === null) return null;
+      if (!isObject(m)) throw new BenchResultsError(`${file}: field '${where}.${name}' should be an object, got ${JSON.stringify(m)?.slice(0, 40)}`);
+      return field(file, m, `${where}.${name}.${key}`, isNumber, 'a finite number');
+    };
+    return { label: `${concurrency} clients`, values: { 'continuous batching': rate(r['continuous'], 'tokensPerSecond', 'continuous'), 'static batching (same engine)': rate(r['static'], 'tokensPerSecond', 'static'), 'HF generate (batched)': rate(r['hf'], 'tokens_per_s', 'hf') } };
   });
   if (groups.length === 0) return [];
   return [{
@@ -361,7 +368,13 @@ export function writeRooflineCharts(resultsDir: string, chartsDir: string): Char
     const run = isObject(json['run']) ? json['run'] : {};
     const fields = ['batch', 'context', 'chunk'].filter((k) => run[k] !== undefined).map((k) => `${k} ${String(run[k])}`);
     const title = `${String(json['device'] ?? 'unknown device').split(' (')[0]}: ${String(run['model'] ?? stem)} ${String(run['mode'] ?? '')}, ${[...fields, String(run['dtype'] ?? '')].filter(Boolean).join(', ')}`;
-    const files = writeSvgAndPng(join(chartsDir, `roofline-${stem}`), rooflineSvg(json['kernels'] as KernelRow[], roofs as unknown as Roofs, { title }));
+    let svg: string;
+    try {
+      svg = rooflineSvg(json['kernels'] as KernelRow[], roofs as unknown as Roofs, { title });
+    } catch (error) {
+      throw new BenchResultsError(`${file}: ${(error as Error).message}`);
+    }
+    const files = writeSvgAndPng(join(chartsDir, `roofline-${stem}`), svg);
     written.push(files.svg);
     if (files.png) written.push(files.png);
     else skipped.push(`roofline-${stem}: SVG only (${files.pngError})`);

@@ -625,6 +625,9 @@ export function summarize(
   if (measured.hostBoundOps > 0) {
     warnings.push(`${measured.hostBoundOps} of ${ops.length} ops were launched while the GPU waited for the host: their times include host time (launch overhead)`);
   }
+  if (kernelMs > stepMs * 1.05) {
+    warnings.push(`the ops' times add up to ${(100 * kernelMs / stepMs).toFixed(0)}% of the step (${kernelMs.toFixed(3)} of ${stepMs.toFixed(3)} ms): they were timed in a separate run, one op at a time, and the step varies between runs (${backend.name === 'cpu' ? 'on the CPU, other work on the machine shows in either' : 'launch and clock variations'}); read the shares as estimates`);
+  }
   const uncosted = [...new Set(ops.filter((o) => o.flops === undefined).map((o) => o.op))];
   if (uncosted.length > 0) warnings.push(`no cost model for ${uncosted.join(', ')} (src/profile/cost.ts): timed, not placed on the roofline`);
   return {

@@ -34,13 +34,41 @@ const LABEL_SIZE = 10;
 interface Box { x0: number; y0: number; x1: number; y1: number }
 const overlap = (a: Box, b: Box): number => Math.max(0, Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0)) * Math.max(0, Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0));
 
+const positive = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v > 0;
+const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+/**
+ * The roofs and every row the plot reads, checked (a profile.json read back from disk may hold anything): a
+ * ridge of 0 made the axis start at 10^-∞ and the grid loop never end.
+ */
+function checkRooflineInputs(kernels: readonly KernelRow[], roofs: Roofs): void {
+  for (const key of ['copyGBps', 'gemmTflops', 'ridge'] as const) {
+    if (!positive(roofs[key])) throw new PlotError(`roofline: roofs.${key} must be a positive number, got ${JSON.stringify(roofs[key]) ?? 'nothing'}`);
+  }
+  if (typeof roofs.gemmDtype !== 'string') throw new PlotError(`roofline: roofs.gemmDtype must be a dtype name, got ${JSON.stringify(roofs.gemmDtype) ?? 'nothing'}`);
+  kernels.forEach((k, i) => {
+    const bad = (field: string) => new PlotError(`roofline: kernels[${i}]${typeof (k as { name?: unknown })?.name === 'string' ? ` (${k.name})` : ''}: '${field}' is ${JSON.stringify((k as unknown as Record<string, unknown>)?.[field]) ?? 'missing'}`);
+    if (typeof k !== 'object' || k === null) throw new PlotError(`roofline: kernels[${i}] is ${JSON.stringify(k)}; expected a kernel row`);
+    if (typeof k.name !== 'string') throw bad('name');
+    if (!finite(k.totalMs)) throw bad('totalMs');
+    if (!finite(k.share)) throw bad('share');
+    if (k.flops === undefined || k.bytes === undefined || !(k.totalMs > 0)) return; // not plotted
+    if (!finite(k.flops) || k.flops < 0) throw bad('flops');
+    if (!finite(k.bytes)) throw bad('bytes');
+    if (k.bytes <= 0) return;
+    if (k.flops > 0 && !positive(k.intensity)) throw bad('intensity');
+    if (k.flops > 0 && !positive(k.tflops)) throw bad('tflops');
+    if (k.flops === 0 && !positive(k.gbps)) throw bad('gbps');
+  });
+}
+
 /** The roofline SVG of `kernels` (rows without a cost are left out) against `roofs`. */
 export function rooflineSvg(kernels: readonly KernelRow[], roofs: Roofs, options: RooflineOptions = {}): string {
   const width = options.width ?? 1100, height = options.height ?? 700;
   if (!(Number.isInteger(width) && width >= 400 && Number.isInteger(height) && height >= 300)) {
     throw new PlotError(`roofline size ${width} × ${height} is too small or not whole pixels (at least 400 × 300)`);
   }
-  if (!(roofs.copyGBps > 0 && roofs.gemmTflops > 0)) throw new PlotError(`roofline: the roofs must be positive, got copy ${roofs.copyGBps} GB/s and GEMM ${roofs.gemmTflops} TFLOP/s`);
+  checkRooflineInputs(kernels, roofs);
   const measured = kernels.filter((k) => k.flops !== undefined && k.bytes !== undefined && k.totalMs > 0 && k.bytes > 0);
   const withFlops = measured.filter((k) => k.flops! > 0);
   const noFlops = measured.filter((k) => k.flops === 0);

@@ -1124,7 +1124,14 @@ function checkSpeculation(spec: ServingSpeculation, model: DecoderModel, maxLen:
   int('draftTokens', spec.draftTokens);
   int('maxDraftTokens', spec.maxDraftTokens);
   if (maxBatchTokens < 2) throw new ArgumentError('serving engine: speculative decoding needs maxBatchTokens >= 2 (a round computes K + 1 positions)');
-  return Math.min(spec.maxDraftTokens ?? DEFAULT_MAX_DRAFT_TOKENS, maxBatchTokens - 1);
+  // K the caller asked for is kept or refused, never quietly lowered; only the defaults bend to the batch.
+  const k = spec.draftTokens ?? DEFAULT_DRAFT_TOKENS, room = maxBatchTokens - 1;
+  if (spec.maxDraftTokens !== undefined && spec.maxDraftTokens < k) throw new ArgumentError(`serving engine: speculative maxDraftTokens ${spec.maxDraftTokens} is below draftTokens ${k}`);
+  const asked = spec.maxDraftTokens ?? (spec.draftTokens !== undefined ? Math.max(spec.draftTokens, DEFAULT_MAX_DRAFT_TOKENS) : undefined);
+  if (asked !== undefined && Math.max(asked, k) > room && (spec.maxDraftTokens !== undefined || k > room)) {
+    throw new ArgumentError(`serving engine: speculative K up to ${Math.max(asked, k)} needs K + 1 = ${Math.max(asked, k) + 1} positions in a step; maxBatchTokens is ${maxBatchTokens}`);
+  }
+  return Math.min(asked ?? DEFAULT_MAX_DRAFT_TOKENS, room);
 }
 
 /** Whether any of a step's sampled requests asked for log-probabilities (the step's logits are then read). */

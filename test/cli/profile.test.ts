@@ -17,7 +17,7 @@ async function run(args: string[]): Promise<{ code: number; log: string }> {
 test('fuseformer profile on the CPU: train, prefill and decode write profile.json and print the table', async () => {
   for (const mode of ['train', 'prefill', 'decode'] as const) {
     const out = join(dir, mode);
-    const { code, log } = await run(['--model', 'gpt2-tiny', '--mode', mode, '--batch', '1', '--seq', '8', '--steps', '2', '--top', '4', '--out', out]);
+    const { code, log } = await run(['--model', 'gpt2-tiny', '--mode', mode, '--batch', '1', '--seq', '8', ...(mode === 'decode' ? [] : ['--steps', '2']), '--top', '4', '--out', out]);
     assert.equal(code, 0);
     assert.match(log, /\| kernel +\| calls \| total ms \| median µs \| step % \|/);
     assert.match(log, /\(\d+ more\)/, 'the table stops at --top rows');
@@ -46,7 +46,10 @@ test('fuseformer profile on the CPU: serving steps, decode rows alone and with a
     assert.ok(ops.filter((o) => o === 'appendDecodeAttention').length >= 2);
     assert.equal(ops.includes('flashAttentionForward'), mode === 'serve-mixed');
   }
-  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--chunk', '4']), /--chunk is for --mode serve-mixed/);
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--chunk', '4']), /--chunk is not an option of --mode serve-decode/);
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'decode', '--chunk', '4']), /--chunk is not an option of --mode decode/);
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'decode', '--steps', '0']), /--steps is not an option of --mode decode/);
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-mixed', '--op-timing', 'bogus']), /--op-timing is not an option of --mode serve-mixed/);
   // Quantized projections: the INT4 path's ops in the profile.
   const q = join(dir, 'decode-int4');
   assert.equal((await run(['--model', 'llama-tiny', '--mode', 'decode', '--batch', '1', '--seq', '8', '--quantize', 'rtn4', '--out', q])).code, 0);
