@@ -20,9 +20,7 @@ export abstract class Tensor {
     readonly dtype: DType,
     strides?: readonly number[],
   ) {
-    for (const d of shape) {
-      if (!Number.isInteger(d) || d < 0) throw new ShapeError(`invalid tensor shape [${shape.join(', ')}]: dimensions must be non-negative integers`);
-    }
+    checkShape(shape);
     this.numel = shape.reduce((a, b) => a * b, 1);
     this.strides = strides ?? contiguousStrides(shape);
   }
@@ -56,4 +54,12 @@ export function shapeNumel(shape: readonly number[]): number {
 
 export function formatShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
+}
+
+/** Throws unless every dimension of `shape` is a non-negative integer (before anything is allocated for it). */
+export function checkShape(shape: readonly number[]): void {
+  if (!Array.isArray(shape)) throw new ShapeError(`invalid tensor shape ${String(shape)}: expected an array of dimensions`);
+  for (const d of shape) {
+    if (!Number.isInteger(d) || d < 0) throw new ShapeError(`invalid tensor shape [${shape.join(', ')}]: dimensions must be non-negative integers`);
+  }
 }

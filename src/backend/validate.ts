@@ -5,7 +5,8 @@ import type { DType } from '../dtype.js';
 import type { DropoutArgs, RandomFillArgs } from './backend.js';
 import { isFloat } from '../dtype.js';
 import { ArgumentError, DTypeError, LayoutError, ShapeError } from '../errors.js';
-import type { BackendName, Tensor } from '../tensor.js';
+import type { BackendName } from '../tensor.js';
+import { Tensor } from '../tensor.js';
 import { formatShape } from '../tensor.js';
 
 /** A dimension pattern: a number must match exactly; a string names a size that must agree across tensors. */
@@ -63,6 +64,7 @@ export class OpCheck<T extends Tensor = Tensor> {
   /** The backend-independent part of tensor(): on this backend, and contiguous. */
   protected onBackend(name: string, t: Tensor | undefined): Tensor {
     if (t === undefined) throw new ArgumentError(`${this.op}: argument '${name}' is required`);
+    if (!(t instanceof Tensor)) throw new ArgumentError(`${this.op}: '${name}' must be a tensor (backend.fromArray / empty make one), got ${Array.isArray(t) ? 'an array' : typeof t}`);
     if (t.backend !== this.backend) {
       throw new LayoutError(`${this.op}: '${name}' is a ${t.backend} tensor but this op runs on the ${this.backend} backend`);
     }

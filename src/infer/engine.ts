@@ -176,6 +176,7 @@ export class DecodeEngine {
     this.graphSteps = options.graphSteps ?? decodeGraphSteps.steps;
     if (!Number.isInteger(this.graphSteps) || this.graphSteps < 1 || this.graphSteps > 64) throw new ArgumentError(`engine: graphSteps must be an integer in [1, 64], got ${options.graphSteps}`);
     this.prefillAttention = options.prefillAttention ?? 'flash';
+    if (this.prefillAttention !== 'flash' && this.prefillAttention !== 'materialized') throw new ArgumentError(`engine: prefillAttention must be 'flash' or 'materialized', got ${JSON.stringify(options.prefillAttention)}`);
     if (options.attentionSplits !== undefined && (!Number.isInteger(options.attentionSplits) || options.attentionSplits < 1 || options.attentionSplits > maxLen)) {
       throw new ArgumentError(`engine: attentionSplits must be an integer in [1, ${maxLen}], got ${options.attentionSplits}`);
     }

@@ -48,6 +48,8 @@ export function defaultStopTokenIds(model: DecoderModel): readonly number[] {
 }
 
 function requestsFor(model: DecoderModel, prompts: readonly (readonly number[])[], options: GenerateOptions): { requests: SequenceRequest[]; maxNewTokens: number } {
+  if (!Array.isArray(prompts)) throw new ArgumentError(`the prompts must be an array of token-id arrays, got ${typeof prompts}`);
+  prompts.forEach((p, i) => { if (!Array.isArray(p) && !ArrayBuffer.isView(p)) throw new ArgumentError(`prompt ${i} must be an array of token ids, got ${typeof p} ${String(p).slice(0, 40)}`); });
   const maxNewTokens = options.maxNewTokens ?? model.generation.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
   if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0) throw new ArgumentError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
   const sampling = resolveSampling(options, model.generation);
@@ -125,6 +127,7 @@ export async function generateBatch(model: DecoderModel, prompts: readonly (read
  * (an end-of-text token) are not shown.
  */
 export async function* generateText(model: DecoderModel, tokenizer: Tokenizer, prompt: string | readonly number[], options: TextGenerateOptions = {}): AsyncGenerator<string, void, undefined> {
+  if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new ArgumentError(`the prompt must be text or an array of token ids, got ${typeof prompt}`);
   const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : prompt;
   if (ids.length === 0) throw new ArgumentError('the prompt encodes to no tokens; give some text (or a tokenizer that adds a BOS token)');
   const decoder = new TokenStreamDecoder(tokenizer, { skipSpecialTokens: true });

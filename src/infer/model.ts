@@ -248,6 +248,7 @@ export function loadDecoderModel(dir: string, backend: Backend, options: LoadOpt
   }
   const arch = decoderArchitecture(config);
   const dtype = options.dtype ?? (backend.name === 'cuda' ? 'bf16' : 'f32');
+  if (!['f32', 'f16', 'bf16'].includes(dtype)) throw new ArgumentError(`loadDecoderModel: dtype must be f32, f16 or bf16, got ${JSON.stringify(dtype)}`);
   // Every tensor's name, shape and dtype are checked from the files' headers before the model's memory is
   // allocated: a config.json whose sizes do not match the checkpoint is named, not an allocation failure.
   const plan = planWeights(arch, dir, files);

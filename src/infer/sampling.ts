@@ -47,17 +47,27 @@ export const MIN_TOP_P = 1e-30;
 export const MAX_TEMPERATURE = 1e6;
 export const REPETITION_PENALTY_RANGE: readonly [number, number] = [1e-6, 1e6];
 
+/** The values at f32's edges as the sampler must see them (see GREEDY_BELOW_TEMPERATURE and MIN_TOP_P). */
+const f32Temperature = (t: number): number => (t > 0 && t < GREEDY_BELOW_TEMPERATURE ? 0 : t);
+const f32TopP = (p: number): number => (p > 0 && p < MIN_TOP_P ? MIN_TOP_P : p);
+
+function seedOf(seed: number | bigint): bigint {
+  if (typeof seed === 'bigint') return seed;
+  if (typeof seed !== 'number' || !Number.isInteger(seed)) throw new ArgumentError(`seed must be an integer in [0, 2^64), got ${typeof seed === 'number' ? seed : `${typeof seed} ${String(seed)}`}`);
+  return BigInt(seed);
+}
+
 export function resolveSampling(options: SamplingOptions, defaults: GenerationDefaults = {}): ResolvedSampling {
   const fromConfig = defaults.doSample === true;
   const temperature = options.temperature ?? (fromConfig ? defaults.temperature ?? 1 : 0);
   const sampling = temperature > 0;
   const topP = options.topP ?? (fromConfig ? defaults.topP : undefined) ?? 1;
   const resolved: ResolvedSampling = {
-    temperature: temperature > 0 && temperature < GREEDY_BELOW_TEMPERATURE ? 0 : temperature,
+    temperature: f32Temperature(temperature),
     topK: options.topK ?? (sampling ? (fromConfig ? defaults.topK : undefined) ?? HF_DEFAULT_TOP_K : 0),
-    topP: topP > 0 && topP < MIN_TOP_P ? MIN_TOP_P : topP,
+    topP: f32TopP(topP),
     repetitionPenalty: options.repetitionPenalty ?? defaults.repetitionPenalty ?? 1,
-    seed: BigInt(options.seed ?? 0),
+    seed: seedOf(options.seed ?? 0),
   };
   checkSampling(resolved);
   return resolved;
@@ -74,7 +84,8 @@ export function checkSampling(s: ResolvedSampling): void {
 
 /** The sampler's f32 parameter row: (temperature, top-k, top-p, repetition penalty). */
 export function samplingParamsRow(s: ResolvedSampling): number[] {
-  return [s.temperature, s.topK, s.topP, s.repetitionPenalty];
+  // Also for settings that did not come through resolveSampling (an engine's caller may build them).
+  return [f32Temperature(s.temperature), s.topK, f32TopP(s.topP), s.repetitionPenalty];
 }
 
 /** The seed of row `row` of a batch, as the sampler's two i32 words (low first). */

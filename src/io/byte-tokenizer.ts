@@ -76,6 +76,7 @@ class ByteLevelTokenizer implements ByteTokenizer {
 
   /** Special tokens in the text become their ids; addSpecialTokens has no effect (no post-processor). */
   encode(text: string, _options?: EncodeOptions): number[] {
+    if (typeof text !== 'string') throw new ArgumentError(`${this.source}: encode takes text, got ${text === null ? 'null' : typeof text}`);
     const ids: number[] = [];
     const pushBytes = (piece: string): void => { for (const b of Buffer.from(piece, 'utf8')) ids.push(b); };
     if (!this.specialPattern) { pushBytes(text); return ids; }
@@ -91,6 +92,7 @@ class ByteLevelTokenizer implements ByteTokenizer {
 
   /** Invalid UTF-8 (a multi-byte character cut in two) decodes to U+FFFD, like the library does. */
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
+    if (!Array.isArray(ids) && !ArrayBuffer.isView(ids)) throw new ArgumentError(`${this.source}: decode takes an array of token ids, got ${ids === null ? 'null' : typeof ids}`);
     let out = '';
     let bytes: number[] = [];
     const flush = (): void => { out += Buffer.from(bytes).toString('utf8'); bytes = []; };

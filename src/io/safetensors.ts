@@ -246,8 +246,12 @@ export function writeSafetensors(path: string, tensors: readonly TensorToWrite[]
   let offset = 0;
   const seen = new Set<string>();
   for (const t of tensors) {
+    if (typeof t.name !== 'string') throw new SafetensorsError(`${path}: a tensor name must be a string, got ${typeof t.name} ${String(t.name)}`);
     if (t.name === '__metadata__' || seen.has(t.name)) throw new SafetensorsError(`${path}: tensor name '${t.name}' is reserved or repeated`);
     seen.add(t.name);
+    if (!Object.hasOwn(SAFETENSORS_DTYPES, t.dtype)) throw new SafetensorsError(`${path}: tensor '${t.name}' has dtype ${JSON.stringify(t.dtype)}; expected one of ${Object.keys(SAFETENSORS_DTYPES).join(', ')}`);
+    if (!Array.isArray(t.shape) || !t.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new SafetensorsError(`${path}: tensor '${t.name}' has shape ${JSON.stringify(t.shape)}; expected an array of non-negative integers`);
+    if (!(t.bytes instanceof Uint8Array)) throw new SafetensorsError(`${path}: tensor '${t.name}': bytes must be a Uint8Array`);
     const numel = t.shape.reduce((a, b) => a * b, 1);
     const expected = numel * SAFETENSORS_DTYPES[t.dtype];
     if (t.bytes.byteLength !== expected) {
@@ -257,6 +261,8 @@ export function writeSafetensors(path: string, tensors: readonly TensorToWrite[]
     offset += expected;
   }
   let json = JSON.stringify(header);
+  // The reader's own checks (metadata values are strings, and the rest), so nothing is written it would refuse.
+  parseHeader(json, offset, path);
   json += ' '.repeat((8 - (Buffer.byteLength(json) % 8)) % 8);
   const headerBytes = Buffer.from(json, 'utf8');
   const lengthBytes = Buffer.alloc(8);

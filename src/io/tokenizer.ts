@@ -103,6 +103,7 @@ export function createTokenizer(
     throw new TokenizerError(`${source}: field "model" is ${describe(model)}; expected an object with "type" and "vocab"`);
   }
   const modelType = modelTypeOf(model, source);
+  checkVocabulary(model, modelType, source);
   const addedTokens = tokenizerJson['added_tokens'] ?? [];
   if (!Array.isArray(addedTokens)) {
     throw new TokenizerError(`${source}: field "added_tokens" is ${describe(addedTokens)}; expected an array`);
@@ -179,10 +180,12 @@ class LibraryBackedTokenizer implements Tokenizer {
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
+    if (typeof text !== 'string') throw new ArgumentError(`${this.source}: encode takes text, got ${text === null ? 'null' : typeof text}`);
     return this.library.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
+    if (!Array.isArray(ids) && !ArrayBuffer.isView(ids)) throw new ArgumentError(`${this.source}: decode takes an array of token ids, got ${ids === null ? 'null' : typeof ids}`);
     for (const id of ids) {
       if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
         throw new ArgumentError(`token id ${id} is outside the vocabulary of ${this.source} (0 to ${this.vocabSize - 1})`);
@@ -208,6 +211,26 @@ class LibraryBackedTokenizer implements Tokenizer {
  * tokenizer.json files written by old versions of the Rust library have no model.type; like that
  * library, we recognise the model by its keys then (Unigram's vocab is a list of [piece, score]).
  */
+/**
+ * The vocabulary's ids are non-negative integers (the library would hand back whatever the file holds as a
+ * token id: a -1, a 0.5, a "0").
+ */
+function checkVocabulary(model: Record<string, unknown>, modelType: string, source: string): void {
+  const vocab = model['vocab'];
+  const entries: [string, unknown][] = modelType === 'Unigram'
+    ? (Array.isArray(vocab) ? vocab.map((entry: unknown, i): [string, unknown] => {
+      if (!Array.isArray(entry) || typeof entry[0] !== 'string' || typeof entry[1] !== 'number') throw new TokenizerError(`${source}: "model.vocab"[${i}] is ${describe(entry)}; expected a [piece, score] pair`);
+      return [entry[0], i];
+    }) : [])
+    : isObject(vocab) ? Object.entries(vocab) : [];
+  if (modelType === 'Unigram' ? !Array.isArray(vocab) : !isObject(vocab)) {
+    throw new TokenizerError(`${source}: field "model.vocab" is ${describe(vocab)}; expected ${modelType === 'Unigram' ? 'an array of [piece, score] pairs' : 'an object of token → id'}`);
+  }
+  for (const [token, id] of entries) {
+    if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) throw new TokenizerError(`${source}: "model.vocab" gives ${JSON.stringify(token)} the id ${describe(id)}; ids are non-negative integers`);
+  }
+}
+
 function modelTypeOf(model: Record<string, unknown>, source: string): string {
   const type = model['type'];
   const expected = `expected one of ${SUPPORTED_MODEL_TYPES.join(', ')}`;

@@ -92,7 +92,7 @@ import { ArgumentError } from '../errors.js';
 import { GreedyPicker } from '../infer/greedy-picks.js';
 import type { DecoderModel } from '../infer/model.js';
 import type { ResolvedSampling } from '../infer/sampling.js';
-import { samplingParamsRow, seedWords } from '../infer/sampling.js';
+import { checkSampling, samplingParamsRow, seedWords } from '../infer/sampling.js';
 import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUniform, verifyGreedy, verifySampled, verifyScored } from '../infer/speculative-accept.js';
 import type { Tensor } from '../tensor.js';
 import { BlockPool } from './block-pool.js';
@@ -450,6 +450,13 @@ export class ServingEngine {
     if (!Number.isInteger(request.maxTokens) || request.maxTokens < 1) throw new ArgumentError(`serving engine: maxTokens must be a positive integer, got ${request.maxTokens}`);
     const logprobs = request.logprobs ?? 0;
     if (!Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_LOGPROBS) throw new ArgumentError(`serving engine: logprobs must be an integer in [0, ${MAX_LOGPROBS}], got ${logprobs}`);
+    // Checked here, once: a bad request found later, inside step(), would fail the step of every request.
+    if (typeof request.sampling !== 'object' || request.sampling === null) throw new ArgumentError('serving engine: sampling is missing (resolveSampling() makes one)');
+    if (typeof request.sampling.seed !== 'bigint') throw new ArgumentError(`serving engine: sampling.seed must be a bigint, got ${typeof request.sampling.seed} ${String(request.sampling.seed)}`);
+    checkSampling(request.sampling);
+    if (!Array.isArray(request.stopTokenIds)) throw new ArgumentError('serving engine: stopTokenIds must be an array of token ids');
+    request.stopTokenIds.forEach((t) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`serving engine: stop token id ${t} is outside the vocabulary [0, ${V})`); });
+    if (typeof request.onToken !== 'function' || typeof request.onFinish !== 'function') throw new ArgumentError('serving engine: a request needs onToken and onFinish callbacks');
     const id = `r${this.nextId++}`;
     const sched = this.scheduler.add(id, [...request.prompt]);
     const live: Live = { id, request, sched, limit: Math.min(n + request.maxTokens, this.maxLen), slot: -1, done: false, draftTokens: this.speculation?.initial ?? 0, pendingRow: -1 };

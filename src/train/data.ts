@@ -220,7 +220,7 @@ export function tokenizeDocuments(documents: readonly string[], tokenizer: Token
 export function checkTokenRange(tokens: TokenArray, vocabSize: number, source: string): void {
   positiveInteger(vocabSize, 'vocabSize');
   for (let i = 0; i < tokens.length; i++) {
-    if (tokens[i]! >= vocabSize) {
+    if (!(tokens[i]! >= 0 && tokens[i]! < vocabSize)) {
       throw new ArgumentError(`${source}: token ${i} is id ${tokens[i]}, outside the vocabulary of ${vocabSize} (made with another tokenizer?)`);
     }
   }

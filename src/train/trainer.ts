@@ -35,7 +35,7 @@ import type { TokenArray } from '../io/token-file.js';
 import type { NamedHostTensor } from './checkpoint.js';
 import { checkpointPath, latestCheckpoint, listCheckpoints, loadCheckpoint, pruneCheckpoints, saveCheckpoint } from './checkpoint.js';
 import type { CausalLMLoaderState } from './data.js';
-import { CausalLMLoader, evaluationBatchCount, evaluationBatches, splitTokens } from './data.js';
+import { CausalLMLoader, checkTokenRange, evaluationBatchCount, evaluationBatches, splitTokens } from './data.js';
 import type { LossScaler } from './loss-scaler.js';
 import { lossScalerFor, restoreLossScaler } from './loss-scaler.js';
 import { writeLossPlot } from './plot.js';
@@ -113,10 +113,20 @@ export interface TrainIo {
 }
 
 function checkConfig(c: TrainConfig, tokens: number): void {
-  const positive = (name: string, v: number) => { if (!Number.isInteger(v) || v < 1) throw new ArgumentError(`train: ${name} must be a positive integer, got ${v}`); };
+  const positive = (name: string, v: number) => { if (!Number.isSafeInteger(v) || v < 1) throw new ArgumentError(`train: ${name} must be a positive integer, got ${v}`); };
+  const nonNegative = (name: string, v: number) => { if (!Number.isSafeInteger(v) || v < 0) throw new ArgumentError(`train: ${name} must be a non-negative integer, got ${v}`); };
   positive('batchSize', c.batchSize);
   positive('seqLen', c.seqLen);
   positive('steps', c.steps);
+  positive('evalBatches', c.evalBatches);
+  positive('keepCheckpoints', c.keepCheckpoints);
+  nonNegative('evalEvery', c.evalEvery);
+  nonNegative('checkpointEvery', c.checkpointEvery);
+  nonNegative('checkpointActivations', c.checkpointActivations);
+  nonNegative('seed', c.seed);
+  nonNegative('sample.tokens', c.sample.tokens);
+  if (!(c.sample.temperature >= 0 && Number.isFinite(c.sample.temperature))) throw new ArgumentError(`train: sample.temperature must be a finite number >= 0, got ${c.sample.temperature}`);
+  if (!['f32', 'f16', 'bf16'].includes(c.dtype)) throw new ArgumentError(`train: dtype must be f32, f16 or bf16, got ${String(c.dtype)}`);
   if (c.seqLen > c.model.config.maxPositions) throw new ArgumentError(`train: seqLen ${c.seqLen} exceeds the model's n_positions ${c.model.config.maxPositions}`);
   if (!(c.validationFraction > 0 && c.validationFraction < 0.5)) throw new ArgumentError(`train: validationFraction must be in (0, 0.5), got ${c.validationFraction}`);
   const needed = (c.seqLen + 1) * 2;
@@ -156,6 +166,7 @@ function prepareOutDirectory(config: TrainConfig): void {
 export function trainLanguageModel(backend: Backend, tokens: TokenArray, tokenizer: Tokenizer, config: TrainConfig, io: TrainIo): TrainResult {
   checkConfig(config, tokens.length);
   const modelConfig = config.model.config;
+  checkTokenRange(tokens, modelConfig.vocabSize, 'train: the tokens');
   if (tokenizer.vocabSize > modelConfig.vocabSize) {
     throw new ArgumentError(`train: the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocab_size is ${modelConfig.vocabSize}`);
   }

@@ -8,6 +8,7 @@ import { ArgumentError } from '../../errors.js';
 import type { MemoryStats } from '../backend.js';
 import type { CpuAllocation } from './tensor.js';
 import { CpuTensor, newStorage, storageBytes } from './tensor.js';
+import { checkShape } from '../../tensor.js';
 
 export class MemoryTracker {
   private allocations = 0;
@@ -17,6 +18,7 @@ export class MemoryTracker {
   private readonly tracked = new WeakSet<object>();
 
   allocate(shape: readonly number[], dtype: DType): CpuTensor {
+    checkShape(shape); // before the bytes are counted: a NaN dimension would make every later statistic NaN
     const numel = shape.reduce((a, b) => a * b, 1);
     const allocation = this.track(storageBytes(shape, dtype));
     return new CpuTensor(shape, dtype, newStorage(dtype, numel), { allocation });

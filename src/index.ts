@@ -1,0 +1,50 @@
+// fuseformer's public API: what `import { … } from 'fuseformer'` gives a TypeScript program. The backends
+// and their tensors; Hugging Face model directories for inference (GPT-2, Llama family, BERT, Marian),
+// generation and serving; training; tokenizers and safetensors; quantization; the errors every one of
+// them throws. The CUDA backend is reached through selectBackend(), which loads it only where a GPU is.
+
+export { selectBackend } from './backend/index.js';
+export type { BackendChoice, BackendSelection } from './backend/index.js';
+export type { Backend } from './backend/backend.js';
+export { CpuBackend } from './backend/cpu/index.js';
+export { Tensor, formatShape } from './tensor.js';
+export type { DType, FloatDType } from './dtype.js';
+export {
+  FuseformerError, ArgumentError, ShapeError, DTypeError, LayoutError, CudaError, LibraryNotFoundError,
+  KernelCompileError, OutOfMemoryError,
+} from './errors.js';
+
+// Inference: decoder-only models, generation, speculative decoding, BERT encoding, translation.
+export { loadDecoderModel, randomDecoderModel, DecoderModel } from './infer/model.js';
+export type { LoadOptions, LoadedModel } from './infer/model.js';
+export { generate, generateBatch, generateText, defaultStopTokenIds } from './infer/generate.js';
+export type { GenerateOptions, TextGenerateOptions } from './infer/generate.js';
+export { resolveSampling } from './infer/sampling.js';
+export type { SamplingOptions, ResolvedSampling } from './infer/sampling.js';
+export { DecodeEngine } from './infer/engine.js';
+export type { EngineOptions, SequenceRequest } from './infer/engine.js';
+export { BertEncoder } from './infer/bert.js';
+export type { BertLoadOptions, BertEmbeddingOptions, BertEncoding, LoadedBert } from './infer/bert.js';
+export { loadSeq2Seq, translate, translateText } from './infer/seq2seq.js';
+export type { Translator, TranslateOptions, Translation } from './infer/seq2seq.js';
+export { loadQuantizedDecoderModel, quantizeDecoderModel, quantizeLmHead } from './infer/quantized.js';
+export type { QuantizeDecoderOptions } from './infer/quantized.js';
+
+// Serving: continuous batching over a paged KV cache, and the OpenAI-compatible HTTP server.
+export { ServingEngine } from './serve/engine.js';
+export type { ServingEngineOptions, ServingSpeculation, GenerationRequest, TokenEvent, FinishReason, EngineStats } from './serve/engine.js';
+export { InferenceServer } from './serve/server.js';
+export type { ServerOptions, ServedEngine } from './serve/server.js';
+
+// Training.
+export { trainLanguageModel } from './train/trainer.js';
+export type { TrainConfig, TrainModel, TrainResult, TrainIo } from './train/trainer.js';
+export { loadModelConfig, presetConfig, PRESET_NAMES } from './models/registry.js';
+export type { ModelConfig } from './models/registry.js';
+
+// Files: tokenizers and safetensors.
+export { loadTokenizer, createTokenizer, TokenizerError } from './io/tokenizer.js';
+export type { Tokenizer, EncodeOptions, DecodeOptions } from './io/tokenizer.js';
+export { createByteTokenizer } from './io/byte-tokenizer.js';
+export { SafetensorsReader, SafetensorsError, writeSafetensors } from './io/safetensors.js';
+export type { TensorInfo, TensorToWrite, SafetensorsDType } from './io/safetensors.js';
