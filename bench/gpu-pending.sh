@@ -249,14 +249,14 @@ for step in "${steps[@]}"; do
     spec-trained) # speculative on a trained pair (issue #7: α on our trained models): GPT-2 124M and a 2-layer draft of its width (bench/spec-draft),
           # both trained on Moby-Dick with GPT-2's BPE (the last 5% held out), then α and the speedup on a held-out prompt
           [ "${SPEC_TESTS:-1}" = 1 ] && run spec-tests 240 node --test --test-concurrency=1 dist/test/gpu/speculative.test.js
-          run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
-          run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft
+          run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/target
+          run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/draft
           # SPEC_TOKENIZER: a tokenizer.json for --tokenizer (the device's install lacks the dev dependency behind `gpt2`)
           run spec-trained 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained.json" ;;
     spec-trained-medium) # the same with a GPT-2-medium-sized target (24 layers × 1024, bench/spec-medium) and a 2-layer draft of its width: a target
           # whose decode step costs more than a launch chain, where the lecture's speedup should show
-          run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
-          run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft
+          run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-medium/target
+          run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-medium/draft
           run spec-trained-medium 200 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-trained-medium.json" ;;
     spec-ours) # speculative decoding without HF (never measured; the HF runs took > 170 s before a row), one model per bounded run
           run spec-ours-gpt2 150 node dist/bench/speculative.js --models gpt2 --reps 2 --no-torch --json "$out/speculative-gpt2.json"
@@ -322,8 +322,8 @@ for step in "${steps[@]}"; do
           run picks-serve-tests 150 node --test --test-concurrency=1 dist/test/gpu/serve-engine.test.js
           run picks-spec-tests 150 node --test --test-concurrency=1 dist/test/gpu/speculative.test.js ;;
     spec-medium-hf) # the medium pair (24 × 1024 target, 2-layer draft; trained here) with this build's sampled path and HF assisted generation beside it
-          [ -d /tmp/spec-medium/target ] || { run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/target
-            run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-medium/draft; }
+          [ -d /tmp/spec-medium/target ] || { run train-medium 300 node dist/src/cli/main.js train --model bench/spec-medium --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-medium/target
+            run train-medium-draft 150 node dist/src/cli/main.js train --model bench/spec-medium-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-medium/draft; }
           run spec-medium-hf 300 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-medium/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-medium/draft/step-* | tail -1)" --reps 2 --json "$out/speculative-medium-hf.json" ;;
     megakernel-sweep) # the megakernel's flag-released barriers and K/V prefetch on the block-per-chunk consumers (session 16 ran them only with the withdrawn warp-per-chunk consumers): GPU checks with both on, then the decode bench with each, both, neither
           run mk-flag-tests 150 env FUSEFORMER_MEGAKERNEL_RELEASE_FLAG=1 FUSEFORMER_MEGAKERNEL_KV_PREFETCH=1 node --test --test-concurrency=1 dist/test/gpu/decode-layers.test.js
@@ -355,14 +355,14 @@ for step in "${steps[@]}"; do
     spec-sample) # sampled speculative decoding's residual / bonus draws on the device (speculativeSample, built session 13, never run; deviceAcceptance
           # on by default since session 13's call 1): the op's GPU cases (infer-ops), the speculative GPU tests, the trained pair's bench with it on and off
           run spec-sample-tests 300 env FUSEFORMER_TEST_OPS=speculativeSample,tokenProbabilities,sampleTokens node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/speculative.test.js
-          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
-            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft; }
+          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/target
+            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/draft; }
           for on in 1 0; do run spec-sample-$on 150 env FUSEFORMER_SPEC_DEVICE_ACCEPT=$on node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 3 --no-torch --json "$out/speculative-sample-$on.json"; done ;;
     spec-device) # sampled speculative decoding scored on the device (tokenProbabilities, FUSEFORMER_SPEC_DEVICE_ACCEPT=1; built session 12, never run):
           # the op's GPU cases (infer-ops), the speculative GPU tests with it on, then the trained pair's bench with it on and off
           run spec-device-tests 300 env FUSEFORMER_SPEC_DEVICE_ACCEPT=1 node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js dist/test/gpu/speculative.test.js
-          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
-            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft; }
+          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/target
+            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/draft; }
           for on in 1 0; do run spec-device-$on 150 env FUSEFORMER_SPEC_DEVICE_ACCEPT=$on node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 3 --no-torch --json "$out/speculative-device-$on.json"; done ;;
     norm-default) # the staged LayerNorm backward at its new default shape (8,2,2): the norm op checks, its bench rows, GPT-2 training on the GPU
           run norm-tests-default 120 env FUSEFORMER_TEST_OPS=Norm node --test dist/test/gpu/ops.test.js
@@ -373,8 +373,8 @@ for step in "${steps[@]}"; do
           run defaults-tests 200 node --test --test-concurrency=1 dist/test/gpu/runtime.test.js dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/speculative.test.js dist/test/gpu/graph.test.js
           for cfg in 4,4,2 2,8,2; do run norm-tests-${cfg//,/-} 100 env FUSEFORMER_NORM_BACKWARD=$cfg FUSEFORMER_TEST_OPS=Norm node --test dist/test/gpu/ops.test.js; done
           for cfg in 8,2,2 4,4,2 2,8,2 8,2,3 6,2,2 16,1,4; do run norm-bench-${cfg//,/-} 90 env FUSEFORMER_NORM_BACKWARD=$cfg node dist/bench/kernels.js --only layerNormBackward --no-torch --json "$out/norm-bench-${cfg//,/-}.json"; done
-          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
-            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft; }
+          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/target
+            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/draft; }
           run spec-defaults 150 node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 3 --no-torch --json "$out/speculative-defaults.json" ;;
     norm-sweep) # the staged LayerNorm backward's launch shape (FUSEFORMER_NORM_BACKWARD="warps,blocksPerSm,maxStages"; default 16,1,4,
           # 48–63% of copy since 2026-11-29): the norm cases of the op checks at three other shapes, then bench:kernels' LayerNorm rows at each
@@ -399,8 +399,8 @@ for step in "${steps[@]}"; do
           run serve-async 120 env FUSEFORMER_ASYNC_UPLOAD=1 node dist/bench/serve-speed.js --concurrency 16,64,256 --no-torch --no-prefix --json "$out/serve-speed-async.json"
           run serve-sync 120 node dist/bench/serve-speed.js --concurrency 16,64,256 --no-torch --no-prefix --json /tmp/serve-speed-sync.json ;;
     async-spec) # speculative decoding with and without async uploads on the trained pair (trained first on a fresh machine, as spec-trained)
-          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/target
-            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --out /tmp/spec-pair/draft; }
+          [ -d /tmp/spec-pair/target ] || { run train-target 240 node dist/src/cli/main.js train --model gpt2-124M --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/target
+            run train-draft 150 node dist/src/cli/main.js train --model bench/spec-draft --data moby-dick --tokenizer "${SPEC_TOKENIZER:-gpt2}" --steps 800 --sample-tokens 32 --overwrite --out /tmp/spec-pair/draft; }
           for mode in async sync; do
             run spec-$mode 150 env FUSEFORMER_ASYNC_UPLOAD=$([ $mode = async ] && echo 1 || echo 0) node dist/bench/speculative.js --target "$(ls -d /tmp/spec-pair/target/step-* | tail -1)" --draft "$(ls -d /tmp/spec-pair/draft/step-* | tail -1)" --reps 2 --no-torch --json "$out/speculative-$mode.json"
           done ;;

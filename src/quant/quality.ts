@@ -111,7 +111,7 @@ export function runQuantQuality(options: QualityOptions): QualityReport {
     const trainConfig: TrainConfig = {
       model: { family: 'gpt2', config }, dtype, batchSize: t.batchSize, seqLen: t.seqLen, steps: t.steps,
       schedule: { kind: 'cosine', lr: t.lr, minLr: t.lr / 10, warmupSteps: Math.max(1, Math.floor(t.steps / 20)), totalSteps: t.steps },
-      seed: t.seed ?? 1337, evalEvery: 0, evalBatches: 2, checkpointEvery: 0, keepCheckpoints: 1, outDir, resume: false,
+      seed: t.seed ?? 1337, evalEvery: 0, evalBatches: 2, checkpointEvery: 0, keepCheckpoints: 1, outDir, resume: false, overwrite: true, // a scratch directory
       validationFraction: 0.05, checkpointActivations: 0, sample: { prompt: 'CHAPTER 1.', tokens: 1, temperature: 1 },
     };
     // The trainer splits the same token stream the same way: its validation part is our held-out text.
