@@ -64,10 +64,12 @@ export class OpCheck<T extends Tensor = Tensor> {
   /** The backend-independent part of tensor(): on this backend, and contiguous. */
   protected onBackend(name: string, t: Tensor | undefined): Tensor {
     if (t === undefined) throw new ArgumentError(`${this.op}: argument '${name}' is required`);
-    if (!(t instanceof Tensor)) throw new ArgumentError(`${this.op}: '${name}' must be a tensor (backend.fromArray / empty make one), got ${Array.isArray(t) ? 'an array' : typeof t}`);
+    const notATensor = () => new ArgumentError(`${this.op}: '${name}' must be a tensor (backend.fromArray / empty make one), got ${Array.isArray(t) ? 'an array' : t === null ? 'null' : typeof t}`);
+    if (typeof t !== 'object' || t === null || typeof (t as { backend?: unknown }).backend !== 'string') throw notATensor();
     if (t.backend !== this.backend) {
       throw new LayoutError(`${this.op}: '${name}' is a ${t.backend} tensor but this op runs on the ${this.backend} backend`);
     }
+    if (!(t instanceof Tensor)) throw notATensor();
     if (!t.isContiguous) {
       throw new LayoutError(`${this.op}: '${name}' is a non-contiguous view ${formatShape(t.shape)} with strides [${t.strides.join(', ')}]; make a contiguous copy first`);
     }
