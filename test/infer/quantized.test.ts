@@ -291,7 +291,7 @@ test('a `fuseformer quantize` directory (GPT-2 INT4 and INT8, Llama INT4) runs t
   }
   const config = JSON.parse(readFileSync(join(llama, 'config.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(join(llama, 'config.json'), JSON.stringify({ ...config, quantization_config: { quant_method: 'gptq', bits: 4 } }));
-  await assert.rejects(captured(['--model', llama, '--prompt', 'x', '--backend', 'cpu']), /quantization_config\.group_size must be an integer, got undefined/);
+  await assert.rejects(captured(['--model', llama, '--prompt', 'x', '--backend', 'cpu']), /quantization_config\.group_size must be an integer, and it is missing/);
   const rtn8 = await captured(['--model', dir, '--prompt', prompt, '--max-tokens', '4', '--temperature', '0', '--quantize', 'rtn8', '--backend', 'cpu']);
   assert.ok(rtn8.startsWith(prompt));
   // --quantize-lm-head: the head too; the same tokens as the engine API with lmHead on.
