@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The user's path through the CLI, end to end, on whatever backend `auto` picks (CUDA on the device):
+# the README's demo (`fuseformer` with no command: train the tiny GPT-2), then `generate` from its
+# checkpoint, `quantize` it (INT4 AWQ with --eval, INT8 SmoothQuant), `generate` from the quantized
+# directory, `serve` it and talk to the server over HTTP (models, completions, streamed completions,
+# a malformed request, then SIGINT: it drains and exits 0), and `info` / `selftest`.
+# Every step's output is checked; the last lines are a PASS / FAIL table and the exit code is the
+# number of failures. Logs go to $OUT (the device tool's folder) or a temporary directory.
+#
+#   bash bench/cli-smoke.sh            # on the GPU: the demo's 600 steps
+#   SMOKE_STEPS=4 bash bench/cli-smoke.sh   # quick, on the CPU
+set -u
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cli="node $repo/dist/src/cli/main.js"
+out=${OUT:-$(mktemp -d)}
+work=$(mktemp -d)
+cd "$work" || exit 1
+failures=0
+results=()
+check() { # name condition-description rc
+  local name=$1 ok=$2
+  if [ "$ok" = 1 ]; then results+=("PASS $name"); else results+=("FAIL $name"); failures=$((failures + 1)); fi
+  echo "== $name: $([ "$ok" = 1 ] && echo PASS || echo FAIL)"
+}
+has() { grep -q -- "$2" "$out/$1.log"; }
+
+steps_flag=()
+[ -n "${SMOKE_STEPS:-}" ] && steps_flag=(--steps "$SMOKE_STEPS" --eval-every "$SMOKE_STEPS")
+
+# 1. The demo, as `npm start` runs it (here with the work directory as its cwd: runs/ lands there).
+$cli train "${steps_flag[@]}" > "$out/smoke-train.log" 2>&1; rc=$?
+ckpt=$(ls -d "$work"/runs/gpt2-tiny/step-* 2>/dev/null | tail -1)
+check demo-train "$([ $rc -eq 0 ] && [ -n "$ckpt" ] && [ -f "$work/runs/gpt2-tiny/loss.svg" ] && echo 1)"
+
+# 2. generate from the checkpoint (the README's next command).
+$cli generate --model "$ckpt" --prompt "Call me" --max-tokens 24 > "$out/smoke-generate.log" 2>&1; rc=$?
+check generate "$([ $rc -eq 0 ] && has smoke-generate "Call me" && echo 1)"
+
+# 3. quantize: INT4 AWQ with held-out perplexity, INT8 SmoothQuant; a second quantize into the same
+#    --out replaces its own earlier output; --out at the model itself is refused by name.
+$cli quantize --model "$ckpt" --out "$work/q4" --bits 4 --method awq --group 32 --eval --eval-batches 2 \
+  --calibration-samples 8 --calibration-len 64 > "$out/smoke-quantize4.log" 2>&1; rc=$?
+check quantize-int4-awq "$([ $rc -eq 0 ] && [ -f "$work/q4/model.safetensors" ] && has smoke-quantize4 perplexity && echo 1)"
+$cli quantize --model "$ckpt" --out "$work/q8" --bits 8 --calibration-samples 8 --calibration-len 64 > "$out/smoke-quantize8.log" 2>&1; rc=$?
+check quantize-int8-smoothquant "$([ $rc -eq 0 ] && [ -f "$work/q8/model.safetensors" ] && echo 1)"
+$cli quantize --model "$ckpt" --out "$work/q8" --bits 8 --method rtn > "$out/smoke-quantize8-again.log" 2>&1; rc=$?
+check quantize-replaces-own-output "$([ $rc -eq 0 ] && echo 1)"
+$cli quantize --model "$ckpt" --out "$ckpt" --bits 8 --method rtn > "$out/smoke-quantize-self.log" 2>&1; rc=$?
+check quantize-refuses-model-as-out "$([ $rc -ne 0 ] && [ -f "$ckpt/model.safetensors" ] && has smoke-quantize-self "out" && echo 1)"
+
+# 4. generate from the quantized directories.
+$cli generate --model "$work/q4" --prompt "Call me" --max-tokens 24 > "$out/smoke-generate-q4.log" 2>&1; rc=$?
+check generate-int4 "$([ $rc -eq 0 ] && has smoke-generate-q4 "Call me" && echo 1)"
+$cli generate --model "$work/q8" --prompt "Call me" --max-tokens 24 --temperature 0.8 --seed 7 > "$out/smoke-generate-q8.log" 2>&1; rc=$?
+check generate-int8-sampled "$([ $rc -eq 0 ] && has smoke-generate-q8 "Call me" && echo 1)"
+
+# 5. serve the INT4 directory on a free port; talk to it; SIGINT drains and exits 0.
+$cli serve --model "$work/q4" --port 0 > "$out/smoke-serve.log" 2>&1 &
+server=$!
+port=
+for _ in $(seq 1 240); do
+  port=$(grep -oE 'http://[^ ]+:[0-9]+' "$out/smoke-serve.log" 2>/dev/null | head -1 | grep -oE '[0-9]+$')
+  [ -n "$port" ] && break
+  kill -0 $server 2>/dev/null || break
+  sleep 0.5
+done
+check serve-listens "$([ -n "$port" ] && echo 1)"
+if [ -n "$port" ]; then
+  PORT=$port node --input-type=module > "$out/smoke-http.log" 2>&1 <<'EOF'
+const base = `http://127.0.0.1:${process.env.PORT}/v1`;
+const failures = [];
+const expect = (name, ok, detail) => { console.log(`${ok ? 'ok' : 'FAILED'} ${name}${ok ? '' : ': ' + detail}`); if (!ok) failures.push(name); };
+const post = (path, body) => fetch(base + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+const models = await (await fetch(base + '/models')).json();
+expect('models', Array.isArray(models.data) && models.data.length === 1, JSON.stringify(models));
+const model = models.data[0].id;
+const completion = await post('/completions', { model, prompt: 'Call me', max_tokens: 16, temperature: 0 });
+const body = await completion.json();
+expect('completion', completion.status === 200 && typeof body.choices?.[0]?.text === 'string' && body.usage?.completion_tokens > 0, JSON.stringify(body));
+const again = await (await post('/completions', { model, prompt: 'Call me', max_tokens: 16, temperature: 0 })).json();
+expect('greedy is repeatable', again.choices?.[0]?.text === body.choices?.[0]?.text, `${JSON.stringify(again.choices?.[0]?.text)} vs ${JSON.stringify(body.choices?.[0]?.text)}`);
+const streamed = await post('/completions', { model, prompt: 'Call me', max_tokens: 16, temperature: 0, stream: true });
+const sse = await streamed.text();
+const chunks = sse.split('\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]').map((l) => JSON.parse(l.slice(6)));
+const text = chunks.map((c) => c.choices?.[0]?.text ?? '').join('');
+expect('streamed = non-streamed', streamed.status === 200 && sse.includes('data: [DONE]') && text === body.choices?.[0]?.text, `${JSON.stringify(text)} vs ${JSON.stringify(body.choices?.[0]?.text)}`);
+const sampled = await (await post('/completions', { model, prompt: 'Call me', max_tokens: 16, temperature: 0.9, top_p: 0.9, seed: 3, logprobs: 2 })).json();
+expect('sampled with logprobs', sampled.choices?.[0]?.logprobs?.tokens?.length > 0, JSON.stringify(sampled));
+const many = await Promise.all(Array.from({ length: 24 }, (_, i) => post('/completions', { model, prompt: `Call me ${i}`, max_tokens: 8, temperature: 0 }).then((r) => r.status)));
+expect('24 concurrent requests', many.every((s) => s === 200), JSON.stringify(many));
+const bad = await post('/completions', '{"model": ');
+const badBody = await bad.json().catch(() => null);
+expect('malformed JSON is a 400 with a message', bad.status === 400 && typeof badBody?.error?.message === 'string', `${bad.status} ${JSON.stringify(badBody)}`);
+const negative = await post('/completions', { model, prompt: 'x', temperature: -1 });
+const negBody = await negative.json().catch(() => null);
+expect('negative temperature is a 400 naming it', negative.status === 400 && /temperature/.test(negBody?.error?.message ?? ''), `${negative.status} ${JSON.stringify(negBody)}`);
+process.exit(failures.length);
+EOF
+  rc=$?
+  check http-requests "$([ $rc -eq 0 ] && echo 1)"
+fi
+kill -INT $server 2>/dev/null
+for _ in $(seq 1 60); do kill -0 $server 2>/dev/null || break; sleep 0.5; done
+if kill -0 $server 2>/dev/null; then kill -KILL $server; rc=137; else wait $server; rc=$?; fi
+check serve-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
+
+# 6. info and a quick selftest.
+$cli info > "$out/smoke-info.log" 2>&1; rc=$?
+check info "$([ $rc -eq 0 ] && echo 1)"
+$cli selftest > "$out/smoke-selftest.log" 2>&1; rc=$?
+check selftest "$([ $rc -eq 0 ] && echo 1)"
+
+rm -rf "$work"
+echo
+echo "| CLI smoke step | result |"
+echo "|---|---|"
+for r in "${results[@]}"; do echo "| ${r#* } | ${r%% *} |"; done
+echo "failures: $failures (logs in $out)"
+exit $failures
