@@ -467,17 +467,17 @@ for step in "${steps[@]}"; do
           run q4-generate 90 bash -c "for extra in '' --quantize-lm-head; do node dist/src/cli/main.js generate --model $ql-gptq --prompt 'The sea' --max-tokens 64 --temperature 0 \$extra; done"
           run q4-awq 150 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-awq --bits 4 --method awq --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2"
           run q4-sq 100 bash -c "time node dist/src/cli/main.js quantize --model $ql --out $ql-sq --bits 8 --method smoothquant --calibration-samples 16 --calibration-len 256 --eval --eval-batches 2" ;;
-    s44-h200) # (session 44) session 43's queue on the H200: the beam GPU suite and bench:beam beside HF (pipelined host reads measured on an H100 only: bf16 10.7x HF at batch 32 there), then the LM head's greedy pick default / FUSEFORMER_HEAD_ARGMAX=0 at batch 4, two rounds (session 42 had b4 0.2-0.8% slower with it, one round)
+    s44-h200) # (session 44) session 43's queue on the H200: the beam GPU suite and bench:beam beside HF (pipelined host reads measured on an H100 only: bf16 10.7x HF at batch 32 there), then the LM head's greedy pick default / FUSEFORMER_HEAD_ARGMAX=0 at batch 4, two rounds (session 42 had b4 0.2-0.8% slower with it, one round); then check:infer against HF (session 43's loader changes on real checkpoints)
           run beam-tests 90 node --test --test-concurrency=1 dist/test/gpu/beam.test.js
           run beam-speed 200 node dist/bench/beam.js --iters 3 --json "$out/beam.json"
           for round in 1 2; do
             for f in default 0; do run argmax-b4-$f-$round 45 env FUSEFORMER_HEAD_ARGMAX=${f#default} node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 4 --json "$out/argmax-b4-$f-$round.json"; done
-          done ;;
-    s44-verify) # (session 44) session 43's host-side changes on the GPU (loading's header checks and the one readFloats every loader uses, sampling's f32 edges, the serving engine's validation, the server, the CLI): the engine GPU suites, the quantized engines, check:infer against HF, the CLI end to end (bench/cli-smoke.sh: the demo's 600 steps, generate, quantize, serve over HTTP), the serving load test on CUDA
+          done
+          run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
+    s44-verify) # (session 44) session 43's host-side changes on the GPU (loading's header checks and the one readFloats every loader uses, sampling's f32 edges, the serving engine's validation, the server, the CLI): the engine GPU suites, the quantized engines, the CLI end to end (bench/cli-smoke.sh: the demo's 600 steps, generate, quantize, serve over HTTP), the serving load test on CUDA
           run engines 240 node --test --test-concurrency=1 dist/test/gpu/infer-engine.test.js dist/test/gpu/serve-engine.test.js dist/test/gpu/speculative.test.js dist/test/gpu/head-argmax.test.js dist/test/gpu/infer-quantized.test.js
-          run cli-smoke 150 bash bench/cli-smoke.sh
-          run serve-load 90 node dist/bench/serve.js --backend cuda --requests 600 --json "$out/serve.json"
-          run infer-parity 300 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
+          run cli-smoke 240 bash bench/cli-smoke.sh
+          run serve-load 90 node dist/bench/serve.js --backend cuda --requests 600 --json "$out/serve.json" ;;
     s42-beam) # (session 42) beam search with pipelined host reads (TranslateOptions.pipeline, the default: the next chunk of decoder steps launched before this chunk's candidates are read) and the host's bookkeeping without copying token lists (bf16 batch 32 was 0.882 ms a step against 0.433 of device time: 7.3x HF, short of 10x): the beam GPU suite, then bench:beam beside HF
           run beam-tests 90 node --test --test-concurrency=1 dist/test/gpu/beam.test.js
           run beam-speed 200 node dist/bench/beam.js --iters 3 --json "$out/beam.json" ;;
