@@ -23,18 +23,25 @@ export { resolveSampling } from './infer/sampling.js';
 export type { SamplingOptions, ResolvedSampling } from './infer/sampling.js';
 export { DecodeEngine } from './infer/engine.js';
 export type { EngineOptions, SequenceRequest } from './infer/engine.js';
-export { BertEncoder } from './infer/bert.js';
+export { BertEncoder, padSequences } from './infer/bert.js';
 export type { BertLoadOptions, BertEmbeddingOptions, BertEncoding, LoadedBert } from './infer/bert.js';
 export { loadSeq2Seq, translate, translateText } from './infer/seq2seq.js';
 export type { Translator, TranslateOptions, Translation } from './infer/seq2seq.js';
 export { loadQuantizedDecoderModel, quantizeDecoderModel, quantizeLmHead } from './infer/quantized.js';
 export type { QuantizeDecoderOptions } from './infer/quantized.js';
+export { quantizeDecoder } from './quant/decoder-quantize.js';
+export type { QuantizeOptions } from './quant/quantize.js';
+export type { QuantizedModel } from './quant/model.js';
+export { saveQuantizedModel, loadQuantizedModel } from './quant/checkpoint.js';
+export type { SaveQuantizedOptions } from './quant/checkpoint.js';
 
 // Serving: continuous batching over a paged KV cache, and the OpenAI-compatible HTTP server.
 export { ServingEngine } from './serve/engine.js';
 export type { ServingEngineOptions, ServingSpeculation, GenerationRequest, TokenEvent, FinishReason, EngineStats } from './serve/engine.js';
 export { InferenceServer } from './serve/server.js';
 export type { ServerOptions, ServedEngine } from './serve/server.js';
+export { warmUp } from './serve/warmup.js';
+export type { WarmupReport } from './serve/warmup.js';
 
 // Training.
 export { trainLanguageModel } from './train/trainer.js';

@@ -51,6 +51,7 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
   --fixed-draft-tokens     keep K fixed instead of adapting it to the acceptance rate
   --tp N                   tensor parallel over N GPUs (GPT-2, Llama: heads, MLP and KV cache split, Megatron); run
                            as \`fuseformer launch --gpus N -- fuseformer generate --tp N ...\`; rank 0 prints
+                           the text, the other ranks run their shards of every step
 `;
 
 /** The lines of `path` ('-': standard input), without their line ends; a trailing newline ends the last line. */

@@ -57,10 +57,11 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --max-draft-tokens K     the most K adapts to (default 8; below --max-batch-tokens)
   --fixed-draft-tokens     keep K fixed instead of adapting it to each request's acceptance
   --no-warmup              on CUDA, skip the start-up warm-up (one prompt of each power-of-two length and decode
-                           steps of each power-of-two batch: kernel compiles, GEMM tuning, decode graphs — a few
+                           steps of each batch bucket — 1, 2, 4 … 32, then multiples of 32 up to --max-running:
+                           kernel compiles, GEMM tuning, decode graphs — a few
                            seconds, which the first requests would otherwise pay)
-  --no-graphs              on CUDA, run decode-only steps eagerly instead of replaying them as CUDA graphs (one
-                           per batch-size bucket; the default without --draft)
+  --no-graphs              on CUDA, run steps eagerly instead of replaying them as CUDA graphs (one per step
+                           shape: decode bucket, prompt rows, segments; the default without --draft)
   --quantize rtn4|rtn8     quantize a 16-bit model on loading (round-to-nearest): INT4 W4A16 in groups of 128, or
                            INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
   --quantize-lm-head       with --quantize, or on a quantized directory: the LM head too (round-to-nearest)

@@ -1,8 +1,8 @@
 // The OpenAI-compatible HTTP server on node:http, with one engine loop feeding every request.
 //   POST /v1/completions, /v1/chat/completions   JSON, or SSE with stream: true ("data: {chunk}\n\n" … "data: [DONE]")
 //   GET  /v1/models, /health, /metrics (Prometheus text)
-// Limits: body size (413), prompt + max_tokens within the context window and max_tokens within its limit
-// (400, code context_length_exceeded), requests in the engine (429 when the queue is full), 503 while
+// Limits: body size (413), max_tokens within its limit (400, param max_tokens), prompt + max_tokens within
+// the context window (400, code context_length_exceeded), requests in the engine (429 when the queue is full), 503 while
 // shutting down. A client that goes away has its request cancelled at once (engine.cancel frees its KV
 // blocks). close() is graceful: stop accepting, let running requests finish (up to a timeout, then
 // cancel them), stop the loop.
