@@ -40,7 +40,8 @@ export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR 
                           template and generation_config.json copied)
   --bits 4|8              INT4 weight-only (W4A16) or INT8 weights and activations (W8A8) (default 4)
   --method M              4 bits: rtn | awq | gptq (default awq); 8 bits: smoothquant | rtn (default smoothquant)
-  --group N               INT4 group size along the input features: 128, 64 or 32 (default 128)
+  --group N               INT4 group size along the input features: a multiple of 32 dividing every layer's inputs
+                          (default 128; 64 and 32 the usual others)
   --act-order             GPTQ: quantize the input channels in order of decreasing activation energy (desc_act;
                           the products then gather their inputs into that order, a small extra kernel each)
   --smooth-alpha X        SmoothQuant migration strength (default 0.5)
