@@ -12,7 +12,7 @@ import type { TranslateOptions, Translator } from '../infer/seq2seq.js';
 import { loadSeq2Seq, sourceIds, translate, translateText, translationText } from '../infer/seq2seq.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
-import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption } from './model-directory.js';
+import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 
@@ -199,6 +199,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const log = (line: string) => { if (rank0) process.stderr.write(`${line}\n`); };
   const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
   log(`fuseformer generate: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${where}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
+  if (tokenizer.vocabSize > model.vocabSize) log(tokenizerVocabularyNote(tokenizer.vocabSize, model.vocabSize));
   if (unused.length > 0) log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}`);
   const draft = draftDir === undefined ? undefined : loadDraftDirectory(draftDir, backend, dtype ? { dtype } : {});
   if (draft) log(`draft: ${draftDir} (${draft.arch.family}, ${draft.arch.layers} layers)`);

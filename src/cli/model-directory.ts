@@ -89,3 +89,9 @@ export function precisionOf(model: DecoderModel): string {
   const head = model.quantization!.lmHead ? ' and LM head' : '';
   return `${q.bits === 4 ? `INT4 W4A16 (${q.method}${q.actOrder ? ' act-order' : ''}, group ${q.groupSize})` : `INT8 W8A8 (${q.method})`} projections${head}, ${model.dtype} otherwise`;
 }
+
+/** The note for a tokenizer.json with more tokens than the model's embedding rows (text using them is refused). */
+export function tokenizerVocabularyNote(tokenizerTokens: number, modelTokens: number): string {
+  return `note: tokenizer.json defines ids up to ${tokenizerTokens - 1} but the model has ${modelTokens} (config.json vocab_size); `
+    + `text that encodes to ids ${modelTokens}–${tokenizerTokens - 1} is refused`;
+}

@@ -21,7 +21,7 @@ import type { ServingEngineOptions } from '../serve/engine.js';
 import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
 import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
-import { loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption } from './model-directory.js';
+import { loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 
 export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
@@ -133,6 +133,7 @@ export async function runServe(argv: string[]): Promise<number> {
     ...(dtype ? { dtype } : {}), ...(group ? { tensorParallel: group.comm } : {}), ...(quantize ? { quantize } : {}), quantizeLmHead: values['quantize-lm-head']!,
   });
   if (group && group.comm.rank !== 0) return follow(model, group.comm, engineOptions);
+  if (tokenizer.vocabSize > model.vocabSize) process.stderr.write(`fuseformer serve: ${tokenizerVocabularyNote(tokenizer.vocabSize, model.vocabSize)}\n`);
   let draft: DecoderModel | undefined;
   let engine: ServingEngine;
   try {

@@ -123,8 +123,9 @@ function gpt2Architecture(c: Gpt2Config, model: ModelConfig): DecoderArchitectur
     family: 'gpt2', config: model, vocabSize: c.vocabSize, paddedVocab: Vp, hidden: C, layers: c.layers, heads: c.heads, kvHeads: c.heads,
     headDim: C / c.heads, ffn: F, maxPositions: c.maxPositions, norm: 'layer', normEps: c.layerNormEps, activation: c.activation,
     gatedMlp: false, learnedPositions: true, tiedEmbeddings: c.tieWordEmbeddings,
-    // GPT-2 configs name no special tokens; <|endoftext|> (the last id of GPT-2's vocabulary) comes from generation_config.json.
-    eosTokenIds: [], weights, tokenEmbedding: 'transformer.wte.weight', positionEmbedding: 'transformer.wpe.weight', layerNames,
+    // config.json's eos_token_id (GPT2Config's default <|endoftext|> where the vocabulary has it);
+    // generation_config.json's, when there is one, takes precedence (defaultStopTokenIds).
+    eosTokenIds: c.eosTokenIds ?? [], weights, tokenEmbedding: 'transformer.wte.weight', positionEmbedding: 'transformer.wpe.weight', layerNames,
     finalNorm: norm('transformer.ln_f'), lmHead: c.tieWordEmbeddings ? 'transformer.wte.weight' : 'lm_head.weight', optionalPrefix: 'transformer.',
   };
 }

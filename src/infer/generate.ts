@@ -10,6 +10,7 @@
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { TokenStreamDecoder } from '../io/token-stream-decoder.js';
+import { defaultMaxNewTokens } from './generation-config.js';
 import { DecodeEngine } from './engine.js';
 import type { EngineOptions, SequenceRequest } from './engine.js';
 import type { DecoderModel } from './model.js';
@@ -50,10 +51,14 @@ export function defaultStopTokenIds(model: DecoderModel): readonly number[] {
 function requestsFor(model: DecoderModel, prompts: readonly (readonly number[])[], options: GenerateOptions): { requests: SequenceRequest[]; maxNewTokens: number } {
   if (!Array.isArray(prompts)) throw new ArgumentError(`the prompts must be an array of token-id arrays, got ${typeof prompts}`);
   prompts.forEach((p, i) => { if (!Array.isArray(p) && !ArrayBuffer.isView(p)) throw new ArgumentError(`prompt ${i} must be an array of token ids, got ${typeof p} ${String(p).slice(0, 40)}`); });
-  const maxNewTokens = options.maxNewTokens ?? model.generation.maxNewTokens ?? DEFAULT_MAX_NEW_TOKENS;
-  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0) throw new ArgumentError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
+  if (options.maxNewTokens !== undefined && (!Number.isInteger(options.maxNewTokens) || options.maxNewTokens < 0)) throw new ArgumentError(`maxNewTokens must be a non-negative integer, got ${options.maxNewTokens}`);
+  // Each prompt's budget: the option, else generation_config.json's max_new_tokens or what its max_length leaves.
+  const budgets = prompts.map((p) => options.maxNewTokens ?? defaultMaxNewTokens(model.generation, p.length) ?? DEFAULT_MAX_NEW_TOKENS);
   const sampling = resolveSampling(options, model.generation);
-  return { maxNewTokens, requests: prompts.map((prompt, row) => ({ prompt, maxNewTokens, sampling: { ...sampling, seed: sampling.seed + BigInt(row) } })) };
+  return {
+    maxNewTokens: Math.max(0, ...budgets),
+    requests: prompts.map((prompt, row) => ({ prompt, maxNewTokens: budgets[row]!, sampling: { ...sampling, seed: sampling.seed + BigInt(row) } })),
+  };
 }
 
 function engineFor(model: DecoderModel, prompts: readonly (readonly number[])[], maxNewTokens: number, options: GenerateOptions): { engine: DecodeEngine; owned: boolean } {
@@ -130,7 +135,7 @@ export async function* generateText(model: DecoderModel, tokenizer: Tokenizer, p
   if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new ArgumentError(`the prompt must be text or an array of token ids, got ${typeof prompt}`);
   const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : prompt;
   if (ids.length === 0) throw new ArgumentError('the prompt encodes to no tokens; give some text (or a tokenizer that adds a BOS token)');
-  const decoder = new TokenStreamDecoder(tokenizer, { skipSpecialTokens: true });
+  const decoder = new TokenStreamDecoder(tokenizer, { skipSpecialTokens: true, context: ids });
   const stops = new StopStringMatcher(options.stopStrings ?? []);
   for await (const token of generate(model, ids, options)) {
     if (token >= tokenizer.vocabSize) continue; // a padded-vocabulary id the tokenizer cannot decode

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArgumentError } from '../errors.js';
 import { ConfigFields, readConfigFile } from '../models/config-fields.js';
+import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from './sampling.js';
 
 export interface GenerationDefaults {
   readonly eosTokenIds?: readonly number[];
@@ -42,7 +43,7 @@ export function generationDefaultsFromJson(json: Record<string, unknown>, source
   if (f.has('do_sample')) out.doSample = f.boolean('do_sample');
   if (f.has('temperature')) {
     const t = f.value('temperature');
-    if (typeof t !== 'number' || !Number.isFinite(t) || t < 0) f.fail('temperature', 'a number >= 0');
+    if (typeof t !== 'number' || !Number.isFinite(t) || t < 0 || t > MAX_TEMPERATURE) f.fail('temperature', `a number in [0, ${MAX_TEMPERATURE}]`);
     out.temperature = t as number;
   }
   if (f.has('top_k')) {
@@ -55,8 +56,24 @@ export function generationDefaultsFromJson(json: Record<string, unknown>, source
     if (typeof p !== 'number' || !(p > 0 && p <= 1)) f.fail('top_p', 'a number in (0, 1]');
     out.topP = p as number;
   }
-  if (f.has('repetition_penalty')) out.repetitionPenalty = f.number('repetition_penalty', 'positive');
+  if (f.has('repetition_penalty')) {
+    const [low, high] = REPETITION_PENALTY_RANGE, r = f.number('repetition_penalty', 'positive');
+    if (r < low || r > high) f.fail('repetition_penalty', `a number in [${low}, ${high}] (1 = off)`);
+    out.repetitionPenalty = r;
+  }
   if (f.has('max_new_tokens')) out.maxNewTokens = f.positiveInteger('max_new_tokens');
   if (f.has('max_length')) out.maxLength = f.positiveInteger('max_length');
   return out;
+}
+
+/**
+ * New tokens a prompt of `promptLength` gets by the file's defaults: max_new_tokens, else what max_length
+ * (prompt + new tokens, HF's older field) leaves after the prompt; undefined when the file names neither.
+ */
+export function defaultMaxNewTokens(defaults: GenerationDefaults, promptLength: number): number | undefined {
+  if (defaults.maxNewTokens !== undefined) return defaults.maxNewTokens;
+  if (defaults.maxLength === undefined) return undefined;
+  const room = defaults.maxLength - promptLength;
+  if (room < 1) throw new ArgumentError(`generation_config.json's max_length ${defaults.maxLength} leaves no room for new tokens after a prompt of ${promptLength} tokens; give the number of new tokens to generate (maxNewTokens, --max-tokens or max_tokens)`);
+  return room;
 }

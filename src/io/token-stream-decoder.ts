@@ -7,7 +7,10 @@
 // context tokens whose text was already returned, and only the text past that is new.
 //
 // Invariant: the pieces returned by push() and flush(), joined, equal tokenizer.decode(all ids)
-// (without clean-up of tokenization spaces, which rewrites text across token boundaries). Text is
+// (without clean-up of tokenization spaces, which rewrites text across token boundaries). Given the
+// prompt as `context`, they are the text its continuation adds: decode(prompt + ids) past decode(prompt)
+// — the first generated word keeps the space a SentencePiece decoder strips at the start of a text
+// ("hello" + "▁world" is " world", not "world"; OpenAI and vLLM return it so). Text is
 // held back while it ends in U+FFFD, since the next token may complete the character; UTF-8 decoding
 // resynchronises at every complete character, so text before the trailing U+FFFD run never changes
 // and is returned at once.
@@ -22,8 +25,21 @@ export class TokenStreamDecoder {
   private returnedLength = 0;
   private readonly decodeOptions: DecodeOptions;
 
-  constructor(private readonly tokenizer: Tokenizer, options: { skipSpecialTokens?: boolean } = {}) {
+  constructor(private readonly tokenizer: Tokenizer, options: { skipSpecialTokens?: boolean; context?: readonly number[] } = {}) {
     this.decodeOptions = { skipSpecialTokens: options.skipSpecialTokens ?? false, cleanUpTokenizationSpaces: false };
+    if (options.context !== undefined) this.startAfter(options.context);
+  }
+
+  /** Treats the last few `context` tokens as text already shown (the prompt's end; see the header). */
+  private startAfter(context: readonly number[]): void {
+    const window = context.slice(-CONTEXT_TOKENS);
+    const text = this.tokenizer.decode(window, this.decodeOptions);
+    // A prompt ending inside a character (token ids can): its completion would shift the text's length, so
+    // start without context instead.
+    if (text.length !== withoutTrailingReplacement(text).length) return;
+    this.window = window;
+    this.contextLength = window.length;
+    this.returnedLength = text.length;
   }
 
   /** Adds one token; returns the text it completes (often all of its own text, sometimes ''). */
@@ -64,6 +80,12 @@ export function* decodeIncrementally(tokenizer: Tokenizer, ids: Iterable<number>
   const rest = decoder.flush();
   if (rest !== '') yield rest;
 }
+
+/**
+ * Prompt tokens kept as context (vLLM keeps 5): enough for any decoder's look-back (a word's leading space,
+ * WordPiece's "##"), few enough that decoding the window stays cheap.
+ */
+const CONTEXT_TOKENS = 6;
 
 function withoutTrailingReplacement(text: string): string {
   let end = text.length;

@@ -24,7 +24,15 @@ export interface Gpt2Config {
   /** attn_pdrop: on the attention probabilities. */
   readonly attentionDropout: number;
   readonly tieWordEmbeddings: boolean;
+  /**
+   * Generation stops at any of these (eos_token_id, an int or a list). Absent from the file, GPT2Config's
+   * default 50256 (<|endoftext|>) where the vocabulary has that id, else none.
+   */
+  readonly eosTokenIds?: readonly number[];
 }
+
+/** GPT2Config's default bos_token_id and eos_token_id: <|endoftext|>, the last id of GPT-2's vocabulary. */
+const GPT2_CONFIG_END_OF_TEXT = 50256;
 
 export function gpt2ConfigFromJson(json: JsonObject, source: string): Gpt2Config {
   const fields = new ConfigFields(json, source);
@@ -37,8 +45,12 @@ export function gpt2ConfigFromJson(json: JsonObject, source: string): Gpt2Config
   const hidden = fields.positiveInteger('n_embd');
   const heads = fields.positiveInteger('n_head');
   if (hidden % heads !== 0) fields.fail('n_head', `a divisor of n_embd (${hidden})`);
+  const vocabSize = fields.positiveInteger('vocab_size');
+  const eosTokenIds = json['eos_token_id'] === null ? []
+    : fields.tokenIds('eos_token_id', vocabSize > GPT2_CONFIG_END_OF_TEXT ? [GPT2_CONFIG_END_OF_TEXT] : []);
+  if (eosTokenIds.some((id) => id >= vocabSize)) fields.fail('eos_token_id', `token ids below vocab_size (${vocabSize})`);
   return {
-    vocabSize: fields.positiveInteger('vocab_size'),
+    vocabSize,
     maxPositions: fields.positiveInteger('n_positions'),
     hidden,
     layers: fields.positiveInteger('n_layer'),
@@ -50,6 +62,7 @@ export function gpt2ConfigFromJson(json: JsonObject, source: string): Gpt2Config
     embeddingDropout: fields.number('embd_pdrop', 'probability', 0.1),
     attentionDropout: fields.number('attn_pdrop', 'probability', 0.1),
     tieWordEmbeddings: fields.boolean('tie_word_embeddings', true),
+    eosTokenIds,
   };
 }
 
@@ -70,6 +83,8 @@ export function gpt2ConfigToJson(config: Gpt2Config): JsonObject {
     embd_pdrop: config.embeddingDropout,
     attn_pdrop: config.attentionDropout,
     tie_word_embeddings: config.tieWordEmbeddings,
+    ...(config.eosTokenIds !== undefined && config.eosTokenIds.length > 0
+      ? { eos_token_id: config.eosTokenIds.length === 1 ? config.eosTokenIds[0]! : [...config.eosTokenIds] } : {}),
   };
 }
 

@@ -247,12 +247,15 @@ export class InferenceServer {
       throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
     }
     const prompt = kind === 'chat'
-      ? await this.encoder.encode(this.chat.render((params as ReturnType<typeof parseChatBody>).messages), false)
+      ? this.checkedEncoding(await this.encoder.encode(this.chat.render((params as ReturnType<typeof parseChatBody>).messages), false), 'messages')
       : await this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
     const window = this.engine.maxLen, n = prompt.length;
     if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
-    const maxTokens = params.maxTokens ?? Math.min(this.maxTokensLimit, window - n);
+    // Without max_tokens: generation_config.json's max_new_tokens (or what its max_length leaves), within the window.
+    const g = this.engine.model.generation;
+    const modelDefault = g.maxNewTokens ?? (g.maxLength !== undefined && g.maxLength > n ? g.maxLength - n : undefined);
+    const maxTokens = params.maxTokens ?? Math.min(this.maxTokensLimit, window - n, modelDefault ?? Infinity);
     if (n + maxTokens > window || maxTokens < 1) {
       throw new ApiError(400, `this model's maximum context length is ${window} tokens; the request asks for ${n + Math.max(maxTokens, 1)} (${n} in the prompt, ${Math.max(maxTokens, 1)} for the completion)`, 'invalid_request_error', kind === 'chat' ? 'messages' : 'prompt', 'context_length_exceeded');
     }
@@ -268,16 +271,26 @@ export class InferenceServer {
   }
 
   private async promptIds(prompt: string | number[]): Promise<number[]> {
-    if (typeof prompt === 'string') return this.encoder.encode(prompt);
     const V = this.engine.model.vocabSize;
+    if (typeof prompt === 'string') return this.checkedEncoding(await this.encoder.encode(prompt), 'prompt');
     const badId = prompt.find((t) => t >= V);
     if (badId !== undefined) throw new ApiError(400, `'prompt' holds token id ${badId}; the vocabulary has ${V} ids`, 'invalid_request_error', 'prompt');
     return prompt;
   }
 
+  /**
+   * Text the tokenizer encodes to an id past the model's embedding rows (tokenizer.json defines more tokens
+   * than config.json's vocab_size: the model directory's inconsistency, named as such; the text can avoid it).
+   */
+  private checkedEncoding(ids: number[], param: string): number[] {
+    const V = this.engine.model.vocabSize, bad = ids.find((t) => t >= V);
+    if (bad === undefined) return ids;
+    throw new ApiError(400, `the text encodes to token ${JSON.stringify(this.tokenizer.decode([bad]))} (id ${bad}), which the model's tokenizer.json defines but its vocabulary (config.json vocab_size ${V}) lacks`, 'invalid_request_error', param);
+  }
+
   private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, sampling: ReturnType<typeof resolveSampling>, arrival: number): Promise<void> {
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
-    const decoder = new TokenStreamDecoder(this.tokenizer, { skipSpecialTokens: true });
+    const decoder = new TokenStreamDecoder(this.tokenizer, { skipSpecialTokens: true, context: prompt });
     const stops = new StopStringMatcher(params.stop);
     const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
     const object = kind === 'chat' ? (params.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';

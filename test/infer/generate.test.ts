@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { generate, generateText } from '../../src/infer/generate.js';
+import { generate, generateBatch, generateText } from '../../src/infer/generate.js';
 import { generationDefaultsFromJson } from '../../src/infer/generation-config.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
@@ -70,4 +70,24 @@ test('sampling defaults follow HF: greedy unless do_sample; top-k 50 when sampli
   assert.throws(() => resolveSampling({ topP: 0 }), /top-p must be in \(0, 1\]/);
   assert.throws(() => resolveSampling({ topK: 1.5 }), /top-k must be an integer/);
   assert.throws(() => generationDefaultsFromJson({ top_p: 2 }, 'g.json'), /g\.json: field "top_p" is 2; expected a number in \(0, 1\]/);
+});
+
+test('generation_config.json: max_length bounds prompt + new tokens when max_new_tokens is absent; sampling values past the sampler\'s limits are refused at load', async () => {
+  const dir = join(root, 'gpt2-max-length');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 22, { generationConfig: { max_length: 8 } });
+  const { model } = loadDecoderModel(dir, backend);
+  const prompt = [72, 101, 108, 108, 111]; // 5 tokens: 3 new ones fit in max_length 8
+  const ids: number[] = [];
+  for await (const t of generate(model, prompt, { temperature: 0, stopTokenIds: [] })) ids.push(t);
+  assert.equal(ids.length, 3);
+  const [short, long] = await generateBatch(model, [prompt, prompt.slice(0, 2)], { temperature: 0, stopTokenIds: [] });
+  assert.deepEqual([short!.length, long!.length], [3, 6]);
+  await assert.rejects(async () => { for await (const _ of generate(model, Array.from({ length: 9 }, () => 65), {})) { /* none */ } },
+    /max_length 8 leaves no room for new tokens after a prompt of 9 tokens/);
+  const explicit: number[] = [];
+  for await (const t of generate(model, prompt, { temperature: 0, stopTokenIds: [], maxNewTokens: 5 })) explicit.push(t);
+  assert.equal(explicit.length, 5, 'maxNewTokens overrides max_length');
+  model.free();
+  assert.throws(() => generationDefaultsFromJson({ do_sample: true, temperature: 2e6 }, 'g.json'), /g\.json: field "temperature" is 2000000; expected a number in \[0, 1000000\]/);
+  assert.throws(() => generationDefaultsFromJson({ repetition_penalty: 5e6 }, 'g.json'), /g\.json: field "repetition_penalty" is 5000000; expected a number in \[0\.000001, 1000000\]/);
 });

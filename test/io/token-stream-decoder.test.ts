@@ -55,3 +55,33 @@ test('WordPiece continuation tokens ("##ing") join the word before them across p
   assert.deepEqual(pieces, ['the', ' play', 'ing', 's', ' cat', ' !']);
   assert.equal(pieces.join(''), wordPiece.decode(ids));
 });
+
+test('with the prompt as context, the first generated word keeps the space a SentencePiece decoder strips at the start', () => {
+  // Llama 2's decoder: ▁ → space, byte fallback, then Strip one leading space of the whole text.
+  const pieces = ['▁', 'h', 'e', 'l', 'o', 'w', 'r', 'd', '▁hello', '▁world', '<0xC3>', '<0xA9>'];
+  const sentencePiece = createTokenizer({
+    normalizer: { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: '▁' }, { type: 'Replace', pattern: { String: ' ' }, content: '▁' }] },
+    decoder: { type: 'Sequence', decoders: [{ type: 'Replace', pattern: { String: '▁' }, content: ' ' }, { type: 'ByteFallback' }, { type: 'Fuse' }, { type: 'Strip', content: ' ', start: 1, stop: 0 }] },
+    model: { type: 'BPE', byte_fallback: true, vocab: Object.fromEntries(pieces.map((t, i) => [t, i])), merges: [] },
+  });
+  const id = (piece: string) => pieces.indexOf(piece);
+  const prompt = [id('▁hello')];
+  assert.equal(sentencePiece.decode(prompt), 'hello');
+  const generated = [id('▁world'), id('<0xC3>'), id('<0xA9>'), id('▁world')];
+  const withContext = new TokenStreamDecoder(sentencePiece, { context: prompt });
+  const shown = generated.map((t) => withContext.push(t)).join('') + withContext.flush();
+  assert.equal(shown, ' worldé world');
+  assert.equal(sentencePiece.decode(prompt) + shown, sentencePiece.decode([...prompt, ...generated]));
+  // Without context the first word loses its space (the old behaviour, right for a text that starts here).
+  assert.equal([...decodeIncrementally(sentencePiece, generated)].join(''), 'worldé world');
+});
+
+test('context: only the prompt\'s last tokens are decoded again; a prompt ending inside a character starts without context', () => {
+  const long = gpt2.encode('Call me Ishmael. Some years ago, never mind how long precisely');
+  const decoder = new TokenStreamDecoder(gpt2, { context: long });
+  assert.equal(decoder.push(gpt2.encode(' having')[0]!), ' having');
+  const [lead] = gpt2.encode('🦀');
+  const split = new TokenStreamDecoder(gpt2, { context: [...gpt2.encode('crab'), lead!] });
+  const rest = gpt2.encode('🦀').slice(1);
+  assert.equal(rest.map((t) => split.push(t)).join('') + split.flush(), gpt2.decode(rest));
+});

@@ -1,13 +1,34 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { GPT2_PRESETS, gpt2ConfigFromJson, gpt2ConfigToJson, gpt2ParameterCount } from '../../src/models/gpt2.js';
+import type { Gpt2Config } from '../../src/models/gpt2.js';
 import { assertConfigError } from './config-error.js';
 import { gpt2Json } from './hf-configs.js';
 
 const SOURCE = 'gpt2/config.json';
 
+/** A parsed config without the stop ids (the presets, random models for benchmarks, name none). */
+function withoutStopIds(config: Gpt2Config): Gpt2Config {
+  const { eosTokenIds: _, ...rest } = config;
+  return rest;
+}
+
 test("HF gpt2's config.json reads as the gpt2-124M preset", () => {
-  assert.deepEqual(gpt2ConfigFromJson(gpt2Json(), SOURCE), GPT2_PRESETS['gpt2-124M']);
+  assert.deepEqual(withoutStopIds(gpt2ConfigFromJson(gpt2Json(), SOURCE)), GPT2_PRESETS['gpt2-124M']);
+});
+
+test('eos_token_id: read from config.json; absent, GPT2Config\'s 50256 where the vocabulary has it; null, none', () => {
+  const json = gpt2Json();
+  assert.deepEqual(gpt2ConfigFromJson({ ...json, eos_token_id: 7 }, SOURCE).eosTokenIds, [7]);
+  assert.deepEqual(gpt2ConfigFromJson({ ...json, eos_token_id: [7, 9] }, SOURCE).eosTokenIds, [7, 9]);
+  delete json['eos_token_id'];
+  assert.deepEqual(gpt2ConfigFromJson(json, SOURCE).eosTokenIds, [50256]);
+  assert.deepEqual(gpt2ConfigFromJson({ ...json, vocab_size: 257 }, SOURCE).eosTokenIds, []);
+  assert.deepEqual(gpt2ConfigFromJson({ ...json, eos_token_id: null }, SOURCE).eosTokenIds, []);
+  assertConfigError(() => gpt2ConfigFromJson({ ...json, vocab_size: 257, eos_token_id: 300 }, SOURCE), SOURCE, 'eos_token_id', /below vocab_size \(257\)/);
+  const written = gpt2ConfigToJson({ ...GPT2_PRESETS['gpt2-tiny']!, eosTokenIds: [3] });
+  assert.equal(written['eos_token_id'], 3);
+  assert.equal(gpt2ConfigToJson(GPT2_PRESETS['gpt2-tiny']!)['eos_token_id'], undefined);
 });
 
 test('n_inner, activation and tied embeddings', () => {
@@ -22,7 +43,7 @@ test('presets round-trip through config.json text', () => {
   for (const [name, preset] of Object.entries(GPT2_PRESETS)) {
     const json = JSON.parse(JSON.stringify(gpt2ConfigToJson(preset))) as Record<string, unknown>;
     assert.equal(json['activation_function'], 'gelu_new');
-    assert.deepEqual(gpt2ConfigFromJson(json, `${name}/config.json`), preset, name);
+    assert.deepEqual(withoutStopIds(gpt2ConfigFromJson(json, `${name}/config.json`)), preset, name);
   }
 });
 
