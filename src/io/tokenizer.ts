@@ -5,7 +5,12 @@
 //
 // Beside tokenizer.json a model usually ships tokenizer_config.json: it names the special tokens
 // (bos/eos/pad, as strings or as {content} objects) and carries the chat template. Newer models keep
-// the template in chat_template.jinja instead; both are read when present.
+// the template in chat_template.jinja instead; both are read when present, and the .jinja file wins
+// (as in transformers).
+//
+// The library trusts tokenizer.json where the Rust library checks it at load (merges against the
+// vocabulary, the unknown token, added tokens' ids, patterns), and then drops text or hands back
+// `undefined` ids; createTokenizer makes those checks itself.
 
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -39,6 +44,22 @@ export interface Tokenizer {
   readonly padTokenId?: number;
   /** The Jinja chat template (the one named "default" where tokenizer_config.json lists several). */
   readonly chatTemplate?: string;
+  /**
+   * Where chatTemplate came from, for error messages: chat_template.jinja, or tokenizer_config.json's
+   * "chat_template" field.
+   */
+  readonly chatTemplateSource?: string;
+  /**
+   * Why there is no chatTemplate although the model ships templates (a list with none named "default"),
+   * for the chat endpoint to report; loading, generation and the rest never need the template.
+   */
+  readonly chatTemplateUnavailable?: string;
+  /**
+   * The special tokens' strings as tokenizer_config.json names them (bos_token, eos_token, unk_token,
+   * pad_token, sep_token, cls_token, mask_token, additional_special_tokens): the variables transformers
+   * gives a chat template.
+   */
+  readonly specialTokensMap?: Readonly<Record<string, string | readonly string[]>>;
   encode(text: string, options?: EncodeOptions): number[];
   decode(ids: readonly number[], options?: DecodeOptions): string;
   tokenToId(token: string): number | undefined;
@@ -53,6 +74,8 @@ export interface TokenizerDefinition {
   readonly tokenizerConfig: Record<string, unknown>;
   readonly source: string;
   readonly configSource: string;
+  /** The chat_template.jinja whose text tokenizerConfig.chat_template holds, where the template came from one. */
+  readonly chatTemplateFile?: string;
 }
 
 /** The model types the library implements, as tokenizer.json's model.type names them. */
@@ -74,7 +97,8 @@ const LibraryTokenizerClass: new (tokenizerJson: object, tokenizerConfig: object
 
 /**
  * Loads `path` — a tokenizer.json, or a directory holding one — with tokenizer_config.json and
- * chat_template.jinja from the same directory where they exist.
+ * chat_template.jinja from the same directory where they exist. As in transformers, chat_template.jinja
+ * takes the place of any chat_template in tokenizer_config.json.
  */
 export function loadTokenizer(path: string): Tokenizer {
   const file = isDirectory(path) ? join(path, 'tokenizer.json') : path;
@@ -82,21 +106,22 @@ export function loadTokenizer(path: string): Tokenizer {
   const configFile = join(dirname(file), 'tokenizer_config.json');
   const config = existsSync(configFile) ? readJsonObject(configFile) : {};
   const templateFile = join(dirname(file), 'chat_template.jinja');
-  if (config['chat_template'] === undefined && existsSync(templateFile)) {
-    config['chat_template'] = readFileSync(templateFile, 'utf8');
-  }
-  return createTokenizer(tokenizerJson, config, file, configFile);
+  if (!existsSync(templateFile)) return createTokenizer(tokenizerJson, config, file, configFile);
+  config['chat_template'] = readTextFile(templateFile);
+  return createTokenizer(tokenizerJson, config, file, configFile, templateFile);
 }
 
 /**
  * Builds a tokenizer from the parsed contents of tokenizer.json and tokenizer_config.json.
- * `source` and `configSource` name them in error messages.
+ * `source` and `configSource` name them in error messages; `chatTemplateFile`, where given, is the
+ * chat_template.jinja whose text tokenizerConfig.chat_template holds.
  */
 export function createTokenizer(
   tokenizerJson: Record<string, unknown>,
   tokenizerConfig: Record<string, unknown> = {},
   source = 'tokenizer.json',
   configSource = 'tokenizer_config.json',
+  chatTemplateFile?: string,
 ): Tokenizer {
   const model = tokenizerJson['model'];
   if (!isObject(model)) {
@@ -104,48 +129,49 @@ export function createTokenizer(
   }
   const modelType = modelTypeOf(model, source);
   checkVocabulary(model, modelType, source);
-  const addedTokens = tokenizerJson['added_tokens'] ?? [];
-  if (!Array.isArray(addedTokens)) {
-    throw new TokenizerError(`${source}: field "added_tokens" is ${describe(addedTokens)}; expected an array`);
-  }
+  const addedTokens = addedTokensOf(tokenizerJson['added_tokens'], source);
+  checkUnknownToken(tokenizerJson, model, modelType, addedTokens, source);
+  checkPipeline(tokenizerJson, source);
   const cleanUp = tokenizerConfig['clean_up_tokenization_spaces'] ?? false;
   if (typeof cleanUp !== 'boolean') {
     throw new TokenizerError(`${configSource}: field "clean_up_tokenization_spaces" is ${describe(cleanUp)}; expected true or false`);
   }
   // The library requires these keys to exist (null where a tokenizer has no such stage) and
   // fills in the model type from the keys of `model` only in some cases, so both are made explicit.
+  // BPE merges go over as [a, b] pairs, the one form the library reads whatever the file mixes.
   const completeJson = {
     normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null,
     ...tokenizerJson,
     added_tokens: addedTokens,
-    model: { ...model, type: modelType },
+    model: modelType === 'BPE' ? { ...model, type: modelType, merges: checkedMerges(model, source) } : { ...model, type: modelType },
   };
+  // The library reads additional_special_tokens too (decode skips them), as strings only.
+  const specialTokensMap = specialTokensMapOf(tokenizerConfig, configSource);
+  const libraryConfig = { ...tokenizerConfig, clean_up_tokenization_spaces: cleanUp, additional_special_tokens: specialTokensMap['additional_special_tokens'] ?? [] };
   let library: LibraryTokenizer;
   try {
-    library = new LibraryTokenizerClass(completeJson, { ...tokenizerConfig, clean_up_tokenization_spaces: cleanUp });
+    library = new LibraryTokenizerClass(completeJson, libraryConfig);
   } catch (error) {
     throw new TokenizerError(`${source}: unsupported or malformed tokenizer (${(error as Error).message})`);
   }
   const specialTokenId = (field: string): number | undefined => {
-    const value = tokenizerConfig[field];
-    if (value === undefined || value === null) return undefined;
-    const token = typeof value === 'string' ? value : isObject(value) && typeof value['content'] === 'string' ? value['content'] : undefined;
-    if (token === undefined) {
-      throw new TokenizerError(`${configSource}: field "${field}" is ${describe(value)}; expected a token string or {"content": string}`);
-    }
+    const token = specialTokenOf(tokenizerConfig, field, configSource);
+    if (token === undefined) return undefined;
     const id = library.token_to_id(token);
     if (id === undefined) {
       throw new TokenizerError(`${configSource}: field "${field}" names ${JSON.stringify(token)}, which is not in the vocabulary of ${source}`);
     }
     return id;
   };
-  return new LibraryBackedTokenizer(library, { tokenizerJson, tokenizerConfig, source, configSource }, {
+  const definition: TokenizerDefinition = { tokenizerJson, tokenizerConfig, source, configSource, ...(chatTemplateFile !== undefined && { chatTemplateFile }) };
+  return new LibraryBackedTokenizer(library, definition, {
     source,
     cleanUpTokenizationSpaces: cleanUp,
     bosTokenId: specialTokenId('bos_token'),
     eosTokenId: specialTokenId('eos_token'),
     padTokenId: specialTokenId('pad_token'),
-    chatTemplate: chatTemplateOf(tokenizerConfig['chat_template'], configSource),
+    specialTokensMap,
+    chat: chatTemplateOf(tokenizerConfig['chat_template'], configSource, chatTemplateFile),
   });
 }
 
@@ -155,7 +181,8 @@ interface TokenizerProperties {
   bosTokenId: number | undefined;
   eosTokenId: number | undefined;
   padTokenId: number | undefined;
-  chatTemplate: string | undefined;
+  specialTokensMap: Record<string, string | string[]>;
+  chat: ChatTemplateChoice;
 }
 
 class LibraryBackedTokenizer implements Tokenizer {
@@ -165,6 +192,9 @@ class LibraryBackedTokenizer implements Tokenizer {
   readonly eosTokenId?: number;
   readonly padTokenId?: number;
   readonly chatTemplate?: string;
+  readonly chatTemplateSource?: string;
+  readonly chatTemplateUnavailable?: string;
+  readonly specialTokensMap: Readonly<Record<string, string | readonly string[]>>;
   private readonly cleanUpTokenizationSpaces: boolean;
 
   constructor(private readonly library: LibraryTokenizer, readonly definition: TokenizerDefinition, properties: TokenizerProperties) {
@@ -173,7 +203,11 @@ class LibraryBackedTokenizer implements Tokenizer {
     if (properties.bosTokenId !== undefined) this.bosTokenId = properties.bosTokenId;
     if (properties.eosTokenId !== undefined) this.eosTokenId = properties.eosTokenId;
     if (properties.padTokenId !== undefined) this.padTokenId = properties.padTokenId;
-    if (properties.chatTemplate !== undefined) this.chatTemplate = properties.chatTemplate;
+    this.specialTokensMap = properties.specialTokensMap;
+    const chat = properties.chat;
+    if (chat.template !== undefined) this.chatTemplate = chat.template;
+    if (chat.source !== undefined) this.chatTemplateSource = chat.source;
+    if (chat.unavailable !== undefined) this.chatTemplateUnavailable = chat.unavailable;
     let largestId = -1;
     for (const id of library.get_vocab(true).values()) largestId = Math.max(largestId, id);
     this.vocabSize = largestId + 1;
@@ -181,7 +215,23 @@ class LibraryBackedTokenizer implements Tokenizer {
 
   encode(text: string, options: EncodeOptions = {}): number[] {
     if (typeof text !== 'string') throw new ArgumentError(`${this.source}: encode takes text, got ${text === null ? 'null' : typeof text}`);
-    return this.library.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
+    const ids = this.library.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
+    this.checkEncodedIds(ids);
+    return ids;
+  }
+
+  /**
+   * The load-time checks keep the library from producing ids outside the vocabulary (it hands back
+   * `undefined` for an unknown token that is not in the vocabulary, or whatever id a file gives); this
+   * one pass over the output makes sure no such id ever reaches a model.
+   */
+  private checkEncodedIds(ids: readonly unknown[]): void {
+    for (const id of ids) {
+      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+        throw new TokenizerError(`${this.source}: encoding produced the token id ${id === undefined ? 'undefined' : describe(id)}, outside the vocabulary (0 to ${this.vocabSize - 1}); ` +
+          'the tokenizer\'s unknown token ("model.unk_token" or "model.unk_id") or "added_tokens" do not match its vocabulary');
+      }
+    }
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
@@ -208,10 +258,6 @@ class LibraryBackedTokenizer implements Tokenizer {
 }
 
 /**
- * tokenizer.json files written by old versions of the Rust library have no model.type; like that
- * library, we recognise the model by its keys then (Unigram's vocab is a list of [piece, score]).
- */
-/**
  * The vocabulary's ids are non-negative integers (the library would hand back whatever the file holds as a
  * token id: a -1, a 0.5, a "0").
  */
@@ -231,6 +277,167 @@ function checkVocabulary(model: Record<string, unknown>, modelType: string, sour
   }
 }
 
+/** The added tokens, each with a string content and a non-negative integer id (the library trusts both). */
+function addedTokensOf(value: unknown, source: string): Record<string, unknown>[] {
+  const addedTokens = value ?? [];
+  if (!Array.isArray(addedTokens)) {
+    throw new TokenizerError(`${source}: field "added_tokens" is ${describe(addedTokens)}; expected an array`);
+  }
+  addedTokens.forEach((token: unknown, i) => {
+    if (!isObject(token)) throw new TokenizerError(`${source}: "added_tokens"[${i}] is ${describe(token)}; expected an object with "id" and "content"`);
+    const id = token['id'];
+    if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) {
+      throw new TokenizerError(`${source}: "added_tokens"[${i}].id is ${describe(id)}; expected a non-negative integer`);
+    }
+    if (typeof token['content'] !== 'string') {
+      throw new TokenizerError(`${source}: "added_tokens"[${i}].content is ${describe(token['content'])}; expected a string`);
+    }
+  });
+  return addedTokens;
+}
+
+/**
+ * The unknown token stands for text the vocabulary cannot spell; the library maps it to `undefined` when it
+ * is not in the vocabulary, so it must be there wherever the model can need it: always for WordPiece and
+ * Unigram, and for BPE unless every byte has a token of its own.
+ */
+function checkUnknownToken(
+  tokenizerJson: Record<string, unknown>, model: Record<string, unknown>, modelType: string,
+  addedTokens: readonly Record<string, unknown>[], source: string,
+): void {
+  if (modelType === 'Unigram') return checkUnigramUnknownId(model, source);
+  const unkToken = model['unk_token'];
+  const required = modelType === 'WordPiece';
+  if (unkToken === undefined || unkToken === null) {
+    if (required) throw new TokenizerError(`${source}: field "model.unk_token" is ${describe(unkToken)}; expected the token that stands for unknown text`);
+    return;
+  }
+  if (typeof unkToken !== 'string') throw new TokenizerError(`${source}: field "model.unk_token" is ${describe(unkToken)}; expected a token string`);
+  const vocab = model['vocab'] as Record<string, unknown>;
+  if (Object.hasOwn(vocab, unkToken) || addedTokens.some((token) => token['content'] === unkToken)) return;
+  if (!required && bpeSpellsEveryByte(tokenizerJson, model)) return;
+  throw new TokenizerError(`${source}: field "model.unk_token" names ${JSON.stringify(unkToken)}, which is not in the vocabulary ("model.vocab" or "added_tokens")`);
+}
+
+function checkUnigramUnknownId(model: Record<string, unknown>, source: string): void {
+  const unkId = model['unk_id'];
+  const size = (model['vocab'] as unknown[]).length;
+  if (size === 0) throw new TokenizerError(`${source}: field "model.vocab" is empty; expected [piece, score] pairs`);
+  if (typeof unkId !== 'number' || !Number.isInteger(unkId) || unkId < 0 || unkId >= size) {
+    throw new TokenizerError(`${source}: field "model.unk_id" is ${describe(unkId)}; expected the index of the unknown token in "model.vocab" (0 to ${size - 1})`);
+  }
+}
+
+/**
+ * Whether a BPE model never falls back to its unknown token: a ByteLevel pre-tokenizer first turns all text
+ * into the 256 byte characters (byte-level vocabularies hold them all), and byte_fallback spells anything
+ * the merges miss as <0xNN> tokens where the vocabulary has all 256.
+ */
+function bpeSpellsEveryByte(tokenizerJson: Record<string, unknown>, model: Record<string, unknown>): boolean {
+  if (stageConfigs(tokenizerJson['pre_tokenizer'], 'pretokenizers').some((stage) => stage['type'] === 'ByteLevel')) return true;
+  if (model['byte_fallback'] !== true) return false;
+  const vocab = model['vocab'] as Record<string, unknown>;
+  for (let byte = 0; byte < 256; byte++) {
+    if (!Object.hasOwn(vocab, `<0x${byte.toString(16).toUpperCase().padStart(2, '0')}>`)) return false;
+  }
+  return true;
+}
+
+/**
+ * BPE merges as [a, b] pairs, each checked as the Rust library checks them at load (where a merge that
+ * disagrees with the vocabulary is MergeTokenOutOfVocabulary): a merge is "a b" or ["a", "b"], and a, b
+ * and the token they merge into are all in the vocabulary. Ours would otherwise drop the text silently.
+ */
+function checkedMerges(model: Record<string, unknown>, source: string): [string, string][] {
+  const merges = model['merges'];
+  if (!Array.isArray(merges)) throw new TokenizerError(`${source}: field "model.merges" is ${describe(merges)}; expected an array of "a b" strings or ["a", "b"] pairs`);
+  const vocab = model['vocab'] as Record<string, unknown>;
+  // Rust drops the continuing-subword prefix of the second part when it names the merged token.
+  const prefix = typeof model['continuing_subword_prefix'] === 'string' ? model['continuing_subword_prefix'] : '';
+  return merges.map((merge: unknown, i): [string, string] => {
+    const pair = mergePairOf(merge);
+    if (pair === undefined) throw new TokenizerError(`${source}: "model.merges"[${i}] is ${describe(merge)}; expected "a b" (two tokens, one space between) or ["a", "b"]`);
+    const [a, b] = pair;
+    const merged = a + (prefix !== '' && b.startsWith(prefix) ? b.slice(prefix.length) : b);
+    for (const token of [a, b, merged]) {
+      if (!Object.hasOwn(vocab, token)) {
+        throw new TokenizerError(`${source}: "model.merges"[${i}] merges ${JSON.stringify(a)} and ${JSON.stringify(b)} into ${JSON.stringify(merged)}, but ${JSON.stringify(token)} is not in "model.vocab"`);
+      }
+    }
+    return pair;
+  });
+}
+
+function mergePairOf(merge: unknown): [string, string] | undefined {
+  const parts = typeof merge === 'string' ? merge.split(' ') : merge;
+  if (!Array.isArray(parts) || parts.length !== 2 || typeof parts[0] !== 'string' || typeof parts[1] !== 'string') return undefined;
+  return [parts[0], parts[1]];
+}
+
+/** What each stage of the pipeline calls the list of its parts when it is a Sequence. */
+const SEQUENCE_KEYS = { normalizer: 'normalizers', pre_tokenizer: 'pretokenizers', decoder: 'decoders' } as const;
+
+/** The Split behaviours the Rust library knows; the library we run implements only Removed and Isolated. */
+const SPLIT_BEHAVIORS = ['Removed', 'Isolated', 'MergedWithPrevious', 'MergedWithNext', 'Contiguous'];
+const IMPLEMENTED_SPLIT_BEHAVIORS = ['Removed', 'Isolated'];
+
+/**
+ * Checks what the library takes on trust in the normalizer, pre-tokenizer and decoder: it runs a Replace
+ * without a usable pattern as a no-op (with a console warning), a Split without one drops all text, and a
+ * Split with a behaviour it does not know as Isolated.
+ */
+function checkPipeline(tokenizerJson: Record<string, unknown>, source: string): void {
+  for (const [stage, sequenceKey] of Object.entries(SEQUENCE_KEYS)) {
+    forEachStageConfig(tokenizerJson[stage], stage, sequenceKey, (config, field) => {
+      if (config['type'] === 'Replace') checkReplace(config, field, source);
+      if (config['type'] === 'Split' && stage === 'pre_tokenizer') checkSplit(config, field, source);
+    });
+  }
+}
+
+function checkReplace(config: Record<string, unknown>, field: string, source: string): void {
+  checkPattern(config['pattern'], `${field}.pattern`, source);
+  if (typeof config['content'] !== 'string') throw new TokenizerError(`${source}: field "${field}.content" is ${describe(config['content'])}; expected a string`);
+}
+
+function checkSplit(config: Record<string, unknown>, field: string, source: string): void {
+  checkPattern(config['pattern'], `${field}.pattern`, source);
+  const behavior = config['behavior'];
+  if (typeof behavior !== 'string' || !SPLIT_BEHAVIORS.includes(behavior)) {
+    throw new TokenizerError(`${source}: field "${field}.behavior" is ${describe(behavior)}; expected one of ${SPLIT_BEHAVIORS.join(', ')}`);
+  }
+  if (!IMPLEMENTED_SPLIT_BEHAVIORS.includes(behavior)) {
+    throw new TokenizerError(`${source}: field "${field}.behavior" is ${JSON.stringify(behavior)}, which this tokenizer does not support (only ${IMPLEMENTED_SPLIT_BEHAVIORS.join(', ')})`);
+  }
+  // The library's inverted split keeps only the matches, which is right for Removed alone.
+  if (config['invert'] === true && behavior !== 'Removed') {
+    throw new TokenizerError(`${source}: field "${field}.invert" is true with behavior ${JSON.stringify(behavior)}, which this tokenizer does not support (only with Removed)`);
+  }
+}
+
+function checkPattern(pattern: unknown, field: string, source: string): void {
+  const text = isObject(pattern) ? pattern['String'] ?? pattern['Regex'] : undefined;
+  if (typeof text !== 'string') throw new TokenizerError(`${source}: field "${field}" is ${describe(pattern)}; expected {"String": text} or {"Regex": pattern}`);
+}
+
+/** Calls `visit` on a stage's config and, where it is a Sequence, on each of its parts, with its field path. */
+function forEachStageConfig(config: unknown, field: string, sequenceKey: string, visit: (config: Record<string, unknown>, field: string) => void): void {
+  if (!isObject(config)) return; // a missing stage is null; a malformed one is the library's to refuse
+  visit(config, field);
+  const parts = config['type'] === 'Sequence' ? config[sequenceKey] : undefined;
+  if (Array.isArray(parts)) parts.forEach((part: unknown, i) => forEachStageConfig(part, `${field}.${sequenceKey}[${i}]`, sequenceKey, visit));
+}
+
+function stageConfigs(config: unknown, sequenceKey: string): Record<string, unknown>[] {
+  const configs: Record<string, unknown>[] = [];
+  forEachStageConfig(config, '', sequenceKey, (part) => configs.push(part));
+  return configs;
+}
+
+/**
+ * tokenizer.json files written by old versions of the Rust library have no model.type; like that
+ * library, we recognise the model by its keys then (Unigram's vocab is a list of [piece, score]).
+ */
 function modelTypeOf(model: Record<string, unknown>, source: string): string {
   const type = model['type'];
   const expected = `expected one of ${SUPPORTED_MODEL_TYPES.join(', ')}`;
@@ -246,24 +453,71 @@ function modelTypeOf(model: Record<string, unknown>, source: string): string {
   throw new TokenizerError(`${source}: field "model.type" is missing and the model's fields match none of the known models; ${expected}`);
 }
 
-function chatTemplateOf(value: unknown, configSource: string): string | undefined {
+/** A special token's string: tokenizer_config.json gives it as a string or as {"content": string}. */
+function specialTokenOf(config: Record<string, unknown>, field: string, configSource: string): string | undefined {
+  const value = config[field];
   if (value === undefined || value === null) return undefined;
+  return tokenStringOf(value, `"${field}"`, configSource);
+}
+
+function tokenStringOf(value: unknown, field: string, configSource: string): string {
   if (typeof value === 'string') return value;
-  if (Array.isArray(value)) {
-    const named = value.find((entry: unknown) => isObject(entry) && entry['name'] === 'default');
-    if (isObject(named) && typeof named['template'] === 'string') return named['template'];
+  if (isObject(value) && typeof value['content'] === 'string') return value['content'];
+  throw new TokenizerError(`${configSource}: field ${field} is ${describe(value)}; expected a token string or {"content": string}`);
+}
+
+/** The special tokens transformers keeps in its special_tokens_map (and passes to chat templates). */
+const SPECIAL_TOKEN_FIELDS = ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'];
+
+function specialTokensMapOf(config: Record<string, unknown>, configSource: string): Record<string, string | string[]> {
+  const tokens: Record<string, string | string[]> = {};
+  for (const field of SPECIAL_TOKEN_FIELDS) {
+    const token = specialTokenOf(config, field, configSource);
+    if (token !== undefined) tokens[field] = token;
   }
-  throw new TokenizerError(`${configSource}: field "chat_template" is ${describe(value)}; expected a string or a list of {name, template} with one named "default"`);
+  const additional = config['additional_special_tokens'];
+  if (additional === undefined || additional === null) return tokens;
+  if (!Array.isArray(additional)) {
+    throw new TokenizerError(`${configSource}: field "additional_special_tokens" is ${describe(additional)}; expected an array of token strings or {"content": string}`);
+  }
+  tokens['additional_special_tokens'] = additional.map((value: unknown, i) => tokenStringOf(value, `"additional_special_tokens"[${i}]`, configSource));
+  return tokens;
+}
+
+/** The chat template to use, where it came from, or why there is none to use although the model ships some. */
+interface ChatTemplateChoice {
+  template?: string;
+  source?: string;
+  unavailable?: string;
+}
+
+/**
+ * tokenizer_config.json's chat_template is a string, or a list of {name, template} of which transformers
+ * uses the one named "default". A list without one loads (nothing but the chat endpoint needs a template);
+ * the reason is kept for the chat endpoint to give. `chatTemplateFile` is the chat_template.jinja the text
+ * came from, where it did.
+ */
+function chatTemplateOf(value: unknown, configSource: string, chatTemplateFile: string | undefined): ChatTemplateChoice {
+  const field = `${configSource} (field "chat_template")`;
+  if (value === undefined || value === null) return {};
+  if (typeof value === 'string') return { template: value, source: chatTemplateFile ?? field };
+  const expected = 'expected a string or a list of {"name": string, "template": string}';
+  if (!Array.isArray(value)) throw new TokenizerError(`${configSource}: field "chat_template" is ${describe(value)}; ${expected}`);
+  const named = new Map<string, string>();
+  value.forEach((entry: unknown, i) => {
+    if (!isObject(entry) || typeof entry['name'] !== 'string' || typeof entry['template'] !== 'string') {
+      throw new TokenizerError(`${configSource}: "chat_template"[${i}] is ${describe(entry)}; ${expected}`);
+    }
+    named.set(entry['name'], entry['template']);
+  });
+  const template = named.get('default');
+  if (template !== undefined) return { template, source: `${field}, template "default"` };
+  const names = [...named.keys()].map((name) => JSON.stringify(name)).join(', ');
+  return { unavailable: `${configSource}: field "chat_template" lists templates named ${names || '(none)'} but none named "default", the one chat completions use` };
 }
 
 function readJsonObject(file: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new TokenizerError(code === 'ENOENT' ? `${file}: file not found` : `${file}: cannot be read (${(error as Error).message})`);
-  }
+  const text = readTextFile(file);
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -272,6 +526,15 @@ function readJsonObject(file: string): Record<string, unknown> {
   }
   if (!isObject(value)) throw new TokenizerError(`${file}: the top level is ${describe(value)}; expected a JSON object`);
   return value;
+}
+
+function readTextFile(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new TokenizerError(code === 'ENOENT' ? `${file}: file not found` : `${file}: cannot be read (${(error as Error).message})`);
+  }
 }
 
 function isDirectory(path: string): boolean {

@@ -1,7 +1,8 @@
-// Chat messages → prompt text with the model's own Jinja chat template (tokenizer_config.json's
-// chat_template, or chat_template.jinja; io/tokenizer.ts reads both), rendered by @huggingface/jinja as
+// Chat messages → prompt text with the model's own Jinja chat template (chat_template.jinja, or
+// tokenizer_config.json's chat_template; io/tokenizer.ts reads both), rendered by @huggingface/jinja as
 // transformers' apply_chat_template does: messages, add_generation_prompt = true, and the special tokens'
-// strings (bos_token, eos_token) as variables. The result is encoded without adding special tokens again
+// strings (bos_token, eos_token, unk_token, pad_token, sep_token, cls_token, mask_token,
+// additional_special_tokens) as variables. The result is encoded without adding special tokens again
 // (server.ts, through its PromptEncoder).
 
 import { Template } from '@huggingface/jinja';
@@ -11,34 +12,50 @@ import type { ChatMessage } from './validation.js';
 
 export class ChatTemplate {
   private readonly template?: Template;
-  private readonly specials: Record<string, string>;
+  /** Where the template came from (chat_template.jinja or tokenizer_config.json), for error messages. */
+  private readonly source: string;
+  private readonly unavailable?: string;
+  private readonly specials: Record<string, string | readonly string[]>;
 
   constructor(tokenizer: Tokenizer) {
-    if (tokenizer.chatTemplate !== undefined) {
-      try {
-        this.template = new Template(tokenizer.chatTemplate);
-      } catch (error) {
-        throw new ApiError(500, `${tokenizer.source}: the chat template does not parse: ${(error as Error).message}`, 'server_error');
-      }
-    }
-    const name = (id: number | undefined) => (id === undefined ? undefined : tokenizer.idToToken(id));
-    this.specials = {};
-    const bos = name(tokenizer.bosTokenId), eos = name(tokenizer.eosTokenId);
-    if (bos !== undefined) this.specials['bos_token'] = bos;
-    if (eos !== undefined) this.specials['eos_token'] = eos;
+    this.source = tokenizer.chatTemplateSource ?? tokenizer.source;
+    if (tokenizer.chatTemplate !== undefined) this.template = parseTemplate(tokenizer.chatTemplate, this.source);
+    if (tokenizer.chatTemplateUnavailable !== undefined) this.unavailable = tokenizer.chatTemplateUnavailable;
+    this.specials = specialTokenVariables(tokenizer);
   }
 
   get available(): boolean { return this.template !== undefined; }
 
   /** The prompt text for these messages (encode it without adding special tokens: the template has them). */
   render(messages: readonly ChatMessage[]): string {
-    if (!this.template) throw new ApiError(400, `this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory); use /v1/completions`, 'invalid_request_error', 'messages');
+    if (!this.template) throw new ApiError(400, `${this.unavailable ?? 'this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory)'}; use /v1/completions`, 'invalid_request_error', 'messages');
     let text: string;
     try {
       text = this.template.render({ messages, add_generation_prompt: true, ...this.specials });
     } catch (error) {
-      throw new ApiError(400, `the chat template failed on these messages: ${(error as Error).message}`, 'invalid_request_error', 'messages');
+      throw new ApiError(400, `the chat template (${this.source}) failed on these messages: ${(error as Error).message}`, 'invalid_request_error', 'messages');
     }
     return text;
   }
+}
+
+function parseTemplate(text: string, source: string): Template {
+  try {
+    return new Template(text);
+  } catch (error) {
+    throw new ApiError(500, `${source}: the chat template does not parse: ${(error as Error).message}`, 'server_error');
+  }
+}
+
+/**
+ * The special tokens as transformers passes them to a chat template (its special_tokens_map). A tokenizer
+ * without that map (one built in code) gives the strings of its bos and eos ids.
+ */
+function specialTokenVariables(tokenizer: Tokenizer): Record<string, string | readonly string[]> {
+  const variables: Record<string, string | readonly string[]> = {};
+  const name = (id: number | undefined) => (id === undefined ? undefined : tokenizer.idToToken(id));
+  const bos = name(tokenizer.bosTokenId), eos = name(tokenizer.eosTokenId);
+  if (bos !== undefined) variables['bos_token'] = bos;
+  if (eos !== undefined) variables['eos_token'] = eos;
+  return { ...variables, ...tokenizer.specialTokensMap };
 }
