@@ -168,6 +168,7 @@ export async function runServe(argv: string[]): Promise<number> {
       modelName: values['served-name'] ?? basename(resolve(dir)),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
     });
+    if (server.chatTemplateProblem !== undefined) process.stderr.write(`fuseformer serve: note: /v1/chat/completions will refuse requests: ${server.chatTemplateProblem}\n`);
     const address = await server.listen(port, values.host ?? '127.0.0.1');
     const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
     process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${where}; `

@@ -16,11 +16,23 @@ export class ChatTemplate {
   private readonly source: string;
   private readonly unavailable?: string;
   private readonly specials: Record<string, string | readonly string[]>;
+  /**
+   * Why the model's template cannot be used (it does not parse, or a list names no default); undefined when it
+   * can or there is none. Not fatal: the server still answers /v1/completions; chat requests get this reason.
+   */
+  readonly problem?: string;
 
   constructor(tokenizer: Tokenizer) {
     this.source = tokenizer.chatTemplateSource ?? tokenizer.source;
-    if (tokenizer.chatTemplate !== undefined) this.template = parseTemplate(tokenizer.chatTemplate, this.source);
+    if (tokenizer.chatTemplate !== undefined) {
+      try {
+        this.template = new Template(tokenizer.chatTemplate);
+      } catch (error) {
+        this.unavailable = `${this.source}: the chat template does not parse: ${(error as Error).message}`;
+      }
+    }
     if (tokenizer.chatTemplateUnavailable !== undefined) this.unavailable = tokenizer.chatTemplateUnavailable;
+    if (this.unavailable !== undefined) this.problem = this.unavailable;
     this.specials = specialTokenVariables(tokenizer);
   }
 
@@ -36,14 +48,6 @@ export class ChatTemplate {
       throw new ApiError(400, `the chat template (${this.source}) failed on these messages: ${(error as Error).message}`, 'invalid_request_error', 'messages');
     }
     return text;
-  }
-}
-
-function parseTemplate(text: string, source: string): Template {
-  try {
-    return new Template(text);
-  } catch (error) {
-    throw new ApiError(500, `${source}: the chat template does not parse: ${(error as Error).message}`, 'server_error');
   }
 }
 

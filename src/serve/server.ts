@@ -270,6 +270,9 @@ export class InferenceServer {
     await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival);
   }
 
+  /** Why chat requests cannot be served (the model's chat template does not parse, …); undefined when they can. */
+  get chatTemplateProblem(): string | undefined { return this.chat.problem; }
+
   private async promptIds(prompt: string | number[]): Promise<number[]> {
     const V = this.engine.model.vocabSize;
     if (typeof prompt === 'string') return this.checkedEncoding(await this.encoder.encode(prompt), 'prompt');

@@ -43,20 +43,23 @@ function apiError(status: number, prefix: string, ...parts: string[]): (e: unkno
 
 const BROKEN = '{% for m in messages %}{{ m.content }';
 
-test('a chat template that does not parse is reported against tokenizer_config.json\'s field', () => {
+test('a chat template that does not parse is reported against tokenizer_config.json\'s field, at start-up and for each chat', () => {
   const dir = modelDir('broken-config', { 'tokenizer.json': tokenizerJson(), 'tokenizer_config.json': { chat_template: BROKEN } });
-  assert.throws(() => new ChatTemplate(loadTokenizer(dir)),
-    apiError(500, `${join(dir, 'tokenizer_config.json')} (field "chat_template"): the chat template does not parse: `));
+  const template = new ChatTemplate(loadTokenizer(dir));
+  const reason = `${join(dir, 'tokenizer_config.json')} (field "chat_template"): the chat template does not parse: `;
+  assert.ok(template.problem?.startsWith(reason), template.problem);
+  assert.equal(template.available, false);
+  assert.throws(() => template.render([{ role: 'user', content: 'hi' }]), apiError(400, reason, 'use /v1/completions'));
 });
 
 test('a chat_template.jinja that does not parse is reported against that file', () => {
   const dir = modelDir('broken-jinja', { 'tokenizer.json': tokenizerJson(), 'tokenizer_config.json': {}, 'chat_template.jinja': BROKEN });
-  assert.throws(() => new ChatTemplate(loadTokenizer(dir)), apiError(500, `${join(dir, 'chat_template.jinja')}: the chat template does not parse: `));
+  assert.ok(new ChatTemplate(loadTokenizer(dir)).problem?.startsWith(`${join(dir, 'chat_template.jinja')}: the chat template does not parse: `));
 });
 
 test('a "default" template from a list is reported as such', () => {
   const tokenizer = createTokenizer(tokenizerJson(), { chat_template: [{ name: 'default', template: BROKEN }] }, 'tokenizer.json', 'tokenizer_config.json');
-  assert.throws(() => new ChatTemplate(tokenizer), apiError(500, 'tokenizer_config.json (field "chat_template"), template "default": the chat template does not parse'));
+  assert.ok(new ChatTemplate(tokenizer).problem?.startsWith('tokenizer_config.json (field "chat_template"), template "default": the chat template does not parse'));
 });
 
 test('chat_template.jinja is the template used where tokenizer_config.json has one too', () => {

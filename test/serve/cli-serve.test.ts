@@ -3,7 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -125,4 +125,21 @@ test('fuseformer serve --quantize rtn8: the engine runs INT8 projections; quanti
   assert.match(run('--quantize', 'int3').stderr, /--quantize must be rtn4 or rtn8, got 'int3'/);
   assert.match(run('--quantize-lm-head').stderr, /--quantize-lm-head needs --quantize rtn4\|rtn8/);
   assert.match(run('--quantize', 'rtn4').stderr, /group size 128 must be a multiple of 32 dividing/);
+});
+
+test('fuseformer serve: a chat template that does not parse is noted at start; completions are served, chats refused naming the file', async () => {
+  const dir = join(root, 'tiny-broken-template');
+  writeModelFolder(dir, 'gpt2', TINY_GPT2, 3);
+  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ chat_template: '{% for m in messages %}{{ m.content }' }));
+  const { child, url, stderr } = await startServer([dir]);
+  assert.match(stderr(), /note: \/v1\/chat\/completions will refuse requests: .*tokenizer_config\.json \(field "chat_template"\): the chat template does not parse/);
+  const post = (path: string, body: unknown) => fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  assert.equal((await post('/v1/completions', { model: 'tiny', prompt: 'Hi', max_tokens: 2 })).status, 200);
+  const chat = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
+  const error = await chat.json() as { error: { message: string } };
+  assert.equal(chat.status, 400);
+  assert.match(error.error.message, /tokenizer_config\.json \(field "chat_template"\): the chat template does not parse.*use \/v1\/completions/);
+  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  child.kill('SIGTERM');
+  assert.equal(await exit, 0, stderr());
 });
