@@ -26,7 +26,7 @@ export interface Gpt2Config {
   readonly tieWordEmbeddings: boolean;
   /**
    * Generation stops at any of these (eos_token_id, an int or a list). Absent from the file, GPT2Config's
-   * default 50256 (<|endoftext|>) where the vocabulary has that id, else none.
+   * default 50256 (<|endoftext|>) where the vocabulary has that id; left out when there are none.
    */
   readonly eosTokenIds?: readonly number[];
 }
@@ -62,7 +62,7 @@ export function gpt2ConfigFromJson(json: JsonObject, source: string): Gpt2Config
     embeddingDropout: fields.number('embd_pdrop', 'probability', 0.1),
     attentionDropout: fields.number('attn_pdrop', 'probability', 0.1),
     tieWordEmbeddings: fields.boolean('tie_word_embeddings', true),
-    eosTokenIds,
+    ...(eosTokenIds.length > 0 ? { eosTokenIds } : {}),
   };
 }
 

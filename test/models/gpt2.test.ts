@@ -23,8 +23,8 @@ test('eos_token_id: read from config.json; absent, GPT2Config\'s 50256 where the
   assert.deepEqual(gpt2ConfigFromJson({ ...json, eos_token_id: [7, 9] }, SOURCE).eosTokenIds, [7, 9]);
   delete json['eos_token_id'];
   assert.deepEqual(gpt2ConfigFromJson(json, SOURCE).eosTokenIds, [50256]);
-  assert.deepEqual(gpt2ConfigFromJson({ ...json, vocab_size: 257 }, SOURCE).eosTokenIds, []);
-  assert.deepEqual(gpt2ConfigFromJson({ ...json, eos_token_id: null }, SOURCE).eosTokenIds, []);
+  assert.equal(gpt2ConfigFromJson({ ...json, vocab_size: 257 }, SOURCE).eosTokenIds, undefined);
+  assert.equal(gpt2ConfigFromJson({ ...json, eos_token_id: null }, SOURCE).eosTokenIds, undefined);
   assertConfigError(() => gpt2ConfigFromJson({ ...json, vocab_size: 257, eos_token_id: 300 }, SOURCE), SOURCE, 'eos_token_id', /below vocab_size \(257\)/);
   const written = gpt2ConfigToJson({ ...GPT2_PRESETS['gpt2-tiny']!, eosTokenIds: [3] });
   assert.equal(written['eos_token_id'], 3);

@@ -83,7 +83,7 @@ test('every preset round-trips through toHfJson and config.json text, and has a 
     const json = JSON.parse(JSON.stringify(toHfJson(preset))) as Record<string, unknown>;
     const parsed = modelConfigFromJson(json, `${name}/config.json`);
     // A GPT-2 config without eos_token_id reads as GPT2Config's default (50256 where the vocabulary has it).
-    const expected = preset.family === 'gpt2' ? { ...preset, config: { ...preset.config, eosTokenIds: preset.config.vocabSize > 50256 ? [50256] : [] } } : preset;
+    const expected = preset.family === 'gpt2' && preset.config.vocabSize > 50256 ? { ...preset, config: { ...preset.config, eosTokenIds: [50256] } } : preset;
     assert.deepEqual(parsed, expected, name);
     assert.ok(Number.isSafeInteger(parameterCount(preset)) && parameterCount(preset) > 0, name);
   }
