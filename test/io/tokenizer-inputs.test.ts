@@ -208,3 +208,20 @@ test('the special-tokens map holds every special token tokenizer_config.json nam
   assert.throws(() => createTokenizer(bpeJson(), { additional_special_tokens: '<|a|>' }, 'bpe.json', 'config.json'),
     tokenizerError('config.json: field "additional_special_tokens" is "<|a|>"'));
 });
+
+test('Llama / Gemma tokenizer classes follow tokenizer_config.json\'s add_bos_token / add_eos_token, as transformers rebuilds them', () => {
+  // tokenizer.json's own post-processor prepends <s>; the config turns BOS off and EOS on.
+  const withBos = bpeJson({ vocab: Object.fromEntries([...BPE_VOCAB, '</s>'].map((token, id) => [token, id])) }, {
+    post_processor: { type: 'TemplateProcessing', single: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }], pair: [], special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] } } },
+  });
+  const eos = BPE_VOCAB.length; // '</s>'
+  const plain = createTokenizer(withBos, { bos_token: '<s>', eos_token: '</s>' });
+  assert.deepEqual(plain.encode('hello'), [1, 10], 'without a Llama class the file\'s post-processor stands');
+  const flags = { tokenizer_class: 'LlamaTokenizerFast', bos_token: '<s>', eos_token: '</s>', add_bos_token: false, add_eos_token: true };
+  assert.deepEqual(createTokenizer(withBos, flags).encode('hello'), [10, eos]);
+  assert.deepEqual(createTokenizer(withBos, { ...flags, add_bos_token: true }).encode('hello'), [1, 10, eos]);
+  assert.deepEqual(createTokenizer(withBos, { ...flags, add_eos_token: undefined }).encode('hello'), [10]);
+  assert.deepEqual(createTokenizer(withBos, { ...flags, add_bos_token: undefined, add_eos_token: undefined }).encode('hello'), [1, 10], 'no flags: the file decides');
+  assert.throws(() => createTokenizer(withBos, { ...flags, add_eos_token: 'yes' }), /tokenizer_config\.json: field "add_eos_token" is "yes"; expected true or false/);
+  assert.throws(() => createTokenizer(withBos, { ...flags, eos_token: undefined }), /field "add_eos_token" is true but "eos_token" is not set/);
+});
