@@ -4,24 +4,14 @@
 // dropped, or a template from the wrong file.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { createTokenizer, loadTokenizer, TokenizerError } from '../../src/io/tokenizer.js';
+import { scratchModelDirs } from './model-files.js';
 
-const root = mkdtempSync(join(tmpdir(), 'fuseformer-tokenizer-inputs-'));
-after(() => rmSync(root, { recursive: true, force: true }));
+const modelDir = scratchModelDirs('fuseformer-tokenizer-inputs-');
 
-/** Writes the given files (objects as JSON, strings as they are) into a new directory under root. */
-function modelDir(name: string, files: Record<string, object | string>): string {
-  const dir = join(root, name);
-  mkdirSync(dir);
-  for (const [file, contents] of Object.entries(files)) {
-    writeFileSync(join(dir, file), typeof contents === 'string' ? contents : JSON.stringify(contents));
-  }
-  return dir;
-}
 
 const BPE_VOCAB = ['<unk>', '<s>', 'h', 'e', 'l', 'o', ' ', 'he', 'll', 'llo', 'hello'];
 const BPE_MERGES = ['h e', 'l l', 'll o', 'he llo'];

@@ -1,23 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { ArgumentError } from '../../src/errors.js';
 import { createTokenizer, loadTokenizer, TokenizerError } from '../../src/io/tokenizer.js';
+import { scratchModelDirs } from './model-files.js';
 
-const root = mkdtempSync(join(tmpdir(), 'fuseformer-tokenizer-'));
-after(() => rmSync(root, { recursive: true, force: true }));
+const modelDir = scratchModelDirs('fuseformer-tokenizer-');
 
-/** Writes the given files (objects as JSON, strings as they are) into a new directory under root. */
-function modelDir(name: string, files: Record<string, object | string>): string {
-  const dir = join(root, name);
-  mkdirSync(dir);
-  for (const [file, contents] of Object.entries(files)) {
-    writeFileSync(join(dir, file), typeof contents === 'string' ? contents : JSON.stringify(contents));
-  }
-  return dir;
-}
 
 const BERT_VOCAB = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'hello', 'world', 'play', '##ing', '##s', '!', ',', 'the'];
 
@@ -108,9 +97,10 @@ test('a model without "type" (older tokenizer.json files) is recognised by its f
 });
 
 test('errors name the file and the problem', () => {
-  const missing = join(root, 'nowhere', 'tokenizer.json');
+  const empty = modelDir('empty', {});
+  const missing = join(empty, 'nowhere', 'tokenizer.json');
   assert.throws(() => loadTokenizer(missing), (e: unknown) => e instanceof TokenizerError && e.message === `${missing}: file not found`);
-  assert.throws(() => loadTokenizer(join(root, 'nowhere')), (e: unknown) => e instanceof TokenizerError && e.message.includes('nowhere: file not found'));
+  assert.throws(() => loadTokenizer(join(empty, 'nowhere')), (e: unknown) => e instanceof TokenizerError && e.message.includes('nowhere: file not found'));
 
   const badJson = join(modelDir('bad-json', { 'tokenizer.json': '{"model": {' }), 'tokenizer.json');
   assert.throws(() => loadTokenizer(badJson), (e: unknown) => e instanceof TokenizerError && e.message.startsWith(`${badJson}: not valid JSON`));

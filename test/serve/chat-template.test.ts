@@ -3,17 +3,15 @@
 // transformers gives it.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { createTokenizer, loadTokenizer } from '../../src/io/tokenizer.js';
 import type { Tokenizer } from '../../src/io/tokenizer.js';
 import { ChatTemplate } from '../../src/serve/chat-template.js';
+import { scratchModelDirs } from '../io/model-files.js';
 import { ApiError } from '../../src/serve/validation.js';
 
-const root = mkdtempSync(join(tmpdir(), 'fuseformer-chat-template-'));
-after(() => rmSync(root, { recursive: true, force: true }));
+const modelDir = scratchModelDirs('fuseformer-chat-template-');
 
 const VOCAB = ['<unk>', '<s>', '</s>', 'h', 'i'];
 
@@ -21,14 +19,6 @@ function tokenizerJson(): Record<string, unknown> {
   return { model: { type: 'BPE', unk_token: '<unk>', vocab: Object.fromEntries(VOCAB.map((token, id) => [token, id])), merges: [] } };
 }
 
-function modelDir(name: string, files: Record<string, object | string>): string {
-  const dir = join(root, name);
-  mkdirSync(dir);
-  for (const [file, contents] of Object.entries(files)) {
-    writeFileSync(join(dir, file), typeof contents === 'string' ? contents : JSON.stringify(contents));
-  }
-  return dir;
-}
 
 /** An assert.throws matcher: an ApiError with this status whose message starts with `prefix` and holds each of `parts`. */
 function apiError(status: number, prefix: string, ...parts: string[]): (e: unknown) => boolean {
