@@ -10,7 +10,7 @@
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { TokenStreamDecoder } from '../io/token-stream-decoder.js';
-import { defaultMaxNewTokens } from './generation-config.js';
+import { newTokenBudget } from './generation-config.js';
 import { DecodeEngine } from './engine.js';
 import type { EngineOptions, SequenceRequest } from './engine.js';
 import type { DecoderModel } from './model.js';
@@ -40,7 +40,6 @@ export interface TextGenerateOptions extends GenerateOptions {
   readonly stopStrings?: readonly string[];
 }
 
-const DEFAULT_MAX_NEW_TOKENS = 256;
 const MAX_SYNC_EVERY = 16;
 
 /** The stop ids for `model`: given, else generation_config.json's eos_token_id, else the config's. */
@@ -51,9 +50,7 @@ export function defaultStopTokenIds(model: DecoderModel): readonly number[] {
 function requestsFor(model: DecoderModel, prompts: readonly (readonly number[])[], options: GenerateOptions): { requests: SequenceRequest[]; maxNewTokens: number } {
   if (!Array.isArray(prompts)) throw new ArgumentError(`the prompts must be an array of token-id arrays, got ${typeof prompts}`);
   prompts.forEach((p, i) => { if (!Array.isArray(p) && !ArrayBuffer.isView(p)) throw new ArgumentError(`prompt ${i} must be an array of token ids, got ${typeof p} ${String(p).slice(0, 40)}`); });
-  if (options.maxNewTokens !== undefined && (!Number.isInteger(options.maxNewTokens) || options.maxNewTokens < 0)) throw new ArgumentError(`maxNewTokens must be a non-negative integer, got ${options.maxNewTokens}`);
-  // Each prompt's budget: the option, else generation_config.json's max_new_tokens or what its max_length leaves.
-  const budgets = prompts.map((p) => options.maxNewTokens ?? defaultMaxNewTokens(model.generation, p.length) ?? DEFAULT_MAX_NEW_TOKENS);
+  const budgets = prompts.map((p) => newTokenBudget(model.generation, p.length, options.maxNewTokens));
   const sampling = resolveSampling(options, model.generation);
   return {
     maxNewTokens: Math.max(0, ...budgets),

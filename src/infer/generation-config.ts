@@ -66,14 +66,28 @@ export function generationDefaultsFromJson(json: Record<string, unknown>, source
   return out;
 }
 
+/** New tokens a generation call makes when neither it nor generation_config.json says. */
+export const DEFAULT_MAX_NEW_TOKENS = 256;
+
 /**
  * New tokens a prompt of `promptLength` gets by the file's defaults: max_new_tokens, else what max_length
- * (prompt + new tokens, HF's older field) leaves after the prompt; undefined when the file names neither.
+ * (prompt + new tokens, HF's older field) leaves after the prompt — possibly nothing (≤ 0); undefined when
+ * the file names neither.
  */
-export function defaultMaxNewTokens(defaults: GenerationDefaults, promptLength: number): number | undefined {
-  if (defaults.maxNewTokens !== undefined) return defaults.maxNewTokens;
-  if (defaults.maxLength === undefined) return undefined;
-  const room = defaults.maxLength - promptLength;
-  if (room < 1) throw new ArgumentError(`generation_config.json's max_length ${defaults.maxLength} leaves no room for new tokens after a prompt of ${promptLength} tokens; give the number of new tokens to generate (maxNewTokens, --max-tokens or max_tokens)`);
-  return room;
+export function fileMaxNewTokens(defaults: GenerationDefaults, promptLength: number): number | undefined {
+  return defaults.maxNewTokens ?? (defaults.maxLength === undefined ? undefined : defaults.maxLength - promptLength);
+}
+
+/**
+ * A library generation's new-token budget: `requested` (checked), else the file's (an error when its
+ * max_length leaves no room), else DEFAULT_MAX_NEW_TOKENS.
+ */
+export function newTokenBudget(defaults: GenerationDefaults, promptLength: number, requested: number | undefined): number {
+  if (requested !== undefined) {
+    if (!Number.isInteger(requested) || requested < 0) throw new ArgumentError(`maxNewTokens must be a non-negative integer, got ${requested}`);
+    return requested;
+  }
+  const fromFile = fileMaxNewTokens(defaults, promptLength);
+  if (fromFile !== undefined && fromFile < 1) throw new ArgumentError(`generation_config.json's max_length ${defaults.maxLength} leaves no room for new tokens after a prompt of ${promptLength} tokens; give the number of new tokens to generate (maxNewTokens, --max-tokens or max_tokens)`);
+  return fromFile ?? DEFAULT_MAX_NEW_TOKENS;
 }

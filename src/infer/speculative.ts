@@ -36,10 +36,10 @@
 // Adaptive K (HF's assistant heuristic): K + 2 after a round that accepted every draft token, K − 1 (at
 // least 1) otherwise, capped at maxDraftTokens and at the tokens left.
 
-import { defaultMaxNewTokens } from './generation-config.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import { DecodeEngine } from './engine.js';
+import { newTokenBudget } from './generation-config.js';
 import type { GenerateOptions } from './generate.js';
 import type { DecoderModel } from './model.js';
 import { resolveSampling } from './sampling.js';
@@ -299,8 +299,7 @@ export class SpeculativeSession {
  * if one ended it, included): generate()'s contract, whose options it reads (engine options aside).
  */
 export async function* speculativeGenerate(model: DecoderModel, promptTokens: readonly number[], options: GenerateOptions & { readonly speculative: SpeculativeSettings }): AsyncGenerator<number, void, undefined> {
-  const maxNewTokens = options.maxNewTokens ?? defaultMaxNewTokens(model.generation, promptTokens.length) ?? 256;
-  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0) throw new ArgumentError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
+  const maxNewTokens = newTokenBudget(model.generation, promptTokens.length, options.maxNewTokens);
   if (maxNewTokens === 0) return;
   if (options.engine) throw new ArgumentError('speculative decoding makes its own engines (one per model); do not pass options.engine');
   const sampling = resolveSampling(options, model.generation);

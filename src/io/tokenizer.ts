@@ -455,7 +455,6 @@ function modelTypeOf(model: Record<string, unknown>, source: string): string {
   throw new TokenizerError(`${source}: field "model.type" is missing and the model's fields match none of the known models; ${expected}`);
 }
 
-/** A special token's string: tokenizer_config.json gives it as a string or as {"content": string}. */
 /** Tokenizer classes whose transformers implementation rebuilds the post-processor from add_bos_token / add_eos_token. */
 const SPECIAL_TOKEN_FLAG_CLASSES = new Set(['LlamaTokenizer', 'LlamaTokenizerFast', 'CodeLlamaTokenizer', 'CodeLlamaTokenizerFast', 'GemmaTokenizer', 'GemmaTokenizerFast']);
 
@@ -488,6 +487,7 @@ function specialTokenFlagsProcessor(model: Record<string, unknown>, addedTokens:
   return { type: 'TemplateProcessing', single: sequence('A', 0), pair: [...sequence('A', 0), ...sequence('B', 1)], special_tokens: specialTokens };
 }
 
+/** A special token's string: tokenizer_config.json gives it as a string or as {"content": string}. */
 function specialTokenOf(config: Record<string, unknown>, field: string, configSource: string): string | undefined {
   const value = config[field];
   if (value === undefined || value === null) return undefined;

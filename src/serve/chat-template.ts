@@ -14,7 +14,6 @@ export class ChatTemplate {
   private readonly template?: Template;
   /** Where the template came from (chat_template.jinja or tokenizer_config.json), for error messages. */
   private readonly source: string;
-  private readonly unavailable?: string;
   private readonly specials: Record<string, string | readonly string[]>;
   /**
    * Why the model's template cannot be used (it does not parse, or a list names no default); undefined when it
@@ -28,11 +27,10 @@ export class ChatTemplate {
       try {
         this.template = new Template(tokenizer.chatTemplate);
       } catch (error) {
-        this.unavailable = `${this.source}: the chat template does not parse: ${(error as Error).message}`;
+        this.problem = `${this.source}: the chat template does not parse: ${(error as Error).message}`;
       }
     }
-    if (tokenizer.chatTemplateUnavailable !== undefined) this.unavailable = tokenizer.chatTemplateUnavailable;
-    if (this.unavailable !== undefined) this.problem = this.unavailable;
+    if (tokenizer.chatTemplateUnavailable !== undefined) this.problem = tokenizer.chatTemplateUnavailable;
     this.specials = specialTokenVariables(tokenizer);
   }
 
@@ -40,7 +38,7 @@ export class ChatTemplate {
 
   /** The prompt text for these messages (encode it without adding special tokens: the template has them). */
   render(messages: readonly ChatMessage[]): string {
-    if (!this.template) throw new ApiError(400, `${this.unavailable ?? 'this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory)'}; use /v1/completions`, 'invalid_request_error', 'messages');
+    if (!this.template) throw new ApiError(400, `${this.problem ?? 'this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory)'}; use /v1/completions`, 'invalid_request_error', 'messages');
     let text: string;
     try {
       text = this.template.render({ messages, add_generation_prompt: true, ...this.specials });

@@ -16,6 +16,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { defaultStopTokenIds } from '../infer/generate.js';
+import { fileMaxNewTokens } from '../infer/generation-config.js';
 import { resolveSampling } from '../infer/sampling.js';
 import { StopStringMatcher } from '../infer/stop-strings.js';
 import type { Tokenizer } from '../io/tokenizer.js';
@@ -253,9 +254,8 @@ export class InferenceServer {
     const window = this.engine.maxLen, n = prompt.length;
     if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
     // Without max_tokens: generation_config.json's max_new_tokens (or what its max_length leaves), within the window.
-    const g = this.engine.model.generation;
-    const modelDefault = g.maxNewTokens ?? (g.maxLength !== undefined && g.maxLength > n ? g.maxLength - n : undefined);
-    const maxTokens = params.maxTokens ?? Math.min(this.maxTokensLimit, window - n, modelDefault ?? Infinity);
+    const fromFile = fileMaxNewTokens(this.engine.model.generation, n);
+    const maxTokens = params.maxTokens ?? Math.min(this.maxTokensLimit, window - n, fromFile !== undefined && fromFile >= 1 ? fromFile : Infinity);
     if (n + maxTokens > window || maxTokens < 1) {
       throw new ApiError(400, `this model's maximum context length is ${window} tokens; the request asks for ${n + Math.max(maxTokens, 1)} (${n} in the prompt, ${Math.max(maxTokens, 1)} for the completion)`, 'invalid_request_error', kind === 'chat' ? 'messages' : 'prompt', 'context_length_exceeded');
     }
@@ -274,8 +274,8 @@ export class InferenceServer {
   get chatTemplateProblem(): string | undefined { return this.chat.problem; }
 
   private async promptIds(prompt: string | number[]): Promise<number[]> {
-    const V = this.engine.model.vocabSize;
     if (typeof prompt === 'string') return this.checkedEncoding(await this.encoder.encode(prompt), 'prompt');
+    const V = this.engine.model.vocabSize;
     const badId = prompt.find((t) => t >= V);
     if (badId !== undefined) throw new ApiError(400, `'prompt' holds token id ${badId}; the vocabulary has ${V} ids`, 'invalid_request_error', 'prompt');
     return prompt;
