@@ -82,6 +82,37 @@ export function* decodeIncrementally(tokenizer: Tokenizer, ids: Iterable<number>
 }
 
 /**
+ * Each generated token's own text, as logprobs report it: decode(context + [id]) past decode(context), the
+ * tokens before it (the prompt's end, then what was generated) as context — so a SentencePiece word keeps
+ * its space ("▁world" after "hello" is " world", not the "world" that decoding it alone gives) and a
+ * WordPiece "##ing" its join. The token that completes a character split across byte tokens gets the
+ * character; the tokens before it show U+FFFD. Special tokens are shown (OpenAI's logprobs list them).
+ */
+export class TokenTexts {
+  private context: number[];
+  private readonly decodeOptions: DecodeOptions = { skipSpecialTokens: false, cleanUpTokenizationSpaces: false };
+
+  constructor(private readonly tokenizer: Tokenizer, prompt: readonly number[] = []) {
+    this.context = prompt.slice(-CONTEXT_TOKENS);
+  }
+
+  /** The text `id` adds at this position (the chosen token or an alternative to it). */
+  textOf(id: number): string {
+    if (this.context.length === 0) return this.tokenizer.decode([id], this.decodeOptions);
+    const before = withoutTrailingReplacement(this.tokenizer.decode(this.context, this.decodeOptions));
+    const after = this.tokenizer.decode([...this.context, id], this.decodeOptions);
+    // A decoder that rewrites text across the boundary (none of the supported ones do): the token alone.
+    return after.startsWith(before) ? after.slice(before.length) : this.tokenizer.decode([id], this.decodeOptions);
+  }
+
+  /** Moves past `id`, the token chosen at this position. */
+  advance(id: number): void {
+    this.context.push(id);
+    if (this.context.length > CONTEXT_TOKENS) this.context.shift();
+  }
+}
+
+/**
  * Prompt tokens kept as context (vLLM keeps 5): enough for any decoder's look-back (a word's leading space,
  * WordPiece's "##"), few enough that decoding the window stays cheap.
  */

@@ -20,7 +20,7 @@ import { fileMaxNewTokens } from '../infer/generation-config.js';
 import { resolveSampling } from '../infer/sampling.js';
 import { StopStringMatcher } from '../infer/stop-strings.js';
 import type { Tokenizer } from '../io/tokenizer.js';
-import { TokenStreamDecoder } from '../io/token-stream-decoder.js';
+import { TokenStreamDecoder, TokenTexts } from '../io/token-stream-decoder.js';
 import { ChatTemplate } from './chat-template.js';
 import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
@@ -302,7 +302,7 @@ export class InferenceServer {
     let text = '', produced = 0, generated = 0, lastTokenAt = 0, finished = false;
     /** The logprobs entries of the tokens whose text has been sent (a stop string's tokens never are). */
     const logprobs: { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[] = [];
-    const tokenText = (t: number) => this.tokenizer.decode([t]);
+    const tokenTexts = new TokenTexts(this.tokenizer, prompt);
 
     const chunk = (piece: string, finish: string | null, lp: typeof logprobs) => {
       const choice = kind === 'chat'
@@ -376,7 +376,9 @@ export class InferenceServer {
         if (stops.done) return;
         const piece = e.token < this.tokenizer.vocabSize ? decoder.push(e.token) : '';
         if (e.logprob !== undefined) {
-          pendingLogprobs.push({ token: tokenText(e.token), logprob: e.logprob, top: (e.top ?? []).slice(0, params.topLogprobs).map((t) => ({ token: tokenText(t.token), logprob: t.logprob })), offset: produced });
+          const top = (e.top ?? []).slice(0, params.topLogprobs).map((t) => ({ token: tokenTexts.textOf(t.token), logprob: t.logprob }));
+          pendingLogprobs.push({ token: tokenTexts.textOf(e.token), logprob: e.logprob, top, offset: produced });
+          tokenTexts.advance(e.token);
         }
         produced += piece.length;
         const { text: shown, stopped } = stops.push(piece);
