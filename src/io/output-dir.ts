@@ -2,8 +2,8 @@
 // unusable path should fail in a second with a message naming the option, not after an hour of
 // quantizing with an EEXIST stack trace — and a directory the user keeps must never be replaced.
 
-import { accessSync, constants, existsSync, readdirSync, statSync } from 'node:fs';
-import { dirname, relative, resolve, isAbsolute } from 'node:path';
+import { existsSync, mkdtempSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { ArgumentError } from '../errors.js';
 
 /**
@@ -23,12 +23,23 @@ export function checkOutputDirectory(path: string, option: string): void {
   assertWritable(ancestor, option, path);
 }
 
+/**
+ * A directory can be created in `dir`: probed by creating (and removing) one, not by access(2) alone —
+ * root passes every permission check, yet cannot create in /proc or on a read-only mount (where Node's
+ * recursive mkdir even loops forever on /proc's ENOENT).
+ */
 function assertWritable(dir: string, option: string, path: string): void {
+  let probe: string;
   try {
-    accessSync(dir, constants.W_OK | constants.X_OK);
-  } catch {
-    throw new ArgumentError(`${option}: '${path}' is not writable (no write permission on '${dir}')`);
+    probe = mkdtempSync(join(dir, '.fuseformer-probe-'));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'EACCES' || code === 'EPERM' ? `no write permission on '${dir}'`
+      : code === 'EROFS' ? `'${dir}' is on a read-only file system`
+      : `a directory cannot be created in '${dir}' (${code ?? String(e)})`;
+    throw new ArgumentError(`${option}: '${path}' is not writable (${why})`);
   }
+  rmdirSync(probe);
 }
 
 /** `inner` is `outer` or lies inside it. */
