@@ -156,9 +156,12 @@ function tokenizerFiles(choice: string, tokenizer: Tokenizer): Record<string, st
     return { 'tokenizer.json': JSON.stringify(bytes.tokenizerJson()), 'tokenizer_config.json': JSON.stringify(bytes.tokenizerConfig(), null, 2) };
   }
   if (choice === 'gpt2') return { 'tokenizer.json': JSON.stringify(gpt2TokenizerJson()), 'tokenizer_config.json': JSON.stringify(gpt2TokenizerConfig(), null, 2) };
+  // Beside tokenizer.json, the files loadTokenizer reads from its directory.
   const files: Record<string, string> = { 'tokenizer.json': readFileSync(choice, 'utf8') };
-  const config = join(dirname(choice), 'tokenizer_config.json');
-  if (existsSync(config)) files['tokenizer_config.json'] = readFileSync(config, 'utf8');
+  for (const name of ['tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja']) {
+    const companion = join(dirname(choice), name);
+    if (existsSync(companion)) files[name] = readFileSync(companion, 'utf8');
+  }
   return files;
 }
 

@@ -104,7 +104,7 @@ export function loadTokenizer(path: string): Tokenizer {
   const file = isDirectory(path) ? join(path, 'tokenizer.json') : path;
   const tokenizerJson = readJsonObject(file);
   const configFile = join(dirname(file), 'tokenizer_config.json');
-  const config = existsSync(configFile) ? readJsonObject(configFile) : {};
+  const config = withSpecialTokensMap(existsSync(configFile) ? readJsonObject(configFile) : {}, join(dirname(file), 'special_tokens_map.json'));
   const templateFile = join(dirname(file), 'chat_template.jinja');
   if (!existsSync(templateFile)) return createTokenizer(tokenizerJson, config, file, configFile);
   config['chat_template'] = readTextFile(templateFile);
@@ -354,13 +354,18 @@ function checkedMerges(model: Record<string, unknown>, source: string): [string,
   const merges = model['merges'];
   if (!Array.isArray(merges)) throw new TokenizerError(`${source}: field "model.merges" is ${describe(merges)}; expected an array of "a b" strings or ["a", "b"] pairs`);
   const vocab = model['vocab'] as Record<string, unknown>;
-  // Rust drops the continuing-subword prefix of the second part when it names the merged token.
-  const prefix = typeof model['continuing_subword_prefix'] === 'string' ? model['continuing_subword_prefix'] : '';
+  // A BPE continuing-subword prefix ("##" on every piece after a word's first) changes how words are split
+  // and merged; the JS library ignores the field, so such a tokenizer would encode differently from
+  // transformers: refused rather than run wrong. (null or "" — nearly every BPE file — means none.)
+  const prefix = model['continuing_subword_prefix'];
+  if (prefix !== undefined && prefix !== null && prefix !== '') {
+    throw new TokenizerError(`${source}: field "model.continuing_subword_prefix" is ${describe(prefix)}; a BPE model with a continuing-subword prefix is not supported (the tokenizer library fuseformer uses ignores it, so text would encode differently from transformers)`);
+  }
   return merges.map((merge: unknown, i): [string, string] => {
     const pair = mergePairOf(merge);
     if (pair === undefined) throw new TokenizerError(`${source}: "model.merges"[${i}] is ${describe(merge)}; expected "a b" (two tokens, one space between) or ["a", "b"]`);
     const [a, b] = pair;
-    const merged = a + (prefix !== '' && b.startsWith(prefix) ? b.slice(prefix.length) : b);
+    const merged = a + b;
     for (const token of [a, b, merged]) {
       if (!Object.hasOwn(vocab, token)) {
         throw new TokenizerError(`${source}: "model.merges"[${i}] merges ${JSON.stringify(a)} and ${JSON.stringify(b)} into ${JSON.stringify(merged)}, but ${JSON.stringify(token)} is not in "model.vocab"`);
@@ -516,6 +521,27 @@ function specialTokensMapOf(config: Record<string, unknown>, configSource: strin
   }
   tokens['additional_special_tokens'] = additional.map((value: unknown, i) => tokenStringOf(value, `"additional_special_tokens"[${i}]`, configSource));
   return tokens;
+}
+
+/**
+ * special_tokens_map.json (older models ship their special tokens there, some only there) laid over
+ * tokenizer_config.json as transformers does at load: its tokens replace the config's, its additional
+ * special tokens join the config's list. Each field is checked here, naming this file.
+ */
+function withSpecialTokensMap(config: Record<string, unknown>, mapFile: string): Record<string, unknown> {
+  if (!existsSync(mapFile)) return config;
+  const map = readJsonObject(mapFile);
+  const tokens = specialTokensMapOf(map, mapFile);
+  const merged: Record<string, unknown> = { ...config };
+  for (const field of SPECIAL_TOKEN_FIELDS) if (tokens[field] !== undefined) merged[field] = map[field];
+  const additional = tokens['additional_special_tokens'] as string[] | undefined, ownList = config['additional_special_tokens'];
+  // (A malformed list in tokenizer_config.json is left for its own check to name.)
+  if (additional !== undefined && (ownList === undefined || ownList === null || Array.isArray(ownList))) {
+    const own: unknown[] = Array.isArray(ownList) ? ownList : [];
+    const known = new Set(own.map((value) => (isObject(value) ? value['content'] : value)));
+    merged['additional_special_tokens'] = [...own, ...additional.filter((token) => !known.has(token))];
+  }
+  return merged;
 }
 
 /** The chat template to use, where it came from, or why there is none to use although the model ships some. */

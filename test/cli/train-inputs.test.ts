@@ -40,3 +40,25 @@ test('a checkpoint trained with the byte-level tokenizer holds its tokenizer.jso
   assert.deepEqual(loadTokenizer(checkpoint).encode(text), createByteTokenizer().encode(text));
   assert.ok(readFileSync(join(checkpoint, 'tokenizer_config.json'), 'utf8').length > 2);
 });
+
+test('a tokenizer.json given by path travels into the checkpoint with the files read beside it', { timeout: 120_000 }, async () => {
+  const tokDir = join(root, 'tokenizer');
+  mkdirSync(tokDir);
+  const bytes = createByteTokenizer();
+  writeFileSync(join(tokDir, 'tokenizer.json'), JSON.stringify(bytes.tokenizerJson()));
+  writeFileSync(join(tokDir, 'special_tokens_map.json'), JSON.stringify({ eos_token: '<|endoftext|>', bos_token: '<|endoftext|>' }));
+  writeFileSync(join(tokDir, 'chat_template.jinja'), '{% for m in messages %}{{ m.content }}{% endfor %}');
+  const data = join(root, 'text2.txt');
+  writeFileSync(data, 'Call me Ishmael. Some years ago, never mind how long precisely. '.repeat(60));
+  const out = join(root, 'run-tokenizer');
+  const { code } = await runTrain([...cpu, '--data', data, '--tokenizer', join(tokDir, 'tokenizer.json'), '--steps', '1', '--batch-size', '2', '--seq-len', '8', '--eval-batches', '1', '--sample-tokens', '2', '--out', out]);
+  assert.equal(code, 0);
+  const checkpoint = join(out, 'step-00000001');
+  for (const name of ['special_tokens_map.json', 'chat_template.jinja']) {
+    assert.equal(readFileSync(join(checkpoint, name), 'utf8'), readFileSync(join(tokDir, name), 'utf8'), name);
+  }
+  const loaded = loadTokenizer(checkpoint);
+  assert.equal(loaded.bosTokenId, loadTokenizer(tokDir).bosTokenId);
+  assert.notEqual(loaded.bosTokenId, undefined, 'the BOS named only in special_tokens_map.json');
+  assert.equal(loaded.chatTemplate, '{% for m in messages %}{{ m.content }}{% endfor %}');
+});

@@ -115,6 +115,12 @@ test('BPE merges must agree with the vocabulary, as the Rust library checks at l
   assert.throws(merges(undefined), tokenizerError('bpe.json: field "model.merges" is missing; expected an array'));
 });
 
+test('a BPE continuing-subword prefix, which the JS library ignores, is refused; null or "" (none) load', () => {
+  assert.throws(() => createTokenizer(bpeJson({ continuing_subword_prefix: '##' }), {}, 'bpe.json'),
+    tokenizerError('bpe.json: field "model.continuing_subword_prefix" is "##"; a BPE model with a continuing-subword prefix is not supported'));
+  for (const none of [null, '']) assert.deepEqual(createTokenizer(bpeJson({ continuing_subword_prefix: none }), {}, 'bpe.json').encode('hello'), [10]);
+});
+
 test('a merge file from tokenizer.json on disk names the file in the error', () => {
   const dir = modelDir('bad-merges', { 'tokenizer.json': bpeJson({ merges: ['h e', 'zz top'] }) });
   assert.throws(() => loadTokenizer(dir), tokenizerError(`${join(dir, 'tokenizer.json')}: "model.merges"[1]`));
@@ -197,6 +203,24 @@ test('the special-tokens map holds every special token tokenizer_config.json nam
     tokenizerError('config.json: field "additional_special_tokens"[1] is an object'));
   assert.throws(() => createTokenizer(bpeJson(), { additional_special_tokens: '<|a|>' }, 'bpe.json', 'config.json'),
     tokenizerError('config.json: field "additional_special_tokens" is "<|a|>"'));
+});
+
+test('special_tokens_map.json is laid over tokenizer_config.json as transformers loads it; its errors name it', () => {
+  const dir = modelDir('special-map', {
+    'tokenizer.json': bpeJson(),
+    'tokenizer_config.json': { eos_token: '<unk>', pad_token: '<unk>', additional_special_tokens: ['<|a|>'], chat_template: '{{ bos_token }}{{ eos_token }}' },
+    'special_tokens_map.json': { bos_token: { content: '<s>', lstrip: false }, eos_token: '<s>', additional_special_tokens: ['<|a|>', '<|b|>'] },
+  });
+  const tokenizer = loadTokenizer(dir);
+  assert.deepEqual(tokenizer.specialTokensMap, { bos_token: '<s>', eos_token: '<s>', pad_token: '<unk>', additional_special_tokens: ['<|a|>', '<|b|>'] });
+  assert.equal(tokenizer.bosTokenId, 1, 'the BOS only the map names');
+  // Without tokenizer_config.json the map alone gives the special tokens.
+  const alone = loadTokenizer(modelDir('special-map-alone', { 'tokenizer.json': bpeJson(), 'special_tokens_map.json': { bos_token: '<s>' } }));
+  assert.equal(alone.bosTokenId, 1);
+  const bad = modelDir('special-map-bad', { 'tokenizer.json': bpeJson(), 'special_tokens_map.json': { bos_token: 7 } });
+  assert.throws(() => loadTokenizer(bad), tokenizerError(`${join(bad, 'special_tokens_map.json')}: field "bos_token" is 7`));
+  const notObject = modelDir('special-map-array', { 'tokenizer.json': bpeJson(), 'special_tokens_map.json': '[1]' });
+  assert.throws(() => loadTokenizer(notObject), /special_tokens_map\.json/);
 });
 
 test('Llama / Gemma tokenizer classes follow tokenizer_config.json\'s add_bos_token / add_eos_token, as transformers rebuilds them', () => {
