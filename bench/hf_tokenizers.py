@@ -4,6 +4,12 @@ fuseformer's models use on a corpus, and encodes and decodes the check's texts w
 
   python3 bench/hf_tokenizers.py build DIR CORPUS      writes DIR/<family>/tokenizer.json
   python3 bench/hf_tokenizers.py encode DIR TEXTS      prints JSON: {family: [{ids, plain, text, bare}]} per text
+  python3 bench/hf_tokenizers.py files DIR NAMES       prints JSON: {name: what transformers' AutoTokenizer makes of
+                                                       the model directory DIR/<name>} (special tokens, ids, chat)
+  python3 bench/hf_tokenizers.py marian DIR TEXTS      trains source / target SentencePiece models on DIR/corpus.txt,
+                                                       writes an opus-mt style DIR/marian, prints MarianTokenizer's
+                                                       ids and decodings of the texts ({"skipped": why} without
+                                                       sentencepiece)
 
 Families (vocabulary 2000 each, trained on CORPUS):
   byte-level-bpe   GPT-2's: byte-level pre-tokenizer and decoder, <|endoftext|>
@@ -109,11 +115,84 @@ def encode(out_dir, texts_file):
     print(json.dumps(result))
 
 
+CHAT = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there"}, {"role": "user", "content": "Bye"}]
+
+
+def files(out_dir, names_file):
+    """transformers' reading of each model directory: tokenizer_config.json, special_tokens_map.json,
+    chat_template.jinja and the tokenizer class's add_bos_token / add_eos_token, beside tokenizer.json."""
+    import transformers
+    from transformers import AutoTokenizer
+    with open(names_file, encoding="utf-8") as f:
+        names = json.load(f)
+    result = {"transformers": transformers.__version__}
+    for name in names:
+        try:
+            tok = AutoTokenizer.from_pretrained(os.path.join(out_dir, name))
+        except Exception as e:  # reported, not fatal: the check says which directory transformers refused
+            result[name] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        specials = {k: v for k, v in tok.special_tokens_map.items() if isinstance(v, str)}
+        extra = getattr(tok, "additional_special_tokens", None) or []
+        row = {"class": type(tok).__name__, "specials": specials, "additional": [str(t) for t in extra],
+               "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
+               "ids": tok("Call me Ishmael.")["input_ids"]}
+        if tok.chat_template:
+            row["chat"] = tok.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+        result[name] = row
+    print(json.dumps(result))
+
+
+def marian(out_dir, texts_file):
+    """An opus-mt style directory (source.spm, target.spm, a joint vocab.json; no tokenizer.json) and what
+    transformers' MarianTokenizer makes of the texts: ids with </s>, and the ids decoded on the target side."""
+    try:
+        import sentencepiece as spm
+        from transformers import MarianTokenizer
+    except ImportError as e:
+        print(json.dumps({"skipped": f"{type(e).__name__}: {e}"}))
+        return
+    d = os.path.join(out_dir, "marian")
+    os.makedirs(d, exist_ok=True)
+    corpus = os.path.join(out_dir, "corpus.txt")
+    for side, size in (("source", 800), ("target", 700)):
+        spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(d, side), vocab_size=size, model_type="unigram",
+                                       character_coverage=0.9995 if side == "source" else 0.98, minloglevel=2)
+        os.replace(os.path.join(d, f"{side}.model"), os.path.join(d, f"{side}.spm"))
+        os.remove(os.path.join(d, f"{side}.vocab"))
+    vocab = {"</s>": 0, "<unk>": 1}
+    for side in ("source", "target"):
+        sp = spm.SentencePieceProcessor(model_file=os.path.join(d, f"{side}.spm"))
+        for i in range(sp.get_piece_size()):
+            p = sp.id_to_piece(i)
+            if p not in vocab and not (sp.is_control(i) or sp.is_unknown(i)):
+                vocab[p] = len(vocab)
+    vocab[">>de<<"] = len(vocab)
+    vocab["<pad>"] = len(vocab)
+    with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"source_lang": "en", "target_lang": "de"}, f)
+    tok = MarianTokenizer.from_pretrained(d)
+    with open(texts_file, encoding="utf-8") as f:
+        texts = json.load(f)
+    rows = []
+    for text in texts:
+        ids = tok(text)["input_ids"]
+        rows.append({"ids": ids, "bare": tok.decode(ids, skip_special_tokens=True), "text": tok.decode(ids, skip_special_tokens=False)})
+    import transformers
+    print(json.dumps({"transformers": transformers.__version__, "sentencepiece": spm.__version__, "rows": rows}))
+
+
 if __name__ == "__main__":
     command, out_dir, path = sys.argv[1], sys.argv[2], sys.argv[3]
     if command == "build":
         build(out_dir, path)
     elif command == "encode":
         encode(out_dir, path)
+    elif command == "files":
+        files(out_dir, path)
+    elif command == "marian":
+        marian(out_dir, path)
     else:
-        sys.exit(f"unknown command {command!r} (build, encode)")
+        sys.exit(f"unknown command {command!r} (build, encode, files, marian)")

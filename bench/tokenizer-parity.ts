@@ -9,16 +9,23 @@
 // emoji with joiners, right-to-left text, characters outside the vocabulary, special-token strings in
 // the text, long words, the empty string. For every text and family the check compares, exactly:
 //   ids with the post-processor's special tokens, ids without, decode(ids) keeping them, and skipping them.
+// Then the files beside tokenizer.json, against transformers' AutoTokenizer on the same model directories:
+// tokenizer_config.json's special tokens and a Llama class's add_bos_token / add_eos_token,
+// special_tokens_map.json laid over the config, chat_template.jinja over the config's template
+// (checkModelDirectories below); and Marian's tokenizer from an opus-mt style directory (source.spm,
+// target.spm, vocab.json) against transformers' MarianTokenizer (checkMarian).
 // Exits 1 on any difference (the first ones are printed), 2 when Python or `tokenizers` is missing.
 //
 // Usage: node dist/bench/tokenizer-parity.js [--json bench/results/tokenizer-parity.json] [--python python3]
 
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { loadMarianTokenizer } from '../src/io/marian-tokenizer.js';
 import { loadTokenizer } from '../src/io/tokenizer.js';
+import { ChatTemplate } from '../src/serve/chat-template.js';
 import { mobyDickText } from '../src/train/corpus.js';
 
 const { values: cli } = parseArgs({
@@ -96,9 +103,119 @@ try {
     for (const m of mismatches) console.log(`${family} MISMATCH ${JSON.stringify(m).slice(0, 600)}`);
   }
   console.log(`tokenizers ${version}, ${texts.length} texts\n${table.join('\n')}`);
+  failures += checkModelDirectories();
+  failures += checkMarian();
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
+/**
+ * The files beside tokenizer.json, against transformers' AutoTokenizer on the same directories (Llama 2's
+ * layout: the bpe-byte-fallback tokenizer): tokenizer_config.json's special tokens and a Llama class's
+ * add_bos_token / add_eos_token, special_tokens_map.json laid over the config, chat_template.jinja over the
+ * config's template. Compared: the special tokens' strings, bos / eos ids, the ids of a text, the chat
+ * template's rendering. Returns the number of differences (a directory transformers refuses counts as one).
+ */
+function checkModelDirectories(): number {
+  const template = "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}";
+  const llama = { tokenizer_class: 'LlamaTokenizerFast', bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', chat_template: template };
+  const cases: Record<string, Record<string, object | string>> = {
+    'llama-bos': { 'tokenizer_config.json': { ...llama, add_bos_token: true, add_eos_token: false } },
+    'llama-eos-not-bos': { 'tokenizer_config.json': { ...llama, add_bos_token: false, add_eos_token: true } },
+    'map-over-config': {
+      'tokenizer_config.json': { tokenizer_class: 'PreTrainedTokenizerFast', bos_token: '<unk>', eos_token: '</s>', additional_special_tokens: ['<s>'], chat_template: template },
+      'special_tokens_map.json': { bos_token: '<s>', eos_token: { content: '</s>', lstrip: false, rstrip: false, normalized: false, single_word: false }, pad_token: '<unk>', additional_special_tokens: ['</s>'] },
+    },
+    'map-only': { 'tokenizer_config.json': { tokenizer_class: 'PreTrainedTokenizerFast' }, 'special_tokens_map.json': { bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>' } },
+    'jinja-over-config': { 'tokenizer_config.json': { ...llama, chat_template: 'config template' }, 'chat_template.jinja': `jinja: ${template}` },
+  };
+  const tokenizerJson = readFileSync(join(dir, 'bpe-byte-fallback', 'tokenizer.json'), 'utf8');
+  for (const [name, files] of Object.entries(cases)) {
+    mkdirSync(join(dir, 'files', name), { recursive: true });
+    writeFileSync(join(dir, 'files', name, 'tokenizer.json'), tokenizerJson);
+    for (const [file, contents] of Object.entries(files)) writeFileSync(join(dir, 'files', name, file), typeof contents === 'string' ? contents : JSON.stringify(contents));
+  }
+  writeFileSync(join(dir, 'names.json'), JSON.stringify(Object.keys(cases)));
+  const reference = JSON.parse(python(['files', join(dir, 'files'), join(dir, 'names.json')])) as Record<string, DirectoryRow & { error?: string }> & { transformers: string };
+  const messages = [{ role: 'user', content: 'Hello' }, { role: 'assistant', content: 'Hi there' }, { role: 'user', content: 'Bye' }] as const;
+  const fields = ['specials', 'additional', 'bos/eos ids', 'ids', 'chat'] as const;
+  const table = [`| directory (transformers ${reference.transformers}) | ${fields.join(' | ')} |`, `|---|${fields.map(() => '---').join('|')}|`];
+  let differences = 0;
+  const rows: Record<string, unknown> = {};
+  for (const name of Object.keys(cases)) {
+    const want = reference[name]!;
+    if (want.error !== undefined) {
+      differences++;
+      table.push(`| ${name} | transformers refused it: ${want.error.slice(0, 200)} |`);
+      rows[name] = { error: want.error };
+      continue;
+    }
+    const ours = loadTokenizer(join(dir, 'files', name));
+    const map = ours.specialTokensMap ?? {};
+    const got: DirectoryRow = {
+      specials: Object.fromEntries(Object.entries(map).filter(([, v]) => typeof v === 'string')) as Record<string, string>,
+      additional: [...((map['additional_special_tokens'] as readonly string[] | undefined) ?? [])],
+      bos_token_id: ours.bosTokenId ?? null, eos_token_id: ours.eosTokenId ?? null,
+      ids: ours.encode('Call me Ishmael.'),
+      ...(want.chat !== undefined || ours.chatTemplate !== undefined ? { chat: new ChatTemplate(ours).render(messages) } : {}),
+    };
+    const same = (a: unknown, b: unknown) => JSON.stringify(sortedKeys(a)) === JSON.stringify(sortedKeys(b));
+    const verdict = {
+      specials: same(got.specials, want.specials), additional: same(got.additional, want.additional),
+      'bos/eos ids': got.bos_token_id === want.bos_token_id && got.eos_token_id === want.eos_token_id,
+      ids: same(got.ids, want.ids), chat: got.chat === want.chat,
+    };
+    const bad = fields.filter((f) => !verdict[f]);
+    differences += bad.length;
+    rows[name] = { ours: got, transformers: want, differ: bad };
+    table.push(`| ${name} | ${fields.map((f) => (verdict[f] ? 'same' : '**differs**')).join(' | ')} |`);
+    if (bad.length > 0) console.log(`files/${name} MISMATCH ${JSON.stringify({ ours: got, transformers: want }).slice(0, 800)}`);
+  }
+  report.files = { transformers: reference.transformers, directories: rows, differences };
+  console.log(`\nmodel-directory files against transformers' AutoTokenizer\n${table.join('\n')}`);
+  return differences;
+}
+
+/**
+ * An opus-mt style directory (source.spm, target.spm, vocab.json: SentencePiece models trained on the corpus
+ * by the Python library) through our MarianTokenizer against transformers' on every text: ids (with </s>),
+ * and those ids decoded on the target side, skipping special tokens and keeping them. Skipped, and said so,
+ * where Python lacks sentencepiece.
+ */
+function checkMarian(): number {
+  const marianTexts = [...texts, '>>de<< Call me Ishmael.', 'Call</s>me <unk> maybe<pad>'];
+  writeFileSync(join(dir, 'marian-texts.json'), JSON.stringify(marianTexts));
+  const reference = JSON.parse(python(['marian', dir, join(dir, 'marian-texts.json')])) as { skipped?: string; transformers?: string; sentencepiece?: string; rows?: { ids: number[]; bare: string; text: string }[] };
+  if (reference.skipped !== undefined) {
+    console.log(`\nMarian (source.spm / target.spm / vocab.json): skipped — ${reference.skipped}`);
+    report.marian = { skipped: reference.skipped };
+    return 0;
+  }
+  const ours = loadMarianTokenizer(join(dir, 'marian'));
+  const counts = { ids: 0, bare: 0, text: 0 };
+  const mismatches: unknown[] = [];
+  marianTexts.forEach((text, i) => {
+    const want = reference.rows![i]!;
+    const got = { ids: ours.encode(text), bare: ours.decode(want.ids, { skipSpecialTokens: true }), text: ours.decode(want.ids) };
+    const same = { ids: JSON.stringify(got.ids) === JSON.stringify(want.ids), bare: got.bare === want.bare, text: got.text === want.text };
+    for (const k of ['ids', 'bare', 'text'] as const) if (same[k]) counts[k]++;
+    if (!(same.ids && same.bare && same.text) && mismatches.length < 5) {
+      mismatches.push({ text, ...Object.fromEntries((['ids', 'bare', 'text'] as const).filter((k) => !same[k]).map((k) => [k, { ours: got[k], hf: want[k] }])) });
+    }
+  });
+  for (const m of mismatches) console.log(`marian MISMATCH ${JSON.stringify(m).slice(0, 600)}`);
+  const n = marianTexts.length;
+  console.log(`\nMarian against transformers ${reference.transformers}'s MarianTokenizer (sentencepiece ${reference.sentencepiece})\n| texts | ids | decode (skip specials) | decode |\n|---:|---:|---:|---:|\n| ${n} | ${counts.ids} | ${counts.bare} | ${counts.text} |`);
+  report.marian = { transformers: reference.transformers, sentencepiece: reference.sentencepiece, texts: n, ...counts, mismatches };
+  return n * 3 - counts.ids - counts.bare - counts.text;
+}
+
+interface DirectoryRow { specials: Record<string, string>; additional: string[]; bos_token_id: number | null; eos_token_id: number | null; ids: number[]; chat?: string }
+
+function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value) || value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)));
+}
+
 report.failures = failures;
 mkdirSync(dirname(cli.json!), { recursive: true });
 writeFileSync(cli.json!, `${JSON.stringify(report, null, 1)}\n`);

@@ -10,6 +10,7 @@ import { ArgumentError } from '../errors.js';
 import { generateText } from '../infer/generate.js';
 import type { TranslateOptions, Translator } from '../infer/seq2seq.js';
 import { loadSeq2Seq, sourceIds, translate, translateText, translationText } from '../infer/seq2seq.js';
+import { hasMarianTokenizerFiles } from '../io/marian-tokenizer.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
@@ -21,7 +22,8 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
 
   --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors (or shards),
                            tokenizer.json, and generation_config.json for defaults; or a Marian translation
-                           model (MarianMTModel), whose output is the translation of the prompt; or a quantized
+                           model (MarianMTModel, e.g. an opus-mt download: its source.spm, target.spm and vocab.json
+                           serve when there is no tokenizer.json), whose output is the translation of the prompt; or a quantized
                            GPT-2 or Llama directory (\`fuseformer quantize\`, or a Hugging Face GPTQ / AWQ one): its INT4 / INT8
                            projections run on the quantized kernels
   --quantize rtn4|rtn8     quantize a 16-bit GPT-2 or Llama model on loading (round-to-nearest): INT4 W4A16 in groups
@@ -123,7 +125,9 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (values.prompt !== undefined && values.input !== undefined) throw new ArgumentError('--prompt and --input: give one (--input translates a file line by line)');
   if (values['batch-size'] !== undefined && values.input === undefined) throw new ArgumentError('--batch-size goes with --input FILE');
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
-  if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode the prompt and decode the output)`);
+  if (!existsSync(join(dir, 'tokenizer.json')) && !(isEncoderDecoder(dir) && hasMarianTokenizerFiles(dir))) {
+    throw new ArgumentError(`--model: '${dir}' has no tokenizer.json${isEncoderDecoder(dir) ? " (nor Marian's source.spm, target.spm and vocab.json)" : ''} (needed to encode the prompt and decode the output)`);
+  }
   const dtype = values.dtype as FloatDType | undefined;
   if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
   const integer = (x: number) => Number.isSafeInteger(x) && x >= 0;

@@ -1,8 +1,9 @@
 // Encoder-decoder generation (translation) with Hugging Face's semantics, on any Backend:
 //   loadSeq2Seq(dir, backend, { dtype })      a MarianMTModel directory: config.json, model.safetensors (or
-//                                              shards), generation_config.json, tokenizer.json (optional)
+//                                              shards), generation_config.json, tokenizer.json or Marian's
+//                                              source.spm / target.spm / vocab.json (optional)
 //   translate(translator, sources, options)   token ids in, the best hypothesis per source out
-//   translateText(translator, texts, options) through the directory's tokenizer.json
+//   translateText(translator, texts, options) through the directory's tokenizer
 //   timeDecodeSteps(translator, sources, ...)  device time of the decoder steps alone (benchmarks)
 // num_beams > 1 is HF's beam search (beam-search.ts); num_beams = 1 is greedy search. The model runs on the
 // device (seq2seq-model.ts); the host reads each step's candidates every `syncEvery` steps — the device
@@ -16,6 +17,7 @@ import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
+import { hasMarianTokenizerFiles, loadMarianTokenizer } from '../io/marian-tokenizer.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { checkLayerCount, shardFiles } from '../models/hf-weights.js';
 import { loadModelConfig } from '../models/registry.js';
@@ -82,7 +84,8 @@ export function loadSeq2Seq(dir: string, backend: Backend, options: { dtype?: Fl
   checkLayerCount(dir, files, /^(?:model\.)?encoder\.layers\.(\d+)\./, 'encoder_layers', found.config.encoderLayers);
   checkLayerCount(dir, files, /^(?:model\.)?decoder\.layers\.(\d+)\./, 'decoder_layers', found.config.decoderLayers);
   const generation = readGenerationSettings(dir, found.config);
-  const tokenizer = existsSync(join(dir, 'tokenizer.json')) ? loadTokenizer(dir) : undefined;
+  // tokenizer.json where there is one; else Marian's own files (every opus-mt model on the Hub ships those only).
+  const tokenizer = existsSync(join(dir, 'tokenizer.json')) ? loadTokenizer(dir) : hasMarianTokenizerFiles(dir) ? loadMarianTokenizer(dir) : undefined;
   const model = new Seq2SeqModel(backend, found.config, options.dtype ?? 'f32');
   try {
     const { unused } = loadMarianWeights(model.net.params, dir);
@@ -251,7 +254,7 @@ export function timeDecodeSteps(t: Translator, sources: readonly (readonly numbe
 
 /** The directory's tokenizer.json, or an error saying it is missing (`what` names the caller). */
 function tokenizerOf(t: Translator, what: string): Tokenizer {
-  if (!t.tokenizer) throw new ArgumentError(`${what}: the model directory has no tokenizer.json; pass token ids to translate() instead`);
+  if (!t.tokenizer) throw new ArgumentError(`${what}: the model directory has no tokenizer (tokenizer.json, or Marian's source.spm, target.spm and vocab.json); pass token ids to translate() instead`);
   return t.tokenizer;
 }
 

@@ -576,7 +576,8 @@ function chatTemplateOf(value: unknown, configSource: string, chatTemplateFile: 
   return { unavailable: `${configSource}: field "chat_template" lists templates named ${names || '(none)'} but none named "default", the one chat completions use` };
 }
 
-function readJsonObject(file: string): Record<string, unknown> {
+/** A JSON file whose top level is an object; a missing or malformed file is a TokenizerError naming it. */
+export function readJsonObject(file: string): Record<string, unknown> {
   const text = readTextFile(file);
   let value: unknown;
   try {

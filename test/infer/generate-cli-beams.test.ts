@@ -13,7 +13,7 @@ import { runGenerate } from '../../src/cli/generate.js';
 import { ArgumentError } from '../../src/errors.js';
 import { loadSeq2Seq, translateText } from '../../src/infer/seq2seq.js';
 import { TINY_GPT2, writeModelFolder } from './hf-folder.js';
-import { writeTinyMarian } from './marian-fixture.js';
+import { useMarianTokenizerFiles, writeTinyMarian } from './marian-fixture.js';
 
 const dirs: string[] = [];
 after(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
@@ -42,6 +42,20 @@ test('generate --beams translates a Marian directory with beam search', async ()
   const [expected] = translateText(translator, [prompt], { numBeams: 2, maxNewTokens: 8 });
   translator.model.dispose();
   assert.equal(out, `${expected}\n`);
+});
+
+test('generate translates an opus-mt style directory (source.spm, target.spm, vocab.json; no tokenizer.json)', async () => {
+  const dir = writeTinyMarian();
+  dirs.push(dir);
+  useMarianTokenizerFiles(dir);
+  const { code, out } = await captured(['--model', dir, '--prompt', 'h e l l o', '--beams', '2', '--backend', 'cpu', '--max-tokens', '8']);
+  assert.equal(code, 0);
+  const translator = loadSeq2Seq(dir, new CpuBackend());
+  const [expected] = translateText(translator, ['h e l l o'], { numBeams: 2, maxNewTokens: 8 });
+  translator.model.dispose();
+  assert.equal(out, `${expected}\n`);
+  rmSync(join(dir, 'vocab.json'));
+  await assert.rejects(captured(['--model', dir, '--prompt', 'h', '--backend', 'cpu']), /has no tokenizer\.json \(nor Marian's source\.spm, target\.spm and vocab\.json\)/);
 });
 
 test('generate --beams on a decoder-only model is refused with the reason', async () => {

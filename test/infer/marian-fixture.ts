@@ -2,7 +2,7 @@
 // config.json, model.safetensors (HF names, the sinusoidal tables included), generation_config.json (opus-mt's
 // settings: pad banned, forced EOS, renormalised logits) and a word-level tokenizer.json.
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeSafetensors } from '../../src/io/safetensors.js';
@@ -10,6 +10,7 @@ import type { MarianConfig } from '../../src/models/marian.js';
 import { MARIAN_PRESETS, marianConfigToJson } from '../../src/models/marian.js';
 import { sinusoidalPositions, transformerMtParameterSpecs } from '../../src/models/transformer-mt.js';
 import { Rng } from '../../src/testing/random.js';
+import { identityNormalizer, modelOf, piece } from '../io/sentencepiece-writer.js';
 
 /** 26 words a..z, then </s> (26), <unk> (27), <pad> (28). */
 export const WORDS = 'abcdefghijklmnopqrstuvwxyz'.split('');
@@ -96,4 +97,16 @@ export function randomSources(rng: Rng, count: number, low: number, high: number
     const length = low + Math.floor(rng.next() * (high - low + 1));
     return [...Array.from({ length: length - 1 }, () => Math.floor(rng.next() * WORDS.length)), EOS];
   });
+}
+
+/**
+ * Replaces the directory's tokenizer.json by an opus-mt download's files: source.spm and target.spm (a unigram
+ * model of the 26 words as "▁a" … "▁z") and the joint vocab.json in the model's ids.
+ */
+export function useMarianTokenizerFiles(dir: string): void {
+  rmSync(join(dir, 'tokenizer.json'), { force: true });
+  const spm = modelOf(piece('<unk>', 0, 2), piece('<s>', 0, 3), piece('</s>', 0, 3), ...WORDS.map((w) => piece(`▁${w}`, -1, 1)), identityNormalizer());
+  writeFileSync(join(dir, 'source.spm'), spm);
+  writeFileSync(join(dir, 'target.spm'), spm);
+  writeFileSync(join(dir, 'vocab.json'), JSON.stringify({ ...Object.fromEntries(WORDS.map((w, i) => [`▁${w}`, i])), '</s>': EOS, '<unk>': UNK, '<pad>': PAD }));
 }

@@ -1,11 +1,12 @@
 // Encoder-decoder generation on the CPU backend with a tiny random MarianMTModel directory written in a temp
 // dir: loading (HF names, tied-table aliases), the incremental decoder against a full recompute at every step
 // of a beam search, beam search with one beam against greedy search, HF's forced EOS and banned pad, results
-// independent of how often the host reads (syncEvery), of graphs and of batching, text through tokenizer.json,
+// independent of how often the host reads (syncEvery), of graphs and of batching, text through tokenizer.json
+// or Marian's source.spm / target.spm / vocab.json,
 // and errors; pipelined host reads wait for every download they queue.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -15,7 +16,7 @@ import { loadSeq2Seq, translate, translateText } from '../../src/infer/seq2seq.j
 import type { Translator } from '../../src/infer/seq2seq.js';
 import { gpt2ConfigToJson, GPT2_PRESETS } from '../../src/models/gpt2.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
-import { EOS, PAD, randomSources, TINY_MARIAN, WORDS, writeTinyMarian } from './marian-fixture.js';
+import { EOS, PAD, randomSources, TINY_MARIAN, useMarianTokenizerFiles, WORDS, writeTinyMarian } from './marian-fixture.js';
 
 const cpu = new CpuBackend();
 const seed = freshSeed();
@@ -115,6 +116,18 @@ test('text in, text out through tokenizer.json', () => {
   const t = load();
   const [out] = translateText(t, ['a b c d']);
   assert.match(out!, /^([a-z]( [a-z])*)?$/, `decoded '${out}'`);
+  const ids = translate(t, [[0, 1, 2, 3, EOS]])[0]!.tokens.filter((id) => id < WORDS.length);
+  assert.equal(out, ids.map((id) => WORDS[id]).join(' '));
+});
+
+test('text in, text out through Marian\'s own files when there is no tokenizer.json (an opus-mt download)', () => {
+  const dir = writeTinyMarian({ eosBias: 0.7 });
+  rmSync(join(dir, 'tokenizer.json'));
+  assert.throws(() => translateText(loadSeq2Seq(dir, cpu), ['a b']), /translateText: the model directory has no tokenizer \(tokenizer\.json, or Marian's source\.spm, target\.spm and vocab\.json\)/);
+  useMarianTokenizerFiles(dir);
+  const t = loadSeq2Seq(dir, cpu);
+  assert.deepEqual(t.tokenizer!.encode('a b  c d'), [0, 1, 2, 3, EOS]);
+  const [out] = translateText(t, ['a b  c d']);
   const ids = translate(t, [[0, 1, 2, 3, EOS]])[0]!.tokens.filter((id) => id < WORDS.length);
   assert.equal(out, ids.map((id) => WORDS[id]).join(' '));
 });

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { SentencePieceError, SentencePieceModel } from '../../src/io/sentencepiece.js';
+import { bytesField, field, modelOf, piece, text, varint } from './sentencepiece-writer.js';
 
 const fixtures = new URL('../../../test/fixtures/sentencepiece/', import.meta.url);
 interface Expected { texts: string[]; piecesToDecode: string[][]; models: Record<string, { pieces: string[][]; ids: number[][]; decoded: string[]; decodedCases: string[] }> }
@@ -36,15 +37,6 @@ test('the fixtures exercise what they are for: the character map, unknown runs, 
   assert.deepEqual(bytes.encodeAsPieces('日').slice(-3), ['<0xE6>', '<0x97>', '<0xA5>']);
   assert.equal(bytes.decodePieces(bytes.encodeAsPieces(' 日本 whale')), '日本 whale');
 });
-
-// A minimal protobuf writer for malformed models.
-const varint = (n: number): number[] => { const out: number[] = []; do { out.push((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)); n = Math.floor(n / 128); } while (n > 0); return out; };
-const field = (number: number, wire: number, body: number[]): number[] => [...varint(number * 8 + wire), ...body];
-const bytesField = (number: number, body: number[]): number[] => field(number, 2, [...varint(body.length), ...body]);
-const text = (s: string): number[] => [...new TextEncoder().encode(s)];
-const float = (x: number): number[] => { const b = new Uint8Array(4); new DataView(b.buffer).setFloat32(0, x, true); return [...b]; };
-const piece = (p: string, score: number, type: number): number[] => bytesField(1, [...bytesField(1, text(p)), ...field(2, 5, float(score)), ...field(3, 0, varint(type))]);
-const modelOf = (...parts: number[][]): Uint8Array => Uint8Array.from(parts.flat());
 
 test('a model built by hand: Viterbi picks the best-scoring path; the unknown piece is min score − 10', () => {
   const model = SentencePieceModel.parse(modelOf(piece('<unk>', 0, 2), piece('▁ab', -1, 1), piece('▁a', -0.4, 1), piece('b', -0.5, 1), piece('c', -3, 1)), 'hand.model');
