@@ -1,5 +1,6 @@
 // `fuseformer embed`: sentence embeddings from a Hugging Face BERT directory (BertModel or BertForMaskedLM:
-// config.json, model.safetensors or shards, tokenizer.json). Each --text is tokenized with the tokenizer's
+// config.json, model.safetensors or shards, tokenizer.json), or a sentence-transformers one (modules.json:
+// its pooling, normalisation and max_seq_length are the defaults; infer/sentence-transformers.ts). Each --text is tokenized with the tokenizer's
 // special tokens ([CLS] … [SEP]), the texts run through the encoder in batches (right-padded), and the
 // vectors are printed on stdout as one JSON object shaped like OpenAI's embeddings response; a summary goes
 // to stderr.
@@ -12,6 +13,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import { BertEncoder, padSequences } from '../infer/bert.js';
 import type { BertAttentionPath, BertPooling } from '../infer/bert.js';
+import { readSentenceTransformersConfig, truncateTokens } from '../infer/sentence-transformers.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 
 export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
@@ -21,6 +23,10 @@ export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--t
   --text TEXT              a text to embed (repeatable; one vector per text, in order)
   --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
+  --no-normalize           leave the vectors as pooled (where the model directory says to normalise)
+A sentence-transformers directory (modules.json) sets the defaults as SentenceTransformer.encode has them:
+its Pooling module's mode, unit length where a Normalize module follows, texts truncated to
+sentence_bert_config.json's max_seq_length (and lower-cased where do_lower_case says).
   --batch-size N           texts per encoder pass (default 32)
   --attention auto|flash|materialized
                            attention path (default auto: fused flash for 16-bit, materialised scores for f32)
@@ -43,7 +49,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
     options: {
-      model: { type: 'string' }, text: { type: 'string', multiple: true }, pooling: { type: 'string' }, normalize: { type: 'boolean', default: false },
+      model: { type: 'string' }, text: { type: 'string', multiple: true }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
       'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
     },
   });
@@ -51,9 +57,13 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT directory)');
   const texts = values.text ?? [];
   if (texts.length === 0) throw new ArgumentError('--text TEXT is required (repeat it for several texts)');
-  if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
-  if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to turn the texts into tokens)`);
-  const pooling = (values.pooling ?? 'mean') as BertPooling;
+  const sentenceTransformers = readSentenceTransformersConfig(dir);
+  const modelDir = sentenceTransformers?.modelDir ?? dir;
+  if (!existsSync(join(modelDir, 'config.json'))) throw new ArgumentError(`--model: '${modelDir}' has no config.json`);
+  if (!existsSync(join(modelDir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${modelDir}' has no tokenizer.json (needed to turn the texts into tokens)`);
+  if (values.normalize && values['no-normalize']) throw new ArgumentError('--normalize and --no-normalize: give one');
+  const normalize = values.normalize ?? (values['no-normalize'] ? false : sentenceTransformers?.normalize ?? false);
+  const pooling = (values.pooling ?? sentenceTransformers?.pooling ?? 'mean') as BertPooling;
   if (pooling !== 'mean' && pooling !== 'cls') throw new ArgumentError(`--pooling must be mean or cls, got '${values.pooling}'`);
   const attention = (values.attention ?? 'auto') as BertAttentionPath;
   if (!['auto', 'flash', 'materialized'].includes(attention)) throw new ArgumentError(`--attention must be auto, flash or materialized, got '${values.attention}'`);
@@ -63,22 +73,27 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ArgumentError(`--batch-size must be a positive integer, got '${values['batch-size']}'`);
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
-  const tokenizer = loadTokenizer(dir);
+  const tokenizer = loadTokenizer(modelDir);
   const start = performance.now();
-  const { encoder, unused } = BertEncoder.load(dir, backend, { attention, ...(dtype ? { dtype } : {}) });
+  const { encoder, unused } = BertEncoder.load(modelDir, backend, { attention, ...(dtype ? { dtype } : {}) });
   try {
     const maxTokens = encoder.config.maxPositions;
+    // sentence-transformers truncates to the length the model was trained at; otherwise a long text is an error.
+    const truncateAt = sentenceTransformers?.maxSeqLength === undefined ? undefined : Math.min(sentenceTransformers.maxSeqLength, maxTokens);
+    let truncated = 0;
     const sequences = texts.map((text, i) => {
-      const ids = tokenizer.encode(text);
+      const ids = tokenizer.encode(sentenceTransformers?.lowerCase ? text.toLowerCase() : text);
       if (ids.length === 0) throw new ArgumentError(`--text ${i + 1} gives no tokens`);
+      if (truncateAt !== undefined && ids.length > truncateAt) { truncated++; return truncateTokens(ids, truncateAt); }
       if (ids.length > maxTokens) throw new ArgumentError(`--text ${i + 1} has ${ids.length} tokens; the model takes at most ${maxTokens} (max_position_embeddings): shorten it`);
       return ids;
     });
+    if (truncated > 0) output.log(`note: ${truncated} text(s) truncated to ${truncateAt} tokens (sentence_bert_config.json max_seq_length, as sentence-transformers does)\n`);
     const padId = tokenizer.padTokenId ?? encoder.config.padTokenId;
     const vectors: Float32Array[] = [];
     for (let first = 0; first < sequences.length; first += batchSize) {
       const batch = padSequences(sequences.slice(first, first + batchSize), padId);
-      vectors.push(...encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling, normalize: values.normalize ?? false }));
+      vectors.push(...encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling, normalize }));
     }
     const tokens = sequences.reduce((n, s) => n + s.length, 0);
     output.out(`${JSON.stringify({
@@ -88,7 +103,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
       usage: { prompt_tokens: tokens, total_tokens: tokens },
     })}\n`);
     if (unused.length > 0) output.log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}\n`);
-    output.log(`[${texts.length} text(s), ${tokens} tokens, ${encoder.hidden} dimensions, ${pooling} pooling${values.normalize ? ', normalised' : ''}; ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+    output.log(`[${texts.length} text(s), ${tokens} tokens, ${encoder.hidden} dimensions, ${pooling} pooling${normalize ? ', normalised' : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
     return 0;
   } finally {
     encoder.free();

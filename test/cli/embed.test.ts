@@ -1,10 +1,10 @@
 // `fuseformer embed`: the texts tokenized with [CLS] … [SEP], encoded in right-padded batches, printed as
 // one JSON object (OpenAI's embeddings shape) whose vectors equal BertEncoder.embeddings on the same tokens;
-// bad options and texts are clear errors.
+// a sentence-transformers directory's modules set the defaults; bad options and texts are clear errors.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -69,6 +69,50 @@ test('embed refuses missing texts, bad options, over-long texts and non-BERT dir
   const gpt2 = join(root, 'gpt2');
   writeModelFolder(gpt2, 'gpt2', TINY_GPT2, 1);
   await rejects(['--model', gpt2, '--text', 'hi', '--backend', 'cpu'], /a gpt2 model; BERT encoding reads BertModel/);
+});
+
+test('a sentence-transformers directory sets the defaults: its pooling, Normalize, max_seq_length truncation', async () => {
+  const st = join(root, 'st');
+  writeBertFolder(st, TINY_BERT, 21, { maskedLm: false, stripPrefix: true });
+  writeBertTokenizer(st);
+  const modules = (...extra: object[]) => JSON.stringify([
+    { idx: 0, name: '0', path: '', type: 'sentence_transformers.models.Transformer' },
+    { idx: 1, name: '1', path: '1_Pooling', type: 'sentence_transformers.models.Pooling' }, ...extra]);
+  writeFileSync(join(st, 'modules.json'), modules({ idx: 2, name: '2', path: '2_Normalize', type: 'sentence_transformers.models.Normalize' }));
+  mkdirSync(join(st, '1_Pooling'));
+  const poolingConfig = (modes: Record<string, boolean>) => writeFileSync(join(st, '1_Pooling', 'config.json'), JSON.stringify({ word_embedding_dimension: 32, pooling_mode_cls_token: false, pooling_mode_mean_tokens: false, pooling_mode_max_tokens: false, ...modes }));
+  poolingConfig({ pooling_mode_cls_token: true });
+  writeFileSync(join(st, 'sentence_bert_config.json'), JSON.stringify({ max_seq_length: 6, do_lower_case: false }));
+  const logs: string[] = [];
+  let out = '';
+  assert.equal(await runEmbed(['--model', st, ...TEXTS.flatMap((t) => ['--text', t]), '--backend', 'cpu'], { out: (t) => { out += t; }, log: (t) => { logs.push(t); } }), 0);
+  const response = JSON.parse(out) as Response;
+  // The second text (9 tokens) is cut to 6: [CLS] the cat sat on [SEP].
+  const truncated = [TOKENS[0]!, [...TOKENS[1]!.slice(0, 5), 3], TOKENS[2]!];
+  assert.equal(response.usage.prompt_tokens, 15);
+  assert.match(logs.join(''), /note: 1 text\(s\) truncated to 6 tokens \(sentence_bert_config\.json max_seq_length/);
+  assert.match(logs.join(''), /cls pooling, normalised \(sentence-transformers modules\.json\)/);
+  const { encoder } = BertEncoder.load(st, new CpuBackend());
+  const batch = padSequences(truncated, 0);
+  const expected = encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling: 'cls', normalize: true });
+  const plain = encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling: 'mean', normalize: false });
+  encoder.free();
+  response.data.forEach((d, i) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - expected[i]![h]!) < 1e-6, `text ${i} element ${h}`)));
+  // The flags still override the directory.
+  const overridden = JSON.parse((await captured(['--model', st, ...TEXTS.flatMap((t) => ['--text', t]), '--pooling', 'mean', '--no-normalize', '--backend', 'cpu'])).out) as Response;
+  overridden.data.forEach((d, i) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - plain[i]![h]!) < 1e-6, `text ${i} element ${h}`)));
+
+  const rejects = (pattern: RegExp) => assert.rejects(captured(['--model', st, '--text', 'hi', '--backend', 'cpu']), (e: unknown) => e instanceof ArgumentError && pattern.test(e.message), String(pattern));
+  poolingConfig({ pooling_mode_max_tokens: true });
+  await rejects(/1_Pooling\/config\.json: pooling_mode_max_tokens is not implemented \(fuseformer embed pools by mean or CLS\)/);
+  poolingConfig({ pooling_mode_mean_tokens: true, pooling_mode_cls_token: true });
+  await rejects(/pooling modes pooling_mode_cls_token, pooling_mode_mean_tokens are on together/);
+  poolingConfig({ pooling_mode_mean_tokens: true });
+  writeFileSync(join(st, 'modules.json'), modules({ idx: 2, name: '2', path: '2_Dense', type: 'sentence_transformers.models.Dense' }));
+  await rejects(/modules\.json: module 2 is sentence_transformers\.models\.Dense \(2_Dense\), which fuseformer embed does not run/);
+  writeFileSync(join(st, 'modules.json'), '{"not": "a list"}');
+  await rejects(/modules\.json: expected a list of modules, got an object/);
+  await assert.rejects(captured(['--model', dir, '--text', 'hi', '--normalize', '--no-normalize', '--backend', 'cpu']), /--normalize and --no-normalize: give one/);
 });
 
 test('fuseformer embed --help lists the options', () => {
