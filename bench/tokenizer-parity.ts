@@ -117,7 +117,19 @@ try {
  */
 function checkModelDirectories(): number {
   const template = "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}";
-  const llama = { tokenizer_class: 'LlamaTokenizerFast', bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', chat_template: template };
+  // The constructs instruct models' templates use (Llama 3's strftime_now and trim, Mistral's alternation check
+  // with raise_exception, namespace counters, loop.last, tojson, string methods), rendered by @huggingface/jinja
+  // here and by transformers' Jinja there.
+  const rich = [
+    "{%- if messages[0]['role'] == 'system' %}{%- set system = messages[0]['content'] | trim %}{%- set rest = messages[1:] %}",
+    "{%- else %}{%- set system = 'Be brief. Today: ' + strftime_now('%d %b %Y') %}{%- set rest = messages %}{%- endif %}",
+    '{{- bos_token }}<<SYS>>{{ system }}<</SYS>>\n',
+    "{%- for message in rest %}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('roles must alternate') }}{%- endif %}",
+    "{{- '[' + message['role'] | upper + '] ' + message['content'].strip() }}{%- if loop.last and message.role == 'assistant' %}{{ eos_token }}{%- endif %}\n",
+    '{%- endfor %}{%- set ns = namespace(users=0) %}{%- for m in messages %}{%- if m.role == "user" %}{%- set ns.users = ns.users + 1 %}{%- endif %}{%- endfor %}',
+    "{{- 'users=' ~ ns.users ~ ' of ' ~ (messages | length) ~ ' ' }}{{ {'k': [1, 'two']} | tojson }}{%- if add_generation_prompt %}[ASSISTANT]{%- endif %}",
+  ].join('');
+  const llama = { tokenizer_class: 'LlamaTokenizerFast', bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', chat_template: rich };
   const cases: Record<string, Record<string, object | string>> = {
     'llama-bos': { 'tokenizer_config.json': { ...llama, add_bos_token: true, add_eos_token: false } },
     'llama-eos-not-bos': { 'tokenizer_config.json': { ...llama, add_bos_token: false, add_eos_token: true } },
