@@ -16,6 +16,7 @@ Families (vocabulary 2000 each, trained on CORPUS):
   wordpiece        BERT's: BertNormalizer (lowercase, accents stripped), BertPreTokenizer, [CLS] $A [SEP]
   bpe-byte-fallback  Llama 2's SentencePiece-as-BPE: "▁" for spaces, <0xXX> byte fallback, <s> $A
   unigram-metaspace  Marian / T5's SentencePiece unigram: Metaspace pre-tokenizer and decoder
+  llama3-split-bpe   Llama 3's: the Split regex with (?i:) contractions and 3-digit groups, then byte-level
 For each text: ids with the post-processor's special tokens and without (plain), and the decoding of
 ids keeping (text) and skipping (bare) special tokens.
 """
@@ -76,6 +77,26 @@ def bpe_byte_fallback():
     return tok, trainer, finish
 
 
+LLAMA3_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+
+def llama3_split_bpe():
+    # Llama 3's (and Qwen2's, with single digits) pre-tokenizer: a case-insensitive contraction group, digits in
+    # threes, then byte-level without its own regex.
+    from tokenizers import Regex
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+
+    def finish(t):
+        t.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                                         special_tokens=[("<|begin_of_text|>", t.token_to_id("<|begin_of_text|>"))])
+        return t
+    return tok, trainer, finish
+
+
 def unigram_metaspace():
     tok = Tokenizer(models.Unigram())
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
@@ -84,7 +105,8 @@ def unigram_metaspace():
     return tok, trainer, None
 
 
-FAMILIES = {"byte-level-bpe": byte_level_bpe, "wordpiece": wordpiece, "bpe-byte-fallback": bpe_byte_fallback, "unigram-metaspace": unigram_metaspace}
+FAMILIES = {"byte-level-bpe": byte_level_bpe, "wordpiece": wordpiece, "bpe-byte-fallback": bpe_byte_fallback, "unigram-metaspace": unigram_metaspace,
+            "llama3-split-bpe": llama3_split_bpe}
 
 
 def build(out_dir, corpus):

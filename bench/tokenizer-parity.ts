@@ -3,7 +3,8 @@
 // files (issue #5: "the tokenizer round-trips text exactly as the Python tokenizers library does").
 //
 // bench/hf_tokenizers.py trains a tokenizer of each family fuseformer's models use (GPT-2's byte-level
-// BPE, BERT's WordPiece, Llama's SentencePiece BPE with byte fallback, Marian's SentencePiece unigram)
+// BPE, BERT's WordPiece, Llama's SentencePiece BPE with byte fallback, Marian's SentencePiece unigram,
+// Llama 3's Split regex with case-insensitive contractions)
 // on the first half of Moby-Dick, then encodes the check's texts: held-out sentences of the book, and
 // the cases tokenizers get wrong — whitespace runs, newlines and tabs, accents and combining marks, CJK,
 // emoji with joiners, right-to-left text, characters outside the vocabulary, special-token strings in
@@ -32,7 +33,7 @@ const { values: cli } = parseArgs({
   options: { json: { type: 'string', default: 'bench/results/tokenizer-parity.json' }, python: { type: 'string', default: 'python3' } },
 });
 
-const FAMILIES = ['byte-level-bpe', 'wordpiece', 'bpe-byte-fallback', 'unigram-metaspace'] as const;
+const FAMILIES = ['byte-level-bpe', 'wordpiece', 'bpe-byte-fallback', 'unigram-metaspace', 'llama3-split-bpe'] as const;
 
 /** The texts beyond the book's sentences: each a way tokenizers go wrong. */
 const EDGE_CASES = [
@@ -44,7 +45,7 @@ const EDGE_CASES = [
   'numbers 3.14159 1,000,000 0x1F 2026-12-01 and symbols @#$%^&*()_+{}|:"<>?',
   'supercalifragilisticexpialidocious'.repeat(4), 'ALL CAPS SHOUTING and MiXeD cAsE', "apostrophes don't won't it's 'quoted'",
   '\u0000 nul and \u0007 bell and \u00ad soft hyphen and \u200b zero width',
-  ' Ahab', 'Ahab ', '...', '\n',
+  ' Ahab', 'Ahab ', '...', '\n', "I'M SURE WE'LL GO, DON'T YOU? She'S", 'digits 1234567 12,345.678 0001', 'a\r\n\r\n  b \n',
 ];
 
 function python(args: string[]): string {
