@@ -3,7 +3,8 @@
 # the README's demo (`fuseformer` with no command: train the tiny GPT-2), then `generate` from its
 # checkpoint, `quantize` it (INT4 AWQ with --eval, INT8 SmoothQuant), `generate` from the quantized
 # directory, `serve` it and talk to the server over HTTP (models, completions, streamed completions,
-# a malformed request, then SIGINT: it drains and exits 0), and `info` / `selftest`.
+# a malformed request, then SIGINT: it drains and exits 0), a BERT trained and `embed`ded (plain and as a
+# sentence-transformers directory), and `info` / `selftest`.
 # Every step's output is checked; the last lines are a PASS / FAIL table and the exit code is the
 # number of failures. Logs go to $OUT (the device tool's folder) or a temporary directory.
 #
@@ -104,7 +105,24 @@ for _ in $(seq 1 60); do kill -0 $server 2>/dev/null || break; sleep 0.5; done
 if kill -0 $server 2>/dev/null; then kill -KILL $server; rc=137; else wait $server; rc=$?; fi
 check serve-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
 
-# 6. info and a quick selftest.
+# 6. A BERT trained here, then `embed` from its checkpoint: plainly (mean pooling, --normalize), and as a
+#    sentence-transformers directory (modules.json: CLS pooling then Normalize by default).
+bert_steps=(--steps "${SMOKE_STEPS:-40}" --eval-every "${SMOKE_STEPS:-40}")
+$cli train --model bert-tiny "${bert_steps[@]}" --out "$work/bert" > "$out/smoke-train-bert.log" 2>&1; rc=$?
+bert=$(ls -d "$work"/bert/step-* 2>/dev/null | tail -1)
+check train-bert "$([ $rc -eq 0 ] && [ -n "$bert" ] && echo 1)"
+norms() { node -e 'const r = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log(r.data.map((d) => Math.hypot(...d.embedding).toFixed(4)).join(" "))'; }
+$cli embed --model "$bert" --text "Call me Ishmael." --text "The whale." --normalize > "$out/smoke-embed.json" 2> "$out/smoke-embed.log"; rc=$?
+check embed "$([ $rc -eq 0 ] && [ "$(norms < "$out/smoke-embed.json")" = "1.0000 1.0000" ] && echo 1)"
+if [ -n "$bert" ]; then
+  mkdir -p "$bert/1_Pooling"
+  echo '[{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},{"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},{"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}]' > "$bert/modules.json"
+  echo '{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}' > "$bert/1_Pooling/config.json"
+fi
+$cli embed --model "$bert" --text "Call me Ishmael." --text "The whale." > "$out/smoke-embed-st.json" 2> "$out/smoke-embed-st.log"; rc=$?
+check embed-sentence-transformers "$([ $rc -eq 0 ] && [ "$(norms < "$out/smoke-embed-st.json")" = "1.0000 1.0000" ] && grep -q 'cls pooling, normalised (sentence-transformers' "$out/smoke-embed-st.log" && echo 1)"
+
+# 7. info and a quick selftest.
 $cli info > "$out/smoke-info.log" 2>&1; rc=$?
 check info "$([ $rc -eq 0 ] && echo 1)"
 $cli selftest > "$out/smoke-selftest.log" 2>&1; rc=$?
