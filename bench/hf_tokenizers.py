@@ -143,8 +143,13 @@ CHAT = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "
 def files(out_dir, names_file):
     """transformers' reading of each model directory: tokenizer_config.json, special_tokens_map.json,
     chat_template.jinja and the tokenizer class's add_bos_token / add_eos_token, beside tokenizer.json."""
-    import transformers
-    from transformers import AutoTokenizer
+    try:
+        import jinja2  # noqa: F401  (apply_chat_template needs it)
+        import transformers
+        from transformers import AutoTokenizer
+    except ImportError as e:
+        print(json.dumps({"skipped": f"{type(e).__name__}: {e}"}))
+        return
     with open(names_file, encoding="utf-8") as f:
         names = json.load(f)
     result = {"transformers": transformers.__version__}
@@ -155,7 +160,9 @@ def files(out_dir, names_file):
             result[name] = {"error": f"{type(e).__name__}: {e}"}
             continue
         specials = {k: v for k, v in tok.special_tokens_map.items() if isinstance(v, str)}
-        extra = getattr(tok, "additional_special_tokens", None) or []
+        # transformers 5 calls the list extra_special_tokens (4.x: additional_special_tokens).
+        extra = getattr(tok, "extra_special_tokens", None) or getattr(tok, "additional_special_tokens", None) or []
+        extra = list(extra) if isinstance(extra, (list, tuple)) else []
         row = {"class": type(tok).__name__, "specials": specials, "additional": [str(t) for t in extra],
                "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
                "ids": tok("Call me Ishmael.")["input_ids"]}

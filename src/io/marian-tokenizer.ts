@@ -1,11 +1,13 @@
 // Marian's tokenizer, as transformers' MarianTokenizer runs it on an opus-mt directory (which ships no
-// tokenizer.json): source text → source.spm's pieces → ids through vocab.json, with </s> appended; ids →
-// tokens through vocab.json (or target_vocab.json where tokenizer_config.json says separate_vocabs) →
-// text through target.spm. A leading language code (">>fra<<", multilingual models) is kept as one
-// token; literal special tokens in the text (</s>, <unk>, <pad>) are those tokens. Decoding joins the
-// pieces between special tokens through target.spm, each special token followed by a space, "▁" as
-// space, the result trimmed (convert_tokens_to_string); tokenizer_config.json's
-// clean_up_tokenization_spaces as elsewhere (default false).
+// tokenizer.json): source text → source.spm's pieces → ids through vocab.json, with </s> appended. A
+// leading language code (">>fra<<", multilingual models) is kept as one token; literal special tokens in
+// the text (</s>, <unk>, <pad>) are those tokens. Decoding: ids → tokens through vocab.json (or
+// target_vocab.json where tokenizer_config.json says separate_vocabs), the pieces between special tokens
+// through a SentencePiece model, each special token followed by a space, "▁" as space, the result trimmed
+// (convert_tokens_to_string); tokenizer_config.json's clean_up_tokenization_spaces as elsewhere (default
+// false). The decoding model is source.spm with the shared vocabulary and target.spm with separate ones —
+// transformers 5's default; 4.x took target.spm always. The two differ at most in the spaces next to
+// special tokens kept in the text: a translation, decoded without them, is the same either way.
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,8 +39,8 @@ export function loadMarianTokenizer(dir: string): Tokenizer {
   }
   const cleanUp = config['clean_up_tokenization_spaces'] ?? false;
   if (typeof cleanUp !== 'boolean') throw new TokenizerError(`${configFile}: field "clean_up_tokenization_spaces" is ${JSON.stringify(cleanUp)}; expected true or false`);
-  return new MarianTokenizer(dir, SentencePieceModel.fromFile(join(dir, 'source.spm')), SentencePieceModel.fromFile(join(dir, 'target.spm')),
-    sourceVocab, targetVocab, { eos, unk, pad }, cleanUp);
+  const sourceSpm = SentencePieceModel.fromFile(join(dir, 'source.spm')), targetSpm = SentencePieceModel.fromFile(join(dir, 'target.spm'));
+  return new MarianTokenizer(dir, sourceSpm, separate ? targetSpm : sourceSpm, sourceVocab, targetVocab, { eos, unk, pad }, cleanUp);
 }
 
 interface Vocabulary { readonly ids: Map<string, number>; readonly tokens: Map<number, string>; readonly size: number }
@@ -65,7 +67,7 @@ class MarianTokenizer implements Tokenizer {
   private readonly unkId: number;
   private readonly specials: readonly string[];
 
-  constructor(readonly source: string, private readonly sourceSpm: SentencePieceModel, private readonly targetSpm: SentencePieceModel,
+  constructor(readonly source: string, private readonly sourceSpm: SentencePieceModel, private readonly decodingSpm: SentencePieceModel,
     private readonly sourceVocab: Vocabulary, private readonly targetVocab: Vocabulary, tokens: { eos: string; unk: string; pad: string }, private readonly cleanUp: boolean) {
     this.vocabSize = Math.max(sourceVocab.size, targetVocab.size);
     this.eosTokenId = sourceVocab.ids.get(tokens.eos)!;
@@ -93,13 +95,13 @@ class MarianTokenizer implements Tokenizer {
     let text = '', pieces: string[] = [];
     for (const token of tokens) {
       if (this.specials.includes(token)) {
-        text += `${this.targetSpm.decodePieces(pieces)}${token} `;
+        text += `${this.decodingSpm.decodePieces(pieces)}${token} `;
         pieces = [];
       } else {
         pieces.push(token);
       }
     }
-    text = (text + this.targetSpm.decodePieces(pieces)).replaceAll('\u2581', ' ').trim();
+    text = (text + this.decodingSpm.decodePieces(pieces)).replaceAll('\u2581', ' ').trim();
     return (options.cleanUpTokenizationSpaces ?? this.cleanUp) ? cleanUpTokenization(text) : text;
   }
 

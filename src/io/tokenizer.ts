@@ -139,11 +139,12 @@ export function createTokenizer(
   // The library requires these keys to exist (null where a tokenizer has no such stage) and
   // fills in the model type from the keys of `model` only in some cases, so both are made explicit.
   // BPE merges go over as [a, b] pairs, the one form the library reads whatever the file mixes.
-  const postProcessor = specialTokenFlagsProcessor(model, addedTokens, tokenizerConfig, configSource);
+  // tokenizer.json's post-processor decides the special tokens encode adds: transformers 5 drops
+  // tokenizer_config.json's add_bos_token / add_eos_token when there is a tokenizer.json (4.x rebuilt a
+  // Llama class's post-processor from them; check:tokenizer compares with the installed transformers).
   const completeJson = {
     normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null,
     ...tokenizerJson,
-    ...(postProcessor !== undefined ? { post_processor: postProcessor } : {}),
     added_tokens: addedTokens,
     model: modelType === 'BPE' ? { ...model, type: modelType, merges: checkedMerges(model, source) } : { ...model, type: modelType },
   };
@@ -460,38 +461,6 @@ function modelTypeOf(model: Record<string, unknown>, source: string): string {
   throw new TokenizerError(`${source}: field "model.type" is missing and the model's fields match none of the known models; ${expected}`);
 }
 
-/** Tokenizer classes whose transformers implementation rebuilds the post-processor from add_bos_token / add_eos_token. */
-const SPECIAL_TOKEN_FLAG_CLASSES = new Set(['LlamaTokenizer', 'LlamaTokenizerFast', 'CodeLlamaTokenizer', 'CodeLlamaTokenizerFast', 'GemmaTokenizer', 'GemmaTokenizerFast']);
-
-/**
- * The post-processor transformers builds for Llama / CodeLlama / Gemma tokenizers when tokenizer_config.json sets
- * add_bos_token or add_eos_token (LlamaTokenizerFast.update_post_processor): [bos] $A [eos], each as its flag says,
- * whatever tokenizer.json's own post_processor adds. Undefined when the class is another or neither flag is set.
- */
-function specialTokenFlagsProcessor(model: Record<string, unknown>, addedTokens: readonly Record<string, unknown>[], config: Record<string, unknown>, configSource: string): Record<string, unknown> | undefined {
-  if (!SPECIAL_TOKEN_FLAG_CLASSES.has(String(config['tokenizer_class']))) return undefined;
-  const flag = (field: string, fallback: boolean): boolean => {
-    const value = config[field] ?? fallback;
-    if (typeof value !== 'boolean') throw new TokenizerError(`${configSource}: field "${field}" is ${describe(value)}; expected true or false`);
-    return value;
-  };
-  if (config['add_bos_token'] === undefined && config['add_eos_token'] === undefined) return undefined;
-  const addBos = flag('add_bos_token', true), addEos = flag('add_eos_token', false);
-  const vocab = isObject(model['vocab']) ? model['vocab'] : {};
-  const special = (field: string): { token: string; id: number } => {
-    const token = specialTokenOf(config, field, configSource);
-    const added = addedTokens.find((t) => t['content'] === token);
-    const id = added !== undefined ? added['id'] : token !== undefined ? vocab[token] : undefined;
-    if (token === undefined || typeof id !== 'number') throw new TokenizerError(`${configSource}: field "add_${field}" is true but "${field}" ${token === undefined ? 'is not set' : `(${JSON.stringify(token)}) is not in the vocabulary`}`);
-    return { token, id };
-  };
-  const bos = addBos ? special('bos_token') : undefined, eos = addEos ? special('eos_token') : undefined;
-  const piece = (t: { token: string } | undefined, typeId: number) => (t === undefined ? [] : [{ SpecialToken: { id: t.token, type_id: typeId } }]);
-  const sequence = (id: 'A' | 'B', typeId: number) => [...piece(bos, typeId), { Sequence: { id, type_id: typeId } }, ...piece(eos, typeId)];
-  const specialTokens = Object.fromEntries([bos, eos].filter((t) => t !== undefined).map((t) => [t.token, { id: t.token, ids: [t.id], tokens: [t.token] }]));
-  return { type: 'TemplateProcessing', single: sequence('A', 0), pair: [...sequence('A', 0), ...sequence('B', 1)], special_tokens: specialTokens };
-}
-
 /** A special token's string: tokenizer_config.json gives it as a string or as {"content": string}. */
 function specialTokenOf(config: Record<string, unknown>, field: string, configSource: string): string | undefined {
   const value = config[field];
@@ -525,8 +494,8 @@ function specialTokensMapOf(config: Record<string, unknown>, configSource: strin
 
 /**
  * special_tokens_map.json (older models ship their special tokens there, some only there) laid over
- * tokenizer_config.json as transformers does at load: its tokens replace the config's, its additional
- * special tokens join the config's list. Each field is checked here, naming this file.
+ * tokenizer_config.json as transformers does at load: its tokens replace the config's; its additional
+ * special tokens are used where the config lists none. Each field is checked here, naming this file.
  */
 function withSpecialTokensMap(config: Record<string, unknown>, mapFile: string): Record<string, unknown> {
   if (!existsSync(mapFile)) return config;
@@ -534,13 +503,9 @@ function withSpecialTokensMap(config: Record<string, unknown>, mapFile: string):
   const tokens = specialTokensMapOf(map, mapFile);
   const merged: Record<string, unknown> = { ...config };
   for (const field of SPECIAL_TOKEN_FIELDS) if (tokens[field] !== undefined) merged[field] = map[field];
-  const additional = tokens['additional_special_tokens'] as string[] | undefined, ownList = config['additional_special_tokens'];
-  // (A malformed list in tokenizer_config.json is left for its own check to name.)
-  if (additional !== undefined && (ownList === undefined || ownList === null || Array.isArray(ownList))) {
-    const own: unknown[] = Array.isArray(ownList) ? ownList : [];
-    const known = new Set(own.map((value) => (isObject(value) ? value['content'] : value)));
-    merged['additional_special_tokens'] = [...own, ...additional.filter((token) => !known.has(token))];
-  }
+  // Its additional tokens count only where tokenizer_config.json lists none (transformers 5 keeps the config's list).
+  const additional = tokens['additional_special_tokens'], ownList = config['additional_special_tokens'];
+  if (additional !== undefined && (ownList === undefined || ownList === null)) merged['additional_special_tokens'] = map['additional_special_tokens'];
   return merged;
 }
 

@@ -1,7 +1,8 @@
 // Marian's tokenizer from an opus-mt directory's own files (source.spm, target.spm, vocab.json), as
 // transformers' MarianTokenizer runs them: source pieces through the joint vocabulary with </s> appended,
 // a piece the vocabulary lacks as <unk>, a leading language code and literal special tokens kept whole;
-// decoding through target.spm. (Parity with transformers itself: `npm run check:tokenizer` on the device.)
+// decoding through source.spm with the shared vocabulary, target.spm with separate ones (transformers 5).
+// (Parity with transformers itself: `npm run check:tokenizer`, which needs Python with transformers.)
 
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -61,14 +62,18 @@ test('encode: source.spm pieces through vocab.json, </s> appended; unknown piece
   assert.deepEqual(tokenizer.encode(''), [0]);
 });
 
-test('decode: target.spm over the pieces between special tokens, trimmed; special tokens skipped or kept', () => {
+test('decode: the pieces between special tokens through source.spm (shared vocabulary, as transformers 5), trimmed; special tokens skipped or kept', () => {
   const tokenizer = loadMarianTokenizer(dir);
   const pieces = target.encodeAsPieces('the whale and the ship');
   const ids = pieces.map((p) => tokenizer.tokenToId(p)!);
-  assert.equal(tokenizer.decode([...ids, 0], { skipSpecialTokens: true }), target.decodePieces(pieces).trim());
-  assert.equal(tokenizer.decode([...ids, 0]), `${target.decodePieces(pieces)}</s>`.trim());
+  assert.equal(tokenizer.decode([...ids, 0], { skipSpecialTokens: true }), source.decodePieces(pieces).trim());
+  assert.equal(tokenizer.decode([...ids, 0]), `${source.decodePieces(pieces)}</s>`.trim());
   const pad = tokenizer.tokenToId('<pad>')!;
-  assert.equal(tokenizer.decode([pad, ...ids, 0, pad], { skipSpecialTokens: true }), target.decodePieces(pieces).trim());
+  assert.equal(tokenizer.decode([pad, ...ids, 0, pad], { skipSpecialTokens: true }), source.decodePieces(pieces).trim());
+  // Each run of pieces after a special token kept in the text is decoded afresh (its first ▁ dropped), the
+  // special token followed by one space.
+  const whale = tokenizer.tokenToId('▁whale')!;
+  assert.equal(tokenizer.decode([whale, 0, whale]), 'whale</s> whale');
   assert.equal(tokenizer.decode([999_999]), '<unk>', 'an id past the vocabulary decodes as <unk>');
   assert.equal(tokenizer.vocabSize, pad + 1);
 });

@@ -205,37 +205,34 @@ test('the special-tokens map holds every special token tokenizer_config.json nam
     tokenizerError('config.json: field "additional_special_tokens" is "<|a|>"'));
 });
 
-test('special_tokens_map.json is laid over tokenizer_config.json as transformers loads it; its errors name it', () => {
+test('special_tokens_map.json is laid over tokenizer_config.json as transformers 5 loads it; its errors name it', () => {
   const dir = modelDir('special-map', {
     'tokenizer.json': bpeJson(),
     'tokenizer_config.json': { eos_token: '<unk>', pad_token: '<unk>', additional_special_tokens: ['<|a|>'], chat_template: '{{ bos_token }}{{ eos_token }}' },
     'special_tokens_map.json': { bos_token: { content: '<s>', lstrip: false }, eos_token: '<s>', additional_special_tokens: ['<|a|>', '<|b|>'] },
   });
   const tokenizer = loadTokenizer(dir);
-  assert.deepEqual(tokenizer.specialTokensMap, { bos_token: '<s>', eos_token: '<s>', pad_token: '<unk>', additional_special_tokens: ['<|a|>', '<|b|>'] });
+  assert.deepEqual(tokenizer.specialTokensMap, { bos_token: '<s>', eos_token: '<s>', pad_token: '<unk>', additional_special_tokens: ['<|a|>'] }, 'the config\'s own additional list stands');
   assert.equal(tokenizer.bosTokenId, 1, 'the BOS only the map names');
-  // Without tokenizer_config.json the map alone gives the special tokens.
-  const alone = loadTokenizer(modelDir('special-map-alone', { 'tokenizer.json': bpeJson(), 'special_tokens_map.json': { bos_token: '<s>' } }));
+  // Without tokenizer_config.json the map alone gives the special tokens, its additional list included.
+  const alone = loadTokenizer(modelDir('special-map-alone', { 'tokenizer.json': bpeJson(), 'special_tokens_map.json': { bos_token: '<s>', additional_special_tokens: ['<|b|>'] } }));
   assert.equal(alone.bosTokenId, 1);
+  assert.deepEqual(alone.specialTokensMap, { bos_token: '<s>', additional_special_tokens: ['<|b|>'] });
   const bad = modelDir('special-map-bad', { 'tokenizer.json': bpeJson(), 'special_tokens_map.json': { bos_token: 7 } });
   assert.throws(() => loadTokenizer(bad), tokenizerError(`${join(bad, 'special_tokens_map.json')}: field "bos_token" is 7`));
   const notObject = modelDir('special-map-array', { 'tokenizer.json': bpeJson(), 'special_tokens_map.json': '[1]' });
   assert.throws(() => loadTokenizer(notObject), /special_tokens_map\.json/);
 });
 
-test('Llama / Gemma tokenizer classes follow tokenizer_config.json\'s add_bos_token / add_eos_token, as transformers rebuilds them', () => {
-  // tokenizer.json's own post-processor prepends <s>; the config turns BOS off and EOS on.
+test('tokenizer.json\'s post-processor decides the special tokens; add_bos_token / add_eos_token are dropped, as transformers 5 does', () => {
+  // tokenizer.json's own post-processor prepends <s>; the config asks for no BOS and an EOS (transformers 4.x
+  // rebuilt a Llama class's post-processor from these flags; 5.x drops them when tokenizer.json exists).
   const withBos = bpeJson({ vocab: Object.fromEntries([...BPE_VOCAB, '</s>'].map((token, id) => [token, id])) }, {
     post_processor: { type: 'TemplateProcessing', single: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }], pair: [], special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] } } },
   });
-  const eos = BPE_VOCAB.length; // '</s>'
-  const plain = createTokenizer(withBos, { bos_token: '<s>', eos_token: '</s>' });
-  assert.deepEqual(plain.encode('hello'), [1, 10], 'without a Llama class the file\'s post-processor stands');
   const flags = { tokenizer_class: 'LlamaTokenizerFast', bos_token: '<s>', eos_token: '</s>', add_bos_token: false, add_eos_token: true };
-  assert.deepEqual(createTokenizer(withBos, flags).encode('hello'), [10, eos]);
-  assert.deepEqual(createTokenizer(withBos, { ...flags, add_bos_token: true }).encode('hello'), [1, 10, eos]);
-  assert.deepEqual(createTokenizer(withBos, { ...flags, add_eos_token: undefined }).encode('hello'), [10]);
-  assert.deepEqual(createTokenizer(withBos, { ...flags, add_bos_token: undefined, add_eos_token: undefined }).encode('hello'), [1, 10], 'no flags: the file decides');
-  assert.throws(() => createTokenizer(withBos, { ...flags, add_eos_token: 'yes' }), /tokenizer_config\.json: field "add_eos_token" is "yes"; expected true or false/);
-  assert.throws(() => createTokenizer(withBos, { ...flags, eos_token: undefined }), /field "add_eos_token" is true but "eos_token" is not set/);
+  assert.deepEqual(createTokenizer(withBos, flags).encode('hello'), [1, 10]);
+  assert.deepEqual(createTokenizer(withBos, { ...flags, tokenizer_class: 'GemmaTokenizerFast' }).encode('hello'), [1, 10]);
+  assert.deepEqual(createTokenizer(withBos, { bos_token: '<s>' }).encode('hello'), [1, 10]);
+  assert.deepEqual(createTokenizer(bpeJson(), { ...flags, eos_token: '<unk>' }).encode('hello'), [10], 'no post-processor: no special tokens');
 });
