@@ -247,17 +247,50 @@ export class SentencePieceModel {
       symbols.push(chars.slice(i, i + length).join(''));
       i += length;
     }
-    for (;;) {
-      let bestAt = -1, bestScore = -Infinity;
-      for (let i = 0; i + 1 < symbols.length; i++) {
-        const id = this.matchable.get(symbols[i]! + symbols[i + 1]!);
-        if (id === undefined || this.pieces[id]!.type === PieceType.Unused) continue;
-        const score = this.pieces[id]!.score;
-        if (score > bestScore) { bestScore = score; bestAt = i; }
+    // Pairs in a heap by (score, leftmost), checked when taken: a pair whose symbols merged since is stale.
+    const text = symbols, next = symbols.map((_, i) => i + 1), prev = symbols.map((_, i) => i - 1), alive = symbols.map(() => true);
+    const heap: { score: number; left: number; right: number; merged: string }[] = [];
+    const before = (a: typeof heap[number], b: typeof heap[number]) => a.score > b.score || (a.score === b.score && a.left < b.left);
+    const push = (left: number, right: number) => {
+      if (left < 0 || right >= text.length) return;
+      const merged = text[left]! + text[right]!, id = this.matchable.get(merged);
+      if (id === undefined || this.pieces[id]!.type === PieceType.Unused) return;
+      heap.push({ score: this.pieces[id]!.score, left, right, merged });
+      for (let i = heap.length - 1; i > 0;) {
+        const parent = (i - 1) >> 1;
+        if (!before(heap[i]!, heap[parent]!)) break;
+        [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+        i = parent;
       }
-      if (bestAt === -1) break;
-      symbols = [...symbols.slice(0, bestAt), symbols[bestAt]! + symbols[bestAt + 1]!, ...symbols.slice(bestAt + 2)];
+    };
+    const pop = () => {
+      const top = heap[0]!, last = heap.pop()!;
+      if (heap.length > 0) {
+        heap[0] = last;
+        for (let i = 0; ;) {
+          const l = 2 * i + 1, r = l + 1;
+          let best = i;
+          if (l < heap.length && before(heap[l]!, heap[best]!)) best = l;
+          if (r < heap.length && before(heap[r]!, heap[best]!)) best = r;
+          if (best === i) break;
+          [heap[i], heap[best]] = [heap[best]!, heap[i]!];
+          i = best;
+        }
+      }
+      return top;
+    };
+    for (let i = 0; i + 1 < text.length; i++) push(i, i + 1);
+    while (heap.length > 0) {
+      const { left, right, merged } = pop();
+      if (!alive[left] || !alive[right] || next[left] !== right || text[left]! + text[right]! !== merged) continue;
+      text[left] = merged;
+      alive[right] = false;
+      next[left] = next[right]!;
+      if (next[left]! < text.length) prev[next[left]!] = left;
+      push(prev[left]!, left);
+      push(left, next[left]!);
     }
+    symbols = text.filter((_, i) => alive[i]);
     return symbols.map((text) => {
       const id = this.matchable.get(text);
       return { text, id: id === undefined || this.pieces[id]!.type === PieceType.Unused ? this.unkId : id };
