@@ -1,9 +1,9 @@
 // `fuseformer embed`: sentence embeddings from a Hugging Face BERT directory (BertModel or BertForMaskedLM:
 // config.json, model.safetensors or shards, tokenizer.json), or a sentence-transformers one (modules.json:
-// its pooling, normalisation and max_seq_length are the defaults; infer/sentence-transformers.ts). Each --text is tokenized with the tokenizer's
-// special tokens ([CLS] … [SEP]), the texts run through the encoder in batches (right-padded), and the
-// vectors are printed on stdout as one JSON object shaped like OpenAI's embeddings response; a summary goes
-// to stderr.
+// its pooling, normalisation and max_seq_length are the defaults; infer/sentence-transformers.ts). Each
+// --text is tokenized with the tokenizer's special tokens ([CLS] … [SEP]), the texts run through the
+// encoder in batches (right-padded), and the vectors are printed on stdout as one JSON object shaped like
+// OpenAI's embeddings response; a summary goes to stderr.
 
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,14 +24,15 @@ export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--t
   --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
   --no-normalize           leave the vectors as pooled (where the model directory says to normalise)
-A sentence-transformers directory (modules.json) sets the defaults as SentenceTransformer.encode has them:
-its Pooling module's mode, unit length where a Normalize module follows, texts truncated to
-sentence_bert_config.json's max_seq_length (and lower-cased where do_lower_case says).
   --batch-size N           texts per encoder pass (default 32)
   --attention auto|flash|materialized
                            attention path (default auto: fused flash for 16-bit, materialised scores for f32)
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
+
+A sentence-transformers directory (modules.json) sets the defaults as SentenceTransformer.encode has them:
+its Pooling module's mode, unit length where a Normalize module follows, texts truncated to
+sentence_bert_config.json's max_seq_length (and lower-cased where do_lower_case says).
 
 Prints {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [...]}, ...],
 "model": DIR, "usage": {"prompt_tokens": n, "total_tokens": n}} on one line.

@@ -9,6 +9,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArgumentError } from '../errors.js';
+import { describeValue, readConfigFile } from '../models/config-fields.js';
 import type { BertPooling } from './bert.js';
 
 export interface SentenceTransformersConfig {
@@ -31,12 +32,11 @@ const POOLING_MODES: Record<string, BertPooling | undefined> = {
 export function readSentenceTransformersConfig(dir: string): SentenceTransformersConfig | undefined {
   const modulesFile = join(dir, 'modules.json');
   if (!existsSync(modulesFile)) return undefined;
-  const modules = readJson(modulesFile);
-  if (!Array.isArray(modules)) throw new ArgumentError(`${modulesFile}: expected a list of modules, got ${describe(modules)}`);
+  const modules = readJsonList(modulesFile);
   let modelDir: string | undefined, pooling: BertPooling | undefined, normalize = false;
   modules.forEach((module: unknown, i) => {
     const where = `${modulesFile}: module ${i}`;
-    if (typeof module !== 'object' || module === null) throw new ArgumentError(`${where} is ${describe(module)}; expected {"type", "path"}`);
+    if (typeof module !== 'object' || module === null) throw new ArgumentError(`${where} is ${describeValue(module)}; expected {"type", "path"}`);
     const { type, path } = module as Record<string, unknown>;
     if (typeof type !== 'string' || typeof path !== 'string') throw new ArgumentError(`${where}: expected string fields "type" and "path"`);
     const order = [modelDir !== undefined, pooling !== undefined];
@@ -48,21 +48,18 @@ export function readSentenceTransformersConfig(dir: string): SentenceTransformer
   if (modelDir === undefined || pooling === undefined) throw new ArgumentError(`${modulesFile}: expected a Transformer module then a Pooling module`);
   const bertConfig = join(modelDir, 'sentence_bert_config.json'), rootConfig = join(dir, 'sentence_bert_config.json');
   const settingsFile = existsSync(bertConfig) ? bertConfig : existsSync(rootConfig) ? rootConfig : undefined;
-  const settings = settingsFile ? readJson(settingsFile) : {};
-  if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) throw new ArgumentError(`${settingsFile}: expected a JSON object`);
-  const { max_seq_length: maxSeqLength, do_lower_case: lowerCase } = settings as Record<string, unknown>;
+  const { max_seq_length: maxSeqLength, do_lower_case: lowerCase } = settingsFile ? readConfigFile(settingsFile) : {};
   if (maxSeqLength !== undefined && maxSeqLength !== null && !(Number.isSafeInteger(maxSeqLength) && (maxSeqLength as number) >= 2)) {
-    throw new ArgumentError(`${settingsFile}: field "max_seq_length" is ${describe(maxSeqLength)}; expected an integer of at least 2`);
+    throw new ArgumentError(`${settingsFile}: field "max_seq_length" is ${describeValue(maxSeqLength)}; expected an integer of at least 2`);
   }
-  if (lowerCase !== undefined && typeof lowerCase !== 'boolean') throw new ArgumentError(`${settingsFile}: field "do_lower_case" is ${describe(lowerCase)}; expected true or false`);
+  if (lowerCase !== undefined && typeof lowerCase !== 'boolean') throw new ArgumentError(`${settingsFile}: field "do_lower_case" is ${describeValue(lowerCase)}; expected true or false`);
   return { modelDir, pooling, normalize, ...(typeof maxSeqLength === 'number' ? { maxSeqLength } : {}), lowerCase: lowerCase ?? false };
 }
 
 /** The one pooling mode 1_Pooling/config.json turns on, where fuseformer runs it. */
 function poolingOf(file: string): BertPooling {
-  const config = readJson(file);
-  if (typeof config !== 'object' || config === null || Array.isArray(config)) throw new ArgumentError(`${file}: expected a JSON object`);
-  const on = Object.keys(POOLING_MODES).filter((mode) => (config as Record<string, unknown>)[mode] === true);
+  const config = readConfigFile(file);
+  const on = Object.keys(POOLING_MODES).filter((mode) => config[mode] === true);
   if (on.length !== 1) throw new ArgumentError(`${file}: ${on.length === 0 ? 'no pooling mode is on' : `pooling modes ${on.join(', ')} are on together (their vectors concatenated)`}; fuseformer embed runs one mode, mean or CLS`);
   const pooling = POOLING_MODES[on[0]!];
   if (pooling === undefined) throw new ArgumentError(`${file}: ${on[0]} is not implemented (fuseformer embed pools by mean or CLS); its vectors would differ from sentence-transformers'`);
@@ -74,20 +71,14 @@ export function truncateTokens(ids: readonly number[], length: number): number[]
   return ids.length <= length ? [...ids] : [...ids.slice(0, length - 1), ids[ids.length - 1]!];
 }
 
-function readJson(file: string): unknown {
-  let text: string;
+/** modules.json: a JSON list (readConfigFile reads objects); errors name the file. */
+function readJsonList(file: string): unknown[] {
+  let value: unknown;
   try {
-    text = readFileSync(file, 'utf8');
+    value = JSON.parse(readFileSync(file, 'utf8'));
   } catch (error) {
-    throw new ArgumentError(`${file}: cannot be read (${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (error as Error).message})`);
+    throw new ArgumentError(`${file}: ${error instanceof SyntaxError ? 'not valid JSON' : 'cannot be read'} (${(error as Error).message})`);
   }
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new ArgumentError(`${file}: not valid JSON (${(error as Error).message})`);
-  }
-}
-
-function describe(value: unknown): string {
-  return Array.isArray(value) ? 'a list' : value === null ? 'null' : typeof value === 'object' ? 'an object' : JSON.stringify(value);
+  if (!Array.isArray(value)) throw new ArgumentError(`${file}: expected a list of modules, got ${describeValue(value)}`);
+  return value;
 }

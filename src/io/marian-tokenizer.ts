@@ -13,7 +13,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SentencePieceModel } from './sentencepiece.js';
 import type { DecodeOptions, EncodeOptions, Tokenizer } from './tokenizer.js';
-import { readJsonObject, TokenizerError } from './tokenizer.js';
+import { readJsonObject, specialTokenOf, TokenizerError } from './tokenizer.js';
 
 /** Whether `dir` holds Marian's tokenizer files (source.spm, target.spm, vocab.json). */
 export function hasMarianTokenizerFiles(dir: string): boolean {
@@ -23,13 +23,8 @@ export function hasMarianTokenizerFiles(dir: string): boolean {
 export function loadMarianTokenizer(dir: string): Tokenizer {
   const configFile = join(dir, 'tokenizer_config.json');
   const config = existsSync(configFile) ? readJsonObject(configFile) : {};
-  const tokenField = (field: string, fallback: string): string => {
-    const value = config[field] ?? fallback;
-    if (typeof value === 'string') return value;
-    if (typeof value === 'object' && value !== null && typeof (value as Record<string, unknown>)['content'] === 'string') return (value as Record<string, string>)['content']!;
-    throw new TokenizerError(`${configFile}: field "${field}" is ${JSON.stringify(value)}; expected a token string or {"content": string}`);
-  };
-  const eos = tokenField('eos_token', '</s>'), unk = tokenField('unk_token', '<unk>'), pad = tokenField('pad_token', '<pad>');
+  const token = (field: string, fallback: string) => specialTokenOf(config, field, configFile) ?? fallback;
+  const eos = token('eos_token', '</s>'), unk = token('unk_token', '<unk>'), pad = token('pad_token', '<pad>');
   const separate = config['separate_vocabs'] ?? false;
   if (typeof separate !== 'boolean') throw new TokenizerError(`${configFile}: field "separate_vocabs" is ${JSON.stringify(separate)}; expected true or false`);
   const sourceVocab = readVocabulary(join(dir, 'vocab.json'));

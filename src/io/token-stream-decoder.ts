@@ -90,6 +90,8 @@ export function* decodeIncrementally(tokenizer: Tokenizer, ids: Iterable<number>
  */
 export class TokenTexts {
   private context: number[];
+  /** The context's text (its trailing U+FFFD run cut), decoded once a position for every token asked about. */
+  private before?: string;
   private readonly decodeOptions: DecodeOptions = { skipSpecialTokens: false, cleanUpTokenizationSpaces: false };
 
   constructor(private readonly tokenizer: Tokenizer, prompt: readonly number[] = []) {
@@ -99,7 +101,7 @@ export class TokenTexts {
   /** The text `id` adds at this position (the chosen token or an alternative to it). */
   textOf(id: number): string {
     if (this.context.length === 0) return this.tokenizer.decode([id], this.decodeOptions);
-    const before = withoutTrailingReplacement(this.tokenizer.decode(this.context, this.decodeOptions));
+    const before = this.before ??= withoutTrailingReplacement(this.tokenizer.decode(this.context, this.decodeOptions));
     const after = this.tokenizer.decode([...this.context, id], this.decodeOptions);
     // A decoder that rewrites text across the boundary (none of the supported ones do): the token alone.
     return after.startsWith(before) ? after.slice(before.length) : this.tokenizer.decode([id], this.decodeOptions);
@@ -109,6 +111,7 @@ export class TokenTexts {
   advance(id: number): void {
     this.context.push(id);
     if (this.context.length > CONTEXT_TOKENS) this.context.shift();
+    this.before = undefined;
   }
 }
 

@@ -462,7 +462,7 @@ function modelTypeOf(model: Record<string, unknown>, source: string): string {
 }
 
 /** A special token's string: tokenizer_config.json gives it as a string or as {"content": string}. */
-function specialTokenOf(config: Record<string, unknown>, field: string, configSource: string): string | undefined {
+export function specialTokenOf(config: Record<string, unknown>, field: string, configSource: string): string | undefined {
   const value = config[field];
   if (value === undefined || value === null) return undefined;
   return tokenStringOf(value, `"${field}"`, configSource);
