@@ -19,7 +19,7 @@ import { loadTokenizer } from '../io/tokenizer.js';
 export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
 
   --model DIR              a Hugging Face BERT directory (BertModel or BertForMaskedLM): config.json,
-                           model.safetensors (or shards) and tokenizer.json
+                           model.safetensors or pytorch_model.bin (or shards) and tokenizer.json
   --text TEXT              a text to embed (repeatable; one vector per text, in order)
   --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)

@@ -20,7 +20,7 @@ import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js'
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
        fuseformer generate --model MARIAN_DIR --input FILE [--batch-size N] [options]
 
-  --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors (or shards),
+  --model DIR              a Hugging Face GPT-2 or Llama directory: config.json, model.safetensors or pytorch_model.bin (or shards),
                            tokenizer.json, and generation_config.json for defaults; or a Marian translation
                            model (MarianMTModel, e.g. an opus-mt download: its source.spm, target.spm and vocab.json
                            serve when there is no tokenizer.json), whose output is the translation of the prompt; or a quantized

@@ -34,7 +34,8 @@ import { ProgressBar } from '../train/progress.js';
 
 export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR [options]
 
-  --model DIR             a GPT-2 or Llama-family model directory: config.json and model.safetensors
+  --model DIR             a GPT-2 or Llama-family model directory: config.json and model.safetensors or
+                          pytorch_model.bin (or shards)
                           (a Hugging Face folder, or a checkpoint written by \`fuseformer train\`)
   --out DIR               the quantized model (model.safetensors, config.json; the source's tokenizer, chat
                           template and generation_config.json copied)

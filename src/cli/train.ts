@@ -24,13 +24,15 @@ import type { LrScheduleKind } from '../train/schedule.js';
 import type { TrainModel } from '../train/trainer.js';
 import { trainLanguageModel } from '../train/trainer.js';
 import { listCheckpoints } from '../train/checkpoint.js';
+import { hasWeights } from '../models/hf-weights.js';
 import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.js';
 
 export const TRAIN_USAGE = `usage: fuseformer train [options]
 
 model and data:
   --model NAME|DIR        a GPT-2 or BERT preset (${PRESET_NAMES.filter((n) => /^(gpt2|bert)/.test(n)).join(', ')}) or a directory
-                          with config.json (default gpt2-tiny); its model.safetensors and tokenizer.json are used
+                          with config.json (default gpt2-tiny); its weights (model.safetensors or pytorch_model.bin)
+                          and tokenizer.json are used
                           too (fine-tuning). GPT-2 trains as a causal LM, BERT as a masked LM.
   --data moby-dick|FILE   text (.txt), or a token file (.bin, llm.c format) (default moby-dick)
   --tokenizer byte|gpt2|FILE  byte-level, GPT-2's BPE, or a tokenizer.json (default: the model
@@ -192,7 +194,7 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   const lead = (comm?.rank ?? 0) === 0;
   const onGpu = backend.name === 'cuda';
   let model = modelConfig(values.model!);
-  const initFrom = PRESET_NAMES.includes(values.model!) ? undefined : (existsSync(join(values.model!, 'model.safetensors')) || existsSync(join(values.model!, 'model.safetensors.index.json')) ? values.model! : undefined);
+  const initFrom = PRESET_NAMES.includes(values.model!) ? undefined : (hasWeights(values.model!) ? values.model! : undefined);
   const directoryTokenizer = !PRESET_NAMES.includes(values.model!) && existsSync(join(values.model!, 'tokenizer.json')) ? join(values.model!, 'tokenizer.json') : undefined;
   const defaultTokenizer = directoryTokenizer ?? (model.family === 'bert' || model.config.vocabSize === 257 ? 'byte' : 'gpt2');
   const tokenizerChoice = values.tokenizer ?? defaultTokenizer;

@@ -20,9 +20,8 @@
 // token_type_ids) are skipped. A tensor with a shape other than the config implies, a dtype other than
 // F32/F16/BF16, a duplicate, or a missing one is an error naming it and the file.
 
-import { decodeFloats } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import { SafetensorsReader } from '../io/safetensors.js';
+import { openWeightFile } from '../io/weight-file.js';
 import type { BertConfig } from '../models/bert.js';
 import { paddedVocabSize } from '../nn/parameters.js';
 import { formatShape } from '../tensor.js';
@@ -132,7 +131,7 @@ export interface CheckpointTensor {
 export function indexCheckpoint(files: readonly string[]): Map<string, CheckpointTensor> {
   const index = new Map<string, CheckpointTensor>();
   for (const file of files) {
-    const reader = SafetensorsReader.open(file);
+    const reader = openWeightFile(file);
     try {
       for (const info of reader.tensors) {
         const canonical = canonicalBertName(info.name);
@@ -205,16 +204,11 @@ export function readCheckpoint(plan: CheckpointPlan, store: (name: string, value
     byFile.set(t.file, list);
   }
   for (const [file, tensors] of byFile) {
-    const reader = SafetensorsReader.open(file);
+    const reader = openWeightFile(file);
     try {
-      for (const [name, t] of tensors) store(name, floatsOf(reader.read(t.name).bytes, t.dtype as 'F32' | 'F16' | 'BF16'));
+      for (const [name, t] of tensors) store(name, reader.readFloats(t.name));
     } finally {
       reader.close();
     }
   }
-}
-
-function floatsOf(bytes: Uint8Array, dtype: 'F32' | 'F16' | 'BF16'): Float32Array {
-  if (dtype === 'F32') return new Float32Array(bytes.slice().buffer);
-  return decodeFloats(bytes, dtype === 'F16' ? 'f16' : 'bf16');
 }

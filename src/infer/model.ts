@@ -15,8 +15,8 @@
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import { SafetensorsReader } from '../io/safetensors.js';
-import type { TensorInfo } from '../io/safetensors.js';
+import { openWeightFile } from '../io/weight-file.js';
+import type { WeightFile, WeightInfo } from '../io/weight-file.js';
 import { checkLayerCount, shardFiles } from '../models/hf-weights.js';
 import { loadModelConfig } from '../models/registry.js';
 import type { ModelConfig } from '../models/registry.js';
@@ -208,7 +208,7 @@ export class DecoderModel {
   }
 
   /** Values of checkpoint tensor `name` for this model: whole, or this rank's shard read alone. */
-  readCheckpointTensor(reader: SafetensorsReader, info: TensorInfo, name: string): Float32Array {
+  readCheckpointTensor(reader: WeightFile, info: WeightInfo, name: string): Float32Array {
     const tp = this.tensorParallel, split = tp?.splits.get(name);
     if (!split || split.kind === 'replicated') return reader.readFloats(info.name);
     const spec = tp!.full.weights.find((w) => w.name === name)!;
@@ -286,13 +286,16 @@ function planWeights(arch: DecoderArchitecture, dir: string, files: readonly str
   const byFile = new Map<string, { tensor: string; weight: string }[]>();
   const unused: string[] = [];
   for (const file of files) {
-    const reader = SafetensorsReader.open(file);
+    const reader = openWeightFile(file);
     const picks: { tensor: string; weight: string }[] = [];
     try {
-      for (const info of reader.tensors as readonly TensorInfo[]) {
+      for (const info of reader.tensors) {
         const name = expected.has(info.name) ? info.name : expected.has(arch.optionalPrefix + info.name) ? arch.optionalPrefix + info.name : undefined;
         if (name === undefined) {
-          if (!NOT_WEIGHTS.some((re) => re.test(info.name))) unused.push(info.name);
+          // A tied head's copy (PyTorch state dicts keep lm_head.weight beside the embedding it shares a
+          // storage with): transformers ties it to the embedding on load, as we do.
+          const tiedCopy = arch.tiedEmbeddings && info.name === 'lm_head.weight';
+          if (!tiedCopy && !NOT_WEIGHTS.some((re) => re.test(info.name))) unused.push(info.name);
           continue;
         }
         const shape = expected.get(name)!;
@@ -322,7 +325,7 @@ function planWeights(arch: DecoderArchitecture, dir: string, files: readonly str
 
 function loadWeights(model: DecoderModel, plan: WeightPlan): void {
   for (const [file, picks] of plan.byFile) {
-    const reader = SafetensorsReader.open(file);
+    const reader = openWeightFile(file);
     try {
       for (const { tensor, weight } of picks) model.loadWeight(weight, model.readCheckpointTensor(reader, reader.info(tensor), weight));
     } finally {

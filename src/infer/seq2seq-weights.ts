@@ -8,7 +8,7 @@
 // leave out, is zero when absent (its initial value in HF). F32, F16 and BF16 tensors are read.
 
 import { ArgumentError } from '../errors.js';
-import { SafetensorsReader } from '../io/safetensors.js';
+import { openWeightFile } from '../io/weight-file.js';
 import { shardFiles } from '../models/hf-weights.js';
 import type { ParameterStore } from '../nn/parameters.js';
 import { formatShape } from '../tensor.js';
@@ -34,7 +34,7 @@ export function loadMarianWeights(store: ParameterStore, dir: string): LoadedChe
   const wanted = new Map(store.fileShapes().map((e) => [e.name, e.shape]));
   const read = new Map<string, { file: string; shape: readonly number[]; data: Float32Array }>();
   for (const file of files) {
-    const reader = SafetensorsReader.open(file);
+    const reader = openWeightFile(file);
     try {
       for (const info of reader.tensors) {
         if (info.dtype !== 'F32' && info.dtype !== 'F16' && info.dtype !== 'BF16') {

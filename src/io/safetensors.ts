@@ -192,18 +192,25 @@ export class SafetensorsReader {
   readFloats(name: string, ranges?: readonly (readonly [number, number])[]): Float32Array {
     const t = this.info(name);
     if (t.dtype !== 'F32' && t.dtype !== 'F16' && t.dtype !== 'BF16') throw new SafetensorsError(`${this.path}: tensor '${name}' is ${t.dtype}; only F32, F16 and BF16 weights are read`);
-    const bytes = ranges ? this.readElements(name, ranges) : this.read(name).bytes;
-    const values = floatsOf(bytes, t.dtype);
-    for (let i = 0; i < values.length; i++) {
-      // v - v is 0 for every finite v and NaN for NaN and ±infinity.
-      if (values[i]! - values[i]! !== 0) throw new SafetensorsError(`${this.path}: tensor '${name}' holds ${values[i]} at element ${i}${ranges ? ' of the part read' : ''}; a checkpoint's weights must be finite`);
-    }
-    return values;
+    return finiteFloats(ranges ? this.readElements(name, ranges) : this.read(name).bytes, t.dtype, `${this.path}: tensor '${name}'`, ranges !== undefined);
   }
 
   close(): void {
     if (this.fd !== null) { closeSync(this.fd); this.fd = null; }
   }
+}
+
+/**
+ * A checkpoint tensor's bytes (F32, F16 or BF16) as f32 values, refusing a NaN or infinity by its index
+ * (`what` names the file and tensor): a checkpoint with one would load and silently compute garbage.
+ */
+export function finiteFloats(bytes: Uint8Array, dtype: 'F32' | 'F16' | 'BF16', what: string, partial = false): Float32Array {
+  const values = floatsOf(bytes, dtype);
+  for (let i = 0; i < values.length; i++) {
+    // v - v is 0 for every finite v and NaN for NaN and ±infinity.
+    if (values[i]! - values[i]! !== 0) throw new SafetensorsError(`${what} holds ${values[i]} at element ${i}${partial ? ' of the part read' : ''}; a checkpoint's weights must be finite`);
+  }
+  return values;
 }
 
 /** Checkpoint bytes as f32 values; bf16 widens by a shift (exact and fast for multi-GB files). */

@@ -1,6 +1,7 @@
 // Hugging Face checkpoints into a model's parameter workspace (and what we write is what HF reads).
 //
-// A model directory holds model.safetensors, or shards listed by model.safetensors.index.json. Names
+// A model directory holds model.safetensors, or shards listed by model.safetensors.index.json (or the
+// PyTorch equivalents, pytorch_model.bin and pytorch_model.bin.index.json: see shardFiles). Names
 // are matched to the parameter table after normalising the spellings found in published checkpoints:
 //   - GPT-2 files saved from GPT2Model (openai-community/gpt2) lack the "transformer." prefix;
 //   - BERT files converted from TensorFlow name LayerNorm parameters gamma/beta;
@@ -14,8 +15,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArgumentError } from '../errors.js';
 import { formatShape } from '../tensor.js';
-import type { TensorInfo } from '../io/safetensors.js';
-import { SafetensorsReader } from '../io/safetensors.js';
+import { openWeightFile } from '../io/weight-file.js';
 import type { ParameterStore } from '../nn/parameters.js';
 
 /** Tensors that published checkpoints carry but that are not parameters of our models. */
@@ -30,27 +30,39 @@ export interface LoadedWeights {
   readonly unused: readonly string[];
 }
 
-/** The safetensors files of an HF model directory: the shards its index lists, or model.safetensors. */
+/**
+ * The weight files of an HF model directory, in transformers' order of preference: the shards
+ * model.safetensors.index.json lists, model.safetensors, the shards pytorch_model.bin.index.json lists,
+ * pytorch_model.bin (read by torch-checkpoint.ts; nothing in it is run).
+ */
 export function shardFiles(dir: string): string[] {
-  const index = join(dir, 'model.safetensors.index.json');
-  if (existsSync(index)) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(readFileSync(index, 'utf8'));
-    } catch (error) {
-      throw new ArgumentError(`${index}: not valid JSON (${(error as Error).message})`);
-    }
-    const map = typeof parsed === 'object' && parsed !== null ? (parsed as { weight_map?: unknown }).weight_map : undefined;
-    if (typeof map !== 'object' || map === null || Array.isArray(map)) throw new ArgumentError(`${index}: no "weight_map" object`);
-    const files = [...new Set(Object.values(map as Record<string, unknown>))];
-    const bad = files.find((f) => typeof f !== 'string' || f === '' || f.includes('/') || f.includes('\\') || f === '.' || f === '..');
-    if (bad !== undefined) throw new ArgumentError(`${index}: "weight_map" names the file ${JSON.stringify(bad)}; a shard is a file name in ${dir}`);
-    if (files.length === 0) throw new ArgumentError(`${index}: "weight_map" is empty`);
-    return (files as string[]).map((f) => join(dir, f));
+  for (const [index, single] of [['model.safetensors.index.json', 'model.safetensors'], ['pytorch_model.bin.index.json', 'pytorch_model.bin']] as const) {
+    if (existsSync(join(dir, index))) return indexedShards(dir, join(dir, index));
+    if (existsSync(join(dir, single))) return [join(dir, single)];
   }
-  const single = join(dir, 'model.safetensors');
-  if (!existsSync(single)) throw new ArgumentError(`${dir}: no model.safetensors or model.safetensors.index.json (PyTorch .bin checkpoints are not read; convert them to safetensors)`);
-  return [single];
+  throw new ArgumentError(`${dir}: no weights (model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json)`);
+}
+
+/** Whether `dir` holds HF weights shardFiles finds. */
+export function hasWeights(dir: string): boolean {
+  return ['model.safetensors.index.json', 'model.safetensors', 'pytorch_model.bin.index.json', 'pytorch_model.bin'].some((f) => existsSync(join(dir, f)));
+}
+
+/** The distinct files an index's weight_map names, each a file in `dir`. */
+function indexedShards(dir: string, index: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(index, 'utf8'));
+  } catch (error) {
+    throw new ArgumentError(`${index}: not valid JSON (${(error as Error).message})`);
+  }
+  const map = typeof parsed === 'object' && parsed !== null ? (parsed as { weight_map?: unknown }).weight_map : undefined;
+  if (typeof map !== 'object' || map === null || Array.isArray(map)) throw new ArgumentError(`${index}: no "weight_map" object`);
+  const files = [...new Set(Object.values(map as Record<string, unknown>))];
+  const bad = files.find((f) => typeof f !== 'string' || f === '' || f.includes('/') || f.includes('\\') || f === '.' || f === '..');
+  if (bad !== undefined) throw new ArgumentError(`${index}: "weight_map" names the file ${JSON.stringify(bad)}; a shard is a file name in ${dir}`);
+  if (files.length === 0) throw new ArgumentError(`${index}: "weight_map" is empty`);
+  return (files as string[]).map((f) => join(dir, f));
 }
 
 /**
@@ -62,7 +74,7 @@ export function shardFiles(dir: string): string[] {
 export function checkLayerCount(dir: string, files: readonly string[], layerIndex: RegExp, field: string, configured: number): void {
   let layers = 0, example = '';
   for (const file of files) {
-    const reader = SafetensorsReader.open(file);
+    const reader = openWeightFile(file);
     try {
       for (const { name } of reader.tensors) {
         const index = layerIndex.exec(name);
@@ -91,9 +103,9 @@ export function loadHfWeights(store: ParameterStore, dir: string): LoadedWeights
   const found = new Map<string, { shape: readonly number[]; data: Float32Array }>();
   const unused: string[] = [];
   for (const file of files) {
-    const reader = SafetensorsReader.open(file);
+    const reader = openWeightFile(file);
     try {
-      for (const info of reader.tensors as readonly TensorInfo[]) {
+      for (const info of reader.tensors) {
         const name = canonicalName(info.name, known);
         if (!name) {
           if (!NOT_PARAMETERS.some((re) => re.test(info.name))) unused.push(info.name);

@@ -36,7 +36,9 @@ import { ArgumentError, FuseformerError } from '../errors.js';
 import { temporaryPathFor, writeFileAtomically } from '../io/atomic-write.js';
 import { checkReplaceableDirectory } from '../io/output-dir.js';
 import type { SafetensorsDType, TensorToWrite } from '../io/safetensors.js';
-import { SafetensorsReader, writeSafetensors } from '../io/safetensors.js';
+import { writeSafetensors } from '../io/safetensors.js';
+import { openWeightFile } from '../io/weight-file.js';
+import type { WeightFile } from '../io/weight-file.js';
 import { decoderArchitecture } from '../infer/architecture.js';
 import { gpt2ParameterSpecs } from '../models/gpt2-model.js';
 import { shardFiles } from '../models/hf-weights.js';
@@ -201,11 +203,11 @@ function readConfig(dir: string): Json {
 
 /** Every tensor of the directory's files by name (read lazily through the open readers). */
 class TensorSource {
-  private readonly readers: SafetensorsReader[];
-  private readonly byName = new Map<string, SafetensorsReader>();
+  private readonly readers: WeightFile[];
+  private readonly byName = new Map<string, WeightFile>();
 
   constructor(readonly dir: string) {
-    this.readers = shardFiles(dir).map((f) => SafetensorsReader.open(f));
+    this.readers = shardFiles(dir).map((f) => openWeightFile(f));
     for (const r of this.readers) for (const t of r.tensors) this.byName.set(t.name, r);
   }
 
@@ -214,7 +216,7 @@ class TensorSource {
   has(name: string): boolean { return this.byName.has(name); }
 
   /** The file holding tensor `name`, once its dtype and shape are what they must be. */
-  private checked(name: string, dtypes: readonly SafetensorsDType[], shape: readonly number[]): SafetensorsReader {
+  private checked(name: string, dtypes: readonly SafetensorsDType[], shape: readonly number[]): WeightFile {
     const reader = this.byName.get(name);
     if (!reader) throw new QuantCheckpointError(`${this.dir}: tensor '${name}' is missing`);
     const info = reader.info(name);

@@ -204,7 +204,7 @@ test('bad checkpoints are errors naming the tensor, the shape or the file', () =
   rejects({ config: { is_decoder: true } }, /field "is_decoder" is true; expected false \(causal BERT decoders are not supported/);
   const { dir } = folder(TINY_BERT, 10);
   rmSync(join(dir, 'model.safetensors'));
-  assert.throws(() => BertEncoder.load(dir, backend), /no model\.safetensors or model\.safetensors\.index\.json/);
+  assert.throws(() => BertEncoder.load(dir, backend), /no weights \(model\.safetensors, model\.safetensors\.index\.json, pytorch_model\.bin or pytorch_model\.bin\.index\.json\)/);
   writeFileSync(join(dir, 'model.safetensors'), 'not a safetensors file');
   assert.throws(() => BertEncoder.load(dir, backend), (e: unknown) => e instanceof FuseformerError && e.message.includes('model.safetensors'));
 });
