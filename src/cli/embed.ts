@@ -15,11 +15,13 @@ import { BertEncoder, padSequences } from '../infer/bert.js';
 import type { BertAttentionPath, BertPooling } from '../infer/bert.js';
 import { readSentenceTransformersConfig, truncateTokens } from '../infer/sentence-transformers.js';
 import { loadTokenizer } from '../io/tokenizer.js';
+import { resolveModelDirectory } from '../io/hf-cache.js';
 
 export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
 
   --model DIR              a Hugging Face BERT directory (BertModel or BertForMaskedLM): config.json,
-                           model.safetensors or pytorch_model.bin (or shards) and tokenizer.json
+                           model.safetensors or pytorch_model.bin (or shards) and tokenizer.json; or a
+                           repository id (org/name[@rev]) in the local Hugging Face cache
   --text TEXT              a text to embed (repeatable; one vector per text, in order)
   --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
@@ -54,8 +56,8 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
       'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
     },
   });
-  const dir = values.model;
-  if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT directory)');
+  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT directory)');
+  const dir = resolveModelDirectory(values.model);
   const texts = values.text ?? [];
   if (texts.length === 0) throw new ArgumentError('--text TEXT is required (repeat it for several texts)');
   const sentenceTransformers = readSentenceTransformersConfig(dir);

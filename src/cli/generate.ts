@@ -16,6 +16,7 @@ import { loadTokenizer } from '../io/tokenizer.js';
 import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
+import { resolveModelDirectory } from '../io/hf-cache.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
        fuseformer generate --model MARIAN_DIR --input FILE [--batch-size N] [options]
@@ -25,7 +26,8 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            model (MarianMTModel, e.g. an opus-mt download: its source.spm, target.spm and vocab.json
                            serve when there is no tokenizer.json), whose output is the translation of the prompt; or a quantized
                            GPT-2 or Llama directory (\`fuseformer quantize\`, or a Hugging Face GPTQ / AWQ one): its INT4 / INT8
-                           projections run on the quantized kernels
+                           projections run on the quantized kernels. Any DIR may be a repository id, org/name[@rev],
+                           found in the local Hugging Face cache (nothing is downloaded)
   --quantize rtn4|rtn8     quantize a 16-bit GPT-2 or Llama model on loading (round-to-nearest): INT4 W4A16 in groups
                            of 128, or INT8 W8A8 per channel; embeddings, norms and the LM head stay 16-bit
   --quantize-lm-head       with --quantize, or on a quantized directory: the LM head too, round-to-nearest at the
@@ -119,8 +121,8 @@ export async function runGenerate(argv: string[]): Promise<number> {
       input: { type: 'string' }, 'batch-size': { type: 'string' },
     },
   });
-  const dir = values.model;
-  if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
+  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
+  const dir = resolveModelDirectory(values.model);
   if (values.prompt === undefined && values.input === undefined) throw new ArgumentError('--prompt TEXT is required (or --input FILE, for a Marian model)');
   if (values.prompt !== undefined && values.input !== undefined) throw new ArgumentError('--prompt and --input: give one (--input translates a file line by line)');
   if (values['batch-size'] !== undefined && values.input === undefined) throw new ArgumentError('--batch-size goes with --input FILE');
@@ -136,7 +138,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const topK = numberOption('top-k', values['top-k'], integer, 'a non-negative integer');
   const topP = numberOption('top-p', values['top-p'], (x) => x > 0 && x <= 1, 'a number in (0, 1]');
   const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => x >= REPETITION_PENALTY_RANGE[0] && x <= REPETITION_PENALTY_RANGE[1], `a number in [${REPETITION_PENALTY_RANGE.join(', ')}] (1 = off)`);
-  const draftDir = values.draft;
+  const draftDir = values.draft === undefined ? undefined : resolveModelDirectory(values.draft, '--draft');
   if (draftDir !== undefined && !existsSync(join(draftDir, 'config.json'))) throw new ArgumentError(`--draft: '${draftDir}' has no config.json`);
   if (values['draft-tokens'] !== undefined && values['speculative-k'] !== undefined) throw new ArgumentError('--draft-tokens and --speculative-k are the same option; give one');
   const draftTokens = numberOption(values['draft-tokens'] !== undefined ? 'draft-tokens' : 'speculative-k', values['draft-tokens'] ?? values['speculative-k'], (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');

@@ -31,12 +31,14 @@ import { checkQuantizeOptions, quantizeGpt2 } from '../quant/quantize.js';
 import type { TextSplit } from '../quant/text.js';
 import { calibrationText, tokenizerForModel } from '../quant/text.js';
 import { ProgressBar } from '../train/progress.js';
+import { resolveModelDirectory } from '../io/hf-cache.js';
 
 export const QUANTIZE_USAGE = `usage: fuseformer quantize --model DIR --out DIR [options]
 
   --model DIR             a GPT-2 or Llama-family model directory: config.json and model.safetensors or
                           pytorch_model.bin (or shards)
-                          (a Hugging Face folder, or a checkpoint written by \`fuseformer train\`)
+                          (a Hugging Face folder, or a checkpoint written by \`fuseformer train\`), or a
+                          repository id (org/name[@rev]) in the local Hugging Face cache
   --out DIR               the quantized model (model.safetensors, config.json; the source's tokenizer, chat
                           template and generation_config.json copied)
   --bits 4|8              INT4 weight-only (W4A16) or INT8 weights and activations (W8A8) (default 4)
@@ -75,6 +77,7 @@ export async function runQuantize(argv: string[]): Promise<number> {
   });
   if (!values.model) throw new ArgumentError('quantize: --model DIR is required (a GPT-2 or Llama-family model directory)');
   if (!values.out) throw new ArgumentError('quantize: --out DIR is required');
+  values.model = resolveModelDirectory(values.model);
   if (!existsSync(join(values.model, 'config.json'))) throw new ArgumentError(`--model: '${values.model}' has no config.json`);
   if (readsAsQuantized(values.model)) throw new ArgumentError(`--model: '${values.model}' is already quantized (its config.json has a quantization_config); quantize the 16-bit model it came from`);
   // Checked before any work: the output is written beside --out and swapped in whole.

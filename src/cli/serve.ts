@@ -23,10 +23,12 @@ import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
 import { loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
+import { resolveModelDirectory } from '../io/hf-cache.js';
 
 export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
 
-  --model DIR              a Hugging Face GPT-2 or Llama directory (config.json, safetensors, tokenizer.json)
+  --model DIR              a Hugging Face GPT-2 or Llama directory (config.json, safetensors or pytorch_model.bin,
+                           tokenizer.json), or a repository id (org/name[@rev]) in the local Hugging Face cache
   --host HOST              address to listen on (default 127.0.0.1)
   --port N                 port (default 8000; 0 = any free port, printed)
   --served-name NAME       the model name clients use (default: the directory's name)
@@ -92,8 +94,8 @@ export async function runServe(argv: string[]): Promise<number> {
       'no-graphs': { type: 'boolean', default: false }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
     },
   });
-  const dir = values.model;
-  if (dir === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
+  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
+  const dir = resolveModelDirectory(values.model);
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
   if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode prompts and decode the output)`);
   const dtype = values.dtype as FloatDType | undefined;
@@ -115,7 +117,7 @@ export async function runServe(argv: string[]): Promise<number> {
 
   const tp = integer('tp', values.tp, 1) ?? 1;
   const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
-  const draftDir = values.draft;
+  const draftDir = values.draft === undefined ? undefined : resolveModelDirectory(values.draft, '--draft');
   const draftTokens = opt('draft-tokens'), maxDraftTokens = opt('max-draft-tokens');
   if (draftDir === undefined && (draftTokens !== undefined || maxDraftTokens !== undefined || values['fixed-draft-tokens'])) {
     throw new ArgumentError('--draft-tokens / --max-draft-tokens / --fixed-draft-tokens need --draft DIR');

@@ -24,6 +24,7 @@ import type { LrScheduleKind } from '../train/schedule.js';
 import type { TrainModel } from '../train/trainer.js';
 import { trainLanguageModel } from '../train/trainer.js';
 import { listCheckpoints } from '../train/checkpoint.js';
+import { resolveModelDirectory } from '../io/hf-cache.js';
 import { hasWeights } from '../models/hf-weights.js';
 import { loadModelConfig, PRESET_NAMES, presetConfig } from '../models/registry.js';
 
@@ -31,9 +32,9 @@ export const TRAIN_USAGE = `usage: fuseformer train [options]
 
 model and data:
   --model NAME|DIR        a GPT-2 or BERT preset (${PRESET_NAMES.filter((n) => /^(gpt2|bert)/.test(n)).join(', ')}) or a directory
-                          with config.json (default gpt2-tiny); its weights (model.safetensors or pytorch_model.bin)
-                          and tokenizer.json are used
-                          too (fine-tuning). GPT-2 trains as a causal LM, BERT as a masked LM.
+                          with config.json, or a repository id (org/name[@rev]) in the local Hugging Face cache
+                          (default gpt2-tiny); its weights (model.safetensors or pytorch_model.bin) and
+                          tokenizer.json are used too (fine-tuning). GPT-2 trains as a causal LM, BERT as a masked LM.
   --data moby-dick|FILE   text (.txt), or a token file (.bin, llm.c format) (default moby-dick)
   --tokenizer byte|gpt2|FILE  byte-level, GPT-2's BPE, or a tokenizer.json (default: the model
                           directory's tokenizer.json; else byte for BERT and 257-token GPT-2s, gpt2 otherwise)
@@ -140,12 +141,14 @@ function defaultRunDirectory(base: string, resume: boolean): string {
   }
 }
 
-function modelConfig(name: string): TrainModel {
-  const isPreset = PRESET_NAMES.includes(name);
-  if (!isPreset && !existsSync(name)) throw new ArgumentError(`--model: '${name}' is neither a preset (${PRESET_NAMES.join(', ')}) nor a directory with config.json`);
-  const model = isPreset ? presetConfig(name) : loadModelConfig(name);
-  if (!TRAINABLE.includes(model.family)) throw new ArgumentError(`--model ${name}: fuseformer train trains ${TRAINABLE.join(' and ')} models; this one is ${model.family}`);
-  return model as TrainModel;
+/** --model that is not a preset: a directory, or a repository id in the Hugging Face cache. */
+function modelDirectory(name: string): string {
+  try {
+    return resolveModelDirectory(name);
+  } catch (error) {
+    if (!(error instanceof ArgumentError)) throw error;
+    throw new ArgumentError(`--model: '${name}' is not a preset (${PRESET_NAMES.join(', ')}); ${error.message.replace(/^--model: /, '')}`);
+  }
 }
 
 /** Byte-level tokenizer with BERT's special tokens, for training BERT from scratch without a vocabulary file. */
@@ -193,14 +196,18 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   const comm = plan ? await initNcclProcessGroup(backend as CudaBackend, plan.env) : undefined;
   const lead = (comm?.rank ?? 0) === 0;
   const onGpu = backend.name === 'cuda';
-  let model = modelConfig(values.model!);
-  const initFrom = PRESET_NAMES.includes(values.model!) ? undefined : (hasWeights(values.model!) ? values.model! : undefined);
-  const directoryTokenizer = !PRESET_NAMES.includes(values.model!) && existsSync(join(values.model!, 'tokenizer.json')) ? join(values.model!, 'tokenizer.json') : undefined;
+  const isPreset = PRESET_NAMES.includes(values.model!);
+  const modelDir = isPreset ? undefined : modelDirectory(values.model!);
+  const config = isPreset ? presetConfig(values.model!) : loadModelConfig(modelDir!);
+  if (!TRAINABLE.includes(config.family)) throw new ArgumentError(`--model ${values.model}: fuseformer train trains ${TRAINABLE.join(' and ')} models; this one is ${config.family}`);
+  let model = config as TrainModel;
+  const initFrom = modelDir !== undefined && hasWeights(modelDir) ? modelDir : undefined;
+  const directoryTokenizer = modelDir !== undefined && existsSync(join(modelDir, 'tokenizer.json')) ? join(modelDir, 'tokenizer.json') : undefined;
   const defaultTokenizer = directoryTokenizer ?? (model.family === 'bert' || model.config.vocabSize === 257 ? 'byte' : 'gpt2');
   const tokenizerChoice = values.tokenizer ?? defaultTokenizer;
   const tokenizer = tokenizerFor(tokenizerChoice, model.family);
   // A preset trained from scratch takes the tokenizer's vocabulary (e.g. bert-tiny with byte-level tokens).
-  if (PRESET_NAMES.includes(values.model!) && model.config.vocabSize !== tokenizer.vocabSize && (values.tokenizer ?? defaultTokenizer) === 'byte') {
+  if (isPreset && model.config.vocabSize !== tokenizer.vocabSize && (values.tokenizer ?? defaultTokenizer) === 'byte') {
     model = { ...model, config: { ...model.config, vocabSize: tokenizer.vocabSize } } as TrainModel;
   }
   const dtype = (values.dtype ?? (onGpu ? 'bf16' : 'f32')) as FloatDType;

@@ -285,6 +285,7 @@ function planWeights(arch: DecoderArchitecture, dir: string, files: readonly str
   const loadedFrom = new Map<string, string>();
   const byFile = new Map<string, { tensor: string; weight: string }[]>();
   const unused: string[] = [];
+  let headInFile: { file: string; tensor: string } | undefined;
   for (const file of files) {
     const reader = openWeightFile(file);
     const picks: { tensor: string; weight: string }[] = [];
@@ -292,10 +293,8 @@ function planWeights(arch: DecoderArchitecture, dir: string, files: readonly str
       for (const info of reader.tensors) {
         const name = expected.has(info.name) ? info.name : expected.has(arch.optionalPrefix + info.name) ? arch.optionalPrefix + info.name : undefined;
         if (name === undefined) {
-          // A tied head's copy (PyTorch state dicts keep lm_head.weight beside the embedding it shares a
-          // storage with): transformers ties it to the embedding on load, as we do.
-          const tiedCopy = arch.tiedEmbeddings && info.name === 'lm_head.weight';
-          if (!tiedCopy && !NOT_WEIGHTS.some((re) => re.test(info.name))) unused.push(info.name);
+          if (arch.tiedEmbeddings && info.name === 'lm_head.weight') headInFile = { file, tensor: info.name };
+          else if (!NOT_WEIGHTS.some((re) => re.test(info.name))) unused.push(info.name);
           continue;
         }
         const shape = expected.get(name)!;
@@ -320,7 +319,26 @@ function planWeights(arch: DecoderArchitecture, dir: string, files: readonly str
     const list = missing.slice(0, 5).map((n) => `'${n}' ${formatShape(expected.get(n)!)}`).join(', ');
     throw new ArgumentError(`${dir}: the checkpoint (${files.length} file${files.length > 1 ? 's' : ''}) lacks ${missing.length} weight(s) the ${arch.family} model needs: ${list}${missing.length > 5 ? ', …' : ''}`);
   }
+  // A tied model's head in the file: the embedding's copy (PyTorch state dicts keep lm_head.weight on the
+  // embedding's storage) is the tie itself; a different one is reported unused, not dropped silently.
+  if (headInFile && !sameBytes(headInFile, { file: loadedFrom.get(arch.lmHead)!, tensor: byFile.get(loadedFrom.get(arch.lmHead)!)!.find((p) => p.weight === arch.lmHead)!.tensor })) {
+    unused.push(headInFile.tensor);
+  }
   return { byFile, unused };
+}
+
+/** Whether two checkpoint tensors hold the same bytes. */
+function sameBytes(a: { file: string; tensor: string }, b: { file: string; tensor: string }): boolean {
+  const read = ({ file, tensor }: { file: string; tensor: string }) => {
+    const reader = openWeightFile(file);
+    try {
+      return reader.read(tensor);
+    } finally {
+      reader.close();
+    }
+  };
+  const x = read(a), y = read(b);
+  return x.dtype === y.dtype && Buffer.from(x.bytes.buffer, x.bytes.byteOffset, x.bytes.byteLength).equals(Buffer.from(y.bytes.buffer, y.bytes.byteOffset, y.bytes.byteLength));
 }
 
 function loadWeights(model: DecoderModel, plan: WeightPlan): void {

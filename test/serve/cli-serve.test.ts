@@ -32,7 +32,7 @@ async function startServer(modelArgs: string[]): Promise<{ child: ReturnType<typ
 test('fuseformer serve: bad options are refused by name', () => {
   const r = spawnSync(process.execPath, [main, 'serve', '--model', join(root, 'missing'), '--backend', 'cpu'], { encoding: 'utf8' });
   assert.equal(r.status, 1);
-  assert.match(r.stderr, /--model: '.*missing' has no config.json/);
+  assert.match(r.stderr, /--model: '.*missing' does not exist/);
   const help = spawnSync(process.execPath, [main, 'serve', '--help'], { encoding: 'utf8' });
   assert.equal(help.status, 0);
   assert.match(help.stdout, /--max-batch-tokens N/);
@@ -107,7 +107,7 @@ test('fuseformer serve: draft options are checked', () => {
   writeModelFolder(other, 'gpt2', { ...TINY_GPT2, vocabSize: 300 }, 3);
   const run = (...args: string[]) => spawnSync(process.execPath, [main, 'serve', '--model', dir, '--backend', 'cpu', '--port', '0', ...args], { encoding: 'utf8' });
   assert.match(run('--draft-tokens', '3').stderr, /--draft-tokens \/ --max-draft-tokens \/ --fixed-draft-tokens need --draft DIR/);
-  assert.match(run('--draft', join(root, 'nowhere')).stderr, /--draft: '.*nowhere' has no config.json/);
+  assert.match(run('--draft', join(root, 'nowhere')).stderr, /--draft: '.*nowhere' does not exist/);
   assert.match(run('--draft', other).stderr, /the draft model's vocabulary has 300 tokens, the target's 257/);
 });
 
