@@ -11,10 +11,10 @@ import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import { BertEncoder, padSequences } from '../infer/bert.js';
 import type { BertAttentionPath, BertPooling } from '../infer/bert.js';
-import { readSentenceTransformersConfig, truncateTokens } from '../infer/sentence-transformers.js';
-import { loadTokenizer } from '../io/tokenizer.js';
+import { Embedder, EmbedInputError } from '../infer/embedder.js';
+import type { Embedded } from '../infer/embedder.js';
+import { readSentenceTransformersConfig } from '../infer/sentence-transformers.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
 
 export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
@@ -76,39 +76,30 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ArgumentError(`--batch-size must be a positive integer, got '${values['batch-size']}'`);
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
-  const tokenizer = loadTokenizer(modelDir);
   const start = performance.now();
-  const { encoder, unused } = BertEncoder.load(modelDir, backend, { attention, ...(dtype ? { dtype } : {}) });
+  const embedder = Embedder.load(dir, backend, { pooling, normalize, batchSize, attention, ...(dtype ? { dtype } : {}) });
   try {
-    const maxTokens = encoder.config.maxPositions;
-    // sentence-transformers truncates to the length the model was trained at; otherwise a long text is an error.
-    const truncateAt = sentenceTransformers?.maxSeqLength === undefined ? undefined : Math.min(sentenceTransformers.maxSeqLength, maxTokens);
-    let truncated = 0;
-    const sequences = texts.map((text, i) => {
-      const ids = tokenizer.encode(sentenceTransformers?.lowerCase ? text.toLowerCase() : text);
-      if (ids.length === 0) throw new ArgumentError(`--text ${i + 1} gives no tokens`);
-      if (truncateAt !== undefined && ids.length > truncateAt) { truncated++; return truncateTokens(ids, truncateAt); }
-      if (ids.length > maxTokens) throw new ArgumentError(`--text ${i + 1} has ${ids.length} tokens; the model takes at most ${maxTokens} (max_position_embeddings): shorten it`);
-      return ids;
-    });
-    if (truncated > 0) output.log(`note: ${truncated} text(s) truncated to ${truncateAt} tokens (sentence_bert_config.json max_seq_length, as sentence-transformers does)\n`);
-    const padId = tokenizer.padTokenId ?? encoder.config.padTokenId;
-    const vectors: Float32Array[] = [];
-    for (let first = 0; first < sequences.length; first += batchSize) {
-      const batch = padSequences(sequences.slice(first, first + batchSize), padId);
-      vectors.push(...encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling, normalize }));
+    let embedded: Embedded;
+    try {
+      embedded = embedder.embed(texts);
+    } catch (error) {
+      // Inputs are numbered from 1 on the command line.
+      if (error instanceof EmbedInputError) throw new ArgumentError(error.message.replace(/^input (\d+)/, (_, i: string) => `--text ${Number(i) + 1}`));
+      throw error;
     }
-    const tokens = sequences.reduce((n, s) => n + s.length, 0);
+    const { vectors, tokens, truncated } = embedded;
+    if (truncated > 0) output.log(`note: ${truncated} text(s) truncated to ${embedder.truncateAt} tokens (sentence_bert_config.json max_seq_length, as sentence-transformers does)\n`);
     output.out(`${JSON.stringify({
       object: 'list',
       data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: Array.from(v) })),
       model: dir,
       usage: { prompt_tokens: tokens, total_tokens: tokens },
     })}\n`);
+    const { unused, encoder } = embedder;
     if (unused.length > 0) output.log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}\n`);
     output.log(`[${texts.length} text(s), ${tokens} tokens, ${encoder.hidden} dimensions, ${pooling} pooling${normalize ? ', normalised' : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
     return 0;
   } finally {
-    encoder.free();
+    embedder.free();
   }
 }

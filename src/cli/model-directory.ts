@@ -2,7 +2,7 @@
 // command can refuse an option that does not fit the model with a clear message). A config.json that does
 // not parse reads as "no": the loaders report it with their own message.
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Backend } from '../backend/backend.js';
 import type { Communicator } from '../dist/communicator.js';
@@ -29,6 +29,17 @@ export function isEncoderDecoder(dir: string): boolean {
     return config.model_type === 'marian' || (Array.isArray(config.architectures) && config.architectures.includes('MarianMTModel'));
   } catch {
     return false; // loadDecoderModel reports a malformed config.json with its own message
+  }
+}
+
+/** A directory `fuseformer serve` runs as an embeddings server: sentence-transformers (modules.json) or a BERT config. */
+export function isEmbeddingDirectory(dir: string): boolean {
+  if (existsSync(join(dir, 'modules.json'))) return true;
+  try {
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown; architectures?: unknown };
+    return config.model_type === 'bert' || (Array.isArray(config.architectures) && config.architectures.some((a) => typeof a === 'string' && a.startsWith('Bert')));
+  } catch {
+    return false; // the loaders report a malformed config.json with their own message
   }
 }
 

@@ -21,14 +21,16 @@ import type { ServingEngineOptions } from '../serve/engine.js';
 import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
 import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
-import { loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
+import { isEmbeddingDirectory, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
+import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings } from './serve-embeddings.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
 
 export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
 
   --model DIR              a Hugging Face GPT-2 or Llama directory (config.json, safetensors or pytorch_model.bin,
-                           tokenizer.json), or a repository id (org/name[@rev]) in the local Hugging Face cache
+                           tokenizer.json), or a repository id (org/name[@rev]) in the local Hugging Face cache;
+                           a BERT or sentence-transformers directory is served as /v1/embeddings instead (below)
   --host HOST              address to listen on (default 127.0.0.1)
   --port N                 port (default 8000; 0 = any free port, printed)
   --served-name NAME       the model name clients use (default: the directory's name)
@@ -67,6 +69,15 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --quantize rtn4|rtn8     quantize a 16-bit model on loading (round-to-nearest): INT4 W4A16 in groups of 128, or
                            INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
   --quantize-lm-head       with --quantize, or on a quantized directory: the LM head too (round-to-nearest)
+
+An embedding model (BertModel / BertForMaskedLM, or a sentence-transformers directory with modules.json) serves
+POST /v1/embeddings (input: a string, strings, token ids or arrays of them; encoding_format float | base64;
+dimensions), /v1/models, /health and /metrics; concurrent requests are embedded together in length-sorted
+batches. --host, --port, --served-name, --dtype, --backend, --max-body-bytes apply, and:
+  --max-queue N            inputs waiting at most (default 16384; more get 429)
+  --batch-size N           sequences per encoder pass (default 32)
+  --pooling mean|cls       default: the sentence-transformers Pooling module's mode, else mean
+  --normalize / --no-normalize  unit-length vectors (default: whether a Normalize module follows)
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -91,11 +102,33 @@ export async function runServe(argv: string[]): Promise<number> {
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
-      'no-graphs': { type: 'boolean', default: false }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
+      'no-graphs': { type: 'boolean' }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean' }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
+      'batch-size': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
     },
   });
-  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
+  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2, Llama or BERT directory)');
   const dir = resolveModelDirectory(values.model);
+  const given = (names: readonly string[]) => names.filter((n) => values[n as keyof typeof values] !== undefined && values[n as keyof typeof values] !== false);
+  if (isEmbeddingDirectory(dir)) {
+    const misplaced = given(DECODER_ONLY_OPTIONS);
+    if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is an embedding model (BERT), served as /v1/embeddings; the option is for generative models`);
+    if (values.normalize && values['no-normalize']) throw new ArgumentError('--normalize and --no-normalize: give one');
+    const dtype = values.dtype as FloatDType | undefined;
+    if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
+    if (values.host !== undefined && values.host.trim() === '') throw new ArgumentError('--host is empty; give an address (127.0.0.1, 0.0.0.0 for every interface)');
+    const port = integer('port', values.port, 0) ?? 8000;
+    if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
+    const opt = (name: string) => integer(name, values[name as keyof typeof values] as string | undefined, 1);
+    return serveEmbeddings(dir, {
+      port, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
+      ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
+      ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
+      ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}), ...(values.pooling !== undefined ? { pooling: values.pooling } : {}),
+      ...(values.normalize ? { normalize: true } : values['no-normalize'] ? { normalize: false } : {}),
+    });
+  }
+  const embeddingOnly = given(EMBEDDING_ONLY_OPTIONS);
+  if (embeddingOnly.length > 0) throw new ArgumentError(`--${embeddingOnly[0]}: for embedding models (BERT); '${dir}' is not one`);
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
   if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode prompts and decode the output)`);
   const dtype = values.dtype as FloatDType | undefined;

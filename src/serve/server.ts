@@ -25,6 +25,8 @@ import { ChatTemplate } from './chat-template.js';
 import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
+import { checkRoute, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody } from './validation.js';
 import type { CommonParams } from './validation.js';
 
@@ -89,7 +91,7 @@ export class InferenceServer {
     this.stopTokenIds = defaultStopTokenIds(engine.model);
     this.chat = new ChatTemplate(tokenizer);
     this.encoder = new PromptEncoder(tokenizer);
-    this.http = createServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, internal(error))); });
+    this.http = createServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, toApiError(error))); });
     // Idle keep-alive sockets are closed by the client first (undici: 4 s) rather than raced by the server
     // closing one just as a client reuses it; headersTimeout must exceed keepAliveTimeout.
     this.http.keepAliveTimeout = 65_000;
@@ -172,15 +174,7 @@ export class InferenceServer {
   // --- routing --------------------------------------------------------------------------------------
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0]!;
-    const allowed = ROUTES.get(path);
-    if (allowed === undefined) throw new ApiError(404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
-    // HEAD is GET without the body (node:http leaves the body out of a HEAD response itself).
-    const method = req.method === 'HEAD' && allowed === 'GET' ? 'GET' : req.method;
-    if (method !== allowed) {
-      res.setHeader('allow', allowed === 'GET' ? 'GET, HEAD' : allowed);
-      throw new ApiError(405, `${path} takes ${allowed}, got ${req.method}`, 'invalid_request_error', null, 'method_not_allowed');
-    }
+    const path = checkRoute(req, res, ROUTES);
     if (path === '/v1/completions' || path === '/v1/chat/completions') return this.generate(path === '/v1/completions' ? 'completion' : 'chat', req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
     if (path === '/v1/models') {
@@ -196,7 +190,7 @@ export class InferenceServer {
   }
 
   private send(res: ServerResponse, req: IncomingMessage, status: number, body: unknown): void {
-    this.metrics.requests.inc({ endpoint: routeOf(req), status: String(status) });
+    this.metrics.requests.inc({ endpoint: routeLabel(req, ROUTES), status: String(status) });
     if (res.headersSent || res.destroyed) return;
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
@@ -205,36 +199,11 @@ export class InferenceServer {
   private sendError(res: ServerResponse, req: IncomingMessage, error: ApiError): void {
     if (res.headersSent) {
       // A stream already under way (its 200 sent): the error as a last event (as OpenAI does), then the end.
-      this.metrics.requests.inc({ endpoint: routeOf(req), status: String(res.statusCode) });
+      this.metrics.requests.inc({ endpoint: routeLabel(req, ROUTES), status: String(res.statusCode) });
       if (!res.destroyed) res.end(`data: ${JSON.stringify(error.body())}\n\n`);
       return;
     }
     this.send(res, req, error.status, error.body());
-  }
-
-  private readBody(req: IncomingMessage): Promise<unknown> {
-    return new Promise((resolve, reject) => {
-      const declared = Number(req.headers['content-length'] ?? 0);
-      if (declared > this.maxBodyBytes) { reject(new ApiError(413, `the request body has ${declared} bytes; the limit is ${this.maxBodyBytes}`)); req.resume(); return; }
-      const chunks: Buffer[] = [];
-      let size = 0, failed = false;
-      req.on('data', (c: Buffer) => {
-        if (failed) return;
-        size += c.length;
-        if (size > this.maxBodyBytes) { failed = true; reject(new ApiError(413, `the request body exceeds the limit of ${this.maxBodyBytes} bytes`)); return; }
-        chunks.push(c);
-      });
-      req.on('error', (e) => { if (!failed) { failed = true; reject(new ApiError(400, `reading the request body failed: ${e.message}`)); } });
-      req.on('end', () => {
-        if (failed) return;
-        const text = Buffer.concat(chunks).toString('utf8');
-        try {
-          resolve(JSON.parse(text));
-        } catch (e) {
-          reject(new ApiError(400, `the request body is not valid JSON: ${(e as Error).message}`));
-        }
-      });
-    });
   }
 
   // --- generation -----------------------------------------------------------------------------------
@@ -242,7 +211,7 @@ export class InferenceServer {
   private async generate(kind: Kind, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const arrival = performance.now();
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
-    const raw = await this.readBody(req);
+    const raw = await readJsonBody(req, this.maxBodyBytes);
     const params = kind === 'completion' ? parseCompletionBody(raw) : parseChatBody(raw);
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
@@ -404,22 +373,9 @@ export class InferenceServer {
 }
 
 /** Each route and the method it takes; metrics label requests by these paths only ('other' for the rest). */
-const ROUTES: ReadonlyMap<string, 'GET' | 'POST'> = new Map([
+const ROUTES: Routes = new Map([
   ['/v1/completions', 'POST'], ['/v1/chat/completions', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET'],
 ]);
-
-/** The request's route, or 'other': a label value must come from a fixed set, not from what clients send. */
-function routeOf(req: IncomingMessage): string {
-  const path = (req.url ?? '/').split('?')[0]!;
-  return ROUTES.has(path) ? path : 'other';
-}
-
-function internal(error: unknown): ApiError {
-  if (error instanceof ApiError) return error;
-  const name = (error as Error)?.name;
-  if (name === 'ArgumentError' || name === 'TokenizerError') return new ApiError(400, (error as Error).message);
-  return new ApiError(500, `internal error: ${(error as Error)?.message ?? String(error)}`, 'server_error');
-}
 
 function completionLogprobs(lp: readonly { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[]) {
   return {

@@ -172,3 +172,44 @@ export function parseChatBody(raw: unknown): ChatParams {
   if (top !== undefined && top > 0 && !logprobs) throw bad('top_logprobs', `'top_logprobs' needs 'logprobs': true`);
   return { ...common(o), messages: checked, logprobs, topLogprobs: top ?? 0 };
 }
+
+export interface EmbeddingParams {
+  readonly model?: string;
+  /** Texts, or token-id arrays, in the request's order. */
+  readonly inputs: (string | number[])[];
+  readonly encodingFormat: 'float' | 'base64';
+  readonly dimensions?: number;
+}
+
+/** OpenAI's limit on inputs in one embeddings request. */
+export const MAX_EMBEDDING_INPUTS = 2048;
+
+/**
+ * An embeddings request: `input` a string, an array of strings, an array of token ids, or an array of such
+ * arrays (OpenAI's four forms); `encoding_format` float or base64 (little-endian f32); `dimensions`.
+ */
+export function parseEmbeddingBody(raw: unknown): EmbeddingParams {
+  const o = body(raw);
+  const model = o['model'];
+  if (model !== undefined && typeof model !== 'string') throw bad('model', `'model' is ${describe(model)}; expected a string`);
+  const user = o['user'];
+  if (user !== undefined && user !== null && typeof user !== 'string') throw bad('user', `'user' is ${describe(user)}; expected a string`);
+  const input = o['input'];
+  const isIds = (x: unknown): x is number[] => Array.isArray(x) && x.length > 0 && x.every((t) => typeof t === 'number' && Number.isSafeInteger(t) && t >= 0);
+  let inputs: (string | number[])[];
+  if (typeof input === 'string') inputs = [input];
+  else if (isIds(input)) inputs = [input];
+  else if (Array.isArray(input) && input.length > 0) {
+    inputs = input.map((x: unknown, i) => {
+      if (typeof x === 'string' || isIds(x)) return x;
+      throw bad('input', `'input[${i}]' is ${describe(x)}; expected a string or a non-empty array of token ids (integers >= 0)`);
+    });
+  } else throw bad('input', `'input' is ${describe(input)}; expected a string, an array of strings, or token ids`);
+  if (inputs.length > MAX_EMBEDDING_INPUTS) throw bad('input', `'input' holds ${inputs.length} inputs; at most ${MAX_EMBEDDING_INPUTS} a request`);
+  const empty = inputs.findIndex((x) => x.length === 0);
+  if (empty >= 0) throw bad('input', `'input${inputs.length > 1 || Array.isArray(input) ? `[${empty}]` : ''}' is an empty string; give some text`);
+  const format = o['encoding_format'] ?? 'float';
+  if (format !== 'float' && format !== 'base64') throw bad('encoding_format', `'encoding_format' is ${describe(format)}; expected "float" or "base64"`);
+  const dimensions = number(o, 'dimensions', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
+  return { ...(model !== undefined ? { model } : {}), inputs, encodingFormat: format, ...(dimensions !== undefined ? { dimensions } : {}) };
+}

@@ -1,0 +1,62 @@
+// `fuseformer serve --model BERT_DIR`: a BERT or sentence-transformers directory served as OpenAI's
+// /v1/embeddings (serve/embedding-server.ts). runServe hands such a directory here with its options; the
+// decoder server's options (KV cache, drafts, tensor parallelism, quantization) are refused by name.
+
+import { basename, resolve } from 'node:path';
+import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import type { BertPooling } from '../infer/bert.js';
+import { Embedder } from '../infer/embedder.js';
+import { EmbeddingServer } from '../serve/embedding-server.js';
+
+export interface EmbeddingServeOptions {
+  readonly host?: string;
+  readonly port: number;
+  readonly servedName?: string;
+  readonly dtype?: FloatDType;
+  readonly backend?: string;
+  readonly maxQueue?: number;
+  readonly maxBodyBytes?: number;
+  readonly batchSize?: number;
+  readonly pooling?: string;
+  readonly normalize?: boolean;
+}
+
+/** Options of `fuseformer serve` that only a decoder model has. */
+export const DECODER_ONLY_OPTIONS = [
+  'max-len', 'max-running', 'max-batch-tokens', 'block-size', 'kv-blocks', 'kv-memory-fraction', 'no-prefix-caching', 'tp', 'draft',
+  'draft-tokens', 'max-draft-tokens', 'fixed-draft-tokens', 'no-graphs', 'decode-steps', 'pipeline', 'no-pipeline', 'quantize', 'quantize-lm-head',
+] as const;
+
+/** Options of `fuseformer serve` that only an embedding model has. */
+export const EMBEDDING_ONLY_OPTIONS = ['batch-size', 'pooling', 'normalize', 'no-normalize'] as const;
+
+export async function serveEmbeddings(dir: string, options: EmbeddingServeOptions): Promise<number> {
+  if (options.pooling !== undefined && options.pooling !== 'mean' && options.pooling !== 'cls') throw new ArgumentError(`--pooling must be mean or cls, got '${options.pooling}'`);
+  const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
+  const embedder = Embedder.load(dir, backend, {
+    ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
+    ...(options.pooling !== undefined ? { pooling: options.pooling as BertPooling } : {}), ...(options.normalize !== undefined ? { normalize: options.normalize } : {}),
+  });
+  try {
+    const server = new EmbeddingServer(embedder, {
+      modelName: options.servedName ?? basename(resolve(dir)),
+      ...(options.maxQueue !== undefined ? { maxQueuedInputs: options.maxQueue } : {}), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}),
+    });
+    const address = await server.listen(options.port, options.host ?? '127.0.0.1');
+    const e = embedder;
+    process.stderr.write(`fuseformer serve: '${server.modelName}' (embeddings: BERT, ${e.encoder.config.layers} layers, ${e.dimensions} dimensions, ${e.pooling} pooling${e.normalize ? ', normalised' : ''}`
+      + `${e.sentenceTransformers ? ', sentence-transformers modules.json' : ''}; ${e.encoder.dtype}) on ${backend.description}; inputs up to ${e.truncateAt ?? e.maxTokens} tokens`
+      + `${e.truncateAt !== undefined ? ' (longer ones truncated)' : ''}; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
+    await new Promise<void>((resolveSignal) => {
+      const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing queued requests)\n'); resolveSignal(); };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    await server.close();
+  } finally {
+    embedder.free();
+  }
+  return 0;
+}

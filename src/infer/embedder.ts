@@ -1,0 +1,145 @@
+// Sentence embeddings from a BERT directory (plain, or sentence-transformers with modules.json), as
+// `fuseformer embed` and the embeddings server use them: texts (or token ids) → tokens → padded batches →
+// pooled, optionally normalised vectors. A sentence-transformers directory sets the defaults as
+// SentenceTransformer.encode has them (pooling, Normalize, max_seq_length truncation, do_lower_case);
+// without one, a text longer than the model's positions is an error naming it.
+//
+// Batches are formed from the inputs sorted by length (longest first), so each pads only to its own
+// longest member; vectors come back in the inputs' order.
+
+import type { Backend } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import type { Tokenizer } from '../io/tokenizer.js';
+import { loadTokenizer } from '../io/tokenizer.js';
+import type { BertAttentionPath, BertPooling } from './bert.js';
+import { BertEncoder, padSequences } from './bert.js';
+import type { SentenceTransformersConfig } from './sentence-transformers.js';
+import { readSentenceTransformersConfig, truncateTokens } from './sentence-transformers.js';
+
+export interface EmbedderOptions {
+  readonly dtype?: FloatDType;
+  readonly attention?: BertAttentionPath;
+  /** Default: the sentence-transformers Pooling module's mode, else mean. */
+  readonly pooling?: BertPooling;
+  /** Default: whether a sentence-transformers Normalize module follows, else false. */
+  readonly normalize?: boolean;
+  /** Sequences per encoder pass (default 32). */
+  readonly batchSize?: number;
+}
+
+/** An input the model cannot take: `index` is its position in the call's inputs. */
+export class EmbedInputError extends ArgumentError {
+  constructor(readonly index: number, message: string) { super(message); }
+}
+
+export interface Embedded {
+  readonly vectors: Float32Array[];
+  /** Tokens encoded (after truncation), all inputs together. */
+  readonly tokens: number;
+  /** Inputs cut to max_seq_length. */
+  readonly truncated: number;
+}
+
+export class Embedder {
+  readonly pooling: BertPooling;
+  readonly normalize: boolean;
+  readonly batchSize: number;
+  /** The most tokens an input may have (after any truncation). */
+  readonly maxTokens: number;
+  /** sentence_bert_config.json's max_seq_length within the model's positions; undefined: no truncation. */
+  readonly truncateAt: number | undefined;
+
+  private constructor(
+    readonly encoder: BertEncoder, readonly tokenizer: Tokenizer, readonly sentenceTransformers: SentenceTransformersConfig | undefined,
+    readonly unused: readonly string[], options: EmbedderOptions,
+  ) {
+    this.pooling = options.pooling ?? sentenceTransformers?.pooling ?? 'mean';
+    if (this.pooling !== 'mean' && this.pooling !== 'cls') throw new ArgumentError(`pooling must be mean or cls, got '${String(this.pooling)}'`);
+    this.normalize = options.normalize ?? sentenceTransformers?.normalize ?? false;
+    this.batchSize = options.batchSize ?? 32;
+    if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new ArgumentError(`batch size must be a positive integer, got ${this.batchSize}`);
+    this.maxTokens = encoder.config.maxPositions;
+    this.truncateAt = sentenceTransformers?.maxSeqLength === undefined ? undefined : Math.min(sentenceTransformers.maxSeqLength, this.maxTokens);
+  }
+
+  /** A BERT or sentence-transformers directory onto `backend` (the encoder freed again if the rest fails). */
+  static load(dir: string, backend: Backend, options: EmbedderOptions = {}): Embedder {
+    const sentenceTransformers = readSentenceTransformersConfig(dir);
+    const modelDir = sentenceTransformers?.modelDir ?? dir;
+    const tokenizer = loadTokenizer(modelDir);
+    const { encoder, unused } = BertEncoder.load(modelDir, backend, { ...(options.attention ? { attention: options.attention } : {}), ...(options.dtype ? { dtype: options.dtype } : {}) });
+    try {
+      return new Embedder(encoder, tokenizer, sentenceTransformers, unused, options);
+    } catch (error) {
+      encoder.free();
+      throw error;
+    }
+  }
+
+  get dimensions(): number { return this.encoder.hidden; }
+
+  /** The tokens of one input: a text through the tokenizer, or ids as given (checked against the vocabulary). */
+  tokens(input: string | readonly number[], index: number): number[] {
+    let ids: number[];
+    if (typeof input === 'string') {
+      ids = this.tokenizer.encode(this.sentenceTransformers?.lowerCase ? input.toLowerCase() : input);
+    } else {
+      const V = this.encoder.config.vocabSize;
+      const bad = input.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= V);
+      if (bad !== undefined) throw new EmbedInputError(index, `input ${index} holds token id ${bad}; the vocabulary has ${V} ids`);
+      ids = [...input];
+    }
+    if (ids.length === 0) throw new EmbedInputError(index, `input ${index} gives no tokens`);
+    return ids;
+  }
+
+  /** One input's tokens as the model takes them: truncated to max_seq_length (sentence-transformers), else checked against the positions. */
+  prepare(input: string | readonly number[], index: number): { ids: number[]; truncated: boolean } {
+    const ids = this.tokens(input, index);
+    if (this.truncateAt !== undefined && ids.length > this.truncateAt) return { ids: truncateTokens(ids, this.truncateAt), truncated: true };
+    if (ids.length > this.maxTokens) throw new EmbedInputError(index, `input ${index} has ${ids.length} tokens; the model takes at most ${this.maxTokens} (max_position_embeddings)`);
+    return { ids, truncated: false };
+  }
+
+  /** Vectors of prepared token sequences, in their order (batched longest first). */
+  embedSequences(sequences: readonly (readonly number[])[]): Float32Array[] {
+    const order = sequences.map((_, i) => i).sort((a, b) => sequences[b]!.length - sequences[a]!.length);
+    const padId = this.tokenizer.padTokenId ?? this.encoder.config.padTokenId;
+    const vectors = new Array<Float32Array>(sequences.length);
+    for (let first = 0; first < order.length; first += this.batchSize) {
+      const members = order.slice(first, first + this.batchSize);
+      const batch = padSequences(members.map((i) => sequences[i]!), padId);
+      const pooled = this.encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize });
+      members.forEach((i, k) => { vectors[i] = pooled[k]!; });
+    }
+    return vectors;
+  }
+
+  /** Vectors for `inputs`, in their order; `dimensions` keeps each vector's first n values (renormalised when normalising). */
+  embed(inputs: readonly (string | readonly number[])[], options: { dimensions?: number } = {}): Embedded {
+    const dimensions = this.checkedDimensions(options.dimensions);
+    const prepared = inputs.map((input, i) => this.prepare(input, i));
+    const vectors = this.embedSequences(prepared.map((p) => p.ids)).map((v) => this.shortened(v, dimensions));
+    return { vectors, tokens: prepared.reduce((n, p) => n + p.ids.length, 0), truncated: prepared.filter((p) => p.truncated).length };
+  }
+
+  /** `dimensions` checked against the model's width (undefined: the full width). */
+  checkedDimensions(dimensions: number | undefined): number {
+    const H = this.dimensions;
+    if (dimensions === undefined) return H;
+    if (!Number.isSafeInteger(dimensions) || dimensions < 1 || dimensions > H) throw new ArgumentError(`dimensions must be an integer in [1, ${H}] (the model's embeddings have ${H}), got ${dimensions}`);
+    return dimensions;
+  }
+
+  /** A vector's first n values, scaled back to unit length if the model normalises (Matryoshka-style truncation). */
+  shortened(vector: Float32Array, n: number): Float32Array {
+    if (n === vector.length) return vector;
+    const head = vector.slice(0, n);
+    if (!this.normalize) return head;
+    const norm = Math.sqrt(head.reduce((a, x) => a + x * x, 0));
+    return head.map((x) => x / Math.max(norm, 1e-12));
+  }
+
+  free(): void { this.encoder.free(); }
+}

@@ -1,0 +1,232 @@
+// The OpenAI-compatible embeddings server (`fuseformer serve --model BERT_DIR`): sentence embeddings from a
+// BERT or sentence-transformers directory over HTTP, for the retrieval half of an application in Node.
+//   POST /v1/embeddings   {input: string | string[] | ids | ids[], model?, encoding_format?: float | base64, dimensions?}
+//   GET  /v1/models, /health, /metrics (Prometheus text)
+// Each request's inputs are tokenized (and checked: a text past the model's positions is a 400
+// context_length_exceeded, unless sentence-transformers' max_seq_length truncates it) when it arrives; one
+// loop embeds what is queued — the inputs of every waiting request in shared, length-sorted batches — so
+// concurrent requests batch together. Limits: body size (413), 2,048 inputs a request, queued inputs (429);
+// a request whose client went away is dropped before it is computed; close() finishes what is queued (up to a
+// timeout), then refuses the rest with 503.
+
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Embedder } from '../infer/embedder.js';
+import { EmbedInputError } from '../infer/embedder.js';
+import { checkRoute, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import type { Routes } from './http-json.js';
+import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
+import { ApiError, parseEmbeddingBody } from './validation.js';
+
+export interface EmbeddingServerOptions {
+  /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
+  readonly modelName?: string;
+  /** Request bodies larger than this are refused with 413 (default 8 MiB: 2,048 texts of a few KB). */
+  readonly maxBodyBytes?: number;
+  /** Inputs waiting to be embedded at most; a request that would pass it gets 429 (default 16,384). */
+  readonly maxQueuedInputs?: number;
+  /** Inputs embedded in one round of the loop at most (default 512; a larger request runs alone). */
+  readonly maxRoundInputs?: number;
+  /** How long close() lets queued requests finish before refusing them (default 30 s). */
+  readonly shutdownTimeoutMs?: number;
+}
+
+interface Pending {
+  readonly sequences: number[][];
+  readonly dimensions: number;
+  done(vectors: Float32Array[] | ApiError): void;
+  gone: boolean;
+}
+
+const ROUTES: Routes = new Map([['/v1/embeddings', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
+
+export class EmbeddingServer {
+  readonly modelName: string;
+  private readonly http: Server;
+  private readonly maxBodyBytes: number;
+  private readonly maxQueuedInputs: number;
+  private readonly maxRoundInputs: number;
+  private readonly shutdownTimeoutMs: number;
+  private readonly queue: Pending[] = [];
+  private queuedInputs = 0;
+  private draining = false;
+  private stopped = false;
+  private wake: (() => void) | null = null;
+  private loopDone: Promise<void> = Promise.resolve();
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly metrics = {
+    requests: new LabeledCounter('fuseformer_requests_total', 'HTTP requests by endpoint and status code'),
+    inputs: new LabeledCounter('fuseformer_embedding_inputs_total', 'Inputs embedded'),
+    tokens: new LabeledCounter('fuseformer_prompt_tokens_total', 'Tokens of the inputs embedded'),
+    truncated: new LabeledCounter('fuseformer_embedding_inputs_truncated_total', 'Inputs cut to the model\'s max_seq_length'),
+    rounds: new LabeledCounter('fuseformer_embedding_rounds_total', 'Rounds of the embedding loop (each embeds every queued request it takes)'),
+    latency: new Histogram('fuseformer_request_latency_seconds', 'Time from a request\'s arrival to its answer', LATENCY_BUCKETS),
+  };
+
+  constructor(readonly embedder: Embedder, options: EmbeddingServerOptions = {}) {
+    this.modelName = options.modelName ?? 'fuseformer';
+    this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
+    this.maxQueuedInputs = options.maxQueuedInputs ?? 16_384;
+    this.maxRoundInputs = options.maxRoundInputs ?? 512;
+    this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
+    this.http = createServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
+    this.http.keepAliveTimeout = 65_000;
+    this.http.headersTimeout = 66_000;
+    this.http.requestTimeout = 120_000;
+  }
+
+  async listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
+    this.loopDone = this.loop();
+    await new Promise<void>((resolve, reject) => {
+      this.http.once('error', reject);
+      this.http.listen(port, host, () => { this.http.off('error', reject); resolve(); });
+    });
+    return this.http.address() as AddressInfo;
+  }
+
+  /** Graceful shutdown: refuse new requests, embed what is queued (up to the timeout), refuse the rest, stop. */
+  async close(): Promise<void> {
+    if (this.draining) return this.loopDone;
+    this.draining = true;
+    const deadline = Date.now() + this.shutdownTimeoutMs;
+    while (this.queue.length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    this.http.closeIdleConnections();
+    for (const p of this.queue.splice(0)) p.done(new ApiError(503, 'the server is shutting down', 'server_error'));
+    this.stopped = true;
+    this.wake?.();
+    await this.loopDone;
+    this.http.closeAllConnections();
+    await closed;
+  }
+
+  metricsText(): string {
+    const m = this.metrics;
+    return [
+      m.requests.text(), m.inputs.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(),
+      gauge('fuseformer_queue_depth', 'Requests waiting to be embedded', this.queue.length),
+      gauge('fuseformer_queued_inputs', 'Inputs waiting to be embedded', this.queuedInputs),
+      m.latency.text(), '',
+    ].join('\n');
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      if (this.queue.length === 0) {
+        await new Promise<void>((resolve) => { this.wake = resolve; });
+        this.wake = null;
+        // One event-loop turn before the round: requests that arrived with the one that woke the loop join it.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        continue;
+      }
+      // Every waiting request that fits the round (at least the first), inputs of all of them in shared batches.
+      const round: Pending[] = [];
+      let inputs = 0;
+      while (this.queue.length > 0 && (round.length === 0 || inputs + this.queue[0]!.sequences.length <= this.maxRoundInputs)) {
+        const p = this.queue.shift()!;
+        this.queuedInputs -= p.sequences.length;
+        if (p.gone) continue;
+        round.push(p);
+        inputs += p.sequences.length;
+      }
+      if (round.length > 0) {
+        this.metrics.rounds.inc({});
+        try {
+          const vectors = this.embedder.embedSequences(round.flatMap((p) => p.sequences));
+          let at = 0;
+          for (const p of round) {
+            p.done(vectors.slice(at, at + p.sequences.length).map((v) => this.embedder.shortened(v, p.dimensions)));
+            at += p.sequences.length;
+          }
+        } catch (error) {
+          const failure = new ApiError(500, `embedding failed: ${(error as Error).message}`, 'server_error');
+          for (const p of round) p.done(failure);
+        }
+      }
+      // Let the event loop deliver new requests, disconnects and socket writes between rounds.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = checkRoute(req, res, ROUTES);
+    if (path === '/v1/embeddings') return this.embeddings(req, res);
+    if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
+    if (path === '/v1/models') {
+      return this.send(res, req, 200, {
+        object: 'list',
+        data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.embedder.truncateAt ?? this.embedder.maxTokens, dimensions: this.embedder.dimensions }],
+      });
+    }
+    this.metrics.requests.inc({ endpoint: path, status: '200' });
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+    res.end(this.metricsText());
+  }
+
+  private async embeddings(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const arrival = performance.now();
+    if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
+    const params = parseEmbeddingBody(await readJsonBody(req, this.maxBodyBytes));
+    if (params.model !== undefined && params.model !== this.modelName) {
+      throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
+    }
+    let dimensions: number;
+    try {
+      dimensions = this.embedder.checkedDimensions(params.dimensions);
+    } catch (error) {
+      throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'dimensions');
+    }
+    const prepared = params.inputs.map((input, i) => {
+      try {
+        return this.embedder.prepare(input, i);
+      } catch (error) {
+        if (!(error instanceof EmbedInputError)) throw error;
+        const name = params.inputs.length > 1 ? `input[${i}]` : 'input';
+        const message = error.message.replace(/^input \d+/, `'${name}'`);
+        throw new ApiError(400, message, 'invalid_request_error', 'input', /tokens; the model takes at most/.test(message) ? 'context_length_exceeded' : null);
+      }
+    });
+    if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
+    if (this.queuedInputs + prepared.length > this.maxQueuedInputs) {
+      throw new ApiError(429, `the server is busy: ${this.queuedInputs} inputs queued (limit ${this.maxQueuedInputs}); retry later`, 'rate_limit_error', null, 'queue_full');
+    }
+    const vectors = await new Promise<Float32Array[] | ApiError>((resolve) => {
+      const pending: Pending = { sequences: prepared.map((p) => p.ids), dimensions, done: resolve, gone: false };
+      // The client went away before its turn: its inputs are skipped, not computed.
+      res.on('close', () => { pending.gone = true; });
+      this.queue.push(pending);
+      this.queuedInputs += pending.sequences.length;
+      this.wake?.();
+    });
+    if (vectors instanceof ApiError) throw vectors;
+    const tokens = prepared.reduce((n, p) => n + p.ids.length, 0);
+    this.metrics.inputs.inc({}, vectors.length);
+    this.metrics.tokens.inc({}, tokens);
+    this.metrics.truncated.inc({}, prepared.filter((p) => p.truncated).length);
+    this.metrics.latency.observe((performance.now() - arrival) / 1000);
+    this.send(res, req, 200, {
+      object: 'list',
+      data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: params.encodingFormat === 'base64' ? base64(v) : Array.from(v) })),
+      model: this.modelName,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    });
+  }
+
+  private send(res: ServerResponse, req: IncomingMessage, status: number | ApiError, body?: unknown): void {
+    const error = status instanceof ApiError ? status : undefined;
+    const code = error ? error.status : status as number;
+    this.metrics.requests.inc({ endpoint: routeLabel(req, ROUTES), status: String(code) });
+    if (res.headersSent || res.destroyed) return;
+    res.writeHead(code, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(error ? error.body() : body));
+  }
+}
+
+/** A vector as OpenAI's base64 encoding: its little-endian f32 bytes. */
+function base64(vector: Float32Array): string {
+  const bytes = new Uint8Array(vector.length * 4);
+  const view = new DataView(bytes.buffer);
+  vector.forEach((x, i) => view.setFloat32(i * 4, x, true));
+  return Buffer.from(bytes).toString('base64');
+}

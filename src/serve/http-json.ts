@@ -1,0 +1,67 @@
+// The JSON-over-HTTP pieces both servers share (server.ts: completions; embedding-server.ts: embeddings):
+// a request body read within a byte limit and parsed, routing with OpenAI-shaped 404 / 405 errors, and any
+// thrown error turned into the ApiError a client gets.
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ApiError } from './validation.js';
+
+/** Each route of a server and the method it takes. */
+export type Routes = ReadonlyMap<string, 'GET' | 'POST'>;
+
+/** The request's path without its query. */
+export function pathOf(req: IncomingMessage): string {
+  return (req.url ?? '/').split('?')[0]!;
+}
+
+/** The request's route, or 'other': a metrics label must come from a fixed set, not from what clients send. */
+export function routeLabel(req: IncomingMessage, routes: Routes): string {
+  const path = pathOf(req);
+  return routes.has(path) ? path : 'other';
+}
+
+/** The route of a request, after 404 for an unknown path and 405 (with an Allow header) for a wrong method; HEAD is GET without the body. */
+export function checkRoute(req: IncomingMessage, res: ServerResponse, routes: Routes): string {
+  const path = pathOf(req);
+  const allowed = routes.get(path);
+  if (allowed === undefined) throw new ApiError(404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
+  const method = req.method === 'HEAD' && allowed === 'GET' ? 'GET' : req.method;
+  if (method !== allowed) {
+    res.setHeader('allow', allowed === 'GET' ? 'GET, HEAD' : allowed);
+    throw new ApiError(405, `${path} takes ${allowed}, got ${req.method}`, 'invalid_request_error', null, 'method_not_allowed');
+  }
+  return path;
+}
+
+/** The body parsed as JSON: 413 past `maxBytes` (declared or received), 400 when it is not JSON. */
+export function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > maxBytes) { reject(new ApiError(413, `the request body has ${declared} bytes; the limit is ${maxBytes}`)); req.resume(); return; }
+    const chunks: Buffer[] = [];
+    let size = 0, failed = false;
+    req.on('data', (c: Buffer) => {
+      if (failed) return;
+      size += c.length;
+      if (size > maxBytes) { failed = true; reject(new ApiError(413, `the request body exceeds the limit of ${maxBytes} bytes`)); return; }
+      chunks.push(c);
+    });
+    req.on('error', (e) => { if (!failed) { failed = true; reject(new ApiError(400, `reading the request body failed: ${e.message}`)); } });
+    req.on('end', () => {
+      if (failed) return;
+      const text = Buffer.concat(chunks).toString('utf8');
+      try {
+        resolve(JSON.parse(text));
+      } catch (e) {
+        reject(new ApiError(400, `the request body is not valid JSON: ${(e as Error).message}`));
+      }
+    });
+  });
+}
+
+/** What a client is told of an error: ApiErrors as they are, bad arguments as 400, anything else as 500. */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  const name = (error as Error)?.name;
+  if (name === 'ArgumentError' || name === 'TokenizerError' || name === 'EmbedInputError') return new ApiError(400, (error as Error).message);
+  return new ApiError(500, `internal error: ${(error as Error)?.message ?? String(error)}`, 'server_error');
+}
