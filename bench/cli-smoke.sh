@@ -55,16 +55,28 @@ check generate-int4 "$([ $rc -eq 0 ] && has smoke-generate-q4 "Call me" && echo 
 $cli generate --model "$work/q8" --prompt "Call me" --max-tokens 24 --temperature 0.8 --seed 7 > "$out/smoke-generate-q8.log" 2>&1; rc=$?
 check generate-int8-sampled "$([ $rc -eq 0 ] && has smoke-generate-q8 "Call me" && echo 1)"
 
+# A server in the background on a free port: sets $server and $port (empty if it never listened).
+start_server() { # log-name serve-args...
+  local log="$out/$1.log"; shift
+  $cli serve "$@" --port 0 > "$log" 2>&1 &
+  server=$!
+  port=
+  for _ in $(seq 1 240); do
+    port=$(grep -oE 'http://[^ ]+:[0-9]+' "$log" 2>/dev/null | head -1 | grep -oE '[0-9]+$')
+    [ -n "$port" ] && break
+    kill -0 $server 2>/dev/null || break
+    sleep 0.5
+  done
+}
+# SIGINT: the server drains and exits; sets rc (137 if it had to be killed).
+stop_server() {
+  kill -INT $server 2>/dev/null
+  for _ in $(seq 1 60); do kill -0 $server 2>/dev/null || break; sleep 0.5; done
+  if kill -0 $server 2>/dev/null; then kill -KILL $server; rc=137; else wait $server; rc=$?; fi
+}
+
 # 5. serve the INT4 directory on a free port; talk to it; SIGINT drains and exits 0.
-$cli serve --model "$work/q4" --port 0 > "$out/smoke-serve.log" 2>&1 &
-server=$!
-port=
-for _ in $(seq 1 240); do
-  port=$(grep -oE 'http://[^ ]+:[0-9]+' "$out/smoke-serve.log" 2>/dev/null | head -1 | grep -oE '[0-9]+$')
-  [ -n "$port" ] && break
-  kill -0 $server 2>/dev/null || break
-  sleep 0.5
-done
+start_server smoke-serve --model "$work/q4"
 check serve-listens "$([ -n "$port" ] && echo 1)"
 if [ -n "$port" ]; then
   PORT=$port node --input-type=module > "$out/smoke-http.log" 2>&1 <<'EOF'
@@ -100,9 +112,7 @@ EOF
   rc=$?
   check http-requests "$([ $rc -eq 0 ] && echo 1)"
 fi
-kill -INT $server 2>/dev/null
-for _ in $(seq 1 60); do kill -0 $server 2>/dev/null || break; sleep 0.5; done
-if kill -0 $server 2>/dev/null; then kill -KILL $server; rc=137; else wait $server; rc=$?; fi
+stop_server
 check serve-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
 
 # 6. A BERT trained here, then `embed` from its checkpoint: plainly (mean pooling, --normalize), and as a
@@ -121,6 +131,29 @@ if [ -n "$bert" ]; then
 fi
 $cli embed --model "$bert" --text "Call me Ishmael." --text "The whale." > "$out/smoke-embed-st.json" 2> "$out/smoke-embed-st.log"; rc=$?
 check embed-sentence-transformers "$([ $rc -eq 0 ] && [ "$(norms < "$out/smoke-embed-st.json")" = "1.0000 1.0000" ] && grep -q 'cls pooling, normalised (sentence-transformers' "$out/smoke-embed-st.log" && echo 1)"
+# The same directory served as /v1/embeddings: the vectors `embed` printed, over HTTP (float and base64).
+start_server smoke-serve-embed --model "$bert"
+check serve-embeddings-listens "$([ -n "$port" ] && echo 1)"
+if [ -n "$port" ]; then
+  PORT=$port EXPECTED="$out/smoke-embed-st.json" node --input-type=module > "$out/smoke-http-embed.log" 2>&1 <<'EOF'
+import { readFileSync } from 'node:fs';
+const base = `http://127.0.0.1:${process.env.PORT}/v1`;
+const expected = JSON.parse(readFileSync(process.env.EXPECTED, 'utf8')).data.map((d) => d.embedding);
+const post = (body) => fetch(base + '/embeddings', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const cosine = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0) / Math.hypot(...a) / Math.hypot(...b);
+const input = ['Call me Ishmael.', 'The whale.'];
+const floats = await (await post({ input })).json();
+const base64 = await (await post({ input, encoding_format: 'base64' })).json();
+const decoded = base64.data.map((d) => Array.from(new Float32Array(new Uint8Array(Buffer.from(d.embedding, 'base64')).buffer)));
+const worst = Math.min(...floats.data.map((d, i) => cosine(d.embedding, expected[i])), ...decoded.map((v, i) => cosine(v, expected[i])));
+console.log(`worst cosine against embed: ${worst}`);
+process.exit(worst >= 0.9999 ? 0 : 1);
+EOF
+  rc=$?
+  check http-embeddings "$([ $rc -eq 0 ] && echo 1)"
+fi
+stop_server
+check serve-embeddings-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
 
 # 7. info and a quick selftest.
 $cli info > "$out/smoke-info.log" 2>&1; rc=$?

@@ -1,0 +1,114 @@
+// `npm run bench:embed`: sentence embeddings from a BERT-base-size encoder — fuseformer's Embedder (the
+// engine behind `fuseformer embed` and the /v1/embeddings server) against Hugging Face BertModel + mean
+// pooling in PyTorch eager and torch.compile, in the same run (bench/hf_embed.py), on the same 2,048 token
+// sequences of 8–256 tokens:
+//   1. correctness: each of our vectors against HF's (fp32 math on the same weights): cosine ≥ 0.999 in bf16,
+//      ‖ours − HF‖ / ‖HF‖ ≤ 1e-4 in fp32;
+//   2. speed: all sequences embedded in batches of 32 (median wall time over --reps, CUDA-synchronised, after
+//      a warm-up pass) — ours (batches sorted by length, as the Embedder always does), HF eager in the
+//      sequences' order and sorted by length (as SentenceTransformer.encode batches), torch.compile sorted;
+//   3. the HTTP server: the same sequences sent by 64 concurrent clients from another process, 16 a request
+//      (token ids, base64 answers), through EmbeddingServer on the same Embedder: sequences/s end to end.
+// Writes --json (bench/results/embed.json) and prints a table.
+//
+// Usage: node dist/bench/embed.js [--json bench/results/embed.json] [--python python3] [--reps 5] [--keep DIR]
+
+import { execFile, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { selectBackend } from '../src/backend/index.js';
+import type { FloatDType } from '../src/dtype.js';
+import { Embedder } from '../src/infer/embedder.js';
+import { writeFileAtomically } from '../src/io/atomic-write.js';
+import { EmbeddingServer } from '../src/serve/embedding-server.js';
+import { median } from './device-timing.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    json: { type: 'string', default: 'bench/results/embed.json' }, python: { type: 'string', default: 'python3' },
+    reps: { type: 'string', default: '5' }, keep: { type: 'string' }, 'no-compile': { type: 'boolean', default: false },
+  },
+});
+const reps = Number(cli.reps);
+const BATCH = 32, CLIENTS = 64, PER_REQUEST = 16;
+const dir = cli.keep ?? mkdtempSync(join(tmpdir(), 'fuseformer-bench-embed-'));
+mkdirSync(dir, { recursive: true });
+
+function python(args: string[]): void {
+  const run = spawnSync(cli.python!, ['bench/hf_embed.py', ...args], { encoding: 'utf8', stdio: ['ignore', 'inherit', 'pipe'], timeout: 1_200_000, killSignal: 'SIGKILL' });
+  if (run.status !== 0) throw new Error(`hf_embed.py ${args[0]} failed (status ${run.status}): ${(run.stderr || String(run.error)).slice(-2000)}`);
+}
+
+if (!existsSync(join(dir, 'sequences.json'))) python(['build', dir]);
+const sequences = (JSON.parse(readFileSync(join(dir, 'sequences.json'), 'utf8')) as { sequences: number[][] }).sequences;
+const tokens = sequences.reduce((n, s) => n + s.length, 0);
+const { backend } = await selectBackend();
+if (backend.name !== 'cuda') throw new Error('bench:embed times the CUDA backend; no GPU was found');
+
+const rows: Record<string, unknown>[] = [];
+for (const dtype of ['bf16', 'f32'] as FloatDType[]) {
+  python(['run', dir, '--dtype', dtype, '--batch-size', String(BATCH), '--reps', String(reps), ...(cli['no-compile'] ? ['--no-compile'] : [])]);
+  const hf = JSON.parse(readFileSync(join(dir, `hf-${dtype}.json`), 'utf8')) as { vectors: number[][]; timings: Record<string, number>; torch: string; device: string };
+  const embedder = Embedder.load(dir, backend, { dtype, batchSize: BATCH, pooling: 'mean', normalize: true });
+  try {
+    // 1. Correctness.
+    const ours = embedder.embedSequences(sequences);
+    let worstCosine = 1, worstRel = 0;
+    ours.forEach((v, i) => {
+      const r = hf.vectors[i]!;
+      let dot = 0, nv = 0, nr = 0, diff = 0;
+      for (let h = 0; h < r.length; h++) { dot += v[h]! * r[h]!; nv += v[h]! ** 2; nr += r[h]! ** 2; diff += (v[h]! - r[h]!) ** 2; }
+      worstCosine = Math.min(worstCosine, dot / Math.sqrt(nv * nr));
+      worstRel = Math.max(worstRel, Math.sqrt(diff / nr));
+    });
+    const correct = dtype === 'bf16' ? worstCosine >= 0.999 : worstRel <= 1e-4;
+    // 2. Speed: all sequences, median of reps after a warm-up (the pass above).
+    const times: number[] = [];
+    for (let r = 0; r < reps; r++) {
+      backend.synchronize();
+      const start = performance.now();
+      embedder.embedSequences(sequences);
+      backend.synchronize();
+      times.push(performance.now() - start);
+    }
+    const ms = median(times);
+    // 3. Over HTTP: 64 clients in another process, 16 sequences a request.
+    const server = new EmbeddingServer(embedder, { modelName: 'bert', maxQueuedInputs: sequences.length });
+    const address = await server.listen(0);
+    const script = `const seqs = JSON.parse(require('fs').readFileSync(${JSON.stringify(join(dir, 'sequences.json'))}, 'utf8')).sequences;
+      const requests = []; for (let i = 0; i < seqs.length; i += ${PER_REQUEST}) requests.push(seqs.slice(i, i + ${PER_REQUEST}));
+      const run = async () => { let next = 0; const t0 = performance.now();
+        await Promise.all(Array.from({ length: ${CLIENTS} }, async () => { while (next < requests.length) { const input = requests[next++];
+          const r = await fetch('http://127.0.0.1:${address.port}/v1/embeddings', { method: 'POST', body: JSON.stringify({ input, encoding_format: 'base64' }) });
+          if (r.status !== 200) throw new Error('status ' + r.status + ': ' + await r.text()); await r.json(); } }));
+        return performance.now() - t0; };
+      (async () => { await run(); const t = []; for (let i = 0; i < ${reps}; i++) t.push(await run()); t.sort((a, b) => a - b); process.stdout.write(String(t[t.length >> 1])); })();`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { maxBuffer: 1 << 20 });
+    const httpMs = Number(stdout);
+    await server.close();
+    const rate = (t: number | undefined) => (t === undefined ? undefined : Math.round(sequences.length / (t / 1000)));
+    rows.push({
+      dtype, sequences: sequences.length, tokens, batch: BATCH, worst_cosine: worstCosine, worst_rel_err: worstRel, correct,
+      ours_ms: ms, ours_seq_per_s: rate(ms), http_ms: httpMs, http_seq_per_s: rate(httpMs),
+      hf_eager_ms: hf.timings['eager'], hf_eager_sorted_ms: hf.timings['eager_sorted'], hf_compile_sorted_ms: hf.timings['compile_sorted'],
+      speedup_vs_eager_sorted: hf.timings['eager_sorted']! / ms, ...(hf.timings['compile_sorted'] ? { speedup_vs_compile_sorted: hf.timings['compile_sorted'] / ms } : {}),
+      torch: hf.torch, device: hf.device,
+    });
+  } finally {
+    embedder.free();
+  }
+}
+
+const f = (x: unknown, d = 1) => (typeof x === 'number' ? x.toFixed(d) : '—');
+console.log(`\nbench:embed — BERT-base (random weights), ${sequences.length} sequences of 8–256 tokens (${tokens} tokens), batches of ${BATCH}, mean pooling + L2 norm; ${backend.description}`);
+console.log('| dtype | correct | worst cosine / rel err | ours ms (seq/s) | over HTTP ms (seq/s) | HF eager ms | HF eager sorted | torch.compile sorted | vs eager sorted / compile |');
+console.log('|---|---|---|---:|---:|---:|---:|---:|---|');
+for (const r of rows) {
+  console.log(`| ${r['dtype']} | ${r['correct'] ? 'yes' : 'NO'} | ${(r['worst_cosine'] as number).toFixed(6)} / ${(r['worst_rel_err'] as number).toExponential(2)} | ${f(r['ours_ms'])} (${r['ours_seq_per_s']}) | ${f(r['http_ms'])} (${r['http_seq_per_s']}) | ${f(r['hf_eager_ms'])} | ${f(r['hf_eager_sorted_ms'])} | ${f(r['hf_compile_sorted_ms'])} | ${f(r['speedup_vs_eager_sorted'], 2)}× / ${f(r['speedup_vs_compile_sorted'], 2)}× |`);
+}
+mkdirSync(dirname(cli.json!), { recursive: true });
+writeFileAtomically(cli.json!, `${JSON.stringify({ date: new Date().toISOString(), device: backend.description, rows }, null, 2)}\n`);
+if (!cli.keep) rmSync(dir, { recursive: true, force: true });
+if (rows.some((r) => !r['correct'])) process.exitCode = 1;
