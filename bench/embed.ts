@@ -12,6 +12,7 @@
 // Writes --json (bench/results/embed.json) and prints a table.
 //
 // Usage: node dist/bench/embed.js [--json bench/results/embed.json] [--python python3] [--reps 5] [--keep DIR]
+//        [--dtypes bf16,f32] [--no-hf (ours only: no baseline, no correctness check)] [--no-compile]
 
 import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -29,6 +30,7 @@ const { values: cli } = parseArgs({
   options: {
     json: { type: 'string', default: 'bench/results/embed.json' }, python: { type: 'string', default: 'python3' },
     reps: { type: 'string', default: '5' }, keep: { type: 'string' }, 'no-compile': { type: 'boolean', default: false },
+    'no-hf': { type: 'boolean', default: false }, dtypes: { type: 'string', default: 'bf16,f32' },
   },
 });
 const reps = Number(cli.reps);
@@ -48,22 +50,25 @@ const { backend } = await selectBackend();
 if (backend.name !== 'cuda') throw new Error('bench:embed times the CUDA backend; no GPU was found');
 
 const rows: Record<string, unknown>[] = [];
-for (const dtype of ['bf16', 'f32'] as FloatDType[]) {
-  python(['run', dir, '--dtype', dtype, '--batch-size', String(BATCH), '--reps', String(reps), ...(cli['no-compile'] ? ['--no-compile'] : [])]);
-  const hf = JSON.parse(readFileSync(join(dir, `hf-${dtype}.json`), 'utf8')) as { vectors: number[][]; timings: Record<string, number>; torch: string; device: string };
+for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
+  // --no-hf: our rows alone (no correctness check, no baseline; for probing the server).
+  if (!cli['no-hf']) python(['run', dir, '--dtype', dtype, '--batch-size', String(BATCH), '--reps', String(reps), ...(cli['no-compile'] || dtype === 'f32' ? ['--no-compile'] : [])]);
+  const hf = cli['no-hf'] ? { vectors: [], timings: {} as Record<string, number>, torch: '', device: '' }
+    : JSON.parse(readFileSync(join(dir, `hf-${dtype}.json`), 'utf8')) as { vectors: number[][]; timings: Record<string, number>; torch: string; device: string };
   const embedder = Embedder.load(dir, backend, { dtype, batchSize: BATCH, pooling: 'mean', normalize: true });
   try {
     // 1. Correctness.
     const ours = embedder.embedSequences(sequences);
     let worstCosine = 1, worstRel = 0;
     ours.forEach((v, i) => {
-      const r = hf.vectors[i]!;
+      const r = hf.vectors[i];
+      if (!r) return;
       let dot = 0, nv = 0, nr = 0, diff = 0;
       for (let h = 0; h < r.length; h++) { dot += v[h]! * r[h]!; nv += v[h]! ** 2; nr += r[h]! ** 2; diff += (v[h]! - r[h]!) ** 2; }
       worstCosine = Math.min(worstCosine, dot / Math.sqrt(nv * nr));
       worstRel = Math.max(worstRel, Math.sqrt(diff / nr));
     });
-    const correct = dtype === 'bf16' ? worstCosine >= 0.999 : worstRel <= 1e-4;
+    const correct = cli['no-hf'] ? undefined : dtype === 'bf16' ? worstCosine >= 0.999 : worstRel <= 1e-4;
     // 2. Speed: all sequences, median of reps after a warm-up (the pass above).
     const times: number[] = [];
     for (let r = 0; r < reps; r++) {
@@ -75,7 +80,16 @@ for (const dtype of ['bf16', 'f32'] as FloatDType[]) {
     }
     const ms = median(times);
     // 3. Over HTTP: 64 clients in another process, 16 sequences a request.
-    const server = new EmbeddingServer(embedder, { modelName: 'bert', maxQueuedInputs: sequences.length });
+    // The server's rounds: inputs and compute time each (is the loop computing or waiting for requests?).
+    const rounds: { inputs: number; ms: number }[] = [];
+    const timed = Object.create(embedder) as Embedder;
+    timed.embedSequences = (batch) => {
+      const t0 = performance.now();
+      const out = embedder.embedSequences(batch);
+      rounds.push({ inputs: batch.length, ms: performance.now() - t0 });
+      return out;
+    };
+    const server = new EmbeddingServer(timed, { modelName: 'bert', maxQueuedInputs: sequences.length });
     const address = await server.listen(0);
     const script = `const seqs = JSON.parse(require('fs').readFileSync(${JSON.stringify(join(dir, 'sequences.json'))}, 'utf8')).sequences;
       const requests = []; for (let i = 0; i < seqs.length; i += ${PER_REQUEST}) requests.push(seqs.slice(i, i + ${PER_REQUEST}));
@@ -88,12 +102,15 @@ for (const dtype of ['bf16', 'f32'] as FloatDType[]) {
     const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { maxBuffer: 1 << 20 });
     const httpMs = Number(stdout);
     await server.close();
+    const perPass = rounds.length / (reps + 1), computeMs = rounds.reduce((a, r) => a + r.ms, 0) / (reps + 1);
+    console.log(`${dtype} over HTTP: ${rounds.length} rounds in ${reps + 1} passes (${perPass.toFixed(1)} a pass, ${(sequences.length / perPass).toFixed(1)} inputs a round); compute ${computeMs.toFixed(1)} ms a pass of ${httpMs.toFixed(1)} ms; round sizes ${rounds.slice(0, 12).map((r) => `${r.inputs}:${r.ms.toFixed(1)}ms`).join(' ')} …`);
     const rate = (t: number | undefined) => (t === undefined ? undefined : Math.round(sequences.length / (t / 1000)));
     rows.push({
       dtype, sequences: sequences.length, tokens, batch: BATCH, worst_cosine: worstCosine, worst_rel_err: worstRel, correct,
       ours_ms: ms, ours_seq_per_s: rate(ms), http_ms: httpMs, http_seq_per_s: rate(httpMs),
       hf_eager_ms: hf.timings['eager'], hf_eager_sorted_ms: hf.timings['eager_sorted'], hf_compile_sorted_ms: hf.timings['compile_sorted'],
-      speedup_vs_eager_sorted: hf.timings['eager_sorted']! / ms, ...(hf.timings['compile_sorted'] ? { speedup_vs_compile_sorted: hf.timings['compile_sorted'] / ms } : {}),
+      http_rounds_per_pass: perPass, http_compute_ms_per_pass: computeMs,
+      ...(hf.timings['eager_sorted'] ? { speedup_vs_eager_sorted: hf.timings['eager_sorted'] / ms } : {}), ...(hf.timings['compile_sorted'] ? { speedup_vs_compile_sorted: hf.timings['compile_sorted'] / ms } : {}),
       torch: hf.torch, device: hf.device,
     });
   } finally {
@@ -106,9 +123,9 @@ console.log(`\nbench:embed — BERT-base (random weights), ${sequences.length} s
 console.log('| dtype | correct | worst cosine / rel err | ours ms (seq/s) | over HTTP ms (seq/s) | HF eager ms | HF eager sorted | torch.compile sorted | vs eager sorted / compile |');
 console.log('|---|---|---|---:|---:|---:|---:|---:|---|');
 for (const r of rows) {
-  console.log(`| ${r['dtype']} | ${r['correct'] ? 'yes' : 'NO'} | ${(r['worst_cosine'] as number).toFixed(6)} / ${(r['worst_rel_err'] as number).toExponential(2)} | ${f(r['ours_ms'])} (${r['ours_seq_per_s']}) | ${f(r['http_ms'])} (${r['http_seq_per_s']}) | ${f(r['hf_eager_ms'])} | ${f(r['hf_eager_sorted_ms'])} | ${f(r['hf_compile_sorted_ms'])} | ${f(r['speedup_vs_eager_sorted'], 2)}× / ${f(r['speedup_vs_compile_sorted'], 2)}× |`);
+  console.log(`| ${r['dtype']} | ${r['correct'] === undefined ? '—' : r['correct'] ? 'yes' : 'NO'} | ${(r['worst_cosine'] as number).toFixed(6)} / ${(r['worst_rel_err'] as number).toExponential(2)} | ${f(r['ours_ms'])} (${r['ours_seq_per_s']}) | ${f(r['http_ms'])} (${r['http_seq_per_s']}) | ${f(r['hf_eager_ms'])} | ${f(r['hf_eager_sorted_ms'])} | ${f(r['hf_compile_sorted_ms'])} | ${f(r['speedup_vs_eager_sorted'], 2)}× / ${f(r['speedup_vs_compile_sorted'], 2)}× |`);
 }
 mkdirSync(dirname(cli.json!), { recursive: true });
 writeFileAtomically(cli.json!, `${JSON.stringify({ date: new Date().toISOString(), device: backend.description, rows }, null, 2)}\n`);
 if (!cli.keep) rmSync(dir, { recursive: true, force: true });
-if (rows.some((r) => !r['correct'])) process.exitCode = 1;
+if (rows.some((r) => r['correct'] === false)) process.exitCode = 1;
