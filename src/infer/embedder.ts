@@ -5,7 +5,8 @@
 // without one, a text longer than the model's positions is an error naming it.
 //
 // Batches are formed from the inputs sorted by length (longest first), so each pads only to its own
-// longest member; vectors come back in the inputs' order.
+// longest member (rounded up to a few bucketed lengths, so that batches repeat shapes); vectors come back in
+// the inputs' order.
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -110,6 +111,12 @@ export class Embedder {
     for (let first = 0; first < order.length; first += this.batchSize) {
       const members = order.slice(first, first + this.batchSize);
       const batch = padSequences(members.map((i) => sequences[i]!), padId);
+      // Padded on to a bucketed length, so batches repeat a few shapes: each new shape costs the GEMMs a
+      // heuristic query (and a tuning), the allocator new size classes. The mask hides the extra columns.
+      const length = Math.min(bucketedLength(batch.inputIds[0]!.length), this.maxTokens);
+      for (let k = 0; k < members.length; k++) {
+        while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
+      }
       const pooled = this.encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize });
       members.forEach((i, k) => { vectors[i] = pooled[k]!; });
     }
@@ -142,4 +149,10 @@ export class Embedder {
   }
 
   free(): void { this.encoder.free(); }
+}
+
+/** A padded length rounded up: to a multiple of 8 up to 64 tokens, of 16 up to 256, of 32 beyond (≤ 10% more tokens past 64). */
+export function bucketedLength(length: number): number {
+  const step = length <= 64 ? 8 : length <= 256 ? 16 : 32;
+  return Math.ceil(length / step) * step;
 }
