@@ -9,12 +9,11 @@
 // a request whose client went away is dropped before it is computed; close() finishes what is queued (up to a
 // timeout), then refuses the rest with 503.
 
-import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Embedder } from '../infer/embedder.js';
 import { EmbedInputError } from '../infer/embedder.js';
-import { checkRoute, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
 import { ApiError, parseEmbeddingBody } from './validation.js';
@@ -70,19 +69,12 @@ export class EmbeddingServer {
     this.maxQueuedInputs = options.maxQueuedInputs ?? 16_384;
     this.maxRoundInputs = options.maxRoundInputs ?? 512;
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
-    this.http = createServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
-    this.http.keepAliveTimeout = 65_000;
-    this.http.headersTimeout = 66_000;
-    this.http.requestTimeout = 120_000;
+    this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
   }
 
   async listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
     this.loopDone = this.loop();
-    await new Promise<void>((resolve, reject) => {
-      this.http.once('error', reject);
-      this.http.listen(port, host, () => { this.http.off('error', reject); resolve(); });
-    });
-    return this.http.address() as AddressInfo;
+    return listenOn(this.http, port, host);
   }
 
   /** Graceful shutdown: refuse new requests, embed what is queued (up to the timeout), refuse the rest, stop. */

@@ -2,8 +2,31 @@
 // a request body read within a byte limit and parsed, routing with OpenAI-shaped 404 / 405 errors, and any
 // thrown error turned into the ApiError a client gets.
 
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { ApiError } from './validation.js';
+
+/** An HTTP server for `handle`, with the timeouts both servers use. */
+export function createApiServer(handle: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const http = createServer(handle);
+  // Idle keep-alive sockets are closed by the client first (undici: 4 s) rather than raced by the server
+  // closing one just as a client reuses it; headersTimeout must exceed keepAliveTimeout.
+  http.keepAliveTimeout = 65_000;
+  http.headersTimeout = 66_000;
+  // A body that never finishes arriving holds only its socket, for at most this long (Node's default: 5 min).
+  http.requestTimeout = 120_000;
+  return http;
+}
+
+/** Starts `http` listening; resolves with the bound address, rejects if the port cannot be had. */
+export async function listenOn(http: Server, port: number, host: string): Promise<AddressInfo> {
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(port, host, () => { http.off('error', reject); resolve(); });
+  });
+  return http.address() as AddressInfo;
+}
 
 /** Each route of a server and the method it takes. */
 export type Routes = ReadonlyMap<string, 'GET' | 'POST'>;

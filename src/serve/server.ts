@@ -11,7 +11,6 @@
 // and a StopStringMatcher (text that may start a stop string is held back; a match ends the request with
 // finish_reason "stop", the stop string not included).
 
-import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -25,7 +24,7 @@ import { ChatTemplate } from './chat-template.js';
 import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
-import { checkRoute, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody } from './validation.js';
 import type { CommonParams } from './validation.js';
@@ -91,23 +90,13 @@ export class InferenceServer {
     this.stopTokenIds = defaultStopTokenIds(engine.model);
     this.chat = new ChatTemplate(tokenizer);
     this.encoder = new PromptEncoder(tokenizer);
-    this.http = createServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, toApiError(error))); });
-    // Idle keep-alive sockets are closed by the client first (undici: 4 s) rather than raced by the server
-    // closing one just as a client reuses it; headersTimeout must exceed keepAliveTimeout.
-    this.http.keepAliveTimeout = 65_000;
-    this.http.headersTimeout = 66_000;
-    // A body that never finishes arriving holds only its socket, for at most this long (Node's default: 5 min).
-    this.http.requestTimeout = 120_000;
+    this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, toApiError(error))); });
   }
 
   /** Starts listening and the engine loop; resolves with the bound address. */
   async listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
     this.loopDone = this.loop();
-    await new Promise<void>((resolve, reject) => {
-      this.http.once('error', reject);
-      this.http.listen(port, host, () => { this.http.off('error', reject); resolve(); });
-    });
-    return this.http.address() as AddressInfo;
+    return listenOn(this.http, port, host);
   }
 
   /** Graceful shutdown: refuse new work, let running requests finish (or cancel them at the timeout), stop the loop. */
