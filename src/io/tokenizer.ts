@@ -148,9 +148,10 @@ export function createTokenizer(
     added_tokens: addedTokens,
     model: modelType === 'BPE' ? { ...model, type: modelType, merges: checkedMerges(model, source) } : { ...model, type: modelType },
   };
-  // The library reads additional_special_tokens too (decode skips them), as strings only.
+  // The library reads additional_special_tokens too (decode skips them), as strings only: the listed and the
+  // model-specific named ones (the standard ones it finds itself).
   const specialTokensMap = specialTokensMapOf(tokenizerConfig, configSource);
-  const libraryConfig = { ...tokenizerConfig, clean_up_tokenization_spaces: cleanUp, additional_special_tokens: specialTokensMap['additional_special_tokens'] ?? [] };
+  const libraryConfig = { ...tokenizerConfig, clean_up_tokenization_spaces: cleanUp, additional_special_tokens: skippedSpecialTokens(specialTokensMap) };
   let library: LibraryTokenizer;
   try {
     library = new LibraryTokenizerClass(completeJson, libraryConfig);
@@ -483,13 +484,35 @@ function specialTokensMapOf(config: Record<string, unknown>, configSource: strin
     const token = specialTokenOf(config, field, configSource);
     if (token !== undefined) tokens[field] = token;
   }
-  const additional = config['additional_special_tokens'];
-  if (additional === undefined || additional === null) return tokens;
-  if (!Array.isArray(additional)) {
-    throw new TokenizerError(`${configSource}: field "additional_special_tokens" is ${describe(additional)}; expected an array of token strings or {"content": string}`);
+  // Model-specific named tokens, as transformers 5 reads them: other "*_token" fields holding a token (image_token,
+  // boi_token, …), and extra_special_tokens given as {name: token}. They are chat-template variables too.
+  for (const [key, value] of Object.entries(config)) {
+    if (key.endsWith('_token') && !SPECIAL_TOKEN_FIELDS.includes(key) && (typeof value === 'string' || (isObject(value) && typeof value['content'] === 'string'))) {
+      tokens[key] = tokenStringOf(value, `"${key}"`, configSource);
+    }
   }
-  tokens['additional_special_tokens'] = additional.map((value: unknown, i) => tokenStringOf(value, `"additional_special_tokens"[${i}]`, configSource));
+  const extra = config['extra_special_tokens'];
+  if (isObject(extra)) {
+    for (const [name, value] of Object.entries(extra)) tokens[name] = tokenStringOf(value, `"extra_special_tokens"."${name}"`, configSource);
+  }
+  // The unnamed list: extra_special_tokens as a list (transformers 5), else the older additional_special_tokens
+  // (which transformers 5 keeps beside a {name: token} extra_special_tokens).
+  const listField = Array.isArray(extra) ? 'extra_special_tokens' : 'additional_special_tokens';
+  const list = Array.isArray(extra) ? extra : config['additional_special_tokens'];
+  if (extra !== undefined && extra !== null && !Array.isArray(extra) && !isObject(extra)) {
+    throw new TokenizerError(`${configSource}: field "extra_special_tokens" is ${describe(extra)}; expected a list of tokens or an object of named tokens`);
+  }
+  if (list === undefined || list === null) return tokens;
+  if (!Array.isArray(list)) {
+    throw new TokenizerError(`${configSource}: field "${listField}" is ${describe(list)}; expected an array of token strings or {"content": string}`);
+  }
+  tokens['additional_special_tokens'] = list.map((value: unknown, i) => tokenStringOf(value, `"${listField}"[${i}]`, configSource));
   return tokens;
+}
+
+/** The tokens of a special-tokens map that decoding skips: every named and listed one. */
+function skippedSpecialTokens(tokens: Record<string, string | string[]>): string[] {
+  return Object.entries(tokens).flatMap(([key, value]) => (SPECIAL_TOKEN_FIELDS.includes(key) ? [] : Array.isArray(value) ? value : [value]));
 }
 
 /**
@@ -502,7 +525,7 @@ function withSpecialTokensMap(config: Record<string, unknown>, mapFile: string):
   const map = readJsonObject(mapFile);
   const tokens = specialTokensMapOf(map, mapFile);
   const merged: Record<string, unknown> = { ...config };
-  for (const field of SPECIAL_TOKEN_FIELDS) if (tokens[field] !== undefined) merged[field] = map[field];
+  for (const field of Object.keys(tokens)) if (field.endsWith('_token') && map[field] !== undefined) merged[field] = map[field];
   // Its additional tokens count only where tokenizer_config.json lists none (transformers 5 keeps the config's list).
   const additional = tokens['additional_special_tokens'], ownList = config['additional_special_tokens'];
   if (additional !== undefined && (ownList === undefined || ownList === null)) merged['additional_special_tokens'] = map['additional_special_tokens'];

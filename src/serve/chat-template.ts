@@ -59,5 +59,7 @@ function specialTokenVariables(tokenizer: Tokenizer): Record<string, string | re
   const bos = name(tokenizer.bosTokenId), eos = name(tokenizer.eosTokenId);
   if (bos !== undefined) variables['bos_token'] = bos;
   if (eos !== undefined) variables['eos_token'] = eos;
-  return { ...variables, ...tokenizer.specialTokensMap };
+  // transformers 5 passes its special_tokens_map: the named tokens, not the unnamed additional list.
+  const { additional_special_tokens: _unnamed, ...named } = tokenizer.specialTokensMap ?? {};
+  return { ...variables, ...named };
 }

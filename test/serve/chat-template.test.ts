@@ -75,16 +75,24 @@ test('a list of chat templates without "default" fails only when a chat is rende
   assert.throws(() => none.render([{ role: 'user', content: 'hi' }]), apiError(400, 'this model has no chat template'));
 });
 
-test('the template sees every special token of tokenizer_config.json, strings or {content}', () => {
+test('the template sees the named special tokens of tokenizer_config.json, strings or {content}, as transformers 5 passes them', () => {
+  // transformers 5.18 renders this config's template as '<s>|</s>|…|[]|[<img>]|[<|b|>]': the named tokens — the standard
+  // seven, other "*_token" fields and extra_special_tokens' {name: token} entries — but not the unnamed list.
   const template = '{{ bos_token }}|{{ eos_token }}|{{ unk_token }}|{{ pad_token }}|{{ sep_token }}|{{ cls_token }}|{{ mask_token }}|' +
-    '{{ additional_special_tokens | join(",") }}';
+    '[{{ additional_special_tokens }}]|[{{ image_token }}]|[{{ boi_token }}]';
   const config = {
     bos_token: '<s>', eos_token: { content: '</s>' }, unk_token: { content: '<unk>', __type: 'AddedToken' }, pad_token: '</s>',
     sep_token: '[SEP]', cls_token: { content: '[CLS]' }, mask_token: '[MASK]',
-    additional_special_tokens: ['<|a|>', { content: '<|b|>' }], chat_template: template,
+    additional_special_tokens: ['<|a|>', { content: '<|b|>' }], image_token: { content: '<img>' }, extra_special_tokens: { boi_token: '<|b|>' },
+    add_bos_token: true, chat_template: template,
   };
-  const chat = new ChatTemplate(createTokenizer(tokenizerJson(), config));
-  assert.equal(chat.render([{ role: 'user', content: 'hi' }]), '<s>|</s>|<unk>|</s>|[SEP]|[CLS]|[MASK]|<|a|>,<|b|>');
+  const tokenizer = createTokenizer(tokenizerJson(), config);
+  assert.equal(new ChatTemplate(tokenizer).render([{ role: 'user', content: 'hi' }]), '<s>|</s>|<unk>|</s>|[SEP]|[CLS]|[MASK]|[]|[<img>]|[<|b|>]');
+  // The list is still the tokenizer's (decoding skips its tokens); a list-form extra_special_tokens replaces it.
+  assert.deepEqual(tokenizer.specialTokensMap?.['additional_special_tokens'], ['<|a|>', '<|b|>']);
+  const listed = createTokenizer(tokenizerJson(), { ...config, extra_special_tokens: ['<|c|>'] });
+  assert.deepEqual(listed.specialTokensMap?.['additional_special_tokens'], ['<|c|>']);
+  assert.throws(() => createTokenizer(tokenizerJson(), { ...config, extra_special_tokens: 5 }), /field "extra_special_tokens" is 5; expected a list of tokens or an object of named tokens/);
 });
 
 test('a tokenizer built in code (no special-tokens map) still gives the template its bos and eos tokens', () => {
