@@ -113,7 +113,7 @@ export class Embedder {
       const batch = padSequences(members.map((i) => sequences[i]!), padId);
       // Padded on to a bucketed length, so batches repeat a few shapes: each new shape costs the GEMMs a
       // heuristic query (and a tuning), the allocator new size classes. The mask hides the extra columns.
-      const length = Math.min(bucketedLength(batch.inputIds[0]!.length), this.maxTokens);
+      const length = Math.min(BUCKETED ? bucketedLength(batch.inputIds[0]!.length) : batch.inputIds[0]!.length, this.maxTokens);
       for (let k = 0; k < members.length; k++) {
         while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
       }
@@ -150,6 +150,9 @@ export class Embedder {
 
   free(): void { this.encoder.free(); }
 }
+
+/** Bucketed batch lengths (default on; FUSEFORMER_EMBED_BUCKETS=0 pads each batch to its longest member only, for A/B runs). */
+const BUCKETED = process.env['FUSEFORMER_EMBED_BUCKETS'] !== '0';
 
 /** A padded length rounded up: to a multiple of 8 up to 64 tokens, of 16 up to 256, of 32 beyond (≤ 10% more tokens past 64). */
 export function bucketedLength(length: number): number {
