@@ -49,14 +49,19 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
     process.stderr.write(`fuseformer serve: '${server.modelName}' (embeddings: BERT, ${e.encoder.config.layers} layers, ${e.dimensions} dimensions, ${e.pooling} pooling${e.normalize ? ', normalised' : ''}`
       + `${e.sentenceTransformers ? ', sentence-transformers modules.json' : ''}; ${e.encoder.dtype}) on ${backend.description}; inputs up to ${e.truncateAt ?? e.maxTokens} tokens`
       + `${e.truncateAt !== undefined ? ' (longer ones truncated)' : ''}; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
-    await new Promise<void>((resolveSignal) => {
-      const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing queued requests)\n'); resolveSignal(); };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-    });
+    await untilStopSignal('finishing queued requests');
     await server.close();
   } finally {
     embedder.free();
   }
   return 0;
+}
+
+/** Resolves at SIGINT or SIGTERM (Ctrl-C, a service manager's stop), saying what the server does next. */
+export function untilStopSignal(doing: string): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = () => { process.stderr.write(`fuseformer serve: shutting down (${doing})\n`); resolve(); };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
 }

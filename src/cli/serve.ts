@@ -22,7 +22,7 @@ import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '.
 import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
 import { isEmbeddingDirectory, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
-import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings } from './serve-embeddings.js';
+import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings, untilStopSignal } from './serve-embeddings.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
 
@@ -109,16 +109,17 @@ export async function runServe(argv: string[]): Promise<number> {
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2, Llama or BERT directory)');
   const dir = resolveModelDirectory(values.model);
   const given = (names: readonly string[]) => names.filter((n) => values[n as keyof typeof values] !== undefined && values[n as keyof typeof values] !== false);
+  const dtype = values.dtype as FloatDType | undefined;
+  if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
+  // An empty host would listen on every interface: an unset variable (--host "$HOST") must not expose the server.
+  if (values.host !== undefined && values.host.trim() === '') throw new ArgumentError('--host is empty; give an address (127.0.0.1, 0.0.0.0 for every interface)');
+  const port = integer('port', values.port, 0) ?? 8000;
+  if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
+  const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
   if (isEmbeddingDirectory(dir)) {
     const misplaced = given(DECODER_ONLY_OPTIONS);
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is an embedding model (BERT), served as /v1/embeddings; the option is for generative models`);
     if (values.normalize && values['no-normalize']) throw new ArgumentError('--normalize and --no-normalize: give one');
-    const dtype = values.dtype as FloatDType | undefined;
-    if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
-    if (values.host !== undefined && values.host.trim() === '') throw new ArgumentError('--host is empty; give an address (127.0.0.1, 0.0.0.0 for every interface)');
-    const port = integer('port', values.port, 0) ?? 8000;
-    if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
-    const opt = (name: string) => integer(name, values[name as keyof typeof values] as string | undefined, 1);
     return serveEmbeddings(dir, {
       port, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
@@ -131,13 +132,6 @@ export async function runServe(argv: string[]): Promise<number> {
   if (embeddingOnly.length > 0) throw new ArgumentError(`--${embeddingOnly[0]}: for embedding models (BERT); '${dir}' is not one`);
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
   if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode prompts and decode the output)`);
-  const dtype = values.dtype as FloatDType | undefined;
-  if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
-  // An empty host would listen on every interface: an unset variable (--host "$HOST") must not expose the server.
-  if (values.host !== undefined && values.host.trim() === '') throw new ArgumentError('--host is empty; give an address (127.0.0.1, 0.0.0.0 for every interface)');
-  const port = integer('port', values.port, 0) ?? 8000;
-  if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
-  const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
   const engineOptions = {
     ...(opt('max-len', 2) !== undefined ? { maxLen: opt('max-len', 2)! } : {}), ...(opt('max-running') !== undefined ? { maxRunning: opt('max-running')! } : {}),
     ...(opt('max-batch-tokens') !== undefined ? { maxBatchTokens: opt('max-batch-tokens')! } : {}), ...(opt('block-size') !== undefined ? { blockSize: opt('block-size')! } : {}),
@@ -209,11 +203,7 @@ export async function runServe(argv: string[]): Promise<number> {
     process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${where}; `
       + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}${group ? ' per GPU' : ''}`
       + `${draft ? `; speculative with draft '${basename(resolve(draftDir!))}' (${draft.arch.layers} layers, K up to ${engine.maxDraftTokens})` : ''}; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
-    await new Promise<void>((resolveSignal) => {
-      const stop = () => { process.stderr.write('fuseformer serve: shutting down (finishing running requests)\n'); resolveSignal(); };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-    });
+    await untilStopSignal('finishing running requests');
     await server.close();
   } finally {
     served.dispose(); // under --tp: the stop message that ends the followers

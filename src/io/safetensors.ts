@@ -8,8 +8,9 @@
 // exactly: no gaps, no overlaps, nothing after the last one (what the reference implementation enforces).
 // Tensors are read one at a time at their offset, so a model larger than a Node Buffer can be loaded.
 
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
 import { writeFileAtomically } from './atomic-write.js';
+import { elementRangesTotal, readFileRange } from './file-range.js';
 import type { DType } from '../dtype.js';
 import { decodeFloats } from '../dtype.js';
 import { FuseformerError } from '../errors.js';
@@ -164,22 +165,12 @@ export class SafetensorsReader {
     const t = this.info(name);
     if (this.fd === null) throw new SafetensorsError(`${this.path}: the reader is closed`);
     const size = SAFETENSORS_DTYPES[t.dtype], numel = (t.end - t.begin) / size;
-    let total = 0;
-    for (const [start, end] of ranges) {
-      if (!(Number.isInteger(start) && Number.isInteger(end) && start >= 0 && start <= end && end <= numel)) {
-        throw new SafetensorsError(`${this.path}: elements [${start}, ${end}) of tensor '${name}' are outside its ${numel} elements`);
-      }
-      total += end - start;
-    }
+    const total = elementRangesTotal(ranges, numel, this.path, name, (message) => new SafetensorsError(message));
     const out = new Uint8Array(total * size);
     let at = 0;
     for (const [start, end] of ranges) {
-      const position = t.begin + start * size, length = (end - start) * size;
-      for (let done = 0; done < length;) {
-        const n = readSync(this.fd, out, at + done, length - done, position + done);
-        if (n === 0) throw new SafetensorsError(`${this.path}: the file ended after ${position + done} bytes while reading ${length} bytes at ${position}`);
-        done += n;
-      }
+      const length = (end - start) * size;
+      out.set(readExactly(this.fd, t.begin + start * size, length, this.path), at);
       at += length;
     }
     return out;
@@ -225,14 +216,7 @@ function floatsOf(bytes: Uint8Array, dtype: 'F32' | 'F16' | 'BF16'): Float32Arra
 }
 
 function readExactly(fd: number, position: number, length: number, path: string): Uint8Array {
-  const out = new Uint8Array(length);
-  let done = 0;
-  while (done < length) {
-    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
-    if (n === 0) throw new SafetensorsError(`${path}: the file ended after ${position + done} bytes while reading ${length} bytes at ${position}`);
-    done += n;
-  }
-  return out;
+  return readFileRange(fd, position, length, path, (message) => new SafetensorsError(message));
 }
 
 export interface TensorToWrite {

@@ -19,9 +19,10 @@
 // names, one range); a strided one is gathered element by element. The reader has SafetensorsReader's
 // methods (weight-file.ts), so model loaders take either format.
 
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
 import { FuseformerError } from '../errors.js';
 import { formatShape } from '../tensor.js';
+import { elementRangesTotal, readFileRange } from './file-range.js';
 import { describe, isPickleCallable, pickleCallable, PickleTruncated, unpickle } from './pickle.js';
 import type { PickleCallable } from './pickle.js';
 import type { SafetensorsDType, TensorData } from './safetensors.js';
@@ -120,13 +121,7 @@ export class TorchCheckpointReader implements WeightFile {
   readElements(name: string, ranges: readonly (readonly [number, number])[]): Uint8Array {
     const t = this.located(name);
     const size = SAFETENSORS_DTYPES[t.dtype], numel = t.shape.reduce((a, b) => a * b, 1);
-    let total = 0;
-    for (const [start, end] of ranges) {
-      if (!(Number.isInteger(start) && Number.isInteger(end) && start >= 0 && start <= end && end <= numel)) {
-        throw new TorchCheckpointError(`${this.path}: elements [${start}, ${end}) of tensor '${name}' are outside its ${numel} elements`);
-      }
-      total += end - start;
-    }
+    const total = elementRangesTotal(ranges, numel, this.path, name, (message) => new TorchCheckpointError(message));
     const out = new Uint8Array(total * size);
     const whole = t.contiguous ? undefined : this.bytesOf(t);
     let at = 0;
@@ -356,12 +351,5 @@ function parseLegacy(fd: number, bytes: Uint8Array, fileBytes: number, path: str
 }
 
 function readAt(fd: number, position: number, length: number, limit: number, path: string): Uint8Array {
-  if (position + length > limit) throw new TorchCheckpointError(`${path}: ${length} bytes at offset ${position} run past the end of the data (${limit})`);
-  const out = new Uint8Array(length);
-  for (let done = 0; done < length;) {
-    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
-    if (n === 0) throw new TorchCheckpointError(`${path}: the file ended after ${position + done} bytes while reading ${length} bytes at ${position}`);
-    done += n;
-  }
-  return out;
+  return readFileRange(fd, position, length, path, (message) => new TorchCheckpointError(message), limit);
 }

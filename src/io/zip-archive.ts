@@ -12,9 +12,10 @@
 // Stored entries are read in place (a tensor's bytes at a file offset, however large the archive);
 // deflated ones are inflated whole by zlib on request.
 
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
 import { inflateRawSync } from 'node:zlib';
 import { FuseformerError } from '../errors.js';
+import { readFileRange } from './file-range.js';
 
 export class ZipError extends FuseformerError {}
 
@@ -172,12 +173,5 @@ function safeNumber(value: bigint, what: string, path: string): number {
 }
 
 function readExactly(fd: number, position: number, length: number, fileBytes: number, path: string): Uint8Array {
-  if (position < 0 || length < 0 || position + length > fileBytes) throw new ZipError(`${path}: ${length} bytes at offset ${position} run past the end of the ${fileBytes}-byte file`);
-  const out = new Uint8Array(length);
-  for (let done = 0; done < length;) {
-    const n = readSync(fd, out, done, Math.min(length - done, 1 << 30), position + done);
-    if (n === 0) throw new ZipError(`${path}: the file ended after ${position + done} bytes while reading ${length} bytes at ${position}`);
-    done += n;
-  }
-  return out;
+  return readFileRange(fd, position, length, path, (message) => new ZipError(message), fileBytes);
 }
