@@ -233,39 +233,31 @@ export class BertEncoder {
    * token's, optionally scaled to unit L2 norm (sentence embeddings).
    */
   embeddings(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: BertEmbeddingOptions = {}, tokenTypeIds?: readonly (readonly number[])[]): Float32Array[] {
+    return this.embeddingsLater(inputIds, attentionMask, options, tokenTypeIds).wait();
+  }
+
+  /**
+   * embeddings() without waiting for the GPU: the batch is checked and queued, and wait() reads and pools
+   * it. A caller with several batches queues the next before waiting for this one, so the host's work
+   * (checking, launching, pooling) overlaps the GPU's instead of leaving it idle between batches.
+   */
+  embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: BertEmbeddingOptions = {}, tokenTypeIds?: readonly (readonly number[])[]): PendingEmbeddings {
     const pooling = options.pooling ?? 'mean';
     if (pooling !== 'mean' && pooling !== 'cls') throw new ArgumentError(`BERT embeddings: pooling must be 'mean' or 'cls', got '${String(pooling)}'`);
     const H = this.config.hidden;
-    const sums = this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
+    const queued = this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
       const b = this.backend, { batch: B, length: L } = batch;
-      if (pooling === 'cls') return { values: b.download(this.firstRows(hidden, batch, temp)) as Float32Array, lengths: batch.lengths };
+      if (pooling === 'cls') return { values: b.downloadLater(this.firstRows(hidden, batch, temp)), lengths: batch.lengths };
       // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64.
       const weights = new Float32Array(B * L);
       for (let s = 0; s < B; s++) weights.fill(1, s * L, s * L + batch.lengths[s]!);
       const ones = temp([B, 1, L], this.dtype), sum = temp([B, 1, H], this.dtype);
       b.upload(ones, weights);
       b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: sum });
-      return { values: b.download(sum) as Float32Array, lengths: batch.lengths };
+      return { values: b.downloadLater(sum), lengths: batch.lengths };
     });
-    // Plain loops: TypedArray.from with a map function costs microseconds an element in V8, which made this
-    // host step four times the encoder's own GPU time for a batch of 32 (bench/embed-profile.ts).
-    const vectors: Float32Array[] = [];
-    const vector = new Float64Array(H);
-    for (let s = 0; s < sums.lengths.length; s++) {
-      const divisor = pooling === 'mean' ? sums.lengths[s]! : 1;
-      let squares = 0;
-      for (let h = 0; h < H; h++) {
-        const x = sums.values[s * H + h]! / divisor;
-        vector[h] = x;
-        squares += x * x;
-      }
-      // A zero vector stays zero (as torch.nn.functional.normalize, whose divisor is max(norm, 1e-12)).
-      const norm = options.normalize ? Math.max(Math.sqrt(squares), 1e-12) : 1;
-      const out = new Float32Array(H);
-      for (let h = 0; h < H; h++) out[h] = vector[h]! / norm;
-      vectors.push(out);
-    }
-    return vectors;
+    let vectors: Float32Array[] | undefined;
+    return { wait: () => (vectors ??= pooledVectors(queued.values.wait() as Float32Array, queued.lengths, H, pooling, options.normalize === true)) };
   }
 
   /** Masked-LM logits [B·L·V] (row-major over positions) from the checkpoint's cls.predictions head. */
@@ -438,4 +430,34 @@ export function padSequences(sequences: readonly (readonly number[])[], padToken
     inputIds: sequences.map((s) => [...s, ...new Array<number>(L - s.length).fill(padTokenId)]),
     attentionMask: sequences.map((s) => [...new Array<number>(s.length).fill(1), ...new Array<number>(L - s.length).fill(0)]),
   };
+}
+
+/** Embeddings queued on the device (BertEncoder.embeddingsLater): wait() gives the vectors (the same array on every call). */
+export interface PendingEmbeddings {
+  wait(): Float32Array[];
+}
+
+/**
+ * Vectors from the per-sequence sums (mean pooling: ÷ the real token count) or first rows, optionally
+ * L2-normalised, in f64. Plain loops: TypedArray.from with a map function costs microseconds an element
+ * in V8, which made this host step four times the encoder's own GPU time for a batch of 32.
+ */
+function pooledVectors(values: Float32Array, lengths: Int32Array, H: number, pooling: BertPooling, normalize: boolean): Float32Array[] {
+  const vectors: Float32Array[] = [];
+  const vector = new Float64Array(H);
+  for (let s = 0; s < lengths.length; s++) {
+    const divisor = pooling === 'mean' ? lengths[s]! : 1;
+    let squares = 0;
+    for (let h = 0; h < H; h++) {
+      const x = values[s * H + h]! / divisor;
+      vector[h] = x;
+      squares += x * x;
+    }
+    // A zero vector stays zero (as torch.nn.functional.normalize, whose divisor is max(norm, 1e-12)).
+    const norm = normalize ? Math.max(Math.sqrt(squares), 1e-12) : 1;
+    const out = new Float32Array(H);
+    for (let h = 0; h < H; h++) out[h] = vector[h]! / norm;
+    vectors.push(out);
+  }
+  return vectors;
 }

@@ -13,7 +13,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { loadTokenizer } from '../io/tokenizer.js';
-import type { BertAttentionPath, BertPooling } from './bert.js';
+import type { BertAttentionPath, BertPooling, PendingEmbeddings } from './bert.js';
 import { BertEncoder, padSequences } from './bert.js';
 import type { SentenceTransformersConfig } from './sentence-transformers.js';
 import { readSentenceTransformersConfig, truncateTokens } from './sentence-transformers.js';
@@ -103,11 +103,22 @@ export class Embedder {
     return { ids, truncated: false };
   }
 
-  /** Vectors of prepared token sequences, in their order (batched longest first). */
+  /**
+   * Vectors of prepared token sequences, in their order (batched longest first). Each batch is queued
+   * before the one ahead of it is read (BertEncoder.embeddingsLater), so the GPU runs batch i while the
+   * host pools batch i − 1 and pads batch i + 1.
+   */
   embedSequences(sequences: readonly (readonly number[])[]): Float32Array[] {
     const order = sequences.map((_, i) => i).sort((a, b) => sequences[b]!.length - sequences[a]!.length);
     const padId = this.tokenizer.padTokenId ?? this.encoder.config.padTokenId;
     const vectors = new Array<Float32Array>(sequences.length);
+    let inFlight: { members: number[]; pending: PendingEmbeddings } | undefined;
+    const collect = (): void => {
+      if (!inFlight) return;
+      const pooled = inFlight.pending.wait();
+      inFlight.members.forEach((i, k) => { vectors[i] = pooled[k]!; });
+      inFlight = undefined;
+    };
     for (let first = 0; first < order.length; first += this.batchSize) {
       const members = order.slice(first, first + this.batchSize);
       const batch = padSequences(members.map((i) => sequences[i]!), padId);
@@ -117,9 +128,12 @@ export class Embedder {
       for (let k = 0; k < members.length; k++) {
         while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
       }
-      const pooled = this.encoder.embeddings(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize });
-      members.forEach((i, k) => { vectors[i] = pooled[k]!; });
+      const pending = this.encoder.embeddingsLater(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize });
+      collect();
+      inFlight = { members, pending };
+      if (!PIPELINED) collect();
     }
+    collect();
     return vectors;
   }
 
@@ -150,6 +164,9 @@ export class Embedder {
 
   free(): void { this.encoder.free(); }
 }
+
+/** Batches queued one ahead of the read (default on; FUSEFORMER_EMBED_PIPELINE=0 reads each before queuing the next, for A/B runs). */
+const PIPELINED = process.env['FUSEFORMER_EMBED_PIPELINE'] !== '0';
 
 /** Bucketed batch lengths (default on; FUSEFORMER_EMBED_BUCKETS=0 pads each batch to its longest member only, for A/B runs). */
 const BUCKETED = process.env['FUSEFORMER_EMBED_BUCKETS'] !== '0';

@@ -1,6 +1,7 @@
 // BERT encoder inference on the GPU against the CPU encoder over the same tiny random checkpoints:
 // last_hidden_state, pooler_output, masked-LM logits and pooled embeddings, f32 and bf16, both attention
-// paths (the fused flash op and the materialised scores), ragged right-padded batches with token types.
+// paths (the fused flash op and the materialised scores), ragged right-padded batches with token types;
+// the Embedder's pipelined batches against the CPU encoder input by input.
 // Skips without a GPU.
 
 import assert from 'node:assert/strict';
@@ -13,10 +14,11 @@ import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { BertEncoder, padSequences } from '../../src/infer/bert.js';
+import { Embedder } from '../../src/infer/embedder.js';
 import type { BertAttentionPath } from '../../src/infer/bert.js';
 import type { BertConfig } from '../../src/models/bert.js';
 import { Rng } from '../../src/testing/random.js';
-import { TINY_BERT, writeBertFolder } from '../infer/bert-folder.js';
+import { TINY_BERT, writeBertFolder, writeBertTokenizer } from '../infer/bert-folder.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-bert-'));
@@ -74,3 +76,29 @@ for (const m of MODELS) {
     }
   });
 }
+
+test('the Embedder on CUDA (batches queued one ahead of the read) gives the CPU encoder\'s vectors, input by input', { skip }, async () => {
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
+  const m = MODELS[0]!, dir = join(root, 'embedder');
+  writeBertFolder(dir, m.config, 37, { maskedLm: false, matrixStd: 0.1 });
+  writeBertTokenizer(dir);
+  // 45 inputs of 1..120 tokens in a scrambled order: 6 batches of 8, padded to several bucketed lengths,
+  // each queued before the one ahead of it is read; the last batch short.
+  const rng = new Rng(11);
+  const inputs = Array.from({ length: 45 }, (_, i) => Array.from(rng.ints(1 + ((i * 53) % 120), 5, m.config.vocabSize)));
+  const reference = BertEncoder.load(dir, cpu, { dtype: 'f32' }).encoder;
+  const expected = inputs.map((ids) => reference.embeddings([ids], [ids.map(() => 1)], { normalize: true })[0]!);
+  reference.free();
+  for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+    const embedder = Embedder.load(dir, gpu as Backend, { dtype, batchSize: 8, pooling: 'mean', normalize: true });
+    try {
+      const { vectors } = embedder.embed(inputs);
+      vectors.forEach((v, i) => {
+        const error = relError(v, expected[i]!);
+        assert.ok(error <= (dtype === 'f32' ? 1e-4 : 2e-2), `${dtype} input ${i} (${inputs[i]!.length} tokens): rel err ${error}`);
+      });
+    } finally {
+      embedder.free();
+    }
+  }
+});
