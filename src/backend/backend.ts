@@ -1475,6 +1475,8 @@ export interface TimeMarker {
 export interface PendingDownload {
   /** Waits for the work queued before the download, then returns the values (the same array on every call). */
   wait(): HostArray;
+  /** Whether wait() would return without blocking (the copy has completed). */
+  ready(): boolean;
 }
 
 /** Byte offsets of arena views are multiples of this (cudaMalloc's alignment; 16-byte vectors fit). */

@@ -257,7 +257,10 @@ export class BertEncoder {
       return { values: b.downloadLater(sum), lengths: batch.lengths };
     });
     let vectors: Float32Array[] | undefined;
-    return { wait: () => (vectors ??= pooledVectors(queued.values.wait() as Float32Array, queued.lengths, H, pooling, options.normalize === true)) };
+    return {
+      wait: () => (vectors ??= pooledVectors(queued.values.wait() as Float32Array, queued.lengths, H, pooling, options.normalize === true)),
+      ready: () => queued.values.ready(),
+    };
   }
 
   /** Masked-LM logits [B·L·V] (row-major over positions) from the checkpoint's cls.predictions head. */
@@ -435,6 +438,8 @@ export function padSequences(sequences: readonly (readonly number[])[], padToken
 /** Embeddings queued on the device (BertEncoder.embeddingsLater): wait() gives the vectors (the same array on every call). */
 export interface PendingEmbeddings {
   wait(): Float32Array[];
+  /** Whether wait() would return without blocking on the device. */
+  ready(): boolean;
 }
 
 /**

@@ -109,16 +109,40 @@ export class Embedder {
    * host pools batch i − 1 and pads batch i + 1.
    */
   embedSequences(sequences: readonly (readonly number[])[]): Float32Array[] {
+    const vectors = new Array<Float32Array>(sequences.length);
+    let inFlight: QueuedBatch | undefined;
+    for (const batch of this.batches(sequences)) {
+      const queued = this.queue(batch);
+      if (inFlight) collect(inFlight, vectors);
+      inFlight = queued;
+      if (!PIPELINED) { collect(inFlight, vectors); inFlight = undefined; }
+    }
+    if (inFlight) collect(inFlight, vectors);
+    return vectors;
+  }
+
+  /**
+   * embedSequences() for a server: the same batches, but while the GPU runs them the event loop runs too
+   * (each read waits for its copy by yielding a turn at a time), so requests arrive and responses go out
+   * during the computation instead of after it.
+   */
+  async embedSequencesAsync(sequences: readonly (readonly number[])[]): Promise<Float32Array[]> {
+    const vectors = new Array<Float32Array>(sequences.length);
+    let inFlight: QueuedBatch | undefined;
+    for (const batch of this.batches(sequences)) {
+      const queued = this.queue(batch);
+      if (inFlight) await collectAsync(inFlight, vectors);
+      inFlight = queued;
+      if (!PIPELINED) { await collectAsync(inFlight, vectors); inFlight = undefined; }
+    }
+    if (inFlight) await collectAsync(inFlight, vectors);
+    return vectors;
+  }
+
+  /** The sequences as padded batches: sorted longest first, batchSize at a time, each padded to a bucketed length. */
+  private *batches(sequences: readonly (readonly number[])[]): Generator<PaddedBatch> {
     const order = sequences.map((_, i) => i).sort((a, b) => sequences[b]!.length - sequences[a]!.length);
     const padId = this.tokenizer.padTokenId ?? this.encoder.config.padTokenId;
-    const vectors = new Array<Float32Array>(sequences.length);
-    let inFlight: { members: number[]; pending: PendingEmbeddings } | undefined;
-    const collect = (): void => {
-      if (!inFlight) return;
-      const pooled = inFlight.pending.wait();
-      inFlight.members.forEach((i, k) => { vectors[i] = pooled[k]!; });
-      inFlight = undefined;
-    };
     for (let first = 0; first < order.length; first += this.batchSize) {
       const members = order.slice(first, first + this.batchSize);
       const batch = padSequences(members.map((i) => sequences[i]!), padId);
@@ -128,13 +152,12 @@ export class Embedder {
       for (let k = 0; k < members.length; k++) {
         while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
       }
-      const pending = this.encoder.embeddingsLater(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize });
-      collect();
-      inFlight = { members, pending };
-      if (!PIPELINED) collect();
+      yield { members, ...batch };
     }
-    collect();
-    return vectors;
+  }
+
+  private queue(batch: PaddedBatch): QueuedBatch {
+    return { members: batch.members, pending: this.encoder.embeddingsLater(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize }) };
   }
 
   /** Vectors for `inputs`, in their order; `dimensions` keeps each vector's first n values (renormalised when normalising). */
@@ -163,6 +186,30 @@ export class Embedder {
   }
 
   free(): void { this.encoder.free(); }
+}
+
+interface PaddedBatch {
+  /** The batch's rows: indices into the call's sequences. */
+  readonly members: readonly number[];
+  readonly inputIds: number[][];
+  readonly attentionMask: number[][];
+}
+
+interface QueuedBatch {
+  readonly members: readonly number[];
+  readonly pending: PendingEmbeddings;
+}
+
+/** A queued batch's vectors into their inputs' places. */
+function collect(batch: QueuedBatch, vectors: Float32Array[]): void {
+  const pooled = batch.pending.wait();
+  batch.members.forEach((i, k) => { vectors[i] = pooled[k]!; });
+}
+
+/** collect() once the batch's copy has landed, yielding to the event loop until then. */
+async function collectAsync(batch: QueuedBatch, vectors: Float32Array[]): Promise<void> {
+  while (!batch.pending.ready()) await new Promise<void>((resolve) => setImmediate(resolve));
+  collect(batch, vectors);
 }
 
 /** Batches queued one ahead of the read (default on; FUSEFORMER_EMBED_PIPELINE=0 reads each before queuing the next, for A/B runs). */

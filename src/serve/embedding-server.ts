@@ -125,7 +125,7 @@ export class EmbeddingServer {
       if (round.length > 0) {
         this.metrics.rounds.inc({});
         try {
-          const vectors = this.embedder.embedSequences(round.flatMap((p) => p.sequences));
+          const vectors = await this.embedder.embedSequencesAsync(round.flatMap((p) => p.sequences));
           let at = 0;
           for (const p of round) {
             p.done(vectors.slice(at, at + p.sequences.length).map((v) => this.embedder.shortened(v, p.dimensions)));

@@ -77,7 +77,7 @@ for (const m of MODELS) {
   });
 }
 
-test('the Embedder on CUDA (batches queued one ahead of the read) gives the CPU encoder\'s vectors, input by input', { skip }, async () => {
+test('the Embedder on CUDA (batches queued one ahead of the read, sync and async) gives the CPU encoder\'s vectors, input by input', { skip }, async () => {
   const gpu = await createGpuBackend(), cpu = new CpuBackend();
   const m = MODELS[0]!, dir = join(root, 'embedder');
   writeBertFolder(dir, m.config, 37, { maskedLm: false, matrixStd: 0.1 });
@@ -97,6 +97,9 @@ test('the Embedder on CUDA (batches queued one ahead of the read) gives the CPU 
         const error = relError(v, expected[i]!);
         assert.ok(error <= (dtype === 'f32' ? 1e-4 : 2e-2), `${dtype} input ${i} (${inputs[i]!.length} tokens): rel err ${error}`);
       });
+      // The server's form: each read waits for its copy's event while the event loop turns; same vectors.
+      const served = await embedder.embedSequencesAsync(inputs);
+      served.forEach((v, i) => assert.ok(relError(v, vectors[i]!) <= 1e-6, `${dtype} input ${i}: embedSequencesAsync differs from embed`));
     } finally {
       embedder.free();
     }

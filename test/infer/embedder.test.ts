@@ -22,7 +22,7 @@ test('bucketed lengths: multiples of 8 to 64, of 16 to 256, of 32 beyond', () =>
   assert.deepEqual([1, 8, 9, 64, 65, 80, 81, 256, 257, 300].map(bucketedLength), [8, 8, 16, 64, 80, 80, 96, 256, 288, 320]);
 });
 
-test('each input gets the vector it gets alone, whatever its batch, order and padding', () => {
+test('each input gets the vector it gets alone, whatever its batch, order and padding', async () => {
   const embedder = Embedder.load(dir, new CpuBackend(), { batchSize: 3, pooling: 'mean', normalize: true });
   const { encoder } = BertEncoder.load(dir, new CpuBackend());
   try {
@@ -32,6 +32,9 @@ test('each input gets the vector it gets alone, whatever its batch, order and pa
       return [2, ...Array.from({ length: n - 2 }, (_, j) => 5 + ((i + j) % 11)), 3];
     });
     const { vectors, tokens, truncated } = embedder.embed(inputs);
+    // The server's form (yielding to the event loop while batches run) gives the same vectors in the same order.
+    const served = await embedder.embedSequencesAsync(inputs);
+    served.forEach((v, i) => assert.deepEqual(v, vectors[i], `input ${i}: embedSequencesAsync`));
     assert.equal(tokens, inputs.reduce((a, s) => a + s.length, 0));
     assert.equal(truncated, 0);
     inputs.forEach((ids, i) => {

@@ -334,12 +334,12 @@ export class EmulatedRuntime extends EmulatorHost {
     if (this.recording) this.recording.push(run); else run();
   }
   downloadInto(ptr: bigint, into: Uint8Array): void { this.memory.read(ptr, into); }
-  downloadLater<T>(ptr: bigint, bytes: number, finish: (memory: Uint8Array) => T): { wait: () => T } {
+  downloadLater<T>(ptr: bigint, bytes: number, finish: (memory: Uint8Array) => T): { wait: () => T; ready: () => boolean } {
     if (this.recording) throw new Error('emulator: downloadLater while a graph is being captured');
     const memory = new Uint8Array(bytes);
     if (bytes > 0) this.memory.read(ptr, memory);
     const value = finish(memory);
-    return { wait: () => value };
+    return { wait: () => value, ready: () => true };
   }
   copyDeviceToDevice(dst: bigint, src: bigint, bytes: number): void {
     const run = () => this.memory.move(dst, src, bytes);

@@ -17,6 +17,8 @@ import { FuseformerError } from '../../../errors.js';
 /** A download in flight: wait() blocks until the stream has reached it and returns what was read of its bytes (the same on every call). */
 export interface PendingBytes<T = Uint8Array> {
   wait(): T;
+  /** Whether wait() would return without blocking. */
+  ready(): boolean;
 }
 
 /** An event on the stream (runtime/device.ts Event). */
@@ -94,6 +96,7 @@ export class PinnedStaging<S> {
         }
         return result;
       },
+      ready: () => done || taken.done.query(),
     };
   }
 

@@ -277,7 +277,7 @@ export class CudaRuntime implements KernelHost {
     const take: (memory: Uint8Array) => T | Uint8Array = read ?? ((memory) => memory.slice());
     if (bytes === 0) {
       const empty = take(new Uint8Array(0));
-      return { wait: () => empty };
+      return { wait: () => empty, ready: () => true };
     }
     return this.staging().download(ptr, bytes, this.currentStream, take);
   }
