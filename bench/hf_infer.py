@@ -9,7 +9,7 @@ not needed) and a generation_config.json, and for each model and dtype (fp32, bf
   - greedy generation of 128 new tokens per prompt (EOS disabled), with the top-1 − top-2 logit gap of
     every step (so the checker can tell a near tie from a real disagreement);
   - logits of prompt + generated tokens at the generated positions (KV-cache parity under teacher forcing).
-And BERT encoders (BertModel with its pooler; BertForMaskedLM with its tied MLM head), each run on one
+And BERT-family encoders (BertModel and XLMRobertaModel with their poolers; BertForMaskedLM and RobertaForMaskedLM with their tied MLM heads), each run on one
 right-padded batch of several lengths with token types, in fp32 and bf16: last_hidden_state,
 pooler_output (BertModel), MLM logits (BertForMaskedLM) and L2-normalised mean-pooled embeddings.
 And an "exact" reference for the bf16 runs: the bf16-rounded weights computed in fp32
@@ -25,7 +25,7 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import (BertConfig, BertForMaskedLM, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+from transformers import (BertConfig, BertForMaskedLM, BertModel, RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig, XLMRobertaModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 # The GPU machine has one; elsewhere the references run on the CPU (slower, the same numbers to rounding).
@@ -127,6 +127,14 @@ def bert_cases():
         "bert-mlm": (BertForMaskedLM, BertConfig(vocab_size=vocab, hidden_size=160, num_hidden_layers=3, num_attention_heads=2,
                                                  intermediate_size=640, max_position_embeddings=256, type_vocab_size=3,
                                                  hidden_act="gelu_new")),
+        # XLMRobertaModel (unprefixed, with its pooler) and RobertaForMaskedLM ("roberta." prefix, lm_head.*):
+        # positions from pad_token_id + 1; random ids include the padding id, which HF gives pad_token_id's position.
+        "xlm-roberta": (XLMRobertaModel, XLMRobertaConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=3, num_attention_heads=4,
+                                                          intermediate_size=1024, max_position_embeddings=130, type_vocab_size=1,
+                                                          pad_token_id=1, hidden_act="gelu")),
+        "roberta-mlm": (RobertaForMaskedLM, RobertaConfig(vocab_size=vocab, hidden_size=192, num_hidden_layers=2, num_attention_heads=3,
+                                                          intermediate_size=768, max_position_embeddings=102, type_vocab_size=1,
+                                                          pad_token_id=1, hidden_act="gelu")),
     }
 
 
@@ -164,7 +172,7 @@ def run_bert_cases(workdir, first_index):
                 out = m(input_ids=ids.to(DEVICE), attention_mask=mask.to(DEVICE), token_type_ids=types.to(DEVICE), output_hidden_states=True)
                 hidden = out.hidden_states[-1]
                 tensors = {"hidden": hidden.float().contiguous().cpu()}
-                if cls is BertModel:
+                if cls in (BertModel, XLMRobertaModel):
                     tensors["pooler"] = out.pooler_output.float().contiguous().cpu()
                 else:
                     tensors["logits"] = out.logits.float().contiguous().cpu()
@@ -174,7 +182,7 @@ def run_bert_cases(workdir, first_index):
             save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
             with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
                 json.dump(meta, f)
-        listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls is BertModel else "masked-lm"})
+        listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls in (BertModel, XLMRobertaModel) else "masked-lm"})
         del model
         if DEVICE == "cuda":
             torch.cuda.empty_cache()

@@ -10,6 +10,8 @@
 //
 // Names in files, normalised before matching:
 //   - BertModel files lack the "bert." prefix (embeddings.*, encoder.*, pooler.*); BertForMaskedLM has it;
+//     RoBERTa / XLM-RoBERTa files say "roberta." where BERT's say "bert.", and name the MLM head lm_head.*
+//     (dense, layer_norm, decoder, bias) where BERT's is cls.predictions.*;
 //   - TensorFlow-converted files name LayerNorm parameters gamma/beta;
 //   - the MLM decoder is tied to the word embeddings unless config.json says tie_word_embeddings: false:
 //     a tied cls.predictions.decoder.weight is HF's alias and is skipped; cls.predictions.decoder.bias is
@@ -111,9 +113,24 @@ export function bertWeightSpecs(config: BertConfig, heads: BertHeads): WeightSpe
 /** Checkpoint tensors that are buffers, not weights. */
 const NOT_WEIGHTS = [/(^|\.)position_ids$/, /(^|\.)token_type_ids$/];
 
-/** The canonical name a checkpoint tensor name stands for: "bert." prefixed, LayerNorm gamma/beta as weight/bias. */
+/** RobertaForMaskedLM's head (lm_head.*) under the names of BertForMaskedLM's (cls.predictions.*). */
+const ROBERTA_HEAD_NAMES: Readonly<Record<string, string>> = {
+  'lm_head.dense.weight': 'cls.predictions.transform.dense.weight',
+  'lm_head.dense.bias': 'cls.predictions.transform.dense.bias',
+  'lm_head.layer_norm.weight': 'cls.predictions.transform.LayerNorm.weight',
+  'lm_head.layer_norm.bias': 'cls.predictions.transform.LayerNorm.bias',
+  'lm_head.decoder.weight': 'cls.predictions.decoder.weight',
+  'lm_head.decoder.bias': 'cls.predictions.decoder.bias',
+  'lm_head.bias': 'cls.predictions.bias',
+};
+
+/**
+ * The canonical name a checkpoint tensor name stands for: "bert." prefixed (a RoBERTa / XLM-RoBERTa file's
+ * "roberta." too), LayerNorm gamma/beta as weight/bias, RoBERTa's lm_head.* as cls.predictions.*.
+ */
 export function canonicalBertName(name: string): string {
-  let canonical = /^(embeddings|encoder|pooler)\./.test(name) ? `bert.${name}` : name;
+  if (Object.hasOwn(ROBERTA_HEAD_NAMES, name)) return ROBERTA_HEAD_NAMES[name]!;
+  let canonical = /^(embeddings|encoder|pooler)\./.test(name) ? `bert.${name}` : name.replace(/^roberta\./, 'bert.');
   canonical = canonical.replace(/LayerNorm\.gamma$/, 'LayerNorm.weight').replace(/LayerNorm\.beta$/, 'LayerNorm.bias');
   return canonical;
 }

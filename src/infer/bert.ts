@@ -1,9 +1,11 @@
-// BERT encoder inference (HF BertModel / BertForMaskedLM checkpoints): last_hidden_state, pooler_output,
-// sentence embeddings (mean or [CLS] pooling, optionally L2-normalised) and masked-LM logits, on any Backend.
+// BERT encoder inference (HF BertModel / BertForMaskedLM checkpoints, and the RoBERTa / XLM-RoBERTa ones,
+// the same encoder with other position ids): last_hidden_state, pooler_output, sentence embeddings (mean or
+// [CLS] pooling, optionally L2-normalised) and masked-LM logits, on any Backend.
 //
 // A batch is B sequences of L tokens (rectangular; the attention mask marks each row's real tokens, which
 // must come first: right padding, as BERT tokenizers pad). Rows are R = B·L, row r = b·L + l.
-//   x   = wte[ids] + wpe[l]                              embedTokens                          [R, H]
+//   x   = wte[ids] + wpe[p]                              embedTokens                          [R, H]
+//         p = l (BERT); RoBERTa: pad_token_id for a padding token, else pad_token_id + its count in the row
 //   y   = tte[token types]                               embedTokens (a row gather)           [R, H]
 //   h   = LN_emb(x + y)                                  residualNorm
 //   per layer (post-LN):
@@ -34,6 +36,7 @@ import type { FloatDType } from '../dtype.js';
 import { byteSize } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { BertConfig } from '../models/bert.js';
+import { maxSequenceTokens, positionOffset } from '../models/bert.js';
 import { ConfigFields, readConfigFile } from '../models/config-fields.js';
 import { shardFiles } from '../models/hf-weights.js';
 import { loadModelConfig } from '../models/registry.js';
@@ -176,7 +179,7 @@ export class BertEncoder {
   static load(dir: string, backend: Backend, options: BertLoadOptions = {}): LoadedBert {
     const model = loadModelConfig(dir);
     if (model.family !== 'bert') {
-      throw new ArgumentError(`${dir}: a ${model.family} model; BERT encoding reads BertModel / BertForMaskedLM directories (model_type "bert")`);
+      throw new ArgumentError(`${dir}: a ${model.family} model; BERT encoding reads BertModel / BertForMaskedLM directories (model_type "bert", "roberta" or "xlm-roberta")`);
     }
     const configPath = existsSync(join(dir, 'config.json')) ? join(dir, 'config.json') : dir;
     const fields = new ConfigFields(readConfigFile(configPath), configPath);
@@ -263,6 +266,9 @@ export class BertEncoder {
     };
   }
 
+  /** The most tokens a sequence may have (the position table past the RoBERTa family's offset). */
+  get maxTokens(): number { return maxSequenceTokens(this.config); }
+
   /** Masked-LM logits [B·L·V] (row-major over positions) from the checkpoint's cls.predictions head. */
   maskedLmLogits(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], tokenTypeIds?: readonly (readonly number[])[]): Float32Array {
     const head = this.maskedLm;
@@ -271,7 +277,9 @@ export class BertEncoder {
     return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
       const b = this.backend, R = batch.batch * batch.length;
       const transformed = temp([R, H], this.dtype), normed = temp([R, H], this.dtype), logits = temp([R, Vp], this.dtype);
-      this.denseActivation(hidden, head.transform, head.transformBias, temp([R, H], this.dtype), transformed, this.activationMask([R, H], temp));
+      // RobertaLMHead applies the erf GELU whatever hidden_act says; BERT's transform applies hidden_act.
+      const activation = (this.config.modelType ?? 'bert') === 'bert' ? this.config.activation : 'gelu';
+      this.denseActivation(hidden, head.transform, head.transformBias, temp([R, H], this.dtype), transformed, this.activationMask([R, H], temp, activation), activation);
       b.residualNorm({ x: transformed, norm: 'layer', gamma: head.norm.gamma, beta: head.norm.beta, out: normed, eps: this.config.layerNormEps });
       b.gemm({ a: normed, b: head.decoder, out: logits, transB: true, epilogue: 'bias', bias: head.decoderBias });
       const all = b.download(logits) as Float32Array;
@@ -304,7 +312,8 @@ export class BertEncoder {
     if (!Array.isArray(inputIds) || inputIds.length === 0) throw new ArgumentError('BERT: input_ids must be a non-empty list of token sequences');
     const B = inputIds.length, L = inputIds[0]?.length ?? 0;
     if (L < 1) throw new ArgumentError('BERT: input_ids[0] is empty; a sequence needs at least one token');
-    if (L > c.maxPositions) throw new ArgumentError(`BERT: sequences of ${L} tokens; the model has ${c.maxPositions} positions (max_position_embeddings)`);
+    const most = maxSequenceTokens(c);
+    if (L > most) throw new ArgumentError(`BERT: sequences of ${L} tokens; the model takes at most ${most} (max_position_embeddings ${c.maxPositions}${most < c.maxPositions ? `, positions counted from ${c.maxPositions - most}` : ''})`);
     const grid = (name: string, rows: readonly (readonly number[])[] | undefined, valid: (x: number) => boolean, expected: string, fallback: number): Int32Array => {
       const out = new Int32Array(B * L).fill(fallback);
       if (rows === undefined) return out;
@@ -354,9 +363,7 @@ export class BertEncoder {
     try {
       const ids = temp([R], 'i32'), positions = temp([R], 'i32'), types = temp([R], 'i32'), lengths = temp([B], 'i32');
       b.upload(ids, batch.ids);
-      const positionIds = new Int32Array(R);
-      for (let r = 0; r < R; r++) positionIds[r] = r % L;
-      b.upload(positions, positionIds);
+      b.upload(positions, positionIds(batch, c));
       b.upload(types, batch.types);
       b.upload(lengths, batch.lengths);
       let h = temp([R, H], dtype), spare = temp([R, H], dtype);
@@ -401,8 +408,8 @@ export class BertEncoder {
    * out = act(x·Wᵀ + bias) with the config's activation: GELU(tanh) and ReLU in the GEMM's epilogue, the erf
    * GELU (BERT's "gelu") and SiLU by biasActivationDropout (p = 0) over the GEMM's output `pre`.
    */
-  private denseActivation(x: Tensor, weight: Tensor, bias: Tensor, pre: Tensor, out: Tensor, mask: Tensor | undefined): void {
-    const b = this.backend, activation = this.config.activation;
+  private denseActivation(x: Tensor, weight: Tensor, bias: Tensor, pre: Tensor, out: Tensor, mask: Tensor | undefined, activation = this.config.activation): void {
+    const b = this.backend;
     if (!mask) {
       b.gemm({ a: x, b: weight, out, transB: true, epilogue: activation === 'relu' ? 'relu_bias' : 'gelu_bias', bias });
       return;
@@ -412,8 +419,7 @@ export class BertEncoder {
   }
 
   /** The u8 keep mask biasActivationDropout writes (all ones at p = 0), or undefined where a GEMM epilogue applies the activation. */
-  private activationMask(shape: readonly number[], temp: EncoderPass['temp']): Tensor | undefined {
-    const activation = this.config.activation;
+  private activationMask(shape: readonly number[], temp: EncoderPass['temp'], activation = this.config.activation): Tensor | undefined {
     return activation === 'gelu_tanh' || activation === 'relu' ? undefined : temp(shape, 'u8');
   }
 
@@ -424,6 +430,23 @@ export class BertEncoder {
     b.embedTokens({ tokens: rows, tokenTable: hidden, out });
     return out;
   }
+}
+
+/**
+ * Position ids [B·L]: l for BERT; for the RoBERTa family HF's create_position_ids_from_input_ids — a padding
+ * token at pad_token_id, the i-th other token of its row (from 1) at pad_token_id + i.
+ */
+export function positionIds(batch: { batch: number; length: number; ids: Int32Array }, config: BertConfig): Int32Array {
+  const { batch: B, length: L, ids } = batch, out = new Int32Array(B * L);
+  const offset = positionOffset(config), pad = config.padTokenId;
+  for (let s = 0; s < B; s++) {
+    let count = 0;
+    for (let l = 0; l < L; l++) {
+      const r = s * L + l;
+      out[r] = offset === 0 ? l : ids[r] === pad ? pad : pad + ++count;
+    }
+  }
+  return out;
 }
 
 /** Ragged token sequences as a rectangular batch: each padded with padTokenId to the longest, mask 1 then 0. */

@@ -60,7 +60,7 @@ export class Embedder {
     this.normalize = options.normalize ?? sentenceTransformers?.normalize ?? false;
     this.batchSize = options.batchSize ?? 32;
     if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new ArgumentError(`batch size must be a positive integer, got ${this.batchSize}`);
-    this.maxTokens = encoder.config.maxPositions;
+    this.maxTokens = encoder.maxTokens;
     this.truncateAt = sentenceTransformers?.maxSeqLength === undefined ? undefined : Math.min(sentenceTransformers.maxSeqLength, this.maxTokens);
   }
 

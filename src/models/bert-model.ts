@@ -101,6 +101,9 @@ export class BertModel implements LanguageModel {
    * options.sparseLoss (default true): the MLM head on the target rows only.
    */
   constructor(readonly backend: Backend, readonly config: BertConfig, readonly dtype: FloatDType, options: { fusedAttention?: FusedAttentionChoice; sparseLoss?: boolean } = {}) {
+    if ((config.modelType ?? 'bert') !== 'bert') {
+      throw new ArgumentError(`BERT training builds model_type "bert" only; this config is "${config.modelType}" (its positions start past the padding id): RoBERTa-family directories are read for encoding and embeddings`);
+    }
     this.sparseLoss = options.sparseLoss ?? true;
     this.params = new ParameterStore(backend, bertParameterSpecs(config), dtype);
     const p = (name: string) => this.params.param(name);

@@ -3,6 +3,11 @@
 // (erf) MLP; on top either the pooler (BertModel) or the masked-LM head (BertForMaskedLM).
 //
 // The shape fields are required (HF always writes them); the rest fall back to BertConfig's defaults.
+//
+// RoBERTa and XLM-RoBERTa (model_type "roberta" / "xlm-roberta", as multilingual-e5 and bge-m3 are) are the
+// same encoder with positions counted from pad_token_id + 1 (HF's create_position_ids_from_input_ids: a
+// padding token sits at position pad_token_id, the i-th other token at pad_token_id + i), so their
+// max_position_embeddings holds pad_token_id + 1 positions no token reaches, and one token type.
 
 import { ConfigFields, hfActivationName, type JsonObject, type ModelActivation } from './config-fields.js';
 
@@ -23,18 +28,35 @@ export interface BertConfig {
   /** attention_probs_dropout_prob: on the attention probabilities. */
   readonly attentionDropout: number;
   readonly padTokenId: number;
+  /** The HF config class: BERT (default) or the RoBERTa family, whose positions start past the padding id. */
+  readonly modelType?: BertModelType;
+}
+
+export const BERT_MODEL_TYPES = ['bert', 'roberta', 'xlm-roberta'] as const;
+export type BertModelType = (typeof BERT_MODEL_TYPES)[number];
+
+/** The position a sequence's first token takes: 0 for BERT, pad_token_id + 1 for the RoBERTa family. */
+export function positionOffset(config: BertConfig): number {
+  return (config.modelType ?? 'bert') === 'bert' ? 0 : config.padTokenId + 1;
+}
+
+/** The most tokens a sequence may have: the position table's rows past the offset. */
+export function maxSequenceTokens(config: BertConfig): number {
+  return config.maxPositions - positionOffset(config);
 }
 
 export function bertConfigFromJson(json: JsonObject, source: string): BertConfig {
   const fields = new ConfigFields(json, source);
-  fields.modelType('bert');
+  const modelType = fields.has('model_type') ? fields.oneOf('model_type', BERT_MODEL_TYPES) : modelTypeOfArchitectures(fields.value('architectures'));
   fields.oneOf('position_embedding_type', ['absolute'], 'absolute');
   const vocabSize = fields.positiveInteger('vocab_size');
   const hidden = fields.positiveInteger('hidden_size');
   const heads = fields.positiveInteger('num_attention_heads');
   if (hidden % heads !== 0) fields.fail('num_attention_heads', `a divisor of hidden_size (${hidden})`);
-  const padTokenId = fields.tokenId('pad_token_id', 0);
+  const padTokenId = fields.tokenId('pad_token_id', modelType === 'bert' ? 0 : 1);
   if (padTokenId >= vocabSize) fields.fail('pad_token_id', `a token id below vocab_size (${vocabSize})`);
+  const maxPositions = fields.positiveInteger('max_position_embeddings');
+  if (modelType !== 'bert' && maxPositions <= padTokenId + 1) fields.fail('max_position_embeddings', `more than pad_token_id + 1 (${padTokenId + 1}): a ${modelType} model's positions start there`);
   return {
     vocabSize,
     hidden,
@@ -42,20 +64,30 @@ export function bertConfigFromJson(json: JsonObject, source: string): BertConfig
     heads,
     ffn: fields.positiveInteger('intermediate_size'),
     activation: fields.activation('hidden_act', 'gelu'),
-    maxPositions: fields.positiveInteger('max_position_embeddings'),
+    maxPositions,
     typeVocabSize: fields.positiveInteger('type_vocab_size', 2),
     layerNormEps: fields.number('layer_norm_eps', 'positive', 1e-12),
     hiddenDropout: fields.number('hidden_dropout_prob', 'probability', 0.1),
     attentionDropout: fields.number('attention_probs_dropout_prob', 'probability', 0.1),
     padTokenId,
+    ...(modelType === 'bert' ? {} : { modelType }),
   };
+}
+
+/** A config without model_type: the family its architectures name (RobertaModel, XLMRobertaForMaskedLM, ...), else BERT. */
+function modelTypeOfArchitectures(architectures: unknown): BertModelType {
+  const names = Array.isArray(architectures) ? architectures.filter((a): a is string => typeof a === 'string') : [];
+  if (names.some((a) => a.startsWith('XLMRoberta'))) return 'xlm-roberta';
+  if (names.some((a) => a.startsWith('Roberta'))) return 'roberta';
+  return 'bert';
 }
 
 /** The config.json fields for `config`, as BertConfig reads them. */
 export function bertConfigToJson(config: BertConfig): JsonObject {
+  const modelType = config.modelType ?? 'bert';
   return {
-    architectures: ['BertForMaskedLM'],
-    model_type: 'bert',
+    architectures: [{ bert: 'BertForMaskedLM', roberta: 'RobertaForMaskedLM', 'xlm-roberta': 'XLMRobertaForMaskedLM' }[modelType]],
+    model_type: modelType,
     vocab_size: config.vocabSize,
     hidden_size: config.hidden,
     num_hidden_layers: config.layers,

@@ -125,7 +125,8 @@ export class EmbeddingServer {
       if (round.length > 0) {
         this.metrics.rounds.inc({});
         try {
-          const vectors = await this.embedder.embedSequencesAsync(round.flatMap((p) => p.sequences));
+          const sequences = round.flatMap((p) => p.sequences);
+          const vectors = ASYNC_ROUNDS ? await this.embedder.embedSequencesAsync(sequences) : this.embedder.embedSequences(sequences);
           let at = 0;
           for (const p of round) {
             p.done(vectors.slice(at, at + p.sequences.length).map((v) => this.embedder.shortened(v, p.dimensions)));
@@ -222,3 +223,6 @@ function base64(vector: Float32Array): string {
   vector.forEach((x, i) => view.setFloat32(i * 4, x, true));
   return Buffer.from(bytes).toString('base64');
 }
+
+/** Rounds that yield to the event loop while the GPU computes (default; FUSEFORMER_EMBED_ASYNC=0 blocks the loop for a round, for A/B runs). */
+const ASYNC_ROUNDS = process.env['FUSEFORMER_EMBED_ASYNC'] !== '0';

@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -121,4 +121,16 @@ test('fuseformer embed --help lists the options', () => {
   assert.match(help, /^usage: fuseformer embed --model DIR --text TEXT/);
   assert.match(help, /--pooling mean\|cls/);
   assert.match(execFileSync(process.execPath, [main, '--help'], { encoding: 'utf8' }), /embed --model DIR --text TEXT +sentence embeddings/);
+});
+
+test('embed reads a RoBERTa directory (test/fixtures/roberta): transformers\' mean-pooled vectors; too long a text names the 64-token limit', async () => {
+  const fixtures = 'test/fixtures/roberta';
+  const expected = JSON.parse(readFileSync(join(fixtures, 'outputs.json'), 'utf8')) as { roberta: { texts: string[]; text_ids: number[][]; embeddings: number[][] } };
+  const { texts, text_ids: ids, embeddings } = expected.roberta;
+  const { code, out } = await captured(['--model', join(fixtures, 'roberta'), ...texts.flatMap((t) => ['--text', t]), '--normalize', '--backend', 'cpu', '--dtype', 'f32']);
+  assert.equal(code, 0);
+  const response = JSON.parse(out) as Response;
+  assert.equal(response.usage.prompt_tokens, ids.reduce((n, s) => n + s.length, 0));
+  response.data.forEach((d, i) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - embeddings[i]![h]!) < 1e-5, `text ${i} element ${h}: ${x} vs ${embeddings[i]![h]}`)));
+  await assert.rejects(captured(['--model', join(fixtures, 'roberta'), '--text', 'whale '.repeat(70), '--backend', 'cpu']), /--text 1 has \d+ tokens; the model takes at most 64/);
 });

@@ -235,7 +235,7 @@ test('bad batches are errors naming the row, the position and the rule', () => {
   rejects(() => encoder.encode([[2, 3]], [[1, 2]]), /attention_mask\[0\]\[1\] is 2; expected 0 or 1/);
   rejects(() => encoder.encode([[2, 3]], undefined, [[0, 2]]), /token_type_ids\[0\]\[1\] is 2; expected a token type in \[0, 2\)/);
   rejects(() => encoder.encode([[2, 3]], [[1, 1], [1, 1]]), /attention_mask has 2 rows; input_ids has 1/);
-  rejects(() => encoder.encode([Array.from({ length: 41 }, () => 5)]), /sequences of 41 tokens; the model has 40 positions/);
+  rejects(() => encoder.encode([Array.from({ length: 41 }, () => 5)]), /sequences of 41 tokens; the model takes at most 40 \(max_position_embeddings 40\)/);
   encoder.free();
   rejects(() => encoder.encode([[2]]), /used after free/);
 });
