@@ -10,6 +10,12 @@ fuseformer's models use on a corpus, and encodes and decodes the check's texts w
                                                        writes an opus-mt style DIR/marian, prints MarianTokenizer's
                                                        ids and decodings of the texts ({"skipped": why} without
                                                        sentencepiece)
+  python3 bench/hf_tokenizers.py llama-spm DIR TEXTS   trains a Llama-style SentencePiece BPE model (byte fallback,
+                                                       digits split) on DIR/corpus.txt and writes directories that
+                                                       hold tokenizer.model and tokenizer_config.json but no
+                                                       tokenizer.json (the defaults; legacy; bos + eos; a <pad>
+                                                       added past the vocabulary), prints what transformers'
+                                                       AutoTokenizer makes of the texts in each
 
 Families (vocabulary 2000 each, trained on CORPUS):
   byte-level-bpe   GPT-2's: byte-level pre-tokenizer and decoder, <|endoftext|>
@@ -213,6 +219,53 @@ def marian(out_dir, texts_file):
     print(json.dumps({"transformers": transformers.__version__, "sentencepiece": spm.__version__, "rows": rows}))
 
 
+LLAMA_SPM_CONFIGS = {
+    "llama-spm": {"tokenizer_class": "LlamaTokenizer"},
+    "llama-spm-legacy": {"tokenizer_class": "LlamaTokenizer", "legacy": True},
+    "llama-spm-eos": {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": True, "add_eos_token": True, "legacy": False},
+    "llama-spm-pad": {"tokenizer_class": "LlamaTokenizer", "legacy": False, "pad_token": "<pad>",
+                      "added_tokens_decoder": {"1000": {"content": "<pad>", "lstrip": False, "normalized": False, "rstrip": False,
+                                                        "single_word": False, "special": True}}},
+}
+
+
+def llama_spm(out_dir, texts_file):
+    """Llama-family directories with tokenizer.model only, and AutoTokenizer's ids and decodings of the texts."""
+    try:
+        import sentencepiece as spm
+        from transformers import AutoTokenizer
+    except ImportError as e:
+        print(json.dumps({"skipped": f"{type(e).__name__}: {e}"}))
+        return
+    model_dir = os.path.join(out_dir, "llama-spm-model")
+    os.makedirs(model_dir, exist_ok=True)
+    # Llama 2's trainer settings where they matter to encoding: BPE, byte fallback, digits split, whitespace
+    # kept as it is (no normalization rule, no removal of extra spaces), a dummy prefix.
+    spm.SentencePieceTrainer.train(input=os.path.join(out_dir, "corpus.txt"), model_prefix=os.path.join(model_dir, "tokenizer"),
+                                   vocab_size=1000, model_type="bpe", byte_fallback=True, split_digits=True,
+                                   allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
+                                   normalization_rule_name="identity", character_coverage=0.9995, minloglevel=2)
+    with open(texts_file, encoding="utf-8") as f:
+        texts = json.load(f)
+    out = {}
+    for name, config in LLAMA_SPM_CONFIGS.items():
+        d = os.path.join(out_dir, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(model_dir, "tokenizer.model"), "rb") as src, open(os.path.join(d, "tokenizer.model"), "wb") as dst:
+            dst.write(src.read())
+        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        tok = AutoTokenizer.from_pretrained(d)
+        rows = []
+        for text in texts:
+            ids = tok(text)["input_ids"]
+            rows.append({"ids": ids, "plain": tok(text, add_special_tokens=False)["input_ids"],
+                         "bare": tok.decode(ids, skip_special_tokens=True), "text": tok.decode(ids, skip_special_tokens=False)})
+        out[name] = {"class": type(tok).__name__, "rows": rows}
+    import transformers
+    print(json.dumps({"transformers": transformers.__version__, "sentencepiece": spm.__version__, "directories": out}))
+
+
 if __name__ == "__main__":
     command, out_dir, path = sys.argv[1], sys.argv[2], sys.argv[3]
     if command == "build":
@@ -223,5 +276,7 @@ if __name__ == "__main__":
         files(out_dir, path)
     elif command == "marian":
         marian(out_dir, path)
+    elif command == "llama-spm":
+        llama_spm(out_dir, path)
     else:
-        sys.exit(f"unknown command {command!r} (build, encode, files, marian)")
+        sys.exit(f"unknown command {command!r} (build, encode, files, marian, llama-spm)")

@@ -106,6 +106,7 @@ try {
   console.log(`tokenizers ${version}, ${texts.length} texts\n${table.join('\n')}`);
   failures += checkModelDirectories();
   failures += checkMarian();
+  failures += checkLlamaSentencePiece();
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
@@ -227,6 +228,53 @@ function checkMarian(): number {
   return n * 3 - counts.ids - counts.bare - counts.text;
 }
 
+/**
+ * Llama-family directories with tokenizer.model and tokenizer_config.json but no tokenizer.json (a SentencePiece
+ * BPE model with byte fallback trained on the corpus; the defaults, legacy, bos + eos, a <pad> past the
+ * vocabulary) through loadTokenizer against transformers' AutoTokenizer on every text: ids with and without
+ * special tokens, decodings keeping and skipping them.
+ */
+function checkLlamaSentencePiece(): number {
+  const spmTexts = [...texts, '<s>inline special</s> text <unk> <pad>', '  leading and trailing  '];
+  writeFileSync(join(dir, 'llama-spm-texts.json'), JSON.stringify(spmTexts));
+  const reference = JSON.parse(python(['llama-spm', dir, join(dir, 'llama-spm-texts.json')])) as {
+    skipped?: string; transformers?: string; sentencepiece?: string; directories?: Record<string, { class: string; rows: { ids: number[]; plain: number[]; bare: string; text: string }[] }>;
+  };
+  if (reference.skipped !== undefined) {
+    console.log(`
+Llama tokenizer.model without tokenizer.json: skipped — ${reference.skipped}`);
+    report.llamaSpm = { skipped: reference.skipped };
+    return 0;
+  }
+  const table = ['| directory | transformers class | texts | ids | ids (no specials) | decode (skip specials) | decode |', '|---|---|---:|---:|---:|---:|---:|'];
+  const results: Record<string, unknown> = {};
+  let bad = 0;
+  for (const [name, want] of Object.entries(reference.directories!)) {
+    const ours = loadTokenizer(join(dir, name));
+    const counts = { ids: 0, plain: 0, bare: 0, text: 0 };
+    const mismatches: unknown[] = [];
+    spmTexts.forEach((text, i) => {
+      const w = want.rows[i]!;
+      const got = { ids: ours.encode(text), plain: ours.encode(text, { addSpecialTokens: false }), bare: ours.decode(w.ids, { skipSpecialTokens: true }), text: ours.decode(w.ids) };
+      const same = { ids: JSON.stringify(got.ids) === JSON.stringify(w.ids), plain: JSON.stringify(got.plain) === JSON.stringify(w.plain), bare: got.bare === w.bare, text: got.text === w.text };
+      for (const k of ['ids', 'plain', 'bare', 'text'] as const) if (same[k]) counts[k]++;
+      if (!Object.values(same).every(Boolean) && mismatches.length < 5) {
+        mismatches.push({ text, ...Object.fromEntries((['ids', 'plain', 'bare', 'text'] as const).filter((k) => !same[k]).map((k) => [k, { ours: got[k], hf: w[k] }])) });
+      }
+    });
+    for (const m of mismatches) console.log(`${name} MISMATCH ${JSON.stringify(m).slice(0, 600)}`);
+    const n = spmTexts.length;
+    bad += n * 4 - counts.ids - counts.plain - counts.bare - counts.text;
+    table.push(`| ${name} | ${want.class} | ${n} | ${counts.ids} | ${counts.plain} | ${counts.bare} | ${counts.text} |`);
+    results[name] = { class: want.class, texts: n, ...counts, mismatches };
+  }
+  console.log(`
+Llama tokenizer.model without tokenizer.json, against transformers ${reference.transformers}'s AutoTokenizer (sentencepiece ${reference.sentencepiece})
+${table.join('\n')}`);
+  report.llamaSpm = { transformers: reference.transformers, sentencepiece: reference.sentencepiece, directories: results };
+  return bad;
+}
+
 interface DirectoryRow { specials: Record<string, string>; additional: string[]; bos_token_id: number | null; eos_token_id: number | null; ids: number[]; chat?: string }
 
 function sortedKeys(value: unknown): unknown {
@@ -237,5 +285,5 @@ function sortedKeys(value: unknown): unknown {
 report.failures = failures;
 mkdirSync(dirname(cli.json!), { recursive: true });
 writeFileSync(cli.json!, `${JSON.stringify(report, null, 1)}\n`);
-console.log(failures === 0 ? 'check:tokenizer: every encoding and decoding equals Hugging Face\'s (the Rust tokenizers library; transformers\' AutoTokenizer and MarianTokenizer)' : `check:tokenizer: ${failures} differences`);
+console.log(failures === 0 ? 'check:tokenizer: every encoding and decoding equals Hugging Face\'s (the Rust tokenizers library; transformers\' AutoTokenizer and MarianTokenizer; Llama tokenizer.model directories)' : `check:tokenizer: ${failures} differences`);
 process.exitCode = failures === 0 ? 0 : 1;

@@ -22,7 +22,7 @@ export class SentencePieceError extends FuseformerError {}
 /** ModelProto.SentencePiece.Type. */
 export const enum PieceType { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 }
 
-interface Piece { readonly piece: string; readonly score: number; readonly type: PieceType }
+export interface Piece { readonly piece: string; readonly score: number; readonly type: PieceType }
 
 interface NormalizerSpec {
   readonly name: string;
@@ -102,6 +102,12 @@ export class SentencePieceModel {
   }
 
   get size(): number { return this.pieces.length; }
+
+  /** Every piece with its score and type, by id (what converters to tokenizer.json read). */
+  get entries(): readonly Readonly<Piece>[] { return this.pieces; }
+
+  /** Whether the trainer spec asks for <0xXX> byte pieces where no piece covers a character. */
+  get usesByteFallback(): boolean { return this.byteFallback; }
 
   pieceToId(piece: string): number { return this.pieceIds.get(piece) ?? this.unkId; }
 

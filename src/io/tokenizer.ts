@@ -16,6 +16,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Tokenizer as HuggingFaceTokenizer } from '@huggingface/tokenizers';
 import { ArgumentError, FuseformerError } from '../errors.js';
+import { LLAMA_TOKENIZER_CLASSES, llamaTokenizerJson } from './llama-sentencepiece.js';
+import { SentencePieceModel } from './sentencepiece.js';
 
 export class TokenizerError extends FuseformerError {}
 
@@ -98,17 +100,31 @@ const LibraryTokenizerClass: new (tokenizerJson: object, tokenizerConfig: object
 /**
  * Loads `path` — a tokenizer.json, or a directory holding one — with tokenizer_config.json and
  * chat_template.jinja from the same directory where they exist. As in transformers, chat_template.jinja
- * takes the place of any chat_template in tokenizer_config.json.
+ * takes the place of any chat_template in tokenizer_config.json. A directory with tokenizer.model but no
+ * tokenizer.json is read as transformers 5's LlamaTokenizer reads it (llama-sentencepiece.ts).
  */
 export function loadTokenizer(path: string): Tokenizer {
   const file = isDirectory(path) ? join(path, 'tokenizer.json') : path;
-  const tokenizerJson = readJsonObject(file);
   const configFile = join(dirname(file), 'tokenizer_config.json');
-  const config = withSpecialTokensMap(existsSync(configFile) ? readJsonObject(configFile) : {}, join(dirname(file), 'special_tokens_map.json'));
+  let config = withSpecialTokensMap(existsSync(configFile) ? readJsonObject(configFile) : {}, join(dirname(file), 'special_tokens_map.json'));
+  const spmFile = join(dirname(file), 'tokenizer.model');
+  let tokenizerJson: Record<string, unknown>, source = file;
+  if (!existsSync(file) && isDirectory(path) && existsSync(spmFile)) {
+    // No tokenizer.json: a Llama-family tokenizer.model, converted as transformers 5 converts it.
+    const tokenizerClass = config['tokenizer_class'];
+    if (tokenizerClass !== undefined && !LLAMA_TOKENIZER_CLASSES.includes(String(tokenizerClass))) {
+      throw new TokenizerError(`${path}: has no tokenizer.json, and its tokenizer.model is read for ${LLAMA_TOKENIZER_CLASSES.join(' / ')} only (${configFile} says tokenizer_class ${JSON.stringify(tokenizerClass)})`);
+    }
+    tokenizerJson = llamaTokenizerJson(SentencePieceModel.fromFile(spmFile), config, spmFile, configFile);
+    config = { bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', ...config };
+    source = spmFile;
+  } else {
+    tokenizerJson = readJsonObject(file);
+  }
   const templateFile = join(dirname(file), 'chat_template.jinja');
-  if (!existsSync(templateFile)) return createTokenizer(tokenizerJson, config, file, configFile);
+  if (!existsSync(templateFile)) return createTokenizer(tokenizerJson, config, source, configFile);
   config['chat_template'] = readTextFile(templateFile);
-  return createTokenizer(tokenizerJson, config, file, configFile, templateFile);
+  return createTokenizer(tokenizerJson, config, source, configFile, templateFile);
 }
 
 /**
