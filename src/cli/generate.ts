@@ -12,7 +12,7 @@ import type { TranslateOptions, Translator } from '../infer/seq2seq.js';
 import { loadSeq2Seq, sourceIds, translate, translateText, translationText } from '../infer/seq2seq.js';
 import { hasMarianTokenizerFiles } from '../io/marian-tokenizer.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
-import { loadTokenizer } from '../io/tokenizer.js';
+import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
@@ -127,8 +127,8 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (values.prompt !== undefined && values.input !== undefined) throw new ArgumentError('--prompt and --input: give one (--input translates a file line by line)');
   if (values['batch-size'] !== undefined && values.input === undefined) throw new ArgumentError('--batch-size goes with --input FILE');
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
-  if (!existsSync(join(dir, 'tokenizer.json')) && !(isEncoderDecoder(dir) && hasMarianTokenizerFiles(dir))) {
-    throw new ArgumentError(`--model: '${dir}' has no tokenizer.json${isEncoderDecoder(dir) ? " (nor Marian's source.spm, target.spm and vocab.json)" : ''} (needed to encode the prompt and decode the output)`);
+  if (!hasTokenizer(dir) && !(isEncoderDecoder(dir) && hasMarianTokenizerFiles(dir))) {
+    throw new ArgumentError(`--model: '${dir}' has no tokenizer.json${isEncoderDecoder(dir) ? " (nor Marian's source.spm, target.spm and vocab.json)" : ' (nor a Llama tokenizer.model)'} (needed to encode the prompt and decode the output)`);
   }
   const dtype = values.dtype as FloatDType | undefined;
   if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);

@@ -15,7 +15,7 @@ import type { FloatDType } from '../dtype.js';
 import type { Communicator } from '../dist/communicator.js';
 import { ArgumentError, OutOfMemoryError } from '../errors.js';
 import type { DecoderModel } from '../infer/model.js';
-import { loadTokenizer } from '../io/tokenizer.js';
+import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { ServingEngine } from '../serve/engine.js';
 import type { ServingEngineOptions } from '../serve/engine.js';
 import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
@@ -131,7 +131,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const embeddingOnly = given(EMBEDDING_ONLY_OPTIONS);
   if (embeddingOnly.length > 0) throw new ArgumentError(`--${embeddingOnly[0]}: for embedding models (BERT); '${dir}' is not one`);
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
-  if (!existsSync(join(dir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (needed to encode prompts and decode the output)`);
+  if (!hasTokenizer(dir)) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (nor a Llama tokenizer.model) (needed to encode prompts and decode the output)`);
   const engineOptions = {
     ...(opt('max-len', 2) !== undefined ? { maxLen: opt('max-len', 2)! } : {}), ...(opt('max-running') !== undefined ? { maxRunning: opt('max-running')! } : {}),
     ...(opt('max-batch-tokens') !== undefined ? { maxBatchTokens: opt('max-batch-tokens')! } : {}), ...(opt('block-size') !== undefined ? { blockSize: opt('block-size')! } : {}),

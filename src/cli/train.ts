@@ -17,7 +17,7 @@ import type { ByteTokenizer } from '../io/byte-tokenizer.js';
 import { gpt2TokenizerConfig, gpt2TokenizerJson } from '../io/gpt2-tokenizer-json.js';
 import { readTokenFile } from '../io/token-file.js';
 import type { Tokenizer } from '../io/tokenizer.js';
-import { createTokenizer, loadTokenizer } from '../io/tokenizer.js';
+import { createTokenizer, hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { mobyDickDocuments } from '../train/corpus.js';
 import { checkTokenRange, tokenizeDocuments } from '../train/data.js';
 import type { LrScheduleKind } from '../train/schedule.js';
@@ -161,10 +161,12 @@ function tokenizerFiles(choice: string, tokenizer: Tokenizer): Record<string, st
     return { 'tokenizer.json': JSON.stringify(bytes.tokenizerJson()), 'tokenizer_config.json': JSON.stringify(bytes.tokenizerConfig(), null, 2) };
   }
   if (choice === 'gpt2') return { 'tokenizer.json': JSON.stringify(gpt2TokenizerJson()), 'tokenizer_config.json': JSON.stringify(gpt2TokenizerConfig(), null, 2) };
-  // Beside tokenizer.json, the files loadTokenizer reads from its directory.
-  const files: Record<string, string> = { 'tokenizer.json': readFileSync(choice, 'utf8') };
+  // Beside tokenizer.json, the files loadTokenizer reads from its directory. A directory holding a Llama
+  // tokenizer.model gets the tokenizer.json it converts to (which the checkpoints' readers take as it is).
+  const fromDirectory = statSync(choice).isDirectory();
+  const files: Record<string, string> = { 'tokenizer.json': fromDirectory ? JSON.stringify(tokenizer.definition!.tokenizerJson) : readFileSync(choice, 'utf8') };
   for (const name of ['tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja']) {
-    const companion = join(dirname(choice), name);
+    const companion = join(fromDirectory ? choice : dirname(choice), name);
     if (existsSync(companion)) files[name] = readFileSync(companion, 'utf8');
   }
   return files;
@@ -202,7 +204,8 @@ export async function runTrain(argv: string[]): Promise<TrainCliResult> {
   if (!TRAINABLE.includes(config.family)) throw new ArgumentError(`--model ${values.model}: fuseformer train trains ${TRAINABLE.join(' and ')} models; this one is ${config.family}`);
   let model = config as TrainModel;
   const initFrom = modelDir !== undefined && hasWeights(modelDir) ? modelDir : undefined;
-  const directoryTokenizer = modelDir !== undefined && existsSync(join(modelDir, 'tokenizer.json')) ? join(modelDir, 'tokenizer.json') : undefined;
+  // The directory's own tokenizer: tokenizer.json, or a Llama tokenizer.model (loadTokenizer reads the directory).
+  const directoryTokenizer = modelDir === undefined ? undefined : existsSync(join(modelDir, 'tokenizer.json')) ? join(modelDir, 'tokenizer.json') : hasTokenizer(modelDir) ? modelDir : undefined;
   const defaultTokenizer = directoryTokenizer ?? (model.family === 'bert' || model.config.vocabSize === 257 ? 'byte' : 'gpt2');
   const tokenizerChoice = values.tokenizer ?? defaultTokenizer;
   const tokenizer = tokenizerFor(tokenizerChoice, model.family);

@@ -127,6 +127,11 @@ export function loadTokenizer(path: string): Tokenizer {
   return createTokenizer(tokenizerJson, config, source, configFile, templateFile);
 }
 
+/** Whether loadTokenizer reads a tokenizer from directory `dir`: its tokenizer.json, or a Llama tokenizer.model. */
+export function hasTokenizer(dir: string): boolean {
+  return existsSync(join(dir, 'tokenizer.json')) || existsSync(join(dir, 'tokenizer.model'));
+}
+
 /**
  * Builds a tokenizer from the parsed contents of tokenizer.json and tokenizer_config.json.
  * `source` and `configSource` name them in error messages; `chatTemplateFile`, where given, is the

@@ -53,7 +53,7 @@ export class QuantCheckpointError extends FuseformerError {}
 
 export const QUANT_FORMAT = 'fuseformer-quant';
 /** Files of a model directory besides its weights and config that a quantized copy keeps. */
-export const COMPANION_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json'] as const;
+export const COMPANION_FILES = ['tokenizer.json', 'tokenizer.model', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json'] as const;
 export const QUANT_FORMAT_VERSION = 1;
 const MODEL_FILE = 'model.safetensors';
 

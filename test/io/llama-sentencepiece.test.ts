@@ -1,15 +1,18 @@
 // A Llama-family directory with tokenizer.model and no tokenizer.json, against what transformers 5's AutoTokenizer
 // makes of it (test/fixtures/llama-spm/expected.json, from test/fixtures/sentencepiece/bpe-bytes.model under four
 // tokenizer_config.json variants: the defaults, legacy, bos + eos, a <pad> past the vocabulary): ids with and
-// without special tokens, decodings keeping and skipping them; generate_merges' order; the refusals.
+// without special tokens, decodings keeping and skipping them; generate_merges' order; the refusals; and
+// `fuseformer generate` on a tiny Llama whose directory has only tokenizer.model.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { generateMerges } from '../../src/io/llama-sentencepiece.js';
 import { loadTokenizer, TokenizerError } from '../../src/io/tokenizer.js';
+import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const FIXTURES = join('test', 'fixtures');
 const expected = JSON.parse(readFileSync(join(FIXTURES, 'llama-spm', 'expected.json'), 'utf8')) as {
@@ -56,4 +59,12 @@ test('tokenizer.model is read for Llama tokenizers only, and only a BPE model', 
     (e: unknown) => e instanceof TokenizerError && /a SentencePiece unigram model; a Llama tokenizer reads BPE models/.test(e.message));
   assert.throws(() => loadTokenizer(directory('flags', 'bpe-bytes.model', { legacy: 'yes' })),
     (e: unknown) => e instanceof TokenizerError && /field "legacy" is "yes"; expected true or false/.test(e.message));
+});
+
+test('fuseformer generate reads a Llama directory whose tokenizer is tokenizer.model alone', () => {
+  const dir = directory('llama-model', 'bpe-bytes.model', { tokenizer_class: 'LlamaTokenizer', add_bos_token: true });
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, vocabSize: 640, bosTokenId: 1, eosTokenIds: [2] }, 5);
+  const out = execFileSync(process.execPath, ['dist/src/cli/main.js', 'generate', '--model', dir, '--prompt', 'Call me', '--backend', 'cpu', '--max-tokens', '6'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  // The prompt, then what six greedy tokens decode to (random weights: any text, but some).
+  assert.ok(out.startsWith('Call me') && out.trim().length > 'Call me'.length, JSON.stringify(out));
 });
