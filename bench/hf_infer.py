@@ -25,7 +25,7 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import (BertConfig, BertForMaskedLM, BertModel, RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig, XLMRobertaModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+from transformers import (BertConfig, BertForMaskedLM, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig, XLMRobertaModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 # The GPU machine has one; elsewhere the references run on the CPU (slower, the same numbers to rounding).
@@ -135,6 +135,10 @@ def bert_cases():
         "roberta-mlm": (RobertaForMaskedLM, RobertaConfig(vocab_size=vocab, hidden_size=192, num_hidden_layers=2, num_attention_heads=3,
                                                           intermediate_size=768, max_position_embeddings=102, type_vocab_size=1,
                                                           pad_token_id=1, hidden_act="gelu")),
+        # MPNetModel ("all-mpnet-base-v2"'s architecture, with its pooler): no token types, a relative position
+        # bias over 32 buckets shared by the layers; rows of 100 tokens reach the logarithmic buckets.
+        "mpnet": (MPNetModel, MPNetConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=3, num_attention_heads=4,
+                                          intermediate_size=1024, max_position_embeddings=130, pad_token_id=1)),
     }
 
 
@@ -163,16 +167,18 @@ def run_bert_cases(workdir, first_index):
         for row, n in enumerate(BERT_LENGTHS):
             ids[row, :n] = torch.randint(0, config.vocab_size, (n,), generator=generator)
             mask[row, :n] = 1
-            types[row, :n] = torch.randint(0, config.type_vocab_size, (n,), generator=generator)
+            if cls is not MPNetModel:  # MPNet has no token types
+                types[row, :n] = torch.randint(0, config.type_vocab_size, (n,), generator=generator)
         meta = {"input_ids": ids.tolist(), "attention_mask": mask.tolist(), "token_type_ids": types.tolist()}
         # "exact": after the bf16 pass the model holds bf16-rounded weights; back in fp32 it computes them exactly.
         for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16), ("exact", torch.float32)):
             m = model.to(device=DEVICE, dtype=dtype).eval()
             with torch.no_grad():
-                out = m(input_ids=ids.to(DEVICE), attention_mask=mask.to(DEVICE), token_type_ids=types.to(DEVICE), output_hidden_states=True)
+                typed = {} if cls is MPNetModel else {"token_type_ids": types.to(DEVICE)}
+                out = m(input_ids=ids.to(DEVICE), attention_mask=mask.to(DEVICE), output_hidden_states=True, **typed)
                 hidden = out.hidden_states[-1]
                 tensors = {"hidden": hidden.float().contiguous().cpu()}
-                if cls in (BertModel, XLMRobertaModel):
+                if cls in (BertModel, XLMRobertaModel, MPNetModel):
                     tensors["pooler"] = out.pooler_output.float().contiguous().cpu()
                 else:
                     tensors["logits"] = out.logits.float().contiguous().cpu()
@@ -182,7 +188,7 @@ def run_bert_cases(workdir, first_index):
             save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
             with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
                 json.dump(meta, f)
-        listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls in (BertModel, XLMRobertaModel) else "masked-lm"})
+        listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls in (BertModel, XLMRobertaModel, MPNetModel) else "masked-lm"})
         del model
         if DEVICE == "cuda":
             torch.cuda.empty_cache()

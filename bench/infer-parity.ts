@@ -38,6 +38,7 @@ import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/backend/index.js';
 import type { FloatDType } from '../src/dtype.js';
 import { BertEncoder } from '../src/infer/bert.js';
+import { loadModelConfig } from '../src/models/registry.js';
 import { DecodeEngine } from '../src/infer/engine.js';
 import { generateBatch } from '../src/infer/generate.js';
 import { loadDecoderModel } from '../src/infer/model.js';
@@ -212,7 +213,10 @@ for (const c of listing.cases.filter((x) => x.family === 'bert')) {
   const hfF32 = readRefs('f32'), hfExact = existsSync(join(c.dir, 'reference-exact.safetensors')) ? readRefs('exact') : undefined;
   for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
     const hf = dtype === 'f32' ? hfF32 : readRefs(dtype);
-    for (const attention of ['flash', 'materialized'] as const) {
+    // MPNet's position bias runs on the materialised scores only.
+    const model = loadModelConfig(c.dir);
+    const paths = model.family === 'bert' && model.config.relativeAttentionBuckets !== undefined ? ['materialized'] as const : ['flash', 'materialized'] as const;
+    for (const attention of paths) {
       const { encoder, unused } = BertEncoder.load(c.dir, backend, { dtype, attention });
       const H = encoder.hidden, V = encoder.config.vocabSize;
       const out = encoder.encode(meta.input_ids, meta.attention_mask, meta.token_type_ids);

@@ -11,7 +11,9 @@
 // Names in files, normalised before matching:
 //   - BertModel files lack the "bert." prefix (embeddings.*, encoder.*, pooler.*); BertForMaskedLM has it;
 //     RoBERTa / XLM-RoBERTa files say "roberta." where BERT's say "bert.", and name the MLM head lm_head.*
-//     (dense, layer_norm, decoder, bias) where BERT's is cls.predictions.*;
+//     (dense, layer_norm, decoder, bias) where BERT's is cls.predictions.*; MPNet files say "mpnet.", name the
+//     attention's projections attn.q / k / v / o and its LayerNorm attention.LayerNorm, and hold
+//     encoder.relative_attention_bias (no token-type table);
 //   - TensorFlow-converted files name LayerNorm parameters gamma/beta;
 //   - the MLM decoder is tied to the word embeddings unless config.json says tie_word_embeddings: false:
 //     a tied cls.predictions.decoder.weight is HF's alias and is skipped; cls.predictions.decoder.bias is
@@ -25,6 +27,7 @@
 import { ArgumentError } from '../errors.js';
 import { openWeightFile } from '../io/weight-file.js';
 import type { BertConfig } from '../models/bert.js';
+import { hasTokenTypes } from '../models/bert.js';
 import { paddedVocabSize } from '../nn/parameters.js';
 import { formatShape } from '../tensor.js';
 import type { WeightSpec } from './architecture.js';
@@ -59,6 +62,8 @@ export const BERT_WEIGHT_NAMES = {
   positionEmbeddings: 'bert.embeddings.position_embeddings.weight',
   tokenTypeEmbeddings: 'bert.embeddings.token_type_embeddings.weight',
   embeddingNorm: { gamma: 'bert.embeddings.LayerNorm.weight', beta: 'bert.embeddings.LayerNorm.bias' },
+  /** MPNet: the relative position bias table [buckets, heads], shared by every layer. */
+  relativeAttentionBias: 'bert.encoder.relative_attention_bias.weight',
   pooler: 'bert.pooler.dense.weight',
   poolerBias: 'bert.pooler.dense.bias',
   transform: 'cls.predictions.transform.dense.weight',
@@ -89,8 +94,9 @@ export function bertWeightSpecs(config: BertConfig, heads: BertHeads): WeightSpe
   const specs: WeightSpec[] = [
     { name: n.wordEmbeddings, shape: [Vp, H], fileShape: [V, H] },
     { name: n.positionEmbeddings, shape: [P, H] },
-    { name: n.tokenTypeEmbeddings, shape: [T, H] },
+    ...(hasTokenTypes(config) ? [{ name: n.tokenTypeEmbeddings, shape: [T, H] }] : []),
     ...norm(n.embeddingNorm),
+    ...(config.relativeAttentionBuckets !== undefined ? [{ name: n.relativeAttentionBias, shape: [config.relativeAttentionBuckets, config.heads] }] : []),
   ];
   for (let i = 0; i < config.layers; i++) {
     const l = bertLayerNames(i);
@@ -130,7 +136,10 @@ const ROBERTA_HEAD_NAMES: Readonly<Record<string, string>> = {
  */
 export function canonicalBertName(name: string): string {
   if (Object.hasOwn(ROBERTA_HEAD_NAMES, name)) return ROBERTA_HEAD_NAMES[name]!;
-  let canonical = /^(embeddings|encoder|pooler)\./.test(name) ? `bert.${name}` : name.replace(/^roberta\./, 'bert.');
+  let canonical = /^(embeddings|encoder|pooler)\./.test(name) ? `bert.${name}` : name.replace(/^(roberta|mpnet)\./, 'bert.');
+  // MPNet's attention: attn.q / k / v / o and a LayerNorm directly under attention.
+  canonical = canonical.replace(/\.attention\.attn\.([qkv])\./, (_, p: string) => `.attention.self.${{ q: 'query', k: 'key', v: 'value' }[p]}.`)
+    .replace(/\.attention\.attn\.o\./, '.attention.output.dense.').replace(/\.attention\.LayerNorm\./, '.attention.output.LayerNorm.');
   canonical = canonical.replace(/LayerNorm\.gamma$/, 'LayerNorm.weight').replace(/LayerNorm\.beta$/, 'LayerNorm.bias');
   return canonical;
 }

@@ -1,5 +1,5 @@
-// BERT encoder inference (HF BertModel / BertForMaskedLM checkpoints, and the RoBERTa / XLM-RoBERTa ones,
-// the same encoder with other position ids): last_hidden_state, pooler_output, sentence embeddings (mean or
+// BERT encoder inference (HF BertModel / BertForMaskedLM checkpoints, and the RoBERTa / XLM-RoBERTa / MPNet
+// ones: the same encoder with other position ids, and MPNet's relative position bias on the scores): last_hidden_state, pooler_output, sentence embeddings (mean or
 // [CLS] pooling, optionally L2-normalised) and masked-LM logits, on any Backend.
 //
 // A batch is B sequences of L tokens (rectangular; the attention mask marks each row's real tokens, which
@@ -13,6 +13,8 @@
 //     q, k, v = split(qkv + bqkv)                        biasQkvSplit                          [B, heads, L, d]
 //     c   = softmax(q·kᵀ/√d + key padding)·v             flashAttentionForward (keyLengths), or the
 //                                                        materialised scores: batched GEMM, softmax, GEMM
+//                                                        (MPNet: + bias[bucket(j − i)] — a copy of the bias
+//                                                        the GEMM accumulates onto, materialised scores only)
 //     h   = LN_1(h + merge(c)·Woᵀ + bo)                  permute0213, GEMM, residualNorm
 //     u   = act(h·W1ᵀ + b1)                              GEMM with a GELU(tanh)/ReLU epilogue, or GEMM then
 //                                                        biasActivationDropout (erf GELU: BERT's "gelu")
@@ -36,7 +38,7 @@ import type { FloatDType } from '../dtype.js';
 import { byteSize } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { BertConfig } from '../models/bert.js';
-import { maxSequenceTokens, positionOffset } from '../models/bert.js';
+import { hasTokenTypes, maxSequenceTokens, positionOffset, positionPaddingId } from '../models/bert.js';
 import { ConfigFields, readConfigFile } from '../models/config-fields.js';
 import { shardFiles } from '../models/hf-weights.js';
 import { loadModelConfig } from '../models/registry.js';
@@ -124,7 +126,13 @@ export class BertEncoder {
   readonly attention: BertAttentionPath;
   private readonly wordEmbeddings: Tensor;
   private readonly positionEmbeddings: Tensor;
-  private readonly tokenTypeEmbeddings: Tensor;
+  /** Undefined for MPNet, which has no token types. */
+  private readonly tokenTypeEmbeddings?: Tensor;
+  /** MPNet's relative position bias table [buckets, heads] on the device, and its host copy once read. */
+  private readonly relativeAttentionBias?: Tensor;
+  private relativeAttentionBiasHost?: Float32Array;
+  /** MPNet: one sequence's position bias [heads, L, L] by length L, as built on the host. */
+  private readonly positionBiasByLength = new Map<number, Float32Array>();
   private readonly embeddingNorm: NormWeights;
   private readonly layers: readonly LayerWeights[];
   private readonly pooler?: { readonly weight: Tensor; readonly bias: Tensor };
@@ -156,7 +164,11 @@ export class BertEncoder {
     const n = BERT_WEIGHT_NAMES;
     this.wordEmbeddings = one(n.wordEmbeddings);
     this.positionEmbeddings = one(n.positionEmbeddings);
-    this.tokenTypeEmbeddings = one(n.tokenTypeEmbeddings);
+    if (hasTokenTypes(config)) this.tokenTypeEmbeddings = one(n.tokenTypeEmbeddings);
+    if (config.relativeAttentionBuckets !== undefined) {
+      if (this.attention === 'flash') throw new ArgumentError('BERT: attention \'flash\' cannot add MPNet\'s relative position bias; MPNet runs the materialised scores');
+      this.relativeAttentionBias = one(n.relativeAttentionBias);
+    }
     this.embeddingNorm = norm(n.embeddingNorm);
     this.layers = Array.from({ length: config.layers }, (_, i): LayerWeights => {
       const l: BertLayerNames = bertLayerNames(i);
@@ -179,7 +191,7 @@ export class BertEncoder {
   static load(dir: string, backend: Backend, options: BertLoadOptions = {}): LoadedBert {
     const model = loadModelConfig(dir);
     if (model.family !== 'bert') {
-      throw new ArgumentError(`${dir}: a ${model.family} model; BERT encoding reads BertModel / BertForMaskedLM directories (model_type "bert", "roberta" or "xlm-roberta")`);
+      throw new ArgumentError(`${dir}: a ${model.family} model; BERT encoding reads BertModel / BertForMaskedLM directories (model_type "bert", "roberta", "xlm-roberta" or "mpnet")`);
     }
     const configPath = existsSync(join(dir, 'config.json')) ? join(dir, 'config.json') : dir;
     const fields = new ConfigFields(readConfigFile(configPath), configPath);
@@ -277,7 +289,7 @@ export class BertEncoder {
     return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
       const b = this.backend, R = batch.batch * batch.length;
       const transformed = temp([R, H], this.dtype), normed = temp([R, H], this.dtype), logits = temp([R, Vp], this.dtype);
-      // RobertaLMHead applies the erf GELU whatever hidden_act says; BERT's transform applies hidden_act.
+      // RobertaLMHead / MPNetLMHead apply the erf GELU whatever hidden_act says; BERT's transform applies hidden_act.
       const activation = (this.config.modelType ?? 'bert') === 'bert' ? this.config.activation : 'gelu';
       this.denseActivation(hidden, head.transform, head.transformBias, temp([R, H], this.dtype), transformed, this.activationMask([R, H], temp, activation), activation);
       b.residualNorm({ x: transformed, norm: 'layer', gamma: head.norm.gamma, beta: head.norm.beta, out: normed, eps: this.config.layerNormEps });
@@ -348,6 +360,7 @@ export class BertEncoder {
 
   /** The attention path for a batch (see the header). */
   private useFlash(batch: CheckedBatch): boolean {
+    if (this.relativeAttentionBias) return false;
     if (this.attention !== 'auto') return this.attention === 'flash';
     const d = this.config.hidden / this.config.heads;
     if (this.dtype !== 'f32' && d % 16 === 0 && d <= 256) return true;
@@ -376,13 +389,25 @@ export class BertEncoder {
       const bh = (t: Tensor, rows: number, cols: number) => b.view(t, 0, [B * heads, rows, cols]);
 
       b.embedTokens({ tokens: ids, tokenTable: this.wordEmbeddings, positions, positionTable: this.positionEmbeddings, out: spare });
-      b.embedTokens({ tokens: types, tokenTable: this.tokenTypeEmbeddings, out: y });
-      b.residualNorm({ x: spare, y, norm: 'layer', gamma: this.embeddingNorm.gamma, beta: this.embeddingNorm.beta, out: h, eps });
+      if (this.tokenTypeEmbeddings) {
+        b.embedTokens({ tokens: types, tokenTable: this.tokenTypeEmbeddings, out: y });
+        b.residualNorm({ x: spare, y, norm: 'layer', gamma: this.embeddingNorm.gamma, beta: this.embeddingNorm.beta, out: h, eps });
+      } else {
+        b.residualNorm({ x: spare, norm: 'layer', gamma: this.embeddingNorm.gamma, beta: this.embeddingNorm.beta, out: h, eps });
+      }
+      // MPNet: the relative position bias [heads, L, L], one copy a sequence, added to every layer's scores.
+      const positionBias = this.relativeAttentionBias ? this.expandedPositionBias(B, L, temp) : undefined;
       for (const layer of this.layers) {
         b.gemm({ a: h, b: layer.qkv, out: qkv, transB: true });
         b.biasQkvSplit({ qkv: b.view(qkv, 0, [B, L, 3 * H]), bias: layer.qkvBias, heads, q, k, v });
         if (lse) {
           b.flashAttentionForward({ q, k, v, out: context, lse, scale, keyLengths: lengths });
+        } else if (positionBias) {
+          // scores = q·kᵀ/√d + bias (the GEMM accumulates onto a copy of the bias), then the masked softmax.
+          b.copy(positionBias, scores!);
+          b.batchedGemm({ a: bh(q, L, d), b: bh(k, L, d), out: bh(scores!, L, L), transB: true, alpha: scale, beta: 1 });
+          b.softmaxForward({ x: scores!, out: scores!, scale: 1, keyLengths: lengths });
+          b.batchedGemm({ a: bh(scores!, L, L), b: bh(v, L, d), out: bh(context, L, d) });
         } else {
           b.batchedGemm({ a: bh(q, L, d), b: bh(k, L, d), out: bh(scores!, L, L), transB: true });
           b.softmaxForward({ x: scores!, out: scores!, scale, keyLengths: lengths });
@@ -402,6 +427,34 @@ export class BertEncoder {
       // Freed while queued work may still read them: the CUDA allocator is stream-ordered; the CPU ran the ops already.
       for (const t of temporaries) b.free(t);
     }
+  }
+
+  /**
+   * MPNet's position bias for B sequences of L tokens, [B, heads, L, L]: bias[h, i, j] = table[bucket(j − i), h]
+   * (the table read back from the device once), built on the host for one sequence and copied B times.
+   */
+  private expandedPositionBias(B: number, L: number, temp: EncoderPass['temp']): Tensor {
+    const b = this.backend, heads = this.config.heads;
+    let one = this.positionBiasByLength.get(L);
+    if (!one) {
+      const buckets = this.config.relativeAttentionBuckets!;
+      const table = (this.relativeAttentionBiasHost ??= b.download(this.relativeAttentionBias!) as Float32Array);
+      const bucketOf = Int32Array.from({ length: 2 * L - 1 }, (_, r) => relativePositionBucket(r - (L - 1), buckets));
+      one = new Float32Array(heads * L * L);
+      for (let h = 0; h < heads; h++) {
+        for (let i = 0; i < L; i++) {
+          const row = (h * L + i) * L;
+          for (let j = 0; j < L; j++) one[row + j] = table[bucketOf[j - i + L - 1]! * heads + h]!;
+        }
+      }
+      // Batches repeat a few (bucketed) lengths; a handful of them kept.
+      if (this.positionBiasByLength.size >= 16) this.positionBiasByLength.delete(this.positionBiasByLength.keys().next().value!);
+      this.positionBiasByLength.set(L, one);
+    }
+    const single = temp([heads * L * L], this.dtype), all = temp([B, heads, L, L], this.dtype);
+    b.upload(single, one);
+    for (let s = 0; s < B; s++) b.copy(single, b.view(all, s * heads * L * L, [heads * L * L]));
+    return all;
   }
 
   /**
@@ -438,15 +491,32 @@ export class BertEncoder {
  */
 export function positionIds(batch: { batch: number; length: number; ids: Int32Array }, config: BertConfig): Int32Array {
   const { batch: B, length: L, ids } = batch, out = new Int32Array(B * L);
-  const offset = positionOffset(config), pad = config.padTokenId;
+  const pad = positionPaddingId(config);
   for (let s = 0; s < B; s++) {
     let count = 0;
     for (let l = 0; l < L; l++) {
       const r = s * L + l;
-      out[r] = offset === 0 ? l : ids[r] === pad ? pad : pad + ++count;
+      out[r] = pad === undefined ? l : ids[r] === pad ? pad : pad + ++count;
     }
   }
   return out;
+}
+
+/**
+ * MPNet's (T5's bidirectional) relative position bucket of key position − query position, as HF's
+ * relative_position_bucket computes it: half the buckets for keys before the query, exact distances below a
+ * quarter of the buckets, logarithmic ones up to 128, in float32 arithmetic (its rounding decides the bucket
+ * where a distance is a power of two).
+ */
+export function relativePositionBucket(relative: number, buckets: number, maxDistance = 128): number {
+  const half = Math.floor(buckets / 2), maxExact = Math.floor(half / 2);
+  let n = -relative;
+  const ret = n < 0 ? half : 0;
+  n = Math.abs(n);
+  if (n < maxExact) return ret + n;
+  const f = Math.fround;
+  const scaled = f(f(f(Math.log(f(n / maxExact))) / f(Math.log(maxDistance / maxExact))) * (half - maxExact));
+  return ret + Math.min(maxExact + Math.trunc(scaled), half - 1);
 }
 
 /** Ragged token sequences as a rectangular batch: each padded with padTokenId to the longest, mask 1 then 0. */

@@ -8,6 +8,9 @@
 // same encoder with positions counted from pad_token_id + 1 (HF's create_position_ids_from_input_ids: a
 // padding token sits at position pad_token_id, the i-th other token at pad_token_id + i), so their
 // max_position_embeddings holds pad_token_id + 1 positions no token reaches, and one token type.
+// MPNet (model_type "mpnet", all-mpnet-base-v2) counts positions the same way from a padding index fixed at 1,
+// has no token types, and adds to every layer's attention scores one relative position bias: T5's
+// bidirectional buckets (relative_attention_num_buckets, distances up to 128) looked up per head.
 
 import { ConfigFields, hfActivationName, type JsonObject, type ModelActivation } from './config-fields.js';
 
@@ -28,16 +31,33 @@ export interface BertConfig {
   /** attention_probs_dropout_prob: on the attention probabilities. */
   readonly attentionDropout: number;
   readonly padTokenId: number;
-  /** The HF config class: BERT (default) or the RoBERTa family, whose positions start past the padding id. */
+  /** The HF config class: BERT (default), the RoBERTa family or MPNet, whose positions start past the padding id. */
   readonly modelType?: BertModelType;
+  /** MPNet: the relative position buckets of its attention bias (relative_attention_num_buckets). */
+  readonly relativeAttentionBuckets?: number;
 }
 
-export const BERT_MODEL_TYPES = ['bert', 'roberta', 'xlm-roberta'] as const;
+export const BERT_MODEL_TYPES = ['bert', 'roberta', 'xlm-roberta', 'mpnet'] as const;
 export type BertModelType = (typeof BERT_MODEL_TYPES)[number];
 
-/** The position a sequence's first token takes: 0 for BERT, pad_token_id + 1 for the RoBERTa family. */
+/** MPNet's padding index: HF's MPNetEmbeddings fixes it at 1 whatever pad_token_id says. */
+const MPNET_PADDING_INDEX = 1;
+
+/** The padding id positions are counted from (RoBERTa family, MPNet); undefined for BERT (positions 0, 1, …). */
+export function positionPaddingId(config: BertConfig): number | undefined {
+  const type = config.modelType ?? 'bert';
+  return type === 'bert' ? undefined : type === 'mpnet' ? MPNET_PADDING_INDEX : config.padTokenId;
+}
+
+/** The position a sequence's first token takes: 0 for BERT, the padding id + 1 for the RoBERTa family and MPNet. */
 export function positionOffset(config: BertConfig): number {
-  return (config.modelType ?? 'bert') === 'bert' ? 0 : config.padTokenId + 1;
+  const pad = positionPaddingId(config);
+  return pad === undefined ? 0 : pad + 1;
+}
+
+/** Whether the encoder has token-type (segment) embeddings: all but MPNet. */
+export function hasTokenTypes(config: BertConfig): boolean {
+  return config.modelType !== 'mpnet';
 }
 
 /** The most tokens a sequence may have: the position table's rows past the offset. */
@@ -56,7 +76,8 @@ export function bertConfigFromJson(json: JsonObject, source: string): BertConfig
   const padTokenId = fields.tokenId('pad_token_id', modelType === 'bert' ? 0 : 1);
   if (padTokenId >= vocabSize) fields.fail('pad_token_id', `a token id below vocab_size (${vocabSize})`);
   const maxPositions = fields.positiveInteger('max_position_embeddings');
-  if (modelType !== 'bert' && maxPositions <= padTokenId + 1) fields.fail('max_position_embeddings', `more than pad_token_id + 1 (${padTokenId + 1}): a ${modelType} model's positions start there`);
+  const firstPosition = modelType === 'bert' ? 0 : (modelType === 'mpnet' ? MPNET_PADDING_INDEX : padTokenId) + 1;
+  if (maxPositions <= firstPosition) fields.fail('max_position_embeddings', `more than ${firstPosition}: a ${modelType} model's positions start there`);
   return {
     vocabSize,
     hidden,
@@ -65,12 +86,14 @@ export function bertConfigFromJson(json: JsonObject, source: string): BertConfig
     ffn: fields.positiveInteger('intermediate_size'),
     activation: fields.activation('hidden_act', 'gelu'),
     maxPositions,
-    typeVocabSize: fields.positiveInteger('type_vocab_size', 2),
-    layerNormEps: fields.number('layer_norm_eps', 'positive', 1e-12),
+    // MPNet has no token types: one (0), with no embedding table.
+    typeVocabSize: modelType === 'mpnet' ? 1 : fields.positiveInteger('type_vocab_size', 2),
+    layerNormEps: fields.number('layer_norm_eps', 'positive', modelType === 'mpnet' ? 1e-5 : 1e-12),
     hiddenDropout: fields.number('hidden_dropout_prob', 'probability', 0.1),
     attentionDropout: fields.number('attention_probs_dropout_prob', 'probability', 0.1),
     padTokenId,
     ...(modelType === 'bert' ? {} : { modelType }),
+    ...(modelType === 'mpnet' ? { relativeAttentionBuckets: fields.positiveInteger('relative_attention_num_buckets', 32) } : {}),
   };
 }
 
@@ -79,6 +102,7 @@ function modelTypeOfArchitectures(architectures: unknown): BertModelType {
   const names = Array.isArray(architectures) ? architectures.filter((a): a is string => typeof a === 'string') : [];
   if (names.some((a) => a.startsWith('XLMRoberta'))) return 'xlm-roberta';
   if (names.some((a) => a.startsWith('Roberta'))) return 'roberta';
+  if (names.some((a) => a.startsWith('MPNet'))) return 'mpnet';
   return 'bert';
 }
 
@@ -86,7 +110,7 @@ function modelTypeOfArchitectures(architectures: unknown): BertModelType {
 export function bertConfigToJson(config: BertConfig): JsonObject {
   const modelType = config.modelType ?? 'bert';
   return {
-    architectures: [{ bert: 'BertForMaskedLM', roberta: 'RobertaForMaskedLM', 'xlm-roberta': 'XLMRobertaForMaskedLM' }[modelType]],
+    architectures: [{ bert: 'BertForMaskedLM', roberta: 'RobertaForMaskedLM', 'xlm-roberta': 'XLMRobertaForMaskedLM', mpnet: 'MPNetForMaskedLM' }[modelType]],
     model_type: modelType,
     vocab_size: config.vocabSize,
     hidden_size: config.hidden,
@@ -101,6 +125,7 @@ export function bertConfigToJson(config: BertConfig): JsonObject {
     attention_probs_dropout_prob: config.attentionDropout,
     pad_token_id: config.padTokenId,
     position_embedding_type: 'absolute',
+    ...(config.relativeAttentionBuckets !== undefined ? { relative_attention_num_buckets: config.relativeAttentionBuckets } : {}),
   };
 }
 

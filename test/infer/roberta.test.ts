@@ -1,7 +1,8 @@
-// RoBERTa and XLM-RoBERTa read as BERT encoders (positions from pad_token_id + 1, "roberta." names, lm_head.*),
-// against transformers' own outputs for tiny random checkpoints (test/fixtures/roberta/make.py): last_hidden_state,
-// MLM logits and pooler_output for a right-padded batch, and sentence embeddings of texts through the
-// checkpoint's byte-level BPE tokenizer.json (RobertaProcessing's <s> … </s>).
+// RoBERTa, XLM-RoBERTa and MPNet read as BERT encoders (positions from the padding id + 1, "roberta." /
+// "mpnet." names, lm_head.*, MPNet's relative position bias), against transformers' own outputs for tiny
+// random checkpoints (test/fixtures/roberta/make.py): last_hidden_state, MLM logits and pooler_output for a
+// right-padded batch, MPNet's position buckets, and sentence embeddings of texts through the checkpoint's
+// byte-level BPE tokenizer.json (RobertaProcessing's <s> … </s>).
 
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { BertEncoder, positionIds } from '../../src/infer/bert.js';
+import { BertEncoder, positionIds, relativePositionBucket } from '../../src/infer/bert.js';
 import { Embedder } from '../../src/infer/embedder.js';
 import { loadTokenizer } from '../../src/io/tokenizer.js';
 import { BertModel } from '../../src/models/bert-model.js';
@@ -19,6 +20,7 @@ const FIXTURES = join(process.cwd(), 'test', 'fixtures', 'roberta');
 const outputs = JSON.parse(readFileSync(join(FIXTURES, 'outputs.json'), 'utf8')) as {
   roberta: { ids: number[][]; mask: number[][]; last_hidden_state: number[]; logits: number[]; texts: string[]; text_ids: number[][]; embeddings: number[][] };
   'xlm-roberta': { ids: number[][]; mask: number[][]; last_hidden_state: number[]; pooler_output: number[] };
+  mpnet: { ids: number[][]; mask: number[][]; last_hidden_state: number[]; logits: number[]; buckets: number[] };
 };
 const scratch = mkdtempSync(join(tmpdir(), 'fuseformer-roberta-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
@@ -88,8 +90,30 @@ test('RoBERTa configs: positions that leave no room for a token are refused; tra
   cpSync(join(FIXTURES, 'roberta'), dir, { recursive: true });
   const json = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...json, max_position_embeddings: 2 }));
-  assert.throws(() => loadModelConfig(dir), /max_position_embeddings.*more than pad_token_id \+ 1 \(2\)/);
+  assert.throws(() => loadModelConfig(dir), /max_position_embeddings" is 2; expected more than 2: a roberta model.s positions start there/);
   const config = loadModelConfig(join(FIXTURES, 'roberta'));
   if (config.family !== 'bert') throw new Error('expected the bert family');
   assert.throws(() => new BertModel(new CpuBackend(), config.config, 'f32'), /BERT training builds model_type "bert" only; this config is "roberta"/);
+});
+
+test('MPNet relative position buckets equal HF\'s for offsets −300 … 300 (float32 rounding at powers of two)', () => {
+  const got = Array.from({ length: 601 }, (_, i) => relativePositionBucket(i - 300, 32));
+  assert.deepEqual(got, outputs.mpnet.buckets);
+});
+
+test('an MPNetForMaskedLM checkpoint: last_hidden_state and MLM logits equal transformers\' (a 150-token row past max_distance)', () => {
+  const { encoder, unused } = BertEncoder.load(join(FIXTURES, 'mpnet'), new CpuBackend(), { dtype: 'f32' });
+  try {
+    const o = outputs.mpnet;
+    assert.deepEqual(unused, []);
+    assert.equal(encoder.maxTokens, 158);
+    const hidden = encoder.encode(o.ids, o.mask).lastHiddenState;
+    assert.ok(maxRelError(hidden, o.last_hidden_state) < 1e-5, `last_hidden_state: ${maxRelError(hidden, o.last_hidden_state)}`);
+    const logits = encoder.maskedLmLogits(o.ids, o.mask);
+    assert.ok(maxRelError(logits, o.logits) < 1e-5, `logits: ${maxRelError(logits, o.logits)}`);
+    assert.throws(() => encoder.encode([[0, 5, 2]], undefined, [[0, 1, 0]]), /token_type_ids\[0\]\[1\] is 1; expected a token type in \[0, 1\)/);
+  } finally {
+    encoder.free();
+  }
+  assert.throws(() => BertEncoder.load(join(FIXTURES, 'mpnet'), new CpuBackend(), { attention: 'flash' }), /attention 'flash' cannot add MPNet's relative position bias/);
 });
