@@ -229,11 +229,29 @@ LLAMA_SPM_CONFIGS = {
 }
 
 
+def llama_spm_directory(directory, model_file, config, texts):
+    """Writes a directory of tokenizer.model (a copy of model_file) and tokenizer_config.json (config), and
+    returns AutoTokenizer's class and, per text, ids with and without special tokens and both decodings."""
+    from transformers import AutoTokenizer
+    os.makedirs(directory, exist_ok=True)
+    with open(model_file, "rb") as src, open(os.path.join(directory, "tokenizer.model"), "wb") as dst:
+        dst.write(src.read())
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    tok = AutoTokenizer.from_pretrained(directory)
+    rows = []
+    for text in texts:
+        ids = tok(text)["input_ids"]
+        rows.append({"ids": ids, "plain": tok(text, add_special_tokens=False)["input_ids"],
+                     "bare": tok.decode(ids, skip_special_tokens=True), "text": tok.decode(ids, skip_special_tokens=False)})
+    return {"class": type(tok).__name__, "rows": rows}
+
+
 def llama_spm(out_dir, texts_file):
     """Llama-family directories with tokenizer.model only, and AutoTokenizer's ids and decodings of the texts."""
     try:
         import sentencepiece as spm
-        from transformers import AutoTokenizer
+        import transformers  # noqa: F401 (llama_spm_directory's)
     except ImportError as e:
         print(json.dumps({"skipped": f"{type(e).__name__}: {e}"}))
         return
@@ -247,21 +265,8 @@ def llama_spm(out_dir, texts_file):
                                    normalization_rule_name="identity", character_coverage=0.9995, minloglevel=2)
     with open(texts_file, encoding="utf-8") as f:
         texts = json.load(f)
-    out = {}
-    for name, config in LLAMA_SPM_CONFIGS.items():
-        d = os.path.join(out_dir, name)
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(model_dir, "tokenizer.model"), "rb") as src, open(os.path.join(d, "tokenizer.model"), "wb") as dst:
-            dst.write(src.read())
-        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-            json.dump(config, f)
-        tok = AutoTokenizer.from_pretrained(d)
-        rows = []
-        for text in texts:
-            ids = tok(text)["input_ids"]
-            rows.append({"ids": ids, "plain": tok(text, add_special_tokens=False)["input_ids"],
-                         "bare": tok.decode(ids, skip_special_tokens=True), "text": tok.decode(ids, skip_special_tokens=False)})
-        out[name] = {"class": type(tok).__name__, "rows": rows}
+    model_file = os.path.join(model_dir, "tokenizer.model")
+    out = {name: llama_spm_directory(os.path.join(out_dir, name), model_file, config, texts) for name, config in LLAMA_SPM_CONFIGS.items()}
     import transformers
     print(json.dumps({"transformers": transformers.__version__, "sentencepiece": spm.__version__, "directories": out}))
 
