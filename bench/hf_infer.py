@@ -25,7 +25,7 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import (BertConfig, BertForMaskedLM, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig, XLMRobertaModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+from transformers import (BertConfig, BertForMaskedLM, BertModel, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig, XLMRobertaModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 # The GPU machine has one; elsewhere the references run on the CPU (slower, the same numbers to rounding).
@@ -139,6 +139,9 @@ def bert_cases():
         # bias over 32 buckets shared by the layers; rows of 100 tokens reach the logarithmic buckets.
         "mpnet": (MPNetModel, MPNetConfig(vocab_size=vocab, hidden_size=256, num_hidden_layers=3, num_attention_heads=4,
                                           intermediate_size=1024, max_position_embeddings=130, pad_token_id=1)),
+        # DistilBertModel (unprefixed: embeddings.*, transformer.layer.N.*): no token types, no pooler.
+        "distilbert": (DistilBertModel, DistilBertConfig(vocab_size=vocab, dim=192, n_layers=2, n_heads=3, hidden_dim=768,
+                                                         max_position_embeddings=128)),
     }
 
 
@@ -167,20 +170,20 @@ def run_bert_cases(workdir, first_index):
         for row, n in enumerate(BERT_LENGTHS):
             ids[row, :n] = torch.randint(0, config.vocab_size, (n,), generator=generator)
             mask[row, :n] = 1
-            if cls is not MPNetModel:  # MPNet has no token types
+            if cls not in (MPNetModel, DistilBertModel):  # no token types
                 types[row, :n] = torch.randint(0, config.type_vocab_size, (n,), generator=generator)
         meta = {"input_ids": ids.tolist(), "attention_mask": mask.tolist(), "token_type_ids": types.tolist()}
         # "exact": after the bf16 pass the model holds bf16-rounded weights; back in fp32 it computes them exactly.
         for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16), ("exact", torch.float32)):
             m = model.to(device=DEVICE, dtype=dtype).eval()
             with torch.no_grad():
-                typed = {} if cls is MPNetModel else {"token_type_ids": types.to(DEVICE)}
+                typed = {} if cls in (MPNetModel, DistilBertModel) else {"token_type_ids": types.to(DEVICE)}
                 out = m(input_ids=ids.to(DEVICE), attention_mask=mask.to(DEVICE), output_hidden_states=True, **typed)
                 hidden = out.hidden_states[-1]
                 tensors = {"hidden": hidden.float().contiguous().cpu()}
                 if cls in (BertModel, XLMRobertaModel, MPNetModel):
                     tensors["pooler"] = out.pooler_output.float().contiguous().cpu()
-                else:
+                elif hasattr(out, "logits"):
                     tensors["logits"] = out.logits.float().contiguous().cpu()
                 weights = mask.to(DEVICE).unsqueeze(-1).to(hidden.dtype)
                 mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
@@ -188,7 +191,7 @@ def run_bert_cases(workdir, first_index):
             save_file(tensors, os.path.join(directory, f"reference-{dtype_name}.safetensors"))
             with open(os.path.join(directory, f"reference-{dtype_name}.json"), "w") as f:
                 json.dump(meta, f)
-        listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls in (BertModel, XLMRobertaModel, MPNetModel) else "masked-lm"})
+        listed.append({"name": name, "dir": directory, "family": "bert", "head": "pooler" if cls in (BertModel, XLMRobertaModel, MPNetModel) else "none" if cls is DistilBertModel else "masked-lm"})
         del model
         if DEVICE == "cuda":
             torch.cuda.empty_cache()

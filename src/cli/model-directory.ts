@@ -32,14 +32,14 @@ export function isEncoderDecoder(dir: string): boolean {
   }
 }
 
-/** A directory `fuseformer serve` runs as an embeddings server: sentence-transformers (modules.json) or a BERT-family config (bert, roberta, xlm-roberta, mpnet). */
+/** A directory `fuseformer serve` runs as an embeddings server: sentence-transformers (modules.json) or a BERT-family config (bert, roberta, xlm-roberta, mpnet, distilbert). */
 export function isEmbeddingDirectory(dir: string): boolean {
   if (existsSync(join(dir, 'modules.json'))) return true;
   try {
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { model_type?: unknown; architectures?: unknown };
-    const encoders = ['bert', 'roberta', 'xlm-roberta', 'mpnet'];
+    const encoders = ['bert', 'roberta', 'xlm-roberta', 'mpnet', 'distilbert'];
     if (typeof config.model_type === 'string') return encoders.includes(config.model_type);
-    return Array.isArray(config.architectures) && config.architectures.some((a) => typeof a === 'string' && /^(Bert|Roberta|XLMRoberta|MPNet)/.test(a));
+    return Array.isArray(config.architectures) && config.architectures.some((a) => typeof a === 'string' && /^(Bert|Roberta|XLMRoberta|MPNet|DistilBert)/.test(a));
   } catch {
     return false; // the loaders report a malformed config.json with their own message
   }

@@ -13,7 +13,9 @@
 //     RoBERTa / XLM-RoBERTa files say "roberta." where BERT's say "bert.", and name the MLM head lm_head.*
 //     (dense, layer_norm, decoder, bias) where BERT's is cls.predictions.*; MPNet files say "mpnet.", name the
 //     attention's projections attn.q / k / v / o and its LayerNorm attention.LayerNorm, and hold
-//     encoder.relative_attention_bias (no token-type table);
+//     encoder.relative_attention_bias (no token-type table); DistilBERT files say "distilbert." and
+//     transformer.layer.N (attention.q_lin / k_lin / v_lin / out_lin, sa_layer_norm, ffn.lin1 / lin2,
+//     output_layer_norm) and name the MLM head vocab_transform / vocab_layer_norm / vocab_projector;
 //   - TensorFlow-converted files name LayerNorm parameters gamma/beta;
 //   - the MLM decoder is tied to the word embeddings unless config.json says tie_word_embeddings: false:
 //     a tied cls.predictions.decoder.weight is HF's alias and is skipped; cls.predictions.decoder.bias is
@@ -130,13 +132,32 @@ const ROBERTA_HEAD_NAMES: Readonly<Record<string, string>> = {
   'lm_head.bias': 'cls.predictions.bias',
 };
 
+/** DistilBERT's names (after "distilbert." / "transformer." became "bert." / "encoder.") as BERT's. */
+const DISTILBERT_LAYER_NAMES: readonly [RegExp, string][] = [
+  [/\.attention\.q_lin\./, '.attention.self.query.'], [/\.attention\.k_lin\./, '.attention.self.key.'],
+  [/\.attention\.v_lin\./, '.attention.self.value.'], [/\.attention\.out_lin\./, '.attention.output.dense.'],
+  [/\.sa_layer_norm\./, '.attention.output.LayerNorm.'], [/\.ffn\.lin1\./, '.intermediate.dense.'],
+  [/\.ffn\.lin2\./, '.output.dense.'], [/\.output_layer_norm\./, '.output.LayerNorm.'],
+];
+const DISTILBERT_HEAD_NAMES: Readonly<Record<string, string>> = {
+  'vocab_transform.weight': 'cls.predictions.transform.dense.weight', 'vocab_transform.bias': 'cls.predictions.transform.dense.bias',
+  'vocab_layer_norm.weight': 'cls.predictions.transform.LayerNorm.weight', 'vocab_layer_norm.bias': 'cls.predictions.transform.LayerNorm.bias',
+  'vocab_projector.weight': 'cls.predictions.decoder.weight', 'vocab_projector.bias': 'cls.predictions.bias',
+};
+
 /**
  * The canonical name a checkpoint tensor name stands for: "bert." prefixed (a RoBERTa / XLM-RoBERTa file's
  * "roberta." too), LayerNorm gamma/beta as weight/bias, RoBERTa's lm_head.* as cls.predictions.*.
  */
 export function canonicalBertName(name: string): string {
   if (Object.hasOwn(ROBERTA_HEAD_NAMES, name)) return ROBERTA_HEAD_NAMES[name]!;
-  let canonical = /^(embeddings|encoder|pooler)\./.test(name) ? `bert.${name}` : name.replace(/^(roberta|mpnet)\./, 'bert.');
+  if (Object.hasOwn(DISTILBERT_HEAD_NAMES, name)) return DISTILBERT_HEAD_NAMES[name]!;
+  let canonical = /^(embeddings|encoder|pooler|transformer)\./.test(name) ? `bert.${name}` : name.replace(/^(roberta|mpnet|distilbert)\./, 'bert.');
+  // DistilBERT: transformer.layer.N with q_lin / k_lin / v_lin / out_lin, sa_layer_norm, ffn.lin1 / lin2, output_layer_norm.
+  if (canonical.startsWith('bert.transformer.layer.')) {
+    canonical = canonical.replace(/^bert\.transformer\./, 'bert.encoder.');
+    for (const [pattern, replacement] of DISTILBERT_LAYER_NAMES) canonical = canonical.replace(pattern, replacement);
+  }
   // MPNet's attention: attn.q / k / v / o and a LayerNorm directly under attention.
   canonical = canonical.replace(/\.attention\.attn\.([qkv])\./, (_, p: string) => `.attention.self.${{ q: 'query', k: 'key', v: 'value' }[p]}.`)
     .replace(/\.attention\.attn\.o\./, '.attention.output.dense.').replace(/\.attention\.LayerNorm\./, '.attention.output.LayerNorm.');

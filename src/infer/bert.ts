@@ -191,7 +191,7 @@ export class BertEncoder {
   static load(dir: string, backend: Backend, options: BertLoadOptions = {}): LoadedBert {
     const model = loadModelConfig(dir);
     if (model.family !== 'bert') {
-      throw new ArgumentError(`${dir}: a ${model.family} model; BERT encoding reads BertModel / BertForMaskedLM directories (model_type "bert", "roberta", "xlm-roberta" or "mpnet")`);
+      throw new ArgumentError(`${dir}: a ${model.family} model; BERT encoding reads BertModel / BertForMaskedLM directories (model_type "bert", "roberta", "xlm-roberta", "mpnet" or "distilbert")`);
     }
     const configPath = existsSync(join(dir, 'config.json')) ? join(dir, 'config.json') : dir;
     const fields = new ConfigFields(readConfigFile(configPath), configPath);
@@ -289,8 +289,9 @@ export class BertEncoder {
     return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
       const b = this.backend, R = batch.batch * batch.length;
       const transformed = temp([R, H], this.dtype), normed = temp([R, H], this.dtype), logits = temp([R, Vp], this.dtype);
-      // RobertaLMHead / MPNetLMHead apply the erf GELU whatever hidden_act says; BERT's transform applies hidden_act.
-      const activation = (this.config.modelType ?? 'bert') === 'bert' ? this.config.activation : 'gelu';
+      // RobertaLMHead / MPNetLMHead apply the erf GELU whatever hidden_act says; BERT's and DistilBERT's transforms apply the config's.
+      const type = this.config.modelType ?? 'bert';
+      const activation = type === 'bert' || type === 'distilbert' ? this.config.activation : 'gelu';
       this.denseActivation(hidden, head.transform, head.transformBias, temp([R, H], this.dtype), transformed, this.activationMask([R, H], temp, activation), activation);
       b.residualNorm({ x: transformed, norm: 'layer', gamma: head.norm.gamma, beta: head.norm.beta, out: normed, eps: this.config.layerNormEps });
       b.gemm({ a: normed, b: head.decoder, out: logits, transB: true, epilogue: 'bias', bias: head.decoderBias });

@@ -11,6 +11,8 @@
 // MPNet (model_type "mpnet", all-mpnet-base-v2) counts positions the same way from a padding index fixed at 1,
 // has no token types, and adds to every layer's attention scores one relative position bias: T5's
 // bidirectional buckets (relative_attention_num_buckets, distances up to 128) looked up per head.
+// DistilBERT (model_type "distilbert") is BERT with half the layers, no token types and no pooler, its fields
+// named dim / n_layers / n_heads / hidden_dim / activation, its LayerNorms' eps fixed at 1e-12.
 
 import { ConfigFields, hfActivationName, type JsonObject, type ModelActivation } from './config-fields.js';
 
@@ -37,7 +39,7 @@ export interface BertConfig {
   readonly relativeAttentionBuckets?: number;
 }
 
-export const BERT_MODEL_TYPES = ['bert', 'roberta', 'xlm-roberta', 'mpnet'] as const;
+export const BERT_MODEL_TYPES = ['bert', 'roberta', 'xlm-roberta', 'mpnet', 'distilbert'] as const;
 export type BertModelType = (typeof BERT_MODEL_TYPES)[number];
 
 /** MPNet's padding index: HF's MPNetEmbeddings fixes it at 1 whatever pad_token_id says. */
@@ -46,7 +48,7 @@ const MPNET_PADDING_INDEX = 1;
 /** The padding id positions are counted from (RoBERTa family, MPNet); undefined for BERT (positions 0, 1, …). */
 export function positionPaddingId(config: BertConfig): number | undefined {
   const type = config.modelType ?? 'bert';
-  return type === 'bert' ? undefined : type === 'mpnet' ? MPNET_PADDING_INDEX : config.padTokenId;
+  return type === 'bert' || type === 'distilbert' ? undefined : type === 'mpnet' ? MPNET_PADDING_INDEX : config.padTokenId;
 }
 
 /** The position a sequence's first token takes: 0 for BERT, the padding id + 1 for the RoBERTa family and MPNet. */
@@ -55,9 +57,9 @@ export function positionOffset(config: BertConfig): number {
   return pad === undefined ? 0 : pad + 1;
 }
 
-/** Whether the encoder has token-type (segment) embeddings: all but MPNet. */
+/** Whether the encoder has token-type (segment) embeddings: all but MPNet and DistilBERT. */
 export function hasTokenTypes(config: BertConfig): boolean {
-  return config.modelType !== 'mpnet';
+  return config.modelType !== 'mpnet' && config.modelType !== 'distilbert';
 }
 
 /** The most tokens a sequence may have: the position table's rows past the offset. */
@@ -68,6 +70,7 @@ export function maxSequenceTokens(config: BertConfig): number {
 export function bertConfigFromJson(json: JsonObject, source: string): BertConfig {
   const fields = new ConfigFields(json, source);
   const modelType = fields.has('model_type') ? fields.oneOf('model_type', BERT_MODEL_TYPES) : modelTypeOfArchitectures(fields.value('architectures'));
+  if (modelType === 'distilbert') return distilBertConfigFromJson(fields);
   fields.oneOf('position_embedding_type', ['absolute'], 'absolute');
   const vocabSize = fields.positiveInteger('vocab_size');
   const hidden = fields.positiveInteger('hidden_size');
@@ -97,20 +100,50 @@ export function bertConfigFromJson(json: JsonObject, source: string): BertConfig
   };
 }
 
+/** DistilBertConfig's fields as a BertConfig (no token types: one, with no table; LayerNorm eps 1e-12 as HF fixes it). */
+function distilBertConfigFromJson(fields: ConfigFields): BertConfig {
+  const vocabSize = fields.positiveInteger('vocab_size');
+  const hidden = fields.positiveInteger('dim');
+  const heads = fields.positiveInteger('n_heads');
+  if (hidden % heads !== 0) fields.fail('n_heads', `a divisor of dim (${hidden})`);
+  const padTokenId = fields.tokenId('pad_token_id', 0);
+  if (padTokenId >= vocabSize) fields.fail('pad_token_id', `a token id below vocab_size (${vocabSize})`);
+  return {
+    vocabSize, hidden, heads, padTokenId, modelType: 'distilbert',
+    layers: fields.positiveInteger('n_layers'),
+    ffn: fields.positiveInteger('hidden_dim'),
+    activation: fields.activation('activation', 'gelu'),
+    maxPositions: fields.positiveInteger('max_position_embeddings'),
+    typeVocabSize: 1,
+    layerNormEps: 1e-12,
+    hiddenDropout: fields.number('dropout', 'probability', 0.1),
+    attentionDropout: fields.number('attention_dropout', 'probability', 0.1),
+  };
+}
+
 /** A config without model_type: the family its architectures name (RobertaModel, XLMRobertaForMaskedLM, ...), else BERT. */
 function modelTypeOfArchitectures(architectures: unknown): BertModelType {
   const names = Array.isArray(architectures) ? architectures.filter((a): a is string => typeof a === 'string') : [];
   if (names.some((a) => a.startsWith('XLMRoberta'))) return 'xlm-roberta';
   if (names.some((a) => a.startsWith('Roberta'))) return 'roberta';
   if (names.some((a) => a.startsWith('MPNet'))) return 'mpnet';
+  if (names.some((a) => a.startsWith('DistilBert'))) return 'distilbert';
   return 'bert';
 }
 
 /** The config.json fields for `config`, as BertConfig reads them. */
 export function bertConfigToJson(config: BertConfig): JsonObject {
   const modelType = config.modelType ?? 'bert';
+  if (modelType === 'distilbert') {
+    return {
+      architectures: ['DistilBertForMaskedLM'], model_type: modelType, vocab_size: config.vocabSize, dim: config.hidden,
+      n_layers: config.layers, n_heads: config.heads, hidden_dim: config.ffn, activation: hfActivationName(config.activation),
+      max_position_embeddings: config.maxPositions, dropout: config.hiddenDropout, attention_dropout: config.attentionDropout,
+      pad_token_id: config.padTokenId,
+    };
+  }
   return {
-    architectures: [{ bert: 'BertForMaskedLM', roberta: 'RobertaForMaskedLM', 'xlm-roberta': 'XLMRobertaForMaskedLM', mpnet: 'MPNetForMaskedLM' }[modelType]],
+    architectures: [{ bert: 'BertForMaskedLM', roberta: 'RobertaForMaskedLM', 'xlm-roberta': 'XLMRobertaForMaskedLM', mpnet: 'MPNetForMaskedLM' }[modelType as Exclude<BertModelType, 'distilbert'>]],
     model_type: modelType,
     vocab_size: config.vocabSize,
     hidden_size: config.hidden,

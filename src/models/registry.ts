@@ -32,6 +32,8 @@ export const SUPPORTED_ARCHITECTURES: Readonly<Record<string, ModelFamily>> = {
   XLMRobertaModel: 'bert',
   MPNetForMaskedLM: 'bert',
   MPNetModel: 'bert',
+  DistilBertForMaskedLM: 'bert',
+  DistilBertModel: 'bert',
   LlamaForCausalLM: 'llama',
   LlamaModel: 'llama',
   MistralForCausalLM: 'llama',
@@ -58,9 +60,9 @@ export function modelConfigFromJson(json: JsonObject, source: string): ModelConf
 
 function familyOf(fields: ConfigFields): ModelFamily {
   if (fields.has('model_type')) {
-    // Mistral, Qwen2 and Phi-3 read as Llama variants (models/llama.ts), RoBERTa, XLM-RoBERTa and MPNet as BERT (models/bert.ts).
-    const type = fields.oneOf('model_type', [...MODEL_FAMILIES, 'mistral', 'qwen2', 'phi3', 'roberta', 'xlm-roberta', 'mpnet'] as const);
-    if (type === 'roberta' || type === 'xlm-roberta' || type === 'mpnet') return 'bert';
+    // Mistral, Qwen2 and Phi-3 read as Llama variants (models/llama.ts), RoBERTa, XLM-RoBERTa, MPNet and DistilBERT as BERT (models/bert.ts).
+    const type = fields.oneOf('model_type', [...MODEL_FAMILIES, 'mistral', 'qwen2', 'phi3', 'roberta', 'xlm-roberta', 'mpnet', 'distilbert'] as const);
+    if (type === 'roberta' || type === 'xlm-roberta' || type === 'mpnet' || type === 'distilbert') return 'bert';
     return type === 'mistral' || type === 'qwen2' || type === 'phi3' ? 'llama' : type;
   }
   const architectures = fields.value('architectures');

@@ -1,8 +1,8 @@
-// RoBERTa, XLM-RoBERTa and MPNet read as BERT encoders (positions from the padding id + 1, "roberta." /
-// "mpnet." names, lm_head.*, MPNet's relative position bias), against transformers' own outputs for tiny
-// random checkpoints (test/fixtures/roberta/make.py): last_hidden_state, MLM logits and pooler_output for a
-// right-padded batch, MPNet's position buckets, and sentence embeddings of texts through the checkpoint's
-// byte-level BPE tokenizer.json (RobertaProcessing's <s> … </s>).
+// RoBERTa, XLM-RoBERTa, MPNet and DistilBERT read as BERT encoders (positions from the padding id + 1,
+// "roberta." / "mpnet." / "distilbert." names, lm_head.* / vocab_*, MPNet's relative position bias), against
+// transformers' own outputs for tiny random checkpoints (test/fixtures/roberta/make.py): last_hidden_state, MLM
+// logits and pooler_output for a right-padded batch, MPNet's position buckets, and sentence embeddings of texts
+// through the checkpoint's byte-level BPE tokenizer.json (RobertaProcessing's <s> … </s>).
 
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,6 +21,7 @@ const outputs = JSON.parse(readFileSync(join(FIXTURES, 'outputs.json'), 'utf8'))
   roberta: { ids: number[][]; mask: number[][]; last_hidden_state: number[]; logits: number[]; texts: string[]; text_ids: number[][]; embeddings: number[][] };
   'xlm-roberta': { ids: number[][]; mask: number[][]; last_hidden_state: number[]; pooler_output: number[] };
   mpnet: { ids: number[][]; mask: number[][]; last_hidden_state: number[]; logits: number[]; buckets: number[] };
+  distilbert: { ids: number[][]; mask: number[][]; last_hidden_state: number[]; logits: number[] };
 };
 const scratch = mkdtempSync(join(tmpdir(), 'fuseformer-roberta-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
@@ -116,4 +117,20 @@ test('an MPNetForMaskedLM checkpoint: last_hidden_state and MLM logits equal tra
     encoder.free();
   }
   assert.throws(() => BertEncoder.load(join(FIXTURES, 'mpnet'), new CpuBackend(), { attention: 'flash' }), /attention 'flash' cannot add MPNet's relative position bias/);
+});
+
+test('a DistilBertForMaskedLM checkpoint: last_hidden_state and MLM logits equal transformers\'', () => {
+  const { encoder, unused } = BertEncoder.load(join(FIXTURES, 'distilbert'), new CpuBackend(), { dtype: 'f32' });
+  try {
+    const o = outputs.distilbert;
+    assert.deepEqual(unused, []);
+    assert.ok(encoder.hasMaskedLm && !encoder.hasPooler);
+    assert.equal(encoder.maxTokens, 40);
+    const hidden = encoder.encode(o.ids, o.mask).lastHiddenState;
+    assert.ok(maxRelError(hidden, o.last_hidden_state) < 1e-5, `last_hidden_state: ${maxRelError(hidden, o.last_hidden_state)}`);
+    const logits = encoder.maskedLmLogits(o.ids, o.mask);
+    assert.ok(maxRelError(logits, o.logits) < 1e-5, `logits: ${maxRelError(logits, o.logits)}`);
+  } finally {
+    encoder.free();
+  }
 });
