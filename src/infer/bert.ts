@@ -77,6 +77,15 @@ export interface BertEmbeddingOptions {
   readonly pooling?: BertPooling;
   /** Scale each vector to unit L2 norm (for cosine similarity by dot product). */
   readonly normalize?: boolean;
+  /** Linear layers after the pooling (sentence-transformers' Dense modules), run on the device before normalising. */
+  readonly dense?: readonly DenseLayer[];
+}
+
+/** y = activation(x·Wᵀ + bias) on the device: weight [out, in] and bias [out] in the encoder's dtype. */
+export interface DenseLayer {
+  readonly weight: Tensor;
+  readonly bias?: Tensor;
+  readonly activation: 'tanh' | 'identity';
 }
 
 interface NormWeights { readonly gamma: Tensor; readonly beta: Tensor }
@@ -259,21 +268,30 @@ export class BertEncoder {
   embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: BertEmbeddingOptions = {}, tokenTypeIds?: readonly (readonly number[])[]): PendingEmbeddings {
     const pooling = options.pooling ?? 'mean';
     if (pooling !== 'mean' && pooling !== 'cls') throw new ArgumentError(`BERT embeddings: pooling must be 'mean' or 'cls', got '${String(pooling)}'`);
-    const H = this.config.hidden;
+    const dense = options.dense ?? [];
+    const width = dense.length > 0 ? dense[dense.length - 1]!.weight.shape[0]! : this.config.hidden;
     const queued = this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
-      const b = this.backend, { batch: B, length: L } = batch;
-      if (pooling === 'cls') return { values: b.downloadLater(this.firstRows(hidden, batch, temp)), lengths: batch.lengths };
-      // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64.
-      const weights = new Float32Array(B * L);
-      for (let s = 0; s < B; s++) weights.fill(1, s * L, s * L + batch.lengths[s]!);
-      const ones = temp([B, 1, L], this.dtype), sum = temp([B, 1, H], this.dtype);
-      b.upload(ones, weights);
-      b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: sum });
-      return { values: b.downloadLater(sum), lengths: batch.lengths };
+      const b = this.backend, { batch: B, length: L } = batch, H = this.config.hidden;
+      let pooled: Tensor;
+      if (pooling === 'cls') {
+        pooled = this.firstRows(hidden, batch, temp);
+      } else {
+        // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64 —
+        // unless Dense layers follow on the device: then the weights are 1/length (the mean, rounded to the dtype).
+        const weights = new Float32Array(B * L);
+        for (let s = 0; s < B; s++) weights.fill(dense.length > 0 ? 1 / batch.lengths[s]! : 1, s * L, s * L + batch.lengths[s]!);
+        const ones = temp([B, 1, L], this.dtype);
+        pooled = temp([B, H], this.dtype);
+        b.upload(ones, weights);
+        b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: b.view(pooled, 0, [B, 1, H]) });
+      }
+      for (const layer of dense) pooled = this.denseLayer(pooled, layer, temp);
+      return { values: b.downloadLater(pooled), lengths: batch.lengths };
     });
+    const divide = pooling === 'mean' && dense.length === 0;
     let vectors: Float32Array[] | undefined;
     return {
-      wait: () => (vectors ??= pooledVectors(queued.values.wait() as Float32Array, queued.lengths, H, pooling, options.normalize === true)),
+      wait: () => (vectors ??= pooledVectors(queued.values.wait() as Float32Array, divide ? queued.lengths : undefined, queued.lengths.length, width, options.normalize === true)),
       ready: () => queued.values.ready(),
     };
   }
@@ -477,6 +495,18 @@ export class BertEncoder {
     return activation === 'gelu_tanh' || activation === 'relu' ? undefined : temp(shape, 'u8');
   }
 
+  /** One Dense layer over pooled rows [B, in] → [B, out]: the GEMM, then tanh(x + bias) or the bias in the GEMM's epilogue. */
+  private denseLayer(x: Tensor, layer: DenseLayer, temp: EncoderPass['temp']): Tensor {
+    const b = this.backend, out = temp([x.shape[0]!, layer.weight.shape[0]!], this.dtype);
+    if (layer.activation === 'tanh') {
+      b.gemm({ a: x, b: layer.weight, out, transB: true });
+      b.tanhActivation({ x: out, ...(layer.bias ? { bias: layer.bias } : {}), out });
+    } else {
+      b.gemm({ a: x, b: layer.weight, out, transB: true, ...(layer.bias ? { epilogue: 'bias' as const, bias: layer.bias } : {}) });
+    }
+    return out;
+  }
+
   /** The first ([CLS]) row of each sequence, [B, H], gathered from hidden [B·L, H]. */
   private firstRows(hidden: Tensor, batch: CheckedBatch, temp: EncoderPass['temp']): Tensor {
     const b = this.backend, rows = temp([batch.batch], 'i32'), out = temp([batch.batch, this.config.hidden], this.dtype);
@@ -537,15 +567,16 @@ export interface PendingEmbeddings {
 }
 
 /**
- * Vectors from the per-sequence sums (mean pooling: ÷ the real token count) or first rows, optionally
- * L2-normalised, in f64. Plain loops: TypedArray.from with a map function costs microseconds an element
- * in V8, which made this host step four times the encoder's own GPU time for a batch of 32.
+ * B vectors of H values from the device's rows: each divided by its sequence's real token count where
+ * `divideBy` is given (mean pooling's sums), optionally L2-normalised, in f64. Plain loops: TypedArray.from
+ * with a map function costs microseconds an element in V8, which made this host step four times the
+ * encoder's own GPU time for a batch of 32.
  */
-function pooledVectors(values: Float32Array, lengths: Int32Array, H: number, pooling: BertPooling, normalize: boolean): Float32Array[] {
+function pooledVectors(values: Float32Array, divideBy: Int32Array | undefined, B: number, H: number, normalize: boolean): Float32Array[] {
   const vectors: Float32Array[] = [];
   const vector = new Float64Array(H);
-  for (let s = 0; s < lengths.length; s++) {
-    const divisor = pooling === 'mean' ? lengths[s]! : 1;
+  for (let s = 0; s < B; s++) {
+    const divisor = divideBy ? divideBy[s]! : 1;
     let squares = 0;
     for (let h = 0; h < H; h++) {
       const x = values[s * H + h]! / divisor;

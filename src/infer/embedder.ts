@@ -1,8 +1,9 @@
-// Sentence embeddings from a BERT directory (plain, or sentence-transformers with modules.json), as
+// Sentence embeddings from a BERT-family directory (plain, or sentence-transformers with modules.json), as
 // `fuseformer embed` and the embeddings server use them: texts (or token ids) → tokens → padded batches →
 // pooled, optionally normalised vectors. A sentence-transformers directory sets the defaults as
-// SentenceTransformer.encode has them (pooling, Normalize, max_seq_length truncation, do_lower_case);
-// without one, a text longer than the model's positions is an error naming it.
+// SentenceTransformer.encode has them (pooling, Dense layers — run on the device after the pooling —,
+// Normalize, max_seq_length truncation, do_lower_case); without one, a text longer than the model's
+// positions is an error naming it.
 //
 // Batches are formed from the inputs sorted by length (longest first), so each pads only to its own
 // longest member (rounded up to a few bucketed lengths, so that batches repeat shapes); vectors come back in
@@ -13,7 +14,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { loadTokenizer } from '../io/tokenizer.js';
-import type { BertAttentionPath, BertPooling, PendingEmbeddings } from './bert.js';
+import type { BertAttentionPath, BertPooling, DenseLayer, PendingEmbeddings } from './bert.js';
 import { BertEncoder, padSequences } from './bert.js';
 import type { SentenceTransformersConfig } from './sentence-transformers.js';
 import { readSentenceTransformersConfig, truncateTokens } from './sentence-transformers.js';
@@ -50,6 +51,8 @@ export class Embedder {
   readonly maxTokens: number;
   /** sentence_bert_config.json's max_seq_length within the model's positions; undefined: no truncation. */
   readonly truncateAt: number | undefined;
+  /** The sentence-transformers Dense layers on the device (empty without any). */
+  private readonly dense: readonly DenseLayer[];
 
   private constructor(
     readonly encoder: BertEncoder, readonly tokenizer: Tokenizer, readonly sentenceTransformers: SentenceTransformersConfig | undefined,
@@ -62,6 +65,14 @@ export class Embedder {
     if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new ArgumentError(`batch size must be a positive integer, got ${this.batchSize}`);
     this.maxTokens = encoder.maxTokens;
     this.truncateAt = sentenceTransformers?.maxSeqLength === undefined ? undefined : Math.min(sentenceTransformers.maxSeqLength, this.maxTokens);
+    const first = sentenceTransformers?.dense[0];
+    if (first && first.inFeatures !== encoder.hidden) throw new ArgumentError(`${first.source}: in_features ${first.inFeatures}, but the encoder's vectors have ${encoder.hidden} values`);
+    const backend = encoder.backend, dtype = encoder.dtype;
+    this.dense = (sentenceTransformers?.dense ?? []).map((d) => ({
+      weight: backend.fromArray(d.weight, [d.outFeatures, d.inFeatures], dtype),
+      ...(d.bias ? { bias: backend.fromArray(d.bias, [d.outFeatures], dtype) } : {}),
+      activation: d.activation,
+    }));
   }
 
   /** A BERT or sentence-transformers directory onto `backend` (the encoder freed again if the rest fails). */
@@ -78,7 +89,8 @@ export class Embedder {
     }
   }
 
-  get dimensions(): number { return this.encoder.hidden; }
+  /** The width of the vectors: the last Dense layer's out_features, else the encoder's hidden size. */
+  get dimensions(): number { return this.dense.length > 0 ? this.dense[this.dense.length - 1]!.weight.shape[0]! : this.encoder.hidden; }
 
   /** The tokens of one input: a text through the tokenizer, or ids as given (checked against the vocabulary). */
   tokens(input: string | readonly number[], index: number): number[] {
@@ -157,7 +169,7 @@ export class Embedder {
   }
 
   private queue(batch: PaddedBatch): QueuedBatch {
-    return { members: batch.members, pending: this.encoder.embeddingsLater(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize }) };
+    return { members: batch.members, pending: this.encoder.embeddingsLater(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize, dense: this.dense }) };
   }
 
   /** Vectors for `inputs`, in their order; `dimensions` keeps each vector's first n values (renormalised when normalising). */
@@ -185,7 +197,13 @@ export class Embedder {
     return head.map((x) => x / Math.max(norm, 1e-12));
   }
 
-  free(): void { this.encoder.free(); }
+  free(): void {
+    for (const d of this.dense) {
+      this.encoder.backend.free(d.weight);
+      if (d.bias) this.encoder.backend.free(d.bias);
+    }
+    this.encoder.free();
+  }
 }
 
 interface PaddedBatch {

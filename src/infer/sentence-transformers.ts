@@ -1,15 +1,22 @@
-// A sentence-transformers model directory (all-MiniLM-L6-v2, bge, e5 …): beside the BERT files,
-// modules.json lists the pipeline — Transformer, then Pooling (1_Pooling/config.json), often Normalize —
-// and sentence_bert_config.json the sequence length the model was trained at. `fuseformer embed` takes its
-// defaults from them, so a vector equals SentenceTransformer(dir).encode(text): the pooling mode, unit
-// length where a Normalize module follows, texts truncated to max_seq_length ([CLS] … [SEP] kept), and
-// lower-cased first where do_lower_case says. A module fuseformer cannot run (Dense, a pooling mode other
-// than mean or CLS) is refused by name rather than giving other vectors.
+// A sentence-transformers model directory (all-MiniLM-L6-v2, bge, e5, LaBSE …): beside the encoder's files,
+// modules.json lists the pipeline — Transformer, then Pooling (1_Pooling/config.json), then any Dense layers
+// (2_Dense: a linear layer and its activation), often Normalize — and sentence_bert_config.json the sequence
+// length the model was trained at. `fuseformer embed` takes its defaults from them, so a vector equals
+// SentenceTransformer(dir).encode(text): the pooling mode, the Dense layers, unit length where a Normalize
+// module follows, texts truncated to max_seq_length ([CLS] … [SEP] kept), and lower-cased first where
+// do_lower_case says. Both layouts are read: sentence-transformers ≤ 5 (types sentence_transformers.models.X,
+// pooling_mode_*_tokens flags, max_seq_length in sentence_bert_config.json) and 6 (types
+// sentence_transformers.….X, "pooling_mode": "mean", the length as tokenizer_config.json's model_max_length).
+// A module fuseformer cannot run (a pooling mode other than mean or CLS, a Dense activation other than tanh or
+// identity) is refused by name rather than giving other vectors.
 
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArgumentError } from '../errors.js';
+import { openWeightFile } from '../io/weight-file.js';
+import { shardFiles } from '../models/hf-weights.js';
 import { describeValue, readConfigFile } from '../models/config-fields.js';
+import { formatShape } from '../tensor.js';
 import type { BertPooling } from './bert.js';
 
 export interface SentenceTransformersConfig {
@@ -20,30 +27,64 @@ export interface SentenceTransformersConfig {
   /** sentence_bert_config.json's max_seq_length: longer texts are truncated to it (tokens, specials included). */
   readonly maxSeqLength?: number;
   readonly lowerCase: boolean;
+  /** The Dense modules between Pooling and Normalize, in order. */
+  readonly dense: readonly DenseModule[];
 }
 
-const TRANSFORMER = 'sentence_transformers.models.Transformer', POOLING = 'sentence_transformers.models.Pooling', NORMALIZE = 'sentence_transformers.models.Normalize';
+/** A Dense module: y = activation(x·Wᵀ + b), W [out, in]. */
+export interface DenseModule {
+  readonly source: string;
+  readonly inFeatures: number;
+  readonly outFeatures: number;
+  /** [out, in], row-major. */
+  readonly weight: Float32Array;
+  readonly bias?: Float32Array;
+  readonly activation: 'tanh' | 'identity';
+}
+
+/** A module's class by the last part of its type: sentence_transformers.models.Pooling (≤ 5), sentence_transformers.….pooling.Pooling (6). */
+function moduleKind(type: string): 'Transformer' | 'Pooling' | 'Dense' | 'Normalize' | undefined {
+  const match = /^sentence_transformers\.(?:[A-Za-z_]+\.)*(Transformer|Pooling|Dense|Normalize)$/.exec(type);
+  return match ? (match[1] as 'Transformer' | 'Pooling' | 'Dense' | 'Normalize') : undefined;
+}
 const POOLING_MODES: Record<string, BertPooling | undefined> = {
   pooling_mode_cls_token: 'cls', pooling_mode_mean_tokens: 'mean', pooling_mode_max_tokens: undefined, pooling_mode_mean_sqrt_len_tokens: undefined,
   pooling_mode_weightedmean_tokens: undefined, pooling_mode_lasttoken: undefined,
 };
+/** sentence-transformers 6's pooling_mode names, by what fuseformer runs. */
+const POOLING_MODE_NAMES: Record<string, BertPooling | undefined> = { cls: 'cls', mean: 'mean', max: undefined, mean_sqrt_len_tokens: undefined, weightedmean: undefined, lasttoken: undefined };
+const DENSE_ACTIVATIONS: Record<string, 'tanh' | 'identity'> = {
+  'torch.nn.modules.activation.Tanh': 'tanh', 'torch.nn.modules.linear.Identity': 'identity',
+};
+/** Tokenizers without a length limit say model_max_length = VERY_LARGE_INTEGER (1e30); a real one is far below this. */
+const REAL_LENGTH_LIMIT = 1e9;
 
 /** The directory's sentence-transformers settings, or undefined where it has no modules.json. */
 export function readSentenceTransformersConfig(dir: string): SentenceTransformersConfig | undefined {
   const modulesFile = join(dir, 'modules.json');
   if (!existsSync(modulesFile)) return undefined;
   const modules = readJsonList(modulesFile);
-  let modelDir: string | undefined, pooling: BertPooling | undefined, normalize = false;
+  let modelDir: string | undefined, pooling: BertPooling | undefined, width: number | undefined, normalize = false;
+  const dense: DenseModule[] = [];
   modules.forEach((module: unknown, i) => {
     const where = `${modulesFile}: module ${i}`;
     if (typeof module !== 'object' || module === null) throw new ArgumentError(`${where} is ${describeValue(module)}; expected {"type", "path"}`);
     const { type, path } = module as Record<string, unknown>;
     if (typeof type !== 'string' || typeof path !== 'string') throw new ArgumentError(`${where}: expected string fields "type" and "path"`);
-    const order = [modelDir !== undefined, pooling !== undefined];
-    if (type === TRANSFORMER && !order[0]) modelDir = join(dir, path);
-    else if (type === POOLING && order[0] && !order[1]) pooling = poolingOf(join(dir, path, 'config.json'));
-    else if (type === NORMALIZE && order[1]) normalize = true;
-    else throw new ArgumentError(`${where} is ${type}${path ? ` (${path})` : ''}, which fuseformer embed does not run here (it runs Transformer → Pooling (mean or CLS) → Normalize); its vectors would differ from sentence-transformers'`);
+    const kind = moduleKind(type);
+    if (kind === 'Transformer' && modelDir === undefined) {
+      modelDir = join(dir, path);
+    } else if (kind === 'Pooling' && modelDir !== undefined && pooling === undefined) {
+      pooling = poolingOf(join(dir, path, 'config.json'));
+    } else if (kind === 'Dense' && pooling !== undefined && !normalize) {
+      const layer = denseOf(join(dir, path), width);
+      dense.push(layer);
+      width = layer.outFeatures;
+    } else if (kind === 'Normalize' && pooling !== undefined && !normalize) {
+      normalize = true;
+    } else {
+      throw new ArgumentError(`${where} is ${type}${path ? ` (${path})` : ''}, which fuseformer embed does not run here (it runs Transformer → Pooling (mean or CLS) → Dense … → Normalize); its vectors would differ from sentence-transformers'`);
+    }
   });
   if (modelDir === undefined || pooling === undefined) throw new ArgumentError(`${modulesFile}: expected a Transformer module then a Pooling module`);
   const bertConfig = join(modelDir, 'sentence_bert_config.json'), rootConfig = join(dir, 'sentence_bert_config.json');
@@ -53,12 +94,70 @@ export function readSentenceTransformersConfig(dir: string): SentenceTransformer
     throw new ArgumentError(`${settingsFile}: field "max_seq_length" is ${describeValue(maxSeqLength)}; expected an integer of at least 2`);
   }
   if (lowerCase !== undefined && typeof lowerCase !== 'boolean') throw new ArgumentError(`${settingsFile}: field "do_lower_case" is ${describeValue(lowerCase)}; expected true or false`);
-  return { modelDir, pooling, normalize, ...(typeof maxSeqLength === 'number' ? { maxSeqLength } : {}), lowerCase: lowerCase ?? false };
+  // Without max_seq_length (sentence-transformers 6 keeps the length in the tokenizer), the tokenizer's limit.
+  const length = typeof maxSeqLength === 'number' ? maxSeqLength : tokenizerLengthLimit(modelDir);
+  return { modelDir, pooling, normalize, dense, ...(length !== undefined ? { maxSeqLength: length } : {}), lowerCase: lowerCase ?? false };
 }
 
-/** The one pooling mode 1_Pooling/config.json turns on, where fuseformer runs it. */
+/** tokenizer_config.json's model_max_length where it is a real limit (≥ 2, below 1e9), else undefined. */
+function tokenizerLengthLimit(modelDir: string): number | undefined {
+  const file = join(modelDir, 'tokenizer_config.json');
+  if (!existsSync(file)) return undefined;
+  const limit = readConfigFile(file)['model_max_length'];
+  return typeof limit === 'number' && Number.isSafeInteger(limit) && limit >= 2 && limit < REAL_LENGTH_LIMIT ? limit : undefined;
+}
+
+/** A Dense module's directory: config.json (in / out features, bias, activation) and its linear layer's weights. */
+function denseOf(dir: string, inputWidth: number | undefined): DenseModule {
+  const configFile = join(dir, 'config.json');
+  const config = readConfigFile(configFile);
+  const count = (field: string): number => {
+    const value = config[field];
+    if (!(Number.isSafeInteger(value) && (value as number) >= 1)) throw new ArgumentError(`${configFile}: field "${field}" is ${describeValue(value)}; expected a positive integer`);
+    return value as number;
+  };
+  const inFeatures = count('in_features'), outFeatures = count('out_features');
+  if (inputWidth !== undefined && inFeatures !== inputWidth) throw new ArgumentError(`${configFile}: in_features ${inFeatures}, but the module before it gives ${inputWidth} values`);
+  const activationName = config['activation_function'] ?? 'torch.nn.modules.activation.Tanh';
+  const activation = typeof activationName === 'string' ? DENSE_ACTIVATIONS[activationName] : undefined;
+  if (activation === undefined) throw new ArgumentError(`${configFile}: activation_function ${describeValue(activationName)} is not implemented (fuseformer embed runs ${Object.keys(DENSE_ACTIVATIONS).join(' and ')}); its vectors would differ from sentence-transformers'`);
+  for (const field of ['use_residual']) {
+    if (config[field] === true) throw new ArgumentError(`${configFile}: "${field}": true is not implemented (fuseformer embed runs the plain Dense layer)`);
+  }
+  const hasBias = config['bias'] ?? true;
+  if (typeof hasBias !== 'boolean') throw new ArgumentError(`${configFile}: field "bias" is ${describeValue(hasBias)}; expected true or false`);
+  const files = shardFiles(dir);
+  const read = (name: string, shape: readonly number[]): Float32Array => {
+    for (const file of files) {
+      const reader = openWeightFile(file);
+      try {
+        const info = reader.tensors.find((t) => t.name === name);
+        if (!info) continue;
+        if (formatShape(info.shape) !== formatShape(shape)) throw new ArgumentError(`${file}: tensor '${name}' has shape ${formatShape(info.shape)}; ${configFile} implies ${formatShape(shape)}`);
+        return reader.readFloats(name);
+      } finally {
+        reader.close();
+      }
+    }
+    throw new ArgumentError(`${dir}: no tensor '${name}' in ${files.join(', ')}`);
+  };
+  const weight = read('linear.weight', [outFeatures, inFeatures]);
+  return { source: dir, inFeatures, outFeatures, weight, ...(hasBias ? { bias: read('linear.bias', [outFeatures]) } : {}), activation };
+}
+
+/** The one pooling mode 1_Pooling/config.json turns on (pooling_mode_* flags, or sentence-transformers 6's pooling_mode), where fuseformer runs it. */
 function poolingOf(file: string): BertPooling {
   const config = readConfigFile(file);
+  if (config['pooling_mode'] !== undefined) {
+    const value = config['pooling_mode'];
+    const modes = typeof value === 'string' ? [value] : Array.isArray(value) ? value : [];
+    if (modes.length !== 1 || typeof modes[0] !== 'string' || !Object.hasOwn(POOLING_MODE_NAMES, modes[0])) {
+      throw new ArgumentError(`${file}: pooling_mode ${describeValue(value)}; fuseformer embed runs one mode, "mean" or "cls"${modes.length > 1 ? ' (several modes are concatenated)' : ''}`);
+    }
+    const pooling = POOLING_MODE_NAMES[modes[0]];
+    if (pooling === undefined) throw new ArgumentError(`${file}: pooling_mode "${modes[0]}" is not implemented (fuseformer embed pools by mean or CLS); its vectors would differ from sentence-transformers'`);
+    return pooling;
+  }
   const on = Object.keys(POOLING_MODES).filter((mode) => config[mode] === true);
   if (on.length !== 1) throw new ArgumentError(`${file}: ${on.length === 0 ? 'no pooling mode is on' : `pooling modes ${on.join(', ')} are on together (their vectors concatenated)`}; fuseformer embed runs one mode, mean or CLS`);
   const pooling = POOLING_MODES[on[0]!];

@@ -108,8 +108,8 @@ test('a sentence-transformers directory sets the defaults: its pooling, Normaliz
   poolingConfig({ pooling_mode_mean_tokens: true, pooling_mode_cls_token: true });
   await rejects(/pooling modes pooling_mode_cls_token, pooling_mode_mean_tokens are on together/);
   poolingConfig({ pooling_mode_mean_tokens: true });
-  writeFileSync(join(st, 'modules.json'), modules({ idx: 2, name: '2', path: '2_Dense', type: 'sentence_transformers.models.Dense' }));
-  await rejects(/modules\.json: module 2 is sentence_transformers\.models\.Dense \(2_Dense\), which fuseformer embed does not run/);
+  writeFileSync(join(st, 'modules.json'), modules({ idx: 2, name: '2', path: '2_LayerNorm', type: 'sentence_transformers.models.LayerNorm' }));
+  await rejects(/modules\.json: module 2 is sentence_transformers\.models\.LayerNorm \(2_LayerNorm\), which fuseformer embed does not run/);
   writeFileSync(join(st, 'modules.json'), '{"not": "a list"}');
   await rejects(/modules\.json: expected a list of modules, got {"not":"a list"}/);
   await assert.rejects(captured(['--model', dir, '--text', 'hi', '--normalize', '--no-normalize', '--backend', 'cpu']), /--normalize and --no-normalize: give one/);

@@ -105,3 +105,25 @@ test('the Embedder on CUDA (batches queued one ahead of the read, sync and async
     }
   }
 });
+
+test('a sentence-transformers directory with Dense layers (test/fixtures/sentence-transformers/dense) on CUDA gives the CPU\'s vectors', { skip }, async () => {
+  const gpu = await createGpuBackend();
+  const dir = join('test', 'fixtures', 'sentence-transformers', 'dense');
+  const texts = ['Call me Ishmael.', 'Some years ago, never mind how long precisely, having little or no money in my purse,', 'whale', 'a', 'the sea'];
+  const reference = Embedder.load(dir, new CpuBackend(), { dtype: 'f32' });
+  const expected = reference.embed(texts).vectors;
+  reference.free();
+  for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+    // Batches of 2: the last one a single row (the GEMV path of the Dense GEMMs).
+    const embedder = Embedder.load(dir, gpu as Backend, { dtype, batchSize: 2 });
+    try {
+      const { vectors } = embedder.embed(texts);
+      vectors.forEach((v, i) => {
+        const error = relError(v, expected[i]!);
+        assert.ok(error <= (dtype === 'f32' ? 1e-4 : 3e-2), `${dtype} text ${i}: rel err ${error}`);
+      });
+    } finally {
+      embedder.free();
+    }
+  }
+});
