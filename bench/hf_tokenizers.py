@@ -23,6 +23,10 @@ Families (vocabulary 2000 each, trained on CORPUS):
   bpe-byte-fallback  Llama 2's SentencePiece-as-BPE: "▁" for spaces, <0xXX> byte fallback, <s> $A
   unigram-metaspace  Marian / T5's SentencePiece unigram: Metaspace pre-tokenizer and decoder
   llama3-split-bpe   Llama 3's: the Split regex with (?i:) contractions and 3-digit groups, then byte-level
+  xlm-r-precompiled  XLM-RoBERTa's (multilingual-e5, bge-m3): a SentencePiece unigram model with its nmt_nfkc
+                     character map, converted to tokenizer.json by transformers (the Precompiled normalizer,
+                     WhitespaceSplit + Metaspace, <s> $A </s>); built only where sentencepiece and transformers
+                     are installed
 For each text: ids with the post-processor's special tokens and without (plain), and the decoding of
 ids keeping (text) and skipping (bare) special tokens.
 """
@@ -126,14 +130,38 @@ def build(out_dir, corpus):
         os.makedirs(os.path.join(out_dir, name), exist_ok=True)
         tok.save(os.path.join(out_dir, name, "tokenizer.json"))
         print(f"{name}: {tok.get_vocab_size()} tokens", file=sys.stderr)
+    build_xlm_r(out_dir, corpus)
+
+
+def build_xlm_r(out_dir, corpus):
+    """xlm-r-precompiled/tokenizer.json: transformers' conversion of a SentencePiece unigram model (nmt_nfkc)."""
+    try:
+        import sentencepiece as spm
+        from transformers import AutoTokenizer
+    except ImportError as e:
+        print(f"xlm-r-precompiled: skipped ({type(e).__name__}: {e})", file=sys.stderr)
+        return
+    source = os.path.join(out_dir, "xlm-r-source")
+    os.makedirs(source, exist_ok=True)
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(source, "sentencepiece.bpe"), vocab_size=VOCAB,
+                                   model_type="unigram", minloglevel=2)
+    with open(os.path.join(source, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "XLMRobertaTokenizer"}, f)
+    tok = AutoTokenizer.from_pretrained(source)
+    os.makedirs(os.path.join(out_dir, "xlm-r-precompiled"), exist_ok=True)
+    tok.backend_tokenizer.save(os.path.join(out_dir, "xlm-r-precompiled", "tokenizer.json"))
+    print(f"xlm-r-precompiled: {tok.backend_tokenizer.get_vocab_size()} tokens", file=sys.stderr)
 
 
 def encode(out_dir, texts_file):
     with open(texts_file, encoding="utf-8") as f:
         texts = json.load(f)
     result = {}
-    for name in FAMILIES:
-        tok = Tokenizer.from_file(os.path.join(out_dir, name, "tokenizer.json"))
+    for name in [*FAMILIES, "xlm-r-precompiled"]:
+        path = os.path.join(out_dir, name, "tokenizer.json")
+        if not os.path.exists(path):
+            continue
+        tok = Tokenizer.from_file(path)
         rows = []
         for text in texts:
             ids = tok.encode(text).ids

@@ -106,6 +106,12 @@ export class SentencePieceModel {
   /** Every piece with its score and type, by id (what converters to tokenizer.json read). */
   get entries(): readonly Readonly<Piece>[] { return this.pieces; }
 
+  /** The normalizer spec's character map (empty where the model has none). */
+  get characterMap(): CharsMapNormalizer { return this.normalizer; }
+
+  /** The normalizer spec's precompiled_charsmap as stored (what a tokenizer.json's Precompiled normalizer holds, in base64). */
+  get characterMapBytes(): Uint8Array | undefined { return this.spec.charsmap; }
+
   /** Whether the trainer spec asks for <0xXX> byte pieces where no piece covers a character. */
   get usesByteFallback(): boolean { return this.byteFallback; }
 
@@ -316,7 +322,8 @@ function utf8Length(text: string): number {
  * normalizer_spec.precompiled_charsmap: [trie size, u32 LE][Darts double-array trie over UTF-8 bytes, u32
  * units][replacement strings, NUL-terminated]. Without one, text passes through unchanged.
  */
-class CharsMapNormalizer {
+/** A precompiled_charsmap: a Darts double-array trie over UTF-8 bytes whose leaves index NUL-terminated replacements. */
+export class CharsMapNormalizer {
   private readonly units?: Uint32Array;
   private readonly replacements?: Uint8Array;
 
@@ -339,6 +346,33 @@ class CharsMapNormalizer {
     const length = utf8CharLength(input, pos);
     if (length === 0) return ['\uFFFD', 1];  // a malformed byte: U+FFFD for one byte, as sentencepiece does
     return [UTF8.decode(input.subarray(pos, pos + length)), length];
+  }
+
+  /**
+   * The replacement of the shortest rule matching a prefix of `input` (the walk stops at a NUL byte), as
+   * Hugging Face's spm_precompiled transform() takes it — not sentencepiece's longest match.
+   */
+  shortestMatch(input: Uint8Array): string | undefined {
+    const units = this.units, replacements = this.replacements;
+    if (units === undefined || replacements === undefined || units.length === 0) return undefined;
+    const offset = (unit: number) => (unit >>> 10) << ((unit & (1 << 9)) >>> 6);
+    const label = (unit: number) => unit & ((1 << 31) | 0xff);
+    let node = offset(units[0]!);
+    for (let i = 0; i < input.length && input[i] !== 0; i++) {
+      node ^= input[i]!;
+      const unit = units[node];
+      if (unit === undefined || (label(unit) >>> 0) !== input[i]) return undefined;
+      node ^= offset(unit);
+      if ((unit >>> 8) & 1) {
+        const leaf = units[node];
+        if (leaf === undefined) return undefined;
+        const start = leaf & 0x7fffffff;
+        let end = start;
+        while (end < replacements.length && replacements[end] !== 0) end++;
+        return UTF8.decode(replacements.subarray(start, end));
+      }
+    }
+    return undefined;
   }
 
   private longestMatch(input: Uint8Array, pos: number): [string, number] | undefined {

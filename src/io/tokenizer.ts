@@ -17,6 +17,7 @@ import { dirname, join } from 'node:path';
 import { Tokenizer as HuggingFaceTokenizer } from '@huggingface/tokenizers';
 import { ArgumentError, FuseformerError } from '../errors.js';
 import { LLAMA_TOKENIZER_CLASSES, llamaTokenizerJson } from './llama-sentencepiece.js';
+import { useExactPrecompiled } from './precompiled-normalizer.js';
 import { SentencePieceModel } from './sentencepiece.js';
 
 export class TokenizerError extends FuseformerError {}
@@ -176,6 +177,8 @@ export function createTokenizer(
   let library: LibraryTokenizer;
   try {
     library = new LibraryTokenizerClass(completeJson, libraryConfig);
+    // The library approximates a Precompiled (SentencePiece character map) normalizer; ours applies the map.
+    useExactPrecompiled((library as unknown as { normalizer?: unknown }).normalizer, source);
   } catch (error) {
     throw new TokenizerError(`${source}: unsupported or malformed tokenizer (${(error as Error).message})`);
   }
