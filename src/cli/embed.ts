@@ -19,9 +19,9 @@ import { resolveModelDirectory } from '../io/hf-cache.js';
 
 export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
 
-  --model DIR              a Hugging Face BERT directory (BertModel or BertForMaskedLM): config.json,
-                           model.safetensors or pytorch_model.bin (or shards) and tokenizer.json; or a
-                           repository id (org/name[@rev]) in the local Hugging Face cache
+  --model DIR              a Hugging Face BERT-family directory (BERT, RoBERTa, XLM-RoBERTa, MPNet, DistilBERT):
+                           config.json, model.safetensors or pytorch_model.bin (or shards) and tokenizer.json;
+                           or a repository id (org/name[@rev]) in the local Hugging Face cache
   --text TEXT              a text to embed (repeatable; one vector per text, in order)
   --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
@@ -33,8 +33,8 @@ export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--t
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
 
 A sentence-transformers directory (modules.json) sets the defaults as SentenceTransformer.encode has them:
-its Pooling module's mode, unit length where a Normalize module follows, texts truncated to
-sentence_bert_config.json's max_seq_length (and lower-cased where do_lower_case says).
+its Pooling module's mode, its Dense layers, unit length where a Normalize module follows, texts truncated to
+max_seq_length (and lower-cased where do_lower_case says).
 
 Prints {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [...]}, ...],
 "model": DIR, "usage": {"prompt_tokens": n, "total_tokens": n}} on one line.

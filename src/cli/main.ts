@@ -22,7 +22,7 @@ commands:
   launch --gpus N -- <command>   one process per GPU with the NCCL rendezvous (launch --help)
   generate [options]   continue a prompt with a GPT-2 or Llama model directory (generate --help)
   serve --model DIR    OpenAI-compatible HTTP server with continuous batching (serve --help)
-  embed --model DIR --text TEXT   sentence embeddings (JSON) from a BERT directory (embed --help)
+  embed --model DIR --text TEXT   sentence embeddings (JSON) from a BERT-family directory (embed --help)
   profile [options]    where a step's time goes: every kernel timed, on the roofline (profile --help)
   bench [options]      run the benchmark suites and chart their results (bench --help)
   quantize [options]   INT4 (rtn/awq/gptq) or INT8 W8A8 quantization of a GPT-2 or Llama directory (quantize --help)

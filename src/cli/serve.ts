@@ -30,7 +30,7 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
 
   --model DIR              a Hugging Face GPT-2 or Llama directory (config.json, safetensors or pytorch_model.bin,
                            tokenizer.json), or a repository id (org/name[@rev]) in the local Hugging Face cache;
-                           a BERT or sentence-transformers directory is served as /v1/embeddings instead (below)
+                           a BERT-family or sentence-transformers directory is served as /v1/embeddings (below)
   --host HOST              address to listen on (default 127.0.0.1)
   --port N                 port (default 8000; 0 = any free port, printed)
   --served-name NAME       the model name clients use (default: the directory's name)
@@ -70,7 +70,7 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
                            INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
   --quantize-lm-head       with --quantize, or on a quantized directory: the LM head too (round-to-nearest)
 
-An embedding model (BertModel / BertForMaskedLM, or a sentence-transformers directory with modules.json) serves
+An embedding model (BERT, RoBERTa, XLM-RoBERTa, MPNet, DistilBERT, or a sentence-transformers directory) serves
 POST /v1/embeddings (input: a string, strings, token ids or arrays of them; encoding_format float | base64;
 dimensions), /v1/models, /health and /metrics; concurrent requests are embedded together in length-sorted
 batches. --host, --port, --served-name, --dtype, --backend, --max-body-bytes apply, and:
