@@ -42,6 +42,12 @@ export interface BertHeads {
   readonly maskedLm: boolean;
   /** The MLM decoder has its own weight (tie_word_embeddings: false) instead of the word embeddings. */
   readonly untiedDecoder: boolean;
+  /**
+   * A sequence-classification head (cross-encoders, rerankers): BertForSequenceClassification's classifier
+   * over the pooler's output ('bert'), or RobertaClassificationHead's dense + tanh + out_proj over the first
+   * token's hidden state ('roberta'); with its number of labels.
+   */
+  readonly classifier?: { readonly kind: 'bert' | 'roberta'; readonly labels: number };
 }
 
 /** Canonical names of one encoder layer's weights. */
@@ -73,6 +79,12 @@ export const BERT_WEIGHT_NAMES = {
   transformNorm: { gamma: 'cls.predictions.transform.LayerNorm.weight', beta: 'cls.predictions.transform.LayerNorm.bias' },
   decoder: 'cls.predictions.decoder.weight',
   decoderBias: 'cls.predictions.bias',
+  classifier: 'classifier.weight',
+  classifierBias: 'classifier.bias',
+  classifierDense: 'classifier.dense.weight',
+  classifierDenseBias: 'classifier.dense.bias',
+  classifierOut: 'classifier.out_proj.weight',
+  classifierOutBias: 'classifier.out_proj.bias',
 } as const;
 
 export function bertLayerNames(layer: number): BertLayerNames {
@@ -111,6 +123,12 @@ export function bertWeightSpecs(config: BertConfig, heads: BertHeads): WeightSpe
     );
   }
   if (heads.pooler) specs.push({ name: n.pooler, shape: [H, H] }, { name: n.poolerBias, shape: [H] });
+  const classifier = heads.classifier;
+  if (classifier?.kind === 'bert') specs.push({ name: n.classifier, shape: [classifier.labels, H] }, { name: n.classifierBias, shape: [classifier.labels] });
+  if (classifier?.kind === 'roberta') {
+    specs.push({ name: n.classifierDense, shape: [H, H] }, { name: n.classifierDenseBias, shape: [H] },
+      { name: n.classifierOut, shape: [classifier.labels, H] }, { name: n.classifierOutBias, shape: [classifier.labels] });
+  }
   if (heads.maskedLm) {
     specs.push({ name: n.transform, shape: [H, H] }, { name: n.transformBias, shape: [H] }, ...norm(n.transformNorm), { name: n.decoderBias, shape: [Vp], fileShape: [V] });
     if (heads.untiedDecoder) specs.push({ name: n.decoder, shape: [Vp, H], fileShape: [V, H] });
@@ -196,7 +214,10 @@ export function indexCheckpoint(files: readonly string[]): Map<string, Checkpoin
 /** The heads a checkpoint carries (from its tensor names) and config.json's tie_word_embeddings. */
 export function checkpointHeads(index: ReadonlyMap<string, CheckpointTensor>, tieWordEmbeddings: boolean): BertHeads {
   const maskedLm = index.has(BERT_WEIGHT_NAMES.transform);
-  return { pooler: index.has(BERT_WEIGHT_NAMES.pooler), maskedLm, untiedDecoder: maskedLm && !tieWordEmbeddings };
+  const out = index.get(BERT_WEIGHT_NAMES.classifierOut) ?? index.get(BERT_WEIGHT_NAMES.classifier);
+  const kind = index.has(BERT_WEIGHT_NAMES.classifierOut) ? 'roberta' : 'bert';
+  const classifier = out && out.shape.length === 2 ? { kind, labels: out.shape[0]! } as const : undefined;
+  return { pooler: index.has(BERT_WEIGHT_NAMES.pooler), maskedLm, untiedDecoder: maskedLm && !tieWordEmbeddings, ...(classifier ? { classifier } : {}) };
 }
 
 /** Where each weight comes from in the checkpoint, and the tensors no weight uses. */
@@ -227,7 +248,8 @@ export function planCheckpoint(specs: readonly WeightSpec[], index: ReadonlyMap<
     sources.set(spec.name, tensor);
   }
   if (missing.length > 0) {
-    const what = heads.maskedLm || heads.pooler ? ` (with its ${[heads.pooler ? 'pooler' : '', heads.maskedLm ? 'MLM head' : ''].filter(Boolean).join(' and ')})` : '';
+    const parts = [heads.pooler ? 'pooler' : '', heads.maskedLm ? 'MLM head' : '', heads.classifier ? 'classification head' : ''].filter(Boolean);
+    const what = parts.length > 0 ? ` (with its ${parts.join(' and ')})` : '';
     throw new ArgumentError(`${dir}: the checkpoint lacks ${missing.length} weight(s) the BERT encoder${what} needs: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', …' : ''}`);
   }
   const used = new Set([...sources.values()].map((t) => `${t.file}\u0000${t.name}`));

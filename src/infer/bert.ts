@@ -145,6 +145,8 @@ export class BertEncoder {
   private readonly embeddingNorm: NormWeights;
   private readonly layers: readonly LayerWeights[];
   private readonly pooler?: { readonly weight: Tensor; readonly bias: Tensor };
+  /** A sequence-classification head: [dense + tanh over the first token (RoBERTa's) or the pooler (BERT's),] then out. */
+  private readonly classifier?: { readonly dense?: Tensor; readonly denseBias?: Tensor; readonly out: Tensor; readonly outBias: Tensor };
   private readonly maskedLm?: { readonly transform: Tensor; readonly transformBias: Tensor; readonly norm: NormWeights; readonly decoder: Tensor; readonly decoderBias: Tensor };
   private readonly entries: ReadonlyMap<string, WorkspaceEntry>;
   private readonly specs: ReadonlyMap<string, WeightSpec>;
@@ -188,6 +190,12 @@ export class BertEncoder {
       };
     });
     if (heads.pooler) this.pooler = { weight: one(n.pooler), bias: one(n.poolerBias) };
+    if (heads.classifier?.kind === 'bert') {
+      if (!this.pooler) throw new ArgumentError(`${source}: a BERT classification head reads the pooler's output, and the checkpoint has no pooler (bert.pooler.dense.*)`);
+      this.classifier = { out: one(n.classifier), outBias: one(n.classifierBias) };
+    } else if (heads.classifier?.kind === 'roberta') {
+      this.classifier = { dense: one(n.classifierDense), denseBias: one(n.classifierDenseBias), out: one(n.classifierOut), outBias: one(n.classifierOutBias) };
+    }
     if (heads.maskedLm) {
       this.maskedLm = {
         transform: one(n.transform), transformBias: one(n.transformBias), norm: norm(n.transformNorm),
@@ -223,6 +231,25 @@ export class BertEncoder {
 
   get hidden(): number { return this.config.hidden; }
   get hasPooler(): boolean { return this.pooler !== undefined; }
+  /** The classification head's label count (undefined without one). */
+  get labels(): number | undefined { return this.heads.classifier?.labels; }
+
+  /**
+   * The sequence-classification head's logits [B·labels] (BertForSequenceClassification: the classifier over
+   * pooler_output; RobertaClassificationHead: dense, tanh, out_proj over the first token's hidden state).
+   */
+  classify(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], tokenTypeIds?: readonly (readonly number[])[]): Float32Array {
+    const head = this.classifier;
+    if (!head) throw new ArgumentError(`${this.source}: the checkpoint has no sequence-classification head (classifier.weight or classifier.out_proj.weight): it is not a cross-encoder`);
+    return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
+      const b = this.backend, B = batch.batch, H = this.config.hidden, labels = head.out.shape[0]!;
+      const features = temp([B, H], this.dtype), logits = temp([B, labels], this.dtype);
+      b.gemm({ a: this.firstRows(hidden, batch, temp), b: head.dense ?? this.pooler!.weight, out: features, transB: true });
+      b.tanhActivation({ x: features, bias: head.denseBias ?? this.pooler!.bias, out: features });
+      b.gemm({ a: features, b: head.out, out: logits, transB: true, epilogue: 'bias', bias: head.outBias });
+      return b.download(logits) as Float32Array;
+    });
+  }
   get hasMaskedLm(): boolean { return this.maskedLm !== undefined; }
 
   /** The stored tensor `name` without padding rows (its checkpoint shape). */

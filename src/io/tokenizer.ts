@@ -67,8 +67,21 @@ export interface Tokenizer {
   decode(ids: readonly number[], options?: DecodeOptions): string;
   tokenToId(token: string): number | undefined;
   idToToken(id: number): string | undefined;
+  /**
+   * A text pair as the post-processor joins two sequences ([CLS] a [SEP] b [SEP], <s> a </s></s> b </s>, …)
+   * with its token type ids, the longer side cut token by token from its end until the whole fits
+   * `maxTokens` (transformers' truncation="longest_first"). Tokenizers with a pair template only.
+   */
+  encodePair?(a: string, b: string, maxTokens?: number): PairEncoding;
   /** What built it, where it came from tokenizer.json: enough to build the same tokenizer in a worker thread. */
   readonly definition?: TokenizerDefinition;
+}
+
+export interface PairEncoding {
+  readonly ids: number[];
+  readonly typeIds: number[];
+  /** Whether either text was cut to fit. */
+  readonly truncated: boolean;
 }
 
 /** createTokenizer's arguments (plain JSON: they cross to a worker thread by structured clone). */
@@ -91,6 +104,10 @@ export const SUPPORTED_MODEL_TYPES = ['BPE', 'WordPiece', 'Unigram'] as const;
  */
 interface LibraryTokenizer {
   encode(text: string, options: { add_special_tokens: boolean }): { ids: number[] };
+  /** The token strings of a text, without special tokens (normalised, pre-tokenised, modelled). */
+  tokenize(text: string, options: { add_special_tokens: boolean }): string[];
+  /** The post-processor over token strings: the pair joined with its special tokens, and the type ids. */
+  post_processor: ((a: string[], b: string[] | null, addSpecialTokens: boolean) => { tokens: string[]; token_type_ids?: number[] }) | null;
   decode(ids: number[], options: { skip_special_tokens: boolean; clean_up_tokenization_spaces: boolean }): string;
   token_to_id(token: string): number | undefined;
   id_to_token(id: number): string | undefined;
@@ -126,6 +143,23 @@ export function loadTokenizer(path: string): Tokenizer {
   if (!existsSync(templateFile)) return createTokenizer(tokenizerJson, config, source, configFile);
   config['chat_template'] = readTextFile(templateFile);
   return createTokenizer(tokenizerJson, config, source, configFile, templateFile);
+}
+
+/**
+ * The lengths two sequences keep under truncation "longest_first" to fit `room` tokens together, as the
+ * Rust tokenizers library computes them: only the longer one cut where that suffices, else both to half the
+ * room, the odd token to the one that was longer (the second on a tie).
+ */
+export function longestFirst(first: number, second: number, room: number): [number, number] {
+  if (first + second <= room) return [first, second];
+  const swap = first > second;
+  let short = swap ? second : first, long = swap ? first : second;
+  long = short > room ? short : Math.max(short, room - short);
+  if (short + long > room) {
+    short = Math.floor(room / 2);
+    long = short + (room % 2);
+  }
+  return swap ? [long, short] : [short, long];
 }
 
 /** Whether loadTokenizer reads a tokenizer from directory `dir`: its tokenizer.json, or a Llama tokenizer.model. */
@@ -246,6 +280,28 @@ class LibraryBackedTokenizer implements Tokenizer {
     const ids = this.library.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
     this.checkEncodedIds(ids);
     return ids;
+  }
+
+  encodePair(a: string, b: string, maxTokens = Infinity): PairEncoding {
+    for (const [name, text] of [['a', a], ['b', b]] as const) {
+      if (typeof text !== 'string') throw new ArgumentError(`${this.source}: encodePair's ${name} must be text, got ${text === null ? 'null' : typeof text}`);
+    }
+    const join = this.library.post_processor;
+    if (!join) throw new ArgumentError(`${this.source}: has no post-processor, so no template joins a text pair`);
+    let first = this.library.tokenize(a, { add_special_tokens: false }), second = this.library.tokenize(b, { add_special_tokens: false });
+    const specials = join([], [], true).tokens.length;
+    const room = maxTokens - specials;
+    if (room < 2) throw new ArgumentError(`${this.source}: a pair needs ${specials} special tokens and one token of each text; ${maxTokens} do not fit that`);
+    const truncated = first.length + second.length > room;
+    if (truncated) {
+      const [keepFirst, keepSecond] = longestFirst(first.length, second.length, room);
+      first = first.slice(0, keepFirst);
+      second = second.slice(0, keepSecond);
+    }
+    const joined = join(first, second, true);
+    const ids = joined.tokens.map((t) => this.library.token_to_id(t));
+    this.checkEncodedIds(ids);
+    return { ids: ids as number[], typeIds: joined.token_type_ids ?? ids.map(() => 0), truncated };
   }
 
   /**
