@@ -97,7 +97,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     })}\n`);
     const { unused, encoder } = embedder;
     if (unused.length > 0) output.log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}\n`);
-    output.log(`[${texts.length} text(s), ${tokens} tokens, ${encoder.hidden} dimensions, ${pooling} pooling${normalize ? ', normalised' : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+    output.log(`[${texts.length} text(s), ${tokens} tokens, ${embedder.dimensions} dimensions, ${pooling} pooling${normalize ? ', normalised' : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
     return 0;
   } finally {
     embedder.free();

@@ -11,6 +11,7 @@ import { GENERATE_USAGE, runGenerate } from './generate.js';
 import { BENCH_USAGE, runBench } from './bench.js';
 import { EMBED_USAGE, runEmbed } from './embed.js';
 import { PROFILE_USAGE, runProfile } from './profile.js';
+import { RERANK_USAGE, runRerank } from './rerank.js';
 import { runSelftest } from './selftest.js';
 import { runServe, SERVE_USAGE } from './serve.js';
 import { runTrain, TRAIN_USAGE } from './train.js';
@@ -23,6 +24,7 @@ commands:
   generate [options]   continue a prompt with a GPT-2 or Llama model directory (generate --help)
   serve --model DIR    OpenAI-compatible HTTP server with continuous batching (serve --help)
   embed --model DIR --text TEXT   sentence embeddings (JSON) from a BERT-family directory (embed --help)
+  rerank --model DIR --query Q --document D   documents scored by a cross-encoder, best first (rerank --help)
   profile [options]    where a step's time goes: every kernel timed, on the roofline (profile --help)
   bench [options]      run the benchmark suites and chart their results (bench --help)
   quantize [options]   INT4 (rtn/awq/gptq) or INT8 W8A8 quantization of a GPT-2 or Llama directory (quantize --help)
@@ -36,7 +38,7 @@ options:
   -h, --help                this text
 `;
 
-const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'quantize', 'serve', 'embed'];
+const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'quantize', 'serve', 'embed', 'rerank'];
 
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'launch') return runLaunch(argv.slice(1));
@@ -60,6 +62,10 @@ async function main(argv: string[]): Promise<number> {
   if (argv[commandAt] === 'embed') {
     if (isHelp) { process.stdout.write(EMBED_USAGE); return 0; }
     return runEmbed([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
+  }
+  if (argv[commandAt] === 'rerank') {
+    if (isHelp) { process.stdout.write(RERANK_USAGE); return 0; }
+    return runRerank([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
   }
   if (argv[commandAt] === 'serve') {
     if (isHelp) { process.stdout.write(SERVE_USAGE); return 0; }

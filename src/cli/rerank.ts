@@ -1,0 +1,81 @@
+// `fuseformer rerank`: a cross-encoder directory (BertForSequenceClassification, XLMRobertaForSequenceClassification
+// with one label: cross-encoder/ms-marco-MiniLM, BAAI/bge-reranker) scores each --document against the --query
+// (infer/reranker.ts); prints the documents ranked, as one JSON object shaped like the Jina / Cohere rerank
+// response; a summary goes to stderr.
+
+import { parseArgs } from 'node:util';
+import { selectBackend, type BackendChoice } from '../backend/index.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import type { BertAttentionPath } from '../infer/bert.js';
+import { Reranker } from '../infer/reranker.js';
+import { resolveModelDirectory } from '../io/hf-cache.js';
+import type { EmbedOutput } from './embed.js';
+
+export const RERANK_USAGE = `usage: fuseformer rerank --model DIR --query TEXT --document TEXT [--document TEXT ...] [options]
+
+  --model DIR              a cross-encoder directory (BertForSequenceClassification or
+                           XLMRobertaForSequenceClassification with one label, tokenizer.json), or a repository
+                           id (org/name[@rev]) in the local Hugging Face cache
+  --query TEXT             the query
+  --document TEXT          a document to score against it (repeatable)
+  --top-n N                print the N best only (default: all, best first)
+  --return-documents       include each document's text in the results
+  --max-length N           the most tokens of a (query, document) pair (default: the model's positions); longer
+                           pairs are cut from the longer side first, as transformers' longest_first truncation
+  --batch-size N           pairs per encoder pass (default 32)
+  --attention auto|flash|materialized
+  --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
+  --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
+
+Each score is the sigmoid of the model's logit for the pair, as sentence-transformers' CrossEncoder.predict gives it.
+Prints {"model": DIR, "results": [{"index": i, "relevance_score": s[, "document": {"text": …}]}, …],
+"usage": {"total_tokens": n}} on one line, best first.
+`;
+
+const PROCESS_OUTPUT: EmbedOutput = { out: (text) => process.stdout.write(text), log: (text) => process.stderr.write(text) };
+
+export async function runRerank(argv: string[], output: EmbedOutput = PROCESS_OUTPUT): Promise<number> {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: {
+      model: { type: 'string' }, query: { type: 'string' }, document: { type: 'string', multiple: true }, 'top-n': { type: 'string' },
+      'return-documents': { type: 'boolean', default: false }, 'max-length': { type: 'string' }, 'batch-size': { type: 'string' },
+      attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
+    },
+  });
+  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a cross-encoder directory)');
+  if (values.query === undefined) throw new ArgumentError('--query TEXT is required');
+  const documents = values.document ?? [];
+  if (documents.length === 0) throw new ArgumentError('--document TEXT is required (repeat it for several documents)');
+  const positive = (name: string, value: string | undefined, least = 1): number | undefined => {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < least) throw new ArgumentError(`--${name} must be an integer of at least ${least}, got '${value}'`);
+    return n;
+  };
+  const topN = positive('top-n', values['top-n']), maxTokens = positive('max-length', values['max-length'], 4), batchSize = positive('batch-size', values['batch-size']);
+  const attention = (values.attention ?? 'auto') as BertAttentionPath;
+  if (!['auto', 'flash', 'materialized'].includes(attention)) throw new ArgumentError(`--attention must be auto, flash or materialized, got '${values.attention}'`);
+  const dtype = values.dtype as FloatDType | undefined;
+  if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
+  const dir = resolveModelDirectory(values.model);
+
+  const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
+  const start = performance.now();
+  const reranker = Reranker.load(dir, backend, { attention, ...(dtype ? { dtype } : {}), ...(maxTokens ? { maxTokens } : {}), ...(batchSize ? { batchSize } : {}) });
+  try {
+    const { scores, tokens, truncated } = reranker.rerank(values.query, documents);
+    const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index).slice(0, topN ?? scores.length);
+    if (truncated > 0) output.log(`note: ${truncated} pair(s) cut to ${reranker.maxTokens} tokens (longest_first)\n`);
+    output.out(`${JSON.stringify({
+      model: dir,
+      results: ranked.map(({ index, score }) => ({ index, relevance_score: score, ...(values['return-documents'] ? { document: { text: documents[index] } } : {}) })),
+      usage: { total_tokens: tokens },
+    })}\n`);
+    output.log(`[${documents.length} document(s), ${tokens} tokens; ${reranker.encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+    return 0;
+  } finally {
+    reranker.free();
+  }
+}
