@@ -32,6 +32,16 @@ export function isEncoderDecoder(dir: string): boolean {
   }
 }
 
+/** A cross-encoder (BERT / RoBERTa / XLM-RoBERTa …ForSequenceClassification), which `fuseformer serve` runs as a rerank server. */
+export function isCrossEncoderDirectory(dir: string): boolean {
+  try {
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { architectures?: unknown };
+    return Array.isArray(config.architectures) && config.architectures.some((a) => typeof a === 'string' && /^(Bert|Roberta|XLMRoberta)ForSequenceClassification$/.test(a));
+  } catch {
+    return false; // the loaders report a malformed config.json with their own message
+  }
+}
+
 /** A directory `fuseformer serve` runs as an embeddings server: sentence-transformers (modules.json) or a BERT-family config (bert, roberta, xlm-roberta, mpnet, distilbert). */
 export function isEmbeddingDirectory(dir: string): boolean {
   if (existsSync(join(dir, 'modules.json'))) return true;

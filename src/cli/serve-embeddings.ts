@@ -1,6 +1,7 @@
-// `fuseformer serve --model BERT_DIR`: a BERT or sentence-transformers directory served as OpenAI's
-// /v1/embeddings (serve/embedding-server.ts). runServe hands such a directory here with its options; the
-// decoder server's options (KV cache, drafts, tensor parallelism, quantization) are refused by name.
+// `fuseformer serve --model BERT_DIR`: a BERT-family or sentence-transformers directory served as OpenAI's
+// /v1/embeddings (serve/embedding-server.ts), a cross-encoder as /v1/rerank (serve/rerank-server.ts). runServe
+// hands such a directory here with its options; the decoder server's options (KV cache, drafts, tensor
+// parallelism, quantization) are refused by name.
 
 import { basename, resolve } from 'node:path';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
@@ -8,7 +9,9 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { BertPooling } from '../infer/bert.js';
 import { Embedder } from '../infer/embedder.js';
+import { Reranker } from '../infer/reranker.js';
 import { EmbeddingServer } from '../serve/embedding-server.js';
+import { RerankServer } from '../serve/rerank-server.js';
 
 export interface EmbeddingServeOptions {
   readonly host?: string;
@@ -53,6 +56,23 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
     await server.close();
   } finally {
     embedder.free();
+  }
+  return 0;
+}
+
+/** A cross-encoder directory served as /v1/rerank until SIGINT / SIGTERM. */
+export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize'>): Promise<number> {
+  const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
+  const reranker = Reranker.load(dir, backend, { ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}) });
+  try {
+    const server = new RerankServer(reranker, { modelName: options.servedName ?? basename(resolve(dir)), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}) });
+    const address = await server.listen(options.port, options.host ?? '127.0.0.1');
+    process.stderr.write(`fuseformer serve: '${server.modelName}' (rerank: a cross-encoder of ${reranker.encoder.config.layers} layers; ${reranker.encoder.dtype}) on ${backend.description}; `
+      + `pairs up to ${reranker.maxTokens} tokens; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
+    await untilStopSignal('finishing queued requests');
+    await server.close();
+  } finally {
+    reranker.free();
   }
   return 0;
 }

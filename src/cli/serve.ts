@@ -21,8 +21,8 @@ import type { ServingEngineOptions } from '../serve/engine.js';
 import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '../serve/replicated-engine.js';
 import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
-import { isEmbeddingDirectory, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
-import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings, untilStopSignal } from './serve-embeddings.js';
+import { isCrossEncoderDirectory, isEmbeddingDirectory, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
+import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings, serveRerank, untilStopSignal } from './serve-embeddings.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
 
@@ -30,7 +30,8 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
 
   --model DIR              a Hugging Face GPT-2 or Llama directory (config.json, safetensors or pytorch_model.bin,
                            tokenizer.json), or a repository id (org/name[@rev]) in the local Hugging Face cache;
-                           a BERT-family or sentence-transformers directory is served as /v1/embeddings (below)
+                           a BERT-family or sentence-transformers directory is served as /v1/embeddings, a
+                           cross-encoder as /v1/rerank (below)
   --host HOST              address to listen on (default 127.0.0.1)
   --port N                 port (default 8000; 0 = any free port, printed)
   --served-name NAME       the model name clients use (default: the directory's name)
@@ -76,6 +77,11 @@ dimensions), /v1/models, /health and /metrics; concurrent requests are embedded 
 batches. --host, --port, --served-name, --dtype, --backend, --max-body-bytes apply, and:
   --max-queue N            inputs waiting at most (default 16384; more get 429)
   --batch-size N           sequences per encoder pass (default 32)
+
+A cross-encoder (BERT / RoBERTa / XLM-RoBERTa ...ForSequenceClassification with one label: ms-marco-MiniLM,
+bge-reranker) serves POST /v1/rerank (also /rerank; {query, documents, top_n?, return_documents?} → results best
+first, each relevance_score the sigmoid of the model's logit), /v1/models, /health and /metrics; --host, --port,
+--served-name, --dtype, --backend, --max-body-bytes and --batch-size apply.
   --pooling mean|cls       default: the sentence-transformers Pooling module's mode, else mean
   --normalize / --no-normalize  unit-length vectors (default: whether a Normalize module follows)
 `;
@@ -106,7 +112,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'batch-size': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
     },
   });
-  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2, Llama or BERT directory)');
+  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2, Llama, BERT-family or cross-encoder directory)');
   const dir = resolveModelDirectory(values.model);
   const given = (names: readonly string[]) => names.filter((n) => values[n as keyof typeof values] !== undefined && values[n as keyof typeof values] !== false);
   const dtype = values.dtype as FloatDType | undefined;
@@ -116,6 +122,15 @@ export async function runServe(argv: string[]): Promise<number> {
   const port = integer('port', values.port, 0) ?? 8000;
   if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
   const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
+  if (isCrossEncoderDirectory(dir)) {
+    const misplaced = given([...DECODER_ONLY_OPTIONS, 'pooling', 'normalize', 'no-normalize', 'max-queue']);
+    if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is a cross-encoder, served as /v1/rerank; the option is for other models`);
+    return serveRerank(dir, {
+      port, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
+      ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
+      ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}), ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}),
+    });
+  }
   if (isEmbeddingDirectory(dir)) {
     const misplaced = given(DECODER_ONLY_OPTIONS);
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is an embedding model (BERT), served as /v1/embeddings; the option is for generative models`);

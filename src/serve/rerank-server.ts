@@ -1,0 +1,163 @@
+// The rerank server (`fuseformer serve --model CROSS_ENCODER_DIR`): a cross-encoder's relevance scores over
+// HTTP in the shape Jina's, Cohere's and vLLM's rerank APIs share.
+//   POST /v1/rerank (also /rerank)   {query, documents: (string | {text})[], model?, top_n?, return_documents?}
+//     → {id, model, results: [{index, relevance_score[, document: {text}]}] best first, usage: {total_tokens}}
+//   GET  /v1/models, /health, /metrics (Prometheus text)
+// Requests are scored one at a time, in arrival order (each request's pairs in length-sorted batches); a
+// request whose client went away before its turn is skipped. Limits: body size (413), documents a request
+// (400); close() finishes what is queued, then stops.
+
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Reranker } from '../infer/reranker.js';
+import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import type { Routes } from './http-json.js';
+import { Histogram, LabeledCounter, LATENCY_BUCKETS, gauge } from './metrics.js';
+import { ApiError } from './validation.js';
+
+export interface RerankServerOptions {
+  /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
+  readonly modelName?: string;
+  /** Request bodies larger than this are refused with 413 (default 8 MiB). */
+  readonly maxBodyBytes?: number;
+  /** Documents a request may hold at most (default 1,000). */
+  readonly maxDocuments?: number;
+}
+
+/** A rerank request's fields, checked. */
+export interface RerankParams {
+  readonly model?: string;
+  readonly query: string;
+  readonly documents: string[];
+  readonly topN?: number;
+  readonly returnDocuments: boolean;
+}
+
+const ROUTES: Routes = new Map([['/v1/rerank', 'POST'], ['/rerank', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
+
+/** A rerank body checked field by field; each error names the field (param) as OpenAI's errors do. */
+export function parseRerankBody(body: unknown, maxDocuments: number): RerankParams {
+  const fail = (param: string, message: string): never => { throw new ApiError(400, message, 'invalid_request_error', param); };
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) fail('body', 'the request body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  if (b['model'] !== undefined && typeof b['model'] !== 'string') fail('model', `'model' must be a string`);
+  if (typeof b['query'] !== 'string') fail('query', `'query' is required and must be a string`);
+  const docs = b['documents'];
+  if (!Array.isArray(docs) || docs.length === 0) fail('documents', `'documents' is required: a non-empty list of strings (or {"text": …} objects)`);
+  if ((docs as unknown[]).length > maxDocuments) fail('documents', `'documents' has ${(docs as unknown[]).length} entries; the limit is ${maxDocuments}`);
+  const documents = (docs as unknown[]).map((d, i) => {
+    if (typeof d === 'string') return d;
+    if (typeof d === 'object' && d !== null && typeof (d as Record<string, unknown>)['text'] === 'string') return (d as Record<string, string>)['text']!;
+    return fail('documents', `'documents[${i}]' must be a string or {"text": string}`);
+  });
+  const topN = b['top_n'];
+  if (topN !== undefined && topN !== null && !(Number.isSafeInteger(topN) && (topN as number) >= 1)) fail('top_n', `'top_n' must be a positive integer`);
+  const returnDocuments = b['return_documents'] ?? false;
+  if (typeof returnDocuments !== 'boolean') fail('return_documents', `'return_documents' must be true or false`);
+  return {
+    query: b['query'] as string, documents, returnDocuments: returnDocuments as boolean,
+    ...(typeof b['model'] === 'string' ? { model: b['model'] } : {}), ...(typeof topN === 'number' ? { topN } : {}),
+  };
+}
+
+export class RerankServer {
+  readonly modelName: string;
+  private readonly http: Server;
+  private readonly maxBodyBytes: number;
+  private readonly maxDocuments: number;
+  private draining = false;
+  private waiting = 0;
+  /** The request being scored and those queued behind it, in arrival order. */
+  private turn: Promise<void> = Promise.resolve();
+  private requestCount = 0;
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly metrics = {
+    requests: new LabeledCounter('fuseformer_requests_total', 'HTTP requests by endpoint and status code'),
+    documents: new LabeledCounter('fuseformer_rerank_documents_total', 'Documents scored'),
+    tokens: new LabeledCounter('fuseformer_prompt_tokens_total', 'Tokens of the (query, document) pairs scored'),
+    truncated: new LabeledCounter('fuseformer_rerank_pairs_truncated_total', 'Pairs cut to the length limit'),
+    latency: new Histogram('fuseformer_request_latency_seconds', 'Time from a request\'s arrival to its answer', LATENCY_BUCKETS),
+  };
+
+  constructor(readonly reranker: Reranker, options: RerankServerOptions = {}) {
+    this.modelName = options.modelName ?? 'fuseformer';
+    this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
+    this.maxDocuments = options.maxDocuments ?? 1000;
+    this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
+  }
+
+  listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
+    return listenOn(this.http, port, host);
+  }
+
+  /** Graceful shutdown: refuse new requests, finish the queued ones, stop. */
+  async close(): Promise<void> {
+    this.draining = true;
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    this.http.closeIdleConnections();
+    await this.turn;
+    this.http.closeAllConnections();
+    await closed;
+  }
+
+  metricsText(): string {
+    const m = this.metrics;
+    return [m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.waiting), m.latency.text(), ''].join('\n');
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = checkRoute(req, res, ROUTES);
+    if (path === '/v1/rerank' || path === '/rerank') return this.rerank(req, res);
+    if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
+    if (path === '/v1/models') {
+      return this.send(res, req, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.reranker.maxTokens }] });
+    }
+    this.metrics.requests.inc({ endpoint: path, status: '200' });
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+    res.end(this.metricsText());
+  }
+
+  private async rerank(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const arrival = performance.now();
+    if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
+    const params = parseRerankBody(await readJsonBody(req, this.maxBodyBytes), this.maxDocuments);
+    if (params.model !== undefined && params.model !== this.modelName) {
+      throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
+    }
+    let gone = false;
+    res.on('close', () => { gone = true; });
+    // One request at a time: each waits for the one before it, then yields a turn so its socket's events run.
+    this.waiting++;
+    const mine = this.turn.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+    let release!: () => void;
+    this.turn = mine.then(() => new Promise<void>((resolve) => { release = resolve; }));
+    await mine;
+    this.waiting--;
+    try {
+      if (gone) return;
+      const { scores, tokens, truncated } = this.reranker.rerank(params.query, params.documents);
+      const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index).slice(0, params.topN ?? scores.length);
+      this.metrics.documents.inc({}, scores.length);
+      this.metrics.tokens.inc({}, tokens);
+      this.metrics.truncated.inc({}, truncated);
+      this.metrics.latency.observe((performance.now() - arrival) / 1000);
+      this.send(res, req, 200, {
+        id: `rerank-${++this.requestCount}`,
+        model: this.modelName,
+        results: ranked.map(({ index, score }) => ({ index, relevance_score: score, ...(params.returnDocuments ? { document: { text: params.documents[index] } } : {}) })),
+        usage: { total_tokens: tokens },
+      });
+    } finally {
+      release();
+    }
+  }
+
+  private send(res: ServerResponse, req: IncomingMessage, status: number | ApiError, body?: unknown): void {
+    const error = status instanceof ApiError ? status : undefined;
+    const code = error ? error.status : status as number;
+    this.metrics.requests.inc({ endpoint: routeLabel(req, ROUTES), status: String(code) });
+    if (res.headersSent || res.destroyed) return;
+    res.writeHead(code, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(error ? error.body() : body));
+  }
+}

@@ -1,0 +1,83 @@
+// The rerank server on the CPU backend: POST /v1/rerank (and /rerank) answers with CrossEncoder's scores best
+// first (test/fixtures/cross-encoder), top_n and return_documents, {"text"} documents; /v1/models, /health,
+// /metrics; field errors named; shutdown.
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { isCrossEncoderDirectory } from '../../src/cli/model-directory.js';
+import { Reranker } from '../../src/infer/reranker.js';
+import { RerankServer } from '../../src/serve/rerank-server.js';
+
+const FIXTURE = join('test', 'fixtures', 'cross-encoder');
+const expected = JSON.parse(readFileSync(join(FIXTURE, 'expected.json'), 'utf8')) as { query: string; documents: string[]; models: Record<string, Record<string, number[]>> };
+const scores = expected.models['bert']!['62']!;
+let server: RerankServer, reranker: Reranker, url: string;
+
+before(async () => {
+  reranker = Reranker.load(join(FIXTURE, 'bert'), new CpuBackend(), { dtype: 'f32', maxTokens: 62 });
+  server = new RerankServer(reranker, { modelName: 'tiny-reranker', maxDocuments: 8 });
+  const address = await server.listen(0);
+  url = `http://127.0.0.1:${address.port}`;
+});
+after(() => reranker.free());
+
+const post = async (path: string, body: unknown) => {
+  const r = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() as Record<string, unknown> };
+};
+
+interface Ranked { index: number; relevance_score: number; document?: { text: string } }
+
+test('cross-encoder directories are told apart from embedding ones', () => {
+  assert.equal(isCrossEncoderDirectory(join(FIXTURE, 'bert')), true);
+  assert.equal(isCrossEncoderDirectory(join(FIXTURE, 'xlm-roberta')), true);
+  assert.equal(isCrossEncoderDirectory(join('test', 'fixtures', 'roberta', 'roberta')), false);
+});
+
+test('POST /v1/rerank: CrossEncoder\'s scores, best first; top_n, return_documents, {"text"} documents; /rerank too', async () => {
+  const { status, json } = await post('/v1/rerank', { model: 'tiny-reranker', query: expected.query, documents: expected.documents, top_n: 2, return_documents: true });
+  assert.equal(status, 200);
+  const results = json['results'] as Ranked[];
+  const best = scores.map((s, i) => ({ s, i })).sort((a, b) => b.s - a.s).slice(0, 2);
+  assert.deepEqual(results.map((r) => r.index), best.map((b) => b.i));
+  results.forEach((r) => {
+    assert.ok(Math.abs(r.relevance_score - scores[r.index]!) < 1e-6);
+    assert.equal(r.document?.text, expected.documents[r.index]);
+  });
+  assert.equal(json['model'], 'tiny-reranker');
+  assert.ok((json['usage'] as { total_tokens: number }).total_tokens > 0);
+  const objects = await post('/rerank', { query: expected.query, documents: expected.documents.map((text) => ({ text })) });
+  assert.equal(objects.status, 200);
+  assert.equal((objects.json['results'] as Ranked[]).length, expected.documents.length);
+  assert.equal((objects.json['results'] as Ranked[])[0]!.document, undefined);
+});
+
+test('bad requests name the field; a wrong model is 404; wrong methods 405', async () => {
+  const cases: [unknown, number, string][] = [
+    [{ documents: ['a'] }, 400, 'query'], [{ query: 'q' }, 400, 'documents'], [{ query: 'q', documents: [] }, 400, 'documents'],
+    [{ query: 'q', documents: [3] }, 400, 'documents'], [{ query: 'q', documents: ['a'], top_n: 0 }, 400, 'top_n'],
+    [{ query: 'q', documents: ['a'], return_documents: 'yes' }, 400, 'return_documents'], [{ query: 'q', documents: Array(9).fill('a') }, 400, 'documents'],
+    [{ query: 'q', documents: ['a'], model: 'other' }, 404, 'model'],
+  ];
+  for (const [body, status, param] of cases) {
+    const r = await post('/v1/rerank', body);
+    assert.equal(r.status, status, JSON.stringify(body));
+    assert.equal((r.json['error'] as { param: string }).param, param, JSON.stringify(body));
+  }
+  const get = await fetch(`${url}/v1/rerank`);
+  assert.equal(get.status, 405);
+  await get.text();
+});
+
+test('/v1/models, /health and /metrics; close() stops the server', async () => {
+  const models = await (await fetch(`${url}/v1/models`)).json() as { data: { id: string; max_model_len: number }[] };
+  assert.deepEqual(models.data.map((m) => [m.id, m.max_model_len]), [['tiny-reranker', 62]]);
+  assert.deepEqual(await (await fetch(`${url}/health`)).json(), { status: 'ok' });
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  assert.match(metrics, /fuseformer_rerank_documents_total \d+/);
+  await server.close();
+  await assert.rejects(fetch(`${url}/health`));
+});
