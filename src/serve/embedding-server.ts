@@ -13,7 +13,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Embedder } from '../infer/embedder.js';
 import { EmbedInputError } from '../infer/embedder.js';
-import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import { checkRoute, createApiServer, listenOn, readJsonBody, sendJson, toApiError } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
 import { ApiError, parseEmbeddingBody } from './validation.js';
@@ -207,12 +207,7 @@ export class EmbeddingServer {
   }
 
   private send(res: ServerResponse, req: IncomingMessage, status: number | ApiError, body?: unknown): void {
-    const error = status instanceof ApiError ? status : undefined;
-    const code = error ? error.status : status as number;
-    this.metrics.requests.inc({ endpoint: routeLabel(req, ROUTES), status: String(code) });
-    if (res.headersSent || res.destroyed) return;
-    res.writeHead(code, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(error ? error.body() : body));
+    sendJson(res, req, ROUTES, this.metrics.requests, status, body);
   }
 }
 

@@ -81,6 +81,19 @@ export function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<un
   });
 }
 
+/**
+ * Counts the request under its route and status in `requests`, then writes `status` as JSON — an ApiError's
+ * OpenAI-shaped body, or `body` — unless the response went out already or the client is gone.
+ */
+export function sendJson(res: ServerResponse, req: IncomingMessage, routes: Routes, requests: { inc(labels: Record<string, string>): void }, status: number | ApiError, body?: unknown): void {
+  const error = status instanceof ApiError ? status : undefined;
+  const code = error ? error.status : status as number;
+  requests.inc({ endpoint: routeLabel(req, routes), status: String(code) });
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(code, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(error ? error.body() : body));
+}
+
 /** What a client is told of an error: ApiErrors as they are, bad arguments as 400, anything else as 500. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;

@@ -10,7 +10,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Reranker } from '../infer/reranker.js';
-import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import { checkRoute, createApiServer, listenOn, readJsonBody, sendJson, toApiError } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { Histogram, LabeledCounter, LATENCY_BUCKETS, gauge } from './metrics.js';
 import { ApiError } from './validation.js';
@@ -153,11 +153,6 @@ export class RerankServer {
   }
 
   private send(res: ServerResponse, req: IncomingMessage, status: number | ApiError, body?: unknown): void {
-    const error = status instanceof ApiError ? status : undefined;
-    const code = error ? error.status : status as number;
-    this.metrics.requests.inc({ endpoint: routeLabel(req, ROUTES), status: String(code) });
-    if (res.headersSent || res.destroyed) return;
-    res.writeHead(code, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(error ? error.body() : body));
+    sendJson(res, req, ROUTES, this.metrics.requests, status, body);
   }
 }

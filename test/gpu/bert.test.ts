@@ -1,11 +1,12 @@
 // BERT encoder inference on the GPU against the CPU encoder over the same tiny random checkpoints:
 // last_hidden_state, pooler_output, masked-LM logits and pooled embeddings, f32 and bf16, both attention
 // paths (the fused flash op and the materialised scores), ragged right-padded batches with token types;
-// the Embedder's pipelined batches against the CPU encoder input by input.
+// the Embedder's pipelined batches against the CPU encoder input by input; sentence-transformers Dense layers;
+// cross-encoders' scores.
 // Skips without a GPU.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -15,6 +16,7 @@ import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { BertEncoder, padSequences } from '../../src/infer/bert.js';
 import { Embedder } from '../../src/infer/embedder.js';
+import { Reranker } from '../../src/infer/reranker.js';
 import type { BertAttentionPath } from '../../src/infer/bert.js';
 import type { BertConfig } from '../../src/models/bert.js';
 import { Rng } from '../../src/testing/random.js';
@@ -124,6 +126,27 @@ test('a sentence-transformers directory with Dense layers (test/fixtures/sentenc
       });
     } finally {
       embedder.free();
+    }
+  }
+});
+
+test('cross-encoders (test/fixtures/cross-encoder: BERT and XLM-R classification heads) on CUDA score as the CPU does', { skip }, async () => {
+  const gpu = await createGpuBackend();
+  const fixture = JSON.parse(readFileSync(join('test', 'fixtures', 'cross-encoder', 'expected.json'), 'utf8')) as { query: string; documents: string[] };
+  const documents = [...fixture.documents, 'a', 'the sea'];
+  for (const name of ['bert', 'xlm-roberta']) {
+    const dir = join('test', 'fixtures', 'cross-encoder', name);
+    const reference = Reranker.load(dir, new CpuBackend(), { dtype: 'f32', maxTokens: 20 });
+    const expected = reference.rerank(fixture.query, documents).scores;
+    reference.free();
+    for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+      // Batches of 4 and a two-row one; pairs cut to 20 tokens.
+      const reranker = Reranker.load(dir, gpu as Backend, { dtype, maxTokens: 20, batchSize: 4 });
+      try {
+        reranker.rerank(fixture.query, documents).scores.forEach((s, i) => assert.ok(Math.abs(s - expected[i]!) < (dtype === 'f32' ? 1e-5 : 1e-2), `${name} ${dtype} document ${i}: ${s} vs ${expected[i]}`));
+      } finally {
+        reranker.free();
+      }
     }
   }
 });
