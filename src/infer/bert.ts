@@ -1,12 +1,15 @@
-// BERT encoder inference (HF BertModel / BertForMaskedLM checkpoints, and the RoBERTa / XLM-RoBERTa / MPNet
-// ones: the same encoder with other position ids, and MPNet's relative position bias on the scores): last_hidden_state, pooler_output, sentence embeddings (mean or
-// [CLS] pooling, optionally L2-normalised) and masked-LM logits, on any Backend.
+// BERT-family encoder inference on any Backend — HF BertModel / BertForMaskedLM checkpoints and the RoBERTa,
+// XLM-RoBERTa, MPNet and DistilBERT ones (the same encoder with other names, position ids, no token types, and
+// MPNet's relative position bias on the scores): last_hidden_state, pooler_output, sentence embeddings (mean or
+// [CLS] pooling, optionally L2-normalised, optionally through Dense layers), masked-LM logits, and a
+// sequence-classification head's logits (cross-encoders).
 //
 // A batch is B sequences of L tokens (rectangular; the attention mask marks each row's real tokens, which
 // must come first: right padding, as BERT tokenizers pad). Rows are R = B·L, row r = b·L + l.
 //   x   = wte[ids] + wpe[p]                              embedTokens                          [R, H]
-//         p = l (BERT); RoBERTa: pad_token_id for a padding token, else pad_token_id + its count in the row
-//   y   = tte[token types]                               embedTokens (a row gather)           [R, H]
+//         p = l (BERT, DistilBERT); RoBERTa family, MPNet: the padding id for a padding token, else the
+//         padding id + the token's count in its row
+//   y   = tte[token types]                               embedTokens (a row gather; not MPNet, DistilBERT) [R, H]
 //   h   = LN_emb(x + y)                                  residualNorm
 //   per layer (post-LN):
 //     qkv = h·Wqkvᵀ                                      GEMM (Q, K, V weights stored as one)  [R, 3H]
