@@ -6,7 +6,7 @@
 // OpenAI's embeddings response; a summary goes to stderr.
 
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
@@ -15,14 +15,21 @@ import type { BertAttentionPath, BertPooling } from '../infer/bert.js';
 import { Embedder, EmbedInputError } from '../infer/embedder.js';
 import type { Embedded } from '../infer/embedder.js';
 import { readSentenceTransformersConfig } from '../infer/sentence-transformers.js';
+import { AtomicFileWriter } from '../io/atomic-write.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
+import { readInputLines } from './input-lines.js';
 
 export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
+       fuseformer embed --model DIR --input FILE [--output FILE] [options]
 
   --model DIR              a Hugging Face BERT-family directory (BERT, RoBERTa, XLM-RoBERTa, MPNet, DistilBERT):
                            config.json, model.safetensors or pytorch_model.bin (or shards) and tokenizer.json;
                            or a repository id (org/name[@rev]) in the local Hugging Face cache
   --text TEXT              a text to embed (repeatable; one vector per text, in order)
+  --input FILE             embed every line of FILE ('-': standard input) instead, a chunk of 4096 lines at a time;
+                           prints one JSON object a line: {"index": i, "embedding": [...]} (JSON Lines)
+  --output FILE            with --input: write the JSON Lines to FILE (whole or not at all: a temporary file
+                           renamed at the end) instead of standard output
   --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
   --no-normalize           leave the vectors as pooled (where the model directory says to normalise)
@@ -52,14 +59,17 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
     options: {
-      model: { type: 'string' }, text: { type: 'string', multiple: true }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
+      model: { type: 'string' }, text: { type: 'string', multiple: true }, input: { type: 'string' }, output: { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
       'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT directory)');
   const dir = resolveModelDirectory(values.model);
-  const texts = values.text ?? [];
-  if (texts.length === 0) throw new ArgumentError('--text TEXT is required (repeat it for several texts)');
+  if (values.text !== undefined && values.input !== undefined) throw new ArgumentError('--text and --input: give one (--input embeds a file line by line)');
+  if (values.output !== undefined && values.input === undefined) throw new ArgumentError('--output FILE goes with --input FILE');
+  if (values.output !== undefined && !existsSync(dirname(resolve(values.output)))) throw new ArgumentError(`--output: the directory of '${values.output}' does not exist`);
+  const texts = values.input !== undefined ? readInputLines(values.input) : values.text ?? [];
+  if (texts.length === 0) throw new ArgumentError(values.input !== undefined ? `--input: '${values.input}' has no lines` : '--text TEXT is required (repeat it for several texts, or --input FILE)');
   const sentenceTransformers = readSentenceTransformersConfig(dir);
   const modelDir = sentenceTransformers?.modelDir ?? dir;
   if (!existsSync(join(modelDir, 'config.json'))) throw new ArgumentError(`--model: '${modelDir}' has no config.json`);
@@ -79,6 +89,12 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   const start = performance.now();
   const embedder = Embedder.load(dir, backend, { pooling, normalize, batchSize, attention, ...(dtype ? { dtype } : {}) });
   try {
+    if (values.input !== undefined) {
+      const { tokens, truncated } = embedLines(embedder, texts, values.input, values.output, output);
+      if (truncated > 0) output.log(`note: ${truncated} line(s) truncated to ${embedder.truncateAt} tokens (sentence-transformers' max_seq_length)\n`);
+      output.log(`[${texts.length} line(s), ${tokens} tokens, ${embedder.dimensions} dimensions${values.output !== undefined ? ` → ${values.output}` : ''}; ${embedder.encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+      return 0;
+    }
     let embedded: Embedded;
     try {
       embedded = embedder.embed(texts);
@@ -103,3 +119,38 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     embedder.free();
   }
 }
+
+/** Lines embedded a chunk at a time (bounded memory) as JSON Lines, to `outputFile` atomically or to `output.out`. */
+function embedLines(embedder: Embedder, lines: readonly string[], inputName: string, outputFile: string | undefined, output: EmbedOutput): { tokens: number; truncated: number } {
+  let file: AtomicFileWriter | undefined;
+  try {
+    file = outputFile === undefined ? undefined : new AtomicFileWriter(outputFile);
+  } catch (error) {
+    throw new ArgumentError(`--output: cannot write '${outputFile}': ${(error as Error).message}`);
+  }
+  const write = (text: string) => (file ? file.write(text) : output.out(text));
+  let tokens = 0, truncated = 0;
+  try {
+    for (let first = 0; first < lines.length; first += LINES_A_CHUNK) {
+      let embedded: Embedded;
+      try {
+        embedded = embedder.embed(lines.slice(first, first + LINES_A_CHUNK));
+      } catch (error) {
+        // Lines are numbered from 1, across chunks.
+        if (error instanceof EmbedInputError) throw new ArgumentError(error.message.replace(/^input (\d+)/, (_, i: string) => `--input ${inputName} line ${first + Number(i) + 1}`));
+        throw error;
+      }
+      write(embedded.vectors.map((v, k) => `${JSON.stringify({ index: first + k, embedding: Array.from(v) })}\n`).join(''));
+      tokens += embedded.tokens;
+      truncated += embedded.truncated;
+    }
+    file?.commit();
+  } catch (error) {
+    file?.abort();
+    throw error;
+  }
+  return { tokens, truncated };
+}
+
+/** Lines a chunk of --input: vectors of one chunk are held at a time. */
+const LINES_A_CHUNK = 4096;

@@ -1,7 +1,7 @@
 // `fuseformer generate`: continue a prompt with a Hugging Face GPT-2 or Llama model directory, streaming
 // the text as it is generated (stdout) and a one-line summary at the end (stderr).
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
@@ -17,6 +17,7 @@ import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
+import { readInputLines } from './input-lines.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
        fuseformer generate --model MARIAN_DIR --input FILE [--batch-size N] [options]
@@ -57,19 +58,6 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            as \`fuseformer launch --gpus N -- fuseformer generate --tp N ...\`; rank 0 prints
                            the text, the other ranks run their shards of every step
 `;
-
-/** The lines of `path` ('-': standard input), without their line ends; a trailing newline ends the last line. */
-function readInputLines(path: string): string[] {
-  let text: string;
-  try {
-    text = readFileSync(path === '-' ? 0 : path, 'utf8');
-  } catch (error) {
-    throw new ArgumentError(`--input: cannot read '${path}': ${(error as Error).message}`);
-  }
-  const lines = text.split(/\r?\n/);
-  if (lines[lines.length - 1] === '') lines.pop();
-  return lines;
-}
 
 /**
  * Translates `lines` in batches of `batchSize` non-empty lines, writing one translation a line in order as

@@ -31,3 +31,40 @@ export function writeFileAtomically(path: string, data: Uint8Array | string | re
     throw error;
   }
 }
+
+/**
+ * A file written in pieces with writeFileAtomically's guarantee: the pieces go to a temporary file beside
+ * `path`; commit() flushes it and renames it over `path`, abort() removes it (the target untouched).
+ */
+export class AtomicFileWriter {
+  private readonly temporary: string;
+  private fd: number | undefined;
+
+  constructor(readonly path: string) {
+    this.temporary = temporaryPathFor(path);
+    this.fd = openSync(this.temporary, 'w');
+  }
+
+  write(data: Uint8Array | string): void {
+    if (this.fd === undefined) throw new Error(`${this.path}: written after commit or abort`);
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    for (let done = 0; done < bytes.byteLength;) done += writeSync(this.fd, bytes, done, bytes.byteLength - done);
+  }
+
+  commit(): void {
+    if (this.fd === undefined) throw new Error(`${this.path}: committed after commit or abort`);
+    try {
+      fsyncSync(this.fd);
+    } finally {
+      closeSync(this.fd);
+      this.fd = undefined;
+    }
+    renameSync(this.temporary, this.path);
+  }
+
+  abort(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+    rmSync(this.temporary, { force: true });
+  }
+}

@@ -134,3 +134,29 @@ test('embed reads a RoBERTa directory (test/fixtures/roberta): transformers\' me
   response.data.forEach((d, i) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - embeddings[i]![h]!) < 1e-5, `text ${i} element ${h}: ${x} vs ${embeddings[i]![h]}`)));
   await assert.rejects(captured(['--model', join(fixtures, 'roberta'), '--text', 'whale '.repeat(70), '--backend', 'cpu']), /--text 1 has \d+ tokens; the model takes at most 64/);
 });
+
+test('embed --input FILE: one JSON line a line of the file, equal to --text\'s vectors; --output is written whole; errors name the line', async () => {
+  const lines = ['Hello world!', 'The cat sat on the mat.', '', 'cats'];
+  const input = join(root, 'lines.txt');
+  writeFileSync(input, `${lines.join('\n')}\n`);
+  const byText = JSON.parse((await captured(['--model', dir, ...lines.flatMap((t) => ['--text', t]), '--backend', 'cpu'])).out) as Response;
+  const { code, out } = await captured(['--model', dir, '--input', input, '--backend', 'cpu', '--batch-size', '3']);
+  assert.equal(code, 0);
+  const rows = out.trim().split('\n').map((l) => JSON.parse(l) as { index: number; embedding: number[] });
+  assert.deepEqual(rows.map((r) => r.index), [0, 1, 2, 3]);
+  rows.forEach((r, i) => assert.deepEqual(r.embedding, byText.data[i]!.embedding));
+  const file = join(root, 'vectors.jsonl');
+  const written = await captured(['--model', dir, '--input', input, '--output', file, '--backend', 'cpu']);
+  assert.equal(written.out, '');
+  assert.equal(readFileSync(file, 'utf8'), out);
+  const rejects = (argv: string[], pattern: RegExp) => assert.rejects(captured(argv), (e: unknown) => e instanceof ArgumentError && pattern.test(e.message), String(pattern));
+  await rejects(['--model', dir, '--input', input, '--text', 'x', '--backend', 'cpu'], /--text and --input: give one/);
+  await rejects(['--model', dir, '--text', 'x', '--output', file, '--backend', 'cpu'], /--output FILE goes with --input FILE/);
+  await rejects(['--model', dir, '--input', join(root, 'missing.txt'), '--backend', 'cpu'], /--input: cannot read/);
+  await rejects(['--model', dir, '--input', input, '--output', join(root, 'no-such-dir', 'v.jsonl'), '--backend', 'cpu'], /--output: the directory of .* does not exist/);
+  const long = join(root, 'long.txt');
+  writeFileSync(long, `short\n${'hello '.repeat(39)}\n`);
+  // A failed run leaves the earlier output as it was.
+  await rejects(['--model', dir, '--input', long, '--output', file, '--backend', 'cpu'], /--input .*long\.txt line 2 has 41 tokens; the model takes at most 40/);
+  assert.equal(readFileSync(file, 'utf8'), out);
+});
