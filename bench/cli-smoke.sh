@@ -4,7 +4,7 @@
 # checkpoint, `quantize` it (INT4 AWQ with --eval, INT8 SmoothQuant), `generate` from the quantized
 # directory, `serve` it and talk to the server over HTTP (models, completions, streamed completions,
 # a malformed request, then SIGINT: it drains and exits 0), a BERT trained and `embed`ded (plain and as a
-# sentence-transformers directory), and `info` / `selftest`.
+# sentence-transformers directory), a cross-encoder's `rerank` and /v1/rerank, and `info` / `selftest`.
 # Every step's output is checked; the last lines are a PASS / FAIL table and the exit code is the
 # number of failures. Logs go to $OUT (the device tool's folder) or a temporary directory.
 #
@@ -154,6 +154,33 @@ EOF
 fi
 stop_server
 check serve-embeddings-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
+
+# 6b. A cross-encoder (the repository's tiny fixture): `rerank` ranks best first; the same directory served as
+#     /v1/rerank gives the same scores over HTTP; SIGINT exits 0.
+reranker="$repo/test/fixtures/cross-encoder/xlm-roberta"
+$cli rerank --model "$reranker" --query "where did the whale go" --document "The whale swam north" --document "Call me Ishmael." --document "whale" \
+  > "$out/smoke-rerank.json" 2> "$out/smoke-rerank.log"; rc=$?
+check rerank "$([ $rc -eq 0 ] && node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).results; process.exit(r.length === 3 && r.every((x, i) => i === 0 || r[i - 1].relevance_score >= x.relevance_score) ? 0 : 1)' "$out/smoke-rerank.json" && echo 1)"
+start_server smoke-serve-rerank --model "$reranker"
+check serve-rerank-listens "$([ -n "$port" ] && echo 1)"
+if [ -n "$port" ]; then
+  PORT=$port EXPECTED="$out/smoke-rerank.json" node --input-type=module > "$out/smoke-http-rerank.log" 2>&1 <<'EOF'
+import { readFileSync } from 'node:fs';
+const expected = JSON.parse(readFileSync(process.env.EXPECTED, 'utf8')).results;
+const response = await fetch(`http://127.0.0.1:${process.env.PORT}/v1/rerank`, {
+  method: 'POST', headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ query: 'where did the whale go', documents: ['The whale swam north', 'Call me Ishmael.', 'whale'] }),
+});
+const results = (await response.json()).results;
+const worst = Math.max(...expected.map((e) => Math.abs(results.find((r) => r.index === e.index).relevance_score - e.relevance_score)));
+console.log(`status ${response.status}, largest score difference from rerank: ${worst}`);
+process.exit(response.status === 200 && worst <= 1e-6 ? 0 : 1);
+EOF
+  rc=$?
+  check http-rerank "$([ $rc -eq 0 ] && echo 1)"
+fi
+stop_server
+check serve-rerank-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
 
 # 7. info and a quick selftest.
 $cli info > "$out/smoke-info.log" 2>&1; rc=$?

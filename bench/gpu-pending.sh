@@ -482,8 +482,9 @@ for step in "${steps[@]}"; do
             for f in default 0; do run argmax-b4-$f-$round 45 env FUSEFORMER_HEAD_ARGMAX=${f#default} node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 4 --json "$out/argmax-b4-$f-$round.json"; done
           done
           run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
-    s47-rerank) # (session 47) cross-encoders on CUDA (the BERT GPU suite's new case: BERT and XLM-R classification heads against the CPU, f32 and bf16), then the rerank server end to end is CPU-tested only
-          run bert-tests 150 node --test --test-concurrency=1 dist/test/gpu/bert.test.js ;;
+    s47-rerank) # (session 47) cross-encoders on CUDA (the BERT GPU suite's new case: BERT and XLM-R classification heads against the CPU, f32 and bf16), then the CLI end to end with its new rerank / /v1/rerank steps (23 steps; 23/23 on the CPU in session 47)
+          run bert-tests 150 node --test --test-concurrency=1 dist/test/gpu/bert.test.js
+          run cli-smoke 300 bash bench/cli-smoke.sh ;;
     s47-dense) # (session 47) the BERT GPU suite with its new case: a sentence-transformers directory with Dense layers (tanh; identity without bias) on CUDA against the CPU, f32 and bf16, batches down to one row
           run bert-tests 120 node --test --test-concurrency=1 dist/test/gpu/bert.test.js ;;
     s47-mpnet) # (session 47) MPNet encoders on CUDA (check:infer's new mpnet case — the relative position bias on the materialised scores, f32 and bf16 — beside BERT / RoBERTa / XLM-RoBERTa, and all of check:infer), the BERT GPU suite
