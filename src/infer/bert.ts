@@ -22,7 +22,7 @@
 //     u   = act(h·W1ᵀ + b1)                              GEMM with a GELU(tanh)/ReLU epilogue, or GEMM then
 //                                                        biasActivationDropout (erf GELU: BERT's "gelu")
 //     h   = LN_2(h + u·W2ᵀ + b2)                         GEMM, residualNorm
-//   pooler_output = tanh(h[b·L]·Wpᵀ + bp)                embedTokens (row gather), GEMM, tanhActivation
+//   pooler_output = tanh(h[b·L]·Wpᵀ + bp)                embedTokens (row gather), GEMM, tanhActivation (denseLayer)
 //   mean pooling  = Σ_l mask·h / Σ_l mask                batched GEMM of 0/1 rows [B, 1, L]·h [B, L, H]; ÷ on the host
 //   MLM logits    = LN_t(act(h·Wtᵀ + bt))·wteᵀ + b       GEMM (+ activation), residualNorm, GEMM with a bias epilogue
 // Each residual add is fused into the LayerNorm after it (residualNorm: x ← x + y + bias, out = LN(x)), so the
@@ -147,9 +147,10 @@ export class BertEncoder {
   private readonly positionBiasByLength = new Map<number, Float32Array>();
   private readonly embeddingNorm: NormWeights;
   private readonly layers: readonly LayerWeights[];
-  private readonly pooler?: { readonly weight: Tensor; readonly bias: Tensor };
-  /** A sequence-classification head: [dense + tanh over the first token (RoBERTa's) or the pooler (BERT's),] then out. */
-  private readonly classifier?: { readonly dense?: Tensor; readonly denseBias?: Tensor; readonly out: Tensor; readonly outBias: Tensor };
+  /** BertModel's pooler: tanh(dense(h[CLS])). */
+  private readonly pooler?: DenseLayer;
+  /** A sequence-classification head over the first token: RoBERTa's dense + tanh, or BERT's pooler, then out. */
+  private readonly classifier?: { readonly features: DenseLayer; readonly out: DenseLayer };
   private readonly maskedLm?: { readonly transform: Tensor; readonly transformBias: Tensor; readonly norm: NormWeights; readonly decoder: Tensor; readonly decoderBias: Tensor };
   private readonly entries: ReadonlyMap<string, WorkspaceEntry>;
   private readonly specs: ReadonlyMap<string, WeightSpec>;
@@ -192,12 +193,15 @@ export class BertEncoder {
         output: one(l.output), outputBias: one(l.outputBias), outputNorm: norm(l.outputNorm),
       };
     });
-    if (heads.pooler) this.pooler = { weight: one(n.pooler), bias: one(n.poolerBias) };
+    if (heads.pooler) this.pooler = { weight: one(n.pooler), bias: one(n.poolerBias), activation: 'tanh' };
     if (heads.classifier?.kind === 'bert') {
       if (!this.pooler) throw new ArgumentError(`${source}: a BERT classification head reads the pooler's output, and the checkpoint has no pooler (bert.pooler.dense.*)`);
-      this.classifier = { out: one(n.classifier), outBias: one(n.classifierBias) };
+      this.classifier = { features: this.pooler, out: { weight: one(n.classifier), bias: one(n.classifierBias), activation: 'identity' } };
     } else if (heads.classifier?.kind === 'roberta') {
-      this.classifier = { dense: one(n.classifierDense), denseBias: one(n.classifierDenseBias), out: one(n.classifierOut), outBias: one(n.classifierOutBias) };
+      this.classifier = {
+        features: { weight: one(n.classifierDense), bias: one(n.classifierDenseBias), activation: 'tanh' },
+        out: { weight: one(n.classifierOut), bias: one(n.classifierOutBias), activation: 'identity' },
+      };
     }
     if (heads.maskedLm) {
       this.maskedLm = {
@@ -245,12 +249,8 @@ export class BertEncoder {
     const head = this.classifier;
     if (!head) throw new ArgumentError(`${this.source}: the checkpoint has no sequence-classification head (classifier.weight or classifier.out_proj.weight): it is not a cross-encoder`);
     return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
-      const b = this.backend, B = batch.batch, H = this.config.hidden, labels = head.out.shape[0]!;
-      const features = temp([B, H], this.dtype), logits = temp([B, labels], this.dtype);
-      b.gemm({ a: this.firstRows(hidden, batch, temp), b: head.dense ?? this.pooler!.weight, out: features, transB: true });
-      b.tanhActivation({ x: features, bias: head.denseBias ?? this.pooler!.bias, out: features });
-      b.gemm({ a: features, b: head.out, out: logits, transB: true, epilogue: 'bias', bias: head.outBias });
-      return b.download(logits) as Float32Array;
+      const features = this.denseLayer(this.firstRows(hidden, batch, temp), head.features, temp);
+      return this.backend.download(this.denseLayer(features, head.out, temp)) as Float32Array;
     });
   }
   get hasMaskedLm(): boolean { return this.maskedLm !== undefined; }
@@ -272,12 +272,7 @@ export class BertEncoder {
       const b = this.backend;
       const lastHiddenState = b.download(hidden) as Float32Array;
       let poolerOutput: Float32Array | undefined;
-      if (this.pooler) {
-        const pooled = temp([batch.batch, this.config.hidden], this.dtype);
-        b.gemm({ a: this.firstRows(hidden, batch, temp), b: this.pooler.weight, out: pooled, transB: true });
-        b.tanhActivation({ x: pooled, bias: this.pooler.bias, out: pooled });
-        poolerOutput = b.download(pooled) as Float32Array;
-      }
+      if (this.pooler) poolerOutput = b.download(this.denseLayer(this.firstRows(hidden, batch, temp), this.pooler, temp)) as Float32Array;
       return { batch: batch.batch, length: batch.length, hidden: this.config.hidden, lastHiddenState, ...(poolerOutput ? { poolerOutput } : {}) };
     });
   }
@@ -525,7 +520,7 @@ export class BertEncoder {
     return activation === 'gelu_tanh' || activation === 'relu' ? undefined : temp(shape, 'u8');
   }
 
-  /** One Dense layer over pooled rows [B, in] → [B, out]: the GEMM, then tanh(x + bias) or the bias in the GEMM's epilogue. */
+  /** A linear layer over rows [B, in] → [B, out] (pooler, classification head, Dense module): the GEMM, then tanh(x + bias) or the bias in its epilogue. */
   private denseLayer(x: Tensor, layer: DenseLayer, temp: EncoderPass['temp']): Tensor {
     const b = this.backend, out = temp([x.shape[0]!, layer.weight.shape[0]!], this.dtype);
     if (layer.activation === 'tanh') {

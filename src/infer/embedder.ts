@@ -152,20 +152,8 @@ export class Embedder {
   }
 
   /** The sequences as padded batches: sorted longest first, batchSize at a time, each padded to a bucketed length. */
-  private *batches(sequences: readonly (readonly number[])[]): Generator<PaddedBatch> {
-    const order = sequences.map((_, i) => i).sort((a, b) => sequences[b]!.length - sequences[a]!.length);
-    const padId = this.tokenizer.padTokenId ?? this.encoder.config.padTokenId;
-    for (let first = 0; first < order.length; first += this.batchSize) {
-      const members = order.slice(first, first + this.batchSize);
-      const batch = padSequences(members.map((i) => sequences[i]!), padId);
-      // Padded on to a bucketed length, so batches repeat a few shapes: each new shape costs the GEMMs a
-      // heuristic query (and a tuning), the allocator new size classes. The mask hides the extra columns.
-      const length = Math.min(BUCKETED ? bucketedLength(batch.inputIds[0]!.length) : batch.inputIds[0]!.length, this.maxTokens);
-      for (let k = 0; k < members.length; k++) {
-        while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
-      }
-      yield { members, ...batch };
-    }
+  private batches(sequences: readonly (readonly number[])[]): Generator<PaddedBatch> {
+    return lengthSortedBatches(sequences, this.batchSize, this.tokenizer.padTokenId ?? this.encoder.config.padTokenId, this.maxTokens);
   }
 
   private queue(batch: PaddedBatch): QueuedBatch {
@@ -206,11 +194,29 @@ export class Embedder {
   }
 }
 
-interface PaddedBatch {
+export interface PaddedBatch {
   /** The batch's rows: indices into the call's sequences. */
   readonly members: readonly number[];
   readonly inputIds: number[][];
   readonly attentionMask: number[][];
+}
+
+/**
+ * `sequences` as padded batches of `batchSize`, sorted longest first (each pads only to its own longest member)
+ * and padded on to a bucketed length at most `maxLength`, so batches repeat a few shapes: each new shape costs
+ * the GEMMs a heuristic query (and a tuning), the allocator new size classes. The mask hides the extra columns.
+ */
+export function* lengthSortedBatches(sequences: readonly (readonly number[])[], batchSize: number, padId: number, maxLength: number): Generator<PaddedBatch> {
+  const order = sequences.map((_, i) => i).sort((a, b) => sequences[b]!.length - sequences[a]!.length);
+  for (let first = 0; first < order.length; first += batchSize) {
+    const members = order.slice(first, first + batchSize);
+    const batch = padSequences(members.map((i) => sequences[i]!), padId);
+    const length = Math.min(BUCKETED ? bucketedLength(batch.inputIds[0]!.length) : batch.inputIds[0]!.length, maxLength);
+    for (let k = 0; k < members.length; k++) {
+      while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
+    }
+    yield { members, ...batch };
+  }
 }
 
 interface QueuedBatch {

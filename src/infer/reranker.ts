@@ -3,7 +3,7 @@
 // tokenizer's pair template joins them ([CLS] q [SEP] d [SEP], <s> q </s></s> d </s>), the longer side cut
 // first where the pair exceeds the length limit (truncation "longest_first"), and the classification head's
 // one logit becomes the relevance score through a sigmoid — what sentence-transformers' CrossEncoder.predict
-// returns for a one-label model. Pairs are batched by length like the Embedder's inputs.
+// returns for a one-label model. Pairs are batched by length as the Embedder's inputs are (lengthSortedBatches).
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -12,8 +12,8 @@ import type { Tokenizer } from '../io/tokenizer.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { hasTokenTypes } from '../models/bert.js';
 import type { BertAttentionPath } from './bert.js';
-import { BertEncoder, padSequences } from './bert.js';
-import { bucketedLength } from './embedder.js';
+import { BertEncoder } from './bert.js';
+import { lengthSortedBatches } from './embedder.js';
 
 export interface RerankerOptions {
   readonly dtype?: FloatDType;
@@ -68,18 +68,11 @@ export class Reranker {
     // Token types where the model has two (BERT); RoBERTa-family models take none (zeros), as HF passes them.
     const typed = hasTokenTypes(this.encoder.config) && this.encoder.config.typeVocabSize > 1;
     const padId = this.tokenizer.padTokenId ?? this.encoder.config.padTokenId;
-    const order = pairs.map((_, i) => i).sort((a, b) => pairs[b]!.ids.length - pairs[a]!.ids.length);
     const scores = new Array<number>(pairs.length);
-    for (let first = 0; first < order.length; first += this.batchSize) {
-      const members = order.slice(first, first + this.batchSize);
-      const batch = padSequences(members.map((i) => pairs[i]!.ids), padId);
-      const length = Math.min(bucketedLength(batch.inputIds[0]!.length), this.encoder.maxTokens);
-      const types = members.map((i) => [...(typed ? pairs[i]!.typeIds : pairs[i]!.ids.map(() => 0))]);
-      for (let k = 0; k < members.length; k++) {
-        while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
-        while (types[k]!.length < length) types[k]!.push(0);
-      }
-      const logits = this.encoder.classify(batch.inputIds, batch.attentionMask, types);
+    for (const { members, inputIds, attentionMask } of lengthSortedBatches(pairs.map((p) => p.ids), this.batchSize, padId, this.encoder.maxTokens)) {
+      const length = inputIds[0]!.length;
+      const types = members.map((i) => Array.from({ length }, (_, l) => (typed ? pairs[i]!.typeIds[l] ?? 0 : 0)));
+      const logits = this.encoder.classify(inputIds, attentionMask, types);
       members.forEach((i, k) => { scores[i] = 1 / (1 + Math.exp(-logits[k]!)); });
     }
     return { scores, tokens: pairs.reduce((n, p) => n + p.ids.length, 0), truncated: pairs.filter((p) => p.truncated).length };
