@@ -26,7 +26,8 @@ import sys
 import torch
 from safetensors.torch import save_file
 from transformers import (BertConfig, BertForMaskedLM, BertModel, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig, XLMRobertaModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+                          MistralConfig, MistralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 # The GPU machine has one; elsewhere the references run on the CPU (slower, the same numbers to rounding).
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -114,6 +115,12 @@ def cases():
                                              num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
                                              original_max_position_embeddings=512, sliding_window=None, pad_token_id=0,
                                              bos_token_id=256, eos_token_id=256), {}),
+        # Qwen3: an RMS norm over each query and key head (q_norm / k_norm, perturbed below like every norm gain)
+        # before RoPE; head_dim 48, apart from hidden / heads (32); tied, RoPE base 1e6.
+        "qwen3": (Qwen3ForCausalLM, Qwen3Config(vocab_size=vocab, hidden_size=128, intermediate_size=384, num_hidden_layers=3,
+                                                num_attention_heads=4, num_key_value_heads=2, head_dim=48, max_position_embeddings=512,
+                                                rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
+                                                bos_token_id=256, eos_token_id=256), {}),
     }
 
 
@@ -149,6 +156,8 @@ def run_bert_cases(workdir, first_index):
     """Random-init BERT encoders: one right-padded batch per model, references in fp32 and bf16."""
     listed = []
     for offset, (name, (cls, config)) in enumerate(bert_cases().items()):
+        if not wanted(name):
+            continue
         index = first_index + offset
         directory = os.path.join(workdir, name)
         os.makedirs(directory, exist_ok=True)
@@ -198,12 +207,20 @@ def run_bert_cases(workdir, first_index):
     return listed
 
 
+def wanted(name):
+    """HF_INFER_ONLY="qwen3,bert" (infer-parity.js --only) makes only those cases; each keeps its seeds."""
+    only = [n for n in os.environ.get("HF_INFER_ONLY", "").split(",") if n]
+    return not only or name in only
+
+
 def main(workdir):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     listed = []
     for index, (name, (cls, config, save_options)) in enumerate(cases().items()):
+        if not wanted(name):
+            continue
         directory = os.path.join(workdir, name)
         os.makedirs(directory, exist_ok=True)
         torch.manual_seed(1000 + index)
@@ -262,7 +279,7 @@ def main(workdir):
         del model
         if DEVICE == "cuda":
             torch.cuda.empty_cache()
-    listed.extend(run_bert_cases(workdir, len(listed)))
+    listed.extend(run_bert_cases(workdir, len(cases())))
     with open(os.path.join(workdir, "cases.json"), "w") as f:
         json.dump({"cases": listed, "new_tokens": NEW_TOKENS, "transformers": __import__("transformers").__version__,
                    "torch": torch.__version__}, f)

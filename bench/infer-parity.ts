@@ -27,8 +27,10 @@
 //      2e-2 materialised).
 // Writes a JSON report (--json) and prints a table.
 //
-// Usage: node dist/bench/infer-parity.js [--json bench/results/infer-parity.json] [--keep DIR [--reuse]] [--backend cuda]
-// (--keep DIR keeps the models and references; --reuse takes them from DIR instead of running Python again.)
+// Usage: node dist/bench/infer-parity.js [--json bench/results/infer-parity.json] [--keep DIR [--reuse]] [--backend cuda] [--only qwen3,bert]
+// (--keep DIR keeps the models and references; --reuse takes them from DIR instead of running Python again;
+// --only makes and checks only the named cases, each with the seeds it has in the full run, and writes a
+// report only to --json's path.)
 
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -47,15 +49,16 @@ import { SafetensorsReader } from '../src/io/safetensors.js';
 
 const { values: cli } = parseArgs({
   options: {
-    json: { type: 'string', default: 'bench/results/infer-parity.json' }, keep: { type: 'string' }, reuse: { type: 'boolean', default: false },
-    backend: { type: 'string', default: 'cuda' },
+    json: { type: 'string' }, keep: { type: 'string' }, reuse: { type: 'boolean', default: false },
+    backend: { type: 'string', default: 'cuda' }, only: { type: 'string' },
   },
 });
 const workdir = cli.keep ?? mkdtempSync(join(tmpdir(), 'fuseformer-infer-parity-'));
 mkdirSync(workdir, { recursive: true });
 
 if (!(cli.reuse && existsSync(join(workdir, 'cases.json')))) {
-  const python = spawnSync('python3', ['bench/hf_infer.py', workdir], { encoding: 'utf8', timeout: 900_000, maxBuffer: 64 << 20 });
+  const env = cli.only === undefined ? process.env : { ...process.env, HF_INFER_ONLY: cli.only };
+  const python = spawnSync('python3', ['bench/hf_infer.py', workdir], { encoding: 'utf8', timeout: 900_000, maxBuffer: 64 << 20, env });
   if (python.status !== 0) throw new Error(`hf_infer.py failed (status ${python.status}): ${python.stderr || String(python.error)}`);
 }
 const listing = JSON.parse(readFileSync(join(workdir, 'cases.json'), 'utf8')) as { cases: { name: string; dir: string; family: string }[]; new_tokens: number; transformers: string; torch: string };
@@ -262,8 +265,12 @@ for (const c of listing.cases.filter((x) => x.family === 'bert')) {
 const failures = rows.filter((r) => !r.ok).length;
 report.rows = rows;
 report.failures = failures;
-mkdirSync(dirname(cli.json!), { recursive: true });
-writeFileSync(cli.json!, JSON.stringify(report, null, 1));
+// A filtered run (--only) writes its report only where --json says: bench/results/ keeps the full run's.
+const jsonPath = cli.json ?? (cli.only === undefined ? 'bench/results/infer-parity.json' : undefined);
+if (jsonPath !== undefined) {
+  mkdirSync(dirname(jsonPath), { recursive: true });
+  writeFileSync(jsonPath, JSON.stringify(report, null, 1));
+}
 console.log(`\n| model | dtype | check | result | |\n|---|---|---|---|---|`);
 for (const r of rows) console.log(`| ${r.model} | ${r.dtype} | ${r.check} | ${r.value} | ${r.ok ? 'OK' : 'FAIL'} |`);
 console.log(failures === 0 ? '\ninference parity: all checks passed' : `\ninference parity: ${failures} check(s) failed`);

@@ -724,9 +724,21 @@ export interface RopeArgs {
 }
 
 /**
+ * RMS norm of each query and key head over its d elements (Qwen3's q_norm / k_norm), between the bias and
+ * RoPE: x ← x / sqrt(mean_d(x²) + eps) ⊙ gamma, gamma = q [d] for query heads, k [d] for key heads; value
+ * heads are left as they are. f32 arithmetic; the head rounds once to the dtype (after RoPE).
+ */
+export interface HeadNormArgs {
+  q: Tensor;
+  k: Tensor;
+  eps: number;
+}
+
+/**
  * Attention's inputs from the QKV projection, with the new keys and values appended to the KV cache:
  *   qkv [R, (Hq + 2·Hkv)·d]: per row the Hq query heads, then the Hkv key heads, then the Hkv value heads;
- *   + bias [(Hq + 2·Hkv)·d] when given. With `rope`, q and k heads are rotated pair-wise:
+ *   + bias [(Hq + 2·Hkv)·d] when given; then, with `headNorm`, each q and k head RMS-normalised (HeadNormArgs).
+ *   With `rope`, q and k heads are rotated pair-wise:
  *     x'_i = x_i·c − x_{i+d/2}·s,  x'_{i+d/2} = x_{i+d/2}·c + x_i·s,  c = scale·cos θ_i, s = scale·sin θ_i.
  *   Rows are R = B·L tokens, row r = b·L + l being token l of sequence b (B = kCache's first dimension).
  *   q [B, Hq, L, d] ← the query heads;  kCache, vCache [B, Hkv, maxLen, d]: [b, h, positions[r]] ← row r's
@@ -747,6 +759,7 @@ export interface RopeArgs {
 export interface QkvRopeAppendArgs {
   qkv: Tensor;
   bias?: Tensor;
+  headNorm?: HeadNormArgs;
   positions: Tensor;
   rope?: RopeArgs;
   q: Tensor;
@@ -818,6 +831,7 @@ export interface AttentionProjection {
 export interface AppendDecodeAttentionArgs {
   qkv: Tensor;
   bias?: Tensor;
+  headNorm?: HeadNormArgs;
   rope?: RopeArgs;
   positions: Tensor;
   q: Tensor;
@@ -840,10 +854,10 @@ export function appendDecodeAttentionParts(
   const q = check.tensor('q', args.q);
   check.shape('q', q, ['B', 'Hq', 'd']);
   const [B, Hq, d] = q.shape as [number, number, number];
-  const { qkv, bias, rope, positions, kCache, vCache, out, scale, partials, blockTable, project } = args;
+  const { qkv, bias, headNorm, rope, positions, kCache, vCache, out, scale, partials, blockTable, project } = args;
   const table = blockTable ? { blockTable } : {};
   return {
-    append: { qkv, positions, q: view(q, 0, [B, Hq, 1, d]), kCache, vCache, ...table, ...(bias ? { bias } : {}), ...(rope ? { rope } : {}) },
+    append: { qkv, positions, q: view(q, 0, [B, Hq, 1, d]), kCache, vCache, ...table, ...(bias ? { bias } : {}), ...(headNorm ? { headNorm } : {}), ...(rope ? { rope } : {}) },
     attention: {
       q, kCache, vCache, positions, out, freshKeys: 1, ...table, ...(scale !== undefined ? { scale } : {}), ...(partials ? { partials } : {}), ...(project ? { project } : {}),
     },

@@ -35,6 +35,8 @@ export interface LayerWeightNames {
   readonly norm1: { readonly gamma: string; readonly beta?: string };
   readonly qkv: readonly string[];
   readonly qkvBias?: readonly string[];
+  /** Qwen3's RMS norms over each query and key head (q_norm, k_norm [headDim]). */
+  readonly headNorm?: { readonly q: string; readonly k: string };
   readonly out: string;
   readonly outBias?: string;
   readonly norm2: { readonly gamma: string; readonly beta?: string };
@@ -153,6 +155,7 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
         { name: `${a}.q_proj.bias`, shape: [q] }, { name: `${a}.k_proj.bias`, shape: [kv], packWithPrevious: true },
         { name: `${a}.v_proj.bias`, shape: [kv], packWithPrevious: true },
       ] : []),
+      ...(c.qkNorm ? [{ name: `${a}.q_norm.weight`, shape: [D] }, { name: `${a}.k_norm.weight`, shape: [D] }] : []),
       ...(c.attentionBias ? [{ name: `${a}.o_proj.bias`, shape: [H] }] : []),
       { name: `${a}.o_proj.weight`, shape: [H, q] },
       { name: `${l}.post_attention_layernorm.weight`, shape: [H] },
@@ -167,6 +170,7 @@ function llamaArchitecture(c: LlamaConfig, model: ModelConfig): DecoderArchitect
       norm1: { gamma: `${l}.input_layernorm.weight` },
       qkv: qkvSpecs.map((w) => w.name),
       ...(c.attentionBias || c.qkvBias ? { qkvBias: [`${a}.q_proj.bias`, `${a}.k_proj.bias`, `${a}.v_proj.bias`] } : {}),
+      ...(c.qkNorm ? { headNorm: { q: `${a}.q_norm.weight`, k: `${a}.k_norm.weight` } } : {}),
       ...(c.attentionBias ? { outBias: `${a}.o_proj.bias` } : {}),
       out: `${a}.o_proj.weight`,
       norm2: { gamma: `${l}.post_attention_layernorm.weight` },

@@ -643,8 +643,8 @@ export class DecodeEngine {
         if (sampling) b.fill(sampling.finished, 0);
         f.embed(b, v, tokens, positions);
         f.blocks(b, v, (l) => {
-          const kPool = cache.keys(l, 0, this.maxBatch), vPool = cache.values(l, 0, this.maxBatch), bias = mdl.layers[l]!.qkvBias;
-          b.qkvRopeAppend({ qkv: v.qkv, positions, q: q4, kCache: kPool, vCache: vPool, blockTable: table, ...rope, ...(bias ? { bias } : {}) });
+          const kPool = cache.keys(l, 0, this.maxBatch), vPool = cache.values(l, 0, this.maxBatch);
+          b.qkvRopeAppend({ qkv: v.qkv, positions, q: q4, kCache: kPool, vCache: vPool, blockTable: table, ...rope, ...f.qkvExtras(l) });
           // Row i's keys start..start + i were appended just now: at most m fresh keys a row.
           b.decodeAttention({ q: q3, kCache: kPool, vCache: vPool, positions, out: out3, scale, blockTable: table, freshKeys: m });
           return v.attn;
@@ -699,8 +699,8 @@ export class DecodeEngine {
       const scale = 1 / Math.sqrt(d);
       f.embed(b, v, tokensView, positionsView);
       f.blocks(b, v, (l) => {
-        const kCache = cache.keys(l, row, 1), vCache = cache.values(l, row, 1), bias = mdl.layers[l]!.qkvBias;
-        b.qkvRopeAppend({ qkv: v.qkv, positions: positionsView, q: q4, kCache, vCache, ...rope, ...(bias ? { bias } : {}) });
+        const kCache = cache.keys(l, row, 1), vCache = cache.values(l, row, 1);
+        b.qkvRopeAppend({ qkv: v.qkv, positions: positionsView, q: q4, kCache, vCache, ...rope, ...f.qkvExtras(l) });
         b.embedTokens({ tokens: gather, tokenTable: b.view(kCache, 0, [Hkv * L, d]), out: kRows });
         b.embedTokens({ tokens: gather, tokenTable: b.view(vCache, 0, [Hkv * L, d]), out: vRows });
         b.flashAttentionForward({ q: q4, k: kAll, v: vAll, out: context, lse, scale, causal: true });
@@ -795,9 +795,9 @@ export class DecodeEngine {
         b.decodeLayers(megakernel);
       } else {
         f.blocks(b, v, (l, _v, project) => {
-          const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n), bias = m.layers[l]!.qkvBias;
+          const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n);
           b.appendDecodeAttention({
-            qkv: v.qkv, positions: st.positions, q: q3, kCache, vCache, out: out3, scale, ...rope, ...(bias ? { bias } : {}), ...(partials ? { partials } : {}),
+            qkv: v.qkv, positions: st.positions, q: q3, kCache, vCache, out: out3, scale, ...rope, ...f.qkvExtras(l), ...(partials ? { partials } : {}),
             ...(project ? { project } : {}),
           });
           return v.attn;
@@ -841,10 +841,9 @@ export class DecodeEngine {
       const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
       f.embed(b, v, tokensView, positionsView);
       f.blocks(b, v, (l) => {
-        const bias = m.layers[l]!.qkvBias;
         b.qkvRopeAppend({
           qkv: v.qkv, positions: positionsView, q: q4, kCache: cache.keys(l, first, Bp), vCache: cache.values(l, first, Bp), kOut, vOut,
-          ...rope, ...(bias ? { bias } : {}),
+          ...rope, ...f.qkvExtras(l),
         });
         if (lse) {
           b.flashAttentionForward({ q: q4, k: kOut, v: vOut, out: context, lse, scale, causal: true, keyLengths: lengthsView });

@@ -31,7 +31,7 @@
 // buffer allocated here), its norm a residualNorm of its own.
 // Calibration (quant/decoder-quantize.ts) sets `capture` to see each projection's input.
 
-import type { Activation, AttentionProjection, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
+import type { Activation, AttentionProjection, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, HeadNormArgs, ResidualNormArgs } from '../backend/backend.js';
 import { decodeLayersWorkspaceFloats, rowSquareSlots } from '../backend/backend.js';
 import { decodeLayersUnsupported } from '../backend/cuda/kernels/decode-layers.js';
 import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, QuantizedEpilogue, W8A8Scratch } from '../quant/device.js';
@@ -227,6 +227,15 @@ export class DecoderForward {
   }
 
   /** Views of the buffers for `rows` rows. */
+  /** Layer l's part of qkvRopeAppend / appendDecodeAttention: the q/k/v bias (GPT-2, Qwen2) and the per-head norm (Qwen3). */
+  qkvExtras(l: number): { bias?: Tensor; headNorm?: HeadNormArgs } {
+    const layer = this.model.layers[l]!;
+    return {
+      ...(layer.qkvBias ? { bias: layer.qkvBias } : {}),
+      ...(layer.headNorm ? { headNorm: { q: layer.headNorm.q, k: layer.headNorm.k, eps: this.model.arch.normEps } } : {}),
+    };
+  }
+
   rows(rows: number): RowViews {
     let v = this.views.get(rows);
     if (!v) {
@@ -249,7 +258,7 @@ export class DecoderForward {
    */
   decodeLayersArgs(v: RowViews, positions: Tensor, caches: (layer: number) => [Tensor, Tensor], maxLen: number): DecodeLayersArgs | null {
     const m = this.model, arch = m.arch, b = m.backend;
-    if (!megakernelOptions.enabled || v.rows !== 1 || m.quantization || m.tensorParallel) return null;
+    if (!megakernelOptions.enabled || v.rows !== 1 || m.quantization || m.tensorParallel || m.layers.some((layer) => layer.headNorm)) return null;
     if (b.name === 'cuda' && m.dtype !== 'bf16' && m.dtype !== 'f16') return null;
     if (b.name === 'cuda' && decodeLayersUnsupported({ hidden: arch.hidden, ffn: arch.ffn, heads: arch.heads, headDim: arch.headDim }) !== null) return null;
     if (!this.megakernelWorkspace) {

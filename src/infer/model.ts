@@ -46,6 +46,8 @@ export interface LayerWeights {
   /** [in, 3·out] (GPT-2) or [(Hq + 2·Hkv)·d, H] (Llama, q/k/v stacked). */
   readonly qkv: Tensor;
   readonly qkvBias?: Tensor;
+  /** Qwen3's q_norm / k_norm gammas [headDim] (QkvRopeAppendArgs.headNorm). */
+  readonly headNorm?: { readonly q: Tensor; readonly k: Tensor };
   readonly out: Tensor;
   readonly outBias?: Tensor;
   readonly norm2: NormWeights;
@@ -116,6 +118,7 @@ export class DecoderModel {
       const upBias = n.upBias ? this.packed(n.upBias) : undefined, downBias = maybe(n.downBias);
       return {
         norm1: norm(n.norm1), qkv: this.packed(n.qkv), out: one(n.out), norm2: norm(n.norm2), up: this.packed(n.up), down: one(n.down),
+        ...(n.headNorm ? { headNorm: { q: one(n.headNorm.q), k: one(n.headNorm.k) } } : {}),
         ...(qkvBias ? { qkvBias } : {}), ...(outBias ? { outBias } : {}), ...(upBias ? { upBias } : {}), ...(downBias ? { downBias } : {}),
       };
     });

@@ -10,7 +10,9 @@
 // Three architectures of the same shape read as variants: Mistral (model_type "mistral": Llama's layers,
 // with sliding-window attention in v0.1), Qwen2 ("qwen2": biases on the q, k and v projections, none on
 // o) and Phi-3 ("phi3": q/k/v stored as one qkv_proj and gate/up as one gate_up_proj, the order we stack
-// them in; its long-context LongRoPE scaling is refused by name, as is a partial rotary factor). A sliding
+// them in; its long-context LongRoPE scaling is refused by name, as is a partial rotary factor), Qwen3
+// ("qwen3": an RMS norm over each query and key head — q_norm, k_norm [head_dim] — after the projection,
+// before RoPE; head_dim 128 unless given, no biases unless attention_bias). A sliding
 // window is recorded, and the engine's context is capped at it (infer/architecture.ts): within the
 // window, sliding-window attention is full attention.
 
@@ -37,7 +39,9 @@ export type RopeScaling =
 export const ROPE_SCALING_TYPES = ['linear', 'dynamic', 'llama3', 'yarn'] as const;
 
 /** Architectures read as Llama variants: HF's model_type → its class name. */
-export const LLAMA_VARIANTS = { llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', phi3: 'Phi3ForCausalLM' } as const;
+export const LLAMA_VARIANTS = {
+  llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM',
+} as const;
 export type LlamaVariant = keyof typeof LLAMA_VARIANTS;
 
 export interface LlamaConfig {
@@ -61,6 +65,8 @@ export interface LlamaConfig {
   readonly attentionBias: boolean;
   /** Biases on the q, k and v projections only (Qwen2); absent: false. */
   readonly qkvBias?: boolean;
+  /** An RMS norm over each query and key head before RoPE (Qwen3's q_norm / k_norm); absent: false. */
+  readonly qkNorm?: boolean;
   /** The HF model_type this config came from when not "llama" (written back as it was read). */
   readonly variant?: Exclude<LlamaVariant, 'llama'>;
   /** Sliding-window attention's window (Mistral v0.1, Qwen2 with use_sliding_window); absent: none. */
@@ -82,8 +88,9 @@ export function llamaConfigFromJson(json: JsonObject, source: string): LlamaConf
   const heads = fields.positiveInteger('num_attention_heads');
   const kvHeads = fields.positiveInteger('num_key_value_heads', heads);
   if (heads % kvHeads !== 0) fields.fail('num_key_value_heads', `a divisor of num_attention_heads (${heads})`);
-  if (!fields.has('head_dim') && hidden % heads !== 0) fields.fail('num_attention_heads', `a divisor of hidden_size (${hidden}), or a head_dim field`);
-  const headDim = fields.positiveInteger('head_dim', hidden / heads);
+  // Qwen3Config's head_dim defaults to 128 whatever hidden_size / num_attention_heads is.
+  if (!fields.has('head_dim') && variant !== 'qwen3' && hidden % heads !== 0) fields.fail('num_attention_heads', `a divisor of hidden_size (${hidden}), or a head_dim field`);
+  const headDim = fields.positiveInteger('head_dim', variant === 'qwen3' ? 128 : hidden / heads);
   if (headDim % 2 !== 0) {
     const why = 'RoPE rotates pairs of dimensions';
     if (fields.has('head_dim')) fields.fail('head_dim', `an even number (${why})`);
@@ -115,15 +122,16 @@ export function llamaConfigFromJson(json: JsonObject, source: string): LlamaConf
     bosTokenId,
     eosTokenIds,
     ...(variant === 'qwen2' ? { qkvBias: true } : {}),
+    ...(variant === 'qwen3' ? { qkNorm: true } : {}),
     ...(variant !== 'llama' ? { variant } : {}),
     ...slidingWindow(fields, variant),
   };
 }
 
-/** Mistral's and Phi-3's sliding_window (null: none); Qwen2's when use_sliding_window is true. */
+/** Mistral's and Phi-3's sliding_window (null: none); Qwen2's and Qwen3's when use_sliding_window is true. */
 function slidingWindow(fields: ConfigFields, variant: LlamaVariant): { slidingWindow?: number } {
   if (variant === 'llama') return {};
-  if (variant === 'qwen2' && !fields.boolean('use_sliding_window', false)) return {};
+  if ((variant === 'qwen2' || variant === 'qwen3') && !fields.boolean('use_sliding_window', false)) return {};
   const value = fields.value('sliding_window');
   return value === undefined || value === null ? {} : { slidingWindow: fields.positiveInteger('sliding_window') };
 }
@@ -174,7 +182,7 @@ function ropeScalingFrom(scaling: ConfigFields, defaultType?: 'default'): RopeSc
 export function llamaConfigToJson(config: LlamaConfig): JsonObject {
   const variant = config.variant ?? 'llama';
   const window = variant === 'mistral' || variant === 'phi3' ? { sliding_window: config.slidingWindow ?? null }
-    : variant === 'qwen2' ? { use_sliding_window: config.slidingWindow !== undefined, ...(config.slidingWindow !== undefined ? { sliding_window: config.slidingWindow } : {}) } : {};
+    : variant === 'qwen2' || variant === 'qwen3' ? { use_sliding_window: config.slidingWindow !== undefined, ...(config.slidingWindow !== undefined ? { sliding_window: config.slidingWindow } : {}) } : {};
   return {
     architectures: [LLAMA_VARIANTS[variant]],
     model_type: variant,
@@ -226,7 +234,7 @@ export function llamaParameterCount(config: LlamaConfig): number {
   const kv = config.kvHeads * D;
   const attention = H * (q + 2 * kv) + q * H + (config.attentionBias ? q + 2 * kv + H : config.qkvBias ? q + 2 * kv : 0);
   const mlp = 3 * H * F + (config.mlpBias ? 2 * F + H : 0);
-  const block = attention + mlp + 2 * H;
+  const block = attention + mlp + 2 * H + (config.qkNorm ? 2 * D : 0);
   return V * H + config.layers * block + H + (config.tieWordEmbeddings ? 0 : V * H);
 }
 

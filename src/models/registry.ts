@@ -38,6 +38,7 @@ export const SUPPORTED_ARCHITECTURES: Readonly<Record<string, ModelFamily>> = {
   LlamaModel: 'llama',
   MistralForCausalLM: 'llama',
   Qwen2ForCausalLM: 'llama',
+  Qwen3ForCausalLM: 'llama',
   Phi3ForCausalLM: 'llama',
   MarianMTModel: 'marian',
 };
@@ -60,10 +61,10 @@ export function modelConfigFromJson(json: JsonObject, source: string): ModelConf
 
 function familyOf(fields: ConfigFields): ModelFamily {
   if (fields.has('model_type')) {
-    // Mistral, Qwen2 and Phi-3 read as Llama variants (models/llama.ts), RoBERTa, XLM-RoBERTa, MPNet and DistilBERT as BERT (models/bert.ts).
-    const type = fields.oneOf('model_type', [...MODEL_FAMILIES, 'mistral', 'qwen2', 'phi3', 'roberta', 'xlm-roberta', 'mpnet', 'distilbert'] as const);
+    // Mistral, Qwen2, Qwen3 and Phi-3 read as Llama variants (models/llama.ts), RoBERTa, XLM-RoBERTa, MPNet and DistilBERT as BERT (models/bert.ts).
+    const type = fields.oneOf('model_type', [...MODEL_FAMILIES, 'mistral', 'qwen2', 'qwen3', 'phi3', 'roberta', 'xlm-roberta', 'mpnet', 'distilbert'] as const);
     if (type === 'roberta' || type === 'xlm-roberta' || type === 'mpnet' || type === 'distilbert') return 'bert';
-    return type === 'mistral' || type === 'qwen2' || type === 'phi3' ? 'llama' : type;
+    return type === 'mistral' || type === 'qwen2' || type === 'qwen3' || type === 'phi3' ? 'llama' : type;
   }
   const architectures = fields.value('architectures');
   const expected = `a list naming one of ${Object.keys(SUPPORTED_ARCHITECTURES).join(', ')}`;

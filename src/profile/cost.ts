@@ -281,9 +281,11 @@ function qkvRopeAppendCost(a: QkvRopeAppendArgs): OpCost {
   const s = byteSize(a.qkv.dtype);
   // Rotation: 3 FLOPs per rotated element (2 multiplies and an add); per (row, pair) θ, cos, sin and the scale (5).
   const rope = a.rope ? rows * ((hq + hkv) * d * 3 + (d / 2) * 5) : 0;
+  // Head norm: per q / k element a square-add, the scale and gamma (4); per head the mean and rsqrt (3).
+  const headNorm = a.headNorm ? rows * (hq + hkv) * (d * 4 + 3) : 0;
   return {
-    flops: (a.bias ? rows * width : 0) + rope,
-    bytes: bytesOf(a.qkv) + bytesOf(a.bias) + bytesOf(a.positions) + bytesOf(a.rope?.invFreq) + bytesOf(a.q) +
+    flops: (a.bias ? rows * width : 0) + rope + headNorm,
+    bytes: bytesOf(a.qkv) + bytesOf(a.bias) + bytesOf(a.headNorm?.q) + bytesOf(a.headNorm?.k) + bytesOf(a.positions) + bytesOf(a.rope?.invFreq) + bytesOf(a.q) +
       2 * rows * hkv * d * s /* the new cache rows */ + bytesOf(a.kOut) + bytesOf(a.vOut),
   };
 }

@@ -2,7 +2,8 @@
 // tokenizer_config.json's chat_template; io/tokenizer.ts reads both), rendered by @huggingface/jinja as
 // transformers' apply_chat_template does: messages, add_generation_prompt = true, and the special tokens'
 // strings (bos_token, eos_token, unk_token, pad_token, sep_token, cls_token, mask_token,
-// additional_special_tokens) as variables. The result is encoded without adding special tokens again
+// additional_special_tokens) as variables, with a request's chat_template_kwargs over them (Qwen3's
+// enable_thinking: false closes an empty <think> block, as vLLM and SGLang take it). The result is encoded without adding special tokens again
 // (server.ts, through its PromptEncoder).
 
 import { Template } from '@huggingface/jinja';
@@ -36,12 +37,15 @@ export class ChatTemplate {
 
   get available(): boolean { return this.template !== undefined; }
 
-  /** The prompt text for these messages (encode it without adding special tokens: the template has them). */
-  render(messages: readonly ChatMessage[]): string {
+  /**
+   * The prompt text for these messages (encode it without adding special tokens: the template has them).
+   * `variables` (a request's chat_template_kwargs) are passed to the template too, over the special tokens'.
+   */
+  render(messages: readonly ChatMessage[], variables: Readonly<Record<string, unknown>> = {}): string {
     if (!this.template) throw new ApiError(400, `${this.problem ?? 'this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory)'}; use /v1/completions`, 'invalid_request_error', 'messages');
     let text: string;
     try {
-      text = this.template.render({ messages, add_generation_prompt: true, ...this.specials });
+      text = this.template.render({ ...this.specials, ...variables, messages, add_generation_prompt: true });
     } catch (error) {
       throw new ApiError(400, `the chat template (${this.source}) failed on these messages: ${(error as Error).message}`, 'invalid_request_error', 'messages');
     }

@@ -241,18 +241,18 @@ export class PagedForward {
     if (o.feedFrom) b.feedTokens({ sampled: o.feedFrom, from: meta(at.feed, R), tokens });
     f.embed(b, v, tokens, positions);
     f.blocks(b, v, (l) => {
-      const bias = m.layers[l]!.qkvBias, kCache = poolView(l, 0), vCache = poolView(l, 1);
+      const extras = f.qkvExtras(l), kCache = poolView(l, 0), vCache = poolView(l, 1);
       if (S > 0) {
         // The decode region (table rows [0, S)): its keys and values appended and attended to in one op.
         b.appendDecodeAttention({
           qkv: b.view(v.qkv, 0, [S, W]), positions: b.view(cachePositions, 0, [S]), q: b.view(io.q, 0, [S, Hq, d]), kCache, vCache,
-          out: b.view(v.attn, 0, [S, Hq, d]), scale, blockTable: b.view(o.blockTables, 0, [S, M]), ...partials, ...rope, ...(bias ? { bias } : {}),
+          out: b.view(v.attn, 0, [S, Hq, d]), scale, blockTable: b.view(o.blockTables, 0, [S, M]), ...partials, ...rope, ...extras,
         });
       }
       if (P > 0) {
         b.qkvRopeAppend({
           qkv: b.view(v.qkv, S * W, [P, W]), positions: b.view(cachePositions, S, [P]), q: b.view(io.q, S * Hq * d, [P, Hq, 1, d]),
-          kCache, vCache, blockTable: o.blockTables, tableRows: b.view(tableRows, S, [P]), ...rope, ...(bias ? { bias } : {}),
+          kCache, vCache, blockTable: o.blockTables, tableRows: b.view(tableRows, S, [P]), ...rope, ...extras,
         });
       }
       if (segments) {

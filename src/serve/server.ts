@@ -205,8 +205,9 @@ export class InferenceServer {
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
     }
-    const prompt = kind === 'chat'
-      ? this.checkedEncoding(await this.encoder.encode(this.chat.render((params as ReturnType<typeof parseChatBody>).messages), false), 'messages')
+    const chat = kind === 'chat' ? params as ReturnType<typeof parseChatBody> : undefined;
+    const prompt = chat
+      ? this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs), false), 'messages')
       : await this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
     const window = this.engine.maxLen, n = prompt.length;

@@ -37,7 +37,14 @@ export interface CommonParams {
 }
 
 export interface CompletionParams extends CommonParams { readonly prompt: string | number[] }
-export interface ChatParams extends CommonParams { readonly messages: ChatMessage[] }
+export interface ChatParams extends CommonParams {
+  readonly messages: ChatMessage[];
+  /** Extra variables for the chat template (vLLM's chat_template_kwargs, e.g. Qwen3's enable_thinking). */
+  readonly chatTemplateKwargs: Readonly<Record<string, unknown>>;
+}
+
+/** Template variables a request may not set through chat_template_kwargs: the server sets them. */
+const RESERVED_TEMPLATE_VARIABLES = ['messages', 'add_generation_prompt'];
 
 const bad = (param: string, message: string) => new ApiError(400, message, 'invalid_request_error', param);
 
@@ -170,7 +177,11 @@ export function parseChatBody(raw: unknown): ChatParams {
   const logprobs = boolean(o, 'logprobs');
   const top = number(o, 'top_logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
   if (top !== undefined && top > 0 && !logprobs) throw bad('top_logprobs', `'top_logprobs' needs 'logprobs': true`);
-  return { ...common(o), messages: checked, logprobs, topLogprobs: top ?? 0 };
+  const kwargs = o['chat_template_kwargs'] ?? {};
+  if (typeof kwargs !== 'object' || kwargs === null || Array.isArray(kwargs)) throw bad('chat_template_kwargs', `'chat_template_kwargs' is ${describe(kwargs)}; expected an object of template variables (e.g. {"enable_thinking": false})`);
+  const reserved = Object.keys(kwargs).find((k) => RESERVED_TEMPLATE_VARIABLES.includes(k));
+  if (reserved !== undefined) throw bad(`chat_template_kwargs.${reserved}`, `'chat_template_kwargs.${reserved}' is set by the server; leave it out`);
+  return { ...common(o), messages: checked, chatTemplateKwargs: kwargs as Record<string, unknown>, logprobs, topLogprobs: top ?? 0 };
 }
 
 export interface EmbeddingParams {

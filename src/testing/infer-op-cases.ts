@@ -24,23 +24,26 @@ function embedTokensCases(dtype: FloatDType): OpCase[] {
 }
 
 function qkvRopeAppendCases(dtype: FloatDType): OpCase[] {
-  // B, L, Hq, Hkv, d, maxLen, rope, bias, copies (0 none, Hkv or Hq)
-  const shapes: [number, number, number, number, number, number, boolean, boolean, 'none' | 'kv' | 'q'][] = [
+  // B, L, Hq, Hkv, d, maxLen, rope, bias, copies (0 none, Hkv or Hq), and a per-head norm (Qwen3's q_norm / k_norm)
+  const shapes: [number, number, number, number, number, number, boolean, boolean, 'none' | 'kv' | 'q', boolean?][] = [
     [3, 1, 32, 8, 64, 40, true, false, 'none'], [2, 17, 12, 12, 64, 20, false, true, 'kv'], [2, 9, 8, 2, 128, 16, true, true, 'q'],
     [1, 5, 4, 2, 32, 8, true, false, 'kv'],
     // A prefill long enough for blocks of many heads (qkv-rope-append.ts headsPerBlock), copies repeated and not.
     [2, 200, 8, 2, 128, 256, true, true, 'q'], [1, 130, 12, 12, 64, 160, false, true, 'kv'],
+    // The head norm: Qwen3-like decode rows (d 128), a prefill of 4-head blocks whose last block has 2 spare heads,
+    // an odd half (d 40: the scalar sum) with a bias and copies.
+    [3, 1, 16, 8, 128, 40, true, false, 'none', true], [1, 300, 10, 2, 128, 320, true, false, 'none', true], [2, 7, 6, 2, 40, 12, true, true, 'kv', true],
   ];
-  return shapes.map(([B, L, Hq, Hkv, d, maxLen, rope, bias, copies]): OpCase => {
+  return shapes.map(([B, L, Hq, Hkv, d, maxLen, rope, bias, copies, headNorm]): OpCase => {
     const W = (Hq + 2 * Hkv) * d, copyHeads = copies === 'q' ? Hq : Hkv;
     return {
-      name: `qkvRopeAppend ${dtype} B=${B} L=${L} Hq=${Hq} Hkv=${Hkv} d=${d}${rope ? ' rope' : ''}${bias ? ' bias' : ''} copies=${copies}`, dtype,
+      name: `qkvRopeAppend ${dtype} B=${B} L=${L} Hq=${Hq} Hkv=${Hkv} d=${d}${rope ? ' rope' : ''}${bias ? ' bias' : ''}${headNorm ? ' headNorm' : ''} copies=${copies}`, dtype,
       inputs: (rng) => {
         // Decode rows (L = 1) at random positions; prefill rows at l (distinct within a sequence).
         const positions = Array.from({ length: B * L }, (_, r) => (L === 1 ? Math.floor(rng.next() * maxLen) : (r % L) + (maxLen - L > 0 ? 1 : 0)));
         return {
           qkv: floats(rng, [B * L, W], dtype), bias: floats(rng, [W], dtype), positions: ints([B * L], positions),
-          invFreq: ropeInvFreq(d),
+          invFreq: ropeInvFreq(d), qNorm: floats(rng, [d], dtype, 0.5, 1), kNorm: floats(rng, [d], dtype, 0.5, 1),
           kCache: floats(rng, [B, Hkv, maxLen, d], dtype), vCache: floats(rng, [B, Hkv, maxLen, d], dtype),
         };
       },
@@ -50,6 +53,7 @@ function qkvRopeAppendCases(dtype: FloatDType): OpCase[] {
           qkv: c.in('qkv'), positions: c.in('positions'), q: c.out('q', [B, Hq, L, d], dtype),
           kCache: c.keep('kCache', c.in('kCache')), vCache: c.keep('vCache', c.in('vCache')),
           ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
+          ...(headNorm ? { headNorm: { q: c.in('qNorm'), k: c.in('kNorm'), eps: 1e-6 } } : {}),
           ...(copies !== 'none' ? { kOut: c.out('kOut', [B, copyHeads, L, d], dtype), vOut: c.out('vOut', [B, copyHeads, L, d], dtype) } : {}),
         });
         return c.results();
@@ -103,18 +107,19 @@ function projection(c: CaseContext) {
  */
 function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
   // B, Hq, Hkv, d, maxLen, splits, rope, bias
-  // ... and H for the O projection (project: GPT-2's at batch 1 and 3, split at 3)
-  const shapes: [number, number, number, number, number, number, boolean, boolean, number?][] = [
+  // ... and H for the O projection (project: GPT-2's at batch 1 and 3, split at 3), and a per-head norm (the two ops on CUDA)
+  const shapes: [number, number, number, number, number, number, boolean, boolean, number?, boolean?][] = [
     [1, 32, 8, 64, 160, 1, true, false], [4, 32, 8, 64, 300, 4, true, false], [2, 12, 12, 64, 100, 1, false, true],
     [3, 64, 2, 64, 200, 3, true, true], [3, 8, 2, 32, 70, 2, true, true], [2, 8, 2, 128, 50, 1, true, false], [5, 4, 4, 64, 9, 2, false, false],
-    [1, 12, 12, 64, 160, 1, false, true, 768], [3, 12, 12, 64, 300, 3, false, true, 768],
+    [1, 12, 12, 64, 160, 1, false, true, 768], [3, 12, 12, 64, 300, 3, false, true, 768], [2, 16, 8, 128, 50, 1, true, false, undefined, true],
   ];
-  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias, H]): OpCase => {
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias, H, headNorm]): OpCase => {
     const W = (Hq + 2 * Hkv) * d;
     return {
-      name: `appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}${H ? ` project H=${H}` : ''}`, dtype,
+      name: `appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}${headNorm ? ' headNorm' : ''}${H ? ` project H=${H}` : ''}`, dtype,
       inputs: (rng) => ({
         qkv: floats(rng, [B, W], dtype), bias: floats(rng, [W], dtype), invFreq: ropeInvFreq(d),
+        qNorm: floats(rng, [d], dtype, 0.5, 1), kNorm: floats(rng, [d], dtype, 0.5, 1),
         kCache: floats(rng, [B, Hkv, maxLen, d], dtype), vCache: floats(rng, [B, Hkv, maxLen, d], dtype),
         positions: ints([B], Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)))),
         ...(H ? projectionInputs(rng, dtype, B, H, Hq * d) : {}),
@@ -125,6 +130,7 @@ function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
           qkv: c.in('qkv'), positions: c.in('positions'), q: b.empty([B, Hq, d], dtype),
           kCache: c.keep('kCache', c.in('kCache')), vCache: c.keep('vCache', c.in('vCache')), out: c.out('out', [B, Hq, d], dtype),
           ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
+          ...(headNorm ? { headNorm: { q: c.in('qNorm'), k: c.in('kNorm'), eps: 1e-6 } } : {}),
           ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), ...(H ? { project: projection(c) } : {}),
         });
         return c.results();

@@ -63,6 +63,8 @@ const RANDOM_CASES: { name: string; config: ModelConfig; worlds: number[] }[] = 
   { name: 'GPT-2', config: gpt2(TINY_GPT2), worlds: [1, 2, 4] },
   // Phi-3: one fused qkv_proj (three equal sections, multi-head) and one gate_up_proj (two sections).
   { name: 'Phi-3 fused projections', config: llama({ ...GQA_LLAMA, variant: 'phi3', kvHeads: GQA_LLAMA.heads }), worlds: [2] },
+  // Qwen3: q_norm / k_norm (one gamma for every head: replicated) on each rank's heads; head_dim 16 apart from hidden / heads.
+  { name: 'Qwen3 per-head q/k norms', config: llama({ ...GQA_LLAMA, variant: 'qwen3', qkNorm: true, headDim: 16, tieWordEmbeddings: true }), worlds: [2] },
 ];
 
 for (const c of RANDOM_CASES) {

@@ -111,6 +111,6 @@ test('decode attention, tensor-core variant in its other shapes, matches the CPU
 test('appendDecodeAttention is one kernel for 128-byte head rows and two ops otherwise, both matching the CPU reference', { skip }, async (t) => {
   const cases = selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?appendDecodeAttention /.test(c.name)));
   const rowBytes = (c: OpCase) => Number(/ d=(\d+)/.exec(c.name)![1]) * (c.dtype === 'f32' ? 4 : 2);
-  await t.test('fused', (tf) => decodeVariantCheck(tf, (o) => { o.append = true; }, 2, cases, (c) => rowBytes(c) === 128));
+  await t.test('fused', (tf) => decodeVariantCheck(tf, (o) => { o.append = true; }, 2, cases, (c) => rowBytes(c) === 128 && !/ headNorm/.test(c.name)));
   await t.test('two ops', (tf) => decodeVariantCheck(tf, (o) => { o.append = false; }, 2, cases, () => false));
 });

@@ -39,6 +39,8 @@ const CASES: Case[] = [
   { name: 'llama yarn RoPE', family: 'llama', config: { ...TINY_LLAMA, ropeTheta: 500, ropeScaling: { type: 'yarn', factor: 4, betaFast: 32, betaSlow: 1 } } },
   // Qwen2: q, k and v biases, none on o; tied, as the small Qwen2.5 models.
   { name: 'qwen2 tied, q/k/v biases', family: 'llama', config: { ...TINY_LLAMA, variant: 'qwen2', qkvBias: true, tieWordEmbeddings: true, ropeTheta: 1e6 } },
+  // Qwen3: an RMS norm over each query and key head before RoPE; head_dim (24) apart from hidden / heads (16), tied.
+  { name: 'qwen3 tied, q/k norms', family: 'llama', config: { ...TINY_LLAMA, variant: 'qwen3', qkNorm: true, headDim: 24, tieWordEmbeddings: true, ropeTheta: 1e6 } },
   // Phi-3: q/k/v as one qkv_proj and gate/up as one gate_up_proj; multi-head, untied.
   { name: 'phi3 fused projections', family: 'llama', config: { ...TINY_LLAMA, variant: 'phi3', kvHeads: 4 } },
   // Mistral v0.1: a sliding window of 48 positions (the context is capped there).

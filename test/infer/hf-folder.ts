@@ -67,6 +67,7 @@ function tensorShapes(family: 'gpt2' | 'llama', config: Gpt2Config | LlamaConfig
       [`${l}.post_attention_layernorm.weight`, [H], 'gain'],
       [`${l}.mlp.gate_proj.weight`, [F, H], 'matrix'], [`${l}.mlp.up_proj.weight`, [F, H], 'matrix'], [`${l}.mlp.down_proj.weight`, [H, F], 'matrix'],
     );
+    if (c.qkNorm) out.push([`${l}.self_attn.q_norm.weight`, [c.headDim], 'gain'], [`${l}.self_attn.k_norm.weight`, [c.headDim], 'gain']);
     if (c.attentionBias || c.qkvBias) out.push([`${l}.self_attn.q_proj.bias`, [q], 'bias'], [`${l}.self_attn.k_proj.bias`, [kv], 'bias'], [`${l}.self_attn.v_proj.bias`, [kv], 'bias']);
     if (c.attentionBias) out.push([`${l}.self_attn.o_proj.bias`, [H], 'bias']);
     if (c.mlpBias) out.push([`${l}.mlp.gate_proj.bias`, [F], 'bias'], [`${l}.mlp.up_proj.bias`, [F], 'bias'], [`${l}.mlp.down_proj.bias`, [H], 'bias']);

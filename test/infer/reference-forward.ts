@@ -123,12 +123,18 @@ export function llamaReferenceLogits(c: LlamaConfig, w: HostWeights, tokens: rea
     const q = hs.map((h) => add(matOut(h, m('self_attn.q_proj.weight')), bias('self_attn.q_proj.bias', c.heads * D)));
     const k = hs.map((h) => add(matOut(h, m('self_attn.k_proj.weight')), bias('self_attn.k_proj.bias', c.kvHeads * D)));
     const vv = hs.map((h) => add(matOut(h, m('self_attn.v_proj.weight')), bias('self_attn.v_proj.bias', c.kvHeads * D)));
-    const head = (rows: Float64Array[], hd: number, rope: boolean) => rows.map((r, pos) => (rope ? rotate(r.subarray(hd * D, (hd + 1) * D), pos) : r.subarray(hd * D, (hd + 1) * D)));
+    // Qwen3 (qkNorm): an RMS norm over each query and key head (q_norm / k_norm) before RoPE.
+    const headNorm = (x: Float64Array, gamma: Float64Array) => (c.qkNorm ? rmsNorm(x, gamma, c.rmsNormEps) : x);
+    const head = (rows: Float64Array[], hd: number, rope: boolean, gamma?: Float64Array) => rows.map((r, pos) => {
+      const x = gamma ? headNorm(r.subarray(hd * D, (hd + 1) * D), gamma) : r.subarray(hd * D, (hd + 1) * D);
+      return rope ? rotate(x, pos) : x;
+    });
+    const qGamma = c.qkNorm ? v('self_attn.q_norm.weight') : undefined, kGamma = c.qkNorm ? v('self_attn.k_norm.weight') : undefined;
     const attn = xs.map((_, i) => {
       const out = new Float64Array(c.heads * D);
       for (let hd = 0; hd < c.heads; hd++) {
         const g = Math.floor(hd / group);
-        out.set(causalAttention(head(q, hd, true), head(k, g, true), head(vv, g, false), i), hd * D);
+        out.set(causalAttention(head(q, hd, true, qGamma), head(k, g, true, kGamma), head(vv, g, false), i), hd * D);
       }
       return out;
     });

@@ -97,7 +97,7 @@ test('errors name the file and the field', () => {
   assertConfigError(() => read({ rope_parameters: { rope_type: 'mrope' } }), SOURCE, 'rope_parameters.rope_type');
   assertConfigError(() => read({ eos_token_id: [128001, 200000] }), SOURCE, 'eos_token_id', /below vocab_size \(128256\)/);
   assertConfigError(() => read({ rms_norm_eps: 0 }), SOURCE, 'rms_norm_eps', /a positive number/);
-  assertConfigError(() => read({ model_type: 'gemma' }), SOURCE, 'model_type', /is "gemma"; expected one of "llama", "mistral", "qwen2"/);
+  assertConfigError(() => read({ model_type: 'gemma' }), SOURCE, 'model_type', /is "gemma"; expected one of "llama", "mistral", "qwen2", "qwen3"/);
 });
 
 test('Mistral and Qwen2 configs read as Llama variants: sliding windows, Qwen2\'s q/k/v biases; both round-trip', () => {
@@ -135,7 +135,33 @@ test('Mistral and Qwen2 configs read as Llama variants: sliding windows, Qwen2\'
   // Qwen2.5-0.5B has 494,032,768 parameters (HF's num_parameters()).
   assert.equal(llamaParameterCount(q), 494_032_768);
   assert.equal(llamaConfigFromJson({ ...qwen, use_sliding_window: true, sliding_window: 4096 }, 'q').slidingWindow, 4096);
-  assertConfigError(() => llamaConfigFromJson({ ...qwen, model_type: 'qwen3' }, 'Qwen3/config.json'), 'Qwen3/config.json', 'model_type');
+});
+
+test('Qwen3 configs read as a Llama variant with per-head q/k norms; head_dim defaults to 128; round-trips', () => {
+  // Qwen3-0.6B's config.json (its fields and values): head_dim 128 beside hidden_size / heads = 64.
+  const qwen3 = {
+    architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', attention_bias: false, attention_dropout: 0.0, bos_token_id: 151643,
+    eos_token_id: 151645, head_dim: 128, hidden_act: 'silu', hidden_size: 1024, initializer_range: 0.02, intermediate_size: 3072,
+    max_position_embeddings: 40960, max_window_layers: 28, num_attention_heads: 16, num_hidden_layers: 28, num_key_value_heads: 8,
+    rms_norm_eps: 1e-6, rope_scaling: null, rope_theta: 1000000, sliding_window: null, tie_word_embeddings: true, torch_dtype: 'bfloat16',
+    use_cache: true, use_sliding_window: false, vocab_size: 151936,
+  };
+  const q = llamaConfigFromJson(qwen3, 'Qwen3-0.6B/config.json');
+  assert.equal(q.variant, 'qwen3');
+  assert.equal(q.qkNorm, true);
+  assert.equal(q.qkvBias, undefined);
+  assert.equal(q.attentionBias, false);
+  assert.equal(q.headDim, 128);
+  assert.equal(q.slidingWindow, undefined);
+  assert.deepEqual(q.eosTokenIds, [151645]);
+  assert.deepEqual(roundTrip(q), q);
+  // HF's Qwen3ForCausalLM(config).num_parameters() for this config (transformers 5.18, meta device).
+  assert.equal(llamaParameterCount(q), 596_049_920);
+  // Qwen3Config's default head_dim is 128 whatever hidden_size / num_attention_heads is.
+  const { head_dim: _, ...noHeadDim } = qwen3;
+  assert.equal(llamaConfigFromJson({ ...noHeadDim, hidden_size: 100, num_attention_heads: 3, num_key_value_heads: 1 }, 'q').headDim, 128);
+  assert.equal(llamaConfigFromJson({ ...qwen3, attention_bias: true }, 'q').attentionBias, true);
+  assert.equal(llamaConfigFromJson({ ...qwen3, use_sliding_window: true, sliding_window: 4096 }, 'q').slidingWindow, 4096);
 });
 
 test('Phi-3 configs read as a Llama variant with fused projections; LongRoPE and partial rotary factors are refused by name', () => {

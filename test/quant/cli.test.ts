@@ -8,13 +8,15 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { runQuantize } from '../../src/cli/quantize.js';
-import { writeSafetensors } from '../../src/io/safetensors.js';
+import { SafetensorsReader, writeSafetensors } from '../../src/io/safetensors.js';
 import type { Gpt2Config } from '../../src/models/gpt2.js';
 import { GPT2_PRESETS, gpt2ConfigToJson } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
 import { loadQuantizedDecoderModel } from '../../src/infer/quantized.js';
+import { DecodeEngine } from '../../src/infer/engine.js';
 import { loadQuantizedModel } from '../../src/quant/checkpoint.js';
 import { writeTokenFile } from '../../src/io/token-file.js';
+import type { LlamaConfig } from '../../src/models/llama.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-quant-cli-'));
@@ -91,6 +93,47 @@ test('quantize a Llama directory to INT4 (AWQ, GPTQ) and INT8 (SmoothQuant) with
   }
   await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--method', 'awq', '--act-order']), /act-order is a GPTQ option, not one of awq/);
   await assert.rejects(runQuantize(['--model', model, '--out', join(root, 'x'), '--backend', 'cpu', '--group', '128']), /group size 128 does not divide the 32 inputs of the qkv projections/);
+});
+
+test('quantize a Qwen3 directory (GPTQ): q_norm / k_norm come along unchanged; the result loads and decodes', { timeout: 5 * 60_000 }, async () => {
+  const model = join(root, 'qwen3');
+  const config: LlamaConfig = { ...TINY_LLAMA, ffn: 64, variant: 'qwen3', qkNorm: true, headDim: 16, tieWordEmbeddings: true };
+  const weights = writeModelFolder(model, 'llama', config, 5);
+  const out = join(root, 'qwen3-gptq');
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = (() => true) as typeof process.stdout.write;
+  let code: number;
+  try {
+    code = await runQuantize(['--model', model, '--out', out, '--backend', 'cpu', '--bits', '4', '--method', 'gptq', '--group', '32',
+      '--calibration-samples', '4', '--calibration-len', '16']);
+  } finally {
+    process.stdout.write = write;
+  }
+  assert.equal(code, 0);
+  const loaded = loadQuantizedModel(out);
+  assert.equal(loaded.quantized.modules.size, 7 * config.layers);
+  const reader = SafetensorsReader.open(join(out, 'model.safetensors'));
+  try {
+    for (let l = 0; l < config.layers; l++) {
+      for (const which of ['q_norm', 'k_norm']) {
+        const name = `model.layers.${l}.self_attn.${which}.weight`;
+        assert.deepEqual([...reader.readFloats(name)], [...weights.get(name)!.data], name);
+      }
+    }
+  } finally {
+    reader.close();
+  }
+  const engine = loadQuantizedDecoderModel(out, new CpuBackend());
+  try {
+    assert.ok(engine.layers.every((layer) => layer.headNorm !== undefined), 'every layer holds its head norms');
+    const decoder = new DecodeEngine(engine, { maxBatch: 1, maxLen: 16 });
+    const logits = decoder.promptLogits([5, 17, 42, 99]);
+    assert.equal(logits.length, 4 * engine.vocabSize);
+    assert.ok(logits.every(Number.isFinite), 'finite logits');
+    decoder.dispose();
+  } finally {
+    engine.free();
+  }
 });
 
 test('--calibration takes a text file or a token file (as train --data does): its text calibrates, its last 5% is held out; bad files are named', { timeout: 5 * 60_000 }, async () => {

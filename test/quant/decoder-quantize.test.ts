@@ -127,6 +127,8 @@ test('Hugging Face GPTQ and AWQ Llama directories load: q/k/v and gate/up run as
     { name: 'gptq phi3', method: 'gptq' as const, config: { ...LLAMA, variant: 'phi3', kvHeads: LLAMA.heads } as LlamaConfig, float: [] as string[] },
     // Qwen2 (as Qwen publishes Qwen2.5 AWQ checkpoints): the q/k/v biases stay float beside the quantized weights.
     { name: 'awq qwen2', method: 'awq' as const, config: { ...LLAMA, variant: 'qwen2', qkvBias: true, tieWordEmbeddings: true } as LlamaConfig, float: [] as string[] },
+    // Qwen3: q_norm / k_norm (float) after the quantized q/k/v product; head_dim 16 apart from hidden / heads (8).
+    { name: 'gptq qwen3', method: 'gptq' as const, config: { ...LLAMA, variant: 'qwen3', qkNorm: true, headDim: 16, tieWordEmbeddings: true } as LlamaConfig, float: [] as string[] },
   ];
   for (const c of cases) {
     const dir = join(root, `hf-${c.name.replace(/\W+/g, '-')}`);

@@ -103,3 +103,20 @@ test('a tokenizer built in code (no special-tokens map) still gives the template
   };
   assert.equal(new ChatTemplate(tokenizer).render([]), '[<s>][</s>]');
 });
+
+test('a Qwen3-style template renders as transformers renders it: namespace, reversed loops, string methods, enable_thinking', () => {
+  // The Jinja features of Qwen3's chat template (the last real query found by a reversed loop into a namespace;
+  // reasoning cut out of earlier turns with split / strip; the enable_thinking switch). Expected strings: transformers
+  // 5.18's apply_chat_template machinery (jinja2) on the same template and messages.
+  const template = "{%- set ns = namespace(last_query=messages|length - 1) %}\n{%- for m in messages[::-1] %}{%- if m.role == 'user' and not m.content.startswith('<tool_response>') and ns.last_query == messages|length - 1 %}{%- set ns.last_query = (messages|length - 1) - loop.index0 %}{%- endif %}{%- endfor %}\n{%- for m in messages %}\n{%- set content = m.content %}\n{%- if m.role == 'assistant' and '</think>' in content %}\n{%- set reasoning = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n{%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n{%- if loop.index0 > ns.last_query %}{{- '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + content }}{%- else %}{{- '<|im_start|>assistant\\n' + content }}{%- endif %}{{- '<|im_end|>\\n' }}\n{%- else %}{{- '<|im_start|>' + m.role + '\\n' + content + '<|im_end|>\\n' }}\n{%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}\n";
+  const chat = new ChatTemplate(createTokenizer(tokenizerJson(), { chat_template: template }));
+  const messages = [
+    { role: 'user', content: 'Hi' }, { role: 'assistant', content: '<think>\nplan\n</think>\n\nHello!' }, { role: 'user', content: 'Next?' },
+    { role: 'user', content: '<tool_response>42</tool_response>' }, { role: 'assistant', content: '<think>\nuse it\n</think>\n\nIt is 42.' },
+  ];
+  const turns = '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nNext?<|im_end|>\n<|im_start|>user\n' +
+    '<tool_response>42</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\nuse it\n</think>\n\nIt is 42.<|im_end|>\n<|im_start|>assistant\n';
+  assert.equal(chat.render(messages), turns);
+  assert.equal(chat.render(messages, { enable_thinking: true }), turns);
+  assert.equal(chat.render(messages, { enable_thinking: false }), `${turns}<think>\n\n</think>\n\n`);
+});

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { generate } from '../../src/infer/generate.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
@@ -136,6 +137,32 @@ for (const family of ['llama', 'gpt2'] as const) {
     engine.dispose();
   });
 }
+
+test('qwen3 (per-head q/k norms): requests sharing a prefix through the paged cache decode the tokens of the plain engine', async () => {
+  const dir = join(root, 'qwen3');
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, variant: 'qwen3', qkNorm: true, headDim: 16, tieWordEmbeddings: true, ropeTheta: 1e6 }, 29);
+  const model = loadDecoderModel(dir, backend, { dtype: 'f32' }).model;
+  try {
+    const prompts = [[...system, 7, 8, 9], [...system, 200, 201]];
+    const expected: number[][] = [];
+    for (const prompt of prompts) {
+      const tokens: number[] = [];
+      for await (const t of generate(model, prompt, { maxNewTokens: 10, temperature: 0, stopTokenIds: [] })) tokens.push(t);
+      expected.push(tokens);
+    }
+    const engine = new ServingEngine(model, { maxRunning: 4, maxBatchTokens: 16, blockSize: 4 });
+    const got: number[][] = [[], []];
+    submit(engine, prompts[0]!, 10, got[0]!);
+    engine.step();
+    submit(engine, prompts[1]!, 10, got[1]!);
+    engine.runToCompletion();
+    assert.ok(engine.stats().prefixHits > 0, 'the second request reads the first one\'s prefix blocks');
+    assert.deepEqual(got, expected);
+    engine.dispose();
+  } finally {
+    model.free();
+  }
+});
 
 test('the pool is the only KV memory; kvMemoryFraction sizes it; bad sizes are refused', () => {
   const model = models.llama, a = model.arch;

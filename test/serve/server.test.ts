@@ -22,7 +22,9 @@ import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-server-'));
 const dir = join(root, 'tiny-llama');
-const TEMPLATE = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+// Qwen3's switch at the end: chat_template_kwargs {"enable_thinking": false} closes an empty block.
+const TEMPLATE = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}" +
+  "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% endif %}";
 let model: DecoderModel, tokenizer: Tokenizer;
 
 interface Running { server: InferenceServer; engine: ServingEngine; client: OpenAI; base: string }
@@ -114,6 +116,29 @@ test('chat completions through the chat template, streaming and not; usage in th
 function renderByHand(messages: { role: string; content: string }[]): string {
   return `${tokenizer.idToToken(256)}${messages.map((m) => `<${m.role}>${m.content}\n`).join('')}<assistant>`;
 }
+
+test('chat_template_kwargs reach the template (Qwen3\'s enable_thinking); bad ones are refused by name', async () => {
+  const { client, base } = await start();
+  const messages = [{ role: 'user' as const, content: 'Hello there' }];
+  const promptIds = tokenizer.encode(`${renderByHand(messages)}<think></think>`, { addSpecialTokens: false });
+  const expected = alone(promptIds, 6);
+  const body = { model: 'tiny', messages, max_tokens: 6, temperature: 0, chat_template_kwargs: { enable_thinking: false } };
+  const done = await client.chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming);
+  assert.equal(done.usage!.prompt_tokens, promptIds.length);
+  assert.equal(done.choices[0]!.message.content, expected.text);
+  const thinking = await client.chat.completions.create({ ...body, chat_template_kwargs: { enable_thinking: true } } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+  assert.equal(thinking.usage!.prompt_tokens, tokenizer.encode(renderByHand(messages), { addSpecialTokens: false }).length);
+  for (const [kwargs, param, pattern] of [
+    [5, 'chat_template_kwargs', /'chat_template_kwargs' is number 5; expected an object of template variables/],
+    [{ messages: [] }, 'chat_template_kwargs.messages', /'chat_template_kwargs\.messages' is set by the server/],
+  ] as const) {
+    const r = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, chat_template_kwargs: kwargs }) });
+    const e = await r.json() as { error: { message: string; param: string } };
+    assert.equal(r.status, 400);
+    assert.equal(e.error.param, param);
+    assert.match(e.error.message, pattern);
+  }
+});
 
 test('stop strings cut the text before the match (finish_reason stop), streaming and not', async () => {
   const { client } = await start();

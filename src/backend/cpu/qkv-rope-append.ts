@@ -1,7 +1,8 @@
 // qkvRopeAppend: the QKV projection's output (+ bias) split into query heads, rotated (RoPE) query and key
 // heads, and the keys and values written into the cache at each row's position (backend.ts has the contract).
 // Sums and rotations in float64; every stored value is rounded once to the tensors' dtype. θ is the f32
-// product fround(position · invFreq[i]), as the GPU and HF compute it.
+// product fround(position · invFreq[i]), as the GPU and HF compute it. headNorm (Qwen3's q_norm / k_norm):
+// each query and key head scaled by 1/sqrt(mean(x²) + eps) and gamma after the bias, before RoPE.
 // Paged (blockTable): the key and value of row r go to block blockTable[b, ⌊p / blockSize⌋] of the pool,
 // at offset p mod blockSize (row tableRows[b] of the table when given); a negative position is an idle row
 // (nothing written to the pool).
@@ -15,13 +16,14 @@ import type { FloatDType } from '../../dtype.js';
 
 export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
   const check = new CpuCheck('qkvRopeAppend');
-  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged } = checkQkvRopeAppend(check, args);
+  const { qkv, bias, headNorm, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged } = checkQkvRopeAppend(check, args);
   const half = d / 2, width = (Hq + 2 * Hkv) * d, group = Hq / Hkv;
   const round = rounder(q.dtype as FloatDType);
 
   return check.work(() => {
     const x = floatsOf(qkv), b = bias ? floatsOf(bias) : undefined, pos = int32sOf(positions);
     const freqs = invFreq ? floatsOf(invFreq) : undefined;
+    const qGamma = headNorm ? floatsOf(headNorm.q) : undefined, kGamma = headNorm ? floatsOf(headNorm.k) : undefined;
     const qv = floatsOf(q), kc = floatsOf(kCache), vc = floatsOf(vCache);
     const ko = kOut ? floatsOf(kOut) : undefined, vo = vOut ? floatsOf(vOut) : undefined;
     const table = blockTable ? int32sOf(blockTable) : undefined, rowOf = tableRows ? int32sOf(tableRows) : undefined;
@@ -53,6 +55,13 @@ export function prepareQkvRopeAppend(args: QkvRopeAppendArgs): CpuWork {
         const base = r * width + hh * d;
         for (let c = 0; c < d; c++) head[c] = x[base + c]! + (b ? b[hh * d + c]! : 0);
         const isValue = hh >= Hq + Hkv;
+        if (headNorm && !isValue) {
+          const gamma = hh < Hq ? qGamma! : kGamma!;
+          let squares = 0;
+          for (let c = 0; c < d; c++) squares += head[c]! * head[c]!;
+          const rstd = 1 / Math.sqrt(squares / d + headNorm.eps);
+          for (let c = 0; c < d; c++) head[c] = head[c]! * rstd * gamma[c]!;
+        }
         if (freqs && !isValue) {
           for (let i = 0; i < half; i++) {
             const a = head[i]!, z = head[i + half]!;

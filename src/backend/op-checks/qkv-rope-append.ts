@@ -1,5 +1,6 @@
 // Argument checks of qkvRopeAppend (QKV bias + RoPE + KV-cache append), shared by the backends.
 //   qkv (R, (Hq + 2·Hkv)·d);  bias ((Hq + 2·Hkv)·d), optional;  positions i32 (R);  rope.invFreq f32 (d/2)
+//   headNorm.q, headNorm.k (d) in qkv's dtype, headNorm.eps > 0, optional
 //   q (B, Hq, L, d) with R = B·L;  kCache, vCache (B, Hkv, maxLen, d);  kOut, vOut (B, Hk, L, d), Hk ∈ {Hkv, Hq}
 // Paged (blockTable i32 (B, maxBlocks)): kCache, vCache (numBlocks, Hkv, blockSize, d), R = B·L, maxLen =
 //   maxBlocks·blockSize; no kOut/vOut. tableRows i32 (B), optional: sequence b's row of the table (which
@@ -23,9 +24,11 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
   const kOut = check.optional('kOut', args.kOut);
   const vOut = check.optional('vOut', args.vOut);
   const invFreq = args.rope ? check.tensor('rope.invFreq', args.rope.invFreq) : undefined;
+  const qNorm = args.headNorm ? check.tensor('headNorm.q', args.headNorm.q) : undefined;
+  const kNorm = args.headNorm ? check.tensor('headNorm.k', args.headNorm.k) : undefined;
   if ((kOut === undefined) !== (vOut === undefined)) check.fail("'kOut' and 'vOut' go together: pass both or neither");
   check.float('qkv', qkv);
-  check.sameDType(...present([['qkv', qkv], ['bias', bias], ['q', q], ['kCache', kCache], ['vCache', vCache], ['kOut', kOut], ['vOut', vOut]]));
+  check.sameDType(...present([['qkv', qkv], ['bias', bias], ['headNorm.q', qNorm], ['headNorm.k', kNorm], ['q', q], ['kCache', kCache], ['vCache', vCache], ['kOut', kOut], ['vOut', vOut]]));
   const blockTable = check.optional('blockTable', args.blockTable);
   const tableRows = check.optional('tableRows', args.tableRows);
   check.shape('q', q, ['B', 'Hq', 'L', 'd']);
@@ -47,6 +50,14 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
     check.shape('kOut', kOut, [B, kOutHeads, L, d]);
     check.shape('vOut', vOut, [B, kOutHeads, L, d]);
   }
+  let headNorm: { q: T; k: T; eps: number } | undefined;
+  if (qNorm && kNorm) {
+    check.shape('headNorm.q', qNorm, [d]);
+    check.shape('headNorm.k', kNorm, [d]);
+    const eps = args.headNorm!.eps;
+    check.positive('headNorm.eps', eps);
+    headNorm = { q: qNorm, k: kNorm, eps };
+  }
   let ropeScale = 1;
   if (invFreq) {
     check.dtype('rope.invFreq', invFreq, ['f32']);
@@ -54,5 +65,5 @@ export function checkQkvRopeAppend<T extends Tensor>(check: OpCheck<T>, args: Qk
     ropeScale = args.rope!.scale ?? 1;
     check.finite('rope.scale', ropeScale);
   }
-  return { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged };
+  return { qkv, bias, headNorm, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged };
 }

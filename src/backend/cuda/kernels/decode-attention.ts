@@ -984,7 +984,8 @@ export function fusedAppendDecodeAttention(host: KernelHost, parts: { readonly a
   const c = new OpCheck('appendDecodeAttention', 'cuda');
   const append = checkQkvRopeAppend(c, parts.append);
   const attention = checkDecodeAttention(c, parts.attention);
-  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.tableRows !== undefined) return false;
+  // The per-head norm (Qwen3's q_norm / k_norm) runs in qkvRopeAppend's kernel: those rows take the two ops.
+  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.tableRows !== undefined || append.headNorm !== undefined) return false;
   const ptr = (name: string, t: typeof append.qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
   return launchDecodeAttention(host, attention, c, {
     qkv: ptr('qkv', append.qkv), bias: ptr('bias', append.bias), invFreq: ptr('rope.invFreq', append.invFreq), ropeScale: append.ropeScale,

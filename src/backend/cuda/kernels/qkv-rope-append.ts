@@ -20,6 +20,10 @@
 // key/value head, from a row of the table every block of the sequence shares (L1). With table_rows
 // (qkvRopeAppend's tableRows: a serving step's rows, each its own sequence) the row is table_rows[seq].
 //
+// headNorm (Qwen3's q_norm / k_norm; spec.headNorm): after the bias, each query and key head is scaled by
+// 1/sqrt(mean(x²) + eps) and gamma; a head's d/2 threads leave a² + z² in shared memory and, after one block
+// barrier, each adds its head's d/2 values in the same order (the same rstd for every thread of the head).
+//
 // Precision: f32 arithmetic, stored in the tensors' dtype.
 // Bytes per row (s = sizeof(dtype), W = (Hq + 2·Hkv)·d): read W·s (+ W·s bias, cached) + 4·d/2 (invFreq,
 // cached), write W·s (+ 2·Hkv·d·s or 2·Hq·d·s with kOut/vOut).
@@ -65,11 +69,13 @@ export interface QkvRopeAppendSpec {
   readonly page?: number;
   /** Heads a block handles (1 or absent: one; see headsPerBlock()). */
   readonly headsPerBlock?: number;
+  /** RMS norm of each query and key head before RoPE (HeadNormArgs); absent: none. */
+  readonly headNorm?: boolean;
 }
 
 export function qkvRopeAppendKey(s: QkvRopeAppendSpec): string {
   const hpb = s.headsPerBlock ?? 1;
-  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}${s.page ? `.paged${s.page}` : ''}${hpb > 1 ? `.h${hpb}` : ''}`;
+  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.headNorm ? '.qknorm' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}${s.page ? `.paged${s.page}` : ''}${hpb > 1 ? `.h${hpb}` : ''}`;
 }
 
 /** Blocks of one head each up to this many (rows × heads); above it, a block takes 256 threads' worth of heads. */
@@ -97,6 +103,7 @@ ${constants({
     D: spec.headDim, HALF: half, HQ: spec.queryHeads, HKV: spec.kvHeads, GROUP: group, WIDTH: (spec.queryHeads + 2 * spec.kvHeads) * spec.headDim,
     ROPE: spec.rope, BIAS: spec.bias, COPY: spec.copy !== 'none', COPY_HEADS: spec.copy === 'repeat' ? spec.queryHeads : spec.kvHeads,
     REPEAT: spec.copy === 'repeat', PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), HPB: hpb,
+    HEAD_NORM: spec.headNorm === true, HALF_VEC4: half % 4 === 0,
   })}
 ${ROPE_PAIR_CODE}
 // qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D] (paged: [blocks, HKV, PAGE, D] through
@@ -106,19 +113,48 @@ extern "C" __global__ void __launch_bounds__(HALF * HPB) ${name}(
     const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ positions, const float* __restrict__ inv_freq,
     float rope_scale, T* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache, T* __restrict__ k_out,
     T* __restrict__ v_out, int L, int max_len, const int* __restrict__ block_table, int table_stride,
-    const int* __restrict__ table_rows) {
+    const int* __restrict__ table_rows, const T* __restrict__ q_norm, const T* __restrict__ k_norm, float norm_eps) {
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
   // Block (r, y) takes heads y·HPB .. y·HPB + HPB − 1 of row r, d/2 threads each.
   const int r = blockIdx.x, hh = blockIdx.y * HPB + (int)threadIdx.x / HALF, i = (int)threadIdx.x % HALF;
-  if (HPB > 1 && hh >= HQ + 2 * HKV) return;
+  // The last block's spare heads (HPB > 1) do nothing, but with HEAD_NORM they still meet the barrier.
+  const bool live = !(HPB > 1 && hh >= HQ + 2 * HKV);
+  if (!HEAD_NORM && !live) return;
   const int seq = r / L, l = r - seq * L;
   const T* src = qkv + (size_t)r * WIDTH + hh * D;
-  float a = to_float(src[i]), z = to_float(src[i + HALF]);
-  if (BIAS) {
-    a += to_float(bias[hh * D + i]);
-    z += to_float(bias[hh * D + i + HALF]);
+  float a = 0.f, z = 0.f;
+  if (live) {
+    a = to_float(src[i]);
+    z = to_float(src[i + HALF]);
+    if (BIAS) {
+      a += to_float(bias[hh * D + i]);
+      z += to_float(bias[hh * D + i + HALF]);
+    }
+  }
+  if (HEAD_NORM) {
+    __shared__ __align__(16) float squares[HALF * HPB];
+    squares[threadIdx.x] = a * a + z * z;
+    __syncthreads();
+    if (!live) return;
+    if (hh < HQ + HKV) {
+      const float* head = squares + ((int)threadIdx.x / HALF) * HALF;
+      float total = 0.f;
+      if (HALF_VEC4) {
+        #pragma unroll 4
+        for (int j = 0; j < HALF; j += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(head + j);
+          total += (v.x + v.y) + (v.z + v.w);
+        }
+      } else {
+        for (int j = 0; j < HALF; j++) total += head[j];
+      }
+      const float rstd = rsqrtf(total * (1.f / D) + norm_eps);
+      const T* gamma = hh < HQ ? q_norm : k_norm;
+      a *= rstd * to_float(gamma[i]);
+      z *= rstd * to_float(gamma[i + HALF]);
+    }
   }
   const int p = positions[r];
   if (ROPE && hh < HQ + HKV) rope_pair(a, z, p, inv_freq[i], rope_scale);
@@ -155,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(HALF * HPB) ${name}(
 
 export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
   const c = new OpCheck('qkvRopeAppend', 'cuda');
-  const { qkv, bias, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged } = checkQkvRopeAppend(c, args);
+  const { qkv, bias, headNorm, positions, q, kCache, vCache, kOut, vOut, invFreq, ropeScale, B, L, Hq, Hkv, d, maxLen, kOutHeads, blockTable, tableRows, paged } = checkQkvRopeAppend(c, args);
   const ptr = (name: string, t: typeof qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
   const rows = B * L;
   if (rows === 0) return;
@@ -165,7 +201,7 @@ export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
   const heads = Hq + 2 * Hkv, hpb = headsPerBlock(rows, heads, d);
   const spec: QkvRopeAppendSpec = {
     dtype: qkv.dtype as FloatDType, headDim: d, queryHeads: Hq, kvHeads: Hkv, rope: invFreq !== undefined, bias: bias !== undefined, copy,
-    ...(paged ? { page: paged.blockSize } : {}), ...(hpb > 1 ? { headsPerBlock: hpb } : {}),
+    ...(paged ? { page: paged.blockSize } : {}), ...(hpb > 1 ? { headsPerBlock: hpb } : {}), ...(headNorm ? { headNorm: true } : {}),
   };
   host.kernel(qkvRopeAppendKey(spec), () => qkvRopeAppendSource(spec)).launch(
     { grid: [rows, Math.ceil(heads / hpb)], block: hpb * (d / 2) },
@@ -174,6 +210,7 @@ export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
       arg.f32(ropeScale), arg.ptr(ptr('q', q)), arg.ptr(ptr('kCache', kCache)), arg.ptr(ptr('vCache', vCache)),
       arg.ptr(ptr('kOut', kOut)), arg.ptr(ptr('vOut', vOut)), arg.i32(L), arg.i32(maxLen),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(ptr('tableRows', tableRows)),
+      arg.ptr(ptr('headNorm.q', headNorm?.q)), arg.ptr(ptr('headNorm.k', headNorm?.k)), arg.f32(headNorm?.eps ?? 0),
     ],
   );
 }
@@ -195,5 +232,10 @@ export function catalog(): KernelSource[] {
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16, headsPerBlock: 8 }),
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'kv', headsPerBlock: 8 }),
     qkvRopeAppendSource({ dtype: 'f16', headDim: 128, queryHeads: 32, kvHeads: 8, rope: true, bias: true, copy: 'repeat', headsPerBlock: 4 }),
+    // Qwen3's q_norm / k_norm (head 128, 16 query and 8 kv heads): decode, paged with many heads a block, a
+    // prefill's copies; an odd half (d 40) takes the scalar sum.
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 128, queryHeads: 16, kvHeads: 8, rope: true, bias: false, copy: 'none', headNorm: true }),
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 128, queryHeads: 16, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16, headsPerBlock: 4, headNorm: true }),
+    qkvRopeAppendSource({ dtype: 'f16', headDim: 40, queryHeads: 6, kvHeads: 2, rope: true, bias: true, copy: 'kv', headsPerBlock: 6, headNorm: true }),
   ];
 }

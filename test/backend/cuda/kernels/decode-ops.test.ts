@@ -152,6 +152,15 @@ test('qkvRopeAppend: a block of d/2 threads per (row, head); copies per kv head 
   assert.equal(argValue(host.launches[1]!, 10, 'i32'), 9);
   rejects(() => qkv.qkvRopeAppend(host, { ...base(1, 0), kOut: deviceTensor([2, 3, 1, 64], 'bf16'), vOut: deviceTensor([2, 3, 1, 64], 'bf16') }), /^qkvRopeAppend: 'kOut' has 3 heads/);
   rejects(() => qkv.qkvRopeAppend(host, { ...base(1, 0), rope: { invFreq: deviceTensor([32], 'bf16') } }), /^qkvRopeAppend: 'rope\.invFreq' has dtype bf16/);
+  // Qwen3's head norm: its own kernel key, the gammas and eps passed last; a wrong gamma size or eps is named.
+  const headNorm = { q: deviceTensor([64], 'bf16'), k: deviceTensor([64], 'bf16'), eps: 1e-6 };
+  qkv.qkvRopeAppend(host, { ...base(1, 0), headNorm });
+  assert.equal(host.launches.at(-1)!.key, 'qkv_rope_append.bf16.d64.hq32.hkv8.rope.qknorm');
+  assert.notEqual(argValue(host.launches.at(-1)!, 15, 'ptr'), 0n);
+  assert.equal(argValue(host.launches[0]!, 15, 'ptr'), 0n, 'no gammas without the head norm');
+  rejects(() => qkv.qkvRopeAppend(host, { ...base(1, 0), headNorm: { ...headNorm, k: deviceTensor([32], 'bf16') } }), /^qkvRopeAppend: 'headNorm\.k' has shape \[32\]/);
+  rejects(() => qkv.qkvRopeAppend(host, { ...base(1, 0), headNorm: { ...headNorm, q: deviceTensor([64], 'f32') } }), /^qkvRopeAppend: .*headNorm\.q/);
+  rejects(() => qkv.qkvRopeAppend(host, { ...base(1, 0), headNorm: { ...headNorm, eps: 0 } }), /^qkvRopeAppend: 'headNorm\.eps' must be a positive number, got 0/);
 });
 
 test('residualNorm: a warp per row up to H = 1024 at 16 bit, a block per row beyond; embedTokens and gatedActivation launch shapes', () => {
