@@ -16,7 +16,7 @@
 // quantize the LM head too; the floor from the bytes the quantized step reads. Targets (issue #7): Llama 1.2B at batch 1 ≤ 0.30 ms/token INT4, ≤ 0.45 INT8.
 //
 // Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static,static-compile]
-//                                  [--reps 5] [--models gpt2,llama] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
+//                                  [--reps 5] [--models gpt2,llama(,qwen3)] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
 //                                  [--modes default,cublas,gemv,pdl,gemv-pdl] [--batches 1,32]
 // --batches: the batch sizes timed (default 1 and 32, the issues' targets; e.g. 1,4 for the GEMV's 2–4-row plans).
 // --modes: the backend's defaults (on an H200: the decode GEMMs of ≤ 4 rows on kernels/gemv.ts and
@@ -62,6 +62,7 @@ interface ModelCase { key: string; name: string; config: ModelConfig; target: { 
 const CASES: ModelCase[] = [
   { key: 'gpt2', name: 'GPT-2 124M', config: presetConfig('gpt2-124M'), target: { b1MsPerToken: 0.12 } },
   { key: 'llama', name: 'Llama 1.2B (3.2 1B shape)', config: presetConfig('llama-1.2B'), target: { b1MsPerToken: 0.70, b32TokensPerS: 35000 } },
+  { key: 'qwen3', name: 'Qwen3-0.6B', config: presetConfig('qwen3-0.6B'), target: {} },
   { key: 'tiny', name: 'GPT-2 tiny (smoke test)', config: presetConfig('gpt2-tiny'), target: {} },
 ].filter((c) => cli.models!.split(',').includes(c.key));
 

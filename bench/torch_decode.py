@@ -18,7 +18,7 @@ import json
 import sys
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 from torch_timing import median, timed
 
 
@@ -26,6 +26,8 @@ def build(spec):
     config = {k: v for k, v in spec["config"].items() if v is not None}
     if spec["model"] == "gpt2":
         return GPT2LMHeadModel(GPT2Config(**config))
+    if config.pop("model_type", None) == "qwen3":
+        return Qwen3ForCausalLM(Qwen3Config(**config))
     return LlamaForCausalLM(LlamaConfig(**config))
 
 

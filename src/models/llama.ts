@@ -247,6 +247,12 @@ export const LLAMA_PRESETS: Readonly<Record<string, LlamaConfig>> = {
     rmsNormEps: 1e-5, ropeTheta: 500000, ropeScaling: { ...LLAMA_3_ROPE_SCALING, factor: 32 }, activation: 'silu',
     tieWordEmbeddings: true, attentionBias: false, mlpBias: false, bosTokenId: 128000, eosTokenIds: [128001],
   },
+  /** Qwen3-0.6B (596,049,920 parameters, embedding tied; q_norm / k_norm; head_dim 128 beside hidden 1024 / 16 heads). */
+  'qwen3-0.6B': {
+    vocabSize: 151936, hidden: 1024, ffn: 3072, layers: 28, heads: 16, kvHeads: 8, headDim: 128, maxPositions: 40960,
+    rmsNormEps: 1e-6, ropeTheta: 1000000, ropeScaling: null, activation: 'silu', tieWordEmbeddings: true, attentionBias: false,
+    mlpBias: false, bosTokenId: 151643, eosTokenIds: [151645], variant: 'qwen3', qkNorm: true,
+  },
   /** Llama 3.1 8B (8,030,261,248 parameters, embedding untied). */
   'llama-8B': {
     vocabSize: 128256, hidden: 4096, ffn: 14336, layers: 32, heads: 32, kvHeads: 8, headDim: 128, maxPositions: 131072,

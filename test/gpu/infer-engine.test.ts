@@ -25,7 +25,12 @@ after(() => rmSync(root, { recursive: true, force: true }));
 // A Llama whose f32 head rows are 128 bytes (d 32), so its decode steps take the fused appendDecodeAttention
 // with RoPE (GPT-2's d 32 takes it with the bias); the fixtures' Llama (d 16) takes the two ops.
 const llama = ENGINE_TEST_MODELS.find((m) => m.family === 'llama')!;
-const MODELS = [...ENGINE_TEST_MODELS, { ...llama, name: 'llama-d32', config: { ...llama.config, heads: 4, headDim: 32 } }], PROMPTS = ENGINE_TEST_PROMPTS;
+// Qwen3: the per-head q/k norms inside qkvRopeAppend; d 32 (128-byte f32 rows) would take the fused append,
+// which the head norm sends back to the two ops; head_dim 32 with 8 heads is 256 wide beside hidden 128.
+const MODELS = [
+  ...ENGINE_TEST_MODELS, { ...llama, name: 'llama-d32', config: { ...llama.config, heads: 4, headDim: 32 } },
+  { ...llama, name: 'qwen3', config: { ...llama.config, variant: 'qwen3' as const, qkNorm: true, heads: 8, kvHeads: 4, headDim: 32, tieWordEmbeddings: true } },
+], PROMPTS = ENGINE_TEST_PROMPTS;
 
 for (const m of MODELS) {
   test(`${m.name}: CUDA prefill/decode logits and tokens match the CPU engine`, { skip }, async () => {
@@ -56,7 +61,8 @@ for (const m of MODELS) {
           }
         }
         const headDim = 'headDim' in m.config && m.config.headDim !== undefined ? m.config.headDim : m.config.hidden / m.config.heads;
-        assert.equal(gpu.fusedAppendLaunches > fusedBefore, headDim * 4 === 128, `decode steps with ${headDim}-wide f32 heads: fused appendDecodeAttention launches ${fusedBefore} → ${gpu.fusedAppendLaunches}`);
+        const fuses = headDim * 4 === 128 && !('qkNorm' in m.config && m.config.qkNorm === true);
+        assert.equal(gpu.fusedAppendLaunches > fusedBefore, fuses, `decode steps with ${headDim}-wide f32 heads: fused appendDecodeAttention launches ${fusedBefore} → ${gpu.fusedAppendLaunches}`);
       }
       onGpu.free();
       onCpu.free();

@@ -77,7 +77,7 @@ test('file problems name the file', () => {
 });
 
 test('every preset round-trips through toHfJson and config.json text, and has a parameter count', () => {
-  assert.deepEqual(PRESET_NAMES, ['gpt2-124M', 'gpt2-tiny', 'bert-base', 'bert-tiny', 'llama-1.2B', 'llama-8B', 'llama-tiny', 'marian-base']);
+  assert.deepEqual(PRESET_NAMES, ['gpt2-124M', 'gpt2-tiny', 'bert-base', 'bert-tiny', 'llama-1.2B', 'qwen3-0.6B', 'llama-8B', 'llama-tiny', 'marian-base']);
   for (const name of PRESET_NAMES) {
     const preset = presetConfig(name);
     const json = JSON.parse(JSON.stringify(toHfJson(preset))) as Record<string, unknown>;
@@ -90,6 +90,7 @@ test('every preset round-trips through toHfJson and config.json text, and has a 
   assert.equal(parameterCount(presetConfig('gpt2-124M')), 124_439_808);
   assert.equal(parameterCount(presetConfig('bert-base')), 109_482_240);
   assert.equal(parameterCount(presetConfig('llama-1.2B')), 1_235_814_400);
+  assert.equal(parameterCount(presetConfig('qwen3-0.6B')), 596_049_920);
   assert.equal(parameterCount(presetConfig('marian-base')), 73_886_208);
 });
 
