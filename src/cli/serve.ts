@@ -22,6 +22,7 @@ import { ReplicatedFollower, ReplicatedLeader, replicatedServingEngine } from '.
 import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
 import { isCrossEncoderDirectory, isEmbeddingDirectory, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
+import { reasoningParserFrom } from '../serve/reasoning.js';
 import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings, serveRerank, untilStopSignal } from './serve-embeddings.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
@@ -49,6 +50,9 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
                            overlaps the GPU's; not with --draft, --tp or --decode-steps > 1; --pipeline asks
                            for it explicitly; env FUSEFORMER_SERVE_PIPELINE=1 / 0)
   --max-queue N            requests queued or running at most; more get 429 (default 256)
+  --reasoning-parser P     chat answers split into message.reasoning_content (the <think> block) and content, as
+                           vLLM's option: qwen3 (the model opens the block; without one, all content) or deepseek-r1
+                           (the template opens it); streamed as delta.reasoning_content / delta.content
   --max-body-bytes N       request body limit (default 1048576)
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
@@ -106,7 +110,7 @@ export async function runServe(argv: string[]): Promise<number> {
       model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
       'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
-      dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
+      'reasoning-parser': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       'no-graphs': { type: 'boolean' }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean' }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
       'batch-size': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
@@ -157,6 +161,7 @@ export async function runServe(argv: string[]): Promise<number> {
     ...(values['no-pipeline'] ? { pipeline: false } : values.pipeline ? { pipeline: true } : {}),
   };
 
+  const reasoningParser = values['reasoning-parser'] === undefined ? undefined : reasoningParserFrom(values['reasoning-parser']);
   const tp = integer('tp', values.tp, 1) ?? 1;
   const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
   const draftDir = values.draft === undefined ? undefined : resolveModelDirectory(values.draft, '--draft');
@@ -211,6 +216,7 @@ export async function runServe(argv: string[]): Promise<number> {
     const server = new InferenceServer(served, tokenizer, {
       modelName: values['served-name'] ?? basename(resolve(dir)),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
+      ...(reasoningParser ? { reasoningParser } : {}),
     });
     if (server.chatTemplateProblem !== undefined) process.stderr.write(`fuseformer serve: note: /v1/chat/completions will refuse requests: ${server.chatTemplateProblem}\n`);
     const address = await server.listen(port, values.host ?? '127.0.0.1');

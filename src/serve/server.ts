@@ -18,6 +18,8 @@ import { defaultStopTokenIds } from '../infer/generate.js';
 import { fileMaxNewTokens } from '../infer/generation-config.js';
 import { resolveSampling } from '../infer/sampling.js';
 import { StopStringMatcher } from '../infer/stop-strings.js';
+import { ReasoningSplitter } from './reasoning.js';
+import type { ReasoningParser, SplitPiece } from './reasoning.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { TokenStreamDecoder, TokenTexts } from '../io/token-stream-decoder.js';
 import { ChatTemplate } from './chat-template.js';
@@ -40,6 +42,8 @@ export interface ServerOptions {
   readonly maxTokensLimit?: number;
   /** How long close() lets running requests finish before cancelling them (default 30 s). */
   readonly shutdownTimeoutMs?: number;
+  /** Chat answers split into reasoning_content and content (reasoning.ts); absent: all content. */
+  readonly reasoningParser?: ReasoningParser;
 }
 
 /**
@@ -64,6 +68,7 @@ export class InferenceServer {
   private readonly maxQueue: number;
   private readonly maxTokensLimit: number;
   private readonly shutdownTimeoutMs: number;
+  private readonly reasoningParser?: ReasoningParser;
   private readonly stopTokenIds: readonly number[];
   private readonly active = new Set<Active>();
   private draining = false;
@@ -87,6 +92,7 @@ export class InferenceServer {
     this.maxQueue = options.maxQueue ?? 256;
     this.maxTokensLimit = options.maxTokensLimit ?? engine.maxLen - 1;
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
+    this.reasoningParser = options.reasoningParser;
     this.stopTokenIds = defaultStopTokenIds(engine.model);
     this.chat = new ChatTemplate(tokenizer);
     this.encoder = new PromptEncoder(tokenizer);
@@ -256,17 +262,21 @@ export class InferenceServer {
     const stops = new StopStringMatcher(params.stop);
     const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
     const object = kind === 'chat' ? (params.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';
-    // text: what the client has been sent; produced: the length of all text decoded so far (text plus what the
-    // stop matcher holds back), where each token's text starts (its logprobs entry's offset).
+    // text: what the stop matcher has let through; produced: the length of all text decoded so far (text plus
+    // what the stop matcher holds back), where each token's text starts (its logprobs entry's offset).
     let text = '', produced = 0, generated = 0, lastTokenAt = 0, finished = false;
+    // With a reasoning parser (chat only), text is sent split: reasoning as reasoning_content, the rest as content.
+    const splitter = kind === 'chat' && this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined;
+    let reasoning = '', content = '';
     /** The logprobs entries of the tokens whose text has been sent (a stop string's tokens never are). */
     const logprobs: { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[] = [];
     const tokenTexts = new TokenTexts(this.tokenizer, prompt);
 
-    const chunk = (piece: string, finish: string | null, lp: typeof logprobs) => {
+    const chunk = (piece: SplitPiece, finish: string | null, lp: typeof logprobs) => {
+      const delta = { ...(piece.reasoning !== '' ? { reasoning_content: piece.reasoning } : {}), ...(piece.content !== '' || (piece.reasoning === '' && finish === null) ? { content: piece.content } : {}) };
       const choice = kind === 'chat'
-        ? { index: 0, delta: piece === '' && finish !== null ? {} : { content: piece }, logprobs: params.logprobs ? chatLogprobs(lp) : null, finish_reason: finish }
-        : { index: 0, text: piece, logprobs: params.logprobs ? completionLogprobs(lp) : null, finish_reason: finish };
+        ? { index: 0, delta, logprobs: params.logprobs ? chatLogprobs(lp) : null, finish_reason: finish }
+        : { index: 0, text: piece.content, logprobs: params.logprobs ? completionLogprobs(lp) : null, finish_reason: finish };
       return { id, object, created, model: this.modelName, choices: [choice] };
     };
     const usage = () => ({ prompt_tokens: prompt.length, completion_tokens: generated, total_tokens: prompt.length + generated });
@@ -281,7 +291,14 @@ export class InferenceServer {
         const ready = last ? pendingLogprobs : pendingLogprobs.filter((e) => e.offset < text.length);
         pendingLogprobs = last ? [] : pendingLogprobs.filter((e) => e.offset >= text.length);
         logprobs.push(...ready);
-        if (params.stream && (piece !== '' || ready.length > 0)) write(chunk(piece, null, ready));
+        let split: SplitPiece = { reasoning: '', content: piece };
+        if (splitter) {
+          const now = splitter.push(piece), rest = last ? splitter.flush() : { reasoning: '', content: '' };
+          split = { reasoning: now.reasoning + rest.reasoning, content: now.content + rest.content };
+        }
+        reasoning += split.reasoning;
+        content += split.content;
+        if (params.stream && (split.reasoning !== '' || split.content !== '' || ready.length > 0)) write(chunk(split, null, ready));
       };
       const active: Active = {
         engineId: '',
@@ -308,18 +325,25 @@ export class InferenceServer {
           return;
         }
         if (!stops.done) emit(stops.push(decoder.flush()).text + stops.flush(), true);
+        else if (splitter) {
+          // A stop string ended the text: what the splitter holds is the text before it (its tokens' logprobs are not sent).
+          const rest = splitter.flush();
+          reasoning += rest.reasoning;
+          content += rest.content;
+          if (params.stream && (rest.reasoning !== '' || rest.content !== '')) write(chunk(rest, null, []));
+        }
         this.metrics.finished.inc({ reason });
         this.metrics.e2e.observe((performance.now() - arrival) / 1000);
         const finishReason = stops.done ? 'stop' : reason;
         if (params.stream) {
-          write(chunk('', finishReason, []));
+          write(chunk({ reasoning: '', content: '' }, finishReason, []));
           if (params.includeUsage) write({ id, object, created, model: this.modelName, choices: [], usage: usage() });
           this.metrics.requests.inc({ endpoint: path, status: '200' });
           if (!res.destroyed) res.end('data: [DONE]\n\n');
         } else {
           const lp = params.logprobs ? (kind === 'chat' ? chatLogprobs(logprobs) : completionLogprobs(logprobs)) : null;
           const choice = kind === 'chat'
-            ? { index: 0, message: { role: 'assistant', content: text }, logprobs: lp, finish_reason: finishReason }
+            ? { index: 0, message: { role: 'assistant', content, ...(splitter ? { reasoning_content: reasoning === '' ? null : reasoning } : {}) }, logprobs: lp, finish_reason: finishReason }
             : { index: 0, text, logprobs: lp, finish_reason: finishReason };
           this.send(res, req, 200, { id, object, created, model: this.modelName, choices: [choice], usage: usage() });
         }

@@ -16,6 +16,7 @@ import { loadTokenizer } from '../../src/io/tokenizer.js';
 import type { Tokenizer } from '../../src/io/tokenizer.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import type { ServingEngineOptions } from '../../src/serve/engine.js';
+import { ReasoningSplitter } from '../../src/serve/reasoning.js';
 import { InferenceServer } from '../../src/serve/server.js';
 import type { ServerOptions } from '../../src/serve/server.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
@@ -138,6 +139,33 @@ test('chat_template_kwargs reach the template (Qwen3\'s enable_thinking); bad on
     assert.equal(e.error.param, param);
     assert.match(e.error.message, pattern);
   }
+});
+
+test('--reasoning-parser: chat answers come back as reasoning_content and content, the split of the plain answer, streaming and not', async () => {
+  const messages = [{ role: 'user' as const, content: 'Think first' }];
+  const plain = await (await start()).client.chat.completions.create({ model: 'tiny', messages, max_tokens: 16, temperature: 0 });
+  const text = plain.choices[0]!.message.content!;
+  for (const parser of ['qwen3', 'deepseek-r1'] as const) {
+    const { client } = await start({}, { reasoningParser: parser });
+    const splitter = new ReasoningSplitter(parser), now = splitter.push(text), rest = splitter.flush();
+    const expected = { reasoning: now.reasoning + rest.reasoning, content: now.content + rest.content };
+    const done = await client.chat.completions.create({ model: 'tiny', messages, max_tokens: 16, temperature: 0 });
+    const message = done.choices[0]!.message as { content: string | null; reasoning_content?: string | null };
+    assert.deepEqual({ reasoning: message.reasoning_content ?? '', content: message.content }, expected, parser);
+    assert.ok('reasoning_content' in message, `${parser}: the field is there (null without reasoning)`);
+    const stream = await client.chat.completions.create({ model: 'tiny', messages, max_tokens: 16, temperature: 0, stream: true });
+    let reasoning = '', content = '';
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta as { content?: string | null; reasoning_content?: string } | undefined;
+      reasoning += delta?.reasoning_content ?? '';
+      content += delta?.content ?? '';
+    }
+    assert.deepEqual({ reasoning, content }, expected, `${parser}, streamed`);
+  }
+  // Completions are never split.
+  const { client } = await start({}, { reasoningParser: 'deepseek-r1' });
+  const completion = await client.completions.create({ model: 'tiny', prompt: 'Think first', max_tokens: 8, temperature: 0 });
+  assert.ok(completion.choices[0]!.text.length > 0);
 });
 
 test('stop strings cut the text before the match (finish_reason stop), streaming and not', async () => {
