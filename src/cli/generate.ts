@@ -13,6 +13,8 @@ import { loadSeq2Seq, sourceIds, translate, translateText, translationText } fro
 import { hasMarianTokenizerFiles } from '../io/marian-tokenizer.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
+import type { Tokenizer } from '../io/tokenizer.js';
+import { ChatTemplate } from '../serve/chat-template.js';
 import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
@@ -37,6 +39,10 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            num_beams); HARS top-k on the GPU
   --length-penalty X       beam search's length penalty (default: generation_config.json's, else 1)
   --prompt TEXT            the text to continue (encoded with the tokenizer's special tokens, e.g. Llama's BOS)
+  --chat                   --prompt is a user message: the model's chat template (tokenizer_config.json or
+                           chat_template.jinja) makes the prompt, as /v1/chat/completions does; only the answer is printed
+  --system TEXT            with --chat: a system message first
+  --no-thinking            with --chat: the template's enable_thinking = false (Qwen3: no <think> block)
   --input FILE             (Marian models) translate FILE line by line, '-' for stdin: one translation a line on
                            stdout, in order, printed batch by batch; an empty line gives an empty line
   --batch-size N           with --input: sources translated together (default 32)
@@ -96,6 +102,14 @@ function numberOption(name: string, value: string | undefined, check: (x: number
   return x;
 }
 
+/** The prompt text of a one-turn chat: the model's chat template over [system,] user, with a generation prompt. */
+function chatPrompt(tokenizer: Tokenizer, user: string, system: string | undefined, noThinking: boolean): string {
+  const template = new ChatTemplate(tokenizer);
+  if (!template.available) throw new ArgumentError(`--chat: ${template.problem ?? `the model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja)`}; without --chat the prompt is continued as text`);
+  const messages = [...(system !== undefined ? [{ role: 'system', content: system }] : []), { role: 'user', content: user }];
+  return template.render(messages, noThinking ? { enable_thinking: false } : {});
+}
+
 export async function runGenerate(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
@@ -106,7 +120,8 @@ export async function runGenerate(argv: string[]): Promise<number> {
       beams: { type: 'string' }, 'length-penalty': { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       tp: { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
-      input: { type: 'string' }, 'batch-size': { type: 'string' },
+      input: { type: 'string' }, 'batch-size': { type: 'string' }, chat: { type: 'boolean', default: false }, system: { type: 'string' },
+      'no-thinking': { type: 'boolean', default: false },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
@@ -114,6 +129,8 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (values.prompt === undefined && values.input === undefined) throw new ArgumentError('--prompt TEXT is required (or --input FILE, for a Marian model)');
   if (values.prompt !== undefined && values.input !== undefined) throw new ArgumentError('--prompt and --input: give one (--input translates a file line by line)');
   if (values['batch-size'] !== undefined && values.input === undefined) throw new ArgumentError('--batch-size goes with --input FILE');
+  if (!values.chat && (values.system !== undefined || values['no-thinking'])) throw new ArgumentError(`--${values.system !== undefined ? 'system' : 'no-thinking'} goes with --chat`);
+  if (values.chat && values.prompt === undefined) throw new ArgumentError('--chat takes the user message from --prompt TEXT');
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
   if (!hasTokenizer(dir) && !(isEncoderDecoder(dir) && hasMarianTokenizerFiles(dir))) {
     throw new ArgumentError(`--model: '${dir}' has no tokenizer.json${isEncoderDecoder(dir) ? " (nor Marian's source.spm, target.spm and vocab.json)" : ' (nor a Llama tokenizer.model)'} (needed to encode the prompt and decode the output)`);
@@ -153,6 +170,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const write = (text: string) => { if (rank0) process.stdout.write(text); };
   if (isEncoderDecoder(dir)) {
     if (draftDir !== undefined) throw new ArgumentError('--draft: speculative decoding is for decoder-only (GPT-2, Llama) models');
+    if (values.chat) throw new ArgumentError('--chat: a Marian model translates its input; it has no chat template');
     if (quantize !== undefined) throw new ArgumentError(`--quantize ${quantize}: quantized generation is for decoder-only (GPT-2, Llama) models`);
     // Translation searches (beam search, or greedy with --beams 1); it does not sample.
     const sampling = (['temperature', 'top-k', 'top-p', 'repetition-penalty', 'seed', 'stop'] as const).filter((o) => values[o] !== undefined);
@@ -199,13 +217,15 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (draft) log(`draft: ${draftDir} (${draft.arch.family}, ${draft.arch.layers} layers)`);
   const stats = emptySpeculativeStats();
 
-  const promptTokens = tokenizer.encode(prompt).length, room = model.arch.maxPositions - promptTokens;
+  // --chat: the chat template makes the prompt, encoded without adding special tokens again (the template has them).
+  const promptIds = values.chat ? tokenizer.encode(chatPrompt(tokenizer, prompt, values.system, values['no-thinking']!), { addSpecialTokens: false }) : tokenizer.encode(prompt);
+  const promptTokens = promptIds.length, room = model.arch.maxPositions - promptTokens;
   if (maxNewTokens !== undefined && maxNewTokens > room && room > 0) {
     log(`note: --max-tokens ${maxNewTokens} does not fit: the model takes ${model.arch.maxPositions} positions and the prompt fills ${promptTokens}, so generation stops after ${room} tokens`);
   }
   const start = performance.now();
   let first = 0, pieces = 0;
-  const stream = generateText(model, tokenizer, prompt, {
+  const stream = generateText(model, tokenizer, promptIds, {
     seed, ...(maxNewTokens !== undefined ? { maxNewTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
     stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
@@ -215,7 +235,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   // before anything is printed.
   const pieceStream = stream[Symbol.asyncIterator]();
   let next = await pieceStream.next();
-  write(prompt);
+  if (!values.chat) write(prompt);
   for (; !next.done; next = await pieceStream.next()) {
     if (pieces++ === 0) first = performance.now();
     write(next.value);
