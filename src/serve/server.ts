@@ -291,11 +291,15 @@ export class InferenceServer {
         const ready = last ? pendingLogprobs : pendingLogprobs.filter((e) => e.offset < text.length);
         pendingLogprobs = last ? [] : pendingLogprobs.filter((e) => e.offset >= text.length);
         logprobs.push(...ready);
-        let split: SplitPiece = { reasoning: '', content: piece };
-        if (splitter) {
-          const now = splitter.push(piece), rest = last ? splitter.flush() : { reasoning: '', content: '' };
-          split = { reasoning: now.reasoning + rest.reasoning, content: now.content + rest.content };
+        if (!splitter) {
+          deliver({ reasoning: '', content: piece }, ready);
+          return;
         }
+        const now = splitter.push(piece), rest = last ? splitter.flush() : { reasoning: '', content: '' };
+        deliver({ reasoning: now.reasoning + rest.reasoning, content: now.content + rest.content }, ready);
+      };
+      /** Adds a split piece to the answer and, streaming, sends it with the logprobs entries it releases. */
+      const deliver = (split: SplitPiece, ready: typeof logprobs) => {
         reasoning += split.reasoning;
         content += split.content;
         if (params.stream && (split.reasoning !== '' || split.content !== '' || ready.length > 0)) write(chunk(split, null, ready));
@@ -325,13 +329,8 @@ export class InferenceServer {
           return;
         }
         if (!stops.done) emit(stops.push(decoder.flush()).text + stops.flush(), true);
-        else if (splitter) {
-          // A stop string ended the text: what the splitter holds is the text before it (its tokens' logprobs are not sent).
-          const rest = splitter.flush();
-          reasoning += rest.reasoning;
-          content += rest.content;
-          if (params.stream && (rest.reasoning !== '' || rest.content !== '')) write(chunk(rest, null, []));
-        }
+        // A stop string ended the text: what the splitter holds is text before it (its tokens' logprobs are not sent).
+        else if (splitter) deliver(splitter.flush(), []);
         this.metrics.finished.inc({ reason });
         this.metrics.e2e.observe((performance.now() - arrival) / 1000);
         const finishReason = stops.done ? 'stop' : reason;
