@@ -23,6 +23,7 @@ import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
 import { isCrossEncoderDirectory, isEmbeddingDirectory, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { reasoningParserFrom } from '../serve/reasoning.js';
+import { toolCallParserFrom } from '../serve/tool-calls.js';
 import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings, serveRerank, untilStopSignal } from './serve-embeddings.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
@@ -53,6 +54,10 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --reasoning-parser P     chat answers split into message.reasoning_content (the <think> block) and content, as
                            vLLM's option: qwen3 (the model opens the block; without one, all content) or deepseek-r1
                            (the template opens it); streamed as delta.reasoning_content / delta.content
+  --tool-call-parser P     the syntax of the model's tool calls, for chat requests with 'tools': hermes (<tool_call>
+                           blocks: Qwen2.5, Qwen3, Hermes) or llama3_json (Llama 3.1+); default: the one the chat
+                           template teaches (it names <tool_call> or <|python_tag|>); calls come back as
+                           message.tool_calls with finish_reason "tool_calls"
   --max-body-bytes N       request body limit (default 1048576)
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
@@ -110,7 +115,7 @@ export async function runServe(argv: string[]): Promise<number> {
       model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
       'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
-      'reasoning-parser': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
+      'reasoning-parser': { type: 'string' }, 'tool-call-parser': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       'no-graphs': { type: 'boolean' }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean' }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
       'batch-size': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
@@ -162,6 +167,7 @@ export async function runServe(argv: string[]): Promise<number> {
   };
 
   const reasoningParser = values['reasoning-parser'] === undefined ? undefined : reasoningParserFrom(values['reasoning-parser']);
+  const toolCallParser = values['tool-call-parser'] === undefined ? undefined : toolCallParserFrom(values['tool-call-parser']);
   const tp = integer('tp', values.tp, 1) ?? 1;
   const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
   const draftDir = values.draft === undefined ? undefined : resolveModelDirectory(values.draft, '--draft');
@@ -216,7 +222,7 @@ export async function runServe(argv: string[]): Promise<number> {
     const server = new InferenceServer(served, tokenizer, {
       modelName: values['served-name'] ?? basename(resolve(dir)),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
-      ...(reasoningParser ? { reasoningParser } : {}),
+      ...(reasoningParser ? { reasoningParser } : {}), ...(toolCallParser ? { toolCallParser } : {}),
     });
     if (server.chatTemplateProblem !== undefined) process.stderr.write(`fuseformer serve: note: /v1/chat/completions will refuse requests: ${server.chatTemplateProblem}\n`);
     const address = await server.listen(port, values.host ?? '127.0.0.1');

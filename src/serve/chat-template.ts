@@ -3,19 +3,23 @@
 // transformers' apply_chat_template does: messages, add_generation_prompt = true, and the special tokens'
 // strings (bos_token, eos_token, unk_token, pad_token, sep_token, cls_token, mask_token,
 // additional_special_tokens) as variables, with a request's chat_template_kwargs over them (Qwen3's
-// enable_thinking: false closes an empty <think> block, as vLLM and SGLang take it). The result is encoded without adding special tokens again
+// enable_thinking: false closes an empty <think> block, as vLLM and SGLang take it), and a request's tools
+// as `tools` (OpenAI's {type: "function", function} objects, as transformers passes them). The result is encoded without adding special tokens again
 // (server.ts, through its PromptEncoder).
 
 import { Template } from '@huggingface/jinja';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { ApiError } from './validation.js';
-import type { ChatMessage } from './validation.js';
+import type { ChatMessage, ToolDefinition } from './validation.js';
+import { toolCallParserOfTemplate } from './tool-calls.js';
+import type { ToolCallParser } from './tool-calls.js';
 
 export class ChatTemplate {
   private readonly template?: Template;
   /** Where the template came from (chat_template.jinja or tokenizer_config.json), for error messages. */
   private readonly source: string;
   private readonly specials: Record<string, string | readonly string[]>;
+  private readonly text?: string;
   /**
    * Why the model's template cannot be used (it does not parse, or a list names no default); undefined when it
    * can or there is none. Not fatal: the server still answers /v1/completions; chat requests get this reason.
@@ -25,6 +29,7 @@ export class ChatTemplate {
   constructor(tokenizer: Tokenizer) {
     this.source = tokenizer.chatTemplateSource ?? tokenizer.source;
     if (tokenizer.chatTemplate !== undefined) {
+      this.text = tokenizer.chatTemplate;
       try {
         this.template = new Template(tokenizer.chatTemplate);
       } catch (error) {
@@ -37,15 +42,22 @@ export class ChatTemplate {
 
   get available(): boolean { return this.template !== undefined; }
 
+  /** Whether the template reads a `tools` variable at all (one that does not would silently drop a request's tools). */
+  get takesTools(): boolean { return this.text !== undefined && /\btools\b/.test(this.text); }
+
+  /** The tool-call syntax the template teaches the model (tool-calls.ts), if it names one. */
+  get toolCallParser(): ToolCallParser | undefined { return this.text === undefined ? undefined : toolCallParserOfTemplate(this.text); }
+
   /**
    * The prompt text for these messages (encode it without adding special tokens: the template has them).
-   * `variables` (a request's chat_template_kwargs) are passed to the template too, over the special tokens'.
+   * `variables` (a request's chat_template_kwargs) are passed to the template too, over the special tokens';
+   * `tools` as the variable `tools` where there are any (transformers passes None otherwise).
    */
-  render(messages: readonly ChatMessage[], variables: Readonly<Record<string, unknown>> = {}): string {
+  render(messages: readonly ChatMessage[], variables: Readonly<Record<string, unknown>> = {}, tools: readonly ToolDefinition[] = []): string {
     if (!this.template) throw new ApiError(400, `${this.problem ?? 'this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory)'}; use /v1/completions`, 'invalid_request_error', 'messages');
     let text: string;
     try {
-      text = this.template.render({ ...this.specials, ...variables, messages, add_generation_prompt: true });
+      text = this.template.render({ ...this.specials, ...variables, ...(tools.length > 0 ? { tools } : {}), messages, add_generation_prompt: true });
     } catch (error) {
       throw new ApiError(400, `the chat template (${this.source}) failed on these messages: ${(error as Error).message}`, 'invalid_request_error', 'messages');
     }

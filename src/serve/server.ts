@@ -19,7 +19,11 @@ import { fileMaxNewTokens } from '../infer/generation-config.js';
 import { resolveSampling } from '../infer/sampling.js';
 import { StopStringMatcher } from '../infer/stop-strings.js';
 import { ReasoningSplitter } from './reasoning.js';
-import type { ReasoningParser, SplitPiece } from './reasoning.js';
+import type { ReasoningParser } from './reasoning.js';
+import { AnswerParts } from './answer-parts.js';
+import type { AnswerPiece } from './answer-parts.js';
+import { ToolCallExtractor } from './tool-calls.js';
+import type { ToolCall, ToolCallParser } from './tool-calls.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { TokenStreamDecoder, TokenTexts } from '../io/token-stream-decoder.js';
 import { ChatTemplate } from './chat-template.js';
@@ -44,6 +48,8 @@ export interface ServerOptions {
   readonly shutdownTimeoutMs?: number;
   /** Chat answers split into reasoning_content and content (reasoning.ts); absent: all content. */
   readonly reasoningParser?: ReasoningParser;
+  /** The syntax of the model's tool calls (tool-calls.ts); absent: the one its chat template teaches, if any. */
+  readonly toolCallParser?: ToolCallParser;
 }
 
 /**
@@ -69,6 +75,7 @@ export class InferenceServer {
   private readonly maxTokensLimit: number;
   private readonly shutdownTimeoutMs: number;
   private readonly reasoningParser?: ReasoningParser;
+  private readonly toolCallParser?: ToolCallParser;
   private readonly stopTokenIds: readonly number[];
   private readonly active = new Set<Active>();
   private draining = false;
@@ -95,6 +102,7 @@ export class InferenceServer {
     this.reasoningParser = options.reasoningParser;
     this.stopTokenIds = defaultStopTokenIds(engine.model);
     this.chat = new ChatTemplate(tokenizer);
+    this.toolCallParser = options.toolCallParser ?? this.chat.toolCallParser;
     this.encoder = new PromptEncoder(tokenizer);
     this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, toApiError(error))); });
   }
@@ -212,8 +220,11 @@ export class InferenceServer {
       throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
     }
     const chat = kind === 'chat' ? params as ReturnType<typeof parseChatBody> : undefined;
+    // tool_choice "none" leaves the tools out of the prompt, so the model is not asked to call them.
+    const tools = chat && chat.toolChoice === 'auto' ? chat.tools : [];
+    const toolParser = tools.length > 0 ? this.checkedToolParser() : undefined;
     const prompt = chat
-      ? this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs), false), 'messages')
+      ? this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')
       : await this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
     const window = this.engine.maxLen, n = prompt.length;
@@ -232,7 +243,25 @@ export class InferenceServer {
       seed: params.seed ?? Math.floor(Math.random() * 2 ** 48),
     }, this.engine.model.generation);
     this.metrics.promptTokens.inc({}, n);
-    await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival);
+    const answer = () => {
+      if (kind !== 'chat' || (!this.reasoningParser && !toolParser)) return undefined;
+      return new AnswerParts(
+        this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined,
+        toolParser ? new ToolCallExtractor(toolParser, new Set(tools.map((t) => t.function.name))) : undefined,
+      );
+    };
+    await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival, answer());
+  }
+
+  /** The parser for a request's tools; a template that never reads `tools`, or no known syntax, is the request's error. */
+  private checkedToolParser(): ToolCallParser {
+    if (this.chat.available && !this.chat.takesTools) {
+      throw new ApiError(400, `this model's chat template does not use 'tools' (the model would never see them); leave 'tools' out or serve a model whose template takes them`, 'invalid_request_error', 'tools');
+    }
+    if (this.toolCallParser === undefined) {
+      throw new ApiError(400, `'tools' need the tool-call syntax of this model, which its chat template does not show: start the server with --tool-call-parser hermes (Qwen2.5, Qwen3, Hermes) or llama3_json (Llama 3.1+)`, 'invalid_request_error', 'tools');
+    }
+    return this.toolCallParser;
   }
 
   /** Why chat requests cannot be served (the model's chat template does not parse, …); undefined when they can. */
@@ -256,7 +285,8 @@ export class InferenceServer {
     throw new ApiError(400, `the text encodes to token ${JSON.stringify(this.tokenizer.decode([bad]))} (id ${bad}), which the model's tokenizer.json defines but its vocabulary (config.json vocab_size ${V}) lacks`, 'invalid_request_error', param);
   }
 
-  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, sampling: ReturnType<typeof resolveSampling>, arrival: number): Promise<void> {
+  /** `parts`: a chat answer's reasoning and tool calls taken apart from its content (absent: all content). */
+  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, sampling: ReturnType<typeof resolveSampling>, arrival: number, parts?: AnswerParts): Promise<void> {
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
     const decoder = new TokenStreamDecoder(this.tokenizer, { skipSpecialTokens: true, context: prompt });
     const stops = new StopStringMatcher(params.stop);
@@ -265,15 +295,20 @@ export class InferenceServer {
     // text: what the stop matcher has let through; produced: the length of all text decoded so far (text plus
     // what the stop matcher holds back), where each token's text starts (its logprobs entry's offset).
     let text = '', produced = 0, generated = 0, lastTokenAt = 0, finished = false;
-    // With a reasoning parser (chat only), text is sent split: reasoning as reasoning_content, the rest as content.
-    const splitter = kind === 'chat' && this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined;
+    // With a reasoning parser (chat only), text is sent split: reasoning as reasoning_content, the rest as content;
+    // with tools, the calls in the content as tool_calls.
     let reasoning = '', content = '';
+    const calls: ToolCall[] = [];
     /** The logprobs entries of the tokens whose text has been sent (a stop string's tokens never are). */
     const logprobs: { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[] = [];
     const tokenTexts = new TokenTexts(this.tokenizer, prompt);
 
-    const chunk = (piece: SplitPiece, finish: string | null, lp: typeof logprobs) => {
-      const delta = { ...(piece.reasoning !== '' ? { reasoning_content: piece.reasoning } : {}), ...(piece.content !== '' || (piece.reasoning === '' && finish === null) ? { content: piece.content } : {}) };
+    const chunk = (piece: AnswerPiece, finish: string | null, lp: typeof logprobs) => {
+      const delta = {
+        ...(piece.reasoning !== '' ? { reasoning_content: piece.reasoning } : {}),
+        ...(piece.content !== '' || (piece.reasoning === '' && piece.calls.length === 0 && finish === null) ? { content: piece.content } : {}),
+        ...(piece.calls.length > 0 ? { tool_calls: piece.calls.map(apiToolCall) } : {}),
+      };
       const choice = kind === 'chat'
         ? { index: 0, delta, logprobs: params.logprobs ? chatLogprobs(lp) : null, finish_reason: finish }
         : { index: 0, text: piece.content, logprobs: params.logprobs ? completionLogprobs(lp) : null, finish_reason: finish };
@@ -291,18 +326,14 @@ export class InferenceServer {
         const ready = last ? pendingLogprobs : pendingLogprobs.filter((e) => e.offset < text.length);
         pendingLogprobs = last ? [] : pendingLogprobs.filter((e) => e.offset >= text.length);
         logprobs.push(...ready);
-        if (!splitter) {
-          deliver({ reasoning: '', content: piece }, ready);
-          return;
-        }
-        const now = splitter.push(piece), rest = last ? splitter.flush() : { reasoning: '', content: '' };
-        deliver({ reasoning: now.reasoning + rest.reasoning, content: now.content + rest.content }, ready);
+        deliver(parts ? parts.push(piece, last) : { reasoning: '', content: piece, calls: [] }, ready);
       };
       /** Adds a split piece to the answer and, streaming, sends it with the logprobs entries it releases. */
-      const deliver = (split: SplitPiece, ready: typeof logprobs) => {
+      const deliver = (split: AnswerPiece, ready: typeof logprobs) => {
         reasoning += split.reasoning;
         content += split.content;
-        if (params.stream && (split.reasoning !== '' || split.content !== '' || ready.length > 0)) write(chunk(split, null, ready));
+        calls.push(...split.calls);
+        if (params.stream && (split.reasoning !== '' || split.content !== '' || split.calls.length > 0 || ready.length > 0)) write(chunk(split, null, ready));
       };
       const active: Active = {
         engineId: '',
@@ -329,20 +360,22 @@ export class InferenceServer {
           return;
         }
         if (!stops.done) emit(stops.push(decoder.flush()).text + stops.flush(), true);
-        // A stop string ended the text: what the splitter holds is text before it (its tokens' logprobs are not sent).
-        else if (splitter) deliver(splitter.flush(), []);
+        // A stop string ended the text: what the parts hold is text before it (its tokens' logprobs are not sent).
+        else if (parts) deliver(parts.push('', true), []);
         this.metrics.finished.inc({ reason });
         this.metrics.e2e.observe((performance.now() - arrival) / 1000);
-        const finishReason = stops.done ? 'stop' : reason;
+        // An answer that called tools and then ended as the model chose ends in "tool_calls" (the client runs them).
+        const stopped = stops.done ? 'stop' : reason;
+        const finishReason = stopped === 'stop' && calls.length > 0 ? 'tool_calls' : stopped;
         if (params.stream) {
-          write(chunk({ reasoning: '', content: '' }, finishReason, []));
+          write(chunk({ reasoning: '', content: '', calls: [] }, finishReason, []));
           if (params.includeUsage) write({ id, object, created, model: this.modelName, choices: [], usage: usage() });
           this.metrics.requests.inc({ endpoint: path, status: '200' });
           if (!res.destroyed) res.end('data: [DONE]\n\n');
         } else {
           const lp = params.logprobs ? (kind === 'chat' ? chatLogprobs(logprobs) : completionLogprobs(logprobs)) : null;
           const choice = kind === 'chat'
-            ? { index: 0, message: { role: 'assistant', content, ...(splitter ? { reasoning_content: reasoning === '' ? null : reasoning } : {}) }, logprobs: lp, finish_reason: finishReason }
+            ? { index: 0, message: chatMessage(content, reasoning, calls, this.reasoningParser !== undefined), logprobs: lp, finish_reason: finishReason }
             : { index: 0, text, logprobs: lp, finish_reason: finishReason };
           this.send(res, req, 200, { id, object, created, model: this.modelName, choices: [choice], usage: usage() });
         }
@@ -383,6 +416,20 @@ export class InferenceServer {
       this.wake?.();
     });
   }
+}
+
+/** A final chat message: content null where the answer is tool calls alone; reasoning_content with a reasoning parser. */
+function chatMessage(content: string, reasoning: string, calls: readonly ToolCall[], splitsReasoning: boolean) {
+  return {
+    role: 'assistant', content: content === '' && calls.length > 0 ? null : content,
+    ...(splitsReasoning ? { reasoning_content: reasoning === '' ? null : reasoning } : {}),
+    ...(calls.length > 0 ? { tool_calls: calls.map(({ index: _index, ...call }) => apiToolCall(call)) } : {}),
+  };
+}
+
+/** A call as the API sends it: {id, type, function: {name, arguments}}, with its index in a stream's delta. */
+function apiToolCall(call: Omit<ToolCall, 'index'> & { index?: number }) {
+  return { ...(call.index !== undefined ? { index: call.index } : {}), id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } };
 }
 
 /** Each route and the method it takes; metrics label requests by these paths only ('other' for the rest). */

@@ -16,7 +16,35 @@ export class ApiError extends FuseformerError {
   }
 }
 
-export interface ChatMessage { readonly role: string; readonly content: string }
+/**
+ * A chat message as chat templates take it (transformers' convention): an assistant's tool calls with their
+ * arguments as objects (the API's JSON text parsed), a tool result with the id of the call it answers.
+ * content is null only where the request had it null (an assistant message of tool calls).
+ */
+export interface ChatMessage {
+  readonly role: string;
+  readonly content: string | null;
+  readonly name?: string;
+  readonly tool_calls?: readonly TemplateToolCall[];
+  readonly tool_call_id?: string;
+  /** An earlier answer's reasoning (Qwen3's template renders it for turns after the last query). */
+  readonly reasoning_content?: string;
+}
+
+export interface TemplateToolCall {
+  readonly id: string;
+  readonly type: 'function';
+  readonly function: { readonly name: string; readonly arguments: Readonly<Record<string, unknown>> };
+}
+
+/** A function the model may call (OpenAI's {"type": "function", "function": {...}}), passed to the template as given. */
+export interface ToolDefinition {
+  readonly type: 'function';
+  readonly function: { readonly name: string; readonly description?: string; readonly parameters?: Readonly<Record<string, unknown>>; readonly strict?: boolean };
+}
+
+/** none: the tools are left out of the prompt and no call is looked for; auto: the model decides. */
+export type ToolChoice = 'none' | 'auto';
 
 /** The fields both endpoints share, checked (absent fields stay undefined: defaults come later). */
 export interface CommonParams {
@@ -41,10 +69,13 @@ export interface ChatParams extends CommonParams {
   readonly messages: ChatMessage[];
   /** Extra variables for the chat template (vLLM's chat_template_kwargs, e.g. Qwen3's enable_thinking). */
   readonly chatTemplateKwargs: Readonly<Record<string, unknown>>;
+  /** The functions the model may call (empty: none). */
+  readonly tools: readonly ToolDefinition[];
+  readonly toolChoice: ToolChoice;
 }
 
 /** Template variables a request may not set through chat_template_kwargs: the server sets them. */
-const RESERVED_TEMPLATE_VARIABLES = ['messages', 'add_generation_prompt'];
+const RESERVED_TEMPLATE_VARIABLES = ['messages', 'add_generation_prompt', 'tools'];
 
 const bad = (param: string, message: string) => new ApiError(400, message, 'invalid_request_error', param);
 
@@ -126,16 +157,22 @@ const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expec
   { key: 'frequency_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
   { key: 'presence_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
   { key: 'response_format', inert: (v) => typeof v === 'object' && v !== null && (v as Record<string, unknown>)['type'] === 'text' },
-  { key: 'tools', inert: (v) => Array.isArray(v) && v.length === 0 },
   { key: 'functions', inert: (v) => Array.isArray(v) && v.length === 0 },
-  { key: 'tool_choice', inert: (v) => v === 'none' },
   { key: 'function_call', inert: (v) => v === 'none' },
+  // Several calls in one answer are what a model may write; keeping it to one would need constrained decoding.
+  { key: 'parallel_tool_calls', inert: (v) => v === true },
 ];
 
-function refuseUnsupported(o: Record<string, unknown>): void {
+/** The completions endpoint has no tools (chat's are parsed by parseTools). */
+const COMPLETION_UNSUPPORTED: typeof UNSUPPORTED = [
+  { key: 'tools', inert: (v) => Array.isArray(v) && v.length === 0 },
+  { key: 'tool_choice', inert: (v) => v === 'none' },
+];
+
+function refuseUnsupported(o: Record<string, unknown>, fields = UNSUPPORTED): void {
   const user = o['user'];
   if (user !== undefined && user !== null && typeof user !== 'string') throw bad('user', `'user' is ${describe(user)}; expected a string`);
-  for (const { key, inert, expected } of UNSUPPORTED) {
+  for (const { key, inert, expected } of fields) {
     const v = o[key];
     if (v === undefined || v === null) continue;
     if (expected && !expected[0](v)) throw bad(key, `'${key}' is ${describe(v)}; expected ${expected[1]}`);
@@ -156,6 +193,7 @@ export function parseCompletionBody(raw: unknown): CompletionParams {
   } else throw bad('prompt', `'prompt' is ${describe(prompt)}; expected a string or a non-empty array of token ids (one prompt per request)`);
   if (checked.length === 0) throw bad('prompt', `'prompt' is empty; give some text`);
   const topLogprobs = number(o, 'logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
+  refuseUnsupported(o, COMPLETION_UNSUPPORTED);
   return { ...common(o), prompt: checked, logprobs: topLogprobs !== undefined, topLogprobs: topLogprobs ?? 0 };
 }
 
@@ -163,17 +201,7 @@ export function parseChatBody(raw: unknown): ChatParams {
   const o = body(raw);
   const messages = o['messages'];
   if (!Array.isArray(messages) || messages.length === 0) throw bad('messages', `'messages' is ${describe(messages)}; expected a non-empty array of {role, content}`);
-  const checked = messages.map((m: unknown, i): ChatMessage => {
-    if (typeof m !== 'object' || m === null || Array.isArray(m)) throw bad(`messages[${i}]`, `'messages[${i}]' is ${describe(m)}; expected an object {role, content}`);
-    const { role, content } = m as Record<string, unknown>;
-    if (typeof role !== 'string' || !['system', 'developer', 'user', 'assistant', 'tool'].includes(role)) throw bad(`messages[${i}].role`, `'messages[${i}].role' is ${describe(role)}; expected system, developer, user, assistant or tool`);
-    if (typeof content === 'string') return { role, content };
-    if (Array.isArray(content) && content.every((p) => typeof p === 'object' && p !== null && (p as Record<string, unknown>)['type'] === 'text' && typeof (p as Record<string, unknown>)['text'] === 'string')) {
-      return { role, content: (content as { text: string }[]).map((p) => p.text).join('') };
-    }
-    if ((content === null || content === undefined) && role === 'assistant') return { role, content: '' };
-    throw bad(`messages[${i}].content`, `'messages[${i}].content' is ${describe(content)}; expected a string or an array of {type: "text", text} parts`);
-  });
+  const checked = messages.map(chatMessage);
   const logprobs = boolean(o, 'logprobs');
   const top = number(o, 'top_logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
   if (top !== undefined && top > 0 && !logprobs) throw bad('top_logprobs', `'top_logprobs' needs 'logprobs': true`);
@@ -181,7 +209,102 @@ export function parseChatBody(raw: unknown): ChatParams {
   if (typeof kwargs !== 'object' || kwargs === null || Array.isArray(kwargs)) throw bad('chat_template_kwargs', `'chat_template_kwargs' is ${describe(kwargs)}; expected an object of template variables (e.g. {"enable_thinking": false})`);
   const reserved = Object.keys(kwargs).find((k) => RESERVED_TEMPLATE_VARIABLES.includes(k));
   if (reserved !== undefined) throw bad(`chat_template_kwargs.${reserved}`, `'chat_template_kwargs.${reserved}' is set by the server; leave it out`);
-  return { ...common(o), messages: checked, chatTemplateKwargs: kwargs as Record<string, unknown>, logprobs, topLogprobs: top ?? 0 };
+  const { tools, toolChoice } = parseTools(o);
+  return { ...common(o), messages: checked, chatTemplateKwargs: kwargs as Record<string, unknown>, tools, toolChoice, logprobs, topLogprobs: top ?? 0 };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Text content: a string, or an array of {type: "text", text} parts joined. */
+function textContent(content: unknown): string | undefined {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content) && content.every((p) => isObject(p) && p['type'] === 'text' && typeof p['text'] === 'string')) {
+    return (content as { text: string }[]).map((p) => p.text).join('');
+  }
+  return undefined;
+}
+
+function chatMessage(m: unknown, i: number): ChatMessage {
+  const at = `messages[${i}]`;
+  if (!isObject(m)) throw bad(at, `'${at}' is ${describe(m)}; expected an object {role, content}`);
+  const { role, content, name, tool_calls: toolCalls, tool_call_id: toolCallId, reasoning_content: reasoning } = m;
+  if (typeof role !== 'string' || !['system', 'developer', 'user', 'assistant', 'tool'].includes(role)) throw bad(`${at}.role`, `'${at}.role' is ${describe(role)}; expected system, developer, user, assistant or tool`);
+  if (name !== undefined && name !== null && typeof name !== 'string') throw bad(`${at}.name`, `'${at}.name' is ${describe(name)}; expected a string`);
+  const text = textContent(content);
+  const calls = role === 'assistant' && toolCalls !== undefined && toolCalls !== null ? messageToolCalls(toolCalls, `${at}.tool_calls`) : undefined;
+  if (role !== 'assistant' && toolCalls !== undefined && toolCalls !== null) throw bad(`${at}.tool_calls`, `'${at}.tool_calls' is only allowed on an assistant message (this one is ${role})`);
+  // An assistant message may leave content out (null), its tool calls or an empty turn being the message.
+  if (text === undefined && !((content === null || content === undefined) && role === 'assistant')) {
+    throw bad(`${at}.content`, `'${at}.content' is ${describe(content)}; expected a string or an array of {type: "text", text} parts`);
+  }
+  if (role === 'tool' && typeof toolCallId !== 'string') throw bad(`${at}.tool_call_id`, `'${at}.tool_call_id' is ${describe(toolCallId)}; a tool message names the call it answers (a string)`);
+  if (role !== 'tool' && toolCallId !== undefined && toolCallId !== null) throw bad(`${at}.tool_call_id`, `'${at}.tool_call_id' is only allowed on a tool message (this one is ${role})`);
+  if (reasoning !== undefined && reasoning !== null && (role !== 'assistant' || typeof reasoning !== 'string')) throw bad(`${at}.reasoning_content`, `'${at}.reasoning_content' is ${describe(reasoning)}; expected a string, on an assistant message`);
+  return {
+    role, content: text ?? (calls ? null : ''),
+    ...(typeof name === 'string' ? { name } : {}), ...(calls ? { tool_calls: calls } : {}),
+    ...(typeof toolCallId === 'string' ? { tool_call_id: toolCallId } : {}), ...(typeof reasoning === 'string' ? { reasoning_content: reasoning } : {}),
+  };
+}
+
+/** An assistant message's tool_calls: [{id, type: "function", function: {name, arguments: JSON text}}], arguments parsed. */
+function messageToolCalls(raw: unknown, at: string): TemplateToolCall[] {
+  if (!Array.isArray(raw)) throw bad(at, `'${at}' is ${describe(raw)}; expected an array of {id, type: "function", function: {name, arguments}}`);
+  return raw.map((c: unknown, j): TemplateToolCall => {
+    const here = `${at}[${j}]`;
+    if (!isObject(c)) throw bad(here, `'${here}' is ${describe(c)}; expected {id, type: "function", function: {name, arguments}}`);
+    if (typeof c['id'] !== 'string') throw bad(`${here}.id`, `'${here}.id' is ${describe(c['id'])}; expected a string`);
+    if (c['type'] !== 'function') throw bad(`${here}.type`, `'${here}.type' is ${describe(c['type'])}; expected "function"`);
+    const f = c['function'];
+    if (!isObject(f) || typeof f['name'] !== 'string') throw bad(`${here}.function`, `'${here}.function' is ${describe(f)}; expected {name, arguments}`);
+    const args = f['arguments'];
+    if (typeof args !== 'string') throw bad(`${here}.function.arguments`, `'${here}.function.arguments' is ${describe(args)}; expected a string of JSON`);
+    let parsed: unknown;
+    try { parsed = args.trim() === '' ? {} : JSON.parse(args); } catch (error) {
+      throw bad(`${here}.function.arguments`, `'${here}.function.arguments' is not JSON (${(error as Error).message}): ${JSON.stringify(args.slice(0, 60))}`);
+    }
+    if (!isObject(parsed)) throw bad(`${here}.function.arguments`, `'${here}.function.arguments' is JSON of ${describe(parsed)}; expected a JSON object`);
+    return { id: c['id'], type: 'function', function: { name: f['name'], arguments: parsed } };
+  });
+}
+
+/** OpenAI's function names: letters, digits, '_' and '-', at most 64. */
+const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * tools: [{type: "function", function: {name, description?, parameters?, strict?}}], names unique;
+ * tool_choice: "none" or "auto" (the default: "auto" with tools). "required" and a named function would need
+ * decoding constrained to a call, which this server does not do: they are refused by name.
+ */
+function parseTools(o: Record<string, unknown>): { tools: ToolDefinition[]; toolChoice: ToolChoice } {
+  const raw = o['tools'];
+  let tools: ToolDefinition[] = [];
+  if (raw !== undefined && raw !== null) {
+    if (!Array.isArray(raw)) throw bad('tools', `'tools' is ${describe(raw)}; expected an array of {type: "function", function: {name, description, parameters}}`);
+    tools = raw.map((t: unknown, i): ToolDefinition => {
+      const at = `tools[${i}]`;
+      if (!isObject(t) || t['type'] !== 'function') throw bad(at, `'${at}' is ${describe(t)}; expected {type: "function", function: {...}}`);
+      const f = t['function'];
+      if (!isObject(f)) throw bad(`${at}.function`, `'${at}.function' is ${describe(f)}; expected {name, description, parameters}`);
+      if (typeof f['name'] !== 'string' || !FUNCTION_NAME.test(f['name'])) throw bad(`${at}.function.name`, `'${at}.function.name' is ${describe(f['name'])}; expected 1 to 64 letters, digits, '_' or '-'`);
+      if (f['description'] !== undefined && f['description'] !== null && typeof f['description'] !== 'string') throw bad(`${at}.function.description`, `'${at}.function.description' is ${describe(f['description'])}; expected a string`);
+      if (f['parameters'] !== undefined && f['parameters'] !== null && !isObject(f['parameters'])) throw bad(`${at}.function.parameters`, `'${at}.function.parameters' is ${describe(f['parameters'])}; expected a JSON Schema object`);
+      if (f['strict'] === true) throw new ApiError(400, `'${at}.function.strict' is true; this server does not constrain arguments to the schema (leave it out or false)`, 'invalid_request_error', `${at}.function.strict`, 'unsupported_parameter');
+      return t as unknown as ToolDefinition;
+    });
+    const names = tools.map((t) => t.function.name), twice = names.find((n, i) => names.indexOf(n) !== i);
+    if (twice !== undefined) throw bad('tools', `'tools' names the function '${twice}' twice`);
+  }
+  const choice = o['tool_choice'];
+  if (choice === undefined || choice === null) return { tools, toolChoice: tools.length > 0 ? 'auto' : 'none' };
+  if (choice === 'none' || choice === 'auto') {
+    if (choice === 'auto' && tools.length === 0) throw bad('tool_choice', `'tool_choice' is "auto" but the request has no 'tools'`);
+    return { tools, toolChoice: choice };
+  }
+  if (choice === 'required' || isObject(choice)) {
+    throw new ApiError(400, `'tool_choice' ${JSON.stringify(choice).slice(0, 80)} would force a call, which needs decoding constrained to one; this server does not constrain decoding: use "auto" (or "none")`, 'invalid_request_error', 'tool_choice', 'unsupported_parameter');
+  }
+  throw bad('tool_choice', `'tool_choice' is ${describe(choice)}; expected "none" or "auto"`);
 }
 
 export interface EmbeddingParams {

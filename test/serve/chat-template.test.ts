@@ -3,13 +3,14 @@
 // transformers gives it.
 
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { createTokenizer, loadTokenizer } from '../../src/io/tokenizer.js';
 import type { Tokenizer } from '../../src/io/tokenizer.js';
 import { ChatTemplate } from '../../src/serve/chat-template.js';
 import { scratchModelDirs } from '../io/model-files.js';
-import { ApiError } from '../../src/serve/validation.js';
+import { ApiError, parseChatBody } from '../../src/serve/validation.js';
 
 const modelDir = scratchModelDirs('fuseformer-chat-template-');
 
@@ -119,4 +120,27 @@ test('a Qwen3-style template renders as transformers renders it: namespace, reve
   assert.equal(chat.render(messages), turns);
   assert.equal(chat.render(messages, { enable_thinking: true }), turns);
   assert.equal(chat.render(messages, { enable_thinking: false }), `${turns}<think>\n\n</think>\n\n`);
+});
+
+test('a template with tools renders a request\'s tools and tool turns as transformers renders them', () => {
+  // test/fixtures/tool-template: a Qwen2.5-style template (tools as tojson lines, calls as <tool_call> blocks whose
+  // arguments are objects, consecutive tool results in one user turn) and its renderings by transformers 5.18.
+  const fixture = join('test', 'fixtures', 'tool-template');
+  const template = readFileSync(join(fixture, 'template.jinja'), 'utf8');
+  const expected = JSON.parse(readFileSync(join(fixture, 'rendered.json'), 'utf8')) as { with_tools: string; without_tools: string; tools: unknown[]; messages: Record<string, unknown>[] };
+  const chat = new ChatTemplate(createTokenizer(tokenizerJson(), { chat_template: template }));
+  assert.ok(chat.takesTools);
+  assert.equal(chat.toolCallParser, 'hermes', 'the template teaches <tool_call> blocks');
+  // The messages as a client sends them: an assistant's call arguments as JSON text (parsed back for the template).
+  const messages = expected.messages.map((m) => !Array.isArray(m['tool_calls']) ? m : {
+    ...m, tool_calls: (m['tool_calls'] as { function: { arguments: unknown } }[]).map((c) => ({ ...c, function: { ...c.function, arguments: JSON.stringify(c.function.arguments) } })),
+  });
+  const body = parseChatBody({ messages, tools: expected.tools });
+  assert.equal(body.toolChoice, 'auto', 'tools without tool_choice: the model decides');
+  assert.equal(chat.render(body.messages, {}, body.tools), expected.with_tools);
+  assert.equal(chat.render(body.messages), expected.without_tools);
+  // A template that never reads `tools` says so (the server refuses tools for it), and names no syntax.
+  const plain = new ChatTemplate(createTokenizer(tokenizerJson(), { chat_template: '{% for m in messages %}{{ m.content }}{% endfor %}' }));
+  assert.equal(plain.takesTools, false);
+  assert.equal(plain.toolCallParser, undefined);
 });

@@ -80,7 +80,8 @@ test('OpenAI fields the server does not implement are refused by name unless the
   await refused({ prompt: 'x', presence_penalty: 0.5 }, 'presence_penalty', /not supported/);
   await refused({ prompt: 'x', user: 7 }, 'user', /'user' is number 7; expected a string/);
   await refused({ messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_object' } }, 'response_format', /not supported/, '/v1/chat/completions');
-  await refused({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools', /not supported/, '/v1/chat/completions');
+  await refused({ prompt: 'x', tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools', /'tools' is not supported/);
+  await refused({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'required' }, 'tool_choice', /does not constrain decoding/, '/v1/chat/completions');
   // The values that change nothing are accepted, as are fields outside the API.
   const ok = await complete({ prompt: 'x', max_tokens: 2, echo: false, best_of: 1, logit_bias: {}, frequency_penalty: 0, presence_penalty: 0, user: 'u', some_extension: 1 });
   assert.equal(ok.choices.length, 1);
