@@ -228,6 +228,8 @@ export class InferenceServer {
       : await this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
     const window = this.engine.maxLen, n = prompt.length;
+    const badStop = params.stopTokenIds.find((t) => t >= this.engine.model.vocabSize);
+    if (badStop !== undefined) throw new ApiError(400, `'stop_token_ids' holds token id ${badStop}; the vocabulary has ${this.engine.model.vocabSize} ids`, 'invalid_request_error', 'stop_token_ids');
     if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
     // Without max_tokens: generation_config.json's max_new_tokens (or what its max_length leaves), within the window.
     const fromFile = fileMaxNewTokens(this.engine.model.generation, n);
@@ -290,6 +292,9 @@ export class InferenceServer {
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
     const decoder = new TokenStreamDecoder(this.tokenizer, { skipSpecialTokens: true, context: prompt });
     const stops = new StopStringMatcher(params.stop);
+    // The model's own stop ids (unless ignore_eos) and the request's stop_token_ids; the token that ends the
+    // answer is not part of its text (EOS is special anyway; a stop_token_ids token is left out as vLLM does).
+    const stopIds = new Set([...(params.ignoreEos ? [] : this.stopTokenIds), ...params.stopTokenIds]);
     const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
     const object = kind === 'chat' ? (params.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';
     // text: what the stop matcher has let through; produced: the length of all text decoded so far (text plus
@@ -389,7 +394,7 @@ export class InferenceServer {
         generated++;
         this.metrics.generatedTokens.inc();
         if (stops.done) return;
-        const piece = e.token < this.tokenizer.vocabSize ? decoder.push(e.token) : '';
+        const piece = e.token < this.tokenizer.vocabSize && !stopIds.has(e.token) ? decoder.push(e.token) : '';
         if (e.logprob !== undefined) {
           const top = (e.top ?? []).slice(0, params.topLogprobs).map((t) => ({ token: tokenTexts.textOf(t.token), logprob: t.logprob }));
           pendingLogprobs.push({ token: tokenTexts.textOf(e.token), logprob: e.logprob, top, offset: produced });
@@ -403,7 +408,7 @@ export class InferenceServer {
       // Submitted before any header is sent, so that a request the engine refuses still gets a plain error
       // response (the executor's throw rejects this promise); tokens only arrive from later engine steps.
       (active as { engineId: string }).engineId = this.engine.submit({
-        prompt, maxTokens, sampling, stopTokenIds: this.stopTokenIds, logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
+        prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
         onToken, onFinish: finish,
       });
       if (params.stream) {

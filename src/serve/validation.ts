@@ -57,6 +57,9 @@ export interface CommonParams {
   /** HF-style repetition penalty (a vLLM extension of the API; 1 = off). */
   readonly repetitionPenalty?: number;
   readonly stop: string[];
+  /** vLLM's extensions: more token ids that end the answer, and ignoring the model's own (EOS) ones. */
+  readonly stopTokenIds: number[];
+  readonly ignoreEos: boolean;
   readonly stream: boolean;
   readonly includeUsage: boolean;
   /** Top alternatives per token (0 = none); `logprobs` asked at all. */
@@ -131,6 +134,11 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
   else if (Array.isArray(stopRaw)) stop = stopRaw as string[];
   else if (stopRaw !== undefined && stopRaw !== null) throw bad('stop', `'stop' is ${describe(stopRaw)}; expected a string or an array of up to 4 strings`);
   if (stop.length > 4 || stop.some((s) => typeof s !== 'string' || s.length === 0)) throw bad('stop', `'stop' must hold up to 4 non-empty strings, got ${JSON.stringify(stopRaw).slice(0, 80)}`);
+  const stopIdsRaw = o['stop_token_ids'] ?? [];
+  if (!Array.isArray(stopIdsRaw) || stopIdsRaw.some((t) => typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) {
+    throw bad('stop_token_ids', `'stop_token_ids' is ${describe(stopIdsRaw)}; expected an array of token ids (integers >= 0)`);
+  }
+  const ignoreEos = boolean(o, 'ignore_eos');
   const stream = boolean(o, 'stream');
   const streamOptions = o['stream_options'];
   if (streamOptions !== undefined && streamOptions !== null && (typeof streamOptions !== 'object' || Array.isArray(streamOptions))) throw bad('stream_options', `'stream_options' is ${describe(streamOptions)}; expected an object`);
@@ -140,7 +148,7 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
     ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
     ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
-    stop, stream, includeUsage,
+    stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage,
   };
 }
 

@@ -157,3 +157,33 @@ test('a long prompt is encoded off the engine loop and refused by its token coun
   assert.equal(e.error.code, 'context_length_exceeded');
   assert.match(await (await stream).text(), /data: \[DONE\]/);
 });
+
+/** The greedy tokens of `prompt` from the engine alone, never stopping early. */
+function greedyTokens(prompt: string, maxTokens: number): number[] {
+  const alone = new ServingEngine(model, { maxRunning: 1 });
+  const tokens: number[] = [];
+  alone.submit({ prompt: tokenizer.encode(prompt), maxTokens, sampling: { temperature: 0, topK: 0, topP: 1, repetitionPenalty: 1, seed: 0n }, stopTokenIds: [], onToken: (e) => tokens.push(e.token), onFinish: () => {} });
+  alone.runToCompletion();
+  alone.dispose();
+  return tokens;
+}
+
+test('stop_token_ids end the answer before their token; ignore_eos runs past EOS to max_tokens (vLLM\'s extensions)', async () => {
+  // A prompt whose greedy answer meets EOS (256) with text before it (the weights are fixed, so the search is too).
+  const prompt = Array.from({ length: 40 }, (_, i) => `Prompt number ${i}:`).find((p) => greedyTokens(p, 24).indexOf(256) > 2);
+  assert.ok(prompt !== undefined, 'some prompt reaches EOS within 24 tokens');
+  const tokens = greedyTokens(prompt, 24), eos = tokens.indexOf(256);
+  const text = (ids: number[]) => tokenizer.decode(ids.filter((t) => t !== 256), { skipSpecialTokens: true });
+  // By default EOS ends it; with ignore_eos the answer goes on to max_tokens, EOS's text (none: it is special) left out.
+  const plain = await complete({ prompt, max_tokens: 24, temperature: 0 }) as Completion & { usage: { completion_tokens: number } };
+  assert.deepEqual([plain.choices[0]!.text, plain.choices[0]!.finish_reason, plain.usage.completion_tokens], [text(tokens.slice(0, eos)), 'stop', eos + 1]);
+  const past = await complete({ prompt, max_tokens: 24, temperature: 0, ignore_eos: true }) as Completion & { usage: { completion_tokens: number } };
+  assert.deepEqual([past.choices[0]!.text, past.choices[0]!.finish_reason, past.usage.completion_tokens], [text(tokens), 'length', 24]);
+  // A stop id: the answer ends at its first occurrence, its own text not included.
+  const stopAt = 2, stopId = tokens[stopAt]!, first = tokens.indexOf(stopId);
+  const cut = await complete({ prompt, max_tokens: 24, temperature: 0, stop_token_ids: [stopId] }) as Completion & { usage: { completion_tokens: number } };
+  assert.deepEqual([cut.choices[0]!.text, cut.choices[0]!.finish_reason, cut.usage.completion_tokens], [text(tokens.slice(0, first)), 'stop', first + 1]);
+  await refused({ prompt, stop_token_ids: [1, -2] }, 'stop_token_ids', /expected an array of token ids/);
+  await refused({ prompt, stop_token_ids: [9999] }, 'stop_token_ids', /token id 9999; the vocabulary has 257 ids/);
+  await refused({ prompt, ignore_eos: 'yes' }, 'ignore_eos', /expected true or false/);
+});
