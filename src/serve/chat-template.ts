@@ -53,11 +53,11 @@ export class ChatTemplate {
    * `variables` (a request's chat_template_kwargs) are passed to the template too, over the special tokens';
    * `tools` as the variable `tools` where there are any (transformers passes None otherwise).
    */
-  render(messages: readonly ChatMessage[], variables: Readonly<Record<string, unknown>> = {}, tools: readonly ToolDefinition[] = []): string {
+  render(messages: readonly ChatMessage[], variables: Readonly<Record<string, unknown>> = {}, tools: readonly ToolDefinition[] = [], addGenerationPrompt = true): string {
     if (!this.template) throw new ApiError(400, `${this.problem ?? 'this model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja in the model directory)'}; use /v1/completions`, 'invalid_request_error', 'messages');
     let text: string;
     try {
-      text = this.template.render({ ...this.specials, ...variables, ...(tools.length > 0 ? { tools } : {}), messages, add_generation_prompt: true });
+      text = this.template.render({ ...this.specials, ...variables, ...(tools.length > 0 ? { tools } : {}), messages, add_generation_prompt: addGenerationPrompt });
     } catch (error) {
       throw new ApiError(400, `the chat template (${this.source}) failed on these messages: ${(error as Error).message}`, 'invalid_request_error', 'messages');
     }

@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP server on node:http, with one engine loop feeding every request.
 //   POST /v1/completions, /v1/chat/completions   JSON, or SSE with stream: true ("data: {chunk}\n\n" … "data: [DONE]")
 //   GET  /v1/models, /health, /metrics (Prometheus text)
+//   POST /tokenize, /detokenize                  vLLM's: a prompt or chat messages to ids (with the count), ids to text
 // Limits: body size (413), max_tokens within its limit (400, param max_tokens), prompt + max_tokens within
 // the context window (400, code context_length_exceeded), requests in the engine (429 when the queue is full), 503 while
 // shutting down. A client that goes away has its request cancelled at once (engine.cancel frees its KV
@@ -32,7 +33,7 @@ import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
 import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
 import type { Routes } from './http-json.js';
-import { ApiError, parseChatBody, parseCompletionBody } from './validation.js';
+import { ApiError, parseChatBody, parseCompletionBody, parseDetokenizeBody, parseTokenizeBody } from './validation.js';
 import type { CommonParams } from './validation.js';
 
 export interface ServerOptions {
@@ -180,6 +181,14 @@ export class InferenceServer {
     const path = checkRoute(req, res, ROUTES);
     if (path === '/v1/completions' || path === '/v1/chat/completions') return this.generate(path === '/v1/completions' ? 'completion' : 'chat', req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
+    if (path === '/tokenize') return this.send(res, req, 200, await this.tokenize(await readJsonBody(req, this.maxBodyBytes)));
+    if (path === '/detokenize') {
+      const { model, tokens } = parseDetokenizeBody(await readJsonBody(req, this.maxBodyBytes));
+      this.checkModel(model);
+      const V = this.engine.model.vocabSize, bad = tokens.find((t) => t >= V);
+      if (bad !== undefined) throw new ApiError(400, `'tokens' holds token id ${bad}; the vocabulary has ${V} ids`, 'invalid_request_error', 'tokens');
+      return this.send(res, req, 200, { prompt: this.tokenizer.decode(tokens) });
+    }
     if (path === '/v1/models') {
       return this.send(res, req, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.engine.maxLen }] });
     }
@@ -216,9 +225,7 @@ export class InferenceServer {
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
     const raw = await readJsonBody(req, this.maxBodyBytes);
     const params = kind === 'completion' ? parseCompletionBody(raw) : parseChatBody(raw);
-    if (params.model !== undefined && params.model !== this.modelName) {
-      throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
-    }
+    this.checkModel(params.model);
     const chat = kind === 'chat' ? params as ReturnType<typeof parseChatBody> : undefined;
     // tool_choice "none" leaves the tools out of the prompt, so the model is not asked to call them.
     const tools = chat && chat.toolChoice === 'auto' ? chat.tools : [];
@@ -264,6 +271,24 @@ export class InferenceServer {
       throw new ApiError(400, `'tools' need the tool-call syntax of this model, which its chat template does not show: start the server with --tool-call-parser hermes (Qwen2.5, Qwen3, Hermes) or llama3_json (Llama 3.1+)`, 'invalid_request_error', 'tools');
     }
     return this.toolCallParser;
+  }
+
+  private checkModel(model: string | undefined): void {
+    if (model !== undefined && model !== this.modelName) {
+      throw new ApiError(404, `the model '${model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
+    }
+  }
+
+  /** POST /tokenize: the ids a prompt (or chat messages, through the template) encodes to, as vLLM answers it. */
+  private async tokenize(raw: unknown): Promise<{ count: number; max_model_len: number; tokens: number[] }> {
+    const params = parseTokenizeBody(raw);
+    this.checkModel(params.model);
+    let ids: number[];
+    if ('chat' in params) {
+      const { chat } = params, tools = chat.toolChoice === 'auto' ? chat.tools : [];
+      ids = await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools, params.addGenerationPrompt), params.addSpecialTokens);
+    } else ids = await this.encoder.encode(params.prompt, params.addSpecialTokens);
+    return { count: ids.length, max_model_len: this.engine.maxLen, tokens: ids };
   }
 
   /** Why chat requests cannot be served (the model's chat template does not parse, …); undefined when they can. */
@@ -440,6 +465,7 @@ function apiToolCall(call: Omit<ToolCall, 'index'> & { index?: number }) {
 /** Each route and the method it takes; metrics label requests by these paths only ('other' for the rest). */
 const ROUTES: Routes = new Map([
   ['/v1/completions', 'POST'], ['/v1/chat/completions', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET'],
+  ['/tokenize', 'POST'], ['/detokenize', 'POST'],
 ]);
 
 function completionLogprobs(lp: readonly { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[]) {

@@ -355,3 +355,34 @@ export function parseEmbeddingBody(raw: unknown): EmbeddingParams {
   const dimensions = number(o, 'dimensions', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
   return { ...(model !== undefined ? { model } : {}), inputs, encodingFormat: format, ...(dimensions !== undefined ? { dimensions } : {}) };
 }
+
+/** POST /tokenize (vLLM's): a prompt, or chat messages rendered by the template; special tokens as the request says. */
+export type TokenizeParams =
+  | { readonly model?: string; readonly prompt: string; readonly addSpecialTokens: boolean }
+  | { readonly model?: string; readonly chat: ChatParams; readonly addGenerationPrompt: boolean; readonly addSpecialTokens: boolean };
+
+export function parseTokenizeBody(raw: unknown): TokenizeParams {
+  const o = body(raw);
+  const model = o['model'];
+  if (model !== undefined && typeof model !== 'string') throw bad('model', `'model' is ${describe(model)}; expected a string`);
+  const named = model !== undefined ? { model } : {};
+  if (o['prompt'] !== undefined && o['messages'] !== undefined) throw bad('messages', `give 'prompt' or 'messages', not both`);
+  if (o['messages'] !== undefined) {
+    const addGenerationPrompt = o['add_generation_prompt'] === undefined ? true : boolean(o, 'add_generation_prompt');
+    // The template has the special tokens: none are added again unless asked for.
+    return { ...named, chat: parseChatBody(o), addGenerationPrompt, addSpecialTokens: boolean(o, 'add_special_tokens') };
+  }
+  const prompt = o['prompt'];
+  if (typeof prompt !== 'string') throw bad('prompt', `'prompt' is ${describe(prompt)}; expected a string (or give 'messages')`);
+  return { ...named, prompt, addSpecialTokens: o['add_special_tokens'] === undefined ? true : boolean(o, 'add_special_tokens') };
+}
+
+/** POST /detokenize (vLLM's): token ids back to text. */
+export function parseDetokenizeBody(raw: unknown): { readonly model?: string; readonly tokens: number[] } {
+  const o = body(raw);
+  const model = o['model'];
+  if (model !== undefined && typeof model !== 'string') throw bad('model', `'model' is ${describe(model)}; expected a string`);
+  const tokens = o['tokens'];
+  if (!Array.isArray(tokens) || tokens.some((t) => typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)) throw bad('tokens', `'tokens' is ${describe(tokens)}; expected an array of token ids (integers >= 0)`);
+  return { ...(model !== undefined ? { model } : {}), tokens: tokens as number[] };
+}

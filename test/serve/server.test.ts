@@ -303,3 +303,28 @@ test('an engine failure answers every active request with a 500 error body (JSON
   const after = await client.completions.create({ model: 'tiny', prompt: 'c', max_tokens: 2, temperature: 0 });
   assert.equal(after.choices.length, 1);
 });
+
+test('/tokenize and /detokenize (vLLM\'s): a prompt or chat messages to ids, ids back to text; bad ids named', async () => {
+  const { base } = await start();
+  const post = async (path: string, body: unknown) => {
+    const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: r.status, body: await r.json() as Record<string, unknown> & { error?: { param: string; message: string } } };
+  };
+  const prompt = 'The whale swam';
+  assert.deepEqual((await post('/tokenize', { model: 'tiny', prompt })).body, { count: tokenizer.encode(prompt).length, max_model_len: 96, tokens: tokenizer.encode(prompt) });
+  assert.deepEqual((await post('/tokenize', { prompt, add_special_tokens: false })).body['tokens'], tokenizer.encode(prompt, { addSpecialTokens: false }));
+  const messages = [{ role: 'user', content: 'Hello there' }];
+  assert.deepEqual((await post('/tokenize', { messages })).body['tokens'], tokenizer.encode(renderByHand(messages), { addSpecialTokens: false }), 'the prompt a chat request gets');
+  const withoutPrompt = renderByHand(messages).slice(0, -'<assistant>'.length);
+  assert.deepEqual((await post('/tokenize', { messages, add_generation_prompt: false })).body['tokens'], tokenizer.encode(withoutPrompt, { addSpecialTokens: false }));
+  const ids = tokenizer.encode(prompt, { addSpecialTokens: false });
+  assert.deepEqual((await post('/detokenize', { tokens: ids })).body, { prompt });
+  for (const [path, body, status, param] of [
+    ['/detokenize', { tokens: [5, -1] }, 400, 'tokens'], ['/detokenize', { tokens: [9999] }, 400, 'tokens'], ['/tokenize', { prompt: 5 }, 400, 'prompt'],
+    ['/tokenize', { prompt, messages }, 400, 'messages'], ['/tokenize', { model: 'other', prompt }, 404, 'model'],
+  ] as const) {
+    const r = await post(path, body);
+    assert.equal(r.status, status, JSON.stringify(r.body));
+    assert.equal(r.body.error?.param, param);
+  }
+});
