@@ -34,7 +34,7 @@ import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js'
 import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody, parseDetokenizeBody, parseTokenizeBody } from './validation.js';
-import type { CommonParams } from './validation.js';
+import type { ChatParams, CommonParams, ToolDefinition } from './validation.js';
 
 export interface ServerOptions {
   /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
@@ -227,8 +227,7 @@ export class InferenceServer {
     const params = kind === 'completion' ? parseCompletionBody(raw) : parseChatBody(raw);
     this.checkModel(params.model);
     const chat = kind === 'chat' ? params as ReturnType<typeof parseChatBody> : undefined;
-    // tool_choice "none" leaves the tools out of the prompt, so the model is not asked to call them.
-    const tools = chat && chat.toolChoice === 'auto' ? chat.tools : [];
+    const tools = chat ? promptTools(chat) : [];
     const toolParser = tools.length > 0 ? this.checkedToolParser() : undefined;
     const prompt = chat
       ? this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')
@@ -252,14 +251,11 @@ export class InferenceServer {
       seed: params.seed ?? Math.floor(Math.random() * 2 ** 48),
     }, this.engine.model.generation);
     this.metrics.promptTokens.inc({}, n);
-    const answer = () => {
-      if (kind !== 'chat' || (!this.reasoningParser && !toolParser)) return undefined;
-      return new AnswerParts(
-        this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined,
-        toolParser ? new ToolCallExtractor(toolParser, new Set(tools.map((t) => t.function.name))) : undefined,
-      );
-    };
-    await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival, answer());
+    const parts = kind === 'chat' && (this.reasoningParser || toolParser) ? new AnswerParts(
+      this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined,
+      toolParser ? new ToolCallExtractor(toolParser, new Set(tools.map((t) => t.function.name))) : undefined,
+    ) : undefined;
+    await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival, parts);
   }
 
   /** The parser for a request's tools; a template that never reads `tools`, or no known syntax, is the request's error. */
@@ -285,8 +281,8 @@ export class InferenceServer {
     this.checkModel(params.model);
     let ids: number[];
     if ('chat' in params) {
-      const { chat } = params, tools = chat.toolChoice === 'auto' ? chat.tools : [];
-      ids = await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools, params.addGenerationPrompt), params.addSpecialTokens);
+      const { chat } = params;
+      ids = await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, promptTools(chat), params.addGenerationPrompt), params.addSpecialTokens);
     } else ids = await this.encoder.encode(params.prompt, params.addSpecialTokens);
     return { count: ids.length, max_model_len: this.engine.maxLen, tokens: ids };
   }
@@ -446,6 +442,11 @@ export class InferenceServer {
       this.wake?.();
     });
   }
+}
+
+/** The tools a chat prompt shows: tool_choice "none" leaves them out, so the model is not asked to call them. */
+function promptTools(chat: ChatParams): readonly ToolDefinition[] {
+  return chat.toolChoice === 'auto' ? chat.tools : [];
 }
 
 /** A final chat message: content null where the answer is tool calls alone; reasoning_content with a reasoning parser. */
