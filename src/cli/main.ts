@@ -7,6 +7,7 @@ import { ArgumentError, FuseformerError } from '../errors.js';
 import { runInfo } from './info.js';
 import { runLaunch } from './launch.js';
 import { QUANTIZE_USAGE, runQuantize } from './quantize.js';
+import { CHAT_USAGE, runChat } from './chat.js';
 import { GENERATE_USAGE, runGenerate } from './generate.js';
 import { BENCH_USAGE, runBench } from './bench.js';
 import { EMBED_USAGE, runEmbed } from './embed.js';
@@ -22,6 +23,7 @@ commands:
   train [options]      train a GPT-2-architecture model (fuseformer train --help for options)
   launch --gpus N -- <command>   one process per GPU with the NCCL rendezvous (launch --help)
   generate [options]   continue a prompt with a GPT-2 or Llama model directory (generate --help)
+  chat --model DIR     talk with a model in the terminal through its chat template (chat --help)
   serve --model DIR    OpenAI-compatible HTTP server with continuous batching (serve --help)
   embed --model DIR --text TEXT   sentence embeddings (JSON) from a BERT-family directory (embed --help)
   rerank --model DIR --query Q --document D   documents scored by a cross-encoder, best first (rerank --help)
@@ -38,7 +40,7 @@ options:
   -h, --help                this text
 `;
 
-const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'quantize', 'serve', 'embed', 'rerank'];
+const COMMANDS = ['train', 'profile', 'bench', 'info', 'selftest', 'generate', 'chat', 'quantize', 'serve', 'embed', 'rerank'];
 
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'launch') return runLaunch(argv.slice(1));
@@ -58,6 +60,10 @@ async function main(argv: string[]): Promise<number> {
   if (argv[commandAt] === 'generate') {
     if (isHelp) { process.stdout.write(GENERATE_USAGE); return 0; }
     return runGenerate([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
+  }
+  if (argv[commandAt] === 'chat') {
+    if (isHelp) { process.stdout.write(CHAT_USAGE); return 0; }
+    return runChat([...argv.slice(0, commandAt), ...argv.slice(commandAt + 1)]);
   }
   if (argv[commandAt] === 'embed') {
     if (isHelp) { process.stdout.write(EMBED_USAGE); return 0; }
