@@ -151,12 +151,14 @@ test('skipInCaptures leaves the op of that index out of every capture until clea
 test('graph mode timed by removal (CPU, host clock): each op is what the replayed step loses without it', () => {
   const b = new CpuBackend();
   const rng = new Rng(freshSeed());
-  const n = 288; // GEMMs of tens of ms: host-clock noise on a loaded machine stays small beside them
+  // GEMMs of ~50–90 ms: host-clock noise on a loaded machine (a fill's removal time seen at up to ~11 ms beside
+  // 22 ms GEMMs at n = 288 while other tests ran) stays small beside them.
+  const n = 384;
   const x = b.fromArray(rng.floats(n * n), [n, n], 'f32'), w = b.fromArray(rng.floats(n * n), [n, n], 'f32');
   const y = b.empty([n, n], 'f32'), small = b.empty([16], 'f32');
   const fn = (ops: Backend) => {
     ops.fill(small, 1);
-    ops.gemm({ a: x, b: w, out: y, transB: true }); // ~24 MFLOP×2: tens of milliseconds on the CPU
+    ops.gemm({ a: x, b: w, out: y, transB: true }); // ~57 MFLOP×2: tens of milliseconds on the CPU
     ops.gemm({ a: x, b: w, out: y, transB: true });
     ops.fill(small, 2);
   };
