@@ -16,6 +16,7 @@ import { resolveModelDirectory } from '../io/hf-cache.js';
 import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { ChatSession } from '../serve/chat-session.js';
 import { ServingEngine } from '../serve/engine.js';
+import { warmUp } from '../serve/warmup.js';
 import { isEncoderDecoder, loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
 
 export const CHAT_USAGE = `usage: fuseformer chat --model DIR [options]
@@ -39,6 +40,8 @@ conversation), /exit. Ctrl-C stops an answer; Ctrl-C at the prompt or Ctrl-D end
   --dtype bf16|f16|f32     (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
   --no-graphs              on CUDA, run steps eagerly instead of replaying CUDA graphs
+  --no-warmup              on CUDA, skip the start-up warm-up (kernel compiles, GEMM tuning, the decode graph: a
+                           few seconds the first answer would otherwise pay, and its GEMMs would stay untuned)
 `;
 
 function numberOption(name: string, value: string | undefined, check: (x: number) => boolean, expected: string): number | undefined {
@@ -55,7 +58,7 @@ export async function runChat(argv: string[]): Promise<number> {
       model: { type: 'string' }, system: { type: 'string' }, 'no-thinking': { type: 'boolean', default: false }, 'max-tokens': { type: 'string' },
       'max-len': { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' }, 'top-p': { type: 'string' },
       'repetition-penalty': { type: 'string' }, seed: { type: 'string' }, quantize: { type: 'string' }, dtype: { type: 'string' },
-      backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false },
+      backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory with a chat template)');
@@ -89,6 +92,10 @@ export async function runChat(argv: string[]): Promise<number> {
       ...(maxTokens !== undefined ? { maxTokens } : {}), seed,
       sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}) },
     });
+    if (backend.name === 'cuda' && !values['no-warmup']) {
+      const w = warmUp(engine);
+      note(`fuseformer chat: warmed up in ${(w.ms / 1000).toFixed(1)} s (prompts of ${w.promptLengths.join(', ')} tokens)`);
+    }
     note(`fuseformer chat: ${dir} (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${backend.description}, loaded in ${((performance.now() - loadStart) / 1000).toFixed(1)} s; context ${engine.maxLen} positions${interactive ? '; /reset, /system TEXT, /exit; Ctrl-C stops an answer' : ''}`);
     await converse(session, interactive, note);
   } finally {
