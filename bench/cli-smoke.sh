@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The user's path through the CLI, end to end, on whatever backend `auto` picks (CUDA on the device):
-# the README's demo (`fuseformer` with no command: train the tiny GPT-2), then `generate` from its
+# the README's demo (`fuseformer` with no command: train the tiny GPT-2), then `generate` and `chat` from its
 # checkpoint, `quantize` it (INT4 AWQ with --eval, INT8 SmoothQuant), `generate` from the quantized
 # directory, `serve` it and talk to the server over HTTP (models, completions, streamed completions,
 # a malformed request, then SIGINT: it drains and exits 0), a BERT trained and `embed`ded (plain and as a
@@ -48,6 +48,13 @@ $cli quantize --model "$ckpt" --out "$work/q8" --bits 8 --method rtn > "$out/smo
 check quantize-replaces-own-output "$([ $rc -eq 0 ] && echo 1)"
 $cli quantize --model "$ckpt" --out "$ckpt" --bits 8 --method rtn > "$out/smoke-quantize-self.log" 2>&1; rc=$?
 check quantize-refuses-model-as-out "$([ $rc -ne 0 ] && [ -f "$ckpt/model.safetensors" ] && has smoke-quantize-self "out" && echo 1)"
+
+# 2b. chat with the checkpoint given a chat template: two piped turns, the second reading the first from the cache.
+cp -r "$ckpt" "$work/chat"
+node -e 'const fs = require("fs"), p = process.argv[1] + "/tokenizer_config.json"; const c = fs.existsSync(p) ? JSON.parse(fs.readFileSync(p, "utf8")) : {};
+  c.chat_template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"; fs.writeFileSync(p, JSON.stringify(c));' "$work/chat"
+printf 'Call me Ishmael.\nAnd then?\n' | $cli chat --model "$work/chat" --max-tokens 16 --temperature 0 > "$out/smoke-chat.out" 2> "$out/smoke-chat.log"; rc=$?
+check chat "$([ $rc -eq 0 ] && [ "$(grep -c 'from the cache' "$out/smoke-chat.log")" = 2 ] && grep -qE 'prompt [0-9]+ positions, [1-9][0-9]* from the cache' "$out/smoke-chat.log" && echo 1)"
 
 # 4. generate from the quantized directories.
 $cli generate --model "$work/q4" --prompt "Call me" --max-tokens 24 > "$out/smoke-generate-q4.log" 2>&1; rc=$?
