@@ -12,8 +12,10 @@ import { Embedder } from '../infer/embedder.js';
 import { Reranker } from '../infer/reranker.js';
 import { EmbeddingServer } from '../serve/embedding-server.js';
 import { RerankServer } from '../serve/rerank-server.js';
+import type { AccessOptions } from '../serve/http-json.js';
 
 export interface EmbeddingServeOptions {
+  readonly access?: AccessOptions;
   readonly host?: string;
   readonly port: number;
   readonly servedName?: string;
@@ -45,7 +47,7 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
   });
   try {
     const server = new EmbeddingServer(embedder, {
-      modelName: options.servedName ?? basename(resolve(dir)),
+      modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}),
       ...(options.maxQueue !== undefined ? { maxQueuedInputs: options.maxQueue } : {}), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}),
     });
     const address = await server.listen(options.port, options.host ?? '127.0.0.1');
@@ -62,11 +64,11 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
 }
 
 /** A cross-encoder directory served as /v1/rerank until SIGINT / SIGTERM. */
-export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize'>): Promise<number> {
+export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize'>): Promise<number> {
   const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
   const reranker = Reranker.load(dir, backend, { ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}) });
   try {
-    const server = new RerankServer(reranker, { modelName: options.servedName ?? basename(resolve(dir)), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}) });
+    const server = new RerankServer(reranker, { modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}) });
     const address = await server.listen(options.port, options.host ?? '127.0.0.1');
     process.stderr.write(`fuseformer serve: '${server.modelName}' (rerank: a cross-encoder of ${reranker.encoder.config.layers} layers; ${reranker.encoder.dtype}) on ${backend.description}; `
       + `pairs up to ${reranker.maxTokens} tokens; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);

@@ -23,6 +23,7 @@ import { InferenceServer } from '../serve/server.js';
 import { warmUp } from '../serve/warmup.js';
 import { isCrossEncoderDirectory, isEmbeddingDirectory, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { reasoningParserFrom } from '../serve/reasoning.js';
+import type { AccessOptions } from '../serve/http-json.js';
 import { toolCallParserFrom } from '../serve/tool-calls.js';
 import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings, serveRerank, untilStopSignal } from './serve-embeddings.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
@@ -37,6 +38,10 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --host HOST              address to listen on (default 127.0.0.1)
   --port N                 port (default 8000; 0 = any free port, printed)
   --served-name NAME       the model name clients use (default: the directory's name)
+  --api-key KEY            every route but /health and /metrics asks for "Authorization: Bearer KEY" (401 without
+                           it; env FUSEFORMER_API_KEY); without it, anyone who reaches the port may call the server
+  --allowed-origins LIST   browser origins given CORS headers (comma-separated, e.g. http://localhost:3000; '*' for
+                           any), preflight requests answered; default none
   --max-len N              context window: prompt + completion positions (default: the model's)
   --max-running N          requests decoded together at most (default 16)
   --max-batch-tokens N     positions per engine step: prompt chunks + decode tokens (default 256)
@@ -108,11 +113,21 @@ function fraction(name: string, value: string): number {
   return x;
 }
 
+/** --api-key (or FUSEFORMER_API_KEY) and --allowed-origins, checked. */
+export function accessOptions(apiKey: string | undefined, origins: string | undefined): AccessOptions {
+  if (apiKey !== undefined && apiKey.trim() === '') throw new ArgumentError('--api-key is empty (or FUSEFORMER_API_KEY is set to nothing); give a key, or leave both out');
+  const list = origins?.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  if (origins !== undefined && list!.length === 0) throw new ArgumentError('--allowed-origins is empty; give origins (http://localhost:3000,https://app.example) or *');
+  const bad = list?.find((o) => o !== '*' && !/^https?:\/\/[^/\s]+$/.test(o));
+  if (bad !== undefined) throw new ArgumentError(`--allowed-origins: '${bad}' is not an origin (scheme://host[:port], no path), nor *`);
+  return { ...(apiKey !== undefined ? { apiKey } : {}), ...(list !== undefined ? { allowedOrigins: list } : {}) };
+}
+
 export async function runServe(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
     options: {
-      model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
+      model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' }, 'allowed-origins': { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
       'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
       'reasoning-parser': { type: 'string' }, 'tool-call-parser': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
@@ -131,11 +146,12 @@ export async function runServe(argv: string[]): Promise<number> {
   const port = integer('port', values.port, 0) ?? 8000;
   if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
   const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
+  const access = accessOptions(values['api-key'] ?? process.env['FUSEFORMER_API_KEY'], values['allowed-origins']);
   if (isCrossEncoderDirectory(dir)) {
     const misplaced = given([...DECODER_ONLY_OPTIONS, 'pooling', 'normalize', 'no-normalize', 'max-queue']);
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is a cross-encoder, served as /v1/rerank; the option is for other models`);
     return serveRerank(dir, {
-      port, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
+      port, access, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}), ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}),
     });
@@ -145,7 +161,7 @@ export async function runServe(argv: string[]): Promise<number> {
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is an embedding model (BERT), served as /v1/embeddings; the option is for generative models`);
     if (values.normalize && values['no-normalize']) throw new ArgumentError('--normalize and --no-normalize: give one');
     return serveEmbeddings(dir, {
-      port, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
+      port, access, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
       ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}), ...(values.pooling !== undefined ? { pooling: values.pooling } : {}),
@@ -222,7 +238,7 @@ export async function runServe(argv: string[]): Promise<number> {
     const server = new InferenceServer(served, tokenizer, {
       modelName: values['served-name'] ?? basename(resolve(dir)),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
-      ...(reasoningParser ? { reasoningParser } : {}), ...(toolCallParser ? { toolCallParser } : {}),
+      ...(reasoningParser ? { reasoningParser } : {}), ...(toolCallParser ? { toolCallParser } : {}), access,
     });
     if (server.chatTemplateProblem !== undefined) process.stderr.write(`fuseformer serve: note: /v1/chat/completions will refuse requests: ${server.chatTemplateProblem}\n`);
     const address = await server.listen(port, values.host ?? '127.0.0.1');

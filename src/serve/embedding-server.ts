@@ -14,11 +14,14 @@ import type { AddressInfo } from 'node:net';
 import type { Embedder } from '../infer/embedder.js';
 import { EmbedInputError } from '../infer/embedder.js';
 import { checkRoute, createApiServer, listenOn, readJsonBody, sendJson, toApiError } from './http-json.js';
+import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
 import { ApiError, parseEmbeddingBody } from './validation.js';
 
 export interface EmbeddingServerOptions {
+  /** An API key, CORS origins (http-json.ts). */
+  readonly access?: AccessOptions;
   /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
   readonly modelName?: string;
   /** Request bodies larger than this are refused with 413 (default 8 MiB: 2,048 texts of a few KB). */
@@ -42,6 +45,7 @@ const ROUTES: Routes = new Map([['/v1/embeddings', 'POST'], ['/v1/models', 'GET'
 
 export class EmbeddingServer {
   readonly modelName: string;
+  private readonly access: AccessOptions;
   private readonly http: Server;
   private readonly maxBodyBytes: number;
   private readonly maxQueuedInputs: number;
@@ -64,6 +68,7 @@ export class EmbeddingServer {
   };
 
   constructor(readonly embedder: Embedder, options: EmbeddingServerOptions = {}) {
+    this.access = options.access ?? {};
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
     this.maxQueuedInputs = options.maxQueuedInputs ?? 16_384;
@@ -143,7 +148,8 @@ export class EmbeddingServer {
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = checkRoute(req, res, ROUTES);
+    const path = checkRoute(req, res, ROUTES, this.access);
+    if (path === undefined) return;  // a CORS preflight, answered
     if (path === '/v1/embeddings') return this.embeddings(req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
     if (path === '/v1/models') {

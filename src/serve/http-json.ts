@@ -2,6 +2,7 @@
 // a request body read within a byte limit and parsed, routing with OpenAI-shaped 404 / 405 errors, and any
 // thrown error turned into the ApiError a client gets.
 
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -42,17 +43,59 @@ export function routeLabel(req: IncomingMessage, routes: Routes): string {
   return routes.has(path) ? path : 'other';
 }
 
-/** The route of a request, after 404 for an unknown path and 405 (with an Allow header) for a wrong method; HEAD is GET without the body. */
-export function checkRoute(req: IncomingMessage, res: ServerResponse, routes: Routes): string {
+/**
+ * Who may call a server: an API key every route asks for (`Authorization: Bearer KEY`, as vLLM's --api-key) but
+ * /health and /metrics (open for probes and scrapers), and the browser origins given CORS headers ('*': any).
+ */
+export interface AccessOptions {
+  readonly apiKey?: string;
+  readonly allowedOrigins?: readonly string[];
+}
+
+/**
+ * The route of a request, after 404 for an unknown path and 405 (with an Allow header) for a wrong method; HEAD is
+ * GET without the body. With `access`: CORS headers for an allowed origin, a browser's preflight (OPTIONS) answered
+ * here (undefined: nothing more to do), and 401 for a guarded route without the API key.
+ */
+/** The routes an API key does not guard. */
+const OPEN_ROUTES = ['/health', '/metrics'];
+
+export function checkRoute(req: IncomingMessage, res: ServerResponse, routes: Routes, access: AccessOptions = {}): string | undefined {
   const path = pathOf(req);
   const allowed = routes.get(path);
+  const origin = req.headers.origin;
+  if (origin !== undefined && access.allowedOrigins !== undefined && (access.allowedOrigins.includes('*') || access.allowedOrigins.includes(origin))) {
+    res.setHeader('access-control-allow-origin', access.allowedOrigins.includes('*') ? '*' : origin);
+    res.setHeader('vary', 'Origin');
+    if (req.method === 'OPTIONS' && allowed !== undefined && req.headers['access-control-request-method'] !== undefined) {
+      res.writeHead(204, {
+        'access-control-allow-methods': allowed === 'GET' ? 'GET, HEAD, OPTIONS' : `${allowed}, OPTIONS`,
+        'access-control-allow-headers': 'authorization, content-type', 'access-control-max-age': '600',
+      });
+      res.end();
+      return undefined;
+    }
+  }
   if (allowed === undefined) throw new ApiError(404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
   const method = req.method === 'HEAD' && allowed === 'GET' ? 'GET' : req.method;
   if (method !== allowed) {
     res.setHeader('allow', allowed === 'GET' ? 'GET, HEAD' : allowed);
     throw new ApiError(405, `${path} takes ${allowed}, got ${req.method}`, 'invalid_request_error', null, 'method_not_allowed');
   }
+  if (access.apiKey !== undefined && !OPEN_ROUTES.includes(path) && !keyMatches(req.headers.authorization, access.apiKey)) {
+    throw new ApiError(401, req.headers.authorization === undefined
+      ? 'this server asks for an API key: send it as "Authorization: Bearer KEY"'
+      : 'the API key given is not this server\'s', 'invalid_request_error', null, 'invalid_api_key');
+  }
   return path;
+}
+
+/** Whether an Authorization header carries the key (compared in constant time, through equal-length digests). */
+function keyMatches(header: string | undefined, key: string): boolean {
+  const given = /^Bearer (.+)$/.exec(header ?? '')?.[1];
+  if (given === undefined) return false;
+  const digest = (s: string) => createHash('sha256').update(s).digest();
+  return timingSafeEqual(digest(given), digest(key));
 }
 
 /** The body parsed as JSON: 413 past `maxBytes` (declared or received), 400 when it is not JSON. */

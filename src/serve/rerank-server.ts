@@ -11,11 +11,14 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Reranker } from '../infer/reranker.js';
 import { checkRoute, createApiServer, listenOn, readJsonBody, sendJson, toApiError } from './http-json.js';
+import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { Histogram, LabeledCounter, LATENCY_BUCKETS, gauge } from './metrics.js';
 import { ApiError } from './validation.js';
 
 export interface RerankServerOptions {
+  /** An API key, CORS origins (http-json.ts). */
+  readonly access?: AccessOptions;
   /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
   readonly modelName?: string;
   /** Request bodies larger than this are refused with 413 (default 8 MiB). */
@@ -62,6 +65,7 @@ export function parseRerankBody(body: unknown, maxDocuments: number): RerankPara
 
 export class RerankServer {
   readonly modelName: string;
+  private readonly access: AccessOptions;
   private readonly http: Server;
   private readonly maxBodyBytes: number;
   private readonly maxDocuments: number;
@@ -80,6 +84,7 @@ export class RerankServer {
   };
 
   constructor(readonly reranker: Reranker, options: RerankServerOptions = {}) {
+    this.access = options.access ?? {};
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
     this.maxDocuments = options.maxDocuments ?? 1000;
@@ -106,7 +111,8 @@ export class RerankServer {
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = checkRoute(req, res, ROUTES);
+    const path = checkRoute(req, res, ROUTES, this.access);
+    if (path === undefined) return;  // a CORS preflight, answered
     if (path === '/v1/rerank' || path === '/rerank') return this.rerank(req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
     if (path === '/v1/models') {

@@ -32,11 +32,14 @@ import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
 import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody, parseDetokenizeBody, parseTokenizeBody } from './validation.js';
 import type { ChatParams, CommonParams, ToolDefinition } from './validation.js';
 
 export interface ServerOptions {
+  /** An API key, CORS origins (http-json.ts). */
+  readonly access?: AccessOptions;
   /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
   readonly modelName?: string;
   /** Request bodies larger than this are refused with 413 (default 1 MiB). */
@@ -68,6 +71,7 @@ interface Active {
 
 export class InferenceServer {
   readonly modelName: string;
+  private readonly access: AccessOptions;
   private readonly http: Server;
   private readonly chat: ChatTemplate;
   private readonly encoder: PromptEncoder;
@@ -95,6 +99,7 @@ export class InferenceServer {
   };
 
   constructor(readonly engine: ServedEngine, readonly tokenizer: Tokenizer, options: ServerOptions = {}) {
+    this.access = options.access ?? {};
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 1 << 20;
     this.maxQueue = options.maxQueue ?? 256;
@@ -178,7 +183,8 @@ export class InferenceServer {
   // --- routing --------------------------------------------------------------------------------------
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = checkRoute(req, res, ROUTES);
+    const path = checkRoute(req, res, ROUTES, this.access);
+    if (path === undefined) return;  // a CORS preflight, answered
     if (path === '/v1/completions' || path === '/v1/chat/completions') return this.generate(path === '/v1/completions' ? 'completion' : 'chat', req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
     if (path === '/tokenize') return this.send(res, req, 200, await this.tokenize(await readJsonBody(req, this.maxBodyBytes)));
