@@ -13,7 +13,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Embedder } from '../infer/embedder.js';
 import { EmbedInputError } from '../infer/embedder.js';
-import { checkRoute, createApiServer, listenOn, readJsonBody, sendJson, toApiError } from './http-json.js';
+import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJsonBody, sendJson, toApiError } from './http-json.js';
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
@@ -41,7 +41,7 @@ interface Pending {
   gone: boolean;
 }
 
-const ROUTES: Routes = new Map([['/v1/embeddings', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
+const ROUTES: Routes = new Map([['/v1/embeddings', 'POST'], ['/v1/models', 'GET'], [MODEL_ROUTE, 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
 
 export class EmbeddingServer {
   readonly modelName: string;
@@ -152,12 +152,8 @@ export class EmbeddingServer {
     if (path === undefined) return;  // a CORS preflight, answered
     if (path === '/v1/embeddings') return this.embeddings(req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
-    if (path === '/v1/models') {
-      return this.send(res, req, 200, {
-        object: 'list',
-        data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.embedder.truncateAt ?? this.embedder.maxTokens, dimensions: this.embedder.dimensions }],
-      });
-    }
+    const models = modelsAnswer(req, path, { id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.embedder.truncateAt ?? this.embedder.maxTokens, dimensions: this.embedder.dimensions });
+    if (models !== undefined) return this.send(res, req, 200, models);
     this.metrics.requests.inc({ endpoint: path, status: '200' });
     res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
     res.end(this.metricsText());

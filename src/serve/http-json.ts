@@ -37,10 +37,34 @@ export function pathOf(req: IncomingMessage): string {
   return (req.url ?? '/').split('?')[0]!;
 }
 
+/** OpenAI's retrieve-a-model route, /v1/models/ID: one route whatever the ID (modelIdOf gives it). */
+export const MODEL_ROUTE = '/v1/models/{id}';
+
+/** The route a request's path belongs to: the path itself, or MODEL_ROUTE. */
+function routeOf(req: IncomingMessage): string {
+  const path = pathOf(req);
+  return path.startsWith('/v1/models/') ? MODEL_ROUTE : path;
+}
+
+/** The model ID of a MODEL_ROUTE request. */
+export function modelIdOf(req: IncomingMessage): string {
+  const id = pathOf(req).slice('/v1/models/'.length);
+  try { return decodeURIComponent(id); } catch { return id; }
+}
+
+/** The answer of /v1/models (a list of this card) or /v1/models/ID (the card: 404 for another ID); undefined on other routes. */
+export function modelsAnswer(req: IncomingMessage, route: string, card: { readonly id: string; readonly [field: string]: unknown }): unknown {
+  if (route === '/v1/models') return { object: 'list', data: [card] };
+  if (route !== MODEL_ROUTE) return undefined;
+  const id = modelIdOf(req);
+  if (id !== card.id) throw new ApiError(404, `the model '${id}' does not exist; this server has '${card.id}'`, 'invalid_request_error', 'model', 'model_not_found');
+  return card;
+}
+
 /** The request's route, or 'other': a metrics label must come from a fixed set, not from what clients send. */
 export function routeLabel(req: IncomingMessage, routes: Routes): string {
-  const path = pathOf(req);
-  return routes.has(path) ? path : 'other';
+  const route = routeOf(req);
+  return routes.has(route) ? route : 'other';
 }
 
 /**
@@ -61,7 +85,7 @@ export interface AccessOptions {
 const OPEN_ROUTES = ['/health', '/metrics'];
 
 export function checkRoute(req: IncomingMessage, res: ServerResponse, routes: Routes, access: AccessOptions = {}): string | undefined {
-  const path = pathOf(req);
+  const path = routeOf(req);
   const allowed = routes.get(path);
   const origin = req.headers.origin;
   if (origin !== undefined && access.allowedOrigins !== undefined && (access.allowedOrigins.includes('*') || access.allowedOrigins.includes(origin))) {
@@ -76,7 +100,7 @@ export function checkRoute(req: IncomingMessage, res: ServerResponse, routes: Ro
       return undefined;
     }
   }
-  if (allowed === undefined) throw new ApiError(404, `no route for ${req.method} ${path}`, 'invalid_request_error', null, 'not_found');
+  if (allowed === undefined) throw new ApiError(404, `no route for ${req.method} ${pathOf(req)}`, 'invalid_request_error', null, 'not_found');
   const method = req.method === 'HEAD' && allowed === 'GET' ? 'GET' : req.method;
   if (method !== allowed) {
     res.setHeader('allow', allowed === 'GET' ? 'GET, HEAD' : allowed);

@@ -10,7 +10,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Reranker } from '../infer/reranker.js';
-import { checkRoute, createApiServer, listenOn, readJsonBody, sendJson, toApiError } from './http-json.js';
+import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJsonBody, sendJson, toApiError } from './http-json.js';
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { Histogram, LabeledCounter, LATENCY_BUCKETS, gauge } from './metrics.js';
@@ -36,7 +36,7 @@ export interface RerankParams {
   readonly returnDocuments: boolean;
 }
 
-const ROUTES: Routes = new Map([['/v1/rerank', 'POST'], ['/rerank', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
+const ROUTES: Routes = new Map([['/v1/rerank', 'POST'], ['/rerank', 'POST'], ['/v1/models', 'GET'], [MODEL_ROUTE, 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
 
 /** A rerank body checked field by field; each error names the field (param) as OpenAI's errors do. */
 export function parseRerankBody(body: unknown, maxDocuments: number): RerankParams {
@@ -115,9 +115,8 @@ export class RerankServer {
     if (path === undefined) return;  // a CORS preflight, answered
     if (path === '/v1/rerank' || path === '/rerank') return this.rerank(req, res);
     if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
-    if (path === '/v1/models') {
-      return this.send(res, req, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.reranker.maxTokens }] });
-    }
+    const models = modelsAnswer(req, path, { id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.reranker.maxTokens });
+    if (models !== undefined) return this.send(res, req, 200, models);
     this.metrics.requests.inc({ endpoint: path, status: '200' });
     res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
     res.end(this.metricsText());

@@ -31,7 +31,7 @@ import { ChatTemplate } from './chat-template.js';
 import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
-import { checkRoute, createApiServer, listenOn, readJsonBody, routeLabel, toApiError } from './http-json.js';
+import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJsonBody, routeLabel, toApiError } from './http-json.js';
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody, parseDetokenizeBody, parseTokenizeBody } from './validation.js';
@@ -195,9 +195,8 @@ export class InferenceServer {
       if (bad !== undefined) throw new ApiError(400, `'tokens' holds token id ${bad}; the vocabulary has ${V} ids`, 'invalid_request_error', 'tokens');
       return this.send(res, req, 200, { prompt: this.tokenizer.decode(tokens) });
     }
-    if (path === '/v1/models') {
-      return this.send(res, req, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.engine.maxLen }] });
-    }
+    const models = modelsAnswer(req, path, { id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.engine.maxLen });
+    if (models !== undefined) return this.send(res, req, 200, models);
     if (path === '/metrics') {
       this.metrics.requests.inc({ endpoint: path, status: '200' });
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
@@ -471,7 +470,7 @@ function apiToolCall(call: Omit<ToolCall, 'index'> & { index?: number }) {
 
 /** Each route and the method it takes; metrics label requests by these paths only ('other' for the rest). */
 const ROUTES: Routes = new Map([
-  ['/v1/completions', 'POST'], ['/v1/chat/completions', 'POST'], ['/v1/models', 'GET'], ['/health', 'GET'], ['/metrics', 'GET'],
+  ['/v1/completions', 'POST'], ['/v1/chat/completions', 'POST'], ['/v1/models', 'GET'], [MODEL_ROUTE, 'GET'], ['/health', 'GET'], ['/metrics', 'GET'],
   ['/tokenize', 'POST'], ['/detokenize', 'POST'],
 ]);
 

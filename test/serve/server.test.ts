@@ -328,3 +328,17 @@ test('/tokenize and /detokenize (vLLM\'s): a prompt or chat messages to ids, ids
     assert.equal(r.body.error?.param, param);
   }
 });
+
+test('GET /v1/models/ID (the openai client\'s models.retrieve): the card for this model, 404 model_not_found for another', async () => {
+  const { client, base } = await start();
+  const card = await client.models.retrieve('tiny');
+  assert.deepEqual([card.id, card.object, (card as unknown as { max_model_len: number }).max_model_len], ['tiny', 'model', 96]);
+  await assert.rejects(client.models.retrieve('gpt-4o'), (e: unknown) => {
+    assert.ok(e instanceof OpenAI.NotFoundError, String(e));
+    assert.equal(e.code, 'model_not_found');
+    assert.match(e.message, /the model 'gpt-4o' does not exist; this server has 'tiny'/);
+    return true;
+  });
+  assert.equal((await fetch(`${base}/v1/models/tiny`, { method: 'POST' })).status, 405);
+  assert.match(await (await fetch(`${base}/metrics`)).text(), /fuseformer_requests_total\{endpoint="\/v1\/models\/\{id\}",status="404"\} 1/, 'one metrics label for every ID');
+});
