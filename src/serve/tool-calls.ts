@@ -65,8 +65,6 @@ export class ToolCallExtractor {
     this.state = parser === 'hermes' ? 'text' : 'start';
   }
 
-  get calls(): number { return this.callCount; }
-
   push(piece: string): ToolPiece {
     return this.parser === 'hermes' ? this.pushHermes(piece, false) : this.pushLlama(piece, false);
   }
