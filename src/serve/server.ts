@@ -18,15 +18,15 @@ import { randomUUID } from 'node:crypto';
 import { defaultStopTokenIds } from '../infer/generate.js';
 import { fileMaxNewTokens } from '../infer/generation-config.js';
 import { resolveSampling } from '../infer/sampling.js';
-import { StopStringMatcher } from '../infer/stop-strings.js';
+import type { ResolvedSampling } from '../infer/sampling.js';
 import { ReasoningSplitter } from './reasoning.js';
 import type { ReasoningParser } from './reasoning.js';
 import { AnswerParts } from './answer-parts.js';
-import type { AnswerPiece } from './answer-parts.js';
 import { ToolCallExtractor } from './tool-calls.js';
 import type { ToolCall, ToolCallParser } from './tool-calls.js';
 import type { Tokenizer } from '../io/tokenizer.js';
-import { TokenStreamDecoder, TokenTexts } from '../io/token-stream-decoder.js';
+import { ChoiceText, hasContent } from './choice-text.js';
+import type { ChoiceUpdate, LogprobEntry } from './choice-text.js';
 import { ChatTemplate } from './chat-template.js';
 import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
@@ -65,7 +65,6 @@ export type ServedEngine = Pick<ServingEngine, 'model' | 'maxLen' | 'hasWork' | 
 type Kind = 'completion' | 'chat';
 
 interface Active {
-  readonly engineId: string;
   fail: (error: ApiError) => void;
 }
 
@@ -248,19 +247,24 @@ export class InferenceServer {
     if (n + maxTokens > window || maxTokens < 1) {
       throw new ApiError(400, `this model's maximum context length is ${window} tokens; the request asks for ${n + Math.max(maxTokens, 1)} (${n} in the prompt, ${Math.max(maxTokens, 1)} for the completion)`, 'invalid_request_error', kind === 'chat' ? 'messages' : 'prompt', 'context_length_exceeded');
     }
-    const s = this.engine.stats();
-    if (s.waiting + s.running >= this.maxQueue) throw new ApiError(429, `the server is busy: ${s.waiting + s.running} requests queued or running (limit ${this.maxQueue}); retry later`, 'rate_limit_error', null, 'queue_full');
-    const sampling = resolveSampling({
+    const s = this.engine.stats(), choices = params.n;
+    if (s.waiting + s.running + choices > this.maxQueue) {
+      throw new ApiError(429, `the server is busy: ${s.waiting + s.running} requests queued or running (limit ${this.maxQueue})${choices > 1 ? `, and this one asks for ${choices} choices` : ''}; retry later`, 'rate_limit_error', null, 'queue_full');
+    }
+    // Choice i draws with seed + i (mod 2^64): a seeded request replays, its choices differ.
+    const seed = params.seed !== undefined ? BigInt(params.seed) : BigInt(Math.floor(Math.random() * 2 ** 48));
+    const samplings = Array.from({ length: choices }, (_, i) => resolveSampling({
       ...(params.temperature !== undefined ? { temperature: params.temperature } : {}), ...(params.topP !== undefined ? { topP: params.topP } : {}),
       ...(params.topK !== undefined ? { topK: params.topK } : {}), ...(params.repetitionPenalty !== undefined ? { repetitionPenalty: params.repetitionPenalty } : {}),
-      seed: params.seed ?? Math.floor(Math.random() * 2 ** 48),
-    }, this.engine.model.generation);
+      seed: (seed + BigInt(i)) % 2n ** 64n,
+    }, this.engine.model.generation));
     this.metrics.promptTokens.inc({}, n);
-    const parts = kind === 'chat' && (this.reasoningParser || toolParser) ? new AnswerParts(
+    const names = new Set(tools.map((t) => t.function.name));
+    const partsOfChoice = () => (kind === 'chat' && (this.reasoningParser || toolParser) ? new AnswerParts(
       this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined,
-      toolParser ? new ToolCallExtractor(toolParser, new Set(tools.map((t) => t.function.name))) : undefined,
-    ) : undefined;
-    await this.run(kind, req, res, params, prompt, maxTokens, sampling, arrival, parts);
+      toolParser ? new ToolCallExtractor(toolParser, names) : undefined,
+    ) : undefined);
+    await this.run(kind, req, res, params, prompt, maxTokens, samplings, arrival, partsOfChoice);
   }
 
   /** The parser for a request's tools; a template that never reads `tools`, or no known syntax, is the request's error. */
@@ -313,137 +317,126 @@ export class InferenceServer {
     throw new ApiError(400, `the text encodes to token ${JSON.stringify(this.tokenizer.decode([bad]))} (id ${bad}), which the model's tokenizer.json defines but its vocabulary (config.json vocab_size ${V}) lacks`, 'invalid_request_error', param);
   }
 
-  /** `parts`: a chat answer's reasoning and tool calls taken apart from its content (absent: all content). */
-  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, sampling: ReturnType<typeof resolveSampling>, arrival: number, parts?: AnswerParts): Promise<void> {
+  /**
+   * One engine request per choice (each with its sampling), their text streamed or gathered (choice-text.ts);
+   * `partsOfChoice`: a chat answer's reasoning and tool calls taken apart from its content (absent: all content).
+   */
+  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, samplings: readonly ResolvedSampling[], arrival: number, partsOfChoice: () => AnswerParts | undefined): Promise<void> {
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
-    const decoder = new TokenStreamDecoder(this.tokenizer, { skipSpecialTokens: true, context: prompt });
-    const stops = new StopStringMatcher(params.stop);
     // The model's own stop ids (unless ignore_eos) and the request's stop_token_ids; the token that ends the
     // answer is not part of its text (EOS is special anyway; a stop_token_ids token is left out as vLLM does).
     const stopIds = new Set([...(params.ignoreEos ? [] : this.stopTokenIds), ...params.stopTokenIds]);
     const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
     const object = kind === 'chat' ? (params.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';
-    // text: what the stop matcher has let through; produced: the length of all text decoded so far (text plus
-    // what the stop matcher holds back), where each token's text starts (its logprobs entry's offset).
-    let text = '', produced = 0, generated = 0, lastTokenAt = 0, finished = false;
-    // With a reasoning parser (chat only), text is sent split: reasoning as reasoning_content, the rest as content;
-    // with tools, the calls in the content as tool_calls.
-    let reasoning = '', content = '';
-    const calls: ToolCall[] = [];
-    /** The logprobs entries of the tokens whose text has been sent (a stop string's tokens never are). */
-    const logprobs: { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[] = [];
-    const tokenTexts = new TokenTexts(this.tokenizer, prompt);
+    const choices = samplings.map(() => {
+      const parts = partsOfChoice();
+      return new ChoiceText(this.tokenizer, prompt, { stop: params.stop, stopIds, topLogprobs: params.topLogprobs, ...(parts ? { parts } : {}) });
+    });
+    const reasons: (FinishReason | undefined)[] = choices.map(() => undefined);
+    const lastTokenAt = choices.map(() => 0);
+    const engineIds: string[] = [];
+    let finished = false, firstToken = true;
 
-    const chunk = (piece: AnswerPiece, finish: string | null, lp: typeof logprobs) => {
+    const chunk = (index: number, update: ChoiceUpdate, finish: string | null) => {
+      const { piece, logprobs: lp } = update;
       const delta = {
         ...(piece.reasoning !== '' ? { reasoning_content: piece.reasoning } : {}),
         ...(piece.content !== '' || (piece.reasoning === '' && piece.calls.length === 0 && finish === null) ? { content: piece.content } : {}),
         ...(piece.calls.length > 0 ? { tool_calls: piece.calls.map(apiToolCall) } : {}),
       };
       const choice = kind === 'chat'
-        ? { index: 0, delta, logprobs: params.logprobs ? chatLogprobs(lp) : null, finish_reason: finish }
-        : { index: 0, text: piece.content, logprobs: params.logprobs ? completionLogprobs(lp) : null, finish_reason: finish };
+        ? { index, delta, logprobs: params.logprobs ? chatLogprobs(lp) : null, finish_reason: finish }
+        : { index, text: piece.content, logprobs: params.logprobs ? completionLogprobs(lp) : null, finish_reason: finish };
       return { id, object, created, model: this.modelName, choices: [choice] };
     };
-    const usage = () => ({ prompt_tokens: prompt.length, completion_tokens: generated, total_tokens: prompt.length + generated });
+    const generated = () => choices.reduce((sum, c) => sum + c.generated, 0);
+    const usage = () => ({ prompt_tokens: prompt.length, completion_tokens: generated(), total_tokens: prompt.length + generated() });
     const write = (body: unknown) => { if (!res.destroyed) res.write(`data: ${JSON.stringify(body)}\n\n`); };
+    const cancelAll = () => { for (const engineId of engineIds) this.engine.cancel(engineId); };
 
     return new Promise<void>((resolve) => {
-      /** Entries whose token's text is not sent yet: held back by the stop matcher, or an unfinished character. */
-      let pendingLogprobs: typeof logprobs = [];
-      const emit = (piece: string, last = false) => {
-        text += piece;
-        // An entry goes out with the text its token starts; the last emit releases what is left.
-        const ready = last ? pendingLogprobs : pendingLogprobs.filter((e) => e.offset < text.length);
-        pendingLogprobs = last ? [] : pendingLogprobs.filter((e) => e.offset >= text.length);
-        logprobs.push(...ready);
-        deliver(parts ? parts.push(piece, last) : { reasoning: '', content: piece, calls: [] }, ready);
-      };
-      /** Adds a split piece to the answer and, streaming, sends it with the logprobs entries it releases. */
-      const deliver = (split: AnswerPiece, ready: typeof logprobs) => {
-        reasoning += split.reasoning;
-        content += split.content;
-        calls.push(...split.calls);
-        if (params.stream && (split.reasoning !== '' || split.content !== '' || split.calls.length > 0 || ready.length > 0)) write(chunk(split, null, ready));
-      };
       const active: Active = {
-        engineId: '',
         fail: (error) => {
           if (finished) return;
           finished = true;
           this.active.delete(active);
-          this.engine.cancel(active.engineId);
+          cancelAll();
           this.metrics.finished.inc({ reason: 'error' });
           this.sendError(res, req, error);
           resolve();
         },
       };
-      const finish = (reason: FinishReason) => {
-        if (finished) return;
+      /** The whole answer, once every choice has finished. */
+      const complete = () => {
         finished = true;
         this.active.delete(active);
-        if (reason === 'cancelled') {
+        if (reasons.includes('cancelled')) {
           // The client went away: a stream counts with the 200 it was sent, an answer never sent as 499
           // (nginx's "client closed request").
-          this.metrics.finished.inc({ reason: 'cancelled' });
           this.metrics.requests.inc({ endpoint: path, status: res.headersSent ? String(res.statusCode) : '499' });
           resolve();
           return;
         }
-        if (!stops.done) emit(stops.push(decoder.flush()).text + stops.flush(), true);
-        // A stop string ended the text: what the parts hold is text before it (its tokens' logprobs are not sent).
-        else if (parts) deliver(parts.push('', true), []);
-        this.metrics.finished.inc({ reason });
         this.metrics.e2e.observe((performance.now() - arrival) / 1000);
-        // An answer that called tools and then ended as the model chose ends in "tool_calls" (the client runs them).
-        const stopped = stops.done ? 'stop' : reason;
-        const finishReason = stopped === 'stop' && calls.length > 0 ? 'tool_calls' : stopped;
         if (params.stream) {
-          write(chunk({ reasoning: '', content: '', calls: [] }, finishReason, []));
           if (params.includeUsage) write({ id, object, created, model: this.modelName, choices: [], usage: usage() });
           this.metrics.requests.inc({ endpoint: path, status: '200' });
           if (!res.destroyed) res.end('data: [DONE]\n\n');
         } else {
-          const lp = params.logprobs ? (kind === 'chat' ? chatLogprobs(logprobs) : completionLogprobs(logprobs)) : null;
-          const choice = kind === 'chat'
-            ? { index: 0, message: chatMessage(content, reasoning, calls, this.reasoningParser !== undefined), logprobs: lp, finish_reason: finishReason }
-            : { index: 0, text, logprobs: lp, finish_reason: finishReason };
-          this.send(res, req, 200, { id, object, created, model: this.modelName, choices: [choice], usage: usage() });
+          const answers = choices.map((c, index) => {
+            const lp = params.logprobs ? (kind === 'chat' ? chatLogprobs(c.logprobs) : completionLogprobs(c.logprobs)) : null;
+            const finishReason = c.finishReason(reasons[index]!);
+            return kind === 'chat'
+              ? { index, message: chatMessage(c.content, c.reasoning, c.calls, this.reasoningParser !== undefined), logprobs: lp, finish_reason: finishReason }
+              : { index, text: c.text, logprobs: lp, finish_reason: finishReason };
+          });
+          this.send(res, req, 200, { id, object, created, model: this.modelName, choices: answers, usage: usage() });
         }
         resolve();
       };
-      const onToken = (e: TokenEvent) => {
-        const now = performance.now();
-        if (generated === 0) this.metrics.ttft.observe((now - arrival) / 1000);
-        else this.metrics.itl.observe((now - lastTokenAt) / 1000);
-        lastTokenAt = now;
-        generated++;
-        this.metrics.generatedTokens.inc();
-        if (stops.done) return;
-        const piece = e.token < this.tokenizer.vocabSize && !stopIds.has(e.token) ? decoder.push(e.token) : '';
-        if (e.logprob !== undefined) {
-          const top = (e.top ?? []).slice(0, params.topLogprobs).map((t) => ({ token: tokenTexts.textOf(t.token), logprob: t.logprob }));
-          pendingLogprobs.push({ token: tokenTexts.textOf(e.token), logprob: e.logprob, top, offset: produced });
-          tokenTexts.advance(e.token);
+      const onFinish = (i: number) => (reason: FinishReason) => {
+        if (finished || reasons[i] !== undefined) return;
+        reasons[i] = reason;
+        this.metrics.finished.inc({ reason });
+        if (reason !== 'cancelled') {
+          const last = choices[i]!.end();
+          if (params.stream) {
+            if (hasContent(last)) write(chunk(i, last, null));
+            write(chunk(i, { piece: { reasoning: '', content: '', calls: [] }, logprobs: [] }, choices[i]!.finishReason(reason)));
+          }
         }
-        produced += piece.length;
-        const { text: shown, stopped } = stops.push(piece);
-        emit(shown);
-        if (stopped) this.engine.cancel(active.engineId, 'stop');
+        if (reasons.every((r) => r !== undefined)) complete();
+      };
+      const onToken = (i: number) => (e: TokenEvent) => {
+        const now = performance.now();
+        if (firstToken) this.metrics.ttft.observe((now - arrival) / 1000);
+        else if (lastTokenAt[i]! > 0) this.metrics.itl.observe((now - lastTokenAt[i]!) / 1000);
+        firstToken = false;
+        lastTokenAt[i] = now;
+        this.metrics.generatedTokens.inc();
+        const update = choices[i]!.token(e);
+        if (update && params.stream && hasContent(update)) write(chunk(i, update, null));
+        if (choices[i]!.stopped) this.engine.cancel(engineIds[i]!, 'stop');
       };
       // Submitted before any header is sent, so that a request the engine refuses still gets a plain error
       // response (the executor's throw rejects this promise); tokens only arrive from later engine steps.
-      (active as { engineId: string }).engineId = this.engine.submit({
-        prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
-        onToken, onFinish: finish,
-      });
+      try {
+        samplings.forEach((sampling, i) => engineIds.push(this.engine.submit({
+          prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
+          onToken: onToken(i), onFinish: onFinish(i),
+        })));
+      } catch (error) {
+        finished = true;
+        cancelAll();
+        throw error;
+      }
       if (params.stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-        if (kind === 'chat') write({ id, object, created, model: this.modelName, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
+        if (kind === 'chat') choices.forEach((_, index) => write({ id, object, created, model: this.modelName, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] }));
       }
       this.active.add(active);
-      // The client went away before the answer was complete: cancel, which frees the request's blocks now.
-      res.on('close', () => { if (!finished) this.engine.cancel(active.engineId); });
+      // The client went away before the answer was complete: cancel, which frees the requests' blocks now.
+      res.on('close', () => { if (!finished) cancelAll(); });
       this.wake?.();
     });
   }
@@ -474,7 +467,7 @@ const ROUTES: Routes = new Map([
   ['/tokenize', 'POST'], ['/detokenize', 'POST'],
 ]);
 
-function completionLogprobs(lp: readonly { token: string; logprob: number; top: { token: string; logprob: number }[]; offset: number }[]) {
+function completionLogprobs(lp: readonly LogprobEntry[]) {
   return {
     tokens: lp.map((e) => e.token), token_logprobs: lp.map((e) => e.logprob),
     top_logprobs: lp.map((e) => {

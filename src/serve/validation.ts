@@ -56,6 +56,8 @@ export interface CommonParams {
   readonly seed?: number;
   /** HF-style repetition penalty (a vLLM extension of the API; 1 = off). */
   readonly repetitionPenalty?: number;
+  /** Choices per request (each its own engine request; seeds seed, seed + 1, …). */
+  readonly n: number;
   readonly stop: string[];
   /** vLLM's extensions: more token ids that end the answer, and ignoring the model's own (EOS) ones. */
   readonly stopTokenIds: number[];
@@ -76,6 +78,9 @@ export interface ChatParams extends CommonParams {
   readonly tools: readonly ToolDefinition[];
   readonly toolChoice: ToolChoice;
 }
+
+/** Choices a request may ask for at most. */
+export const MAX_CHOICES = 16;
 
 /** Template variables a request may not set through chat_template_kwargs: the server sets them. */
 const RESERVED_TEMPLATE_VARIABLES = ['messages', 'add_generation_prompt', 'tools'];
@@ -113,8 +118,7 @@ function boolean(o: Record<string, unknown>, key: string): boolean {
 function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 'logprobs'> {
   const model = o['model'];
   if (model !== undefined && typeof model !== 'string') throw bad('model', `'model' is ${describe(model)}; expected a string`);
-  const n = number(o, 'n', (x) => x === 1, 'the integer 1 (one choice per request)');
-  void n;
+  const n = number(o, 'n', (x) => Number.isSafeInteger(x) && x >= 1 && x <= MAX_CHOICES, `an integer in [1, ${MAX_CHOICES}] (choices per request)`) ?? 1;
   const maxTokensField = number(o, 'max_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
   const maxCompletionTokens = number(o, 'max_completion_tokens', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
   if (maxTokensField !== undefined && maxCompletionTokens !== undefined && maxTokensField !== maxCompletionTokens) {
@@ -148,7 +152,7 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
     ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
     ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
-    stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage,
+    n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage,
   };
 }
 

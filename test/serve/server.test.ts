@@ -210,7 +210,7 @@ test('OpenAI-shaped errors: validation, unknown model, context length, malformed
       return true;
     });
   };
-  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', n: 2 }), 400, /'n' is number 2; expected the integer 1/, 'n');
+  await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', n: 17 }), 400, /'n' is number 17; expected an integer in \[1, 16\]/, 'n');
   await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', temperature: 3 }), 400, /'temperature' is number 3/, 'temperature');
   await expectError(() => client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 0 }), 400, /'max_tokens'/, 'max_tokens');
   await expectError(() => client.completions.create({ model: 'other', prompt: 'x' }), 404, /model 'other' does not exist/, 'model');
@@ -341,4 +341,58 @@ test('GET /v1/models/ID (the openai client\'s models.retrieve): the card for thi
   });
   assert.equal((await fetch(`${base}/v1/models/tiny`, { method: 'POST' })).status, 405);
   assert.match(await (await fetch(`${base}/metrics`)).text(), /fuseformer_requests_total\{endpoint="\/v1\/models\/\{id\}",status="404"\} 1/, 'one metrics label for every ID');
+});
+
+/** The text a request gets alone in a fresh engine with this sampling (seeded), and its token count. */
+function aloneSampled(prompt: number[], maxTokens: number, sampling: { temperature: number; topK: number; topP: number; seed: bigint }): { text: string; tokens: number } {
+  const engine = new ServingEngine(model, { maxRunning: 1 });
+  const tokens: number[] = [];
+  engine.submit({ prompt, maxTokens, sampling: { ...sampling, repetitionPenalty: 1 }, stopTokenIds: [256], onToken: (e) => tokens.push(e.token), onFinish: () => {} });
+  engine.runToCompletion();
+  engine.dispose();
+  return { text: tokenizer.decode(tokens.filter((t) => t < 256), { skipSpecialTokens: true }), tokens: tokens.length };
+}
+
+test('n choices: each its own request with seed + i, streamed by index as the SDK assembles them; a disconnect cancels them all', async () => {
+  const { client, base, engine } = await start();
+  const prompt = 'The whale swam';
+  const sampling = (i: number) => ({ temperature: 0.9, topK: 0, topP: 1, seed: 5n + BigInt(i) });
+  const expected = [0, 1, 2].map((i) => aloneSampled(tokenizer.encode(prompt), 10, sampling(i)));
+  assert.ok(new Set(expected.map((e) => e.text)).size > 1, 'the seeds give different choices');
+  const done = await client.completions.create({ model: 'tiny', prompt, max_tokens: 10, temperature: 0.9, top_k: 0, seed: 5, n: 3 } as OpenAI.CompletionCreateParamsNonStreaming);
+  assert.deepEqual(done.choices.map((c) => [c.index, c.text]), expected.map((e, i) => [i, e.text]));
+  assert.equal(done.usage!.completion_tokens, expected.reduce((sum, e) => sum + e.tokens, 0));
+
+  // Chat, streamed: the SDK's stream helper gathers each index's deltas into its own message.
+  const messages = [{ role: 'user' as const, content: 'Hello there' }];
+  const chatPrompt = tokenizer.encode(renderByHand(messages), { addSpecialTokens: false });
+  const chatExpected = [0, 1].map((i) => aloneSampled(chatPrompt, 8, sampling(i)).text);
+  const stream = client.chat.completions.stream({ model: 'tiny', messages, max_tokens: 8, temperature: 0.9, seed: 5, n: 2, top_k: 0 } as Parameters<typeof client.chat.completions.stream>[0]);
+  const final = await stream.finalChatCompletion();
+  assert.deepEqual(final.choices.map((c) => [c.index, c.message.content, c.message.role]), chatExpected.map((t, i) => [i, t, 'assistant']));
+  assert.ok(final.choices.every((c) => c.finish_reason === 'stop' || c.finish_reason === 'length'));
+
+  // A client that goes away: every choice is cancelled, their blocks freed.
+  const controller = new AbortController();
+  const response = await fetch(`${base}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, signal: controller.signal,
+    body: JSON.stringify({ model: 'tiny', prompt: 'Stream me a long text', max_tokens: 70, temperature: 0.8, stream: true, n: 3 }),
+  });
+  await response.body!.getReader().read();
+  for (let i = 0; i < 200 && engine.stats().running < 3; i++) await new Promise((r) => setTimeout(r, 5));
+  controller.abort();
+  for (let i = 0; i < 200 && (engine.hasWork || engine.pool.usedBlocks > 0); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(engine.hasWork, false);
+  assert.equal(engine.pool.usedBlocks, 0);
+  assert.match(await (await fetch(`${base}/metrics`)).text(), /fuseformer_requests_finished_total\{reason="cancelled"\} 3/);
+});
+
+test('n choices count against the queue: a request that would pass it is a 429', async () => {
+  const { client } = await start({}, { maxQueue: 2 });
+  await assert.rejects(client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 2, n: 3 }), (e: unknown) => {
+    assert.ok(e instanceof OpenAI.RateLimitError, String(e));
+    assert.match(e.message, /this one asks for 3 choices/);
+    return true;
+  });
+  assert.equal((await client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 2, n: 2, temperature: 0 })).choices.length, 2);
 });
