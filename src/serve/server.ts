@@ -335,7 +335,8 @@ export class InferenceServer {
     const reasons: (FinishReason | undefined)[] = choices.map(() => undefined);
     const lastTokenAt = choices.map(() => 0);
     const engineIds: string[] = [];
-    let finished = false, firstToken = true;
+    let finished = false, firstToken = true, abandoned = false;
+    let releaseOthers = () => {};
 
     const chunk = (index: number, update: ChoiceUpdate, finish: string | null) => {
       const { piece, logprobs: lp } = update;
@@ -395,6 +396,7 @@ export class InferenceServer {
         resolve();
       };
       const onFinish = (i: number) => (reason: FinishReason) => {
+        if (i === 0) releaseOthers();
         if (finished || reasons[i] !== undefined) return;
         reasons[i] = reason;
         this.metrics.finished.inc({ reason });
@@ -408,6 +410,7 @@ export class InferenceServer {
         if (reasons.every((r) => r !== undefined)) complete();
       };
       const onToken = (i: number) => (e: TokenEvent) => {
+        if (i === 0) releaseOthers();
         const now = performance.now();
         if (firstToken) this.metrics.ttft.observe((now - arrival) / 1000);
         else if (lastTokenAt[i]! > 0) this.metrics.itl.observe((now - lastTokenAt[i]!) / 1000);
@@ -418,16 +421,37 @@ export class InferenceServer {
         if (update && params.stream && hasContent(update)) write(chunk(i, update, null));
         if (choices[i]!.stopped) this.engine.cancel(engineIds[i]!, 'stop');
       };
+      const submit = (i: number) => {
+        engineIds[i] = this.engine.submit({
+          prompt, maxTokens, sampling: samplings[i]!, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
+          onToken: onToken(i), onFinish: onFinish(i),
+        });
+      };
+      // Choice 0 computes the prompt; the others are submitted once its first token (or its end) shows the prompt's
+      // blocks computed, so they read its full blocks from the prefix cache rather than computing them again. Queued
+      // as a microtask: this runs inside the engine's step, and the step ends first.
+      let othersReleased = samplings.length === 1;
+      releaseOthers = () => {
+        if (othersReleased) return;
+        othersReleased = true;
+        queueMicrotask(() => {
+          for (let j = 1; j < samplings.length && !finished; j++) {
+            if (abandoned) { onFinish(j)('cancelled'); continue; }
+            try {
+              submit(j);
+            } catch (error) {
+              active.fail(toApiError(error));
+            }
+          }
+          this.wake?.();
+        });
+      };
       // Submitted before any header is sent, so that a request the engine refuses still gets a plain error
       // response (the executor's throw rejects this promise); tokens only arrive from later engine steps.
       try {
-        samplings.forEach((sampling, i) => engineIds.push(this.engine.submit({
-          prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
-          onToken: onToken(i), onFinish: onFinish(i),
-        })));
+        submit(0);
       } catch (error) {
         finished = true;
-        cancelAll();
         throw error;
       }
       if (params.stream) {
@@ -436,7 +460,11 @@ export class InferenceServer {
       }
       this.active.add(active);
       // The client went away before the answer was complete: cancel, which frees the requests' blocks now.
-      res.on('close', () => { if (!finished) cancelAll(); });
+      res.on('close', () => {
+        if (finished) return;
+        abandoned = true;
+        cancelAll();
+      });
       this.wake?.();
     });
   }

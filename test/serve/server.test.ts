@@ -353,14 +353,19 @@ function aloneSampled(prompt: number[], maxTokens: number, sampling: { temperatu
   return { text: tokenizer.decode(tokens.filter((t) => t < 256), { skipSpecialTokens: true }), tokens: tokens.length };
 }
 
-test('n choices: each its own request with seed + i, streamed by index as the SDK assembles them; a disconnect cancels them all', async () => {
+test('n choices: each its own request with seed + i, the prompt computed once, streamed by index as the SDK assembles them; a disconnect cancels them all', async () => {
   const { client, base, engine } = await start();
   const prompt = 'The whale swam';
   const sampling = (i: number) => ({ temperature: 0.9, topK: 0, topP: 1, seed: 5n + BigInt(i) });
   const expected = [0, 1, 2].map((i) => aloneSampled(tokenizer.encode(prompt), 10, sampling(i)));
   assert.ok(new Set(expected.map((e) => e.text)).size > 1, 'the seeds give different choices');
+  const hitsBefore = engine.stats().prefixHits;
   const done = await client.completions.create({ model: 'tiny', prompt, max_tokens: 10, temperature: 0.9, top_k: 0, seed: 5, n: 3 } as OpenAI.CompletionCreateParamsNonStreaming);
   assert.deepEqual(done.choices.map((c) => [c.index, c.text]), expected.map((e, i) => [i, e.text]));
+  // Choices 1 and 2 start once choice 0 has computed the prompt: its full blocks (4 positions each) come from the cache.
+  const fullBlocks = Math.floor(tokenizer.encode(prompt).length / 4);
+  assert.ok(fullBlocks >= 3);
+  assert.equal(engine.stats().prefixHits - hitsBefore, 2 * fullBlocks, 'the prompt is computed once');
   assert.equal(done.usage!.completion_tokens, expected.reduce((sum, e) => sum + e.tokens, 0));
 
   // Chat, streamed: the SDK's stream helper gathers each index's deltas into its own message.
@@ -385,6 +390,18 @@ test('n choices: each its own request with seed + i, streamed by index as the SD
   assert.equal(engine.hasWork, false);
   assert.equal(engine.pool.usedBlocks, 0);
   assert.match(await (await fetch(`${base}/metrics`)).text(), /fuseformer_requests_finished_total\{reason="cancelled"\} 3/);
+  // Gone at once (as a rule before choice 0's first token, so choices 1 and 2 were never submitted): all end cancelled.
+  const early = new AbortController();
+  await fetch(`${base}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, signal: early.signal,
+    body: JSON.stringify({ model: 'tiny', prompt: 'Stream me a long text', max_tokens: 70, temperature: 0.8, stream: true, n: 3 }),
+  });
+  early.abort();
+  for (let i = 0; i < 200 && (engine.hasWork || engine.pool.usedBlocks > 0); i++) await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(engine.hasWork, false);
+  assert.equal(engine.pool.usedBlocks, 0);
+  assert.match(await (await fetch(`${base}/metrics`)).text(), /fuseformer_requests_finished_total\{reason="cancelled"\} 6/);
 });
 
 test('n choices count against the queue: a request that would pass it is a 429', async () => {
