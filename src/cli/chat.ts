@@ -14,6 +14,7 @@ import { ArgumentError } from '../errors.js';
 import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
 import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
+import { chatTemplateOption } from '../serve/chat-template.js';
 import { ChatSession } from '../serve/chat-session.js';
 import { ServingEngine } from '../serve/engine.js';
 import { warmUp } from '../serve/warmup.js';
@@ -31,6 +32,7 @@ conversation), /exit. Ctrl-C stops an answer; Ctrl-C at the prompt or Ctrl-D end
                            Hugging Face cache
   --system TEXT            a system message first
   --no-thinking            the template's enable_thinking = false (Qwen3: no <think> block)
+  --chat-template T        this template (a file, or the template itself in one line) in place of the model's
   --max-tokens N           an answer's length at most (default: the rest of the context window)
   --max-len N              context window in positions (default: the model's); the oldest turns are dropped to fit
   --temperature X, --top-k N, --top-p P, --repetition-penalty X
@@ -55,7 +57,7 @@ export async function runChat(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
     options: {
-      model: { type: 'string' }, system: { type: 'string' }, 'no-thinking': { type: 'boolean', default: false }, 'max-tokens': { type: 'string' },
+      model: { type: 'string' }, system: { type: 'string' }, 'chat-template': { type: 'string' }, 'no-thinking': { type: 'boolean', default: false }, 'max-tokens': { type: 'string' },
       'max-len': { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' }, 'top-p': { type: 'string' },
       'repetition-penalty': { type: 'string' }, seed: { type: 'string' }, quantize: { type: 'string' }, dtype: { type: 'string' },
       backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false },
@@ -77,6 +79,7 @@ export async function runChat(argv: string[]): Promise<number> {
   const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => x >= REPETITION_PENALTY_RANGE[0] && x <= REPETITION_PENALTY_RANGE[1], `a number in [${REPETITION_PENALTY_RANGE.join(', ')}] (1 = off)`);
   const seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, (x) => Number.isSafeInteger(x) && x >= 0, 'a non-negative integer')!);
   const quantize = quantizeOption(dir, values.quantize, false, 1);
+  const chatTemplate = values['chat-template'] === undefined ? undefined : chatTemplateOption(values['chat-template']);
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
   const loadStart = performance.now();
@@ -88,7 +91,7 @@ export async function runChat(argv: string[]): Promise<number> {
   const note = (line: string) => process.stderr.write(`${line}\n`);
   try {
     const session = new ChatSession(engine, tokenizer, {
-      ...(values.system !== undefined ? { system: values.system } : {}), ...(values['no-thinking'] ? { templateVariables: { enable_thinking: false } } : {}),
+      ...(values.system !== undefined ? { system: values.system } : {}), ...(chatTemplate ? { chatTemplate } : {}), ...(values['no-thinking'] ? { templateVariables: { enable_thinking: false } } : {}),
       ...(maxTokens !== undefined ? { maxTokens } : {}), seed,
       sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}) },
     });

@@ -14,7 +14,8 @@ import { hasMarianTokenizerFiles } from '../io/marian-tokenizer.js';
 import { emptySpeculativeStats } from '../infer/speculative.js';
 import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import type { Tokenizer } from '../io/tokenizer.js';
-import { ChatTemplate } from '../serve/chat-template.js';
+import { ChatTemplate, chatTemplateOption } from '../serve/chat-template.js';
+import type { ChatTemplateText } from '../serve/chat-template.js';
 import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
 import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
@@ -43,6 +44,7 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
                            chat_template.jinja) makes the prompt, as /v1/chat/completions does; only the answer is printed
   --system TEXT            with --chat: a system message first
   --no-thinking            with --chat: the template's enable_thinking = false (Qwen3: no <think> block)
+  --chat-template T        with --chat: this template (a file, or the template itself in one line) in place of the model's
   --input FILE             (Marian models) translate FILE line by line, '-' for stdin: one translation a line on
                            stdout, in order, printed batch by batch; an empty line gives an empty line
   --batch-size N           with --input: sources translated together (default 32)
@@ -103,8 +105,8 @@ function numberOption(name: string, value: string | undefined, check: (x: number
 }
 
 /** The prompt text of a one-turn chat: the model's chat template over [system,] user, with a generation prompt. */
-function chatPrompt(tokenizer: Tokenizer, user: string, system: string | undefined, noThinking: boolean): string {
-  const template = new ChatTemplate(tokenizer);
+function chatPrompt(tokenizer: Tokenizer, user: string, system: string | undefined, noThinking: boolean, override?: ChatTemplateText): string {
+  const template = new ChatTemplate(tokenizer, override);
   if (!template.available) throw new ArgumentError(`--chat: ${template.problem ?? `the model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja)`}; without --chat the prompt is continued as text`);
   const messages = [...(system !== undefined ? [{ role: 'system', content: system }] : []), { role: 'user', content: user }];
   return template.render(messages, noThinking ? { enable_thinking: false } : {});
@@ -121,7 +123,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'speculative-k': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       tp: { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
       input: { type: 'string' }, 'batch-size': { type: 'string' }, chat: { type: 'boolean', default: false }, system: { type: 'string' },
-      'no-thinking': { type: 'boolean', default: false },
+      'no-thinking': { type: 'boolean', default: false }, 'chat-template': { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
@@ -129,7 +131,8 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (values.prompt === undefined && values.input === undefined) throw new ArgumentError('--prompt TEXT is required (or --input FILE, for a Marian model)');
   if (values.prompt !== undefined && values.input !== undefined) throw new ArgumentError('--prompt and --input: give one (--input translates a file line by line)');
   if (values['batch-size'] !== undefined && values.input === undefined) throw new ArgumentError('--batch-size goes with --input FILE');
-  if (!values.chat && (values.system !== undefined || values['no-thinking'])) throw new ArgumentError(`--${values.system !== undefined ? 'system' : 'no-thinking'} goes with --chat`);
+  const chatOnly = (['system', 'no-thinking', 'chat-template'] as const).find((o) => values[o] !== undefined && values[o] !== false);
+  if (!values.chat && chatOnly !== undefined) throw new ArgumentError(`--${chatOnly} goes with --chat`);
   if (values.chat && values.prompt === undefined) throw new ArgumentError('--chat takes the user message from --prompt TEXT');
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
   if (!hasTokenizer(dir) && !(isEncoderDecoder(dir) && hasMarianTokenizerFiles(dir))) {
@@ -218,7 +221,8 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const stats = emptySpeculativeStats();
 
   // --chat: the chat template makes the prompt, encoded without adding special tokens again (the template has them).
-  const promptIds = values.chat ? tokenizer.encode(chatPrompt(tokenizer, prompt, values.system, values['no-thinking']!), { addSpecialTokens: false }) : tokenizer.encode(prompt);
+  const override = values['chat-template'] === undefined ? undefined : chatTemplateOption(values['chat-template']);
+  const promptIds = values.chat ? tokenizer.encode(chatPrompt(tokenizer, prompt, values.system, values['no-thinking']!, override), { addSpecialTokens: false }) : tokenizer.encode(prompt);
   const promptTokens = promptIds.length, room = model.arch.maxPositions - promptTokens;
   if (maxNewTokens !== undefined && maxNewTokens > room && room > 0) {
     log(`note: --max-tokens ${maxNewTokens} does not fit: the model takes ${model.arch.maxPositions} positions and the prompt fills ${promptTokens}, so generation stops after ${room} tokens`);

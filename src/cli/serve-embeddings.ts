@@ -32,7 +32,7 @@ export interface EmbeddingServeOptions {
 export const DECODER_ONLY_OPTIONS = [
   'max-len', 'max-running', 'max-batch-tokens', 'block-size', 'kv-blocks', 'kv-memory-fraction', 'no-prefix-caching', 'tp', 'draft',
   'draft-tokens', 'max-draft-tokens', 'fixed-draft-tokens', 'no-graphs', 'decode-steps', 'pipeline', 'no-pipeline', 'quantize', 'quantize-lm-head',
-  'reasoning-parser', 'tool-call-parser',
+  'reasoning-parser', 'tool-call-parser', 'chat-template',
 ] as const;
 
 /** Options of `fuseformer serve` that only an embedding model has. */

@@ -25,6 +25,7 @@ import { isCrossEncoderDirectory, isEmbeddingDirectory, loadDecoderDirectory, lo
 import { reasoningParserFrom } from '../serve/reasoning.js';
 import type { AccessOptions } from '../serve/http-json.js';
 import { toolCallParserFrom } from '../serve/tool-calls.js';
+import { chatTemplateOption } from '../serve/chat-template.js';
 import { DECODER_ONLY_OPTIONS, EMBEDDING_ONLY_OPTIONS, serveEmbeddings, serveRerank, untilStopSignal } from './serve-embeddings.js';
 import { tensorParallelGroup } from './tensor-parallel-group.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
@@ -59,6 +60,9 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
   --reasoning-parser P     chat answers split into message.reasoning_content (the <think> block) and content, as
                            vLLM's option: qwen3 (the model opens the block; without one, all content) or deepseek-r1
                            (the template opens it); streamed as delta.reasoning_content / delta.content
+  --chat-template T        a chat template (a file, or the template itself in one line) in place of the model's own:
+                           for a model without one, or another (a tool-calling template, say); one that does not
+                           parse stops the start
   --tool-call-parser P     the syntax of the model's tool calls, for chat requests with 'tools': hermes (<tool_call>
                            blocks: Qwen2.5, Qwen3, Hermes) or llama3_json (Llama 3.1+); default: the one the chat
                            template teaches (it names <tool_call> or <|python_tag|>); calls come back as
@@ -130,7 +134,7 @@ export async function runServe(argv: string[]): Promise<number> {
       model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, 'api-key': { type: 'string' }, 'allowed-origins': { type: 'string' }, 'served-name': { type: 'string' }, 'max-len': { type: 'string' },
       'max-running': { type: 'string' }, 'max-batch-tokens': { type: 'string' }, 'block-size': { type: 'string' }, 'kv-blocks': { type: 'string' },
       'kv-memory-fraction': { type: 'string' }, 'no-prefix-caching': { type: 'boolean', default: false }, 'max-queue': { type: 'string' }, 'max-body-bytes': { type: 'string' },
-      'reasoning-parser': { type: 'string' }, 'tool-call-parser': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
+      'reasoning-parser': { type: 'string' }, 'tool-call-parser': { type: 'string' }, 'chat-template': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       'no-graphs': { type: 'boolean' }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean' }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
       'batch-size': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
@@ -184,6 +188,7 @@ export async function runServe(argv: string[]): Promise<number> {
 
   const reasoningParser = values['reasoning-parser'] === undefined ? undefined : reasoningParserFrom(values['reasoning-parser']);
   const toolCallParser = values['tool-call-parser'] === undefined ? undefined : toolCallParserFrom(values['tool-call-parser']);
+  const chatTemplate = values['chat-template'] === undefined ? undefined : chatTemplateOption(values['chat-template']);
   const tp = integer('tp', values.tp, 1) ?? 1;
   const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
   const draftDir = values.draft === undefined ? undefined : resolveModelDirectory(values.draft, '--draft');
@@ -238,7 +243,7 @@ export async function runServe(argv: string[]): Promise<number> {
     const server = new InferenceServer(served, tokenizer, {
       modelName: values['served-name'] ?? basename(resolve(dir)),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
-      ...(reasoningParser ? { reasoningParser } : {}), ...(toolCallParser ? { toolCallParser } : {}), access,
+      ...(reasoningParser ? { reasoningParser } : {}), ...(toolCallParser ? { toolCallParser } : {}), ...(chatTemplate ? { chatTemplate } : {}), access,
     });
     if (server.chatTemplateProblem !== undefined) process.stderr.write(`fuseformer serve: note: /v1/chat/completions will refuse requests: ${server.chatTemplateProblem}\n`);
     const address = await server.listen(port, values.host ?? '127.0.0.1');

@@ -12,11 +12,14 @@ import type { SamplingOptions } from '../infer/sampling.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { TokenStreamDecoder } from '../io/token-stream-decoder.js';
 import { ChatTemplate } from './chat-template.js';
+import type { ChatTemplateText } from './chat-template.js';
 import type { FinishReason, ServingEngine } from './engine.js';
 import type { ChatMessage } from './validation.js';
 
 export interface ChatSessionOptions {
   readonly system?: string;
+  /** A chat template in place of the model's own. */
+  readonly chatTemplate?: ChatTemplateText;
   /** Template variables of every turn (e.g. Qwen3's enable_thinking: false). */
   readonly templateVariables?: Readonly<Record<string, unknown>>;
   /** New tokens an answer may take at most (default: the rest of the context window). */
@@ -46,7 +49,7 @@ export class ChatSession {
   private current: string | undefined;
 
   constructor(readonly engine: ServingEngine, readonly tokenizer: Tokenizer, private readonly options: ChatSessionOptions = {}) {
-    this.template = new ChatTemplate(tokenizer);
+    this.template = new ChatTemplate(tokenizer, options.chatTemplate);
     if (!this.template.available) throw new ArgumentError(`chat: ${this.template.problem ?? 'the model has no chat template (tokenizer_config.json "chat_template" or chat_template.jinja)'}; \`fuseformer generate\` continues text without one`);
     this.system = options.system;
     this.stopTokenIds = defaultStopTokenIds(engine.model);

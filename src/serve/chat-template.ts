@@ -7,12 +7,43 @@
 // as `tools` (OpenAI's {type: "function", function} objects, as transformers passes them). The result is encoded without adding special tokens again
 // (server.ts, through its PromptEncoder).
 
+import { existsSync, readFileSync } from 'node:fs';
 import { Template } from '@huggingface/jinja';
+import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { ApiError } from './validation.js';
 import type { ChatMessage, ToolDefinition } from './validation.js';
 import { toolCallParserOfTemplate } from './tool-calls.js';
 import type { ToolCallParser } from './tool-calls.js';
+
+/** A chat template's text and where it came from (for error messages). */
+export interface ChatTemplateText {
+  readonly text: string;
+  readonly source: string;
+}
+
+/**
+ * `--chat-template`'s value: a file's path, or (as vLLM takes it) the template itself, written in one line; a value
+ * that is neither is an error naming it.
+ */
+export function chatTemplateOption(value: string, option = '--chat-template'): ChatTemplateText {
+  let given: ChatTemplateText;
+  if (existsSync(value)) {
+    try {
+      given = { text: readFileSync(value, 'utf8'), source: value };
+    } catch (error) {
+      throw new ArgumentError(`${option}: cannot read '${value}': ${(error as Error).message}`);
+    }
+  } else if (value.includes('{{') || value.includes('{%')) given = { text: value, source: `${option} (inline)` };
+  else throw new ArgumentError(`${option}: '${value}' is no file, nor a template (one with {{ … }} or {% … %})`);
+  // Asked for by name, so a template that does not parse stops the command (the model's own only fails its chats).
+  try {
+    new Template(given.text);
+  } catch (error) {
+    throw new ArgumentError(`${option}: ${given.source}: the chat template does not parse: ${(error as Error).message}`);
+  }
+  return given;
+}
 
 export class ChatTemplate {
   private readonly template?: Template;
@@ -26,17 +57,19 @@ export class ChatTemplate {
    */
   readonly problem?: string;
 
-  constructor(tokenizer: Tokenizer) {
-    this.source = tokenizer.chatTemplateSource ?? tokenizer.source;
-    if (tokenizer.chatTemplate !== undefined) {
-      this.text = tokenizer.chatTemplate;
+  /** `override`: a template given by the user (`--chat-template`) in place of the model's own. */
+  constructor(tokenizer: Tokenizer, override?: ChatTemplateText) {
+    this.source = override?.source ?? tokenizer.chatTemplateSource ?? tokenizer.source;
+    const text = override?.text ?? tokenizer.chatTemplate;
+    if (text !== undefined) {
+      this.text = text;
       try {
-        this.template = new Template(tokenizer.chatTemplate);
+        this.template = new Template(text);
       } catch (error) {
         this.problem = `${this.source}: the chat template does not parse: ${(error as Error).message}`;
       }
     }
-    if (tokenizer.chatTemplateUnavailable !== undefined) this.problem = tokenizer.chatTemplateUnavailable;
+    if (override === undefined && tokenizer.chatTemplateUnavailable !== undefined) this.problem = tokenizer.chatTemplateUnavailable;
     this.specials = specialTokenVariables(tokenizer);
   }
 

@@ -28,6 +28,7 @@ import type { Tokenizer } from '../io/tokenizer.js';
 import { ChoiceText, hasContent } from './choice-text.js';
 import type { ChoiceUpdate, LogprobEntry } from './choice-text.js';
 import { ChatTemplate } from './chat-template.js';
+import type { ChatTemplateText } from './chat-template.js';
 import { PromptEncoder } from './prompt-encoder.js';
 import type { FinishReason, ServingEngine, TokenEvent } from './engine.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
@@ -54,6 +55,8 @@ export interface ServerOptions {
   readonly reasoningParser?: ReasoningParser;
   /** The syntax of the model's tool calls (tool-calls.ts); absent: the one its chat template teaches, if any. */
   readonly toolCallParser?: ToolCallParser;
+  /** A chat template in place of the model's own (`--chat-template`). */
+  readonly chatTemplate?: ChatTemplateText;
 }
 
 /**
@@ -106,7 +109,7 @@ export class InferenceServer {
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
     this.reasoningParser = options.reasoningParser;
     this.stopTokenIds = defaultStopTokenIds(engine.model);
-    this.chat = new ChatTemplate(tokenizer);
+    this.chat = new ChatTemplate(tokenizer, options.chatTemplate);
     this.toolCallParser = options.toolCallParser ?? this.chat.toolCallParser;
     this.encoder = new PromptEncoder(tokenizer);
     this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.sendError(res, req, toApiError(error))); });

@@ -77,3 +77,16 @@ test('--chat without a chat template, and --system / --no-thinking without --cha
   await assert.rejects(runGenerate([...base, '--no-thinking']), /--no-thinking goes with --chat/);
   await assert.rejects(runGenerate(['--model', dir, '--backend', 'cpu', '--chat']), /--prompt TEXT is required|--chat takes the user message from --prompt TEXT/);
 });
+
+test('--chat-template: a file or an inline template in place of the model\'s (also where it has none); one that does not parse, or is neither, is named', async () => {
+  const dir = folder('override');
+  const base = ['--model', dir, '--backend', 'cpu', '--max-tokens', '6', '--temperature', '0', '--prompt', 'Hello', '--chat'];
+  const file = join(root, 'template.jinja');
+  writeFileSync(file, '{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}[assistant] ');
+  assert.equal(await printed(() => runGenerate([...base, '--chat-template', file])), `${await answer(dir, '[user] Hello\n[assistant] ')}\n`);
+  const inline = '{% for m in messages %}{{ m.content }}|{% endfor %}';
+  assert.equal(await printed(() => runGenerate([...base, '--chat-template', inline])), `${await answer(dir, 'Hello|')}\n`);
+  await assert.rejects(runGenerate([...base, '--chat-template', join(root, 'missing.jinja')]), /--chat-template: '.*missing\.jinja' is no file, nor a template/);
+  await assert.rejects(runGenerate([...base, '--chat-template', '{% for m in messages %}']), /--chat-template: --chat-template \(inline\): the chat template does not parse/);
+  await assert.rejects(runGenerate(['--model', dir, '--backend', 'cpu', '--prompt', 'Hello', '--chat-template', inline]), /--chat-template goes with --chat/);
+});

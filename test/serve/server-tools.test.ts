@@ -192,6 +192,9 @@ test('requests that cannot be served are refused by name', async () => {
   // A template that takes tools but shows no call syntax needs the option.
   const { base: unknown } = await serve([], '{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}');
   await refused(unknown, { tools: [WEATHER] }, 'tools', /--tool-call-parser hermes/);
+  // --chat-template: a model whose own template has no tools served with one that does.
+  const { client: overridden } = await serve([CALL], '{% for m in messages %}{{ m.content }}{% endfor %}', { chatTemplate: { text: TEMPLATE, source: 'tools.jinja' } });
+  assert.equal((await overridden.chat.completions.create({ model: 'tiny', messages: USER, tools: [WEATHER] })).choices[0]!.finish_reason, 'tool_calls');
   // With the option, the same server parses calls.
   const { client } = await serve([CALL], '{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}', { toolCallParser: 'hermes' });
   assert.equal((await client.chat.completions.create({ model: 'tiny', messages: USER, tools: [WEATHER] })).choices[0]!.finish_reason, 'tool_calls');
