@@ -91,7 +91,7 @@ interface Outcome { kind: Kind; status: number; ok: boolean; problem?: string; t
 
 const MALFORMED: [string, string][] = [
   ['/v1/completions', '{"model": "bench", "prompt": "x",'],
-  ['/v1/completions', JSON.stringify({ model: 'bench', prompt: 'x', n: 2 })],
+  ['/v1/completions', JSON.stringify({ model: 'bench', prompt: 'x', n: 0 })],
   ['/v1/chat/completions', JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'x' }], temperature: -1 })],
   ['/v1/completions', JSON.stringify({ model: 'bench', max_tokens: 4 })],
   ['/v1/completions', JSON.stringify({ model: 'bench', prompt: 'z'.repeat(engine.maxLen + 5), max_tokens: 4 })],
