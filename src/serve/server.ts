@@ -267,7 +267,9 @@ export class InferenceServer {
       this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined,
       toolParser ? new ToolCallExtractor(toolParser, names) : undefined,
     ) : undefined);
-    await this.run(kind, req, res, params, prompt, maxTokens, samplings, arrival, partsOfChoice);
+    const completion = kind === 'completion' ? params as ReturnType<typeof parseCompletionBody> : undefined;
+    const echo = completion?.echo ? (typeof completion.prompt === 'string' ? completion.prompt : this.tokenizer.decode(completion.prompt)) : '';
+    await this.run(kind, req, res, params, prompt, maxTokens, samplings, arrival, partsOfChoice, echo);
   }
 
   /** The parser for a request's tools; a template that never reads `tools`, or no known syntax, is the request's error. */
@@ -322,9 +324,10 @@ export class InferenceServer {
 
   /**
    * One engine request per choice (each with its sampling), their text streamed or gathered (choice-text.ts);
-   * `partsOfChoice`: a chat answer's reasoning and tool calls taken apart from its content (absent: all content).
+   * `partsOfChoice`: a chat answer's reasoning and tool calls taken apart from its content (absent: all content);
+   * `echo`: text in front of each choice's (a completion's prompt, with echo).
    */
-  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, samplings: readonly ResolvedSampling[], arrival: number, partsOfChoice: () => AnswerParts | undefined): Promise<void> {
+  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, samplings: readonly ResolvedSampling[], arrival: number, partsOfChoice: () => AnswerParts | undefined, echo = ''): Promise<void> {
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
     // The model's own stop ids (unless ignore_eos) and the request's stop_token_ids; the token that ends the
     // answer is not part of its text (EOS is special anyway; a stop_token_ids token is left out as vLLM does).
@@ -392,7 +395,7 @@ export class InferenceServer {
             const finishReason = c.finishReason(reasons[index]!);
             return kind === 'chat'
               ? { index, message: chatMessage(c.content, c.reasoning, c.calls, this.reasoningParser !== undefined), logprobs: lp, finish_reason: finishReason }
-              : { index, text: c.text, logprobs: lp, finish_reason: finishReason };
+              : { index, text: echo + c.text, logprobs: lp, finish_reason: finishReason };
           });
           this.send(res, req, 200, { id, object, created, model: this.modelName, choices: answers, usage: usage() });
         }
@@ -460,6 +463,7 @@ export class InferenceServer {
       if (params.stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
         if (kind === 'chat') choices.forEach((_, index) => write({ id, object, created, model: this.modelName, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] }));
+        if (echo !== '') choices.forEach((_, index) => write(chunk(index, { piece: { reasoning: '', content: echo, calls: [] }, logprobs: [] }, null)));
       }
       this.active.add(active);
       // The client went away before the answer was complete: cancel, which frees the requests' blocks now.

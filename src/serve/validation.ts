@@ -69,7 +69,11 @@ export interface CommonParams {
   readonly logprobs: boolean;
 }
 
-export interface CompletionParams extends CommonParams { readonly prompt: string | number[] }
+export interface CompletionParams extends CommonParams {
+  readonly prompt: string | number[];
+  /** The prompt sent back in front of each choice's text. */
+  readonly echo: boolean;
+}
 export interface ChatParams extends CommonParams {
   readonly messages: ChatMessage[];
   /** Extra variables for the chat template (vLLM's chat_template_kwargs, e.g. Qwen3's enable_thinking). */
@@ -162,7 +166,6 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
  * outside the API (other servers' extensions) are ignored.
  */
 const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expected?: [(v: unknown) => boolean, string] }[] = [
-  { key: 'echo', inert: (v) => v === false },
   { key: 'best_of', inert: (v) => v === 1 },
   { key: 'suffix', inert: (v) => v === '' },
   { key: 'logit_bias', inert: (v) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0 },
@@ -175,7 +178,8 @@ const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expec
   { key: 'parallel_tool_calls', inert: (v) => v === true },
 ];
 
-/** The completions endpoint has no tools (chat's are parsed by parseTools). */
+/** The completions endpoint has no tools (chat's are parsed by parseTools); chat has no echo (completions' is parsed there). */
+const CHAT_UNSUPPORTED: typeof UNSUPPORTED = [{ key: 'echo', inert: (v) => v === false }];
 const COMPLETION_UNSUPPORTED: typeof UNSUPPORTED = [
   { key: 'tools', inert: (v) => Array.isArray(v) && v.length === 0 },
   { key: 'tool_choice', inert: (v) => v === 'none' },
@@ -206,7 +210,10 @@ export function parseCompletionBody(raw: unknown): CompletionParams {
   if (checked.length === 0) throw bad('prompt', `'prompt' is empty; give some text`);
   const topLogprobs = number(o, 'logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
   refuseUnsupported(o, COMPLETION_UNSUPPORTED);
-  return { ...common(o), prompt: checked, logprobs: topLogprobs !== undefined, topLogprobs: topLogprobs ?? 0 };
+  const echo = boolean(o, 'echo');
+  // The prompt's own log-probabilities are not computed (the engine scores the positions it generates).
+  if (echo && topLogprobs !== undefined) throw new ApiError(400, `'echo' with 'logprobs' would need the prompt's log-probabilities, which this server does not compute; ask for one of them`, 'invalid_request_error', 'echo', 'unsupported_parameter');
+  return { ...common(o), prompt: checked, echo, logprobs: topLogprobs !== undefined, topLogprobs: topLogprobs ?? 0 };
 }
 
 export function parseChatBody(raw: unknown): ChatParams {
@@ -221,6 +228,7 @@ export function parseChatBody(raw: unknown): ChatParams {
   if (typeof kwargs !== 'object' || kwargs === null || Array.isArray(kwargs)) throw bad('chat_template_kwargs', `'chat_template_kwargs' is ${describe(kwargs)}; expected an object of template variables (e.g. {"enable_thinking": false})`);
   const reserved = Object.keys(kwargs).find((k) => RESERVED_TEMPLATE_VARIABLES.includes(k));
   if (reserved !== undefined) throw bad(`chat_template_kwargs.${reserved}`, `'chat_template_kwargs.${reserved}' is set by the server; leave it out`);
+  refuseUnsupported(o, CHAT_UNSUPPORTED);
   const { tools, toolChoice } = parseTools(o);
   return { ...common(o), messages: checked, chatTemplateKwargs: kwargs as Record<string, unknown>, tools, toolChoice, logprobs, topLogprobs: top ?? 0 };
 }

@@ -72,7 +72,8 @@ test('top_p and temperature too small for f32 act as their limits (top-1, greedy
 });
 
 test('OpenAI fields the server does not implement are refused by name unless they ask for nothing', async () => {
-  await refused({ prompt: 'x', echo: true }, 'echo', /'echo' is not supported/);
+  await refused({ messages: [{ role: 'user', content: 'hi' }], echo: true }, 'echo', /'echo' is not supported/, '/v1/chat/completions');
+  await refused({ prompt: 'x', echo: true, logprobs: 2 }, 'echo', /'echo' with 'logprobs' would need the prompt's log-probabilities/);
   await refused({ prompt: 'x', best_of: 3 }, 'best_of', /not supported/);
   await refused({ prompt: 'x', logit_bias: { 1: 100 } }, 'logit_bias', /not supported/);
   await refused({ prompt: 'x', frequency_penalty: 5 }, 'frequency_penalty', /'frequency_penalty' is number 5; expected a number in \[-2, 2\]/);
@@ -186,4 +187,16 @@ test('stop_token_ids end the answer before their token; ignore_eos runs past EOS
   await refused({ prompt, stop_token_ids: [1, -2] }, 'stop_token_ids', /expected an array of token ids/);
   await refused({ prompt, stop_token_ids: [9999] }, 'stop_token_ids', /token id 9999; the vocabulary has 257 ids/);
   await refused({ prompt, ignore_eos: 'yes' }, 'ignore_eos', /expected true or false/);
+});
+
+test('echo sends the prompt back in front of each choice\'s text, streaming and not; token-id prompts as their text', async () => {
+  const prompt = 'Call me Ishmael';
+  const plain = (await complete({ prompt, max_tokens: 6, temperature: 0 })).choices[0]!.text;
+  const echoed = await complete({ prompt, max_tokens: 6, temperature: 0, echo: true, n: 2 });
+  assert.deepEqual(echoed.choices.map((c) => c.text), [prompt + plain, prompt + plain]);
+  const ids = tokenizer.encode(prompt);
+  assert.equal((await complete({ prompt: ids, max_tokens: 6, temperature: 0, echo: true })).choices[0]!.text, tokenizer.decode(ids) + plain);
+  const r = await post('/v1/completions', { model: 'tiny', prompt, max_tokens: 6, temperature: 0, echo: true, stream: true });
+  const text = (await r.text()).split('\n').filter((l) => l.startsWith('data: {')).map((l) => (JSON.parse(l.slice(6)) as Completion).choices[0]?.text ?? '').join('');
+  assert.equal(text, prompt + plain);
 });
