@@ -250,7 +250,7 @@ export async function runServe(argv: string[]): Promise<number> {
     const where = group ? `${tp} GPUs, tensor parallel (NCCL)` : backend.description;
     process.stderr.write(`fuseformer serve: '${server.modelName}' (${model.arch.family}, ${model.arch.layers} layers, ${precisionOf(model)}) on ${where}; `
       + `context ${engine.maxLen}, ${engine.pool.numBlocks} KV blocks of ${engine.blockSize}${group ? ' per GPU' : ''}`
-      + `${draft ? `; speculative with draft '${basename(resolve(draftDir!))}' (${draft.arch.layers} layers, K up to ${engine.maxDraftTokens})` : ''}; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
+      + `${draft ? `; speculative with draft '${basename(resolve(draftDir!))}' (${draft.arch.layers} layers, K up to ${engine.maxDraftTokens})` : ''}; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}${access.apiKey !== undefined ? ' (API key required)' : ''}\n`);
     await untilStopSignal('finishing running requests');
     await server.close();
   } finally {
