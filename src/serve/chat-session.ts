@@ -107,6 +107,8 @@ export class ChatSession {
         this.engine.step();
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
+      // A pipelined engine (CUDA's default) may still hold the step launched last: read it now, not at the next turn.
+      while (this.engine.hasWork) this.engine.step();
     } finally {
       if (finish === undefined) this.engine.cancel(this.current);
       this.current = undefined;
