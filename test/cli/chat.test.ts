@@ -106,3 +106,18 @@ test('the CLI: piped lines are messages, the answers alone on stdout; /reset and
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /--top-p must be a number in \(0, 1\], got '2'/);
 });
+
+test('a pipelined engine (CUDA\'s default) gives the same conversation, nothing left in flight between turns', async () => {
+  const answers = async (pipeline: boolean) => {
+    const engine = new ServingEngine(model, { maxRunning: 1, blockSize: 4, pipeline });
+    const session = new ChatSession(engine, tokenizer, { maxTokens: 8, sampling: { temperature: 0 } });
+    const texts: string[] = [];
+    for (const user of ['Hello there', 'Tell me more']) {
+      texts.push((await session.reply(user, () => {})).text);
+      assert.equal(engine.hasWork, false, 'the turn read its last step');
+    }
+    engine.dispose();
+    return texts;
+  };
+  assert.deepEqual(await answers(true), await answers(false));
+});
