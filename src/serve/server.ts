@@ -234,42 +234,57 @@ export class InferenceServer {
     const params = kind === 'completion' ? parseCompletionBody(raw) : parseChatBody(raw);
     this.checkModel(params.model);
     const chat = kind === 'chat' ? params as ReturnType<typeof parseChatBody> : undefined;
+    const completion = kind === 'completion' ? params as ReturnType<typeof parseCompletionBody> : undefined;
     const tools = chat ? promptTools(chat) : [];
     const toolParser = tools.length > 0 ? this.checkedToolParser() : undefined;
-    const prompt = chat
-      ? this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')
-      : await this.promptIds((params as ReturnType<typeof parseCompletionBody>).prompt);
+    const prompts = chat
+      ? [this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')]
+      : await Promise.all(completion!.prompts.map((p) => this.promptIds(p)));
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
-    const window = this.engine.maxLen, n = prompt.length;
     const badStop = params.stopTokenIds.find((t) => t >= this.engine.model.vocabSize);
     if (badStop !== undefined) throw new ApiError(400, `'stop_token_ids' holds token id ${badStop}; the vocabulary has ${this.engine.model.vocabSize} ids`, 'invalid_request_error', 'stop_token_ids');
     if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
-    // Without max_tokens: generation_config.json's max_new_tokens (or what its max_length leaves), within the window.
-    const fromFile = fileMaxNewTokens(this.engine.model.generation, n);
-    const maxTokens = params.maxTokens ?? Math.min(this.maxTokensLimit, window - n, fromFile !== undefined && fromFile >= 1 ? fromFile : Infinity);
-    if (n + maxTokens > window || maxTokens < 1) {
-      throw new ApiError(400, `this model's maximum context length is ${window} tokens; the request asks for ${n + Math.max(maxTokens, 1)} (${n} in the prompt, ${Math.max(maxTokens, 1)} for the completion)`, 'invalid_request_error', kind === 'chat' ? 'messages' : 'prompt', 'context_length_exceeded');
+    const maxTokens = prompts.map((prompt, i) => this.checkedMaxTokens(params.maxTokens, prompt.length, kind === 'chat' ? 'messages' : 'prompt', prompts.length > 1 ? ` (prompt ${i})` : ''));
+    const s = this.engine.stats(), count = prompts.length * params.n;
+    if (s.waiting + s.running + count > this.maxQueue) {
+      throw new ApiError(429, `the server is busy: ${s.waiting + s.running} requests queued or running (limit ${this.maxQueue})${count > 1 ? `, and this one asks for ${count} choices` : ''}; retry later`, 'rate_limit_error', null, 'queue_full');
     }
-    const s = this.engine.stats(), choices = params.n;
-    if (s.waiting + s.running + choices > this.maxQueue) {
-      throw new ApiError(429, `the server is busy: ${s.waiting + s.running} requests queued or running (limit ${this.maxQueue})${choices > 1 ? `, and this one asks for ${choices} choices` : ''}; retry later`, 'rate_limit_error', null, 'queue_full');
-    }
-    // Choice i draws with seed + i (mod 2^64): a seeded request replays, its choices differ.
+    // Choice k (prompt ⌊k / n⌋) draws with seed + k (mod 2^64): a seeded request replays, its choices differ.
     const seed = params.seed !== undefined ? BigInt(params.seed) : BigInt(Math.floor(Math.random() * 2 ** 48));
-    const samplings = Array.from({ length: choices }, (_, i) => resolveSampling({
+    const sampling = (k: number) => resolveSampling({
       ...(params.temperature !== undefined ? { temperature: params.temperature } : {}), ...(params.topP !== undefined ? { topP: params.topP } : {}),
       ...(params.topK !== undefined ? { topK: params.topK } : {}), ...(params.repetitionPenalty !== undefined ? { repetitionPenalty: params.repetitionPenalty } : {}),
-      seed: (seed + BigInt(i)) % 2n ** 64n,
-    }, this.engine.model.generation));
-    this.metrics.promptTokens.inc({}, n);
+      seed: (seed + BigInt(k)) % 2n ** 64n,
+    }, this.engine.model.generation);
+    this.metrics.promptTokens.inc({}, prompts.reduce((sum, p) => sum + p.length, 0));
     const names = new Set(tools.map((t) => t.function.name));
     const partsOfChoice = () => (kind === 'chat' && (this.reasoningParser || toolParser) ? new AnswerParts(
       this.reasoningParser ? new ReasoningSplitter(this.reasoningParser) : undefined,
       toolParser ? new ToolCallExtractor(toolParser, names) : undefined,
     ) : undefined);
-    const completion = kind === 'completion' ? params as ReturnType<typeof parseCompletionBody> : undefined;
-    const echo = completion?.echo ? (typeof completion.prompt === 'string' ? completion.prompt : this.tokenizer.decode(completion.prompt)) : '';
-    await this.run(kind, req, res, params, prompt, maxTokens, samplings, arrival, partsOfChoice, echo);
+    const echoOf = (i: number) => {
+      if (!completion?.echo) return '';
+      const given = completion.prompts[i]!;
+      return typeof given === 'string' ? given : this.tokenizer.decode(given);
+    };
+    const plan = prompts.flatMap((prompt, i) => Array.from({ length: params.n }, (_, j): ChoicePlan => ({
+      prompt, group: i, maxTokens: maxTokens[i]!, sampling: sampling(i * params.n + j), echo: echoOf(i),
+    })));
+    await this.run(kind, req, res, params, plan, arrival, partsOfChoice);
+  }
+
+  /**
+   * A prompt's max_tokens: the request's, or generation_config.json's max_new_tokens (or what its max_length leaves),
+   * within the context window; 400 context_length_exceeded when prompt and completion do not fit.
+   */
+  private checkedMaxTokens(asked: number | undefined, promptLength: number, param: string, which: string): number {
+    const window = this.engine.maxLen, n = promptLength;
+    const fromFile = fileMaxNewTokens(this.engine.model.generation, n);
+    const maxTokens = asked ?? Math.min(this.maxTokensLimit, window - n, fromFile !== undefined && fromFile >= 1 ? fromFile : Infinity);
+    if (n + maxTokens > window || maxTokens < 1) {
+      throw new ApiError(400, `this model's maximum context length is ${window} tokens; the request asks for ${n + Math.max(maxTokens, 1)}${which} (${n} in the prompt, ${Math.max(maxTokens, 1)} for the completion)`, 'invalid_request_error', param, 'context_length_exceeded');
+    }
+    return maxTokens;
   }
 
   /** The parser for a request's tools; a template that never reads `tools`, or no known syntax, is the request's error. */
@@ -323,26 +338,27 @@ export class InferenceServer {
   }
 
   /**
-   * One engine request per choice (each with its sampling), their text streamed or gathered (choice-text.ts);
-   * `partsOfChoice`: a chat answer's reasoning and tool calls taken apart from its content (absent: all content);
-   * `echo`: text in front of each choice's (a completion's prompt, with echo).
+   * One engine request per choice of the plan, their text streamed or gathered (choice-text.ts); `partsOfChoice`: a
+   * chat answer's reasoning and tool calls taken apart from its content (absent: all content).
    */
-  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, prompt: number[], maxTokens: number, samplings: readonly ResolvedSampling[], arrival: number, partsOfChoice: () => AnswerParts | undefined, echo = ''): Promise<void> {
+  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, plan: readonly ChoicePlan[], arrival: number, partsOfChoice: () => AnswerParts | undefined): Promise<void> {
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
     // The model's own stop ids (unless ignore_eos) and the request's stop_token_ids; the token that ends the
     // answer is not part of its text (EOS is special anyway; a stop_token_ids token is left out as vLLM does).
     const stopIds = new Set([...(params.ignoreEos ? [] : this.stopTokenIds), ...params.stopTokenIds]);
     const path = kind === 'chat' ? '/v1/chat/completions' : '/v1/completions';
     const object = kind === 'chat' ? (params.stream ? 'chat.completion.chunk' : 'chat.completion') : 'text_completion';
-    const choices = samplings.map(() => {
+    const choices = plan.map(({ prompt }) => {
       const parts = partsOfChoice();
       return new ChoiceText(this.tokenizer, prompt, { stop: params.stop, stopIds, topLogprobs: params.topLogprobs, ...(parts ? { parts } : {}) });
     });
+    // Prompt tokens count once a prompt, however many choices it has.
+    const promptTokens = plan.reduce((sum, c, k) => sum + (k === 0 || plan[k - 1]!.group !== c.group ? c.prompt.length : 0), 0);
     const reasons: (FinishReason | undefined)[] = choices.map(() => undefined);
     const lastTokenAt = choices.map(() => 0);
     const engineIds: string[] = [];
     let finished = false, firstToken = true, abandoned = false;
-    let releaseOthers = () => {};
+    let releaseFollowers = (_lead: number) => {};
 
     const chunk = (index: number, update: ChoiceUpdate, finish: string | null) => {
       const { piece, logprobs: lp } = update;
@@ -357,7 +373,7 @@ export class InferenceServer {
       return { id, object, created, model: this.modelName, choices: [choice] };
     };
     const generated = () => choices.reduce((sum, c) => sum + c.generated, 0);
-    const usage = () => ({ prompt_tokens: prompt.length, completion_tokens: generated(), total_tokens: prompt.length + generated() });
+    const usage = () => ({ prompt_tokens: promptTokens, completion_tokens: generated(), total_tokens: promptTokens + generated() });
     const write = (body: unknown) => { if (!res.destroyed) res.write(`data: ${JSON.stringify(body)}\n\n`); };
     const cancelAll = () => { for (const engineId of engineIds) this.engine.cancel(engineId); };
 
@@ -395,14 +411,14 @@ export class InferenceServer {
             const finishReason = c.finishReason(reasons[index]!);
             return kind === 'chat'
               ? { index, message: chatMessage(c.content, c.reasoning, c.calls, this.reasoningParser !== undefined), logprobs: lp, finish_reason: finishReason }
-              : { index, text: echo + c.text, logprobs: lp, finish_reason: finishReason };
+              : { index, text: plan[index]!.echo + c.text, logprobs: lp, finish_reason: finishReason };
           });
           this.send(res, req, 200, { id, object, created, model: this.modelName, choices: answers, usage: usage() });
         }
         resolve();
       };
       const onFinish = (i: number) => (reason: FinishReason) => {
-        if (i === 0) releaseOthers();
+        releaseFollowers(i);
         if (finished || reasons[i] !== undefined) return;
         reasons[i] = reason;
         this.metrics.finished.inc({ reason });
@@ -416,7 +432,7 @@ export class InferenceServer {
         if (reasons.every((r) => r !== undefined)) complete();
       };
       const onToken = (i: number) => (e: TokenEvent) => {
-        if (i === 0) releaseOthers();
+        releaseFollowers(i);
         const now = performance.now();
         if (firstToken) this.metrics.ttft.observe((now - arrival) / 1000);
         else if (lastTokenAt[i]! > 0) this.metrics.itl.observe((now - lastTokenAt[i]!) / 1000);
@@ -427,24 +443,29 @@ export class InferenceServer {
         if (update && params.stream && hasContent(update)) write(chunk(i, update, null));
         if (choices[i]!.stopped) this.engine.cancel(engineIds[i]!, 'stop');
       };
-      const submit = (i: number) => {
-        engineIds[i] = this.engine.submit({
-          prompt, maxTokens, sampling: samplings[i]!, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
-          onToken: onToken(i), onFinish: onFinish(i),
+      const submit = (k: number) => {
+        const { prompt, maxTokens, sampling } = plan[k]!;
+        engineIds[k] = this.engine.submit({
+          prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
+          onToken: onToken(k), onFinish: onFinish(k),
         });
       };
-      // Choice 0 computes the prompt; the others are submitted once its first token (or its end) shows the prompt's
-      // blocks computed, so they read its full blocks from the prefix cache rather than computing them again. Queued
-      // as a microtask: this runs inside the engine's step, and the step ends first.
-      let othersReleased = samplings.length === 1;
-      releaseOthers = () => {
-        if (othersReleased) return;
-        othersReleased = true;
+      // A prompt's first choice computes it; its other choices are submitted once that one's first token (or its end)
+      // shows the prompt's blocks computed, so they read its full blocks from the prefix cache rather than computing
+      // them again. Queued as a microtask: this runs inside the engine's step, and the step ends first.
+      const leads = plan.map((c, k) => k === 0 || plan[k - 1]!.group !== c.group);
+      const released = plan.map((_, k) => leads[k]!);
+      releaseFollowers = (lead: number) => {
+        if (!leads[lead] || (lead + 1 < plan.length && released[lead + 1])) return;
+        const followers: number[] = [];
+        for (let k = lead + 1; k < plan.length && !leads[k]; k++) { released[k] = true; followers.push(k); }
+        if (followers.length === 0) return;
         queueMicrotask(() => {
-          for (let j = 1; j < samplings.length && !finished; j++) {
-            if (abandoned) { onFinish(j)('cancelled'); continue; }
+          for (const k of followers) {
+            if (finished) return;
+            if (abandoned) { onFinish(k)('cancelled'); continue; }
             try {
-              submit(j);
+              submit(k);
             } catch (error) {
               active.fail(toApiError(error));
             }
@@ -455,15 +476,16 @@ export class InferenceServer {
       // Submitted before any header is sent, so that a request the engine refuses still gets a plain error
       // response (the executor's throw rejects this promise); tokens only arrive from later engine steps.
       try {
-        submit(0);
+        leads.forEach((lead, k) => { if (lead) submit(k); });
       } catch (error) {
         finished = true;
+        cancelAll();
         throw error;
       }
       if (params.stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
         if (kind === 'chat') choices.forEach((_, index) => write({ id, object, created, model: this.modelName, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] }));
-        if (echo !== '') choices.forEach((_, index) => write(chunk(index, { piece: { reasoning: '', content: echo, calls: [] }, logprobs: [] }, null)));
+        plan.forEach(({ echo }, index) => { if (echo !== '') write(chunk(index, { piece: { reasoning: '', content: echo, calls: [] }, logprobs: [] }, null)); });
       }
       this.active.add(active);
       // The client went away before the answer was complete: cancel, which frees the requests' blocks now.
@@ -475,6 +497,15 @@ export class InferenceServer {
       this.wake?.();
     });
   }
+}
+
+/** One choice of a request: its prompt (group: which of the request's prompts), length limit, sampling and echo. */
+interface ChoicePlan {
+  readonly prompt: readonly number[];
+  readonly group: number;
+  readonly maxTokens: number;
+  readonly sampling: ResolvedSampling;
+  readonly echo: string;
 }
 
 /** The tools a chat prompt shows: tool_choice "none" leaves them out, so the model is not asked to call them. */

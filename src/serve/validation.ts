@@ -70,7 +70,8 @@ export interface CommonParams {
 }
 
 export interface CompletionParams extends CommonParams {
-  readonly prompt: string | number[];
+  /** One or more prompts, each as text or token ids; each gets n choices. */
+  readonly prompts: (string | number[])[];
   /** The prompt sent back in front of each choice's text. */
   readonly echo: boolean;
 }
@@ -198,22 +199,48 @@ function refuseUnsupported(o: Record<string, unknown>, fields = UNSUPPORTED): vo
 
 export function parseCompletionBody(raw: unknown): CompletionParams {
   const o = body(raw);
-  const prompt = o['prompt'];
-  let checked: string | number[];
-  if (typeof prompt === 'string') checked = prompt;
-  else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((t) => typeof t === 'number' && Number.isSafeInteger(t) && t >= 0)) checked = prompt as number[];
-  else if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') checked = prompt[0];
-  else if (Array.isArray(prompt) && prompt.length > 0 && prompt.some((t) => typeof t === 'number')) {
-    const i = prompt.findIndex((t) => typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0);
-    throw new ApiError(400, `'prompt[${i}]' is ${describe(prompt[i])}; a prompt of token ids holds integers >= 0`, 'invalid_request_error', 'prompt');
-  } else throw bad('prompt', `'prompt' is ${describe(prompt)}; expected a string or a non-empty array of token ids (one prompt per request)`);
-  if (checked.length === 0) throw bad('prompt', `'prompt' is empty; give some text`);
+  const prompts = completionPrompts(o['prompt']);
   const topLogprobs = number(o, 'logprobs', (x) => Number.isSafeInteger(x) && x >= 0 && x <= MAX_LOGPROBS, `an integer in [0, ${MAX_LOGPROBS}]`);
   refuseUnsupported(o, COMPLETION_UNSUPPORTED);
   const echo = boolean(o, 'echo');
   // The prompt's own log-probabilities are not computed (the engine scores the positions it generates).
   if (echo && topLogprobs !== undefined) throw new ApiError(400, `'echo' with 'logprobs' would need the prompt's log-probabilities, which this server does not compute; ask for one of them`, 'invalid_request_error', 'echo', 'unsupported_parameter');
-  return { ...common(o), prompt: checked, echo, logprobs: topLogprobs !== undefined, topLogprobs: topLogprobs ?? 0 };
+  const params = common(o);
+  if (prompts.length * params.n > MAX_PROMPT_CHOICES) throw bad('prompt', `${prompts.length} prompts × n ${params.n} = ${prompts.length * params.n} choices; at most ${MAX_PROMPT_CHOICES} a request`);
+  return { ...params, prompts, echo, logprobs: topLogprobs !== undefined, topLogprobs: topLogprobs ?? 0 };
+}
+
+/** Choices a completions request may make at most, over all its prompts. */
+export const MAX_PROMPT_CHOICES = 64;
+
+/**
+ * A completions request's prompts (OpenAI's four forms): a string, an array of token ids, an array of strings, or an
+ * array of arrays of token ids — each prompt one choice (n choices).
+ */
+function completionPrompts(prompt: unknown): (string | number[])[] {
+  const isId = (t: unknown) => typeof t === 'number' && Number.isSafeInteger(t) && t >= 0;
+  const expected = 'expected a string, a non-empty array of token ids, or an array of either';
+  if (typeof prompt === 'string') return [nonEmpty(prompt, 'prompt')];
+  if (!Array.isArray(prompt) || prompt.length === 0) throw bad('prompt', `'prompt' is ${describe(prompt)}; ${expected}`);
+  if (prompt.some((t) => typeof t === 'number')) {
+    const i = prompt.findIndex((t) => !isId(t));
+    if (i >= 0) throw bad('prompt', `'prompt[${i}]' is ${describe(prompt[i])}; a prompt of token ids holds integers >= 0`);
+    return [prompt as number[]];
+  }
+  return prompt.map((p: unknown, i) => {
+    if (typeof p === 'string') return nonEmpty(p, `prompt[${i}]`);
+    if (Array.isArray(p) && p.length > 0) {
+      const j = p.findIndex((t) => !isId(t));
+      if (j >= 0) throw bad('prompt', `'prompt[${i}][${j}]' is ${describe(p[j])}; a prompt of token ids holds integers >= 0`);
+      return p as number[];
+    }
+    throw bad('prompt', `'prompt[${i}]' is ${describe(p)}; ${expected}`);
+  });
+}
+
+function nonEmpty(text: string, at: string): string {
+  if (text.length === 0) throw bad('prompt', `'${at}' is empty; give some text`);
+  return text;
 }
 
 export function parseChatBody(raw: unknown): ChatParams {

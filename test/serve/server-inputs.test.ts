@@ -200,3 +200,20 @@ test('echo sends the prompt back in front of each choice\'s text, streaming and 
   const text = (await r.text()).split('\n').filter((l) => l.startsWith('data: {')).map((l) => (JSON.parse(l.slice(6)) as Completion).choices[0]?.text ?? '').join('');
   assert.equal(text, prompt + plain);
 });
+
+test('several prompts in one completions request (strings or token-id arrays): n choices each, in order, seeds seed + k, prompt tokens counted once a prompt', async () => {
+  const prompts = ['Call me Ishmael', 'The whale'];
+  const one = async (prompt: string | number[], seed: number) => (await complete({ prompt, max_tokens: 5, temperature: 0.9, top_k: 0, seed })).choices[0]!.text;
+  const expected = [await one(prompts[0]!, 7), await one(prompts[0]!, 8), await one(prompts[1]!, 9), await one(prompts[1]!, 10)];
+  const both = await complete({ prompt: prompts, max_tokens: 5, temperature: 0.9, top_k: 0, seed: 7, n: 2, echo: true }) as Completion & { usage: { prompt_tokens: number } };
+  assert.deepEqual(both.choices.map((c) => c.text), expected.map((t, k) => prompts[Math.floor(k / 2)]! + t));
+  assert.equal(both.usage.prompt_tokens, tokenizer.encode(prompts[0]!).length + tokenizer.encode(prompts[1]!).length);
+  const ids = prompts.map((p) => tokenizer.encode(p));
+  const byIds = await complete({ prompt: ids, max_tokens: 5, temperature: 0.9, top_k: 0, seed: 7, n: 2 });
+  assert.deepEqual(byIds.choices.map((c) => c.text), expected);
+  await refused({ prompt: ['x', ''] }, 'prompt', /'prompt\[1\]' is empty/);
+  await refused({ prompt: ['x', [1, -2]] }, 'prompt', /'prompt\[1\]\[1\]' is number -2/);
+  await refused({ prompt: ['x', 5] }, 'prompt', /'prompt\[0\]' is the string "x"; a prompt of token ids/);
+  await refused({ prompt: Array.from({ length: 9 }, () => 'x'), n: 8 }, 'prompt', /9 prompts × n 8 = 72 choices; at most 64/);
+  await refused({ prompt: ['x', 'y'.repeat(200)], max_tokens: 4 }, 'prompt', /the request asks for \d+ \(prompt 1\)/);
+});
