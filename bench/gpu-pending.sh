@@ -486,7 +486,7 @@ for step in "${steps[@]}"; do
             for f in default 0; do run argmax-b4-$f-$round 45 env FUSEFORMER_HEAD_ARGMAX=${f#default} node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 4 --json "$out/argmax-b4-$f-$round.json"; done
           done
           run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
-    s49-smoke) # (session 49) the CLI end to end on CUDA with its new step: `fuseformer chat` (two piped turns from the demo checkpoint given a chat template, the serving warm-up before them, the second turn's prompt read from the prefix cache)
+    s49-smoke) # (session 49) the CLI end to end on CUDA with its new step: `fuseformer chat` (two piped turns from the demo checkpoint given a chat template, the serving warm-up before them, the second turn's prompt read from the prefix cache); 24 steps, 24 / 24 PASS on the CPU in session 49
           run cli-smoke 330 bash bench/cli-smoke.sh ;;
     s48-qwen3-rest) # (session 48's call 2 was cut at its budget after the op cases and check:infer) bench:decode of a Qwen3-0.6B beside HF eager / static cache, then the engine suite's qwen3 model against the CPU
           run qwen3-decode 300 node dist/bench/decode.js --models qwen3 --torch-modes eager,static --reps 3 --json "$out/decode-qwen3.json"
