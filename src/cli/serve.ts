@@ -38,7 +38,8 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
                            cross-encoder as /v1/rerank (below)
   --host HOST              address to listen on (default 127.0.0.1)
   --port N                 port (default 8000; 0 = any free port, printed)
-  --served-name NAME       the model name clients use (default: the directory's name)
+  --served-name NAME       the model name clients use (default: the directory's name, or the repository id as
+                           given, org/name, for a model from the Hugging Face cache)
   --api-key KEY            every route but /health and /metrics asks for "Authorization: Bearer KEY" (401 without
                            it; env FUSEFORMER_API_KEY); without it, anyone who reaches the port may call the server
   --allowed-origins LIST   browser origins given CORS headers (comma-separated, e.g. http://localhost:3000; '*' for
@@ -117,6 +118,14 @@ function fraction(name: string, value: string): number {
   return x;
 }
 
+/**
+ * The name clients use by default: a directory's name, or for a repository id from the Hugging Face cache the id
+ * as given without its @revision (as vLLM names it; the snapshot directory's name is a commit hash).
+ */
+export function defaultServedName(model: string, dir: string): string {
+  return existsSync(model) ? basename(resolve(dir)) : model.split('@')[0]!;
+}
+
 /** --api-key (or FUSEFORMER_API_KEY) and --allowed-origins, checked. */
 export function accessOptions(apiKey: string | undefined, origins: string | undefined): AccessOptions {
   if (apiKey !== undefined && apiKey.trim() === '') throw new ArgumentError('--api-key is empty (or FUSEFORMER_API_KEY is set to nothing); give a key, or leave both out');
@@ -151,11 +160,12 @@ export async function runServe(argv: string[]): Promise<number> {
   if (port > 65535) throw new ArgumentError(`--port must be at most 65535, got ${port}`);
   const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
   const access = accessOptions(values['api-key'] ?? process.env['FUSEFORMER_API_KEY'], values['allowed-origins']);
+  const servedName = values['served-name'] ?? defaultServedName(values.model, dir);
   if (isCrossEncoderDirectory(dir)) {
     const misplaced = given([...DECODER_ONLY_OPTIONS, 'pooling', 'normalize', 'no-normalize', 'max-queue']);
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is a cross-encoder, served as /v1/rerank; the option is for other models`);
     return serveRerank(dir, {
-      port, access, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
+      port, access, ...(values.host !== undefined ? { host: values.host } : {}), servedName,
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}), ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}),
     });
@@ -165,7 +175,7 @@ export async function runServe(argv: string[]): Promise<number> {
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is an embedding model (BERT), served as /v1/embeddings; the option is for generative models`);
     if (values.normalize && values['no-normalize']) throw new ArgumentError('--normalize and --no-normalize: give one');
     return serveEmbeddings(dir, {
-      port, access, ...(values.host !== undefined ? { host: values.host } : {}), ...(values['served-name'] !== undefined ? { servedName: values['served-name'] } : {}),
+      port, access, ...(values.host !== undefined ? { host: values.host } : {}), servedName,
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
       ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}), ...(values.pooling !== undefined ? { pooling: values.pooling } : {}),
@@ -241,7 +251,7 @@ export async function runServe(argv: string[]): Promise<number> {
       process.stderr.write(`fuseformer serve: warmed up in ${(w.ms / 1000).toFixed(1)} s (${w.steps} steps: prompts of ${w.promptLengths.join(', ')} tokens; decode batches of ${w.decodeBatches.join(', ')})\n`);
     }
     const server = new InferenceServer(served, tokenizer, {
-      modelName: values['served-name'] ?? basename(resolve(dir)),
+      modelName: servedName,
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
       ...(reasoningParser ? { reasoningParser } : {}), ...(toolCallParser ? { toolCallParser } : {}), ...(chatTemplate ? { chatTemplate } : {}), access,
     });

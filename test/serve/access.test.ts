@@ -1,7 +1,7 @@
-// Who may call the server (http-json.ts AccessOptions, `serve --api-key / --allowed-origins`): without the key every
+// Who may call the server (http-json.ts AccessOptions, `serve --api-key / --allowed-origins`) and the name it answers to: without the key every
 // route but /health and /metrics is a 401 naming what to send (the openai client's AuthenticationError), with it
 // the server answers as before; browsers from an allowed origin get CORS headers and their preflight answered,
-// other origins none; the options are checked by name.
+// other origins none; the options are checked by name; a repository from the Hugging Face cache is served under its id.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
-import { accessOptions } from '../../src/cli/serve.js';
+import { accessOptions, defaultServedName } from '../../src/cli/serve.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import type { DecoderModel } from '../../src/infer/model.js';
 import { loadTokenizer } from '../../src/io/tokenizer.js';
@@ -83,4 +83,12 @@ test('--api-key and --allowed-origins are checked by name', () => {
   assert.throws(() => accessOptions(' ', undefined), /--api-key is empty/);
   assert.throws(() => accessOptions(undefined, ','), /--allowed-origins is empty/);
   assert.throws(() => accessOptions(undefined, 'http://a.test/path'), /'http:\/\/a.test\/path' is not an origin/);
+});
+
+test('the default served name: a directory\'s name, or a cached repository\'s id as given (not its snapshot hash)', () => {
+  const dir = join(root, 'tiny-llama');
+  assert.equal(defaultServedName(dir, dir), 'tiny-llama');
+  const snapshot = '/cache/hub/models--Qwen--Qwen3-0.6B/snapshots/c1899de289a04d12100db370d81485cdf75e47ca';
+  assert.equal(defaultServedName('Qwen/Qwen3-0.6B', snapshot), 'Qwen/Qwen3-0.6B');
+  assert.equal(defaultServedName('Qwen/Qwen3-0.6B@main', snapshot), 'Qwen/Qwen3-0.6B');
 });
