@@ -11,7 +11,6 @@ import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
 import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { chatTemplateOption } from '../serve/chat-template.js';
@@ -19,6 +18,7 @@ import { ChatSession } from '../serve/chat-session.js';
 import { ServingEngine } from '../serve/engine.js';
 import { warmUp } from '../serve/warmup.js';
 import { isEncoderDecoder, loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
+import { numberOption, samplingFlags } from './sampling-options.js';
 
 export const CHAT_USAGE = `usage: fuseformer chat --model DIR [options]
 
@@ -46,13 +46,6 @@ conversation), /exit. Ctrl-C stops an answer; Ctrl-C at the prompt or Ctrl-D end
                            few seconds the first answer would otherwise pay, and its GEMMs would stay untuned)
 `;
 
-function numberOption(name: string, value: string | undefined, check: (x: number) => boolean, expected: string): number | undefined {
-  if (value === undefined) return undefined;
-  const x = Number(value);
-  if (value.trim() === '' || !check(x)) throw new ArgumentError(`--${name} must be ${expected}, got '${value}'`);
-  return x;
-}
-
 export async function runChat(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
@@ -73,11 +66,7 @@ export async function runChat(argv: string[]): Promise<number> {
   const count = (x: number) => Number.isSafeInteger(x) && x >= 1;
   const maxTokens = numberOption('max-tokens', values['max-tokens'], count, 'a positive integer');
   const maxLen = numberOption('max-len', values['max-len'], (x) => Number.isSafeInteger(x) && x >= 2, 'an integer >= 2');
-  const temperature = numberOption('temperature', values.temperature, (x) => x >= 0 && x <= MAX_TEMPERATURE, `a number in [0, ${MAX_TEMPERATURE}] (0 = greedy)`);
-  const topK = numberOption('top-k', values['top-k'], (x) => Number.isSafeInteger(x) && x >= 0, 'a non-negative integer');
-  const topP = numberOption('top-p', values['top-p'], (x) => x > 0 && x <= 1, 'a number in (0, 1]');
-  const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => x >= REPETITION_PENALTY_RANGE[0] && x <= REPETITION_PENALTY_RANGE[1], `a number in [${REPETITION_PENALTY_RANGE.join(', ')}] (1 = off)`);
-  const seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, (x) => Number.isSafeInteger(x) && x >= 0, 'a non-negative integer')!);
+  const { sampling, seed } = samplingFlags(values);
   const quantize = quantizeOption(dir, values.quantize, false, 1);
   const chatTemplate = values['chat-template'] === undefined ? undefined : chatTemplateOption(values['chat-template']);
 
@@ -92,8 +81,7 @@ export async function runChat(argv: string[]): Promise<number> {
   try {
     const session = new ChatSession(engine, tokenizer, {
       ...(values.system !== undefined ? { system: values.system } : {}), ...(chatTemplate ? { chatTemplate } : {}), ...(values['no-thinking'] ? { templateVariables: { enable_thinking: false } } : {}),
-      ...(maxTokens !== undefined ? { maxTokens } : {}), seed,
-      sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}) },
+      ...(maxTokens !== undefined ? { maxTokens } : {}), seed, sampling,
     });
     if (backend.name === 'cuda' && !values['no-warmup']) {
       const w = warmUp(engine);

@@ -18,9 +18,9 @@ import { ChatTemplate, chatTemplateOption } from '../serve/chat-template.js';
 import type { ChatTemplateText } from '../serve/chat-template.js';
 import { isEncoderDecoder, loadDecoderDirectory, loadDraftDirectory, precisionOf, quantizeOption, tokenizerVocabularyNote } from './model-directory.js';
 import { broadcastSeed, tensorParallelGroup } from './tensor-parallel-group.js';
-import { MAX_TEMPERATURE, REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
 import { readInputLines } from './input-lines.js';
+import { numberOption, samplingFlags } from './sampling-options.js';
 
 export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt TEXT [options]
        fuseformer generate --model MARIAN_DIR --input FILE [--batch-size N] [options]
@@ -97,13 +97,6 @@ export function translateLines(t: Translator, lines: readonly string[], name: st
   return { sentences, tokens };
 }
 
-function numberOption(name: string, value: string | undefined, check: (x: number) => boolean, expected: string): number | undefined {
-  if (value === undefined) return undefined;
-  const x = Number(value);
-  if (value.trim() === '' || !check(x)) throw new ArgumentError(`--${name} must be ${expected}, got '${value}'`);
-  return x;
-}
-
 /** The prompt text of a one-turn chat: the model's chat template over [system,] user, with a generation prompt. */
 function chatPrompt(tokenizer: Tokenizer, user: string, system: string | undefined, noThinking: boolean, override?: ChatTemplateText): string {
   const template = new ChatTemplate(tokenizer, override);
@@ -142,16 +135,13 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
   const integer = (x: number) => Number.isSafeInteger(x) && x >= 0;
   const maxNewTokens = numberOption('max-tokens', values['max-tokens'], integer, 'a non-negative integer');
-  const temperature = numberOption('temperature', values.temperature, (x) => x >= 0 && x <= MAX_TEMPERATURE, `a number in [0, ${MAX_TEMPERATURE}] (0 = greedy)`);
-  const topK = numberOption('top-k', values['top-k'], integer, 'a non-negative integer');
-  const topP = numberOption('top-p', values['top-p'], (x) => x > 0 && x <= 1, 'a number in (0, 1]');
-  const repetitionPenalty = numberOption('repetition-penalty', values['repetition-penalty'], (x) => x >= REPETITION_PENALTY_RANGE[0] && x <= REPETITION_PENALTY_RANGE[1], `a number in [${REPETITION_PENALTY_RANGE.join(', ')}] (1 = off)`);
+  const flags = samplingFlags(values);
   const draftDir = values.draft === undefined ? undefined : resolveModelDirectory(values.draft, '--draft');
   if (draftDir !== undefined && !existsSync(join(draftDir, 'config.json'))) throw new ArgumentError(`--draft: '${draftDir}' has no config.json`);
   if (values['draft-tokens'] !== undefined && values['speculative-k'] !== undefined) throw new ArgumentError('--draft-tokens and --speculative-k are the same option; give one');
   const draftTokens = numberOption(values['draft-tokens'] !== undefined ? 'draft-tokens' : 'speculative-k', values['draft-tokens'] ?? values['speculative-k'], (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
   if (draftDir === undefined && (draftTokens !== undefined || values['fixed-draft-tokens'])) throw new ArgumentError('--draft-tokens / --speculative-k / --fixed-draft-tokens need --draft DIR');
-  let seed = values.seed === undefined ? BigInt(Math.floor(Math.random() * 2 ** 48)) : BigInt(numberOption('seed', values.seed, integer, 'a non-negative integer')!);
+  let seed = flags.seed;
   const tp = numberOption('tp', values.tp, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer') ?? 1;
 
   const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
@@ -230,8 +220,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
   const start = performance.now();
   let first = 0, pieces = 0;
   const stream = generateText(model, tokenizer, promptIds, {
-    seed, ...(maxNewTokens !== undefined ? { maxNewTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
-    ...(topK !== undefined ? { topK } : {}), ...(topP !== undefined ? { topP } : {}), ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
+    seed, ...(maxNewTokens !== undefined ? { maxNewTokens } : {}), ...flags.sampling,
     stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
     ...(draft ? { speculative: { draft, stats, adaptive: !values['fixed-draft-tokens'], ...(draftTokens !== undefined ? { draftTokens } : {}) } } : {}),
   });

@@ -57,7 +57,7 @@ export class ChatSession {
 
   /** The conversation so far (system message first, if any). */
   get messages(): readonly ChatMessage[] {
-    return [...(this.system !== undefined ? [{ role: 'system', content: this.system }] : []), ...this.history];
+    return this.withSystem(this.history);
   }
 
   /** Forgets the turns (the system message stays; `system` replaces it). */
@@ -119,9 +119,11 @@ export class ChatSession {
     return { text, tokens, finish, promptTokens: prompt.length, cachedTokens, droppedTurns };
   }
 
+  private withSystem(messages: readonly ChatMessage[]): ChatMessage[] {
+    return [...(this.system !== undefined ? [{ role: 'system', content: this.system }] : []), ...messages];
+  }
+
   private encode(messages: readonly ChatMessage[]): number[] {
-    const system = this.system !== undefined ? [{ role: 'system', content: this.system }] : [];
-    const rendered = this.template.render([...system, ...messages], this.options.templateVariables ?? {});
-    return this.tokenizer.encode(rendered, { addSpecialTokens: false });
+    return this.tokenizer.encode(this.template.render(this.withSystem(messages), this.options.templateVariables ?? {}), { addSpecialTokens: false });
   }
 }

@@ -193,9 +193,7 @@ export class InferenceServer {
     if (path === '/detokenize') {
       const { model, tokens } = parseDetokenizeBody(await readJsonBody(req, this.maxBodyBytes));
       this.checkModel(model);
-      const V = this.engine.model.vocabSize, bad = tokens.find((t) => t >= V);
-      if (bad !== undefined) throw new ApiError(400, `'tokens' holds token id ${bad}; the vocabulary has ${V} ids`, 'invalid_request_error', 'tokens');
-      return this.send(res, req, 200, { prompt: this.tokenizer.decode(tokens) });
+      return this.send(res, req, 200, { prompt: this.tokenizer.decode(this.checkedIds(tokens, 'tokens')) });
     }
     const models = modelsAnswer(req, path, { id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.engine.maxLen });
     if (models !== undefined) return this.send(res, req, 200, models);
@@ -241,8 +239,7 @@ export class InferenceServer {
       ? [this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')]
       : await Promise.all(completion!.prompts.map((p) => this.promptIds(p)));
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
-    const badStop = params.stopTokenIds.find((t) => t >= this.engine.model.vocabSize);
-    if (badStop !== undefined) throw new ApiError(400, `'stop_token_ids' holds token id ${badStop}; the vocabulary has ${this.engine.model.vocabSize} ids`, 'invalid_request_error', 'stop_token_ids');
+    this.checkedIds(params.stopTokenIds, 'stop_token_ids');
     if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
     const maxTokens = prompts.map((prompt, i) => this.checkedMaxTokens(params.maxTokens, prompt.length, kind === 'chat' ? 'messages' : 'prompt', prompts.length > 1 ? ` (prompt ${i})` : ''));
     const s = this.engine.stats(), count = prompts.length * params.n;
@@ -321,10 +318,14 @@ export class InferenceServer {
 
   private async promptIds(prompt: string | number[]): Promise<number[]> {
     if (typeof prompt === 'string') return this.checkedEncoding(await this.encoder.encode(prompt), 'prompt');
-    const V = this.engine.model.vocabSize;
-    const badId = prompt.find((t) => t >= V);
-    if (badId !== undefined) throw new ApiError(400, `'prompt' holds token id ${badId}; the vocabulary has ${V} ids`, 'invalid_request_error', 'prompt');
-    return prompt;
+    return this.checkedIds(prompt, 'prompt');
+  }
+
+  /** Token ids a request gave in `param`, each inside the model's vocabulary (400 naming the first that is not). */
+  private checkedIds(ids: number[], param: string): number[] {
+    const V = this.engine.model.vocabSize, bad = ids.find((t) => t >= V);
+    if (bad !== undefined) throw new ApiError(400, `'${param}' holds token id ${bad}; the vocabulary has ${V} ids`, 'invalid_request_error', param);
+    return ids;
   }
 
   /**
