@@ -11,7 +11,9 @@
 # step's bound is cut to what is left of GPU_PENDING_BUDGET (default 570 s), so the summary and the
 # archive always come back; GPU_PENDING_TAR=1 packs $OUT into one archive (the device tool brings back
 # only a few files a call). Next, in priority order (session 15 ran wgmma / wgmma-train as calls 1–5):
-#   Next (session 50): s48-qwen3-rest (~8 min), then s49-smoke (~5 min: `fuseformer chat` on CUDA, new in session 49), then bench:embed on the H200. Session 49 had 102 s of device time (no machine could start); its other work is host-only (tool calling, stop_token_ids / ignore_eos, /tokenize, --api-key / CORS, /v1/models/ID)
+#   Next (session 51): bench:embed on the H200 (when one is lent; sessions 46-47 measured on H100s)
+#   (session 50 ran, on an H100:) s48-qwen3-rest (Qwen3-0.6B b1 0.818 ms/token = 30.8x HF eager, 4.1x static; b32 24,896 tok/s; engine suite 4/4), s49-smoke (cli-smoke 24/24 PASS with `fuseformer chat`)
+#   Next (session 50, was): s48-qwen3-rest (~8 min), then s49-smoke (~5 min: `fuseformer chat` on CUDA, new in session 49), then bench:embed on the H200. Session 49 had 102 s of device time (no machine could start); its other work is host-only (tool calling, stop_token_ids / ignore_eos, /tokenize, --api-key / CORS, /v1/models/ID)
 #   (session 49 ran:) nothing on a GPU
 #   Next (session 49, was): s48-qwen3-rest (~8 min): the rest of s48-qwen3 — bench:decode --models qwen3 with HF eager / static beside it (call 2 was cut before HF's rows), the engine suite's qwen3 model on CUDA — then bench:embed on the H200. Qwen3-0.6B b1 is at 50% of its floor (28 small layers: the launch chain, as GPT-2's b1). Misses as below.
 #   (session 48 ran, on H100s; eight other starts refused:) s47-rerank (BERT GPU suite 5/5 with the cross-encoder heads; cli-smoke 23/23 PASS with rerank and /v1/rerank), s48-qwen3 cut at 280 s (op cases 297/297 with the head norm; check:infer qwen3 + llama-tied all OK, qwen3 f32 rel err <= 1.2e-6, greedy 4/4; Qwen3-0.6B ours b1 0.817 ms/token, b32 24,844 tok/s, no HF rows)
