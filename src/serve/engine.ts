@@ -64,6 +64,13 @@
 // (its history upload needs the tokens themselves) runs as without: the step in flight first. Not with a
 // draft model, tensor parallelism or decodeSteps > 1. Same tokens as without, greedy and seeded sampling.
 
+// Constrained requests (request.constraint: structured outputs, infer/structured/): before each token the
+// constraint says which tokens may come. A greedy request keeps the device's pick where the mask allows it
+// (the argmax of the allowed tokens is then the argmax of all); otherwise its row of logits is read and the
+// token picked on the host within the mask (masked-pick.ts). The next mask depends on that token, so a
+// step holding a constrained request runs unpipelined, as one decode step, without a draft. The request
+// ends ('stop') as soon as its constraint is complete: a JSON object at its closing brace.
+
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
 // scheduler serve both — and mirrors the target: every position the target computes (prompt chunks,
@@ -97,6 +104,9 @@ import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUnifo
 import type { Tensor } from '../tensor.js';
 import { BlockPool } from './block-pool.js';
 import { DeviceRounds, penaltyFree } from './device-rounds.js';
+import { maskedToken } from '../infer/structured/masked-pick.js';
+import type { TokenConstraint } from '../infer/structured/token-mask.js';
+import { maskAllows } from '../infer/structured/token-mask.js';
 import { exactShape, kvBlockBytes, PagedForward } from './paged-forward.js';
 import type { StepRows, StepShape } from './paged-forward.js';
 import { Scheduler } from './scheduler.js';
@@ -193,6 +203,11 @@ export interface GenerationRequest {
   readonly stopTokenIds: readonly number[];
   /** Alternatives to report per token (0 = no log-probabilities; at most 5). */
   readonly logprobs?: number;
+  /**
+   * Structured outputs: the tokens allowed before each pick (see "Constrained requests" in the header). The
+   * request ends ('stop') once the constraint is complete.
+   */
+  readonly constraint?: TokenConstraint;
   readonly onToken: (event: TokenEvent) => void;
   readonly onFinish: (reason: FinishReason) => void;
 }
@@ -241,7 +256,8 @@ interface Live {
 
 /** A step launched on the device: the rows its requests sample at (rows of io.sTokens), and their tokens once read. */
 interface LaunchedStep {
-  readonly sampled: readonly { readonly live: Live; readonly row: number }[];
+  /** position: the position whose logits the row holds (the token sampled goes at position + 1). */
+  readonly sampled: readonly { readonly live: Live; readonly row: number; readonly position: number }[];
   /** Rows sampled (io.sTokens[0, rows), the logits buffer's first rows), idle and padded ones included. */
   readonly rows: number;
   /** Pipelined steps: the download of io.sTokens queued behind the step (none when nothing samples). */
@@ -457,6 +473,8 @@ export class ServingEngine {
     if (!Array.isArray(request.stopTokenIds)) throw new ArgumentError('serving engine: stopTokenIds must be an array of token ids');
     request.stopTokenIds.forEach((t) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`serving engine: stop token id ${t} is outside the vocabulary [0, ${V})`); });
     if (typeof request.onToken !== 'function' || typeof request.onFinish !== 'function') throw new ArgumentError('serving engine: a request needs onToken and onFinish callbacks');
+    const c = request.constraint;
+    if (c !== undefined && (typeof c?.allowedTokens !== 'function' || typeof c.accept !== 'function')) throw new ArgumentError('serving engine: constraint must have allowedTokens() and accept() (a TokenConstraint)');
     const id = `r${this.nextId++}`;
     const sched = this.scheduler.add(id, [...request.prompt]);
     const live: Live = { id, request, sched, limit: Math.min(n + request.maxTokens, this.maxLen), slot: -1, done: false, draftTokens: this.speculation?.initial ?? 0, pendingRow: -1 };
@@ -520,9 +538,10 @@ export class ServingEngine {
     for (const { live, events } of outcomes) {
       for (const event of events) this.append(live, event);
       // A request with a repetition penalty decodes without a draft: a round's distributions (the host's
-      // and the device's) carry no penalty, and the output would silently differ from the request's own.
+      // and the device's) carry no penalty, and the output would silently differ from the request's own. Nor
+      // does a constrained one: its mask changes with every token a round would accept.
       if (this.speculation && !live.done) {
-        live.sched.speculate = live.request.sampling.repetitionPenalty !== 1 ? 0 : Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
+        live.sched.speculate = live.request.sampling.repetitionPenalty !== 1 || live.request.constraint ? 0 : Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
       }
     }
     this.compactSlots(); // between steps the busy slots are 0..running − 1 (cancel() may open a hole; the next step closes it)
@@ -619,15 +638,23 @@ export class ServingEngine {
     if (sched.pending > 0) sched.tokens[sched.tokens.length - sched.pending--] = event.token;
     else sched.tokens.push(event.token);
     this.counters.generatedTokens++;
+    const constraint = live.request.constraint;
+    constraint?.accept(event.token);
     live.request.onToken(event);
     if (live.done) return; // the callback cancelled it (a stop string)
-    if (live.request.stopTokenIds.includes(event.token)) this.retire(live, 'stop');
+    if (live.request.stopTokenIds.includes(event.token) || constraint?.complete) this.retire(live, 'stop');
     else if (sched.tokens.length - sched.pending >= live.limit) this.retire(live, 'length');
   }
 
-  /** Whether a step of these items may run pipelined: none needs its tokens on the host (a repetition penalty uploads its history). */
+  /**
+   * Whether a step of these items may run pipelined: none needs its tokens on the host (a repetition penalty
+   * uploads its history; a constraint's mask follows its last token).
+   */
   private pipelines(items: readonly ScheduledItem[]): boolean {
-    return items.every((it) => this.bySched.get(it.request)!.request.sampling.repetitionPenalty === 1);
+    return items.every((it) => {
+      const request = this.bySched.get(it.request)!.request;
+      return request.sampling.repetitionPenalty === 1 && !request.constraint;
+    });
   }
 
   /**
@@ -754,7 +781,11 @@ export class ServingEngine {
       const k = live.request.logprobs ?? 0;
       return k === 0 ? { token } : { token, ...logprobsOf(rowLogits(row), token, k) };
     };
-    plain.forEach(({ it }, i) => outcomes.push({ live: liveOf(it), events: [event(liveOf(it), picked![i]!, i)] }));
+    plain.forEach(({ it }, i) => {
+      const live = liveOf(it), position = it.start + it.count - 1;
+      const token = live.request.constraint ? this.constrainedToken(live, picked![i]!, b.view(logits, 0, [n, Vp]), i, all, position) : picked![i]!;
+      outcomes.push({ live, events: [event(live, token, i)] });
+    });
     let base = n;
     const device = this.sampledRounds;
     for (const { it } of rounds) {
@@ -790,7 +821,7 @@ export class ServingEngine {
     let k = this.decodeSteps;
     for (const it of plan.items) {
       const live = this.bySched.get(it.request)!, sampling = live.request.sampling;
-      if (it.count !== 1 || !it.samples || it.draft || (live.request.logprobs ?? 0) > 0 || sampling.repetitionPenalty !== 1) return 1;
+      if (it.count !== 1 || !it.samples || it.draft || (live.request.logprobs ?? 0) > 0 || sampling.repetitionPenalty !== 1 || live.request.constraint) return 1;
       k = Math.min(k, live.limit - it.request.tokens.length);
     }
     if (k < 2) return 1;
@@ -859,7 +890,24 @@ export class ServingEngine {
     if (sampled.length === 0) return [];
     const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     const all = wantsLogprobs(sampled) ? (b.download(this.logitRows(n)) as Float32Array) : undefined;
-    return sampled.map(({ live, row }) => ({ live, events: [this.tokenEvent(live, picked[row]!, row, all)] }));
+    return sampled.map(({ live, row, position }) => {
+      const token = live.request.constraint ? this.constrainedToken(live, picked[row]!, this.logitRows(n), row, all, position) : picked[row]!;
+      return { live, events: [this.tokenEvent(live, token, row, all)] };
+    });
+  }
+
+  /**
+   * A constrained request's token (see "Constrained requests" in the header): the device's pick where the
+   * request is greedy and its mask allows it (the argmax of the allowed tokens then), else picked on the host
+   * within the mask from its row `row` of `logits` (read from `all` where the step downloaded every row).
+   */
+  private constrainedToken(live: Live, picked: number, logits: Tensor, row: number, all: Float32Array | undefined, position: number): number {
+    const mask = live.request.constraint!.allowedTokens();
+    const sampling = live.request.sampling;
+    if (!mask || (sampling.temperature === 0 && maskAllows(mask, picked))) return picked;
+    const b = this.backend, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
+    const z = all ? all.subarray(row * Vp, row * Vp + V) : (b.download(b.view(logits, row * Vp, [V])) as Float32Array);
+    return maskedToken(z, mask, sampling, live.sched.tokens.slice(0, position + 1), position);
   }
 
   /** The first n rows of the target's logits buffer (a step's sampled rows). */
@@ -907,7 +955,7 @@ export class ServingEngine {
       this.sampleRows(this.target.computeLogits(n), n);
     };
     this.runStepBody(`${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`, shape, body, items.reduce((r, it) => r + it.count, 0));
-    const out = { sampled: sampled.map(({ live, row }) => ({ live, row })), rows: n };
+    const out = { sampled: sampled.map(({ it, live, row }) => ({ live, row, position: it.start + it.count - 1 })), rows: n };
     if (!head || !later) return out;
     // Queued behind the step: the next step overwrites both buffers.
     const tokens = b.downloadLater(b.view(io.sTokens, 0, [n]));
