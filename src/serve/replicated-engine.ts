@@ -160,6 +160,8 @@ export class ReplicatedLeader {
 
   submit(request: GenerationRequest): string {
     this.checkOpen();
+    // The followers would sample without the leader's mask, and their tokens (and collectives) would part.
+    if (request.constraint) throw new ArgumentError('structured outputs (response_format) are not supported with tensor-parallel serving: every rank samples on its own, and a mask lives on the leader only');
     const client: Client = { request, finished: false };
     const id = this.engine.submit({
       ...request,

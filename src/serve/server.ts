@@ -25,6 +25,9 @@ import { AnswerParts } from './answer-parts.js';
 import { ToolCallExtractor } from './tool-calls.js';
 import type { ToolCall, ToolCallParser } from './tool-calls.js';
 import type { Tokenizer } from '../io/tokenizer.js';
+import { tokenByteTable } from '../io/token-bytes.js';
+import { JsonConstraint, TokenVocabulary } from '../infer/structured/token-mask.js';
+import type { ReasoningTokens, TokenConstraint } from '../infer/structured/token-mask.js';
 import { ChoiceText, hasContent } from './choice-text.js';
 import type { ChoiceUpdate, LogprobEntry } from './choice-text.js';
 import { ChatTemplate } from './chat-template.js';
@@ -36,7 +39,7 @@ import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJ
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody, parseDetokenizeBody, parseTokenizeBody } from './validation.js';
-import type { ChatParams, CommonParams, ToolDefinition } from './validation.js';
+import type { ChatParams, CommonParams, ResponseFormat, ToolDefinition } from './validation.js';
 
 export interface ServerOptions {
   /** An API key, CORS origins (http-json.ts). */
@@ -84,6 +87,8 @@ export class InferenceServer {
   private readonly reasoningParser?: ReasoningParser;
   private readonly toolCallParser?: ToolCallParser;
   private readonly stopTokenIds: readonly number[];
+  /** The vocabulary's trie for structured outputs, built at the first request with a response_format. */
+  private vocabulary?: TokenVocabulary;
   private readonly active = new Set<Active>();
   private draining = false;
   private loopStopped = false;
@@ -234,7 +239,11 @@ export class InferenceServer {
     const chat = kind === 'chat' ? params as ReturnType<typeof parseChatBody> : undefined;
     const completion = kind === 'completion' ? params as ReturnType<typeof parseCompletionBody> : undefined;
     const tools = chat ? promptTools(chat) : [];
+    if (params.responseFormat && tools.length > 0) {
+      throw new ApiError(400, `'response_format' and 'tools' together are not supported: the answer is held to the format, so the model could never write a tool call; leave one out (or set tool_choice to "none")`, 'invalid_request_error', 'response_format');
+    }
     const toolParser = tools.length > 0 ? this.checkedToolParser() : undefined;
+    const constraintOf = params.responseFormat ? this.constraintMaker(params.responseFormat) : undefined;
     const prompts = chat
       ? [this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')]
       : await Promise.all(completion!.prompts.map((p) => this.promptIds(p)));
@@ -267,7 +276,32 @@ export class InferenceServer {
     const plan = prompts.flatMap((prompt, i) => Array.from({ length: params.n }, (_, j): ChoicePlan => ({
       prompt, group: i, maxTokens: maxTokens[i]!, sampling: sampling(i * params.n + j), echo: echoOf(i),
     })));
-    await this.run(kind, req, res, params, plan, arrival, partsOfChoice);
+    await this.run(kind, req, res, params, plan, arrival, partsOfChoice, constraintOf);
+  }
+
+  /**
+   * Makes each choice's constraint for a response_format (the stop ids it may end with given later); the
+   * vocabulary's trie is built once, at the first such request. With a reasoning parser the model first thinks
+   * unconstrained, up to its </think> token.
+   */
+  private constraintMaker(format: ResponseFormat): (stopIds: readonly number[]) => TokenConstraint {
+    const reasoning = this.reasoningTokens();
+    try {
+      this.vocabulary ??= new TokenVocabulary(tokenByteTable(this.tokenizer, this.engine.model.vocabSize));
+    } catch (e) {
+      throw new ApiError(400, `'response_format' cannot be enforced with this model's tokenizer: ${(e as Error).message}`, 'invalid_request_error', 'response_format');
+    }
+    const vocabulary = this.vocabulary;
+    return (stopIds) => new JsonConstraint(format.grammar, vocabulary, stopIds, reasoning);
+  }
+
+  private reasoningTokens(): ReasoningTokens | undefined {
+    if (!this.reasoningParser) return undefined;
+    const open = this.tokenizer.tokenToId('<think>'), close = this.tokenizer.tokenToId('</think>');
+    if (open === undefined || close === undefined) {
+      throw new ApiError(400, `'response_format' with --reasoning-parser ${this.reasoningParser} needs <think> and </think> as tokens of the vocabulary (the answer is constrained after </think>); this tokenizer has no such tokens`, 'invalid_request_error', 'response_format');
+    }
+    return { open, close, opensItself: this.reasoningParser === 'qwen3' };
   }
 
   /**
@@ -342,7 +376,8 @@ export class InferenceServer {
    * One engine request per choice of the plan, their text streamed or gathered (choice-text.ts); `partsOfChoice`: a
    * chat answer's reasoning and tool calls taken apart from its content (absent: all content).
    */
-  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, plan: readonly ChoicePlan[], arrival: number, partsOfChoice: () => AnswerParts | undefined): Promise<void> {
+  private run(kind: Kind, req: IncomingMessage, res: ServerResponse, params: CommonParams, plan: readonly ChoicePlan[], arrival: number, partsOfChoice: () => AnswerParts | undefined,
+    constraintOf?: (stopIds: readonly number[]) => TokenConstraint): Promise<void> {
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`, created = Math.floor(Date.now() / 1000);
     // The model's own stop ids (unless ignore_eos) and the request's stop_token_ids; the token that ends the
     // answer is not part of its text (EOS is special anyway; a stop_token_ids token is left out as vLLM does).
@@ -448,6 +483,7 @@ export class InferenceServer {
         const { prompt, maxTokens, sampling } = plan[k]!;
         engineIds[k] = this.engine.submit({
           prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
+          ...(constraintOf ? { constraint: constraintOf([...stopIds]) } : {}),
           onToken: onToken(k), onFinish: onFinish(k),
         });
       };

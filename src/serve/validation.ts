@@ -3,6 +3,8 @@
 // names the field, the value's kind and what was expected.
 
 import { FuseformerError } from '../errors.js';
+import { anyJsonObject, compileJsonSchema, SchemaError } from '../infer/structured/json-schema.js';
+import type { GrammarNode } from '../infer/structured/json-schema.js';
 import { MAX_LOGPROBS } from './engine.js';
 import { REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
 
@@ -67,6 +69,14 @@ export interface CommonParams {
   /** Top alternatives per token (0 = none); `logprobs` asked at all. */
   readonly topLogprobs: number;
   readonly logprobs: boolean;
+  /** Structured outputs (response_format json_object / json_schema): the grammar every choice is held to. */
+  readonly responseFormat?: ResponseFormat;
+}
+
+/** A response_format that constrains the answer: its kind, and its grammar (json-schema.ts) compiled once for all choices. */
+export interface ResponseFormat {
+  readonly type: 'json_object' | 'json_schema';
+  readonly grammar: GrammarNode;
 }
 
 export interface CompletionParams extends CommonParams {
@@ -157,7 +167,7 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
     ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
     ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
-    n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage,
+    n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage, ...responseFormatOf(o['response_format']),
   };
 }
 
@@ -172,12 +182,37 @@ const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expec
   { key: 'logit_bias', inert: (v) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0 },
   { key: 'frequency_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
   { key: 'presence_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
-  { key: 'response_format', inert: (v) => typeof v === 'object' && v !== null && (v as Record<string, unknown>)['type'] === 'text' },
   { key: 'functions', inert: (v) => Array.isArray(v) && v.length === 0 },
   { key: 'function_call', inert: (v) => v === 'none' },
   // Several calls in one answer are what a model may write; keeping it to one would need constrained decoding.
   { key: 'parallel_tool_calls', inert: (v) => v === true },
 ];
+
+/**
+ * response_format: {"type": "text"} (the default: no constraint), {"type": "json_object"} (any JSON object), or
+ * {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}} — the schema compiled
+ * here, so a schema the grammar cannot enforce is this request's 400 naming the keyword and its path.
+ */
+function responseFormatOf(v: unknown): { responseFormat?: ResponseFormat } {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw bad('response_format', `'response_format' is ${describe(v)}; expected an object such as {"type": "json_object"}`);
+  const o = v as Record<string, unknown>, type = o['type'];
+  if (type === 'text') return {};
+  if (type === 'json_object') return { responseFormat: { type, grammar: anyJsonObject() } };
+  if (type !== 'json_schema') throw bad('response_format.type', `'response_format.type' is ${describe(type)}; expected "text", "json_object" or "json_schema"`);
+  const spec = o['json_schema'];
+  if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) throw bad('response_format.json_schema', `'response_format.json_schema' is ${describe(spec)}; expected an object with "name" and "schema"`);
+  const j = spec as Record<string, unknown>;
+  if (typeof j['name'] !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(j['name'])) throw bad('response_format.json_schema.name', `'response_format.json_schema.name' is ${describe(j['name'])}; expected a name of up to 64 letters, digits, '_' or '-'`);
+  if (j['strict'] !== undefined && j['strict'] !== null && typeof j['strict'] !== 'boolean') throw bad('response_format.json_schema.strict', `'response_format.json_schema.strict' is ${describe(j['strict'])}; expected true or false`);
+  if (j['schema'] === undefined) return { responseFormat: { type, grammar: anyJsonObject() } }; // OpenAI: no schema, any JSON object
+  try {
+    return { responseFormat: { type, grammar: compileJsonSchema(j['schema']) } };
+  } catch (e) {
+    if (e instanceof SchemaError) throw bad('response_format.json_schema.schema', `'response_format.json_schema.schema' ${e.message.startsWith('#:') ? e.message.slice(3) : `at ${e.message}`}`);
+    throw e;
+  }
+}
 
 /** The completions endpoint has no tools (chat's are parsed by parseTools); chat has no echo (completions' is parsed there). */
 const CHAT_UNSUPPORTED: typeof UNSUPPORTED = [{ key: 'echo', inert: (v) => v === false }];

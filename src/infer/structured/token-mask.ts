@@ -194,7 +194,12 @@ export class JsonConstraint implements TokenConstraint {
     this.states = next;
   }
 
+  /**
+   * The value is complete and nothing may follow — or no token may come at all: a top-level number at its
+   * longest with no stop token to end it, or (never with a byte-complete vocabulary) a dead end.
+   */
   get complete(): boolean {
-    return this.phase === 'json' && isFinished(this.states);
+    if (this.phase !== 'json') return false;
+    return isFinished(this.states) || this.allowedTokens()!.every((word) => word === 0);
   }
 }
