@@ -108,6 +108,15 @@ const sampled = await (await post('/completions', { model, prompt: 'Call me', ma
 expect('sampled with logprobs', sampled.choices?.[0]?.logprobs?.tokens?.length > 0, JSON.stringify(sampled));
 const many = await Promise.all(Array.from({ length: 24 }, (_, i) => post('/completions', { model, prompt: `Call me ${i}`, max_tokens: 8, temperature: 0 }).then((r) => r.status)));
 expect('24 concurrent requests', many.every((s) => s === 200), JSON.stringify(many));
+// Structured outputs: the answer held to a schema token by token (on CUDA: the device's greedy pick kept where allowed, else a host pick from the row).
+const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, ok: { type: 'boolean' } }, required: ['name', 'ok'], additionalProperties: false };
+for (const [label, extra] of [['greedy', { temperature: 0 }], ['sampled', { temperature: 0.9, seed: 5 }]]) {
+  const structured = await (await post('/completions', { model, prompt: 'Call me', max_tokens: 240, ...extra, response_format: { type: 'json_schema', json_schema: { name: 'person', schema } } })).json();
+  const choice = structured.choices?.[0];
+  let parsed = null;
+  try { parsed = JSON.parse(choice?.text); } catch {}
+  expect(`structured output (${label})`, choice?.finish_reason === 'stop' && parsed !== null && typeof parsed.name === 'string' && typeof parsed.ok === 'boolean' && Object.keys(parsed).length === 2, JSON.stringify(structured));
+}
 const bad = await post('/completions', '{"model": ');
 const badBody = await bad.json().catch(() => null);
 expect('malformed JSON is a 400 with a message', bad.status === 400 && typeof badBody?.error?.message === 'string', `${bad.status} ${JSON.stringify(badBody)}`);

@@ -148,6 +148,7 @@ test('valid documents are taken however they are spaced; changed ones are refuse
     for (const spacing of [undefined, 2, '\t']) assert.ok(accepts(person, JSON.stringify(doc, null, spacing)), JSON.stringify(doc, null, spacing));
   }
   assert.ok(accepts(person, '{"name":"\\u00e9\\"","age":1,"tags":["a"]}'));
+  assert.ok(accepts(person, `{\n${' '.repeat(MAX_INDENT)}"name": "Ann",\n\t"age": 30, "tags": [\n"a"\n]\n}`));
   const refused = [
     '{"age": 30, "name": "Ann", "tags": ["a"]}', // out of the schema's order
     '{"name": "Ann", "tags": ["a"]}', // a required property missing
@@ -166,7 +167,9 @@ test('valid documents are taken however they are spaced; changed ones are refuse
     '{"name": "A\u0001", "age": 30, "tags": ["a"]}', // a control character in a string
     '{"name": "A\\q", "age": 30, "tags": ["a"]}', // not an escape
     '{"name": "Ann", "age": 030, "tags": ["a"]}', // a leading zero
-    `{${' '.repeat(MAX_INDENT + 1)}"name": "Ann", "age": 30, "tags": ["a"]}`, // too much indentation
+    `{\n${' '.repeat(MAX_INDENT + 1)}"name": "Ann", "age": 30, "tags": ["a"]}`, // too much indentation
+    '{"name":  "Ann", "age": 30, "tags": ["a"]}', // two spaces
+    '{"name": "Ann", \n"age": 30, "tags": ["a"]}', // a space before a newline
     '{\n\n"name": "Ann", "age": 30, "tags": ["a"]}', // two newlines in a row
     '{\r\n"name": "Ann", "age": 30, "tags": ["a"]}', // a carriage return
   ];

@@ -5,23 +5,29 @@
 // builds new ones and never changes the old (the trie walk's siblings share their parent's states).
 //
 // What the text may contain beside the grammar's values: whitespace before a value and around ':' , ',' and
-// the brackets — one newline at most and up to MAX_INDENT spaces or tabs before and after it, so compact and
-// pretty-printed JSON both fit while a model that keeps writing newlines or spaces must get on with the value
-// (with any amount allowed, a weak model's answer can be all whitespace; vLLM offers the same cap); strings in
-// well-formed UTF-8 with JSON's escapes; nothing after the top value.
+// the brackets — one space, or a newline and an indentation of up to MAX_INDENT spaces or tabs — so compact
+// and pretty-printed JSON both fit while a model that keeps writing whitespace must get on with the value (with
+// any amount allowed, a weak model's answer can be all whitespace); strings in well-formed UTF-8 with JSON's
+// escapes; nothing after the top value.
 // A top-level number ends where the text ends (EOS), so it is complete yet may still grow.
 
 import type { GrammarNode, PropertyRule, RefNode } from './json-schema.js';
 import { anyJsonObject, MAX_EXPONENT_DIGITS, MAX_FRACTION_DIGITS, MAX_INTEGER_DIGITS } from './json-schema.js';
 
-export const MAX_INDENT = 20;
-const NEWLINE_SEEN = 0x100;
+export const MAX_INDENT = 12;
+const AFTER_SPACE = 1, AFTER_NEWLINE = 0x100;
 
-/** A whitespace run's state (spaces and tabs since the last newline, and whether it had one) after byte b, or −1. */
+/**
+ * A whitespace run's state after byte b, or −1 where b may not extend it. A run is nothing, one space, or a
+ * newline and up to MAX_INDENT spaces or tabs: compact JSON (", " and ": ") and pretty-printed JSON both fit;
+ * nothing else does — each extra byte of whitespace is a token a weak model (a byte-level vocabulary above all)
+ * would happily repeat.
+ */
 function whitespaceAfter(ws: number, b: number): number {
-  if (b === 0x0a) return ws & NEWLINE_SEEN ? -1 : NEWLINE_SEEN;
-  if (b !== 0x20 && b !== 0x09) return -1;
-  return (ws & 0xff) < MAX_INDENT ? ws + 1 : -1;
+  if (b === 0x0a) return ws === 0 ? AFTER_NEWLINE : -1;
+  if (b === 0x20 && ws === 0) return AFTER_SPACE;
+  if ((b === 0x20 || b === 0x09) && ws & AFTER_NEWLINE) return (ws & 0xff) < MAX_INDENT ? ws + 1 : -1;
+  return -1;
 }
 
 type StringNode = Extract<GrammarNode, { kind: 'string' }>;
