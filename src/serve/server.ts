@@ -22,7 +22,7 @@ import type { ResolvedSampling } from '../infer/sampling.js';
 import { ReasoningSplitter } from './reasoning.js';
 import type { ReasoningParser } from './reasoning.js';
 import { AnswerParts } from './answer-parts.js';
-import { ToolCallExtractor } from './tool-calls.js';
+import { forcedCallGrammar, ToolCallExtractor } from './tool-calls.js';
 import type { ToolCall, ToolCallParser } from './tool-calls.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { tokenByteTable } from '../io/token-bytes.js';
@@ -39,7 +39,9 @@ import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJ
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody, parseDetokenizeBody, parseTokenizeBody } from './validation.js';
-import type { ChatParams, CommonParams, ResponseFormat, ToolDefinition } from './validation.js';
+import type { ChatParams, CommonParams, ToolDefinition } from './validation.js';
+import { compileJsonSchema, SchemaError } from '../infer/structured/json-schema.js';
+import type { GrammarNode } from '../infer/structured/json-schema.js';
 
 export interface ServerOptions {
   /** An API key, CORS origins (http-json.ts). */
@@ -243,7 +245,9 @@ export class InferenceServer {
       throw new ApiError(400, `'response_format' and 'tools' together are not supported: the answer is held to the format, so the model could never write a tool call; leave one out (or set tool_choice to "none")`, 'invalid_request_error', 'response_format');
     }
     const toolParser = tools.length > 0 ? this.checkedToolParser() : undefined;
-    const constraintOf = params.responseFormat ? this.constraintMaker(params.responseFormat) : undefined;
+    const forced = chat && toolParser ? forcedCall(chat, toolParser) : undefined;
+    const grammar = params.responseFormat?.grammar ?? forced;
+    const constraintOf = grammar ? this.constraintMaker(grammar) : undefined;
     const prompts = chat
       ? [this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')]
       : await Promise.all(completion!.prompts.map((p) => this.promptIds(p)));
@@ -280,26 +284,26 @@ export class InferenceServer {
   }
 
   /**
-   * Makes each choice's constraint for a response_format (the stop ids it may end with given later); the
-   * vocabulary's trie is built once, at the first such request. With a reasoning parser the model first thinks
-   * unconstrained, up to its </think> token.
+   * Makes each choice's constraint for a grammar — a response_format's, or a forced tool call's — (the stop ids
+   * it may end with given later); the vocabulary's trie is built once, at the first such request. With a
+   * reasoning parser the model first thinks unconstrained, up to its </think> token.
    */
-  private constraintMaker(format: ResponseFormat): (stopIds: readonly number[]) => TokenConstraint {
+  private constraintMaker(grammar: GrammarNode): (stopIds: readonly number[]) => TokenConstraint {
     const reasoning = this.reasoningTokens();
     try {
       this.vocabulary ??= new TokenVocabulary(tokenByteTable(this.tokenizer, this.engine.model.vocabSize));
     } catch (e) {
-      throw new ApiError(400, `'response_format' cannot be enforced with this model's tokenizer: ${(e as Error).message}`, 'invalid_request_error', 'response_format');
+      throw new ApiError(400, `constrained decoding (response_format, or tool_choice forcing a call) is not possible with this model's tokenizer: ${(e as Error).message}`, 'invalid_request_error', 'response_format');
     }
     const vocabulary = this.vocabulary;
-    return (stopIds) => new JsonConstraint(format.grammar, vocabulary, stopIds, reasoning);
+    return (stopIds) => new JsonConstraint(grammar, vocabulary, stopIds, reasoning);
   }
 
   private reasoningTokens(): ReasoningTokens | undefined {
     if (!this.reasoningParser) return undefined;
     const open = this.tokenizer.tokenToId('<think>'), close = this.tokenizer.tokenToId('</think>');
     if (open === undefined || close === undefined) {
-      throw new ApiError(400, `'response_format' with --reasoning-parser ${this.reasoningParser} needs <think> and </think> as tokens of the vocabulary (the answer is constrained after </think>); this tokenizer has no such tokens`, 'invalid_request_error', 'response_format');
+      throw new ApiError(400, `constrained decoding (response_format, or tool_choice forcing a call) with --reasoning-parser ${this.reasoningParser} needs <think> and </think> as tokens of the vocabulary (the answer is constrained after </think>); this tokenizer has no such tokens`, 'invalid_request_error', 'response_format');
     }
     return { open, close, opensItself: this.reasoningParser === 'qwen3' };
   }
@@ -547,7 +551,27 @@ interface ChoicePlan {
 
 /** The tools a chat prompt shows: tool_choice "none" leaves them out, so the model is not asked to call them. */
 function promptTools(chat: ChatParams): readonly ToolDefinition[] {
-  return chat.toolChoice === 'auto' ? chat.tools : [];
+  return chat.toolChoice === 'none' ? [] : chat.tools;
+}
+
+/**
+ * tool_choice "required" (a call of any of the tools) or a named function: the grammar of that call in the
+ * parser's syntax, each function's arguments held to its parameters (compiled here: a schema the grammar cannot
+ * enforce is the request's 400, naming the tool). Undefined for "auto" and "none".
+ */
+function forcedCall(chat: ChatParams, parser: ToolCallParser): GrammarNode | undefined {
+  const choice = chat.toolChoice;
+  if (choice === 'auto' || choice === 'none') return undefined;
+  const functions = chat.tools.flatMap((t, i) => {
+    if (choice !== 'required' && t.function.name !== choice.name) return [];
+    try {
+      return [{ name: t.function.name, parameters: compileJsonSchema(t.function.parameters ?? { type: 'object' }) }];
+    } catch (e) {
+      if (e instanceof SchemaError) throw new ApiError(400, `'tools[${i}].function.parameters' ${e.message.startsWith('#:') ? e.message.slice(3) : `at ${e.message}`} (tool_choice forces a call, so its arguments are constrained to this schema)`, 'invalid_request_error', `tools[${i}].function.parameters`);
+      throw e;
+    }
+  });
+  return forcedCallGrammar(parser, functions);
 }
 
 /** A final chat message: content null where the answer is tool calls alone; reasoning_content with a reasoning parser. */

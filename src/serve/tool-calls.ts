@@ -14,6 +14,8 @@
 
 import { randomUUID } from 'node:crypto';
 import { ArgumentError } from '../errors.js';
+import { alternatives, objectOf, textLiteral } from '../infer/structured/json-schema.js';
+import type { GrammarNode } from '../infer/structured/json-schema.js';
 
 export const TOOL_CALL_PARSERS = ['hermes', 'llama3_json'] as const;
 export type ToolCallParser = (typeof TOOL_CALL_PARSERS)[number];
@@ -204,4 +206,15 @@ function jsonSequence(text: string): string[] | undefined {
     if (text[i] !== ';') return undefined;
     i++;
   }
+}
+
+/**
+ * The grammar of one call in the parser's syntax, to one of `functions` with its arguments held to that function's
+ * parameters (tool_choice "required" or a named function): hermes `<tool_call>\n{"name": …, "arguments": …}\n
+ * </tool_call>` as Qwen's and Hermes' templates show it, llama3_json the answer one `{"name": …, "parameters": …}`.
+ */
+export function forcedCallGrammar(parser: ToolCallParser, functions: readonly { readonly name: string; readonly parameters: GrammarNode }[]): GrammarNode {
+  const argumentsKey = parser === 'hermes' ? 'arguments' : 'parameters';
+  const call = alternatives(functions.map((f) => objectOf([['name', textLiteral(JSON.stringify(f.name))], [argumentsKey, f.parameters]])));
+  return parser === 'hermes' ? { kind: 'sequence', parts: [textLiteral(`${OPEN}\n`), call, textLiteral(`\n${CLOSE}`)] } : call;
 }

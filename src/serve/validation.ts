@@ -46,7 +46,8 @@ export interface ToolDefinition {
 }
 
 /** none: the tools are left out of the prompt and no call is looked for; auto: the model decides. */
-export type ToolChoice = 'none' | 'auto';
+/** "required": some call of the tools; {name}: a call of that function (both forced by constrained decoding). */
+export type ToolChoice = 'none' | 'auto' | 'required' | { readonly name: string };
 
 /** The fields both endpoints share, checked (absent fields stay undefined: defaults come later). */
 export interface CommonParams {
@@ -355,8 +356,9 @@ const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
  * tools: [{type: "function", function: {name, description?, parameters?, strict?}}], names unique;
- * tool_choice: "none" or "auto" (the default: "auto" with tools). "required" and a named function would need
- * decoding constrained to a call, which this server does not do: they are refused by name.
+ * tool_choice: "none", "auto" (the default with tools), "required" or {type: "function", function: {name}} (a
+ * call forced by constrained decoding, its arguments held to the function's parameters). strict: true is taken
+ * where a call is forced (its arguments are constrained then); with "auto" they are not, so it is refused there.
  */
 function parseTools(o: Record<string, unknown>): { tools: ToolDefinition[]; toolChoice: ToolChoice } {
   const raw = o['tools'];
@@ -371,22 +373,29 @@ function parseTools(o: Record<string, unknown>): { tools: ToolDefinition[]; tool
       if (typeof f['name'] !== 'string' || !FUNCTION_NAME.test(f['name'])) throw bad(`${at}.function.name`, `'${at}.function.name' is ${describe(f['name'])}; expected 1 to 64 letters, digits, '_' or '-'`);
       if (f['description'] !== undefined && f['description'] !== null && typeof f['description'] !== 'string') throw bad(`${at}.function.description`, `'${at}.function.description' is ${describe(f['description'])}; expected a string`);
       if (f['parameters'] !== undefined && f['parameters'] !== null && !isObject(f['parameters'])) throw bad(`${at}.function.parameters`, `'${at}.function.parameters' is ${describe(f['parameters'])}; expected a JSON Schema object`);
-      if (f['strict'] === true) throw new ApiError(400, `'${at}.function.strict' is true; this server does not constrain arguments to the schema (leave it out or false)`, 'invalid_request_error', `${at}.function.strict`, 'unsupported_parameter');
       return t as unknown as ToolDefinition;
     });
     const names = tools.map((t) => t.function.name), twice = names.find((n, i) => names.indexOf(n) !== i);
     if (twice !== undefined) throw bad('tools', `'tools' names the function '${twice}' twice`);
   }
-  const choice = o['tool_choice'];
-  if (choice === undefined || choice === null) return { tools, toolChoice: tools.length > 0 ? 'auto' : 'none' };
-  if (choice === 'none' || choice === 'auto') {
-    if (choice === 'auto' && tools.length === 0) throw bad('tool_choice', `'tool_choice' is "auto" but the request has no 'tools'`);
-    return { tools, toolChoice: choice };
+  const choice = o['tool_choice'] ?? (tools.length > 0 ? 'auto' : 'none');
+  let toolChoice: ToolChoice;
+  if (choice === 'none' || choice === 'auto' || choice === 'required') {
+    if (choice !== 'none' && tools.length === 0) throw bad('tool_choice', `'tool_choice' is "${choice}" but the request has no 'tools'`);
+    toolChoice = choice;
+  } else if (isObject(choice)) {
+    const name = isObject(choice['function']) ? choice['function']['name'] : undefined;
+    if (choice['type'] !== 'function' || typeof name !== 'string') throw bad('tool_choice', `'tool_choice' is ${JSON.stringify(choice).slice(0, 80)}; expected {"type": "function", "function": {"name": ...}}`);
+    if (!tools.some((t) => t.function.name === name)) throw bad('tool_choice', `'tool_choice' names the function '${name}', which 'tools' does not list`);
+    toolChoice = { name };
+  } else {
+    throw bad('tool_choice', `'tool_choice' is ${describe(choice)}; expected "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`);
   }
-  if (choice === 'required' || isObject(choice)) {
-    throw new ApiError(400, `'tool_choice' ${JSON.stringify(choice).slice(0, 80)} would force a call, which needs decoding constrained to one; this server does not constrain decoding: use "auto" (or "none")`, 'invalid_request_error', 'tool_choice', 'unsupported_parameter');
+  if (toolChoice === 'auto') {
+    const i = tools.findIndex((t) => t.function.strict === true);
+    if (i >= 0) throw new ApiError(400, `'tools[${i}].function.strict' is true, but with tool_choice "auto" this server does not constrain a call's arguments (it does where tool_choice is "required" or names the function); leave strict out or false`, 'invalid_request_error', `tools[${i}].function.strict`, 'unsupported_parameter');
   }
-  throw bad('tool_choice', `'tool_choice' is ${describe(choice)}; expected "none" or "auto"`);
+  return { tools, toolChoice };
 }
 
 export interface EmbeddingParams {

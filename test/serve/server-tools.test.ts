@@ -105,7 +105,7 @@ const USER: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Wea
 /** The prompt ids the server should hand the engine for this request body (through our template path). */
 function promptOf(body: unknown): number[] {
   const chat = parseChatBody(body);
-  return tokenizer.encode(new ChatTemplate(tokenizer).render(chat.messages, chat.chatTemplateKwargs, chat.toolChoice === 'auto' ? chat.tools : []), { addSpecialTokens: false });
+  return tokenizer.encode(new ChatTemplate(tokenizer).render(chat.messages, chat.chatTemplateKwargs, chat.toolChoice === 'none' ? [] : chat.tools), { addSpecialTokens: false });
 }
 
 test('a call comes back as message.tool_calls with finish_reason "tool_calls"; the tools were in the prompt', async () => {
@@ -175,12 +175,13 @@ test('requests that cannot be served are refused by name', async () => {
     assert.match(e.error.message, pattern);
   };
   const { base } = await serve([]);
-  await refused(base, { tools: [WEATHER], tool_choice: 'required' }, 'tool_choice', /would force a call.*does not constrain decoding/);
-  await refused(base, { tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'get_weather' } } }, 'tool_choice', /would force a call/);
+  await refused(base, { tool_choice: 'required' }, 'tool_choice', /"required" but the request has no 'tools'/);
+  await refused(base, { tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'get_time' } } }, 'tool_choice', /names the function 'get_time', which 'tools' does not list/);
+  await refused(base, { tools: [WEATHER], tool_choice: { type: 'function', name: 'get_weather' } }, 'tool_choice', /expected \{"type": "function", "function": \{"name"/);
   await refused(base, { tool_choice: 'auto' }, 'tool_choice', /no 'tools'/);
   await refused(base, { tools: [{ type: 'function', function: { name: 'get weather' } }] }, 'tools[0].function.name', /letters, digits/);
   await refused(base, { tools: [WEATHER, WEATHER] }, 'tools', /'get_weather' twice/);
-  await refused(base, { tools: [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }] }, 'tools[0].function.strict', /does not constrain/);
+  await refused(base, { tools: [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }] }, 'tools[0].function.strict', /with tool_choice "auto" this server does not constrain a call's arguments/);
   await refused(base, { tools: [WEATHER], parallel_tool_calls: false }, 'parallel_tool_calls', /not supported/);
   const call = { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": ' } };
   await refused(base, { messages: [...USER, { role: 'assistant', content: null, tool_calls: [call] }] }, 'messages[1].tool_calls[0].function.arguments', /is not JSON/);

@@ -34,12 +34,14 @@ type StringNode = Extract<GrammarNode, { kind: 'string' }>;
 type NumberNode = Extract<GrammarNode, { kind: 'number' }>;
 type ObjectNode = Extract<GrammarNode, { kind: 'object' }>;
 type ArrayNode = Extract<GrammarNode, { kind: 'array' }>;
+type SequenceNode = Extract<GrammarNode, { kind: 'sequence' }>;
 type NumberPhase = 'sign' | 'zero' | 'int' | 'dot' | 'frac' | 'exp' | 'expSign' | 'expDigits';
 
 /**
  * One level of the parse. V: a value may start (after whitespace); S: inside a string (esc 1 after '\', 2–5
  * inside \uXXXX; utf8: continuation bytes still due); L: part way through fixed bytes (a key, an enum member,
- * true / false / null); N: inside a number; O / A: inside an object / array, between its parts.
+ * true / false / null); N: inside a number; O / A: inside an object / array, between its parts; Q: a sequence,
+ * `next` the part that starts at the next byte.
  */
 type Frame =
   | { readonly t: 'V'; readonly node: GrammarNode; readonly ws: number }
@@ -47,7 +49,8 @@ type Frame =
   | { readonly t: 'L'; readonly bytes: Uint8Array; readonly i: number }
   | { readonly t: 'N'; readonly node: NumberNode; readonly phase: NumberPhase; readonly neg: boolean; readonly digits: string; readonly frac: number; readonly exp: number }
   | { readonly t: 'O'; readonly node: ObjectNode; readonly phase: 'open' | 'key' | 'colon' | 'value' | 'after' | 'comma'; readonly next: number; readonly pending: number; readonly ws: number }
-  | { readonly t: 'A'; readonly node: ArrayNode; readonly phase: 'open' | 'value' | 'after' | 'comma'; readonly count: number; readonly ws: number };
+  | { readonly t: 'A'; readonly node: ArrayNode; readonly phase: 'open' | 'value' | 'after' | 'comma'; readonly count: number; readonly ws: number }
+  | { readonly t: 'Q'; readonly node: SequenceNode; readonly next: number };
 
 /** A parse in progress: its innermost frame and the frames around it. */
 export interface ParseStack {
@@ -139,6 +142,7 @@ function advance(s: ParseStack, b: number, out: ParseStack[]): void {
     case 'N': return numberByte(f, up, b, out);
     case 'O': return objectByte(f, up, b, out);
     case 'A': return arrayByte(f, up, b, out);
+    case 'Q': return startValue(f.node.parts[f.next]!, { f: { ...f, next: f.next + 1 }, up }, b, out, 0);
   }
 }
 
@@ -175,6 +179,8 @@ function startValue(node: GrammarNode, up: ParseStack | null, b: number, out: Pa
     case 'array':
       if (b === LBRACKET) out.push({ f: { t: 'A', node, phase: 'open', count: 0, ws: 0 }, up });
       return;
+    case 'sequence':
+      return startValue(node.parts[0]!, node.parts.length > 1 ? { f: { t: 'Q', node, next: 1 }, up } : up, b, out, depth + 1);
   }
 }
 
@@ -184,6 +190,7 @@ function valueDone(up: ParseStack | null): ParseStack {
   const f = up.f;
   if (f.t === 'O') return { f: { ...f, phase: f.phase === 'key' ? 'colon' : 'after', ws: 0 }, up: up.up };
   if (f.t === 'A') return { f: { ...f, phase: 'after', count: f.count + 1, ws: 0 }, up: up.up };
+  if (f.t === 'Q') return f.next === f.node.parts.length ? valueDone(up.up) : up;
   throw new Error(`internal: a value completed inside a '${f.t}' frame`);
 }
 

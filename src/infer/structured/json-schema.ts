@@ -41,6 +41,8 @@ export type GrammarNode =
   | { readonly kind: 'number'; readonly integer: boolean; readonly minimum: bigint | null; readonly maximum: bigint | null }
   | { readonly kind: 'literal'; readonly bytes: Uint8Array }
   | { readonly kind: 'anyOf'; readonly options: readonly GrammarNode[] }
+  /** Parts one after another with nothing between them (a tool call's tags around its JSON; never from a schema). */
+  | { readonly kind: 'sequence'; readonly parts: readonly GrammarNode[] }
   | RefNode;
 
 /** A $ref, resolved once its target is compiled (the target may be an ancestor still being compiled). */
@@ -81,6 +83,16 @@ const COMBINATORS = ['anyOf', 'oneOf', 'allOf', '$ref'];
 const utf8 = new TextEncoder();
 const describe = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `${typeof v} ${JSON.stringify(v)}`);
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Fixed bytes (text around a JSON value, such as a tool call's tags). */
+export function textLiteral(text: string): GrammarNode {
+  return { kind: 'literal', bytes: utf8.encode(text) };
+}
+
+/** An object of exactly these properties, all required, in this order. */
+export function objectOf(properties: readonly (readonly [string, GrammarNode])[]): GrammarNode {
+  return { kind: 'object', properties: properties.map(([name, value]) => ({ name, key: utf8.encode(JSON.stringify(name)), value, required: true })), additional: null };
+}
 
 /** Any JSON object (response_format {"type": "json_object"}): keys and values unconstrained. */
 export function anyJsonObject(): GrammarNode {
@@ -255,7 +267,7 @@ class SchemaCompiler {
   }
 }
 
-function alternatives(nodes: GrammarNode[]): GrammarNode {
+export function alternatives(nodes: GrammarNode[]): GrammarNode {
   return nodes.length === 1 ? nodes[0]! : { kind: 'anyOf', options: nodes };
 }
 
