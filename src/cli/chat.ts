@@ -19,6 +19,8 @@ import { ServingEngine } from '../serve/engine.js';
 import { warmUp } from '../serve/warmup.js';
 import { isEncoderDecoder, loadDecoderDirectory, precisionOf, quantizeOption } from './model-directory.js';
 import { numberOption, samplingFlags } from './sampling-options.js';
+import { JSON_OPTIONS_USAGE, jsonConstraints, jsonGrammarOption } from './json-output.js';
+import { defaultStopTokenIds } from '../infer/generate.js';
 
 export const CHAT_USAGE = `usage: fuseformer chat --model DIR [options]
 
@@ -38,6 +40,7 @@ conversation), /exit. Ctrl-C stops an answer; Ctrl-C at the prompt or Ctrl-D end
   --temperature X, --top-k N, --top-p P, --repetition-penalty X
                            sampling (default: generation_config.json's, else greedy)
   --seed N                 the seed of the first answer (the next ones take N + 1, N + 2, …; default random)
+${JSON_OPTIONS_USAGE} — every answer
   --quantize rtn4|rtn8     quantize a 16-bit model on loading (round-to-nearest INT4 / INT8)
   --dtype bf16|f16|f32     (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
@@ -54,6 +57,7 @@ export async function runChat(argv: string[]): Promise<number> {
       'max-len': { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' }, 'top-p': { type: 'string' },
       'repetition-penalty': { type: 'string' }, seed: { type: 'string' }, quantize: { type: 'string' }, dtype: { type: 'string' },
       backend: { type: 'string' }, 'no-graphs': { type: 'boolean', default: false }, 'no-warmup': { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false }, 'json-schema': { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory with a chat template)');
@@ -69,6 +73,7 @@ export async function runChat(argv: string[]): Promise<number> {
   const { sampling, seed } = samplingFlags(values);
   const quantize = quantizeOption(dir, values.quantize, false, 1);
   const chatTemplate = values['chat-template'] === undefined ? undefined : chatTemplateOption(values['chat-template']);
+  const grammar = jsonGrammarOption(values.json, values['json-schema']);
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
   const loadStart = performance.now();
@@ -82,6 +87,7 @@ export async function runChat(argv: string[]): Promise<number> {
     const session = new ChatSession(engine, tokenizer, {
       ...(values.system !== undefined ? { system: values.system } : {}), ...(chatTemplate ? { chatTemplate } : {}), ...(values['no-thinking'] ? { templateVariables: { enable_thinking: false } } : {}),
       ...(maxTokens !== undefined ? { maxTokens } : {}), seed, sampling,
+      ...(grammar ? { constraint: jsonConstraints(grammar, tokenizer, model, defaultStopTokenIds(model)) } : {}),
     });
     if (backend.name === 'cuda' && !values['no-warmup']) {
       const w = warmUp(engine);

@@ -7,7 +7,10 @@ import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import { generateText } from '../infer/generate.js';
+import { defaultStopTokenIds, generateText } from '../infer/generate.js';
+import { newTokenBudget } from '../infer/generation-config.js';
+import { resolveSampling } from '../infer/sampling.js';
+import { constrainedText, JSON_OPTIONS_USAGE, jsonGrammarOption } from './json-output.js';
 import type { TranslateOptions, Translator } from '../infer/seq2seq.js';
 import { loadSeq2Seq, sourceIds, translate, translateText, translationText } from '../infer/seq2seq.js';
 import { hasMarianTokenizerFiles } from '../io/marian-tokenizer.js';
@@ -45,6 +48,7 @@ export const GENERATE_USAGE = `usage: fuseformer generate --model DIR --prompt T
   --system TEXT            with --chat: a system message first
   --no-thinking            with --chat: the template's enable_thinking = false (Qwen3: no <think> block)
   --chat-template T        with --chat: this template (a file, or the template itself in one line) in place of the model's
+${JSON_OPTIONS_USAGE}
   --input FILE             (Marian models) translate FILE line by line, '-' for stdin: one translation a line on
                            stdout, in order, printed batch by batch; an empty line gives an empty line
   --batch-size N           with --input: sources translated together (default 32)
@@ -117,6 +121,7 @@ export async function runGenerate(argv: string[]): Promise<number> {
       tp: { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
       input: { type: 'string' }, 'batch-size': { type: 'string' }, chat: { type: 'boolean', default: false }, system: { type: 'string' },
       'no-thinking': { type: 'boolean', default: false }, 'chat-template': { type: 'string' },
+      json: { type: 'boolean', default: false }, 'json-schema': { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2 or Llama directory)');
@@ -143,6 +148,13 @@ export async function runGenerate(argv: string[]): Promise<number> {
   if (draftDir === undefined && (draftTokens !== undefined || values['fixed-draft-tokens'])) throw new ArgumentError('--draft-tokens / --speculative-k / --fixed-draft-tokens need --draft DIR');
   let seed = flags.seed;
   const tp = numberOption('tp', values.tp, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer') ?? 1;
+  const grammar = jsonGrammarOption(values.json, values['json-schema']);
+  if (grammar) {
+    const which = values.json ? '--json' : '--json-schema';
+    const clash = ([['draft', draftDir !== undefined], ['tp', tp > 1], ['input', values.input !== undefined], ['beams', values.beams !== undefined], ['stop', values.stop !== undefined]] as const).find(([, given]) => given);
+    if (clash) throw new ArgumentError(`${which} with --${clash[0]}: a constrained answer decodes one sequence on one GPU without a draft or beams, and ends where its JSON does (no stop strings)`);
+    if (isEncoderDecoder(dir)) throw new ArgumentError(`${which}: constrained answers are for decoder-only (GPT-2, Llama) models`);
+  }
 
   const quantize = quantizeOption(dir, values.quantize, values['quantize-lm-head']!, tp);
   const beams = numberOption('beams', values.beams, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer');
@@ -219,7 +231,11 @@ export async function runGenerate(argv: string[]): Promise<number> {
   }
   const start = performance.now();
   let first = 0, pieces = 0;
-  const stream = generateText(model, tokenizer, promptIds, {
+  const stopTokenIds = defaultStopTokenIds(model);
+  const stream = grammar ? constrainedText(model, tokenizer, promptIds, {
+    grammar, sampling: resolveSampling({ ...flags.sampling, seed }, model.generation), stopTokenIds,
+    maxNewTokens: newTokenBudget(model.generation, promptTokens, maxNewTokens), engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
+  }) : generateText(model, tokenizer, promptIds, {
     seed, ...(maxNewTokens !== undefined ? { maxNewTokens } : {}), ...flags.sampling,
     stopStrings: values.stop ?? [], engineOptions: { graphs: !values['no-graphs'] && backend.name === 'cuda' },
     ...(draft ? { speculative: { draft, stats, adaptive: !values['fixed-draft-tokens'], ...(draftTokens !== undefined ? { draftTokens } : {}) } } : {}),

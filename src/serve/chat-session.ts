@@ -5,6 +5,7 @@
 // Qwen3's cut an earlier turn's reasoning themselves). When the conversation outgrows the context window, its
 // oldest turns are dropped (the system message stays).
 
+import type { TokenConstraint } from '../infer/structured/token-mask.js';
 import { ArgumentError } from '../errors.js';
 import { defaultStopTokenIds } from '../infer/generate.js';
 import { resolveSampling } from '../infer/sampling.js';
@@ -27,6 +28,8 @@ export interface ChatSessionOptions {
   /** Sampling over generation_config.json's defaults; the seed of turn i is seed + i, so a conversation replays. */
   readonly sampling?: Omit<SamplingOptions, 'seed'>;
   readonly seed?: bigint;
+  /** Each answer held to a grammar (`fuseformer chat --json`): a new constraint a turn. */
+  readonly constraint?: () => TokenConstraint;
 }
 
 export interface ChatTurn {
@@ -95,6 +98,7 @@ export class ChatSession {
     };
     this.current = this.engine.submit({
       prompt, maxTokens, sampling, stopTokenIds: this.stopTokenIds,
+      ...(this.options.constraint ? { constraint: this.options.constraint() } : {}),
       onToken: (e) => {
         tokens++;
         if (!this.stopTokenIds.includes(e.token) && e.token < this.tokenizer.vocabSize) emit(decoder.push(e.token));
