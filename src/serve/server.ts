@@ -22,7 +22,8 @@ import type { ResolvedSampling } from '../infer/sampling.js';
 import { ReasoningSplitter } from './reasoning.js';
 import type { ReasoningParser } from './reasoning.js';
 import { AnswerParts } from './answer-parts.js';
-import { forcedCallGrammar, ToolCallExtractor } from './tool-calls.js';
+import { CALL_TRIGGER, forcedCallGrammar, strictCallGrammar, ToolCallExtractor } from './tool-calls.js';
+import { TriggeredConstraint } from '../infer/structured/triggered.js';
 import type { ToolCall, ToolCallParser } from './tool-calls.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { tokenByteTable } from '../io/token-bytes.js';
@@ -40,7 +41,7 @@ import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { ApiError, parseChatBody, parseCompletionBody, parseDetokenizeBody, parseTokenizeBody } from './validation.js';
 import type { ChatParams, CommonParams, ToolDefinition } from './validation.js';
-import { compileJsonSchema, SchemaError } from '../infer/structured/json-schema.js';
+import { anyJsonObject, compileJsonSchema, SchemaError } from '../infer/structured/json-schema.js';
 import type { GrammarNode } from '../infer/structured/json-schema.js';
 
 export interface ServerOptions {
@@ -245,9 +246,8 @@ export class InferenceServer {
       throw new ApiError(400, `'response_format' and 'tools' together are not supported: the answer is held to the format, so the model could never write a tool call; leave one out (or set tool_choice to "none")`, 'invalid_request_error', 'response_format');
     }
     const toolParser = tools.length > 0 ? this.checkedToolParser() : undefined;
-    const forced = chat && toolParser ? forcedCall(chat, toolParser) : undefined;
-    const grammar = params.responseFormat?.grammar ?? forced;
-    const constraintOf = grammar ? this.constraintMaker(grammar) : undefined;
+    const calls = chat && toolParser ? constrainedCalls(chat, toolParser) : undefined;
+    const constraintOf = params.responseFormat ? this.constraintMaker({ grammar: params.responseFormat.grammar }) : calls ? this.constraintMaker(calls) : undefined;
     const prompts = chat
       ? [this.checkedEncoding(await this.encoder.encode(this.chat.render(chat.messages, chat.chatTemplateKwargs, tools), false), 'messages')]
       : await Promise.all(completion!.prompts.map((p) => this.promptIds(p)));
@@ -284,18 +284,23 @@ export class InferenceServer {
   }
 
   /**
-   * Makes each choice's constraint for a grammar — a response_format's, or a forced tool call's — (the stop ids
-   * it may end with given later); the vocabulary's trie is built once, at the first such request. With a
-   * reasoning parser the model first thinks unconstrained, up to its </think> token.
+   * Makes each choice's constraint (the stop ids it may end with given later): the whole answer held to a
+   * grammar — a response_format's, a forced tool call's — or, with a trigger, free text whose calls are held to
+   * it once opened (strict functions under tool_choice "auto"). The vocabulary's trie is built once, at the first
+   * such request. With a reasoning parser the model first thinks unconstrained, up to its </think> token.
    */
-  private constraintMaker(grammar: GrammarNode): (stopIds: readonly number[]) => TokenConstraint {
-    const reasoning = this.reasoningTokens();
+  private constraintMaker(what: { grammar: GrammarNode; trigger?: string }): (stopIds: readonly number[]) => TokenConstraint {
+    const reasoning = what.trigger === undefined ? this.reasoningTokens() : undefined;
     try {
       this.vocabulary ??= new TokenVocabulary(tokenByteTable(this.tokenizer, this.engine.model.vocabSize));
     } catch (e) {
-      throw new ApiError(400, `constrained decoding (response_format, or tool_choice forcing a call) is not possible with this model's tokenizer: ${(e as Error).message}`, 'invalid_request_error', 'response_format');
+      throw new ApiError(400, `constrained decoding (response_format, strict or forced tool calls) is not possible with this model's tokenizer: ${(e as Error).message}`, 'invalid_request_error', 'response_format');
     }
-    const vocabulary = this.vocabulary;
+    const vocabulary = this.vocabulary, { grammar, trigger } = what;
+    if (trigger !== undefined) {
+      const bytes = new TextEncoder().encode(trigger);
+      return () => new TriggeredConstraint(bytes, grammar, vocabulary);
+    }
     return (stopIds) => new JsonConstraint(grammar, vocabulary, stopIds, reasoning);
   }
 
@@ -555,23 +560,31 @@ function promptTools(chat: ChatParams): readonly ToolDefinition[] {
 }
 
 /**
- * tool_choice "required" (a call of any of the tools) or a named function: the grammar of that call in the
- * parser's syntax, each function's arguments held to its parameters (compiled here: a schema the grammar cannot
- * enforce is the request's 400, naming the tool). Undefined for "auto" and "none".
+ * The constrained tool calls of a chat request, undefined where there are none. tool_choice "required" (a call of
+ * any of the tools) or a named function: the whole answer is that call in the parser's syntax, each function's
+ * arguments held to its parameters. "auto" with strict functions (hermes syntax): the text is free, and a call the
+ * model opens is held to the grammar up to its end — strict functions' arguments to their parameters, the others'
+ * to any object. Parameters are compiled here: a schema the grammar cannot enforce is the request's 400, naming
+ * the tool.
  */
-function forcedCall(chat: ChatParams, parser: ToolCallParser): GrammarNode | undefined {
+function constrainedCalls(chat: ChatParams, parser: ToolCallParser): { grammar: GrammarNode; trigger?: string } | undefined {
   const choice = chat.toolChoice;
-  if (choice === 'auto' || choice === 'none') return undefined;
+  const strict = chat.tools.findIndex((t) => t.function.strict === true);
+  if (choice === 'none' || (choice === 'auto' && strict < 0)) return undefined;
+  if (choice === 'auto' && parser !== 'hermes') {
+    throw new ApiError(400, `'tools[${strict}].function.strict' is true with tool_choice "auto": strict arguments are held to their schema once the model opens a <tool_call> block (hermes syntax), but this model's calls are ${parser} (the whole answer one call); force the call (tool_choice "required" or the function's name) or leave strict out`, 'invalid_request_error', `tools[${strict}].function.strict`, 'unsupported_parameter');
+  }
   const functions = chat.tools.flatMap((t, i) => {
-    if (choice !== 'required' && t.function.name !== choice.name) return [];
+    if (typeof choice === 'object' && t.function.name !== choice.name) return [];
+    if (choice === 'auto' && t.function.strict !== true) return [{ name: t.function.name, parameters: anyJsonObject() }];
     try {
       return [{ name: t.function.name, parameters: compileJsonSchema(t.function.parameters ?? { type: 'object' }) }];
     } catch (e) {
-      if (e instanceof SchemaError) throw new ApiError(400, `'tools[${i}].function.parameters' ${e.message.startsWith('#:') ? e.message.slice(3) : `at ${e.message}`} (tool_choice forces a call, so its arguments are constrained to this schema)`, 'invalid_request_error', `tools[${i}].function.parameters`);
+      if (e instanceof SchemaError) throw new ApiError(400, `'tools[${i}].function.parameters' ${e.message.startsWith('#:') ? e.message.slice(3) : `at ${e.message}`} (${choice === 'auto' ? 'the function is strict' : 'tool_choice forces a call'}, so its arguments are constrained to this schema)`, 'invalid_request_error', `tools[${i}].function.parameters`);
       throw e;
     }
   });
-  return forcedCallGrammar(parser, functions);
+  return choice === 'auto' ? { grammar: strictCallGrammar(functions), trigger: CALL_TRIGGER } : { grammar: forcedCallGrammar(parser, functions) };
 }
 
 /** A final chat message: content null where the answer is tool calls alone; reasoning_content with a reasoning parser. */

@@ -213,8 +213,29 @@ function jsonSequence(text: string): string[] | undefined {
  * parameters (tool_choice "required" or a named function): hermes `<tool_call>\n{"name": …, "arguments": …}\n
  * </tool_call>` as Qwen's and Hermes' templates show it, llama3_json the answer one `{"name": …, "parameters": …}`.
  */
-export function forcedCallGrammar(parser: ToolCallParser, functions: readonly { readonly name: string; readonly parameters: GrammarNode }[]): GrammarNode {
-  const argumentsKey = parser === 'hermes' ? 'arguments' : 'parameters';
-  const call = alternatives(functions.map((f) => objectOf([['name', textLiteral(JSON.stringify(f.name))], [argumentsKey, f.parameters]])));
+export function forcedCallGrammar(parser: ToolCallParser, functions: readonly CallableFunction[]): GrammarNode {
+  const call = callObject(parser, functions);
   return parser === 'hermes' ? { kind: 'sequence', parts: [textLiteral(`${OPEN}\n`), call, textLiteral(`\n${CLOSE}`)] } : call;
+}
+
+/** Where a hermes call begins, and the grammar of what follows it up to its end (`strictCallGrammar`). */
+export const CALL_TRIGGER = OPEN;
+
+/**
+ * tool_choice "auto" with strict functions (hermes syntax): the grammar of a call after its `<tool_call>`, up to
+ * `</tool_call>` (infer/structured/triggered.ts holds the text to it once the model opens a block).
+ */
+export function strictCallGrammar(functions: readonly CallableFunction[]): GrammarNode {
+  return { kind: 'sequence', parts: [textLiteral('\n'), callObject('hermes', functions), textLiteral(`\n${CLOSE}`)] };
+}
+
+/** A function as a constrained call sees it: its name and its arguments' grammar. */
+export interface CallableFunction {
+  readonly name: string;
+  readonly parameters: GrammarNode;
+}
+
+function callObject(parser: ToolCallParser, functions: readonly CallableFunction[]): GrammarNode {
+  const argumentsKey = parser === 'hermes' ? 'arguments' : 'parameters';
+  return alternatives(functions.map((f) => objectOf([['name', textLiteral(JSON.stringify(f.name))], [argumentsKey, f.parameters]])));
 }

@@ -357,8 +357,8 @@ const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 /**
  * tools: [{type: "function", function: {name, description?, parameters?, strict?}}], names unique;
  * tool_choice: "none", "auto" (the default with tools), "required" or {type: "function", function: {name}} (a
- * call forced by constrained decoding, its arguments held to the function's parameters). strict: true is taken
- * where a call is forced (its arguments are constrained then); with "auto" they are not, so it is refused there.
+ * call forced by constrained decoding, its arguments held to the function's parameters). strict: true holds a
+ * call's arguments to its parameters (server.ts: with "auto", once the model opens a call).
  */
 function parseTools(o: Record<string, unknown>): { tools: ToolDefinition[]; toolChoice: ToolChoice } {
   const raw = o['tools'];
@@ -390,10 +390,6 @@ function parseTools(o: Record<string, unknown>): { tools: ToolDefinition[]; tool
     toolChoice = { name };
   } else {
     throw bad('tool_choice', `'tool_choice' is ${describe(choice)}; expected "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`);
-  }
-  if (toolChoice === 'auto') {
-    const i = tools.findIndex((t) => t.function.strict === true);
-    if (i >= 0) throw new ApiError(400, `'tools[${i}].function.strict' is true, but with tool_choice "auto" this server does not constrain a call's arguments (it does where tool_choice is "required" or names the function); leave strict out or false`, 'invalid_request_error', `tools[${i}].function.strict`, 'unsupported_parameter');
   }
   return { tools, toolChoice };
 }

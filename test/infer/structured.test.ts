@@ -13,6 +13,7 @@ import type { GrammarNode } from '../../src/infer/structured/json-schema.js';
 import { advanceAll, advanceBytes, initialStates, isAccepting, isFinished, JsonMatcher, MAX_INDENT } from '../../src/infer/structured/json-matcher.js';
 import type { ParseStack } from '../../src/infer/structured/json-matcher.js';
 import { JsonConstraint, maskAllows, TokenVocabulary } from '../../src/infer/structured/token-mask.js';
+import { TriggeredConstraint } from '../../src/infer/structured/triggered.js';
 
 const utf8 = new TextEncoder();
 
@@ -285,4 +286,38 @@ test('a JsonConstraint allows the stop tokens once the value is complete and end
   thinking.accept(close);
   assert.equal(maskAllows(thinking.allowedTokens()!, ids('x')[0]!), false);
   assert.ok(maskAllows(thinking.allowedTokens()!, ids('{')[0]!));
+});
+
+test('a triggered constraint: free text until <tool_call>, then the call held to its grammar up to </tool_call>, then free again', () => {
+  const tokenizer = createTokenizer(gpt2TokenizerJson(), gpt2TokenizerConfig(), 'gpt2');
+  const table = tokenByteTable(tokenizer, tokenizer.vocabSize);
+  const vocabulary = new TokenVocabulary(table);
+  const call = compileJsonSchema({ type: 'object', properties: { name: { const: 'f' }, arguments: { type: 'object', properties: { n: { type: 'integer', maximum: 9 } }, required: ['n'] } }, required: ['name', 'arguments'] });
+  const body: GrammarNode = { kind: 'sequence', parts: [{ kind: 'literal', bytes: utf8.encode('\n') }, call, { kind: 'literal', bytes: utf8.encode('\n</tool_call>') }] };
+  const c = new TriggeredConstraint(utf8.encode('<tool_call>'), body, vocabulary);
+  const feed = (text: string) => { for (const t of tokenizer.encode(text)) { const m = c.allowedTokens(); assert.ok(m === null || maskAllows(m, t), `${JSON.stringify(text)}: token ${t}`); c.accept(t); } };
+  // GPT-2 has no token holding the whole trigger: nothing is masked in free text.
+  assert.equal(c.allowedTokens(), null);
+  feed('Let me check. <tool_call');
+  // Part way through the trigger: the tokens that would complete it and go on wrongly are left out, the rest allowed.
+  const partial = c.allowedTokens()!;
+  assert.ok(partial !== null);
+  let left = 0;
+  for (let t = 0; t < table.length; t++) {
+    const text = table[t] ? Buffer.from(table[t]!).toString('latin1') : '';
+    const wrong = text.startsWith('>') && text.length > 1 && text[1] !== '\n';
+    assert.equal(maskAllows(partial, t), !wrong, JSON.stringify(text)); // special tokens (no text) too: EOS may end free text
+    if (wrong) left++;
+  }
+  assert.ok(left > 0);
+  feed('>');
+  // Inside the call: only its grammar.
+  const inside = c.allowedTokens()!;
+  assert.ok(maskAllows(inside, tokenizer.encode('\n')[0]!) && !maskAllows(inside, tokenizer.encode('x')[0]!));
+  feed('\n{"name": "f", "arguments": {"n": 7');
+  assert.equal(maskAllows(c.allowedTokens()!, tokenizer.encode('0')[0]!), false, 'n ≤ 9');
+  feed('}}\n</tool_call>');
+  assert.equal(c.allowedTokens(), null, 'free text again');
+  feed(' Done, and more text.');
+  assert.equal(c.complete, false);
 });

@@ -119,3 +119,10 @@ test('parameters a forced call cannot be held to are a 400 naming the tool', asy
   assert.equal(e.error.param, 'tools[1].function.parameters');
   assert.match(e.error.message, /#\/properties\/id\/pattern: the keyword 'pattern' is not supported/);
 });
+
+test('strict functions under tool_choice "auto": the answer is free text (a random model opens no call), and a 200', async () => {
+  const { client } = await start();
+  const done = await client.chat.completions.create({ model: 'tiny', messages: USER, tools: [WEATHER, TIME], max_tokens: 20, temperature: 0 });
+  assert.equal(done.choices[0]!.finish_reason, 'length');
+  assert.equal(typeof done.choices[0]!.message.content, 'string');
+});

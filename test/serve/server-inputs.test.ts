@@ -82,7 +82,7 @@ test('OpenAI fields the server does not implement are refused by name unless the
   await refused({ prompt: 'x', user: 7 }, 'user', /'user' is number 7; expected a string/);
   await refused({ messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', format: 'email' } } } }, 'response_format.json_schema.schema', /#\/format: the keyword 'format' is not supported/, '/v1/chat/completions');
   await refused({ prompt: 'x', tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools', /'tools' is not supported/);
-  await refused({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f', strict: true } }] }, 'tools[0].function.strict', /does not constrain a call's arguments/, '/v1/chat/completions');
+  await refused({ messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }, 'tool_choice', /names the function 'g', which 'tools' does not list/, '/v1/chat/completions');
   // The values that change nothing are accepted, as are fields outside the API.
   const ok = await complete({ prompt: 'x', max_tokens: 2, echo: false, best_of: 1, logit_bias: {}, frequency_penalty: 0, presence_penalty: 0, user: 'u', some_extension: 1 });
   assert.equal(ok.choices.length, 1);

@@ -181,7 +181,8 @@ test('requests that cannot be served are refused by name', async () => {
   await refused(base, { tool_choice: 'auto' }, 'tool_choice', /no 'tools'/);
   await refused(base, { tools: [{ type: 'function', function: { name: 'get weather' } }] }, 'tools[0].function.name', /letters, digits/);
   await refused(base, { tools: [WEATHER, WEATHER] }, 'tools', /'get_weather' twice/);
-  await refused(base, { tools: [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }] }, 'tools[0].function.strict', /with tool_choice "auto" this server does not constrain a call's arguments/);
+  const { base: llama3 } = await serve([], TEMPLATE, { toolCallParser: 'llama3_json' });
+  await refused(llama3, { tools: [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }] }, 'tools[0].function.strict', /strict arguments are held to their schema once the model opens a <tool_call> block \(hermes syntax\), but this model's calls are llama3_json/);
   await refused(base, { tools: [WEATHER], parallel_tool_calls: false }, 'parallel_tool_calls', /not supported/);
   const call = { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": ' } };
   await refused(base, { messages: [...USER, { role: 'assistant', content: null, tool_calls: [call] }] }, 'messages[1].tool_calls[0].function.arguments', /is not JSON/);

@@ -128,7 +128,8 @@ function advance(s: ParseStack, b: number, out: ParseStack[]): void {
   const f = s.f, up = s.up;
   switch (f.t) {
     case 'V':
-      if (isWhitespace(b)) {
+      // JSON's whitespace before a value; a sequence's text (a tool call's tags) is exact.
+      if (isWhitespace(b) && f.node.kind !== 'sequence') {
         const ws = whitespaceAfter(f.ws, b);
         if (ws >= 0) out.push({ f: { ...f, ws }, up });
       } else {
