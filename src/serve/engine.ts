@@ -106,7 +106,6 @@ import { BlockPool } from './block-pool.js';
 import { DeviceRounds, penaltyFree } from './device-rounds.js';
 import { maskedToken } from '../infer/structured/masked-pick.js';
 import type { TokenConstraint } from '../infer/structured/token-mask.js';
-import { maskAllows } from '../infer/structured/token-mask.js';
 import { exactShape, kvBlockBytes, PagedForward } from './paged-forward.js';
 import type { StepRows, StepShape } from './paged-forward.js';
 import { Scheduler } from './scheduler.js';
@@ -902,9 +901,11 @@ export class ServingEngine {
    * within the mask from its row `row` of `logits` (read from `all` where the step downloaded every row).
    */
   private constrainedToken(live: Live, picked: number, logits: Tensor, row: number, all: Float32Array | undefined, position: number): number {
-    const mask = live.request.constraint!.allowedTokens();
-    const sampling = live.request.sampling;
-    if (!mask || (sampling.temperature === 0 && maskAllows(mask, picked))) return picked;
+    const constraint = live.request.constraint!, sampling = live.request.sampling;
+    // The common case costs one token's check, not a mask: a greedy pick the constraint allows.
+    if (sampling.temperature === 0 && constraint.allows(picked)) return picked;
+    const mask = constraint.allowedTokens();
+    if (!mask) return picked;
     const b = this.backend, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
     const z = all ? all.subarray(row * Vp, row * Vp + V) : (b.download(b.view(logits, row * Vp, [V])) as Float32Array);
     return maskedToken(z, mask, sampling, live.sched.tokens.slice(0, position + 1), position);

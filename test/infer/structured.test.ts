@@ -321,3 +321,18 @@ test('a triggered constraint: free text until <tool_call>, then the call held to
   feed(' Done, and more text.');
   assert.equal(c.complete, false);
 });
+
+test('allows(token) says what the mask says, without making it (the engine\'s check of a greedy pick)', () => {
+  const tokenizer = createTokenizer(gpt2TokenizerJson(), gpt2TokenizerConfig(), 'gpt2');
+  const vocabulary = new TokenVocabulary(tokenByteTable(tokenizer, tokenizer.vocabSize));
+  const grammar = compileJsonSchema(PERSON), eos = 50256;
+  const checked = new JsonConstraint(grammar, vocabulary, [eos]), masked = new JsonConstraint(grammar, vocabulary, [eos]);
+  const sample = Array.from({ length: 3000 }, (_, i) => (i * 7919) % 50257);
+  for (const t of tokenizer.encode('{"name": "Jo", "age": 41, "tags": ["a", null], "score": 2.5}')) {
+    const mask = masked.allowedTokens()!;
+    for (const s of [...sample, t, eos]) assert.equal(checked.allows(s), maskAllows(mask, s), `token ${s}`);
+    checked.accept(t);
+    masked.accept(t);
+  }
+  assert.ok(checked.complete && masked.complete);
+});

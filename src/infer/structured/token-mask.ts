@@ -139,6 +139,8 @@ function compareBytes(a: Uint8Array, b: Uint8Array): number {
 export interface TokenConstraint {
   /** The tokens allowed next, or null when any token may come. */
   allowedTokens(): TokenMask | null;
+  /** Whether `token` may come next: what allowedTokens() says of it, without making the whole mask. */
+  allows(token: number): boolean;
   /** Takes the token picked (one allowedTokens() allowed). */
   accept(token: number): void;
   readonly complete: boolean;
@@ -169,9 +171,18 @@ export class JsonConstraint implements TokenConstraint {
     if (this.phase === 'reasoning') return null;
     if (this.mask) return this.mask;
     const mask = this.vocabulary.allowed(this.states);
-    if (isAccepting(this.states)) for (const t of this.stopTokenIds) if (t < this.vocabulary.size) setBit(mask, t);
+    // A dead end (never with a vocabulary that spells every byte) ends the answer rather than the step.
+    if (isAccepting(this.states) || mask.every((word) => word === 0)) for (const t of this.stopTokenIds) if (t < this.vocabulary.size) setBit(mask, t);
     if (this.phase === 'start') setBit(mask, this.reasoning!.open);
     return (this.mask = mask);
+  }
+
+  allows(token: number): boolean {
+    if (this.phase === 'reasoning' || (this.phase === 'start' && token === this.reasoning!.open)) return true;
+    if (this.mask) return maskAllows(this.mask, token);
+    if (this.stopTokenIds.includes(token)) return isAccepting(this.states);
+    const bytes = this.vocabulary.bytes[token];
+    return bytes !== undefined && bytes !== null && advanceBytes(this.states, bytes) !== null;
   }
 
   accept(token: number): void {
@@ -195,11 +206,11 @@ export class JsonConstraint implements TokenConstraint {
   }
 
   /**
-   * The value is complete and nothing may follow — or no token may come at all: a top-level number at its
-   * longest with no stop token to end it, or (never with a byte-complete vocabulary) a dead end.
+   * The value is complete and nothing may follow — or it is complete and no token may come: a top-level number
+   * at its longest with no stop token to end it.
    */
   get complete(): boolean {
     if (this.phase !== 'json') return false;
-    return isFinished(this.states) || this.allowedTokens()!.every((word) => word === 0);
+    return isFinished(this.states) || (isAccepting(this.states) && this.allowedTokens()!.every((word) => word === 0));
   }
 }

@@ -39,6 +39,12 @@ export class TriggeredConstraint implements TokenConstraint {
     return (this.mask = this.states ? this.vocabulary.allowed(this.states) : this.freeMask(this.matched));
   }
 
+  allows(token: number): boolean {
+    const bytes = this.vocabulary.bytes[token];
+    if (!bytes) return this.states === null;
+    return this.run(this.matched, this.states, bytes) !== null;
+  }
+
   accept(token: number): void {
     this.mask = undefined;
     const bytes = this.vocabulary.bytes[token];
