@@ -3,7 +3,7 @@
 // names the field, the value's kind and what was expected.
 
 import { FuseformerError } from '../errors.js';
-import { anyJsonObject, compileJsonSchema, SchemaError } from '../infer/structured/json-schema.js';
+import { alternatives, anyJsonObject, compileJsonSchema, SchemaError, textLiteral } from '../infer/structured/json-schema.js';
 import type { GrammarNode } from '../infer/structured/json-schema.js';
 import { MAX_LOGPROBS } from './engine.js';
 import { REPETITION_PENALTY_RANGE } from '../infer/sampling.js';
@@ -76,7 +76,7 @@ export interface CommonParams {
 
 /** A response_format that constrains the answer: its kind, and its grammar (json-schema.ts) compiled once for all choices. */
 export interface ResponseFormat {
-  readonly type: 'json_object' | 'json_schema';
+  readonly type: 'json_object' | 'json_schema' | 'choice';
   readonly grammar: GrammarNode;
 }
 
@@ -168,7 +168,7 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
     ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
     ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
-    n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage, ...responseFormatOf(o['response_format']),
+    n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage, ...structuredOutputOf(o),
   };
 }
 
@@ -194,6 +194,47 @@ const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expec
  * {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}} — the schema compiled
  * here, so a schema the grammar cannot enforce is this request's 400 naming the keyword and its path.
  */
+/**
+ * The constraint a request asks for: OpenAI's response_format, or vLLM's extensions — guided_json (a schema, as an
+ * object or JSON text), guided_choice (the answer exactly one of these strings), or the same as
+ * structured_outputs {json | choice} — one of them at most. vLLM's regex and grammar forms are refused by name:
+ * ignored, they would give an unconstrained answer to a request that asked for a constrained one.
+ */
+function structuredOutputOf(o: Record<string, unknown>): { responseFormat?: ResponseFormat } {
+  const structured = o['structured_outputs'];
+  if (structured !== undefined && structured !== null && (typeof structured !== 'object' || Array.isArray(structured))) throw bad('structured_outputs', `'structured_outputs' is ${describe(structured)}; expected an object such as {"json": {...}} or {"choice": [...]}`);
+  const so = (structured ?? {}) as Record<string, unknown>;
+  const given: [string, unknown][] = [['response_format', o['response_format']], ['guided_json', o['guided_json']], ['guided_choice', o['guided_choice']],
+    ['structured_outputs.json', so['json']], ['structured_outputs.choice', so['choice']]];
+  for (const key of ['guided_regex', 'guided_grammar', 'structured_outputs.regex', 'structured_outputs.grammar', 'structured_outputs.structural_tag']) {
+    const v = key.startsWith('structured_outputs.') ? so[key.slice('structured_outputs.'.length)] : o[key];
+    if (v !== undefined && v !== null) throw new ApiError(400, `'${key}' is not supported by this server (JSON schemas and choices are: response_format, guided_json, guided_choice)`, 'invalid_request_error', key, 'unsupported_parameter');
+  }
+  const asked = given.filter(([key, v]) => v !== undefined && v !== null && !(key === 'response_format' && (v as Record<string, unknown>)?.['type'] === 'text'));
+  if (asked.length > 1) throw bad(asked[1]![0], `'${asked[0]![0]}' and '${asked[1]![0]}' both constrain the answer; give one`);
+  const [key, v] = asked[0] ?? given[0]!;
+  if (key === 'response_format') return responseFormatOf(v);
+  if (key.endsWith('choice')) {
+    if (!Array.isArray(v) || v.length === 0 || v.some((c) => typeof c !== 'string' || c === '')) throw bad(key, `'${key}' is ${describe(v)}; expected a non-empty array of non-empty strings`);
+    const options = (v as string[]).map((c) => textLiteral(c));
+    return { responseFormat: { type: 'choice', grammar: { kind: 'sequence', parts: [alternatives(options)] } } };
+  }
+  let schema = v;
+  if (typeof v === 'string') {
+    try { schema = JSON.parse(v); } catch { throw bad(key, `'${key}' is a string that is not JSON; expected a JSON Schema (an object, or its JSON text)`); }
+  }
+  return { responseFormat: { type: 'json_schema', grammar: schemaGrammar(schema, key) } };
+}
+
+function schemaGrammar(schema: unknown, param: string): GrammarNode {
+  try {
+    return compileJsonSchema(schema);
+  } catch (e) {
+    if (e instanceof SchemaError) throw bad(param, `'${param}' ${e.message.startsWith('#:') ? e.message.slice(3) : `at ${e.message}`}`);
+    throw e;
+  }
+}
+
 function responseFormatOf(v: unknown): { responseFormat?: ResponseFormat } {
   if (v === undefined || v === null) return {};
   if (typeof v !== 'object' || Array.isArray(v)) throw bad('response_format', `'response_format' is ${describe(v)}; expected an object such as {"type": "json_object"}`);
@@ -207,12 +248,7 @@ function responseFormatOf(v: unknown): { responseFormat?: ResponseFormat } {
   if (typeof j['name'] !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(j['name'])) throw bad('response_format.json_schema.name', `'response_format.json_schema.name' is ${describe(j['name'])}; expected a name of up to 64 letters, digits, '_' or '-'`);
   if (j['strict'] !== undefined && j['strict'] !== null && typeof j['strict'] !== 'boolean') throw bad('response_format.json_schema.strict', `'response_format.json_schema.strict' is ${describe(j['strict'])}; expected true or false`);
   if (j['schema'] === undefined) return { responseFormat: { type, grammar: anyJsonObject() } }; // OpenAI: no schema, any JSON object
-  try {
-    return { responseFormat: { type, grammar: compileJsonSchema(j['schema']) } };
-  } catch (e) {
-    if (e instanceof SchemaError) throw bad('response_format.json_schema.schema', `'response_format.json_schema.schema' ${e.message.startsWith('#:') ? e.message.slice(3) : `at ${e.message}`}`);
-    throw e;
-  }
+  return { responseFormat: { type, grammar: schemaGrammar(j['schema'], 'response_format.json_schema.schema') } };
 }
 
 /** The completions endpoint has no tools (chat's are parsed by parseTools); chat has no echo (completions' is parsed there). */

@@ -162,3 +162,36 @@ test('with a reasoning parser the answer is constrained after </think>; a vocabu
   assert.equal(r.status, 400);
   assert.match(((await r.json()) as { error: { message: string } }).error.message, /needs <think> and <\/think> as tokens of the vocabulary/);
 });
+
+test('vLLM\'s guided_json, guided_choice and structured_outputs: the same constraints; regex and grammar forms refused by name', async () => {
+  const { base } = await start();
+  const post = async (body: Record<string, unknown>, path = '/v1/completions') => {
+    const r = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Pick:', max_tokens: 300, temperature: 0, ...body }) });
+    return { status: r.status, body: (await r.json()) as { choices: { text: string; finish_reason: string }[]; error: { message: string; param: string } } };
+  };
+  for (const guided of [PERSON, JSON.stringify(PERSON)]) {
+    const r = await post({ guided_json: guided });
+    assert.equal(r.status, 200);
+    assert.equal(r.body.choices[0]!.finish_reason, 'stop');
+    checkPerson(r.body.choices[0]!.text);
+  }
+  const options = ['red', 'green', 'blue', 'dark blue'];
+  for (const body of [{ guided_choice: options }, { structured_outputs: { choice: options } }, { guided_choice: options, temperature: 1, seed: 3 }]) {
+    const r = await post(body);
+    assert.equal(r.status, 200);
+    assert.ok(options.includes(r.body.choices[0]!.text), r.body.choices[0]!.text);
+    assert.equal(r.body.choices[0]!.finish_reason, 'stop');
+  }
+  const refused = async (body: Record<string, unknown>, param: string, pattern: RegExp) => {
+    const r = await post(body);
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error.param, param);
+    assert.match(r.body.error.message, pattern);
+  };
+  await refused({ guided_regex: '[a-z]+' }, 'guided_regex', /not supported by this server/);
+  await refused({ structured_outputs: { grammar: 'root ::= "a"' } }, 'structured_outputs.grammar', /not supported/);
+  await refused({ guided_json: PERSON, response_format: { type: 'json_object' } }, 'guided_json', /'response_format' and 'guided_json' both constrain the answer/);
+  await refused({ guided_choice: [] }, 'guided_choice', /non-empty array of non-empty strings/);
+  await refused({ guided_json: '{"type": ' }, 'guided_json', /not JSON/);
+  await refused({ guided_json: { type: 'string', format: 'uri' } }, 'guided_json', /#\/format: the keyword 'format' is not supported/);
+});
