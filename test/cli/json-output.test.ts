@@ -1,5 +1,5 @@
 // `--json` and `--json-schema` on `fuseformer generate` and `fuseformer chat` (CPU, a tiny random Llama whose
-// whitespace rows of the head are zeroed, as in test/serve/constrained.test.ts): the answer on stdout parses and
+// whitespace quietened: hf-folder.ts quietWhitespace): the answer on stdout parses and
 // fits the schema, from a file or given inline, greedy and sampled; every chat answer too; the options that cannot
 // go with it, a missing file and a keyword the grammar cannot enforce are named.
 
@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { quietWhitespace, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const main = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-json-cli-'));
@@ -21,7 +21,7 @@ const SCHEMA = { type: 'object', properties: { title: { type: 'string', maxLengt
 before(() => {
   writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions: 400 }, 6, {
     generationConfig: { eos_token_id: 256, bos_token_id: 256 },
-    edit: (weights) => { const rows = weights.get('lm_head.weight')!, C = rows.shape[1]!; for (const b of [0x09, 0x0a, 0x20]) rows.data.fill(0, b * C, (b + 1) * C); },
+    edit: quietWhitespace('llama'),
   });
   const path = join(dir, 'tokenizer_config.json');
   writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), chat_template: TEMPLATE }));

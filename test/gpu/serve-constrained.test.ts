@@ -1,5 +1,5 @@
 // Constrained requests (structured outputs) in the serving engine on CUDA, f32 tiny random GPT-2 and Llama
-// folders (whitespace rows of the head zeroed, as in test/serve/constrained.test.ts): every answer parses and
+// folders (whitespace quietened: hf-folder.ts quietWhitespace): every answer parses and
 // fits its schema; batched with unconstrained requests — graphs, pipelined steps, chunked prefill — each
 // request's tokens equal its own alone; greedy answers equal the CPU engine's. Skips without a GPU.
 
@@ -20,7 +20,7 @@ import { compileJsonSchema } from '../../src/infer/structured/json-schema.js';
 import { JsonConstraint, TokenVocabulary } from '../../src/infer/structured/token-mask.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import type { FinishReason, ServingEngineOptions } from '../../src/serve/engine.js';
-import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { quietWhitespace, TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { createGpuBackend, gpuSkip } from './device.js';
 
 const skip = gpuSkip();
@@ -58,10 +58,10 @@ function serve(model: DecoderModel, options: ServingEngineOptions, sampling: Sam
 for (const family of ['gpt2', 'llama'] as const) {
   test(`${family}: constrained answers on CUDA are valid JSON, the same alone and batched (graphs, pipelined), greedy the same as the CPU's`, { skip }, async () => {
     const gpu = await createGpuBackend(), cpu = new CpuBackend();
-    const dir = join(root, family), head = family === 'gpt2' ? 'transformer.wte.weight' : 'lm_head.weight';
+    const dir = join(root, family);
     const config = family === 'gpt2' ? { ...TINY_GPT2, hidden: 64, heads: 2, ffn: 256, maxPositions: 400 } : { ...TINY_LLAMA, hidden: 128, heads: 8, kvHeads: 2, headDim: 16, ffn: 192, maxPositions: 400 };
     writeModelFolder(dir, family, config, 6, {
-      edit: (weights) => { const rows = weights.get(head)!, C = rows.shape[1]!; for (const b of [0x09, 0x0a, 0x20]) rows.data.fill(0, b * C, (b + 1) * C); },
+      edit: quietWhitespace(family),
     });
     const load = (b: Backend) => loadDecoderModel(dir, b, { dtype: 'f32' }).model;
     const onGpu = load(gpu), onCpu = load(cpu);

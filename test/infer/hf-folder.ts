@@ -90,6 +90,18 @@ export function randomWeights(family: 'gpt2' | 'llama', config: Gpt2Config | Lla
   return weights;
 }
 
+/**
+ * A writeModelFolder edit for constrained-decoding tests: the head's rows of the whitespace bytes (tab, newline,
+ * space: byte-tokenizer ids) zeroed, so their logits are 0 where the others' spread around 0. With random weights a
+ * greedy model otherwise fills every gap of a JSON answer with as much whitespace as the grammar allows.
+ */
+export function quietWhitespace(family: 'gpt2' | 'llama'): (weights: HostWeights) => void {
+  return (weights) => {
+    const rows = weights.get(family === 'gpt2' ? 'transformer.wte.weight' : 'lm_head.weight')!, C = rows.shape[1]!;
+    for (const b of [0x09, 0x0a, 0x20]) rows.data.fill(0, b * C, (b + 1) * C);
+  };
+}
+
 export interface FolderOptions {
   readonly fileDType?: 'F32' | 'BF16' | 'F16';
   /** Split the tensors over two files with a model.safetensors.index.json. */

@@ -18,7 +18,7 @@ import type { Tokenizer } from '../../src/io/tokenizer.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import { InferenceServer } from '../../src/serve/server.js';
 import type { ServerOptions } from '../../src/serve/server.js';
-import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { quietWhitespace, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-forced-tools-'));
 const dir = join(root, 'tiny-llama');
@@ -36,10 +36,9 @@ async function start(options: ServerOptions = {}): Promise<{ client: OpenAI; bas
 }
 
 before(() => {
-  // The whitespace bytes' output rows zeroed: random weights otherwise fill every gap with whitespace (constrained.test.ts).
   writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions: 2048 }, 6, {
     generationConfig: { eos_token_id: EOS, bos_token_id: EOS },
-    edit: (weights) => { const rows = weights.get('lm_head.weight')!, C = rows.shape[1]!; for (const b of [0x09, 0x0a, 0x20]) rows.data.fill(0, b * C, (b + 1) * C); },
+    edit: quietWhitespace('llama'),
   });
   const configPath = join(dir, 'tokenizer_config.json');
   writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), chat_template: TEMPLATE }));
