@@ -1175,6 +1175,19 @@ export interface ScaleColumnsArgs {
   divide?: boolean;
 }
 
+/**
+ * maskLogits: logits[rows[i], j] = −∞ for every class j < classes whose bit of masks[i] is 0 (bit j: word j >>> 5,
+ * bit j & 31) — constrained decoding's allowed tokens (infer/structured/), applied before sampleTokens draws from
+ * the rows. Other rows, and classes whose bit is 1, are left as they are.
+ *   logits (n, Vp) float;  rows i32 (m), distinct, in [0, n);  masks i32 (m, ⌈classes / 32⌉);  classes ≤ Vp
+ */
+export interface MaskLogitsArgs {
+  logits: Tensor;
+  rows: Tensor;
+  masks: Tensor;
+  classes: number;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1635,6 +1648,7 @@ export interface Backend {
   normMlp(args: NormMlpArgs): void;
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
+  maskLogits(args: MaskLogitsArgs): void;
   tokenProbabilities(args: TokenProbabilitiesArgs): void;
   speculativeSample(args: SpeculativeSampleArgs): void;
   decodeAdvance(args: DecodeAdvanceArgs): void;

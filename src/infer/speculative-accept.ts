@@ -35,8 +35,8 @@ import { philox4x32 } from '../backend/rng.js';
 import type { ResolvedSampling } from './sampling.js';
 
 
-/** Which decision a uniform is for (counter word c1); Masked: a constrained request's draw (infer/structured/masked-pick.ts). */
-export const DrawKind = { Draft: 0, Accept: 1, Residual: 2, Bonus: 3, Masked: 4 } as const;
+/** Which decision a uniform is for (counter word c1). */
+export const DrawKind = { Draft: 0, Accept: 1, Residual: 2, Bonus: 3 } as const;
 export type DrawKind = (typeof DrawKind)[keyof typeof DrawKind];
 
 /** The uniform in [0, 1) (53 bits) of decision `kind` about the token at `position`, for `seed`. */

@@ -633,6 +633,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: 8 * a.ratios.numel * a.weight.numel, bytes: 2 * bytesOf(a.weight) + bytesOf(a.meanSquare) }),
     variant: ([a]) => `${shapeOf(a.weight)} G ${a.groupSize} × ${a.ratios.numel} ratios`,
   },
+  maskLogits: {
+    cost: ([a]) => ({ flops: 0, bytes: 4 * a.masks.numel + a.rows.numel * a.classes * byteSize(a.logits.dtype) }),
+    variant: ([a]) => `${shapeOf(a.masks)} over ${shapeOf(a.logits)}`,
+  },
   scaleColumns: {
     cost: ([a]) => ({ flops: a.x.numel, bytes: bytesOf(a.x) + bytesOf(a.out) + bytesOf(a.scale) }),
     variant: ([a]) => `${shapeOf(a.x)}${a.divide ? ' ÷' : ''}`,

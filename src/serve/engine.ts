@@ -65,11 +65,13 @@
 // draft model, tensor parallelism or decodeSteps > 1. Same tokens as without, greedy and seeded sampling.
 
 // Constrained requests (request.constraint: structured outputs, infer/structured/): before each token the
-// constraint says which tokens may come. A greedy request keeps the device's pick where the mask allows it
-// (the argmax of the allowed tokens is then the argmax of all); otherwise its row of logits is read and the
-// token picked on the host within the mask (masked-pick.ts). The next mask depends on that token, so a
-// step holding a constrained request runs unpipelined, as one decode step, without a draft. The request
-// ends ('stop') as soon as its constraint is complete: a JSON object at its closing brace.
+// constraint says which tokens may come. A greedy request keeps the device's pick where the constraint allows
+// it (checked for that token alone; the argmax of the allowed tokens is then the argmax of all); otherwise its
+// mask goes to the device, where maskLogits sets its row's refused logits to −∞ and the step's rows are sampled
+// again — temperature, top-k and top-p over the allowed tokens, the mask first as vLLM applies it, the draw of
+// the same (seed, position). The next mask depends on that token, so a step holding a constrained request runs
+// unpipelined, as one decode step, without a draft. The request ends ('stop') as soon as its constraint is
+// complete: a JSON object at its closing brace.
 
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
@@ -104,7 +106,6 @@ import { DrawKind, drawFrom, greedyToken, samplingDistribution, speculativeUnifo
 import type { Tensor } from '../tensor.js';
 import { BlockPool } from './block-pool.js';
 import { DeviceRounds, penaltyFree } from './device-rounds.js';
-import { maskedToken } from '../infer/structured/masked-pick.js';
 import type { TokenConstraint } from '../infer/structured/token-mask.js';
 import { exactShape, kvBlockBytes, PagedForward } from './paged-forward.js';
 import type { StepRows, StepShape } from './paged-forward.js';
@@ -308,6 +309,8 @@ export class ServingEngine {
   /** Greedy speculative rounds' picks on the device (drafting and verification), with a draft. */
   private readonly picker?: GreedyPicker;
   private readonly speculation?: { readonly initial: number; readonly adaptive: boolean; readonly deviceSampling: boolean };
+  /** Constrained rows' masks on the device (constrainPicks), made at the first step that needs them. */
+  private masks?: { rows: Tensor; words: Tensor; capacity: number };
   /** Sampled rounds' device buffers, made with the engine (null: the host's path). */
   private sampledRounds?: DeviceRounds | null;
   /**
@@ -582,6 +585,7 @@ export class ServingEngine {
     this.draft?.free();
     this.picker?.free();
     this.sampledRounds?.free();
+    this.freeMasks();
   }
 
   // --- internals ------------------------------------------------------------------------------------
@@ -780,11 +784,8 @@ export class ServingEngine {
       const k = live.request.logprobs ?? 0;
       return k === 0 ? { token } : { token, ...logprobsOf(rowLogits(row), token, k) };
     };
-    plain.forEach(({ it }, i) => {
-      const live = liveOf(it), position = it.start + it.count - 1;
-      const token = live.request.constraint ? this.constrainedToken(live, picked![i]!, b.view(logits, 0, [n, Vp]), i, all, position) : picked![i]!;
-      outcomes.push({ live, events: [event(live, token, i)] });
-    });
+    if (n > 0) this.constrainPicks(plain.map(({ it }, i) => ({ live: liveOf(it), row: i })), picked!, b.view(logits, 0, [n, Vp]), n);
+    plain.forEach(({ it }, i) => outcomes.push({ live: liveOf(it), events: [event(liveOf(it), picked![i]!, i)] }));
     let base = n;
     const device = this.sampledRounds;
     for (const { it } of rounds) {
@@ -889,26 +890,47 @@ export class ServingEngine {
     if (sampled.length === 0) return [];
     const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     const all = wantsLogprobs(sampled) ? (b.download(this.logitRows(n)) as Float32Array) : undefined;
-    return sampled.map(({ live, row, position }) => {
-      const token = live.request.constraint ? this.constrainedToken(live, picked[row]!, this.logitRows(n), row, all, position) : picked[row]!;
-      return { live, events: [this.tokenEvent(live, token, row, all)] };
-    });
+    this.constrainPicks(sampled, picked, this.logitRows(n), n);
+    return sampled.map(({ live, row }) => ({ live, events: [this.tokenEvent(live, picked[row]!, row, all)] }));
   }
 
   /**
-   * A constrained request's token (see "Constrained requests" in the header): the device's pick where the
-   * request is greedy and its mask allows it (the argmax of the allowed tokens then), else picked on the host
-   * within the mask from its row `row` of `logits` (read from `all` where the step downloaded every row).
+   * The picks of a step's constrained rows (see "Constrained requests" in the header), in place in `picked`: a
+   * greedy pick its constraint allows stands (the argmax of the allowed tokens is the argmax of all); the other
+   * rows get their masks on the device (maskLogits over `logits`, the step's n rows) and the rows are sampled
+   * again with the step's inputs (an unconstrained row draws its token again), and their new picks read.
    */
-  private constrainedToken(live: Live, picked: number, logits: Tensor, row: number, all: Float32Array | undefined, position: number): number {
-    const constraint = live.request.constraint!, sampling = live.request.sampling;
-    // The common case costs one token's check, not a mask: a greedy pick the constraint allows.
-    if (sampling.temperature === 0 && constraint.allows(picked)) return picked;
-    const mask = constraint.allowedTokens();
-    if (!mask) return picked;
-    const b = this.backend, V = this.model.vocabSize, Vp = this.model.arch.paddedVocab;
-    const z = all ? all.subarray(row * Vp, row * Vp + V) : (b.download(b.view(logits, row * Vp, [V])) as Float32Array);
-    return maskedToken(z, mask, sampling, live.sched.tokens.slice(0, position + 1), position);
+  private constrainPicks(rows: readonly { readonly live: Live; readonly row: number }[], picked: Int32Array, logits: Tensor, n: number): void {
+    const masked: { row: number; mask: Uint32Array }[] = [];
+    for (const { live, row } of rows) {
+      const constraint = live.request.constraint;
+      if (!constraint || (live.request.sampling.temperature === 0 && constraint.allows(picked[row]!))) continue;
+      const mask = constraint.allowedTokens();
+      if (mask) masked.push({ row, mask });
+    }
+    if (masked.length === 0) return;
+    const b = this.backend, V = this.model.vocabSize, words = Math.ceil(V / 32), m = masked.length;
+    if (!this.masks || this.masks.capacity < m) {
+      this.freeMasks();
+      const capacity = Math.max(m, 8);
+      this.masks = { rows: b.empty([capacity], 'i32'), words: b.empty([capacity, words], 'i32'), capacity };
+    }
+    const bits = new Int32Array(m * words);
+    masked.forEach(({ mask }, i) => bits.set(new Int32Array(mask.buffer, mask.byteOffset, words), i * words));
+    const rowsView = b.view(this.masks.rows, 0, [m]), wordsView = b.view(this.masks.words, 0, [m, words]);
+    b.upload(rowsView, Int32Array.from(masked, ({ row }) => row));
+    b.upload(wordsView, bits);
+    b.maskLogits({ logits, rows: rowsView, masks: wordsView, classes: V });
+    this.sampleRows(logits, n);
+    const again = b.download(b.view(this.io.sTokens, 0, [n])) as Int32Array;
+    for (const { row } of masked) picked[row] = again[row]!;
+  }
+
+  private freeMasks(): void {
+    if (!this.masks) return;
+    this.backend.free(this.masks.rows);
+    this.backend.free(this.masks.words);
+    this.masks = undefined;
   }
 
   /** The first n rows of the target's logits buffer (a step's sampled rows). */

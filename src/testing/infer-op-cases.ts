@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens (with argmax slots too), gemm with argmax, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns, normMlp) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens (with argmax slots too), gemm with argmax, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns, maskLogits, normMlp) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -654,6 +654,31 @@ export function normMlpCase(dtype: FloatDType, rows: number, H: number, F: numbe
   };
 }
 
+/**
+ * maskLogits: constrained decoding's masks over some rows of a logits buffer — GPT-2's vocabulary in a padded row,
+ * an odd class count, a mask that allows nearly everything and one that allows a few tokens; rows out of order.
+ */
+function maskLogitsCases(dtype: FloatDType): OpCase[] {
+  return ([[6, 50257, 50304, [4, 0, 2], 0.99], [3, 1000, 1003, [1], 0.01], [40, 257, 257, [39, 7, 8, 20], 0.5]] as const).map(([n, classes, Vp, rows, density]): OpCase => ({
+    name: `maskLogits ${dtype} n=${n} classes=${classes} Vp=${Vp} rows=${rows.length} allowed≈${density}`, dtype,
+    exact: ['logits'],
+    inputs: (rng) => {
+      const words = Math.ceil(classes / 32), masks = randomInts(rng, [rows.length, words], 0, 1);
+      for (let i = 0; i < masks.values.length; i++) {
+        let word = 0;
+        for (let bit = 0; bit < 32; bit++) if (rng.next() < density) word |= 1 << bit;
+        masks.values[i] = word;
+      }
+      return { logits: floats(rng, [n, Vp], dtype, 3), rows: { values: Int32Array.from(rows), shape: [rows.length], dtype: 'i32' }, masks };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.maskLogits({ logits: c.keep('logits', c.in('logits')), rows: c.in('rows'), masks: c.in('masks'), classes });
+      return c.results();
+    },
+  }));
+}
+
 /** scaleColumns: a Llama-wide weight times its scales in f32, and awkward inputs over them in place. */
 function scaleColumnsCases(dtype: FloatDType): OpCase[] {
   return ([[300, 2048, false], [7, 257, true]] as const).map(([rows, C, divide]): OpCase => ({
@@ -676,6 +701,6 @@ export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCa
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-    ...gemmArgmaxCases(dtype), ...sampleTokensArgmaxCases(dtype), ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype), ...normMlpCases(dtype),
+    ...gemmArgmaxCases(dtype), ...sampleTokensArgmaxCases(dtype), ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype), ...maskLogitsCases(dtype), ...normMlpCases(dtype),
   ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases(), int4ClipGroupsCases());
 }

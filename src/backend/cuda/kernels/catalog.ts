@@ -44,6 +44,7 @@ import { catalog as gatherColumnsCatalog } from './gather-columns.js';
 import { catalog as gptqRoundBlockCatalog } from './gptq-round-block.js';
 import { catalog as int4ClipGroupsCatalog } from './int4-clip-groups.js';
 import { catalog as scaleColumnsCatalog } from './scale-columns.js';
+import { catalog as maskLogitsCatalog } from './mask-logits.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
@@ -95,6 +96,7 @@ export function kernelCatalog(): CatalogEntry[] {
     ['gptq-round-block', gptqRoundBlockCatalog],
     ['int4-clip-groups', int4ClipGroupsCatalog],
     ['scale-columns', scaleColumnsCatalog],
+    ['mask-logits', maskLogitsCatalog],
     ['prefetch-l2', prefetchL2Catalog],
     ['decode-layers', decodeLayersCatalog],
   ];

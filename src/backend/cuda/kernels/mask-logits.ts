@@ -1,0 +1,54 @@
+// maskLogits (backend.ts has the contract): the listed rows' classes whose mask bit is 0 set to −∞ — constrained
+// decoding's allowed tokens before sampleTokens (serve/engine.ts).
+//
+// Thread mapping: a thread a class, blocks along the row (gridDim.x) and a grid row a listed row (gridDim.y).
+// The 32 lanes of a warp read the same mask word (one transaction, broadcast) and write 32 consecutive logits
+// (coalesced); a class whose bit is 1 is not touched. Bytes: the masks (V/8 a row) and the logits written.
+
+import type { MaskLogitsArgs } from '../../backend.js';
+import type { FloatDType } from '../../../dtype.js';
+import { checkMaskLogits } from '../../op-checks/index.js';
+import { OpCheck } from '../../validate.js';
+import type { KernelHost, KernelSource } from '../runtime/kernel.js';
+import { arg } from '../runtime/kernel.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { devicePtr, kernelIdentifier } from './row-kernels.js';
+
+const BLOCK_THREADS = 256;
+
+function maskLogitsKey(dtype: FloatDType): string {
+  return `mask_logits.${dtype}`;
+}
+
+export function maskLogitsSource(dtype: FloatDType): KernelSource {
+  const name = kernelIdentifier(maskLogitsKey(dtype));
+  const source = String.raw`${DEVICE_LIB}
+${typedefLine('T', dtype)}
+
+// logits [n, Vp], rows [m], masks [m, words]; grid (⌈classes / ${BLOCK_THREADS}⌉, m).
+extern "C" __global__ void __launch_bounds__(${BLOCK_THREADS}) ${name}(
+    T* __restrict__ logits, const int* __restrict__ rows, const u32* __restrict__ masks, int Vp, int classes, int words) {
+  const int j = blockIdx.x * ${BLOCK_THREADS} + threadIdx.x;
+  if (j >= classes) return;
+  const int i = blockIdx.y;
+  const u32 word = masks[(u64)i * words + (j >> 5)];
+  if (((word >> (j & 31)) & 1u) == 0u) logits[(u64)rows[i] * Vp + j] = from_float<T>(__int_as_float(0xff800000));
+}
+`;
+  return { name, source };
+}
+
+export function maskLogits(host: KernelHost, args: MaskLogitsArgs): void {
+  const c = new OpCheck('maskLogits', 'cuda');
+  const { logits, rows, masks, classes, words, Vp, m } = checkMaskLogits(c, args);
+  if (m === 0) return;
+  const dtype = logits.dtype as FloatDType;
+  host.kernel(maskLogitsKey(dtype), () => maskLogitsSource(dtype)).launch(
+    { grid: [Math.ceil(classes / BLOCK_THREADS), m, 1], block: BLOCK_THREADS },
+    [arg.ptr(devicePtr(c, 'logits', logits)), arg.ptr(devicePtr(c, 'rows', rows)), arg.ptr(devicePtr(c, 'masks', masks)), arg.i32(Vp), arg.i32(classes), arg.i32(words)],
+  );
+}
+
+export function catalog(): KernelSource[] {
+  return (['f32', 'f16', 'bf16'] as const).map((dtype) => maskLogitsSource(dtype));
+}
