@@ -488,8 +488,8 @@ for step in "${steps[@]}"; do
             for f in default 0; do run argmax-b4-$f-$round 45 env FUSEFORMER_HEAD_ARGMAX=${f#default} node dist/bench/decode.js --no-torch --reps 3 --models gpt2,llama --batches 4 --json "$out/argmax-b4-$f-$round.json"; done
           done
           run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
-    s50-device-mask) # (session 50) constrained rows masked on the device (maskLogits, then the rows sampled again; was: a host pick from the downloaded row, 9 ms/token sampled at GPT-2's vocabulary in call 8): maskLogits' op cases, the constrained serving suite, then bench:structured again
-          run mask-ops 120 env FUSEFORMER_TEST_OPS=maskLogits node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
+    s50-device-mask) # (session 50) constrained rows masked on the device (maskLogits, then the rows sampled again; logit_bias by biasLogits the same way; was: a host pick from the downloaded row, 9 ms/token sampled at GPT-2's vocabulary in call 8): maskLogits' op cases, the constrained serving suite, then bench:structured again
+          run mask-ops 120 env FUSEFORMER_TEST_OPS=maskLogits,biasLogits node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
           run constrained-tests 150 node --test --test-concurrency=1 dist/test/gpu/serve-constrained.test.js
           run structured-bench 200 node dist/bench/structured.js --tokenizer bench/spec-tokenizer --tokens 128 --reps 3 --json "$out/structured.json" ;;
     s50-structured-bench) # (session 50) what structured outputs cost on the GPU (bench/structured.ts: GPT-2 124M random with GPT-2's vocabulary, one request, unconstrained / json_object / a 4-field schema, greedy and sampled; the host's share timed apart); needs bench/spec-tokenizer carried (node dist/bench/spec-tokenizer.js writes it)

@@ -1188,6 +1188,18 @@ export interface MaskLogitsArgs {
   classes: number;
 }
 
+/**
+ * biasLogits: logits[rows[i], tokens[i, t]] += biases[i, t] for every t with tokens[i, t] ≥ 0 (−1 pads a row's
+ * list) — the API's logit_bias, added before sampleTokens draws from the rows. A row's tokens are distinct.
+ *   logits (n, Vp) float;  rows i32 (m), distinct, in [0, n);  tokens i32 (m, k) in [−1, classes);  biases f32 (m, k)
+ */
+export interface BiasLogitsArgs {
+  logits: Tensor;
+  rows: Tensor;
+  tokens: Tensor;
+  biases: Tensor;
+}
+
 export interface SampleTokensArgs {
   logits: Tensor;
   classes?: number;
@@ -1649,6 +1661,7 @@ export interface Backend {
   tanhActivation(args: TanhActivationArgs): void;
   sampleTokens(args: SampleTokensArgs): void;
   maskLogits(args: MaskLogitsArgs): void;
+  biasLogits(args: BiasLogitsArgs): void;
   tokenProbabilities(args: TokenProbabilitiesArgs): void;
   speculativeSample(args: SpeculativeSampleArgs): void;
   decodeAdvance(args: DecodeAdvanceArgs): void;

@@ -637,6 +637,10 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: 0, bytes: 4 * a.masks.numel + a.rows.numel * a.classes * byteSize(a.logits.dtype) }),
     variant: ([a]) => `${shapeOf(a.masks)} over ${shapeOf(a.logits)}`,
   },
+  biasLogits: {
+    cost: ([a]) => ({ flops: a.tokens.numel, bytes: 8 * a.tokens.numel + 2 * a.tokens.numel * byteSize(a.logits.dtype) }),
+    variant: ([a]) => `${shapeOf(a.tokens)} over ${shapeOf(a.logits)}`,
+  },
   scaleColumns: {
     cost: ([a]) => ({ flops: a.x.numel, bytes: bytesOf(a.x) + bytesOf(a.out) + bytesOf(a.scale) }),
     variant: ([a]) => `${shapeOf(a.x)}${a.divide ? ' ÷' : ''}`,

@@ -64,8 +64,9 @@
 // (its history upload needs the tokens themselves) runs as without: the step in flight first. Not with a
 // draft model, tensor parallelism or decodeSteps > 1. Same tokens as without, greedy and seeded sampling.
 
-// Constrained requests (request.constraint: structured outputs, infer/structured/): before each token the
-// constraint says which tokens may come. A greedy request keeps the device's pick where the constraint allows
+// Constrained requests (request.constraint: structured outputs, infer/structured/), and requests with a
+// logit_bias (request.logitBias: added to their rows by biasLogits, then sampled again as below; no greedy
+// shortcut, a bias may move the argmax). Before each token the constraint says which tokens may come. A greedy request keeps the device's pick where the constraint allows
 // it (checked for that token alone; the argmax of the allowed tokens is then the argmax of all); otherwise its
 // mask goes to the device, where maskLogits sets its row's refused logits to −∞ and the step's rows are sampled
 // again — temperature, top-k and top-p over the allowed tokens, the mask first as vLLM applies it, the draw of
@@ -208,6 +209,8 @@ export interface GenerationRequest {
    * request ends ('stop') once the constraint is complete.
    */
   readonly constraint?: TokenConstraint;
+  /** The API's logit_bias: [token, bias] pairs added to the request's logits before each pick (distinct tokens). */
+  readonly logitBias?: readonly (readonly [number, number])[];
   readonly onToken: (event: TokenEvent) => void;
   readonly onFinish: (reason: FinishReason) => void;
 }
@@ -309,8 +312,8 @@ export class ServingEngine {
   /** Greedy speculative rounds' picks on the device (drafting and verification), with a draft. */
   private readonly picker?: GreedyPicker;
   private readonly speculation?: { readonly initial: number; readonly adaptive: boolean; readonly deviceSampling: boolean };
-  /** Constrained rows' masks on the device (constrainPicks), made at the first step that needs them. */
-  private masks?: { rows: Tensor; words: Tensor; capacity: number };
+  /** Adjusted rows' device buffers (adjustPicks), made at the first step that needs them. */
+  private adjust?: { rows: Tensor; words: Tensor; tokens?: Tensor; biases?: Tensor; capacity: number; k: number };
   /** Sampled rounds' device buffers, made with the engine (null: the host's path). */
   private sampledRounds?: DeviceRounds | null;
   /**
@@ -477,6 +480,15 @@ export class ServingEngine {
     if (typeof request.onToken !== 'function' || typeof request.onFinish !== 'function') throw new ArgumentError('serving engine: a request needs onToken and onFinish callbacks');
     const c = request.constraint;
     if (c !== undefined && (typeof c?.allowedTokens !== 'function' || typeof c.accept !== 'function')) throw new ArgumentError('serving engine: constraint must have allowedTokens() and accept() (a TokenConstraint)');
+    if (request.logitBias !== undefined) {
+      if (!Array.isArray(request.logitBias)) throw new ArgumentError('serving engine: logitBias must be an array of [token, bias] pairs');
+      const seen = new Set<number>();
+      for (const [token, bias] of request.logitBias) {
+        if (!Number.isInteger(token) || token < 0 || token >= V || seen.has(token)) throw new ArgumentError(`serving engine: logitBias token ${token} is outside the vocabulary [0, ${V}) or listed twice`);
+        if (!Number.isFinite(bias)) throw new ArgumentError(`serving engine: logitBias of token ${token} is ${bias}; expected a finite number`);
+        seen.add(token);
+      }
+    }
     const id = `r${this.nextId++}`;
     const sched = this.scheduler.add(id, [...request.prompt]);
     const live: Live = { id, request, sched, limit: Math.min(n + request.maxTokens, this.maxLen), slot: -1, done: false, draftTokens: this.speculation?.initial ?? 0, pendingRow: -1 };
@@ -543,7 +555,7 @@ export class ServingEngine {
       // and the device's) carry no penalty, and the output would silently differ from the request's own. Nor
       // does a constrained one: its mask changes with every token a round would accept.
       if (this.speculation && !live.done) {
-        live.sched.speculate = live.request.sampling.repetitionPenalty !== 1 || live.request.constraint ? 0 : Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
+        live.sched.speculate = live.request.sampling.repetitionPenalty !== 1 || adjustsPicks(live.request) ? 0 : Math.max(0, Math.min(live.draftTokens, live.limit - live.sched.tokens.length - 1));
       }
     }
     this.compactSlots(); // between steps the busy slots are 0..running − 1 (cancel() may open a hole; the next step closes it)
@@ -585,7 +597,7 @@ export class ServingEngine {
     this.draft?.free();
     this.picker?.free();
     this.sampledRounds?.free();
-    this.freeMasks();
+    this.freeAdjustBuffers();
   }
 
   // --- internals ------------------------------------------------------------------------------------
@@ -656,7 +668,7 @@ export class ServingEngine {
   private pipelines(items: readonly ScheduledItem[]): boolean {
     return items.every((it) => {
       const request = this.bySched.get(it.request)!.request;
-      return request.sampling.repetitionPenalty === 1 && !request.constraint;
+      return request.sampling.repetitionPenalty === 1 && !adjustsPicks(request);
     });
   }
 
@@ -784,7 +796,7 @@ export class ServingEngine {
       const k = live.request.logprobs ?? 0;
       return k === 0 ? { token } : { token, ...logprobsOf(rowLogits(row), token, k) };
     };
-    if (n > 0) this.constrainPicks(plain.map(({ it }, i) => ({ live: liveOf(it), row: i })), picked!, b.view(logits, 0, [n, Vp]), n);
+    if (n > 0) this.adjustPicks(plain.map(({ it }, i) => ({ live: liveOf(it), row: i })), picked!, b.view(logits, 0, [n, Vp]), n);
     plain.forEach(({ it }, i) => outcomes.push({ live: liveOf(it), events: [event(liveOf(it), picked![i]!, i)] }));
     let base = n;
     const device = this.sampledRounds;
@@ -821,7 +833,7 @@ export class ServingEngine {
     let k = this.decodeSteps;
     for (const it of plan.items) {
       const live = this.bySched.get(it.request)!, sampling = live.request.sampling;
-      if (it.count !== 1 || !it.samples || it.draft || (live.request.logprobs ?? 0) > 0 || sampling.repetitionPenalty !== 1 || live.request.constraint) return 1;
+      if (it.count !== 1 || !it.samples || it.draft || (live.request.logprobs ?? 0) > 0 || sampling.repetitionPenalty !== 1 || adjustsPicks(live.request)) return 1;
       k = Math.min(k, live.limit - it.request.tokens.length);
     }
     if (k < 2) return 1;
@@ -890,47 +902,75 @@ export class ServingEngine {
     if (sampled.length === 0) return [];
     const picked = b.download(b.view(io.sTokens, 0, [n])) as Int32Array;
     const all = wantsLogprobs(sampled) ? (b.download(this.logitRows(n)) as Float32Array) : undefined;
-    this.constrainPicks(sampled, picked, this.logitRows(n), n);
+    this.adjustPicks(sampled, picked, this.logitRows(n), n);
     return sampled.map(({ live, row }) => ({ live, events: [this.tokenEvent(live, picked[row]!, row, all)] }));
   }
 
   /**
-   * The picks of a step's constrained rows (see "Constrained requests" in the header), in place in `picked`: a
-   * greedy pick its constraint allows stands (the argmax of the allowed tokens is the argmax of all); the other
-   * rows get their masks on the device (maskLogits over `logits`, the step's n rows) and the rows are sampled
-   * again with the step's inputs (an unconstrained row draws its token again), and their new picks read.
+   * The picks of a step's rows whose requests adjust them (see "Constrained requests" in the header), in place
+   * in `picked`: a greedy pick its constraint allows stands, where no logit_bias could move the argmax (the
+   * argmax of the allowed tokens is then the argmax of all); the other rows get their biases and masks on the
+   * device (biasLogits, maskLogits over `logits`, the step's n rows), the rows are sampled again with the step's
+   * inputs (an unadjusted row draws its token again), and their new picks read.
    */
-  private constrainPicks(rows: readonly { readonly live: Live; readonly row: number }[], picked: Int32Array, logits: Tensor, n: number): void {
-    const masked: { row: number; mask: Uint32Array }[] = [];
+  private adjustPicks(rows: readonly { readonly live: Live; readonly row: number }[], picked: Int32Array, logits: Tensor, n: number): void {
+    const redo: { row: number; mask: Uint32Array | null; bias: readonly (readonly [number, number])[] }[] = [];
     for (const { live, row } of rows) {
-      const constraint = live.request.constraint;
-      if (!constraint || (live.request.sampling.temperature === 0 && constraint.allows(picked[row]!))) continue;
-      const mask = constraint.allowedTokens();
-      if (mask) masked.push({ row, mask });
+      const { constraint, logitBias, sampling } = live.request;
+      const bias = logitBias ?? [];
+      if (!constraint && bias.length === 0) continue;
+      if (bias.length === 0 && sampling.temperature === 0 && constraint!.allows(picked[row]!)) continue;
+      const mask = constraint?.allowedTokens() ?? null;
+      if (mask || bias.length > 0) redo.push({ row, mask, bias });
     }
-    if (masked.length === 0) return;
-    const b = this.backend, V = this.model.vocabSize, words = Math.ceil(V / 32), m = masked.length;
-    if (!this.masks || this.masks.capacity < m) {
-      this.freeMasks();
-      const capacity = Math.max(m, 8);
-      this.masks = { rows: b.empty([capacity], 'i32'), words: b.empty([capacity, words], 'i32'), capacity };
+    if (redo.length === 0) return;
+    const b = this.backend, V = this.model.vocabSize, words = Math.ceil(V / 32);
+    const masked = redo.filter((r) => r.mask), biased = redo.filter((r) => r.bias.length > 0);
+    const k = Math.max(0, ...biased.map((r) => r.bias.length));
+    const buffers = this.adjustBuffers(redo.length, words, k);
+    const rowsOf = (list: typeof redo, at: number) => {
+      const view = b.view(buffers.rows, at, [list.length]);
+      b.upload(view, Int32Array.from(list, ({ row }) => row));
+      return view;
+    };
+    if (biased.length > 0) {
+      const tokens = new Int32Array(biased.length * k).fill(-1), values = new Float32Array(biased.length * k);
+      biased.forEach(({ bias }, i) => bias.forEach(([token, value], j) => { tokens[i * k + j] = token; values[i * k + j] = value; }));
+      const tokensView = b.view(buffers.tokens!, 0, [biased.length, k]), biasesView = b.view(buffers.biases!, 0, [biased.length, k]);
+      b.upload(tokensView, tokens);
+      b.upload(biasesView, values);
+      b.biasLogits({ logits, rows: rowsOf(biased, 0), tokens: tokensView, biases: biasesView });
     }
-    const bits = new Int32Array(m * words);
-    masked.forEach(({ mask }, i) => bits.set(new Int32Array(mask.buffer, mask.byteOffset, words), i * words));
-    const rowsView = b.view(this.masks.rows, 0, [m]), wordsView = b.view(this.masks.words, 0, [m, words]);
-    b.upload(rowsView, Int32Array.from(masked, ({ row }) => row));
-    b.upload(wordsView, bits);
-    b.maskLogits({ logits, rows: rowsView, masks: wordsView, classes: V });
+    if (masked.length > 0) {
+      const bits = new Int32Array(masked.length * words);
+      masked.forEach(({ mask }, i) => bits.set(new Int32Array(mask!.buffer, mask!.byteOffset, words), i * words));
+      const wordsView = b.view(buffers.words, 0, [masked.length, words]);
+      b.upload(wordsView, bits);
+      b.maskLogits({ logits, rows: rowsOf(masked, biased.length), masks: wordsView, classes: V });
+    }
     this.sampleRows(logits, n);
     const again = b.download(b.view(this.io.sTokens, 0, [n])) as Int32Array;
-    for (const { row } of masked) picked[row] = again[row]!;
+    for (const { row } of redo) picked[row] = again[row]!;
   }
 
-  private freeMasks(): void {
-    if (!this.masks) return;
-    this.backend.free(this.masks.rows);
-    this.backend.free(this.masks.words);
-    this.masks = undefined;
+  /** adjustPicks' device buffers, grown to hold m rows (the biased and the masked ones), their masks and k biases each. */
+  private adjustBuffers(m: number, words: number, k: number): { rows: Tensor; words: Tensor; tokens?: Tensor; biases?: Tensor } {
+    const have = this.adjust;
+    if (have && have.capacity >= m && have.k >= k) return have;
+    this.freeAdjustBuffers();
+    const b = this.backend, capacity = Math.max(m, have?.capacity ?? 0, 8), width = Math.max(k, have?.k ?? 0);
+    this.adjust = {
+      capacity, k: width, rows: b.empty([2 * capacity], 'i32'), words: b.empty([capacity, words], 'i32'),
+      ...(width > 0 ? { tokens: b.empty([capacity, width], 'i32'), biases: b.empty([capacity, width], 'f32') } : {}),
+    };
+    return this.adjust;
+  }
+
+  private freeAdjustBuffers(): void {
+    const a = this.adjust;
+    if (!a) return;
+    for (const t of [a.rows, a.words, a.tokens, a.biases]) if (t) this.backend.free(t);
+    this.adjust = undefined;
   }
 
   /** The first n rows of the target's logits buffer (a step's sampled rows). */
@@ -1213,6 +1253,11 @@ function checkSpeculation(spec: ServingSpeculation, model: DecoderModel, maxLen:
 }
 
 /** Whether any of a step's sampled requests asked for log-probabilities (the step's logits are then read). */
+/** A request whose picks are adjusted after the step (a constraint, a logit_bias): it needs its tokens on the host. */
+function adjustsPicks(request: GenerationRequest): boolean {
+  return request.constraint !== undefined || (request.logitBias?.length ?? 0) > 0;
+}
+
 function wantsLogprobs(sampled: readonly { readonly live: Live }[]): boolean {
   return sampled.some(({ live }) => (live.request.logprobs ?? 0) > 0);
 }

@@ -253,6 +253,7 @@ export class InferenceServer {
       : await Promise.all(completion!.prompts.map((p) => this.promptIds(p)));
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
     this.checkedIds(params.stopTokenIds, 'stop_token_ids');
+    this.checkedIds(params.logitBias.map(([token]) => token), 'logit_bias');
     if (params.maxTokens !== undefined && params.maxTokens > this.maxTokensLimit) throw new ApiError(400, `'max_tokens' is ${params.maxTokens}; this server allows at most ${this.maxTokensLimit}`, 'invalid_request_error', 'max_tokens');
     const maxTokens = prompts.map((prompt, i) => this.checkedMaxTokens(params.maxTokens, prompt.length, kind === 'chat' ? 'messages' : 'prompt', prompts.length > 1 ? ` (prompt ${i})` : ''));
     const s = this.engine.stats(), count = prompts.length * params.n;
@@ -492,7 +493,7 @@ export class InferenceServer {
         const { prompt, maxTokens, sampling } = plan[k]!;
         engineIds[k] = this.engine.submit({
           prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
-          ...(constraintOf ? { constraint: constraintOf([...stopIds]) } : {}),
+          ...(constraintOf ? { constraint: constraintOf([...stopIds]) } : {}), ...(params.logitBias.length > 0 ? { logitBias: params.logitBias } : {}),
           onToken: onToken(k), onFinish: onFinish(k),
         });
       };

@@ -72,6 +72,8 @@ export interface CommonParams {
   readonly logprobs: boolean;
   /** Structured outputs (response_format json_object / json_schema): the grammar every choice is held to. */
   readonly responseFormat?: ResponseFormat;
+  /** logit_bias as [token, bias] pairs (bias in [−100, 100]; the ids checked against the vocabulary by the server). */
+  readonly logitBias: [number, number][];
 }
 
 /** A response_format that constrains the answer: its kind, and its grammar (json-schema.ts) compiled once for all choices. */
@@ -168,7 +170,7 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
     ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
     ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
-    n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage, ...structuredOutputOf(o),
+    n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage, ...structuredOutputOf(o), logitBias: logitBiasOf(o['logit_bias']),
   };
 }
 
@@ -180,7 +182,6 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
 const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expected?: [(v: unknown) => boolean, string] }[] = [
   { key: 'best_of', inert: (v) => v === 1 },
   { key: 'suffix', inert: (v) => v === '' },
-  { key: 'logit_bias', inert: (v) => typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0 },
   { key: 'frequency_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
   { key: 'presence_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
   { key: 'functions', inert: (v) => Array.isArray(v) && v.length === 0 },
@@ -194,6 +195,22 @@ const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expec
  * {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}} — the schema compiled
  * here, so a schema the grammar cannot enforce is this request's 400 naming the keyword and its path.
  */
+/** OpenAI's logit_bias: {"token id": bias} with biases in [−100, 100] (−100 bans a token, 100 all but forces it). */
+function logitBiasOf(v: unknown): [number, number][] {
+  if (v === undefined || v === null) return [];
+  if (typeof v !== 'object' || Array.isArray(v)) throw bad('logit_bias', `'logit_bias' is ${describe(v)}; expected an object of {"token id": bias}`);
+  const entries = Object.entries(v as Record<string, unknown>);
+  if (entries.length > MAX_LOGIT_BIAS) throw bad('logit_bias', `'logit_bias' lists ${entries.length} tokens; at most ${MAX_LOGIT_BIAS}`);
+  return entries.map(([key, bias]) => {
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(key)) throw bad('logit_bias', `'logit_bias' has the key ${JSON.stringify(key)}; keys are token ids (non-negative integers)`);
+    if (typeof bias !== 'number' || !(bias >= -100 && bias <= 100)) throw bad('logit_bias', `'logit_bias["${key}"]' is ${describe(bias)}; expected a number in [-100, 100]`);
+    return [Number(key), bias];
+  });
+}
+
+/** logit_bias entries a request may give (OpenAI's own limit). */
+const MAX_LOGIT_BIAS = 300;
+
 /**
  * The constraint a request asks for: OpenAI's response_format, or vLLM's extensions — guided_json (a schema, as an
  * object or JSON text), guided_choice (the answer exactly one of these strings), or the same as

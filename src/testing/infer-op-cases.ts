@@ -1,5 +1,5 @@
 // Op cases of the decode-step ops (embedTokens, qkvRopeAppend, decodeAttention, residualNorm,
-// gatedActivation, gatedLinear, tanhActivation, sampleTokens (with argmax slots too), gemm with argmax, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns, maskLogits, normMlp) for the GPU test suite: each runs on CUDA and on the CPU reference with
+// gatedActivation, gatedLinear, tanhActivation, sampleTokens (with argmax slots too), gemm with argmax, tokenProbabilities, speculativeSample, decodeAdvance, feedTokens, gatherColumns, gptqRoundBlock, int4ClipGroups, scaleColumns, maskLogits, biasLogits, normMlp) for the GPU test suite: each runs on CUDA and on the CPU reference with
 // the same random inputs, outputs poisoned first (op-cases.ts has the harness). Sampled tokens and the
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
@@ -679,6 +679,28 @@ function maskLogitsCases(dtype: FloatDType): OpCase[] {
   }));
 }
 
+/** biasLogits: the API's logit_bias on some rows (padded lists, a row with none), GPT-2's padded row and a small one. */
+function biasLogitsCases(dtype: FloatDType): OpCase[] {
+  return ([[5, 50304, [3, 0], 7], [9, 257, [8, 1, 4], 300]] as const).map(([n, Vp, rows, k]): OpCase => ({
+    name: `biasLogits ${dtype} n=${n} Vp=${Vp} rows=${rows.length} k=${k}`, dtype,
+    exact: ['logits'],
+    inputs: (rng) => {
+      const tokens = randomInts(rng, [rows.length, k], 0, 1);
+      rows.forEach((_, i) => {
+        const count = i === rows.length - 1 ? 0 : 1 + Math.floor(rng.next() * k); // the last row: nothing listed
+        const chosen = rng.permutation(Vp).slice(0, count);
+        for (let j = 0; j < k; j++) tokens.values[i * k + j] = j < count ? chosen[j]! : -1;
+      });
+      return { logits: floats(rng, [n, Vp], dtype, 3), rows: { values: Int32Array.from(rows), shape: [rows.length], dtype: 'i32' }, tokens, biases: floats(rng, [rows.length, k], 'f32', 40) };
+    },
+    run: (b, inputs) => {
+      const c = new CaseContext(b, inputs);
+      b.biasLogits({ logits: c.keep('logits', c.in('logits')), rows: c.in('rows'), tokens: c.in('tokens'), biases: c.in('biases') });
+      return c.results();
+    },
+  }));
+}
+
 /** scaleColumns: a Llama-wide weight times its scales in f32, and awkward inputs over them in place. */
 function scaleColumnsCases(dtype: FloatDType): OpCase[] {
   return ([[300, 2048, false], [7, 257, true]] as const).map(([rows, C, divide]): OpCase => ({
@@ -701,6 +723,6 @@ export function inferOpCases(dtypes: readonly FloatDType[] = FLOAT_DTYPES): OpCa
   return dtypes.flatMap((dtype) => [
     ...embedTokensCases(dtype), ...qkvRopeAppendCases(dtype), ...decodeAttentionCases(dtype), ...appendDecodeAttentionCases(dtype), ...residualNormCases(dtype),
     ...gatedActivationCases(dtype), ...gatedLinearCases(dtype), ...normLinearCases(dtype), ...tanhActivationCases(dtype), ...sampleTokensCases(dtype),
-    ...gemmArgmaxCases(dtype), ...sampleTokensArgmaxCases(dtype), ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype), ...maskLogitsCases(dtype), ...normMlpCases(dtype),
+    ...gemmArgmaxCases(dtype), ...sampleTokensArgmaxCases(dtype), ...tokenProbabilitiesCases(dtype), ...speculativeSampleCases(dtype), ...gatherColumnsCases(dtype), ...scaleColumnsCases(dtype), ...maskLogitsCases(dtype), ...biasLogitsCases(dtype), ...normMlpCases(dtype),
   ]).concat(decodeAdvanceCases(), feedTokensCases(), gptqRoundBlockCases(), int4ClipGroupsCases());
 }

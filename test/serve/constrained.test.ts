@@ -142,3 +142,39 @@ test('json_object mode: any object; the constraint refuses a token it did not al
     prompt: [1], maxTokens: 2, sampling: resolveSampling({}), stopTokenIds: [], constraint: {} as never, onToken: () => {}, onFinish: () => {},
   }), /constraint must have allowedTokens\(\) and accept\(\)/);
 });
+
+test('logit_bias: −100 bans a token, +100 all but forces one; batched (pipelined, with constrained requests) equals alone', () => {
+  const model = load('llama', 3);
+  const runOne = (options: ServingEngineOptions, requests: { prompt: number[]; bias?: [number, number][]; sampling: SamplingOptions; grammar?: GrammarNode }[]) => {
+    const engine = new ServingEngine(model, options);
+    const out = requests.map((r) => {
+      const tokens: number[] = [];
+      engine.submit({
+        prompt: r.prompt, maxTokens: 24, sampling: resolveSampling({ seed: 90, ...r.sampling }), stopTokenIds: [],
+        ...(r.bias ? { logitBias: r.bias } : {}), ...(r.grammar ? { constraint: new JsonConstraint(r.grammar, vocabulary, [EOS]) } : {}),
+        onToken: (e) => tokens.push(e.token), onFinish: () => {},
+      });
+      return tokens;
+    });
+    engine.runToCompletion();
+    assert.equal(engine.pool.usedBlocks, 0);
+    engine.dispose();
+    return out;
+  };
+  const prompt = [12, 40, 7, 99, 3];
+  const [plain] = runOne({ maxRunning: 1 }, [{ prompt, sampling: {} }]);
+  const banned = new Set(plain!.slice(0, 6));
+  const [avoiding] = runOne({ maxRunning: 1 }, [{ prompt, sampling: {}, bias: [...banned].map((t): [number, number] => [t, -100]) }]);
+  assert.ok(avoiding!.every((t) => !banned.has(t)), `${avoiding} avoids ${[...banned]}`);
+  const [forced] = runOne({ maxRunning: 1 }, [{ prompt, sampling: { temperature: 1, topK: 0 }, bias: [[65, 100]] }]);
+  assert.ok(forced!.filter((t) => t === 65).length >= 20, `${forced}`);
+  const requests = [
+    { prompt, sampling: {}, bias: [[65, 5], [66, -100]] as [number, number][] },
+    { prompt: [9, 33, 1], sampling: { temperature: 0.9, topP: 0.9, seed: 1 }, bias: [[32, 3]] as [number, number][] },
+    { prompt: [5, 6], sampling: { temperature: 0.7, seed: 2 } },
+    { prompt: [100, 101, 102], sampling: { temperature: 1, seed: 3 }, bias: [[0x22, 2]] as [number, number][], grammar: anyJsonObject() },
+  ];
+  const alone = requests.map((r) => runOne({ maxRunning: 1, pipeline: false }, [r])[0]!);
+  assert.deepEqual(runOne({ maxRunning: 4, maxBatchTokens: 12, blockSize: 4, pipeline: true }, requests), alone);
+  assert.throws(() => new ServingEngine(model, {}).submit({ prompt, maxTokens: 2, sampling: resolveSampling({}), stopTokenIds: [], logitBias: [[3, 1], [3, 2]], onToken: () => {}, onFinish: () => {} }), /logitBias token 3 .* listed twice/);
+});

@@ -75,7 +75,9 @@ test('OpenAI fields the server does not implement are refused by name unless the
   await refused({ messages: [{ role: 'user', content: 'hi' }], echo: true }, 'echo', /'echo' is not supported/, '/v1/chat/completions');
   await refused({ prompt: 'x', echo: true, logprobs: 2 }, 'echo', /'echo' with 'logprobs' would need the prompt's log-probabilities/);
   await refused({ prompt: 'x', best_of: 3 }, 'best_of', /not supported/);
-  await refused({ prompt: 'x', logit_bias: { 1: 100 } }, 'logit_bias', /not supported/);
+  await refused({ prompt: 'x', logit_bias: { 1: 101 } }, 'logit_bias', /'logit_bias\["1"\]' is number 101; expected a number in \[-100, 100\]/);
+  await refused({ prompt: 'x', logit_bias: { a: 1 } }, 'logit_bias', /keys are token ids/);
+  await refused({ prompt: 'x', logit_bias: { 999999: 1 } }, 'logit_bias', /'logit_bias' holds token id 999999/);
   await refused({ prompt: 'x', frequency_penalty: 5 }, 'frequency_penalty', /'frequency_penalty' is number 5; expected a number in \[-2, 2\]/);
   await refused({ prompt: 'x', presence_penalty: 'x' }, 'presence_penalty', /expected a number in \[-2, 2\]/);
   await refused({ prompt: 'x', presence_penalty: 0.5 }, 'presence_penalty', /not supported/);

@@ -194,3 +194,15 @@ test('vLLM\'s guided_json, guided_choice and structured_outputs: the same constr
   await refused({ guided_json: '{"type": ' }, 'guided_json', /not JSON/);
   await refused({ guided_json: { type: 'string', format: 'uri' } }, 'guided_json', /#\/format: the keyword 'format' is not supported/);
 });
+
+test('logit_bias over HTTP: +100 all but forces a token, −100 bans tokens', async () => {
+  const { client } = await start();
+  const forced = await client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 5, temperature: 0, logit_bias: { 65: 100 } });
+  assert.equal(forced.choices[0]!.text, 'AAAAA');
+  // Every byte but printable ASCII banned (161 of the byte tokenizer's ids): the answer is printable ASCII.
+  const banned = Object.fromEntries([...Array.from({ length: 32 }, (_, b) => b), ...Array.from({ length: 129 }, (_, i) => 127 + i)].map((b) => [b, -100]));
+  for (const temperature of [0, 1]) {
+    const answer = await client.completions.create({ model: 'tiny', prompt: 'The whale', max_tokens: 40, temperature, seed: 4, logit_bias: banned });
+    assert.match(answer.choices[0]!.text, /^[\x20-\x7e]+$/);
+  }
+});

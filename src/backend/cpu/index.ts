@@ -15,7 +15,7 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, NormMlpArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, BiasLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, NormMlpArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
@@ -31,6 +31,7 @@ import { prepareDecodeAdvance } from './decode-advance.js';
 import { prepareFeedTokens } from './feed-tokens.js';
 import { prepareGatherColumns } from './gather-columns.js';
 import { prepareMaskLogits } from './mask-logits.js';
+import { prepareBiasLogits } from './bias-logits.js';
 import { prepareGptqRoundBlock } from './gptq-round-block.js';
 import { prepareInt4ClipGroups } from './int4-clip-groups.js';
 import { prepareScaleColumns } from './scale-columns.js';
@@ -241,6 +242,7 @@ export class CpuBackend implements Backend {
   feedTokens(args: FeedTokensArgs): void { this.queue.issue(prepareFeedTokens(args)); }
   gatherColumns(args: GatherColumnsArgs): void { this.queue.issue(prepareGatherColumns(args)); }
   maskLogits(args: MaskLogitsArgs): void { this.queue.issue(prepareMaskLogits(args)); }
+  biasLogits(args: BiasLogitsArgs): void { this.queue.issue(prepareBiasLogits(args)); }
   gptqRoundBlock(args: GptqRoundBlockArgs): void { this.queue.issue(prepareGptqRoundBlock(args)); }
   int4ClipGroups(args: Int4ClipGroupsArgs): void { this.queue.issue(prepareInt4ClipGroups(args)); }
   scaleColumns(args: ScaleColumnsArgs): void { this.queue.issue(prepareScaleColumns(args)); }

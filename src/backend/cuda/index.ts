@@ -18,7 +18,7 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, BiasLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { decodeAttention, fusedAppendDecodeAttention, headsPerBlock as attentionHeadsPerBlock, PROJECTION_MAX_BYTES, projectionFits } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -31,7 +31,7 @@ import { tanhActivation } from './kernels/tanh-activation.js';
 import { decodeAdvance } from './kernels/decode-advance.js';
 import { feedTokens } from './kernels/feed-tokens.js';
 import { gatherColumns } from './kernels/gather-columns.js';
-import { maskLogits } from './kernels/mask-logits.js';
+import { biasLogits, maskLogits } from './kernels/mask-logits.js';
 import { gptqRoundBlock } from './kernels/gptq-round-block.js';
 import { int4ClipGroups } from './kernels/int4-clip-groups.js';
 import { scaleColumns } from './kernels/scale-columns.js';
@@ -708,6 +708,7 @@ export class CudaBackend implements Backend {
   feedTokens(args: FeedTokensArgs): void { feedTokens(this.runtime, args); }
   gatherColumns(args: GatherColumnsArgs): void { gatherColumns(this.runtime, args); }
   maskLogits(args: MaskLogitsArgs): void { maskLogits(this.runtime, args); }
+  biasLogits(args: BiasLogitsArgs): void { biasLogits(this.runtime, args); }
   gptqRoundBlock(args: GptqRoundBlockArgs): void { gptqRoundBlock(this.runtime, args); }
   int4ClipGroups(args: Int4ClipGroupsArgs): void { int4ClipGroups(this.runtime, args); }
   scaleColumns(args: ScaleColumnsArgs): void { scaleColumns(this.runtime, args); }

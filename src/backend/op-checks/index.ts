@@ -34,6 +34,7 @@ export { checkGptqRoundBlock } from './gptq-round-block.js';
 export { checkInt4ClipGroups, INT4_CLIP_MAX_GROUP } from './int4-clip-groups.js';
 export { checkScaleColumns } from './scale-columns.js';
 export { checkMaskLogits } from './mask-logits.js';
+export { checkBiasLogits } from './bias-logits.js';
 export { checkRowArgmax, checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkDecodeAdvance } from './decode-advance.js';
 export { checkFeedTokens } from './feed-tokens.js';

@@ -32,3 +32,15 @@ test('maskLogits rejects a row outside the buffer, a mask of the wrong width and
   assert.throws(() => b.maskLogits({ logits, rows: b.fromArray([0], [1], 'i32'), masks: b.fromArray([0, 0, 0], [1, 3], 'i32'), classes: 65 }), /maskLogits: 'classes' must be an integer in \[1, 64\]/);
   assert.throws(() => b.maskLogits({ logits, rows: b.fromArray([0], [1], 'f32'), masks: b.fromArray([0, 0], [1, 2], 'i32'), classes: 64 }), /maskLogits.*rows/);
 });
+
+test('biasLogits adds each listed row\'s biases to its tokens (−1 pads a list); other rows and tokens stay', () => {
+  const values = Array.from({ length: 2 * 8 }, (_, i) => i / 4);
+  const logits = b.fromArray(values, [2, 8], 'f32');
+  b.biasLogits({ logits, rows: b.fromArray([1], [1], 'i32'), tokens: b.fromArray([6, -1, 0], [1, 3], 'i32'), biases: b.fromArray([-100, 5, 2.5], [1, 3], 'f32') });
+  const expected = values.slice();
+  expected[8 + 6] = values[8 + 6]! - 100;
+  expected[8 + 0] = values[8 + 0]! + 2.5;
+  assert.deepEqual(Array.from(b.download(logits)), expected);
+  assert.throws(() => { b.biasLogits({ logits, rows: b.fromArray([0], [1], 'i32'), tokens: b.fromArray([8], [1, 1], 'i32'), biases: b.fromArray([1], [1, 1], 'f32') }); b.synchronize(); }, /biasLogits: tokens\[0, 0\] is 8, outside the 8 columns/);
+  assert.throws(() => b.biasLogits({ logits, rows: b.fromArray([0], [1], 'i32'), tokens: b.fromArray([1], [1, 1], 'i32'), biases: b.fromArray([1], [1, 1], 'bf16') }), /biasLogits.*biases/);
+});

@@ -31,8 +31,20 @@ test('maskLogits: argument checks name the op and the tensor', () => {
   assert.equal(host.launches.length, 0);
 });
 
+test('biasLogits: a block a listed row; Vp and the list length as arguments', () => {
+  const host = new RecordingHost();
+  mask.biasLogits(host, { logits: deviceTensor([4, 257], 'bf16'), rows: deviceTensor([2], 'i32'), tokens: deviceTensor([2, 300], 'i32'), biases: deviceTensor([2, 300], 'f32') });
+  const [launch] = host.launches;
+  assert.equal(launch!.key, 'bias_logits.bf16');
+  assert.equal(launch!.config.grid, 2);
+  assert.equal(argValue(launch!, 4, 'i32'), 257);
+  assert.equal(argValue(launch!, 5, 'i32'), 300);
+  assert.throws(() => mask.biasLogits(host, { logits: deviceTensor([4, 257], 'f32'), rows: deviceTensor([2], 'i32'), tokens: deviceTensor([2, 3], 'i32'), biases: deviceTensor([2, 3], 'f16') }),
+    (e: unknown) => e instanceof FuseformerError && /^biasLogits: .*'biases'/.test(e.message));
+});
+
 const nvcc = findNvcc();
-test('maskLogits kernels compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found', timeout: 5 * 60_000 }, async () => {
+test('maskLogits and biasLogits kernels compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found', timeout: 5 * 60_000 }, async () => {
   const failures = await compileAll(nvcc!, mask.catalog());
   assert.deepEqual(failures, []);
 });
