@@ -5,12 +5,12 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { quietWhitespace, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { writeQuietLlamaFolder } from '../infer/hf-folder.js';
 
 const main = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-json-cli-'));
@@ -19,12 +19,7 @@ const TEMPLATE = '{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfo
 const SCHEMA = { type: 'object', properties: { title: { type: 'string', maxLength: 10 }, year: { type: 'integer', minimum: 1800, maximum: 2100 }, done: { type: 'boolean' } }, required: ['title', 'year', 'done'], additionalProperties: false };
 
 before(() => {
-  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions: 400 }, 6, {
-    generationConfig: { eos_token_id: 256, bos_token_id: 256 },
-    edit: quietWhitespace('llama'),
-  });
-  const path = join(dir, 'tokenizer_config.json');
-  writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), chat_template: TEMPLATE }));
+  writeQuietLlamaFolder(dir, 400, 6, TEMPLATE);
   writeFileSync(join(root, 'book.json'), JSON.stringify(SCHEMA));
 });
 after(() => rmSync(root, { recursive: true, force: true }));

@@ -2,7 +2,7 @@
 // (one file or two shards with an index), tokenizer.json (the byte-level tokenizer) and
 // generation_config.json. Weights are drawn large enough (std 0.2) that greedy decoding is decisive.
 
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeFloats, roundToDType } from '../../src/dtype.js';
 import { createByteTokenizer } from '../../src/io/byte-tokenizer.js';
@@ -100,6 +100,16 @@ export function quietWhitespace(family: 'gpt2' | 'llama'): (weights: HostWeights
     const rows = weights.get(family === 'gpt2' ? 'transformer.wte.weight' : 'lm_head.weight')!, C = rows.shape[1]!;
     for (const b of [0x09, 0x0a, 0x20]) rows.data.fill(0, b * C, (b + 1) * C);
   };
+}
+
+/**
+ * A tiny Llama folder for constrained-decoding tests: the byte tokenizer's EOS (256) as bos / eos, whitespace
+ * quietened (quietWhitespace), `template` as its chat template; `maxPositions` leaves room for JSON answers.
+ */
+export function writeQuietLlamaFolder(dir: string, maxPositions: number, seed: number, template: string): void {
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions }, seed, { generationConfig: { eos_token_id: 256, bos_token_id: 256 }, edit: quietWhitespace('llama') });
+  const configPath = join(dir, 'tokenizer_config.json');
+  writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), chat_template: template }));
 }
 
 export interface FolderOptions {

@@ -5,7 +5,7 @@
 // there; parameters the grammar cannot enforce are a 400 naming the tool.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -18,7 +18,7 @@ import type { Tokenizer } from '../../src/io/tokenizer.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import { InferenceServer } from '../../src/serve/server.js';
 import type { ServerOptions } from '../../src/serve/server.js';
-import { quietWhitespace, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { writeQuietLlamaFolder } from '../infer/hf-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-forced-tools-'));
 const dir = join(root, 'tiny-llama');
@@ -36,12 +36,7 @@ async function start(options: ServerOptions = {}): Promise<{ client: OpenAI; bas
 }
 
 before(() => {
-  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions: 2048 }, 6, {
-    generationConfig: { eos_token_id: EOS, bos_token_id: EOS },
-    edit: quietWhitespace('llama'),
-  });
-  const configPath = join(dir, 'tokenizer_config.json');
-  writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), chat_template: TEMPLATE }));
+  writeQuietLlamaFolder(dir, 2048, 6, TEMPLATE);
   model = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
   tokenizer = loadTokenizer(dir);
 });

@@ -5,7 +5,7 @@
 // enforce are 400s naming the field and the keyword.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -21,7 +21,7 @@ import type { Tokenizer } from '../../src/io/tokenizer.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import { InferenceServer } from '../../src/serve/server.js';
 import type { ServerOptions } from '../../src/serve/server.js';
-import { quietWhitespace, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import { writeQuietLlamaFolder } from '../infer/hf-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-server-structured-'));
 const dir = join(root, 'tiny-llama');
@@ -43,12 +43,7 @@ async function start(serverOptions: ServerOptions = {}): Promise<Running> {
 }
 
 before(() => {
-  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, maxPositions: 400 }, 6, {
-    generationConfig: { eos_token_id: EOS, bos_token_id: EOS },
-    edit: quietWhitespace('llama'),
-  });
-  const configPath = join(dir, 'tokenizer_config.json');
-  writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), chat_template: TEMPLATE }));
+  writeQuietLlamaFolder(dir, 400, 6, TEMPLATE);
   model = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
   tokenizer = loadTokenizer(dir);
 });
