@@ -64,15 +64,16 @@
 // (its history upload needs the tokens themselves) runs as without: the step in flight first. Not with a
 // draft model, tensor parallelism or decodeSteps > 1. Same tokens as without, greedy and seeded sampling.
 
-// Constrained requests (request.constraint: structured outputs, infer/structured/), and requests with a
-// logit_bias (request.logitBias: added to their rows by biasLogits, then sampled again as below; no greedy
-// shortcut, a bias may move the argmax). Before each token the constraint says which tokens may come. A greedy request keeps the device's pick where the constraint allows
+// Constrained requests (request.constraint: structured outputs, infer/structured/): before each token the
+// constraint says which tokens may come. A greedy request keeps the device's pick where the constraint allows
 // it (checked for that token alone; the argmax of the allowed tokens is then the argmax of all); otherwise its
 // mask goes to the device, where maskLogits sets its row's refused logits to −∞ and the step's rows are sampled
 // again — temperature, top-k and top-p over the allowed tokens, the mask first as vLLM applies it, the draw of
 // the same (seed, position). The next mask depends on that token, so a step holding a constrained request runs
 // unpipelined, as one decode step, without a draft. The request ends ('stop') as soon as its constraint is
-// complete: a JSON object at its closing brace.
+// complete: a JSON object at its closing brace. A request with a logit_bias (request.logitBias) is handled the
+// same way: biasLogits adds its biases to its row and the row is sampled again (no greedy shortcut: a bias may
+// move the argmax).
 
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
@@ -259,8 +260,7 @@ interface Live {
 
 /** A step launched on the device: the rows its requests sample at (rows of io.sTokens), and their tokens once read. */
 interface LaunchedStep {
-  /** position: the position whose logits the row holds (the token sampled goes at position + 1). */
-  readonly sampled: readonly { readonly live: Live; readonly row: number; readonly position: number }[];
+  readonly sampled: readonly { readonly live: Live; readonly row: number }[];
   /** Rows sampled (io.sTokens[0, rows), the logits buffer's first rows), idle and padded ones included. */
   readonly rows: number;
   /** Pipelined steps: the download of io.sTokens queued behind the step (none when nothing samples). */
@@ -479,7 +479,9 @@ export class ServingEngine {
     request.stopTokenIds.forEach((t) => { if (!Number.isInteger(t) || t < 0 || t >= V) throw new ArgumentError(`serving engine: stop token id ${t} is outside the vocabulary [0, ${V})`); });
     if (typeof request.onToken !== 'function' || typeof request.onFinish !== 'function') throw new ArgumentError('serving engine: a request needs onToken and onFinish callbacks');
     const c = request.constraint;
-    if (c !== undefined && (typeof c?.allowedTokens !== 'function' || typeof c.accept !== 'function')) throw new ArgumentError('serving engine: constraint must have allowedTokens() and accept() (a TokenConstraint)');
+    if (c !== undefined && (typeof c?.allowedTokens !== 'function' || typeof c.allows !== 'function' || typeof c.accept !== 'function')) {
+      throw new ArgumentError('serving engine: constraint must have allowedTokens(), allows() and accept() (a TokenConstraint)');
+    }
     if (request.logitBias !== undefined) {
       if (!Array.isArray(request.logitBias)) throw new ArgumentError('serving engine: logitBias must be an array of [token, bias] pairs');
       const seen = new Set<number>();
@@ -1018,7 +1020,7 @@ export class ServingEngine {
       this.sampleRows(this.target.computeLogits(n), n);
     };
     this.runStepBody(`${shape.decodeRows}/${shape.rows}/${shape.segments}${head ? '' : '/no-head'}`, shape, body, items.reduce((r, it) => r + it.count, 0));
-    const out = { sampled: sampled.map(({ it, live, row }) => ({ live, row, position: it.start + it.count - 1 })), rows: n };
+    const out = { sampled: sampled.map(({ live, row }) => ({ live, row })), rows: n };
     if (!head || !later) return out;
     // Queued behind the step: the next step overwrites both buffers.
     const tokens = b.downloadLater(b.view(io.sTokens, 0, [n]));

@@ -140,7 +140,7 @@ test('json_object mode: any object; the constraint refuses a token it did not al
   engine.dispose();
   assert.throws(() => new ServingEngine(model, {}).submit({
     prompt: [1], maxTokens: 2, sampling: resolveSampling({}), stopTokenIds: [], constraint: {} as never, onToken: () => {}, onFinish: () => {},
-  }), /constraint must have allowedTokens\(\) and accept\(\)/);
+  }), /constraint must have allowedTokens\(\), allows\(\) and accept\(\)/);
 });
 
 test('logit_bias: −100 bans a token, +100 all but forces one; batched (pipelined, with constrained requests) equals alone', () => {
