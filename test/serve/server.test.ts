@@ -381,7 +381,8 @@ test('n choices: each its own request with seed + i, the prompt computed once, s
   const controller = new AbortController();
   const response = await fetch(`${base}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, signal: controller.signal,
-    body: JSON.stringify({ model: 'tiny', prompt: 'Stream me a long text', max_tokens: 70, temperature: 0.8, stream: true, n: 3 }),
+    // ignore_eos: a choice that drew EOS before the abort would end 'stop' (its seed is random), not 'cancelled'.
+    body: JSON.stringify({ model: 'tiny', prompt: 'Stream me a long text', max_tokens: 70, temperature: 0.8, stream: true, n: 3, ignore_eos: true }),
   });
   await response.body!.getReader().read();
   for (let i = 0; i < 200 && engine.stats().running < 3; i++) await new Promise((r) => setTimeout(r, 5));
@@ -394,7 +395,7 @@ test('n choices: each its own request with seed + i, the prompt computed once, s
   const early = new AbortController();
   await fetch(`${base}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, signal: early.signal,
-    body: JSON.stringify({ model: 'tiny', prompt: 'Stream me a long text', max_tokens: 70, temperature: 0.8, stream: true, n: 3 }),
+    body: JSON.stringify({ model: 'tiny', prompt: 'Stream me a long text', max_tokens: 70, temperature: 0.8, stream: true, n: 3, ignore_eos: true }),
   });
   early.abort();
   for (let i = 0; i < 200 && (engine.hasWork || engine.pool.usedBlocks > 0); i++) await new Promise((r) => setTimeout(r, 10));
