@@ -490,7 +490,11 @@ for step in "${steps[@]}"; do
           run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     s51-sample) # (session 51) what sampling a token costs: sampleTokens alone in a CUDA graph (greedy / T / top-k / top-p at 50k-152k vocabularies, B 1 and 32, flat and peaked rows) against transformers' warpers + multinomial in PyTorch eager and in a CUDA graph (bench/sample-speed.ts); bench:structured's sampled rows put ~0.3 ms a token on top-p sampling at GPT-2's vocabulary
           run sample-ops 120 env FUSEFORMER_TEST_OPS=sampleTokens node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
-          run sample-speed 300 node dist/bench/sample-speed.js --json "$out/sample-speed.json" ;;
+          run sample-speed 300 node dist/bench/sample-speed.js --json "$out/sample-speed.json"
+          for b in 1 32; do
+            run prof-greedy-$b 60 node dist/src/cli/main.js profile --mode serve-decode --batch $b --seq 128 --top 12 --out "$out/prof-greedy-$b"
+            run prof-topp-$b 60 node dist/src/cli/main.js profile --mode serve-decode --batch $b --seq 128 --top 12 --temperature 1 --top-k 0 --top-p 0.95 --out "$out/prof-topp-$b"
+          done ;;
     s51-first) # (session 51) s50-device-mask's checks and bench, then bench:embed in full (HF eager / torch.compile in the same run) on the H200 when lent (sessions 46-47 measured on H100s)
           run mask-ops 120 env FUSEFORMER_TEST_OPS=maskLogits,biasLogits node --test --test-concurrency=1 dist/test/gpu/infer-ops.test.js
           run constrained-tests 150 node --test --test-concurrency=1 dist/test/gpu/serve-constrained.test.js

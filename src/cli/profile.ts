@@ -17,6 +17,7 @@ import type { Backend } from '../backend/backend.js';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
+import { resolveSampling } from '../infer/sampling.js';
 import { checkOutputDirectory } from '../io/output-dir.js';
 import { BertModel } from '../models/bert-model.js';
 import { Gpt2Model } from '../models/gpt2-model.js';
@@ -27,6 +28,7 @@ import { DECODE_STEPS_ROOM, profileDecodeStep } from '../profile/decode.js';
 import type { ProfileQuantization } from '../profile/decode.js';
 import { profileServingStep, SERVE_STEPS_ROOM } from '../profile/serve.js';
 import { writeProfileOutputs } from '../profile/output.js';
+import { samplingFlags } from './sampling-options.js';
 import type { Profile } from '../profile/profiler.js';
 import { formatKernelTable, formatSummary } from '../profile/report.js';
 import { measureRoofs } from '../profile/roofs.js';
@@ -50,6 +52,8 @@ export const PROFILE_USAGE = `usage: fuseformer profile [options]
   --chunk N            serve-mixed: the new request's prompt tokens (default 256)
   --quantize rtn4|rtn8 decode and serve modes: the projections round-to-nearest quantized (INT4 W4A16 in
                        groups of 128, or INT8 W8A8); --quantize-lm-head the LM head too
+  --temperature T --top-k N --top-p P   serve modes: every request sampled so (default greedy; a sampled
+                       row's sampleTokens walks its whole row: the radix selects of top-k / top-p)
   --dtype f32|bf16|f16 (default bf16 on CUDA, f32 on the CPU)
   --fused-attention    the fused attention op instead of the materialised-scores path
   --steps N            ordinary steps before profiling (default 3; at least 2)
@@ -94,7 +98,7 @@ export function randomBatch(batch: number, seqLen: number, vocab: number, masked
   };
 }
 
-type ProfileCliValues = { batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; chunk?: string; quantize?: string; 'quantize-lm-head'?: boolean; out?: string; 'op-timing'?: string };
+type ProfileCliValues = { temperature?: string; 'top-k'?: string; 'top-p'?: string; batch?: string; seq?: string; steps?: string; repeats?: string; top?: string; chunk?: string; quantize?: string; 'quantize-lm-head'?: boolean; out?: string; 'op-timing'?: string };
 
 const OP_TIMINGS = ['auto', 'markers', 'removal'] as const;
 
@@ -166,15 +170,17 @@ function runServeProfile(backend: Backend, reason: string, config: ModelConfig, 
   const top = positiveInt('top', values.top, 30);
   const what = `${running} requests × ${context} cached positions${kind === 'mixed' ? ` + a ${chunk}-token prompt` : ''}`;
   const quantize = profileQuantization(values);
-  log(`fuseformer profile: ${modelName} serving step, ${what}, ${dtype}${quantLabel(quantize)} on ${backend.description} — ${reason}`);
+  const sampling = resolveSampling({ ...samplingFlags(values).sampling, seed: 1n });
+  const drawn = sampling.temperature === 0 ? 'greedy' : `T ${sampling.temperature}${sampling.topK > 0 ? `, top-k ${sampling.topK}` : ''}${sampling.topP < 1 ? `, top-p ${sampling.topP}` : ''}`;
+  log(`fuseformer profile: ${modelName} serving step, ${what}, ${drawn}, ${dtype}${quantLabel(quantize)} on ${backend.description} — ${reason}`);
   const roofs = measureRoofs(backend, dtype);
   if (roofs) log(`roofs: copy ${Math.round(roofs.copyGBps)} GB/s, ${dtype} GEMM ${roofs.gemmTflops.toFixed(0)} TFLOP/s`);
-  const result = profileServingStep(backend, config, { kind, running, context, chunk, dtype, repeats, roofs: roofs ?? false, ...(quantize ? { quantize } : {}) });
+  const result = profileServingStep(backend, config, { kind, running, context, chunk, dtype, repeats, roofs: roofs ?? false, sampling, ...(quantize ? { quantize } : {}) });
   const how = onGpu ? 'graph replay' : 'eager';
   log(`${running + (kind === 'mixed' ? chunk : 0)} positions a step: ${result.stepMs.toFixed(3)} ms (${how})`);
   writeAndPrint(result, `serving step (${kind}, ${how})`, top, resolve(values.out ?? 'profile-out'),
-    { model: modelName, family: config.family, mode, batch: running, context, ...(kind === 'mixed' ? { chunk } : {}), dtype, repeats, ...(quantize ? { quantize } : {}) },
-    `${modelName} serving ${kind}, ${dtype}${quantLabel(quantize)}, ${what} — ${backend.description}`, log);
+    { model: modelName, family: config.family, mode, batch: running, context, ...(kind === 'mixed' ? { chunk } : {}), sampling: drawn, dtype, repeats, ...(quantize ? { quantize } : {}) },
+    `${modelName} serving ${kind}, ${drawn}, ${dtype}${quantLabel(quantize)}, ${what} — ${backend.description}`, log);
   return 0;
 }
 
@@ -184,7 +190,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
     options: {
       model: { type: 'string' }, mode: { type: 'string', default: 'train' }, batch: { type: 'string' }, seq: { type: 'string' },
       dtype: { type: 'string' }, 'fused-attention': { type: 'boolean', default: false }, steps: { type: 'string' }, repeats: { type: 'string' },
-      top: { type: 'string' }, chunk: { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false }, out: { type: 'string', default: 'profile-out' }, 'op-timing': { type: 'string' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
+      top: { type: 'string' }, chunk: { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' }, 'top-p': { type: 'string' }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false }, out: { type: 'string', default: 'profile-out' }, 'op-timing': { type: 'string' }, backend: { type: 'string' }, help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) { process.stdout.write(PROFILE_USAGE); return 0; }
@@ -197,6 +203,7 @@ export async function runProfile(argv: string[], log: (line: string) => void = (
   const notFor: Record<string, readonly ProfileMode[]> = {
     chunk: ['train', 'prefill', 'decode', 'serve-decode'], steps: ['decode', 'serve-decode', 'serve-mixed'],
     'op-timing': ['serve-decode', 'serve-mixed'], 'fused-attention': ['decode', 'serve-decode', 'serve-mixed'],
+    ...Object.fromEntries(['temperature', 'top-k', 'top-p'].map((o) => [o, ['train', 'prefill', 'decode'] as const])),
   };
   for (const [option, modes] of Object.entries(notFor)) {
     const given = (values as Record<string, unknown>)[option];

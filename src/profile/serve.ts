@@ -18,6 +18,7 @@ import { decoderArchitecture } from '../infer/architecture.js';
 import { randomDecoderModel } from '../infer/model.js';
 import { quantizeDecoderModel } from '../infer/quantized.js';
 import { resolveSampling } from '../infer/sampling.js';
+import type { ResolvedSampling } from '../infer/sampling.js';
 import type { ModelConfig } from '../models/registry.js';
 import { ServingEngine } from '../serve/engine.js';
 import type { ProfileQuantization } from './decode.js';
@@ -44,6 +45,8 @@ export interface ServeProfileOptions extends Omit<ProfileOptions, 'reference' | 
   readonly blockSize?: number;
   /** Round-to-nearest quantized projections (decode.ts). */
   readonly quantize?: ProfileQuantization;
+  /** How every request picks its tokens (default greedy): a sampled step's sampleTokens walks the whole row. */
+  readonly sampling?: ResolvedSampling;
 }
 
 /** Profiles one serving-engine step of a GPT-2 or Llama model with random weights (see the header). */
@@ -62,7 +65,7 @@ export function profileServingStep(backend: Backend, config: ModelConfig, option
   const engines: ServingEngine[] = [];
   try {
     if (options.quantize) quantizeDecoderModel(model, { method: 'rtn', bits: options.quantize.bits, groupSize: 128, lmHead: options.quantize.lmHead });
-    const greedy = resolveSampling({ temperature: 0 });
+    const sampling = options.sampling ?? resolveSampling({ temperature: 0 });
     // An engine with the running requests prefilled, and its profiled step (every engine sees the same prompts).
     const build = (graphs: boolean) => {
       // One slot more for the mixed step's newcomer; a step budget that holds every decode row and the whole
@@ -77,7 +80,7 @@ export function profileServingStep(backend: Backend, config: ModelConfig, option
       const submit = (length: number, maxTokens: number, onFirst = () => {}) => {
         let first = true;
         e.submit({
-          prompt: Array.from({ length }, token), maxTokens, sampling: greedy, stopTokenIds: [], onFinish: () => {},
+          prompt: Array.from({ length }, token), maxTokens, sampling, stopTokenIds: [], onFinish: () => {},
           onToken: () => { if (first) { first = false; onFirst(); } },
         });
       };

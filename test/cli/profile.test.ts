@@ -46,6 +46,14 @@ test('fuseformer profile on the CPU: serving steps, decode rows alone and with a
     assert.ok(ops.filter((o) => o === 'appendDecodeAttention').length >= 2);
     assert.equal(ops.includes('flashAttentionForward'), mode === 'serve-mixed');
   }
+  // A sampled step: every request drawn with the flags given (HF's top-k 50 when sampling, unless set).
+  const sampled = join(dir, 'serve-sampled');
+  const s = await run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--batch', '2', '--seq', '8', '--temperature', '0.7', '--top-p', '0.9', '--out', sampled]);
+  assert.equal(s.code, 0);
+  assert.match(s.log, /serving step, 2 requests × 8 cached positions, T 0\.7, top-k 50, top-p 0\.9,/);
+  assert.equal((JSON.parse(readFileSync(join(sampled, 'profile.json'), 'utf8')) as { run: Record<string, unknown> }).run['sampling'], 'T 0.7, top-k 50, top-p 0.9');
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--top-p', '1.5']), /--top-p must be a number in \(0, 1\], got '1\.5'/);
+  await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'decode', '--temperature', '1']), /--temperature is not an option of --mode decode/);
   await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'serve-decode', '--chunk', '4']), /--chunk is not an option of --mode serve-decode/);
   await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'decode', '--chunk', '4']), /--chunk is not an option of --mode decode/);
   await assert.rejects(run(['--model', 'llama-tiny', '--mode', 'decode', '--steps', '0']), /--steps is not an option of --mode decode/);
