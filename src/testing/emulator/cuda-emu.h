@@ -552,6 +552,7 @@ inline int __float2int_rz(float x) { return (int)x; }
 inline int __float2int_rd(float x) { return (int)std::floor(x); }
 inline int __float2int_ru(float x) { return (int)std::ceil(x); }
 inline unsigned __float2uint_rn(float x) { return (unsigned)std::nearbyint(x); }
+inline unsigned long long __float2ull_rn(float x) { return (unsigned long long)std::nearbyint(x); }
 inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
 inline float __int2float_rn(int x) { return (float)x; }
 inline float __uint2float_rn(unsigned x) { return (float)x; }

@@ -20,16 +20,17 @@
 //   top-k       radix select of the k-th largest z on the order-preserving 32-bit key of z: 4 passes
 //               of 8-bit digits, counts in a 256-bin shared histogram; warp 0 scans the bins from the
 //               top (a shuffle scan over 8-bin chunks) and picks the digit where the count crosses k.
-//   top-p       2 passes for max z and the top-k mass Σ exp(z − max), then the same radix select
-//               over mass instead of counts: τ = the largest key whose top set holds ≥ p of the mass.
+//   top-p       1 pass for max z, then the same radix select over mass instead of counts (masses in
+//               fixed point, integer atomics: add_mass), the first pass's bins adding up to the kept
+//               mass: τ = the largest key whose top set holds ≥ p of the mass.
 //   draw        1 pass: argmax over kept j of z_j + g_j, u_j from Philox4x32-10 (device-lib.ts) with
 //               key seeds[b] and counter (j/4, position + 1, 0, SAMPLING_DOMAIN), 4 draws a call.
 // Thread 0 (of the last block, with splits) then writes history/tokens/positions/finished.
 // With the LM head's packed greedy picks (SampleTokensArgs.argmax, session 41) a greedy row without a penalty
 // skips the pass: block 0 reads its slot (and zeroes it) and writes the state; the row's logits stay unread.
 //
-// Precision: f32; z and the top-k threshold are bit-identical to the CPU reference; the top-p masses
-// (shared-memory float atomics) and g are f32 here, f64 on the CPU.
+// Precision: f32; z and the top-k threshold are bit-identical to the CPU reference; the top-p masses are
+// exp in f32 summed in 2^−36 fixed point here (add_mass), f64 on the CPU; g is f32 here, f64 on the CPU.
 // Bytes per sequence: (passes)·V·s read, mostly from L2 after the first pass; 4·(position + 1) of history
 // with a repetition penalty; a few words written. Greedy bf16 at V = 128256: 256 KB, one pass.
 
@@ -137,6 +138,23 @@ __device__ __forceinline__ u32 key_of(float z) {
   return (u >> 31) ? ~u : (u | 0x80000000u);
 }
 
+// Top-p's masses in fixed point: exp(z − top) ∈ (0, 1] as a multiple of 2^−36, added into a bin's two u32
+// words (low, high) with integer atomics. A float atomicAdd on shared memory is a compare-and-swap loop on
+// sm_90 (ATOMS.CAST.SPIN): with every key of a flat row in a few top-digit bins, 1024 threads spun on the
+// same words and a top-p draw at GPT-2's vocabulary took ~0.3 ms. ATOMS.ADD is one instruction, and the
+// integer sums do not depend on the order of the adds. A token below 2^−37 of the top one counts as 0 (at
+// most V · 2^−37 ≈ 1e−6 of the mass, against a total ≥ 1); a bin holds at most V · 2^36 < 2^54.
+constexpr float MASS_SCALE = 68719476736.f;  // 2^36
+__device__ __forceinline__ void add_mass(u32* lo, u32* hi, u32 bin, float m) {
+  const unsigned long long q = __float2ull_rn(m * MASS_SCALE);
+  const u32 q_lo = (u32)q, old = atomicAdd(&lo[bin], q_lo);
+  const u32 q_hi = (u32)(q >> 32) + (old + q_lo < old ? 1u : 0u);  // the carry out of the low word
+  if (q_hi != 0u) atomicAdd(&hi[bin], q_hi);
+}
+__device__ __forceinline__ unsigned long long mass_at(const u32* lo, const u32* hi, int bin) {
+  return ((unsigned long long)hi[bin] << 32) + lo[bin];
+}
+
 struct RowState {
   const T* row;
   const u32* seen;
@@ -225,16 +243,16 @@ __device__ __forceinline__ void block_best(float& v, int& j, float* sv, int* sj)
   for (int w = 0; w < WARPS; w++) if (beats(sv[w], sj[w], v, j)) { v = sv[w]; j = sj[w]; }
 }
 
-// Warp 0 picks the digit: the first bin, from 255 down, where the running total (starting at "before")
-// reaches "need". Lane l holds bins 255 − 8l .. 248 − 8l. Returns the digit (lane 0's value is what
-// callers use) and, through before_pick, the total of the bins above it. Bins must be non-negative and
-// their sum ≥ need > 0; a float total that rounding leaves short picks the lowest non-empty bin.
-template <typename C>
-__device__ __forceinline__ int pick_digit(const C* bins, C need, C& before_pick) {
+// Warp 0 picks the digit: the first bin, from 255 down, where the running total reaches "need"; bin(i)
+// reads bin i. Lane l holds bins 255 − 8l .. 248 − 8l. Returns the digit (every lane) and, through
+// before_pick, the total of the bins above it. Bins must be non-negative and their sum ≥ need > 0 (a
+// sum short of it picks the lowest non-empty bin).
+template <typename C, typename Bin>
+__device__ __forceinline__ int pick_digit(Bin bin, C need, C& before_pick) {
   const int lane = threadIdx.x & 31;
   C c[8], chunk = 0;
   #pragma unroll
-  for (int i = 0; i < 8; i++) { c[i] = bins[255 - 8 * lane - i]; chunk += c[i]; }
+  for (int i = 0; i < 8; i++) { c[i] = bin(255 - 8 * lane - i); chunk += c[i]; }
   C inclusive = chunk;
   #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
@@ -278,12 +296,14 @@ __device__ __forceinline__ int pick_digit(const C* bins, C need, C& before_pick)
  */
 /** The shared memory KEPT_THRESHOLD_CODE works in (and the argmax reductions' red_v / red_j), declared in the kernel. */
 const KEPT_THRESHOLD_SHARED = String.raw`  __shared__ u32 counts[256];
-  __shared__ float masses[256];
+  __shared__ u32 mass_lo[256];
+  __shared__ u32 mass_hi[256];
   __shared__ float red_v[WARPS];
   __shared__ int red_j[WARPS];
   __shared__ u32 chosen_prefix;
   __shared__ u32 chosen_count;
-  __shared__ float chosen_mass;
+  __shared__ unsigned long long chosen_mass;
+  __shared__ unsigned long long mass_target;
 `;
 
 const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
@@ -297,7 +317,7 @@ const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
         __syncthreads();
         if (tid < 32) {
           u32 above;
-          const int digit = pick_digit<u32>(counts, remaining, above);
+          const int digit = pick_digit<u32>([&](int i) { return counts[i]; }, remaining, above);
           if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_count = remaining - above; }
         }
         __syncthreads();
@@ -311,24 +331,30 @@ const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
       float top = __int_as_float(0xff800000);
       for_each_z(r, 0, VECS, [&](float z, int) { top = fmaxf(top, z); });
       top = block_max(top, red_v);
-      float total = 0.f;
-      for_each_z(r, 0, VECS, [&](float z, int) { if (key_of(z) >= threshold) total += expf(z - top); });
-      total = block_sum(total, red_v);
-      const float target = top_p * total;
       u32 prefix = 0u, mask = 0u;
-      float above = 0.f;
+      unsigned long long above = 0ull;
       #pragma unroll 1
       for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += THREADS) masses[i] = 0.f;
+        for (int i = tid; i < 256; i += THREADS) { mass_lo[i] = 0u; mass_hi[i] = 0u; }
         __syncthreads();
         for_each_z(r, 0, VECS, [&](float z, int) {
           const u32 k = key_of(z);
-          if (k >= threshold && (k & mask) == prefix) atomicAdd(&masses[(k >> shift) & 255u], expf(z - top));
+          if (k >= threshold && (k & mask) == prefix) add_mass(mass_lo, mass_hi, (k >> shift) & 255u, expf(z - top));
         });
         __syncthreads();
         if (tid < 32) {
-          float before;
-          const int digit = pick_digit<float>(masses, fmaxf(target - above, 1.17549435e-38f), before);
+          // The first pass holds every kept token: its bins add up to the kept mass, and p of it is the target.
+          if (shift == 24) {
+            unsigned long long total = 0ull;
+            #pragma unroll
+            for (int i = 0; i < 8; i++) total += mass_at(mass_lo, mass_hi, 8 * tid + i);
+            #pragma unroll
+            for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(FULL, total, o);
+            if (tid == 0) mass_target = max(1ull, (unsigned long long)ceil((double)top_p * (double)total));
+          }
+          __syncwarp();
+          unsigned long long before;
+          const int digit = pick_digit<unsigned long long>([&](int i) { return mass_at(mass_lo, mass_hi, i); }, mass_target - above, before);
           if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_mass = above + before; }
         }
         __syncthreads();
