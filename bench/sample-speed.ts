@@ -2,7 +2,7 @@
 // so the ~4 µs a launch from JS costs is not counted) against the way transformers samples (its logits
 // warpers: top-k by torch.topk, top-p by a sort + softmax + cumsum, then softmax + torch.multinomial) in
 // PyTorch eager and captured into a CUDA graph, in the same run (bench/torch_sample.py).
-//   node dist/bench/sample-speed.js [--json FILE] [--reps 15]
+//   node dist/bench/sample-speed.js [--json FILE] [--reps 15] [--only WORDS] [--no-torch]
 // Logits: normal(0, σ) rows, σ 1 (a random model's flat rows: every key in the same few top digits of the
 // radix select) and σ 4 (a trained model's peaked rows), bf16, at GPT-2's / Llama 3's / Qwen's vocabularies.
 
@@ -15,7 +15,7 @@ import { CudaBackend } from '../src/backend/cuda/index.js';
 import { Rng } from '../src/testing/random.js';
 import { randomTensor, timeGraph } from './device-timing.js';
 
-const { values: cli } = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string', default: '15' }, only: { type: 'string' } } });
+const { values: cli } = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string', default: '15' }, only: { type: 'string' }, 'no-torch': { type: 'boolean', default: false } } });
 const REPEATS = Number(cli.reps), CALLS = 20, MAX_LEN = 4096;
 
 interface Mode { name: string; temperature: number; topK: number; topP: number }
@@ -68,7 +68,7 @@ function torchBaseline(list: Case[]): { version: string | null; results: Record<
 const b = CudaBackend.create();
 const rng = new Rng(7);
 const rows = selected.map((c) => ({ id: c.id, mode: c.mode.name, V: c.V, B: c.B, sigma: c.sigma, oursUs: ours(b, rng, c) * 1e3 }));
-const torch = torchBaseline(selected);
+const torch = cli['no-torch'] ? { version: null, results: {} } : torchBaseline(selected);
 const fmt = (x: number | null | undefined) => (x == null ? '—' : x.toFixed(1));
 console.log(`${b.description}; sampleTokens in a CUDA graph, µs a call (median of ${REPEATS}); PyTorch ${torch.version ?? '(not run)'}: transformers' warpers + multinomial, eager / in a CUDA graph`);
 console.log('| mode | V | B | σ | ours µs | torch eager µs | torch graph µs | vs graph |');

@@ -182,6 +182,8 @@ export class EmulatorHost implements KernelHost {
   readonly arch: string | undefined = undefined;
   /** No tensor maps: TMA copies are not emulated. */
   readonly tensorMaps = false;
+  /** Blocks run one after another: a cluster's barriers could never be passed. */
+  readonly clusters = false;
   readonly stats: EmulatorStats = { compiled: 0, launches: new Map() };
   /** Launches recorded instead of run while a graph is captured (captureGraph). */
   recording: (() => void)[] | null = null;

@@ -46,6 +46,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { pickVectorWidth } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 import { envFlag } from '../env-switch.js';
+import { sampleTokensCluster, sampleTokensClusterKey, sampleTokensClusterSource } from './sample-tokens-cluster.js';
 
 export interface SampleTokensSpec {
   readonly dtype: FloatDType;
@@ -117,6 +118,12 @@ export function forcedSplitsFromEnv(env: NodeJS.ProcessEnv = process.env): numbe
 /** FUSEFORMER_SAMPLE_PRELOAD=1: SampleTokensSpec.preload (a probe; read once). */
 export const sampleTokensPreload: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_PRELOAD', process.env['FUSEFORMER_SAMPLE_PRELOAD'], false) };
 
+/**
+ * Rows of a large vocabulary sampled by a thread-block cluster (sample-tokens-cluster.ts) where the host has
+ * them; FUSEFORMER_SAMPLE_CLUSTER=0: the one-block-per-sampled-row kernel below (read once).
+ */
+export const sampleTokensClusterOption: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_CLUSTER', process.env['FUSEFORMER_SAMPLE_CLUSTER'], true) };
+
 /** FUSEFORMER_SAMPLE_WAVE=1: sampleTokens' splits capped at one wave of blocks (sampleTokensSplits); read once. */
 export const sampleTokensWave: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_WAVE', process.env['FUSEFORMER_SAMPLE_WAVE'], false) };
 
@@ -125,7 +132,7 @@ export const sampleTokensWave: { enabled: boolean } = { enabled: envFlag('FUSEFO
  * key, a row's z (penalty, temperature), the vectorised row walk, argmax reductions and the radix
  * select's digit pick.
  */
-function samplingDeviceCode(spec: SampleTokensSpec): string {
+export function samplingDeviceCode(spec: SampleTokensSpec): string {
   return String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({ V: spec.classes, VEC: spec.vec, VECS: Math.ceil(spec.classes / spec.vec), THREADS: spec.threads, WARPS: spec.threads / 32, WORDS: Math.ceil(spec.classes / 32), SPLITS: spec.splits, SLICE: Math.ceil(Math.ceil(spec.classes / spec.vec) / spec.splits), PRELOAD: spec.preload === true })}
@@ -690,14 +697,21 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
     dtype, classes, vec, threads, splits: sampleTokensForcedSplits.splits ?? sampleTokensSplits(classes, vec, threads, sampleTokensWave.enabled ? { rows: B, multiProcessorCount: host.multiProcessorCount } : undefined),
     ...(sampleTokensPreload.enabled ? { preload: true } : {}), ...(argmax ? { argmax: true } : {}),
   };
+  const rowArgs = [
+    arg.ptr(p.logits), arg.i32(Vp), arg.ptr(p.params), arg.ptr(p.seeds), arg.ptr(p.positions), arg.ptr(p.history), arg.i32(maxLen),
+    arg.ptr(p.tokens), arg.ptr(p.finished), arg.ptr(p.limits), arg.ptr(p.stopIds), arg.i32(stopSlots),
+  ];
+  const argmaxArg = argmax ? [arg.ptr(devicePtr(c, 'argmax', argmax))] : [];
+  const cluster = host.clusters && sampleTokensClusterOption.enabled && !sampleTokensPreload.enabled && sampleTokensForcedSplits.splits === undefined ? sampleTokensCluster(classes, vec) : null;
+  if (cluster) {
+    const clusterSpec: SampleTokensSpec = { dtype, classes, vec, threads: cluster.threads, splits: cluster.cluster, ...(argmax ? { argmax: true } : {}) };
+    host.kernel(sampleTokensClusterKey(clusterSpec), () => sampleTokensClusterSource(clusterSpec)).launch({ grid: [cluster.cluster, B], block: cluster.threads }, [...rowArgs, ...argmaxArg]);
+    return;
+  }
   const partials = spec.splits > 1 ? host.scratch(B * spec.splits * 8) : 0n, counters = spec.splits > 1 ? host.counters(B) : 0n;
   host.kernel(sampleTokensKey(spec), () => sampleTokensSource(spec)).launch(
     { grid: [spec.splits, B], block: spec.threads },
-    [
-      arg.ptr(p.logits), arg.i32(Vp), arg.ptr(p.params), arg.ptr(p.seeds), arg.ptr(p.positions), arg.ptr(p.history), arg.i32(maxLen),
-      arg.ptr(p.tokens), arg.ptr(p.finished), arg.ptr(p.limits), arg.ptr(p.stopIds), arg.i32(stopSlots), arg.ptr(partials), arg.ptr(counters),
-      ...(argmax ? [arg.ptr(devicePtr(c, 'argmax', argmax))] : []),
-    ],
+    [...rowArgs, arg.ptr(partials), arg.ptr(counters), ...argmaxArg],
   );
 }
 
@@ -716,6 +730,10 @@ export function catalog(): KernelSource[] {
     sampleTokensSource({ dtype: 'f32', classes: 50257, vec: 4, threads: 1024, splits: sampleTokensSplits(50257, 4, 1024) }),
     sampleTokensSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: sampleTokensSplits(1003, 1, 256) }),
     sampleTokensSource({ dtype: 'f32', classes: 300, vec: 4, threads: 256, splits: 1 }),
+    // Thread-block clusters: GPT-2's and Llama 3's vocabularies, with and without the packed greedy picks.
+    sampleTokensClusterSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 512, splits: 8 }),
+    sampleTokensClusterSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 512, splits: 8, argmax: true }),
+    sampleTokensClusterSource({ dtype: 'f32', classes: 32000, vec: 4, threads: 512, splits: 8 }),
     tokenProbabilitiesSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: 1 }),
     tokenProbabilitiesSource({ dtype: 'f16', classes: 32000, vec: 8, threads: 1024, splits: 1 }),
     tokenProbabilitiesSource({ dtype: 'f32', classes: 1003, vec: 1, threads: 256, splits: 1 }),

@@ -106,4 +106,6 @@ export interface KernelHost {
    * compute capability 9.0 or newer and a driver with cuTensorMapEncodeTiled. Absent: no.
    */
   readonly tensorMaps?: boolean;
+  /** Whether kernels may run in thread-block clusters (__cluster_dims__): compute capability 9.0 or newer. Absent: no. */
+  readonly clusters?: boolean;
 }

@@ -115,6 +115,8 @@ export class CudaRuntime implements KernelHost {
   get arch(): string { return this.device.properties.arch; }
   /** KernelHost.tensorMaps: Hopper or newer, and a driver that encodes tensor maps. */
   get tensorMaps(): boolean { return this.device.properties.computeCapability.major >= 9 && this.device.driver.hasTensorMapEncode; }
+  /** KernelHost.clusters: Hopper or newer. */
+  get clusters(): boolean { return this.device.properties.computeCapability.major >= 9; }
   /** The stream launches and copies go to now. */
   get current(): Stream { return this.currentStream; }
   get isCapturing(): boolean { return this.capturing; }

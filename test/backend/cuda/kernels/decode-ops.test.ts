@@ -97,6 +97,37 @@ test('sampleTokens: blocks per sequence by vocabulary (two vectors a thread), 16
   rejects(() => sampling.sampleTokens(host, args(1, 64, 'bf16', 65)), /^sampleTokens: 'classes' must be an integer in \[1, 64\]/);
 });
 
+test('sampleTokens on a Hopper: a large vocabulary\'s rows in thread-block clusters of 8 × 512 threads (no partials or counters), small ones as before; FUSEFORMER_SAMPLE_CLUSTER=0 turns it off', () => {
+  const host = new RecordingHost('sm_90');
+  const args = (B: number, Vp: number, dtype: 'bf16' | 'f32', classes: number, argmax = false) => ({
+    logits: deviceTensor([B, Vp], dtype), classes, params: deviceTensor([B, 4], 'f32'), seeds: deviceTensor([B, 2], 'i32'),
+    positions: deviceTensor([B], 'i32'), history: deviceTensor([B, 64], 'i32'), tokens: deviceTensor([B], 'i32'), finished: deviceTensor([B], 'i32'),
+    limits: deviceTensor([B], 'i32'), stopIds: deviceTensor([4], 'i32'), ...(argmax ? { argmax: deviceTensor([B, 2], 'i32') } : {}),
+  });
+  sampling.sampleTokens(host, args(32, 50304, 'bf16', 50257));
+  sampling.sampleTokens(host, args(1, 128256, 'bf16', 128256, true));
+  sampling.sampleTokens(host, args(2, 1003, 'f32', 1003));
+  assert.deepEqual(host.launches.map((l) => l.key), ['sample_tokens_cluster.bf16.v50257.vec8.t512.c8', 'sample_tokens_cluster.bf16.v128256.vec8.t512.c8.argmax', 'sample_tokens.f32.v1003.vec1.t256.s2']);
+  assert.deepEqual(host.launches.map((l) => [l.config.grid, l.config.block]), [[[8, 32], 512], [[8, 1], 512], [[2, 2], 256]]);
+  assert.match(host.launches[0]!.source, /__cluster_dims__\(SPLITS, 1, 1\)/);
+  assert.match(host.launches[0]!.source, /constexpr int SPLITS = 8;/);
+  assert.equal(host.launches[0]!.args.length, 12, 'the row\'s arguments, no partials or counters');
+  assert.equal(host.launches[1]!.args.length, 13, 'and the packed picks');
+  assert.deepEqual([host.scratchRequests, host.counterRequests], [[2 * 2 * 8], [2]], 'only the small vocabulary\'s split rows');
+  assert.equal(sampling.sampleTokensClusterOption.enabled, true);
+  try {
+    sampling.sampleTokensClusterOption.enabled = false;
+    sampling.sampleTokens(host, args(32, 50304, 'bf16', 50257));
+    assert.equal(host.launches.at(-1)!.key, 'sample_tokens.bf16.v50257.vec8.t1024.s4');
+  } finally {
+    sampling.sampleTokensClusterOption.enabled = true;
+  }
+  // A host without clusters (pre-Hopper, the kernel emulator) never gets one.
+  const plain = new RecordingHost();
+  sampling.sampleTokens(plain, args(32, 50304, 'bf16', 50257));
+  assert.equal(plain.launches[0]!.key, 'sample_tokens.bf16.v50257.vec8.t1024.s4');
+});
+
 test('tokenProbabilities: one block per row with sampleTokens\' threads, the whole row a block (no splits, no scratch), waits for its inputs itself', () => {
   const host = new RecordingHost();
   const args = (R: number, Vp: number, dtype: 'bf16' | 'f32', classes: number) => ({
@@ -111,7 +142,7 @@ test('tokenProbabilities: one block per row with sampleTokens\' threads, the who
   assert.ok(host.launches.every((l) => l.gridDependencyWait && /GRID_DEPENDENCY_WAIT\(\);/.test(l.source)));
   // The kept set is found by sampleTokens' own code: the same radix selects in both sources.
   const sampled = sampling.sampleTokensSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: 4 }).source;
-  assert.ok(sampled.includes('const float target = top_p * total;') && host.launches[0]!.source.includes('const float target = top_p * total;'));
+  assert.ok(sampled.includes('if (tid == 0) mass_target = max(1ull,') && host.launches[0]!.source.includes('if (tid == 0) mass_target = max(1ull,'));
   rejects(() => sampling.tokenProbabilities(host, { ...args(2, 64, 'bf16', 64), tokens: deviceTensor([3], 'i32') }), /^tokenProbabilities: 'tokens'/);
   rejects(() => sampling.tokenProbabilities(host, { ...args(2, 64, 'bf16', 64), out: deviceTensor([2], 'bf16') }), /^tokenProbabilities: 'out'/);
   rejects(() => sampling.tokenProbabilities(host, args(1, 300000, 'bf16', 300000)), /^tokenProbabilities: a vocabulary of 300000 classes is larger/);
@@ -131,7 +162,7 @@ test('speculativeSample: one block per row, the draft optional (a null pointer: 
   assert.equal(argValue(host.launches[1]!, 1, 'ptr'), 0n);
   assert.equal(argValue(host.launches[0]!, 2, 'i32'), 50304);
   assert.deepEqual([host.scratchRequests, host.counterRequests], [[], []]);
-  assert.ok(host.launches.every((l) => l.gridDependencyWait && l.source.split('const float target = top_p * total;').length === 3));
+  assert.ok(host.launches.every((l) => l.gridDependencyWait && l.source.split('if (tid == 0) mass_target = max(1ull,').length === 3));
   rejects(() => sampling.speculativeSample(host, { ...args(2, 64, 'bf16', 64, false), draft: deviceTensor([2, 64], 'f16') }), /^speculativeSample: 'draft'/);
   rejects(() => sampling.speculativeSample(host, { ...args(2, 64, 'bf16', 64, true), positions: deviceTensor([2], 'f32') }), /^speculativeSample: 'positions'/);
   rejects(() => sampling.speculativeSample(host, args(1, 300000, 'bf16', 300000, true)), /^speculativeSample: a vocabulary of 300000 classes is larger/);

@@ -36,6 +36,8 @@ export class RecordingHost implements KernelHost {
   constructor(readonly arch?: string) {}
   /** Tensor-map kernels where the host says it is a Hopper. */
   get tensorMaps(): boolean { return this.arch === 'sm_90'; }
+  /** Thread-block clusters where the host says it is a Hopper. */
+  get clusters(): boolean { return this.arch === 'sm_90'; }
 
   kernel(key: string, build: () => KernelSource): CompiledKernel {
     const { name, source, gridDependencyWait } = build();

@@ -1,0 +1,237 @@
+// sampleTokens over a thread-block cluster (Hopper): each row's CLUSTER blocks split the row, and a row
+// with top-k or top-p runs its radix selects across all of them, the histograms summed through
+// distributed shared memory — the same draws as sample-tokens.ts, whose kernel walks such a row in one
+// block: at Llama 3's vocabulary that was ~180 µs a top-p draw, every pass over 128k logits on one SM
+// (session 51, bench/sample-speed.ts), a fifth of a 1B model's decode step.
+//
+// Grid (CLUSTER, B), __cluster_dims__(CLUSTER, 1, 1): block c of row b takes the row's vectors
+// [c · SLICE, (c + 1) · SLICE). Every row, whatever its mode, works the same way:
+//   - a greedy row whose LM head packed its pick (spec.argmax): block 0 alone (the others return at
+//     once, before any cluster barrier), as in sample-tokens.ts;
+//   - otherwise each block reduces its slice, and after a cluster barrier block 0 reads every block's
+//     (value, index) from its shared memory and writes the row's state; a second barrier keeps the
+//     others' shared memory alive until it has.
+//   - top-k / top-p (sampled rows): each radix pass counts (or weighs) the block's slice into its own
+//     256 bins; after a cluster barrier every block sums the CLUSTER blocks' bins (the same integers in
+//     any order, so every block picks the same digit and they stay in step); top-p's max z is exchanged
+//     the same way first. A block's bins alternate between two buffers: the next pass writes the other
+//     one while the cluster may still read this one, and the pass after that follows a barrier every
+//     block reached after its reads.
+// Every decision that leads to a barrier (finished, the row's mode, the digits) is the same in every block
+// of the cluster, so no block skips a barrier another waits at.
+//
+// Used where the host launches clusters (KernelHost.clusters: sm_90, not the kernel emulator, which runs
+// blocks one after another) and the vocabulary fills them (sampleTokensCluster); the draws are identical to
+// sample-tokens.ts's: the same z, thresholds (the fixed-point masses sum to the same integers), Philox draws
+// and argmax tie-breaks.
+
+import type { KernelSource } from '../runtime/kernel.js';
+import { CLUSTER_LIB } from './device-lib.js';
+import type { SampleTokensSpec } from './sample-tokens.js';
+import { samplingDeviceCode } from './sample-tokens.js';
+import { kernelIdentifier } from './row-kernels.js';
+
+/** Blocks per row and threads per block of the cluster kernel, or null where it does not pay (small vocabularies). */
+export function sampleTokensCluster(classes: number, vec: number): { cluster: number; threads: number } | null {
+  const vectors = Math.ceil(classes / vec);
+  if (classes < 16384) return null;
+  // 8 (the largest portable cluster) at GPT-2's vocabulary and up: ≥ 6k vectors, ≥ 1.5 a thread.
+  return { cluster: vectors >= 4096 ? 8 : 4, threads: 512 };
+}
+
+export function sampleTokensClusterKey(s: SampleTokensSpec): string {
+  return `sample_tokens_cluster.${s.dtype}.v${s.classes}.vec${s.vec}.t${s.threads}.c${s.splits}${s.argmax ? '.argmax' : ''}`;
+}
+
+/** spec.splits is the cluster size (2..8). */
+export function sampleTokensClusterSource(spec: SampleTokensSpec): KernelSource {
+  if (!(spec.splits >= 2 && spec.splits <= 8)) throw new Error(`internal: sampleTokens cluster of ${spec.splits} blocks (2..8)`);
+  const name = kernelIdentifier(sampleTokensClusterKey(spec));
+  const source = String.raw`${samplingDeviceCode(spec)}${CLUSTER_LIB}
+// logits [B, pitch]; params f32 [B, 4]; seeds i32 [B, 2]; history i32 [B, max_len]; the rest i32 [B].
+// Grid (SPLITS, B) in clusters of SPLITS blocks, block THREADS.
+extern "C" __global__ void __cluster_dims__(SPLITS, 1, 1) __launch_bounds__(THREADS, 2) ${name}(
+    const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
+    int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
+    const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count${spec.argmax ? `,
+    unsigned long long* __restrict__ argmax` : ''}) {
+  GRID_DEPENDENCY_WAIT();
+  GRID_DEPENDENCY_TRIGGER();
+  __shared__ u32 seen[WORDS];
+  __shared__ u32 bins[2][3][256];            // [buffer][counts, mass low words, mass high words], this block's
+  __shared__ u32 cluster_counts[256];         // the cluster's sums
+  __shared__ unsigned long long cluster_mass[256];
+  __shared__ float exchange_v[2];             // this block's max z (top-p), by buffer
+  __shared__ float best_value;                // this block's pick
+  __shared__ u32 best_index;
+  __shared__ float red_v[WARPS];
+  __shared__ int red_j[WARPS];
+  __shared__ u32 chosen_prefix, chosen_count;
+  __shared__ unsigned long long chosen_mass, mass_target;
+  const int b = blockIdx.y, rank = blockIdx.x, tid = threadIdx.x;
+  const auto advance = [&](int p, int t) {
+    history[(size_t)b * max_len + p + 1] = t;
+    bool stop = p + 2 >= limits[b];
+    for (int i = 0; i < stop_count; i++) stop = stop || stop_ids[i] == t;
+    if (stop) {
+      finished[b] = 1;
+    } else {
+      tokens[b] = t;
+      positions[b] = p + 1;
+    }
+  };${spec.argmax ? `
+  __shared__ unsigned long long picked;
+  if (rank == 0 && tid == 0) {
+    picked = argmax[b];
+    argmax[b] = 0ull;
+  }` : ''}
+  if (finished[b] != 0) return;
+  const int p = positions[b];
+  if (p < 0 || p + 1 >= max_len) return;
+  const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
+  const int top_k = (int)params[4 * b + 1];
+  RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
+  float best_v = __int_as_float(0xff800000);
+  int best_j = 0x7fffffff;
+  const auto keep_best = [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } };
+${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pick, block 0's alone (a walk of the whole row if empty).
+  if (!r.sampling && !r.penalize) {
+    if (rank != 0) return;
+    __syncthreads();  // picked
+    if (picked != 0ull) {
+      if (tid == 0) advance(p, (int)(0xffffffffu - (u32)picked));
+      return;
+    }
+    for_each_z(r, 0, VECS, keep_best);
+    block_best(best_v, best_j, red_v, red_j);
+    if (tid == 0) advance(p, best_j);
+    return;
+  }
+` : ''}  const int first = rank * SLICE, end = min(VECS, first + SLICE);
+  if (r.penalize) {
+    for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
+    __syncthreads();
+    const int* past = history + (size_t)b * max_len;
+    for (int i = tid; i <= p; i += THREADS) {
+      const int t = past[i];
+      if (t >= 0 && t < V) atomicOr(&seen[t >> 5], 1u << (t & 31));
+    }
+    __syncthreads();
+  }
+
+  if (!r.sampling) {
+    for_each_z(r, first, end, keep_best);
+  } else {
+    // The kept set's threshold key: radix selects over the cluster's histograms (see the header).
+    u32 threshold = 0u;
+    int phase = 0;  // which buffer of bins / exchange_v this exchange uses
+    if (top_k >= 1 && top_k < V) {
+      u32 prefix = 0u, mask = 0u, remaining = (u32)top_k;
+      #pragma unroll 1
+      for (int shift = 24; shift >= 0; shift -= 8, phase ^= 1) {
+        u32* local = bins[phase][0];
+        for (int i = tid; i < 256; i += THREADS) local[i] = 0u;
+        __syncthreads();
+        for_each_z(r, first, end, [&](float z, int) { const u32 k = key_of(z); if ((k & mask) == prefix) atomicAdd(&local[(k >> shift) & 255u], 1u); });
+        cluster_sync();
+        for (int i = tid; i < 256; i += THREADS) {
+          u32 sum = 0u;
+          for (int c = 0; c < SPLITS; c++) sum += cluster_load_u32(&local[i], c);
+          cluster_counts[i] = sum;
+        }
+        __syncthreads();
+        if (tid < 32) {
+          u32 above;
+          const int digit = pick_digit<u32>([&](int i) { return cluster_counts[i]; }, remaining, above);
+          if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_count = remaining - above; }
+        }
+        __syncthreads();
+        prefix = chosen_prefix;
+        remaining = chosen_count;
+        mask |= 255u << shift;
+      }
+      threshold = prefix;
+    }
+    if (top_p < 1.f) {
+      float top = __int_as_float(0xff800000);
+      for_each_z(r, first, end, [&](float z, int) { top = fmaxf(top, z); });
+      top = block_max(top, red_v);
+      if (tid == 0) exchange_v[phase] = top;
+      cluster_sync();
+      for (int c = 0; c < SPLITS; c++) top = fmaxf(top, cluster_load(&exchange_v[phase], c));
+      phase ^= 1;
+      u32 prefix = 0u, mask = 0u;
+      unsigned long long above = 0ull;
+      #pragma unroll 1
+      for (int shift = 24; shift >= 0; shift -= 8, phase ^= 1) {
+        u32* lo = bins[phase][1];
+        u32* hi = bins[phase][2];
+        for (int i = tid; i < 256; i += THREADS) { lo[i] = 0u; hi[i] = 0u; }
+        __syncthreads();
+        for_each_z(r, first, end, [&](float z, int) {
+          const u32 k = key_of(z);
+          if (k >= threshold && (k & mask) == prefix) add_mass(lo, hi, (k >> shift) & 255u, expf(z - top));
+        });
+        cluster_sync();
+        for (int i = tid; i < 256; i += THREADS) {
+          unsigned long long sum = 0ull;
+          for (int c = 0; c < SPLITS; c++) sum += ((unsigned long long)cluster_load_u32(&hi[i], c) << 32) + cluster_load_u32(&lo[i], c);
+          cluster_mass[i] = sum;
+        }
+        __syncthreads();
+        if (tid < 32) {
+          // The first pass holds every kept token: its bins add up to the kept mass, and p of it is the target.
+          if (shift == 24) {
+            unsigned long long total = 0ull;
+            #pragma unroll
+            for (int i = 0; i < 8; i++) total += cluster_mass[8 * tid + i];
+            #pragma unroll
+            for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(FULL, total, o);
+            if (tid == 0) mass_target = max(1ull, (unsigned long long)ceil((double)top_p * (double)total));
+          }
+          __syncwarp();
+          unsigned long long before;
+          const int digit = pick_digit<unsigned long long>([&](int i) { return cluster_mass[i]; }, mass_target - above, before);
+          if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_mass = above + before; }
+        }
+        __syncthreads();
+        prefix = chosen_prefix;
+        above = chosen_mass;
+        mask |= 255u << shift;
+      }
+      threshold = max(threshold, prefix);
+    }
+    // The draw: Gumbel-max over the kept tokens of the slice (sample-tokens.ts).
+    const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
+    for (int vi = first + tid; vi < end; vi += THREADS) {
+      float raw[VEC];
+      load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
+      uint4 words = make_uint4(0u, 0u, 0u, 0u);
+      #pragma unroll
+      for (int e = 0; e < VEC; e++) {
+        const int j = vi * VEC + e;
+        if (j >= V) break;
+        if (e == 0 || (j & 3) == 0) words = philox4x32_10(make_uint4((u32)(j >> 2), (u32)(p + 1), 0u, SAMPLING_DOMAIN), key);
+        const float z = z_at(r, raw[e], j);
+        if (key_of(z) < threshold) continue;
+        const float u = ((float)(word_at(words, j & 3) >> 9) + 0.5f) * 1.1920928955078125e-07f;
+        keep_best(z - logf(-logf(u)), j);
+      }
+    }
+  }
+  block_best(best_v, best_j, red_v, red_j);
+  if (tid == 0) { best_value = best_v; best_index = (u32)best_j; }
+  cluster_sync();
+  if (rank == 0 && tid == 0) {
+    for (int c = 1; c < SPLITS; c++) {
+      const float v = cluster_load(&best_value, c);
+      const int j = (int)cluster_load_u32(&best_index, c);
+      if (beats(v, j, best_v, best_j)) { best_v = v; best_j = j; }
+    }
+    advance(p, best_j);
+  }
+  cluster_sync();  // the other blocks' shared memory stays until block 0 has read it
+}
+`;
+  return { name, source, gridDependencyWait: true };
+}
