@@ -206,17 +206,7 @@ ${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pi
     for (int vi = first + tid; vi < end; vi += THREADS) {
       float raw[VEC];
       load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
-      uint4 words = make_uint4(0u, 0u, 0u, 0u);
-      #pragma unroll
-      for (int e = 0; e < VEC; e++) {
-        const int j = vi * VEC + e;
-        if (j >= V) break;
-        if (e == 0 || (j & 3) == 0) words = philox4x32_10(make_uint4((u32)(j >> 2), (u32)(p + 1), 0u, SAMPLING_DOMAIN), key);
-        const float z = z_at(r, raw[e], j);
-        if (key_of(z) < threshold) continue;
-        const float u = ((float)(word_at(words, j & 3) >> 9) + 0.5f) * 1.1920928955078125e-07f;
-        keep_best(z - logf(-logf(u)), j);
-      }
+      draw_vector(r, raw, vi, p, key, threshold, best_v, best_j);
     }
   }
   block_best(best_v, best_j, red_v, red_j);

@@ -24,7 +24,9 @@
 //               fixed point, integer atomics: add_mass), the first pass's bins adding up to the kept
 //               mass: τ = the largest key whose top set holds ≥ p of the mass.
 //   draw        1 pass: argmax over kept j of z_j + g_j, u_j from Philox4x32-10 (device-lib.ts) with
-//               key seeds[b] and counter (j/4, position + 1, 0, SAMPLING_DOMAIN), 4 draws a call.
+//               key seeds[b] and counter (j/4, position + 1, 0, SAMPLING_DOMAIN), 4 draws a call; a
+//               token that cannot beat the thread's best even with the largest noise is skipped
+//               (draw_vector).
 // Thread 0 (of the last block, with splits) then writes history/tokens/positions/finished.
 // With the LM head's packed greedy picks (SampleTokensArgs.argmax, session 41) a greedy row without a penalty
 // skips the pass: block 0 reads its slot (and zeroes it) and writes the state; the row's logits stay unread.
@@ -229,9 +231,36 @@ __device__ __forceinline__ void for_each_z_preloaded(const RowState& r, int firs
   if (rest < end) for_each_z(r, rest, end, f);
 }
 
+// The largest Gumbel noise a draw adds: u ≤ 1 − 2^−24 gives −ln(−ln u) ≈ 16.64. A kept token whose z + 17 is
+// below the thread's best score so far cannot win (f32 rounding is monotone, so its score rounds no higher),
+// and its Philox words and two logarithms are skipped: on a trained model's peaked row, most of them.
+constexpr float GUMBEL_BOUND = 17.f;
+
+// The Gumbel-max draw over one loaded vector (vector vi of the row): keeps the best z_j − ln(−ln u_j) over
+// kept j, u_j from Philox keyed by the row's seed and countered by (j / 4, position + 1, 0, SAMPLING_DOMAIN).
+__device__ __forceinline__ void draw_vector(const RowState& r, const float (&raw)[VEC], int vi, int p, uint2 key, u32 threshold, float& best_v, int& best_j);
+
 // (value, index) with the larger value winning and the lower index breaking ties.
 __device__ __forceinline__ bool beats(float v, int j, float best_v, int best_j) {
   return v > best_v || (v == best_v && j < best_j);
+}
+__device__ __forceinline__ void draw_vector(const RowState& r, const float (&raw)[VEC], int vi, int p, uint2 key, u32 threshold, float& best_v, int& best_j) {
+  int group = -1;
+  uint4 words = make_uint4(0u, 0u, 0u, 0u);
+  #pragma unroll
+  for (int e = 0; e < VEC; e++) {
+    const int j = vi * VEC + e;
+    if (j >= V) break;
+    const float z = z_at(r, raw[e], j);
+    if (key_of(z) < threshold || z + GUMBEL_BOUND < best_v) continue;
+    if ((j >> 2) != group) {
+      group = j >> 2;
+      words = philox4x32_10(make_uint4((u32)group, (u32)(p + 1), 0u, SAMPLING_DOMAIN), key);
+    }
+    const float u = ((float)(word_at(words, j & 3) >> 9) + 0.5f) * 1.1920928955078125e-07f;
+    const float score = z - logf(-logf(u));
+    if (beats(score, j, best_v, best_j)) { best_v = score; best_j = j; }
+  }
 }
 __device__ __forceinline__ void warp_best(float& v, int& j) {
   #pragma unroll
@@ -454,18 +483,7 @@ ${KEPT_THRESHOLD_CODE}    const uint2 key = make_uint2((u32)seeds[2 * b], (u32)s
     for (int vi = first + tid; vi < end; vi += THREADS) {
       float raw[VEC];
       load_floats<T, VEC>(r.row + vi * VEC, raw, VEC);
-      uint4 words = make_uint4(0u, 0u, 0u, 0u);
-      #pragma unroll
-      for (int e = 0; e < VEC; e++) {
-        const int j = vi * VEC + e;
-        if (j >= V) break;
-        if (e == 0 || (j & 3) == 0) words = philox4x32_10(make_uint4((u32)(j >> 2), (u32)(p + 1), 0u, SAMPLING_DOMAIN), key);
-        const float z = z_at(r, raw[e], j);
-        if (key_of(z) < threshold) continue;
-        const float u = ((float)(word_at(words, j & 3) >> 9) + 0.5f) * 1.1920928955078125e-07f;
-        const float score = z - logf(-logf(u));
-        if (beats(score, j, best_v, best_j)) { best_v = score; best_j = j; }
-      }
+      draw_vector(r, raw, vi, p, key, threshold, best_v, best_j);
     }
   }
   block_best(best_v, best_j, red_v, red_j);
