@@ -1,4 +1,5 @@
-"""PyTorch baselines for `npm run bench:decode`: HF transformers generate(), greedy, as Python users run it.
+"""PyTorch baselines for `npm run bench:decode`: HF transformers generate(), greedy (or sampled, with the
+spec's "sampling": temperature, topK, topP), as Python users run it.
 
 Reads a JSON spec on stdin ({"model": "gpt2"|"llama", "config": {...HF config...}, "batches": [1, 32],
 "prompt": 32, "new_tokens": 128, "reps": 5, "modes": ["eager", "static-compile", "static"]}) and prints one
@@ -48,8 +49,15 @@ def run_mode(model, spec, mode, batch):
     mask = torch.ones_like(ids)
     extra = {"cache_implementation": "static"} if mode.startswith("static") else {}
 
+    sampling = spec.get("sampling") or {"temperature": 0}
+    if sampling["temperature"] > 0:
+        # Sampled as ours is (bench/decode.ts --sampling): temperature, top-k (0 = off), top-p.
+        extra.update(do_sample=True, temperature=sampling["temperature"], top_k=sampling["topK"] or None, top_p=sampling["topP"])
+    else:
+        extra.update(do_sample=False)
+
     def generate(n):
-        return model.generate(ids, attention_mask=mask, max_new_tokens=n, do_sample=False, pad_token_id=0, **extra)
+        return model.generate(ids, attention_mask=mask, max_new_tokens=n, pad_token_id=0, **extra)
 
     new = spec["new_tokens"]
     out = generate(new)  # warm-up (and compilation for static-compile: prefill and decode shapes)
