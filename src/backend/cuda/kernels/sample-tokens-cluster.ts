@@ -35,8 +35,25 @@ import { kernelIdentifier } from './row-kernels.js';
 export function sampleTokensCluster(classes: number, vec: number): { cluster: number; threads: number } | null {
   const vectors = Math.ceil(classes / vec);
   if (classes < 16384) return null;
+  if (sampleTokensClusterShape.shape) return sampleTokensClusterShape.shape;
   // 8 (the largest portable cluster) at GPT-2's vocabulary and up: ≥ 6k vectors, ≥ 1.5 a thread.
   return { cluster: vectors >= 4096 ? 8 : 4, threads: 512 };
+}
+
+/**
+ * FUSEFORMER_SAMPLE_CLUSTER_SHAPE=C,THREADS (a probe, read once): every cluster-sampled row in C blocks (2, 4 or 8)
+ * of THREADS threads (256, 512 or 1024) — at batch 32, 8 × 512 may not fit one wave of clusters.
+ */
+export const sampleTokensClusterShape: { shape: { cluster: number; threads: number } | undefined } = { shape: clusterShapeFromEnv() };
+
+export function clusterShapeFromEnv(env: NodeJS.ProcessEnv = process.env): { cluster: number; threads: number } | undefined {
+  const value = env['FUSEFORMER_SAMPLE_CLUSTER_SHAPE'];
+  if (value === undefined || value === '') return undefined;
+  const [cluster, threads, ...rest] = value.split(',').map(Number);
+  if (rest.length > 0 || ![2, 4, 8].includes(cluster!) || ![256, 512, 1024].includes(threads!)) {
+    throw new Error(`FUSEFORMER_SAMPLE_CLUSTER_SHAPE must be C,THREADS with C 2, 4 or 8 and THREADS 256, 512 or 1024, got '${value}'`);
+  }
+  return { cluster: cluster!, threads: threads! };
 }
 
 export function sampleTokensClusterKey(s: SampleTokensSpec): string {
@@ -50,7 +67,7 @@ export function sampleTokensClusterSource(spec: SampleTokensSpec): KernelSource 
   const source = String.raw`${samplingDeviceCode(spec)}${CLUSTER_LIB}
 // logits [B, pitch]; params f32 [B, 4]; seeds i32 [B, 2]; history i32 [B, max_len]; the rest i32 [B].
 // Grid (SPLITS, B) in clusters of SPLITS blocks, block THREADS.
-extern "C" __global__ void __cluster_dims__(SPLITS, 1, 1) __launch_bounds__(THREADS, 2) ${name}(
+extern "C" __global__ void __cluster_dims__(SPLITS, 1, 1) __launch_bounds__(THREADS, 1024 / THREADS) ${name}(
     const T* __restrict__ logits, int pitch, const float* __restrict__ params, const int* __restrict__ seeds,
     int* __restrict__ positions, int* __restrict__ history, int max_len, int* __restrict__ tokens, int* __restrict__ finished,
     const int* __restrict__ limits, const int* __restrict__ stop_ids, int stop_count${spec.argmax ? `,

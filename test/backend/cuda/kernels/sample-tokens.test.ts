@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { forcedSplitsFromEnv, sampleTokensKey, sampleTokensSource, sampleTokensSplits } from '../../../../src/backend/cuda/kernels/sample-tokens.js';
+import { clusterShapeFromEnv, sampleTokensCluster } from '../../../../src/backend/cuda/kernels/sample-tokens-cluster.js';
 
 test('FUSEFORMER_SAMPLE_SPLITS: unset leaves the planner; a positive integer forces; anything else is named', () => {
   assert.equal(forcedSplitsFromEnv({}), undefined);
@@ -29,4 +30,15 @@ test('the preload probe (FUSEFORMER_SAMPLE_PRELOAD): its own key, the split\'s f
   // The preload comes before the first read of the row's state.
   assert.ok(source.indexOf('load_first_chunk(logits') < source.indexOf('if (finished[b] != 0) return;'));
   assert.match(sampleTokensSource(spec).source, /constexpr bool PRELOAD = false;/);
+});
+
+test('the cluster sampler\'s plan: 8 blocks of 512 threads from 16k classes, none below; FUSEFORMER_SAMPLE_CLUSTER_SHAPE parsed or refused by name', () => {
+  assert.deepEqual(sampleTokensCluster(50257, 8), { cluster: 8, threads: 512 });
+  assert.deepEqual(sampleTokensCluster(128256, 8), { cluster: 8, threads: 512 });
+  assert.deepEqual(sampleTokensCluster(16384, 1), { cluster: 8, threads: 512 });
+  assert.deepEqual(sampleTokensCluster(16384, 8), { cluster: 4, threads: 512 }, '2048 vectors: four blocks');
+  assert.equal(sampleTokensCluster(16383, 8), null);
+  assert.equal(clusterShapeFromEnv({}), undefined);
+  assert.deepEqual(clusterShapeFromEnv({ FUSEFORMER_SAMPLE_CLUSTER_SHAPE: '4,1024' }), { cluster: 4, threads: 1024 });
+  for (const bad of ['8', '3,512', '8,500', '8,512,1', 'x']) assert.throws(() => clusterShapeFromEnv({ FUSEFORMER_SAMPLE_CLUSTER_SHAPE: bad }), /FUSEFORMER_SAMPLE_CLUSTER_SHAPE must be C,THREADS/);
 });
