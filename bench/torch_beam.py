@@ -19,6 +19,7 @@ import sys
 import time
 
 import torch
+from torch_timing import capture_graph
 
 
 def generate(spec):
@@ -51,16 +52,7 @@ def generate(spec):
 
 
 def time_graph(fn, iters):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(20):
-            fn()
+    graph = capture_graph(fn, 20)
     graph.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

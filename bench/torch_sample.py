@@ -11,7 +11,7 @@ import json
 import sys
 
 import torch
-from torch_timing import time_calls
+from torch_timing import capture_graph, time_calls
 
 
 def sample(logits, temperature, top_k, top_p):
@@ -31,17 +31,7 @@ def sample(logits, temperature, top_k, top_p):
 
 
 def graph_ms(fn, reps):
-    static = fn()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(20):
-            static = fn()
+    graph = capture_graph(fn, 20)
     return time_calls(lambda _: graph.replay(), [None], calls=1, repeats=reps) / 20
 
 

@@ -7,6 +7,8 @@ so this module is importable beside it).
                                    of `repeats`
   timed(fn)                        seconds of one call of fn on the host clock, the device drained
                                    before and after
+  capture_graph(fn, calls)         a CUDA graph of `calls` calls of fn, captured after 3 warm-up calls on
+                                   a side stream (what torch.cuda.graph needs); replay() runs them all
 """
 import time
 
@@ -40,3 +42,17 @@ def timed(fn):
     fn()
     torch.cuda.synchronize()
     return time.perf_counter() - start
+
+
+def capture_graph(fn, calls=20, warmup=3):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph

@@ -28,7 +28,7 @@
 import type { KernelSource } from '../runtime/kernel.js';
 import { CLUSTER_LIB } from './device-lib.js';
 import type { SampleTokensSpec } from './sample-tokens.js';
-import { samplingDeviceCode } from './sample-tokens.js';
+import { keptThresholdCode, PENALTY_MASK, ROW_ADVANCE, ROW_STATE, samplingDeviceCode } from './sample-tokens.js';
 import { kernelIdentifier } from './row-kernels.js';
 
 /** Blocks per row and threads per block of the cluster kernel, or null where it does not pay (small vocabularies). */
@@ -86,29 +86,13 @@ extern "C" __global__ void __cluster_dims__(SPLITS, 1, 1) __launch_bounds__(THRE
   __shared__ u32 chosen_prefix, chosen_count;
   __shared__ unsigned long long chosen_mass, mass_target;
   const int b = blockIdx.y, rank = blockIdx.x, tid = threadIdx.x;
-  const auto advance = [&](int p, int t) {
-    history[(size_t)b * max_len + p + 1] = t;
-    bool stop = p + 2 >= limits[b];
-    for (int i = 0; i < stop_count; i++) stop = stop || stop_ids[i] == t;
-    if (stop) {
-      finished[b] = 1;
-    } else {
-      tokens[b] = t;
-      positions[b] = p + 1;
-    }
-  };${spec.argmax ? `
+${ROW_ADVANCE}${spec.argmax ? `
   __shared__ unsigned long long picked;
   if (rank == 0 && tid == 0) {
     picked = argmax[b];
     argmax[b] = 0ull;
   }` : ''}
-  if (finished[b] != 0) return;
-  const int p = positions[b];
-  if (p < 0 || p + 1 >= max_len) return;
-  const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
-  const int top_k = (int)params[4 * b + 1];
-  RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
-  float best_v = __int_as_float(0xff800000);
+${ROW_STATE}  float best_v = __int_as_float(0xff800000);
   int best_j = 0x7fffffff;
   const auto keep_best = [&](float z, int j) { if (beats(z, j, best_v, best_j)) { best_v = z; best_j = j; } };
 ${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pick, block 0's alone (a walk of the whole row if empty).
@@ -125,100 +109,12 @@ ${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pi
     return;
   }
 ` : ''}  const int first = rank * SLICE, end = min(VECS, first + SLICE);
-  if (r.penalize) {
-    for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
-    __syncthreads();
-    const int* past = history + (size_t)b * max_len;
-    for (int i = tid; i <= p; i += THREADS) {
-      const int t = past[i];
-      if (t >= 0 && t < V) atomicOr(&seen[t >> 5], 1u << (t & 31));
-    }
-    __syncthreads();
-  }
-
+${PENALTY_MASK}
   if (!r.sampling) {
     for_each_z(r, first, end, keep_best);
   } else {
     // The kept set's threshold key: radix selects over the cluster's histograms (see the header).
-    u32 threshold = 0u;
-    int phase = 0;  // which buffer of bins / exchange_v this exchange uses
-    if (top_k >= 1 && top_k < V) {
-      u32 prefix = 0u, mask = 0u, remaining = (u32)top_k;
-      #pragma unroll 1
-      for (int shift = 24; shift >= 0; shift -= 8, phase ^= 1) {
-        u32* local = bins[phase][0];
-        for (int i = tid; i < 256; i += THREADS) local[i] = 0u;
-        __syncthreads();
-        for_each_z(r, first, end, [&](float z, int) { const u32 k = key_of(z); if ((k & mask) == prefix) atomicAdd(&local[(k >> shift) & 255u], 1u); });
-        cluster_sync();
-        for (int i = tid; i < 256; i += THREADS) {
-          u32 sum = 0u;
-          for (int c = 0; c < SPLITS; c++) sum += cluster_load_u32(&local[i], c);
-          cluster_counts[i] = sum;
-        }
-        __syncthreads();
-        if (tid < 32) {
-          u32 above;
-          const int digit = pick_digit<u32>([&](int i) { return cluster_counts[i]; }, remaining, above);
-          if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_count = remaining - above; }
-        }
-        __syncthreads();
-        prefix = chosen_prefix;
-        remaining = chosen_count;
-        mask |= 255u << shift;
-      }
-      threshold = prefix;
-    }
-    if (top_p < 1.f) {
-      float top = __int_as_float(0xff800000);
-      for_each_z(r, first, end, [&](float z, int) { top = fmaxf(top, z); });
-      top = block_max(top, red_v);
-      if (tid == 0) exchange_v[phase] = top;
-      cluster_sync();
-      for (int c = 0; c < SPLITS; c++) top = fmaxf(top, cluster_load(&exchange_v[phase], c));
-      phase ^= 1;
-      u32 prefix = 0u, mask = 0u;
-      unsigned long long above = 0ull;
-      #pragma unroll 1
-      for (int shift = 24; shift >= 0; shift -= 8, phase ^= 1) {
-        u32* lo = bins[phase][1];
-        u32* hi = bins[phase][2];
-        for (int i = tid; i < 256; i += THREADS) { lo[i] = 0u; hi[i] = 0u; }
-        __syncthreads();
-        for_each_z(r, first, end, [&](float z, int) {
-          const u32 k = key_of(z);
-          if (k >= threshold && (k & mask) == prefix) add_mass(lo, hi, (k >> shift) & 255u, expf(z - top));
-        });
-        cluster_sync();
-        for (int i = tid; i < 256; i += THREADS) {
-          unsigned long long sum = 0ull;
-          for (int c = 0; c < SPLITS; c++) sum += ((unsigned long long)cluster_load_u32(&hi[i], c) << 32) + cluster_load_u32(&lo[i], c);
-          cluster_mass[i] = sum;
-        }
-        __syncthreads();
-        if (tid < 32) {
-          // The first pass holds every kept token: its bins add up to the kept mass, and p of it is the target.
-          if (shift == 24) {
-            unsigned long long total = 0ull;
-            #pragma unroll
-            for (int i = 0; i < 8; i++) total += cluster_mass[8 * tid + i];
-            #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(FULL, total, o);
-            if (tid == 0) mass_target = max(1ull, (unsigned long long)ceil((double)top_p * (double)total));
-          }
-          __syncwarp();
-          unsigned long long before;
-          const int digit = pick_digit<unsigned long long>([&](int i) { return cluster_mass[i]; }, mass_target - above, before);
-          if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_mass = above + before; }
-        }
-        __syncthreads();
-        prefix = chosen_prefix;
-        above = chosen_mass;
-        mask |= 255u << shift;
-      }
-      threshold = max(threshold, prefix);
-    }
-    // The draw: Gumbel-max over the kept tokens of the slice (sample-tokens.ts).
+${keptThresholdCode(true)}    // The draw: Gumbel-max over the kept tokens of the slice (sample-tokens.ts).
     const uint2 key = make_uint2((u32)seeds[2 * b], (u32)seeds[2 * b + 1]);
     for (int vi = first + tid; vi < end; vi += THREADS) {
       float raw[VEC];

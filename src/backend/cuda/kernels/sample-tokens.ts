@@ -325,12 +325,7 @@ __device__ __forceinline__ int pick_digit(Bin bin, C need, C& before_pick) {
 `;
 }
 
-/**
- * The kept set's threshold key (sampleTokens' step 2), as statements inside a kernel: reads r, tid,
- * top_k, top_p and the shared counts / masses / red_v / chosen_* of the kernel, leaves `threshold` (kept
- * iff key_of(z) ≥ threshold) and, with top-p, `top` (the largest z) in scope.
- */
-/** The shared memory KEPT_THRESHOLD_CODE works in (and the argmax reductions' red_v / red_j), declared in the kernel. */
+/** The shared memory keptThresholdCode(false) works in (and the argmax reductions' red_v / red_j), declared in the kernel. */
 const KEPT_THRESHOLD_SHARED = String.raw`  __shared__ u32 counts[256];
   __shared__ u32 mass_lo[256];
   __shared__ u32 mass_hi[256];
@@ -342,18 +337,49 @@ const KEPT_THRESHOLD_SHARED = String.raw`  __shared__ u32 counts[256];
   __shared__ unsigned long long mass_target;
 `;
 
-const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
+/**
+ * The kept set's threshold key (sampleTokens' step 2), as statements inside a kernel: reads r, tid, top_k,
+ * top_p and the kernel's shared memory, leaves threshold (kept iff key_of(z) ≥ threshold) in scope. One block
+ * walks the whole row (KEPT_THRESHOLD_SHARED), or with cluster (sample-tokens-cluster.ts) the block walks its
+ * slice [first, end) into its own bins, bins[phase][counts, mass low, mass high], and after a cluster barrier
+ * sums the cluster's into cluster_counts / cluster_mass; top-p's max z meets the same way through exchange_v.
+ */
+export function keptThresholdCode(cluster: boolean): string {
+  const range = cluster ? 'first, end' : '0, VECS', next = cluster ? ', phase ^= 1' : '';
+  const counts = cluster ? 'bins[phase][0]' : 'counts', lo = cluster ? 'bins[phase][1]' : 'mass_lo', hi = cluster ? 'bins[phase][2]' : 'mass_hi';
+  // After a pass: this block's bins (one block) or the cluster's sums, as count_at(i) / mass_of(i).
+  const sumCounts = cluster ? String.raw`        cluster_sync();
+        for (int i = tid; i < 256; i += THREADS) {
+          u32 sum = 0u;
+          for (int c = 0; c < SPLITS; c++) sum += cluster_load_u32(&${counts}[i], c);
+          cluster_counts[i] = sum;
+        }
+` : '';
+  const sumMasses = cluster ? String.raw`        cluster_sync();
+        for (int i = tid; i < 256; i += THREADS) {
+          unsigned long long sum = 0ull;
+          for (int c = 0; c < SPLITS; c++) sum += ((unsigned long long)cluster_load_u32(&${hi}[i], c) << 32) + cluster_load_u32(&${lo}[i], c);
+          cluster_mass[i] = sum;
+        }
+` : '';
+  const countAt = cluster ? 'cluster_counts[i]' : 'counts[i]', massAt = (i: string) => (cluster ? `cluster_mass[${i}]` : `mass_at(mass_lo, mass_hi, ${i})`);
+  const topExchange = cluster ? String.raw`
+      if (tid == 0) exchange_v[phase] = top;
+      cluster_sync();
+      for (int c = 0; c < SPLITS; c++) top = fmaxf(top, cluster_load(&exchange_v[phase], c));
+      phase ^= 1;` : '';
+  return String.raw`    u32 threshold = 0u;${cluster ? '\n    int phase = 0;  // which buffer of bins / exchange_v this exchange uses' : ''}
     if (top_k >= 1 && top_k < V) {
       u32 prefix = 0u, mask = 0u, remaining = (u32)top_k;
       #pragma unroll 1
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += THREADS) counts[i] = 0u;
+      for (int shift = 24; shift >= 0; shift -= 8${next}) {
+        for (int i = tid; i < 256; i += THREADS) ${counts}[i] = 0u;
         __syncthreads();
-        for_each_z(r, 0, VECS, [&](float z, int) { const u32 k = key_of(z); if ((k & mask) == prefix) atomicAdd(&counts[(k >> shift) & 255u], 1u); });
-        __syncthreads();
+        for_each_z(r, ${range}, [&](float z, int) { const u32 k = key_of(z); if ((k & mask) == prefix) atomicAdd(&${counts}[(k >> shift) & 255u], 1u); });
+${sumCounts}        __syncthreads();
         if (tid < 32) {
           u32 above;
-          const int digit = pick_digit<u32>([&](int i) { return counts[i]; }, remaining, above);
+          const int digit = pick_digit<u32>([&](int i) { return ${countAt}; }, remaining, above);
           if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_count = remaining - above; }
         }
         __syncthreads();
@@ -365,32 +391,32 @@ const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
     }
     if (top_p < 1.f) {
       float top = __int_as_float(0xff800000);
-      for_each_z(r, 0, VECS, [&](float z, int) { top = fmaxf(top, z); });
-      top = block_max(top, red_v);
+      for_each_z(r, ${range}, [&](float z, int) { top = fmaxf(top, z); });
+      top = block_max(top, red_v);${topExchange}
       u32 prefix = 0u, mask = 0u;
       unsigned long long above = 0ull;
       #pragma unroll 1
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += THREADS) { mass_lo[i] = 0u; mass_hi[i] = 0u; }
+      for (int shift = 24; shift >= 0; shift -= 8${next}) {
+        for (int i = tid; i < 256; i += THREADS) { ${lo}[i] = 0u; ${hi}[i] = 0u; }
         __syncthreads();
-        for_each_z(r, 0, VECS, [&](float z, int) {
+        for_each_z(r, ${range}, [&](float z, int) {
           const u32 k = key_of(z);
-          if (k >= threshold && (k & mask) == prefix) add_mass(mass_lo, mass_hi, (k >> shift) & 255u, expf(z - top));
+          if (k >= threshold && (k & mask) == prefix) add_mass(${lo}, ${hi}, (k >> shift) & 255u, expf(z - top));
         });
-        __syncthreads();
+${sumMasses}        __syncthreads();
         if (tid < 32) {
           // The first pass holds every kept token: its bins add up to the kept mass, and p of it is the target.
           if (shift == 24) {
             unsigned long long total = 0ull;
             #pragma unroll
-            for (int i = 0; i < 8; i++) total += mass_at(mass_lo, mass_hi, 8 * tid + i);
+            for (int i = 0; i < 8; i++) total += ${massAt('8 * tid + i')};
             #pragma unroll
             for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(FULL, total, o);
             if (tid == 0) mass_target = max(1ull, (unsigned long long)ceil((double)top_p * (double)total));
           }
           __syncwarp();
           unsigned long long before;
-          const int digit = pick_digit<unsigned long long>([&](int i) { return mass_at(mass_lo, mass_hi, i); }, mass_target - above, before);
+          const int digit = pick_digit<unsigned long long>([&](int i) { return ${massAt('i')}; }, mass_target - above, before);
           if (tid == 0) { chosen_prefix = prefix | ((u32)digit << shift); chosen_mass = above + before; }
         }
         __syncthreads();
@@ -400,6 +426,48 @@ const KEPT_THRESHOLD_CODE = String.raw`    u32 threshold = 0u;
       }
       threshold = max(threshold, prefix);
     }
+`;
+}
+
+const KEPT_THRESHOLD_CODE = keptThresholdCode(false);
+
+/**
+ * sampleTokens' kernels' shared statements (sample-tokens-cluster.ts too), inside a kernel with the row b, tid and
+ * sampleTokens' arguments in scope. ROW_ADVANCE: advance(p, t), the row's state after its token t at position
+ * p + 1 (thread 0 of the row's deciding block).
+ */
+export const ROW_ADVANCE = String.raw`  const auto advance = [&](int p, int t) {
+    history[(size_t)b * max_len + p + 1] = t;
+    bool stop = p + 2 >= limits[b];
+    for (int i = 0; i < stop_count; i++) stop = stop || stop_ids[i] == t;
+    if (stop) {
+      finished[b] = 1;
+    } else {
+      tokens[b] = t;
+      positions[b] = p + 1;
+    }
+  };`;
+
+/** A finished (or full) row returns; else p, the sampling parameters and the row's RowState r. */
+export const ROW_STATE = String.raw`  if (finished[b] != 0) return;
+  const int p = positions[b];
+  if (p < 0 || p + 1 >= max_len) return;
+  const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
+  const int top_k = (int)params[4 * b + 1];
+  RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
+`;
+
+/** With a repetition penalty, the row's previous tokens marked in the block's seen[] bitmask. */
+export const PENALTY_MASK = String.raw`  if (r.penalize) {
+    for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
+    __syncthreads();
+    const int* past = history + (size_t)b * max_len;
+    for (int i = tid; i <= p; i += THREADS) {
+      const int t = past[i];
+      if (t >= 0 && t < V) atomicOr(&seen[t >> 5], 1u << (t & 31));
+    }
+    __syncthreads();
+  }
 `;
 
 export function sampleTokensSource(spec: SampleTokensSpec): KernelSource {
@@ -418,18 +486,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   __shared__ u32 seen[WORDS];
 ${KEPT_THRESHOLD_SHARED}  __shared__ bool last_block;
   const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
-  // The row's state after its token t at position p + 1 (thread 0 of the row's deciding block).
-  const auto advance = [&](int p, int t) {
-    history[(size_t)b * max_len + p + 1] = t;
-    bool stop = p + 2 >= limits[b];
-    for (int i = 0; i < stop_count; i++) stop = stop || stop_ids[i] == t;
-    if (stop) {
-      finished[b] = 1;
-    } else {
-      tokens[b] = t;
-      positions[b] = p + 1;
-    }
-  };${spec.argmax ? `
+${ROW_ADVANCE}${spec.argmax ? `
   // The row's packed greedy pick (RowArgmax), its slot zeroed for the next LM head, whatever the row does.
   __shared__ unsigned long long picked;
   if (split == 0 && tid == 0) {
@@ -439,13 +496,7 @@ ${KEPT_THRESHOLD_SHARED}  __shared__ bool last_block;
   // PRELOAD: the split's first vectors requested before the row's state, so both round trips overlap.
   [[maybe_unused]] float pre[LOADS_IN_FLIGHT][VEC];
   if constexpr (PRELOAD) load_first_chunk(logits + (size_t)b * pitch, split * SLICE, min(VECS, split * SLICE + SLICE), pre);
-  if (finished[b] != 0) return;
-  const int p = positions[b];
-  if (p < 0 || p + 1 >= max_len) return;
-  const float temperature = params[4 * b], top_p = params[4 * b + 2], penalty = params[4 * b + 3];
-  const int top_k = (int)params[4 * b + 1];
-  RowState r{logits + (size_t)b * pitch, seen, penalty != 1.f, penalty, temperature > 0.f, temperature};
-${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pick, block 0's alone (a walk of the whole row if empty).
+${ROW_STATE}${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pick, block 0's alone (a walk of the whole row if empty).
   const bool from_argmax = !r.sampling && !r.penalize;
   if (from_argmax) {
     if (split != 0) return;
@@ -461,17 +512,7 @@ ${spec.argmax ? `  // A greedy row without a penalty: its token is the packed pi
   if (whole_row && split != 0) return;
   const int first = whole_row ? 0 : split * SLICE, end = whole_row ? VECS : min(VECS, first + SLICE);
 
-  if (r.penalize) {
-    for (int i = tid; i < WORDS; i += THREADS) seen[i] = 0u;
-    __syncthreads();
-    const int* past = history + (size_t)b * max_len;
-    for (int i = tid; i <= p; i += THREADS) {
-      const int t = past[i];
-      if (t >= 0 && t < V) atomicOr(&seen[t >> 5], 1u << (t & 31));
-    }
-    __syncthreads();
-  }
-
+${PENALTY_MASK}
   float best_v = __int_as_float(0xff800000);
   int best_j = 0x7fffffff;
   if (!r.sampling) {
