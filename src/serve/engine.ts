@@ -73,7 +73,8 @@
 // unpipelined, as one decode step, without a draft. The request ends ('stop') as soon as its constraint is
 // complete: a JSON object at its closing brace. A request with a logit_bias (request.logitBias) is handled the
 // same way: biasLogits adds its biases to its row and the row is sampled again (no greedy shortcut: a bias may
-// move the argmax).
+// move the argmax); so is one with a frequency or presence penalty, its biases counted from the tokens it has
+// generated so far (biasesOf).
 
 // Speculative decoding (options.speculative: a draft model with the target's vocabulary). The draft keeps
 // a KV pool of its own with the same blocks as the target's — one block table, one BlockPool and one
@@ -212,6 +213,13 @@ export interface GenerationRequest {
   readonly constraint?: TokenConstraint;
   /** The API's logit_bias: [token, bias] pairs added to the request's logits before each pick (distinct tokens). */
   readonly logitBias?: readonly (readonly [number, number])[];
+  /**
+   * The API's frequency_penalty and presence_penalty (each in [−2, 2]; absent or 0: off): before each pick, a
+   * token the request has generated c > 0 times so far loses c · frequencyPenalty + presencePenalty from its logit
+   * (OpenAI's rule, over the answer's tokens, not the prompt's), added to any logit_bias it has.
+   */
+  readonly frequencyPenalty?: number;
+  readonly presencePenalty?: number;
   readonly onToken: (event: TokenEvent) => void;
   readonly onFinish: (reason: FinishReason) => void;
 }
@@ -490,6 +498,10 @@ export class ServingEngine {
         if (!Number.isFinite(bias)) throw new ArgumentError(`serving engine: logitBias of token ${token} is ${bias}; expected a finite number`);
         seen.add(token);
       }
+    }
+    for (const key of ['frequencyPenalty', 'presencePenalty'] as const) {
+      const value = request[key];
+      if (value !== undefined && !(typeof value === 'number' && value >= -2 && value <= 2)) throw new ArgumentError(`serving engine: ${key} must be a number in [-2, 2], got ${String(value)}`);
     }
     const id = `r${this.nextId++}`;
     const sched = this.scheduler.add(id, [...request.prompt]);
@@ -918,8 +930,8 @@ export class ServingEngine {
   private adjustPicks(rows: readonly { readonly live: Live; readonly row: number }[], picked: Int32Array, logits: Tensor, n: number): void {
     const redo: { row: number; mask: Uint32Array | null; bias: readonly (readonly [number, number])[] }[] = [];
     for (const { live, row } of rows) {
-      const { constraint, logitBias, sampling } = live.request;
-      const bias = logitBias ?? [];
+      const { constraint, sampling } = live.request;
+      const bias = biasesOf(live.request, live.sched.tokens);
       if (!constraint && bias.length === 0) continue;
       if (bias.length === 0 && sampling.temperature === 0 && constraint!.allows(picked[row]!)) continue;
       const mask = constraint?.allowedTokens() ?? null;
@@ -1257,7 +1269,25 @@ function checkSpeculation(spec: ServingSpeculation, model: DecoderModel, maxLen:
 /** Whether any of a step's sampled requests asked for log-probabilities (the step's logits are then read). */
 /** A request whose picks are adjusted after the step (a constraint, a logit_bias): it needs its tokens on the host. */
 function adjustsPicks(request: GenerationRequest): boolean {
-  return request.constraint !== undefined || (request.logitBias?.length ?? 0) > 0;
+  return request.constraint !== undefined || (request.logitBias?.length ?? 0) > 0 || penalizes(request);
+}
+
+function penalizes(request: GenerationRequest): boolean {
+  return (request.frequencyPenalty ?? 0) !== 0 || (request.presencePenalty ?? 0) !== 0;
+}
+
+/**
+ * A request's biases before its next pick: its logit_bias, plus the frequency / presence penalties of the tokens
+ * it has generated (`tokens`: prompt + answer so far), one [token, bias] pair a token.
+ */
+export function biasesOf(request: GenerationRequest, tokens: readonly number[]): (readonly [number, number])[] {
+  if (!penalizes(request)) return request.logitBias ? [...request.logitBias] : [];
+  const counts = new Map<number, number>();
+  for (let i = request.prompt.length; i < tokens.length; i++) counts.set(tokens[i]!, (counts.get(tokens[i]!) ?? 0) + 1);
+  const bias = new Map<number, number>(request.logitBias ?? []);
+  const frequency = request.frequencyPenalty ?? 0, presence = request.presencePenalty ?? 0;
+  for (const [token, count] of counts) bias.set(token, (bias.get(token) ?? 0) - count * frequency - presence);
+  return [...bias];
 }
 
 function wantsLogprobs(sampled: readonly { readonly live: Live }[]): boolean {

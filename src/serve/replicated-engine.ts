@@ -162,6 +162,9 @@ export class ReplicatedLeader {
     this.checkOpen();
     // The followers would sample without the leader's mask, and their tokens (and collectives) would part.
     if (request.constraint) throw new ArgumentError('structured outputs (response_format) are not supported with tensor-parallel serving: every rank samples on its own, and a mask lives on the leader only');
+    // The same for biases: the followers would sample without them (the wire carries no logit_bias or penalties).
+    if ((request.logitBias?.length ?? 0) > 0) throw new ArgumentError('logit_bias is not supported with tensor-parallel serving: every rank samples on its own, and the biases live on the leader only');
+    if ((request.frequencyPenalty ?? 0) !== 0 || (request.presencePenalty ?? 0) !== 0) throw new ArgumentError('frequency_penalty and presence_penalty are not supported with tensor-parallel serving: every rank samples on its own, and the penalties live on the leader only');
     const client: Client = { request, finished: false };
     const id = this.engine.submit({
       ...request,

@@ -494,6 +494,7 @@ export class InferenceServer {
         engineIds[k] = this.engine.submit({
           prompt, maxTokens, sampling, stopTokenIds: [...stopIds], logprobs: params.logprobs ? Math.max(params.topLogprobs, 1) : 0,
           ...(constraintOf ? { constraint: constraintOf([...stopIds]) } : {}), ...(params.logitBias.length > 0 ? { logitBias: params.logitBias } : {}),
+          ...(params.frequencyPenalty ? { frequencyPenalty: params.frequencyPenalty } : {}), ...(params.presencePenalty ? { presencePenalty: params.presencePenalty } : {}),
           onToken: onToken(k), onFinish: onFinish(k),
         });
       };

@@ -59,6 +59,9 @@ export interface CommonParams {
   readonly seed?: number;
   /** HF-style repetition penalty (a vLLM extension of the API; 1 = off). */
   readonly repetitionPenalty?: number;
+  /** OpenAI's frequency_penalty / presence_penalty in [−2, 2] (absent: 0, off). */
+  readonly frequencyPenalty?: number;
+  readonly presencePenalty?: number;
   /** Choices per request (each its own engine request; seeds seed, seed + 1, …). */
   readonly n: number;
   readonly stop: string[];
@@ -149,6 +152,8 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
   // Any u64 (JSON numbers past 2^53 arrive rounded to a double, as in every JavaScript or Python client).
   const seed = number(o, 'seed', (x) => Number.isInteger(x) && x >= 0 && x < 2 ** 64, 'an integer in [0, 2^64)');
   const repetitionPenalty = number(o, 'repetition_penalty', (x) => x >= REPETITION_PENALTY_RANGE[0] && x <= REPETITION_PENALTY_RANGE[1], `a number in [${REPETITION_PENALTY_RANGE.join(', ')}] (1 = off)`);
+  const frequencyPenalty = number(o, 'frequency_penalty', (x) => x >= -2 && x <= 2, 'a number in [-2, 2] (0 = off)');
+  const presencePenalty = number(o, 'presence_penalty', (x) => x >= -2 && x <= 2, 'a number in [-2, 2] (0 = off)');
   refuseUnsupported(o);
   const stopRaw = o['stop'];
   let stop: string[] = [];
@@ -170,6 +175,7 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
     ...(model !== undefined ? { model } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(temperature !== undefined ? { temperature } : {}),
     ...(topP !== undefined ? { topP } : {}), ...(topKRaw !== undefined ? { topK: Math.max(0, topKRaw) } : {}), ...(seed !== undefined ? { seed } : {}),
     ...(repetitionPenalty !== undefined ? { repetitionPenalty } : {}),
+    ...(frequencyPenalty ? { frequencyPenalty } : {}), ...(presencePenalty ? { presencePenalty } : {}),
     n, stop, stopTokenIds: stopIdsRaw as number[], ignoreEos, stream, includeUsage, ...structuredOutputOf(o), logitBias: logitBiasOf(o['logit_bias']),
   };
 }
@@ -182,8 +188,6 @@ function common(o: Record<string, unknown>): Omit<CommonParams, 'topLogprobs' | 
 const UNSUPPORTED: readonly { key: string; inert: (v: unknown) => boolean; expected?: [(v: unknown) => boolean, string] }[] = [
   { key: 'best_of', inert: (v) => v === 1 },
   { key: 'suffix', inert: (v) => v === '' },
-  { key: 'frequency_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
-  { key: 'presence_penalty', inert: (v) => v === 0, expected: [(v) => typeof v === 'number' && v >= -2 && v <= 2, 'a number in [-2, 2]'] },
   { key: 'functions', inert: (v) => Array.isArray(v) && v.length === 0 },
   { key: 'function_call', inert: (v) => v === 'none' },
   // Several calls in one answer are what a model may write; keeping it to one would need constrained decoding.

@@ -178,3 +178,53 @@ test('logit_bias: −100 bans a token, +100 all but forces one; batched (pipelin
   assert.deepEqual(runOne({ maxRunning: 4, maxBatchTokens: 12, blockSize: 4, pipeline: true }, requests), alone);
   assert.throws(() => new ServingEngine(model, {}).submit({ prompt, maxTokens: 2, sampling: resolveSampling({}), stopTokenIds: [], logitBias: [[3, 1], [3, 2]], onToken: () => {}, onFinish: () => {} }), /logitBias token 3 .* listed twice/);
 });
+
+test('frequency / presence penalties: each pick equals a one-token request whose logit_bias holds the penalties so far; batched equals alone', () => {
+  const model = load('llama', 3);
+  type Request = { prompt: number[]; sampling: SamplingOptions; frequency?: number; presence?: number; bias?: [number, number][]; maxTokens?: number };
+  const runAll = (options: ServingEngineOptions, requests: Request[]) => {
+    const engine = new ServingEngine(model, options);
+    const out = requests.map((r) => {
+      const tokens: number[] = [];
+      engine.submit({
+        prompt: r.prompt, maxTokens: r.maxTokens ?? 24, sampling: resolveSampling({ seed: 90, ...r.sampling }), stopTokenIds: [],
+        ...(r.frequency !== undefined ? { frequencyPenalty: r.frequency } : {}), ...(r.presence !== undefined ? { presencePenalty: r.presence } : {}),
+        ...(r.bias ? { logitBias: r.bias } : {}),
+        onToken: (e) => tokens.push(e.token), onFinish: () => {},
+      });
+      return tokens;
+    });
+    engine.runToCompletion();
+    assert.equal(engine.pool.usedBlocks, 0);
+    engine.dispose();
+    return out;
+  };
+  const prompt = [12, 40, 7, 99, 3];
+  const [plain] = runAll({ maxRunning: 1 }, [{ prompt, sampling: {} }]);
+  // A tiny random model repeats itself when greedy; a presence penalty of 2 breaks that.
+  assert.ok(new Set(plain).size < plain!.length, `greedy repeats: ${plain}`);
+  for (const [frequency, presence] of [[1.5, 0], [0, 2], [0.5, -0.5]] as const) {
+    const [penalised] = runAll({ maxRunning: 1 }, [{ prompt, sampling: {}, frequency, presence, bias: [[65, 0.5]] }]);
+    if (frequency > 0 || presence > 0) assert.notDeepEqual(penalised, plain);
+    // Token i against a one-token request from prompt + the first i tokens, its logit_bias the penalties of those i tokens.
+    penalised!.forEach((token, i) => {
+      const counts = new Map<number, number>();
+      for (const t of penalised!.slice(0, i)) counts.set(t, (counts.get(t) ?? 0) + 1);
+      const bias = new Map<number, number>([[65, 0.5]]);
+      for (const [t, c] of counts) bias.set(t, (bias.get(t) ?? 0) - c * frequency - presence);
+      const [alone] = runAll({ maxRunning: 1 }, [{ prompt: [...prompt, ...penalised!.slice(0, i)], sampling: {}, bias: [...bias], maxTokens: 1 }]);
+      assert.equal(alone![0], token, `frequency ${frequency}, presence ${presence}: token ${i}`);
+    });
+  }
+  const requests: Request[] = [
+    { prompt, sampling: {}, frequency: 1 },
+    { prompt: [9, 33, 1], sampling: { temperature: 0.9, topP: 0.9, seed: 1 }, presence: 1.5 },
+    { prompt: [5, 6], sampling: { temperature: 0.7, seed: 2 } },
+    { prompt: [100, 101, 102], sampling: { temperature: 1, seed: 3 }, frequency: -1, presence: 0.5, bias: [[0x22, 2]] },
+  ];
+  const alone = requests.map((r) => runAll({ maxRunning: 1, pipeline: false }, [r])[0]!);
+  assert.deepEqual(runAll({ maxRunning: 4, maxBatchTokens: 12, blockSize: 4, pipeline: true }, requests), alone);
+  for (const [key, value] of [['frequencyPenalty', 2.5], ['presencePenalty', Number.NaN]] as const) {
+    assert.throws(() => new ServingEngine(model, {}).submit({ prompt, maxTokens: 2, sampling: resolveSampling({}), stopTokenIds: [], [key]: value, onToken: () => {}, onFinish: () => {} }), new RegExp(`${key} must be a number in \\[-2, 2\\]`));
+  }
+});

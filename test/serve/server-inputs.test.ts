@@ -78,9 +78,8 @@ test('OpenAI fields the server does not implement are refused by name unless the
   await refused({ prompt: 'x', logit_bias: { 1: 101 } }, 'logit_bias', /'logit_bias\["1"\]' is number 101; expected a number in \[-100, 100\]/);
   await refused({ prompt: 'x', logit_bias: { a: 1 } }, 'logit_bias', /keys are token ids/);
   await refused({ prompt: 'x', logit_bias: { 999999: 1 } }, 'logit_bias', /'logit_bias' holds token id 999999/);
-  await refused({ prompt: 'x', frequency_penalty: 5 }, 'frequency_penalty', /'frequency_penalty' is number 5; expected a number in \[-2, 2\]/);
+  await refused({ prompt: 'x', frequency_penalty: 5 }, 'frequency_penalty', /'frequency_penalty' is number 5; expected a number in \[-2, 2\] \(0 = off\)/);
   await refused({ prompt: 'x', presence_penalty: 'x' }, 'presence_penalty', /expected a number in \[-2, 2\]/);
-  await refused({ prompt: 'x', presence_penalty: 0.5 }, 'presence_penalty', /not supported/);
   await refused({ prompt: 'x', user: 7 }, 'user', /'user' is number 7; expected a string/);
   await refused({ messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', format: 'email' } } } }, 'response_format.json_schema.schema', /#\/format: the keyword 'format' is not supported/, '/v1/chat/completions');
   await refused({ prompt: 'x', tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools', /'tools' is not supported/);
@@ -88,6 +87,21 @@ test('OpenAI fields the server does not implement are refused by name unless the
   // The values that change nothing are accepted, as are fields outside the API.
   const ok = await complete({ prompt: 'x', max_tokens: 2, echo: false, best_of: 1, logit_bias: {}, frequency_penalty: 0, presence_penalty: 0, user: 'u', some_extension: 1 });
   assert.equal(ok.choices.length, 1);
+});
+
+test('frequency_penalty and presence_penalty change a greedy answer that repeats itself, and 0 changes nothing', async () => {
+  const prompt = 'Call me Ishmael';
+  const plain = (await complete({ prompt, max_tokens: 24, temperature: 0 })).choices[0]!.text;
+  assert.equal((await complete({ prompt, max_tokens: 24, temperature: 0, frequency_penalty: 0, presence_penalty: 0 })).choices[0]!.text, plain);
+  const penalised = await Promise.all([
+    complete({ prompt, max_tokens: 24, temperature: 0, presence_penalty: 2 }),
+    complete({ prompt, max_tokens: 24, temperature: 0, frequency_penalty: 2 }),
+  ]);
+  const distinct = (text: string) => new Set([...text]).size;
+  for (const p of penalised) {
+    assert.notEqual(p.choices[0]!.text, plain);
+    assert.ok(distinct(p.choices[0]!.text) >= distinct(plain), `${JSON.stringify(p.choices[0]!.text)} repeats no more than ${JSON.stringify(plain)}`);
+  }
 });
 
 test('missing fields, a bad token id, conflicting limits and stream_options without stream are named', async () => {
