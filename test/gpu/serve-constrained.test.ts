@@ -1,8 +1,8 @@
 // Constrained requests (structured outputs) in the serving engine on CUDA, f32 tiny random GPT-2 and Llama
 // folders (whitespace quietened: hf-folder.ts quietWhitespace): every answer parses and
 // fits its schema; batched with unconstrained requests — graphs, pipelined steps, chunked prefill — each
-// request's tokens equal its own alone; greedy answers equal the CPU engine's; requests with a logit_bias
-// among them the same. Skips without a GPU.
+// request's tokens equal its own alone; greedy answers equal the CPU engine's; requests with a logit_bias or
+// frequency / presence penalties among them the same. Skips without a GPU.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -40,6 +40,8 @@ const CONSTRAINED = [true, false, true, true, false];
 const MAX_TOKENS = [300, 40, 300, 300, 25];
 /** logit_bias on an unconstrained request and a constrained one (biasLogits, then the row sampled again). */
 const BIAS: (readonly (readonly [number, number])[] | undefined)[] = [undefined, [[65, 4], [66, -100], [32, 2]], [[0x22, 1.5]], undefined, undefined];
+/** Frequency / presence penalties (biases from the answer's tokens so far): on a plain request and a constrained one. */
+const PENALTIES: ({ frequencyPenalty?: number; presencePenalty?: number } | undefined)[] = [undefined, undefined, undefined, { presencePenalty: 0.8 }, { frequencyPenalty: 1.2, presencePenalty: -0.3 }];
 
 function serve(model: DecoderModel, options: ServingEngineOptions, sampling: SamplingOptions, indices = PROMPTS.map((_, i) => i)): { tokens: number[]; reason: FinishReason | undefined }[] {
   const engine = new ServingEngine(model, options);
@@ -48,6 +50,7 @@ function serve(model: DecoderModel, options: ServingEngineOptions, sampling: Sam
     engine.submit({
       prompt: PROMPTS[i]!, maxTokens: MAX_TOKENS[i]!, sampling: resolveSampling({ ...sampling, seed: 40 + i }), stopTokenIds: [EOS],
       ...(CONSTRAINED[i] ? { constraint: new JsonConstraint(SCHEMA, vocabulary, [EOS]) } : {}), ...(BIAS[i] ? { logitBias: BIAS[i] } : {}),
+      ...PENALTIES[i],
       onToken: (e) => o.tokens.push(e.token), onFinish: (r) => { o.reason = r; },
     });
     return o;
