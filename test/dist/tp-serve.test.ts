@@ -22,6 +22,11 @@ import { ServingEngine } from '../../src/serve/engine.js';
 import type { ServingEngineOptions } from '../../src/serve/engine.js';
 import { decodeCommands, decodeHeader, encodeCommands, encodeHeader } from '../../src/serve/replication-wire.js';
 import type { EngineCommand } from '../../src/serve/replication-wire.js';
+import { ReplicatedLeader } from '../../src/serve/replicated-engine.js';
+import type { Communicator } from '../../src/dist/communicator.js';
+import { resolveSampling } from '../../src/infer/sampling.js';
+import { anyJsonObject } from '../../src/infer/structured/json-schema.js';
+import { JsonConstraint, TokenVocabulary } from '../../src/infer/structured/token-mask.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import type { HttpInput, HttpOutput, ScheduledRequest, TpServeInput, TpServeOutput } from './tp-serve-fixtures.js';
 import { runSchedule, singleProcessRun } from './tp-serve-fixtures.js';
@@ -173,4 +178,21 @@ test('kvMemoryFraction: every rank takes the smallest rank\'s pool', async () =>
   const [rank0, rank1] = await runInProcessRanks<TpServeInput, TpServeOutput>(2, fixtures, 'tpServeRank', input);
   assert.equal(rank0!.numBlocks, rank1!.numBlocks);
   assert.deepEqual([rank0!.blocksUsed, rank1!.blocksUsed], [0, 0]);
+});
+
+test('the leader refuses what its followers could not apply, by name: structured outputs, logit_bias, frequency / presence penalties', () => {
+  const backend = new CpuBackend();
+  const model = loadDecoderModel(dirs.get('GPT-2')!, backend, { dtype: 'f32' }).model;
+  const engine = new ServingEngine(model, { maxLen: 32, maxRunning: 2 });
+  // Submitting broadcasts nothing (the log goes out with the next step), so rank 0's place is all the leader needs here.
+  const leader = new ReplicatedLeader(engine, { rank: 0, worldSize: 2, backend } as unknown as Communicator);
+  const base = { prompt: [1, 2, 3], maxTokens: 4, sampling: resolveSampling({}), stopTokenIds: [], onToken: () => {}, onFinish: () => {} };
+  const vocabulary = new TokenVocabulary(Array.from({ length: model.vocabSize }, (_, i) => Uint8Array.of(i % 256)));
+  assert.throws(() => leader.submit({ ...base, constraint: new JsonConstraint(anyJsonObject(), vocabulary, []) }), /structured outputs \(response_format\) are not supported with tensor-parallel serving/);
+  assert.throws(() => leader.submit({ ...base, logitBias: [[5, 2]] }), /logit_bias is not supported with tensor-parallel serving/);
+  assert.throws(() => leader.submit({ ...base, presencePenalty: 0.5 }), /frequency_penalty and presence_penalty are not supported with tensor-parallel serving/);
+  assert.throws(() => leader.submit({ ...base, frequencyPenalty: -1 }), /frequency_penalty and presence_penalty are not supported/);
+  assert.equal(engine.stats().running + engine.stats().waiting, 0, 'nothing reached the engine');
+  engine.dispose();
+  model.free();
 });
