@@ -143,24 +143,31 @@ test('json_object mode: any object; the constraint refuses a token it did not al
   }), /constraint must have allowedTokens\(\), allows\(\) and accept\(\)/);
 });
 
+/** A request of the bias tests: a logit_bias, a grammar, frequency / presence penalties, each optional. */
+interface BiasedRequest { prompt: number[]; sampling: SamplingOptions; bias?: [number, number][]; grammar?: GrammarNode; frequency?: number; presence?: number; maxTokens?: number }
+
+/** The requests' tokens from one engine (24 tokens each unless said; seed 90 unless the sampling says), every block back. */
+function runBiased(model: DecoderModel, options: ServingEngineOptions, requests: readonly BiasedRequest[]): number[][] {
+  const engine = new ServingEngine(model, options);
+  const out = requests.map((r) => {
+    const tokens: number[] = [];
+    engine.submit({
+      prompt: r.prompt, maxTokens: r.maxTokens ?? 24, sampling: resolveSampling({ seed: 90, ...r.sampling }), stopTokenIds: [],
+      ...(r.bias ? { logitBias: r.bias } : {}), ...(r.grammar ? { constraint: new JsonConstraint(r.grammar, vocabulary, [EOS]) } : {}),
+      ...(r.frequency !== undefined ? { frequencyPenalty: r.frequency } : {}), ...(r.presence !== undefined ? { presencePenalty: r.presence } : {}),
+      onToken: (e) => tokens.push(e.token), onFinish: () => {},
+    });
+    return tokens;
+  });
+  engine.runToCompletion();
+  assert.equal(engine.pool.usedBlocks, 0);
+  engine.dispose();
+  return out;
+}
+
 test('logit_bias: −100 bans a token, +100 all but forces one; batched (pipelined, with constrained requests) equals alone', () => {
   const model = load('llama', 3);
-  const runOne = (options: ServingEngineOptions, requests: { prompt: number[]; bias?: [number, number][]; sampling: SamplingOptions; grammar?: GrammarNode }[]) => {
-    const engine = new ServingEngine(model, options);
-    const out = requests.map((r) => {
-      const tokens: number[] = [];
-      engine.submit({
-        prompt: r.prompt, maxTokens: 24, sampling: resolveSampling({ seed: 90, ...r.sampling }), stopTokenIds: [],
-        ...(r.bias ? { logitBias: r.bias } : {}), ...(r.grammar ? { constraint: new JsonConstraint(r.grammar, vocabulary, [EOS]) } : {}),
-        onToken: (e) => tokens.push(e.token), onFinish: () => {},
-      });
-      return tokens;
-    });
-    engine.runToCompletion();
-    assert.equal(engine.pool.usedBlocks, 0);
-    engine.dispose();
-    return out;
-  };
+  const runOne = (options: ServingEngineOptions, requests: BiasedRequest[]) => runBiased(model, options, requests);
   const prompt = [12, 40, 7, 99, 3];
   const [plain] = runOne({ maxRunning: 1 }, [{ prompt, sampling: {} }]);
   const banned = new Set(plain!.slice(0, 6));
@@ -181,24 +188,7 @@ test('logit_bias: −100 bans a token, +100 all but forces one; batched (pipelin
 
 test('frequency / presence penalties: each pick equals a one-token request whose logit_bias holds the penalties so far; batched equals alone', () => {
   const model = load('llama', 3);
-  type Request = { prompt: number[]; sampling: SamplingOptions; frequency?: number; presence?: number; bias?: [number, number][]; maxTokens?: number };
-  const runAll = (options: ServingEngineOptions, requests: Request[]) => {
-    const engine = new ServingEngine(model, options);
-    const out = requests.map((r) => {
-      const tokens: number[] = [];
-      engine.submit({
-        prompt: r.prompt, maxTokens: r.maxTokens ?? 24, sampling: resolveSampling({ seed: 90, ...r.sampling }), stopTokenIds: [],
-        ...(r.frequency !== undefined ? { frequencyPenalty: r.frequency } : {}), ...(r.presence !== undefined ? { presencePenalty: r.presence } : {}),
-        ...(r.bias ? { logitBias: r.bias } : {}),
-        onToken: (e) => tokens.push(e.token), onFinish: () => {},
-      });
-      return tokens;
-    });
-    engine.runToCompletion();
-    assert.equal(engine.pool.usedBlocks, 0);
-    engine.dispose();
-    return out;
-  };
+  const runAll = (options: ServingEngineOptions, requests: BiasedRequest[]) => runBiased(model, options, requests);
   const prompt = [12, 40, 7, 99, 3];
   const [plain] = runAll({ maxRunning: 1 }, [{ prompt, sampling: {} }]);
   // A tiny random model repeats itself when greedy; a presence penalty of 2 breaks that.
@@ -216,7 +206,7 @@ test('frequency / presence penalties: each pick equals a one-token request whose
       assert.equal(alone![0], token, `frequency ${frequency}, presence ${presence}: token ${i}`);
     });
   }
-  const requests: Request[] = [
+  const requests: BiasedRequest[] = [
     { prompt, sampling: {}, frequency: 1 },
     { prompt: [9, 33, 1], sampling: { temperature: 0.9, topP: 0.9, seed: 1 }, presence: 1.5 },
     { prompt: [5, 6], sampling: { temperature: 0.7, seed: 2 } },
