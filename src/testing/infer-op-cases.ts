@@ -689,7 +689,8 @@ function biasLogitsCases(dtype: FloatDType): OpCase[] {
     inputs: (rng) => {
       const tokens = randomInts(rng, [rows.length, k], 0, 1);
       rows.forEach((_, i) => {
-        const count = i === rows.length - 1 ? 0 : 1 + Math.floor(rng.next() * k); // the last row: nothing listed
+        // Distinct tokens (at most Vp of the k slots; −1 pads the rest); the last row: nothing listed.
+        const count = i === rows.length - 1 ? 0 : 1 + Math.floor(rng.next() * Math.min(k, Vp));
         const chosen = rng.permutation(Vp).slice(0, count);
         for (let j = 0; j < k; j++) tokens.values[i * k + j] = j < count ? chosen[j]! : -1;
       });

@@ -14,10 +14,14 @@ export function prepareBiasLogits(args: BiasLogitsArgs): CpuWork {
     for (let i = 0; i < m; i++) {
       const row = r[i]!;
       if (row < 0 || row >= n) throw new Error(`biasLogits: rows[${i}] is ${row}, outside [0, ${n})`);
+      const listed = new Set<number>();
       for (let j = 0; j < k; j++) {
         const token = t[i * k + j]!;
         if (token < 0) continue;
         if (token >= Vp) throw new Error(`biasLogits: tokens[${i}, ${j}] is ${token}, outside the ${Vp} columns of logits`);
+        // A GPU adds a row's entries at once: a token listed twice would race there.
+        if (listed.has(token)) throw new Error(`biasLogits: tokens[${i}, ${j}] is ${token}, listed twice in row ${i} (a row's tokens are distinct)`);
+        listed.add(token);
         z[row * Vp + token] = Math.fround(z[row * Vp + token]! + v[i * k + j]!);
       }
     }

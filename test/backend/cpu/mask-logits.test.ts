@@ -42,5 +42,6 @@ test('biasLogits adds each listed row\'s biases to its tokens (−1 pads a list)
   expected[8 + 0] = values[8 + 0]! + 2.5;
   assert.deepEqual(Array.from(b.download(logits)), expected);
   assert.throws(() => { b.biasLogits({ logits, rows: b.fromArray([0], [1], 'i32'), tokens: b.fromArray([8], [1, 1], 'i32'), biases: b.fromArray([1], [1, 1], 'f32') }); b.synchronize(); }, /biasLogits: tokens\[0, 0\] is 8, outside the 8 columns/);
+  assert.throws(() => { b.biasLogits({ logits, rows: b.fromArray([0], [1], 'i32'), tokens: b.fromArray([3, -1, 3], [1, 3], 'i32'), biases: b.fromArray([1, 1, 1], [1, 3], 'f32') }); b.synchronize(); }, /biasLogits: tokens\[0, 2\] is 3, listed twice in row 0/);
   assert.throws(() => b.biasLogits({ logits, rows: b.fromArray([0], [1], 'i32'), tokens: b.fromArray([1], [1, 1], 'i32'), biases: b.fromArray([1], [1, 1], 'bf16') }), /biasLogits.*biases/);
 });
