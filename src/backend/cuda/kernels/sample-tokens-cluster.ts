@@ -36,7 +36,7 @@ export function sampleTokensCluster(classes: number, vec: number): { cluster: nu
   const vectors = Math.ceil(classes / vec);
   if (classes < 16384) return null;
   if (sampleTokensClusterShape.shape) return sampleTokensClusterShape.shape;
-  // 8 (the largest portable cluster) at GPT-2's vocabulary and up: ≥ 6k vectors, ≥ 1.5 a thread.
+  // 8 blocks (the largest portable cluster) from 4096 vectors (GPT-2's 50k in 16-bit is 6.3k: ≥ 1.5 a thread), else 4.
   return { cluster: vectors >= 4096 ? 8 : 4, threads: 512 };
 }
 
