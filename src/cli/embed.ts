@@ -1,9 +1,10 @@
-// `fuseformer embed`: sentence embeddings from a Hugging Face BERT directory (BertModel or BertForMaskedLM:
-// config.json, model.safetensors or shards, tokenizer.json), or a sentence-transformers one (modules.json:
-// its pooling, normalisation and max_seq_length are the defaults; infer/sentence-transformers.ts). Each
-// --text is tokenized with the tokenizer's special tokens ([CLS] … [SEP]), the texts run through the
-// encoder in batches (right-padded), and the vectors are printed on stdout as one JSON object shaped like
-// OpenAI's embeddings response; a summary goes to stderr.
+// `fuseformer embed`: sentence embeddings from a Hugging Face BERT-family directory (BertModel or
+// BertForMaskedLM: config.json, model.safetensors or shards, tokenizer.json), a decoder model's (Qwen3-Embedding,
+// gte-Qwen2: last-token pooling; infer/decoder-encoder.ts), or a sentence-transformers one (modules.json: its
+// pooling, normalisation, max_seq_length and prompts are the defaults; infer/sentence-transformers.ts). Each
+// --text is tokenized with the tokenizer's special tokens ([CLS] … [SEP], a trailing <|endoftext|>), after the
+// prompt where one is asked for, the texts run through the encoder in batches (right-padded), and the vectors
+// are printed on stdout as one JSON object shaped like OpenAI's embeddings response; a summary goes to stderr.
 
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -11,9 +12,11 @@ import { parseArgs } from 'node:util';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import type { BertAttentionPath, BertPooling } from '../infer/bert.js';
+import type { BertAttentionPath } from '../infer/bert.js';
 import { Embedder, EmbedInputError } from '../infer/embedder.js';
-import type { Embedded } from '../infer/embedder.js';
+import type { Embedded, PromptOptions } from '../infer/embedder.js';
+import type { Pooling } from '../infer/pooling.js';
+import { POOLINGS } from '../infer/pooling.js';
 import { readSentenceTransformersConfig } from '../infer/sentence-transformers.js';
 import { AtomicFileWriter } from '../io/atomic-write.js';
 import { resolveModelDirectory } from '../io/hf-cache.js';
@@ -22,26 +25,32 @@ import { readInputLines } from './input-lines.js';
 export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--text TEXT ...] [options]
        fuseformer embed --model DIR --input FILE [--output FILE] [options]
 
-  --model DIR              a Hugging Face BERT-family directory (BERT, RoBERTa, XLM-RoBERTa, MPNet, DistilBERT):
-                           config.json, model.safetensors or pytorch_model.bin (or shards) and tokenizer.json;
-                           or a repository id (org/name[@rev]) in the local Hugging Face cache
+  --model DIR              a Hugging Face BERT-family directory (BERT, RoBERTa, XLM-RoBERTa, MPNet, DistilBERT) or
+                           a decoder embedding model's (Qwen3-Embedding, gte-Qwen2: Llama / Qwen2 / Qwen3 / Mistral
+                           architectures): config.json, model.safetensors or pytorch_model.bin (or shards) and
+                           tokenizer.json; or a repository id (org/name[@rev]) in the local Hugging Face cache
   --text TEXT              a text to embed (repeatable; one vector per text, in order)
   --input FILE             embed every line of FILE ('-': standard input) instead, a chunk of 4096 lines at a time;
                            prints one JSON object a line: {"index": i, "embedding": [...]} (JSON Lines)
   --output FILE            with --input: write the JSON Lines to FILE (whole or not at all: a temporary file
                            renamed at the end) instead of standard output
-  --pooling mean|cls       mean of the tokens' last hidden states (default) or the first ([CLS]) token's
+  --pooling mean|cls|last  mean of the tokens' last hidden states (a BERT's default), the first ([CLS]) token's, or
+                           the last token's (a decoder's default)
+  --prompt-name NAME       put the model's prompt NAME before each text (config_sentence_transformers.json's
+                           prompts: Qwen3-Embedding's 'query' for search queries; documents take none)
+  --prompt TEXT            put TEXT before each text instead
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
   --no-normalize           leave the vectors as pooled (where the model directory says to normalise)
-  --batch-size N           texts per encoder pass (default 32)
+  --batch-size N           texts per encoder pass (default 32; a decoder's passes hold at most 16384 tokens)
   --attention auto|flash|materialized
-                           attention path (default auto: fused flash for 16-bit, materialised scores for f32)
+                           a BERT's attention path (default auto: fused flash for 16-bit, materialised scores for
+                           f32); decoders run the fused causal attention
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
 
 A sentence-transformers directory (modules.json) sets the defaults as SentenceTransformer.encode has them:
 its Pooling module's mode, its Dense layers, unit length where a Normalize module follows, texts truncated to
-max_seq_length (and lower-cased where do_lower_case says).
+max_seq_length as its tokenizer truncates (and lower-cased where do_lower_case says), its default prompt.
 
 Prints {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": [...]}, ...],
 "model": DIR, "usage": {"prompt_tokens": n, "total_tokens": n}} on one line.
@@ -61,9 +70,10 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     options: {
       model: { type: 'string' }, text: { type: 'string', multiple: true }, input: { type: 'string' }, output: { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
       'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
+      'prompt-name': { type: 'string' }, prompt: { type: 'string' },
     },
   });
-  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT directory)');
+  if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT-family or decoder embedding model directory)');
   const dir = resolveModelDirectory(values.model);
   if (values.text !== undefined && values.input !== undefined) throw new ArgumentError('--text and --input: give one (--input embeds a file line by line)');
   if (values.output !== undefined && values.input === undefined) throw new ArgumentError('--output FILE goes with --input FILE');
@@ -76,10 +86,12 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   if (!existsSync(join(modelDir, 'tokenizer.json'))) throw new ArgumentError(`--model: '${modelDir}' has no tokenizer.json (needed to turn the texts into tokens)`);
   if (values.normalize && values['no-normalize']) throw new ArgumentError('--normalize and --no-normalize: give one');
   const normalize = values.normalize ?? (values['no-normalize'] ? false : sentenceTransformers?.normalize ?? false);
-  const pooling = (values.pooling ?? sentenceTransformers?.pooling ?? 'mean') as BertPooling;
-  if (pooling !== 'mean' && pooling !== 'cls') throw new ArgumentError(`--pooling must be mean or cls, got '${values.pooling}'`);
-  const attention = (values.attention ?? 'auto') as BertAttentionPath;
-  if (!['auto', 'flash', 'materialized'].includes(attention)) throw new ArgumentError(`--attention must be auto, flash or materialized, got '${values.attention}'`);
+  const pooling = values.pooling as Pooling | undefined;
+  if (pooling !== undefined && !POOLINGS.includes(pooling)) throw new ArgumentError(`--pooling must be ${POOLINGS.join(', ')}, got '${pooling}'`);
+  if (values.prompt !== undefined && values['prompt-name'] !== undefined) throw new ArgumentError('--prompt and --prompt-name: give one');
+  const prompt: PromptOptions = values.prompt !== undefined ? { prompt: values.prompt } : values['prompt-name'] !== undefined ? { promptName: values['prompt-name'] } : {};
+  const attention = values.attention as BertAttentionPath | undefined;
+  if (attention !== undefined && !['auto', 'flash', 'materialized'].includes(attention)) throw new ArgumentError(`--attention must be auto, flash or materialized, got '${values.attention}'`);
   const dtype = values.dtype as FloatDType | undefined;
   if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
   const batchSize = values['batch-size'] === undefined ? 32 : Number(values['batch-size']);
@@ -87,17 +99,18 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
   const start = performance.now();
-  const embedder = Embedder.load(dir, backend, { pooling, normalize, batchSize, attention, ...(dtype ? { dtype } : {}) });
+  const embedder = Embedder.load(dir, backend, { normalize, batchSize, ...(pooling ? { pooling } : {}), ...(attention ? { attention } : {}), ...(dtype ? { dtype } : {}) });
   try {
+    const promptText = embedder.promptText(prompt);
     if (values.input !== undefined) {
-      const { tokens, truncated } = embedLines(embedder, texts, values.input, values.output, output);
+      const { tokens, truncated } = embedLines(embedder, texts, values.input, values.output, output, prompt);
       if (truncated > 0) output.log(`note: ${truncated} line(s) truncated to ${embedder.truncateAt} tokens (sentence-transformers' max_seq_length)\n`);
       output.log(`[${texts.length} line(s), ${tokens} tokens, ${embedder.dimensions} dimensions${values.output !== undefined ? ` → ${values.output}` : ''}; ${embedder.encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
       return 0;
     }
     let embedded: Embedded;
     try {
-      embedded = embedder.embed(texts);
+      embedded = embedder.embed(texts, prompt);
     } catch (error) {
       // Inputs are numbered from 1 on the command line.
       if (error instanceof EmbedInputError) throw new ArgumentError(error.message.replace(/^input (\d+)/, (_, i: string) => `--text ${Number(i) + 1}`));
@@ -113,7 +126,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     })}\n`);
     const { unused, encoder } = embedder;
     if (unused.length > 0) output.log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}\n`);
-    output.log(`[${texts.length} text(s), ${tokens} tokens, ${embedder.dimensions} dimensions, ${pooling} pooling${normalize ? ', normalised' : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+    output.log(`[${texts.length} text(s), ${tokens} tokens, ${embedder.dimensions} dimensions, ${embedder.pooling} pooling${normalize ? ', normalised' : ''}${promptText ? `, prompt ${JSON.stringify(promptText)}` : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.kind} ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
     return 0;
   } finally {
     embedder.free();
@@ -121,7 +134,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
 }
 
 /** Lines embedded a chunk at a time (bounded memory) as JSON Lines, to `outputFile` atomically or to `output.out`. */
-function embedLines(embedder: Embedder, lines: readonly string[], inputName: string, outputFile: string | undefined, output: EmbedOutput): { tokens: number; truncated: number } {
+function embedLines(embedder: Embedder, lines: readonly string[], inputName: string, outputFile: string | undefined, output: EmbedOutput, prompt: PromptOptions): { tokens: number; truncated: number } {
   let file: AtomicFileWriter | undefined;
   try {
     file = outputFile === undefined ? undefined : new AtomicFileWriter(outputFile);
@@ -134,7 +147,7 @@ function embedLines(embedder: Embedder, lines: readonly string[], inputName: str
     for (let first = 0; first < lines.length; first += LINES_A_CHUNK) {
       let embedded: Embedded;
       try {
-        embedded = embedder.embed(lines.slice(first, first + LINES_A_CHUNK));
+        embedded = embedder.embed(lines.slice(first, first + LINES_A_CHUNK), prompt);
       } catch (error) {
         // Lines are numbered from 1, across chunks.
         if (error instanceof EmbedInputError) throw new ArgumentError(error.message.replace(/^input (\d+)/, (_, i: string) => `--input ${inputName} line ${first + Number(i) + 1}`));

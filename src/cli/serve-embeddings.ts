@@ -1,4 +1,4 @@
-// `fuseformer serve --model BERT_DIR`: a BERT-family or sentence-transformers directory served as OpenAI's
+// `fuseformer serve --model BERT_DIR`: a BERT-family, decoder embedding or sentence-transformers directory served as OpenAI's
 // /v1/embeddings (serve/embedding-server.ts), a cross-encoder as /v1/rerank (serve/rerank-server.ts). runServe
 // hands such a directory here with its options; the decoder server's options (KV cache, drafts, tensor
 // parallelism, quantization) are refused by name.
@@ -7,8 +7,9 @@ import { basename, resolve } from 'node:path';
 import { selectBackend, type BackendChoice } from '../backend/index.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
-import type { BertPooling } from '../infer/bert.js';
 import { Embedder } from '../infer/embedder.js';
+import type { Pooling } from '../infer/pooling.js';
+import { POOLINGS } from '../infer/pooling.js';
 import { Reranker } from '../infer/reranker.js';
 import { EmbeddingServer } from '../serve/embedding-server.js';
 import { RerankServer } from '../serve/rerank-server.js';
@@ -39,11 +40,11 @@ export const DECODER_ONLY_OPTIONS = [
 export const EMBEDDING_ONLY_OPTIONS = ['batch-size', 'pooling', 'normalize', 'no-normalize'] as const;
 
 export async function serveEmbeddings(dir: string, options: EmbeddingServeOptions): Promise<number> {
-  if (options.pooling !== undefined && options.pooling !== 'mean' && options.pooling !== 'cls') throw new ArgumentError(`--pooling must be mean or cls, got '${options.pooling}'`);
+  if (options.pooling !== undefined && !POOLINGS.includes(options.pooling as Pooling)) throw new ArgumentError(`--pooling must be ${POOLINGS.join(', ')}, got '${options.pooling}'`);
   const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
   const embedder = Embedder.load(dir, backend, {
     ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
-    ...(options.pooling !== undefined ? { pooling: options.pooling as BertPooling } : {}), ...(options.normalize !== undefined ? { normalize: options.normalize } : {}),
+    ...(options.pooling !== undefined ? { pooling: options.pooling as Pooling } : {}), ...(options.normalize !== undefined ? { normalize: options.normalize } : {}),
   });
   try {
     const server = new EmbeddingServer(embedder, {
@@ -52,7 +53,7 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
     });
     const address = await server.listen(options.port, options.host ?? '127.0.0.1');
     const e = embedder;
-    process.stderr.write(`fuseformer serve: '${server.modelName}' (embeddings: BERT, ${e.encoder.config.layers} layers, ${e.dimensions} dimensions, ${e.pooling} pooling${e.normalize ? ', normalised' : ''}`
+    process.stderr.write(`fuseformer serve: '${server.modelName}' (embeddings: ${e.encoder.kind}, ${e.encoder.layerCount} layers, ${e.dimensions} dimensions, ${e.pooling} pooling${e.normalize ? ', normalised' : ''}`
       + `${e.sentenceTransformers ? ', sentence-transformers modules.json' : ''}; ${e.encoder.dtype}) on ${backend.description}; inputs up to ${e.truncateAt ?? e.maxTokens} tokens`
       + `${e.truncateAt !== undefined ? ' (longer ones truncated)' : ''}; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
     await untilStopSignal('finishing queued requests');

@@ -23,7 +23,7 @@
 //                                                        biasActivationDropout (erf GELU: BERT's "gelu")
 //     h   = LN_2(h + u·W2ᵀ + b2)                         GEMM, residualNorm
 //   pooler_output = tanh(h[b·L]·Wpᵀ + bp)                embedTokens (row gather), GEMM, tanhActivation (denseLayer)
-//   mean pooling  = Σ_l mask·h / Σ_l mask                batched GEMM of 0/1 rows [B, 1, L]·h [B, L, H]; ÷ on the host
+//   sentence embeddings                                  pooling.ts (mean, first or last token; Dense layers)
 //   MLM logits    = LN_t(act(h·Wtᵀ + bt))·wteᵀ + b       GEMM (+ activation), residualNorm, GEMM with a bias epilogue
 // Each residual add is fused into the LayerNorm after it (residualNorm: x ← x + y + bias, out = LN(x)), so the
 // residual stream alternates between two buffers. Padded positions compute like any other (their queries see
@@ -51,10 +51,11 @@ import type { WorkspaceEntry } from '../nn/workspace.js';
 import type { Tensor } from '../tensor.js';
 import type { WeightSpec } from './architecture.js';
 import type { BertHeads, BertLayerNames } from './bert-weights.js';
+import type { DenseLayer, EmbeddingOptions, PendingEmbeddings } from './pooling.js';
+import { checkedPooling, denseLayer, gatherRows, poolLater } from './pooling.js';
 import { BERT_WEIGHT_NAMES, bertLayerNames, bertWeightSpecs, checkpointHeads, indexCheckpoint, planCheckpoint, readCheckpoint } from './bert-weights.js';
 
 export type BertAttentionPath = 'auto' | 'flash' | 'materialized';
-export type BertPooling = 'cls' | 'mean';
 
 /** Above this many bytes of [B, heads, L, L] scores, 'auto' takes the fused attention op even in f32. */
 export const MATERIALIZED_SCORE_BYTES = 1 << 30;
@@ -75,21 +76,8 @@ export interface BertEncoding {
   readonly poolerOutput?: Float32Array;
 }
 
-export interface BertEmbeddingOptions {
-  /** 'mean' (default): the mean of the real tokens' hidden states; 'cls': the first token's. */
-  readonly pooling?: BertPooling;
-  /** Scale each vector to unit L2 norm (for cosine similarity by dot product). */
-  readonly normalize?: boolean;
-  /** Linear layers after the pooling (sentence-transformers' Dense modules), run on the device before normalising. */
-  readonly dense?: readonly DenseLayer[];
-}
-
-/** y = activation(x·Wᵀ + bias) on the device: weight [out, in] and bias [out] in the encoder's dtype. */
-export interface DenseLayer {
-  readonly weight: Tensor;
-  readonly bias?: Tensor;
-  readonly activation: 'tanh' | 'identity';
-}
+/** BERT embeddings' options (the shared pooling module's). */
+export type BertEmbeddingOptions = EmbeddingOptions;
 
 interface NormWeights { readonly gamma: Tensor; readonly beta: Tensor }
 
@@ -236,7 +224,11 @@ export class BertEncoder {
     return { encoder, files, unused: plan.unused };
   }
 
+  readonly kind = 'BERT';
   get hidden(): number { return this.config.hidden; }
+  get layerCount(): number { return this.config.layers; }
+  get vocabSize(): number { return this.config.vocabSize; }
+  get padTokenId(): number { return this.config.padTokenId; }
   get hasPooler(): boolean { return this.pooler !== undefined; }
   /** The classification head's label count (undefined without one). */
   get labels(): number | undefined { return this.heads.classifier?.labels; }
@@ -249,8 +241,8 @@ export class BertEncoder {
     const head = this.classifier;
     if (!head) throw new ArgumentError(`${this.source}: the checkpoint has no sequence-classification head (classifier.weight or classifier.out_proj.weight): it is not a cross-encoder`);
     return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
-      const features = this.denseLayer(this.firstRows(hidden, batch, temp), head.features, temp);
-      return this.backend.download(this.denseLayer(features, head.out, temp)) as Float32Array;
+      const features = denseLayer(this.backend, this.firstRows(hidden, batch, temp), head.features, temp);
+      return this.backend.download(denseLayer(this.backend, features, head.out, temp)) as Float32Array;
     });
   }
   get hasMaskedLm(): boolean { return this.maskedLm !== undefined; }
@@ -272,7 +264,7 @@ export class BertEncoder {
       const b = this.backend;
       const lastHiddenState = b.download(hidden) as Float32Array;
       let poolerOutput: Float32Array | undefined;
-      if (this.pooler) poolerOutput = b.download(this.denseLayer(this.firstRows(hidden, batch, temp), this.pooler, temp)) as Float32Array;
+      if (this.pooler) poolerOutput = b.download(denseLayer(this.backend, this.firstRows(hidden, batch, temp), this.pooler, temp)) as Float32Array;
       return { batch: batch.batch, length: batch.length, hidden: this.config.hidden, lastHiddenState, ...(poolerOutput ? { poolerOutput } : {}) };
     });
   }
@@ -291,34 +283,8 @@ export class BertEncoder {
    * (checking, launching, pooling) overlaps the GPU's instead of leaving it idle between batches.
    */
   embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: BertEmbeddingOptions = {}, tokenTypeIds?: readonly (readonly number[])[]): PendingEmbeddings {
-    const pooling = options.pooling ?? 'mean';
-    if (pooling !== 'mean' && pooling !== 'cls') throw new ArgumentError(`BERT embeddings: pooling must be 'mean' or 'cls', got '${String(pooling)}'`);
-    const dense = options.dense ?? [];
-    const width = dense.length > 0 ? dense[dense.length - 1]!.weight.shape[0]! : this.config.hidden;
-    const queued = this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => {
-      const b = this.backend, { batch: B, length: L } = batch, H = this.config.hidden;
-      let pooled: Tensor;
-      if (pooling === 'cls') {
-        pooled = this.firstRows(hidden, batch, temp);
-      } else {
-        // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64 —
-        // unless Dense layers follow on the device: then the weights are 1/length (the mean, rounded to the dtype).
-        const weights = new Float32Array(B * L);
-        for (let s = 0; s < B; s++) weights.fill(dense.length > 0 ? 1 / batch.lengths[s]! : 1, s * L, s * L + batch.lengths[s]!);
-        const ones = temp([B, 1, L], this.dtype);
-        pooled = temp([B, H], this.dtype);
-        b.upload(ones, weights);
-        b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: b.view(pooled, 0, [B, 1, H]) });
-      }
-      for (const layer of dense) pooled = this.denseLayer(pooled, layer, temp);
-      return { values: b.downloadLater(pooled), lengths: batch.lengths };
-    });
-    const divide = pooling === 'mean' && dense.length === 0;
-    let vectors: Float32Array[] | undefined;
-    return {
-      wait: () => (vectors ??= pooledVectors(queued.values.wait() as Float32Array, divide ? queued.lengths : undefined, queued.lengths.length, width, options.normalize === true)),
-      ready: () => queued.values.ready(),
-    };
+    checkedPooling(options.pooling, 'BERT embeddings');
+    return this.pass(this.check(inputIds, attentionMask, tokenTypeIds), ({ batch, hidden, temp }) => poolLater(this.backend, hidden, batch, options, temp, 'BERT embeddings'));
   }
 
   /** The most tokens a sequence may have (the position table past the RoBERTa family's offset). */
@@ -520,24 +486,9 @@ export class BertEncoder {
     return activation === 'gelu_tanh' || activation === 'relu' ? undefined : temp(shape, 'u8');
   }
 
-  /** A linear layer over rows [B, in] → [B, out] (pooler, classification head, Dense module): the GEMM, then tanh(x + bias) or the bias in its epilogue. */
-  private denseLayer(x: Tensor, layer: DenseLayer, temp: EncoderPass['temp']): Tensor {
-    const b = this.backend, out = temp([x.shape[0]!, layer.weight.shape[0]!], this.dtype);
-    if (layer.activation === 'tanh') {
-      b.gemm({ a: x, b: layer.weight, out, transB: true });
-      b.tanhActivation({ x: out, ...(layer.bias ? { bias: layer.bias } : {}), out });
-    } else {
-      b.gemm({ a: x, b: layer.weight, out, transB: true, ...(layer.bias ? { epilogue: 'bias' as const, bias: layer.bias } : {}) });
-    }
-    return out;
-  }
-
   /** The first ([CLS]) row of each sequence, [B, H], gathered from hidden [B·L, H]. */
   private firstRows(hidden: Tensor, batch: CheckedBatch, temp: EncoderPass['temp']): Tensor {
-    const b = this.backend, rows = temp([batch.batch], 'i32'), out = temp([batch.batch, this.config.hidden], this.dtype);
-    b.upload(rows, Int32Array.from({ length: batch.batch }, (_, s) => s * batch.length));
-    b.embedTokens({ tokens: rows, tokenTable: hidden, out });
-    return out;
+    return gatherRows(this.backend, hidden, Int32Array.from({ length: batch.batch }, (_, s) => s * batch.length), temp);
   }
 }
 
@@ -582,37 +533,4 @@ export function padSequences(sequences: readonly (readonly number[])[], padToken
     inputIds: sequences.map((s) => [...s, ...new Array<number>(L - s.length).fill(padTokenId)]),
     attentionMask: sequences.map((s) => [...new Array<number>(s.length).fill(1), ...new Array<number>(L - s.length).fill(0)]),
   };
-}
-
-/** Embeddings queued on the device (BertEncoder.embeddingsLater): wait() gives the vectors (the same array on every call). */
-export interface PendingEmbeddings {
-  wait(): Float32Array[];
-  /** Whether wait() would return without blocking on the device. */
-  ready(): boolean;
-}
-
-/**
- * B vectors of H values from the device's rows: each divided by its sequence's real token count where
- * `divideBy` is given (mean pooling's sums), optionally L2-normalised, in f64. Plain loops: TypedArray.from
- * with a map function costs microseconds an element in V8, which made this host step four times the
- * encoder's own GPU time for a batch of 32.
- */
-function pooledVectors(values: Float32Array, divideBy: Int32Array | undefined, B: number, H: number, normalize: boolean): Float32Array[] {
-  const vectors: Float32Array[] = [];
-  const vector = new Float64Array(H);
-  for (let s = 0; s < B; s++) {
-    const divisor = divideBy ? divideBy[s]! : 1;
-    let squares = 0;
-    for (let h = 0; h < H; h++) {
-      const x = values[s * H + h]! / divisor;
-      vector[h] = x;
-      squares += x * x;
-    }
-    // A zero vector stays zero (as torch.nn.functional.normalize, whose divisor is max(norm, 1e-12)).
-    const norm = normalize ? Math.max(Math.sqrt(squares), 1e-12) : 1;
-    const out = new Float32Array(H);
-    for (let h = 0; h < H; h++) out[h] = vector[h]! / norm;
-    vectors.push(out);
-  }
-  return vectors;
 }

@@ -1,9 +1,9 @@
-// Sentence embeddings from a BERT-family directory (plain, or sentence-transformers with modules.json), as
-// `fuseformer embed` and the embeddings server use them: texts (or token ids) → tokens → padded batches →
-// pooled, optionally normalised vectors. A sentence-transformers directory sets the defaults as
-// SentenceTransformer.encode has them (pooling, Dense layers — run on the device after the pooling —,
-// Normalize, max_seq_length truncation, do_lower_case); without one, a text longer than the model's
-// positions is an error naming it.
+// Sentence embeddings from a BERT-family directory or a decoder model's (Qwen3-Embedding, gte-Qwen2, …; plain, or
+// sentence-transformers with modules.json), as `fuseformer embed` and the embeddings server use them: texts (or
+// token ids) → tokens → padded batches → pooled, optionally normalised vectors. A sentence-transformers
+// directory sets the defaults as SentenceTransformer.encode has them (pooling, Dense layers — run on the device
+// after the pooling —, Normalize, max_seq_length truncation, do_lower_case, named prompts); without one, a text
+// longer than the model's positions is an error naming it, and a decoder pools its last token, a BERT the mean.
 //
 // Batches are formed from the inputs sorted by length (longest first), so each pads only to its own
 // longest member (rounded up to a few bucketed lengths, so that batches repeat shapes); vectors come back in
@@ -14,20 +14,52 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { loadTokenizer } from '../io/tokenizer.js';
-import type { BertAttentionPath, BertPooling, DenseLayer, PendingEmbeddings } from './bert.js';
+import { loadModelConfig } from '../models/registry.js';
+import type { BertAttentionPath } from './bert.js';
 import { BertEncoder, padSequences } from './bert.js';
+import { DecoderEncoder } from './decoder-encoder.js';
+import type { DenseLayer, EmbeddingOptions, PendingEmbeddings, Pooling } from './pooling.js';
+import { checkedPooling } from './pooling.js';
 import type { SentenceTransformersConfig } from './sentence-transformers.js';
 import { readSentenceTransformersConfig, truncateTokens } from './sentence-transformers.js';
 
+/** What the Embedder runs: a BERT-family encoder (bert.ts) or a decoder model's final hidden states (decoder-encoder.ts). */
+export interface SentenceEncoder {
+  /** 'BERT' or 'decoder', for messages. */
+  readonly kind: string;
+  readonly backend: Backend;
+  readonly dtype: FloatDType;
+  readonly hidden: number;
+  readonly layerCount: number;
+  readonly vocabSize: number;
+  /** The id padded positions hold (never attended or pooled). */
+  readonly padTokenId: number;
+  /** The most tokens a sequence may have. */
+  readonly maxTokens: number;
+  /** The most tokens (sequences × padded length) one pass takes, where the encoder has such a bound. */
+  readonly maxPassTokens?: number;
+  embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask: readonly (readonly number[])[] | undefined, options: EmbeddingOptions): PendingEmbeddings;
+  free(): void;
+}
+
 export interface EmbedderOptions {
   readonly dtype?: FloatDType;
+  /** BERT encoders only (decoders run the fused causal attention). */
   readonly attention?: BertAttentionPath;
-  /** Default: the sentence-transformers Pooling module's mode, else mean. */
-  readonly pooling?: BertPooling;
+  /** Default: the sentence-transformers Pooling module's mode, else last for a decoder, mean for a BERT. */
+  readonly pooling?: Pooling;
   /** Default: whether a sentence-transformers Normalize module follows, else false. */
   readonly normalize?: boolean;
   /** Sequences per encoder pass (default 32). */
   readonly batchSize?: number;
+  /** Decoders: the most tokens one pass takes (decoder-encoder.ts' DEFAULT_PASS_TOKENS); batches shrink to fit it. */
+  readonly maxPassTokens?: number;
+}
+
+/** Which prompt embed() puts before each text: one by name (config_sentence_transformers.json's prompts) or a text. */
+export interface PromptOptions {
+  readonly promptName?: string;
+  readonly prompt?: string;
 }
 
 /** An input the model cannot take: `index` is its position in the call's inputs. */
@@ -44,7 +76,7 @@ export interface Embedded {
 }
 
 export class Embedder {
-  readonly pooling: BertPooling;
+  readonly pooling: Pooling;
   readonly normalize: boolean;
   readonly batchSize: number;
   /** The most tokens an input may have (after any truncation). */
@@ -55,11 +87,10 @@ export class Embedder {
   private readonly dense: readonly DenseLayer[];
 
   private constructor(
-    readonly encoder: BertEncoder, readonly tokenizer: Tokenizer, readonly sentenceTransformers: SentenceTransformersConfig | undefined,
+    readonly encoder: SentenceEncoder, readonly tokenizer: Tokenizer, readonly sentenceTransformers: SentenceTransformersConfig | undefined,
     readonly unused: readonly string[], options: EmbedderOptions,
   ) {
-    this.pooling = options.pooling ?? sentenceTransformers?.pooling ?? 'mean';
-    if (this.pooling !== 'mean' && this.pooling !== 'cls') throw new ArgumentError(`pooling must be mean or cls, got '${String(this.pooling)}'`);
+    this.pooling = checkedPooling(options.pooling ?? sentenceTransformers?.pooling ?? (encoder.kind === 'decoder' ? 'last' : 'mean'), 'embeddings');
     this.normalize = options.normalize ?? sentenceTransformers?.normalize ?? false;
     this.batchSize = options.batchSize ?? 32;
     if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new ArgumentError(`batch size must be a positive integer, got ${this.batchSize}`);
@@ -75,12 +106,12 @@ export class Embedder {
     }));
   }
 
-  /** A BERT or sentence-transformers directory onto `backend` (the encoder freed again if the rest fails). */
+  /** A BERT, decoder or sentence-transformers directory onto `backend` (the encoder freed again if the rest fails). */
   static load(dir: string, backend: Backend, options: EmbedderOptions = {}): Embedder {
     const sentenceTransformers = readSentenceTransformersConfig(dir);
     const modelDir = sentenceTransformers?.modelDir ?? dir;
     const tokenizer = loadTokenizer(modelDir);
-    const { encoder, unused } = BertEncoder.load(modelDir, backend, { ...(options.attention ? { attention: options.attention } : {}), ...(options.dtype ? { dtype: options.dtype } : {}) });
+    const { encoder, unused } = loadSentenceEncoder(modelDir, backend, options);
     try {
       return new Embedder(encoder, tokenizer, sentenceTransformers, unused, options);
     } catch (error) {
@@ -92,27 +123,45 @@ export class Embedder {
   /** The width of the vectors: the last Dense layer's out_features, else the encoder's hidden size. */
   get dimensions(): number { return this.dense.length > 0 ? this.dense[this.dense.length - 1]!.weight.shape[0]! : this.encoder.hidden; }
 
-  /** The tokens of one input: a text through the tokenizer, or ids as given (checked against the vocabulary). */
-  tokens(input: string | readonly number[], index: number): number[] {
-    let ids: number[];
+  /**
+   * One input's tokens as the model takes them: a text after `prompt` (sentence-transformers adds it to the text
+   * before tokenizing), truncated to max_seq_length as the tokenizer truncates (sentence-transformers), else
+   * checked against the positions. Token ids are taken as given (a prompt applies to texts only).
+   */
+  prepare(input: string | readonly number[], index: number, prompt = ''): { ids: number[]; truncated: boolean } {
+    let ids: number[], truncated = false;
     if (typeof input === 'string') {
-      ids = this.tokenizer.encode(this.sentenceTransformers?.lowerCase ? input.toLowerCase() : input);
+      const text = this.sentenceTransformers?.lowerCase ? (prompt + input).toLowerCase() : prompt + input;
+      const limit = this.truncateAt;
+      if (limit !== undefined && this.tokenizer.encodeTruncated) ({ ids, truncated } = this.tokenizer.encodeTruncated(text, limit));
+      else ids = this.tokenizer.encode(text);
     } else {
-      const V = this.encoder.config.vocabSize;
+      const V = this.encoder.vocabSize;
       const bad = input.find((t) => !Number.isSafeInteger(t) || t < 0 || t >= V);
       if (bad !== undefined) throw new EmbedInputError(index, `input ${index} holds token id ${bad}; the vocabulary has ${V} ids`);
       ids = [...input];
     }
     if (ids.length === 0) throw new EmbedInputError(index, `input ${index} gives no tokens`);
-    return ids;
+    if (this.truncateAt !== undefined && ids.length > this.truncateAt) return { ids: truncateTokens(ids, this.truncateAt), truncated: true };
+    if (ids.length > this.maxTokens) throw new EmbedInputError(index, `input ${index} has ${ids.length} tokens; the model takes at most ${this.maxTokens} (${this.encoder.kind === 'decoder' && this.encoder.maxPassTokens === this.maxTokens ? 'tokens a pass' : 'max_position_embeddings'})`);
+    return { ids, truncated };
   }
 
-  /** One input's tokens as the model takes them: truncated to max_seq_length (sentence-transformers), else checked against the positions. */
-  prepare(input: string | readonly number[], index: number): { ids: number[]; truncated: boolean } {
-    const ids = this.tokens(input, index);
-    if (this.truncateAt !== undefined && ids.length > this.truncateAt) return { ids: truncateTokens(ids, this.truncateAt), truncated: true };
-    if (ids.length > this.maxTokens) throw new EmbedInputError(index, `input ${index} has ${ids.length} tokens; the model takes at most ${this.maxTokens} (max_position_embeddings)`);
-    return { ids, truncated: false };
+  /** The prompt texts get: `prompt`, the named one, or the sentence-transformers default ('' without any). */
+  promptText(options: PromptOptions = {}): string {
+    if (options.prompt !== undefined && options.promptName !== undefined) throw new ArgumentError('embeddings: give a prompt or a prompt name, not both');
+    if (options.prompt !== undefined) {
+      if (typeof options.prompt !== 'string') throw new ArgumentError(`embeddings: prompt must be a string, got ${typeof options.prompt}`);
+      return options.prompt;
+    }
+    const prompts = this.sentenceTransformers?.prompts ?? {};
+    const name = options.promptName ?? this.sentenceTransformers?.defaultPromptName;
+    if (name === undefined) return '';
+    if (!Object.hasOwn(prompts, name)) {
+      const names = Object.keys(prompts);
+      throw new ArgumentError(`embeddings: no prompt named '${name}'; ${names.length > 0 ? `the model's prompts are ${names.map((n) => `'${n}'`).join(', ')}` : 'the model has no named prompts (config_sentence_transformers.json)'}`);
+    }
+    return prompts[name]!;
   }
 
   /**
@@ -153,17 +202,26 @@ export class Embedder {
 
   /** The sequences as padded batches: sorted longest first, batchSize at a time, each padded to a bucketed length. */
   private batches(sequences: readonly (readonly number[])[]): Generator<PaddedBatch> {
-    return lengthSortedBatches(sequences, this.batchSize, this.tokenizer.padTokenId ?? this.encoder.config.padTokenId, this.maxTokens);
+    return lengthSortedBatches(sequences, this.batchSize, this.tokenizer.padTokenId ?? this.encoder.padTokenId, this.maxTokens, this.encoder.maxPassTokens);
   }
 
   private queue(batch: PaddedBatch): QueuedBatch {
     return { members: batch.members, pending: this.encoder.embeddingsLater(batch.inputIds, batch.attentionMask, { pooling: this.pooling, normalize: this.normalize, dense: this.dense }) };
   }
 
-  /** Vectors for `inputs`, in their order; `dimensions` keeps each vector's first n values (renormalised when normalising). */
-  embed(inputs: readonly (string | readonly number[])[], options: { dimensions?: number } = {}): Embedded {
+  /**
+   * Vectors for `inputs`, in their order; `dimensions` keeps each vector's first n values (renormalised when
+   * normalising); texts get the prompt promptText(options) names. Token-id inputs are taken as given: with an
+   * explicit prompt they are an error (the prompt's tokens depend on the text after it).
+   */
+  embed(inputs: readonly (string | readonly number[])[], options: { dimensions?: number } & PromptOptions = {}): Embedded {
     const dimensions = this.checkedDimensions(options.dimensions);
-    const prepared = inputs.map((input, i) => this.prepare(input, i));
+    const prompt = this.promptText(options);
+    if (options.prompt !== undefined || options.promptName !== undefined) {
+      const ids = inputs.findIndex((input) => typeof input !== 'string');
+      if (ids >= 0 && prompt !== '') throw new EmbedInputError(ids, `input ${ids} is token ids; a prompt applies to texts only`);
+    }
+    const prepared = inputs.map((input, i) => this.prepare(input, i, prompt));
     const vectors = this.embedSequences(prepared.map((p) => p.ids)).map((v) => this.shortened(v, dimensions));
     return { vectors, tokens: prepared.reduce((n, p) => n + p.ids.length, 0), truncated: prepared.filter((p) => p.truncated).length };
   }
@@ -205,13 +263,17 @@ export interface PaddedBatch {
  * `sequences` as padded batches of `batchSize`, sorted longest first (each pads only to its own longest member)
  * and padded on to a bucketed length at most `maxLength`, so batches repeat a few shapes: each new shape costs
  * the GEMMs a heuristic query (and a tuning), the allocator new size classes. The mask hides the extra columns.
+ * With `maxPassTokens`, a batch holds fewer sequences where batchSize × its length would pass it.
  */
-export function* lengthSortedBatches(sequences: readonly (readonly number[])[], batchSize: number, padId: number, maxLength: number): Generator<PaddedBatch> {
+export function* lengthSortedBatches(sequences: readonly (readonly number[])[], batchSize: number, padId: number, maxLength: number, maxPassTokens = Infinity): Generator<PaddedBatch> {
   const order = sequences.map((_, i) => i).sort((a, b) => sequences[b]!.length - sequences[a]!.length);
-  for (let first = 0; first < order.length; first += batchSize) {
-    const members = order.slice(first, first + batchSize);
+  for (let first = 0; first < order.length;) {
+    const longest = sequences[order[first]!]!.length;
+    const length = Math.min(BUCKETED ? bucketedLength(longest) : longest, maxLength);
+    const count = Math.max(1, Math.min(batchSize, Math.floor(maxPassTokens / length)));
+    const members = order.slice(first, first + count);
+    first += count;
     const batch = padSequences(members.map((i) => sequences[i]!), padId);
-    const length = Math.min(BUCKETED ? bucketedLength(batch.inputIds[0]!.length) : batch.inputIds[0]!.length, maxLength);
     for (let k = 0; k < members.length; k++) {
       while (batch.inputIds[k]!.length < length) { batch.inputIds[k]!.push(padId); batch.attentionMask[k]!.push(0); }
     }
@@ -246,4 +308,21 @@ const BUCKETED = process.env['FUSEFORMER_EMBED_BUCKETS'] !== '0';
 export function bucketedLength(length: number): number {
   const step = length <= 64 ? 8 : length <= 256 ? 16 : 32;
   return Math.ceil(length / step) * step;
+}
+
+/** The encoder of a model directory by its config's family: BERT-family, or a decoder the inference engine runs. */
+function loadSentenceEncoder(dir: string, backend: Backend, options: EmbedderOptions): { encoder: SentenceEncoder; unused: readonly string[] } {
+  const family = loadModelConfig(dir).family;
+  const dtype = options.dtype ? { dtype: options.dtype } : {};
+  if (family === 'bert') {
+    if (options.maxPassTokens !== undefined) throw new ArgumentError(`${dir}: maxPassTokens applies to decoder models; a BERT encoder's batches are bounded by batchSize`);
+    return BertEncoder.load(dir, backend, { ...(options.attention ? { attention: options.attention } : {}), ...dtype });
+  }
+  if (family === 'llama' || family === 'gpt2') {
+    if (options.attention !== undefined && options.attention !== 'auto' && options.attention !== 'flash') {
+      throw new ArgumentError(`${dir}: attention '${options.attention}' applies to BERT encoders; a decoder model runs the fused causal attention`);
+    }
+    return DecoderEncoder.load(dir, backend, { ...dtype, ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}) });
+  }
+  throw new ArgumentError(`${dir}: a ${family} model; embeddings run BERT-family encoders and decoder models (Llama, Qwen2/3, Mistral, GPT-2 architectures)`);
 }

@@ -233,6 +233,11 @@ export interface LoadOptions {
   readonly dtype?: FloatDType;
   /** Load this rank's shards for Megatron tensor parallelism over the communicator's group (dist/tp-decoder.ts). */
   readonly tensorParallel?: Communicator;
+  /**
+   * Leave out an untied LM head (an embedding model's encoder reads the final norm's rows only): the model
+   * neither needs nor holds lm_head.weight (one in the files is reported unused), and lmHead refuses every op.
+   */
+  readonly withoutHead?: boolean;
 }
 
 export interface LoadedModel {
@@ -254,8 +259,9 @@ export function loadDecoderModel(dir: string, backend: Backend, options: LoadOpt
   if (!['f32', 'f16', 'bf16'].includes(dtype)) throw new ArgumentError(`loadDecoderModel: dtype must be f32, f16 or bf16, got ${JSON.stringify(dtype)}`);
   // Every tensor's name, shape and dtype are checked from the files' headers before the model's memory is
   // allocated: a config.json whose sizes do not match the checkpoint is named, not an allocation failure.
-  const plan = planWeights(arch, dir, files);
-  const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir, arch.vocabSize), dir, options.tensorParallel);
+  const notHeld = new Set(options.withoutHead && !arch.tiedEmbeddings ? [arch.lmHead] : []);
+  const plan = planWeights(arch, dir, files, notHeld);
+  const model = new DecoderModel(backend, arch, dtype, readGenerationConfig(dir, arch.vocabSize), dir, options.tensorParallel, notHeld);
   try {
     loadWeights(model, plan);
     return { model, files, unused: plan.unused };
@@ -282,9 +288,9 @@ interface WeightPlan {
 const LAYER_INDEX = /(?:^|\.)(?:h|layers)\.(\d+)\./;
 
 
-function planWeights(arch: DecoderArchitecture, dir: string, files: readonly string[]): WeightPlan {
+function planWeights(arch: DecoderArchitecture, dir: string, files: readonly string[], notHeld: ReadonlySet<string>): WeightPlan {
   // The checkpoint holds the whole model's tensors, also when the model is one rank's shards.
-  const expected = new Map(arch.weights.map((w) => [w.name, w.fileShape ?? w.shape]));
+  const expected = new Map(arch.weights.filter((w) => !notHeld.has(w.name)).map((w) => [w.name, w.fileShape ?? w.shape]));
   const loadedFrom = new Map<string, string>();
   const byFile = new Map<string, { tensor: string; weight: string }[]>();
   const unused: string[] = [];

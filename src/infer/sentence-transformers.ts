@@ -17,18 +17,25 @@ import { openWeightFile } from '../io/weight-file.js';
 import { shardFiles } from '../models/hf-weights.js';
 import { describeValue, readConfigFile } from '../models/config-fields.js';
 import { formatShape } from '../tensor.js';
-import type { BertPooling } from './bert.js';
+import type { Pooling } from './pooling.js';
 
 export interface SentenceTransformersConfig {
   /** The directory holding the BERT files (the Transformer module's path; usually the directory itself). */
   readonly modelDir: string;
-  readonly pooling: BertPooling;
+  readonly pooling: Pooling;
   readonly normalize: boolean;
   /** sentence_bert_config.json's max_seq_length: longer texts are truncated to it (tokens, specials included). */
   readonly maxSeqLength?: number;
   readonly lowerCase: boolean;
   /** The Dense modules between Pooling and Normalize, in order. */
   readonly dense: readonly DenseModule[];
+  /**
+   * config_sentence_transformers.json's prompts by name (Qwen3-Embedding's "query": "Instruct: …\nQuery:"):
+   * encode(texts, prompt_name=name) prefixes each text with the prompt.
+   */
+  readonly prompts: Readonly<Record<string, string>>;
+  /** Its default_prompt_name: the prompt every text gets unless another is asked for. */
+  readonly defaultPromptName?: string;
 }
 
 /** A Dense module: y = activation(x·Wᵀ + b), W [out, in]. */
@@ -47,12 +54,12 @@ function moduleKind(type: string): 'Transformer' | 'Pooling' | 'Dense' | 'Normal
   const match = /^sentence_transformers\.(?:[A-Za-z_]+\.)*(Transformer|Pooling|Dense|Normalize)$/.exec(type);
   return match ? (match[1] as 'Transformer' | 'Pooling' | 'Dense' | 'Normalize') : undefined;
 }
-const POOLING_MODES: Record<string, BertPooling | undefined> = {
+const POOLING_MODES: Record<string, Pooling | undefined> = {
   pooling_mode_cls_token: 'cls', pooling_mode_mean_tokens: 'mean', pooling_mode_max_tokens: undefined, pooling_mode_mean_sqrt_len_tokens: undefined,
-  pooling_mode_weightedmean_tokens: undefined, pooling_mode_lasttoken: undefined,
+  pooling_mode_weightedmean_tokens: undefined, pooling_mode_lasttoken: 'last',
 };
 /** sentence-transformers 6's pooling_mode names, by what fuseformer runs. */
-const POOLING_MODE_NAMES: Record<string, BertPooling | undefined> = { cls: 'cls', mean: 'mean', max: undefined, mean_sqrt_len_tokens: undefined, weightedmean: undefined, lasttoken: undefined };
+const POOLING_MODE_NAMES: Record<string, Pooling | undefined> = { cls: 'cls', mean: 'mean', max: undefined, mean_sqrt_len_tokens: undefined, weightedmean: undefined, lasttoken: 'last' };
 const DENSE_ACTIVATIONS: Record<string, 'tanh' | 'identity'> = {
   'torch.nn.modules.activation.Tanh': 'tanh', 'torch.nn.modules.linear.Identity': 'identity',
 };
@@ -64,7 +71,7 @@ export function readSentenceTransformersConfig(dir: string): SentenceTransformer
   const modulesFile = join(dir, 'modules.json');
   if (!existsSync(modulesFile)) return undefined;
   const modules = readJsonList(modulesFile);
-  let modelDir: string | undefined, pooling: BertPooling | undefined, width: number | undefined, normalize = false;
+  let modelDir: string | undefined, pooling: Pooling | undefined, width: number | undefined, normalize = false;
   const dense: DenseModule[] = [];
   modules.forEach((module: unknown, i) => {
     const where = `${modulesFile}: module ${i}`;
@@ -83,7 +90,7 @@ export function readSentenceTransformersConfig(dir: string): SentenceTransformer
     } else if (kind === 'Normalize' && pooling !== undefined && !normalize) {
       normalize = true;
     } else {
-      throw new ArgumentError(`${where} is ${type}${path ? ` (${path})` : ''}, which fuseformer embed does not run here (it runs Transformer → Pooling (mean or CLS) → Dense … → Normalize); its vectors would differ from sentence-transformers'`);
+      throw new ArgumentError(`${where} is ${type}${path ? ` (${path})` : ''}, which fuseformer embed does not run here (it runs Transformer → Pooling (mean, CLS or last token) → Dense … → Normalize); its vectors would differ from sentence-transformers'`);
     }
   });
   if (modelDir === undefined || pooling === undefined) throw new ArgumentError(`${modulesFile}: expected a Transformer module then a Pooling module`);
@@ -96,7 +103,30 @@ export function readSentenceTransformersConfig(dir: string): SentenceTransformer
   if (lowerCase !== undefined && typeof lowerCase !== 'boolean') throw new ArgumentError(`${settingsFile}: field "do_lower_case" is ${describeValue(lowerCase)}; expected true or false`);
   // Without max_seq_length (sentence-transformers 6 keeps the length in the tokenizer), the tokenizer's limit.
   const length = typeof maxSeqLength === 'number' ? maxSeqLength : tokenizerLengthLimit(modelDir);
-  return { modelDir, pooling, normalize, dense, ...(length !== undefined ? { maxSeqLength: length } : {}), lowerCase: lowerCase ?? false };
+  const { prompts, defaultPromptName } = promptsOf(join(dir, 'config_sentence_transformers.json'));
+  return {
+    modelDir, pooling, normalize, dense, ...(length !== undefined ? { maxSeqLength: length } : {}), lowerCase: lowerCase ?? false,
+    prompts, ...(defaultPromptName !== undefined ? { defaultPromptName } : {}),
+  };
+}
+
+/** config_sentence_transformers.json's "prompts" (name → text) and "default_prompt_name", checked; none without the file. */
+function promptsOf(file: string): { prompts: Record<string, string>; defaultPromptName?: string } {
+  if (!existsSync(file)) return { prompts: {} };
+  const config = readConfigFile(file);
+  const raw = config['prompts'] ?? {};
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ArgumentError(`${file}: field "prompts" is ${describeValue(raw)}; expected an object of prompt names to texts`);
+  const prompts: Record<string, string> = {};
+  for (const [name, text] of Object.entries(raw)) {
+    if (typeof text !== 'string') throw new ArgumentError(`${file}: prompts["${name}"] is ${describeValue(text)}; expected a string`);
+    prompts[name] = text;
+  }
+  const defaultName = config['default_prompt_name'];
+  if (defaultName === undefined || defaultName === null) return { prompts };
+  if (typeof defaultName !== 'string' || !Object.hasOwn(prompts, defaultName)) {
+    throw new ArgumentError(`${file}: default_prompt_name ${describeValue(defaultName)} is not one of its prompts (${Object.keys(prompts).map((n) => `"${n}"`).join(', ') || 'none'})`);
+  }
+  return { prompts, defaultPromptName: defaultName };
 }
 
 /** tokenizer_config.json's model_max_length where it is a real limit (≥ 2, below 1e9), else undefined. */
@@ -146,22 +176,24 @@ function denseOf(dir: string, inputWidth: number | undefined): DenseModule {
 }
 
 /** The one pooling mode 1_Pooling/config.json turns on (pooling_mode_* flags, or sentence-transformers 6's pooling_mode), where fuseformer runs it. */
-function poolingOf(file: string): BertPooling {
+function poolingOf(file: string): Pooling {
   const config = readConfigFile(file);
+  // Instructor-style models pool without the prompt's tokens; fuseformer pools every token of the text it encodes.
+  if (config['include_prompt'] === false) throw new ArgumentError(`${file}: "include_prompt": false (pooling that leaves out the prompt's tokens) is not implemented; its vectors would differ from sentence-transformers'`);
   if (config['pooling_mode'] !== undefined) {
     const value = config['pooling_mode'];
     const modes = typeof value === 'string' ? [value] : Array.isArray(value) ? value : [];
     if (modes.length !== 1 || typeof modes[0] !== 'string' || !Object.hasOwn(POOLING_MODE_NAMES, modes[0])) {
-      throw new ArgumentError(`${file}: pooling_mode ${describeValue(value)}; fuseformer embed runs one mode, "mean" or "cls"${modes.length > 1 ? ' (several modes are concatenated)' : ''}`);
+      throw new ArgumentError(`${file}: pooling_mode ${describeValue(value)}; fuseformer embed runs one mode, "mean", "cls" or "lasttoken"${modes.length > 1 ? ' (several modes are concatenated)' : ''}`);
     }
     const pooling = POOLING_MODE_NAMES[modes[0]];
-    if (pooling === undefined) throw new ArgumentError(`${file}: pooling_mode "${modes[0]}" is not implemented (fuseformer embed pools by mean or CLS); its vectors would differ from sentence-transformers'`);
+    if (pooling === undefined) throw new ArgumentError(`${file}: pooling_mode "${modes[0]}" is not implemented (fuseformer embed pools by mean, CLS or last token); its vectors would differ from sentence-transformers'`);
     return pooling;
   }
   const on = Object.keys(POOLING_MODES).filter((mode) => config[mode] === true);
-  if (on.length !== 1) throw new ArgumentError(`${file}: ${on.length === 0 ? 'no pooling mode is on' : `pooling modes ${on.join(', ')} are on together (their vectors concatenated)`}; fuseformer embed runs one mode, mean or CLS`);
+  if (on.length !== 1) throw new ArgumentError(`${file}: ${on.length === 0 ? 'no pooling mode is on' : `pooling modes ${on.join(', ')} are on together (their vectors concatenated)`}; fuseformer embed runs one mode, mean, CLS or last token`);
   const pooling = POOLING_MODES[on[0]!];
-  if (pooling === undefined) throw new ArgumentError(`${file}: ${on[0]} is not implemented (fuseformer embed pools by mean or CLS); its vectors would differ from sentence-transformers'`);
+  if (pooling === undefined) throw new ArgumentError(`${file}: ${on[0]} is not implemented (fuseformer embed pools by mean, CLS or last token); its vectors would differ from sentence-transformers'`);
   return pooling;
 }
 

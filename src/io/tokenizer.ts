@@ -73,6 +73,11 @@ export interface Tokenizer {
    * `maxTokens` (transformers' truncation="longest_first"). Tokenizers with a pair template only.
    */
   encodePair?(a: string, b: string, maxTokens?: number): PairEncoding;
+  /**
+   * A text as encode() gives it, but cut to `maxTokens` as transformers truncates (truncation=True, max_length):
+   * the text's tokens cut from their end so that they and the post-processor's special tokens fit.
+   */
+  encodeTruncated?(text: string, maxTokens: number): { ids: number[]; truncated: boolean };
   /** What built it, where it came from tokenizer.json: enough to build the same tokenizer in a worker thread. */
   readonly definition?: TokenizerDefinition;
 }
@@ -280,6 +285,19 @@ class LibraryBackedTokenizer implements Tokenizer {
     const ids = this.library.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
     this.checkEncodedIds(ids);
     return ids;
+  }
+
+  encodeTruncated(text: string, maxTokens: number): { ids: number[]; truncated: boolean } {
+    if (typeof text !== 'string') throw new ArgumentError(`${this.source}: encodeTruncated takes text, got ${text === null ? 'null' : typeof text}`);
+    const join = this.library.post_processor;
+    let tokens = this.library.tokenize(text, { add_special_tokens: false });
+    const specials = join ? join([], null, true).tokens.length : 0;
+    if (maxTokens - specials < 1) throw new ArgumentError(`${this.source}: a text needs ${specials} special tokens and one of its own; ${maxTokens} do not fit that`);
+    const truncated = tokens.length > maxTokens - specials;
+    if (truncated) tokens = tokens.slice(0, maxTokens - specials);
+    const ids = (join ? join(tokens, null, true).tokens : tokens).map((t) => this.library.token_to_id(t));
+    this.checkEncodedIds(ids);
+    return { ids: ids as number[], truncated };
   }
 
   encodePair(a: string, b: string, maxTokens = Infinity): PairEncoding {

@@ -1,6 +1,7 @@
 // The OpenAI-compatible embeddings server (`fuseformer serve --model BERT_DIR`): sentence embeddings from a
-// BERT or sentence-transformers directory over HTTP, for the retrieval half of an application in Node.
-//   POST /v1/embeddings   {input: string | string[] | ids | ids[], model?, encoding_format?: float | base64, dimensions?}
+// BERT, decoder embedding model or sentence-transformers directory over HTTP, for the retrieval half of an application in Node.
+//   POST /v1/embeddings   {input: string | string[] | ids | ids[], model?, encoding_format?: float | base64, dimensions?,
+//                          prompt_name? (one of the model's sentence-transformers prompts, before each text)}
 //   GET  /v1/models, /health, /metrics (Prometheus text)
 // Each request's inputs are tokenized (and checked: a text past the model's positions is a 400
 // context_length_exceeded, unless sentence-transformers' max_seq_length truncates it) when it arrives; one
@@ -172,9 +173,19 @@ export class EmbeddingServer {
     } catch (error) {
       throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'dimensions');
     }
+    let prompt: string;
+    try {
+      prompt = this.embedder.promptText(params.promptName !== undefined ? { promptName: params.promptName } : {});
+    } catch (error) {
+      throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'prompt_name');
+    }
+    if (params.promptName !== undefined && prompt !== '') {
+      const ids = params.inputs.findIndex((input) => typeof input !== 'string');
+      if (ids >= 0) throw new ApiError(400, `'input${params.inputs.length > 1 ? `[${ids}]` : ''}' is token ids; 'prompt_name' applies to texts only`, 'invalid_request_error', 'prompt_name');
+    }
     const prepared = params.inputs.map((input, i) => {
       try {
-        return this.embedder.prepare(input, i);
+        return this.embedder.prepare(input, i, prompt);
       } catch (error) {
         if (!(error instanceof EmbedInputError)) throw error;
         const name = params.inputs.length > 1 ? `input[${i}]` : 'input';

@@ -457,6 +457,8 @@ export interface EmbeddingParams {
   readonly inputs: (string | number[])[];
   readonly encodingFormat: 'float' | 'base64';
   readonly dimensions?: number;
+  /** One of the model's named prompts, put before each text (an extension, as text-embeddings-inference has it). */
+  readonly promptName?: string;
 }
 
 /** OpenAI's limit on inputs in one embeddings request. */
@@ -489,7 +491,13 @@ export function parseEmbeddingBody(raw: unknown): EmbeddingParams {
   const format = o['encoding_format'] ?? 'float';
   if (format !== 'float' && format !== 'base64') throw bad('encoding_format', `'encoding_format' is ${describe(format)}; expected "float" or "base64"`);
   const dimensions = number(o, 'dimensions', (x) => Number.isSafeInteger(x) && x >= 1, 'an integer >= 1');
-  return { ...(model !== undefined ? { model } : {}), inputs, encodingFormat: format, ...(dimensions !== undefined ? { dimensions } : {}) };
+  // text-embeddings-inference's extension: one of the model's named prompts (sentence-transformers' prompts).
+  const promptName = o['prompt_name'];
+  if (promptName !== undefined && promptName !== null && typeof promptName !== 'string') throw bad('prompt_name', `'prompt_name' is ${describe(promptName)}; expected a string`);
+  return {
+    ...(model !== undefined ? { model } : {}), inputs, encodingFormat: format, ...(dimensions !== undefined ? { dimensions } : {}),
+    ...(typeof promptName === 'string' ? { promptName } : {}),
+  };
 }
 
 /** POST /tokenize (vLLM's): a prompt, or chat messages rendered by the template; special tokens as the request says. */

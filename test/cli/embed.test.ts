@@ -58,17 +58,19 @@ for (const [pooling, normalize] of [['mean', true], ['cls', false]] as const) {
   });
 }
 
-test('embed refuses missing texts, bad options, over-long texts and non-BERT directories', async () => {
+test('embed refuses missing texts, bad options, over-long texts; embeds a decoder directory', async () => {
   const rejects = (argv: string[], pattern: RegExp) => assert.rejects(captured(argv), (e: unknown) => e instanceof ArgumentError && pattern.test(e.message), String(pattern));
   await rejects(['--model', dir, '--backend', 'cpu'], /--text TEXT is required/);
   await rejects(['--text', 'hi'], /--model DIR is required/);
-  await rejects(['--model', dir, '--text', 'hi', '--pooling', 'max', '--backend', 'cpu'], /--pooling must be mean or cls, got 'max'/);
+  await rejects(['--model', dir, '--text', 'hi', '--pooling', 'max', '--backend', 'cpu'], /--pooling must be mean, cls, last, got 'max'/);
   await rejects(['--model', dir, '--text', 'hi', '--batch-size', '0', '--backend', 'cpu'], /--batch-size must be a positive integer/);
   await rejects(['--model', dir, '--text', 'hi', '--dtype', 'f64', '--backend', 'cpu'], /--dtype must be bf16, f16 or f32/);
   await rejects(['--model', dir, '--text', 'hello '.repeat(39), '--backend', 'cpu'], /--text 1 has 41 tokens; the model takes at most 40/);
   const gpt2 = join(root, 'gpt2');
   writeModelFolder(gpt2, 'gpt2', TINY_GPT2, 1);
-  await rejects(['--model', gpt2, '--text', 'hi', '--backend', 'cpu'], /a gpt2 model; BERT encoding reads BertModel/);
+  // A decoder directory embeds too (last-token pooling of its final norm's rows).
+  const fromDecoder = JSON.parse((await captured(['--model', gpt2, '--text', 'hi', '--backend', 'cpu'])).out) as Response;
+  assert.equal(fromDecoder.data[0]!.embedding.length, TINY_GPT2.hidden);
 });
 
 test('a sentence-transformers directory sets the defaults: its pooling, Normalize, max_seq_length truncation', async () => {
@@ -104,7 +106,7 @@ test('a sentence-transformers directory sets the defaults: its pooling, Normaliz
 
   const rejects = (pattern: RegExp) => assert.rejects(captured(['--model', st, '--text', 'hi', '--backend', 'cpu']), (e: unknown) => e instanceof ArgumentError && pattern.test(e.message), String(pattern));
   poolingConfig({ pooling_mode_max_tokens: true });
-  await rejects(/1_Pooling\/config\.json: pooling_mode_max_tokens is not implemented \(fuseformer embed pools by mean or CLS\)/);
+  await rejects(/1_Pooling\/config\.json: pooling_mode_max_tokens is not implemented \(fuseformer embed pools by mean, CLS or last token\)/);
   poolingConfig({ pooling_mode_mean_tokens: true, pooling_mode_cls_token: true });
   await rejects(/pooling modes pooling_mode_cls_token, pooling_mode_mean_tokens are on together/);
   poolingConfig({ pooling_mode_mean_tokens: true });

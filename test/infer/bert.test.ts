@@ -152,7 +152,7 @@ test('embeddings: mean over the real tokens or the [CLS] row, optionally unit le
     assert.ok(Math.abs(Math.hypot(...unit[s]!) - 1) < 1e-6);
     assert.ok(maxError(unit[s]!, expected.map((x) => x / norm)) < 2e-5, `normalised ${s}`);
   });
-  assert.throws(() => encoder.embeddings(BATCH.inputIds, undefined, { pooling: 'max' as 'mean' }), /pooling must be 'mean' or 'cls'/);
+  assert.throws(() => encoder.embeddings(BATCH.inputIds, undefined, { pooling: 'max' as 'mean' }), /pooling must be mean, cls, last, got 'max'/);
   encoder.free();
 });
 

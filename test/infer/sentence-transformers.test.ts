@@ -71,5 +71,5 @@ test('Dense modules that would give other vectors are refused by name', () => {
   assert.throws(() => readSentenceTransformersConfig(edit('max', join('1_Pooling', 'config.json'), (c) => ({ ...c, pooling_mode: 'max' }))),
     /pooling_mode "max" is not implemented/);
   assert.throws(() => readSentenceTransformersConfig(edit('two', join('1_Pooling', 'config.json'), (c) => ({ ...c, pooling_mode: ['mean', 'cls'] }))),
-    /fuseformer embed runs one mode, "mean" or "cls" \(several modes are concatenated\)/);
+    /fuseformer embed runs one mode, "mean", "cls" or "lasttoken" \(several modes are concatenated\)/);
 });

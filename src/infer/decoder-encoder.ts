@@ -1,0 +1,160 @@
+// A decoder-only model (Llama / Qwen2 / Qwen3 / Mistral / GPT-2 architectures) as a sentence encoder: the
+// final norm's hidden states of a padded batch, pooled into one vector a sequence — Qwen3-Embedding,
+// gte-Qwen2, e5-mistral and their kind (sentence-transformers' lasttoken pooling: causal attention lets only
+// the last token see the whole text).
+//
+// A pass is the inference engine's prefill without its KV cache: B sequences right-padded to L tokens, rows
+// r = b·L + l, positions l, every layer by DecoderForward.blocks (the same fused kernels and GEMMs as
+// generation), and attention over the pass's own keys:
+//   q, k, v = qkvRopeAppend(qkv)      RoPE (+ Qwen3's per-head norm, Qwen2's bias); k, v written to [B, Hkv, L, d]
+//   c       = flashAttentionForward   causal, each row's keys cut at its length (keyLengths)
+//   merged  = permute0213(c)          [B·L, Hq·d], the O product's input
+// then pooling.ts. Padding at the right leaves every real token's positions and keys as in an unpadded run
+// (HF pads these models at the left; RoPE sees only position differences, so the vectors agree up to rounding).
+// The model is loaded without an untied LM head (LoadOptions.withoutHead). Activation buffers are sized
+// once for maxPassTokens rows (DecoderForward); a batch of more rows is an error (Embedder forms batches under it).
+
+import type { Backend } from '../backend/backend.js';
+import type { FloatDType } from '../dtype.js';
+import { ArgumentError } from '../errors.js';
+import type { Tensor } from '../tensor.js';
+import { DecoderForward } from './forward.js';
+import type { DecoderModel } from './model.js';
+import { loadDecoderModel } from './model.js';
+import type { EmbeddingOptions, PendingEmbeddings, PooledBatch, TemporaryTensor } from './pooling.js';
+import { checkedPooling, poolLater } from './pooling.js';
+
+/** Rows one pass takes by default: 16 sequences of 1,024 tokens, 512 of 32. */
+export const DEFAULT_PASS_TOKENS = 16384;
+
+export interface DecoderEncoderOptions {
+  /** Weights and activations (default bf16 on CUDA, f32 on the CPU). */
+  readonly dtype?: FloatDType;
+  /** The most tokens (batch × padded length) one pass takes; sizes the activation buffers (default DEFAULT_PASS_TOKENS). */
+  readonly maxPassTokens?: number;
+}
+
+interface DecoderBatch extends PooledBatch {
+  readonly ids: Int32Array;
+}
+
+export class DecoderEncoder {
+  readonly kind = 'decoder';
+  readonly maxPassTokens: number;
+  private readonly forward: DecoderForward;
+  private freed = false;
+
+  constructor(readonly model: DecoderModel, options: { maxPassTokens?: number } = {}) {
+    this.maxPassTokens = options.maxPassTokens ?? DEFAULT_PASS_TOKENS;
+    if (!Number.isSafeInteger(this.maxPassTokens) || this.maxPassTokens < 1) throw new ArgumentError(`decoder encoder: maxPassTokens must be a positive integer, got ${this.maxPassTokens}`);
+    if (model.quantization) throw new ArgumentError(`${model.source}: a quantized model cannot encode embeddings (its float weights are not held)`);
+    if (model.tensorParallel) throw new ArgumentError(`${model.source}: embeddings run on one device, not a tensor-parallel group`);
+    this.forward = new DecoderForward(model, this.maxPassTokens, this.maxTokens);
+  }
+
+  /** Loads an HF decoder directory (Qwen3Model / LlamaModel / …ForCausalLM checkpoints; an untied head is skipped). */
+  static load(dir: string, backend: Backend, options: DecoderEncoderOptions = {}): { encoder: DecoderEncoder; unused: readonly string[] } {
+    const { model, unused } = loadDecoderModel(dir, backend, { ...(options.dtype ? { dtype: options.dtype } : {}), withoutHead: true });
+    try {
+      return { encoder: new DecoderEncoder(model, options.maxPassTokens === undefined ? {} : { maxPassTokens: options.maxPassTokens }), unused };
+    } catch (error) {
+      model.free();
+      throw error;
+    }
+  }
+
+  get backend(): Backend { return this.model.backend; }
+  get dtype(): FloatDType { return this.model.dtype; }
+  get hidden(): number { return this.model.arch.hidden; }
+  get layerCount(): number { return this.model.arch.layers; }
+  get vocabSize(): number { return this.model.vocabSize; }
+  /** A decoder has no padding id of its own (padded positions are never attended or pooled): its first end-of-sequence id, else 0. */
+  get padTokenId(): number { return this.model.arch.eosTokenIds[0] ?? 0; }
+  /** The most tokens a sequence may have: the model's positions, within one pass. */
+  get maxTokens(): number { return Math.min(this.model.arch.maxPositions, this.maxPassTokens); }
+
+  /**
+   * One vector a sequence, queued (wait() reads it): `inputIds` [B][L] with `attentionMask` (default all ones)
+   * marking each row's tokens as one run of ones — at the right (right padding) or the left (left padding).
+   */
+  embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: EmbeddingOptions = {}): PendingEmbeddings {
+    checkedPooling(options.pooling, 'decoder embeddings');
+    return this.pass(this.check(inputIds, attentionMask), ({ batch, hidden, temp }) => poolLater(this.backend, hidden, batch, options, temp, 'decoder embeddings'));
+  }
+
+  embeddings(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: EmbeddingOptions = {}): Float32Array[] {
+    return this.embeddingsLater(inputIds, attentionMask, options).wait();
+  }
+
+  free(): void {
+    if (this.freed) return;
+    this.freed = true;
+    this.forward.free();
+    this.model.free();
+  }
+
+  /** The batch as the pass reads it: each row's tokens moved to the front (right padding), lengths counted. */
+  private check(inputIds: readonly (readonly number[])[], attentionMask: readonly (readonly number[])[] | undefined): DecoderBatch {
+    if (this.freed) throw new ArgumentError('decoder encoder: used after free()');
+    const B = inputIds.length, L = inputIds[0]?.length ?? 0, V = this.vocabSize;
+    if (B === 0 || L === 0) throw new ArgumentError(`decoder embeddings: input_ids must be a non-empty [B, L] batch, got ${B} × ${L}`);
+    if (attentionMask !== undefined && attentionMask.length !== B) throw new ArgumentError(`decoder embeddings: attention_mask has ${attentionMask.length} rows, input_ids ${B}`);
+    if (B * L > this.maxPassTokens) throw new ArgumentError(`decoder embeddings: a batch of ${B} × ${L} tokens is more than one pass takes (maxPassTokens = ${this.maxPassTokens})`);
+    if (L > this.model.arch.maxPositions) throw new ArgumentError(`decoder embeddings: sequences of ${L} tokens; the model has ${this.model.arch.maxPositions} positions`);
+    const ids = new Int32Array(B * L), lengths = new Int32Array(B);
+    for (let s = 0; s < B; s++) {
+      const row = inputIds[s]!, mask = attentionMask?.[s];
+      if (row.length !== L) throw new ArgumentError(`decoder embeddings: input_ids[${s}] has ${row.length} tokens, input_ids[0] ${L}; a batch is rectangular`);
+      if (mask !== undefined && mask.length !== L) throw new ArgumentError(`decoder embeddings: attention_mask[${s}] has ${mask.length} entries, input_ids[${s}] ${L}`);
+      const on = (l: number) => (mask === undefined ? 1 : mask[l]);
+      let first = 0;
+      while (first < L && on(first) === 0) first++;
+      let end = first;
+      while (end < L && on(end) === 1) end++;
+      for (let l = 0; l < L; l++) {
+        const m = on(l);
+        if (m !== 0 && m !== 1) throw new ArgumentError(`decoder embeddings: attention_mask[${s}][${l}] is ${String(m)}; expected 0 or 1`);
+        if (m === 1 && l >= end) throw new ArgumentError(`decoder embeddings: attention_mask[${s}] has a gap (a 0 at ${end} between ones); a row's tokens are one run, padded at the left or the right`);
+      }
+      if (end === first) throw new ArgumentError(`decoder embeddings: attention_mask[${s}] is all zeros; every sequence needs at least one token`);
+      for (let l = first; l < end; l++) {
+        const t = row[l]!;
+        if (!Number.isSafeInteger(t) || t < 0 || t >= V) throw new ArgumentError(`decoder embeddings: input_ids[${s}][${l}] is ${t}, outside the vocabulary [0, ${V})`);
+        ids[s * L + l - first] = t;
+      }
+      ids.fill(this.padTokenId, s * L + end - first, (s + 1) * L);
+      lengths[s] = end - first;
+    }
+    return { batch: B, length: L, ids, lengths };
+  }
+
+  /** Every layer over `batch`, then `read(pass)` before the pass's temporaries are freed. */
+  private pass<T>(batch: DecoderBatch, read: (pass: { batch: DecoderBatch; hidden: Tensor; temp: TemporaryTensor }) => T): T {
+    const b = this.backend, f = this.forward, arch = this.model.arch, dtype = this.dtype;
+    const { batch: B, length: L } = batch, R = B * L, { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
+    const temporaries: Tensor[] = [];
+    const temp: TemporaryTensor = (shape, type) => { const t = b.empty(shape, type); temporaries.push(t); return t; };
+    try {
+      const tokens = temp([R], 'i32'), positions = temp([R], 'i32'), lengths = temp([B], 'i32');
+      b.upload(tokens, batch.ids);
+      b.upload(positions, Int32Array.from({ length: R }, (_, r) => r % L));
+      b.upload(lengths, batch.lengths);
+      const v = f.rows(R);
+      const keys = temp([B, Hkv, L, d], dtype), values = temp([B, Hkv, L, d], dtype), context = temp([B, Hq, L, d], dtype), lse = temp([B, Hq, L], 'f32');
+      const q = b.view(v.q, 0, [B, Hq, L, d]), merged = b.view(v.attn, 0, [B, L, Hq, d]);
+      const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
+      f.embed(b, v, tokens, positions);
+      f.blocks(b, v, (l) => {
+        // The pass's keys and values are its whole "cache": [B, Hkv, L, d], position l of row b at [b, :, l].
+        b.qkvRopeAppend({ qkv: v.qkv, positions, q, kCache: keys, vCache: values, ...rope, ...f.qkvExtras(l) });
+        b.flashAttentionForward({ q, k: keys, v: values, out: context, lse, scale: 1 / Math.sqrt(d), causal: true, keyLengths: lengths });
+        b.permute0213({ x: context, out: merged });
+        return v.attn;
+      });
+      return read({ batch, hidden: v.h, temp });
+    } finally {
+      // Freed while queued work may still read them: the CUDA allocator is stream-ordered; the CPU ran the ops already.
+      for (const t of temporaries) b.free(t);
+    }
+  }
+}
