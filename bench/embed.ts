@@ -1,7 +1,8 @@
-// `npm run bench:embed`: sentence embeddings from a BERT-base-size encoder — fuseformer's Embedder (the
-// engine behind `fuseformer embed` and the /v1/embeddings server) against Hugging Face BertModel + mean
-// pooling in PyTorch eager and torch.compile, in the same run (bench/hf_embed.py), on the same 2,048 token
-// sequences of 8–256 tokens:
+// `npm run bench:embed`: sentence embeddings from a BERT-base-size encoder (--model bert, the default) or a
+// Qwen3-Embedding-0.6B-size decoder (--model qwen3: last-token pooling, `npm run bench:embed-decoder`) —
+// fuseformer's Embedder (the engine behind `fuseformer embed` and the /v1/embeddings server) against Hugging
+// Face BertModel + mean pooling / Qwen3Model + its last token in PyTorch eager and torch.compile, in the same run
+// (bench/hf_embed.py), on the same 2,048 token sequences of 8–256 tokens:
 //   1. correctness: each of our vectors against HF's (fp32 math on the same weights): cosine ≥ 0.999 in bf16,
 //      ‖ours − HF‖ / ‖HF‖ ≤ 1e-4 in fp32;
 //   2. speed: all sequences embedded in batches of 32 (median wall time over --reps, CUDA-synchronised, after
@@ -11,7 +12,7 @@
 //      (token ids, base64 answers), through EmbeddingServer on the same Embedder: sequences/s end to end.
 // Writes --json (bench/results/embed.json) and prints a table.
 //
-// Usage: node dist/bench/embed.js [--json bench/results/embed.json] [--python python3] [--reps 5] [--keep DIR]
+// Usage: node dist/bench/embed.js [--model bert|qwen3] [--json bench/results/embed.json] [--python python3] [--reps 5] [--keep DIR]
 //        [--dtypes bf16,f32] [--no-hf (ours only: no baseline, no correctness check)] [--no-compile]
 //        [--round-inputs N (the server's most inputs a round; default its own, 512)]
 
@@ -32,8 +33,11 @@ const { values: cli } = parseArgs({
     json: { type: 'string', default: 'bench/results/embed.json' }, python: { type: 'string', default: 'python3' },
     reps: { type: 'string', default: '5' }, keep: { type: 'string' }, 'no-compile': { type: 'boolean', default: false },
     'no-hf': { type: 'boolean', default: false }, dtypes: { type: 'string', default: 'bf16,f32' }, 'round-inputs': { type: 'string' },
+    model: { type: 'string', default: 'bert' },
   },
 });
+if (cli.model !== 'bert' && cli.model !== 'qwen3') throw new Error(`--model must be bert or qwen3, got '${cli.model}'`);
+const pooling = cli.model === 'bert' ? 'mean' : 'last';
 const reps = Number(cli.reps);
 const BATCH = 32, CLIENTS = 64, PER_REQUEST = 16;
 const dir = cli.keep ?? mkdtempSync(join(tmpdir(), 'fuseformer-bench-embed-'));
@@ -44,7 +48,8 @@ function python(args: string[]): void {
   if (run.status !== 0) throw new Error(`hf_embed.py ${args[0]} failed (status ${run.status}): ${(run.stderr || String(run.error)).slice(-2000)}`);
 }
 
-if (!existsSync(join(dir, 'sequences.json'))) python(['build', dir]);
+// The decoder's workload: 1,024 sequences (a 0.6B model's pass over 2,048 takes seconds in HF eager).
+if (!existsSync(join(dir, 'sequences.json'))) python(['build', dir, '--model', cli.model!, ...(cli.model === 'qwen3' ? ['--sequences', '1024'] : [])]);
 const sequences = (JSON.parse(readFileSync(join(dir, 'sequences.json'), 'utf8')) as { sequences: number[][] }).sequences;
 const tokens = sequences.reduce((n, s) => n + s.length, 0);
 const { backend } = await selectBackend();
@@ -56,7 +61,7 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
   if (!cli['no-hf']) python(['run', dir, '--dtype', dtype, '--batch-size', String(BATCH), '--reps', String(reps), ...(cli['no-compile'] || dtype === 'f32' ? ['--no-compile'] : [])]);
   const hf = cli['no-hf'] ? { vectors: [], timings: {} as Record<string, number>, torch: '', device: '' }
     : JSON.parse(readFileSync(join(dir, `hf-${dtype}.json`), 'utf8')) as { vectors: number[][]; timings: Record<string, number>; torch: string; device: string };
-  const embedder = Embedder.load(dir, backend, { dtype, batchSize: BATCH, pooling: 'mean', normalize: true });
+  const embedder = Embedder.load(dir, backend, { dtype, batchSize: BATCH, pooling, normalize: true });
   try {
     // 1. Correctness.
     const ours = embedder.embedSequences(sequences);
@@ -97,7 +102,7 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
       rounds.push({ inputs: batch.length, ms: performance.now() - t0 });
       return out;
     };
-    const server = new EmbeddingServer(timed, { modelName: 'bert', maxQueuedInputs: sequences.length, ...(cli['round-inputs'] ? { maxRoundInputs: Number(cli['round-inputs']) } : {}) });
+    const server = new EmbeddingServer(timed, { modelName: cli.model!, maxQueuedInputs: sequences.length, ...(cli['round-inputs'] ? { maxRoundInputs: Number(cli['round-inputs']) } : {}) });
     const address = await server.listen(0);
     const script = `const seqs = JSON.parse(require('fs').readFileSync(${JSON.stringify(join(dir, 'sequences.json'))}, 'utf8')).sequences;
       const requests = []; for (let i = 0; i < seqs.length; i += ${PER_REQUEST}) requests.push(seqs.slice(i, i + ${PER_REQUEST}));
@@ -114,7 +119,7 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     console.log(`${dtype} over HTTP: ${rounds.length} rounds in ${reps + 1} passes (${perPass.toFixed(1)} a pass, ${(sequences.length / perPass).toFixed(1)} inputs a round); compute ${computeMs.toFixed(1)} ms a pass of ${httpMs.toFixed(1)} ms; round sizes ${rounds.slice(0, 12).map((r) => `${r.inputs}:${r.ms.toFixed(1)}ms`).join(' ')} …`);
     const rate = (t: number | undefined) => (t === undefined ? undefined : Math.round(sequences.length / (t / 1000)));
     rows.push({
-      dtype, sequences: sequences.length, tokens, batch: BATCH, worst_cosine: worstCosine, worst_rel_err: worstRel, correct,
+      model: cli.model, dtype, sequences: sequences.length, tokens, batch: BATCH, worst_cosine: worstCosine, worst_rel_err: worstRel, correct,
       ours_ms: ms, ours_seq_per_s: rate(ms), http_ms: httpMs, http_seq_per_s: rate(httpMs),
       hf_eager_ms: hf.timings['eager'], hf_eager_sorted_ms: hf.timings['eager_sorted'], hf_compile_sorted_ms: hf.timings['compile_sorted'],
       http_rounds_per_pass: perPass, http_compute_ms_per_pass: computeMs,
@@ -127,7 +132,7 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
 }
 
 const f = (x: unknown, d = 1) => (typeof x === 'number' ? x.toFixed(d) : '—');
-console.log(`\nbench:embed — BERT-base (random weights), ${sequences.length} sequences of 8–256 tokens (${tokens} tokens), batches of ${BATCH}, mean pooling + L2 norm; ${backend.description}`);
+console.log(`\nbench:embed — ${cli.model === 'bert' ? 'BERT-base' : 'Qwen3-Embedding-0.6B-size Qwen3Model'} (random weights), ${sequences.length} sequences of 8–256 tokens (${tokens} tokens), batches of ${BATCH}, ${pooling} pooling + L2 norm; ${backend.description}`);
 console.log('| dtype | correct | worst cosine / rel err | ours ms (seq/s) | over HTTP ms (seq/s) | HF eager ms | HF eager sorted | torch.compile sorted | vs eager sorted / compile |');
 console.log('|---|---|---|---:|---:|---:|---:|---:|---|');
 for (const r of rows) {
