@@ -31,13 +31,20 @@ import type { SampleTokensSpec } from './sample-tokens.js';
 import { keptThresholdCode, PENALTY_MASK, ROW_ADVANCE, ROW_STATE, samplingDeviceCode } from './sample-tokens.js';
 import { kernelIdentifier } from './row-kernels.js';
 
-/** Blocks per row and threads per block of the cluster kernel, or null where it does not pay (small vocabularies). */
-export function sampleTokensCluster(classes: number, vec: number): { cluster: number; threads: number } | null {
-  const vectors = Math.ceil(classes / vec);
+/**
+ * Blocks per row and threads per block of the cluster kernel for `rows` rows on `multiProcessorCount` SMs, or
+ * null where it does not pay (small vocabularies). 8 blocks (the largest portable cluster) from 4096 vectors a
+ * row (GPT-2's 50k in 16-bit is 6.3k), else 4 — and 4 where 8 a row would pass one block an SM while each
+ * thread would hold fewer than 3 vectors: there the cluster barriers cost more than the split saves (session 52,
+ * H100, µs: GPT-2's vocabulary at 32 rows, top-k 50 + top-p 0.9 87 at 8 × 512 against 63 at 4 × 512, top-k 43
+ * against 33; Llama 3's 128k, 3.9 vectors a thread, keeps 8: top-p 117 against 127).
+ */
+export function sampleTokensCluster(classes: number, vec: number, rows = 1, multiProcessorCount = 132): { cluster: number; threads: number } | null {
+  const vectors = Math.ceil(classes / vec), threads = 512;
   if (classes < 16384) return null;
   if (sampleTokensClusterShape.shape) return sampleTokensClusterShape.shape;
-  // 8 blocks (the largest portable cluster) from 4096 vectors (GPT-2's 50k in 16-bit is 6.3k: ≥ 1.5 a thread), else 4.
-  return { cluster: vectors >= 4096 ? 8 : 4, threads: 512 };
+  const wide = vectors >= 4096 && (rows * 8 <= multiProcessorCount || vectors >= 3 * 8 * threads);
+  return { cluster: wide ? 8 : 4, threads };
 }
 
 /**

@@ -761,7 +761,7 @@ export function sampleTokens(host: KernelHost, args: SampleTokensArgs): void {
     arg.ptr(p.tokens), arg.ptr(p.finished), arg.ptr(p.limits), arg.ptr(p.stopIds), arg.i32(stopSlots),
   ];
   const argmaxArg = argmax ? [arg.ptr(devicePtr(c, 'argmax', argmax))] : [];
-  const cluster = host.clusters && sampleTokensClusterOption.enabled && !sampleTokensPreload.enabled && sampleTokensForcedSplits.splits === undefined ? sampleTokensCluster(classes, vec) : null;
+  const cluster = host.clusters && sampleTokensClusterOption.enabled && !sampleTokensPreload.enabled && sampleTokensForcedSplits.splits === undefined ? sampleTokensCluster(classes, vec, B, host.multiProcessorCount) : null;
   if (cluster) {
     const clusterSpec: SampleTokensSpec = { dtype, classes, vec, threads: cluster.threads, splits: cluster.cluster, ...(argmax ? { argmax: true } : {}) };
     host.kernel(sampleTokensClusterKey(clusterSpec), () => sampleTokensClusterSource(clusterSpec)).launch({ grid: [cluster.cluster, B], block: cluster.threads }, [...rowArgs, ...argmaxArg]);
@@ -791,6 +791,7 @@ export function catalog(): KernelSource[] {
     sampleTokensSource({ dtype: 'f32', classes: 300, vec: 4, threads: 256, splits: 1 }),
     // Thread-block clusters: GPT-2's and Llama 3's vocabularies, with and without the packed greedy picks.
     sampleTokensClusterSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 512, splits: 8 }),
+    sampleTokensClusterSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 512, splits: 4 }),
     sampleTokensClusterSource({ dtype: 'bf16', classes: 128256, vec: 8, threads: 512, splits: 8, argmax: true }),
     sampleTokensClusterSource({ dtype: 'f32', classes: 32000, vec: 4, threads: 512, splits: 8 }),
     tokenProbabilitiesSource({ dtype: 'bf16', classes: 50257, vec: 8, threads: 1024, splits: 1 }),
