@@ -1,5 +1,5 @@
 // Where a batch of sentence embeddings spends its time on the GPU: the Embedder's pass over one batch of
-// 32 sequences (of the median length in bench:embed's workload) profiled op by op (src/profile), and the
+// 32 sequences (of the median length in bench:embed's workload, BERT's or --model qwen3's decoder) profiled op by op (src/profile), and the
 // whole workload timed per batch as wall time against device time (CUDA events), to tell host-bound
 // batches from slow kernels. Needs the directory bench:embed builds (bench/hf_embed.py build DIR).
 //
@@ -23,9 +23,10 @@ const sequences = (JSON.parse(readFileSync(join(dir, 'sequences.json'), 'utf8'))
 const { backend } = await selectBackend();
 const cuda = backend as CudaBackend;
 const tap = new ProfilingBackend(backend);
-const embedder = Embedder.load(dir, tap.backend, { dtype: values.dtype as FloatDType, batchSize: 32, pooling: 'mean', normalize: true });
+// The model's own pooling: mean for bench:embed's BERT, the last token for its Qwen3 (--model qwen3).
+const embedder = Embedder.load(dir, tap.backend, { dtype: values.dtype as FloatDType, batchSize: 32, normalize: true });
 const sorted = [...sequences].sort((a, b) => b.length - a.length);
-const middle = sorted.slice(1008, 1040);
+const middle = sorted.slice(Math.max(0, (sorted.length >> 1) - 16), Math.max(0, (sorted.length >> 1) - 16) + 32);
 if (values['host-only']) {
   // For node --cpu-prof: the whole workload three times, nothing else.
   embedder.embedSequences(sequences);
