@@ -34,8 +34,8 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
 
   --model DIR              a Hugging Face GPT-2 or Llama directory (config.json, safetensors or pytorch_model.bin,
                            tokenizer.json), or a repository id (org/name[@rev]) in the local Hugging Face cache;
-                           a BERT-family or sentence-transformers directory is served as /v1/embeddings, a
-                           cross-encoder as /v1/rerank (below)
+                           a BERT-family or sentence-transformers directory (Qwen3-Embedding too) is served as
+                           /v1/embeddings, a cross-encoder as /v1/rerank (below)
   --host HOST              address to listen on (default 127.0.0.1)
   --port N                 port (default 8000; 0 = any free port, printed)
   --served-name NAME       the model name clients use (default: the directory's name, or the repository id as
@@ -172,7 +172,7 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   if (isEmbeddingDirectory(dir)) {
     const misplaced = given(DECODER_ONLY_OPTIONS);
-    if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is an embedding model (BERT), served as /v1/embeddings; the option is for generative models`);
+    if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is an embedding model, served as /v1/embeddings; the option is for generative models`);
     if (values.normalize && values['no-normalize']) throw new ArgumentError('--normalize and --no-normalize: give one');
     return serveEmbeddings(dir, {
       port, access, ...(values.host !== undefined ? { host: values.host } : {}), servedName,
@@ -183,7 +183,7 @@ export async function runServe(argv: string[]): Promise<number> {
     });
   }
   const embeddingOnly = given(EMBEDDING_ONLY_OPTIONS);
-  if (embeddingOnly.length > 0) throw new ArgumentError(`--${embeddingOnly[0]}: for embedding models (BERT); '${dir}' is not one`);
+  if (embeddingOnly.length > 0) throw new ArgumentError(`--${embeddingOnly[0]}: for embedding models (BERT-family, sentence-transformers); '${dir}' is not one`);
   if (!existsSync(join(dir, 'config.json'))) throw new ArgumentError(`--model: '${dir}' has no config.json`);
   if (!hasTokenizer(dir)) throw new ArgumentError(`--model: '${dir}' has no tokenizer.json (nor a Llama tokenizer.model) (needed to encode prompts and decode the output)`);
   const engineOptions = {

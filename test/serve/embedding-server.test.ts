@@ -6,7 +6,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -138,6 +138,32 @@ test('a sentence-transformers directory: CLS pooling, unit length, texts cut to 
   assert.match(await (await fetch(`${base}/metrics`)).text(), /^fuseformer_embedding_inputs_truncated_total 1$/m);
 });
 
+test('a decoder embedding model (the Qwen3-Embedding-shaped fixture): SentenceTransformer.encode\'s vectors, prompt_name before each text, an unknown prompt a 400', async () => {
+  const fixture = join('test', 'fixtures', 'qwen3-embedding');
+  const expected = (JSON.parse(readFileSync(join(fixture, 'expected.json'), 'utf8')) as { texts: string[]; cases: { prompt_name: string | null; vectors: number[][] }[] });
+  const decoder = Embedder.load(join(fixture, 'model'), new CpuBackend(), { dtype: 'f32' });
+  try {
+    const { client, base } = await start(decoder);
+    for (const c of expected.cases) {
+      const body = { model: 'tiny-bert', input: expected.texts, encoding_format: 'float' as const, ...(c.prompt_name ? { prompt_name: c.prompt_name } : {}) };
+      const answer = await client.embeddings.create(body as Parameters<typeof client.embeddings.create>[0]);
+      answer.data.forEach((d, i) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - c.vectors[i]![h]!) < 2e-6, `${c.prompt_name ?? 'no prompt'} text ${i} element ${h}`)));
+    }
+    const bad = await fetch(`${base}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: 'whale', prompt_name: 'passage' }) });
+    assert.equal(bad.status, 400);
+    const error = (await bad.json() as { error: { param: string; message: string } }).error;
+    assert.equal(error.param, 'prompt_name');
+    assert.match(error.message, /no prompt named 'passage'; the model's prompts are 'document', 'query'/);
+    const ids = await fetch(`${base}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: [[5, 6]], prompt_name: 'query' }) });
+    assert.equal(ids.status, 400);
+    assert.match((await ids.json() as { error: { message: string } }).error.message, /token ids; 'prompt_name' applies to texts only/);
+  } finally {
+    const running = started.pop()!;
+    await running.server.close();
+    decoder.free();
+  }
+});
+
 test('bad requests get OpenAI-shaped errors naming the field', async () => {
   const { client, base } = await start(embedder, { maxBodyBytes: 4096 });
   const post = async (body: unknown, path = '/v1/embeddings') => {
@@ -190,7 +216,7 @@ test('a full queue answers 429; shutdown answers 503 and /health says so', async
 test('fuseformer serve --model BERT_DIR serves /v1/embeddings; generative-model options are refused by name', async () => {
   const refused = spawnSync(process.execPath, [MAIN_JS, 'serve', '--model', dir, '--backend', 'cpu', '--draft', dir], { encoding: 'utf8' });
   assert.notEqual(refused.status, 0);
-  assert.match(refused.stderr, /--draft: '.*bert' is an embedding model \(BERT\), served as \/v1\/embeddings; the option is for generative models/);
+  assert.match(refused.stderr, /--draft: '.*bert' is an embedding model, served as \/v1\/embeddings; the option is for generative models/);
   const child = spawn(process.execPath, [MAIN_JS, 'serve', '--model', dir, '--backend', 'cpu', '--port', '0', '--served-name', 'b'], { stdio: ['ignore', 'ignore', 'pipe'] });
   try {
     const port = await new Promise<number>((resolve, reject) => {
