@@ -287,11 +287,14 @@ class LibraryBackedTokenizer implements Tokenizer {
     return ids;
   }
 
+  /** The special tokens the post-processor adds to one text (counted on first use). */
+  private singleSpecials: number | undefined;
+
   encodeTruncated(text: string, maxTokens: number): { ids: number[]; truncated: boolean } {
     if (typeof text !== 'string') throw new ArgumentError(`${this.source}: encodeTruncated takes text, got ${text === null ? 'null' : typeof text}`);
     const join = this.library.post_processor;
     let tokens = this.library.tokenize(text, { add_special_tokens: false });
-    const specials = join ? join([], null, true).tokens.length : 0;
+    const specials = (this.singleSpecials ??= join ? join([], null, true).tokens.length : 0);
     if (maxTokens - specials < 1) throw new ArgumentError(`${this.source}: a text needs ${specials} special tokens and one of its own; ${maxTokens} do not fit that`);
     const truncated = tokens.length > maxTokens - specials;
     if (truncated) tokens = tokens.slice(0, maxTokens - specials);
