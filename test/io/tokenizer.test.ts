@@ -64,6 +64,29 @@ test('a WordPiece (BERT-style) tokenizer.json loads, encodes and decodes', () =>
   assert.equal(bert.tokenToId('absent'), undefined);
 });
 
+test('encodeTruncated cuts the text\'s own tokens so that they and the post-processor\'s fit, wherever its special tokens go', () => {
+  const [hello, world, play, ing, s] = ['hello', 'world', 'play', '##ing', '##s'].map((t) => BERT_VOCAB.indexOf(t));
+  const text = 'hello world playings';
+  const load = (name: string, edit: (json: Record<string, unknown>) => void) => {
+    const json = bertTokenizerJson();
+    edit(json);
+    return loadTokenizer(join(modelDir(name, { 'tokenizer.json': json }), 'tokenizer.json'));
+  };
+  const both = load('both', () => {});
+  assert.deepEqual(both.encodeTruncated!(text, 100), { ids: [2, hello, world, play, ing, s, 3], truncated: false });
+  assert.deepEqual(both.encodeTruncated!(text, 5), { ids: [2, hello, world, play, 3], truncated: true });
+  // A leading special token only (as Llama's BOS): the end of the text goes, nothing is kept past it.
+  const leading = load('leading', (json) => {
+    const processor = json['post_processor'] as { single: unknown[] };
+    processor.single = processor.single.slice(0, 2);
+  });
+  assert.deepEqual(leading.encodeTruncated!(text, 4), { ids: [2, hello, world, play], truncated: true });
+  // No post-processor: the text's tokens alone.
+  const none = load('none', (json) => { json['post_processor'] = null; });
+  assert.deepEqual(none.encodeTruncated!(text, 3), { ids: [hello, world, play], truncated: true });
+  assert.throws(() => both.encodeTruncated!(text, 2), /a text needs 2 special tokens and one of its own; 2 do not fit that/);
+});
+
 test('a directory path finds tokenizer.json; special tokens may be {content} objects; chat_template.jinja is read', () => {
   const dir = modelDir('bert-dir', {
     'tokenizer.json': bertTokenizerJson(),
