@@ -1,6 +1,6 @@
 // fuseformer's public API: what `import { … } from 'fuseformer'` gives a TypeScript program. The backends
 // and their tensors; Hugging Face model directories for inference (GPT-2, Llama family, BERT, Marian),
-// generation and serving; training; tokenizers and safetensors; quantization; the errors every one of
+// generation and serving; sentence embeddings and reranking; training; tokenizers and safetensors; quantization; the errors every one of
 // them throws. The CUDA backend is reached through selectBackend(), which loads it only where a GPU is.
 
 export { selectBackend } from './backend/index.js';
@@ -25,6 +25,14 @@ export { DecodeEngine } from './infer/engine.js';
 export type { EngineOptions, SequenceRequest } from './infer/engine.js';
 export { BertEncoder, padSequences } from './infer/bert.js';
 export type { BertLoadOptions, BertEmbeddingOptions, BertEncoding, LoadedBert } from './infer/bert.js';
+// Sentence embeddings (BERT-family and decoder models such as Qwen3-Embedding) and cross-encoder reranking.
+export { Embedder, EmbedInputError } from './infer/embedder.js';
+export type { EmbedderOptions, Embedded, PromptOptions, SentenceEncoder } from './infer/embedder.js';
+export { DecoderEncoder } from './infer/decoder-encoder.js';
+export type { DecoderEncoderOptions } from './infer/decoder-encoder.js';
+export type { Pooling, EmbeddingOptions, PendingEmbeddings } from './infer/pooling.js';
+export { Reranker } from './infer/reranker.js';
+export type { RerankerOptions, Reranked } from './infer/reranker.js';
 export { loadSeq2Seq, translate, translateText } from './infer/seq2seq.js';
 export type { Translator, TranslateOptions, Translation } from './infer/seq2seq.js';
 export { loadQuantizedDecoderModel, quantizeDecoderModel, quantizeLmHead } from './infer/quantized.js';
@@ -40,6 +48,10 @@ export { ServingEngine } from './serve/engine.js';
 export type { ServingEngineOptions, ServingSpeculation, GenerationRequest, TokenEvent, FinishReason, EngineStats } from './serve/engine.js';
 export { InferenceServer } from './serve/server.js';
 export type { ServerOptions, ServedEngine } from './serve/server.js';
+export { EmbeddingServer } from './serve/embedding-server.js';
+export type { EmbeddingServerOptions } from './serve/embedding-server.js';
+export { RerankServer } from './serve/rerank-server.js';
+export type { RerankServerOptions } from './serve/rerank-server.js';
 export { warmUp } from './serve/warmup.js';
 export type { WarmupReport } from './serve/warmup.js';
 

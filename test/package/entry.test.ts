@@ -14,7 +14,7 @@ test('package.json main and types exist after the build; the entry exports the p
   assert.ok(existsSync(join(root, pkg.main)), `main: ${pkg.main}`);
   assert.ok(existsSync(join(root, pkg.types)), `types: ${pkg.types}`);
   const api = await import(join(root, pkg.main)) as Record<string, unknown>;
-  for (const name of ['selectBackend', 'CpuBackend', 'loadDecoderModel', 'generateText', 'ServingEngine', 'InferenceServer', 'trainLanguageModel', 'loadTokenizer', 'writeSafetensors', 'ArgumentError', 'BertEncoder', 'loadSeq2Seq', 'quantizeDecoderModel', 'padSequences', 'warmUp', 'quantizeDecoder', 'saveQuantizedModel', 'loadQuantizedModel']) {
+  for (const name of ['selectBackend', 'CpuBackend', 'loadDecoderModel', 'generateText', 'ServingEngine', 'InferenceServer', 'trainLanguageModel', 'loadTokenizer', 'writeSafetensors', 'ArgumentError', 'BertEncoder', 'loadSeq2Seq', 'quantizeDecoderModel', 'padSequences', 'warmUp', 'quantizeDecoder', 'saveQuantizedModel', 'loadQuantizedModel', 'Embedder', 'DecoderEncoder', 'Reranker', 'EmbeddingServer', 'RerankServer']) {
     assert.equal(typeof api[name], 'function', name);
   }
   const backend = new (api['CpuBackend'] as new () => { name: string })();
