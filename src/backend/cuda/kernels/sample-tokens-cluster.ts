@@ -30,22 +30,32 @@ import { CLUSTER_LIB } from './device-lib.js';
 import type { SampleTokensSpec } from './sample-tokens.js';
 import { keptThresholdCode, PENALTY_MASK, ROW_ADVANCE, ROW_STATE, samplingDeviceCode } from './sample-tokens.js';
 import { kernelIdentifier } from './row-kernels.js';
+import { envFlag } from '../env-switch.js';
 
 /**
  * Blocks per row and threads per block of the cluster kernel for `rows` rows on `multiProcessorCount` SMs, or
- * null where it does not pay (small vocabularies). 8 blocks (the largest portable cluster) from 4096 vectors a
- * row (GPT-2's 50k in 16-bit is 6.3k), else 4 — and 4 where 8 a row would pass one block an SM while each
- * thread would hold fewer than 3 vectors: there the cluster barriers cost more than the split saves (session 52,
- * H100, µs: GPT-2's vocabulary at 32 rows, top-k 50 + top-p 0.9 87 at 8 × 512 against 63 at 4 × 512, top-k 43
- * against 33; Llama 3's 128k, 3.9 vectors a thread, keeps 8: top-p 117 against 127).
+ * null where the one-block kernel takes the rows: 8 blocks (the largest portable cluster) from 4096 vectors a row
+ * (GPT-2's 50k in 16-bit is 6.3k), none below. With sampleTokensClusterFour, 4 blocks too — below 4096 vectors,
+ * and where 8 a row would pass one block an SM while each thread would hold fewer than 3 vectors: there the
+ * cluster barriers cost more than the split saves (session 52, H100, µs: GPT-2's vocabulary at 32 rows, top-k 50 +
+ * top-p 0.9 87 at 8 × 512 against 63 at 4 × 512, top-k 43 against 33; Llama 3's 128k, 3.9 vectors a thread,
+ * keeps 8: top-p 117 against 127).
  */
 export function sampleTokensCluster(classes: number, vec: number, rows = 1, multiProcessorCount = 132): { cluster: number; threads: number } | null {
   const vectors = Math.ceil(classes / vec), threads = 512;
   if (classes < 16384) return null;
   if (sampleTokensClusterShape.shape) return sampleTokensClusterShape.shape;
+  if (!sampleTokensClusterFour.enabled) return vectors >= 4096 ? { cluster: 8, threads } : null;
   const wide = vectors >= 4096 && (rows * 8 <= multiProcessorCount || vectors >= 3 * 8 * threads);
   return { cluster: wide ? 8 : 4, threads };
 }
+
+/**
+ * FUSEFORMER_SAMPLE_CLUSTER_FOUR=1 (read once): clusters of 4 blocks where sampleTokensCluster says they pay. Opt-in
+ * until their op cases have run on a GPU (the 8-block kernel's have; the emulator runs no clusters): the same
+ * kernel with SPLITS = 4, timed in session 52's shape sweep only.
+ */
+export const sampleTokensClusterFour: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_CLUSTER_FOUR', process.env['FUSEFORMER_SAMPLE_CLUSTER_FOUR'], false) };
 
 /**
  * FUSEFORMER_SAMPLE_CLUSTER_SHAPE=C,THREADS (a probe, read once): every cluster-sampled row in C blocks (2, 4 or 8)

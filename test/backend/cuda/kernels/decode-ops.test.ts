@@ -107,10 +107,10 @@ test('sampleTokens on a Hopper: a large vocabulary\'s rows in thread-block clust
   sampling.sampleTokens(host, args(32, 50304, 'bf16', 50257));
   sampling.sampleTokens(host, args(1, 128256, 'bf16', 128256, true));
   sampling.sampleTokens(host, args(2, 1003, 'f32', 1003));
-  assert.deepEqual(host.launches.map((l) => l.key), ['sample_tokens_cluster.bf16.v50257.vec8.t512.c4', 'sample_tokens_cluster.bf16.v128256.vec8.t512.c8.argmax', 'sample_tokens.f32.v1003.vec1.t256.s2']);
-  assert.deepEqual(host.launches.map((l) => [l.config.grid, l.config.block]), [[[4, 32], 512], [[8, 1], 512], [[2, 2], 256]]);
+  assert.deepEqual(host.launches.map((l) => l.key), ['sample_tokens_cluster.bf16.v50257.vec8.t512.c8', 'sample_tokens_cluster.bf16.v128256.vec8.t512.c8.argmax', 'sample_tokens.f32.v1003.vec1.t256.s2']);
+  assert.deepEqual(host.launches.map((l) => [l.config.grid, l.config.block]), [[[8, 32], 512], [[8, 1], 512], [[2, 2], 256]]);
   assert.match(host.launches[0]!.source, /__cluster_dims__\(SPLITS, 1, 1\)/);
-  assert.match(host.launches[0]!.source, /constexpr int SPLITS = 4;/);
+  assert.match(host.launches[0]!.source, /constexpr int SPLITS = 8;/);
   assert.equal(host.launches[0]!.args.length, 12, 'the row\'s arguments, no partials or counters');
   assert.equal(host.launches[1]!.args.length, 13, 'and the packed picks');
   assert.deepEqual([host.scratchRequests, host.counterRequests], [[2 * 2 * 8], [2]], 'only the small vocabulary\'s split rows');

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { forcedSplitsFromEnv, sampleTokensKey, sampleTokensSource, sampleTokensSplits } from '../../../../src/backend/cuda/kernels/sample-tokens.js';
-import { clusterShapeFromEnv, sampleTokensCluster } from '../../../../src/backend/cuda/kernels/sample-tokens-cluster.js';
+import { clusterShapeFromEnv, sampleTokensCluster, sampleTokensClusterFour } from '../../../../src/backend/cuda/kernels/sample-tokens-cluster.js';
 
 test('FUSEFORMER_SAMPLE_SPLITS: unset leaves the planner; a positive integer forces; anything else is named', () => {
   assert.equal(forcedSplitsFromEnv({}), undefined);
@@ -32,17 +32,24 @@ test('the preload probe (FUSEFORMER_SAMPLE_PRELOAD): its own key, the split\'s f
   assert.match(sampleTokensSource(spec).source, /constexpr bool PRELOAD = false;/);
 });
 
-test('the cluster sampler\'s plan: 8 blocks of 512 threads from 16k classes (4 at many rows of a short row), none below; FUSEFORMER_SAMPLE_CLUSTER_SHAPE parsed or refused by name', () => {
+test('the cluster sampler\'s plan: 8 blocks of 512 threads from 4096 vectors a row, none below; with FUSEFORMER_SAMPLE_CLUSTER_FOUR, 4 blocks below and at many rows of a short row; FUSEFORMER_SAMPLE_CLUSTER_SHAPE parsed or refused by name', () => {
   assert.deepEqual(sampleTokensCluster(50257, 8), { cluster: 8, threads: 512 });
   assert.deepEqual(sampleTokensCluster(128256, 8), { cluster: 8, threads: 512 });
   assert.deepEqual(sampleTokensCluster(16384, 1), { cluster: 8, threads: 512 });
-  assert.deepEqual(sampleTokensCluster(16384, 8), { cluster: 4, threads: 512 }, '2048 vectors: four blocks');
-  // Many rows: GPT-2's 6.3k vectors split 4 ways once 8 blocks a row pass the SMs; Llama 3's 16k stay at 8.
-  assert.deepEqual(sampleTokensCluster(50257, 8, 16, 132), { cluster: 8, threads: 512 });
-  assert.deepEqual(sampleTokensCluster(50257, 8, 17, 132), { cluster: 4, threads: 512 });
-  assert.deepEqual(sampleTokensCluster(50257, 8, 32, 132), { cluster: 4, threads: 512 });
-  assert.deepEqual(sampleTokensCluster(128256, 8, 32, 132), { cluster: 8, threads: 512 });
+  assert.equal(sampleTokensCluster(32000, 8), null, '4000 vectors: the one-block kernel');
+  assert.deepEqual(sampleTokensCluster(50257, 8, 32, 132), { cluster: 8, threads: 512 });
   assert.equal(sampleTokensCluster(16383, 8), null);
+  sampleTokensClusterFour.enabled = true;
+  try {
+    assert.deepEqual(sampleTokensCluster(16384, 8), { cluster: 4, threads: 512 }, '2048 vectors: four blocks');
+    // Many rows: GPT-2's 6.3k vectors split 4 ways once 8 blocks a row pass the SMs; Llama 3's 16k stay at 8.
+    assert.deepEqual(sampleTokensCluster(50257, 8, 16, 132), { cluster: 8, threads: 512 });
+    assert.deepEqual(sampleTokensCluster(50257, 8, 17, 132), { cluster: 4, threads: 512 });
+    assert.deepEqual(sampleTokensCluster(128256, 8, 32, 132), { cluster: 8, threads: 512 });
+    assert.equal(sampleTokensCluster(16383, 8), null);
+  } finally {
+    sampleTokensClusterFour.enabled = false;
+  }
   assert.equal(clusterShapeFromEnv({}), undefined);
   assert.deepEqual(clusterShapeFromEnv({ FUSEFORMER_SAMPLE_CLUSTER_SHAPE: '4,1024' }), { cluster: 4, threads: 1024 });
   for (const bad of ['8', '3,512', '8,500', '8,512,1', 'x']) assert.throws(() => clusterShapeFromEnv({ FUSEFORMER_SAMPLE_CLUSTER_SHAPE: bad }), /FUSEFORMER_SAMPLE_CLUSTER_SHAPE must be C,THREADS/);
