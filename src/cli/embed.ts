@@ -39,6 +39,8 @@ export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--t
   --prompt-name NAME       put the model's prompt NAME before each text (config_sentence_transformers.json's
                            prompts: Qwen3-Embedding's 'query' for search queries; documents take none)
   --prompt TEXT            put TEXT before each text instead
+  --dimensions N           keep each vector's first N values (renormalised when normalising: Matryoshka models
+                           such as Qwen3-Embedding, nomic-embed, mxbai-embed)
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
   --no-normalize           leave the vectors as pooled (where the model directory says to normalise)
   --batch-size N           texts per encoder pass (default 32; a decoder's passes hold at most 16384 tokens)
@@ -70,7 +72,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     options: {
       model: { type: 'string' }, text: { type: 'string', multiple: true }, input: { type: 'string' }, output: { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
       'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
-      'prompt-name': { type: 'string' }, prompt: { type: 'string' },
+      'prompt-name': { type: 'string' }, prompt: { type: 'string' }, dimensions: { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT-family or decoder embedding model directory)');
@@ -90,6 +92,8 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   if (pooling !== undefined && !POOLINGS.includes(pooling)) throw new ArgumentError(`--pooling must be ${POOLINGS.join(', ')}, got '${pooling}'`);
   if (values.prompt !== undefined && values['prompt-name'] !== undefined) throw new ArgumentError('--prompt and --prompt-name: give one');
   const prompt: PromptOptions = values.prompt !== undefined ? { prompt: values.prompt } : values['prompt-name'] !== undefined ? { promptName: values['prompt-name'] } : {};
+  const dimensions = values.dimensions === undefined ? undefined : Number(values.dimensions);
+  if (dimensions !== undefined && !(Number.isSafeInteger(dimensions) && dimensions >= 1)) throw new ArgumentError(`--dimensions must be a positive integer, got '${values.dimensions}'`);
   const attention = values.attention as BertAttentionPath | undefined;
   if (attention !== undefined && !['auto', 'flash', 'materialized'].includes(attention)) throw new ArgumentError(`--attention must be auto, flash or materialized, got '${values.attention}'`);
   const dtype = values.dtype as FloatDType | undefined;
@@ -102,15 +106,16 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   const embedder = Embedder.load(dir, backend, { normalize, batchSize, ...(pooling ? { pooling } : {}), ...(attention ? { attention } : {}), ...(dtype ? { dtype } : {}) });
   try {
     const promptText = embedder.promptText(prompt);
+    const embedOptions = { ...prompt, ...(dimensions !== undefined ? { dimensions: checkedDimensions(embedder, dimensions) } : {}) };
     if (values.input !== undefined) {
-      const { tokens, truncated } = embedLines(embedder, texts, values.input, values.output, output, prompt);
+      const { tokens, truncated } = embedLines(embedder, texts, values.input, values.output, output, embedOptions);
       if (truncated > 0) output.log(`note: ${truncated} line(s) truncated to ${embedder.truncateAt} tokens (sentence-transformers' max_seq_length)\n`);
-      output.log(`[${texts.length} line(s), ${tokens} tokens, ${embedder.dimensions} dimensions${values.output !== undefined ? ` → ${values.output}` : ''}; ${embedder.encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+      output.log(`[${texts.length} line(s), ${tokens} tokens, ${dimensions ?? embedder.dimensions} dimensions${values.output !== undefined ? ` → ${values.output}` : ''}; ${embedder.encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
       return 0;
     }
     let embedded: Embedded;
     try {
-      embedded = embedder.embed(texts, prompt);
+      embedded = embedder.embed(texts, embedOptions);
     } catch (error) {
       // Inputs are numbered from 1 on the command line.
       if (error instanceof EmbedInputError) throw new ArgumentError(error.message.replace(/^input (\d+)/, (_, i: string) => `--text ${Number(i) + 1}`));
@@ -126,7 +131,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     })}\n`);
     const { unused, encoder } = embedder;
     if (unused.length > 0) output.log(`note: ${unused.length} tensor(s) in the checkpoint are not used: ${unused.slice(0, 3).join(', ')}${unused.length > 3 ? ', …' : ''}\n`);
-    output.log(`[${texts.length} text(s), ${tokens} tokens, ${embedder.dimensions} dimensions, ${embedder.pooling} pooling${normalize ? ', normalised' : ''}${promptText ? `, prompt ${JSON.stringify(promptText)}` : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.kind} ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
+    output.log(`[${texts.length} text(s), ${tokens} tokens, ${dimensions ?? embedder.dimensions} dimensions, ${embedder.pooling} pooling${normalize ? ', normalised' : ''}${promptText ? `, prompt ${JSON.stringify(promptText)}` : ''}${sentenceTransformers ? ' (sentence-transformers modules.json)' : ''}; ${encoder.kind} ${encoder.dtype} on ${backend.description} in ${((performance.now() - start) / 1000).toFixed(2)} s]\n`);
     return 0;
   } finally {
     embedder.free();
@@ -134,7 +139,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
 }
 
 /** Lines embedded a chunk at a time (bounded memory) as JSON Lines, to `outputFile` atomically or to `output.out`. */
-function embedLines(embedder: Embedder, lines: readonly string[], inputName: string, outputFile: string | undefined, output: EmbedOutput, prompt: PromptOptions): { tokens: number; truncated: number } {
+function embedLines(embedder: Embedder, lines: readonly string[], inputName: string, outputFile: string | undefined, output: EmbedOutput, options: PromptOptions & { dimensions?: number }): { tokens: number; truncated: number } {
   let file: AtomicFileWriter | undefined;
   try {
     file = outputFile === undefined ? undefined : new AtomicFileWriter(outputFile);
@@ -147,7 +152,7 @@ function embedLines(embedder: Embedder, lines: readonly string[], inputName: str
     for (let first = 0; first < lines.length; first += LINES_A_CHUNK) {
       let embedded: Embedded;
       try {
-        embedded = embedder.embed(lines.slice(first, first + LINES_A_CHUNK), prompt);
+        embedded = embedder.embed(lines.slice(first, first + LINES_A_CHUNK), options);
       } catch (error) {
         // Lines are numbered from 1, across chunks.
         if (error instanceof EmbedInputError) throw new ArgumentError(error.message.replace(/^input (\d+)/, (_, i: string) => `--input ${inputName} line ${first + Number(i) + 1}`));
@@ -163,6 +168,15 @@ function embedLines(embedder: Embedder, lines: readonly string[], inputName: str
     throw error;
   }
   return { tokens, truncated };
+}
+
+/** --dimensions checked against the model's width, named as the option. */
+function checkedDimensions(embedder: Embedder, dimensions: number): number {
+  try {
+    return embedder.checkedDimensions(dimensions);
+  } catch (error) {
+    throw new ArgumentError(`--${(error as Error).message}`);
+  }
 }
 
 /** Lines a chunk of --input: vectors of one chunk are held at a time. */

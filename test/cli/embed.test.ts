@@ -162,3 +162,22 @@ test('embed --input FILE: one JSON line a line of the file, equal to --text\'s v
   await rejects(['--model', dir, '--input', long, '--output', file, '--backend', 'cpu'], /--input .*long\.txt line 2 has 41 tokens; the model takes at most 40/);
   assert.equal(readFileSync(file, 'utf8'), out);
 });
+
+test('embed a Qwen3-Embedding-shaped directory: SentenceTransformer\'s vectors with --prompt-name query; --dimensions keeps the first values, renormalised', async () => {
+  const fixture = join('test', 'fixtures', 'qwen3-embedding');
+  const expected = JSON.parse(readFileSync(join(fixture, 'expected.json'), 'utf8')) as { texts: string[]; cases: { prompt_name: string | null; vectors: number[][] }[] };
+  const query = expected.cases.find((c) => c.prompt_name === 'query')!;
+  const args = ['--model', join(fixture, 'model'), ...expected.texts.flatMap((t) => ['--text', t]), '--backend', 'cpu', '--dtype', 'f32'];
+  const full = JSON.parse((await captured([...args, '--prompt-name', 'query'])).out) as Response;
+  full.data.forEach((d, i) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - query.vectors[i]![h]!) < 2e-6, `text ${i} element ${h}`)));
+  const short = JSON.parse((await captured([...args, '--prompt-name', 'query', '--dimensions', '8'])).out) as Response;
+  short.data.forEach((d, i) => {
+    const head = query.vectors[i]!.slice(0, 8), norm = Math.hypot(...head);
+    d.embedding.forEach((x, h) => assert.ok(Math.abs(x - head[h]! / norm) < 2e-6, `text ${i} element ${h} of 8`));
+  });
+  const rejects = (extra: string[], pattern: RegExp) => assert.rejects(captured([...args, ...extra]), (e: unknown) => e instanceof ArgumentError && pattern.test(e.message), String(pattern));
+  await rejects(['--dimensions', '64'], /--dimensions must be an integer in \[1, 32\]/);
+  await rejects(['--dimensions', 'x'], /--dimensions must be a positive integer, got 'x'/);
+  await rejects(['--prompt-name', 'passage'], /no prompt named 'passage'/);
+  await rejects(['--prompt-name', 'query', '--prompt', 'Q:'], /--prompt and --prompt-name: give one/);
+});
