@@ -43,7 +43,8 @@ export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--t
                            such as Qwen3-Embedding, nomic-embed, mxbai-embed)
   --normalize              scale each vector to unit L2 norm (cosine similarity = dot product)
   --no-normalize           leave the vectors as pooled (where the model directory says to normalise)
-  --batch-size N           texts per encoder pass (default 32; a decoder's passes hold at most 16384 tokens)
+  --batch-size N           texts per encoder pass (default 32)
+  --max-pass-tokens N      a decoder's tokens per pass at most (default 16384; also its longest input)
   --attention auto|flash|materialized
                            a BERT's attention path (default auto: fused flash for 16-bit, materialised scores for
                            f32); decoders run the fused causal attention
@@ -72,7 +73,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     options: {
       model: { type: 'string' }, text: { type: 'string', multiple: true }, input: { type: 'string' }, output: { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
       'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
-      'prompt-name': { type: 'string' }, prompt: { type: 'string' }, dimensions: { type: 'string' },
+      'prompt-name': { type: 'string' }, prompt: { type: 'string' }, dimensions: { type: 'string' }, 'max-pass-tokens': { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT-family or decoder embedding model directory)');
@@ -100,10 +101,12 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
   if (dtype !== undefined && !['bf16', 'f16', 'f32'].includes(dtype)) throw new ArgumentError(`--dtype must be bf16, f16 or f32, got '${dtype}'`);
   const batchSize = values['batch-size'] === undefined ? 32 : Number(values['batch-size']);
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new ArgumentError(`--batch-size must be a positive integer, got '${values['batch-size']}'`);
+  const maxPassTokens = values['max-pass-tokens'] === undefined ? undefined : Number(values['max-pass-tokens']);
+  if (maxPassTokens !== undefined && !(Number.isSafeInteger(maxPassTokens) && maxPassTokens >= 1)) throw new ArgumentError(`--max-pass-tokens must be a positive integer, got '${values['max-pass-tokens']}'`);
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
   const start = performance.now();
-  const embedder = Embedder.load(dir, backend, { normalize, batchSize, ...(pooling ? { pooling } : {}), ...(attention ? { attention } : {}), ...(dtype ? { dtype } : {}) });
+  const embedder = Embedder.load(dir, backend, { normalize, batchSize, ...(maxPassTokens !== undefined ? { maxPassTokens } : {}), ...(pooling ? { pooling } : {}), ...(attention ? { attention } : {}), ...(dtype ? { dtype } : {}) });
   try {
     const promptText = embedder.promptText(prompt);
     const embedOptions = { ...prompt, ...(dimensions !== undefined ? { dimensions: checkedDimensions(embedder, dimensions) } : {}) };

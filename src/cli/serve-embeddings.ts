@@ -25,6 +25,7 @@ export interface EmbeddingServeOptions {
   readonly maxQueue?: number;
   readonly maxBodyBytes?: number;
   readonly batchSize?: number;
+  readonly maxPassTokens?: number;
   readonly pooling?: string;
   readonly normalize?: boolean;
 }
@@ -37,13 +38,14 @@ export const DECODER_ONLY_OPTIONS = [
 ] as const;
 
 /** Options of `fuseformer serve` that only an embedding model has. */
-export const EMBEDDING_ONLY_OPTIONS = ['batch-size', 'pooling', 'normalize', 'no-normalize'] as const;
+export const EMBEDDING_ONLY_OPTIONS = ['batch-size', 'max-pass-tokens', 'pooling', 'normalize', 'no-normalize'] as const;
 
 export async function serveEmbeddings(dir: string, options: EmbeddingServeOptions): Promise<number> {
   if (options.pooling !== undefined && !POOLINGS.includes(options.pooling as Pooling)) throw new ArgumentError(`--pooling must be ${POOLINGS.join(', ')}, got '${options.pooling}'`);
   const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
   const embedder = Embedder.load(dir, backend, {
     ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
+    ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}),
     ...(options.pooling !== undefined ? { pooling: options.pooling as Pooling } : {}), ...(options.normalize !== undefined ? { normalize: options.normalize } : {}),
   });
   try {

@@ -90,19 +90,21 @@ export const SERVE_USAGE = `usage: fuseformer serve --model DIR [options]
                            INT8 W8A8; a quantized directory (\`fuseformer quantize\`, GPTQ, AWQ) loads as it is
   --quantize-lm-head       with --quantize, or on a quantized directory: the LM head too (round-to-nearest)
 
-An embedding model (BERT, RoBERTa, XLM-RoBERTa, MPNet, DistilBERT, or a sentence-transformers directory) serves
-POST /v1/embeddings (input: a string, strings, token ids or arrays of them; encoding_format float | base64;
-dimensions), /v1/models, /health and /metrics; concurrent requests are embedded together in length-sorted
-batches. --host, --port, --served-name, --dtype, --backend, --max-body-bytes apply, and:
+An embedding model (BERT, RoBERTa, XLM-RoBERTa, MPNet, DistilBERT, or a sentence-transformers directory —
+decoder embedding models such as Qwen3-Embedding included) serves POST /v1/embeddings (input: a string, strings,
+token ids or arrays of them; encoding_format float | base64; dimensions; prompt_name: one of the model's prompts),
+/v1/models, /health and /metrics; concurrent requests are embedded together in length-sorted batches. --host,
+--port, --served-name, --dtype, --backend, --max-body-bytes apply, and:
   --max-queue N            inputs waiting at most (default 16384; more get 429)
   --batch-size N           sequences per encoder pass (default 32)
+  --max-pass-tokens N      a decoder's tokens per pass at most (default 16384; also its longest input)
+  --pooling mean|cls|last  default: the sentence-transformers Pooling module's mode, else mean (BERT) or last (decoder)
+  --normalize / --no-normalize  unit-length vectors (default: whether a Normalize module follows)
 
 A cross-encoder (BERT / RoBERTa / XLM-RoBERTa ...ForSequenceClassification with one label: ms-marco-MiniLM,
 bge-reranker) serves POST /v1/rerank (also /rerank; {query, documents, top_n?, return_documents?} → results best
 first, each relevance_score the sigmoid of the model's logit), /v1/models, /health and /metrics; --host, --port,
 --served-name, --dtype, --backend, --max-body-bytes and --batch-size apply.
-  --pooling mean|cls       default: the sentence-transformers Pooling module's mode, else mean
-  --normalize / --no-normalize  unit-length vectors (default: whether a Normalize module follows)
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -146,7 +148,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'reasoning-parser': { type: 'string' }, 'tool-call-parser': { type: 'string' }, 'chat-template': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       'no-graphs': { type: 'boolean' }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean' }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
-      'batch-size': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
+      'batch-size': { type: 'string' }, 'max-pass-tokens': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2, Llama, BERT-family or cross-encoder directory)');
@@ -162,7 +164,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const access = accessOptions(values['api-key'] ?? process.env['FUSEFORMER_API_KEY'], values['allowed-origins']);
   const servedName = values['served-name'] ?? defaultServedName(values.model, dir);
   if (isCrossEncoderDirectory(dir)) {
-    const misplaced = given([...DECODER_ONLY_OPTIONS, 'pooling', 'normalize', 'no-normalize', 'max-queue']);
+    const misplaced = given([...DECODER_ONLY_OPTIONS, 'pooling', 'normalize', 'no-normalize', 'max-queue', 'max-pass-tokens']);
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is a cross-encoder, served as /v1/rerank; the option is for other models`);
     return serveRerank(dir, {
       port, access, ...(values.host !== undefined ? { host: values.host } : {}), servedName,
@@ -179,6 +181,7 @@ export async function runServe(argv: string[]): Promise<number> {
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
       ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}), ...(values.pooling !== undefined ? { pooling: values.pooling } : {}),
+      ...(opt('max-pass-tokens') !== undefined ? { maxPassTokens: opt('max-pass-tokens')! } : {}),
       ...(values.normalize ? { normalize: true } : values['no-normalize'] ? { normalize: false } : {}),
     });
   }

@@ -180,4 +180,9 @@ test('embed a Qwen3-Embedding-shaped directory: SentenceTransformer\'s vectors w
   await rejects(['--dimensions', 'x'], /--dimensions must be a positive integer, got 'x'/);
   await rejects(['--prompt-name', 'passage'], /no prompt named 'passage'/);
   await rejects(['--prompt-name', 'query', '--prompt', 'Q:'], /--prompt and --prompt-name: give one/);
+  await rejects(['--max-pass-tokens', '0'], /--max-pass-tokens must be a positive integer, got '0'/);
+  // A pass of 8 tokens bounds the inputs too: the texts are cut to 8 (sentence-transformers' truncation).
+  const small = JSON.parse((await captured([...args, '--max-pass-tokens', '8'])).out) as Response;
+  assert.equal(small.usage.prompt_tokens, 8 + 8 + 4 + 2);
+  await assert.rejects(captured(['--model', dir, '--text', 'hi', '--backend', 'cpu', '--max-pass-tokens', '64']), /maxPassTokens applies to decoder models/);
 });
