@@ -4,7 +4,8 @@
 # checkpoint, `quantize` it (INT4 AWQ with --eval, INT8 SmoothQuant), `generate` from the quantized
 # directory, `serve` it and talk to the server over HTTP (models, completions, streamed completions,
 # a malformed request, then SIGINT: it drains and exits 0), a BERT trained and `embed`ded (plain and as a
-# sentence-transformers directory), a cross-encoder's `rerank` and /v1/rerank, and `info` / `selftest`.
+# sentence-transformers directory), a decoder embedding model's `embed` with its query prompt, a cross-encoder's
+# `rerank` and /v1/rerank, and `info` / `selftest`.
 # Every step's output is checked; the last lines are a PASS / FAIL table and the exit code is the
 # number of failures. Logs go to $OUT (the device tool's folder) or a temporary directory.
 #
@@ -170,6 +171,17 @@ EOF
 fi
 stop_server
 check serve-embeddings-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
+
+# 6a. A decoder embedding model (the repository's Qwen3-Embedding-shaped fixture): `embed` with its query prompt
+#     gives SentenceTransformer.encode's vectors (test/fixtures/qwen3-embedding/expected.json), in f32.
+decoder_embedding="$repo/test/fixtures/qwen3-embedding"
+$cli embed --model "$decoder_embedding/model" --text "Call me Ishmael." --text "whale" --prompt-name query --dtype f32 \
+  > "$out/smoke-embed-decoder.json" 2> "$out/smoke-embed-decoder.log"; rc=$?
+check embed-decoder "$([ $rc -eq 0 ] && node -e '
+const fs = require("fs"), got = JSON.parse(fs.readFileSync(process.argv[1], "utf8")).data.map((d) => d.embedding);
+const want = JSON.parse(fs.readFileSync(process.argv[2], "utf8")).cases.find((c) => c.prompt_name === "query").vectors;
+const worst = Math.max(...got.map((v, i) => Math.max(...v.map((x, h) => Math.abs(x - want[[0, 2][i]][h])))));
+process.exit(worst < 1e-4 ? 0 : 1);' "$out/smoke-embed-decoder.json" "$decoder_embedding/expected.json" && echo 1)"
 
 # 6b. A cross-encoder (the repository's tiny fixture): `rerank` ranks best first; the same directory served as
 #     /v1/rerank gives the same scores over HTTP; SIGINT exits 0.
