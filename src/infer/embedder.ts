@@ -147,6 +147,19 @@ export class Embedder {
     return { ids, truncated };
   }
 
+  /**
+   * promptText(options) for `inputs`: a non-empty prompt asked for explicitly with token-id inputs is an error naming
+   * the first (the default prompt leaves them as given).
+   */
+  promptFor(inputs: readonly (string | readonly number[])[], options: PromptOptions = {}): string {
+    const prompt = this.promptText(options);
+    if ((options.prompt !== undefined || options.promptName !== undefined) && prompt !== '') {
+      const ids = inputs.findIndex((input) => typeof input !== 'string');
+      if (ids >= 0) throw new EmbedInputError(ids, `input ${ids} is token ids; a prompt applies to texts only`);
+    }
+    return prompt;
+  }
+
   /** The prompt texts get: `prompt`, the named one, or the sentence-transformers default ('' without any). */
   promptText(options: PromptOptions = {}): string {
     if (options.prompt !== undefined && options.promptName !== undefined) throw new ArgumentError('embeddings: give a prompt or a prompt name, not both');
@@ -216,11 +229,7 @@ export class Embedder {
    */
   embed(inputs: readonly (string | readonly number[])[], options: { dimensions?: number } & PromptOptions = {}): Embedded {
     const dimensions = this.checkedDimensions(options.dimensions);
-    const prompt = this.promptText(options);
-    if (options.prompt !== undefined || options.promptName !== undefined) {
-      const ids = inputs.findIndex((input) => typeof input !== 'string');
-      if (ids >= 0 && prompt !== '') throw new EmbedInputError(ids, `input ${ids} is token ids; a prompt applies to texts only`);
-    }
+    const prompt = this.promptFor(inputs, options);
     const prepared = inputs.map((input, i) => this.prepare(input, i, prompt));
     const vectors = this.embedSequences(prepared.map((p) => p.ids)).map((v) => this.shortened(v, dimensions));
     return { vectors, tokens: prepared.reduce((n, p) => n + p.ids.length, 0), truncated: prepared.filter((p) => p.truncated).length };

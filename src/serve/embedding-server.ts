@@ -175,13 +175,10 @@ export class EmbeddingServer {
     }
     let prompt: string;
     try {
-      prompt = this.embedder.promptText(params.promptName !== undefined ? { promptName: params.promptName } : {});
+      prompt = this.embedder.promptFor(params.inputs, params.promptName !== undefined ? { promptName: params.promptName } : {});
     } catch (error) {
-      throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'prompt_name');
-    }
-    if (params.promptName !== undefined && prompt !== '') {
-      const ids = params.inputs.findIndex((input) => typeof input !== 'string');
-      if (ids >= 0) throw new ApiError(400, `'input${params.inputs.length > 1 ? `[${ids}]` : ''}' is token ids; 'prompt_name' applies to texts only`, 'invalid_request_error', 'prompt_name');
+      const message = (error as Error).message.replace(/^input (\d+)/, (_, i: string) => `'input${params.inputs.length > 1 ? `[${i}]` : ''}'`);
+      throw new ApiError(400, message, 'invalid_request_error', 'prompt_name');
     }
     const prepared = params.inputs.map((input, i) => {
       try {

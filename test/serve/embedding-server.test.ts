@@ -156,7 +156,7 @@ test('a decoder embedding model (the Qwen3-Embedding-shaped fixture): SentenceTr
     assert.match(error.message, /no prompt named 'passage'; the model's prompts are 'document', 'query'/);
     const ids = await fetch(`${base}/v1/embeddings`, { method: 'POST', body: JSON.stringify({ input: [[5, 6]], prompt_name: 'query' }) });
     assert.equal(ids.status, 400);
-    assert.match((await ids.json() as { error: { message: string } }).error.message, /token ids; 'prompt_name' applies to texts only/);
+    assert.match((await ids.json() as { error: { message: string } }).error.message, /'input' is token ids; a prompt applies to texts only/);
   } finally {
     const running = started.pop()!;
     await running.server.close();
