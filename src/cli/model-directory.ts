@@ -10,6 +10,7 @@ import type { FloatDType } from '../dtype.js';
 import { ArgumentError, FuseformerError } from '../errors.js';
 import { loadDecoderModel } from '../infer/model.js';
 import type { DecoderModel } from '../infer/model.js';
+import { isCrossEncoderModules } from '../infer/sentence-transformers.js';
 import { isQuantizedDirectory, loadQuantizedDecoderModel, quantizeDecoderModel, quantizeLmHead } from '../infer/quantized.js';
 
 /** A directory whose config.json has a quantization_config (`fuseformer quantize`, GPTQ, AWQ). */
@@ -32,11 +33,16 @@ export function isEncoderDecoder(dir: string): boolean {
   }
 }
 
-/** A cross-encoder (BERT / RoBERTa / XLM-RoBERTa …ForSequenceClassification), which `fuseformer serve` runs as a rerank server. */
+/**
+ * A reranker, which `fuseformer serve` runs as a rerank server: a …ForSequenceClassification model (BERT, RoBERTa,
+ * XLM-RoBERTa cross-encoders; Qwen3 / Qwen2 / Llama / Mistral decoders) or a sentence-transformers CrossEncoder
+ * (modules.json; a causal LM scored by a LogitScore module: Qwen3-Reranker).
+ */
 export function isCrossEncoderDirectory(dir: string): boolean {
+  if (isCrossEncoderModules(dir)) return true;
   try {
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { architectures?: unknown };
-    return Array.isArray(config.architectures) && config.architectures.some((a) => typeof a === 'string' && /^(Bert|Roberta|XLMRoberta)ForSequenceClassification$/.test(a));
+    return Array.isArray(config.architectures) && config.architectures.some((a) => typeof a === 'string' && /^(Bert|Roberta|XLMRoberta|Llama|Mistral|Qwen2|Qwen3)ForSequenceClassification$/.test(a));
   } catch {
     return false; // the loaders report a malformed config.json with their own message
   }

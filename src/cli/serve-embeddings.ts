@@ -10,6 +10,8 @@ import { ArgumentError } from '../errors.js';
 import { Embedder } from '../infer/embedder.js';
 import type { Pooling } from '../infer/pooling.js';
 import { POOLINGS } from '../infer/pooling.js';
+import type { PairTemplate } from '../infer/chat-pairs.js';
+import { DecoderPairScorer } from '../infer/decoder-reranker.js';
 import { Reranker } from '../infer/reranker.js';
 import { EmbeddingServer } from '../serve/embedding-server.js';
 import { RerankServer } from '../serve/rerank-server.js';
@@ -66,14 +68,17 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
   return 0;
 }
 
-/** A cross-encoder directory served as /v1/rerank until SIGINT / SIGTERM. */
-export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize'>): Promise<number> {
+/** A reranker directory served as /v1/rerank until SIGINT / SIGTERM. */
+export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize' | 'maxPassTokens'> & { chatTemplate?: PairTemplate }): Promise<number> {
   const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
-  const reranker = Reranker.load(dir, backend, { ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}) });
+  const reranker = Reranker.load(dir, backend, {
+    ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
+    ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}), ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
+  });
   try {
     const server = new RerankServer(reranker, { modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}) });
     const address = await server.listen(options.port, options.host ?? '127.0.0.1');
-    process.stderr.write(`fuseformer serve: '${server.modelName}' (rerank: a cross-encoder of ${reranker.encoder.config.layers} layers; ${reranker.encoder.dtype}) on ${backend.description}; `
+    process.stderr.write(`fuseformer serve: '${server.modelName}' (rerank: ${describeReranker(reranker)}) on ${backend.description}; `
       + `pairs up to ${reranker.maxTokens} tokens; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);
     await untilStopSignal('finishing queued requests');
     await server.close();
@@ -81,6 +86,13 @@ export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptio
     reranker.free();
   }
   return 0;
+}
+
+/** 'a BERT cross-encoder of 6 layers; bf16', 'a decoder of 28 layers scoring logit("yes") − logit("no"); bf16'. */
+export function describeReranker(reranker: Reranker): string {
+  const s = reranker.scorer;
+  const what = s instanceof DecoderPairScorer ? `a decoder of ${s.layerCount} layers scoring ${s.headDescription}, pairs by ${s.pairFormat}` : `a ${s.kind} cross-encoder of ${s.layerCount} layers`;
+  return `${what}; ${s.dtype}`;
 }
 
 /** Resolves at SIGINT or SIGTERM (Ctrl-C, a service manager's stop), saying what the server does next. */

@@ -101,10 +101,17 @@ token ids or arrays of them; encoding_format float | base64; dimensions; prompt_
   --pooling mean|cls|last  default: the sentence-transformers Pooling module's mode, else mean (BERT) or last (decoder)
   --normalize / --no-normalize  unit-length vectors (default: whether a Normalize module follows)
 
-A cross-encoder (BERT / RoBERTa / XLM-RoBERTa ...ForSequenceClassification with one label: ms-marco-MiniLM,
-bge-reranker) serves POST /v1/rerank (also /rerank; {query, documents, top_n?, return_documents?} → results best
-first, each relevance_score the sigmoid of the model's logit), /v1/models, /health and /metrics; --host, --port,
---served-name, --dtype, --backend, --max-body-bytes and --batch-size apply.
+A reranker serves POST /v1/rerank (also /rerank; {query, documents, top_n?, return_documents?, prompt_name?} →
+results best first, each relevance_score the sigmoid of the model's logit), /v1/models, /health and /metrics: a
+cross-encoder (BERT / RoBERTa / XLM-RoBERTa ...ForSequenceClassification with one label: ms-marco-MiniLM,
+bge-reranker), a decoder ...ForSequenceClassification (Qwen3 / Qwen2 / Llama / Mistral), or a sentence-transformers
+CrossEncoder over a causal LM (Qwen3-Reranker: logit("yes") - logit("no"), the pair rendered by its chat template).
+--host, --port, --served-name, --dtype, --backend, --max-body-bytes and --batch-size apply, and:
+  --rerank                 serve a plain causal LM directory (a ...ForCausalLM) as a reranker: logit("yes") - logit("no")
+                           at the last token, with a chat template that renders the query / document roles
+  --chat-template T        decoder rerankers: a template in place of the model's own (the pair is the messages
+                           {role: "query"} and {role: "document"}, a prompt the system message)
+  --max-pass-tokens N      decoder rerankers: tokens per pass at most (default 16384)
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -149,6 +156,7 @@ export async function runServe(argv: string[]): Promise<number> {
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       'no-graphs': { type: 'boolean' }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean' }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
       'batch-size': { type: 'string' }, 'max-pass-tokens': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
+      rerank: { type: 'boolean', default: false },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face GPT-2, Llama, BERT-family or cross-encoder directory)');
@@ -163,13 +171,15 @@ export async function runServe(argv: string[]): Promise<number> {
   const opt = (name: string, min = 1) => integer(name, values[name as keyof typeof values] as string | undefined, min);
   const access = accessOptions(values['api-key'] ?? process.env['FUSEFORMER_API_KEY'], values['allowed-origins']);
   const servedName = values['served-name'] ?? defaultServedName(values.model, dir);
-  if (isCrossEncoderDirectory(dir)) {
-    const misplaced = given([...DECODER_ONLY_OPTIONS, 'pooling', 'normalize', 'no-normalize', 'max-queue', 'max-pass-tokens']);
-    if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is a cross-encoder, served as /v1/rerank; the option is for other models`);
+  if (values.rerank || isCrossEncoderDirectory(dir)) {
+    const misplaced = given([...DECODER_ONLY_OPTIONS.filter((o) => o !== 'chat-template'), 'pooling', 'normalize', 'no-normalize', 'max-queue']);
+    if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is ${values.rerank ? 'served as a reranker (--rerank)' : 'a cross-encoder, served as /v1/rerank'}; the option is for other models`);
     return serveRerank(dir, {
       port, access, ...(values.host !== undefined ? { host: values.host } : {}), servedName,
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}), ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}),
+      ...(opt('max-pass-tokens') !== undefined ? { maxPassTokens: opt('max-pass-tokens')! } : {}),
+      ...(values['chat-template'] !== undefined ? { chatTemplate: chatTemplateOption(values['chat-template']) } : {}),
     });
   }
   if (isEmbeddingDirectory(dir)) {

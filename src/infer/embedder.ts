@@ -21,7 +21,7 @@ import { DecoderEncoder } from './decoder-encoder.js';
 import type { DenseLayer, EmbeddingOptions, PendingEmbeddings, Pooling } from './pooling.js';
 import { checkedPooling } from './pooling.js';
 import type { SentenceTransformersConfig } from './sentence-transformers.js';
-import { readSentenceTransformersConfig, truncateTokens } from './sentence-transformers.js';
+import { chosenPrompt, readSentenceTransformersConfig, truncateTokens } from './sentence-transformers.js';
 
 /** What the Embedder runs: a BERT-family encoder (bert.ts) or a decoder model's final hidden states (decoder-encoder.ts). */
 export interface SentenceEncoder {
@@ -162,19 +162,7 @@ export class Embedder {
 
   /** The prompt texts get: `prompt`, the named one, or the sentence-transformers default ('' without any). */
   promptText(options: PromptOptions = {}): string {
-    if (options.prompt !== undefined && options.promptName !== undefined) throw new ArgumentError('embeddings: give a prompt or a prompt name, not both');
-    if (options.prompt !== undefined) {
-      if (typeof options.prompt !== 'string') throw new ArgumentError(`embeddings: prompt must be a string, got ${typeof options.prompt}`);
-      return options.prompt;
-    }
-    const prompts = this.sentenceTransformers?.prompts ?? {};
-    const name = options.promptName ?? this.sentenceTransformers?.defaultPromptName;
-    if (name === undefined) return '';
-    if (!Object.hasOwn(prompts, name)) {
-      const names = Object.keys(prompts);
-      throw new ArgumentError(`embeddings: no prompt named '${name}'; ${names.length > 0 ? `the model's prompts are ${names.map((n) => `'${n}'`).join(', ')}` : 'the model has no named prompts (config_sentence_transformers.json)'}`);
-    }
-    return prompts[name]!;
+    return chosenPrompt(this.sentenceTransformers?.prompts ?? {}, this.sentenceTransformers?.defaultPromptName, options, 'embeddings') ?? '';
   }
 
   /**

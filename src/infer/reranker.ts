@@ -1,9 +1,14 @@
-// Reranking with a cross-encoder (BertForSequenceClassification: cross-encoder/ms-marco-MiniLM; XLMRoberta-
-// ForSequenceClassification: BAAI/bge-reranker): each (query, document) pair is encoded together as the
-// tokenizer's pair template joins them ([CLS] q [SEP] d [SEP], <s> q </s></s> d </s>), the longer side cut
-// first where the pair exceeds the length limit (truncation "longest_first"), and the classification head's
-// one logit becomes the relevance score through a sigmoid — what sentence-transformers' CrossEncoder.predict
-// returns for a one-label model. Pairs are batched by length as the Embedder's inputs are (lengthSortedBatches).
+// Reranking: each (query, document) pair scored by a cross-encoder — what sentence-transformers'
+// CrossEncoder.predict returns for a one-label model: the logit through a sigmoid (or as it is, where the
+// model's activation_fn is Identity). Two kinds of model score pairs (PairScorer):
+//   BERT-family …ForSequenceClassification (cross-encoder/ms-marco-MiniLM, BAAI/bge-reranker): the pair as
+//     the tokenizer's pair template joins it ([CLS] q [SEP] d [SEP], <s> q </s></s> d </s>), the longer side cut
+//     first where it exceeds the length limit (truncation "longest_first"), the classification head's logit
+//   decoders (decoder-reranker.ts): Qwen3-Reranker-style causal LMs (logit("yes") − logit("no") at the last
+//     token, the pair rendered by the chat template) and …ForSequenceClassification decoders
+// Named prompts (config_sentence_transformers.json's prompts, default_prompt_name) are the reranker's
+// instruction: before the query, or the chat template's system message. Pairs are batched by length as the
+// Embedder's inputs are (lengthSortedBatches), one batch queued on the device while the one before is read.
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -11,21 +16,32 @@ import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 import { hasTokenTypes } from '../models/bert.js';
+import { loadModelConfig } from '../models/registry.js';
 import type { BertAttentionPath } from './bert.js';
 import { BertEncoder } from './bert.js';
+import type { EncodedPair, PairTemplate } from './chat-pairs.js';
+import { DecoderPairScorer } from './decoder-reranker.js';
+import type { PaddedBatch, PromptOptions } from './embedder.js';
 import { lengthSortedBatches } from './embedder.js';
+import type { CrossEncoderConfig } from './sentence-transformers.js';
+import { chosenPrompt, readCrossEncoderConfig, tokenizerLengthLimit } from './sentence-transformers.js';
 
 export interface RerankerOptions {
   readonly dtype?: FloatDType;
+  /** BERT cross-encoders only (decoders run the fused causal attention). */
   readonly attention?: BertAttentionPath;
   /** Pairs per encoder pass (default 32). */
   readonly batchSize?: number;
-  /** The most tokens a pair may have (default: the model's positions). */
+  /** The most tokens a pair may have (default: the model's max_seq_length, else its tokenizer's limit, within its positions). */
   readonly maxTokens?: number;
+  /** Decoders: the most tokens one pass takes (decoder-encoder.ts' DEFAULT_PASS_TOKENS); batches shrink to fit it. */
+  readonly maxPassTokens?: number;
+  /** Decoders: a chat template in place of the model's own (one that renders the query / document roles). */
+  readonly chatTemplate?: PairTemplate;
 }
 
 export interface Reranked {
-  /** One score in (0, 1) per document, in the documents' order. */
+  /** One score per document, in the documents' order (in (0, 1) through the sigmoid). */
   readonly scores: number[];
   /** Tokens encoded, all pairs together (after truncation). */
   readonly tokens: number;
@@ -33,49 +49,143 @@ export interface Reranked {
   readonly truncated: number;
 }
 
+/** Logits queued on the device: wait() reads them, one a pair of the batch. */
+export interface PendingLogits {
+  wait(): number[];
+}
+
+/** What scores pairs: a BERT-family cross-encoder or a decoder (decoder-reranker.ts). */
+export interface PairScorer {
+  /** 'BERT' or 'decoder', for messages. */
+  readonly kind: string;
+  readonly backend: Backend;
+  readonly dtype: FloatDType;
+  readonly layerCount: number;
+  /** The most tokens a pair may have: the model's positions (within one pass). */
+  readonly maxTokens: number;
+  readonly maxPassTokens?: number;
+  readonly padTokenId: number;
+  /** The pair's tokens, at most `maxTokens`; `prompt` is the instruction, where one is given. */
+  encode(query: string, document: string, maxTokens: number, prompt?: string): EncodedPair;
+  logitsLater(batch: PaddedBatch & { readonly typeIds: readonly (readonly number[])[] }): PendingLogits;
+  free(): void;
+}
+
 export class Reranker {
   readonly batchSize: number;
   readonly maxTokens: number;
+  readonly activation: 'sigmoid' | 'identity';
+  readonly prompts: Readonly<Record<string, string>>;
+  readonly defaultPromptName?: string;
 
-  private constructor(readonly encoder: BertEncoder, readonly tokenizer: Tokenizer, options: RerankerOptions) {
+  private constructor(readonly scorer: PairScorer, crossEncoder: CrossEncoderConfig | undefined, modelDir: string, options: RerankerOptions) {
+    this.batchSize = options.batchSize ?? 32;
+    if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new ArgumentError(`batch size must be a positive integer, got ${this.batchSize}`);
+    // CrossEncoder truncates to its max_length, else to the tokenizer's model_max_length.
+    this.maxTokens = Math.min(options.maxTokens ?? crossEncoder?.maxSeqLength ?? tokenizerLengthLimit(modelDir) ?? Infinity, scorer.maxTokens);
+    if (!Number.isSafeInteger(this.maxTokens) || this.maxTokens < 4) throw new ArgumentError(`the length limit must be an integer of at least 4, got ${options.maxTokens}`);
+    this.activation = crossEncoder?.activation ?? 'sigmoid';
+    this.prompts = crossEncoder?.prompts ?? {};
+    if (crossEncoder?.defaultPromptName !== undefined) this.defaultPromptName = crossEncoder.defaultPromptName;
+  }
+
+  /**
+   * A reranker directory onto `backend`: a BERT / RoBERTa / XLM-RoBERTa cross-encoder, or a decoder (a causal LM
+   * scored by its "yes" / "no" logits, or a …ForSequenceClassification decoder); plain HF or sentence-transformers
+   * (modules.json). The model is freed again if the rest fails.
+   */
+  static load(dir: string, backend: Backend, options: RerankerOptions = {}): Reranker {
+    const crossEncoder = readCrossEncoderConfig(dir);
+    const modelDir = crossEncoder?.modelDir ?? dir;
+    const tokenizer = loadTokenizer(modelDir);
+    const family = loadModelConfig(modelDir).family;
+    let scorer: PairScorer;
+    if (family === 'bert') {
+      if (options.chatTemplate) throw new ArgumentError(`${modelDir}: a chat template is for decoder rerankers; this is a BERT-family cross-encoder (its tokenizer joins the pair)`);
+      scorer = BertPairScorer.load(modelDir, backend, tokenizer, options);
+    } else if (family === 'llama' || family === 'gpt2') {
+      if (options.attention) throw new ArgumentError(`${modelDir}: the attention path is for BERT cross-encoders; a decoder reranker runs the fused causal attention`);
+      scorer = DecoderPairScorer.load(modelDir, backend, tokenizer, crossEncoder, options);
+    } else {
+      throw new ArgumentError(`${modelDir}: a ${family} model does not rerank (a cross-encoder is a BERT-family or decoder model with a classification head, or a causal LM reranker)`);
+    }
+    try {
+      return new Reranker(scorer, crossEncoder, modelDir, options);
+    } catch (error) {
+      scorer.free();
+      throw error;
+    }
+  }
+
+  get dtype(): FloatDType { return this.scorer.dtype; }
+
+  /** The instruction the options ask for: `prompt` as given, a named one, else the model's default (none without one). */
+  promptText(options: PromptOptions = {}): string | undefined {
+    return chosenPrompt(this.prompts, this.defaultPromptName, options, 'rerank');
+  }
+
+  /** Each document's relevance to `query`, in the documents' order. */
+  rerank(query: string, documents: readonly string[], options: PromptOptions = {}): Reranked {
+    if (typeof query !== 'string') throw new ArgumentError(`the query must be text, got ${typeof query}`);
+    documents.forEach((d, i) => { if (typeof d !== 'string') throw new ArgumentError(`document ${i} must be text, got ${d === null ? 'null' : typeof d}`); });
+    const prompt = this.promptText(options);
+    const pairs = documents.map((d) => this.scorer.encode(query, d, this.maxTokens, prompt));
+    const scores = new Array<number>(pairs.length);
+    const read = ({ members, pending }: { members: readonly number[]; pending: PendingLogits }) => {
+      pending.wait().forEach((logit, k) => { scores[members[k]!] = this.activation === 'sigmoid' ? 1 / (1 + Math.exp(-logit)) : logit; });
+    };
+    let queued: { members: readonly number[]; pending: PendingLogits } | undefined;
+    for (const batch of lengthSortedBatches(pairs.map((p) => p.ids), this.batchSize, this.scorer.padTokenId, this.scorer.maxTokens, this.scorer.maxPassTokens)) {
+      const length = batch.inputIds[0]!.length;
+      const typeIds = batch.members.map((i) => Array.from({ length }, (_, l) => pairs[i]!.typeIds?.[l] ?? 0));
+      const next = { members: batch.members, pending: this.scorer.logitsLater({ ...batch, typeIds }) };
+      if (queued) read(queued);
+      queued = next;
+    }
+    if (queued) read(queued);
+    return { scores, tokens: pairs.reduce((n, p) => n + p.ids.length, 0), truncated: pairs.filter((p) => p.truncated).length };
+  }
+
+  free(): void { this.scorer.free(); }
+}
+
+/** A BERT-family …ForSequenceClassification model with one label; the tokenizer's pair template joins the pair. */
+class BertPairScorer implements PairScorer {
+  readonly kind = 'BERT';
+
+  private constructor(readonly encoder: BertEncoder, private readonly tokenizer: Tokenizer) {
     const labels = encoder.labels;
     if (labels === undefined) throw new ArgumentError(`${encoder.source}: no sequence-classification head (classifier.weight or classifier.out_proj.weight): not a cross-encoder`);
     if (labels !== 1) throw new ArgumentError(`${encoder.source}: a classification head of ${labels} labels; a reranker scores with one (num_labels 1)`);
     if (!tokenizer.encodePair) throw new ArgumentError(`${encoder.source}: its tokenizer cannot encode a text pair`);
-    this.batchSize = options.batchSize ?? 32;
-    if (!Number.isSafeInteger(this.batchSize) || this.batchSize < 1) throw new ArgumentError(`batch size must be a positive integer, got ${this.batchSize}`);
-    this.maxTokens = Math.min(options.maxTokens ?? Infinity, encoder.maxTokens);
-    if (!Number.isSafeInteger(this.maxTokens) || this.maxTokens < 4) throw new ArgumentError(`the length limit must be an integer of at least 4, got ${options.maxTokens}`);
   }
 
-  /** A cross-encoder directory onto `backend` (the encoder freed again if the rest fails). */
-  static load(dir: string, backend: Backend, options: RerankerOptions = {}): Reranker {
-    const tokenizer = loadTokenizer(dir);
+  static load(dir: string, backend: Backend, tokenizer: Tokenizer, options: RerankerOptions): BertPairScorer {
     const { encoder } = BertEncoder.load(dir, backend, { ...(options.attention ? { attention: options.attention } : {}), ...(options.dtype ? { dtype: options.dtype } : {}) });
     try {
-      return new Reranker(encoder, tokenizer, options);
+      return new BertPairScorer(encoder, tokenizer);
     } catch (error) {
       encoder.free();
       throw error;
     }
   }
 
-  /** Each document's relevance to `query`, in the documents' order. */
-  rerank(query: string, documents: readonly string[]): Reranked {
-    if (typeof query !== 'string') throw new ArgumentError(`the query must be text, got ${typeof query}`);
-    documents.forEach((d, i) => { if (typeof d !== 'string') throw new ArgumentError(`document ${i} must be text, got ${d === null ? 'null' : typeof d}`); });
-    const pairs = documents.map((d) => this.tokenizer.encodePair!(query, d, this.maxTokens));
+  get backend(): Backend { return this.encoder.backend; }
+  get dtype(): FloatDType { return this.encoder.dtype; }
+  get layerCount(): number { return this.encoder.config.layers; }
+  get maxTokens(): number { return this.encoder.maxTokens; }
+  get padTokenId(): number { return this.tokenizer.padTokenId ?? this.encoder.config.padTokenId; }
+
+  encode(query: string, document: string, maxTokens: number, prompt?: string): EncodedPair {
+    const pair = this.tokenizer.encodePair!((prompt ?? '') + query, document, maxTokens);
     // Token types where the model has two (BERT); RoBERTa-family models take none (zeros), as HF passes them.
     const typed = hasTokenTypes(this.encoder.config) && this.encoder.config.typeVocabSize > 1;
-    const padId = this.tokenizer.padTokenId ?? this.encoder.config.padTokenId;
-    const scores = new Array<number>(pairs.length);
-    for (const { members, inputIds, attentionMask } of lengthSortedBatches(pairs.map((p) => p.ids), this.batchSize, padId, this.encoder.maxTokens)) {
-      const length = inputIds[0]!.length;
-      const types = members.map((i) => Array.from({ length }, (_, l) => (typed ? pairs[i]!.typeIds[l] ?? 0 : 0)));
-      const logits = this.encoder.classify(inputIds, attentionMask, types);
-      members.forEach((i, k) => { scores[i] = 1 / (1 + Math.exp(-logits[k]!)); });
-    }
-    return { scores, tokens: pairs.reduce((n, p) => n + p.ids.length, 0), truncated: pairs.filter((p) => p.truncated).length };
+    return typed ? pair : { ids: pair.ids, truncated: pair.truncated };
+  }
+
+  logitsLater(batch: PaddedBatch & { readonly typeIds: readonly (readonly number[])[] }): PendingLogits {
+    const logits = this.encoder.classify(batch.inputIds, batch.attentionMask, batch.typeIds);
+    return { wait: () => [...logits] };
   }
 
   free(): void { this.encoder.free(); }

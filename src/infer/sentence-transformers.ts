@@ -110,6 +110,113 @@ export function readSentenceTransformersConfig(dir: string): SentenceTransformer
   };
 }
 
+/**
+ * A sentence-transformers CrossEncoder directory's settings (sentence-transformers 6: modules.json lists a
+ * Transformer, then for a causal LM a LogitScore module; config_sentence_transformers.json says "model_type":
+ * "CrossEncoder"). Undefined where the directory has no modules.json (an HF …ForSequenceClassification directory:
+ * the defaults a CrossEncoder gives it apply).
+ */
+export interface CrossEncoderConfig {
+  /** The directory holding the model's files (the Transformer module's path). */
+  readonly modelDir: string;
+  /** LogitScore: the score is logit(true token) − logit(false token) at the last position (or the true token's alone). */
+  readonly logitScore?: { readonly trueTokenId: number; readonly falseTokenId?: number };
+  /** activation_fn: a score's sigmoid (the default for one label) or the logit itself. */
+  readonly activation: 'sigmoid' | 'identity';
+  /** The most tokens a pair may have (max_seq_length, else the tokenizer's model_max_length). */
+  readonly maxSeqLength?: number;
+  readonly prompts: Readonly<Record<string, string>>;
+  readonly defaultPromptName?: string;
+  /** processing_kwargs.chat_template: variables for the chat template (add_generation_prompt, …). */
+  readonly chatTemplateKwargs: Readonly<Record<string, unknown>>;
+}
+
+const ACTIVATIONS: Record<string, 'sigmoid' | 'identity'> = {
+  'torch.nn.modules.activation.Sigmoid': 'sigmoid', 'torch.nn.modules.linear.Identity': 'identity',
+};
+
+/** Whether modules.json describes a CrossEncoder (its config says so, or a LogitScore module follows the Transformer). */
+export function isCrossEncoderModules(dir: string): boolean {
+  const modulesFile = join(dir, 'modules.json');
+  if (!existsSync(modulesFile)) return false;
+  try {
+    const settings = join(dir, 'config_sentence_transformers.json');
+    if (existsSync(settings) && readConfigFile(settings)['model_type'] === 'CrossEncoder') return true;
+    return readJsonList(modulesFile).some((m) => typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && /\.LogitScore$/.test((m as { type: string }).type));
+  } catch {
+    return false; // the loaders report a malformed file with their own message
+  }
+}
+
+/** The directory's CrossEncoder settings, or undefined where it has no modules.json. */
+export function readCrossEncoderConfig(dir: string): CrossEncoderConfig | undefined {
+  const modulesFile = join(dir, 'modules.json');
+  if (!existsSync(modulesFile)) return undefined;
+  let modelDir: string | undefined, logitScore: CrossEncoderConfig['logitScore'];
+  readJsonList(modulesFile).forEach((module: unknown, i) => {
+    const where = `${modulesFile}: module ${i}`;
+    if (typeof module !== 'object' || module === null) throw new ArgumentError(`${where} is ${describeValue(module)}; expected {"type", "path"}`);
+    const { type, path } = module as Record<string, unknown>;
+    if (typeof type !== 'string' || typeof path !== 'string') throw new ArgumentError(`${where}: expected string fields "type" and "path"`);
+    if (modelDir === undefined && moduleKind(type) === 'Transformer') modelDir = join(dir, path);
+    else if (modelDir !== undefined && logitScore === undefined && /^sentence_transformers\.(?:[A-Za-z_]+\.)*LogitScore$/.test(type)) logitScore = logitScoreOf(join(dir, path, 'config.json'));
+    else throw new ArgumentError(`${where} is ${type}${path ? ` (${path})` : ''}, which fuseformer rerank does not run (it runs a Transformer, then LogitScore for a causal LM); its scores would differ from sentence-transformers'`);
+  });
+  if (modelDir === undefined) throw new ArgumentError(`${modulesFile}: expected a Transformer module`);
+  const settingsFile = join(dir, 'config_sentence_transformers.json');
+  const settings = existsSync(settingsFile) ? readConfigFile(settingsFile) : {};
+  const activationName = settings['activation_fn'] ?? 'torch.nn.modules.activation.Sigmoid';
+  const activation = typeof activationName === 'string' ? ACTIVATIONS[activationName] : undefined;
+  if (activation === undefined) throw new ArgumentError(`${settingsFile}: activation_fn ${describeValue(activationName)} is not implemented (fuseformer rerank applies ${Object.keys(ACTIVATIONS).join(' or ')}); its scores would differ from sentence-transformers'`);
+  const bertConfig = join(modelDir, 'sentence_bert_config.json');
+  const transformerSettings = existsSync(bertConfig) ? readConfigFile(bertConfig) : {};
+  const maxSeqLength = transformerSettings['max_seq_length'];
+  if (maxSeqLength !== undefined && maxSeqLength !== null && !(Number.isSafeInteger(maxSeqLength) && (maxSeqLength as number) >= 2)) {
+    throw new ArgumentError(`${bertConfig}: field "max_seq_length" is ${describeValue(maxSeqLength)}; expected an integer of at least 2`);
+  }
+  const length = typeof maxSeqLength === 'number' ? maxSeqLength : tokenizerLengthLimit(modelDir);
+  const processing = transformerSettings['processing_kwargs'] ?? {};
+  const chat = typeof processing === 'object' && processing !== null ? (processing as Record<string, unknown>)['chat_template'] ?? {} : undefined;
+  if (typeof chat !== 'object' || chat === null || Array.isArray(chat)) throw new ArgumentError(`${bertConfig}: processing_kwargs.chat_template is ${describeValue(chat)}; expected an object of template variables`);
+  const { prompts, defaultPromptName } = promptsOf(settingsFile);
+  return {
+    modelDir, ...(logitScore ? { logitScore } : {}), activation, ...(length !== undefined ? { maxSeqLength: length } : {}),
+    prompts, ...(defaultPromptName !== undefined ? { defaultPromptName } : {}), chatTemplateKwargs: chat as Record<string, unknown>,
+  };
+}
+
+/** A LogitScore module's config.json: true_token_id (and false_token_id) over the causal LM's logits. */
+function logitScoreOf(file: string): NonNullable<CrossEncoderConfig['logitScore']> {
+  const config = existsSync(file) ? readConfigFile(file) : {};
+  const id = (field: string, value: unknown) => {
+    if (!(Number.isSafeInteger(value) && (value as number) >= 0)) throw new ArgumentError(`${file}: field "${field}" is ${describeValue(value)}; expected a token id`);
+    return value as number;
+  };
+  const input = config['module_input_name'] ?? 'causal_logits';
+  if (input !== 'causal_logits') throw new ArgumentError(`${file}: module_input_name ${describeValue(input)}; fuseformer rerank scores the causal LM's logits ("causal_logits")`);
+  const falseId = config['false_token_id'];
+  return { trueTokenId: id('true_token_id', config['true_token_id']), ...(falseId === undefined || falseId === null ? {} : { falseTokenId: id('false_token_id', falseId) }) };
+}
+
+/**
+ * The prompt `options` ask for (`who` names the caller in errors): `prompt` as given, `promptName` from `prompts`,
+ * else the default name's; undefined where none applies.
+ */
+export function chosenPrompt(prompts: Readonly<Record<string, string>>, defaultName: string | undefined, options: { readonly prompt?: string; readonly promptName?: string }, who: string): string | undefined {
+  if (options.prompt !== undefined && options.promptName !== undefined) throw new ArgumentError(`${who}: give a prompt or a prompt name, not both`);
+  if (options.prompt !== undefined) {
+    if (typeof options.prompt !== 'string') throw new ArgumentError(`${who}: prompt must be a string, got ${typeof options.prompt}`);
+    return options.prompt;
+  }
+  const name = options.promptName ?? defaultName;
+  if (name === undefined) return undefined;
+  if (!Object.hasOwn(prompts, name)) {
+    const names = Object.keys(prompts);
+    throw new ArgumentError(`${who}: no prompt named '${name}'; ${names.length > 0 ? `the model's prompts are ${names.map((n) => `'${n}'`).join(', ')}` : 'the model has no named prompts (config_sentence_transformers.json)'}`);
+  }
+  return prompts[name]!;
+}
+
 /** config_sentence_transformers.json's "prompts" (name → text) and "default_prompt_name", checked; none without the file. */
 function promptsOf(file: string): { prompts: Record<string, string>; defaultPromptName?: string } {
   if (!existsSync(file)) return { prompts: {} };
@@ -130,7 +237,7 @@ function promptsOf(file: string): { prompts: Record<string, string>; defaultProm
 }
 
 /** tokenizer_config.json's model_max_length where it is a real limit (≥ 2, below 1e9), else undefined. */
-function tokenizerLengthLimit(modelDir: string): number | undefined {
+export function tokenizerLengthLimit(modelDir: string): number | undefined {
   const file = join(modelDir, 'tokenizer_config.json');
   if (!existsSync(file)) return undefined;
   const limit = readConfigFile(file)['model_max_length'];

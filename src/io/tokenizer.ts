@@ -70,7 +70,7 @@ export interface Tokenizer {
   /**
    * A text pair as the post-processor joins two sequences ([CLS] a [SEP] b [SEP], <s> a </s></s> b </s>, …)
    * with its token type ids, the longer side cut token by token from its end until the whole fits
-   * `maxTokens` (transformers' truncation="longest_first"). Tokenizers with a pair template only.
+   * `maxTokens` (transformers' truncation="longest_first"). Without a pair template the two are joined as they are.
    */
   encodePair?(a: string, b: string, maxTokens?: number): PairEncoding;
   /**
@@ -307,8 +307,12 @@ class LibraryBackedTokenizer implements Tokenizer {
     for (const [name, text] of [['a', a], ['b', b]] as const) {
       if (typeof text !== 'string') throw new ArgumentError(`${this.source}: encodePair's ${name} must be text, got ${text === null ? 'null' : typeof text}`);
     }
-    const join = this.library.post_processor;
-    if (!join) throw new ArgumentError(`${this.source}: has no post-processor, so no template joins a text pair`);
+    // Without a pair template (no post-processor, or ByteLevel's: Qwen, Llama 3) the two texts' tokens are joined
+    // as they are, types 0 then 1, as the tokenizers library joins them.
+    const processor = this.definition.tokenizerJson['post_processor'] as { type?: unknown } | null | undefined;
+    const join = processor?.type !== 'ByteLevel' && this.library.post_processor
+      ? this.library.post_processor
+      : (x: string[], y: string[] | null) => ({ tokens: [...x, ...(y ?? [])], token_type_ids: [...x.map(() => 0), ...(y ?? []).map(() => 1)] });
     let first = this.library.tokenize(a, { add_special_tokens: false }), second = this.library.tokenize(b, { add_special_tokens: false });
     const specials = join([], [], true).tokens.length;
     const room = maxTokens - specials;
@@ -705,4 +709,19 @@ function describe(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value === 'object') return 'an object';
   return JSON.stringify(value);
+}
+
+/**
+ * The special tokens as transformers passes them to a chat template (its special_tokens_map). A tokenizer
+ * without that map (one built in code) gives the strings of its bos and eos ids.
+ */
+export function chatTemplateVariables(tokenizer: Tokenizer): Record<string, string | readonly string[]> {
+  const variables: Record<string, string | readonly string[]> = {};
+  const name = (id: number | undefined) => (id === undefined ? undefined : tokenizer.idToToken(id));
+  const bos = name(tokenizer.bosTokenId), eos = name(tokenizer.eosTokenId);
+  if (bos !== undefined) variables['bos_token'] = bos;
+  if (eos !== undefined) variables['eos_token'] = eos;
+  // transformers 5 passes its special_tokens_map: the named tokens, not the unnamed additional list.
+  const { additional_special_tokens: _unnamed, ...named } = tokenizer.specialTokensMap ?? {};
+  return { ...variables, ...named };
 }

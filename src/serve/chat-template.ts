@@ -11,6 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { Template } from '@huggingface/jinja';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
+import { chatTemplateVariables } from '../io/tokenizer.js';
 import { ApiError } from './validation.js';
 import type { ChatMessage, ToolDefinition } from './validation.js';
 import { toolCallParserOfTemplate } from './tool-calls.js';
@@ -70,7 +71,7 @@ export class ChatTemplate {
       }
     }
     if (override === undefined && tokenizer.chatTemplateUnavailable !== undefined) this.problem = tokenizer.chatTemplateUnavailable;
-    this.specials = specialTokenVariables(tokenizer);
+    this.specials = chatTemplateVariables(tokenizer);
   }
 
   get available(): boolean { return this.template !== undefined; }
@@ -96,19 +97,4 @@ export class ChatTemplate {
     }
     return text;
   }
-}
-
-/**
- * The special tokens as transformers passes them to a chat template (its special_tokens_map). A tokenizer
- * without that map (one built in code) gives the strings of its bos and eos ids.
- */
-function specialTokenVariables(tokenizer: Tokenizer): Record<string, string | readonly string[]> {
-  const variables: Record<string, string | readonly string[]> = {};
-  const name = (id: number | undefined) => (id === undefined ? undefined : tokenizer.idToToken(id));
-  const bos = name(tokenizer.bosTokenId), eos = name(tokenizer.eosTokenId);
-  if (bos !== undefined) variables['bos_token'] = bos;
-  if (eos !== undefined) variables['eos_token'] = eos;
-  // transformers 5 passes its special_tokens_map: the named tokens, not the unnamed additional list.
-  const { additional_special_tokens: _unnamed, ...named } = tokenizer.specialTokensMap ?? {};
-  return { ...variables, ...named };
 }

@@ -1,6 +1,7 @@
-// The rerank server (`fuseformer serve --model CROSS_ENCODER_DIR`): a cross-encoder's relevance scores over
-// HTTP in the shape Jina's, Cohere's and vLLM's rerank APIs share.
-//   POST /v1/rerank (also /rerank)   {query, documents: (string | {text})[], model?, top_n?, return_documents?}
+// The rerank server (`fuseformer serve --model RERANKER_DIR`): a cross-encoder's (or decoder reranker's) relevance
+// scores over HTTP in the shape Jina's, Cohere's and vLLM's rerank APIs share.
+//   POST /v1/rerank (also /rerank)   {query, documents: (string | {text})[], model?, top_n?, return_documents?,
+//                                     prompt_name? (one of the model's sentence-transformers prompts: the instruction)}
 //     → {id, model, results: [{index, relevance_score[, document: {text}]}] best first, usage: {total_tokens}}
 //   GET  /v1/models, /health, /metrics (Prometheus text)
 // Requests are scored one at a time, in arrival order (each request's pairs in length-sorted batches); a
@@ -34,6 +35,7 @@ export interface RerankParams {
   readonly documents: string[];
   readonly topN?: number;
   readonly returnDocuments: boolean;
+  readonly promptName?: string;
 }
 
 const ROUTES: Routes = new Map([['/v1/rerank', 'POST'], ['/rerank', 'POST'], ['/v1/models', 'GET'], [MODEL_ROUTE, 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
@@ -57,9 +59,12 @@ export function parseRerankBody(body: unknown, maxDocuments: number): RerankPara
   if (topN !== undefined && topN !== null && !(Number.isSafeInteger(topN) && (topN as number) >= 1)) fail('top_n', `'top_n' must be a positive integer`);
   const returnDocuments = b['return_documents'] ?? false;
   if (typeof returnDocuments !== 'boolean') fail('return_documents', `'return_documents' must be true or false`);
+  const promptName = b['prompt_name'];
+  if (promptName !== undefined && promptName !== null && typeof promptName !== 'string') fail('prompt_name', `'prompt_name' must be a string`);
   return {
     query: b['query'] as string, documents, returnDocuments: returnDocuments as boolean,
     ...(typeof b['model'] === 'string' ? { model: b['model'] } : {}), ...(typeof topN === 'number' ? { topN } : {}),
+    ...(typeof promptName === 'string' ? { promptName } : {}),
   };
 }
 
@@ -129,6 +134,11 @@ export class RerankServer {
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
     }
+    try {
+      this.reranker.promptText(params.promptName !== undefined ? { promptName: params.promptName } : {});
+    } catch (error) {
+      throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'prompt_name');
+    }
     let gone = false;
     res.on('close', () => { gone = true; });
     // One request at a time: each waits for the one before it, then yields a turn so its socket's events run.
@@ -140,7 +150,7 @@ export class RerankServer {
     this.waiting--;
     try {
       if (gone) return;
-      const { scores, tokens, truncated } = this.reranker.rerank(params.query, params.documents);
+      const { scores, tokens, truncated } = this.reranker.rerank(params.query, params.documents, params.promptName !== undefined ? { promptName: params.promptName } : {});
       const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index).slice(0, params.topN ?? scores.length);
       this.metrics.documents.inc({}, scores.length);
       this.metrics.tokens.inc({}, tokens);

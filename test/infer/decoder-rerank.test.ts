@@ -1,0 +1,146 @@
+// Decoder rerankers (infer/decoder-reranker.ts through the Reranker) against sentence-transformers 6's
+// CrossEncoder.predict on tiny random checkpoints (test/fixtures/qwen3-reranker/make.py): a Qwen3-Reranker-shaped
+// causal LM (LogitScore: logit("yes") − logit("no"), the pair rendered by a chat template with query / document
+// roles, prompts as the system message, one pair cut with the template's tail restored) and a
+// Qwen3ForSequenceClassification (score.weight, the tokenizer's pair, HF's pooling before a trailing pad token);
+// the same without sentence-transformers files, under a small pass budget, with Identity activation; the refusals.
+
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { CpuBackend } from '../../src/backend/cpu/index.js';
+import { ChatPairEncoder } from '../../src/infer/chat-pairs.js';
+import { Reranker } from '../../src/infer/reranker.js';
+import { loadTokenizer } from '../../src/io/tokenizer.js';
+
+const FIXTURE = join('test', 'fixtures', 'qwen3-reranker');
+interface Case { prompt_name: string | null; ids: number[][]; scores: number[] }
+interface Model { max_length: number; cases: Case[] }
+const expected = JSON.parse(readFileSync(join(FIXTURE, 'expected.json'), 'utf8')) as { query: string; documents: string[]; causal: Model & { yes: number; no: number }; seq_cls: Model };
+const root = mkdtempSync(join(tmpdir(), 'fuseformer-decoder-rerank-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+function assertScores(actual: readonly number[], wanted: readonly number[], label: string, tolerance = 1e-6): void {
+  assert.equal(actual.length, wanted.length, label);
+  actual.forEach((s, i) => assert.ok(Math.abs(s - wanted[i]!) < tolerance, `${label}: document ${i}: ${s} vs ${wanted[i]}`));
+}
+
+/** A copy of a fixture directory with `edit` applied (files written or removed). */
+function copyOf(name: string, edit: Record<string, string | null>): string {
+  const dir = join(root, `${name}-${Object.keys(edit).join('-').replace(/[^a-z]/gi, '')}-${Math.random().toString(36).slice(2, 8)}`);
+  cpSync(join(FIXTURE, name), dir, { recursive: true });
+  for (const [file, text] of Object.entries(edit)) {
+    if (text === null) rmSync(join(dir, file), { recursive: true, force: true });
+    else writeFileSync(join(dir, file), text);
+  }
+  return dir;
+}
+
+test('a Qwen3-Reranker-shaped CrossEncoder: logit("yes") − logit("no") through the chat template, the prompts as instructions — CrossEncoder.predict\'s scores and tokens', () => {
+  const reranker = Reranker.load(join(FIXTURE, 'causal'), new CpuBackend(), { dtype: 'f32', batchSize: 3 });
+  try {
+    assert.equal(reranker.maxTokens, expected.causal.max_length);
+    assert.deepEqual(Object.keys(reranker.prompts), ['web', 'whales']);
+    for (const c of expected.causal.cases) {
+      const label = c.prompt_name ?? 'no prompt';
+      const options = c.prompt_name ? { promptName: c.prompt_name } : {};
+      const prompt = reranker.promptText(options);
+      expected.documents.forEach((d, i) => assert.deepEqual(reranker.scorer.encode(expected.query, d, reranker.maxTokens, prompt).ids, c.ids[i], `${label}: pair ${i}'s tokens`));
+      const { scores, truncated, tokens } = reranker.rerank(expected.query, expected.documents, options);
+      assert.equal(truncated, 1, `${label}: the long document is cut`);
+      assert.equal(tokens, c.ids.reduce((n, ids) => n + ids.length, 0));
+      assertScores(scores, c.scores, label);
+    }
+    // A prompt given as text is the same instruction as the named one.
+    assertScores(reranker.rerank(expected.query, expected.documents, { prompt: reranker.prompts['whales']! }).scores, expected.causal.cases[2]!.scores, 'prompt text');
+  } finally {
+    reranker.free();
+  }
+});
+
+test('a cut pair keeps the chat template\'s tail: the tokens after the document, written over its end', () => {
+  const tokenizer = loadTokenizer(join(FIXTURE, 'causal'));
+  const pairs = new ChatPairEncoder(tokenizer, { text: tokenizer.chatTemplate!, source: 'fixture' });
+  assert.equal(pairs.format, 'flat');
+  const whole = pairs.encode('q', expected.documents[1]!, 10_000);
+  assert.equal(whole.truncated, false);
+  const cut = pairs.encode('q', expected.documents[1]!, 60);
+  assert.equal(cut.truncated, true);
+  assert.equal(cut.ids.length, 60);
+  const tail = tokenizer.encode('<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n', { addSpecialTokens: false });
+  assert.deepEqual(cut.ids.slice(-tail.length), tail, 'the tail after the document');
+  assert.deepEqual(whole.ids.slice(-tail.length), tail);
+  assert.deepEqual(cut.ids.slice(0, 60 - tail.length), whole.ids.slice(0, 60 - tail.length), 'the head as rendered');
+  // restore_suffix: false (processing_kwargs.chat_template) cuts plainly.
+  const plain = new ChatPairEncoder(tokenizer, { text: tokenizer.chatTemplate!, source: 'fixture' }, { restore_suffix: false }).encode('q', expected.documents[1]!, 60);
+  assert.deepEqual(plain.ids, whole.ids.slice(0, 60));
+});
+
+test('a decoder …ForSequenceClassification: score.weight at the last token that is not the pad id, the tokenizer\'s pair — CrossEncoder.predict\'s scores', () => {
+  const reranker = Reranker.load(join(FIXTURE, 'seq-cls'), new CpuBackend(), { dtype: 'f32', batchSize: 2 });
+  try {
+    const c = expected.seq_cls.cases[0]!;
+    assert.equal(reranker.maxTokens, expected.seq_cls.max_length);
+    const pad = loadTokenizer(join(FIXTURE, 'seq-cls')).padTokenId;
+    expected.documents.forEach((d, i) => {
+      const ids = [...c.ids[i]!];
+      while (ids[ids.length - 1] === pad) ids.pop(); // HF pools before a trailing pad token; fuseformer drops it
+      assert.deepEqual(reranker.scorer.encode(expected.query, d, reranker.maxTokens).ids, ids, `pair ${i}'s tokens`);
+    });
+    const { scores, truncated } = reranker.rerank(expected.query, expected.documents);
+    assert.equal(truncated, 1);
+    assertScores(scores, c.scores, 'seq-cls');
+    assert.ok(Math.abs(c.scores[4]! - c.scores[0]!) < 1e-6, 'HF scores a document ending in the pad token as the one without it');
+  } finally {
+    reranker.free();
+  }
+});
+
+test('without sentence-transformers files a causal LM scores "yes" against "no" as CrossEncoder defaults to; a small pass budget changes no score', () => {
+  const bare = copyOf('causal', { 'modules.json': null, '1_LogitScore': null, 'config_sentence_transformers.json': null, 'sentence_bert_config.json': null });
+  const reranker = Reranker.load(bare, new CpuBackend(), { dtype: 'f32', maxPassTokens: 230 });
+  try {
+    assert.equal(reranker.maxTokens, 112, 'the tokenizer\'s model_max_length');
+    assertScores(reranker.rerank(expected.query, expected.documents).scores, expected.causal.cases[0]!.scores, 'bare causal LM, 2 pairs a pass');
+    assert.throws(() => reranker.rerank(expected.query, expected.documents, { promptName: 'web' }), /no prompt named 'web'; the model has no named prompts/);
+  } finally {
+    reranker.free();
+  }
+});
+
+test('activation_fn Identity gives the logit itself; the default prompt applies unless another is named', () => {
+  const settings = JSON.parse(readFileSync(join(FIXTURE, 'causal', 'config_sentence_transformers.json'), 'utf8')) as Record<string, unknown>;
+  const dir = copyOf('causal', { 'config_sentence_transformers.json': JSON.stringify({ ...settings, activation_fn: 'torch.nn.modules.linear.Identity', default_prompt_name: 'whales' }) });
+  const reranker = Reranker.load(dir, new CpuBackend(), { dtype: 'f32' });
+  try {
+    const logit = (p: number) => Math.log(p / (1 - p));
+    assertScores(reranker.rerank(expected.query, expected.documents).scores, expected.causal.cases[2]!.scores.map(logit), 'identity, default prompt "whales"', 1e-5);
+    assertScores(reranker.rerank(expected.query, expected.documents, { promptName: 'web' }).scores, expected.causal.cases[1]!.scores.map(logit), 'identity, "web"', 1e-5);
+  } finally {
+    reranker.free();
+  }
+});
+
+test('decoder rerankers refuse what they cannot score: a template without the pair roles, unknown tokens and modules, BERT options', () => {
+  const cpu = new CpuBackend();
+  const chatOnly = { text: "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content if m.role != 'document' else '' }}<|im_end|>\n{% endfor %}", source: 'chat-only.jinja' };
+  assert.throws(() => Reranker.load(join(FIXTURE, 'causal'), cpu, { dtype: 'f32', chatTemplate: chatOnly }), /chat-only\.jinja: the chat template does not render the pair's document role .*selectattr\("role", "eq", "document"\)/);
+  assert.throws(() => Reranker.load(join(FIXTURE, 'causal'), cpu, { attention: 'flash' }), /attention path is for BERT cross-encoders/);
+  assert.throws(() => Reranker.load(join('test', 'fixtures', 'cross-encoder', 'bert'), cpu, { chatTemplate: chatOnly }), /a chat template is for decoder rerankers/);
+  const farToken = copyOf('causal', { '1_LogitScore/config.json': JSON.stringify({ true_token_id: 100000, false_token_id: expected.causal.no }) });
+  assert.throws(() => Reranker.load(farToken, cpu, { dtype: 'f32' }), /token id 100000 is past tensor 'model\.embed_tokens\.weight'/);
+  const modules = JSON.parse(readFileSync(join(FIXTURE, 'causal', 'modules.json'), 'utf8')) as unknown[];
+  const pooled = copyOf('causal', { 'modules.json': JSON.stringify([...modules, { idx: 2, name: '2', path: '', type: 'sentence_transformers.base.modules.normalize.Normalize' }]) });
+  assert.throws(() => Reranker.load(pooled, cpu, { dtype: 'f32' }), /module 2 is sentence_transformers\.base\.modules\.normalize\.Normalize, which fuseformer rerank does not run/);
+  const sigmoid = copyOf('causal', { 'config_sentence_transformers.json': JSON.stringify({ activation_fn: 'torch.nn.modules.activation.Tanh' }) });
+  assert.throws(() => Reranker.load(sigmoid, cpu, { dtype: 'f32' }), /activation_fn "torch\.nn\.modules\.activation\.Tanh" is not implemented/);
+  const reranker = Reranker.load(join(FIXTURE, 'causal'), cpu, { dtype: 'f32' });
+  try {
+    assert.throws(() => reranker.rerank('q', ['d'], { promptName: 'nope' }), /rerank: no prompt named 'nope'; the model's prompts are 'web', 'whales'/);
+    assert.throws(() => reranker.rerank('q', ['d'], { promptName: 'web', prompt: 'x' }), /give a prompt or a prompt name, not both/);
+  } finally {
+    reranker.free();
+  }
+});
