@@ -1,0 +1,114 @@
+// `npm run bench:rerank`: reranking with a Qwen3-Reranker-0.6B-size causal LM (random weights; logit("yes") −
+// logit("no") at each pair's last token, the pair rendered by the model's chat template) — fuseformer's Reranker
+// (the engine behind `fuseformer rerank` and the /v1/rerank server) against Hugging Face Qwen3ForCausalLM scored as
+// sentence-transformers' CrossEncoder scores it, in PyTorch eager and torch.compile, in the same run
+// (bench/hf_rerank.py), on one query against the same 512 documents of 16–480 words (pairs of ~30–500 tokens):
+//   1. correctness: every pair's token count equals HF's; each score against HF's (fp32 math on the same weights):
+//      |ours − HF| ≤ 2e-2 in bf16, ≤ 1e-4 in fp32;
+//   2. speed: every pair scored in batches of 32 (median wall time over --reps, CUDA-synchronised, after a warm-up
+//      pass; rendering and tokenizing included on both sides) — ours (batches sorted by length, as the Reranker
+//      always does), HF eager in the documents' order and sorted by length (as CrossEncoder.predict sorts),
+//      torch.compile sorted;
+//   3. the HTTP server: the same documents sent by 8 concurrent clients from another process, 32 a request,
+//      through RerankServer on the same Reranker: documents/s end to end.
+// Writes --json (bench/results/rerank.json) and prints a table.
+//
+// Usage: node dist/bench/rerank.js [--json bench/results/rerank.json] [--python python3] [--reps 5] [--keep DIR]
+//        [--dtypes bf16,f32] [--no-hf (ours only)] [--no-compile]
+
+import { execFile, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { selectBackend } from '../src/backend/index.js';
+import type { FloatDType } from '../src/dtype.js';
+import { Reranker } from '../src/infer/reranker.js';
+import { writeFileAtomically } from '../src/io/atomic-write.js';
+import { RerankServer } from '../src/serve/rerank-server.js';
+import { median } from './device-timing.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    json: { type: 'string', default: 'bench/results/rerank.json' }, python: { type: 'string', default: 'python3' },
+    reps: { type: 'string', default: '5' }, keep: { type: 'string' }, 'no-compile': { type: 'boolean', default: false },
+    'no-hf': { type: 'boolean', default: false }, dtypes: { type: 'string', default: 'bf16,f32' },
+  },
+});
+const reps = Number(cli.reps);
+const BATCH = 32, CLIENTS = 8, PER_REQUEST = 32;
+const dir = cli.keep ?? mkdtempSync(join(tmpdir(), 'fuseformer-bench-rerank-'));
+mkdirSync(dir, { recursive: true });
+
+function python(args: string[]): void {
+  const run = spawnSync(cli.python!, ['bench/hf_rerank.py', ...args], { encoding: 'utf8', stdio: ['ignore', 'inherit', 'pipe'], timeout: 1_200_000, killSignal: 'SIGKILL' });
+  if (run.status !== 0) throw new Error(`hf_rerank.py ${args[0]} failed (status ${run.status}): ${(run.stderr || String(run.error)).slice(-2000)}`);
+}
+
+if (!existsSync(join(dir, 'workload.json'))) python(['build', dir]);
+const { query, documents } = JSON.parse(readFileSync(join(dir, 'workload.json'), 'utf8')) as { query: string; documents: string[] };
+const { backend } = await selectBackend();
+if (backend.name !== 'cuda') throw new Error('bench:rerank times the CUDA backend; no GPU was found');
+
+const rows: Record<string, unknown>[] = [];
+for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
+  if (!cli['no-hf']) python(['run', dir, '--dtype', dtype, '--batch-size', String(BATCH), '--reps', String(reps), ...(cli['no-compile'] || dtype === 'f32' ? ['--no-compile'] : [])]);
+  const hf = cli['no-hf'] ? { scores: [] as number[], tokens: [] as number[], timings: {} as Record<string, number>, torch: '', device: '' }
+    : JSON.parse(readFileSync(join(dir, `hf-${dtype}.json`), 'utf8')) as { scores: number[]; tokens: number[]; timings: Record<string, number>; torch: string; device: string };
+  const reranker = Reranker.load(dir, backend, { dtype, batchSize: BATCH });
+  try {
+    // 1. Correctness: the same tokens, then the scores.
+    const lengths = documents.map((d) => reranker.scorer.encode(query, d, reranker.maxTokens, reranker.promptText()).ids.length);
+    const tokenMismatches = hf.tokens.filter((n, i) => n !== lengths[i]).length;
+    const { scores, tokens } = reranker.rerank(query, documents);
+    const worst = hf.scores.reduce((w, s, i) => Math.max(w, Math.abs(scores[i]! - s)), 0);
+    const correct = cli['no-hf'] ? undefined : tokenMismatches === 0 && worst <= (dtype === 'f32' ? 1e-4 : 2e-2);
+    // 2. Speed: all pairs, median of reps after the warm-up above.
+    const times: number[] = [];
+    for (let r = 0; r < reps; r++) {
+      backend.synchronize();
+      const start = performance.now();
+      reranker.rerank(query, documents);
+      backend.synchronize();
+      times.push(performance.now() - start);
+    }
+    const ms = median(times);
+    // 3. Over HTTP: 8 clients in another process, 32 documents a request.
+    const server = new RerankServer(reranker, { modelName: 'reranker', maxDocuments: PER_REQUEST });
+    const address = await server.listen(0);
+    const script = `const { query, documents } = JSON.parse(require('fs').readFileSync(${JSON.stringify(join(dir, 'workload.json'))}, 'utf8'));
+      const requests = []; for (let i = 0; i < documents.length; i += ${PER_REQUEST}) requests.push(documents.slice(i, i + ${PER_REQUEST}));
+      const run = async () => { let next = 0; const t0 = performance.now();
+        await Promise.all(Array.from({ length: ${CLIENTS} }, async () => { while (next < requests.length) { const docs = requests[next++];
+          const r = await fetch('http://127.0.0.1:${address.port}/v1/rerank', { method: 'POST', body: JSON.stringify({ query, documents: docs }) });
+          if (r.status !== 200) throw new Error('status ' + r.status + ': ' + await r.text()); await r.json(); } }));
+        return performance.now() - t0; };
+      (async () => { await run(); const t = []; for (let i = 0; i < ${reps}; i++) t.push(await run()); t.sort((a, b) => a - b); process.stdout.write(String(t[t.length >> 1])); })();`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { maxBuffer: 1 << 20 });
+    const httpMs = Number(stdout);
+    await server.close();
+    const rate = (t: number | undefined) => (t === undefined ? undefined : Math.round(documents.length / (t / 1000)));
+    rows.push({
+      model: 'Qwen3-Reranker-0.6B size (random weights)', dtype, documents: documents.length, tokens, batch: BATCH, token_mismatches: tokenMismatches, worst_abs_err: worst, correct,
+      ours_ms: ms, ours_docs_per_s: rate(ms), ours_tokens_per_s: Math.round(tokens / (ms / 1000)), http_ms: httpMs, http_docs_per_s: rate(httpMs),
+      hf_eager_ms: hf.timings['eager'], hf_eager_sorted_ms: hf.timings['eager_sorted'], hf_compile_sorted_ms: hf.timings['compile_sorted'],
+      ...(hf.timings['eager_sorted'] ? { speedup_vs_eager_sorted: hf.timings['eager_sorted'] / ms } : {}), ...(hf.timings['compile_sorted'] ? { speedup_vs_compile_sorted: hf.timings['compile_sorted'] / ms } : {}),
+      torch: hf.torch, device: hf.device,
+    });
+  } finally {
+    reranker.free();
+  }
+}
+
+const f = (x: unknown, d = 1) => (typeof x === 'number' ? x.toFixed(d) : '—');
+const tokens = rows[0]?.['tokens'];
+console.log(`\nbench:rerank — Qwen3-Reranker-0.6B-size Qwen3ForCausalLM (random weights), 1 query × ${documents.length} documents (${tokens} tokens), batches of ${BATCH}, logit("yes") − logit("no"); ${backend.description}`);
+console.log('| dtype | correct | worst |Δscore| | ours ms (docs/s) | over HTTP ms (docs/s) | HF eager ms | HF eager sorted | torch.compile sorted | vs eager sorted / compile |');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|---|');
+for (const r of rows) {
+  console.log(`| ${r['dtype']} | ${r['correct'] === undefined ? '—' : r['correct'] ? 'yes' : `NO (${r['token_mismatches']} token counts differ)`} | ${(r['worst_abs_err'] as number).toExponential(2)} | ${f(r['ours_ms'])} (${r['ours_docs_per_s']}) | ${f(r['http_ms'])} (${r['http_docs_per_s']}) | ${f(r['hf_eager_ms'])} | ${f(r['hf_eager_sorted_ms'])} | ${f(r['hf_compile_sorted_ms'])} | ${f(r['speedup_vs_eager_sorted'], 2)}× / ${f(r['speedup_vs_compile_sorted'], 2)}× |`);
+}
+mkdirSync(dirname(cli.json!), { recursive: true });
+writeFileAtomically(cli.json!, `${JSON.stringify({ date: new Date().toISOString(), device: backend.description, rows }, null, 2)}\n`);
+if (!cli.keep) rmSync(dir, { recursive: true, force: true });
+if (rows.some((r) => r['correct'] === false)) process.exitCode = 1;
