@@ -1,5 +1,6 @@
-// `fuseformer rerank`: a cross-encoder's scores (test/fixtures/cross-encoder) ranked best first as one JSON
-// object, with --top-n and --return-documents; bad options named.
+// `fuseformer rerank`: a cross-encoder's scores (test/fixtures/cross-encoder) and a Qwen3-Reranker-style causal
+// LM's (test/fixtures/qwen3-reranker, with its prompts) ranked best first as one JSON object, with --top-n and
+// --return-documents; bad options named.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -46,4 +47,26 @@ test('rerank names what is missing or wrong', async () => {
   await rejects(['--model', model, '--query', 'q', '--document', 'd', '--top-n', '0'], /--top-n must be an integer of at least 1, got '0'/);
   await rejects(['--model', model, '--query', 'q', '--document', 'd', '--max-length', '3'], /--max-length must be an integer of at least 4/);
   await assert.rejects(captured(['--model', join('test', 'fixtures', 'roberta', 'roberta'), '--query', 'q', '--document', 'd', '--backend', 'cpu']), /no sequence-classification head/);
+});
+
+const DECODER = join('test', 'fixtures', 'qwen3-reranker');
+const decoderExpected = JSON.parse(readFileSync(join(DECODER, 'expected.json'), 'utf8')) as { query: string; documents: string[]; causal: { cases: { prompt_name: string | null; scores: number[] }[] } };
+
+test('rerank runs a Qwen3-Reranker-style causal LM: --prompt-name and --prompt as its instruction, --chat-template in place of its own', async () => {
+  const argv = ['--model', join(DECODER, 'causal'), '--query', decoderExpected.query, ...decoderExpected.documents.flatMap((d) => ['--document', d]), '--backend', 'cpu', '--dtype', 'f32'];
+  for (const c of decoderExpected.causal.cases) {
+    const { code, out } = await captured([...argv, ...(c.prompt_name ? ['--prompt-name', c.prompt_name] : [])]);
+    assert.equal(code, 0);
+    const response = JSON.parse(out) as Response;
+    assert.deepEqual(response.results.map((r) => r.index), c.scores.map((s, i) => ({ s, i })).sort((a, b) => b.s - a.s).map((b) => b.i), `${c.prompt_name}: best first`);
+    response.results.forEach((r) => assert.ok(Math.abs(r.relevance_score - c.scores[r.index]!) < 1e-6, `${c.prompt_name}: document ${r.index}`));
+  }
+  const byText = JSON.parse((await captured([...argv, '--prompt', 'Find what whales eat'])).out) as Response;
+  byText.results.forEach((r) => assert.ok(Math.abs(r.relevance_score - decoderExpected.causal.cases[2]!.scores[r.index]!) < 1e-6));
+  const rejects = (extra: string[], pattern: RegExp) => assert.rejects(captured([...argv, ...extra]), (e: unknown) => e instanceof ArgumentError && pattern.test(e.message), String(pattern));
+  await rejects(['--prompt', 'x', '--prompt-name', 'web'], /--prompt and --prompt-name: give one/);
+  await rejects(['--prompt-name', 'nope'], /no prompt named 'nope'; the model's prompts are 'web', 'whales'/);
+  await rejects(['--chat-template', '{{ messages[0].content }}'], /does not render the pair's document role/);
+  await rejects(['--chat-template', 'no-such-file.jinja'], /--chat-template: 'no-such-file.jinja' is no file, nor a template/);
+  await rejects(['--attention', 'flash'], /attention path is for BERT cross-encoders/);
 });

@@ -1,6 +1,6 @@
 // The rerank server on the CPU backend: POST /v1/rerank (and /rerank) answers with CrossEncoder's scores best
-// first (test/fixtures/cross-encoder), top_n and return_documents, {"text"} documents; /v1/models, /health,
-// /metrics; field errors named; shutdown.
+// first (test/fixtures/cross-encoder), top_n and return_documents, {"text"} documents; a decoder reranker's
+// prompt_name (test/fixtures/qwen3-reranker); /v1/models, /health, /metrics; field errors named; shutdown.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -12,6 +12,7 @@ import { Reranker } from '../../src/infer/reranker.js';
 import { RerankServer } from '../../src/serve/rerank-server.js';
 
 const FIXTURE = join('test', 'fixtures', 'cross-encoder');
+const DECODER = join('test', 'fixtures', 'qwen3-reranker');
 const expected = JSON.parse(readFileSync(join(FIXTURE, 'expected.json'), 'utf8')) as { query: string; documents: string[]; models: Record<string, Record<string, number[]>> };
 const scores = expected.models['bert']!['62']!;
 let server: RerankServer, reranker: Reranker, url: string;
@@ -31,10 +32,40 @@ const post = async (path: string, body: unknown) => {
 
 interface Ranked { index: number; relevance_score: number; document?: { text: string } }
 
-test('cross-encoder directories are told apart from embedding ones', () => {
+test('reranker directories are told apart from embedding and generative ones', () => {
   assert.equal(isCrossEncoderDirectory(join(FIXTURE, 'bert')), true);
   assert.equal(isCrossEncoderDirectory(join(FIXTURE, 'xlm-roberta')), true);
+  assert.equal(isCrossEncoderDirectory(join(DECODER, 'causal')), true, 'a CrossEncoder over a causal LM (modules.json)');
+  assert.equal(isCrossEncoderDirectory(join(DECODER, 'seq-cls')), true, 'Qwen3ForSequenceClassification');
   assert.equal(isCrossEncoderDirectory(join('test', 'fixtures', 'roberta', 'roberta')), false);
+  assert.equal(isCrossEncoderDirectory(join('test', 'fixtures', 'qwen3-embedding', 'model')), false, 'a SentenceTransformer');
+  assert.equal(isCrossEncoderDirectory(join('test', 'fixtures', 'qwen3', 'model')), false, 'a causal LM without sentence-transformers files');
+});
+
+test('a decoder reranker served: prompt_name picks its instruction; an unknown one is a 400 naming the field', async () => {
+  const expected = JSON.parse(readFileSync(join(DECODER, 'expected.json'), 'utf8')) as { query: string; documents: string[]; causal: { cases: { prompt_name: string | null; scores: number[] }[] } };
+  const decoder = Reranker.load(join(DECODER, 'causal'), new CpuBackend(), { dtype: 'f32' });
+  const served = new RerankServer(decoder, { modelName: 'qwen3-reranker' });
+  const address = await served.listen(0);
+  try {
+    for (const c of expected.causal.cases) {
+      const r = await fetch(`http://127.0.0.1:${address.port}/v1/rerank`, { method: 'POST', body: JSON.stringify({ query: expected.query, documents: expected.documents, ...(c.prompt_name ? { prompt_name: c.prompt_name } : {}) }) });
+      assert.equal(r.status, 200);
+      const results = (await r.json() as { results: Ranked[] }).results;
+      results.forEach((x) => assert.ok(Math.abs(x.relevance_score - c.scores[x.index]!) < 1e-6, `${c.prompt_name}: document ${x.index}`));
+    }
+    const bad = await fetch(`http://127.0.0.1:${address.port}/v1/rerank`, { method: 'POST', body: JSON.stringify({ query: 'q', documents: ['d'], prompt_name: 'nope' }) });
+    assert.equal(bad.status, 400);
+    const error = (await bad.json() as { error: { param: string; message: string } }).error;
+    assert.equal(error.param, 'prompt_name');
+    assert.match(error.message, /no prompt named 'nope'; the model's prompts are 'web', 'whales'/);
+    const wrongType = await fetch(`http://127.0.0.1:${address.port}/v1/rerank`, { method: 'POST', body: JSON.stringify({ query: 'q', documents: ['d'], prompt_name: 3 }) });
+    assert.equal(wrongType.status, 400);
+    assert.equal((await wrongType.json() as { error: { param: string } }).error.param, 'prompt_name');
+  } finally {
+    await served.close();
+    decoder.free();
+  }
 });
 
 test('POST /v1/rerank: CrossEncoder\'s scores, best first; top_n, return_documents, {"text"} documents; /rerank too', async () => {
