@@ -5,7 +5,7 @@
 # directory, `serve` it and talk to the server over HTTP (models, completions, streamed completions,
 # a malformed request, then SIGINT: it drains and exits 0), a BERT trained and `embed`ded (plain and as a
 # sentence-transformers directory), a decoder embedding model's `embed` with its query prompt, a cross-encoder's
-# `rerank` and /v1/rerank, and `info` / `selftest`.
+# `rerank` and /v1/rerank (a decoder reranker's `rerank` too), and `info` / `selftest`.
 # Every step's output is checked; the last lines are a PASS / FAIL table and the exit code is the
 # number of failures. Logs go to $OUT (the device tool's folder) or a temporary directory.
 #
@@ -209,6 +209,17 @@ EOF
 fi
 stop_server
 check serve-rerank-sigint-exits-0 "$([ $rc -eq 0 ] && echo 1)"
+
+# 6c. A decoder reranker (the repository's Qwen3-Reranker-shaped fixture): `rerank` with its "whales" prompt gives
+#     CrossEncoder.predict's scores (test/fixtures/qwen3-reranker/expected.json), in f32.
+decoder_reranker="$repo/test/fixtures/qwen3-reranker"
+$cli rerank --model "$decoder_reranker/causal" --query "What do whales eat?" --document "Whales eat krill." --document "yes" --prompt-name whales --dtype f32 \
+  > "$out/smoke-rerank-decoder.json" 2> "$out/smoke-rerank-decoder.log"; rc=$?
+check rerank-decoder "$([ $rc -eq 0 ] && node -e '
+const fs = require("fs"), got = JSON.parse(fs.readFileSync(process.argv[1], "utf8")).results;
+const want = JSON.parse(fs.readFileSync(process.argv[2], "utf8")).causal.cases.find((c) => c.prompt_name === "whales").scores;
+const worst = Math.max(...got.map((r) => Math.abs(r.relevance_score - want[[0, 2][r.index]])));
+process.exit(got.length === 2 && worst < 1e-4 ? 0 : 1);' "$out/smoke-rerank-decoder.json" "$decoder_reranker/expected.json" && echo 1)"
 
 # 7. info and a quick selftest.
 $cli info > "$out/smoke-info.log" 2>&1; rc=$?
