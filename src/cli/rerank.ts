@@ -33,7 +33,8 @@ export const RERANK_USAGE = `usage: fuseformer rerank --model DIR --query TEXT -
   --prompt TEXT            the instruction itself
   --chat-template T        decoders: a chat template (a file, or the template in one line) in place of the model's
                            own; the pair is the messages {role: "query"} and {role: "document"}, as
-                           sentence-transformers passes them (a causal LM without such a template needs one)
+                           sentence-transformers passes them (a causal LM without such a template needs one:
+                           templates/qwen3-reranker.jinja for Qwen/Qwen3-Reranker-*)
   --max-length N           the most tokens of a (query, document) pair (default: the model's max_seq_length, else
                            its tokenizer's limit, within its positions); longer pairs are cut as sentence-transformers
                            cuts them: from the longer side first (a tokenizer pair), or at the end with the chat

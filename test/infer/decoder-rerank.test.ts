@@ -144,3 +144,15 @@ test('decoder rerankers refuse what they cannot score: a template without the pa
     reranker.free();
   }
 });
+
+test('templates/qwen3-reranker.jinja renders a pair in Qwen3-Reranker\'s model-card format, instruction or not', () => {
+  const tokenizer = loadTokenizer(join(FIXTURE, 'causal'));
+  const pairs = new ChatPairEncoder(tokenizer, { text: readFileSync(join('templates', 'qwen3-reranker.jinja'), 'utf8'), source: 'qwen3-reranker.jinja' });
+  const prefix = '<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n';
+  const suffix = '<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n';
+  const card = (instruction: string, query: string, document: string) => `${prefix}<Instruct>: ${instruction}\n<Query>: ${query}\n<Document>: ${document}${suffix}`;
+  const tokens = (text: string) => tokenizer.encode(text, { addSpecialTokens: false });
+  assert.deepEqual(pairs.encode('What do whales eat?', 'Krill.', 1000).ids, tokens(card('Given a web search query, retrieve relevant passages that answer the query', 'What do whales eat?', 'Krill.')));
+  assert.deepEqual(pairs.encode('What do whales eat?', 'Krill.', 1000, 'Find food').ids, tokens(card('Find food', 'What do whales eat?', 'Krill.')));
+});
+
