@@ -7,8 +7,9 @@
 //   decoders (decoder-reranker.ts): Qwen3-Reranker-style causal LMs (logit("yes") − logit("no") at the last
 //     token, the pair rendered by the chat template) and …ForSequenceClassification decoders
 // Named prompts (config_sentence_transformers.json's prompts, default_prompt_name) are the reranker's
-// instruction: before the query, or the chat template's system message. Pairs are batched by length as the
-// Embedder's inputs are (lengthSortedBatches), one batch queued on the device while the one before is read.
+// instruction: before the query, or the chat template's system message. Pairs are taken longest text first (as
+// CrossEncoder.predict sorts them), a batch's worth encoded (tokenizing, a chat template's render) while the batch
+// before it runs on the device, then padded by token length (lengthSortedBatches).
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
@@ -129,21 +130,29 @@ export class Reranker {
     if (typeof query !== 'string') throw new ArgumentError(`the query must be text, got ${typeof query}`);
     documents.forEach((d, i) => { if (typeof d !== 'string') throw new ArgumentError(`document ${i} must be text, got ${d === null ? 'null' : typeof d}`); });
     const prompt = this.promptText(options);
-    const pairs = documents.map((d) => this.scorer.encode(query, d, this.maxTokens, prompt));
-    const scores = new Array<number>(pairs.length);
+    // Pairs in order of their text's length, longest first (as CrossEncoder.predict sorts them), a batch's worth
+    // encoded while the batch before it runs on the device; each chunk padded by its token lengths.
+    const order = documents.map((_, i) => i).sort((a, b) => documents[b]!.length - documents[a]!.length || a - b);
+    const scores = new Array<number>(documents.length);
+    let tokens = 0, truncated = 0;
     const read = ({ members, pending }: { members: readonly number[]; pending: PendingLogits }) => {
       pending.wait().forEach((logit, k) => { scores[members[k]!] = this.activation === 'sigmoid' ? 1 / (1 + Math.exp(-logit)) : logit; });
     };
     let queued: { members: readonly number[]; pending: PendingLogits } | undefined;
-    for (const batch of lengthSortedBatches(pairs.map((p) => p.ids), this.batchSize, this.scorer.padTokenId, this.scorer.maxTokens, this.scorer.maxPassTokens)) {
-      const length = batch.inputIds[0]!.length;
-      const typeIds = batch.members.map((i) => Array.from({ length }, (_, l) => pairs[i]!.typeIds?.[l] ?? 0));
-      const next = { members: batch.members, pending: this.scorer.logitsLater({ ...batch, typeIds }) };
-      if (queued) read(queued);
-      queued = next;
+    for (let first = 0; first < order.length; first += this.batchSize) {
+      const chunk = order.slice(first, first + this.batchSize);
+      const pairs = chunk.map((i) => this.scorer.encode(query, documents[i]!, this.maxTokens, prompt));
+      for (const p of pairs) { tokens += p.ids.length; if (p.truncated) truncated++; }
+      for (const batch of lengthSortedBatches(pairs.map((p) => p.ids), this.batchSize, this.scorer.padTokenId, this.scorer.maxTokens, this.scorer.maxPassTokens)) {
+        const length = batch.inputIds[0]!.length;
+        const typeIds = batch.members.map((k) => Array.from({ length }, (_, l) => pairs[k]!.typeIds?.[l] ?? 0));
+        const next = { members: batch.members.map((k) => chunk[k]!), pending: this.scorer.logitsLater({ ...batch, typeIds }) };
+        if (queued) read(queued);
+        queued = next;
+      }
     }
     if (queued) read(queued);
-    return { scores, tokens: pairs.reduce((n, p) => n + p.ids.length, 0), truncated: pairs.filter((p) => p.truncated).length };
+    return { scores, tokens, truncated };
   }
 
   free(): void { this.scorer.free(); }
