@@ -16,7 +16,7 @@
 //        [--dtypes bf16,f32] [--no-hf (ours only: no baseline, no correctness check)] [--no-compile]
 //        [--round-inputs N (the server's most inputs a round; default its own, 512)]
 
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -27,6 +27,7 @@ import { Embedder } from '../src/infer/embedder.js';
 import { writeFileAtomically } from '../src/io/atomic-write.js';
 import { EmbeddingServer } from '../src/serve/embedding-server.js';
 import { median } from './device-timing.js';
+import { hfScript } from './hf-script.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -43,10 +44,7 @@ const BATCH = 32, CLIENTS = 64, PER_REQUEST = 16;
 const dir = cli.keep ?? mkdtempSync(join(tmpdir(), 'fuseformer-bench-embed-'));
 mkdirSync(dir, { recursive: true });
 
-function python(args: string[]): void {
-  const run = spawnSync(cli.python!, ['bench/hf_embed.py', ...args], { encoding: 'utf8', stdio: ['ignore', 'inherit', 'pipe'], timeout: 1_200_000, killSignal: 'SIGKILL' });
-  if (run.status !== 0) throw new Error(`hf_embed.py ${args[0]} failed (status ${run.status}): ${(run.stderr || String(run.error)).slice(-2000)}`);
-}
+const python = hfScript(cli.python!, 'bench/hf_embed.py');
 
 // The decoder's workload: 1,024 sequences (a 0.6B model's pass over 2,048 takes seconds in HF eager).
 if (!existsSync(join(dir, 'sequences.json'))) python(['build', dir, '--model', cli.model!, ...(cli.model === 'qwen3' ? ['--sequences', '1024'] : [])]);

@@ -17,11 +17,11 @@ sigmoid(logit("yes") - logit("no")) — with the pairs sorted by length as Cross
 import argparse
 import json
 import os
-import statistics
-import time
 
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+from hf_embed import timed  # the same CUDA-synchronised median
 
 YES, NO, EOS, IM_START, IM_END = 9693, 2152, 151643, 151644, 151645
 SPECIALS = {"<|endoftext|>": EOS, "<|im_start|>": IM_START, "<|im_end|>": IM_END, "<instruct>": 151646, "<query>": 151647, "<document>": 151648}
@@ -71,19 +71,6 @@ def scores_of(model, tokenizer, query, documents, batches, device, max_length):
         for i, s in zip(batch, torch.sigmoid(logits[:, YES] - logits[:, NO]).tolist()):
             out[i] = s
     return [out[i] for i in range(len(documents))]
-
-
-def timed(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def run(args):

@@ -16,7 +16,7 @@
 // Usage: node dist/bench/rerank.js [--json bench/results/rerank.json] [--python python3] [--reps 5] [--keep DIR]
 //        [--dtypes bf16,f32] [--no-hf (ours only)] [--no-compile]
 
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -27,6 +27,7 @@ import { Reranker } from '../src/infer/reranker.js';
 import { writeFileAtomically } from '../src/io/atomic-write.js';
 import { RerankServer } from '../src/serve/rerank-server.js';
 import { median } from './device-timing.js';
+import { hfScript } from './hf-script.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -40,10 +41,7 @@ const BATCH = 32, CLIENTS = 8, PER_REQUEST = 32;
 const dir = cli.keep ?? mkdtempSync(join(tmpdir(), 'fuseformer-bench-rerank-'));
 mkdirSync(dir, { recursive: true });
 
-function python(args: string[]): void {
-  const run = spawnSync(cli.python!, ['bench/hf_rerank.py', ...args], { encoding: 'utf8', stdio: ['ignore', 'inherit', 'pipe'], timeout: 1_200_000, killSignal: 'SIGKILL' });
-  if (run.status !== 0) throw new Error(`hf_rerank.py ${args[0]} failed (status ${run.status}): ${(run.stderr || String(run.error)).slice(-2000)}`);
-}
+const python = hfScript(cli.python!, 'bench/hf_rerank.py');
 
 if (!existsSync(join(dir, 'workload.json'))) python(['build', dir]);
 const { query, documents } = JSON.parse(readFileSync(join(dir, 'workload.json'), 'utf8')) as { query: string; documents: string[] };
