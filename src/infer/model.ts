@@ -326,7 +326,10 @@ function planWeights(arch: DecoderArchitecture, dir: string, files: readonly str
   const missing = [...expected.keys()].filter((n) => !loadedFrom.has(n));
   if (missing.length > 0) {
     const list = missing.slice(0, 5).map((n) => `'${n}' ${formatShape(expected.get(n)!)}`).join(', ');
-    throw new ArgumentError(`${dir}: the checkpoint (${files.length} file${files.length > 1 ? 's' : ''}) lacks ${missing.length} weight(s) the ${arch.family} model needs: ${list}${missing.length > 5 ? ', …' : ''}`);
+    // A sequence classifier (score.weight in place of the LM head) generates nothing; it reranks.
+    const classifier = missing.length === 1 && missing[0] === arch.lmHead && unused.includes('score.weight')
+      ? ' — it is a …ForSequenceClassification checkpoint (score.weight in place of an LM head): `fuseformer rerank` scores with it' : '';
+    throw new ArgumentError(`${dir}: the checkpoint (${files.length} file${files.length > 1 ? 's' : ''}) lacks ${missing.length} weight(s) the ${arch.family} model needs: ${list}${missing.length > 5 ? ', …' : ''}${classifier}`);
   }
   // A tied model's head in the file: the embedding's copy (PyTorch state dicts keep lm_head.weight on the
   // embedding's storage) is the tie itself; a different one is reported unused, not dropped silently.

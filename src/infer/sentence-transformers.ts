@@ -70,6 +70,7 @@ const REAL_LENGTH_LIMIT = 1e9;
 export function readSentenceTransformersConfig(dir: string): SentenceTransformersConfig | undefined {
   const modulesFile = join(dir, 'modules.json');
   if (!existsSync(modulesFile)) return undefined;
+  if (isCrossEncoderModules(dir)) throw new ArgumentError(`${dir}: a sentence-transformers CrossEncoder (a reranker), not a SentenceTransformer: \`fuseformer rerank\` scores pairs with it, \`fuseformer serve\` serves it as /v1/rerank`);
   const modules = readJsonList(modulesFile);
   let modelDir: string | undefined, pooling: Pooling | undefined, width: number | undefined, normalize = false;
   const dense: DenseModule[] = [];

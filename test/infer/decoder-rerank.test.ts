@@ -12,6 +12,8 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { ChatPairEncoder } from '../../src/infer/chat-pairs.js';
+import { Embedder } from '../../src/infer/embedder.js';
+import { loadDecoderModel } from '../../src/infer/model.js';
 import { Reranker } from '../../src/infer/reranker.js';
 import { loadTokenizer } from '../../src/io/tokenizer.js';
 
@@ -154,5 +156,10 @@ test('templates/qwen3-reranker.jinja renders a pair in Qwen3-Reranker\'s model-c
   const tokens = (text: string) => tokenizer.encode(text, { addSpecialTokens: false });
   assert.deepEqual(pairs.encode('What do whales eat?', 'Krill.', 1000).ids, tokens(card('Given a web search query, retrieve relevant passages that answer the query', 'What do whales eat?', 'Krill.')));
   assert.deepEqual(pairs.encode('What do whales eat?', 'Krill.', 1000, 'Find food').ids, tokens(card('Find food', 'What do whales eat?', 'Krill.')));
+});
+
+test('a reranker directory used as an embedder or a generator says it is a reranker', () => {
+  assert.throws(() => Embedder.load(join(FIXTURE, 'causal'), new CpuBackend()), /a sentence-transformers CrossEncoder \(a reranker\), not a SentenceTransformer: `fuseformer rerank` scores pairs with it/);
+  assert.throws(() => loadDecoderModel(join(FIXTURE, 'seq-cls'), new CpuBackend()), /lacks 1 weight\(s\) .*'lm_head\.weight' .* — it is a …ForSequenceClassification checkpoint .*`fuseformer rerank` scores with it/);
 });
 
