@@ -60,12 +60,29 @@ def build(args):
         json.dump({"query": words(16), "documents": documents}, f)
 
 
+def template_tail(tokenizer):
+    """The chat template's tail as sentence-transformers finds it: the common token suffix of two filler renders."""
+    render = lambda filler: tokenizer(tokenizer.apply_chat_template([{"role": "query", "content": filler}, {"role": "document", "content": filler}], tokenize=False),
+                                      add_special_tokens=False)["input_ids"]
+    first, second = render("0"), render("1 2 3 4")
+    count = 0
+    while count < min(len(first), len(second)) and first[-1 - count] == second[-1 - count]:
+        count += 1
+    return first[len(first) - count:]
+
+
 def scores_of(model, tokenizer, query, documents, batches, device, max_length):
     out = {}
     for batch in batches:
         texts = [tokenizer.apply_chat_template([{"role": "query", "content": query}, {"role": "document", "content": documents[i]}], tokenize=False)
                  for i in batch]
-        enc = tokenizer(texts, padding=True, truncation=True, max_length=max_length, add_special_tokens=False, return_tensors="pt").to(device)
+        enc = tokenizer(texts, padding=True, truncation=True, max_length=max_length, add_special_tokens=False, return_tensors="pt")
+        # sentence-transformers writes the template's tail back over a cut row's end (its _restore_chat_template_suffix)
+        suffix = template_tail(tokenizer)
+        for row in range(enc["input_ids"].shape[0]):
+            if int(enc["attention_mask"][row].sum()) >= max_length:
+                enc["input_ids"][row, -len(suffix):] = torch.tensor(suffix)
+        enc = enc.to(device)
         with torch.no_grad():
             logits = model(**enc, logits_to_keep=1).logits[:, -1].float()
         for i, s in zip(batch, torch.sigmoid(logits[:, YES] - logits[:, NO]).tolist()):
