@@ -96,7 +96,7 @@ export class DecoderPairScorer implements PairScorer {
   logitsLater(batch: PaddedBatch): PendingLogits {
     const pending = this.encoder.embeddingsLater(batch.inputIds, batch.attentionMask, { pooling: 'last', normalize: false, dense: [this.head] });
     const two = this.rows.count === 2;
-    return { wait: () => pending.wait().map((v) => (two ? v[0]! - v[1]! : v[0]!)) };
+    return { wait: () => pending.wait().map((v) => (two ? v[0]! - v[1]! : v[0]!)), ready: () => pending.ready() };
   }
 
   free(): void {

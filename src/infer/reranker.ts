@@ -53,6 +53,26 @@ export interface Reranked {
 /** Logits queued on the device: wait() reads them, one a pair of the batch. */
 export interface PendingLogits {
   wait(): number[];
+  /** Whether wait() would return without blocking on the device. */
+  ready(): boolean;
+}
+
+/** A (query, document) pair to score, with its instruction where it has one. */
+export interface RerankPair {
+  readonly query: string;
+  readonly document: string;
+  readonly prompt?: string;
+}
+
+/** Pairs' scores, token counts and whether each was cut, in the pairs' order. */
+export interface ScoredPairs {
+  readonly scores: number[];
+  readonly tokens: number[];
+  readonly truncated: boolean[];
+}
+
+function newScored(count: number): ScoredPairs {
+  return { scores: new Array<number>(count), tokens: new Array<number>(count).fill(0), truncated: new Array<boolean>(count).fill(false) };
 }
 
 /** What scores pairs: a BERT-family cross-encoder or a decoder (decoder-reranker.ts). */
@@ -130,29 +150,50 @@ export class Reranker {
     if (typeof query !== 'string') throw new ArgumentError(`the query must be text, got ${typeof query}`);
     documents.forEach((d, i) => { if (typeof d !== 'string') throw new ArgumentError(`document ${i} must be text, got ${d === null ? 'null' : typeof d}`); });
     const prompt = this.promptText(options);
-    // Pairs in order of their text's length, longest first (as CrossEncoder.predict sorts them), a batch's worth
-    // encoded while the batch before it runs on the device; each chunk padded by its token lengths.
-    const order = documents.map((_, i) => i).sort((a, b) => documents[b]!.length - documents[a]!.length || a - b);
-    const scores = new Array<number>(documents.length);
-    let tokens = 0, truncated = 0;
-    const read = ({ members, pending }: { members: readonly number[]; pending: PendingLogits }) => {
-      pending.wait().forEach((logit, k) => { scores[members[k]!] = this.activation === 'sigmoid' ? 1 / (1 + Math.exp(-logit)) : logit; });
-    };
+    const scored = this.scorePairs(documents.map((document) => ({ query, document, ...(prompt !== undefined ? { prompt } : {}) })));
+    return { scores: scored.scores, tokens: scored.tokens.reduce((a, b) => a + b, 0), truncated: scored.truncated.filter((t) => t).length };
+  }
+
+  /** Each pair's score (its own query and instruction), in the pairs' order: several requests' pairs in shared batches. */
+  scorePairs(pairs: readonly RerankPair[]): ScoredPairs {
+    const out = newScored(pairs.length);
+    for (const _pending of this.scoring(pairs, out)) { /* wait() reads each batch in turn */ }
+    return out;
+  }
+
+  /** scorePairs, yielding to the event loop while the device computes (the rerank server's rounds). */
+  async scorePairsAsync(pairs: readonly RerankPair[]): Promise<ScoredPairs> {
+    const out = newScored(pairs.length);
+    for (const pending of this.scoring(pairs, out)) {
+      while (!pending.ready()) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    return out;
+  }
+
+  /**
+   * Scores `pairs` into `out`, yielding each queued batch before reading it: pairs are taken longest text first
+   * (as CrossEncoder.predict sorts them), a batch's worth encoded while the batch before it runs on the device.
+   */
+  private *scoring(pairs: readonly RerankPair[], out: ScoredPairs): Generator<PendingLogits, void, void> {
+    const size = (p: RerankPair) => p.query.length + p.document.length;
+    const order = pairs.map((_, i) => i).sort((a, b) => size(pairs[b]!) - size(pairs[a]!) || a - b);
     let queued: { members: readonly number[]; pending: PendingLogits } | undefined;
+    const read = (q: { members: readonly number[]; pending: PendingLogits }) => {
+      q.pending.wait().forEach((logit, k) => { out.scores[q.members[k]!] = this.activation === 'sigmoid' ? 1 / (1 + Math.exp(-logit)) : logit; });
+    };
     for (let first = 0; first < order.length; first += this.batchSize) {
       const chunk = order.slice(first, first + this.batchSize);
-      const pairs = chunk.map((i) => this.scorer.encode(query, documents[i]!, this.maxTokens, prompt));
-      for (const p of pairs) { tokens += p.ids.length; if (p.truncated) truncated++; }
-      for (const batch of lengthSortedBatches(pairs.map((p) => p.ids), this.batchSize, this.scorer.padTokenId, this.scorer.maxTokens, this.scorer.maxPassTokens)) {
+      const encoded = chunk.map((i) => this.scorer.encode(pairs[i]!.query, pairs[i]!.document, this.maxTokens, pairs[i]!.prompt));
+      chunk.forEach((i, k) => { out.tokens[i] = encoded[k]!.ids.length; out.truncated[i] = encoded[k]!.truncated; });
+      for (const batch of lengthSortedBatches(encoded.map((p) => p.ids), this.batchSize, this.scorer.padTokenId, this.scorer.maxTokens, this.scorer.maxPassTokens)) {
         const length = batch.inputIds[0]!.length;
-        const typeIds = batch.members.map((k) => Array.from({ length }, (_, l) => pairs[k]!.typeIds?.[l] ?? 0));
+        const typeIds = batch.members.map((k) => Array.from({ length }, (_, l) => encoded[k]!.typeIds?.[l] ?? 0));
         const next = { members: batch.members.map((k) => chunk[k]!), pending: this.scorer.logitsLater({ ...batch, typeIds }) };
-        if (queued) read(queued);
+        if (queued) { yield queued.pending; read(queued); }
         queued = next;
       }
     }
-    if (queued) read(queued);
-    return { scores, tokens, truncated };
+    if (queued) { yield queued.pending; read(queued); }
   }
 
   free(): void { this.scorer.free(); }
@@ -194,7 +235,7 @@ class BertPairScorer implements PairScorer {
 
   logitsLater(batch: PaddedBatch & { readonly typeIds: readonly (readonly number[])[] }): PendingLogits {
     const logits = this.encoder.classify(batch.inputIds, batch.attentionMask, batch.typeIds);
-    return { wait: () => [...logits] };
+    return { wait: () => [...logits], ready: () => true };
   }
 
   free(): void { this.encoder.free(); }

@@ -4,13 +4,15 @@
 //                                     prompt_name? (one of the model's sentence-transformers prompts: the instruction)}
 //     → {id, model, results: [{index, relevance_score[, document: {text}]}] best first, usage: {total_tokens}}
 //   GET  /v1/models, /health, /metrics (Prometheus text)
-// Requests are scored one at a time, in arrival order (each request's pairs in length-sorted batches); a
-// request whose client went away before its turn is skipped. Limits: body size (413), documents a request
-// (400); close() finishes what is queued, then stops.
+// Requests are scored in rounds: each round takes every waiting request (up to maxRoundDocuments documents,
+// at least one request) and scores all their pairs together — sorted by length across requests, so a
+// request's short documents share batches with others' rather than padding to its own longest — yielding to
+// the event loop while the device computes. A request whose client went away before its round is skipped.
+// Limits: body size (413), documents a request (400); close() finishes what is queued, then stops.
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Reranker } from '../infer/reranker.js';
+import type { Reranker, RerankPair, ScoredPairs } from '../infer/reranker.js';
 import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJsonBody, sendJson, toApiError } from './http-json.js';
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
@@ -26,6 +28,15 @@ export interface RerankServerOptions {
   readonly maxBodyBytes?: number;
   /** Documents a request may hold at most (default 1,000). */
   readonly maxDocuments?: number;
+  /** Documents scored in one round at most (default 512; a larger request runs alone). */
+  readonly maxRoundDocuments?: number;
+}
+
+/** A request waiting for its round: its pairs, and how to answer it. */
+interface Pending {
+  readonly pairs: readonly RerankPair[];
+  done(scored: ScoredPairs | ApiError): void;
+  gone: boolean;
 }
 
 /** A rerank request's fields, checked. */
@@ -74,10 +85,12 @@ export class RerankServer {
   private readonly http: Server;
   private readonly maxBodyBytes: number;
   private readonly maxDocuments: number;
+  private readonly maxRoundDocuments: number;
+  private readonly queue: Pending[] = [];
   private draining = false;
-  private waiting = 0;
-  /** The request being scored and those queued behind it, in arrival order. */
-  private turn: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private wake: (() => void) | null = null;
+  private loopDone: Promise<void> = Promise.resolve();
   private requestCount = 0;
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly metrics = {
@@ -85,6 +98,7 @@ export class RerankServer {
     documents: new LabeledCounter('fuseformer_rerank_documents_total', 'Documents scored'),
     tokens: new LabeledCounter('fuseformer_prompt_tokens_total', 'Tokens of the (query, document) pairs scored'),
     truncated: new LabeledCounter('fuseformer_rerank_pairs_truncated_total', 'Pairs cut to the length limit'),
+    rounds: new LabeledCounter('fuseformer_rerank_rounds_total', 'Rounds of the rerank loop (each scores every queued request it takes)'),
     latency: new Histogram('fuseformer_request_latency_seconds', 'Time from a request\'s arrival to its answer', LATENCY_BUCKETS),
   };
 
@@ -93,26 +107,69 @@ export class RerankServer {
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
     this.maxDocuments = options.maxDocuments ?? 1000;
+    this.maxRoundDocuments = options.maxRoundDocuments ?? 512;
     this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
   }
 
   listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
+    this.loopDone = this.loop();
     return listenOn(this.http, port, host);
   }
 
-  /** Graceful shutdown: refuse new requests, finish the queued ones, stop. */
+  /** Graceful shutdown: refuse new requests, score the queued ones, stop. */
   async close(): Promise<void> {
+    if (this.draining) return this.loopDone;
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();
-    await this.turn;
+    while (this.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
+    this.stopped = true;
+    this.wake?.();
+    await this.loopDone;
     this.http.closeAllConnections();
     await closed;
   }
 
   metricsText(): string {
     const m = this.metrics;
-    return [m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.waiting), m.latency.text(), ''].join('\n');
+    return [m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(), gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.queue.length), m.latency.text(), ''].join('\n');
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      if (this.queue.length === 0) {
+        await new Promise<void>((resolve) => { this.wake = resolve; });
+        this.wake = null;
+        // One event-loop turn before the round: requests that arrived with the one that woke the loop join it.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        continue;
+      }
+      const round: Pending[] = [];
+      let documents = 0;
+      while (this.queue.length > 0 && (round.length === 0 || documents + this.queue[0]!.pairs.length <= this.maxRoundDocuments)) {
+        const p = this.queue.shift()!;
+        if (p.gone) continue;
+        round.push(p);
+        documents += p.pairs.length;
+      }
+      if (round.length > 0) {
+        this.metrics.rounds.inc({});
+        try {
+          const scored = await this.reranker.scorePairsAsync(round.flatMap((p) => p.pairs));
+          let at = 0;
+          for (const p of round) {
+            const end = at + p.pairs.length;
+            p.done({ scores: scored.scores.slice(at, end), tokens: scored.tokens.slice(at, end), truncated: scored.truncated.slice(at, end) });
+            at = end;
+          }
+        } catch (error) {
+          const failure = new ApiError(500, `reranking failed: ${(error as Error).message}`, 'server_error');
+          for (const p of round) p.done(failure);
+        }
+      }
+      // Let the event loop deliver new requests, disconnects and socket writes between rounds.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -134,37 +191,32 @@ export class RerankServer {
     if (params.model !== undefined && params.model !== this.modelName) {
       throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
     }
+    let prompt: string | undefined;
     try {
-      this.reranker.promptText(params.promptName !== undefined ? { promptName: params.promptName } : {});
+      prompt = this.reranker.promptText(params.promptName !== undefined ? { promptName: params.promptName } : {});
     } catch (error) {
       throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'prompt_name');
     }
-    let gone = false;
-    res.on('close', () => { gone = true; });
-    // One request at a time: each waits for the one before it, then yields a turn so its socket's events run.
-    this.waiting++;
-    const mine = this.turn.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
-    let release!: () => void;
-    this.turn = mine.then(() => new Promise<void>((resolve) => { release = resolve; }));
-    await mine;
-    this.waiting--;
-    try {
-      if (gone) return;
-      const { scores, tokens, truncated } = this.reranker.rerank(params.query, params.documents, params.promptName !== undefined ? { promptName: params.promptName } : {});
-      const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index).slice(0, params.topN ?? scores.length);
-      this.metrics.documents.inc({}, scores.length);
-      this.metrics.tokens.inc({}, tokens);
-      this.metrics.truncated.inc({}, truncated);
-      this.metrics.latency.observe((performance.now() - arrival) / 1000);
-      this.send(res, req, 200, {
-        id: `rerank-${++this.requestCount}`,
-        model: this.modelName,
-        results: ranked.map(({ index, score }) => ({ index, relevance_score: score, ...(params.returnDocuments ? { document: { text: params.documents[index] } } : {}) })),
-        usage: { total_tokens: tokens },
-      });
-    } finally {
-      release();
-    }
+    const scored = await new Promise<ScoredPairs | ApiError>((resolve) => {
+      const pending: Pending = { pairs: params.documents.map((document) => ({ query: params.query, document, ...(prompt !== undefined ? { prompt } : {}) })), done: resolve, gone: false };
+      // The client went away before its round: its pairs are skipped, not scored.
+      res.on('close', () => { pending.gone = true; });
+      this.queue.push(pending);
+      this.wake?.();
+    });
+    if (scored instanceof ApiError) throw scored;
+    const { scores } = scored, tokens = scored.tokens.reduce((a, b) => a + b, 0);
+    const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index).slice(0, params.topN ?? scores.length);
+    this.metrics.documents.inc({}, scores.length);
+    this.metrics.tokens.inc({}, tokens);
+    this.metrics.truncated.inc({}, scored.truncated.filter((t) => t).length);
+    this.metrics.latency.observe((performance.now() - arrival) / 1000);
+    this.send(res, req, 200, {
+      id: `rerank-${++this.requestCount}`,
+      model: this.modelName,
+      results: ranked.map(({ index, score }) => ({ index, relevance_score: score, ...(params.returnDocuments ? { document: { text: params.documents[index] } } : {}) })),
+      usage: { total_tokens: tokens },
+    });
   }
 
   private send(res: ServerResponse, req: IncomingMessage, status: number | ApiError, body?: unknown): void {

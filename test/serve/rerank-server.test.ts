@@ -3,9 +3,11 @@
 // prompt_name (test/fixtures/qwen3-reranker); /v1/models, /health, /metrics; field errors named; shutdown.
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { isCrossEncoderDirectory } from '../../src/cli/model-directory.js';
 import { Reranker } from '../../src/infer/reranker.js';
@@ -62,6 +64,7 @@ test('a decoder reranker served: prompt_name picks its instruction; an unknown o
     const wrongType = await fetch(`http://127.0.0.1:${address.port}/v1/rerank`, { method: 'POST', body: JSON.stringify({ query: 'q', documents: ['d'], prompt_name: 3 }) });
     assert.equal(wrongType.status, 400);
     assert.equal((await wrongType.json() as { error: { param: string } }).error.param, 'prompt_name');
+
   } finally {
     await served.close();
     decoder.free();
@@ -112,3 +115,38 @@ test('/v1/models, /health and /metrics; close() stops the server', async () => {
   await server.close();
   await assert.rejects(fetch(`${url}/health`));
 });
+
+test('concurrent rerank requests — other queries, other instructions — share rounds, each answered as it is alone', async () => {
+  const expected = JSON.parse(readFileSync(join(DECODER, 'expected.json'), 'utf8')) as { query: string; documents: string[] };
+  const decoder = Reranker.load(join(DECODER, 'causal'), new CpuBackend(), { dtype: 'f32' });
+  // Each round takes 30 ms longer than the tiny model needs, so the requests arriving meanwhile queue up.
+  const slow = Object.create(decoder) as Reranker;
+  slow.scorePairsAsync = async (pairs) => { await new Promise((r) => setTimeout(r, 30)); return decoder.scorePairs(pairs); };
+  const served = new RerankServer(slow, { modelName: 'qwen3-reranker' });
+  const address = await served.listen(0);
+  try {
+    const requests = Array.from({ length: 12 }, (_, i) => ({
+      query: i % 3 === 0 ? expected.query : `what is ${['a whale', 'krill', 'the sea'][i % 3]}?`,
+      documents: expected.documents.slice(i % 4, 1 + (i % 4) + (i % 3)),
+      ...(i % 2 === 0 ? { prompt_name: 'whales' } : {}),
+    }));
+    const alone = requests.map((r) => decoder.rerank(r.query, r.documents, r.prompt_name ? { promptName: r.prompt_name } : {}));
+    // The clients in another process: in this one, the server's rounds would hold back their requests.
+    const script = `const requests = ${JSON.stringify(requests)};
+      const answers = await Promise.all(requests.map(async (r) => (await fetch('http://127.0.0.1:${address.port}/v1/rerank', { method: 'POST', body: JSON.stringify(r) })).json()));
+      process.stdout.write(JSON.stringify(answers));`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { maxBuffer: 1 << 24 });
+    const answers = JSON.parse(stdout) as { results: Ranked[]; usage: { total_tokens: number } }[];
+    answers.forEach((a, i) => {
+      assert.equal(a.results.length, requests[i]!.documents.length);
+      assert.equal(a.usage.total_tokens, alone[i]!.tokens, `request ${i}'s tokens`);
+      a.results.forEach((x) => assert.ok(Math.abs(x.relevance_score - alone[i]!.scores[x.index]!) < 1e-6, `request ${i} document ${x.index}`));
+    });
+    const rounds = Number(/^fuseformer_rerank_rounds_total (\d+)/m.exec(served.metricsText())?.[1]);
+    assert.ok(rounds >= 1 && rounds <= 6, `12 concurrent requests in ${rounds} rounds`);
+  } finally {
+    await served.close();
+    decoder.free();
+  }
+});
+
