@@ -16,11 +16,10 @@
 //        [--dtypes bf16,f32] [--no-hf (ours only: no baseline, no correctness check)] [--no-compile]
 //        [--round-inputs N (the server's most inputs a round; default its own, 512)]
 
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/backend/index.js';
 import type { FloatDType } from '../src/dtype.js';
 import { Embedder } from '../src/infer/embedder.js';
@@ -28,6 +27,7 @@ import { writeFileAtomically } from '../src/io/atomic-write.js';
 import { EmbeddingServer } from '../src/serve/embedding-server.js';
 import { median } from './device-timing.js';
 import { hfScript } from './hf-script.js';
+import { httpLoadMs } from './http-load.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -102,16 +102,9 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     };
     const server = new EmbeddingServer(timed, { modelName: cli.model!, maxQueuedInputs: sequences.length, ...(cli['round-inputs'] ? { maxRoundInputs: Number(cli['round-inputs']) } : {}) });
     const address = await server.listen(0);
-    const script = `const seqs = JSON.parse(require('fs').readFileSync(${JSON.stringify(join(dir, 'sequences.json'))}, 'utf8')).sequences;
-      const requests = []; for (let i = 0; i < seqs.length; i += ${PER_REQUEST}) requests.push(seqs.slice(i, i + ${PER_REQUEST}));
-      const run = async () => { let next = 0; const t0 = performance.now();
-        await Promise.all(Array.from({ length: ${CLIENTS} }, async () => { while (next < requests.length) { const input = requests[next++];
-          const r = await fetch('http://127.0.0.1:${address.port}/v1/embeddings', { method: 'POST', body: JSON.stringify({ input, encoding_format: 'base64' }) });
-          if (r.status !== 200) throw new Error('status ' + r.status + ': ' + await r.text()); await r.json(); } }));
-        return performance.now() - t0; };
-      (async () => { await run(); const t = []; for (let i = 0; i < ${reps}; i++) t.push(await run()); t.sort((a, b) => a - b); process.stdout.write(String(t[t.length >> 1])); })();`;
-    const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { maxBuffer: 1 << 20 });
-    const httpMs = Number(stdout);
+    const requests: { input: number[][]; encoding_format: 'base64' }[] = [];
+    for (let i = 0; i < sequences.length; i += PER_REQUEST) requests.push({ input: sequences.slice(i, i + PER_REQUEST), encoding_format: 'base64' });
+    const httpMs = await httpLoadMs(`http://127.0.0.1:${address.port}/v1/embeddings`, join(dir, 'requests.json'), requests, CLIENTS, reps);
     await server.close();
     const perPass = rounds.length / (reps + 1), computeMs = rounds.reduce((a, r) => a + r.ms, 0) / (reps + 1);
     console.log(`${dtype} over HTTP: ${rounds.length} rounds in ${reps + 1} passes (${perPass.toFixed(1)} a pass, ${(sequences.length / perPass).toFixed(1)} inputs a round); compute ${computeMs.toFixed(1)} ms a pass of ${httpMs.toFixed(1)} ms; round sizes ${rounds.slice(0, 12).map((r) => `${r.inputs}:${r.ms.toFixed(1)}ms`).join(' ')} …`);

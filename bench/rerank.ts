@@ -16,11 +16,10 @@
 // Usage: node dist/bench/rerank.js [--json bench/results/rerank.json] [--python python3] [--reps 5] [--keep DIR]
 //        [--dtypes bf16,f32] [--no-hf (ours only)] [--no-compile]
 
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { selectBackend } from '../src/backend/index.js';
 import type { FloatDType } from '../src/dtype.js';
 import { Reranker } from '../src/infer/reranker.js';
@@ -28,6 +27,7 @@ import { writeFileAtomically } from '../src/io/atomic-write.js';
 import { RerankServer } from '../src/serve/rerank-server.js';
 import { median } from './device-timing.js';
 import { hfScript } from './hf-script.js';
+import { httpLoadMs } from './http-load.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -75,16 +75,9 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     // 3. Over HTTP: 8 clients in another process, 32 documents a request.
     const server = new RerankServer(reranker, { modelName: 'reranker', maxDocuments: PER_REQUEST });
     const address = await server.listen(0);
-    const script = `const { query, documents } = JSON.parse(require('fs').readFileSync(${JSON.stringify(join(dir, 'workload.json'))}, 'utf8'));
-      const requests = []; for (let i = 0; i < documents.length; i += ${PER_REQUEST}) requests.push(documents.slice(i, i + ${PER_REQUEST}));
-      const run = async () => { let next = 0; const t0 = performance.now();
-        await Promise.all(Array.from({ length: ${CLIENTS} }, async () => { while (next < requests.length) { const docs = requests[next++];
-          const r = await fetch('http://127.0.0.1:${address.port}/v1/rerank', { method: 'POST', body: JSON.stringify({ query, documents: docs }) });
-          if (r.status !== 200) throw new Error('status ' + r.status + ': ' + await r.text()); await r.json(); } }));
-        return performance.now() - t0; };
-      (async () => { await run(); const t = []; for (let i = 0; i < ${reps}; i++) t.push(await run()); t.sort((a, b) => a - b); process.stdout.write(String(t[t.length >> 1])); })();`;
-    const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { maxBuffer: 1 << 20 });
-    const httpMs = Number(stdout);
+    const requests: { query: string; documents: string[] }[] = [];
+    for (let i = 0; i < documents.length; i += PER_REQUEST) requests.push({ query, documents: documents.slice(i, i + PER_REQUEST) });
+    const httpMs = await httpLoadMs(`http://127.0.0.1:${address.port}/v1/rerank`, join(dir, 'requests.json'), requests, CLIENTS, reps);
     await server.close();
     const rate = (t: number | undefined) => (t === undefined ? undefined : Math.round(documents.length / (t / 1000)));
     rows.push({

@@ -18,6 +18,8 @@ import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJ
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
+import { RoundLoop } from './rounds.js';
+import type { RoundRequest } from './rounds.js';
 import { ApiError, parseEmbeddingBody } from './validation.js';
 
 export interface EmbeddingServerOptions {
@@ -35,11 +37,10 @@ export interface EmbeddingServerOptions {
   readonly shutdownTimeoutMs?: number;
 }
 
-interface Pending {
+interface Pending extends RoundRequest {
   readonly sequences: number[][];
   readonly dimensions: number;
   done(vectors: Float32Array[] | ApiError): void;
-  gone: boolean;
 }
 
 const ROUTES: Routes = new Map([['/v1/embeddings', 'POST'], ['/v1/models', 'GET'], [MODEL_ROUTE, 'GET'], ['/health', 'GET'], ['/metrics', 'GET']]);
@@ -50,14 +51,9 @@ export class EmbeddingServer {
   private readonly http: Server;
   private readonly maxBodyBytes: number;
   private readonly maxQueuedInputs: number;
-  private readonly maxRoundInputs: number;
   private readonly shutdownTimeoutMs: number;
-  private readonly queue: Pending[] = [];
-  private queuedInputs = 0;
+  private readonly rounds: RoundLoop<Pending>;
   private draining = false;
-  private stopped = false;
-  private wake: (() => void) | null = null;
-  private loopDone: Promise<void> = Promise.resolve();
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly metrics = {
     requests: new LabeledCounter('fuseformer_requests_total', 'HTTP requests by endpoint and status code'),
@@ -73,28 +69,22 @@ export class EmbeddingServer {
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
     this.maxQueuedInputs = options.maxQueuedInputs ?? 16_384;
-    this.maxRoundInputs = options.maxRoundInputs ?? 512;
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
+    this.rounds = new RoundLoop<Pending>(options.maxRoundInputs ?? 512, (round) => this.embedRound(round));
     this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
   }
 
   async listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
-    this.loopDone = this.loop();
     return listenOn(this.http, port, host);
   }
 
   /** Graceful shutdown: refuse new requests, embed what is queued (up to the timeout), refuse the rest, stop. */
   async close(): Promise<void> {
-    if (this.draining) return this.loopDone;
+    if (this.draining) return;
     this.draining = true;
-    const deadline = Date.now() + this.shutdownTimeoutMs;
-    while (this.queue.length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();
-    for (const p of this.queue.splice(0)) p.done(new ApiError(503, 'the server is shutting down', 'server_error'));
-    this.stopped = true;
-    this.wake?.();
-    await this.loopDone;
+    await this.rounds.drain(Date.now() + this.shutdownTimeoutMs, (p) => p.done(new ApiError(503, 'the server is shutting down', 'server_error')));
     this.http.closeAllConnections();
     await closed;
   }
@@ -103,48 +93,26 @@ export class EmbeddingServer {
     const m = this.metrics;
     return [
       m.requests.text(), m.inputs.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(),
-      gauge('fuseformer_queue_depth', 'Requests waiting to be embedded', this.queue.length),
-      gauge('fuseformer_queued_inputs', 'Inputs waiting to be embedded', this.queuedInputs),
+      gauge('fuseformer_queue_depth', 'Requests waiting to be embedded', this.rounds.length),
+      gauge('fuseformer_queued_inputs', 'Inputs waiting to be embedded', this.rounds.items),
       m.latency.text(), '',
     ].join('\n');
   }
 
-  private async loop(): Promise<void> {
-    while (!this.stopped) {
-      if (this.queue.length === 0) {
-        await new Promise<void>((resolve) => { this.wake = resolve; });
-        this.wake = null;
-        // One event-loop turn before the round: requests that arrived with the one that woke the loop join it.
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        continue;
+  /** One round: the inputs of every request it took in shared, length-sorted batches. */
+  private async embedRound(round: Pending[]): Promise<void> {
+    this.metrics.rounds.inc({});
+    try {
+      const sequences = round.flatMap((p) => p.sequences);
+      const vectors = ASYNC_ROUNDS ? await this.embedder.embedSequencesAsync(sequences) : this.embedder.embedSequences(sequences);
+      let at = 0;
+      for (const p of round) {
+        p.done(vectors.slice(at, at + p.sequences.length).map((v) => this.embedder.shortened(v, p.dimensions)));
+        at += p.sequences.length;
       }
-      // Every waiting request that fits the round (at least the first), inputs of all of them in shared batches.
-      const round: Pending[] = [];
-      let inputs = 0;
-      while (this.queue.length > 0 && (round.length === 0 || inputs + this.queue[0]!.sequences.length <= this.maxRoundInputs)) {
-        const p = this.queue.shift()!;
-        this.queuedInputs -= p.sequences.length;
-        if (p.gone) continue;
-        round.push(p);
-        inputs += p.sequences.length;
-      }
-      if (round.length > 0) {
-        this.metrics.rounds.inc({});
-        try {
-          const sequences = round.flatMap((p) => p.sequences);
-          const vectors = ASYNC_ROUNDS ? await this.embedder.embedSequencesAsync(sequences) : this.embedder.embedSequences(sequences);
-          let at = 0;
-          for (const p of round) {
-            p.done(vectors.slice(at, at + p.sequences.length).map((v) => this.embedder.shortened(v, p.dimensions)));
-            at += p.sequences.length;
-          }
-        } catch (error) {
-          const failure = new ApiError(500, `embedding failed: ${(error as Error).message}`, 'server_error');
-          for (const p of round) p.done(failure);
-        }
-      }
-      // Let the event loop deliver new requests, disconnects and socket writes between rounds.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+    } catch (error) {
+      const failure = new ApiError(500, `embedding failed: ${(error as Error).message}`, 'server_error');
+      for (const p of round) p.done(failure);
     }
   }
 
@@ -191,16 +159,14 @@ export class EmbeddingServer {
       }
     });
     if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
-    if (this.queuedInputs + prepared.length > this.maxQueuedInputs) {
-      throw new ApiError(429, `the server is busy: ${this.queuedInputs} inputs queued (limit ${this.maxQueuedInputs}); retry later`, 'rate_limit_error', null, 'queue_full');
+    if (this.rounds.items + prepared.length > this.maxQueuedInputs) {
+      throw new ApiError(429, `the server is busy: ${this.rounds.items} inputs queued (limit ${this.maxQueuedInputs}); retry later`, 'rate_limit_error', null, 'queue_full');
     }
     const vectors = await new Promise<Float32Array[] | ApiError>((resolve) => {
-      const pending: Pending = { sequences: prepared.map((p) => p.ids), dimensions, done: resolve, gone: false };
-      // The client went away before its turn: its inputs are skipped, not computed.
+      const pending: Pending = { sequences: prepared.map((p) => p.ids), size: prepared.length, dimensions, done: resolve, gone: false };
+      // The client went away before its round: its inputs are skipped, not computed.
       res.on('close', () => { pending.gone = true; });
-      this.queue.push(pending);
-      this.queuedInputs += pending.sequences.length;
-      this.wake?.();
+      this.rounds.push(pending);
     });
     if (vectors instanceof ApiError) throw vectors;
     const tokens = prepared.reduce((n, p) => n + p.ids.length, 0);

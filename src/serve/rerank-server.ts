@@ -17,6 +17,8 @@ import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJ
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { Histogram, LabeledCounter, LATENCY_BUCKETS, gauge } from './metrics.js';
+import { RoundLoop } from './rounds.js';
+import type { RoundRequest } from './rounds.js';
 import { ApiError } from './validation.js';
 
 export interface RerankServerOptions {
@@ -33,10 +35,9 @@ export interface RerankServerOptions {
 }
 
 /** A request waiting for its round: its pairs, and how to answer it. */
-interface Pending {
+interface Pending extends RoundRequest {
   readonly pairs: readonly RerankPair[];
   done(scored: ScoredPairs | ApiError): void;
-  gone: boolean;
 }
 
 /** A rerank request's fields, checked. */
@@ -85,12 +86,8 @@ export class RerankServer {
   private readonly http: Server;
   private readonly maxBodyBytes: number;
   private readonly maxDocuments: number;
-  private readonly maxRoundDocuments: number;
-  private readonly queue: Pending[] = [];
+  private readonly rounds: RoundLoop<Pending>;
   private draining = false;
-  private stopped = false;
-  private wake: (() => void) | null = null;
-  private loopDone: Promise<void> = Promise.resolve();
   private requestCount = 0;
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly metrics = {
@@ -107,68 +104,44 @@ export class RerankServer {
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
     this.maxDocuments = options.maxDocuments ?? 1000;
-    this.maxRoundDocuments = options.maxRoundDocuments ?? 512;
+    this.rounds = new RoundLoop<Pending>(options.maxRoundDocuments ?? 512, (round) => this.scoreRound(round));
     this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
   }
 
   listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
-    this.loopDone = this.loop();
     return listenOn(this.http, port, host);
   }
 
   /** Graceful shutdown: refuse new requests, score the queued ones, stop. */
   async close(): Promise<void> {
-    if (this.draining) return this.loopDone;
+    if (this.draining) return;
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();
-    while (this.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
-    this.stopped = true;
-    this.wake?.();
-    await this.loopDone;
+    await this.rounds.drain(Infinity, () => {});
     this.http.closeAllConnections();
     await closed;
   }
 
   metricsText(): string {
     const m = this.metrics;
-    return [m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(), gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.queue.length), m.latency.text(), ''].join('\n');
+    return [m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(), gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.rounds.length), m.latency.text(), ''].join('\n');
   }
 
-  private async loop(): Promise<void> {
-    while (!this.stopped) {
-      if (this.queue.length === 0) {
-        await new Promise<void>((resolve) => { this.wake = resolve; });
-        this.wake = null;
-        // One event-loop turn before the round: requests that arrived with the one that woke the loop join it.
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        continue;
+  /** One round: the pairs of every request it took, scored together (sorted by length across requests). */
+  private async scoreRound(round: Pending[]): Promise<void> {
+    this.metrics.rounds.inc({});
+    try {
+      const scored = await this.reranker.scorePairsAsync(round.flatMap((p) => p.pairs));
+      let at = 0;
+      for (const p of round) {
+        const end = at + p.pairs.length;
+        p.done({ scores: scored.scores.slice(at, end), tokens: scored.tokens.slice(at, end), truncated: scored.truncated.slice(at, end) });
+        at = end;
       }
-      const round: Pending[] = [];
-      let documents = 0;
-      while (this.queue.length > 0 && (round.length === 0 || documents + this.queue[0]!.pairs.length <= this.maxRoundDocuments)) {
-        const p = this.queue.shift()!;
-        if (p.gone) continue;
-        round.push(p);
-        documents += p.pairs.length;
-      }
-      if (round.length > 0) {
-        this.metrics.rounds.inc({});
-        try {
-          const scored = await this.reranker.scorePairsAsync(round.flatMap((p) => p.pairs));
-          let at = 0;
-          for (const p of round) {
-            const end = at + p.pairs.length;
-            p.done({ scores: scored.scores.slice(at, end), tokens: scored.tokens.slice(at, end), truncated: scored.truncated.slice(at, end) });
-            at = end;
-          }
-        } catch (error) {
-          const failure = new ApiError(500, `reranking failed: ${(error as Error).message}`, 'server_error');
-          for (const p of round) p.done(failure);
-        }
-      }
-      // Let the event loop deliver new requests, disconnects and socket writes between rounds.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+    } catch (error) {
+      const failure = new ApiError(500, `reranking failed: ${(error as Error).message}`, 'server_error');
+      for (const p of round) p.done(failure);
     }
   }
 
@@ -198,11 +171,11 @@ export class RerankServer {
       throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'prompt_name');
     }
     const scored = await new Promise<ScoredPairs | ApiError>((resolve) => {
-      const pending: Pending = { pairs: params.documents.map((document) => ({ query: params.query, document, ...(prompt !== undefined ? { prompt } : {}) })), done: resolve, gone: false };
+      const pairs = params.documents.map((document) => ({ query: params.query, document, ...(prompt !== undefined ? { prompt } : {}) }));
+      const pending: Pending = { pairs, size: pairs.length, done: resolve, gone: false };
       // The client went away before its round: its pairs are skipped, not scored.
       res.on('close', () => { pending.gone = true; });
-      this.queue.push(pending);
-      this.wake?.();
+      this.rounds.push(pending);
     });
     if (scored instanceof ApiError) throw scored;
     const { scores } = scored, tokens = scored.tokens.reduce((a, b) => a + b, 0);
