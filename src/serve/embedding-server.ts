@@ -54,6 +54,7 @@ export class EmbeddingServer {
   private readonly shutdownTimeoutMs: number;
   private readonly rounds: RoundLoop<Pending>;
   private draining = false;
+  private closing?: Promise<void>;
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly metrics = {
     requests: new LabeledCounter('fuseformer_requests_total', 'HTTP requests by endpoint and status code'),
@@ -79,8 +80,12 @@ export class EmbeddingServer {
   }
 
   /** Graceful shutdown: refuse new requests, embed what is queued (up to the timeout), refuse the rest, stop. */
-  async close(): Promise<void> {
-    if (this.draining) return;
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();

@@ -88,6 +88,7 @@ export class RerankServer {
   private readonly maxDocuments: number;
   private readonly rounds: RoundLoop<Pending>;
   private draining = false;
+  private closing?: Promise<void>;
   private requestCount = 0;
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly metrics = {
@@ -113,8 +114,12 @@ export class RerankServer {
   }
 
   /** Graceful shutdown: refuse new requests, score the queued ones, stop. */
-  async close(): Promise<void> {
-    if (this.draining) return;
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     this.http.closeIdleConnections();
