@@ -25,14 +25,16 @@ export { DecodeEngine } from './infer/engine.js';
 export type { EngineOptions, SequenceRequest } from './infer/engine.js';
 export { BertEncoder, padSequences } from './infer/bert.js';
 export type { BertLoadOptions, BertEmbeddingOptions, BertEncoding, LoadedBert } from './infer/bert.js';
-// Sentence embeddings (BERT-family and decoder models such as Qwen3-Embedding) and cross-encoder reranking.
+// Sentence embeddings (BERT-family and decoder models such as Qwen3-Embedding) and reranking (cross-encoders,
+// decoder rerankers such as Qwen3-Reranker).
 export { Embedder, EmbedInputError } from './infer/embedder.js';
 export type { EmbedderOptions, Embedded, PromptOptions, SentenceEncoder } from './infer/embedder.js';
 export { DecoderEncoder } from './infer/decoder-encoder.js';
 export type { DecoderEncoderOptions } from './infer/decoder-encoder.js';
 export type { Pooling, EmbeddingOptions, PendingEmbeddings } from './infer/pooling.js';
 export { Reranker } from './infer/reranker.js';
-export type { RerankerOptions, Reranked } from './infer/reranker.js';
+export type { RerankerOptions, Reranked, RerankPair, ScoredPairs, PairScorer } from './infer/reranker.js';
+export type { PairTemplate } from './infer/chat-pairs.js';
 export { loadSeq2Seq, translate, translateText } from './infer/seq2seq.js';
 export type { Translator, TranslateOptions, Translation } from './infer/seq2seq.js';
 export { loadQuantizedDecoderModel, quantizeDecoderModel, quantizeLmHead } from './infer/quantized.js';
