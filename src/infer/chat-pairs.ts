@@ -34,6 +34,8 @@ type Message = { role: string; content: string | { type: 'text'; text: string }[
 
 /** Fillers that differ in first character and length: a render that rendered a role's content moves with them. */
 const ROLE_PROBES = [['alpha', 'bravo'], ['charlie', 'bravo'], ['alpha', 'foxtrot']] as const;
+/** Prompts whose template tails are kept (a caller's own prompts may be any text; the oldest goes first). */
+const SUFFIX_CACHE_SIZE = 64;
 /** A template reading any of these expects structured content (sentence-transformers' own test). */
 const STRUCTURED_PATTERNS = ['content[0]', '.type', "'type'", '"type"', 'item.type', 'message.content['];
 
@@ -102,6 +104,7 @@ export class ChatPairEncoder {
       while (count < first.length && count < second.length && first[first.length - 1 - count] === second[second.length - 1 - count]) count++;
       // Renders that never diverge have no content in them: no tail to trust.
       suffix = count > 0 && count < Math.min(first.length, second.length) ? first.slice(first.length - count) : [];
+      if (this.suffixes.size >= SUFFIX_CACHE_SIZE) this.suffixes.delete(this.suffixes.keys().next().value!);
       this.suffixes.set(key, suffix);
     }
     return suffix;

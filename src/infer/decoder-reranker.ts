@@ -14,9 +14,8 @@ import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tokenizer } from '../io/tokenizer.js';
-import { openWeightFile } from '../io/weight-file.js';
 import { readConfigFile } from '../models/config-fields.js';
-import { shardFiles } from '../models/hf-weights.js';
+import { withTensor } from '../models/hf-weights.js';
 import { join } from 'node:path';
 import { formatShape } from '../tensor.js';
 import type { EncodedPair, PairTemplate } from './chat-pairs.js';
@@ -105,26 +104,18 @@ export class DecoderPairScorer implements PairScorer {
   }
 }
 
-/** Tensor `name` (or without the architecture's optional prefix) from the model's files, checked to be [rows, hidden]; the rows asked for. */
+/** The first of `names` in the model's files, checked to be [rows, hidden]: all its rows, or those `pick` names. */
 function readRows(dir: string, names: readonly string[], hidden: number, pick: readonly number[] | undefined): { rows: Float32Array; count: number; name: string } | undefined {
-  for (const file of shardFiles(dir)) {
-    const reader = openWeightFile(file);
-    try {
-      const name = names.find((n) => reader.has(n));
-      if (name === undefined) continue;
-      const shape = reader.info(name).shape;
-      if (shape.length !== 2 || shape[1] !== hidden) throw new ArgumentError(`${file}: tensor '${name}' has shape ${formatShape(shape)}; expected [rows, ${hidden}] (hidden_size)`);
-      const count = shape[0]!;
-      for (const row of pick ?? []) {
-        if (row >= count) throw new ArgumentError(`${file}: token id ${row} is past tensor '${name}'s ${count} rows`);
-      }
-      const rows = pick ? reader.readFloats(name, pick.map((r) => [r * hidden, (r + 1) * hidden] as const)) : reader.readFloats(name);
-      return { rows, count: pick ? pick.length : count, name };
-    } finally {
-      reader.close();
+  return withTensor(dir, names, (file, name) => {
+    const shape = file.info(name).shape;
+    if (shape.length !== 2 || shape[1] !== hidden) throw new ArgumentError(`${file.path}: tensor '${name}' has shape ${formatShape(shape)}; expected [rows, ${hidden}] (hidden_size)`);
+    const count = shape[0]!;
+    for (const row of pick ?? []) {
+      if (row >= count) throw new ArgumentError(`${file.path}: token id ${row} is past tensor '${name}'s ${count} rows`);
     }
-  }
-  return undefined;
+    const rows = pick ? file.readFloats(name, pick.map((r) => [r * hidden, (r + 1) * hidden] as const)) : file.readFloats(name);
+    return { rows, count: pick ? pick.length : count, name };
+  });
 }
 
 /** The head as the directory defines it: a sequence-classification score layer, else the LM head's true / false token rows. */

@@ -13,8 +13,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ArgumentError } from '../errors.js';
-import { openWeightFile } from '../io/weight-file.js';
-import { shardFiles } from '../models/hf-weights.js';
+import { shardFiles, withTensor } from '../models/hf-weights.js';
 import { describeValue, readConfigFile } from '../models/config-fields.js';
 import { formatShape } from '../tensor.js';
 import type { Pooling } from './pooling.js';
@@ -264,20 +263,14 @@ function denseOf(dir: string, inputWidth: number | undefined): DenseModule {
   }
   const hasBias = config['bias'] ?? true;
   if (typeof hasBias !== 'boolean') throw new ArgumentError(`${configFile}: field "bias" is ${describeValue(hasBias)}; expected true or false`);
-  const files = shardFiles(dir);
   const read = (name: string, shape: readonly number[]): Float32Array => {
-    for (const file of files) {
-      const reader = openWeightFile(file);
-      try {
-        const info = reader.tensors.find((t) => t.name === name);
-        if (!info) continue;
-        if (formatShape(info.shape) !== formatShape(shape)) throw new ArgumentError(`${file}: tensor '${name}' has shape ${formatShape(info.shape)}; ${configFile} implies ${formatShape(shape)}`);
-        return reader.readFloats(name);
-      } finally {
-        reader.close();
-      }
-    }
-    throw new ArgumentError(`${dir}: no tensor '${name}' in ${files.join(', ')}`);
+    const values = withTensor(dir, [name], (file) => {
+      const info = file.info(name);
+      if (formatShape(info.shape) !== formatShape(shape)) throw new ArgumentError(`${file.path}: tensor '${name}' has shape ${formatShape(info.shape)}; ${configFile} implies ${formatShape(shape)}`);
+      return file.readFloats(name);
+    });
+    if (values === undefined) throw new ArgumentError(`${dir}: no tensor '${name}' in ${shardFiles(dir).join(', ')}`);
+    return values;
   };
   const weight = read('linear.weight', [outFeatures, inFeatures]);
   return { source: dir, inFeatures, outFeatures, weight, ...(hasBias ? { bias: read('linear.bias', [outFeatures]) } : {}), activation };

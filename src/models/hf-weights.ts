@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { ArgumentError } from '../errors.js';
 import { formatShape } from '../tensor.js';
 import { openWeightFile } from '../io/weight-file.js';
+import type { WeightFile } from '../io/weight-file.js';
 import type { ParameterStore } from '../nn/parameters.js';
 
 /** Tensors that published checkpoints carry but that are not parameters of our models. */
@@ -41,6 +42,23 @@ export function shardFiles(dir: string): string[] {
     if (existsSync(join(dir, single))) return [join(dir, single)];
   }
   throw new ArgumentError(`${dir}: no weights (model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json)`);
+}
+
+/**
+ * `read` on the first weight file of `dir` holding one of `names` (the name it holds given too), the file closed
+ * after; undefined where no file holds any. For a head or layer read on its own, beside a model's loader.
+ */
+export function withTensor<T>(dir: string, names: readonly string[], read: (file: WeightFile, name: string) => T): T | undefined {
+  for (const path of shardFiles(dir)) {
+    const file = openWeightFile(path);
+    try {
+      const name = names.find((n) => file.has(n));
+      if (name !== undefined) return read(file, name);
+    } finally {
+      file.close();
+    }
+  }
+  return undefined;
 }
 
 /** Whether `dir` holds HF weights shardFiles finds. */
