@@ -8,7 +8,8 @@
 //   2. speed: every pair scored in batches of 32 (median wall time over --reps, CUDA-synchronised, after a warm-up
 //      pass; rendering and tokenizing included on both sides) — ours (batches sorted by length, as the Reranker
 //      always does), HF eager in the documents' order and sorted by length (as CrossEncoder.predict sorts),
-//      torch.compile sorted;
+//      torch.compile sorted; ours again with every pass dense (maxSharedPrefix 0: the query's tokens before each
+//      document computed once a pair, as HF does) — the gain of computing the shared prefix once (shared-prefix.ts);
 //   3. the HTTP server: the same documents sent by 8 concurrent clients from another process, 32 a request,
 //      through RerankServer on the same Reranker (concurrent requests share rounds): documents/s end to end.
 // Writes --json (bench/results/rerank.json) and prints a table.
@@ -72,6 +73,10 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     }
     const ms = median(times);
     console.log(`${dtype}: ours ${times.map((t) => t.toFixed(1)).join(' / ')} ms (reps)`);
+    const encoder = (reranker.scorer as { encoder?: { prefixStats: object } }).encoder;
+    const prefixStats = encoder ? { ...encoder.prefixStats } : undefined;
+    const dense = timeDense(dtype, scores);
+    console.log(`${dtype}: ours, every pass dense ${dense.times.map((t) => t.toFixed(1)).join(' / ')} ms (reps); scores vs shared prefix worst |Δ| ${dense.worst.toExponential(2)}; prefix ${JSON.stringify(prefixStats)}`);
     // 3. Over HTTP: 8 clients in another process, 32 documents a request.
     const server = new RerankServer(reranker, { modelName: 'reranker', maxDocuments: PER_REQUEST });
     const address = await server.listen(0);
@@ -82,7 +87,7 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     const rate = (t: number | undefined) => (t === undefined ? undefined : Math.round(documents.length / (t / 1000)));
     rows.push({
       model: 'Qwen3-Reranker-0.6B size (random weights)', dtype, documents: documents.length, tokens, batch: BATCH, token_mismatches: tokenMismatches, worst_abs_err: worst, correct,
-      ours_ms: ms, ours_reps_ms: times, ours_docs_per_s: rate(ms), ours_tokens_per_s: Math.round(tokens / (ms / 1000)), http_ms: httpMs, http_docs_per_s: rate(httpMs),
+      ours_ms: ms, ours_reps_ms: times, ours_dense_ms: median(dense.times), ours_dense_reps_ms: dense.times, dense_vs_shared_worst_abs: dense.worst, prefix_stats: prefixStats, ours_docs_per_s: rate(ms), ours_tokens_per_s: Math.round(tokens / (ms / 1000)), http_ms: httpMs, http_docs_per_s: rate(httpMs),
       hf_eager_ms: hf.timings['eager'], hf_eager_sorted_ms: hf.timings['eager_sorted'], hf_compile_sorted_ms: hf.timings['compile_sorted'],
       ...(hf.timings['eager_sorted'] ? { speedup_vs_eager_sorted: hf.timings['eager_sorted'] / ms } : {}), ...(hf.timings['compile_sorted'] ? { speedup_vs_compile_sorted: hf.timings['compile_sorted'] / ms } : {}),
       torch: hf.torch, device: hf.device,
@@ -92,13 +97,33 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
   }
 }
 
+/** Ours with every pass dense (no shared prefix): its reps after a warm-up, and its scores' worst distance from `shared`'s. */
+function timeDense(dtype: FloatDType, shared: readonly number[]): { times: number[]; worst: number } {
+  const reranker = Reranker.load(dir, backend, { dtype, batchSize: BATCH, maxSharedPrefix: 0 });
+  try {
+    const { scores } = reranker.rerank(query, documents);
+    const worst = scores.reduce((w, s, i) => Math.max(w, Math.abs(s - shared[i]!)), 0);
+    const times: number[] = [];
+    for (let r = 0; r < reps; r++) {
+      backend.synchronize();
+      const start = performance.now();
+      reranker.rerank(query, documents);
+      backend.synchronize();
+      times.push(performance.now() - start);
+    }
+    return { times, worst };
+  } finally {
+    reranker.free();
+  }
+}
+
 const f = (x: unknown, d = 1) => (typeof x === 'number' ? x.toFixed(d) : '—');
 const tokens = rows[0]?.['tokens'];
 console.log(`\nbench:rerank — Qwen3-Reranker-0.6B-size Qwen3ForCausalLM (random weights), 1 query × ${documents.length} documents (${tokens} tokens), batches of ${BATCH}, logit("yes") − logit("no"); ${backend.description}`);
-console.log('| dtype | correct | worst |Δscore| | ours ms (docs/s) | over HTTP ms (docs/s) | HF eager ms | HF eager sorted | torch.compile sorted | vs eager sorted / compile |');
-console.log('|---|---|---:|---:|---:|---:|---:|---:|---|');
+console.log('| dtype | correct | worst |Δscore| | ours ms (docs/s) | ours dense ms | over HTTP ms (docs/s) | HF eager ms | HF eager sorted | torch.compile sorted | vs eager sorted / compile |');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
 for (const r of rows) {
-  console.log(`| ${r['dtype']} | ${r['correct'] === undefined ? '—' : r['correct'] ? 'yes' : `NO (${r['token_mismatches']} token counts differ)`} | ${(r['worst_abs_err'] as number).toExponential(2)} | ${f(r['ours_ms'])} (${r['ours_docs_per_s']}) | ${f(r['http_ms'])} (${r['http_docs_per_s']}) | ${f(r['hf_eager_ms'])} | ${f(r['hf_eager_sorted_ms'])} | ${f(r['hf_compile_sorted_ms'])} | ${f(r['speedup_vs_eager_sorted'], 2)}× / ${f(r['speedup_vs_compile_sorted'], 2)}× |`);
+  console.log(`| ${r['dtype']} | ${r['correct'] === undefined ? '—' : r['correct'] ? 'yes' : `NO (${r['token_mismatches']} token counts differ)`} | ${(r['worst_abs_err'] as number).toExponential(2)} | ${f(r['ours_ms'])} (${r['ours_docs_per_s']}) | ${f(r['ours_dense_ms'])} | ${f(r['http_ms'])} (${r['http_docs_per_s']}) | ${f(r['hf_eager_ms'])} | ${f(r['hf_eager_sorted_ms'])} | ${f(r['hf_compile_sorted_ms'])} | ${f(r['speedup_vs_eager_sorted'], 2)}× / ${f(r['speedup_vs_compile_sorted'], 2)}× |`);
 }
 mkdirSync(dirname(cli.json!), { recursive: true });
 writeFileAtomically(cli.json!, `${JSON.stringify({ date: new Date().toISOString(), device: backend.description, rows }, null, 2)}\n`);

@@ -13,16 +13,21 @@
 // (HF pads these models at the left; RoPE sees only position differences, so the vectors agree up to rounding).
 // The model is loaded without an untied LM head (LoadOptions.withoutHead). Activation buffers are sized
 // once for maxPassTokens rows (DecoderForward); a batch of more rows is an error (Embedder forms batches under it).
+// Last-token pooling over sequences that all start with the same tokens (a reranker's instruction and query, an
+// embedding prompt) computes that prefix once: shared-prefix.ts has the paged pass that does it.
 
 import type { Backend } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
 import { DecoderForward } from './forward.js';
+import type { RowViews } from './forward.js';
 import type { DecoderModel } from './model.js';
 import { loadDecoderModel } from './model.js';
 import type { EmbeddingOptions, PendingEmbeddings, PooledBatch, TemporaryTensor } from './pooling.js';
 import { checkedPooling, poolLater } from './pooling.js';
+import type { PagedRows } from './shared-prefix.js';
+import { DEFAULT_MAX_SHARED_PREFIX, MIN_SHARED_PREFIX, PREFIX_BLOCK, PrefixCache, prefixRows, sharedPrefixLength, suffixRows } from './shared-prefix.js';
 
 /** Rows one pass takes by default: 16 sequences of 1,024 tokens, 512 of 32. */
 export const DEFAULT_PASS_TOKENS = 16384;
@@ -32,7 +37,15 @@ export interface DecoderEncoderOptions {
   readonly dtype?: FloatDType;
   /** The most tokens (batch × padded length) one pass takes; sizes the activation buffers (default DEFAULT_PASS_TOKENS). */
   readonly maxPassTokens?: number;
+  /**
+   * The longest token prefix computed once for a pass's sequences under last-token pooling (shared-prefix.ts;
+   * default DEFAULT_MAX_SHARED_PREFIX, 0 never; FUSEFORMER_SHARED_PREFIX=0 makes 0 the default).
+   */
+  readonly maxSharedPrefix?: number;
 }
+
+/** FUSEFORMER_SHARED_PREFIX=0: every pass dense (the A / B switch of the benchmarks). */
+const SHARED_PREFIX = process.env['FUSEFORMER_SHARED_PREFIX'] !== '0';
 
 interface DecoderBatch extends PooledBatch {
   readonly ids: Int32Array;
@@ -41,22 +54,30 @@ interface DecoderBatch extends PooledBatch {
 export class DecoderEncoder {
   readonly kind = 'decoder';
   readonly maxPassTokens: number;
+  readonly maxSharedPrefix: number;
+  /** Shared-prefix passes so far: prefixes computed, prefixes taken from the cache, token rows not computed ((B − 1)·P a pass, B·P from the cache). */
+  readonly prefixStats = { passes: 0, computed: 0, cached: 0, savedTokens: 0 };
   private readonly forward: DecoderForward;
+  private readonly prefixCache: PrefixCache;
   private freed = false;
 
-  constructor(readonly model: DecoderModel, options: { maxPassTokens?: number } = {}) {
+  constructor(readonly model: DecoderModel, options: { maxPassTokens?: number; maxSharedPrefix?: number } = {}) {
     this.maxPassTokens = options.maxPassTokens ?? DEFAULT_PASS_TOKENS;
+    this.maxSharedPrefix = options.maxSharedPrefix ?? (SHARED_PREFIX ? DEFAULT_MAX_SHARED_PREFIX : 0);
     if (!Number.isSafeInteger(this.maxPassTokens) || this.maxPassTokens < 1) throw new ArgumentError(`decoder encoder: maxPassTokens must be a positive integer, got ${this.maxPassTokens}`);
+    if (!Number.isSafeInteger(this.maxSharedPrefix) || this.maxSharedPrefix < 0) throw new ArgumentError(`decoder encoder: maxSharedPrefix must be a non-negative integer, got ${this.maxSharedPrefix}`);
     if (model.quantization) throw new ArgumentError(`${model.source}: a quantized model cannot encode embeddings (its float weights are not held)`);
     if (model.tensorParallel) throw new ArgumentError(`${model.source}: embeddings run on one device, not a tensor-parallel group`);
     this.forward = new DecoderForward(model, this.maxPassTokens, this.maxTokens);
+    this.prefixCache = new PrefixCache(model.backend);
   }
 
   /** Loads an HF decoder directory (Qwen3Model / LlamaModel / …ForCausalLM checkpoints; an untied head is skipped). */
   static load(dir: string, backend: Backend, options: DecoderEncoderOptions = {}): { encoder: DecoderEncoder; unused: readonly string[] } {
     const { model, unused } = loadDecoderModel(dir, backend, { ...(options.dtype ? { dtype: options.dtype } : {}), withoutHead: true });
     try {
-      return { encoder: new DecoderEncoder(model, options.maxPassTokens === undefined ? {} : { maxPassTokens: options.maxPassTokens }), unused };
+      const sizes = { ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}), ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}) };
+      return { encoder: new DecoderEncoder(model, sizes), unused };
     } catch (error) {
       model.free();
       throw error;
@@ -78,8 +99,11 @@ export class DecoderEncoder {
    * marking each row's tokens as one run of ones — at the right (right padding) or the left (left padding).
    */
   embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: EmbeddingOptions = {}): PendingEmbeddings {
-    checkedPooling(options.pooling, 'decoder embeddings');
-    return this.pass(this.check(inputIds, attentionMask), ({ batch, hidden, temp }) => poolLater(this.backend, hidden, batch, options, temp, 'decoder embeddings'));
+    const pooling = checkedPooling(options.pooling, 'decoder embeddings');
+    const batch = this.check(inputIds, attentionMask);
+    const pool = ({ batch: pooled, hidden, temp }: PassResult) => poolLater(this.backend, hidden, pooled, options, temp, 'decoder embeddings');
+    const prefix = pooling === 'last' ? this.sharedPrefix(batch) : 0;
+    return prefix > 0 ? this.prefixPass(batch, prefix, pool) : this.pass(batch, pool);
   }
 
   embeddings(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: EmbeddingOptions = {}): Float32Array[] {
@@ -89,6 +113,7 @@ export class DecoderEncoder {
   free(): void {
     if (this.freed) return;
     this.freed = true;
+    this.prefixCache.clear();
     this.forward.free();
     this.model.free();
   }
@@ -128,8 +153,21 @@ export class DecoderEncoder {
     return { batch: B, length: L, ids, lengths };
   }
 
+  /**
+   * The prefix this batch's pass computes once: the cached one if every sequence starts with it, else (two
+   * sequences or more) their common prefix in whole blocks, when at least MIN_SHARED_PREFIX tokens; 0 for none.
+   */
+  private sharedPrefix(batch: DecoderBatch): number {
+    const max = Math.min(this.maxSharedPrefix, ...Array.from(batch.lengths, (n) => n - 1));
+    if (max < MIN_SHARED_PREFIX) return 0;
+    const common = sharedPrefixLength(batch.ids, batch.lengths, batch.length, max);
+    const cached = this.prefixCache.match(batch.ids.subarray(0, common), common);
+    if (cached >= MIN_SHARED_PREFIX) return cached;
+    return batch.batch > 1 && common >= MIN_SHARED_PREFIX ? common : 0;
+  }
+
   /** Every layer over `batch`, then `read(pass)` before the pass's temporaries are freed. */
-  private pass<T>(batch: DecoderBatch, read: (pass: { batch: DecoderBatch; hidden: Tensor; temp: TemporaryTensor }) => T): T {
+  private pass<T>(batch: DecoderBatch, read: (pass: PassResult) => T): T {
     const b = this.backend, f = this.forward, arch = this.model.arch, dtype = this.dtype;
     const { batch: B, length: L } = batch, R = B * L, { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
     const temporaries: Tensor[] = [];
@@ -157,4 +195,76 @@ export class DecoderEncoder {
       for (const t of temporaries) b.free(t);
     }
   }
+
+  /**
+   * `batch` with its first P tokens shared (shared-prefix.ts): the prefix's keys and values from the cache or
+   * one pass over the prefix alone, then the suffixes packed over them; `read` pools the suffix rows.
+   */
+  private prefixPass<T>(batch: DecoderBatch, P: number, read: (pass: PassResult) => T): T {
+    const b = this.backend, arch = this.model.arch, layers = arch.layers, nP = P / PREFIX_BLOCK;
+    const temporaries: Tensor[] = [];
+    const temp: TemporaryTensor = (shape, type) => { const t = b.empty(shape, type); temporaries.push(t); return t; };
+    try {
+      const suffix = suffixRows(batch.ids, batch.lengths, batch.length, P, layers);
+      const poolShape = [suffix.blocks, arch.kvHeads, PREFIX_BLOCK, arch.headDim];
+      const keys = temp(poolShape, this.dtype), values = temp(poolShape, this.dtype);
+      const prefixIds = batch.ids.subarray(0, P);
+      const stats = this.prefixStats, cached = this.prefixCache.match(prefixIds, P) === P;
+      if (cached) {
+        this.prefixCache.restore(keys, values);
+      } else {
+        this.pagedRows(prefixRows(prefixIds, P, layers), keys, values, temp);
+        this.prefixCache.store(prefixIds, keys, values, layers * nP);
+      }
+      stats.passes++;
+      stats[cached ? 'cached' : 'computed']++;
+      stats.savedTokens += (batch.batch - (cached ? 0 : 1)) * P;
+      const v = this.pagedRows(suffix, keys, values, temp);
+      const lengths = Int32Array.from({ length: batch.batch }, (_, s) => suffix.cu[s + 1]! - suffix.cu[s]!);
+      return read({ batch: { batch: batch.batch, length: batch.length, lengths, rowStarts: suffix.cu }, hidden: v.h, temp });
+    } finally {
+      for (const t of temporaries) b.free(t);
+    }
+  }
+
+  /** Every layer over packed `rows`, their keys and values written to and read from the pools through each layer's table. */
+  private pagedRows(rows: PagedRows, keys: Tensor, values: Tensor, temp: TemporaryTensor): RowViews {
+    const b = this.backend, f = this.forward, { heads: Hq, headDim: d } = this.model.arch;
+    const R = rows.tokens.length, B = rows.seqKeys.length, M = rows.maxBlocks;
+    // One upload: tokens, positions, each row's sequence, the offsets, the key counts, the tables.
+    const sections = [rows.tokens, rows.positions, rows.sequenceOf, rows.cu, rows.seqKeys, rows.tables];
+    const meta = temp([sections.reduce((n, a) => n + a.length, 0)], 'i32'), host = new Int32Array(meta.numel);
+    const views: Tensor[] = [];
+    let offset = 0;
+    for (const a of sections) {
+      host.set(a, offset);
+      views.push(b.view(meta, offset, [a.length]));
+      offset += a.length;
+    }
+    b.upload(meta, host);
+    const [tokens, positions, sequenceOf, cu, seqKeys, tables] = views as [Tensor, Tensor, Tensor, Tensor, Tensor, Tensor];
+    const table = (l: number) => b.view(tables, l * B * M, [B, M]);
+    const v = f.rows(R), lse = temp([Hq, R], 'f32');
+    const q = b.view(v.q, 0, [R, Hq, d]);
+    const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
+    f.embed(b, v, tokens, positions);
+    f.blocks(b, v, (l) => {
+      b.qkvRopeAppend({
+        qkv: v.qkv, positions, q: b.view(v.q, 0, [R, Hq, 1, d]), kCache: keys, vCache: values,
+        blockTable: table(l), tableRows: sequenceOf, ...rope, ...f.qkvExtras(l),
+      });
+      b.flashAttentionForward({
+        q, k: keys, v: values, out: b.view(v.attn, 0, [R, Hq, d]), lse, scale: 1 / Math.sqrt(d), causal: true,
+        cuSeqlensQ: cu, maxSeqlenQ: rows.maxRows, paged: { blockTable: table(l), seqKeys },
+      });
+      return v.attn;
+    });
+    return v;
+  }
+}
+
+interface PassResult {
+  readonly batch: PooledBatch;
+  readonly hidden: Tensor;
+  readonly temp: TemporaryTensor;
 }

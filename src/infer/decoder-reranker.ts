@@ -30,6 +30,8 @@ export interface DecoderScorerOptions {
   readonly dtype?: FloatDType;
   /** The most tokens (pairs × padded length) one pass takes (decoder-encoder.ts' DEFAULT_PASS_TOKENS). */
   readonly maxPassTokens?: number;
+  /** The longest prefix a pass's pairs share that is computed once (decoder-encoder.ts' maxSharedPrefix). */
+  readonly maxSharedPrefix?: number;
   /** A chat template in place of the model's own (one that renders the query / document roles). */
   readonly chatTemplate?: PairTemplate;
 }
@@ -57,7 +59,10 @@ export class DecoderPairScorer implements PairScorer {
 
   /** A decoder reranker directory (`modelDir`: the Transformer module's), its head read as `crossEncoder` and config.json say. */
   static load(modelDir: string, backend: Backend, tokenizer: Tokenizer, crossEncoder: CrossEncoderConfig | undefined, options: DecoderScorerOptions = {}): DecoderPairScorer {
-    const { encoder } = DecoderEncoder.load(modelDir, backend, { ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}) });
+    const { encoder } = DecoderEncoder.load(modelDir, backend, {
+      ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}),
+      ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
+    });
     try {
       const rows = headRows(modelDir, encoder, tokenizer, crossEncoder);
       return new DecoderPairScorer(encoder, tokenizer, rows, options.chatTemplate, crossEncoder?.chatTemplateKwargs ?? {});

@@ -54,6 +54,8 @@ export interface EmbedderOptions {
   readonly batchSize?: number;
   /** Decoders: the most tokens one pass takes (decoder-encoder.ts' DEFAULT_PASS_TOKENS); batches shrink to fit it. */
   readonly maxPassTokens?: number;
+  /** Decoders under last-token pooling: the longest prefix a pass's texts share that is computed once (decoder-encoder.ts; default 2048, 0 never). */
+  readonly maxSharedPrefix?: number;
 }
 
 /** Which prompt embed() puts before each text: one by name (config_sentence_transformers.json's prompts) or a text. */
@@ -313,13 +315,17 @@ function loadSentenceEncoder(dir: string, backend: Backend, options: EmbedderOpt
   const dtype = options.dtype ? { dtype: options.dtype } : {};
   if (family === 'bert') {
     if (options.maxPassTokens !== undefined) throw new ArgumentError(`${dir}: maxPassTokens applies to decoder models; a BERT encoder's batches are bounded by batchSize`);
+    if (options.maxSharedPrefix !== undefined) throw new ArgumentError(`${dir}: maxSharedPrefix applies to decoder models; a BERT encoder attends both ways, so no prefix is computed once`);
     return BertEncoder.load(dir, backend, { ...(options.attention ? { attention: options.attention } : {}), ...dtype });
   }
   if (family === 'llama' || family === 'gpt2') {
     if (options.attention !== undefined && options.attention !== 'auto' && options.attention !== 'flash') {
       throw new ArgumentError(`${dir}: attention '${options.attention}' applies to BERT encoders; a decoder model runs the fused causal attention`);
     }
-    return DecoderEncoder.load(dir, backend, { ...dtype, ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}) });
+    return DecoderEncoder.load(dir, backend, {
+      ...dtype, ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}),
+      ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
+    });
   }
   throw new ArgumentError(`${dir}: a ${family} model; embeddings run BERT-family encoders and decoder models (Llama, Qwen2/3, Mistral, GPT-2 architectures)`);
 }

@@ -45,6 +45,8 @@ export interface PooledBatch {
   readonly batch: number;
   readonly length: number;
   readonly lengths: Int32Array;
+  /** Packed rows (a shared-prefix pass: its suffixes): sequence s's lengths[s] rows start at row rowStarts[s], not s·length ('last' pooling only). */
+  readonly rowStarts?: Int32Array;
 }
 
 /** A temporary tensor of the encoder pass, freed with its activations. */
@@ -63,9 +65,10 @@ export function checkedPooling(pooling: Pooling | undefined, who: string): Pooli
  */
 export function poolLater(b: Backend, hidden: Tensor, batch: PooledBatch, options: EmbeddingOptions, temp: TemporaryTensor, who: string): PendingEmbeddings {
   const pooling = checkedPooling(options.pooling, who), dense = options.dense ?? [];
-  const { batch: B, length: L, lengths } = batch, H = hidden.shape[1]!, dtype = hidden.dtype as FloatDType;
+  const { batch: B, length: L, lengths, rowStarts } = batch, H = hidden.shape[1]!, dtype = hidden.dtype as FloatDType;
   let pooled: Tensor;
   if (pooling === 'mean') {
+    if (rowStarts) throw new Error('internal: mean pooling over a shared-prefix pass');
     // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64 —
     // unless Dense layers follow on the device: then the weights are 1/length (the mean, rounded to the dtype).
     const weights = new Float32Array(B * L);
@@ -75,7 +78,9 @@ export function poolLater(b: Backend, hidden: Tensor, batch: PooledBatch, option
     b.upload(ones, weights);
     b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: b.view(pooled, 0, [B, 1, H]) });
   } else {
-    pooled = gatherRows(b, hidden, Int32Array.from({ length: B }, (_, s) => s * L + (pooling === 'last' ? lengths[s]! - 1 : 0)), temp);
+    if (rowStarts && pooling !== 'last') throw new Error(`internal: ${pooling} pooling over a shared-prefix pass`);
+    const start = (s: number) => (rowStarts ? rowStarts[s]! : s * L);
+    pooled = gatherRows(b, hidden, Int32Array.from({ length: B }, (_, s) => start(s) + (pooling === 'last' ? lengths[s]! - 1 : 0)), temp);
   }
   for (const layer of dense) pooled = denseLayer(b, pooled, layer, temp);
   const width = pooled.shape[1]!, values = b.downloadLater(pooled);

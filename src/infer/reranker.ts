@@ -37,6 +37,8 @@ export interface RerankerOptions {
   readonly maxTokens?: number;
   /** Decoders: the most tokens one pass takes (decoder-encoder.ts' DEFAULT_PASS_TOKENS); batches shrink to fit it. */
   readonly maxPassTokens?: number;
+  /** Decoders: the longest prefix the pairs of a pass share that is computed once (decoder-encoder.ts; default 2048, 0 never). */
+  readonly maxSharedPrefix?: number;
   /** Decoders: a chat template in place of the model's own (one that renders the query / document roles). */
   readonly chatTemplate?: PairTemplate;
 }
@@ -123,6 +125,7 @@ export class Reranker {
     let scorer: PairScorer;
     if (family === 'bert') {
       if (options.chatTemplate) throw new ArgumentError(`${modelDir}: a chat template is for decoder rerankers; this is a BERT-family cross-encoder (its tokenizer joins the pair)`);
+      if (options.maxSharedPrefix !== undefined) throw new ArgumentError(`${modelDir}: maxSharedPrefix applies to decoder rerankers; a BERT cross-encoder attends both ways, so no prefix is computed once`);
       scorer = BertPairScorer.load(modelDir, backend, tokenizer, options);
     } else if (family === 'llama' || family === 'gpt2') {
       if (options.attention) throw new ArgumentError(`${modelDir}: the attention path is for BERT cross-encoders; a decoder reranker runs the fused causal attention`);

@@ -88,3 +88,40 @@ test('a Llama-shaped decoder (d 64, GQA) embeds ragged batches on CUDA as the CP
     }
   }
 });
+
+test('a shared prefix on CUDA (paged suffix pass, cached prefix): the dense pass\'s vectors, f32 against the CPU, bf16 against the dense CUDA pass', { skip }, async () => {
+  const gpu = await createGpuBackend(), cpu = new CpuBackend();
+  const config = { ...TINY_LLAMA, vocabSize: 1003, hidden: 256, heads: 4, kvHeads: 2, headDim: 64, ffn: 512, layers: 3, maxPositions: 512 };
+  const dir = join(root, 'llama-prefix');
+  writeModelFolder(dir, 'llama', config, 29, { stripPrefix: true });
+  const rng = new Rng(8);
+  const ints = (n: number) => Array.from(rng.ints(n, 0, config.vocabSize));
+  // Three calls: 70 shared tokens (64 shared: four blocks) before 1..200 others; the same prefix again (cached);
+  // 150 other shared tokens (a new prefix: 144).
+  const head = ints(70), other = ints(150);
+  const calls = [[1, 37, 200, 16, 5, 99, 64, 63].map((n) => [...head, ...ints(n)]), [3, 120].map((n) => [...head, ...ints(n)]), [7, 1, 180].map((n) => [...other, ...ints(n)])];
+  const options = { pooling: 'last', normalize: true } as const;
+  const padded = (rows: number[][]) => {
+    const L = Math.max(...rows.map((r) => r.length));
+    return { ids: rows.map((r) => [...r, ...new Array<number>(L - r.length).fill(2)]), mask: rows.map((r) => Array.from({ length: L }, (_, l) => (l < r.length ? 1 : 0))) };
+  };
+  const reference = DecoderEncoder.load(dir, cpu, { dtype: 'f32', maxSharedPrefix: 0 }).encoder;
+  const expected = calls.map((rows) => { const p = padded(rows); return reference.embeddings(p.ids, p.mask, options); });
+  reference.free();
+  for (const dtype of ['f32', 'bf16'] as FloatDType[]) {
+    const shared = DecoderEncoder.load(dir, gpu as Backend, { dtype }).encoder, dense = DecoderEncoder.load(dir, gpu as Backend, { dtype, maxSharedPrefix: 0 }).encoder;
+    try {
+      calls.forEach((rows, c) => {
+        const p = padded(rows), ours = shared.embeddings(p.ids, p.mask, options), plain = dense.embeddings(p.ids, p.mask, options);
+        ours.forEach((v, i) => {
+          const error = relError(v, dtype === 'f32' ? expected[c]![i]! : plain[i]!);
+          assert.ok(error <= (dtype === 'f32' ? 1e-4 : 3e-2), `${dtype} call ${c} sequence ${i} (${rows[i]!.length} tokens): rel err ${error} against the ${dtype === 'f32' ? 'CPU' : 'dense CUDA pass'}`);
+        });
+      });
+      assert.deepEqual(shared.prefixStats, { passes: 3, computed: 2, cached: 1, savedTokens: 7 * 64 + 2 * 64 + 2 * 144 });
+    } finally {
+      shared.free();
+      dense.free();
+    }
+  }
+});
