@@ -78,6 +78,7 @@ export class DecoderPairScorer implements PairScorer {
   get maxTokens(): number { return this.encoder.maxTokens; }
   get maxPassTokens(): number { return this.encoder.maxPassTokens; }
   get padTokenId(): number { return this.tokenizer.padTokenId ?? this.encoder.padTokenId; }
+  get sharesPrefixes(): boolean { return this.encoder.maxSharedPrefix > 0; }
   /** What the score is, for messages: 'logit("yes") − logit("no")', 'score.weight (…ForSequenceClassification)'. */
   get headDescription(): string { return this.rows.describe; }
   /** How pairs are formatted: 'chat template' or 'tokenizer pair'. */

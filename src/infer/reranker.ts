@@ -88,6 +88,8 @@ export interface PairScorer {
   readonly maxTokens: number;
   readonly maxPassTokens?: number;
   readonly padTokenId: number;
+  /** Whether a pass computes its pairs' common prefix once (a decoder's shared prefix): batches then keep one query's pairs together. */
+  readonly sharesPrefixes?: boolean;
   /** The pair's tokens, at most `maxTokens`; `prompt` is the instruction, where one is given. */
   encode(query: string, document: string, maxTokens: number, prompt?: string): EncodedPair;
   logitsLater(batch: PaddedBatch & { readonly typeIds: readonly (readonly number[])[] }): PendingLogits;
@@ -175,11 +177,13 @@ export class Reranker {
 
   /**
    * Scores `pairs` into `out`, yielding each queued batch before reading it: pairs are taken longest text first
-   * (as CrossEncoder.predict sorts them), a batch's worth encoded while the batch before it runs on the device.
+   * (as CrossEncoder.predict sorts them) — one query's pairs (with its instruction) together first where the scorer
+   * shares prefixes — a batch's worth encoded while the batch before it runs on the device.
    */
   private *scoring(pairs: readonly RerankPair[], out: ScoredPairs): Generator<PendingLogits, void, void> {
     const size = (p: RerankPair) => p.query.length + p.document.length;
-    const order = pairs.map((_, i) => i).sort((a, b) => size(pairs[b]!) - size(pairs[a]!) || a - b);
+    const group = this.scorer.sharesPrefixes ? queryGroups(pairs) : undefined;
+    const order = pairs.map((_, i) => i).sort((a, b) => (group ? group[a]! - group[b]! : 0) || size(pairs[b]!) - size(pairs[a]!) || a - b);
     let queued: { members: readonly number[]; pending: PendingLogits } | undefined;
     const read = (q: { members: readonly number[]; pending: PendingLogits }) => {
       q.pending.wait().forEach((logit, k) => { out.scores[q.members[k]!] = this.activation === 'sigmoid' ? 1 / (1 + Math.exp(-logit)) : logit; });
@@ -200,6 +204,17 @@ export class Reranker {
   }
 
   free(): void { this.scorer.free(); }
+}
+
+/** Each pair's group: pairs of one query and instruction share a number (groups numbered by first appearance). */
+function queryGroups(pairs: readonly RerankPair[]): Int32Array {
+  const numbers = new Map<string, number>();
+  return Int32Array.from(pairs, (p) => {
+    const key = `${p.prompt ?? ''}\u0000${p.query}`;
+    let n = numbers.get(key);
+    if (n === undefined) numbers.set(key, (n = numbers.size));
+    return n;
+  });
 }
 
 /** A BERT-family …ForSequenceClassification model with one label; the tokenizer's pair template joins the pair. */

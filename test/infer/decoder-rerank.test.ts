@@ -112,6 +112,25 @@ test('without sentence-transformers files a causal LM scores "yes" against "no" 
   }
 });
 
+test('a causal reranker computes each query\'s prompt once a pass (its shared prefix): two instructions\' pairs interleaved give CrossEncoder.predict\'s scores, with the prefix shared and not', () => {
+  const cases = expected.causal.cases.filter((c) => c.prompt_name !== null);
+  for (const maxSharedPrefix of [undefined, 0]) {
+    const reranker = Reranker.load(join(FIXTURE, 'causal'), new CpuBackend(), { dtype: 'f32', batchSize: 3, ...(maxSharedPrefix === undefined ? {} : { maxSharedPrefix }) });
+    try {
+      // Pairs of the two prompts alternate; the reranker batches each prompt's pairs together.
+      const pairs = expected.documents.flatMap((document) => cases.map((c) => ({ query: expected.query, document, prompt: reranker.prompts[c.prompt_name!]! })));
+      const { scores } = reranker.scorePairs(pairs);
+      cases.forEach((c, k) => assertScores(scores.filter((_, i) => i % cases.length === k), c.scores, `${c.prompt_name} (maxSharedPrefix ${maxSharedPrefix ?? 'default'})`));
+      const stats = (reranker.scorer as unknown as { encoder: { prefixStats: { passes: number; savedTokens: number } } }).encoder.prefixStats;
+      const batches = Math.ceil(expected.documents.length / 3) * cases.length;
+      if (maxSharedPrefix === 0) assert.deepEqual([stats.passes, stats.savedTokens], [0, 0]);
+      else assert.equal(stats.passes, batches, 'every batch one prompt\'s pairs, its prefix shared');
+    } finally {
+      reranker.free();
+    }
+  }
+});
+
 test('activation_fn Identity gives the logit itself; the default prompt applies unless another is named', () => {
   const settings = JSON.parse(readFileSync(join(FIXTURE, 'causal', 'config_sentence_transformers.json'), 'utf8')) as Record<string, unknown>;
   const dir = copyOf('causal', { 'config_sentence_transformers.json': JSON.stringify({ ...settings, activation_fn: 'torch.nn.modules.linear.Identity', default_prompt_name: 'whales' }) });
