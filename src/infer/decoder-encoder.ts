@@ -26,7 +26,7 @@ import type { DecoderModel } from './model.js';
 import { loadDecoderModel } from './model.js';
 import type { EmbeddingOptions, PendingEmbeddings, PooledBatch, TemporaryTensor } from './pooling.js';
 import { checkedPooling, poolLater } from './pooling.js';
-import type { PagedRows } from './shared-prefix.js';
+import type { PagedRows, PrefixStats } from './shared-prefix.js';
 import { DEFAULT_MAX_SHARED_PREFIX, MIN_SHARED_PREFIX, PREFIX_BLOCK, PrefixCache, prefixRows, sharedPrefixLength, suffixRows } from './shared-prefix.js';
 
 /** Rows one pass takes by default: 16 sequences of 1,024 tokens, 512 of 32. */
@@ -55,8 +55,8 @@ export class DecoderEncoder {
   readonly kind = 'decoder';
   readonly maxPassTokens: number;
   readonly maxSharedPrefix: number;
-  /** Shared-prefix passes so far: prefixes computed, prefixes taken from the cache, token rows not computed ((B − 1)·P a pass, B·P from the cache). */
-  readonly prefixStats = { passes: 0, computed: 0, cached: 0, savedTokens: 0 };
+  /** Shared-prefix passes so far. */
+  readonly prefixStats: PrefixStats = { passes: 0, computed: 0, cached: 0, savedTokens: 0 };
   private readonly forward: DecoderForward;
   private readonly prefixCache: PrefixCache;
   private freed = false;

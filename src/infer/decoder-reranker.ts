@@ -25,6 +25,7 @@ import type { PaddedBatch } from './embedder.js';
 import type { DenseLayer } from './pooling.js';
 import type { PairScorer, PendingLogits } from './reranker.js';
 import type { CrossEncoderConfig } from './sentence-transformers.js';
+import type { PrefixStats } from './shared-prefix.js';
 
 export interface DecoderScorerOptions {
   readonly dtype?: FloatDType;
@@ -79,6 +80,7 @@ export class DecoderPairScorer implements PairScorer {
   get maxPassTokens(): number { return this.encoder.maxPassTokens; }
   get padTokenId(): number { return this.tokenizer.padTokenId ?? this.encoder.padTokenId; }
   get sharesPrefixes(): boolean { return this.encoder.maxSharedPrefix > 0; }
+  get prefixStats(): PrefixStats { return this.encoder.prefixStats; }
   /** What the score is, for messages: 'logit("yes") − logit("no")', 'score.weight (…ForSequenceClassification)'. */
   get headDescription(): string { return this.rows.describe; }
   /** How pairs are formatted: 'chat template' or 'tokenizer pair'. */

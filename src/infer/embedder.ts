@@ -21,6 +21,7 @@ import { DecoderEncoder } from './decoder-encoder.js';
 import type { DenseLayer, EmbeddingOptions, PendingEmbeddings, Pooling } from './pooling.js';
 import { checkedPooling } from './pooling.js';
 import type { SentenceTransformersConfig } from './sentence-transformers.js';
+import type { PrefixStats } from './shared-prefix.js';
 import { chosenPrompt, readSentenceTransformersConfig, truncateTokens } from './sentence-transformers.js';
 
 /** What the Embedder runs: a BERT-family encoder (bert.ts) or a decoder model's final hidden states (decoder-encoder.ts). */
@@ -38,6 +39,8 @@ export interface SentenceEncoder {
   readonly maxTokens: number;
   /** The most tokens (sequences × padded length) one pass takes, where the encoder has such a bound. */
   readonly maxPassTokens?: number;
+  /** A decoder's shared-prefix passes (decoder-encoder.ts). */
+  readonly prefixStats?: PrefixStats;
   embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask: readonly (readonly number[])[] | undefined, options: EmbeddingOptions): PendingEmbeddings;
   free(): void;
 }

@@ -25,6 +25,7 @@ import { DecoderPairScorer } from './decoder-reranker.js';
 import type { PaddedBatch, PromptOptions } from './embedder.js';
 import { lengthSortedBatches } from './embedder.js';
 import type { CrossEncoderConfig } from './sentence-transformers.js';
+import type { PrefixStats } from './shared-prefix.js';
 import { chosenPrompt, readCrossEncoderConfig, tokenizerLengthLimit } from './sentence-transformers.js';
 
 export interface RerankerOptions {
@@ -88,6 +89,8 @@ export interface PairScorer {
   readonly maxTokens: number;
   readonly maxPassTokens?: number;
   readonly padTokenId: number;
+  /** A decoder's shared-prefix passes (decoder-encoder.ts). */
+  readonly prefixStats?: PrefixStats;
   /** Whether a pass computes its pairs' common prefix once (a decoder's shared prefix): batches then keep one query's pairs together. */
   readonly sharesPrefixes?: boolean;
   /** The pair's tokens, at most `maxTokens`; `prompt` is the instruction, where one is given. */

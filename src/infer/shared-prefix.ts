@@ -39,6 +39,17 @@ export function sharedPrefixLength(ids: Int32Array, lengths: Int32Array, L: numb
   return Math.max(0, n - (n % PREFIX_BLOCK));
 }
 
+/** Shared-prefix passes so far (DecoderEncoder.prefixStats). */
+export interface PrefixStats {
+  /** Passes that shared a prefix. */
+  passes: number;
+  /** Prefixes computed (one pass over the prefix alone each) and taken from the cache. */
+  computed: number;
+  cached: number;
+  /** Token rows not computed: (B − 1)·P a pass that computed its prefix, B·P one that took it from the cache. */
+  savedTokens: number;
+}
+
 /** One pass's rows over paged keys: tokens and positions per row, the sequences' row offsets and key counts, the tables. */
 export interface PagedRows {
   /** [R] each. */

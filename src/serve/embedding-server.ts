@@ -95,9 +95,10 @@ export class EmbeddingServer {
   }
 
   metricsText(): string {
-    const m = this.metrics;
+    const m = this.metrics, prefix = this.embedder.encoder.prefixStats;
     return [
       m.requests.text(), m.inputs.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(),
+      ...(prefix ? [gauge('fuseformer_shared_prefix_tokens_total', 'Input tokens not computed: a prefix the texts of a pass share, computed once (or cached)', prefix.savedTokens, 'counter')] : []),
       gauge('fuseformer_queue_depth', 'Requests waiting to be embedded', this.rounds.length),
       gauge('fuseformer_queued_inputs', 'Inputs waiting to be embedded', this.rounds.items),
       m.latency.text(), '',

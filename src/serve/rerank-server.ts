@@ -130,7 +130,12 @@ export class RerankServer {
 
   metricsText(): string {
     const m = this.metrics;
-    return [m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(), gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.rounds.length), m.latency.text(), ''].join('\n');
+    const prefix = this.reranker.scorer.prefixStats;
+    return [
+      m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(),
+      ...(prefix ? [gauge('fuseformer_shared_prefix_tokens_total', 'Pair tokens not computed: the query\'s prefix, computed once a pass (or cached)', prefix.savedTokens, 'counter')] : []),
+      gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.rounds.length), m.latency.text(), '',
+    ].join('\n');
   }
 
   /** One round: the pairs of every request it took, scored together (sorted by length across requests). */

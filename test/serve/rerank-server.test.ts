@@ -64,7 +64,10 @@ test('a decoder reranker served: prompt_name picks its instruction; an unknown o
     const wrongType = await fetch(`http://127.0.0.1:${address.port}/v1/rerank`, { method: 'POST', body: JSON.stringify({ query: 'q', documents: ['d'], prompt_name: 3 }) });
     assert.equal(wrongType.status, 400);
     assert.equal((await wrongType.json() as { error: { param: string } }).error.param, 'prompt_name');
-
+    // The instruction and query before each document were computed once a pass: /metrics counts the tokens not computed.
+    const saved = Number(/^fuseformer_shared_prefix_tokens_total (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${address.port}/metrics`)).text())?.[1]);
+    assert.equal(saved, decoder.scorer.prefixStats!.savedTokens);
+    assert.ok(saved > 0, 'a shared prefix was counted');
   } finally {
     await served.close();
     decoder.free();
@@ -112,6 +115,7 @@ test('/v1/models, /health and /metrics; close() stops the server', async () => {
   assert.deepEqual(await (await fetch(`${url}/health`)).json(), { status: 'ok' });
   const metrics = await (await fetch(`${url}/metrics`)).text();
   assert.match(metrics, /fuseformer_rerank_documents_total \d+/);
+  assert.doesNotMatch(metrics, /shared_prefix/, 'a BERT cross-encoder shares no prefix');
   await server.close();
   await assert.rejects(fetch(`${url}/health`));
 });
