@@ -127,13 +127,18 @@ interface CacheEntry {
  * training shape, called thousands of times, still gets its own best; a serving step's row count that
  * happens to be a multiple of 64 does not tune inside a live step — 12 such tunings had cost a 256-client
  * run 2.1 s, H200 2026-12-01; with graph-replayed mixed steps padded to multiples of 128 rows, 24 tunings
- * in buckets the warm-up had not reached cost 3.8 s, session 9). So a
+ * in buckets the warm-up had not reached cost 3.8 s, session 9). Only the bucket's one round member does:
+ * where several are (an encoder's batches, B × a length padded to 8–32 tokens: every one round), 50 calls are
+ * two passes of 28 layers, and each timing its own stalled a pass for seconds (bench:rerank's dense passes,
+ * ~64 tunings, one rep 10.5 s against 0.41, H100 session 54). So a
  * serving warm-up of power-of-two row counts (serve/warmup.ts) leaves nothing to tune once requests
  * arrive: measured on the H200 (2026-12-01), tuning inside live steps had cost a 16-client run 9.3 of
  * its 13.7 s.
  */
 interface TuningGroup {
   uses: number;
+  /** Members whose M, N, K are all round (they may time their own candidates only while they are the one). */
+  roundMembers: number;
   /** The tuned member's winner, once there is one. */
   winner?: HeuristicResult;
   /** log2 of its bucket, and the groups of the same problem at other buckets (by log2). */
@@ -374,6 +379,7 @@ export class GemmRunner {
       // Not inside a graph capture (no timing there): a later eager call tunes it.
       if (this.tuning && entry.ownTuneAtUse !== undefined && entry.uses >= entry.ownTuneAtUse && call.beta === 0 && this.requireTimer().canTime(this.stream)) {
         delete entry.ownTuneAtUse;
+        if (group.roundMembers > 1) return; // shapes that vary (TuningGroup): the winner it runs stays
         this.bindAddresses(entry, call);
         this.tune(entry, call);
       }
@@ -418,7 +424,8 @@ export class GemmRunner {
     let family = this.groups.get(key);
     if (family === undefined) this.groups.set(key, (family = new Map()));
     let group = family.get(log2);
-    if (group === undefined) family.set(log2, (group = { uses: 0, log2, family }));
+    if (group === undefined) family.set(log2, (group = { uses: 0, roundMembers: 0, log2, family }));
+    if (isRound(p)) group.roundMembers++;
     return group;
   }
 

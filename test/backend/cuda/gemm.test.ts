@@ -326,6 +326,11 @@ test("'auto' tunes a large problem of round sizes on first use (at its 50th when
   samples = timer.samples;
   for (let i = 0; i < 5; i++) r.gemm({ a: roundA, b: w, out: roundOut });
   assert.equal(timer.samples, samples, 'once');
+  // A second round shape of the bucket (an encoder's batches: 32 × 60 tokens beside 32 × 62): shapes that
+  // vary — it runs the winner and never times its own.
+  const secondA = dev([1920, 2048]), secondOut = dev([1920, 2048]);
+  for (let i = 0; i < 2 * ROUND_OWN_TUNE_USES; i++) r.gemm({ a: secondA, b: w, out: secondOut });
+  assert.deepEqual([timer.samples, lt.matmuls.at(-1)!.algo], [samples, 1], 'a second round member keeps the winner, untimed');
   // A round shape next to a tuned bucket (a graph-replayed serving step padded to 2304 rows; 2049..4096
   // has no winner of its own): the neighbour's winner, untimed.
   r.gemm({ a: dev([2304, 2048]), b: w, out: dev([2304, 2048]) });
@@ -339,7 +344,7 @@ test("'auto' tunes a large problem of round sizes on first use (at its 50th when
   for (let i = 0; i < 5; i++) r.gemm({ a: x, b: w, out: y });
   assert.equal(timer.samples, samples);
   assert.equal(r.cacheEntries().find((e) => e.key.includes(' 4x2048x2048 '))!.tuned, false);
-  assert.deepEqual([r.stats.tunings, r.stats.entries], [4, 13]);
+  assert.deepEqual([r.stats.tunings, r.stats.entries], [4, 14]);
 });
 
 test('no tuning inside a graph capture: the problem is tuned by the next eager call', () => {
