@@ -496,7 +496,9 @@ for step in "${steps[@]}"; do
           done
           run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     s54-verify) # (session 54) call 1's bench:rerank had one dense rep at 10.5 s (bf16; f32 +14 s): the GEMM runner's round shapes timing their own candidates at their 50th call — an encoder's batches are all round, so ~64 tunings in one rep. Now only a bucket's one round member does: ours shared / dense, no HF, every rep printed
-          run rerank-ours 150 node dist/bench/rerank.js --reps 5 --no-hf --dtypes bf16 --json "$out/rerank-ours.json" ;;
+          run rerank-ours 150 node dist/bench/rerank.js --reps 5 --no-hf --dtypes bf16 --json "$out/rerank-ours.json"
+          # f32 against HF: call 1's worst |dscore| 6.2e-3 (bound 1e-4) though the CPU encoder equals HF's CPU f32 to 4e-7 on six pairs: every pair's scores both sides, to find which
+          run rerank-f32 200 node dist/bench/rerank.js --reps 1 --dtypes f32 --no-compile --json "$out/rerank-f32.json" ;;
     s54-prefix) # (session 54) the shared prefix (infer/shared-prefix.ts, never run on a GPU: a pass's common token prefix computed once, the suffixes packed over paged keys): the decoder-embed and decoder-rerank GPU suites (the shared-prefix case against the CPU / the dense pass; the rerank fixtures through it), then bench:rerank with ours shared / dense beside HF in the same run (its HTTP part through the rerank server's rounds, every rep printed)
           run prefix-embed-tests 150 node --test --test-concurrency=1 dist/test/gpu/decoder-embed.test.js
           run prefix-rerank-tests 150 node --test --test-concurrency=1 dist/test/gpu/decoder-rerank.test.js

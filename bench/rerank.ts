@@ -90,7 +90,7 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
       ours_ms: ms, ours_reps_ms: times, ours_dense_ms: median(dense.times), ours_dense_reps_ms: dense.times, dense_vs_shared_worst_abs: dense.worst, prefix_stats: prefixStats, ours_docs_per_s: rate(ms), ours_tokens_per_s: Math.round(tokens / (ms / 1000)), http_ms: httpMs, http_docs_per_s: rate(httpMs),
       hf_eager_ms: hf.timings['eager'], hf_eager_sorted_ms: hf.timings['eager_sorted'], hf_compile_sorted_ms: hf.timings['compile_sorted'],
       ...(hf.timings['eager_sorted'] ? { speedup_vs_eager_sorted: hf.timings['eager_sorted'] / ms } : {}), ...(hf.timings['compile_sorted'] ? { speedup_vs_compile_sorted: hf.timings['compile_sorted'] / ms } : {}),
-      torch: hf.torch, device: hf.device,
+      torch: hf.torch, device: hf.device, scores, hf_scores: hf.scores, pair_tokens: lengths,
     });
   } finally {
     reranker.free();
