@@ -5,7 +5,9 @@
 // Past the length limit the tokens are cut at the end and the template's tail written back over the last ones:
 // the tail is where the model gives its answer, and a cut that lost it would score another question. The tail
 // is found as sentence-transformers finds it: the longest common token suffix of two renders whose query and
-// document are different fillers ("0" and "1 2 3 4"), the system message kept.
+// document are different fillers ("0" and "1 2 3 4"), the system message kept — and written, as there, over every
+// pair that reaches the limit, cut or not (a no-op unless the fillers' last tokens agree and the found tail holds
+// one of the document's tokens: a vocabulary where both are unknown, bench:rerank's, session 54).
 
 import { Template } from '@huggingface/jinja';
 import { ArgumentError } from '../errors.js';
@@ -64,17 +66,17 @@ export class ChatPairEncoder {
     this.checkRoles();
   }
 
-  /** The pair's tokens, at most `maxTokens` (the tail restored where cut); `prompt` as a system message. */
+  /** The pair's tokens, at most `maxTokens` (the tail restored where they reach it); `prompt` as a system message. */
   encode(query: string, document: string, maxTokens: number, prompt?: string): EncodedPair {
     const ids = this.tokens(this.messages(query, document, prompt));
-    if (ids.length <= maxTokens) return { ids, truncated: false };
+    if (ids.length < maxTokens) return { ids, truncated: false };
     const cut = ids.slice(0, maxTokens);
     if (this.restoreSuffix) {
       const suffix = this.suffix(prompt);
       const keep = Math.min(suffix.length, cut.length);
       cut.splice(cut.length - keep, keep, ...suffix.slice(suffix.length - keep));
     }
-    return { ids: cut, truncated: true };
+    return { ids: cut, truncated: ids.length > maxTokens };
   }
 
   private messages(query: string, document: string, prompt: string | undefined): Message[] {

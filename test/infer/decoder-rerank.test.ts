@@ -15,7 +15,7 @@ import { ChatPairEncoder } from '../../src/infer/chat-pairs.js';
 import { Embedder } from '../../src/infer/embedder.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { Reranker } from '../../src/infer/reranker.js';
-import { loadTokenizer } from '../../src/io/tokenizer.js';
+import { createTokenizer, loadTokenizer } from '../../src/io/tokenizer.js';
 
 const FIXTURE = join('test', 'fixtures', 'qwen3-reranker');
 interface Case { prompt_name: string | null; ids: number[][]; scores: number[] }
@@ -78,6 +78,24 @@ test('a cut pair keeps the chat template\'s tail: the tokens after the document,
   // restore_suffix: false (processing_kwargs.chat_template) cuts plainly.
   const plain = new ChatPairEncoder(tokenizer, { text: tokenizer.chatTemplate!, source: 'fixture' }, { restore_suffix: false }).encode('q', expected.documents[1]!, 60);
   assert.deepEqual(plain.ids, whole.ids.slice(0, 60));
+});
+
+test('a pair of exactly the limit gets the tail written back as sentence-transformers writes it (every row that reaches max_length), uncut', () => {
+  // A WordPiece vocabulary without digits: both fillers end in [UNK], so the tail found takes one [UNK] of the
+  // document with it (bench:rerank's tokenizer; one 512-token pair differed from sentence-transformers' by 6.2e-3).
+  const vocab = ['[UNK]', '<s>', '</s>', 'q', 'a', 'b', 'c', 'x', 'yes'];
+  const tokenizer = createTokenizer({
+    pre_tokenizer: { type: 'WhitespaceSplit' },
+    model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', vocab: Object.fromEntries(vocab.map((t, i) => [t, i])) },
+  });
+  const template = "<s> {{ messages | selectattr('role', 'eq', 'query') | map(attribute='content') | first }} x {{ messages | selectattr('role', 'eq', 'document') | map(attribute='content') | first }} </s> yes";
+  const pairs = new ChatPairEncoder(tokenizer, { text: template, source: 'test' });
+  const ids = (text: string) => tokenizer.encode(text, { addSpecialTokens: false });
+  const whole = ids('<s> q x a b c </s> yes');
+  assert.deepEqual(pairs.encode('q', 'a b c', 100), { ids: whole, truncated: false });
+  // At exactly the limit: the tail ([UNK] </s> yes) over the last three tokens, as sentence-transformers does.
+  assert.deepEqual(pairs.encode('q', 'a b c', whole.length), { ids: [...whole.slice(0, -3), 0, 2, 8], truncated: false });
+  assert.deepEqual(pairs.encode('q', 'a b c', whole.length - 1), { ids: [...whole.slice(0, -4), 0, 2, 8], truncated: true });
 });
 
 test('a decoder …ForSequenceClassification: score.weight at the last token that is not the pad id, the tokenizer\'s pair — CrossEncoder.predict\'s scores', () => {
