@@ -63,14 +63,7 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     const worst = hf.scores.reduce((w, s, i) => Math.max(w, Math.abs(scores[i]! - s)), 0);
     const correct = cli['no-hf'] ? undefined : tokenMismatches === 0 && worst <= (dtype === 'f32' ? 1e-4 : 2e-2);
     // 2. Speed: all pairs, median of reps after the warm-up above.
-    const times: number[] = [];
-    for (let r = 0; r < reps; r++) {
-      backend.synchronize();
-      const start = performance.now();
-      reranker.rerank(query, documents);
-      backend.synchronize();
-      times.push(performance.now() - start);
-    }
+    const times = timedReps(reranker);
     const ms = median(times);
     console.log(`${dtype}: ours ${times.map((t) => t.toFixed(1)).join(' / ')} ms (reps)`);
     const encoder = (reranker.scorer as { encoder?: { prefixStats: object } }).encoder;
@@ -97,21 +90,26 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
   }
 }
 
+/** Wall ms of each of --reps calls scoring every document (CUDA-synchronised). */
+function timedReps(reranker: Reranker): number[] {
+  const times: number[] = [];
+  for (let r = 0; r < reps; r++) {
+    backend.synchronize();
+    const start = performance.now();
+    reranker.rerank(query, documents);
+    backend.synchronize();
+    times.push(performance.now() - start);
+  }
+  return times;
+}
+
 /** Ours with every pass dense (no shared prefix): its reps after a warm-up, and its scores' worst distance from `shared`'s. */
 function timeDense(dtype: FloatDType, shared: readonly number[]): { times: number[]; worst: number } {
   const reranker = Reranker.load(dir, backend, { dtype, batchSize: BATCH, maxSharedPrefix: 0 });
   try {
     const { scores } = reranker.rerank(query, documents);
     const worst = scores.reduce((w, s, i) => Math.max(w, Math.abs(s - shared[i]!)), 0);
-    const times: number[] = [];
-    for (let r = 0; r < reps; r++) {
-      backend.synchronize();
-      const start = performance.now();
-      reranker.rerank(query, documents);
-      backend.synchronize();
-      times.push(performance.now() - start);
-    }
-    return { times, worst };
+    return { times: timedReps(reranker), worst };
   } finally {
     reranker.free();
   }
