@@ -45,6 +45,8 @@ export const EMBED_USAGE = `usage: fuseformer embed --model DIR --text TEXT [--t
   --no-normalize           leave the vectors as pooled (where the model directory says to normalise)
   --batch-size N           texts per encoder pass (default 32)
   --max-pass-tokens N      a decoder's tokens per pass at most (default 16384; also its longest input)
+  --max-shared-prefix N    a decoder under last pooling: the longest prefix a pass's texts share (a prompt) that is
+                           computed once (default 2048; 0 computes it for every text)
   --attention auto|flash|materialized
                            a BERT's attention path (default auto: fused flash for 16-bit, materialised scores for
                            f32); decoders run the fused causal attention
@@ -73,7 +75,7 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
     options: {
       model: { type: 'string' }, text: { type: 'string', multiple: true }, input: { type: 'string' }, output: { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
       'batch-size': { type: 'string' }, attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' },
-      'prompt-name': { type: 'string' }, prompt: { type: 'string' }, dimensions: { type: 'string' }, 'max-pass-tokens': { type: 'string' },
+      'prompt-name': { type: 'string' }, prompt: { type: 'string' }, dimensions: { type: 'string' }, 'max-pass-tokens': { type: 'string' }, 'max-shared-prefix': { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a Hugging Face BERT-family or decoder embedding model directory)');
@@ -106,7 +108,9 @@ export async function runEmbed(argv: string[], output: EmbedOutput = PROCESS_OUT
 
   const { backend } = await selectBackend(values.backend as BackendChoice | undefined);
   const start = performance.now();
-  const embedder = Embedder.load(dir, backend, { normalize, batchSize, ...(maxPassTokens !== undefined ? { maxPassTokens } : {}), ...(pooling ? { pooling } : {}), ...(attention ? { attention } : {}), ...(dtype ? { dtype } : {}) });
+  const maxSharedPrefix = values['max-shared-prefix'] === undefined ? undefined : Number(values['max-shared-prefix']);
+  if (maxSharedPrefix !== undefined && !(Number.isSafeInteger(maxSharedPrefix) && maxSharedPrefix >= 0)) throw new ArgumentError(`--max-shared-prefix must be a non-negative integer, got '${values['max-shared-prefix']}'`);
+  const embedder = Embedder.load(dir, backend, { normalize, batchSize, ...(maxPassTokens !== undefined ? { maxPassTokens } : {}), ...(maxSharedPrefix !== undefined ? { maxSharedPrefix } : {}), ...(pooling ? { pooling } : {}), ...(attention ? { attention } : {}), ...(dtype ? { dtype } : {}) });
   try {
     const promptText = embedder.promptText(prompt);
     const embedOptions = { ...prompt, ...(dimensions !== undefined ? { dimensions: checkedDimensions(embedder, dimensions) } : {}) };

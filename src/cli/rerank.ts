@@ -41,6 +41,8 @@ export const RERANK_USAGE = `usage: fuseformer rerank --model DIR --query TEXT -
                            template's tail kept
   --batch-size N           pairs per encoder pass (default 32)
   --max-pass-tokens N      decoders: tokens per pass at most (default 16384)
+  --max-shared-prefix N    decoders: the longest prefix a pass's pairs share (template, instruction, query) that is
+                           computed once (default 2048; 0 computes it for every pair)
   --attention auto|flash|materialized   BERT cross-encoders only
   --dtype bf16|f16|f32     weights and activations (default bf16 on CUDA, f32 on the CPU)
   --backend auto|cpu|cuda  (default auto; env FUSEFORMER_BACKEND)
@@ -60,7 +62,7 @@ export async function runRerank(argv: string[], output: EmbedOutput = PROCESS_OU
       model: { type: 'string' }, query: { type: 'string' }, document: { type: 'string', multiple: true }, 'top-n': { type: 'string' },
       'return-documents': { type: 'boolean', default: false }, 'max-length': { type: 'string' }, 'batch-size': { type: 'string' },
       attention: { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, 'prompt-name': { type: 'string' }, prompt: { type: 'string' },
-      'chat-template': { type: 'string' }, 'max-pass-tokens': { type: 'string' },
+      'chat-template': { type: 'string' }, 'max-pass-tokens': { type: 'string' }, 'max-shared-prefix': { type: 'string' },
     },
   });
   if (values.model === undefined) throw new ArgumentError('--model DIR is required (a reranker directory)');
@@ -74,7 +76,7 @@ export async function runRerank(argv: string[], output: EmbedOutput = PROCESS_OU
     return n;
   };
   const topN = positive('top-n', values['top-n']), maxTokens = positive('max-length', values['max-length'], 4), batchSize = positive('batch-size', values['batch-size']);
-  const maxPassTokens = positive('max-pass-tokens', values['max-pass-tokens']);
+  const maxPassTokens = positive('max-pass-tokens', values['max-pass-tokens']), maxSharedPrefix = positive('max-shared-prefix', values['max-shared-prefix'], 0);
   const attention = values.attention as BertAttentionPath | undefined;
   if (attention !== undefined && !['auto', 'flash', 'materialized'].includes(attention)) throw new ArgumentError(`--attention must be auto, flash or materialized, got '${values.attention}'`);
   if (values.prompt !== undefined && values['prompt-name'] !== undefined) throw new ArgumentError('--prompt and --prompt-name: give one');
@@ -87,7 +89,7 @@ export async function runRerank(argv: string[], output: EmbedOutput = PROCESS_OU
   const start = performance.now();
   const reranker = Reranker.load(dir, backend, {
     ...(attention ? { attention } : {}), ...(dtype ? { dtype } : {}), ...(maxTokens ? { maxTokens } : {}), ...(batchSize ? { batchSize } : {}),
-    ...(maxPassTokens ? { maxPassTokens } : {}), ...(chatTemplate ? { chatTemplate } : {}),
+    ...(maxPassTokens ? { maxPassTokens } : {}), ...(maxSharedPrefix !== undefined ? { maxSharedPrefix } : {}), ...(chatTemplate ? { chatTemplate } : {}),
   });
   try {
     const prompt = { ...(values.prompt !== undefined ? { prompt: values.prompt } : {}), ...(values['prompt-name'] !== undefined ? { promptName: values['prompt-name'] } : {}) };

@@ -28,6 +28,7 @@ export interface EmbeddingServeOptions {
   readonly maxBodyBytes?: number;
   readonly batchSize?: number;
   readonly maxPassTokens?: number;
+  readonly maxSharedPrefix?: number;
   readonly pooling?: string;
   readonly normalize?: boolean;
 }
@@ -40,7 +41,7 @@ export const DECODER_ONLY_OPTIONS = [
 ] as const;
 
 /** Options of `fuseformer serve` that only an embedding model has. */
-export const EMBEDDING_ONLY_OPTIONS = ['batch-size', 'max-pass-tokens', 'pooling', 'normalize', 'no-normalize'] as const;
+export const EMBEDDING_ONLY_OPTIONS = ['batch-size', 'max-pass-tokens', 'max-shared-prefix', 'pooling', 'normalize', 'no-normalize'] as const;
 
 export async function serveEmbeddings(dir: string, options: EmbeddingServeOptions): Promise<number> {
   if (options.pooling !== undefined && !POOLINGS.includes(options.pooling as Pooling)) throw new ArgumentError(`--pooling must be ${POOLINGS.join(', ')}, got '${options.pooling}'`);
@@ -48,6 +49,7 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
   const embedder = Embedder.load(dir, backend, {
     ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
     ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}),
+    ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
     ...(options.pooling !== undefined ? { pooling: options.pooling as Pooling } : {}), ...(options.normalize !== undefined ? { normalize: options.normalize } : {}),
   });
   try {
@@ -69,11 +71,12 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
 }
 
 /** A reranker directory served as /v1/rerank until SIGINT / SIGTERM. */
-export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize' | 'maxPassTokens'> & { chatTemplate?: PairTemplate }): Promise<number> {
+export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize' | 'maxPassTokens' | 'maxSharedPrefix'> & { chatTemplate?: PairTemplate }): Promise<number> {
   const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
   const reranker = Reranker.load(dir, backend, {
     ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
     ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}), ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
+    ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
   });
   try {
     const server = new RerankServer(reranker, { modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}) });

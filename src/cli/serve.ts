@@ -98,6 +98,8 @@ token ids or arrays of them; encoding_format float | base64; dimensions; prompt_
   --max-queue N            inputs waiting at most (default 16384; more get 429)
   --batch-size N           sequences per encoder pass (default 32)
   --max-pass-tokens N      a decoder's tokens per pass at most (default 16384; also its longest input)
+  --max-shared-prefix N    a decoder under last pooling: the longest prefix a pass's texts share, computed once
+                           (default 2048; 0 never)
   --pooling mean|cls|last  default: the sentence-transformers Pooling module's mode, else mean (BERT) or last (decoder)
   --normalize / --no-normalize  unit-length vectors (default: whether a Normalize module follows)
 
@@ -112,6 +114,8 @@ CrossEncoder over a causal LM (Qwen3-Reranker: logit("yes") - logit("no"), the p
   --chat-template T        decoder rerankers: a template in place of the model's own (the pair is the messages
                            {role: "query"} and {role: "document"}, a prompt the system message)
   --max-pass-tokens N      decoder rerankers: tokens per pass at most (default 16384)
+  --max-shared-prefix N    decoder rerankers: the longest prefix a pass's pairs share (template, instruction, query),
+                           computed once (default 2048; 0 never)
 `;
 
 function integer(name: string, value: string | undefined, min: number): number | undefined {
@@ -155,7 +159,7 @@ export async function runServe(argv: string[]): Promise<number> {
       'reasoning-parser': { type: 'string' }, 'tool-call-parser': { type: 'string' }, 'chat-template': { type: 'string' }, dtype: { type: 'string' }, backend: { type: 'string' }, tp: { type: 'string' },
       draft: { type: 'string' }, 'draft-tokens': { type: 'string' }, 'max-draft-tokens': { type: 'string' }, 'fixed-draft-tokens': { type: 'boolean', default: false },
       'no-graphs': { type: 'boolean' }, 'decode-steps': { type: 'string' }, pipeline: { type: 'boolean' }, 'no-pipeline': { type: 'boolean' }, 'no-warmup': { type: 'boolean', default: false }, quantize: { type: 'string' }, 'quantize-lm-head': { type: 'boolean', default: false },
-      'batch-size': { type: 'string' }, 'max-pass-tokens': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
+      'batch-size': { type: 'string' }, 'max-pass-tokens': { type: 'string' }, 'max-shared-prefix': { type: 'string' }, pooling: { type: 'string' }, normalize: { type: 'boolean' }, 'no-normalize': { type: 'boolean' },
       rerank: { type: 'boolean', default: false },
     },
   });
@@ -179,6 +183,7 @@ export async function runServe(argv: string[]): Promise<number> {
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}), ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}),
       ...(opt('max-pass-tokens') !== undefined ? { maxPassTokens: opt('max-pass-tokens')! } : {}),
+      ...(opt('max-shared-prefix', 0) !== undefined ? { maxSharedPrefix: opt('max-shared-prefix', 0)! } : {}),
       ...(values['chat-template'] !== undefined ? { chatTemplate: chatTemplateOption(values['chat-template']) } : {}),
     });
   }
@@ -192,6 +197,7 @@ export async function runServe(argv: string[]): Promise<number> {
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
       ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}), ...(values.pooling !== undefined ? { pooling: values.pooling } : {}),
       ...(opt('max-pass-tokens') !== undefined ? { maxPassTokens: opt('max-pass-tokens')! } : {}),
+      ...(opt('max-shared-prefix', 0) !== undefined ? { maxSharedPrefix: opt('max-shared-prefix', 0)! } : {}),
       ...(values.normalize ? { normalize: true } : values['no-normalize'] ? { normalize: false } : {}),
     });
   }

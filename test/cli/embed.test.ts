@@ -181,8 +181,12 @@ test('embed a Qwen3-Embedding-shaped directory: SentenceTransformer\'s vectors w
   await rejects(['--prompt-name', 'passage'], /no prompt named 'passage'/);
   await rejects(['--prompt-name', 'query', '--prompt', 'Q:'], /--prompt and --prompt-name: give one/);
   await rejects(['--max-pass-tokens', '0'], /--max-pass-tokens must be a positive integer, got '0'/);
+  await rejects(['--max-shared-prefix', 'x'], /--max-shared-prefix must be a non-negative integer, got 'x'/);
+  const whole = JSON.parse((await captured([...args, '--prompt-name', 'query', '--max-shared-prefix', '0'])).out) as Response;
+  whole.data.forEach((d, i) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - query.vectors[i]![h]!) < 2e-6, `--max-shared-prefix 0: text ${i} element ${h}`)));
   // A pass of 8 tokens bounds the inputs too: the texts are cut to 8 (sentence-transformers' truncation).
   const small = JSON.parse((await captured([...args, '--max-pass-tokens', '8'])).out) as Response;
   assert.equal(small.usage.prompt_tokens, 8 + 8 + 4 + 2);
   await assert.rejects(captured(['--model', dir, '--text', 'hi', '--backend', 'cpu', '--max-pass-tokens', '64']), /maxPassTokens applies to decoder models/);
+  await assert.rejects(captured(['--model', dir, '--text', 'hi', '--backend', 'cpu', '--max-shared-prefix', '64']), /maxSharedPrefix applies to decoder models/);
 });

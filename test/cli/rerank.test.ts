@@ -47,6 +47,7 @@ test('rerank names what is missing or wrong', async () => {
   await rejects(['--model', model, '--query', 'q', '--document', 'd', '--top-n', '0'], /--top-n must be an integer of at least 1, got '0'/);
   await rejects(['--model', model, '--query', 'q', '--document', 'd', '--max-length', '3'], /--max-length must be an integer of at least 4/);
   await assert.rejects(captured(['--model', join('test', 'fixtures', 'roberta', 'roberta'), '--query', 'q', '--document', 'd', '--backend', 'cpu']), /no sequence-classification head/);
+  await assert.rejects(captured(['--model', model, '--query', 'q', '--document', 'd', '--backend', 'cpu', '--max-shared-prefix', '0']), /maxSharedPrefix applies to decoder rerankers/);
 });
 
 const DECODER = join('test', 'fixtures', 'qwen3-reranker');
@@ -63,10 +64,14 @@ test('rerank runs a Qwen3-Reranker-style causal LM: --prompt-name and --prompt a
   }
   const byText = JSON.parse((await captured([...argv, '--prompt', 'Find what whales eat'])).out) as Response;
   byText.results.forEach((r) => assert.ok(Math.abs(r.relevance_score - decoderExpected.causal.cases[2]!.scores[r.index]!) < 1e-6));
+  // Every pair computed whole (no shared prefix): the same scores.
+  const whole = JSON.parse((await captured([...argv, '--max-shared-prefix', '0'])).out) as Response;
+  whole.results.forEach((r) => assert.ok(Math.abs(r.relevance_score - decoderExpected.causal.cases[0]!.scores[r.index]!) < 1e-6, `--max-shared-prefix 0: document ${r.index}`));
   const rejects = (extra: string[], pattern: RegExp) => assert.rejects(captured([...argv, ...extra]), (e: unknown) => e instanceof ArgumentError && pattern.test(e.message), String(pattern));
   await rejects(['--prompt', 'x', '--prompt-name', 'web'], /--prompt and --prompt-name: give one/);
   await rejects(['--prompt-name', 'nope'], /no prompt named 'nope'; the model's prompts are 'web', 'whales'/);
   await rejects(['--chat-template', '{{ messages[0].content }}'], /does not render the pair's document role/);
   await rejects(['--chat-template', 'no-such-file.jinja'], /--chat-template: 'no-such-file.jinja' is no file, nor a template/);
   await rejects(['--attention', 'flash'], /attention path is for BERT cross-encoders/);
+  await rejects(['--max-shared-prefix', '1.5'], /--max-shared-prefix must be an integer of at least 0, got '1.5'/);
 });
