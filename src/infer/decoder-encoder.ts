@@ -102,8 +102,8 @@ export class DecoderEncoder {
     const pooling = checkedPooling(options.pooling, 'decoder embeddings');
     const batch = this.check(inputIds, attentionMask);
     const pool = ({ batch: pooled, hidden, temp }: PassResult) => poolLater(this.backend, hidden, pooled, options, temp, 'decoder embeddings');
-    const prefix = pooling === 'last' ? this.sharedPrefix(batch) : 0;
-    return prefix > 0 ? this.prefixPass(batch, prefix, pool) : this.pass(batch, pool);
+    const prefix = pooling === 'last' ? this.sharedPrefix(batch) : undefined;
+    return prefix ? this.prefixPass(batch, prefix, pool) : this.pass(batch, pool);
   }
 
   embeddings(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: EmbeddingOptions = {}): Float32Array[] {
@@ -155,15 +155,14 @@ export class DecoderEncoder {
 
   /**
    * The prefix this batch's pass computes once: the cached one if every sequence starts with it, else (two
-   * sequences or more) their common prefix in whole blocks, when at least MIN_SHARED_PREFIX tokens; 0 for none.
+   * sequences or more) their common prefix in whole blocks, when at least MIN_SHARED_PREFIX tokens; else none.
    */
-  private sharedPrefix(batch: DecoderBatch): number {
-    const max = Math.min(this.maxSharedPrefix, ...Array.from(batch.lengths, (n) => n - 1));
-    if (max < MIN_SHARED_PREFIX) return 0;
-    const common = sharedPrefixLength(batch.ids, batch.lengths, batch.length, max);
+  private sharedPrefix(batch: DecoderBatch): SharedPrefix | undefined {
+    const common = sharedPrefixLength(batch.ids, batch.lengths, batch.length, this.maxSharedPrefix);
+    if (common < MIN_SHARED_PREFIX) return undefined;
     const cached = this.prefixCache.match(batch.ids.subarray(0, common), common);
-    if (cached >= MIN_SHARED_PREFIX) return cached;
-    return batch.batch > 1 && common >= MIN_SHARED_PREFIX ? common : 0;
+    if (cached >= MIN_SHARED_PREFIX) return { length: cached, cached: true };
+    return batch.batch > 1 ? { length: common, cached: false } : undefined;
   }
 
   /** Every layer over `batch`, then `read(pass)` before the pass's temporaries are freed. */
@@ -200,7 +199,7 @@ export class DecoderEncoder {
    * `batch` with its first P tokens shared (shared-prefix.ts): the prefix's keys and values from the cache or
    * one pass over the prefix alone, then the suffixes packed over them; `read` pools the suffix rows.
    */
-  private prefixPass<T>(batch: DecoderBatch, P: number, read: (pass: PassResult) => T): T {
+  private prefixPass<T>(batch: DecoderBatch, { length: P, cached }: SharedPrefix, read: (pass: PassResult) => T): T {
     const b = this.backend, arch = this.model.arch, layers = arch.layers, nP = P / PREFIX_BLOCK;
     const temporaries: Tensor[] = [];
     const temp: TemporaryTensor = (shape, type) => { const t = b.empty(shape, type); temporaries.push(t); return t; };
@@ -209,7 +208,7 @@ export class DecoderEncoder {
       const poolShape = [suffix.blocks, arch.kvHeads, PREFIX_BLOCK, arch.headDim];
       const keys = temp(poolShape, this.dtype), values = temp(poolShape, this.dtype);
       const prefixIds = batch.ids.subarray(0, P);
-      const stats = this.prefixStats, cached = this.prefixCache.match(prefixIds, P) === P;
+      const stats = this.prefixStats;
       if (cached) {
         this.prefixCache.restore(keys, values);
       } else {
@@ -261,6 +260,12 @@ export class DecoderEncoder {
     });
     return v;
   }
+}
+
+/** The prefix a pass shares: its length and whether the cache holds it. */
+interface SharedPrefix {
+  readonly length: number;
+  readonly cached: boolean;
 }
 
 interface PassResult {
