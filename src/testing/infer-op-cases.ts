@@ -102,7 +102,7 @@ function projection(c: CaseContext) {
 
 /**
  * appendDecodeAttention: fused on CUDA where decode attention's pipelined variant takes the rows (d 64 at
- * 16 bit, d 32 at f32), else qkvRopeAppend + decodeAttention. Positions include 0 (the new key is the only
+ * 16 bit, d 32 at f32; d 128 at 16 bit on tensor cores), head norms included, else qkvRopeAppend + decodeAttention. Positions include 0 (the new key is the only
  * one) and maxLen − 1; the caches (updated in place) and out are checked, q is scratch.
  */
 function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
@@ -112,6 +112,7 @@ function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
     [1, 32, 8, 64, 160, 1, true, false], [4, 32, 8, 64, 300, 4, true, false], [2, 12, 12, 64, 100, 1, false, true],
     [3, 64, 2, 64, 200, 3, true, true], [3, 8, 2, 32, 70, 2, true, true], [2, 8, 2, 128, 50, 1, true, false], [5, 4, 4, 64, 9, 2, false, false],
     [1, 12, 12, 64, 160, 1, false, true, 768], [3, 12, 12, 64, 300, 3, false, true, 768], [2, 16, 8, 128, 50, 1, true, false, undefined, true],
+    [3, 8, 2, 64, 70, 2, true, false, undefined, true], [3, 8, 2, 32, 70, 2, true, true, undefined, true], [1, 16, 8, 128, 300, 1, true, false, undefined, true],
   ];
   return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias, H, headNorm]): OpCase => {
     const W = (Hq + 2 * Hkv) * d;

@@ -82,12 +82,12 @@ test('decode attention, pipelined variant forced, matches the CPU reference, twi
 
 // The tensor-core variant (scores and P·V by mma.sync, a warp per key tile) forced on the pipelined
 // variant's 16-bit rows, plain and with the append fused, twice in a row; f32 and other row sizes keep
-// their kernels. The launches must have taken it for every 16-bit case with 128-byte rows.
+// their kernels. The launches must have taken it for every 16-bit case with 128- or 256-byte rows.
 test('decode attention, tensor-core variant forced, matches the CPU reference, twice in a row', { skip }, async (t) => {
   const { decodeAttentionLaunches } = await import('../../src/backend/cuda/kernels/decode-attention.js');
   const appendCases = selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?appendDecodeAttention /.test(c.name)));
-  const takes = [...decodeCases(), ...appendCases].filter((c) => c.dtype !== 'f32' && / d=64 /.test(c.name)).length;
-  assert.ok(only.length > 0 || takes > 0, 'cases with 16-bit 64-wide heads exercise the tensor-core variant');
+  const takes = [...decodeCases(), ...appendCases].filter((c) => c.dtype !== 'f32' && / d=(64|128) /.test(c.name)).length;
+  assert.ok(only.length > 0 || takes > 0, 'cases with 16-bit 64- and 128-wide heads exercise the tensor-core variant');
   const before = decodeAttentionLaunches.mma;
   await t.test('decodeAttention', (tf) => decodeVariantCheck(tf, (o) => { o.pipelined = true; o.mma = true; }, 2));
   await t.test('appendDecodeAttention fused', (tf) => decodeVariantCheck(tf, (o) => { o.pipelined = true; o.mma = true; o.append = true; }, 2, appendCases));
@@ -105,12 +105,13 @@ test('decode attention, tensor-core variant in its other shapes, matches the CPU
   }
 });
 
-// appendDecodeAttention: one kernel where the pipelined variant takes the rows (d·sizeof(T) = 128 bytes),
-// the two ops otherwise; with the fusion off (FUSEFORMER_DECODE_APPEND=0's switch) always the two ops.
+// appendDecodeAttention: one kernel where the pipelined variant takes the rows (d·sizeof(T) = 128 bytes; 256
+// at 16 bit, on tensor cores), head norms or not, the two ops otherwise; with the fusion off
+// (FUSEFORMER_DECODE_APPEND=0's switch) always the two ops.
 // Both ways against the CPU, twice in a row (the caches are updated in place: a stale key would show).
-test('appendDecodeAttention is one kernel for 128-byte head rows and two ops otherwise, both matching the CPU reference', { skip }, async (t) => {
+test('appendDecodeAttention is one kernel for 128-byte head rows (256-byte at 16 bit) and two ops otherwise, both matching the CPU reference', { skip }, async (t) => {
   const cases = selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?appendDecodeAttention /.test(c.name)));
   const rowBytes = (c: OpCase) => Number(/ d=(\d+)/.exec(c.name)![1]) * (c.dtype === 'f32' ? 4 : 2);
-  await t.test('fused', (tf) => decodeVariantCheck(tf, (o) => { o.append = true; }, 2, cases, (c) => rowBytes(c) === 128 && !/ headNorm/.test(c.name)));
+  await t.test('fused', (tf) => decodeVariantCheck(tf, (o) => { o.append = true; }, 2, cases, (c) => rowBytes(c) === 128 || (rowBytes(c) === 256 && c.dtype !== 'f32')));
   await t.test('two ops', (tf) => decodeVariantCheck(tf, (o) => { o.append = false; }, 2, cases, () => false));
 });

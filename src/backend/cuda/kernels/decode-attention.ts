@@ -53,12 +53,19 @@
 // Safe because every kernel here triggers its dependents only after its own wait: when this kernel
 // starts, every op but the one just before has finished (positions and block tables come from host
 // uploads or earlier steps).
+// Rows of 256 bytes (d 128 at 16 bit: Llama 3 8B, Qwen, Mistral): the tensor-core variant only — its warp
+// tiles of RC = 16 chunks a row, the 128-byte swizzle applied within each half of a row (swizzled_offset<16>);
+// a CUDA-core pipelined block's two 128-key stages of them would need 128 KiB.
 // Fused append (spec.append, pipelined only; appendDecodeAttention): no q tensor and no qkvRopeAppend before
 // it. After the wait each block forms its GH query heads from the QKV row (+ bias, RoPE: qkvRopeAppend's
 // math, each value rounded to T as that op stores it) and, if its keys include this step's (position p),
 // the new key and value of its kv head, into fresh_kv; the tile that holds row p takes it from there
 // (a shared-memory copy where the other rows are cp.async'd), and head block 0 of the split that holds p
-// writes it to the cache for later steps. No block reads row p from global memory in this kernel.
+// writes it to the cache for later steps. No block reads row p from global memory in this kernel. With
+// append.headNorm (Qwen3's q_norm / k_norm) the query heads and the key are each scaled by
+// 1/sqrt(mean(x²) + eps) and their gamma between the bias and RoPE, as qkvRopeAppend does: the biased values
+// and their pairs' squares go to shared memory first, and after a barrier every item sums its head's squares
+// in one order (the same rstd for every item of a head).
 // Paged (spec.page = blockSize > 0, a block table given; the serving engine's pool): key j's row is
 // (block_table[b, j / PAGE]·Hkv + g)·PAGE + j % PAGE of the pool [numBlocks, Hkv, PAGE, d] instead of
 // (b·Hkv + g)·max_len + j, max_len = maxBlocks·PAGE; PAGE is a compile-time constant and a block's PAGE
@@ -115,7 +122,7 @@ export interface DecodeAttentionSpec {
    * the QKV projection's row (+ bias, RoPE on q and k), the key and value are written to the cache by one
    * block per (sequence, kv head) and read from shared memory by every block whose keys include them.
    */
-  readonly append?: { readonly rope: boolean; readonly bias: boolean };
+  readonly append?: { readonly rope: boolean; readonly bias: boolean; readonly headNorm?: boolean };
   /**
    * The pipelined variant's scores and P·V on tensor cores, each warp walking its own key tiles
    * (MMA_WARP_TILES_CODE; 16-bit rows of 128 bytes only; decodeAttentionMma).
@@ -139,6 +146,11 @@ export interface MmaShape { readonly tile: 16 | 32; readonly stages: 2 | 3; read
 /** The measured shape (session 23): 32-key tiles, two stages, 64 KiB a block, 3 blocks an SM by shared memory. */
 export const DEFAULT_MMA_SHAPE: MmaShape = { tile: 32, stages: 2, blocksPerSm: 0 };
 /**
+ * The shape for 256-byte rows (d 128 at 16 bit) on every grid: 16-key tiles, two stages — the same 64 KiB a
+ * block as DEFAULT_MMA_SHAPE at 128-byte rows, so 3 blocks an SM (a wide grid's 4 would need 256 KiB).
+ */
+export const WIDE_ROW_MMA_SHAPE: MmaShape = { tile: 16, stages: 2, blocksPerSm: 0 };
+/**
  * The shape for grids of more than one wave at PIPELINED_BLOCKS_PER_SM blocks an SM (serving's big decode
  * steps): 16-key warp tiles, two stages, 4 blocks an SM (32 KiB each), so a serving step's 808 blocks at
  * 100 rows × 384 keys run in 2 rounds instead of 3. H200, session 24 (bench/results/gpu-pending-s24/): that
@@ -147,9 +159,13 @@ export const DEFAULT_MMA_SHAPE: MmaShape = { tile: 32, stages: 2, blocksPerSm: 0
  */
 export const WIDE_GRID_MMA_SHAPE: MmaShape = { tile: 16, stages: 2, blocksPerSm: 4 };
 
-/** The tensor-core variant's shape for a grid of `blocks`: the forced one (FUSEFORMER_DECODE_MMA_SHAPE), else by waves. */
-export function mmaShapeFor(blocks: number, multiProcessorCount: number, forced: MmaShape = decodeAttentionOptions.mmaShape): MmaShape {
+/**
+ * The tensor-core variant's shape for a grid of `blocks` with rows of `rowBytes`: the forced one
+ * (FUSEFORMER_DECODE_MMA_SHAPE), else WIDE_ROW_MMA_SHAPE for 256-byte rows, else by waves.
+ */
+export function mmaShapeFor(blocks: number, multiProcessorCount: number, forced: MmaShape = decodeAttentionOptions.mmaShape, rowBytes = 128): MmaShape {
   if (forced !== DEFAULT_MMA_SHAPE) return forced;
+  if (rowBytes === 256) return WIDE_ROW_MMA_SHAPE;
   return blocks > PIPELINED_BLOCKS_PER_SM * multiProcessorCount ? WIDE_GRID_MMA_SHAPE : DEFAULT_MMA_SHAPE;
 }
 
@@ -157,9 +173,9 @@ function mmaShapeSuffix(m: MmaShape | undefined): string {
   return m && (m.tile !== DEFAULT_MMA_SHAPE.tile || m.stages !== DEFAULT_MMA_SHAPE.stages || m.blocksPerSm !== DEFAULT_MMA_SHAPE.blocksPerSm) ? `_t${m.tile}s${m.stages}b${m.blocksPerSm}` : '';
 }
 
-/** Dynamic shared memory of the tensor-core variant: each warp's stages of a K and a V tile (the combine's partials fit in it). */
-export function mmaSharedBytes(shape: MmaShape): number {
-  return (DECODE_THREADS / 32) * shape.stages * 2 * shape.tile * 128;
+/** Dynamic shared memory of the tensor-core variant: each warp's stages of a K and a V tile of `rowBytes` rows (the combine's partials fit in it). */
+export function mmaSharedBytes(shape: MmaShape, rowBytes = 128): number {
+  return (DECODE_THREADS / 32) * shape.stages * 2 * shape.tile * rowBytes;
 }
 
 /** FUSEFORMER_DECODE_MMA_SHAPE=tile,stages[,blocksPerSm] (a sweep knob: that shape for every grid), else DEFAULT_MMA_SHAPE (the launch then takes WIDE_GRID_MMA_SHAPE past one wave). */
@@ -178,6 +194,11 @@ export const PIPELINED_STAGE_BYTES = 2 * 2 * 128 * 128;
 /** Whether the pipelined variant takes rows of this many bytes (the XOR swizzle of mma-lib.ts over 8 chunks). */
 export function pipelinedRows(headDim: number, elementBytes: number, vec: number): boolean {
   return headDim * elementBytes === 128 && vec * elementBytes === 16;
+}
+
+/** Whether the tensor-core variant takes these rows: 16-bit, 16-byte vectors, 128 or 256 bytes (d 64 or 128). */
+export function mmaRows(headDim: number, elementBytes: number, vec: number): boolean {
+  return elementBytes === 2 && vec * elementBytes === 16 && (headDim * elementBytes === 128 || headDim * elementBytes === 256);
 }
 
 /** The throughput variant's value-row batch and resident blocks an SM (ptxas sm_90, d 64 group 4: 96 registers, 32 bytes spilled; 168 without). */
@@ -219,9 +240,20 @@ export function decodeAttentionPipelined(): boolean {
 /** Blocks of the pipelined variant an SM holds (64 KiB of staged tiles each, 168 registers): 3. */
 export const PIPELINED_BLOCKS_PER_SM = 3;
 
-/** Whether a launch with rows of d elements of `elementBytes` (16-byte vectors) takes the pipelined variant. */
+/**
+ * Whether a launch with rows of d elements of `elementBytes` (16-byte vectors) takes the pipelined variant:
+ * 128-byte rows, or 256-byte 16-bit rows on tensor cores (stagedVariant).
+ */
 export function takesPipelined(headDim: number, elementBytes: number): boolean {
-  return decodeAttentionPipelined() && pipelinedRows(headDim, elementBytes, 16 / elementBytes);
+  return stagedVariant(headDim, elementBytes, 16 / elementBytes, elementBytes === 2 ? 'bf16' : 'f32') !== undefined;
+}
+
+/** The staged variant rows of this size take, if any: the pipelined one (128-byte rows) on tensor cores where it may, or the tensor-core one alone for 256-byte rows. */
+export function stagedVariant(headDim: number, elementBytes: number, vec: number, dtype: FloatDType): { readonly mma: boolean } | undefined {
+  if (!decodeAttentionPipelined()) return undefined;
+  const mma = decodeAttentionMma(dtype) && mmaRows(headDim, elementBytes, vec);
+  if (pipelinedRows(headDim, elementBytes, vec)) return { mma };
+  return mma ? { mma } : undefined;
 }
 
 /** Largest portable thread-block cluster. */
@@ -268,7 +300,7 @@ export function decodeAttentionMma(dtype: FloatDType): boolean {
 }
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}${s.append.headNorm ? '_qknorm' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -308,7 +340,7 @@ export function splitChunk(n: number, splits: number): number {
 // Defines load_warp_tile(stage, t0, part) (part as load_stage's) and issues the warp's first copies of
 // keys written before the previous op (part 1) ahead of the grid-dependency wait.
 const MMA_WARP_TILES_CODE = String.raw`
-  constexpr int WSTAGE = WT * 128;  // bytes of a warp tile's K (or V)
+  constexpr int WSTAGE = WT * RC * 16;  // bytes of a warp tile's K (or V)
   unsigned char* const warp_tiles = stages + warp * WST * 2 * WSTAGE;
   const int warp_t0 = j_begin + warp * WT;
   const auto load_warp_tile = [&](int stage, int t0, int part) {
@@ -372,7 +404,7 @@ ${stages === 2 ? TWO_STAGE_ISSUE : DEEP_ISSUE}
         for (int np = 0; np < WT / 16; np++) {
           const int r = 16 * np + (lane & 7) + 8 * (lane >> 4), ch = 2 * ks + ((lane >> 3) & 1);
           u32 bk[4];
-          ldsm_x4(k_tile + swizzled_offset<8>(r, ch), bk);
+          ldsm_x4(k_tile + swizzled_offset<RC>(r, ch), bk);
           mma_16816<T>(sc[2 * np], qa[ks], bk[0], bk[1]);
           mma_16816<T>(sc[2 * np + 1], qa[ks], bk[2], bk[3]);
         }
@@ -416,7 +448,7 @@ ${stages === 2 ? TWO_STAGE_ISSUE : DEEP_ISSUE}
         for (int np = 0; np < D / 16; np++) {
           const int r = 16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1), ch = 2 * np + (lane >> 4);
           u32 bv[4];
-          ldsm_x4_trans(v_tile + swizzled_offset<8>(r, ch), bv);
+          ldsm_x4_trans(v_tile + swizzled_offset<RC>(r, ch), bv);
           mma_16816<T>(o[2 * np], pa[kk], bv[0], bv[1]);
           mma_16816<T>(o[2 * np + 1], pa[kk], bv[2], bv[3]);
         }
@@ -512,12 +544,15 @@ export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, spec.throughput ? THROUGHPUT_V_BATCH : 8);
   // (The split pipelined variant takes 172 registers: 2 blocks an SM, where its stages would allow 3;
   // __launch_bounds__(THREADS, 3) fits it in 168 with 68 bytes spilled — not yet timed.)
+  const size = byteSize(spec.dtype), rowBytes = spec.headDim * size;
   const mmaBlocks = spec.mma ? (spec.mmaShape ?? DEFAULT_MMA_SHAPE).blocksPerSm : 0;
   const bounds = spec.throughput ? `__launch_bounds__(THREADS, ${THROUGHPUT_MIN_BLOCKS})` : mmaBlocks > 0 ? `__launch_bounds__(THREADS, ${mmaBlocks})` : '__launch_bounds__(THREADS)';
   if (spec.append && !spec.pipelined) throw new RangeError('decodeAttentionSource: the fused append takes the pipelined variant');
   if (spec.mma && (!spec.pipelined || spec.dtype === 'f32')) throw new RangeError(`decodeAttentionSource: the tensor-core variant takes the pipelined variant's 16-bit rows, got ${spec.dtype}${spec.pipelined ? '' : ' not pipelined'}`);
-  if (spec.mma && mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE) < 4 * (DECODE_THREADS / 32) * spec.headsPerBlock * (2 + spec.headDim)) throw new RangeError('decodeAttentionSource: the tensor-core variant\'s stages do not hold its warps\' partials');
-  if (spec.pipelined && !pipelinedRows(spec.headDim, byteSize(spec.dtype), spec.vec)) throw new RangeError(`decodeAttentionSource: the pipelined variant takes 128-byte rows of 16-byte vectors, got d ${spec.headDim} ${spec.dtype} vec ${spec.vec}`);
+  if (spec.mma && mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE, rowBytes) < 4 * (DECODE_THREADS / 32) * spec.headsPerBlock * (2 + spec.headDim)) throw new RangeError('decodeAttentionSource: the tensor-core variant\'s stages do not hold its warps\' partials');
+  if (spec.pipelined && !pipelinedRows(spec.headDim, size, spec.vec) && !(spec.mma && mmaRows(spec.headDim, size, spec.vec))) {
+    throw new RangeError(`decodeAttentionSource: the pipelined variant takes 128-byte rows of 16-byte vectors (the tensor-core one 256-byte rows too), got d ${spec.headDim} ${spec.dtype} vec ${spec.vec}${spec.mma ? ' on tensor cores' : ''}`);
+  }
   // MMA_LIB for the pipelined variant's cp.async and shared addresses (its code is compiled in every variant, if unused).
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
@@ -528,6 +563,7 @@ ${constants({
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
+    HEAD_NORM: spec.append?.headNorm ?? false, HALF_VEC4: (spec.headDim / 2) % 4 === 0, RC: spec.pipelined ? rowBytes / 16 : 8,
     MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
     PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
   })}
@@ -537,13 +573,14 @@ ${ROPE_PAIR_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS. APPEND: q unused; qkv [B, (hq + 2·hkv)·D],
-// qkv_bias [(hq + 2·hkv)·D] (BIAS), inv_freq f32 [D/2] (ROPE).
+// qkv_bias [(hq + 2·hkv)·D] (BIAS), inv_freq f32 [D/2] (ROPE), q_norm / k_norm [D] (HEAD_NORM).
 extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}${bounds} ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys,
     const T* __restrict__ qkv, const T* __restrict__ qkv_bias, const float* __restrict__ inv_freq, float rope_scale,
-    const T* __restrict__ w_o, float* __restrict__ proj_out, float* __restrict__ proj_zero, int zero_count) {
+    const T* __restrict__ w_o, float* __restrict__ proj_out, float* __restrict__ proj_zero, int zero_count,
+    const T* __restrict__ q_norm, const T* __restrict__ k_norm, float norm_eps) {
   // May be launched programmatically (kernel.ts gridDependencyWait): nothing the previous kernel writes
   // is read before GRID_DEPENDENCY_WAIT below. PIPELINED with fresh_keys > 0: the keys and values at
   // positions < n − fresh_keys were written before that kernel (earlier steps; see the header), so the
@@ -583,22 +620,22 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
     else return (((size_t)b * hkv + g) * max_len + j) * D;
   };
   // PIPELINED: tile rows [t0, t0 + TILE) of K and V into stage s by cp.async (rows past j_end zero-filled),
-  // chunk c of row r at chunk c ^ (r & 7) (mma-lib.ts's swizzle: a phase of 8 threads reading one chunk
-  // column of 8 rows, or one row's 8 chunks, hits 8 distinct bank groups). part: 0 every row; 1 the rows
-  // below stable_end (before the wait); 2 the others (after it) — together, each row once.
-  constexpr int STAGE = TILE * 128;
+  // RC chunks a row, chunk c of row r at chunk c ^ (r & 7) (mma-lib.ts's swizzle, within each 128 bytes: a
+  // phase of 8 threads reading one chunk column of 8 rows, or 8 chunks of a row, hits 8 distinct bank groups).
+  // part: 0 every row; 1 the rows below stable_end (before the wait); 2 the others (after it) — together, each row once.
+  constexpr int STAGE = TILE * RC * 16;
   const int stable_end = n - fresh_keys;
   // Rows [t0, t0 + rows) of K and V into the tiles at k_tile / v_tile, workers threads (this one is
   // worker) a 16-byte chunk each per step (rows and workers are constants at every call, so it unrolls).
   [[maybe_unused]] const auto copy_rows = [&](unsigned char* k_tile, unsigned char* v_tile, int rows, int t0, int part, int worker, int workers) {
     const u32 k_dst = smem_u32(k_tile), v_dst = smem_u32(v_tile);
     #pragma unroll
-    for (int step = 0; step < rows * 8 / workers; step++) {
-      const int idx = step * workers + worker, r = idx >> 3, c = idx & 7, j = t0 + r;
+    for (int step = 0; step < rows * RC / workers; step++) {
+      const int idx = step * workers + worker, r = idx / RC, c = idx % RC, j = t0 + r;
       if (part == 1 ? j >= stable_end || j >= j_end : part == 2 && j < stable_end && j < j_end) continue;
       const bool inside = j < j_end;
       const size_t at = key_row(inside ? j : j_begin) + c * VEC;
-      const u32 off = swizzled_offset<8>(r, c);
+      const u32 off = swizzled_offset<RC>(r, c);
       if (APPEND && j == fresh_row) {
         // This step's key and value: from fresh_kv (filled before the barrier that precedes every call after the wait).
         *reinterpret_cast<uint4*>(k_tile + off) = *reinterpret_cast<const uint4*>(&fresh_kv[c * VEC]);
@@ -639,13 +676,56 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
     const T* row = qkv + (size_t)b * (hq + 2 * hkv) * D;
     const int p = positions[b];
     const bool writer = holds_fresh && blockIdx.x % HEAD_BLOCKS == 0;  // one block per (sequence, kv head) writes the cache
-    for (int i = tid; i < (holds_fresh ? GH + 2 : GH) * HALF; i += THREADS) {
-      const int hh = i / HALF, e = i % HALF;
-      const int col = (hh < GH ? h0 + hh : hh == GH ? hq + g : hq + hkv + g) * D + e;
-      float a = to_float(row[col]), z = to_float(row[col + HALF]);
+    const int items = (holds_fresh ? GH + 2 : GH) * HALF;
+    const auto column = [&](int hh, int e) { return (hh < GH ? h0 + hh : hh == GH ? hq + g : hq + hkv + g) * D + e; };
+    const auto biased = [&](int col, float& a, float& z) {
+      a = to_float(row[col]);
+      z = to_float(row[col + HALF]);
       if constexpr (BIAS) {
         a += to_float(qkv_bias[col]);
         z += to_float(qkv_bias[col + HALF]);
+      }
+    };
+    // HEAD_NORM: the biased pairs and their squares, [GH + 2][D] and [GH + 2][HALF], before any head's sum.
+    [[maybe_unused]] __shared__ __align__(16) float norm_x[HEAD_NORM ? (GH + 2) * D : 1];
+    [[maybe_unused]] __shared__ __align__(16) float norm_sq[HEAD_NORM ? (GH + 2) * HALF : 1];
+    if constexpr (HEAD_NORM) {
+      for (int i = tid; i < items; i += THREADS) {
+        const int hh = i / HALF, e = i % HALF;
+        float a, z;
+        biased(column(hh, e), a, z);
+        norm_x[hh * D + e] = a;
+        norm_x[hh * D + e + HALF] = z;
+        norm_sq[hh * HALF + e] = a * a + z * z;
+      }
+      __syncthreads();
+    }
+    for (int i = tid; i < items; i += THREADS) {
+      const int hh = i / HALF, e = i % HALF;
+      float a, z;
+      if constexpr (HEAD_NORM) {
+        a = norm_x[hh * D + e];
+        z = norm_x[hh * D + e + HALF];
+        if (hh <= GH) {
+          // The head's squares in order, four at a time where HALF allows.
+          const float* head = norm_sq + hh * HALF;
+          float total = 0.f;
+          if constexpr (HALF_VEC4) {
+            #pragma unroll 4
+            for (int j = 0; j < HALF; j += 4) {
+              const float4 v = *reinterpret_cast<const float4*>(head + j);
+              total += (v.x + v.y) + (v.z + v.w);
+            }
+          } else {
+            for (int j = 0; j < HALF; j++) total += head[j];
+          }
+          const float rstd = rsqrtf(total * (1.f / D) + norm_eps);
+          const T* gamma = hh < GH ? q_norm : k_norm;
+          a *= rstd * to_float(gamma[e]);
+          z *= rstd * to_float(gamma[e + HALF]);
+        }
+      } else {
+        biased(column(hh, e), a, z);
       }
       if (ROPE && hh <= GH) rope_pair(a, z, p, inv_freq[e], rope_scale);
       const T ta = from_float<T>(a), tz = from_float<T>(z);
@@ -683,7 +763,7 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
 ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
   } else {
     [[maybe_unused]] const auto stage_row = [&](int kv, int stage, int r, int c) -> Vec<T, VEC> {
-      return *reinterpret_cast<const Vec<T, VEC>*>(stages + (kv * 2 + stage) * STAGE + (r * 8 + (c ^ (r & 7))) * 16);
+      return *reinterpret_cast<const Vec<T, VEC>*>(stages + (kv * 2 + stage) * STAGE + swizzled_offset<RC>(r, c));
     };
     if constexpr (PIPELINED) {
       if (j_begin < j_end) load_stage(0, j_begin, prefetched ? 2 : 0);
@@ -917,8 +997,11 @@ export function decodeAttention(host: KernelHost, args: DecodeAttentionArgs): vo
   launchDecodeAttention(host, checkDecodeAttention(c, args), c);
 }
 
-/** The appended key's inputs of a fused appendDecodeAttention (kernel arguments qkv, qkv_bias, inv_freq, rope_scale; 0n: absent). */
-interface AppendInputs { readonly qkv: bigint; readonly bias: bigint; readonly invFreq: bigint; readonly ropeScale: number }
+/** The appended key's inputs of a fused appendDecodeAttention (kernel arguments qkv, qkv_bias, inv_freq, rope_scale, q_norm, k_norm, norm_eps; 0n: absent). */
+interface AppendInputs {
+  readonly qkv: bigint; readonly bias: bigint; readonly invFreq: bigint; readonly ropeScale: number;
+  readonly headNorm?: { readonly q: bigint; readonly k: bigint; readonly eps: number };
+}
 
 /**
  * Plans the variant and launches it. With `append` (the fused appendDecodeAttention) only where the plan is
@@ -949,25 +1032,27 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   }
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
-  if (!cluster && pipelinedRows(d, size, vec) && decodeAttentionPipelined()) {
-    const shape = mmaShapeFor(blocks, host.multiProcessorCount);
-    spec = { ...spec, pipelined: true, ...(decodeAttentionMma(dtype) ? { mma: true, ...(shape !== DEFAULT_MMA_SHAPE ? { mmaShape: shape } : {}) } : {}) };
+  const staged = cluster ? undefined : stagedVariant(d, size, vec, dtype);
+  if (staged) {
+    const shape = mmaShapeFor(blocks, host.multiProcessorCount, decodeAttentionOptions.mmaShape, d * size);
+    spec = { ...spec, pipelined: true, ...(staged.mma ? { mma: true, ...(shape !== DEFAULT_MMA_SHAPE ? { mmaShape: shape } : {}) } : {}) };
   }
   else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   if (append) {
     if (!spec.pipelined) return false;
-    spec = { ...spec, append: { rope: append.invFreq !== 0n, bias: append.bias !== 0n } };
+    spec = { ...spec, append: { rope: append.invFreq !== 0n, bias: append.bias !== 0n, ...(append.headNorm ? { headNorm: true } : {}) } };
   }
   const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
   if (spec.mma) decodeAttentionLaunches.mma++;
   if (spec.project) decodeAttentionLaunches.projected++;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
-    { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: spec.mma ? mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE) : PIPELINED_STAGE_BYTES } : {}) },
+    { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: spec.mma ? mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE, d * size) : PIPELINED_STAGE_BYTES } : {}) },
     [
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters), arg.i32(decodeAttentionOptions.prefetch ? freshKeys : 0),
       arg.ptr(append?.qkv ?? 0n), arg.ptr(append?.bias ?? 0n), arg.ptr(append?.invFreq ?? 0n), arg.f32(append?.ropeScale ?? 1),
       arg.ptr(ptr('project.weight', project?.weight)), arg.ptr(ptr('project.out', project?.out)), arg.ptr(ptr('project.zero', project?.zero)), arg.i32(project?.zero?.numel ?? 0),
+      arg.ptr(append?.headNorm?.q ?? 0n), arg.ptr(append?.headNorm?.k ?? 0n), arg.f32(append?.headNorm?.eps ?? 0),
     ],
   );
   return true;
@@ -975,20 +1060,22 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
 
 /**
  * appendDecodeAttention as one kernel where it takes them: decodeAttention's pipelined variant (rows of
- * 128 bytes in 16-byte vectors: Llama's and GPT-2's d 64 at 16 bit, d 32 at f32; not turned off) with the
- * query heads and the new key and value formed from the QKV row in its prologue (the header's APPEND),
- * over contiguous or paged caches, one token a sequence, without the cluster combine. Returns false (nothing
+ * 128 bytes in 16-byte vectors: Llama's and GPT-2's d 64 at 16 bit, d 32 at f32; on tensor cores also 256-byte
+ * rows, d 128 at 16 bit; not turned off) with the query heads and the new key and value formed from the QKV
+ * row in its prologue (the header's APPEND; Qwen3's head norms too), over contiguous or paged caches, one
+ * token a sequence, without the cluster combine. Returns false (nothing
  * launched) otherwise: the backend then runs qkvRopeAppend and decodeAttention.
  */
 export function fusedAppendDecodeAttention(host: KernelHost, parts: { readonly append: QkvRopeAppendArgs; readonly attention: DecodeAttentionArgs }): boolean {
   const c = new OpCheck('appendDecodeAttention', 'cuda');
   const append = checkQkvRopeAppend(c, parts.append);
   const attention = checkDecodeAttention(c, parts.attention);
-  // The per-head norm (Qwen3's q_norm / k_norm) runs in qkvRopeAppend's kernel: those rows take the two ops.
-  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.tableRows !== undefined || append.headNorm !== undefined) return false;
+  if (!decodeAttentionOptions.append || append.L !== 1 || append.kOut !== undefined || append.tableRows !== undefined) return false;
   const ptr = (name: string, t: typeof append.qkv | undefined) => (t ? devicePtr(c, name, t) : 0n);
+  const headNorm = append.headNorm;
   return launchDecodeAttention(host, attention, c, {
     qkv: ptr('qkv', append.qkv), bias: ptr('bias', append.bias), invFreq: ptr('rope.invFreq', append.invFreq), ropeScale: append.ropeScale,
+    ...(headNorm ? { headNorm: { q: ptr('headNorm.q', headNorm.q), k: ptr('headNorm.k', headNorm.k), eps: headNorm.eps } } : {}),
   });
 }
 
@@ -1045,6 +1132,12 @@ export function catalog(): KernelSource[] {
     // Its other shapes (FUSEFORMER_DECODE_MMA_SHAPE): 16-key tiles in three stages at 4 blocks an SM, 32-key tiles in three.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: { tile: 16, stages: 3, blocksPerSm: 4 } }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, pipelined: true, mma: true, mmaShape: { tile: 32, stages: 3, blocksPerSm: 0 } }),
+    // 256-byte rows on tensor cores (d 128 at 16 bit: Llama 3 8B's group 4, Qwen3's group 2 with its head norms), plain, split, paged, fused.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 128, group: 4, headsPerBlock: 4, vec: 8, split: false, pipelined: true, mma: true, mmaShape: WIDE_ROW_MMA_SHAPE }),
+    decodeAttentionSource({ dtype: 'f16', headDim: 128, group: 8, headsPerBlock: 8, vec: 8, split: true, pipelined: true, mma: true, mmaShape: WIDE_ROW_MMA_SHAPE }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 128, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: WIDE_ROW_MMA_SHAPE }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 128, group: 2, headsPerBlock: 2, vec: 8, split: false, pipelined: true, append: { rope: true, bias: false, headNorm: true }, mma: true, mmaShape: WIDE_ROW_MMA_SHAPE }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 128, group: 7, headsPerBlock: 7, vec: 8, split: true, page: 16, pipelined: true, append: { rope: true, bias: true }, mma: true, mmaShape: WIDE_ROW_MMA_SHAPE }),
     // The wide-grid shape (serving's big decode steps): paged, fused, split and not.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: WIDE_GRID_MMA_SHAPE }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: WIDE_GRID_MMA_SHAPE }),

@@ -52,10 +52,11 @@ test('decodeAttention: a block per (kv head, head block, sequence, split); split
   assert.deepEqual(clustered.config.grid, [8, 1, 8]);
   assert.match(clustered.source, /__cluster_dims__\(1, 1, 8\)/);
   assert.deepEqual(host.counterRequests, [8], 'no counters for the cluster combine');
-  // Multi-query with a group of 32: blocks of 8 query heads.
+  // Multi-query with a group of 32: blocks of 8 query heads; 256-byte rows on tensor cores in 16-key warp tiles (64 KiB).
   attention.decodeAttention(host, args(1, 32, 1, 128, 64));
-  assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d128.g32.gh8.v8');
+  assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d128.g32.gh8.v8.pipelined.mma_t16s2b0');
   assert.deepEqual(host.launches.at(-1)!.config.grid, [4, 1, 1]);
+  assert.equal(host.launches.at(-1)!.config.sharedBytes, 64 * 1024);
   assert.equal(attention.headsPerBlock(12), 6);
   rejects(() => attention.decodeAttention(host, { ...args(1, 4, 4, 512, 8), q: deviceTensor([1, 4, 512], 'bf16'), out: deviceTensor([1, 4, 512], 'bf16') }), /^decodeAttention: head size 512 is larger/);
   rejects(() => attention.decodeAttention(host, { ...args(1, 6, 4, 64, 8) }), /^decodeAttention: the query heads Hq = 6 must be a positive multiple/);
@@ -239,10 +240,18 @@ test('decodeAttention: 128-byte rows take the pipelined variant unless it is swi
   } finally {
     attention.decodeAttentionOptions.pipelined = saved;
   }
-  assert.deepEqual([attention.takesPipelined(64, 2), attention.takesPipelined(32, 4), attention.takesPipelined(128, 2)], [true, true, false]);
+  // 256-byte rows: at 16 bit on tensor cores (the pipelined CUDA-core variant stages 128-byte rows only), not at f32.
+  assert.deepEqual([attention.takesPipelined(64, 2), attention.takesPipelined(32, 4), attention.takesPipelined(128, 2), attention.takesPipelined(64, 4)], [true, true, true, false]);
+  const mma = attention.decodeAttentionOptions.mma;
+  try {
+    attention.decodeAttentionOptions.mma = false;
+    assert.equal(attention.takesPipelined(128, 2), false);
+  } finally {
+    attention.decodeAttentionOptions.mma = mma;
+  }
 });
 
-test('decodeAttention: with the tensor-core variant on, 16-bit 128-byte rows take it (same grid and staged memory); f32 rows and other sizes keep their kernels', () => {
+test('decodeAttention: with the tensor-core variant on, 16-bit 128- and 256-byte rows take it (same grid; staged memory by row size); f32 rows and other sizes keep their kernels', () => {
   const host = new RecordingHost();
   const paged = (B: number, d: number, dtype: 'bf16' | 'f16' | 'f32', page: number) => ({
     q: deviceTensor([B, 32, d], dtype), kCache: deviceTensor([B * 8, 8, page, d], dtype), vCache: deviceTensor([B * 8, 8, page, d], dtype),
@@ -259,8 +268,14 @@ test('decodeAttention: with the tensor-core variant on, 16-bit 128-byte rows tak
     assert.equal(bf16.config.sharedBytes, attention.PIPELINED_STAGE_BYTES);
     assert.equal(launch(paged(8, 64, 'f16', 16)).key, 'decode_attention.f16.d64.g4.gh4.v8.paged16.pipelined.mma');
     assert.equal(launch(paged(8, 32, 'f32', 16)).key, 'decode_attention.f32.d32.g4.gh4.v4.paged16.pipelined');
-    assert.equal(launch(paged(8, 128, 'bf16', 16)).key, 'decode_attention.bf16.d128.g4.gh4.v8.paged16');
-    assert.equal(attention.decodeAttentionLaunches.mma - before, 2);
+    const wide = launch(paged(64, 128, 'bf16', 16));
+    assert.equal(wide.key, 'decode_attention.bf16.d128.g4.gh4.v8.paged16.pipelined.mma_t16s2b0', 'one shape for 256-byte rows, past one wave too');
+    assert.equal(wide.config.sharedBytes, attention.mmaSharedBytes(attention.WIDE_ROW_MMA_SHAPE, 256));
+    assert.equal(launch(paged(8, 96, 'bf16', 16)).key, 'decode_attention.bf16.d96.g4.gh4.v8.paged16', '192-byte rows keep the latency variant');
+    assert.equal(launch(paged(8, 64, 'f32', 16)).key, 'decode_attention.f32.d64.g4.gh4.v4.paged16', 'f32 256-byte rows too');
+    assert.equal(attention.decodeAttentionLaunches.mma - before, 3);
+    attention.decodeAttentionOptions.mma = false;
+    assert.equal(launch(paged(8, 128, 'bf16', 16)).key, 'decode_attention.bf16.d128.g4.gh4.v8.paged16', 'without tensor cores, 256-byte rows are not staged');
     attention.decodeAttentionOptions.mma = false;
     assert.equal(launch(paged(64, 64, 'bf16', 16)).key, 'decode_attention.bf16.d64.g4.gh4.v8.paged16.pipelined');
   } finally {
@@ -328,7 +343,7 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   const address = (t: unknown) => (t as { ptr: bigint }).ptr;
   assert.deepEqual([18, 19, 20].map((i) => argValue(launch, i, 'ptr')), [gpt2.project.weight, gpt2.project.out, gpt2.project.zero].map(address));
   assert.equal(argValue(launch, 21, 'i32'), 4 * 768);
-  assert.equal(launch.args.length, 22);
+  assert.equal(launch.args.length, 25);
   assert.match(launch.source, /constexpr int LPR = 8;/);
   // Without project: the same kernel as before, its four extra arguments null.
   const { project: _p, ...plain } = gpt2;
@@ -348,4 +363,29 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   assert.equal(host.launches.length, 3);
   assert.equal(attention.projectionFits('bf16', 64, 4), true, "Llama 1B's four heads a block: 32 vectors, a warp a row");
   assert.equal(attention.projectionFits('f32', 64, 4), false, '64 vectors');
+});
+
+test('appendDecodeAttention fused at 256-byte rows with head norms: the gammas and eps after the projection arguments, keyed _qknorm; f32 rows of 256 bytes take the two ops', () => {
+  const host = new RecordingHost();
+  const parts = (d: number, dtype: 'bf16' | 'f32') => ({
+    append: {
+      qkv: deviceTensor([2, 32 * d], dtype), positions: deviceTensor([2], 'i32'), q: deviceTensor([2, 16, 1, d], dtype),
+      kCache: deviceTensor([2, 8, 64, d], dtype), vCache: deviceTensor([2, 8, 64, d], dtype), rope: { invFreq: deviceTensor([d / 2], 'f32'), scale: 1 },
+      headNorm: { q: deviceTensor([d], dtype), k: deviceTensor([d], dtype), eps: 1e-6 },
+    },
+    attention: {
+      q: deviceTensor([2, 16, d], dtype), kCache: deviceTensor([2, 8, 64, d], dtype), vCache: deviceTensor([2, 8, 64, d], dtype),
+      positions: deviceTensor([2], 'i32'), out: deviceTensor([2, 16, d], dtype),
+    },
+  });
+  const qwen3 = parts(128, 'bf16');
+  assert.equal(attention.fusedAppendDecodeAttention(host, qwen3), true);
+  const launch = host.launches.at(-1)!;
+  assert.equal(launch.key, 'decode_attention.bf16.d128.g2.gh2.v8.pipelined.append_rope_qknorm.mma_t16s2b0');
+  const address = (t: unknown) => (t as { ptr: bigint }).ptr;
+  assert.deepEqual([22, 23].map((i) => argValue(launch, i, 'ptr')), [address(qwen3.append.headNorm.q), address(qwen3.append.headNorm.k)]);
+  assert.ok(Math.abs((argValue(launch, 24, 'f32') as number) - 1e-6) < 1e-12);
+  assert.match(launch.source, /constexpr bool HEAD_NORM = true;/);
+  assert.equal(attention.fusedAppendDecodeAttention(host, parts(64, 'f32')), false, 'f32 d 64: 256-byte rows, not staged');
+  assert.equal(host.launches.length, 1);
 });
