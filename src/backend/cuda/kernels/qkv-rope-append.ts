@@ -9,11 +9,13 @@
 // into the 100k range keep their accuracy). Query heads go to q[b, hh, l]; key and value heads to the
 // cache at [b, g, p] (and to kOut/vOut [b, g', l], once per kv head or repeated for its query heads).
 //
-// Thread mapping: grid (R, ⌈(Hq + 2·Hkv) / HPB⌉), a block of d/2 threads per (row, head) and HPB heads a
-// block, thread i of a head owning pair (i, i + d/2): each warp reads and writes 2 × 32 consecutive
-// elements of a head (64-byte segments at 16 bit). Decode rows are few, so the grid is sized by heads
-// (HPB = 1): a Llama 3.2 1B step at batch 1 runs 48 blocks; hundreds of rows (a prefill, a serving step)
-// take 256 threads a block (headsPerBlock). Rows whose position is outside [0, maxLen) skip the cache write.
+// Thread mapping: grid (R, ⌈(Hq + 2·Hkv) / HPB⌉), TPH = d/2 / PV threads per (row, head) and HPB heads a
+// block, thread t of a head owning the PV pairs (i, i + d/2) from i = t·PV. Decode rows are few, so the
+// grid is sized by heads (HPB = 1) and a thread takes one pair (PV = 1; a warp reads and writes 2 × 32
+// consecutive elements of a head): a Llama 3.2 1B step at batch 1 runs 48 blocks. Hundreds of rows (a
+// prefill, a serving step, an embedding batch) take 256 threads a block (headsPerBlock) and 16-byte vectors
+// of pairs where the pointers allow (PV = 8 at 16 bit: a d-128 head is 8 threads of two 16-byte loads and
+// stores); one pair a thread made Qwen3's prefill norm + RoPE 30% of copy speed (H100, session 55 profile). Rows whose position is outside [0, maxLen) skip the cache write.
 // Paged (spec.page = blockSize > 0, a block table given): the caches are a block pool [numBlocks, Hkv,
 // blockSize, d] and position p of sequence seq goes to block block_table[seq·table_stride + p / PAGE],
 // row p % PAGE (PAGE is a compile-time constant: shifts for powers of two); one more 4-byte load per
@@ -21,8 +23,9 @@
 // (qkvRopeAppend's tableRows: a serving step's rows, each its own sequence) the row is table_rows[seq].
 //
 // headNorm (Qwen3's q_norm / k_norm; spec.headNorm): after the bias, each query and key head is scaled by
-// 1/sqrt(mean(x²) + eps) and gamma; a head's d/2 threads leave a² + z² in shared memory and, after one block
-// barrier, each adds its head's d/2 values in the same order (the same rstd for every thread of the head).
+// 1/sqrt(mean(x²) + eps) and gamma; a head's TPH threads leave their pairs' Σ a² + z² in shared memory and,
+// after one block barrier, each adds its head's TPH values in the same order (the same rstd for every thread
+// of the head).
 //
 // Precision: f32 arithmetic, stored in the tensors' dtype.
 // Bytes per row (s = sizeof(dtype), W = (Hq + 2·Hkv)·d): read W·s (+ W·s bias, cached) + 4·d/2 (invFreq,
@@ -30,11 +33,13 @@
 
 import type { QkvRopeAppendArgs } from '../../backend.js';
 import type { FloatDType } from '../../../dtype.js';
+import { byteSize } from '../../../dtype.js';
 import { checkQkvRopeAppend } from '../../op-checks/index.js';
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
 import { DEVICE_LIB, typedefLine } from './device-lib.js';
+import { pickVectorWidth } from './elementwise.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 /**
@@ -71,25 +76,30 @@ export interface QkvRopeAppendSpec {
   readonly headsPerBlock?: number;
   /** RMS norm of each query and key head before RoPE (HeadNormArgs); absent: none. */
   readonly headNorm?: boolean;
+  /** Pairs a thread takes, as vectors of this many elements (1 or absent: one; see qkvPairsPerThread()). */
+  readonly pairs?: number;
 }
 
 export function qkvRopeAppendKey(s: QkvRopeAppendSpec): string {
   const hpb = s.headsPerBlock ?? 1;
-  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.headNorm ? '.qknorm' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}${s.page ? `.paged${s.page}` : ''}${hpb > 1 ? `.h${hpb}` : ''}`;
+  return `qkv_rope_append.${s.dtype}.d${s.headDim}.hq${s.queryHeads}.hkv${s.kvHeads}${s.rope ? '.rope' : ''}${s.bias ? '.bias' : ''}${s.headNorm ? '.qknorm' : ''}${s.copy === 'none' ? '' : `.copy_${s.copy}`}${s.page ? `.paged${s.page}` : ''}${hpb > 1 ? `.h${hpb}` : ''}${(s.pairs ?? 1) > 1 ? `.pv${s.pairs}` : ''}`;
 }
+
+/** FUSEFORMER_QKV_VECTORS=0: one pair a thread at every row count (the kernel before vectors of pairs, for A/B runs). */
+export const qkvRopeAppendOptions = { vectorPairs: process.env['FUSEFORMER_QKV_VECTORS'] !== '0' };
 
 /** Blocks of one head each up to this many (rows × heads); above it, a block takes 256 threads' worth of heads. */
 export const QKV_ONE_HEAD_BLOCKS = 4096;
 
 /**
- * Heads per block for R rows of `heads` heads of d/2 threads each: 1 while the grid of one head a block
- * stays within QKV_ONE_HEAD_BLOCKS (decode rows: more, smaller blocks spread a latency-bound op over more
- * SMs), else 256 / (d/2) (at most all heads): a 642-row serving step of Llama 1.2B was 30,816 blocks of
- * 32 threads, 38.7 µs for 7.9 MB (H200, session 9 profile), bound by block scheduling, not bandwidth.
+ * Heads per block for R rows of `heads` heads of `threadsPerHead` threads each: 1 while the grid of one head
+ * a block stays within QKV_ONE_HEAD_BLOCKS (decode rows: more, smaller blocks spread a latency-bound op over
+ * more SMs), else 256 / threadsPerHead (at most all heads): a 642-row serving step of Llama 1.2B was 30,816
+ * blocks of 32 threads, 38.7 µs for 7.9 MB (H200, session 9 profile), bound by block scheduling, not bandwidth.
  */
-export function headsPerBlock(rows: number, heads: number, headDim: number): number {
+export function headsPerBlock(rows: number, heads: number, threadsPerHead: number): number {
   if (rows * heads <= QKV_ONE_HEAD_BLOCKS) return 1;
-  return Math.max(1, Math.min(heads, Math.floor(256 / (headDim / 2))));
+  return Math.max(1, Math.min(heads, Math.floor(256 / threadsPerHead)));
 }
 
 export function qkvRopeAppendSource(spec: QkvRopeAppendSpec): KernelSource {
@@ -97,19 +107,21 @@ export function qkvRopeAppendSource(spec: QkvRopeAppendSpec): KernelSource {
   const half = spec.headDim / 2;
   const group = spec.queryHeads / spec.kvHeads;
   const hpb = spec.headsPerBlock ?? 1;
+  const pairs = spec.pairs ?? 1, threadsPerHead = half / pairs;
+  if (!Number.isInteger(threadsPerHead) || pairs * byteSize(spec.dtype) > 16) throw new RangeError(`qkvRopeAppendSource: ${pairs} pairs a thread must divide the half head ${half} in at most 16 bytes`);
   const source = String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${constants({
     D: spec.headDim, HALF: half, HQ: spec.queryHeads, HKV: spec.kvHeads, GROUP: group, WIDTH: (spec.queryHeads + 2 * spec.kvHeads) * spec.headDim,
     ROPE: spec.rope, BIAS: spec.bias, COPY: spec.copy !== 'none', COPY_HEADS: spec.copy === 'repeat' ? spec.queryHeads : spec.kvHeads,
     REPEAT: spec.copy === 'repeat', PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), HPB: hpb,
-    HEAD_NORM: spec.headNorm === true, HALF_VEC4: half % 4 === 0,
+    HEAD_NORM: spec.headNorm === true, PV: pairs, TPH: threadsPerHead, TPH_VEC4: threadsPerHead % 4 === 0,
   })}
 ${ROPE_PAIR_CODE}
 // qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D] (paged: [blocks, HKV, PAGE, D] through
 // block_table [B, table_stride], max_len = table_stride·PAGE); copies [B, COPY_HEADS, L, D].
-// Grid (R, ⌈(HQ + 2·HKV) / HPB⌉), block HALF·HPB.
-extern "C" __global__ void __launch_bounds__(HALF * HPB) ${name}(
+// Grid (R, ⌈(HQ + 2·HKV) / HPB⌉), block TPH·HPB.
+extern "C" __global__ void __launch_bounds__(TPH * HPB) ${name}(
     const T* __restrict__ qkv, const T* __restrict__ bias, const int* __restrict__ positions, const float* __restrict__ inv_freq,
     float rope_scale, T* __restrict__ q, T* __restrict__ k_cache, T* __restrict__ v_cache, T* __restrict__ k_out,
     T* __restrict__ v_out, int L, int max_len, const int* __restrict__ block_table, int table_stride,
@@ -117,51 +129,82 @@ extern "C" __global__ void __launch_bounds__(HALF * HPB) ${name}(
   // May be launched programmatically (kernel.ts gridDependencyWait): wait before reading anything.
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
-  // Block (r, y) takes heads y·HPB .. y·HPB + HPB − 1 of row r, d/2 threads each.
-  const int r = blockIdx.x, hh = blockIdx.y * HPB + (int)threadIdx.x / HALF, i = (int)threadIdx.x % HALF;
+  // Block (r, y) takes heads y·HPB .. y·HPB + HPB − 1 of row r, TPH threads each; a head's thread t owns
+  // the PV pairs (i, i + HALF), i = t·PV .. t·PV + PV − 1, read and written as vectors of PV elements.
+  const int r = blockIdx.x, hh = blockIdx.y * HPB + (int)threadIdx.x / TPH, i0 = ((int)threadIdx.x % TPH) * PV;
   // The last block's spare heads (HPB > 1) do nothing, but with HEAD_NORM they still meet the barrier.
   const bool live = !(HPB > 1 && hh >= HQ + 2 * HKV);
   if (!HEAD_NORM && !live) return;
   const int seq = r / L, l = r - seq * L;
-  const T* src = qkv + (size_t)r * WIDTH + hh * D;
-  float a = 0.f, z = 0.f;
+  float a[PV], z[PV];
+  #pragma unroll
+  for (int e = 0; e < PV; e++) a[e] = z[e] = 0.f;
   if (live) {
-    a = to_float(src[i]);
-    z = to_float(src[i + HALF]);
+    const T* src = qkv + (size_t)r * WIDTH + hh * D + i0;
+    const Vec<T, PV> xa = load_vec<T, PV>(src), xz = load_vec<T, PV>(src + HALF);
+    #pragma unroll
+    for (int e = 0; e < PV; e++) {
+      a[e] = to_float(xa.v[e]);
+      z[e] = to_float(xz.v[e]);
+    }
     if (BIAS) {
-      a += to_float(bias[hh * D + i]);
-      z += to_float(bias[hh * D + i + HALF]);
+      const Vec<T, PV> ba = load_vec<T, PV>(bias + hh * D + i0), bz = load_vec<T, PV>(bias + hh * D + i0 + HALF);
+      #pragma unroll
+      for (int e = 0; e < PV; e++) {
+        a[e] += to_float(ba.v[e]);
+        z[e] += to_float(bz.v[e]);
+      }
     }
   }
   if (HEAD_NORM) {
-    __shared__ __align__(16) float squares[HALF * HPB];
-    squares[threadIdx.x] = a * a + z * z;
+    // Each thread's PV pairs' squares, then every thread of the head adds the head's TPH partials in the same
+    // order after one barrier (the same rstd for all of them).
+    __shared__ __align__(16) float squares[TPH * HPB];
+    float own = 0.f;
+    #pragma unroll
+    for (int e = 0; e < PV; e++) own += a[e] * a[e] + z[e] * z[e];
+    squares[threadIdx.x] = own;
     __syncthreads();
     if (!live) return;
     if (hh < HQ + HKV) {
-      const float* head = squares + ((int)threadIdx.x / HALF) * HALF;
+      const float* head = squares + ((int)threadIdx.x / TPH) * TPH;
       float total = 0.f;
-      if (HALF_VEC4) {
+      if (TPH_VEC4) {
         #pragma unroll 4
-        for (int j = 0; j < HALF; j += 4) {
+        for (int j = 0; j < TPH; j += 4) {
           const float4 v = *reinterpret_cast<const float4*>(head + j);
           total += (v.x + v.y) + (v.z + v.w);
         }
       } else {
-        for (int j = 0; j < HALF; j++) total += head[j];
+        for (int j = 0; j < TPH; j++) total += head[j];
       }
       const float rstd = rsqrtf(total * (1.f / D) + norm_eps);
-      const T* gamma = hh < HQ ? q_norm : k_norm;
-      a *= rstd * to_float(gamma[i]);
-      z *= rstd * to_float(gamma[i + HALF]);
+      const T* gamma = (hh < HQ ? q_norm : k_norm) + i0;
+      const Vec<T, PV> ga = load_vec<T, PV>(gamma), gz = load_vec<T, PV>(gamma + HALF);
+      #pragma unroll
+      for (int e = 0; e < PV; e++) {
+        a[e] *= rstd * to_float(ga.v[e]);
+        z[e] *= rstd * to_float(gz.v[e]);
+      }
     }
   }
   const int p = positions[r];
-  if (ROPE && hh < HQ + HKV) rope_pair(a, z, p, inv_freq[i], rope_scale);
+  if (ROPE && hh < HQ + HKV) {
+    #pragma unroll
+    for (int e = 0; e < PV; e++) rope_pair(a[e], z[e], p, inv_freq[i0 + e], rope_scale);
+  }
+  Vec<T, PV> ya, yz;
+  #pragma unroll
+  for (int e = 0; e < PV; e++) {
+    ya.v[e] = from_float<T>(a[e]);
+    yz.v[e] = from_float<T>(z[e]);
+  }
+  const auto put = [&](T* dst) {
+    store_vec<T, PV>(dst + i0, ya);
+    store_vec<T, PV>(dst + i0 + HALF, yz);
+  };
   if (hh < HQ) {
-    T* dst = q + (((size_t)seq * HQ + hh) * L + l) * D;
-    dst[i] = from_float<T>(a);
-    dst[i + HALF] = from_float<T>(z);
+    put(q + (((size_t)seq * HQ + hh) * L + l) * D);
     return;
   }
   const bool value = hh >= HQ + HKV;
@@ -170,18 +213,14 @@ extern "C" __global__ void __launch_bounds__(HALF * HPB) ${name}(
     const size_t table_row = PAGED && table_rows != nullptr ? table_rows[seq] : seq;
     const size_t row = PAGED ? ((size_t)block_table[table_row * table_stride + p / PAGE] * HKV + g) * PAGE + p % PAGE
                              : ((size_t)seq * HKV + g) * max_len + p;
-    T* dst = (value ? v_cache : k_cache) + row * D;
-    dst[i] = from_float<T>(a);
-    dst[i + HALF] = from_float<T>(z);
+    put((value ? v_cache : k_cache) + row * D);
   }
   if (COPY) {
     T* base = value ? v_out : k_out;
     #pragma unroll
     for (int rep = 0; rep < (REPEAT ? GROUP : 1); rep++) {
       const int head = REPEAT ? g * GROUP + rep : g;
-      T* dst = base + (((size_t)seq * COPY_HEADS + head) * L + l) * D;
-      dst[i] = from_float<T>(a);
-      dst[i + HALF] = from_float<T>(z);
+      put(base + (((size_t)seq * COPY_HEADS + head) * L + l) * D);
     }
   }
 }
@@ -198,13 +237,20 @@ export function qkvRopeAppend(host: KernelHost, args: QkvRopeAppendArgs): void {
   if (d / 2 > 1024) c.fail(`head size ${d} is larger than the largest supported (2048)`);
   if (Hq + 2 * Hkv > 65535) c.fail(`${Hq + 2 * Hkv} heads a row: at most 65535 are supported`);
   const copy = kOut === undefined ? 'none' : kOutHeads === Hkv ? 'kv' : 'repeat';
-  const heads = Hq + 2 * Hkv, hpb = headsPerBlock(rows, heads, d);
+  const heads = Hq + 2 * Hkv, dtype = qkv.dtype as FloatDType;
+  // Many rows: vectors of pairs where every tensor a thread reads or writes a vector of is aligned for them.
+  const manyRows = rows * heads > QKV_ONE_HEAD_BLOCKS && qkvRopeAppendOptions.vectorPairs;
+  const vectorTensors = { qkv, bias, q, kCache, vCache, kOut, vOut, 'headNorm.q': headNorm?.q, 'headNorm.k': headNorm?.k };
+  const pairs = manyRows ? pickVectorWidth(16 / byteSize(dtype), Object.entries(vectorTensors)
+    .flatMap(([name, t]) => (t === undefined ? [] : [{ ptr: devicePtr(c, name, t), elementBytes: byteSize(dtype) }])), d / 2) : 1;
+  const threadsPerHead = d / 2 / pairs, hpb = headsPerBlock(rows, heads, threadsPerHead);
   const spec: QkvRopeAppendSpec = {
-    dtype: qkv.dtype as FloatDType, headDim: d, queryHeads: Hq, kvHeads: Hkv, rope: invFreq !== undefined, bias: bias !== undefined, copy,
+    dtype, headDim: d, queryHeads: Hq, kvHeads: Hkv, rope: invFreq !== undefined, bias: bias !== undefined, copy,
     ...(paged ? { page: paged.blockSize } : {}), ...(hpb > 1 ? { headsPerBlock: hpb } : {}), ...(headNorm ? { headNorm: true } : {}),
+    ...(pairs > 1 ? { pairs } : {}),
   };
   host.kernel(qkvRopeAppendKey(spec), () => qkvRopeAppendSource(spec)).launch(
-    { grid: [rows, Math.ceil(heads / hpb)], block: hpb * (d / 2) },
+    { grid: [rows, Math.ceil(heads / hpb)], block: hpb * threadsPerHead },
     [
       arg.ptr(ptr('qkv', qkv)), arg.ptr(ptr('bias', bias)), arg.ptr(ptr('positions', positions)), arg.ptr(ptr('rope.invFreq', invFreq)),
       arg.f32(ropeScale), arg.ptr(ptr('q', q)), arg.ptr(ptr('kCache', kCache)), arg.ptr(ptr('vCache', vCache)),
@@ -232,8 +278,13 @@ export function catalog(): KernelSource[] {
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16, headsPerBlock: 8 }),
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'kv', headsPerBlock: 8 }),
     qkvRopeAppendSource({ dtype: 'f16', headDim: 128, queryHeads: 32, kvHeads: 8, rope: true, bias: true, copy: 'repeat', headsPerBlock: 4 }),
+    // Vectors of pairs (many rows): Llama 3.2 1B paged at 8 pairs a thread (32 heads of 4 threads a block), GPT-2's prefill copies, f32 at 4.
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 32, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16, headsPerBlock: 48, pairs: 8 }),
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 64, queryHeads: 12, kvHeads: 12, rope: false, bias: true, copy: 'kv', headsPerBlock: 36, pairs: 8 }),
+    qkvRopeAppendSource({ dtype: 'f32', headDim: 128, queryHeads: 32, kvHeads: 8, rope: true, bias: true, copy: 'repeat', headsPerBlock: 16, pairs: 4 }),
     // Qwen3's q_norm / k_norm (head 128, 16 query and 8 kv heads): decode, paged with many heads a block, a
-    // prefill's copies; an odd half (d 40) takes the scalar sum.
+    // prefill's vectors of 8 pairs (the embedding and rerank batches); an odd half (d 40) takes the scalar sum.
+    qkvRopeAppendSource({ dtype: 'bf16', headDim: 128, queryHeads: 16, kvHeads: 8, rope: true, bias: false, copy: 'none', headsPerBlock: 32, headNorm: true, pairs: 8 }),
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 128, queryHeads: 16, kvHeads: 8, rope: true, bias: false, copy: 'none', headNorm: true }),
     qkvRopeAppendSource({ dtype: 'bf16', headDim: 128, queryHeads: 16, kvHeads: 8, rope: true, bias: false, copy: 'none', page: 16, headsPerBlock: 4, headNorm: true }),
     qkvRopeAppendSource({ dtype: 'f16', headDim: 40, queryHeads: 6, kvHeads: 2, rope: true, bias: true, copy: 'kv', headsPerBlock: 6, headNorm: true }),
