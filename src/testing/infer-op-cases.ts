@@ -352,7 +352,7 @@ function sampleTokensCases(dtype: FloatDType): OpCase[] {
   // The last case's rows are peaked (logits spread ±40, a trained model's range): most tokens then fall below
   // the best score by more than any Gumbel noise, and the draw skips them (draw_vector).
   // 32000 (Llama 2, Mistral: 4000 16-bit vectors a row) and 40 rows of GPT-2's take 4-block clusters with
-  // FUSEFORMER_SAMPLE_CLUSTER_FOUR (sample-tokens-cluster.ts), the one-block kernel without.
+  // sampleTokensClusterFour (sample-tokens-cluster.ts; the default, FUSEFORMER_SAMPLE_CLUSTER_FOUR=0 turns it off), the one-block kernel without.
   return ([[50257, 50304, 16, 3], [1003, 1024, 16, 3], [128256, 128256, 16, 3], [300, 300, 16, 3], [128256, 128256, 40, 3], [50257, 50304, 16, 40], [32000, 32000, 8, 3], [50257, 50304, 40, 3]] as const).map(([V, Vp, B, spread]): OpCase => {
     const maxLen = 64;
     return {

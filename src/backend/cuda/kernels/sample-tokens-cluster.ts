@@ -35,7 +35,7 @@ import { envFlag } from '../env-switch.js';
 /**
  * Blocks per row and threads per block of the cluster kernel for `rows` rows on `multiProcessorCount` SMs, or
  * null where the one-block kernel takes the rows: 8 blocks (the largest portable cluster) from 4096 vectors a row
- * (GPT-2's 50k in 16-bit is 6.3k), none below. With sampleTokensClusterFour, 4 blocks too — below 4096 vectors,
+ * (GPT-2's 50k in 16-bit is 6.3k), none below. With sampleTokensClusterFour (the default), 4 blocks too — below 4096 vectors,
  * and where 8 a row would pass one block an SM while each thread would hold fewer than 3 vectors: there the
  * cluster barriers cost more than the split saves (session 52, H100, µs: GPT-2's vocabulary at 32 rows, top-k 50 +
  * top-p 0.9 87 at 8 × 512 against 63 at 4 × 512, top-k 43 against 33; Llama 3's 128k, 3.9 vectors a thread,
@@ -51,11 +51,13 @@ export function sampleTokensCluster(classes: number, vec: number, rows = 1, mult
 }
 
 /**
- * FUSEFORMER_SAMPLE_CLUSTER_FOUR=1 (read once): clusters of 4 blocks where sampleTokensCluster says they pay. Opt-in
- * until their op cases have run on a GPU (the 8-block kernel's have; the emulator runs no clusters): the same
- * kernel with SPLITS = 4, timed in session 52's shape sweep only.
+ * Clusters of 4 blocks where sampleTokensCluster says they pay (the same kernel with SPLITS = 4); the default since
+ * session 55 (H100, `bench/results/gpu-pending-s55/call1/`): the sampling op cases 66/66 with them; at 32 rows of
+ * GPT-2's vocabulary, µs against the one-block kernel, top-k 50 42.7 → 33.1, top-p 0.95 72.6 → 64.8, both 86.7 →
+ * 63.1, greedy 9.3 → 7.0 (temperature alone 18.7 → 19.9); sampled GPT-2 decode at batch 32 0.467 → 0.438 ms/token,
+ * batch 1 and Llama 3's 128k unchanged. FUSEFORMER_SAMPLE_CLUSTER_FOUR=0 turns it off (read once).
  */
-export const sampleTokensClusterFour: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_CLUSTER_FOUR', process.env['FUSEFORMER_SAMPLE_CLUSTER_FOUR'], false) };
+export const sampleTokensClusterFour: { enabled: boolean } = { enabled: envFlag('FUSEFORMER_SAMPLE_CLUSTER_FOUR', process.env['FUSEFORMER_SAMPLE_CLUSTER_FOUR'], true) };
 
 /**
  * FUSEFORMER_SAMPLE_CLUSTER_SHAPE=C,THREADS (a probe, read once): every cluster-sampled row in C blocks (2, 4 or 8)

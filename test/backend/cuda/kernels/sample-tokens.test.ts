@@ -33,14 +33,17 @@ test('the preload probe (FUSEFORMER_SAMPLE_PRELOAD): its own key, the split\'s f
 });
 
 test('the cluster sampler\'s plan: 8 blocks of 512 threads from 4096 vectors a row, none below; with FUSEFORMER_SAMPLE_CLUSTER_FOUR, 4 blocks below and at many rows of a short row; FUSEFORMER_SAMPLE_CLUSTER_SHAPE parsed or refused by name', () => {
-  assert.deepEqual(sampleTokensCluster(50257, 8), { cluster: 8, threads: 512 });
-  assert.deepEqual(sampleTokensCluster(128256, 8), { cluster: 8, threads: 512 });
-  assert.deepEqual(sampleTokensCluster(16384, 1), { cluster: 8, threads: 512 });
-  assert.equal(sampleTokensCluster(32000, 8), null, '4000 vectors: the one-block kernel');
-  assert.deepEqual(sampleTokensCluster(50257, 8, 32, 132), { cluster: 8, threads: 512 });
-  assert.equal(sampleTokensCluster(16383, 8), null);
-  sampleTokensClusterFour.enabled = true;
+  assert.equal(sampleTokensClusterFour.enabled, process.env['FUSEFORMER_SAMPLE_CLUSTER_FOUR'] !== '0', 'four-block clusters by default');
+  const saved = sampleTokensClusterFour.enabled;
+  sampleTokensClusterFour.enabled = false;
   try {
+    assert.deepEqual(sampleTokensCluster(50257, 8), { cluster: 8, threads: 512 });
+    assert.deepEqual(sampleTokensCluster(128256, 8), { cluster: 8, threads: 512 });
+    assert.deepEqual(sampleTokensCluster(16384, 1), { cluster: 8, threads: 512 });
+    assert.equal(sampleTokensCluster(32000, 8), null, '4000 vectors: the one-block kernel');
+    assert.deepEqual(sampleTokensCluster(50257, 8, 32, 132), { cluster: 8, threads: 512 });
+    assert.equal(sampleTokensCluster(16383, 8), null);
+    sampleTokensClusterFour.enabled = true;
     assert.deepEqual(sampleTokensCluster(16384, 8), { cluster: 4, threads: 512 }, '2048 vectors: four blocks');
     // Many rows: GPT-2's 6.3k vectors split 4 ways once 8 blocks a row pass the SMs; Llama 3's 16k stay at 8.
     assert.deepEqual(sampleTokensCluster(50257, 8, 16, 132), { cluster: 8, threads: 512 });
@@ -48,7 +51,7 @@ test('the cluster sampler\'s plan: 8 blocks of 512 threads from 4096 vectors a r
     assert.deepEqual(sampleTokensCluster(128256, 8, 32, 132), { cluster: 8, threads: 512 });
     assert.equal(sampleTokensCluster(16383, 8), null);
   } finally {
-    sampleTokensClusterFour.enabled = false;
+    sampleTokensClusterFour.enabled = saved;
   }
   assert.equal(clusterShapeFromEnv({}), undefined);
   assert.deepEqual(clusterShapeFromEnv({ FUSEFORMER_SAMPLE_CLUSTER_SHAPE: '4,1024' }), { cluster: 4, threads: 1024 });
