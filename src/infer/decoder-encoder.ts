@@ -1,16 +1,19 @@
 // A decoder-only model (Llama / Qwen2 / Qwen3 / Mistral / GPT-2 architectures) as a sentence encoder: the
-// final norm's hidden states of a padded batch, pooled into one vector a sequence — Qwen3-Embedding,
+// final norm's hidden states of a batch, pooled into one vector a sequence — Qwen3-Embedding,
 // gte-Qwen2, e5-mistral and their kind (sentence-transformers' lasttoken pooling: causal attention lets only
 // the last token see the whole text).
 //
-// A pass is the inference engine's prefill without its KV cache: B sequences right-padded to L tokens, rows
-// r = b·L + l, positions l, every layer by DecoderForward.blocks (the same fused kernels and GEMMs as
-// generation), and attention over the pass's own keys:
-//   q, k, v = qkvRopeAppend(qkv)      RoPE (+ Qwen3's per-head norm, Qwen2's bias); k, v written to [B, Hkv, L, d]
-//   c       = flashAttentionForward   causal, each row's keys cut at its length (keyLengths)
-//   merged  = permute0213(c)          [B·L, Hq·d], the O product's input
-// then pooling.ts. Padding at the right leaves every real token's positions and keys as in an unpadded run
-// (HF pads these models at the left; RoPE sees only position differences, so the vectors agree up to rounding).
+// A pass is the inference engine's prefill without its KV cache: every layer by DecoderForward.blocks (the same
+// fused kernels and GEMMs as generation) over the batch's tokens packed without padding — sequence s's rows
+// cu[s] … cu[s + 1] − 1, positions 0 … lengths[s] − 1 — and attention over the pass's own keys, held in
+// 16-position blocks of a pool that every layer reuses (shared-prefix.ts's suffixRows with no prefix):
+//   q, k, v = qkvRopeAppend(qkv)      RoPE (+ Qwen3's per-head norm, Qwen2's bias); k, v into the pool's blocks
+//   c       = flashAttentionForward   packed queries over paged keys, causal within each sequence: [R, Hq·d],
+//                                     the O product's input as it stands
+// then pooling.ts over the packed rows. No row computes padding, and no permute is needed (packedPasses; the
+// padded form — B sequences right-padded to L, attention [B, Hq, L, d] permuted back to rows — with
+// FUSEFORMER_PACKED_PASSES=0). Every real token's positions and keys are those of an unpadded run (HF pads these
+// models at the left; RoPE sees only position differences, so the vectors agree up to rounding).
 // The model is loaded without an untied LM head (LoadOptions.withoutHead). Activation buffers are sized
 // once for maxPassTokens rows (DecoderForward); a batch of more rows is an error (Embedder forms batches under it).
 // Last-token pooling over sequences that all start with the same tokens (a reranker's instruction and query, an
@@ -42,10 +45,17 @@ export interface DecoderEncoderOptions {
    * default DEFAULT_MAX_SHARED_PREFIX, 0 never; FUSEFORMER_SHARED_PREFIX=0 makes 0 the default).
    */
   readonly maxSharedPrefix?: number;
+  /**
+   * Passes over the tokens packed without padding (default; FUSEFORMER_PACKED_PASSES=0 makes false the default),
+   * else right-padded to the batch's longest sequence.
+   */
+  readonly packedPasses?: boolean;
 }
 
 /** FUSEFORMER_SHARED_PREFIX=0: every pass dense (the A / B switch of the benchmarks). */
 const SHARED_PREFIX = process.env['FUSEFORMER_SHARED_PREFIX'] !== '0';
+/** FUSEFORMER_PACKED_PASSES=0: passes padded to the batch's longest sequence (the A / B switch). */
+const PACKED_PASSES = process.env['FUSEFORMER_PACKED_PASSES'] !== '0';
 
 interface DecoderBatch extends PooledBatch {
   readonly ids: Int32Array;
@@ -55,15 +65,17 @@ export class DecoderEncoder {
   readonly kind = 'decoder';
   readonly maxPassTokens: number;
   readonly maxSharedPrefix: number;
+  readonly packedPasses: boolean;
   /** Shared-prefix passes so far. */
   readonly prefixStats: PrefixStats = { passes: 0, computed: 0, cached: 0, savedTokens: 0 };
   private readonly forward: DecoderForward;
   private readonly prefixCache: PrefixCache;
   private freed = false;
 
-  constructor(readonly model: DecoderModel, options: { maxPassTokens?: number; maxSharedPrefix?: number } = {}) {
+  constructor(readonly model: DecoderModel, options: { maxPassTokens?: number; maxSharedPrefix?: number; packedPasses?: boolean } = {}) {
     this.maxPassTokens = options.maxPassTokens ?? DEFAULT_PASS_TOKENS;
     this.maxSharedPrefix = options.maxSharedPrefix ?? (SHARED_PREFIX ? DEFAULT_MAX_SHARED_PREFIX : 0);
+    this.packedPasses = options.packedPasses ?? PACKED_PASSES;
     if (!Number.isSafeInteger(this.maxPassTokens) || this.maxPassTokens < 1) throw new ArgumentError(`decoder encoder: maxPassTokens must be a positive integer, got ${this.maxPassTokens}`);
     if (!Number.isSafeInteger(this.maxSharedPrefix) || this.maxSharedPrefix < 0) throw new ArgumentError(`decoder encoder: maxSharedPrefix must be a non-negative integer, got ${this.maxSharedPrefix}`);
     if (model.quantization) throw new ArgumentError(`${model.source}: a quantized model cannot encode embeddings (its float weights are not held)`);
@@ -76,7 +88,10 @@ export class DecoderEncoder {
   static load(dir: string, backend: Backend, options: DecoderEncoderOptions = {}): { encoder: DecoderEncoder; unused: readonly string[] } {
     const { model, unused } = loadDecoderModel(dir, backend, { ...(options.dtype ? { dtype: options.dtype } : {}), withoutHead: true });
     try {
-      const sizes = { ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}), ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}) };
+      const sizes = {
+        ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}), ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
+        ...(options.packedPasses !== undefined ? { packedPasses: options.packedPasses } : {}),
+      };
       return { encoder: new DecoderEncoder(model, sizes), unused };
     } catch (error) {
       model.free();
@@ -103,7 +118,7 @@ export class DecoderEncoder {
     const batch = this.check(inputIds, attentionMask);
     const pool = ({ batch: pooled, hidden, temp }: PassResult) => poolLater(this.backend, hidden, pooled, options, temp, 'decoder embeddings');
     const prefix = pooling === 'last' ? this.sharedPrefix(batch) : undefined;
-    return prefix ? this.prefixPass(batch, prefix, pool) : this.pass(batch, pool);
+    return prefix || this.packedPasses ? this.packedPass(batch, prefix, pool) : this.paddedPass(batch, pool);
   }
 
   embeddings(inputIds: readonly (readonly number[])[], attentionMask?: readonly (readonly number[])[], options: EmbeddingOptions = {}): Float32Array[] {
@@ -165,8 +180,8 @@ export class DecoderEncoder {
     return batch.batch > 1 ? { length: common, cached: false } : undefined;
   }
 
-  /** Every layer over `batch`, then `read(pass)` before the pass's temporaries are freed. */
-  private pass<T>(batch: DecoderBatch, read: (pass: PassResult) => T): T {
+  /** Every layer over `batch` padded to its longest sequence, then `read(pass)` before the pass's temporaries are freed. */
+  private paddedPass<T>(batch: DecoderBatch, read: (pass: PassResult) => T): T {
     const b = this.backend, f = this.forward, arch = this.model.arch, dtype = this.dtype;
     const { batch: B, length: L } = batch, R = B * L, { heads: Hq, kvHeads: Hkv, headDim: d } = arch;
     const temporaries: Tensor[] = [];
@@ -196,28 +211,31 @@ export class DecoderEncoder {
   }
 
   /**
-   * `batch` with its first P tokens shared (shared-prefix.ts): the prefix's keys and values from the cache or
-   * one pass over the prefix alone, then the suffixes packed over them; `read` pools the suffix rows.
+   * `batch` packed, every sequence's rows after the first P tokens (none without a prefix); with a shared prefix
+   * (shared-prefix.ts) its keys and values come from the cache or one pass over the prefix alone, the suffixes
+   * packed over them. `read` pools the packed rows.
    */
-  private prefixPass<T>(batch: DecoderBatch, { length: P, cached }: SharedPrefix, read: (pass: PassResult) => T): T {
-    const b = this.backend, arch = this.model.arch, layers = arch.layers, nP = P / PREFIX_BLOCK;
+  private packedPass<T>(batch: DecoderBatch, prefix: SharedPrefix | undefined, read: (pass: PassResult) => T): T {
+    const b = this.backend, arch = this.model.arch, layers = arch.layers, P = prefix?.length ?? 0, nP = P / PREFIX_BLOCK;
     const temporaries: Tensor[] = [];
     const temp: TemporaryTensor = (shape, type) => { const t = b.empty(shape, type); temporaries.push(t); return t; };
     try {
       const suffix = suffixRows(batch.ids, batch.lengths, batch.length, P, layers);
       const poolShape = [suffix.blocks, arch.kvHeads, PREFIX_BLOCK, arch.headDim];
       const keys = temp(poolShape, this.dtype), values = temp(poolShape, this.dtype);
-      const prefixIds = batch.ids.subarray(0, P);
-      const stats = this.prefixStats;
-      if (cached) {
-        this.prefixCache.restore(keys, values);
-      } else {
-        this.pagedRows(prefixRows(prefixIds, P, layers), keys, values, temp);
-        this.prefixCache.store(prefixIds, keys, values, layers * nP);
+      if (prefix) {
+        const prefixIds = batch.ids.subarray(0, P);
+        const stats = this.prefixStats;
+        if (prefix.cached) {
+          this.prefixCache.restore(keys, values);
+        } else {
+          this.pagedRows(prefixRows(prefixIds, P, layers), keys, values, temp);
+          this.prefixCache.store(prefixIds, keys, values, layers * nP);
+        }
+        stats.passes++;
+        stats[prefix.cached ? 'cached' : 'computed']++;
+        stats.savedTokens += (batch.batch - (prefix.cached ? 0 : 1)) * P;
       }
-      stats.passes++;
-      stats[cached ? 'cached' : 'computed']++;
-      stats.savedTokens += (batch.batch - (cached ? 0 : 1)) * P;
       const v = this.pagedRows(suffix, keys, values, temp);
       const lengths = Int32Array.from({ length: batch.batch }, (_, s) => suffix.cu[s + 1]! - suffix.cu[s]!);
       return read({ batch: { batch: batch.batch, length: batch.length, lengths, rowStarts: suffix.cu }, hidden: v.h, temp });

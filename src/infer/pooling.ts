@@ -45,7 +45,10 @@ export interface PooledBatch {
   readonly batch: number;
   readonly length: number;
   readonly lengths: Int32Array;
-  /** Packed rows (a shared-prefix pass: its suffixes): sequence s's lengths[s] rows start at row rowStarts[s], not s·length ('last' pooling only). */
+  /**
+   * Packed rows (a decoder encoder's packed pass): sequence s's lengths[s] rows start at row rowStarts[s], not
+   * s·length. After a shared prefix the rows are the suffixes' only ('last' pooling).
+   */
   readonly rowStarts?: Int32Array;
 }
 
@@ -68,17 +71,26 @@ export function poolLater(b: Backend, hidden: Tensor, batch: PooledBatch, option
   const { batch: B, length: L, lengths, rowStarts } = batch, H = hidden.shape[1]!, dtype = hidden.dtype as FloatDType;
   let pooled: Tensor;
   if (pooling === 'mean') {
-    if (rowStarts) throw new Error('internal: mean pooling over a shared-prefix pass');
     // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64 —
     // unless Dense layers follow on the device: then the weights are 1/length (the mean, rounded to the dtype).
-    const weights = new Float32Array(B * L);
-    for (let s = 0; s < B; s++) weights.fill(dense.length > 0 ? 1 / lengths[s]! : 1, s * L, s * L + lengths[s]!);
-    const ones = temp([B, 1, L], dtype);
+    // Packed rows: one GEMM of a [B, R] weight matrix, row s covering its sequence's rows.
+    const weight = (s: number) => (dense.length > 0 ? 1 / lengths[s]! : 1);
     pooled = temp([B, H], dtype);
-    b.upload(ones, weights);
-    b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: b.view(pooled, 0, [B, 1, H]) });
+    if (rowStarts) {
+      const R = Math.max(...Array.from({ length: B }, (_, s) => rowStarts[s]! + lengths[s]!));
+      const weights = new Float32Array(B * R);
+      for (let s = 0; s < B; s++) weights.fill(weight(s), s * R + rowStarts[s]!, s * R + rowStarts[s]! + lengths[s]!);
+      const ones = temp([1, B, R], dtype);
+      b.upload(ones, weights);
+      b.batchedGemm({ a: ones, b: b.view(hidden, 0, [1, R, H]), out: b.view(pooled, 0, [1, B, H]) });
+    } else {
+      const weights = new Float32Array(B * L);
+      for (let s = 0; s < B; s++) weights.fill(weight(s), s * L, s * L + lengths[s]!);
+      const ones = temp([B, 1, L], dtype);
+      b.upload(ones, weights);
+      b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: b.view(pooled, 0, [B, 1, H]) });
+    }
   } else {
-    if (rowStarts && pooling !== 'last') throw new Error(`internal: ${pooling} pooling over a shared-prefix pass`);
     const start = (s: number) => (rowStarts ? rowStarts[s]! : s * L);
     pooled = gatherRows(b, hidden, Int32Array.from({ length: B }, (_, s) => start(s) + (pooling === 'last' ? lengths[s]! - 1 : 0)), temp);
   }

@@ -1,6 +1,7 @@
 // The decoder encoder's shared prefix (infer/shared-prefix.ts): the prefix length it finds, the block tables of
-// a suffix pass, and — on the CPU, in f32 — vectors equal to the dense pass's, with the prefix computed, taken
-// from the cache, or not shared, for Llama-shaped (RoPE, GQA) and GPT-2-shaped (learned positions) decoders.
+// a suffix pass, and — on the CPU, in f32 — vectors equal to the padded dense pass's, with the prefix computed,
+// taken from the cache, or not shared, and packed passes without a prefix equal to padded ones under every
+// pooling, for Llama-shaped (RoPE, GQA) and GPT-2-shaped (learned positions) decoders.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -75,7 +76,7 @@ for (const [family, config] of [['llama', { ...TINY_LLAMA, maxPositions: 160 }],
     const prefix = ints(45), other = ints(70);
     const batch = (head: number[], sizes: number[]) => sizes.map((n) => [...head, ...ints(n)]);
     const calls = [batch(prefix, [9, 40, 1, 23]), batch(prefix, [5, 17]), [[...prefix, ...ints(3)]], batch(other, [2, 30, 11]), batch(prefix.slice(0, 20), [1, 2])];
-    const dense = DecoderEncoder.load(dir, cpu, { dtype: 'f32', maxSharedPrefix: 0 }).encoder;
+    const dense = DecoderEncoder.load(dir, cpu, { dtype: 'f32', maxSharedPrefix: 0, packedPasses: false }).encoder;
     const shared = DecoderEncoder.load(dir, cpu, { dtype: 'f32' }).encoder;
     try {
       const options = { pooling: 'last', normalize: true } as const;
@@ -97,5 +98,37 @@ for (const [family, config] of [['llama', { ...TINY_LLAMA, maxPositions: 160 }],
       dense.free();
     }
     assert.throws(() => DecoderEncoder.load(dir, cpu, { maxSharedPrefix: -1 }), /maxSharedPrefix must be a non-negative integer, got -1/);
+  });
+}
+
+for (const [family, config] of [['llama', { ...TINY_LLAMA, maxPositions: 160 }], ['gpt2', { ...TINY_GPT2, maxPositions: 160 }]] as const) {
+  test(`a ${family}-shaped decoder encoder: packed passes give the padded passes' vectors under every pooling, right or left padded, Dense layers or not`, () => {
+    const dir = join(root, `${family}-packed`);
+    writeModelFolder(dir, family, config, 37, { stripPrefix: true });
+    const cpu = new CpuBackend(), rng = new Rng(5);
+    const rows = [40, 3, 17, 1, 29].map((n) => Array.from(rng.ints(n, 0, 256)));
+    const L = 41, right = rows.map((r) => [...r, ...new Array<number>(L - r.length).fill(7)]), left = rows.map((r) => [...new Array<number>(L - r.length).fill(7), ...r]);
+    const mask = (at: 'left' | 'right') => rows.map((r) => Array.from({ length: L }, (_, l) => Number(at === 'right' ? l < r.length : l >= L - r.length)));
+    const packedEncoder = DecoderEncoder.load(dir, cpu, { dtype: 'f32', maxSharedPrefix: 0 }).encoder;
+    const padded = DecoderEncoder.load(dir, cpu, { dtype: 'f32', maxSharedPrefix: 0, packedPasses: false }).encoder;
+    try {
+      assert.equal(packedEncoder.packedPasses, process.env['FUSEFORMER_PACKED_PASSES'] !== '0', 'packed by default');
+      assert.equal(padded.packedPasses, false);
+      const H = packedEncoder.hidden, weight = cpu.empty([3, H], 'f32'), bias = cpu.empty([3], 'f32');
+      cpu.upload(weight, Float32Array.from({ length: 3 * H }, () => rng.next() - 0.5));
+      cpu.upload(bias, Float32Array.of(0.1, -0.2, 0.3));
+      const dense = [{ weight, bias, activation: 'tanh' as const }];
+      for (const pooling of ['mean', 'last', 'cls'] as const) {
+        for (const [ids, at] of [[right, 'right'], [left, 'left']] as const) {
+          const options = { pooling, normalize: pooling !== 'cls' };
+          assertVectorsClose(packedEncoder.embeddings(ids, mask(at), options), padded.embeddings(ids, mask(at), options), `${pooling}, ${at} padded`);
+        }
+      }
+      // Dense layers after mean pooling: the weights are 1/length on the device.
+      assertVectorsClose(packedEncoder.embeddings(right, mask('right'), { pooling: 'mean', dense }), padded.embeddings(right, mask('right'), { pooling: 'mean', dense }), 'mean + Dense');
+    } finally {
+      packedEncoder.free();
+      padded.free();
+    }
   });
 }
