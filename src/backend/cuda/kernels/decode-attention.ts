@@ -88,7 +88,7 @@ import { arg } from '../runtime/kernel.js';
 import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { pickVectorWidth } from './elementwise.js';
-import { ROPE_PAIR_CODE } from './qkv-rope-append.js';
+import { HEAD_RSTD_CODE, ROPE_PAIR_CODE } from './qkv-rope-append.js';
 import { constants, devicePtr, kernelIdentifier } from './row-kernels.js';
 
 export interface DecodeAttentionSpec {
@@ -563,13 +563,14 @@ ${constants({
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
     PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
-    HEAD_NORM: spec.append?.headNorm ?? false, HALF_VEC4: (spec.headDim / 2) % 4 === 0, RC: spec.pipelined ? rowBytes / 16 : 8,
+    HEAD_NORM: spec.append?.headNorm ?? false, RC: spec.pipelined ? rowBytes / 16 : 8,
     MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
     PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
   })}
 ${PROJECT_CODE}
 ${CLUSTER_LIB}
 ${ROPE_PAIR_CODE}
+${HEAD_RSTD_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS. APPEND: q unused; qkv [B, (hq + 2·hkv)·D],
@@ -707,19 +708,7 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
         a = norm_x[hh * D + e];
         z = norm_x[hh * D + e + HALF];
         if (hh <= GH) {
-          // The head's squares in order, four at a time where HALF allows.
-          const float* head = norm_sq + hh * HALF;
-          float total = 0.f;
-          if constexpr (HALF_VEC4) {
-            #pragma unroll 4
-            for (int j = 0; j < HALF; j += 4) {
-              const float4 v = *reinterpret_cast<const float4*>(head + j);
-              total += (v.x + v.y) + (v.z + v.w);
-            }
-          } else {
-            for (int j = 0; j < HALF; j++) total += head[j];
-          }
-          const float rstd = rsqrtf(total * (1.f / D) + norm_eps);
+          const float rstd = head_rstd<HALF>(norm_sq + hh * HALF, D, norm_eps);
           const T* gamma = hh < GH ? q_norm : k_norm;
           a *= rstd * to_float(gamma[e]);
           z *= rstd * to_float(gamma[e + HALF]);

@@ -59,6 +59,28 @@ __device__ __forceinline__ void rope_pair(float& a, float& z, int p, float inv_f
 }
 `;
 
+/**
+ * The head norm's scale (device code, shared with decode attention's fused append): 1/sqrt(mean(x²) + eps) of a
+ * head of d values from N partial sums of squares at `sums` (16-byte aligned where N is a multiple of 4), added in
+ * order, four at a time where N allows — every thread of the head that calls it gets the same value.
+ */
+export const HEAD_RSTD_CODE = String.raw`
+template <int N>
+__device__ __forceinline__ float head_rstd(const float* sums, int d, float eps) {
+  float total = 0.f;
+  if constexpr (N % 4 == 0) {
+    #pragma unroll 4
+    for (int j = 0; j < N; j += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(sums + j);
+      total += (v.x + v.y) + (v.z + v.w);
+    }
+  } else {
+    for (int j = 0; j < N; j++) total += sums[j];
+  }
+  return rsqrtf(total * (1.f / d) + eps);
+}
+`;
+
 /** Where the contiguous key/value copies go: none, one per kv head, or repeated for each query head. */
 export type KvCopy = 'none' | 'kv' | 'repeat';
 
@@ -115,9 +137,10 @@ ${constants({
     D: spec.headDim, HALF: half, HQ: spec.queryHeads, HKV: spec.kvHeads, GROUP: group, WIDTH: (spec.queryHeads + 2 * spec.kvHeads) * spec.headDim,
     ROPE: spec.rope, BIAS: spec.bias, COPY: spec.copy !== 'none', COPY_HEADS: spec.copy === 'repeat' ? spec.queryHeads : spec.kvHeads,
     REPEAT: spec.copy === 'repeat', PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), HPB: hpb,
-    HEAD_NORM: spec.headNorm === true, PV: pairs, TPH: threadsPerHead, TPH_VEC4: threadsPerHead % 4 === 0,
+    HEAD_NORM: spec.headNorm === true, PV: pairs, TPH: threadsPerHead,
   })}
 ${ROPE_PAIR_CODE}
+${HEAD_RSTD_CODE}
 // qkv [R, WIDTH]; q [B, HQ, L, D]; caches [B, HKV, max_len, D] (paged: [blocks, HKV, PAGE, D] through
 // block_table [B, table_stride], max_len = table_stride·PAGE); copies [B, COPY_HEADS, L, D].
 // Grid (R, ⌈(HQ + 2·HKV) / HPB⌉), block TPH·HPB.
@@ -167,18 +190,7 @@ extern "C" __global__ void __launch_bounds__(TPH * HPB) ${name}(
     __syncthreads();
     if (!live) return;
     if (hh < HQ + HKV) {
-      const float* head = squares + ((int)threadIdx.x / TPH) * TPH;
-      float total = 0.f;
-      if (TPH_VEC4) {
-        #pragma unroll 4
-        for (int j = 0; j < TPH; j += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(head + j);
-          total += (v.x + v.y) + (v.z + v.w);
-        }
-      } else {
-        for (int j = 0; j < TPH; j++) total += head[j];
-      }
-      const float rstd = rsqrtf(total * (1.f / D) + norm_eps);
+      const float rstd = head_rstd<TPH>(squares + ((int)threadIdx.x / TPH) * TPH, D, norm_eps);
       const T* gamma = (hh < HQ ? q_norm : k_norm) + i0;
       const Vec<T, PV> ga = load_vec<T, PV>(gamma), gz = load_vec<T, PV>(gamma + HALF);
       #pragma unroll

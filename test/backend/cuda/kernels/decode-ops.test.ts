@@ -98,23 +98,28 @@ test('sampleTokens: blocks per sequence by vocabulary (two vectors a thread), 16
   rejects(() => sampling.sampleTokens(host, args(1, 64, 'bf16', 65)), /^sampleTokens: 'classes' must be an integer in \[1, 64\]/);
 });
 
-test('sampleTokens on a Hopper: a large vocabulary\'s rows in thread-block clusters of 8 × 512 threads (no partials or counters), small ones as before; FUSEFORMER_SAMPLE_CLUSTER=0 turns it off', () => {
+test('sampleTokens on a Hopper: a large vocabulary\'s rows in thread-block clusters of 8 × 512 threads (4 for many rows of GPT-2\'s; no partials or counters), small ones as before; FUSEFORMER_SAMPLE_CLUSTER=0 turns it off', () => {
   const host = new RecordingHost('sm_90');
   const args = (B: number, Vp: number, dtype: 'bf16' | 'f32', classes: number, argmax = false) => ({
     logits: deviceTensor([B, Vp], dtype), classes, params: deviceTensor([B, 4], 'f32'), seeds: deviceTensor([B, 2], 'i32'),
     positions: deviceTensor([B], 'i32'), history: deviceTensor([B, 64], 'i32'), tokens: deviceTensor([B], 'i32'), finished: deviceTensor([B], 'i32'),
     limits: deviceTensor([B], 'i32'), stopIds: deviceTensor([4], 'i32'), ...(argmax ? { argmax: deviceTensor([B, 2], 'i32') } : {}),
   });
-  sampling.sampleTokens(host, args(32, 50304, 'bf16', 50257));
+  sampling.sampleTokens(host, args(16, 50304, 'bf16', 50257));
   sampling.sampleTokens(host, args(1, 128256, 'bf16', 128256, true));
   sampling.sampleTokens(host, args(2, 1003, 'f32', 1003));
   assert.deepEqual(host.launches.map((l) => l.key), ['sample_tokens_cluster.bf16.v50257.vec8.t512.c8', 'sample_tokens_cluster.bf16.v128256.vec8.t512.c8.argmax', 'sample_tokens.f32.v1003.vec1.t256.s2']);
-  assert.deepEqual(host.launches.map((l) => [l.config.grid, l.config.block]), [[[8, 32], 512], [[8, 1], 512], [[2, 2], 256]]);
+  assert.deepEqual(host.launches.map((l) => [l.config.grid, l.config.block]), [[[8, 16], 512], [[8, 1], 512], [[2, 2], 256]]);
   assert.match(host.launches[0]!.source, /__cluster_dims__\(SPLITS, 1, 1\)/);
   assert.match(host.launches[0]!.source, /constexpr int SPLITS = 8;/);
   assert.equal(host.launches[0]!.args.length, 12, 'the row\'s arguments, no partials or counters');
   assert.equal(host.launches[1]!.args.length, 13, 'and the packed picks');
   assert.deepEqual([host.scratchRequests, host.counterRequests], [[2 * 2 * 8], [2]], 'only the small vocabulary\'s split rows');
+  // 32 rows of GPT-2's vocabulary: 8 blocks a row would pass the SMs with under 3 vectors a thread — clusters of 4.
+  sampling.sampleTokens(host, args(32, 50304, 'bf16', 50257));
+  assert.equal(host.launches.at(-1)!.key, 'sample_tokens_cluster.bf16.v50257.vec8.t512.c4');
+  assert.deepEqual(host.launches.at(-1)!.config.grid, [4, 32]);
+  assert.match(host.launches.at(-1)!.source, /constexpr int SPLITS = 4;/);
   assert.equal(sampling.sampleTokensClusterOption.enabled, true);
   try {
     sampling.sampleTokensClusterOption.enabled = false;
