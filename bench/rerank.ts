@@ -71,12 +71,23 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     const dense = timeDense(dtype, scores);
     console.log(`${dtype}: ours, every pass dense ${dense.times.map((t) => t.toFixed(1)).join(' / ')} ms (reps); scores vs shared prefix worst |Δ| ${dense.worst.toExponential(2)}; prefix ${JSON.stringify(prefixStats)}`);
     // 3. Over HTTP: 8 clients in another process, 32 documents a request.
-    const server = new RerankServer(reranker, { modelName: 'reranker', maxDocuments: PER_REQUEST });
+    // The server's rounds: documents and wall time each (is the loop computing or waiting for requests?).
+    const rounds: { documents: number; ms: number }[] = [];
+    const timed = Object.create(reranker) as Reranker;
+    timed.scorePairsAsync = async (pairs) => {
+      const t0 = performance.now();
+      const out = await reranker.scorePairsAsync(pairs);
+      rounds.push({ documents: pairs.length, ms: performance.now() - t0 });
+      return out;
+    };
+    const server = new RerankServer(timed, { modelName: 'reranker', maxDocuments: PER_REQUEST });
     const address = await server.listen(0);
     const requests: { query: string; documents: string[] }[] = [];
     for (let i = 0; i < documents.length; i += PER_REQUEST) requests.push({ query, documents: documents.slice(i, i + PER_REQUEST) });
     const httpMs = await httpLoadMs(`http://127.0.0.1:${address.port}/v1/rerank`, join(dir, 'requests.json'), requests, CLIENTS, reps);
     await server.close();
+    const perPass = rounds.length / (reps + 1), computeMs = rounds.reduce((a, r) => a + r.ms, 0) / (reps + 1);
+    console.log(`${dtype} over HTTP: ${rounds.length} rounds in ${reps + 1} passes (${perPass.toFixed(1)} a pass); compute ${computeMs.toFixed(1)} ms a pass of ${httpMs.toFixed(1)} ms; round sizes ${rounds.slice(0, 12).map((r) => `${r.documents}:${r.ms.toFixed(1)}ms`).join(' ')} …`);
     const rate = (t: number | undefined) => (t === undefined ? undefined : Math.round(documents.length / (t / 1000)));
     rows.push({
       model: 'Qwen3-Reranker-0.6B size (random weights)', dtype, documents: documents.length, tokens, batch: BATCH, token_mismatches: tokenMismatches, worst_abs_err: worst, correct,
