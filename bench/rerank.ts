@@ -74,9 +74,9 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
     // The server's rounds: documents and wall time each (is the loop computing or waiting for requests?).
     const rounds: { documents: number; ms: number }[] = [];
     const timed = Object.create(reranker) as Reranker;
-    timed.scorePairsAsync = async (pairs) => {
+    timed.scorePairsAsync = async (pairs, onScored) => {
       const t0 = performance.now();
-      const out = await reranker.scorePairsAsync(pairs);
+      const out = await reranker.scorePairsAsync(pairs, onScored);
       rounds.push({ documents: pairs.length, ms: performance.now() - t0 });
       return out;
     };

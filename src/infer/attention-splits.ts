@@ -7,7 +7,7 @@
 // trip). The kernel divides each sequence's own length among the splits (at least 64 keys a split), so
 // a split count chosen from the capacity still spreads a short sequence over several blocks.
 // The count is fixed per batch-size bucket from the cache capacity (graphs need a fixed grid).
-// The pipelined variant (128-byte rows: d 64 at 16 bit) holds 3 blocks an SM and overlaps a block's
+// The pipelined variant (128-byte rows: d 64 at 16 bit; on tensor cores 256-byte rows too, d 128) holds 3 blocks an SM and overlaps a block's
 // tiles with each other, so it wants few long blocks: its grid aims for one wave of them, the other
 // variants' for 8 blocks an SM.
 

@@ -33,6 +33,8 @@ export interface DecoderScorerOptions {
   readonly maxPassTokens?: number;
   /** The longest prefix a pass's pairs share that is computed once (decoder-encoder.ts' maxSharedPrefix). */
   readonly maxSharedPrefix?: number;
+  /** Passes packed without padding (decoder-encoder.ts' packedPasses). */
+  readonly packedPasses?: boolean;
   /** A chat template in place of the model's own (one that renders the query / document roles). */
   readonly chatTemplate?: PairTemplate;
 }
@@ -63,6 +65,7 @@ export class DecoderPairScorer implements PairScorer {
     const { encoder } = DecoderEncoder.load(modelDir, backend, {
       ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}),
       ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
+      ...(options.packedPasses !== undefined ? { packedPasses: options.packedPasses } : {}),
     });
     try {
       const rows = headRows(modelDir, encoder, tokenizer, crossEncoder);
@@ -80,6 +83,7 @@ export class DecoderPairScorer implements PairScorer {
   get maxPassTokens(): number { return this.encoder.maxPassTokens; }
   get padTokenId(): number { return this.tokenizer.padTokenId ?? this.encoder.padTokenId; }
   get sharesPrefixes(): boolean { return this.encoder.maxSharedPrefix > 0; }
+  get packsRows(): boolean { return this.encoder.packedPasses; }
   get prefixStats(): PrefixStats { return this.encoder.prefixStats; }
   /** What the score is, for messages: 'logit("yes") − logit("no")', 'score.weight (…ForSequenceClassification)'. */
   get headDescription(): string { return this.rows.describe; }

@@ -59,6 +59,8 @@ export interface EmbedderOptions {
   readonly maxPassTokens?: number;
   /** Decoders under last-token pooling: the longest prefix a pass's texts share that is computed once (decoder-encoder.ts; default 2048, 0 never). */
   readonly maxSharedPrefix?: number;
+  /** Decoders: passes packed without padding (decoder-encoder.ts; default true). */
+  readonly packedPasses?: boolean;
 }
 
 /** Which prompt embed() puts before each text: one by name (config_sentence_transformers.json's prompts) or a text. */
@@ -319,6 +321,7 @@ function loadSentenceEncoder(dir: string, backend: Backend, options: EmbedderOpt
   if (family === 'bert') {
     if (options.maxPassTokens !== undefined) throw new ArgumentError(`${dir}: maxPassTokens applies to decoder models; a BERT encoder's batches are bounded by batchSize`);
     if (options.maxSharedPrefix !== undefined) throw new ArgumentError(`${dir}: maxSharedPrefix applies to decoder models; a BERT encoder attends both ways, so no prefix is computed once`);
+    if (options.packedPasses !== undefined) throw new ArgumentError(`${dir}: packedPasses applies to decoder models; a BERT encoder's passes are padded`);
     return BertEncoder.load(dir, backend, { ...(options.attention ? { attention: options.attention } : {}), ...dtype });
   }
   if (family === 'llama' || family === 'gpt2') {
@@ -328,6 +331,7 @@ function loadSentenceEncoder(dir: string, backend: Backend, options: EmbedderOpt
     return DecoderEncoder.load(dir, backend, {
       ...dtype, ...(options.maxPassTokens !== undefined ? { maxPassTokens: options.maxPassTokens } : {}),
       ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
+      ...(options.packedPasses !== undefined ? { packedPasses: options.packedPasses } : {}),
     });
   }
   throw new ArgumentError(`${dir}: a ${family} model; embeddings run BERT-family encoders and decoder models (Llama, Qwen2/3, Mistral, GPT-2 architectures)`);

@@ -40,6 +40,8 @@ export interface RerankerOptions {
   readonly maxPassTokens?: number;
   /** Decoders: the longest prefix the pairs of a pass share that is computed once (decoder-encoder.ts; default 2048, 0 never). */
   readonly maxSharedPrefix?: number;
+  /** Decoders: passes packed without padding (decoder-encoder.ts; default true). */
+  readonly packedPasses?: boolean;
   /** Decoders: a chat template in place of the model's own (one that renders the query / document roles). */
   readonly chatTemplate?: PairTemplate;
 }
@@ -93,6 +95,8 @@ export interface PairScorer {
   readonly prefixStats?: PrefixStats;
   /** Whether a pass computes its pairs' common prefix once (a decoder's shared prefix): batches then keep one query's pairs together. */
   readonly sharesPrefixes?: boolean;
+  /** Whether a pass packs its pairs without padding (a decoder's packed passes): its cost then does not depend on how alike their lengths are. */
+  readonly packsRows?: boolean;
   /** The pair's tokens, at most `maxTokens`; `prompt` is the instruction, where one is given. */
   encode(query: string, document: string, maxTokens: number, prompt?: string): EncodedPair;
   logitsLater(batch: PaddedBatch & { readonly typeIds: readonly (readonly number[])[] }): PendingLogits;
@@ -131,6 +135,7 @@ export class Reranker {
     if (family === 'bert') {
       if (options.chatTemplate) throw new ArgumentError(`${modelDir}: a chat template is for decoder rerankers; this is a BERT-family cross-encoder (its tokenizer joins the pair)`);
       if (options.maxSharedPrefix !== undefined) throw new ArgumentError(`${modelDir}: maxSharedPrefix applies to decoder rerankers; a BERT cross-encoder attends both ways, so no prefix is computed once`);
+      if (options.packedPasses !== undefined) throw new ArgumentError(`${modelDir}: packedPasses applies to decoder rerankers; a BERT cross-encoder's passes are padded`);
       scorer = BertPairScorer.load(modelDir, backend, tokenizer, options);
     } else if (family === 'llama' || family === 'gpt2') {
       if (options.attention) throw new ArgumentError(`${modelDir}: the attention path is for BERT cross-encoders; a decoder reranker runs the fused causal attention`);
@@ -169,10 +174,14 @@ export class Reranker {
     return out;
   }
 
-  /** scorePairs, yielding to the event loop while the device computes (the rerank server's rounds). */
-  async scorePairsAsync(pairs: readonly RerankPair[]): Promise<ScoredPairs> {
+  /**
+   * scorePairs, yielding to the event loop while the device computes (the rerank server's rounds); `onScored` is
+   * called after each batch is read with the indices of the pairs it scored and the scores so far (the server
+   * answers a request as soon as all of its pairs are in).
+   */
+  async scorePairsAsync(pairs: readonly RerankPair[], onScored?: (indices: readonly number[], scored: ScoredPairs) => void): Promise<ScoredPairs> {
     const out = newScored(pairs.length);
-    for (const pending of this.scoring(pairs, out)) {
+    for (const pending of this.scoring(pairs, out, onScored)) {
       while (!pending.ready()) await new Promise<void>((resolve) => setImmediate(resolve));
     }
     return out;
@@ -180,16 +189,19 @@ export class Reranker {
 
   /**
    * Scores `pairs` into `out`, yielding each queued batch before reading it: pairs are taken longest text first
-   * (as CrossEncoder.predict sorts them) — one query's pairs (with its instruction) together first where the scorer
-   * shares prefixes — a batch's worth encoded while the batch before it runs on the device.
+   * (as CrossEncoder.predict sorts them, so a batch pads little) — in their given order where the scorer packs its
+   * passes, so that pairs given together (a server request's) finish together — with one query's pairs (with its
+   * instruction) together first where the scorer shares prefixes; a batch's worth encoded while the batch before it
+   * runs on the device.
    */
-  private *scoring(pairs: readonly RerankPair[], out: ScoredPairs): Generator<PendingLogits, void, void> {
+  private *scoring(pairs: readonly RerankPair[], out: ScoredPairs, onScored?: (indices: readonly number[], scored: ScoredPairs) => void): Generator<PendingLogits, void, void> {
     const size = (p: RerankPair) => p.query.length + p.document.length;
-    const group = this.scorer.sharesPrefixes ? queryGroups(pairs) : undefined;
-    const order = pairs.map((_, i) => i).sort((a, b) => (group ? group[a]! - group[b]! : 0) || size(pairs[b]!) - size(pairs[a]!) || a - b);
+    const group = this.scorer.sharesPrefixes ? queryGroups(pairs) : undefined, bySize = this.scorer.packsRows !== true;
+    const order = pairs.map((_, i) => i).sort((a, b) => (group ? group[a]! - group[b]! : 0) || (bySize ? size(pairs[b]!) - size(pairs[a]!) : 0) || a - b);
     let queued: { members: readonly number[]; pending: PendingLogits } | undefined;
     const read = (q: { members: readonly number[]; pending: PendingLogits }) => {
       q.pending.wait().forEach((logit, k) => { out.scores[q.members[k]!] = this.activation === 'sigmoid' ? 1 / (1 + Math.exp(-logit)) : logit; });
+      onScored?.(q.members, out);
     };
     for (let first = 0; first < order.length; first += this.batchSize) {
       const chunk = order.slice(first, first + this.batchSize);

@@ -5,9 +5,11 @@
 //     → {id, model, results: [{index, relevance_score[, document: {text}]}] best first, usage: {total_tokens}}
 //   GET  /v1/models, /health, /metrics (Prometheus text)
 // Requests are scored in rounds: each round takes every waiting request (up to maxRoundDocuments documents,
-// at least one request) and scores all their pairs together — sorted by length across requests, so a
-// request's short documents share batches with others' rather than padding to its own longest — yielding to
-// the event loop while the device computes. A request whose client went away before its round is skipped.
+// at least one request) and scores all their pairs together — for a cross-encoder sorted by length across
+// requests, so a request's short documents share batches with others' rather than padding to its own longest;
+// for a decoder reranker (packed passes: no padding) one query's requests in turn — yielding to the event loop
+// while the device computes. Each request is answered as soon as its own pairs are scored, so its client's next
+// request is queued while the round goes on. A request whose client went away before its round is skipped.
 // Limits: body size (413), documents a request (400); close() finishes what is queued, then stops.
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -138,20 +140,28 @@ export class RerankServer {
     ].join('\n');
   }
 
-  /** One round: the pairs of every request it took, scored together (sorted by length across requests). */
+  /** One round: the pairs of every request it took, scored together; each request answered once its pairs are in. */
   private async scoreRound(round: Pending[]): Promise<void> {
     this.metrics.rounds.inc({});
+    // Request r's pairs are [starts[r], starts[r + 1]) of the round's; left[r] of them not yet scored.
+    const starts = [0];
+    for (const p of round) starts.push(starts.at(-1)! + p.pairs.length);
+    const owner = new Int32Array(starts.at(-1)!), left = round.map((p) => p.pairs.length), answered = round.map(() => false);
+    round.forEach((_, r) => owner.fill(r, starts[r]!, starts[r + 1]!));
+    const answer = (r: number, scored: ScoredPairs) => {
+      if (answered[r]) return;
+      answered[r] = true;
+      const [at, end] = [starts[r]!, starts[r + 1]!];
+      round[r]!.done({ scores: scored.scores.slice(at, end), tokens: scored.tokens.slice(at, end), truncated: scored.truncated.slice(at, end) });
+    };
     try {
-      const scored = await this.reranker.scorePairsAsync(round.flatMap((p) => p.pairs));
-      let at = 0;
-      for (const p of round) {
-        const end = at + p.pairs.length;
-        p.done({ scores: scored.scores.slice(at, end), tokens: scored.tokens.slice(at, end), truncated: scored.truncated.slice(at, end) });
-        at = end;
-      }
+      const scored = await this.reranker.scorePairsAsync(round.flatMap((p) => p.pairs), (indices, sofar) => {
+        for (const i of indices) if (--left[owner[i]!]! === 0) answer(owner[i]!, sofar);
+      });
+      round.forEach((_, r) => answer(r, scored));
     } catch (error) {
       const failure = new ApiError(500, `reranking failed: ${(error as Error).message}`, 'server_error');
-      for (const p of round) p.done(failure);
+      round.forEach((p, r) => { if (!answered[r]) { answered[r] = true; p.done(failure); } });
     }
   }
 

@@ -14,7 +14,8 @@ test('short caches are not split; longer ones are cut into one-tile chunks up to
   assert.deepEqual([decodeAttentionSplits(1600, 8, 128), decodeAttentionSplits(1600, 8, 128, true)], [2, 1]);
   assert.deepEqual([decodeAttentionSplits(1600, 8, 64), decodeAttentionSplits(1600, 8, 64, true)], [3, 1]);
   assert.deepEqual([decodeAttentionSplits(1600, 8, 16), decodeAttentionSplits(1600, 8, 16, true)], [9, 4]);
-  // A model's heads pick the target: 128-byte rows (d 64 at 16 bit, d 32 at f32) the pipelined variant's.
+  // A model's heads pick the target: 128-byte rows (d 64 at 16 bit, d 32 at f32) and 16-bit 256-byte rows (d 128, on
+  // tensor cores) the pipelined variant's; f32 256-byte rows the others'.
   const heads = (headDim: number) => ({ kvHeads: 8, headDim });
-  assert.deepEqual([modelAttentionSplits(heads(64), 'bf16', 1600, 64), modelAttentionSplits(heads(32), 'f32', 1600, 64), modelAttentionSplits(heads(128), 'bf16', 1600, 64), modelAttentionSplits(heads(64), 'f32', 1600, 64)], [1, 1, 3, 3]);
+  assert.deepEqual([modelAttentionSplits(heads(64), 'bf16', 1600, 64), modelAttentionSplits(heads(32), 'f32', 1600, 64), modelAttentionSplits(heads(128), 'bf16', 1600, 64), modelAttentionSplits(heads(64), 'f32', 1600, 64)], [1, 1, 1, 3]);
 });

@@ -149,6 +149,29 @@ test('a causal reranker computes each query\'s prompt once a pass (its shared pr
   }
 });
 
+test('scorePairsAsync reports each batch as it is read: a packed decoder\'s pairs in their given order (a request\'s finish together), padded passes\' longest first', async () => {
+  const documents = [...expected.documents, ...expected.documents.map((d) => `${d} ${d}`)];
+  for (const packedPasses of [true, false]) {
+    const reranker = Reranker.load(join(FIXTURE, 'causal'), new CpuBackend(), { dtype: 'f32', batchSize: 2, packedPasses });
+    try {
+      assert.equal(reranker.scorer.packsRows, packedPasses);
+      const pairs = documents.map((document) => ({ query: expected.query, document }));
+      const reported: number[][] = [];
+      const scored = await reranker.scorePairsAsync(pairs, (indices, sofar) => {
+        reported.push([...indices].sort((a, b) => a - b));
+        indices.forEach((i) => assert.ok(Number.isFinite(sofar.scores[i]!) && sofar.tokens[i]! > 0, `pair ${i} scored when reported`));
+      });
+      assert.deepEqual(reported.flat().sort((a, b) => a - b), pairs.map((_, i) => i), 'every pair reported once');
+      const size = (i: number) => documents[i]!.length;
+      if (packedPasses) assert.deepEqual(reported, Array.from({ length: Math.ceil(pairs.length / 2) }, (_, k) => [2 * k, 2 * k + 1].filter((i) => i < pairs.length)));
+      else reported.slice(1).forEach((batch, k) => assert.ok(Math.max(...batch.map(size)) <= Math.min(...reported[k]!.map(size)), 'longest first'));
+      assertScores(scored.scores, reranker.scorePairs(pairs).scores, `packedPasses ${packedPasses}`, 1e-6);
+    } finally {
+      reranker.free();
+    }
+  }
+});
+
 test('activation_fn Identity gives the logit itself; the default prompt applies unless another is named', () => {
   const settings = JSON.parse(readFileSync(join(FIXTURE, 'causal', 'config_sentence_transformers.json'), 'utf8')) as Record<string, unknown>;
   const dir = copyOf('causal', { 'config_sentence_transformers.json': JSON.stringify({ ...settings, activation_fn: 'torch.nn.modules.linear.Identity', default_prompt_name: 'whales' }) });

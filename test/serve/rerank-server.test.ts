@@ -154,3 +154,45 @@ test('concurrent rerank requests — other queries, other instructions — share
   }
 });
 
+
+test('a round answers each request as soon as its own pairs are scored, not when the round ends', async () => {
+  const expected = JSON.parse(readFileSync(join(DECODER, 'expected.json'), 'utf8')) as { query: string; documents: string[] };
+  const decoder = Reranker.load(join(DECODER, 'causal'), new CpuBackend(), { dtype: 'f32' });
+  // Round 1 (the first request) takes 300 ms, so the other two queue up and share round 2, whose scoring reports
+  // the first of them (its two pairs), then takes 400 ms more for the rest.
+  let calls = 0;
+  const slow = Object.create(decoder) as Reranker;
+  slow.scorePairsAsync = async (pairs, onScored) => {
+    const round = ++calls, scored = decoder.scorePairs(pairs);
+    if (round === 1) await new Promise((r) => setTimeout(r, 300));
+    else {
+      onScored?.([0, 1], scored);
+      await new Promise((r) => setTimeout(r, 400));
+    }
+    onScored?.(pairs.map((_, i) => i).slice(round === 1 ? 0 : 2), scored);
+    return scored;
+  };
+  const served = new RerankServer(slow, { modelName: 'qwen3-reranker' });
+  const address = await served.listen(0);
+  try {
+    const requests = [expected.documents.slice(0, 1), expected.documents.slice(0, 2), expected.documents.slice(1, 3)].map((documents) => ({ query: expected.query, documents }));
+    const script = `const t0 = performance.now();
+      const answers = await Promise.all(${JSON.stringify(requests)}.map(async (r, i) => {
+        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+        const answer = await (await fetch('http://127.0.0.1:${address.port}/v1/rerank', { method: 'POST', body: JSON.stringify(r) })).json();
+        return { ms: performance.now() - t0, answer };
+      }));
+      process.stdout.write(JSON.stringify(answers));`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { maxBuffer: 1 << 24 });
+    const answers = JSON.parse(stdout) as { ms: number; answer: { results: Ranked[] } }[];
+    assert.equal(Number(/^fuseformer_rerank_rounds_total (\d+)/m.exec(served.metricsText())?.[1]), 2, 'the later two requests in one round');
+    assert.ok(answers[2]!.ms - answers[1]!.ms > 250, `round 2's first request answered at ${answers[1]!.ms.toFixed(0)} ms, its second at ${answers[2]!.ms.toFixed(0)} ms`);
+    requests.forEach((r, i) => {
+      const alone = decoder.rerank(r.query, r.documents);
+      answers[i]!.answer.results.forEach((x) => assert.ok(Math.abs(x.relevance_score - alone.scores[x.index]!) < 1e-6, `request ${i} document ${x.index}`));
+    });
+  } finally {
+    await served.close();
+    decoder.free();
+  }
+});
