@@ -189,14 +189,14 @@ export class Reranker {
 
   /**
    * Scores `pairs` into `out`, yielding each queued batch before reading it: pairs are taken longest text first
-   * (as CrossEncoder.predict sorts them, so a batch pads little) — in their given order where the scorer packs its
-   * passes, so that pairs given together (a server request's) finish together — with one query's pairs (with its
-   * instruction) together first where the scorer shares prefixes; a batch's worth encoded while the batch before it
-   * runs on the device.
+   * (as CrossEncoder.predict sorts them, so a batch pads little) — in their given order where batches are reported
+   * (onScored) and the scorer packs its passes (nothing to pad), so that pairs given together (a server request's)
+   * finish together — with one query's pairs (with its instruction) together first where the scorer shares
+   * prefixes; a batch's worth encoded while the batch before it runs on the device.
    */
   private *scoring(pairs: readonly RerankPair[], out: ScoredPairs, onScored?: (indices: readonly number[], scored: ScoredPairs) => void): Generator<PendingLogits, void, void> {
     const size = (p: RerankPair) => p.query.length + p.document.length;
-    const group = this.scorer.sharesPrefixes ? queryGroups(pairs) : undefined, bySize = this.scorer.packsRows !== true;
+    const group = this.scorer.sharesPrefixes ? queryGroups(pairs) : undefined, bySize = !(onScored && this.scorer.packsRows === true);
     const order = pairs.map((_, i) => i).sort((a, b) => (group ? group[a]! - group[b]! : 0) || (bySize ? size(pairs[b]!) - size(pairs[a]!) : 0) || a - b);
     let queued: { members: readonly number[]; pending: PendingLogits } | undefined;
     const read = (q: { members: readonly number[]; pending: PendingLogits }) => {

@@ -149,7 +149,7 @@ test('a causal reranker computes each query\'s prompt once a pass (its shared pr
   }
 });
 
-test('scorePairsAsync reports each batch as it is read: a packed decoder\'s pairs in their given order (a request\'s finish together), padded passes\' longest first', async () => {
+test('scorePairsAsync reports each batch as it is read: a packed decoder\'s pairs in their given order (a request\'s finish together), padded passes\' longest first; scorePairs keeps longest first', async () => {
   const documents = [...expected.documents, ...expected.documents.map((d) => `${d} ${d}`)];
   for (const packedPasses of [true, false]) {
     const reranker = Reranker.load(join(FIXTURE, 'causal'), new CpuBackend(), { dtype: 'f32', batchSize: 2, packedPasses });
