@@ -16,7 +16,7 @@
 // quantize the LM head too; the floor from the bytes the quantized step reads. Targets (issue #7): Llama 1.2B at batch 1 ≤ 0.30 ms/token INT4, ≤ 0.45 INT8.
 //
 // Usage: node dist/bench/decode.js [--json bench/results/decode.json] [--no-torch] [--torch-modes eager,static,static-compile]
-//                                  [--reps 5] [--models gpt2,llama(,qwen3)] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
+//                                  [--reps 5] [--models gpt2,llama(,qwen3,llama8b)] [--backend cuda] [--quant int4,int8,int4-head,int8-head]
 //                                  [--modes default,cublas,gemv,pdl,gemv-pdl] [--batches 1,32] [--sampling T,K,P]
 // --sampling T,K,P: sampled instead of greedy, ours and HF's alike (e.g. 0.7,50,0.9).
 // --batches: the batch sizes timed (default 1 and 32, the issues' targets; e.g. 1,4 for the GEMV's 2–4-row plans).
@@ -74,6 +74,8 @@ const CASES: ModelCase[] = [
   { key: 'gpt2', name: 'GPT-2 124M', config: presetConfig('gpt2-124M'), target: { b1MsPerToken: 0.12 } },
   { key: 'llama', name: 'Llama 1.2B (3.2 1B shape)', config: presetConfig('llama-1.2B'), target: { b1MsPerToken: 0.70, b32TokensPerS: 35000 } },
   { key: 'qwen3', name: 'Qwen3-0.6B', config: presetConfig('qwen3-0.6B'), target: {} },
+  // d-128 heads at full size (Llama 3 / Qwen / Mistral 7-8B class; 16 GB of bf16 weights): not in the defaults.
+  { key: 'llama8b', name: 'Llama 3.1 8B', config: presetConfig('llama-8B'), target: {} },
   { key: 'tiny', name: 'GPT-2 tiny (smoke test)', config: presetConfig('gpt2-tiny'), target: {} },
 ].filter((c) => cli.models!.split(',').includes(c.key));
 

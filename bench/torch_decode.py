@@ -79,7 +79,9 @@ def main():
     for mode in spec["modes"]:
         results[mode] = {}
         try:
-            model = build(spec).to(device="cuda", dtype=torch.bfloat16).eval()
+            # Built on the GPU: an 8B model's random init on the CPU takes minutes (the weights are random either way).
+            with torch.device("cuda"):
+                model = build(spec).to(dtype=torch.bfloat16).eval()
             model.generation_config.eos_token_id = None
             model.generation_config.pad_token_id = 0
             if mode == "static-compile":
