@@ -125,7 +125,7 @@ export interface DecodeAttentionSpec {
   readonly append?: { readonly rope: boolean; readonly bias: boolean; readonly headNorm?: boolean };
   /**
    * The pipelined variant's scores and P·V on tensor cores, each warp walking its own key tiles
-   * (MMA_WARP_TILES_CODE; 16-bit rows of 128 bytes only; decodeAttentionMma).
+   * (MMA_WARP_TILES_CODE; 16-bit rows of 128 or 256 bytes; decodeAttentionMma).
    */
   readonly mma?: boolean;
   /** The tensor-core variant's warp tiles, stages and resident blocks (absent: DEFAULT_MMA_SHAPE). */
