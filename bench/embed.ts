@@ -94,9 +94,9 @@ for (const dtype of cli.dtypes!.split(',') as FloatDType[]) {
       return out;
     };
     // The server's default form: a round's wall time (it yields to the event loop while the GPU computes).
-    timed.embedSequencesAsync = async (batch) => {
+    timed.embedSequencesAsync = async (batch, onEmbedded) => {
       const t0 = performance.now();
-      const out = await embedder.embedSequencesAsync(batch);
+      const out = await embedder.embedSequencesAsync(batch, onEmbedded);
       rounds.push({ inputs: batch.length, ms: performance.now() - t0 });
       return out;
     };

@@ -41,6 +41,8 @@ export interface SentenceEncoder {
   readonly maxPassTokens?: number;
   /** A decoder's shared-prefix passes (decoder-encoder.ts). */
   readonly prefixStats?: PrefixStats;
+  /** Whether a pass packs its sequences without padding (a decoder's packed passes): its cost then does not depend on how alike their lengths are. */
+  readonly packsRows?: boolean;
   embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask: readonly (readonly number[])[] | undefined, options: EmbeddingOptions): PendingEmbeddings;
   free(): void;
 }
@@ -193,24 +195,43 @@ export class Embedder {
   /**
    * embedSequences() for a server: the same batches, but while the GPU runs them the event loop runs too
    * (each read waits for its copy by yielding a turn at a time), so requests arrive and responses go out
-   * during the computation instead of after it.
+   * during the computation instead of after it. `onEmbedded` is called after each batch is read with the
+   * indices of the sequences it embedded and the vectors so far; where the encoder packs its passes (nothing to
+   * pad) the batches then take the sequences in their given order, so that sequences given together (a server
+   * request's) finish together.
    */
-  async embedSequencesAsync(sequences: readonly (readonly number[])[]): Promise<Float32Array[]> {
+  async embedSequencesAsync(sequences: readonly (readonly number[])[], onEmbedded?: (indices: readonly number[], vectors: readonly Float32Array[]) => void): Promise<Float32Array[]> {
     const vectors = new Array<Float32Array>(sequences.length);
+    const read = async (batch: QueuedBatch) => {
+      await collectAsync(batch, vectors);
+      onEmbedded?.(batch.members, vectors);
+    };
     let inFlight: QueuedBatch | undefined;
-    for (const batch of this.batches(sequences)) {
+    for (const batch of this.batches(sequences, onEmbedded !== undefined && this.encoder.packsRows === true)) {
       const queued = this.queue(batch);
-      if (inFlight) await collectAsync(inFlight, vectors);
+      if (inFlight) await read(inFlight);
       inFlight = queued;
-      if (!PIPELINED) { await collectAsync(inFlight, vectors); inFlight = undefined; }
+      if (!PIPELINED) { await read(inFlight); inFlight = undefined; }
     }
-    if (inFlight) await collectAsync(inFlight, vectors);
+    if (inFlight) await read(inFlight);
     return vectors;
   }
 
-  /** The sequences as padded batches: sorted longest first, batchSize at a time, each padded to a bucketed length. */
-  private batches(sequences: readonly (readonly number[])[]): Generator<PaddedBatch> {
-    return lengthSortedBatches(sequences, this.batchSize, this.tokenizer.padTokenId ?? this.encoder.padTokenId, this.maxTokens, this.encoder.maxPassTokens);
+  /**
+   * The sequences as padded batches: sorted longest first, batchSize at a time, each padded to a bucketed length;
+   * `inOrder`, batchSize at a time in their given order, each chunk's batches sorted within it.
+   */
+  private *batches(sequences: readonly (readonly number[])[], inOrder = false): Generator<PaddedBatch> {
+    const pad = this.tokenizer.padTokenId ?? this.encoder.padTokenId;
+    if (!inOrder) {
+      yield* lengthSortedBatches(sequences, this.batchSize, pad, this.maxTokens, this.encoder.maxPassTokens);
+      return;
+    }
+    for (let first = 0; first < sequences.length; first += this.batchSize) {
+      for (const batch of lengthSortedBatches(sequences.slice(first, first + this.batchSize), this.batchSize, pad, this.maxTokens, this.encoder.maxPassTokens)) {
+        yield { ...batch, members: batch.members.map((k) => first + k) };
+      }
+    }
   }
 
   private queue(batch: PaddedBatch): QueuedBatch {

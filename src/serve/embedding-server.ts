@@ -105,20 +105,31 @@ export class EmbeddingServer {
     ].join('\n');
   }
 
-  /** One round: the inputs of every request it took in shared, length-sorted batches. */
+  /**
+   * One round: the inputs of every request it took in shared batches (length-sorted, or in turn where the encoder
+   * packs its passes); each request answered once its inputs are embedded.
+   */
   private async embedRound(round: Pending[]): Promise<void> {
     this.metrics.rounds.inc({});
+    // Request r's inputs are [starts[r], starts[r + 1]) of the round's; left[r] of them not yet embedded.
+    const starts = [0];
+    for (const p of round) starts.push(starts.at(-1)! + p.sequences.length);
+    const owner = new Int32Array(starts.at(-1)!), left = round.map((p) => p.sequences.length), answered = round.map(() => false);
+    round.forEach((_, r) => owner.fill(r, starts[r]!, starts[r + 1]!));
+    const answer = (r: number, vectors: readonly Float32Array[]) => {
+      if (answered[r]) return;
+      answered[r] = true;
+      round[r]!.done(vectors.slice(starts[r]!, starts[r + 1]!).map((v) => this.embedder.shortened(v, round[r]!.dimensions)));
+    };
     try {
       const sequences = round.flatMap((p) => p.sequences);
-      const vectors = ASYNC_ROUNDS ? await this.embedder.embedSequencesAsync(sequences) : this.embedder.embedSequences(sequences);
-      let at = 0;
-      for (const p of round) {
-        p.done(vectors.slice(at, at + p.sequences.length).map((v) => this.embedder.shortened(v, p.dimensions)));
-        at += p.sequences.length;
-      }
+      const vectors = ASYNC_ROUNDS
+        ? await this.embedder.embedSequencesAsync(sequences, (indices, sofar) => { for (const i of indices) if (--left[owner[i]!]! === 0) answer(owner[i]!, sofar); })
+        : this.embedder.embedSequences(sequences);
+      round.forEach((_, r) => answer(r, vectors));
     } catch (error) {
       const failure = new ApiError(500, `embedding failed: ${(error as Error).message}`, 'server_error');
-      for (const p of round) p.done(failure);
+      round.forEach((p, r) => { if (!answered[r]) { answered[r] = true; p.done(failure); } });
     }
   }
 

@@ -164,6 +164,68 @@ test('a decoder embedding model (the Qwen3-Embedding-shaped fixture): SentenceTr
   }
 });
 
+test('embedSequencesAsync reports each batch as it is read: a packed decoder\'s sequences in their given order, a BERT\'s longest first', async () => {
+  const decoder = Embedder.load(join('test', 'fixtures', 'qwen3-embedding', 'model'), new CpuBackend(), { dtype: 'f32', batchSize: 2 });
+  const bert = Embedder.load(dir, new CpuBackend(), { batchSize: 2 });
+  try {
+    for (const [name, on] of [['decoder', decoder], ['BERT', bert]] as const) {
+      const sequences = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14], [15, 16, 17, 18], [19, 20]].map((ids) => (on === bert ? [2, ...ids, 3] : ids));
+      const reported: number[][] = [];
+      const vectors = await on.embedSequencesAsync(sequences, (indices, sofar) => {
+        reported.push([...indices].sort((a, b) => a - b));
+        indices.forEach((i) => assert.ok(sofar[i] instanceof Float32Array, `${name}: sequence ${i} embedded when reported`));
+      });
+      assert.deepEqual(reported.flat().sort((a, b) => a - b), [0, 1, 2, 3, 4], `${name}: every sequence reported once`);
+      if (on === decoder) assert.deepEqual(reported, [[0, 1], [2, 3], [4]]);
+      else assert.deepEqual(reported[0], [1, 3], 'the two longest first');
+      const alone = on.embedSequences(sequences);
+      vectors.forEach((v, i) => v.forEach((x, h) => assert.ok(Math.abs(x - alone[i]![h]!) < 1e-6, `${name}: sequence ${i} element ${h}`)));
+    }
+  } finally {
+    decoder.free();
+    bert.free();
+  }
+});
+
+test('a round answers each request as soon as its own inputs are embedded, not when the round ends', async () => {
+  // Round 1 (the first request) takes 300 ms, so the other two queue up and share round 2, whose batches report
+  // the first of them (its two inputs), then take 400 ms more for the rest.
+  let calls = 0;
+  const slow = Object.create(embedder) as Embedder;
+  slow.embedSequencesAsync = async (sequences, onEmbedded) => {
+    const round = ++calls, vectors = embedder.embedSequences(sequences);
+    if (round === 1) await new Promise((r) => setTimeout(r, 300));
+    else {
+      onEmbedded?.([0, 1], vectors);
+      await new Promise((r) => setTimeout(r, 400));
+    }
+    onEmbedded?.(sequences.map((_, i) => i).slice(round === 1 ? 0 : 2), vectors);
+    return vectors;
+  };
+  const { server, base } = await start(slow);
+  try {
+    const requests = [[TEXTS[0]], [TEXTS[0], TEXTS[1]], [TEXTS[1], TEXTS[2]]].map((input) => ({ input, encoding_format: 'float' }));
+    const script = `const t0 = performance.now();
+      const answers = await Promise.all(${JSON.stringify(requests)}.map(async (r, i) => {
+        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+        const answer = await (await fetch('${base}/v1/embeddings', { method: 'POST', body: JSON.stringify(r) })).json();
+        return { ms: performance.now() - t0, answer };
+      }));
+      process.stdout.write(JSON.stringify(answers));`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { maxBuffer: 1 << 24 });
+    const answers = JSON.parse(stdout) as { ms: number; answer: { data: { embedding: number[] }[] } }[];
+    assert.equal(Number(/^fuseformer_embedding_rounds_total (\d+)/m.exec(server.metricsText())?.[1]), 2, 'the later two requests in one round');
+    assert.ok(answers[2]!.ms - answers[1]!.ms > 250, `round 2's first request answered at ${answers[1]!.ms.toFixed(0)} ms, its second at ${answers[2]!.ms.toFixed(0)} ms`);
+    requests.forEach((r, i) => {
+      const alone = embedder.embed(r.input as string[]).vectors;
+      answers[i]!.answer.data.forEach((d, k) => d.embedding.forEach((x, h) => assert.ok(Math.abs(x - alone[k]![h]!) < 1e-6, `request ${i} input ${k}`)));
+    });
+  } finally {
+    started.splice(started.findIndex((x) => x.server === server), 1);
+    await server.close();
+  }
+});
+
 test('bad requests get OpenAI-shaped errors naming the field', async () => {
   const { client, base } = await start(embedder, { maxBodyBytes: 4096 });
   const post = async (body: unknown, path = '/v1/embeddings') => {
