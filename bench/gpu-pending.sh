@@ -502,10 +502,11 @@ for step in "${steps[@]}"; do
           run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     s56-llama8b) # (session 55, built after its last call) Llama 3.1 8B's shape (d-128 heads, 16 GB of bf16 weights) through bench:decode beside HF eager / static cache, batch 1 and 32: the d-128 decode attention at the size users run
           run decode-llama8b 420 node dist/bench/decode.js --models llama8b --batches 1,32 --reps 3 --torch-modes eager,static --json "$out/decode-llama8b.json" ;;
-    s56-verify) # (session 55, built after its last call) the rerank server answering each request as soon as its pairs are scored (a decoder reranker's requests in turn within a round), the head_rstd refactor (qkvRopeAppend / fused append head norms): the d-128 and head-norm op cases, the decoder suites, then bench:rerank ours (rounds printed) and with HF in bf16
+    s56-verify) # (session 55, built after its last call) the rerank and embeddings servers answering each request as soon as its pairs / inputs are done (a decoder's requests in turn within a round), the head_rstd refactor (qkvRopeAppend / fused append head norms): the d-128 and head-norm op cases, the decoder suites, then bench:rerank ours (rounds printed) and with HF in bf16
           run verify-ops 200 env FUSEFORMER_TEST_OPS="qkvRopeAppend,d=128,headNorm" node --test --test-concurrency=1 --test-name-pattern="decode-step ops match|tensor-core variant forced" dist/test/gpu/infer-ops.test.js
           run verify-suites 200 node --test --test-concurrency=1 dist/test/gpu/decoder-embed.test.js dist/test/gpu/decoder-rerank.test.js dist/test/gpu/infer-engine.test.js
-          run rerank-bench 240 node dist/bench/rerank.js --reps 3 --dtypes bf16 --json "$out/rerank.json" ;;
+          run rerank-bench 240 node dist/bench/rerank.js --reps 3 --dtypes bf16 --json "$out/rerank.json"
+          run embed-decoder-bench 200 node dist/bench/embed.js --model qwen3 --reps 3 --dtypes bf16 --json "$out/embed-qwen3.json" ;;
     s55-packed) # (session 55) the decoder encoder's passes packed without padding (the shared-prefix path with no prefix: no padded rows, no permute, flash attention's packed queries over paged keys), never run on a GPU: bench:embed-decoder ours packed / padded (FUSEFORMER_PACKED_PASSES=0), then the decoder-embed GPU suite
           run embed-build 40 python3 bench/hf_embed.py build /tmp/fuseformer-embed-qwen3 --model qwen3 --sequences 1024
           for p in 1 0; do run embed-decoder-packed$p 40 env FUSEFORMER_PACKED_PASSES=$p node dist/bench/embed.js --model qwen3 --keep /tmp/fuseformer-embed-qwen3 --no-hf --reps 3 --dtypes bf16 --json "$out/embed-qwen3-packed$p.json"; done
