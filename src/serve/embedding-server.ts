@@ -18,7 +18,7 @@ import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJ
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { gauge, Histogram, LabeledCounter, LATENCY_BUCKETS } from './metrics.js';
-import { RoundLoop } from './rounds.js';
+import { RoundAnswers, RoundLoop } from './rounds.js';
 import type { RoundRequest } from './rounds.js';
 import { ApiError, parseEmbeddingBody } from './validation.js';
 
@@ -111,25 +111,19 @@ export class EmbeddingServer {
    */
   private async embedRound(round: Pending[]): Promise<void> {
     this.metrics.rounds.inc({});
-    // Request r's inputs are [starts[r], starts[r + 1]) of the round's; left[r] of them not yet embedded.
-    const starts = [0];
-    for (const p of round) starts.push(starts.at(-1)! + p.sequences.length);
-    const owner = new Int32Array(starts.at(-1)!), left = round.map((p) => p.sequences.length), answered = round.map(() => false);
-    round.forEach((_, r) => owner.fill(r, starts[r]!, starts[r + 1]!));
-    const answer = (r: number, vectors: readonly Float32Array[]) => {
-      if (answered[r]) return;
-      answered[r] = true;
-      round[r]!.done(vectors.slice(starts[r]!, starts[r + 1]!).map((v) => this.embedder.shortened(v, round[r]!.dimensions)));
-    };
+    let vectors: readonly Float32Array[] = [];
+    const answers = new RoundAnswers(round.map((p) => p.sequences.length), (r, [at, end]) => {
+      round[r]!.done(vectors.slice(at, end).map((v) => this.embedder.shortened(v, round[r]!.dimensions)));
+    });
     try {
       const sequences = round.flatMap((p) => p.sequences);
-      const vectors = ASYNC_ROUNDS
-        ? await this.embedder.embedSequencesAsync(sequences, (indices, sofar) => { for (const i of indices) if (--left[owner[i]!]! === 0) answer(owner[i]!, sofar); })
+      vectors = ASYNC_ROUNDS
+        ? await this.embedder.embedSequencesAsync(sequences, (indices, sofar) => { vectors = sofar; answers.finished(indices); })
         : this.embedder.embedSequences(sequences);
-      round.forEach((_, r) => answer(r, vectors));
+      answers.answerRest();
     } catch (error) {
       const failure = new ApiError(500, `embedding failed: ${(error as Error).message}`, 'server_error');
-      round.forEach((p, r) => { if (!answered[r]) { answered[r] = true; p.done(failure); } });
+      answers.answerRest((r) => round[r]!.done(failure));
     }
   }
 

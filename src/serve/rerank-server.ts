@@ -19,7 +19,7 @@ import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJ
 import type { AccessOptions } from './http-json.js';
 import type { Routes } from './http-json.js';
 import { Histogram, LabeledCounter, LATENCY_BUCKETS, gauge } from './metrics.js';
-import { RoundLoop } from './rounds.js';
+import { RoundAnswers, RoundLoop } from './rounds.js';
 import type { RoundRequest } from './rounds.js';
 import { ApiError } from './validation.js';
 
@@ -143,25 +143,19 @@ export class RerankServer {
   /** One round: the pairs of every request it took, scored together; each request answered once its pairs are in. */
   private async scoreRound(round: Pending[]): Promise<void> {
     this.metrics.rounds.inc({});
-    // Request r's pairs are [starts[r], starts[r + 1]) of the round's; left[r] of them not yet scored.
-    const starts = [0];
-    for (const p of round) starts.push(starts.at(-1)! + p.pairs.length);
-    const owner = new Int32Array(starts.at(-1)!), left = round.map((p) => p.pairs.length), answered = round.map(() => false);
-    round.forEach((_, r) => owner.fill(r, starts[r]!, starts[r + 1]!));
-    const answer = (r: number, scored: ScoredPairs) => {
-      if (answered[r]) return;
-      answered[r] = true;
-      const [at, end] = [starts[r]!, starts[r + 1]!];
-      round[r]!.done({ scores: scored.scores.slice(at, end), tokens: scored.tokens.slice(at, end), truncated: scored.truncated.slice(at, end) });
-    };
+    let scored: ScoredPairs | undefined;
+    const answers = new RoundAnswers(round.map((p) => p.pairs.length), (r, [at, end]) => {
+      round[r]!.done({ scores: scored!.scores.slice(at, end), tokens: scored!.tokens.slice(at, end), truncated: scored!.truncated.slice(at, end) });
+    });
     try {
-      const scored = await this.reranker.scorePairsAsync(round.flatMap((p) => p.pairs), (indices, sofar) => {
-        for (const i of indices) if (--left[owner[i]!]! === 0) answer(owner[i]!, sofar);
+      scored = await this.reranker.scorePairsAsync(round.flatMap((p) => p.pairs), (indices, sofar) => {
+        scored = sofar;
+        answers.finished(indices);
       });
-      round.forEach((_, r) => answer(r, scored));
+      answers.answerRest();
     } catch (error) {
       const failure = new ApiError(500, `reranking failed: ${(error as Error).message}`, 'server_error');
-      round.forEach((p, r) => { if (!answered[r]) { answered[r] = true; p.done(failure); } });
+      answers.answerRest((r) => round[r]!.done(failure));
     }
   }
 

@@ -67,3 +67,42 @@ export class RoundLoop<R extends RoundRequest> {
     }
   }
 }
+
+/**
+ * Which requests of a round are complete as its items finish: request r owns the round's items
+ * [starts[r], starts[r + 1]) (the requests' items concatenated in order); `answer(r)` is called once, when the last
+ * of them is reported (finished()) — or, for any not yet answered, by answerRest() at the round's end.
+ */
+export class RoundAnswers {
+  private readonly starts: number[] = [0];
+  private readonly owner: Int32Array;
+  private readonly left: number[];
+  private readonly answered: boolean[];
+
+  constructor(sizes: readonly number[], private readonly answer: (request: number, items: readonly [number, number]) => void) {
+    for (const n of sizes) this.starts.push(this.starts.at(-1)! + n);
+    this.owner = new Int32Array(this.starts.at(-1)!);
+    sizes.forEach((_, r) => this.owner.fill(r, this.starts[r]!, this.starts[r + 1]!));
+    this.left = [...sizes];
+    this.answered = sizes.map(() => false);
+  }
+
+  /** Items finished (each reported once): answers the requests they complete. */
+  finished(items: readonly number[]): void {
+    for (const i of items) {
+      const r = this.owner[i]!;
+      if (--this.left[r]! === 0) this.answerOnce(r);
+    }
+  }
+
+  /** Answers every request not yet answered (the round's end, or its failure). */
+  answerRest(answer: (request: number, items: readonly [number, number]) => void = this.answer): void {
+    this.answered.forEach((done, r) => { if (!done) { this.answered[r] = true; answer(r, [this.starts[r]!, this.starts[r + 1]!]); } });
+  }
+
+  private answerOnce(r: number): void {
+    if (this.answered[r]) return;
+    this.answered[r] = true;
+    this.answer(r, [this.starts[r]!, this.starts[r + 1]!]);
+  }
+}

@@ -19,6 +19,7 @@ import { Embedder } from '../../src/infer/embedder.js';
 import { EmbeddingServer } from '../../src/serve/embedding-server.js';
 import type { EmbeddingServerOptions } from '../../src/serve/embedding-server.js';
 import { BERT_TEST_VOCAB, TINY_BERT, writeBertFolder, writeBertTokenizer } from '../infer/bert-folder.js';
+import { postTimed } from './timed-clients.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-embedding-server-'));
 const dir = join(root, 'bert'), st = join(root, 'st');
@@ -205,15 +206,7 @@ test('a round answers each request as soon as its own inputs are embedded, not w
   const { server, base } = await start(slow);
   try {
     const requests = [[TEXTS[0]], [TEXTS[0], TEXTS[1]], [TEXTS[1], TEXTS[2]]].map((input) => ({ input, encoding_format: 'float' }));
-    const script = `const t0 = performance.now();
-      const answers = await Promise.all(${JSON.stringify(requests)}.map(async (r, i) => {
-        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100));
-        const answer = await (await fetch('${base}/v1/embeddings', { method: 'POST', body: JSON.stringify(r) })).json();
-        return { ms: performance.now() - t0, answer };
-      }));
-      process.stdout.write(JSON.stringify(answers));`;
-    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { maxBuffer: 1 << 24 });
-    const answers = JSON.parse(stdout) as { ms: number; answer: { data: { embedding: number[] }[] } }[];
+    const answers = await postTimed<{ data: { embedding: number[] }[] }>(`${base}/v1/embeddings`, requests, 100);
     assert.equal(Number(/^fuseformer_embedding_rounds_total (\d+)/m.exec(server.metricsText())?.[1]), 2, 'the later two requests in one round');
     assert.ok(answers[2]!.ms - answers[1]!.ms > 250, `round 2's first request answered at ${answers[1]!.ms.toFixed(0)} ms, its second at ${answers[2]!.ms.toFixed(0)} ms`);
     requests.forEach((r, i) => {

@@ -12,6 +12,7 @@ import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { isCrossEncoderDirectory } from '../../src/cli/model-directory.js';
 import { Reranker } from '../../src/infer/reranker.js';
 import { RerankServer } from '../../src/serve/rerank-server.js';
+import { postTimed } from './timed-clients.js';
 
 const FIXTURE = join('test', 'fixtures', 'cross-encoder');
 const DECODER = join('test', 'fixtures', 'qwen3-reranker');
@@ -176,15 +177,7 @@ test('a round answers each request as soon as its own pairs are scored, not when
   const address = await served.listen(0);
   try {
     const requests = [expected.documents.slice(0, 1), expected.documents.slice(0, 2), expected.documents.slice(1, 3)].map((documents) => ({ query: expected.query, documents }));
-    const script = `const t0 = performance.now();
-      const answers = await Promise.all(${JSON.stringify(requests)}.map(async (r, i) => {
-        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100));
-        const answer = await (await fetch('http://127.0.0.1:${address.port}/v1/rerank', { method: 'POST', body: JSON.stringify(r) })).json();
-        return { ms: performance.now() - t0, answer };
-      }));
-      process.stdout.write(JSON.stringify(answers));`;
-    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { maxBuffer: 1 << 24 });
-    const answers = JSON.parse(stdout) as { ms: number; answer: { results: Ranked[] } }[];
+    const answers = await postTimed<{ results: Ranked[] }>(`http://127.0.0.1:${address.port}/v1/rerank`, requests, 100);
     assert.equal(Number(/^fuseformer_rerank_rounds_total (\d+)/m.exec(served.metricsText())?.[1]), 2, 'the later two requests in one round');
     assert.ok(answers[2]!.ms - answers[1]!.ms > 250, `round 2's first request answered at ${answers[1]!.ms.toFixed(0)} ms, its second at ${answers[2]!.ms.toFixed(0)} ms`);
     requests.forEach((r, i) => {
