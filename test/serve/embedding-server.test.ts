@@ -19,7 +19,7 @@ import { Embedder } from '../../src/infer/embedder.js';
 import { EmbeddingServer } from '../../src/serve/embedding-server.js';
 import type { EmbeddingServerOptions } from '../../src/serve/embedding-server.js';
 import { BERT_TEST_VOCAB, TINY_BERT, writeBertFolder, writeBertTokenizer } from '../infer/bert-folder.js';
-import { postTimed } from './timed-clients.js';
+import { postTimed, slowRounds } from './timed-clients.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-embedding-server-'));
 const dir = join(root, 'bert'), st = join(root, 'st');
@@ -189,20 +189,9 @@ test('embedSequencesAsync reports each batch as it is read: a packed decoder\'s 
 });
 
 test('a round answers each request as soon as its own inputs are embedded, not when the round ends', async () => {
-  // Round 1 (the first request) takes 300 ms, so the other two queue up and share round 2, whose batches report
-  // the first of them (its two inputs), then take 400 ms more for the rest.
-  let calls = 0;
+  // Round 2 (the later two requests) reports the first of them (its two inputs), then takes 400 ms more for the rest.
   const slow = Object.create(embedder) as Embedder;
-  slow.embedSequencesAsync = async (sequences, onEmbedded) => {
-    const round = ++calls, vectors = embedder.embedSequences(sequences);
-    if (round === 1) await new Promise((r) => setTimeout(r, 300));
-    else {
-      onEmbedded?.([0, 1], vectors);
-      await new Promise((r) => setTimeout(r, 400));
-    }
-    onEmbedded?.(sequences.map((_, i) => i).slice(round === 1 ? 0 : 2), vectors);
-    return vectors;
-  };
+  slow.embedSequencesAsync = slowRounds((sequences) => embedder.embedSequences(sequences));
   const { server, base } = await start(slow);
   try {
     const requests = [[TEXTS[0]], [TEXTS[0], TEXTS[1]], [TEXTS[1], TEXTS[2]]].map((input) => ({ input, encoding_format: 'float' }));

@@ -12,7 +12,7 @@ import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { isCrossEncoderDirectory } from '../../src/cli/model-directory.js';
 import { Reranker } from '../../src/infer/reranker.js';
 import { RerankServer } from '../../src/serve/rerank-server.js';
-import { postTimed } from './timed-clients.js';
+import { postTimed, slowRounds } from './timed-clients.js';
 
 const FIXTURE = join('test', 'fixtures', 'cross-encoder');
 const DECODER = join('test', 'fixtures', 'qwen3-reranker');
@@ -159,20 +159,9 @@ test('concurrent rerank requests — other queries, other instructions — share
 test('a round answers each request as soon as its own pairs are scored, not when the round ends', async () => {
   const expected = JSON.parse(readFileSync(join(DECODER, 'expected.json'), 'utf8')) as { query: string; documents: string[] };
   const decoder = Reranker.load(join(DECODER, 'causal'), new CpuBackend(), { dtype: 'f32' });
-  // Round 1 (the first request) takes 300 ms, so the other two queue up and share round 2, whose scoring reports
-  // the first of them (its two pairs), then takes 400 ms more for the rest.
-  let calls = 0;
+  // Round 2 (the later two requests) reports the first of them (its two pairs), then takes 400 ms more for the rest.
   const slow = Object.create(decoder) as Reranker;
-  slow.scorePairsAsync = async (pairs, onScored) => {
-    const round = ++calls, scored = decoder.scorePairs(pairs);
-    if (round === 1) await new Promise((r) => setTimeout(r, 300));
-    else {
-      onScored?.([0, 1], scored);
-      await new Promise((r) => setTimeout(r, 400));
-    }
-    onScored?.(pairs.map((_, i) => i).slice(round === 1 ? 0 : 2), scored);
-    return scored;
-  };
+  slow.scorePairsAsync = slowRounds((pairs) => decoder.scorePairs(pairs));
   const served = new RerankServer(slow, { modelName: 'qwen3-reranker' });
   const address = await served.listen(0);
   try {
