@@ -100,8 +100,6 @@ export class DecoderEncoder {
   }
 
   get backend(): Backend { return this.model.backend; }
-  /** The Embedder's name for packedPasses: a pass's cost does not depend on how alike its sequences' lengths are. */
-  get packsRows(): boolean { return this.packedPasses; }
   get dtype(): FloatDType { return this.model.dtype; }
   get hidden(): number { return this.model.arch.hidden; }
   get layerCount(): number { return this.model.arch.layers; }

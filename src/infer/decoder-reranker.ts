@@ -83,7 +83,7 @@ export class DecoderPairScorer implements PairScorer {
   get maxPassTokens(): number { return this.encoder.maxPassTokens; }
   get padTokenId(): number { return this.tokenizer.padTokenId ?? this.encoder.padTokenId; }
   get sharesPrefixes(): boolean { return this.encoder.maxSharedPrefix > 0; }
-  get packsRows(): boolean { return this.encoder.packedPasses; }
+  get packedPasses(): boolean { return this.encoder.packedPasses; }
   get prefixStats(): PrefixStats { return this.encoder.prefixStats; }
   /** What the score is, for messages: 'logit("yes") − logit("no")', 'score.weight (…ForSequenceClassification)'. */
   get headDescription(): string { return this.rows.describe; }

@@ -42,7 +42,7 @@ export interface SentenceEncoder {
   /** A decoder's shared-prefix passes (decoder-encoder.ts). */
   readonly prefixStats?: PrefixStats;
   /** Whether a pass packs its sequences without padding (a decoder's packed passes): its cost then does not depend on how alike their lengths are. */
-  readonly packsRows?: boolean;
+  readonly packedPasses?: boolean;
   embeddingsLater(inputIds: readonly (readonly number[])[], attentionMask: readonly (readonly number[])[] | undefined, options: EmbeddingOptions): PendingEmbeddings;
   free(): void;
 }
@@ -207,7 +207,7 @@ export class Embedder {
       onEmbedded?.(batch.members, vectors);
     };
     let inFlight: QueuedBatch | undefined;
-    for (const batch of this.batches(sequences, onEmbedded !== undefined && this.encoder.packsRows === true)) {
+    for (const batch of this.batches(sequences, onEmbedded !== undefined && this.encoder.packedPasses === true)) {
       const queued = this.queue(batch);
       if (inFlight) await read(inFlight);
       inFlight = queued;

@@ -74,22 +74,17 @@ export function poolLater(b: Backend, hidden: Tensor, batch: PooledBatch, option
     // Σ over the real tokens as a batched GEMM with exact 0/1 weights; the division is the host's, in f64 —
     // unless Dense layers follow on the device: then the weights are 1/length (the mean, rounded to the dtype).
     // Packed rows: one GEMM of a [B, R] weight matrix, row s covering its sequence's rows.
-    const weight = (s: number) => (dense.length > 0 ? 1 / lengths[s]! : 1);
-    pooled = temp([B, H], dtype);
-    if (rowStarts) {
-      const R = Math.max(...Array.from({ length: B }, (_, s) => rowStarts[s]! + lengths[s]!));
-      const weights = new Float32Array(B * R);
-      for (let s = 0; s < B; s++) weights.fill(weight(s), s * R + rowStarts[s]!, s * R + rowStarts[s]! + lengths[s]!);
-      const ones = temp([1, B, R], dtype);
-      b.upload(ones, weights);
-      b.batchedGemm({ a: ones, b: b.view(hidden, 0, [1, R, H]), out: b.view(pooled, 0, [1, B, H]) });
-    } else {
-      const weights = new Float32Array(B * L);
-      for (let s = 0; s < B; s++) weights.fill(weight(s), s * L, s * L + lengths[s]!);
-      const ones = temp([B, 1, L], dtype);
-      b.upload(ones, weights);
-      b.batchedGemm({ a: ones, b: b.view(hidden, 0, [B, L, H]), out: b.view(pooled, 0, [B, 1, H]) });
+    // Padded rows: B products of a 1 × L weight row; packed: one of a B × R matrix. Weight row s covers sequence s's rows.
+    const [G, M, K] = rowStarts ? [1, B, Math.max(...Array.from({ length: B }, (_, s) => rowStarts[s]! + lengths[s]!))] : [B, 1, L];
+    const weights = new Float32Array(B * K);
+    for (let s = 0; s < B; s++) {
+      const first = s * K + (rowStarts ? rowStarts[s]! : 0);
+      weights.fill(dense.length > 0 ? 1 / lengths[s]! : 1, first, first + lengths[s]!);
     }
+    const ones = temp([G, M, K], dtype);
+    pooled = temp([B, H], dtype);
+    b.upload(ones, weights);
+    b.batchedGemm({ a: ones, b: b.view(hidden, 0, [G, K, H]), out: b.view(pooled, 0, [G, M, H]) });
   } else {
     const start = (s: number) => (rowStarts ? rowStarts[s]! : s * L);
     pooled = gatherRows(b, hidden, Int32Array.from({ length: B }, (_, s) => start(s) + (pooling === 'last' ? lengths[s]! - 1 : 0)), temp);

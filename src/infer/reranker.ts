@@ -96,7 +96,7 @@ export interface PairScorer {
   /** Whether a pass computes its pairs' common prefix once (a decoder's shared prefix): batches then keep one query's pairs together. */
   readonly sharesPrefixes?: boolean;
   /** Whether a pass packs its pairs without padding (a decoder's packed passes): its cost then does not depend on how alike their lengths are. */
-  readonly packsRows?: boolean;
+  readonly packedPasses?: boolean;
   /** The pair's tokens, at most `maxTokens`; `prompt` is the instruction, where one is given. */
   encode(query: string, document: string, maxTokens: number, prompt?: string): EncodedPair;
   logitsLater(batch: PaddedBatch & { readonly typeIds: readonly (readonly number[])[] }): PendingLogits;
@@ -196,7 +196,7 @@ export class Reranker {
    */
   private *scoring(pairs: readonly RerankPair[], out: ScoredPairs, onScored?: (indices: readonly number[], scored: ScoredPairs) => void): Generator<PendingLogits, void, void> {
     const size = (p: RerankPair) => p.query.length + p.document.length;
-    const group = this.scorer.sharesPrefixes ? queryGroups(pairs) : undefined, bySize = !(onScored && this.scorer.packsRows === true);
+    const group = this.scorer.sharesPrefixes ? queryGroups(pairs) : undefined, bySize = !(onScored && this.scorer.packedPasses === true);
     const order = pairs.map((_, i) => i).sort((a, b) => (group ? group[a]! - group[b]! : 0) || (bySize ? size(pairs[b]!) - size(pairs[a]!) : 0) || a - b);
     let queued: { members: readonly number[]; pending: PendingLogits } | undefined;
     const read = (q: { members: readonly number[]; pending: PendingLogits }) => {

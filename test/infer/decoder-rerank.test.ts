@@ -154,7 +154,7 @@ test('scorePairsAsync reports each batch as it is read: a packed decoder\'s pair
   for (const packedPasses of [true, false]) {
     const reranker = Reranker.load(join(FIXTURE, 'causal'), new CpuBackend(), { dtype: 'f32', batchSize: 2, packedPasses });
     try {
-      assert.equal(reranker.scorer.packsRows, packedPasses);
+      assert.equal(reranker.scorer.packedPasses, packedPasses);
       const pairs = documents.map((document) => ({ query: expected.query, document }));
       const reported: number[][] = [];
       const scored = await reranker.scorePairsAsync(pairs, (indices, sofar) => {

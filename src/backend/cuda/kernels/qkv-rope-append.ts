@@ -15,7 +15,8 @@
 // consecutive elements of a head): a Llama 3.2 1B step at batch 1 runs 48 blocks. Hundreds of rows (a
 // prefill, a serving step, an embedding batch) take 256 threads a block (headsPerBlock) and 16-byte vectors
 // of pairs where the pointers allow (PV = 8 at 16 bit: a d-128 head is 8 threads of two 16-byte loads and
-// stores); one pair a thread made Qwen3's prefill norm + RoPE 30% of copy speed (H100, session 55 profile). Rows whose position is outside [0, maxLen) skip the cache write.
+// stores); one pair a thread made Qwen3's prefill norm + RoPE 30% of copy speed (H100, session 55 profile).
+// Rows whose position is outside [0, maxLen) skip the cache write.
 // Paged (spec.page = blockSize > 0, a block table given): the caches are a block pool [numBlocks, Hkv,
 // blockSize, d] and position p of sequence seq goes to block block_table[seq·table_stride + p / PAGE],
 // row p % PAGE (PAGE is a compile-time constant: shifts for powers of two); one more 4-byte load per
@@ -98,7 +99,7 @@ export interface QkvRopeAppendSpec {
   readonly headsPerBlock?: number;
   /** RMS norm of each query and key head before RoPE (HeadNormArgs); absent: none. */
   readonly headNorm?: boolean;
-  /** Pairs a thread takes, as vectors of this many elements (1 or absent: one; see qkvPairsPerThread()). */
+  /** Pairs a thread takes, as vectors of this many elements (1 or absent: one; qkvRopeAppend picks 8 at 16 bit for many rows where the pointers allow). */
   readonly pairs?: number;
 }
 
