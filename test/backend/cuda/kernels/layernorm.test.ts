@@ -117,14 +117,17 @@ test('layerNormBackward H=768 f16: staged warps, 8 a block, two blocks an SM, on
   assert.equal(grid, 256);
   assert.equal(grid, ln.backwardGridSize(ln.planNormBackward(new OpCheck('test', 'cuda'), 'layer', 'f16', H, true, [0x1000n]), rows, 132));
   assert.deepEqual(host.scratchRequests, [grid * 2 * H * 4]);
-  // The column sums wait for the row kernel themselves (launched programmatically); the row kernel triggers them.
+  // Both kernels are launched programmatically and wait for the kernel before them; the row kernel
+  // triggers the column sums as it starts its fold, the column sums trigger their successor at once.
+  assert.equal(rowsLaunch.gridDependencyWait, true);
   assert.equal(sums.gridDependencyWait, true);
   assert.match(sums.source, /GRID_DEPENDENCY_WAIT\(\);/);
-  assert.match(rowsLaunch.source, /GRID_DEPENDENCY_TRIGGER\(\);/);
+  assert.match(rowsLaunch.source, /GRID_DEPENDENCY_WAIT\(\);[^]*GRID_DEPENDENCY_TRIGGER\(\);/);
   assert.equal(argValue(rowsLaunch, 7, 'ptr'), RecordingHost.SCRATCH);
   assert.equal(argValue(rowsLaunch, 8, 'i32'), rows);
   assert.equal(sums.key, 'norm_column_sums.layer.f16.h768.acc');
-  assert.equal(sums.config.grid, H / 32);
+  // One block per 32 columns of each sum (dGamma, dBeta): 48 blocks at H = 768.
+  assert.deepEqual(sums.config.grid, [H / 32, 2]);
   assert.deepEqual(sums.config.block, [32, 32]);
   assert.equal(argValue(sums, 1, 'i32'), grid);
 });
@@ -210,6 +213,40 @@ test('rmsNormBackward H=4096: a block per row (512 threads × 1 vector), fewer b
   assert.equal(rowsLaunch.config.grid, 64);
   assert.deepEqual(host.scratchRequests, [64 * 1 * H * 4]);
   assert.equal(sums.key, 'norm_column_sums.rms.bf16.h4096');
+});
+
+test('FUSEFORMER_NORM_FUSED_SUMS=1: the staged backward adds dGamma/dBeta in its last blocks, one launch; never where blocks run one at a time', () => {
+  const [rows, H] = [8192, 768];
+  const f = forwardTensors(rows, H, 'bf16');
+  const args = {
+    dOut: deviceTensor([rows, H], 'bf16'), x: f.x, gamma: f.gamma, mean: f.mean, rstd: f.rstd,
+    dX: deviceTensor([rows, H], 'bf16'), dGamma: deviceTensor([H], 'bf16'), dBeta: deviceTensor([H], 'bf16'), accumulate: true,
+  };
+  const previous = process.env['FUSEFORMER_NORM_FUSED_SUMS'];
+  process.env['FUSEFORMER_NORM_FUSED_SUMS'] = '1';
+  try {
+    const host = new RecordingHost();
+    ln.layerNormBackward(host, args);
+    assert.equal(host.launches.length, 1);
+    const [launch] = host.launches as [typeof host.launches[0]];
+    assert.equal(launch.key, 'norm_backward.layer.bf16.h768.v8.t32.r8.pw.s2.b2.fs.acc');
+    // dOut, x, gamma, mean, rstd, dX, partials, rows, then dGamma, dBeta and two counters.
+    assert.equal(argValue(launch, 6, 'ptr'), RecordingHost.SCRATCH);
+    assert.equal(argValue(launch, 8, 'ptr'), args.dGamma.ptr);
+    assert.equal(argValue(launch, 9, 'ptr'), args.dBeta.ptr);
+    assert.equal(argValue(launch, 10, 'ptr'), RecordingHost.COUNTERS);
+    assert.deepEqual(host.counterRequests, [2]);
+    assert.match(launch.source, /atomicAdd\(counters, 1u\)/);
+    assert.match(launch.source, /ld\.acquire\.gpu/);
+    assert.match(launch.source, /constexpr bool ACCUMULATE = true;/);
+
+    const emulated = new RecordingHost();
+    emulated.concurrentBlocks = false;
+    ln.layerNormBackward(emulated, args);
+    assert.deepEqual(emulated.launches.map((l) => l.key), ['norm_backward.layer.bf16.h768.v8.t32.r8.pw.s2.b2', 'norm_column_sums.layer.bf16.h768.acc']);
+  } finally {
+    if (previous === undefined) delete process.env['FUSEFORMER_NORM_FUSED_SUMS']; else process.env['FUSEFORMER_NORM_FUSED_SUMS'] = previous;
+  }
 });
 
 test('zero rows: nothing to normalise; the backward still zeroes dGamma/dBeta unless accumulating', () => {
