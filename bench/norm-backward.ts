@@ -1,6 +1,5 @@
 // The 16-bit LayerNorm backward taken apart (issue #2: ≥ 85% of a same-size copy at BERT / GPT-2 shapes):
-// at several row counts, the whole op (row kernel + norm_column_sums), the op with its column sums fused
-// into the row kernel's last blocks (FUSEFORMER_NORM_FUSED_SUMS=1), the row kernel alone, the column-sum
+// at several row counts, the whole op (row kernel + norm_column_sums), the row kernel alone, the column-sum
 // kernel alone, and our copy kernel moving the same bytes — each launched CALLS times over rotating buffer
 // sets (past 3× the L2) in one CUDA graph, median of REPEATS replays. Fitting time = fixed + rows · rate
 // over the row counts separates a per-launch cost from a bandwidth shortfall. With --shapes, the staged
@@ -40,7 +39,7 @@ const { values } = parseArgs({
   },
 });
 
-interface Row { shape: string; rows: number; bytes: number; opUs: number; fusedUs: number; rowKernelUs: number; columnKernelUs: number; copyUs: number }
+interface Row { shape: string; rows: number; bytes: number; opUs: number; rowKernelUs: number; columnKernelUs: number; copyUs: number }
 
 function main(): void {
   const probe = probeCuda();
@@ -69,11 +68,7 @@ function main(): void {
       });
       const op = inputs.map((a) => () => b.layerNormBackward(a));
       const time = (launches: (() => void)[]) => timeGraph(b, launches, CALLS, REPEATS) * 1e3;
-      delete process.env['FUSEFORMER_NORM_FUSED_SUMS'];
       const opUs = time(op);
-      process.env['FUSEFORMER_NORM_FUSED_SUMS'] = '1';
-      const fusedUs = time(op);
-      delete process.env['FUSEFORMER_NORM_FUSED_SUMS'];
 
       // The two kernels one at a time, launched as layerNormBackward launches them.
       const check = new OpCheck('bench', 'cuda');
@@ -105,9 +100,9 @@ function main(): void {
       b.free(partials);
       b.runtime.emptyCache();
 
-      const row: Row = { shape: shape || 'default', rows, bytes, opUs, fusedUs, rowKernelUs, columnKernelUs, copyUs };
+      const row: Row = { shape: shape || 'default', rows, bytes, opUs, rowKernelUs, columnKernelUs, copyUs };
       results.push(row);
-      process.stdout.write(`${row.shape} rows ${rows}: op ${opUs.toFixed(2)} µs (${(100 * copyUs / opUs).toFixed(1)}% of copy), fused ${fusedUs.toFixed(2)} (${(100 * copyUs / fusedUs).toFixed(1)}%), row kernel ${rowKernelUs.toFixed(2)}, column kernel ${columnKernelUs.toFixed(2)}, same-size copy ${copyUs.toFixed(2)}\n`);
+      process.stdout.write(`${row.shape} rows ${rows}: op ${opUs.toFixed(2)} µs (${(100 * copyUs / opUs).toFixed(1)}% of copy), row kernel ${rowKernelUs.toFixed(2)}, column kernel ${columnKernelUs.toFixed(2)}, same-size copy ${copyUs.toFixed(2)}\n`);
     }
   }
 
@@ -117,14 +112,14 @@ function main(): void {
     const slope = xs.reduce((a, x, i) => a + (x - mx) * (ys[i]! - my), 0) / xs.reduce((a, x) => a + (x - mx) ** 2, 0);
     return { fixedUs: my - slope * mx, usPer8192Rows: slope * 8192 };
   };
-  const lines = ['| shape | rows | op µs | % of copy | fused µs | % of copy | row kernel µs | column kernel µs | same-size copy µs |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|'];
-  for (const r of results) lines.push(`| ${r.shape} | ${r.rows} | ${r.opUs.toFixed(2)} | ${(100 * r.copyUs / r.opUs).toFixed(1)}% | ${r.fusedUs.toFixed(2)} | ${(100 * r.copyUs / r.fusedUs).toFixed(1)}% | ${r.rowKernelUs.toFixed(2)} | ${r.columnKernelUs.toFixed(2)} | ${r.copyUs.toFixed(2)} |`);
+  const lines = ['| shape | rows | op µs | % of copy | row kernel µs | column kernel µs | same-size copy µs |', '|---|---:|---:|---:|---:|---:|---:|'];
+  for (const r of results) lines.push(`| ${r.shape} | ${r.rows} | ${r.opUs.toFixed(2)} | ${(100 * r.copyUs / r.opUs).toFixed(1)}% | ${r.rowKernelUs.toFixed(2)} | ${r.columnKernelUs.toFixed(2)} | ${r.copyUs.toFixed(2)} |`);
   const fits: Record<string, unknown>[] = [];
   if (rowCounts.length > 1) {
     lines.push('', '| shape | variant | fixed µs | µs per 8192 rows |', '|---|---|---:|---:|');
     for (const shape of new Set(results.map((r) => r.shape))) {
       const rs = results.filter((r) => r.shape === shape);
-      for (const key of ['opUs', 'fusedUs', 'rowKernelUs', 'copyUs'] as const) {
+      for (const key of ['opUs', 'rowKernelUs', 'copyUs'] as const) {
         const f = fit(rs.map((r) => r.rows), rs.map((r) => r[key]));
         fits.push({ shape, variant: key, ...f });
         lines.push(`| ${shape} | ${key.replace('Us', '')} | ${f.fixedUs.toFixed(2)} | ${f.usPer8192Rows.toFixed(2)} |`);

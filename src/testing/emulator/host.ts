@@ -184,8 +184,6 @@ export class EmulatorHost implements KernelHost {
   readonly tensorMaps = false;
   /** Blocks run one after another: a cluster's barriers could never be passed. */
   readonly clusters = false;
-  /** Blocks run one after another: a block waiting for a later one would wait forever. */
-  readonly concurrentBlocks = false;
   readonly stats: EmulatorStats = { compiled: 0, launches: new Map() };
   /** Launches recorded instead of run while a graph is captured (captureGraph). */
   recording: (() => void)[] | null = null;

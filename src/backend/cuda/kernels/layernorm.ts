@@ -48,8 +48,11 @@
 // memory and writes one f32 partial row per column sum to scratch ([P][sums][H]); then
 // `norm_column_sums` adds the P partials in a fixed order and writes (or adds to) dGamma/dBeta in
 // their dtype. P is small (≤ 264 at H = 768 on 132 SMs), so the partials are still in L2 when read.
-// `norm_column_sums` is launched programmatically (it waits for the row kernel at its first line), and
-// the staged row kernel triggers it when its rows are done: its launch overlaps the row kernel's fold.
+// `norm_column_sums` (a block per 32 columns of each sum: 48 blocks at H = 768) is launched
+// programmatically (it waits for the row kernel at its first line), and the staged row kernel triggers
+// it when its rows are done: its launch overlaps the row kernel's fold. The staged row kernel is itself
+// launched programmatically (its blocks get resident while the kernel before it drains) and the column
+// sums trigger their successor at once.
 // The two sizes measured on 2026-11-29 (8192 and 16384 rows at H = 768) put the 16-bit backward at
 // ~10 µs per 8192 rows (copy: 9) plus ~7 µs fixed: launch, prologue, fold and the column sums.
 //
@@ -113,13 +116,6 @@ export interface NormBackwardSpec extends NormForwardSpec {
   readonly stages?: number;
   /** With `persistent`: resident blocks an SM the kernel is compiled and launched for (default 1). */
   readonly blocksPerSm?: number;
-  /**
-   * With `persistent`: the grid's last blocks add the partials into dGamma/dBeta themselves (see the
-   * header), instead of a `norm_column_sums` launch; needs KernelHost.concurrentBlocks.
-   */
-  readonly fusedColumnSums?: boolean;
-  /** With `fusedColumnSums`: dGamma/dBeta += the sums instead of = the sums. */
-  readonly accumulate?: boolean;
 }
 
 /** The kernel that adds the partials into dGamma (and dBeta for LayerNorm). */
@@ -136,7 +132,7 @@ export function normForwardKey(s: NormForwardSpec): string {
 }
 
 export function normBackwardKey(s: NormBackwardSpec): string {
-  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.dResidual ? '.dres' : ''}${s.fusedColumnSums ? `.fs${s.accumulate ? '.acc' : ''}` : ''}`;
+  return `norm_backward.${s.norm}.${s.dtype}.h${s.hidden}.v${s.vec}.t${s.threadsPerRow}.r${s.rowsPerBlock}${s.persistent ? `.pw.s${s.stages ?? 2}${(s.blocksPerSm ?? 1) > 1 ? `.b${s.blocksPerSm}` : ''}` : ''}${s.dResidual ? '.dres' : ''}`;
 }
 
 export function normColumnSumsKey(s: NormColumnSumsSpec): string {
@@ -720,82 +716,18 @@ function stagedFoldCode(spec: NormBackwardSpec, o: { region: string; threads: st
 `;
 }
 
-/** Columns a finalist adds at a time (a 32-byte sector of each partial row). */
-const FINAL_CHUNK_COLUMNS = 8;
-
-/**
- * The end of the staged backward with fused column sums: after writing its partial row, a block counts
- * itself in (counters[0]); the last `finalists` blocks to arrive — at most half the grid, so the blocks
- * they wait for always have the slots of the ones that left, resident or not — wait until every block
- * has arrived, then each adds 8-column chunks finalist, finalist + finalists, ... of [COLUMN_SUMS][H]
- * over the partials in a fixed order (lanes of a warp take partials p ≡ lane / 8 (mod 4·warps), folded
- * by shuffles, then the warps in order): the same bits for the same inputs, whichever block arrives
- * last. The last finalist to finish sets both counters back to zero.
- */
-function fusedColumnSumsCode(spec: NormBackwardSpec): string {
-  const layer = spec.norm === 'layer';
-  return String.raw`  __threadfence();
-  __syncthreads();
-  __shared__ int arrival;
-  if (threadIdx.x == 0 && threadIdx.y == 0) arrival = (int)atomicAdd(counters, 1u);
-  __syncthreads();
-  constexpr int TOTAL = COLUMN_SUMS * H, CHUNKS = (TOTAL + FINAL_CHUNK - 1) / FINAL_CHUNK;
-  const int finalists = min(CHUNKS, ((int)gridDim.x + 1) / 2);
-  const int finalist = arrival - ((int)gridDim.x - finalists);
-  if (finalist < 0) return;
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
-    while (load_acquire(counters) < gridDim.x) __nanosleep(64);
-  }
-  __syncthreads();
-  float* warp_totals = reinterpret_cast<float*>(smem);  // [ROWS_PER_BLOCK][FINAL_CHUNK]
-  constexpr int LANES_P = 32 / FINAL_CHUNK * ROWS_PER_BLOCK;
-  const int lane_col = t % FINAL_CHUNK, lane_p = threadIdx.y * (32 / FINAL_CHUNK) + t / FINAL_CHUNK;
-  for (int chunk = finalist; chunk < CHUNKS; chunk += finalists) {
-    const int col = chunk * FINAL_CHUNK + lane_col;
-    float sum = 0.f;
-    if (col < TOTAL) {
-      #pragma unroll 8
-      for (int p = lane_p; p < (int)gridDim.x; p += LANES_P) sum += __ldcg(partials + (long long)p * TOTAL + col);
-    }
-    #pragma unroll
-    for (int offset = FINAL_CHUNK; offset < 32; offset *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (t < FINAL_CHUNK) warp_totals[threadIdx.y * FINAL_CHUNK + t] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && t < FINAL_CHUNK && col < TOTAL) {
-      float total = 0.f;
-      #pragma unroll
-      for (int w = 0; w < ROWS_PER_BLOCK; w++) total += warp_totals[w * FINAL_CHUNK + t];
-      T* out = ${layer ? 'col < H ? dgamma + col : dbeta + (col - H)' : 'dgamma + col'};
-      *out = from_float<T>(ACCUMULATE ? to_float(*out) + total : total);
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0 && threadIdx.y == 0 && atomicAdd(counters + 1, 1u) == (unsigned)finalists - 1) {
-    counters[0] = 0;
-    counters[1] = 0;
-  }
-`;
-}
-
 function persistentBackwardSource(spec: NormBackwardSpec, name: string): string {
   const layer = spec.norm === 'layer';
   const sums = columnSumCount(spec.norm);
   const stages = spec.stages ?? 2;
   const arrays = spec.dResidual ? 3 : 2;
-  const fused = spec.fusedColumnSums === true;
   return String.raw`${DEVICE_LIB}
 ${typedefLine('T', spec.dtype)}
 ${rowConstants(spec)}
-${constants({ COLUMN_SUMS: sums, STAGES: stages, ROW_BYTES: spec.hidden * byteSize(spec.dtype), SLOT_BYTES: stagedSlotBytes(spec), ...(fused ? { FINAL_CHUNK: FINAL_CHUNK_COLUMNS, ACCUMULATE: spec.accumulate === true } : {}) })}
+${constants({ COLUMN_SUMS: sums, STAGES: stages, ROW_BYTES: spec.hidden * byteSize(spec.dtype), SLOT_BYTES: stagedSlotBytes(spec) })}
 ${ROW_MAPPING_DEVICE_CODE}
 ${launchBoundsMacro(spec.threadsPerRow * spec.rowsPerBlock, spec.blocksPerSm ?? 1)}
-${fused ? `
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-` : ''}
+
 __device__ __forceinline__ void copy_async_16(u32 dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
 }
@@ -808,8 +740,7 @@ __device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_
 // Slot layout (SLOT_BYTES, 16-byte aligned): x [H], dOut [H]${spec.dResidual ? ', dResidual [H]' : ''}, then (mean, rstd) as 2 floats.
 extern "C" __global__ void KERNEL_BOUNDS ${name}(
     const T* dout, const T* x, const T* __restrict__ gamma, ${layer ? 'const float* __restrict__ mean, ' : ''}const float* __restrict__ rstd,
-    ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows${fused ? `,
-    T* dgamma, ${layer ? 'T* dbeta, ' : ''}unsigned* counters` : ''}) {
+    ${spec.dResidual ? 'const T* dres, ' : ''}T* dx, float* __restrict__ partials, int rows) {
   extern __shared__ __align__(16) unsigned char smem[];
   // Launched programmatically: resident while the kernel before finishes, reads nothing before this.
   GRID_DEPENDENCY_WAIT();
@@ -884,7 +815,7 @@ ${stagedRowMathCode(spec)}  }
   // has landed), then the block adds the ROWS_PER_BLOCK rows of each column in warp order.
   asm volatile("cp.async.wait_all;" ::: "memory");
   GRID_DEPENDENCY_TRIGGER();  // the next kernel (the column sums) may launch; it waits for this grid to finish
-${stagedFoldCode(spec, { region: 'smem', threads: 'BLOCK_THREADS', consumers: '' })}${fused ? fusedColumnSumsCode(spec) : ''}}
+${stagedFoldCode(spec, { region: 'smem', threads: 'BLOCK_THREADS', consumers: '' })}}
 `;
 }
 
@@ -1103,9 +1034,7 @@ function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, ch
   }
 
   const rowPtrs = [x, dOut, dX, gamma, ...(dResidual ? [dResidual] : [])].map((t) => devicePtr(check, 'tensor', t));
-  const planned = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock, envStagedShape());
-  const fused = planned.persistent === true && host.concurrentBlocks === true && fusedColumnSumsEnabled();
-  const spec: NormBackwardSpec = fused ? { ...planned, fusedColumnSums: true, accumulate } : planned;
+  const spec = planNormBackward(check, norm, dtype, hidden, dResidual !== undefined, rowPtrs, host.maxSharedBytesPerBlock, envStagedShape());
   const grid = backwardGridSize(spec, rows, host.multiProcessorCount);
   const partials = host.scratch(grid * columnSumCount(norm) * hidden * 4);
   const rowKernel = host.kernel(normBackwardKey(spec), () => normBackwardSource(spec));
@@ -1115,18 +1044,10 @@ function launchNormBackward(host: KernelHost, check: OpCheck, norm: NormKind, ch
       arg.ptr(devicePtr(check, 'dOut', dOut)), arg.ptr(devicePtr(check, 'x', x)), arg.ptr(devicePtr(check, 'gamma', gamma)),
       ...(mean ? [arg.ptr(devicePtr(check, 'mean', mean))] : []), arg.ptr(devicePtr(check, 'rstd', rstd)),
       ...(dResidual ? [arg.ptr(devicePtr(check, 'dResidual', dResidual))] : []), arg.ptr(devicePtr(check, 'dX', dX)),
-      arg.ptr(partials), arg.i32(rows), ...(fused ? [...gradPtrs, arg.ptr(host.counters(2))] : []),
+      arg.ptr(partials), arg.i32(rows),
     ],
   );
-  if (!fused) columnKernel.launch(columnLaunch, [arg.ptr(partials), arg.i32(grid), ...gradPtrs]);
-}
-
-/**
- * FUSEFORMER_NORM_FUSED_SUMS=1: the staged backward adds dGamma/dBeta in its last blocks (no
- * `norm_column_sums` launch) where the host runs blocks concurrently.
- */
-function fusedColumnSumsEnabled(): boolean {
-  return process.env['FUSEFORMER_NORM_FUSED_SUMS'] === '1';
+  columnKernel.launch(columnLaunch, [arg.ptr(partials), arg.i32(grid), ...gradPtrs]);
 }
 
 // ---- catalog -------------------------------------------------------------------------------------------
@@ -1151,9 +1072,6 @@ export function catalog(): KernelSource[] {
   }
   // The staged RMSNorm backward (GPT-style models with RMSNorm at H ≤ 1024), with and without dResidual.
   for (const dResidual of [false, true]) sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 1024, dResidual, aligned)));
-  // The staged backward with its column sums fused (the grid's last blocks add the partials).
-  sources.push(normBackwardSource({ ...planNormBackward(plan, 'layer', 'bf16', 768, false, aligned), fusedColumnSums: true, accumulate: false }));
-  sources.push(normBackwardSource({ ...planNormBackward(plan, 'rms', 'f16', 1024, true, aligned), fusedColumnSums: true, accumulate: true }));
   // An odd hidden size (scalar accesses) and a 4-byte-aligned view (narrow vectors).
   sources.push(normForwardSource(planNormForward(plan, 'layer', 'f16', 771, aligned)));
   sources.push(normBackwardSource(planNormBackward(plan, 'rms', 'bf16', 771, true, aligned)));

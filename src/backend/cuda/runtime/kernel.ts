@@ -108,10 +108,4 @@ export interface KernelHost {
   readonly tensorMaps?: boolean;
   /** Whether kernels may run in thread-block clusters (__cluster_dims__): compute capability 9.0 or newer. Absent: no. */
   readonly clusters?: boolean;
-  /**
-   * Whether the blocks of one grid run at the same time, so a block may wait for another block's
-   * result (the last blocks of a grid waiting for the rest to arrive). Absent: no (the kernel emulator
-   * runs blocks one after another).
-   */
-  readonly concurrentBlocks?: boolean;
 }

@@ -117,8 +117,6 @@ export class CudaRuntime implements KernelHost {
   get tensorMaps(): boolean { return this.device.properties.computeCapability.major >= 9 && this.device.driver.hasTensorMapEncode; }
   /** KernelHost.clusters: Hopper or newer. */
   get clusters(): boolean { return this.device.properties.computeCapability.major >= 9; }
-  /** KernelHost.concurrentBlocks: a GPU runs a grid's resident blocks side by side. */
-  readonly concurrentBlocks = true;
   /** The stream launches and copies go to now. */
   get current(): Stream { return this.currentStream; }
   get isCapturing(): boolean { return this.capturing; }

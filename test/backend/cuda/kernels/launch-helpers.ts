@@ -38,8 +38,6 @@ export class RecordingHost implements KernelHost {
   get tensorMaps(): boolean { return this.arch === 'sm_90'; }
   /** Thread-block clusters where the host says it is a Hopper. */
   get clusters(): boolean { return this.arch === 'sm_90'; }
-  /** Blocks of a grid side by side, as on a GPU (false: as the kernel emulator runs them). */
-  concurrentBlocks = true;
 
   kernel(key: string, build: () => KernelSource): CompiledKernel {
     const { name, source, gridDependencyWait } = build();
