@@ -71,7 +71,7 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
 }
 
 /** A reranker directory served as /v1/rerank until SIGINT / SIGTERM. */
-export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'batchSize' | 'maxPassTokens' | 'maxSharedPrefix'> & { chatTemplate?: PairTemplate }): Promise<number> {
+export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'maxQueue' | 'batchSize' | 'maxPassTokens' | 'maxSharedPrefix'> & { chatTemplate?: PairTemplate }): Promise<number> {
   const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
   const reranker = Reranker.load(dir, backend, {
     ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
@@ -79,7 +79,10 @@ export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptio
     ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
   });
   try {
-    const server = new RerankServer(reranker, { modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}) });
+    const server = new RerankServer(reranker, {
+      modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}),
+      ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}), ...(options.maxQueue !== undefined ? { maxQueuedDocuments: options.maxQueue } : {}),
+    });
     const address = await server.listen(options.port, options.host ?? '127.0.0.1');
     process.stderr.write(`fuseformer serve: '${server.modelName}' (rerank: ${describeReranker(reranker)}) on ${backend.description}; `
       + `pairs up to ${reranker.maxTokens} tokens; listening on http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}\n`);

@@ -109,6 +109,7 @@ cross-encoder (BERT / RoBERTa / XLM-RoBERTa ...ForSequenceClassification with on
 bge-reranker), a decoder ...ForSequenceClassification (Qwen3 / Qwen2 / Llama / Mistral), or a sentence-transformers
 CrossEncoder over a causal LM (Qwen3-Reranker: logit("yes") - logit("no"), the pair rendered by its chat template).
 --host, --port, --served-name, --dtype, --backend, --max-body-bytes and --batch-size apply, and:
+  --max-queue N            documents waiting at most (default 16384; more get 429)
   --rerank                 serve a plain causal LM directory (a ...ForCausalLM) as a reranker: logit("yes") - logit("no")
                            at the last token, with a chat template that renders the query / document roles
   --chat-template T        decoder rerankers: a template in place of the model's own (the pair is the messages
@@ -176,12 +177,13 @@ export async function runServe(argv: string[]): Promise<number> {
   const access = accessOptions(values['api-key'] ?? process.env['FUSEFORMER_API_KEY'], values['allowed-origins']);
   const servedName = values['served-name'] ?? defaultServedName(values.model, dir);
   if (values.rerank || isCrossEncoderDirectory(dir)) {
-    const misplaced = given([...DECODER_ONLY_OPTIONS.filter((o) => o !== 'chat-template'), 'pooling', 'normalize', 'no-normalize', 'max-queue']);
+    const misplaced = given([...DECODER_ONLY_OPTIONS.filter((o) => o !== 'chat-template'), 'pooling', 'normalize', 'no-normalize']);
     if (misplaced.length > 0) throw new ArgumentError(`--${misplaced[0]}: '${dir}' is ${values.rerank ? 'served as a reranker (--rerank)' : 'a cross-encoder, served as /v1/rerank'}; the option is for other models`);
     return serveRerank(dir, {
       port, access, ...(values.host !== undefined ? { host: values.host } : {}), servedName,
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}), ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}),
+      ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}),
       ...(opt('max-pass-tokens') !== undefined ? { maxPassTokens: opt('max-pass-tokens')! } : {}),
       ...(opt('max-shared-prefix', 0) !== undefined ? { maxSharedPrefix: opt('max-shared-prefix', 0)! } : {}),
       ...(values['chat-template'] !== undefined ? { chatTemplate: chatTemplateOption(values['chat-template']) } : {}),

@@ -10,30 +10,27 @@
 // for a decoder reranker (packed passes: no padding) one query's requests in turn — yielding to the event loop
 // while the device computes. Each request is answered as soon as its own pairs are scored, so its client's next
 // request is queued while the round goes on. A request whose client went away before its round is skipped.
-// Limits: body size (413), documents a request (400); close() finishes what is queued, then stops.
+// Limits: body size (413), documents a request (400), queued documents (429); close() finishes what is queued
+// (up to a timeout), then refuses the rest with 503 (round-server.ts has what both servers share).
 
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Reranker, RerankPair, ScoredPairs } from '../infer/reranker.js';
-import { checkRoute, createApiServer, listenOn, MODEL_ROUTE, modelsAnswer, readJsonBody, sendJson, toApiError } from './http-json.js';
-import type { AccessOptions } from './http-json.js';
+import { MODEL_ROUTE, readJsonBody } from './http-json.js';
 import type { Routes } from './http-json.js';
-import { Histogram, LabeledCounter, LATENCY_BUCKETS, gauge } from './metrics.js';
-import { RoundAnswers, RoundLoop } from './rounds.js';
+import { gauge, LabeledCounter } from './metrics.js';
+import { RoundServer } from './round-server.js';
+import type { RoundServerOptions } from './round-server.js';
+import { RoundAnswers } from './rounds.js';
 import type { RoundRequest } from './rounds.js';
 import { ApiError } from './validation.js';
 
-export interface RerankServerOptions {
-  /** An API key, CORS origins (http-json.ts). */
-  readonly access?: AccessOptions;
-  /** The name /v1/models lists and requests' "model" must match (default "fuseformer"). */
-  readonly modelName?: string;
-  /** Request bodies larger than this are refused with 413 (default 8 MiB). */
-  readonly maxBodyBytes?: number;
+export interface RerankServerOptions extends RoundServerOptions {
   /** Documents a request may hold at most (default 1,000). */
   readonly maxDocuments?: number;
   /** Documents scored in one round at most (default 512; a larger request runs alone). */
   readonly maxRoundDocuments?: number;
+  /** Documents waiting to be scored at most; a request that would pass it gets 429 (default 16,384). */
+  readonly maxQueuedDocuments?: number;
 }
 
 /** A request waiting for its round: its pairs, and how to answer it. */
@@ -82,67 +79,37 @@ export function parseRerankBody(body: unknown, maxDocuments: number): RerankPara
   };
 }
 
-export class RerankServer {
-  readonly modelName: string;
-  private readonly access: AccessOptions;
-  private readonly http: Server;
-  private readonly maxBodyBytes: number;
+export class RerankServer extends RoundServer<Pending> {
   private readonly maxDocuments: number;
-  private readonly rounds: RoundLoop<Pending>;
-  private draining = false;
-  private closing?: Promise<void>;
   private requestCount = 0;
-  private readonly created = Math.floor(Date.now() / 1000);
   private readonly metrics = {
-    requests: new LabeledCounter('fuseformer_requests_total', 'HTTP requests by endpoint and status code'),
     documents: new LabeledCounter('fuseformer_rerank_documents_total', 'Documents scored'),
     tokens: new LabeledCounter('fuseformer_prompt_tokens_total', 'Tokens of the (query, document) pairs scored'),
     truncated: new LabeledCounter('fuseformer_rerank_pairs_truncated_total', 'Pairs cut to the length limit'),
-    rounds: new LabeledCounter('fuseformer_rerank_rounds_total', 'Rounds of the rerank loop (each scores every queued request it takes)'),
-    latency: new Histogram('fuseformer_request_latency_seconds', 'Time from a request\'s arrival to its answer', LATENCY_BUCKETS),
   };
 
   constructor(readonly reranker: Reranker, options: RerankServerOptions = {}) {
-    this.access = options.access ?? {};
-    this.modelName = options.modelName ?? 'fuseformer';
-    this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
+    super(
+      { routes: ROUTES, maxRoundItems: options.maxRoundDocuments ?? 512, maxQueuedItems: options.maxQueuedDocuments ?? 16_384, itemName: 'documents', verb: 'scored' },
+      options, { name: 'fuseformer_rerank_rounds_total', help: 'Rounds of the rerank loop (each scores every queued request it takes)' },
+    );
     this.maxDocuments = options.maxDocuments ?? 1000;
-    this.rounds = new RoundLoop<Pending>(options.maxRoundDocuments ?? 512, (round) => this.scoreRound(round));
-    this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
   }
 
-  listen(port = 8000, host = '127.0.0.1'): Promise<AddressInfo> {
-    return listenOn(this.http, port, host);
-  }
-
-  /** Graceful shutdown: refuse new requests, score the queued ones, stop. */
-  close(): Promise<void> {
-    this.closing ??= this.shutDown();
-    return this.closing;
-  }
-
-  private async shutDown(): Promise<void> {
-    this.draining = true;
-    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
-    this.http.closeIdleConnections();
-    await this.rounds.drain(Infinity, () => {});
-    this.http.closeAllConnections();
-    await closed;
-  }
-
-  metricsText(): string {
-    const m = this.metrics;
-    const prefix = this.reranker.scorer.prefixStats;
+  protected ownMetrics(): string[] {
+    const m = this.metrics, prefix = this.reranker.scorer.prefixStats;
     return [
-      m.requests.text(), m.documents.text(), m.tokens.text(), m.truncated.text(), m.rounds.text(),
+      m.documents.text(), m.tokens.text(), m.truncated.text(),
       ...(prefix ? [gauge('fuseformer_shared_prefix_tokens_total', 'Pair tokens not computed: the query\'s prefix, computed once a pass (or cached)', prefix.savedTokens, 'counter')] : []),
-      gauge('fuseformer_queue_depth', 'Requests waiting to be scored', this.rounds.length), m.latency.text(), '',
-    ].join('\n');
+    ];
+  }
+
+  protected modelCard(): Record<string, unknown> {
+    return { max_model_len: this.reranker.maxTokens };
   }
 
   /** One round: the pairs of every request it took, scored together; each request answered once its pairs are in. */
-  private async scoreRound(round: Pending[]): Promise<void> {
-    this.metrics.rounds.inc({});
+  protected async runRound(round: Pending[]): Promise<void> {
     let scored: ScoredPairs | undefined;
     const answers = new RoundAnswers(round.map((p) => p.pairs.length), (r, [at, end]) => {
       round[r]!.done({ scores: scored!.scores.slice(at, end), tokens: scored!.tokens.slice(at, end), truncated: scored!.truncated.slice(at, end) });
@@ -159,54 +126,35 @@ export class RerankServer {
     }
   }
 
-  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = checkRoute(req, res, ROUTES, this.access);
-    if (path === undefined) return;  // a CORS preflight, answered
-    if (path === '/v1/rerank' || path === '/rerank') return this.rerank(req, res);
-    if (path === '/health') return this.send(res, req, this.draining ? 503 : 200, { status: this.draining ? 'shutting down' : 'ok' });
-    const models = modelsAnswer(req, path, { id: this.modelName, object: 'model', created: this.created, owned_by: 'fuseformer', max_model_len: this.reranker.maxTokens });
-    if (models !== undefined) return this.send(res, req, 200, models);
-    this.metrics.requests.inc({ endpoint: path, status: '200' });
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
-    res.end(this.metricsText());
+  protected handle(_path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    return this.rerank(req, res);
   }
 
   private async rerank(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const arrival = performance.now();
-    if (this.draining) throw new ApiError(503, 'the server is shutting down', 'server_error');
+    this.refuseWhileDraining();
     const params = parseRerankBody(await readJsonBody(req, this.maxBodyBytes), this.maxDocuments);
-    if (params.model !== undefined && params.model !== this.modelName) {
-      throw new ApiError(404, `the model '${params.model}' does not exist; this server has '${this.modelName}'`, 'invalid_request_error', 'model', 'model_not_found');
-    }
+    this.checkModel(params.model);
     let prompt: string | undefined;
     try {
       prompt = this.reranker.promptText(params.promptName !== undefined ? { promptName: params.promptName } : {});
     } catch (error) {
       throw new ApiError(400, (error as Error).message, 'invalid_request_error', 'prompt_name');
     }
-    const scored = await new Promise<ScoredPairs | ApiError>((resolve) => {
-      const pairs = params.documents.map((document) => ({ query: params.query, document, ...(prompt !== undefined ? { prompt } : {}) }));
-      const pending: Pending = { pairs, size: pairs.length, done: resolve, gone: false };
-      // The client went away before its round: its pairs are skipped, not scored.
-      res.on('close', () => { pending.gone = true; });
-      this.rounds.push(pending);
-    });
+    const pairs = params.documents.map((document) => ({ query: params.query, document, ...(prompt !== undefined ? { prompt } : {}) }));
+    const scored = await this.enqueue<ScoredPairs>({ pairs, size: pairs.length }, res);
     if (scored instanceof ApiError) throw scored;
     const { scores } = scored, tokens = scored.tokens.reduce((a, b) => a + b, 0);
     const ranked = scores.map((score, index) => ({ index, score })).sort((a, b) => b.score - a.score || a.index - b.index).slice(0, params.topN ?? scores.length);
     this.metrics.documents.inc({}, scores.length);
     this.metrics.tokens.inc({}, tokens);
     this.metrics.truncated.inc({}, scored.truncated.filter((t) => t).length);
-    this.metrics.latency.observe((performance.now() - arrival) / 1000);
+    this.latency.observe((performance.now() - arrival) / 1000);
     this.send(res, req, 200, {
       id: `rerank-${++this.requestCount}`,
       model: this.modelName,
       results: ranked.map(({ index, score }) => ({ index, relevance_score: score, ...(params.returnDocuments ? { document: { text: params.documents[index] } } : {}) })),
       usage: { total_tokens: tokens },
     });
-  }
-
-  private send(res: ServerResponse, req: IncomingMessage, status: number | ApiError, body?: unknown): void {
-    sendJson(res, req, ROUTES, this.metrics.requests, status, body);
   }
 }

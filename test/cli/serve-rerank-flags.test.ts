@@ -14,5 +14,8 @@ test('serve refuses options of other servers for rerankers, --rerank ones includ
   await assert.rejects(runServe(['--model', join(RERANKER, 'seq-cls'), '--max-running', '4']), /--max-running: '.*seq-cls' is a cross-encoder, served as \/v1\/rerank/);
   await assert.rejects(runServe(['--model', join('test', 'fixtures', 'qwen3', 'model'), '--rerank', '--reasoning-parser', 'qwen3']), /--reasoning-parser: '.*model' is served as a reranker \(--rerank\); the option is for other models/);
   await assert.rejects(runServe(['--model', join(RERANKER, 'causal'), '--chat-template', 'no-such-file.jinja']), /--chat-template: 'no-such-file\.jinja' is no file, nor a template/);
+  // --max-queue bounds a reranker's queued documents: read and checked, not refused as another server's option.
+  await assert.rejects(runServe(['--model', join(RERANKER, 'causal'), '--max-queue', '0']), /--max-queue must be an integer >= 1, got '0'/);
+  assert.match(SERVE_USAGE, /--max-queue N {12}documents waiting at most \(default 16384; more get 429\)/);
   assert.match(SERVE_USAGE, /--rerank {17}serve a plain causal LM directory/);
 });

@@ -1,6 +1,7 @@
 // The rerank server on the CPU backend: POST /v1/rerank (and /rerank) answers with CrossEncoder's scores best
 // first (test/fixtures/cross-encoder), top_n and return_documents, {"text"} documents; a decoder reranker's
-// prompt_name (test/fixtures/qwen3-reranker); /v1/models, /health, /metrics; field errors named; shutdown.
+// prompt_name (test/fixtures/qwen3-reranker); /v1/models, /health, /metrics; field errors named; a full queue (429);
+// shutdown, with what is still queued past its timeout refused (503).
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -173,6 +174,41 @@ test('a round answers each request as soon as its own pairs are scored, not when
       const alone = decoder.rerank(r.query, r.documents);
       answers[i]!.answer.results.forEach((x) => assert.ok(Math.abs(x.relevance_score - alone.scores[x.index]!) < 1e-6, `request ${i} document ${x.index}`));
     });
+  } finally {
+    await served.close();
+    decoder.free();
+  }
+});
+
+test('a full queue answers 429; close() lets the running round finish and refuses what is queued past its timeout with 503', async () => {
+  const expected = JSON.parse(readFileSync(join(DECODER, 'expected.json'), 'utf8')) as { query: string; documents: string[] };
+  const decoder = Reranker.load(join(DECODER, 'causal'), new CpuBackend(), { dtype: 'f32' });
+  // Round 1 takes 300 ms; 200 ms into it the server is closed, with no time for queued requests (shutdownTimeoutMs 0).
+  let served: RerankServer | undefined, closing: Promise<void> | undefined;
+  const slow = Object.create(decoder) as Reranker;
+  slow.scorePairsAsync = async (pairs) => {
+    setTimeout(() => { closing ??= served!.close(); }, 200);
+    await new Promise((r) => setTimeout(r, 300));
+    return decoder.scorePairs(pairs);
+  };
+  served = new RerankServer(slow, { modelName: 'qwen3-reranker', maxQueuedDocuments: 2, shutdownTimeoutMs: 0 });
+  const address = await served.listen(0);
+  const endpoint = `http://127.0.0.1:${address.port}/v1/rerank`;
+  try {
+    const full = await fetch(endpoint, { method: 'POST', body: JSON.stringify({ query: expected.query, documents: expected.documents.slice(0, 3) }) });
+    assert.equal(full.status, 429);
+    const error = (await full.json() as { error: { type: string; code: string; message: string } }).error;
+    assert.deepEqual([error.type, error.code], ['rate_limit_error', 'queue_full']);
+    assert.match(error.message, /the server is busy: 0 documents queued \(limit 2\); retry later/);
+    assert.match(served.metricsText(), /^fuseformer_queued_documents 0$/m);
+    // The first request's round runs; the second, sent 100 ms later, waits in the queue when close() comes.
+    const bodies = [expected.documents.slice(0, 2), expected.documents.slice(2, 3)].map((documents) => ({ query: expected.query, documents }));
+    const answers = await postTimed<{ results?: Ranked[]; error?: { message: string } }>(endpoint, bodies, 100);
+    assert.equal(answers[0]!.answer.results?.length, 2, `the running round's request answered: ${JSON.stringify(answers[0]!.answer)}`);
+    assert.match(answers[1]!.answer.error?.message ?? '', /the server is shutting down/);
+    assert.ok(closing !== undefined, 'closed during round 1');
+    await closing;
+    await assert.rejects(fetch(`http://127.0.0.1:${address.port}/health`));
   } finally {
     await served.close();
     decoder.free();
