@@ -778,13 +778,14 @@ extern "C" __global__ void KERNEL_BOUNDS ${name}(
   __syncthreads();
 
   // gamma of the lane's columns (packed 16-bit, converted where used: f32 copies would spill at
-  // 128 registers) and their column sums in f32, in registers for the whole loop.
+  // 128 registers) and their column sums in f32, in registers for the whole loop. gamma is read from
+  // the block's shared copy (a second global round trip here would stand between the first row and its math).
   Vec<T, VEC> gam[VECS_PER_THREAD];
   float acc_gamma[VECS_PER_THREAD][VEC]${layer ? ', acc_beta[VECS_PER_THREAD][VEC]' : ''};
   #pragma unroll
   for (int k = 0; k < VECS_PER_THREAD; k++) {
     if (owns_vec(k, t)) {
-      gam[k] = load_vec<T, VEC>(gamma + (k * 32 + t) * VEC);
+      gam[k] = load_vec<T, VEC>(gamma_shared + (k * 32 + t) * VEC);
     } else {
       #pragma unroll
       for (int i = 0; i < VEC; i++) gam[k].v[i] = from_float<T>(0.f);
