@@ -31,6 +31,16 @@ export interface EmbeddingServeOptions {
   readonly maxSharedPrefix?: number;
   readonly pooling?: string;
   readonly normalize?: boolean;
+  /** Skip the start-up warm-up on CUDA (Embedder.warmUp / Reranker.warmUp). */
+  readonly noWarmup?: boolean;
+}
+
+/** On CUDA (unless --no-warmup), the pass shapes the server will meet run once before it listens: compiles and GEMM tunings. */
+function warmUpOnCuda(backendName: string, options: Pick<EmbeddingServeOptions, 'noWarmup'>, warmUp: () => number[]): void {
+  if (backendName !== 'cuda' || options.noWarmup) return;
+  const started = performance.now();
+  const lengths = warmUp();
+  process.stderr.write(`fuseformer serve: warmed up in ${((performance.now() - started) / 1000).toFixed(1)} s (passes of ${lengths.join(', ')} tokens)\n`);
 }
 
 /** Options of `fuseformer serve` that only a decoder model has. */
@@ -53,6 +63,7 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
     ...(options.pooling !== undefined ? { pooling: options.pooling as Pooling } : {}), ...(options.normalize !== undefined ? { normalize: options.normalize } : {}),
   });
   try {
+    warmUpOnCuda(backend.name, options, () => embedder.warmUp());
     const server = new EmbeddingServer(embedder, {
       modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}),
       ...(options.maxQueue !== undefined ? { maxQueuedInputs: options.maxQueue } : {}), ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}),
@@ -71,7 +82,7 @@ export async function serveEmbeddings(dir: string, options: EmbeddingServeOption
 }
 
 /** A reranker directory served as /v1/rerank until SIGINT / SIGTERM. */
-export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'maxQueue' | 'batchSize' | 'maxPassTokens' | 'maxSharedPrefix'> & { chatTemplate?: PairTemplate }): Promise<number> {
+export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptions, 'access' | 'host' | 'port' | 'servedName' | 'dtype' | 'backend' | 'maxBodyBytes' | 'maxQueue' | 'batchSize' | 'maxPassTokens' | 'maxSharedPrefix' | 'noWarmup'> & { chatTemplate?: PairTemplate }): Promise<number> {
   const { backend } = await selectBackend(options.backend as BackendChoice | undefined);
   const reranker = Reranker.load(dir, backend, {
     ...(options.dtype ? { dtype: options.dtype } : {}), ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
@@ -79,6 +90,7 @@ export async function serveRerank(dir: string, options: Pick<EmbeddingServeOptio
     ...(options.maxSharedPrefix !== undefined ? { maxSharedPrefix: options.maxSharedPrefix } : {}),
   });
   try {
+    warmUpOnCuda(backend.name, options, () => reranker.warmUp());
     const server = new RerankServer(reranker, {
       modelName: options.servedName ?? basename(resolve(dir)), ...(options.access ? { access: options.access } : {}),
       ...(options.maxBodyBytes !== undefined ? { maxBodyBytes: options.maxBodyBytes } : {}), ...(options.maxQueue !== undefined ? { maxQueuedDocuments: options.maxQueue } : {}),

@@ -96,6 +96,8 @@ token ids or arrays of them; encoding_format float | base64; dimensions; prompt_
 /v1/models, /health and /metrics; concurrent requests are embedded together in length-sorted batches. --host,
 --port, --served-name, --dtype, --backend, --max-body-bytes apply, and:
   --max-queue N            inputs waiting at most (default 16384; more get 429)
+  --no-warmup              on CUDA, skip the start-up warm-up (a batch at each power-of-two length up to 512
+                           tokens: kernel compiles and GEMM tuning, which the first requests would otherwise pay)
   --batch-size N           sequences per encoder pass (default 32)
   --max-pass-tokens N      a decoder's tokens per pass at most (default 16384; also its longest input)
   --max-shared-prefix N    a decoder under last pooling: the longest prefix a pass's texts share, computed once
@@ -110,6 +112,7 @@ bge-reranker), a decoder ...ForSequenceClassification (Qwen3 / Qwen2 / Llama / M
 CrossEncoder over a causal LM (Qwen3-Reranker: logit("yes") - logit("no"), the pair rendered by its chat template).
 --host, --port, --served-name, --dtype, --backend, --max-body-bytes and --batch-size apply, and:
   --max-queue N            documents waiting at most (default 16384; more get 429)
+  --no-warmup              on CUDA, skip the start-up warm-up (as for embedding models)
   --rerank                 serve a plain causal LM directory (a ...ForCausalLM) as a reranker: logit("yes") - logit("no")
                            at the last token, with a chat template that renders the query / document roles
   --chat-template T        decoder rerankers: a template in place of the model's own (the pair is the messages
@@ -183,7 +186,7 @@ export async function runServe(argv: string[]): Promise<number> {
       port, access, ...(values.host !== undefined ? { host: values.host } : {}), servedName,
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}), ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}),
-      ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}),
+      ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(values['no-warmup'] ? { noWarmup: true } : {}),
       ...(opt('max-pass-tokens') !== undefined ? { maxPassTokens: opt('max-pass-tokens')! } : {}),
       ...(opt('max-shared-prefix', 0) !== undefined ? { maxSharedPrefix: opt('max-shared-prefix', 0)! } : {}),
       ...(values['chat-template'] !== undefined ? { chatTemplate: chatTemplateOption(values['chat-template']) } : {}),
@@ -198,6 +201,7 @@ export async function runServe(argv: string[]): Promise<number> {
       ...(dtype ? { dtype } : {}), ...(values.backend !== undefined ? { backend: values.backend } : {}),
       ...(opt('max-queue') !== undefined ? { maxQueue: opt('max-queue')! } : {}), ...(opt('max-body-bytes') !== undefined ? { maxBodyBytes: opt('max-body-bytes')! } : {}),
       ...(opt('batch-size') !== undefined ? { batchSize: opt('batch-size')! } : {}), ...(values.pooling !== undefined ? { pooling: values.pooling } : {}),
+      ...(values['no-warmup'] ? { noWarmup: true } : {}),
       ...(opt('max-pass-tokens') !== undefined ? { maxPassTokens: opt('max-pass-tokens')! } : {}),
       ...(opt('max-shared-prefix', 0) !== undefined ? { maxSharedPrefix: opt('max-shared-prefix', 0)! } : {}),
       ...(values.normalize ? { normalize: true } : values['no-normalize'] ? { normalize: false } : {}),

@@ -193,6 +193,23 @@ export class Embedder {
   }
 
   /**
+   * The pass shapes a server meets, run once before its first request (the embeddings server's start-up on
+   * CUDA): a batch of batchSize sequences at each length encoderWarmUpLengths() gives, so that kernels compile
+   * and GEMM row buckets tune now instead of inside requests. The sequences start with distinct tokens (no
+   * prefix in common to cache); a decoder encoder's shared-prefix statistics are left as they were. Returns
+   * the lengths run.
+   */
+  warmUp(): number[] {
+    const lengths = encoderWarmUpLengths(this.truncateAt ?? this.maxTokens);
+    const vocab = this.encoder.vocabSize, stats = this.encoder.prefixStats ? { ...this.encoder.prefixStats } : undefined;
+    for (const length of lengths) {
+      this.embedSequences(Array.from({ length: this.batchSize }, (_, s) => Array.from({ length }, (_, j) => (1 + s * 131 + j * 7) % vocab)));
+    }
+    if (stats) Object.assign(this.encoder.prefixStats!, stats);
+    return lengths;
+  }
+
+  /**
    * embedSequences() for a server: the same batches, but while the GPU runs them the event loop runs too
    * (each read waits for its copy by yielding a turn at a time), so requests arrive and responses go out
    * during the computation instead of after it. `onEmbedded` is called after each batch is read with the
@@ -356,4 +373,15 @@ function loadSentenceEncoder(dir: string, backend: Backend, options: EmbedderOpt
     });
   }
   throw new ArgumentError(`${dir}: a ${family} model; embeddings run BERT-family encoders and decoder models (Llama, Qwen2/3, Mistral, GPT-2 architectures)`);
+}
+
+/** Longest sequence an encoder's warm-up runs: longer inputs are rarer, and a pass of them costs seconds on a decoder. */
+export const ENCODER_WARMUP_MAX_LENGTH = 512;
+
+/** The lengths an encoder's warm-up runs: every power of two from 16 below min(maxTokens, ENCODER_WARMUP_MAX_LENGTH), then that. */
+export function encoderWarmUpLengths(maxTokens: number): number[] {
+  const top = Math.min(maxTokens, ENCODER_WARMUP_MAX_LENGTH), lengths: number[] = [];
+  for (let n = 16; n < top; n *= 2) lengths.push(n);
+  lengths.push(top);
+  return lengths;
 }

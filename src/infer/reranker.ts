@@ -23,7 +23,7 @@ import { BertEncoder } from './bert.js';
 import type { EncodedPair, PairTemplate } from './chat-pairs.js';
 import { DecoderPairScorer } from './decoder-reranker.js';
 import type { PaddedBatch, PromptOptions } from './embedder.js';
-import { lengthSortedBatches } from './embedder.js';
+import { encoderWarmUpLengths, lengthSortedBatches } from './embedder.js';
 import type { CrossEncoderConfig } from './sentence-transformers.js';
 import type { PrefixStats } from './shared-prefix.js';
 import { chosenPrompt, readCrossEncoderConfig, tokenizerLengthLimit } from './sentence-transformers.js';
@@ -167,6 +167,22 @@ export class Reranker {
     return { scores: scored.scores, tokens: scored.tokens.reduce((a, b) => a + b, 0), truncated: scored.truncated.filter((t) => t).length };
   }
 
+  /**
+   * The pass shapes a server meets, run once before its first request (the rerank server's start-up on CUDA): a
+   * batch of batchSize pairs whose documents reach each length encoderWarmUpLengths() gives (cut to the pair
+   * limit), so that kernels compile and GEMM row buckets tune now instead of inside requests. A decoder's
+   * shared-prefix statistics are left as they were. Returns the lengths run.
+   */
+  warmUp(): number[] {
+    const lengths = encoderWarmUpLengths(this.maxTokens), stats = this.scorer.prefixStats ? { ...this.scorer.prefixStats } : undefined;
+    for (const length of lengths) {
+      const document = Array.from({ length }, (_, j) => WARMUP_WORDS[j % WARMUP_WORDS.length]).join(' ');
+      this.scorePairs(Array.from({ length: this.batchSize }, (_, i) => ({ query: `warm-up query ${i % 4}`, document })));
+    }
+    if (stats) Object.assign(this.scorer.prefixStats!, stats);
+    return lengths;
+  }
+
   /** Each pair's score (its own query and instruction), in the pairs' order: several requests' pairs in shared batches. */
   scorePairs(pairs: readonly RerankPair[]): ScoredPairs {
     const out = newScored(pairs.length);
@@ -273,3 +289,6 @@ class BertPairScorer implements PairScorer {
 
   free(): void { this.encoder.free(); }
 }
+
+/** Words of the warm-up's documents: about a token each in any vocabulary. */
+const WARMUP_WORDS = ['the', 'sea', 'whale', 'ship', 'night', 'water', 'cold', 'light'];

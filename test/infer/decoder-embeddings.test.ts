@@ -53,6 +53,20 @@ test('a Qwen3-Embedding-shaped sentence-transformers directory: last-token pooli
   }
 });
 
+test('a decoder embedder\'s warm-up runs up to max_seq_length and leaves the shared-prefix statistics and every answer as they were', () => {
+  const embedder = Embedder.load(FIXTURE, new CpuBackend(), { dtype: 'f32', batchSize: 3 });
+  try {
+    const query = expected.cases.find((c) => c.prompt_name === 'query')!;
+    embedder.embed(expected.texts, { promptName: 'query' });
+    const stats = { ...embedder.encoder.prefixStats! };
+    assert.deepEqual(embedder.warmUp(), [16], 'max_seq_length 16');
+    assert.deepEqual(embedder.encoder.prefixStats, stats);
+    assertClose(embedder.embed(expected.texts, { promptName: 'query' }).vectors, query.vectors, 'after the warm-up');
+  } finally {
+    embedder.free();
+  }
+});
+
 test('a decoder embedder\'s batches: one sequence a pass or all at once, under a small token budget, give the same vectors', () => {
   const plain = expected.cases.find((c) => c.prompt_name === null)!;
   for (const options of [{ batchSize: 1 }, { batchSize: 4 }, { batchSize: 4, maxPassTokens: 24 }]) {

@@ -62,6 +62,20 @@ test('a Qwen3-Reranker-shaped CrossEncoder: logit("yes") − logit("no") through
   }
 });
 
+test('a decoder reranker\'s warm-up runs a batch at each warm-up length and leaves the shared-prefix statistics and every score as they were', () => {
+  const expected = JSON.parse(readFileSync(join(FIXTURE, 'expected.json'), 'utf8')) as { query: string; documents: string[] };
+  const reranker = Reranker.load(join(FIXTURE, 'causal'), new CpuBackend(), { dtype: 'f32', batchSize: 2, maxTokens: 80 });
+  try {
+    const before = reranker.rerank(expected.query, expected.documents);
+    const stats = { ...reranker.scorer.prefixStats! };
+    assert.deepEqual(reranker.warmUp(), [16, 32, 64, 80]);
+    assert.deepEqual(reranker.scorer.prefixStats, stats);
+    assert.deepEqual(reranker.rerank(expected.query, expected.documents), before);
+  } finally {
+    reranker.free();
+  }
+});
+
 test('a cut pair keeps the chat template\'s tail: the tokens after the document, written over its end', () => {
   const tokenizer = loadTokenizer(join(FIXTURE, 'causal'));
   const pairs = new ChatPairEncoder(tokenizer, { text: tokenizer.chatTemplate!, source: 'fixture' });

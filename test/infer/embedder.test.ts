@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { BertEncoder } from '../../src/infer/bert.js';
-import { bucketedLength, Embedder, EmbedInputError } from '../../src/infer/embedder.js';
+import { bucketedLength, Embedder, EmbedInputError, encoderWarmUpLengths } from '../../src/infer/embedder.js';
 import { TINY_BERT, writeBertFolder, writeBertTokenizer } from './bert-folder.js';
 
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-embedder-'));
@@ -44,6 +44,26 @@ test('each input gets the vector it gets alone, whatever its batch, order and pa
   } finally {
     embedder.free();
     encoder.free();
+  }
+});
+
+test('warm-up lengths: powers of two from 16 below the limit (at most 512), then the limit', () => {
+  assert.deepEqual(encoderWarmUpLengths(62), [16, 32, 62]);
+  assert.deepEqual(encoderWarmUpLengths(512), [16, 32, 64, 128, 256, 512]);
+  assert.deepEqual(encoderWarmUpLengths(32768), [16, 32, 64, 128, 256, 512]);
+  assert.deepEqual(encoderWarmUpLengths(16), [16]);
+  assert.deepEqual(encoderWarmUpLengths(10), [10]);
+});
+
+test('warmUp runs a batch at each warm-up length and changes no later answer', () => {
+  const embedder = Embedder.load(dir, new CpuBackend(), { batchSize: 2, pooling: 'mean', normalize: true });
+  try {
+    const inputs = [[2, 5, 6, 7, 3], [2, 9, 3], [2, ...Array.from({ length: 30 }, (_, j) => 5 + (j % 11)), 3]];
+    const before = embedder.embed(inputs).vectors;
+    assert.deepEqual(embedder.warmUp(), encoderWarmUpLengths(embedder.maxTokens));
+    embedder.embed(inputs).vectors.forEach((v, i) => assert.deepEqual(v, before[i], `input ${i}`));
+  } finally {
+    embedder.free();
   }
 });
 
