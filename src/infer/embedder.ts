@@ -376,7 +376,7 @@ function loadSentenceEncoder(dir: string, backend: Backend, options: EmbedderOpt
 }
 
 /** Longest sequence an encoder's warm-up runs: longer inputs are rarer, and a pass of them costs seconds on a decoder. */
-export const ENCODER_WARMUP_MAX_LENGTH = 512;
+const ENCODER_WARMUP_MAX_LENGTH = 512;
 
 /** The lengths an encoder's warm-up runs: every power of two from 16 below min(maxTokens, ENCODER_WARMUP_MAX_LENGTH), then that. */
 export function encoderWarmUpLengths(maxTokens: number): number[] {

@@ -45,10 +45,10 @@ export class EmbeddingServer extends RoundServer<Pending> {
   };
 
   constructor(readonly embedder: Embedder, options: EmbeddingServerOptions = {}) {
-    super(
-      { routes: ROUTES, maxRoundItems: options.maxRoundInputs ?? 512, maxQueuedItems: options.maxQueuedInputs ?? 16_384, itemName: 'inputs', verb: 'embedded' },
-      options, { name: 'fuseformer_embedding_rounds_total', help: 'Rounds of the embedding loop (each embeds every queued request it takes)' },
-    );
+    super({
+      routes: ROUTES, maxRoundItems: options.maxRoundInputs ?? 512, maxQueuedItems: options.maxQueuedInputs ?? 16_384, itemName: 'inputs', verb: 'embedded',
+      roundsMetric: { name: 'fuseformer_embedding_rounds_total', help: 'Rounds of the embedding loop (each embeds every queued request it takes)' },
+    }, options);
   }
 
   protected ownMetrics(): string[] {

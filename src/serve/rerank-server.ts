@@ -89,10 +89,10 @@ export class RerankServer extends RoundServer<Pending> {
   };
 
   constructor(readonly reranker: Reranker, options: RerankServerOptions = {}) {
-    super(
-      { routes: ROUTES, maxRoundItems: options.maxRoundDocuments ?? 512, maxQueuedItems: options.maxQueuedDocuments ?? 16_384, itemName: 'documents', verb: 'scored' },
-      options, { name: 'fuseformer_rerank_rounds_total', help: 'Rounds of the rerank loop (each scores every queued request it takes)' },
-    );
+    super({
+      routes: ROUTES, maxRoundItems: options.maxRoundDocuments ?? 512, maxQueuedItems: options.maxQueuedDocuments ?? 16_384, itemName: 'documents', verb: 'scored',
+      roundsMetric: { name: 'fuseformer_rerank_rounds_total', help: 'Rounds of the rerank loop (each scores every queued request it takes)' },
+    }, options);
     this.maxDocuments = options.maxDocuments ?? 1000;
   }
 

@@ -36,6 +36,8 @@ export interface RoundServerShape {
   readonly itemName: string;
   /** What a round does to its items ("embedded", "scored"). */
   readonly verb: string;
+  /** The counter of rounds run: its Prometheus name and help. */
+  readonly roundsMetric: { readonly name: string; readonly help: string };
 }
 
 export abstract class RoundServer<P extends RoundRequest & { done(result: unknown): void }> {
@@ -52,12 +54,12 @@ export abstract class RoundServer<P extends RoundRequest & { done(result: unknow
   private draining = false;
   private closing?: Promise<void>;
 
-  constructor(private readonly shape: RoundServerShape, options: RoundServerOptions, roundsMetric: { name: string; help: string }) {
+  constructor(private readonly shape: RoundServerShape, options: RoundServerOptions) {
     this.access = options.access ?? {};
     this.modelName = options.modelName ?? 'fuseformer';
     this.maxBodyBytes = options.maxBodyBytes ?? 8 << 20;
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
-    this.roundsRun = new LabeledCounter(roundsMetric.name, roundsMetric.help);
+    this.roundsRun = new LabeledCounter(shape.roundsMetric.name, shape.roundsMetric.help);
     this.rounds = new RoundLoop<P>(shape.maxRoundItems, (round) => { this.roundsRun.inc({}); return this.runRound(round); });
     this.http = createApiServer((req, res) => { this.route(req, res).catch((error: unknown) => this.send(res, req, toApiError(error))); });
   }
