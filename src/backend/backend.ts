@@ -1015,81 +1015,6 @@ export interface PrefetchL2Args {
  * (the step's sampleTokens output), tokens, positions, cachePositions [rows], record [steps, width] with
  * width ≥ rows, step [1].
  */
-/** One decoder layer's weights and KV cache for decodeLayers (every matrix [out, in], as the model stores it). */
-export interface DecodeLayerWeights {
-  norm1: { gamma: Tensor; beta?: Tensor };
-  /** [(Hq + 2·Hkv)·d, H]; qkvBias [(Hq + 2·Hkv)·d]. */
-  qkv: Tensor;
-  qkvBias?: Tensor;
-  /** [H, Hq·d]. */
-  out: Tensor;
-  outBias?: Tensor;
-  norm2: { gamma: Tensor; beta?: Tensor };
-  /** [F, H], or a gated MLP's [2F, H] (the gate's rows, then the up projection's); upBias [F] or [2F]. */
-  up: Tensor;
-  upBias?: Tensor;
-  /** [H, F]. */
-  down: Tensor;
-  downBias?: Tensor;
-  /** This layer's cache of one sequence: [1, Hkv, maxLen, d] each. */
-  kCache: Tensor;
-  vCache: Tensor;
-}
-
-/**
- * Every layer of a decoder's decode step for one sequence, from the embeddings to the final norm, as one op
- * (the CUDA backend runs it as one persistent kernel, kernels/decode-layers.ts; docs/inference.md, "The decode megakernel"). Its
- * result is what DecoderForward.blocks() computes with qkvRopeAppend + decodeAttention over a dense cache:
- * per layer l, x += y + downBias_{l−1} (l > 0), h = norm1(x), qkv = h·Wqkvᵀ (rounded), q and the new key
- * with qkvBias and RoPE (rope given) and the key and value written at position p = positions[0] of the
- * cache, a = attention over keys 0..p (scale), y = a·Woᵀ, x += y + outBias, h = norm2(x), u = act(h·Wupᵀ +
- * upBias) (gated: act(gate)·up), y = u·Wdownᵀ; finally x += y + downBias_last and h = finalNorm(x).
- * Every stored intermediate is rounded to the model's dtype as the unfused ops store it.
- * x [1, H] in: the embeddings; out: the residual stream after the last layer. h [1, H]: the final norm.
- * positions i32 [1]. workspace f32 [≥ decodeLayersWorkspaceFloats(...)]: scratch, contents unspecified.
- */
-export interface DecodeLayersArgs {
-  x: Tensor;
-  h: Tensor;
-  positions: Tensor;
-  layers: readonly DecodeLayerWeights[];
-  finalNorm: { gamma: Tensor; beta?: Tensor };
-  norm: 'layer' | 'rms';
-  eps: number;
-  heads: number;
-  kvHeads: number;
-  activation: Activation;
-  rope?: { invFreq: Tensor; scale: number };
-  /** Scores' scale (default 1/sqrt(d)). */
-  scale?: number;
-  workspace: Tensor;
-}
-
-/** Keys a split of decodeLayers' attention takes at most (its scores stay in shared memory). */
-export const DECODE_LAYERS_KEYS_PER_SPLIT = 512;
-
-/** The model sizes decodeLayers' workspace depends on. */
-export interface DecodeLayersSizes { hidden: number; heads: number; kvHeads: number; headDim: number; ffn: number; maxLen: number }
-
-/**
- * Byte offsets of decodeLayers' workspace regions: two residual buffers (xa, xb), qkv, the attention
- * output, y and the MLP's activations in the model's 16-bit dtype (each region padded to 16 bytes), then
- * the split attention's partials (Hq × splits × (d + 2) f32) up to `end`.
- */
-export function decodeLayersWorkspaceLayout(sizes: DecodeLayersSizes) {
-  const { hidden: H, heads: Hq, kvHeads: Hkv, headDim: d, ffn: F, maxLen } = sizes;
-  const half = (n: number) => Math.ceil(n / 8) * 16;  // n 16-bit values, padded to 16 bytes
-  const xa = 0, xb = xa + half(H), qkv = xb + half(H), attn = qkv + half((Hq + 2 * Hkv) * d);
-  const y = attn + half(Hq * d), act = y + half(H), part = act + half(F);
-  const end = part + Hq * Math.ceil(maxLen / DECODE_LAYERS_KEYS_PER_SPLIT) * (d + 2) * 4;
-  return { xa, xb, qkv, attn, y, act, part, end };
-}
-
-/** f32 elements of decodeLayers' workspace (decodeLayersWorkspaceLayout). */
-export function decodeLayersWorkspaceFloats(sizes: DecodeLayersSizes): number {
-  return Math.ceil(decodeLayersWorkspaceLayout(sizes).end / 4);
-}
-
 export interface DecodeAdvanceArgs {
   sampled: Tensor;
   tokens: Tensor;
@@ -1670,7 +1595,6 @@ export interface Backend {
   gptqRoundBlock(args: GptqRoundBlockArgs): void;
   int4ClipGroups(args: Int4ClipGroupsArgs): void;
   scaleColumns(args: ScaleColumnsArgs): void;
-  decodeLayers(args: DecodeLayersArgs): void;
   prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding
   beamTopK(args: BeamTopKArgs): void;

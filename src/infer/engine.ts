@@ -786,24 +786,18 @@ export class DecodeEngine {
     const partials = splits > 1 ? b.view(this.partials!, 0, [n, Hq, splits, d + 2]) : undefined;
     const rope = f.rope ? { rope: { invFreq: f.rope.invFreq, scale: f.rope.scale } } : {};
     const scale = 1 / Math.sqrt(d);
-    const megakernel = n === 1 ? f.decodeLayersArgs(v, st.positions, (l) => [cache.keys(l, 0, 1), cache.values(l, 0, 1)], this.maxLen) : null;
     // The head's greedy picks (headArgmaxOptions), which sampleTokens then reads for greedy rows.
     const argmax = f.headFormsArgmax(b, n);
     const run = () => {
       f.embed(b, v, st.tokens, st.positions);
-      if (megakernel) {
-        b.decodeLayers(megakernel);
-      } else {
-        f.blocks(b, v, (l, _v, project) => {
-          const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n);
-          b.appendDecodeAttention({
-            qkv: v.qkv, positions: st.positions, q: q3, kCache, vCache, out: out3, scale, ...rope, ...f.qkvExtras(l), ...(partials ? { partials } : {}),
-            ...(project ? { project } : {}),
-          });
-          return v.attn;
-        }, { logits: st.logits, projects: true, ...(argmax ? { argmax: st.argmax } : {}) });
-      }
-      if (megakernel) f.lmHead(b, v.h, st.logits, argmax ? st.argmax : undefined);
+      f.blocks(b, v, (l, _v, project) => {
+        const kCache = cache.keys(l, 0, n), vCache = cache.values(l, 0, n);
+        b.appendDecodeAttention({
+          qkv: v.qkv, positions: st.positions, q: q3, kCache, vCache, out: out3, scale, ...rope, ...f.qkvExtras(l), ...(partials ? { partials } : {}),
+          ...(project ? { project } : {}),
+        });
+        return v.attn;
+      }, { logits: st.logits, projects: true, ...(argmax ? { argmax: st.argmax } : {}) });
       this.sample(st, argmax);
     };
     prepared = { run, runs: 0 };

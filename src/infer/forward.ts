@@ -31,9 +31,8 @@
 // buffer allocated here), its norm a residualNorm of its own.
 // Calibration (quant/decoder-quantize.ts) sets `capture` to see each projection's input.
 
-import type { Activation, AttentionProjection, Backend, DecodeLayersArgs, DecodeLayerWeights, GemmEpilogue, HeadNormArgs, ResidualNormArgs } from '../backend/backend.js';
-import { decodeLayersWorkspaceFloats, rowSquareSlots } from '../backend/backend.js';
-import { decodeLayersUnsupported } from '../backend/cuda/kernels/decode-layers.js';
+import type { Activation, AttentionProjection, Backend, GemmEpilogue, HeadNormArgs, ResidualNormArgs } from '../backend/backend.js';
+import { rowSquareSlots } from '../backend/backend.js';
 import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, QuantizedEpilogue, W8A8Scratch } from '../quant/device.js';
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
 import { ArgumentError } from '../errors.js';
@@ -88,14 +87,6 @@ export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] 
 export const l2PrefetchOptions = { bytes: Math.max(0, Number(process.env['FUSEFORMER_L2_PREFETCH_MB'] ?? 0) || 0) * 2 ** 20 };
 /** Rows at most for which blocks() prefetches (decode steps; a prompt's products are compute-bound). */
 export const PREFETCH_MAX_ROWS = 64;
-
-/**
- * A batch-1 decode step's layers as one decodeLayers op (on CUDA one persistent kernel,
- * kernels/decode-layers.ts) instead of ~6 kernels a layer. Opt-in (FUSEFORMER_DECODE_MEGAKERNEL=1) until
- * its GPU checks and timings have run; takes effect for decode steps prepared after it is set. Needs a
- * 16-bit model without quantization or tensor parallelism, of shapes the kernel takes.
- */
-export const megakernelOptions = { enabled: process.env['FUSEFORMER_DECODE_MEGAKERNEL'] === '1' };
 
 const residualEnv = process.env['FUSEFORMER_RESIDUAL_IN_PRODUCTS'];
 /**
@@ -251,32 +242,6 @@ export class DecoderForward {
     return v;
   }
 
-  /**
-   * decodeLayers' arguments for one sequence's step (v: views of one row; caches(l): layer l's [1, Hkv,
-   * maxLen, d] keys and values), or null when megakernelOptions is off or the model does not qualify.
-   * The workspace is allocated here, once: a captured step cannot allocate.
-   */
-  decodeLayersArgs(v: RowViews, positions: Tensor, caches: (layer: number) => [Tensor, Tensor], maxLen: number): DecodeLayersArgs | null {
-    const m = this.model, arch = m.arch, b = m.backend;
-    if (!megakernelOptions.enabled || v.rows !== 1 || m.quantization || m.tensorParallel || m.layers.some((layer) => layer.headNorm)) return null;
-    if (b.name === 'cuda' && m.dtype !== 'bf16' && m.dtype !== 'f16') return null;
-    if (b.name === 'cuda' && decodeLayersUnsupported({ hidden: arch.hidden, ffn: arch.ffn, heads: arch.heads, headDim: arch.headDim }) !== null) return null;
-    if (!this.megakernelWorkspace) {
-      const floats = decodeLayersWorkspaceFloats({ hidden: arch.hidden, heads: arch.heads, kvHeads: arch.kvHeads, headDim: arch.headDim, ffn: arch.ffn, maxLen });
-      this.megakernelWorkspace = b.empty([floats], 'f32');
-    }
-    // A model's layer has decodeLayers' field names: its weights plus this engine's caches.
-    const layers: DecodeLayerWeights[] = m.layers.map((layer, l) => {
-      const [kCache, vCache] = caches(l);
-      return { ...layer, kCache, vCache };
-    });
-    return {
-      x: v.x, h: v.h, positions, layers, finalNorm: m.finalNorm, norm: arch.norm, eps: arch.normEps, heads: arch.heads, kvHeads: arch.kvHeads,
-      activation: arch.activation, scale: 1 / Math.sqrt(arch.headDim), workspace: this.megakernelWorkspace,
-      ...(this.rope ? { rope: { invFreq: this.rope.invFreq, scale: this.rope.scale } } : {}),
-    };
-  }
-  private megakernelWorkspace?: Tensor;
 
   /** x = token (+ position) embeddings of the rows (blocks() normalises them for the first layer). */
   embed(ops: Backend, v: RowViews, tokens: Tensor, positions: Tensor): void {
@@ -597,7 +562,6 @@ export class DecoderForward {
     const b = this.model.backend;
     for (const t of Object.values(this.buffers)) b.free(t as Tensor);
     if (this.rope) b.free(this.rope.invFreq);
-    if (this.megakernelWorkspace) b.free(this.megakernelWorkspace);
     if (this.w8a8) for (const t of Object.values(this.w8a8)) b.free(t as Tensor);
     if (this.ordered) b.free(this.ordered);
     if (this.mlpAccumulators) b.free(this.mlpAccumulators.all);

@@ -654,20 +654,6 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => ({ flops: 0, bytes: 3 * 4 * a.tokens.numel }),
     variant: ([a]) => `${shapeOf(a.tokens)} from ${shapeOf(a.sampled)}`,
   },
-  decodeLayers: {
-    gemm: true,
-    // Every layer's weights once (2 FLOPs each: one row of products), the cache's keys and values 0..p
-    // of every layer (p unknown here: the whole cache is counted as an upper bound) and the small vectors.
-    cost: ([a]) => {
-      let weights = 0, cache = 0;
-      for (const l of a.layers) {
-        weights += l.qkv.numel + l.out.numel + l.up.numel + l.down.numel;
-        cache += bytesOf(l.kCache) + bytesOf(l.vCache);
-      }
-      return { flops: 2 * weights, bytes: weights * byteSize(a.x.dtype) + cache + 3 * bytesOf(a.x) };
-    },
-    variant: ([a]) => `${a.layers.length} layers [1, ${a.x.shape[1]}] H${a.heads}/${a.kvHeads}`,
-  },
   tanhActivation: {
     cost: ([a]) => ({ flops: a.out.numel * (a.bias ? 2 : 1), bytes: bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out) }),
     variant: ([a]) => `${shapeOf(a.out)}${a.bias ? ' +bias' : ''}`,

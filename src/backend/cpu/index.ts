@@ -20,7 +20,7 @@ import type {
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
 import { prepareGatedActivation } from './gated-activation.js';
-import { checkDecodeLayers, checkGatedLinear, checkPrefetchL2 } from '../op-checks/index.js';
+import { checkGatedLinear, checkPrefetchL2 } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
@@ -36,9 +36,6 @@ import { prepareGptqRoundBlock } from './gptq-round-block.js';
 import { prepareInt4ClipGroups } from './int4-clip-groups.js';
 import { prepareScaleColumns } from './scale-columns.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
-import type { DecodeLayersArgs } from '../backend.js';
-import { decodeLayersScratch, decodeLayersUnfused } from '../decode-layers-unfused.js';
-import type { DecodeLayersScratch } from '../decode-layers-unfused.js';
 
 import { prepareBeamCrossAttention, prepareBeamSelfAttention } from './beam-attention.js';
 import { prepareBeamAdvance, prepareBeamTopK } from './beam-topk.js';
@@ -246,15 +243,6 @@ export class CpuBackend implements Backend {
   gptqRoundBlock(args: GptqRoundBlockArgs): void { this.queue.issue(prepareGptqRoundBlock(args)); }
   int4ClipGroups(args: Int4ClipGroupsArgs): void { this.queue.issue(prepareInt4ClipGroups(args)); }
   scaleColumns(args: ScaleColumnsArgs): void { this.queue.issue(prepareScaleColumns(args)); }
-  /** The chain of unfused ops decodeLayers stands for (the contract's definition), after its checks. */
-  decodeLayers(args: DecodeLayersArgs): void {
-    checkDecodeLayers(new CpuCheck('decodeLayers'), args);
-    let scratch = this.decodeLayersScratch.get(args.layers);
-    if (!scratch) this.decodeLayersScratch.set(args.layers, scratch = decodeLayersScratch(this, args));
-    decodeLayersUnfused(this, args, scratch);
-  }
-  /** decodeLayers' intermediates per layer list (a replayed graph reads the same ones). */
-  private readonly decodeLayersScratch = new WeakMap<object, DecodeLayersScratch>();
   /** A cache hint: checked, then nothing to do on the host. */
   prefetchL2(args: PrefetchL2Args): void { checkPrefetchL2(new CpuCheck('prefetchL2'), args); }
 }

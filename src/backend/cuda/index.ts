@@ -26,7 +26,6 @@ import { gatedActivation } from './kernels/gated-activation.js';
 import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
 import { residualNorm } from './kernels/residual-norm.js';
 import { sampleTokens, speculativeSample, tokenProbabilities } from './kernels/sample-tokens.js';
-import { decodeLayers, decodeLayersTable } from './kernels/decode-layers.js';
 import { tanhActivation } from './kernels/tanh-activation.js';
 import { decodeAdvance } from './kernels/decode-advance.js';
 import { feedTokens } from './kernels/feed-tokens.js';
@@ -37,7 +36,7 @@ import { int4ClipGroups } from './kernels/int4-clip-groups.js';
 import { scaleColumns } from './kernels/scale-columns.js';
 import { prefetchL2 } from './kernels/prefetch-l2.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
-import type { DecodeLayersArgs, NormMlpArgs } from '../backend.js';
+import type { NormMlpArgs } from '../backend.js';
 
 import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.js';
 import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
@@ -713,25 +712,6 @@ export class CudaBackend implements Backend {
   int4ClipGroups(args: Int4ClipGroupsArgs): void { int4ClipGroups(this.runtime, args); }
   scaleColumns(args: ScaleColumnsArgs): void { scaleColumns(this.runtime, args); }
   prefetchL2(args: PrefetchL2Args): void { prefetchL2(this.runtime, args); }
-  /** The megakernel (kernels/decode-layers.ts); its weight table lives on the device, one per layer list. */
-  decodeLayers(args: DecodeLayersArgs): void {
-    this.decodeLayersLaunches++;
-    decodeLayers(this.runtime, args, (c, checked) => {
-      const words = decodeLayersTable(c, checked, args);
-      const cached = this.decodeLayerTables.get(args.layers);
-      if (cached && cached.words.length === words.length && cached.words.every((w, i) => w === words[i])) return cached.tensor.ptr;
-      if (this.runtime.isCapturing) c.fail('its weight table must be uploaded before a CUDA graph capture: run the step once eagerly first');
-      if (cached) this.free(cached.tensor);
-      const tensor = this.fromArray(words, [words.length], 'i32');
-      this.decodeLayerTables.set(args.layers, { words, tensor });
-      return tensor.ptr;
-    }, this.decodeLayersTrace ?? undefined);
-  }
-  /** A buffer for decodeLayers' per-stage %globaltimer stamps (bench/megakernel-trace.ts); null: not traced. */
-  decodeLayersTrace: Tensor | null = null;
-  /** decodeLayers launches so far. */
-  decodeLayersLaunches = 0;
-  private readonly decodeLayerTables = new WeakMap<object, { words: Int32Array; tensor: CudaTensor }>();
 
   private own(op: string, t: Tensor, options: { allowNonContiguous?: boolean } = {}): CudaTensor {
     if (!(t instanceof CudaTensor)) {

@@ -40,5 +40,4 @@ export { checkDecodeAdvance } from './decode-advance.js';
 export { checkFeedTokens } from './feed-tokens.js';
 export { checkPrefetchL2 } from './prefetch-l2.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';
-export { checkDecodeLayers } from './decode-layers.js';
 export { checkRowScale, checkRowSquares } from './row-norm.js';

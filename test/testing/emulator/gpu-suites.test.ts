@@ -8,7 +8,7 @@
 //   LM head's greedy picks in the 16-bit and W8A8 GEMVs); decoder-embed and decoder-rerank (the Qwen3 embedding and
 //   reranker fixtures against sentence-transformers through packed passes and the shared prefix).
 // Not here: the op tables (infer-ops, train-ops in this folder run them case by case), the quantized suites
-// (their TMA GEMM), decode-layers (the megakernel's mbarriers and grid barriers), multi-GPU and timing suites.
+// (their TMA GEMM), multi-GPU and timing suites.
 // Each test file runs in its own process, so setting the switch before the suites are imported is enough.
 // Skips where the emulator cannot compile (no g++ or CUDA headers: device.ts's gpuSkip says so).
 

@@ -46,7 +46,6 @@ import { catalog as int4ClipGroupsCatalog } from './int4-clip-groups.js';
 import { catalog as scaleColumnsCatalog } from './scale-columns.js';
 import { catalog as maskLogitsCatalog } from './mask-logits.js';
 import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
-import { catalog as decodeLayersCatalog } from './decode-layers.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -98,7 +97,6 @@ export function kernelCatalog(): CatalogEntry[] {
     ['scale-columns', scaleColumnsCatalog],
     ['mask-logits', maskLogitsCatalog],
     ['prefetch-l2', prefetchL2Catalog],
-    ['decode-layers', decodeLayersCatalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }
