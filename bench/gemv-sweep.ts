@@ -1,6 +1,5 @@
 // `node dist/bench/gemv-sweep.js`: every launch plan of the quantized decode GEMVs timed on its own —
-// the tensor-core INT4 GEMV (kernels/gemv-int4-mma.ts: tiles FT, K-splits KW, chunks in flight U), the
-// streaming INT4 GEMV (kernels/gemv-int4-stream.ts: 8 or 16 consumer warps, stages of 1–4 tiles) and
+// the tensor-core INT4 GEMV (kernels/gemv-int4-mma.ts: tiles FT, K-splits KW, chunks in flight U) and
 // the W8A8 GEMV (kernels/gemv-int8.ts: columns R, K-splits KW) — at Llama 1.2B's decode shapes, beside
 // the plan each planner picks, so a planner can be checked (or replaced) from one short device run.
 // The profile of a decode step (fuseformer profile --quantize rtn4) puts these kernels at 28–57% of
@@ -9,9 +8,8 @@
 // one CUDA graph, its replays timed with CUDA events, median of REPEATS; GB/s = the weight bytes (with
 // scales and zeros) ÷ time, against the copy bandwidth measured in the same run.
 //
-//   node dist/bench/gemv-sweep.js [--rows 1,32] [--stream-only | --mma-only] [--json bench/results/gemv-sweep.json]
-// (--stream-only: the streaming INT4 GEMV's plans beside the mma GEMV's planned one, nothing else;
-//  --mma-only: the mma GEMV's plans alone; --paths: int4Linear through each of its kernels — the mma
+//   node dist/bench/gemv-sweep.js [--rows 1,32] [--mma-only] [--json bench/results/gemv-sweep.json]
+// (--mma-only: the mma GEMV's plans alone; --paths: int4Linear through each of its kernels — the mma
 //  GEMV, the INT4 streamed GEMM ('tma') and the tiled INT4 GEMM ('gemm') — at their planned launches,
 //  nothing else: which kernel a product's row count should take; --bf16: every plan of the 16-bit GEMV
 //  (gemv.ts: columns R a warp, K-splits KW) at Llama 1.2B's and GPT-2's products, plain and gated, no
@@ -41,7 +39,7 @@ const SHAPES = LLAMA_DECODE_PRODUCTS;
 const ptr = devicePointer;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'stream-only': { type: 'boolean', default: false }, 'mma-only': { type: 'boolean', default: false }, paths: { type: 'boolean', default: false }, bf16: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ options: { json: { type: 'string' }, rows: { type: 'string', default: '1,32' }, 'mma-only': { type: 'boolean', default: false }, paths: { type: 'boolean', default: false }, bf16: { type: 'boolean', default: false } } });
   const probe = probeCuda();
   if (!probe.available) {
     process.stdout.write(`bench/gemv-sweep: skipped, no usable CUDA GPU (${probe.reason})\n`);
@@ -51,7 +49,6 @@ async function main(): Promise<void> {
   if (rowsList.some((m) => !Number.isInteger(m) || m < 1 || m > 32)) throw new Error(`--rows: integers 1..32, got '${values.rows}'`);
   const { CudaBackend } = await import('../src/backend/cuda/index.js');
   const i4 = await import('../src/backend/cuda/kernels/gemv-int4-mma.js');
-  const s4 = await import('../src/backend/cuda/kernels/gemv-int4-stream.js');
   const i8 = await import('../src/backend/cuda/kernels/gemv-int8.js');
   const q4 = await import('../src/backend/cuda/kernels/quant-int4.js');
   const b = CudaBackend.create();
@@ -104,37 +101,15 @@ async function main(): Promise<void> {
       const time4 = (spec: Int4MmaGemvSpec) => timeGraph(b, int4Sets.map((s) => () => i4.launchInt4MmaGemv(host, {
         dtype: 'bf16', M, N, K, groupSize: GROUP, gated, activation, x: ptr(s.x), qweight: ptr(s.qweight), scales: ptr(s.scales), zeros: ptr(s.zeros), bias: 0n, out: ptr(s.out),
       }, spec)), CALLS, REPEATS);
-      // --stream-only: the mma GEMV's planned spec alone (the baseline), no W8A8.
-      const mmaSpecs = values['stream-only'] ? [planned4] : i4.int4MmaGemvSpace('bf16', M, K, GROUP, false, activation, gated);
-      for (const spec of mmaSpecs) {
+      for (const spec of i4.int4MmaGemvSpace('bf16', M, K, GROUP, false, activation, gated)) {
         const key = i4.int4MmaGemvKey(spec);
         record('int4 mma GEMV', name, M, key, key === i4.int4MmaGemvKey(planned4), time4(spec), int4Bytes);
-      }
-      // The streaming GEMV (≤ 8 rows on Hopper; not gated: a gated shape as the engine runs it by default,
-      // all 2F rows into [M, 2F] before the activation op, beside the mma GEMV doing the same).
-      if (!values['mma-only'] && M <= s4.INT4_STREAM_MAX_ROWS && s4.int4StreamGemvApplies(host, 'bf16', M, N, K, GROUP, false)) {
-        const launchArgs = (s: (typeof int4Sets)[number]) => ({
-          dtype: 'bf16' as const, M, N, K, groupSize: GROUP, activation: 'none' as const, x: ptr(s.x), qweight: ptr(s.qweight), scales: ptr(s.scales), zeros: ptr(s.zeros), bias: 0n, out: ptr(s.out),
-        });
-        if (gated) {
-          const plan = i4.planInt4MmaGemv('bf16', M, N, K, GROUP, false, 'none', false, sms).spec;
-          record('int4 mma GEMV, ungated', name, M, i4.int4MmaGemvKey(plan), true, timeGraph(b, int4Sets.map((s) => () => i4.launchInt4MmaGemv(host, { ...launchArgs(s), gated: false }, plan)), CALLS, REPEATS), int4Bytes);
-        }
-        const planned = s4.planInt4StreamGemv('bf16', M, N, K, GROUP, false, 'none', sms, host.maxSharedBytesPerBlock).spec;
-        for (const consumerWarps of [8, 16] as const) {
-          for (const tilesPerStage of ([1, 2, 4] as const).filter((ts) => (N / 16) % ts === 0)) {
-            const spec = { ...planned, consumerWarps, tilesPerStage };
-            if (!s4.int4StreamLayoutFits(spec, M, N, host)) continue;
-            const key = s4.int4StreamGemvKey(spec);
-            record('int4 stream GEMV', name, M, key, key === s4.int4StreamGemvKey(planned), timeGraph(b, int4Sets.map((s) => () => s4.launchInt4StreamGemv(host, launchArgs(s), spec)), CALLS, REPEATS), int4Bytes);
-          }
-        }
       }
       for (const t of made) b.free(t);
       made.length = 0;
 
       // W8A8 (≤ 4 rows): i8 weights, f32 scales.
-      if (M > i8.INT8_GEMV_MAX_ROWS || values['stream-only'] || values['mma-only']) continue;
+      if (M > i8.INT8_GEMV_MAX_ROWS || values['mma-only']) continue;
       const int8Bytes = N * K + 4 * N;
       const sets8 = Math.max(2, Math.min(16, Math.ceil((2 * L2_BYTES) / int8Bytes)));
       const int8Sets = Array.from({ length: sets8 }, () => {

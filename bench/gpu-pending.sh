@@ -233,12 +233,6 @@ for step in "${steps[@]}"; do
           run decode-int4-plan 200 node dist/bench/decode.js --no-torch --reps 3 --quant int4,int4-head --json "$out/decode-int4-plan.json"
           run profile-int4-removal 150 node dist/src/cli/main.js profile --model llama-1.2B --mode decode --batch 1 --seq 96 --quantize rtn4 --quantize-lm-head --op-timing removal --out /tmp/p-int4r
           cp /tmp/p-int4r/profile.json "$out/profile-int4-removal.json" 2>/dev/null ;;
-    int4-stream) # the streaming INT4 GEMV (session 16, never run): the quantized GPU tests (its cases, and the engine's INT4 decode through it), its plans beside the mma GEMV, INT4 decode with it on and off
-          run quant-tests 200 env FUSEFORMER_INT4_STREAM=1 FUSEFORMER_QUANT_CASES='stream|int4Linear bf16 M=(1|8) K=(4096|2048) N=(11008|3072)' node --test --test-concurrency=1 dist/test/gpu/quant.test.js dist/test/gpu/infer-quantized.test.js
-          run int4-sweep 120 env FUSEFORMER_INT4_STREAM=1 node dist/bench/gemv-sweep.js --rows 1 --stream-only --json "$out/int4-sweep.json"
-          run decode-int4-stream 100 env FUSEFORMER_INT4_STREAM=1 node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-stream.json"
-          run decode-int4-mma 100 env node dist/bench/decode.js --no-torch --reps 3 --models llama --quant int4,int4-head --json "$out/decode-int4-mma.json"
- ;;
     wgmma-checks) # the wgmma attention's GPU checks (dense, dropout) and, with FUSEFORMER_WGMMA_VARLEN=1, the packed-sequence tests through the ops (~7 min)
            run wgmma-tests 420 node --test --test-concurrency=1 dist/test/gpu/flash-wgmma.test.js dist/test/gpu/flash-attention.test.js dist/test/gpu/flash-backward.test.js dist/test/gpu/flash-dropout.test.js
            run varlen-tests 240 env FUSEFORMER_WGMMA_VARLEN=1 node --test --test-concurrency=1 dist/test/gpu/flash-varlen.test.js ;;

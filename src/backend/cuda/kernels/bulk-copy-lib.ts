@@ -1,8 +1,8 @@
 // Device code for bulk copies from global into shared memory (the TMA unit's cp.async.bulk), completed on
 // mbarriers: a producer sets how many bytes a barrier's phase expects, the copies count them off, and a
-// consumer waits on the phase's parity. Used by the streamed GEMM (gemm-stream.ts) and the streaming INT4
-// GEMV (gemv-int4-stream.ts). The including kernel defines BARRIER_TIMEOUT_NS (a wait that long traps, an
-// error rather than a hang) and smem_u32 (SMEM_ADDRESS_CODE, or MMA_LIB's).
+// consumer waits on the phase's parity. Used by the streamed GEMM (gemm-stream.ts). The including kernel
+// defines BARRIER_TIMEOUT_NS (a wait that long traps, an error rather than a hang) and smem_u32
+// (SMEM_ADDRESS_CODE, or MMA_LIB's).
 
 /** The shared-state-space address of a shared-memory pointer. */
 export const SMEM_ADDRESS_CODE = '__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }';

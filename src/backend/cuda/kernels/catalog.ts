@@ -35,7 +35,6 @@ import { catalog as skinnyGemmCatalog } from './gemm-skinny.js';
 import { catalog as streamGemmCatalog } from './gemm-stream.js';
 import { catalog as int8GemvCatalog } from './gemv-int8.js';
 import { catalog as int4MmaGemvCatalog } from './gemv-int4-mma.js';
-import { catalog as int4StreamGemvCatalog } from './gemv-int4-stream.js';
 import { catalog as sampleTokensCatalog } from './sample-tokens.js';
 import { catalog as tanhActivationCatalog } from './tanh-activation.js';
 import { catalog as decodeAdvanceCatalog } from './decode-advance.js';
@@ -86,7 +85,6 @@ export function kernelCatalog(): CatalogEntry[] {
     ['gemm-stream', streamGemmCatalog],
     ['gemv-int8', int8GemvCatalog],
     ['gemv-int4-mma', int4MmaGemvCatalog],
-    ['gemv-int4-stream', int4StreamGemvCatalog],
     ['sample-tokens', sampleTokensCatalog],
     ['tanh-activation', tanhActivationCatalog],
     ['decode-advance', decodeAdvanceCatalog],

@@ -171,7 +171,7 @@ export function planInt4MmaGemv(dtype: 'bf16' | 'f16', M: number, N: number, K: 
 }
 
 /**
- * The device code both tensor-core INT4 kernels (this GEMV and gemv-int4-stream.ts) dequantize with: a
+ * The device code the tensor-core INT4 kernels (this GEMV, the INT4 streamed GEMM) dequantize with: a
  * packed word's nibbles e and e + 4 as the exact 16-bit pair (q − z) by one LOP3 and one fused
  * multiply-add (see the header), and the streaming load of a weight vector.
  */

@@ -61,7 +61,6 @@ import { gatedActivation } from './gated-activation.js';
 import { INT4_MMA_CHUNK_K, INT4_MMA_MAX_ROWS, int4MmaGemvApplies, int4MmaNormFits, launchInt4MmaGemv } from './gemv-int4-mma.js';
 import type { CheckedNorm } from './gemv.js';
 import { normGemvApplies, prologueNorm, QUANT_NORM_PROLOGUE_AUTO_MAX_K } from './gemv.js';
-import { INT4_STREAM_MAX_ROWS, int4StreamGemvApplies, int4StreamGemvEnabled, launchInt4StreamGemv } from './gemv-int4-stream.js';
 import { CudaTensor } from '../runtime/tensor.js';
 import { weightLoadCode } from './weight-stream.js';
 
@@ -570,7 +569,7 @@ export function planInt4Gemm(dtype: 'f16' | 'bf16', M: number, N: number, K: num
 /** Largest M the GEMV takes for 16-bit activations; above it the tensor-core kernel runs. */
 export const INT4_GEMV_MAX_ROWS = 8;
 
-export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'stream' | 'tma';
+export type Int4Path = 'auto' | 'gemv' | 'gemm' | 'mma' | 'tma';
 
 /**
  * When int4Linear's 'auto' path takes the INT4 form of the streamed GEMM (gemm-stream.ts: the packed
@@ -635,8 +634,7 @@ export function int4TmaRoutes(M: number, gated: boolean, N: number, K: number, o
 /**
  * int4Linear on the GPU. `path` forces a kernel (benchmarks and tests); 'auto' takes the INT4 streamed
  * GEMM ('tma', gemm-stream.ts) where int4TmaOptions route it (the gated MLP product at 5–32 rows) and it
- * applies, then the streaming GEMV (gemv-int4-stream.ts) for 1–8 rows on Hopper where it applies if
- * FUSEFORMER_INT4_STREAM=1 (opt-in: measured slower), then the tensor-core GEMV (gemv-int4-mma.ts) for
+ * applies, then the tensor-core GEMV (gemv-int4-mma.ts) for
  * 1–32 rows of 16-bit x in groups of a multiple of 128 when `mma` allows, else the SIMT GEMV for M ≤ 8 or
  * f32 activations, and the tiled tensor-core GEMM otherwise.
  */
@@ -652,7 +650,6 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
   const biasPtr = bias ? devicePtr(c, 'bias', bias) : 0n;
   const scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   const common = [arg.ptr(xPtr), arg.ptr(qPtr), arg.ptr(scalesPtr), arg.ptr(zerosPtr), arg.ptr(biasPtr), arg.ptr(outPtr)];
-  const streamAligned = scalesPtr % 16n === 0n && zerosPtr % 16n === 0n;
   if (argmax) {
     // RowArgmax: formed by the tensor-core GEMV only (an LM head of 1–4 decode rows).
     if (!mma || (path !== 'auto' && path !== 'mma') || !int4MmaGemvApplies(dtype, M, groupSize) || M > 4) {
@@ -676,15 +673,6 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
       launchStreamInt4(host, plan, { x: xPtr, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr, M, N: width, K });
       return;
     }
-  }
-  if (path === 'stream' || (path === 'auto' && mma && streamAligned && int4StreamGemvEnabled() && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated))) {
-    if (!int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated) || !streamAligned) {
-      c.fail(`the streaming GEMV takes 1–${INT4_STREAM_MAX_ROWS} rows of f16/bf16 x on an sm_90 GPU, not gated, N a multiple of 16, groups a multiple of ${INT4_MMA_CHUNK_K} dividing K, 16-byte aligned scales and zeros, and two stages in shared memory; got ${M} rows of ${dtype}, N ${N}, K ${K}, groups of ${groupSize}${gated ? ', gated' : ''} on ${host.arch ?? 'an unknown GPU'}`);
-    }
-    launchInt4StreamGemv(host, {
-      dtype: dtype as 'bf16' | 'f16', M, N, K, groupSize, activation: act, x: xPtr, qweight: qPtr, scales: scalesPtr, zeros: zerosPtr, bias: biasPtr, out: outPtr,
-    });
-    return;
   }
   if (path === 'mma' || (path === 'auto' && mma && int4MmaGemvApplies(dtype, M, groupSize))) {
     if (!int4MmaGemvApplies(dtype, M, groupSize)) c.fail(`the mma GEMV takes 1–${INT4_MMA_MAX_ROWS} rows of f16/bf16 x in groups of a multiple of ${INT4_MMA_CHUNK_K}; got ${M} rows of ${dtype}, groups of ${groupSize}`);
@@ -728,8 +716,7 @@ export function int4Linear(host: KernelHost, args: Int4LinearArgs, path: Int4Pat
 
 /**
  * normLinear of an int4Linear (`args.x` is norm.out) as the tensor-core GEMV with the residual norm in its
- * prologue, if that kernel takes it (1–4 rows of 16-bit x whose normed rows fit its shared memory, the
- * streaming GEMV not chosen) and `mode` does ('auto': norms of at most QUANT_NORM_PROLOGUE_AUTO_MAX_K values;
+ * prologue, if that kernel takes it (1–4 rows of 16-bit x whose normed rows fit its shared memory) and `mode` does ('auto': norms of at most QUANT_NORM_PROLOGUE_AUTO_MAX_K values;
  * CudaBackend.int4NormGemv); returns whether it launched. The caller runs residualNorm + int4Linear otherwise.
  */
 export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, args: Int4LinearArgs, mode: boolean | 'auto' = 'auto'): boolean {
@@ -740,7 +727,6 @@ export function int4NormLinear(host: KernelHost, c: OpCheck, norm: CheckedNorm, 
   if (M === 0 || N === 0 || norm.rows !== M || !normGemvApplies(norm) || !int4MmaGemvApplies(dtype, M, groupSize) || !int4MmaNormFits(M, K)) return false;
   const qPtr = devicePtr(c, 'qweight', qweight), scalesPtr = devicePtr(c, 'scales', scales), zerosPtr = devicePtr(c, 'zeros', zeros);
   if (qPtr % 16n !== 0n) return false; // int4Linear names the problem
-  if (int4StreamGemvEnabled() && scalesPtr % 16n === 0n && zerosPtr % 16n === 0n && int4StreamGemvApplies(host, dtype, M, N, K, groupSize, gated)) return false;
   if (int4TmaRoutes(M, gated, N, K) && streamInt4Applies(host, dtype, M, K, groupSize, gated, bias !== undefined, activation ?? 'none')) return false;
   const ptr = (name: string, t: Tensor | undefined) => (t ? devicePtr(c, name, t) : 0n);
   launchInt4MmaGemv(host, {
