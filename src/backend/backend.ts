@@ -996,17 +996,6 @@ export const SAMPLING_DOMAIN = 0x53414d50;
  *     positions[b] += 1. positions[b] + 1 must be < maxLen (an error on the CPU; the GPU writes nothing).
  */
 /**
- * A cache hint with no effect on any result: bring the leading `fraction` (0, 1] of each row of `x`
- * ([rows, cols] of any dtype; a 1-D tensor is one row) into the device's L2 cache, so a later op that
- * reads them (a decode step's next weights, prefetched while a latency-bound kernel leaves HBM idle)
- * finds them there. The CPU backend checks the arguments and does nothing.
- */
-export interface PrefetchL2Args {
-  x: Tensor;
-  fraction?: number;
-}
-
-/**
  * Advances a serving step's decode rows to the next step on the device, so several decode steps run back
  * to back without the host (the serving engine's multi-step decoding): with idx = step[0], for every row
  * s < rows: record[idx·width + s] = sampled[s] (when idx < steps); where cachePositions[s] ≥ 0 (an idle
@@ -1595,7 +1584,6 @@ export interface Backend {
   gptqRoundBlock(args: GptqRoundBlockArgs): void;
   int4ClipGroups(args: Int4ClipGroupsArgs): void;
   scaleColumns(args: ScaleColumnsArgs): void;
-  prefetchL2(args: PrefetchL2Args): void;
   // beam search and encoder-decoder decoding
   beamTopK(args: BeamTopKArgs): void;
   beamAdvance(args: BeamAdvanceArgs): void;

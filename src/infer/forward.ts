@@ -37,7 +37,6 @@ import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, Quantiz
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
 import { ArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor.js';
-import { byteSize } from '../dtype.js';
 import type { DecoderModel, NormWeights } from './model.js';
 import type { ProjectionRole } from './quantized.js';
 
@@ -74,19 +73,6 @@ const HEAD_CHUNK_ROWS = 256;
  * forwards launched or captured after it is set.
  */
 export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] !== '0' };
-
-/**
- * L2 prefetch of a layer's next weights during its attention (FUSEFORMER_L2_PREFETCH_MB = the bytes a
- * layer may prefetch, in MiB; 0, the default, is off until timed on a GPU): at decode's few rows
- * (≤ PREFETCH_MAX_ROWS) the O-projection's, then the MLP's first and second products' weights (16-bit or
- * quantized; each row's leading part once the budget runs short, so every output column gains alike) are
- * pulled into L2 by prefetchL2 before qkvRopeAppend and decode attention — kernels that leave HBM nearly
- * idle — so those products read part of their bytes from L2. Takes effect for forwards launched or
- * captured after it is set.
- */
-export const l2PrefetchOptions = { bytes: Math.max(0, Number(process.env['FUSEFORMER_L2_PREFETCH_MB'] ?? 0) || 0) * 2 ** 20 };
-/** Rows at most for which blocks() prefetches (decode steps; a prompt's products are compute-bound). */
-export const PREFETCH_MAX_ROWS = 64;
 
 const residualEnv = process.env['FUSEFORMER_RESIDUAL_IN_PRODUCTS'];
 /**
@@ -284,7 +270,6 @@ export class DecoderForward {
         else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
         else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
         capture?.(l, 'qkv', v.h);
-        if (l2PrefetchOptions.bytes > 0 && v.rows <= PREFETCH_MAX_ROWS) this.prefetchPostAttentionWeights(ops, l);
         // projectedAttentionOptions: the O product added into an accumulator by the attention kernel itself.
         const project = mlp?.attention ? { weight: layer.out, out: mlp.attention.out(l), zero: mlp.attention.zero(l) } : undefined;
         const attended = attention(l, v, project);
@@ -417,30 +402,6 @@ export class DecoderForward {
       this.orderedViews.set(key, t);
     }
     return t;
-  }
-
-  /**
-   * l2PrefetchOptions: layer l's O-projection, MLP-up and down weights, in that order, within the budget
-   * (a quantized one: its scales and zeros whole, then as much of each row of its packed weights as fits).
-   */
-  private prefetchPostAttentionWeights(ops: Backend, l: number): void {
-    const layer = this.model.layers[l]!, q = this.model.quantization?.layers[l] ?? {};
-    let left = l2PrefetchOptions.bytes;
-    const prefetch = (x: Tensor) => {
-      if (left <= 0) return;
-      const bytes = x.numel * byteSize(x.dtype), fraction = Math.min(1, left / bytes);
-      ops.prefetchL2({ x, fraction });
-      left -= fraction * bytes;
-    };
-    for (const [w, quantized] of [[layer.out, q.out], [layer.up, q.up], [layer.down, q.down]] as const) {
-      if (quantized) {
-        prefetch(quantized.scales);
-        if (quantized.kind === 'int4') prefetch(quantized.zeros);
-        prefetch(quantized.qweight);
-      } else if (w) {
-        prefetch(w);
-      }
-    }
   }
 
   /** x += y + bo; h = norm2(x) (`norm`); v.act = the MLP's first product and activation of h. */

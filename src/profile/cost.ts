@@ -615,11 +615,6 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     },
     variant: ([a]) => `${shapeOf(a.norm.x)} ${a.norm.norm}${a.norm.y ? ' +residual' : ''} → ${a.up.shape[0]} ${a.activation} → f32 ${shapeOf(a.out)}`,
   },
-  prefetchL2: {
-    // A hint: the bytes it pulls into L2 are counted by the ops that read them.
-    cost: () => ({ flops: 0, bytes: 0 }),
-    variant: ([a]) => `${shapeOf(a.x)}${a.fraction !== undefined && a.fraction < 1 ? ` ${Math.round(100 * a.fraction)}%` : ''}`,
-  },
   decodeAdvance: {
     cost: ([a]) => ({ flops: 0, bytes: 7 * 4 * a.tokens.numel + 8 }),
     variant: ([a]) => `${shapeOf(a.tokens)} of ${shapeOf(a.record)}`,

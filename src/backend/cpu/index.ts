@@ -15,12 +15,12 @@ import type {
   SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, BiasLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, NormMlpArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, BiasLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, NormMlpArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { prepareDecodeAttention } from './decode-attention.js';
 import { prepareEmbedTokens } from './embed-tokens.js';
 import { prepareGatedActivation } from './gated-activation.js';
-import { checkGatedLinear, checkPrefetchL2 } from '../op-checks/index.js';
+import { checkGatedLinear } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import { prepareQkvRopeAppend } from './qkv-rope-append.js';
 import { prepareResidualNorm } from './residual-norm.js';
@@ -244,5 +244,4 @@ export class CpuBackend implements Backend {
   int4ClipGroups(args: Int4ClipGroupsArgs): void { this.queue.issue(prepareInt4ClipGroups(args)); }
   scaleColumns(args: ScaleColumnsArgs): void { this.queue.issue(prepareScaleColumns(args)); }
   /** A cache hint: checked, then nothing to do on the host. */
-  prefetchL2(args: PrefetchL2Args): void { checkPrefetchL2(new CpuCheck('prefetchL2'), args); }
 }

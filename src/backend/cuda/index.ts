@@ -18,7 +18,7 @@ import type {
   RmsNormForwardArgs, SoftmaxBackwardArgs, SoftmaxForwardArgs, SumSquaresArgs, DropoutOpArgs, TimeMarker,
   FlashAttentionBackwardArgs, FlashAttentionForwardArgs } from '../backend.js';
 import type {
-  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, BiasLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, PrefetchL2Args, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
+  AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, BiasLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
 import { decodeAttention, fusedAppendDecodeAttention, headsPerBlock as attentionHeadsPerBlock, PROJECTION_MAX_BYTES, projectionFits } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
@@ -34,7 +34,6 @@ import { biasLogits, maskLogits } from './kernels/mask-logits.js';
 import { gptqRoundBlock } from './kernels/gptq-round-block.js';
 import { int4ClipGroups } from './kernels/int4-clip-groups.js';
 import { scaleColumns } from './kernels/scale-columns.js';
-import { prefetchL2 } from './kernels/prefetch-l2.js';
 import type { BeamAdvanceArgs, BeamCrossAttentionArgs, BeamSelfAttentionArgs, BeamTopKArgs } from '../backend.js';
 import type { NormMlpArgs } from '../backend.js';
 
@@ -711,7 +710,6 @@ export class CudaBackend implements Backend {
   gptqRoundBlock(args: GptqRoundBlockArgs): void { gptqRoundBlock(this.runtime, args); }
   int4ClipGroups(args: Int4ClipGroupsArgs): void { int4ClipGroups(this.runtime, args); }
   scaleColumns(args: ScaleColumnsArgs): void { scaleColumns(this.runtime, args); }
-  prefetchL2(args: PrefetchL2Args): void { prefetchL2(this.runtime, args); }
 
   private own(op: string, t: Tensor, options: { allowNonContiguous?: boolean } = {}): CudaTensor {
     if (!(t instanceof CudaTensor)) {

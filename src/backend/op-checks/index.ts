@@ -38,6 +38,5 @@ export { checkBiasLogits } from './bias-logits.js';
 export { checkRowArgmax, checkSampleTokens, checkSpeculativeSample, checkTokenProbabilities, SAMPLING_PARAMS } from './sample-tokens.js';
 export { checkDecodeAdvance } from './decode-advance.js';
 export { checkFeedTokens } from './feed-tokens.js';
-export { checkPrefetchL2 } from './prefetch-l2.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';
 export { checkRowScale, checkRowSquares } from './row-norm.js';

@@ -4,7 +4,7 @@
 //   one-at-a-time decoding, pipelined steps, preemption), speculative, beam (HARS, beamAdvance, a Marian);
 //   the fused MLP at 2–4 rows, the default since session 40, in every GPT-2 step of them;
 //   training: gpt2-train, models-train, bert (full steps on the fused kernels, the GEMMs on the CPU backend);
-//   and graph, paged-attention, vocab-shard, sum-squares (offsets past 2³¹ bytes), prefetch-l2, head-argmax (the
+//   and graph, paged-attention, vocab-shard, sum-squares (offsets past 2³¹ bytes), head-argmax (the
 //   LM head's greedy picks in the 16-bit and W8A8 GEMVs); decoder-embed and decoder-rerank (the Qwen3 embedding and
 //   reranker fixtures against sentence-transformers through packed passes and the shared prefix).
 // Not here: the op tables (infer-ops, train-ops in this folder run them case by case), the quantized suites
@@ -16,7 +16,7 @@ process.env['FUSEFORMER_TEST_EMULATE'] = '1';
 for (const suite of [
   'infer-engine', 'serve-engine', 'speculative', 'beam',
   'gpt2-train', 'models-train', 'bert',
-  'graph', 'paged-attention', 'vocab-shard', 'sum-squares', 'prefetch-l2', 'head-argmax',
+  'graph', 'paged-attention', 'vocab-shard', 'sum-squares', 'head-argmax',
   'decoder-embed', 'decoder-rerank',
 ]) {
   await import(`../../gpu/${suite}.test.js`);

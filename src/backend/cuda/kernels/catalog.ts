@@ -44,7 +44,6 @@ import { catalog as gptqRoundBlockCatalog } from './gptq-round-block.js';
 import { catalog as int4ClipGroupsCatalog } from './int4-clip-groups.js';
 import { catalog as scaleColumnsCatalog } from './scale-columns.js';
 import { catalog as maskLogitsCatalog } from './mask-logits.js';
-import { catalog as prefetchL2Catalog } from './prefetch-l2.js';
 
 export interface CatalogEntry extends KernelSource {
   family: string;
@@ -94,7 +93,6 @@ export function kernelCatalog(): CatalogEntry[] {
     ['int4-clip-groups', int4ClipGroupsCatalog],
     ['scale-columns', scaleColumnsCatalog],
     ['mask-logits', maskLogitsCatalog],
-    ['prefetch-l2', prefetchL2Catalog],
   ];
   return families.flatMap(([family, entries]) => entries().map((k) => ({ family, ...k })));
 }
