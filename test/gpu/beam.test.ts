@@ -13,6 +13,7 @@ import type { FloatDType } from '../../src/dtype.js';
 import { loadSeq2Seq, translate } from '../../src/infer/seq2seq.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import { randomSources, writeTinyMarian } from '../infer/marian-fixture.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const seed = freshSeed();

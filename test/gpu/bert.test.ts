@@ -21,6 +21,7 @@ import type { BertAttentionPath } from '../../src/infer/bert.js';
 import type { BertConfig } from '../../src/models/bert.js';
 import { Rng } from '../../src/testing/random.js';
 import { TINY_BERT, writeBertFolder, writeBertTokenizer } from '../infer/bert-folder.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-bert-'));

@@ -26,6 +26,7 @@ import { caseFailures } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));

@@ -15,6 +15,7 @@ import { Reranker } from '../../src/infer/reranker.js';
 import { Rng } from '../../src/testing/random.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { createGpuBackend, gpuSkip } from './device.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-decoder-rerank-'));

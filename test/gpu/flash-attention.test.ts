@@ -15,6 +15,7 @@ import type { OpCase } from '../../src/testing/op-cases.js';
 import { CaseContext } from '../../src/testing/op-cases.js';
 import { freshSeed } from '../../src/testing/random.js';
 import type { Tensor } from '../../src/tensor.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

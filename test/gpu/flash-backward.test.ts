@@ -15,6 +15,7 @@ import type { FloatDType } from '../../src/dtype.js';
 import { gradientErrorFloor, gradientRelError, TOLERANCE } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { HostArray, Tensor } from '../../src/tensor.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

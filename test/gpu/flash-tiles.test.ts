@@ -16,6 +16,7 @@ import { probeCuda } from '../../src/cuda/probe.js';
 import { compareArrays, describe, gradientErrorFloor, gradientRelError, TOLERANCE } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { HostArray } from '../../src/tensor.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

@@ -25,6 +25,7 @@ import { compareArrays, describe, gradientErrorFloor, gradientRelError, TOLERANC
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { HalfDType } from '../../src/backend/cuda/kernels/flash-forward.js';
 import type { HostArray } from '../../src/tensor.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

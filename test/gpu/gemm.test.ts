@@ -10,6 +10,7 @@ import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { probeCuda } from '../../src/cuda/probe.js';
 import { checkGemmCase, gemmCases } from '../../src/testing/gemm-cases.js';
 import { freshSeed } from '../../src/testing/random.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

@@ -14,6 +14,7 @@ import type { HostBatch } from '../../src/train/step-runner.js';
 import { StepRunner } from '../../src/train/step-runner.js';
 import { gradientErrorFloor, gradientRelError } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 

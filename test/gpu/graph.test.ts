@@ -9,6 +9,7 @@ import { createGpuBackend, gpuSkip } from './device.js';
 import { compareArrays, describe, TOLERANCE } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { Tensor } from '../../src/tensor.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 

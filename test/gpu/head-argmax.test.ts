@@ -13,6 +13,7 @@ import { loadDecoderModel } from '../../src/infer/model.js';
 import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS } from './engine-fixtures.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-head-argmax-'));

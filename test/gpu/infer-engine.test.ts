@@ -18,6 +18,7 @@ import { loadDecoderModel } from '../../src/infer/model.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-infer-'));

@@ -15,6 +15,7 @@ import { inferOpCases } from '../../src/testing/infer-op-cases.js';
 import { pagedOpCases } from '../../src/testing/paged-op-cases.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { checkOpCasesOnGpu } from './op-case-suite.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

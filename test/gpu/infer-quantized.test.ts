@@ -28,6 +28,7 @@ import type { CudaBackend } from '../../src/backend/cuda/index.js';
 import { int4GatedOptions } from '../../src/infer/forward.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-infer-quant-'));

@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { ncclAvailable } from '../../src/cuda/nccl.js';
 import { probeCuda } from '../../src/cuda/probe.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const gpus = probe.devices?.length ?? 0;

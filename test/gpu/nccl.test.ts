@@ -18,6 +18,7 @@ import { GPT2_PRESETS } from '../../src/models/gpt2.js';
 import { Gpt2Model } from '../../src/models/gpt2-model.js';
 import type { HostBatch } from '../../src/train/step-runner.js';
 import { StepRunner } from '../../src/train/step-runner.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = !probe.available ? `no usable CUDA GPU: ${probe.reason}` : !ncclAvailable() ? 'libnccl.so.2 not found' : false;

@@ -8,6 +8,7 @@ import { probeCuda } from '../../src/cuda/probe.js';
 import { casesSelectedByEnv } from '../../src/testing/conformance.js';
 import { allOpCases } from '../../src/testing/op-cases.js';
 import { checkOpCasesOnGpu } from './op-case-suite.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { pagedOpCases } from '../../src/testing/paged-op-cases.js';
 import { createGpuBackend, gpuSkip } from './device.js';
 import { checkOpCasesOnGpu } from './op-case-suite.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 

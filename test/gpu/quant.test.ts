@@ -19,6 +19,7 @@ import { quantizeGpt2 } from '../../src/quant/quantize.js';
 import { compareArrays, describe, TOLERANCE } from '../../src/testing/compare.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
 import type { HostArray, Tensor } from '../../src/tensor.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 

@@ -10,6 +10,7 @@ import { arg, type KernelSource } from '../../src/backend/cuda/runtime/kernel.js
 import { probeCuda } from '../../src/cuda/library.js';
 import { FuseformerError, KernelCompileError } from '../../src/errors.js';
 import { freshSeed, Rng } from '../../src/testing/random.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const skip = probe.available ? false : `no usable CUDA GPU: ${probe.reason}`;

@@ -23,6 +23,7 @@ import { ServingEngine } from '../../src/serve/engine.js';
 import type { FinishReason, ServingEngineOptions } from '../../src/serve/engine.js';
 import { quietWhitespace, TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { createGpuBackend, gpuSkip } from './device.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-constrained-'));

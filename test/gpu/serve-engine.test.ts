@@ -24,6 +24,7 @@ import type { LlamaConfig } from '../../src/models/llama.js';
 import { ServingEngine } from '../../src/serve/engine.js';
 import type { ServingEngineOptions, TokenEvent } from '../../src/serve/engine.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-serve-'));

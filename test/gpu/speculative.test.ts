@@ -23,6 +23,7 @@ import type { Gpt2Config } from '../../src/models/gpt2.js';
 import type { LlamaConfig } from '../../src/models/llama.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import { chiSquare, chiSquareBound, nearDraftEdit } from '../infer/speculative-stats.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-spec-'));

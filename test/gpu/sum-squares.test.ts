@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createGpuBackend, gpuSkip } from './device.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 

@@ -24,6 +24,7 @@ import type { ModelConfig } from '../../src/models/registry.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import type { TpDecodeInput, TpDecodeOutput } from '../dist/tp-decode-fixtures.js';
 import { decodeRun } from '../dist/tp-decode-fixtures.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const gpus = probe.devices?.length ?? 0;

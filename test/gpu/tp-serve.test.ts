@@ -26,6 +26,7 @@ import { InferenceServer } from '../../src/serve/server.js';
 import { TINY_LLAMA, writeModelFolder } from '../infer/hf-folder.js';
 import type { ScheduledRequest } from '../dist/tp-serve-fixtures.js';
 import { runSchedule } from '../dist/tp-serve-fixtures.js';
+import './report-as-you-go.js';
 
 const probe = probeCuda();
 const gpus = probe.devices?.length ?? 0;

@@ -10,6 +10,7 @@ import { CpuBackend } from '../../src/backend/cpu/index.js';
 import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { makeCase, runShardedCrossEntropy, runShardedEmbedding } from '../backend/vocab-shard-cases.js';
+import './report-as-you-go.js';
 
 const skip = gpuSkip();
 
