@@ -60,10 +60,6 @@ export interface GemmArgs {
   preActivation?: Tensor;
   /** [N] for 'dgelu_bgrad', [M] for 'bgrad_a'. */
   biasGrad?: Tensor;
-  /** The RMS norm of out's rows, prepared for the product that reads it (RowNormSquares). */
-  rowSquares?: RowNormSquares;
-  /** Each row of the product scaled by its RMS norm's 1/rms before the epilogue (RowNormScale). */
-  rowScale?: RowNormScale;
   /** Each row's largest value of out packed into RowArgmax.out (an LM head's greedy pick, read by sampleTokens). */
   argmax?: RowArgmax;
 }
@@ -104,43 +100,6 @@ export function packArgmax(v: number, column: number): [number, number] {
 export function argmaxColumn(low: number, high: number): number | undefined {
   if (low === 0 && high === 0) return undefined;
   return (0xffffffff - (low >>> 0)) >>> 0;
-}
-
-// --- an RMS norm split across the products around it ------------------------------------------------
-// norm(x)·wᵀ = (x·rstd ⊙ γ)·wᵀ = rstd ⊙ ((x ⊙ γ)·wᵀ), rstd = 1/sqrt(mean(x²) + eps) per row. So the
-// product that writes the residual stream x (a decode step's O or down projection adding into x, beta
-// = 1) can leave (x ⊙ γ) and the partial sums of x² (rowSquares), and the product that reads the norm
-// takes (x ⊙ γ) as its input and scales each row of its sums by rstd (rowScale): no norm kernel between
-// them. The two roundings differ from residualNorm's h = round(x·rstd·γ) by the bf16/f16 rounding of one
-// product, as any fused form's do.
-
-/** The width of a partial sum of squares: the columns 16j..16j + 15 of a row. */
-export const ROW_SQUARE_SLOT = 16;
-
-/** Partial sums a row of `width` columns has in RowNormSquares.squares: ⌈width / ROW_SQUARE_SLOT⌉. */
-export function rowSquareSlots(width: number): number {
-  return Math.ceil(width / ROW_SQUARE_SLOT);
-}
-
-/**
- * GemmArgs.rowSquares: after out [M, N] is written, with v = out as stored (rounded to its dtype):
- * scaled[m, n] = v[m, n]·gamma[n] rounded to out's dtype, and squares[m, j] = Σ v[m, n]² over n in
- * 16j..16j + 15 (f32 [M, rowSquareSlots(N)]). gamma [N] and scaled share out's dtype.
- */
-export interface RowNormSquares {
-  gamma: Tensor;
-  scaled: Tensor;
-  squares: Tensor;
-}
-
-/**
- * GemmArgs / GatedLinearArgs.rowScale: row m of the product (before bias and epilogue; gated: both
- * halves) times rsqrt(Σ_j squares[m, j] / K + eps), K the product's input width; squares f32
- * [M, rowSquareSlots(K)] as a RowNormSquares left them.
- */
-export interface RowNormScale {
-  squares: Tensor;
-  eps: number;
 }
 
 /**
@@ -956,8 +915,6 @@ export interface GatedLinearArgs {
   up: Tensor;
   out: Tensor;
   activation: Activation;
-  /** Each row of both products scaled by its RMS norm's 1/rms before the bias (RowNormScale). */
-  rowScale?: RowNormScale;
 }
 
 /**
@@ -1487,19 +1444,6 @@ export interface Backend {
    * setting. Absent on backends that do not tune.
    */
   setGemmTuning?(enabled: boolean): boolean;
-  /**
-   * Whether normLinear of `rows` rows of `dtype`, an RMS norm that only reads x (no y) and whose norm.out
-   * nobody reads (skipNormOut), runs as one kernel that forms the norm itself — so a decode forward gains
-   * by adding the residual in the products before the norms (a GEMM with beta = 1 into x) instead of in
-   * the norms. Absent: never.
-   */
-  formsNormInProduct?(rows: number, dtype: DType): boolean;
-  /**
-   * Whether gemm and gatedLinear of `rows` rows of `dtype` take rowSquares / rowScale inside their own
-   * kernels (so a decode forward runs no norm kernel between the products). Absent: never. The CPU backend
-   * implements both at any size without offering them.
-   */
-  rowNormProducts?(rows: number, dtype: DType): boolean;
   /**
    * Whether normMlp of `rows` rows of `dtype` (model width H, F hidden features) runs as one kernel, so a
    * decode forward gains by calling it instead of normLinear and the down GEMM. Absent: never (the CPU

@@ -32,7 +32,6 @@
 // Calibration (quant/decoder-quantize.ts) sets `capture` to see each projection's input.
 
 import type { Activation, AttentionProjection, Backend, GemmEpilogue, HeadNormArgs, ResidualNormArgs } from '../backend/backend.js';
-import { rowSquareSlots } from '../backend/backend.js';
 import type { DeviceInt4Weight, DeviceInt8Weight, DeviceQuantizedWeight, QuantizedEpilogue, W8A8Scratch } from '../quant/device.js';
 import { int4LinearOp, w8a8LinearOp } from '../quant/device.js';
 import { ArgumentError } from '../errors.js';
@@ -57,8 +56,6 @@ export interface RowViews {
   readonly up: Tensor;
   readonly act: Tensor;
   readonly mask?: Tensor;
-  /** f32 [R, ⌈H/16⌉]: the residual stream's partial sums of squares (RMS-norm models; rowNormOptions). */
-  readonly squares?: Tensor;
 }
 
 /** Rows the INT8 LM head computes at once (its i32 accumulator is rows × vocabulary). */
@@ -73,34 +70,6 @@ const HEAD_CHUNK_ROWS = 256;
  * forwards launched or captured after it is set.
  */
 export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] !== '0' };
-
-const residualEnv = process.env['FUSEFORMER_RESIDUAL_IN_PRODUCTS'];
-/**
- * The residual stream added by the products instead of by the norms after them: the O and down GEMMs
- * accumulate into x (beta = 1), so every norm only reads x — and the backend may then form the norm
- * inside the product that reads it (Backend.formsNormInProduct: CUDA's streamed GEMM at 5–32 rows with the
- * opt-in FUSEFORMER_STREAM_NORM=1, no residualNorm kernel between the products). 'auto' (default) follows the backend;
- * FUSEFORMER_RESIDUAL_IN_PRODUCTS=1 forces it on any backend (the CPU tests compare both forms), =0 never.
- * Only for RMS-norm models without O / down biases, unquantized layers and no tensor parallelism (its
- * all-reduce sits between a product and the residual add). Takes effect for forwards launched or
- * captured after it is set.
- */
-export const residualInProductsOptions: { mode: 'auto' | 'on' | 'off' } = { mode: residualEnv === '1' ? 'on' : residualEnv === '0' ? 'off' : 'auto' };
-
-/**
- * The RMS norms split across the products around them (backend.ts RowNormSquares / RowNormScale): the O
- * and down products add into x and leave x ⊙ γ of the next norm and x's partial sums of squares, and the
- * QKV and MLP-up products read x ⊙ γ and scale their rows by 1/rms — no norm kernel between the products
- * but the first layer's and the final one. 'auto' (default) follows the backend (Backend.rowNormProducts:
- * CUDA's streamed GEMM at 5–32 rows, FUSEFORMER_ROW_NORM=1); 'on' forces it on any backend (the CPU tests
- * compare both forms), 'off' never. For the models residualInProducts takes, with a gated MLP or one
- * whose activation is a GEMM epilogue. `mlp`: the norm before the MLP split too (FUSEFORMER_ROW_NORM_MLP=1);
- * by default only the one before QKV is, the MLP's keeping its norm kernel — on the H200 (session 28, Llama
- * 1.2B at batch 32) the gated product prefetches its 67 MB beside that kernel, and without it the O and
- * gate/up products took 33.0 µs a layer against 28.5 with the norm between them, while down and QKV took
- * 18.1 against 21.8. Takes effect for forwards launched or captured after it is set.
- */
-export const rowNormOptions: { mode: 'auto' | 'on' | 'off'; mlp: boolean } = { mode: 'auto', mlp: process.env['FUSEFORMER_ROW_NORM_MLP'] === '1' };
 
 /**
  * A non-gated MLP (GPT-2's) and the norm before it as one normMlp (CUDA: one kernel, kernels/gemv-mlp.ts),
@@ -181,7 +150,6 @@ export class DecoderForward {
       up: b.empty([maxRows, upWidth], dtype),
       act: b.empty([maxRows, arch.ffn], dtype),
       ...(needsMask ? { mask: b.empty([maxRows, arch.ffn], 'u8') } : {}),
-      ...(arch.norm === 'rms' ? { squares: b.empty([maxRows, rowSquareSlots(arch.hidden)], 'f32') } : {}),
     };
     const int8 = (model.quantization?.layers ?? []).flatMap((q) => Object.values(q)).filter((w) => w.kind === 'int8');
     const int8Head = model.quantization?.lmHead?.kind === 'int8' ? model.quantization.lmHead : undefined;
@@ -221,7 +189,7 @@ export class DecoderForward {
       const f = this.buffers;
       v = {
         rows, x: cut(f.x), h: cut(f.h), qkv: cut(f.qkv), q: cut(f.q), attn: cut(f.attn), y: cut(f.y), up: cut(f.up), act: cut(f.act),
-        ...(f.mask ? { mask: cut(f.mask) } : {}), ...(f.squares ? { squares: cut(f.squares) } : {}),
+        ...(f.mask ? { mask: cut(f.mask) } : {}),
       };
       this.views.set(rows, v);
     }
@@ -248,25 +216,16 @@ export class DecoderForward {
   blocks(ops: Backend, v: RowViews, attention: (layer: number, v: RowViews, project?: AttentionProjection) => Tensor, options: { logits?: Tensor; projects?: boolean; argmax?: Tensor } = {}): void {
     const logits = options.logits;
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
-    // Where the residual is added: by the norms (x += y + bias) or by the O and down products (x += a·wᵀ).
+    // The residual is added by the norms: x += y + bias, y the O or down product's output.
     const capture = this.capture;
-    const rowNorm = !capture && this.rowNormInProducts(ops, v.rows);
-    const inProducts = rowNorm || (!capture && this.residualInProducts(ops, v.rows)), inNorms = !inProducts;
-    // `next`: the norm whose x ⊙ γ and sums of squares the product leaves (rowNorm only).
-    const mlpRowNorm = rowNorm && rowNormOptions.mlp;
-    const rowScale = { squares: v.squares!, eps: m.arch.normEps };
-    const residualProduct = (a: Tensor, w: Tensor, next?: NormWeights) => ops.gemm(inProducts
-      ? { a, b: w, out: v.x, transB, beta: 1, ...(next ? { rowSquares: { gamma: next.gamma, scaled: v.h, squares: v.squares! } } : {}) }
-      : { a, b: w, out: v.y, transB });
     // fusedMlpOptions: each MLP one normMlp into an f32 accumulator, which the norm after it reads as y.
-    const mlp = inNorms && !capture ? this.fusedMlpViews(ops, v.rows, options.projects === true) : undefined;
+    const mlp = capture ? undefined : this.fusedMlpViews(ops, v.rows, options.projects === true);
     try {
       m.layers.forEach((layer, l) => {
         const q = m.quantization?.layers[l] ?? {};
         // norm1: of the embeddings for the first layer, else after adding the previous layer's down projection.
-        const norm1 = this.normArgs(v, layer.norm1, inNorms && l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined, mlp?.out(l - 1));
-        if (rowNorm && l > 0) ops.gemm({ a: v.h, b: layer.qkv, out: v.qkv, transB, rowScale });
-        else if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
+        const norm1 = this.normArgs(v, layer.norm1, l > 0, l > 0 ? m.layers[l - 1]!.downBias : undefined, mlp?.out(l - 1));
+        if (q.qkv?.kind === 'int8') this.int8NormLinear(ops, norm1, q.qkv, v.qkv);
         else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
         else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
         capture?.(l, 'qkv', v.h);
@@ -276,8 +235,8 @@ export class DecoderForward {
         capture?.(l, 'out', attended);
         if (project) { /* the O product is in project.out; its bias is added by the MLP's norm */ }
         else if (q.out) this.quantizedLinear(ops, q.out, attended, v.y);
-        else residualProduct(attended, layer.out, mlpRowNorm ? layer.norm2 : undefined);
-        if (inNorms && !project) this.sumOverRanks(v.y);
+        else ops.gemm({ a: attended, b: layer.out, out: v.y, transB });
+        if (!project) this.sumOverRanks(v.y);
         if (mlp) {
           ops.normMlp({
             norm: this.normArgs(v, layer.norm2, true, layer.outBias, project?.out), skipNormOut: true, up: layer.up, ...(layer.upBias ? { upBias: layer.upBias } : {}),
@@ -285,15 +244,14 @@ export class DecoderForward {
           });
           return;
         }
-        if (mlpRowNorm) this.rowScaledMlpIn(ops, v, l, rowScale);
-        else this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, inNorms, layer.outBias));
+        this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, true, layer.outBias));
         capture?.(l, 'up', v.h);
         capture?.(l, 'down', v.act);
         if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
-        else residualProduct(v.act, layer.down, rowNorm ? m.layers[l + 1]?.norm1 : undefined);
-        if (inNorms) this.sumOverRanks(v.y);
+        else ops.gemm({ a: v.act, b: layer.down, out: v.y, transB });
+        this.sumOverRanks(v.y);
       });
-      const finalNorm = this.normArgs(v, m.finalNorm, inNorms, m.layers.at(-1)!.downBias, mlp?.out(m.layers.length - 1));
+      const finalNorm = this.normArgs(v, m.finalNorm, true, m.layers.at(-1)!.downBias, mlp?.out(m.layers.length - 1));
       if (logits && headNormOptions.enabled && !m.quantization?.lmHead) {
         ops.normLinear({ norm: finalNorm, linear: { kind: 'gemm', b: m.lmHead, out: logits } });
         return;
@@ -345,38 +303,6 @@ export class DecoderForward {
       out: (l) => view(mlpStep(l)), zero: (l) => acc.views[cleared(mlpStep(l))]!,
       ...(project ? { attention: { out: (l: number) => view(2 * l), zero: (l: number) => acc.views[cleared(2 * l)]! } } : {}),
     };
-  }
-
-  /**
-   * Whether blocks() of `rows` rows splits the RMS norms across the products (rowNormOptions): a model
-   * residualInProducts takes in 'on' mode, with an MLP whose first product takes rowScale.
-   */
-  rowNormInProducts(ops: Backend, rows: number): boolean {
-    const m = this.model, mode = rowNormOptions.mode;
-    if (mode === 'off' || !this.buffers.squares || (!m.arch.gatedMlp && !this.fcEpilogue) || !this.takesResidualInProducts()) return false;
-    if (m.quantization?.layers.some((q) => Object.keys(q).length > 0)) return false;
-    return mode === 'on' || (ops.rowNormProducts?.(rows, m.dtype) ?? false);
-  }
-
-  /** v.act = the MLP's first product and activation of v.h = x ⊙ γ, its rows scaled by 1/rms (rowNormOptions). */
-  private rowScaledMlpIn(ops: Backend, v: RowViews, l: number, rowScale: { squares: Tensor; eps: number }): void {
-    const arch = this.model.arch, layer = this.model.layers[l]!, bias = layer.upBias ? { bias: layer.upBias } : {};
-    if (arch.gatedMlp) ops.gatedLinear({ x: v.h, weight: layer.up, up: v.up, out: v.act, activation: arch.activation, ...bias, rowScale });
-    else ops.gemm({ a: v.h, b: layer.up, out: v.act, transB: true, epilogue: this.fcEpilogue!, bias: layer.upBias!, rowScale });
-  }
-
-  /** Whether blocks() of `rows` rows adds the residual in the O and down products (residualInProductsOptions). */
-  residualInProducts(ops: Backend, rows: number): boolean {
-    const m = this.model, mode = residualInProductsOptions.mode;
-    if (mode === 'off' || !this.takesResidualInProducts()) return false;
-    return mode === 'on' || (ops.formsNormInProduct?.(rows, m.dtype) ?? false);
-  }
-
-  /** Whether the model can add the residual in its O and down products: RMS norms, no O / down biases or quantization, no tensor parallelism. */
-  private takesResidualInProducts(): boolean {
-    const m = this.model;
-    if (m.arch.norm !== 'rms' || m.tensorParallel || m.layers.some((layer) => layer.outBias || layer.downBias)) return false;
-    return !m.quantization?.layers.some((q) => q.out || q.down);
   }
 
   /**

@@ -63,8 +63,7 @@ export interface OpCost {
 /** Backend members that launch no device work of their own: the profiler does not time them. */
 export const NON_KERNEL_MEMBERS = [
   'name', 'description', 'empty', 'fromArray', 'upload', 'download', 'downloadLater', 'view', 'free', 'createArena',
-  'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning', 'formsNormInProduct',
-  'rowNormProducts', 'fusesMlp', 'argmaxInProduct', 'projectsAttention',
+  'memoryStats', 'resetPeakMemory', 'synchronize', 'captureGraph', 'mark', 'setGemmTuning', 'fusesMlp', 'argmaxInProduct', 'projectsAttention',
 ] as const;
 
 export type NonKernelMember = (typeof NON_KERNEL_MEMBERS)[number];
@@ -150,12 +149,9 @@ function gemmCost(args: GemmArgs): OpCost {
   const { m, n, k } = gemmDims(args, false);
   const epilogue = args.epilogue ?? 'none';
   const beta = args.beta ?? 0;
-  // rowScale: each row's sums read and one multiply an output; rowSquares: γ read, out ⊙ γ and the sums written, a square an output.
-  const rowNorm = (args.rowScale ? m * n : 0) + (args.rowSquares ? 2 * m * n : 0);
-  const flops = 2 * m * n * k + (beta !== 0 ? 2 * m * n : 0) + epilogueFlops(epilogue) * m * n + (epilogue === 'bgrad_a' ? m * k : 0) + rowNorm;
+  const flops = 2 * m * n * k + (beta !== 0 ? 2 * m * n : 0) + epilogueFlops(epilogue) * m * n + (epilogue === 'bgrad_a' ? m * k : 0);
   const bytes = bytesOf(args.a) + bytesOf(args.b) + bytesOf(args.out) * (beta !== 0 ? 2 : 1) +
-    bytesOf(args.bias) + bytesOf(args.preActivation) + bytesOf(args.biasGrad) + bytesOf(args.rowScale?.squares) +
-    bytesOf(args.rowSquares?.gamma) + bytesOf(args.rowSquares?.scaled) + bytesOf(args.rowSquares?.squares);
+    bytesOf(args.bias) + bytesOf(args.preActivation) + bytesOf(args.biasGrad);
   return { flops, bytes };
 }
 
@@ -577,8 +573,8 @@ export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {
     cost: ([a]) => {
       const rows = a.out.numel / a.out.shape[a.out.rank - 1]!, F = a.out.shape[a.out.rank - 1]!, K = a.x.shape[a.x.rank - 1]!;
       return {
-        flops: 2 * rows * 2 * F * K + (a.bias ? rows * 2 * F : 0) + rows * F * (ACTIVATION_FLOPS[a.activation] + 1) + (a.rowScale ? rows * 2 * F : 0),
-        bytes: bytesOf(a.weight) + bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out) + bytesOf(a.rowScale?.squares),
+        flops: 2 * rows * 2 * F * K + (a.bias ? rows * 2 * F : 0) + rows * F * (ACTIVATION_FLOPS[a.activation] + 1),
+        bytes: bytesOf(a.weight) + bytesOf(a.x) + bytesOf(a.bias) + bytesOf(a.out),
       };
     },
     variant: ([a]) => `${shapeOf(a.out)}×${a.x.shape[a.x.rank - 1]} ${a.activation}${a.bias ? ' +bias' : ''}`,

@@ -4,7 +4,7 @@
 // sequence state are compared exactly: the same seed must pick the same token on both backends.
 
 import type { Activation, GemmEpilogue, ResidualNormArgs } from '../backend/backend.js';
-import { argmaxColumn as columnOf, argmaxValue as valueOf, rowSquareSlots } from '../backend/backend.js';
+import { argmaxColumn as columnOf, argmaxValue as valueOf } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { FLOAT_DTYPES } from '../dtype.js';
 import type { OpCase } from './op-cases.js';
@@ -203,81 +203,6 @@ export function normLinearCases(dtype: FloatDType, shapes: readonly NormLinearSh
         } else {
           const withBias = product.epilogue !== 'none';
           b.normLinear({ norm: normArgs, linear: { kind: 'gemm', b: c.in('weight'), out: c.out('out', [rows, N], dtype), epilogue: product.epilogue, ...(withBias ? { bias: c.in('bias') } : {}) } });
-        }
-        return c.results();
-      },
-    };
-  });
-}
-
-/**
- * normLinear of an RMS norm that only reads x (no y: the products before added the residual) with
- * skipNormOut: at 5–32 rows and K a multiple of 64 CUDA forms the norm inside the streamed GEMM
- * (Llama 1.2B's QKV and gate/up at 32 rows, partial feature tiles, K at 64 a stage, epilogues), else
- * residualNorm + the product (4 and 33 rows, K = 200). Checked: the product, and x left as it was.
- */
-export function streamNormLinearCases(dtype: FloatDType): OpCase[] {
-  const shapes: [number, number, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation }][] = [
-    [32, 2048, { N: 3072, epilogue: 'none' }], [32, 2048, { F: 8192, activation: 'silu' }], [5, 64, { N: 130, epilogue: 'bias' }],
-    [13, 768, { N: 2304, epilogue: 'gelu_bias' }], [24, 320, { F: 100, activation: 'gelu_tanh' }], [8, 1024, { F: 257, activation: 'silu' }],
-    [6, 256, { N: 64, epilogue: 'relu_bias' }], [4, 512, { N: 256, epilogue: 'none' }], [33, 256, { F: 96, activation: 'silu' }], [16, 200, { N: 128, epilogue: 'none' }],
-  ];
-  return shapes.map(([rows, H, product]): OpCase => {
-    const gated = 'F' in product, N = gated ? 2 * product.F : product.N;
-    const what = gated ? `gated(${product.activation}) F=${product.F}` : `N=${product.N} ${product.epilogue}`;
-    return {
-      name: `normLinear rms ${dtype} rows=${rows} H=${H} x only, h unread → ${what}`, dtype,
-      inputs: (rng) => ({
-        x: floats(rng, [rows, H], dtype, 2, 0.5), gamma: floats(rng, [H], dtype, 0.5, 1),
-        weight: floats(rng, [N, H], dtype, 2 / Math.sqrt(H)), bias: floats(rng, [N], dtype, 0.5),
-      }),
-      run: (b, inputs) => {
-        const c = new CaseContext(b, inputs);
-        const norm: ResidualNormArgs = { x: c.keep('x', c.in('x')), norm: 'rms', gamma: c.in('gamma'), out: b.empty([rows, H], dtype), eps: 1e-5 };
-        if ('F' in product) {
-          b.normLinear({ norm, skipNormOut: true, linear: { kind: 'gated', weight: c.in('weight'), up: b.empty([rows, N], dtype), out: c.out('out', [rows, product.F], dtype), activation: product.activation } });
-        } else {
-          const withBias = product.epilogue !== 'none';
-          b.normLinear({ norm, skipNormOut: true, linear: { kind: 'gemm', b: c.in('weight'), out: c.out('out', [rows, N], dtype), epilogue: product.epilogue, ...(withBias ? { bias: c.in('bias') } : {}) } });
-        }
-        return c.results();
-      },
-    };
-  });
-}
-
-/**
- * The RMS norm split across two products (backend.ts RowNormSquares / RowNormScale), as a batched decode
- * step runs it: x [rows, H] += a·woᵀ leaving x ⊙ γ and x's partial sums of squares, then a product of
- * x ⊙ γ (plain with an epilogue, or gated) with its rows scaled by 1/rms. Checked: x, the scaled rows,
- * the sums and the product. Shapes: Llama 1.2B's O + QKV and a gated MLP (the producer split over K:
- * the cluster combine), a 4096-wide stream (an unsplit producer: the fragments' own write; the consumer
- * adding 256 slots a row), odd rows, and a producer alone at a width with a partial 16-column slot.
- */
-export function rowNormCases(dtype: FloatDType): OpCase[] {
-  const shapes: [number, number, number, { N: number; epilogue: GemmEpilogue } | { F: number; activation: Activation } | null][] = [
-    [32, 2048, 2048, { N: 3072, epilogue: 'none' }], [24, 1024, 2048, { F: 1408, activation: 'silu' }], [8, 4096, 512, { N: 512, epilogue: 'none' }],
-    [13, 768, 768, { N: 1000, epilogue: 'gelu_bias' }], [5, 320, 256, { F: 100, activation: 'gelu_tanh' }], [7, 1000, 192, null],
-  ];
-  return shapes.map(([rows, H, A, product]): OpCase => {
-    const gated = product !== null && 'F' in product, N = product === null ? 0 : gated ? 2 * product.F : product.N;
-    const what = product === null ? 'producer only' : gated ? `gated(${product.activation}) F=${product.F}` : `N=${product.N} ${product.epilogue}`;
-    return {
-      name: `rowNorm ${dtype} rows=${rows} H=${H} x += a·woᵀ (K=${A}) → ${what}`, dtype,
-      inputs: (rng) => ({
-        x: floats(rng, [rows, H], dtype, 2, 0.25), a: floats(rng, [rows, A], dtype), wo: floats(rng, [H, A], dtype, 2 / Math.sqrt(A)),
-        gamma: floats(rng, [H], dtype, 0.5, 1), weight: floats(rng, [Math.max(N, 1), H], dtype, 2 / Math.sqrt(H)), bias: floats(rng, [Math.max(N, 1)], dtype, 0.5),
-      }),
-      run: (b, inputs) => {
-        const c = new CaseContext(b, inputs);
-        const x = c.keep('x', c.in('x')), scaled = c.out('scaled', [rows, H], dtype), squares = c.out('squares', [rows, rowSquareSlots(H)], 'f32');
-        b.gemm({ a: c.in('a'), b: c.in('wo'), out: x, transB: true, beta: 1, rowSquares: { gamma: c.in('gamma'), scaled, squares } });
-        const rowScale = { squares, eps: 1e-5 };
-        if (product !== null && 'F' in product) {
-          b.gatedLinear({ x: scaled, weight: c.in('weight'), up: b.empty([rows, N], dtype), out: c.out('out', [rows, product.F], dtype), activation: product.activation, rowScale });
-        } else if (product !== null) {
-          const withBias = product.epilogue !== 'none' ? { bias: c.in('bias') } : {};
-          b.gemm({ a: scaled, b: c.in('weight'), out: c.out('out', [rows, N], dtype), transB: true, epilogue: product.epilogue, ...withBias, rowScale });
         }
         return c.results();
       },

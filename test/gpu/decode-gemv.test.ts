@@ -18,10 +18,10 @@ import { createGpuBackend, gpuSkip } from './device.js';
 import type { FloatDType } from '../../src/dtype.js';
 import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
-import { headNormOptions, residualInProductsOptions, rowNormOptions } from '../../src/infer/forward.js';
+import { headNormOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { accumulateGemmCases, checkGemmCase, decodeGemmCases, loopGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
-import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases, rowNormCases, streamNormLinearCases } from '../../src/testing/infer-op-cases.js';
+import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases } from '../../src/testing/infer-op-cases.js';
 import { caseFailures } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
@@ -33,7 +33,7 @@ const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 /** A CUDA backend with the given switches on, the CPU reference, and a fresh seed (reported). */
-async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean; streamGemm?: boolean; streamNorm?: boolean }) {
+async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: boolean; mmaGemv?: boolean; skinnyGemm?: boolean; streamGemm?: boolean }) {
   const gpu = await createGpuBackend(), cpu = new CpuBackend();
   // The streamed GEMM (on by default) takes 5–32-row products before the mma GEMV and the skinny GEMM:
   // off unless it is the kernel under test.
@@ -156,48 +156,6 @@ test('GEMMs adding into out (beta = 1) on the streamed GEMM at 5–32 rows match
       }
     });
   }
-});
-
-test('normLinear of an RMS norm that only reads x, its output unread: the streamed GEMM forms the norm at 5–32 rows and matches the CPU reference', { skip }, async (t) => {
-  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, normGemv: true, streamGemm: true, streamNorm: true });
-  for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
-    for (const c of streamNormLinearCases(dtype)) {
-      await t.test(c.name, () => {
-        const before = gpu.streamNormLaunches;
-        for (let run = 0; run < 2; run++) {
-          const failed = caseFailures(c, gpu, cpu, seed + run);
-          assert.deepEqual(failed, [], failed.join('\n'));
-        }
-        const rows = Number(/rows=(\d+)/.exec(c.name)![1]), H = Number(/H=(\d+)/.exec(c.name)![1]);
-        assert.equal(gpu.streamNormLaunches - before, rows >= 5 && rows <= 32 && H % 64 === 0 ? 2 : 0, 'the streamed GEMM formed the norm where it applies');
-      });
-    }
-  }
-  gpu.streamNorm = false;
-  const [c] = streamNormLinearCases('bf16');
-  const before = gpu.streamNormLaunches;
-  const failed = caseFailures(c!, gpu, cpu, seed);
-  assert.deepEqual(failed, [], failed.join('\n'));
-  assert.equal(gpu.streamNormLaunches, before, 'FUSEFORMER_STREAM_NORM=0: residualNorm + the product');
-});
-
-test('the RMS norm split across two streamed GEMMs (rowSquares, then rowScale) matches the CPU reference; elsewhere a clear error', { skip }, async (t) => {
-  const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
-  for (const dtype of ['bf16', 'f16'] as FloatDType[]) {
-    for (const c of rowNormCases(dtype)) {
-      await t.test(c.name, () => {
-        const before = gpu.rowNormLaunches;
-        for (let run = 0; run < 2; run++) {
-          const failed = caseFailures(c, gpu, cpu, seed + run);
-          assert.deepEqual(failed, [], failed.join('\n'));
-        }
-        assert.equal(gpu.rowNormLaunches - before, c.name.includes('producer only') ? 2 : 4, 'both products ran in the streamed GEMM');
-      });
-    }
-  }
-  const a = gpu.empty([3, 128], 'bf16'), w = gpu.empty([64, 128], 'bf16'), out = gpu.empty([3, 64], 'bf16'), squares = gpu.empty([3, 8], 'f32');
-  assert.throws(() => gpu.gemm({ a, b: w, out, transB: true, rowScale: { squares, eps: 1e-5 } }), /gemm: rowScale \/ rowSquares run inside the streamed GEMM only: .*got 3 rows/);
-  for (const x of [a, w, out, squares]) gpu.free(x);
 });
 
 test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
@@ -335,8 +293,6 @@ for (const m of ENGINE_TEST_MODELS) {
         const prompt = Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 200);
         const logitsOf = (use: boolean) => {
           gpu[on] = use;
-          // The same forward either way (the streamed GEMM would take the residual-in-products form: its own test below).
-          residualInProductsOptions.mode = 'off';
           const engine = new DecodeEngine(model, { maxBatch: 3, maxLen: 64 });
           const out = engine.promptLogits(prompt);
           engine.dispose();
@@ -355,69 +311,11 @@ for (const m of ENGINE_TEST_MODELS) {
         assert.deepEqual(tokens.map((t) => t.length), prompts.map(() => 8));
       } finally {
         gpu[on] = false;
-        residualInProductsOptions.mode = 'auto';
         model.free();
       }
     });
   }
 }
-
-/**
- * A Llama decode form on the GPU against the usual one (bf16): `setForm(true)` turns it on (false: the usual
- * form), `launches()` counts the kernels that show it ran. The 20-row prefill's logits are held to the usual
- * form's error against the f32 CPU forward (bf16 itself is 2–3% off it on this tiny random model); twelve
- * sequences decoding together give the same tokens with graphs replayed and eager.
- */
-async function checkLlamaForm(name: string, setForm: (gpu: import('../../src/backend/cuda/index.js').CudaBackend, on: boolean) => void, launches: (gpu: import('../../src/backend/cuda/index.js').CudaBackend) => number): Promise<void> {
-  const gpu = await createGpuBackend();
-  const m = ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!;
-  const dir = join(root, name);
-  writeModelFolder(dir, m.family, m.config, 9);
-  const model = loadDecoderModel(dir, gpu, { dtype: 'bf16' }).model;
-  try {
-    const prompt = Array.from({ length: 20 }, (_, i) => (i * 29 + 5) % 200);
-    const logitsOf = (on: boolean, of = model) => {
-      setForm(gpu, on);
-      const engine = new DecodeEngine(of, { maxBatch: 3, maxLen: 64 });
-      const out = engine.promptLogits(prompt);
-      engine.dispose();
-      return out;
-    };
-    const cpuModel = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' }).model;
-    const exact = logitsOf(false, cpuModel);
-    cpuModel.free();
-    const usual = logitsOf(false), before = launches(gpu), ours = logitsOf(true);
-    assert.ok(launches(gpu) > before, 'the 20-row prefill took the form');
-    const usualError = relError(usual, exact), ourError = relError(ours, exact);
-    assert.ok(ourError <= 1.25 * usualError + 2e-3, `bf16 logits rel err against f32: ${ourError} (the usual form ${usualError})`);
-    const prompts = Array.from({ length: 12 }, (_, i) => [3 + i, 40 + 2 * i, 7]);
-    const decode = (graphs: boolean) => generateBatch(model, prompts, { maxNewTokens: 8, stopTokenIds: [], temperature: 0, engineOptions: { graphs } });
-    const started = launches(gpu), replayed = await decode(true);
-    assert.ok(launches(gpu) > started, 'the 12-row decode steps took the form');
-    assert.deepEqual(await decode(false), replayed);
-  } finally {
-    setForm(gpu, false);
-    model.free();
-  }
-}
-
-test('llama: the residual added by the products and the norm formed in the streamed GEMM give the usual form\'s logits and decode (bf16)', { skip }, async () => {
-  // streamNorm is opt-in (FUSEFORMER_STREAM_NORM=1); the form: residualInProducts 'auto' with it on.
-  await checkLlamaForm('llama-residual', (gpu, on) => {
-    gpu.streamNorm = true;
-    residualInProductsOptions.mode = on ? 'auto' : 'off';
-  }, (gpu) => gpu.streamNormLaunches);
-  residualInProductsOptions.mode = 'auto';
-});
-
-test('llama: the norms split across the streamed GEMMs (rowNorm) give the usual form\'s logits and decode (bf16)', { skip }, async () => {
-  // rowNorm is opt-in (FUSEFORMER_ROW_NORM=1); the form: rowNormOptions 'auto' with it on.
-  await checkLlamaForm('llama-row-norm', (gpu, on) => {
-    gpu.rowNorm = true;
-    rowNormOptions.mode = on ? 'auto' : 'off';
-  }, (gpu) => gpu.rowNormLaunches);
-  rowNormOptions.mode = 'auto';
-});
 
 for (const projected of [false, true]) {
 test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? ' with the O projection in the attention kernel' : ''} gives the usual form's logits and greedy tokens`, { skip }, async () => {

@@ -4,8 +4,8 @@
 // The GELU epilogues use the tanh approximation (cuBLASLt's GELU is gelu_tanh).
 
 import type { BatchedGemmArgs, GemmArgs, GemmEpilogue } from '../backend.js';
-import { packArgmax, ROW_SQUARE_SLOT, rowSquareSlots } from '../backend.js';
-import { checkRowArgmax, checkRowScale, checkRowSquares } from '../op-checks/index.js';
+import { packArgmax } from '../backend.js';
+import { checkRowArgmax } from '../op-checks/index.js';
 import { geluTanh, geluTanhGrad } from './activation.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
@@ -118,14 +118,11 @@ export function prepareGemm(args: GemmArgs): CpuWork {
     check.sameDType(['out', 'biasGrad'], [out, biasGrad]);
   } else check.absent('biasGrad', args.biasGrad, on);
 
-  const rowScale = args.rowScale ? checkRowScale(check, args.rowScale, M, K) : undefined;
-  const rowSquares = args.rowSquares ? checkRowSquares(check, args.rowSquares, out, M, N) : undefined;
   const argmax = args.argmax ? checkRowArgmax(check, args.argmax, M, N) : undefined;
 
   return check.work(() => {
     const av = floatsOf(a);
     const result = product(av, 0, floatsOf(b), 0, M, N, K, transA, transB, alpha);
-    if (rowScale) scaleRows(result, M, N, K, floatsOf(rowScale.squares), rowScale.eps);
     const biasValues = bias ? floatsOf(bias) : undefined;
     const preValues = pre ? floatsOf(pre) : undefined;
     const old = floatsOf(out);
@@ -159,7 +156,6 @@ export function prepareGemm(args: GemmArgs): CpuWork {
     }
     if (epilogue === 'gelu_bias' && pre) storeFloats(pre, preActivationOut);
     storeFloats(out, result);
-    if (rowSquares) writeRowSquares(floatsOf(out), M, N, floatsOf(rowSquares.gamma), rowSquares.scaled, rowSquares.squares);
     if (argmax) combineRowArgmax(floatsOf(out), N, argmax.classes, int32sOf(argmax.out));
   });
 }
@@ -177,31 +173,6 @@ export function combineRowArgmax(values: ArrayLike<number>, N: number, classes: 
     packed[2 * m] = low | 0;
     packed[2 * m + 1] = high | 0;
   }
-}
-
-/** RowNormScale: row m of the product [M, N] times rsqrt(Σ_j squares[m, j] / K + eps). */
-export function scaleRows(result: Float64Array, M: number, N: number, K: number, squares: ArrayLike<number>, eps: number): void {
-  const slots = rowSquareSlots(K);
-  for (let m = 0; m < M; m++) {
-    let sum = 0;
-    for (let j = 0; j < slots; j++) sum += squares[m * slots + j]!;
-    const rstd = 1 / Math.sqrt(sum / K + eps);
-    for (let n = 0; n < N; n++) result[m * N + n]! *= rstd;
-  }
-}
-
-/** RowNormSquares from v [M, N] as stored: scaled = v ⊙ gamma (rounded by storeFloats), squares' 16-column sums of v². */
-function writeRowSquares(v: ArrayLike<number>, M: number, N: number, gamma: ArrayLike<number>, scaled: CpuTensor, squares: CpuTensor): void {
-  const slots = rowSquareSlots(N), s = new Float64Array(M * N), sums = new Float64Array(M * slots);
-  for (let m = 0; m < M; m++) {
-    for (let n = 0; n < N; n++) {
-      const x = v[m * N + n]!;
-      s[m * N + n] = x * gamma[n]!;
-      sums[m * slots + Math.floor(n / ROW_SQUARE_SLOT)] += x * x;
-    }
-  }
-  storeFloats(scaled, s);
-  storeFloats(squares, sums);
 }
 
 /** out[i] = alpha·op(a[i])·op(b[i]) + beta·out[i] over the leading batch dimension. */

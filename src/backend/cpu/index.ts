@@ -210,10 +210,7 @@ export class CpuBackend implements Backend {
   /** The GEMM into the scratch, then gatedActivation (the contract's definition; up holds the product). */
   gatedLinear(args: GatedLinearArgs): void {
     checkGatedLinear(new CpuCheck('gatedLinear'), args);
-    this.gemm({
-      a: args.x, b: args.weight, out: args.up, transB: true,
-      ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}), ...(args.rowScale ? { rowScale: args.rowScale } : {}),
-    });
+    this.gemm({ a: args.x, b: args.weight, out: args.up, transB: true, ...(args.bias ? { epilogue: 'bias' as const, bias: args.bias } : {}) });
     this.gatedActivation({ x: args.up, out: args.out, activation: args.activation });
   }
   /** residualNorm, then the GEMM, gatedLinear, int8Linear or int4Linear of its output (the contract's definition). */

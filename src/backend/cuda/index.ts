@@ -40,7 +40,6 @@ import { beamCrossAttention, beamSelfAttention } from './kernels/beam-attention.
 import { beamAdvance, beamTopK } from './kernels/beam-topk.js';
 import type { Int4LinearArgs, Int4QuantizeWeightsArgs, Int8DequantizeArgs, Int8GemmArgs, Int8LinearArgs, Int8QuantizeRowsArgs } from '../backend.js';
 import { checkInt8Linear } from '../op-checks/quant.js';
-import { checkRowScale, checkRowSquares } from '../op-checks/row-norm.js';
 import type { Int8GemvLaunch } from './kernels/gemv-int8.js';
 import { int8GemvApplies, int8NormGemvApplies, launchInt8Gemv } from './kernels/gemv-int8.js';
 import { devicePtr } from './kernels/row-kernels.js';
@@ -66,7 +65,7 @@ import { GEMV_MAX_ROWS, gatedGemvApplies, gemvApplies, launchGatedGemv, launchGe
 import { fusedMlpFromEnv, launchMlpGemv, mlpGemvApplies, mlpGemvTakes } from './kernels/gemv-mlp.js';
 import { launchMmaGatedGemv, launchMmaGemv, MMA_GEMV_MAX_ROWS, mmaGatedGemvApplies, mmaGemvApplies } from './kernels/gemv-mma.js';
 import { launchSkinnyGated, launchSkinnyGemm, SKINNY_MAX_ROWS, skinnyGatedApplies, skinnyGemmApplies } from './kernels/gemm-skinny.js';
-import { launchStreamGated, launchStreamGemm, STREAM_MIN_ROWS, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies, streamNormInput } from './kernels/gemm-stream.js';
+import { launchStreamGated, launchStreamGemm, STREAM_ROUTED_MAX_ROWS, streamGatedApplies, streamGemmApplies } from './kernels/gemm-stream.js';
 import type { NormGemvLinear } from './kernels/gemv.js';
 import { checkGatedLinear, checkNormMlp, checkResidualNorm } from '../op-checks/index.js';
 import { OpCheck } from '../validate.js';
@@ -77,16 +76,6 @@ import { CudaTensor } from './runtime/tensor.js';
 
 /** cuBLASLt's scratch: 32 MiB lets it pick every Hopper kernel it has (split-K, stream-K). */
 const GEMM_WORKSPACE_BYTES = 32 << 20;
-
-/** The shapes rowSquares / rowScale take on CUDA (the streamed GEMM's). */
-const ROW_NORM_SHAPES = `bf16 or f16, ${STREAM_MIN_ROWS}–${STREAM_ROUTED_MAX_ROWS} rows, K a multiple of 64, the streamed GEMM on (FUSEFORMER_STREAM_GEMM) on a GPU with tensor maps`;
-
-/** A tensor's device address, which a kernel reads by 16-byte vectors. */
-function alignedPtr(check: OpCheck, name: string, t: Tensor): bigint {
-  const ptr = devicePtr(check, name, t);
-  if (ptr % 16n !== 0n) check.fail(`'${name}' must start 16-byte aligned for the kernel's vector loads`);
-  return ptr;
-}
 
 /** FUSEFORMER_FUSED_MLP, read once (CudaBackend.fusedMlp / fusedMlpMinRows). */
 const FUSED_MLP_ENV = fusedMlpFromEnv(process.env['FUSEFORMER_FUSED_MLP']);
@@ -178,30 +167,6 @@ export class CudaBackend implements Backend {
   streamGemm = process.env['FUSEFORMER_STREAM_GEMM'] !== '0';
   /** GEMMs run on the streamed skinny GEMM so far. */
   streamGemmLaunches = 0;
-  /**
-   * normLinear of an RMS norm without y (x only read: the decode forward's products added the residual
-   * into x) whose product takes the streamed GEMM, and whose norm output nobody reads (skipNormOut): one
-   * kernel that forms the norm from x itself (kernels/gemm-stream.ts) instead of residualNorm + the
-   * GEMM; with it the decode forward adds the residual in the O and down products (formsNormInProduct).
-   * Opt-in (FUSEFORMER_STREAM_NORM=1): correct on the H200 but slower (session 24: Llama 1.2B b32
-   * 1.019 → 1.197 ms/token; the γ products and row squares in the k loop cost ~4 µs each on its QKV).
-   * Takes effect for launches and captures made after it is set.
-   */
-  streamNorm = process.env['FUSEFORMER_STREAM_NORM'] === '1';
-  /** normLinear calls run as the streamed GEMM with the norm inside so far. */
-  streamNormLaunches = 0;
-  /**
-   * gemm's rowSquares / rowScale and gatedLinear's rowScale inside the streamed GEMM (5–32 rows, 16-bit):
-   * the RMS norm split across the products around it (backend.ts RowNormSquares), so a batched decode
-   * step runs no norm kernel between its products (rowNormProducts). Opt-in (FUSEFORMER_ROW_NORM=1):
-   * correct on the H200 but slower (session 28, Llama 1.2B at batch 32: 1.015 → 1.025–1.028 ms/token with
-   * both norms split, 1.033 with only QKV's; the norm kernel it removes runs beside the next product's
-   * weight prefetch, so the chain gains nothing from its going). Takes effect for forwards launched or
-   * captured after it is set.
-   */
-  rowNorm = process.env['FUSEFORMER_ROW_NORM'] === '1';
-  /** Products run with rowSquares or rowScale so far. */
-  rowNormLaunches = 0;
   /**
    * int8Linear of 1–4 rows as one W8A8 GEMV kernel (kernels/gemv-int8.ts: activations quantized in its
    * prologue, dp4a products, the dequantizing epilogue) instead of quantize → cuBLASLt int8 GEMM →
@@ -365,10 +330,6 @@ export class CudaBackend implements Backend {
       this.argmaxGemm(args);
       return;
     }
-    if (args.rowScale || args.rowSquares) {
-      this.rowNormGemm(args);
-      return;
-    }
     // Only a few-row, [N, K]-weight product is checked here (the cuBLASLt path checks its own calls).
     const rows = args.a.shape.length === 2 ? args.a.shape[0]! : Infinity;
     const fewRows = Math.max(GEMV_MAX_ROWS, this.mmaGemv ? MMA_GEMV_MAX_ROWS : 0, this.skinnyGemm ? SKINNY_MAX_ROWS : 0, this.streamGemm ? STREAM_ROUTED_MAX_ROWS : 0);
@@ -499,14 +460,6 @@ export class CudaBackend implements Backend {
   /** The gated GEMV (kernels/gemv.ts) for a few rows when decodeGemv is on; else cuBLASLt into the scratch, then gatedActivation. */
   gatedLinear(args: GatedLinearArgs): void {
     const checked = checkGatedLinear(new OpCheck('gatedLinear', 'cuda'), args);
-    if (checked.rowScale) {
-      const check = new OpCheck('gatedLinear', 'cuda');
-      if (!this.streamOn || !streamGatedApplies(checked)) check.fail(`rowScale runs inside the streamed GEMM only: ${ROW_NORM_SHAPES}; got ${checked.rows} rows, K = ${checked.K}, dtype ${checked.x.dtype}`);
-      launchStreamGated(this.runtime, checked, undefined, { scale: { squares: alignedPtr(check, 'rowScale.squares', checked.rowScale.squares), eps: checked.rowScale.eps } });
-      this.streamGemmLaunches++;
-      this.rowNormLaunches++;
-      return;
-    }
     if (this.decodeGemv && gatedGemvApplies(checked)) {
       launchGatedGemv(this.runtime, checked);
       this.gemvLaunches++;
@@ -552,17 +505,15 @@ export class CudaBackend implements Backend {
       this.int4Linear(product.int4);
       return;
     }
-    const streamNorm = args.skipNormOut === true && this.streamNormOn;
-    if ((this.normGemv && this.decodeGemv) || streamNorm) {
+    if (this.normGemv && this.decodeGemv) {
       const norm = checkResidualNorm(new OpCheck('normLinear', 'cuda'), args.norm);
-      const fused = this.normGemv && this.decodeGemv && normGemvApplies(norm) ? this.gemvProduct(product) : undefined;
+      const fused = normGemvApplies(norm) ? this.gemvProduct(product) : undefined;
       if (fused) {
         launchNormGemv(this.runtime, norm, fused);
         this.normGemvLaunches++;
         this.gemvLaunches++;
         return;
       }
-      if (streamNorm && this.launchStreamNormLinear(norm, product)) return;
     }
     this.residualNorm(args.norm);
     if ('gated' in product) this.gatedLinear(product.gated);
@@ -580,9 +531,9 @@ export class CudaBackend implements Backend {
   /** A gemm with argmax: only the decode GEMV forms it (argmaxInProduct says when), so elsewhere a clear error. */
   private argmaxGemm(args: GemmArgs): void {
     const checked = checkGemm(args), p = checked.problem;
-    if (args.rowScale || args.rowSquares || !this.decodeGemv || !gemvApplies(checked) || p.M > GEMV_MAX_ROWS) {
+    if (!this.decodeGemv || !gemvApplies(checked) || p.M > GEMV_MAX_ROWS) {
       new OpCheck('gemm', 'cuda').fail(`'argmax' is formed by the decode GEMV only: 1–${GEMV_MAX_ROWS} rows, transB, a forward epilogue, K a multiple of ` +
-        `16 bytes, 16-byte aligned operands, no rowScale / rowSquares${this.decodeGemv ? '' : ' (the decode GEMV is off: FUSEFORMER_DECODE_GEMV=0)'}; got M = ${p.M}, N = ${p.N}, K = ${p.K}, transB ${p.transB}, epilogue '${p.epilogue}'`);
+        `16 bytes, 16-byte aligned operands${this.decodeGemv ? '' : ' (the decode GEMV is off: FUSEFORMER_DECODE_GEMV=0)'}; got M = ${p.M}, N = ${p.N}, K = ${p.K}, transB ${p.transB}, epilogue '${p.epilogue}'`);
     }
     launchGemv(this.runtime, checked);
     this.gemvLaunches++;
@@ -629,60 +580,6 @@ export class CudaBackend implements Backend {
     });
     this.int8GemvLaunches++;
     this.normGemvLaunches++;
-    return true;
-  }
-
-  /** Whether the streamed GEMM may run (its switch, the decode GEMV's and tensor maps). */
-  private get streamOn(): boolean {
-    return this.streamGemm && this.decodeGemv && this.runtime.tensorMaps;
-  }
-
-  /** gemm and gatedLinear take rowSquares / rowScale in the streamed GEMM at 5–32 rows of 16-bit data (rowNorm). */
-  rowNormProducts(rows: number, dtype: DType): boolean {
-    return this.rowNorm && this.streamOn && rows >= STREAM_MIN_ROWS && rows <= STREAM_ROUTED_MAX_ROWS && (dtype === 'bf16' || dtype === 'f16');
-  }
-
-  /** A gemm with rowSquares or rowScale: the streamed GEMM's, or a clear error where it does not apply. */
-  private rowNormGemm(args: GemmArgs): void {
-    const check = new OpCheck('gemm', 'cuda'), checked = checkGemm(args), p = checked.problem;
-    if (!this.streamOn || !streamGemmApplies(checked)) {
-      check.fail(`rowScale / rowSquares run inside the streamed GEMM only: ${ROW_NORM_SHAPES}, a weight stored [N, K] (transB), beta 0 or 1; got ${p.M} rows, K = ${p.K}, dtype ${p.dtype}`);
-    }
-    const scale = args.rowScale ? checkRowScale(check, args.rowScale, p.M, p.K) : undefined;
-    const squares = args.rowSquares ? checkRowSquares(check, args.rowSquares, args.out, p.M, p.N) : undefined;
-    launchStreamGemm(this.runtime, checked, undefined, {
-      ...(scale ? { scale: { squares: alignedPtr(check, 'rowScale.squares', scale.squares), eps: scale.eps } } : {}),
-      ...(squares ? { squares: { gamma: devicePtr(check, 'rowSquares.gamma', squares.gamma), scaled: devicePtr(check, 'rowSquares.scaled', squares.scaled), squares: devicePtr(check, 'rowSquares.squares', squares.squares) } } : {}),
-    });
-    this.streamGemmLaunches++;
-    this.rowNormLaunches++;
-  }
-
-  /** Whether normLinear may form its norm inside the streamed GEMM (streamNorm, with the streamed GEMM's own switches). */
-  private get streamNormOn(): boolean {
-    return this.streamNorm && this.streamOn;
-  }
-
-  /** The streamed GEMM forms the norm for its rows (5–32) of 16-bit data where tensor maps exist (streamNorm). */
-  formsNormInProduct(rows: number, dtype: DType): boolean {
-    return this.streamNormOn && rows >= STREAM_MIN_ROWS && rows <= STREAM_ROUTED_MAX_ROWS && (dtype === 'bf16' || dtype === 'f16');
-  }
-
-  /** normLinear as one streamed GEMM that forms the RMS norm from x (streamNorm), if the kernel takes it. */
-  private launchStreamNormLinear(norm: ReturnType<typeof checkResidualNorm>, product: { readonly gated: GatedLinearArgs } | { readonly gemm: GemmArgs }): boolean {
-    const input = streamNormInput(norm);
-    if (!input) return false;
-    if ('gated' in product) {
-      const checked = checkGatedLinear(new OpCheck('normLinear', 'cuda'), product.gated);
-      if (!streamGatedApplies(checked)) return false;
-      launchStreamGated(this.runtime, checked, input);
-    } else {
-      const checked = checkGemm(product.gemm);
-      if (!streamGemmApplies(checked)) return false;
-      launchStreamGemm(this.runtime, checked, input);
-    }
-    this.streamGemmLaunches++;
-    this.streamNormLaunches++;
     return true;
   }
 

@@ -3,7 +3,6 @@
 
 import type { Tensor } from '../../tensor.js';
 import type { GatedLinearArgs } from '../backend.js';
-import { checkRowScale } from './row-norm.js';
 import type { OpCheck } from '../validate.js';
 import { checkActivation } from './elementwise.js';
 
@@ -20,7 +19,5 @@ export function checkGatedLinear<T extends Tensor>(check: OpCheck<T>, args: Gate
   check.shape('weight', weight, [2 * F, K]);
   check.rows('up', up, 'rows', 2 * F);
   if (bias) check.shape('bias', bias, [2 * F]);
-  const rows = check.size('rows');
-  const rowScale = args.rowScale ? checkRowScale(check, args.rowScale, rows, K) : undefined;
-  return { x, weight, bias, up, out, activation: args.activation, rows, F, K, rowScale };
+  return { x, weight, bias, up, out, activation: args.activation, rows: check.size('rows'), F, K };
 }

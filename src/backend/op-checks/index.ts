@@ -39,4 +39,3 @@ export { checkRowArgmax, checkSampleTokens, checkSpeculativeSample, checkTokenPr
 export { checkDecodeAdvance } from './decode-advance.js';
 export { checkFeedTokens } from './feed-tokens.js';
 export { checkBeamAdvance, checkBeamCrossAttention, checkBeamSelfAttention, checkBeamTopK } from './beam.js';
-export { checkRowScale, checkRowSquares } from './row-norm.js';

@@ -141,11 +141,7 @@ export function planSkinnyGemm(dtype: 'bf16' | 'f16', M: number, N: number, K: n
  * order: deterministic) and writes them; `direct` — unsplit, each fragment value straight out.
  * `consumers` guards the fragment stores (the threads that hold accumulators; '' for all).
  */
-export function skinnyOutputCode(gate: SkinnyGemmSpec['gate'], o: { region: string; pitch: string; consumers: string; accumulate?: boolean; rowSquares?: boolean }): { combine: string; direct: string } {
-  if (o.rowSquares) {
-    if (gate) throw new RangeError('skinnyOutputCode: rowSquares is not with a gated product');
-    return rowSquaresOutputCode(o);
-  }
+export function skinnyOutputCode(gate: SkinnyGemmSpec['gate'], o: { region: string; pitch: string; consumers: string; accumulate?: boolean }): { combine: string; direct: string } {
   // Output of C fragment value v at feature n, row m (gated: gate tile i's value and up tile FT + i's;
   // accumulate: added to what out holds, GEMM's beta = 1).
   const write = gate
@@ -182,95 +178,6 @@ export function skinnyOutputCode(gate: SkinnyGemmSpec['gate'], o: { region: stri
       if (n < N && m < M) {
         const float vg = acc[i][j][q]${gate ? ', vu = acc[FT + i][j][q]' : ''};
         ${write}
-      }
-    }
-  }
-`;
-  return { combine, direct };
-}
-
-/**
- * skinnyOutputCode with RowNormSquares (backend.ts; the streamed GEMM's spec.rowSquares): each value v
- * as stored also goes to row_scaled as v·row_gamma[n], and v² into its row's sum over the 16 columns of
- * its slot, row_squares_out [M, ⌈N/16⌉]. Combine: a warp takes 32 consecutive elements of one row (BN
- * and every step are multiples of 32), two slots, added up by shuffles. Direct: lane (g, t) holds
- * columns g and g + 8 of a 16-column tile for rows 2t, 2t + 1 of a row tile; the 8 lanes of a t add up.
- * Constants and locals as skinnyOutputCode's, and lane (g, t), row_gamma, row_scaled, row_squares_out.
- */
-function rowSquaresOutputCode(o: { region: string; pitch: string; consumers: string; accumulate?: boolean }): { combine: string; direct: string } {
-  const store = (value: string) => String.raw`const T stored = from_float<T>(epilogue(${value}, bias, n)${o.accumulate ? ' + to_float(out[(size_t)m * N + n])' : ''});
-          out[(size_t)m * N + n] = stored;
-          const float v = to_float(stored);
-          row_scaled[(size_t)m * N + n] = from_float<T>(v * to_float(row_gamma[n]));`;
-  const guard = o.consumers === '' ? '' : `if (${o.consumers}) `;
-  // The elements a thread takes (e = rank·THREADS + tid + it·SPLITS·THREADS < M·BN): their old out and γ
-  // are loaded before the cluster exchange, so the combine's loop waits on no global load.
-  const combine = String.raw`  __syncthreads();  // every warp is done with the stages: they now take this block's sums [row][weight row]
-  constexpr int ITERS = (XROWS * BN + SPLITS * THREADS - 1) / (SPLITS * THREADS);
-  const int first_e = (int)cluster_rank() * THREADS + tid;
-  T old_out[ITERS], gamma_of[ITERS];
-  #pragma unroll
-  for (int it = 0; it < ITERS; it++) {
-    const int e = first_e + it * SPLITS * THREADS, m = e / BN, n = n0 + e % BN;
-    const bool inside = e < M * BN && n < N;
-    old_out[it] = ${o.accumulate ? 'inside ? out[(size_t)m * N + n] : ' : ''}from_float<T>(0.f);
-    gamma_of[it] = inside ? row_gamma[n] : from_float<T>(0.f);
-  }
-  float* sums = reinterpret_cast<float*>(${o.region});
-  ${guard}{ FOR_EACH_FRAGMENT(WT) sums[row_of(j, q) * ${o.pitch} + tile_row(i) + g + 8 * (q >> 1)] = acc[i][j][q]; }
-  cluster_sync();  // every split's sums are in its block's shared memory
-  {
-    const int slots_out = (N + 15) >> 4;
-    #pragma unroll
-    for (int it = 0; it < ITERS; it++) {
-      const int e = first_e + it * SPLITS * THREADS, m = e / BN, f = e % BN, n = n0 + f;
-      if (e >= M * BN) break;  // warp-uniform: a warp's 32 elements lie in one row
-      float square = 0.f;
-      if (n < N) {
-        float part[SPLITS];
-        #pragma unroll
-        for (int s = 0; s < SPLITS; s++) part[s] = cluster_load(&sums[m * ${o.pitch} + f], s);
-        float vg = 0.f;
-        #pragma unroll
-        for (int s = 0; s < SPLITS; s++) vg += part[s];
-        const T stored = from_float<T>(epilogue(vg, bias, n)${o.accumulate ? ' + to_float(old_out[it])' : ''});
-        out[(size_t)m * N + n] = stored;
-        const float v = to_float(stored);
-        row_scaled[(size_t)m * N + n] = from_float<T>(v * to_float(gamma_of[it]));
-        square = v * v;
-      }
-      #pragma unroll
-      for (int d = 1; d < 16; d <<= 1) square += __shfl_xor_sync(0xffffffffu, square, d);
-      if ((tid & 15) == 0 && n < N) row_squares_out[(size_t)m * slots_out + (n >> 4)] = square;
-    }
-  }
-  cluster_sync();  // no block leaves while another may still read its sums
-`;
-  const direct = String.raw`  ${guard}{
-    const int slots_out = (N + 15) >> 4;
-    #pragma unroll
-    for (int i = 0; i < FT; i++) {
-      const int base = n0 + (warp * FT + i) * 16;
-      #pragma unroll
-      for (int j = 0; j < NT; j++) {
-        float square[2] = {0.f, 0.f};
-        #pragma unroll
-        for (int q = 0; q < 4; q++) {
-          const int n = base + g + 8 * (q >> 1), m = row_of(j, q);
-          if (n < N && m < M) {
-            ${store('acc[i][j][q]')}
-            square[q & 1] += v * v;
-          }
-        }
-        #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          float sum = square[h];
-          sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-          sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-          sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-          const int m = 8 * j + 2 * t + h;
-          if (g == 0 && m < M && base < N) row_squares_out[(size_t)m * slots_out + (base >> 4)] = sum;
-        }
       }
     }
   }

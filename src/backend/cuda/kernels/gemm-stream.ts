@@ -27,27 +27,11 @@
 // stages, so only the producer waits.
 // Bytes: N·K·s of weights once, M·K·s of x per feature tile (L2 hits after the first).
 // Precision: f32 products and sums of the stored 16-bit values (as cuBLASLt with f32 compute).
-// Accumulate (GEMM's beta = 1): out += the product (+ bias) — a decode step's O and down products adding
-// into the residual stream x themselves, so the norm after them only reads x.
-// RMS norm (normLinear's residualNorm of x without y, then this product, at decode's rows): out =
-// ep((x·rstd ⊙ γ)·wᵀ) = ep(rstd ⊙ ((x ⊙ γ)·wᵀ)), rstd = 1/sqrt(mean(x²) + eps) per row. All of K passes
-// through an unsplit block, so the consumers take each row's squares from the x fragments they load
-// anyway — warp w those of the k steps ≡ w mod CW, by two more mma.sync a row-tile pair (x·xᵀ's diagonal
-// blocks: the B fragments of two row tiles are the A fragment of their 16 rows) — multiply the fragments by
-// γ (one bf16x2 / f16x2 product a register, rounded as the norm's output would be; γ of a chunk loaded
-// before its full-barrier wait) and scale the f32 sums by rstd before the epilogue.
-// Not faster (H200, sessions 24–25, docs/perf.md): at Llama 1.2B's batch-32 QKV the kernel took 18.9 µs
-// against 8.5 with the γ products and the squares cut (a timing-only build), each of the two costing
-// ~4 µs inside the k loop; the producer warp summing the squares from the stages instead was as slow;
-// γ loaded before the barrier wait and the squares by mma.sync (this form) 17.5 µs, b32 decode 1.163
-// against 1.022 ms/token with the usual residualNorm + GEMM. Opt-in.
-// The norm's output h is not written: the caller reads only the product (NormLinearArgs.skipNormOut).
-// The norm split across two products (rowSquares / rowScale, backend.ts RowNormSquares): the product
-// adding into x also writes x ⊙ γ and x's 16-column sums of squares from its epilogue (the combine's warp
-// holds 32 columns of one row: shuffles add a slot; the direct write's 8 lanes of a t add theirs), and
-// the product reading x ⊙ γ scales its rows by 1/rms, which the producer warp's 31 idle lanes add up
-// while lane 0 issues the copies. Correct, not faster (H200, session 28: Llama 1.2B b32 1.015 → 1.028
-// ms/token; the first form, the sums added after the last copy by warp shuffles, 1.105). Opt-in.
+// Accumulate (GEMM's beta = 1): out += the product (+ bias).
+// Removed in session 58, opt-in and measured slower (docs/perf.md "Sessions 24–25", "Session 28"; the last
+// commit with them is 97e55d8): the RMS norm formed in the kernel (FUSEFORMER_STREAM_NORM), the norm split
+// across two products (rowSquares / rowScale, FUSEFORMER_ROW_NORM), fewer stages copied before the wait
+// (FUSEFORMER_STREAM_PREWAIT) and the trigger at the kernel's start (FUSEFORMER_STREAM_EARLY_TRIGGER).
 // INT4 (spec.int4; int4Linear's W4A16 layout, quant-int4.ts: qweight u32 [N, K/8], f16 scales and u8
 // zeros per group of G k): the packed rows are a tensor map of 16-bit columns [rows, K/4], so a stage is
 // one 128-byte box of each weight row (256 k) and four x boxes of 64 k after the weight rows. The math is
@@ -99,14 +83,6 @@ const SPLIT_STAGE_BUDGET_BYTES = 100 * 1024;
 const MAX_SHARED_BYTES = 227 * 1024;
 /** Bytes before the stages: the 2·STAGES mbarriers (8 bytes each), padded to keep the stages 128-byte aligned. */
 const BARRIER_BYTES = 128;
-/** The RMS norm's row sums of squares after the barriers: a consumer warp's 8·rowTiles ≤ 64 floats each. */
-function rowSumBytes(spec: Pick<StreamGemmSpec, 'warps' | 'rowTiles'>): number {
-  return spec.warps * 8 * spec.rowTiles * 4;
-}
-/** Bytes before the ring's alignment slack: with rowScale, each row's 1/rms (8·rowTiles floats). */
-function headerBytes(spec: Pick<StreamGemmSpec, 'norm' | 'warps' | 'rowTiles' | 'rowScale'>): number {
-  return BARRIER_BYTES + (spec.norm ? rowSumBytes(spec) : 0) + (spec.rowScale ? 8 * spec.rowTiles * 4 : 0);
-}
 const MAX_STAGES = 8;
 /** Extra floats a row of the combine's shared sums carries, so the fragments' stores miss no bank twice. */
 const COMBINE_PAD = 4;
@@ -129,68 +105,17 @@ export interface StreamGemmSpec {
   readonly gate?: { readonly activation: Activation; readonly bias: boolean };
   /** out += the product (beta = 1); not with gate. */
   readonly accumulate?: boolean;
-  /** x is RMS-normalised in the kernel (γ and eps are arguments); unsplit only. */
-  readonly norm?: 'rms';
-  /** The next kernel may launch as this one starts, not after its main loop (streamEarlyTrigger). */
-  readonly earlyTrigger?: boolean;
-  /**
-   * Stages whose weights the producer copies before its grid-dependency wait (1..stages; unset: every
-   * stage of the ring). Fewer leave HBM to the kernel before (streamPreWaitStages); not with int4.
-   */
-  readonly preWaitStages?: number;
   /**
    * W4A16 (int4Linear's layout, see "INT4" in the header): the weights are packed nibbles with f16 scales
    * and u8 zeros per group of `groupSize` k (a multiple of 128 dividing K); chunkK 256.
    */
   readonly int4?: { readonly groupSize: number };
-  /**
-   * RowNormScale (backend.ts): each row's sums times its 1/rms, from the partial sums of squares the
-   * product before left (row_squares_in [M, K/16]), which the producer warp adds up once its copies are
-   * issued — off the consumers' path. Not with norm or int4.
-   */
-  readonly rowScale?: boolean;
-  /**
-   * RowNormSquares (backend.ts): beside out, out ⊙ γ and each row's sums of out² over 16 columns, from
-   * the values as stored (the epilogue's; a warp's shuffles add up a slot). Not gated, not with int4.
-   */
-  readonly rowSquares?: boolean;
-}
-
-/**
- * Whether the streamed GEMM lets the next kernel launch as it starts (FUSEFORMER_STREAM_EARLY_TRIGGER=1,
- * opt-in) instead of after its main loop: the next kernel's blocks then take the SMs this grid leaves
- * idle (Llama 1.2B's batch-32 QKV runs 48 blocks) and, under a programmatic launch, issue their weight
- * loads before their own wait. Safe whatever follows: a kernel that waits cannot complete before the
- * one it waits on, so a wait two kernels on still orders after this grid.
- */
-export function streamEarlyTrigger(env: NodeJS.ProcessEnv = process.env): boolean {
-  return envFlag('FUSEFORMER_STREAM_EARLY_TRIGGER', env['FUSEFORMER_STREAM_EARLY_TRIGGER'], false);
 }
 
 export function streamGemmKey(s: StreamGemmSpec): string {
   const tail = s.gate ? `gated_${s.gate.activation}${s.gate.bias ? '_bias' : ''}` : s.epilogue;
   return `gemm_stream.${s.dtype}.nt${s.rowTiles}.w${s.warps}.ft${s.featureTiles}.kc${s.chunkK}.s${s.stages}${s.splits > 1 ? `.k${s.splits}` : ''}.${tail}`
-    + `${s.accumulate ? '.acc' : ''}${s.norm ? `.${s.norm}` : ''}${s.earlyTrigger ? '.et' : ''}${s.int4 ? `.int4_g${s.int4.groupSize}` : ''}`
-    + `${s.preWaitStages !== undefined ? `.pw${s.preWaitStages}` : ''}${s.rowScale ? '.rs' : ''}${s.rowSquares ? '.rq' : ''}`;
-}
-
-/**
- * Stages a bf16 / f16 streamed GEMM copies before its wait, from the environment (a sweep knob, unset by
- * default = the whole ring): FUSEFORMER_STREAM_PREWAIT=n for every product, FUSEFORMER_STREAM_PREWAIT_GATED=n
- * for the gated one (over the first). Why: at Llama 1.2B's batch 32 the residual norm before the gated
- * product takes 5.5 µs on the chain against 2.9 before QKV (session 27's timelines by role) — the gated
- * grid's ~20 MB of pre-wait copies run beside that norm, and its reads queue behind them.
- */
-export function streamPreWaitStages(gated: boolean, env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const parse = (name: string): number | undefined => {
-    const value = env[name];
-    if (value === undefined || value === '') return undefined;
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < 1 || n > MAX_STAGES) throw new Error(`${name} must be a whole number of stages, 1..${MAX_STAGES}, got '${value}'`);
-    return n;
-  };
-  const all = parse('FUSEFORMER_STREAM_PREWAIT'), gatedOnly = parse('FUSEFORMER_STREAM_PREWAIT_GATED');
-  return gated && gatedOnly !== undefined ? gatedOnly : all;
+    + `${s.accumulate ? '.acc' : ''}${s.int4 ? `.int4_g${s.int4.groupSize}` : ''}`;
 }
 
 export interface StreamGemmPlan {
@@ -229,7 +154,7 @@ const RING_ALIGN_BYTES = 1024;
 /** Dynamic shared memory of a block: the barriers, then its stages (which the split combine reuses for the block's sums). */
 export function streamSharedBytes(spec: StreamGemmSpec): number {
   const combine = spec.splits > 1 ? 8 * spec.rowTiles * (weightRows(spec) + COMBINE_PAD) * 4 : 0;
-  return headerBytes(spec) + RING_ALIGN_BYTES + Math.max(spec.stages * streamStageBytes(spec), combine);
+  return BARRIER_BYTES + RING_ALIGN_BYTES + Math.max(spec.stages * streamStageBytes(spec), combine);
 }
 
 /** The deepest ring of at most MAX_STAGES stages within the budget (at least 2), or null if two do not fit. */
@@ -253,17 +178,16 @@ function stagesFor(spec: Omit<StreamGemmSpec, 'stages' | 'splits' | 'epilogue'>,
  */
 export function planStreamGemm(
   dtype: 'bf16' | 'f16', M: number, N: number, K: number, epilogue: GemmEpilogue, gate: StreamGemmSpec['gate'], multiProcessorCount: number,
-  extra: Pick<StreamGemmSpec, 'accumulate' | 'norm' | 'earlyTrigger' | 'preWaitStages' | 'rowScale' | 'rowSquares'> = {},
+  extra: Pick<StreamGemmSpec, 'accumulate'> = {},
 ): StreamGemmPlan {
   if (M < 1 || M > STREAM_MAX_ROWS) throw new RangeError(`planStreamGemm: ${M} rows: the kernel takes 1..${STREAM_MAX_ROWS}`);
   if (K % STREAM_K_MULTIPLE !== 0) throw new RangeError(`planStreamGemm: K = ${K} is not a multiple of ${STREAM_K_MULTIPLE}`);
   const rowTiles = 2 * Math.ceil(M / 16);
   const base = { dtype, rowTiles, warps: 4 as const, featureTiles: 1 as const, ...(gate ? { gate } : {}), ...extra };
   const tiles = Math.ceil(N / streamBlockFeatures(base));
-  // The most splits of K a stage depth allows (1 when the tiles fill a quarter of the SMs or more, and
-  // with the norm, whose row sums need all of K in one block).
+  // The most splits of K a stage depth allows (1 when the tiles fill a quarter of the SMs or more).
   const splitsAt = (chunkK: number): number => {
-    if (extra.norm || 4 * tiles >= multiProcessorCount || K % chunkK !== 0) return 1;
+    if (4 * tiles >= multiProcessorCount || K % chunkK !== 0) return 1;
     return [8, 6, 4, 2].find((s) => tiles * s <= multiProcessorCount && K / chunkK / s >= 2) ?? 1;
   };
   const chunkK: 64 | 128 = K % 128 === 0 && splitsAt(128) >= splitsAt(64) ? 128 : 64;
@@ -271,10 +195,7 @@ export function planStreamGemm(
   const shallow = splits > 1 || tiles > multiProcessorCount;
   const stages = stagesFor({ ...base, chunkK }, shallow ? SPLIT_STAGE_BUDGET_BYTES : STAGE_BUDGET_BYTES);
   if (stages === null) throw new RangeError(`planStreamGemm: no stage of ${M} rows fits in shared memory`);
-  // A pre-wait count past the ring is the whole ring: the default form.
-  const { preWaitStages, ...rest } = { ...base, chunkK, stages, splits, epilogue };
-  const spec = preWaitStages !== undefined && preWaitStages < stages ? { ...rest, preWaitStages } : rest;
-  return { spec, grid: [tiles, splits] };
+  return { spec: { ...base, chunkK, stages, splits, epilogue }, grid: [tiles, splits] };
 }
 
 /** k of an INT4 stage: one 128-byte box (64 16-bit pairs of nibbles) of each packed weight row. */
@@ -470,40 +391,6 @@ export function launchStreamInt4(host: KernelHost, plan: StreamGemmPlan, a: Stre
   );
 }
 
-/**
- * rowScale: while lane 0 of the producer warp issues the copies, its other 31 lanes add up the partial
- * sums of squares the product before left (row_squares_in [M, K/16]; K is a multiple of 64, so a row is
- * whole float4s) — a lane a row, 4 independent sums, 4 float4 loads in flight — and write each row's 1/rms
- * to row_rstd. The sums are the previous kernel's output: these lanes wait for it first.
- */
-const ROW_RSTD_CODE = String.raw`
-    else {
-      asm volatile("griddepcontrol.wait;" ::: "memory");
-      const int quads = K >> 6;  // float4s of a row
-      for (int r = lane - 1; r < XROWS; r += 31) {
-        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-        if (r < M) {
-          const float4* row = reinterpret_cast<const float4*>(row_squares_in + (size_t)r * (K >> 4));
-          int j = 0;
-          #pragma unroll 2
-          for (; j + 4 <= quads; j += 4) {
-            const float4 a = row[j], b = row[j + 1], c = row[j + 2], d = row[j + 3];
-            s0 += (a.x + a.y) + (a.z + a.w); s1 += (b.x + b.y) + (b.z + b.w); s2 += (c.x + c.y) + (c.z + c.w); s3 += (d.x + d.y) + (d.z + d.w);
-          }
-          for (; j < quads; j++) { const float4 a = row[j]; s0 += (a.x + a.y) + (a.z + a.w); }
-        }
-        row_rstd[r] = rsqrtf(((s0 + s1) + (s2 + s3)) / (float)K + row_eps);
-      }
-    }`;
-
-/** The norm's helper: two 16-bit products rounded to T (γ ⊙ x). */
-const NORM_CODE: Record<'bf16' | 'f16', string> = {
-  bf16: String.raw`
-__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }`,
-  f16: String.raw`
-__device__ __forceinline__ u32 mul_pairs(u32 a, u32 b) { u32 d; asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b)); return d; }`,
-};
-
 export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   const name = kernelIdentifier(streamGemmKey(spec));
   const gate = spec.gate, FT = spec.featureTiles, WT = gate ? 2 * FT : FT, NT = spec.rowTiles, CW = spec.warps, S = spec.splits;
@@ -514,20 +401,15 @@ export function streamGemmSource(spec: StreamGemmSpec): KernelSource {
   if (FT !== 1 && FT !== 2) throw new RangeError(`streamGemmSource: feature tiles must be 1 or 2, got ${FT}`);
   if (INT4 ? spec.chunkK !== STREAM_INT4_CHUNK_K : spec.chunkK !== 64 && spec.chunkK !== 128) throw new RangeError(`streamGemmSource: chunkK must be ${INT4 ? STREAM_INT4_CHUNK_K : '64 or 128'}, got ${spec.chunkK}`);
   if (spec.int4 && (spec.int4.groupSize % STREAM_INT4_GROUP_MULTIPLE !== 0 || spec.int4.groupSize <= 0)) throw new RangeError(`streamGemmSource: INT4 groups must be a positive multiple of ${STREAM_INT4_GROUP_MULTIPLE}, got ${spec.int4.groupSize}`);
-  if (INT4 && (spec.norm || spec.accumulate)) throw new RangeError('streamGemmSource: the INT4 form has neither the norm nor the accumulate epilogue');
+  if (INT4 && spec.accumulate) throw new RangeError('streamGemmSource: the INT4 form has no accumulate epilogue');
   if (!Number.isInteger(spec.stages) || spec.stages < 2 || spec.stages > MAX_STAGES) throw new RangeError(`streamGemmSource: stages must be 2..${MAX_STAGES}, got ${spec.stages}`);
   if (!Number.isInteger(S) || S < 1 || S > STREAM_MAX_SPLITS) throw new RangeError(`streamGemmSource: splits must be 1..${STREAM_MAX_SPLITS}, got ${S}`);
   if (streamSharedBytes(spec) > MAX_SHARED_BYTES) throw new RangeError(`streamGemmSource: ${streamSharedBytes(spec)} bytes of shared memory exceed ${MAX_SHARED_BYTES}`);
-  if (spec.norm && S > 1) throw new RangeError('streamGemmSource: the RMS norm needs all of K in one block (splits 1)');
-  if (spec.preWaitStages !== undefined && (INT4 || !Number.isInteger(spec.preWaitStages) || spec.preWaitStages < 1 || spec.preWaitStages > spec.stages)) throw new RangeError(`streamGemmSource: pre-wait stages must be 1..${spec.stages} (not with INT4), got ${spec.preWaitStages}`);
   if (spec.accumulate && gate) throw new RangeError('streamGemmSource: a gated product does not accumulate');
-  if (spec.rowScale && (spec.norm !== undefined || INT4)) throw new RangeError('streamGemmSource: rowScale is not with the norm or the INT4 form');
-  if (spec.rowSquares && (gate || INT4)) throw new RangeError('streamGemmSource: rowSquares is not with a gated product or the INT4 form');
-  const NORM = spec.norm !== undefined, PRE_WAIT = spec.preWaitStages !== undefined, ROW_SCALE = spec.rowScale === true;
   const BN = streamBlockFeatures(spec), WROWS = weightRows(spec);
   if (BN > 256) throw new RangeError(`streamGemmSource: a tensor-map box holds at most 256 rows, BN = ${BN}`);
   const { combine, direct } = skinnyOutputCode(gate, {
-    region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW', ...(spec.accumulate ? { accumulate: true } : {}), ...(spec.rowSquares ? { rowSquares: true } : {}),
+    region: 'ring', pitch: 'SUM_PITCH', consumers: 'warp < CW', ...(spec.accumulate ? { accumulate: true } : {}),
   });
   const source = String.raw`${DEVICE_LIB}
 ${MMA_LIB}
@@ -539,7 +421,7 @@ ${constants({ NT, FT, WT, BN, WROWS, XROWS: 8 * NT, CW, THREADS: (CW + 1) * 32, 
 
 ${TENSOR_MAP_LIB}
 ${tmaWeightLoadCode()}
-${gemvOutputCode(spec.epilogue, gate, 'mma')}${NORM ? NORM_CODE[spec.dtype] : ''}${INT4 ? `
+${gemvOutputCode(spec.epilogue, gate, 'mma')}${INT4 ? `
 ${int4MmaDequantCode(spec.dtype)}constexpr int G = ${spec.int4!.groupSize};
 __device__ __forceinline__ uint4 lds_u4(u32 addr) {
   uint4 r;
@@ -550,17 +432,15 @@ __device__ __forceinline__ uint4 lds_u4(u32 addr) {
 #define FOR_EACH_FRAGMENT(TILES) \
   _Pragma("unroll") for (int i = 0; i < (TILES); i++) _Pragma("unroll") for (int j = 0; j < NT; j++) _Pragma("unroll") for (int q = 0; q < 4; q++)
 
-// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.${NORM ? '\n// gamma [K]: the RMS norm\'s weights.' : ''}${INT4 ? '\n// INT4: w is qweight u32 [N, K/8] (gated [2N, K/8]) read as 16-bit pairs; scales f16 and zeros u8 [rows, K/G].' : ''}
+// x [M, K], w [N, K] (gated: [2N, K]), bias [N] (gated: [2N]) or null, out [M, N]; K a multiple of KC.${INT4 ? '\n// INT4: w is qweight u32 [N, K/8] (gated [2N, K/8]) read as 16-bit pairs; scales f16 and zeros u8 [rows, K/G].' : ''}
 // Grid (⌈N / BN⌉, SPLITS), block THREADS (warp CW is the producer); the SPLITS blocks of a feature tile are one cluster.
 extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__launch_bounds__(THREADS, 1) ${name}(
-    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K${NORM ? ',\n    const T* __restrict__ gamma, float eps' : ''}${INT4 ? ',\n    const __half* __restrict__ scales, const unsigned char* __restrict__ zeros' : ''}${ROW_SCALE ? ',\n    const float* __restrict__ row_squares_in, float row_eps' : ''}${spec.rowSquares ? ',\n    const T* __restrict__ row_gamma, T* __restrict__ row_scaled, float* __restrict__ row_squares_out' : ''}) {
+    const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap, const T* __restrict__ bias, T* __restrict__ out, int M, int N, int K${INT4 ? ',\n    const __half* __restrict__ scales, const unsigned char* __restrict__ zeros' : ''}) {
   extern __shared__ __align__(128) unsigned char smem[];
   u64* full = reinterpret_cast<u64*>(smem);
-  u64* empty = full + STAGES;${NORM ? `
-  float* row_squares = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [CW][XROWS]: each consumer warp's Σ x² of each row` : ''}${ROW_SCALE ? `
-  float* row_rstd = reinterpret_cast<float*>(smem + ${BARRIER_BYTES});  // [XROWS]: each row's 1/rms (rowScale)` : ''}
+  u64* empty = full + STAGES;
   // The ring starts at the first 1024-byte boundary past the barriers: the 128-byte swizzle repeats every 8 rows.
-  unsigned char* ring = smem + ((smem_u32(smem) + ${headerBytes(spec)} + 1023) & ~1023u) - smem_u32(smem);
+  unsigned char* ring = smem + ((smem_u32(smem) + ${BARRIER_BYTES} + 1023) & ~1023u) - smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN, split = blockIdx.y;
@@ -572,15 +452,10 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
     for (int s = 0; s < STAGES; s++) { mbar_init_count(&full[s], ${INT4 ? 33 : 1}); mbar_init_count(&empty[s], CW); }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();${spec.earlyTrigger ? `
-  GRID_DEPENDENCY_TRIGGER();  // the next kernel may launch now (earlyTrigger)` : ''}
+  __syncthreads();
 
   float acc[WT][NT][4];
-  FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;${NORM ? `
-  // A consumer's x·xᵀ blocks over its k (the k steps ≡ warp mod CW of every chunk), by tensor cores: for
-  // the row-tile pair (j, j + 1), square[j / 2][h] = x[rows 8j..8j+15]·x[rows 8(j+h)..]ᵀ; row r's Σ x² is
-  // on the diagonal.
-  float square[NT / 2][2][4] = {};` : ''}
+  FOR_EACH_FRAGMENT(WT) acc[i][j][q] = 0.f;
   // Weight tile i of consumer warp "warp": its first row in a stage (gated: the gate tiles, then the up rows' at BN + …).
   const auto tile_row = [&](int i) { return (GATED && i >= FT ? BN : 0) + (warp * FT + (i % FT)) * 16; };
 
@@ -613,34 +488,20 @@ extern "C" __global__ void ${S > 1 ? `__cluster_dims__(1, ${S}, 1) ` : ''}__laun
       copy_x(s, c_begin + i);
     };
 ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
-      const int first = min(count, STAGES);${PRE_WAIT ? `
-      const int early = min(first, ${spec.preWaitStages});  // the stages whose weights go before the wait (preWaitStages)` : ''}
-      for (int i = 0; i < ${PRE_WAIT ? 'early' : 'first'}; i++) {
+      const int first = min(count, STAGES);
+      for (int i = 0; i < first; i++) {
         mbar_expect(&full[i], STAGE_BYTES);
         copy_weights(i, c_begin + i);
       }
-      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)${PRE_WAIT ? `
-      for (int i = early; i < first; i++) {
-        mbar_expect(&full[i], STAGE_BYTES);
-        copy_weights(i, c_begin + i);
-      }` : ''}
+      GRID_DEPENDENCY_WAIT_ONE();  // x is the previous kernel's output (the timeline's stamp: this lane's)
       for (int i = 0; i < first; i++) copy_x(i, c_begin + i);
       for (int i = STAGES; i < count; i++) refill(i % STAGES, i);
-    }${ROW_SCALE ? ROW_RSTD_CODE : ''}`}
+    }`}
     __syncwarp();
   } else {${INT4 ? int4ConsumerCode() : String.raw`
     #pragma unroll 1
     for (int i = 0; i < count; i++) {
-      const int s = i % STAGES;${NORM ? `
-      // γ of this lane's k in the chunk's fragments, loaded before the wait (its latency hidden there):
-      // per k step k0 + 2t, 2t + 1 (the low half of a fragment row) and k0 + 8 + 2t, + 9 (the high half).
-      u32 gamma_lo[KC / 16], gamma_hi[KC / 16];
-      #pragma unroll
-      for (int ks = 0; ks < KC / 16; ks++) {
-        const u32* gamma_pairs = reinterpret_cast<const u32*>(gamma + (size_t)(c_begin + i) * KC + 16 * ks + 2 * t);
-        gamma_lo[ks] = __ldg(gamma_pairs);
-        gamma_hi[ks] = __ldg(gamma_pairs + 4);
-      }` : ''}
+      const int s = i % STAGES;
       mbar_wait(&full[s], (i / STAGES) & 1);
       const u32 stage = smem_u32(ring + s * STAGE_BYTES);
       #pragma unroll
@@ -655,14 +516,7 @@ ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
         #pragma unroll
         for (int j = 0; j < NT; j += 2) {
           u32 b[4];
-          ldsm_x4(x_at(8 * j + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1), b);${NORM ? `
-          if (ks % CW == warp) {
-            // The two row tiles' B fragments are, reordered, the A fragment of their 16 rows.
-            const u32 rows[4] = {b[0], b[2], b[1], b[3]};
-            mma_16816<T>(square[j / 2][0], rows, b[0], b[1]);
-            mma_16816<T>(square[j / 2][1], rows, b[2], b[3]);
-          }
-          b[0] = mul_pairs(b[0], gamma_lo[ks]); b[1] = mul_pairs(b[1], gamma_hi[ks]); b[2] = mul_pairs(b[2], gamma_lo[ks]); b[3] = mul_pairs(b[3], gamma_hi[ks]);` : ''}
+          ldsm_x4(x_at(8 * j + (lane & 7) + 8 * (lane >> 4), (lane >> 3) & 1), b);
           #pragma unroll
           for (int ti = 0; ti < WT; ti++) {
             mma_16816<T>(acc[ti][j], a[ti], b[0], b[1]);
@@ -673,40 +527,12 @@ ${INT4 ? INT4_PRODUCER_CODE : String.raw`    if (lane == 0) {
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage
     }`}
-  }${spec.earlyTrigger ? '' : `
-  GRID_DEPENDENCY_TRIGGER();`}
+  }
+  GRID_DEPENDENCY_TRIGGER();
 
   // C fragment q of tile (i, j): feature n0 + (warp·FT + i mod FT)·16 + g + 8·(q >> 1) (the up tiles' as
   // the gate's), row 8j + 2t + (q & 1); its weight row in the stage is tile_row(i) + g + 8·(q >> 1).
-  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };${ROW_SCALE ? `
-  __syncthreads();  // the producer warp has written row_rstd
-  if (warp < CW) FOR_EACH_FRAGMENT(WT) acc[i][j][q] *= row_rstd[row_of(j, q)];` : ''}${NORM ? `
-  // The norm: each warp's row sums go to shared memory — row 8j + g's is the diagonal element C[g][g] of
-  // square[j / 2][0] (j even) or C[8 + g][g] of square[j / 2][1] (j odd), held by lane (g, t = g / 2) in
-  // register (j odd ? 2 : 0) + (g & 1) — then every row's f32 sums are scaled by its rstd, the warps' sums
-  // added in a fixed order.
-  if (warp < CW) {
-    if (t == (g >> 1)) {
-      #pragma unroll
-      for (int j = 0; j < NT; j++) {
-        const float* c = square[j / 2][j & 1];
-        row_squares[warp * XROWS + 8 * j + g] = (g & 1) ? c[2 * (j & 1) + 1] : c[2 * (j & 1)];  // registers, not a local array
-      }
-    }
-    asm volatile("bar.sync 1, %0;" :: "n"(CW * 32) : "memory");
-    float rstd[NT][2];
-    #pragma unroll
-    for (int j = 0; j < NT; j++) {
-      #pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float sum = 0.f;
-        #pragma unroll
-        for (int w = 0; w < CW; w++) sum += row_squares[w * XROWS + 8 * j + 2 * t + h];
-        rstd[j][h] = rsqrtf(sum / (float)K + eps);
-      }
-    }
-    FOR_EACH_FRAGMENT(WT) acc[i][j][q] *= rstd[j][q & 1];
-  }` : ''}
+  const auto row_of = [&](int j, int q) { return 8 * j + 2 * t + (q & 1); };
 ${S > 1 ? combine : direct}}
 `;
   return { name, source, gridDependencyWait: true };
@@ -765,33 +591,14 @@ export function streamGemmSpace(dtype: 'bf16' | 'f16', M: number, N: number, K: 
 /** A streamed GEMM's operands: the skinny GEMM's (device pointers, bias 0n when absent; gated: N = F). */
 export type StreamLaunch = SkinnyLaunch;
 
-/** The RMS norm the kernel applies to x (spec.norm): γ's device address and eps. */
-export interface StreamNorm {
-  readonly gamma: bigint;
-  readonly eps: number;
-}
-
-/** The operands of spec.rowScale (the partial sums of squares, eps) and spec.rowSquares (γ, the scaled output, the sums): device addresses. */
-export interface StreamRowNorm {
-  readonly scale?: { readonly squares: bigint; readonly eps: number };
-  readonly squares?: { readonly gamma: bigint; readonly scaled: bigint; readonly squares: bigint };
-}
-
-/** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep); `norm` with spec.norm, `rows` with spec.rowScale / rowSquares. */
-export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch, norm?: StreamNorm, rows: StreamRowNorm = {}): void {
+/** Launches `plan` (the planner's, or one of streamGemmSpace's: the sweep). */
+export function launchStreamPlan(host: KernelHost, plan: StreamGemmPlan, a: StreamLaunch): void {
   const spec = plan.spec;
   if (spec.int4) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} is an INT4 plan (launchStreamInt4)`);
-  if ((spec.norm !== undefined) !== (norm !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${norm ? 'has no norm' : 'needs the norm\'s gamma and eps'}`);
-  if ((spec.rowScale === true) !== (rows.scale !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${rows.scale ? 'has no rowScale' : 'needs rowScale\'s sums and eps'}`);
-  if ((spec.rowSquares === true) !== (rows.squares !== undefined)) throw new RangeError(`launchStreamPlan: ${streamGemmKey(spec)} ${rows.squares ? 'has no rowSquares' : 'needs rowSquares\' operands'}`);
   const operands = [arg.tensorMap(streamTensorMap(spec, a.w, (spec.gate ? 2 : 1) * a.N, a.K, streamBlockFeatures(spec))), arg.tensorMap(streamTensorMap(spec, a.x, a.M, a.K, 8 * spec.rowTiles))];
   host.kernel(streamGemmKey(spec), () => streamGemmSource(spec)).launch(
     { grid: [...plan.grid], block: (spec.warps + 1) * 32, sharedBytes: streamSharedBytes(spec) },
-    [
-      ...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K), ...(norm ? [arg.ptr(norm.gamma), arg.f32(norm.eps)] : []),
-      ...(rows.scale ? [arg.ptr(rows.scale.squares), arg.f32(rows.scale.eps)] : []),
-      ...(rows.squares ? [arg.ptr(rows.squares.gamma), arg.ptr(rows.squares.scaled), arg.ptr(rows.squares.squares)] : []),
-    ],
+    [...operands, arg.ptr(a.bias), arg.ptr(a.out), arg.i32(a.M), arg.i32(a.N), arg.i32(a.K)],
   );
 }
 
@@ -800,63 +607,21 @@ export function streamTensorMap(spec: Pick<StreamGemmSpec, 'dtype'>, address: bi
   return { address, dtype: spec.dtype, cols: K, rows, rowStrideBytes: 2 * K, boxCols: 64, boxRows };
 }
 
-/**
- * Launches the kernel for a GEMM streamGemmApplies() accepted (beta = 1: accumulating into out). With
- * `norm`, the GEMM's input is the norm's output and the kernel forms it from `norm.x` (streamNormInput).
- */
-export function launchStreamGemm(host: KernelHost, g: CheckedGemm, norm?: StreamNormInput, rows: StreamRowNorm = {}): void {
-  const a = skinnyGemmOperands(g), extra = {
-    ...(g.beta === 1 ? { accumulate: true } : {}), ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(false), ...rowNormExtra(rows),
-  };
-  const plan = planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount, extra);
-  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm, rows);
+/** Launches the kernel for a GEMM streamGemmApplies() accepted (beta = 1: accumulating into out). */
+export function launchStreamGemm(host: KernelHost, g: CheckedGemm): void {
+  const a = skinnyGemmOperands(g);
+  const plan = planStreamGemm(g.problem.dtype as 'bf16' | 'f16', a.M, a.N, a.K, g.problem.epilogue, undefined, host.multiProcessorCount, g.beta === 1 ? { accumulate: true } : {});
+  launchStreamPlan(host, plan, a);
 }
 
-function rowNormExtra(rows: StreamRowNorm): { rowScale?: true; rowSquares?: true } {
-  return { ...(rows.scale ? { rowScale: true } : {}), ...(rows.squares ? { rowSquares: true } : {}) };
-}
-
-/** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written); `norm` as launchStreamGemm's. */
-export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear, norm?: StreamNormInput, rows: Pick<StreamRowNorm, 'scale'> = {}): void {
+/** Launches the gated kernel for a gatedLinear streamGatedApplies() accepted (the scratch `up` is not written). */
+export function launchStreamGated(host: KernelHost, g: CheckedGatedLinear): void {
   const { operands: a, gate } = skinnyGatedOperands(g);
-  const extra = { ...(norm ? { norm: 'rms' as const } : {}), ...earlyTriggerExtra(), ...preWaitExtra(true), ...rowNormExtra(rows) };
-  const plan = planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount, extra);
-  launchStreamPlan(host, plan, norm ? { ...a, x: norm.x } : a, norm, rows);
+  launchStreamPlan(host, planStreamGemm(g.x.dtype as 'bf16' | 'f16', a.M, a.N, a.K, 'none', gate, host.multiProcessorCount), a);
 }
 
 /** The process's settings, read once (tests set them directly). */
-export const streamGemmOptions: { earlyTrigger: boolean; int4Shape: StreamInt4Shape; preWait: { plain?: number; gated?: number } } = {
-  earlyTrigger: streamEarlyTrigger(), int4Shape: streamInt4Shape(),
-  preWait: { ...optional('plain', streamPreWaitStages(false)), ...optional('gated', streamPreWaitStages(true)) },
-};
-
-function optional<K extends string>(key: K, value: number | undefined): { [P in K]?: number } {
-  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: number };
-}
-
-function earlyTriggerExtra(): { earlyTrigger?: true } {
-  return streamGemmOptions.earlyTrigger ? { earlyTrigger: true } : {};
-}
-
-function preWaitExtra(gated: boolean): { preWaitStages?: number } {
-  const n = gated ? streamGemmOptions.preWait.gated : streamGemmOptions.preWait.plain;
-  return n === undefined ? {} : { preWaitStages: n };
-}
-
-/** A residual norm as the kernel's prologue: the rows it normalises (x's address), γ, eps. */
-export interface StreamNormInput extends StreamNorm {
-  readonly x: bigint;
-}
-
-/**
- * The norm of a normLinear the kernel can form itself: RMS, x only read (no y: the residual was added by
- * the products before, accumulating into x), 16-byte aligned x and γ. Its output is not written.
- */
-export function streamNormInput(n: { readonly norm: 'layer' | 'rms'; readonly x: Tensor; readonly y?: Tensor | undefined; readonly gamma: Tensor; readonly eps: number }): StreamNormInput | undefined {
-  const ptr = (t: Tensor) => (t as CudaTensor).ptr;
-  if (n.norm !== 'rms' || n.y !== undefined || ptr(n.x) % 16n !== 0n || ptr(n.gamma) % 16n !== 0n) return undefined;
-  return { x: ptr(n.x), gamma: ptr(n.gamma), eps: n.eps };
-}
+export const streamGemmOptions: { int4Shape: StreamInt4Shape } = { int4Shape: streamInt4Shape() };
 
 /** Representative plans for the nvcc compile check (132 SMs): Llama 1.2B at batch 32, GPT-2's products, odd rows, the gated MLP. */
 export function catalog(): KernelSource[] {
@@ -874,29 +639,11 @@ export function catalog(): KernelSource[] {
     // The sweep's other shapes: two feature tiles a warp, split and gated.
     streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 4, featureTiles: 2, chunkK: 128, stages: 4, splits: 4, epilogue: 'none' }),
     streamGemmSource({ dtype: 'bf16', rowTiles: 4, warps: 4, featureTiles: 2, chunkK: 64, stages: 4, splits: 2, epilogue: 'none', gate: { activation: 'silu', bias: false } }),
-    // A decode step's residual stream: the O and down products adding into x, the RMS norm in QKV and gate/up.
+    // Accumulating into out (beta = 1): an O or down product adding into the residual stream.
     ...[
-      planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true }),  // (the down product's plan is the same)
+      planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true }),
       planStreamGemm('f16', 7, 1024, 2048, 'bias', undefined, 132, { accumulate: true }),
-      planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { norm: 'rms' }),
-      planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { norm: 'rms' }),
-      planStreamGemm('f16', 13, 384, 64, 'bias', undefined, 132, { norm: 'rms' }),
-      planStreamGemm('bf16', 64, 512, 256, 'none', undefined, 132, { norm: 'rms' }),
     ].map((plan) => streamGemmSource(plan.spec)),
-    // The RMS norm split across the products (rowScale / rowSquares): Llama 1.2B's QKV and gate/up reading the
-    // sums, its O and down products (split: the cluster combine) leaving them, an unsplit producer (the
-    // fragments' direct write), odd rows, a partial 16-column slot.
-    ...[
-      planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { rowScale: true }),
-      planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { rowScale: true }),
-      planStreamGemm('f16', 13, 384, 64, 'gelu_bias', undefined, 132, { rowScale: true }),
-      planStreamGemm('bf16', 32, 2048, 2048, 'none', undefined, 132, { accumulate: true, rowSquares: true }),  // (the down product's plan is the same)
-      planStreamGemm('bf16', 24, 8192, 2048, 'none', undefined, 132, { accumulate: true, rowSquares: true }),
-      planStreamGemm('f16', 7, 1000, 768, 'bias', undefined, 132, { rowSquares: true }),
-    ].map((plan) => streamGemmSource(plan.spec)),
-    // Fewer stages copied before the wait (the preWaitStages sweep knob): gate/up with 2, QKV with 1.
-    streamGemmSource(planStreamGemm('bf16', 32, 8192, 2048, 'none', { activation: 'silu', bias: false }, 132, { preWaitStages: 2 }).spec),
-    streamGemmSource(planStreamGemm('bf16', 32, 3072, 2048, 'none', undefined, 132, { preWaitStages: 1 }).spec),
     // The INT4 form: Llama 1.2B's gate/up at 32 rows, its down at 17 (three row tiles), QKV at 8, GPT-2's f16 QKV with
     // tanh-GELU at 5, the sweep's 4-warp shapes.
     ...[

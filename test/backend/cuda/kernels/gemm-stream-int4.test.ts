@@ -171,6 +171,6 @@ test('the INT4 source: one weight box a stage, four x boxes after the weight row
     ['chunkK 128', { ...plan.spec, chunkK: 128 as const }],
     ['groups of 64', { ...plan.spec, int4: { groupSize: 64 } }],
     ['5 row tiles', { ...plan.spec, rowTiles: 5 }],
-    ['the norm', { ...plan.spec, norm: 'rms' as const, splits: 1 }],
+    ['accumulate', { ...plan.spec, accumulate: true }],
   ] as const) assert.throws(() => stream.streamGemmSource(spec), RangeError, why);
 });
