@@ -1,6 +1,6 @@
 // `node dist/bench/sass-probe.js [--out DIR] [--match REGEX]`: cubins of GPT-2 124M's and Llama 1.2B's
 // batch-1 decode GEMVs (the planner's picks, compiled as the runtime compiles them), each with plain weight
-// loads, evict-first hinted ones, hinted ones with an evict-normal policy and coherent ones, in the plain and
+// loads, evict-first hinted ones and coherent ones, in the plain and
 // the timeline build (-DFUSEFORMER_TIMELINE), compiled here with nvcc (no GPU needed) into DIR (default
 // sass-probe/, untracked). Disassemble them here with `bash bench/sass-local.sh sass-probe/*.cubin`, or on
 // the device (carry sass-probe) with `bash bench/gpu-pending.sh sass`: what a build option changed in the
@@ -36,11 +36,9 @@ let count = 0;
 try {
   for (const [tag, N, K, epilogue, gate, norm] of shapes) {
     if (values.match && !new RegExp(values.match).test(tag)) continue;
-    // plain loads, evict-first hinted ones, the hinted form with an evict-normal policy (FUSEFORMER_WEIGHT_HINT_NORMAL)
-    // and plain loads by the coherent path (FUSEFORMER_WEIGHT_LOAD_COHERENT)
-    for (const form of ['plain', 'hint', 'normal', 'coherent'] as const) {
+    // plain loads, evict-first hinted ones and plain loads by the coherent path (FUSEFORMER_WEIGHT_LOAD_COHERENT)
+    for (const form of ['plain', 'hint', 'coherent'] as const) {
       weightStreamOptions.evictFirst = form === 'hint';
-      weightStreamOptions.hintNormal = form === 'normal';
       weightStreamOptions.coherent = new Set(form === 'coherent' ? WEIGHT_LOAD_FAMILIES : []);
       const kernel = gemvSource(planGemv('bf16', 1, N, K, epilogue, gate, 132, norm).spec), { name } = kernel;
       for (const timeline of [false, true]) {
@@ -56,4 +54,4 @@ try {
 } finally {
   Object.assign(weightStreamOptions, saved);
 }
-console.log(`${count} cubins in ${values.out}/ (plain / evict-first / evict-normal hinted / coherent loads × plain / timeline build)`);
+console.log(`${count} cubins in ${values.out}/ (plain / evict-first hinted / coherent loads × plain / timeline build)`);

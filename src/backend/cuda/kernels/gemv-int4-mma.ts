@@ -39,7 +39,7 @@ import { ARGMAX_PACK_CODE, argmaxWriteCode, MAX_VECTORS, NORM_PROLOGUE_MAX_BYTES
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
+import { weightLoadCode } from './weight-stream.js';
 
 /** Rows the kernel takes (4 row tiles of 8). */
 export const INT4_MMA_MAX_ROWS = 32;
@@ -225,7 +225,7 @@ export function int4MmaGemvSource(spec: Int4MmaGemvSpec): KernelSource {
   if (spec.K % INT4_MMA_CHUNK_K !== 0 || spec.groupSize % INT4_MMA_CHUNK_K !== 0 || spec.K % spec.groupSize !== 0) {
     throw new RangeError(`int4MmaGemvSource: K (${spec.K}) and the group size (${spec.groupSize}) must be multiples of ${INT4_MMA_CHUNK_K}, G dividing K`);
   }
-  const norm = spec.norm, trigger = dependentTriggerCode('int4');
+  const norm = spec.norm;
   if (norm && !int4MmaNormFits(norm.rows, spec.K, spec.rowTiles)) {
     throw new RangeError(`int4MmaGemvSource: the norm prologue takes ${8 * (spec.rowTiles - 1) + 1}–${8 * spec.rowTiles} rows of at most ${NORM_PROLOGUE_MAX_BYTES} bytes, got ${norm.rows} rows of ${spec.K}`);
   }
@@ -321,8 +321,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
     }
     // The first loads are in flight before waiting for the kernel that writes x (programmatic launch).
     if (grp == 0) {
-      GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
-      ${trigger.afterWait}` : ''}${norm ? `
+      GRID_DEPENDENCY_WAIT();${norm ? `
       ${normPrologueCallCode('rx')}` : ''}
     }
     #pragma unroll
@@ -377,7 +376,7 @@ extern "C" __global__ void __launch_bounds__(${int4MmaWarps(spec) * 32}, ${int4M
       }
     }
   }
-  ${trigger.late}
+  GRID_DEPENDENCY_TRIGGER();
 ${norm ? normPrologueFinishCode('rx') : ''}
 ${mmaSplitReduceCode('FT')}${spec.argmax ? `
   // RowArgmax: the best packed word of rows 8j + 2t + q this lane writes.

@@ -24,7 +24,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import type { EpilogueActivation } from './quant-int4.js';
 import { activationExpression, EPILOGUE_ACTIVATION_CODE } from './quant-int4.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightLoadCode } from './weight-stream.js';
+import { weightLoadCode } from './weight-stream.js';
 import type { ForcedGemvPlan, GemvNorm } from './gemv.js';
 import type { NormPrologue } from './gemv.js';
 import { ARGMAX_COMBINE_CODE, ARGMAX_PACK_CODE, argmaxWriteCode, betterScore, gemvPlanOptions, indentBy, gemvPlanScore, gemvPlanSelects, parseForcedGemvPlans, gemvReduceWriteCode, MAX_VECTORS, normPrologueArgs, normSwitchesKey, NORM_PROLOGUE_STATE, normPrologueCallCode, normPrologueCode, normPrologueFinishCode, RESIDENT_WARPS, WARPS } from './gemv.js';
@@ -147,7 +147,7 @@ function int8ResidentWarps(dtype: FloatDType, M: number, K: number, norm: GemvNo
 /** The pieces both forms of the kernel (one tile a block; GemvSpec.loop's looping blocks) are made of. */
 function int8GemvParts(spec: Int8GemvSpec) {
   const name = kernelIdentifier(int8GemvKey(spec));
-  const norm = spec.norm, trigger = dependentTriggerCode('int8');
+  const norm = spec.norm;
   const { weightRows, chunks, perWarp, unroll, groups } = int8GemvShape(spec);
   const xVec = 16 / byteSize(spec.dtype);
   const value = (i: string, n: string) => `__int2float_rn(${i}) * row_scale[m] * scales[${n}] + ${spec.bias ? `to_float(bias[${n}])` : '0.f'}`;
@@ -248,8 +248,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) ${name}(
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KW, cg = warp / KW;`;
   // The wait for the kernel that writes x (programmatic launch), then the rows quantized into xq.
-  const waitAndQuantize = (pad: string) => String.raw`${pad}GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
-${pad}${trigger.afterWait}` : ''}${norm ? `
+  const waitAndQuantize = (pad: string) => String.raw`${pad}GRID_DEPENDENCY_WAIT();${norm ? `
 ${pad}${normPrologueCallCode('rx')}
 ${pad}quantize_rows(act_s, xq, row_scale, red);` : `
 ${pad}quantize_rows(x, xq, row_scale, red);`}`;
@@ -290,12 +289,12 @@ ${pad}}`;
 ${pad}for (int r = 0; r < WR; r++)
 ${pad}  #pragma unroll
 ${pad}  for (int m = 0; m < M; m++) acc[r][m] = 0;`;
-  return { name, norm, trigger, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums };
+  return { name, norm, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums };
 }
 
 export function int8GemvSource(spec: Int8GemvSpec): KernelSource {
   if (spec.loop) return int8GemvLoopSource(spec);
-  const { name, norm, trigger, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums } = int8GemvParts(spec);
+  const { name, norm, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums } = int8GemvParts(spec);
   const source = String.raw`${preamble}
 
 ${signature}
@@ -316,7 +315,7 @@ ${waitAndQuantize('      ')}
     }
 ${dotGroup('    ', 'g')}
   }
-  ${trigger.late}
+  GRID_DEPENDENCY_TRIGGER();
 ${norm ? normPrologueFinishCode('rx') : ''}
 ${spec.argmax ? `${gemvReduceWriteCode('acc', 'warp_sum_int', write, true)}
 ${ARGMAX_COMBINE_CODE}` : gemvReduceWriteCode('acc', 'warp_sum_int', write)}
@@ -332,7 +331,7 @@ ${ARGMAX_COMBINE_CODE}` : gemvReduceWriteCode('acc', 'warp_sum_int', write)}
  * finished tile's reduction and write.
  */
 function int8GemvLoopSource(spec: Int8GemvSpec): KernelSource {
-  const { name, norm, trigger, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums } = int8GemvParts(spec);
+  const { name, norm, preamble, signature, write, waitAndQuantize, loadGroup, dotGroup, tileRows, zeroSums } = int8GemvParts(spec);
   const source = String.raw`${preamble}
 
 ${signature}
@@ -361,7 +360,7 @@ ${dotGroup('      ', 'g')}
 ${tileRows('      ', '(next * CG + cg) * R')}
 ${loadGroup('      ', '0')}
     } else {
-      ${trigger.late || '// (the dependents were let launch after the wait)'}
+      GRID_DEPENDENCY_TRIGGER();
     }
 ${indentBy(gemvReduceWriteCode('acc', 'warp_sum_int', write, true), '  ')}
     if (next >= tiles) break;

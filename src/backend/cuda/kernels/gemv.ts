@@ -32,7 +32,7 @@ import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { ACTIVATION_CODE } from './gated-activation.js';
 import { yLoadCode } from './residual-norm.js';
 import { constants, kernelIdentifier } from './row-kernels.js';
-import { dependentTriggerCode, weightFamiliesFromEnv, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
+import { weightFamiliesFromEnv, weightLoadCode, type WeightLoadFamily } from './weight-stream.js';
 import { envFlag } from '../env-switch.js';
 
 /**
@@ -760,13 +760,13 @@ for (int u = 0; u < U; u++) {
     }
   }
 }`, pad);
-  return { name, norm, trigger: dependentTriggerCode(gemvWeightFamily(spec)), preamble, argsComment, signature, rowPointers, write, zeroSums, fma };
+  return { name, norm, preamble, argsComment, signature, rowPointers, write, zeroSums, fma };
 }
 
 export function gemvSource(spec: GemvSpec): KernelSource {
   if (spec.argmax && (spec.loop || spec.gate)) throw new RangeError('gemvSource: argmax is for the one-tile-a-block form of an ungated product (an LM head)');
   if (spec.loop) return gemvLoopSource(spec);
-  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
+  const { name, norm, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 ${argsComment}
@@ -794,13 +794,12 @@ ${zeroSums('  ')}
     // The wait for the kernel that writes a (programmatic launch), after the first loads in the source
     // (ptxas may schedule it above them: see the header).
     if (g == 0) {
-      GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
-      ${trigger.afterWait}` : ''}${norm ? `
+      GRID_DEPENDENCY_WAIT();${norm ? `
       ${normPrologueCallCode('x')}` : ''}
     }
 ${fma('    ')}
   }
-  ${trigger.late}
+  GRID_DEPENDENCY_TRIGGER();
 ${norm ? normPrologueFinishCode('x') : ''}
 ${spec.argmax ? `  unsigned long long best[M];
   #pragma unroll
@@ -821,7 +820,7 @@ ${ARGMAX_COMBINE_CODE}` : gemvReduceWriteCode('sum', 'warp_sum', write('        
  * products (gemvSource's trigger point).
  */
 function gemvLoopSource(spec: GemvSpec): KernelSource {
-  const { name, norm, trigger, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
+  const { name, norm, preamble, argsComment, signature, rowPointers, write, zeroSums, fma } = gemvParts(spec);
   const source = String.raw`${preamble}
 
 // Warp (kw, cg)'s weight rows of tile t: its R columns n0 = (t·CG + cg)·R … (gated: and the up rows F + n);
@@ -853,8 +852,7 @@ ${signature}
   uint4 wv[U][WR];
   load_group(wv, rows, 0, kw, lane);
   // The wait for the kernel that writes a (programmatic launch), after the first loads in the source.
-  GRID_DEPENDENCY_WAIT();${trigger.afterWait ? `
-  ${trigger.afterWait}` : ''}${norm ? `
+  GRID_DEPENDENCY_WAIT();${norm ? `
   ${normPrologueCallCode('x')}` : ''}
   while (true) {
     const int n0 = (tile * CG + cg) * R;
@@ -870,7 +868,7 @@ ${fma('      ')}
       tile_rows(rows, w, N, next, cg);
       load_group(wv, rows, 0, kw, lane);
     } else {
-      ${trigger.late || '// (the dependents were let launch after the wait)'}
+      GRID_DEPENDENCY_TRIGGER();
     }
 ${indentBy(gemvReduceWriteCode('sum', 'warp_sum', write('          '), true), '  ')}
     if (next >= tiles) break;

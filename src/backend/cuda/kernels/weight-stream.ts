@@ -10,8 +10,13 @@
 // GEMVs' load_stream_u4) and the streamed GEMM's weight boxes (gemm-stream.ts) come from here.
 // FUSEFORMER_WEIGHT_EVICT_FIRST=1 / 0 turns the hint on / off (off by default: see
 // WEIGHT_EVICT_FIRST_DEFAULT for what the H200 measured); it is read once, when the module loads
-// (kernels are cached by their spec's key for the process's life). FUSEFORMER_WEIGHT_PREFETCH_SIZE=64|128|256 adds
-// an L2 prefetch size to those loads (a probe, session 42; off by default).
+// (kernels are cached by their spec's key for the process's life).
+// Removed in session 58, probes measured slower (the last commit with them is 695f749): an explicit
+// evict-normal policy (FUSEFORMER_WEIGHT_HINT_NORMAL, session 30: GPT-2 b1 0.220 → 0.246 ms/token, Llama 0.780 →
+// 0.824), an L2 prefetch size on the loads (FUSEFORMER_WEIGHT_PREFETCH_SIZE, session 42: 128 B equal, 256 B slower,
+// Llama b1 0.741 → 0.770) and a GEMV letting the next kernel launch right after its grid-dependency wait
+// (FUSEFORMER_EARLY_TRIGGER, session 32: Llama b1 0.756 → 0.800, INT4 + head 0.466 → 0.548; a decode GEMV's grid
+// fills the SMs, so an early next grid takes room from this one's tail).
 
 import { envFlag } from '../env-switch.js';
 
@@ -28,20 +33,6 @@ export const WEIGHT_EVICT_FIRST_DEFAULT = false;
 /** FUSEFORMER_WEIGHT_EVICT_FIRST: 1 on, 0 off, unset the default (a bad value is an error naming the variable). */
 export function weightEvictFirstFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   return envFlag('FUSEFORMER_WEIGHT_EVICT_FIRST', env['FUSEFORMER_WEIGHT_EVICT_FIRST'], WEIGHT_EVICT_FIRST_DEFAULT);
-}
-
-/**
- * FUSEFORMER_WEIGHT_HINT_NORMAL=1 (opt-in probe, session 30): where evict-first is off, the weight loads
- * still take the cache-hint form, with an evict-normal policy. ptxas schedules the plain form's grid-
- * dependency wait (griddepcontrol.wait, SASS ACQBULK) above every weight load of GPT-2's batch-1 GEMVs
- * though the source issues the first loads before it; the hinted form keeps 4–9 loads ahead of it
- * (Llama's GEMVs: none ahead in either form, in that build). Measured on the H200 (gpu-pending-s30/call3, two rounds,
- * ms/token off → on): GPT-2 b1 0.220 → 0.246, Llama b1 0.780 → 0.824, INT8 + head 0.515 → 0.552 — slower
- * everywhere, Llama's too where the schedule is unchanged, so an explicit evict-normal policy costs by
- * itself (the plain .nc load is not the same as evict-normal); off.
- */
-export function weightHintNormalFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
-  return envFlag('FUSEFORMER_WEIGHT_HINT_NORMAL', env['FUSEFORMER_WEIGHT_HINT_NORMAL'], false);
 }
 
 /**
@@ -80,44 +71,6 @@ export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env):
   return weightFamiliesFromEnv('FUSEFORMER_WEIGHT_LOAD_COHERENT', env, WEIGHT_LOAD_COHERENT_DEFAULT);
 }
 
-/**
- * The families whose kernels let the next kernel launch (griddepcontrol.launch_dependents) right after
- * their grid-dependency wait, instead of after their main loop, when the environment does not say: none.
- * bench/chain-latency.ts on the H200 (session 32): a graph-replayed chain of kernels that each stream
- * 4.7 MB of weights, the first loads ahead of the wait, costs 1.7 µs a kernel when each triggers right
- * after its wait against 2.4–3.1 µs when each triggers after its writes (1.2 MB: 1.0 against 1.4–1.5):
- * the next grid is resident, its own first weight loads in flight, while this one finishes. In the decode
- * step it lost (gpu-pending-s32/call2, every family against none, two rounds, ms/token at batch 1): Llama
- * 0.756 → 0.800, INT4 + head 0.466 → 0.548, INT8 + head 0.498 → 0.516, GPT-2 0.192 → 0.196 (its INT4 and
- * W8A8 rows gained 0.002–0.003) — a decode GEMV's grid fills the SMs, so an early next grid takes room
- * from this one's tail. Opt-in.
- */
-export const EARLY_TRIGGER_DEFAULT: readonly WeightLoadFamily[] = [];
-
-/** FUSEFORMER_EARLY_TRIGGER: 1 every family, 0 none, or a comma list of WEIGHT_LOAD_FAMILIES (unset: EARLY_TRIGGER_DEFAULT). */
-export function earlyTriggerFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
-  return weightFamiliesFromEnv('FUSEFORMER_EARLY_TRIGGER', env, EARLY_TRIGGER_DEFAULT);
-}
-
-/**
- * The L2 prefetch size of the weight loads (PTX .L2::64B / 128B / 256B: a miss fetches that much of the
- * aligned region around it into L2) when the environment does not say: none (0, the plain load). Measured
- * on the H200 (session 42, gpu-pending-s42/call4, two rounds, ms/token none → 256 → 128): Llama b1 0.741 →
- * 0.770 → 0.742, b4 0.992 → 1.005 → 0.992; GPT-2 b1 0.182 → 0.185 → 0.182; Llama INT8 + head b1 0.485 →
- * 0.504 — the GEMVs' warps already read 512 contiguous bytes an instruction; 256 only adds traffic.
- */
-export const WEIGHT_PREFETCH_SIZE_DEFAULT: WeightPrefetchSize = 0;
-export type WeightPrefetchSize = 0 | 64 | 128 | 256;
-
-/** FUSEFORMER_WEIGHT_PREFETCH_SIZE: 0, 64, 128 or 256 bytes (unset: WEIGHT_PREFETCH_SIZE_DEFAULT; anything else is an error naming it). */
-export function weightPrefetchSizeFromEnv(env: NodeJS.ProcessEnv = process.env): WeightPrefetchSize {
-  const value = env['FUSEFORMER_WEIGHT_PREFETCH_SIZE'];
-  if (value === undefined || value.trim() === '') return WEIGHT_PREFETCH_SIZE_DEFAULT;
-  const size = Number(value);
-  if (size !== 0 && size !== 64 && size !== 128 && size !== 256) throw new Error(`FUSEFORMER_WEIGHT_PREFETCH_SIZE must be 0, 64, 128 or 256 (bytes); got '${value}'`);
-  return size;
-}
-
 /** A family-list variable: 1 every family, 0 none, a comma list, or unset for `fallback` (anything else is an error naming it). */
 export function weightFamiliesFromEnv(name: string, env: NodeJS.ProcessEnv, fallback: readonly WeightLoadFamily[]): ReadonlySet<WeightLoadFamily> {
   const value = env[name];
@@ -134,24 +87,9 @@ export function weightFamiliesFromEnv(name: string, env: NodeJS.ProcessEnv, fall
 }
 
 /** The process's settings, read once (tests set them directly; kernels already built keep theirs). */
-export const weightStreamOptions: {
-  evictFirst: boolean; hintNormal: boolean; coherent: ReadonlySet<WeightLoadFamily>; earlyTrigger: ReadonlySet<WeightLoadFamily>;
-  prefetchSize: WeightPrefetchSize;
-} = {
-  evictFirst: weightEvictFirstFromEnv(), hintNormal: weightHintNormalFromEnv(), coherent: weightLoadCoherentFromEnv(),
-  earlyTrigger: earlyTriggerFromEnv(), prefetchSize: weightPrefetchSizeFromEnv(),
+export const weightStreamOptions: { evictFirst: boolean; coherent: ReadonlySet<WeightLoadFamily> } = {
+  evictFirst: weightEvictFirstFromEnv(), coherent: weightLoadCoherentFromEnv(),
 };
-
-/**
- * Where a kernel of `family` lets its dependents launch: `afterWait` (placed right after its grid-
- * dependency wait, executed by every thread) or `late` (after its main loop); one of the two is empty.
- */
-export function dependentTriggerCode(family: WeightLoadFamily): { afterWait: string; late: string } {
-  const trigger = 'GRID_DEPENDENCY_TRIGGER();';
-  return weightStreamOptions.earlyTrigger.has(family)
-    ? { afterWait: `${trigger}  // dependents may launch now (FUSEFORMER_EARLY_TRIGGER)`, late: '' }
-    : { afterWait: '', late: trigger };
-}
 
 /**
  * The device function `name(p)` returning the 16-byte vector at p as a uint4 for a kernel of `family`:
@@ -160,34 +98,32 @@ export function dependentTriggerCode(family: WeightLoadFamily): { afterWait: str
  * the compiler keeps one per thread, not one per load.
  */
 export function weightLoadCode(name: string, pointer: string, family: WeightLoadFamily, options: { volatile?: boolean; hint?: boolean; coherent?: boolean } = {}): string {
-  const evictFirst = options.hint ?? weightStreamOptions.evictFirst;
-  const hint = evictFirst || (options.hint === undefined && weightStreamOptions.hintNormal);
+  const hint = options.hint ?? weightStreamOptions.evictFirst;
   const asm = options.volatile === false ? 'asm' : 'asm volatile';
   const ld = (options.coherent ?? weightStreamOptions.coherent.has(family)) ? 'ld.global.L1::no_allocate' : 'ld.global.nc.L1::no_allocate';
-  const prefetch = weightStreamOptions.prefetchSize ? `.L2::${weightStreamOptions.prefetchSize}B` : '';
   if (!hint) {
     return String.raw`__device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;
-  ${asm}("${ld}${prefetch}.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  ${asm}("${ld}.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }`;
   }
-  return String.raw`${weightPolicyCode(evictFirst ? 'evict_first' : 'evict_normal')}
+  return String.raw`${weightPolicyCode()}
 __device__ __forceinline__ uint4 ${name}(const ${pointer}* p) {
   uint4 r;
-  ${asm}("${ld}.L2::cache_hint${prefetch}.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+  ${asm}("${ld}.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
          : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(weight_l2_policy()));
   return r;
 }`;
 }
 
-/** weight_l2_policy(): an L2 cache policy (evict-first by default) for every byte of an access (guarded: a source may include it twice). */
-export function weightPolicyCode(priority: 'evict_first' | 'evict_normal' = 'evict_first'): string {
+/** weight_l2_policy(): an evict-first L2 cache policy for every byte of an access (guarded: a source may include it twice). */
+export function weightPolicyCode(): string {
   return String.raw`#ifndef FUSEFORMER_WEIGHT_L2_POLICY
 #define FUSEFORMER_WEIGHT_L2_POLICY
 __device__ __forceinline__ unsigned long long weight_l2_policy() {
   unsigned long long p;
-  asm("createpolicy.fractional.L2::${priority}.b64 %0, 1.0;" : "=l"(p));
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
 #endif`;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { kernelCatalog } from '../../../../src/backend/cuda/kernels/catalog.js';
-import { EARLY_TRIGGER_DEFAULT, earlyTriggerFromEnv, WEIGHT_PREFETCH_SIZE_DEFAULT, weightPrefetchSizeFromEnv, tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, weightHintNormalFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions, type WeightLoadFamily } from '../../../../src/backend/cuda/kernels/weight-stream.js';
+import { tmaWeightLoadCode, WEIGHT_EVICT_FIRST_DEFAULT, weightEvictFirstFromEnv, WEIGHT_LOAD_COHERENT_DEFAULT, WEIGHT_LOAD_FAMILIES, weightLoadCoherentFromEnv, weightLoadCode, weightStreamOptions } from '../../../../src/backend/cuda/kernels/weight-stream.js';
 import { BULK_COPY_LIB, SMEM_ADDRESS_CODE, TENSOR_MAP_LIB } from '../../../../src/backend/cuda/kernels/bulk-copy-lib.js';
 import { DEVICE_LIB } from '../../../../src/backend/cuda/kernels/device-lib.js';
 import { compileAll, findNvcc } from './launch-helpers.js';
@@ -37,25 +37,6 @@ test('the weight load: past L1 either way; the L2 policy and its cache hint only
   }
 });
 
-test('FUSEFORMER_WEIGHT_HINT_NORMAL=1 (a probe, off by default): the hinted load form with an evict-normal policy where evict-first is off; evict-first wins where both are on; the TMA copy unchanged', () => {
-  assert.equal(weightHintNormalFromEnv({}), false);
-  assert.equal(weightHintNormalFromEnv({ FUSEFORMER_WEIGHT_HINT_NORMAL: '1' }), true);
-  assert.throws(() => weightHintNormalFromEnv({ FUSEFORMER_WEIGHT_HINT_NORMAL: 'on' }), /FUSEFORMER_WEIGHT_HINT_NORMAL must be 0 or 1, got 'on'/);
-  const saved = { ...weightStreamOptions };
-  try {
-    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: true, coherent: new Set() });
-    const normal = weightLoadCode('load_w', 'T', 'gemv');
-    assert.match(normal, /createpolicy\.fractional\.L2::evict_normal\.b64 %0, 1\.0;/);
-    assert.match(normal, /ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.u32/);
-    assert.doesNotMatch(weightLoadCode('load_w', 'T', 'gemv', { hint: false }), /cache_hint/, 'an explicit hint: false stays plain');
-    assert.doesNotMatch(tmaWeightLoadCode(), /cache_hint/);
-    Object.assign(weightStreamOptions, { evictFirst: true, hintNormal: true });
-    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /L2::evict_first/);
-  } finally {
-    Object.assign(weightStreamOptions, saved);
-  }
-});
-
 test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unset the default families; a family on leaves out .nc, hinted or not', () => {
   assert.deepEqual([...weightLoadCoherentFromEnv({})], [...WEIGHT_LOAD_COHERENT_DEFAULT]);
   assert.deepEqual([...weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: '1' })], [...WEIGHT_LOAD_FAMILIES]);
@@ -65,7 +46,7 @@ test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unse
   assert.throws(() => weightLoadCoherentFromEnv({ FUSEFORMER_WEIGHT_LOAD_COHERENT: 'gemv,bf16' }), /'bf16' is none of them/);
   const saved = { ...weightStreamOptions };
   try {
-    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: new Set(['gemv']) });
+    Object.assign(weightStreamOptions, { evictFirst: false, coherent: new Set(['gemv']) });
     assert.match(weightLoadCode('load_w', 'T', 'gemv'), /"ld\.global\.L1::no_allocate\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\];"/);
     assert.match(weightLoadCode('load_w', 'T', 'gemv', { hint: true }), /"ld\.global\.L1::no_allocate\.L2::cache_hint\.v4\.u32/);
     assert.match(weightLoadCode('load_w', 'T', 'int4'), /"ld\.global\.nc\.L1::no_allocate\.v4\.u32/, 'a family not listed keeps .nc');
@@ -76,56 +57,13 @@ test('FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, a list some; unse
   }
 });
 
-test('FUSEFORMER_WEIGHT_PREFETCH_SIZE: 0 / 64 / 128 / 256 bytes, unset the default (none); the size follows any cache hint in every load form', () => {
-  assert.equal(weightPrefetchSizeFromEnv({}), WEIGHT_PREFETCH_SIZE_DEFAULT);
-  assert.equal(WEIGHT_PREFETCH_SIZE_DEFAULT, 0);
-  for (const size of [0, 64, 128, 256]) assert.equal(weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH_SIZE: String(size) }), size);
-  for (const bad of ['32', '256B', 'yes', '-64']) {
-    assert.throws(() => weightPrefetchSizeFromEnv({ FUSEFORMER_WEIGHT_PREFETCH_SIZE: bad }), new RegExp(`FUSEFORMER_WEIGHT_PREFETCH_SIZE must be 0, 64, 128 or 256 \\(bytes\\); got '${bad}'`));
-  }
-  const saved = { ...weightStreamOptions };
-  try {
-    Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: new Set(['gemv']), prefetchSize: 256 });
-    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /"ld\.global\.L1::no_allocate\.L2::256B\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\];"/);
-    assert.match(weightLoadCode('load_w', 'T', 'int4'), /"ld\.global\.nc\.L1::no_allocate\.L2::256B\.v4\.u32/);
-    assert.match(weightLoadCode('load_w', 'T', 'int8', { hint: true }), /"ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.L2::256B\.v4\.u32 \{%0, %1, %2, %3\}, \[%4\], %5;"/);
-    weightStreamOptions.prefetchSize = 64;
-    assert.match(weightLoadCode('load_w', 'T', 'gemv'), /\.L2::64B\.v4/);
-    weightStreamOptions.prefetchSize = 0;
-    assert.doesNotMatch(weightLoadCode('load_w', 'T', 'gemv', { hint: true }), /L2::\d+B/);
-  } finally {
-    Object.assign(weightStreamOptions, saved);
-  }
-});
-
-/** The catalogued decode GEMVs (16-bit, W8A8, INT4 mma) with one family-list option of weightStreamOptions set for their building. */
-function gemvCatalogWith(option: 'earlyTrigger', families: ReadonlySet<WeightLoadFamily>) {
-  const saved = weightStreamOptions[option], kinds = new Set(['gemv', 'gemv-int8', 'gemv-int4-mma']);
-  weightStreamOptions[option] = families;
-  try {
-    return kernelCatalog().filter((e) => kinds.has(e.family));
-  } finally {
-    weightStreamOptions[option] = saved;
-  }
-}
-
-test('FUSEFORMER_EARLY_TRIGGER: the same grammar; a family on moves its GEMVs\' one launch_dependents right after the wait', () => {
-  assert.deepEqual([...earlyTriggerFromEnv({})], [...EARLY_TRIGGER_DEFAULT]);
-  assert.deepEqual([...earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: '1' })], [...WEIGHT_LOAD_FAMILIES]);
-  assert.deepEqual([...earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: 'int4,gemv' })], ['int4', 'gemv']);
-  assert.throws(() => earlyTriggerFromEnv({ FUSEFORMER_EARLY_TRIGGER: 'yes' }), /FUSEFORMER_EARLY_TRIGGER must be 0, 1 or a comma list .*'yes' is none of them/);
-  const kernels = (early: ReadonlySet<WeightLoadFamily>) => gemvCatalogWith('earlyTrigger', early);
-  // The source after the wait's line: the trigger is the next statement when early, absent from it when late.
+test('each catalogued decode GEMV (16-bit, W8A8, INT4 mma) lets its dependents launch once, after its main loop, not right after its wait', () => {
+  const kernels = kernelCatalog().filter((e) => ['gemv', 'gemv-int8', 'gemv-int4-mma'].includes(e.family));
+  assert.ok(kernels.length >= 10, `${kernels.length} GEMV kernels in the catalog`);
   const afterWait = (source: string) => source.slice(source.indexOf('GRID_DEPENDENCY_WAIT();')).split('\n').slice(1, 2).join('');
-  const late = kernels(new Set()), early = kernels(new Set(WEIGHT_LOAD_FAMILIES));
-  assert.ok(late.length >= 10, `${late.length} GEMV kernels in the catalog`);
-  for (const [i, e] of late.entries()) {
-    assert.equal(e.source.match(/GRID_DEPENDENCY_TRIGGER\(\);/g)?.length, 1, `${e.name}: one trigger (late)`);
-    assert.doesNotMatch(afterWait(e.source), /GRID_DEPENDENCY_TRIGGER/, `${e.name}: late`);
-    const moved = early[i]!;
-    assert.equal(moved.name, e.name);
-    assert.equal(moved.source.match(/GRID_DEPENDENCY_TRIGGER\(\);/g)?.length, 1, `${e.name}: one trigger (early)`);
-    assert.match(afterWait(moved.source), /^\s*GRID_DEPENDENCY_TRIGGER\(\);/, `${e.name}: right after the wait`);
+  for (const e of kernels) {
+    assert.equal(e.source.match(/GRID_DEPENDENCY_TRIGGER\(\);/g)?.length, 1, `${e.name}: one trigger`);
+    assert.doesNotMatch(afterWait(e.source), /GRID_DEPENDENCY_TRIGGER/, `${e.name}: not right after the wait`);
   }
 });
 
@@ -156,7 +94,7 @@ test('with the hint every weight-streaming decode kernel loads its weights throu
 });
 
 const nvcc = findNvcc();
-test('both forms of both loads, and the evict-normal, coherent and prefetch-size forms, compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
+test('both forms of both loads, and the coherent forms, compile with nvcc -arch=sm_90', { skip: nvcc ? false : 'nvcc not found (set NVCC or install the CUDA toolkit)', timeout: 10 * 60_000 }, async () => {
   const source = (hint: boolean) => String.raw`${DEVICE_LIB}
 ${SMEM_ADDRESS_CODE}
 constexpr unsigned long long BARRIER_TIMEOUT_NS = 2000000000ull;
@@ -176,7 +114,7 @@ extern "C" __global__ void weight_stream_${hint ? 'hint' : 'plain'}(const __grid
   const saved = { ...weightStreamOptions };
   const formSource = (name: string, options: Partial<typeof weightStreamOptions>) => {
     try {
-      Object.assign(weightStreamOptions, { evictFirst: false, hintNormal: false, coherent: new Set(), ...options });
+      Object.assign(weightStreamOptions, { evictFirst: false, coherent: new Set(), ...options });
       return { name, source: String.raw`${DEVICE_LIB}
 ${weightLoadCode('load_w', 'u32', 'gemv')}
 extern "C" __global__ void ${name}(const u32* w, uint4* out) { out[threadIdx.x] = load_w(w + 4 * threadIdx.x); }` };
@@ -185,9 +123,7 @@ extern "C" __global__ void ${name}(const u32* w, uint4* out) { out[threadIdx.x] 
     }
   };
   const sources = [...[true, false].map((hint) => ({ name: `weight_stream_${hint}`, source: source(hint) })),
-    formSource('weight_stream_normal', { hintNormal: true }), formSource('weight_stream_coherent', { coherent: new Set(['gemv']) }), formSource('weight_stream_coherent_hint', { coherent: new Set(['gemv']), evictFirst: true }),
-    ...([64, 128, 256] as const).map((size) => formSource(`weight_stream_prefetch_${size}`, { prefetchSize: size })),
-    formSource('weight_stream_prefetch_coherent_hint', { coherent: new Set(['gemv']), evictFirst: true, prefetchSize: 256 })];
+    formSource('weight_stream_coherent', { coherent: new Set(['gemv']) }), formSource('weight_stream_coherent_hint', { coherent: new Set(['gemv']), evictFirst: true })];
   const failures = await compileAll(nvcc!, sources, 2);
   assert.deepEqual(failures, []);
 });
