@@ -62,10 +62,9 @@ export const WEIGHT_LOAD_COHERENT_DEFAULT: readonly WeightLoadFamily[] = ['gemv'
 
 /**
  * FUSEFORMER_WEIGHT_LOAD_COHERENT: 1 every family, 0 none, or a comma list of WEIGHT_LOAD_FAMILIES
- * (unset: WEIGHT_LOAD_COHERENT_DEFAULT; anything else is an error naming the variable). Safe only in the
- * default build, whose programmatic kernels read their inputs coherently (runtime/kernel.ts
- * compiledSource): with FUSEFORMER_PROGRAMMATIC_RESTRICT=1 ptxas was seen moving a GEMV's .nc x loads
- * above the wait. (Weights are safe either way: no kernel of a step writes them.)
+ * (unset: WEIGHT_LOAD_COHERENT_DEFAULT; anything else is an error naming the variable). Safe because the
+ * programmatic kernels read their inputs coherently (runtime/kernel.ts compiledSource: ptxas was seen moving
+ * a GEMV's .nc x loads above the wait). Weights are safe either way: no kernel of a step writes them.
  */
 export function weightLoadCoherentFromEnv(env: NodeJS.ProcessEnv = process.env): ReadonlySet<WeightLoadFamily> {
   return weightFamiliesFromEnv('FUSEFORMER_WEIGHT_LOAD_COHERENT', env, WEIGHT_LOAD_COHERENT_DEFAULT);

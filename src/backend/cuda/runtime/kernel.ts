@@ -3,7 +3,6 @@
 // it with typed arguments on the runtime's current stream.
 
 import type { TensorMap2d } from '../../../cuda/driver.js';
-import { envFlag } from '../env-switch.js';
 
 export type { TensorMap2d };
 
@@ -61,20 +60,15 @@ export interface KernelSource {
  * read it by the non-coherent path (ld.global.nc: memory read-only for the kernel's whole life), and ptxas
  * schedules .nc loads freely across griddepcontrol.wait — seen in the SASS of a 4-row INT4 GEMV, whose x
  * loads it put above the wait (session 30). Without the qualifier those reads are coherent loads, which
- * stay after it. The weights keep their explicit .nc loads (weight-stream.ts): nothing writes them.
+ * stay after it. The weights keep their explicit .nc loads (weight-stream.ts): nothing writes them. (The
+ * switch back to the qualifiers for A/B timing, FUSEFORMER_PROGRAMMATIC_RESTRICT, built that race; removed in
+ * session 58.)
  */
 export const PROGRAMMATIC_PRELUDE = '#define __restrict__ /* programmatic launch: coherent reads of what earlier kernels write (kernel.ts compiledSource) */\n';
 
 export function compiledSource(kernel: Pick<KernelSource, 'source' | 'gridDependencyWait'>): string {
-  return kernel.gridDependencyWait === true && !programmaticSourceOptions.keepRestrict ? PROGRAMMATIC_PRELUDE + kernel.source : kernel.source;
+  return kernel.gridDependencyWait === true ? PROGRAMMATIC_PRELUDE + kernel.source : kernel.source;
 }
-
-/**
- * keepRestrict (FUSEFORMER_PROGRAMMATIC_RESTRICT=1; for A/B timing only): compile programmatic kernels as
- * before session 30, with their `__restrict__` qualifiers — the build whose speed the benches up to then
- * measured, and whose reads ptxas may move above the wait. Read once, when the module loads.
- */
-export const programmaticSourceOptions = { keepRestrict: envFlag('FUSEFORMER_PROGRAMMATIC_RESTRICT', process.env['FUSEFORMER_PROGRAMMATIC_RESTRICT'], false) };
 
 export interface CompiledKernel {
   readonly name: string;

@@ -8,7 +8,7 @@ import {
   kernelArch, kernelCacheKey, KernelJit, numberedSource, nvrtcOptions, type CacheKeyParts, type CubinCompiler, type ModuleLoader,
 } from '../../../../src/backend/cuda/runtime/jit.js';
 import { CudaError, KernelCompileError } from '../../../../src/errors.js';
-import { compiledSource, PROGRAMMATIC_PRELUDE, programmaticSourceOptions } from '../../../../src/backend/cuda/runtime/kernel.js';
+import { compiledSource, PROGRAMMATIC_PRELUDE } from '../../../../src/backend/cuda/runtime/kernel.js';
 
 function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'fuseformer-jit-'));
@@ -251,11 +251,6 @@ test('jit: a kernel that may be launched programmatically compiles with __restri
   assert.ok(loader.loads[1]!.includes(`]${PROGRAMMATIC_PRELUDE}${source}`), 'the prelude comes first, the source unchanged after it');
   assert.notEqual(waiting.key, plain.key);
   assert.equal(compiledSource({ source, gridDependencyWait: false }), source);
-  programmaticSourceOptions.keepRestrict = true; // FUSEFORMER_PROGRAMMATIC_RESTRICT=1: the earlier build, for A/B timing
-  try {
-    assert.equal(compiledSource({ source, gridDependencyWait: true }), source);
-  } finally {
-    programmaticSourceOptions.keepRestrict = false;
-  }
+  assert.equal(compiledSource({ source, gridDependencyWait: true }), PROGRAMMATIC_PRELUDE + source);
   assert.match(PROGRAMMATIC_PRELUDE, /^#define __restrict__\b[^\n]*\n$/);
 });
