@@ -27,11 +27,24 @@ export function caseFailures(c: OpCase, backend: Backend, reference: Backend, se
 
 /**
  * The cases FUSEFORMER_TEST_OPS=a,b selects: those whose name contains one of the comma-separated
- * substrings (every case when it is unset), and the substrings.
+ * substrings (every case when it is unset), and the substrings. FUSEFORMER_TEST_SHARD=i/n then keeps every
+ * n-th of those from the i-th (0 ≤ i < n), so n processes side by side run a suite's cases once between them.
  */
 export function casesSelectedByEnv<C extends { readonly name: string }>(cases: readonly C[], env: NodeJS.ProcessEnv = process.env): { cases: C[]; words: string[] } {
   const words = (env['FUSEFORMER_TEST_OPS'] ?? '').split(',').map((w) => w.trim()).filter((w) => w !== '');
-  return { cases: cases.filter((c) => words.length === 0 || words.some((w) => c.name.includes(w))), words };
+  const matched = cases.filter((c) => words.length === 0 || words.some((w) => c.name.includes(w)));
+  const shard = testShardFromEnv(env);
+  return { cases: shard ? matched.filter((_, i) => i % shard.count === shard.index) : matched, words };
+}
+
+/** FUSEFORMER_TEST_SHARD=i/n as { index: i, count: n }; unset or empty: undefined; anything else an error naming it. */
+export function testShardFromEnv(env: NodeJS.ProcessEnv = process.env): { index: number; count: number } | undefined {
+  const value = env['FUSEFORMER_TEST_SHARD']?.trim();
+  if (value === undefined || value === '') return undefined;
+  const m = /^(\d+)\/(\d+)$/.exec(value);
+  const index = m ? Number(m[1]) : NaN, count = m ? Number(m[2]) : NaN;
+  if (!m || count < 1 || index >= count) throw new Error(`FUSEFORMER_TEST_SHARD must be i/n with 0 <= i < n (e.g. 0/2), got '${value}'`);
+  return { index, count };
 }
 
 function nameHash(name: string): number {

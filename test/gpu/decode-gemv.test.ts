@@ -22,13 +22,17 @@ import { headNormOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
 import { accumulateGemmCases, checkGemmCase, decodeGemmCases, loopGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
 import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases } from '../../src/testing/infer-op-cases.js';
-import { caseFailures } from '../../src/testing/conformance.js';
+import { caseFailures, casesSelectedByEnv, testShardFromEnv } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 import './report-as-you-go.js';
 
 const skip = gpuSkip();
+// FUSEFORMER_TEST_SHARD=i/n (conformance.ts): the op cases split n ways; the model tests run in shard 0 only.
+const shard = testShardFromEnv();
+const sharded = <C extends { name: string }>(cases: C[]): C[] => casesSelectedByEnv(cases).cases;
+const modelSkip = skip || (shard && shard.index > 0 ? `FUSEFORMER_TEST_SHARD=${shard.index}/${shard.count}: the model tests run in shard 0` : false);
 const root = mkdtempSync(join(tmpdir(), 'fuseformer-gpu-gemv-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
@@ -45,7 +49,7 @@ async function backends(t: TestContext, on: { decodeGemv?: boolean; normGemv?: b
 
 test('decode GEMMs on the GEMV kernel match the CPU reference; the others still go to cuBLASLt', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true });
-  for (const c of decodeGemmCases()) {
+  for (const c of sharded(decodeGemmCases())) {
     await t.test(`${c.name} → ${c.gemv ? 'GEMV kernel' : 'cuBLASLt'}`, () => {
       const before = gpu.gemvLaunches;
       const result = checkGemmCase(c, gpu, cpu, seed);
@@ -57,7 +61,7 @@ test('decode GEMMs on the GEMV kernel match the CPU reference; the others still 
 
 test('batched-decode GEMMs on the mma GEMV (5–64 rows) match the CPU reference; the others go to cuBLASLt', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, mmaGemv: true });
-  for (const c of mmaGemmCases()) {
+  for (const c of sharded(mmaGemmCases())) {
     await t.test(`${c.name} → ${c.mma ? 'mma GEMV' : 'cuBLASLt'}`, () => {
       const before = gpu.mmaGemvLaunches;
       const result = checkGemmCase(c, gpu, cpu, seed);
@@ -70,7 +74,7 @@ test('batched-decode GEMMs on the mma GEMV (5–64 rows) match the CPU reference
 test('gatedLinear on the gated mma GEMV (5–32 rows) and on its fallback (GEMM + gatedActivation) matches the CPU reference', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, mmaGemv: true });
   for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
-    for (const c of gatedLinearCases(dtype, MMA_GATED_LINEAR_SHAPES)) {
+    for (const c of sharded(gatedLinearCases(dtype, MMA_GATED_LINEAR_SHAPES))) {
       await t.test(c.name, () => {
         const before = gpu.mmaGemvLaunches;
         const failed = caseFailures(c, gpu, cpu, seed);
@@ -85,7 +89,7 @@ test('gatedLinear on the gated mma GEMV (5–32 rows) and on its fallback (GEMM 
 
 test('batched-decode GEMMs on the skinny GEMM (5–64 rows) match the CPU reference; the others go to cuBLASLt', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, skinnyGemm: true });
-  for (const c of mmaGemmCases()) {
+  for (const c of sharded(mmaGemmCases())) {
     // The mma GEMV's cases: the skinny GEMM takes what it takes, and also K = 264 (a multiple of 8, not of 32).
     const skinnyTakes = c.mma || (c.dtype !== 'f32' && c.K === 264);
     await t.test(`${c.name} → ${skinnyTakes ? 'skinny GEMM' : 'cuBLASLt'}`, () => {
@@ -102,7 +106,7 @@ test('batched-decode GEMMs on the skinny GEMM (5–64 rows) match the CPU refere
 test('gatedLinear on the gated skinny GEMM (5–64 rows) matches the CPU reference', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, skinnyGemm: true });
   for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
-    for (const c of gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [64, 2048, 1024, 'silu', false], [48, 264, 100, 'gelu_tanh', true]])) {
+    for (const c of sharded(gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [64, 2048, 1024, 'silu', false], [48, 264, 100, 'gelu_tanh', true]]))) {
       await t.test(c.name, () => {
         const before = gpu.skinnyGemmLaunches;
         const failed = caseFailures(c, gpu, cpu, seed);
@@ -116,7 +120,7 @@ test('gatedLinear on the gated skinny GEMM (5–64 rows) matches the CPU referen
 
 test('batched-decode GEMMs on the streamed skinny GEMM (5–32 rows, K a multiple of 64) match the CPU reference; the others go to cuBLASLt', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
-  for (const c of mmaGemmCases()) {
+  for (const c of sharded(mmaGemmCases())) {
     const streamTakes = c.mma && c.K % 64 === 0 && c.M <= 32;
     await t.test(`${c.name} → ${streamTakes ? 'streamed GEMM' : 'cuBLASLt'}`, () => {
       for (let run = 0; run < 2; run++) {  // twice: the mbarrier ring starts afresh every launch
@@ -132,7 +136,7 @@ test('batched-decode GEMMs on the streamed skinny GEMM (5–32 rows, K a multipl
 test('gatedLinear on the gated streamed skinny GEMM (5–32 rows) matches the CPU reference', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
   for (const dtype of ['f16', 'bf16'] as FloatDType[]) {
-    for (const c of gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [24, 2048, 1024, 'silu', false], [48, 320, 100, 'gelu_tanh', true]])) {
+    for (const c of sharded(gatedLinearCases(dtype, [...MMA_GATED_LINEAR_SHAPES, [24, 2048, 1024, 'silu', false], [48, 320, 100, 'gelu_tanh', true]]))) {
       await t.test(c.name, () => {
         const before = gpu.streamGemmLaunches;
         const failed = caseFailures(c, gpu, cpu, seed);
@@ -146,7 +150,7 @@ test('gatedLinear on the gated streamed skinny GEMM (5–32 rows) matches the CP
 
 test('GEMMs adding into out (beta = 1) on the streamed GEMM at 5–32 rows match the CPU reference', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, streamGemm: true });
-  for (const c of accumulateGemmCases()) {
+  for (const c of sharded(accumulateGemmCases())) {
     await t.test(`${c.name} → ${c.stream ? 'streamed GEMM' : 'cuBLASLt'}`, () => {
       for (let run = 0; run < 2; run++) {
         const before = gpu.streamGemmLaunches;
@@ -161,7 +165,7 @@ test('GEMMs adding into out (beta = 1) on the streamed GEMM at 5–32 rows match
 test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback matches the CPU reference', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true });
   for (const dtype of ['f32', 'f16', 'bf16'] as FloatDType[]) {
-    for (const c of gatedLinearCases(dtype)) {
+    for (const c of sharded(gatedLinearCases(dtype))) {
       await t.test(c.name, () => {
         const before = gpu.gemvLaunches;
         const failed = caseFailures(c, gpu, cpu, seed);
@@ -176,7 +180,7 @@ test('gatedLinear on the gated GEMV (1–4 rows) and on its cuBLASLt fallback ma
 test('normLinear on the GEMV with the norm in its prologue (1–4 rows) and on its fallback matches the CPU reference: x, h and the product', { skip }, async (t) => {
   const { gpu, cpu, seed } = await backends(t, { decodeGemv: true, normGemv: true });
   for (const dtype of ['f32', 'f16', 'bf16'] as FloatDType[]) {
-    for (const c of normLinearCases(dtype)) {
+    for (const c of sharded(normLinearCases(dtype))) {
       await t.test(c.name, () => {
         const before = gpu.normGemvLaunches;
         // Twice: the counter the last block resets must be zero again for the second launch.
@@ -211,20 +215,20 @@ test('the looping GEMV (grids past the resident blocks loop over their tiles) ma
       });
     };
     for (const dtype of ['bf16', 'f16', 'f32'] as FloatDType[]) {
-      for (const c of loopGemmCases().filter((x) => x.dtype === dtype)) {
+      for (const c of sharded(loopGemmCases().filter((x) => x.dtype === dtype))) {
         await looped(`${c.name} (looped)`, () => {
           const result = checkGemmCase(c, gpu, cpu, seed);
           assert.ok(result.ok, result.details.join('\n'));
         });
       }
-      for (const c of gatedLinearCases(dtype, [[1, 2048, 8192, 'silu', false], [3, 768, 12000, 'gelu_tanh', true]])) {
+      for (const c of sharded(gatedLinearCases(dtype, [[1, 2048, 8192, 'silu', false], [3, 768, 12000, 'gelu_tanh', true]]))) {
         await looped(`${c.name} (looped)`, () => {
           const failed = caseFailures(c, gpu, cpu, seed);
           assert.deepEqual(failed, [], failed.join('\n'));
         });
       }
       const norms = [[1, 2048, 'rms', true, false, { F: 8192, activation: 'silu' }], [2, 768, 'layer', true, true, { N: 50257, epilogue: 'none' }]] as const;
-      for (const c of normLinearCases(dtype, norms)) {
+      for (const c of sharded(normLinearCases(dtype, norms))) {
         await looped(`${c.name} (looped)`, () => {
           for (let run = 0; run < 2; run++) {
             const failed = caseFailures(c, gpu, cpu, seed + run);
@@ -239,7 +243,7 @@ test('the looping GEMV (grids past the resident blocks loop over their tiles) ma
 });
 
 for (const m of ENGINE_TEST_MODELS) {
-  test(`${m.name}: the decode engine with the GEMV kernel and programmatic launches equals it without`, { skip }, async () => {
+  test(`${m.name}: the decode engine with the GEMV kernel and programmatic launches equals it without`, { skip: modelSkip }, async () => {
     const gpu = await createGpuBackend();
     const dir = join(root, m.name);
     writeModelFolder(dir, m.family, m.config, 5);
@@ -281,7 +285,7 @@ for (const m of ENGINE_TEST_MODELS) {
 
 for (const m of ENGINE_TEST_MODELS) {
   for (const [kernel, on, launches] of [['mma GEMV', 'mmaGemv', 'mmaGemvLaunches'], ['skinny GEMM', 'skinnyGemm', 'skinnyGemmLaunches'], ['streamed GEMM', 'streamGemm', 'streamGemmLaunches']] as const) {
-    test(`${m.name}: prefill and batched decode rows on the ${kernel} give cuBLASLt's logits (bf16)`, { skip }, async () => {
+    test(`${m.name}: prefill and batched decode rows on the ${kernel} give cuBLASLt's logits (bf16)`, { skip: modelSkip }, async () => {
       const gpu = await createGpuBackend();
       // The streamed GEMM (on by default) takes 5–32-row products before the other two kernels.
       if (on !== 'streamGemm') gpu.streamGemm = false;
@@ -318,7 +322,7 @@ for (const m of ENGINE_TEST_MODELS) {
 }
 
 for (const projected of [false, true]) {
-test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? ' with the O projection in the attention kernel' : ''} gives the usual form's logits and greedy tokens`, { skip }, async () => {
+test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? ' with the O projection in the attention kernel' : ''} gives the usual form's logits and greedy tokens`, { skip: modelSkip }, async () => {
   const gpu = await createGpuBackend();
   const saved = { on: gpu.fusedMlp, minRows: gpu.fusedMlpMinRows, projection: gpu.fusedAttentionProjection };
   gpu.fusedAttentionProjection = projected;
@@ -377,7 +381,7 @@ test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? 
 });
 }
 
-test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual decode logits and greedy tokens: GPT-2 and Llama', { skip }, async () => {
+test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual decode logits and greedy tokens: GPT-2 and Llama', { skip: modelSkip }, async () => {
   const gpu = await createGpuBackend();
   for (const m of ENGINE_TEST_MODELS) {
     const dir = join(root, `${m.name}-head-norm`);
