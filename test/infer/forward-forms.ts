@@ -1,5 +1,5 @@
-// Shared by the tests that compare two forms of the decode forward on the CPU (residual-in-products,
-// row-norm-forward): the tiny Llama, its prompt, and the logits of a prefill and four forced decode steps.
+// Shared by the tests that compare two forms of the decode forward on the CPU (fused-mlp, head-norm,
+// head-argmax): the tiny Llama, its prompt, and the logits of a prefill and four forced decode steps.
 
 import { join } from 'node:path';
 import type { Backend } from '../../src/backend/backend.js';
