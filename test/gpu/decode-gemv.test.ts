@@ -29,7 +29,8 @@ import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixt
 import './report-as-you-go.js';
 
 const skip = gpuSkip();
-// FUSEFORMER_TEST_SHARD=i/n (conformance.ts): the op cases split n ways; the model tests run in shard 0 only.
+// casesSelectedByEnv (conformance.ts): the op cases FUSEFORMER_TEST_OPS names, split n ways by FUSEFORMER_TEST_SHARD=i/n;
+// the model tests run in shard 0 only.
 const shard = testShardFromEnv();
 const sharded = <C extends { name: string }>(cases: C[]): C[] => casesSelectedByEnv(cases).cases;
 const modelSkip = skip || (shard && shard.index > 0 ? `FUSEFORMER_TEST_SHARD=${shard.index}/${shard.count}: the model tests run in shard 0` : false);
