@@ -1,7 +1,7 @@
 // The decode-step ops (src/testing/infer-op-cases.ts) on the CUDA backend against the CPU reference, on
 // fresh random inputs with poisoned outputs; sampled tokens must match exactly; decode attention again
-// with each of its variants forced (decodeAttentionOptions: the cluster combine, the throughput and the
-// pipelined kernels). Skips without a GPU. FUSEFORMER_TEST_OPS=a,b runs only the cases whose name contains
+// with each of its variants forced (decodeAttentionOptions: the throughput and the pipelined
+// kernels). Skips without a GPU. FUSEFORMER_TEST_OPS=a,b runs only the cases whose name contains
 // one of the substrings (e.g. "speculativeSample"; the decode attention variants then run only if matched).
 
 import assert from 'node:assert/strict';
@@ -64,11 +64,6 @@ async function decodeVariantCheck(t: TestContext, set: (options: DecodeOptions) 
 function decodeCases() {
   return selected([...inferOpCases(), ...pagedOpCases()].filter((c) => /^(paged )?decodeAttention /.test(c.name)));
 }
-
-test('decode attention with the split-K combine inside a thread-block cluster matches the CPU reference, twice in a row', { skip }, async (t) => {
-  if (only.length === 0) assert.ok(decodeCases().some((c) => /splits=[2-8]\b/.test(c.name)), 'cases with 2–8 splits exercise the cluster path');
-  await decodeVariantCheck(t, (o) => { o.clusterCombine = true; }, 2);
-});
 
 // The throughput variant (5 blocks an SM) and the pipelined one (cp.async-staged, double-buffered K/V
 // tiles; 128-byte rows, the others keep the default kernel) forced on every case: the launcher picks them

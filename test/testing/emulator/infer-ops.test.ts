@@ -1,7 +1,7 @@
 // The decode-step op cases (src/testing/infer-op-cases.ts, the table `npm run test:gpu` runs on the GPU) on the
 // CUDA backend's kernels run by the kernel emulator, against the CPU reference: fresh random inputs, outputs
 // poisoned first, sampled tokens compared exactly. Then decode attention's cases again with its pipelined and
-// its throughput variants forced (the cluster combine cannot run here: its blocks wait for each other), and the
+// its throughput variants forced, and the
 // fused MLP's and the sampler's probes.
 // FUSEFORMER_EMULATOR_OPS=a,b runs only the cases whose name contains one of the words. Skips where the
 // emulator cannot compile (no g++ or CUDA headers).

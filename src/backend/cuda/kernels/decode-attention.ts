@@ -32,12 +32,6 @@
 //           latency per layer: ~2 µs of a 4–8 µs op at batch 1.)
 // Splits beyond a sequence's length do nothing and are not counted: every block recomputes n, so the
 // grid is fixed (graph-capturable) while lengths change on the device.
-// Cluster combine (spec.cluster = splits ≤ 8; decodeAttentionOptions.clusterCombine, opt-in, not yet
-// run on a GPU): the splits of one (sequence, head block) are one thread-block cluster (Hopper,
-// __cluster_dims__), each keeps its partial in shared memory, and after a cluster barrier rank 0 reads
-// the others' through distributed shared memory (mapa / ld.shared::cluster) and writes out — no
-// partials in global memory, no fence, no counter. Splits past n take part with an empty partial
-// (m = −∞, l = 0): every block of a cluster must reach its barriers.
 // Throughput variant (spec.throughput; large grids of the serving engine, decodeAttentionThroughput): the
 // value rows are loaded after the scores in batches of THROUGHPUT_V_BATCH instead of all before them, and
 // __launch_bounds__ caps registers for THROUGHPUT_MIN_BLOCKS blocks an SM (96 against 168): with more
@@ -85,7 +79,7 @@ import { checkDecodeAttention, checkQkvRopeAppend } from '../../op-checks/index.
 import { OpCheck } from '../../validate.js';
 import type { KernelHost, KernelSource } from '../runtime/kernel.js';
 import { arg } from '../runtime/kernel.js';
-import { CLUSTER_LIB, DEVICE_LIB, typedefLine } from './device-lib.js';
+import { DEVICE_LIB, typedefLine } from './device-lib.js';
 import { MMA_LIB } from './mma-lib.js';
 import { pickVectorWidth } from './elementwise.js';
 import { HEAD_RSTD_CODE, ROPE_PAIR_CODE } from './qkv-rope-append.js';
@@ -104,8 +98,6 @@ export interface DecodeAttentionSpec {
   readonly split: boolean;
   /** Positions per block of a paged cache (a block table given); 0 or absent for the contiguous cache. */
   readonly page?: number;
-  /** Split-K combined inside a cluster of this many blocks (= the splits, 2..8); 0 or absent: through global partials. */
-  readonly cluster?: number;
   /**
    * Many blocks resident rather than each block's latency hidden (decodeAttentionThroughput): value rows
    * in batches of THROUGHPUT_V_BATCH after the scores, not all prefetched before them, and registers capped
@@ -131,7 +123,7 @@ export interface DecodeAttentionSpec {
   /** The tensor-core variant's warp tiles, stages and resident blocks (absent: DEFAULT_MMA_SHAPE). */
   readonly mmaShape?: MmaShape;
   /**
-   * DecodeAttentionArgs.project (not with the cluster combine): the block that writes its heads' outputs also
+   * DecodeAttentionArgs.project: the block that writes its heads' outputs also
    * multiplies them by their columns of the O weight [H, Hq·D] and adds the H sums into an f32 accumulator
    * (PROJECT_CODE; the columns' rows prefetched into L2 before the wait).
    */
@@ -256,17 +248,8 @@ export function stagedVariant(headDim: number, elementBytes: number, vec: number
   return mma ? { mma } : undefined;
 }
 
-/** Largest portable thread-block cluster. */
-export const MAX_CLUSTER_SPLITS = 8;
-
-/**
- * Process-wide choices of the decode-attention launcher: the cluster combine (see the header) for
- * splits ≤ MAX_CLUSTER_SPLITS, on when FUSEFORMER_DECODE_CLUSTER=1 (correct on the H200, but no faster
- * than the last-block combine there on 2026-12-01: GPT-2 b1 0.256 vs 0.255, Llama b1 0.860 vs 0.860 ms/token);
- * the throughput variant (decodeAttentionThroughput).
- */
-export const decodeAttentionOptions: { clusterCombine: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto'; mmaShape: MmaShape } = {
-  clusterCombine: process.env['FUSEFORMER_DECODE_CLUSTER'] === '1',
+/** Process-wide choices of the decode-attention launcher: the throughput variant (decodeAttentionThroughput), the pipelined and tensor-core variants. */
+export const decodeAttentionOptions: { throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto'; mmaShape: MmaShape } = {
   // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
   // wait (H200, session 11: serving at 64 clients 16,690 → 17,949 tok/s, decode unchanged);
   // FUSEFORMER_DECODE_PREFETCH=0 issues them all after it.
@@ -300,7 +283,7 @@ export function decodeAttentionMma(dtype: FloatDType): boolean {
 }
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.cluster ? `.cluster${s.cluster}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}${s.append.headNorm ? '_qknorm' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}${s.append.headNorm ? '_qknorm' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -561,21 +544,20 @@ ${constants({
     D: spec.headDim, GROUP: spec.group, GH: spec.headsPerBlock, HEAD_BLOCKS: spec.group / spec.headsPerBlock, VEC: spec.vec, VECS: vecs,
     THREADS: DECODE_THREADS, TILE: DECODE_TILE, WARPS: DECODE_THREADS / 32, KEY_LANES: keyLanes, SPLIT: spec.split,
     PER_LANE: perLane, V_BATCH: vBatch, EARLY_V: !spec.throughput && !spec.pipelined && perLane <= vBatch, PIPELINED: spec.pipelined ?? false,
-    PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0), CLUSTER: spec.cluster ?? 0,
+    PAGED: (spec.page ?? 0) > 0, PAGE: Math.max(1, spec.page ?? 0),
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
     HEAD_NORM: spec.append?.headNorm ?? false, RC: spec.pipelined ? rowBytes / 16 : 8,
     MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
     PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
   })}
 ${PROJECT_CODE}
-${CLUSTER_LIB}
 ${ROPE_PAIR_CODE}
 ${HEAD_RSTD_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
 // [B, table_stride]); partials f32 [B, Hq, splits, D + 2]; counters u32 [B, Hkv·HEAD_BLOCKS] (zero;
 // left zero). Grid (Hkv·HEAD_BLOCKS, B, splits), block THREADS. APPEND: q unused; qkv [B, (hq + 2·hkv)·D],
 // qkv_bias [(hq + 2·hkv)·D] (BIAS), inv_freq f32 [D/2] (ROPE), q_norm / k_norm [D] (HEAD_NORM).
-extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.cluster}) ` : ''}${bounds} ${name}(
+extern "C" __global__ void ${bounds} ${name}(
     const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache, const int* __restrict__ positions,
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys,
@@ -598,8 +580,6 @@ extern "C" __global__ void ${spec.cluster ? `__cluster_dims__(1, 1, ${spec.clust
   __shared__ bool last_block;
   // PROJECT: the block's outputs as stored (GH heads × D), the projection's input.
   [[maybe_unused]] __shared__ __align__(16) float proj_s[PROJECT ? GH * D : 1];
-  [[maybe_unused]] __shared__ float cluster_part[CLUSTER ? GH * D : 1];
-  [[maybe_unused]] __shared__ float cluster_stat[CLUSTER ? 2 * GH : 1];
   // APPEND: this step's key and value of kv head g as the cache will hold them ([key | value], D each).
   [[maybe_unused]] __shared__ __align__(16) T fresh_kv[APPEND ? 2 * D : 1];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -664,7 +644,7 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
     const int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z), blocks = gridDim.x * gridDim.y * gridDim.z;
     for (int i = block * THREADS + tid; i < zero_count; i += blocks * THREADS) proj_zero[i] = 0.f;
   }
-  if (SPLIT && !CLUSTER && j_begin >= j_end) {
+  if (SPLIT && j_begin >= j_end) {
     // Not counted: the last block combines only the splits below n. No keys at all (an idle row): split 0 writes zeros.
     if (n == 0 && split == 0) for (int i = tid; i < GH * D; i += THREADS) out[((size_t)b * hq + h0 + i / D) * D + i % D] = from_float<T>(0.f);
     return;
@@ -903,10 +883,7 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
       lh = l[h];
     }
     const size_t row = (size_t)b * hq + h0 + h;
-    if (CLUSTER) {
-      cluster_part[i] = sum;
-      if (c == 0) { cluster_stat[h] = mh; cluster_stat[GH + h] = lh; }
-    } else if (SPLIT) {
+    if (SPLIT) {
       float* part = partials + (row * splits + split) * (D + 2);
       part[c] = sum;
       if (c == 0) { part[D] = mh; part[D + 1] = lh; }
@@ -921,30 +898,6 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
     project_outputs(proj_s, w_o, proj_out + (size_t)b * PH, hq, h0);
   }
   if (!SPLIT) return;
-  if (CLUSTER) {
-    // Rank 0 combines the cluster's partials from the other blocks' shared memory; the second barrier
-    // keeps every block (and its shared memory) alive until it has.
-    cluster_sync();
-    if (cluster_rank() == 0) {
-      for (int i = tid; i < GH * D; i += THREADS) {
-        const int h = i / D;
-        float top = __int_as_float(0xff800000);
-        #pragma unroll
-        for (int r = 0; r < CLUSTER; r++) top = fmaxf(top, cluster_load(&cluster_stat[h], r));
-        float total = 0.f, value = 0.f;
-        #pragma unroll
-        for (int r = 0; r < CLUSTER; r++) {
-          const float mr = cluster_load(&cluster_stat[h], r);
-          const float w = mr == __int_as_float(0xff800000) ? 0.f : exp2f(mr - top);  // an empty split weighs nothing
-          total = fmaf(cluster_load(&cluster_stat[GH + h], r), w, total);
-          value = fmaf(cluster_load(&cluster_part[i], r), w, value);
-        }
-        out[((size_t)b * hq + h0 + h) * D + i % D] = from_float<T>(n > 0 ? value / total : 0.f);
-      }
-    }
-    cluster_sync();
-    return;
-  }
   // The last block of this (sequence, head block) to finish combines the used splits (release: each
   // block's partials are visible device-wide before it counts; acquire: the last one fences after).
   __threadfence();
@@ -994,7 +947,7 @@ interface AppendInputs {
 
 /**
  * Plans the variant and launches it. With `append` (the fused appendDecodeAttention) only where the plan is
- * the pipelined variant without the cluster combine; otherwise nothing is launched and it returns false.
+ * the pipelined variant; otherwise nothing is launched and it returns false.
  */
 function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof checkDecodeAttention>, c: OpCheck, append?: AppendInputs): boolean {
   const { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group, splits, blockTable, paged, freshKeys, project } = checked;
@@ -1007,10 +960,8 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   const vec = pickVectorWidth(16 / size, [p.k, p.v].map((a) => ({ ptr: a, elementBytes: size })), d);
   if (d / vec > DECODE_THREADS) c.fail(`head size ${d} needs ${d / vec} vectors a row with ${vec}-element vectors: at most ${DECODE_THREADS} are supported (align the caches to 16 bytes)`);
   const split = splits > 1;
-  // The projection is written by the block that writes out, so not with the cluster combine (rank 0 alone).
-  const cluster = split && !project && decodeAttentionOptions.clusterCombine && splits <= MAX_CLUSTER_SPLITS ? splits : 0;
   let spec: DecodeAttentionSpec = {
-    dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}), ...(cluster ? { cluster } : {}),
+    dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}),
     ...(project ? { project: { hidden: project.H } } : {}),
   };
   if (project) {
@@ -1021,17 +972,17 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   }
   const headGroups = Hkv * (group / spec.headsPerBlock);
   const blocks = headGroups * B * splits;
-  const staged = cluster ? undefined : stagedVariant(d, size, vec, dtype);
+  const staged = stagedVariant(d, size, vec, dtype);
   if (staged) {
     const shape = mmaShapeFor(blocks, host.multiProcessorCount, decodeAttentionOptions.mmaShape, d * size);
     spec = { ...spec, pipelined: true, ...(staged.mma ? { mma: true, ...(shape !== DEFAULT_MMA_SHAPE ? { mmaShape: shape } : {}) } : {}) };
   }
-  else if (!cluster && decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
+  else if (decodeAttentionThroughput(blocks, paged !== undefined)) spec = { ...spec, throughput: true };
   if (append) {
     if (!spec.pipelined) return false;
     spec = { ...spec, append: { rope: append.invFreq !== 0n, bias: append.bias !== 0n, ...(append.headNorm ? { headNorm: true } : {}) } };
   }
-  const counters = split && !cluster ? host.counters(B * headGroups) : 0n;
+  const counters = split ? host.counters(B * headGroups) : 0n;
   if (spec.mma) decodeAttentionLaunches.mma++;
   if (spec.project) decodeAttentionLaunches.projected++;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
@@ -1052,8 +1003,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
  * 128 bytes in 16-byte vectors: Llama's and GPT-2's d 64 at 16 bit, d 32 at f32; on tensor cores also 256-byte
  * rows, d 128 at 16 bit; not turned off) with the query heads and the new key and value formed from the QKV
  * row in its prologue (the header's APPEND; Qwen3's head norms too), over contiguous or paged caches, one
- * token a sequence, without the cluster combine. Returns false (nothing
- * launched) otherwise: the backend then runs qkvRopeAppend and decodeAttention.
+ * token a sequence. Returns false (nothing launched) otherwise: the backend then runs qkvRopeAppend and decodeAttention.
  */
 export function fusedAppendDecodeAttention(host: KernelHost, parts: { readonly append: QkvRopeAppendArgs; readonly attention: DecodeAttentionArgs }): boolean {
   const c = new OpCheck('appendDecodeAttention', 'cuda');
@@ -1088,10 +1038,6 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16 }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, page: 32 }),
     decodeAttentionSource({ dtype: 'f32', headDim: 16, group: 4, headsPerBlock: 4, vec: 4, split: true, page: 8 }),
-    // The cluster combine: Llama 3.2 1B at batch 1 (5 splits), paged GPT-2 (8), f32 (2).
-    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, cluster: 5 }),
-    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: true, page: 32, cluster: 8 }),
-    decodeAttentionSource({ dtype: 'f32', headDim: 80, group: 1, headsPerBlock: 1, vec: 4, split: true, cluster: 2 }),
     // The throughput variant (large grids): Llama 3.2 1B paged, split and not; GPT-2 paged; f32.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, throughput: true }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, page: 16, throughput: true }),

@@ -40,18 +40,6 @@ test('decodeAttention: a block per (kv head, head block, sequence, split); split
   // One counter per (sequence, head block); the unsplit launch asked for none.
   assert.deepEqual(host.counterRequests, [8]);
   assert.equal(argValue(split, 12, 'ptr'), RecordingHost.COUNTERS);
-  // The cluster combine (opt-in): the same grid, one cluster per (kv head, sequence) over its 8 splits, no counters.
-  attention.decodeAttentionOptions.clusterCombine = true;
-  try {
-    attention.decodeAttention(host, { ...args(1, 32, 8, 64, 2048), partials: deviceTensor([1, 32, 8, 66], 'f32') });
-  } finally {
-    attention.decodeAttentionOptions.clusterCombine = false;
-  }
-  const clustered = host.launches.at(-1)!;
-  assert.equal(clustered.key, 'decode_attention.bf16.d64.g4.gh4.v8.split.cluster8');
-  assert.deepEqual(clustered.config.grid, [8, 1, 8]);
-  assert.match(clustered.source, /__cluster_dims__\(1, 1, 8\)/);
-  assert.deepEqual(host.counterRequests, [8], 'no counters for the cluster combine');
   // Multi-query with a group of 32: blocks of 8 query heads; 256-byte rows on tensor cores in 16-key warp tiles (64 KiB).
   attention.decodeAttention(host, args(1, 32, 1, 128, 64));
   assert.equal(host.launches.at(-1)!.key, 'decode_attention.bf16.d128.g32.gh8.v8.pipelined.mma_t16s2b0');
@@ -333,7 +321,7 @@ test('decodeAttention: grids past one wave at 3 blocks an SM take the wide-grid 
   assert.equal(launch.config.sharedBytes, attention.mmaSharedBytes(attention.WIDE_GRID_MMA_SHAPE));
 });
 
-test('decodeAttention\'s project: the O weight, accumulator, zero and its size after the other arguments; never the cluster combine; refused where a row\'s vectors do not divide a warp', () => {
+test('decodeAttention\'s project: the O weight, accumulator, zero and its size after the other arguments; refused where a row\'s vectors do not divide a warp', () => {
   const host = new RecordingHost();
   const args = (B: number, Hq: number, Hkv: number, d: number, maxLen: number, H: number, dtype: 'bf16' | 'f32' = 'bf16') => ({
     q: deviceTensor([B, Hq, d], dtype), kCache: deviceTensor([B, Hkv, maxLen, d], dtype), vCache: deviceTensor([B, Hkv, maxLen, d], dtype),
@@ -355,13 +343,8 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   attention.decodeAttention(host, plain);
   assert.equal(host.launches[1]!.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma');
   assert.deepEqual([18, 19, 20].map((i) => argValue(host.launches[1]!, i, 'ptr')), [0n, 0n, 0n]);
-  // Split, with the cluster combine on: project keeps the counter combine (the block that writes out projects).
-  attention.decodeAttentionOptions.clusterCombine = true;
-  try {
-    attention.decodeAttention(host, { ...args(1, 12, 12, 64, 2048, 768), partials: deviceTensor([1, 12, 4, 66], 'f32') });
-  } finally {
-    attention.decodeAttentionOptions.clusterCombine = false;
-  }
+  // Split: the last block of each head's splits combines them and projects.
+  attention.decodeAttention(host, { ...args(1, 12, 12, 64, 2048, 768), partials: deviceTensor([1, 12, 4, 66], 'f32') });
   assert.equal(host.launches[2]!.key, 'decode_attention.bf16.d64.g1.gh1.v8.split.pipelined.mma.proj768');
   // d 80 at bf16: a head's row is 10 vectors, which do not divide a warp.
   rejects(() => attention.decodeAttention(host, args(1, 4, 4, 80, 64, 320)), /decodeAttention: 'project' takes a block's 1 heads × 80 columns/);
