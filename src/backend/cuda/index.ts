@@ -20,7 +20,7 @@ import type {
 import type {
   AppendDecodeAttentionArgs, DecodeAdvanceArgs, FeedTokensArgs, GatherColumnsArgs, MaskLogitsArgs, BiasLogitsArgs, GptqRoundBlockArgs, Int4ClipGroupsArgs, ScaleColumnsArgs, DecodeAttentionArgs, EmbedTokensArgs, GatedActivationArgs, GatedLinearArgs, NormLinearArgs, NormMlpArgs, QkvRopeAppendArgs, ResidualNormArgs, SampleTokensArgs, SpeculativeSampleArgs, TanhActivationArgs, TokenProbabilitiesArgs,
 } from '../backend.js';
-import { decodeAttention, fusedAppendDecodeAttention, headsPerBlock as attentionHeadsPerBlock, PROJECTION_MAX_BYTES, projectionFits } from './kernels/decode-attention.js';
+import { decodeAttention, fusedAppendDecodeAttention, headsPerBlock as attentionHeadsPerBlock, PROJECTION_MAX_BYTES, projectionChunks, projectionFits } from './kernels/decode-attention.js';
 import { embedTokens } from './kernels/embed-tokens.js';
 import { gatedActivation } from './kernels/gated-activation.js';
 import { qkvRopeAppend } from './kernels/qkv-rope-append.js';
@@ -113,11 +113,12 @@ export class CudaBackend implements Backend {
   mlpGemvLaunches = 0;
   /**
    * decodeAttention's `project` offered to the decode forward (projectsAttention) at 1–4 rows, for models whose
-   * O weight a block reads is at most PROJECTION_MAX_BYTES (GPT-2's 98 KB a head): the O GEMV becomes the
-   * attention kernel's epilogue. Opt-in (FUSEFORMER_FUSED_O=1): slower where measured (2026-12-05, H100, GPT-2
-   * ms/token with the fused MLP: b1 0.217 → 0.275, b4 0.295 → 0.355 — the attention kernel 2.8 → 11.6 µs a layer,
-   * its 12 blocks each streaming 98 KB of W_O, against the O GEMV's 4.2). Needs the fused MLP's accumulators
-   * (fusedMlp). Takes effect for forwards launched or captured after it is set.
+   * O weight a block reads is at most PROJECTION_MAX_BYTES (GPT-2's 98 KB a head, 6 KB in 16 output chunks): the O
+   * GEMV becomes the attention kernel's epilogue. Opt-in (FUSEFORMER_FUSED_O=1): the one-chunk form was slower where
+   * measured (2026-12-05, H100, GPT-2 ms/token with the fused MLP: b1 0.217 → 0.275, b4 0.295 → 0.355 — the
+   * attention kernel 2.8 → 11.6 µs a layer, its 12 blocks each streaming 98 KB of W_O, against the O GEMV's 4.2);
+   * the chunked form (projectionChunks, session 59) spreads W_O over 8–16 times the blocks and is not yet measured.
+   * Needs the fused MLP's accumulators (fusedMlp). Takes effect for forwards launched or captured after it is set.
    */
   fusedAttentionProjection = process.env['FUSEFORMER_FUSED_O'] === '1';
   /**
@@ -548,7 +549,8 @@ export class CudaBackend implements Backend {
   projectsAttention(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number): boolean {
     if (!this.fusedAttentionProjection || rows < 1 || rows > GEMV_MAX_ROWS || !isFloat(dtype) || kvHeads < 1 || heads % kvHeads !== 0) return false;
     const perBlock = attentionHeadsPerBlock(heads / kvHeads);
-    return projectionFits(dtype as FloatDType, headDim, perBlock) && H * perBlock * headDim * byteSize(dtype) <= PROJECTION_MAX_BYTES;
+    const chunks = projectionChunks(kvHeads * (heads / kvHeads / perBlock) * rows, H, this.runtime.multiProcessorCount, false);
+    return projectionFits(dtype as FloatDType, headDim, perBlock) && (H / chunks) * perBlock * headDim * byteSize(dtype) <= PROJECTION_MAX_BYTES;
   }
 
   /** normMlp as one kernel; it has no unfused form on this backend (the forward asks fusesMlp first), so elsewhere a clear error. */

@@ -53,7 +53,7 @@ test('emulated CUDA, f32: prefill and decode logits with the fused MLP, the proj
   // Kernels run, counted by the emulator (graph replays included): every layer of the four decode steps.
   const ran = (pattern: RegExp) => [...runtime.stats.launches].filter(([name]) => pattern.test(name)).reduce((n, [, count]) => n + count, 0);
   assert.equal(ran(/^gemv_mlp_/), 4 * GPT2.layers, 'normMlp as one kernel in every layer of the decode steps');
-  assert.equal(ran(/^decode_attention_.*_proj128$/), 4 * GPT2.layers, 'the attention projected in every layer of the decode steps');
+  assert.equal(ran(/^decode_attention_.*_proj128c16$/), 4 * GPT2.layers, 'the attention projected in every layer of the decode steps');
   assert.ok(ran(/^gemv_.*norm|^gemv_.*_1p/) > 0, 'a GEMV formed a norm in its prologue');
   assert.ok(relError(ours.prefill, reference.prefill) < 1e-5, `prefill rel err ${relError(ours.prefill, reference.prefill)}`);
   ours.steps.forEach((row, i) => assert.ok(relError(row, reference.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, reference.steps[i]!)}`));
@@ -99,7 +99,7 @@ test('emulated CUDA, bf16: the decode step as on the H200 (pipelined tensor-core
     return { names, steps: ours.steps.map((row, i) => relError(row, reference.steps[i]!)) };
   };
   const usual = errors(false), fused = errors(true);
-  assert.ok(fused.names.some((n) => /^decode_attention_bf16_.*_pipelined_append_bias_mma_proj128$/.test(n)), fused.names.join(' '));
+  assert.ok(fused.names.some((n) => /^decode_attention_bf16_.*_pipelined_append_bias_mma_proj128c16$/.test(n)), fused.names.join(' '));
   assert.ok(fused.names.some((n) => /^gemv_mlp_bf16_/.test(n)), fused.names.join(' '));
   assert.ok(!usual.names.some((n) => /proj128|gemv_mlp/.test(n)), 'the usual form fuses neither');
   // bf16 storage alone puts a 300-token vocabulary's logits 1–3% from the f32 model's (both forms, measured);

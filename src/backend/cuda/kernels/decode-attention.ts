@@ -125,9 +125,12 @@ export interface DecodeAttentionSpec {
   /**
    * DecodeAttentionArgs.project: the block that writes its heads' outputs also
    * multiplies them by their columns of the O weight [H, Hq·D] and adds the H sums into an f32 accumulator
-   * (PROJECT_CODE; the columns' rows prefetched into L2 before the wait).
+   * (PROJECT_CODE; the columns' rows prefetched into L2 before the wait). `chunks` > 1 (unsplit only): grid.z
+   * is a chunk of H / chunks output rows, each block of a head group computing the same attention (a short
+   * cache's few keys, cheap to repeat) and projecting only its chunk — the O weight then streams through
+   * headGroups·chunks blocks instead of headGroups (projectionChunks); chunk 0 alone writes out and the cache.
    */
-  readonly project?: { readonly hidden: number };
+  readonly project?: { readonly hidden: number; readonly chunks?: number };
 }
 
 /**
@@ -248,8 +251,13 @@ export function stagedVariant(headDim: number, elementBytes: number, vec: number
   return mma ? { mma } : undefined;
 }
 
-/** Process-wide choices of the decode-attention launcher: the throughput variant (decodeAttentionThroughput), the pipelined and tensor-core variants. */
-export const decodeAttentionOptions: { throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto'; mmaShape: MmaShape } = {
+/**
+ * Process-wide choices of the decode-attention launcher: the projection's output chunks (projectionChunks; off with
+ * FUSEFORMER_FUSED_O_CHUNKS=0, the one-chunk form of 2026-12-05), the throughput variant (decodeAttentionThroughput),
+ * the pipelined and tensor-core variants.
+ */
+export const decodeAttentionOptions: { projectChunks: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto'; mmaShape: MmaShape } = {
+  projectChunks: process.env['FUSEFORMER_FUSED_O_CHUNKS'] !== '0',
   // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
   // wait (H200, session 11: serving at 64 clients 16,690 → 17,949 tok/s, decode unchanged);
   // FUSEFORMER_DECODE_PREFETCH=0 issues them all after it.
@@ -283,7 +291,7 @@ export function decodeAttentionMma(dtype: FloatDType): boolean {
 }
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}${s.append.headNorm ? '_qknorm' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}${s.append.headNorm ? '_qknorm' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}${(s.project.chunks ?? 1) > 1 ? `c${s.project.chunks}` : ''}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -471,6 +479,21 @@ export function projectLanes(spec: Pick<DecodeAttentionSpec, 'dtype' | 'headDim'
  */
 export const PROJECTION_MAX_BYTES = 128 * 1024;
 
+/** The most output chunks a projected launch is cut into (DecodeAttentionSpec.project.chunks). */
+export const MAX_PROJECTION_CHUNKS = 16;
+
+/**
+ * Output chunks for an unsplit projected launch of `blocks` blocks (head groups × sequences): the most, a power
+ * of two up to MAX_PROJECTION_CHUNKS dividing H, that keeps the grid within two blocks an SM (one wave: the
+ * pipelined variant holds three); 1 when split or FUSEFORMER_FUSED_O_CHUNKS=0.
+ */
+export function projectionChunks(blocks: number, hidden: number, multiProcessors: number, split: boolean): number {
+  if (split || !decodeAttentionOptions.projectChunks) return 1;
+  let chunks = 1;
+  while (chunks < MAX_PROJECTION_CHUNKS && hidden % (2 * chunks) === 0 && blocks * 2 * chunks <= 2 * multiProcessors) chunks *= 2;
+  return chunks;
+}
+
 /** Whether the projection takes these heads: whole 16-byte vectors, LPR dividing 32, D a multiple of a vector. */
 export function projectionFits(dtype: FloatDType, headDim: number, headsPerBlockCount: number): boolean {
   const lanes = (headsPerBlockCount * headDim * byteSize(dtype)) / 16;
@@ -519,9 +542,31 @@ __device__ __forceinline__ void project_outputs(const float* proj_s, const T* w_
   }
 }`;
 
+/**
+ * PROJECT_CODE for `chunks` output chunks: block z of the grid takes rows N0 = z·PHC … N0 + PHC − 1 of w_o
+ * (PHC = PH / chunks); one chunk is PROJECT_CODE itself.
+ */
+function projectCode(chunks: number): string {
+  if (chunks <= 1) return PROJECT_CODE;
+  const edits: [string, string][] = [
+    ['for (int n = r0; n < PH; n += RPI)', 'for (int n = N0 + r0; n < N0 + PHC; n += RPI)'],
+    ['PROJECT_ROUNDS = (PH + RPI - 1) / RPI', 'PROJECT_ROUNDS = (PHC + RPI - 1) / RPI'],
+    ['const int n = r0 + (first + k) * RPI;', 'const int n = N0 + r0 + (first + k) * RPI;'],
+    ['&& n < PH)', '&& n < N0 + PHC)'],
+  ];
+  let code = PROJECT_CODE;
+  for (const [from, to] of edits) {
+    if (!code.includes(from)) throw new Error(`projectCode: '${from}' not in PROJECT_CODE`);
+    code = code.replaceAll(from, to);
+  }
+  return `constexpr int PHC = PH / ${chunks};  // output rows a chunk (block z) projects\n#define N0 ((int)blockIdx.z * PHC)\n${code}`;
+}
+
 export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const name = kernelIdentifier(decodeAttentionKey(spec));
   const vecs = spec.headDim / spec.vec;
+  const chunks = spec.project?.chunks ?? 1;
+  if (chunks > 1 && (spec.split || spec.project!.hidden % chunks !== 0)) throw new RangeError(`decodeAttentionSource: ${chunks} projection chunks need an unsplit launch and H (${spec.project!.hidden}) a multiple of them`);
   const keyLanes = Math.max(1, Math.floor(DECODE_THREADS / vecs));
   // Value rows a key lane reads per tile, and how many of them it loads before using any (see "values").
   const perLane = Math.ceil(DECODE_TILE / keyLanes), vBatch = Math.min(perLane, spec.throughput ? THROUGHPUT_V_BATCH : 8);
@@ -550,7 +595,7 @@ ${constants({
     MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
     PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
   })}
-${PROJECT_CODE}
+${projectCode(chunks)}
 ${ROPE_PAIR_CODE}
 ${HEAD_RSTD_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
@@ -656,7 +701,7 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
     // value. Each value is rounded to T as the unfused ops store it, so the result is theirs.
     const T* row = qkv + (size_t)b * (hq + 2 * hkv) * D;
     const int p = positions[b];
-    const bool writer = holds_fresh && blockIdx.x % HEAD_BLOCKS == 0;  // one block per (sequence, kv head) writes the cache
+    const bool writer = holds_fresh && blockIdx.x % HEAD_BLOCKS == 0${chunks > 1 ? ' && blockIdx.z == 0' : ''};  // one block per (sequence, kv head) writes the cache
     const int items = (holds_fresh ? GH + 2 : GH) * HALF;
     const auto column = [&](int hh, int e) { return (hh < GH ? h0 + hh : hh == GH ? hq + g : hq + hkv + g) * D + e; };
     const auto biased = [&](int col, float& a, float& z) {
@@ -889,7 +934,7 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
       if (c == 0) { part[D] = mh; part[D + 1] = lh; }
     } else {
       const T value = from_float<T>(n > 0 ? sum / lh : 0.f);
-      out[row * D + c] = value;
+      ${chunks > 1 ? 'if (blockIdx.z == 0) ' : ''}out[row * D + c] = value;
       if constexpr (PROJECT) proj_s[i] = to_float(value);
     }
   }
@@ -960,9 +1005,11 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   const vec = pickVectorWidth(16 / size, [p.k, p.v].map((a) => ({ ptr: a, elementBytes: size })), d);
   if (d / vec > DECODE_THREADS) c.fail(`head size ${d} needs ${d / vec} vectors a row with ${vec}-element vectors: at most ${DECODE_THREADS} are supported (align the caches to 16 bytes)`);
   const split = splits > 1;
+  const headGroups = Hkv * (group / headsPerBlock(group));
+  const chunks = project ? projectionChunks(headGroups * B, project.H, host.multiProcessorCount, split) : 1;
   let spec: DecodeAttentionSpec = {
     dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}),
-    ...(project ? { project: { hidden: project.H } } : {}),
+    ...(project ? { project: { hidden: project.H, ...(chunks > 1 ? { chunks } : {}) } } : {}),
   };
   if (project) {
     const aligned = [project.weight, project.out].every((t) => devicePtr(c, 'project', t) % 16n === 0n);
@@ -970,8 +1017,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
       c.fail(`'project' takes a block's ${spec.headsPerBlock} heads × ${d} columns in 16-byte vectors, 1–32 of them dividing 32, and 16-byte aligned weight and out; got ${dtype}, d ${d}`);
     }
   }
-  const headGroups = Hkv * (group / spec.headsPerBlock);
-  const blocks = headGroups * B * splits;
+  const blocks = headGroups * B * splits * chunks;
   const staged = stagedVariant(d, size, vec, dtype);
   if (staged) {
     const shape = mmaShapeFor(blocks, host.multiProcessorCount, decodeAttentionOptions.mmaShape, d * size);
@@ -986,7 +1032,7 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   if (spec.mma) decodeAttentionLaunches.mma++;
   if (spec.project) decodeAttentionLaunches.projected++;
   host.kernel(decodeAttentionKey(spec), () => decodeAttentionSource(spec)).launch(
-    { grid: [headGroups, B, splits], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: spec.mma ? mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE, d * size) : PIPELINED_STAGE_BYTES } : {}) },
+    { grid: [headGroups, B, splits * chunks], block: DECODE_THREADS, ...(spec.pipelined ? { sharedBytes: spec.mma ? mmaSharedBytes(spec.mmaShape ?? DEFAULT_MMA_SHAPE, d * size) : PIPELINED_STAGE_BYTES } : {}) },
     [
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters), arg.i32(decodeAttentionOptions.prefetch ? freshKeys : 0),
@@ -1063,6 +1109,11 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true }),
     // GPT-2's batch-1 step with the O projection fused (the fused MLP's companion).
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true, project: { hidden: 768 } }),
+    // ... in 16 output chunks (GPT-2 at batch 1 on 132 SMs), 4 (batch 4); Llama 3.2 1B's four heads a block in 16.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true, project: { hidden: 768, chunks: 16 } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true, project: { hidden: 768, chunks: 4 } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, pipelined: true, append: { rope: true, bias: false }, mma: true, project: { hidden: 2048, chunks: 16 } }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 64, group: 1, headsPerBlock: 1, vec: 4, split: false, project: { hidden: 768, chunks: 8 } }),
     decodeAttentionSource({ dtype: 'f16', headDim: 64, group: 32, headsPerBlock: 8, vec: 8, split: true, page: 16, pipelined: true, mma: true }),
     // Its other shapes (FUSEFORMER_DECODE_MMA_SHAPE): 16-key tiles in three stages at 4 blocks an SM, 32-key tiles in three.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: { tile: 16, stages: 3, blocksPerSm: 4 } }),

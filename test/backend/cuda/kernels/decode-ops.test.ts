@@ -331,8 +331,14 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   const gpt2 = args(1, 12, 12, 64, 160, 768);
   attention.decodeAttention(host, gpt2);
   const launch = host.launches[0]!;
-  assert.equal(launch.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma.proj768');
-  assert.deepEqual(launch.config.grid, [12, 1, 1]);
+  // Unsplit: the 768 output rows in 16 chunks of 48, grid.z (12 heads × 16 = 192 blocks, within two an SM of 132).
+  assert.equal(launch.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma.proj768c16');
+  assert.deepEqual(launch.config.grid, [12, 1, 16]);
+  assert.match(launch.source, /constexpr int PHC = PH \/ 16;/);
+  assert.match(launch.source, /if \(blockIdx.z == 0\) out\[row \* D \+ c\] = value;/, 'chunk 0 alone writes out');
+  assert.deepEqual([1, 12, 40, 140].map((blocks) => attention.projectionChunks(blocks, 768, 132, false)), [16, 16, 4, 1]);
+  assert.equal(attention.projectionChunks(12, 768, 132, true), 1, 'split launches project in the combining block');
+  assert.equal(attention.projectionChunks(12, 100, 132, false), 4, 'chunks divide H');
   const address = (t: unknown) => (t as { ptr: bigint }).ptr;
   assert.deepEqual([18, 19, 20].map((i) => argValue(launch, i, 'ptr')), [gpt2.project.weight, gpt2.project.out, gpt2.project.zero].map(address));
   assert.equal(argValue(launch, 21, 'i32'), 4 * 768);
@@ -349,6 +355,15 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   // d 80 at bf16: a head's row is 10 vectors, which do not divide a warp.
   rejects(() => attention.decodeAttention(host, args(1, 4, 4, 80, 64, 320)), /decodeAttention: 'project' takes a block's 1 heads × 80 columns/);
   assert.equal(host.launches.length, 3);
+  // FUSEFORMER_FUSED_O_CHUNKS=0: the one-chunk form.
+  attention.decodeAttentionOptions.projectChunks = false;
+  try {
+    attention.decodeAttention(host, gpt2);
+  } finally {
+    attention.decodeAttentionOptions.projectChunks = true;
+  }
+  assert.equal(host.launches[3]!.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma.proj768');
+  assert.deepEqual(host.launches[3]!.config.grid, [12, 1, 1]);
   assert.equal(attention.projectionFits('bf16', 64, 4), true, "Llama 1B's four heads a block: 32 vectors, a warp a row");
   assert.equal(attention.projectionFits('f32', 64, 4), false, '64 vectors');
 });
