@@ -149,6 +149,15 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
   mkdir -p /tmp/spec-tokenizer && gunzip -c bench/spec-tokenizer/tokenizer.json.gz > /tmp/spec-tokenizer/tokenizer.json \
     && cp bench/spec-tokenizer/tokenizer_config.json /tmp/spec-tokenizer/ && SPEC_TOKENIZER=/tmp/spec-tokenizer/tokenizer.json
 fi
+# s59-fused-o's timings: GPT-2 decode at b1 / b4, default, fused MLP alone, fused MLP + chunked projection (two rounds), the one-chunk form, a b1 timeline
+fused_o_bench() {
+    for round in 1 2; do
+      run o-default-$round 40 node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-default-$round.json"
+      for f in 0 1; do run o-mlp-o$f-$round 40 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-mlp-o$f-$round.json"; done
+    done
+    run o-one-chunk 40 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=1 FUSEFORMER_FUSED_O_CHUNKS=0 node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-one-chunk.json"
+    run o-timeline 60 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=1 node dist/bench/decode-timeline.js --models gpt2 --quant bf16 --batch 1 --steps 8 --json "$out/o-timeline.json"
+}
 for step in "${steps[@]}"; do
   case $step in
     gemv-preload) # (for session 21; built after session 20's last device call, never run) the GEMVs' norm prologue with gamma and beta loaded at the kernel's start (FUSEFORMER_NORM_GEMV_PRELOAD=1, opt-in): the normLinear op cases (bf16 GEMV, W8A8, INT4 forced on) and the engines against the CPU with it on, then decode off / on, one process each, two rounds: bf16 GPT-2 and Llama, GPT-2 INT4 + head and INT8 + head (their prologue norms); default it on where it wins
@@ -481,12 +490,9 @@ for step in "${steps[@]}"; do
     s59-fused-o) # (session 59) the O projection in decode attention's epilogue cut into output chunks (DecodeAttentionSpec.project.chunks, projectionChunks: GPT-2 at b1 12 heads x 16 chunks = 192 blocks, each projecting 48 of the 768 rows from 6 KB of W_O, where session 40's one-chunk form had 12 blocks each streaming 98 KB: attention 2.8 -> 11.6 us a layer, b1 0.217 -> 0.275). Never run on a GPU (the emulator passes the op cases and the GPT-2 decode tests): the projected op cases, the engine test, then GPT-2 decode at b1 / b4: default, fused MLP alone, fused MLP + chunked projection (twice), and the one-chunk form once
           run o-ops 150 env FUSEFORMER_TEST_OPS="project" node --test --test-concurrency=1 --test-name-pattern="decode-step ops match" dist/test/gpu/infer-ops.test.js
           run o-engine 150 node --test --test-concurrency=1 --test-name-pattern='O projection in the attention kernel' dist/test/gpu/decode-gemv.test.js
-          for round in 1 2; do
-            run o-default-$round 40 node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-default-$round.json"
-            for f in 0 1; do run o-mlp-o$f-$round 40 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-mlp-o$f-$round.json"; done
-          done
-          run o-one-chunk 40 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=1 FUSEFORMER_FUSED_O_CHUNKS=0 node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-one-chunk.json"
-          run o-timeline 60 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=1 node dist/bench/decode-timeline.js --models gpt2 --quant bf16 --batch 1 --steps 8 --json "$out/o-timeline.json" ;;
+          fused_o_bench ;;
+    s59-fused-o-bench) # (session 59) s59-fused-o's timings alone (after s57-suite in the same call, whose infer-ops and decode-gemv shards hold its op cases and engine test)
+          fused_o_bench ;;
     s59-h200) # (session 59) the issue tables' decode and serving rows on this build (the last H200 run of bench:decode / bench:serve-speed was session 42's; sessions 43-58 were lent H100s): bench:decode in full beside HF eager and static cache with the quantized rows, then serving at C 256 (the target's concurrency) beside HF generate batched
           run decode-full 440 node dist/bench/decode.js --reps 3 --torch-modes eager,static --quant int4,int8,int4-head,int8-head --json "$out/decode.json"
           run serve-256 ${SERVE_BOUND:-300} node dist/bench/serve-speed.js --concurrency 256 --no-prefix --json "$out/serve-speed-256.json" ;;
