@@ -155,6 +155,7 @@ fused_o_bench() {
       run o-default-$round 40 node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-default-$round.json"
       for f in 0 1; do run o-mlp-o$f-$round 40 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=$f node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-mlp-o$f-$round.json"; done
     done
+    for f in 0 1; do run o-llama-o$f 60 env FUSEFORMER_FUSED_O=$f node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1 --json "$out/o-llama-o$f.json"; done
     run o-one-chunk 40 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=1 FUSEFORMER_FUSED_O_CHUNKS=0 node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4 --json "$out/o-one-chunk.json"
     run o-timeline 60 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=1 node dist/bench/decode-timeline.js --models gpt2 --quant bf16 --batch 1 --steps 8 --json "$out/o-timeline.json"
 }

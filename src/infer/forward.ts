@@ -82,16 +82,17 @@ export const int4GatedOptions = { enabled: process.env['FUSEFORMER_INT4_GATED'] 
  */
 export const fusedMlpOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
 /**
- * With the fused MLP, the O projection as decode attention's epilogue (DecodeAttentionArgs.project) into an f32
- * accumulator that the MLP's norm reads as y — the O GEMM gone. 'auto' (default) follows the backend
- * (Backend.projectsAttention: CUDA at 1–4 rows with FUSEFORMER_FUSED_O=1); 'on' forces it wherever the fused
- * MLP runs (the CPU tests), 'off' never. Only for blocks() calls whose attention callback applies `project`
- * (the decode engine's steps). Takes effect for forwards launched or captured after it is set.
+ * The O projection as decode attention's epilogue (DecodeAttentionArgs.project) into an f32 accumulator that the
+ * MLP's norm reads as y — the O GEMM gone; with the fused MLP or, for any other unquantized model without tensor
+ * parallelism (gated MLPs: Llama), alone. 'auto' (default) follows the backend (Backend.projectsAttention: CUDA
+ * at 1–4 rows with FUSEFORMER_FUSED_O=1); 'on' forces it wherever it applies (the CPU tests), 'off' never. Only
+ * for blocks() calls whose attention callback applies `project` (the decode engine's steps). Takes effect for
+ * forwards constructed (the accumulators) and launched or captured after it is set.
  */
 export const projectedAttentionOptions: { mode: 'auto' | 'on' | 'off' } = { mode: 'auto' };
 /** Rows at most the 'auto' mode's accumulators hold (the fused kernel's limit, GEMV_MAX_ROWS). */
 const FUSED_MLP_AUTO_ROWS = 4;
-/** The fused forward's f32 accumulators (fusedMlpViews: 0, 1 and 4 for the MLPs alone, all five with the attention projected). */
+/** The fused forward's f32 accumulators (accumulatorViews: 0, 1 and 4 for the MLPs or the attention alone, all five for both). */
 const ACCUMULATORS = 5;
 
 /**
@@ -125,7 +126,7 @@ export class DecoderForward {
   /** [maxRows · widest K] in the model's dtype: the inputs of act-order INT4 products, in their weights' order. */
   private readonly ordered?: Tensor;
   private readonly orderedViews = new Map<string, Tensor>();
-  /** fusedMlpOptions' f32 accumulators [ACCUMULATORS, mlpRows, H], zeroed (fusedMlpViews says which op uses which). */
+  /** The fused MLP's and the projected attention's f32 accumulators [ACCUMULATORS, rows, H], zeroed (accumulatorViews says which op uses which). */
   private readonly mlpAccumulators?: { readonly all: Tensor; readonly rows: number; readonly views: Tensor[] };
   /**
    * Calibration (quant/decoder-quantize.ts): called with each projection's input as blocks() runs — the
@@ -159,8 +160,11 @@ export class DecoderForward {
       const accRows = Math.max(maxRows * Math.max(0, ...int8.map((w) => w.outFeatures)), int8Head ? Math.min(maxRows, HEAD_CHUNK_ROWS) * int8Head.outFeatures : 0);
       this.w8a8 = { xq: b.empty([maxRows * K], 'i8'), rowScales: b.empty([maxRows], 'f32'), acc: b.empty([accRows], 'i32') };
     }
-    if (fusedMlpOptions.mode !== 'off' && this.fusedMlpModel()) {
-      const rows = fusedMlpOptions.mode === 'on' ? maxRows : Math.min(maxRows, FUSED_MLP_AUTO_ROWS);
+    const mlpFuses = fusedMlpOptions.mode !== 'off' && this.fusedMlpModel();
+    const attentionProjects = projectedAttentionOptions.mode !== 'off' && this.projectionModel();
+    if (mlpFuses || attentionProjects) {
+      const on = (mlpFuses && fusedMlpOptions.mode === 'on') || (attentionProjects && projectedAttentionOptions.mode === 'on');
+      const rows = on ? maxRows : Math.min(maxRows, FUSED_MLP_AUTO_ROWS);
       const all = b.fromArray(new Float32Array(ACCUMULATORS * rows * arch.hidden), [ACCUMULATORS, rows, arch.hidden], 'f32');
       this.mlpAccumulators = { all, rows, views: Array.from({ length: ACCUMULATORS }, (_, i) => b.view(all, i * rows * arch.hidden, [rows, arch.hidden])) };
     }
@@ -218,8 +222,10 @@ export class DecoderForward {
     const m = this.model, transB = true;  // every matrix is stored [out, in] (architecture.ts)
     // The residual is added by the norms: x += y + bias, y the O or down product's output.
     const capture = this.capture;
-    // fusedMlpOptions: each MLP one normMlp into an f32 accumulator, which the norm after it reads as y.
-    const mlp = capture ? undefined : this.fusedMlpViews(ops, v.rows, options.projects === true);
+    // fusedMlpOptions: each MLP one normMlp into an f32 accumulator, which the norm after it reads as y;
+    // projectedAttentionOptions: the O product added into one by the attention kernel itself.
+    const acc = capture ? undefined : this.accumulatorViews(ops, v.rows, options.projects === true);
+    const mlp = acc?.mlp;
     try {
       m.layers.forEach((layer, l) => {
         const q = m.quantization?.layers[l] ?? {};
@@ -229,8 +235,7 @@ export class DecoderForward {
         else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
         else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
         capture?.(l, 'qkv', v.h);
-        // projectedAttentionOptions: the O product added into an accumulator by the attention kernel itself.
-        const project = mlp?.attention ? { weight: layer.out, out: mlp.attention.out(l), zero: mlp.attention.zero(l) } : undefined;
+        const project = acc?.attention ? { weight: layer.out, out: acc.attention.out(l), zero: acc.attention.zero(l) } : undefined;
         const attended = attention(l, v, project);
         capture?.(l, 'out', attended);
         if (project) { /* the O product is in project.out; its bias is added by the MLP's norm */ }
@@ -244,7 +249,7 @@ export class DecoderForward {
           });
           return;
         }
-        this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, true, layer.outBias));
+        this.mlpIn(ops, v, l, this.normArgs(v, layer.norm2, true, layer.outBias, project?.out));
         capture?.(l, 'up', v.h);
         capture?.(l, 'down', v.act);
         if (q.down) this.quantizedLinear(ops, q.down, v.act, v.y);
@@ -260,48 +265,54 @@ export class DecoderForward {
       if (logits) this.lmHead(ops, v.h, logits, options.argmax);
     } catch (e) {
       // A step cut short leaves the fused MLP's accumulators part-summed: cleared, so later steps start from zero.
-      if (mlp) ops.fill(this.mlpAccumulators!.all, 0);
+      if (acc) ops.fill(this.mlpAccumulators!.all, 0);
       throw e;
     }
   }
 
   /** Whether the model takes fusedMlpOptions: a GELU-tanh / ReLU MLP (an fc epilogue), ≥ 2 layers, no quantization or tensor parallelism. */
   private fusedMlpModel(): boolean {
+    return !this.model.arch.gatedMlp && this.fcEpilogue !== null && this.projectionModel();
+  }
+
+  /** Whether the model takes projectedAttentionOptions (and, with an fc epilogue, fusedMlpOptions): ≥ 2 layers, no quantization or tensor parallelism. */
+  private projectionModel(): boolean {
     const m = this.model;
-    return !m.arch.gatedMlp && this.fcEpilogue !== null && m.layers.length >= 2 && !m.tensorParallel
-      && !(m.quantization?.layers.some((q) => Object.keys(q).length > 0) ?? false);
+    return m.layers.length >= 2 && !m.tensorParallel && !(m.quantization?.layers.some((q) => Object.keys(q).length > 0) ?? false);
   }
 
   /**
-   * The accumulators of a fused-MLP forward of `rows` rows (fusedMlpOptions), or undefined where it does not
-   * run: out(l) is layer l's MLP output (l = −1: the last layer's, the previous step's), read as y by the next
-   * norm; zero(l) a whole accumulator layer l's normMlp clears; `attention` (projectedAttentionOptions, with
-   * `projects`) the same for the attention kernel's O products, read by the MLP's norm.
-   * The step's accumulations t = 0 … N − 1 (the MLPs alone: layer l's is t = l; with the attention projected:
-   * 2l and 2l + 1) each add into a buffer that the op reading it finishes with before the op after it — so op t
-   * may clear the buffer of t − 1 when its reader is not an accumulating op (the MLPs alone: the next QKV norm)
-   * and of t − 2 otherwise (the MLP's norm reads t − 1 itself). Buffers: the MLPs alone t mod 2, the last layer
-   * buffer 4; projected, t mod 3 with the step's last two on buffers 3 and 4 (2·layers is not always a multiple
-   * of 3), so every two (or three) consecutive accumulations — the step's last and the next step's first
-   * included — use different buffers. Both forms end a step on buffer 4 and clear it in their first or second
-   * op, and leave 0–2 cleared, so steps of either form (a graph of each batch size) may follow each other.
+   * The accumulators of a forward of `rows` rows, or undefined where neither form runs: `mlp` (fusedMlpOptions)
+   * out(l) is layer l's MLP output (l = −1: the last layer's, the previous step's), read as y by the next norm, and
+   * zero(l) a whole accumulator layer l's normMlp clears; `attention` (projectedAttentionOptions, with `projects`)
+   * the same for the attention kernel's O products, read by the MLP's norm.
+   * The step's accumulations t = 0 … N − 1 (the MLPs or the attention alone: layer l's is t = l; both: 2l and
+   * 2l + 1) each add into a buffer that the op reading it finishes with before the op after it — so op t may clear
+   * the buffer of t − 1 when its reader is not an accumulating op (the MLPs alone: the next QKV norm; the attention
+   * alone: the MLP's norm) and of t − 2 otherwise (the MLP's norm reads t − 1 itself). Buffers: one form alone
+   * t mod 2, the last layer buffer 4; both, t mod 3 with the step's last two on buffers 3 and 4 (2·layers is not
+   * always a multiple of 3), so every two (or three) consecutive accumulations — the step's last and the next
+   * step's first included — use different buffers. Every form ends a step on buffer 4 and clears it in its first
+   * or second op, and leaves 0–2 cleared, so steps of any form (a graph of each batch size) may follow each other.
    */
-  private fusedMlpViews(ops: Backend, rows: number, projects: boolean): {
-    out(l: number): Tensor; zero(l: number): Tensor; attention?: { out(l: number): Tensor; zero(l: number): Tensor };
+  private accumulatorViews(ops: Backend, rows: number, projects: boolean): {
+    mlp?: { out(l: number): Tensor; zero(l: number): Tensor }; attention?: { out(l: number): Tensor; zero(l: number): Tensor };
   } | undefined {
     const acc = this.mlpAccumulators, m = this.model, arch = m.arch, H = arch.hidden;
     if (!acc || rows > acc.rows) return undefined;
-    if (fusedMlpOptions.mode !== 'on' && !(fusedMlpOptions.mode === 'auto' && (ops.fusesMlp?.(rows, m.dtype, H, arch.ffn) ?? false))) return undefined;
-    const project = projects && (projectedAttentionOptions.mode === 'on'
+    const fuse = this.fusedMlpModel() && (fusedMlpOptions.mode === 'on' || (fusedMlpOptions.mode === 'auto' && (ops.fusesMlp?.(rows, m.dtype, H, arch.ffn) ?? false)));
+    const project = projects && this.projectionModel() && (projectedAttentionOptions.mode === 'on'
       || (projectedAttentionOptions.mode === 'auto' && (ops.projectsAttention?.(rows, m.dtype, H, arch.heads, arch.kvHeads, arch.headDim) ?? false)));
-    const L = m.layers.length, N = project ? 2 * L : L, b = m.backend;
-    const buffer = project ? (t: number) => (t < N - 2 ? t % 3 : 3 + t - (N - 2)) : (t: number) => (t === N - 1 ? 4 : t % 2);
-    const cleared = (t: number) => buffer((t - (project ? 2 : 1) + N) % N);
-    const mlpStep = (l: number) => (project ? 2 * l + 1 : l);
+    if (!fuse && !project) return undefined;
+    const both = fuse && project;
+    const L = m.layers.length, N = both ? 2 * L : L, b = m.backend;
+    const buffer = both ? (t: number) => (t < N - 2 ? t % 3 : 3 + t - (N - 2)) : (t: number) => (t === N - 1 ? 4 : t % 2);
+    const cleared = (t: number) => buffer((t - (both ? 2 : 1) + N) % N);
     const view = (t: number) => b.view(acc.views[buffer((t + N) % N)]!, 0, [rows, H]);
+    const accumulations = (step: (l: number) => number) => ({ out: (l: number) => view(step(l)), zero: (l: number) => acc.views[cleared(step(l))]! });
     return {
-      out: (l) => view(mlpStep(l)), zero: (l) => acc.views[cleared(mlpStep(l))]!,
-      ...(project ? { attention: { out: (l: number) => view(2 * l), zero: (l: number) => acc.views[cleared(2 * l)]! } } : {}),
+      ...(fuse ? { mlp: accumulations((l) => (both ? 2 * l + 1 : l)) } : {}),
+      ...(project ? { attention: accumulations((l) => (both ? 2 * l : l)) } : {}),
     };
   }
 

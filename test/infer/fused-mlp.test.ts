@@ -15,7 +15,7 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
-import { TINY_GPT2, writeModelFolder } from './hf-folder.js';
+import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from './hf-folder.js';
 import { gpt2ReferenceLogits } from './reference-forward.js';
 import { PROMPT, prefillAndStepLogits, qualificationForwards, relError } from './forward-forms.js';
 
@@ -83,22 +83,62 @@ for (const projected of [false, true]) {
   });
 }
 
-test('fusedMlp: only non-gated MLPs with an fc epilogue, and in auto mode where the backend fuses them', () => {
+test('fusedMlp: only non-gated MLPs with an fc epilogue, and in auto mode where the backend fuses them; the projected attention alone for the others', () => {
   const backend = new CpuBackend();
   fusedMlpOptions.mode = 'on';
+  projectedAttentionOptions.mode = 'on';
   const { llama, gpt2, free } = qualificationForwards(root, backend);
-  const views = (f: DecoderForward, b: CpuBackend, rows: number) => (f as unknown as { fusedMlpViews(ops: CpuBackend, rows: number): unknown }).fusedMlpViews(b, rows);
-  assert.notEqual(views(gpt2, backend, 8), undefined);
-  assert.equal(views(llama, backend, 8), undefined, 'a gated MLP');
+  type Views = { mlp?: unknown; attention?: unknown } | undefined;
+  const views = (f: DecoderForward, b: CpuBackend, rows: number, projects = false) =>
+    (f as unknown as { accumulatorViews(ops: CpuBackend, rows: number, projects: boolean): Views }).accumulatorViews(b, rows, projects);
+  assert.notEqual(views(gpt2, backend, 8)?.mlp, undefined);
+  assert.equal(views(gpt2, backend, 8)?.attention, undefined, 'the attention projected only for steps that ask (projects)');
+  assert.notEqual(views(gpt2, backend, 8, true)?.attention, undefined);
+  assert.equal(views(llama, backend, 8), undefined, 'a gated MLP: no fused MLP');
+  const llamaViews = views(llama, backend, 8, true);
+  assert.ok(llamaViews?.attention !== undefined && llamaViews.mlp === undefined, 'a gated MLP: the projected attention alone');
   fusedMlpOptions.mode = 'auto';
-  assert.equal(views(gpt2, backend, 1), undefined, 'the CPU backend fuses no MLP');
-  const fusing = Object.assign(new CpuBackend(), { fusesMlp: (rows: number) => rows <= 4 });
-  assert.notEqual(views(gpt2, fusing, 1), undefined);
+  projectedAttentionOptions.mode = 'auto';
+  assert.equal(views(gpt2, backend, 1, true), undefined, 'the CPU backend fuses no MLP and projects no attention');
+  const fusing = Object.assign(new CpuBackend(), { fusesMlp: (rows: number) => rows <= 4, projectsAttention: (rows: number) => rows === 1 });
+  assert.notEqual(views(gpt2, fusing, 1)?.mlp, undefined);
+  assert.notEqual(views(llama, fusing, 1, true)?.attention, undefined);
+  assert.equal(views(llama, fusing, 2, true), undefined, 'the backend declines 2 rows');
   assert.equal(views(gpt2, fusing, 8), undefined, "past the accumulators' rows (built in 'on' mode for 32): the backend declines 8");
   fusedMlpOptions.mode = 'off';
-  assert.equal(views(gpt2, backend, 1), undefined);
+  projectedAttentionOptions.mode = 'off';
+  assert.equal(views(gpt2, backend, 1, true), undefined);
   free();
 });
+
+// A gated MLP (Llama) keeps its normLinear, whose norm reads the attention's accumulated O product as y: two
+// layers and three (the last accumulation's own buffer with an odd count).
+for (const layers of [2, 3]) {
+  test(`llama (${layers} layers): the attention projected alone gives the usual decode logits, and greedy tokens batched and replayed from graphs`, async () => {
+    const dir = join(root, `llama-${layers}-projected`);
+    writeModelFolder(dir, 'llama', { ...TINY_LLAMA, layers } as never, 4);
+    const { backend, counts } = countingBackend();
+    const { model } = loadDecoderModel(dir, backend);
+    const logits = (mode: 'on' | 'off') => {
+      projectedAttentionOptions.mode = mode;
+      return prefillAndStepLogits(model);
+    };
+    const off = logits('off');
+    assert.equal(counts.projected, 0);
+    const on = logits('on');
+    assert.equal(counts.projected, 4 * layers, 'the four decode steps projected every layer\'s attention');
+    assert.equal(counts.normMlp, 0, 'no fused MLP for a gated one');
+    assert.ok(relError(on.prefill, off.prefill) < 1e-6, `prefill rel err ${relError(on.prefill, off.prefill)}`);
+    on.steps.forEach((row, i) => assert.ok(relError(row, off.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, off.steps[i]!)}`));
+    const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11], [4, 4, 4]];
+    const run = (mode: 'on' | 'off', batch: readonly (readonly number[])[]) => {
+      projectedAttentionOptions.mode = mode;
+      return generateBatch(model, batch, { maxNewTokens: 7, temperature: 0, stopTokenIds: [], engineOptions: { graphs: true } });
+    };
+    for (const batch of [prompts, prompts.slice(0, 1)]) assert.deepEqual(await run('on', batch), await run('off', batch), `${batch.length} prompts`);
+    model.free();
+  });
+}
 
 test('gpt2: a forward cut short by an error leaves the accumulators zeroed, so the engine\'s next forwards are right', () => {
   const dir = join(root, 'gpt2-error');

@@ -118,7 +118,7 @@ export class CudaBackend implements Backend {
    * measured (2026-12-05, H100, GPT-2 ms/token with the fused MLP: b1 0.217 → 0.275, b4 0.295 → 0.355 — the
    * attention kernel 2.8 → 11.6 µs a layer, its 12 blocks each streaming 98 KB of W_O, against the O GEMV's 4.2);
    * the chunked form (projectionChunks, session 59) spreads W_O over 8–16 times the blocks and is not yet measured.
-   * Needs the fused MLP's accumulators (fusedMlp). Takes effect for forwards launched or captured after it is set.
+   * The forward takes it with the fused MLP or alone (projectedAttentionOptions). Takes effect for forwards launched or captured after it is set.
    */
   fusedAttentionProjection = process.env['FUSEFORMER_FUSED_O'] === '1';
   /**

@@ -1,4 +1,4 @@
-// A GPT-2 decoded through the CUDA backend's own kernels, run by the kernel emulator (src/testing/emulator):
+// A GPT-2 (and a Llama, with the projected attention alone) decoded through the CUDA backend's own kernels, run by the kernel emulator (src/testing/emulator):
 // the decode step's fused forms — the MLP as one kernel into an f32 accumulator (normMlp), the O projection
 // inside decode attention, the final norm inside the LM head GEMV — routed and launched as on a GPU, with the
 // engine's graphs captured and replayed, against the same model on the CPU backend. The prompt's GEMMs (more
@@ -15,7 +15,7 @@ import { fusedMlpOptions, headNormOptions, projectedAttentionOptions } from '../
 import { generateBatch } from '../../../src/infer/generate.js';
 import { loadDecoderModel } from '../../../src/infer/model.js';
 import { emulatedCudaBackend, emulatorUnavailable } from '../../../src/testing/emulator/host.js';
-import { TINY_GPT2, writeModelFolder } from '../../infer/hf-folder.js';
+import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../../infer/hf-folder.js';
 import { prefillAndStepLogits, relError } from '../../infer/forward-forms.js';
 
 const skip = emulatorUnavailable() ?? false;
@@ -106,3 +106,30 @@ test('emulated CUDA, bf16: the decode step as on the H200 (pipelined tensor-core
   // a wrong index or a lost accumulation would put them tens of percent away.
   for (const [i, e] of fused.steps.entries()) assert.ok(e < 4e-2 && e < 2 * usual.steps[i]!, `step ${i}: fused rel err ${e}, usual ${usual.steps[i]}`);
 });
+
+// A Llama (gated MLP, grouped kv heads, RoPE) takes the projected attention alone: decode attention's kernel adds
+// the O product into an f32 accumulator that the gated GEMV's norm reads as y. Heads of 64 (the tensor-core
+// variant with the append at 16 bit), two query heads a kv head, three layers (the last accumulation's own buffer).
+const LLAMA = { ...TINY_LLAMA, hidden: 256, heads: 4, kvHeads: 2, headDim: 64, ffn: 384, layers: 3, vocabSize: 300 };
+
+for (const dtype of ['f32', 'bf16'] as const) {
+  test(`emulated CUDA, ${dtype}: a Llama's decode logits with the projected attention (in output chunks) match its usual form's`, { skip, timeout: 10 * 60_000 }, () => {
+    const dir = join(root, `llama-${dtype}`);
+    writeModelFolder(dir, 'llama', LLAMA as never, 13);
+    const logits = (projected: boolean) => {
+      projectedAttentionOptions.mode = projected ? 'auto' : 'off';
+      const { backend, runtime } = emulatedCudaBackend();
+      backend.fusedAttentionProjection = true;
+      const emulated = loadDecoderModel(dir, backend, { dtype });
+      const result = prefillAndStepLogits(emulated.model);
+      emulated.model.free();
+      return { result, names: [...runtime.stats.launches.keys()] };
+    };
+    const usual = logits(false), projected = logits(true);
+    // 2 kv heads × 16 chunks of the 256 output rows at batch 1.
+    assert.ok(projected.names.some((n) => /^decode_attention_.*_proj256c16$/.test(n)), projected.names.join(' '));
+    assert.ok(!usual.names.some((n) => /_proj/.test(n)), 'the usual form projects nothing');
+    const bound = dtype === 'f32' ? 1e-5 : 2e-2;
+    projected.result.steps.forEach((row, i) => assert.ok(relError(row, usual.result.steps[i]!) < bound, `step ${i}: rel err ${relError(row, usual.result.steps[i]!)}`));
+  });
+}
