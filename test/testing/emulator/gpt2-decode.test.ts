@@ -129,7 +129,39 @@ for (const dtype of ['f32', 'bf16'] as const) {
     // 2 kv heads × 16 chunks of the 256 output rows at batch 1.
     assert.ok(projected.names.some((n) => /^decode_attention_.*_proj256c16$/.test(n)), projected.names.join(' '));
     assert.ok(!usual.names.some((n) => /_proj/.test(n)), 'the usual form projects nothing');
-    const bound = dtype === 'f32' ? 1e-5 : 2e-2;
-    projected.result.steps.forEach((row, i) => assert.ok(relError(row, usual.result.steps[i]!) < bound, `step ${i}: rel err ${relError(row, usual.result.steps[i]!)}`));
+    if (dtype === 'f32') {
+      projected.result.steps.forEach((row, i) => assert.ok(relError(row, usual.result.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, usual.result.steps[i]!)}`));
+      return;
+    }
+    // bf16: the O product reaches the norm in f32 instead of rounded to bf16, so the logits move by bf16's rounding
+    // (1–5% here, as bf16 storage itself puts the usual form); held to twice the usual form's distance from the f32 model on the CPU, as the GPT-2 test above.
+    const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
+    const reference = prefillAndStepLogits(cpu.model);
+    cpu.model.free();
+    projected.result.steps.forEach((row, i) => {
+      const e = relError(row, reference.steps[i]!), u = relError(usual.result.steps[i]!, reference.steps[i]!);
+      assert.ok(e < 0.1 && e < 2 * u + 1e-3, `step ${i}: projected rel err ${e}, usual ${u}`);
+    });
   });
 }
+
+test('emulated CUDA, f32: a GPT-2 with the projected attention alone (the MLP unfused, as at batch 1 by default) matches the CPU backend', { skip, timeout: 10 * 60_000 }, () => {
+  const dir = join(root, 'gpt2-projection-alone');
+  writeModelFolder(dir, 'gpt2', GPT2 as never, 14);
+  fusedMlpOptions.mode = 'off';
+  projectedAttentionOptions.mode = 'off';
+  const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
+  const reference = prefillAndStepLogits(cpu.model);
+  cpu.model.free();
+  projectedAttentionOptions.mode = 'auto';
+  const { backend, runtime } = emulatedCudaBackend();
+  backend.fusedAttentionProjection = true;
+  const emulated = loadDecoderModel(dir, backend, { dtype: 'f32' });
+  const ours = prefillAndStepLogits(emulated.model);
+  emulated.model.free();
+  const ran = (pattern: RegExp) => [...runtime.stats.launches].filter(([name]) => pattern.test(name)).reduce((n, [, count]) => n + count, 0);
+  assert.equal(ran(/^decode_attention_.*_proj128c16$/), 4 * GPT2.layers, 'the attention projected in every layer of the decode steps');
+  assert.equal(ran(/^gemv_mlp_/), 0, 'no fused MLP');
+  assert.ok(relError(ours.prefill, reference.prefill) < 1e-5, `prefill rel err ${relError(ours.prefill, reference.prefill)}`);
+  ours.steps.forEach((row, i) => assert.ok(relError(row, reference.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, reference.steps[i]!)}`));
+});
