@@ -197,3 +197,44 @@ test('gpt2: forwards of both forms (prefill: the MLPs alone; decode steps: atten
   ours.forEach((row, i) => assert.ok(relError(row, usual[i]!) < 1e-5, `forward ${i}: rel err ${relError(row, usual[i]!)}`));
   model.free();
 });
+
+test('gpt2: steps of the projected attention alone (1 row) and with the fused MLP (2–4 rows) follow each other in one engine', () => {
+  const dir = join(root, 'gpt2-alone-and-both');
+  writeModelFolder(dir, 'gpt2', { ...GPT2, layers: 3 } as never, 8);
+  const backend = new CpuBackend(), counts = { normMlp: 0, projected: 0 };
+  const normMlp = backend.normMlp.bind(backend), append = backend.appendDecodeAttention.bind(backend);
+  // As CUDA with FUSEFORMER_FUSED_O=1 by default: the MLP fused from two rows, the attention projected at 1–4.
+  Object.assign(backend, {
+    fusesMlp: (rows: number) => rows >= 2 && rows <= 4, projectsAttention: (rows: number) => rows <= 4,
+    normMlp: (args: NormMlpArgs) => { counts.normMlp++; normMlp(args); },
+    appendDecodeAttention: (args: AppendDecodeAttentionArgs) => { if (args.project) counts.projected++; append(args); },
+  });
+  const { model } = loadDecoderModel(dir, backend);
+  const prompts = [PROMPT, [9, 8, 7], [4, 4, 4, 4], [200, 100]];
+  const run = (mode: 'auto' | 'off') => {
+    fusedMlpOptions.mode = mode;
+    projectedAttentionOptions.mode = mode;
+    const engine = new DecodeEngine(model, { maxBatch: 4, maxLen: 32 });
+    const logits: Float32Array[] = [];
+    // Rounds of 1, 3, 1 and 2 sequences in one engine (one forward, its accumulators kept), so steps of the
+    // projection alone and of both forms follow each other.
+    for (const batch of [prompts.slice(0, 1), prompts.slice(1, 4), prompts.slice(2, 3), prompts.slice(0, 2)]) {
+      engine.start(batch.map((prompt) => ({ prompt, maxNewTokens: 8, sampling: resolveSampling({ temperature: 0 }) })), []);
+      for (const token of [3, 250, 17]) {
+        engine.collect();
+        batch.forEach((_, b) => engine.force(b, token + b));
+        engine.decode(1);
+        logits.push(...engine.logits().slice(0, batch.length));
+      }
+    }
+    engine.dispose();
+    return logits;
+  };
+  const usual = run('off');
+  assert.deepEqual(counts, { normMlp: 0, projected: 0 });
+  const ours = run('auto');
+  assert.ok(counts.projected > 0 && counts.normMlp > 0, `both forms ran: ${JSON.stringify(counts)}`);
+  assert.equal(ours.length, usual.length);
+  ours.forEach((row, i) => assert.ok(relError(row, usual[i]!) < 1e-5, `row ${i}: rel err ${relError(row, usual[i]!)}`));
+  model.free();
+});
