@@ -162,6 +162,7 @@ fused_o_bench() {
     run o-default-2 40 $gpt2 --json "$out/o-default-2.json"
     run o-o1-2 40 env FUSEFORMER_FUSED_O=1 $gpt2 --json "$out/o-o1-2.json"
     for f in 0 1; do run o-llama-o$f 60 env FUSEFORMER_FUSED_O=$f node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1 --json "$out/o-llama-o$f.json"; done
+    run o-llama-o1-c32 60 env FUSEFORMER_FUSED_O=1 FUSEFORMER_FUSED_O_CHUNKS=32 node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1 --json "$out/o-llama-o1-c32.json"
     run o-timeline 60 env FUSEFORMER_FUSED_O=1 node dist/bench/decode-timeline.js --models gpt2 --quant bf16 --batch 1 --steps 8 --json "$out/o-timeline.json"
 }
 for step in "${steps[@]}"; do

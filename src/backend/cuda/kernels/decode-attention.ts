@@ -251,13 +251,17 @@ export function stagedVariant(headDim: number, elementBytes: number, vec: number
   return mma ? { mma } : undefined;
 }
 
+/** The default cap on a projected launch's output chunks (DecodeAttentionSpec.project.chunks), and the largest allowed. */
+export const DEFAULT_PROJECTION_CHUNKS = 16;
+export const MAX_PROJECTION_CHUNKS = 64;
+
 /**
- * Process-wide choices of the decode-attention launcher: the projection's output chunks (projectionChunks; off with
- * FUSEFORMER_FUSED_O_CHUNKS=0, the one-chunk form of 2026-12-05), the throughput variant (decodeAttentionThroughput),
+ * Process-wide choices of the decode-attention launcher: the most output chunks of the projection (projectionChunks,
+ * FUSEFORMER_FUSED_O_CHUNKS; 1: the one-chunk form of 2026-12-05), the throughput variant (decodeAttentionThroughput),
  * the pipelined and tensor-core variants.
  */
-export const decodeAttentionOptions: { projectChunks: boolean; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto'; mmaShape: MmaShape } = {
-  projectChunks: process.env['FUSEFORMER_FUSED_O_CHUNKS'] !== '0',
+export const decodeAttentionOptions: { projectChunks: number; throughput: boolean | 'auto'; pipelined: boolean | 'auto'; prefetch: boolean; append: boolean; mma: boolean | 'auto'; mmaShape: MmaShape } = {
+  projectChunks: projectChunksFromEnv(process.env['FUSEFORMER_FUSED_O_CHUNKS']),
   // The pipelined variant's first-tile copies of keys older than freshKeys issued before the grid-dependency
   // wait (H200, session 11: serving at 64 clients 16,690 → 17,949 tok/s, decode unchanged);
   // FUSEFORMER_DECODE_PREFETCH=0 issues them all after it.
@@ -479,18 +483,29 @@ export function projectLanes(spec: Pick<DecodeAttentionSpec, 'dtype' | 'headDim'
  */
 export const PROJECTION_MAX_BYTES = 128 * 1024;
 
-/** The most output chunks a projected launch is cut into (DecodeAttentionSpec.project.chunks). */
-export const MAX_PROJECTION_CHUNKS = 16;
+/**
+ * FUSEFORMER_FUSED_O_CHUNKS: the most output chunks (a power of two, 1 = the one-chunk form, 0 taken as 1); unset,
+ * DEFAULT_PROJECTION_CHUNKS. A sweep knob until the chunked projection is measured.
+ */
+export function projectChunksFromEnv(value: string | undefined): number {
+  if (value === undefined || value === '') return DEFAULT_PROJECTION_CHUNKS;
+  const n = Number(value);
+  if (n === 0) return 1;
+  if (!Number.isInteger(n) || n < 1 || n > MAX_PROJECTION_CHUNKS || (n & (n - 1)) !== 0) {
+    throw new Error(`FUSEFORMER_FUSED_O_CHUNKS must be a power of two from 1 to ${MAX_PROJECTION_CHUNKS} (0: 1), got '${value}'`);
+  }
+  return n;
+}
 
 /**
  * Output chunks for an unsplit projected launch of `blocks` blocks (head groups × sequences): the most, a power
- * of two up to MAX_PROJECTION_CHUNKS dividing H, that keeps the grid within two blocks an SM (one wave: the
- * pipelined variant holds three); 1 when split or FUSEFORMER_FUSED_O_CHUNKS=0.
+ * of two up to decodeAttentionOptions.projectChunks dividing H, that keeps the grid within two blocks an SM (one
+ * wave: the pipelined variant holds three); 1 when split.
  */
 export function projectionChunks(blocks: number, hidden: number, multiProcessors: number, split: boolean): number {
-  if (split || !decodeAttentionOptions.projectChunks) return 1;
+  if (split) return 1;
   let chunks = 1;
-  while (chunks < MAX_PROJECTION_CHUNKS && hidden % (2 * chunks) === 0 && blocks * 2 * chunks <= 2 * multiProcessors) chunks *= 2;
+  while (chunks < decodeAttentionOptions.projectChunks && hidden % (2 * chunks) === 0 && blocks * 2 * chunks <= 2 * multiProcessors) chunks *= 2;
   return chunks;
 }
 

@@ -355,12 +355,21 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   // d 80 at bf16: a head's row is 10 vectors, which do not divide a warp.
   rejects(() => attention.decodeAttention(host, args(1, 4, 4, 80, 64, 320)), /decodeAttention: 'project' takes a block's 1 heads × 80 columns/);
   assert.equal(host.launches.length, 3);
-  // FUSEFORMER_FUSED_O_CHUNKS=0: the one-chunk form.
-  attention.decodeAttentionOptions.projectChunks = false;
+  // FUSEFORMER_FUSED_O_CHUNKS=1 (or 0): the one-chunk form; the env value's checks; a higher cap for Llama's 8 kv heads.
+  attention.decodeAttentionOptions.projectChunks = 1;
   try {
     attention.decodeAttention(host, gpt2);
   } finally {
-    attention.decodeAttentionOptions.projectChunks = true;
+    attention.decodeAttentionOptions.projectChunks = attention.DEFAULT_PROJECTION_CHUNKS;
+  }
+  assert.deepEqual(['0', '1', '32', undefined].map((v) => attention.projectChunksFromEnv(v)), [1, 1, 32, 16]);
+  assert.throws(() => attention.projectChunksFromEnv('12'), /FUSEFORMER_FUSED_O_CHUNKS must be a power of two from 1 to 64 \(0: 1\), got '12'/);
+  attention.decodeAttentionOptions.projectChunks = 32;
+  try {
+    assert.equal(attention.projectionChunks(8, 2048, 132, false), 32, 'Llama 1B at batch 1: 8 kv heads × 32 = 256 blocks');
+    assert.equal(attention.projectionChunks(12, 768, 132, false), 16, 'GPT-2: 12 × 32 would pass two blocks an SM');
+  } finally {
+    attention.decodeAttentionOptions.projectChunks = attention.DEFAULT_PROJECTION_CHUNKS;
   }
   assert.equal(host.launches[3]!.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma.proj768');
   assert.deepEqual(host.launches[3]!.config.grid, [12, 1, 1]);
