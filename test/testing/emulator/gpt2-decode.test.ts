@@ -36,14 +36,25 @@ function emulatedFusing() {
   return { backend, runtime };
 }
 
+/** The model in `dir` on the CPU backend in f32, neither fused form: the logits every emulated run is held to. */
+function cpuReference(dir: string): ReturnType<typeof prefillAndStepLogits> {
+  fusedMlpOptions.mode = 'off';
+  projectedAttentionOptions.mode = 'off';
+  const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
+  const reference = prefillAndStepLogits(cpu.model);
+  cpu.model.free();
+  return reference;
+}
+
+/** Launches of the kernels whose names match, counted by the emulator (graph replays included). */
+function launched(runtime: ReturnType<typeof emulatedCudaBackend>['runtime'], pattern: RegExp): number {
+  return [...runtime.stats.launches].filter(([name]) => pattern.test(name)).reduce((n, [, count]) => n + count, 0);
+}
+
 test('emulated CUDA, f32: prefill and decode logits with the fused MLP, the projected attention and the head norm match the CPU backend', { skip, timeout: 10 * 60_000 }, () => {
   const dir = join(root, 'logits');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 11);
-  const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
-  fusedMlpOptions.mode = 'off';
-  projectedAttentionOptions.mode = 'off';
-  const reference = prefillAndStepLogits(cpu.model);
-  cpu.model.free();
+  const reference = cpuReference(dir);
   fusedMlpOptions.mode = 'auto';
   projectedAttentionOptions.mode = 'auto';
   headNormOptions.enabled = true;
@@ -51,7 +62,7 @@ test('emulated CUDA, f32: prefill and decode logits with the fused MLP, the proj
   const emulated = loadDecoderModel(dir, backend, { dtype: 'f32' });
   const ours = prefillAndStepLogits(emulated.model);
   // Kernels run, counted by the emulator (graph replays included): every layer of the four decode steps.
-  const ran = (pattern: RegExp) => [...runtime.stats.launches].filter(([name]) => pattern.test(name)).reduce((n, [, count]) => n + count, 0);
+  const ran = (pattern: RegExp) => launched(runtime, pattern);
   assert.equal(ran(/^gemv_mlp_/), 4 * GPT2.layers, 'normMlp as one kernel in every layer of the decode steps');
   assert.equal(ran(/^decode_attention_.*_proj128c16$/), 4 * GPT2.layers, 'the attention projected in every layer of the decode steps');
   assert.ok(ran(/^gemv_.*norm|^gemv_.*_1p/) > 0, 'a GEMV formed a norm in its prologue');
@@ -82,11 +93,7 @@ test('emulated CUDA, f32: greedy tokens of a batch, replayed from graphs, equal 
 test('emulated CUDA, bf16: the decode step as on the H200 (pipelined tensor-core attention with the append and the projection, the fused MLP, the head norm) is as close to the f32 model as the usual form', { skip, timeout: 10 * 60_000 }, () => {
   const dir = join(root, 'bf16');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 11);
-  fusedMlpOptions.mode = 'off';
-  projectedAttentionOptions.mode = 'off';
-  const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
-  const reference = prefillAndStepLogits(cpu.model);
-  cpu.model.free();
+  const reference = cpuReference(dir);
   const errors = (fused: boolean) => {
     fusedMlpOptions.mode = fused ? 'auto' : 'off';
     projectedAttentionOptions.mode = fused ? 'auto' : 'off';
@@ -135,9 +142,7 @@ for (const dtype of ['f32', 'bf16'] as const) {
     }
     // bf16: the O product reaches the norm in f32 instead of rounded to bf16, so the logits move by bf16's rounding
     // (1–5% here, as bf16 storage itself puts the usual form); held to twice the usual form's distance from the f32 model on the CPU, as the GPT-2 test above.
-    const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
-    const reference = prefillAndStepLogits(cpu.model);
-    cpu.model.free();
+    const reference = cpuReference(dir);
     projected.result.steps.forEach((row, i) => {
       const e = relError(row, reference.steps[i]!), u = relError(usual.result.steps[i]!, reference.steps[i]!);
       assert.ok(e < 0.1 && e < 2 * u + 1e-3, `step ${i}: projected rel err ${e}, usual ${u}`);
@@ -148,20 +153,15 @@ for (const dtype of ['f32', 'bf16'] as const) {
 test('emulated CUDA, f32: a GPT-2 with the projected attention alone (the MLP unfused, as at batch 1 by default) matches the CPU backend', { skip, timeout: 10 * 60_000 }, () => {
   const dir = join(root, 'gpt2-projection-alone');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 14);
-  fusedMlpOptions.mode = 'off';
-  projectedAttentionOptions.mode = 'off';
-  const cpu = loadDecoderModel(dir, new CpuBackend(), { dtype: 'f32' });
-  const reference = prefillAndStepLogits(cpu.model);
-  cpu.model.free();
+  const reference = cpuReference(dir);
   projectedAttentionOptions.mode = 'auto';
   const { backend, runtime } = emulatedCudaBackend();
   backend.fusedAttentionProjection = true;
   const emulated = loadDecoderModel(dir, backend, { dtype: 'f32' });
   const ours = prefillAndStepLogits(emulated.model);
   emulated.model.free();
-  const ran = (pattern: RegExp) => [...runtime.stats.launches].filter(([name]) => pattern.test(name)).reduce((n, [, count]) => n + count, 0);
-  assert.equal(ran(/^decode_attention_.*_proj128c16$/), 4 * GPT2.layers, 'the attention projected in every layer of the decode steps');
-  assert.equal(ran(/^gemv_mlp_/), 0, 'no fused MLP');
+  assert.equal(launched(runtime, /^decode_attention_.*_proj128c16$/), 4 * GPT2.layers, 'the attention projected in every layer of the decode steps');
+  assert.equal(launched(runtime, /^gemv_mlp_/), 0, 'no fused MLP');
   assert.ok(relError(ours.prefill, reference.prefill) < 1e-5, `prefill rel err ${relError(ours.prefill, reference.prefill)}`);
   ours.steps.forEach((row, i) => assert.ok(relError(row, reference.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, reference.steps[i]!)}`));
 });
