@@ -152,18 +152,21 @@ if [ -z "${SPEC_TOKENIZER:-}" ] && [ -f bench/spec-tokenizer/tokenizer.json.gz ]
 fi
 # s59-fused-o's timings: GPT-2 decode at b1 / b4, default, fused MLP alone, fused MLP + chunked projection (two rounds), the one-chunk form, a b1 timeline
 fused_o_bench() {
-    # gpt2 at b1 / b4: default; the projection (alone at b1, with the fused MLP at b4); the fused MLP from one row
-    # without and with it; the first two again; then Llama b1 without / with (the projection alone); a GPT-2 b1 timeline
+    # Most telling first (the budget may cut the tail): GPT-2 b1 / b4 default and with the projection (alone at b1,
+    # with the fused MLP at b4), Llama b1 without / with (alone), GPT-2 with the fused MLP from one row and the
+    # projection, a GPT-2 b1 timeline, the fused MLP alone, Llama at 32 chunks, then the first two GPT-2 runs again.
     local gpt2="node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4"
+    local llama="node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1"
     run o-default-1 40 $gpt2 --json "$out/o-default-1.json"
     run o-o1-1 40 env FUSEFORMER_FUSED_O=1 $gpt2 --json "$out/o-o1-1.json"
-    run o-mlp-1 40 env FUSEFORMER_FUSED_MLP=1 $gpt2 --json "$out/o-mlp-1.json"
+    run o-llama-o0 60 $llama --json "$out/o-llama-o0.json"
+    run o-llama-o1 60 env FUSEFORMER_FUSED_O=1 $llama --json "$out/o-llama-o1.json"
     run o-mlp-o1-1 40 env FUSEFORMER_FUSED_MLP=1 FUSEFORMER_FUSED_O=1 $gpt2 --json "$out/o-mlp-o1-1.json"
+    run o-timeline 60 env FUSEFORMER_FUSED_O=1 node dist/bench/decode-timeline.js --models gpt2 --quant bf16 --batch 1 --steps 8 --json "$out/o-timeline.json"
+    run o-mlp-1 40 env FUSEFORMER_FUSED_MLP=1 $gpt2 --json "$out/o-mlp-1.json"
+    run o-llama-o1-c32 60 env FUSEFORMER_FUSED_O=1 FUSEFORMER_FUSED_O_CHUNKS=32 $llama --json "$out/o-llama-o1-c32.json"
     run o-default-2 40 $gpt2 --json "$out/o-default-2.json"
     run o-o1-2 40 env FUSEFORMER_FUSED_O=1 $gpt2 --json "$out/o-o1-2.json"
-    for f in 0 1; do run o-llama-o$f 60 env FUSEFORMER_FUSED_O=$f node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1 --json "$out/o-llama-o$f.json"; done
-    run o-llama-o1-c32 60 env FUSEFORMER_FUSED_O=1 FUSEFORMER_FUSED_O_CHUNKS=32 node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1 --json "$out/o-llama-o1-c32.json"
-    run o-timeline 60 env FUSEFORMER_FUSED_O=1 node dist/bench/decode-timeline.js --models gpt2 --quant bf16 --batch 1 --steps 8 --json "$out/o-timeline.json"
 }
 for step in "${steps[@]}"; do
   case $step in
