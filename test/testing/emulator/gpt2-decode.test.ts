@@ -165,3 +165,17 @@ test('emulated CUDA, f32: a GPT-2 with the projected attention alone (the MLP un
   assert.ok(relError(ours.prefill, reference.prefill) < 1e-5, `prefill rel err ${relError(ours.prefill, reference.prefill)}`);
   ours.steps.forEach((row, i) => assert.ok(relError(row, reference.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, reference.steps[i]!)}`));
 });
+
+test('CudaBackend.projectsAttention: only with FUSEFORMER_FUSED_O, 1–4 rows, where a block\'s chunk of W_O is at most 128 KB', { skip }, () => {
+  const { backend } = emulatedCudaBackend();  // 132 SMs
+  const gpt2 = (rows: number) => backend.projectsAttention(rows, 'bf16', 768, 12, 12, 64);
+  const llama1b = (rows: number) => backend.projectsAttention(rows, 'bf16', 2048, 32, 8, 64);
+  const llama8b = (rows: number) => backend.projectsAttention(rows, 'bf16', 4096, 32, 8, 128);
+  backend.fusedAttentionProjection = false;
+  assert.equal(gpt2(1), false, 'opt-in');
+  backend.fusedAttentionProjection = true;
+  assert.deepEqual([1, 2, 4, 5].map(gpt2), [true, true, true, false], 'GPT-2: 6–24 KB a block at 1–4 rows; 5 rows is past the GEMV rows');
+  assert.deepEqual([1, 4].map(llama1b), [true, true], 'Llama 1B: 64 KB a block in 16 chunks at 1 row, 128 KB in 8 at 4');
+  assert.deepEqual([1, 4].map(llama8b), [false, false], 'Llama 8B (d 128): 256 KB a block at best');
+  assert.equal(backend.projectsAttention(1, 'i32', 768, 12, 12, 64), false, 'not a float dtype');
+});
