@@ -127,7 +127,7 @@ export class DecoderForward {
   private readonly ordered?: Tensor;
   private readonly orderedViews = new Map<string, Tensor>();
   /** The fused MLP's and the projected attention's f32 accumulators [ACCUMULATORS, rows, H], zeroed (accumulatorViews says which op uses which). */
-  private readonly mlpAccumulators?: { readonly all: Tensor; readonly rows: number; readonly views: Tensor[] };
+  private readonly accumulators?: { readonly all: Tensor; readonly rows: number; readonly views: Tensor[] };
   /**
    * Calibration (quant/decoder-quantize.ts): called with each projection's input as blocks() runs — the
    * normalised rows for QKV and the MLP's first product, attention's output for O, the activation for
@@ -166,7 +166,7 @@ export class DecoderForward {
       const on = (mlpFuses && fusedMlpOptions.mode === 'on') || (attentionProjects && projectedAttentionOptions.mode === 'on');
       const rows = on ? maxRows : Math.min(maxRows, FUSED_MLP_AUTO_ROWS);
       const all = b.fromArray(new Float32Array(ACCUMULATORS * rows * arch.hidden), [ACCUMULATORS, rows, arch.hidden], 'f32');
-      this.mlpAccumulators = { all, rows, views: Array.from({ length: ACCUMULATORS }, (_, i) => b.view(all, i * rows * arch.hidden, [rows, arch.hidden])) };
+      this.accumulators = { all, rows, views: Array.from({ length: ACCUMULATORS }, (_, i) => b.view(all, i * rows * arch.hidden, [rows, arch.hidden])) };
     }
     const ordered = [...(model.quantization?.layers ?? []).flatMap((q) => Object.values(q)), model.quantization?.lmHead]
       .filter((w): w is DeviceInt4Weight => w?.kind === 'int4' && w.inputOrder !== undefined);
@@ -264,8 +264,8 @@ export class DecoderForward {
       ops.residualNorm(finalNorm);
       if (logits) this.lmHead(ops, v.h, logits, options.argmax);
     } catch (e) {
-      // A step cut short leaves the fused MLP's accumulators part-summed: cleared, so later steps start from zero.
-      if (acc) ops.fill(this.mlpAccumulators!.all, 0);
+      // A step cut short leaves the accumulators part-summed: cleared, so later steps start from zero.
+      if (acc) ops.fill(this.accumulators!.all, 0);
       throw e;
     }
   }
@@ -298,7 +298,7 @@ export class DecoderForward {
   private accumulatorViews(ops: Backend, rows: number, projects: boolean): {
     mlp?: { out(l: number): Tensor; zero(l: number): Tensor }; attention?: { out(l: number): Tensor; zero(l: number): Tensor };
   } | undefined {
-    const acc = this.mlpAccumulators, m = this.model, arch = m.arch, H = arch.hidden;
+    const acc = this.accumulators, m = this.model, arch = m.arch, H = arch.hidden;
     if (!acc || rows > acc.rows) return undefined;
     const fuse = this.fusedMlpModel() && (fusedMlpOptions.mode === 'on' || (fusedMlpOptions.mode === 'auto' && (ops.fusesMlp?.(rows, m.dtype, H, arch.ffn) ?? false)));
     const project = projects && this.projectionModel() && (projectedAttentionOptions.mode === 'on'
@@ -462,7 +462,7 @@ export class DecoderForward {
     if (this.rope) b.free(this.rope.invFreq);
     if (this.w8a8) for (const t of Object.values(this.w8a8)) b.free(t as Tensor);
     if (this.ordered) b.free(this.ordered);
-    if (this.mlpAccumulators) b.free(this.mlpAccumulators.all);
+    if (this.accumulators) b.free(this.accumulators.all);
     this.orderedViews.clear();
     this.views.clear();
     this.w8a8Views.clear();
