@@ -549,7 +549,7 @@ export class CudaBackend implements Backend {
   projectsAttention(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number): boolean {
     if (!this.fusedAttentionProjection || rows < 1 || rows > GEMV_MAX_ROWS || !isFloat(dtype) || kvHeads < 1 || heads % kvHeads !== 0) return false;
     const perBlock = attentionHeadsPerBlock(heads / kvHeads);
-    const chunks = projectionChunks(kvHeads * (heads / kvHeads / perBlock) * rows, H, this.runtime.multiProcessorCount, false);
+    const chunks = projectionChunks((heads / perBlock) * rows, H, this.runtime.multiProcessorCount, false);
     return projectionFits(dtype as FloatDType, headDim, perBlock) && (H / chunks) * perBlock * headDim * byteSize(dtype) <= PROJECTION_MAX_BYTES;
   }
 

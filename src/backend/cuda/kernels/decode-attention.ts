@@ -521,13 +521,16 @@ export function projectionFits(dtype: FloatDType, headDim: number, headsPerBlock
 // proj_row[n] (an f32 atomic: the blocks of the other heads add theirs). Rows n = r0, r0 + RPI, …; every lane
 // runs every round (the shuffles take the whole warp).
 const PROJECT_CODE = String.raw`constexpr int RPI = PROJECT ? THREADS / LPR : 1;
+// A block projects PHC rows: its chunk (block z of PCHUNKS) of the PH output rows, from row N0.
+constexpr int PHC = PH / PCHUNKS;
+#define N0 (PCHUNKS > 1 ? (int)blockIdx.z * PHC : 0)
 __device__ __forceinline__ void prefetch_projection(const T* w_o, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
-  for (int n = r0; n < PH; n += RPI) asm volatile("prefetch.global.L2 [%0];" :: "l"(w_o + (size_t)n * hq * D + h0 * D + lr * PV));
+  for (int n = N0 + r0; n < N0 + PHC; n += RPI) asm volatile("prefetch.global.L2 [%0];" :: "l"(w_o + (size_t)n * hq * D + h0 * D + lr * PV));
 }
 // A lane's rounds go in batches of PROJECT_BATCH loads issued before any is used: one L2 latency a batch, not
 // a round (GPT-2: 48 rounds, 4 batches).
-constexpr int PROJECT_ROUNDS = (PH + RPI - 1) / RPI, PROJECT_BATCH = PROJECT_ROUNDS < 12 ? PROJECT_ROUNDS : 12;
+constexpr int PROJECT_ROUNDS = (PHC + RPI - 1) / RPI, PROJECT_BATCH = PROJECT_ROUNDS < 12 ? PROJECT_ROUNDS : 12;
 __device__ __forceinline__ void project_outputs(const float* proj_s, const T* w_o, float* proj_row, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
   float ov[PV];
@@ -537,8 +540,8 @@ __device__ __forceinline__ void project_outputs(const float* proj_s, const T* w_
     Vec<T, PV> w[PROJECT_BATCH];
     #pragma unroll
     for (int k = 0; k < PROJECT_BATCH; k++) {
-      const int n = r0 + (first + k) * RPI;
-      if (first + k < PROJECT_ROUNDS && n < PH) w[k] = load_vec<T, PV>(w_o + (size_t)n * hq * D + h0 * D + lr * PV);
+      const int n = N0 + r0 + (first + k) * RPI;
+      if (first + k < PROJECT_ROUNDS && n < N0 + PHC) w[k] = load_vec<T, PV>(w_o + (size_t)n * hq * D + h0 * D + lr * PV);
       else {
         #pragma unroll
         for (int e = 0; e < PV; e++) w[k].v[e] = from_float<T>(0.f);
@@ -546,36 +549,16 @@ __device__ __forceinline__ void project_outputs(const float* proj_s, const T* w_
     }
     #pragma unroll
     for (int k = 0; k < PROJECT_BATCH; k++) {
-      const int n = r0 + (first + k) * RPI;
+      const int n = N0 + r0 + (first + k) * RPI;
       float sum = 0.f;
       #pragma unroll
       for (int e = 0; e < PV; e++) sum = fmaf(ov[e], to_float(w[k].v[e]), sum);
       #pragma unroll
       for (int o = LPR / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-      if (lr == 0 && first + k < PROJECT_ROUNDS && n < PH) atomicAdd(proj_row + n, sum);
+      if (lr == 0 && first + k < PROJECT_ROUNDS && n < N0 + PHC) atomicAdd(proj_row + n, sum);
     }
   }
 }`;
-
-/**
- * PROJECT_CODE for `chunks` output chunks: block z of the grid takes rows N0 = z·PHC … N0 + PHC − 1 of w_o
- * (PHC = PH / chunks); one chunk is PROJECT_CODE itself.
- */
-function projectCode(chunks: number): string {
-  if (chunks <= 1) return PROJECT_CODE;
-  const edits: [string, string][] = [
-    ['for (int n = r0; n < PH; n += RPI)', 'for (int n = N0 + r0; n < N0 + PHC; n += RPI)'],
-    ['PROJECT_ROUNDS = (PH + RPI - 1) / RPI', 'PROJECT_ROUNDS = (PHC + RPI - 1) / RPI'],
-    ['const int n = r0 + (first + k) * RPI;', 'const int n = N0 + r0 + (first + k) * RPI;'],
-    ['&& n < PH)', '&& n < N0 + PHC)'],
-  ];
-  let code = PROJECT_CODE;
-  for (const [from, to] of edits) {
-    if (!code.includes(from)) throw new Error(`projectCode: '${from}' not in PROJECT_CODE`);
-    code = code.replaceAll(from, to);
-  }
-  return `constexpr int PHC = PH / ${chunks};  // output rows a chunk (block z) projects\n#define N0 ((int)blockIdx.z * PHC)\n${code}`;
-}
 
 export function decodeAttentionSource(spec: DecodeAttentionSpec): KernelSource {
   const name = kernelIdentifier(decodeAttentionKey(spec));
@@ -608,9 +591,9 @@ ${constants({
     APPEND: spec.append !== undefined, ROPE: spec.append?.rope ?? false, BIAS: spec.append?.bias ?? false, HALF: spec.headDim / 2,
     HEAD_NORM: spec.append?.headNorm ?? false, RC: spec.pipelined ? rowBytes / 16 : 8,
     MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
-    PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
+    PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PCHUNKS: chunks, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
   })}
-${projectCode(chunks)}
+${PROJECT_CODE}
 ${ROPE_PAIR_CODE}
 ${HEAD_RSTD_CODE}
 // q, out [B, Hq, D]; caches [B, Hkv, max_len, D] (paged: [blocks, Hkv, PAGE, D] through block_table
@@ -716,7 +699,8 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
     // value. Each value is rounded to T as the unfused ops store it, so the result is theirs.
     const T* row = qkv + (size_t)b * (hq + 2 * hkv) * D;
     const int p = positions[b];
-    const bool writer = holds_fresh && blockIdx.x % HEAD_BLOCKS == 0${chunks > 1 ? ' && blockIdx.z == 0' : ''};  // one block per (sequence, kv head) writes the cache
+    // One block per (sequence, kv head) writes the cache (with projection chunks: chunk 0's).
+    const bool writer = holds_fresh && blockIdx.x % HEAD_BLOCKS == 0 && (PCHUNKS == 1 || blockIdx.z == 0);
     const int items = (holds_fresh ? GH + 2 : GH) * HALF;
     const auto column = [&](int hh, int e) { return (hh < GH ? h0 + hh : hh == GH ? hq + g : hq + hkv + g) * D + e; };
     const auto biased = [&](int col, float& a, float& z) {
@@ -949,7 +933,7 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
       if (c == 0) { part[D] = mh; part[D + 1] = lh; }
     } else {
       const T value = from_float<T>(n > 0 ? sum / lh : 0.f);
-      ${chunks > 1 ? 'if (blockIdx.z == 0) ' : ''}out[row * D + c] = value;
+      if (PCHUNKS == 1 || blockIdx.z == 0) out[row * D + c] = value;  // projection chunks: chunk 0 writes out
       if constexpr (PROJECT) proj_s[i] = to_float(value);
     }
   }

@@ -334,8 +334,8 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   // Unsplit: the 768 output rows in 16 chunks of 48, grid.z (12 heads × 16 = 192 blocks, within two an SM of 132).
   assert.equal(launch.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma.proj768c16');
   assert.deepEqual(launch.config.grid, [12, 1, 16]);
-  assert.match(launch.source, /constexpr int PHC = PH \/ 16;/);
-  assert.match(launch.source, /if \(blockIdx.z == 0\) out\[row \* D \+ c\] = value;/, 'chunk 0 alone writes out');
+  assert.match(launch.source, /constexpr int PCHUNKS = 16;/);
+  assert.match(launch.source, /if \(PCHUNKS == 1 \|\| blockIdx.z == 0\) out\[row \* D \+ c\] = value;/, 'chunk 0 alone writes out');
   assert.deepEqual([1, 12, 40, 140].map((blocks) => attention.projectionChunks(blocks, 768, 132, false)), [16, 16, 4, 1]);
   assert.equal(attention.projectionChunks(12, 768, 132, true), 1, 'split launches project in the combining block');
   assert.equal(attention.projectionChunks(12, 100, 132, false), 4, 'chunks divide H');
