@@ -153,10 +153,10 @@ fi
 # s59-fused-o's timings: GPT-2 decode at b1 / b4, default, fused MLP alone, fused MLP + chunked projection (two rounds), the one-chunk form, a b1 timeline
 fused_o_bench() {
     # Most telling first (the budget may cut the tail): GPT-2 b1 / b4 default and with the projection (alone at b1,
-    # with the fused MLP at b4), Llama b1 without / with (alone), GPT-2 with the fused MLP from one row and the
+    # with the fused MLP at b4), Llama b1 bf16 and INT4 + head without / with (alone; INT4: its INT4 O weight, session 60), GPT-2 with the fused MLP from one row and the
     # projection, a GPT-2 b1 timeline, the fused MLP alone, Llama at 32 chunks, then the first two GPT-2 runs again.
     local gpt2="node dist/bench/decode.js --no-torch --reps 3 --models gpt2 --batches 1,4"
-    local llama="node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1"
+    local llama="node dist/bench/decode.js --no-torch --reps 3 --models llama --batches 1 --quant int4-head"
     run o-default-1 40 $gpt2 --json "$out/o-default-1.json"
     run o-o1-1 40 env FUSEFORMER_FUSED_O=1 $gpt2 --json "$out/o-o1-1.json"
     run o-llama-o0 60 $llama --json "$out/o-llama-o0.json"

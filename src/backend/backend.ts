@@ -765,12 +765,29 @@ export interface DecodeAttentionArgs {
  * written, out_proj[b, n] += Σ_k out[b, k]·weight[n, k] (out's values as stored, the sum in f32, added to what
  * out_proj held: the blocks of several heads meet there, by atomics on CUDA, so the f32 order of the sum is not
  * fixed), and `zero`, when given, set to 0 (a later accumulator; see NormMlpArgs). weight [H, Hq·d] in out's
- * dtype (the O projection, [out, in]); out f32 [B, H]; zero f32 (neither out nor weight).
+ * dtype (the O projection, [out, in]) or its INT4 form (Int4ProjectionWeight); out f32 [B, H]; zero f32
+ * (neither out nor weight).
  */
 export interface AttentionProjection {
-  weight: Tensor;
+  weight: Tensor | Int4ProjectionWeight;
   out: Tensor;
   zero?: Tensor;
+}
+
+/**
+ * An INT4 O weight for AttentionProjection, in int4Linear's layout for N = H rows of K = Hq·d (qweight i32
+ * [H, K/8], scales f16 and zeros u8 [H, K/G]): w[n, k] = scale[n, k/G]·(q[n, k] − zero[n, k/G]). No act order.
+ */
+export interface Int4ProjectionWeight {
+  qweight: Tensor;
+  scales: Tensor;
+  zeros: Tensor;
+  groupSize: number;
+}
+
+/** Whether a projection's weight is the INT4 form. */
+export function isInt4Projection(weight: Tensor | Int4ProjectionWeight): weight is Int4ProjectionWeight {
+  return 'qweight' in weight;
 }
 
 /**
@@ -1459,10 +1476,10 @@ export interface Backend {
   argmaxInProduct?(rows: number, dtype: DType, N: number, K: number, weights?: 'float' | 'int8' | 'int4'): boolean;
   /**
    * Whether decodeAttention / appendDecodeAttention of `rows` sequences take `project` inside their kernel
-   * (heads Hq of d over kvHeads, projected to H), so a decode forward gains by asking for it instead of the O
-   * GEMM. Absent: never (the CPU backend implements project at any size without offering it).
+   * (heads Hq of d over kvHeads, projected to H, the O weight of `weights`), so a decode forward gains by asking
+   * for it instead of the O GEMM. Absent: never (the CPU backend implements project at any size without offering it).
    */
-  projectsAttention?(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number): boolean;
+  projectsAttention?(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number, weights?: 'float' | 'int4'): boolean;
   /**
    * Marks the current point of the queue, for timing. Inside captureGraph() (CUDA) the mark becomes a
    * node of the graph, recorded again by every replay: elapsedSince() then reads the latest replay.

@@ -105,6 +105,13 @@ const ACCUMULATORS = 5;
  */
 export const headNormOptions = { enabled: process.env['FUSEFORMER_HEAD_NORM'] === '1' };
 
+/** Layer's O weight as AttentionProjection takes it: the float matrix, or the INT4 form (projectionWeights: no act order). */
+function projectionWeight(float: Tensor, quantized: DeviceQuantizedWeight | undefined): AttentionProjection['weight'] {
+  if (!quantized) return float;
+  if (quantized.kind !== 'int4' || quantized.inputOrder) throw new ArgumentError('internal: the O projection takes an INT4 weight without act order');
+  return { qweight: quantized.qweight, scales: quantized.scales, zeros: quantized.zeros, groupSize: quantized.groupSize };
+}
+
 /**
  * The LM head forming each row's greedy pick as it writes the logits (GemmArgs.argmax), which the decode step's
  * sampleTokens reads instead of the row for greedy rows without a penalty. 'auto' (default) follows the backend
@@ -161,7 +168,7 @@ export class DecoderForward {
       this.w8a8 = { xq: b.empty([maxRows * K], 'i8'), rowScales: b.empty([maxRows], 'f32'), acc: b.empty([accRows], 'i32') };
     }
     const mlpFuses = fusedMlpOptions.mode !== 'off' && this.fusedMlpModel();
-    const attentionProjects = projectedAttentionOptions.mode !== 'off' && this.projectionModel();
+    const attentionProjects = projectedAttentionOptions.mode !== 'off' && this.projectionWeights() !== undefined;
     if (mlpFuses || attentionProjects) {
       const on = (mlpFuses && fusedMlpOptions.mode === 'on') || (attentionProjects && projectedAttentionOptions.mode === 'on');
       const rows = on ? maxRows : Math.min(maxRows, FUSED_MLP_AUTO_ROWS);
@@ -235,7 +242,7 @@ export class DecoderForward {
         else if (q.qkv) this.int4NormLinear(ops, norm1, q.qkv, v.qkv);
         else ops.normLinear({ norm: norm1, linear: { kind: 'gemm', b: layer.qkv, out: v.qkv }, skipNormOut: !capture });
         capture?.(l, 'qkv', v.h);
-        const project = acc?.attention ? { weight: layer.out, out: acc.attention.out(l), zero: acc.attention.zero(l) } : undefined;
+        const project = acc?.attention ? { weight: projectionWeight(layer.out, q.out), out: acc.attention.out(l), zero: acc.attention.zero(l) } : undefined;
         const attended = attention(l, v, project);
         capture?.(l, 'out', attended);
         if (project) { /* the O product is in project.out; its bias is added by the MLP's norm */ }
@@ -272,13 +279,24 @@ export class DecoderForward {
 
   /** Whether the model takes fusedMlpOptions: a GELU-tanh / ReLU MLP (an fc epilogue), ≥ 2 layers, no quantization or tensor parallelism. */
   private fusedMlpModel(): boolean {
-    return !this.model.arch.gatedMlp && this.fcEpilogue !== null && this.projectionModel();
+    const m = this.model;
+    return !m.arch.gatedMlp && this.fcEpilogue !== null && this.projectionWeights() === 'float' && !(m.quantization?.layers.some((q) => Object.keys(q).length > 0) ?? false);
   }
 
-  /** Whether the model takes projectedAttentionOptions (and, with an fc epilogue, fusedMlpOptions): ≥ 2 layers, no quantization or tensor parallelism. */
-  private projectionModel(): boolean {
+  /**
+   * The O weights projectedAttentionOptions would hand decode attention: 'float' (every layer's unquantized) or
+   * 'int4' (every layer's INT4 without act order; the model's other weights may be quantized too); undefined where
+   * the model does not take it (fewer than 2 layers, tensor parallelism, INT8 or act-order O weights, a mix).
+   */
+  private projectionWeights(): 'float' | 'int4' | undefined {
     const m = this.model;
-    return m.layers.length >= 2 && !m.tensorParallel && !(m.quantization?.layers.some((q) => Object.keys(q).length > 0) ?? false);
+    if (m.layers.length < 2 || m.tensorParallel) return undefined;
+    const kinds = new Set(m.layers.map((_, l) => {
+      const o = m.quantization?.layers[l]?.out;
+      return !o ? 'float' : o.kind === 'int4' && !o.inputOrder ? 'int4' : 'other';
+    }));
+    const [kind] = kinds;
+    return kinds.size === 1 && kind !== 'other' ? kind : undefined;
   }
 
   /**
@@ -301,8 +319,9 @@ export class DecoderForward {
     const acc = this.accumulators, m = this.model, arch = m.arch, H = arch.hidden;
     if (!acc || rows > acc.rows) return undefined;
     const fuse = this.fusedMlpModel() && (fusedMlpOptions.mode === 'on' || (fusedMlpOptions.mode === 'auto' && (ops.fusesMlp?.(rows, m.dtype, H, arch.ffn) ?? false)));
-    const project = projects && this.projectionModel() && (projectedAttentionOptions.mode === 'on'
-      || (projectedAttentionOptions.mode === 'auto' && (ops.projectsAttention?.(rows, m.dtype, H, arch.heads, arch.kvHeads, arch.headDim) ?? false)));
+    const weights = this.projectionWeights();
+    const project = projects && weights !== undefined && (projectedAttentionOptions.mode === 'on'
+      || (projectedAttentionOptions.mode === 'auto' && (ops.projectsAttention?.(rows, m.dtype, H, arch.heads, arch.kvHeads, arch.headDim, weights) ?? false)));
     if (!fuse && !project) return undefined;
     const both = fuse && project;
     const L = m.layers.length, N = both ? 2 * L : L, b = m.backend;

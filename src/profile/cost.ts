@@ -45,9 +45,9 @@
 // one); NON_KERNEL_MEMBERS lists the members that launch no device work (allocation, views, host
 // transfers, graphs, markers), which the profiler passes through untimed.
 
-import { normLinearProduct } from '../backend/backend.js';
+import { isInt4Projection, normLinearProduct } from '../backend/backend.js';
 import type {
-  Activation, AdamWArgs, Backend, BatchedGemmArgs, DecodeAttentionArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs, GemmArgs,
+  Activation, AdamWArgs, AttentionProjection, Backend, BatchedGemmArgs, DecodeAttentionArgs, FlashAttentionBackwardArgs, FlashAttentionForwardArgs, GemmArgs,
   GemmEpilogue, QkvRopeAppendArgs,
 } from '../backend/backend.js';
 import { byteSize } from '../dtype.js';
@@ -293,9 +293,12 @@ function logitsVariant(a: { readonly logits: Tensor; readonly classes?: number }
 }
 
 /** decodeAttention's project: the O weight read once, the f32 accumulator read and written, 2·B·H·(Hq·d) FLOPs. */
-function projectionCost(p: { weight: Tensor; out: Tensor } | undefined, attended: Tensor): { flops: number; bytes: number } {
+function projectionCost(p: AttentionProjection | undefined, attended: Tensor): { flops: number; bytes: number } {
   if (!p) return { flops: 0, bytes: 0 };
-  return { flops: 2 * attended.numel * p.weight.shape[0]!, bytes: bytesOf(p.weight) + 2 * bytesOf(p.out) };
+  // An INT4 weight: its packed words, scales and zeros, each weight dequantized once (as int4Linear's).
+  const w = p.weight, rows = p.out.shape[1]!;
+  const weight = isInt4Projection(w) ? { flops: 2 * w.qweight.shape[0]! * attended.numel / attended.shape[0]!, bytes: bytesOf(w.qweight) + bytesOf(w.scales) + bytesOf(w.zeros) } : { flops: 0, bytes: bytesOf(w) };
+  return { flops: 2 * attended.numel * rows + weight.flops, bytes: weight.bytes + 2 * bytesOf(p.out) };
 }
 
 export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {

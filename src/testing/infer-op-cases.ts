@@ -7,7 +7,7 @@ import type { Activation, GemmEpilogue, ResidualNormArgs } from '../backend/back
 import { argmaxColumn as columnOf, argmaxValue as valueOf } from '../backend/backend.js';
 import type { FloatDType } from '../dtype.js';
 import { FLOAT_DTYPES } from '../dtype.js';
-import type { OpCase } from './op-cases.js';
+import type { Inputs, OpCase } from './op-cases.js';
 import { CaseContext, floats, ints, randomInts, ropeInvFreq } from './op-cases.js';
 
 
@@ -63,41 +63,59 @@ function qkvRopeAppendCases(dtype: FloatDType): OpCase[] {
 }
 
 function decodeAttentionCases(dtype: FloatDType): OpCase[] {
-  // B, Hq, Hkv, d, maxLen, splits
-  // B, Hq, Hkv, d, maxLen, splits, and H for the O projection (project: GPT-2's, unsplit and split)
-  const shapes: [number, number, number, number, number, number, number?][] = [
+  // B, Hq, Hkv, d, maxLen, splits, and H for the O projection (project: GPT-2's, unsplit and split), and an INT4
+  // O weight's group size (Llama 3.2 1B's heads, unsplit and split; GPT-2's at group 64)
+  const shapes: [number, number, number, number, number, number, number?, number?][] = [
     [4, 32, 8, 64, 300, 1], [4, 32, 8, 64, 300, 4], [2, 12, 12, 64, 160, 1], [1, 32, 8, 128, 2100, 8], [3, 16, 1, 64, 77, 3],
     [2, 4, 4, 80, 50, 2], [2, 64, 8, 128, 33, 1], [3, 12, 12, 64, 160, 1, 768], [2, 12, 12, 64, 300, 3, 768],
+    [1, 32, 8, 64, 90, 1, 2048, 128], [2, 32, 8, 64, 600, 4, 2048, 32], [3, 12, 12, 64, 160, 1, 768, 64],
   ];
   // freshKeys (which keys the GPU may read before the previous op ends) varies by case: it must not change the result.
-  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, H], i): OpCase => ({
-    name: `decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits} fresh=${[0, 1, 7][i % 3]}${H ? ` project H=${H}` : ''}`, dtype,
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, H, int4Group], i): OpCase => ({
+    name: `decodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits} fresh=${[0, 1, 7][i % 3]}${projectionLabel(H, int4Group)}`, dtype,
     inputs: (rng) => {
       const positions = Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)));
       return {
         q: floats(rng, [B, Hq, d], dtype), k: floats(rng, [B, Hkv, maxLen, d], dtype), v: floats(rng, [B, Hkv, maxLen, d], dtype),
-        positions: ints([B], positions), ...(H ? projectionInputs(rng, dtype, B, H, Hq * d) : {}),
+        positions: ints([B], positions), ...(H ? projectionInputs(rng, dtype, B, H, Hq * d, int4Group) : {}),
       };
     },
     run: (b, inputs) => {
       const c = new CaseContext(b, inputs);
       b.decodeAttention({
         q: c.in('q'), kCache: c.in('k'), vCache: c.in('v'), positions: c.in('positions'), out: c.out('out', [B, Hq, d], dtype),
-        ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), freshKeys: [0, 1, 7][i % 3]!, ...(H ? { project: projection(c) } : {}),
+        ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), freshKeys: [0, 1, 7][i % 3]!, ...(H ? { project: projection(c, int4Group) } : {}),
       });
       return c.results();
     },
   }));
 }
 
-/** decodeAttention's project inputs: the O weight [H, width], the accumulator's starting values, a zero target. */
-function projectionInputs(rng: Parameters<typeof floats>[0], dtype: FloatDType, B: number, H: number, width: number) {
-  return { wo: floats(rng, [H, width], dtype, 1 / Math.sqrt(width)), acc: floats(rng, [B, H], 'f32'), zero: floats(rng, [4, H], 'f32') };
+/** A case name's part for an O projection to H (with an INT4 weight of group size int4Group). */
+function projectionLabel(H: number | undefined, int4Group: number | undefined): string {
+  return H ? ` project H=${H}${int4Group ? ` int4 G=${int4Group}` : ''}` : '';
+}
+
+/**
+ * decodeAttention's project inputs: the O weight [H, width] (int4Group: packed words of any bits, positive
+ * f16 scales, zeros 0–15, so w = scale·(q − zero) spans ±15 scales of about 1/√width each), the accumulator's
+ * starting values, a zero target.
+ */
+function projectionInputs(rng: Parameters<typeof floats>[0], dtype: FloatDType, B: number, H: number, width: number, int4Group?: number): Inputs {
+  const weight: Inputs = int4Group
+    ? {
+      woQ: randomInts(rng, [H, width / 8], -(2 ** 31), 2 ** 31),
+      woScales: floats(rng, [H, width / int4Group], 'f16', 0.02 / Math.sqrt(width), 0.1 / Math.sqrt(width)),
+      woZeros: { values: Uint8Array.from(rng.ints(H * (width / int4Group), 0, 16)), shape: [H, width / int4Group], dtype: 'u8' as const },
+    }
+    : { wo: floats(rng, [H, width], dtype, 1 / Math.sqrt(width)) };
+  return { ...weight, acc: floats(rng, [B, H], 'f32'), zero: floats(rng, [4, H], 'f32') };
 }
 
 /** The projection of a case with projectionInputs: the accumulator and zero target kept as outputs (added to, cleared). */
-function projection(c: CaseContext) {
-  return { weight: c.in('wo'), out: c.keep('acc', c.in('acc')), zero: c.keep('zero', c.in('zero')) };
+function projection(c: CaseContext, int4Group?: number) {
+  const weight = int4Group ? { qweight: c.in('woQ'), scales: c.in('woScales'), zeros: c.in('woZeros'), groupSize: int4Group } : c.in('wo');
+  return { weight, out: c.keep('acc', c.in('acc')), zero: c.keep('zero', c.in('zero')) };
 }
 
 /**
@@ -107,23 +125,25 @@ function projection(c: CaseContext) {
  */
 function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
   // B, Hq, Hkv, d, maxLen, splits, rope, bias
-  // ... and H for the O projection (project: GPT-2's at batch 1 and 3, split at 3), and a per-head norm (the two ops on CUDA)
-  const shapes: [number, number, number, number, number, number, boolean, boolean, number?, boolean?][] = [
+  // ... and H for the O projection (project: GPT-2's at batch 1 and 3, split at 3), a per-head norm (the two ops on CUDA),
+  // and an INT4 O weight's group size (Llama 3.2 1B's heads at batch 1 and 4, GPT-2's at batch 3)
+  const shapes: [number, number, number, number, number, number, boolean, boolean, number?, boolean?, number?][] = [
     [1, 32, 8, 64, 160, 1, true, false], [4, 32, 8, 64, 300, 4, true, false], [2, 12, 12, 64, 100, 1, false, true],
     [3, 64, 2, 64, 200, 3, true, true], [3, 8, 2, 32, 70, 2, true, true], [2, 8, 2, 128, 50, 1, true, false], [5, 4, 4, 64, 9, 2, false, false],
     [1, 12, 12, 64, 160, 1, false, true, 768], [3, 12, 12, 64, 300, 3, false, true, 768], [2, 16, 8, 128, 50, 1, true, false, undefined, true],
     [3, 8, 2, 64, 70, 2, true, false, undefined, true], [3, 8, 2, 32, 70, 2, true, true, undefined, true], [1, 16, 8, 128, 300, 1, true, false, undefined, true],
+    [1, 32, 8, 64, 160, 1, true, false, 2048, false, 128], [4, 32, 8, 64, 100, 1, true, false, 2048, false, 64], [3, 12, 12, 64, 160, 1, false, true, 768, false, 32],
   ];
-  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias, H, headNorm]): OpCase => {
+  return shapes.map(([B, Hq, Hkv, d, maxLen, splits, rope, bias, H, headNorm, int4Group]): OpCase => {
     const W = (Hq + 2 * Hkv) * d;
     return {
-      name: `appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}${headNorm ? ' headNorm' : ''}${H ? ` project H=${H}` : ''}`, dtype,
+      name: `appendDecodeAttention ${dtype} B=${B} Hq=${Hq} Hkv=${Hkv} d=${d} maxLen=${maxLen} splits=${splits}${rope ? ' rope' : ''}${bias ? ' bias' : ''}${headNorm ? ' headNorm' : ''}${projectionLabel(H, int4Group)}`, dtype,
       inputs: (rng) => ({
         qkv: floats(rng, [B, W], dtype), bias: floats(rng, [W], dtype), invFreq: ropeInvFreq(d),
         qNorm: floats(rng, [d], dtype, 0.5, 1), kNorm: floats(rng, [d], dtype, 0.5, 1),
         kCache: floats(rng, [B, Hkv, maxLen, d], dtype), vCache: floats(rng, [B, Hkv, maxLen, d], dtype),
         positions: ints([B], Array.from({ length: B }, (_, b) => (b === 0 ? maxLen - 1 : b === 1 ? 0 : Math.floor(rng.next() * maxLen)))),
-        ...(H ? projectionInputs(rng, dtype, B, H, Hq * d) : {}),
+        ...(H ? projectionInputs(rng, dtype, B, H, Hq * d, int4Group) : {}),
       }),
       run: (b, inputs) => {
         const c = new CaseContext(b, inputs);
@@ -132,7 +152,7 @@ function appendDecodeAttentionCases(dtype: FloatDType): OpCase[] {
           kCache: c.keep('kCache', c.in('kCache')), vCache: c.keep('vCache', c.in('vCache')), out: c.out('out', [B, Hq, d], dtype),
           ...(bias ? { bias: c.in('bias') } : {}), ...(rope ? { rope: { invFreq: c.in('invFreq'), scale: 1.25 } } : {}),
           ...(headNorm ? { headNorm: { q: c.in('qNorm'), k: c.in('kNorm'), eps: 1e-6 } } : {}),
-          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), ...(H ? { project: projection(c) } : {}),
+          ...(splits > 1 ? { partials: b.empty([B, Hq, splits, d + 2], 'f32') } : {}), ...(H ? { project: projection(c, int4Group) } : {}),
         });
         return c.results();
       },

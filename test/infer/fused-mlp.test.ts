@@ -15,6 +15,7 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { resolveSampling } from '../../src/infer/sampling.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
+import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from './hf-folder.js';
 import { gpt2ReferenceLogits } from './reference-forward.js';
 import { PROMPT, prefillAndStepLogits, qualificationForwards, relError } from './forward-forms.js';
@@ -139,6 +140,48 @@ for (const layers of [2, 3]) {
     model.free();
   });
 }
+
+// A model quantized to INT4 (round to nearest, groups of 32): decode attention projects with the INT4 O weight
+// (dequantized as int4Linear's), the MLP's INT4 products read the accumulator through their norms — Llama's gated
+// product and GPT-2's (no fused MLP for a quantized one). INT8 O weights are not projected.
+for (const family of ['llama', 'gpt2'] as const) {
+  test(`${family} (3 layers, INT4): the attention projected with the INT4 O weight gives the usual decode logits and greedy tokens`, async () => {
+    const dir = join(root, `${family}-int4-projected`);
+    writeModelFolder(dir, family, { ...(family === 'llama' ? { ...TINY_LLAMA, ffn: 64 } : TINY_GPT2), layers: 3 } as never, 6);
+    const { backend, counts } = countingBackend();
+    const { model } = loadDecoderModel(dir, backend, { dtype: 'f32' });
+    quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 32 });
+    const logits = (mode: 'on' | 'off') => {
+      fusedMlpOptions.mode = mode;
+      projectedAttentionOptions.mode = mode;
+      return prefillAndStepLogits(model);
+    };
+    const off = logits('off');
+    const on = logits('on');
+    assert.equal(counts.projected, 4 * 3, 'the four decode steps projected every layer\'s attention');
+    assert.equal(counts.normMlp, 0, 'no fused MLP for a quantized model');
+    on.steps.forEach((row, i) => assert.ok(relError(row, off.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, off.steps[i]!)}`));
+    const prompts = [PROMPT, PROMPT.slice(0, 3), [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]];
+    const run = (mode: 'on' | 'off') => {
+      projectedAttentionOptions.mode = mode;
+      return generateBatch(model, prompts, { maxNewTokens: 7, temperature: 0, stopTokenIds: [], engineOptions: { graphs: true } });
+    };
+    assert.deepEqual(await run('on'), await run('off'));
+    model.free();
+  });
+}
+
+test('llama (INT8): the O weight is not projected, the steps run their W8A8 O product', () => {
+  const dir = join(root, 'llama-int8-projected');
+  writeModelFolder(dir, 'llama', { ...TINY_LLAMA, layers: 2 } as never, 7);
+  const { backend, counts } = countingBackend();
+  const { model } = loadDecoderModel(dir, backend, { dtype: 'f32' });
+  quantizeDecoderModel(model, { method: 'rtn', bits: 8 });
+  projectedAttentionOptions.mode = 'on';
+  prefillAndStepLogits(model);
+  assert.equal(counts.projected, 0);
+  model.free();
+});
 
 test('gpt2: a forward cut short by an error leaves the accumulators zeroed, so the engine\'s next forwards are right', () => {
   const dir = join(root, 'gpt2-error');

@@ -2,13 +2,15 @@
 // materialised computation in float64 (the oracle for the split-K GPU kernel). partials are GPU scratch;
 // the CPU neither reads nor writes them. Paged (blockTable): key j of sequence b is row j mod blockSize of
 // block blockTable[b, ⌊j / blockSize⌋] of the pool; a negative position is an idle row (out = 0). project: the
-// output's projection added into an f32 accumulator afterwards (backend.ts AttentionProjection).
+// output's projection added into an f32 accumulator afterwards (backend.ts AttentionProjection; an INT4 weight
+// dequantized as int4Linear's).
 
 import type { DecodeAttentionArgs } from '../backend.js';
 import { checkDecodeAttention } from '../op-checks/index.js';
 import { CpuCheck } from './check.js';
 import type { CpuWork } from './graph.js';
-import { floatsOf, int32sOf, storeFloats } from './tensor.js';
+import { dequantizeInt4, unpackInt4 } from './quant-math.js';
+import { bytesOf, floatsOf, int32sOf, storeFloats } from './tensor.js';
 
 export function prepareDecodeAttention(args: DecodeAttentionArgs): CpuWork {
   const check = new CpuCheck('decodeAttention');
@@ -52,7 +54,9 @@ export function prepareDecodeAttention(args: DecodeAttentionArgs): CpuWork {
     storeFloats(out, result);
     if (project) {
       // out_proj += out (as stored) · weightᵀ, in f64; then the zeroed accumulator.
-      const attended = floatsOf(out), w = floatsOf(project.weight), acc = Float32Array.from(floatsOf(project.out)), K = Hq * d;
+      const K = Hq * d, int4 = project.int4;
+      const w = int4 ? dequantizeInt4(unpackInt4(int32sOf(int4.qweight), project.H, K), floatsOf(int4.scales), bytesOf(int4.zeros), project.H, K, int4.groupSize) : floatsOf(project.weight!);
+      const attended = floatsOf(out), acc = Float32Array.from(floatsOf(project.out));
       for (let b = 0; b < B; b++) {
         for (let n = 0; n < project.H; n++) {
           let s = 0;

@@ -546,11 +546,12 @@ export class CudaBackend implements Backend {
   }
 
   /** Whether decode attention takes `project` for these sizes (fusedAttentionProjection, 1–4 rows, a block's O columns that fit). */
-  projectsAttention(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number): boolean {
+  projectsAttention(rows: number, dtype: DType, H: number, heads: number, kvHeads: number, headDim: number, weights: 'float' | 'int4' = 'float'): boolean {
     if (!this.fusedAttentionProjection || rows < 1 || rows > GEMV_MAX_ROWS || !isFloat(dtype) || kvHeads < 1 || heads % kvHeads !== 0) return false;
     const perBlock = attentionHeadsPerBlock(heads / kvHeads);
     const chunks = projectionChunks((heads / perBlock) * rows, H, this.runtime.multiProcessorCount, false);
-    return projectionFits(dtype as FloatDType, headDim, perBlock) && (H / chunks) * perBlock * headDim * byteSize(dtype) <= PROJECTION_MAX_BYTES;
+    const int4 = weights === 'int4', bytesPerColumn = int4 ? 0.5 : byteSize(dtype);
+    return projectionFits(dtype as FloatDType, headDim, perBlock, int4) && (H / chunks) * perBlock * headDim * bytesPerColumn <= PROJECTION_MAX_BYTES;
   }
 
   /** normMlp as one kernel; it has no unfused form on this backend (the forward asks fusesMlp first), so elsewhere a clear error. */

@@ -1,14 +1,15 @@
 // Argument checks of decodeAttention (one query token per sequence over its KV cache), shared by the backends.
 //   q, out (B, Hq, d);  kCache, vCache (B, Hkv, maxLen, d);  positions i32 (B);  partials f32 (B, Hq, S, d + 2), optional;
-//   project: weight (H, Hq·d) in out's dtype, out f32 (B, H), zero f32, optional
+//   project: weight (H, Hq·d) in out's dtype or INT4 (qweight i32 (H, Hq·d/8), scales f16, zeros u8 (H, Hq·d/G)), out f32 (B, H), zero f32, optional
 // Paged (blockTable i32 (B, maxBlocks)): kCache, vCache (numBlocks, Hkv, blockSize, d), maxLen = maxBlocks·blockSize.
 // Whether each position lies in [0, maxLen) (and each used table entry in [0, numBlocks)) depends on the
 // data: that check is the backend's own.
 
 import type { Tensor } from '../../tensor.js';
-import type { AttentionProjection, DecodeAttentionArgs } from '../backend.js';
+import { isInt4Projection, type AttentionProjection, type DecodeAttentionArgs } from '../backend.js';
 import type { OpCheck } from '../validate.js';
 import { checkKvCacheLayout } from './kv-cache-layout.js';
+import { checkInt4Weight } from './quant.js';
 
 export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: DecodeAttentionArgs) {
   const q = check.tensor('q', args.q);
@@ -45,16 +46,25 @@ export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: 
   return { q, kCache, vCache, positions, out, partials, scale, B, Hq, Hkv, d, maxLen, group: Hq / Hkv, splits, blockTable, paged, freshKeys, project };
 }
 
-/** decodeAttention's project: weight [H, Hq·d] in out's dtype, out f32 [B, H], zero f32 of its own. */
+/**
+ * decodeAttention's project: weight [H, Hq·d] in out's dtype (or its INT4 form: `int4`, in int4Linear's layout),
+ * out f32 [B, H], zero f32 of its own.
+ */
 function checkAttentionProjection<T extends Tensor>(check: OpCheck<T>, p: AttentionProjection, attended: T, B: number, width: number) {
-  const weight = check.tensor('project.weight', p.weight), out = check.tensor('project.out', p.out), zero = check.optional('project.zero', p.zero);
-  check.sameDType(['out', 'project.weight'], [attended, weight]);
-  check.shape('project.weight', weight, ['projectH', width]);
+  const out = check.tensor('project.out', p.out), zero = check.optional('project.zero', p.zero);
+  let weight: T | undefined, int4: (ReturnType<typeof checkInt4Weight<T>> & { groupSize: number }) | undefined;
+  if (p.weight !== null && typeof p.weight === 'object' && isInt4Projection(p.weight)) {
+    int4 = { ...checkInt4Weight(check, p.weight, width, 'project.weight.', 'projectH'), groupSize: p.weight.groupSize };
+  } else {
+    weight = check.tensor('project.weight', p.weight as Tensor);
+    check.sameDType(['out', 'project.weight'], [attended, weight]);
+    check.shape('project.weight', weight, ['projectH', width]);
+  }
   check.dtype('project.out', out, ['f32']);
   check.shape('project.out', out, [B, 'projectH']);
   if (zero) {
     check.dtype('project.zero', zero, ['f32']);
     if (zero === out) check.fail("'project.zero' must be a tensor of its own: it is 'project.out'");
   }
-  return { weight, out, zero, H: check.size('projectH') };
+  return { weight, int4, out, zero, H: check.size('projectH') };
 }

@@ -45,18 +45,21 @@ function checkLinearEpilogue<T extends Tensor>(check: OpCheck<T>, op: string, ar
   return { bias, activation, gated };
 }
 
-/** The packed weight, its scales and zeros for K input and N output features, group size G. */
-function checkInt4Weight<T extends Tensor>(check: OpCheck<T>, args: { qweight: Tensor; scales: Tensor; zeros: Tensor; groupSize: number }, K: number) {
-  const qweight = check.tensor('qweight', args.qweight);
-  const scales = check.tensor('scales', args.scales);
-  const zeros = check.tensor('zeros', args.zeros);
-  check.dtype('qweight', qweight, ['i32']);
-  check.dtype('scales', scales, ['f16']);
-  check.dtype('zeros', zeros, ['u8']);
+/**
+ * The packed weight, its scales and zeros for K input features and `rows` (a size name) output features, group
+ * size G; `prefix` names the fields in errors (decodeAttention's 'project.weight.').
+ */
+export function checkInt4Weight<T extends Tensor>(check: OpCheck<T>, args: { qweight: Tensor; scales: Tensor; zeros: Tensor; groupSize: number }, K: number, prefix = '', rows = 'N') {
+  const qweight = check.tensor(`${prefix}qweight`, args.qweight);
+  const scales = check.tensor(`${prefix}scales`, args.scales);
+  const zeros = check.tensor(`${prefix}zeros`, args.zeros);
+  check.dtype(`${prefix}qweight`, qweight, ['i32']);
+  check.dtype(`${prefix}scales`, scales, ['f16']);
+  check.dtype(`${prefix}zeros`, zeros, ['u8']);
   checkGroupSize(check, args.groupSize, K);
-  check.shape('qweight', qweight, ['N', K / INT4_PER_WORD]);
-  check.shape('scales', scales, ['N', K / args.groupSize]);
-  check.shape('zeros', zeros, ['N', K / args.groupSize]);
+  check.shape(`${prefix}qweight`, qweight, [rows, K / INT4_PER_WORD]);
+  check.shape(`${prefix}scales`, scales, [rows, K / args.groupSize]);
+  check.shape(`${prefix}zeros`, zeros, [rows, K / args.groupSize]);
   return { qweight, scales, zeros };
 }
 

@@ -14,6 +14,7 @@ import { CpuBackend } from '../../../src/backend/cpu/index.js';
 import { fusedMlpOptions, headNormOptions, projectedAttentionOptions } from '../../../src/infer/forward.js';
 import { generateBatch } from '../../../src/infer/generate.js';
 import { loadDecoderModel } from '../../../src/infer/model.js';
+import { quantizeDecoderModel } from '../../../src/infer/quantized.js';
 import { emulatedCudaBackend, emulatorUnavailable } from '../../../src/testing/emulator/host.js';
 import { TINY_GPT2, TINY_LLAMA, writeModelFolder } from '../../infer/hf-folder.js';
 import { prefillAndStepLogits, relError } from '../../infer/forward-forms.js';
@@ -150,6 +151,25 @@ for (const dtype of ['f32', 'bf16'] as const) {
   });
 }
 
+test('emulated CUDA, f32: an INT4 Llama\'s decode logits with the attention projected by its INT4 O weight match its usual form\'s (the INT4 O GEMV)', { skip, timeout: 10 * 60_000 }, () => {
+  const dir = join(root, 'llama-int4');
+  writeModelFolder(dir, 'llama', LLAMA as never, 15);
+  const logits = (projected: boolean) => {
+    projectedAttentionOptions.mode = projected ? 'auto' : 'off';
+    const { backend, runtime } = emulatedCudaBackend();
+    backend.fusedAttentionProjection = true;
+    const emulated = loadDecoderModel(dir, backend, { dtype: 'f32' });
+    quantizeDecoderModel(emulated.model, { method: 'rtn', bits: 4, groupSize: 64 });
+    const result = prefillAndStepLogits(emulated.model);
+    emulated.model.free();
+    return { result, runtime };
+  };
+  const usual = logits(false), projected = logits(true);
+  assert.equal(launched(projected.runtime, /^decode_attention_.*_proj256q4g64c16$/), 4 * LLAMA.layers, 'every layer of the four decode steps projected with the INT4 weight');
+  assert.equal(launched(usual.runtime, /_proj/), 0, 'the usual form projects nothing');
+  projected.result.steps.forEach((row, i) => assert.ok(relError(row, usual.result.steps[i]!) < 1e-5, `step ${i}: rel err ${relError(row, usual.result.steps[i]!)}`));
+});
+
 test('emulated CUDA, f32: a GPT-2 with the projected attention alone (the MLP unfused, as at batch 1 by default) matches the CPU backend', { skip, timeout: 10 * 60_000 }, () => {
   const dir = join(root, 'gpt2-projection-alone');
   writeModelFolder(dir, 'gpt2', GPT2 as never, 14);
@@ -177,5 +197,9 @@ test('CudaBackend.projectsAttention: only with FUSEFORMER_FUSED_O, 1–4 rows, w
   assert.deepEqual([1, 2, 4, 5].map(gpt2), [true, true, true, false], 'GPT-2: 6–24 KB a block at 1–4 rows; 5 rows is past the GEMV rows');
   assert.deepEqual([1, 4].map(llama1b), [true, true], 'Llama 1B: 64 KB a block in 16 chunks at 1 row, 128 KB in 8 at 4');
   assert.deepEqual([1, 4].map(llama8b), [false, false], 'Llama 8B (d 128): 256 KB a block at best');
+  const int4 = (rows: number, H: number, heads: number, kvHeads: number, d: number) => backend.projectsAttention(rows, 'bf16', H, heads, kvHeads, d, 'int4');
+  assert.deepEqual([1, 4, 5].map((rows) => int4(rows, 2048, 32, 8, 64)), [true, true, false], 'INT4 Llama 1B: 16–32 KB a block');
+  assert.deepEqual([1, 4].map((rows) => int4(rows, 4096, 32, 8, 128)), [true, true], 'INT4 Llama 8B: 64 KB a block at 1 row (16 chunks), 128 KB at 4 (8 chunks)');
+  assert.equal(int4(1, 768, 12, 12, 16), false, 'INT4 heads of 16 columns: not whole 32-column vectors');
   assert.equal(backend.projectsAttention(1, 'i32', 768, 12, 12, 64), false, 'not a float dtype');
 });

@@ -129,8 +129,9 @@ export interface DecodeAttentionSpec {
    * is a chunk of H / chunks output rows, each block of a head group computing the same attention (a short
    * cache's few keys, cheap to repeat) and projecting only its chunk — the O weight then streams through
    * headGroups·chunks blocks instead of headGroups (projectionChunks); chunk 0 alone writes out and the cache.
+   * `int4`: the O weight in int4Linear's layout (packed words, f16 scales, u8 zeros of `groupSize` columns).
    */
-  readonly project?: { readonly hidden: number; readonly chunks?: number };
+  readonly project?: { readonly hidden: number; readonly chunks?: number; readonly int4?: { readonly groupSize: number } };
 }
 
 /**
@@ -295,7 +296,7 @@ export function decodeAttentionMma(dtype: FloatDType): boolean {
 }
 
 export function decodeAttentionKey(s: DecodeAttentionSpec): string {
-  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}${s.append.headNorm ? '_qknorm' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}${(s.project.chunks ?? 1) > 1 ? `c${s.project.chunks}` : ''}` : ''}`;
+  return `decode_attention.${s.dtype}.d${s.headDim}.g${s.group}.gh${s.headsPerBlock}.v${s.vec}${s.split ? '.split' : ''}${s.page ? `.paged${s.page}` : ''}${s.throughput ? '.throughput' : ''}${s.pipelined ? '.pipelined' : ''}${s.append ? `.append${s.append.rope ? '_rope' : ''}${s.append.bias ? '_bias' : ''}${s.append.headNorm ? '_qknorm' : ''}` : ''}${s.mma ? `.mma${mmaShapeSuffix(s.mmaShape)}` : ''}${s.project ? `.proj${s.project.hidden}${s.project.int4 ? `q4g${s.project.int4.groupSize}` : ''}${(s.project.chunks ?? 1) > 1 ? `c${s.project.chunks}` : ''}` : ''}`;
 }
 
 export const DECODE_THREADS = 128;
@@ -468,12 +469,17 @@ ${stages === 2 ? TWO_STAGE_ISSUE : DEEP_ISSUE}
     __syncthreads();
 `;
 
+/** Columns of the O weight in one 16-byte vector: 16 bytes of the dtype, or 32 INT4 nibbles. */
+function projectionVectorColumns(dtype: FloatDType, int4: boolean): number {
+  return int4 ? 32 : 16 / byteSize(dtype);
+}
+
 /**
  * Lanes a row of the O weight takes in the projection (PROJECT): the block's GH·D columns in 16-byte vectors,
  * a power of two dividing 32 (a warp holds 32 / LPR whole rows); 1 where the spec has no projection.
  */
 export function projectLanes(spec: Pick<DecodeAttentionSpec, 'dtype' | 'headDim' | 'headsPerBlock' | 'project'>): number {
-  return spec.project ? (spec.headsPerBlock * spec.headDim * byteSize(spec.dtype)) / 16 : 1;
+  return spec.project ? (spec.headsPerBlock * spec.headDim) / projectionVectorColumns(spec.dtype, spec.project.int4 !== undefined) : 1;
 }
 
 /**
@@ -509,10 +515,13 @@ export function projectionChunks(blocks: number, hidden: number, multiProcessors
   return chunks;
 }
 
-/** Whether the projection takes these heads: whole 16-byte vectors, LPR dividing 32, D a multiple of a vector. */
-export function projectionFits(dtype: FloatDType, headDim: number, headsPerBlockCount: number): boolean {
-  const lanes = (headsPerBlockCount * headDim * byteSize(dtype)) / 16;
-  return (headDim * byteSize(dtype)) % 16 === 0 && Number.isInteger(lanes) && lanes >= 1 && lanes <= 32 && 32 % lanes === 0;
+/**
+ * Whether the projection takes these heads: whole 16-byte vectors, LPR dividing 32, D a multiple of a vector
+ * (`int4`: of 32 columns, each inside one group of a multiple of 32, so a head's columns start a vector).
+ */
+export function projectionFits(dtype: FloatDType, headDim: number, headsPerBlockCount: number, int4 = false): boolean {
+  const columns = projectionVectorColumns(dtype, int4), lanes = (headsPerBlockCount * headDim) / columns;
+  return headDim % columns === 0 && Number.isInteger(lanes) && lanes >= 1 && lanes <= 32 && 32 % lanes === 0;
 }
 
 // The projection (PROJECT): lane lr of a row group takes vector lr of the block's columns of a row of w_o
@@ -524,35 +533,79 @@ const PROJECT_CODE = String.raw`constexpr int RPI = PROJECT ? THREADS / LPR : 1;
 // A block projects PHC rows: its chunk (block z of PCHUNKS) of the PH output rows, from row N0.
 constexpr int PHC = PH / PCHUNKS;
 #define N0 (PCHUNKS > 1 ? (int)blockIdx.z * PHC : 0)
-__device__ __forceinline__ void prefetch_projection(const T* w_o, int hq, int h0) {
+// PINT4: w_o holds packed words (u32 [PH, hq·D/8], nibble k % 8 of word k / 8), w_scales f16 and w_zeros u8
+// [PH, hq·D/PG]; a lane's PCOLS = 32 columns are one 16-byte vector inside one group. Otherwise w_o is T [PH, hq·D].
+constexpr int PCOLS = PINT4 ? 32 : PV;
+// Where lane lr's vector of row n starts, in w_o's elements (T or u32 words), and its group (PINT4).
+__device__ __forceinline__ size_t projection_at(int n, int hq, int h0, int lr) {
+  return PINT4 ? ((size_t)n * hq * D + h0 * D + lr * PCOLS) / 8 : (size_t)n * hq * D + h0 * D + lr * PCOLS;
+}
+__device__ __forceinline__ size_t projection_group(int n, int hq, int h0, int lr) {
+  return ((size_t)n * hq * D + h0 * D + lr * PCOLS) / PG;
+}
+__device__ __forceinline__ void prefetch_projection(const void* w_o, const __half* w_scales, const unsigned char* w_zeros, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
-  for (int n = N0 + r0; n < N0 + PHC; n += RPI) asm volatile("prefetch.global.L2 [%0];" :: "l"(w_o + (size_t)n * hq * D + h0 * D + lr * PV));
+  for (int n = N0 + r0; n < N0 + PHC; n += RPI) {
+    const size_t at = projection_at(n, hq, h0, lr);
+    if constexpr (PINT4) {
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(static_cast<const unsigned*>(w_o) + at));
+      if (lr == 0) {
+        asm volatile("prefetch.global.L2 [%0];" :: "l"(w_scales + projection_group(n, hq, h0, 0)));
+        asm volatile("prefetch.global.L2 [%0];" :: "l"(w_zeros + projection_group(n, hq, h0, 0)));
+      }
+    } else {
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(static_cast<const T*>(w_o) + at));
+    }
+  }
+}
+// Lane lr's columns of row n, dotted with ov (PINT4: dequantized as scale·(q − zero); q − zero formed exactly
+// in one FADD from the nibble set into 2^23's mantissa).
+__device__ __forceinline__ float projection_dot(const float (&ov)[PCOLS], const uint4& w, float scale, float zero) {
+  float sum = 0.f;
+  if constexpr (PINT4) {
+    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+    const float bias = 8388608.f + zero;
+    float dot = 0.f;
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      #pragma unroll
+      for (int j = 0; j < 8; j++) dot = fmaf(ov[8 * i + j], __uint_as_float(0x4B000000u | ((words[i] >> (4 * j)) & 0xfu)) - bias, dot);
+    }
+    sum = scale * dot;
+  } else {
+    Vec<T, PV> v = *reinterpret_cast<const Vec<T, PV>*>(&w);
+    #pragma unroll
+    for (int e = 0; e < PV; e++) sum = fmaf(ov[e], to_float(v.v[e]), sum);
+  }
+  return sum;
 }
 // A lane's rounds go in batches of PROJECT_BATCH loads issued before any is used: one L2 latency a batch, not
 // a round (GPT-2: 48 rounds, 4 batches).
 constexpr int PROJECT_ROUNDS = (PHC + RPI - 1) / RPI, PROJECT_BATCH = PROJECT_ROUNDS < 12 ? PROJECT_ROUNDS : 12;
-__device__ __forceinline__ void project_outputs(const float* proj_s, const T* w_o, float* proj_row, int hq, int h0) {
+__device__ __forceinline__ void project_outputs(const float* proj_s, const void* w_o, const __half* w_scales, const unsigned char* w_zeros, float* proj_row, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
-  float ov[PV];
+  float ov[PCOLS];
   #pragma unroll
-  for (int e = 0; e < PV; e++) ov[e] = proj_s[lr * PV + e];
+  for (int e = 0; e < PCOLS; e++) ov[e] = proj_s[lr * PCOLS + e];
   for (int first = 0; first < PROJECT_ROUNDS; first += PROJECT_BATCH) {
-    Vec<T, PV> w[PROJECT_BATCH];
+    uint4 w[PROJECT_BATCH];
+    [[maybe_unused]] float scale[PROJECT_BATCH], zero[PROJECT_BATCH];
     #pragma unroll
     for (int k = 0; k < PROJECT_BATCH; k++) {
       const int n = N0 + r0 + (first + k) * RPI;
-      if (first + k < PROJECT_ROUNDS && n < N0 + PHC) w[k] = load_vec<T, PV>(w_o + (size_t)n * hq * D + h0 * D + lr * PV);
-      else {
-        #pragma unroll
-        for (int e = 0; e < PV; e++) w[k].v[e] = from_float<T>(0.f);
+      const bool inside = first + k < PROJECT_ROUNDS && n < N0 + PHC;
+      const size_t at = projection_at(inside ? n : N0, hq, h0, lr);
+      w[k] = inside ? (PINT4 ? *reinterpret_cast<const uint4*>(static_cast<const unsigned*>(w_o) + at) : *reinterpret_cast<const uint4*>(static_cast<const T*>(w_o) + at)) : make_uint4(0u, 0u, 0u, 0u);
+      if constexpr (PINT4) {
+        const size_t group = projection_group(inside ? n : N0, hq, h0, lr);
+        scale[k] = inside ? __half2float(w_scales[group]) : 0.f;
+        zero[k] = inside ? (float)w_zeros[group] : 0.f;
       }
     }
     #pragma unroll
     for (int k = 0; k < PROJECT_BATCH; k++) {
       const int n = N0 + r0 + (first + k) * RPI;
-      float sum = 0.f;
-      #pragma unroll
-      for (int e = 0; e < PV; e++) sum = fmaf(ov[e], to_float(w[k].v[e]), sum);
+      float sum = projection_dot(ov, w[k], PINT4 ? scale[k] : 0.f, PINT4 ? zero[k] : 0.f);
       #pragma unroll
       for (int o = LPR / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (lr == 0 && first + k < PROJECT_ROUNDS && n < N0 + PHC) atomicAdd(proj_row + n, sum);
@@ -592,6 +645,7 @@ ${constants({
     HEAD_NORM: spec.append?.headNorm ?? false, RC: spec.pipelined ? rowBytes / 16 : 8,
     MMA: spec.mma ?? false, WT: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).tile, WST: (spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages,
     PROJECT: spec.project !== undefined, PH: spec.project?.hidden ?? 1, PCHUNKS: chunks, PV: 16 / byteSize(spec.dtype), LPR: projectLanes(spec),
+    PINT4: spec.project?.int4 !== undefined, PG: spec.project?.int4?.groupSize ?? 1,
   })}
 ${PROJECT_CODE}
 ${ROPE_PAIR_CODE}
@@ -605,8 +659,8 @@ extern "C" __global__ void ${bounds} ${name}(
     T* __restrict__ out, float* __restrict__ partials, float scale_log2, int hq, int max_len, int min_chunk,
     const int* __restrict__ block_table, int table_stride, unsigned int* __restrict__ counters, int fresh_keys,
     const T* __restrict__ qkv, const T* __restrict__ qkv_bias, const float* __restrict__ inv_freq, float rope_scale,
-    const T* __restrict__ w_o, float* __restrict__ proj_out, float* __restrict__ proj_zero, int zero_count,
-    const T* __restrict__ q_norm, const T* __restrict__ k_norm, float norm_eps) {
+    const void* __restrict__ w_o, float* __restrict__ proj_out, float* __restrict__ proj_zero, int zero_count,
+    const T* __restrict__ q_norm, const T* __restrict__ k_norm, float norm_eps, const __half* __restrict__ w_scales, const unsigned char* __restrict__ w_zeros) {
   // May be launched programmatically (kernel.ts gridDependencyWait): nothing the previous kernel writes
   // is read before GRID_DEPENDENCY_WAIT below. PIPELINED with fresh_keys > 0: the keys and values at
   // positions < n − fresh_keys were written before that kernel (earlier steps; see the header), so the
@@ -679,7 +733,7 @@ ${spec.mma ? MMA_WARP_TILES_CODE : ''}
     if (prefetched) load_stage(0, j_begin, 1);
   }
   // PROJECT: the rows of w_o this block may read, asked of L2 now (weights: no kernel of the step writes them).
-  if constexpr (PROJECT) prefetch_projection(w_o, hq, h0);
+  if constexpr (PROJECT) prefetch_projection(w_o, w_scales, w_zeros, hq, h0);
   GRID_DEPENDENCY_WAIT();
   GRID_DEPENDENCY_TRIGGER();
   if constexpr (PROJECT) {
@@ -939,7 +993,7 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
   }
   if constexpr (PROJECT && !SPLIT) {
     __syncthreads();
-    project_outputs(proj_s, w_o, proj_out + (size_t)b * PH, hq, h0);
+    project_outputs(proj_s, w_o, w_scales, w_zeros, proj_out + (size_t)b * PH, hq, h0);
   }
   if (!SPLIT) return;
   // The last block of this (sequence, head block) to finish combines the used splits (release: each
@@ -970,7 +1024,7 @@ ${spec.mma ? mmaLoopCode((spec.mmaShape ?? DEFAULT_MMA_SHAPE).stages) : ''}
   }
   if constexpr (PROJECT) {
     __syncthreads();
-    project_outputs(proj_s, w_o, proj_out + (size_t)b * PH, hq, h0);
+    project_outputs(proj_s, w_o, w_scales, w_zeros, proj_out + (size_t)b * PH, hq, h0);
   }
   if (tid == 0) *counter = 0u;
 }
@@ -1008,12 +1062,14 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
   const chunks = project ? projectionChunks(headGroups * B, project.H, host.multiProcessorCount, split) : 1;
   let spec: DecodeAttentionSpec = {
     dtype, headDim: d, group, headsPerBlock: headsPerBlock(group), vec, split, ...(paged ? { page: paged.blockSize } : {}),
-    ...(project ? { project: { hidden: project.H, ...(chunks > 1 ? { chunks } : {}) } } : {}),
+    ...(project ? { project: { hidden: project.H, ...(chunks > 1 ? { chunks } : {}), ...(project.int4 ? { int4: { groupSize: project.int4.groupSize } } : {}) } } : {}),
   };
+  const projectWeight = project?.int4?.qweight ?? project?.weight;
   if (project) {
-    const aligned = [project.weight, project.out].every((t) => devicePtr(c, 'project', t) % 16n === 0n);
-    if (!projectionFits(dtype, d, spec.headsPerBlock) || !aligned) {
-      c.fail(`'project' takes a block's ${spec.headsPerBlock} heads × ${d} columns in 16-byte vectors, 1–32 of them dividing 32, and 16-byte aligned weight and out; got ${dtype}, d ${d}`);
+    const aligned = [projectWeight, project.out].every((t) => devicePtr(c, 'project', t!) % 16n === 0n);
+    if (!projectionFits(dtype, d, spec.headsPerBlock, project.int4 !== undefined) || !aligned) {
+      const vector = project.int4 ? '16-byte vectors of 32 INT4 columns' : '16-byte vectors';
+      c.fail(`'project' takes a block's ${spec.headsPerBlock} heads × ${d} columns in ${vector}, 1–32 of them dividing 32, and 16-byte aligned weight and out; got ${dtype}, d ${d}`);
     }
   }
   const blocks = headGroups * B * splits * chunks;
@@ -1036,8 +1092,9 @@ function launchDecodeAttention(host: KernelHost, checked: ReturnType<typeof chec
       arg.ptr(p.q), arg.ptr(p.k), arg.ptr(p.v), arg.ptr(p.positions), arg.ptr(p.out), arg.ptr(p.partials), arg.f32(scale * Math.LOG2E), arg.i32(Hq), arg.i32(maxLen), arg.i32(MIN_SPLIT_KEYS),
       arg.ptr(ptr('blockTable', blockTable)), arg.i32(paged ? paged.maxBlocks : 0), arg.ptr(counters), arg.i32(decodeAttentionOptions.prefetch ? freshKeys : 0),
       arg.ptr(append?.qkv ?? 0n), arg.ptr(append?.bias ?? 0n), arg.ptr(append?.invFreq ?? 0n), arg.f32(append?.ropeScale ?? 1),
-      arg.ptr(ptr('project.weight', project?.weight)), arg.ptr(ptr('project.out', project?.out)), arg.ptr(ptr('project.zero', project?.zero)), arg.i32(project?.zero?.numel ?? 0),
+      arg.ptr(ptr('project.weight', projectWeight)), arg.ptr(ptr('project.out', project?.out)), arg.ptr(ptr('project.zero', project?.zero)), arg.i32(project?.zero?.numel ?? 0),
       arg.ptr(append?.headNorm?.q ?? 0n), arg.ptr(append?.headNorm?.k ?? 0n), arg.f32(append?.headNorm?.eps ?? 0),
+      arg.ptr(ptr('project.weight.scales', project?.int4?.scales)), arg.ptr(ptr('project.weight.zeros', project?.int4?.zeros)),
     ],
   );
   return true;
@@ -1113,6 +1170,11 @@ export function catalog(): KernelSource[] {
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true, project: { hidden: 768, chunks: 4 } }),
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, pipelined: true, append: { rope: true, bias: false }, mma: true, project: { hidden: 2048, chunks: 16 } }),
     decodeAttentionSource({ dtype: 'f32', headDim: 64, group: 1, headsPerBlock: 1, vec: 4, split: false, project: { hidden: 768, chunks: 8 } }),
+    // ... with an INT4 O weight: Llama 3.2 1B (group 128) in 16 chunks, GPT-2 (group 64) at batch 4, split (group 32), f32.
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, pipelined: true, append: { rope: true, bias: false }, mma: true, project: { hidden: 2048, chunks: 16, int4: { groupSize: 128 } } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 1, headsPerBlock: 1, vec: 8, split: false, pipelined: true, append: { rope: false, bias: true }, mma: true, project: { hidden: 768, chunks: 4, int4: { groupSize: 64 } } }),
+    decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: true, project: { hidden: 2048, int4: { groupSize: 32 } } }),
+    decodeAttentionSource({ dtype: 'f32', headDim: 64, group: 1, headsPerBlock: 1, vec: 4, split: false, project: { hidden: 768, chunks: 8, int4: { groupSize: 128 } } }),
     decodeAttentionSource({ dtype: 'f16', headDim: 64, group: 32, headsPerBlock: 8, vec: 8, split: true, page: 16, pipelined: true, mma: true }),
     // Its other shapes (FUSEFORMER_DECODE_MMA_SHAPE): 16-key tiles in three stages at 4 blocks an SM, 32-key tiles in three.
     decodeAttentionSource({ dtype: 'bf16', headDim: 64, group: 4, headsPerBlock: 4, vec: 8, split: false, page: 16, pipelined: true, append: { rope: true, bias: false }, mma: true, mmaShape: { tile: 16, stages: 3, blocksPerSm: 4 } }),

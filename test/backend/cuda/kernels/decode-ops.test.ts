@@ -342,8 +342,27 @@ test('decodeAttention\'s project: the O weight, accumulator, zero and its size a
   const address = (t: unknown) => (t as { ptr: bigint }).ptr;
   assert.deepEqual([18, 19, 20].map((i) => argValue(launch, i, 'ptr')), [gpt2.project.weight, gpt2.project.out, gpt2.project.zero].map(address));
   assert.equal(argValue(launch, 21, 'i32'), 4 * 768);
-  assert.equal(launch.args.length, 25);
+  assert.equal(launch.args.length, 27);
+  assert.deepEqual([25, 26].map((i) => argValue(launch, i, 'ptr')), [0n, 0n], 'no INT4 scales or zeros');
   assert.match(launch.source, /constexpr int LPR = 8;/);
+  assert.match(launch.source, /constexpr bool PINT4 = false;/);
+  // An INT4 O weight (int4Linear's layout, groups of 128): its packed words where the weight goes, scales and zeros
+  // last; a lane takes 32 columns (16 bytes of nibbles), so GPT-2's 64-column head is 2 lanes a row.
+  const packed = { qweight: deviceTensor([768, 96], 'i32'), scales: deviceTensor([768, 6], 'f16'), zeros: deviceTensor([768, 6], 'u8'), groupSize: 128 };
+  attention.decodeAttention(host, { ...gpt2, project: { ...gpt2.project, weight: packed } });
+  const q4 = host.launches.at(-1)!;
+  assert.equal(q4.key, 'decode_attention.bf16.d64.g1.gh1.v8.pipelined.mma.proj768q4g128c16');
+  assert.deepEqual([18, 25, 26].map((i) => argValue(q4, i, 'ptr')), [packed.qweight, packed.scales, packed.zeros].map(address));
+  assert.match(q4.source, /constexpr int LPR = 2;/);
+  assert.match(q4.source, /constexpr bool PINT4 = true;/);
+  assert.match(q4.source, /constexpr int PG = 128;/);
+  host.launches.pop();
+  rejects(() => attention.decodeAttention(host, { ...gpt2, project: { ...gpt2.project, weight: { ...packed, groupSize: 48 } } }), /'groupSize' must be a positive multiple of 32, got 48/);
+  rejects(() => attention.decodeAttention(host, { ...gpt2, project: { ...gpt2.project, weight: { ...packed, scales: deviceTensor([768, 6], 'bf16') } } }), /'project.weight.scales' has dtype bf16/);
+  rejects(() => attention.decodeAttention(host, { ...gpt2, project: { ...gpt2.project, weight: { ...packed, qweight: deviceTensor([700, 96], 'i32') } } }), /project.weight.qweight/);
+  // Heads of 16 columns: not a whole 32-column vector of nibbles.
+  rejects(() => attention.decodeAttention(host, { ...args(1, 48, 48, 16, 64, 768), project: { weight: packed, out: deviceTensor([1, 768], 'f32') } }), /in 16-byte vectors of 32 INT4 columns/);
+  assert.equal(host.launches.length, 1);
   // Without project: the same kernel as before, its four extra arguments null.
   const { project: _p, ...plain } = gpt2;
   attention.decodeAttention(host, plain);
