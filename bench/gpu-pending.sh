@@ -499,8 +499,8 @@ for step in "${steps[@]}"; do
           run infer-parity 240 node dist/bench/infer-parity.js --json "$out/infer-parity.json" ;;
     s59-fused-o) # (session 59) the O projection in decode attention's epilogue cut into output chunks (DecodeAttentionSpec.project.chunks, projectionChunks: GPT-2 at b1 12 heads x 16 chunks = 192 blocks, each projecting 48 of the 768 rows from 6 KB of W_O, where session 40's one-chunk form had 12 blocks each streaming 98 KB: attention 2.8 -> 11.6 us a layer, b1 0.217 -> 0.275). Never run on a GPU (the emulator passes the op cases and the GPT-2 decode tests): the projected op cases, the engine test, then GPT-2 decode at b1 / b4: default, fused MLP alone, fused MLP + chunked projection (twice), and the one-chunk form once
           # The two checks side by side (correctness only; a cold file's time is mostly NVRTC on one core), then the timings alone.
-          run o-ops 200 env FUSEFORMER_TEST_OPS="project" node --test --test-concurrency=1 --test-name-pattern="decode-step ops match" dist/test/gpu/infer-ops.test.js &
-          run o-engine 200 node --test --test-concurrency=1 --test-name-pattern='O projection in the attention kernel' dist/test/gpu/decode-gemv.test.js &
+          run o-ops 150 env FUSEFORMER_TEST_OPS="project" node --test --test-concurrency=1 --test-name-pattern="decode-step ops match" dist/test/gpu/infer-ops.test.js &
+          run o-engine 150 node --test --test-concurrency=1 --test-name-pattern='O projection in the attention kernel' dist/test/gpu/decode-gemv.test.js &
           wait
           fused_o_bench ;;
     s59-fused-o-bench) # (session 59) s59-fused-o's timings alone (after s57-suite in the same call, whose infer-ops and decode-gemv shards hold its op cases and engine test)

@@ -20,11 +20,13 @@ import { DecodeEngine } from '../../src/infer/engine.js';
 import { generateBatch } from '../../src/infer/generate.js';
 import { headNormOptions } from '../../src/infer/forward.js';
 import { loadDecoderModel } from '../../src/infer/model.js';
+import { quantizeDecoderModel } from '../../src/infer/quantized.js';
 import { accumulateGemmCases, checkGemmCase, decodeGemmCases, loopGemmCases, mmaGemmCases } from '../../src/testing/gemm-cases.js';
 import { gatedLinearCases, MMA_GATED_LINEAR_SHAPES, normLinearCases } from '../../src/testing/infer-op-cases.js';
 import { caseFailures, casesSelectedByEnv, testShardFromEnv } from '../../src/testing/conformance.js';
 import { freshSeed } from '../../src/testing/random.js';
 import { writeModelFolder } from '../infer/hf-folder.js';
+import { prefillAndStepLogits } from '../infer/forward-forms.js';
 import { ENGINE_TEST_MODELS, ENGINE_TEST_PROMPTS, relError } from './engine-fixtures.js';
 import './report-as-you-go.js';
 
@@ -381,6 +383,48 @@ test(`gpt2: the fused MLP (one normMlp kernel a layer, 1–4 rows)${projected ? 
   }
 });
 }
+
+// An INT4 Llama (d-64 heads: 32-column nibble vectors) with the attention projected by its INT4 O weight, against
+// its usual form (the INT4 O GEMV): decode logits and greedy tokens, batched and replayed from graphs.
+test('llama INT4: the O projection in the attention kernel with the INT4 O weight gives the usual form\'s decode logits and greedy tokens', { skip: modelSkip }, async () => {
+  const gpu = await createGpuBackend();
+  const saved = gpu.fusedAttentionProjection;
+  const dir = join(root, 'llama-int4-projected');
+  writeModelFolder(dir, 'llama', { ...ENGINE_TEST_MODELS.find((x) => x.family === 'llama')!.config, hidden: 256, heads: 4, kvHeads: 2, headDim: 64, ffn: 384, layers: 3 } as never, 12);
+  const { decodeAttentionLaunches } = await import('../../src/backend/cuda/kernels/decode-attention.js');
+  try {
+    for (const dtype of ['f32', 'bf16'] as const) {
+      const model = loadDecoderModel(dir, gpu, { dtype }).model;
+      quantizeDecoderModel(model, { method: 'rtn', bits: 4, groupSize: 64 });
+      try {
+        const run = (projected: boolean) => {
+          gpu.fusedAttentionProjection = projected;
+          const before = decodeAttentionLaunches.projected, logits = prefillAndStepLogits(model);
+          assert.equal(decodeAttentionLaunches.projected > before, projected, 'the attention kernel projected exactly when asked');
+          return logits;
+        };
+        const usual = run(false), ours = run(true);
+        ours.steps.forEach((row, i) => {
+          const error = relError(row, usual.steps[i]!);
+          // bf16: the O product reaches the norm in f32 instead of rounded to bf16.
+          assert.ok(error < (dtype === 'f32' ? 1e-5 : 3e-2), `${dtype} step ${i}: rel err ${error}`);
+        });
+        const prompts = [[3, 40, 7], [5, 9], [11, 12, 13, 14]];
+        const decode = (projected: boolean) => {
+          gpu.fusedAttentionProjection = projected;
+          return generateBatch(model, prompts, { maxNewTokens: 9, stopTokenIds: [], temperature: 0, engineOptions: { graphs: true } });
+        };
+        const tokens = await decode(true);
+        if (dtype === 'f32') assert.deepEqual(tokens, await decode(false));
+        else assert.deepEqual(tokens.map((t) => t.length), prompts.map(() => 9));
+      } finally {
+        model.free();
+      }
+    }
+  } finally {
+    gpu.fusedAttentionProjection = saved;
+  }
+});
 
 test('the final norm in the LM head\'s GEMV (headNormOptions) gives the usual decode logits and greedy tokens: GPT-2 and Llama', { skip: modelSkip }, async () => {
   const gpu = await createGpuBackend();
