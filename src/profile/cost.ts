@@ -295,10 +295,11 @@ function logitsVariant(a: { readonly logits: Tensor; readonly classes?: number }
 /** decodeAttention's project: the O weight read once, the f32 accumulator read and written, 2·B·H·(Hq·d) FLOPs. */
 function projectionCost(p: AttentionProjection | undefined, attended: Tensor): { flops: number; bytes: number } {
   if (!p) return { flops: 0, bytes: 0 };
-  // An INT4 weight: its packed words, scales and zeros, each weight dequantized once (as int4Linear's).
-  const w = p.weight, rows = p.out.shape[1]!;
-  const weight = isInt4Projection(w) ? { flops: 2 * w.qweight.shape[0]! * attended.numel / attended.shape[0]!, bytes: bytesOf(w.qweight) + bytesOf(w.scales) + bytesOf(w.zeros) } : { flops: 0, bytes: bytesOf(w) };
-  return { flops: 2 * attended.numel * rows + weight.flops, bytes: weight.bytes + 2 * bytesOf(p.out) };
+  const w = p.weight, H = p.out.shape[1]!, K = attended.numel / attended.shape[0]!;
+  const product = { flops: 2 * attended.numel * H, bytes: 2 * bytesOf(p.out) };
+  if (!isInt4Projection(w)) return { flops: product.flops, bytes: product.bytes + bytesOf(w) };
+  // INT4: the packed words, scales and zeros, each weight dequantized once (as int4Linear's).
+  return { flops: product.flops + 2 * H * K, bytes: product.bytes + bytesOf(w.qweight) + bytesOf(w.scales) + bytesOf(w.zeros) };
 }
 
 export const OP_COSTS: { readonly [K in KernelOp]?: OpCostEntry<K> } = {

@@ -536,9 +536,10 @@ constexpr int PHC = PH / PCHUNKS;
 // PINT4: w_o holds packed words (u32 [PH, hq·D/8], nibble k % 8 of word k / 8), w_scales f16 and w_zeros u8
 // [PH, hq·D/PG]; a lane's PCOLS = 32 columns are one 16-byte vector inside one group. Otherwise w_o is T [PH, hq·D].
 constexpr int PCOLS = PINT4 ? 32 : PV;
-// Where lane lr's vector of row n starts, in w_o's elements (T or u32 words), and its group (PINT4).
-__device__ __forceinline__ size_t projection_at(int n, int hq, int h0, int lr) {
-  return PINT4 ? ((size_t)n * hq * D + h0 * D + lr * PCOLS) / 8 : (size_t)n * hq * D + h0 * D + lr * PCOLS;
+// Lane lr's 16-byte vector of row n (columns h0·D + lr·PCOLS on), and its group (PINT4).
+__device__ __forceinline__ const uint4* projection_vector(const void* w_o, int n, int hq, int h0, int lr) {
+  const size_t column = (size_t)n * hq * D + h0 * D + lr * PCOLS;
+  return reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w_o) + (PINT4 ? column / 2 : column * sizeof(T)));
 }
 __device__ __forceinline__ size_t projection_group(int n, int hq, int h0, int lr) {
   return ((size_t)n * hq * D + h0 * D + lr * PCOLS) / PG;
@@ -546,15 +547,10 @@ __device__ __forceinline__ size_t projection_group(int n, int hq, int h0, int lr
 __device__ __forceinline__ void prefetch_projection(const void* w_o, const __half* w_scales, const unsigned char* w_zeros, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
   for (int n = N0 + r0; n < N0 + PHC; n += RPI) {
-    const size_t at = projection_at(n, hq, h0, lr);
-    if constexpr (PINT4) {
-      asm volatile("prefetch.global.L2 [%0];" :: "l"(static_cast<const unsigned*>(w_o) + at));
-      if (lr == 0) {
-        asm volatile("prefetch.global.L2 [%0];" :: "l"(w_scales + projection_group(n, hq, h0, 0)));
-        asm volatile("prefetch.global.L2 [%0];" :: "l"(w_zeros + projection_group(n, hq, h0, 0)));
-      }
-    } else {
-      asm volatile("prefetch.global.L2 [%0];" :: "l"(static_cast<const T*>(w_o) + at));
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(projection_vector(w_o, n, hq, h0, lr)));
+    if (PINT4 && lr == 0) {
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(w_scales + projection_group(n, hq, h0, 0)));
+      asm volatile("prefetch.global.L2 [%0];" :: "l"(w_zeros + projection_group(n, hq, h0, 0)));
     }
   }
 }
@@ -594,8 +590,7 @@ __device__ __forceinline__ void project_outputs(const float* proj_s, const void*
     for (int k = 0; k < PROJECT_BATCH; k++) {
       const int n = N0 + r0 + (first + k) * RPI;
       const bool inside = first + k < PROJECT_ROUNDS && n < N0 + PHC;
-      const size_t at = projection_at(inside ? n : N0, hq, h0, lr);
-      w[k] = inside ? (PINT4 ? *reinterpret_cast<const uint4*>(static_cast<const unsigned*>(w_o) + at) : *reinterpret_cast<const uint4*>(static_cast<const T*>(w_o) + at)) : make_uint4(0u, 0u, 0u, 0u);
+      w[k] = inside ? *projection_vector(w_o, n, hq, h0, lr) : make_uint4(0u, 0u, 0u, 0u);
       if constexpr (PINT4) {
         const size_t group = projection_group(inside ? n : N0, hq, h0, lr);
         scale[k] = inside ? __half2float(w_scales[group]) : 0.f;
