@@ -110,6 +110,16 @@ test('decode-style attention by hand: one query against the cache, AI ≈ 2·Hq/
     bytes: B * Hq * d * 2 + B * 4 + 2 * keys * Hkv * d * 2 + B * Hq * d * 2,
   });
   assert.equal(opCost('decodeAttention', [decode])!.flops, 4 * d * Hq * B * 1024, 'upper bound without the positions');
+  // With the O projection to H: its product, the weight once (INT4: packed words, scales and zeros, each weight
+  // dequantized once) and the f32 accumulator read and written.
+  const H = 256, K = Hq * d, positions = { positions: Int32Array.from([10, 20, 30, 1023]) };
+  const base = opCost('decodeAttention', [decode], positions)!, acc = t([B, H], 'f32');
+  const float = opCost('decodeAttention', [{ ...decode, project: { weight: t([H, K]), out: acc } }], positions)!;
+  assert.deepEqual(float, { flops: base.flops + 2 * B * K * H, bytes: base.bytes + H * K * 2 + 2 * B * H * 4 });
+  const int4 = { qweight: t([H, K / 8], 'i32'), scales: t([H, K / 128], 'f16'), zeros: t([H, K / 128], 'u8'), groupSize: 128 };
+  const quantized = opCost('decodeAttention', [{ ...decode, project: { weight: int4, out: acc } }], positions)!;
+  assert.deepEqual(quantized, { flops: float.flops + 2 * H * K, bytes: base.bytes + H * K / 2 + H * (K / 128) * 3 + 2 * B * H * 4 });
+  assert.match(describeCall('decodeAttention', [{ ...decode, project: { weight: int4, out: acc } }]), /\+O/);
 });
 
 test('paged decode attention, fused append or not: a sequence holds up to maxBlocks · blockSize keys (not the block size), counted from the positions', () => {
