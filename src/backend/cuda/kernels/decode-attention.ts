@@ -537,9 +537,9 @@ constexpr int PHC = PH / PCHUNKS;
 // [PH, hq·D/PG]; a lane's PCOLS = 32 columns are one 16-byte vector inside one group. Otherwise w_o is T [PH, hq·D].
 constexpr int PCOLS = PINT4 ? 32 : PV;
 // Lane lr's 16-byte vector of row n (columns h0·D + lr·PCOLS on), and its group (PINT4).
-__device__ __forceinline__ const uint4* projection_vector(const void* w_o, int n, int hq, int h0, int lr) {
-  const size_t column = (size_t)n * hq * D + h0 * D + lr * PCOLS;
-  return reinterpret_cast<const uint4*>(static_cast<const unsigned char*>(w_o) + (PINT4 ? column / 2 : column * sizeof(T)));
+__device__ __forceinline__ const void* projection_vector(const void* w_o, int n, int hq, int h0, int lr) {
+  if constexpr (PINT4) return static_cast<const unsigned*>(w_o) + ((size_t)n * hq * D + h0 * D + lr * PCOLS) / 8;
+  else return static_cast<const T*>(w_o) + (size_t)n * hq * D + h0 * D + lr * PCOLS;
 }
 __device__ __forceinline__ size_t projection_group(int n, int hq, int h0, int lr) {
   return ((size_t)n * hq * D + h0 * D + lr * PCOLS) / PG;
@@ -547,63 +547,83 @@ __device__ __forceinline__ size_t projection_group(int n, int hq, int h0, int lr
 __device__ __forceinline__ void prefetch_projection(const void* w_o, const __half* w_scales, const unsigned char* w_zeros, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
   for (int n = N0 + r0; n < N0 + PHC; n += RPI) {
-    asm volatile("prefetch.global.L2 [%0];" :: "l"(projection_vector(w_o, n, hq, h0, lr)));
+    if constexpr (PINT4) asm volatile("prefetch.global.L2 [%0];" :: "l"(projection_vector(w_o, n, hq, h0, lr)));
+    else asm volatile("prefetch.global.L2 [%0];" :: "l"(static_cast<const T*>(w_o) + (size_t)n * hq * D + h0 * D + lr * PV));
     if (PINT4 && lr == 0) {
       asm volatile("prefetch.global.L2 [%0];" :: "l"(w_scales + projection_group(n, hq, h0, 0)));
       asm volatile("prefetch.global.L2 [%0];" :: "l"(w_zeros + projection_group(n, hq, h0, 0)));
     }
   }
 }
-// Lane lr's columns of row n, dotted with ov (PINT4: dequantized as scale·(q − zero); q − zero formed exactly
-// in one FADD from the nibble set into 2^23's mantissa).
-__device__ __forceinline__ float projection_dot(const float (&ov)[PCOLS], const uint4& w, float scale, float zero) {
-  float sum = 0.f;
-  if constexpr (PINT4) {
-    const unsigned words[4] = {w.x, w.y, w.z, w.w};
-    const float bias = 8388608.f + zero;
-    float dot = 0.f;
-    #pragma unroll
-    for (int i = 0; i < 4; i++) {
-      #pragma unroll
-      for (int j = 0; j < 8; j++) dot = fmaf(ov[8 * i + j], __uint_as_float(0x4B000000u | ((words[i] >> (4 * j)) & 0xfu)) - bias, dot);
-    }
-    sum = scale * dot;
-  } else {
-    Vec<T, PV> v = *reinterpret_cast<const Vec<T, PV>*>(&w);
-    #pragma unroll
-    for (int e = 0; e < PV; e++) sum = fmaf(ov[e], to_float(v.v[e]), sum);
-  }
-  return sum;
-}
 // A lane's rounds go in batches of PROJECT_BATCH loads issued before any is used: one L2 latency a batch, not
 // a round (GPT-2: 48 rounds, 4 batches).
 constexpr int PROJECT_ROUNDS = (PHC + RPI - 1) / RPI, PROJECT_BATCH = PROJECT_ROUNDS < 12 ? PROJECT_ROUNDS : 12;
-__device__ __forceinline__ void project_outputs(const float* proj_s, const void* w_o, const __half* w_scales, const unsigned char* w_zeros, float* proj_row, int hq, int h0) {
+// PINT4: a lane's 32 nibbles of a row dequantized as scale·(q − zero), each q − zero formed exactly in one FADD
+// (the nibble OR-ed into the mantissa of 2^23, minus 2^23 + zero), the dot with ov times the group's scale.
+__device__ __forceinline__ void project_outputs_int4(const float* proj_s, const void* w_o, const __half* w_scales, const unsigned char* w_zeros, float* proj_row, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
   float ov[PCOLS];
   #pragma unroll
   for (int e = 0; e < PCOLS; e++) ov[e] = proj_s[lr * PCOLS + e];
   for (int first = 0; first < PROJECT_ROUNDS; first += PROJECT_BATCH) {
     uint4 w[PROJECT_BATCH];
-    [[maybe_unused]] float scale[PROJECT_BATCH], zero[PROJECT_BATCH];
+    float scale[PROJECT_BATCH], zero[PROJECT_BATCH];
     #pragma unroll
     for (int k = 0; k < PROJECT_BATCH; k++) {
       const int n = N0 + r0 + (first + k) * RPI;
       const bool inside = first + k < PROJECT_ROUNDS && n < N0 + PHC;
-      w[k] = inside ? *projection_vector(w_o, n, hq, h0, lr) : make_uint4(0u, 0u, 0u, 0u);
-      if constexpr (PINT4) {
-        const size_t group = projection_group(inside ? n : N0, hq, h0, lr);
-        scale[k] = inside ? __half2float(w_scales[group]) : 0.f;
-        zero[k] = inside ? (float)w_zeros[group] : 0.f;
-      }
+      w[k] = inside ? *static_cast<const uint4*>(projection_vector(w_o, n, hq, h0, lr)) : make_uint4(0u, 0u, 0u, 0u);
+      const size_t group = projection_group(inside ? n : N0, hq, h0, lr);
+      scale[k] = inside ? __half2float(w_scales[group]) : 0.f;
+      zero[k] = inside ? (float)w_zeros[group] : 0.f;
     }
     #pragma unroll
     for (int k = 0; k < PROJECT_BATCH; k++) {
       const int n = N0 + r0 + (first + k) * RPI;
-      float sum = projection_dot(ov, w[k], PINT4 ? scale[k] : 0.f, PINT4 ? zero[k] : 0.f);
+      const unsigned words[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+      const float bias = 8388608.f + zero[k];
+      float dot = 0.f;
+      #pragma unroll
+      for (int i = 0; i < 4; i++) {
+        #pragma unroll
+        for (int j = 0; j < 8; j++) dot = fmaf(ov[8 * i + j], __uint_as_float(0x4B000000u | ((words[i] >> (4 * j)) & 0xfu)) - bias, dot);
+      }
+      float sum = scale[k] * dot;
       #pragma unroll
       for (int o = LPR / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (lr == 0 && first + k < PROJECT_ROUNDS && n < N0 + PHC) atomicAdd(proj_row + n, sum);
+    }
+  }
+}
+__device__ __forceinline__ void project_outputs(const float* proj_s, const void* w_o, const __half* w_scales, const unsigned char* w_zeros, float* proj_row, int hq, int h0) {
+  if constexpr (PINT4) {
+    project_outputs_int4(proj_s, w_o, w_scales, w_zeros, proj_row, hq, h0);
+  } else {
+    const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
+    float ov[PV];
+    #pragma unroll
+    for (int e = 0; e < PV; e++) ov[e] = proj_s[lr * PV + e];
+    for (int first = 0; first < PROJECT_ROUNDS; first += PROJECT_BATCH) {
+      Vec<T, PV> w[PROJECT_BATCH];
+      #pragma unroll
+      for (int k = 0; k < PROJECT_BATCH; k++) {
+        const int n = N0 + r0 + (first + k) * RPI;
+        if (first + k < PROJECT_ROUNDS && n < N0 + PHC) w[k] = load_vec<T, PV>(static_cast<const T*>(projection_vector(w_o, n, hq, h0, lr)));
+        else {
+          #pragma unroll
+          for (int e = 0; e < PV; e++) w[k].v[e] = from_float<T>(0.f);
+        }
+      }
+      #pragma unroll
+      for (int k = 0; k < PROJECT_BATCH; k++) {
+        const int n = N0 + r0 + (first + k) * RPI;
+        float sum = 0.f;
+        #pragma unroll
+        for (int e = 0; e < PV; e++) sum = fmaf(ov[e], to_float(w[k].v[e]), sum);
+        #pragma unroll
+        for (int o = LPR / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lr == 0 && first + k < PROJECT_ROUNDS && n < N0 + PHC) atomicAdd(proj_row + n, sum);
+      }
     }
   }
 }`;
