@@ -52,9 +52,9 @@ export function checkDecodeAttention<T extends Tensor>(check: OpCheck<T>, args: 
  */
 function checkAttentionProjection<T extends Tensor>(check: OpCheck<T>, p: AttentionProjection, attended: T, B: number, width: number) {
   const out = check.tensor('project.out', p.out), zero = check.optional('project.zero', p.zero);
-  let weight: T | undefined, int4: (ReturnType<typeof checkInt4Weight<T>> & { groupSize: number }) | undefined;
+  let weight: T | undefined, int4: ReturnType<typeof checkInt4Weight<T>> | undefined;
   if (p.weight !== null && typeof p.weight === 'object' && isInt4Projection(p.weight)) {
-    int4 = { ...checkInt4Weight(check, p.weight, width, 'project.weight.', 'projectH'), groupSize: p.weight.groupSize };
+    int4 = checkInt4Weight(check, p.weight, width, 'project.weight.', 'projectH');
   } else {
     weight = check.tensor('project.weight', p.weight as Tensor);
     check.sameDType(['out', 'project.weight'], [attended, weight]);

@@ -60,7 +60,7 @@ export function checkInt4Weight<T extends Tensor>(check: OpCheck<T>, args: { qwe
   check.shape(`${prefix}qweight`, qweight, [rows, K / INT4_PER_WORD]);
   check.shape(`${prefix}scales`, scales, [rows, K / args.groupSize]);
   check.shape(`${prefix}zeros`, zeros, [rows, K / args.groupSize]);
-  return { qweight, scales, zeros };
+  return { qweight, scales, zeros, groupSize: args.groupSize };
 }
 
 export function checkInt4Linear<T extends Tensor>(check: OpCheck<T>, args: Int4LinearArgs) {

@@ -547,8 +547,7 @@ __device__ __forceinline__ size_t projection_group(int n, int hq, int h0, int lr
 __device__ __forceinline__ void prefetch_projection(const void* w_o, const __half* w_scales, const unsigned char* w_zeros, int hq, int h0) {
   const int lr = threadIdx.x % LPR, r0 = threadIdx.x / LPR;
   for (int n = N0 + r0; n < N0 + PHC; n += RPI) {
-    if constexpr (PINT4) asm volatile("prefetch.global.L2 [%0];" :: "l"(projection_vector(w_o, n, hq, h0, lr)));
-    else asm volatile("prefetch.global.L2 [%0];" :: "l"(static_cast<const T*>(w_o) + (size_t)n * hq * D + h0 * D + lr * PV));
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(projection_vector(w_o, n, hq, h0, lr)));
     if (PINT4 && lr == 0) {
       asm volatile("prefetch.global.L2 [%0];" :: "l"(w_scales + projection_group(n, hq, h0, 0)));
       asm volatile("prefetch.global.L2 [%0];" :: "l"(w_zeros + projection_group(n, hq, h0, 0)));
